@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Runs every fuzz target in the module for FUZZTIME each (default 10s).
+# Go fuzzes one target per invocation, so targets are listed per package.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+fuzztime=${FUZZTIME:-10s}
+n=0
+for pkg in $(go list ./...); do
+	for target in $(CGO_ENABLED=0 go test -list '^Fuzz' "$pkg" | grep '^Fuzz' || true); do
+		echo "fuzz $pkg $target ($fuzztime)"
+		CGO_ENABLED=0 go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "$pkg"
+		n=$((n + 1))
+	done
+done
+echo "ran $n fuzz targets"
