@@ -76,7 +76,7 @@ func TestParseDIDKeyErrors(t *testing.T) {
 		"",
 		"did:web:example.com",
 		"did:key:z",
-		"did:key:z0OIl",                // not base58
+		"did:key:z0OIl", // not base58
 		"did:key:z6LSbysY2xFMRpGMhb7tFTLMpeuPRaqaWM1yECx2AtzE3KCc", // X25519 multicodec
 		"did:key:z" + strings.Repeat("1", 70),
 	} {
