@@ -1,0 +1,123 @@
+package hw
+
+import (
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// ErrSpanClosed is returned by a second Close of the same span.
+var ErrSpanClosed = errors.New("hw: span already closed")
+
+// maxPlausibleWatts bounds what a single node can draw; a delta implying
+// more is a counter glitch (a missed wrap, a reset), not a measurement.
+const maxPlausibleWatts = 10_000
+
+// CounterMeter grades spans by a live [Counter] under the mesh/1 §3.3
+// rules. A span is HwShunt only when it is at least the counter's minimum
+// window long and both of its readings are good and continuous; otherwise
+// it is billed by the estimator over its own length and graded Estimator.
+// Every figure carries the estimator's figure for the same span.
+//
+// Only a counter that was seen live and that covers the whole request
+// belongs in a CounterMeter; choosing one is the caller's job (see
+// hw/meters).
+type CounterMeter struct {
+	c     Counter
+	est   PowerModel
+	clock Clock
+	log   *slog.Logger
+
+	mu     sync.Mutex
+	warned map[string]bool
+}
+
+// NewCounterMeter returns a meter over c that falls back to est. A nil log
+// discards.
+func NewCounterMeter(c Counter, est PowerModel, clock Clock, log *slog.Logger) *CounterMeter {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &CounterMeter{c: c, est: est, clock: clock, log: log, warned: map[string]bool{}}
+}
+
+// Name is the counter's name.
+func (m *CounterMeter) Name() string { return m.c.Name() }
+
+// MinWindow is the counter's minimum window.
+func (m *CounterMeter) MinWindow() time.Duration { return m.c.MinWindow() }
+
+// Counter returns the counter the meter grades by.
+func (m *CounterMeter) Counter() Counter { return m.c }
+
+// Model returns the fallback power model.
+func (m *CounterMeter) Model() PowerModel { return m.est }
+
+// Open reads the counter and starts the span's clock after the read. It
+// never fails: a failed read leaves a span that the estimator bills.
+func (m *CounterMeter) Open() (Span, error) {
+	r, err := m.c.Read()
+	s := &counterSpan{m: m, open: r, openErr: err}
+	s.start = m.clock.Now()
+	return s, nil
+}
+
+type counterSpan struct {
+	m       *CounterMeter
+	open    Reading
+	openErr error
+	start   time.Time
+	closed  bool
+}
+
+// Close stops the span's clock before the closing read, then grades.
+func (s *counterSpan) Close() (Energy, error) {
+	if s.closed {
+		return Energy{}, ErrSpanClosed
+	}
+	s.closed = true
+	m := s.m
+	end := m.clock.Now()
+	r, err := m.c.Read()
+	d := end.Sub(s.start)
+	est := m.est.UJ(d)
+
+	switch {
+	case s.openErr != nil:
+		m.fallback("open-read", "opening read failed", s.openErr)
+	case err != nil:
+		m.fallback("close-read", "closing read failed", err)
+	case d < m.c.MinWindow():
+		// The normal case for a short serve, not a fault: no warning.
+		m.log.Debug("span shorter than the counter's window: estimator",
+			"counter", m.c.Name(), "span", d, "window", m.c.MinWindow())
+	case r.Epoch != s.open.Epoch:
+		m.fallback("epoch", "counter lost continuity during the span", nil)
+	case r.UJ < s.open.UJ:
+		m.fallback("backwards", "counter went backwards during the span", nil)
+	case float64(r.UJ-s.open.UJ) > maxPlausibleWatts*d.Seconds()*1e6:
+		m.fallback("implausible", "counter delta implies an impossible power", nil)
+	default:
+		return Measured(r.UJ-s.open.UJ, est), nil
+	}
+	return Estimated(est), nil
+}
+
+// fallback logs why a span fell back to the estimator: a warning the first
+// time for each kind of reason, debug after that.
+func (m *CounterMeter) fallback(kind, msg string, err error) {
+	m.mu.Lock()
+	first := !m.warned[kind]
+	m.warned[kind] = true
+	m.mu.Unlock()
+	level := slog.LevelDebug
+	if first {
+		level = slog.LevelWarn
+	}
+	attrs := []any{"counter", m.c.Name()}
+	if err != nil {
+		attrs = append(attrs, "err", err)
+	}
+	m.log.Log(nil, level, "energy span billed by the estimator: "+msg, attrs...)
+}

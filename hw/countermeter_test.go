@@ -1,0 +1,211 @@
+package hw_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/hw"
+	"github.com/meshnode/meshnode/hw/hwtest"
+)
+
+var epoch = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// serve opens a span, lets d pass and closes it.
+func serve(t *testing.T, m hw.Meter, clk *hwtest.Clock, d time.Duration) hw.Energy {
+	t.Helper()
+	s, err := m.Open()
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	clk.Advance(d)
+	e, err := s.Close()
+	if err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	return e
+}
+
+func TestCounterMeterWindowRule(t *testing.T) {
+	clk := hwtest.NewClock(epoch)
+	c := hwtest.NewCounter("fake", hw.DomainCPU, 50*time.Millisecond, clk, 30) // 30 W measured
+	m := hw.NewCounterMeter(c, hw.PowerModel{Watts: 10}, clk, nil)            // 10 W modelled
+
+	tests := []struct {
+		span         time.Duration
+		wantGrade    hw.Provenance
+		wantUJ       uint64
+		wantEstimate uint64
+	}{
+		// 20 ms under a 50 ms floor: Estimator at the estimator's figure.
+		{20 * time.Millisecond, hw.Estimator, 200_000, 200_000},
+		// 60 ms: the counter's figure (30 W × 60 ms) and grade.
+		{60 * time.Millisecond, hw.HwShunt, 1_800_000, 600_000},
+		// Exactly the window is long enough.
+		{50 * time.Millisecond, hw.HwShunt, 1_500_000, 500_000},
+	}
+	for _, tt := range tests {
+		e := serve(t, m, clk, tt.span)
+		if e.Provenance() != tt.wantGrade || e.UJ() != tt.wantUJ || e.EstimatedUJ() != tt.wantEstimate {
+			t.Errorf("span %v: got %v, want %v of %d µJ (est %d)", tt.span, e, tt.wantGrade, tt.wantUJ, tt.wantEstimate)
+		}
+		if _, has := e.MeasuredUJ(); has != (tt.wantGrade == hw.HwShunt) {
+			t.Errorf("span %v: measurement present = %v under grade %v", tt.span, has, tt.wantGrade)
+		}
+	}
+}
+
+func TestCounterMeterFallsBackOnFaults(t *testing.T) {
+	boom := errors.New("boom")
+	tests := []struct {
+		name   string
+		during func(c *hwtest.Counter)
+		before func(c *hwtest.Counter)
+	}{
+		{"opening read fails", nil, func(c *hwtest.Counter) { c.Fail(boom) }},
+		{"closing read fails", func(c *hwtest.Counter) { c.Fail(boom) }, nil},
+		{"counter reset during the span", func(c *hwtest.Counter) { c.Reset() }, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := hwtest.NewClock(epoch)
+			c := hwtest.NewCounter("fake", hw.DomainCPU, 10*time.Millisecond, clk, 30)
+			m := hw.NewCounterMeter(c, hw.PowerModel{Watts: 10}, clk, nil)
+			if tt.before != nil {
+				tt.before(c)
+			}
+			s, err := m.Open()
+			if err != nil {
+				t.Fatalf("Open must not fail on a bad counter: %v", err)
+			}
+			if tt.before != nil {
+				c.Fail(nil)
+			}
+			clk.Advance(100 * time.Millisecond)
+			if tt.during != nil {
+				tt.during(c)
+			}
+			e, err := s.Close()
+			if err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			if e.Provenance() != hw.Estimator || e.UJ() != 1_000_000 {
+				t.Fatalf("got %v, want the estimator's 1000000 µJ graded Estimator", e)
+			}
+		})
+	}
+}
+
+func TestCounterMeterRejectsImplausibleDelta(t *testing.T) {
+	clk := hwtest.NewClock(epoch)
+	c := hwtest.NewCounter("fake", hw.DomainCPU, 10*time.Millisecond, clk, 50_000) // 50 kW: a glitch
+	m := hw.NewCounterMeter(c, hw.PowerModel{Watts: 10}, clk, nil)
+	if e := serve(t, m, clk, time.Second); e.Provenance() != hw.Estimator {
+		t.Fatalf("a 50 kW delta was graded %v", e)
+	}
+}
+
+func TestSpanClosesOnce(t *testing.T) {
+	clk := hwtest.NewClock(epoch)
+	c := hwtest.NewCounter("fake", hw.DomainCPU, 10*time.Millisecond, clk, 30)
+	for _, m := range []hw.Meter{
+		hw.NewCounterMeter(c, hw.PowerModel{Watts: 10}, clk, nil),
+		hw.NewEstimatorMeter(hw.PowerModel{Watts: 10}, clk),
+	} {
+		s, _ := m.Open()
+		if _, err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Close(); !errors.Is(err, hw.ErrSpanClosed) {
+			t.Fatalf("%s: second Close = %v, want ErrSpanClosed", m.Name(), err)
+		}
+	}
+}
+
+func TestEstimatorMeter(t *testing.T) {
+	clk := hwtest.NewClock(epoch)
+	m := hw.NewEstimatorMeter(hw.PowerModel{Watts: 12.5}, clk)
+	if m.MinWindow() != 0 || m.Name() != "estimator" {
+		t.Fatalf("estimator meter: window %v name %q", m.MinWindow(), m.Name())
+	}
+	e := serve(t, m, clk, 2*time.Second)
+	if e.Provenance() != hw.Estimator || e.UJ() != 25_000_000 {
+		t.Fatalf("got %v, want 25000000 µJ Estimator", e)
+	}
+	if _, has := e.MeasuredUJ(); has {
+		t.Fatal("an estimate carries a measurement")
+	}
+}
+
+func TestPowerModelUJ(t *testing.T) {
+	tests := []struct {
+		watts float64
+		d     time.Duration
+		want  uint64
+	}{
+		{10, time.Second, 10_000_000},
+		{10, 20 * time.Millisecond, 200_000},
+		{15, time.Nanosecond, 1},        // never zero for a positive span
+		{0.001, time.Microsecond, 1},    // rounds up, never down to zero
+		{2.5, 3 * time.Microsecond, 8},  // 7.5 µJ rounds up
+		{10, 0, 0},                      // no span, no energy
+		{0, time.Second, 0},             // no model, no energy
+		{1e30, time.Hour, 1<<64 - 1},    // saturates
+	}
+	for _, tt := range tests {
+		if got := (hw.PowerModel{Watts: tt.watts}).UJ(tt.d); got != tt.want {
+			t.Errorf("PowerModel{%v W}.UJ(%v) = %d, want %d", tt.watts, tt.d, got, tt.want)
+		}
+	}
+}
+
+func TestCombine(t *testing.T) {
+	clk := hwtest.NewClock(epoch)
+	cpu := hwtest.NewCounter("rapl", hw.DomainCPU|hw.DomainDRAM, 10*time.Millisecond, clk, 20)
+	gpu := hwtest.NewCounter("nvml", hw.DomainGPU, 100*time.Millisecond, clk, 100)
+	c := hw.Combine(cpu, gpu)
+	if c.Name() != "rapl+nvml" || c.MinWindow() != 100*time.Millisecond || c.Domains() != hw.DomainCPU|hw.DomainGPU|hw.DomainDRAM {
+		t.Fatalf("combined: name %q window %v domains %v", c.Name(), c.MinWindow(), c.Domains())
+	}
+	m := hw.NewCounterMeter(c, hw.PowerModel{Watts: 50}, clk, nil)
+	if e := serve(t, m, clk, 50*time.Millisecond); e.Provenance() != hw.Estimator {
+		t.Fatalf("50 ms under the combined 100 ms window graded %v", e)
+	}
+	if e := serve(t, m, clk, 200*time.Millisecond); e.Provenance() != hw.HwShunt || e.UJ() != 24_000_000 {
+		t.Fatalf("200 ms span: got %v, want 24000000 µJ HwShunt (120 W × 0.2 s)", e)
+	}
+	gpu.Fail(errors.New("gpu lost"))
+	if _, err := c.Read(); err == nil {
+		t.Fatal("a combined read succeeded with a failing part")
+	}
+	if hw.Combine(cpu) != hw.Counter(cpu) {
+		t.Fatal("Combine of one counter is not that counter")
+	}
+}
+
+func TestDomain(t *testing.T) {
+	tests := []struct {
+		have, need hw.Domain
+		covers     bool
+	}{
+		{hw.DomainCPU, hw.DomainCPU, true},
+		{hw.DomainGPU, hw.DomainCPU | hw.DomainGPU, false},
+		{hw.DomainCPU | hw.DomainDRAM, hw.DomainCPU | hw.DomainGPU, false},
+		{hw.DomainCPU | hw.DomainGPU | hw.DomainDRAM, hw.DomainCPU | hw.DomainGPU, true},
+		{hw.DomainModule, hw.DomainCPU | hw.DomainGPU, true},
+	}
+	for _, tt := range tests {
+		if got := tt.have.Covers(tt.need); got != tt.covers {
+			t.Errorf("%v.Covers(%v) = %v", tt.have, tt.need, got)
+		}
+	}
+	for _, d := range []hw.Domain{0, hw.DomainCPU, hw.DomainCPU | hw.DomainGPU | hw.DomainANE, hw.DomainModule | hw.DomainDRAM} {
+		got, err := hw.ParseDomain(d.String())
+		if err != nil || got != d {
+			t.Errorf("ParseDomain(%q) = %v, %v", d.String(), got, err)
+		}
+	}
+	if _, err := hw.ParseDomain("cpu+tpu"); err == nil {
+		t.Error("ParseDomain accepted tpu")
+	}
+}
