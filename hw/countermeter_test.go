@@ -29,7 +29,7 @@ func serve(t *testing.T, m hw.Meter, clk *hwtest.Clock, d time.Duration) hw.Ener
 func TestCounterMeterWindowRule(t *testing.T) {
 	clk := hwtest.NewClock(epoch)
 	c := hwtest.NewCounter("fake", hw.DomainCPU, 50*time.Millisecond, clk, 30) // 30 W measured
-	m := hw.NewCounterMeter(c, hw.PowerModel{Watts: 10}, clk, nil)            // 10 W modelled
+	m := hw.NewCounterMeter(c, hw.PowerModel{Watts: 10}, clk, nil)             // 10 W modelled
 
 	tests := []struct {
 		span         time.Duration
@@ -145,12 +145,12 @@ func TestPowerModelUJ(t *testing.T) {
 	}{
 		{10, time.Second, 10_000_000},
 		{10, 20 * time.Millisecond, 200_000},
-		{15, time.Nanosecond, 1},        // never zero for a positive span
-		{0.001, time.Microsecond, 1},    // rounds up, never down to zero
-		{2.5, 3 * time.Microsecond, 8},  // 7.5 µJ rounds up
-		{10, 0, 0},                      // no span, no energy
-		{0, time.Second, 0},             // no model, no energy
-		{1e30, time.Hour, 1<<64 - 1},    // saturates
+		{15, time.Nanosecond, 1},       // never zero for a positive span
+		{0.001, time.Microsecond, 1},   // rounds up, never down to zero
+		{2.5, 3 * time.Microsecond, 8}, // 7.5 µJ rounds up
+		{10, 0, 0},                     // no span, no energy
+		{0, time.Second, 0},            // no model, no energy
+		{1e30, time.Hour, 1<<64 - 1},   // saturates
 	}
 	for _, tt := range tests {
 		if got := (hw.PowerModel{Watts: tt.watts}).UJ(tt.d); got != tt.want {
