@@ -94,8 +94,8 @@ const NameBufferSize = 96
 // Lib is the NVML function table. Required entries are non-nil; optional
 // ones (newer or older than some drivers) may be nil.
 type Lib struct {
-	Init                   func() Return             // nvmlInit_v2
-	Shutdown               func() Return             // nvmlShutdown
+	Init                   func() Return              // nvmlInit_v2
+	Shutdown               func() Return              // nvmlShutdown
 	DeviceGetCount         func(count *uint32) Return // nvmlDeviceGetCount_v2
 	DeviceGetHandleByIndex func(index uint32, dev *Device) Return
 	DeviceGetName          func(dev Device, name *byte, length uint32) Return
@@ -105,8 +105,8 @@ type Lib struct {
 	DeviceGetTotalEnergyConsumption func(dev Device, mj *uint64) Return
 
 	// Optional.
-	DeviceGetMemoryInfoV2   func(dev Device, mem *MemoryV2) Return
-	DeviceGetArchitecture   func(dev Device, arch *uint32) Return
+	DeviceGetMemoryInfoV2 func(dev Device, mem *MemoryV2) Return
+	DeviceGetArchitecture func(dev Device, arch *uint32) Return
 }
 
 // Architecture names an nvmlDeviceArchitecture_t.
