@@ -1,0 +1,76 @@
+package engine
+
+import (
+	"context"
+	"errors"
+
+	"github.com/meshnode/meshnode/node/receipt"
+)
+
+// Engine is one backend (§5). Implementations must be safe for concurrent
+// Serve calls; the steward serves requests in parallel.
+type Engine interface {
+	// Recipe names the composed model the engine runs (§4): a base plus
+	// any merges or adapters, by name. It goes on the receipt.
+	Recipe() string
+	// Fidelity is the advertised level the router admits the engine on
+	// (§3.2.1).
+	Fidelity() receipt.Fidelity
+	// UJPerToken is the modelled energy per token, in microjoules, the
+	// router's estimate uses (§4). It is a model, never a measurement.
+	UJPerToken() uint64
+	// UJPerOptionScored is the modelled energy per option a typed decision
+	// scores (§3.6); 0 declares nothing, which reproduces the token-only
+	// model exactly.
+	UJPerOptionScored() uint64
+	// Deterministic reports whether serving the same request and prompt
+	// payload again yields the same tokens (§5). An engine that samples
+	// must not declare it. A request that itself asks for unseeded
+	// sampling is not replayable whatever the engine declares.
+	Deterministic() bool
+	// Weights names the weights the engine runs and the precision of its
+	// forward pass (§3.6), or reports false if it cannot address them.
+	// The steward reads it before and after a serve and refuses to seal
+	// when the two differ (§2).
+	Weights() (receipt.Weights, bool)
+	// Serve runs req on prompt, calling emit once per output token, in
+	// order, from the calling goroutine, as each is produced. A
+	// generation emits at most req.MaxTokens tokens; a decision emits
+	// none. Serve honours ctx: when it is cancelled the engine stops
+	// promptly and returns ctx's error.
+	//
+	// On any error Serve still returns the Outcome of the work done so far
+	// (zero if none). An engine that refuses a request before doing any
+	// work (an option it cannot honour) returns an error wrapping
+	// ErrRefused; the steward seals nothing for it. When emit returns an
+	// error the engine stops and returns an error wrapping it.
+	Serve(ctx context.Context, req receipt.ServeRequest, prompt []uint32, emit func(tok uint32) error) (Outcome, error)
+}
+
+// TrainingSource is implemented by an engine that can address the corpus
+// its weights were fitted to (§3.7).
+type TrainingSource interface {
+	Training() (receipt.Training, bool)
+}
+
+// Outcome is what an engine reports about a serve (§5's ServeOutcome).
+type Outcome struct {
+	// TokensIn counts the input tokens processed; TokensOut the tokens
+	// emitted.
+	TokensIn, TokensOut uint32
+	// TokensAccepted is the wedge metric's denominator: TokensOut under
+	// greedy decode; under speculative decoding the proposed tokens the
+	// target model accepted.
+	TokensAccepted uint32
+	// CacheHitTokens counts output served from a prefix or result cache.
+	CacheHitTokens uint32
+	// SpecProposed and SpecAccepted are the speculative-decoding counters.
+	SpecProposed, SpecAccepted uint32
+	// Delivered is the fidelity the engine says it served, nil if it
+	// reports none (§3.2.1). It must not exceed the advertised level.
+	Delivered *receipt.Fidelity
+}
+
+// ErrRefused is wrapped by the error of a serve an engine declined before
+// doing any work.
+var ErrRefused = errors.New("engine: request refused")

@@ -1,0 +1,106 @@
+package engine
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/meshnode/meshnode/node/receipt"
+	"github.com/zeebo/blake3"
+)
+
+// The reference engine's algorithm is fixed, so that the conformance
+// vectors' output tokens can be recomputed by any implementation:
+//
+//	state  = BLAKE3-256("mesh-reference prefill\0" ‖ prompt as LE u32s)
+//	token i: state = BLAKE3-256(state), ReferenceRounds times;
+//	         token = LE u32 of state[0:4] mod ReferenceVocab
+//
+// A typed decision runs ReferenceRounds rounds per option scored and emits
+// nothing. Every round is real hashing, so the metered span grows with the
+// tokens served (§5).
+const (
+	ReferenceRecipe = "mesh-reference"
+	ReferenceVocab  = 32000
+	ReferenceRounds = 256
+	referencePrefix = "mesh-reference prefill\x00"
+)
+
+// ReferenceConfig sets what a reference engine advertises. Neither field
+// changes its output, which depends on the request and payload alone.
+type ReferenceConfig struct {
+	Fidelity          receipt.Fidelity
+	UJPerToken        uint64
+	UJPerOptionScored uint64
+}
+
+// Reference is mesh/1's reference engine (§5): deterministic, weights-free,
+// greedy, doing real work proportional to the tokens it serves. It reports
+// its advertised level as delivered, since it cannot degrade.
+type Reference struct{ cfg ReferenceConfig }
+
+// NewReference returns a reference engine advertising cfg.
+func NewReference(cfg ReferenceConfig) *Reference { return &Reference{cfg: cfg} }
+
+func (e *Reference) Recipe() string                   { return ReferenceRecipe }
+func (e *Reference) Fidelity() receipt.Fidelity       { return e.cfg.Fidelity }
+func (e *Reference) UJPerToken() uint64               { return e.cfg.UJPerToken }
+func (e *Reference) UJPerOptionScored() uint64        { return e.cfg.UJPerOptionScored }
+func (e *Reference) Deterministic() bool              { return true }
+func (e *Reference) Weights() (receipt.Weights, bool) { return receipt.Weights{}, false }
+
+// Serve implements [Engine]. It decodes greedily and has no tokenizer, so
+// it refuses sampling and stop strings rather than ignore them.
+func (e *Reference) Serve(ctx context.Context, req receipt.ServeRequest, prompt []uint32, emit func(uint32) error) (Outcome, error) {
+	if s := req.Sampling; s != nil && (s.TemperatureE6 > 0 || len(s.Stop) > 0) {
+		return Outcome{}, fmt.Errorf("%w: the reference engine decodes greedily and has no stop strings", ErrRefused)
+	}
+	if err := ctx.Err(); err != nil {
+		return Outcome{}, err
+	}
+	delivered := e.cfg.Fidelity
+	out := Outcome{TokensIn: uint32(len(prompt)), Delivered: &delivered}
+	state := referencePrefill(prompt)
+
+	if d := req.Decision; d != nil {
+		for range d.OptionsScored {
+			if err := ctx.Err(); err != nil {
+				return out, err
+			}
+			referenceRounds(&state)
+		}
+		return out, nil
+	}
+	for range req.MaxTokens {
+		if err := ctx.Err(); err != nil {
+			return out, err
+		}
+		referenceRounds(&state)
+		tok := binary.LittleEndian.Uint32(state[:4]) % ReferenceVocab
+		if err := emit(tok); err != nil {
+			return out, fmt.Errorf("engine: emit: %w", err)
+		}
+		out.TokensOut++
+		out.TokensAccepted++
+	}
+	return out, nil
+}
+
+func referencePrefill(prompt []uint32) [32]byte {
+	h := blake3.New()
+	h.WriteString(referencePrefix)
+	var buf [4]byte
+	for _, t := range prompt {
+		binary.LittleEndian.PutUint32(buf[:], t)
+		h.Write(buf[:])
+	}
+	var s [32]byte
+	h.Sum(s[:0])
+	return s
+}
+
+func referenceRounds(state *[32]byte) {
+	for range ReferenceRounds {
+		*state = blake3.Sum256(state[:])
+	}
+}

@@ -1,0 +1,187 @@
+package receipt
+
+import (
+	"fmt"
+	"unicode/utf8"
+)
+
+// ServeRequest is the content-addressed mesh/1 request (§3.1): a fidelity
+// floor and a joule ceiling are the contract, the prompt is present only as
+// its content address, and the payload travels beside the request, never in
+// it (§5). Its identity is [ServeRequest.ID].
+//
+// The struct tags are the canonical form: text keys, det-CBOR sorted.
+// Absent options (Decision, Sampling) are dropped from it, so a plain
+// generation's id is the one any mesh/1 implementation computes.
+type ServeRequest struct {
+	// PromptHash is BLAKE3-256 of the prompt's bytes (see [PromptHash]).
+	PromptHash ContentID `cbor:"prompt_hash" json:"prompt_hash"`
+	// PromptTokens is the declared input token count; the router's
+	// estimate uses it (§4). It is a declaration, not the payload's
+	// length, and the steward does not hold the payload to it.
+	PromptTokens uint32 `cbor:"prompt_tokens" json:"prompt_tokens"`
+	// MaxTokens is the output ceiling. The steward refuses to seal a serve
+	// whose engine emits more.
+	MaxTokens uint32 `cbor:"max_tokens" json:"max_tokens"`
+	// FidelityFloor is the least fidelity the caller accepts.
+	FidelityFloor Fidelity `cbor:"fidelity_floor" json:"fidelity_floor"`
+	// JouleCeilingUJ is the energy budget in microjoules.
+	JouleCeilingUJ uint64 `cbor:"joule_ceiling_uj" json:"joule_ceiling_uj"`
+	// Decision, when set, makes the request a typed decision (§3.6)
+	// rather than a generation.
+	Decision *Decision `cbor:"decision,omitempty" json:"decision,omitempty"`
+	// Sampling is a meshnode extension to §3.1, absent for greedy
+	// decoding. Everything that changes which tokens an engine emits must
+	// be inside the request identity, or a replay (§6.4) re-runs a
+	// different request than the one served; so sampling options are part
+	// of the canonical form when set and absent (leaving the id
+	// spec-identical) when not.
+	Sampling *Sampling `cbor:"sampling,omitempty" json:"sampling,omitempty"`
+}
+
+// Decision is the typed-decision part of a request (§3.6).
+type Decision struct {
+	// Questions is how many typed questions the request asks (≥ 1).
+	Questions uint32 `cbor:"questions" json:"questions"`
+	// OptionsScored is how many options are scored across all questions
+	// (each question scores at least one).
+	OptionsScored uint32 `cbor:"options_scored" json:"options_scored"`
+	// SchemaTokens is how many of PromptTokens are schema, not state.
+	SchemaTokens uint32 `cbor:"schema_tokens" json:"schema_tokens"`
+}
+
+// Sampling holds the decoding options that change an engine's output
+// beyond greedy decoding (a meshnode extension, see ServeRequest). The
+// zero value of every field means "off", so the zero Sampling is greedy
+// and is dropped from the canonical form.
+//
+// Real-valued options are fixed-point integers in millionths (the _e6
+// suffix): the canonical form admits no floats, and an engine reading back
+// exactly value/1e6 makes a replay exact. The API rounds to the nearest
+// millionth when it builds the request.
+type Sampling struct {
+	// TemperatureE6 is the softmax temperature ×1e6; 0 is greedy.
+	TemperatureE6 uint32 `cbor:"temperature_e6,omitempty" json:"temperature_e6,omitempty"`
+	// TopPE6 is nucleus sampling's mass ×1e6, at most 1e6; 0 is off.
+	TopPE6 uint32 `cbor:"top_p_e6,omitempty" json:"top_p_e6,omitempty"`
+	// TopK keeps the k likeliest tokens; 0 is off.
+	TopK uint32 `cbor:"top_k,omitempty" json:"top_k,omitempty"`
+	// MinPE6 is min-p ×1e6, at most 1e6; 0 is off.
+	MinPE6 uint32 `cbor:"min_p_e6,omitempty" json:"min_p_e6,omitempty"`
+	// PresencePenaltyE6 and FrequencyPenaltyE6 are the OpenAI penalties
+	// ×1e6; 0 is off.
+	PresencePenaltyE6  int32 `cbor:"presence_penalty_e6,omitempty" json:"presence_penalty_e6,omitempty"`
+	FrequencyPenaltyE6 int32 `cbor:"frequency_penalty_e6,omitempty" json:"frequency_penalty_e6,omitempty"`
+	// Seed fixes the sampler's randomness. A sampled request without one
+	// asks the engine for randomness the request does not fix, and its
+	// serve cannot be replayed (§6.4); the API should draw a seed and put
+	// it here so that every serve can be.
+	Seed *uint64 `cbor:"seed,omitempty" json:"seed,omitempty"`
+	// Stop ends the output at the first of these strings (at most
+	// [MaxStops], each 1 … [MaxStopBytes] bytes of UTF-8).
+	Stop []string `cbor:"stop,omitempty" json:"stop,omitempty"`
+}
+
+// Bounds on Sampling.Stop, which an outside party writes.
+const (
+	MaxStops     = 16
+	MaxStopBytes = 256
+	maxStops     = MaxStops // decoder's array bound
+	e6           = 1_000_000
+	// maxRequestSize bounds an encoded request: fixed fields, a decision
+	// and a sampling block with the largest stop list fit well within it.
+	maxRequestSize = 8 << 10
+)
+
+// PromptHash is the prompt_hash of a prompt: BLAKE3-256 of its bytes.
+func PromptHash(prompt []byte) ContentID { return Sum(prompt) }
+
+// IsZero reports whether s asks for nothing beyond greedy decoding.
+func (s *Sampling) IsZero() bool {
+	return s == nil || s.TemperatureE6 == 0 && s.TopPE6 == 0 && s.TopK == 0 && s.MinPE6 == 0 &&
+		s.PresencePenaltyE6 == 0 && s.FrequencyPenaltyE6 == 0 && s.Seed == nil && len(s.Stop) == 0
+}
+
+// Unseeded reports whether s samples with randomness the request does not
+// fix: a temperature above zero and no seed. An engine serving such a
+// request samples, whatever it declares (§5), so its serve is not
+// replayable.
+func (s *Sampling) Unseeded() bool { return s != nil && s.TemperatureE6 > 0 && s.Seed == nil }
+
+// IsDecision reports whether r asks for a typed decision (§3.6).
+func (r *ServeRequest) IsDecision() bool { return r.Decision != nil }
+
+// Validate checks the rules a request must meet to be served or
+// content-addressed.
+func (r *ServeRequest) Validate() error {
+	if !r.FidelityFloor.Valid() {
+		return fmt.Errorf("%w: fidelity_floor %d is not F0 … F4", ErrInvalid, r.FidelityFloor)
+	}
+	if d := r.Decision; d != nil {
+		switch {
+		case d.Questions == 0:
+			return fmt.Errorf("%w: a decision asks at least one question", ErrInvalid)
+		case d.OptionsScored < d.Questions:
+			return fmt.Errorf("%w: %d options scored over %d questions; each question scores at least one", ErrInvalid, d.OptionsScored, d.Questions)
+		case d.SchemaTokens > r.PromptTokens:
+			return fmt.Errorf("%w: schema_tokens %d exceeds prompt_tokens %d", ErrInvalid, d.SchemaTokens, r.PromptTokens)
+		}
+	}
+	if s := r.Sampling; s != nil {
+		if s.TopPE6 > e6 || s.MinPE6 > e6 {
+			return fmt.Errorf("%w: top_p_e6 and min_p_e6 are at most %d", ErrInvalid, e6)
+		}
+		if len(s.Stop) > MaxStops {
+			return fmt.Errorf("%w: %d stop strings, at most %d", ErrInvalid, len(s.Stop), MaxStops)
+		}
+		for i, st := range s.Stop {
+			if len(st) == 0 || len(st) > MaxStopBytes || !utf8.ValidString(st) {
+				return fmt.Errorf("%w: stop string %d must be 1 … %d bytes of UTF-8", ErrInvalid, i, MaxStopBytes)
+			}
+		}
+	}
+	return nil
+}
+
+// canonical returns r with options that say nothing dropped, so that one
+// meaning has one encoding.
+func (r ServeRequest) canonical() ServeRequest {
+	if r.Sampling.IsZero() {
+		r.Sampling = nil
+	}
+	return r
+}
+
+// Canonical returns the canonical det-CBOR encoding of r, the bytes its id
+// is taken over.
+func (r ServeRequest) Canonical() ([]byte, error) {
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	return encMode.Marshal(r.canonical())
+}
+
+// ID returns request_id = ContentId(request).
+func (r ServeRequest) ID() (ContentID, error) {
+	b, err := r.Canonical()
+	if err != nil {
+		return ContentID{}, err
+	}
+	return Sum(b), nil
+}
+
+// DecodeRequest parses the canonical encoding of a request, refusing
+// anything that is not exactly what [ServeRequest.Canonical] writes.
+func DecodeRequest(b []byte) (ServeRequest, error) {
+	var r ServeRequest
+	if err := decodeCanonical(b, maxRequestSize, &r); err != nil {
+		return ServeRequest{}, fmt.Errorf("request: %w", err)
+	}
+	if r.Sampling != nil && r.Sampling.IsZero() {
+		return ServeRequest{}, fmt.Errorf("request: %w: empty sampling block", ErrNonCanonical)
+	}
+	if err := r.Validate(); err != nil {
+		return ServeRequest{}, fmt.Errorf("request: %w", err)
+	}
+	return r, nil
+}

@@ -1,0 +1,220 @@
+package receipt
+
+import (
+	"encoding/hex"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+// TestRequestCanonicalForm checks the request's encoding against an
+// independent core-deterministic encoding of the §3.1 key set, so the id
+// any mesh/1 implementation computes for a plain generation is ours.
+func TestRequestCanonicalForm(t *testing.T) {
+	req := testRequest()
+	want := canonicalOf(t, map[string]any{
+		"prompt_hash":      req.PromptHash.String(),
+		"prompt_tokens":    uint64(req.PromptTokens),
+		"max_tokens":       uint64(req.MaxTokens),
+		"fidelity_floor":   uint64(req.FidelityFloor),
+		"joule_ceiling_uj": req.JouleCeilingUJ,
+	})
+	got, err := req.Canonical()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hex.EncodeToString(got) != hex.EncodeToString(want) {
+		t.Fatalf("canonical request\n got %x\nwant %x", got, want)
+	}
+	if id := mustID(t, req); id != Sum(want) {
+		t.Fatalf("request_id %s, want BLAKE3 of the canonical form %s", id, Sum(want))
+	}
+
+	req.Decision = &Decision{Questions: 1, OptionsScored: 2, SchemaTokens: 3}
+	want = canonicalOf(t, map[string]any{
+		"prompt_hash":      req.PromptHash.String(),
+		"prompt_tokens":    uint64(req.PromptTokens),
+		"max_tokens":       uint64(req.MaxTokens),
+		"fidelity_floor":   uint64(req.FidelityFloor),
+		"joule_ceiling_uj": req.JouleCeilingUJ,
+		"decision":         map[string]any{"questions": uint64(1), "options_scored": uint64(2), "schema_tokens": uint64(3)},
+	})
+	if got, _ = req.Canonical(); hex.EncodeToString(got) != hex.EncodeToString(want) {
+		t.Fatalf("canonical decision request\n got %x\nwant %x", got, want)
+	}
+}
+
+// TestRequestIdentity: everything that changes an engine's output changes
+// the id; options that say nothing leave it alone.
+func TestRequestIdentity(t *testing.T) {
+	base := mustID(t, testRequest())
+	same := []struct {
+		name string
+		mod  func(*ServeRequest)
+	}{
+		{"nil sampling", func(r *ServeRequest) { r.Sampling = nil }},
+		{"zero sampling", func(r *ServeRequest) { r.Sampling = &Sampling{} }},
+		{"empty stop list", func(r *ServeRequest) { r.Sampling = &Sampling{Stop: []string{}} }},
+	}
+	for _, tt := range same {
+		r := testRequest()
+		tt.mod(&r)
+		if id := mustID(t, r); id != base {
+			t.Errorf("%s: id changed to %s", tt.name, id)
+		}
+	}
+	differ := []struct {
+		name string
+		mod  func(*ServeRequest)
+	}{
+		{"prompt_hash", func(r *ServeRequest) { r.PromptHash[0] ^= 1 }},
+		{"prompt_tokens", func(r *ServeRequest) { r.PromptTokens++ }},
+		{"max_tokens", func(r *ServeRequest) { r.MaxTokens++ }},
+		{"fidelity_floor", func(r *ServeRequest) { r.FidelityFloor = F3 }},
+		{"joule_ceiling", func(r *ServeRequest) { r.JouleCeilingUJ++ }},
+		{"decision", func(r *ServeRequest) { r.Decision = &Decision{Questions: 1, OptionsScored: 1} }},
+		{"temperature", func(r *ServeRequest) { r.Sampling = &Sampling{TemperatureE6: 700_000} }},
+		{"top_p", func(r *ServeRequest) { r.Sampling = &Sampling{TopPE6: 950_000} }},
+		{"top_k", func(r *ServeRequest) { r.Sampling = &Sampling{TopK: 40} }},
+		{"min_p", func(r *ServeRequest) { r.Sampling = &Sampling{MinPE6: 50_000} }},
+		{"presence", func(r *ServeRequest) { r.Sampling = &Sampling{PresencePenaltyE6: -500_000} }},
+		{"frequency", func(r *ServeRequest) { r.Sampling = &Sampling{FrequencyPenaltyE6: 1} }},
+		{"seed zero", func(r *ServeRequest) { r.Sampling = &Sampling{Seed: ptr(uint64(0))} }},
+		{"stop", func(r *ServeRequest) { r.Sampling = &Sampling{Stop: []string{"\n\n"}} }},
+	}
+	seen := map[ContentID]string{base: "base"}
+	for _, tt := range differ {
+		r := testRequest()
+		tt.mod(&r)
+		id := mustID(t, r)
+		if prev, dup := seen[id]; dup {
+			t.Errorf("%s: id %s equals %s's", tt.name, id, prev)
+		}
+		seen[id] = tt.name
+	}
+}
+
+func TestRequestValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		mod  func(*ServeRequest)
+	}{
+		{"fidelity above F4", func(r *ServeRequest) { r.FidelityFloor = 5 }},
+		{"decision without questions", func(r *ServeRequest) { r.Decision = &Decision{OptionsScored: 2} }},
+		{"fewer options than questions", func(r *ServeRequest) { r.Decision = &Decision{Questions: 3, OptionsScored: 2} }},
+		{"schema beyond prompt", func(r *ServeRequest) { r.Decision = &Decision{Questions: 1, OptionsScored: 2, SchemaTokens: 26} }},
+		{"top_p above one", func(r *ServeRequest) { r.Sampling = &Sampling{TopPE6: 1_000_001} }},
+		{"min_p above one", func(r *ServeRequest) { r.Sampling = &Sampling{MinPE6: 1_000_001} }},
+		{"too many stops", func(r *ServeRequest) { r.Sampling = &Sampling{Stop: make([]string, MaxStops+1)} }},
+		{"empty stop", func(r *ServeRequest) { r.Sampling = &Sampling{Stop: []string{""}} }},
+		{"long stop", func(r *ServeRequest) { r.Sampling = &Sampling{Stop: []string{strings.Repeat("x", MaxStopBytes+1)}} }},
+		{"invalid utf-8 stop", func(r *ServeRequest) { r.Sampling = &Sampling{Stop: []string{"\xff"}} }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := testRequest()
+			tt.mod(&r)
+			if _, err := r.ID(); !errors.Is(err, ErrInvalid) {
+				t.Fatalf("ID() error = %v, want ErrInvalid", err)
+			}
+		})
+	}
+}
+
+func TestDecodeRequest(t *testing.T) {
+	full := testRequest()
+	full.Decision = &Decision{Questions: 2, OptionsScored: 4, SchemaTokens: 5}
+	full.Sampling = &Sampling{TemperatureE6: 800_000, Seed: ptr(uint64(42)), Stop: []string{"</s>", "\n"}}
+	for _, r := range []ServeRequest{testRequest(), full} {
+		b, err := r.Canonical()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := DecodeRequest(b)
+		if err != nil {
+			t.Fatalf("DecodeRequest(%x): %v", b, err)
+		}
+		if mustID(t, got) != mustID(t, r) {
+			t.Fatalf("round trip changed the request: %+v", got)
+		}
+	}
+
+	base := genericMap(t, mustCanonical(t, testRequest()))
+	tests := []struct {
+		name string
+		raw  func() []byte
+		want error
+	}{
+		{"unknown key", func() []byte { return withKey(t, base, "priority", uint64(1)) }, ErrMalformed},
+		{"empty sampling block", func() []byte { return withKey(t, base, "sampling", map[string]any{}) }, ErrNonCanonical},
+		{"missing max_tokens", func() []byte { return withKey(t, base, "max_tokens", nil) }, ErrNonCanonical},
+		{"upper-case prompt hash", func() []byte {
+			return withKey(t, base, "prompt_hash", strings.ToUpper(base["prompt_hash"].(string)))
+		}, ErrMalformed},
+		{"float ceiling", func() []byte { return withKey(t, base, "joule_ceiling_uj", 10000.0) }, ErrMalformed},
+		{"fidelity 9", func() []byte { return withKey(t, base, "fidelity_floor", uint64(9)) }, ErrInvalid},
+		{"non-shortest head", func() []byte {
+			b := mustCanonical(t, testRequest())
+			// max_tokens 16 is the one-byte 0x10; spell it 0x18 0x10.
+			i := strings.Index(string(b), "max_tokens") + len("max_tokens")
+			return append(append(append([]byte{}, b[:i]...), 0x18), b[i:]...)
+		}, ErrNonCanonical},
+		{"trailing byte", func() []byte { return append(mustCanonical(t, testRequest()), 0) }, ErrMalformed},
+		{"too large", func() []byte { return make([]byte, maxRequestSize+1) }, ErrTooLarge},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := DecodeRequest(tt.raw()); !errors.Is(err, tt.want) {
+				t.Fatalf("DecodeRequest error = %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
+
+func mustCanonical(t testing.TB, r ServeRequest) []byte {
+	t.Helper()
+	b, err := r.Canonical()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// withKey returns m's canonical encoding with key set to v, or removed
+// when v is nil.
+func withKey(t testing.TB, m map[string]any, key string, v any) []byte {
+	t.Helper()
+	c := make(map[string]any, len(m)+1)
+	for k, x := range m {
+		c[k] = x
+	}
+	if v == nil {
+		delete(c, key)
+	} else {
+		c[key] = v
+	}
+	return canonicalOf(t, c)
+}
+
+func FuzzDecodeRequest(f *testing.F) {
+	full := testRequest()
+	full.Decision = &Decision{Questions: 2, OptionsScored: 4, SchemaTokens: 5}
+	full.Sampling = &Sampling{TemperatureE6: 800_000, TopK: 40, Seed: ptr(uint64(42)), Stop: []string{"</s>"}}
+	f.Add(mustCanonical(f, testRequest()))
+	f.Add(mustCanonical(f, full))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := DecodeRequest(b)
+		if err != nil {
+			return
+		}
+		again, err := r.Canonical()
+		if err != nil {
+			t.Fatalf("decoded request does not re-encode: %v", err)
+		}
+		if string(again) != string(b) {
+			t.Fatalf("decoded %x, re-encoded %x", b, again)
+		}
+	})
+}
