@@ -152,6 +152,6 @@ var (
 
 		"gemma4":                   preGemma4,
 		"granite-embed-multi-311m": preGemma4,
-		"sarvam-moe": with(preGemma4, func(p *preTokenizer) { p.keepSpaces, p.wholeNewlines = true, false }),
+		"sarvam-moe":               with(preGemma4, func(p *preTokenizer) { p.keepSpaces, p.wholeNewlines = true, false }),
 	}
 )
