@@ -2,12 +2,9 @@ package wire
 
 import "fmt"
 
-// Protocol constants of mesh-llm/1.
+// Protocol constants of mesh-llm/1. (The ALPNs live with the TLS setup in
+// node/identity.)
 const (
-	// ALPNMesh is the ALPN of the public peer protocol.
-	ALPNMesh = "mesh-llm/1"
-	// ALPNControl is the ALPN of private owner control.
-	ALPNControl = "mesh-llm-control/1"
 	// ProtocolGeneration is the only gen value a frame may carry
 	// (NODE_PROTOCOL_GENERATION upstream).
 	ProtocolGeneration uint32 = 1
