@@ -60,7 +60,9 @@ type LinkError struct {
 	Err   error
 }
 
-func (e *LinkError) Error() string { return fmt.Sprintf("receipt log: envelope %d: %v", e.Index, e.Err) }
+func (e *LinkError) Error() string {
+	return fmt.Sprintf("receipt log: envelope %d: %v", e.Index, e.Err)
+}
 func (e *LinkError) Unwrap() error { return e.Err }
 
 // VerifyLog walks a receipt log from start (the zero Head for a log from

@@ -55,7 +55,7 @@ func TestOpeningAndDisclosure(t *testing.T) {
 	}
 	// A restarted steward (a new Sealer over the same key) derives the
 	// same opening.
-	again, _ := NewSealer(testKey(1))
+	again := testSealer(t, 1)
 	if again.Opening(r.RequestID, r.Nonce) != d.Opening {
 		t.Fatal("opening is not a function of the key, request and nonce")
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/fxamacker/cbor/v2"
 	"github.com/meshnode/meshnode/hw"
+	"github.com/meshnode/meshnode/node/identity"
 )
 
 // testKey returns a fixed Ed25519 key, different for each n.
@@ -19,7 +20,11 @@ func testKey(n byte) ed25519.PrivateKey {
 
 func testSealer(t testing.TB, n byte) *Sealer {
 	t.Helper()
-	s, err := NewSealer(testKey(n))
+	k, err := identity.NewKey(testKey(n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewSealer(k)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 
+	"github.com/meshnode/meshnode/node/identity"
 	"github.com/veraison/go-cose"
 	"github.com/zeebo/blake3"
 )
@@ -47,12 +48,10 @@ type Sealer struct {
 // other use of the steward key (BLAKE3 derive_key).
 const openingKeyContext = "meshnode 2026 mesh/1 output commitment opening key"
 
-// NewSealer returns a Sealer for the steward key priv.
-func NewSealer(priv ed25519.PrivateKey) (*Sealer, error) {
-	if len(priv) != ed25519.PrivateKeySize {
-		return nil, fmt.Errorf("receipt: steward key is %d bytes, want an Ed25519 private key (%d)", len(priv), ed25519.PrivateKeySize)
-	}
-	did := didKey(priv.Public().(ed25519.PublicKey))
+// NewSealer returns a Sealer for the steward key, the node key.
+func NewSealer(key *identity.Key) (*Sealer, error) {
+	priv := key.Private()
+	did := key.DIDKey()
 	signer, err := cose.NewSigner(cose.AlgorithmEdDSA, priv)
 	if err != nil {
 		return nil, fmt.Errorf("receipt: %w", err)

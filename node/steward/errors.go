@@ -1,0 +1,77 @@
+package steward
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/meshnode/meshnode/node/receipt"
+)
+
+// Sentinel errors, each the reason a serve was refused or cut short. A
+// serve's error is always a *ServeError wrapping one of them (or the
+// engine's, authoriser's or journal's own error).
+var (
+	// ErrInvalidRequest: the request breaks a §3.1 rule.
+	ErrInvalidRequest = errors.New("steward: invalid request")
+	// ErrNoAdmissibleBackend: no backend is at or above the floor and
+	// within the ceiling (§4); the ServeError carries every candidate.
+	ErrNoAdmissibleBackend = errors.New("steward: no admissible backend")
+	// ErrFidelityOverclaim: the engine reported a delivered fidelity above
+	// its advertised level; the serve is refused, never clamped (§3.2.1).
+	ErrFidelityOverclaim = errors.New("steward: engine reported a delivered fidelity above its advertised level")
+	// ErrWeightsChanged: the engine named other weights after the serve
+	// than before it (§2).
+	ErrWeightsChanged = errors.New("steward: engine weights changed during the serve")
+	// ErrMaxTokens: the engine tried to emit more than the request's
+	// max_tokens (or any token of a decision).
+	ErrMaxTokens = errors.New("steward: engine emitted past max_tokens")
+	// ErrBadOutcome: the engine's outcome contradicts what it emitted.
+	ErrBadOutcome = errors.New("steward: engine outcome contradicts its output")
+	// ErrMeter: the meter could not open or close the span.
+	ErrMeter = errors.New("steward: meter failed")
+	// ErrJournal: the receipt could not be recorded, so it is not handed
+	// out and the chain does not advance (§2.2).
+	ErrJournal = errors.New("steward: journal refused the receipt")
+	// ErrIncomplete: the engine stopped before finishing (the client
+	// cancelled, emit failed, the engine failed). The work it did is
+	// sealed; the ServeError comes with the Served.
+	ErrIncomplete = errors.New("steward: serve incomplete")
+)
+
+// Stage names where in the lifecycle a serve stopped.
+type Stage string
+
+// The stages of one serve, in order.
+const (
+	StageRequest   Stage = "request"
+	StageRoute     Stage = "route"
+	StageAuthorise Stage = "authorise"
+	StageMeter     Stage = "meter"
+	StageEngine    Stage = "engine"
+	StageDebit     Stage = "debit"
+	StageCheck     Stage = "check"
+	StageSeal      Stage = "seal"
+	StageJournal   Stage = "journal"
+)
+
+// ServeError is every error Serve returns: where the serve stopped, the
+// request it was for, and the route when routing ran (so a refusal for
+// lack of an admissible backend carries every candidate and its reason).
+type ServeError struct {
+	Stage     Stage
+	RequestID receipt.ContentID
+	Route     *Route
+	Err       error
+}
+
+func (e *ServeError) Error() string {
+	msg := fmt.Sprintf("serve %s: %s: %v", e.RequestID.String()[:12], e.Stage, e.Err)
+	if e.Route != nil && e.Stage == StageRoute {
+		for _, c := range e.Route.Candidates {
+			msg += fmt.Sprintf("; %s: %s", c.Backend, c.Reason)
+		}
+	}
+	return msg
+}
+
+func (e *ServeError) Unwrap() error { return e.Err }

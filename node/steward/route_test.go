@@ -1,0 +1,181 @@
+package steward
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/meshnode/meshnode/node/receipt"
+)
+
+type backendSpec struct {
+	name     string
+	fidelity receipt.Fidelity
+	ujTok    uint64
+	ujOpt    uint64
+}
+
+func backendsOf(specs ...backendSpec) []Backend {
+	var bs []Backend
+	for _, s := range specs {
+		e := newFake(s.fidelity, s.ujTok)
+		e.ujPerOption = s.ujOpt
+		bs = append(bs, Backend{Name: s.name, Engine: e})
+	}
+	return bs
+}
+
+func TestRoute(t *testing.T) {
+	decision := func(r receipt.ServeRequest, options uint32) receipt.ServeRequest {
+		r.Decision = &receipt.Decision{Questions: 1, OptionsScored: options}
+		return r
+	}
+	tests := []struct {
+		name      string
+		backends  []backendSpec
+		req       receipt.ServeRequest
+		chosen    string
+		estimates []uint64
+		reasons   []string // "" for admissible
+	}{
+		{
+			name:      "cheapest admissible wins",
+			backends:  []backendSpec{{"tiny", receipt.F1, 1, 0}, {"large", receipt.F4, 30, 0}, {"mid", receipt.F3, 9, 0}},
+			req:       genRequest(20, 30, receipt.F2, 1000),
+			chosen:    "mid",
+			estimates: []uint64{50, 1500, 450},
+			reasons:   []string{"below floor (F1 < F2)", "over ceiling (1500 uJ > 1000 uJ)", ""},
+		},
+		{
+			name:      "floor is inclusive, ceiling is inclusive",
+			backends:  []backendSpec{{"a", receipt.F2, 20, 0}},
+			req:       genRequest(20, 30, receipt.F2, 1000),
+			chosen:    "a",
+			estimates: []uint64{1000},
+			reasons:   []string{""},
+		},
+		{
+			name:      "tie goes to the earlier registration",
+			backends:  []backendSpec{{"first", receipt.F3, 9, 0}, {"second", receipt.F4, 9, 0}, {"third", receipt.F2, 9, 0}},
+			req:       genRequest(10, 10, receipt.F2, 1000),
+			chosen:    "first",
+			estimates: []uint64{180, 180, 180},
+			reasons:   []string{"", "", ""},
+		},
+		{
+			name:      "both reasons",
+			backends:  []backendSpec{{"bad", receipt.F0, 100, 0}, {"ok", receipt.F4, 1, 0}},
+			req:       genRequest(10, 10, receipt.F1, 1000),
+			chosen:    "ok",
+			estimates: []uint64{2000, 20},
+			reasons:   []string{"below floor (F0 < F1); over ceiling (2000 uJ > 1000 uJ)", ""},
+		},
+		{
+			// §3.6: a decision is never priced for max_tokens, and its
+			// option cost follows the schema.
+			name:      "decision excludes max_tokens and prices options",
+			backends:  []backendSpec{{"gen", receipt.F2, 10, 0}, {"decider", receipt.F2, 10, 40}},
+			req:       decision(genRequest(50, 4000, receipt.F1, 1000), 12),
+			chosen:    "gen",
+			estimates: []uint64{500, 980},
+			reasons:   []string{"", ""},
+		},
+		{
+			name:      "option cost can make a decision inadmissible",
+			backends:  []backendSpec{{"decider", receipt.F2, 10, 50}},
+			req:       decision(genRequest(50, 0, receipt.F1, 1000), 12),
+			estimates: []uint64{1100},
+			reasons:   []string{"over ceiling (1100 uJ > 1000 uJ)"},
+		},
+		{
+			name:      "overflow is inadmissible, not wrapped",
+			backends:  []backendSpec{{"huge", receipt.F4, 1 << 62, 0}},
+			req:       genRequest(10, 10, receipt.F0, ^uint64(0)),
+			estimates: []uint64{^uint64(0)},
+			reasons:   []string{"over ceiling (estimate overflows uint64)"},
+		},
+		{
+			name:      "nothing admissible",
+			backends:  []backendSpec{{"tiny", receipt.F0, 1, 0}, {"large", receipt.F4, 100, 0}},
+			req:       genRequest(10, 10, receipt.F2, 100),
+			estimates: []uint64{20, 2000},
+			reasons:   []string{"below floor (F0 < F2)", "over ceiling (2000 uJ > 100 uJ)"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newSteward(t, Config{Backends: backendsOf(tt.backends...)})
+			rt, err := s.Route(tt.req)
+			if tt.chosen == "" {
+				if !errors.Is(err, ErrNoAdmissibleBackend) || rt.Chosen != -1 || rt.Justification != "" {
+					t.Fatalf("Route = %+v, %v; want no admissible backend", rt, err)
+				}
+			} else {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := rt.Candidates[rt.Chosen].Backend; got != tt.chosen {
+					t.Fatalf("chose %s, want %s", got, tt.chosen)
+				}
+				if !strings.HasPrefix(rt.Justification, tt.chosen+": cheapest admissible") || strings.ContainsAny(rt.Justification, "\n\u00b5") {
+					t.Fatalf("justification %q is not one ASCII line naming %s", rt.Justification, tt.chosen)
+				}
+			}
+			if len(rt.Candidates) != len(tt.backends) {
+				t.Fatalf("%d candidates, want one per backend (%d)", len(rt.Candidates), len(tt.backends))
+			}
+			for i, c := range rt.Candidates {
+				if c.Backend != tt.backends[i].name || c.Fidelity != tt.backends[i].fidelity || c.Recipe != "fake-model" {
+					t.Errorf("candidate %d = %+v, out of registration order", i, c)
+				}
+				if c.EstimateUJ != tt.estimates[i] {
+					t.Errorf("%s: estimate %d, want %d", c.Backend, c.EstimateUJ, tt.estimates[i])
+				}
+				if c.Admissible != (tt.reasons[i] == "") || c.Reason != tt.reasons[i] {
+					t.Errorf("%s: admissible %v reason %q, want reason %q", c.Backend, c.Admissible, c.Reason, tt.reasons[i])
+				}
+			}
+		})
+	}
+}
+
+// TestNoAdmissibleServeError: the serve's error carries every candidate
+// and its reason.
+func TestNoAdmissibleServeError(t *testing.T) {
+	s := newSteward(t, Config{Backends: backendsOf(backendSpec{"tiny", receipt.F0, 1, 0}, backendSpec{"large", receipt.F4, 100, 0})})
+	_, err := s.Serve(t.Context(), genRequest(10, 10, receipt.F2, 100), promptOf(10), nil)
+	var se *ServeError
+	if !errors.As(err, &se) || !errors.Is(err, ErrNoAdmissibleBackend) || se.Stage != StageRoute {
+		t.Fatalf("Serve error = %v, want a route-stage ServeError wrapping ErrNoAdmissibleBackend", err)
+	}
+	if se.Route == nil || len(se.Route.Candidates) != 2 || se.Route.Candidates[0].Reason == "" || se.Route.Candidates[1].Reason == "" {
+		t.Fatalf("ServeError route %+v lacks the candidates' reasons", se.Route)
+	}
+	for _, want := range []string{"tiny: below floor", "large: over ceiling"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+}
+
+func TestNewRefusesBadConfig(t *testing.T) {
+	good := backendsOf(backendSpec{"a", receipt.F1, 1, 0})
+	bad := newFake(9, 1)
+	tests := []struct {
+		name string
+		cfg  Config
+	}{
+		{"no key", Config{Meter: &fakeMeter{}, Backends: good}},
+		{"no meter", Config{Key: testKey(t, 1), Backends: good}},
+		{"no backends", Config{Key: testKey(t, 1), Meter: &fakeMeter{}}},
+		{"unnamed backend", Config{Key: testKey(t, 1), Meter: &fakeMeter{}, Backends: []Backend{{Engine: newFake(1, 1)}}}},
+		{"duplicate backend", Config{Key: testKey(t, 1), Meter: &fakeMeter{}, Backends: append(good, good...)}},
+		{"nil engine", Config{Key: testKey(t, 1), Meter: &fakeMeter{}, Backends: []Backend{{Name: "x"}}}},
+		{"fidelity out of range", Config{Key: testKey(t, 1), Meter: &fakeMeter{}, Backends: []Backend{{Name: "x", Engine: bad}}}},
+	}
+	for _, tt := range tests {
+		if _, err := New(tt.cfg); err == nil {
+			t.Errorf("%s: New accepted it", tt.name)
+		}
+	}
+}

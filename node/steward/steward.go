@@ -1,0 +1,407 @@
+package steward
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/meshnode/meshnode/hw"
+	"github.com/meshnode/meshnode/node/engine"
+	"github.com/meshnode/meshnode/node/identity"
+	"github.com/meshnode/meshnode/node/receipt"
+)
+
+// Config assembles a steward.
+type Config struct {
+	// Key is the node key; the steward seals under its did:key.
+	Key *identity.Key
+	// Meter meters every engine span. Any hw.Meter: a live counter or the
+	// estimator.
+	Meter hw.Meter
+	// Backends in registration order, the router's tie-break.
+	Backends []Backend
+	// Authorizer decides grants; nil serves every request ungranted.
+	Authorizer Authorizer
+	// Journal records each receipt before it is handed out; nil keeps no
+	// record (a steward that cannot restart its chain).
+	Journal Journal
+	// Head is where the receipt chain continues; the zero Head is genesis.
+	Head receipt.Head
+	// Rand supplies receipt nonces; nil is crypto/rand.
+	Rand io.Reader
+	// Now stamps authorisations; nil is time.Now.
+	Now func() time.Time
+	// Logger; nil discards.
+	Logger *slog.Logger
+}
+
+// Steward serves requests and seals their receipts. It is safe for
+// concurrent use; receipts are sealed and chained one at a time.
+type Steward struct {
+	sealer   *receipt.Sealer
+	meter    hw.Meter
+	backends []Backend
+	auth     Authorizer
+	journal  Journal
+	now      func() time.Time
+	log      *slog.Logger
+
+	mu   sync.Mutex // guards rand and head, and orders seal → journal → advance
+	rand io.Reader
+	head receipt.Head
+}
+
+// New checks cfg and returns a steward.
+func New(cfg Config) (*Steward, error) {
+	if cfg.Key == nil {
+		return nil, errors.New("steward: no key")
+	}
+	if cfg.Meter == nil {
+		return nil, errors.New("steward: no meter")
+	}
+	if len(cfg.Backends) == 0 {
+		return nil, errors.New("steward: no backends")
+	}
+	seen := make(map[string]bool, len(cfg.Backends))
+	for i, b := range cfg.Backends {
+		switch {
+		case b.Name == "":
+			return nil, fmt.Errorf("steward: backend %d has no name", i)
+		case seen[b.Name]:
+			return nil, fmt.Errorf("steward: backend %q registered twice", b.Name)
+		case b.Engine == nil:
+			return nil, fmt.Errorf("steward: backend %q has no engine", b.Name)
+		case !b.Engine.Fidelity().Valid():
+			return nil, fmt.Errorf("steward: backend %q advertises fidelity %d, not F0 … F4", b.Name, b.Engine.Fidelity())
+		case b.Engine.Recipe() == "":
+			return nil, fmt.Errorf("steward: backend %q names no recipe", b.Name)
+		}
+		seen[b.Name] = true
+	}
+	sealer, err := receipt.NewSealer(cfg.Key)
+	if err != nil {
+		return nil, fmt.Errorf("steward: %w", err)
+	}
+	s := &Steward{
+		sealer:   sealer,
+		meter:    cfg.Meter,
+		backends: append([]Backend(nil), cfg.Backends...),
+		auth:     cfg.Authorizer,
+		journal:  cfg.Journal,
+		now:      cfg.Now,
+		log:      cfg.Logger,
+		rand:     cfg.Rand,
+		head:     cfg.Head,
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.rand == nil {
+		s.rand = rand.Reader
+	}
+	return s, nil
+}
+
+// DID is the steward's did:key, the kid of its receipts and the subject
+// its grants name.
+func (s *Steward) DID() string { return s.sealer.DID() }
+
+// Head is the chain position the next receipt takes.
+func (s *Steward) Head() receipt.Head {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.head
+}
+
+// Backends returns the registered backends in registration order.
+func (s *Steward) Backends() []Backend { return append([]Backend(nil), s.backends...) }
+
+// Route weighs every backend for req without serving it.
+func (s *Steward) Route(req receipt.ServeRequest) (Route, error) {
+	if err := req.Validate(); err != nil {
+		return Route{}, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+	}
+	rt := route(s.backends, &req)
+	if rt.Chosen < 0 {
+		return rt, ErrNoAdmissibleBackend
+	}
+	return rt, nil
+}
+
+// Disclose builds the disclosure of one of this steward's receipts (§6.4)
+// from the prompt it was served on and the output it produced.
+func (s *Steward) Disclose(r *receipt.Receipt, prompt, output []uint32) (receipt.Disclosure, error) {
+	return s.sealer.Disclose(r, prompt, output)
+}
+
+// Served is a sealed serve.
+type Served struct {
+	// Receipt is the sealed receipt: struct, core, envelope, content id.
+	Receipt *receipt.Sealed
+	// Outcome is what the engine reported.
+	Outcome engine.Outcome
+	// Route is the router's full decision.
+	Route Route
+	// Output is every token handed to emit, in order; the output
+	// commitment is over exactly these.
+	Output []uint32
+}
+
+// Serve serves req on the prompt payload, streaming tokens to emit (which
+// may be nil) as the engine produces them, and returns the sealed receipt.
+//
+// Any error is a *ServeError. A refusal — invalid request, no admissible
+// backend, the authoriser, a meter failure, an engine that refused before
+// working, or a failed check after the work (delivered fidelity above
+// advertised, weights changed, tokens past max_tokens, an outcome that
+// contradicts the output) — returns no Served: nothing is sealed.
+//
+// A generation that stops early (ctx cancelled, emit failing, the engine
+// failing) did real work and spent metered energy, so it is sealed as
+// served: tokens_out and tokens_accepted count the tokens emit accepted,
+// and the output commitment covers exactly those. Serve then returns the
+// Served together with a ServeError wrapping ErrIncomplete and the cause.
+// An incomplete decision answered nothing and is not sealed.
+func (s *Steward) Serve(ctx context.Context, req receipt.ServeRequest, prompt []uint32, emit func(tok uint32) error) (*Served, error) {
+	id, err := req.ID()
+	if err != nil {
+		return nil, &ServeError{Stage: StageRequest, Err: fmt.Errorf("%w: %w", ErrInvalidRequest, err)}
+	}
+	rt := route(s.backends, &req)
+	fail := func(stage Stage, err error) error {
+		level := slog.LevelInfo
+		if stage == StageCheck || stage == StageMeter || stage == StageJournal {
+			level = slog.LevelWarn // an engine, meter or journal misbehaving
+		}
+		s.log.Log(ctx, level, "serve refused", "request", id, "stage", stage, "err", err)
+		return &ServeError{Stage: stage, RequestID: id, Route: &rt, Err: err}
+	}
+	if rt.Chosen < 0 {
+		return nil, fail(StageRoute, ErrNoAdmissibleBackend)
+	}
+	b, cand := s.backends[rt.Chosen], rt.Candidates[rt.Chosen]
+	weights := namedWeights(b.Engine)
+
+	var debit Debit
+	if s.auth != nil {
+		debit, err = s.auth.Authorize(ctx, Authorization{
+			RequestID: id, Request: req, Backend: b.Name, Recipe: cand.Recipe, Weights: weights, At: s.now(),
+		})
+		if err != nil {
+			return nil, fail(StageAuthorise, err)
+		}
+	}
+
+	run, err := s.meterServe(ctx, b.Engine, req, prompt, emit)
+	if err != nil {
+		return nil, fail(StageMeter, err)
+	}
+	var breach string
+	if debit != nil {
+		// The work has run (or been attempted under the meter), so the
+		// grant is debited whatever the checks below decide.
+		if breach, err = debit.Settle(run.energy); err != nil {
+			return nil, fail(StageDebit, err)
+		}
+	}
+	if errors.Is(run.err, engine.ErrRefused) && len(run.tokens) == 0 {
+		return nil, fail(StageEngine, run.err)
+	}
+	if run.overran {
+		return nil, fail(StageCheck, fmt.Errorf("%w (%d)", ErrMaxTokens, len(run.tokens)))
+	}
+	if d := run.out.Delivered; d != nil && *d > cand.Fidelity {
+		return nil, fail(StageCheck, fmt.Errorf("%w: %s delivered %v, advertised %v", ErrFidelityOverclaim, b.Name, *d, cand.Fidelity))
+	}
+	if after := namedWeights(b.Engine); !sameWeights(weights, after) {
+		return nil, fail(StageCheck, fmt.Errorf("%w: %s named %s before and %s after", ErrWeightsChanged, b.Name, describe(weights), describe(after)))
+	}
+	complete := run.err == nil
+	if !complete && req.IsDecision() {
+		return nil, fail(StageEngine, fmt.Errorf("%w: %w", ErrIncomplete, run.err))
+	}
+	rec, err := buildReceipt(id, &req, b, cand, rt.Justification, weights, &run)
+	if err != nil {
+		return nil, fail(StageCheck, err)
+	}
+	if debit != nil {
+		gid := debit.GrantID()
+		rec.GrantID, rec.GrantBreach = &gid, breach
+	}
+	var payload receipt.ContentID
+	if !req.IsDecision() {
+		payload = receipt.PayloadDigest(prompt)
+	}
+	sealed, stage, err := s.sealAndRecord(rec, payload, run.tokens)
+	if err != nil {
+		return nil, fail(stage, err)
+	}
+	served := &Served{Receipt: sealed, Outcome: run.out, Route: rt, Output: run.tokens}
+	s.log.Debug("served", "request", id, "backend", b.Name, "sequence", sealed.Receipt.Sequence,
+		"tokens", len(run.tokens), "energy", run.energy.String())
+	if !complete {
+		return served, &ServeError{Stage: StageEngine, RequestID: id, Route: &rt, Err: fmt.Errorf("%w: %w", ErrIncomplete, run.err)}
+	}
+	return served, nil
+}
+
+// engineRun is one metered engine call.
+type engineRun struct {
+	out     engine.Outcome
+	err     error    // the engine's
+	tokens  []uint32 // every token emit accepted
+	overran bool     // the engine tried to emit past its limit
+	energy  hw.Energy
+}
+
+// meterServe opens the meter immediately before the engine runs and
+// closes it as soon as it returns (§3.3: the figure covers the served
+// span only). Only meter failures are returned as errors; the engine's
+// outcome is in the run.
+func (s *Steward) meterServe(ctx context.Context, e engine.Engine, req receipt.ServeRequest, prompt []uint32, emit func(uint32) error) (run engineRun, err error) {
+	limit := req.MaxTokens
+	if req.IsDecision() {
+		limit = 0 // a decision emits no tokens (§3.6)
+	}
+	run.tokens = make([]uint32, 0, min(limit, 4096))
+	count := func(tok uint32) error {
+		if uint32(len(run.tokens)) >= limit {
+			run.overran = true
+			return ErrMaxTokens
+		}
+		if emit != nil {
+			if err := emit(tok); err != nil {
+				return err
+			}
+		}
+		run.tokens = append(run.tokens, tok)
+		return nil
+	}
+
+	span, err := s.meter.Open()
+	if err != nil {
+		return run, fmt.Errorf("%w: open %s: %w", ErrMeter, s.meter.Name(), err)
+	}
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				span.Close() // the span ends with the engine, even a panicking one
+				panic(p)
+			}
+		}()
+		run.out, run.err = e.Serve(ctx, req, prompt, count)
+	}()
+	if run.energy, err = span.Close(); err != nil {
+		return run, fmt.Errorf("%w: close %s: %w", ErrMeter, s.meter.Name(), err)
+	}
+	return run, nil
+}
+
+// buildReceipt assembles the unsealed receipt, checking the engine's
+// outcome against what it emitted.
+func buildReceipt(id receipt.ContentID, req *receipt.ServeRequest, b Backend, cand RouteCandidate, justification string, weights *receipt.Weights, run *engineRun) (receipt.Receipt, error) {
+	out, n := run.out, uint32(len(run.tokens))
+	rec := receipt.Receipt{
+		RequestID:      id,
+		Backend:        b.Name,
+		Recipe:         cand.Recipe,
+		Weights:        weights,
+		Route:          justification,
+		TokensIn:       out.TokensIn,
+		TokensOut:      out.TokensOut,
+		TokensAccepted: out.TokensAccepted,
+		CacheHitTokens: out.CacheHitTokens,
+		SpecProposed:   out.SpecProposed,
+		SpecAccepted:   out.SpecAccepted,
+		FidelityFloor:  req.FidelityFloor,
+		Energy:         run.energy,
+	}
+	if run.err == nil {
+		switch {
+		case out.TokensOut != n:
+			return rec, fmt.Errorf("%w: tokens_out %d, emitted %d", ErrBadOutcome, out.TokensOut, n)
+		case out.TokensAccepted > out.TokensOut:
+			return rec, fmt.Errorf("%w: tokens_accepted %d above tokens_out %d", ErrBadOutcome, out.TokensAccepted, out.TokensOut)
+		case out.CacheHitTokens > out.TokensOut:
+			return rec, fmt.Errorf("%w: cache_hit_tokens %d above tokens_out %d", ErrBadOutcome, out.CacheHitTokens, out.TokensOut)
+		case out.SpecAccepted > out.SpecProposed:
+			return rec, fmt.Errorf("%w: spec_accepted %d above spec_proposed %d", ErrBadOutcome, out.SpecAccepted, out.SpecProposed)
+		}
+	} else {
+		// Served as far as it went: every token the client was handed
+		// counts as emitted and accepted, and the engine's partial
+		// counters are held to that.
+		rec.TokensOut, rec.TokensAccepted = n, n
+		rec.CacheHitTokens = min(out.CacheHitTokens, n)
+		rec.SpecAccepted = min(out.SpecAccepted, out.SpecProposed)
+	}
+	if d := out.Delivered; d != nil {
+		// §3.2.1: fidelity_met from the delivered level, both levels on
+		// the receipt.
+		rec.Fidelity = &receipt.FidelityReport{Advertised: cand.Fidelity, Delivered: *d}
+		rec.FidelityMet = *d >= req.FidelityFloor
+	} else {
+		rec.FidelityMet = cand.Fidelity >= req.FidelityFloor
+	}
+	if ts, ok := b.Engine.(engine.TrainingSource); ok {
+		if t, ok := ts.Training(); ok {
+			rec.Training = &t
+		}
+	}
+	if d := req.Decision; d != nil {
+		rec.Decision = &receipt.DecisionFigures{QuestionsAnswered: d.Questions, OptionsScored: d.OptionsScored, SchemaTokens: d.SchemaTokens}
+	}
+	return rec, nil
+}
+
+// sealAndRecord draws the nonce, commits to the output (a generation's,
+// when payload is set), stamps the chain position, seals, journals and
+// advances the chain, all under one lock so that sequence numbers follow
+// the journal's order. On failure the chain stays where it was.
+func (s *Steward) sealAndRecord(rec receipt.Receipt, payload receipt.ContentID, output []uint32) (*receipt.Sealed, Stage, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := io.ReadFull(s.rand, rec.Nonce[:]); err != nil {
+		return nil, StageSeal, fmt.Errorf("steward: nonce: %w", err)
+	}
+	if rec.Decision == nil {
+		c := receipt.Commit(s.sealer.Opening(rec.RequestID, rec.Nonce), rec.RequestID, payload, output)
+		rec.OutputCommitment = &c
+	}
+	s.head.Stamp(&rec)
+	sealed, err := s.sealer.Seal(rec)
+	if err != nil {
+		return nil, StageSeal, err
+	}
+	if s.journal != nil {
+		if err := s.journal.Sealed(sealed); err != nil {
+			return nil, StageJournal, fmt.Errorf("%w: %w", ErrJournal, err)
+		}
+	}
+	s.head = s.head.Advance(sealed)
+	return sealed, "", nil
+}
+
+func namedWeights(e engine.Engine) *receipt.Weights {
+	if w, ok := e.Weights(); ok {
+		return &w
+	}
+	return nil
+}
+
+func sameWeights(a, b *receipt.Weights) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+
+func describe(w *receipt.Weights) string {
+	if w == nil {
+		return "no weights"
+	}
+	return fmt.Sprintf("%s (%s)", w.Digest, w.Precision)
+}
