@@ -158,8 +158,12 @@ func TestServeRefusals(t *testing.T) {
 			r.Decision = &receipt.Decision{Questions: 1, OptionsScored: 2}
 		}, StageCheck, ErrMaxTokens, true},
 		{"tokens_out contradicts emits", func(e *fakeEngine, _ *Config) { e.outcome = func(o *engine.Outcome) { o.TokensOut++ } }, nil, StageCheck, ErrBadOutcome, true},
-		{"accepted above out", func(e *fakeEngine, _ *Config) { e.outcome = func(o *engine.Outcome) { o.TokensAccepted = o.TokensOut + 1 } }, nil, StageCheck, ErrBadOutcome, true},
-		{"cache hits above out", func(e *fakeEngine, _ *Config) { e.outcome = func(o *engine.Outcome) { o.CacheHitTokens = o.TokensOut + 1 } }, nil, StageCheck, ErrBadOutcome, true},
+		{"accepted above out", func(e *fakeEngine, _ *Config) {
+			e.outcome = func(o *engine.Outcome) { o.TokensAccepted = o.TokensOut + 1 }
+		}, nil, StageCheck, ErrBadOutcome, true},
+		{"cache hits above out", func(e *fakeEngine, _ *Config) {
+			e.outcome = func(o *engine.Outcome) { o.CacheHitTokens = o.TokensOut + 1 }
+		}, nil, StageCheck, ErrBadOutcome, true},
 		{"spec accepted above proposed", func(e *fakeEngine, _ *Config) { e.outcome = func(o *engine.Outcome) { o.SpecAccepted = 1 } }, nil, StageCheck, ErrBadOutcome, true},
 		{"debit cannot be recorded", func(_ *fakeEngine, c *Config) {
 			c.Authorizer = &fakeAuthorizer{debit: &fakeDebit{err: diskFull}}
@@ -252,7 +256,9 @@ func TestServeFidelity(t *testing.T) {
 	}
 }
 
-func equalPair(a, b *receipt.FidelityReport) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+func equalPair(a, b *receipt.FidelityReport) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
+}
 
 // TestServeIncomplete: a generation cut short is sealed as far as it went.
 func TestServeIncomplete(t *testing.T) {

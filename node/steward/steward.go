@@ -397,7 +397,9 @@ func namedWeights(e engine.Engine) *receipt.Weights {
 	return nil
 }
 
-func sameWeights(a, b *receipt.Weights) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+func sameWeights(a, b *receipt.Weights) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
+}
 
 func describe(w *receipt.Weights) string {
 	if w == nil {
