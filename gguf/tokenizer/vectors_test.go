@@ -55,15 +55,22 @@ func vocabFiles(t testing.TB, name string) (model, inp, out []byte) {
 	return model, inp, out
 }
 
-var loaded sync.Map // name → *Tokenizer
+var loaded sync.Map // name → *loadedVocab
 
-// loadVocab parses a vocab-only GGUF through the gguf reader.
+type loadedVocab struct {
+	tk       *Tokenizer
+	inp, out []byte
+}
+
+// loadVocab parses a vocab-only GGUF through the gguf reader (once per
+// test binary).
 func loadVocab(t testing.TB, name string) (*Tokenizer, []byte, []byte) {
 	t.Helper()
-	model, inp, out := vocabFiles(t, name)
-	if tk, ok := loaded.Load(name); ok {
-		return tk.(*Tokenizer), inp, out
+	if v, ok := loaded.Load(name); ok {
+		lv := v.(*loadedVocab)
+		return lv.tk, lv.inp, lv.out
 	}
+	model, inp, out := vocabFiles(t, name)
 	f, err := gguf.Parse(model)
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
@@ -72,7 +79,7 @@ func loadVocab(t testing.TB, name string) (*Tokenizer, []byte, []byte) {
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
-	loaded.Store(name, tk)
+	loaded.Store(name, &loadedVocab{tk, inp, out})
 	return tk, inp, out
 }
 
