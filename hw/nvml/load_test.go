@@ -1,16 +1,18 @@
 //go:build linux
 
-package nvml
+package nvml_test
 
 import (
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/meshnode/meshnode/hw/nvml"
 )
 
 // TestLoadRealLibrary builds testdata/fakenvml.c into a shared library and
-// drives it through Load: the real dlopen/dlsym path and the C ABI of
+// drives it through nvml.Load: the real dlopen/dlsym path and the C ABI of
 // every bound call, without an NVIDIA driver. It skips without a C
 // compiler. (The real libnvidia-ml.so.1 is exercised only on a GPU host.)
 func TestLoadRealLibrary(t *testing.T) {
@@ -22,14 +24,14 @@ func TestLoadRealLibrary(t *testing.T) {
 	if out, err := exec.Command(cc, "-shared", "-fPIC", "-O1", "-o", so, "testdata/fakenvml.c").CombinedOutput(); err != nil {
 		t.Fatalf("building the stand-in: %v\n%s", err, out)
 	}
-	lib, err := Load(so)
+	lib, err := nvml.Load(so)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if lib.DeviceGetMemoryInfoV2 == nil || lib.DeviceGetArchitecture == nil {
 		t.Fatal("optional entry points present in the library were not bound")
 	}
-	s, err := Start(lib)
+	s, err := nvml.Start(lib)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +60,7 @@ func TestLoadRealLibrary(t *testing.T) {
 }
 
 func TestLoadMissingLibrary(t *testing.T) {
-	_, err := Load("/nonexistent/libnvidia-ml.so.1")
+	_, err := nvml.Load("/nonexistent/libnvidia-ml.so.1")
 	if err == nil || !strings.Contains(err.Error(), "libnvidia-ml.so.1") {
 		t.Fatalf("Load of a missing library: %v", err)
 	}

@@ -1,4 +1,4 @@
-package nvml
+package nvml_test
 
 import (
 	"errors"
@@ -7,25 +7,27 @@ import (
 	"unsafe"
 
 	"github.com/meshnode/meshnode/hw"
+	"github.com/meshnode/meshnode/hw/nvml"
+	"github.com/meshnode/meshnode/hw/nvml/nvmltest"
 )
 
 func TestStructLayout(t *testing.T) {
 	// nvmlMemory_v2_t is 40 bytes and NVML checks the size in Version.
-	if s := unsafe.Sizeof(MemoryV2{}); s != 40 || MemoryV2Version&0xffffff != 40 || MemoryV2Version>>24 != 2 {
-		t.Fatalf("MemoryV2 is %d bytes, version %#x", s, MemoryV2Version)
+	if s := unsafe.Sizeof(nvml.MemoryV2{}); s != 40 || nvml.MemoryV2Version&0xffffff != 40 || nvml.MemoryV2Version>>24 != 2 {
+		t.Fatalf("MemoryV2 is %d bytes, version %#x", s, nvml.MemoryV2Version)
 	}
-	if s := unsafe.Sizeof(Memory{}); s != 24 {
+	if s := unsafe.Sizeof(nvml.Memory{}); s != 24 {
 		t.Fatalf("Memory is %d bytes, want 24", s)
 	}
 }
 
 func TestGPUs(t *testing.T) {
 	for _, v2 := range []bool{true, false} {
-		f := &fake{noV2: !v2, gpus: []*fakeGPU{
-			{name: "NVIDIA H200", arch: 9, total: 150 << 30, reserved: 1 << 29},
-			{name: "Tesla T4", arch: 6, total: 16 << 30, reserved: 1 << 28},
+		f := &nvmltest.NVML{NoV2: !v2, GPUs: []*nvmltest.GPU{
+			{Name: "NVIDIA H200", Arch: 9, Total: 150 << 30, Reserved: 1 << 29},
+			{Name: "Tesla T4", Arch: 6, Total: 16 << 30, Reserved: 1 << 28},
 		}}
-		s, err := Start(f.lib())
+		s, err := nvml.Start(f.Lib())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -41,49 +43,49 @@ func TestGPUs(t *testing.T) {
 			gpus[0].ReservedBytes != wantReserved || gpus[1].Name != "Tesla T4" || gpus[1].Arch != "Turing" {
 			t.Fatalf("v2=%v: gpus %+v", v2, gpus)
 		}
-		if err := s.Close(); err != nil || f.shutdown != 1 {
-			t.Fatalf("Close: %v, shutdowns %d", err, f.shutdown)
+		if err := s.Close(); err != nil || f.Shutdowns != 1 {
+			t.Fatalf("Close: %v, shutdowns %d", err, f.Shutdowns)
 		}
-		if err := s.Close(); err != nil || f.shutdown != 1 {
-			t.Fatalf("second Close: %v, shutdowns %d", err, f.shutdown)
+		if err := s.Close(); err != nil || f.Shutdowns != 1 {
+			t.Fatalf("second Close: %v, shutdowns %d", err, f.Shutdowns)
 		}
 	}
 }
 
 func TestStartErrors(t *testing.T) {
-	f := &fake{initErr: ErrDriverNotLoaded}
-	if _, err := Start(f.lib()); !errors.Is(err, ErrDriverNotLoaded) || !strings.Contains(err.Error(), "nvmlInit_v2") {
+	f := &nvmltest.NVML{InitErr: nvml.ErrDriverNotLoaded}
+	if _, err := nvml.Start(f.Lib()); !errors.Is(err, nvml.ErrDriverNotLoaded) || !strings.Contains(err.Error(), "nvmlInit_v2") {
 		t.Fatalf("init failure: %v", err)
 	}
-	f = &fake{}
-	if _, err := Start(f.lib()); !errors.Is(err, ErrNoDevices) || f.shutdown != 1 {
-		t.Fatalf("no GPU: %v (shutdowns %d)", err, f.shutdown)
+	f = &nvmltest.NVML{}
+	if _, err := nvml.Start(f.Lib()); !errors.Is(err, nvml.ErrNoDevices) || f.Shutdowns != 1 {
+		t.Fatalf("no GPU: %v (shutdowns %d)", err, f.Shutdowns)
 	}
 }
 
 func TestCounter(t *testing.T) {
-	a := &fakeGPU{name: "A", energyMJ: 5_000}
-	b := &fakeGPU{name: "B", energyMJ: 7_000}
-	f := &fake{gpus: []*fakeGPU{a, b}}
-	s, err := Start(f.lib())
+	a := &nvmltest.GPU{Name: "A", EnergyMJ: 5_000}
+	b := &nvmltest.GPU{Name: "B", EnergyMJ: 7_000}
+	f := &nvmltest.NVML{GPUs: []*nvmltest.GPU{a, b}}
+	s, err := nvml.Start(f.Lib())
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := s.Counter()
-	if c.Name() != "nvml" || c.Domains() != hw.DomainGPU || c.MinWindow() != MinWindow {
+	if c.Name() != "nvml" || c.Domains() != hw.DomainGPU || c.MinWindow() != nvml.MinWindow {
 		t.Fatalf("counter %s %v %v", c.Name(), c.Domains(), c.MinWindow())
 	}
 	r0, err := c.Read()
 	if err != nil || r0.UJ != 12_000_000 {
 		t.Fatalf("first read %+v, %v; want 12000000 µJ", r0, err)
 	}
-	a.energyMJ += 250
-	b.energyMJ += 750
+	a.EnergyMJ += 250
+	b.EnergyMJ += 750
 	r1, _ := c.Read()
 	if r1.UJ-r0.UJ != 1_000_000 || r1.Epoch != r0.Epoch || r1.Live != r1.UJ {
 		t.Fatalf("second read %+v after %+v, want +1000000 µJ in one epoch", r1, r0)
 	}
-	b.energyMJ = 10 // driver reloaded
+	b.EnergyMJ = 10 // driver reloaded
 	if r2, _ := c.Read(); r2.Epoch == r1.Epoch {
 		t.Fatal("a counter reset kept the epoch")
 	}
@@ -96,22 +98,22 @@ func TestCounter(t *testing.T) {
 // TestJetsonEnergyUnsupported: NVML starts on a Jetson but energy queries
 // fail, and the failure reaches the liveness probe as a read error.
 func TestJetsonEnergyUnsupported(t *testing.T) {
-	f := &fake{gpus: []*fakeGPU{{name: "Orin (nvgpu)", energy: ErrNotSupported}}}
-	s, err := Start(f.lib())
+	f := &nvmltest.NVML{GPUs: []*nvmltest.GPU{{Name: "Orin (nvgpu)", EnergyErr: nvml.ErrNotSupported}}}
+	s, err := nvml.Start(f.Lib())
 	if err != nil {
 		t.Fatalf("NVML must start on a Jetson: %v", err)
 	}
 	_, err = s.Counter().Read()
-	if !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "nvmlDeviceGetTotalEnergyConsumption") {
+	if !errors.Is(err, nvml.ErrNotSupported) || !strings.Contains(err.Error(), "nvmlDeviceGetTotalEnergyConsumption") {
 		t.Fatalf("energy read on a Jetson: %v", err)
 	}
 }
 
 func TestArchitectureAndReturnNames(t *testing.T) {
-	if Architecture(5) != "Volta" || Architecture(10) != "Blackwell" || Architecture(0xffffffff) != "unknown(4294967295)" {
+	if nvml.Architecture(5) != "Volta" || nvml.Architecture(10) != "Blackwell" || nvml.Architecture(0xffffffff) != "unknown(4294967295)" {
 		t.Fatal("architecture names")
 	}
-	if ErrNotSupported.Error() != "nvml: Not Supported" || Return(77).Error() != "nvml: error 77" {
+	if nvml.ErrNotSupported.Error() != "nvml: Not Supported" || nvml.Return(77).Error() != "nvml: error 77" {
 		t.Fatal("return names")
 	}
 }
