@@ -1,0 +1,304 @@
+package mesh
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meshnode/meshnode/node/identity"
+	"github.com/meshnode/meshnode/node/wire"
+	"github.com/meshnode/meshnode/node/wire/nodev1"
+)
+
+// fastConfig is a loopback node with every timer short, so that tests of
+// gossip, failure detection and shutdown take a fraction of a second.
+func fastConfig() Config {
+	return Config{
+		ListenAddr:     "127.0.0.1:0",
+		Version:        "test",
+		MeshID:         "test-mesh",
+		GossipInterval: 300 * time.Millisecond,
+		Timeouts: Timeouts{
+			Handshake:    2 * time.Second,
+			Idle:         3 * time.Second,
+			KeepAlive:    500 * time.Millisecond,
+			Admission:    5 * time.Second,
+			StreamHeader: 2 * time.Second,
+			Gossip:       time.Second,
+			Confirm:      500 * time.Millisecond,
+			Leave:        time.Second,
+			TunnelDial:   2 * time.Second,
+			TunnelIdle:   5 * time.Second,
+			Redundant:    300 * time.Millisecond,
+			RedialMin:    100 * time.Millisecond,
+			RedialMax:    time.Second,
+		},
+	}
+}
+
+// slowDetection makes a node that notices a dead peer only by being told:
+// long gossip interval and idle timeout.
+func slowDetection(c Config) Config {
+	c.GossipInterval = time.Minute
+	c.Timeouts.Idle = time.Minute
+	c.Timeouts.KeepAlive = 5 * time.Second
+	return c
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	if os.Getenv("MESH_TEST_LOG") == "" {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(slog.NewTextHandler(tbWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tbWriter struct{ t testing.TB }
+
+func (w tbWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(b), "\n"))
+	return len(b), nil
+}
+
+func newKey(t testing.TB) *identity.Key {
+	t.Helper()
+	k, err := identity.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// testNode is a served Node and how to stop it.
+type testNode struct {
+	*Node
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// start serves a node until the test ends (or stop is called).
+func start(t testing.TB, cfg Config) *testNode {
+	t.Helper()
+	n, err := New(cfg, newKey(t), testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	tn := &testNode{Node: n, cancel: cancel, done: make(chan error, 1)}
+	go func() { tn.done <- n.Serve(ctx) }()
+	t.Cleanup(func() { tn.stop(t) })
+	waitFor(t, 5*time.Second, "node serving", func() bool { return n.serving() || n.state.Load() == stateClosed })
+	return tn
+}
+
+// stop cancels Serve and waits for it to return; a no-op the second time.
+func (tn *testNode) stop(t testing.TB) {
+	t.Helper()
+	tn.cancel()
+	select {
+	case err, ok := <-tn.done:
+		if ok && err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+		close(tn.done)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not return within 10s of cancellation")
+	}
+}
+
+// kill stops the node without a word to its peers, as a crash would.
+func (tn *testNode) kill() {
+	tn.crash()
+	tn.cancel()
+}
+
+func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", within, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func peerIDs(n *Node) []identity.EndpointID {
+	var out []identity.EndpointID
+	for _, p := range n.Peers() {
+		out = append(out, p.ID)
+	}
+	return out
+}
+
+func hasPeer(n *Node, id identity.EndpointID) bool {
+	_, ok := n.Peer(id)
+	return ok
+}
+
+// checkLeaks fails the test if goroutines started during it outlive it.
+// Register it first so that it runs after every other cleanup.
+func checkLeaks(t testing.TB) {
+	before := runtime.NumGoroutine()
+	t.Cleanup(func() {
+		deadline := time.Now().Add(5 * time.Second)
+		for runtime.NumGoroutine() > before {
+			if time.Now().After(deadline) {
+				var b bytes.Buffer
+				pprof.Lookup("goroutine").WriteTo(&b, 1)
+				t.Errorf("%d goroutines at the start, %d after:\n%s", before, runtime.NumGoroutine(), b.String())
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+}
+
+// nextEvent waits for an event of kind about peer on ch.
+func nextEvent(t testing.TB, ch <-chan Event, kind EventKind, peer identity.EndpointID, within time.Duration) Event {
+	t.Helper()
+	timeout := time.After(within)
+	for {
+		select {
+		case ev, ok := <-ch:
+			if !ok {
+				t.Fatalf("event stream closed waiting for %v of %s", kind, peer.Short())
+			}
+			if ev.Kind == kind && ev.Peer == peer {
+				return ev
+			}
+		case <-timeout:
+			t.Fatalf("no %v event for %s within %v", kind, peer.Short(), within)
+		}
+	}
+}
+
+// rawClient is a hand-driven peer: a QUIC connection with a node identity
+// that speaks whatever bytes a test writes.
+type rawClient struct {
+	t    testing.TB
+	key  *identity.Key
+	id   identity.EndpointID
+	tr   *quic.Transport
+	conn *quic.Conn
+}
+
+func dialRaw(t testing.TB, to EndpointAddr, alpn string) *rawClient {
+	t.Helper()
+	udp, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := newKey(t)
+	tr := &quic.Transport{Conn: udp}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := dialQUIC(ctx, tr, key, &quic.Config{MaxIdleTimeout: 10 * time.Second, KeepAlivePeriod: time.Second}, to.ID, alpn, to.Addrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := &rawClient{t: t, key: key, id: key.ID(), tr: tr, conn: conn}
+	t.Cleanup(func() {
+		conn.CloseWithError(0, "")
+		tr.Close()
+		udp.Close()
+	})
+	return rc
+}
+
+// announce is a valid self announcement for the raw client.
+func (rc *rawClient) announce() *nodev1.PeerAnnouncement {
+	return &nodev1.PeerAnnouncement{EndpointId: rc.id[:], Role: nodev1.NodeRole_WORKER, Version: proto.String("raw")}
+}
+
+func (rc *rawClient) frame(peers ...*nodev1.PeerAnnouncement) *nodev1.GossipFrame {
+	return &nodev1.GossipFrame{Gen: wire.ProtocolGeneration, SenderId: rc.id[:], Peers: append([]*nodev1.PeerAnnouncement{rc.announce()}, peers...)}
+}
+
+// open opens a stream and writes b on it.
+func (rc *rawClient) open(b []byte) *quic.Stream {
+	rc.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	s, err := rc.conn.OpenStreamSync(ctx)
+	if err != nil {
+		rc.t.Fatal(err)
+	}
+	if _, err := s.Write(b); err != nil {
+		rc.t.Fatal(err)
+	}
+	return s
+}
+
+func (rc *rawClient) openFrame(st wire.StreamType, m proto.Message) *quic.Stream {
+	rc.t.Helper()
+	b, err := wire.AppendStreamOpen(nil, st, m)
+	if err != nil {
+		rc.t.Fatal(err)
+	}
+	return rc.open(b)
+}
+
+// gossip runs one exchange and returns the node's reply.
+func (rc *rawClient) gossip(f *nodev1.GossipFrame) (*nodev1.GossipFrame, error) {
+	rc.t.Helper()
+	s := rc.openFrame(wire.StreamGossip, f)
+	s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	body, err := wire.ReadFrame(ctx, s, nil)
+	if err != nil {
+		return nil, err
+	}
+	return wire.DecodeGossipFrame(body)
+}
+
+// streamOutcome waits for the node to end the stream and returns how: nil
+// for a clean end, else the error (a *quic.StreamError for a reset).
+func streamOutcome(t testing.TB, s *quic.Stream) error {
+	t.Helper()
+	s.SetReadDeadline(time.Now().Add(3 * time.Second))
+	_, err := io.Copy(io.Discard, s)
+	return err
+}
+
+func wantStreamCode(t testing.TB, err error, code quic.StreamErrorCode) {
+	t.Helper()
+	var se *quic.StreamError
+	if !errors.As(err, &se) || se.ErrorCode != code || !se.Remote {
+		t.Fatalf("stream ended with %v, want a reset by the node with code %#x", err, code)
+	}
+}
+
+// connClosedWith waits for the node to close the raw connection and checks
+// the code.
+func (rc *rawClient) connClosedWith(code quic.ApplicationErrorCode) {
+	rc.t.Helper()
+	select {
+	case <-rc.conn.Context().Done():
+	case <-time.After(3 * time.Second):
+		rc.t.Fatalf("connection still open, want it closed with %#x", code)
+	}
+	var ae *quic.ApplicationError
+	if err := context.Cause(rc.conn.Context()); !errors.As(err, &ae) || ae.ErrorCode != code || !ae.Remote {
+		rc.t.Fatalf("connection closed with %v, want code %#x from the node", err, code)
+	}
+}
+
+func (rc *rawClient) alive() bool { return rc.conn.Context().Err() == nil }
+
+func loopback(port uint16) netip.AddrPort {
+	return netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port)
+}

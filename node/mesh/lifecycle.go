@@ -1,0 +1,259 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/meshnode/meshnode/node/identity"
+	"github.com/meshnode/meshnode/node/wire"
+	"github.com/meshnode/meshnode/node/wire/nodev1"
+)
+
+// runPeer keeps one admitted peer: it gossips on schedule and on request,
+// checks reachability when a PeerDown names it, and when the peer has no
+// live connection left, confirms by redialling before evicting it. It
+// returns once the peer is evicted or the node stops.
+func (n *Node) runPeer(p *peer) {
+	timer := time.NewTimer(n.jittered())
+	defer timer.Stop()
+	failures := 0
+	for {
+		n.mu.Lock()
+		pc := p.preferred()
+		n.mu.Unlock()
+		if pc == nil {
+			if !n.recover(p) {
+				return
+			}
+			continue
+		}
+		probe := false
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-p.gone:
+			return
+		case <-p.connsChanged:
+			continue
+		case <-pc.conn.Context().Done():
+			continue
+		case <-p.kick:
+		case <-timer.C:
+			timer.Reset(n.jittered())
+		case <-p.probe:
+			probe = true
+		}
+		timeout := n.cfg.Timeouts.Gossip
+		if probe {
+			timeout = n.cfg.Timeouts.Confirm
+		}
+		ctx, cancel := context.WithTimeout(n.ctx, timeout)
+		err := n.exchange(ctx, pc)
+		cancel()
+		switch {
+		case err == nil:
+			failures = 0
+		case n.ctx.Err() != nil || errors.Is(err, errPeerGone):
+			return
+		case probe || failures > 0:
+			// Two misses in a row, or one when a peer has reported it
+			// down: give up on this connection. If it was the last, the
+			// next turn confirms by redialling.
+			failures = 0
+			n.log.Info("mesh: peer not answering", "peer", p.id.Short(), "err", err, "reported_down", probe)
+			n.disconnect(pc, CodeUnreachable, "gossip unanswered")
+		default:
+			failures++
+		}
+		n.closeRedundant(p)
+	}
+}
+
+// recover runs when p has no live connection: it dials p afresh, within
+// the confirmation timeout, and evicts p if that fails. It reports whether
+// p is reachable again.
+func (n *Node) recover(p *peer) bool {
+	if !n.serving() {
+		return false
+	}
+	n.mu.Lock()
+	cause, addrs := p.lastClose, p.dialAddrs()
+	n.mu.Unlock()
+	var ae *quic.ApplicationError
+	if errors.As(cause, &ae) && ae.Remote && ae.ErrorCode == CodeLeaving {
+		// It closed as leaving; its PeerLeaving was lost or is in flight.
+		n.evict(p, PeerLeft, "closed as leaving")
+		return false
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Timeouts.Confirm)
+	defer cancel()
+	err := n.redial(ctx, p, addrs)
+	if err == nil {
+		return true
+	}
+	if n.ctx.Err() != nil {
+		return false
+	}
+	reason := fmt.Sprintf("unreachable: %v", err)
+	if n.evict(p, PeerDown, reason) {
+		n.broadcastPeerDown(p.id)
+	}
+	return false
+}
+
+// redial opens a new connection to p and gossips over it.
+func (n *Node) redial(ctx context.Context, p *peer, addrs []netip.AddrPort) error {
+	c, err := n.dialQUIC(ctx, p.id, addrs)
+	if err != nil {
+		return err
+	}
+	pc, err := n.register(c, p.id, true)
+	if err != nil {
+		return err
+	}
+	if pc.peer != p {
+		// p was evicted meanwhile and this connection began a new peer.
+		return errPeerGone
+	}
+	return n.exchange(ctx, pc)
+}
+
+// evict removes p from the table and closes its connections. It reports
+// whether this call did it (an eviction happens once).
+func (n *Node) evict(p *peer, kind EventKind, reason string) bool {
+	n.mu.Lock()
+	if p.evicted {
+		n.mu.Unlock()
+		return false
+	}
+	p.evicted = true
+	close(p.gone)
+	if n.peers[p.id] == p {
+		delete(n.peers, p.id)
+	}
+	admitted := p.admitted
+	if admitted {
+		n.nAdmitted--
+	}
+	conns := slices.Clone(p.conns)
+	n.mu.Unlock()
+
+	code := CodeEvicted
+	if kind == PeerLeft {
+		code = CodeLeaving
+	}
+	for _, pc := range conns {
+		pc.conn.CloseWithError(code, reason)
+	}
+	if admitted {
+		n.log.Info("mesh: peer "+kind.String(), "peer", p.id.Short(), "reason", reason)
+		n.events.publish(Event{Kind: kind, Peer: p.id, Time: n.cfg.Now(), Reason: reason})
+	}
+	return true
+}
+
+// peerDownReported handles a PeerDown from pc's peer naming target: the
+// report is only a reason to look, never to evict on its own.
+func (n *Node) peerDownReported(pc *peerConn, target identity.EndpointID) {
+	if target == n.id {
+		n.log.Debug("mesh: PeerDown names this node; ignored", "from", pc.id.Short())
+		return
+	}
+	n.mu.Lock()
+	p := n.peers[target]
+	if p != nil && p.admitted && !p.evicted {
+		signal(p.probe)
+	}
+	n.mu.Unlock()
+	n.log.Debug("mesh: PeerDown received", "from", pc.id.Short(), "target", target.Short(), "known", p != nil)
+}
+
+// broadcastPeerDown tells every admitted peer that down is unreachable.
+func (n *Node) broadcastPeerDown(down identity.EndpointID) {
+	msg := &nodev1.PeerDown{PeerId: down[:], Gen: wire.ProtocolGeneration}
+	for _, pc := range n.admittedConns(down) {
+		n.spawn(func() {
+			ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Timeouts.Gossip)
+			defer cancel()
+			if err := sendOneWay(ctx, pc, wire.StreamPeerDown, msg); err != nil {
+				n.log.Debug("mesh: PeerDown not delivered", "peer", pc.id.Short(), "err", err)
+			}
+		})
+	}
+}
+
+// sendLeaving tells every admitted peer this node is leaving and waits,
+// within the leave timeout, for each to acknowledge.
+func (n *Node) sendLeaving() {
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.Timeouts.Leave)
+	defer cancel()
+	msg := &nodev1.PeerLeaving{PeerId: n.id[:], Gen: wire.ProtocolGeneration}
+	var wg sync.WaitGroup
+	for _, pc := range n.admittedConns(identity.EndpointID{}) {
+		wg.Go(func() {
+			err := sendOneWay(ctx, pc, wire.StreamPeerLeaving, msg)
+			var ae *quic.ApplicationError
+			if err != nil && !(errors.As(err, &ae) && ae.Remote && ae.ErrorCode == CodeLeaving) {
+				n.log.Debug("mesh: PeerLeaving not acknowledged", "peer", pc.id.Short(), "err", err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// admittedConns returns the preferred connection of every admitted peer
+// but except.
+func (n *Node) admittedConns(except identity.EndpointID) []*peerConn {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out []*peerConn
+	for id, p := range n.peers {
+		if id == except || !p.admitted || p.evicted {
+			continue
+		}
+		if pc := p.preferred(); pc != nil {
+			out = append(out, pc)
+		}
+	}
+	return out
+}
+
+// admittedConn is the connection to open a stream to an admitted peer on.
+func (n *Node) admittedConn(id identity.EndpointID) (*peerConn, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	p := n.peers[id]
+	if p == nil || !p.admitted || p.evicted {
+		return nil, fmt.Errorf("%w: %s", ErrUnknownPeer, id.Short())
+	}
+	pc := p.preferred()
+	if pc == nil {
+		return nil, fmt.Errorf("mesh: no live connection to %s", id.Short())
+	}
+	return pc, nil
+}
+
+// closeRedundant closes connections we dialled to p that are not the
+// preferred one, once they have been idle a while: after simultaneous
+// dials both ends hold two connections and agree which one stays.
+func (n *Node) closeRedundant(p *peer) {
+	n.mu.Lock()
+	best := p.preferred()
+	var extra []*peerConn
+	for _, pc := range p.conns {
+		if pc != best && pc.outbound && pc.alive() && pc.active.Load() == 0 && time.Since(pc.since) > n.cfg.Timeouts.Redundant {
+			extra = append(extra, pc)
+		}
+	}
+	n.mu.Unlock()
+	for _, pc := range extra {
+		pc.conn.CloseWithError(CodeDuplicate, "redundant connection")
+	}
+}

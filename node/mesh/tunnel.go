@@ -1,0 +1,199 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/meshnode/meshnode/node/identity"
+	"github.com/meshnode/meshnode/node/wire"
+)
+
+// DialHTTP opens an HTTP tunnel (TUNNEL_HTTP, 0x04) to peer: a connection
+// whose bytes reach the peer's local HTTP API and come back. Speak HTTP/1.1
+// over it, e.g. from an http.Transport's DialContext. A peer that refuses
+// the tunnel makes the first Read fail with ErrTunnelRefused.
+func (n *Node) DialHTTP(ctx context.Context, peer identity.EndpointID) (net.Conn, error) {
+	pc, err := n.admittedConn(peer)
+	if err != nil {
+		return nil, err
+	}
+	s, err := pc.conn.OpenStreamSync(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("mesh: tunnel to %s: %w", peer.Short(), err)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		s.SetWriteDeadline(dl)
+	}
+	if _, err := s.Write([]byte{byte(wire.StreamTunnelHTTP)}); err != nil {
+		reset(s, StreamCodeDone)
+		return nil, fmt.Errorf("mesh: tunnel to %s: %w", peer.Short(), err)
+	}
+	s.SetWriteDeadline(time.Time{})
+	pc.active.Add(1)
+	return &tunnelConn{Stream: s, conn: pc.conn, release: func() { pc.active.Add(-1) }}, nil
+}
+
+// tunnelConn is the caller's end of an HTTP tunnel.
+type tunnelConn struct {
+	*quic.Stream
+	conn    *quic.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *tunnelConn) Read(b []byte) (int, error) {
+	n, err := c.Stream.Read(b)
+	return n, tunnelError(err)
+}
+
+func (c *tunnelConn) Write(b []byte) (int, error) {
+	n, err := c.Stream.Write(b)
+	return n, tunnelError(err)
+}
+
+// CloseWrite ends what we send; the response can still be read.
+func (c *tunnelConn) CloseWrite() error { return c.Stream.Close() }
+
+// Close ends both directions.
+func (c *tunnelConn) Close() error {
+	c.once.Do(func() {
+		c.Stream.CancelRead(StreamCodeDone)
+		c.Stream.Close()
+		c.release()
+	})
+	return nil
+}
+
+func (c *tunnelConn) LocalAddr() net.Addr  { return c.conn.LocalAddr() }
+func (c *tunnelConn) RemoteAddr() net.Addr { return c.conn.RemoteAddr() }
+
+// tunnelError marks a peer's refusal so callers can tell it from a broken
+// connection.
+func tunnelError(err error) error {
+	var se *quic.StreamError
+	if errors.As(err, &se) && se.Remote {
+		switch se.ErrorCode {
+		case StreamCodeTunnelUnavailable, StreamCodeNotAdmitted, StreamCodeUnsupported:
+			return fmt.Errorf("%w: %w", ErrTunnelRefused, err)
+		}
+	}
+	return err
+}
+
+// httpTarget is where tunnels go: the configured target, or the self
+// announcement's http_port on loopback.
+func (n *Node) httpTarget() string {
+	if n.cfg.HTTPTarget != "" {
+		return n.cfg.HTTPTarget
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.self != nil && n.self.HttpPort != nil {
+		return net.JoinHostPort("127.0.0.1", strconv.FormatUint(uint64(n.self.GetHttpPort()), 10))
+	}
+	return ""
+}
+
+// serveTunnel relays a peer's TUNNEL_HTTP stream to the local HTTP target.
+func (n *Node) serveTunnel(pc *peerConn, s *quic.Stream) {
+	target := n.httpTarget()
+	if target == "" {
+		reset(s, StreamCodeTunnelUnavailable)
+		return
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Timeouts.TunnelDial)
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", target)
+	cancel()
+	if err != nil {
+		n.log.Warn("mesh: tunnel target unreachable", "peer", pc.id.Short(), "target", target, "err", err)
+		reset(s, StreamCodeTunnelUnavailable)
+		return
+	}
+	n.relay(s, c.(*net.TCPConn))
+}
+
+// relayBufs holds copy buffers; 64 KiB keeps a loopback relay near the
+// speed of the links on either side.
+var relayBufs = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
+
+// relay copies both ways between a stream and a TCP connection until both
+// directions have ended. An end of input is passed on as a half-close; an
+// error, the tunnel idle timeout or shutdown abandons both.
+func (n *Node) relay(s *quic.Stream, c *net.TCPConn) {
+	defer c.Close()
+	var last atomic.Int64
+	touch := func() { last.Store(time.Now().UnixNano()) }
+	touch()
+	done := make(chan error, 2)
+	go func() { done <- pipe(c, s, touch, func() { c.CloseWrite() }) }()
+	go func() { done <- pipe(s, c, touch, func() { s.Close() }) }()
+
+	idle := n.cfg.Timeouts.TunnelIdle
+	timer := time.NewTimer(idle)
+	defer timer.Stop()
+	stop := n.ctx.Done()
+	aborted := false
+	abort := func(code quic.StreamErrorCode) {
+		if !aborted {
+			aborted = true
+			c.Close()
+			reset(s, code)
+			stop = nil
+			timer.Stop()
+		}
+	}
+	for pending := 2; pending > 0; {
+		select {
+		case err := <-done:
+			pending--
+			if err != nil {
+				abort(StreamCodeDone)
+			}
+		case <-timer.C:
+			if quiet := time.Since(time.Unix(0, last.Load())); quiet >= idle {
+				abort(StreamCodeTimeout)
+			} else {
+				timer.Reset(idle - quiet)
+			}
+		case <-stop:
+			abort(StreamCodeShutdown)
+		}
+	}
+	if !aborted {
+		s.CancelRead(StreamCodeDone) // both ends finished; release the stream
+	}
+}
+
+// pipe copies src to dst, calling touch on progress and eof at a clean end.
+func pipe(dst io.Writer, src io.Reader, touch, eof func()) error {
+	bp := relayBufs.Get().(*[]byte)
+	defer relayBufs.Put(bp)
+	buf := *bp
+	for {
+		nr, rerr := src.Read(buf)
+		if nr > 0 {
+			touch()
+			if _, werr := dst.Write(buf[:nr]); werr != nil {
+				return werr
+			}
+			touch()
+		}
+		if rerr == io.EOF {
+			eof()
+			return nil
+		}
+		if rerr != nil {
+			return rerr
+		}
+	}
+}
