@@ -1,0 +1,416 @@
+package quant
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+)
+
+// Summation order
+//
+// Every dot product here fixes its floating-point evaluation order so that a
+// SIMD implementation can reproduce the pure-Go result bit for bit:
+//
+//   - Quantised types: each block (32 elements; 256 for the K-quants and
+//     IQ4_XS) yields one exact int32 sum (for K-quants, Σ over sub-blocks of
+//     scale × Σ q·a, and Σ bsums × min), turned into one float32 partial by
+//     the per-type formula in its function, every product rounded to
+//     float32 (no FMA). Partial b is added to accumulator lane b mod 8.
+//   - F32, F16, BF16: element i's product, rounded to float32, is added to
+//     lane i mod 32. (F16×F16 and BF16×BF16 products are exact in float32,
+//     so there an FMA gives the same result.)
+//   - The lanes are then reduced by halving: lane l += lane l+w for
+//     w = L/2, L/4, ..., 1; the result is lane 0.
+//
+// ggml sums in other orders (and they differ between its own CPU paths), so
+// results agree with llama.cpp to within float32 rounding, not bit for bit.
+
+// dotFunc dots n elements of a weight row with an activation.
+type dotFunc func(row, act []byte, n int) float32
+
+var dots = map[Type]dotFunc{
+	F32:    dotF32,
+	F16:    dotF16,
+	BF16:   dotBF16,
+	Q4_0:   dotQ4_0,
+	Q4_1:   dotQ4_1,
+	Q5_0:   dotQ5_0,
+	Q5_1:   dotQ5_1,
+	Q8_0:   dotQ8_0,
+	IQ4_NL: dotIQ4_NL,
+	Q2_K:   dotQ2_K,
+	Q3_K:   dotQ3_K,
+	Q4_K:   dotQ4_K,
+	Q5_K:   dotQ5_K,
+	Q6_K:   dotQ6_K,
+	IQ4_XS: dotIQ4_XS,
+}
+
+// VecDot returns the dot product of row, a.N elements of weight type t,
+// with the activation a. It panics if a is not in t's VecDotType or row is
+// not exactly one row: both are programming errors, not data errors.
+func VecDot(t Type, row []byte, a *Activation) float32 {
+	f := kernel(t, a)
+	if want, _ := t.RowSize(a.N); len(row) != want {
+		panic(fmt.Sprintf("quant: VecDot: %d-element %s row is %d bytes, got %d", a.N, t, want, len(row)))
+	}
+	return f(row, a.Data, a.N)
+}
+
+// MatVec computes out[r] = VecDot(t, row r of w, a) for r < len(out); w
+// holds len(out) consecutive rows.
+func MatVec(t Type, w []byte, a *Activation, out []float32) {
+	f := kernel(t, a)
+	rs, _ := t.RowSize(a.N)
+	if len(w) != rs*len(out) {
+		panic(fmt.Sprintf("quant: MatVec: %d rows of %d-element %s are %d bytes, got %d", len(out), a.N, t, rs*len(out), len(w)))
+	}
+	for r := range out {
+		out[r] = f(w[r*rs:(r+1)*rs], a.Data, a.N)
+	}
+}
+
+func kernel(t Type, a *Activation) dotFunc {
+	f, ok := dots[t]
+	at, _ := VecDotType(t)
+	if !ok || a.Type != at {
+		panic(fmt.Sprintf("quant: no dot product of %s with a %s activation", t, a.Type))
+	}
+	if want, _ := at.RowSize(a.N); len(a.Data) != want {
+		panic(fmt.Sprintf("quant: %d-element %s activation is %d bytes, got %d", a.N, at, want, len(a.Data)))
+	}
+	return f
+}
+
+// reduce folds accumulator lanes by halving (len(acc) is a power of two).
+func reduce(acc []float32) float32 {
+	for w := len(acc) / 2; w >= 1; w /= 2 {
+		for l := range w {
+			acc[l] += acc[l+w]
+		}
+	}
+	return acc[0]
+}
+
+func dotF32(row, act []byte, n int) float32 {
+	var acc [32]float32
+	for i := range n {
+		x := math.Float32frombits(binary.LittleEndian.Uint32(row[4*i:]))
+		y := math.Float32frombits(binary.LittleEndian.Uint32(act[4*i:]))
+		acc[i&31] += float32(x * y)
+	}
+	return reduce(acc[:])
+}
+
+func dotF16(row, act []byte, n int) float32 {
+	var acc [32]float32
+	for i := range n {
+		acc[i&31] += float32(half(row[2*i:]) * half(act[2*i:]))
+	}
+	return reduce(acc[:])
+}
+
+func dotBF16(row, act []byte, n int) float32 {
+	var acc [32]float32
+	for i := range n {
+		acc[i&31] += float32(BF16ToFP32(le16(row[2*i:])) * BF16ToFP32(le16(act[2*i:])))
+	}
+	return reduce(acc[:])
+}
+
+// i8 reads byte j of b as a signed int32.
+func i8(b []byte, j int) int32 { return int32(int8(b[j])) }
+
+// Q4_0·Q8_0: p = sumi × (dx·dy).
+func dotQ4_0(row, act []byte, n int) float32 {
+	var acc [8]float32
+	for i := range n / 32 {
+		x := (*[18]byte)(row[18*i:])
+		y := (*[34]byte)(act[34*i:])
+		var sumi int32
+		for j := range 16 {
+			sumi += (int32(x[2+j]&0xf)-8)*int32(int8(y[2+j])) + (int32(x[2+j]>>4)-8)*int32(int8(y[18+j]))
+		}
+		acc[i&7] += float32(float32(sumi) * float32(half(x[0:])*half(y[0:])))
+	}
+	return reduce(acc[:])
+}
+
+// Q4_1·Q8_1: p = sumi × (dx·dy) + mx·sy, where sy = dy·Σqy.
+func dotQ4_1(row, act []byte, n int) float32 {
+	var acc [8]float32
+	for i := range n / 32 {
+		x := (*[20]byte)(row[20*i:])
+		y := (*[36]byte)(act[36*i:])
+		var sumi int32
+		for j := range 16 {
+			sumi += int32(x[4+j]&0xf)*int32(int8(y[4+j])) + int32(x[4+j]>>4)*int32(int8(y[20+j]))
+		}
+		p := float32(float32(sumi)*float32(half(x[0:])*half(y[0:]))) + float32(half(x[2:])*half(y[2:]))
+		acc[i&7] += p
+	}
+	return reduce(acc[:])
+}
+
+// Q5_0·Q8_0: p = sumi × (dx·dy).
+func dotQ5_0(row, act []byte, n int) float32 {
+	var acc [8]float32
+	for i := range n / 32 {
+		x := (*[22]byte)(row[22*i:])
+		y := (*[34]byte)(act[34*i:])
+		qh := binary.LittleEndian.Uint32(x[2:])
+		var sumi int32
+		for j := range 16 {
+			lo := int32(x[6+j]&0xf|byte(qh>>j<<4)&0x10) - 16
+			hi := int32(x[6+j]>>4|byte(qh>>(j+12))&0x10) - 16
+			sumi += lo*int32(int8(y[2+j])) + hi*int32(int8(y[18+j]))
+		}
+		acc[i&7] += float32(float32(sumi) * float32(half(x[0:])*half(y[0:])))
+	}
+	return reduce(acc[:])
+}
+
+// Q5_1·Q8_1: p = sumi × (dx·dy) + mx·sy.
+func dotQ5_1(row, act []byte, n int) float32 {
+	var acc [8]float32
+	for i := range n / 32 {
+		x := (*[24]byte)(row[24*i:])
+		y := (*[36]byte)(act[36*i:])
+		qh := binary.LittleEndian.Uint32(x[4:])
+		var sumi int32
+		for j := range 16 {
+			lo := int32(x[8+j]&0xf | byte(qh>>j<<4)&0x10)
+			hi := int32(x[8+j]>>4 | byte(qh>>(j+12))&0x10)
+			sumi += lo*int32(int8(y[4+j])) + hi*int32(int8(y[20+j]))
+		}
+		p := float32(float32(sumi)*float32(half(x[0:])*half(y[0:]))) + float32(half(x[2:])*half(y[2:]))
+		acc[i&7] += p
+	}
+	return reduce(acc[:])
+}
+
+// Q8_0·Q8_0: p = sumi × (dx·dy).
+func dotQ8_0(row, act []byte, n int) float32 {
+	var acc [8]float32
+	for i := range n / 32 {
+		x := (*[34]byte)(row[34*i:])
+		y := (*[34]byte)(act[34*i:])
+		var sumi int32
+		for j := 2; j < 34; j++ {
+			sumi += int32(int8(x[j])) * int32(int8(y[j]))
+		}
+		acc[i&7] += float32(float32(sumi) * float32(half(x[0:])*half(y[0:])))
+	}
+	return reduce(acc[:])
+}
+
+// IQ4_NL·Q8_0: p = sumi × (dx·dy), with the weights looked up in the codebook.
+func dotIQ4_NL(row, act []byte, n int) float32 {
+	var acc [8]float32
+	for i := range n / 32 {
+		x := (*[18]byte)(row[18*i:])
+		y := (*[34]byte)(act[34*i:])
+		var sumi int32
+		for j := range 16 {
+			sumi += int32(kvaluesIQ4NL[x[2+j]&0xf])*int32(int8(y[2+j])) + int32(kvaluesIQ4NL[x[2+j]>>4])*int32(int8(y[18+j]))
+		}
+		acc[i&7] += float32(float32(sumi) * float32(half(x[0:])*half(y[0:])))
+	}
+	return reduce(acc[:])
+}
+
+// q8K splits a Q8_K block into its scale, quants and 16-element sums.
+func q8K(b *[292]byte) (d float32, qs []byte, bsum func(j int) int32) {
+	return math.Float32frombits(binary.LittleEndian.Uint32(b[0:])), b[4:260],
+		func(j int) int32 { return int32(int16(binary.LittleEndian.Uint16(b[260+2*j:]))) }
+}
+
+// kPartial is the float32 partial of one K-quant block: isum × (dx·dy) −
+// summs × (dminx·dy).
+func kPartial(isum, summs int32, dx, dminx, dy float32) float32 {
+	return float32(float32(isum)*float32(dx*dy)) - float32(float32(summs)*float32(dminx*dy))
+}
+
+// Q2_K·Q8_K.
+func dotQ2_K(row, act []byte, n int) float32 {
+	var acc [8]float32
+	for i := range n / QK_K {
+		x := (*[84]byte)(row[84*i:])
+		dy, q8, bsum := q8K((*[292]byte)(act[292*i:]))
+		sc := x[0:16]
+		var summs, isum int32
+		for j := range 16 {
+			summs += bsum(j) * int32(sc[j]>>4)
+		}
+		is, o := 0, 0
+		for k := range 2 {
+			q2 := x[16+32*k : 16+32*k+32]
+			for shift := uint(0); shift < 8; shift += 2 {
+				for h := 0; h < 32; h += 16 {
+					var s int32
+					for l := h; l < h+16; l++ {
+						s += i8(q8, o) * int32((q2[l]>>shift)&3)
+						o++
+					}
+					isum += int32(sc[is]&0xf) * s
+					is++
+				}
+			}
+		}
+		acc[i&7] += kPartial(isum, summs, half(x[80:]), half(x[82:]), dy)
+	}
+	return reduce(acc[:])
+}
+
+// Q3_K·Q8_K.
+func dotQ3_K(row, act []byte, n int) float32 {
+	var acc [8]float32
+	for i := range n / QK_K {
+		x := (*[110]byte)(row[110*i:])
+		dy, q8, _ := q8K((*[292]byte)(act[292*i:]))
+		scales := unpackQ3KScales(x[96:108])
+		hm := x[0:32]
+		var isum int32
+		is, o := 0, 0
+		m := byte(1)
+		for k := range 2 {
+			q3 := x[32+32*k : 32+32*k+32]
+			for shift := uint(0); shift < 8; shift += 2 {
+				for h := 0; h < 32; h += 16 {
+					var s int32
+					for l := h; l < h+16; l++ {
+						v := int32((q3[l] >> shift) & 3)
+						if hm[l]&m == 0 {
+							v -= 4
+						}
+						s += i8(q8, o) * v
+						o++
+					}
+					isum += (int32(scales[is]) - 32) * s
+					is++
+				}
+				m <<= 1
+			}
+		}
+		acc[i&7] += kPartial(isum, 0, half(x[108:]), 0, dy)
+	}
+	return reduce(acc[:])
+}
+
+// Q4_K·Q8_K.
+func dotQ4_K(row, act []byte, n int) float32 {
+	var acc [8]float32
+	for i := range n / QK_K {
+		x := (*[144]byte)(row[144*i:])
+		dy, q8, bsum := q8K((*[292]byte)(act[292*i:]))
+		sc := x[4:16]
+		var summs, isum int32
+		for j := range 4 {
+			s1, m1 := scaleMinK4(2*j, sc)
+			s2, m2 := scaleMinK4(2*j+1, sc)
+			summs += (bsum(4*j) + bsum(4*j+1)) * int32(m1)
+			summs += (bsum(4*j+2) + bsum(4*j+3)) * int32(m2)
+			q := x[16+32*j : 16+32*j+32]
+			a := q8[64*j : 64*j+64]
+			var lo, hi int32
+			for l := range 32 {
+				lo += int32(q[l]&0xf) * i8(a, l)
+				hi += int32(q[l]>>4) * i8(a, 32+l)
+			}
+			isum += int32(s1)*lo + int32(s2)*hi
+		}
+		acc[i&7] += kPartial(isum, summs, half(x[0:]), half(x[2:]), dy)
+	}
+	return reduce(acc[:])
+}
+
+// Q5_K·Q8_K.
+func dotQ5_K(row, act []byte, n int) float32 {
+	var acc [8]float32
+	for i := range n / QK_K {
+		x := (*[176]byte)(row[176*i:])
+		dy, q8, bsum := q8K((*[292]byte)(act[292*i:]))
+		sc := x[4:16]
+		qh := x[16:48]
+		var summs, isum int32
+		for j := range 4 {
+			s1, m1 := scaleMinK4(2*j, sc)
+			s2, m2 := scaleMinK4(2*j+1, sc)
+			summs += (bsum(4*j) + bsum(4*j+1)) * int32(m1)
+			summs += (bsum(4*j+2) + bsum(4*j+3)) * int32(m2)
+			u1, u2 := byte(1)<<(2*j), byte(2)<<(2*j)
+			q := x[48+32*j : 48+32*j+32]
+			a := q8[64*j : 64*j+64]
+			var lo, hi int32
+			for l := range 32 {
+				vl, vh := int32(q[l]&0xf), int32(q[l]>>4)
+				if qh[l]&u1 != 0 {
+					vl += 16
+				}
+				if qh[l]&u2 != 0 {
+					vh += 16
+				}
+				lo += vl * i8(a, l)
+				hi += vh * i8(a, 32+l)
+			}
+			isum += int32(s1)*lo + int32(s2)*hi
+		}
+		acc[i&7] += kPartial(isum, summs, half(x[0:]), half(x[2:]), dy)
+	}
+	return reduce(acc[:])
+}
+
+// Q6_K·Q8_K.
+func dotQ6_K(row, act []byte, n int) float32 {
+	var acc [8]float32
+	for i := range n / QK_K {
+		x := (*[210]byte)(row[210*i:])
+		dy, q8, _ := q8K((*[292]byte)(act[292*i:]))
+		var isum int32
+		for c := range 2 {
+			ql := x[64*c : 64*c+64]
+			qh := x[128+32*c : 128+32*c+32]
+			sc := x[192+8*c : 192+8*c+8]
+			a := q8[128*c : 128*c+128]
+			// Sub-block s (16 elements) of this 128-chunk has scale sc[s].
+			var sub [8]int32
+			for l := range 32 {
+				q1 := int32(ql[l]&0xf|(qh[l]>>0&3)<<4) - 32
+				q2 := int32(ql[l+32]&0xf|(qh[l]>>2&3)<<4) - 32
+				q3 := int32(ql[l]>>4|(qh[l]>>4&3)<<4) - 32
+				q4 := int32(ql[l+32]>>4|(qh[l]>>6&3)<<4) - 32
+				s := l / 16
+				sub[s] += q1 * i8(a, l)
+				sub[s+2] += q2 * i8(a, l+32)
+				sub[s+4] += q3 * i8(a, l+64)
+				sub[s+6] += q4 * i8(a, l+96)
+			}
+			for s := range 8 {
+				isum += int32(int8(sc[s])) * sub[s]
+			}
+		}
+		acc[i&7] += kPartial(isum, 0, half(x[208:]), 0, dy)
+	}
+	return reduce(acc[:])
+}
+
+// IQ4_XS·Q8_K.
+func dotIQ4_XS(row, act []byte, n int) float32 {
+	var acc [8]float32
+	for i := range n / QK_K {
+		x := (*[136]byte)(row[136*i:])
+		dy, q8, _ := q8K((*[292]byte)(act[292*i:]))
+		var isum int32
+		for ib := range 8 {
+			qs := x[8+16*ib : 8+16*ib+16]
+			a := q8[32*ib : 32*ib+32]
+			var s int32
+			for j := range 16 {
+				s += int32(kvaluesIQ4NL[qs[j]&0xf])*i8(a, j) + int32(kvaluesIQ4NL[qs[j]>>4])*i8(a, 16+j)
+			}
+			isum += iq4xsScale(x, ib) * s
+		}
+		acc[i&7] += kPartial(isum, 0, half(x[0:]), 0, dy)
+	}
+	return reduce(acc[:])
+}
