@@ -1,0 +1,550 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/node/identity"
+)
+
+func decodeJSON(t *testing.T, r io.Reader, v any) {
+	t.Helper()
+	if err := json.NewDecoder(r).Decode(v); err != nil {
+		t.Fatalf("decode: %v", err)
+	}
+}
+
+func TestChatCompletion(t *testing.T) {
+	h := newHarness(t, Config{}, nil)
+	resp := h.post(t, "/v1/chat/completions", `{"model":"tiny","messages":[{"role":"system","content":"be brief"},
+		{"role":"user","content":[{"type":"text","text":"hi "},{"type":"text","text":"there"}]}],
+		"temperature":0.5,"top_p":0.9,"seed":-1,"stop":["\n"],"max_completion_tokens":10,"max_tokens":3,
+		"presence_penalty":0.1,"frequency_penalty":-0.2,
+		"metadata":{"fidelity_floor":"2","joule_ceiling_uj":5000000}}`)
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("status %d: %s", resp.StatusCode, b)
+	}
+	var got struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		Model   string `json:"model"`
+		Choices []struct {
+			Index   int `json:"index"`
+			Message struct {
+				Role    string `json:"role"`
+				Content string `json:"content"`
+			} `json:"message"`
+			FinishReason string `json:"finish_reason"`
+		} `json:"choices"`
+		Usage struct {
+			PromptTokens     int            `json:"prompt_tokens"`
+			CompletionTokens int            `json:"completion_tokens"`
+			TotalTokens      int            `json:"total_tokens"`
+			Energy           map[string]any `json:"energy"`
+		} `json:"usage"`
+	}
+	decodeJSON(t, resp.Body, &got)
+	if !strings.HasPrefix(got.ID, "chatcmpl-") || got.Object != "chat.completion" || got.Created != 1700000000 || got.Model != "tiny" {
+		t.Errorf("envelope = %+v", got)
+	}
+	if len(got.Choices) != 1 || got.Choices[0].Message.Role != "assistant" || got.Choices[0].Message.Content != "Hello, world!" || got.Choices[0].FinishReason != "stop" {
+		t.Errorf("choices = %+v", got.Choices)
+	}
+	if got.Usage.PromptTokens != 3 || got.Usage.CompletionTokens != 4 || got.Usage.TotalTokens != 7 || got.Usage.Energy["energy_provenance"] != "Estimator" {
+		t.Errorf("usage = %+v", got.Usage)
+	}
+	g := h.model.lastCall()
+	if len(g.Messages) != 2 || g.Messages[1].Content != "hi there" || g.Messages[0].Role != "system" {
+		t.Errorf("messages = %+v", g.Messages)
+	}
+	if g.MaxTokens != 10 || *g.Temperature != 0.5 || *g.TopP != 0.9 || *g.Seed != ^uint64(0) || len(g.Stop) != 1 ||
+		g.PresencePenalty != 0.1 || g.FrequencyPenalty != -0.2 || *g.FidelityFloor != 2 || *g.JouleCeilingUJ != 5000000 {
+		t.Errorf("generation = %+v", g)
+	}
+}
+
+type chunk struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Choices []struct {
+		Delta struct {
+			Role    *string `json:"role"`
+			Content *string `json:"content"`
+		} `json:"delta"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *struct {
+		TotalTokens int            `json:"total_tokens"`
+		Energy      map[string]any `json:"energy"`
+	} `json:"usage"`
+}
+
+func TestChatCompletionStream(t *testing.T) {
+	for _, includeUsage := range []bool{false, true} {
+		t.Run(fmt.Sprintf("include_usage=%v", includeUsage), func(t *testing.T) {
+			h := newHarness(t, Config{}, nil)
+			resp := h.post(t, "/v1/chat/completions", fmt.Sprintf(
+				`{"model":"tiny","stream":true,"stream_options":{"include_usage":%v},"messages":[{"role":"user","content":"hi"}]}`, includeUsage))
+			defer resp.Body.Close()
+			if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+				t.Fatalf("status %d, content-type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+			}
+			events := readSSE(t, resp.Body)
+			if last := events[len(events)-1]; last.data != "[DONE]" {
+				t.Fatalf("last event = %q, want [DONE]", last.data)
+			}
+			var chunks []chunk
+			for _, e := range events[:len(events)-1] {
+				var c chunk
+				if err := json.Unmarshal([]byte(e.data), &c); err != nil {
+					t.Fatalf("chunk %q: %v", e.data, err)
+				}
+				if c.Object != "chat.completion.chunk" || c.ID != chunks0ID(chunks, c.ID) {
+					t.Fatalf("chunk envelope %+v", c)
+				}
+				hasUsageKey := strings.Contains(e.data, `"usage":`)
+				if hasUsageKey != includeUsage {
+					t.Fatalf("usage key present=%v in %s", hasUsageKey, e.data)
+				}
+				chunks = append(chunks, c)
+			}
+			first := chunks[0].Choices[0]
+			if first.Delta.Role == nil || *first.Delta.Role != "assistant" {
+				t.Fatalf("first chunk does not name the assistant role: %+v", first)
+			}
+			var text strings.Builder
+			finishAt := -1
+			for i, c := range chunks {
+				if len(c.Choices) == 0 {
+					continue
+				}
+				if c.Choices[0].Delta.Content != nil {
+					text.WriteString(*c.Choices[0].Delta.Content)
+				}
+				if c.Choices[0].FinishReason != nil {
+					finishAt = i
+					if *c.Choices[0].FinishReason != "stop" {
+						t.Fatalf("finish_reason %q", *c.Choices[0].FinishReason)
+					}
+				}
+			}
+			if text.String() != "Hello, world!" {
+				t.Fatalf("streamed text %q", text.String())
+			}
+			wantFinish := len(chunks) - 1
+			if includeUsage {
+				wantFinish = len(chunks) - 2
+				u := chunks[len(chunks)-1]
+				if len(u.Choices) != 0 || u.Usage == nil || u.Usage.TotalTokens != 7 || u.Usage.Energy == nil {
+					t.Fatalf("usage chunk = %+v", u)
+				}
+			}
+			if finishAt != wantFinish {
+				t.Fatalf("finish_reason in chunk %d of %d", finishAt, len(chunks))
+			}
+		})
+	}
+}
+
+func chunks0ID(chunks []chunk, fallback string) string {
+	if len(chunks) == 0 {
+		return fallback
+	}
+	return chunks[0].ID
+}
+
+func TestCompletions(t *testing.T) {
+	h := newHarness(t, Config{}, nil)
+	resp := h.post(t, "/v1/completions", `{"model":"tiny","prompt":["Once"],"max_tokens":2}`)
+	var got textCompletion
+	decodeJSON(t, resp.Body, &got)
+	resp.Body.Close()
+	if got.Object != "text_completion" || got.Choices[0].Text != "Hello," || *got.Choices[0].FinishReason != "length" || got.Usage.CompletionTokens != 2 {
+		t.Fatalf("completion = %+v", got)
+	}
+	if h.model.lastCall().Prompt != "Once" || h.model.lastCall().Messages != nil {
+		t.Fatalf("generation = %+v", h.model.lastCall())
+	}
+
+	resp = h.post(t, "/v1/completions", `{"model":"tiny","prompt":"Once","stream":true}`)
+	defer resp.Body.Close()
+	events := readSSE(t, resp.Body)
+	var text strings.Builder
+	for _, e := range events[:len(events)-1] {
+		var c textCompletion
+		if err := json.Unmarshal([]byte(e.data), &c); err != nil {
+			t.Fatal(err)
+		}
+		text.WriteString(c.Choices[0].Text)
+	}
+	if events[len(events)-1].data != "[DONE]" || text.String() != "Hello, world!" {
+		t.Fatalf("stream text %q, last %q", text.String(), events[len(events)-1].data)
+	}
+}
+
+func TestResponses(t *testing.T) {
+	h := newHarness(t, Config{}, nil)
+	resp := h.post(t, "/v1/responses", `{"model":"tiny","instructions":"be kind","input":"hi","max_output_tokens":50}`)
+	var got responseObject
+	decodeJSON(t, resp.Body, &got)
+	resp.Body.Close()
+	if got.Object != "response" || got.Status != "completed" || got.Output[0].Content[0].Text != "Hello, world!" || got.Usage.OutputTokens != 4 {
+		t.Fatalf("response = %+v", got)
+	}
+	if msgs := h.model.lastCall().Messages; len(msgs) != 2 || msgs[0].Role != "system" || msgs[1].Content != "hi" {
+		t.Fatalf("messages = %+v", msgs)
+	}
+
+	resp = h.post(t, "/v1/responses", `{"model":"tiny","input":[{"role":"user","content":[{"type":"input_text","text":"hi"}]}],"stream":true}`)
+	defer resp.Body.Close()
+	events := readSSE(t, resp.Body)
+	var names []string
+	var text strings.Builder
+	for i, e := range events {
+		var fields map[string]any
+		if err := json.Unmarshal([]byte(e.data), &fields); err != nil {
+			t.Fatal(err)
+		}
+		if fields["type"] != e.name || fields["sequence_number"] != float64(i) {
+			t.Fatalf("event %d: name %q, data %v", i, e.name, fields)
+		}
+		if e.name == "response.output_text.delta" {
+			text.WriteString(fields["delta"].(string))
+			continue
+		}
+		names = append(names, e.name)
+	}
+	want := []string{"response.created", "response.in_progress", "response.output_item.added", "response.content_part.added",
+		"response.output_text.done", "response.content_part.done", "response.output_item.done", "response.completed"}
+	if strings.Join(names, ",") != strings.Join(want, ",") || text.String() != "Hello, world!" {
+		t.Fatalf("events %v, text %q", names, text.String())
+	}
+}
+
+func TestErrors(t *testing.T) {
+	type errResp struct {
+		Error struct {
+			Message string `json:"message"`
+			Type    string `json:"type"`
+			Code    string `json:"code"`
+			Param   any    `json:"param"`
+			Details any    `json:"details"`
+		} `json:"error"`
+	}
+	tests := []struct {
+		name       string
+		path, body string
+		modelErr   error
+		wantStatus int
+		wantCode   string
+		wantInMsg  string
+	}{
+		{"bad json", "/v1/chat/completions", `{"model":`, nil, 400, "invalid_request", "not valid JSON"},
+		{"empty body", "/v1/chat/completions", ``, nil, 400, "invalid_request", "empty"},
+		{"wrong type", "/v1/chat/completions", `{"model":"tiny","messages":"hi"}`, nil, 400, "invalid_request", "wrong type"},
+		{"missing model", "/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}]}`, nil, 400, "invalid_request", "model is required"},
+		{"no messages", "/v1/chat/completions", `{"model":"tiny","messages":[]}`, nil, 400, "invalid_request", "at least one"},
+		{"bad role", "/v1/chat/completions", `{"model":"tiny","messages":[{"role":"robot","content":"x"}]}`, nil, 400, "invalid_request", "robot"},
+		{"image part", "/v1/chat/completions", `{"model":"tiny","messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, nil, 400, "invalid_request", "image_url"},
+		{"n=2", "/v1/chat/completions", `{"model":"tiny","n":2,"messages":[{"role":"user","content":"x"}]}`, nil, 400, "invalid_request", "n must be 1"},
+		{"temperature", "/v1/chat/completions", `{"model":"tiny","temperature":3,"messages":[{"role":"user","content":"x"}]}`, nil, 400, "invalid_request", "temperature"},
+		{"max tokens 0", "/v1/chat/completions", `{"model":"tiny","max_tokens":0,"messages":[{"role":"user","content":"x"}]}`, nil, 400, "invalid_request", "at least 1"},
+		{"five stops", "/v1/chat/completions", `{"model":"tiny","stop":["a","b","c","d","e"],"messages":[{"role":"user","content":"x"}]}`, nil, 400, "invalid_request", "at most 4"},
+		{"fidelity floor", "/v1/chat/completions", `{"model":"tiny","metadata":{"fidelity_floor":"9"},"messages":[{"role":"user","content":"x"}]}`, nil, 400, "invalid_request", "F0..F4"},
+		{"ceiling", "/v1/chat/completions", `{"model":"tiny","metadata":{"joule_ceiling_uj":"lots"},"messages":[{"role":"user","content":"x"}]}`, nil, 400, "invalid_request", "non-negative integer"},
+		{"unknown model", "/v1/chat/completions", `{"model":"gpt-9","messages":[{"role":"user","content":"x"}]}`, nil, 404, "model_not_found", "available: tiny"},
+		{"token prompt", "/v1/completions", `{"model":"tiny","prompt":[1,2,3]}`, nil, 400, "invalid_request", "token-id"},
+		{"responses bad item", "/v1/responses", `{"model":"tiny","input":[{"type":"function_call"}]}`, nil, 400, "invalid_request", "function_call"},
+		{"too large", "/v1/chat/completions", `{"model":"tiny","messages":[{"role":"user","content":"` + strings.Repeat("x", 2048) + `"}]}`, nil, 413, "request_too_large", "larger than 1024"},
+		{"context overflow", "/v1/chat/completions", `{"model":"tiny","messages":[{"role":"user","content":"x"}]}`,
+			Errorf(400, "invalid_request_error", "context_length_exceeded", "prompt is 300 tokens; the context holds 256"), 400, "context_length_exceeded", "256"},
+		{"no admissible backend", "/v1/chat/completions", `{"model":"tiny","messages":[{"role":"user","content":"x"}]}`,
+			&Error{Status: 422, Type: "invalid_request_error", Code: "no_admissible_backend", Message: "no backend", Details: []string{"cpu: over ceiling"}}, 422, "no_admissible_backend", "no backend"},
+		{"internal", "/v1/chat/completions", `{"model":"tiny","messages":[{"role":"user","content":"x"}]}`, errBoom, 500, "internal_error", "boom"},
+		{"unknown url", "/v1/embeddings", `{}`, nil, 404, "unknown_url", "/v1/embeddings"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, Config{MaxBodyBytes: 1024}, nil)
+			h.model.err = tt.modelErr
+			resp := h.post(t, tt.path, tt.body)
+			defer resp.Body.Close()
+			var got errResp
+			decodeJSON(t, resp.Body, &got)
+			if resp.StatusCode != tt.wantStatus || got.Error.Code != tt.wantCode || !strings.Contains(got.Error.Message, tt.wantInMsg) {
+				t.Fatalf("got %d %+v, want %d %s containing %q", resp.StatusCode, got.Error, tt.wantStatus, tt.wantCode, tt.wantInMsg)
+			}
+			if got.Error.Type == "" {
+				t.Fatal("error without a type")
+			}
+		})
+	}
+}
+
+func TestStreamErrorBeforeFirstToken(t *testing.T) {
+	h := newHarness(t, Config{}, nil)
+	h.model.err = &Error{Status: 422, Type: "invalid_request_error", Code: "no_admissible_backend", Message: "no backend"}
+	resp := h.post(t, "/v1/chat/completions", `{"model":"tiny","stream":true,"messages":[{"role":"user","content":"x"}]}`)
+	defer resp.Body.Close()
+	if resp.StatusCode != 422 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		t.Fatalf("status %d, content-type %s: a stream that fails before any token must get an HTTP error", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+}
+
+func TestOverloadAnd429(t *testing.T) {
+	h := newHarness(t, Config{Concurrency: 1, QueueDepth: 1, RetryAfter: 2 * time.Second}, nil)
+	h.model.block = make(chan struct{})
+	h.model.started = make(chan struct{}, 4)
+	body := `{"model":"tiny","messages":[{"role":"user","content":"x"}]}`
+	results := make(chan int, 2)
+	for i := 0; i < 2; i++ { // one running, one queued
+		go func() {
+			resp := h.post(t, "/v1/chat/completions", body)
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			results <- resp.StatusCode
+		}()
+	}
+	<-h.model.started // the first is running
+	// Wait until the second is queued behind it, then a third is refused.
+	deadline := time.Now().Add(5 * time.Second)
+	for h.srv.queued("tiny") < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("second request never queued")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	resp := h.post(t, "/v1/chat/completions", body)
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "2" {
+		t.Fatalf("third request: %d, Retry-After %q; want 429, 2", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	close(h.model.block)
+	for i := 0; i < 2; i++ {
+		if code := <-results; code != 200 {
+			t.Fatalf("queued request got %d", code)
+		}
+	}
+}
+
+func TestClientDisconnectCancelsGeneration(t *testing.T) {
+	h := newHarness(t, Config{Concurrency: 1, QueueDepth: 0}, nil)
+	h.model.block = make(chan struct{})
+	h.model.started = make(chan struct{}, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, h.http.URL+"/v1/chat/completions",
+		strings.NewReader(`{"model":"tiny","stream":true,"messages":[{"role":"user","content":"x"}]}`))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	<-h.model.started
+	cancel()
+	<-done
+	// The slot is freed: with concurrency 1 and no queue, a new request runs.
+	h.model.unblock()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp := h.post(t, "/v1/chat/completions", `{"model":"tiny","messages":[{"role":"user","content":"x"}]}`)
+		resp.Body.Close()
+		if resp.StatusCode == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("slot never freed after the client left (status %d)", resp.StatusCode)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestAPIKey(t *testing.T) {
+	h := newHarness(t, Config{APIKey: "sekret"}, nil)
+	body := `{"model":"tiny","messages":[{"role":"user","content":"x"}]}`
+	for _, tt := range []struct {
+		auth string
+		want int
+	}{{"", 401}, {"Bearer wrong", 401}, {"Bearer sekret", 200}} {
+		resp := h.post(t, "/v1/chat/completions", body, "Authorization", tt.auth)
+		resp.Body.Close()
+		if resp.StatusCode != tt.want {
+			t.Errorf("auth %q: %d, want %d", tt.auth, resp.StatusCode, tt.want)
+		}
+	}
+	resp, _ := http.Get(h.http.URL + "/health")
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("/health needs no key, got %d", resp.StatusCode)
+	}
+}
+
+func TestNodeEndpoints(t *testing.T) {
+	h := newHarness(t, Config{}, nil)
+	get := func(path string) (int, map[string]any) {
+		resp, err := http.Get(h.http.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var v map[string]any
+		decodeJSON(t, resp.Body, &v)
+		return resp.StatusCode, v
+	}
+	if code, v := get("/v1/mesh/steward"); code != 200 || v["steward"] != "did:key:z6MkFake" {
+		t.Errorf("steward: %d %v", code, v)
+	}
+	if code, v := get("/api/invite"); code != 200 || v["token"] != "invite-token" {
+		t.Errorf("invite: %d %v", code, v)
+	}
+	if code, v := get("/v1/models"); code != 200 || v["object"] != "list" || len(v["data"].([]any)) != 1 {
+		t.Errorf("models: %d %v", code, v)
+	}
+	resp := h.post(t, "/v1/mesh/witness", `{"receipt":{},"envelope_hex":"00"}`)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("witness held: %d", resp.StatusCode)
+	}
+	h.srv.node.(*fakeNode).held = false
+	resp = h.post(t, "/v1/mesh/witness", `{"receipt":{},"envelope_hex":"00"}`)
+	resp.Body.Close()
+	if resp.StatusCode != 409 {
+		t.Errorf("witness not held: %d, want 409", resp.StatusCode)
+	}
+}
+
+func TestInviteLoopbackOnly(t *testing.T) {
+	if isLoopback("192.168.1.5:4000") || !isLoopback("127.0.0.1:4000") || !isLoopback("[::1]:4000") || isLoopback("junk") {
+		t.Fatal("isLoopback wrong")
+	}
+}
+
+// TestRelayThroughMesh runs two API servers: B serves "remote-model"
+// behind its mesh handler; A has no such model and relays a streaming
+// request to B through the (fake) mesh tunnel.
+func TestRelayThroughMesh(t *testing.T) {
+	idA, idB, idDead := testID(0xa), testID(0xb), testID(0xd)
+	modelB := &fakeModel{pieces: []string{"from", " B"}}
+	regB := &fakeRegistry{self: idB, local: map[string]Model{"remote-model": modelB}}
+	// B believes A hosts "loop-model": a relayed request for it must not bounce back.
+	meshB := &fakeMesh{hosts: map[string][]identity.EndpointID{"loop-model": {idA}}}
+	srvB := New(Config{}, idB, regB, meshB, &fakeNode{}, nil, nil)
+	tunnelB := httptest.NewServer(srvB.MeshHandler())
+	defer tunnelB.Close()
+
+	meshA := &fakeMesh{
+		hosts:   map[string][]identity.EndpointID{"remote-model": {idDead, idB}, "loop-model": {idB}},
+		targets: map[identity.EndpointID]string{idB: tunnelB.Listener.Addr().String()},
+	}
+	regA := &fakeRegistry{self: idA, local: map[string]Model{}, remote: map[string][]identity.EndpointID{"remote-model": {idB}}}
+	srvA := New(Config{APIKey: "a-key"}, idA, regA, meshA, &fakeNode{}, nil, nil)
+	apiA := httptest.NewServer(srvA.Handler())
+	defer apiA.Close()
+
+	req, _ := http.NewRequest(http.MethodPost, apiA.URL+"/v1/chat/completions",
+		strings.NewReader(`{"model":"remote-model","stream":true,"messages":[{"role":"user","content":"x"}]}`))
+	req.Header.Set("Authorization", "Bearer a-key")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("relay status %d: %s", resp.StatusCode, b)
+	}
+	events := readSSE(t, resp.Body)
+	var text strings.Builder
+	for _, e := range events[:len(events)-1] {
+		var c chunk
+		json.Unmarshal([]byte(e.data), &c)
+		if len(c.Choices) > 0 && c.Choices[0].Delta.Content != nil {
+			text.WriteString(*c.Choices[0].Delta.Content)
+		}
+	}
+	if text.String() != "from B" || events[len(events)-1].data != "[DONE]" {
+		t.Fatalf("relayed text %q", text.String())
+	}
+	if len(meshA.dials) != 2 || meshA.dials[0] != idDead || meshA.dials[1] != idB {
+		t.Fatalf("dials = %v: want the dead host tried first, then B", meshA.dials)
+	}
+
+	// A relayed request for a model B does not serve is answered 404 by
+	// B, never relayed onwards.
+	req, _ = http.NewRequest(http.MethodPost, apiA.URL+"/v1/chat/completions",
+		strings.NewReader(`{"model":"loop-model","messages":[{"role":"user","content":"x"}]}`))
+	req.Header.Set("Authorization", "Bearer a-key")
+	resp2, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp2.Body.Close()
+	if resp2.StatusCode != 404 || len(meshB.dials) != 0 {
+		t.Fatalf("loop: status %d, B dialled %v", resp2.StatusCode, meshB.dials)
+	}
+
+	// The mesh handler serves only generation endpoints.
+	r3, _ := http.Get(tunnelB.URL + "/api/invite")
+	r3.Body.Close()
+	if r3.StatusCode != 404 {
+		t.Fatalf("mesh handler served /api/invite: %d", r3.StatusCode)
+	}
+}
+
+func TestConcurrentClients(t *testing.T) {
+	before := runtime.NumGoroutine()
+	h := newHarness(t, Config{Concurrency: 2, QueueDepth: 8}, nil)
+	var wg sync.WaitGroup
+	codes := make(chan int, 50)
+	for i := 0; i < 50; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			resp := h.post(t, "/v1/chat/completions", fmt.Sprintf(`{"model":"tiny","stream":%v,"messages":[{"role":"user","content":"x"}]}`, i%2 == 0))
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			codes <- resp.StatusCode
+		}(i)
+	}
+	wg.Wait()
+	close(codes)
+	ok := 0
+	for c := range codes {
+		switch c {
+		case 200:
+			ok++
+		case 429:
+		default:
+			t.Fatalf("status %d: want 200 or 429", c)
+		}
+	}
+	if ok == 0 {
+		t.Fatal("no request succeeded")
+	}
+	h.http.Close()
+	http.DefaultClient.CloseIdleConnections()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before+2 {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<16)
+			t.Fatalf("goroutines: %d before, %d after\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,174 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+)
+
+type chatRequest struct {
+	sampling
+	Messages []struct {
+		Role    string `json:"role"`
+		Content json.RawMessage `json:"content"`
+	} `json:"messages"`
+	MaxTokens           *int `json:"max_tokens"`
+	MaxCompletionTokens *int `json:"max_completion_tokens"`
+}
+
+func parseChat(body []byte) (*Generation, *chatRequest, error) {
+	var req chatRequest
+	if err := decodeBody(body, &req); err != nil {
+		return nil, nil, err
+	}
+	g := &Generation{Body: body}
+	if err := req.apply(g); err != nil {
+		return nil, nil, err
+	}
+	if len(req.Messages) == 0 {
+		return nil, nil, badRequest("messages", "messages must hold at least one message")
+	}
+	for i, m := range req.Messages {
+		if !knownRoles[m.Role] {
+			return nil, nil, badRequest("messages", "messages[%d].role %q is not one of system, developer, user, assistant, tool", i, m.Role)
+		}
+		text, err := messageContent([]byte(m.Content), fmt.Sprintf("messages[%d].content", i))
+		if err != nil {
+			return nil, nil, err
+		}
+		g.Messages = append(g.Messages, Message{Role: m.Role, Content: text})
+	}
+	n, err := maxTokens("max_completion_tokens", req.MaxCompletionTokens, req.MaxTokens)
+	if err != nil {
+		return nil, nil, err
+	}
+	g.MaxTokens = n
+	return g, &req, nil
+}
+
+type chatChoice struct {
+	Index        int          `json:"index"`
+	Message      *chatMessage `json:"message,omitempty"`
+	Delta        *chatMessage `json:"delta,omitempty"`
+	Logprobs     any          `json:"logprobs"`
+	FinishReason *string      `json:"finish_reason"`
+}
+
+type chatMessage struct {
+	Role    string  `json:"role,omitempty"`
+	Content *string `json:"content,omitempty"`
+}
+
+type chatCompletion struct {
+	ID                string       `json:"id"`
+	Object            string       `json:"object"`
+	Created           int64        `json:"created"`
+	Model             string       `json:"model"`
+	SystemFingerprint string       `json:"system_fingerprint"`
+	Choices           []chatChoice `json:"choices"`
+	Usage             *usage       `json:"usage,omitempty"`
+}
+
+// chatChunk is a stream chunk; Usage is explicitly null on every chunk but
+// the last when the client asked for usage, as OpenAI sends it.
+type chatChunk struct {
+	ID                string       `json:"id"`
+	Object            string       `json:"object"`
+	Created           int64        `json:"created"`
+	Model             string       `json:"model"`
+	SystemFingerprint string       `json:"system_fingerprint"`
+	Choices           []chatChoice `json:"choices"`
+	Usage             *usage       `json:"usage"`
+}
+
+const systemFingerprint = "meshnode"
+
+func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
+	body, err := s.readBody(w, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	g, req, err := parseChat(body)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	m, handled := s.route(w, r, g.Model, body)
+	if handled {
+		return
+	}
+	id, created := newID("chatcmpl-"), s.now().Unix()
+	if !req.Stream {
+		text, res, ok := s.generate(w, r, m, g, nil, nil)
+		if !ok {
+			return
+		}
+		writeJSON(w, http.StatusOK, chatCompletion{
+			ID: id, Object: "chat.completion", Created: created, Model: g.Model, SystemFingerprint: systemFingerprint,
+			Choices: []chatChoice{{Message: &chatMessage{Role: "assistant", Content: &text}, FinishReason: &res.FinishReason}},
+			Usage:   usageOf(res),
+		})
+		return
+	}
+	sse := newSSEWriter(w)
+	st := &chatStream{sse: sse, id: id, created: created, model: g.Model,
+		includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage}
+	s.generate(w, r, m, g, st, sse)
+}
+
+type chatStream struct {
+	sse          *sseWriter
+	id           string
+	created      int64
+	model        string
+	includeUsage bool
+	sentRole     bool
+}
+
+func (c *chatStream) chunk(choices []chatChoice, u *usage) error {
+	ch := chatChunk{ID: c.id, Object: "chat.completion.chunk", Created: c.created, Model: c.model,
+		SystemFingerprint: systemFingerprint, Choices: choices, Usage: u}
+	if !c.includeUsage {
+		return c.sse.event("", struct {
+			chatChunk
+			Usage *usage `json:"usage,omitempty"`
+		}{chatChunk: ch})
+	}
+	return c.sse.event("", ch)
+}
+
+// role sends the opening chunk that names the assistant role, once.
+func (c *chatStream) role() error {
+	if c.sentRole {
+		return nil
+	}
+	c.sentRole = true
+	empty := ""
+	return c.chunk([]chatChoice{{Delta: &chatMessage{Role: "assistant", Content: &empty}}}, nil)
+}
+
+func (c *chatStream) delta(text string) error {
+	if err := c.role(); err != nil {
+		return err
+	}
+	if text == "" {
+		return nil
+	}
+	return c.chunk([]chatChoice{{Delta: &chatMessage{Content: &text}}}, nil)
+}
+
+func (c *chatStream) finish(res *Result) error {
+	if err := c.role(); err != nil {
+		return err
+	}
+	if err := c.chunk([]chatChoice{{Delta: &chatMessage{}, FinishReason: &res.FinishReason}}, nil); err != nil {
+		return err
+	}
+	if c.includeUsage {
+		if err := c.chunk([]chatChoice{}, usageOf(res)); err != nil {
+			return err
+		}
+	}
+	return c.sse.done()
+}

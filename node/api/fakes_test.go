@@ -1,0 +1,240 @@
+package api
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/node/identity"
+)
+
+// fakeModel "generates" a fixed list of pieces, one per emit, honouring
+// max tokens and cancellation; block, when set, makes it wait for ctx or a
+// release before producing anything.
+type fakeModel struct {
+	pieces []string
+	err    error
+	block  chan struct{}
+
+	mu      sync.Mutex
+	calls   []*Generation
+	started chan struct{}
+}
+
+func (f *fakeModel) Generate(ctx context.Context, g *Generation, emit func(string) error) (*Result, error) {
+	f.mu.Lock()
+	f.calls = append(f.calls, g)
+	block, started := f.block, f.started
+	f.mu.Unlock()
+	if started != nil {
+		started <- struct{}{}
+	}
+	if block != nil {
+		select {
+		case <-block:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if f.err != nil {
+		return nil, f.err
+	}
+	res := &Result{PromptTokens: 3, FinishReason: "stop", Energy: map[string]any{"energy_provenance": "Estimator", "estimated_uj": 1234}}
+	for _, p := range f.pieces {
+		if g.MaxTokens > 0 && res.CompletionTokens == g.MaxTokens {
+			res.FinishReason = "length"
+			break
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if err := emit(p); err != nil {
+			return nil, err
+		}
+		res.CompletionTokens++
+	}
+	return res, nil
+}
+
+// unblock makes later generations run freely.
+func (f *fakeModel) unblock() {
+	f.mu.Lock()
+	f.block, f.started = nil, nil
+	f.mu.Unlock()
+}
+
+func (f *fakeModel) lastCall() *Generation {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[len(f.calls)-1]
+}
+
+type fakeRegistry struct {
+	self   identity.EndpointID
+	local  map[string]Model
+	remote map[string][]identity.EndpointID
+}
+
+func (r *fakeRegistry) Local(name string) (Model, bool) {
+	m, ok := r.local[name]
+	return m, ok
+}
+
+func (r *fakeRegistry) List() []ModelInfo {
+	var out []ModelInfo
+	for name := range r.local {
+		out = append(out, ModelInfo{ID: name, Local: true, Owner: r.self})
+	}
+	for name, hosts := range r.remote {
+		out = append(out, ModelInfo{ID: name, Hosts: hosts, Owner: hosts[0]})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Local != out[j].Local {
+			return out[i].Local
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}
+
+// fakeMesh routes tunnels to HTTP servers by peer id.
+type fakeMesh struct {
+	hosts   map[string][]identity.EndpointID
+	targets map[identity.EndpointID]string // peer → host:port of its mesh handler
+	mu      sync.Mutex
+	dials   []identity.EndpointID
+}
+
+func (m *fakeMesh) HostsOf(model string) []identity.EndpointID { return m.hosts[model] }
+
+func (m *fakeMesh) DialHTTP(ctx context.Context, peer identity.EndpointID) (net.Conn, error) {
+	m.mu.Lock()
+	m.dials = append(m.dials, peer)
+	m.mu.Unlock()
+	addr, ok := m.targets[peer]
+	if !ok {
+		return nil, fmt.Errorf("peer %s unreachable", peer.Short())
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", addr)
+}
+
+type fakeNode struct {
+	held bool
+}
+
+func (n *fakeNode) StewardDID() string { return "did:key:z6MkFake" }
+func (n *fakeNode) Witness(ctx context.Context, body []byte) (bool, error) {
+	if !strings.Contains(string(body), "envelope_hex") {
+		return false, badRequest("envelope_hex", "envelope_hex is required")
+	}
+	return n.held, nil
+}
+func (n *fakeNode) Status(ctx context.Context) any { return map[string]string{"node": "fake"} }
+func (n *fakeNode) Invite() string                 { return "invite-token" }
+
+func testID(b byte) identity.EndpointID {
+	var id identity.EndpointID
+	for i := range id {
+		id[i] = b
+	}
+	return id
+}
+
+type harness struct {
+	srv   *Server
+	http  *httptest.Server
+	model *fakeModel
+	reg   *fakeRegistry
+}
+
+func newHarness(t *testing.T, cfg Config, mesh Mesh) *harness {
+	t.Helper()
+	model := &fakeModel{pieces: []string{"Hello", ",", " world", "!"}}
+	reg := &fakeRegistry{self: testID(1), local: map[string]Model{"tiny": model}, remote: map[string][]identity.EndpointID{}}
+	var m Mesh
+	if mesh != nil {
+		m = mesh
+	}
+	srv := New(cfg, testID(1), reg, m, &fakeNode{held: true}, nil, func() time.Time { return time.Unix(1700000000, 0) })
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	return &harness{srv: srv, http: hs, model: model, reg: reg}
+}
+
+func (h *harness) post(t *testing.T, path, body string, header ...string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, h.http.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// sseEvent is one parsed Server-Sent Event.
+type sseEvent struct {
+	name string
+	data string
+}
+
+// readSSE parses a stream strictly: every line is "event: ..." or
+// "data: ...", events end with a blank line, nothing else is allowed, and
+// the stream must end cleanly at an event boundary.
+func readSSE(t *testing.T, r io.Reader) []sseEvent {
+	t.Helper()
+	var events []sseEvent
+	var cur sseEvent
+	inEvent := false
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if !inEvent {
+				t.Fatalf("SSE: blank line outside an event")
+			}
+			events = append(events, cur)
+			cur, inEvent = sseEvent{}, false
+		case strings.HasPrefix(line, "event: "):
+			if inEvent {
+				t.Fatalf("SSE: event name after data in one event: %q", line)
+			}
+			cur.name, inEvent = strings.TrimPrefix(line, "event: "), true
+		case strings.HasPrefix(line, "data: "):
+			if cur.data != "" {
+				t.Fatalf("SSE: multi-line data not expected: %q", line)
+			}
+			cur.data, inEvent = strings.TrimPrefix(line, "data: "), true
+		default:
+			t.Fatalf("SSE: unexpected line %q", line)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("SSE read: %v", err)
+	}
+	if inEvent {
+		t.Fatalf("SSE: stream ended inside an event")
+	}
+	return events
+}
+
+var errBoom = errors.New("boom")

@@ -1,0 +1,87 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// usage is OpenAI's usage object with meshnode's energy record added.
+type usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+	Energy           any `json:"energy,omitempty"`
+}
+
+func usageOf(res *Result) *usage {
+	return &usage{
+		PromptTokens:     res.PromptTokens,
+		CompletionTokens: res.CompletionTokens,
+		TotalTokens:      res.PromptTokens + res.CompletionTokens,
+		Energy:           res.Energy,
+	}
+}
+
+// stream is one endpoint's streaming shape.
+type stream interface {
+	// delta sends one piece of generated text.
+	delta(text string) error
+	// finish sends the closing events of a generation that ended.
+	finish(res *Result) error
+}
+
+// generate runs g on m under the model's concurrency limit. With st nil it
+// collects the text for a non-streaming answer; otherwise each piece goes
+// to st as it is produced.
+func (s *Server) generate(w http.ResponseWriter, r *http.Request, m Model, g *Generation, st stream, sse *sseWriter) (text string, res *Result, ok bool) {
+	ctx := r.Context()
+	release, err := s.acquire(ctx, g.Model)
+	if err != nil {
+		s.fail(w, r, g, err, sse)
+		return "", nil, false
+	}
+	defer release()
+
+	start := s.now()
+	var b strings.Builder
+	emit := func(piece string) error {
+		if st != nil {
+			return st.delta(piece)
+		}
+		b.WriteString(piece)
+		return nil
+	}
+	res, err = m.Generate(ctx, g, emit)
+	if err != nil {
+		s.fail(w, r, g, err, sse)
+		return "", nil, false
+	}
+	s.log.Info("api: served", "model", g.Model, "prompt_tokens", res.PromptTokens,
+		"completion_tokens", res.CompletionTokens, "finish", res.FinishReason,
+		"took", s.now().Sub(start).Round(time.Millisecond), "relayed", r.Header.Get(ForwardedHeader) != "")
+	if st != nil {
+		if err := st.finish(res); err != nil {
+			s.log.Debug("api: client left before the stream ended", "model", g.Model, "err", err)
+		}
+	}
+	return b.String(), res, true
+}
+
+// fail reports a failed generation: as an HTTP error when nothing has been
+// sent yet, as an error event inside a stream that has started, and not at
+// all when the client has gone.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, g *Generation, err error, sse *sseWriter) {
+	if r.Context().Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		s.log.Info("api: client cancelled", "model", g.Model)
+		return
+	}
+	s.log.Warn("api: generation failed", "model", g.Model, "err", errString(err))
+	if sse != nil && sse.started {
+		_ = sse.event("", asError(err).body())
+		return
+	}
+	writeError(w, err)
+}

@@ -1,0 +1,107 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+
+	"github.com/meshnode/meshnode/node/identity"
+)
+
+// Model is a model served on this node. The node's implementation applies
+// the chat template, tokenizes, serves through the steward and
+// detokenizes; the API only sees text.
+type Model interface {
+	// Generate runs one generation, calling emit with each piece of text as
+	// it is produced. It returns when the generation ends, fails, or ctx is
+	// cancelled (the client went away).
+	Generate(ctx context.Context, g *Generation, emit func(text string) error) (*Result, error)
+}
+
+// Message is one chat message, its content flattened to text.
+type Message struct {
+	Role    string
+	Content string
+}
+
+// Generation is a request, in the API's terms, as a Model receives it.
+type Generation struct {
+	Model string
+	// Messages is set for chat-shaped requests (chat completions, responses
+	// with message input); Prompt for raw text (completions, responses with
+	// a string input and no instructions).
+	Messages []Message
+	Prompt   string
+
+	MaxTokens        int // 0: the model's default
+	Temperature      *float64
+	TopP             *float64
+	Seed             *uint64
+	Stop             []string
+	PresencePenalty  float64
+	FrequencyPenalty float64
+
+	// mesh/1 bounds from metadata.fidelity_floor and
+	// metadata.joule_ceiling_uj; nil means the node's default.
+	FidelityFloor  *uint64
+	JouleCeilingUJ *uint64
+	// Presentation is the body's jcp_presentation, when the request rides
+	// on a grant (mesh/1 §2.3), as the caller sent it.
+	Presentation json.RawMessage
+	// Body is the raw request body, for bindings that derive the request
+	// identity from it (granted_serve_request).
+	Body []byte
+}
+
+// Result is how a generation ended.
+type Result struct {
+	PromptTokens     int
+	CompletionTokens int
+	// FinishReason is "stop" (a stop token or string) or "length".
+	FinishReason string
+	// Energy is the usage.energy object: the receipt, its envelope and its
+	// headline figures, marshalled as given.
+	Energy any
+}
+
+// ModelInfo describes one model for /v1/models.
+type ModelInfo struct {
+	ID string
+	// Local reports whether this node serves it; otherwise Hosts names the
+	// peers that do.
+	Local bool
+	Hosts []identity.EndpointID
+	// Owner is the node that serves it (this node for local models, the
+	// first host otherwise).
+	Owner identity.EndpointID
+}
+
+// Registry is the node's view of which models exist where.
+type Registry interface {
+	// Local returns the model this node serves under name.
+	Local(name string) (Model, bool)
+	// List returns every model in the mesh, local first, sorted by id.
+	List() []ModelInfo
+}
+
+// Mesh is what the API needs of the mesh to relay a request.
+type Mesh interface {
+	// HostsOf returns the peers serving model, best first (admission
+	// state, then round-trip time).
+	HostsOf(model string) []identity.EndpointID
+	// DialHTTP opens a tunnel to the peer's local HTTP endpoint.
+	DialHTTP(ctx context.Context, peer identity.EndpointID) (net.Conn, error)
+}
+
+// Node is what the API reports about the node and its steward.
+type Node interface {
+	// StewardDID is the steward's did:key (GET /v1/mesh/steward).
+	StewardDID() string
+	// Witness answers POST /v1/mesh/witness: whether the steward's journal
+	// holds the receipt (mesh/1 §2.2). body is the request body as sent.
+	Witness(ctx context.Context, body []byte) (held bool, err error)
+	// Status is the JSON value of GET /api/status.
+	Status(ctx context.Context) any
+	// Invite is the node's invite token (GET /api/invite).
+	Invite() string
+}

@@ -1,0 +1,238 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// sampling holds the fields the three generation endpoints share.
+type sampling struct {
+	Model            string          `json:"model"`
+	Stream           bool            `json:"stream"`
+	StreamOptions    *streamOptions  `json:"stream_options"`
+	Temperature      *float64        `json:"temperature"`
+	TopP             *float64        `json:"top_p"`
+	Seed             *json.Number    `json:"seed"`
+	Stop             json.RawMessage `json:"stop"`
+	PresencePenalty  *float64        `json:"presence_penalty"`
+	FrequencyPenalty *float64        `json:"frequency_penalty"`
+	N                *int            `json:"n"`
+	Metadata         map[string]any  `json:"metadata"`
+	JCPPresentation  json.RawMessage `json:"jcp_presentation"`
+}
+
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// decodeBody parses a JSON request body into v, with errors that say where
+// the body went wrong.
+func decodeBody(body []byte, v any) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return badRequest("", "request body is empty; send a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		var syn *json.SyntaxError
+		var typ *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &syn):
+			return badRequest("", "request body is not valid JSON at byte %d: %v", syn.Offset, err)
+		case errors.As(err, &typ):
+			return badRequest(typ.Field, "field %q has the wrong type: got JSON %s, want %s", typ.Field, typ.Value, typ.Type)
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			return badRequest("", "request body is not valid JSON: it ends in the middle of a value")
+		}
+		return badRequest("", "request body: %v", err)
+	}
+	if dec.More() {
+		return badRequest("", "request body holds more than one JSON value")
+	}
+	return nil
+}
+
+// apply validates the shared fields and copies them into g.
+func (s *sampling) apply(g *Generation) error {
+	if strings.TrimSpace(s.Model) == "" {
+		return badRequest("model", "model is required")
+	}
+	g.Model = s.Model
+	if s.N != nil && *s.N != 1 {
+		return badRequest("n", "n must be 1 (meshnode returns one choice)")
+	}
+	if t := s.Temperature; t != nil {
+		if math.IsNaN(*t) || *t < 0 || *t > 2 {
+			return badRequest("temperature", "temperature must be between 0 and 2, got %v", *t)
+		}
+		g.Temperature = t
+	}
+	if p := s.TopP; p != nil {
+		if math.IsNaN(*p) || *p <= 0 || *p > 1 {
+			return badRequest("top_p", "top_p must be in (0, 1], got %v", *p)
+		}
+		g.TopP = p
+	}
+	for _, f := range []struct {
+		name string
+		v    *float64
+		dst  *float64
+	}{{"presence_penalty", s.PresencePenalty, &g.PresencePenalty}, {"frequency_penalty", s.FrequencyPenalty, &g.FrequencyPenalty}} {
+		if f.v == nil {
+			continue
+		}
+		if math.IsNaN(*f.v) || *f.v < -2 || *f.v > 2 {
+			return badRequest(f.name, "%s must be between -2 and 2, got %v", f.name, *f.v)
+		}
+		*f.dst = *f.v
+	}
+	if s.Seed != nil {
+		seed, err := parseSeed(*s.Seed)
+		if err != nil {
+			return badRequest("seed", "%v", err)
+		}
+		g.Seed = &seed
+	}
+	stop, err := parseStop(s.Stop)
+	if err != nil {
+		return err
+	}
+	g.Stop = stop
+	if err := s.applyMetadata(g); err != nil {
+		return err
+	}
+	if len(s.JCPPresentation) > 0 && !bytes.Equal(bytes.TrimSpace(s.JCPPresentation), []byte("null")) {
+		g.Presentation = s.JCPPresentation
+	}
+	return nil
+}
+
+// parseSeed accepts any integer that fits 64 bits; negative seeds (which
+// some clients send) are reinterpreted as their two's complement.
+func parseSeed(n json.Number) (uint64, error) {
+	if u, err := strconv.ParseUint(string(n), 10, 64); err == nil {
+		return u, nil
+	}
+	if i, err := strconv.ParseInt(string(n), 10, 64); err == nil {
+		return uint64(i), nil
+	}
+	return 0, fmt.Errorf("seed must be an integer, got %s", n)
+}
+
+const maxStops = 4
+
+func parseStop(raw json.RawMessage) ([]string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return nil, nil
+	}
+	var one string
+	if err := json.Unmarshal(raw, &one); err == nil {
+		if one == "" {
+			return nil, nil
+		}
+		return []string{one}, nil
+	}
+	var many []string
+	if err := json.Unmarshal(raw, &many); err != nil {
+		return nil, badRequest("stop", "stop must be a string or an array of strings")
+	}
+	if len(many) > maxStops {
+		return nil, badRequest("stop", "stop takes at most %d sequences, got %d", maxStops, len(many))
+	}
+	out := many[:0]
+	for _, s := range many {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// applyMetadata reads meshnode's mesh/1 bounds from metadata. OpenAI's
+// metadata values are strings; numbers are accepted too.
+func (s *sampling) applyMetadata(g *Generation) error {
+	for _, f := range []struct {
+		key string
+		dst **uint64
+	}{{"fidelity_floor", &g.FidelityFloor}, {"joule_ceiling_uj", &g.JouleCeilingUJ}} {
+		v, ok := s.Metadata[f.key]
+		if !ok || v == nil {
+			continue
+		}
+		var text string
+		switch v := v.(type) {
+		case string:
+			text = v
+		case json.Number:
+			text = v.String()
+		default:
+			return badRequest("metadata."+f.key, "metadata.%s must be a non-negative integer", f.key)
+		}
+		u, err := strconv.ParseUint(strings.TrimSpace(text), 10, 64)
+		if err != nil {
+			return badRequest("metadata."+f.key, "metadata.%s must be a non-negative integer, got %q", f.key, text)
+		}
+		*f.dst = &u
+	}
+	if g.FidelityFloor != nil && *g.FidelityFloor > 4 {
+		return badRequest("metadata.fidelity_floor", "metadata.fidelity_floor must be 0..4 (F0..F4), got %d", *g.FidelityFloor)
+	}
+	return nil
+}
+
+// maxTokens picks max_completion_tokens over the older max_tokens.
+func maxTokens(param string, vals ...*int) (int, error) {
+	for _, v := range vals {
+		if v == nil {
+			continue
+		}
+		if *v < 1 {
+			return 0, badRequest(param, "%s must be at least 1, got %d", param, *v)
+		}
+		return *v, nil
+	}
+	return 0, nil
+}
+
+// messageContent flattens an OpenAI message content (a string, null, or an
+// array of parts) to text. Only text parts are accepted: meshnode's models
+// read text.
+func messageContent(raw json.RawMessage, field string) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s, nil
+	}
+	var parts []struct {
+		Type string  `json:"type"`
+		Text *string `json:"text"`
+	}
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", badRequest(field, "%s must be a string or an array of content parts", field)
+	}
+	var b strings.Builder
+	for i, p := range parts {
+		switch p.Type {
+		case "text", "input_text", "output_text":
+			if p.Text == nil {
+				return "", badRequest(field, "%s[%d] is a text part without text", field, i)
+			}
+			b.WriteString(*p.Text)
+		default:
+			return "", badRequest(field, "%s[%d] has type %q; meshnode accepts text parts only", field, i, p.Type)
+		}
+	}
+	return b.String(), nil
+}
+
+var knownRoles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true, "tool": true}

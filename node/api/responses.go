@@ -1,0 +1,230 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+)
+
+type responsesRequest struct {
+	sampling
+	Input           json.RawMessage `json:"input"`
+	Instructions    *string         `json:"instructions"`
+	MaxOutputTokens *int            `json:"max_output_tokens"`
+}
+
+func parseResponses(body []byte) (*Generation, *responsesRequest, error) {
+	var req responsesRequest
+	if err := decodeBody(body, &req); err != nil {
+		return nil, nil, err
+	}
+	g := &Generation{Body: body}
+	if err := req.apply(g); err != nil {
+		return nil, nil, err
+	}
+	if req.Instructions != nil && *req.Instructions != "" {
+		g.Messages = append(g.Messages, Message{Role: "system", Content: *req.Instructions})
+	}
+	input := bytes.TrimSpace(req.Input)
+	if len(input) == 0 || bytes.Equal(input, []byte("null")) {
+		return nil, nil, badRequest("input", "input is required")
+	}
+	var text string
+	if err := json.Unmarshal(input, &text); err == nil {
+		g.Messages = append(g.Messages, Message{Role: "user", Content: text})
+	} else {
+		var items []struct {
+			Type    string          `json:"type"`
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		}
+		if err := json.Unmarshal(input, &items); err != nil {
+			return nil, nil, badRequest("input", "input must be a string or an array of messages")
+		}
+		for i, it := range items {
+			if it.Type != "" && it.Type != "message" {
+				return nil, nil, badRequest("input", "input[%d] has type %q; meshnode accepts messages only", i, it.Type)
+			}
+			if !knownRoles[it.Role] {
+				return nil, nil, badRequest("input", "input[%d].role %q is not one of system, developer, user, assistant", i, it.Role)
+			}
+			content, err := messageContent(it.Content, fmt.Sprintf("input[%d].content", i))
+			if err != nil {
+				return nil, nil, err
+			}
+			g.Messages = append(g.Messages, Message{Role: it.Role, Content: content})
+		}
+		if len(items) == 0 {
+			return nil, nil, badRequest("input", "input must hold at least one message")
+		}
+	}
+	n, err := maxTokens("max_output_tokens", req.MaxOutputTokens)
+	if err != nil {
+		return nil, nil, err
+	}
+	g.MaxTokens = n
+	return g, &req, nil
+}
+
+type responseText struct {
+	Type        string `json:"type"`
+	Text        string `json:"text"`
+	Annotations []any  `json:"annotations"`
+}
+
+type responseItem struct {
+	Type    string         `json:"type"`
+	ID      string         `json:"id"`
+	Status  string         `json:"status"`
+	Role    string         `json:"role"`
+	Content []responseText `json:"content"`
+}
+
+type responseUsage struct {
+	InputTokens  int `json:"input_tokens"`
+	OutputTokens int `json:"output_tokens"`
+	TotalTokens  int `json:"total_tokens"`
+	Energy       any `json:"energy,omitempty"`
+}
+
+type responseObject struct {
+	ID                string            `json:"id"`
+	Object            string            `json:"object"`
+	CreatedAt         int64             `json:"created_at"`
+	Status            string            `json:"status"`
+	Model             string            `json:"model"`
+	Output            []responseItem    `json:"output"`
+	IncompleteDetails map[string]string `json:"incomplete_details"`
+	Usage             *responseUsage    `json:"usage"`
+}
+
+func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
+	body, err := s.readBody(w, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	g, req, err := parseResponses(body)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	m, handled := s.route(w, r, g.Model, body)
+	if handled {
+		return
+	}
+	rs := &responseStream{resp: responseObject{ID: newID("resp_"), Object: "response", CreatedAt: s.now().Unix(),
+		Status: "in_progress", Model: g.Model, Output: []responseItem{}}, itemID: newID("msg_")}
+	if !req.Stream {
+		text, res, ok := s.generate(w, r, m, g, nil, nil)
+		if ok {
+			rs.complete(text, res)
+			writeJSON(w, http.StatusOK, rs.resp)
+		}
+		return
+	}
+	rs.sse = newSSEWriter(w)
+	s.generate(w, r, m, g, rs, rs.sse)
+}
+
+// responseStream emits the Responses API's typed events: created,
+// in_progress, the item and part opening, text deltas, then the closing
+// events and response.completed.
+type responseStream struct {
+	sse     *sseWriter
+	resp    responseObject
+	itemID  string
+	text    bytes.Buffer
+	seq     int
+	started bool
+}
+
+func (r *responseStream) send(typ string, fields map[string]any) error {
+	fields["type"] = typ
+	fields["sequence_number"] = r.seq
+	r.seq++
+	return r.sse.event(typ, fields)
+}
+
+func (r *responseStream) item(status string, text *string) responseItem {
+	it := responseItem{Type: "message", ID: r.itemID, Status: status, Role: "assistant", Content: []responseText{}}
+	if text != nil {
+		it.Content = append(it.Content, responseText{Type: "output_text", Text: *text, Annotations: []any{}})
+	}
+	return it
+}
+
+func (r *responseStream) open() error {
+	if r.started {
+		return nil
+	}
+	r.started = true
+	steps := []struct {
+		typ    string
+		fields map[string]any
+	}{
+		{"response.created", map[string]any{"response": r.resp}},
+		{"response.in_progress", map[string]any{"response": r.resp}},
+		{"response.output_item.added", map[string]any{"output_index": 0, "item": r.item("in_progress", nil)}},
+		{"response.content_part.added", map[string]any{"item_id": r.itemID, "output_index": 0, "content_index": 0,
+			"part": responseText{Type: "output_text", Annotations: []any{}}}},
+	}
+	for _, s := range steps {
+		if err := r.send(s.typ, s.fields); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *responseStream) delta(text string) error {
+	if err := r.open(); err != nil {
+		return err
+	}
+	if text == "" {
+		return nil
+	}
+	r.text.WriteString(text)
+	return r.send("response.output_text.delta", map[string]any{"item_id": r.itemID, "output_index": 0, "content_index": 0, "delta": text})
+}
+
+// complete fills the response object for a generation that ended.
+func (r *responseStream) complete(text string, res *Result) {
+	r.resp.Status = "completed"
+	if res.FinishReason == "length" {
+		r.resp.Status = "incomplete"
+		r.resp.IncompleteDetails = map[string]string{"reason": "max_output_tokens"}
+	}
+	r.resp.Output = []responseItem{r.item("completed", &text)}
+	r.resp.Usage = &responseUsage{InputTokens: res.PromptTokens, OutputTokens: res.CompletionTokens,
+		TotalTokens: res.PromptTokens + res.CompletionTokens, Energy: res.Energy}
+}
+
+func (r *responseStream) finish(res *Result) error {
+	if err := r.open(); err != nil {
+		return err
+	}
+	text := r.text.String()
+	r.complete(text, res)
+	final := "response.completed"
+	if r.resp.Status == "incomplete" {
+		final = "response.incomplete"
+	}
+	steps := []struct {
+		typ    string
+		fields map[string]any
+	}{
+		{"response.output_text.done", map[string]any{"item_id": r.itemID, "output_index": 0, "content_index": 0, "text": text}},
+		{"response.content_part.done", map[string]any{"item_id": r.itemID, "output_index": 0, "content_index": 0,
+			"part": responseText{Type: "output_text", Text: text, Annotations: []any{}}}},
+		{"response.output_item.done", map[string]any{"output_index": 0, "item": r.resp.Output[0]}},
+		{final, map[string]any{"response": r.resp}},
+	}
+	for _, s := range steps {
+		if err := r.send(s.typ, s.fields); err != nil {
+			return err
+		}
+	}
+	return nil
+}

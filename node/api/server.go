@@ -1,0 +1,316 @@
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/meshnode/meshnode/node/identity"
+)
+
+// ForwardedHeader marks a request relayed through the mesh: its value is
+// the id of the node that relayed it. A node serves such a request locally
+// or not at all, so a request never loops between nodes.
+const ForwardedHeader = "X-Meshnode-Forwarded-By"
+
+// Config tunes the API server.
+type Config struct {
+	// APIKey, when set, is required as "Authorization: Bearer KEY" on
+	// every endpoint but /health. The node requires one when the API is
+	// bound beyond loopback.
+	APIKey string
+	// MaxBodyBytes bounds a request body (413 beyond it). Default 4 MiB.
+	MaxBodyBytes int64
+	// Concurrency is how many generations run at once per model (default
+	// 1); QueueDepth how many more may wait for a slot (default 16) before
+	// requests are refused with 429.
+	Concurrency int
+	QueueDepth  int
+	// RetryAfter is the Retry-After a 429 carries (default 1 s).
+	RetryAfter time.Duration
+}
+
+func (c *Config) defaults() {
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = 4 << 20
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = 1
+	}
+	if c.QueueDepth < 0 {
+		c.QueueDepth = 0
+	} else if c.QueueDepth == 0 {
+		c.QueueDepth = 16
+	}
+	if c.RetryAfter <= 0 {
+		c.RetryAfter = time.Second
+	}
+}
+
+// Server serves the API.
+type Server struct {
+	cfg      Config
+	self     identity.EndpointID
+	registry Registry
+	mesh     Mesh // nil: no mesh, local models only
+	node     Node
+	log      *slog.Logger
+	now      func() time.Time
+
+	mu     sync.Mutex
+	limits map[string]*limiter
+
+	proxy *meshProxy
+}
+
+// New builds a server for node self. mesh may be nil.
+func New(cfg Config, self identity.EndpointID, registry Registry, mesh Mesh, node Node, logger *slog.Logger, now func() time.Time) *Server {
+	cfg.defaults()
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if now == nil {
+		now = time.Now
+	}
+	s := &Server{cfg: cfg, self: self, registry: registry, mesh: mesh, node: node, log: logger, now: now, limits: map[string]*limiter{}}
+	if mesh != nil {
+		s.proxy = newMeshProxy(self, mesh, logger)
+	}
+	return s
+}
+
+// Handler returns the API's routes.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
+	mux.HandleFunc("POST /v1/completions", s.handleCompletions)
+	mux.HandleFunc("POST /v1/responses", s.handleResponses)
+	mux.HandleFunc("GET /v1/models", s.handleModels)
+	mux.HandleFunc("GET /v1/mesh/steward", s.handleSteward)
+	mux.HandleFunc("POST /v1/mesh/witness", s.handleWitness)
+	mux.HandleFunc("GET /api/status", s.handleStatus)
+	mux.HandleFunc("GET /api/invite", s.handleInvite)
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, Errorf(http.StatusNotFound, "invalid_request_error", "unknown_url",
+			"no route for %s %s", r.Method, r.URL.Path))
+	})
+	return s.authenticate(mux)
+}
+
+// Serve serves the API on ln until ctx is done, then stops accepting and
+// lets in-flight requests finish for up to drain before closing them.
+func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration) error {
+	srv := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), drain)
+	defer cancel()
+	err := srv.Shutdown(shutdownCtx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		s.log.Warn("api: in-flight requests outlived the drain deadline; closing them", "drain", drain)
+		err = srv.Close()
+	}
+	if e := <-errc; !errors.Is(e, http.ErrServerClosed) && err == nil {
+		err = e
+	}
+	return err
+}
+
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	if s.cfg.APIKey == "" {
+		return next
+	}
+	want := []byte("Bearer " + s.cfg.APIKey)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/health" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		got := []byte(r.Header.Get("Authorization"))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			writeError(w, Errorf(http.StatusUnauthorized, "invalid_request_error", "invalid_api_key",
+				"missing or wrong API key: send Authorization: Bearer <key>"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		var maxBytes *http.MaxBytesError
+		if errors.As(err, &maxBytes) {
+			return nil, err
+		}
+		return nil, badRequest("", "reading request body: %v", err)
+	}
+	return body, nil
+}
+
+// route serves a parsed generation locally, or relays the request to a
+// peer that hosts its model. It reports whether it handled the request
+// itself (false: serve locally with the returned model).
+func (s *Server) route(w http.ResponseWriter, r *http.Request, model string, body []byte) (Model, bool) {
+	if m, ok := s.registry.Local(model); ok {
+		return m, false
+	}
+	if r.Header.Get(ForwardedHeader) == "" && s.proxy != nil {
+		if hosts := s.mesh.HostsOf(model); len(hosts) > 0 {
+			s.proxy.relay(w, r, body, hosts)
+			return nil, true
+		}
+	}
+	writeError(w, s.unknownModel(model, r.Header.Get(ForwardedHeader) != ""))
+	return nil, true
+}
+
+func (s *Server) unknownModel(model string, forwarded bool) *Error {
+	var names []string
+	for _, m := range s.registry.List() {
+		if !forwarded || m.Local {
+			names = append(names, m.ID)
+		}
+	}
+	where := "in the mesh"
+	if forwarded {
+		where = "on this node (the request was relayed here)"
+	}
+	e := Errorf(http.StatusNotFound, "invalid_request_error", "model_not_found",
+		"model %q is not served %s; available: %s", model, where, strings.Join(names, ", "))
+	e.Param = "model"
+	return e
+}
+
+// acquire takes a generation slot for model, waiting in its queue; it
+// fails with 429 when the queue is full.
+func (s *Server) acquire(ctx context.Context, model string) (release func(), err error) {
+	s.mu.Lock()
+	l, ok := s.limits[model]
+	if !ok {
+		l = newLimiter(s.cfg.Concurrency, s.cfg.QueueDepth)
+		s.limits[model] = l
+	}
+	s.mu.Unlock()
+	release, err = l.acquire(ctx)
+	if errors.Is(err, errQueueFull) {
+		e := Errorf(http.StatusTooManyRequests, "rate_limit_error", "overloaded",
+			"model %q is busy: %d running and %d queued; retry shortly", model, s.cfg.Concurrency, s.cfg.QueueDepth)
+		e.RetryAfter = s.cfg.RetryAfter
+		return nil, e
+	}
+	return release, err
+}
+
+// newID returns an OpenAI-style object id.
+func newID(prefix string) string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
+	type modelObject struct {
+		ID      string   `json:"id"`
+		Object  string   `json:"object"`
+		Created int64    `json:"created"`
+		OwnedBy string   `json:"owned_by"`
+		Local   bool     `json:"local"`
+		Hosts   []string `json:"hosts,omitempty"`
+	}
+	data := []modelObject{}
+	for _, m := range s.registry.List() {
+		o := modelObject{ID: m.ID, Object: "model", OwnedBy: m.Owner.String(), Local: m.Local}
+		for _, h := range m.Hosts {
+			o.Hosts = append(o.Hosts, h.String())
+		}
+		data = append(data, o)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+}
+
+func (s *Server) handleSteward(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"steward": s.node.StewardDID()})
+}
+
+func (s *Server) handleWitness(w http.ResponseWriter, r *http.Request) {
+	body, err := s.readBody(w, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	held, err := s.node.Witness(r.Context(), body)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if !held {
+		writeJSON(w, http.StatusConflict, map[string]any{"held": false,
+			"message": "the steward's journal does not hold this receipt; grants are refused until an operator restores the journal"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"held": true})
+}
+
+func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.node.Status(r.Context()))
+}
+
+func (s *Server) handleInvite(w http.ResponseWriter, r *http.Request) {
+	if !isLoopback(r.RemoteAddr) {
+		writeError(w, Errorf(http.StatusForbidden, "invalid_request_error", "loopback_only",
+			"the invite token is served to loopback clients only"))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"token": s.node.Invite()})
+}
+
+func isLoopback(remote string) bool {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// errString renders an error for logs without the HTTP status prefix.
+func errString(err error) string {
+	if e := asError(err); e.Status != http.StatusInternalServerError {
+		return fmt.Sprintf("%s (%d)", e.Message, e.Status)
+	}
+	return err.Error()
+}
+
+// queued reports how many generations for model are running or waiting.
+func (s *Server) queued(model string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l, ok := s.limits[model]; ok {
+		return l.admittedCount()
+	}
+	return 0
+}
