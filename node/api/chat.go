@@ -9,7 +9,7 @@ import (
 type chatRequest struct {
 	sampling
 	Messages []struct {
-		Role    string `json:"role"`
+		Role    string          `json:"role"`
 		Content json.RawMessage `json:"content"`
 	} `json:"messages"`
 	MaxTokens           *int `json:"max_tokens"`
