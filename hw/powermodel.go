@@ -10,10 +10,10 @@ import (
 // own duration times that power, so a short span is never billed zero.
 type PowerModel struct {
 	// Watts is the modelled power while serving.
-	Watts float64
+	Watts float64 `json:"watts"`
 	// Source says where the figure came from ("config", "calibrated ...",
 	// "default ..."), for the meters report.
-	Source string
+	Source string `json:"source"`
 }
 
 // UJ is the modelled energy of a span lasting d, rounded up to whole

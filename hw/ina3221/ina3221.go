@@ -91,7 +91,8 @@ type Sampler struct {
 	period  time.Duration
 	window  time.Duration
 	log     *slog.Logger
-	serving atomic.Bool
+	running atomic.Bool // Serve has been entered
+	serving atomic.Bool // Serve's ticker is running
 
 	mu      sync.Mutex
 	uj      uint64
@@ -245,15 +246,21 @@ func (s *Sampler) maxGap() time.Duration { return windowPeriods * s.period }
 // staleAfter is how old the last sample may be for Read to return it.
 func (s *Sampler) staleAfter() time.Duration { return 5 * s.period }
 
+// Serving reports whether Serve's ticker is running, so a caller that
+// starts Serve can wait for sampling to begin.
+func (s *Sampler) Serving() bool { return s.serving.Load() }
+
 // Serve samples every period until ctx is done. It may be called again
 // after it returns; the pause starts a new epoch.
 func (s *Sampler) Serve(ctx context.Context) error {
-	if !s.serving.CompareAndSwap(false, true) {
+	if !s.running.CompareAndSwap(false, true) {
 		return errors.New("ina3221: sampler already serving")
 	}
-	defer s.serving.Store(false)
+	defer s.running.Store(false)
 	t := s.clock.NewTicker(s.period)
 	defer t.Stop()
+	s.serving.Store(true)
+	defer s.serving.Store(false)
 	for {
 		select {
 		case <-ctx.Done():

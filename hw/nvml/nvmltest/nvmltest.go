@@ -16,6 +16,8 @@ type GPU struct {
 	Total    uint64
 	Reserved uint64
 	EnergyMJ uint64
+	// Energy, when set, is called for the energy instead of EnergyMJ.
+	Energy func() uint64
 	// EnergyErr, when not nvml.Success, fails energy queries (as on a Jetson).
 	EnergyErr nvml.Return
 }
@@ -94,6 +96,9 @@ func (f *NVML) Lib() *nvml.Lib {
 				return g.EnergyErr
 			}
 			*mj = g.EnergyMJ
+			if g.Energy != nil {
+				*mj = g.Energy()
+			}
 			return nvml.Success
 		},
 		DeviceGetArchitecture: func(d nvml.Device, a *uint32) nvml.Return {
