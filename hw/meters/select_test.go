@@ -152,7 +152,7 @@ func TestSelectJetson(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	clk.Advance(50 * time.Millisecond) // a fresh sample and a new epoch
-	for { // Advance returns when the tick is received; wait for its sample
+	for {                              // Advance returns when the tick is received; wait for its sample
 		if _, err := sel.counter.Read(); err == nil {
 			break
 		}
