@@ -1,0 +1,239 @@
+package node
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Config is the node's configuration: the TOML file, then MESHNODE_*
+// variables and flags over it. The zero value of a field means "the
+// default", which [Config.Resolve] fills in.
+type Config struct {
+	StateDir  string `toml:"state_dir"`
+	ModelsDir string `toml:"models_dir"`
+	// Models are GGUF files (or names of files in ModelsDir) to serve, in
+	// addition to [[model]] tables.
+	Models    []string      `toml:"models"`
+	Model     []ModelConfig `toml:"model"`
+	HTTPAddr  string        `toml:"http_addr"`
+	QUICAddr  string        `toml:"quic_addr"`
+	BindIP    string        `toml:"bind_ip"`
+	Join      []string      `toml:"join"`
+	Discovery string        `toml:"discovery"`
+	LANOnly   bool          `toml:"lan_only"`
+	MeshID    string        `toml:"mesh_id"`
+	APIKey    string        `toml:"api_key"`
+	LogLevel  string        `toml:"log_level"`
+	LogFormat string        `toml:"log_format"`
+	// DrainTimeout bounds how long shutdown waits for in-flight requests.
+	DrainTimeout Duration `toml:"drain_timeout"`
+
+	API     APIConfig     `toml:"api"`
+	Steward StewardConfig `toml:"steward"`
+	Meters  MetersConfig  `toml:"meters"`
+}
+
+// ModelConfig is one [[model]] table.
+type ModelConfig struct {
+	Path string `toml:"path"`
+	// Name is what clients ask for; default: the file name without .gguf.
+	Name string `toml:"name"`
+	// Fidelity is the advertised level F0…F4 (default 2).
+	Fidelity *uint8 `toml:"fidelity"`
+	// UJPerToken is the modelled energy per token the router's estimate
+	// uses; 0 derives one from the model's size.
+	UJPerToken uint64 `toml:"uj_per_token"`
+	Threads    int    `toml:"threads"`
+	// Context is the context length; 0 is the file's, capped by memory.
+	Context int `toml:"context"`
+}
+
+// APIConfig tunes the HTTP API.
+type APIConfig struct {
+	MaxBodyBytes int64 `toml:"max_body_bytes"`
+	Concurrency  int   `toml:"concurrency"`
+	QueueDepth   int   `toml:"queue_depth"`
+	// MaxTokens is the default output ceiling when a request names none.
+	MaxTokens int `toml:"max_tokens"`
+}
+
+// StewardConfig holds the mesh/1 defaults a request without its own
+// bounds is served under.
+type StewardConfig struct {
+	FidelityFloor  uint8  `toml:"fidelity_floor"`
+	JouleCeilingUJ uint64 `toml:"joule_ceiling_uj"`
+}
+
+// MetersConfig chooses and tunes the energy meter.
+type MetersConfig struct {
+	// Force names one meter (rapl, nvml, ioreport, ina3221, estimator)
+	// instead of picking the best live one.
+	Force string `toml:"force"`
+	// IdleWatts and BusyWatts feed the estimator; 0 uses built-in figures.
+	IdleWatts float64 `toml:"idle_watts"`
+	BusyWatts float64 `toml:"busy_watts"`
+}
+
+// Duration is a time.Duration written as "30s" in TOML.
+type Duration struct{ time.Duration }
+
+// UnmarshalText parses a Go duration string.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return err
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalText writes the Go duration string.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// Defaults.
+const (
+	DefaultHTTPAddr     = "127.0.0.1:9337"
+	DefaultQUICAddr     = ":9338"
+	DefaultDrainTimeout = 30 * time.Second
+	DefaultFidelity     = 2
+	DefaultMaxTokens    = 256
+	// DefaultJouleCeilingUJ bounds a request that names no ceiling: 1 kJ
+	// is far above any serve on an edge box, so it only stops runaways.
+	DefaultJouleCeilingUJ = 1_000_000_000
+)
+
+// LoadConfig reads a TOML file. Unknown keys are an error, naming them, so
+// a typo is not silently ignored.
+func LoadConfig(path string) (Config, error) {
+	var c Config
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return c, fmt.Errorf("config: %w", err)
+	}
+	md, err := toml.NewDecoder(bytes.NewReader(b)).Decode(&c)
+	if err != nil {
+		return c, fmt.Errorf("config %s: %w", path, err)
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		keys := make([]string, len(und))
+		for i, k := range und {
+			keys[i] = k.String()
+		}
+		return c, fmt.Errorf("config %s: unknown keys: %s", path, strings.Join(keys, ", "))
+	}
+	return c, nil
+}
+
+// DefaultConfigPath is where the node looks for its config when none is
+// named: systemd's $CONFIGURATION_DIRECTORY for the service,
+// ~/Library/Application Support/meshnode on macOS, $XDG_CONFIG_HOME/meshnode
+// (~/.config/meshnode) elsewhere.
+func DefaultConfigPath() string {
+	if d := os.Getenv("CONFIGURATION_DIRECTORY"); d != "" {
+		d, _, _ = strings.Cut(d, ":")
+		return filepath.Join(d, "config.toml")
+	}
+	home, _ := os.UserHomeDir()
+	if runtime.GOOS == "darwin" && home != "" {
+		return filepath.Join(home, "Library", "Application Support", "meshnode", "config.toml")
+	}
+	if d := os.Getenv("XDG_CONFIG_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "meshnode", "config.toml")
+	}
+	return filepath.Join(home, ".config", "meshnode", "config.toml")
+}
+
+// Resolve fills defaults and checks the configuration as a whole.
+func (c *Config) Resolve() error {
+	if c.StateDir == "" {
+		c.StateDir = DefaultStateDir()
+	}
+	if c.ModelsDir == "" {
+		c.ModelsDir = filepath.Join(c.StateDir, "models")
+	}
+	if c.HTTPAddr == "" {
+		c.HTTPAddr = DefaultHTTPAddr
+	}
+	if c.QUICAddr == "" {
+		c.QUICAddr = DefaultQUICAddr
+	}
+	if c.Discovery == "" {
+		c.Discovery = "mdns"
+	}
+	if c.LogLevel == "" {
+		c.LogLevel = "info"
+	}
+	if c.LogFormat == "" {
+		c.LogFormat = "text"
+	}
+	if c.DrainTimeout.Duration <= 0 {
+		c.DrainTimeout.Duration = DefaultDrainTimeout
+	}
+	if c.API.MaxTokens <= 0 {
+		c.API.MaxTokens = DefaultMaxTokens
+	}
+	if c.Steward.JouleCeilingUJ == 0 {
+		c.Steward.JouleCeilingUJ = DefaultJouleCeilingUJ
+	}
+	var errs []error
+	switch c.Discovery {
+	case "mdns", "none":
+	default:
+		errs = append(errs, fmt.Errorf("discovery %q: want mdns or none", c.Discovery))
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		errs = append(errs, fmt.Errorf("log_format %q: want text or json", c.LogFormat))
+	}
+	if _, err := ParseLogLevel(c.LogLevel); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Steward.FidelityFloor > 4 {
+		errs = append(errs, fmt.Errorf("steward.fidelity_floor %d: want 0…4", c.Steward.FidelityFloor))
+	}
+	host, _, err := net.SplitHostPort(c.HTTPAddr)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("http_addr %q: %v", c.HTTPAddr, err))
+	} else if !isLoopbackHost(host) && c.APIKey == "" {
+		errs = append(errs, fmt.Errorf("http_addr %q is reachable beyond this machine: set api_key (or MESHNODE_API_KEY) so strangers cannot use the node", c.HTTPAddr))
+	}
+	if _, _, err := net.SplitHostPort(c.QUICAddr); err != nil {
+		errs = append(errs, fmt.Errorf("quic_addr %q: %v", c.QUICAddr, err))
+	}
+	if c.BindIP != "" {
+		if _, err := netip.ParseAddr(c.BindIP); err != nil {
+			errs = append(errs, fmt.Errorf("bind_ip %q: %v", c.BindIP, err))
+		}
+	}
+	for i, m := range c.Model {
+		if m.Path == "" {
+			errs = append(errs, fmt.Errorf("model %d: path is required", i+1))
+		}
+		if m.Fidelity != nil && *m.Fidelity > 4 {
+			errs = append(errs, fmt.Errorf("model %d: fidelity %d: want 0…4", i+1, *m.Fidelity))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("config: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+func isLoopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}

@@ -1,0 +1,100 @@
+package node
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestExampleConfigIsValidAndDefault(t *testing.T) {
+	c, err := LoadConfig(writeConfig(t, ExampleConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.StateDir = "/s"
+	if err := c.Resolve(); err != nil {
+		t.Fatal(err)
+	}
+	var d Config
+	d.StateDir = "/s"
+	if err := d.Resolve(); err != nil {
+		t.Fatal(err)
+	}
+	if c.HTTPAddr != d.HTTPAddr || c.ModelsDir != d.ModelsDir || c.DrainTimeout != d.DrainTimeout || c.API != d.API || c.Steward != d.Steward {
+		t.Fatalf("example config resolves to %+v, defaults are %+v", c, d)
+	}
+	// Every key in the example is a real key: uncommenting all of them parses.
+	var uncommented []string
+	for _, line := range strings.Split(ExampleConfig, "\n") {
+		if strings.HasPrefix(line, "#") && strings.Contains(line, " = ") || strings.HasPrefix(line, "#[[") {
+			line = strings.TrimPrefix(line, "#")
+		}
+		uncommented = append(uncommented, line)
+	}
+	u, err := LoadConfig(writeConfig(t, strings.Join(uncommented, "\n")))
+	if err != nil {
+		t.Fatalf("uncommented example: %v", err)
+	}
+	if len(u.Model) != 1 || u.Model[0].Name != "model" || u.DrainTimeout.Duration != 30*time.Second {
+		t.Fatalf("uncommented example parsed as %+v", u)
+	}
+}
+
+func TestLoadConfigErrors(t *testing.T) {
+	tests := []struct{ name, body, want string }{
+		{"unknown key", "http_adr = \"x\"\n", "unknown keys: http_adr"},
+		{"unknown nested", "[api]\nqueue = 3\n", "api.queue"},
+		{"bad toml", "http_addr = \n", "config"},
+		{"bad duration", "drain_timeout = \"soon\"\n", "duration"},
+	}
+	for _, tt := range tests {
+		_, err := LoadConfig(writeConfig(t, tt.body))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: error %v, want one mentioning %q", tt.name, err, tt.want)
+		}
+	}
+	if _, err := LoadConfig(filepath.Join(t.TempDir(), "missing.toml")); err == nil {
+		t.Error("missing file accepted")
+	}
+}
+
+func TestResolveErrors(t *testing.T) {
+	five := uint8(5)
+	tests := []struct {
+		name string
+		c    Config
+		want string
+	}{
+		{"public http without key", Config{HTTPAddr: "0.0.0.0:9337"}, "api_key"},
+		{"bad http addr", Config{HTTPAddr: "nonsense"}, "http_addr"},
+		{"bad discovery", Config{Discovery: "dht"}, "discovery"},
+		{"bad log level", Config{LogLevel: "loud"}, "log_level"},
+		{"bad log format", Config{LogFormat: "xml"}, "log_format"},
+		{"bad bind ip", Config{BindIP: "300.1.1.1"}, "bind_ip"},
+		{"model without path", Config{Model: []ModelConfig{{Name: "x"}}}, "path is required"},
+		{"model fidelity", Config{Model: []ModelConfig{{Path: "x", Fidelity: &five}}}, "fidelity 5"},
+		{"floor", Config{Steward: StewardConfig{FidelityFloor: 7}}, "fidelity_floor"},
+	}
+	for _, tt := range tests {
+		tt.c.StateDir = "/s"
+		err := tt.c.Resolve()
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: error %v, want one mentioning %q", tt.name, err, tt.want)
+		}
+	}
+	ok := Config{StateDir: "/s", HTTPAddr: "0.0.0.0:9337", APIKey: "k"}
+	if err := ok.Resolve(); err != nil {
+		t.Errorf("public http with key: %v", err)
+	}
+}
