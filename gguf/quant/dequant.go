@@ -22,8 +22,9 @@ func Dequantize(t Type, src []byte, dst []float32) error {
 			dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
 		}
 	case F16:
+		tab := fp16Table()
 		for i := range dst {
-			dst[i] = FP16ToFP32(le16(src[2*i:]))
+			dst[i] = tab[le16(src[2*i:])]
 		}
 	case BF16:
 		for i := range dst {

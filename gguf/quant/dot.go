@@ -103,9 +103,12 @@ func dotF32(row, act []byte, n int) float32 {
 }
 
 func dotF16(row, act []byte, n int) float32 {
+	tab := fp16Table()
 	var acc [32]float32
+	row, act = row[:2*n], act[:2*n]
 	for i := range n {
-		acc[i&31] += float32(half(row[2*i:]) * half(act[2*i:]))
+		x, y := tab[le16(row[2*i:])], tab[le16(act[2*i:])]
+		acc[i&31] += float32(x * y)
 	}
 	return reduce(acc[:])
 }
@@ -237,25 +240,21 @@ func dotQ2_K(row, act []byte, n int) float32 {
 	for i := range n / QK_K {
 		x := (*[84]byte)(row[84*i:])
 		dy, q8, bsum := q8K((*[292]byte)(act[292*i:]))
-		sc := x[0:16]
 		var summs, isum int32
 		for j := range 16 {
-			summs += bsum(j) * int32(sc[j]>>4)
+			summs += bsum(j) * int32(x[j]>>4)
 		}
-		is, o := 0, 0
-		for k := range 2 {
-			q2 := x[16+32*k : 16+32*k+32]
-			for shift := uint(0); shift < 8; shift += 2 {
-				for h := 0; h < 32; h += 16 {
-					var s int32
-					for l := h; l < h+16; l++ {
-						s += i8(q8, o) * int32((q2[l]>>shift)&3)
-						o++
-					}
-					isum += int32(sc[is]&0xf) * s
-					is++
-				}
+		// Sub-block s (16 values) takes bits 2·((s/2)%4) of bytes
+		// 32·(s/8) + 16·(s%2) ... +16 of qs, and activations 16s ... 16s+16.
+		for s := range 16 {
+			q := (*[16]byte)(x[16+32*(s/8)+16*(s%2):])
+			a := (*[16]byte)(q8[16*s:])
+			shift := uint(2 * ((s / 2) % 4))
+			var sum int32
+			for l := range 16 {
+				sum += int32(int8(a[l])) * int32((q[l]>>(shift&7))&3)
 			}
+			isum += int32(x[s]&0xf) * sum
 		}
 		acc[i&7] += kPartial(isum, summs, half(x[80:]), half(x[82:]), dy)
 	}
@@ -269,28 +268,21 @@ func dotQ3_K(row, act []byte, n int) float32 {
 		x := (*[110]byte)(row[110*i:])
 		dy, q8, _ := q8K((*[292]byte)(act[292*i:]))
 		scales := unpackQ3KScales(x[96:108])
-		hm := x[0:32]
 		var isum int32
-		is, o := 0, 0
-		m := byte(1)
-		for k := range 2 {
-			q3 := x[32+32*k : 32+32*k+32]
-			for shift := uint(0); shift < 8; shift += 2 {
-				for h := 0; h < 32; h += 16 {
-					var s int32
-					for l := h; l < h+16; l++ {
-						v := int32((q3[l] >> shift) & 3)
-						if hm[l]&m == 0 {
-							v -= 4
-						}
-						s += i8(q8, o) * v
-						o++
-					}
-					isum += (int32(scales[is]) - 32) * s
-					is++
-				}
-				m <<= 1
+		// Sub-block s as in Q2_K; its high bits are bit s/2 of hmask.
+		for s := range 16 {
+			off := 16 * (s % 2)
+			q := (*[16]byte)(x[32+32*(s/8)+off:])
+			hm := (*[16]byte)(x[off:])
+			a := (*[16]byte)(q8[16*s:])
+			shift, hbit := uint(2*((s/2)%4)), uint(s/2)
+			var sum int32
+			for l := range 16 {
+				// Subtract 4 where the high bit is clear.
+				v := int32((q[l]>>(shift&7))&3) - int32((^hm[l]>>(hbit&7))&1)<<2
+				sum += int32(int8(a[l])) * v
 			}
+			isum += (int32(scales[s]) - 32) * sum
 		}
 		acc[i&7] += kPartial(isum, 0, half(x[108:]), 0, dy)
 	}
@@ -331,27 +323,22 @@ func dotQ5_K(row, act []byte, n int) float32 {
 		x := (*[176]byte)(row[176*i:])
 		dy, q8, bsum := q8K((*[292]byte)(act[292*i:]))
 		sc := x[4:16]
-		qh := x[16:48]
+		qh := (*[32]byte)(x[16:48])
 		var summs, isum int32
 		for j := range 4 {
 			s1, m1 := scaleMinK4(2*j, sc)
 			s2, m2 := scaleMinK4(2*j+1, sc)
 			summs += (bsum(4*j) + bsum(4*j+1)) * int32(m1)
 			summs += (bsum(4*j+2) + bsum(4*j+3)) * int32(m2)
-			u1, u2 := byte(1)<<(2*j), byte(2)<<(2*j)
-			q := x[48+32*j : 48+32*j+32]
-			a := q8[64*j : 64*j+64]
+			b1, b2 := uint(2*j), uint(2*j+1)
+			q := (*[32]byte)(x[48+32*j:])
+			a := (*[64]byte)(q8[64*j:])
 			var lo, hi int32
 			for l := range 32 {
-				vl, vh := int32(q[l]&0xf), int32(q[l]>>4)
-				if qh[l]&u1 != 0 {
-					vl += 16
-				}
-				if qh[l]&u2 != 0 {
-					vh += 16
-				}
-				lo += vl * i8(a, l)
-				hi += vh * i8(a, 32+l)
+				vl := int32(q[l]&0xf) | int32((qh[l]>>b1)&1)<<4
+				vh := int32(q[l]>>4) | int32((qh[l]>>b2)&1)<<4
+				lo += vl * int32(int8(a[l]))
+				hi += vh * int32(int8(a[32+l]))
 			}
 			isum += int32(s1)*lo + int32(s2)*hi
 		}

@@ -1,6 +1,9 @@
 package quant
 
-import "math"
+import (
+	"math"
+	"sync"
+)
 
 // FP16ToFP32 widens an IEEE half to float32 (exact).
 func FP16ToFP32(h uint16) float32 {
@@ -72,3 +75,13 @@ func le16(b []byte) uint16 { return uint16(b[0]) | uint16(b[1])<<8 }
 func half(b []byte) float32 { return FP16ToFP32(le16(b)) }
 
 func putLE16(b []byte, v uint16) { b[0], b[1] = byte(v), byte(v>>8) }
+
+// fp16Table maps every half to its float32: one load beats the branches of
+// FP16ToFP32 in the F16 kernels. Built on first use (256 KiB).
+var fp16Table = sync.OnceValue(func() *[1 << 16]float32 {
+	var t [1 << 16]float32
+	for h := range t {
+		t[h] = FP16ToFP32(uint16(h))
+	}
+	return &t
+})
