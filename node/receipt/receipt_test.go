@@ -338,3 +338,36 @@ func FuzzReceiptJSON(f *testing.F) {
 		}
 	})
 }
+
+// TestEnergyCouplingAtSeal: every figure hw.NewEnergy admits seals and
+// opens unchanged; every one it refuses cannot exist, so no receipt can
+// carry it (§3.3: an unsealable receipt cannot be built).
+func TestEnergyCouplingAtSeal(t *testing.T) {
+	s := testSealer(t, 1)
+	m := uint64(700)
+	for _, p := range []hw.Provenance{hw.Estimator, hw.ModelBased, hw.HwShunt} {
+		for _, measured := range []*uint64{nil, &m} {
+			e, err := hw.NewEnergy(p, measured, 600)
+			wantOK := !(p == hw.HwShunt && measured == nil) && !(p == hw.Estimator && measured != nil)
+			if (err == nil) != wantOK {
+				t.Fatalf("NewEnergy(%v, measured %v) error %v", p, measured != nil, err)
+			}
+			if err != nil {
+				if !errors.Is(err, hw.ErrCoupling) {
+					t.Fatalf("NewEnergy error %v, want ErrCoupling", err)
+				}
+				continue
+			}
+			r := generation(t, s)
+			r.Energy = e
+			sealed, err := s.Seal(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			opened, err := Open(sealed.Envelope, nil)
+			if err != nil || opened.Receipt.Energy != e {
+				t.Fatalf("%v: opened energy %v, %v", e, opened.Receipt.Energy, err)
+			}
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"slices"
 	"testing"
@@ -215,4 +216,40 @@ func FuzzOpen(f *testing.F) {
 			t.Fatalf("opened core does not re-encode: %v", err)
 		}
 	})
+}
+
+// TestUsageJSON: usage.energy carries the receipt under its §6.1 keys and
+// an envelope that opens to the same receipt.
+func TestUsageJSON(t *testing.T) {
+	s := testSealer(t, 1)
+	sealed, err := s.Seal(generation(t, s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(sealed.Usage())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var u struct {
+		Receipt     map[string]any `json:"receipt"`
+		EnvelopeHex string         `json:"envelope_hex"`
+	}
+	if err := json.Unmarshal(b, &u); err != nil {
+		t.Fatal(err)
+	}
+	if u.Receipt["mesh_receipt"] != "mesh/1" || u.Receipt["uj_per_accepted_token"] != 333.0 {
+		t.Fatalf("usage receipt %v", u.Receipt)
+	}
+	env, err := hex.DecodeString(u.EnvelopeHex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opened, err := Open(env, s.Public())
+	if err != nil || opened.ID != sealed.ID {
+		t.Fatalf("usage envelope: %v", err)
+	}
+	var back Usage
+	if err := json.Unmarshal(b, &back); err != nil || back.Receipt.RequestID != sealed.Receipt.RequestID {
+		t.Fatalf("usage round trip: %v", err)
+	}
 }
