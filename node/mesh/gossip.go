@@ -367,7 +367,7 @@ func (n *Node) dialHeard(h *heardPeer) {
 		backoff := n.cfg.Timeouts.RedialMin << min(h.failures, 16)
 		h.failures++
 		h.next = time.Now().Add(min(backoff, n.cfg.Timeouts.RedialMax))
-		n.log.Debug("mesh: dial failed", "peer", addr.ID.Short(), "err", err, "retry_in", h.next.Sub(time.Now()))
+		n.log.Debug("mesh: dial failed", "peer", addr.ID.Short(), "err", err, "retry_in", time.Until(h.next))
 	}
 	n.mu.Unlock()
 	signal(n.dialKick)

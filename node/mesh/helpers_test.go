@@ -7,11 +7,11 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/netip"
 	"os"
 	"runtime"
 	"runtime/pprof"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -86,6 +86,7 @@ type testNode struct {
 	*Node
 	cancel context.CancelFunc
 	done   chan error
+	once   sync.Once
 }
 
 // start serves a node until the test ends (or stop is called).
@@ -106,16 +107,17 @@ func start(t testing.TB, cfg Config) *testNode {
 // stop cancels Serve and waits for it to return; a no-op the second time.
 func (tn *testNode) stop(t testing.TB) {
 	t.Helper()
-	tn.cancel()
-	select {
-	case err, ok := <-tn.done:
-		if ok && err != nil {
-			t.Errorf("Serve: %v", err)
+	tn.once.Do(func() {
+		tn.cancel()
+		select {
+		case err := <-tn.done:
+			if err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("Serve did not return within 10s of cancellation")
 		}
-		close(tn.done)
-	case <-time.After(10 * time.Second):
-		t.Fatal("Serve did not return within 10s of cancellation")
-	}
+	})
 }
 
 // kill stops the node without a word to its peers, as a crash would.
@@ -298,7 +300,3 @@ func (rc *rawClient) connClosedWith(code quic.ApplicationErrorCode) {
 }
 
 func (rc *rawClient) alive() bool { return rc.conn.Context().Err() == nil }
-
-func loopback(port uint16) netip.AddrPort {
-	return netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port)
-}

@@ -16,11 +16,11 @@ import (
 func hostSelf(port uint32, models ...string) SelfFunc {
 	return func() *nodev1.PeerAnnouncement {
 		return &nodev1.PeerAnnouncement{
-			Role:              nodev1.NodeRole_HOST,
-			HttpPort:          proto.Uint32(port),
-			Hostname:          proto.String("box"),
-			HostedModels:      models,
-			HostedModelsKnown: proto.Bool(true),
+			Role:                    nodev1.NodeRole_HOST,
+			HttpPort:                proto.Uint32(port),
+			Hostname:                proto.String("box"),
+			HostedModels:            models,
+			HostedModelsKnown:       proto.Bool(true),
 			InferenceAdmissionState: nodev1.InferenceAdmissionState_INFERENCE_ADMISSION_STATE_ACCEPTING.Enum(),
 		}
 	}

@@ -3,7 +3,6 @@ package mesh
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -297,9 +296,9 @@ func (n *Node) crash() {
 	n.stopping = true
 	n.goMu.Unlock()
 	n.state.Store(stateStopping)
+	n.cancel()
 	n.tr.Close() // drops every connection without telling the peers
 	n.udp.Close()
-	n.cancel()
 	n.wg.Wait()
 	n.events.close()
 	n.state.Store(stateClosed)
@@ -436,9 +435,4 @@ func (n *Node) RouteTable() *nodev1.RouteTable {
 		rt.MeshId = proto.String(n.cfg.MeshID)
 	}
 	return rt
-}
-
-// tlsConfig is the client TLS configuration for dialling id on alpn.
-func (n *Node) tlsConfig(id identity.EndpointID, alpn string) (*tls.Config, error) {
-	return identity.ClientConfig(n.key, id, alpn)
 }

@@ -1,0 +1,313 @@
+package mesh
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meshnode/meshnode/node/identity"
+	"github.com/meshnode/meshnode/node/wire/nodev1"
+)
+
+// chunks is what the test server streams, one flush per element, as a
+// model streams tokens.
+var chunks = []string{"data: one\n\n", "data: two\n\n", "data: three\n\n", "data: [DONE]\n\n"}
+
+func testServer(t testing.TB) *httptest.Server {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /stream", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, c := range chunks {
+			io.WriteString(w, c)
+			w.(http.Flusher).Flush()
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
+	mux.HandleFunc("POST /echo", func(w http.ResponseWriter, r *http.Request) {
+		h := sha256.New()
+		n, err := io.Copy(h, r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		fmt.Fprintf(w, "%d %x", n, h.Sum(nil))
+	})
+	mux.HandleFunc("GET /blob/{size}", func(w http.ResponseWriter, r *http.Request) {
+		size, _ := strconv.Atoi(r.PathValue("size"))
+		w.Header().Set("Content-Length", strconv.Itoa(size))
+		io.CopyN(w, zeros{}, int64(size))
+	})
+	mux.HandleFunc("GET /ping", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "pong") })
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+type zeros struct{}
+
+func (zeros) Read(b []byte) (int, error) {
+	clear(b)
+	return len(b), nil
+}
+
+// tunnelClient is an HTTP client whose every connection is a tunnel from
+// n to peer.
+func tunnelClient(n *Node, peer identity.EndpointID) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return n.DialHTTP(ctx, peer)
+		},
+		DisableCompression: true,
+	}}
+}
+
+// hostPair is a node with an HTTP server behind it and a node that
+// reaches it.
+func hostPair(t *testing.T) (client, host *testNode) {
+	srv := testServer(t)
+	cfg := fastConfig()
+	cfg.HTTPTarget = srv.Listener.Addr().String()
+	host = start(t, cfg)
+	client = start(t, fastConfig())
+	if _, err := client.Dial(t.Context(), host.EndpointAddr()); err != nil {
+		t.Fatal(err)
+	}
+	return client, host
+}
+
+// TestTunnelHTTP: requests through a tunnel reach the host's HTTP server,
+// a chunked stream comes back intact and in order, and a large upload
+// arrives whole.
+func TestTunnelHTTP(t *testing.T) {
+	checkLeaks(t)
+	client, host := hostPair(t)
+	hc := tunnelClient(client.Node, host.ID())
+	defer hc.CloseIdleConnections()
+
+	resp, err := hc.Get("http://mesh/stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(resp.TransferEncoding, []string{"chunked"}) {
+		t.Errorf("transfer encoding %v, want chunked", resp.TransferEncoding)
+	}
+	var got []string
+	buf := make([]byte, 256)
+	for {
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			got = append(got, string(buf[:n]))
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp.Body.Close()
+	if joined := bytes.Join(toBytes(got), nil); string(joined) != string(bytes.Join(toBytes(chunks), nil)) {
+		t.Fatalf("streamed body %q, want %q", joined, chunks)
+	}
+	if len(got) < 2 {
+		t.Errorf("body arrived in %d reads; the chunks were not streamed", len(got))
+	}
+
+	body := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
+	resp, err = hc.Post("http://mesh/echo", "application/octet-stream", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	echo, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := fmt.Sprintf("%d %x", len(body), sha256.Sum256(body)); string(echo) != want {
+		t.Fatalf("echo %q, want %q", echo, want)
+	}
+}
+
+func toBytes(ss []string) [][]byte {
+	out := make([][]byte, len(ss))
+	for i, s := range ss {
+		out[i] = []byte(s)
+	}
+	return out
+}
+
+// TestTunnelRefused: a node with no HTTP target refuses tunnels, and the
+// caller can tell.
+func TestTunnelRefused(t *testing.T) {
+	checkLeaks(t)
+	a, b := start(t, fastConfig()), start(t, fastConfig())
+	if _, err := a.Dial(t.Context(), b.EndpointAddr()); err != nil {
+		t.Fatal(err)
+	}
+	c, err := a.DialHTTP(t.Context(), b.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, ErrTunnelRefused) {
+		t.Fatalf("read from a refused tunnel: %v, want ErrTunnelRefused", err)
+	}
+	if _, err := a.DialHTTP(t.Context(), newKey(t).ID()); !errors.Is(err, ErrUnknownPeer) {
+		t.Fatalf("tunnel to a stranger: %v, want ErrUnknownPeer", err)
+	}
+}
+
+// TestTunnelToAnnouncedPort: with no explicit target, tunnels go to the
+// http_port the node announces.
+func TestTunnelToAnnouncedPort(t *testing.T) {
+	checkLeaks(t)
+	srv := testServer(t)
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	cfg := fastConfig()
+	cfg.Self = hostSelf(uint32(port), "m")
+	host := start(t, cfg)
+	client := start(t, fastConfig())
+	if _, err := client.Dial(t.Context(), host.EndpointAddr()); err != nil {
+		t.Fatal(err)
+	}
+	hc := tunnelClient(client.Node, host.ID())
+	defer hc.CloseIdleConnections()
+	resp, err := hc.Get("http://mesh/ping")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "pong" {
+		t.Fatalf("got %q", b)
+	}
+}
+
+// TestTunnelIdleTimeout: a tunnel nobody uses is closed by the host.
+func TestTunnelIdleTimeout(t *testing.T) {
+	checkLeaks(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() { // a target that accepts and then says nothing
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	cfg := fastConfig()
+	cfg.HTTPTarget = ln.Addr().String()
+	cfg.Timeouts.TunnelIdle = 200 * time.Millisecond
+	host := start(t, cfg)
+	client := start(t, fastConfig())
+	if _, err := client.Dial(t.Context(), host.EndpointAddr()); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.DialHTTP(t.Context(), host.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err = c.Read(make([]byte, 1))
+	var se *quic.StreamError
+	if !errors.As(err, &se) || se.ErrorCode != StreamCodeTimeout {
+		t.Fatalf("idle tunnel read: %v, want a reset with StreamCodeTimeout", err)
+	}
+}
+
+// TestRouteTable: a passive client learns who serves what, and the mesh
+// id, without being admitted.
+func TestRouteTable(t *testing.T) {
+	checkLeaks(t)
+	cfg := fastConfig()
+	cfg.Self = hostSelf(9337, "qwen", "llama")
+	a := start(t, cfg)
+	b := start(t, fastConfig()) // serves nothing
+	if _, err := b.Dial(t.Context(), a.EndpointAddr()); err != nil {
+		t.Fatal(err)
+	}
+	passive := newKey(t)
+	rt, err := FetchRouteTable(t.Context(), passive, a.EndpointAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	aid, bid := a.ID(), b.ID()
+	want := []*nodev1.RouteEntry{
+		{EndpointId: aid[:], Model: "llama"},
+		{EndpointId: aid[:], Model: "qwen"},
+		{EndpointId: bid[:], Model: ""},
+	}
+	slices.SortFunc(want, func(x, y *nodev1.RouteEntry) int {
+		if c := bytes.Compare(x.EndpointId, y.EndpointId); c != 0 {
+			return c
+		}
+		return bytes.Compare([]byte(x.Model), []byte(y.Model))
+	})
+	if len(rt.Entries) != len(want) {
+		t.Fatalf("entries %v, want %v", rt.Entries, want)
+	}
+	for i := range want {
+		if !proto.Equal(rt.Entries[i], want[i]) {
+			t.Errorf("entry %d: %v, want %v", i, rt.Entries[i], want[i])
+		}
+	}
+	if rt.GetMeshId() != "test-mesh" || rt.GetGen() != 1 {
+		t.Errorf("mesh id %q gen %d", rt.GetMeshId(), rt.GetGen())
+	}
+	if hasPeer(a.Node, passive.ID()) {
+		t.Fatal("the route-table requester was admitted")
+	}
+	if _, err := FetchRouteTable(t.Context(), nil, a.EndpointAddr()); err != nil {
+		t.Fatalf("anonymous fetch: %v", err)
+	}
+	waitFor(t, 2*time.Second, "requesters gone", func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return len(a.peers) == 1
+	})
+}
+
+// TestControlALPN: control connections are refused until a handler is
+// registered, then handed to it with the caller's identity.
+func TestControlALPN(t *testing.T) {
+	checkLeaks(t)
+	n := start(t, fastConfig())
+	rc := dialRaw(t, n.EndpointAddr(), identity.ALPNControl)
+	rc.connClosedWith(CodeControlUnavailable)
+
+	got := make(chan identity.EndpointID, 1)
+	n.HandleControl(func(ctx context.Context, conn *quic.Conn, peer identity.EndpointID) {
+		got <- peer
+		<-ctx.Done() // hold the connection until the node stops
+	})
+	rc = dialRaw(t, n.EndpointAddr(), identity.ALPNControl)
+	select {
+	case id := <-got:
+		if id != rc.id {
+			t.Fatalf("handler got %s, want %s", id.Short(), rc.id.Short())
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("handler not called")
+	}
+	if hasPeer(n.Node, rc.id) {
+		t.Fatal("a control connection joined the mesh")
+	}
+}
