@@ -1,0 +1,231 @@
+// Package chat turns an OpenAI-style conversation into the prompt text a
+// model was trained on, by rendering the Jinja chat template its GGUF file
+// carries (tokenizer.chat_template) the way Hugging Face transformers does:
+// trim_blocks and lstrip_blocks, loop controls, namespace(),
+// raise_exception, strftime_now, bos_token and eos_token.
+//
+// A file without a template gets a plain transcript (see Transcript); a
+// template the Jinja engine cannot compile falls back to one of llama.cpp's
+// built-in formats when it is recognisably one of them, and otherwise is an
+// error that says so.
+package chat
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ardanlabs/jinja"
+)
+
+// Message is one turn of a conversation. Content is plain text: the API
+// layer flattens OpenAI content-part arrays before it gets here.
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// Options carry what a template may refer to besides the messages.
+type Options struct {
+	BOS, EOS string // bos_token and eos_token, as the tokenizer renders them
+	// StripBOS and StripEOS remove a bos_token the template put at the very
+	// start (and an eos_token at the very end), because the tokenizer adds
+	// them itself (tokenizer.ggml.add_bos_token), as llama.cpp does.
+	StripBOS, StripEOS bool
+	// Now is the clock behind strftime_now (time.Now when nil).
+	Now func() time.Time
+}
+
+// Errors: a template the engine cannot compile or render is ErrTemplate; a
+// conversation the template itself rejects (raise_exception) is a
+// *RejectedError, which the API answers as a bad request.
+var ErrTemplate = errors.New("chat: template")
+
+// RejectedError is the message of a template's raise_exception, such as
+// "Conversation roles must alternate user/assistant/user/assistant/...".
+type RejectedError struct{ Reason string }
+
+func (e *RejectedError) Error() string { return "chat: template rejects the conversation: " + e.Reason }
+
+// Template renders conversations for one model. It is compiled once and is
+// safe for concurrent use.
+type Template struct {
+	src     string
+	opt     Options
+	jinja   *jinja.Template
+	builtin builtinFormat // when jinja is nil: a llama.cpp built-in format, or the transcript
+	kind    string
+}
+
+// Compile prepares src, a Jinja chat template. An empty src selects the
+// plain transcript; the names "chatml", "llama2", "llama3", "phi3" and
+// "gemma" select llama.cpp's built-in formats.
+func Compile(src string, opt Options) (*Template, error) {
+	t := &Template{src: src, opt: opt}
+	if strings.TrimSpace(src) == "" {
+		t.builtin, t.kind = transcript, "transcript"
+		return t, nil
+	}
+	if f, ok := builtinFormats[src]; ok {
+		t.builtin, t.kind = f, "builtin:"+src
+		return t, nil
+	}
+	tpl, err := compileJinja(src)
+	if err != nil {
+		if name, f, ok := detect(src); ok {
+			t.builtin, t.kind = f, "builtin:"+name
+			return t, nil
+		}
+		return nil, fmt.Errorf("%w: does not compile and is not a format llama.cpp recognises: %w", ErrTemplate, err)
+	}
+	t.jinja, t.kind = tpl, "jinja"
+	return t, nil
+}
+
+// Kind says how the template renders: "jinja", "builtin:NAME" or
+// "transcript".
+func (t *Template) Kind() string { return t.kind }
+
+// Source is the template text Compile was given.
+func (t *Template) Source() string { return t.src }
+
+// Apply renders messages. With addGenerationPrompt the text ends with the
+// opening of an assistant turn, so the model's continuation is the reply.
+func (t *Template) Apply(messages []Message, addGenerationPrompt bool) (string, error) {
+	var out string
+	if t.jinja == nil {
+		out = t.builtin(messages, addGenerationPrompt)
+	} else {
+		var err error
+		if out, err = t.render(messages, addGenerationPrompt); err != nil {
+			return "", err
+		}
+	}
+	if t.opt.StripBOS && t.opt.BOS != "" {
+		out = strings.TrimPrefix(out, t.opt.BOS)
+	}
+	if t.opt.StripEOS && t.opt.EOS != "" {
+		out = strings.TrimSuffix(out, t.opt.EOS)
+	}
+	return out, nil
+}
+
+// compileJinja compiles src, turning a panic in the engine (a template from
+// a file is outside input) into an error.
+func compileJinja(src string) (tpl *jinja.Template, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("jinja engine failure: %v", r)
+		}
+	}()
+	return jinja.Compile(src)
+}
+
+func (t *Template) render(messages []Message, addGenerationPrompt bool) (out string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = "", fmt.Errorf("%w: cannot render: jinja engine failure: %v", ErrTemplate, r)
+		}
+	}()
+	msgs := make([]jinja.Value, len(messages))
+	for i, m := range messages {
+		msgs[i] = jinja.FromGoValue(map[string]any{"role": m.Role, "content": m.Content})
+	}
+	now := t.opt.Now
+	if now == nil {
+		now = time.Now
+	}
+	out, err = t.jinja.RenderValues(map[string]jinja.Value{
+		"messages":              jinja.NewList(msgs),
+		"add_generation_prompt": jinja.NewBool(addGenerationPrompt),
+		"bos_token":             jinja.NewString(t.opt.BOS),
+		"eos_token":             jinja.NewString(t.opt.EOS),
+		"raise_exception":       jinja.NewCallable("raise_exception", raiseException),
+		"strftime_now": jinja.NewCallable("strftime_now", func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+			format := "%Y-%m-%d"
+			if len(args) > 0 && args[0].IsString() {
+				format = args[0].AsString()
+			}
+			return jinja.NewString(strftime(now(), format)), nil
+		}),
+	})
+	if err != nil {
+		if rej, ok := errors.AsType[*RejectedError](err); ok {
+			return "", rej
+		}
+		return "", fmt.Errorf("%w: cannot render: %w", ErrTemplate, err)
+	}
+	return out, nil
+}
+
+func raiseException(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+	reason := "raise_exception called"
+	if len(args) > 0 {
+		if args[0].IsString() {
+			reason = args[0].AsString()
+		} else {
+			reason = args[0].String()
+		}
+	}
+	return jinja.Undefined(), &RejectedError{Reason: reason}
+}
+
+// strftime formats t with the directives chat templates use (Python's
+// strftime subset: %Y %y %m %d %-d %e %H %I %M %S %p %B %b %A %a %j %%).
+func strftime(t time.Time, format string) string {
+	var b strings.Builder
+	for i := 0; i < len(format); i++ {
+		c := format[i]
+		if c != '%' || i+1 == len(format) {
+			b.WriteByte(c)
+			continue
+		}
+		i++
+		switch format[i] {
+		case 'Y':
+			fmt.Fprintf(&b, "%04d", t.Year())
+		case 'y':
+			fmt.Fprintf(&b, "%02d", t.Year()%100)
+		case 'm':
+			fmt.Fprintf(&b, "%02d", int(t.Month()))
+		case 'd':
+			fmt.Fprintf(&b, "%02d", t.Day())
+		case 'e':
+			fmt.Fprintf(&b, "%2d", t.Day())
+		case '-':
+			if i+1 < len(format) && format[i+1] == 'd' {
+				i++
+				fmt.Fprintf(&b, "%d", t.Day())
+			} else {
+				b.WriteString("%-")
+			}
+		case 'H':
+			fmt.Fprintf(&b, "%02d", t.Hour())
+		case 'I':
+			fmt.Fprintf(&b, "%02d", (t.Hour()+11)%12+1)
+		case 'M':
+			fmt.Fprintf(&b, "%02d", t.Minute())
+		case 'S':
+			fmt.Fprintf(&b, "%02d", t.Second())
+		case 'p':
+			b.WriteString(t.Format("PM"))
+		case 'B':
+			b.WriteString(t.Month().String())
+		case 'b':
+			b.WriteString(t.Month().String()[:3])
+		case 'A':
+			b.WriteString(t.Weekday().String())
+		case 'a':
+			b.WriteString(t.Weekday().String()[:3])
+		case 'j':
+			fmt.Fprintf(&b, "%03d", t.YearDay())
+		case '%':
+			b.WriteByte('%')
+		default:
+			b.WriteByte('%')
+			b.WriteByte(format[i])
+		}
+	}
+	return b.String()
+}

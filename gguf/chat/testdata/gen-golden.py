@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Regenerates golden.json: every template in templates/ rendered over the
+conversations in conversations.json by Python's jinja2, set up the way
+Hugging Face transformers renders chat templates (apply_chat_template):
+a sandboxed environment with trim_blocks and lstrip_blocks, loop controls,
+raise_exception, a tojson that keeps non-ASCII, and strftime_now (pinned to
+2026-01-15 so the output is reproducible). Run with Debian's python3-jinja2:
+
+    gen-golden.py [TEMPLATE_DIR] > golden.json
+
+TEMPLATE_DIR defaults to templates/ beside this script.
+"""
+import datetime, json, os, sys
+
+import jinja2
+import jinja2.ext
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+NOW = datetime.datetime(2026, 1, 15, 9, 30, 0)
+
+
+class TemplateError(Exception):
+    pass
+
+
+def raise_exception(message):
+    raise TemplateError(message)
+
+
+def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+def environment():
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                        extensions=[jinja2.ext.loopcontrols])
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = lambda fmt: NOW.strftime(fmt)
+    return env
+
+
+def main():
+    env = environment()
+    convs = json.load(open(os.path.join(HERE, "conversations.json")))
+    out = []
+    tdir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "templates")
+    for name in sorted(os.listdir(tdir)):
+        if not name.endswith(".jinja"):
+            continue
+        src = open(os.path.join(tdir, name), encoding="utf-8").read()
+        try:
+            tmpl = env.from_string(src)
+        except jinja2.TemplateSyntaxError as e:
+            print("skipping %s: %s" % (name, e), file=sys.stderr)
+            continue
+        for conv in convs:
+            for agp in (True, False):
+                case = {"template": name, "conversation": conv["name"], "add_generation_prompt": agp}
+                try:
+                    case["output"] = tmpl.render(messages=conv["messages"], add_generation_prompt=agp,
+                                                 bos_token=conv["bos_token"], eos_token=conv["eos_token"])
+                except TemplateError as e:
+                    case["error"] = str(e)
+                except Exception as e:  # a template bug jinja2 itself trips on
+                    case["jinja2_failure"] = "%s: %s" % (type(e).__name__, e)
+                out.append(case)
+    json.dump({"generator": "python3-jinja2 %s, Hugging Face chat-template environment" % jinja2.__version__,
+               "cases": out}, sys.stdout, indent=1, ensure_ascii=False)
+    sys.stdout.write("\n")
+
+
+main()
