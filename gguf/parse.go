@@ -128,8 +128,8 @@ func (d *decoder) str(what string, max int) (string, error) {
 	if n > uint64(max) {
 		return "", d.errAt(start, ErrCorrupt, "%s length %d exceeds the limit of %d", what, n, max)
 	}
-	if err := d.need(n, what); err != nil {
-		return "", err
+	if n > uint64(d.remaining()) {
+		return "", d.errAt(start, ErrTruncated, "%s of %d bytes runs past the end of the file (%d bytes left)", what, n, d.remaining())
 	}
 	s := string(d.b[d.off : d.off+int(n)])
 	d.off += int(n)
@@ -246,6 +246,9 @@ func (d *decoder) tensorInfo(names map[string]struct{}) (TensorInfo, error) {
 	if err != nil {
 		return t, err
 	}
+	if name == "" {
+		return t, d.errAt(start, ErrCorrupt, "empty tensor name")
+	}
 	d.where += fmt.Sprintf(" %q", name)
 	if _, dup := names[name]; dup {
 		return t, d.errAt(start, ErrCorrupt, "duplicate tensor name")
@@ -263,7 +266,7 @@ func (d *decoder) tensorInfo(names map[string]struct{}) (TensorInfo, error) {
 	}
 	t.Dims = make([]int64, nDims)
 	elems := uint64(1)
-	overflow := false
+	overflow, zero := false, false
 	for j := range t.Dims {
 		off := d.off
 		n, err := d.u64(fmt.Sprintf("dimension %d", j))
@@ -278,9 +281,11 @@ func (d *decoder) tensorInfo(names map[string]struct{}) (TensorInfo, error) {
 		if hi != 0 || lo > math.MaxInt64 {
 			overflow = true
 		}
-		elems = lo
+		elems, zero = lo, zero || n == 0
 	}
-	if overflow && elems != 0 {
+	if zero {
+		elems = 0 // an empty tensor, however large its other dimensions
+	} else if overflow {
 		return t, d.errAt(dimsOff, ErrCorrupt, "shape %v has more than 2^63 elements", t.Dims)
 	}
 
@@ -488,12 +493,13 @@ func (d *decoder) strings(n int) ([]string, error) {
 	start := d.off
 	total := 0
 	for i := range n {
+		off := d.off
 		l, err := d.u64(fmt.Sprintf("string %d length", i))
 		if err != nil {
 			return nil, err
 		}
-		if err := d.need(l, fmt.Sprintf("string %d", i)); err != nil {
-			return nil, err
+		if l > uint64(d.remaining()) {
+			return nil, d.errAt(off, ErrTruncated, "string %d of %d bytes runs past the end of the file (%d bytes left)", i, l, d.remaining())
 		}
 		d.off += int(l)
 		total += int(l)
