@@ -81,10 +81,10 @@ func TestBuiltinFormats(t *testing.T) {
 
 	// Unclosed tags: Jinja cannot compile these, the markers identify them.
 	for src, kind := range map[string]string{
-		"{% for m in messages %}{{ '<|im_start|>' + m.role }":                            "builtin:chatml",
+		"{% for m in messages %}{{ '<|im_start|>' + m.role }":                           "builtin:chatml",
 		"{% for m in messages %}<start_of_turn>{{ m.role ":                              "builtin:gemma",
-		"{{ bos_token + '[INST] ' + '<<SYS>>' + content.strip() {% if":                 "builtin:llama2",
-		"<|start_header_id|>{{ m['role'] }<|end_header_id|>{% endfor":                    "builtin:llama3",
+		"{{ bos_token + '[INST] ' + '<<SYS>>' + content.strip() {% if":                  "builtin:llama2",
+		"<|start_header_id|>{{ m['role'] }<|end_header_id|>{% endfor":                   "builtin:llama3",
 		"{% for m in messages %}{{'<|' + m.role + '|>\n'}}{{ '<|end|><|assistant|>' {%": "builtin:phi3",
 	} {
 		tpl, err := Compile(src, Options{})
