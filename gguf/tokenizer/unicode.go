@@ -19,8 +19,6 @@ const (
 	clsSymbol                        // \p{S}
 	clsControl                       // \p{C} except Cn
 	clsWhitespace                    // \s (Unicode White_Space)
-
-	clsCategories = clsWhitespace - 1
 )
 
 const maxCodePoint = 0x10FFFF
@@ -63,6 +61,15 @@ func buildClassTable() {
 	fill(unicode.P, clsPunct)
 	fill(unicode.S, clsSymbol)
 	fill(unicode.Z, clsSeparator)
+	// Go's tables are Unicode 15.0; llama.cpp's are 15.1, which added
+	// these 627 code points.
+	for c := 0x2FFC; c <= 0x2FFF; c++ {
+		flat[c] = clsSymbol // ideographic description characters
+	}
+	flat[0x31EF] = clsSymbol // CJK stroke HXG
+	for c := 0x2EBF0; c <= 0x2EE5D; c++ {
+		flat[c] = clsLetter // CJK Unified Ideographs Extension I
+	}
 	// White_Space lies wholly in the BMP (R16), on top of its category.
 	for _, r := range unicode.White_Space.R16 {
 		for c := uint32(r.Lo); c <= uint32(r.Hi); c += uint32(r.Stride) {
