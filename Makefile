@@ -64,3 +64,9 @@ bench:
 
 clean:
 	rm -rf $(BIN)
+
+# Regenerates gguf/quant/testdata/ggml-goldens.gguf from the llama.cpp
+# reference build (LLAMACPP_REF, default ~/.cache/llamacpp-ref).
+.PHONY: goldens-gguf
+goldens-gguf:
+	gguf/quant/testdata/goldens.sh $(LLAMACPP_REF)
