@@ -102,7 +102,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"too long", strings.Repeat("A", MaxLen+1), ErrTooLong, "limit"},
 		{"standard base64", "ab+/cd", ErrBase64, "standard base64"},
 		{"not base64", "not a token!", ErrBase64, "base64url"},
-		{"truncated base64", b64(`{"id":"`+id+`"}`)[:5], ErrBase64, "base64url"},
+		{"truncated base64", b64(`{"id":"` + id + `"}`)[:5], ErrBase64, "base64url"},
 		{"not json", b64("hello"), ErrJSON, "endpoint address"},
 		{"json array", b64(`[1,2]`), ErrJSON, "endpoint address"},
 		{"truncated json", b64(`{"id":"` + id), ErrJSON, "endpoint address"},
