@@ -1,6 +1,7 @@
 package hw
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"sync"
@@ -119,5 +120,5 @@ func (m *CounterMeter) fallback(kind, msg string, err error) {
 	if err != nil {
 		attrs = append(attrs, "err", err)
 	}
-	m.log.Log(nil, level, "energy span billed by the estimator: "+msg, attrs...)
+	m.log.Log(context.Background(), level, "energy span billed by the estimator: "+msg, attrs...)
 }

@@ -39,7 +39,7 @@ type recorded struct {
 	} `json:"chips"`
 }
 
-func load(t *testing.T) recorded {
+func loadFixtures(t *testing.T) recorded {
 	t.Helper()
 	b, err := os.ReadFile("testdata/samples.json")
 	if err != nil {
@@ -56,7 +56,7 @@ func load(t *testing.T) recorded {
 // counter, and each (including the first again) is then read as a delta.
 // The expected sums were worked by hand from the fixture, per channel.
 func TestRecordedSamples(t *testing.T) {
-	for _, chip := range load(t).Chips {
+	for _, chip := range loadFixtures(t).Chips {
 		t.Run(chip.Name, func(t *testing.T) {
 			src := &replay{samples: append([][]Channel{chip.Samples[0]}, chip.Samples...)}
 			c, err := NewCounter(src)
