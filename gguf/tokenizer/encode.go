@@ -145,6 +145,20 @@ func (st *state) splitChars(s string) {
 	}
 }
 
+// join merges the right neighbour of symbol left into it and returns the
+// merged symbol's new neighbours.
+func join(syms []symbol, left int) (prev, next int) {
+	l := &syms[left]
+	r := &syms[l.next]
+	l.n += r.n
+	r.n = 0
+	l.next = r.next
+	if r.next >= 0 {
+		syms[r.next].prev = left
+	}
+	return l.prev, l.next
+}
+
 type spmBigram struct {
 	left, right int
 	score       float32
@@ -177,18 +191,13 @@ func (st *state) spm(t *Tokenizer, s string, out []uint32) []uint32 {
 	}
 	for q.len() > 0 {
 		b := q.pop()
-		l, r := &syms[b.left], &syms[b.right]
+		l, r := syms[b.left], syms[b.right]
 		if l.n == 0 || r.n == 0 || l.n+r.n != b.size {
 			continue // stale: one side changed since the pair was queued
 		}
-		l.n += r.n
-		r.n = 0
-		l.next = r.next
-		if r.next >= 0 {
-			syms[r.next].prev = b.left
-		}
-		tryAdd(l.prev, b.left)
-		tryAdd(b.left, l.next)
+		prev, next := join(syms, b.left)
+		tryAdd(prev, b.left)
+		tryAdd(b.left, next)
 	}
 	for i := 0; i >= 0 && len(syms) > 0; i = syms[i].next {
 		piece := s[syms[i].start : syms[i].start+syms[i].n]
@@ -284,18 +293,12 @@ func (st *state) mergeWord(t *Tokenizer, w string, out []uint32) []uint32 {
 	}
 	for q.len() > 0 {
 		b := q.pop()
-		l, r := &syms[b.left], &syms[b.right]
-		if l.n != b.ln || r.n != b.rn {
+		if syms[b.left].n != b.ln || syms[b.right].n != b.rn {
 			continue // stale (a merged-away side has n == 0)
 		}
-		l.n += r.n
-		r.n = 0
-		l.next = r.next
-		if r.next >= 0 {
-			syms[r.next].prev = b.left
-		}
-		tryAdd(l.prev, b.left)
-		tryAdd(b.left, l.next)
+		prev, next := join(syms, b.left)
+		tryAdd(prev, b.left)
+		tryAdd(b.left, next)
 	}
 	for _, sym := range syms {
 		if sym.n == 0 {

@@ -126,17 +126,23 @@ func scanGPT2(t *text, ini, end int, out []int) []int {
 		for clsAt(t, pos+n, end)&clsWhitespace != 0 {
 			n++
 		}
-		switch {
-		case n > 1 && pos+n < end: // \s+(?!\S): leave the last space to the next word
-			pos += n - 1
-		case n > 0:
-			pos += n
-		default:
-			pos++
-		}
+		pos = spaces(pos, n, end)
 		emit(pos)
 	}
 	return out
+}
+
+// spaces ends \s+(?!\S)|\s+ for a run of n spaces at pos: the last space
+// of a run followed by a non-space is left to the next word. With n == 0
+// the scanners match nothing and take one character.
+func spaces(pos, n, end int) int {
+	switch {
+	case n > 1 && pos+n < end:
+		return pos + n - 1
+	case n > 0:
+		return pos + n
+	}
+	return pos + 1
 }
 
 // other is [^\s\p{L}\p{N}] for a position inside the chunk.
@@ -213,15 +219,10 @@ func (s llamaScanner) scan(t *text, ini, end int, out []int) []int {
 			}
 			n++
 		}
-		switch {
-		case lastNL > 0: // \s*[\r\n]+
+		if lastNL > 0 { // \s*[\r\n]+
 			pos = lastNL
-		case n > 1 && pos+n < end: // \s+(?!\S)
-			pos += n - 1
-		case n > 0:
-			pos += n
-		default:
-			pos++
+		} else {
+			pos = spaces(pos, n, end)
 		}
 		emit(pos)
 	}
