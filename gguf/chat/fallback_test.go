@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/tokenizer"
 )
 
 var threeTurns = []Message{
@@ -236,4 +237,41 @@ func FuzzCompile(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestPromptTokens renders a conversation with Qwen2's template and
+// encodes it the way the engine does (specials parsed): the chat markers
+// become their single control tokens.
+func TestPromptTokens(t *testing.T) {
+	f := readVocabGGUF(t, "qwen2")
+	tpl, err := FromGGUF(f.Metadata)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, err := tokenizer.FromGGUF(f.Metadata)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt, err := tpl.Apply([]Message{{Role: "user", Content: "Hi"}}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := tk.Encode(prompt, tokenizer.EncodeOptions{AddSpecial: true, ParseSpecial: true})
+	start, _ := tk.Lookup("<|im_start|>")
+	end, _ := tk.Lookup("<|im_end|>")
+	var starts, ends int
+	for _, id := range ids {
+		switch id {
+		case start:
+			starts++
+		case end:
+			ends++
+		}
+	}
+	if ids[0] != start || starts != 3 || ends != 2 {
+		t.Errorf("prompt %q encodes to %v: want 3 <|im_start|> (first) and 2 <|im_end|>", prompt, ids)
+	}
+	if back, _ := tk.Decode(ids, tokenizer.DecodeOptions{RenderSpecial: true}); back != prompt {
+		t.Errorf("decoded prompt %q, want %q", back, prompt)
+	}
 }
