@@ -7,6 +7,12 @@
 // a hardware-graded figure always has a measurement, an estimate never
 // pretends to have one.
 //
-// Counters live in sub-packages, one per source (RAPL, NVML, IOReport,
-// Jetson INA3221); this package holds what they share.
+// Counters live in sub-packages, one per source (rapl, nvml, ioreport,
+// ina3221); each is a [Counter] of cumulative microjoules over the
+// [Domain]s it reads, with a minimum window. This package holds what they
+// share: the [CounterMeter] that grades spans by a counter under the
+// window rule and falls back to a [PowerModel] estimate, [Combine] for
+// counters that together cover a request, the liveness [Probe], and the
+// [Facts] a node gossips about itself. Package hw/meters picks the meter;
+// hw/host gathers the facts; hw/hwtest has fakes for tests.
 package hw
