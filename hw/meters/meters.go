@@ -132,6 +132,18 @@ func Select(ctx context.Context, cfg Config, log *slog.Logger) (*Selection, erro
 	return choose(ctx, cfg, forced, cands, plat, log), nil
 }
 
+// Inspect is `meshnode meters`: it selects as Select does, releases what
+// it opened, and returns the report. Print it with [Report.WriteText] or
+// encode it as JSON.
+func Inspect(ctx context.Context, cfg Config, log *slog.Logger) (Report, error) {
+	sel, err := Select(ctx, cfg, log)
+	if err != nil {
+		return Report{}, err
+	}
+	defer sel.Close()
+	return sel.Report, nil
+}
+
 // parseMeter validates Config.Meter: nil means automatic.
 func parseMeter(s string) ([]string, error) {
 	s = strings.ToLower(strings.TrimSpace(s))

@@ -224,6 +224,24 @@ func TestReportText(t *testing.T) {
 	}
 }
 
+func TestInspect(t *testing.T) {
+	needLinux(t)
+	clk := hwtest.NewClock(start)
+	root := newFS(clk)
+	addRAPL(root)
+	gpu := &nvmltest.NVML{GPUs: []*nvmltest.GPU{{Name: "NVIDIA L4", EnergyMJ: 1}}}
+	r, err := Inspect(context.Background(), Config{Root: root, NVML: gpu.Lib(), Clock: clk, Burn: func(context.Context) {}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Selected != Estimator || r.Counters[1].State != StateNotLive || gpu.Shutdowns != 1 {
+		t.Fatalf("report %+v, NVML shut down %d times", r, gpu.Shutdowns)
+	}
+	if _, err := Inspect(context.Background(), Config{Meter: "bogus"}, nil); err == nil {
+		t.Fatal("Inspect accepted a bad meter")
+	}
+}
+
 // TestSelectThisMachine is the smoke test: whatever this machine has, Select
 // returns a working meter, and every counter not chosen says why.
 func TestSelectThisMachine(t *testing.T) {
