@@ -76,40 +76,45 @@ func choose(ctx context.Context, cfg Config, forced []string, cands []candidate,
 	rep.Why, rep.Estimator = why, model
 
 	for _, c := range cands {
-		r := CounterReport{Name: c.name, Detail: c.detail}
+		rep.Counters = append(rep.Counters, counterReport(c, live, log))
 		switch {
-		case c.counter == nil && c.absent:
-			r.State, r.Reason = StateAbsent, errText(c.err)
-		case c.counter == nil:
-			r.State, r.Reason = StateUnusable, errText(c.err)
-			log.Warn("energy counter present but unusable: serves are not graded by it", "counter", c.name, "err", c.err)
-		default:
-			r.Domains, r.Window = c.counter.Domains(), c.counter.MinWindow()
-			l, ok := live[c.name]
-			switch {
-			case !ok:
-				r.State, r.Reason = StateNotProbed, "not probed: the meter is forced to the estimator"
-			case l.Live:
-				r.State, r.Reason, r.Liveness = StateLive, l.Reason, &l
-			default:
-				r.State, r.Reason, r.Liveness = StateNotLive, l.Reason, &l
-				log.Warn("energy counter is not live: serves are not graded by it", "counter", c.name, "reason", l.Reason)
-			}
-		}
-		if r.State == StateAbsent {
-			log.Debug("energy counter absent", "counter", c.name, "reason", r.Reason)
-		}
-		rep.Counters = append(rep.Counters, r)
-		if !slices.Contains(chosen, c.name) && c.close != nil {
-			c.close()
-		}
-		if slices.Contains(chosen, c.name) && c.close != nil {
+		case c.close == nil:
+		case slices.Contains(chosen, c.name):
 			sel.closers = append(sel.closers, c.close)
+		default:
+			c.close() // not chosen: release it now
 		}
 	}
 	sel.Report = rep
 	log.Info("energy meter selected", "meter", rep.Selected, "need", need, "window", rep.MinWindow, "estimator", model.String(), "why", why)
 	return sel
+}
+
+// counterReport is one counter's line, logging once why a counter that
+// exists is not used.
+func counterReport(c candidate, live map[string]hw.Liveness, log *slog.Logger) CounterReport {
+	r := CounterReport{Name: c.name, Detail: c.detail}
+	switch {
+	case c.counter == nil && c.absent:
+		r.State, r.Reason = StateAbsent, errText(c.err)
+		log.Debug("energy counter absent", "counter", c.name, "reason", r.Reason)
+	case c.counter == nil:
+		r.State, r.Reason = StateUnusable, errText(c.err)
+		log.Warn("energy counter present but unusable: serves are not graded by it", "counter", c.name, "err", c.err)
+	default:
+		r.Domains, r.Window = c.counter.Domains(), c.counter.MinWindow()
+		l, probed := live[c.name]
+		switch {
+		case !probed:
+			r.State, r.Reason = StateNotProbed, "not probed: the meter is forced to the estimator"
+		case l.Live:
+			r.State, r.Reason, r.Liveness = StateLive, l.Reason, &l
+		default:
+			r.State, r.Reason, r.Liveness = StateNotLive, l.Reason, &l
+			log.Warn("energy counter is not live: serves are not graded by it", "counter", c.name, "reason", l.Reason)
+		}
+	}
+	return r
 }
 
 // probe runs the liveness probe over the candidates, with their samplers
