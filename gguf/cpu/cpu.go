@@ -1,0 +1,198 @@
+// Package cpu is the CPU backend: the backend.Backend kernels in Go, run
+// on a persistent pool of worker goroutines that split each kernel's rows
+// between them. Weights stay in the model file's memory mapping; matrix
+// products convert each activation row once to the weight's activation
+// format and call the dot products of package quant (which carry the SIMD
+// implementations where there are any), so the arithmetic of a weight row
+// with an activation row is the same whatever the thread count or the
+// batch a token was evaluated in.
+//
+// Floating-point evaluation is written with explicit float32 conversions
+// wherever Go could otherwise fuse a multiply and an add, so results are
+// the same on amd64 and arm64.
+package cpu
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+
+	"github.com/meshnode/meshnode/gguf/backend"
+	"github.com/meshnode/meshnode/gguf/quant"
+)
+
+// Options configure a Backend.
+type Options struct {
+	// Threads is the number of worker threads; 0 means one per CPU
+	// (runtime.GOMAXPROCS).
+	Threads int
+}
+
+// Backend is the CPU implementation of backend.Backend. Its kernels may be
+// called from several goroutines; they take turns, each kernel using every
+// worker.
+type Backend struct {
+	threads int
+
+	mu     sync.Mutex // serialises kernels: the pool and the scratch below
+	pool   *pool
+	closed bool
+
+	// Scratch, reused across calls (guarded by mu).
+	acts    []quant.Activation
+	actBuf  []byte
+	scratch [][]float32 // per worker
+
+	// Kernel jobs, held here so that dispatching one allocates nothing.
+	mm   matmulJob
+	quan quantJob
+	ew   elemJob
+	rope ropeJob
+	att  attendJob
+}
+
+var _ backend.Backend = (*Backend)(nil)
+
+// New starts a CPU backend.
+func New(opt Options) *Backend {
+	n := opt.Threads
+	if n <= 0 {
+		n = runtime.GOMAXPROCS(0)
+	}
+	return &Backend{threads: n, pool: newPool(n), scratch: make([][]float32, n)}
+}
+
+// Name implements backend.Backend.
+func (b *Backend) Name() string { return "cpu" }
+
+// Threads implements backend.Backend.
+func (b *Backend) Threads() int { return b.threads }
+
+// Close stops the workers. Kernels must not be called afterwards.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.closed {
+		b.closed = true
+		b.pool.close()
+	}
+	return nil
+}
+
+// buffer is the CPU's activation memory.
+type buffer struct{ f []float32 }
+
+func (b *buffer) Len() int { return len(b.f) }
+
+// NewTensor implements backend.Backend.
+func (b *Backend) NewTensor(rows, cols int) backend.Tensor {
+	return backend.Tensor{Buf: &buffer{f: make([]float32, rows*cols)}, Rows: rows, Cols: cols}
+}
+
+// data returns t's elements.
+func data(t backend.Tensor) []float32 {
+	buf, ok := t.Buf.(*buffer)
+	if !ok {
+		panic(fmt.Sprintf("cpu: tensor of another backend (%T)", t.Buf))
+	}
+	return buf.f[t.Off : t.Off+t.Rows*t.Cols : t.Off+t.Rows*t.Cols]
+}
+
+// Read implements backend.Backend.
+func (b *Backend) Read(dst []float32, t backend.Tensor) { copy(dst[:t.Len()], data(t)) }
+
+// Write implements backend.Backend.
+func (b *Backend) Write(t backend.Tensor, src []float32) { copy(data(t), src[:t.Len()]) }
+
+// weight is a matrix read in place from the caller's bytes. Vectors (one
+// row) are also kept dequantised, for the elementwise kernels.
+type weight struct {
+	typ        quant.Type
+	act        quant.Type // the activation format rows are dotted with
+	rows, cols int
+	rowSize    int
+	data       []byte
+	vec        []float32 // rows == 1 only
+}
+
+func (w *weight) Type() quant.Type { return w.typ }
+func (w *weight) Rows() int        { return w.rows }
+func (w *weight) Cols() int        { return w.cols }
+
+func (w *weight) row(r int) []byte { return w.data[r*w.rowSize : (r+1)*w.rowSize] }
+
+// ErrType is returned by Weight for an element type the kernels lack.
+var ErrType = errors.New("cpu: unsupported tensor type")
+
+// Weight implements backend.Backend. data is used in place, not copied.
+func (b *Backend) Weight(typ quant.Type, rows, cols int, data []byte) (backend.Weight, error) {
+	act, ok := quant.VecDotType(typ)
+	if !ok || !typ.Supported() {
+		return nil, fmt.Errorf("%w: %s", ErrType, typ)
+	}
+	if rows <= 0 || cols <= 0 {
+		return nil, fmt.Errorf("cpu: weight of %d × %d", rows, cols)
+	}
+	rs, err := typ.RowSize(cols)
+	if err != nil {
+		return nil, fmt.Errorf("cpu: weight rows: %w", err)
+	}
+	if _, err := act.RowSize(cols); err != nil {
+		return nil, fmt.Errorf("cpu: %s rows of %d cannot be dotted: %w", typ, cols, err)
+	}
+	if len(data) != rows*rs {
+		return nil, fmt.Errorf("cpu: %d × %d %s weight is %d bytes, got %d", rows, cols, typ, rows*rs, len(data))
+	}
+	w := &weight{typ: typ, act: act, rows: rows, cols: cols, rowSize: rs, data: data}
+	if rows == 1 {
+		w.vec = make([]float32, cols)
+		if err := quant.Dequantize(typ, data, w.vec); err != nil {
+			return nil, fmt.Errorf("cpu: %w", err)
+		}
+	}
+	return w, nil
+}
+
+func asWeight(w backend.Weight) *weight {
+	cw, ok := w.(*weight)
+	if !ok {
+		panic(fmt.Sprintf("cpu: weight of another backend (%T)", w))
+	}
+	return cw
+}
+
+func vector(w backend.Weight) []float32 {
+	cw := asWeight(w)
+	if cw.vec == nil {
+		panic("cpu: a vector argument has more than one row")
+	}
+	return cw.vec
+}
+
+// workerScratch returns worker w's scratch of at least n floats. Only
+// called with b.mu held, before a job starts (so workers never grow it).
+func (b *Backend) growScratch(n int) {
+	for w := range b.scratch {
+		if len(b.scratch[w]) < n {
+			b.scratch[w] = make([]float32, n)
+		}
+	}
+}
+
+// Embed implements backend.Backend.
+func (b *Backend) Embed(dst backend.Tensor, table backend.Weight, ids []uint32) {
+	w := asWeight(table)
+	if dst.Rows != len(ids) || dst.Cols != w.cols {
+		panic(fmt.Sprintf("cpu: Embed of %d ids into %d × %d from %d-wide table", len(ids), dst.Rows, dst.Cols, w.cols))
+	}
+	out := data(dst)
+	for i, id := range ids {
+		if int(id) >= w.rows {
+			panic(fmt.Sprintf("cpu: token %d outside a %d-row embedding table", id, w.rows))
+		}
+		if err := quant.Dequantize(w.typ, w.row(int(id)), out[i*w.cols:(i+1)*w.cols]); err != nil {
+			panic(err) // the weight's geometry was checked at load
+		}
+	}
+}

@@ -1,0 +1,216 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/meshnode/meshnode/gguf/backend"
+	"github.com/meshnode/meshnode/gguf/quant"
+)
+
+// parallelElems is the tensor size from which elementwise kernels are
+// worth splitting between workers; below it, waking them costs more than
+// the work.
+const parallelElems = 1 << 15
+
+type elemOp uint8
+
+const (
+	opRMSNorm elemOp = iota
+	opAdd
+	opScale
+	opSoftcap
+	opGLU
+	opBias
+)
+
+// elemJob runs one row-wise kernel over a range of rows.
+type elemJob struct {
+	op         elemOp
+	dst, a, b  []float32 // dst and operands, rows × cols
+	w          []float32 // the norm weight or bias
+	rows, cols int
+	chunk      int
+	s          float32 // eps, scale or cap
+	glu        backend.GLU
+}
+
+func (j *elemJob) do(_, t int) {
+	r0, r1 := split(t, j.chunk, j.rows)
+	lo, hi := r0*j.cols, r1*j.cols
+	switch j.op {
+	case opRMSNorm:
+		for r := r0; r < r1; r++ {
+			rmsNorm(j.dst[r*j.cols:(r+1)*j.cols], j.a[r*j.cols:(r+1)*j.cols], j.w, j.s)
+		}
+	case opAdd:
+		dst, a := j.dst[lo:hi], j.a[lo:hi]
+		for i := range dst {
+			dst[i] += a[i]
+		}
+	case opScale:
+		dst := j.dst[lo:hi]
+		for i := range dst {
+			dst[i] *= j.s
+		}
+	case opSoftcap:
+		dst, c := j.dst[lo:hi], j.s
+		for i, v := range dst {
+			dst[i] = float32(c * float32(math.Tanh(float64(v/c))))
+		}
+	case opGLU:
+		glu(j.dst[lo:hi], j.a[lo:hi], j.b[lo:hi], j.glu)
+	case opBias:
+		for r := r0; r < r1; r++ {
+			dst := j.dst[r*j.cols : (r+1)*j.cols]
+			for i, v := range j.w {
+				dst[i] += v
+			}
+		}
+	}
+}
+
+// runElem runs j over its rows, in parallel when it is large.
+func (b *Backend) runElem(j elemJob) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	j.chunk = j.rows
+	if j.rows > 1 && j.rows*j.cols >= parallelElems {
+		j.chunk = ceilDiv(j.rows, b.threads)
+	}
+	b.ew = j
+	b.pool.run(ceilDiv(j.rows, j.chunk), &b.ew)
+	b.ew = elemJob{}
+}
+
+// rmsNorm normalises each len(w)-element group of x into dst as ggml's
+// rms_norm followed by mul does: the sum of squares in float64, the scale
+// 1/√(mean+eps) in float32, then x·scale·w.
+func rmsNorm(dst, x, w []float32, eps float32) {
+	g := len(w)
+	for o := 0; o < len(x); o += g {
+		xs, ys := x[o:o+g], dst[o:o+g]
+		var sum float64
+		for _, v := range xs {
+			sum += float64(v * v)
+		}
+		mean := float32(sum / float64(g))
+		scale := 1 / float32(math.Sqrt(float64(mean+eps)))
+		for i, v := range xs {
+			ys[i] = float32(v*scale) * w[i]
+		}
+	}
+}
+
+func sameShape(op string, ts ...backend.Tensor) {
+	for _, t := range ts[1:] {
+		if t.Rows != ts[0].Rows || t.Cols != ts[0].Cols {
+			panic(fmt.Sprintf("cpu: %s of %d × %d and %d × %d", op, ts[0].Rows, ts[0].Cols, t.Rows, t.Cols))
+		}
+	}
+}
+
+// RMSNorm implements backend.Backend.
+func (b *Backend) RMSNorm(dst, x backend.Tensor, w backend.Weight, eps float32) {
+	sameShape("RMSNorm", dst, x)
+	v := vector(w)
+	if x.Cols%len(v) != 0 {
+		panic(fmt.Sprintf("cpu: RMSNorm of %d columns in groups of %d", x.Cols, len(v)))
+	}
+	b.runElem(elemJob{op: opRMSNorm, dst: data(dst), a: data(x), w: v, rows: x.Rows, cols: x.Cols, s: eps})
+}
+
+// Add implements backend.Backend.
+func (b *Backend) Add(dst, a backend.Tensor) {
+	sameShape("Add", dst, a)
+	b.runElem(elemJob{op: opAdd, dst: data(dst), a: data(a), rows: dst.Rows, cols: dst.Cols})
+}
+
+// AddBias implements backend.Backend.
+func (b *Backend) AddBias(x backend.Tensor, bias backend.Weight) {
+	v := vector(bias)
+	if len(v) != x.Cols {
+		panic(fmt.Sprintf("cpu: bias of %d for %d columns", len(v), x.Cols))
+	}
+	b.runElem(elemJob{op: opBias, dst: data(x), w: v, rows: x.Rows, cols: x.Cols})
+}
+
+// Scale implements backend.Backend.
+func (b *Backend) Scale(x backend.Tensor, s float32) {
+	b.runElem(elemJob{op: opScale, dst: data(x), rows: x.Rows, cols: x.Cols, s: s})
+}
+
+// Softcap implements backend.Backend.
+func (b *Backend) Softcap(x backend.Tensor, c float32) {
+	b.runElem(elemJob{op: opSoftcap, dst: data(x), rows: x.Rows, cols: x.Cols, s: c})
+}
+
+// GLU implements backend.Backend.
+func (b *Backend) GLU(dst, gate, up backend.Tensor, f backend.GLU) {
+	sameShape("GLU", dst, gate, up)
+	if f != backend.SiLU && f != backend.GELUTanh {
+		panic(fmt.Sprintf("cpu: GLU %d", f))
+	}
+	b.runElem(elemJob{op: opGLU, dst: data(dst), a: data(gate), b: data(up), rows: dst.Rows, cols: dst.Cols, glu: f})
+}
+
+func glu(dst, gate, up []float32, f backend.GLU) {
+	switch f {
+	case backend.SiLU:
+		for i, x := range gate {
+			dst[i] = silu(x) * up[i]
+		}
+	case backend.GELUTanh:
+		tab := geluTable()
+		for i, x := range gate {
+			switch {
+			case x <= -10:
+				dst[i] = 0
+			case x >= 10:
+				dst[i] = x * up[i]
+			default:
+				dst[i] = tab[quant.FP32ToFP16(x)] * up[i]
+			}
+		}
+	}
+}
+
+// silu is x·σ(x), as ggml_silu_f32 writes it.
+func silu(x float32) float32 {
+	return x / (1 + float32(math.Exp(float64(-x))))
+}
+
+// geluTanh is GELU's tanh approximation, as ggml_gelu_f32 writes it.
+func geluTanh(x float32) float32 {
+	const (
+		coefA       = 0.044715
+		sqrt2OverPi = 0.79788456080286535587989211986876
+	)
+	inner := float32(float32(sqrt2OverPi*x) * float32(1+float32(float32(coefA*x)*x)))
+	return float32(float32(0.5*x) * float32(1+float32(math.Tanh(float64(inner)))))
+}
+
+// geluTable is ggml's ggml_table_gelu_f16 widened: for every half h, the
+// half nearest gelu(h), as float32. ggml evaluates GeGLU through it.
+var geluTable = sync.OnceValue(func() *[1 << 16]float32 {
+	var t [1 << 16]float32
+	for h := range t {
+		t[h] = quant.FP16ToFP32(quant.FP32ToFP16(geluTanh(quant.FP16ToFP32(uint16(h)))))
+	}
+	return &t
+})
+
+// fp16Table widens every half to float32: one load per key or value
+// element in attention.
+var fp16Table = sync.OnceValue(func() *[1 << 16]float32 {
+	var t [1 << 16]float32
+	for h := range t {
+		t[h] = quant.FP16ToFP32(uint16(h))
+	}
+	return &t
+})
+
+// roundFP16 rounds f to the nearest half, as ggml does when it converts an
+// activation for a product with an fp16 operand.
+func roundFP16(f float32) float32 { return fp16Table()[quant.FP32ToFP16(f)] }

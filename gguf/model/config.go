@@ -1,0 +1,385 @@
+package model
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/backend"
+)
+
+// archSpec is what distinguishes the architectures' graphs (llama.cpp's
+// src/models/<arch>.cpp); everything else is shared.
+type archSpec struct {
+	// neox selects the NeoX RoPE layout (llama_model_rope_type).
+	neox bool
+	glu  backend.GLU
+	// qkNorm: a per-head RMSNorm of Q and K before RoPE (gemma3).
+	qkNorm bool
+	// postNorms: RMSNorm of the attention and FFN outputs before each
+	// residual add (gemma3).
+	postNorms bool
+	// embedScale: embeddings are multiplied by √n_embd (gemma).
+	embedScale bool
+	// fusedGateUp: ffn_up holds the gate rows then the up rows and there
+	// is no ffn_gate (phi3).
+	fusedGateUp bool
+	// scaleQ: Q is multiplied by the attention scale before the product
+	// and the scores are not scaled again (phi3, gemma3).
+	scaleQ bool
+	// swa: the file may declare a sliding window (gemma3).
+	swa bool
+	// fullRot: rope.dimension_count must equal the head size (llama).
+	fullRot bool
+}
+
+var archs = map[string]archSpec{
+	"llama":  {fullRot: true},
+	"qwen2":  {neox: true},
+	"phi3":   {neox: true, fusedGateUp: true, scaleQ: true},
+	"gemma3": {neox: true, glu: backend.GELUTanh, qkNorm: true, postNorms: true, embedScale: true, scaleQ: true, swa: true},
+}
+
+// Architectures lists the general.architecture values this package runs.
+func Architectures() []string {
+	names := make([]string, 0, len(archs))
+	for n := range archs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// RoPE scaling types (rope.scaling.type).
+const (
+	ScalingNone     = "none"
+	ScalingLinear   = "linear"
+	ScalingYaRN     = "yarn"
+	ScalingLongRoPE = "longrope"
+)
+
+// Config is a model's hyperparameters as llama.cpp reads them from the
+// file's metadata, with its defaults.
+type Config struct {
+	Arch string // general.architecture
+	Name string // general.name
+
+	VocabSize          int
+	Embd               int // n_embd
+	Layers             int
+	Heads, KVHeads     int
+	HeadDimK, HeadDimV int
+	FF                 int // feed-forward width
+	NormEps            float32
+	// TrainContext is the context length the model was trained for
+	// (context_length).
+	TrainContext int
+
+	RoPEDims  int // rotated dimensions per head (n_rot)
+	RoPENeoX  bool
+	RoPEBase  float32
+	RoPEScale float32 // freq_scale = 1 / rope.scaling.factor
+	// RoPEScaling is the scaling type: none, linear, yarn or longrope.
+	RoPEScaling string
+	// RoPEOrigContext is the context the scaling was fitted from
+	// (rope.scaling.original_context_length, default TrainContext).
+	RoPEOrigContext int
+	RoPEAttnFactor  float32 // rope.scaling.attn_factor, default 1
+	// RoPEBaseSWA is the frequency base of sliding-window layers (gemma3).
+	RoPEBaseSWA float32
+
+	// SlidingWindow is the window of the layers SWA marks (0: none).
+	SlidingWindow int
+	SWA           []bool
+
+	// EmbedScale multiplies the token embeddings (1: none).
+	EmbedScale float32
+	// AttnScale scales attention scores (1/√head size, or as the
+	// architecture fixes it).
+	AttnScale float32
+	// FinalSoftcap caps the logits at ±FinalSoftcap with tanh (0: none).
+	FinalSoftcap float32
+
+	spec archSpec
+}
+
+// meta reads arch-prefixed keys.
+type meta struct {
+	md   *gguf.Metadata
+	arch string
+}
+
+func (m meta) key(k string) string { return m.arch + "." + k }
+
+// uint reads a positive count, or an array of them that must all be equal
+// (per-layer values, which this package does not run unless uniform).
+func (m meta) uint(k string, def int, required bool) (int, error) {
+	key := m.key(k)
+	if v, ok := m.md.Uint32(key); ok {
+		return int(v), nil
+	}
+	if a, ok := m.md.Uint32s(key); ok && len(a) > 0 {
+		if slices.Min(a) != slices.Max(a) {
+			return 0, unsupported("%s varies by layer (%d … %d)", key, slices.Min(a), slices.Max(a))
+		}
+		return int(a[0]), nil
+	}
+	if _, present := m.md.Lookup(key); present {
+		return 0, invalid("%s is not an unsigned integer", key)
+	}
+	if required {
+		return 0, invalid("%s is missing", key)
+	}
+	return def, nil
+}
+
+func (m meta) float(k string, def float32) (float32, error) {
+	key := m.key(k)
+	if v, ok := m.md.Float32(key); ok {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return 0, invalid("%s is %v", key, v)
+		}
+		return v, nil
+	}
+	if _, present := m.md.Lookup(key); present {
+		return 0, invalid("%s is not a float", key)
+	}
+	return def, nil
+}
+
+// maxDim bounds every size read from a file, so products of them cannot
+// overflow before the tensor checks catch a lie.
+const maxDim = 1 << 24
+
+// ParseConfig reads a model's hyperparameters from its metadata.
+func ParseConfig(md *gguf.Metadata) (Config, error) {
+	arch, ok := md.String("general.architecture")
+	if !ok {
+		return Config{}, invalid("general.architecture is missing")
+	}
+	spec, ok := archs[arch]
+	if !ok {
+		return Config{}, unsupported("architecture %q (this engine runs %s)", arch, strings.Join(Architectures(), ", "))
+	}
+	c := Config{Arch: arch, spec: spec, RoPENeoX: spec.neox}
+	c.Name, _ = md.String("general.name")
+	m := meta{md, arch}
+
+	var err error
+	ints := []struct {
+		dst      *int
+		key      string
+		def      int
+		required bool
+	}{
+		{&c.Embd, "embedding_length", 0, true},
+		{&c.Layers, "block_count", 0, true},
+		{&c.FF, "feed_forward_length", 0, true},
+		{&c.Heads, "attention.head_count", 0, true},
+		{&c.TrainContext, "context_length", 0, true},
+	}
+	for _, f := range ints {
+		if *f.dst, err = m.uint(f.key, f.def, f.required); err != nil {
+			return Config{}, err
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"embedding_length", c.Embd}, {"block_count", c.Layers}, {"feed_forward_length", c.FF}, {"attention.head_count", c.Heads}, {"context_length", c.TrainContext}} {
+		if f.v <= 0 || f.v > maxDim {
+			return Config{}, invalid("%s.%s = %d", arch, f.name, f.v)
+		}
+	}
+	if c.KVHeads, err = m.uint("attention.head_count_kv", c.Heads, false); err != nil {
+		return Config{}, err
+	}
+	if c.HeadDimK, err = m.uint("attention.key_length", c.Embd/c.Heads, false); err != nil {
+		return Config{}, err
+	}
+	if c.HeadDimV, err = m.uint("attention.value_length", c.Embd/c.Heads, false); err != nil {
+		return Config{}, err
+	}
+	if c.RoPEDims, err = m.uint("rope.dimension_count", c.HeadDimK, false); err != nil {
+		return Config{}, err
+	}
+	switch {
+	case c.KVHeads <= 0 || c.KVHeads > c.Heads || c.Heads%c.KVHeads != 0:
+		return Config{}, invalid("%d KV heads for %d heads", c.KVHeads, c.Heads)
+	case c.HeadDimK <= 0 || c.HeadDimV <= 0 || c.HeadDimK > maxDim || c.HeadDimV > maxDim:
+		return Config{}, invalid("head sizes %d and %d", c.HeadDimK, c.HeadDimV)
+	case c.RoPEDims <= 0 || c.RoPEDims > c.HeadDimK || c.RoPEDims%2 != 0:
+		return Config{}, invalid("%d rotary dimensions for a head of %d", c.RoPEDims, c.HeadDimK)
+	case spec.fullRot && c.RoPEDims != c.HeadDimK:
+		return Config{}, invalid("%s needs rope.dimension_count (%d) equal to the head size (%d)", arch, c.RoPEDims, c.HeadDimK)
+	}
+
+	if _, ok := md.Lookup(m.key("attention.layer_norm_rms_epsilon")); !ok {
+		return Config{}, invalid("%s.attention.layer_norm_rms_epsilon is missing", arch)
+	}
+	if c.NormEps, err = m.float("attention.layer_norm_rms_epsilon", 0); err != nil {
+		return Config{}, err
+	}
+	if err := c.parseRoPE(m); err != nil {
+		return Config{}, err
+	}
+	if err := c.parseSWA(m); err != nil {
+		return Config{}, err
+	}
+	if c.FinalSoftcap, err = m.float("final_logit_softcapping", 0); err != nil {
+		return Config{}, err
+	}
+	if arch != "gemma3" {
+		c.FinalSoftcap = 0 // only gemma's graphs apply it
+	}
+
+	c.EmbedScale = 1
+	if spec.embedScale {
+		c.EmbedScale = float32(math.Sqrt(float64(c.Embd)))
+	}
+	c.AttnScale = 1 / float32(math.Sqrt(float64(c.HeadDimK)))
+	if arch == "gemma3" && c.Layers == 62 {
+		// Gemma 3 27B scales by the model width per head, not the head
+		// size (llama_model_gemma3::load_arch_hparams).
+		c.AttnScale = 1 / float32(math.Sqrt(float64(c.Embd/c.Heads)))
+	}
+
+	if n, ok := md.ArrayLen("tokenizer.ggml.tokens"); ok {
+		c.VocabSize = n
+	} else if c.VocabSize, err = m.uint("vocab_size", 0, false); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+func (c *Config) parseRoPE(m meta) error {
+	var err error
+	if c.RoPEBase, err = m.float("rope.freq_base", 10000); err != nil {
+		return err
+	}
+	scaling, ok := m.md.String(m.key("rope.scaling.type"))
+	if !ok {
+		scaling = ScalingLinear
+	}
+	switch scaling {
+	case ScalingNone, ScalingLinear, ScalingYaRN, ScalingLongRoPE:
+	default:
+		return unsupported("rope scaling %q", scaling)
+	}
+	c.RoPEScaling = scaling
+	factor, err := m.float("rope.scaling.factor", 0)
+	if err != nil {
+		return err
+	}
+	if factor == 0 {
+		if factor, err = m.float("rope.scale_linear", 0); err != nil {
+			return err
+		}
+	}
+	c.RoPEScale = 1
+	if factor != 0 {
+		c.RoPEScale = 1 / factor
+	}
+	if scaling == ScalingNone {
+		c.RoPEScale = 1
+	}
+	if c.RoPEOrigContext, err = m.uint("rope.scaling.original_context_length", c.TrainContext, false); err != nil {
+		return err
+	}
+	if c.RoPEAttnFactor, err = m.float("rope.scaling.attn_factor", 1); err != nil {
+		return err
+	}
+	if c.RoPEBase <= 0 || c.RoPEScale <= 0 {
+		return invalid("rope base %v, scale %v", c.RoPEBase, c.RoPEScale)
+	}
+	return nil
+}
+
+func (c *Config) parseSWA(m meta) error {
+	c.SWA = make([]bool, c.Layers)
+	if !c.spec.swa {
+		return nil
+	}
+	var err error
+	if c.SlidingWindow, err = m.uint("attention.sliding_window", 0, false); err != nil || c.SlidingWindow == 0 {
+		return err
+	}
+	// Gemma 3: every layer but the last of each period slides
+	// (llama_hparams::set_swa_pattern); the period defaults to 6.
+	key := m.key("attention.sliding_window_pattern")
+	period := 6
+	if v, ok := m.md.Uint32(key); ok {
+		period = int(v)
+	} else if flags, ok := m.md.Lookup(key); ok {
+		vals, isArr := flags.Values()
+		if !isArr || len(vals) != c.Layers {
+			return unsupported("%s of type %s", key, flags.Type())
+		}
+		for l, v := range vals {
+			if c.SWA[l], ok = v.AsBool(); !ok {
+				return unsupported("%s element of type %s", key, v.Type())
+			}
+		}
+		period = -1
+	}
+	if period >= 0 {
+		for l := range c.SWA {
+			c.SWA[l] = period == 0 || l%period < period-1
+		}
+	}
+	if c.RoPEBaseSWA, err = m.float("rope.freq_base_swa", 10000); err != nil {
+		return err
+	}
+	return nil
+}
+
+// layerRoPE returns the rotary embedding of layer l for a session of ctx
+// positions (LongRoPE picks its factors by context size).
+func (c *Config) layerRoPE(l int, factors []float32) backend.RoPE {
+	r := backend.RoPE{
+		Dims:       c.RoPEDims,
+		NeoX:       c.RoPENeoX,
+		Base:       c.RoPEBase,
+		FreqScale:  c.RoPEScale,
+		Factors:    factors,
+		AttnFactor: c.RoPEAttnFactor,
+		BetaFast:   32,
+		BetaSlow:   1,
+		OrigCtx:    c.RoPEOrigContext,
+	}
+	if c.SWA[l] {
+		r.Base, r.FreqScale = c.RoPEBaseSWA, 1
+	}
+	if c.RoPEScaling == ScalingYaRN {
+		// llama_context's YaRN set-up: ramp fully, and correct the
+		// magnitude so that rope_yarn's own correction cancels.
+		r.ExtFactor = 1
+		factor := 1 / r.FreqScale
+		mscale := float32(1)
+		if factor > 1 {
+			mscale = 0.1*float32(math.Log(float64(factor))) + 1
+		}
+		r.AttnFactor *= mscale / (1 + 0.1*float32(math.Log(float64(factor))))
+	}
+	return r
+}
+
+// String summarises c for logs.
+func (c Config) String() string {
+	s := fmt.Sprintf("%s: %d layers, embd %d, %d heads (%d kv) of %d, ffn %d, vocab %d, ctx %d, rope %s θ=%g",
+		c.Arch, c.Layers, c.Embd, c.Heads, c.KVHeads, c.HeadDimK, c.FF, c.VocabSize, c.TrainContext, c.ropeLayout(), c.RoPEBase)
+	if c.SlidingWindow > 0 {
+		s += fmt.Sprintf(", window %d", c.SlidingWindow)
+	}
+	return s
+}
+
+func (c Config) ropeLayout() string {
+	if c.RoPENeoX {
+		return "neox"
+	}
+	return "normal"
+}

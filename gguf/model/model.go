@@ -1,0 +1,321 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/backend"
+	"github.com/meshnode/meshnode/gguf/quant"
+)
+
+// Model is a loaded model: its configuration and its weights on a
+// backend. It holds no per-sequence state, so any number of Sessions may
+// run on one Model at once. The weights refer to the File's mapping; the
+// File must stay open until the Model is no longer used.
+type Model struct {
+	cfg Config
+	be  backend.Backend
+
+	embd    backend.Weight // token_embd, vocab × embd
+	outNorm backend.Weight
+	out     backend.Weight // output, or token_embd when tied
+	outBias backend.Weight // optional
+	layers  []layer
+
+	// LongRoPE's two factor sets (phi3); nil elsewhere.
+	ropeLong, ropeShort []float32
+	// rope_freqs (llama 3), used by every layer; nil if absent.
+	ropeFreqs []float32
+}
+
+// layer is one block's weights. Optional weights are nil.
+type layer struct {
+	attnNorm, qNorm, kNorm, postAttnNorm backend.Weight
+	wq, wk, wv, wo                       backend.Weight
+	bq, bk, bv, bo                       backend.Weight
+	ffnNorm, postFFNNorm                 backend.Weight
+	gate, up, down                       backend.Weight
+	bgate, bup, bdown                    backend.Weight
+	attn                                 backend.Attention
+}
+
+// Config returns the model's hyperparameters.
+func (m *Model) Config() Config { return m.cfg }
+
+// Backend returns the backend the model runs on.
+func (m *Model) Backend() backend.Backend { return m.be }
+
+// Load reads the model in f onto be. Every tensor of the file must be one
+// the architecture uses: an unknown one is an error naming it, rather than
+// a forward pass that silently ignores part of the model.
+func Load(f *gguf.File, be backend.Backend) (*Model, error) {
+	cfg, err := ParseConfig(f.Metadata)
+	if err != nil {
+		return nil, err
+	}
+	ld := &loader{f: f, be: be, used: map[string]bool{}}
+	m := &Model{cfg: cfg, be: be}
+
+	// The vocabulary is the embedding table's height; a tokenizer, if
+	// the file has one, must agree.
+	if t, ok := f.Tensor("token_embd.weight"); ok && len(t.Dims) == 2 {
+		rows := int(t.Dims[1])
+		if cfg.VocabSize != 0 && cfg.VocabSize != rows {
+			return nil, invalid("token_embd.weight has %d rows for a vocabulary of %d", rows, cfg.VocabSize)
+		}
+		m.cfg.VocabSize = rows
+	}
+	c := &m.cfg
+	if c.VocabSize <= 0 || c.VocabSize > maxDim {
+		return nil, invalid("vocabulary of %d", c.VocabSize)
+	}
+	if m.embd, err = ld.matrix("token_embd.weight", c.VocabSize, c.Embd, true); err != nil {
+		return nil, err
+	}
+	if m.outNorm, err = ld.vector("output_norm.weight", c.Embd, true); err != nil {
+		return nil, err
+	}
+	if m.out, err = ld.matrix("output.weight", c.VocabSize, c.Embd, false); err != nil {
+		return nil, err
+	}
+	if m.out == nil {
+		m.out = m.embd // tied embeddings
+	}
+	if m.outBias, err = ld.vector("output.bias", c.VocabSize, false); err != nil {
+		return nil, err
+	}
+	if m.ropeFreqs, err = ld.floats("rope_freqs.weight", c.RoPEDims/2); err != nil {
+		return nil, err
+	}
+	if m.ropeLong, err = ld.floats("rope_factors_long.weight", c.RoPEDims/2); err != nil {
+		return nil, err
+	}
+	if m.ropeShort, err = ld.floats("rope_factors_short.weight", c.RoPEDims/2); err != nil {
+		return nil, err
+	}
+
+	m.layers = make([]layer, c.Layers)
+	for l := range m.layers {
+		if err := m.loadLayer(ld, l); err != nil {
+			return nil, err
+		}
+	}
+	for _, t := range f.Tensors {
+		if !ld.used[t.Name] {
+			return nil, unsupported("tensor %s (%s %v) is not part of a %s model this engine runs", t.Name, t.Type, t.Dims, c.Arch)
+		}
+	}
+	return m, nil
+}
+
+func (m *Model) loadLayer(ld *loader, l int) error {
+	c := &m.cfg
+	ly := &m.layers[l]
+	name := func(s string) string { return fmt.Sprintf("blk.%d.%s", l, s) }
+	qDim, kDim, vDim := c.Heads*c.HeadDimK, c.KVHeads*c.HeadDimK, c.KVHeads*c.HeadDimV
+	ly.attn = backend.Attention{
+		Heads: c.Heads, KVHeads: c.KVHeads, HeadDimK: c.HeadDimK, HeadDimV: c.HeadDimV,
+		Scale: c.AttnScale,
+	}
+	if c.spec.scaleQ {
+		ly.attn.Scale = 1
+	}
+	if c.SWA[l] {
+		ly.attn.Window = c.SlidingWindow
+	}
+
+	var err error
+	vec := func(dst *backend.Weight, s string, n int, required bool) {
+		if err == nil {
+			*dst, err = ld.vector(name(s), n, required)
+		}
+	}
+	mat := func(dst *backend.Weight, s string, rows, cols int, required bool) {
+		if err == nil {
+			*dst, err = ld.matrix(name(s), rows, cols, required)
+		}
+	}
+	vec(&ly.attnNorm, "attn_norm.weight", c.Embd, true)
+
+	// Q, K and V: one fused matrix or three (create_tensor_qkv).
+	if _, fused := ld.f.Tensor(name("attn_qkv.weight")); fused && err == nil {
+		var parts []backend.Weight
+		if parts, err = ld.rowSplit(name("attn_qkv.weight"), c.Embd, qDim, kDim, vDim); err == nil {
+			ly.wq, ly.wk, ly.wv = parts[0], parts[1], parts[2]
+		}
+		if _, ok := ld.f.Tensor(name("attn_qkv.bias")); ok && err == nil {
+			if parts, err = ld.rowSplit(name("attn_qkv.bias"), 0, qDim, kDim, vDim); err == nil {
+				ly.bq, ly.bk, ly.bv = parts[0], parts[1], parts[2]
+			}
+		}
+	} else {
+		mat(&ly.wq, "attn_q.weight", qDim, c.Embd, true)
+		mat(&ly.wk, "attn_k.weight", kDim, c.Embd, true)
+		mat(&ly.wv, "attn_v.weight", vDim, c.Embd, true)
+		vec(&ly.bq, "attn_q.bias", qDim, false)
+		vec(&ly.bk, "attn_k.bias", kDim, false)
+		vec(&ly.bv, "attn_v.bias", vDim, false)
+	}
+	mat(&ly.wo, "attn_output.weight", c.Embd, c.Heads*c.HeadDimV, true)
+	vec(&ly.bo, "attn_output.bias", c.Embd, false)
+	if c.spec.qkNorm {
+		vec(&ly.qNorm, "attn_q_norm.weight", c.HeadDimK, true)
+		vec(&ly.kNorm, "attn_k_norm.weight", c.HeadDimK, true)
+	}
+	if c.spec.postNorms {
+		vec(&ly.postAttnNorm, "post_attention_norm.weight", c.Embd, true)
+		vec(&ly.postFFNNorm, "post_ffw_norm.weight", c.Embd, true)
+	}
+
+	vec(&ly.ffnNorm, "ffn_norm.weight", c.Embd, true)
+	if c.spec.fusedGateUp {
+		// phi3: ffn_up is gate then up, and swiglu takes the halves in
+		// that order.
+		var parts []backend.Weight
+		if err == nil {
+			if parts, err = ld.rowSplit(name("ffn_up.weight"), c.Embd, c.FF, c.FF); err == nil {
+				ly.gate, ly.up = parts[0], parts[1]
+			}
+		}
+	} else {
+		mat(&ly.gate, "ffn_gate.weight", c.FF, c.Embd, true)
+		mat(&ly.up, "ffn_up.weight", c.FF, c.Embd, true)
+		vec(&ly.bgate, "ffn_gate.bias", c.FF, false)
+		vec(&ly.bup, "ffn_up.bias", c.FF, false)
+	}
+	mat(&ly.down, "ffn_down.weight", c.Embd, c.FF, true)
+	vec(&ly.bdown, "ffn_down.bias", c.Embd, false)
+	return err
+}
+
+// loader hands out the file's tensors as backend weights, checking their
+// shapes and remembering which were used.
+type loader struct {
+	f    *gguf.File
+	be   backend.Backend
+	used map[string]bool
+}
+
+// lookup finds name and checks its dims are exactly want (ggml's ne:
+// row length first).
+func (ld *loader) lookup(name string, required bool, want ...int) (gguf.TensorInfo, []byte, bool, error) {
+	t, ok := ld.f.Tensor(name)
+	if !ok {
+		if required {
+			return t, nil, false, invalid("tensor %s is missing", name)
+		}
+		return t, nil, false, nil
+	}
+	dims := make([]int, len(t.Dims))
+	for i, d := range t.Dims {
+		dims[i] = int(d)
+	}
+	// Trailing 1s are the same shape.
+	for len(dims) > len(want) && dims[len(dims)-1] == 1 {
+		dims = dims[:len(dims)-1]
+	}
+	if !slices.Equal(dims, want) {
+		return t, nil, false, invalid("tensor %s has shape %v, want %v", name, t.Dims, want)
+	}
+	b, err := ld.f.TensorData(t)
+	if err != nil {
+		return t, nil, false, fmt.Errorf("model: tensor %s: %w", name, err)
+	}
+	ld.used[name] = true
+	return t, b, true, nil
+}
+
+func (ld *loader) weight(name string, typ quant.Type, rows, cols int, b []byte) (backend.Weight, error) {
+	w, err := ld.be.Weight(typ, rows, cols, b)
+	if err != nil {
+		if !typ.Supported() {
+			return nil, fmt.Errorf("%w: tensor %s has type %s, which the %s backend cannot compute with", ErrUnsupported, name, typ, ld.be.Name())
+		}
+		return nil, fmt.Errorf("%w: tensor %s: %w", ErrInvalid, name, err)
+	}
+	return w, nil
+}
+
+// matrix loads a rows × cols weight (ne = {cols, rows}).
+func (ld *loader) matrix(name string, rows, cols int, required bool) (backend.Weight, error) {
+	t, b, ok, err := ld.lookup(name, required, cols, rows)
+	if !ok || err != nil {
+		return nil, err
+	}
+	return ld.weight(name, t.Type, rows, cols, b)
+}
+
+// vector loads an n-element weight as a 1-row matrix.
+func (ld *loader) vector(name string, n int, required bool) (backend.Weight, error) {
+	t, b, ok, err := ld.lookup(name, required, n)
+	if !ok || err != nil {
+		return nil, err
+	}
+	return ld.weight(name, t.Type, 1, n, b)
+}
+
+// floats reads an optional n-element vector to float32 (RoPE factors).
+func (ld *loader) floats(name string, n int) ([]float32, error) {
+	t, b, ok, err := ld.lookup(name, false, n)
+	if !ok || err != nil {
+		return nil, err
+	}
+	out := make([]float32, n)
+	if err := quant.Dequantize(t.Type, b, out); err != nil {
+		return nil, fmt.Errorf("%w: tensor %s: %w", ErrUnsupported, name, err)
+	}
+	return out, nil
+}
+
+// rowSplit loads a matrix whose rows are several matrices stacked (phi3's
+// fused QKV and gate-up), as views of its rows: no copy. With cols 0 the
+// tensor is a vector split into pieces.
+func (ld *loader) rowSplit(name string, cols int, parts ...int) ([]backend.Weight, error) {
+	total := 0
+	for _, p := range parts {
+		total += p
+	}
+	var (
+		t   gguf.TensorInfo
+		b   []byte
+		err error
+	)
+	if cols == 0 {
+		t, b, _, err = ld.lookup(name, true, total)
+	} else {
+		t, b, _, err = ld.lookup(name, true, cols, total)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []backend.Weight
+	off := 0
+	for _, p := range parts {
+		var (
+			w   backend.Weight
+			err error
+		)
+		if cols == 0 {
+			// A vector piece: elements off … off+p.
+			if t.Type.BlockSize() != 1 {
+				return nil, fmt.Errorf("%w: tensor %s: a fused bias of type %s", ErrUnsupported, name, t.Type)
+			}
+			es := t.Type.TypeSize()
+			w, err = ld.weight(name, t.Type, 1, p, b[off*es:(off+p)*es])
+		} else {
+			rs, rerr := t.Type.RowSize(cols)
+			if rerr != nil {
+				return nil, errors.Join(ErrInvalid, fmt.Errorf("tensor %s: %w", name, rerr))
+			}
+			w, err = ld.weight(name, t.Type, p, cols, b[off*rs:(off+p)*rs])
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, w)
+		off += p
+	}
+	return out, nil
+}

@@ -1,0 +1,218 @@
+package model
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/meshnode/meshnode/gguf/backend"
+	"github.com/meshnode/meshnode/gguf/quant"
+)
+
+// Defaults for SessionOptions.
+const (
+	// DefaultContext bounds a session's context when the options do not:
+	// the KV cache of a model's full trained context can be gigabytes.
+	DefaultContext = 4096
+	// DefaultBatch is the most tokens one forward step evaluates.
+	DefaultBatch = 128
+)
+
+// KVType is the element type of a session's KV cache.
+type KVType uint8
+
+// KV cache types. F16 is llama.cpp's default and what the parity goldens
+// were made with.
+const (
+	KVF16 KVType = iota
+	KVF32
+)
+
+func (t KVType) quant() quant.Type {
+	if t == KVF32 {
+		return quant.F32
+	}
+	return quant.F16
+}
+
+// String is "f16" or "f32".
+func (t KVType) String() string {
+	if t == KVF32 {
+		return "f32"
+	}
+	return "f16"
+}
+
+// ParseKVType parses "f16" or "f32".
+func ParseKVType(s string) (KVType, error) {
+	switch s {
+	case "f16", "F16", "":
+		return KVF16, nil
+	case "f32", "F32":
+		return KVF32, nil
+	}
+	return 0, fmt.Errorf("model: KV cache type %q (want f16 or f32)", s)
+}
+
+// SessionOptions configure a Session.
+type SessionOptions struct {
+	// Context is the most positions the session holds; 0 means the
+	// model's trained context, at most DefaultContext. It may not exceed
+	// the trained context.
+	Context int
+	// Batch is the most tokens a forward step evaluates at once; 0 means
+	// DefaultBatch. Longer prompts are evaluated in several steps.
+	Batch int
+	// KV is the cache's element type.
+	KV KVType
+}
+
+// Session is one sequence being evaluated: its KV cache, the tokens whose
+// keys and values it holds, and the scratch activations of the forward
+// pass. A Session is not safe for concurrent use; a Model serves many
+// Sessions at once.
+type Session struct {
+	m      *Model
+	ctx    int
+	batch  int
+	kvType KVType
+	kv     backend.KVCache
+	tokens []uint32 // the token at each cached position
+
+	ropes []backend.RoPE // per layer
+
+	// Scratch activations, batch rows each.
+	x, h, q, k, v, att, o, gate, up backend.Tensor
+	logitsT                         backend.Tensor // 1 × vocab
+	logits                          []float32
+}
+
+// NewSession starts an empty sequence.
+func (m *Model) NewSession(opt SessionOptions) (*Session, error) {
+	c := &m.cfg
+	n := opt.Context
+	if n == 0 {
+		n = min(c.TrainContext, DefaultContext)
+	}
+	if n < 1 || n > c.TrainContext {
+		return nil, fmt.Errorf("%w: a context of %d positions (the model was trained on %d)", ErrContext, n, c.TrainContext)
+	}
+	batch := opt.Batch
+	if batch <= 0 {
+		batch = DefaultBatch
+	}
+	batch = min(batch, n)
+	kDims, vDims := make([]int, c.Layers), make([]int, c.Layers)
+	for l := range kDims {
+		kDims[l], vDims[l] = c.KVHeads*c.HeadDimK, c.KVHeads*c.HeadDimV
+	}
+	kv, err := m.be.NewKVCache(opt.KV.quant(), n, kDims, vDims)
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	be := m.be
+	s := &Session{
+		m: m, ctx: n, batch: batch, kvType: opt.KV, kv: kv,
+		x:       be.NewTensor(batch, c.Embd),
+		h:       be.NewTensor(batch, c.Embd),
+		q:       be.NewTensor(batch, c.Heads*c.HeadDimK),
+		k:       be.NewTensor(batch, c.KVHeads*c.HeadDimK),
+		v:       be.NewTensor(batch, c.KVHeads*c.HeadDimV),
+		att:     be.NewTensor(batch, c.Heads*c.HeadDimV),
+		o:       be.NewTensor(batch, c.Embd),
+		gate:    be.NewTensor(batch, c.FF),
+		up:      be.NewTensor(batch, c.FF),
+		logitsT: be.NewTensor(1, c.VocabSize),
+		logits:  make([]float32, c.VocabSize),
+	}
+	// LongRoPE uses its long factors when the session's context exceeds
+	// the one the short factors were fitted to (llama_model::get_rope_factors).
+	factors := m.ropeFreqs
+	if factors == nil {
+		factors = m.ropeShort
+		if m.ropeLong != nil && n > c.RoPEOrigContext {
+			factors = m.ropeLong
+		}
+	}
+	s.ropes = make([]backend.RoPE, c.Layers)
+	for l := range s.ropes {
+		s.ropes[l] = c.layerRoPE(l, factors)
+	}
+	return s, nil
+}
+
+// Context is the most positions the session holds.
+func (s *Session) Context() int { return s.ctx }
+
+// KV is the session's cache type.
+func (s *Session) KV() KVType { return s.kvType }
+
+// Len is the number of tokens in the cache.
+func (s *Session) Len() int { return len(s.tokens) }
+
+// Tokens returns the cached tokens, by position. The slice is the
+// session's; it is valid until the next call that changes the session.
+func (s *Session) Tokens() []uint32 { return s.tokens }
+
+// CommonPrefix is how many leading tokens of seq the cache already holds.
+func (s *Session) CommonPrefix(seq []uint32) int {
+	n := 0
+	for n < len(seq) && n < len(s.tokens) && seq[n] == s.tokens[n] {
+		n++
+	}
+	return n
+}
+
+// Truncate forgets every position from n on.
+func (s *Session) Truncate(n int) {
+	if n < len(s.tokens) {
+		s.tokens = s.tokens[:max(n, 0)]
+	}
+}
+
+// Prefill makes the cache hold exactly prompt and returns the logits that
+// follow it. The leading tokens the cache already holds are kept (the KV
+// reuse of a conversation's earlier turns); at least the last prompt token
+// is evaluated, since its logits are not cached. It returns how many
+// tokens were reused. The logits are the session's and valid until the
+// next call.
+func (s *Session) Prefill(ctx context.Context, prompt []uint32) (reused int, logits []float32, err error) {
+	if len(prompt) == 0 {
+		return 0, nil, fmt.Errorf("model: empty prompt")
+	}
+	reused = min(s.CommonPrefix(prompt), len(prompt)-1)
+	s.Truncate(reused)
+	logits, err = s.Eval(ctx, prompt[reused:])
+	return reused, logits, err
+}
+
+// Eval appends tokens to the sequence, evaluating them in steps of at most
+// the session's batch, and returns the logits that follow the last of
+// them. On error (ctx cancelled, context full, a bad token) the cache
+// keeps the tokens evaluated before it.
+func (s *Session) Eval(ctx context.Context, tokens []uint32) ([]float32, error) {
+	if len(tokens) == 0 {
+		return nil, fmt.Errorf("model: no tokens to evaluate")
+	}
+	if len(s.tokens)+len(tokens) > s.ctx {
+		return nil, fmt.Errorf("%w: %d cached + %d new tokens > %d", ErrContext, len(s.tokens), len(tokens), s.ctx)
+	}
+	for _, t := range tokens {
+		if int(t) >= s.m.cfg.VocabSize {
+			return nil, fmt.Errorf("%w: %d (vocabulary %d)", ErrToken, t, s.m.cfg.VocabSize)
+		}
+	}
+	for len(tokens) > 0 {
+		n := min(len(tokens), s.batch)
+		if err := s.forward(ctx, tokens[:n], n == len(tokens)); err != nil {
+			return nil, err
+		}
+		s.tokens = append(s.tokens, tokens[:n]...)
+		tokens = tokens[n:]
+	}
+	return s.logits, nil
+}
+
+// Close releases the session's cache and scratch.
+func (s *Session) Close() {
+	*s = Session{m: s.m}
+}
