@@ -40,7 +40,7 @@ type Config struct {
 
 	API     APIConfig     `toml:"api"`
 	Steward StewardConfig `toml:"steward"`
-	Meters  MetersConfig  `toml:"meters"`
+	Energy  EnergyConfig  `toml:"energy"`
 }
 
 // ModelConfig is one [[model]] table.
@@ -74,14 +74,14 @@ type StewardConfig struct {
 	JouleCeilingUJ uint64 `toml:"joule_ceiling_uj"`
 }
 
-// MetersConfig chooses and tunes the energy meter.
-type MetersConfig struct {
-	// Force names one meter (rapl, nvml, ioreport, ina3221, estimator)
-	// instead of picking the best live one.
-	Force string `toml:"force"`
-	// IdleWatts and BusyWatts feed the estimator; 0 uses built-in figures.
-	IdleWatts float64 `toml:"idle_watts"`
-	BusyWatts float64 `toml:"busy_watts"`
+// EnergyConfig chooses and tunes the energy meter (docs/meters.md).
+type EnergyConfig struct {
+	// Meter is "auto" (the best live meter), "estimator", a counter
+	// (rapl, nvml, ioreport, ina3221) or a "+"-joined set ("rapl+nvml").
+	Meter string `toml:"meter"`
+	// EstimatorWatts is the estimator's modelled power; 0 calibrates it
+	// from the chosen counter, or uses a built-in figure.
+	EstimatorWatts float64 `toml:"estimator_watts"`
 }
 
 // Duration is a time.Duration written as "30s" in TOML.
