@@ -107,10 +107,9 @@ func dequantQ5_0(src []byte, dst []float32) {
 		d := half(b[0:])
 		qh := binary.LittleEndian.Uint32(b[2:])
 		for j := range 16 {
-			h0 := byte(qh>>j<<4) & 0x10
-			h1 := byte(qh>>(j+12)) & 0x10
-			y[j] = float32(int32(b[6+j]&0xf|h0)-16) * d
-			y[j+16] = float32(int32(b[6+j]>>4|h1)-16) * d
+			lo, hi := q5Nibbles(b[6+j], qh, j)
+			y[j] = float32(lo-16) * d
+			y[j+16] = float32(hi-16) * d
 		}
 	}
 }
@@ -122,10 +121,9 @@ func dequantQ5_1(src []byte, dst []float32) {
 		d, m := half(b[0:]), half(b[2:])
 		qh := binary.LittleEndian.Uint32(b[4:])
 		for j := range 16 {
-			h0 := byte(qh>>j<<4) & 0x10
-			h1 := byte(qh>>(j+12)) & 0x10
-			y[j] = float32(float32(b[8+j]&0xf|h0)*d) + m
-			y[j+16] = float32(float32(b[8+j]>>4|h1)*d) + m
+			lo, hi := q5Nibbles(b[8+j], qh, j)
+			y[j] = float32(float32(lo)*d) + m
+			y[j+16] = float32(float32(hi)*d) + m
 		}
 	}
 }
@@ -224,6 +222,14 @@ func dequantQ3_K(src []byte, dst []float32) {
 	}
 }
 
+// kScales unpacks the eight 6-bit scales and mins of a Q4_K/Q5_K block.
+func kScales(q []byte) (sc, mn [8]uint8) {
+	for j := range 8 {
+		sc[j], mn[j] = scaleMinK4(j, q)
+	}
+	return sc, mn
+}
+
 // scaleMinK4 extracts the j-th 6-bit scale and min of Q4_K/Q5_K.
 func scaleMinK4(j int, q []byte) (sc, m byte) {
 	if j < 4 {
@@ -232,54 +238,34 @@ func scaleMinK4(j int, q []byte) (sc, m byte) {
 	return q[j+4]&0xf | (q[j-4]>>6)<<4, q[j+4]>>4 | (q[j]>>6)<<4
 }
 
-// Q4_K block: d | dmin | scales[12] | qs[128].
-func dequantQ4_K(src []byte, dst []float32) {
-	for i := range len(dst) / QK_K {
-		b := (*[144]byte)(src[144*i:])
-		y := (*[QK_K]float32)(dst[QK_K*i:])
-		d, dmin := half(b[0:]), half(b[2:])
-		sc := b[4:16]
-		for j := range 4 {
-			s1, m1 := scaleMinK4(2*j, sc)
-			s2, m2 := scaleMinK4(2*j+1, sc)
-			d1, mm1 := d*float32(s1), float32(dmin*float32(m1))
-			d2, mm2 := d*float32(s2), float32(dmin*float32(m2))
-			q := b[16+32*j : 16+32*j+32]
-			o := y[64*j : 64*j+64]
-			for l := range 32 {
-				o[l] = float32(d1*float32(q[l]&0xf)) - mm1
-				o[32+l] = float32(d2*float32(q[l]>>4)) - mm2
-			}
-		}
-	}
-}
+func dequantQ4_K(src []byte, dst []float32) { dequantK45(src, dst, 144, false) }
+func dequantQ5_K(src []byte, dst []float32) { dequantK45(src, dst, 176, true) }
 
-// Q5_K block: d | dmin | scales[12] | qh[32] | qs[128].
-func dequantQ5_K(src []byte, dst []float32) {
+// dequantK45 decodes Q4_K (d | dmin | scales[12] | qs[128]) and, with five,
+// Q5_K (the same with qh[32] before qs).
+func dequantK45(src []byte, dst []float32, size int, five bool) {
+	qsOff := 16
+	if five {
+		qsOff = 48
+	}
 	for i := range len(dst) / QK_K {
-		b := (*[176]byte)(src[176*i:])
+		b := src[size*i : size*i+size]
 		y := (*[QK_K]float32)(dst[QK_K*i:])
 		d, dmin := half(b[0:]), half(b[2:])
-		sc := b[4:16]
-		qh := b[16:48]
+		sc, mn := kScales(b[4:16])
 		for j := range 4 {
-			s1, m1 := scaleMinK4(2*j, sc)
-			s2, m2 := scaleMinK4(2*j+1, sc)
-			d1, mm1 := d*float32(s1), float32(dmin*float32(m1))
-			d2, mm2 := d*float32(s2), float32(dmin*float32(m2))
-			u1, u2 := byte(1)<<(2*j), byte(2)<<(2*j)
-			ql := b[48+32*j : 48+32*j+32]
-			o := y[64*j : 64*j+64]
+			d1, m1 := d*float32(sc[2*j]), float32(dmin*float32(mn[2*j]))
+			d2, m2 := d*float32(sc[2*j+1]), float32(dmin*float32(mn[2*j+1]))
+			q := (*[32]byte)(b[qsOff+32*j:])
+			o := (*[64]float32)(y[64*j:])
 			for l := range 32 {
-				lo, hi := ql[l]&0xf, ql[l]>>4
-				if qh[l]&u1 != 0 {
-					lo += 16
+				lo, hi := q[l]&0xf, q[l]>>4
+				if five {
+					lo |= (b[16+l] >> (2 * j) & 1) << 4
+					hi |= (b[16+l] >> (2*j + 1) & 1) << 4
 				}
-				if qh[l]&u2 != 0 {
-					hi += 16
-				}
-				o[l] = float32(d1*float32(lo)) - mm1
-				o[32+l] = float32(d2*float32(hi)) - mm2
+				o[l] = float32(d1*float32(lo)) - m1
+				o[32+l] = float32(d2*float32(hi)) - m2
 			}
 		}
 	}

@@ -124,109 +124,113 @@ func dotBF16(row, act []byte, n int) float32 {
 // i8 reads byte j of b as a signed int32.
 func i8(b []byte, j int) int32 { return int32(int8(b[j])) }
 
-// Q4_0·Q8_0: p = sumi × (dx·dy).
+// scaled is the partial of a block with one scale each side: sumi × (dx·dy),
+// the scales fp16 at x[0:2] and y[0:2].
+func scaled(sumi int32, x, y []byte) float32 {
+	return float32(float32(sumi) * float32(half(x)*half(y)))
+}
+
+// scaledMin adds the Q4_1/Q5_1 min term: sumi × (dx·dy) + mx·sy, where the
+// Q8_1 activation stores sy = dy·Σqy at y[2:4].
+func scaledMin(sumi int32, x, y []byte) float32 {
+	return scaled(sumi, x, y) + float32(half(x[2:])*half(y[2:]))
+}
+
 func dotQ4_0(row, act []byte, n int) float32 {
 	var acc [8]float32
 	for i := range n / 32 {
-		x := (*[18]byte)(row[18*i:])
-		y := (*[34]byte)(act[34*i:])
+		x, y := (*[18]byte)(row[18*i:]), (*[34]byte)(act[34*i:])
 		var sumi int32
 		for j := range 16 {
-			sumi += (int32(x[2+j]&0xf)-8)*int32(int8(y[2+j])) + (int32(x[2+j]>>4)-8)*int32(int8(y[18+j]))
+			sumi += (int32(x[2+j]&0xf)-8)*i8(y[:], 2+j) + (int32(x[2+j]>>4)-8)*i8(y[:], 18+j)
 		}
-		acc[i&7] += float32(float32(sumi) * float32(half(x[0:])*half(y[0:])))
+		acc[i&7] += scaled(sumi, x[:], y[:])
 	}
 	return reduce(acc[:])
 }
 
-// Q4_1·Q8_1: p = sumi × (dx·dy) + mx·sy, where sy = dy·Σqy.
 func dotQ4_1(row, act []byte, n int) float32 {
 	var acc [8]float32
 	for i := range n / 32 {
-		x := (*[20]byte)(row[20*i:])
-		y := (*[36]byte)(act[36*i:])
+		x, y := (*[20]byte)(row[20*i:]), (*[36]byte)(act[36*i:])
 		var sumi int32
 		for j := range 16 {
-			sumi += int32(x[4+j]&0xf)*int32(int8(y[4+j])) + int32(x[4+j]>>4)*int32(int8(y[20+j]))
+			sumi += int32(x[4+j]&0xf)*i8(y[:], 4+j) + int32(x[4+j]>>4)*i8(y[:], 20+j)
 		}
-		p := float32(float32(sumi)*float32(half(x[0:])*half(y[0:]))) + float32(half(x[2:])*half(y[2:]))
-		acc[i&7] += p
+		acc[i&7] += scaledMin(sumi, x[:], y[:])
 	}
 	return reduce(acc[:])
 }
 
-// Q5_0·Q8_0: p = sumi × (dx·dy).
+// q5Nibbles returns the j-th low and high 5-bit quants of a Q5_0/Q5_1 block
+// with 4-bit parts qs and fifth bits qh.
+func q5Nibbles(qs byte, qh uint32, j int) (lo, hi int32) {
+	return int32(qs&0xf | byte(qh>>j<<4)&0x10), int32(qs>>4 | byte(qh>>(j+12))&0x10)
+}
+
 func dotQ5_0(row, act []byte, n int) float32 {
 	var acc [8]float32
 	for i := range n / 32 {
-		x := (*[22]byte)(row[22*i:])
-		y := (*[34]byte)(act[34*i:])
+		x, y := (*[22]byte)(row[22*i:]), (*[34]byte)(act[34*i:])
 		qh := binary.LittleEndian.Uint32(x[2:])
 		var sumi int32
 		for j := range 16 {
-			lo := int32(x[6+j]&0xf|byte(qh>>j<<4)&0x10) - 16
-			hi := int32(x[6+j]>>4|byte(qh>>(j+12))&0x10) - 16
-			sumi += lo*int32(int8(y[2+j])) + hi*int32(int8(y[18+j]))
+			lo, hi := q5Nibbles(x[6+j], qh, j)
+			sumi += (lo-16)*i8(y[:], 2+j) + (hi-16)*i8(y[:], 18+j)
 		}
-		acc[i&7] += float32(float32(sumi) * float32(half(x[0:])*half(y[0:])))
+		acc[i&7] += scaled(sumi, x[:], y[:])
 	}
 	return reduce(acc[:])
 }
 
-// Q5_1·Q8_1: p = sumi × (dx·dy) + mx·sy.
 func dotQ5_1(row, act []byte, n int) float32 {
 	var acc [8]float32
 	for i := range n / 32 {
-		x := (*[24]byte)(row[24*i:])
-		y := (*[36]byte)(act[36*i:])
+		x, y := (*[24]byte)(row[24*i:]), (*[36]byte)(act[36*i:])
 		qh := binary.LittleEndian.Uint32(x[4:])
 		var sumi int32
 		for j := range 16 {
-			lo := int32(x[8+j]&0xf | byte(qh>>j<<4)&0x10)
-			hi := int32(x[8+j]>>4 | byte(qh>>(j+12))&0x10)
-			sumi += lo*int32(int8(y[4+j])) + hi*int32(int8(y[20+j]))
+			lo, hi := q5Nibbles(x[8+j], qh, j)
+			sumi += lo*i8(y[:], 4+j) + hi*i8(y[:], 20+j)
 		}
-		p := float32(float32(sumi)*float32(half(x[0:])*half(y[0:]))) + float32(half(x[2:])*half(y[2:]))
-		acc[i&7] += p
+		acc[i&7] += scaledMin(sumi, x[:], y[:])
 	}
 	return reduce(acc[:])
 }
 
-// Q8_0·Q8_0: p = sumi × (dx·dy).
 func dotQ8_0(row, act []byte, n int) float32 {
 	var acc [8]float32
 	for i := range n / 32 {
-		x := (*[34]byte)(row[34*i:])
-		y := (*[34]byte)(act[34*i:])
+		x, y := (*[34]byte)(row[34*i:]), (*[34]byte)(act[34*i:])
 		var sumi int32
 		for j := 2; j < 34; j++ {
-			sumi += int32(int8(x[j])) * int32(int8(y[j]))
+			sumi += i8(x[:], j) * i8(y[:], j)
 		}
-		acc[i&7] += float32(float32(sumi) * float32(half(x[0:])*half(y[0:])))
+		acc[i&7] += scaled(sumi, x[:], y[:])
 	}
 	return reduce(acc[:])
 }
 
-// IQ4_NL·Q8_0: p = sumi × (dx·dy), with the weights looked up in the codebook.
 func dotIQ4_NL(row, act []byte, n int) float32 {
 	var acc [8]float32
 	for i := range n / 32 {
-		x := (*[18]byte)(row[18*i:])
-		y := (*[34]byte)(act[34*i:])
+		x, y := (*[18]byte)(row[18*i:]), (*[34]byte)(act[34*i:])
 		var sumi int32
 		for j := range 16 {
-			sumi += int32(kvaluesIQ4NL[x[2+j]&0xf])*int32(int8(y[2+j])) + int32(kvaluesIQ4NL[x[2+j]>>4])*int32(int8(y[18+j]))
+			sumi += int32(kvaluesIQ4NL[x[2+j]&0xf])*i8(y[:], 2+j) + int32(kvaluesIQ4NL[x[2+j]>>4])*i8(y[:], 18+j)
 		}
-		acc[i&7] += float32(float32(sumi) * float32(half(x[0:])*half(y[0:])))
+		acc[i&7] += scaled(sumi, x[:], y[:])
 	}
 	return reduce(acc[:])
 }
 
-// q8K splits a Q8_K block into its scale, quants and 16-element sums.
-func q8K(b *[292]byte) (d float32, qs []byte, bsum func(j int) int32) {
-	return math.Float32frombits(binary.LittleEndian.Uint32(b[0:])), b[4:260],
-		func(j int) int32 { return int32(int16(binary.LittleEndian.Uint16(b[260+2*j:]))) }
+// q8K splits a Q8_K block into its scale and quants.
+func q8K(b *[292]byte) (d float32, qs []byte) {
+	return math.Float32frombits(binary.LittleEndian.Uint32(b[0:])), b[4:260]
 }
+
+// bsum is the j-th 16-element sum of a Q8_K block.
+func bsum(b *[292]byte, j int) int32 { return int32(int16(binary.LittleEndian.Uint16(b[260+2*j:]))) }
 
 // kPartial is the float32 partial of one K-quant block: isum × (dx·dy) −
 // summs × (dminx·dy).
@@ -239,10 +243,11 @@ func dotQ2_K(row, act []byte, n int) float32 {
 	var acc [8]float32
 	for i := range n / QK_K {
 		x := (*[84]byte)(row[84*i:])
-		dy, q8, bsum := q8K((*[292]byte)(act[292*i:]))
+		y := (*[292]byte)(act[292*i:])
+		dy, q8 := q8K(y)
 		var summs, isum int32
 		for j := range 16 {
-			summs += bsum(j) * int32(x[j]>>4)
+			summs += bsum(y, j) * int32(x[j]>>4)
 		}
 		// Sub-block s (16 values) takes bits 2·((s/2)%4) of bytes
 		// 32·(s/8) + 16·(s%2) ... +16 of qs, and activations 16s ... 16s+16.
@@ -266,7 +271,7 @@ func dotQ3_K(row, act []byte, n int) float32 {
 	var acc [8]float32
 	for i := range n / QK_K {
 		x := (*[110]byte)(row[110*i:])
-		dy, q8, _ := q8K((*[292]byte)(act[292*i:]))
+		dy, q8 := q8K((*[292]byte)(act[292*i:]))
 		scales := unpackQ3KScales(x[96:108])
 		var isum int32
 		// Sub-block s as in Q2_K; its high bits are bit s/2 of hmask.
@@ -289,62 +294,62 @@ func dotQ3_K(row, act []byte, n int) float32 {
 	return reduce(acc[:])
 }
 
-// Q4_K·Q8_K.
-func dotQ4_K(row, act []byte, n int) float32 {
+func dotQ4_K(row, act []byte, n int) float32 { return dotK45(row, act, n, 144, false) }
+func dotQ5_K(row, act []byte, n int) float32 { return dotK45(row, act, n, 176, true) }
+
+// dotK45 is Q4_K·Q8_K and, with five, Q5_K·Q8_K: the same scales and mins
+// (blocks d | dmin | scales[12] | [qh[32]] | qs[128]).
+func dotK45(row, act []byte, n, size int, five bool) float32 {
 	var acc [8]float32
+	qsOff := 16
+	if five {
+		qsOff = 48
+	}
 	for i := range n / QK_K {
-		x := (*[144]byte)(row[144*i:])
-		dy, q8, bsum := q8K((*[292]byte)(act[292*i:]))
-		sc := x[4:16]
+		x := row[size*i : size*i+size]
+		y := (*[292]byte)(act[292*i:])
+		dy, q8 := q8K(y)
+		sc, mn := kScales(x[4:16])
 		var summs, isum int32
+		for j := range 8 {
+			summs += (bsum(y, 2*j) + bsum(y, 2*j+1)) * int32(mn[j])
+		}
 		for j := range 4 {
-			s1, m1 := scaleMinK4(2*j, sc)
-			s2, m2 := scaleMinK4(2*j+1, sc)
-			summs += (bsum(4*j) + bsum(4*j+1)) * int32(m1)
-			summs += (bsum(4*j+2) + bsum(4*j+3)) * int32(m2)
-			q := x[16+32*j : 16+32*j+32]
-			a := q8[64*j : 64*j+64]
+			q := (*[32]byte)(x[qsOff+32*j:])
+			a := (*[64]byte)(q8[64*j:])
 			var lo, hi int32
-			for l := range 32 {
-				lo += int32(q[l]&0xf) * i8(a, l)
-				hi += int32(q[l]>>4) * i8(a, 32+l)
+			if five {
+				lo, hi = nibbleDot5(q, (*[32]byte)(x[16:48]), uint(2*j), a)
+			} else {
+				lo, hi = nibbleDot4(q, a)
 			}
-			isum += int32(s1)*lo + int32(s2)*hi
+			isum += int32(sc[2*j])*lo + int32(sc[2*j+1])*hi
 		}
 		acc[i&7] += kPartial(isum, summs, half(x[0:]), half(x[2:]), dy)
 	}
 	return reduce(acc[:])
 }
 
-// Q5_K·Q8_K.
-func dotQ5_K(row, act []byte, n int) float32 {
-	var acc [8]float32
-	for i := range n / QK_K {
-		x := (*[176]byte)(row[176*i:])
-		dy, q8, bsum := q8K((*[292]byte)(act[292*i:]))
-		sc := x[4:16]
-		qh := (*[32]byte)(x[16:48])
-		var summs, isum int32
-		for j := range 4 {
-			s1, m1 := scaleMinK4(2*j, sc)
-			s2, m2 := scaleMinK4(2*j+1, sc)
-			summs += (bsum(4*j) + bsum(4*j+1)) * int32(m1)
-			summs += (bsum(4*j+2) + bsum(4*j+3)) * int32(m2)
-			b1, b2 := uint(2*j), uint(2*j+1)
-			q := (*[32]byte)(x[48+32*j:])
-			a := (*[64]byte)(q8[64*j:])
-			var lo, hi int32
-			for l := range 32 {
-				vl := int32(q[l]&0xf) | int32((qh[l]>>b1)&1)<<4
-				vh := int32(q[l]>>4) | int32((qh[l]>>b2)&1)<<4
-				lo += vl * int32(int8(a[l]))
-				hi += vh * int32(int8(a[32+l]))
-			}
-			isum += int32(s1)*lo + int32(s2)*hi
-		}
-		acc[i&7] += kPartial(isum, summs, half(x[0:]), half(x[2:]), dy)
+// nibbleDot4 dots the low nibbles of q with a[:32] and the high with a[32:].
+func nibbleDot4(q *[32]byte, a *[64]byte) (lo, hi int32) {
+	for l := range 32 {
+		lo += int32(q[l]&0xf) * i8(a[:], l)
+		hi += int32(q[l]>>4) * i8(a[:], 32+l)
 	}
-	return reduce(acc[:])
+	return lo, hi
+}
+
+// nibbleDot5 is nibbleDot4 with fifth bits: bit b of qh[l] for the low
+// nibble, bit b+1 for the high.
+func nibbleDot5(q, qh *[32]byte, b uint, a *[64]byte) (lo, hi int32) {
+	b &= 7
+	for l := range 32 {
+		vl := int32(q[l]&0xf) | int32((qh[l]>>b)&1)<<4
+		vh := int32(q[l]>>4) | int32((qh[l]>>((b+1)&7))&1)<<4
+		lo += vl * i8(a[:], l)
+		hi += vh * i8(a[:], 32+l)
+	}
+	return lo, hi
 }
 
 // Q6_K·Q8_K.
@@ -352,7 +357,7 @@ func dotQ6_K(row, act []byte, n int) float32 {
 	var acc [8]float32
 	for i := range n / QK_K {
 		x := (*[210]byte)(row[210*i:])
-		dy, q8, _ := q8K((*[292]byte)(act[292*i:]))
+		dy, q8 := q8K((*[292]byte)(act[292*i:]))
 		var isum int32
 		for c := range 2 {
 			ql := x[64*c : 64*c+64]
@@ -386,7 +391,7 @@ func dotIQ4_XS(row, act []byte, n int) float32 {
 	var acc [8]float32
 	for i := range n / QK_K {
 		x := (*[136]byte)(row[136*i:])
-		dy, q8, _ := q8K((*[292]byte)(act[292*i:]))
+		dy, q8 := q8K((*[292]byte)(act[292*i:]))
 		var isum int32
 		for ib := range 8 {
 			qs := x[8+16*ib : 8+16*ib+16]

@@ -110,13 +110,31 @@ func minMax(x []float32) (lo, hi float32) {
 	return lo, hi
 }
 
-func quantBlockQ4_0(x []float32, y []byte) {
+// symScale is the scale of the symmetric 4/5-bit types: d = max/div, with
+// max the element of largest magnitude, and its inverse.
+func symScale(x []float32, div float32) (d, id float32) {
 	max, _ := absMax(x)
-	d := max / -8
-	var id float32
-	if d != 0 {
-		id = 1 / d
+	d = max / div
+	return d, inverse(d)
+}
+
+// asymScale is the scale and offset of Q4_1/Q5_1: d = (hi−lo)/levels.
+func asymScale(x []float32, levels float32) (d, id, lo float32) {
+	lo, hi := minMax(x)
+	d = (hi - lo) / levels
+	return d, inverse(d), lo
+}
+
+// inverse is 1/d, or 0 for 0 (ggml's `d ? 1/d : 0`).
+func inverse(d float32) float32 {
+	if d == 0 {
+		return 0
 	}
+	return 1 / d
+}
+
+func quantBlockQ4_0(x []float32, y []byte) {
+	d, id := symScale(x, -8)
 	putLE16(y, FP32ToFP16(d))
 	for j := range 16 {
 		x0 := float32(x[j]*id) + 8.5
@@ -126,12 +144,7 @@ func quantBlockQ4_0(x []float32, y []byte) {
 }
 
 func quantBlockQ4_1(x []float32, y []byte) {
-	lo, hi := minMax(x)
-	d := (hi - lo) / 15
-	var id float32
-	if d != 0 {
-		id = 1 / d
-	}
+	d, id, lo := asymScale(x, 15)
 	putLE16(y, FP32ToFP16(d))
 	putLE16(y[2:], FP32ToFP16(lo))
 	for j := range 16 {
@@ -141,41 +154,35 @@ func quantBlockQ4_1(x []float32, y []byte) {
 	}
 }
 
-func quantBlockQ5_0(x []float32, y []byte) {
-	max, _ := absMax(x)
-	d := max / -16
-	var id float32
-	if d != 0 {
-		id = 1 / d
-	}
-	putLE16(y, FP32ToFP16(d))
-	var qh uint32
+// packQ5 stores 32 5-bit levels: low nibbles in qs, fifth bits in qh.
+func packQ5(l0, l1 []uint8, qs, qh []byte) {
+	var h uint32
 	for j := range 16 {
-		x0 := min(31, uint8(int8(float32(x[j]*id)+16.5)))
-		x1 := min(31, uint8(int8(float32(x[16+j]*id)+16.5)))
-		y[6+j] = x0&0xf | (x1&0xf)<<4
-		qh |= uint32(x0>>4&1)<<j | uint32(x1>>4&1)<<(j+16)
+		qs[j] = l0[j]&0xf | (l1[j]&0xf)<<4
+		h |= uint32(l0[j]>>4&1)<<j | uint32(l1[j]>>4&1)<<(j+16)
 	}
-	binary.LittleEndian.PutUint32(y[2:], qh)
+	binary.LittleEndian.PutUint32(qh, h)
+}
+
+func quantBlockQ5_0(x []float32, y []byte) {
+	d, id := symScale(x, -16)
+	putLE16(y, FP32ToFP16(d))
+	var l [32]uint8
+	for j, v := range x {
+		l[j] = min(31, uint8(int8(float32(v*id)+16.5)))
+	}
+	packQ5(l[:16], l[16:], y[6:22], y[2:6])
 }
 
 func quantBlockQ5_1(x []float32, y []byte) {
-	lo, hi := minMax(x)
-	d := (hi - lo) / 31
-	var id float32
-	if d != 0 {
-		id = 1 / d
-	}
+	d, id, lo := asymScale(x, 31)
 	putLE16(y, FP32ToFP16(d))
 	putLE16(y[2:], FP32ToFP16(lo))
-	var qh uint32
-	for j := range 16 {
-		x0 := uint8(float32((x[j]-lo)*id) + 0.5)
-		x1 := uint8(float32((x[16+j]-lo)*id) + 0.5)
-		y[8+j] = x0&0xf | (x1&0xf)<<4
-		qh |= uint32(x0>>4&1)<<j | uint32(x1>>4&1)<<(j+16)
+	var l [32]uint8
+	for j, v := range x {
+		l[j] = uint8(float32((v-lo)*id) + 0.5)
 	}
-	binary.LittleEndian.PutUint32(y[4:], qh)
+	packQ5(l[:16], l[16:], y[8:24], y[4:8])
 }
 
 // q8Scale is the Q8_0/Q8_1 reference scale: d = amax/127, id = 1/d.
@@ -185,10 +192,7 @@ func q8Scale(x []float32) (d, id float32) {
 		amax = max(amax, abs32(v))
 	}
 	d = amax / 127
-	if d != 0 {
-		id = 1 / d
-	}
-	return d, id
+	return d, inverse(d)
 }
 
 func quantBlockQ8_0(x []float32, y []byte) {
@@ -484,13 +488,10 @@ func packQ2(L []uint8, qs []byte) {
 func quantBlockQ3_K(x []float32, y []byte) {
 	var L [QK_K]int8
 	var scales [16]float32
-	var maxScale, amax float32
 	for j := range 16 {
 		scales[j] = makeQ3Quants(4, x[16*j:16*j+16], L[16*j:16*j+16])
-		if a := abs32(scales[j]); a > amax {
-			amax, maxScale = a, scales[j]
-		}
 	}
+	maxScale, _ := absMax(scales[:])
 	sc := y[96:108]
 	clear(sc)
 	if maxScale != 0 {
@@ -645,13 +646,10 @@ func quantBlockQ5_K(x []float32, y []byte) {
 func quantBlockQ6_K(x []float32, y []byte) {
 	var L [QK_K]int8
 	var scales [16]float32
-	var maxScale, maxAbs float32
 	for ib := range 16 {
 		scales[ib] = makeQxQuants(32, x[16*ib:16*ib+16], L[16*ib:16*ib+16])
-		if a := abs32(scales[ib]); a > maxAbs {
-			maxAbs, maxScale = a, scales[ib]
-		}
 	}
+	maxScale, maxAbs := absMax(scales[:])
 	if maxAbs < groupMaxEps {
 		clear(y)
 		return
@@ -764,10 +762,7 @@ func quantBlockIQ4_NL(x []float32, y []byte) {
 	var L [32]uint8
 	d := iq4Scale(x, L[:])
 	putLE16(y, FP32ToFP16(d))
-	var id float32
-	if d != 0 {
-		id = 1 / d
-	}
+	id := inverse(d)
 	for j, v := range x {
 		L[j] = bestIndexIQ4NL(id * v)
 	}
@@ -778,29 +773,19 @@ func quantBlockIQ4_NL(x []float32, y []byte) {
 func quantBlockIQ4_XS(x []float32, y []byte) {
 	var L [QK_K]uint8
 	var scales [8]float32
-	var maxScale, amaxScale float32
 	for ib := range 8 {
 		scales[ib] = iq4Scale(x[32*ib:32*ib+32], L[32*ib:32*ib+32])
-		if a := abs32(scales[ib]); a > amaxScale {
-			amaxScale, maxScale = a, scales[ib]
-		}
 	}
+	maxScale, _ := absMax(scales[:])
 	d := -maxScale / 32
 	putLE16(y, FP32ToFP16(d))
-	var id float32
-	if d != 0 {
-		id = 1 / d
-	}
+	id := inverse(d)
 	var scalesH uint16
 	scalesL := y[4:8]
 	clear(scalesL)
 	for ib := range 8 {
 		l := min(31, max32(-32, nearestInt(id*scales[ib])))
-		dl := d * float32(l)
-		var idl float32
-		if dl != 0 {
-			idl = 1 / dl
-		}
+		idl := inverse(d * float32(l))
 		for j, v := range x[32*ib : 32*ib+32] {
 			L[32*ib+j] = bestIndexIQ4NL(idl * v)
 		}
