@@ -2,9 +2,11 @@ package mesh
 
 import (
 	"encoding/binary"
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/quic-go/quic-go"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
@@ -174,7 +176,7 @@ func TestForgedPeerLeaving(t *testing.T) {
 	if _, err := rc.gossip(rc.frame()); err != nil {
 		t.Fatal(err)
 	}
-	events := a.Subscribe(t.Context(), 64)
+	events := a.Subscribe(t.Context(), 256)
 	bid := b.ID()
 	s := rc.openFrame(wire.StreamPeerLeaving, &nodev1.PeerLeaving{PeerId: bid[:], Gen: 1})
 	wantStreamCode(t, streamOutcome(t, s), StreamCodeRejected)
@@ -217,7 +219,7 @@ func TestPeerDownReports(t *testing.T) {
 	if _, err := rc.gossip(rc.frame()); err != nil {
 		t.Fatal(err)
 	}
-	events := a.Subscribe(t.Context(), 64)
+	events := a.Subscribe(t.Context(), 256)
 	report := func(id identity.EndpointID) {
 		t.Helper()
 		s := rc.openFrame(wire.StreamPeerDown, &nodev1.PeerDown{PeerId: id[:], Gen: 1})
@@ -227,9 +229,14 @@ func TestPeerDownReports(t *testing.T) {
 		}
 	}
 
-	report(b.ID()) // a lie: B is fine
 	report(a.ID()) // about the receiver itself
-	time.Sleep(3 * a.cfg.Timeouts.Confirm)
+	report(b.ID()) // a lie: B is fine
+	waitFor(t, 5*time.Second, "A to check on B", func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		p := a.peers[b.ID()]
+		return p == nil || p.probes > 0
+	})
 	if !hasPeer(a.Node, b.ID()) {
 		t.Fatal("A evicted live B on a false PeerDown")
 	}
@@ -375,4 +382,21 @@ func TestAdmissionTimeout(t *testing.T) {
 	n := start(t, cfg)
 	rc := dialRaw(t, n.EndpointAddr(), identity.ALPNMesh)
 	rc.connClosedWith(CodeNotAdmitted)
+}
+
+// TestStreamLimit: a peer cannot hold more streams open at once than the
+// limit; QUIC flow control refuses it the next one.
+func TestStreamLimit(t *testing.T) {
+	checkLeaks(t)
+	cfg := fastConfig()
+	cfg.Limits.MaxIncomingStreams = 3
+	n := start(t, cfg)
+	rc := dialRaw(t, n.EndpointAddr(), identity.ALPNMesh)
+	for range cfg.Limits.MaxIncomingStreams {
+		rc.open([]byte{byte(wire.StreamRouteRequest)}) // the request never follows
+	}
+	var limit *quic.StreamLimitReachedError
+	if _, err := rc.conn.OpenStream(); !errors.As(err, &limit) {
+		t.Fatalf("stream past the limit: %v, want StreamLimitReachedError", err)
+	}
 }

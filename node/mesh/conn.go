@@ -20,19 +20,21 @@ import (
 // peer is one remote node: its connections and, once admitted, what it
 // announced. Fields are guarded by Node.mu; the channels are not.
 type peer struct {
-	id         identity.EndpointID
-	conns      []*peerConn // registered connections, oldest first
-	admitted   bool
-	admittedAt time.Time
-	awaiting   int // our gossip exchanges awaiting its first reply
-	evicted    bool
-	ann        *nodev1.PeerAnnouncement
-	advertised []netip.AddrPort // from its serialized_addr
-	observed   []netip.AddrPort // where its connections came from
-	rtt        time.Duration
-	rttAt      time.Time
-	tunnelMap  *nodev1.TunnelMap
-	lastClose  error // why its last connection closed
+	id          identity.EndpointID
+	conns       []*peerConn // registered connections, oldest first
+	admitted    bool
+	admittedAt  time.Time
+	awaiting    int // our gossip exchanges awaiting its first reply
+	evicted     bool
+	ann         *nodev1.PeerAnnouncement
+	advertised  []netip.AddrPort // from its serialized_addr
+	observed    []netip.AddrPort // where its connections came from
+	rtt         time.Duration
+	rttAt       time.Time
+	rttReported time.Duration // the RTT last published in an event
+	tunnelMap   *nodev1.TunnelMap
+	lastClose   error // why its last connection closed
+	probes      int   // PeerDown reports checked
 
 	admittedCh   chan struct{} // closed at admission
 	gone         chan struct{} // closed at eviction

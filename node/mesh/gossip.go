@@ -188,8 +188,9 @@ func (n *Node) acceptGossip(pc *peerConn, f *nodev1.GossipFrame, gossipRTT time.
 }
 
 // measured records an RTT sample, the lower of the gossip round trip and
-// QUIC's smoothed RTT, and reports whether it moved noticeably (by a
-// quarter and at least a millisecond). Node.mu held.
+// QUIC's smoothed RTT, and reports whether it has moved noticeably (by a
+// quarter and at least a millisecond) from the value last reported, so
+// that jitter does not become a stream of events. Node.mu held.
 func (p *peer) measured(now time.Time, gossipRTT, srtt time.Duration) bool {
 	rtt := srtt
 	if gossipRTT > 0 && (rtt <= 0 || gossipRTT < rtt) {
@@ -198,13 +199,16 @@ func (p *peer) measured(now time.Time, gossipRTT, srtt time.Duration) bool {
 	if rtt <= 0 {
 		return false
 	}
-	old := p.rtt
 	p.rtt, p.rttAt = rtt, now
-	d := rtt - old
+	d := rtt - p.rttReported
 	if d < 0 {
 		d = -d
 	}
-	return old == 0 || d > max(old/4, time.Millisecond)
+	if p.rttReported != 0 && d <= max(p.rttReported/4, time.Millisecond) {
+		return false
+	}
+	p.rttReported = rtt
+	return true
 }
 
 // gossipFrame is what we tell a peer: ourselves, then every admitted peer

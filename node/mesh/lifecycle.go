@@ -57,6 +57,11 @@ func (n *Node) runPeer(p *peer) {
 		ctx, cancel := context.WithTimeout(n.ctx, timeout)
 		err := n.exchange(ctx, pc)
 		cancel()
+		if probe {
+			n.mu.Lock()
+			p.probes++
+			n.mu.Unlock()
+		}
 		switch {
 		case err == nil:
 			failures = 0

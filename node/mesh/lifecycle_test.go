@@ -28,7 +28,7 @@ func threeNodes(t *testing.T, cfg Config) (a, b, c *testNode) {
 func TestCleanShutdown(t *testing.T) {
 	checkLeaks(t)
 	a, b, c := threeNodes(t, slowDetection(fastConfig()))
-	evA, evB := a.Subscribe(t.Context(), 16), b.Subscribe(t.Context(), 16)
+	evA, evB := a.Subscribe(t.Context(), 256), b.Subscribe(t.Context(), 256)
 	start := time.Now()
 	c.stop(t)
 	for _, ev := range []<-chan Event{evA, evB} {
@@ -51,10 +51,10 @@ func TestCleanShutdown(t *testing.T) {
 func TestKilledNode(t *testing.T) {
 	checkLeaks(t)
 	a, b, c := threeNodes(t, fastConfig())
-	evA, evB := a.Subscribe(t.Context(), 16), b.Subscribe(t.Context(), 16)
+	evA, evB := a.Subscribe(t.Context(), 256), b.Subscribe(t.Context(), 256)
 	c.kill()
 	for _, ev := range []<-chan Event{evA, evB} {
-		nextEvent(t, ev, PeerDown, c.ID(), 10*time.Second)
+		nextEvent(t, ev, PeerDown, c.ID(), 20*time.Second)
 	}
 	if hasPeer(a.Node, c.ID()) || hasPeer(b.Node, c.ID()) {
 		t.Fatal("dead node still in a table")

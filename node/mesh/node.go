@@ -142,7 +142,7 @@ func New(cfg Config, key *identity.Key, logger *slog.Logger) (*Node, error) {
 		if full {
 			return nil, fmt.Errorf("mesh: %d connections, the limit", c.Limits.MaxConns)
 		}
-		return nil, nil
+		return n.quicConf, nil // nil would mean quic-go's defaults
 	}
 	serverTLS, err := identity.ServerConfig(key, identity.ALPNMesh, identity.ALPNControl)
 	if err != nil {
