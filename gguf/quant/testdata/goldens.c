@@ -3,11 +3,15 @@
 // dequantisation (to_float), the activation quantised by ggml's reference
 // quantiser, and ggml-cpu's vec_dot of each row with it. Built and run by
 // goldens.sh against a llama.cpp build; the Go tests read the output.
+// With -bench it instead times ggml-cpu's vec_dot (one thread) over the
+// matrix shape BenchmarkMatVec uses and prints GB/s of weights per type.
+#define _POSIX_C_SOURCE 199309L
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ggml.h"
 #include "ggml-cpu.h"
@@ -82,9 +86,49 @@ static void ref_quantize(enum ggml_type t, const float * x, void * y, int64_t n)
     }
 }
 
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// bench prints ggml's single-thread mat-vec speed in GB/s of weights.
+static int bench(void) {
+    enum { COLS = 4096, ROWS = 256 };
+    const enum ggml_type types[] = {
+        GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0,
+        GGML_TYPE_Q5_1, GGML_TYPE_Q8_0, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K,
+        GGML_TYPE_Q6_K, GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS,
+    };
+    float * w = malloc(sizeof(float) * COLS * ROWS), x[COLS], out[ROWS];
+    for (int i = 0; i < COLS * ROWS; i++) w[i] = gauss();
+    for (int i = 0; i < COLS; i++) x[i] = gauss();
+    for (size_t k = 0; k < sizeof(types) / sizeof(types[0]); k++) {
+        const enum ggml_type t = types[k];
+        const struct ggml_type_traits_cpu * cpu = ggml_get_type_traits_cpu(t);
+        const size_t rs = ggml_row_size(t, COLS);
+        uint8_t * q = malloc(rs * ROWS), * a = malloc(ggml_row_size(cpu->vec_dot_type, COLS));
+        ggml_quantize_chunk(t, w, q, 0, ROWS, COLS, NULL);
+        if (cpu->vec_dot_type == GGML_TYPE_F32) memcpy(a, x, sizeof x);
+        else ggml_get_type_traits_cpu(cpu->vec_dot_type)->from_float(x, a, COLS);
+        double best = 1e30;
+        for (int rep = 0; rep < 20; rep++) {
+            const double t0 = now();
+            for (int r = 0; r < ROWS; r++) cpu->vec_dot(COLS, &out[r], 0, q + r * rs, 0, a, 0, 1);
+            const double dt = now() - t0;
+            if (dt < best) best = dt;
+        }
+        printf("%-7s %8.2f GB/s (ggml vec_dot, 1 thread, %dx%d, best of 20)\n", ggml_type_name(t), rs * ROWS / best / 1e9, ROWS, COLS);
+        free(q); free(a);
+    }
+    free(w);
+    return 0;
+}
+
 int main(int argc, char ** argv) {
-    if (argc != 2) { fprintf(stderr, "usage: %s OUT.gguf\n", argv[0]); return 2; }
+    if (argc != 2) { fprintf(stderr, "usage: %s OUT.gguf | -bench\n", argv[0]); return 2; }
     ggml_cpu_init();
+    if (strcmp(argv[1], "-bench") == 0) return bench();
     struct ggml_init_params ip = { 256u << 20, NULL, false };
     ctx = ggml_init(ip);
     gctx = gguf_init_empty();
