@@ -1,6 +1,7 @@
 package steward
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -177,5 +178,33 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		if _, err := New(tt.cfg); err == nil {
 			t.Errorf("%s: New accepted it", tt.name)
 		}
+	}
+}
+
+// TestForRecipe: a serve that names its model routes among that model's
+// backends only, even when another model's backend is cheaper.
+func TestForRecipe(t *testing.T) {
+	cheap, dear := newFake(receipt.F3, 1), newFake(receipt.F3, 100)
+	cheap.recipe, dear.recipe = "small-model", "big-model"
+	s := newSteward(t, Config{Backends: []Backend{{Name: "cpu-small", Engine: cheap}, {Name: "cpu-big", Engine: dear}}})
+	req := genRequest(4, 4, receipt.F2, 1_000_000)
+
+	served, err := s.Serve(context.Background(), req, promptOf(4), nil, ForRecipe("big-model"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if served.Receipt.Receipt.Backend != "cpu-big" || len(served.Route.Candidates) != 1 {
+		t.Fatalf("served on %s weighing %d candidates, want cpu-big alone", served.Receipt.Receipt.Backend, len(served.Route.Candidates))
+	}
+	if served, err = s.Serve(context.Background(), req, promptOf(4), nil); err != nil || served.Receipt.Receipt.Backend != "cpu-small" {
+		t.Fatalf("unscoped serve: %v on %v, want the cheapest backend", err, served)
+	}
+	_, err = s.Serve(context.Background(), req, promptOf(4), nil, ForRecipe("absent-model"))
+	if !errors.Is(err, ErrNoAdmissibleBackend) {
+		t.Fatalf("serve for a recipe no backend runs: %v, want ErrNoAdmissibleBackend", err)
+	}
+	rt, err := s.Route(req, ForRecipe("small-model"))
+	if err != nil || len(rt.Candidates) != 1 || rt.Candidates[0].Backend != "cpu-small" {
+		t.Fatalf("Route(ForRecipe) = %+v, %v", rt, err)
 	}
 }

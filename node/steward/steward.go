@@ -124,12 +124,45 @@ func (s *Steward) Head() receipt.Head {
 // Backends returns the registered backends in registration order.
 func (s *Steward) Backends() []Backend { return append([]Backend(nil), s.backends...) }
 
+// ServeOption narrows or extends one serve.
+type ServeOption func(*serveOptions)
+
+type serveOptions struct {
+	recipe string
+}
+
+// ForRecipe restricts routing to the backends running recipe: a request
+// that names its model (as the OpenAI binding's "model" does) is weighed
+// only against the backends that serve it.
+func ForRecipe(recipe string) ServeOption {
+	return func(o *serveOptions) { o.recipe = recipe }
+}
+
+// candidates returns the backends a serve with opts may route to, in
+// registration order.
+func (s *Steward) candidates(opts []ServeOption) []Backend {
+	var o serveOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.recipe == "" {
+		return s.backends
+	}
+	var out []Backend
+	for _, b := range s.backends {
+		if b.Engine.Recipe() == o.recipe {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
 // Route weighs every backend for req without serving it.
-func (s *Steward) Route(req receipt.ServeRequest) (Route, error) {
+func (s *Steward) Route(req receipt.ServeRequest, opts ...ServeOption) (Route, error) {
 	if err := req.Validate(); err != nil {
 		return Route{}, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
-	rt := route(s.backends, &req)
+	rt := route(s.candidates(opts), &req)
 	if rt.Chosen < 0 {
 		return rt, ErrNoAdmissibleBackend
 	}
@@ -170,12 +203,13 @@ type Served struct {
 // and the output commitment covers exactly those. Serve then returns the
 // Served together with a ServeError wrapping ErrIncomplete and the cause.
 // An incomplete decision answered nothing and is not sealed.
-func (s *Steward) Serve(ctx context.Context, req receipt.ServeRequest, prompt []uint32, emit func(tok uint32) error) (*Served, error) {
+func (s *Steward) Serve(ctx context.Context, req receipt.ServeRequest, prompt []uint32, emit func(tok uint32) error, opts ...ServeOption) (*Served, error) {
 	id, err := req.ID()
 	if err != nil {
 		return nil, &ServeError{Stage: StageRequest, Err: fmt.Errorf("%w: %w", ErrInvalidRequest, err)}
 	}
-	rt := route(s.backends, &req)
+	backends := s.candidates(opts)
+	rt := route(backends, &req)
 	fail := func(stage Stage, err error) error {
 		level := slog.LevelInfo
 		if stage == StageCheck || stage == StageMeter || stage == StageJournal {
@@ -187,7 +221,7 @@ func (s *Steward) Serve(ctx context.Context, req receipt.ServeRequest, prompt []
 	if rt.Chosen < 0 {
 		return nil, fail(StageRoute, ErrNoAdmissibleBackend)
 	}
-	b, cand := s.backends[rt.Chosen], rt.Candidates[rt.Chosen]
+	b, cand := backends[rt.Chosen], rt.Candidates[rt.Chosen]
 	weights := namedWeights(b.Engine)
 
 	var debit Debit
