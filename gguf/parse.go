@@ -1,12 +1,10 @@
 package gguf
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 	"math/bits"
 	"slices"
-	"strings"
 
 	"github.com/meshnode/meshnode/gguf/quant"
 )
@@ -28,49 +26,6 @@ const (
 	KeyAlignment = "general.alignment"
 )
 
-// TensorInfo is one entry of the tensor index.
-type TensorInfo struct {
-	Name string
-	Type quant.Type
-	// Dims is ggml's ne: Dims[0] is the row length (the fastest-varying
-	// dimension), Dims[1] the number of rows, and so on.
-	Dims []int64
-	// Offset is the tensor's offset from the start of the data section.
-	Offset uint64
-	// Size is the tensor's size in bytes.
-	Size uint64
-}
-
-// Elements is the number of elements (the product of Dims).
-func (t TensorInfo) Elements() int64 {
-	n := int64(1)
-	for _, d := range t.Dims {
-		n *= d
-	}
-	return n
-}
-
-// RowLen is the number of elements in one row (Dims[0]).
-func (t TensorInfo) RowLen() int64 {
-	if len(t.Dims) == 0 {
-		return 1
-	}
-	return t.Dims[0]
-}
-
-// Rows is the number of rows: Elements / RowLen.
-func (t TensorInfo) Rows() int64 {
-	if t.RowLen() == 0 {
-		return 0
-	}
-	return t.Elements() / t.RowLen()
-}
-
-// RowSize is the size of one row in bytes.
-func (t TensorInfo) RowSize() int64 {
-	return t.RowLen() / int64(t.Type.BlockSize()) * int64(t.Type.TypeSize())
-}
-
 // header is everything Parse learns before the data section.
 type header struct {
 	version    uint32
@@ -80,64 +35,9 @@ type header struct {
 	dataOffset uint64
 }
 
-type decoder struct {
-	b     []byte
-	off   int
-	where string
-}
-
-func (d *decoder) errAt(off int, sentinel error, format string, args ...any) error {
-	return &FormatError{Offset: int64(off), Where: d.where, Detail: fmt.Sprintf(format, args...), Err: sentinel}
-}
-
-func (d *decoder) remaining() int { return len(d.b) - d.off }
-
-// need fails with ErrTruncated unless n more bytes are there; what names them.
-func (d *decoder) need(n uint64, what string) error {
-	if n > uint64(d.remaining()) {
-		return d.errAt(d.off, ErrTruncated, "%s needs %d bytes, %d left in the file", what, n, d.remaining())
-	}
-	return nil
-}
-
-func (d *decoder) u32(what string) (uint32, error) {
-	if err := d.need(4, what); err != nil {
-		return 0, err
-	}
-	v := binary.LittleEndian.Uint32(d.b[d.off:])
-	d.off += 4
-	return v, nil
-}
-
-func (d *decoder) u64(what string) (uint64, error) {
-	if err := d.need(8, what); err != nil {
-		return 0, err
-	}
-	v := binary.LittleEndian.Uint64(d.b[d.off:])
-	d.off += 8
-	return v, nil
-}
-
-// str reads a length-prefixed string of at most max bytes.
-func (d *decoder) str(what string, max int) (string, error) {
-	start := d.off
-	n, err := d.u64(what + " length")
-	if err != nil {
-		return "", err
-	}
-	if n > uint64(max) {
-		return "", d.errAt(start, ErrCorrupt, "%s length %d exceeds the limit of %d", what, n, max)
-	}
-	if n > uint64(d.remaining()) {
-		return "", d.errAt(start, ErrTruncated, "%s of %d bytes runs past the end of the file (%d bytes left)", what, n, d.remaining())
-	}
-	s := string(d.b[d.off : d.off+int(n)])
-	d.off += int(n)
-	return s, nil
-}
-
 func parseHeader(b []byte) (*header, error) {
-	d := &decoder{b: b, where: "header"}
+	d := &decoder{b: b}
+	d.at("header", -1)
 	if len(b) < 4 || string(b[:4]) != Magic {
 		n := min(len(b), 4)
 		return nil, d.errAt(0, ErrNotGGUF, "magic is %q, want %q", b[:n], Magic)
@@ -177,7 +77,7 @@ func parseHeader(b []byte) (*header, error) {
 	kvs := make([]KV, 0, nKV)
 	h.md = &Metadata{index: make(map[string]int, nKV)}
 	for i := range nKV {
-		d.where = fmt.Sprintf("metadata key %d", i)
+		d.at("metadata key", int64(i))
 		start := d.off
 		key, err := d.str("key", MaxKeyLength)
 		if err != nil {
@@ -186,7 +86,7 @@ func parseHeader(b []byte) (*header, error) {
 		if key == "" {
 			return nil, d.errAt(start, ErrCorrupt, "empty key")
 		}
-		d.where = fmt.Sprintf("metadata key %d %q", i, key)
+		d.name = key
 		if _, dup := h.md.index[key]; dup {
 			return nil, d.errAt(start, ErrCorrupt, "duplicate key")
 		}
@@ -217,7 +117,7 @@ func parseHeader(b []byte) (*header, error) {
 	h.tensors = make([]TensorInfo, 0, nTensors)
 	names := make(map[string]struct{}, nTensors)
 	for i := range nTensors {
-		d.where = fmt.Sprintf("tensor %d", i)
+		d.at("tensor", int64(i))
 		t, err := d.tensorInfo(names)
 		if err != nil {
 			return nil, err
@@ -225,7 +125,7 @@ func parseHeader(b []byte) (*header, error) {
 		h.tensors = append(h.tensors, t)
 	}
 
-	d.where = "data section"
+	d.at("data section", -1)
 	h.dataOffset = uint64(d.off)
 	if nTensors > 0 {
 		h.dataOffset = alignUp(h.dataOffset, h.alignment)
@@ -249,7 +149,7 @@ func (d *decoder) tensorInfo(names map[string]struct{}) (TensorInfo, error) {
 	if name == "" {
 		return t, d.errAt(start, ErrCorrupt, "empty tensor name")
 	}
-	d.where += fmt.Sprintf(" %q", name)
+	d.name = name
 	if _, dup := names[name]; dup {
 		return t, d.errAt(start, ErrCorrupt, "duplicate tensor name")
 	}
@@ -269,7 +169,7 @@ func (d *decoder) tensorInfo(names map[string]struct{}) (TensorInfo, error) {
 	overflow, zero := false, false
 	for j := range t.Dims {
 		off := d.off
-		n, err := d.u64(fmt.Sprintf("dimension %d", j))
+		n, err := d.u64("dimension")
 		if err != nil {
 			return t, err
 		}
@@ -355,171 +255,3 @@ func checkTensorLayout(h *header, fileSize uint64) error {
 
 func alignUp(n, a uint64) uint64 { return (n + a - 1) &^ (a - 1) }
 
-// minEncodedSize is the fewest bytes one array element of type t can take.
-func minEncodedSize(t ValueType) int {
-	switch t {
-	case TypeString:
-		return 8
-	case TypeArray:
-		return 12
-	}
-	return t.size()
-}
-
-// value decodes a value of type t; typOff is where its type tag was.
-func (d *decoder) value(t ValueType, typOff int, depth int) (Value, error) {
-	if t == TypeArray {
-		return d.array(depth)
-	}
-	if !t.valid() {
-		return Value{}, d.errAt(typOff, ErrCorrupt, "invalid value type %d", uint32(t))
-	}
-	if t == TypeString {
-		s, err := d.str("string", math.MaxInt)
-		return Value{kind: kindOf(TypeString), str: s}, err
-	}
-	n := t.size()
-	if err := d.need(uint64(n), t.String()+" value"); err != nil {
-		return Value{}, err
-	}
-	p := d.b[d.off : d.off+n]
-	d.off += n
-	v := Value{kind: kindOf(t)}
-	switch t {
-	case TypeUint8, TypeBool:
-		v.num = uint64(p[0])
-		if t == TypeBool && v.num > 1 {
-			v.num = 1 // llama.cpp reads any non-zero byte as true
-		}
-	case TypeInt8:
-		v.num = uint64(int64(int8(p[0])))
-	case TypeUint16:
-		v.num = uint64(binary.LittleEndian.Uint16(p))
-	case TypeInt16:
-		v.num = uint64(int64(int16(binary.LittleEndian.Uint16(p))))
-	case TypeUint32:
-		v.num = uint64(binary.LittleEndian.Uint32(p))
-	case TypeInt32:
-		v.num = uint64(int64(int32(binary.LittleEndian.Uint32(p))))
-	case TypeFloat32:
-		v.num = math.Float64bits(float64(math.Float32frombits(binary.LittleEndian.Uint32(p))))
-	case TypeUint64, TypeInt64, TypeFloat64:
-		v.num = binary.LittleEndian.Uint64(p)
-	}
-	return v, nil
-}
-
-func (d *decoder) array(depth int) (Value, error) {
-	start := d.off
-	if depth >= maxNesting {
-		return Value{}, d.errAt(start, ErrCorrupt, "arrays nested more than %d deep", maxNesting)
-	}
-	et, err := d.u32("array element type")
-	if err != nil {
-		return Value{}, err
-	}
-	elem := ValueType(et)
-	if !elem.valid() {
-		return Value{}, d.errAt(start, ErrCorrupt, "invalid array element type %d", et)
-	}
-	lenOff := d.off
-	n64, err := d.u64("array length")
-	if err != nil {
-		return Value{}, err
-	}
-	if n64 > uint64(d.remaining()/minEncodedSize(elem)) {
-		return Value{}, d.errAt(lenOff, ErrTruncated, "array of %d %s cannot fit in the %d bytes left", n64, elem, d.remaining())
-	}
-	n := int(n64)
-	le := binary.LittleEndian
-	sz := elem.size()
-	body := d.b[d.off : d.off+n*sz] // only meaningful for fixed-size elements
-	v := Value{kind: kindOf(TypeArray), elem: elem}
-	switch elem {
-	case TypeUint8:
-		v.arr = slices.Clone(body)
-	case TypeInt8:
-		v.arr = decodeEach(n, func(i int) int8 { return int8(body[i]) })
-	case TypeBool:
-		v.arr = decodeEach(n, func(i int) bool { return body[i] != 0 })
-	case TypeUint16:
-		v.arr = decodeEach(n, func(i int) uint16 { return le.Uint16(body[2*i:]) })
-	case TypeInt16:
-		v.arr = decodeEach(n, func(i int) int16 { return int16(le.Uint16(body[2*i:])) })
-	case TypeUint32:
-		v.arr = decodeEach(n, func(i int) uint32 { return le.Uint32(body[4*i:]) })
-	case TypeInt32:
-		v.arr = decodeEach(n, func(i int) int32 { return int32(le.Uint32(body[4*i:])) })
-	case TypeFloat32:
-		v.arr = decodeEach(n, func(i int) float32 { return math.Float32frombits(le.Uint32(body[4*i:])) })
-	case TypeUint64:
-		v.arr = decodeEach(n, func(i int) uint64 { return le.Uint64(body[8*i:]) })
-	case TypeInt64:
-		v.arr = decodeEach(n, func(i int) int64 { return int64(le.Uint64(body[8*i:])) })
-	case TypeFloat64:
-		v.arr = decodeEach(n, func(i int) float64 { return math.Float64frombits(le.Uint64(body[8*i:])) })
-	case TypeString:
-		ss, err := d.strings(n)
-		if err != nil {
-			return Value{}, err
-		}
-		v.arr = ss
-		return v, nil
-	case TypeArray:
-		vs := make([]Value, n)
-		for i := range vs {
-			if vs[i], err = d.array(depth + 1); err != nil {
-				return Value{}, err
-			}
-		}
-		v.arr = vs
-		return v, nil
-	}
-	d.off += n * sz
-	return v, nil
-}
-
-func decodeEach[T any](n int, f func(int) T) []T {
-	out := make([]T, n)
-	for i := range out {
-		out[i] = f(i)
-	}
-	return out
-}
-
-// strings decodes n length-prefixed strings into one shared backing string,
-// so a 150k-entry vocabulary costs two allocations, not 150k.
-func (d *decoder) strings(n int) ([]string, error) {
-	start := d.off
-	total := 0
-	for i := range n {
-		off := d.off
-		l, err := d.u64(fmt.Sprintf("string %d length", i))
-		if err != nil {
-			return nil, err
-		}
-		if l > uint64(d.remaining()) {
-			return nil, d.errAt(off, ErrTruncated, "string %d of %d bytes runs past the end of the file (%d bytes left)", i, l, d.remaining())
-		}
-		d.off += int(l)
-		total += int(l)
-	}
-	var sb strings.Builder
-	sb.Grow(total)
-	d.off = start
-	for range n {
-		l := int(binary.LittleEndian.Uint64(d.b[d.off:]))
-		sb.Write(d.b[d.off+8 : d.off+8+l])
-		d.off += 8 + l
-	}
-	all := sb.String()
-	out := make([]string, n)
-	pos := 0
-	for i, p := 0, start; i < n; i++ {
-		l := int(binary.LittleEndian.Uint64(d.b[p:]))
-		out[i] = all[pos : pos+l]
-		pos += l
-		p += 8 + l
-	}
-	return out, nil
-}

@@ -3,6 +3,7 @@ package gguf
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -180,5 +181,34 @@ func TestOpenMapsFile(t *testing.T) {
 	}
 	if _, err := f.TensorData(ti); !errors.Is(err, ErrClosed) {
 		t.Errorf("after Close: %v, want ErrClosed", err)
+	}
+}
+
+// BenchmarkParseVocab parses a header with a 150k-entry vocabulary (the size
+// of Qwen's or Llama 3's), the bulk of any real file's metadata.
+func BenchmarkParseVocab(b *testing.B) {
+	const n = 150_000
+	toks := make([]string, n)
+	scores := make([]float32, n)
+	types := make([]int32, n)
+	for i := range toks {
+		toks[i] = fmt.Sprintf("tok%06d", i)
+		types[i] = 1
+	}
+	w := NewWriter()
+	if err := errors.Join(w.Set("tokenizer.ggml.tokens", toks), w.Set("tokenizer.ggml.scores", scores),
+		w.Set("tokenizer.ggml.token_type", types)); err != nil {
+		b.Fatal(err)
+	}
+	data, err := w.Bytes()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Parse(data); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -66,7 +66,7 @@ func (t ValueType) isInt() bool {
 type Value struct {
 	kind uint8     // the ValueType plus one, so the zero Value is no type
 	elem ValueType // element type of an array
-	num  uint64    // integers (two's complement), bool (0/1), float bits (float64 for both float types)
+	num  uint64    // integers (two's complement), bool (0/1), or the float's own bits
 	str  string
 	// arr holds an array as a Go slice of the element type: []uint8, []int8,
 	// []uint16, []int16, []uint32, []int32, []float32, []bool, []string,
@@ -146,7 +146,7 @@ func (v Value) Interface() any {
 	case TypeInt32:
 		return int32(v.num)
 	case TypeFloat32:
-		return float32(math.Float64frombits(v.num))
+		return math.Float32frombits(uint32(v.num))
 	case TypeBool:
 		return v.num != 0
 	case TypeString:
@@ -193,10 +193,13 @@ func (v Value) AsInt64() (int64, bool) {
 
 // AsFloat64 returns a float32 or float64 value.
 func (v Value) AsFloat64() (float64, bool) {
-	if v.typ() != TypeFloat32 && v.typ() != TypeFloat64 {
-		return 0, false
+	switch v.typ() {
+	case TypeFloat32:
+		return float64(math.Float32frombits(uint32(v.num))), true
+	case TypeFloat64:
+		return math.Float64frombits(v.num), true
 	}
-	return math.Float64frombits(v.num), true
+	return 0, false
 }
 
 // Strings returns an array of strings (aliased).
@@ -367,7 +370,7 @@ func ValueOf(x any) (Value, error) {
 	case int32:
 		return Value{kind: kindOf(TypeInt32), num: uint64(int64(x))}, nil
 	case float32:
-		return Value{kind: kindOf(TypeFloat32), num: math.Float64bits(float64(x))}, nil
+		return Value{kind: kindOf(TypeFloat32), num: uint64(math.Float32bits(x))}, nil
 	case bool:
 		var n uint64
 		if x {

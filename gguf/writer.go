@@ -213,9 +213,6 @@ func (e *encoder) scalar(t ValueType, num uint64) {
 	case 2:
 		e.u16(uint16(num))
 	case 4:
-		if t == TypeFloat32 {
-			num = uint64(math.Float32bits(float32(math.Float64frombits(num))))
-		}
 		e.u32(uint32(num))
 	case 8:
 		e.u64(num)
