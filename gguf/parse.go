@@ -254,4 +254,3 @@ func checkTensorLayout(h *header, fileSize uint64) error {
 }
 
 func alignUp(n, a uint64) uint64 { return (n + a - 1) &^ (a - 1) }
-
