@@ -30,38 +30,22 @@ func Dequantize(t Type, src []byte, dst []float32) error {
 		for i := range dst {
 			dst[i] = BF16ToFP32(le16(src[2*i:]))
 		}
-	case Q4_0:
-		dequantQ4_0(src, dst)
-	case Q4_1:
-		dequantQ4_1(src, dst)
-	case Q5_0:
-		dequantQ5_0(src, dst)
-	case Q5_1:
-		dequantQ5_1(src, dst)
-	case Q8_0:
-		dequantQ8_0(src, dst)
-	case Q8_1:
-		dequantQ8_1(src, dst)
-	case Q2_K:
-		dequantQ2_K(src, dst)
-	case Q3_K:
-		dequantQ3_K(src, dst)
-	case Q4_K:
-		dequantQ4_K(src, dst)
-	case Q5_K:
-		dequantQ5_K(src, dst)
-	case Q6_K:
-		dequantQ6_K(src, dst)
-	case Q8_K:
-		dequantQ8_K(src, dst)
-	case IQ4_NL:
-		dequantIQ4_NL(src, dst)
-	case IQ4_XS:
-		dequantIQ4_XS(src, dst)
 	default:
-		return fmt.Errorf("quant: cannot dequantise %s", t)
+		f, ok := dequantizers[t]
+		if !ok {
+			return fmt.Errorf("quant: cannot dequantise %s", t)
+		}
+		f(src, dst)
 	}
 	return nil
+}
+
+// dequantizers decode whole rows of the block types.
+var dequantizers = map[Type]func(src []byte, dst []float32){
+	Q4_0: dequantQ4_0, Q4_1: dequantQ4_1, Q5_0: dequantQ5_0, Q5_1: dequantQ5_1,
+	Q8_0: dequantQ8_0, Q8_1: dequantQ8_1, Q2_K: dequantQ2_K, Q3_K: dequantQ3_K,
+	Q4_K: dequantQ4_K, Q5_K: dequantQ5_K, Q6_K: dequantQ6_K, Q8_K: dequantQ8_K,
+	IQ4_NL: dequantIQ4_NL, IQ4_XS: dequantIQ4_XS,
 }
 
 // checkRow checks that b holds exactly n elements of t.

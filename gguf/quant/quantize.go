@@ -32,44 +32,25 @@ func Quantize(t Type, src []float32, dst []byte) error {
 		for i, f := range src {
 			putLE16(dst[2*i:], FP32ToBF16(f))
 		}
-	case Q4_0:
-		forBlocks(src, dst, 32, 18, quantBlockQ4_0)
-	case Q4_1:
-		forBlocks(src, dst, 32, 20, quantBlockQ4_1)
-	case Q5_0:
-		forBlocks(src, dst, 32, 22, quantBlockQ5_0)
-	case Q5_1:
-		forBlocks(src, dst, 32, 24, quantBlockQ5_1)
-	case Q8_0:
-		forBlocks(src, dst, 32, 34, quantBlockQ8_0)
-	case Q8_1:
-		forBlocks(src, dst, 32, 36, quantBlockQ8_1)
-	case Q2_K:
-		forBlocks(src, dst, QK_K, 84, quantBlockQ2_K)
-	case Q3_K:
-		forBlocks(src, dst, QK_K, 110, quantBlockQ3_K)
-	case Q4_K:
-		forBlocks(src, dst, QK_K, 144, quantBlockQ4_K)
-	case Q5_K:
-		forBlocks(src, dst, QK_K, 176, quantBlockQ5_K)
-	case Q6_K:
-		forBlocks(src, dst, QK_K, 210, quantBlockQ6_K)
-	case Q8_K:
-		forBlocks(src, dst, QK_K, 292, quantBlockQ8_K)
-	case IQ4_NL:
-		forBlocks(src, dst, 32, 18, quantBlockIQ4_NL)
-	case IQ4_XS:
-		forBlocks(src, dst, QK_K, 136, quantBlockIQ4_XS)
 	default:
-		return fmt.Errorf("quant: cannot quantise to %s", t)
+		f, ok := blockQuantizers[t]
+		if !ok {
+			return fmt.Errorf("quant: cannot quantise to %s", t)
+		}
+		qk, size := t.BlockSize(), t.TypeSize()
+		for i := range len(src) / qk {
+			f(src[qk*i:qk*i+qk], dst[size*i:size*i+size])
+		}
 	}
 	return nil
 }
 
-func forBlocks(src []float32, dst []byte, qk, size int, f func(x []float32, y []byte)) {
-	for i := range len(src) / qk {
-		f(src[qk*i:qk*i+qk], dst[size*i:size*i+size])
-	}
+// blockQuantizers quantise one block: x holds BlockSize floats, y TypeSize bytes.
+var blockQuantizers = map[Type]func(x []float32, y []byte){
+	Q4_0: quantBlockQ4_0, Q4_1: quantBlockQ4_1, Q5_0: quantBlockQ5_0, Q5_1: quantBlockQ5_1,
+	Q8_0: quantBlockQ8_0, Q8_1: quantBlockQ8_1, Q2_K: quantBlockQ2_K, Q3_K: quantBlockQ3_K,
+	Q4_K: quantBlockQ4_K, Q5_K: quantBlockQ5_K, Q6_K: quantBlockQ6_K, Q8_K: quantBlockQ8_K,
+	IQ4_NL: quantBlockIQ4_NL, IQ4_XS: quantBlockIQ4_XS,
 }
 
 // nearestInt rounds to nearest, ties to even, for |f| < 2^22, by ggml's
