@@ -142,6 +142,7 @@ func (t *Template) render(messages []Message, addGenerationPrompt bool) (out str
 		"bos_token":             jinja.NewString(t.opt.BOS),
 		"eos_token":             jinja.NewString(t.opt.EOS),
 		"raise_exception":       jinja.NewCallable("raise_exception", raiseException),
+		"range":                 jinja.NewCallable("range", boundedRange),
 		"strftime_now": jinja.NewCallable("strftime_now", func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
 			format := "%Y-%m-%d"
 			if len(args) > 0 && args[0].IsString() {
@@ -169,6 +170,49 @@ func raiseException(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, 
 		}
 	}
 	return jinja.Undefined(), &RejectedError{Reason: reason}
+}
+
+// maxRange bounds range(): the engine would build the whole list, so a
+// template from a hostile file could ask for billions of elements.
+const maxRange = 1 << 20
+
+// boundedRange is Python's range over integers, refusing more than maxRange
+// elements.
+func boundedRange(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+	var n [3]int64
+	for i, a := range args {
+		if i == 3 || !a.IsInt() {
+			return jinja.Undefined(), fmt.Errorf("range: want 1 to 3 integers, got %d arguments", len(args))
+		}
+		n[i] = a.AsInt()
+	}
+	start, stop, step := int64(0), n[0], int64(1)
+	switch len(args) {
+	case 0:
+		return jinja.Undefined(), fmt.Errorf("range: want 1 to 3 integers, got none")
+	case 2:
+		start, stop = n[0], n[1]
+	case 3:
+		start, stop, step = n[0], n[1], n[2]
+	}
+	if step == 0 {
+		return jinja.Undefined(), fmt.Errorf("range: step must not be zero")
+	}
+	var count uint64
+	switch {
+	case step > 0 && stop > start:
+		count = (uint64(stop-start) + uint64(step) - 1) / uint64(step)
+	case step < 0 && stop < start:
+		count = (uint64(start-stop) + uint64(-step) - 1) / uint64(-step)
+	}
+	if count > maxRange {
+		return jinja.Undefined(), fmt.Errorf("range: %d elements, more than %d", count, maxRange)
+	}
+	items := make([]jinja.Value, count)
+	for i := range items {
+		items[i] = jinja.NewInt(start + int64(i)*step)
+	}
+	return jinja.NewList(items), nil
 }
 
 // strftime formats t with the directives chat templates use (Python's

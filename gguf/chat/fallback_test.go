@@ -129,6 +129,41 @@ func TestErrors(t *testing.T) {
 	}
 }
 
+// TestRange: Python's range, but a hostile template cannot make it build
+// billions of elements.
+func TestRange(t *testing.T) {
+	for src, want := range map[string]string{
+		"{% for i in range(3) %}{{ i }}{% endfor %}":         "012",
+		"{% for i in range(2, 8, 3) %}{{ i }}{% endfor %}":   "25",
+		"{% for i in range(5, 0, -2) %}{{ i }}{% endfor %}":  "531",
+		"{% for i in range(3, 3) %}{{ i }}{% endfor %}x":     "x",
+		"{{ range(messages|length)|list|length }}":           "4",
+		"{% for i in range(0, 10, -1) %}{{ i }}{% endfor %}": "",
+	} {
+		tpl, err := Compile(src, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := tpl.Apply(threeTurns, false); err != nil || got != want {
+			t.Errorf("%s = %q, %v; want %q", src, got, err, want)
+		}
+	}
+	for _, src := range []string{
+		"{% for i in range(10000000000) %}x{% endfor %}",
+		"{% for i in range(0, 2) %}{% for j in range(-5000000000, 0) %}{% endfor %}{% endfor %}",
+		"{{ range(1, 2, 0) }}",
+		"{{ range('a') }}",
+	} {
+		tpl, err := Compile(src, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tpl.Apply(threeTurns, false); !errors.Is(err, ErrTemplate) {
+			t.Errorf("%s: err = %v, want ErrTemplate", src, err)
+		}
+	}
+}
+
 func TestStripBOSAndClock(t *testing.T) {
 	tpl, err := Compile("{{ bos_token }}{{ strftime_now('%d %b %Y, %A %-d %H:%M') }}{{ eos_token }}",
 		Options{BOS: "<s>", EOS: "</s>", StripBOS: true, StripEOS: true, Now: func() time.Time { return goldenNow }})
