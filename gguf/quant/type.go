@@ -63,55 +63,57 @@ type traits struct {
 	name      string
 	blockSize int // elements per block
 	typeSize  int // bytes per block
-	// kernels is true for the types this package can dequantise and dot.
-	kernels bool
 }
 
 // table is ggml's type_traits (ggml.c): name, block size, block bytes.
 var table = map[Type]traits{
-	F32:     {"F32", 1, 4, true},
-	F16:     {"F16", 1, 2, true},
-	Q4_0:    {"Q4_0", 32, 18, true},
-	Q4_1:    {"Q4_1", 32, 20, true},
-	Q5_0:    {"Q5_0", 32, 22, true},
-	Q5_1:    {"Q5_1", 32, 24, true},
-	Q8_0:    {"Q8_0", 32, 34, true},
-	Q8_1:    {"Q8_1", 32, 36, true},
-	Q2_K:    {"Q2_K", QK_K, 84, true},
-	Q3_K:    {"Q3_K", QK_K, 110, true},
-	Q4_K:    {"Q4_K", QK_K, 144, true},
-	Q5_K:    {"Q5_K", QK_K, 176, true},
-	Q6_K:    {"Q6_K", QK_K, 210, true},
-	Q8_K:    {"Q8_K", QK_K, 292, true},
-	IQ2_XXS: {"IQ2_XXS", QK_K, 66, false},
-	IQ2_XS:  {"IQ2_XS", QK_K, 74, false},
-	IQ3_XXS: {"IQ3_XXS", QK_K, 98, false},
-	IQ1_S:   {"IQ1_S", QK_K, 50, false},
-	IQ4_NL:  {"IQ4_NL", 32, 18, true},
-	IQ3_S:   {"IQ3_S", QK_K, 110, false},
-	IQ2_S:   {"IQ2_S", QK_K, 82, false},
-	IQ4_XS:  {"IQ4_XS", QK_K, 136, true},
-	I8:      {"I8", 1, 1, false},
-	I16:     {"I16", 1, 2, false},
-	I32:     {"I32", 1, 4, false},
-	I64:     {"I64", 1, 8, false},
-	F64:     {"F64", 1, 8, false},
-	IQ1_M:   {"IQ1_M", QK_K, 56, false},
-	BF16:    {"BF16", 1, 2, true},
-	TQ1_0:   {"TQ1_0", QK_K, 54, false},
-	TQ2_0:   {"TQ2_0", QK_K, 66, false},
-	MXFP4:   {"MXFP4", 32, 17, false},
-	NVFP4:   {"NVFP4", 64, 36, false},
-	Q1_0:    {"Q1_0", 128, 18, false},
-	Q2_0:    {"Q2_0", 64, 18, false},
+	F32:     {"F32", 1, 4},
+	F16:     {"F16", 1, 2},
+	Q4_0:    {"Q4_0", 32, 18},
+	Q4_1:    {"Q4_1", 32, 20},
+	Q5_0:    {"Q5_0", 32, 22},
+	Q5_1:    {"Q5_1", 32, 24},
+	Q8_0:    {"Q8_0", 32, 34},
+	Q8_1:    {"Q8_1", 32, 36},
+	Q2_K:    {"Q2_K", QK_K, 84},
+	Q3_K:    {"Q3_K", QK_K, 110},
+	Q4_K:    {"Q4_K", QK_K, 144},
+	Q5_K:    {"Q5_K", QK_K, 176},
+	Q6_K:    {"Q6_K", QK_K, 210},
+	Q8_K:    {"Q8_K", QK_K, 292},
+	IQ2_XXS: {"IQ2_XXS", QK_K, 66},
+	IQ2_XS:  {"IQ2_XS", QK_K, 74},
+	IQ3_XXS: {"IQ3_XXS", QK_K, 98},
+	IQ1_S:   {"IQ1_S", QK_K, 50},
+	IQ4_NL:  {"IQ4_NL", 32, 18},
+	IQ3_S:   {"IQ3_S", QK_K, 110},
+	IQ2_S:   {"IQ2_S", QK_K, 82},
+	IQ4_XS:  {"IQ4_XS", QK_K, 136},
+	I8:      {"I8", 1, 1},
+	I16:     {"I16", 1, 2},
+	I32:     {"I32", 1, 4},
+	I64:     {"I64", 1, 8},
+	F64:     {"F64", 1, 8},
+	IQ1_M:   {"IQ1_M", QK_K, 56},
+	BF16:    {"BF16", 1, 2},
+	TQ1_0:   {"TQ1_0", QK_K, 54},
+	TQ2_0:   {"TQ2_0", QK_K, 66},
+	MXFP4:   {"MXFP4", 32, 17},
+	NVFP4:   {"NVFP4", 64, 36},
+	Q1_0:    {"Q1_0", 128, 18},
+	Q2_0:    {"Q2_0", 64, 18},
 }
 
 // Known reports whether t is a type ggml defines, so its block geometry (and
 // hence the byte size of a tensor of it) is known.
 func (t Type) Known() bool { _, ok := table[t]; return ok }
 
-// Supported reports whether this package can dequantise t and dot rows of it.
-func (t Type) Supported() bool { return table[t].kernels }
+// Supported reports whether Quantize and Dequantize handle t. (Which types
+// VecDot takes as weights is VecDotType's to say.)
+func (t Type) Supported() bool {
+	_, ok := dequantizers[t]
+	return ok || t == F32 || t == F16 || t == BF16
+}
 
 // String is ggml's name for t, or "type(N)" for an unknown value.
 func (t Type) String() string {
