@@ -131,6 +131,9 @@ func (f *File) Close() error {
 // ModelKey is the name a model file goes by: its base name without the
 // .gguf extension.
 func ModelKey(path string) string {
+	if path == "" {
+		return ""
+	}
 	base := filepath.Base(path)
 	if ext := filepath.Ext(base); strings.EqualFold(ext, ".gguf") {
 		base = base[:len(base)-len(ext)]
