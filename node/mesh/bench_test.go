@@ -9,6 +9,10 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/meshnode/meshnode/node/identity"
 )
 
 // benchPair is a joined client and host with the test HTTP server behind
@@ -81,16 +85,79 @@ func BenchmarkTunnelThroughput(b *testing.B) {
 	const size = 64 << 20
 	tunnel, direct, url := benchPair(b)
 	url += "/blob/" + strconv.Itoa(size)
-	var tt, dt time.Duration
+	stream := quicBaseline(b)
+	var tt, dt, qt time.Duration
 	b.ResetTimer()
 	for b.Loop() {
 		tt += fetch(b, tunnel, url)
 		dt += fetch(b, direct, url)
+		qt += stream(size)
 	}
 	mibps := func(d time.Duration) float64 { return float64(b.N) * size / (1 << 20) / d.Seconds() }
 	b.ReportMetric(mibps(tt), "tunnel_MiB/s")
 	b.ReportMetric(mibps(dt), "direct_MiB/s")
+	b.ReportMetric(mibps(qt), "quic_MiB/s")
 	b.ReportMetric(mibps(tt)/mibps(dt), "throughput_ratio")
+	b.ReportMetric(mibps(tt)/mibps(qt), "tunnel_over_quic")
+}
+
+// quicBaseline returns a function that sends n bytes over one bare quic-go
+// stream between two loopback endpoints configured as nodes are: the cost
+// of QUIC itself on this machine, against which the tunnel's own share
+// shows.
+func quicBaseline(b *testing.B) func(n int64) time.Duration {
+	srvKey, cliKey := newKey(b), newKey(b)
+	srvTLS, err := identity.ServerConfig(srvKey, identity.ALPNMesh)
+	if err != nil {
+		b.Fatal(err)
+	}
+	base := fastConfig()
+	cfg, _ := base.withDefaults()
+	qc := &quic.Config{MaxStreamReceiveWindow: cfg.Limits.StreamWindow, MaxConnectionReceiveWindow: cfg.Limits.ConnWindow}
+	ln, err := quic.ListenAddr("127.0.0.1:0", srvTLS, qc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ln.Close() })
+	received := make(chan int64)
+	go func() {
+		c, err := ln.Accept(context.Background())
+		if err != nil {
+			return
+		}
+		for {
+			s, err := c.AcceptStream(context.Background())
+			if err != nil {
+				return
+			}
+			n, _ := io.Copy(io.Discard, s)
+			received <- n
+		}
+	}()
+	cliTLS, err := identity.ClientConfig(cliKey, srvKey.ID(), identity.ALPNMesh)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := quic.DialAddr(context.Background(), ln.Addr().String(), cliTLS, qc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.CloseWithError(0, "") })
+	return func(n int64) time.Duration {
+		start := time.Now()
+		s, err := c.OpenStreamSync(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.CopyN(s, zeros{}, n); err != nil {
+			b.Fatal(err)
+		}
+		s.Close()
+		if got := <-received; got != n {
+			b.Fatalf("received %d of %d bytes", got, n)
+		}
+		return time.Since(start)
+	}
 }
 
 // BenchmarkGossipConvergence10 starts ten nodes that each know only the

@@ -237,11 +237,28 @@ func (n *Node) gossipFrame() *nodev1.GossipFrame {
 	}
 	n.mu.Unlock()
 	slices.SortFunc(peers, func(a, b *nodev1.PeerAnnouncement) int { return bytes.Compare(a.EndpointId, b.EndpointId) })
-	return &nodev1.GossipFrame{
+	f := &nodev1.GossipFrame{
 		Gen:      wire.ProtocolGeneration,
 		Peers:    append([]*nodev1.PeerAnnouncement{self}, peers...),
 		SenderId: bytes.Clone(n.id[:]),
 	}
+	return fitFrame(f, wire.MaxControlFrameBytes)
+}
+
+// fitFrame drops relayed entries from the end of f until it encodes within
+// limit, so that a large mesh degrades to partial relaying (peers still
+// gossip directly) instead of no gossip at all. The self entry stays.
+func fitFrame(f *nodev1.GossipFrame, limit int) *nodev1.GossipFrame {
+	size := proto.Size(f)
+	for size > limit && len(f.Peers) > 1 {
+		last := f.Peers[len(f.Peers)-1]
+		f.Peers = f.Peers[:len(f.Peers)-1]
+		// An entry costs its bytes, a tag and a length prefix of at most
+		// four bytes; recomputing the whole size each time would be
+		// quadratic.
+		size -= proto.Size(last) + 5
+	}
+	return f
 }
 
 // kickAll asks every admitted peer but except to gossip now.

@@ -16,6 +16,9 @@ import (
 	"github.com/meshnode/meshnode/node/wire/nodev1"
 )
 
+// kickGap is the least time between gossip exchanges prompted by changes.
+const kickGap = 25 * time.Millisecond
+
 // runPeer keeps one admitted peer: it gossips on schedule and on request,
 // checks reachability when a PeerDown names it, and when the peer has no
 // live connection left, confirms by redialling before evicting it. It
@@ -23,6 +26,13 @@ import (
 func (n *Node) runPeer(p *peer) {
 	timer := time.NewTimer(n.jittered())
 	defer timer.Stop()
+	// Kicks arrive in bursts while a mesh forms (every join kicks every
+	// peer); one exchange per kickGap carries them all.
+	soon := time.NewTimer(time.Hour)
+	soon.Stop()
+	defer soon.Stop()
+	var soonC <-chan time.Time
+	var last time.Time
 	failures := 0
 	for {
 		n.mu.Lock()
@@ -45,6 +55,15 @@ func (n *Node) runPeer(p *peer) {
 		case <-pc.conn.Context().Done():
 			continue
 		case <-p.kick:
+			if wait := kickGap - time.Since(last); wait > 0 {
+				if soonC == nil {
+					soon.Reset(wait)
+					soonC = soon.C
+				}
+				continue
+			}
+		case <-soonC:
+			soonC = nil
 		case <-timer.C:
 			timer.Reset(n.jittered())
 		case <-p.probe:
@@ -57,6 +76,7 @@ func (n *Node) runPeer(p *peer) {
 		ctx, cancel := context.WithTimeout(n.ctx, timeout)
 		err := n.exchange(ctx, pc)
 		cancel()
+		last = time.Now()
 		if probe {
 			n.mu.Lock()
 			p.probes++

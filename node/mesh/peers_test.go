@@ -1,8 +1,10 @@
 package mesh
 
 import (
+	"bytes"
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -150,5 +152,32 @@ func TestInvalidSelf(t *testing.T) {
 	}
 	if err := n.Serve(context.Background()); err == nil {
 		t.Fatal("Serve with a HOST lacking http_port succeeded")
+	}
+}
+
+// TestFitFrame: a frame over the cap loses relayed entries from the end,
+// never the self entry, and then fits.
+func TestFitFrame(t *testing.T) {
+	big := func(b byte) *nodev1.PeerAnnouncement {
+		return &nodev1.PeerAnnouncement{EndpointId: bytes.Repeat([]byte{b}, 32), CatalogModels: []string{strings.Repeat("m", 1000)}}
+	}
+	f := &nodev1.GossipFrame{Gen: 1, SenderId: make([]byte, 32)}
+	for i := range 10 {
+		f.Peers = append(f.Peers, big(byte(i)))
+	}
+	one := proto.Size(big(0))
+	limit := 4*one + 50
+	fitFrame(f, limit)
+	if got := proto.Size(f); got > limit {
+		t.Fatalf("frame of %d bytes, limit %d", got, limit)
+	}
+	if len(f.Peers) < 3 || f.Peers[0].EndpointId[0] != 0 {
+		t.Fatalf("kept %d entries, first %x", len(f.Peers), f.Peers[0].EndpointId[:1])
+	}
+	f.Peers = f.Peers[:1]
+	f.Peers[0] = big(0)
+	fitFrame(f, 10)
+	if len(f.Peers) != 1 {
+		t.Fatal("self entry dropped")
 	}
 }
