@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"testing"
 
 	"github.com/meshnode/meshnode/gguf/quant"
@@ -173,8 +174,15 @@ func TestOpenMapsFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	ti, _ := f.Tensor("f16.weight")
-	if d, err := f.TensorData(ti); err != nil || !bytes.Equal(d, []byte{1, 2, 3, 4, 5, 6}) {
+	d, err := f.TensorData(ti)
+	if err != nil || !bytes.Equal(d, []byte{1, 2, 3, 4, 5, 6}) {
 		t.Errorf("f16 data = %v, %v", d, err)
+	}
+	if whole := f.Bytes(); &d[0] != &whole[f.DataOffset+ti.Offset] {
+		t.Error("TensorData returned a copy, not a slice of the file")
+	}
+	if (runtime.GOOS == "linux" || runtime.GOOS == "darwin") != f.Mapped() {
+		t.Errorf("Mapped() = %v on %s", f.Mapped(), runtime.GOOS)
 	}
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
