@@ -37,7 +37,9 @@ type File struct {
 }
 
 // Open maps the file at path read-only and parses it. On Linux and macOS the
-// file is memory-mapped; elsewhere it is read into memory.
+// file is memory-mapped (shared, so processes serving one model share its
+// pages); elsewhere it is read into memory. A mapped file must not be
+// truncated while open: reading a page past its new end faults.
 func Open(path string) (*File, error) {
 	data, unmap, mapped, err := mapFile(path)
 	if err != nil {
