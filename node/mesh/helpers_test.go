@@ -120,9 +120,20 @@ func (tn *testNode) stop(t testing.TB) {
 	})
 }
 
-// kill stops the node without a word to its peers, as a crash would.
+// kill stops the node without a word to its peers, as a crash would: no
+// PeerLeaving, no CONNECTION_CLOSE, the socket simply goes quiet.
 func (tn *testNode) kill() {
-	tn.crash()
+	n := tn.Node
+	n.goMu.Lock()
+	n.stopping = true
+	n.goMu.Unlock()
+	n.state.Store(stateStopping)
+	n.cancel()
+	n.tr.Close() // drops every connection without telling the peers
+	n.udp.Close()
+	n.wg.Wait()
+	n.events.close()
+	n.state.Store(stateClosed)
 	tn.cancel()
 }
 

@@ -289,21 +289,6 @@ func (n *Node) fail(err error) {
 	}
 }
 
-// crash stops the node as a killed process would: no PeerLeaving, no
-// CONNECTION_CLOSE, the socket simply goes quiet. Tests use it.
-func (n *Node) crash() {
-	n.goMu.Lock()
-	n.stopping = true
-	n.goMu.Unlock()
-	n.state.Store(stateStopping)
-	n.cancel()
-	n.tr.Close() // drops every connection without telling the peers
-	n.udp.Close()
-	n.wg.Wait()
-	n.events.close()
-	n.state.Store(stateClosed)
-}
-
 // refreshSelf rebuilds the self announcement from Config.Self, reporting
 // whether it changed. An announcement that fails validation is refused and
 // the previous one kept.
