@@ -70,3 +70,11 @@ clean:
 .PHONY: goldens-gguf
 goldens-gguf:
 	gguf/quant/testdata/goldens.sh $(LLAMACPP_REF)
+
+.PHONY: parity bench-engine
+
+# Rebuilds the engine's parity goldens (gguf/model/testdata/parity) from
+# llama.cpp: the build tools/llamacpp-ref/build.sh makes, in $LLAMACPP
+# (default /root/.cache/llamacpp-ref). Then run the tests as usual.
+parity:
+	CGO_ENABLED=0 $(GO) test ./gguf/model/ -run '^TestParity$$' -count=1 -update -v

@@ -1,0 +1,399 @@
+// Package modeltest writes random-weight GGUF models for tests and
+// benchmarks: small fixtures of every architecture and weight type that
+// package model runs, generated deterministically (the same bytes on every
+// machine and run, so golden logits from llama.cpp stay valid), and large
+// models of a real model's shape for speed measurements.
+//
+// The weights are random (not trained); the tokenizer is a real one copied
+// from another GGUF's metadata, optionally cut to its first tokens so that
+// the embedding tables, and the time it takes to quantise them, stay small.
+package modeltest
+
+import (
+	"fmt"
+	"hash/fnv"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/quant"
+)
+
+// Spec describes a random model.
+type Spec struct {
+	Arch     string // llama, qwen2, phi3 or gemma3
+	FileType string // F32, F16, Q8_0, Q4_0, Q6_K or Q4_K_M
+
+	Embd, Layers, Heads, KVHeads, FF int
+	// Vocab keeps the first Vocab tokens of the tokenizer (0: all).
+	Vocab   int
+	Context int
+	Seed    uint64
+}
+
+// Archs and FileTypes are the fixture matrix the parity tests cover.
+var (
+	Archs     = []string{"llama", "qwen2", "phi3", "gemma3"}
+	FileTypes = []string{"F16", "Q8_0", "Q4_0", "Q4_K_M", "Q6_K"}
+)
+
+// Fixture is the parity fixture of arch in fileType: 2 layers of width 256
+// (the least the K-quants allow), 4 heads sharing 2 KV heads, a 512-wide
+// FFN and the first 2048 tokens of the vocabulary. Each architecture also
+// carries the features its real models use, so the goldens cover them:
+//
+//   - llama: rope_freqs (llama 3's per-frequency factors);
+//   - qwen2: Q/K/V biases, tied embeddings, YaRN RoPE scaling (factor 4);
+//   - phi3: fused QKV and gate-up, partial rotary (half the head),
+//     LongRoPE factors with an attention factor;
+//   - gemma3: Q/K norms, post-norms, GeGLU, √n_embd embedding scale, tied
+//     embeddings, a 4-token sliding window on every other layer with its
+//     own RoPE base, and a final logit softcap.
+func Fixture(arch, fileType string) Spec {
+	return Spec{
+		Arch: arch, FileType: fileType,
+		Embd: 256, Layers: 2, Heads: 4, KVHeads: 2, FF: 512,
+		Vocab: 2048, Context: 4096, Seed: 1,
+	}
+}
+
+// fileTypes maps a file type to general.file_type (llama_ftype) and its
+// base tensor type.
+var fileTypes = map[string]struct {
+	ftype uint32
+	base  quant.Type
+}{
+	"F32": {0, quant.F32}, "F16": {1, quant.F16}, "Q4_0": {2, quant.Q4_0}, "Q8_0": {7, quant.Q8_0},
+	"Q4_K_M": {15, quant.Q4_K}, "Q6_K": {18, quant.Q6_K},
+}
+
+// tensor is one tensor to generate: ne (row length first) and how its
+// values are drawn: mean + std·N(0,1).
+type tensor struct {
+	name      string
+	dims      []int64
+	mean, std float64
+	typ       quant.Type
+}
+
+// Generate writes the model s describes, its tokenizer copied from vocab
+// (the tokenizer.* keys of another model's metadata).
+func Generate(s Spec, vocab *gguf.Metadata) ([]byte, error) {
+	ft, ok := fileTypes[s.FileType]
+	if !ok {
+		return nil, fmt.Errorf("modeltest: file type %q", s.FileType)
+	}
+	if s.Heads <= 0 || s.KVHeads <= 0 || s.Embd%s.Heads != 0 {
+		return nil, fmt.Errorf("modeltest: %d heads (%d KV) over %d", s.Heads, s.KVHeads, s.Embd)
+	}
+	w := gguf.NewWriter()
+	var errs []error
+	set := func(k string, v any) {
+		if err := w.Set(k, v); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	nVocab, err := copyTokenizer(set, vocab, s.Vocab)
+	if err != nil {
+		return nil, err
+	}
+
+	a := s.Arch
+	hd := s.Embd / s.Heads
+	qDim, kvDim := s.Heads*hd, s.KVHeads*hd
+	tied := a == "qwen2" || a == "gemma3"
+	eps := float32(1e-5)
+	if a == "qwen2" || a == "gemma3" {
+		eps = 1e-6
+	}
+	set("general.architecture", a)
+	// The name leaves the architecture out: llama.cpp applies special-token
+	// fixes to vocabularies by model name ("phi3"), and these carry
+	// another model's vocabulary.
+	set("general.name", fmt.Sprintf("modeltest-random-%s-d%d-l%d", strings.ToLower(s.FileType), s.Embd, s.Layers))
+	set("general.description", "RANDOM untrained weights, for tests and benchmarks only")
+	set("general.file_type", ft.ftype)
+	if ft.base != quant.F32 && ft.base != quant.F16 {
+		set("general.quantization_version", uint32(2))
+	}
+	set(a+".context_length", uint32(s.Context))
+	set(a+".embedding_length", uint32(s.Embd))
+	set(a+".block_count", uint32(s.Layers))
+	set(a+".feed_forward_length", uint32(s.FF))
+	set(a+".attention.head_count", uint32(s.Heads))
+	set(a+".attention.head_count_kv", uint32(s.KVHeads))
+	set(a+".attention.layer_norm_rms_epsilon", eps)
+	var rotDims int
+	switch a {
+	case "llama":
+		rotDims = hd
+		set(a+".rope.dimension_count", uint32(hd))
+		set(a+".rope.freq_base", float32(10000))
+		set(a+".vocab_size", uint32(nVocab))
+	case "qwen2":
+		rotDims = hd
+		set(a+".rope.freq_base", float32(1000000))
+		set(a+".rope.scaling.type", "yarn")
+		set(a+".rope.scaling.factor", float32(4))
+		set(a+".rope.scaling.original_context_length", uint32(s.Context/4))
+	case "phi3":
+		rotDims = hd / 2
+		set(a+".rope.dimension_count", uint32(rotDims))
+		set(a+".rope.freq_base", float32(10000))
+		set(a+".rope.scaling.attn_factor", float32(1.19))
+		set(a+".rope.scaling.original_context_length", uint32(1024))
+	case "gemma3":
+		rotDims = hd
+		set(a+".attention.key_length", uint32(hd))
+		set(a+".attention.value_length", uint32(hd))
+		set(a+".rope.freq_base", float32(1000000))
+		set(a+".attention.sliding_window", uint32(4))
+		set(a+".attention.sliding_window_pattern", uint32(2))
+		set(a+".final_logit_softcapping", float32(30))
+	default:
+		return nil, fmt.Errorf("modeltest: architecture %q", a)
+	}
+	if len(errs) > 0 {
+		return nil, errs[0]
+	}
+
+	// The tensors in the order llama.cpp's converters write them. Matrix
+	// types follow llama-quantize's choices for the file type
+	// (llama_tensor_get_type), so a fixture looks like a real file of it.
+	var ts []tensor
+	add := func(name string, mean, std float64, dims ...int64) {
+		ts = append(ts, tensor{name: name, dims: dims, mean: mean, std: std})
+	}
+	embStd := 1.0
+	if tied {
+		embStd = 4 / math.Sqrt(float64(s.Embd))
+	}
+	mat := func(name string, rows, cols int) { add(name, 0, 1/math.Sqrt(float64(cols)), int64(cols), int64(rows)) }
+	norm := func(name string, n int) { add(name, 1, 0.1, int64(n)) }
+
+	add("token_embd.weight", 0, embStd, int64(s.Embd), int64(nVocab))
+	switch a {
+	case "llama":
+		// Llama 3's factors run from 1 (high frequencies) up; any
+		// values ≥ 1 exercise them.
+		add("rope_freqs.weight", 2.5, 0.8, int64(rotDims/2))
+	case "phi3":
+		add("rope_factors_long.weight", 3, 0.8, int64(rotDims/2))
+		add("rope_factors_short.weight", 1.2, 0.1, int64(rotDims/2))
+	}
+	for l := range s.Layers {
+		p := fmt.Sprintf("blk.%d.", l)
+		norm(p+"attn_norm.weight", s.Embd)
+		if a == "phi3" {
+			mat(p+"attn_qkv.weight", qDim+2*kvDim, s.Embd)
+		} else {
+			mat(p+"attn_q.weight", qDim, s.Embd)
+			mat(p+"attn_k.weight", kvDim, s.Embd)
+			mat(p+"attn_v.weight", kvDim, s.Embd)
+		}
+		if a == "qwen2" {
+			add(p+"attn_q.bias", 0, 0.1, int64(qDim))
+			add(p+"attn_k.bias", 0, 0.1, int64(kvDim))
+			add(p+"attn_v.bias", 0, 0.1, int64(kvDim))
+		}
+		if a == "gemma3" {
+			norm(p+"attn_q_norm.weight", hd)
+			norm(p+"attn_k_norm.weight", hd)
+		}
+		mat(p+"attn_output.weight", s.Embd, qDim)
+		if a == "gemma3" {
+			add(p+"post_attention_norm.weight", 0.3, 0.05, int64(s.Embd))
+		}
+		norm(p+"ffn_norm.weight", s.Embd)
+		if a == "phi3" {
+			mat(p+"ffn_up.weight", 2*s.FF, s.Embd)
+		} else {
+			mat(p+"ffn_gate.weight", s.FF, s.Embd)
+			mat(p+"ffn_up.weight", s.FF, s.Embd)
+		}
+		mat(p+"ffn_down.weight", s.Embd, s.FF)
+		if a == "gemma3" {
+			add(p+"post_ffw_norm.weight", 0.3, 0.05, int64(s.Embd))
+		}
+	}
+	norm("output_norm.weight", s.Embd)
+	if !tied {
+		// A wide output head gives logits of std ≈ 4, so greedy choices
+		// have clear margins.
+		add("output.weight", 0, 4/math.Sqrt(float64(s.Embd)), int64(s.Embd), int64(nVocab))
+	}
+	for i := range ts {
+		ts[i].typ = tensorType(s, ft.base, ts[i].name, len(ts[i].dims), tied)
+	}
+
+	data := make([][]byte, len(ts))
+	if err := parallel(len(ts), func(i int) error {
+		var err error
+		data[i], err = ts[i].generate(s.Seed)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	for i, t := range ts {
+		if err := w.AddTensor(t.name, t.typ, t.dims, data[i]); err != nil {
+			return nil, err
+		}
+	}
+	return w.Bytes()
+}
+
+// tensorType is llama-quantize's type for a tensor of a file of base type
+// (for the file types Generate makes): vectors stay F32; the output head
+// (the embeddings, when tied) takes Q6_K below 8 bits; Q4_K_M gives Q6_K
+// to attn_v and ffn_down in the layers use_more_bits picks, Q5_K to a
+// fused QKV.
+func tensorType(s Spec, base quant.Type, name string, ndims int, tied bool) quant.Type {
+	if ndims < 2 {
+		return quant.F32
+	}
+	isOutput := name == "output.weight" || (tied && name == "token_embd.weight")
+	switch base {
+	case quant.Q4_0:
+		if isOutput {
+			return quant.Q6_K
+		}
+	case quant.Q4_K:
+		var layer int
+		fmt.Sscanf(name, "blk.%d.", &layer)
+		switch {
+		case isOutput:
+			return quant.Q6_K
+		case strings.HasSuffix(name, "attn_qkv.weight"):
+			return quant.Q5_K
+		case (strings.HasSuffix(name, "attn_v.weight") || strings.HasSuffix(name, "ffn_down.weight")) && useMoreBits(layer, s.Layers):
+			return quant.Q6_K
+		}
+	}
+	return base
+}
+
+// useMoreBits is llama-quantize's use_more_bits.
+func useMoreBits(i, n int) bool {
+	return i < n/8 || i >= 7*n/8 || (i-n/8)%3 == 2
+}
+
+// generate draws the tensor's values and encodes them as its type. Each
+// tensor has its own random stream, keyed by its name, so the tensors can
+// be made in any order or in parallel.
+func (t *tensor) generate(seed uint64) ([]byte, error) {
+	n := 1
+	for _, d := range t.dims {
+		n *= int(d)
+	}
+	h := fnv.New64a()
+	h.Write([]byte(t.name))
+	rng := rand.NewPCG(seed, h.Sum64())
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(t.mean + t.std*normal(rng))
+	}
+	size, err := t.typ.RowSize(n)
+	if err != nil {
+		return nil, fmt.Errorf("modeltest: %s: %w", t.name, err)
+	}
+	// Quantise row by row: the rows are what ggml quantises, and a row
+	// length that is no whole number of blocks is caught here.
+	out := make([]byte, size)
+	cols := int(t.dims[0])
+	rs, err := t.typ.RowSize(cols)
+	if err != nil {
+		return nil, fmt.Errorf("modeltest: %s: %w", t.name, err)
+	}
+	for r := range n / cols {
+		if err := quant.Quantize(t.typ, x[r*cols:(r+1)*cols], out[r*rs:(r+1)*rs]); err != nil {
+			return nil, fmt.Errorf("modeltest: %s: %w", t.name, err)
+		}
+	}
+	return out, nil
+}
+
+// normal draws an approximately standard normal value as a centred sum of
+// four 16-bit uniforms (Irwin–Hall): exact integer arithmetic and one
+// float64 scaling, so every platform and Go version draws the same.
+func normal(rng *rand.PCG) float64 {
+	u := rng.Uint64()
+	s := float64(u&0xffff) + float64(u>>16&0xffff) + float64(u>>32&0xffff) + float64(u>>48)
+	// Each term is uniform on {0 … 65535}: mean 32767.5, variance
+	// (65536²−1)/12; the sum of four has variance (65536²−1)/3.
+	const mean, sd = 4 * 32767.5, 37837.226722108 // √((65536²−1)/3)
+	return (s - mean) / sd
+}
+
+// copyTokenizer copies the tokenizer.* keys of md, keeping the first n
+// tokens (n = 0: all) and dropping special-token ids beyond them. It
+// returns the vocabulary size written.
+func copyTokenizer(set func(string, any), md *gguf.Metadata, n int) (int, error) {
+	tokens, ok := md.Strings("tokenizer.ggml.tokens")
+	if !ok || len(tokens) == 0 {
+		return 0, fmt.Errorf("modeltest: the vocabulary source has no tokenizer.ggml.tokens")
+	}
+	full := len(tokens)
+	if n <= 0 || n > full {
+		n = full
+	}
+	for k, v := range md.All() {
+		if !strings.HasPrefix(k, "tokenizer.") {
+			continue
+		}
+		if v.Type() == gguf.TypeArray && v.Len() == full {
+			switch vals := v.Interface().(type) {
+			case []string:
+				set(k, slices.Clone(vals[:n]))
+			case []float32:
+				set(k, slices.Clone(vals[:n]))
+			case []int32:
+				set(k, slices.Clone(vals[:n]))
+			default:
+				return 0, fmt.Errorf("modeltest: cannot cut %s (%T) to %d tokens", k, vals, n)
+			}
+			continue
+		}
+		if strings.HasSuffix(k, "_token_id") {
+			if id, ok := v.AsUint64(); ok && id >= uint64(n) {
+				continue
+			}
+		}
+		set(k, v)
+	}
+	return n, nil
+}
+
+// parallel runs f(0 … n-1) on all CPUs and returns the first error.
+func parallel(n int, f func(int) error) error {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		err  error
+		next = make(chan int)
+	)
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if e := f(i); e != nil {
+					mu.Lock()
+					if err == nil {
+						err = e
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return err
+}
