@@ -131,7 +131,7 @@ func lan(t *testing.T) (nsA, nsB string) {
 	}
 	t.Cleanup(func() { ip("netns", "del", nsB) })
 	if err := ip("link", "add", vethA, "type", "veth", "peer", "name", vethB); err != nil {
-		t.Fatal(err)
+		t.Skipf("skipping: cannot create a veth pair here: %v", err)
 	}
 	t.Cleanup(func() { ip("link", "del", vethA) }) // fails, harmlessly, once moved
 	for _, side := range []struct{ ns, veth, addr string }{{nsA, vethA, "10.77.0.1/24"}, {nsB, vethB, "10.77.0.2/24"}} {
