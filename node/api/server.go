@@ -113,8 +113,18 @@ func (s *Server) Handler() http.Handler {
 // Serve serves the API on ln until ctx is done, then stops accepting and
 // lets in-flight requests finish for up to drain before closing them.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration) error {
+	return s.serve(ctx, ln, s.Handler(), drain)
+}
+
+// ServeMesh serves MeshHandler on ln, the local end of the mesh's HTTP
+// tunnels, as Serve does.
+func (s *Server) ServeMesh(ctx context.Context, ln net.Listener, drain time.Duration) error {
+	return s.serve(ctx, ln, s.MeshHandler(), drain)
+}
+
+func (s *Server) serve(ctx context.Context, ln net.Listener, h http.Handler, drain time.Duration) error {
 	srv := &http.Server{
-		Handler:           s.Handler(),
+		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),

@@ -1,0 +1,127 @@
+package node
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/hw"
+	"github.com/meshnode/meshnode/node/wire/nodev1"
+	"google.golang.org/protobuf/proto"
+)
+
+// announcement is the self entry this node gossips: a HOST with its API
+// port, the models it serves (hosted: routable now) and has on disk with
+// their GGUF metadata and sizes, its hardware, and that it accepts work.
+// The mesh adds identity, version, addresses and latency.
+func (n *Node) announcement(httpPort uint32) *nodev1.PeerAnnouncement {
+	a := &nodev1.PeerAnnouncement{
+		Role:                    nodev1.NodeRole_HOST,
+		HttpPort:                proto.Uint32(httpPort),
+		HostedModelsKnown:       proto.Bool(true),
+		InferenceAdmissionState: nodev1.InferenceAdmissionState_INFERENCE_ADMISSION_STATE_ACCEPTING.Enum(),
+		AvailableModelSizes:     map[string]uint64{},
+	}
+	seen := map[string]bool{}
+	for _, m := range n.models {
+		a.HostedModels = append(a.HostedModels, m.Name())
+		a.ServingModels = append(a.ServingModels, m.Name())
+		if f := m.Facts(); f != nil {
+			a.AvailableModelMetadata = append(a.AvailableModelMetadata, compactMetadata(m.Name(), f))
+			a.AvailableModelSizes[m.Name()] = uint64(m.Size())
+			a.AvailableModels = append(a.AvailableModels, m.Name())
+			seen[m.Name()] = true
+		}
+	}
+	if len(n.models) > 0 {
+		a.PrimaryServing = proto.String(n.models[0].Name())
+	}
+	for _, e := range n.inventory {
+		if seen[e.Name] {
+			continue
+		}
+		a.AvailableModels = append(a.AvailableModels, e.Name)
+		a.AvailableModelMetadata = append(a.AvailableModelMetadata, compactMetadata(e.Name, &e.Facts))
+		a.AvailableModelSizes[e.Name] = uint64(e.Size)
+	}
+	if f := n.hardware; f != nil {
+		a.Hardware = hardwareInfo(f)
+		// The pre-v0.60 fields, which older peers still read.
+		a.Hostname = proto.String(f.Hostname)
+		a.IsSoc = proto.Bool(f.IsSoC)
+		for _, g := range f.GPUs {
+			a.VramBytes += g.VRAMBytes
+		}
+	}
+	return a
+}
+
+// compactMetadata is gguf.Facts in its wire form.
+func compactMetadata(key string, f *gguf.Facts) *nodev1.CompactModelMetadata {
+	md := &nodev1.CompactModelMetadata{
+		ModelKey:           key,
+		ContextLength:      f.ContextLength,
+		VocabSize:          f.VocabSize,
+		EmbeddingSize:      f.EmbeddingSize,
+		HeadCount:          f.HeadCount,
+		LayerCount:         f.LayerCount,
+		FeedForwardLength:  f.FeedForwardLength,
+		KeyLength:          f.KeyLength,
+		ValueLength:        f.ValueLength,
+		Architecture:       f.Architecture,
+		TokenizerModelName: f.TokenizerModel,
+		RopeScale:          f.RopeScale,
+		RopeFreqBase:       f.RopeFreqBase,
+		IsMoe:              f.IsMoE,
+		ExpertCount:        f.ExpertCount,
+		UsedExpertCount:    f.UsedExpertCount,
+		QuantizationType:   f.QuantizationType,
+		KvHeadCount:        f.KVHeadCount,
+	}
+	if f.ParameterSize != "" {
+		md.ParameterSize = proto.String(f.ParameterSize)
+	}
+	for _, t := range f.SpecialTokens {
+		md.SpecialTokens = append(md.SpecialTokens, &nodev1.SpecialToken{Name: t.Name, TokenId: t.ID})
+	}
+	return md
+}
+
+// hardwareInfo is hw.Facts in its wire form (HardwareInfo, since v0.60,
+// which carries the per-GPU figures as decimal strings).
+func hardwareInfo(f *hw.Facts) *nodev1.HardwareInfo {
+	h := &nodev1.HardwareInfo{IsSoc: proto.Bool(f.IsSoC)}
+	if f.Hostname != "" {
+		h.Hostname = proto.String(f.Hostname)
+	}
+	if f.Memory.TotalBytes > 0 {
+		h.Memory = &nodev1.MemoryInfo{
+			TotalBytes:     proto.Uint64(f.Memory.TotalBytes),
+			SystemRamBytes: proto.Uint64(f.Memory.TotalBytes),
+		}
+		if f.Memory.AvailableBytes > 0 {
+			h.Memory.UsableBytes = proto.Uint64(f.Memory.AvailableBytes)
+		}
+	}
+	for _, g := range f.GPUs {
+		gi := &nodev1.GpuInfo{Name: proto.String(g.Name), VramBytes: proto.String(strconv.FormatUint(g.VRAMBytes, 10))}
+		if g.ReservedBytes > 0 {
+			gi.ReservedBytes = proto.String(strconv.FormatUint(g.ReservedBytes, 10))
+		}
+		if g.MemBandwidthGBps > 0 {
+			gi.MemBandwidthGbps = proto.String(formatFloat(g.MemBandwidthGBps))
+		}
+		if g.TFLOPSFP32 > 0 {
+			gi.ComputeTflopsFp32 = proto.String(formatFloat(g.TFLOPSFP32))
+		}
+		if g.TFLOPSFP16 > 0 {
+			gi.ComputeTflopsFp16 = proto.String(formatFloat(g.TFLOPSFP16))
+		}
+		h.Gpus = append(h.Gpus, gi)
+	}
+	return h
+}
+
+func formatFloat(v float64) string {
+	return strings.TrimRight(strings.TrimRight(strconv.FormatFloat(v, 'f', 2, 64), "0"), ".")
+}

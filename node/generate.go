@@ -1,0 +1,237 @@
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strings"
+
+	"github.com/meshnode/meshnode/node/api"
+	"github.com/meshnode/meshnode/node/engine"
+	"github.com/meshnode/meshnode/node/receipt"
+	"github.com/meshnode/meshnode/node/steward"
+)
+
+// servedModel is a local model as the API sees it: every generation is a
+// serve through the steward, scoped to this model's backends, and ends in
+// a sealed receipt in usage.energy.
+type servedModel struct {
+	m        localModel
+	steward  *steward.Steward
+	defaults generationDefaults
+}
+
+type generationDefaults struct {
+	maxTokens      int
+	fidelityFloor  receipt.Fidelity
+	jouleCeilingUJ uint64
+}
+
+// Energy is usage.energy: the receipt and its envelope, and the figures a
+// client most wants without decoding the receipt.
+type Energy struct {
+	receipt.Usage
+	UJPerAcceptedToken *uint64 `json:"uj_per_accepted_token,omitempty"`
+	Provenance         string  `json:"energy_provenance"`
+	Route              string  `json:"route"`
+}
+
+func energyOf(s *receipt.Sealed) *Energy {
+	e := &Energy{Usage: s.Usage(), Provenance: s.Receipt.Energy.Provenance().String(), Route: s.Receipt.Route}
+	if uj, ok := s.Receipt.UJPerAcceptedToken(); ok {
+		e.UJPerAcceptedToken = &uj
+	}
+	return e
+}
+
+// Generate implements api.Model.
+func (s *servedModel) Generate(ctx context.Context, g *api.Generation, emit func(string) error) (*api.Result, error) {
+	if len(g.Presentation) > 0 {
+		return nil, api.Errorf(http.StatusNotImplemented, "invalid_request_error", "grants_unsupported",
+			"this node does not yet accept jcp_presentation")
+	}
+	text, ids, err := s.m.Prompt(g)
+	if err != nil {
+		return nil, api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_prompt", "%v", err)
+	}
+	ctxLen := s.m.ContextLength()
+	if len(ids) >= ctxLen {
+		e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "context_length_exceeded",
+			"the prompt is %d tokens; model %q has a context of %d, which leaves no room to answer", len(ids), s.m.Name(), ctxLen)
+		e.Param = "messages"
+		return nil, e
+	}
+	maxTokens := g.MaxTokens
+	if maxTokens <= 0 {
+		maxTokens = s.defaults.maxTokens
+	}
+	maxTokens = min(maxTokens, ctxLen-len(ids))
+
+	req, err := s.request(g, text, len(ids), maxTokens)
+	if err != nil {
+		return nil, err
+	}
+	dec := s.m.Decoder()
+	stops := &stopFilter{stops: g.Stop}
+	send := func(tok uint32) error {
+		if out := stops.push(dec.Next(tok)); out != "" {
+			return emit(out)
+		}
+		return nil
+	}
+	served, err := s.steward.Serve(ctx, req, ids, send, steward.ForRecipe(s.m.Name()))
+	if err != nil {
+		if served != nil && errors.Is(err, steward.ErrIncomplete) && ctx.Err() != nil {
+			return nil, ctx.Err() // the client left; the partial serve is sealed and journaled
+		}
+		return nil, serveError(err)
+	}
+	if out := stops.push(dec.Flush()); out != "" {
+		if err := emit(out); err != nil {
+			return nil, err
+		}
+	}
+	if out := stops.flush(); out != "" {
+		if err := emit(out); err != nil {
+			return nil, err
+		}
+	}
+	finish := "stop"
+	if !stops.hit && len(served.Output) >= maxTokens {
+		finish = "length"
+	}
+	return &api.Result{
+		PromptTokens:     len(ids),
+		CompletionTokens: len(served.Output),
+		FinishReason:     finish,
+		Energy:           energyOf(served.Receipt),
+	}, nil
+}
+
+// request builds the mesh/1 request a generation is served as. Sampling
+// options are in its identity (receipt.Sampling); a sampled request
+// without a seed gets one drawn here, so that every serve can be replayed.
+func (s *servedModel) request(g *api.Generation, prompt string, promptTokens, maxTokens int) (receipt.ServeRequest, error) {
+	req := receipt.ServeRequest{
+		PromptHash:     receipt.PromptHash([]byte(prompt)),
+		PromptTokens:   uint32(promptTokens),
+		MaxTokens:      uint32(maxTokens),
+		FidelityFloor:  s.defaults.fidelityFloor,
+		JouleCeilingUJ: s.defaults.jouleCeilingUJ,
+	}
+	if g.FidelityFloor != nil {
+		req.FidelityFloor = receipt.Fidelity(*g.FidelityFloor)
+	}
+	if g.JouleCeilingUJ != nil {
+		req.JouleCeilingUJ = *g.JouleCeilingUJ
+	}
+	sp := &receipt.Sampling{
+		PresencePenaltyE6:  int32(math.Round(g.PresencePenalty * 1e6)),
+		FrequencyPenaltyE6: int32(math.Round(g.FrequencyPenalty * 1e6)),
+		Stop:               g.Stop,
+	}
+	if t := g.Temperature; t != nil && *t > 0 {
+		sp.TemperatureE6 = uint32(math.Round(*t * 1e6))
+		if p := g.TopP; p != nil && *p < 1 {
+			sp.TopPE6 = uint32(math.Round(*p * 1e6))
+		}
+		if g.Seed != nil {
+			seed := *g.Seed
+			sp.Seed = &seed
+		} else {
+			var b [8]byte
+			_, _ = rand.Read(b[:])
+			seed := binary.LittleEndian.Uint64(b[:])
+			sp.Seed = &seed
+		}
+	}
+	if !sp.IsZero() {
+		req.Sampling = sp
+	}
+	if err := req.Validate(); err != nil {
+		return req, api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_request", "%v", err)
+	}
+	return req, nil
+}
+
+// serveError maps a steward refusal to the HTTP error it is answered with.
+func serveError(err error) error {
+	var se *steward.ServeError
+	if !errors.As(err, &se) {
+		return err
+	}
+	switch {
+	case errors.Is(err, steward.ErrNoAdmissibleBackend):
+		e := api.Errorf(http.StatusUnprocessableEntity, "invalid_request_error", "no_admissible_backend",
+			"no backend can serve this request within its fidelity floor and joule ceiling")
+		if se.Route != nil {
+			reasons := make([]string, 0, len(se.Route.Candidates))
+			for _, c := range se.Route.Candidates {
+				reasons = append(reasons, fmt.Sprintf("%s: %s", c.Backend, c.Reason))
+			}
+			e.Message += ": " + strings.Join(reasons, "; ")
+			e.Details = se.Route.Candidates
+		}
+		return e
+	case errors.Is(err, steward.ErrInvalidRequest):
+		return api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_request", "%v", se.Err)
+	case errors.Is(err, engine.ErrRefused):
+		return api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option", "%v", se.Err)
+	}
+	return err
+}
+
+// stopFilter cuts generated text at the first stop string and holds back
+// any tail that might be the start of one, so a client never sees a stop
+// string, whole or in part. The engine stops at the same place itself
+// (stop strings are in the request); the filter only shapes the text.
+type stopFilter struct {
+	stops   []string
+	pending string
+	hit     bool
+}
+
+// push adds generated text and returns what may be shown now.
+func (f *stopFilter) push(s string) string {
+	if f.hit {
+		return ""
+	}
+	if len(f.stops) == 0 {
+		return s
+	}
+	f.pending += s
+	cut := -1
+	for _, st := range f.stops {
+		if i := strings.Index(f.pending, st); i >= 0 && (cut < 0 || i < cut) {
+			cut = i
+		}
+	}
+	if cut >= 0 {
+		out := f.pending[:cut]
+		f.pending, f.hit = "", true
+		return out
+	}
+	keep := 0
+	for _, st := range f.stops {
+		for k := min(len(st)-1, len(f.pending)); k > keep; k-- {
+			if strings.HasSuffix(f.pending, st[:k]) {
+				keep = k
+				break
+			}
+		}
+	}
+	out := f.pending[:len(f.pending)-keep]
+	f.pending = f.pending[len(f.pending)-keep:]
+	return out
+}
+
+// flush returns the held-back tail once generation has ended.
+func (f *stopFilter) flush() string {
+	out := f.pending
+	f.pending = ""
+	return out
+}

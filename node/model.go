@@ -1,0 +1,105 @@
+package node
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/node/api"
+	"github.com/meshnode/meshnode/node/engine"
+	"github.com/meshnode/meshnode/node/receipt"
+)
+
+// localModel is a model this node serves: the engine the steward routes
+// to, and the text side the API needs around it.
+type localModel interface {
+	// Name is what clients ask for; it is also the engine's recipe.
+	Name() string
+	Engine() engine.Engine
+	// Prompt renders a chat (through the model's template) or passes raw
+	// text through, and tokenizes it as the model expects.
+	Prompt(g *api.Generation) (text string, ids []uint32, err error)
+	// Decoder returns a streaming detokenizer for one generation.
+	Decoder() decoder
+	ContextLength() int
+	// Facts describes the model for gossip and /v1/models; nil for a model
+	// that is not a GGUF file.
+	Facts() *gguf.Facts
+	// Size is the model's size on disk in bytes (0 when it has no file).
+	Size() int64
+	Close() error
+}
+
+// decoder turns token ids into text as they arrive, holding back bytes
+// of a character split across tokens.
+type decoder interface {
+	Next(tok uint32) string
+	Flush() string
+}
+
+// referenceModel serves mesh/1's deterministic reference engine as model
+// "mesh-reference": the node's answer when it has no GGUF to serve. It has
+// no vocabulary, so it reads text as bytes and writes its tokens as words
+// of a fixed lexicon; the words mean nothing, the receipt does.
+type referenceModel struct {
+	eng *engine.Reference
+}
+
+func newReferenceModel(fidelity receipt.Fidelity, ujPerToken uint64) *referenceModel {
+	return &referenceModel{eng: engine.NewReference(engine.ReferenceConfig{Fidelity: fidelity, UJPerToken: ujPerToken})}
+}
+
+func (m *referenceModel) Name() string          { return engine.ReferenceRecipe }
+func (m *referenceModel) Engine() engine.Engine { return m.eng }
+func (m *referenceModel) ContextLength() int    { return 1 << 16 }
+func (m *referenceModel) Facts() *gguf.Facts    { return nil }
+func (m *referenceModel) Size() int64           { return 0 }
+func (m *referenceModel) Close() error          { return nil }
+func (m *referenceModel) Decoder() decoder      { return referenceDecoder{} }
+
+func (m *referenceModel) Prompt(g *api.Generation) (string, []uint32, error) {
+	text := g.Prompt
+	if g.Messages != nil {
+		text = transcript(g.Messages)
+	}
+	if !utf8.ValidString(text) {
+		return "", nil, fmt.Errorf("prompt is not valid UTF-8")
+	}
+	ids := make([]uint32, len(text))
+	for i := 0; i < len(text); i++ {
+		ids[i] = uint32(text[i])
+	}
+	return text, ids, nil
+}
+
+// transcript is the plain chat rendering for models without a template:
+// one "role: content" line per message, then the assistant's turn.
+func transcript(msgs []api.Message) string {
+	var b strings.Builder
+	for _, m := range msgs {
+		b.WriteString(m.Role)
+		b.WriteString(": ")
+		b.WriteString(m.Content)
+		b.WriteString("\n")
+	}
+	b.WriteString("assistant:")
+	return b.String()
+}
+
+// referenceLexicon renders reference tokens: 64 short words, so output
+// reads as a stream of words whatever the ids.
+var referenceLexicon = strings.Fields(`mesh node joule token steward receipt route seal
+	chain ledger meter watt quantum edge silicon model prompt answer signal relay
+	peer gossip tunnel budget ceiling floor fidelity grant witness journal nonce
+	digest weight layer tensor kernel cache prefix stream packet frame socket
+	window counter sample probe estimate measure honest proof record epoch clock
+	cycle spark current volt charge field wave pulse light bit byte`)
+
+type referenceDecoder struct{}
+
+func (referenceDecoder) Next(tok uint32) string {
+	return " " + referenceLexicon[int(tok)%len(referenceLexicon)]
+}
+
+func (referenceDecoder) Flush() string { return "" }

@@ -1,0 +1,190 @@
+package node
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/node/receipt"
+)
+
+// BuiltinModelFile is the built-in default model, served when no model is
+// configured: a tiny llama-architecture model trained for meshnode on
+// Debian's fortunes (models/README.md).
+const BuiltinModelFile = "meshnode-fortunes-q8_0.gguf"
+
+// builtinModelPaths are where the built-in default model is looked for, in
+// order: $MESHNODE_DEFAULT_MODEL; beside the binary as packages install it
+// (../share/meshnode/models from the binary's directory); the packages'
+// place; and models/ under the working directory, for `go run` in a
+// checkout.
+func builtinModelPaths() []string {
+	var paths []string
+	if p := os.Getenv("MESHNODE_DEFAULT_MODEL"); p != "" {
+		paths = append(paths, p)
+	}
+	if exe, err := os.Executable(); err == nil {
+		if exe, err = filepath.EvalSymlinks(exe); err == nil {
+			paths = append(paths, filepath.Join(filepath.Dir(exe), "..", "share", "meshnode", "models", BuiltinModelFile))
+		}
+	}
+	paths = append(paths,
+		filepath.Join("/usr/share/meshnode/models", BuiltinModelFile),
+		filepath.Join("models", BuiltinModelFile))
+	return paths
+}
+
+// modelSpec is one model to load: where it is and how it is served.
+type modelSpec struct {
+	ModelConfig
+	builtin bool
+}
+
+// modelSpecs turns the configuration into the list of models to load. An
+// entry of `models` names a file: a path, or a name in the models dir
+// (with or without .gguf).
+func (c *Config) modelSpecs() ([]modelSpec, error) {
+	var specs []modelSpec
+	for _, m := range c.Models {
+		path, err := c.findModel(m)
+		if err != nil {
+			return nil, err
+		}
+		specs = append(specs, modelSpec{ModelConfig: ModelConfig{Path: path}})
+	}
+	for _, m := range c.Model {
+		path, err := c.findModel(m.Path)
+		if err != nil {
+			return nil, err
+		}
+		m.Path = path
+		specs = append(specs, modelSpec{ModelConfig: m})
+	}
+	seen := map[string]string{}
+	for i := range specs {
+		if specs[i].Name == "" {
+			specs[i].Name = gguf.ModelKey(specs[i].Path)
+		}
+		if prev, dup := seen[specs[i].Name]; dup {
+			return nil, fmt.Errorf("model name %q is used by both %s and %s: give one a name", specs[i].Name, prev, specs[i].Path)
+		}
+		seen[specs[i].Name] = specs[i].Path
+	}
+	return specs, nil
+}
+
+func (c *Config) findModel(ref string) (string, error) {
+	candidates := []string{ref}
+	if !filepath.IsAbs(ref) && !strings.ContainsRune(ref, os.PathSeparator) {
+		candidates = append(candidates, filepath.Join(c.ModelsDir, ref), filepath.Join(c.ModelsDir, ref+".gguf"))
+	}
+	for _, p := range candidates {
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("model %q: no such file (looked in %s)", ref, strings.Join(candidates, ", "))
+}
+
+// builtinSpec finds the built-in default model, or reports false.
+func builtinSpec() (modelSpec, bool) {
+	for _, p := range builtinModelPaths() {
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+			return modelSpec{ModelConfig: ModelConfig{Path: p, Name: gguf.ModelKey(p)}, builtin: true}, true
+		}
+	}
+	return modelSpec{}, false
+}
+
+// fidelity is the model's advertised level (default F2).
+func (s *modelSpec) fidelity() receipt.Fidelity {
+	if s.Fidelity != nil {
+		return receipt.Fidelity(*s.Fidelity)
+	}
+	return DefaultFidelity
+}
+
+// inventoryEntry is one GGUF file in the models dir, as gossip
+// advertises it.
+type inventoryEntry struct {
+	Name  string
+	Path  string
+	Size  int64
+	Facts gguf.Facts
+}
+
+// scanModels inventories *.gguf in dir: each file's facts and size. A file
+// that does not parse is logged and left out; a missing dir is empty.
+func scanModels(dir string, log *slog.Logger) []inventoryEntry {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		if !os.IsNotExist(err) {
+			log.Warn("cannot read the models dir", "dir", dir, "err", err)
+		}
+		return nil
+	}
+	var out []inventoryEntry
+	for _, e := range entries {
+		if e.IsDir() || !strings.EqualFold(filepath.Ext(e.Name()), ".gguf") {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		f, err := gguf.Open(path)
+		if err != nil {
+			log.Warn("skipping a model that does not parse", "file", path, "err", err)
+			continue
+		}
+		out = append(out, inventoryEntry{Name: gguf.ModelKey(path), Path: path, Size: f.Size(), Facts: f.Facts()})
+		f.Close()
+	}
+	slices.SortFunc(out, func(a, b inventoryEntry) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// loadModels loads the configured models, or the built-in default, or —
+// with neither — the reference engine, so that the node always serves.
+func (n *Node) loadModels(stack *closers) error {
+	specs, err := n.cfg.modelSpecs()
+	if err != nil {
+		return err
+	}
+	if len(specs) == 0 {
+		if b, ok := builtinSpec(); ok {
+			specs = []modelSpec{b}
+		} else {
+			n.log.Info("no model configured and the built-in default model is not installed: serving the reference engine",
+				"model", "mesh-reference", "looked_in", builtinModelPaths())
+			n.addModel(newReferenceModel(DefaultFidelity, referenceUJPerToken))
+			return nil
+		}
+	}
+	for _, s := range specs {
+		start := time.Now()
+		m, err := openGGUF(s, n.log)
+		if err != nil {
+			return fmt.Errorf("model %s: %w", s.Path, err)
+		}
+		stack.push("model "+m.Name(), m.Close)
+		n.addModel(m)
+		n.log.Info("model loaded", "model", m.Name(), "file", s.Path, "builtin", s.builtin,
+			"bytes", m.Size(), "context", m.ContextLength(), "took", time.Since(start).Round(time.Millisecond))
+	}
+	return nil
+}
+
+// referenceUJPerToken is the reference engine's modelled cost: its 256
+// BLAKE3 rounds per token take tens of microseconds on a CPU core.
+const referenceUJPerToken = 1_000
+
+func (n *Node) addModel(m localModel) {
+	if n.byName == nil {
+		n.byName = map[string]localModel{}
+	}
+	n.models = append(n.models, m)
+	n.byName[m.Name()] = m
+}

@@ -1,0 +1,395 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/meshnode/meshnode/discovery"
+	"github.com/meshnode/meshnode/discovery/mdns"
+	"github.com/meshnode/meshnode/discovery/token"
+	"github.com/meshnode/meshnode/hw"
+	"github.com/meshnode/meshnode/hw/host"
+	"github.com/meshnode/meshnode/hw/meters"
+	"github.com/meshnode/meshnode/node/api"
+	"github.com/meshnode/meshnode/node/identity"
+	"github.com/meshnode/meshnode/node/mesh"
+	"github.com/meshnode/meshnode/node/sdnotify"
+	"github.com/meshnode/meshnode/node/steward"
+	"github.com/meshnode/meshnode/node/wire/nodev1"
+)
+
+// Node is the meshnode daemon: identity, meters, models, steward, mesh,
+// discovery and the HTTP API, started in that order and stopped in
+// reverse.
+type Node struct {
+	cfg Config
+	log *slog.Logger
+
+	// Hooks for tests: the meter selection and the mesh's timing.
+	meterConfig meters.Config
+	meshTuning  func(*mesh.Config)
+
+	mu        sync.Mutex
+	ready     chan struct{}
+	key       *identity.Key
+	meters    *meters.Selection
+	models    []localModel
+	byName    map[string]localModel
+	inventory []inventoryEntry
+	steward   *steward.Steward
+	journal   *memoryJournal
+	hardware  *hw.Facts
+	mesh      *mesh.Node
+	invite    string
+	httpAddr  net.Addr
+	startedAt time.Time
+}
+
+// New returns a node for cfg; Serve runs it. cfg is resolved here.
+func New(cfg Config, logger *slog.Logger) (*Node, error) {
+	if err := cfg.Resolve(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Node{
+		cfg:         cfg,
+		log:         logger,
+		ready:       make(chan struct{}),
+		meterConfig: meters.Config{Meter: cfg.Energy.Meter, EstimatorWatts: cfg.Energy.EstimatorWatts},
+	}, nil
+}
+
+// Ready is closed once the node serves (the API is listening).
+func (n *Node) Ready() <-chan struct{} { return n.ready }
+
+// HTTPAddr is the API's bound address, once ready.
+func (n *Node) HTTPAddr() net.Addr {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.httpAddr
+}
+
+// Serve runs the node until ctx is cancelled, then shuts down: the API
+// stops accepting, peers are told the node is leaving, in-flight requests
+// get up to the drain timeout, and everything started is stopped in
+// reverse order. A clean shutdown returns nil.
+func (n *Node) Serve(ctx context.Context) (err error) {
+	var stack closers
+	defer func() {
+		if cerr := stack.closeAll(n.log); err == nil {
+			err = cerr
+		}
+	}()
+	n.startedAt = time.Now()
+
+	// 1. Identity.
+	key, created, err := identity.LoadOrCreateKey(n.cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	n.key = key
+	if created {
+		n.log.Info("created node key", "dir", n.cfg.StateDir)
+	}
+	n.log.Info("identity", "endpoint_id", key.ID().String(), "did", key.DIDKey())
+
+	// 2. Meters.
+	sel, err := meters.Select(ctx, n.meterConfig, n.log)
+	if err != nil {
+		return fmt.Errorf("meters: %w", err)
+	}
+	n.meters = sel
+	stack.push("meters", sel.Close)
+	n.log.Info("energy meter", "selected", sel.Report.Selected, "why", sel.Report.Why)
+	facts, err := host.Gather(host.Options{})
+	if err != nil {
+		n.log.Debug("some hardware facts are unknown", "err", err)
+	}
+	n.hardware = &facts
+
+	// 3. Engines: the configured models (or the built-in default), and an
+	// inventory of the models dir for gossip.
+	if err := n.loadModels(&stack); err != nil {
+		return err
+	}
+	n.inventory = scanModels(n.cfg.ModelsDir, n.log)
+
+	// 4. Steward.
+	backends := make([]steward.Backend, len(n.models))
+	for i, m := range n.models {
+		backends[i] = steward.Backend{Name: "cpu:" + m.Name(), Engine: m.Engine()}
+	}
+	n.journal = newMemoryJournal()
+	st, err := steward.New(steward.Config{Key: key, Meter: sel.Meter, Backends: backends, Journal: n.journal, Logger: n.log})
+	if err != nil {
+		return err
+	}
+	n.steward = st
+
+	// 5. The HTTP listeners (bound before the mesh so its tunnels and
+	// announcement know the ports), 6. the mesh, 7. discovery.
+	httpLn, err := net.Listen("tcp", n.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("api: %w", err)
+	}
+	stack.push("api listener", ignoreClosed(httpLn.Close))
+	tunnelLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("api: mesh tunnel listener: %w", err)
+	}
+	stack.push("tunnel listener", ignoreClosed(tunnelLn.Close))
+	n.mu.Lock()
+	n.httpAddr = httpLn.Addr()
+	n.mu.Unlock()
+
+	mn, err := n.newMesh(tunnelLn.Addr().String(), httpLn.Addr())
+	if err != nil {
+		return err
+	}
+	n.mesh = mn
+	self := mn.EndpointAddr()
+	if n.invite, err = token.Encode(self); err != nil {
+		return fmt.Errorf("invite token: %w", err)
+	}
+
+	var wg sync.WaitGroup
+	run := func(name string, serve func(context.Context) error, c context.Context) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := serve(c); err != nil && !errors.Is(err, context.Canceled) {
+				n.log.Error(name+" stopped", "err", err)
+			}
+		}()
+	}
+	run("meters", sel.Serve, ctx)
+	run("mesh", mn.Serve, ctx)
+	if err := n.startDiscovery(ctx, run); err != nil {
+		return err
+	}
+
+	// 8. The API.
+	srv := api.New(api.Config{
+		APIKey:       n.cfg.APIKey,
+		MaxBodyBytes: n.cfg.API.MaxBodyBytes,
+		Concurrency:  n.cfg.API.Concurrency,
+		QueueDepth:   n.cfg.API.QueueDepth,
+	}, key.ID(), &registry{n: n}, meshRelay{mn}, &apiNode{n: n}, n.log, nil)
+	run("mesh tunnel api", func(c context.Context) error {
+		return srv.ServeMesh(c, tunnelLn, n.cfg.DrainTimeout.Duration)
+	}, ctx)
+	apiDone := make(chan error, 1)
+	go func() { apiDone <- srv.Serve(ctx, httpLn, n.cfg.DrainTimeout.Duration) }()
+
+	n.announceReady(self)
+	close(n.ready)
+
+	err = <-apiDone
+	n.log.Info("shutting down")
+	wg.Wait()
+	if errors.Is(err, net.ErrClosed) {
+		err = nil
+	}
+	return err
+}
+
+func (n *Node) announceReady(self mesh.EndpointAddr) {
+	names := make([]string, len(n.models))
+	for i, m := range n.models {
+		names[i] = m.Name()
+	}
+	n.log.Info("meshnode serving",
+		"api", "http://"+n.httpAddr.String()+"/v1", "models", names,
+		"quic", n.mesh.LocalAddr().String(), "addrs", self.Addrs)
+	n.log.Info("invite others with: meshnode --join " + n.invite)
+	if err := os.WriteFile(filepath.Join(n.cfg.StateDir, "invite.token"), []byte(n.invite+"\n"), 0o600); err != nil {
+		n.log.Warn("could not write the invite token to the state dir", "err", err)
+	}
+	if sent, err := sdnotify.Notify(sdnotify.Ready); err != nil {
+		n.log.Warn("systemd readiness notification failed", "err", err)
+	} else if sent {
+		n.log.Debug("told systemd the node is ready")
+	}
+}
+
+// newMesh builds the QUIC mesh listener, pinned to bind_ip when set.
+func (n *Node) newMesh(tunnelTarget string, httpAddr net.Addr) (*mesh.Node, error) {
+	listen := n.cfg.QUICAddr
+	if n.cfg.BindIP != "" {
+		_, port, _ := net.SplitHostPort(listen)
+		listen = net.JoinHostPort(n.cfg.BindIP, port)
+	}
+	httpPort := uint32(0)
+	if ta, ok := httpAddr.(*net.TCPAddr); ok {
+		httpPort = uint32(ta.Port)
+	}
+	mc := mesh.Config{
+		ListenAddr: listen,
+		MeshID:     n.cfg.MeshID,
+		Version:    Version,
+		Self:       func() *nodev1.PeerAnnouncement { return n.announcement(httpPort) },
+		HTTPTarget: tunnelTarget,
+	}
+	if n.meshTuning != nil {
+		n.meshTuning(&mc)
+	}
+	mn, err := mesh.New(mc, n.key, n.log)
+	if err != nil {
+		return nil, fmt.Errorf("mesh: %w", err)
+	}
+	return mn, nil
+}
+
+// startDiscovery starts the joiner for invite tokens and, unless
+// discovery is "none", mDNS on the LAN.
+func (n *Node) startDiscovery(ctx context.Context, run func(string, func(context.Context) error, context.Context)) error {
+	joiner := discovery.NewJoiner(n.mesh, discovery.JoinerConfig{LANOnly: n.cfg.LANOnly, Logger: n.log})
+	for _, t := range n.cfg.Join {
+		a, err := token.Decode(t)
+		if err != nil {
+			return fmt.Errorf("join token %q: %w", short(t), err)
+		}
+		joiner.Keep(a)
+	}
+	run("joiner", joiner.Serve, ctx)
+	if n.cfg.Discovery != "mdns" {
+		return nil
+	}
+	tok := n.invite
+	if len(n.cfg.Join) > 0 {
+		tok = n.cfg.Join[0] // the mesh this node belongs to is the one it joined
+	}
+	md, err := mdns.New(mdns.Config{
+		ID:      n.key.ID(),
+		Listen:  n.mesh.LocalAddr(),
+		MeshID:  n.cfg.MeshID,
+		Version: Version,
+		Token:   tok,
+		Hints:   n.mdnsHints,
+		Found:   joiner.Offer,
+		Logger:  n.log,
+	})
+	if err != nil {
+		return fmt.Errorf("mdns: %w", err)
+	}
+	run("mdns", md.Serve, ctx)
+	return nil
+}
+
+func (n *Node) mdnsHints() mdns.Hints {
+	names := make([]string, len(n.models))
+	for i, m := range n.models {
+		names[i] = m.Name()
+	}
+	return mdns.Hints{Serving: names}
+}
+
+// Status is GET /api/status.
+func (n *Node) Status() Status {
+	st := Status{
+		NodeID:  n.key.ID().String(),
+		DID:     n.key.DIDKey(),
+		Version: Version,
+		Uptime:  time.Since(n.startedAt).Round(time.Second).String(),
+		Meter:   n.meters.Report,
+	}
+	head := n.steward.Head()
+	st.Steward.Sequence = head.Next
+	if head.Next > 0 {
+		st.Steward.Last = head.Last.String()
+	}
+	for _, m := range n.models {
+		st.Models = append(st.Models, ModelStatus{Name: m.Name(), Context: m.ContextLength(), SizeBytes: m.Size()})
+	}
+	for _, p := range n.mesh.Peers() {
+		ps := PeerStatus{ID: p.ID.String(), Models: p.Models(), Admission: p.Admission().String()}
+		if p.RTT > 0 {
+			ps.RTTMillis = float64(p.RTT.Microseconds()) / 1000
+		}
+		for _, a := range p.Addrs {
+			ps.Addrs = append(ps.Addrs, a.String())
+		}
+		st.Peers = append(st.Peers, ps)
+	}
+	return st
+}
+
+// Status is the node's own report.
+type Status struct {
+	NodeID  string `json:"node_id"`
+	DID     string `json:"did"`
+	Version string `json:"version"`
+	Uptime  string `json:"uptime"`
+	Steward struct {
+		Sequence uint64 `json:"next_sequence"`
+		Last     string `json:"last_envelope,omitempty"`
+	} `json:"steward"`
+	Models []ModelStatus  `json:"models"`
+	Peers  []PeerStatus   `json:"peers"`
+	Meter  meters.Report  `json:"meter"`
+}
+
+// ModelStatus is one served model in Status.
+type ModelStatus struct {
+	Name      string `json:"name"`
+	Context   int    `json:"context"`
+	SizeBytes int64  `json:"size_bytes"`
+}
+
+// PeerStatus is one peer in Status.
+type PeerStatus struct {
+	ID        string   `json:"id"`
+	Addrs     []string `json:"addrs"`
+	RTTMillis float64  `json:"rtt_ms,omitempty"`
+	Models    []string `json:"models"`
+	Admission string   `json:"admission"`
+}
+
+// closers stops what Serve started, last first.
+type closers []struct {
+	name string
+	fn   func() error
+}
+
+func (c *closers) push(name string, fn func() error) {
+	*c = append(*c, struct {
+		name string
+		fn   func() error
+	}{name, fn})
+}
+
+func (c closers) closeAll(log *slog.Logger) error {
+	var errs []error
+	for i := len(c) - 1; i >= 0; i-- {
+		if err := c[i].fn(); err != nil {
+			log.Warn("stopping "+c[i].name, "err", err)
+			errs = append(errs, fmt.Errorf("%s: %w", c[i].name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func ignoreClosed(fn func() error) func() error {
+	return func() error {
+		if err := fn(); err != nil && !errors.Is(err, net.ErrClosed) {
+			return err
+		}
+		return nil
+	}
+}
+
+func short(s string) string {
+	if len(s) > 16 {
+		return s[:16] + "…"
+	}
+	return s
+}
