@@ -86,8 +86,8 @@ func (r meshRelay) DialHTTP(ctx context.Context, peer identity.EndpointID) (net.
 // apiNode answers the API's node and steward endpoints.
 type apiNode struct{ n *Node }
 
-func (a *apiNode) StewardDID() string              { return a.n.steward.DID() }
-func (a *apiNode) Invite() string                  { return a.n.invite }
+func (a *apiNode) StewardDID() string             { return a.n.steward.DID() }
+func (a *apiNode) Invite() string                 { return a.n.invite }
 func (a *apiNode) Status(ctx context.Context) any { return a.n.Status() }
 
 // Witness checks a receipt shown back to the steward (mesh/1 §2.2): it

@@ -333,9 +333,9 @@ type Status struct {
 		Sequence uint64 `json:"next_sequence"`
 		Last     string `json:"last_envelope,omitempty"`
 	} `json:"steward"`
-	Models []ModelStatus  `json:"models"`
-	Peers  []PeerStatus   `json:"peers"`
-	Meter  meters.Report  `json:"meter"`
+	Models []ModelStatus `json:"models"`
+	Peers  []PeerStatus  `json:"peers"`
+	Meter  meters.Report `json:"meter"`
 }
 
 // ModelStatus is one served model in Status.
