@@ -8,9 +8,9 @@
 // interface (see Choose) and hands each node of its own mesh to a
 // function, normally discovery.Joiner.Offer.
 //
-// Announcing uses hashicorp/mdns's responder, one per interface. Browsing
-// is a small one-shot querier of its own (query.go), because
-// hashicorp/mdns's client joins the multicast group on the system's
-// default interface only, which fails on a LAN with no default route and
-// cannot be pointed at one interface for listening.
+// Announcing uses hashicorp/mdns's responder, one per interface, each
+// joined to the mDNS group on its interface. Browsing is a small one-shot
+// querier of its own (query.go): hashicorp/mdns's client joins the group on
+// the system's default multicast interface only, and gives up IPv4
+// altogether where there is none (a LAN with no default route).
 package mdns
