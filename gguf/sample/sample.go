@@ -1,0 +1,278 @@
+// Package sample picks the next token from a model's logits: greedy
+// decoding, or sampling with temperature, top-k, top-p and min-p, after the
+// repetition, frequency and presence penalties; and Stopper, which ends a
+// generation at a stop string. A Sampler is deterministic: the same
+// parameters (seed included), logits and history give the same tokens on
+// every platform.
+//
+// The filters run in llama.cpp's default order: penalties, top-k, top-p,
+// min-p, then temperature. So top-p and min-p see the untempered
+// distribution, as in llama.cpp.
+package sample
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+)
+
+// Params choose how tokens are picked. The zero value is greedy decoding
+// with no penalties.
+type Params struct {
+	// Temperature divides the logits before sampling; 0 (or less) picks
+	// the likeliest token.
+	Temperature float64
+	// TopK keeps the K likeliest tokens; 0 keeps all.
+	TopK int
+	// TopP keeps the likeliest tokens whose probabilities sum to at least
+	// TopP; 0 or 1 keeps all.
+	TopP float64
+	// MinP drops tokens less likely than MinP times the likeliest; 0 keeps
+	// all.
+	MinP float64
+	// RepeatPenalty divides a positive logit (multiplies a negative one)
+	// of every token in the window (llama.cpp's repeat_penalty); 0 or 1
+	// is off.
+	RepeatPenalty float64
+	// FrequencyPenalty and PresencePenalty subtract count·frequency and,
+	// once, presence from the logit of each token the window holds, count
+	// being how often it occurs there (OpenAI's penalties); 0 is off.
+	FrequencyPenalty, PresencePenalty float64
+	// PenaltyWindow is how many of the latest history tokens the penalties
+	// look at; 0 means all of them.
+	PenaltyWindow int
+	// Seed fixes the random draws.
+	Seed uint64
+}
+
+// Greedy reports whether p picks the likeliest token (after penalties).
+func (p Params) Greedy() bool { return p.Temperature <= 0 }
+
+// Validate checks the parameters' ranges.
+func (p Params) Validate() error {
+	switch {
+	case math.IsNaN(p.Temperature) || math.IsInf(p.Temperature, 0):
+		return fmt.Errorf("sample: temperature %v", p.Temperature)
+	case p.TopK < 0:
+		return fmt.Errorf("sample: top_k %d", p.TopK)
+	case !(p.TopP >= 0 && p.TopP <= 1):
+		return fmt.Errorf("sample: top_p %v is not in [0, 1]", p.TopP)
+	case !(p.MinP >= 0 && p.MinP <= 1):
+		return fmt.Errorf("sample: min_p %v is not in [0, 1]", p.MinP)
+	case !(p.RepeatPenalty >= 0) || math.IsInf(p.RepeatPenalty, 0):
+		return fmt.Errorf("sample: repeat penalty %v", p.RepeatPenalty)
+	case math.IsNaN(p.FrequencyPenalty) || math.IsInf(p.FrequencyPenalty, 0) ||
+		math.IsNaN(p.PresencePenalty) || math.IsInf(p.PresencePenalty, 0):
+		return fmt.Errorf("sample: penalties %v, %v", p.FrequencyPenalty, p.PresencePenalty)
+	case p.PenaltyWindow < 0:
+		return fmt.Errorf("sample: penalty window %d", p.PenaltyWindow)
+	}
+	return nil
+}
+
+// candidate is a token and its (penalised) logit, or later its weight.
+type candidate struct {
+	id uint32
+	v  float64
+}
+
+// Sampler picks tokens under one set of parameters. It keeps its random
+// stream and scratch between calls; it is not safe for concurrent use.
+type Sampler struct {
+	p      Params
+	rng    *rand.Rand
+	cands  []candidate
+	counts map[uint32]int
+}
+
+// New returns a Sampler; p must be valid (see Params.Validate).
+func New(p Params) *Sampler {
+	return &Sampler{
+		p:      p,
+		rng:    rand.New(rand.NewPCG(p.Seed, 0x6d65736873616d70)), // "meshsamp"
+		counts: map[uint32]int{},
+	}
+}
+
+// Params returns the sampler's parameters.
+func (s *Sampler) Params() Params { return s.p }
+
+// Sample picks the token that follows, given the logits and the tokens so
+// far that the penalties look at (typically the tokens generated). It
+// does not modify logits.
+func (s *Sampler) Sample(logits []float32, history []uint32) uint32 {
+	s.countHistory(history)
+	if s.p.Greedy() {
+		return s.greedy(logits)
+	}
+	c := s.cands[:0]
+	top := math.Inf(-1)
+	for id, l := range logits {
+		v := s.penalised(uint32(id), float64(l))
+		c = append(c, candidate{uint32(id), v})
+		top = max(top, v)
+	}
+	s.cands = c
+	if k := s.p.TopK; k > 0 && k < len(c) {
+		c = topK(c, k)
+	}
+	if p := s.p.TopP; p > 0 && p < 1 {
+		c = nucleus(c, top, p)
+	}
+	if m := s.p.MinP; m > 0 {
+		// p_i ≥ m·p_top ⇔ v_i − top ≥ ln m; the likeliest always stays.
+		cut := math.Log(m)
+		kept := c[:0]
+		for _, x := range c {
+			if x.v-top >= cut {
+				kept = append(kept, x)
+			}
+		}
+		c = kept
+	}
+
+	// Temperature, then draw from the softmax of what is left, walking
+	// the candidates in the order the filters left them (by id, or
+	// likeliest first).
+	var sum float64
+	for i := range c {
+		c[i].v = math.Exp((c[i].v - top) / s.p.Temperature)
+		sum += c[i].v
+	}
+	r := s.rng.Float64() * sum
+	for _, x := range c {
+		if r < x.v {
+			return x.id
+		}
+		r -= x.v
+	}
+	return c[len(c)-1].id // r met the rounding of sum
+}
+
+// before orders candidates likeliest first, then by id, a total order.
+func before(a, b candidate) int {
+	if a.v != b.v {
+		return cmp.Compare(b.v, a.v)
+	}
+	return cmp.Compare(a.id, b.id)
+}
+
+// topK returns the k likeliest of c, likeliest first, selecting them with
+// a heap rather than sorting all of c.
+func topK(c []candidate, k int) []candidate {
+	// A min-heap (under before) of the best k seen, in c[:k].
+	h := c[:k]
+	less := func(i, j int) bool { return before(h[i], h[j]) > 0 } // i is worse
+	down := func(i int) {
+		for {
+			l, m := 2*i+1, i
+			if l < k && less(l, m) {
+				m = l
+			}
+			if r := l + 1; r < k && less(r, m) {
+				m = r
+			}
+			if m == i {
+				return
+			}
+			h[i], h[m] = h[m], h[i]
+			i = m
+		}
+	}
+	for i := k/2 - 1; i >= 0; i-- {
+		down(i)
+	}
+	for _, x := range c[k:] {
+		if before(x, h[0]) < 0 {
+			h[0] = x
+			down(0)
+		}
+	}
+	slices.SortFunc(h, before)
+	return h
+}
+
+// nucleus returns the likeliest candidates whose probabilities (the
+// softmax over c) first reach p, likeliest first. Only the candidates
+// above a probability threshold are sorted: the threshold starts high and
+// drops until what is above it holds mass p, so the sorted prefix is the
+// one a full sort would give.
+func nucleus(c []candidate, top, p float64) []candidate {
+	var sum float64
+	for _, x := range c {
+		sum += math.Exp(x.v - top)
+	}
+	for lnTau := -4.0; ; lnTau -= 8 {
+		// Move the candidates with v − top ≥ lnTau to the front.
+		n, mass := 0, 0.0
+		for i, x := range c {
+			if x.v-top >= lnTau {
+				c[n], c[i] = c[i], c[n]
+				mass += math.Exp(x.v - top)
+				n++
+			}
+		}
+		if mass/sum < p && n < len(c) && lnTau > -800 { // below e^-745 nothing has mass
+			continue
+		}
+		head := c[:n]
+		slices.SortFunc(head, before)
+		var cum float64
+		for i, x := range head {
+			cum += math.Exp(x.v-top) / sum
+			if cum >= p {
+				return head[:i+1]
+			}
+		}
+		return head
+	}
+}
+
+// greedy is the argmax of the penalised logits, the lowest id on a tie (as
+// llama.cpp's greedy takes the first).
+func (s *Sampler) greedy(logits []float32) uint32 {
+	best, bestV := 0, math.Inf(-1)
+	for id, l := range logits {
+		v := float64(l)
+		if len(s.counts) > 0 {
+			v = s.penalised(uint32(id), v)
+		}
+		if v > bestV {
+			best, bestV = id, v
+		}
+	}
+	return uint32(best)
+}
+
+// countHistory counts the tokens in the penalty window.
+func (s *Sampler) countHistory(history []uint32) {
+	clear(s.counts)
+	p := s.p
+	if (p.RepeatPenalty == 0 || p.RepeatPenalty == 1) && p.FrequencyPenalty == 0 && p.PresencePenalty == 0 {
+		return
+	}
+	if w := p.PenaltyWindow; w > 0 && len(history) > w {
+		history = history[len(history)-w:]
+	}
+	for _, t := range history {
+		s.counts[t]++
+	}
+}
+
+// penalised applies the penalties to token id's logit l.
+func (s *Sampler) penalised(id uint32, l float64) float64 {
+	n, ok := s.counts[id]
+	if !ok {
+		return l
+	}
+	if rp := s.p.RepeatPenalty; rp != 0 && rp != 1 {
+		if l > 0 {
+			l /= rp
+		} else {
+			l *= rp
+		}
+	}
+	return l - float64(n)*s.p.FrequencyPenalty - s.p.PresencePenalty
+}

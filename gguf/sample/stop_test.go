@@ -1,0 +1,132 @@
+package sample
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// pieces is a toy vocabulary: token i's text is pieces[i].
+var pieces = []string{"Hello", " wor", "ld", "\n", "\n\n", "END", "E", "ND", "x", "é"[:1], "é"[1:]}
+
+func piece(id uint32) ([]byte, error) {
+	if int(id) >= len(pieces) {
+		return nil, errors.New("no such token")
+	}
+	return []byte(pieces[id]), nil
+}
+
+func TestStopper(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		stops  []string
+		tokens []uint32
+		want   []uint32 // released, in order
+		stop   bool
+	}{
+		{"no stops", nil, []uint32{0, 1, 2}, []uint32{0, 1, 2}, false},
+		{"not found", []string{"END"}, []uint32{0, 1, 2, 3}, []uint32{0, 1, 2, 3}, false},
+		{"whole token", []string{"END"}, []uint32{0, 5, 1}, []uint32{0}, true},
+		{"across tokens", []string{"END"}, []uint32{0, 6, 7, 2}, []uint32{0}, true},
+		{"a false start is released", []string{"END"}, []uint32{0, 6, 8, 2}, []uint32{0, 6, 8, 2}, false},
+		{"inside a token drops it", []string{"wo"}, []uint32{0, 1, 2}, []uint32{0}, true},
+		{"first of several", []string{"ld", "\n"}, []uint32{0, 3, 1, 2}, []uint32{0}, true},
+		{"newline pair", []string{"\n\n"}, []uint32{0, 3, 8, 3, 3}, []uint32{0, 3, 8}, true},
+		{"bytes of one character", []string{"é"}, []uint32{0, 9, 10}, []uint32{0}, true},
+		{"empty stop ignored", []string{""}, []uint32{0, 1}, []uint32{0, 1}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := NewStopper(tc.stops, piece)
+			var got []uint32
+			stopped := false
+			for _, id := range tc.tokens {
+				ready, stop, err := s.Push(id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, ready...)
+				if stop {
+					stopped = true
+					break
+				}
+			}
+			if !stopped {
+				got = append(got, s.Flush()...)
+			}
+			if stopped != tc.stop || !slices.Equal(got, tc.want) {
+				t.Fatalf("released %v (stop %v), want %v (stop %v)", got, stopped, tc.want, tc.stop)
+			}
+		})
+	}
+}
+
+// TestStopperHoldsBack checks that a token is held exactly while its text
+// could still begin a stop string, and released once it cannot.
+func TestStopperHoldsBack(t *testing.T) {
+	s := NewStopper([]string{"END"}, piece)
+	ready, _, _ := s.Push(0) // "Hello": no suffix starts "END"
+	if !slices.Equal(ready, []uint32{0}) {
+		t.Fatalf("Hello: released %v", ready)
+	}
+	if ready, _, _ = s.Push(6); len(ready) != 0 { // "E" may begin "END"
+		t.Fatalf("E: released %v", ready)
+	}
+	if ready, _, _ = s.Push(8); !slices.Equal(ready, []uint32{6, 8}) { // "Ex" cannot
+		t.Fatalf("Ex: released %v", ready)
+	}
+}
+
+// TestStopperNeverShowsStop pushes random token sequences and checks the
+// released text never contains a stop string, and that without a stop it
+// is all the text.
+func TestStopperNeverShowsStop(t *testing.T) {
+	stops := []string{"END", "ld\n", "\n\n"}
+	seq := []uint32{0}
+	for n := range 20000 {
+		seq = seq[:0]
+		for k := n; len(seq) < 8; k /= 7 {
+			seq = append(seq, uint32((k+len(seq)*3)%9))
+		}
+		s := NewStopper(stops, piece)
+		var out strings.Builder
+		stopped := false
+		for _, id := range seq {
+			ready, stop, _ := s.Push(id)
+			for _, r := range ready {
+				out.WriteString(pieces[r])
+			}
+			if stop {
+				stopped = true
+				break
+			}
+		}
+		if !stopped {
+			for _, r := range s.Flush() {
+				out.WriteString(pieces[r])
+			}
+		}
+		var full strings.Builder
+		for _, id := range seq {
+			full.WriteString(pieces[id])
+		}
+		for _, st := range stops {
+			if strings.Contains(out.String(), st) {
+				t.Fatalf("%v: released %q, which holds %q", seq, out.String(), st)
+			}
+		}
+		if !stopped && out.String() != full.String() {
+			t.Fatalf("%v: released %q of %q without a stop", seq, out.String(), full.String())
+		}
+		if stopped && !strings.HasPrefix(full.String(), out.String()) {
+			t.Fatalf("%v: released %q, not a prefix of %q", seq, out.String(), full.String())
+		}
+	}
+}
+
+func TestStopperPieceError(t *testing.T) {
+	s := NewStopper([]string{"x"}, piece)
+	if _, _, err := s.Push(99); err == nil {
+		t.Fatal("no error for a token without text")
+	}
+}
