@@ -1,0 +1,278 @@
+package ggufengine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"sync"
+
+	"github.com/meshnode/meshnode/gguf/model"
+	"github.com/meshnode/meshnode/gguf/sample"
+	"github.com/meshnode/meshnode/node/engine"
+	"github.com/meshnode/meshnode/node/receipt"
+)
+
+// Engine serves one Model (engine.Engine). Serves run concurrently, each
+// on its own session, up to Config.Sessions at once; further serves wait.
+type Engine struct {
+	m        *Model
+	recipe   string
+	fidelity receipt.Fidelity
+	ujTok    uint64
+	opt      model.SessionOptions
+	pool     pool
+}
+
+var _ engine.Engine = (*Engine)(nil)
+
+func newEngine(m *Model, cfg Config, opt model.SessionOptions, sessions int) *Engine {
+	e := &Engine{m: m, recipe: m.name, fidelity: cfg.Fidelity, ujTok: cfg.UJPerToken, opt: opt}
+	e.pool = pool{max: sessions, wake: make(chan struct{}), open: func() (*model.Session, error) {
+		return m.model.NewSession(opt)
+	}}
+	return e
+}
+
+// Recipe implements engine.Engine: the model's name.
+func (e *Engine) Recipe() string { return e.recipe }
+
+// Fidelity implements engine.Engine.
+func (e *Engine) Fidelity() receipt.Fidelity { return e.fidelity }
+
+// UJPerToken implements engine.Engine.
+func (e *Engine) UJPerToken() uint64 { return e.ujTok }
+
+// UJPerOptionScored implements engine.Engine: 0, since the engine refuses
+// typed decisions.
+func (e *Engine) UJPerOptionScored() uint64 { return 0 }
+
+// Deterministic implements engine.Engine: true. A greedy serve, and a
+// sampled one with a seed, yields the same tokens from the same request and
+// prompt: the forward pass's arithmetic does not depend on thread count,
+// batch split or KV reuse, and the sampler's draws come from the request's
+// seed. A request that samples without a seed is flagged as unreplayable
+// by the request itself (receipt.Sampling.Unseeded).
+func (e *Engine) Deterministic() bool { return true }
+
+// Weights implements engine.Engine: the file's digest and precision.
+func (e *Engine) Weights() (receipt.Weights, bool) { return e.m.weights, true }
+
+func refuse(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", engine.ErrRefused, fmt.Sprintf(format, args...))
+}
+
+// Serve implements engine.Engine.
+func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []uint32, emit func(uint32) error) (engine.Outcome, error) {
+	params, stops, err := e.check(req, prompt)
+	if err != nil {
+		return engine.Outcome{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return engine.Outcome{}, err
+	}
+	s, err := e.pool.acquire(ctx, prompt)
+	if err != nil {
+		return engine.Outcome{}, err
+	}
+	defer e.pool.release(s)
+
+	delivered := e.fidelity
+	out := engine.Outcome{TokensIn: uint32(len(prompt)), Delivered: &delivered}
+	reused, logits, err := s.Prefill(ctx, prompt)
+	if err != nil {
+		return out, err
+	}
+	e.m.log.Debug("prefill", "model", e.recipe, "prompt", len(prompt), "reused", reused)
+
+	tok := e.m.tok
+	sampler := sample.New(params)
+	stopper := sample.NewStopper(stops, func(id uint32) ([]byte, error) {
+		p, err := tok.Piece(id, false)
+		return []byte(p), err
+	})
+	send := func(ids []uint32) error {
+		for _, id := range ids {
+			if err := emit(id); err != nil {
+				return fmt.Errorf("ggufengine: emit: %w", err)
+			}
+			out.TokensOut++
+			out.TokensAccepted++
+		}
+		return nil
+	}
+	var generated []uint32
+	for len(generated) < int(req.MaxTokens) {
+		next := sampler.Sample(logits, generated)
+		if tok.IsEOG(next) {
+			break
+		}
+		generated = append(generated, next)
+		ready, stop, err := stopper.Push(next)
+		if err != nil {
+			return out, fmt.Errorf("ggufengine: %w", err)
+		}
+		if err := send(ready); err != nil {
+			return out, err
+		}
+		if stop {
+			return out, nil
+		}
+		if len(generated) == int(req.MaxTokens) || s.Len() == s.Context() {
+			break // no need to evaluate a token nothing follows
+		}
+		if logits, err = s.Eval(ctx, []uint32{next}); err != nil {
+			return out, err
+		}
+	}
+	return out, send(stopper.Flush())
+}
+
+// check validates a request before any work, returning the sampler's
+// parameters and the stop strings.
+func (e *Engine) check(req receipt.ServeRequest, prompt []uint32) (sample.Params, []string, error) {
+	if req.Decision != nil {
+		return sample.Params{}, nil, refuse("typed decisions are not served by the GGUF engine (it generates text)")
+	}
+	if len(prompt) == 0 {
+		return sample.Params{}, nil, refuse("empty prompt")
+	}
+	if len(prompt) > e.m.ctx {
+		return sample.Params{}, nil, refuse("a prompt of %d tokens does not fit the context of %d: %v", len(prompt), e.m.ctx, model.ErrContext)
+	}
+	vocab := uint32(e.m.model.Config().VocabSize)
+	for _, t := range prompt {
+		if t >= vocab {
+			return sample.Params{}, nil, refuse("prompt token %d is outside the vocabulary of %d", t, vocab)
+		}
+	}
+	params, stops, err := samplingParams(req.Sampling)
+	if err != nil {
+		return sample.Params{}, nil, refuse("%v", err)
+	}
+	return params, stops, nil
+}
+
+// samplingParams maps the request's sampling block (millionths) to the
+// sampler's parameters. A sampled request without a seed gets a random
+// one.
+func samplingParams(s *receipt.Sampling) (sample.Params, []string, error) {
+	if s == nil {
+		return sample.Params{}, nil, nil
+	}
+	const e6 = 1e6
+	p := sample.Params{
+		Temperature:      float64(s.TemperatureE6) / e6,
+		TopK:             int(s.TopK),
+		TopP:             float64(s.TopPE6) / e6,
+		MinP:             float64(s.MinPE6) / e6,
+		FrequencyPenalty: float64(s.FrequencyPenaltyE6) / e6,
+		PresencePenalty:  float64(s.PresencePenaltyE6) / e6,
+	}
+	switch {
+	case s.Seed != nil:
+		p.Seed = *s.Seed
+	case s.TemperatureE6 > 0:
+		var b [8]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return p, nil, err
+		}
+		p.Seed = binary.LittleEndian.Uint64(b[:])
+	}
+	if err := p.Validate(); err != nil {
+		return p, nil, err
+	}
+	return p, s.Stop, nil
+}
+
+// pool keeps the sessions: idle ones hold the KV cache of their last
+// sequence, and a serve takes the one whose cache shares the longest
+// prefix with its prompt (a conversation's next turn finds its own).
+type pool struct {
+	mu    sync.Mutex
+	idle  []*idleSession
+	n     int // sessions made
+	max   int
+	clock uint64
+	wake  chan struct{} // closed and replaced when a session comes back
+	open  func() (*model.Session, error)
+}
+
+type idleSession struct {
+	s    *model.Session
+	used uint64
+}
+
+func (p *pool) acquire(ctx context.Context, prompt []uint32) (*model.Session, error) {
+	for {
+		p.mu.Lock()
+		if i := p.best(prompt); i >= 0 {
+			s := p.idle[i].s
+			p.idle = append(p.idle[:i], p.idle[i+1:]...)
+			p.mu.Unlock()
+			return s, nil
+		}
+		if p.n < p.max {
+			p.n++
+			p.mu.Unlock()
+			s, err := p.open()
+			if err != nil {
+				p.mu.Lock()
+				p.n--
+				p.mu.Unlock()
+				return nil, fmt.Errorf("ggufengine: %w", err)
+			}
+			return s, nil
+		}
+		wake := p.wake
+		p.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-wake:
+		}
+	}
+}
+
+// best picks the idle session sharing the longest prefix with prompt (the
+// most recently used among equals); when none shares any, a fresh session
+// if one may still be made, else the least recently used. -1: none.
+func (p *pool) best(prompt []uint32) int {
+	best, bestLen := -1, 0
+	for i, is := range p.idle {
+		n := is.s.CommonPrefix(prompt)
+		if n > bestLen || (n == bestLen && n > 0 && is.used > p.idle[best].used) {
+			best, bestLen = i, n
+		}
+	}
+	if best >= 0 || p.n < p.max {
+		return best
+	}
+	for i, is := range p.idle {
+		if best < 0 || is.used < p.idle[best].used {
+			best = i
+		}
+	}
+	return best
+}
+
+func (p *pool) release(s *model.Session) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.clock++
+	p.idle = append(p.idle, &idleSession{s: s, used: p.clock})
+	close(p.wake)
+	p.wake = make(chan struct{})
+}
+
+// close drops the idle sessions' caches.
+func (p *pool) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, is := range p.idle {
+		is.s.Close()
+	}
+	p.idle = nil
+}
+
+func (e *Engine) close() { e.pool.close() }

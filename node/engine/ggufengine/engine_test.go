@@ -1,0 +1,364 @@
+package ggufengine
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/meshnode/meshnode/gguf/chat"
+	"github.com/meshnode/meshnode/gguf/digest"
+	"github.com/meshnode/meshnode/gguf/tokenizer"
+	"github.com/meshnode/meshnode/node/engine"
+	"github.com/meshnode/meshnode/node/receipt"
+)
+
+// The built-in model, committed in the repository, and llama.cpp's greedy
+// ids for it.
+var (
+	fortunesPath  = filepath.Join("..", "..", "..", "models", "meshnode-fortunes-q8_0.gguf")
+	referencePath = filepath.Join("..", "..", "..", "models", "reference-greedy.txt")
+)
+
+var loadFortunes = sync.OnceValues(func() (*Model, error) {
+	return Load(fortunesPath, Config{Fidelity: receipt.F1, UJPerToken: 250, Context: 256})
+})
+
+func fortunes(t *testing.T) *Model {
+	t.Helper()
+	m, err := loadFortunes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+var tokenizerContinue = tokenizer.DecodeOptions{Continue: true}
+
+type reference struct {
+	prompt, generated []uint32
+}
+
+// q8References reads llama.cpp's greedy ids for the Q8_0 file.
+func q8References(t *testing.T) []reference {
+	t.Helper()
+	f, err := os.Open(referencePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var refs []reference
+	inQ8 := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "### "):
+			inQ8 = strings.Contains(line, "q8_0")
+			if inQ8 {
+				refs = append(refs, reference{})
+			}
+		case inQ8 && strings.HasPrefix(line, "prompt ids"):
+			refs[len(refs)-1].prompt = ids(t, line)
+		case inQ8 && strings.HasPrefix(line, "generated ids"):
+			refs[len(refs)-1].generated = ids(t, line)
+		}
+	}
+	if len(refs) == 0 {
+		t.Fatal("no Q8_0 references")
+	}
+	return refs
+}
+
+func ids(t *testing.T, line string) []uint32 {
+	_, list, _ := strings.Cut(line, ":")
+	var out []uint32
+	for _, f := range strings.Fields(list) {
+		v, err := strconv.ParseUint(f, 10, 32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, uint32(v))
+	}
+	return out
+}
+
+func request(maxTokens uint32, s *receipt.Sampling) receipt.ServeRequest {
+	return receipt.ServeRequest{
+		PromptHash: receipt.PromptHash([]byte("p")), PromptTokens: 8, MaxTokens: maxTokens,
+		FidelityFloor: receipt.F1, JouleCeilingUJ: 1 << 40, Sampling: s,
+	}
+}
+
+func serve(t *testing.T, e engine.Engine, req receipt.ServeRequest, prompt []uint32) ([]uint32, engine.Outcome) {
+	t.Helper()
+	var got []uint32
+	out, err := e.Serve(context.Background(), req, prompt, func(tok uint32) error {
+		got = append(got, tok)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got, out
+}
+
+// untilEOS is llama.cpp's greedy output up to (not including) the first
+// end-of-generation token, which is where the engine stops.
+func untilEOS(m *Model, ids []uint32) []uint32 {
+	for i, id := range ids {
+		if m.Tokenizer().IsEOG(id) {
+			return ids[:i]
+		}
+	}
+	return ids
+}
+
+func TestGreedyMatchesLlamaCpp(t *testing.T) {
+	m := fortunes(t)
+	for _, ref := range q8References(t) {
+		want := untilEOS(m, ref.generated)
+		got, out := serve(t, m.Engine(), request(40, nil), ref.prompt)
+		if !slices.Equal(got, want) {
+			t.Errorf("prompt %v:\n got %v\nwant %v", ref.prompt, got, want)
+		}
+		if out.TokensIn != uint32(len(ref.prompt)) || out.TokensOut != uint32(len(got)) || out.TokensAccepted != out.TokensOut {
+			t.Errorf("outcome %+v for %d in, %d out", out, len(ref.prompt), len(got))
+		}
+		if out.Delivered == nil || *out.Delivered != receipt.F1 {
+			t.Errorf("delivered %v, want F1", out.Delivered)
+		}
+	}
+}
+
+func TestMaxTokens(t *testing.T) {
+	m := fortunes(t)
+	ref := q8References(t)[0]
+	for _, n := range []uint32{0, 1, 5} {
+		got, _ := serve(t, m.Engine(), request(n, nil), ref.prompt)
+		if !slices.Equal(got, ref.generated[:n]) {
+			t.Errorf("max_tokens %d: %v, want %v", n, got, ref.generated[:n])
+		}
+	}
+}
+
+func TestStopString(t *testing.T) {
+	m := fortunes(t)
+	ref := q8References(t)[0] // ", and a man who has a little to be a man who …"
+	text := func(ids []uint32) string {
+		s, err := m.Tokenizer().Decode(ids, tokenizerContinue)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	full := text(untilEOS(m, ref.generated))
+	got, _ := serve(t, m.Engine(), request(40, &receipt.Sampling{Stop: []string{"little"}}), ref.prompt)
+	out := text(got)
+	if strings.Contains(out, "little") || !strings.HasPrefix(full, out) || !strings.Contains(full[len(out):], "little") {
+		t.Fatalf("stopped at %q of %q", out, full)
+	}
+	if want := full[:strings.Index(full, "little")]; strings.TrimSpace(out) != strings.TrimSpace(want) {
+		t.Fatalf("output %q, want the text before the stop %q", out, want)
+	}
+}
+
+func TestSeededSamplingIsReproducible(t *testing.T) {
+	m := fortunes(t)
+	prompt := q8References(t)[1].prompt
+	seed := func(v uint64) *receipt.Sampling {
+		return &receipt.Sampling{TemperatureE6: 900_000, TopPE6: 950_000, Seed: &v}
+	}
+	a, _ := serve(t, m.Engine(), request(24, seed(11)), prompt)
+	b, _ := serve(t, m.Engine(), request(24, seed(11)), prompt)
+	c, _ := serve(t, m.Engine(), request(24, seed(12)), prompt)
+	if !slices.Equal(a, b) {
+		t.Fatalf("seed 11 twice:\n%v\n%v", a, b)
+	}
+	if slices.Equal(a, c) {
+		t.Fatalf("seeds 11 and 12 gave the same %d tokens", len(a))
+	}
+}
+
+func TestRefusals(t *testing.T) {
+	m := fortunes(t)
+	e := m.Engine()
+	long := make([]uint32, m.ContextLength()+1)
+	for _, tc := range []struct {
+		name   string
+		req    receipt.ServeRequest
+		prompt []uint32
+	}{
+		{"decision", func() receipt.ServeRequest {
+			r := request(0, nil)
+			r.Decision = &receipt.Decision{Questions: 1, OptionsScored: 2}
+			return r
+		}(), []uint32{1, 2}},
+		{"empty prompt", request(4, nil), nil},
+		{"prompt beyond the context", request(4, nil), long},
+		{"token outside the vocabulary", request(4, nil), []uint32{1, 32000}},
+		{"top_p above 1", request(4, &receipt.Sampling{TemperatureE6: 1, TopPE6: 2_000_000}), []uint32{1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			called := false
+			out, err := e.Serve(context.Background(), tc.req, tc.prompt, func(uint32) error { called = true; return nil })
+			if !errors.Is(err, engine.ErrRefused) {
+				t.Fatalf("err %v, want ErrRefused", err)
+			}
+			if called || out != (engine.Outcome{}) {
+				t.Fatalf("refused serve did work: emitted %v, outcome %+v", called, out)
+			}
+		})
+	}
+}
+
+func TestCancellation(t *testing.T) {
+	m := fortunes(t)
+	prompt := q8References(t)[0].prompt
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := m.Engine().Serve(ctx, request(8, nil), prompt, func(uint32) error { return nil }); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled before: %v", err)
+	}
+
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	n := 0
+	out, err := m.Engine().Serve(ctx, request(40, nil), prompt, func(uint32) error {
+		if n++; n == 3 {
+			cancel()
+		}
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) || out.TokensOut != 3 {
+		t.Fatalf("cancelled after 3 tokens: %v, outcome %+v", err, out)
+	}
+
+	boom := errors.New("client gone")
+	out, err = m.Engine().Serve(context.Background(), request(40, nil), prompt, func(uint32) error { return boom })
+	if !errors.Is(err, boom) || out.TokensOut != 0 {
+		t.Fatalf("emit error: %v, outcome %+v", err, out)
+	}
+}
+
+// TestConversationReuse serves a second turn that extends the first
+// (prompt, reply, more text) and checks it matches a fresh engine's
+// answer: the reused KV cache changes nothing but the work.
+func TestConversationReuse(t *testing.T) {
+	m := fortunes(t)
+	ref := q8References(t)[2]
+	first, _ := serve(t, m.Engine(), request(10, nil), ref.prompt)
+	turn2 := slices.Concat(ref.prompt, first, m.Tokenize(" And then", false, false))
+
+	s, err := m.eng.pool.acquire(context.Background(), turn2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := s.CommonPrefix(turn2); n < len(ref.prompt)+len(first)-1 {
+		t.Fatalf("the pool picked a session sharing %d tokens, want the first turn's %d", n, len(ref.prompt)+len(first)-1)
+	}
+	m.eng.pool.release(s)
+	got, _ := serve(t, m.Engine(), request(12, nil), turn2)
+
+	fresh, err := Load(fortunesPath, Config{Context: 256, Sessions: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	want, _ := serve(t, fresh.Engine(), request(12, nil), turn2)
+	if !slices.Equal(got, want) {
+		t.Fatalf("second turn on the reused cache %v, fresh %v", got, want)
+	}
+}
+
+func TestConcurrentServes(t *testing.T) {
+	m := fortunes(t)
+	refs := q8References(t)
+	var wg sync.WaitGroup
+	errs := make(chan string, 8)
+	for i := range 8 {
+		ref := refs[i%len(refs)]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var got []uint32
+			_, err := m.Engine().Serve(context.Background(), request(12, nil), ref.prompt, func(tok uint32) error {
+				got = append(got, tok)
+				return nil
+			})
+			if want := untilEOS(m, ref.generated[:12]); err != nil || !slices.Equal(got, want) {
+				errs <- fmt.Sprintf("concurrent serve of %v: %v (%v), want %v", ref.prompt, got, err, want)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+}
+
+func TestWeights(t *testing.T) {
+	m := fortunes(t)
+	w, ok := m.Engine().Weights()
+	if !ok || w.Precision != "int8" {
+		t.Fatalf("weights %+v, %v", w, ok)
+	}
+	res, err := digest.Files(filepath.Dir(fortunesPath), filepath.Base(fortunesPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Digest != receipt.ContentID(res.Digest) {
+		t.Fatalf("digest %s, want %s", w.Digest, res.Digest)
+	}
+	e := m.Engine()
+	if e.Recipe() != "meshnode-fortunes-q8_0" || e.Fidelity() != receipt.F1 || e.UJPerToken() != 250 || !e.Deterministic() {
+		t.Fatalf("engine advertises %q %v %d %v", e.Recipe(), e.Fidelity(), e.UJPerToken(), e.Deterministic())
+	}
+	if m.ContextLength() != 256 || m.Facts().Architecture != "llama" {
+		t.Fatalf("context %d, facts %+v", m.ContextLength(), m.Facts())
+	}
+}
+
+func TestPrecisionNames(t *testing.T) {
+	for in, want := range map[string]string{
+		"F32": "fp32", "F16": "fp16", "BF16": "bf16", "Q8_0": "int8", "Q6_K": "int6", "Q5_K_M": "int5",
+		"Q4_0": "int4", "Q4_K_M": "int4", "IQ4_XS": "int4", "Q3_K_S": "int3", "Q2_K": "int2", "TQ1_0": "tq1_0", "": "unknown",
+	} {
+		if got := Precision(in); got != want {
+			t.Errorf("Precision(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestTextHelpers(t *testing.T) {
+	m := fortunes(t)
+	ids := m.Tokenize("A man walks into a bar", true, false)
+	if want := q8References(t)[0].prompt; !slices.Equal(ids, want) {
+		t.Fatalf("tokenize: %v, want %v", ids, want)
+	}
+	text, err := m.ApplyChat([]chat.Message{{Role: "user", Content: "hi"}})
+	if err != nil || !strings.Contains(text, "hi") {
+		t.Fatalf("chat: %q, %v", text, err)
+	}
+	d := m.NewDecoder()
+	var out strings.Builder
+	for _, id := range q8References(t)[0].generated[:8] {
+		s, err := d.Next(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out.WriteString(s)
+	}
+	out.WriteString(d.Flush())
+	if got := out.String(); !strings.HasPrefix(got, ", and a man") {
+		t.Fatalf("decoded %q", got)
+	}
+}

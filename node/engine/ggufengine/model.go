@@ -1,0 +1,250 @@
+// Package ggufengine serves GGUF models as mesh/1 engines: it loads a
+// model file onto the CPU backend, exposes its tokenizer, chat template and
+// context length for the API layer, and implements engine.Engine, whose
+// Serve decodes greedily or samples as the request says, stops at EOS,
+// stop strings or max_tokens, and reuses the KV cache of the conversation a
+// prompt continues.
+//
+// Precision names (the receipt's precision, mesh/1 §6.1) follow the file's
+// type, general.file_type: F32 fp32, F16 fp16, BF16 bf16, Q8_0 int8, the
+// 6-, 5-, 4-, 3- and 2-bit quantisations int6, int5, int4, int3 and int2
+// (Q4_K_M is int4 though some of its tensors are Q6_K: the weights digest
+// pins every tensor's exact type). Activations enter the matrix products
+// as 8-bit (Q8_0, Q8_K) for the quantised types, fp16 for F16; the KV cache
+// is fp16 by default.
+package ggufengine
+
+import (
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+
+	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/chat"
+	"github.com/meshnode/meshnode/gguf/cpu"
+	"github.com/meshnode/meshnode/gguf/digest"
+	"github.com/meshnode/meshnode/gguf/model"
+	"github.com/meshnode/meshnode/gguf/tokenizer"
+	"github.com/meshnode/meshnode/node/receipt"
+)
+
+// Config is how one model is served.
+type Config struct {
+	// Name is the model's name and the engine's recipe; default: the
+	// file's name without .gguf.
+	Name string
+	// Fidelity is the advertised level (mesh/1 §3.2).
+	Fidelity receipt.Fidelity
+	// UJPerToken is the modelled energy per token the router's estimate
+	// uses (§4); a model, never a measurement.
+	UJPerToken uint64
+	// Threads is the CPU threads the forward pass uses; 0: one per CPU.
+	Threads int
+	// Context is each sequence's context length; 0: the model's trained
+	// context, capped so that the KV caches fit MemoryBytes/4, or at
+	// model.DefaultContext when MemoryBytes is 0.
+	Context int
+	// MemoryBytes is the machine's memory, which bounds the default
+	// context (0: unknown).
+	MemoryBytes uint64
+	// KV is the KV cache type, "f16" (default) or "f32".
+	KV string
+	// Batch is the most prompt tokens one forward step evaluates; 0:
+	// model.DefaultBatch.
+	Batch int
+	// Sessions is the most sequences kept at once (one per concurrent
+	// serve; idle ones keep their KV cache for a conversation's next
+	// turn); 0: DefaultSessions.
+	Sessions int
+	// Log receives load and serve messages; nil discards them.
+	Log *slog.Logger
+}
+
+// DefaultSessions is the default of Config.Sessions.
+const DefaultSessions = 4
+
+// Model is a loaded GGUF model: the file, its weights on the CPU backend,
+// its tokenizer and chat template, and the engine that serves it.
+type Model struct {
+	name    string
+	path    string
+	file    *gguf.File
+	be      *cpu.Backend
+	model   *model.Model
+	tok     *tokenizer.Tokenizer
+	tmpl    *chat.Template
+	facts   gguf.Facts
+	weights receipt.Weights
+	ctx     int
+	eng     *Engine
+	log     *slog.Logger
+}
+
+// Load opens the GGUF file at path and prepares it for serving. Every byte
+// of the file is hashed for the weights digest (§3.6), streamed rather
+// than through the mapping, so the weights' pages come in only as the
+// forward pass reads them.
+func Load(path string, cfg Config) (*Model, error) {
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	m := &Model{path: path, file: f, facts: f.Facts(), log: log}
+	ok := false
+	defer func() {
+		if !ok {
+			m.Close()
+		}
+	}()
+	m.name = cfg.Name
+	if m.name == "" {
+		m.name = gguf.ModelKey(path)
+	}
+	if m.tok, err = tokenizer.FromGGUF(f.Metadata); err != nil {
+		return nil, fmt.Errorf("ggufengine: %s: %w", path, err)
+	}
+	if m.tmpl, err = chat.FromGGUF(f.Metadata); err != nil {
+		return nil, fmt.Errorf("ggufengine: %s: %w", path, err)
+	}
+	m.be = cpu.New(cpu.Options{Threads: cfg.Threads})
+	if m.model, err = model.Load(f, m.be); err != nil {
+		return nil, fmt.Errorf("ggufengine: %s: %w", path, err)
+	}
+	mc := m.model.Config()
+	if m.tok.NumTokens() > mc.VocabSize {
+		return nil, fmt.Errorf("ggufengine: %s: the tokenizer has %d tokens, the model %d", path, m.tok.NumTokens(), mc.VocabSize)
+	}
+
+	sum, err := digest.Files(filepath.Dir(path), filepath.Base(path))
+	if err != nil {
+		return nil, fmt.Errorf("ggufengine: %w", err)
+	}
+	m.weights = receipt.Weights{Digest: receipt.ContentID(sum.Digest), Precision: Precision(m.facts.QuantizationType)}
+
+	kv, err := model.ParseKVType(cfg.KV)
+	if err != nil {
+		return nil, fmt.Errorf("ggufengine: %w", err)
+	}
+	sessions := cfg.Sessions
+	if sessions <= 0 {
+		sessions = DefaultSessions
+	}
+	m.ctx = contextLength(cfg, mc, kv, sessions)
+	opt := model.SessionOptions{Context: m.ctx, Batch: cfg.Batch, KV: kv}
+	m.eng = newEngine(m, cfg, opt, sessions)
+	log.Info("model loaded", "model", m.name, "arch", mc.Arch, "type", m.facts.QuantizationType,
+		"params", m.facts.ParameterSize, "context", m.ctx, "kv", kv, "threads", m.be.Threads(),
+		"digest", m.weights.Digest.String(), "hashed_mbps", int(sum.MBps()))
+	ok = true
+	return m, nil
+}
+
+// contextLength resolves Config.Context (see there).
+func contextLength(cfg Config, mc model.Config, kv model.KVType, sessions int) int {
+	if cfg.Context > 0 {
+		return min(cfg.Context, mc.TrainContext)
+	}
+	if cfg.MemoryBytes == 0 {
+		return min(mc.TrainContext, model.DefaultContext)
+	}
+	elem := uint64(2)
+	if kv == model.KVF32 {
+		elem = 4
+	}
+	perPos := elem * uint64(mc.Layers) * uint64(mc.KVHeads) * uint64(mc.HeadDimK+mc.HeadDimV)
+	fit := cfg.MemoryBytes / 4 / uint64(sessions) / perPos
+	return int(max(1, min(uint64(mc.TrainContext), fit)))
+}
+
+// Precision names the arithmetic of a file type (see the package doc).
+func Precision(fileType string) string {
+	t := strings.ToUpper(fileType)
+	switch {
+	case t == "F32":
+		return "fp32"
+	case t == "F16":
+		return "fp16"
+	case t == "BF16":
+		return "bf16"
+	case t == "Q8_0":
+		return "int8"
+	case strings.HasPrefix(t, "Q6_"):
+		return "int6"
+	case strings.HasPrefix(t, "Q5_"):
+		return "int5"
+	case strings.HasPrefix(t, "Q4_"), strings.HasPrefix(t, "IQ4_"):
+		return "int4"
+	case strings.HasPrefix(t, "Q3_"), strings.HasPrefix(t, "IQ3_"):
+		return "int3"
+	case strings.HasPrefix(t, "Q2_"), strings.HasPrefix(t, "IQ2_"):
+		return "int2"
+	case t == "":
+		return "unknown"
+	}
+	return strings.ToLower(t)
+}
+
+// Name is the model's name, also the engine's recipe.
+func (m *Model) Name() string { return m.name }
+
+// Path is the file the model was loaded from.
+func (m *Model) Path() string { return m.path }
+
+// Engine returns the model's engine.
+func (m *Model) Engine() *Engine { return m.eng }
+
+// Tokenizer returns the model's tokenizer.
+func (m *Model) Tokenizer() *tokenizer.Tokenizer { return m.tok }
+
+// Template returns the model's chat template (a plain transcript when the
+// file has none).
+func (m *Model) Template() *chat.Template { return m.tmpl }
+
+// Tokenize encodes text as llama.cpp's llama_tokenize does: with
+// addSpecial, BOS (and EOS) where the vocabulary asks for them; with
+// parseSpecial, control-token texts in the input become those tokens (set
+// it for text a chat template produced, not for raw user text).
+func (m *Model) Tokenize(text string, addSpecial, parseSpecial bool) []uint32 {
+	return m.tok.Encode(text, tokenizer.EncodeOptions{AddSpecial: addSpecial, ParseSpecial: parseSpecial})
+}
+
+// ApplyChat renders a conversation through the model's chat template,
+// ending with the opening of the assistant's turn.
+func (m *Model) ApplyChat(messages []chat.Message) (string, error) {
+	return m.tmpl.Apply(messages, true)
+}
+
+// NewDecoder returns a streaming detokeniser for one generation's output
+// (the tokens continue the prompt's text).
+func (m *Model) NewDecoder() *tokenizer.Decoder {
+	return m.tok.NewDecoder(tokenizer.DecodeOptions{Continue: true})
+}
+
+// ContextLength is the most tokens (prompt and output) one sequence holds.
+func (m *Model) ContextLength() int { return m.ctx }
+
+// Config returns the architecture's hyperparameters.
+func (m *Model) Config() model.Config { return m.model.Config() }
+
+// Facts describes the file (for gossip and /v1/models).
+func (m *Model) Facts() gguf.Facts { return m.facts }
+
+// Size is the file's size in bytes.
+func (m *Model) Size() int64 { return m.file.Size() }
+
+// Close releases the backend's workers and the file's mapping. The model
+// and its engine must not be used afterwards.
+func (m *Model) Close() error {
+	if m.eng != nil {
+		m.eng.close()
+	}
+	if m.be != nil {
+		m.be.Close()
+	}
+	return m.file.Close()
+}
