@@ -79,6 +79,9 @@ func kernel(t Type, a *Activation) dotFunc {
 	if want, _ := at.RowSize(a.N); len(a.Data) != want {
 		panic(fmt.Sprintf("quant: %d-element %s activation is %d bytes, got %d", a.N, at, want, len(a.Data)))
 	}
+	if g := simdDots[t]; g != nil && useSIMD {
+		return g
+	}
 	return f
 }
 
@@ -92,33 +95,50 @@ func reduce(acc []float32) float32 {
 	return acc[0]
 }
 
+// The float kernels are split in two: elemsX adds the products of elements
+// [from, to) to their lanes, and dotX runs it over the row and reduces. A
+// SIMD kernel does the leading multiple of its width and hands the rest to
+// the same elemsX, so tails and reduction are shared by construction.
+
 func dotF32(row, act []byte, n int) float32 {
 	var acc [32]float32
-	for i := range n {
+	elemsF32(&acc, row, act, 0, n)
+	return reduce(acc[:])
+}
+
+func elemsF32(acc *[32]float32, row, act []byte, from, to int) {
+	for i := from; i < to; i++ {
 		x := math.Float32frombits(binary.LittleEndian.Uint32(row[4*i:]))
 		y := math.Float32frombits(binary.LittleEndian.Uint32(act[4*i:]))
 		acc[i&31] += float32(x * y)
 	}
-	return reduce(acc[:])
 }
 
 func dotF16(row, act []byte, n int) float32 {
-	tab := fp16Table()
 	var acc [32]float32
-	row, act = row[:2*n], act[:2*n]
-	for i := range n {
+	elemsF16(&acc, row, act, 0, n)
+	return reduce(acc[:])
+}
+
+func elemsF16(acc *[32]float32, row, act []byte, from, to int) {
+	tab := fp16Table()
+	row, act = row[:2*to], act[:2*to]
+	for i := from; i < to; i++ {
 		x, y := tab[le16(row[2*i:])], tab[le16(act[2*i:])]
 		acc[i&31] += float32(x * y)
 	}
-	return reduce(acc[:])
 }
 
 func dotBF16(row, act []byte, n int) float32 {
 	var acc [32]float32
-	for i := range n {
+	elemsBF16(&acc, row, act, 0, n)
+	return reduce(acc[:])
+}
+
+func elemsBF16(acc *[32]float32, row, act []byte, from, to int) {
+	for i := from; i < to; i++ {
 		acc[i&31] += float32(BF16ToFP32(le16(row[2*i:])) * BF16ToFP32(le16(act[2*i:])))
 	}
-	return reduce(acc[:])
 }
 
 // i8 reads byte j of b as a signed int32.
@@ -138,7 +158,12 @@ func scaledMin(sumi int32, x, y []byte) float32 {
 
 func dotQ4_0(row, act []byte, n int) float32 {
 	var acc [8]float32
-	for i := range n / 32 {
+	blocksQ4_0(&acc, row, act, 0, n/32)
+	return reduce(acc[:])
+}
+
+func blocksQ4_0(acc *[8]float32, row, act []byte, from, to int) {
+	for i := from; i < to; i++ {
 		x, y := (*[18]byte)(row[18*i:]), (*[34]byte)(act[34*i:])
 		var sumi int32
 		for j := range 16 {
@@ -146,12 +171,16 @@ func dotQ4_0(row, act []byte, n int) float32 {
 		}
 		acc[i&7] += scaled(sumi, x[:], y[:])
 	}
-	return reduce(acc[:])
 }
 
 func dotQ4_1(row, act []byte, n int) float32 {
 	var acc [8]float32
-	for i := range n / 32 {
+	blocksQ4_1(&acc, row, act, 0, n/32)
+	return reduce(acc[:])
+}
+
+func blocksQ4_1(acc *[8]float32, row, act []byte, from, to int) {
+	for i := from; i < to; i++ {
 		x, y := (*[20]byte)(row[20*i:]), (*[36]byte)(act[36*i:])
 		var sumi int32
 		for j := range 16 {
@@ -159,7 +188,6 @@ func dotQ4_1(row, act []byte, n int) float32 {
 		}
 		acc[i&7] += scaledMin(sumi, x[:], y[:])
 	}
-	return reduce(acc[:])
 }
 
 // q5Nibbles returns the j-th low and high 5-bit quants of a Q5_0/Q5_1 block
@@ -170,7 +198,12 @@ func q5Nibbles(qs byte, qh uint32, j int) (lo, hi int32) {
 
 func dotQ5_0(row, act []byte, n int) float32 {
 	var acc [8]float32
-	for i := range n / 32 {
+	blocksQ5_0(&acc, row, act, 0, n/32)
+	return reduce(acc[:])
+}
+
+func blocksQ5_0(acc *[8]float32, row, act []byte, from, to int) {
+	for i := from; i < to; i++ {
 		x, y := (*[22]byte)(row[22*i:]), (*[34]byte)(act[34*i:])
 		qh := binary.LittleEndian.Uint32(x[2:])
 		var sumi int32
@@ -180,12 +213,16 @@ func dotQ5_0(row, act []byte, n int) float32 {
 		}
 		acc[i&7] += scaled(sumi, x[:], y[:])
 	}
-	return reduce(acc[:])
 }
 
 func dotQ5_1(row, act []byte, n int) float32 {
 	var acc [8]float32
-	for i := range n / 32 {
+	blocksQ5_1(&acc, row, act, 0, n/32)
+	return reduce(acc[:])
+}
+
+func blocksQ5_1(acc *[8]float32, row, act []byte, from, to int) {
+	for i := from; i < to; i++ {
 		x, y := (*[24]byte)(row[24*i:]), (*[36]byte)(act[36*i:])
 		qh := binary.LittleEndian.Uint32(x[4:])
 		var sumi int32
@@ -195,12 +232,16 @@ func dotQ5_1(row, act []byte, n int) float32 {
 		}
 		acc[i&7] += scaledMin(sumi, x[:], y[:])
 	}
-	return reduce(acc[:])
 }
 
 func dotQ8_0(row, act []byte, n int) float32 {
 	var acc [8]float32
-	for i := range n / 32 {
+	blocksQ8_0(&acc, row, act, 0, n/32)
+	return reduce(acc[:])
+}
+
+func blocksQ8_0(acc *[8]float32, row, act []byte, from, to int) {
+	for i := from; i < to; i++ {
 		x, y := (*[34]byte)(row[34*i:]), (*[34]byte)(act[34*i:])
 		var sumi int32
 		for j := 2; j < 34; j++ {
@@ -208,12 +249,16 @@ func dotQ8_0(row, act []byte, n int) float32 {
 		}
 		acc[i&7] += scaled(sumi, x[:], y[:])
 	}
-	return reduce(acc[:])
 }
 
 func dotIQ4_NL(row, act []byte, n int) float32 {
 	var acc [8]float32
-	for i := range n / 32 {
+	blocksIQ4_NL(&acc, row, act, 0, n/32)
+	return reduce(acc[:])
+}
+
+func blocksIQ4_NL(acc *[8]float32, row, act []byte, from, to int) {
+	for i := from; i < to; i++ {
 		x, y := (*[18]byte)(row[18*i:]), (*[34]byte)(act[34*i:])
 		var sumi int32
 		for j := range 16 {
@@ -221,7 +266,6 @@ func dotIQ4_NL(row, act []byte, n int) float32 {
 		}
 		acc[i&7] += scaled(sumi, x[:], y[:])
 	}
-	return reduce(acc[:])
 }
 
 // q8K splits a Q8_K block into its scale and quants.

@@ -1,0 +1,20 @@
+//go:build !purego
+
+package quant
+
+import "golang.org/x/sys/cpu"
+
+// The amd64 kernels use AVX2 and F16C (fp16 scales and elements). Every
+// AVX2 processor has F16C, but a hypervisor may hide either.
+var haveSIMD = cpu.X86.HasAVX2 && cpu.X86.HasF16C
+
+// simdDots are the kernels with an assembly version on this architecture.
+var simdDots = map[Type]dotFunc{
+	F32:  dotF32SIMD,
+	F16:  dotF16SIMD,
+	BF16: dotBF16SIMD,
+	Q4_0: dotQ4_0SIMD,
+	Q8_0: dotQ8_0SIMD,
+	Q4_K: dotQ4_KSIMD,
+	Q6_K: dotQ6_KSIMD,
+}

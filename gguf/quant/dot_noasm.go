@@ -1,0 +1,8 @@
+//go:build !amd64 || purego
+
+package quant
+
+// No assembly kernels here: the pure-Go ones serve.
+const haveSIMD = false
+
+var simdDots = map[Type]dotFunc{}

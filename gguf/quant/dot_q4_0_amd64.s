@@ -1,0 +1,57 @@
+//go:build !purego
+
+#include "textflag.h"
+#include "dot_amd64.h"
+
+// Q4_0·Q8_0, eight blocks a round (Q4_0 blocks: fp16 d | 16 bytes of
+// nibbles, element j low and j+16 high). The unsigned nibbles n multiply
+// the activation's int8 in pairs (VPMADDUBSW, at most 2·15·128 in size),
+// and so does 8, giving Σ(n−8)·y exactly in int16 before widening to
+// int32. Then as Q8_0: HSUM8, ACCUM8.
+
+// BLOCK leaves block K's eight int32 partial sums in V.
+#define BLOCK(K, V) \
+	VMOVDQU (18*K+2)(SI), X0 \
+	VPSRLW $4, X0, X1 \
+	VINSERTI128 $1, X1, Y0, Y0 \
+	VPAND Y14, Y0, Y0 \
+	VMOVDQU (34*K+2)(DX), Y1 \
+	VPMADDUBSW Y1, Y0, Y0 \
+	VPMADDUBSW Y1, Y13, Y1 \
+	VPSUBW Y1, Y0, Y0 \
+	VPMADDWD Y12, Y0, V
+
+// func q4_0x8(acc *[8]float32, x, y *byte, groups int)
+TEXT ·q4_0x8(SB), NOSPLIT, $0-32
+	MOVQ acc+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ y+16(FP), DX
+	MOVQ groups+24(FP), CX
+	VMOVUPS (DI), Y15
+	BCASTB(0x0f, X14, Y14)
+	BCASTB(8, X13, Y13)
+	MOVL $0x00010001, AX // int16 ones
+	VMOVD AX, X12
+	VPBROADCASTD X12, Y12
+
+loop:
+	BLOCK(0, Y4)
+	BLOCK(1, Y5)
+	BLOCK(2, Y6)
+	BLOCK(3, Y7)
+	BLOCK(4, Y8)
+	BLOCK(5, Y9)
+	BLOCK(6, Y10)
+	BLOCK(7, Y11)
+	HSUM8(Y4, Y5, Y6, Y7, Y8, Y9, Y10, Y11)
+	SCALES8(SI, 18, X5, Y5)
+	SCALES8(DX, 34, X6, Y6)
+	ACCUM8(Y4, Y5, Y6, Y15)
+	ADDQ $144, SI
+	ADDQ $272, DX
+	DECQ CX
+	JNZ  loop
+
+	VMOVUPS Y15, (DI)
+	VZEROUPPER
+	RET

@@ -1,0 +1,50 @@
+//go:build !purego
+
+#include "textflag.h"
+#include "dot_amd64.h"
+
+// Q8_0·Q8_0, eight blocks a round (34-byte blocks: fp16 d | int8 q[32]).
+// Both sides are widened to int16 (VPMOVSXBW) and multiplied in pairs
+// into int32 (VPMADDWD): exact for every int8, -128 included, where the
+// usual sign trick (VPSIGNB + VPMADDUBSW) is not. HSUM8 then gives each
+// block's exact sum in its own lane, which ACCUM8 scales into acc.
+
+// BLOCK leaves block K's eight int32 partial sums in V.
+#define BLOCK(K, V) \
+	VPMOVSXBW (34*K+2)(SI), Y0 \
+	VPMOVSXBW (34*K+18)(SI), Y1 \
+	VPMOVSXBW (34*K+2)(DX), Y2 \
+	VPMOVSXBW (34*K+18)(DX), Y3 \
+	VPMADDWD Y2, Y0, Y0 \
+	VPMADDWD Y3, Y1, Y1 \
+	VPADDD Y1, Y0, V
+
+// func q8_0x8(acc *[8]float32, x, y *byte, groups int)
+TEXT ·q8_0x8(SB), NOSPLIT, $0-32
+	MOVQ acc+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ y+16(FP), DX
+	MOVQ groups+24(FP), CX
+	VMOVUPS (DI), Y15
+
+loop:
+	BLOCK(0, Y4)
+	BLOCK(1, Y5)
+	BLOCK(2, Y6)
+	BLOCK(3, Y7)
+	BLOCK(4, Y8)
+	BLOCK(5, Y9)
+	BLOCK(6, Y10)
+	BLOCK(7, Y11)
+	HSUM8(Y4, Y5, Y6, Y7, Y8, Y9, Y10, Y11)
+	SCALES8(SI, 34, X12, Y12)
+	SCALES8(DX, 34, X13, Y13)
+	ACCUM8(Y4, Y12, Y13, Y15)
+	ADDQ $272, SI
+	ADDQ $272, DX
+	DECQ CX
+	JNZ  loop
+
+	VMOVUPS Y15, (DI)
+	VZEROUPPER
+	RET

@@ -1,0 +1,104 @@
+//go:build amd64 && !purego
+
+package quant
+
+// Assembly kernels and the Go that joins them to the pure-Go ones. Each
+// assembly kernel adds its partials into the same accumulator lanes, in
+// the same order and with the same float32 operations, as the Go kernel
+// would; the Go kernel then does any tail and the reduction. So results
+// are bit-identical by construction, and simd_test.go checks it.
+
+// q8_0x8 adds the partials of 8·groups Q8_0·Q8_0 blocks to acc.
+//
+//go:noescape
+func q8_0x8(acc *[8]float32, x, y *byte, groups int)
+
+func dotQ8_0SIMD(row, act []byte, n int) float32 {
+	var acc [8]float32
+	nb := n / 32
+	if nb >= 8 {
+		q8_0x8(&acc, &row[0], &act[0], nb/8)
+	}
+	blocksQ8_0(&acc, row, act, nb&^7, nb)
+	return reduce(acc[:])
+}
+
+// q4_0x8 adds the partials of 8·groups Q4_0·Q8_0 blocks to acc.
+//
+//go:noescape
+func q4_0x8(acc *[8]float32, x, y *byte, groups int)
+
+func dotQ4_0SIMD(row, act []byte, n int) float32 {
+	var acc [8]float32
+	nb := n / 32
+	if nb >= 8 {
+		q4_0x8(&acc, &row[0], &act[0], nb/8)
+	}
+	blocksQ4_0(&acc, row, act, nb&^7, nb)
+	return reduce(acc[:])
+}
+
+// q4Kdot adds the partial of each of the Q4_K·Q8_K blocks to acc.
+//
+//go:noescape
+func q4Kdot(acc *[8]float32, x, y *byte, blocks int)
+
+func dotQ4_KSIMD(row, act []byte, n int) float32 {
+	var acc [8]float32
+	if nb := n / QK_K; nb > 0 {
+		q4Kdot(&acc, &row[0], &act[0], nb)
+	}
+	return reduce(acc[:])
+}
+
+// q6Kdot adds the partial of each of the Q6_K·Q8_K blocks to acc.
+//
+//go:noescape
+func q6Kdot(acc *[8]float32, x, y *byte, blocks int)
+
+func dotQ6_KSIMD(row, act []byte, n int) float32 {
+	var acc [8]float32
+	if nb := n / QK_K; nb > 0 {
+		q6Kdot(&acc, &row[0], &act[0], nb)
+	}
+	return reduce(acc[:])
+}
+
+// f16x32, bf16x32 and f32x32 add the products of 32·chunks elements to
+// acc, element i to lane i mod 32.
+//
+//go:noescape
+func f16x32(acc *[32]float32, x, y *byte, chunks int)
+
+//go:noescape
+func bf16x32(acc *[32]float32, x, y *byte, chunks int)
+
+//go:noescape
+func f32x32(acc *[32]float32, x, y *byte, chunks int)
+
+func dotF16SIMD(row, act []byte, n int) float32 {
+	var acc [32]float32
+	if n >= 32 {
+		f16x32(&acc, &row[0], &act[0], n/32)
+	}
+	elemsF16(&acc, row, act, n&^31, n)
+	return reduce(acc[:])
+}
+
+func dotBF16SIMD(row, act []byte, n int) float32 {
+	var acc [32]float32
+	if n >= 32 {
+		bf16x32(&acc, &row[0], &act[0], n/32)
+	}
+	elemsBF16(&acc, row, act, n&^31, n)
+	return reduce(acc[:])
+}
+
+func dotF32SIMD(row, act []byte, n int) float32 {
+	var acc [32]float32
+	if n >= 32 {
+		f32x32(&acc, &row[0], &act[0], n/32)
+	}
+	elemsF32(&acc, row, act, n&^31, n)
+	return reduce(acc[:])
+}

@@ -1,0 +1,24 @@
+package quant
+
+import "slices"
+
+// SetSIMD turns the assembly kernels on or off (on only where the CPU has
+// them) and returns a function that restores the previous setting.
+func SetSIMD(on bool) (restore func()) {
+	old := useSIMD
+	useSIMD = on && haveSIMD
+	return func() { useSIMD = old }
+}
+
+// SIMDTypes lists the weight types with an assembly kernel this machine
+// runs, in type order.
+func SIMDTypes() []Type {
+	var ts []Type
+	for t := range simdDots {
+		if haveSIMD {
+			ts = append(ts, t)
+		}
+	}
+	slices.Sort(ts)
+	return ts
+}

@@ -1,0 +1,169 @@
+package quant_test
+
+import (
+	"encoding/binary"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/meshnode/meshnode/gguf/quant"
+)
+
+// halfFields are the byte offsets of the fp16 scales in one block of each
+// format, so that random blocks can be given finite scales.
+var halfFields = map[quant.Type][]int{
+	quant.F16: nil, quant.BF16: nil, quant.F32: nil,
+	quant.Q4_0: {0}, quant.Q5_0: {0}, quant.Q8_0: {0}, quant.IQ4_NL: {0},
+	quant.Q4_1: {0, 2}, quant.Q5_1: {0, 2}, quant.Q8_1: {0, 2},
+	quant.Q2_K: {80, 82}, quant.Q3_K: {108}, quant.Q4_K: {0, 2}, quant.Q5_K: {0, 2},
+	quant.Q6_K: {208}, quant.IQ4_XS: {0},
+}
+
+// randomBlocks fills b with random bytes; unless raw, every scale is then
+// made a finite fp16 (a float32 for Q8_K) between 2^-10 and 1 in size, and
+// float elements finite, so that the dot is an ordinary number.
+func randomBlocks(rng *rand.Rand, typ quant.Type, b []byte, raw bool) {
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+	if raw {
+		return
+	}
+	scale := func() float32 {
+		return float32(math.Ldexp(1+rng.Float64(), -rng.IntN(10))) * float32(1-2*rng.IntN(2))
+	}
+	bs := typ.TypeSize()
+	for o := 0; o+bs <= len(b); o += bs {
+		switch typ {
+		case quant.Q8_K:
+			binary.LittleEndian.PutUint32(b[o:], math.Float32bits(scale()))
+		case quant.F32:
+			binary.LittleEndian.PutUint32(b[o:], math.Float32bits(float32(rng.NormFloat64())))
+		case quant.F16:
+			binary.LittleEndian.PutUint16(b[o:], quant.FP32ToFP16(float32(rng.NormFloat64())))
+		case quant.BF16:
+			binary.LittleEndian.PutUint16(b[o:], quant.FP32ToBF16(float32(rng.NormFloat64())))
+		}
+		for _, f := range halfFields[typ] {
+			binary.LittleEndian.PutUint16(b[o+f:], quant.FP32ToFP16(scale()))
+		}
+	}
+}
+
+// sameFloat is bit equality, with any NaN equal to any other.
+func sameFloat(a, b float32) bool {
+	return math.Float32bits(a) == math.Float32bits(b) || (a != a && b != b)
+}
+
+// dotBoth returns VecDot with the assembly kernels and with the Go ones.
+func dotBoth(typ quant.Type, row []byte, a *quant.Activation) (asm, pure float32) {
+	asm = quant.VecDot(typ, row, a)
+	defer quant.SetSIMD(false)()
+	return asm, quant.VecDot(typ, row, a)
+}
+
+// TestSIMDMatchesGo holds every assembly kernel to its Go kernel, bit for
+// bit, on lengths that exercise whole rounds and tails, on quantised
+// normal data, random blocks with finite scales, and raw random bytes.
+func TestSIMDMatchesGo(t *testing.T) {
+	types := quant.SIMDTypes()
+	if len(types) == 0 {
+		t.Skip("no assembly kernels on this machine (or built with purego)")
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, typ := range types {
+		at, _ := quant.VecDotType(typ)
+		qk := max(typ.BlockSize(), at.BlockSize())
+		for _, blocks := range []int{1, 2, 7, 8, 9, 15, 16, 17, 31, 33, 64, 130} {
+			n := blocks * qk
+			if qk == 1 { // float types: lengths around their 32 lanes
+				n = blocks*32 + blocks%5
+			}
+			row := make([]byte, mustRowSize(t, typ, n))
+			a, err := quant.NewActivation(typ, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, kind := range []string{"quantised", "random", "raw"} {
+				for trial := range 4 {
+					switch kind {
+					case "quantised":
+						if err := quant.Quantize(typ, normal(rng, n), row); err != nil {
+							t.Fatal(err)
+						}
+						if err := a.Quantize(normal(rng, n)); err != nil {
+							t.Fatal(err)
+						}
+					default:
+						randomBlocks(rng, typ, row, kind == "raw")
+						randomBlocks(rng, at, a.Data, kind == "raw")
+					}
+					if asm, pure := dotBoth(typ, row, a); !sameFloat(asm, pure) {
+						t.Errorf("%s n=%d %s #%d: assembly %g (%#08x), Go %g (%#08x)", typ, n, kind, trial,
+							asm, math.Float32bits(asm), pure, math.Float32bits(pure))
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestSIMDMatVec checks MatVec takes the same kernels as VecDot.
+func TestSIMDMatVec(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, typ := range quant.SIMDTypes() {
+		const n, rows = 1024, 5
+		w := make([]byte, mustRowSize(t, typ, n*rows))
+		if err := quant.Quantize(typ, normal(rng, n*rows), w); err != nil {
+			t.Fatal(err)
+		}
+		a, _ := quant.NewActivation(typ, n)
+		if err := a.Quantize(normal(rng, n)); err != nil {
+			t.Fatal(err)
+		}
+		out := make([]float32, rows)
+		quant.MatVec(typ, w, a, out)
+		rs := len(w) / rows
+		restore := quant.SetSIMD(false)
+		for r := range rows {
+			if want := quant.VecDot(typ, w[r*rs:(r+1)*rs], a); !sameFloat(out[r], want) {
+				t.Errorf("%s row %d: MatVec %g, Go VecDot %g", typ, r, out[r], want)
+			}
+		}
+		restore()
+	}
+}
+
+// FuzzSIMDMatchesGo: any row and activation bytes dot to the same bits
+// with the assembly kernels as with the Go ones.
+func FuzzSIMDMatchesGo(f *testing.F) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for i, typ := range quant.SIMDTypes() {
+		at, _ := quant.VecDotType(typ)
+		n := 9 * max(typ.BlockSize(), at.BlockSize(), 32)
+		row := make([]byte, mustRowSize(f, typ, n))
+		act := make([]byte, mustRowSize(f, at, n))
+		randomBlocks(rng, typ, row, false)
+		randomBlocks(rng, at, act, false)
+		f.Add(uint8(i), row, act)
+	}
+	f.Fuzz(func(t *testing.T, pick uint8, row, act []byte) {
+		types := quant.SIMDTypes()
+		if len(types) == 0 {
+			t.Skip("no assembly kernels")
+		}
+		typ := types[int(pick)%len(types)]
+		at, _ := quant.VecDotType(typ)
+		qk := max(typ.BlockSize(), at.BlockSize())
+		n := len(row) / typ.TypeSize() * typ.BlockSize() / qk * qk
+		rs, _ := typ.RowSize(n)
+		as, _ := at.RowSize(n)
+		if n == 0 || len(act) < as {
+			return
+		}
+		a := &quant.Activation{Type: at, N: n, Data: act[:as]}
+		if asm, pure := dotBoth(typ, row[:rs], a); !sameFloat(asm, pure) {
+			t.Fatalf("%s n=%d: assembly %g, Go %g", typ, n, asm, pure)
+		}
+	})
+}
