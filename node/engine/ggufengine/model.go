@@ -231,6 +231,9 @@ func (m *Model) ContextLength() int { return m.ctx }
 // Config returns the architecture's hyperparameters.
 func (m *Model) Config() model.Config { return m.model.Config() }
 
+// Threads is the CPU threads the forward pass runs on.
+func (m *Model) Threads() int { return m.be.Threads() }
+
 // Facts describes the file (for gossip and /v1/models).
 func (m *Model) Facts() gguf.Facts { return m.facts }
 
