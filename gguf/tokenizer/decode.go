@@ -14,11 +14,12 @@ type DecodeOptions struct {
 	// RemoveSpecial drops a leading BOS and a trailing EOS where the
 	// vocabulary adds them.
 	RemoveSpecial bool
-	// Continue says the ids continue earlier text, such as a generation after
-	// its prompt. Without it the first id starts the text and, on
-	// vocabularies that add a space prefix when encoding, loses one leading
-	// space (after a leading BOS that RemoveSpecial keeps, nothing is
-	// stripped, since the BOS took that place) — llama_detokenize's rule.
+	// Continue says the ids continue earlier text, such as a generation
+	// after its prompt, so nothing is stripped. Without it, the first id's
+	// piece loses one leading space on vocabularies that add a space prefix
+	// when encoding. That is llama_detokenize's rule, in which a leading BOS
+	// (rendered, hidden or removed) takes the strip, so the text after a BOS
+	// keeps its space.
 	Continue bool
 }
 

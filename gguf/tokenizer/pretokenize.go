@@ -158,6 +158,9 @@ func other(f uint16) bool {
 type llamaScanner struct {
 	digits int    // longest digit group
 	letter uint16 // classes a letter run takes
+	// bareSymbols drops the [\r\n]* after a symbol run (seed-coder:
+	// ' ?[^\s\p{L}\p{N}\r\n]+').
+	bareSymbols bool
 }
 
 func (s llamaScanner) scan(t *text, ini, end int, out []int) []int {
@@ -206,7 +209,7 @@ func (s llamaScanner) scan(t *text, ini, end int, out []int) []int {
 			for g := clsAt(t, pos, end); g&notWord == 0 && g != 0; g = clsAt(t, pos, end) {
 				pos++
 			}
-			for pos < end && isCRLF(t.cp[pos]) {
+			for !s.bareSymbols && pos < end && isCRLF(t.cp[pos]) {
 				pos++
 			}
 			emit(pos)
@@ -330,6 +333,20 @@ func run(c class) matcher {
 	return func(t *text, pos, end int) int {
 		e := pos
 		for c.at(t, e, end) {
+			e++
+		}
+		if e == pos {
+			return -1
+		}
+		return e
+	}
+}
+
+// upTo: [c]{1,n}
+func upTo(c class, n int) matcher {
+	return func(t *text, pos, end int) int {
+		e := pos
+		for e-pos < n && c.at(t, e, end) {
 			e++
 		}
 		if e == pos {

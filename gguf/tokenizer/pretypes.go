@@ -52,10 +52,18 @@ var (
 		splitGPT2,
 		exactly(isDigit, 3).split,
 	}}
-	preStarcoder = preTokenizer{splits: []splitter{one(isNumber).split, splitGPT2}}
-	prePoro      = preTokenizer{splits: []splitter{poroSplit}, keepSpaces: true}
-	preGemma4    = preTokenizer{splits: []splitter{splitNewlines}, rawUTF8: true, escapeSpaces: true, wholeNewlines: true}
+	preStarcoder  = preTokenizer{splits: []splitter{one(isNumber).split, splitGPT2}}
+	prePoro       = preTokenizer{splits: []splitter{poroSplit}, keepSpaces: true}
+	preCaseWords  = preTokenizer{splits: []splitter{matcher(caseWords{contractions: true, digits: 3}.match).split}, keepSpaces: true}
+	preDeepseekV3 = preTokenizer{keepSpaces: true, splits: []splitter{
+		upTo(isNumber, 3).split,              // \p{N}{1,3}
+		run(notWS(oneOf("一-龥぀-ゟ゠-ヿ"))).split, // CJK ideographs, hiragana, katakana
+		matcher(deepseekV3).split,
+	}}
+	preGemma4 = preTokenizer{splits: []splitter{splitNewlines}, rawUTF8: true, escapeSpaces: true, wholeNewlines: true}
 )
+
+const maxInt = int(^uint(0) >> 1)
 
 func with(p preTokenizer, edit func(*preTokenizer)) preTokenizer {
 	edit(&p)
@@ -144,6 +152,25 @@ var (
 			run(isCJK).split,
 			run(isNumber).split,
 		}},
+
+		"gpt-4o":     preCaseWords,
+		"llama4":     preCaseWords,
+		"kanana2":    preCaseWords,
+		"talkie":     preCaseWords,
+		"minimax-m2": preCaseWords,
+		"tekken": {splits: []splitter{matcher(caseWords{digits: 1}.match).split},
+			ignoreMerges: true, addBOS: true, keepSpaces: true},
+		"deepseek-v3":   preDeepseekV3,
+		"hunyuan-dense": preDeepseekV3,
+		"joyai-llm":     preDeepseekV3,
+		"seed-coder":    {splits: []splitter{scanner(llamaScanner{digits: 1, letter: clsLetter, bareSymbols: true}.scan)}, keepSpaces: true},
+		"bailingmoe":    preQwen2,
+		"bailingmoe2":   preQwen2,
+		"llada-moe":     preQwen2,
+		"minicpm5": {splits: []splitter{
+			upTo(isNumber, 3).split, // \p{N}{1,3}, then the llama3 expression with \p{N}+
+			scanner(llamaScanner{digits: maxInt, letter: clsLetter}.scan),
+		}, ignoreMerges: true},
 
 		"poro-chat":    prePoro,
 		"bloom":        with(prePoro, func(p *preTokenizer) { p.keepSpaces = false }),
