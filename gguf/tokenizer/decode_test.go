@@ -218,7 +218,7 @@ func TestNewErrors(t *testing.T) {
 		err  error
 	}{
 		"unknown model":  {func(v *Vocab) { v.Model = "t5" }, ErrUnsupported},
-		"unknown pre":    {func(v *Vocab) { v.Pre = "tekken" }, ErrUnsupported},
+		"unknown pre":    {func(v *Vocab) { v.Pre = "chameleon" }, ErrUnsupported},
 		"no tokens":      {func(v *Vocab) { v.Tokens = nil }, ErrInvalidVocab},
 		"short scores":   {func(v *Vocab) { v.Scores = []float32{0} }, ErrInvalidVocab},
 		"short types":    {func(v *Vocab) { v.Types = []TokenType{1} }, ErrInvalidVocab},
