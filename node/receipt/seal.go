@@ -93,12 +93,25 @@ func (s *Sealer) Seal(r Receipt) (*Sealed, error) {
 	if err != nil {
 		return nil, fmt.Errorf("receipt: seal: %w", err)
 	}
+	env, err := s.SealPayload(core)
+	if err != nil {
+		return nil, err
+	}
+	return &Sealed{Receipt: r, Core: core, Envelope: env, ID: Sum(env)}, nil
+}
+
+// SealPayload signs payload, a canonical det-CBOR core, into an envelope
+// of the profile above under the steward key. Seal uses it for receipts;
+// other records the steward signs under the same key (the §6.5 change
+// record) use it for theirs, so every envelope the steward writes has one
+// framing.
+func (s *Sealer) SealPayload(payload []byte) ([]byte, error) {
 	msg := cose.Sign1Message{
 		Headers: cose.Headers{
 			RawProtected: s.protected,
 			Protected:    cose.ProtectedHeader{cose.HeaderLabelAlgorithm: cose.AlgorithmEdDSA, cose.HeaderLabelKeyID: []byte(s.did)},
 		},
-		Payload: core,
+		Payload: payload,
 	}
 	// Ed25519 is deterministic; go-cose passes the reader to
 	// ed25519.PrivateKey.Sign, which ignores it.
@@ -109,7 +122,7 @@ func (s *Sealer) Seal(r Receipt) (*Sealed, error) {
 	if err != nil {
 		return nil, fmt.Errorf("receipt: seal: %w", err)
 	}
-	return &Sealed{Receipt: r, Core: core, Envelope: env, ID: Sum(env)}, nil
+	return env, nil
 }
 
 // Open verifies an envelope and returns what it seals. With want set, the
@@ -117,57 +130,69 @@ func (s *Sealer) Seal(r Receipt) (*Sealed, error) {
 // (a did:key is self-certifying, so the caller then learns the steward
 // from Receipt.Steward). Everything outside the profile above is refused.
 func Open(envelope []byte, want ed25519.PublicKey) (*Sealed, error) {
+	payload, kid, err := OpenPayload(envelope, want)
+	if err != nil {
+		return nil, err
+	}
+	r, err := DecodeCore(payload)
+	if err != nil {
+		return nil, fmt.Errorf("envelope: %w", err)
+	}
+	if r.Steward != kid {
+		return nil, fmt.Errorf("envelope: %w: core names steward %s, kid is %s", ErrEnvelope, truncate(r.Steward), kid)
+	}
+	return &Sealed{Receipt: r, Core: payload, Envelope: envelope, ID: Sum(envelope)}, nil
+}
+
+// OpenPayload verifies an envelope of the profile above, whatever it
+// seals, and returns its payload and its kid (the signer's did:key). With
+// want set, the envelope must be signed by that key. The payload is
+// returned undecoded: the caller decodes it as the record it expects.
+func OpenPayload(envelope []byte, want ed25519.PublicKey) (payload []byte, kid string, err error) {
 	if len(envelope) > maxEnvelopeSize {
-		return nil, fmt.Errorf("envelope: %w: %d bytes, limit %d", ErrTooLarge, len(envelope), maxEnvelopeSize)
+		return nil, "", fmt.Errorf("envelope: %w: %d bytes, limit %d", ErrTooLarge, len(envelope), maxEnvelopeSize)
 	}
 	if len(envelope) == 0 || envelope[0] != 0xd2 {
-		return nil, fmt.Errorf("envelope: %w: not a tagged (18) COSE_Sign1", ErrEnvelope)
+		return nil, "", fmt.Errorf("envelope: %w: not a tagged (18) COSE_Sign1", ErrEnvelope)
 	}
 	var msg cose.Sign1Message
 	if err := msg.UnmarshalCBOR(envelope); err != nil {
-		return nil, fmt.Errorf("envelope: %w: %v", ErrEnvelope, err)
+		return nil, "", fmt.Errorf("envelope: %w: %v", ErrEnvelope, err)
 	}
-	kid, ok := msg.Headers.Protected[cose.HeaderLabelKeyID].([]byte)
+	rawKid, ok := msg.Headers.Protected[cose.HeaderLabelKeyID].([]byte)
 	if !ok {
-		return nil, fmt.Errorf("envelope: %w: no kid in the protected header", ErrEnvelope)
+		return nil, "", fmt.Errorf("envelope: %w: no kid in the protected header", ErrEnvelope)
 	}
-	if !bytes.Equal(msg.Headers.RawProtected, protectedHeader(kid)) {
-		return nil, fmt.Errorf("envelope: %w: protected header %x is not exactly {1: -8, 4: kid}", ErrEnvelope, []byte(msg.Headers.RawProtected))
+	if !bytes.Equal(msg.Headers.RawProtected, protectedHeader(rawKid)) {
+		return nil, "", fmt.Errorf("envelope: %w: protected header %x is not exactly {1: -8, 4: kid}", ErrEnvelope, []byte(msg.Headers.RawProtected))
 	}
 	if !bytes.Equal(msg.Headers.RawUnprotected, []byte{0xa0}) {
-		return nil, fmt.Errorf("envelope: %w: unprotected header is not empty", ErrEnvelope)
+		return nil, "", fmt.Errorf("envelope: %w: unprotected header is not empty", ErrEnvelope)
 	}
 	if msg.Payload == nil {
-		return nil, fmt.Errorf("envelope: %w: detached payload", ErrEnvelope)
+		return nil, "", fmt.Errorf("envelope: %w: detached payload", ErrEnvelope)
 	}
-	pub, err := parseDIDKey(string(kid))
+	pub, err := parseDIDKey(string(rawKid))
 	if err != nil {
-		return nil, fmt.Errorf("envelope: kid: %w", err)
+		return nil, "", fmt.Errorf("envelope: kid: %w", err)
 	}
 	if want != nil && !pub.Equal(want) {
-		return nil, fmt.Errorf("envelope: %w: signed by %s, want %s", ErrSignature, string(kid), didKey(want))
+		return nil, "", fmt.Errorf("envelope: %w: signed by %s, want %s", ErrSignature, string(rawKid), didKey(want))
 	}
 	verifier, err := cose.NewVerifier(cose.AlgorithmEdDSA, pub)
 	if err != nil {
-		return nil, fmt.Errorf("envelope: %w: %v", ErrSignature, err)
+		return nil, "", fmt.Errorf("envelope: %w: %v", ErrSignature, err)
 	}
 	if err := msg.Verify(nil, verifier); err != nil {
-		return nil, fmt.Errorf("envelope: %w: %v", ErrSignature, err)
+		return nil, "", fmt.Errorf("envelope: %w: %v", ErrSignature, err)
 	}
 	// Only the canonical framing is an envelope: the id is taken over these
 	// bytes, so a second framing of one signature would be a second id.
 	again, err := msg.MarshalCBOR()
 	if err != nil || !bytes.Equal(again, envelope) {
-		return nil, fmt.Errorf("envelope: %w", ErrNonCanonical)
+		return nil, "", fmt.Errorf("envelope: %w", ErrNonCanonical)
 	}
-	r, err := DecodeCore(msg.Payload)
-	if err != nil {
-		return nil, fmt.Errorf("envelope: %w", err)
-	}
-	if r.Steward != string(kid) {
-		return nil, fmt.Errorf("envelope: %w: core names steward %s, kid is %s", ErrEnvelope, truncate(r.Steward), string(kid))
-	}
-	return &Sealed{Receipt: r, Core: msg.Payload, Envelope: envelope, ID: Sum(envelope)}, nil
+	return msg.Payload, string(rawKid), nil
 }
 
 // Usage is the JSON object an OpenAI-compatible response carries as
