@@ -170,12 +170,13 @@ func vector(w backend.Weight) []float32 {
 	return cw.vec
 }
 
-// workerScratch returns worker w's scratch of at least n floats. Only
+// growScratch makes every worker's scratch at least n floats, growing it
+// geometrically (attention asks for a little more each token). Only
 // called with b.mu held, before a job starts (so workers never grow it).
 func (b *Backend) growScratch(n int) {
 	for w := range b.scratch {
 		if len(b.scratch[w]) < n {
-			b.scratch[w] = make([]float32, n)
+			b.scratch[w] = make([]float32, max(n, 2*len(b.scratch[w]), 256))
 		}
 	}
 }

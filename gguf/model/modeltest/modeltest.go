@@ -12,6 +12,7 @@ package modeltest
 import (
 	"fmt"
 	"hash/fnv"
+	"io"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -83,12 +84,65 @@ type tensor struct {
 // Generate writes the model s describes, its tokenizer copied from vocab
 // (the tokenizer.* keys of another model's metadata).
 func Generate(s Spec, vocab *gguf.Metadata) ([]byte, error) {
+	w, ts, err := build(s, vocab)
+	if err != nil {
+		return nil, err
+	}
+	data := make([][]byte, len(ts))
+	if err := parallel(len(ts), func(i int) error {
+		var err error
+		data[i], err = ts[i].generate(s.Seed)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	for i, t := range ts {
+		if err := w.AddTensor(t.name, t.typ, t.dims, data[i]); err != nil {
+			return nil, err
+		}
+	}
+	return w.Bytes()
+}
+
+// WriteRandom writes a model of s's shape to out for speed measurements:
+// its matrices are random blocks of the file type (F16, Q8_0 or Q4_0, used
+// for every matrix, the output head included) made directly, without
+// drawing and quantising floats, so a model of a billion parameters takes
+// seconds. Its outputs are meaningless; its work is a real model's.
+func WriteRandom(out io.Writer, s Spec, vocab *gguf.Metadata) error {
+	w, ts, err := build(s, vocab)
+	if err != nil {
+		return err
+	}
+	base := fileTypes[s.FileType].base
+	for i := range ts {
+		t := &ts[i]
+		var data []byte
+		if len(t.dims) < 2 {
+			data, err = t.generate(s.Seed)
+		} else {
+			t.typ = base
+			data, err = t.randomBlocks(s.Seed)
+		}
+		if err != nil {
+			return err
+		}
+		if err := w.AddTensor(t.name, t.typ, t.dims, data); err != nil {
+			return err
+		}
+	}
+	_, err = w.WriteTo(out)
+	return err
+}
+
+// build sets up the writer's metadata and lists the tensors to make.
+func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 	ft, ok := fileTypes[s.FileType]
 	if !ok {
-		return nil, fmt.Errorf("modeltest: file type %q", s.FileType)
+		return nil, nil, fmt.Errorf("modeltest: file type %q", s.FileType)
 	}
 	if s.Heads <= 0 || s.KVHeads <= 0 || s.Embd%s.Heads != 0 {
-		return nil, fmt.Errorf("modeltest: %d heads (%d KV) over %d", s.Heads, s.KVHeads, s.Embd)
+		return nil, nil, fmt.Errorf("modeltest: %d heads (%d KV) over %d", s.Heads, s.KVHeads, s.Embd)
 	}
 	w := gguf.NewWriter()
 	var errs []error
@@ -99,7 +153,7 @@ func Generate(s Spec, vocab *gguf.Metadata) ([]byte, error) {
 	}
 	nVocab, err := copyTokenizer(set, vocab, s.Vocab)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 
 	a := s.Arch
@@ -155,10 +209,10 @@ func Generate(s Spec, vocab *gguf.Metadata) ([]byte, error) {
 		set(a+".attention.sliding_window_pattern", uint32(2))
 		set(a+".final_logit_softcapping", float32(30))
 	default:
-		return nil, fmt.Errorf("modeltest: architecture %q", a)
+		return nil, nil, fmt.Errorf("modeltest: architecture %q", a)
 	}
 	if len(errs) > 0 {
-		return nil, errs[0]
+		return nil, nil, errs[0]
 	}
 
 	// The tensors in the order llama.cpp's converters write them. Matrix
@@ -229,21 +283,7 @@ func Generate(s Spec, vocab *gguf.Metadata) ([]byte, error) {
 	for i := range ts {
 		ts[i].typ = tensorType(s, ft.base, ts[i].name, len(ts[i].dims), tied)
 	}
-
-	data := make([][]byte, len(ts))
-	if err := parallel(len(ts), func(i int) error {
-		var err error
-		data[i], err = ts[i].generate(s.Seed)
-		return err
-	}); err != nil {
-		return nil, err
-	}
-	for i, t := range ts {
-		if err := w.AddTensor(t.name, t.typ, t.dims, data[i]); err != nil {
-			return nil, err
-		}
-	}
-	return w.Bytes()
+	return w, ts, nil
 }
 
 // tensorType is llama-quantize's type for a tensor of a file of base type
@@ -312,6 +352,56 @@ func (t *tensor) generate(seed uint64) ([]byte, error) {
 		if err := quant.Quantize(t.typ, x[r*cols:(r+1)*cols], out[r*rs:(r+1)*rs]); err != nil {
 			return nil, fmt.Errorf("modeltest: %s: %w", t.name, err)
 		}
+	}
+	return out, nil
+}
+
+// randomBlocks makes the tensor's bytes directly in its type, with values
+// of about its std: F16 halves of random sign and mantissa at a fixed
+// binade, or Q8_0/Q4_0 blocks of random quants under a scale that gives
+// that spread.
+func (t *tensor) randomBlocks(seed uint64) ([]byte, error) {
+	n := 1
+	for _, d := range t.dims {
+		n *= int(d)
+	}
+	size, err := t.typ.RowSize(n)
+	if err != nil {
+		return nil, fmt.Errorf("modeltest: %s: %w", t.name, err)
+	}
+	h := fnv.New64a()
+	h.Write([]byte(t.name))
+	rng := rand.NewPCG(seed, h.Sum64())
+	out := make([]byte, size)
+	for i := 0; i < len(out); i += 8 {
+		v := rng.Uint64()
+		for j := 0; j < 8 && i+j < len(out); j++ {
+			out[i+j] = byte(v >> (8 * j))
+		}
+	}
+	put16 := func(b []byte, v uint16) { b[0], b[1] = byte(v), byte(v>>8) }
+	switch t.typ {
+	case quant.F16:
+		// Exponent fixed to the binade of std: |x| in [e, 2e).
+		exp := uint16(math.Floor(math.Log2(t.std))) + 15
+		for i := 0; i < len(out); i += 2 {
+			v := uint16(out[i]) | uint16(out[i+1])<<8
+			put16(out[i:], v&0x83ff|exp<<10)
+		}
+	case quant.Q8_0:
+		// Uniform int8 has std ≈ 73.6.
+		d := quant.FP32ToFP16(float32(t.std / 73.6))
+		for i := 0; i < len(out); i += 34 {
+			put16(out[i:], d)
+		}
+	case quant.Q4_0:
+		// Uniform nibbles − 8 have std ≈ 4.6.
+		d := quant.FP32ToFP16(float32(t.std / 4.6))
+		for i := 0; i < len(out); i += 18 {
+			put16(out[i:], d)
+		}
+	default:
+		return nil, fmt.Errorf("modeltest: random blocks of %s", t.typ)
 	}
 	return out, nil
 }

@@ -1,0 +1,450 @@
+package cpu_test
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/meshnode/meshnode/gguf/backend"
+	"github.com/meshnode/meshnode/gguf/cpu"
+	"github.com/meshnode/meshnode/gguf/quant"
+)
+
+// Kernels are checked against float64 references written from the
+// formulas, with per-type tolerances.
+
+func normals(rng *rand.Rand, n int, std float64) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64() * std)
+	}
+	return x
+}
+
+func newBackend(t testing.TB, threads int) *cpu.Backend {
+	be := cpu.New(cpu.Options{Threads: threads})
+	t.Cleanup(func() { be.Close() })
+	return be
+}
+
+func tensor(be *cpu.Backend, rows, cols int, x []float32) backend.Tensor {
+	t := be.NewTensor(rows, cols)
+	if x != nil {
+		be.Write(t, x)
+	}
+	return t
+}
+
+func read(be *cpu.Backend, t backend.Tensor) []float32 {
+	out := make([]float32, t.Len())
+	be.Read(out, t)
+	return out
+}
+
+func quantized(t testing.TB, typ quant.Type, w []float32) []byte {
+	b := make([]byte, mustRowSize(t, typ, len(w)))
+	if err := quant.Quantize(typ, w, b); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func mustRowSize(t testing.TB, typ quant.Type, n int) int {
+	s, err := typ.RowSize(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// matmulTolerance bounds |MatMul − Σ dequant(w)·x| relative to Σ|dequant(w)·x|:
+// the error of quantising the activation to the weight's dot format.
+var matmulTolerance = map[quant.Type]float64{
+	quant.F32: 1e-6, quant.F16: 2e-4, quant.BF16: 2e-3,
+	quant.Q8_0: 3e-3, quant.Q4_0: 3e-3, quant.Q4_1: 3e-3, quant.Q5_0: 3e-3, quant.Q5_1: 3e-3, quant.IQ4_NL: 3e-3,
+	quant.Q2_K: 3e-3, quant.Q3_K: 3e-3, quant.Q4_K: 3e-3, quant.Q5_K: 3e-3, quant.Q6_K: 3e-3, quant.IQ4_XS: 3e-3,
+}
+
+func TestMatMul(t *testing.T) {
+	const rows, cols, n = 37, 512, 5
+	rng := rand.New(rand.NewPCG(1, 2))
+	be1, be3 := newBackend(t, 1), newBackend(t, 3)
+	x := normals(rng, n*cols, 1)
+	for typ, tol := range matmulTolerance {
+		t.Run(typ.String(), func(t *testing.T) {
+			w := normals(rng, rows*cols, 0.05)
+			data := quantized(t, typ, w)
+			deq := make([]float32, len(w))
+			if err := quant.Dequantize(typ, data, deq); err != nil {
+				t.Fatal(err)
+			}
+			var got [][]float32
+			for _, be := range []*cpu.Backend{be1, be3} {
+				wt, err := be.Weight(typ, rows, cols, data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				dst := tensor(be, n, rows, nil)
+				be.MatMul(dst, wt, tensor(be, n, cols, x))
+				got = append(got, read(be, dst))
+				// Row by row: a token's result does not depend on its batch.
+				for i := range n {
+					one := tensor(be, 1, rows, nil)
+					be.MatMul(one, wt, tensor(be, 1, cols, x[i*cols:(i+1)*cols]))
+					if r := read(be, one); !slices.Equal(r, got[len(got)-1][i*rows:(i+1)*rows]) {
+						t.Fatalf("row %d alone differs from row %d of the batch", i, i)
+					}
+				}
+			}
+			if !slices.Equal(got[0], got[1]) {
+				t.Fatal("1 and 3 threads differ")
+			}
+			for i := range n {
+				for r := range rows {
+					var ref, mag float64
+					for c := range cols {
+						p := float64(deq[r*cols+c]) * float64(x[i*cols+c])
+						ref += p
+						mag += math.Abs(p)
+					}
+					if d := math.Abs(float64(got[0][i*rows+r]) - ref); d > tol*mag {
+						t.Fatalf("[%d][%d] = %v, want %v (|Δ|/Σ|p| = %.2g > %.2g)", i, r, got[0][i*rows+r], ref, d/mag, tol)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestWeightErrors(t *testing.T) {
+	be := newBackend(t, 1)
+	if _, err := be.Weight(quant.IQ2_XXS, 1, 256, make([]byte, 66)); !errors.Is(err, cpu.ErrType) {
+		t.Errorf("IQ2_XXS: %v, want ErrType", err)
+	}
+	if _, err := be.Weight(quant.Q4_0, 2, 64, make([]byte, 71)); err == nil {
+		t.Error("short data accepted")
+	}
+	if _, err := be.Weight(quant.Q4_K, 1, 100, make([]byte, 144)); err == nil {
+		t.Error("a row that is no whole number of blocks accepted")
+	}
+}
+
+func TestRMSNorm(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	be := newBackend(t, 2)
+	const rows, cols = 3, 256
+	const eps = 1e-6
+	x := normals(rng, rows*cols, 2)
+	for _, group := range []int{cols, 64} { // a whole row, and per head
+		w := normals(rng, group, 1)
+		wt, err := be.Weight(quant.F32, 1, group, f32bytes(w))
+		if err != nil {
+			t.Fatal(err)
+		}
+		xt := tensor(be, rows, cols, x)
+		be.RMSNorm(xt, xt, wt, eps) // in place
+		got := read(be, xt)
+		for o := 0; o < len(x); o += group {
+			var ss float64
+			for _, v := range x[o : o+group] {
+				ss += float64(v) * float64(v)
+			}
+			scale := 1 / math.Sqrt(ss/float64(group)+eps)
+			for i := range group {
+				want := float64(x[o+i]) * scale * float64(w[i])
+				if d := math.Abs(float64(got[o+i]) - want); d > 1e-5*(math.Abs(want)+1e-3) {
+					t.Fatalf("group %d: [%d] = %v, want %v", group, o+i, got[o+i], want)
+				}
+			}
+		}
+	}
+}
+
+func f32bytes(x []float32) []byte {
+	b := make([]byte, 4*len(x))
+	if err := quant.Quantize(quant.F32, x, b); err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// ropeRef rotates one head as llama.cpp documents RoPE, in float64: pair
+// i turns by pos·freqScale·base^(−2i/dims)/factor_i (YaRN aside).
+func ropeRef(x []float64, pos int, r *backend.RoPE) {
+	for i := 0; i < r.Dims/2; i++ {
+		theta := float64(pos) * math.Pow(float64(r.Base), -2*float64(i)/float64(r.Dims))
+		if r.Factors != nil {
+			theta /= float64(r.Factors[i])
+		}
+		theta *= float64(r.FreqScale)
+		a, b := 2*i, 2*i+1
+		if r.NeoX {
+			a, b = i, i+r.Dims/2
+		}
+		c, s := math.Cos(theta)*float64(r.AttnFactor), math.Sin(theta)*float64(r.AttnFactor)
+		x[a], x[b] = x[a]*c-x[b]*s, x[a]*s+x[b]*c
+	}
+}
+
+func TestRoPE(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	be := newBackend(t, 2)
+	const rows, heads, hd = 4, 3, 64
+	factors := make([]float32, 16)
+	for i := range factors {
+		factors[i] = 1 + float32(i)/4
+	}
+	for _, tc := range []struct {
+		name string
+		r    backend.RoPE
+	}{
+		{"normal", backend.RoPE{Dims: hd, Base: 10000, FreqScale: 1, AttnFactor: 1}},
+		{"neox", backend.RoPE{Dims: hd, NeoX: true, Base: 1e6, FreqScale: 1, AttnFactor: 1}},
+		{"partial neox", backend.RoPE{Dims: 32, NeoX: true, Base: 10000, FreqScale: 1, AttnFactor: 1, Factors: factors}},
+		{"linear scale", backend.RoPE{Dims: hd, Base: 10000, FreqScale: 0.25, AttnFactor: 1.2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x := normals(rng, rows*heads*hd, 1)
+			xt := tensor(be, rows, heads*hd, x)
+			const pos = 1000
+			be.RoPE(xt, hd, pos, &tc.r)
+			got := read(be, xt)
+			for row := range rows {
+				for h := range heads {
+					off := (row*heads + h) * hd
+					want := make([]float64, hd)
+					for i := range want {
+						want[i] = float64(x[off+i])
+					}
+					ropeRef(want, pos+row, &tc.r)
+					for i := range want {
+						// θ is accumulated in float32 as ggml does: at
+						// position ~1000 that leaves ~1e-4 of angle.
+						if d := math.Abs(float64(got[off+i]) - want[i]); d > 2e-4*(1+math.Abs(want[i])) {
+							t.Fatalf("row %d head %d [%d] = %v, want %v", row, h, i, got[off+i], want[i])
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestRoPEYaRN checks YaRN's two ends: dimensions below the ramp rotate as
+// extrapolation (unscaled), those above as interpolation (scaled).
+func TestRoPEYaRN(t *testing.T) {
+	be := newBackend(t, 1)
+	const hd = 64
+	r := backend.RoPE{Dims: hd, NeoX: true, Base: 10000, FreqScale: 0.25, AttnFactor: 1, ExtFactor: 1, BetaFast: 32, BetaSlow: 1, OrigCtx: 1024}
+	x := make([]float32, hd)
+	for i := range hd / 2 {
+		x[i] = 1 // (1, 0) pairs: the result is (cos θ, sin θ)·mscale
+	}
+	xt := tensor(be, 1, hd, x)
+	be.RoPE(xt, hd, 7, &r)
+	got := read(be, xt)
+	mscale := 1 + 0.1*math.Log(4)
+	angle := func(i int) float64 { return math.Atan2(float64(got[i+hd/2]), float64(got[i])) }
+	// Pair 0 (below the ramp, which spans pairs 5 … 18 here) turns by
+	// the unscaled θ = 7 rad; compare modulo 2π.
+	if math.Abs(math.Remainder(angle(0)-7, 2*math.Pi)) > 1e-5 {
+		t.Errorf("pair 0 turned %v, want 7 (mod 2π)", angle(0))
+	}
+	last := hd/2 - 1
+	want := 7 * math.Pow(10000, -2*float64(last)/hd) * 0.25
+	if math.Abs(angle(last)-want) > 1e-6 {
+		t.Errorf("pair %d turned %v, want %v (interpolated)", last, angle(last), want)
+	}
+	if n := math.Hypot(float64(got[0]), float64(got[hd/2])); math.Abs(n-mscale) > 1e-5 {
+		t.Errorf("magnitude %v, want YaRN's %v", n, mscale)
+	}
+}
+
+// attentionRef is causal softmax attention in float64 over keys and values
+// given per position.
+func attentionRef(q []float32, k, v [][]float32, a *backend.Attention, pos, heads int) []float64 {
+	out := make([]float64, heads*a.HeadDimV)
+	group := a.Heads / a.KVHeads
+	lo := 0
+	if a.Window > 0 {
+		lo = max(0, pos-a.Window+1)
+	}
+	for h := range heads {
+		kh := h / group
+		scores := make([]float64, pos+1)
+		top := math.Inf(-1)
+		for j := lo; j <= pos; j++ {
+			var s float64
+			for d := range a.HeadDimK {
+				s += float64(q[h*a.HeadDimK+d]) * float64(k[j][kh*a.HeadDimK+d])
+			}
+			if a.Softcap > 0 {
+				s = float64(a.Softcap) * math.Tanh(s/float64(a.Softcap))
+			}
+			scores[j] = s * float64(a.Scale)
+			top = max(top, scores[j])
+		}
+		var sum float64
+		for j := lo; j <= pos; j++ {
+			scores[j] = math.Exp(scores[j] - top)
+			sum += scores[j]
+		}
+		for j := lo; j <= pos; j++ {
+			for d := range a.HeadDimV {
+				out[h*a.HeadDimV+d] += scores[j] / sum * float64(v[j][kh*a.HeadDimV+d])
+			}
+		}
+	}
+	return out
+}
+
+func TestAttention(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	be := newBackend(t, 2)
+	const positions = 20
+	for _, tc := range []struct {
+		name string
+		typ  quant.Type
+		a    backend.Attention
+		tol  float64
+	}{
+		{"f32 gqa", quant.F32, backend.Attention{Heads: 4, KVHeads: 2, HeadDimK: 32, HeadDimV: 32, Scale: 0.18}, 1e-5},
+		{"f16 gqa", quant.F16, backend.Attention{Heads: 4, KVHeads: 2, HeadDimK: 32, HeadDimV: 32, Scale: 0.18}, 3e-3},
+		{"f32 window", quant.F32, backend.Attention{Heads: 2, KVHeads: 1, HeadDimK: 16, HeadDimV: 24, Scale: 0.25, Window: 5}, 1e-5},
+		{"f32 softcap mha", quant.F32, backend.Attention{Heads: 3, KVHeads: 3, HeadDimK: 16, HeadDimV: 16, Scale: 0.25, Softcap: 2}, 1e-5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := tc.a
+			kd, vd := a.KVHeads*a.HeadDimK, a.KVHeads*a.HeadDimV
+			cache, err := be.NewKVCache(tc.typ, positions, []int{kd, kd}, []int{vd, vd})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ks, vs [][]float32
+			for range positions {
+				ks = append(ks, normals(rng, kd, 1))
+				vs = append(vs, normals(rng, vd, 1))
+			}
+			// Store in two batches (prompt, then more), in layer 1.
+			for _, r := range [][2]int{{0, 13}, {13, positions}} {
+				n := r[1] - r[0]
+				be.StoreKV(cache, 1, r[0], tensor(be, n, kd, slices.Concat(ks[r[0]:r[1]]...)), tensor(be, n, vd, slices.Concat(vs[r[0]:r[1]]...)))
+			}
+			const pos0, n = 11, 9
+			q := normals(rng, n*a.Heads*a.HeadDimK, 1)
+			dst := tensor(be, n, a.Heads*a.HeadDimV, nil)
+			be.Attend(dst, tensor(be, n, a.Heads*a.HeadDimK, q), cache, 1, pos0, &a)
+			got := read(be, dst)
+			for i := range n {
+				want := attentionRef(q[i*a.Heads*a.HeadDimK:], ks, vs, &a, pos0+i, a.Heads)
+				for d, w := range want {
+					if diff := math.Abs(float64(got[i*a.Heads*a.HeadDimV+d]) - w); diff > tc.tol*(1+math.Abs(w)) {
+						t.Fatalf("query %d [%d] = %v, want %v", i, d, got[i*a.Heads*a.HeadDimV+d], w)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestKVCacheErrors(t *testing.T) {
+	be := newBackend(t, 1)
+	if _, err := be.NewKVCache(quant.Q8_0, 4, []int{8}, []int{8}); err == nil {
+		t.Error("Q8_0 cache accepted")
+	}
+	if _, err := be.NewKVCache(quant.F16, 0, []int{8}, []int{8}); err == nil {
+		t.Error("empty cache accepted")
+	}
+}
+
+func TestGLUAndElementwise(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	be := newBackend(t, 2)
+	const rows, cols = 2, 300
+	g, u := normals(rng, rows*cols, 3), normals(rng, rows*cols, 1)
+	g[0], g[1] = -12, 11 // GELU's table ends
+	for _, tc := range []struct {
+		f   backend.GLU
+		ref func(float64) float64
+		// tol is relative to |gate·up|: GELU is read from a table over
+		// fp16 inputs, as ggml does, so an input is off by up to 2⁻¹¹ of
+		// itself and the output by 2⁻¹¹ of itself.
+		tol float64
+	}{
+		{backend.SiLU, func(x float64) float64 { return x / (1 + math.Exp(-x)) }, 1e-6},
+		{backend.GELUTanh, func(x float64) float64 {
+			return 0.5 * x * (1 + math.Tanh(math.Sqrt(2/math.Pi)*x*(1+0.044715*x*x)))
+		}, 1.5e-3},
+	} {
+		dst := tensor(be, rows, cols, nil)
+		be.GLU(dst, tensor(be, rows, cols, g), tensor(be, rows, cols, u), tc.f)
+		got := read(be, dst)
+		for i := range got {
+			want := tc.ref(float64(g[i])) * float64(u[i])
+			if d := math.Abs(float64(got[i]) - want); d > tc.tol*math.Abs(float64(g[i])*float64(u[i]))+1e-6 {
+				t.Fatalf("GLU %d [%d]: %v, want %v", tc.f, i, got[i], want)
+			}
+		}
+	}
+
+	x := tensor(be, rows, cols, g)
+	be.Add(x, tensor(be, rows, cols, u))
+	be.Scale(x, 0.5)
+	bias := normals(rng, cols, 1)
+	bt, err := be.Weight(quant.F32, 1, cols, f32bytes(bias))
+	if err != nil {
+		t.Fatal(err)
+	}
+	be.AddBias(x, bt)
+	be.Softcap(x, 3)
+	got := read(be, x)
+	for i := range got {
+		v := (float64(g[i])+float64(u[i]))*0.5 + float64(bias[i%cols])
+		want := 3 * math.Tanh(v/3)
+		if math.Abs(float64(got[i])-want) > 1e-5 {
+			t.Fatalf("elementwise [%d]: %v, want %v", i, got[i], want)
+		}
+	}
+}
+
+func TestEmbed(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	be := newBackend(t, 1)
+	const vocab, dim = 10, 64
+	w := normals(rng, vocab*dim, 1)
+	data := quantized(t, quant.Q8_0, w)
+	wt, err := be.Weight(quant.Q8_0, vocab, dim, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := []uint32{3, 9, 0, 3}
+	dst := tensor(be, len(ids), dim, nil)
+	be.Embed(dst, wt, ids)
+	got := read(be, dst)
+	rs := mustRowSize(t, quant.Q8_0, dim)
+	for i, id := range ids {
+		want := make([]float32, dim)
+		if err := quant.Dequantize(quant.Q8_0, data[int(id)*rs:(int(id)+1)*rs], want); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got[i*dim:(i+1)*dim], want) {
+			t.Fatalf("row %d (token %d) is not the dequantised embedding", i, id)
+		}
+	}
+}
+
+func TestShapeMisfitPanics(t *testing.T) {
+	be := newBackend(t, 1)
+	w, err := be.Weight(quant.F32, 4, 8, make([]byte, 4*4*8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("MatMul of a 7-wide input by an 8-wide weight did not panic")
+		}
+	}()
+	be.MatMul(be.NewTensor(1, 4), w, be.NewTensor(1, 7))
+}

@@ -1,0 +1,345 @@
+package model_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/cpu"
+	"github.com/meshnode/meshnode/gguf/model"
+	"github.com/meshnode/meshnode/gguf/model/modeltest"
+)
+
+// BenchmarkDecode measures single-token decoding and batched prefill of
+// the built-in model in this process, with allocations per token.
+func BenchmarkDecode(b *testing.B) {
+	f, err := gguf.Open(filepath.Join("..", "..", "models", "meshnode-fortunes-q8_0.gguf"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	be := cpu.New(cpu.Options{})
+	defer be.Close()
+	m, err := model.Load(f, be)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.Run("decode", func(b *testing.B) {
+		s, err := m.NewSession(model.SessionOptions{Context: 256})
+		if err != nil {
+			b.Fatal(err)
+		}
+		tok := []uint32{1}
+		b.ReportAllocs()
+		for b.Loop() {
+			if s.Len() == s.Context() {
+				s.Truncate(0)
+			}
+			if _, err := s.Eval(ctx, tok); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tok/s")
+	})
+	b.Run("prefill64", func(b *testing.B) {
+		s, err := m.NewSession(model.SessionOptions{Context: 256})
+		if err != nil {
+			b.Fatal(err)
+		}
+		prompt := benchTokens(64, m.Config().VocabSize)
+		b.ReportAllocs()
+		for b.Loop() {
+			s.Truncate(0)
+			if _, err := s.Eval(ctx, prompt); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(64*b.N)/b.Elapsed().Seconds(), "tok/s")
+	})
+}
+
+func benchTokens(n, vocab int) []uint32 {
+	ids := make([]uint32, n)
+	for i := range ids {
+		ids[i] = uint32(1 + (i*7919)%(vocab-1))
+	}
+	return ids
+}
+
+// BenchmarkEngineVsLlamaCpp is make bench-engine: llama.cpp's llama-bench
+// and this engine on the same files, with the same thread count, prompt
+// and generation lengths, in one run. It prints prefill (pp) and decode
+// (tg) tokens per second, our/llama.cpp ratios and peak RSS for the parity
+// fixtures and for a model of Llama 3.2 1B's shape made at bench time
+// (random Q4_0 and Q8_0 blocks; the 32000-token vocabulary of the built-in
+// model). Our side runs in a child process so its RSS is the engine's.
+//
+// It needs MESHNODE_BENCH_ENGINE=1 (it takes minutes) and llama.cpp in
+// $LLAMACPP. Knobs: BENCH_THREADS (default: all CPUs), BENCH_PP/BENCH_TG/
+// BENCH_REPS for the 1B models (default 64/16/2), BENCH_1B=0 to skip them.
+func BenchmarkEngineVsLlamaCpp(b *testing.B) {
+	if os.Getenv("MESHNODE_BENCH_ENGINE") == "" {
+		b.Skip("set MESHNODE_BENCH_ENGINE=1 (make bench-engine): runs llama.cpp and takes minutes")
+	}
+	llamaBench := filepath.Join(llamaCppDir(), "bin", "llama-bench")
+	if _, err := os.Stat(llamaBench); err != nil {
+		b.Skipf("llama-bench not found (%v): build llama.cpp with tools/llamacpp-ref/build.sh, set LLAMACPP", err)
+	}
+	md, err := vocabSource()
+	if err != nil {
+		b.Fatal(err)
+	}
+	threads := envInt("BENCH_THREADS", runtime.NumCPU())
+	dir := b.TempDir()
+
+	type job struct {
+		name         string
+		path         string
+		pp, tg, reps int
+	}
+	var jobs []job
+	for _, arch := range modeltest.Archs {
+		for _, ft := range modeltest.FileTypes {
+			name := fixtureName(arch, ft)
+			file, err := modeltest.Generate(modeltest.Fixture(arch, ft), md)
+			if err != nil {
+				b.Fatal(err)
+			}
+			path := filepath.Join(dir, name+".gguf")
+			if err := os.WriteFile(path, file, 0o644); err != nil {
+				b.Fatal(err)
+			}
+			jobs = append(jobs, job{name, path, 128, 64, 3})
+		}
+	}
+	if os.Getenv("BENCH_1B") != "0" {
+		for _, ft := range []string{"Q4_0", "Q8_0"} {
+			spec := modeltest.Spec{Arch: "llama", FileType: ft, Embd: 2048, Layers: 16, Heads: 32, KVHeads: 8,
+				FF: 8192, Context: 4096, Seed: 1}
+			path := filepath.Join(dir, "llama-1b-"+strings.ToLower(ft)+".gguf")
+			start := time.Now()
+			if err := writeRandom(path, spec, md); err != nil {
+				b.Fatal(err)
+			}
+			b.Logf("made %s in %v", filepath.Base(path), time.Since(start).Round(time.Millisecond))
+			jobs = append(jobs, job{"llama-1b-" + strings.ToLower(ft), path,
+				envInt("BENCH_PP", 64), envInt("BENCH_TG", 16), envInt("BENCH_REPS", 2)})
+		}
+	}
+
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "model\tthreads\tpp\ttg\tours pp t/s\tllama pp t/s\tpp ratio\tours tg t/s\tllama tg t/s\ttg ratio\tours RSS load MB\tours peak MB\tllama peak MB\t\n")
+	for _, j := range jobs {
+		b.Run(j.name, func(b *testing.B) {
+			ref, err := runLlamaBench(llamaBench, j.path, threads, j.pp, j.tg, j.reps)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ours, err := runOurBench(j.path, threads, j.pp, j.tg, j.reps)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(ours.PP, "pp_tok/s")
+			b.ReportMetric(ours.TG, "tg_tok/s")
+			b.ReportMetric(ref.PP, "llama_pp_tok/s")
+			b.ReportMetric(ref.TG, "llama_tg_tok/s")
+			b.ReportMetric(ours.PP/ref.PP, "pp_ratio")
+			b.ReportMetric(ours.TG/ref.TG, "tg_ratio")
+			b.ReportMetric(ours.PeakMB, "peak_MB")
+			b.ReportMetric(ref.PeakMB, "llama_peak_MB")
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.1f\t%.1f\t%.3f\t%.1f\t%.1f\t%.3f\t%.1f\t%.1f\t%.1f\t\n", j.name, threads, j.pp, j.tg,
+				ours.PP, ref.PP, ours.PP/ref.PP, ours.TG, ref.TG, ours.TG/ref.TG, ours.LoadMB, ours.PeakMB, ref.PeakMB)
+		})
+	}
+	tw.Flush()
+}
+
+func envInt(key string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(key)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+func writeRandom(path string, spec modeltest.Spec, md *gguf.Metadata) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	if err := modeltest.WriteRandom(w, spec, md); err != nil {
+		f.Close()
+		return err
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// benchResult is one engine's figures on one model.
+type benchResult struct {
+	PP, TG         float64 // tokens per second
+	LoadMB, PeakMB float64 // RSS after loading (ours only), peak RSS
+}
+
+func runLlamaBench(bin, path string, threads, pp, tg, reps int) (benchResult, error) {
+	cmd := exec.Command(bin, "-m", path, "-t", strconv.Itoa(threads), "-fa", "0",
+		"-p", strconv.Itoa(pp), "-n", strconv.Itoa(tg), "-r", strconv.Itoa(reps), "-o", "json")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return benchResult{}, fmt.Errorf("llama-bench: %v\n%s", err, stderr.String())
+	}
+	var runs []struct {
+		NPrompt int     `json:"n_prompt"`
+		NGen    int     `json:"n_gen"`
+		AvgTS   float64 `json:"avg_ts"`
+	}
+	if err := json.Unmarshal(out, &runs); err != nil {
+		return benchResult{}, fmt.Errorf("llama-bench output: %v", err)
+	}
+	var r benchResult
+	for _, run := range runs {
+		if run.NGen == 0 {
+			r.PP = run.AvgTS
+		} else {
+			r.TG = run.AvgTS
+		}
+	}
+	r.PeakMB = maxRSSMB(cmd.ProcessState)
+	return r, nil
+}
+
+// childEnv carries a child's job: it is this test binary run again.
+const childEnv = "MESHNODE_BENCH_CHILD"
+
+type childJob struct {
+	Path                  string
+	Threads, PP, TG, Reps int
+}
+
+func runOurBench(path string, threads, pp, tg, reps int) (benchResult, error) {
+	job, _ := json.Marshal(childJob{path, threads, pp, tg, reps})
+	cmd := exec.Command(os.Args[0], "-test.run=^TestBenchChild$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), childEnv+"="+string(job))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return benchResult{}, fmt.Errorf("bench child: %v\n%s", err, out)
+	}
+	for line := range strings.Lines(string(out)) {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "bench-result "); ok {
+			var r benchResult
+			if err := json.Unmarshal([]byte(rest), &r); err != nil {
+				return benchResult{}, err
+			}
+			r.PeakMB = maxRSSMB(cmd.ProcessState)
+			return r, nil
+		}
+	}
+	return benchResult{}, fmt.Errorf("bench child printed no result:\n%s", out)
+}
+
+// TestBenchChild is the child side of BenchmarkEngineVsLlamaCpp: it loads
+// the model, then times llama-bench's two tests — a pp-token prompt as one
+// batch on an empty cache, and tg tokens decoded one by one from an empty
+// cache — after one warm-up of each, and prints the mean rates.
+func TestBenchChild(t *testing.T) {
+	spec := os.Getenv(childEnv)
+	if spec == "" {
+		t.Skip("the child process of BenchmarkEngineVsLlamaCpp")
+	}
+	var job childJob
+	if err := json.Unmarshal([]byte(spec), &job); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(job.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	be := cpu.New(cpu.Options{Threads: job.Threads})
+	m, err := model.Load(f, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := benchResult{LoadMB: currentRSSMB()}
+	s, err := m.NewSession(model.SessionOptions{Context: job.PP + job.TG, Batch: job.PP})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	prompt := benchTokens(job.PP, m.Config().VocabSize)
+	pp := func() time.Duration {
+		s.Truncate(0)
+		start := time.Now()
+		if _, err := s.Eval(ctx, prompt); err != nil {
+			t.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	tg := func() time.Duration {
+		s.Truncate(0)
+		start := time.Now()
+		for i := range job.TG {
+			if _, err := s.Eval(ctx, prompt[i%len(prompt):][:1]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return time.Since(start)
+	}
+	rate := func(run func() time.Duration, n int) float64 {
+		run() // warm-up, as llama-bench does
+		var total time.Duration
+		for range job.Reps {
+			total += run()
+		}
+		return float64(n*job.Reps) / total.Seconds()
+	}
+	r.PP = rate(pp, job.PP)
+	r.TG = rate(tg, job.TG)
+	b, _ := json.Marshal(r)
+	fmt.Printf("bench-result %s\n", b)
+}
+
+// maxRSSMB is a finished process's peak resident set in MB (10^6 bytes).
+func maxRSSMB(ps *os.ProcessState) float64 {
+	ru, ok := ps.SysUsage().(*syscall.Rusage)
+	if !ok {
+		return 0
+	}
+	if runtime.GOOS == "darwin" {
+		return float64(ru.Maxrss) / 1e6 // bytes
+	}
+	return float64(ru.Maxrss) * 1024 / 1e6 // KiB
+}
+
+// currentRSSMB is this process's resident set now (Linux; 0 elsewhere).
+func currentRSSMB() float64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			return kb * 1024 / 1e6
+		}
+	}
+	return 0
+}
