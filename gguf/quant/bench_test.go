@@ -1,6 +1,8 @@
 package quant_test
 
 import (
+	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -12,6 +14,10 @@ import (
 // Benchmarks report weight bytes read per second (GB/s) and, as
 // x_memcpy, that rate over the rate copy() moves the same number of bytes
 // on this machine in the same run: 1.0 would be running at memory speed.
+// The MatVec benchmarks also report x_go: the rate over that of the
+// pure-Go kernels on the same data, timed in the same run (1 where there
+// are no assembly kernels). ggml's own speed on this machine is printed by
+// BENCH=1 testdata/goldens.sh, for the 256×4096 shape of BenchmarkMatVec.
 
 const benchCols, benchRows = 4096, 256
 
@@ -53,45 +59,74 @@ func BenchmarkMatVec(b *testing.B) {
 			if err := a.Quantize(x); err != nil {
 				b.Fatal(err)
 			}
-			out := make([]float32, benchRows)
-			b.SetBytes(int64(len(q)))
-			b.ResetTimer()
-			for b.Loop() {
-				quant.MatVec(typ, q, a, out)
-			}
-			report(b, len(q))
+			benchMatVec(b, typ, [][]byte{q}, a, benchRows)
 		})
 	}
 }
 
-func BenchmarkDequantize(b *testing.B) {
-	for _, typ := range goldenTypes {
-		b.Run(typ.String(), func(b *testing.B) {
-			q, _ := benchMatrix(b, typ)
-			dst := make([]float32, benchCols*benchRows)
-			b.SetBytes(int64(len(q)))
-			b.ResetTimer()
-			for b.Loop() {
-				if err := quant.Dequantize(typ, q, dst); err != nil {
+// BenchmarkMatVec1B times the mat-vec shapes of a 1B-parameter llama
+// (TinyLlama: attention 2048×2048, feed-forward up/gate 5632×2048 and down
+// 2048×5632, rows×columns) for the types llama.cpp models ship in. Each
+// iteration takes the next of enough copies of the matrix to fill 256 MiB,
+// so weights stream from memory as they do in decoding. The blocks are
+// random bytes with finite scales: the kernels' speed does not depend on
+// the values.
+func BenchmarkMatVec1B(b *testing.B) {
+	for _, shape := range []struct{ rows, cols int }{{2048, 2048}, {5632, 2048}, {2048, 5632}} {
+		for _, typ := range []quant.Type{quant.F16, quant.Q8_0, quant.Q6_K, quant.Q5_K, quant.Q4_K, quant.Q4_0} {
+			b.Run(fmt.Sprintf("%dx%d/%s", shape.rows, shape.cols, typ), func(b *testing.B) {
+				rng := rand.New(rand.NewPCG(13, 14))
+				m := make([]byte, mustRowSize(b, typ, shape.rows*shape.cols))
+				randomBlocks(rng, typ, m, false)
+				copies := make([][]byte, max(1, (256<<20)/len(m)))
+				for i := range copies {
+					copies[i] = bytes.Clone(m)
+				}
+				a, _ := quant.NewActivation(typ, shape.cols)
+				if err := a.Quantize(normal(rng, shape.cols)); err != nil {
 					b.Fatal(err)
 				}
-			}
-			report(b, len(q))
-		})
+				benchMatVec(b, typ, copies, a, shape.rows)
+			})
+		}
 	}
 }
 
-func BenchmarkQuantizeActivation(b *testing.B) {
-	for _, typ := range []quant.Type{quant.Q8_0, quant.Q8_1, quant.Q8_K, quant.F16} {
-		b.Run(typ.String(), func(b *testing.B) {
-			x := normal(rand.New(rand.NewPCG(5, 6)), benchCols)
-			dst := make([]byte, mustRowSize(b, typ, benchCols))
-			b.SetBytes(4 * benchCols)
-			for b.Loop() {
-				if err := quant.Quantize(typ, x, dst); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
+// benchMatVec times MatVec over the matrices ws in turn, then reports as
+// report does, and x_go.
+func benchMatVec(b *testing.B, typ quant.Type, ws [][]byte, a *quant.Activation, rows int) {
+	out := make([]float32, rows)
+	b.SetBytes(int64(len(ws[0])))
+	goRate := pureGoRate(b.Name(), func(w []byte) { quant.MatVec(typ, w, a, out) }, ws)
+	i := 0
+	b.ResetTimer()
+	for b.Loop() {
+		quant.MatVec(typ, ws[i], a, out)
+		i = (i + 1) % len(ws)
 	}
+	report(b, len(ws[0]))
+	rate := float64(len(ws[0])) * float64(b.N) / b.Elapsed().Seconds()
+	b.ReportMetric(rate/goRate, "x_go")
+}
+
+// goRates caches pureGoRate per benchmark: the framework runs a benchmark
+// function more than once.
+var goRates = map[string]float64{}
+
+// pureGoRate is the bytes per second of f over ws with the pure-Go
+// kernels: the best of at least three calls and 50 ms.
+func pureGoRate(name string, f func([]byte), ws [][]byte) float64 {
+	if r, ok := goRates[name]; ok {
+		return r
+	}
+	defer quant.SetSIMD(false)()
+	best := 0.0
+	start := time.Now()
+	for i := 0; i < 3 || time.Since(start) < 50*time.Millisecond; i++ {
+		t0 := time.Now()
+		f(ws[i%len(ws)])
+		best = max(best, float64(len(ws[0]))/time.Since(t0).Seconds())
+	}
+	goRates[name] = best
+	return best
 }
