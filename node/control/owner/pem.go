@@ -3,15 +3,14 @@ package owner
 import (
 	"bytes"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"time"
 
 	"google.golang.org/protobuf/proto"
+
+	"github.com/meshnode/meshnode/node/control/internal/atomicfile"
 
 	"github.com/meshnode/meshnode/node/wire/nodev1"
 )
@@ -126,48 +125,9 @@ func readBounded(path string) ([]byte, error) {
 	return b, nil
 }
 
-// writeFile writes data to path through a synced temporary file, so that a
-// reader never sees part of it. exclusive refuses to replace an existing
-// file (fs.ErrExist).
 func writeFile(path string, data []byte, perm os.FileMode, exclusive bool) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := atomicfile.Write(path, data, perm, exclusive); err != nil {
 		return fmt.Errorf("owner: %w", err)
-	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("owner: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	err = tmp.Chmod(perm)
-	if err == nil {
-		_, err = tmp.Write(data)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("owner: write %s: %w", path, err)
-	}
-	if exclusive {
-		// A hard link fails rather than replace, so two racing writers
-		// cannot overwrite each other.
-		err = os.Link(tmp.Name(), path)
-	} else {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("owner: %s already exists: %w", path, fs.ErrExist)
-		}
-		return fmt.Errorf("owner: install %s: %w", path, err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync() // best effort: not every platform syncs directories
-		d.Close()
 	}
 	return nil
 }
