@@ -2,13 +2,93 @@ package node
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
+	"os"
+
+	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/chat"
+	"github.com/meshnode/meshnode/gguf/tokenizer"
+	"github.com/meshnode/meshnode/node/api"
+	"github.com/meshnode/meshnode/node/engine"
+	"github.com/meshnode/meshnode/node/engine/ggufengine"
 )
 
-// errNoGGUFEngine is returned until the GGUF engine adapter is wired in
-// (node/engine/ggufengine, the CPU-engine issue).
-var errNoGGUFEngine = errors.New("serving GGUF models needs the GGUF engine adapter, which is not wired into the node yet")
-
-func openGGUF(s modelSpec, log *slog.Logger) (localModel, error) {
-	return nil, errNoGGUFEngine
+// ggufModel is a GGUF file served by the CPU engine.
+type ggufModel struct {
+	m     *ggufengine.Model
+	facts gguf.Facts
 }
+
+// openGGUF loads one model: it maps the file, hashes it for the weights
+// digest and prepares the engine (ggufengine logs the progress line).
+func openGGUF(s modelSpec, sessions int, memBytes uint64, log *slog.Logger) (localModel, error) {
+	ujPerToken := s.UJPerToken
+	if ujPerToken == 0 {
+		// No figure configured: derive one from the model's size, so the
+		// router prices a bigger model dearer. A CPU reads every weight
+		// byte once per token; at roughly 1 nJ per byte moved and
+		// multiplied, that is the file's size in bytes / 1000, in µJ.
+		st, err := os.Stat(s.Path)
+		if err != nil {
+			return nil, err
+		}
+		ujPerToken = max(1, uint64(st.Size())/1000)
+	}
+	m, err := ggufengine.Load(s.Path, ggufengine.Config{
+		Name:        s.Name,
+		Fidelity:    s.fidelity(),
+		UJPerToken:  ujPerToken,
+		Threads:     s.Threads,
+		Context:     s.Context,
+		MemoryBytes: memBytes,
+		Sessions:    sessions,
+		Log:         log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &ggufModel{m: m, facts: m.Facts()}, nil
+}
+
+func (g *ggufModel) Name() string          { return g.m.Name() }
+func (g *ggufModel) Engine() engine.Engine { return g.m.Engine() }
+func (g *ggufModel) ContextLength() int    { return g.m.ContextLength() }
+func (g *ggufModel) Facts() *gguf.Facts    { return &g.facts }
+func (g *ggufModel) Size() int64           { return g.m.Size() }
+func (g *ggufModel) Close() error          { return g.m.Close() }
+
+// Prompt renders chats through the model's template (whose control tokens
+// are parsed as such) and tokenizes raw text as text.
+func (g *ggufModel) Prompt(gen *api.Generation) (string, []uint32, error) {
+	if gen.Messages == nil {
+		return gen.Prompt, g.m.Tokenize(gen.Prompt, true, false), nil
+	}
+	msgs := make([]chat.Message, len(gen.Messages))
+	for i, m := range gen.Messages {
+		msgs[i] = chat.Message{Role: m.Role, Content: m.Content}
+	}
+	text, err := g.m.ApplyChat(msgs)
+	if err != nil {
+		var rejected *chat.RejectedError
+		if errors.As(err, &rejected) {
+			return "", nil, fmt.Errorf("the model's chat template rejects this conversation: %s", rejected.Reason)
+		}
+		return "", nil, err
+	}
+	return text, g.m.Tokenize(text, true, true), nil
+}
+
+func (g *ggufModel) Decoder() decoder { return tokenDecoder{g.m.NewDecoder()} }
+
+// tokenDecoder adapts the tokenizer's streaming decoder; the engine only
+// emits ids of its own vocabulary, so a decode error cannot happen and
+// would only drop that token's text.
+type tokenDecoder struct{ d *tokenizer.Decoder }
+
+func (t tokenDecoder) Next(tok uint32) string {
+	s, _ := t.d.Next(tok)
+	return s
+}
+
+func (t tokenDecoder) Flush() string { return t.d.Flush() }

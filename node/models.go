@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/node/engine/ggufengine"
 	"github.com/meshnode/meshnode/node/receipt"
 )
 
@@ -165,14 +166,14 @@ func (n *Node) loadModels(stack *closers) error {
 	}
 	for _, s := range specs {
 		start := time.Now()
-		m, err := openGGUF(s, n.log)
+		m, err := openGGUF(s, max(n.cfg.API.Concurrency, ggufengine.DefaultSessions), n.hardware.Memory.TotalBytes, n.log)
 		if err != nil {
 			return fmt.Errorf("model %s: %w", s.Path, err)
 		}
 		stack.push("model "+m.Name(), m.Close)
 		n.addModel(m)
-		n.log.Info("model loaded", "model", m.Name(), "file", s.Path, "builtin", s.builtin,
-			"bytes", m.Size(), "context", m.ContextLength(), "took", time.Since(start).Round(time.Millisecond))
+		n.log.Info("serving model", "model", m.Name(), "file", s.Path, "builtin_default", s.builtin,
+			"bytes_mapped", m.Size(), "took", time.Since(start).Round(time.Millisecond))
 	}
 	return nil
 }

@@ -5,9 +5,12 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -21,7 +24,7 @@ import (
 // startNode runs a node on loopback with ephemeral ports, no mDNS and
 // the estimator meter, and returns it once it serves, with a stop that
 // cancels it and returns what Serve returned.
-func startNode(t *testing.T, cfg Config) (*Node, func() error) {
+func startNode(t testing.TB, cfg Config) (*Node, func() error) {
 	t.Helper()
 	if cfg.StateDir == "" {
 		cfg.StateDir = t.TempDir()
@@ -70,11 +73,11 @@ func startNode(t *testing.T, cfg Config) (*Node, func() error) {
 	return n, stop
 }
 
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(b []byte) (int, error) {
 	w.t.Helper()
@@ -210,4 +213,222 @@ func tail(s string) string {
 		return s[len(s)-200:]
 	}
 	return s
+}
+
+const fortunesModel = "meshnode-fortunes-q8_0"
+
+func fortunesPath(t testing.TB) string {
+	t.Helper()
+	p, err := filepath.Abs(filepath.Join("..", "models", BuiltinModelFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestBuiltinModelStreams: with no model configured the node serves the
+// built-in fortunes model; a streamed chat completion passes a strict SSE
+// reader, says what llama.cpp says for the prompt, and its receipt binds
+// the model's weights.
+func TestBuiltinModelStreams(t *testing.T) {
+	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
+	n, _ := startNode(t, Config{})
+	resp := post(t, n, "/v1/chat/completions", `{"model":"`+fortunesModel+`","stream":true,"stream_options":{"include_usage":true},
+		"max_tokens":12,"messages":[{"role":"user","content":"A man walks into a bar"}]}`)
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("status %d: %s", resp.StatusCode, b)
+	}
+	text, energy := readChatStream(t, resp.Body)
+	// llama.cpp's greedy continuation (models/reference-greedy.txt).
+	if want := ", and a man who has a little to be a man who"; !strings.HasPrefix(want, text) || len(text) < 20 {
+		t.Fatalf("streamed %q, want a prefix of %q", text, want)
+	}
+	env, _ := hex.DecodeString(energy.EnvelopeHex)
+	sealed, err := receipt.Open(env, n.key.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := sealed.Receipt
+	if r.Weights == nil || r.Weights.Precision != "int8" || r.TokensOut != 12 || r.Recipe != fortunesModel {
+		t.Fatalf("receipt = %+v", r)
+	}
+}
+
+type streamEnergy struct {
+	EnvelopeHex string `json:"envelope_hex"`
+}
+
+// readChatStream reads a chat completion stream strictly and returns its
+// text and the usage.energy of its final usage chunk.
+func readChatStream(t *testing.T, r io.Reader) (string, streamEnergy) {
+	t.Helper()
+	sc := bufio.NewScanner(r)
+	var text strings.Builder
+	var energy streamEnergy
+	sawDone, sawRole, blank := false, false, true
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" {
+			if blank {
+				t.Fatal("SSE: two blank lines in a row")
+			}
+			blank = true
+			continue
+		}
+		if !blank || !strings.HasPrefix(line, "data: ") {
+			t.Fatalf("SSE: unexpected line %q", line)
+		}
+		blank = false
+		data := strings.TrimPrefix(line, "data: ")
+		if sawDone {
+			t.Fatalf("SSE: data after [DONE]: %q", data)
+		}
+		if data == "[DONE]" {
+			sawDone = true
+			continue
+		}
+		var c struct {
+			Choices []struct {
+				Delta struct {
+					Role    string `json:"role"`
+					Content string `json:"content"`
+				} `json:"delta"`
+			} `json:"choices"`
+			Usage *struct {
+				Energy streamEnergy `json:"energy"`
+			} `json:"usage"`
+		}
+		if err := json.Unmarshal([]byte(data), &c); err != nil {
+			t.Fatalf("SSE chunk %q: %v", data, err)
+		}
+		if len(c.Choices) > 0 {
+			if c.Choices[0].Delta.Role == "assistant" {
+				sawRole = true
+			}
+			text.WriteString(c.Choices[0].Delta.Content)
+		}
+		if c.Usage != nil {
+			energy = c.Usage.Energy
+		}
+	}
+	if !sawDone || !sawRole || energy.EnvelopeHex == "" {
+		t.Fatalf("stream incomplete: done %v, role %v, energy %v", sawDone, sawRole, energy.EnvelopeHex != "")
+	}
+	return text.String(), energy
+}
+
+// TestRelayAcrossMesh: node B serves the fortunes model, node A only the
+// reference engine; A joins B with B's invite token, and a streamed
+// request to A for B's model is answered by B through the mesh tunnel,
+// with B's receipt.
+func TestRelayAcrossMesh(t *testing.T) {
+	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
+	b, _ := startNode(t, Config{})
+	t.Setenv("MESHNODE_DEFAULT_MODEL", "")
+	a, _ := startNode(t, Config{Join: []string{b.invite}})
+
+	deadline := time.Now().Add(20 * time.Second)
+	for len(a.mesh.PeersHosting(fortunesModel)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("A never learned that B hosts the fortunes model")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	resp := post(t, a, "/v1/chat/completions", `{"model":"`+fortunesModel+`","stream":true,"stream_options":{"include_usage":true},
+		"max_tokens":8,"messages":[{"role":"user","content":"Love is"}]}`)
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		body, _ := io.ReadAll(resp.Body)
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	text, energy := readChatStream(t, resp.Body)
+	if want := " a man who has a good idea."; !strings.HasPrefix(want, text) || text == "" {
+		t.Fatalf("relayed %q, want a prefix of %q", text, want)
+	}
+	env, _ := hex.DecodeString(energy.EnvelopeHex)
+	if _, err := receipt.Open(env, b.key.Public()); err != nil {
+		t.Fatalf("the relayed answer's receipt is not B's: %v", err)
+	}
+
+	// A's model list shows B's model with B as its host.
+	r, err := http.Get("http://" + a.HTTPAddr().String() + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Body.Close()
+	var models struct {
+		Data []struct {
+			ID      string `json:"id"`
+			OwnedBy string `json:"owned_by"`
+			Local   bool   `json:"local"`
+		} `json:"data"`
+	}
+	json.NewDecoder(r.Body).Decode(&models)
+	found := false
+	for _, m := range models.Data {
+		if m.ID == fortunesModel && !m.Local && m.OwnedBy == b.key.ID().String() {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("A's /v1/models = %+v, want %s hosted by B", models.Data, fortunesModel)
+	}
+}
+
+// TestConcurrentClientsNoLeak: 50 clients at once against the small model
+// each get an answer or a 429, and once the node stops no goroutine it
+// started is left behind.
+func TestConcurrentClientsNoLeak(t *testing.T) {
+	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
+	before := runtime.NumGoroutine()
+	n, stop := startNode(t, Config{API: APIConfig{Concurrency: 2, QueueDepth: 8}})
+	client := &http.Client{Transport: &http.Transport{}}
+	var wg sync.WaitGroup
+	codes := make(chan int, 50)
+	for i := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			body := fmt.Sprintf(`{"model":"%s","stream":%v,"max_tokens":4,"messages":[{"role":"user","content":"The %d"}]}`, fortunesModel, i%2 == 0, i)
+			resp, err := client.Post("http://"+n.HTTPAddr().String()+"/v1/chat/completions", "application/json", strings.NewReader(body))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			codes <- resp.StatusCode
+		}()
+	}
+	wg.Wait()
+	close(codes)
+	var ok, busy int
+	for c := range codes {
+		switch c {
+		case 200:
+			ok++
+		case 429:
+			busy++
+		default:
+			t.Errorf("status %d, want 200 or 429", c)
+		}
+	}
+	t.Logf("%d answered, %d told to retry", ok, busy)
+	if ok < 10 {
+		t.Fatalf("only %d of 50 answered; the queue admits 10 at once", ok)
+	}
+	client.CloseIdleConnections()
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > before+2 {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("goroutines: %d before the node, %d after it stopped\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -78,7 +79,14 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, g *Generation, err
 		s.log.Info("api: client cancelled", "model", g.Model)
 		return
 	}
-	s.log.Warn("api: generation failed", "model", g.Model, "err", errString(err))
+	level := slog.LevelInfo // the client's request was at fault
+	switch status := asError(err).Status; {
+	case status >= 500:
+		level = slog.LevelWarn
+	case status == http.StatusTooManyRequests:
+		level = slog.LevelDebug // overload is reported to the client, not worth a line each
+	}
+	s.log.Log(r.Context(), level, "api: generation failed", "model", g.Model, "err", errString(err))
 	if sse != nil && sse.started {
 		_ = sse.event("", asError(err).body())
 		return

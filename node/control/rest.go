@@ -1,8 +1,8 @@
 package control
 
 import (
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"

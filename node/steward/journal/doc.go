@@ -1,0 +1,21 @@
+// Package journal is the steward's decision journal (mesh-spec §2.2): an
+// append-only file of one JSON record per line, each record chained to the
+// one before by the BLAKE3 hash of its line and synced before the append
+// returns, held under an exclusive lock the operating system releases
+// when the holding process dies.
+//
+// A record is {seq, prev, entry}: seq counts from 0, prev is the hash of
+// the previous line (absent for the first), and entry is one of
+//
+//	authorised  a grant decided for a serve, before the engine runs
+//	debited     the metered energy debited for an authorised serve
+//	sealed      a receipt's sequence and envelope id, before it is handed out
+//	change      a sealed change-record entry (§6.5)
+//	witnessed   a receipt shown to the steward that the journal does not hold
+//
+// Opening a journal verifies that its records form one chain, that every
+// debit belongs to an authorisation not yet debited, and that receipts
+// are sealed in sequence from 0; a final line with no newline is an
+// append cut short and is dropped. What a record means for grants is the
+// steward's to replay ([Journal.Replay]).
+package journal
