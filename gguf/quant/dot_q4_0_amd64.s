@@ -11,11 +11,11 @@
 
 // BLOCK leaves block K's eight int32 partial sums in V.
 #define BLOCK(K, V) \
-	VMOVDQU (18*K+2)(SI), X0 \
+	VMOVDQU (18*(K)+2)(SI), X0 \
 	VPSRLW $4, X0, X1 \
 	VINSERTI128 $1, X1, Y0, Y0 \
 	VPAND Y14, Y0, Y0 \
-	VMOVDQU (34*K+2)(DX), Y1 \
+	VMOVDQU (34*(K)+2)(DX), Y1 \
 	VPMADDUBSW Y1, Y0, Y0 \
 	VPMADDUBSW Y1, Y13, Y1 \
 	VPSUBW Y1, Y0, Y0 \

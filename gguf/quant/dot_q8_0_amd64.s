@@ -11,10 +11,10 @@
 
 // BLOCK leaves block K's eight int32 partial sums in V.
 #define BLOCK(K, V) \
-	VPMOVSXBW (34*K+2)(SI), Y0 \
-	VPMOVSXBW (34*K+18)(SI), Y1 \
-	VPMOVSXBW (34*K+2)(DX), Y2 \
-	VPMOVSXBW (34*K+18)(DX), Y3 \
+	VPMOVSXBW (34*(K)+2)(SI), Y0 \
+	VPMOVSXBW (34*(K)+18)(SI), Y1 \
+	VPMOVSXBW (34*(K)+2)(DX), Y2 \
+	VPMOVSXBW (34*(K)+18)(DX), Y3 \
 	VPMADDWD Y2, Y0, Y0 \
 	VPMADDWD Y3, Y1, Y1 \
 	VPADDD Y1, Y0, V

@@ -1,0 +1,21 @@
+//go:build !purego
+
+package quant
+
+import "golang.org/x/sys/cpu"
+
+// The arm64 kernels use SDOT (the dot-product extension of Armv8.2, in
+// every Apple M-series and Jetson Orin/Xavier core). FP16 conversion
+// (FCVTL) is part of base Advanced SIMD.
+var haveSIMD = cpu.ARM64.HasASIMDDP
+
+// simdDots are the kernels with an assembly version on this architecture.
+var simdDots = map[Type]dotFunc{
+	F32:  dotF32SIMD,
+	F16:  dotF16SIMD,
+	BF16: dotBF16SIMD,
+	Q4_0: dotQ4_0SIMD,
+	Q8_0: dotQ8_0SIMD,
+	Q4_K: dotQ4_KSIMD,
+	Q6_K: dotQ6_KSIMD,
+}

@@ -1,0 +1,70 @@
+// Macros shared by the NEON dot-product kernels.
+
+// Instructions Go's arm64 assembler does not know, encoded by register
+// number (0-31) as the Arm ARM gives them; the GNU form is beside each.
+#define SDOT(d, n, m)    WORD $(0x4e809400|(m)<<16|(n)<<5|(d)) // sdot vd.4s, vn.16b, vm.16b
+#define FCVTL(d, n)      WORD $(0x0e217800|(n)<<5|(d))         // fcvtl vd.4s, vn.4h
+#define FCVTL2(d, n)     WORD $(0x4e217800|(n)<<5|(d))         // fcvtl2 vd.4s, vn.8h
+#define SCVTF(d, n)      WORD $(0x4e21d800|(n)<<5|(d))         // scvtf vd.4s, vn.4s
+#define FMUL(d, n, m)    WORD $(0x6e20dc00|(m)<<16|(n)<<5|(d)) // fmul vd.4s, vn.4s, vm.4s
+#define FADD(d, n, m)    WORD $(0x4e20d400|(m)<<16|(n)<<5|(d)) // fadd vd.4s, vn.4s, vm.4s
+#define FMLA(d, n, m)    WORD $(0x4e20cc00|(m)<<16|(n)<<5|(d)) // fmla vd.4s, vn.4s, vm.4s
+#define MUL(d, n, m)     WORD $(0x4ea09c00|(m)<<16|(n)<<5|(d)) // mul vd.4s, vn.4s, vm.4s
+#define MLA(d, n, m)     WORD $(0x4ea09400|(m)<<16|(n)<<5|(d)) // mla vd.4s, vn.4s, vm.4s
+#define SMULL(d, n, m)   WORD $(0x0e60c000|(m)<<16|(n)<<5|(d)) // smull vd.4s, vn.4h, vm.4h
+#define SMLAL(d, n, m)   WORD $(0x0e608000|(m)<<16|(n)<<5|(d)) // smlal vd.4s, vn.4h, vm.4h
+#define SMLAL2(d, n, m)  WORD $(0x4e608000|(m)<<16|(n)<<5|(d)) // smlal2 vd.4s, vn.8h, vm.8h
+#define SXTL_H(d, n)     WORD $(0x0f08a400|(n)<<5|(d))         // sxtl vd.8h, vn.8b
+#define SXTL2_H(d, n)    WORD $(0x4f08a400|(n)<<5|(d))         // sxtl2 vd.8h, vn.16b
+#define SXTL_S(d, n)     WORD $(0x0f10a400|(n)<<5|(d))         // sxtl vd.4s, vn.4h
+#define SXTL2_S(d, n)    WORD $(0x4f10a400|(n)<<5|(d))         // sxtl2 vd.4s, vn.8h
+
+// SUM4 turns the int32 vectors A, B, C, D (one block each) into
+// [ΣA, ΣB, ΣC, ΣD] in A by pairwise adds; C is clobbered. Integer
+// addition is exact, so the grouping does not matter.
+#define SUM4(A, B, C, D) \
+	VADDP B.S4, A.S4, A.S4 \
+	VADDP D.S4, C.S4, C.S4 \
+	VADDP C.S4, A.S4, A.S4
+
+// SCALES4 loads the fp16 scales at P, P+S, P+2S, P+3S into the float32
+// lanes of V (register number VN), through R4.
+#define SCALES4(P, S, V, VN) \
+	MOVHU (0*S)(P), R4 \
+	VMOV R4, V.H[0] \
+	MOVHU (1*S)(P), R4 \
+	VMOV R4, V.H[1] \
+	MOVHU (2*S)(P), R4 \
+	VMOV R4, V.H[2] \
+	MOVHU (3*S)(P), R4 \
+	VMOV R4, V.H[3] \
+	FCVTL(VN, VN)
+
+// KPARTIAL finishes a K-quant block as kPartial does: ISUM (number IN)
+// holds int32 terms of the block's Σ scale·q·a and SUMM (number SN) those
+// of its Σ bsum·min (zero where the type has none); the fp16 d and dmin
+// are at D and DMIN (R9, the address of a zero, where none), the float32
+// activation scale at DY. It adds isum·(d·dy) − summs·(dmin·dy), each
+// product rounded, to the float32 at ACC. Clobbers R7, R8, F0-F5.
+#define KPARTIAL(ISUM, SUMM, D, DMIN, DY, ACC) \
+	VADDV ISUM.S4, ISUM \
+	VADDV SUMM.S4, SUMM \
+	VMOV ISUM.S[0], R7 \
+	SCVTFWS R7, F0 \
+	VMOV SUMM.S[0], R7 \
+	SCVTFWS R7, F4 \
+	MOVHU D, R8 \
+	FMOVS R8, F1 \
+	FCVTHS F1, F1 \
+	MOVHU DMIN, R8 \
+	FMOVS R8, F2 \
+	FCVTHS F2, F2 \
+	FMOVS DY, F3 \
+	FMULS F3, F1, F1 \
+	FMULS F3, F2, F2 \
+	FMULS F1, F0, F0 \
+	FMULS F2, F4, F4 \
+	FSUBS F4, F0, F0 \
+	FMOVS ACC, F5 \
+	FADDS F0, F5, F5 \
+	FMOVS F5, ACC

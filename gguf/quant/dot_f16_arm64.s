@@ -1,0 +1,44 @@
+//go:build !purego
+
+#include "textflag.h"
+#include "dot_arm64.h"
+
+// F16·F16, 32 elements a round: element i's product goes to lane i mod 32
+// of acc (V16..V23 hold lanes 0-3, 4-7, ..., 28-31). FCVTL widens exactly
+// and the product of two halves is exact in float32, so a fused
+// multiply-add (FMLA) rounds once, exactly as the Go kernel's
+// multiply-then-add does.
+
+// LANES does the eight elements in V (number N) of x and W (number M) of
+// y, into the accumulators A and A+1.
+#define LANES(N, M, A) \
+	FCVTL(8, N) \
+	FCVTL(9, M) \
+	FMLA(A, 8, 9) \
+	FCVTL2(8, N) \
+	FCVTL2(9, M) \
+	FMLA(A+1, 8, 9)
+
+// func f16x32(acc *[32]float32, x, y *byte, chunks int)
+TEXT ·f16x32(SB), NOSPLIT, $0-32
+	MOVD acc+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD y+16(FP), R2
+	MOVD chunks+24(FP), R3
+	VLD1 (R0), [V16.S4, V17.S4, V18.S4, V19.S4]
+	ADD  $64, R0, R4
+	VLD1 (R4), [V20.S4, V21.S4, V22.S4, V23.S4]
+
+loop:
+	VLD1.P 64(R1), [V0.H8, V1.H8, V2.H8, V3.H8]
+	VLD1.P 64(R2), [V4.H8, V5.H8, V6.H8, V7.H8]
+	LANES(0, 4, 16)
+	LANES(1, 5, 18)
+	LANES(2, 6, 20)
+	LANES(3, 7, 22)
+	SUBS $1, R3
+	BNE  loop
+
+	VST1 [V16.S4, V17.S4, V18.S4, V19.S4], (R0)
+	VST1 [V20.S4, V21.S4, V22.S4, V23.S4], (R4)
+	RET
