@@ -130,3 +130,35 @@ func pureGoRate(name string, f func([]byte), ws [][]byte) float64 {
 	goRates[name] = best
 	return best
 }
+
+func BenchmarkDequantize(b *testing.B) {
+	for _, typ := range goldenTypes {
+		b.Run(typ.String(), func(b *testing.B) {
+			q, _ := benchMatrix(b, typ)
+			dst := make([]float32, benchCols*benchRows)
+			b.SetBytes(int64(len(q)))
+			b.ResetTimer()
+			for b.Loop() {
+				if err := quant.Dequantize(typ, q, dst); err != nil {
+					b.Fatal(err)
+				}
+			}
+			report(b, len(q))
+		})
+	}
+}
+
+func BenchmarkQuantizeActivation(b *testing.B) {
+	for _, typ := range []quant.Type{quant.Q8_0, quant.Q8_1, quant.Q8_K, quant.F16} {
+		b.Run(typ.String(), func(b *testing.B) {
+			x := normal(rand.New(rand.NewPCG(5, 6)), benchCols)
+			dst := make([]byte, mustRowSize(b, typ, benchCols))
+			b.SetBytes(4 * benchCols)
+			for b.Loop() {
+				if err := quant.Quantize(typ, x, dst); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
