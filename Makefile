@@ -78,3 +78,17 @@ goldens-gguf:
 # (default /root/.cache/llamacpp-ref). Then run the tests as usual.
 parity:
 	CGO_ENABLED=0 $(GO) test ./gguf/model/ -run '^TestParity$$' -count=1 -update -v
+
+# llama.cpp's llama-bench and this engine on the same files (the parity
+# fixtures and a Llama-3.2-1B-shaped random model), same threads, one run:
+# prefill and decode tok/s, ratios, peak RSS. Knobs: BENCH_THREADS,
+# BENCH_PP, BENCH_TG, BENCH_REPS, BENCH_1B=0 (see gguf/model/bench_test.go).
+bench-engine:
+	MESHNODE_BENCH_ENGINE=1 CGO_ENABLED=0 $(GO) test ./gguf/model/ -run '^$$' -bench '^BenchmarkEngineVsLlamaCpp$$' -benchtime 1x -timeout 60m
+
+# .deb/.rpm for linux/amd64 and linux/arm64 (package), plus the darwin/arm64
+# tarball and SHA256SUMS in a clean dist/ (release); see docs/install.md.
+NFPM := github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
+.PHONY: package release
+package release:
+	GO='$(GO)' VERSION='$(VERSION)' LDFLAGS='$(LDFLAGS)' NFPM='$(NFPM)' packaging/build.sh $@

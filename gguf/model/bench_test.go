@@ -12,7 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
+	"sync"
 	"testing"
 	"text/tabwriter"
 	"time"
@@ -142,7 +142,7 @@ func BenchmarkEngineVsLlamaCpp(b *testing.B) {
 	}
 
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "model\tthreads\tpp\ttg\tours pp t/s\tllama pp t/s\tpp ratio\tours tg t/s\tllama tg t/s\ttg ratio\tours RSS load MB\tours peak MB\tllama peak MB\t\n")
+	fmt.Fprintf(tw, "model\tthreads\tpp\ttg\tours pp t/s\tllama pp t/s\tpp ratio\tours tg t/s\tllama tg t/s\ttg ratio\tours RSS load MB\tours peak MB\tllama peak MB\tload avg\t\n")
 	for _, j := range jobs {
 		b.Run(j.name, func(b *testing.B) {
 			ref, err := runLlamaBench(llamaBench, j.path, threads, j.pp, j.tg, j.reps)
@@ -161,11 +161,26 @@ func BenchmarkEngineVsLlamaCpp(b *testing.B) {
 			b.ReportMetric(ours.TG/ref.TG, "tg_ratio")
 			b.ReportMetric(ours.PeakMB, "peak_MB")
 			b.ReportMetric(ref.PeakMB, "llama_peak_MB")
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.1f\t%.1f\t%.3f\t%.1f\t%.1f\t%.3f\t%.1f\t%.1f\t%.1f\t\n", j.name, threads, j.pp, j.tg,
-				ours.PP, ref.PP, ours.PP/ref.PP, ours.TG, ref.TG, ours.TG/ref.TG, ours.LoadMB, ours.PeakMB, ref.PeakMB)
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.1f\t%.1f\t%.3f\t%.1f\t%.1f\t%.3f\t%.1f\t%.1f\t%.1f\t%s\t\n", j.name, threads, j.pp, j.tg,
+				ours.PP, ref.PP, ours.PP/ref.PP, ours.TG, ref.TG, ours.TG/ref.TG, ours.LoadMB, ours.PeakMB, ref.PeakMB, loadAverage())
 		})
 	}
 	tw.Flush()
+}
+
+// loadAverage is the 1-minute load average (Linux), printed beside each
+// result: on a shared machine, other work skews both engines, llama.cpp's
+// spin-waiting threads the more.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return "?"
+	}
+	return f[0]
 }
 
 func envInt(key string, def int) int {
@@ -201,12 +216,16 @@ type benchResult struct {
 func runLlamaBench(bin, path string, threads, pp, tg, reps int) (benchResult, error) {
 	cmd := exec.Command(bin, "-m", path, "-t", strconv.Itoa(threads), "-fa", "0",
 		"-p", strconv.Itoa(pp), "-n", strconv.Itoa(tg), "-r", strconv.Itoa(reps), "-o", "json")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		return benchResult{}, err
+	}
+	peak := watchPeakRSS(cmd.Process.Pid)
+	if err := cmd.Wait(); err != nil {
 		return benchResult{}, fmt.Errorf("llama-bench: %v\n%s", err, stderr.String())
 	}
+	out := stdout.Bytes()
 	var runs []struct {
 		NPrompt int     `json:"n_prompt"`
 		NGen    int     `json:"n_gen"`
@@ -223,7 +242,7 @@ func runLlamaBench(bin, path string, threads, pp, tg, reps int) (benchResult, er
 			r.TG = run.AvgTS
 		}
 	}
-	r.PeakMB = maxRSSMB(cmd.ProcessState)
+	r.PeakMB = peak()
 	return r, nil
 }
 
@@ -249,7 +268,6 @@ func runOurBench(path string, threads, pp, tg, reps int) (benchResult, error) {
 			if err := json.Unmarshal([]byte(rest), &r); err != nil {
 				return benchResult{}, err
 			}
-			r.PeakMB = maxRSSMB(cmd.ProcessState)
 			return r, nil
 		}
 	}
@@ -278,7 +296,7 @@ func TestBenchChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := benchResult{LoadMB: currentRSSMB()}
+	r := benchResult{LoadMB: statusMB("VmRSS:")}
 	s, err := m.NewSession(model.SessionOptions{Context: job.PP + job.TG, Batch: job.PP})
 	if err != nil {
 		t.Fatal(err)
@@ -313,33 +331,66 @@ func TestBenchChild(t *testing.T) {
 	}
 	r.PP = rate(pp, job.PP)
 	r.TG = rate(tg, job.TG)
+	r.PeakMB = statusMB("VmHWM:")
 	b, _ := json.Marshal(r)
 	fmt.Printf("bench-result %s\n", b)
 }
 
-// maxRSSMB is a finished process's peak resident set in MB (10^6 bytes).
-func maxRSSMB(ps *os.ProcessState) float64 {
-	ru, ok := ps.SysUsage().(*syscall.Rusage)
-	if !ok {
-		return 0
-	}
-	if runtime.GOOS == "darwin" {
-		return float64(ru.Maxrss) / 1e6 // bytes
-	}
-	return float64(ru.Maxrss) * 1024 / 1e6 // KiB
-}
+// Peak RSS is read from /proc (Linux): VmHWM, the high-water mark of the
+// process's own memory. The rusage of a child is no use here: Go starts
+// children with vfork, so their ru_maxrss includes the parent's RSS.
 
-// currentRSSMB is this process's resident set now (Linux; 0 elsewhere).
-func currentRSSMB() float64 {
-	b, err := os.ReadFile("/proc/self/status")
+// statusMB reads a /proc/self/status field in MB (10^6 bytes); 0 where
+// there is no /proc.
+func statusMB(field string) float64 { return procStatusMB("/proc/self/status", field) }
+
+func procStatusMB(path, field string) float64 {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0
 	}
 	for line := range strings.Lines(string(b)) {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, field); ok {
 			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
 			return kb * 1024 / 1e6
 		}
 	}
 	return 0
+}
+
+// watchPeakRSS polls a running process's VmHWM; the function it returns
+// stops polling and gives the last value read (the process's peak, up to
+// the last 20 ms of its life).
+func watchPeakRSS(pid int) func() float64 {
+	path := fmt.Sprintf("/proc/%d/status", pid)
+	var (
+		mu   sync.Mutex
+		peak float64
+	)
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if v := procStatusMB(path, "VmHWM:"); v > 0 {
+				mu.Lock()
+				peak = max(peak, v)
+				mu.Unlock()
+			}
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() float64 {
+		close(done)
+		<-stopped
+		mu.Lock()
+		defer mu.Unlock()
+		return peak
+	}
 }
