@@ -32,6 +32,19 @@ var (
 	// ErrJournal: the receipt could not be recorded, so it is not handed
 	// out and the chain does not advance (§2.2).
 	ErrJournal = errors.New("steward: journal refused the receipt")
+	// ErrWeightsNotInEffect: the backend's change record has other weights
+	// in effect than the engine names (§6.5's gate): the backend is
+	// inadmissible, and a serve whose engine reports such weights after
+	// the work is not sealed.
+	ErrWeightsNotInEffect = errors.New("steward: weights not in effect under the backend's change record")
+	// ErrNoJournal: the call needs a decision journal (Config.Durable).
+	ErrNoJournal = errors.New("steward: this steward keeps no decision journal")
+	// ErrNotHeld: a witnessed receipt the journal does not hold (§2.2);
+	// the steward now refuses every grant. The binding answers 409.
+	ErrNotHeld = errors.New("steward: the journal does not hold this receipt; records were cut from it, and grants are refused until it is restored")
+	// ErrWitnessInvalid: a witnessed envelope that does not verify as a
+	// receipt this steward sealed. The binding answers 400.
+	ErrWitnessInvalid = errors.New("steward: not a receipt this steward sealed")
 	// ErrIncomplete: the engine stopped before finishing (the client
 	// cancelled, emit failed, the engine failed). The work it did is
 	// sealed; the ServeError comes with the Served.

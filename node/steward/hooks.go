@@ -6,6 +6,7 @@ import (
 
 	"github.com/meshnode/meshnode/hw"
 	"github.com/meshnode/meshnode/node/receipt"
+	"github.com/meshnode/meshnode/node/steward/grant"
 )
 
 // Authorizer decides a serve before any work runs (§2 phase 2). The JCP
@@ -28,7 +29,10 @@ type Authorization struct {
 	// Weights are the weights the chosen engine names before the serve;
 	// nil when it names none.
 	Weights *receipt.Weights
-	At      time.Time
+	// Presentation is the grant the serve rides on (WithPresentation);
+	// nil for an ungranted serve.
+	Presentation *grant.Presentation
+	At           time.Time
 }
 
 // Debit settles an authorised serve against its grant after the work

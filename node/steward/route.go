@@ -3,6 +3,7 @@ package steward
 import (
 	"fmt"
 	"math/bits"
+	"strings"
 
 	"github.com/meshnode/meshnode/node/engine"
 	"github.com/meshnode/meshnode/node/receipt"
@@ -64,8 +65,11 @@ func mulU64(a, b uint64) (uint64, bool) {
 }
 
 // route weighs every backend for req and picks the admissible one with the
-// lowest estimate, the earliest registered on a tie.
-func route(backends []Backend, req *receipt.ServeRequest) Route {
+// lowest estimate, the earliest registered on a tie. admit, when set,
+// names a further reason a backend is inadmissible ("" when it is not):
+// weights its change record does not have in effect (§6.5), or a model the
+// request's grant does not permit (§2 phase 1).
+func route(backends []Backend, req *receipt.ServeRequest, admit func(Backend) string) Route {
 	rt := Route{Candidates: make([]RouteCandidate, len(backends)), Chosen: -1}
 	admissible := 0
 	for i, b := range backends {
@@ -81,6 +85,11 @@ func route(backends []Backend, req *receipt.ServeRequest) Route {
 		case est > req.JouleCeilingUJ:
 			why = append(why, fmt.Sprintf("over ceiling (%d uJ > %d uJ)", est, req.JouleCeilingUJ))
 		}
+		if admit != nil {
+			if reason := admit(b); reason != "" {
+				why = append(why, reason)
+			}
+		}
 		if len(why) == 0 {
 			c.Admissible = true
 			admissible++
@@ -88,10 +97,7 @@ func route(backends []Backend, req *receipt.ServeRequest) Route {
 				rt.Chosen = i
 			}
 		} else {
-			c.Reason = why[0]
-			if len(why) > 1 {
-				c.Reason += "; " + why[1]
-			}
+			c.Reason = strings.Join(why, "; ")
 		}
 		rt.Candidates[i] = c
 	}

@@ -14,6 +14,9 @@ import (
 	"github.com/meshnode/meshnode/node/engine"
 	"github.com/meshnode/meshnode/node/identity"
 	"github.com/meshnode/meshnode/node/receipt"
+	"github.com/meshnode/meshnode/node/steward/change"
+	"github.com/meshnode/meshnode/node/steward/grant"
+	"github.com/meshnode/meshnode/node/steward/journal"
 )
 
 // Config assembles a steward.
@@ -25,6 +28,19 @@ type Config struct {
 	Meter hw.Meter
 	// Backends in registration order, the router's tie-break.
 	Backends []Backend
+	// Durable is the steward's decision journal (§2.2), opened (and so
+	// locked) by journal.Open. With it the steward decides JCP grants
+	// itself, records its change records, answers witnesses, and New
+	// replays the journal before it returns: spend, spent presentations,
+	// unresolved serves, change records and the receipt chain are
+	// re-established from it, and a journal the replay refuses fails New
+	// with a *journal.RecordError naming the record. Authorizer, Journal
+	// and Head must then be unset: the journal is all three. The steward
+	// does not close it.
+	Durable *journal.Journal
+	// Revocations is consulted when a grant is decided (with Durable);
+	// nil revokes nothing.
+	Revocations grant.Revoked
 	// Authorizer decides grants; nil serves every request ungranted.
 	Authorizer Authorizer
 	// Journal records each receipt before it is handed out; nil keeps no
@@ -50,10 +66,16 @@ type Steward struct {
 	journal  Journal
 	now      func() time.Time
 	log      *slog.Logger
+	durable  *durable // nil without a decision journal
 
 	mu   sync.Mutex // guards rand and head, and orders seal → journal → advance
 	rand io.Reader
 	head receipt.Head
+
+	// cmu guards changes, each backend's change record (§6.5). Recording
+	// an entry holds mu too, so that its effective_from is the head.
+	cmu     sync.RWMutex
+	changes map[string]*change.Record
 }
 
 // New checks cfg and returns a steward.
@@ -83,6 +105,9 @@ func New(cfg Config) (*Steward, error) {
 		}
 		seen[b.Name] = true
 	}
+	if cfg.Durable != nil && (cfg.Authorizer != nil || cfg.Journal != nil || cfg.Head != (receipt.Head{})) {
+		return nil, errors.New("steward: a steward with a decision journal takes no Authorizer, Journal or Head: the journal is all three")
+	}
 	sealer, err := receipt.NewSealer(cfg.Key)
 	if err != nil {
 		return nil, fmt.Errorf("steward: %w", err)
@@ -97,6 +122,7 @@ func New(cfg Config) (*Steward, error) {
 		log:      cfg.Logger,
 		rand:     cfg.Rand,
 		head:     cfg.Head,
+		changes:  map[string]*change.Record{},
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -106,6 +132,15 @@ func New(cfg Config) (*Steward, error) {
 	}
 	if s.rand == nil {
 		s.rand = rand.Reader
+	}
+	if cfg.Durable != nil {
+		s.durable = newDurable(cfg.Durable, s.DID(), cfg.Revocations)
+		if err := s.durable.replay(s); err != nil {
+			return nil, err
+		}
+		s.journal = s.durable
+		s.log.Info("steward: journal replayed", "journal", cfg.Durable.Path(), "records", cfg.Durable.Len(),
+			"next_receipt", s.head.Next, "unresolved", len(s.durable.unresolvedList()))
 	}
 	return s, nil
 }
@@ -128,7 +163,8 @@ func (s *Steward) Backends() []Backend { return append([]Backend(nil), s.backend
 type ServeOption func(*serveOptions)
 
 type serveOptions struct {
-	recipe string
+	recipe       string
+	presentation *grant.Presentation
 }
 
 // ForRecipe restricts routing to the backends running recipe: a request
@@ -138,13 +174,25 @@ func ForRecipe(recipe string) ServeOption {
 	return func(o *serveOptions) { o.recipe = recipe }
 }
 
-// candidates returns the backends a serve with opts may route to, in
-// registration order.
-func (s *Steward) candidates(opts []ServeOption) []Backend {
+// WithPresentation rides the serve on a JCP grant (§2.1): the steward
+// verifies the presentation for this request, routes only to backends
+// whose weights the grant permits, decides and journals the grant before
+// the engine runs, and debits the metered joules after.
+func WithPresentation(p *grant.Presentation) ServeOption {
+	return func(o *serveOptions) { o.presentation = p }
+}
+
+func options(opts []ServeOption) serveOptions {
 	var o serveOptions
 	for _, opt := range opts {
 		opt(&o)
 	}
+	return o
+}
+
+// candidates returns the backends a serve with options o may route to, in
+// registration order.
+func (s *Steward) candidates(o serveOptions) []Backend {
 	if o.recipe == "" {
 		return s.backends
 	}
@@ -162,7 +210,7 @@ func (s *Steward) Route(req receipt.ServeRequest, opts ...ServeOption) (Route, e
 	if err := req.Validate(); err != nil {
 		return Route{}, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
-	rt := route(s.candidates(opts), &req)
+	rt := route(s.candidates(options(opts)), &req, s.admit(nil))
 	if rt.Chosen < 0 {
 		return rt, ErrNoAdmissibleBackend
 	}
@@ -208,8 +256,18 @@ func (s *Steward) Serve(ctx context.Context, req receipt.ServeRequest, prompt []
 	if err != nil {
 		return nil, &ServeError{Stage: StageRequest, Err: fmt.Errorf("%w: %w", ErrInvalidRequest, err)}
 	}
-	backends := s.candidates(opts)
-	rt := route(backends, &req)
+	o := options(opts)
+	// A presentation's proofs are checked before routing: a ModelIn
+	// caveat decides which backends are admissible.
+	var verified *grant.Verified
+	if o.presentation != nil {
+		if verified, err = s.verify(o.presentation, id); err != nil {
+			s.log.Info("serve refused", "request", id, "stage", StageAuthorise, "err", err)
+			return nil, &ServeError{Stage: StageAuthorise, RequestID: id, Err: err}
+		}
+	}
+	backends := s.candidates(o)
+	rt := route(backends, &req, s.admit(verified))
 	fail := func(stage Stage, err error) error {
 		level := slog.LevelInfo
 		if stage == StageCheck || stage == StageMeter || stage == StageJournal {
@@ -223,19 +281,39 @@ func (s *Steward) Serve(ctx context.Context, req receipt.ServeRequest, prompt []
 	}
 	b, cand := backends[rt.Chosen], rt.Candidates[rt.Chosen]
 	weights := namedWeights(b.Engine)
+	if err := s.gate(b.Name, weights); err != nil {
+		return nil, fail(StageCheck, err) // refused before any grant is decided or work runs (§6.5)
+	}
 
 	var debit Debit
-	if s.auth != nil {
-		debit, err = s.auth.Authorize(ctx, Authorization{
-			RequestID: id, Request: req, Backend: b.Name, Recipe: cand.Recipe, Weights: weights, At: s.now(),
-		})
-		if err != nil {
+	az := Authorization{RequestID: id, Request: req, Backend: b.Name, Recipe: cand.Recipe, Weights: weights, Presentation: o.presentation}
+	switch {
+	case verified != nil && s.durable != nil:
+		az.At = s.now()
+		if debit, err = s.durable.authorize(verified, az); err != nil {
+			return nil, fail(StageAuthorise, err)
+		}
+	case s.auth != nil:
+		az.At = s.now()
+		if debit, err = s.auth.Authorize(ctx, az); err != nil {
 			return nil, fail(StageAuthorise, err)
 		}
 	}
 
 	run, err := s.meterServe(ctx, b.Engine, req, prompt, emit)
 	if err != nil {
+		if debit != nil {
+			// No work ran when the meter would not open. When it would not
+			// close, the engine ran and its energy is unknown: the grant is
+			// debited the ceiling its decision admitted, never less.
+			e := hw.Estimated(0)
+			if run.ran {
+				e = hw.Estimated(req.JouleCeilingUJ)
+			}
+			if _, derr := debit.Settle(e); derr != nil {
+				err = errors.Join(err, fmt.Errorf("steward: debit: %w", derr))
+			}
+		}
 		return nil, fail(StageMeter, err)
 	}
 	var breach string
@@ -289,6 +367,7 @@ func (s *Steward) Serve(ctx context.Context, req receipt.ServeRequest, prompt []
 
 // engineRun is one metered engine call.
 type engineRun struct {
+	ran     bool // the meter opened and the engine was called
 	out     engine.Outcome
 	err     error    // the engine's
 	tokens  []uint32 // every token emit accepted
@@ -324,6 +403,7 @@ func (s *Steward) meterServe(ctx context.Context, e engine.Engine, req receipt.S
 	if err != nil {
 		return run, fmt.Errorf("%w: open %s: %w", ErrMeter, s.meter.Name(), err)
 	}
+	run.ran = true
 	func() {
 		defer func() {
 			if p := recover(); p != nil {
@@ -409,6 +489,9 @@ func (s *Steward) sealAndRecord(rec receipt.Receipt, payload receipt.ContentID, 
 	if rec.Decision == nil {
 		c := receipt.Commit(s.sealer.Opening(rec.RequestID, rec.Nonce), rec.RequestID, payload, output)
 		rec.OutputCommitment = &c
+	}
+	if err := s.gate(rec.Backend, rec.Weights); err != nil {
+		return nil, StageCheck, err
 	}
 	s.head.Stamp(&rec)
 	sealed, err := s.sealer.Seal(rec)

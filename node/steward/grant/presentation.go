@@ -194,6 +194,16 @@ func Verify(p *Presentation, requestID receipt.ContentID, holder string) (*Verif
 	return &Verified{p: p, requestID: requestID}, nil
 }
 
+// RestrictsModel reports whether the chain carries a ModelIn caveat.
+func (v *Verified) RestrictsModel() bool {
+	for _, c := range v.p.Chain.caveats() {
+		if c.Type == CaveatModelIn {
+			return true
+		}
+	}
+	return false
+}
+
 // PermitsModel reports whether every ModelIn caveat on the chain admits
 // weights with content address model; nil is weights that name none,
 // which a ModelIn admits never. A router makes a backend the grant does
