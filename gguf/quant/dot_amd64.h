@@ -88,5 +88,80 @@
 	VADDSS ACC, IX, IX \
 	VMOVSS IX, ACC
 
+// KSCALEMIN unpacks the 6-bit scales and mins of the Q4_K/Q5_K block at
+// SI as ggml's get_scale_min_k4 does, and leaves the eight scale bytes
+// repeated across Y10 and Σ bsum·min over the Q8_K block at DX in the
+// int32 lanes of Y9 (Y12 holds minPairs). Clobbers AX, R8-R11, X0, Y11.
+#define KSCALEMIN \
+	MOVL 4(SI), AX \
+	MOVL 8(SI), R8 \
+	MOVL 12(SI), R9 \
+	MOVL AX, R10 \
+	ANDL $0x3f3f3f3f, R10 \
+	MOVL R9, R11 \
+	ANDL $0x0f0f0f0f, R11 \
+	SHRL $6, AX \
+	ANDL $0x03030303, AX \
+	SHLL $4, AX \
+	ORL  AX, R11 \
+	SHLQ $32, R11 \
+	ORQ  R11, R10 \
+	MOVL R8, R11 \
+	ANDL $0x3f3f3f3f, R11 \
+	SHRL $4, R9 \
+	ANDL $0x0f0f0f0f, R9 \
+	SHRL $6, R8 \
+	ANDL $0x03030303, R8 \
+	SHLL $4, R8 \
+	ORL  R8, R9 \
+	SHLQ $32, R9 \
+	ORQ  R9, R11 \
+	VMOVQ R10, X0 \
+	VPBROADCASTQ X0, Y10 \
+	VMOVQ R11, X0 \
+	VPBROADCASTQ X0, Y11 \
+	VPSHUFB Y12, Y11, Y11 \
+	VPMADDWD 260(DX), Y11, Y9
+
+// K45SETUP loads the constants of the Q4_K and Q5_K kernels: Y15 0x0f
+// bytes, Y14 the step and Y13 the first of the VPSHUFB masks that spread
+// scale j to int16 lanes, Y12 minPairs.
+#define K45SETUP \
+	BCASTB(0x0f, X15, Y15) \
+	MOVL $0x00000001, AX \
+	VMOVD AX, X14 \
+	VPBROADCASTW X14, Y14 \
+	MOVL $0x80008000, AX \
+	VMOVD AX, X13 \
+	VPBROADCASTD X13, Y13 \
+	VMOVDQU minPairs<>(SB), Y12
+
+// K45SCALE finishes sub-blocks 2J and 2J+1 of a Q4_K/Q5_K block, whose
+// unsigned quants are in Y0 and Y1: they multiply the activations in int16
+// pairs (VPMADDUBSW, at most 2·31·128), then their scales into int32
+// (VPMADDWD), added to Y7. Y8 is the mask spreading scale 2J, stepped by
+// Y14 to the next scale.
+#define K45SCALE(J) \
+	VPMADDUBSW (4+64*J)(DX), Y0, Y0 \
+	VPMADDUBSW (36+64*J)(DX), Y1, Y1 \
+	VPSHUFB Y8, Y10, Y2 \
+	VPADDB Y14, Y8, Y8 \
+	VPSHUFB Y8, Y10, Y3 \
+	VPADDB Y14, Y8, Y8 \
+	VPMADDWD Y2, Y0, Y0 \
+	VPMADDWD Y3, Y1, Y1 \
+	VPADDD Y0, Y7, Y7 \
+	VPADDD Y1, Y7, Y7
+
+// minPairs (for Y12) spreads min j, byte j of every 8, to int16 lanes 2j
+// and 2j+1, against bsums 2j and 2j+1.
+// Files using K45SETUP say K45DATA once.
+#define K45DATA \
+	DATA minPairs<>+0(SB)/8, $0x8001800180008000 \
+	DATA minPairs<>+8(SB)/8, $0x8003800380028002 \
+	DATA minPairs<>+16(SB)/8, $0x8005800580048004 \
+	DATA minPairs<>+24(SB)/8, $0x8007800780068006 \
+	GLOBL minPairs<>(SB), RODATA|NOPTR, $32
+
 // The Go declarations of the kernels, with their contracts, are in
 // dot_simd.go.

@@ -17,5 +17,6 @@ var simdDots = map[Type]dotFunc{
 	Q4_0: dotQ4_0SIMD,
 	Q8_0: dotQ8_0SIMD,
 	Q4_K: dotQ4_KSIMD,
+	Q5_K: dotQ5_KSIMD,
 	Q6_K: dotQ6_KSIMD,
 }

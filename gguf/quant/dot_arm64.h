@@ -68,3 +68,60 @@
 	FMOVS ACC, F5 \
 	FADDS F0, F5, F5 \
 	FMOVS F5, ACC
+
+// KSCALEMIN unpacks the 6-bit scales and mins of the Q4_K/Q5_K block at
+// R1 as ggml's get_scale_min_k4 does, leaving the scale bytes in R13, and
+// Σ bsum·min over the Q8_K block at R2 in the int32 lanes of V6: the mins
+// widened and paired with bsums 2j, 2j+1 (SMULL/SMLAL). Clobbers R5,
+// R10-R15, V10, V11, V27-V29.
+#define KSCALEMIN \
+	MOVWU 4(R1), R10 \
+	MOVWU 8(R1), R11 \
+	MOVWU 12(R1), R12 \
+	ANDW  $0x3f3f3f3f, R10, R13 \
+	ANDW  $0x0f0f0f0f, R12, R15 \
+	LSRW  $6, R10, R10 \
+	ANDW  $0x03030303, R10, R10 \
+	ORRW  R10<<4, R15, R15 \
+	ORR   R15<<32, R13, R13 \
+	ANDW  $0x3f3f3f3f, R11, R14 \
+	LSRW  $4, R12, R12 \
+	ANDW  $0x0f0f0f0f, R12, R12 \
+	LSRW  $6, R11, R11 \
+	ANDW  $0x03030303, R11, R11 \
+	ORRW  R11<<4, R12, R12 \
+	ORR   R12<<32, R14, R14 \
+	VMOV  R14, V27.D[0] \
+	VUXTL V27.B8, V27.H8 \
+	VZIP1 V27.H8, V27.H8, V28.H8 \
+	VZIP2 V27.H8, V27.H8, V29.H8 \
+	ADD   $260, R2, R5 \
+	VLD1  (R5), [V10.H8, V11.H8] \
+	SMULL(6, 10, 28) \
+	SMLAL2(6, 10, 28) \
+	SMLAL(6, 11, 29) \
+	SMLAL2(6, 11, 29)
+
+// KZERO8 clears the accumulators V16-V23.
+#define KZERO8 \
+	VEOR V16.B16, V16.B16, V16.B16 \
+	VEOR V17.B16, V17.B16, V17.B16 \
+	VEOR V18.B16, V18.B16, V18.B16 \
+	VEOR V19.B16, V19.B16, V19.B16 \
+	VEOR V20.B16, V20.B16, V20.B16 \
+	VEOR V21.B16, V21.B16, V21.B16 \
+	VEOR V22.B16, V22.B16, V22.B16 \
+	VEOR V23.B16, V23.B16, V23.B16
+
+// KSCALED folds the eight sub-block sums in V16-V23 to two vectors and
+// multiplies them by the scales (bytes in R13) lane-wise, into V16.
+// Clobbers V18, V22, V24-V26.
+#define KSCALED \
+	SUM4(V16, V17, V18, V19) \
+	SUM4(V20, V21, V22, V23) \
+	VMOV   R13, V24.D[0] \
+	VUXTL  V24.B8, V24.H8 \
+	VUXTL  V24.H4, V25.S4 \
+	VUXTL2 V24.H8, V26.S4 \
+	MUL(16, 16, 25) \
+	MLA(16, 20, 26)

@@ -51,6 +51,19 @@ func dotQ4_KSIMD(row, act []byte, n int) float32 {
 	return reduce(acc[:])
 }
 
+// q5Kdot adds the partial of each of the Q5_K·Q8_K blocks to acc.
+//
+//go:noescape
+func q5Kdot(acc *[8]float32, x, y *byte, blocks int)
+
+func dotQ5_KSIMD(row, act []byte, n int) float32 {
+	var acc [8]float32
+	if nb := n / QK_K; nb > 0 {
+		q5Kdot(&acc, &row[0], &act[0], nb)
+	}
+	return reduce(acc[:])
+}
+
 // q6Kdot adds the partial of each of the Q6_K·Q8_K blocks to acc.
 //
 //go:noescape
