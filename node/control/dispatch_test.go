@@ -15,7 +15,7 @@ import (
 // request or a typed error, and unknownCommand never claims a request
 // that names a known command.
 func FuzzDecodeRequest(f *testing.F) {
-	a, b := seededKey(f, seedNodeA).ID(), seededKey(f, seedNodeB).ID()
+	a, b := seededKey(f, 10).ID(), seededKey(f, 11).ID()
 	for _, env := range []*nodev1.OwnerControlEnvelope{
 		getConfig(3, a, b),
 		wire.RequestEnvelope(&nodev1.OwnerControlRequest{RequestId: 9, DrainModel: &nodev1.OwnerControlDrainModelRequest{
@@ -51,7 +51,7 @@ func FuzzDecodeRequest(f *testing.F) {
 }
 
 func TestUnknownCommandScan(t *testing.T) {
-	known, _ := proto.Marshal(getConfig(3, seededKey(t, seedNodeA).ID(), seededKey(t, seedNodeB).ID()))
+	known, _ := proto.Marshal(getConfig(3, seededKey(t, 10).ID(), seededKey(t, 11).ID()))
 	if _, unknown := unknownCommand(known); unknown {
 		t.Fatal("get_config taken for unknown")
 	}

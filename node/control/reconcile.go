@@ -162,6 +162,13 @@ func (r *Reconciler) Serve(ctx context.Context) error {
 	return nil
 }
 
+// Serving reports whether Serve is running, so intents are taken.
+func (r *Reconciler) Serving() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.base != nil && !r.closed
+}
+
 // Submit implements Lifecycle.
 func (r *Reconciler) Submit(ctx context.Context, in Intent) (Ack, error) {
 	m, err := r.rt.Resolve(in.Model)

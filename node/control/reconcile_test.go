@@ -1,4 +1,4 @@
-package control
+package control_test
 
 import (
 	"context"
@@ -6,51 +6,28 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshnode/meshnode/node/control"
+	"github.com/meshnode/meshnode/node/control/controltest"
 	"github.com/meshnode/meshnode/node/wire/nodev1"
 )
 
-func startReconciler(t *testing.T, rt Runtime, cfg ReconcilerConfig) *Reconciler {
-	t.Helper()
-	if cfg.IntentIDs == nil {
-		cfg.IntentIDs = counterIDs()
-	}
-	r := NewReconciler(rt, cfg)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
-	waitFor(t, "serving", func() bool {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		return r.base != nil
-	})
-	return r
-}
+var startReconciler = controltest.StartReconciler
 
-func modelRef(s string) *nodev1.OwnerControlModelRef {
-	return &nodev1.OwnerControlModelRef{CanonicalModelRef: s}
-}
-
-func stateOf(r *Reconciler, ref string) ModelState {
+func stateOf(r *control.Reconciler, ref string) control.ModelState {
 	for _, s := range r.States() {
 		if s.CanonicalRef == ref {
 			return s
 		}
 	}
-	return ModelState{}
+	return control.ModelState{}
 }
 
-func waitState(t *testing.T, r *Reconciler, ref, want string) {
+func waitState(t *testing.T, r *control.Reconciler, ref, want string) {
 	t.Helper()
 	waitFor(t, ref+" "+want, func() bool { return stateOf(r, ref).State == want })
 }
 
-func submit(t *testing.T, r *Reconciler, in Intent) Ack {
+func submit(t *testing.T, r *control.Reconciler, in control.Intent) control.Ack {
 	t.Helper()
 	a, err := r.Submit(context.Background(), in)
 	if err != nil {
@@ -60,37 +37,38 @@ func submit(t *testing.T, r *Reconciler, in Intent) Ack {
 }
 
 func TestLoadAcksWithoutWaiting(t *testing.T) {
-	rt := newFakeRuntime("m")
-	rt.loadGate = make(chan struct{})
-	r := startReconciler(t, rt, ReconcilerConfig{})
-	a := submit(t, r, Intent{Kind: IntentLoad, Model: modelRef("m")})
-	if a.State != StateLoading || a.IntentID != "intent-1" {
+	rt := controltest.NewRuntime("m")
+	gate := make(chan struct{})
+	rt.GateLoads(gate)
+	r := startReconciler(t, rt, control.ReconcilerConfig{})
+	a := submit(t, r, control.Intent{Kind: control.IntentLoad, Model: modelRef("m")})
+	if a.State != control.StateLoading || a.IntentID != "intent-1" {
 		t.Fatalf("ack %+v", a)
 	}
-	waitState(t, r, "m", StateLoading)
-	close(rt.loadGate)
-	waitState(t, r, "m", StateLoaded)
+	waitState(t, r, "m", control.StateLoading)
+	close(gate)
+	waitState(t, r, "m", control.StateLoaded)
 	// Loading a loaded model is acknowledged as loaded and loads nothing.
-	if a := submit(t, r, Intent{Kind: IntentLoad, Model: modelRef("m")}); a.State != StateLoaded || a.Target.GetInstanceId() == "" {
+	if a := submit(t, r, control.Intent{Kind: control.IntentLoad, Model: modelRef("m")}); a.State != control.StateLoaded || a.Target.GetInstanceId() == "" {
 		t.Fatalf("second load: %+v", a)
 	}
 	waitFor(t, "second intent handled", func() bool { return stateOf(r, "m").IntentID == "intent-2" })
-	if _, loads := rt.state("m"); loads != 1 {
+	if _, loads := rt.State("m"); loads != 1 {
 		t.Fatalf("%d loads", loads)
 	}
 }
 
 func TestLoadFailureIsFinal(t *testing.T) {
-	rt := newFakeRuntime("m")
-	rt.failLoads["m"] = 1
-	r := startReconciler(t, rt, ReconcilerConfig{RetryMin: time.Millisecond})
-	submit(t, r, Intent{Kind: IntentLoad, Model: modelRef("m")})
-	waitState(t, r, "m", StateFailed)
+	rt := controltest.NewRuntime("m")
+	rt.FailLoads("m", 1)
+	r := startReconciler(t, rt, control.ReconcilerConfig{RetryMin: time.Millisecond})
+	submit(t, r, control.Intent{Kind: control.IntentLoad, Model: modelRef("m")})
+	waitState(t, r, "m", control.StateFailed)
 	if s := stateOf(r, "m"); s.Err == nil {
 		t.Fatal("a failed load keeps its reason")
 	}
 	time.Sleep(20 * time.Millisecond)
-	if _, loads := rt.state("m"); loads != 1 {
+	if _, loads := rt.State("m"); loads != 1 {
 		t.Fatalf("a load intent retried: %d loads", loads)
 	}
 }
@@ -98,12 +76,12 @@ func TestLoadFailureIsFinal(t *testing.T) {
 // TestEnsureRetries: an ensured model survives failed loads, and is
 // loaded again if it goes away.
 func TestEnsureRetries(t *testing.T) {
-	rt := newFakeRuntime("m")
-	rt.failLoads["m"] = 3
-	r := startReconciler(t, rt, ReconcilerConfig{RetryMin: time.Millisecond, RetryMax: 4 * time.Millisecond, EnsureCheck: 5 * time.Millisecond})
-	submit(t, r, Intent{Kind: IntentEnsure, Model: modelRef("m")})
-	waitState(t, r, "m", StateLoaded)
-	inst, loads := rt.state("m")
+	rt := controltest.NewRuntime("m")
+	rt.FailLoads("m", 3)
+	r := startReconciler(t, rt, control.ReconcilerConfig{RetryMin: time.Millisecond, RetryMax: 4 * time.Millisecond, EnsureCheck: 5 * time.Millisecond})
+	submit(t, r, control.Intent{Kind: control.IntentEnsure, Model: modelRef("m")})
+	waitState(t, r, "m", control.StateLoaded)
+	inst, loads := rt.State("m")
 	if loads != 4 || inst == "" {
 		t.Fatalf("%d loads, instance %q; want 3 failures then a success", loads, inst)
 	}
@@ -111,115 +89,113 @@ func TestEnsureRetries(t *testing.T) {
 	if err := rt.Unload(context.Background(), inst); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "reload", func() bool { again, _ := rt.state("m"); return again != "" && again != inst })
+	waitFor(t, "reload", func() bool { again, _ := rt.State("m"); return again != "" && again != inst })
 	// An unload supersedes the ensure: it is not reloaded again.
-	submit(t, r, Intent{Kind: IntentUnload, Model: modelRef("m")})
-	waitState(t, r, "m", StateUnloaded)
+	submit(t, r, control.Intent{Kind: control.IntentUnload, Model: modelRef("m")})
+	waitState(t, r, "m", control.StateUnloaded)
 	time.Sleep(30 * time.Millisecond)
-	if inst, _ := rt.state("m"); inst != "" {
+	if inst, _ := rt.State("m"); inst != "" {
 		t.Fatal("the superseded ensure reloaded the model")
 	}
 }
 
 func TestUnloadByInstance(t *testing.T) {
-	rt := newFakeRuntime("m")
-	r := startReconciler(t, rt, ReconcilerConfig{})
-	submit(t, r, Intent{Kind: IntentLoad, Model: modelRef("m")})
-	waitState(t, r, "m", StateLoaded)
-	inst, _ := rt.state("m")
-	a := submit(t, r, Intent{Kind: IntentUnload, Model: &nodev1.OwnerControlModelRef{InstanceId: &inst}})
-	if a.State != StateUnloading || a.Target.GetCanonicalModelRef() != "m" {
+	rt := controltest.NewRuntime("m")
+	r := startReconciler(t, rt, control.ReconcilerConfig{})
+	submit(t, r, control.Intent{Kind: control.IntentLoad, Model: modelRef("m")})
+	waitState(t, r, "m", control.StateLoaded)
+	inst, _ := rt.State("m")
+	a := submit(t, r, control.Intent{Kind: control.IntentUnload, Model: &nodev1.OwnerControlModelRef{InstanceId: &inst}})
+	if a.State != control.StateUnloading || a.Target.GetCanonicalModelRef() != "m" {
 		t.Fatalf("ack %+v", a)
 	}
-	waitState(t, r, "m", StateUnloaded)
+	waitState(t, r, "m", control.StateUnloaded)
 }
 
 func TestDrain(t *testing.T) {
-	setup := func(t *testing.T, inFlight int, cfg ReconcilerConfig) (*fakeRuntime, *Reconciler, *fakeDrain, string) {
-		rt := newFakeRuntime("m")
+	setup := func(t *testing.T, inFlight int, cfg control.ReconcilerConfig) (*controltest.Runtime, *control.Reconciler, *controltest.Drain, string) {
+		rt := controltest.NewRuntime("m")
 		r := startReconciler(t, rt, cfg)
-		submit(t, r, Intent{Kind: IntentLoad, Model: modelRef("m")})
-		waitState(t, r, "m", StateLoaded)
-		inst, _ := rt.state("m")
-		d := newFakeDrain(inFlight)
-		rt.mu.Lock()
-		rt.drains[inst] = d
-		rt.mu.Unlock()
+		submit(t, r, control.Intent{Kind: control.IntentLoad, Model: modelRef("m")})
+		waitState(t, r, "m", control.StateLoaded)
+		inst, _ := rt.State("m")
+		d := controltest.NewDrain(inFlight)
+		rt.SetDrain(inst, d)
 		return rt, r, d, inst
 	}
 	t.Run("admitted work finishes", func(t *testing.T) {
-		rt, r, d, _ := setup(t, 2, ReconcilerConfig{DrainTimeout: time.Minute})
-		if a := submit(t, r, Intent{Kind: IntentDrain, Model: modelRef("m")}); a.State != StateDraining {
+		rt, r, d, _ := setup(t, 2, control.ReconcilerConfig{DrainTimeout: time.Minute})
+		if a := submit(t, r, control.Intent{Kind: control.IntentDrain, Model: modelRef("m")}); a.State != control.StateDraining {
 			t.Fatalf("ack %+v", a)
 		}
-		waitState(t, r, "m", StateDraining)
-		d.finish()
+		waitState(t, r, "m", control.StateDraining)
+		d.Finish()
 		time.Sleep(10 * time.Millisecond)
-		if inst, _ := rt.state("m"); inst == "" {
+		if inst, _ := rt.State("m"); inst == "" {
 			t.Fatal("unloaded with work in flight")
 		}
-		d.finish()
-		waitState(t, r, "m", StateUnloaded)
-		if cancelled, _ := d.flags(); cancelled {
+		d.Finish()
+		waitState(t, r, "m", control.StateUnloaded)
+		if cancelled, _ := d.Flags(); cancelled {
 			t.Fatal("work that finished in time was cancelled")
 		}
 	})
 	t.Run("deadline force-cancels", func(t *testing.T) {
-		rt, r, d, _ := setup(t, 1, ReconcilerConfig{})
-		submit(t, r, Intent{Kind: IntentDrain, Model: modelRef("m"), DrainTimeout: 20 * time.Millisecond})
-		waitState(t, r, "m", StateUnloaded)
-		if cancelled, _ := d.flags(); !cancelled {
+		rt, r, d, _ := setup(t, 1, control.ReconcilerConfig{})
+		submit(t, r, control.Intent{Kind: control.IntentDrain, Model: modelRef("m"), DrainTimeout: 20 * time.Millisecond})
+		waitState(t, r, "m", control.StateUnloaded)
+		if cancelled, _ := d.Flags(); !cancelled {
 			t.Fatal("the drain deadline did not cancel the work")
 		}
-		if inst, _ := rt.state("m"); inst != "" {
+		if inst, _ := rt.State("m"); inst != "" {
 			t.Fatal("not unloaded")
 		}
 	})
 	t.Run("default deadline and cap", func(t *testing.T) {
-		_, r, d, _ := setup(t, 1, ReconcilerConfig{DrainTimeout: 15 * time.Millisecond, DrainTimeoutMax: 30 * time.Millisecond})
+		_, r, d, _ := setup(t, 1, control.ReconcilerConfig{DrainTimeout: 15 * time.Millisecond, DrainTimeoutMax: 30 * time.Millisecond})
 		// An hour is capped to DrainTimeoutMax.
-		submit(t, r, Intent{Kind: IntentDrain, Model: modelRef("m"), DrainTimeout: time.Hour})
-		waitState(t, r, "m", StateUnloaded)
-		if cancelled, _ := d.flags(); !cancelled {
+		submit(t, r, control.Intent{Kind: control.IntentDrain, Model: modelRef("m"), DrainTimeout: time.Hour})
+		waitState(t, r, "m", control.StateUnloaded)
+		if cancelled, _ := d.Flags(); !cancelled {
 			t.Fatal("the capped deadline did not fire")
 		}
 	})
 	t.Run("called off by a load", func(t *testing.T) {
-		rt, r, d, inst := setup(t, 1, ReconcilerConfig{DrainTimeout: time.Minute})
-		submit(t, r, Intent{Kind: IntentDrain, Model: modelRef("m")})
-		waitState(t, r, "m", StateDraining)
-		if a := submit(t, r, Intent{Kind: IntentLoad, Model: modelRef("m")}); a.State != StateLoaded {
+		rt, r, d, inst := setup(t, 1, control.ReconcilerConfig{DrainTimeout: time.Minute})
+		submit(t, r, control.Intent{Kind: control.IntentDrain, Model: modelRef("m")})
+		waitState(t, r, "m", control.StateDraining)
+		if a := submit(t, r, control.Intent{Kind: control.IntentLoad, Model: modelRef("m")}); a.State != control.StateLoaded {
 			t.Fatalf("load during a drain: %+v", a)
 		}
-		waitFor(t, "resume", func() bool { _, resumed := d.flags(); return resumed })
-		waitState(t, r, "m", StateLoaded)
-		if now, _ := rt.state("m"); now != inst {
+		waitFor(t, "resume", func() bool { _, resumed := d.Flags(); return resumed })
+		waitState(t, r, "m", control.StateLoaded)
+		if now, _ := rt.State("m"); now != inst {
 			t.Fatal("the called-off drain unloaded the model")
 		}
 	})
 }
 
 func TestSubmitRefusals(t *testing.T) {
-	rt := newFakeRuntime("a", "b")
-	r := NewReconciler(rt, ReconcilerConfig{MaxModels: 1})
-	_, err := r.Submit(context.Background(), Intent{Kind: IntentLoad, Model: modelRef("a")})
-	wantCode(t, err, ErrUnavailable) // not served yet
+	rt := controltest.NewRuntime("a", "b")
+	r := control.NewReconciler(rt, control.ReconcilerConfig{MaxModels: 1})
+	_, err := r.Submit(context.Background(), control.Intent{Kind: control.IntentLoad, Model: modelRef("a")})
+	wantCode(t, err, control.ErrUnavailable) // not served yet
 
-	r = startReconciler(t, rt, ReconcilerConfig{MaxModels: 1})
-	_, err = r.Submit(context.Background(), Intent{Kind: IntentLoad, Model: modelRef("nonesuch")})
-	wantCode(t, err, ErrBadRequest)
-	submit(t, r, Intent{Kind: IntentLoad, Model: modelRef("a")})
-	_, err = r.Submit(context.Background(), Intent{Kind: IntentLoad, Model: modelRef("b")})
-	wantCode(t, err, ErrUnavailable)
+	r = startReconciler(t, rt, control.ReconcilerConfig{MaxModels: 1})
+	_, err = r.Submit(context.Background(), control.Intent{Kind: control.IntentLoad, Model: modelRef("nonesuch")})
+	wantCode(t, err, control.ErrBadRequest)
+	submit(t, r, control.Intent{Kind: control.IntentLoad, Model: modelRef("a")})
+	_, err = r.Submit(context.Background(), control.Intent{Kind: control.IntentLoad, Model: modelRef("b")})
+	wantCode(t, err, control.ErrUnavailable)
 
-	broken := &brokenRuntime{fakeRuntime: newFakeRuntime()}
-	r = startReconciler(t, broken, ReconcilerConfig{})
-	_, err = r.Submit(context.Background(), Intent{Kind: IntentLoad, Model: modelRef("x")})
-	wantCode(t, err, ErrUnavailable)
+	broken := &brokenRuntime{Runtime: controltest.NewRuntime()}
+	r = startReconciler(t, broken, control.ReconcilerConfig{})
+	_, err = r.Submit(context.Background(), control.Intent{Kind: control.IntentLoad, Model: modelRef("x")})
+	wantCode(t, err, control.ErrUnavailable)
 }
 
-type brokenRuntime struct{ *fakeRuntime }
+type brokenRuntime struct{ *controltest.Runtime }
 
-func (brokenRuntime) Resolve(*nodev1.OwnerControlModelRef) (Model, error) {
-	return Model{}, errors.New("runtime wedged")
+func (brokenRuntime) Resolve(*nodev1.OwnerControlModelRef) (control.Model, error) {
+	return control.Model{}, errors.New("runtime wedged")
 }

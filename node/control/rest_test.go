@@ -1,4 +1,4 @@
-package control
+package control_test
 
 import (
 	"context"
@@ -12,14 +12,15 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meshnode/meshnode/node/wire/nodev1"
+
+	"github.com/meshnode/meshnode/node/control"
 )
 
 // facade serves r's REST facade on loopback and returns a client of it.
-func facade(t *testing.T, r *rig) (*HTTPClient, *httptest.Server) {
+func facade(t *testing.T, r *rig) (*control.HTTPClient, *httptest.Server) {
 	t.Helper()
-	srv := httptest.NewServer(r.server.HTTPHandler())
-	t.Cleanup(srv.Close)
-	return NewHTTPClient(srv.URL, "", srv.Client(), ClientTimeouts{}), srv
+	srv := r.HTTP(t)
+	return control.NewHTTPClient(srv.URL, "", srv.Client(), control.ClientTimeouts{}), srv
 }
 
 // TestHTTPFacade: every command through the REST facade, with the same
@@ -51,26 +52,26 @@ func TestHTTPFacade(t *testing.T) {
 		t.Fatalf("watch update: %v, %v", up, err)
 	}
 	_, err = c.ApplyConfig(ctx, 0, cfg)
-	var e *Error
-	if !errors.As(err, &e) || e.Code != ErrRevisionConflict.Code || e.CurrentRevision != 1 {
+	var e *control.Error
+	if !errors.As(err, &e) || e.Code != control.ErrRevisionConflict.Code || e.CurrentRevision != 1 {
 		t.Fatalf("stale apply: %v", err)
 	}
 	inv, err := c.RefreshInventory(ctx)
-	if err != nil || len(inv.GetInventory().GetEntries()) != 3 || inv.GetInventory().GetDisposition() != dispositionExecuted {
+	if err != nil || len(inv.GetInventory().GetEntries()) != 3 || inv.GetInventory().GetDisposition() != dispExecuted {
 		t.Fatalf("refresh: %v, %v", inv, err)
 	}
-	a, err := c.Lifecycle(ctx, Intent{Kind: IntentDrain, Model: modelRef("zeta"), DrainTimeout: 1500 * time.Millisecond})
-	if err != nil || a.State != StateUnloaded || a.IntentID == "" {
+	a, err := c.Lifecycle(ctx, control.Intent{Kind: control.IntentDrain, Model: modelRef("zeta"), DrainTimeout: 1500 * time.Millisecond})
+	if err != nil || a.State != control.StateUnloaded || a.IntentID == "" {
 		t.Fatalf("drain: %+v, %v", a, err)
 	}
-	_, err = c.Lifecycle(ctx, Intent{Kind: IntentEnsure, Model: modelRef("nonesuch")})
-	wantCode(t, err, ErrBadRequest)
+	_, err = c.Lifecycle(ctx, control.Intent{Kind: control.IntentEnsure, Model: modelRef("nonesuch")})
+	wantCode(t, err, control.ErrBadRequest)
 }
 
 // TestHTTPFacadeRefusals: the facade is for this machine's owner only.
 func TestHTTPFacadeRefusals(t *testing.T) {
 	r := newRig(t)
-	h := r.server.HTTPHandler()
+	h := r.Server.HTTPHandler()
 	do := func(method, path, body string, mutate func(*http.Request)) (int, string) {
 		req := httptest.NewRequest(method, "http://127.0.0.1:9337"+path, strings.NewReader(body))
 		req.RemoteAddr = "127.0.0.1:40000"
@@ -92,16 +93,16 @@ func TestHTTPFacadeRefusals(t *testing.T) {
 		status       int
 		code         string
 	}{
-		{"remote client", "GET", HTTPPrefix + "/config", "", func(r *http.Request) { r.RemoteAddr = "192.168.1.9:5000" }, 403, "UNAUTHORIZED"},
-		{"relayed through the mesh", "GET", HTTPPrefix + "/config", "", func(r *http.Request) { r.Header.Set(forwardedHeader, "abc") }, 403, "UNAUTHORIZED"},
-		{"browser cross-origin", "POST", HTTPPrefix + "/models/load", `{"model":{"canonical_model_ref":"alpha"}}`,
+		{"remote client", "GET", control.HTTPPrefix + "/config", "", func(r *http.Request) { r.RemoteAddr = "192.168.1.9:5000" }, 403, "UNAUTHORIZED"},
+		{"relayed through the mesh", "GET", control.HTTPPrefix + "/config", "", func(r *http.Request) { r.Header.Set("X-Meshnode-Forwarded-By", "abc") }, 403, "UNAUTHORIZED"},
+		{"browser cross-origin", "POST", control.HTTPPrefix + "/models/load", `{"model":{"canonical_model_ref":"alpha"}}`,
 			func(r *http.Request) { r.Header.Set("Origin", "https://evil.example") }, 403, "UNAUTHORIZED"},
-		{"DNS rebinding", "GET", HTTPPrefix + "/config", "", func(r *http.Request) { r.Host = "evil.example:9337" }, 403, "UNAUTHORIZED"},
-		{"form post", "POST", HTTPPrefix + "/models/load", `{}`, func(r *http.Request) { r.Header.Set("Content-Type", "text/plain") }, 400, "BAD_REQUEST"},
-		{"unknown field", "POST", HTTPPrefix + "/models/load", `{"modle":{}}`, nil, 400, "BAD_REQUEST"},
-		{"no model", "POST", HTTPPrefix + "/models/load", `{}`, nil, 400, "BAD_REQUEST"},
-		{"unknown route", "POST", HTTPPrefix + "/models/explode", `{}`, nil, 404, "UNKNOWN_COMMAND"},
-		{"stale revision", "POST", HTTPPrefix + "/config", `{"expected_revision":"5","config":{}}`, nil, 409, "REVISION_CONFLICT"},
+		{"DNS rebinding", "GET", control.HTTPPrefix + "/config", "", func(r *http.Request) { r.Host = "evil.example:9337" }, 403, "UNAUTHORIZED"},
+		{"form post", "POST", control.HTTPPrefix + "/models/load", `{}`, func(r *http.Request) { r.Header.Set("Content-Type", "text/plain") }, 400, "BAD_REQUEST"},
+		{"unknown field", "POST", control.HTTPPrefix + "/models/load", `{"modle":{}}`, nil, 400, "BAD_REQUEST"},
+		{"no model", "POST", control.HTTPPrefix + "/models/load", `{}`, nil, 400, "BAD_REQUEST"},
+		{"unknown route", "POST", control.HTTPPrefix + "/models/explode", `{}`, nil, 404, "UNKNOWN_COMMAND"},
+		{"stale revision", "POST", control.HTTPPrefix + "/config", `{"expected_revision":"5","config":{}}`, nil, 409, "REVISION_CONFLICT"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -113,12 +114,12 @@ func TestHTTPFacadeRefusals(t *testing.T) {
 	}
 	// localhost and [::1] are loopback names.
 	for _, host := range []string{"localhost:9337", "[::1]:9337"} {
-		if status, body := do("GET", HTTPPrefix+"/config", "", func(r *http.Request) { r.Host = host }); status != 200 {
+		if status, body := do("GET", control.HTTPPrefix+"/config", "", func(r *http.Request) { r.Host = host }); status != 200 {
 			t.Fatalf("Host %s: %d %s", host, status, body)
 		}
 	}
 	// The scan-refresh alias is the inventory refresh.
-	if status, body := do("POST", HTTPPrefix+"/scan-refresh", `{}`, nil); status != 200 || !strings.Contains(body, `"disposition":"OWNER_CONTROL_REFRESH_INVENTORY_DISPOSITION_EXECUTED"`) {
+	if status, body := do("POST", control.HTTPPrefix+"/scan-refresh", `{}`, nil); status != 200 || !strings.Contains(body, `"disposition":"OWNER_CONTROL_REFRESH_INVENTORY_DISPOSITION_EXECUTED"`) {
 		t.Fatalf("scan-refresh: %d %s", status, body)
 	}
 }
@@ -130,14 +131,14 @@ func TestHTTPClientOldNode(t *testing.T) {
 		w.Write([]byte(`{"error":{"message":"no route","type":"invalid_request_error","code":"unknown_url"}}`))
 	}))
 	defer srv.Close()
-	_, err := NewHTTPClient(srv.URL, "", nil, ClientTimeouts{}).GetConfig(context.Background())
-	wantCode(t, err, ErrUnsupported)
+	_, err := control.NewHTTPClient(srv.URL, "", nil, control.ClientTimeouts{}).GetConfig(context.Background())
+	wantCode(t, err, control.ErrUnsupported)
 }
 
 // TestHTTPClientSendsAPIKey: the node's API key travels as a bearer token.
 func TestHTTPClientSendsAPIKey(t *testing.T) {
 	r := newRig(t)
-	inner := r.server.HTTPHandler()
+	inner := r.Server.HTTPHandler()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.Header.Get("Authorization") != "Bearer sekrit" {
 			w.WriteHeader(http.StatusUnauthorized)
@@ -146,10 +147,10 @@ func TestHTTPClientSendsAPIKey(t *testing.T) {
 		inner.ServeHTTP(w, req)
 	}))
 	defer srv.Close()
-	if _, err := NewHTTPClient(srv.URL, "sekrit", nil, ClientTimeouts{}).GetConfig(context.Background()); err != nil {
+	if _, err := control.NewHTTPClient(srv.URL, "sekrit", nil, control.ClientTimeouts{}).GetConfig(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := NewHTTPClient(srv.URL, "", nil, ClientTimeouts{}).GetConfig(context.Background()); err == nil || !strings.Contains(err.Error(), "401") {
+	if _, err := control.NewHTTPClient(srv.URL, "", nil, control.ClientTimeouts{}).GetConfig(context.Background()); err == nil || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("without the key: %v", err)
 	}
 }

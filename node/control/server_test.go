@@ -1,4 +1,4 @@
-package control
+package control_test
 
 import (
 	"bytes"
@@ -13,6 +13,8 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meshnode/meshnode/node/control"
+	"github.com/meshnode/meshnode/node/control/controltest"
 	"github.com/meshnode/meshnode/node/identity"
 	"github.com/meshnode/meshnode/node/wire"
 	"github.com/meshnode/meshnode/node/wire/nodev1"
@@ -29,9 +31,9 @@ func TestConfigCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h0, _ := ConfigHash(&nodev1.NodeConfigSnapshot{Version: 1})
+	h0, _ := control.ConfigHash(&nodev1.NodeConfigSnapshot{Version: 1})
 	if snap.GetRevision() != 0 || !bytes.Equal(snap.GetConfigHash(), h0[:]) || snap.GetHostname() != "node-b" ||
-		!bytes.Equal(snap.GetNodeId(), bytesOf(r.nodeB.ID())) {
+		!bytes.Equal(snap.GetNodeId(), bytesOf(r.Key.ID())) {
 		t.Fatalf("initial snapshot: %v", snap)
 	}
 
@@ -41,7 +43,7 @@ func TestConfigCommands(t *testing.T) {
 	}
 	defer w.Close()
 	first, err := w.Next(ctx)
-	if err != nil || !bytes.Equal(first.GetAccepted().GetTargetNodeId(), bytesOf(r.nodeB.ID())) {
+	if err != nil || !bytes.Equal(first.GetAccepted().GetTargetNodeId(), bytesOf(r.Key.ID())) {
 		t.Fatalf("watch acceptance: %v, %v", first, err)
 	}
 
@@ -50,7 +52,7 @@ func TestConfigCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h1, _ := ConfigHash(cfg)
+	h1, _ := control.ConfigHash(cfg)
 	if !res.GetSuccess() || res.GetCurrentRevision() != 1 || res.GetApplyMode() != nodev1.ConfigApplyMode_CONFIG_APPLY_MODE_LIVE ||
 		!bytes.Equal(res.GetConfigHash(), h1[:]) {
 		t.Fatalf("apply: %v", res)
@@ -65,8 +67,8 @@ func TestConfigCommands(t *testing.T) {
 
 	// A stale revision conflicts and reports the current one.
 	_, err = c.ApplyConfig(ctx, 0, &nodev1.NodeConfigSnapshot{Version: 2})
-	var e *Error
-	if !errors.As(err, &e) || e.Code != ErrRevisionConflict.Code || e.CurrentRevision != 1 {
+	var e *control.Error
+	if !errors.As(err, &e) || e.Code != control.ErrRevisionConflict.Code || e.CurrentRevision != 1 {
 		t.Fatalf("stale apply: %v", err)
 	}
 	// The same config again is a no-op at the same revision.
@@ -118,7 +120,7 @@ func TestUnknownFieldsWarned(t *testing.T) {
 	if d := res.GetDiagnostics(); len(d) != 1 || d[0].GetCode() != nodev1.ConfigDiagnosticCode_CONFIG_DIAGNOSTIC_CODE_UNKNOWN_FIELD {
 		t.Fatalf("diagnostics: %v", d)
 	}
-	want, _ := ConfigHash(cfg)
+	want, _ := control.ConfigHash(cfg)
 	if !bytes.Equal(res.GetConfigHash(), want[:]) {
 		t.Fatal("the stored config lost its unknown fields")
 	}
@@ -137,13 +139,13 @@ func TestRefreshInventory(t *testing.T) {
 	for _, e := range inv.GetEntries() {
 		refs = append(refs, e.GetCanonicalModelRef())
 	}
-	if strings.Join(refs, ",") != "alpha,mid,zeta" || inv.GetDisposition() != dispositionExecuted {
+	if strings.Join(refs, ",") != "alpha,mid,zeta" || inv.GetDisposition() != dispExecuted {
 		t.Fatalf("inventory %v %v", refs, inv.GetDisposition())
 	}
 	if resp.GetSnapshot().GetRevision() != 0 || len(resp.GetSnapshot().GetConfigHash()) != 32 {
 		t.Fatalf("legacy snapshot: %v", resp.GetSnapshot())
 	}
-	if scans, published := r.scanner.counts(); scans != 1 || published != 1 {
+	if scans, published := r.Scanner.Counts(); scans != 1 || published != 1 {
 		t.Fatalf("%d scans, %d published", scans, published)
 	}
 }
@@ -154,7 +156,7 @@ func TestRefreshInventory(t *testing.T) {
 func TestRefreshCoalesces(t *testing.T) {
 	r := newRig(t)
 	c := r.owned()
-	r.scanner.set(func(f *fakeScanner) { f.started, f.gate = make(chan struct{}, 1), make(chan struct{}) })
+	r.Scanner.Set(func(f *controltest.Scanner) { f.Started, f.Gate = make(chan struct{}, 1), make(chan struct{}) })
 	const callers = 5
 	type result struct {
 		resp *nodev1.OwnerControlRefreshInventoryResponse
@@ -166,15 +168,15 @@ func TestRefreshCoalesces(t *testing.T) {
 			resp, err := c.RefreshInventory(context.Background())
 			results <- result{resp, err}
 		}()
-		<-r.scanner.started
+		<-r.Scanner.Started
 		for range callers - 1 {
 			go func() {
 				resp, err := c.RefreshInventory(context.Background())
 				results <- result{resp, err}
 			}()
 		}
-		waitFor(t, "callers to join the scan", func() bool { return r.server.inv.waiting() == callers })
-		r.scanner.gate <- struct{}{}
+		waitFor(t, "callers to join the scan", func() bool { return control.InventoryWaiting(r.Server) == callers })
+		r.Scanner.Gate <- struct{}{}
 		var out []result
 		for range callers {
 			out = append(out, <-results)
@@ -190,9 +192,9 @@ func TestRefreshCoalesces(t *testing.T) {
 		}
 		inv := res.resp.GetInventory()
 		switch inv.GetDisposition() {
-		case dispositionExecuted:
+		case dispExecuted:
 			executed++
-		case dispositionCoalesced:
+		case dispCoalesced:
 			coalesced++
 		}
 		if first == nil {
@@ -204,17 +206,17 @@ func TestRefreshCoalesces(t *testing.T) {
 	if executed != 1 || coalesced != callers-1 {
 		t.Fatalf("%d executed, %d coalesced", executed, coalesced)
 	}
-	if scans, published := r.scanner.counts(); scans != 1 || published != 1 {
+	if scans, published := r.Scanner.Counts(); scans != 1 || published != 1 {
 		t.Fatalf("%d scans, %d published, want 1 each", scans, published)
 	}
 
-	r.scanner.set(func(f *fakeScanner) { f.err = errors.New("models dir unreadable") })
+	r.Scanner.Set(func(f *controltest.Scanner) { f.Err = errors.New("models dir unreadable") })
 	for _, res := range run() {
-		if !errors.Is(res.err, ErrUnavailable) || !strings.Contains(res.err.Error(), "models dir unreadable") {
+		if !errors.Is(res.err, control.ErrUnavailable) || !strings.Contains(res.err.Error(), "models dir unreadable") {
 			t.Fatalf("failed scan gave %v", res.err)
 		}
 	}
-	if scans, published := r.scanner.counts(); scans != 2 || published != 1 {
+	if scans, published := r.Scanner.Counts(); scans != 2 || published != 1 {
 		t.Fatalf("after a failed scan: %d scans, %d published; the failure must not be published", scans, published)
 	}
 }
@@ -235,21 +237,21 @@ func equalEntries(a, b []*nodev1.OwnerControlInventoryEntry) bool {
 // lists a ref twice or a blank one.
 func TestScanRules(t *testing.T) {
 	t.Run("deadline", func(t *testing.T) {
-		r := newRig(t, func(c *Config) { c.Timeouts.Scan = 50 * time.Millisecond })
-		r.scanner.set(func(f *fakeScanner) { f.gate = make(chan struct{}) }) // never opened
+		r := newRig(t, func(c *control.Config) { c.Timeouts.Scan = 50 * time.Millisecond })
+		r.Scanner.Set(func(f *controltest.Scanner) { f.Gate = make(chan struct{}) }) // never opened
 		_, err := r.owned().RefreshInventory(context.Background())
-		if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "did not finish within 50ms") {
+		if !errors.Is(err, control.ErrUnavailable) || !strings.Contains(err.Error(), "did not finish within 50ms") {
 			t.Fatalf("slow scan: %v", err)
 		}
 	})
 	for name, refs := range map[string][]string{"duplicate": {"a", "b", "a"}, "blank": {"a", " "}} {
 		t.Run(name, func(t *testing.T) {
 			r := newRig(t)
-			r.scanner.set(func(f *fakeScanner) { f.entries = inventoryEntries(refs...) })
-			if _, err := r.owned().RefreshInventory(context.Background()); !errors.Is(err, ErrUnavailable) {
+			r.Scanner.Set(func(f *controltest.Scanner) { f.Entries = controltest.Entries(refs...) })
+			if _, err := r.owned().RefreshInventory(context.Background()); !errors.Is(err, control.ErrUnavailable) {
 				t.Fatalf("bad inventory: %v", err)
 			}
-			if _, published := r.scanner.counts(); published != 0 {
+			if _, published := r.Scanner.Counts(); published != 0 {
 				t.Fatal("a bad inventory was published")
 			}
 		})
@@ -263,28 +265,28 @@ func TestLifecycleCommands(t *testing.T) {
 	ctx := context.Background()
 	ref := func(s string) *nodev1.OwnerControlModelRef { return &nodev1.OwnerControlModelRef{CanonicalModelRef: s} }
 
-	a, err := c.Lifecycle(ctx, Intent{Kind: IntentLoad, Model: ref("alpha"), Profile: "fast"})
-	if err != nil || a.IntentID != "intent-1" || a.State != StateLoading || a.Target.GetCanonicalModelRef() != "alpha" {
+	a, err := c.Lifecycle(ctx, control.Intent{Kind: control.IntentLoad, Model: ref("alpha"), Profile: "fast"})
+	if err != nil || a.IntentID != "intent-1" || a.State != control.StateLoading || a.Target.GetCanonicalModelRef() != "alpha" {
 		t.Fatalf("load: %+v, %v", a, err)
 	}
-	waitFor(t, "alpha loaded", func() bool { inst, _ := r.runtime.state("alpha"); return inst != "" })
-	inst, _ := r.runtime.state("alpha")
+	waitFor(t, "alpha loaded", func() bool { inst, _ := r.Runtime.State("alpha"); return inst != "" })
+	inst, _ := r.Runtime.State("alpha")
 
-	a, err = c.Lifecycle(ctx, Intent{Kind: IntentEnsure, Model: ref("alpha")})
-	if err != nil || a.State != StateLoaded || a.Target.GetInstanceId() != inst {
+	a, err = c.Lifecycle(ctx, control.Intent{Kind: control.IntentEnsure, Model: ref("alpha")})
+	if err != nil || a.State != control.StateLoaded || a.Target.GetInstanceId() != inst {
 		t.Fatalf("ensure of a loaded model: %+v, %v", a, err)
 	}
-	a, err = c.Lifecycle(ctx, Intent{Kind: IntentDrain, Model: &nodev1.OwnerControlModelRef{InstanceId: &inst}, DrainTimeout: time.Second})
-	if err != nil || a.State != StateDraining || a.Target.GetCanonicalModelRef() != "alpha" {
+	a, err = c.Lifecycle(ctx, control.Intent{Kind: control.IntentDrain, Model: &nodev1.OwnerControlModelRef{InstanceId: &inst}, DrainTimeout: time.Second})
+	if err != nil || a.State != control.StateDraining || a.Target.GetCanonicalModelRef() != "alpha" {
 		t.Fatalf("drain by instance: %+v, %v", a, err)
 	}
-	waitFor(t, "alpha drained", func() bool { inst, _ := r.runtime.state("alpha"); return inst == "" })
+	waitFor(t, "alpha drained", func() bool { inst, _ := r.Runtime.State("alpha"); return inst == "" })
 
-	if a, err = c.Lifecycle(ctx, Intent{Kind: IntentUnload, Model: ref("zeta")}); err != nil || a.State != StateUnloaded {
+	if a, err = c.Lifecycle(ctx, control.Intent{Kind: control.IntentUnload, Model: ref("zeta")}); err != nil || a.State != control.StateUnloaded {
 		t.Fatalf("unload of an unloaded model: %+v, %v", a, err)
 	}
-	_, err = c.Lifecycle(ctx, Intent{Kind: IntentLoad, Model: ref("nonesuch")})
-	wantCode(t, err, ErrBadRequest)
+	_, err = c.Lifecycle(ctx, control.Intent{Kind: control.IntentLoad, Model: ref("nonesuch")})
+	wantCode(t, err, control.ErrBadRequest)
 }
 
 // TestAuthorization: only the owner's endpoints, presenting certificates
@@ -292,41 +294,41 @@ func TestLifecycleCommands(t *testing.T) {
 // from themselves, get through.
 func TestAuthorization(t *testing.T) {
 	r := newRig(t)
-	stranger, intruder := seededKey(t, seedStranger), seededKey(t, seedIntruder)
-	nodeA, nodeB := r.nodeA.ID(), r.nodeB.ID()
-	good := cert(t, r.ownerK, nodeA, t0, 24*time.Hour)
+	stranger, intruder := key(t, controltest.SeedStranger), key(t, controltest.SeedIntruder)
+	nodeA, nodeB := r.nodeA.ID(), r.Key.ID()
+	good := cert(t, r.Owner, nodeA, t0, 24*time.Hour)
 	tests := []struct {
 		name string
 		as   *identity.Key
 		c    *nodev1.SignedNodeOwnership
 		req  *nodev1.OwnerControlEnvelope
-		want *Error
+		want *control.Error
 	}{
-		{"wrong owner", r.nodeA, cert(t, stranger, nodeA, t0, 24*time.Hour), getConfig(1, nodeA, nodeB), ErrUnauthorized},
-		{"expired ownership", r.nodeA, cert(t, r.ownerK, nodeA, t0.Add(-48*time.Hour), 24*time.Hour), getConfig(1, nodeA, nodeB), ErrUnauthorized},
-		{"not yet valid", r.nodeA, cert(t, r.ownerK, nodeA, t0.Add(2*time.Hour), 24*time.Hour), getConfig(1, nodeA, nodeB), ErrUnauthorized},
-		{"handshake replayed by another identity", intruder, good, getConfig(1, intruder.ID(), nodeB), ErrInvalidHandshake},
+		{"wrong owner", r.nodeA, cert(t, stranger, nodeA, t0, 24*time.Hour), getConfig(1, nodeA, nodeB), control.ErrUnauthorized},
+		{"expired ownership", r.nodeA, cert(t, r.Owner, nodeA, t0.Add(-48*time.Hour), 24*time.Hour), getConfig(1, nodeA, nodeB), control.ErrUnauthorized},
+		{"not yet valid", r.nodeA, cert(t, r.Owner, nodeA, t0.Add(2*time.Hour), 24*time.Hour), getConfig(1, nodeA, nodeB), control.ErrUnauthorized},
+		{"handshake replayed by another identity", intruder, good, getConfig(1, intruder.ID(), nodeB), control.ErrInvalidHandshake},
 		{"forged signature", r.nodeA, func() *nodev1.SignedNodeOwnership {
 			c := proto.CloneOf(good)
 			c.Signature[5] ^= 0x40
 			return c
-		}(), getConfig(1, nodeA, nodeB), ErrInvalidHandshake},
-		{"wrong target", r.nodeA, good, getConfig(7, nodeA, nodeA), ErrTargetMismatch},
-		{"requester is not the connection", r.nodeA, good, getConfig(7, intruder.ID(), nodeB), ErrUnauthorized},
+		}(), getConfig(1, nodeA, nodeB), control.ErrInvalidHandshake},
+		{"wrong target", r.nodeA, good, getConfig(7, nodeA, nodeA), control.ErrTargetMismatch},
+		{"requester is not the connection", r.nodeA, good, getConfig(7, intruder.ID(), nodeB), control.ErrUnauthorized},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			env := exchange(t, r.rawConn(tt.as), wire.HandshakeEnvelope(tt.c), tt.req)
 			e := env.GetError()
 			if e == nil || e.GetCode() != tt.want.Code {
-				t.Fatalf("answer %v, want %s", env, CodeName(tt.want.Code))
+				t.Fatalf("answer %v, want %s", env, control.CodeName(tt.want.Code))
 			}
 		})
 	}
-	// Through the typed client, an error reaches the caller as *Error.
-	cl := r.dial(r.nodeA, cert(t, stranger, nodeA, t0, 24*time.Hour), ClientTimeouts{})
+	// Through the typed client, an error reaches the caller as *control.Error.
+	cl := r.dial(r.nodeA, cert(t, stranger, nodeA, t0, 24*time.Hour), control.ClientTimeouts{})
 	_, err := cl.GetConfig(context.Background())
-	wantCode(t, err, ErrUnauthorized)
+	wantCode(t, err, control.ErrUnauthorized)
 	if env := exchange(t, r.rawConn(r.nodeA), wire.HandshakeEnvelope(good), getConfig(7, nodeA, nodeA)); env.GetError().GetRequestId() != 7 {
 		t.Fatalf("a refused request's error must name it: %v", env)
 	}
@@ -334,17 +336,17 @@ func TestAuthorization(t *testing.T) {
 
 // TestNoOwner: a node that trusts no owner refuses everyone.
 func TestNoOwner(t *testing.T) {
-	r := newRig(t, func(c *Config) { c.Trust = nil })
+	r := newRig(t, func(c *control.Config) { c.Trust = nil })
 	_, err := r.owned().GetConfig(context.Background())
-	wantCode(t, err, ErrUnauthorized)
+	wantCode(t, err, control.ErrUnauthorized)
 }
 
 // TestMalformedStreams: what a confused or hostile client sends is
 // answered with a typed error, never a crash or a hang.
 func TestMalformedStreams(t *testing.T) {
 	r := newRig(t)
-	nodeA, nodeB := r.nodeA.ID(), r.nodeB.ID()
-	hs := wire.HandshakeEnvelope(cert(t, r.ownerK, nodeA, t0, 24*time.Hour))
+	nodeA, nodeB := r.nodeA.ID(), r.Key.ID()
+	hs := wire.HandshakeEnvelope(cert(t, r.Owner, nodeA, t0, 24*time.Hour))
 	unknown := func(id uint64) []byte {
 		// A request with only field 10: a command from a newer client.
 		var inner []byte
@@ -364,25 +366,25 @@ func TestMalformedStreams(t *testing.T) {
 	tests := []struct {
 		name   string
 		frames []any
-		want   *Error
+		want   *control.Error
 		id     uint64
 	}{
-		{"request before handshake", []any{getConfig(1, nodeA, nodeB)}, ErrInvalidHandshake, 0},
-		{"garbage handshake", []any{[]byte{3, 0, 0, 0, 0xff, 0xff, 0xff}}, ErrInvalidHandshake, 0},
-		{"oversize handshake", []any{oversize}, ErrInvalidHandshake, 0},
-		{"zero request id", []any{hs, getConfig(0, nodeA, nodeB)}, ErrBadRequest, 0},
+		{"request before handshake", []any{getConfig(1, nodeA, nodeB)}, control.ErrInvalidHandshake, 0},
+		{"garbage handshake", []any{[]byte{3, 0, 0, 0, 0xff, 0xff, 0xff}}, control.ErrInvalidHandshake, 0},
+		{"oversize handshake", []any{oversize}, control.ErrInvalidHandshake, 0},
+		{"zero request id", []any{hs, getConfig(0, nodeA, nodeB)}, control.ErrBadRequest, 0},
 		{"two commands", []any{hs, wire.RequestEnvelope(&nodev1.OwnerControlRequest{RequestId: 4,
 			GetConfig:   &nodev1.OwnerControlGetConfigRequest{RequesterNodeId: nodeA[:], TargetNodeId: nodeB[:]},
-			WatchConfig: &nodev1.OwnerControlWatchConfigRequest{RequesterNodeId: nodeA[:], TargetNodeId: nodeB[:]}})}, ErrBadRequest, 4},
-		{"unknown command", []any{hs, unknown(9)}, ErrUnknownCommand, 9},
-		{"second handshake", []any{hs, hs}, ErrBadRequest, 0},
-		{"oversize request", []any{hs, oversize}, ErrBadRequest, 0},
+			WatchConfig: &nodev1.OwnerControlWatchConfigRequest{RequesterNodeId: nodeA[:], TargetNodeId: nodeB[:]}})}, control.ErrBadRequest, 4},
+		{"unknown command", []any{hs, unknown(9)}, control.ErrUnknownCommand, 9},
+		{"second handshake", []any{hs, hs}, control.ErrBadRequest, 0},
+		{"oversize request", []any{hs, oversize}, control.ErrBadRequest, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			env := exchange(t, r.rawConn(r.nodeA), tt.frames...)
 			if e := env.GetError(); e.GetCode() != tt.want.Code || e.GetRequestId() != tt.id {
-				t.Fatalf("answer %v, want %s for request %d", env, CodeName(tt.want.Code), tt.id)
+				t.Fatalf("answer %v, want %s for request %d", env, control.CodeName(tt.want.Code), tt.id)
 			}
 		})
 	}
@@ -391,11 +393,11 @@ func TestMalformedStreams(t *testing.T) {
 // TestServerDeadlines: a client that sends nothing is cut off at the
 // handshake and request deadlines.
 func TestServerDeadlines(t *testing.T) {
-	r := newRig(t, func(c *Config) {
+	r := newRig(t, func(c *control.Config) {
 		c.Timeouts.Handshake = 50 * time.Millisecond
 		c.Timeouts.Request = 50 * time.Millisecond
 	})
-	hs := wire.HandshakeEnvelope(cert(t, r.ownerK, r.nodeA.ID(), t0, 24*time.Hour))
+	hs := wire.HandshakeEnvelope(cert(t, r.Owner, r.nodeA.ID(), t0, 24*time.Hour))
 	// A stream the client opens but never writes to does not exist for the
 	// server yet, so the stalled handshake is a partial length prefix.
 	for name, frames := range map[string][]any{"handshake": {[]byte{5, 0}}, "request": {hs}} {
@@ -418,10 +420,8 @@ func TestClientDeadlines(t *testing.T) {
 	r := newRig(t)
 	block := make(chan struct{})
 	defer close(block)
-	r.applier.mu.Lock()
-	r.applier.block = block
-	r.applier.mu.Unlock()
-	c := r.dial(r.nodeA, cert(t, r.ownerK, r.nodeA.ID(), t0, 24*time.Hour), ClientTimeouts{Unary: 50 * time.Millisecond})
+	r.Applier.Block(block)
+	c := r.dial(r.nodeA, cert(t, r.Owner, r.nodeA.ID(), t0, 24*time.Hour), control.ClientTimeouts{Unary: 50 * time.Millisecond})
 	_, err := c.ApplyConfig(context.Background(), 0, &nodev1.NodeConfigSnapshot{Version: 9})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("slow apply: %v", err)
@@ -431,10 +431,10 @@ func TestClientDeadlines(t *testing.T) {
 // TestStreamWorkerLimit: a connection gets at most MaxStreams workers; a
 // further stream waits for a permit.
 func TestStreamWorkerLimit(t *testing.T) {
-	r := newRig(t, func(c *Config) { c.MaxStreams = 2 })
-	c := r.dial(r.nodeA, cert(t, r.ownerK, r.nodeA.ID(), t0, 24*time.Hour), ClientTimeouts{WatchAccept: 200 * time.Millisecond})
+	r := newRig(t, func(c *control.Config) { c.MaxStreams = 2 })
+	c := r.dial(r.nodeA, cert(t, r.Owner, r.nodeA.ID(), t0, 24*time.Hour), control.ClientTimeouts{WatchAccept: 200 * time.Millisecond})
 	ctx := context.Background()
-	var watches []ConfigWatch
+	var watches []control.ConfigWatch
 	for range 2 {
 		w, err := c.WatchConfig(ctx, false)
 		if err != nil {
@@ -463,11 +463,11 @@ func TestStreamWorkerLimit(t *testing.T) {
 func TestOversizeResponse(t *testing.T) {
 	r := newRig(t)
 	huge := &nodev1.NodeConfigSnapshot{ConfigToml: proto.String(strings.Repeat("x", wire.MaxControlFrameBytes-100))}
-	if _, err := r.store.Apply(context.Background(), 0, huge); err != nil {
+	if _, err := r.Store.Apply(context.Background(), 0, huge); err != nil {
 		t.Fatal(err)
 	}
 	_, err := r.owned().GetConfig(context.Background())
-	wantCode(t, err, ErrUnavailable)
+	wantCode(t, err, control.ErrUnavailable)
 	if !strings.Contains(err.Error(), "exceeds") {
 		t.Fatalf("error %v does not say why", err)
 	}
@@ -476,34 +476,34 @@ func TestOversizeResponse(t *testing.T) {
 // TestControlNotServed: a node without owner control refuses the
 // connection, which the client reports as CONTROL_UNAVAILABLE.
 func TestControlNotServed(t *testing.T) {
-	n := meshNode(t, seededKey(t, seedNodeB))
-	ownerK, a := seededKey(t, seedOwner), seededKey(t, seedNodeA)
-	c, err := Dial(context.Background(), n.EndpointAddr(), ClientConfig{Key: a, Ownership: cert(t, ownerK, a.ID(), t0, time.Hour)})
+	n := controltest.MeshNode(t, key(t, controltest.SeedNode))
+	ownerK, a := key(t, controltest.SeedOwner), key(t, controltest.SeedClient)
+	c, err := control.Dial(context.Background(), n.EndpointAddr(), control.ClientConfig{Key: a, Ownership: cert(t, ownerK, a.ID(), t0, time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	_, err = c.GetConfig(context.Background())
-	wantCode(t, err, ErrUnavailable)
+	wantCode(t, err, control.ErrUnavailable)
 }
 
 // TestOldPeer: a node that predates a command answers UNKNOWN_COMMAND,
 // which the client reports as CONTROL_UNSUPPORTED; an old node's
 // snapshot-only inventory answer is accepted as it is.
 func TestOldPeer(t *testing.T) {
-	ownerK, a, b := seededKey(t, seedOwner), seededKey(t, seedNodeA), seededKey(t, seedNodeB)
-	n := meshNode(t, b)
+	ownerK, a, b := key(t, controltest.SeedOwner), key(t, controltest.SeedClient), key(t, controltest.SeedNode)
+	n := controltest.MeshNode(t, b)
 	old := &oldServer{self: b.ID()}
 	n.HandleControl(old.serve)
-	c, err := Dial(context.Background(), n.EndpointAddr(), ClientConfig{Key: a, Ownership: cert(t, ownerK, a.ID(), time.Now(), time.Hour)})
+	c, err := control.Dial(context.Background(), n.EndpointAddr(), control.ClientConfig{Key: a, Ownership: cert(t, ownerK, a.ID(), time.Now(), time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	ctx := context.Background()
-	for _, k := range []IntentKind{IntentLoad, IntentUnload, IntentEnsure, IntentDrain} {
-		_, err := c.Lifecycle(ctx, Intent{Kind: k, Model: &nodev1.OwnerControlModelRef{CanonicalModelRef: "m"}})
-		wantCode(t, err, ErrUnsupported)
+	for _, k := range []control.IntentKind{control.IntentLoad, control.IntentUnload, control.IntentEnsure, control.IntentDrain} {
+		_, err := c.Lifecycle(ctx, control.Intent{Kind: k, Model: &nodev1.OwnerControlModelRef{CanonicalModelRef: "m"}})
+		wantCode(t, err, control.ErrUnsupported)
 	}
 	resp, err := c.RefreshInventory(ctx)
 	if err != nil || resp.GetInventory() != nil || resp.GetSnapshot().GetRevision() != 4 {
@@ -545,30 +545,9 @@ func (o *oldServer) serve(ctx context.Context, conn *quic.Conn, peer identity.En
 					RefreshInventory: &nodev1.OwnerControlRefreshInventoryResponse{Snapshot: &nodev1.OwnerControlConfigSnapshot{
 						NodeId: o.self[:], Revision: 4, ConfigHash: make([]byte, 32), Config: &nodev1.NodeConfigSnapshot{}}}})
 			default:
-				out = wire.ErrorEnvelope(ErrUnknownCommand.Code, "unknown command", req.GetRequestId())
+				out = wire.ErrorEnvelope(control.ErrUnknownCommand.Code, "unknown command", req.GetRequestId())
 			}
 			_ = wire.WriteFrame(ctx, st, out)
 		}()
-	}
-}
-
-// TestIDsAndErrors: the error type's plumbing.
-func TestIDsAndErrors(t *testing.T) {
-	e := fromWire(&nodev1.OwnerControlError{Code: ErrUnknownCommand.Code, Message: "x"})
-	if !errors.Is(e, ErrUnsupported) || errors.Is(e, ErrUnknownCommand) {
-		t.Fatalf("UNKNOWN_COMMAND became %v", e)
-	}
-	if errors.Is(&Error{Code: ErrBadRequest.Code, Message: "m"}, &Error{Code: ErrBadRequest.Code, Message: "other"}) {
-		t.Fatal("an *Error with a message is not a sentinel")
-	}
-	if c, ok := ParseCodeName("REVISION_CONFLICT"); !ok || c != ErrRevisionConflict.Code {
-		t.Fatal("ParseCodeName")
-	}
-	if _, ok := ParseCodeName("UNSPECIFIED"); ok {
-		t.Fatal("UNSPECIFIED parsed")
-	}
-	var conflict *Error
-	if !errors.As(RevisionConflict(3), &conflict) || conflict.CurrentRevision != 3 || conflict.envelope().GetError().GetCurrentRevision() != 3 {
-		t.Fatal("RevisionConflict")
 	}
 }
