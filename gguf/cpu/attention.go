@@ -141,7 +141,7 @@ func (j *attendJob) do(w, t int) {
 			dot = dotF32(qh, c.k32[j.layer][jp*kd+kvh*dk:][:dk])
 		}
 		if a.Softcap > 0 {
-			dot = float32(a.Softcap * float32(math.Tanh(float64(dot/a.Softcap))))
+			dot = a.Softcap * tanhf(dot/a.Softcap)
 		}
 		dot *= a.Scale
 		scores[jp-lo] = dot
@@ -149,7 +149,7 @@ func (j *attendJob) do(w, t int) {
 	}
 	var sum float64
 	for k, v := range scores {
-		e := float32(math.Exp(float64(v - maxScore)))
+		e := expf(v - maxScore)
 		scores[k] = e
 		sum += float64(e)
 	}

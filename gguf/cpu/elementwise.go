@@ -57,7 +57,7 @@ func (j *elemJob) do(_, t int) {
 	case opSoftcap:
 		dst, c := j.dst[lo:hi], j.s
 		for i, v := range dst {
-			dst[i] = float32(c * float32(math.Tanh(float64(v/c))))
+			dst[i] = c * tanhf(v/c)
 		}
 	case opGLU:
 		glu(j.dst[lo:hi], j.a[lo:hi], j.b[lo:hi], j.glu)
@@ -176,9 +176,9 @@ func glu(dst, gate, up []float32, f backend.GLU) {
 	}
 }
 
-// silu is x·σ(x), as ggml_silu_f32 writes it.
+// silu is x·σ(x), as ggml_v_silu computes it.
 func silu(x float32) float32 {
-	return x / (1 + float32(math.Exp(float64(-x))))
+	return x / (1 + expf(-x))
 }
 
 // geluTanh is GELU's tanh approximation, as ggml_gelu_f32 writes it.
@@ -188,7 +188,7 @@ func geluTanh(x float32) float32 {
 		sqrt2OverPi = 0.79788456080286535587989211986876
 	)
 	inner := float32(float32(sqrt2OverPi*x) * float32(1+float32(float32(coefA*x)*x)))
-	return float32(float32(0.5*x) * float32(1+float32(math.Tanh(float64(inner)))))
+	return float32(float32(0.5*x) * float32(1+tanhf(inner)))
 }
 
 // geluTable is ggml's ggml_table_gelu_f16 widened: for every half h, the
