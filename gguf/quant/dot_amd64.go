@@ -10,12 +10,16 @@ var haveSIMD = cpu.X86.HasAVX2 && cpu.X86.HasF16C
 
 // simdDots are the kernels with an assembly version on this architecture.
 var simdDots = map[Type]dotFunc{
-	F32:  dotF32SIMD,
-	F16:  dotF16SIMD,
-	BF16: dotBF16SIMD,
-	Q4_0: dotQ4_0SIMD,
-	Q8_0: dotQ8_0SIMD,
-	Q4_K: dotQ4_KSIMD,
-	Q5_K: dotQ5_KSIMD,
-	Q6_K: dotQ6_KSIMD,
+	F32:    dotF32SIMD,
+	F16:    dotF16SIMD,
+	BF16:   dotBF16SIMD,
+	Q4_0:   dotQ4_0SIMD,
+	Q4_1:   dotQ4_1SIMD,
+	Q5_0:   dotQ5_0SIMD,
+	Q5_1:   dotQ5_1SIMD,
+	Q8_0:   dotQ8_0SIMD,
+	IQ4_NL: dotIQ4_NLSIMD,
+	Q4_K:   dotQ4_KSIMD,
+	Q5_K:   dotQ5_KSIMD,
+	Q6_K:   dotQ6_KSIMD,
 }

@@ -17,6 +17,19 @@
 	VPERM2I128 $0x21, E, A, C \
 	VPADDD C, B, A
 
+// GROUP8 runs BLOCK(k, V) for the eight blocks k of a round, V = Y4..Y11,
+// and HSUM8s the results into Y4 (Y0 scratch).
+#define GROUP8(BLOCK) \
+	BLOCK(0, Y4) \
+	BLOCK(1, Y5) \
+	BLOCK(2, Y6) \
+	BLOCK(3, Y7) \
+	BLOCK(4, Y8) \
+	BLOCK(5, Y9) \
+	BLOCK(6, Y10) \
+	BLOCK(7, Y11) \
+	HSUM8(Y4, Y5, Y6, Y7, Y8, Y9, Y10, Y11, Y0)
+
 // HPAIR sets A to the sum of the LO and HI interleavings of A with B.
 #define HPAIR(A, B, T, LO, HI) \
 	LO B, A, T \
@@ -56,6 +69,55 @@
 	VMULPS DY, DX, DX \
 	VCVTDQ2PS SUMI, SUMI \
 	VMULPS DX, SUMI, SUMI \
+	VADDPS SUMI, ACC, ACC
+
+// NIBBLES leaves in Y0 the 32 nibbles of the 16 bytes at OFF(SI), the
+// low ones in bytes 0-15 and the high ones in bytes 16-31; Y14 holds 0x0f
+// bytes. Clobbers Y1.
+#define NIBBLES(OFF) \
+	VMOVDQU (OFF)(SI), X0 \
+	VPSRLW $4, X0, X1 \
+	VINSERTI128 $1, X1, Y0, Y0 \
+	VPAND Y14, Y0, Y0
+
+// FIFTHBITS ORs into byte e of Y0 bit e of the little-endian uint32 at
+// OFF(SI), moved to bit 4 (the fifth bits of Q5_0 and Q5_1). Clobbers Y1.
+#define FIFTHBITS(OFF) \
+	VPBROADCASTD (OFF)(SI), Y1 \
+	VPSHUFB qhBytes<>(SB), Y1, Y1 \
+	VPAND qhBits<>(SB), Y1, Y1 \
+	VPCMPEQB qhBits<>(SB), Y1, Y1 \
+	VPAND qhFifth<>(SB), Y1, Y1 \
+	VPOR Y1, Y0, Y0
+
+// Files using FIFTHBITS say FIFTHDATA once: qhBytes copies byte e/8 of
+// the uint32 to byte e, qhBits picks bit e mod 8 of it, qhFifth is 0x10.
+#define FIFTHDATA \
+	DATA qhBytes<>+0(SB)/8, $0x0000000000000000 \
+	DATA qhBytes<>+8(SB)/8, $0x0101010101010101 \
+	DATA qhBytes<>+16(SB)/8, $0x0202020202020202 \
+	DATA qhBytes<>+24(SB)/8, $0x0303030303030303 \
+	GLOBL qhBytes<>(SB), RODATA|NOPTR, $32 \
+	DATA qhBits<>+0(SB)/8, $0x8040201008040201 \
+	DATA qhBits<>+8(SB)/8, $0x8040201008040201 \
+	DATA qhBits<>+16(SB)/8, $0x8040201008040201 \
+	DATA qhBits<>+24(SB)/8, $0x8040201008040201 \
+	GLOBL qhBits<>(SB), RODATA|NOPTR, $32 \
+	DATA qhFifth<>+0(SB)/8, $0x1010101010101010 \
+	DATA qhFifth<>+8(SB)/8, $0x1010101010101010 \
+	DATA qhFifth<>+16(SB)/8, $0x1010101010101010 \
+	DATA qhFifth<>+24(SB)/8, $0x1010101010101010 \
+	GLOBL qhFifth<>(SB), RODATA|NOPTR, $32
+
+// ACCUM8MIN is ACCUM8 plus the min term of Q4_1/Q5_1 (as scaledMin):
+// ACC += (float32(SUMI) × (DX × DY) + MX × SY), each product and the
+// inner sum rounded. SUMI, DX and MX are clobbered.
+#define ACCUM8MIN(SUMI, DX, DY, MX, SY, ACC) \
+	VMULPS DY, DX, DX \
+	VCVTDQ2PS SUMI, SUMI \
+	VMULPS DX, SUMI, SUMI \
+	VMULPS SY, MX, MX \
+	VADDPS MX, SUMI, SUMI \
 	VADDPS SUMI, ACC, ACC
 
 // BCASTB fills every byte of Y with the byte value B (X is Y's low half).

@@ -69,6 +69,88 @@
 	FADDS F0, F5, F5 \
 	FMOVS F5, ACC
 
+// QUADS runs BLOCK(k, V, n) for blocks K..K+3 into V16..V19 and SUM4s
+// their sums into V16.
+#define QUADS(BLOCK, K) \
+	BLOCK(K, V16, 16) \
+	BLOCK(K+1, V17, 17) \
+	BLOCK(K+2, V18, 18) \
+	BLOCK(K+3, V19, 19) \
+	SUM4(V16, V17, V18, V19)
+
+// ACCUM4 scales the sums in V16 of blocks K..K+3 (XS bytes apart at R1,
+// their activation blocks YS apart at R2) as the Go kernels do:
+// float32(sumi) × (dx × dy), each product rounded, and adds them to the
+// accumulator numbered AN. Clobbers R4-R6, V16, V20, V21.
+#define ACCUM4(K, XS, YS, AN) \
+	SCVTF(16, 16) \
+	ADD $(XS*(K)), R1, R5 \
+	ADD $(YS*(K)), R2, R6 \
+	SCALES4(R5, XS, V20, 20) \
+	SCALES4(R6, YS, V21, 21) \
+	FMUL(20, 20, 21) \
+	FMUL(16, 16, 20) \
+	FADD(AN, AN, 16)
+
+// ACCUM4MIN is ACCUM4 plus the min term of Q4_1/Q5_1 (as scaledMin):
+// float32(sumi) × (dx × dy) + mx × sy, with mx and sy the fp16s after dx
+// and dy. Clobbers R4-R6, V16, V20-V23.
+#define ACCUM4MIN(K, XS, YS, AN) \
+	SCVTF(16, 16) \
+	ADD $(XS*(K)), R1, R5 \
+	ADD $(YS*(K)), R2, R6 \
+	SCALES4(R5, XS, V20, 20) \
+	SCALES4(R6, YS, V21, 21) \
+	FMUL(20, 20, 21) \
+	FMUL(16, 16, 20) \
+	ADD $2, R5 \
+	ADD $2, R6 \
+	SCALES4(R5, XS, V22, 22) \
+	SCALES4(R6, YS, V23, 23) \
+	FMUL(22, 22, 23) \
+	FADD(16, 16, 22) \
+	FADD(AN, AN, 16)
+
+// NIBBLES loads the 16 bytes at OFF(R1) and leaves their low nibbles
+// (elements 0-15 of a Q4_0-style block) in V1 and high nibbles (16-31) in
+// V0; V30 holds 0x0f bytes.
+#define NIBBLES(OFF) \
+	ADD $(OFF), R1, R5 \
+	VLD1 (R5), [V0.B16] \
+	VAND V30.B16, V0.B16, V1.B16 \
+	VUSHR $4, V0.B16, V0.B16
+
+// FIFTHBITS ORs bit e of the little-endian uint32 at OFF(R1), moved to
+// bit 4, into element e of V1 (e < 16) or V0 (the fifth bits of Q5_0 and
+// Q5_1). V24 and V25 pick bytes e/8 of the uint32 for e < 16 and e ≥ 16,
+// V26 bit e mod 8 of them; V27 holds 0x10 bytes. Clobbers R7, V4-V6.
+#define FIFTHBITS(OFF) \
+	MOVWU (OFF)(R1), R7 \
+	VDUP R7, V4.S4 \
+	VTBL V24.B16, [V4.B16], V5.B16 \
+	VTBL V25.B16, [V4.B16], V6.B16 \
+	VCMTST V26.B16, V5.B16, V5.B16 \
+	VCMTST V26.B16, V6.B16, V6.B16 \
+	VAND V27.B16, V5.B16, V5.B16 \
+	VAND V27.B16, V6.B16, V6.B16 \
+	VORR V5.B16, V1.B16, V1.B16 \
+	VORR V6.B16, V0.B16, V0.B16
+
+// FIFTHSETUP loads FIFTHBITS's constants.
+#define FIFTHSETUP \
+	MOVD $0x0000000000000000, R7 \
+	MOVD $0x0101010101010101, R8 \
+	VMOV R7, V24.D[0] \
+	VMOV R8, V24.D[1] \
+	MOVD $0x0202020202020202, R7 \
+	MOVD $0x0303030303030303, R8 \
+	VMOV R7, V25.D[0] \
+	VMOV R8, V25.D[1] \
+	MOVD $0x8040201008040201, R7 \
+	VMOV R7, V26.D[0] \
+	VMOV R7, V26.D[1] \
+	VMOVI $0x10, V27.B16
+
 // KSCALEMIN unpacks the 6-bit scales and mins of the Q4_K/Q5_K block at
 // R1 as ggml's get_scale_min_k4 does, leaving the scale bytes in R13, and
 // Σ bsum·min over the Q8_K block at R2 in the int32 lanes of V6: the mins

@@ -11,10 +11,7 @@
 
 // BLOCK leaves block K's eight int32 partial sums in V.
 #define BLOCK(K, V) \
-	VMOVDQU (18*(K)+2)(SI), X0 \
-	VPSRLW $4, X0, X1 \
-	VINSERTI128 $1, X1, Y0, Y0 \
-	VPAND Y14, Y0, Y0 \
+	NIBBLES(18*(K)+2) \
 	VMOVDQU (34*(K)+2)(DX), Y1 \
 	VPMADDUBSW Y1, Y0, Y0 \
 	VPMADDUBSW Y1, Y13, Y1 \
@@ -35,15 +32,7 @@ TEXT ·q4_0x8(SB), NOSPLIT, $0-32
 	VPBROADCASTD X12, Y12
 
 loop:
-	BLOCK(0, Y4)
-	BLOCK(1, Y5)
-	BLOCK(2, Y6)
-	BLOCK(3, Y7)
-	BLOCK(4, Y8)
-	BLOCK(5, Y9)
-	BLOCK(6, Y10)
-	BLOCK(7, Y11)
-	HSUM8(Y4, Y5, Y6, Y7, Y8, Y9, Y10, Y11, Y0)
+	GROUP8(BLOCK)
 	SCALES8(SI, 18, X5, Y5)
 	SCALES8(DX, 34, X6, Y6)
 	ACCUM8(Y4, Y5, Y6, Y15)

@@ -19,22 +19,6 @@
 	SDOT(VN, 0, 2) \
 	SDOT(VN, 1, 3)
 
-// HALF adds blocks K..K+3 to the accumulator ACC (number AN).
-#define HALF(K, ACC, AN) \
-	BLOCK(K, V16, 16) \
-	BLOCK(K+1, V17, 17) \
-	BLOCK(K+2, V18, 18) \
-	BLOCK(K+3, V19, 19) \
-	SUM4(V16, V17, V18, V19) \
-	SCVTF(16, 16) \
-	ADD $(34*(K)), R1, R5 \
-	ADD $(34*(K)), R2, R6 \
-	SCALES4(R5, 34, V20, 20) \
-	SCALES4(R6, 34, V21, 21) \
-	FMUL(20, 20, 21) \
-	FMUL(16, 16, 20) \
-	FADD(AN, AN, 16)
-
 // func q8_0x8(acc *[8]float32, x, y *byte, groups int)
 TEXT ·q8_0x8(SB), NOSPLIT, $0-32
 	MOVD acc+0(FP), R0
@@ -44,8 +28,10 @@ TEXT ·q8_0x8(SB), NOSPLIT, $0-32
 	VLD1 (R0), [V28.S4, V29.S4]
 
 loop:
-	HALF(0, V28, 28)
-	HALF(4, V29, 29)
+	QUADS(BLOCK, 0)
+	ACCUM4(0, 34, 34, 28)
+	QUADS(BLOCK, 4)
+	ACCUM4(4, 34, 34, 29)
 	ADD  $272, R1
 	ADD  $272, R2
 	SUBS $1, R3

@@ -38,6 +38,66 @@ func dotQ4_0SIMD(row, act []byte, n int) float32 {
 	return reduce(acc[:])
 }
 
+// q4_1x8 adds the partials of 8·groups Q4_1·Q8_1 blocks to acc.
+//
+//go:noescape
+func q4_1x8(acc *[8]float32, x, y *byte, groups int)
+
+func dotQ4_1SIMD(row, act []byte, n int) float32 {
+	var acc [8]float32
+	nb := n / 32
+	if nb >= 8 {
+		q4_1x8(&acc, &row[0], &act[0], nb/8)
+	}
+	blocksQ4_1(&acc, row, act, nb&^7, nb)
+	return reduce(acc[:])
+}
+
+// q5_0x8 adds the partials of 8·groups Q5_0·Q8_0 blocks to acc.
+//
+//go:noescape
+func q5_0x8(acc *[8]float32, x, y *byte, groups int)
+
+func dotQ5_0SIMD(row, act []byte, n int) float32 {
+	var acc [8]float32
+	nb := n / 32
+	if nb >= 8 {
+		q5_0x8(&acc, &row[0], &act[0], nb/8)
+	}
+	blocksQ5_0(&acc, row, act, nb&^7, nb)
+	return reduce(acc[:])
+}
+
+// q5_1x8 adds the partials of 8·groups Q5_1·Q8_1 blocks to acc.
+//
+//go:noescape
+func q5_1x8(acc *[8]float32, x, y *byte, groups int)
+
+func dotQ5_1SIMD(row, act []byte, n int) float32 {
+	var acc [8]float32
+	nb := n / 32
+	if nb >= 8 {
+		q5_1x8(&acc, &row[0], &act[0], nb/8)
+	}
+	blocksQ5_1(&acc, row, act, nb&^7, nb)
+	return reduce(acc[:])
+}
+
+// iq4nlx8 adds the partials of 8·groups IQ4_NL·Q8_0 blocks to acc.
+//
+//go:noescape
+func iq4nlx8(acc *[8]float32, x, y *byte, groups int)
+
+func dotIQ4_NLSIMD(row, act []byte, n int) float32 {
+	var acc [8]float32
+	nb := n / 32
+	if nb >= 8 {
+		iq4nlx8(&acc, &row[0], &act[0], nb/8)
+	}
+	blocksIQ4_NL(&acc, row, act, nb&^7, nb)
+	return reduce(acc[:])
+}
+
 // q4Kdot adds the partial of each of the Q4_K·Q8_K blocks to acc.
 //
 //go:noescape

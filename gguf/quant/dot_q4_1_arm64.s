@@ -1,0 +1,40 @@
+//go:build !purego
+
+#include "textflag.h"
+#include "dot_arm64.h"
+
+// Q4_1·Q8_1, eight blocks a round (20-byte blocks: fp16 d, m | 16 bytes
+// of nibbles; Q8_1 36 bytes: fp16 d, s = d·Σq | int8 q[32]). The nibbles
+// (0-15, so also signed bytes) meet the activation in SDOT, exactly;
+// ACCUM4MIN adds the min term m·s.
+
+// BLOCK leaves block K's four int32 partial sums in V (number VN).
+#define BLOCK(K, V, VN) \
+	NIBBLES(20*(K)+4) \
+	ADD $(36*(K)+4), R2, R6 \
+	VLD1 (R6), [V2.B16, V3.B16] \
+	VEOR V.B16, V.B16, V.B16 \
+	SDOT(VN, 1, 2) \
+	SDOT(VN, 0, 3)
+
+// func q4_1x8(acc *[8]float32, x, y *byte, groups int)
+TEXT ·q4_1x8(SB), NOSPLIT, $0-32
+	MOVD acc+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD y+16(FP), R2
+	MOVD groups+24(FP), R3
+	VLD1 (R0), [V28.S4, V29.S4]
+	VMOVI $15, V30.B16
+
+loop:
+	QUADS(BLOCK, 0)
+	ACCUM4MIN(0, 20, 36, 28)
+	QUADS(BLOCK, 4)
+	ACCUM4MIN(4, 20, 36, 29)
+	ADD  $160, R1
+	ADD  $288, R2
+	SUBS $1, R3
+	BNE  loop
+
+	VST1 [V28.S4, V29.S4], (R0)
+	RET
