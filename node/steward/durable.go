@@ -20,8 +20,9 @@ import (
 // order the ledger applies them, so that replaying the journal rebuilds
 // the ledger exactly.
 type durable struct {
-	j      *journal.Journal
-	holder string // the steward's did:key, the subject its grants name
+	j        *journal.Journal
+	holder   string // the steward's did:key, the subject its grants name
+	verifier *grant.Verifier
 
 	mu        sync.Mutex // orders ledger changes with their journal appends
 	ledger    *grant.Ledger
@@ -43,7 +44,7 @@ type inFlight struct {
 
 func newDurable(j *journal.Journal, holder string, revoked grant.Revoked) *durable {
 	return &durable{
-		j: j, holder: holder, ledger: grant.NewLedger(revoked),
+		j: j, holder: holder, verifier: grant.NewVerifier(), ledger: grant.NewLedger(revoked),
 		open: map[uint64]*inFlight{}, stranded: map[uint64]bool{},
 	}
 }
@@ -64,7 +65,7 @@ func (d *durable) verify(p *grant.Presentation, id receipt.ContentID) (*grant.Ve
 	if err != nil {
 		return nil, err
 	}
-	return grant.Verify(p, id, d.holder)
+	return d.verifier.Verify(p, id, d.holder)
 }
 
 func frameOf(a *Authorization) grant.Frame {
@@ -178,7 +179,7 @@ func (d *durable) replay(s *Steward) error {
 			if err != nil {
 				return err
 			}
-			v, err := grant.Verify(p, id, d.holder)
+			v, err := d.verifier.Verify(p, id, d.holder)
 			if err != nil {
 				return err
 			}

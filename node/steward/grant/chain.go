@@ -18,7 +18,7 @@ func (c Chain) Leaf() *Signed { return c[len(c)-1] }
 // the one before as its parent and was issued by that parent's subject,
 // and that each narrows its parent (JCP §4.5): its actions a subset, its
 // resource within, its budget and expiry no larger. Signatures are checked
-// separately ([Chain.verifySignatures]).
+// separately ([Verifier]).
 func (c Chain) link() error {
 	if len(c) == 0 || len(c) > MaxChain {
 		return fmt.Errorf("%w: a chain holds 1 … %d grants, got %d", ErrChain, MaxChain, len(c))
@@ -46,15 +46,6 @@ func (c Chain) link() error {
 			return fmt.Errorf("%w: grant %d's budget %d µJ exceeds its parent's %d µJ", ErrAttenuation, i, child.BudgetUJ, parent.BudgetUJ)
 		case child.Expiry > parent.Expiry:
 			return fmt.Errorf("%w: grant %d expires after its parent (%d > %d)", ErrAttenuation, i, child.Expiry, parent.Expiry)
-		}
-	}
-	return nil
-}
-
-func (c Chain) verifySignatures() error {
-	for _, s := range c {
-		if err := s.verify(); err != nil {
-			return err
 		}
 	}
 	return nil

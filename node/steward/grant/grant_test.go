@@ -125,6 +125,31 @@ func TestVerifyRefusals(t *testing.T) {
 	}
 }
 
+// TestVerifierMemory: a Verifier skips only a signature it has checked on
+// the very same bytes.
+func TestVerifierMemory(t *testing.T) {
+	id := requestID(t, request(1000))
+	steward := key(t, seedSteward).DIDKey()
+	v := NewVerifier()
+	c := delegated(t, nil, nil)
+	if _, err := v.Verify(present(t, c, seedCaller, id, 1), id, steward); err != nil {
+		t.Fatal(err)
+	}
+	forged := *c[0]
+	forged.Signature[0] ^= 1
+	if _, err := v.Verify(present(t, Chain{&forged, c[1]}, seedCaller, id, 2), id, steward); !errors.Is(err, ErrSignature) {
+		t.Fatalf("a forged signature on a remembered grant: %v", err)
+	}
+	if _, err := v.Verify(present(t, c, seedCaller, id, 3), id, steward); err != nil {
+		t.Fatal(err)
+	}
+	p := present(t, c, seedCaller, id, 4)
+	p.Signature[0] ^= 1
+	if _, err := v.Verify(p, id, steward); !errors.Is(err, ErrPresentationSignature) {
+		t.Fatalf("the presentation's own signature is always checked: %v", err)
+	}
+}
+
 // presentUnlinked signs a presentation without Present's chain check, as
 // a hostile caller would.
 func presentUnlinked(t *testing.T, c Chain, id receipt.ContentID) *Presentation {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sync"
 
 	"github.com/meshnode/meshnode/node/identity"
 	"github.com/meshnode/meshnode/node/receipt"
@@ -163,6 +164,61 @@ func (v *Verified) Presentation() *Presentation { return v.p }
 // presentation from anyone but the leaf's issuer is refused as
 // unauthenticated whatever its chain says.
 func Verify(p *Presentation, requestID receipt.ContentID, holder string) (*Verified, error) {
+	return (*Verifier)(nil).Verify(p, requestID, holder)
+}
+
+// Verifier verifies presentations, remembering the grant signatures it has
+// checked: a steward sees one chain in many presentations (and again in
+// every replay of its journal), and a grant's signature is a function of
+// its bytes alone. The presentation's own signature, which binds the
+// request, is checked every time. It is safe for concurrent use; the nil
+// Verifier remembers nothing.
+type Verifier struct {
+	mu   sync.Mutex
+	seen map[signedKey]struct{}
+}
+
+// signedKey identifies a signed grant by its id (its core) and signature.
+type signedKey struct {
+	id  receipt.ContentID
+	sig [ed25519.SignatureSize]byte
+}
+
+// maxSeen bounds what a Verifier remembers; past it, it starts afresh.
+const maxSeen = 4096
+
+// NewVerifier returns a Verifier that remembers the grants it verified.
+func NewVerifier() *Verifier { return &Verifier{seen: map[signedKey]struct{}{}} }
+
+// verifySignatures checks every grant's signature that v has not seen.
+func (v *Verifier) verifySignatures(c Chain) error {
+	for _, s := range c {
+		k := signedKey{s.ID, s.Signature}
+		if v != nil {
+			v.mu.Lock()
+			_, ok := v.seen[k]
+			v.mu.Unlock()
+			if ok {
+				continue
+			}
+		}
+		if err := s.verify(); err != nil {
+			return err
+		}
+		if v != nil {
+			v.mu.Lock()
+			if len(v.seen) >= maxSeen {
+				clear(v.seen)
+			}
+			v.seen[k] = struct{}{}
+			v.mu.Unlock()
+		}
+	}
+	return nil
+}
+
+// Verify is the package's Verify, with v's memory of grant signatures.
+func (v *Verifier) Verify(p *Presentation, requestID receipt.ContentID, holder string) (*Verified, error) {
 	if len(p.Chain) == 0 {
 		return nil, fmt.Errorf("%w: presentation has no chain", ErrChain)
 	}
@@ -180,7 +236,7 @@ func Verify(p *Presentation, requestID receipt.ContentID, holder string) (*Verif
 	if err := p.Chain.link(); err != nil {
 		return nil, err
 	}
-	if err := p.Chain.verifySignatures(); err != nil {
+	if err := v.verifySignatures(p.Chain); err != nil {
 		return nil, err
 	}
 	if leaf.Grant.Subject != holder {

@@ -1,0 +1,5 @@
+//go:build !race
+
+package steward
+
+const raceEnabled = false
