@@ -86,9 +86,12 @@ func nonceK(n [16]byte) uint64 { return binary.BigEndian.Uint64(n[8:]) }
 // childTB is the little of testing.TB the child's helpers need.
 type childTB struct{ testing.TB }
 
-func (childTB) Helper()                   {}
-func (childTB) Fatal(args ...any)         { fmt.Println("error fatal", fmt.Sprint(args...)); os.Exit(2) }
-func (childTB) Fatalf(f string, a ...any) { fmt.Println("error fatal", fmt.Sprintf(f, a...)); os.Exit(2) }
+func (childTB) Helper()           {}
+func (childTB) Fatal(args ...any) { fmt.Println("error fatal", fmt.Sprint(args...)); os.Exit(2) }
+func (childTB) Fatalf(f string, a ...any) {
+	fmt.Println("error fatal", fmt.Sprintf(f, a...))
+	os.Exit(2)
+}
 
 // sleepyEngine pauses mid-serve, so kills land inside the engine.
 type sleepyEngine struct {
