@@ -228,8 +228,9 @@ func TestInvariance(t *testing.T) {
 			if reused, _, err = s.Prefill(ctx, other); err != nil || reused != 3 {
 				t.Fatalf("diverging prompt: reused %d, %v", reused, err)
 			}
-			// The same prompt again re-evaluates its last token only.
-			if reused, logits, err = s.Prefill(ctx, prompt); err != nil || reused != 3 {
+			// Back to the first prompt: the shared 3 tokens stay; then the
+			// same prompt again re-evaluates its last token only.
+			if reused, logits, err = s.Prefill(ctx, prompt); err != nil || reused != 3 || !slices.Equal(logits, ref) {
 				t.Fatalf("back to the first: reused %d, %v", reused, err)
 			}
 			if reused, logits, err = s.Prefill(ctx, prompt); err != nil || reused != len(prompt)-1 || !slices.Equal(logits, ref) {
