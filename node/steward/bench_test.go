@@ -43,3 +43,41 @@ func BenchmarkServe(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDurableServe: a serve over the file journal, ungranted (one
+// sealed record) and granted (authorised, debited, sealed, each synced),
+// against the same serve with no journal. It reports the journal's growth
+// per serve, which the journal never compacts.
+func BenchmarkDurableServe(b *testing.B) {
+	req := genRequest(32, 4, receipt.F2, 1_000)
+	prompt := promptOf(32)
+	base := newSteward(b, Config{Backends: referenceBackends(), Meter: &fakeMeter{energy: hw.Estimated(1_000)}})
+	const n = 100
+	start := time.Now()
+	for range n {
+		if _, err := base.Serve(context.Background(), req, prompt, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	plain := time.Since(start) / n
+	for _, granted := range []bool{false, true} {
+		b.Run(fmt.Sprintf("granted=%v", granted), func(b *testing.B) {
+			f := newBenchFixture(b)
+			size := f.j.Size()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				var opts []ServeOption
+				if granted {
+					opts = append(opts, WithPresentation(f.present(req)))
+				}
+				if _, err := f.s.Serve(context.Background(), req, prompt, nil, opts...); err != nil {
+					b.Fatal(err)
+				}
+			}
+			per := b.Elapsed() / time.Duration(b.N)
+			b.ReportMetric(float64(f.j.Size()-size)/float64(b.N), "journal-B/serve")
+			b.ReportMetric(float64(per)/float64(plain), "x-unjournaled")
+		})
+	}
+}

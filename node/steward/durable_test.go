@@ -23,7 +23,7 @@ var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 // fixture is a steward over a real journal file, and a grant chain from
 // an owner through a caller to that steward.
 type fixture struct {
-	t       *testing.T
+	t       testing.TB
 	path    string
 	key     *identity.Key // the steward's
 	caller  *identity.Key
@@ -32,16 +32,32 @@ type fixture struct {
 	j       *journal.Journal
 	s       *Steward
 	cfg     Config
-	nonce   byte
+	nonce   uint64
 	meterUJ uint64
 }
 
-func newFixture(t *testing.T, caveats ...grant.Caveat) *fixture {
+func newFixture(t testing.TB, caveats ...grant.Caveat) *fixture {
 	return newFixtureOn(t, referenceBackends(), caveats...)
 }
 
+// newBenchFixture is newFixture for a benchmark: the grant's budget
+// outlasts any b.N.
+func newBenchFixture(b *testing.B) *fixture {
+	f := newFixtureOn(b, referenceBackends())
+	f.j.Close()
+	root, err := grant.Issue(grant.Issuance{Issuer: testKey(b, 10), Subject: f.caller.DIDKey(), BudgetUJ: 1 << 60, Expiry: t0.Add(time.Hour), Rand: &counterReader{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if f.chain, err = grant.Issue(grant.Issuance{Issuer: f.caller, Subject: f.key.DIDKey(), BudgetUJ: 1 << 59, Expiry: t0.Add(time.Hour), Parent: root, Rand: &counterReader{}}); err != nil {
+		b.Fatal(err)
+	}
+	f.start()
+	return f
+}
+
 // newFixtureOn is newFixture on the given backends.
-func newFixtureOn(t *testing.T, backends []Backend, caveats ...grant.Caveat) *fixture {
+func newFixtureOn(t testing.TB, backends []Backend, caveats ...grant.Caveat) *fixture {
 	f := &fixture{t: t, path: filepath.Join(t.TempDir(), "journal", "steward.jsonl"), key: testKey(t, 1), caller: testKey(t, 11), meterUJ: 4_000}
 	root, err := grant.Issue(grant.Issuance{Issuer: testKey(t, 10), Subject: f.caller.DIDKey(), BudgetUJ: 1_000_000,
 		Expiry: t0.Add(24 * time.Hour), Caveats: caveats, Rand: &counterReader{n: 100}})
@@ -99,7 +115,7 @@ func (f *fixture) present(req receipt.ServeRequest) *grant.Presentation {
 		f.t.Fatal(err)
 	}
 	f.nonce++
-	p, err := grant.Present(f.chain, f.caller, id, bytes.NewReader(bytes.Repeat([]byte{f.nonce}, 16)))
+	p, err := grant.Present(f.chain, f.caller, id, &counterReader{n: f.nonce << 8})
 	if err != nil {
 		f.t.Fatal(err)
 	}
