@@ -183,6 +183,27 @@ func (c *Client) timeout(req *nodev1.OwnerControlRequest) time.Duration {
 
 // open opens a stream and sends the handshake and req on it.
 func (c *Client) open(ctx context.Context, req *nodev1.OwnerControlRequest) (*quic.Stream, error) {
+	st, err := c.send(ctx, req)
+	if st == nil || err == nil {
+		return st, err
+	}
+	// A node that refuses the handshake answers with its reason and stops
+	// reading, which can fail the request's write: the answer says more.
+	rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeouts.Handshake)
+	_, rerr := c.read(rctx, st, req)
+	cancel()
+	st.CancelRead(mesh.StreamCodeDone)
+	st.CancelWrite(mesh.StreamCodeDone)
+	var e *Error
+	if errors.As(rerr, &e) {
+		return nil, e
+	}
+	return nil, err
+}
+
+// send opens a stream and writes the handshake and req. A failed write
+// returns the stream too, for open to read the node's answer from.
+func (c *Client) send(ctx context.Context, req *nodev1.OwnerControlRequest) (*quic.Stream, error) {
 	octx, cancel := context.WithTimeout(ctx, c.cfg.Timeouts.OpenStream)
 	st, err := c.conn.OpenStreamSync(octx)
 	cancel()
@@ -201,9 +222,7 @@ func (c *Client) open(ctx context.Context, req *nodev1.OwnerControlRequest) (*qu
 		err := wire.WriteFrame(wctx, st, step.env)
 		cancel()
 		if err != nil {
-			st.CancelRead(mesh.StreamCodeDone)
-			st.CancelWrite(mesh.StreamCodeDone)
-			return nil, c.failure(step.name, err)
+			return st, c.failure(step.name, err)
 		}
 	}
 	return st, nil

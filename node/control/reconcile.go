@@ -28,7 +28,7 @@ const (
 
 // ErrUnknownModel is what a Runtime wraps for a model it neither holds on
 // disk nor has loaded.
-var ErrUnknownModel = errors.New("control: unknown model")
+var ErrUnknownModel = errors.New("unknown model")
 
 // Runtime is the node's side of a Reconciler: the models it can load and
 // the work they admit.

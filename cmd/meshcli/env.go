@@ -1,0 +1,194 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meshnode/meshnode/node/control"
+	"github.com/meshnode/meshnode/node/control/owner"
+)
+
+const envKey = "env"
+
+func envOf(c *cli.Context) *env { return c.App.Metadata[envKey].(*env) }
+
+func defaultConfigDir() string {
+	d, err := owner.DefaultDir()
+	if err != nil {
+		return "$XDG_CONFIG_HOME/meshcli"
+	}
+	return string(d)
+}
+
+// ownerDir is the owner's config directory.
+func ownerDir(c *cli.Context) (owner.Dir, error) {
+	if d := c.String("config-dir"); d != "" {
+		return owner.Dir(d), nil
+	}
+	return owner.DefaultDir()
+}
+
+// getJSON fetches path from the local node's API into out.
+func getJSON(c *cli.Context, path string, out any) error {
+	e := envOf(c)
+	base := strings.TrimRight(c.String("api"), "/")
+	req, err := http.NewRequestWithContext(c.Context, http.MethodGet, base+path, nil)
+	if err != nil {
+		return fmt.Errorf("--api %q: %w", base, err)
+	}
+	if k := c.String("api-key"); k != "" {
+		req.Header.Set("Authorization", "Bearer "+k)
+	}
+	resp, err := e.http.Do(req)
+	if err != nil {
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return fmt.Errorf("no node is answering at %s (is meshnode running? see --api)", base)
+		}
+		return fmt.Errorf("GET %s: %w", base+path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return fmt.Errorf("GET %s: %w", base+path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var apiErr struct {
+			Error struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if json.Unmarshal(body, &apiErr) == nil && apiErr.Error.Message != "" {
+			return fmt.Errorf("GET %s: %s: %s", path, resp.Status, apiErr.Error.Message)
+		}
+		return fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		return fmt.Errorf("GET %s: the node's answer does not decode: %w", path, err)
+	}
+	return nil
+}
+
+// controller is owner control of the node meshcli drives: the one named
+// by --endpoint, over QUIC as the owner's client identity, or else the
+// local node through its REST facade.
+func controller(c *cli.Context) (control.Controller, error) {
+	e := envOf(c)
+	tok := c.String("endpoint")
+	if tok == "" {
+		return control.NewHTTPClient(c.String("api"), c.String("api-key"), e.http, e.timeouts), nil
+	}
+	addr, err := control.ParseEndpoint(tok)
+	if err != nil {
+		return nil, fmt.Errorf("--endpoint: %w", err)
+	}
+	dir, err := ownerDir(c)
+	if err != nil {
+		return nil, err
+	}
+	key, cert, err := dir.Client(e.now())
+	if err != nil {
+		return nil, err
+	}
+	return control.Dial(c.Context, addr, control.ClientConfig{Key: key, Ownership: cert, Timeouts: e.timeouts})
+}
+
+// withController runs f with the controller and closes it after.
+func withController(c *cli.Context, f func(control.Controller) error) error {
+	ctl, err := controller(c)
+	if err != nil {
+		return err
+	}
+	defer ctl.Close()
+	return f(ctl)
+}
+
+var jsonFlag = &cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table"}
+
+// printJSON writes v, indented.
+func printJSON(w io.Writer, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}
+
+// protoJSON is a message as the REST facade writes it, indented.
+var protoJSON = protojson.MarshalOptions{UseProtoNames: true, Multiline: true, Indent: "  "}
+
+func printProto(w io.Writer, m proto.Message) error {
+	b, err := protoJSON.Marshal(m)
+	if err != nil {
+		return err
+	}
+	// protojson varies its spacing at random to stop people depending on
+	// it; a round through encoding/json makes output stable.
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	return printJSON(w, v)
+}
+
+// table writes aligned columns.
+type table struct{ tw *tabwriter.Writer }
+
+func newTable(w io.Writer, header ...string) *table {
+	t := &table{tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)}
+	t.row(header...)
+	return t
+}
+
+func (t *table) row(cols ...string) { fmt.Fprintln(t.tw, strings.Join(cols, "\t")) }
+
+func (t *table) flush() error { return t.tw.Flush() }
+
+// humanBytes is a size in binary units.
+func humanBytes(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := uint64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// short abbreviates a hex id as identity.EndpointID.Short does.
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// compactJSON strips protojson's deliberately unstable spacing.
+func compactJSON(b []byte) []byte {
+	var out bytes.Buffer
+	if json.Compact(&out, b) != nil {
+		return b
+	}
+	return out.Bytes()
+}

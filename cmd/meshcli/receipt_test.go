@@ -1,0 +1,94 @@
+package main
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/meshnode/meshnode/hw"
+	"github.com/meshnode/meshnode/node/control/controltest"
+	"github.com/meshnode/meshnode/node/receipt"
+)
+
+// sealedChain is a steward's log of n receipts from genesis.
+func sealedChain(t *testing.T, n int) (*receipt.Sealer, []*receipt.Sealed) {
+	t.Helper()
+	s, err := receipt.NewSealer(controltest.Key(t, controltest.SeedNode))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var head receipt.Head
+	var out []*receipt.Sealed
+	for i := range n {
+		req := receipt.ServeRequest{PromptHash: receipt.PromptHash([]byte{byte(i)}), PromptTokens: 5, MaxTokens: 16,
+			FidelityFloor: receipt.F2, JouleCeilingUJ: 10_000}
+		id, err := req.ID()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var nonce receipt.Nonce
+		nonce[0] = byte(i + 1)
+		commit := receipt.Commit(s.Opening(id, nonce), id, receipt.PayloadDigest([]uint32{1, 2}), []uint32{7, 8, 9})
+		r := receipt.Receipt{
+			RequestID: id, Backend: "cpu:meshnode-fortunes-q8_0", Recipe: "meshnode-fortunes-q8_0", Route: "cheapest admissible",
+			TokensIn: 5, TokensOut: 3, TokensAccepted: 3, FidelityFloor: receipt.F2,
+			Fidelity:    &receipt.FidelityReport{Advertised: receipt.F3, Delivered: receipt.F3},
+			FidelityMet: true, Energy: hw.Estimated(1500 + uint64(i)), OutputCommitment: &commit, Nonce: nonce,
+		}
+		head.Stamp(&r)
+		sealed, err := s.Seal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		head = head.Advance(sealed)
+		out = append(out, sealed)
+	}
+	return s, out
+}
+
+func TestReceiptVerify(t *testing.T) {
+	_, chain := sealedChain(t, 3)
+	c := newCLI(t, "http://127.0.0.1:1")
+	dir := t.TempDir()
+	c.files = dir
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	usage, _ := json.Marshal(chain[1].Usage())
+	response, _ := json.Marshal(map[string]any{"id": "chatcmpl-1", "usage": map[string]any{"energy": chain[1].Usage()}})
+	var log strings.Builder
+	for i, s := range chain {
+		if i == 1 {
+			log.WriteString(hex.EncodeToString(s.Envelope) + "\n\n") // hex lines and blank lines are fine
+			continue
+		}
+		line, _ := json.Marshal(map[string]string{"envelope_hex": hex.EncodeToString(s.Envelope)})
+		log.Write(append(line, '\n'))
+	}
+	logPath := write("receipts.jsonl", []byte(log.String()))
+	// A log with the middle receipt removed breaks the chain.
+	lines := strings.Split(strings.TrimSpace(log.String()), "\n")
+	broken := write("broken.jsonl", []byte(lines[0]+"\n"+lines[len(lines)-1]+"\n"))
+	short := write("short.jsonl", []byte(lines[0]+"\n"))
+	tampered := append([]byte(nil), chain[1].Envelope...)
+	tampered[len(tampered)-5] ^= 1
+
+	golden(t, "receipt.txt", c.transcript(
+		[]string{"receipt", "verify", write("usage.json", usage)},
+		[]string{"receipt", "verify", "--log", logPath, write("response.json", response)},
+		[]string{"receipt", "verify", "--steward", chain[0].Receipt.Steward, write("envelope.hex", []byte(hex.EncodeToString(chain[2].Envelope)+"\n"))},
+		[]string{"receipt", "verify", write("envelope.cbor", chain[0].Envelope)},
+		[]string{"receipt", "verify", write("tampered.cbor", tampered)},
+		[]string{"receipt", "verify", "--steward", controltest.Key(t, 40).DIDKey(), write("again.cbor", chain[0].Envelope)},
+		[]string{"receipt", "verify", "--log", broken, filepath.Join(dir, "usage.json")},
+		[]string{"receipt", "verify", "--log", short, filepath.Join(dir, "usage.json")},
+		[]string{"receipt", "verify", write("empty.json", []byte(`{"id": 1}`))},
+	))
+}

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+)
+
+// statusDoc is what meshcli reads of GET /api/status (node.Status).
+type statusDoc struct {
+	NodeID  string `json:"node_id"`
+	DID     string `json:"did"`
+	Version string `json:"version"`
+	Uptime  string `json:"uptime"`
+	Steward struct {
+		Sequence uint64 `json:"next_sequence"`
+		Last     string `json:"last_envelope"`
+	} `json:"steward"`
+	Models []struct {
+		Name      string `json:"name"`
+		Context   int    `json:"context"`
+		SizeBytes uint64 `json:"size_bytes"`
+	} `json:"models"`
+	Peers []peerDoc `json:"peers"`
+	Meter struct {
+		Selected string `json:"selected"`
+		Why      string `json:"why"`
+	} `json:"meter"`
+	// Unresolved are serves the steward has not sealed or refused yet,
+	// when the node reports them.
+	Unresolved []struct {
+		RequestID string `json:"request_id"`
+		Model     string `json:"model"`
+		Stage     string `json:"stage"`
+		Since     string `json:"since"`
+	} `json:"unresolved_serves"`
+}
+
+type peerDoc struct {
+	ID        string   `json:"id"`
+	Addrs     []string `json:"addrs"`
+	RTTMillis float64  `json:"rtt_ms,omitempty"`
+	Models    []string `json:"models"`
+	Admission string   `json:"admission"`
+}
+
+func statusCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "status",
+		Usage: "show the local node: identity, meter, steward head, models, peers",
+		Flags: []cli.Flag{jsonFlag},
+		Action: func(c *cli.Context) error {
+			if c.Bool("json") {
+				var raw map[string]any
+				if err := getJSON(c, "/api/status", &raw); err != nil {
+					return err
+				}
+				return printJSON(envOf(c).stdout, raw)
+			}
+			var st statusDoc
+			if err := getJSON(c, "/api/status", &st); err != nil {
+				return err
+			}
+			return printStatus(c, &st)
+		},
+	}
+}
+
+func printStatus(c *cli.Context, st *statusDoc) error {
+	w := envOf(c).stdout
+	kv := newTable(w, "Node", short(st.NodeID)+"  "+st.DID)
+	kv.row("Version", st.Version+", up "+st.Uptime)
+	meter := orDash(st.Meter.Selected)
+	if st.Meter.Why != "" {
+		meter += ": " + st.Meter.Why
+	}
+	kv.row("Meter", meter)
+	head := fmt.Sprintf("next sequence %d", st.Steward.Sequence)
+	if st.Steward.Last != "" {
+		head += ", last envelope " + short(st.Steward.Last)
+	}
+	kv.row("Steward", head)
+	kv.row("Unresolved", plural(len(st.Unresolved), "serve"))
+	if err := kv.flush(); err != nil {
+		return err
+	}
+	if len(st.Unresolved) > 0 {
+		fmt.Fprintln(w)
+		t := newTable(w, "REQUEST", "MODEL", "STAGE", "SINCE")
+		for _, u := range st.Unresolved {
+			t.row(short(u.RequestID), u.Model, orDash(u.Stage), orDash(u.Since))
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(w)
+	t := newTable(w, "SERVING", "CONTEXT", "SIZE")
+	for _, m := range st.Models {
+		t.row(m.Name, strconv.Itoa(m.Context), humanBytes(m.SizeBytes))
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	return printPeers(c, st.Peers)
+}
+
+func peersCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "peers",
+		Usage: "list the local node's peers: address, round trip, admission, models",
+		Flags: []cli.Flag{jsonFlag},
+		Action: func(c *cli.Context) error {
+			var st statusDoc
+			if err := getJSON(c, "/api/status", &st); err != nil {
+				return err
+			}
+			if c.Bool("json") {
+				if st.Peers == nil {
+					st.Peers = []peerDoc{}
+				}
+				return printJSON(envOf(c).stdout, st.Peers)
+			}
+			return printPeers(c, st.Peers)
+		},
+	}
+}
+
+func printPeers(c *cli.Context, peers []peerDoc) error {
+	w := envOf(c).stdout
+	if len(peers) == 0 {
+		_, err := fmt.Fprintln(w, "No peers.")
+		return err
+	}
+	t := newTable(w, "PEER", "RTT", "ADMISSION", "ADDRESS", "MODELS")
+	for _, p := range peers {
+		rtt := "-"
+		if p.RTTMillis > 0 {
+			rtt = strconv.FormatFloat(p.RTTMillis, 'f', 1, 64) + " ms"
+		}
+		addr := "-"
+		if len(p.Addrs) > 0 {
+			addr = p.Addrs[0]
+			if len(p.Addrs) > 1 {
+				addr += fmt.Sprintf(" (+%d)", len(p.Addrs)-1)
+			}
+		}
+		t.row(short(p.ID), rtt, orDash(p.Admission), addr, orDash(strings.Join(p.Models, ", ")))
+	}
+	return t.flush()
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return strconv.Itoa(n) + " " + what + "s"
+}
