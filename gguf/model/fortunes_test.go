@@ -1,68 +1,18 @@
 package model_test
 
 import (
-	"bufio"
 	"context"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/model"
+	"github.com/meshnode/meshnode/gguf/model/modeltest"
 )
-
-// greedyCase is one entry of models/reference-greedy.txt: llama.cpp's
-// greedy ids for a prompt on one of the meshnode-fortunes files.
-type greedyCase struct {
-	file      string
-	prompt    []uint32
-	generated []uint32
-}
-
-func readGreedyReference(t *testing.T, path string) []greedyCase {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var cases []greedyCase
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "### "):
-			name, _, _ := strings.Cut(strings.TrimPrefix(line, "### "), " ")
-			cases = append(cases, greedyCase{file: name})
-		case strings.HasPrefix(line, "prompt ids"):
-			cases[len(cases)-1].prompt = parseIDs(t, line)
-		case strings.HasPrefix(line, "generated ids"):
-			cases[len(cases)-1].generated = parseIDs(t, line)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return cases
-}
-
-func parseIDs(t *testing.T, line string) []uint32 {
-	t.Helper()
-	_, list, _ := strings.Cut(line, ":")
-	var ids []uint32
-	for _, f := range strings.Fields(list) {
-		v, err := strconv.ParseUint(f, 10, 32)
-		if err != nil {
-			t.Fatalf("%q: %v", line, err)
-		}
-		ids = append(ids, uint32(v))
-	}
-	return ids
-}
 
 // modelDirs are where the fortunes files may be: the repository's models/
 // (the Q8_0 file is committed) and $MESHNODE_MODELS (for the F16 one).
@@ -84,17 +34,17 @@ func modelPath(name string) (string, bool) {
 // trained model: the same 40 ids for each reference prompt (decoding goes
 // on past EOS, as the reference did).
 func TestFortunesGreedy(t *testing.T) {
-	cases := readGreedyReference(t, filepath.Join("..", "..", "models", "reference-greedy.txt"))
-	if len(cases) == 0 {
-		t.Fatal("no reference cases")
+	cases, err := modeltest.ReadGreedyReference(filepath.Join("..", "..", "models", "reference-greedy.txt"))
+	if err != nil || len(cases) == 0 {
+		t.Fatalf("reference: %d cases, %v", len(cases), err)
 	}
 	be := cpu.New(cpu.Options{})
 	defer be.Close()
 	for _, tc := range cases {
-		t.Run(tc.file+"/"+strconv.Itoa(len(tc.prompt)), func(t *testing.T) {
-			path, ok := modelPath(tc.file)
+		t.Run(tc.File+"/"+strconv.Itoa(len(tc.Prompt)), func(t *testing.T) {
+			path, ok := modelPath(tc.File)
 			if !ok {
-				t.Skipf("%s not found (the F16 file is not in the repository; set MESHNODE_MODELS)", tc.file)
+				t.Skipf("%s not found (the F16 file is not in the repository; set MESHNODE_MODELS)", tc.File)
 			}
 			f, err := gguf.Open(path)
 			if err != nil {
@@ -109,9 +59,9 @@ func TestFortunesGreedy(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := greedy(t, s, tc.prompt, len(tc.generated))
-			if !slices.Equal(got, tc.generated) {
-				t.Fatalf("greedy ids\n got %v\nwant %v", got, tc.generated)
+			got := greedy(t, s, tc.Prompt, len(tc.Generated))
+			if !slices.Equal(got, tc.Generated) {
+				t.Fatalf("greedy ids\n got %v\nwant %v", got, tc.Generated)
 			}
 		})
 	}

@@ -310,12 +310,11 @@ func runLlamaCpp(t *testing.T, name string, spec modeltest.Spec, file []byte) (g
 	if err != nil {
 		return golden{}, fmt.Errorf("%s: %v\n%s", bin, err, out)
 	}
-	var greedy []uint32
-	for line := range strings.Lines(string(out)) {
-		if strings.HasPrefix(line, "generated ids") {
-			greedy = parseIDs(t, line)
-		}
+	cases, err := modeltest.ParseGreedy(bytes.NewReader(out))
+	if err != nil || len(cases) != 1 {
+		return golden{}, fmt.Errorf("greedy's output (%v):\n%s", err, out)
 	}
+	greedy := cases[0].Generated
 	raw, err := os.ReadFile(logitsPath)
 	if err != nil {
 		return golden{}, err

@@ -1,20 +1,18 @@
 package ggufengine
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/meshnode/meshnode/gguf/chat"
 	"github.com/meshnode/meshnode/gguf/digest"
+	"github.com/meshnode/meshnode/gguf/model/modeltest"
 	"github.com/meshnode/meshnode/gguf/tokenizer"
 	"github.com/meshnode/meshnode/node/engine"
 	"github.com/meshnode/meshnode/node/receipt"
@@ -42,52 +40,18 @@ func fortunes(t *testing.T) *Model {
 
 var tokenizerContinue = tokenizer.DecodeOptions{Continue: true}
 
-type reference struct {
-	prompt, generated []uint32
-}
-
 // q8References reads llama.cpp's greedy ids for the Q8_0 file.
-func q8References(t *testing.T) []reference {
+func q8References(t *testing.T) []modeltest.GreedyCase {
 	t.Helper()
-	f, err := os.Open(referencePath)
+	all, err := modeltest.ReadGreedyReference(referencePath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	var refs []reference
-	inQ8 := false
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "### "):
-			inQ8 = strings.Contains(line, "q8_0")
-			if inQ8 {
-				refs = append(refs, reference{})
-			}
-		case inQ8 && strings.HasPrefix(line, "prompt ids"):
-			refs[len(refs)-1].prompt = ids(t, line)
-		case inQ8 && strings.HasPrefix(line, "generated ids"):
-			refs[len(refs)-1].generated = ids(t, line)
-		}
-	}
+	refs := slices.DeleteFunc(all, func(c modeltest.GreedyCase) bool { return !strings.Contains(c.File, "q8_0") })
 	if len(refs) == 0 {
 		t.Fatal("no Q8_0 references")
 	}
 	return refs
-}
-
-func ids(t *testing.T, line string) []uint32 {
-	_, list, _ := strings.Cut(line, ":")
-	var out []uint32
-	for _, f := range strings.Fields(list) {
-		v, err := strconv.ParseUint(f, 10, 32)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, uint32(v))
-	}
-	return out
 }
 
 func request(maxTokens uint32, s *receipt.Sampling) receipt.ServeRequest {
@@ -124,13 +88,13 @@ func untilEOS(m *Model, ids []uint32) []uint32 {
 func TestGreedyMatchesLlamaCpp(t *testing.T) {
 	m := fortunes(t)
 	for _, ref := range q8References(t) {
-		want := untilEOS(m, ref.generated)
-		got, out := serve(t, m.Engine(), request(40, nil), ref.prompt)
+		want := untilEOS(m, ref.Generated)
+		got, out := serve(t, m.Engine(), request(40, nil), ref.Prompt)
 		if !slices.Equal(got, want) {
-			t.Errorf("prompt %v:\n got %v\nwant %v", ref.prompt, got, want)
+			t.Errorf("prompt %v:\n got %v\nwant %v", ref.Prompt, got, want)
 		}
-		if out.TokensIn != uint32(len(ref.prompt)) || out.TokensOut != uint32(len(got)) || out.TokensAccepted != out.TokensOut {
-			t.Errorf("outcome %+v for %d in, %d out", out, len(ref.prompt), len(got))
+		if out.TokensIn != uint32(len(ref.Prompt)) || out.TokensOut != uint32(len(got)) || out.TokensAccepted != out.TokensOut {
+			t.Errorf("outcome %+v for %d in, %d out", out, len(ref.Prompt), len(got))
 		}
 		if out.Delivered == nil || *out.Delivered != receipt.F1 {
 			t.Errorf("delivered %v, want F1", out.Delivered)
@@ -142,9 +106,9 @@ func TestMaxTokens(t *testing.T) {
 	m := fortunes(t)
 	ref := q8References(t)[0]
 	for _, n := range []uint32{0, 1, 5} {
-		got, _ := serve(t, m.Engine(), request(n, nil), ref.prompt)
-		if !slices.Equal(got, ref.generated[:n]) {
-			t.Errorf("max_tokens %d: %v, want %v", n, got, ref.generated[:n])
+		got, _ := serve(t, m.Engine(), request(n, nil), ref.Prompt)
+		if !slices.Equal(got, ref.Generated[:n]) {
+			t.Errorf("max_tokens %d: %v, want %v", n, got, ref.Generated[:n])
 		}
 	}
 }
@@ -159,8 +123,8 @@ func TestStopString(t *testing.T) {
 		}
 		return s
 	}
-	full := text(untilEOS(m, ref.generated))
-	got, _ := serve(t, m.Engine(), request(40, &receipt.Sampling{Stop: []string{"little"}}), ref.prompt)
+	full := text(untilEOS(m, ref.Generated))
+	got, _ := serve(t, m.Engine(), request(40, &receipt.Sampling{Stop: []string{"little"}}), ref.Prompt)
 	out := text(got)
 	if strings.Contains(out, "little") || !strings.HasPrefix(full, out) || !strings.Contains(full[len(out):], "little") {
 		t.Fatalf("stopped at %q of %q", out, full)
@@ -172,7 +136,7 @@ func TestStopString(t *testing.T) {
 
 func TestSeededSamplingIsReproducible(t *testing.T) {
 	m := fortunes(t)
-	prompt := q8References(t)[1].prompt
+	prompt := q8References(t)[1].Prompt
 	seed := func(v uint64) *receipt.Sampling {
 		return &receipt.Sampling{TemperatureE6: 900_000, TopPE6: 950_000, Seed: &v}
 	}
@@ -221,7 +185,7 @@ func TestRefusals(t *testing.T) {
 
 func TestCancellation(t *testing.T) {
 	m := fortunes(t)
-	prompt := q8References(t)[0].prompt
+	prompt := q8References(t)[0].Prompt
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := m.Engine().Serve(ctx, request(8, nil), prompt, func(uint32) error { return nil }); !errors.Is(err, context.Canceled) {
@@ -254,15 +218,15 @@ func TestCancellation(t *testing.T) {
 func TestConversationReuse(t *testing.T) {
 	m := fortunes(t)
 	ref := q8References(t)[2]
-	first, _ := serve(t, m.Engine(), request(10, nil), ref.prompt)
-	turn2 := slices.Concat(ref.prompt, first, m.Tokenize(" And then", false, false))
+	first, _ := serve(t, m.Engine(), request(10, nil), ref.Prompt)
+	turn2 := slices.Concat(ref.Prompt, first, m.Tokenize(" And then", false, false))
 
 	s, err := m.eng.pool.acquire(context.Background(), turn2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := s.CommonPrefix(turn2); n < len(ref.prompt)+len(first)-1 {
-		t.Fatalf("the pool picked a session sharing %d tokens, want the first turn's %d", n, len(ref.prompt)+len(first)-1)
+	if n := s.CommonPrefix(turn2); n < len(ref.Prompt)+len(first)-1 {
+		t.Fatalf("the pool picked a session sharing %d tokens, want the first turn's %d", n, len(ref.Prompt)+len(first)-1)
 	}
 	m.eng.pool.release(s)
 	got, _ := serve(t, m.Engine(), request(12, nil), turn2)
@@ -289,12 +253,12 @@ func TestConcurrentServes(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			var got []uint32
-			_, err := m.Engine().Serve(context.Background(), request(12, nil), ref.prompt, func(tok uint32) error {
+			_, err := m.Engine().Serve(context.Background(), request(12, nil), ref.Prompt, func(tok uint32) error {
 				got = append(got, tok)
 				return nil
 			})
-			if want := untilEOS(m, ref.generated[:12]); err != nil || !slices.Equal(got, want) {
-				errs <- fmt.Sprintf("concurrent serve of %v: %v (%v), want %v", ref.prompt, got, err, want)
+			if want := untilEOS(m, ref.Generated[:12]); err != nil || !slices.Equal(got, want) {
+				errs <- fmt.Sprintf("concurrent serve of %v: %v (%v), want %v", ref.Prompt, got, err, want)
 			}
 		}()
 	}
@@ -341,7 +305,7 @@ func TestPrecisionNames(t *testing.T) {
 func TestTextHelpers(t *testing.T) {
 	m := fortunes(t)
 	ids := m.Tokenize("A man walks into a bar", true, false)
-	if want := q8References(t)[0].prompt; !slices.Equal(ids, want) {
+	if want := q8References(t)[0].Prompt; !slices.Equal(ids, want) {
 		t.Fatalf("tokenize: %v, want %v", ids, want)
 	}
 	text, err := m.ApplyChat([]chat.Message{{Role: "user", Content: "hi"}})
@@ -350,7 +314,7 @@ func TestTextHelpers(t *testing.T) {
 	}
 	d := m.NewDecoder()
 	var out strings.Builder
-	for _, id := range q8References(t)[0].generated[:8] {
+	for _, id := range q8References(t)[0].Generated[:8] {
 		s, err := d.Next(id)
 		if err != nil {
 			t.Fatal(err)
