@@ -2,6 +2,7 @@ package grant
 
 import (
 	"bytes"
+	"crypto/rand"
 	"crypto/ed25519"
 	"encoding/hex"
 	"encoding/json"
@@ -45,8 +46,12 @@ func presentationMessage(requestID, grantID receipt.ContentID, caller string, no
 }
 
 // Present signs a presentation of chain for the request requestID as
-// caller, who must be the leaf's issuer, with a nonce drawn from rnd.
+// caller, who must be the leaf's issuer, with a nonce drawn from rnd (nil
+// is crypto/rand).
 func Present(chain Chain, caller *identity.Key, requestID receipt.ContentID, rnd io.Reader) (*Presentation, error) {
+	if rnd == nil {
+		rnd = rand.Reader
+	}
 	if err := chain.link(); err != nil {
 		return nil, err
 	}

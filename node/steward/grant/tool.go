@@ -128,9 +128,6 @@ func PresentBody(body []byte, chain Chain, caller *identity.Key, rnd io.Reader) 
 	if id, err = req.ID(); err != nil {
 		return nil, id, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
-	if rnd == nil {
-		rnd = rand.Reader
-	}
 	p, err := Present(chain, caller, id, rnd)
 	if err != nil {
 		return nil, id, err
