@@ -244,8 +244,12 @@ type weightsEngine struct {
 	w  receipt.Weights
 }
 
-func (e *weightsEngine) Weights() (receipt.Weights, bool) { e.mu.Lock(); defer e.mu.Unlock(); return e.w, true }
-func (e *weightsEngine) set(w receipt.Weights)            { e.mu.Lock(); e.w = w; e.mu.Unlock() }
+func (e *weightsEngine) Weights() (receipt.Weights, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.w, true
+}
+func (e *weightsEngine) set(w receipt.Weights) { e.mu.Lock(); e.w = w; e.mu.Unlock() }
 
 // TestItem7ChangeRecord: §7.7. Entries the record refuses are not
 // recorded; a backend serves only the weights its record has in effect,

@@ -2,8 +2,8 @@ package grant
 
 import (
 	"bytes"
-	"crypto/rand"
 	"crypto/ed25519"
+	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
