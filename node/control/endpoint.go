@@ -2,9 +2,11 @@ package control
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/meshnode/meshnode/discovery/token"
+	"github.com/meshnode/meshnode/node/control/internal/atomicfile"
 	"github.com/meshnode/meshnode/node/mesh"
 )
 
@@ -44,4 +46,18 @@ func ParseEndpoint(s string) (mesh.EndpointAddr, error) {
 		return mesh.EndpointAddr{}, fmt.Errorf("%w: %w", ErrEndpointRequired, err)
 	}
 	return a, nil
+}
+
+// WriteEndpointFile writes the node's control endpoint token to
+// EndpointFile in its state dir (0600: it is for the owner, out of band)
+// and returns it.
+func WriteEndpointFile(stateDir string, a mesh.EndpointAddr) (string, error) {
+	tok, err := EncodeEndpoint(a)
+	if err != nil {
+		return "", err
+	}
+	if err := atomicfile.Write(filepath.Join(stateDir, EndpointFile), []byte(tok+"\n"), 0o600, false); err != nil {
+		return "", fmt.Errorf("control endpoint token: %w", err)
+	}
+	return tok, nil
 }

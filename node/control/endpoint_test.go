@@ -3,6 +3,8 @@ package control_test
 import (
 	"errors"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -39,6 +41,25 @@ func TestEndpointToken(t *testing.T) {
 	}
 	if _, err := control.EncodeEndpoint(mesh.EndpointAddr{ID: a.ID}); err == nil {
 		t.Fatal("a token without addresses encoded")
+	}
+}
+
+func TestWriteEndpointFile(t *testing.T) {
+	a := mesh.EndpointAddr{ID: key(t, controltest.SeedNode).ID(), Addrs: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:9338")}}
+	dir := t.TempDir()
+	tok, err := control.WriteEndpointFile(dir, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, control.EndpointFile))
+	if err != nil || string(b) != tok+"\n" {
+		t.Fatalf("file holds %q, %v", b, err)
+	}
+	if st, _ := os.Stat(filepath.Join(dir, control.EndpointFile)); st.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v", st.Mode())
+	}
+	if back, err := control.ParseEndpoint(string(b)); err != nil || back.ID != a.ID {
+		t.Fatalf("the file does not parse back: %v", err)
 	}
 }
 

@@ -338,3 +338,36 @@ func FuzzUnmarshal(f *testing.F) {
 		_ = Verify(c, t0)
 	})
 }
+
+func TestLoadNodeCert(t *testing.T) {
+	ownerKey, node, other := seededKey(t, 1), seededKey(t, 2).ID(), seededKey(t, 3).ID()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "node.ownership")
+	if c, err := LoadNodeCert(path, node, t0); c != nil || err != nil {
+		t.Fatalf("no file: %v, %v", c, err)
+	}
+	if err := Save(path, issue(t, ownerKey, node)); err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadNodeCert(path, node, t0.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	trust := NodeTrust(c, KeyOf(seededKey(t, 4)))
+	if trust.Len() != 2 || !trust.Trusts(KeyOf(ownerKey)) {
+		t.Fatalf("NodeTrust: %v", trust.Keys())
+	}
+	if NodeTrust(nil).Len() != 0 {
+		t.Fatal("an unowned node trusts someone")
+	}
+	if _, err := LoadNodeCert(path, other, t0); !errors.Is(err, ErrWrongEndpoint) {
+		t.Fatalf("another node's certificate: %v", err)
+	}
+	if _, err := LoadNodeCert(path, node, t0.Add(48*time.Hour)); !errors.Is(err, ErrExpired) || !strings.Contains(err.Error(), "sign-node") {
+		t.Fatalf("expired: %v", err)
+	}
+	os.WriteFile(path, []byte("junk"), 0o644)
+	if _, err := LoadNodeCert(path, node, t0); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("junk: %v", err)
+	}
+}

@@ -1,7 +1,9 @@
 package owner
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
 	"strings"
 	"time"
@@ -64,4 +66,34 @@ func (t *Trust) Authorize(c *nodev1.SignedNodeOwnership, peer identity.EndpointI
 		return PublicKey{}, fmt.Errorf("%w: %s", ErrUntrusted, k)
 	}
 	return k, nil
+}
+
+// NodeTrust is the trust a node places in owners: the owner of its own
+// certificate (nil when it has none) and the owner keys its config lists.
+func NodeTrust(cert *nodev1.SignedNodeOwnership, keys ...PublicKey) *Trust {
+	if cert != nil {
+		keys = append(keys, OwnerOf(cert))
+	}
+	return NewTrust(keys...)
+}
+
+// LoadNodeCert reads a node's own certificate and checks that it certifies
+// self and is valid at now, so that the node never advertises a
+// certificate that peers would refuse. A missing file is no error: the
+// node is simply not owned (nil, nil).
+func LoadNodeCert(path string, self identity.EndpointID, now time.Time) (*nodev1.SignedNodeOwnership, error) {
+	c, err := Load(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if got := EndpointOf(c); got != self {
+		return nil, fmt.Errorf("%s: %w: it certifies %s, this node is %s", path, ErrWrongEndpoint, got.Short(), self.Short())
+	}
+	if err := Verify(c, now); err != nil {
+		return nil, fmt.Errorf("%s: %w (issue a new one with `meshcli auth sign-node %s`)", path, err, self)
+	}
+	return c, nil
 }
