@@ -23,3 +23,8 @@ var simdDots = map[Type]dotFunc{
 	Q5_K:   dotQ5_KSIMD,
 	Q6_K:   dotQ6_KSIMD,
 }
+
+// simdQuantizers are the quantisers with an assembly version here.
+var simdQuantizers = map[Type]func(x []float32, y []byte){
+	Q8_0: quantizeQ8_0SIMD,
+}

@@ -8,6 +8,9 @@
 #define SCVTF(d, n)      WORD $(0x4e21d800|(n)<<5|(d))         // scvtf vd.4s, vn.4s
 #define FMUL(d, n, m)    WORD $(0x6e20dc00|(m)<<16|(n)<<5|(d)) // fmul vd.4s, vn.4s, vm.4s
 #define FADD(d, n, m)    WORD $(0x4e20d400|(m)<<16|(n)<<5|(d)) // fadd vd.4s, vn.4s, vm.4s
+#define FMULE(d, n, m)   WORD $(0x4f809000|(m)<<16|(n)<<5|(d)) // fmul vd.4s, vn.4s, vm.s[0]
+#define FCVTAS(d, n)     WORD $(0x4e21c800|(n)<<5|(d))         // fcvtas vd.4s, vn.4s
+#define UMAXV(d, n)      WORD $(0x6eb0a800|(n)<<5|(d))         // umaxv sd, vn.4s
 #define FMLA(d, n, m)    WORD $(0x4e20cc00|(m)<<16|(n)<<5|(d)) // fmla vd.4s, vn.4s, vm.4s
 #define MUL(d, n, m)     WORD $(0x4ea09c00|(m)<<16|(n)<<5|(d)) // mul vd.4s, vn.4s, vm.4s
 #define MLA(d, n, m)     WORD $(0x4ea09400|(m)<<16|(n)<<5|(d)) // mla vd.4s, vn.4s, vm.4s

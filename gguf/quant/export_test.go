@@ -22,3 +22,16 @@ func SIMDTypes() []Type {
 	slices.Sort(ts)
 	return ts
 }
+
+// SIMDQuantTypes lists the types with an assembly quantiser this machine
+// runs, in type order.
+func SIMDQuantTypes() []Type {
+	var ts []Type
+	for t := range simdQuantizers {
+		if haveSIMD {
+			ts = append(ts, t)
+		}
+	}
+	slices.Sort(ts)
+	return ts
+}

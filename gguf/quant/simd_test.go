@@ -108,6 +108,67 @@ func TestSIMDMatchesGo(t *testing.T) {
 	}
 }
 
+// specialFloats makes activations that probe a quantiser's corners: exact
+// halves after scaling (a block whose largest magnitude is 127 has d = 1),
+// signed zeros, subnormals, huge values, Inf and NaN, and whole blocks of
+// zeros.
+func specialFloats(rng *rand.Rand, n int) []float32 {
+	x := normal(rng, n)
+	specials := []float32{0, float32(math.Copysign(0, -1)), 1e-40, -1e-45, 3e38, -3e38,
+		float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN())}
+	for b := 0; b+32 <= n; b += 32 {
+		blk := x[b : b+32]
+		switch rng.IntN(6) {
+		case 0: // halves: ties must round away from zero
+			for i := range blk {
+				blk[i] = float32(rng.IntN(254)-127) + 0.5*float32(rng.IntN(2))
+			}
+			blk[rng.IntN(32)] = 127
+		case 1:
+			clear(blk)
+		case 2:
+			blk[rng.IntN(32)] = specials[rng.IntN(len(specials))]
+		case 3:
+			for i := range blk {
+				blk[i] *= float32(math.Ldexp(1, rng.IntN(80)-40))
+			}
+		}
+	}
+	return x
+}
+
+// TestSIMDQuantizeMatchesGo holds every assembly quantiser to its Go
+// kernel, byte for byte.
+func TestSIMDQuantizeMatchesGo(t *testing.T) {
+	types := quant.SIMDQuantTypes()
+	if len(types) == 0 {
+		t.Skip("no assembly quantisers on this machine (or built with purego)")
+	}
+	rng := rand.New(rand.NewPCG(15, 16))
+	for _, typ := range types {
+		for _, blocks := range []int{1, 2, 7, 8, 9, 33} {
+			for trial := range 20 {
+				x := specialFloats(rng, blocks*typ.BlockSize())
+				asm := make([]byte, mustRowSize(t, typ, len(x)))
+				pure := make([]byte, len(asm))
+				if err := quant.Quantize(typ, x, asm); err != nil {
+					t.Fatal(err)
+				}
+				restore := quant.SetSIMD(false)
+				if err := quant.Quantize(typ, x, pure); err != nil {
+					t.Fatal(err)
+				}
+				restore()
+				if i := firstDiff(asm, pure); i >= 0 {
+					bs := typ.TypeSize()
+					t.Fatalf("%s %d blocks #%d: byte %d differs: assembly % x, Go % x (input %v)", typ, blocks, trial, i,
+						asm[i/bs*bs:i/bs*bs+bs], pure[i/bs*bs:i/bs*bs+bs], x[i/bs*typ.BlockSize():(i/bs+1)*typ.BlockSize()])
+				}
+			}
+		}
+	}
+}
+
 // TestSIMDMatVec checks MatVec takes the same kernels as VecDot.
 func TestSIMDMatVec(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
