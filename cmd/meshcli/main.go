@@ -97,6 +97,7 @@ func newApp(e *env) *cli.App {
 			inviteCommand(),
 			authCommand(),
 			receiptCommand(),
+			grantCommand(),
 			completionCommand(),
 		},
 	}
