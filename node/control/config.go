@@ -86,13 +86,6 @@ func (h *hub) unsubscribe(w *watcher) {
 	delete(h.subs, w)
 }
 
-// current is the last published state.
-func (h *hub) current() configState {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.last
-}
-
 // publish announces s unless it is not newer than what was announced, as
 // when two applies finish out of order.
 func (h *hub) publish(s configState) bool {

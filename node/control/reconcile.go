@@ -88,12 +88,11 @@ type Reconciler struct {
 	cfg ReconcilerConfig
 	log *slog.Logger
 
-	mu      sync.Mutex
-	base    context.Context // nil until Serve
-	closed  bool
-	wg      sync.WaitGroup
-	byRef   map[string]*slot
-	workers int
+	mu     sync.Mutex
+	base   context.Context // nil until Serve
+	closed bool
+	wg     sync.WaitGroup
+	byRef  map[string]*slot
 }
 
 // slot is one model's intents and state; r.mu guards it.
