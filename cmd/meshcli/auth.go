@@ -67,11 +67,7 @@ func authCommand() *cli.Command {
 				Name:  "status",
 				Usage: "show the owner key, the client identity and whether its certificate is valid",
 				Action: func(c *cli.Context) error {
-					dir, err := ownerDir(c)
-					if err != nil {
-						return err
-					}
-					key, err := dir.OwnerKey()
+					dir, key, err := ownerKey(c)
 					if err != nil {
 						return err
 					}
@@ -106,11 +102,7 @@ func signNode(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	dir, err := ownerDir(c)
-	if err != nil {
-		return err
-	}
-	key, err := dir.OwnerKey()
+	_, key, err := ownerKey(c)
 	if err != nil {
 		return err
 	}
@@ -144,4 +136,14 @@ func parseNodeID(s string) (identity.EndpointID, error) {
 		return identity.ParseDIDKey(s)
 	}
 	return identity.ParseEndpointID(s)
+}
+
+// ownerKey loads the owner key from the config dir.
+func ownerKey(c *cli.Context) (owner.Dir, *identity.Key, error) {
+	dir, err := ownerDir(c)
+	if err != nil {
+		return "", nil, err
+	}
+	key, err := dir.OwnerKey()
+	return dir, key, err
 }

@@ -31,23 +31,16 @@ type ClientTimeouts struct {
 }
 
 func (t *ClientTimeouts) defaults() {
-	for _, d := range []struct {
-		v   *time.Duration
-		def time.Duration
-	}{
-		{&t.Connect, 8 * time.Second},
-		{&t.OpenStream, 2 * time.Second},
-		{&t.Handshake, 2 * time.Second},
-		{&t.RequestWrite, 2 * time.Second},
-		{&t.Unary, 5 * time.Second},
-		{&t.Inventory, 35 * time.Second},
-		{&t.WatchAccept, 5 * time.Second},
-		{&t.Lifecycle, 5 * time.Second},
-	} {
-		if *d.v <= 0 {
-			*d.v = d.def
-		}
-	}
+	defaultDurations(
+		durationDefault{&t.Connect, 8 * time.Second},
+		durationDefault{&t.OpenStream, 2 * time.Second},
+		durationDefault{&t.Handshake, 2 * time.Second},
+		durationDefault{&t.RequestWrite, 2 * time.Second},
+		durationDefault{&t.Unary, 5 * time.Second},
+		durationDefault{&t.Inventory, 35 * time.Second},
+		durationDefault{&t.WatchAccept, 5 * time.Second},
+		durationDefault{&t.Lifecycle, 5 * time.Second},
+	)
 }
 
 // ClientConfig configures a Client.

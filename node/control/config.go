@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"sync"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -105,4 +106,19 @@ func (h *hub) publish(s configState) bool {
 		w.ch <- s
 	}
 	return true
+}
+
+// durationDefault is a duration setting and the value it takes when it is
+// zero (or negative).
+type durationDefault struct {
+	v   *time.Duration
+	def time.Duration
+}
+
+func defaultDurations(ds ...durationDefault) {
+	for _, d := range ds {
+		if *d.v <= 0 {
+			*d.v = d.def
+		}
+	}
 }

@@ -109,21 +109,14 @@ type slot struct {
 
 // NewReconciler builds a reconciler over rt.
 func NewReconciler(rt Runtime, cfg ReconcilerConfig) *Reconciler {
-	for _, d := range []struct {
-		v   *time.Duration
-		def time.Duration
-	}{
-		{&cfg.DrainTimeout, 30 * time.Second},
-		{&cfg.DrainTimeoutMax, 5 * time.Minute},
-		{&cfg.CancelGrace, 5 * time.Second},
-		{&cfg.RetryMin, time.Second},
-		{&cfg.RetryMax, time.Minute},
-		{&cfg.EnsureCheck, 30 * time.Second},
-	} {
-		if *d.v <= 0 {
-			*d.v = d.def
-		}
-	}
+	defaultDurations(
+		durationDefault{&cfg.DrainTimeout, 30 * time.Second},
+		durationDefault{&cfg.DrainTimeoutMax, 5 * time.Minute},
+		durationDefault{&cfg.CancelGrace, 5 * time.Second},
+		durationDefault{&cfg.RetryMin, time.Second},
+		durationDefault{&cfg.RetryMax, time.Minute},
+		durationDefault{&cfg.EnsureCheck, 30 * time.Second},
+	)
 	cfg.RetryMax = max(cfg.RetryMax, cfg.RetryMin)
 	if cfg.MaxModels <= 0 {
 		cfg.MaxModels = 256

@@ -86,20 +86,13 @@ func NewServer(cfg Config) (*Server, error) {
 		cfg.MaxStreams = DefaultMaxStreams
 	}
 	t := &cfg.Timeouts
-	for _, d := range []struct {
-		v   *time.Duration
-		def time.Duration
-	}{
-		{&t.Handshake, 2 * time.Second},
-		{&t.Request, 5 * time.Second},
-		{&t.Write, 5 * time.Second},
-		{&t.Command, 5 * time.Second},
-		{&t.Scan, 30 * time.Second},
-	} {
-		if *d.v <= 0 {
-			*d.v = d.def
-		}
-	}
+	defaultDurations(
+		durationDefault{&t.Handshake, 2 * time.Second},
+		durationDefault{&t.Request, 5 * time.Second},
+		durationDefault{&t.Write, 5 * time.Second},
+		durationDefault{&t.Command, 5 * time.Second},
+		durationDefault{&t.Scan, 30 * time.Second},
+	)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
