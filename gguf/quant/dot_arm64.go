@@ -28,4 +28,5 @@ var simdDots = map[Type]dotFunc{
 // simdQuantizers are the quantisers with an assembly version here.
 var simdQuantizers = map[Type]func(x []float32, y []byte){
 	Q8_0: quantizeQ8_0SIMD,
+	Q8_K: quantizeQ8_KSIMD,
 }

@@ -110,15 +110,15 @@ func TestSIMDMatchesGo(t *testing.T) {
 
 // specialFloats makes activations that probe a quantiser's corners: exact
 // halves after scaling (a block whose largest magnitude is 127 has d = 1),
-// signed zeros, subnormals, huge values, Inf and NaN, and whole blocks of
-// zeros.
+// signed zeros, subnormals, huge values, Inf and NaN, whole blocks of
+// zeros, and a largest magnitude held by two elements of opposite sign.
 func specialFloats(rng *rand.Rand, n int) []float32 {
 	x := normal(rng, n)
 	specials := []float32{0, float32(math.Copysign(0, -1)), 1e-40, -1e-45, 3e38, -3e38,
 		float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN())}
 	for b := 0; b+32 <= n; b += 32 {
 		blk := x[b : b+32]
-		switch rng.IntN(6) {
+		switch rng.IntN(7) {
 		case 0: // halves: ties must round away from zero
 			for i := range blk {
 				blk[i] = float32(rng.IntN(254)-127) + 0.5*float32(rng.IntN(2))
@@ -132,6 +132,10 @@ func specialFloats(rng *rand.Rand, n int) []float32 {
 			for i := range blk {
 				blk[i] *= float32(math.Ldexp(1, rng.IntN(80)-40))
 			}
+		case 4: // the largest magnitude twice, with both signs: the first wins
+			big := float32(1000 + rng.IntN(1000))
+			i, j := rng.IntN(32), rng.IntN(32)
+			blk[i], blk[j] = big, -big
 		}
 	}
 	return x
