@@ -130,6 +130,21 @@ func (f *fixture) serve(req receipt.ServeRequest, p *grant.Presentation) (*Serve
 	return f.s.Serve(f.t.Context(), req, promptOf(int(req.PromptTokens)), nil, opts...)
 }
 
+// serveGranted serves req n times, each on a new presentation, and
+// returns the envelopes handed out.
+func (f *fixture) serveGranted(n int, req receipt.ServeRequest) [][]byte {
+	f.t.Helper()
+	var envs [][]byte
+	for range n {
+		served, err := f.serve(req, f.present(req))
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		envs = append(envs, served.Receipt.Envelope)
+	}
+	return envs
+}
+
 func (f *fixture) account(i int) grant.Account {
 	a, _ := f.s.Account(f.chain[i].ID)
 	return a
@@ -307,14 +322,7 @@ func TestJournalFailuresAtSteward(t *testing.T) {
 func TestRestartReplay(t *testing.T) {
 	f := newFixture(t)
 	req := genRequest(8, 4, receipt.F2, 1_000)
-	var envs [][]byte
-	for range 3 {
-		served, err := f.serve(req, f.present(req))
-		if err != nil {
-			t.Fatal(err)
-		}
-		envs = append(envs, served.Receipt.Envelope)
-	}
+	envs := f.serveGranted(3, req)
 	// A serve in flight when the steward stops: authorised, then nothing.
 	inFlight := genRequest(8, 4, receipt.F2, 2_500)
 	id, _ := inFlight.ID()
@@ -439,14 +447,7 @@ func mustAppend(t *testing.T, j *journal.Journal, es ...journal.Entry) {
 func TestWitness(t *testing.T) {
 	f := newFixture(t)
 	req := genRequest(8, 4, receipt.F2, 1_000)
-	var envs [][]byte
-	for range 3 {
-		served, err := f.serve(req, f.present(req))
-		if err != nil {
-			t.Fatal(err)
-		}
-		envs = append(envs, served.Receipt.Envelope)
-	}
+	envs := f.serveGranted(3, req)
 	for _, env := range envs {
 		if err := f.s.Witness(env); err != nil {
 			t.Fatal(err)
