@@ -12,6 +12,7 @@ import (
 	"github.com/meshnode/meshnode/node/control"
 	"github.com/meshnode/meshnode/node/control/controltest"
 	"github.com/meshnode/meshnode/node/identity"
+	"github.com/meshnode/meshnode/node/mesh"
 	"github.com/meshnode/meshnode/node/wire"
 	"github.com/meshnode/meshnode/node/wire/nodev1"
 )
@@ -51,26 +52,29 @@ func (r *rig) dial(k *identity.Key, c *nodev1.SignedNodeOwnership, timeouts cont
 	return r.Dial(r.t, k, c, timeouts)
 }
 
-// rawConn is a bare mesh-llm-control/1 connection to B as k, for sending
-// what a well-behaved Client never would.
-func (r *rig) rawConn(k *identity.Key) *quic.Conn {
-	r.t.Helper()
-	tlsConf, err := identity.ClientConfig(k, r.Key.ID(), identity.ALPNControl)
+// rawConn is a bare mesh-llm-control/1 connection to B as k, for
+// sending what a well-behaved Client never would.
+func (r *rig) rawConn(k *identity.Key) *quic.Conn { return rawDial(r.t, k, r.Mesh) }
+
+// rawDial connects to n's control lane as k.
+func rawDial(t testing.TB, k *identity.Key, n *mesh.Node) *quic.Conn {
+	t.Helper()
+	tlsConf, err := identity.ClientConfig(k, n.ID(), identity.ALPNControl)
 	if err != nil {
-		r.t.Fatal(err)
+		t.Fatal(err)
 	}
 	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
-		r.t.Fatal(err)
+		t.Fatal(err)
 	}
 	tr := &quic.Transport{Conn: udp}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, err := tr.Dial(ctx, net.UDPAddrFromAddrPort(r.Mesh.LocalAddr()), tlsConf, &quic.Config{MaxIncomingStreams: -1})
+	c, err := tr.Dial(ctx, net.UDPAddrFromAddrPort(n.LocalAddr()), tlsConf, &quic.Config{MaxIncomingStreams: -1})
 	if err != nil {
-		r.t.Fatal(err)
+		t.Fatal(err)
 	}
-	r.t.Cleanup(func() {
+	t.Cleanup(func() {
 		c.CloseWithError(0, "")
 		tr.Close()
 		udp.Close()
