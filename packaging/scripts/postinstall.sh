@@ -35,10 +35,10 @@ if [ -S /run/udev/control ] && command -v udevadm >/dev/null; then
 	udevadm trigger --action=add --subsystem-match=powercap || true
 fi
 
-# Enable: on Debian through deb-systemd-helper, which remembers an admin's
-# `systemctl disable` across upgrades and a remove/reinstall; elsewhere on
+# Enable: under dpkg through deb-systemd-helper, which remembers an admin's
+# `systemctl disable` across upgrades and a remove/reinstall; under rpm on
 # first install only. Both work without a running systemd.
-if command -v deb-systemd-helper >/dev/null; then
+if [ -n "${DPKG_MAINTSCRIPT_PACKAGE:-}" ] && command -v deb-systemd-helper >/dev/null; then
 	deb-systemd-helper unmask "$unit" >/dev/null || true
 	if deb-systemd-helper --quiet was-enabled "$unit"; then
 		deb-systemd-helper enable "$unit" >/dev/null || true
@@ -53,7 +53,7 @@ fi
 if [ -d /run/systemd/system ]; then
 	systemctl --system daemon-reload >/dev/null || true
 	if [ "$action" = install ]; then verb=start; else verb=try-restart; fi
-	if command -v deb-systemd-invoke >/dev/null; then
+	if [ -n "${DPKG_MAINTSCRIPT_PACKAGE:-}" ] && command -v deb-systemd-invoke >/dev/null; then
 		# Honours policy-rc.d, which forbids starting services in image builds.
 		deb-systemd-invoke "$verb" "$unit" || true
 	else

@@ -11,12 +11,12 @@ unit=meshnode.service
 case "$1" in
 remove | 0)
 	# As debhelper does: remember the enable state for a reinstall.
-	if command -v deb-systemd-helper >/dev/null; then
+	if [ -n "${DPKG_MAINTSCRIPT_PACKAGE:-}" ] && command -v deb-systemd-helper >/dev/null; then
 		deb-systemd-helper mask "$unit" >/dev/null || true
 	fi
 	;;
 purge)
-	if command -v deb-systemd-helper >/dev/null; then
+	if [ -n "${DPKG_MAINTSCRIPT_PACKAGE:-}" ] && command -v deb-systemd-helper >/dev/null; then
 		deb-systemd-helper purge "$unit" >/dev/null || true
 		deb-systemd-helper unmask "$unit" >/dev/null || true
 	fi

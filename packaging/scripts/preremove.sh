@@ -14,7 +14,7 @@ remove | deconfigure | 0) ;;
 esac
 
 if [ -d /run/systemd/system ]; then
-	if command -v deb-systemd-invoke >/dev/null; then
+	if [ -n "${DPKG_MAINTSCRIPT_PACKAGE:-}" ] && command -v deb-systemd-invoke >/dev/null; then
 		deb-systemd-invoke stop "$unit" || true
 	else
 		systemctl stop "$unit" || true
