@@ -323,7 +323,7 @@ func TestCrashKill(t *testing.T) {
 		// Spend never falls, and is what the journal says.
 		acc, _ := s.Account(chain.Leaf().ID)
 		total := acc.DebitedUJ + acc.HeldUJ
-		if total < lastTotal || acc.DebitedUJ != after.debitedUJ || acc.HeldUJ != ceilings {
+		if total < lastTotal || acc.DebitedUJ != after.debitedUJ+ceilings || acc.HeldUJ != 0 {
 			t.Fatalf("kill %d: spend %+v (was %d), journal debited %d, unresolved ceilings %d", kill, acc, lastTotal, after.debitedUJ, ceilings)
 		}
 		lastTotal = total

@@ -129,6 +129,7 @@ func (b *durableDebit) Settle(e hw.Energy) (string, error) {
 	defer d.mu.Unlock()
 	if _, err := d.j.Append(journal.Entry{Debited: journal.NewDebited(b.seq, e)}); err != nil {
 		d.stranded[b.seq] = true
+		d.ledger.Strand(b.dec)
 		return "", fmt.Errorf("%w: the debit could not be recorded, so the serve is unresolved: %w", ErrJournal, err)
 	}
 	delete(d.open, b.seq)
@@ -159,7 +160,8 @@ func (d *durable) holds(seq uint64, id receipt.ContentID) bool {
 // again at its recorded time, every debit applied, every receipt taken as
 // the chain's head, every change-record entry verified under the
 // steward's key and admitted by the record's rules. Authorisations left
-// without a debit are unresolved: held at their ceiling, never retried.
+// without a debit are unresolved: debited at their ceiling, never
+// retried.
 func (d *durable) replay(s *Steward) error {
 	var head receipt.Head
 	pub := s.sealer.Public()
@@ -230,15 +232,17 @@ func (d *durable) replay(s *Steward) error {
 	if err != nil {
 		return err
 	}
-	for seq := range d.open {
+	for seq, f := range d.open {
 		d.stranded[seq] = true
+		d.ledger.Strand(f.decision)
 	}
 	s.head = head
 	return nil
 }
 
-// Unresolved is a serve that was authorised and never debited: in flight
-// when the steward stopped, or one whose debit could not be recorded.
+// Unresolved is a serve that was authorised and never debited its metered
+// energy: in flight when the steward stopped, or one whose debit could not
+// be recorded.
 // Whether its engine finished is not knowable, so it is neither retried
 // nor reported as completed or failed; it stays debited at its request's
 // joule ceiling for an operator to settle (§2.2).
@@ -295,9 +299,9 @@ func (s *Steward) Grants() GrantStatus {
 	return st
 }
 
-// Account returns a grant's spend at this steward (budget, debited, and
-// held for serves in flight or unresolved); ok is false when the steward
-// has decided nothing on it.
+// Account returns a grant's spend at this steward (budget, debited —
+// unresolved serves at their ceiling — and held for serves in flight); ok
+// is false when the steward has decided nothing on it.
 func (s *Steward) Account(id receipt.ContentID) (grant.Account, bool) {
 	if s.durable == nil {
 		return grant.Account{}, false

@@ -347,7 +347,7 @@ func TestRestartReplay(t *testing.T) {
 		if u.Caller != f.caller.DIDKey() || u.Backend != "ref-mid" || u.RequestID != id || u.CeilingUJ != 2_500 || u.GrantID != f.chain.Leaf().ID || !u.At.Equal(t0) {
 			t.Fatalf("unresolved %+v", u)
 		}
-		if a := f.account(1); a.DebitedUJ != 12_000 || a.HeldUJ != 2_500 {
+		if a := f.account(1); a.DebitedUJ != 12_000+2_500 || a.HeldUJ != 0 {
 			t.Fatalf("leaf %+v", a)
 		}
 	}

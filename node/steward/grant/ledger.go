@@ -25,11 +25,10 @@ type Frame struct {
 type Account struct {
 	// BudgetUJ is the grant's budget.
 	BudgetUJ uint64
-	// DebitedUJ is what settled serves were debited.
+	// DebitedUJ is what settled serves were debited, and unresolved
+	// serves their ceilings ([Ledger.Strand]).
 	DebitedUJ uint64
-	// HeldUJ is the joule ceilings of serves decided and not yet debited:
-	// in flight, or unresolved after a restart (§2.2), which stay held at
-	// their ceiling.
+	// HeldUJ is the joule ceilings of serves decided and in flight.
 	HeldUJ uint64
 }
 
@@ -189,6 +188,18 @@ func (l *Ledger) Settle(d *Decision, uj uint64) (breach string) {
 		a.DebitedUJ = satAdd(a.DebitedUJ, uj)
 	}
 	return breach
+}
+
+// Strand settles a decision whose serve is unresolved (§2.2): in flight
+// when the steward stopped, or its debit never recorded. Whether its work
+// finished is unknowable, so it is debited the ceiling its decision
+// admitted, on every link, and never settled again.
+func (l *Ledger) Strand(d *Decision) {
+	for i, id := range d.links {
+		a := l.account(id, d.budgets[i])
+		a.HeldUJ -= min(a.HeldUJ, d.CeilingUJ)
+		a.DebitedUJ = satAdd(a.DebitedUJ, d.CeilingUJ)
+	}
 }
 
 func (l *Ledger) account(id receipt.ContentID, budget uint64) *Account {

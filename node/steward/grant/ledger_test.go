@@ -160,6 +160,14 @@ func TestTwoPhases(t *testing.T) {
 	if a, _ := l.Account(c[1].ID); a.DebitedUJ != 1600 {
 		t.Fatalf("leaf debited %d, want 1600", a.DebitedUJ)
 	}
+	// Unresolved: the ceiling is debited, on every link, and the hold goes.
+	d = mustDecide(t, l, verified(t, c, id, 3), frame(id, 1000, nil))
+	l.Strand(d)
+	for i, s := range c {
+		if a, _ := l.Account(s.ID); a.HeldUJ != 0 || a.DebitedUJ != 2600 {
+			t.Fatalf("link %d after strand: %+v", i, a)
+		}
+	}
 	// Over what the leaf has left: debited, labelled, and nothing is left.
 	plain := delegated(t, nil, func(g *Grant) { g.BudgetUJ = 1500 })
 	l = NewLedger(nil)
