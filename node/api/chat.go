@@ -59,6 +59,10 @@ type chatMessage struct {
 	Content *string `json:"content,omitempty"`
 }
 
+// chatCompletion is a completion, or one chunk of a stream. Usage is an
+// interface so that a stream that asked for usage can send it as an
+// explicit null on every chunk but the last, as OpenAI does: a nil *usage
+// in it encodes as null, while a nil interface is left out.
 type chatCompletion struct {
 	ID                string       `json:"id"`
 	Object            string       `json:"object"`
@@ -66,36 +70,18 @@ type chatCompletion struct {
 	Model             string       `json:"model"`
 	SystemFingerprint string       `json:"system_fingerprint"`
 	Choices           []chatChoice `json:"choices"`
-	Usage             *usage       `json:"usage,omitempty"`
-}
-
-// chatChunk is a stream chunk; Usage is explicitly null on every chunk but
-// the last when the client asked for usage, as OpenAI sends it.
-type chatChunk struct {
-	ID                string       `json:"id"`
-	Object            string       `json:"object"`
-	Created           int64        `json:"created"`
-	Model             string       `json:"model"`
-	SystemFingerprint string       `json:"system_fingerprint"`
-	Choices           []chatChoice `json:"choices"`
-	Usage             *usage       `json:"usage"`
+	Usage             any          `json:"usage,omitempty"`
 }
 
 const systemFingerprint = "meshnode"
 
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
-	body, err := s.readBody(w, r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	g, req, err := parseChat(body)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	m, handled := s.route(w, r, g.Model, body)
-	if handled {
+	var req *chatRequest
+	m, g, ok := s.accept(w, r, func(body []byte) (g *Generation, err error) {
+		g, req, err = parseChat(body)
+		return g, err
+	})
+	if !ok {
 		return
 	}
 	id, created := newID("chatcmpl-"), s.now().Unix()
@@ -127,13 +113,10 @@ type chatStream struct {
 }
 
 func (c *chatStream) chunk(choices []chatChoice, u *usage) error {
-	ch := chatChunk{ID: c.id, Object: "chat.completion.chunk", Created: c.created, Model: c.model,
-		SystemFingerprint: systemFingerprint, Choices: choices, Usage: u}
-	if !c.includeUsage {
-		return c.sse.event("", struct {
-			chatChunk
-			Usage *usage `json:"usage,omitempty"`
-		}{chatChunk: ch})
+	ch := chatCompletion{ID: c.id, Object: "chat.completion.chunk", Created: c.created, Model: c.model,
+		SystemFingerprint: systemFingerprint, Choices: choices}
+	if c.includeUsage {
+		ch.Usage = u // null until the last chunk
 	}
 	return c.sse.event("", ch)
 }

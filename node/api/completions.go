@@ -78,18 +78,12 @@ type textCompletion struct {
 }
 
 func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
-	body, err := s.readBody(w, r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	g, req, err := parseCompletion(body)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	m, handled := s.route(w, r, g.Model, body)
-	if handled {
+	var req *completionRequest
+	m, g, ok := s.accept(w, r, func(body []byte) (g *Generation, err error) {
+		g, req, err = parseCompletion(body)
+		return g, err
+	})
+	if !ok {
 		return
 	}
 	c := &completionStream{id: newID("cmpl-"), created: s.now().Unix(), model: g.Model,

@@ -100,18 +100,12 @@ type responseObject struct {
 }
 
 func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
-	body, err := s.readBody(w, r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	g, req, err := parseResponses(body)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	m, handled := s.route(w, r, g.Model, body)
-	if handled {
+	var req *responsesRequest
+	m, g, ok := s.accept(w, r, func(body []byte) (g *Generation, err error) {
+		g, req, err = parseResponses(body)
+		return g, err
+	})
+	if !ok {
 		return
 	}
 	rs := &responseStream{resp: responseObject{ID: newID("resp_"), Object: "response", CreatedAt: s.now().Unix(),

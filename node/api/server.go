@@ -181,6 +181,24 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 	return body, nil
 }
 
+// accept reads and parses a generation request and routes it: it returns
+// the local model to serve it with, or false when the request has been
+// answered already (an error, or relayed to the peer that hosts its model).
+func (s *Server) accept(w http.ResponseWriter, r *http.Request, parse func(body []byte) (*Generation, error)) (Model, *Generation, bool) {
+	body, err := s.readBody(w, r)
+	if err != nil {
+		writeError(w, err)
+		return nil, nil, false
+	}
+	g, err := parse(body)
+	if err != nil {
+		writeError(w, err)
+		return nil, nil, false
+	}
+	m, handled := s.route(w, r, g.Model, body)
+	return m, g, !handled
+}
+
 // route serves a parsed generation locally, or relays the request to a
 // peer that hosts its model. It reports whether it handled the request
 // itself (false: serve locally with the returned model).
