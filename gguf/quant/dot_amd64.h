@@ -186,30 +186,20 @@
 	VPMADDWD 260(DX), Y11, Y9
 
 // K45SETUP loads the constants of the Q4_K and Q5_K kernels: Y15 0x0f
-// bytes, Y14 the step and Y13 the first of the VPSHUFB masks that spread
-// scale j to int16 lanes, Y12 minPairs.
+// bytes, Y12 minPairs.
 #define K45SETUP \
 	BCASTB(0x0f, X15, Y15) \
-	MOVL $0x00000001, AX \
-	VMOVD AX, X14 \
-	VPBROADCASTW X14, Y14 \
-	MOVL $0x80008000, AX \
-	VMOVD AX, X13 \
-	VPBROADCASTD X13, Y13 \
 	VMOVDQU minPairs<>(SB), Y12
 
 // K45SCALE finishes sub-blocks 2J and 2J+1 of a Q4_K/Q5_K block, whose
 // unsigned quants are in Y0 and Y1: they multiply the activations in int16
-// pairs (VPMADDUBSW, at most 2·31·128), then their scales into int32
-// (VPMADDWD), added to Y7. Y8 is the mask spreading scale 2J, stepped by
-// Y14 to the next scale.
+// pairs (VPMADDUBSW, at most 2·31·128), then their scales (spread from
+// Y10 to int16 lanes) into int32 (VPMADDWD), added to Y7.
 #define K45SCALE(J) \
 	VPMADDUBSW (4+64*J)(DX), Y0, Y0 \
 	VPMADDUBSW (36+64*J)(DX), Y1, Y1 \
-	VPSHUFB Y8, Y10, Y2 \
-	VPADDB Y14, Y8, Y8 \
-	VPSHUFB Y8, Y10, Y3 \
-	VPADDB Y14, Y8, Y8 \
+	VPSHUFB spread<>+(64*J)(SB), Y10, Y2 \
+	VPSHUFB spread<>+(64*J+32)(SB), Y10, Y3 \
 	VPMADDWD Y2, Y0, Y0 \
 	VPMADDWD Y3, Y1, Y1 \
 	VPADDD Y0, Y7, Y7 \
@@ -217,8 +207,42 @@
 
 // minPairs (for Y12) spreads min j, byte j of every 8, to int16 lanes 2j
 // and 2j+1, against bsums 2j and 2j+1.
-// Files using K45SETUP say K45DATA once.
+// Files using K45SETUP say K45DATA once. spread (mask j at 32j) puts
+// scale byte j in every int16 lane.
 #define K45DATA \
+	DATA spread<>+0(SB)/8, $0x8000800080008000 \
+	DATA spread<>+8(SB)/8, $0x8000800080008000 \
+	DATA spread<>+16(SB)/8, $0x8000800080008000 \
+	DATA spread<>+24(SB)/8, $0x8000800080008000 \
+	DATA spread<>+32(SB)/8, $0x8001800180018001 \
+	DATA spread<>+40(SB)/8, $0x8001800180018001 \
+	DATA spread<>+48(SB)/8, $0x8001800180018001 \
+	DATA spread<>+56(SB)/8, $0x8001800180018001 \
+	DATA spread<>+64(SB)/8, $0x8002800280028002 \
+	DATA spread<>+72(SB)/8, $0x8002800280028002 \
+	DATA spread<>+80(SB)/8, $0x8002800280028002 \
+	DATA spread<>+88(SB)/8, $0x8002800280028002 \
+	DATA spread<>+96(SB)/8, $0x8003800380038003 \
+	DATA spread<>+104(SB)/8, $0x8003800380038003 \
+	DATA spread<>+112(SB)/8, $0x8003800380038003 \
+	DATA spread<>+120(SB)/8, $0x8003800380038003 \
+	DATA spread<>+128(SB)/8, $0x8004800480048004 \
+	DATA spread<>+136(SB)/8, $0x8004800480048004 \
+	DATA spread<>+144(SB)/8, $0x8004800480048004 \
+	DATA spread<>+152(SB)/8, $0x8004800480048004 \
+	DATA spread<>+160(SB)/8, $0x8005800580058005 \
+	DATA spread<>+168(SB)/8, $0x8005800580058005 \
+	DATA spread<>+176(SB)/8, $0x8005800580058005 \
+	DATA spread<>+184(SB)/8, $0x8005800580058005 \
+	DATA spread<>+192(SB)/8, $0x8006800680068006 \
+	DATA spread<>+200(SB)/8, $0x8006800680068006 \
+	DATA spread<>+208(SB)/8, $0x8006800680068006 \
+	DATA spread<>+216(SB)/8, $0x8006800680068006 \
+	DATA spread<>+224(SB)/8, $0x8007800780078007 \
+	DATA spread<>+232(SB)/8, $0x8007800780078007 \
+	DATA spread<>+240(SB)/8, $0x8007800780078007 \
+	DATA spread<>+248(SB)/8, $0x8007800780078007 \
+	GLOBL spread<>(SB), RODATA|NOPTR, $256 \
 	DATA minPairs<>+0(SB)/8, $0x8001800180008000 \
 	DATA minPairs<>+8(SB)/8, $0x8003800380028002 \
 	DATA minPairs<>+16(SB)/8, $0x8005800580048004 \

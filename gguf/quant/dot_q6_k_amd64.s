@@ -37,15 +37,14 @@
 	VPOR Y1, Y0, Y0
 
 // GROUP adds Σ scale·(q−32)·a for the 32 activations at OFF(DX) and the
-// quants in Y0; Y6 holds the half's scales as int16 in both lanes, and Y8
-// is the VPSHUFB mask picking this group's two scales (stepped by Y12).
-#define GROUP(OFF) \
+// quants in Y0; Y6 holds the half's scales as int16 in both lanes, and
+// mask M of scalePick picks this group's two.
+#define GROUP(OFF, M) \
 	VMOVDQU OFF(DX), Y1 \
 	VPMADDUBSW Y1, Y0, Y0 \
 	VPMADDUBSW Y1, Y13, Y1 \
 	VPSUBW Y1, Y0, Y0 \
-	VPSHUFB Y8, Y6, Y2 \
-	VPADDB Y12, Y8, Y8 \
+	VPSHUFB scalePick<>+(32*M)(SB), Y6, Y2 \
 	VPMADDWD Y2, Y0, Y0 \
 	VPADDD Y0, Y7, Y7
 
@@ -56,23 +55,34 @@
 	VMOVDQU (QL+32)(SI), Y4 \
 	VMOVDQU QH(SI), Y5 \
 	VPERMQ $PERM, Y9, Y6 \
-	VMOVDQU scalePick<>(SB), Y8 \
 	Q1 \
-	GROUP(A) \
+	GROUP(A, 0) \
 	Q2 \
-	GROUP(A+32) \
+	GROUP(A+32, 1) \
 	Q3 \
-	GROUP(A+64) \
+	GROUP(A+64, 2) \
 	Q4 \
-	GROUP(A+96)
+	GROUP(A+96, 3)
 
-// scalePick spreads int16 scale 0 over the low 128 bits and scale 1 over
-// the high; adding 4 to every byte moves on to scales 2 and 3, and so on.
+// scalePick's mask m spreads int16 scale 2m over the low 128 bits and
+// scale 2m+1 over the high.
 DATA scalePick<>+0(SB)/8, $0x0100010001000100
 DATA scalePick<>+8(SB)/8, $0x0100010001000100
 DATA scalePick<>+16(SB)/8, $0x0302030203020302
 DATA scalePick<>+24(SB)/8, $0x0302030203020302
-GLOBL scalePick<>(SB), RODATA|NOPTR, $32
+DATA scalePick<>+32(SB)/8, $0x0504050405040504
+DATA scalePick<>+40(SB)/8, $0x0504050405040504
+DATA scalePick<>+48(SB)/8, $0x0706070607060706
+DATA scalePick<>+56(SB)/8, $0x0706070607060706
+DATA scalePick<>+64(SB)/8, $0x0908090809080908
+DATA scalePick<>+72(SB)/8, $0x0908090809080908
+DATA scalePick<>+80(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA scalePick<>+88(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA scalePick<>+96(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA scalePick<>+104(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA scalePick<>+112(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA scalePick<>+120(SB)/8, $0x0f0e0f0e0f0e0f0e
+GLOBL scalePick<>(SB), RODATA|NOPTR, $128
 
 // func q6Kdot(acc *[8]float32, x, y *byte, blocks int)
 TEXT ·q6Kdot(SB), NOSPLIT, $0-32
@@ -84,7 +94,6 @@ TEXT ·q6Kdot(SB), NOSPLIT, $0-32
 	BCASTB(0x0f, X15, Y15)
 	BCASTB(0x30, X14, Y14)
 	BCASTB(32, X13, Y13)
-	BCASTB(4, X12, Y12)
 	VPXOR Y10, Y10, Y10 // no min term
 
 loop:
