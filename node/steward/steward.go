@@ -288,7 +288,7 @@ func (s *Steward) Serve(ctx context.Context, req receipt.ServeRequest, prompt []
 	var debit Debit
 	az := Authorization{RequestID: id, Request: req, Backend: b.Name, Recipe: cand.Recipe, Weights: weights, Presentation: o.presentation}
 	switch {
-	case verified != nil && s.durable != nil:
+	case verified != nil: // verified only with a decision journal
 		az.At = s.now()
 		if debit, err = s.durable.authorize(verified, az); err != nil {
 			return nil, fail(StageAuthorise, err)
