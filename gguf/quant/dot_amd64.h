@@ -126,29 +126,110 @@
 	VMOVD AX, X \
 	VPBROADCASTD X, Y
 
-// KPARTIAL finishes a K-quant block as kPartial does. IY (IX its low
-// half) holds int32 terms of the block's Σ scale·q·a, SY those of its
-// Σ bsum·min (zero where the type has none); DD holds the fp16 pair
-// d, dmin (dmin zero where none) in its low 32 bits; DY is the address of
-// the activation's float32 scale. It adds isum·(d·dy) − summs·(dmin·dy),
-// each product rounded, to the float32 at ACC. Clobbers X0, X1, IY.
-#define KPARTIAL(IY, IX, SY, DD, DY, ACC) \
-	VPUNPCKLDQ SY, IY, Y0 \
-	VPUNPCKHDQ SY, IY, IY \
-	VPADDD Y0, IY, IY \
-	VPSHUFD $0x4e, IY, Y0 \
-	VPADDD Y0, IY, IY \
-	VEXTRACTI128 $1, IY, X0 \
-	VPADDD X0, IX, IX \
-	VCVTDQ2PS IX, IX \
-	VCVTPH2PS DD, X0 \
-	VBROADCASTSS DY, X1 \
-	VMULPS X1, X0, X0 \
-	VMULPS X0, IX, IX \
-	VMOVSHDUP IX, X0 \
-	VSUBSS X0, IX, IX \
-	VADDSS ACC, IX, IX \
-	VMOVSS IX, ACC
+// The K-quant kernels finish eight blocks at a time: KSAVE and KSAVEMIN
+// put a block's int32 terms and scales in slot R12 (0-7) of a 576-byte
+// stack buffer at BX (Σ scale·q·a vectors at 0, Σ bsum·min vectors at
+// 256, fp16 d at 512, fp16 dmin at 528, float32 dy at 544), and KFLUSH
+// turns the eight slots into the float32 partials of kPartial, slot k in
+// lane k: isum·(d·dy) − summs·(dmin·dy), each product rounded, added to
+// ACC. Types without mins leave those slots zero, which kPartial's
+// arithmetic reproduces; slots past the last block are zeroed (KTAIL) and
+// add +0, which leaves an accumulator lane unchanged (it is never −0).
+
+// KSAVE stores IY (Σ scale·q·a) and the scales d at D, dy at (DX).
+// Clobbers R13.
+#define KSAVE(IY, D) \
+	MOVQ    R12, R13 \
+	SHLQ    $5, R13 \
+	VMOVDQU IY, (BX)(R13*1) \
+	MOVWLZX D, R13 \
+	MOVW    R13, 512(BX)(R12*2) \
+	MOVL    (DX), R13 \
+	MOVL    R13, 544(BX)(R12*4)
+
+// KSAVEMIN stores SY (Σ bsum·min) and dmin at DMIN. Clobbers R13.
+#define KSAVEMIN(SY, DMIN) \
+	MOVQ    R12, R13 \
+	SHLQ    $5, R13 \
+	VMOVDQU SY, 256(BX)(R13*1) \
+	MOVWLZX DMIN, R13 \
+	MOVW    R13, 528(BX)(R12*2)
+
+// KFLUSH adds the partials of the eight slots to ACC. Clobbers Y0-Y9.
+#define KFLUSH(ACC) \
+	VMOVDQU 0(BX), Y0 \
+	VMOVDQU 32(BX), Y1 \
+	VMOVDQU 64(BX), Y2 \
+	VMOVDQU 96(BX), Y3 \
+	VMOVDQU 128(BX), Y4 \
+	VMOVDQU 160(BX), Y5 \
+	VMOVDQU 192(BX), Y6 \
+	VMOVDQU 224(BX), Y7 \
+	HSUM8(Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7, Y8) \
+	VCVTDQ2PS Y0, Y9 \
+	VMOVDQU 256(BX), Y0 \
+	VMOVDQU 288(BX), Y1 \
+	VMOVDQU 320(BX), Y2 \
+	VMOVDQU 352(BX), Y3 \
+	VMOVDQU 384(BX), Y4 \
+	VMOVDQU 416(BX), Y5 \
+	VMOVDQU 448(BX), Y6 \
+	VMOVDQU 480(BX), Y7 \
+	HSUM8(Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7, Y8) \
+	VCVTDQ2PS Y0, Y0 \
+	VCVTPH2PS 512(BX), Y1 \
+	VCVTPH2PS 528(BX), Y2 \
+	VMOVUPS 544(BX), Y3 \
+	VMULPS Y3, Y1, Y1 \
+	VMULPS Y3, Y2, Y2 \
+	VMULPS Y1, Y9, Y9 \
+	VMULPS Y2, Y0, Y0 \
+	VSUBPS Y0, Y9, Y9 \
+	VADDPS Y9, ACC, ACC
+
+// KNEXT moves to the next slot, flushing after the eighth (then AFTER,
+// e.g. reloading constants KFLUSH clobbered). Once per function.
+#define KNEXT(ACC, AFTER) \
+	INCQ R12 \
+	CMPQ R12, $8 \
+	JLT  knextdone \
+	KFLUSH(ACC) \
+	AFTER \
+	XORQ R12, R12 \
+knextdone:
+
+// KTAIL zeroes the slots from R12 on and flushes, if any block is in
+// them. Clobbers R13, Y0-Y9. Once per function.
+#define KTAIL(ACC) \
+	TESTQ R12, R12 \
+	JZ    ktaildone \
+	VPXOR Y0, Y0, Y0 \
+ktailzero: \
+	MOVQ    R12, R13 \
+	SHLQ    $5, R13 \
+	VMOVDQU Y0, (BX)(R13*1) \
+	VMOVDQU Y0, 256(BX)(R13*1) \
+	MOVW    $0, 512(BX)(R12*2) \
+	MOVW    $0, 528(BX)(R12*2) \
+	MOVL    $0, 544(BX)(R12*4) \
+	INCQ    R12 \
+	CMPQ    R12, $8 \
+	JLT     ktailzero \
+	KFLUSH(ACC) \
+ktaildone:
+
+// KCLEARMIN zeroes the min slots, for types without mins.
+#define KCLEARMIN \
+	VPXOR   Y0, Y0, Y0 \
+	VMOVDQU Y0, 256(BX) \
+	VMOVDQU Y0, 288(BX) \
+	VMOVDQU Y0, 320(BX) \
+	VMOVDQU Y0, 352(BX) \
+	VMOVDQU Y0, 384(BX) \
+	VMOVDQU Y0, 416(BX) \
+	VMOVDQU Y0, 448(BX) \
+	VMOVDQU Y0, 480(BX) \
+	VMOVDQU X0, 528(BX)
 
 // KSCALEMIN unpacks the 6-bit scales and mins of the Q4_K/Q5_K block at
 // SI as ggml's get_scale_min_k4 does, and leaves the eight scale bytes

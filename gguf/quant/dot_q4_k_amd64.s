@@ -9,7 +9,7 @@
 // for 64j+32..). Nibbles times activations in int16 pairs (VPMADDUBSW),
 // times the sub-block scale into int32 (VPMADDWD); the mins meet the
 // activation's 16-element sums (bsums) the same way. Both totals are exact,
-// and KPARTIAL turns them into the block's float32 partial.
+// and KFLUSH turns them into float32 partials, eight blocks at a time.
 
 // SUBPAIR adds sub-blocks 2J and 2J+1 to Y7.
 #define SUBPAIR(J) \
@@ -22,12 +22,14 @@
 K45DATA
 
 // func q4Kdot(acc *[8]float32, x, y *byte, blocks int)
-TEXT ·q4Kdot(SB), NOSPLIT, $0-32
+TEXT ·q4Kdot(SB), 0, $576-32
 	MOVQ acc+0(FP), DI
 	MOVQ x+8(FP), SI
 	MOVQ y+16(FP), DX
 	MOVQ blocks+24(FP), CX
-	XORQ BX, BX // lane
+	LEAQ slots-576(SP), BX
+	XORQ R12, R12 // slot
+	VMOVUPS (DI), Y14
 	K45SETUP
 
 loop:
@@ -37,15 +39,15 @@ loop:
 	SUBPAIR(1)
 	SUBPAIR(2)
 	SUBPAIR(3)
-	VMOVD (SI), X6
-	KPARTIAL(Y7, X7, Y9, X6, (DX), (DI)(BX*4))
-
-	INCQ BX
-	ANDQ $7, BX
+	KSAVE(Y7, (SI))
+	KSAVEMIN(Y9, 2(SI))
+	KNEXT(Y14, NOP)
 	ADDQ $144, SI
 	ADDQ $292, DX
 	DECQ CX
 	JNZ  loop
 
+	KTAIL(Y14)
+	VMOVUPS Y14, (DI)
 	VZEROUPPER
 	RET

@@ -27,16 +27,22 @@
 
 K45DATA
 
+// BITS loads the fifth-bit masks (KFLUSH clobbers them).
+#define BITS \
+	BCASTB(1, X5, Y5) \
+	BCASTB(2, X4, Y4)
+
 // func q5Kdot(acc *[8]float32, x, y *byte, blocks int)
-TEXT ·q5Kdot(SB), NOSPLIT, $0-32
+TEXT ·q5Kdot(SB), 0, $576-32
 	MOVQ acc+0(FP), DI
 	MOVQ x+8(FP), SI
 	MOVQ y+16(FP), DX
 	MOVQ blocks+24(FP), CX
-	XORQ BX, BX // lane
+	LEAQ slots-576(SP), BX
+	XORQ R12, R12 // slot
+	VMOVUPS (DI), Y14
 	K45SETUP
-	BCASTB(1, X5, Y5)
-	BCASTB(2, X4, Y4)
+	BITS
 
 loop:
 	KSCALEMIN
@@ -46,15 +52,15 @@ loop:
 	SUBPAIR(1)
 	SUBPAIR(2)
 	SUBPAIR(3)
-	VMOVD (SI), X6
-	KPARTIAL(Y7, X7, Y9, X6, (DX), (DI)(BX*4))
-
-	INCQ BX
-	ANDQ $7, BX
+	KSAVE(Y7, (SI))
+	KSAVEMIN(Y9, 2(SI))
+	KNEXT(Y14, BITS)
 	ADDQ $176, SI
 	ADDQ $292, DX
 	DECQ CX
 	JNZ  loop
 
+	KTAIL(Y14)
+	VMOVUPS Y14, (DI)
 	VZEROUPPER
 	RET

@@ -10,7 +10,8 @@
 // above them. For 32 activations at a time the unsigned quants q and the
 // constant 32 multiply the activations in int16 pairs (VPMADDUBSW), whose
 // difference is Σ(q−32)·a exactly; VPMADDWD then multiplies by the
-// sub-block scale (one per 16 elements) into int32. KPARTIAL finishes.
+// sub-block scale (one per 16 elements) into int32. KFLUSH finishes,
+// eight blocks at a time.
 
 // QUANTS(M) leaves in Y0 the quants of activation group M: Y3 = ql[0:32],
 // Y4 = ql[32:64], Y5 = qh (bytes), Y15 = 0x0f, Y14 = 0x30.
@@ -85,32 +86,32 @@ DATA scalePick<>+120(SB)/8, $0x0f0e0f0e0f0e0f0e
 GLOBL scalePick<>(SB), RODATA|NOPTR, $128
 
 // func q6Kdot(acc *[8]float32, x, y *byte, blocks int)
-TEXT ·q6Kdot(SB), NOSPLIT, $0-32
+TEXT ·q6Kdot(SB), 0, $576-32
 	MOVQ acc+0(FP), DI
 	MOVQ x+8(FP), SI
 	MOVQ y+16(FP), DX
 	MOVQ blocks+24(FP), CX
-	XORQ BX, BX // lane
+	LEAQ slots-576(SP), BX
+	XORQ R12, R12 // slot
+	VMOVUPS (DI), Y12
+	KCLEARMIN // no min term
 	BCASTB(0x0f, X15, Y15)
 	BCASTB(0x30, X14, Y14)
 	BCASTB(32, X13, Y13)
-	VPXOR Y10, Y10, Y10 // no min term
 
 loop:
 	VPMOVSXBW 192(SI), Y9 // the sixteen scales, int16
 	VPXOR Y7, Y7, Y7
 	HALF(0, 128, 4, 0x44)
 	HALF(64, 160, 132, 0xee)
-	MOVWLZX 208(SI), AX
-	VMOVD AX, X11
-	KPARTIAL(Y7, X7, Y10, X11, (DX), (DI)(BX*4))
-
-	INCQ BX
-	ANDQ $7, BX
+	KSAVE(Y7, 208(SI))
+	KNEXT(Y12, NOP)
 	ADDQ $210, SI
 	ADDQ $292, DX
 	DECQ CX
 	JNZ  loop
 
+	KTAIL(Y12)
+	VMOVUPS Y12, (DI)
 	VZEROUPPER
 	RET
