@@ -477,9 +477,9 @@ func runCrashChild(t *testing.T, path string, start uint64, rnd *rand.Rand) cras
 	}
 	wait(1)
 	if rnd.IntN(2) == 0 {
-		wait(1 + rnd.IntN(12)) // just after the child said something: often mid-append-window
+		wait(1 + rnd.IntN(30)) // just after the child said something: often mid-append-window
 	} else {
-		time.Sleep(time.Duration(rnd.IntN(6000)) * time.Microsecond)
+		time.Sleep(time.Duration(rnd.IntN(15000)) * time.Microsecond)
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	for l := range lines {
