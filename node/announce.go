@@ -23,26 +23,27 @@ func (n *Node) announcement(httpPort uint32) *nodev1.PeerAnnouncement {
 		AvailableModelSizes:     map[string]uint64{},
 	}
 	seen := map[string]bool{}
-	for _, m := range n.models {
-		a.HostedModels = append(a.HostedModels, m.Name())
-		a.ServingModels = append(a.ServingModels, m.Name())
-		if f := m.Facts(); f != nil {
-			a.AvailableModelMetadata = append(a.AvailableModelMetadata, compactMetadata(m.Name(), f))
-			a.AvailableModelSizes[m.Name()] = uint64(m.Size())
-			a.AvailableModels = append(a.AvailableModels, m.Name())
-			seen[m.Name()] = true
+	for i, in := range n.models.all() {
+		name := in.m.Name()
+		if i == 0 {
+			a.PrimaryServing = proto.String(name)
+		}
+		a.HostedModels = append(a.HostedModels, name)
+		a.ServingModels = append(a.ServingModels, name)
+		if f := in.m.Facts(); f != nil {
+			a.AvailableModelMetadata = append(a.AvailableModelMetadata, compactMetadata(name, f))
+			a.AvailableModelSizes[name] = uint64(in.m.Size())
+			a.AvailableModels = append(a.AvailableModels, name)
+			seen[name] = true
 		}
 	}
-	if len(n.models) > 0 {
-		a.PrimaryServing = proto.String(n.models[0].Name())
-	}
-	for _, e := range n.inventory {
-		if seen[e.Name] {
+	for _, e := range n.inventorySnapshot() {
+		if seen[e.CanonicalModelRef] {
 			continue
 		}
-		a.AvailableModels = append(a.AvailableModels, e.Name)
-		a.AvailableModelMetadata = append(a.AvailableModelMetadata, compactMetadata(e.Name, &e.Facts))
-		a.AvailableModelSizes[e.Name] = uint64(e.Size)
+		a.AvailableModels = append(a.AvailableModels, e.CanonicalModelRef)
+		a.AvailableModelMetadata = append(a.AvailableModelMetadata, e.Metadata)
+		a.AvailableModelSizes[e.CanonicalModelRef] = e.TotalSizeBytes
 	}
 	if f := n.hardware; f != nil {
 		a.Hardware = hardwareInfo(f)

@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/meshnode/meshnode/node/api"
 	"github.com/meshnode/meshnode/node/engine"
@@ -20,7 +21,7 @@ import (
 // serve through the steward, scoped to this model's backends, and ends in
 // a sealed receipt in usage.energy.
 type servedModel struct {
-	m        localModel
+	in       *instance
 	steward  *steward.Steward
 	defaults generationDefaults
 }
@@ -50,18 +51,26 @@ func energyOf(s *receipt.Sealed) *Energy {
 
 // Generate implements api.Model.
 func (s *servedModel) Generate(ctx context.Context, g *api.Generation, emit func(string) error) (*api.Result, error) {
+	ctx, leave, err := s.in.gate.enter(ctx)
+	if err != nil {
+		e := api.Errorf(http.StatusServiceUnavailable, "server_error", "model_draining", "model %q is draining: %v", s.in.m.Name(), err)
+		e.RetryAfter = time.Second
+		return nil, e
+	}
+	defer leave()
+	m := s.in.m
 	if len(g.Presentation) > 0 {
 		return nil, api.Errorf(http.StatusNotImplemented, "invalid_request_error", "grants_unsupported",
 			"this node does not yet accept jcp_presentation")
 	}
-	text, ids, err := s.m.Prompt(g)
+	text, ids, err := m.Prompt(g)
 	if err != nil {
 		return nil, api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_prompt", "%v", err)
 	}
-	ctxLen := s.m.ContextLength()
+	ctxLen := m.ContextLength()
 	if len(ids) >= ctxLen {
 		e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "context_length_exceeded",
-			"the prompt is %d tokens; model %q has a context of %d, which leaves no room to answer", len(ids), s.m.Name(), ctxLen)
+			"the prompt is %d tokens; model %q has a context of %d, which leaves no room to answer", len(ids), m.Name(), ctxLen)
 		e.Param = "messages"
 		return nil, e
 	}
@@ -75,7 +84,7 @@ func (s *servedModel) Generate(ctx context.Context, g *api.Generation, emit func
 	if err != nil {
 		return nil, err
 	}
-	dec := s.m.Decoder()
+	dec := m.Decoder()
 	stops := &stopFilter{stops: g.Stop}
 	send := func(tok uint32) error {
 		if out := stops.push(dec.Next(tok)); out != "" {
@@ -83,7 +92,7 @@ func (s *servedModel) Generate(ctx context.Context, g *api.Generation, emit func
 		}
 		return nil
 	}
-	served, err := s.steward.Serve(ctx, req, ids, send, steward.ForRecipe(s.m.Name()))
+	served, err := s.steward.Serve(ctx, req, ids, send, steward.ForRecipe(m.Name()))
 	if err != nil {
 		if served != nil && errors.Is(err, steward.ErrIncomplete) && ctx.Err() != nil {
 			return nil, ctx.Err() // the client left; the partial serve is sealed and journaled

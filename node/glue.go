@@ -21,11 +21,11 @@ import (
 type registry struct{ n *Node }
 
 func (r *registry) Local(name string) (api.Model, bool) {
-	m, ok := r.n.byName[name]
+	in, ok := r.n.models.get(name)
 	if !ok {
 		return nil, false
 	}
-	return &servedModel{m: m, steward: r.n.steward, defaults: generationDefaults{
+	return &servedModel{in: in, steward: r.n.steward, defaults: generationDefaults{
 		maxTokens:      r.n.cfg.API.MaxTokens,
 		fidelityFloor:  receipt.Fidelity(r.n.cfg.Steward.FidelityFloor),
 		jouleCeilingUJ: r.n.cfg.Steward.JouleCeilingUJ,
@@ -36,9 +36,9 @@ func (r *registry) List() []api.ModelInfo {
 	self := r.n.key.ID()
 	var out []api.ModelInfo
 	local := map[string]bool{}
-	for _, m := range r.n.models {
-		out = append(out, api.ModelInfo{ID: m.Name(), Local: true, Owner: self})
-		local[m.Name()] = true
+	for _, name := range r.n.models.names() {
+		out = append(out, api.ModelInfo{ID: name, Local: true, Owner: self})
+		local[name] = true
 	}
 	remote := map[string][]identity.EndpointID{}
 	for _, p := range r.n.mesh.Peers() {

@@ -1,7 +1,10 @@
 package node
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -11,6 +14,8 @@ import (
 
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/node/engine/ggufengine"
+	"github.com/meshnode/meshnode/node/wire/nodev1"
+	"google.golang.org/protobuf/proto"
 	"github.com/meshnode/meshnode/node/receipt"
 )
 
@@ -110,27 +115,23 @@ func (s *modelSpec) fidelity() receipt.Fidelity {
 	return DefaultFidelity
 }
 
-// inventoryEntry is one GGUF file in the models dir, as gossip
-// advertises it.
-type inventoryEntry struct {
-	Name  string
-	Path  string
-	Size  int64
-	Facts gguf.Facts
-}
-
-// scanModels inventories *.gguf in dir: each file's facts and size. A file
-// that does not parse is logged and left out; a missing dir is empty.
-func scanModels(dir string, log *slog.Logger) []inventoryEntry {
+// scanInventory inventories *.gguf in dir for gossip and owner control:
+// each file's name, size and GGUF metadata, sorted by name. A file that
+// does not parse is logged and left out; a missing dir is empty; a dir
+// that cannot be read is an error.
+func scanInventory(ctx context.Context, dir string, log *slog.Logger) ([]*nodev1.OwnerControlInventoryEntry, error) {
 	entries, err := os.ReadDir(dir)
-	if err != nil {
-		if !os.IsNotExist(err) {
-			log.Warn("cannot read the models dir", "dir", dir, "err", err)
-		}
-		return nil
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
 	}
-	var out []inventoryEntry
+	if err != nil {
+		return nil, fmt.Errorf("models dir: %w", err)
+	}
+	var out []*nodev1.OwnerControlInventoryEntry
 	for _, e := range entries {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		if e.IsDir() || !strings.EqualFold(filepath.Ext(e.Name()), ".gguf") {
 			continue
 		}
@@ -140,11 +141,22 @@ func scanModels(dir string, log *slog.Logger) []inventoryEntry {
 			log.Warn("skipping a model that does not parse", "file", path, "err", err)
 			continue
 		}
-		out = append(out, inventoryEntry{Name: gguf.ModelKey(path), Path: path, Size: f.Size(), Facts: f.Facts()})
+		name, facts := gguf.ModelKey(path), f.Facts()
+		entry := &nodev1.OwnerControlInventoryEntry{
+			CanonicalModelRef: name,
+			TotalSizeBytes:    uint64(f.Size()),
+			Metadata:          compactMetadata(name, &facts),
+		}
+		if facts.Name != "" {
+			entry.DisplayName = proto.String(facts.Name)
+		}
+		out = append(out, entry)
 		f.Close()
 	}
-	slices.SortFunc(out, func(a, b inventoryEntry) int { return strings.Compare(a.Name, b.Name) })
-	return out
+	slices.SortFunc(out, func(a, b *nodev1.OwnerControlInventoryEntry) int {
+		return strings.Compare(a.CanonicalModelRef, b.CanonicalModelRef)
+	})
+	return out, nil
 }
 
 // loadModels loads the configured models, or the built-in default, or —
@@ -160,8 +172,8 @@ func (n *Node) loadModels(stack *closers) error {
 		} else {
 			n.log.Info("no model configured and the built-in default model is not installed: serving the reference engine",
 				"model", "mesh-reference", "looked_in", builtinModelPaths())
-			n.addModel(newReferenceModel(DefaultFidelity, referenceUJPerToken))
-			return nil
+			_, err := n.models.add(newReferenceModel(DefaultFidelity, referenceUJPerToken))
+			return err
 		}
 	}
 	for _, s := range specs {
@@ -170,8 +182,11 @@ func (n *Node) loadModels(stack *closers) error {
 		if err != nil {
 			return fmt.Errorf("model %s: %w", s.Path, err)
 		}
-		stack.push("model "+m.Name(), m.Close)
-		n.addModel(m)
+		if _, err := n.models.add(m); err != nil {
+			m.Close()
+			return err
+		}
+		stack.push("model "+m.Name(), func() error { return n.closeModel(m) })
 		n.log.Info("serving model", "model", m.Name(), "file", s.Path, "builtin_default", s.builtin,
 			"bytes_mapped", m.Size(), "took", time.Since(start).Round(time.Millisecond))
 	}
@@ -182,10 +197,11 @@ func (n *Node) loadModels(stack *closers) error {
 // BLAKE3 rounds per token take tens of microseconds on a CPU core.
 const referenceUJPerToken = 1_000
 
-func (n *Node) addModel(m localModel) {
-	if n.byName == nil {
-		n.byName = map[string]localModel{}
+// closeModel closes m at shutdown unless owner control has unloaded it
+// already.
+func (n *Node) closeModel(m localModel) error {
+	if _, loaded := n.models.get(m.Name()); !loaded {
+		return nil
 	}
-	n.models = append(n.models, m)
-	n.byName[m.Name()] = m
+	return m.Close()
 }

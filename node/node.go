@@ -40,9 +40,8 @@ type Node struct {
 	ready     chan struct{}
 	key       *identity.Key
 	meters    *meters.Selection
-	models    []localModel
-	byName    map[string]localModel
-	inventory []inventoryEntry
+	models    modelSet
+	inventory []*nodev1.OwnerControlInventoryEntry // guarded by mu
 	steward   *steward.Steward
 	journal   *memoryJournal
 	hardware  *hw.Facts
@@ -121,12 +120,16 @@ func (n *Node) Serve(ctx context.Context) (err error) {
 	if err := n.loadModels(&stack); err != nil {
 		return err
 	}
-	n.inventory = scanModels(n.cfg.ModelsDir, n.log)
+	inv, err := scanInventory(ctx, n.cfg.ModelsDir, n.log)
+	if err != nil {
+		n.log.Warn("the models dir cannot be inventoried; advertising loaded models only", "err", err)
+	}
+	n.setInventory(inv)
 
 	// 4. Steward.
-	backends := make([]steward.Backend, len(n.models))
-	for i, m := range n.models {
-		backends[i] = steward.Backend{Name: "cpu:" + m.Name(), Engine: m.Engine()}
+	var backends []steward.Backend
+	for _, in := range n.models.all() {
+		backends = append(backends, backendOf(in.m))
 	}
 	n.journal = newMemoryJournal()
 	st, err := steward.New(steward.Config{Key: key, Meter: sel.Meter, Backends: backends, Journal: n.journal, Logger: n.log})
@@ -203,12 +206,8 @@ func (n *Node) Serve(ctx context.Context) (err error) {
 }
 
 func (n *Node) announceReady(self mesh.EndpointAddr) {
-	names := make([]string, len(n.models))
-	for i, m := range n.models {
-		names[i] = m.Name()
-	}
 	n.log.Info("meshnode serving",
-		"api", "http://"+n.httpAddr.String()+"/v1", "models", names,
+		"api", "http://"+n.httpAddr.String()+"/v1", "models", n.models.names(),
 		"quic", n.mesh.LocalAddr().String(), "addrs", self.Addrs)
 	n.log.Info("invite others with: meshnode --join " + n.invite)
 	if err := os.WriteFile(filepath.Join(n.cfg.StateDir, "invite.token"), []byte(n.invite+"\n"), 0o600); err != nil {
@@ -286,11 +285,24 @@ func (n *Node) startDiscovery(ctx context.Context, run func(string, func(context
 }
 
 func (n *Node) mdnsHints() mdns.Hints {
-	names := make([]string, len(n.models))
-	for i, m := range n.models {
-		names[i] = m.Name()
-	}
-	return mdns.Hints{Serving: names}
+	return mdns.Hints{Serving: n.models.names()}
+}
+
+// backendOf is the steward backend that serves m on the CPU.
+func backendOf(m localModel) steward.Backend {
+	return steward.Backend{Name: "cpu:" + m.Name(), Engine: m.Engine()}
+}
+
+func (n *Node) setInventory(inv []*nodev1.OwnerControlInventoryEntry) {
+	n.mu.Lock()
+	n.inventory = inv
+	n.mu.Unlock()
+}
+
+func (n *Node) inventorySnapshot() []*nodev1.OwnerControlInventoryEntry {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.inventory
 }
 
 // Status is GET /api/status.
@@ -307,8 +319,9 @@ func (n *Node) Status() Status {
 	if head.Next > 0 {
 		st.Steward.Last = head.Last.String()
 	}
-	for _, m := range n.models {
-		st.Models = append(st.Models, ModelStatus{Name: m.Name(), Context: m.ContextLength(), SizeBytes: m.Size()})
+	for _, in := range n.models.all() {
+		st.Models = append(st.Models, ModelStatus{Name: in.m.Name(), Instance: in.id, Context: in.m.ContextLength(),
+			SizeBytes: in.m.Size(), InFlight: in.gate.inFlight()})
 	}
 	for _, p := range n.mesh.Peers() {
 		ps := PeerStatus{ID: p.ID.String(), Models: p.Models(), Admission: p.Admission().String()}
@@ -341,8 +354,10 @@ type Status struct {
 // ModelStatus is one served model in Status.
 type ModelStatus struct {
 	Name      string `json:"name"`
+	Instance  string `json:"instance"`
 	Context   int    `json:"context"`
 	SizeBytes int64  `json:"size_bytes"`
+	InFlight  int    `json:"in_flight"`
 }
 
 // PeerStatus is one peer in Status.
