@@ -14,9 +14,9 @@ import (
 
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/node/engine/ggufengine"
+	"github.com/meshnode/meshnode/node/receipt"
 	"github.com/meshnode/meshnode/node/wire/nodev1"
 	"google.golang.org/protobuf/proto"
-	"github.com/meshnode/meshnode/node/receipt"
 )
 
 // BuiltinModelFile is the built-in default model, served when no model is
