@@ -87,9 +87,9 @@ func (s *Steward) RecordChange(backend string, e change.Entry) (*change.Sealed, 
 		return nil, ErrNoJournal
 	}
 	var b *Backend
-	for i := range s.backends {
-		if s.backends[i].Name == backend {
-			b = &s.backends[i]
+	for _, r := range s.Backends() {
+		if r.Name == backend {
+			b = &r
 		}
 	}
 	if b == nil {

@@ -208,3 +208,35 @@ func TestForRecipe(t *testing.T) {
 		t.Fatalf("Route(ForRecipe) = %+v, %v", rt, err)
 	}
 }
+
+// TestAddRemoveBackend: backends registered while the steward runs are
+// routed to; removed ones are not; a duplicate or unnamed one is refused.
+func TestAddRemoveBackend(t *testing.T) {
+	first := newFake(receipt.F3, 10)
+	s := newSteward(t, Config{Backends: []Backend{{Name: "first", Engine: first}}})
+	cheaper := newFake(receipt.F3, 1)
+	cheaper.recipe = "other"
+	if err := s.AddBackend(Backend{Name: "cheaper", Engine: cheaper}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddBackend(Backend{Name: "first", Engine: cheaper}); err == nil {
+		t.Fatal("a second backend named first was accepted")
+	}
+	if err := s.AddBackend(Backend{Engine: cheaper}); err == nil {
+		t.Fatal("an unnamed backend was accepted")
+	}
+	req := genRequest(4, 4, receipt.F2, 1_000_000)
+	served, err := s.Serve(context.Background(), req, promptOf(4), nil)
+	if err != nil || served.Receipt.Receipt.Backend != "cheaper" {
+		t.Fatalf("serve after AddBackend: %v on %v, want the added, cheaper backend", err, served)
+	}
+	if !s.RemoveBackend("cheaper") || s.RemoveBackend("cheaper") {
+		t.Fatal("RemoveBackend should report true once, then false")
+	}
+	if served, err = s.Serve(context.Background(), req, promptOf(4), nil); err != nil || served.Receipt.Receipt.Backend != "first" {
+		t.Fatalf("serve after RemoveBackend: %v on %v", err, served)
+	}
+	if len(s.Backends()) != 1 {
+		t.Fatalf("Backends = %v", s.Backends())
+	}
+}

@@ -59,14 +59,18 @@ type Config struct {
 // Steward serves requests and seals their receipts. It is safe for
 // concurrent use; receipts are sealed and chained one at a time.
 type Steward struct {
-	sealer   *receipt.Sealer
-	meter    hw.Meter
+	sealer  *receipt.Sealer
+	meter   hw.Meter
+	auth    Authorizer
+	journal Journal
+	now     func() time.Time
+	log     *slog.Logger
+	durable *durable // nil without a decision journal
+
+	// bmu guards backends, which the node changes as owner control loads
+	// and unloads models.
+	bmu      sync.RWMutex
 	backends []Backend
-	auth     Authorizer
-	journal  Journal
-	now      func() time.Time
-	log      *slog.Logger
-	durable  *durable // nil without a decision journal
 
 	mu   sync.Mutex // guards rand and head, and orders seal → journal → advance
 	rand io.Reader
@@ -89,21 +93,10 @@ func New(cfg Config) (*Steward, error) {
 	if len(cfg.Backends) == 0 {
 		return nil, errors.New("steward: no backends")
 	}
-	seen := make(map[string]bool, len(cfg.Backends))
 	for i, b := range cfg.Backends {
-		switch {
-		case b.Name == "":
-			return nil, fmt.Errorf("steward: backend %d has no name", i)
-		case seen[b.Name]:
-			return nil, fmt.Errorf("steward: backend %q registered twice", b.Name)
-		case b.Engine == nil:
-			return nil, fmt.Errorf("steward: backend %q has no engine", b.Name)
-		case !b.Engine.Fidelity().Valid():
-			return nil, fmt.Errorf("steward: backend %q advertises fidelity %d, not F0 … F4", b.Name, b.Engine.Fidelity())
-		case b.Engine.Recipe() == "":
-			return nil, fmt.Errorf("steward: backend %q names no recipe", b.Name)
+		if err := checkBackend(b, cfg.Backends[:i]); err != nil {
+			return nil, err
 		}
-		seen[b.Name] = true
 	}
 	if cfg.Durable != nil && (cfg.Authorizer != nil || cfg.Journal != nil || cfg.Head != (receipt.Head{})) {
 		return nil, errors.New("steward: a steward with a decision journal takes no Authorizer, Journal or Head: the journal is all three")
@@ -157,7 +150,59 @@ func (s *Steward) Head() receipt.Head {
 }
 
 // Backends returns the registered backends in registration order.
-func (s *Steward) Backends() []Backend { return append([]Backend(nil), s.backends...) }
+func (s *Steward) Backends() []Backend {
+	s.bmu.RLock()
+	defer s.bmu.RUnlock()
+	return append([]Backend(nil), s.backends...)
+}
+
+// checkBackend refuses a backend that could not be routed to or named on
+// a receipt, or whose name is taken.
+func checkBackend(b Backend, registered []Backend) error {
+	switch {
+	case b.Name == "":
+		return errors.New("steward: a backend has no name")
+	case b.Engine == nil:
+		return fmt.Errorf("steward: backend %q has no engine", b.Name)
+	case !b.Engine.Fidelity().Valid():
+		return fmt.Errorf("steward: backend %q advertises fidelity %d, not F0 … F4", b.Name, b.Engine.Fidelity())
+	case b.Engine.Recipe() == "":
+		return fmt.Errorf("steward: backend %q names no recipe", b.Name)
+	}
+	for _, r := range registered {
+		if r.Name == b.Name {
+			return fmt.Errorf("steward: backend %q registered twice", b.Name)
+		}
+	}
+	return nil
+}
+
+// AddBackend registers one more backend, last in the routing order (a
+// model loaded while the node runs). Serves already routed are not
+// affected.
+func (s *Steward) AddBackend(b Backend) error {
+	s.bmu.Lock()
+	defer s.bmu.Unlock()
+	if err := checkBackend(b, s.backends); err != nil {
+		return err
+	}
+	s.backends = append(s.backends[:len(s.backends):len(s.backends)], b)
+	return nil
+}
+
+// RemoveBackend takes a backend out of routing (a model unloaded). Serves
+// already routed to it finish on it; it reports whether it was registered.
+func (s *Steward) RemoveBackend(name string) bool {
+	s.bmu.Lock()
+	defer s.bmu.Unlock()
+	for i, b := range s.backends {
+		if b.Name == name {
+			s.backends = append(s.backends[:i:i], s.backends[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
 
 // ServeOption narrows or extends one serve.
 type ServeOption func(*serveOptions)
@@ -193,8 +238,10 @@ func options(opts []ServeOption) serveOptions {
 // candidates returns the backends a serve with options o may route to, in
 // registration order.
 func (s *Steward) candidates(o serveOptions) []Backend {
+	s.bmu.RLock()
+	defer s.bmu.RUnlock()
 	if o.recipe == "" {
-		return s.backends
+		return s.backends // never modified in place: Add and Remove copy
 	}
 	var out []Backend
 	for _, b := range s.backends {
