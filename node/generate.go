@@ -15,6 +15,7 @@ import (
 	"github.com/meshnode/meshnode/node/engine"
 	"github.com/meshnode/meshnode/node/receipt"
 	"github.com/meshnode/meshnode/node/steward"
+	"github.com/meshnode/meshnode/node/steward/grant"
 )
 
 // servedModel is a local model as the API sees it: every generation is a
@@ -59,10 +60,6 @@ func (s *servedModel) Generate(ctx context.Context, g *api.Generation, emit func
 	}
 	defer leave()
 	m := s.in.m
-	if len(g.Presentation) > 0 {
-		return nil, api.Errorf(http.StatusNotImplemented, "invalid_request_error", "grants_unsupported",
-			"this node does not yet accept jcp_presentation")
-	}
 	text, ids, err := m.Prompt(g)
 	if err != nil {
 		return nil, api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_prompt", "%v", err)
@@ -74,16 +71,11 @@ func (s *servedModel) Generate(ctx context.Context, g *api.Generation, emit func
 		e.Param = "messages"
 		return nil, e
 	}
-	maxTokens := g.MaxTokens
-	if maxTokens <= 0 {
-		maxTokens = s.defaults.maxTokens
-	}
-	maxTokens = min(maxTokens, ctxLen-len(ids))
-
-	req, err := s.request(g, text, len(ids), maxTokens)
+	req, opts, err := s.request(g, text, len(ids), ctxLen)
 	if err != nil {
 		return nil, err
 	}
+	maxTokens := int(req.MaxTokens)
 	dec := m.Decoder()
 	stops := &stopFilter{stops: g.Stop}
 	send := func(tok uint32) error {
@@ -92,7 +84,7 @@ func (s *servedModel) Generate(ctx context.Context, g *api.Generation, emit func
 		}
 		return nil
 	}
-	served, err := s.steward.Serve(ctx, req, ids, send, steward.ForRecipe(m.Name()))
+	served, err := s.steward.Serve(ctx, req, ids, send, append(opts, steward.ForRecipe(m.Name()))...)
 	if err != nil {
 		if served != nil && errors.Is(err, steward.ErrIncomplete) && ctx.Err() != nil {
 			return nil, ctx.Err() // the client left; the partial serve is sealed and journaled
@@ -121,10 +113,38 @@ func (s *servedModel) Generate(ctx context.Context, g *api.Generation, emit func
 	}, nil
 }
 
-// request builds the mesh/1 request a generation is served as. Sampling
-// options are in its identity (receipt.Sampling); a sampled request
-// without a seed gets one drawn here, so that every serve can be replayed.
-func (s *servedModel) request(g *api.Generation, prompt string, promptTokens, maxTokens int) (receipt.ServeRequest, error) {
+// request builds the mesh/1 request a generation is served as, with the
+// steward options it needs.
+//
+// A request riding on a grant is served as exactly what the OpenAI binding
+// derives from its body alone (mesh/1 §2.3), since its presentation is
+// signed for that request id; it must fit the context as it stands.
+//
+// Otherwise the node builds it: the output ceiling is the request's, or the
+// default, cut to what the context leaves; sampling options are in its
+// identity (receipt.Sampling), and a sampled request without a seed gets
+// one drawn here, so that every serve can be replayed.
+func (s *servedModel) request(g *api.Generation, prompt string, promptTokens, ctxLen int) (receipt.ServeRequest, []steward.ServeOption, error) {
+	if len(g.Presentation) > 0 {
+		p, err := grant.ParsePresentation(g.Presentation)
+		if err != nil {
+			return receipt.ServeRequest{}, nil, api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_presentation", "jcp_presentation: %v", err)
+		}
+		req, err := grant.GrantedServeRequest(g.Body)
+		if err != nil {
+			return req, nil, api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_granted_request", "%v", err)
+		}
+		if promptTokens+int(req.MaxTokens) > ctxLen {
+			return req, nil, api.Errorf(http.StatusBadRequest, "invalid_request_error", "context_length_exceeded",
+				"the prompt is %d tokens and the request asks for up to %d more; the context holds %d", promptTokens, req.MaxTokens, ctxLen)
+		}
+		return req, []steward.ServeOption{steward.WithPresentation(p)}, nil
+	}
+	maxTokens := g.MaxTokens
+	if maxTokens <= 0 {
+		maxTokens = s.defaults.maxTokens
+	}
+	maxTokens = min(maxTokens, ctxLen-promptTokens)
 	req := receipt.ServeRequest{
 		PromptHash:     receipt.PromptHash([]byte(prompt)),
 		PromptTokens:   uint32(promptTokens),
@@ -162,18 +182,28 @@ func (s *servedModel) request(g *api.Generation, prompt string, promptTokens, ma
 		req.Sampling = sp
 	}
 	if err := req.Validate(); err != nil {
-		return req, api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_request", "%v", err)
+		return req, nil, api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_request", "%v", err)
 	}
-	return req, nil
+	return req, nil, nil
 }
 
 // serveError maps a steward refusal to the HTTP error it is answered with.
 func serveError(err error) error {
+	if status := grant.HTTPStatus(err); status != 0 {
+		code := grant.Label(err)
+		if code == "" {
+			code = "grant_refused"
+		}
+		return api.Errorf(status, "invalid_request_error", code, "%v", err)
+	}
 	var se *steward.ServeError
 	if !errors.As(err, &se) {
 		return err
 	}
 	switch {
+	case errors.Is(err, steward.ErrJournal) && se.Stage == steward.StageAuthorise:
+		return api.Errorf(http.StatusServiceUnavailable, "server_error", "journal_unavailable",
+			"the steward could not record the authorisation, so the serve was refused: %v", se.Err)
 	case errors.Is(err, steward.ErrNoAdmissibleBackend):
 		e := api.Errorf(http.StatusUnprocessableEntity, "invalid_request_error", "no_admissible_backend",
 			"no backend can serve this request within its fidelity floor and joule ceiling")

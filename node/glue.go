@@ -4,16 +4,17 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/meshnode/meshnode/node/api"
 	"github.com/meshnode/meshnode/node/identity"
 	"github.com/meshnode/meshnode/node/mesh"
 	"github.com/meshnode/meshnode/node/receipt"
+	"github.com/meshnode/meshnode/node/steward"
 )
 
 // registry is the API's view of models: this node's, then those its
@@ -90,8 +91,9 @@ func (a *apiNode) StewardDID() string             { return a.n.steward.DID() }
 func (a *apiNode) Invite() string                 { return a.n.invite }
 func (a *apiNode) Status(ctx context.Context) any { return a.n.Status() }
 
-// Witness checks a receipt shown back to the steward (mesh/1 §2.2): it
-// must be one this steward sealed, and the journal must hold it.
+// Witness checks a receipt shown back to the steward (mesh/1 §2.2): 200
+// when its journal holds it; 409 when it does not (the steward then
+// refuses grants until an operator restores the journal).
 func (a *apiNode) Witness(ctx context.Context, body []byte) (bool, error) {
 	var w struct {
 		EnvelopeHex string `json:"envelope_hex"`
@@ -104,34 +106,15 @@ func (a *apiNode) Witness(ctx context.Context, body []byte) (bool, error) {
 	if err != nil || len(env) == 0 {
 		return false, api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_request", "envelope_hex is missing or not hex")
 	}
-	sealed, err := receipt.Open(env, a.n.key.Public())
-	if err != nil {
+	switch err := a.n.steward.Witness(env); {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, steward.ErrNotHeld):
+		return false, nil
+	case errors.Is(err, steward.ErrWitnessInvalid):
 		return false, api.Errorf(http.StatusBadRequest, "invalid_request_error", "not_our_receipt",
 			"the envelope is not a receipt this steward sealed: %v", err)
+	default:
+		return false, api.Errorf(http.StatusServiceUnavailable, "server_error", "witness_unavailable", "%v", err)
 	}
-	return a.n.journal.holds(sealed), nil
-}
-
-// memoryJournal records the receipts the steward hands out, so that a
-// witness can ask whether one is held. It lives as long as the process:
-// the durable file journal replaces it.
-type memoryJournal struct {
-	mu   sync.Mutex
-	held map[receipt.ContentID]uint64
-}
-
-func newMemoryJournal() *memoryJournal { return &memoryJournal{held: map[receipt.ContentID]uint64{}} }
-
-func (j *memoryJournal) Sealed(s *receipt.Sealed) error {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	j.held[s.ID] = s.Receipt.Sequence
-	return nil
-}
-
-func (j *memoryJournal) holds(s *receipt.Sealed) bool {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	seq, ok := j.held[s.ID]
-	return ok && seq == s.Receipt.Sequence
 }

@@ -22,6 +22,8 @@ import (
 	"github.com/meshnode/meshnode/node/mesh"
 	"github.com/meshnode/meshnode/node/sdnotify"
 	"github.com/meshnode/meshnode/node/steward"
+	"github.com/meshnode/meshnode/node/steward/grant"
+	"github.com/meshnode/meshnode/node/steward/journal"
 	"github.com/meshnode/meshnode/node/wire/nodev1"
 )
 
@@ -43,7 +45,6 @@ type Node struct {
 	models    modelSet
 	inventory []*nodev1.OwnerControlInventoryEntry // guarded by mu
 	steward   *steward.Steward
-	journal   *memoryJournal
 	hardware  *hw.Facts
 	mesh      *mesh.Node
 	invite    string
@@ -131,8 +132,7 @@ func (n *Node) Serve(ctx context.Context) (err error) {
 	for _, in := range n.models.all() {
 		backends = append(backends, backendOf(in.m))
 	}
-	n.journal = newMemoryJournal()
-	st, err := steward.New(steward.Config{Key: key, Meter: sel.Meter, Backends: backends, Journal: n.journal, Logger: n.log})
+	st, err := n.openSteward(backends, &stack)
 	if err != nil {
 		return err
 	}
@@ -288,6 +288,26 @@ func (n *Node) mdnsHints() mdns.Hints {
 	return mdns.Hints{Serving: n.models.names()}
 }
 
+// openSteward opens the steward's decision journal (taking its lock),
+// replays it, and starts the steward on it: a restarted node continues
+// its receipt chain and its grants' spend where it stopped (mesh/1 §2.2).
+func (n *Node) openSteward(backends []steward.Backend, stack *closers) (*steward.Steward, error) {
+	path := filepath.Join(n.cfg.StateDir, "journal", "steward.jsonl")
+	j, err := journal.Open(path, journal.Options{})
+	if errors.Is(err, journal.ErrLocked) {
+		return nil, fmt.Errorf("%w: another meshnode is running on state dir %s", err, n.cfg.StateDir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("steward journal: %w", err)
+	}
+	stack.push("steward journal", j.Close)
+	rev, err := grant.LoadRevocations(filepath.Join(n.cfg.StateDir, "grants", "revoked"))
+	if err != nil {
+		return nil, fmt.Errorf("grant revocations: %w", err)
+	}
+	return steward.New(steward.Config{Key: n.key, Meter: n.meters.Meter, Backends: backends, Durable: j, Revocations: rev, Logger: n.log})
+}
+
 // backendOf is the steward backend that serves m on the CPU.
 func backendOf(m localModel) steward.Backend {
 	return steward.Backend{Name: "cpu:" + m.Name(), Engine: m.Engine()}
@@ -314,6 +334,7 @@ func (n *Node) Status() Status {
 		Uptime:  time.Since(n.startedAt).Round(time.Second).String(),
 		Meter:   n.meters.Report,
 	}
+	st.Grants = n.steward.Grants()
 	head := n.steward.Head()
 	st.Steward.Sequence = head.Next
 	if head.Next > 0 {
@@ -346,9 +367,10 @@ type Status struct {
 		Sequence uint64 `json:"next_sequence"`
 		Last     string `json:"last_envelope,omitempty"`
 	} `json:"steward"`
-	Models []ModelStatus `json:"models"`
-	Peers  []PeerStatus  `json:"peers"`
-	Meter  meters.Report `json:"meter"`
+	Grants steward.GrantStatus `json:"grants"`
+	Models []ModelStatus       `json:"models"`
+	Peers  []PeerStatus        `json:"peers"`
+	Meter  meters.Report       `json:"meter"`
 }
 
 // ModelStatus is one served model in Status.
