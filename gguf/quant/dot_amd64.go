@@ -19,6 +19,8 @@ var simdDots = map[Type]dotFunc{
 	Q5_1:   dotQ5_1SIMD,
 	Q8_0:   dotQ8_0SIMD,
 	IQ4_NL: dotIQ4_NLSIMD,
+	Q2_K:   dotQ2_KSIMD,
+	Q3_K:   dotQ3_KSIMD,
 	Q4_K:   dotQ4_KSIMD,
 	Q5_K:   dotQ5_KSIMD,
 	Q6_K:   dotQ6_KSIMD,

@@ -330,5 +330,35 @@ ktaildone:
 	DATA minPairs<>+24(SB)/8, $0x8007800780068006 \
 	GLOBL minPairs<>(SB), RODATA|NOPTR, $32
 
+// K16SCALES multiplies the int16 pairs in Y0 (a Q2_K/Q3_K/Q6_K group of
+// 32 activations: two sub-blocks of 16, one per 128-bit lane) by their
+// scales, 2M and 2M+1 of the eight int16 in both lanes of Y6, into int32
+// added to Y7. Clobbers Y2.
+#define K16SCALES(M) \
+	VPSHUFB scalePick<>+(32*M)(SB), Y6, Y2 \
+	VPMADDWD Y2, Y0, Y0 \
+	VPADDD Y0, Y7, Y7
+
+// Files using K16SCALES say K16DATA once: scalePick's mask m spreads
+// int16 scale 2m over the low 128 bits and scale 2m+1 over the high.
+#define K16DATA \
+	DATA scalePick<>+0(SB)/8, $0x0100010001000100 \
+	DATA scalePick<>+8(SB)/8, $0x0100010001000100 \
+	DATA scalePick<>+16(SB)/8, $0x0302030203020302 \
+	DATA scalePick<>+24(SB)/8, $0x0302030203020302 \
+	DATA scalePick<>+32(SB)/8, $0x0504050405040504 \
+	DATA scalePick<>+40(SB)/8, $0x0504050405040504 \
+	DATA scalePick<>+48(SB)/8, $0x0706070607060706 \
+	DATA scalePick<>+56(SB)/8, $0x0706070607060706 \
+	DATA scalePick<>+64(SB)/8, $0x0908090809080908 \
+	DATA scalePick<>+72(SB)/8, $0x0908090809080908 \
+	DATA scalePick<>+80(SB)/8, $0x0b0a0b0a0b0a0b0a \
+	DATA scalePick<>+88(SB)/8, $0x0b0a0b0a0b0a0b0a \
+	DATA scalePick<>+96(SB)/8, $0x0d0c0d0c0d0c0d0c \
+	DATA scalePick<>+104(SB)/8, $0x0d0c0d0c0d0c0d0c \
+	DATA scalePick<>+112(SB)/8, $0x0f0e0f0e0f0e0f0e \
+	DATA scalePick<>+120(SB)/8, $0x0f0e0f0e0f0e0f0e \
+	GLOBL scalePick<>(SB), RODATA|NOPTR, $128
+
 // The Go declarations of the kernels, with their contracts, are in
 // dot_simd.go.

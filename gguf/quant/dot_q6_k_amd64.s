@@ -38,16 +38,13 @@
 	VPOR Y1, Y0, Y0
 
 // GROUP adds Σ scale·(q−32)·a for the 32 activations at OFF(DX) and the
-// quants in Y0; Y6 holds the half's scales as int16 in both lanes, and
-// mask M of scalePick picks this group's two.
+// quants in Y0; Y6 holds the half's scales as int16 in both lanes.
 #define GROUP(OFF, M) \
 	VMOVDQU OFF(DX), Y1 \
 	VPMADDUBSW Y1, Y0, Y0 \
 	VPMADDUBSW Y1, Y13, Y1 \
 	VPSUBW Y1, Y0, Y0 \
-	VPSHUFB scalePick<>+(32*M)(SB), Y6, Y2 \
-	VPMADDWD Y2, Y0, Y0 \
-	VPADDD Y0, Y7, Y7
+	K16SCALES(M)
 
 // HALF does the 128 elements whose ql start at QL(SI), qh at QH(SI),
 // activations at A(DX); PERM picks the half's eight scales from Y9.
@@ -65,25 +62,7 @@
 	Q4 \
 	GROUP(A+96, 3)
 
-// scalePick's mask m spreads int16 scale 2m over the low 128 bits and
-// scale 2m+1 over the high.
-DATA scalePick<>+0(SB)/8, $0x0100010001000100
-DATA scalePick<>+8(SB)/8, $0x0100010001000100
-DATA scalePick<>+16(SB)/8, $0x0302030203020302
-DATA scalePick<>+24(SB)/8, $0x0302030203020302
-DATA scalePick<>+32(SB)/8, $0x0504050405040504
-DATA scalePick<>+40(SB)/8, $0x0504050405040504
-DATA scalePick<>+48(SB)/8, $0x0706070607060706
-DATA scalePick<>+56(SB)/8, $0x0706070607060706
-DATA scalePick<>+64(SB)/8, $0x0908090809080908
-DATA scalePick<>+72(SB)/8, $0x0908090809080908
-DATA scalePick<>+80(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA scalePick<>+88(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA scalePick<>+96(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA scalePick<>+104(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA scalePick<>+112(SB)/8, $0x0f0e0f0e0f0e0f0e
-DATA scalePick<>+120(SB)/8, $0x0f0e0f0e0f0e0f0e
-GLOBL scalePick<>(SB), RODATA|NOPTR, $128
+K16DATA
 
 // func q6Kdot(acc *[8]float32, x, y *byte, blocks int)
 TEXT ·q6Kdot(SB), 0, $576-32

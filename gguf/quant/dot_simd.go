@@ -98,6 +98,32 @@ func dotIQ4_NLSIMD(row, act []byte, n int) float32 {
 	return reduce(acc[:])
 }
 
+// q2Kdot adds the partial of each of the Q2_K·Q8_K blocks to acc.
+//
+//go:noescape
+func q2Kdot(acc *[8]float32, x, y *byte, blocks int)
+
+func dotQ2_KSIMD(row, act []byte, n int) float32 {
+	var acc [8]float32
+	if nb := n / QK_K; nb > 0 {
+		q2Kdot(&acc, &row[0], &act[0], nb)
+	}
+	return reduce(acc[:])
+}
+
+// q3Kdot adds the partial of each of the Q3_K·Q8_K blocks to acc.
+//
+//go:noescape
+func q3Kdot(acc *[8]float32, x, y *byte, blocks int)
+
+func dotQ3_KSIMD(row, act []byte, n int) float32 {
+	var acc [8]float32
+	if nb := n / QK_K; nb > 0 {
+		q3Kdot(&acc, &row[0], &act[0], nb)
+	}
+	return reduce(acc[:])
+}
+
 // q4Kdot adds the partial of each of the Q4_K·Q8_K blocks to acc.
 //
 //go:noescape
