@@ -77,13 +77,19 @@ cleanup() {
 trap cleanup EXIT
 # verify checks that ExecStart exists: point it at the binary just built.
 sed "s|^ExecStart=/usr/bin/meshnode|ExecStart=$PWD/$DIST/build/linux_$HOST_ARCH/meshnode|" $unit >"$tmp/meshnode.service"
-systemd_version=$(systemd-analyze --version | sed -n '1s/^systemd \([0-9]*\).*/\1/p')
-verify_out=$(systemd-analyze verify "$tmp/meshnode.service" 2>&1) || fail "systemd-analyze verify: $verify_out"
-# Older systemd does not know the backoff keys (254+), and says so.
-if [ "$systemd_version" -lt 254 ]; then
-	verify_out=$(grep -v -E "Unknown key '(RestartSteps|RestartMaxDelaySec)' in section \[Service\], ignoring\.$" <<<"$verify_out" || true)
-fi
-[ -z "$verify_out" ] || fail "systemd-analyze verify (systemd $systemd_version) complained: $verify_out"
+# verify CMD... verify UNIT: the command must succeed and say nothing but
+# that a systemd older than 254 does not know the backoff keys. The version
+# is asked of the same command less "verify UNIT".
+verify() {
+	local out version
+	out=$("$@" 2>&1) || fail "$*: $out"
+	version=$("${@:1:$#-2}" --version | sed -n '1s/^systemd \([0-9]*\).*/\1/p')
+	if [ "$version" -lt 254 ]; then
+		out=$(grep -v -E "Unknown key '(RestartSteps|RestartMaxDelaySec)' in section \[Service\], ignoring\.$" <<<"$out" || true)
+	fi
+	[ -z "$out" ] || fail "$* (systemd $version) complained: $out"
+}
+verify systemd-analyze verify "$tmp/meshnode.service"
 # The exposure score (0 safest, 10 unsafe) stays at or under 2.5; the unit
 # rates 2.0. A change that loosens the sandbox fails here.
 systemd-analyze security --offline=yes --threshold=25 "$tmp/meshnode.service" >"$tmp/security.txt" 2>&1 ||
@@ -270,11 +276,7 @@ absent /etc/systemd/system/meshnode.service
 groups=" $(in_root id -nG meshnode) "
 [[ $groups == *" video "* && $groups == *" render "* ]] || fail "on a Jetson meshnode is in groups$groups, want video and render"
 [ "$(sha256sum <"$root/var/lib/meshnode/node.key")" = "$key_before" ] || fail "the reinstall changed the node key"
-verify_out=$(in_root systemd-analyze verify /usr/lib/systemd/system/meshnode.service 2>&1) || fail "systemd-analyze verify in the chroot: $verify_out"
-if [ "$systemd_version" -lt 254 ]; then
-	verify_out=$(grep -v -E "Unknown key '(RestartSteps|RestartMaxDelaySec)' in section \[Service\], ignoring\.$" <<<"$verify_out" || true)
-fi
-[ -z "$verify_out" ] || fail "systemd-analyze verify of the installed unit: $verify_out"
+verify in_root systemd-analyze verify /usr/lib/systemd/system/meshnode.service
 rm "$root/etc/nv_tegra_release"
 
 step "chroot: dpkg -i again (an upgrade in place) keeps it enabled"
