@@ -163,6 +163,19 @@ func dotQ6_KSIMD(row, act []byte, n int) float32 {
 	return reduce(acc[:])
 }
 
+// iq4xsDot adds the partial of each of the IQ4_XS·Q8_K blocks to acc.
+//
+//go:noescape
+func iq4xsDot(acc *[8]float32, x, y *byte, blocks int)
+
+func dotIQ4_XSSIMD(row, act []byte, n int) float32 {
+	var acc [8]float32
+	if nb := n / QK_K; nb > 0 {
+		iq4xsDot(&acc, &row[0], &act[0], nb)
+	}
+	return reduce(acc[:])
+}
+
 // f16x32, bf16x32 and f32x32 add the products of 32·chunks elements to
 // acc, element i to lane i mod 32.
 //
