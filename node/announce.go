@@ -45,6 +45,9 @@ func (n *Node) announcement(httpPort uint32) *nodev1.PeerAnnouncement {
 		a.AvailableModelMetadata = append(a.AvailableModelMetadata, e.Metadata)
 		a.AvailableModelSizes[e.CanonicalModelRef] = e.TotalSizeBytes
 	}
+	n.mu.Lock()
+	a.OwnerAttestation = n.ownership
+	n.mu.Unlock()
 	if f := n.hardware; f != nil {
 		a.Hardware = hardwareInfo(f)
 		// The pre-v0.60 fields, which older peers still read.

@@ -39,6 +39,7 @@ type Config struct {
 	DrainTimeout Duration `toml:"drain_timeout"`
 
 	API     APIConfig     `toml:"api"`
+	Control ControlConfig `toml:"control"`
 	Steward StewardConfig `toml:"steward"`
 	Energy  EnergyConfig  `toml:"energy"`
 }
@@ -65,6 +66,21 @@ type APIConfig struct {
 	QueueDepth   int   `toml:"queue_depth"`
 	// MaxTokens is the default output ceiling when a request names none.
 	MaxTokens int `toml:"max_tokens"`
+}
+
+// ControlConfig is owner control (docs/control.md).
+type ControlConfig struct {
+	// OwnerKeys are the owners (did:key) whose certificates this node
+	// accepts, besides the owner named by its own certificate.
+	OwnerKeys []string `toml:"owner_keys"`
+	// Ownership is the node's ownership certificate, relative to the state
+	// dir unless absolute (default node.ownership).
+	Ownership string `toml:"ownership"`
+	// DrainTimeout is how long a drain waits for admitted work before
+	// cancelling it (default 30s); DrainTimeoutMax caps what a drain
+	// request may ask for (default 5m).
+	DrainTimeout    Duration `toml:"drain_timeout"`
+	DrainTimeoutMax Duration `toml:"drain_timeout_max"`
 }
 
 // StewardConfig holds the mesh/1 defaults a request without its own
@@ -116,23 +132,75 @@ const (
 // a typo is not silently ignored.
 func LoadConfig(path string) (Config, error) {
 	var c Config
+	err := OverlayConfig(&c, path)
+	return c, err
+}
+
+// LoadConfigFiles reads the configuration files in the order they apply:
+// the config file at path (none when path is empty), then what owner
+// control staged in the state dir (stateDir when set, else the file's or
+// the default). Flags and variables go over the result.
+func LoadConfigFiles(path, stateDir string) (Config, error) {
+	var c Config
+	if path != "" {
+		if err := OverlayConfig(&c, path); err != nil {
+			return c, err
+		}
+	}
+	if stateDir == "" {
+		stateDir = c.StateDir
+	}
+	if stateDir == "" {
+		stateDir = DefaultStateDir()
+	}
+	staged := OwnerConfigPath(stateDir)
+	if _, err := os.Stat(staged); err == nil {
+		if err := OverlayConfig(&c, staged); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+// OverlayConfig reads the TOML file at path over c: the keys the file sets
+// replace c's, the others stay.
+func OverlayConfig(c *Config, path string) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return c, fmt.Errorf("config: %w", err)
+		return fmt.Errorf("config: %w", err)
 	}
-	md, err := toml.NewDecoder(bytes.NewReader(b)).Decode(&c)
+	if err := decodeConfig(c, b); err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	return nil
+}
+
+// ParseConfig reads a config from TOML text.
+func ParseConfig(b []byte) (Config, error) {
+	var c Config
+	err := decodeConfig(&c, b)
+	return c, err
+}
+
+func decodeConfig(c *Config, b []byte) error {
+	md, err := toml.NewDecoder(bytes.NewReader(b)).Decode(c)
 	if err != nil {
-		return c, fmt.Errorf("config %s: %w", path, err)
+		return err
 	}
 	if und := md.Undecoded(); len(und) > 0 {
 		keys := make([]string, len(und))
 		for i, k := range und {
 			keys[i] = k.String()
 		}
-		return c, fmt.Errorf("config %s: unknown keys: %s", path, strings.Join(keys, ", "))
+		return fmt.Errorf("unknown keys: %s", strings.Join(keys, ", "))
 	}
-	return c, nil
+	return nil
 }
+
+// OwnerConfigPath is where owner control stages a config for the node's
+// next start (config_toml of an applied NodeConfigSnapshot). It is read
+// over the config file, under flags and MESHNODE_* variables.
+func OwnerConfigPath(stateDir string) string { return filepath.Join(stateDir, ownerConfigFile) }
 
 // DefaultConfigPath is where the node looks for its config when none is
 // named: systemd's $CONFIGURATION_DIRECTORY for the service,
@@ -181,6 +249,15 @@ func (c *Config) Resolve() error {
 	}
 	if c.API.MaxTokens <= 0 {
 		c.API.MaxTokens = DefaultMaxTokens
+	}
+	if c.Control.Ownership == "" {
+		c.Control.Ownership = "node.ownership"
+	}
+	if c.Control.DrainTimeout.Duration <= 0 {
+		c.Control.DrainTimeout.Duration = DefaultDrainTimeout
+	}
+	if c.Control.DrainTimeoutMax.Duration <= 0 {
+		c.Control.DrainTimeoutMax.Duration = 5 * time.Minute
 	}
 	if c.Steward.JouleCeilingUJ == 0 {
 		c.Steward.JouleCeilingUJ = DefaultJouleCeilingUJ

@@ -98,3 +98,29 @@ func TestResolveErrors(t *testing.T) {
 		t.Errorf("public http with key: %v", err)
 	}
 }
+
+func TestLoadConfigFilesLayers(t *testing.T) {
+	state := t.TempDir()
+	file := writeConfig(t, "http_addr = \"127.0.0.1:1000\"\nlog_level = \"debug\"\nstate_dir = \""+state+"\"\n")
+	if err := os.WriteFile(OwnerConfigPath(state), []byte("log_level = \"warn\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadConfigFiles(file, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HTTPAddr != "127.0.0.1:1000" || c.LogLevel != "warn" {
+		t.Fatalf("layered config = http %s, log %s; want the file's address and the owner's level", c.HTTPAddr, c.LogLevel)
+	}
+	// A state dir given on the command line is where the staged file is read.
+	other := t.TempDir()
+	if c, err = LoadConfigFiles(file, other); err != nil || c.LogLevel != "debug" {
+		t.Fatalf("with another state dir: %v, log %s", err, c.LogLevel)
+	}
+	if err := os.WriteFile(OwnerConfigPath(other), []byte("bogus = 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadConfigFiles("", other); err == nil || !strings.Contains(err.Error(), "bogus") {
+		t.Fatalf("a staged file with an unknown key: %v", err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"github.com/meshnode/meshnode/hw/host"
 	"github.com/meshnode/meshnode/hw/meters"
 	"github.com/meshnode/meshnode/node/api"
+	"github.com/meshnode/meshnode/node/control"
 	"github.com/meshnode/meshnode/node/identity"
 	"github.com/meshnode/meshnode/node/mesh"
 	"github.com/meshnode/meshnode/node/sdnotify"
@@ -46,6 +48,7 @@ type Node struct {
 	inventory []*nodev1.OwnerControlInventoryEntry // guarded by mu
 	steward   *steward.Steward
 	hardware  *hw.Facts
+	ownership *nodev1.SignedNodeOwnership // guarded by mu
 	mesh      *mesh.Node
 	invite    string
 	httpAddr  net.Addr
@@ -179,6 +182,10 @@ func (n *Node) Serve(ctx context.Context) (err error) {
 	if err := n.startDiscovery(ctx, run); err != nil {
 		return err
 	}
+	ctl, err := n.startControl(ctx, &stack, run)
+	if err != nil {
+		return err
+	}
 
 	// 8. The API.
 	srv := api.New(api.Config{
@@ -186,6 +193,7 @@ func (n *Node) Serve(ctx context.Context) (err error) {
 		MaxBodyBytes: n.cfg.API.MaxBodyBytes,
 		Concurrency:  n.cfg.API.Concurrency,
 		QueueDepth:   n.cfg.API.QueueDepth,
+		Routes:       map[string]http.Handler{control.HTTPPrefix + "/": ctl.HTTPHandler()},
 	}, key.ID(), &registry{n: n}, meshRelay{mn}, &apiNode{n: n}, n.log, nil)
 	run("mesh tunnel api", func(c context.Context) error {
 		return srv.ServeMesh(c, tunnelLn, n.cfg.DrainTimeout.Duration)

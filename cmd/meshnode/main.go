@@ -60,18 +60,15 @@ func serveFlags() []cli.Flag {
 // loadConfig reads the config file (the one named, or the default one if
 // it exists) and lays the flags and MESHNODE_* variables over it.
 func loadConfig(c *cli.Context) (node.Config, error) {
-	var cfg node.Config
 	path := c.String("config")
 	if path == "" {
 		if p := node.DefaultConfigPath(); fileExists(p) {
 			path = p
 		}
 	}
-	if path != "" {
-		var err error
-		if cfg, err = node.LoadConfig(path); err != nil {
-			return cfg, err
-		}
+	cfg, err := node.LoadConfigFiles(path, c.String("state-dir"))
+	if err != nil {
+		return cfg, err
 	}
 	str := func(name string, dst *string) {
 		if c.IsSet(name) {

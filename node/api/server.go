@@ -38,6 +38,10 @@ type Config struct {
 	QueueDepth  int
 	// RetryAfter is the Retry-After a 429 carries (default 1 s).
 	RetryAfter time.Duration
+	// Routes are more handlers, by ServeMux pattern, served behind the
+	// API key on the main listener only (never to mesh peers): the owner
+	// control facade, say.
+	Routes map[string]http.Handler
 }
 
 func (c *Config) defaults() {
@@ -100,6 +104,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/mesh/witness", s.handleWitness)
 	mux.HandleFunc("GET /api/status", s.handleStatus)
 	mux.HandleFunc("GET /api/invite", s.handleInvite)
+	for pattern, h := range s.cfg.Routes {
+		mux.Handle(pattern, h)
+	}
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})

@@ -1,0 +1,368 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/node/control"
+	"github.com/meshnode/meshnode/node/control/owner"
+	"github.com/meshnode/meshnode/node/engine"
+	"github.com/meshnode/meshnode/node/wire/nodev1"
+	"google.golang.org/protobuf/proto"
+)
+
+// Files owner control keeps in the state dir.
+const (
+	ownerStoreFile  = "owner-config.bin"  // the applied NodeConfigSnapshot, by revision
+	ownerConfigFile = "owner-config.toml" // its config_toml, read at the next start
+)
+
+// startControl serves owner control (mesh-llm-control/1) on the mesh's
+// QUIC listener: the node's ownership certificate and trusted owner keys,
+// the owner-managed config store, the model inventory and the lifecycle
+// reconciler. It returns the REST facade's handler, for the API to mount
+// on loopback.
+func (n *Node) startControl(ctx context.Context, stack *closers, run func(string, func(context.Context) error, context.Context)) (*control.Server, error) {
+	keys := make([]owner.PublicKey, 0, len(n.cfg.Control.OwnerKeys))
+	for _, k := range n.cfg.Control.OwnerKeys {
+		pk, err := owner.ParsePublicKey(k)
+		if err != nil {
+			return nil, fmt.Errorf("control.owner_keys: %w", err)
+		}
+		keys = append(keys, pk)
+	}
+	certPath := n.cfg.Control.Ownership
+	if !filepath.IsAbs(certPath) {
+		certPath = filepath.Join(n.cfg.StateDir, certPath)
+	}
+	cert, err := owner.LoadNodeCert(certPath, n.key.ID(), time.Now())
+	if err != nil {
+		n.log.Warn("running unowned: the node's ownership certificate is not usable", "err", err)
+		cert = nil
+	}
+	n.mu.Lock()
+	n.ownership = cert
+	n.mu.Unlock()
+
+	rt := &ownerRuntime{n: n}
+	store, err := control.OpenFileStore(filepath.Join(n.cfg.StateDir, ownerStoreFile), n.configSnapshot(), rt)
+	if err != nil {
+		return nil, err
+	}
+	recon := control.NewReconciler(rt, control.ReconcilerConfig{
+		DrainTimeout:    n.cfg.Control.DrainTimeout.Duration,
+		DrainTimeoutMax: n.cfg.Control.DrainTimeoutMax.Duration,
+		Logger:          n.log,
+	})
+	run("control reconciler", recon.Serve, ctx)
+	srv, err := control.NewServer(control.Config{
+		Self:      n.key.ID(),
+		Hostname:  n.hardware.Hostname,
+		Trust:     owner.NodeTrust(cert, keys...),
+		Store:     store,
+		Scanner:   rt,
+		Lifecycle: recon,
+		Logger:    n.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	stack.push("owner control", func() error { srv.Close(); return nil })
+	n.mesh.HandleControl(srv.ServeConn)
+	tok, err := control.WriteEndpointFile(n.cfg.StateDir, n.mesh.EndpointAddr())
+	if err != nil {
+		n.log.Warn("could not write the control endpoint token", "err", err)
+	}
+	n.log.Info("owner control", "owned", cert != nil, "trusted_owners", len(keys)+btoi(cert != nil),
+		"endpoint_token_file", filepath.Join(n.cfg.StateDir, "control.token"))
+	if tok != "" && (cert != nil || len(keys) > 0) {
+		n.log.Info("manage this node with: meshcli --endpoint " + tok)
+	}
+	return srv, nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// configSnapshot is the configuration owner control reports before the
+// owner has applied one: the models the node serves.
+func (n *Node) configSnapshot() *nodev1.NodeConfigSnapshot {
+	s := &nodev1.NodeConfigSnapshot{Version: 1}
+	for _, in := range n.models.all() {
+		s.Models = append(s.Models, &nodev1.NodeModelEntry{Model: in.m.Name(), CtxSize: proto.Uint32(uint32(in.m.ContextLength()))})
+	}
+	return s
+}
+
+// ownerRuntime is the node as owner control drives it: the config applier, the
+// inventory scanner, and the models it loads, unloads and drains.
+type ownerRuntime struct{ n *Node }
+
+func diag(sev nodev1.ConfigDiagnosticSeverity, code nodev1.ConfigDiagnosticCode, path, format string, args ...any) *nodev1.ConfigDiagnostic {
+	d := &nodev1.ConfigDiagnostic{Code: code, Severity: sev, Source: nodev1.ConfigDiagnosticSource_CONFIG_DIAGNOSTIC_SOURCE_VALIDATION,
+		Message: fmt.Sprintf(format, args...)}
+	if path != "" {
+		d.Path = proto.String(path)
+	}
+	return d
+}
+
+const (
+	sevError   = nodev1.ConfigDiagnosticSeverity_CONFIG_DIAGNOSTIC_SEVERITY_ERROR
+	sevWarning = nodev1.ConfigDiagnosticSeverity_CONFIG_DIAGNOSTIC_SEVERITY_WARNING
+	sevInfo    = nodev1.ConfigDiagnosticSeverity_CONFIG_DIAGNOSTIC_SEVERITY_INFO
+)
+
+// Validate implements control.Applier: every model must be one the node
+// can load, config_toml must be a meshnode config, and what meshnode does
+// not do (plugins, pinned GPUs, projectors) is flagged.
+func (r *ownerRuntime) Validate(cfg *nodev1.NodeConfigSnapshot) []*nodev1.ConfigDiagnostic {
+	var diags []*nodev1.ConfigDiagnostic
+	seen := map[string]bool{}
+	for i, m := range cfg.GetModels() {
+		path := fmt.Sprintf("models[%d].model", i)
+		name := m.GetModel()
+		switch {
+		case name == "":
+			diags = append(diags, diag(sevError, nodev1.ConfigDiagnosticCode_CONFIG_DIAGNOSTIC_CODE_MISSING_REQUIRED_VALUE, path, "a model entry names no model"))
+		case seen[name]:
+			diags = append(diags, diag(sevError, nodev1.ConfigDiagnosticCode_CONFIG_DIAGNOSTIC_CODE_INVALID_VALUE, path, "model %q is listed twice", name))
+		case !r.n.canLoad(name):
+			diags = append(diags, diag(sevError, nodev1.ConfigDiagnosticCode_CONFIG_DIAGNOSTIC_CODE_INVALID_VALUE, path,
+				"model %q is not in the models dir (%s)", name, r.n.cfg.ModelsDir))
+		}
+		seen[name] = true
+		if m.Mmproj != nil || m.GetMmprojRef().GetDeclaredRef() != "" {
+			diags = append(diags, diag(sevWarning, nodev1.ConfigDiagnosticCode_CONFIG_DIAGNOSTIC_CODE_UNSUPPORTED_FIELD,
+				fmt.Sprintf("models[%d].mmproj", i), "multimodal projectors are not supported; ignored"))
+		}
+	}
+	if len(cfg.GetPlugins()) > 0 {
+		diags = append(diags, diag(sevWarning, nodev1.ConfigDiagnosticCode_CONFIG_DIAGNOSTIC_CODE_UNSUPPORTED_FIELD, "plugins",
+			"meshnode runs no plugins; ignored"))
+	}
+	if cfg.GetGpu().GetAssignment() == nodev1.GpuAssignment_GPU_ASSIGNMENT_PINNED {
+		diags = append(diags, diag(sevWarning, nodev1.ConfigDiagnosticCode_CONFIG_DIAGNOSTIC_CODE_UNSUPPORTED_FIELD, "gpu.assignment",
+			"GPUs are assigned automatically; pinning is ignored"))
+	}
+	if t := cfg.GetConfigToml(); t != "" {
+		if _, err := ParseConfig([]byte(t)); err != nil {
+			diags = append(diags, diag(sevError, nodev1.ConfigDiagnosticCode_CONFIG_DIAGNOSTIC_CODE_INVALID_VALUE, "config_toml", "%v", err))
+		}
+	}
+	return diags
+}
+
+// Activate implements control.Applier. The model list takes effect now:
+// models it adds are loaded and models it drops are unloaded. config_toml
+// is written to the state dir and governs the node from its next start
+// (STAGED).
+func (r *ownerRuntime) Activate(ctx context.Context, cfg *nodev1.NodeConfigSnapshot) (nodev1.ConfigApplyMode, []*nodev1.ConfigDiagnostic) {
+	var diags []*nodev1.ConfigDiagnostic
+	want := map[string]bool{}
+	for _, m := range cfg.GetModels() {
+		want[m.GetModel()] = true
+		if _, loaded := r.n.models.get(m.GetModel()); loaded {
+			continue
+		}
+		if _, err := r.Load(ctx, m.GetModel(), ""); err != nil {
+			diags = append(diags, diag(sevWarning, nodev1.ConfigDiagnosticCode_CONFIG_DIAGNOSTIC_CODE_INVALID_VALUE, "models",
+				"model %q did not load: %v", m.GetModel(), err))
+		} else {
+			diags = append(diags, diag(sevInfo, nodev1.ConfigDiagnosticCode_CONFIG_DIAGNOSTIC_CODE_UNSPECIFIED, "models", "loaded %q", m.GetModel()))
+		}
+	}
+	for _, in := range r.n.models.all() {
+		if want[in.m.Name()] {
+			continue
+		}
+		if err := r.Unload(ctx, in.id); err != nil {
+			diags = append(diags, diag(sevWarning, nodev1.ConfigDiagnosticCode_CONFIG_DIAGNOSTIC_CODE_INVALID_VALUE, "models",
+				"model %q did not unload: %v", in.m.Name(), err))
+		} else {
+			diags = append(diags, diag(sevInfo, nodev1.ConfigDiagnosticCode_CONFIG_DIAGNOSTIC_CODE_UNSPECIFIED, "models", "unloaded %q", in.m.Name()))
+		}
+	}
+	path := filepath.Join(r.n.cfg.StateDir, ownerConfigFile)
+	current, _ := os.ReadFile(path)
+	if t := cfg.GetConfigToml(); t != string(current) {
+		var err error
+		if t == "" {
+			err = os.Remove(path)
+		} else {
+			err = writeFileAtomic(path, []byte(t), 0o600)
+		}
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			diags = append(diags, diag(sevError, nodev1.ConfigDiagnosticCode_CONFIG_DIAGNOSTIC_CODE_UNSPECIFIED, "config_toml", "could not write %s: %v", path, err))
+		}
+		return nodev1.ConfigApplyMode_CONFIG_APPLY_MODE_STAGED, append(diags,
+			diag(sevInfo, nodev1.ConfigDiagnosticCode_CONFIG_DIAGNOSTIC_CODE_UNSPECIFIED, "config_toml", "config_toml takes effect when the node next starts"))
+	}
+	return nodev1.ConfigApplyMode_CONFIG_APPLY_MODE_LIVE, diags
+}
+
+// Scan implements control.Scanner.
+func (r *ownerRuntime) Scan(ctx context.Context) ([]*nodev1.OwnerControlInventoryEntry, error) {
+	return scanInventory(ctx, r.n.cfg.ModelsDir, r.n.log)
+}
+
+// Publish implements control.Scanner: a successful scan is what gossip
+// advertises as available.
+func (r *ownerRuntime) Publish(entries []*nodev1.OwnerControlInventoryEntry) {
+	r.n.setInventory(entries)
+	r.n.announceChange()
+}
+
+// Resolve implements control.Runtime.
+func (r *ownerRuntime) Resolve(ref *nodev1.OwnerControlModelRef) (control.Model, error) {
+	if id := ref.GetInstanceId(); id != "" {
+		in, ok := r.n.models.byID(id)
+		if !ok {
+			return control.Model{}, fmt.Errorf("%w: no instance %q", control.ErrUnknownModel, id)
+		}
+		return control.Model{CanonicalRef: in.m.Name(), InstanceID: in.id}, nil
+	}
+	name := ref.GetCanonicalModelRef()
+	if in, ok := r.n.models.get(name); ok {
+		return control.Model{CanonicalRef: name, InstanceID: in.id}, nil
+	}
+	if r.n.canLoad(name) {
+		return control.Model{CanonicalRef: name}, nil
+	}
+	return control.Model{}, fmt.Errorf("%w: %q is neither loaded nor in the models dir", control.ErrUnknownModel, name)
+}
+
+// Load implements control.Runtime: the model is opened, registered with
+// the steward, and announced.
+func (r *ownerRuntime) Load(ctx context.Context, name, profile string) (string, error) {
+	if in, ok := r.n.models.get(name); ok {
+		return in.id, nil
+	}
+	var m localModel
+	if name == engine.ReferenceRecipe {
+		m = newReferenceModel(DefaultFidelity, referenceUJPerToken)
+	} else {
+		spec, err := r.n.specFor(name)
+		if err != nil {
+			return "", fmt.Errorf("%w: %v", control.ErrUnknownModel, err)
+		}
+		if m, err = openGGUF(spec, max(r.n.cfg.API.Concurrency, 4), r.n.hardware.Memory.TotalBytes, r.n.log); err != nil {
+			return "", err
+		}
+	}
+	in, err := r.n.models.add(m)
+	if err != nil {
+		m.Close()
+		return "", err
+	}
+	if err := r.n.steward.AddBackend(backendOf(m)); err != nil {
+		r.n.models.remove(in.id)
+		m.Close()
+		return "", err
+	}
+	r.n.log.Info("model loaded by its owner", "model", name, "instance", in.id)
+	r.n.announceChange()
+	return in.id, nil
+}
+
+// Unload implements control.Runtime: the instance stops taking work, what
+// it holds is cancelled, and once it is idle it is closed.
+func (r *ownerRuntime) Unload(ctx context.Context, id string) error {
+	in, ok := r.n.models.remove(id)
+	if !ok {
+		return fmt.Errorf("%w: no instance %q", control.ErrUnknownModel, id)
+	}
+	r.n.steward.RemoveBackend(backendOf(in.m).Name)
+	r.n.announceChange()
+	d := in.gate.drain()
+	d.Cancel()
+	select {
+	case <-d.Idle():
+	case <-ctx.Done():
+		return fmt.Errorf("unload %s: work did not stop: %w", id, ctx.Err())
+	}
+	r.n.log.Info("model unloaded by its owner", "model", in.m.Name(), "instance", id)
+	return in.m.Close()
+}
+
+// Drain implements control.Runtime.
+func (r *ownerRuntime) Drain(id string) (control.Drain, error) {
+	in, ok := r.n.models.byID(id)
+	if !ok {
+		return nil, fmt.Errorf("%w: no instance %q", control.ErrUnknownModel, id)
+	}
+	return in.gate.drain(), nil
+}
+
+// canLoad reports whether name is a model the node could load: one in the
+// inventory, a file in the models dir, or the reference engine.
+func (n *Node) canLoad(name string) bool {
+	if name == engine.ReferenceRecipe {
+		return true
+	}
+	_, err := n.specFor(name)
+	return err == nil
+}
+
+// specFor is how model name is loaded: its [[model]] table if the config
+// has one, else the file of that name in the models dir.
+func (n *Node) specFor(name string) (modelSpec, error) {
+	for _, m := range n.cfg.Model {
+		if m.Name == name || (m.Name == "" && gguf.ModelKey(m.Path) == name) {
+			path, err := n.cfg.findModel(m.Path)
+			if err != nil {
+				return modelSpec{}, err
+			}
+			m.Path, m.Name = path, name
+			return modelSpec{ModelConfig: m}, nil
+		}
+	}
+	path, err := n.cfg.findModel(name)
+	if err != nil {
+		return modelSpec{}, err
+	}
+	return modelSpec{ModelConfig: ModelConfig{Path: path, Name: name}}, nil
+}
+
+// announceChange re-gossips the self announcement now, after the models
+// or the inventory changed, and tells config watchers.
+func (n *Node) announceChange() {
+	if err := n.mesh.UpdateSelf(); err != nil {
+		n.log.Warn("mesh: announcing the change", "err", err)
+	}
+}
+
+// writeFileAtomic writes data to path through a synced temporary file in
+// the same dir, renamed into place.
+func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(perm); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

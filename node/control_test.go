@@ -1,0 +1,132 @@
+package node
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/node/control"
+	"github.com/meshnode/meshnode/node/control/owner"
+	"github.com/meshnode/meshnode/node/identity"
+	"github.com/meshnode/meshnode/node/wire/nodev1"
+)
+
+// TestOwnerDrivesNode: an owner with a certificate for the node manages
+// it over mesh-llm-control/1 from a client identity of its own: reads the
+// config, rescans the models dir, loads a model from it (which the node
+// then serves and advertises), drains it, and is refused as a stranger.
+func TestOwnerDrivesNode(t *testing.T) {
+	t.Setenv("MESHNODE_DEFAULT_MODEL", "")
+	state, models := t.TempDir(), t.TempDir()
+	blob, err := os.ReadFile(fortunesPath(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(models, "fortunes.gguf"), blob, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	nodeKey, _, err := identity.LoadOrCreateKey(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	ownerKey, _ := identity.GenerateKey(nil)
+	clientKey, _ := identity.GenerateKey(nil)
+	nodeCert, err := owner.Issue(ownerKey, owner.Options{Endpoint: nodeKey.ID(), IssuedAt: now.Add(-time.Minute), ExpiresAt: now.Add(time.Hour), Label: "bench-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := owner.Save(filepath.Join(state, "node.ownership"), nodeCert); err != nil {
+		t.Fatal(err)
+	}
+	clientCert, err := owner.Issue(ownerKey, owner.Options{Endpoint: clientKey.ID(), IssuedAt: now.Add(-time.Minute), ExpiresAt: now.Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	n, _ := startNode(t, Config{StateDir: state, ModelsDir: models})
+	tok, err := os.ReadFile(filepath.Join(state, "control.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, err := control.ParseEndpoint(strings.TrimSpace(string(tok)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := control.Dial(ctx, addr, control.ClientConfig{Key: clientKey, Ownership: clientCert})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+
+	snap, err := c.GetConfig(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.GetRevision() != 0 || len(snap.GetConfig().GetModels()) != 1 || snap.GetConfig().GetModels()[0].GetModel() != "mesh-reference" {
+		t.Fatalf("initial config = %v", snap)
+	}
+	inv, err := c.RefreshInventory(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if es := inv.GetInventory().GetEntries(); len(es) != 1 || es[0].GetCanonicalModelRef() != "fortunes" || es[0].GetMetadata().GetArchitecture() != "llama" {
+		t.Fatalf("inventory = %v", inv)
+	}
+
+	ack, err := c.Lifecycle(ctx, control.Intent{Kind: control.IntentLoad, Model: &nodev1.OwnerControlModelRef{CanonicalModelRef: "fortunes"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the loaded model to serve", func() bool { _, ok := n.models.get("fortunes"); return ok })
+	resp := post(t, n, "/v1/completions", `{"model":"fortunes","prompt":"Love is","max_tokens":3}`)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("serving the loaded model: %d (ack %+v)", resp.StatusCode, ack)
+	}
+	if a := n.announcement(0); !contains(a.GetHostedModels(), "fortunes") || a.GetOwnerAttestation() == nil {
+		t.Fatalf("announcement after load: hosted %v, attested %v", a.GetHostedModels(), a.GetOwnerAttestation() != nil)
+	}
+
+	if _, err := c.Lifecycle(ctx, control.Intent{Kind: control.IntentDrain, Model: &nodev1.OwnerControlModelRef{CanonicalModelRef: "fortunes"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the drained model to be gone", func() bool { _, ok := n.models.get("fortunes"); return !ok })
+
+	// A stranger's certificate, from another owner, is refused.
+	stranger, _ := identity.GenerateKey(nil)
+	strangerCert, _ := owner.Issue(stranger, owner.Options{Endpoint: stranger.ID(), IssuedAt: now.Add(-time.Minute), ExpiresAt: now.Add(time.Hour)})
+	sc, err := control.Dial(ctx, addr, control.ClientConfig{Key: stranger, Ownership: strangerCert})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	if _, err := sc.GetConfig(ctx); err == nil || !strings.Contains(err.Error(), "UNAUTHORIZED") {
+		t.Fatalf("stranger's get_config: %v, want UNAUTHORIZED", err)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
