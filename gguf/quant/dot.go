@@ -17,10 +17,16 @@ import (
 //     the per-type formula in its function, every product rounded to
 //     float32 (no FMA). Partial b is added to accumulator lane b mod 8.
 //   - F32, F16, BF16: element i's product, rounded to float32, is added to
-//     lane i mod 32. (F16×F16 and BF16×BF16 products are exact in float32,
-//     so there an FMA gives the same result.)
+//     lane i mod 32. (An F16×F16 product is exact in float32, so there a
+//     fused multiply-add gives the same result; a BF16 one can underflow.)
 //   - The lanes are then reduced by halving: lane l += lane l+w for
 //     w = L/2, L/4, ..., 1; the result is lane 0.
+//
+// The assembly kernels (dot_simd.go; AVX2 on amd64, NEON on arm64) keep
+// this order: their integer sums are exact, they scale and add with the
+// same float32 operations into the same lanes, and the Go kernels here do
+// any tail and the reduction. So results are the same bits with or without
+// them (simd_test.go holds them to it).
 //
 // ggml sums in other orders (and they differ between its own CPU paths), so
 // results agree with llama.cpp to within float32 rounding, not bit for bit.

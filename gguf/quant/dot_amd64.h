@@ -120,11 +120,88 @@
 	VADDPS MX, SUMI, SUMI \
 	VADDPS SUMI, ACC, ACC
 
+// ROUNDS32 is the loop of a 32-element-block kernel after its setup:
+// rounds of eight blocks (XS and YS bytes each) through GROUP8(BLOCK),
+// scaled by ACCUM8 into Y15, which goes to acc (DI) at the end.
+// ROUNDS32MIN is the same with the min term of Q4_1/Q5_1 (ACCUM8MIN).
+// Once per function.
+#define ROUNDS32(XS, YS) \
+loop: \
+	GROUP8(BLOCK) \
+	SCALES8(SI, XS, X5, Y5) \
+	SCALES8(DX, YS, X6, Y6) \
+	ACCUM8(Y4, Y5, Y6, Y15) \
+	ROUNDSEND(XS, YS)
+
+#define ROUNDS32MIN(XS, YS) \
+loop: \
+	GROUP8(BLOCK) \
+	SCALES8(SI, XS, X5, Y5) \
+	SCALES8(DX, YS, X6, Y6) \
+	LEAQ 2(SI), R12 \
+	LEAQ 2(DX), R13 \
+	SCALES8(R12, XS, X7, Y7) \
+	SCALES8(R13, YS, X8, Y8) \
+	ACCUM8MIN(Y4, Y5, Y6, Y7, Y8, Y15) \
+	ROUNDSEND(XS, YS)
+
+#define ROUNDSEND(XS, YS) \
+	ADDQ $(8*XS), SI \
+	ADDQ $(8*YS), DX \
+	DECQ CX \
+	JNZ  loop \
+	VMOVUPS Y15, (DI) \
+	VZEROUPPER \
+	RET
+
+// ROUNDSF is the loop of a float kernel: LANES(off, acc) adds the
+// products of 8 elements at off to an accumulator of lanes (Y12-Y15: lanes
+// 0-7, 8-15, 16-23, 24-31 of acc, loaded from DI first and stored back at
+// the end), OFF bytes apart, STEP bytes a round. Once per function.
+#define ROUNDSF(OFF, STEP) \
+	VMOVUPS 0(DI), Y12 \
+	VMOVUPS 32(DI), Y13 \
+	VMOVUPS 64(DI), Y14 \
+	VMOVUPS 96(DI), Y15 \
+loop: \
+	LANES(0, Y12) \
+	LANES(OFF, Y13) \
+	LANES(2*OFF, Y14) \
+	LANES(3*OFF, Y15) \
+	ADDQ $STEP, SI \
+	ADDQ $STEP, DX \
+	DECQ CX \
+	JNZ  loop \
+	VMOVUPS Y12, 0(DI) \
+	VMOVUPS Y13, 32(DI) \
+	VMOVUPS Y14, 64(DI) \
+	VMOVUPS Y15, 96(DI) \
+	VZEROUPPER \
+	RET
+
+// ONES16 fills the int16 lanes of Y with 1.
+#define ONES16(X, Y) \
+	MOVL $0x00010001, AX \
+	VMOVD AX, X \
+	VPBROADCASTD X, Y
+
 // BCASTB fills every byte of Y with the byte value B (X is Y's low half).
 #define BCASTB(B, X, Y) \
 	MOVL $(B*0x01010101), AX \
 	VMOVD AX, X \
 	VPBROADCASTD X, Y
+
+// KEND closes a K-quant kernel's loop over blocks of XS bytes, then
+// flushes the last slots and stores ACC to acc (DI).
+#define KEND(XS, ACC) \
+	ADDQ $XS, SI \
+	ADDQ $292, DX \
+	DECQ CX \
+	JNZ  loop \
+	KTAIL(ACC) \
+	VMOVUPS ACC, (DI) \
+	VZEROUPPER \
+	RET
 
 // The K-quant kernels finish eight blocks at a time: KSAVE and KSAVEMIN
 // put a block's int32 terms and scales in slot R12 (0-7) of a 576-byte

@@ -2,30 +2,45 @@
 
 package quant
 
-import "golang.org/x/sys/cpu"
+import (
+	"maps"
 
-// The arm64 kernels use SDOT (the dot-product extension of Armv8.2, in
-// every Apple M-series and Jetson Orin/Xavier core). FP16 conversion
-// (FCVTL) is part of base Advanced SIMD.
-var haveSIMD = cpu.ARM64.HasASIMDDP
+	"golang.org/x/sys/cpu"
+)
 
-// simdDots are the kernels with an assembly version on this architecture.
-var simdDots = map[Type]dotFunc{
-	F32:    dotF32SIMD,
-	F16:    dotF16SIMD,
-	BF16:   dotBF16SIMD,
-	Q4_0:   dotQ4_0SIMD,
-	Q4_1:   dotQ4_1SIMD,
-	Q5_0:   dotQ5_0SIMD,
-	Q5_1:   dotQ5_1SIMD,
-	Q8_0:   dotQ8_0SIMD,
-	IQ4_NL: dotIQ4_NLSIMD,
-	IQ4_XS: dotIQ4_XSSIMD,
-	Q2_K:   dotQ2_KSIMD,
-	Q3_K:   dotQ3_KSIMD,
-	Q4_K:   dotQ4_KSIMD,
-	Q5_K:   dotQ5_KSIMD,
-	Q6_K:   dotQ6_KSIMD,
+// Every arm64 core has Advanced SIMD, which the float kernels and the
+// quantisers need. The integer kernels also need SDOT, the dot-product
+// extension of Armv8.2 (FEAT_DotProd): every Apple M-series and Jetson
+// Xavier/Orin core has it; Cortex-A57/A72 (Jetson Nano, Raspberry Pi 4)
+// do not, and use the Go kernels for the quantised types.
+const haveSIMD = true
+
+// simdDots are the kernels with an assembly version on this machine.
+var simdDots = neonDots(cpu.ARM64.HasASIMDDP)
+
+func neonDots(sdot bool) map[Type]dotFunc {
+	m := map[Type]dotFunc{
+		F32:  dotF32SIMD,
+		F16:  dotF16SIMD,
+		BF16: dotBF16SIMD,
+	}
+	if sdot {
+		maps.Copy(m, map[Type]dotFunc{
+			Q4_0:   dotQ4_0SIMD,
+			Q4_1:   dotQ4_1SIMD,
+			Q5_0:   dotQ5_0SIMD,
+			Q5_1:   dotQ5_1SIMD,
+			Q8_0:   dotQ8_0SIMD,
+			IQ4_NL: dotIQ4_NLSIMD,
+			IQ4_XS: dotIQ4_XSSIMD,
+			Q2_K:   dotQ2_KSIMD,
+			Q3_K:   dotQ3_KSIMD,
+			Q4_K:   dotQ4_KSIMD,
+			Q5_K:   dotQ5_KSIMD,
+			Q6_K:   dotQ6_KSIMD,
+		})
+	}
+	return m
 }
 
 // simdQuantizers are the quantisers with an assembly version here.

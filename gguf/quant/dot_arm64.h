@@ -84,6 +84,44 @@
 	BLOCK(K+3, V19, 19) \
 	SUM4(V16, V17, V18, V19)
 
+// LOADACC32 and STOREACC32 move acc's 32 lanes (R0) to and from V16-V23
+// for the float kernels, through R4.
+#define LOADACC32 \
+	VLD1 (R0), [V16.S4, V17.S4, V18.S4, V19.S4] \
+	ADD  $64, R0, R4 \
+	VLD1 (R4), [V20.S4, V21.S4, V22.S4, V23.S4]
+
+#define STOREACC32 \
+	VST1 [V16.S4, V17.S4, V18.S4, V19.S4], (R0) \
+	VST1 [V20.S4, V21.S4, V22.S4, V23.S4], (R4)
+
+// ROUNDS32 is the loop of a 32-element-block kernel after its setup:
+// rounds of eight blocks (XS and YS bytes each) through QUADS(BLOCK),
+// scaled by ACCUM (ACCUM4 or ACCUM4MIN) into V28 and V29, which go to acc
+// (R0) at the end. Once per function.
+#define ROUNDS32(XS, YS, ACCUM) \
+loop: \
+	QUADS(BLOCK, 0) \
+	ACCUM(0, XS, YS, 28) \
+	QUADS(BLOCK, 4) \
+	ACCUM(4, XS, YS, 29) \
+	ADD  $(8*XS), R1 \
+	ADD  $(8*YS), R2 \
+	SUBS $1, R3 \
+	BNE  loop \
+	VST1 [V28.S4, V29.S4], (R0) \
+	RET
+
+// KEND closes a K-quant kernel's loop over blocks of XS bytes.
+#define KEND(XS) \
+	ADD  $1, R9 \
+	AND  $7, R9 \
+	ADD  $XS, R1 \
+	ADD  $292, R2 \
+	SUBS $1, R3 \
+	BNE  loop \
+	RET
+
 // ACCUM4 scales the sums in V16 of blocks K..K+3 (XS bytes apart at R1,
 // their activation blocks YS apart at R2) as the Go kernels do:
 // float32(sumi) × (dx × dy), each product rounded, and adds them to the

@@ -1,6 +1,7 @@
 //go:build !purego
 
 #include "textflag.h"
+#include "dot_amd64.h"
 
 // BF16·BF16, 32 elements a round, lanes as F16's. A bfloat16 is the top
 // half of a float32: zero-extend and shift. Products are rounded before
@@ -20,24 +21,4 @@ TEXT ·bf16x32(SB), NOSPLIT, $0-32
 	MOVQ x+8(FP), SI
 	MOVQ y+16(FP), DX
 	MOVQ chunks+24(FP), CX
-	VMOVUPS 0(DI), Y12
-	VMOVUPS 32(DI), Y13
-	VMOVUPS 64(DI), Y14
-	VMOVUPS 96(DI), Y15
-
-loop:
-	LANES(0, Y12)
-	LANES(16, Y13)
-	LANES(32, Y14)
-	LANES(48, Y15)
-	ADDQ $64, SI
-	ADDQ $64, DX
-	DECQ CX
-	JNZ  loop
-
-	VMOVUPS Y12, 0(DI)
-	VMOVUPS Y13, 32(DI)
-	VMOVUPS Y14, 64(DI)
-	VMOVUPS Y15, 96(DI)
-	VZEROUPPER
-	RET
+	ROUNDSF(16, 64)

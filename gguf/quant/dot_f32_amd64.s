@@ -1,6 +1,7 @@
 //go:build !purego
 
 #include "textflag.h"
+#include "dot_amd64.h"
 
 // F32·F32, 32 elements a round, lanes as F16's; products rounded before
 // the add, as in Go.
@@ -16,24 +17,4 @@ TEXT ·f32x32(SB), NOSPLIT, $0-32
 	MOVQ x+8(FP), SI
 	MOVQ y+16(FP), DX
 	MOVQ chunks+24(FP), CX
-	VMOVUPS 0(DI), Y12
-	VMOVUPS 32(DI), Y13
-	VMOVUPS 64(DI), Y14
-	VMOVUPS 96(DI), Y15
-
-loop:
-	LANES(0, Y12)
-	LANES(32, Y13)
-	LANES(64, Y14)
-	LANES(96, Y15)
-	ADDQ $128, SI
-	ADDQ $128, DX
-	DECQ CX
-	JNZ  loop
-
-	VMOVUPS Y12, 0(DI)
-	VMOVUPS Y13, 32(DI)
-	VMOVUPS Y14, 64(DI)
-	VMOVUPS Y15, 96(DI)
-	VZEROUPPER
-	RET
+	ROUNDSF(32, 128)

@@ -78,11 +78,4 @@ loop:
 	MUL(14, 16, 10)
 	MLA(14, 20, 11)
 	KPARTIAL(V14, V15, (R1), (R12), (R2), (R0)(R9<<2))
-
-	ADD  $1, R9
-	AND  $7, R9
-	ADD  $136, R1
-	ADD  $292, R2
-	SUBS $1, R3
-	BNE  loop
-	RET
+	KEND(136)

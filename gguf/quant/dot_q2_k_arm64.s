@@ -77,11 +77,4 @@ loop:
 	HALF(16, 4, 10, 11)
 	HALF(48, 132, 12, 13)
 	KPARTIAL(V14, V6, 80(R1), 82(R1), (R2), (R0)(R9<<2))
-
-	ADD  $1, R9
-	AND  $7, R9
-	ADD  $84, R1
-	ADD  $292, R2
-	SUBS $1, R3
-	BNE  loop
-	RET
+	KEND(84)

@@ -44,11 +44,4 @@ loop:
 	SUBPAIR(3)
 	KSCALED
 	KPARTIAL(V16, V6, (R1), 2(R1), (R2), (R0)(R9<<2))
-
-	ADD  $1, R9
-	AND  $7, R9
-	ADD  $144, R1
-	ADD  $292, R2
-	SUBS $1, R3
-	BNE  loop
-	RET
+	KEND(144)

@@ -87,11 +87,4 @@ loop:
 	HALF(0, 128, 4, 10, 11)
 	HALF(64, 160, 132, 12, 13)
 	KPARTIAL(V14, V15, 208(R1), (R12), (R2), (R0)(R9<<2))
-
-	ADD  $1, R9
-	AND  $7, R9
-	ADD  $210, R1
-	ADD  $292, R2
-	SUBS $1, R3
-	BNE  loop
-	RET
+	KEND(210)

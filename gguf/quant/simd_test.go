@@ -70,6 +70,7 @@ func TestSIMDMatchesGo(t *testing.T) {
 	if len(types) == 0 {
 		t.Skip("no assembly kernels on this machine (or built with purego)")
 	}
+	t.Logf("assembly kernels for %v", types)
 	rng := rand.New(rand.NewPCG(7, 8))
 	for _, typ := range types {
 		at, _ := quant.VecDotType(typ)
