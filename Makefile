@@ -16,7 +16,7 @@ PROTOC_WANT   := libprotoc 3.21.12
 
 CROSS_TARGETS := linux/amd64 linux/arm64 darwin/arm64
 
-.PHONY: all build test race lint cross fuzz proto proto-check bench clean
+.PHONY: all build test race lint cross fuzz proto proto-check bench bench-node clean
 
 all: build
 
@@ -61,6 +61,11 @@ proto-check: proto
 
 bench:
 	CGO_ENABLED=0 $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -benchmem ./...
+
+# The daemon as a user runs it: binary sizes, idle RSS, API overhead and
+# requests/s with the reference engine.
+bench-node:
+	scripts/node-bench.sh
 
 clean:
 	rm -rf $(BIN)

@@ -21,7 +21,7 @@ const benchTokens = 16
 // node (HTTP, JSON, steward: route, meter, seal, chain) with the same
 // reference-engine serve called directly, and reports the overhead.
 func BenchmarkServeOverhead(b *testing.B) {
-	b.Setenv("MESHNODE_DEFAULT_MODEL", "")
+	b.Setenv("MESHNODE_DEFAULT_MODEL", "none")
 	eng := engine.NewReference(engine.ReferenceConfig{Fidelity: DefaultFidelity, UJPerToken: referenceUJPerToken})
 	req := receipt.ServeRequest{PromptHash: receipt.PromptHash([]byte("hi")), PromptTokens: 2, MaxTokens: benchTokens,
 		FidelityFloor: 0, JouleCeilingUJ: DefaultJouleCeilingUJ}
@@ -62,7 +62,7 @@ func BenchmarkServeOverhead(b *testing.B) {
 // BenchmarkRequestsPerSecond drives the node with the reference engine at
 // several client concurrencies.
 func BenchmarkRequestsPerSecond(b *testing.B) {
-	b.Setenv("MESHNODE_DEFAULT_MODEL", "")
+	b.Setenv("MESHNODE_DEFAULT_MODEL", "none")
 	for _, conc := range []int{1, 8, 64} {
 		b.Run(fmt.Sprintf("c%d", conc), func(b *testing.B) {
 			n, _ := startNode(b, Config{API: APIConfig{Concurrency: 8, QueueDepth: 128}})

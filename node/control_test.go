@@ -19,7 +19,7 @@ import (
 // config, rescans the models dir, loads a model from it (which the node
 // then serves and advertises), drains it, and is refused as a stranger.
 func TestOwnerDrivesNode(t *testing.T) {
-	t.Setenv("MESHNODE_DEFAULT_MODEL", "")
+	t.Setenv("MESHNODE_DEFAULT_MODEL", "none")
 	state, models := t.TempDir(), t.TempDir()
 	blob, err := os.ReadFile(fortunesPath(t))
 	if err != nil {

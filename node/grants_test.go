@@ -17,7 +17,7 @@ import (
 // is refused (spent once); a restarted node on the same state dir
 // continues the receipt chain and remembers the spend.
 func TestGrantedServeAndRestart(t *testing.T) {
-	t.Setenv("MESHNODE_DEFAULT_MODEL", "")
+	t.Setenv("MESHNODE_DEFAULT_MODEL", "none")
 	dir := t.TempDir()
 	n, stop := startNode(t, Config{StateDir: dir})
 

@@ -25,15 +25,15 @@ import (
 const BuiltinModelFile = "meshnode-fortunes-q8_0.gguf"
 
 // builtinModelPaths are where the built-in default model is looked for, in
-// order: $MESHNODE_DEFAULT_MODEL; beside the binary as packages install it
-// (../share/meshnode/models from the binary's directory); the packages'
-// place; and models/ under the working directory, for `go run` in a
-// checkout.
+// order: beside the binary as packages install it (../share/meshnode/models
+// from the binary's directory); the packages' place; and models/ under the
+// working directory, for `go run` in a checkout. $MESHNODE_DEFAULT_MODEL,
+// when set, is the only place looked ("none": serve the reference engine).
 func builtinModelPaths() []string {
-	var paths []string
 	if p := os.Getenv("MESHNODE_DEFAULT_MODEL"); p != "" {
-		paths = append(paths, p)
+		return []string{p}
 	}
+	var paths []string
 	if exe, err := os.Executable(); err == nil {
 		if exe, err = filepath.EvalSymlinks(exe); err == nil {
 			paths = append(paths, filepath.Join(filepath.Dir(exe), "..", "share", "meshnode", "models", BuiltinModelFile))

@@ -98,7 +98,7 @@ func post(t *testing.T, n *Node, path, body string) *http.Response {
 // the node serves mesh-reference, and the receipt in usage.energy verifies
 // under the node's key, chains, and is held by the witness endpoint.
 func TestReferenceServeWithReceipt(t *testing.T) {
-	t.Setenv("MESHNODE_DEFAULT_MODEL", "")
+	t.Setenv("MESHNODE_DEFAULT_MODEL", "none")
 	n, _ := startNode(t, Config{})
 
 	resp, err := http.Get("http://" + n.HTTPAddr().String() + "/v1/models")
@@ -183,7 +183,7 @@ func TestReferenceServeWithReceipt(t *testing.T) {
 // TestShutdownDrains: a cancelled node finishes the request in flight and
 // then Serve returns nil.
 func TestShutdownDrains(t *testing.T) {
-	t.Setenv("MESHNODE_DEFAULT_MODEL", "")
+	t.Setenv("MESHNODE_DEFAULT_MODEL", "none")
 	n, stop := startNode(t, Config{})
 	resp := post(t, n, "/v1/completions", `{"model":"mesh-reference","prompt":"x","max_tokens":400,"stream":true}`)
 	defer resp.Body.Close()
@@ -326,7 +326,7 @@ func readChatStream(t *testing.T, r io.Reader) (string, streamEnergy) {
 func TestRelayAcrossMesh(t *testing.T) {
 	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
 	b, _ := startNode(t, Config{})
-	t.Setenv("MESHNODE_DEFAULT_MODEL", "")
+	t.Setenv("MESHNODE_DEFAULT_MODEL", "none")
 	a, _ := startNode(t, Config{Join: []string{b.invite}})
 
 	deadline := time.Now().Add(20 * time.Second)
