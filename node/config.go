@@ -211,6 +211,9 @@ func DefaultConfigPath() string {
 		d, _, _ = strings.Cut(d, ":")
 		return filepath.Join(d, "config.toml")
 	}
+	if isServiceUser() {
+		return filepath.Join(serviceConfigDir, "config.toml")
+	}
 	home, _ := os.UserHomeDir()
 	if runtime.GOOS == "darwin" && home != "" {
 		return filepath.Join(home, "Library", "Application Support", "meshnode", "config.toml")

@@ -2,6 +2,7 @@ package node
 
 import (
 	"os"
+	"os/user"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -13,14 +14,31 @@ import (
 // on macOS, and $XDG_STATE_HOME/meshnode (~/.local/state/meshnode) for a
 // user's run elsewhere.
 func DefaultStateDir() string {
-	return defaultStateDir(os.Getenv, runtime.GOOS, os.UserHomeDir)
+	return defaultStateDir(os.Getenv, runtime.GOOS, os.UserHomeDir, isServiceUser())
 }
 
-func defaultStateDir(getenv func(string) string, goos string, home func() (string, error)) string {
+// Where the Linux packages put the service's files.
+const (
+	serviceStateDir  = "/var/lib/meshnode"
+	serviceConfigDir = "/etc/meshnode"
+)
+
+// isServiceUser reports whether this process runs as the packages'
+// meshnode user, so that `sudo -u meshnode meshnode id` finds the
+// service's state without being told where it is.
+func isServiceUser() bool {
+	u, err := user.Current()
+	return err == nil && u.Username == "meshnode" && runtime.GOOS == "linux"
+}
+
+func defaultStateDir(getenv func(string) string, goos string, home func() (string, error), service bool) string {
 	if d := getenv("STATE_DIRECTORY"); d != "" {
 		// systemd may pass several, colon-separated; ours is the first.
 		d, _, _ = strings.Cut(d, ":")
 		return d
+	}
+	if service {
+		return serviceStateDir
 	}
 	h, err := home()
 	if err != nil || h == "" {

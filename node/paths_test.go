@@ -24,12 +24,18 @@ func TestDefaultStateDir(t *testing.T) {
 		{"darwin", map[string]string{"XDG_STATE_HOME": "/x/state"}, "darwin", home, "/home/u/Library/Application Support/meshnode"},
 	}
 	for _, tt := range tests {
-		got := defaultStateDir(func(k string) string { return tt.env[k] }, tt.goos, tt.home)
+		got := defaultStateDir(func(k string) string { return tt.env[k] }, tt.goos, tt.home, false)
 		if got != tt.want {
 			t.Errorf("%s: got %s, want %s", tt.name, got, tt.want)
 		}
 	}
-	if got := defaultStateDir(func(string) string { return "" }, "linux", noHome); filepath.Base(got) != "meshnode" {
+	if got := defaultStateDir(func(string) string { return "" }, "linux", home, true); got != "/var/lib/meshnode" {
+		t.Errorf("as the service user: got %s", got)
+	}
+	if got := defaultStateDir(func(k string) string { return map[string]string{"STATE_DIRECTORY": "/s"}[k] }, "linux", home, true); got != "/s" {
+		t.Errorf("systemd's STATE_DIRECTORY wins: got %s", got)
+	}
+	if got := defaultStateDir(func(string) string { return "" }, "linux", noHome, false); filepath.Base(got) != "meshnode" {
 		t.Errorf("no home: got %s", got)
 	}
 }
