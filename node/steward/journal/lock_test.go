@@ -29,7 +29,12 @@ func TestMain(m *testing.M) {
 		}
 		fmt.Println("locked")
 		_ = j
-		select {} // hold the lock until killed
+		// Hold the lock until killed. Not select{}: with nothing else to
+		// run, the runtime would call that a deadlock and exit, dropping
+		// the lock.
+		for {
+			time.Sleep(time.Hour)
+		}
 	}
 	os.Exit(m.Run())
 }
