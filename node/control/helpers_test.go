@@ -103,7 +103,10 @@ func exchange(t *testing.T, c *quic.Conn, frames ...any) *nodev1.OwnerControlEnv
 			t.Fatalf("frame of type %T", f)
 		}
 		if err != nil {
-			t.Fatal(err)
+			// The server may answer a bad handshake at once and stop
+			// reading, before the frames after it are sent: what it
+			// answered is still there to read.
+			break
 		}
 	}
 	body, err := wire.ReadFrame(ctx, st, nil)
