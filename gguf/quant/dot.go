@@ -56,9 +56,9 @@ var dots = map[Type]dotFunc{
 // with the activation a. It panics if a is not in t's VecDotType or row is
 // not exactly one row: both are programming errors, not data errors.
 func VecDot(t Type, row []byte, a *Activation) float32 {
-	f := kernel(t, a)
-	if want, _ := t.RowSize(a.N); len(row) != want {
-		panic(fmt.Sprintf("quant: VecDot: %d-element %s row is %d bytes, got %d", a.N, t, want, len(row)))
+	f, rs := kernel(t, a)
+	if len(row) != rs {
+		panic(fmt.Sprintf("quant: VecDot: %d-element %s row is %d bytes, got %d", a.N, t, rs, len(row)))
 	}
 	return f(row, a.Data, a.N)
 }
@@ -66,8 +66,7 @@ func VecDot(t Type, row []byte, a *Activation) float32 {
 // MatVec computes out[r] = VecDot(t, row r of w, a) for r < len(out); w
 // holds len(out) consecutive rows.
 func MatVec(t Type, w []byte, a *Activation, out []float32) {
-	f := kernel(t, a)
-	rs, _ := t.RowSize(a.N)
+	f, rs := kernel(t, a)
 	if len(w) != rs*len(out) {
 		panic(fmt.Sprintf("quant: MatVec: %d rows of %d-element %s are %d bytes, got %d", len(out), a.N, t, rs*len(out), len(w)))
 	}
@@ -76,19 +75,42 @@ func MatVec(t Type, w []byte, a *Activation, out []float32) {
 	}
 }
 
-func kernel(t Type, a *Activation) dotFunc {
-	f, ok := dots[t]
-	at, _ := VecDotType(t)
-	if !ok || a.Type != at {
+// kernelInfo is what VecDot and MatVec need to know of a weight type,
+// kept in an array by type id (not maps): the CPU backend calls MatVec
+// once per tile of a few rows.
+type kernelInfo struct {
+	pure, asm      dotFunc
+	act            Type
+	wBlock, wBytes int // the weight type's elements and bytes per block
+	aBlock, aBytes int // the activation type's
+}
+
+var kernels = func() (k [64]kernelInfo) {
+	for t, f := range dots {
+		at, _ := VecDotType(t)
+		k[t] = kernelInfo{pure: f, asm: simdDots[t], act: at,
+			wBlock: t.BlockSize(), wBytes: t.TypeSize(), aBlock: at.BlockSize(), aBytes: at.TypeSize()}
+	}
+	return k
+}()
+
+// kernel checks a against weight type t and returns the kernel to run and
+// the bytes of one row of t.
+func kernel(t Type, a *Activation) (dotFunc, int) {
+	var k kernelInfo
+	if int(t) < len(kernels) {
+		k = kernels[t]
+	}
+	if k.pure == nil || a.Type != k.act {
 		panic(fmt.Sprintf("quant: no dot product of %s with a %s activation", t, a.Type))
 	}
-	if want, _ := at.RowSize(a.N); len(a.Data) != want {
-		panic(fmt.Sprintf("quant: %d-element %s activation is %d bytes, got %d", a.N, at, want, len(a.Data)))
+	if a.N < 0 || a.N%k.aBlock != 0 || a.N%k.wBlock != 0 || len(a.Data) != a.N/k.aBlock*k.aBytes {
+		panic(fmt.Sprintf("quant: %d-element %s activation for %s weights is %d bytes", a.N, a.Type, t, len(a.Data)))
 	}
-	if g := simdDots[t]; g != nil && useSIMD {
-		return g
+	if useSIMD && k.asm != nil {
+		return k.asm, a.N / k.wBlock * k.wBytes
 	}
-	return f
+	return k.pure, a.N / k.wBlock * k.wBytes
 }
 
 // reduce folds accumulator lanes by halving (len(acc) is a power of two).
