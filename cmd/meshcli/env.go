@@ -171,6 +171,11 @@ func humanBytes(n uint64) string {
 
 // short abbreviates a hex id as identity.EndpointID.Short does.
 func short(id string) string {
+	// A did:key's prefix and multicodec are the same for every Ed25519
+	// key; the part that tells keys apart comes after them.
+	if rest, ok := strings.CutPrefix(id, "did:key:z6Mk"); ok {
+		return "z6Mk" + short(rest)
+	}
 	if len(id) > 12 {
 		return id[:12]
 	}

@@ -150,8 +150,10 @@ func fakeAPI(t *testing.T, n *controltest.Node) *httptest.Server {
 				"admission": "UNSPECIFIED"},
 		},
 		"meter": map[string]any{"selected": "estimator", "why": "no energy counter on this machine", "forced": false},
-		"unresolved_serves": []any{map[string]any{"request_id": "c0ffee00c0ffee00c0ffee00c0ffee00", "model": "meshnode-fortunes-q8_0",
-			"stage": "journal", "since": "2026-03-01T11:59:58Z"}},
+		"grants": map[string]any{"honoured": true, "unresolved": []any{map[string]any{
+			"record": 17, "request_id": "c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00",
+			"caller": "did:key:z6MktwupdmLXVVqTzCw4i46r4uGyosGXRnR3XjN4Zq7oMMsw", "backend": "cpu:meshnode-fortunes-q8_0",
+			"ceiling_uj": 5_000_000, "authorised_at": "2026-03-01T11:59:58Z"}}},
 	}
 	models := map[string]any{"object": "list", "data": []any{
 		map[string]any{"id": "meshnode-fortunes-q8_0", "object": "model", "owned_by": node.ID().String(), "local": true},

@@ -28,14 +28,19 @@ type statusDoc struct {
 		Selected string `json:"selected"`
 		Why      string `json:"why"`
 	} `json:"meter"`
-	// Unresolved are serves the steward has not sealed or refused yet,
-	// when the node reports them.
-	Unresolved []struct {
-		RequestID string `json:"request_id"`
-		Model     string `json:"model"`
-		Stage     string `json:"stage"`
-		Since     string `json:"since"`
-	} `json:"unresolved_serves"`
+	// Grants is the steward's grant state (steward.GrantStatus): whether
+	// it honours grants, and the serves left unresolved by a stop mid-serve,
+	// which an operator settles (mesh/1 §2.2).
+	Grants struct {
+		Honoured   bool `json:"honoured"`
+		Unresolved []struct {
+			RequestID string `json:"request_id"`
+			Caller    string `json:"caller"`
+			Backend   string `json:"backend"`
+			CeilingUJ uint64 `json:"ceiling_uj"`
+			At        string `json:"authorised_at"`
+		} `json:"unresolved"`
+	} `json:"grants"`
 }
 
 type peerDoc struct {
@@ -82,15 +87,20 @@ func printStatus(c *cli.Context, st *statusDoc) error {
 		head += ", last envelope " + short(st.Steward.Last)
 	}
 	kv.row("Steward", head)
-	kv.row("Unresolved", plural(len(st.Unresolved), "serve"))
+	grants := "honoured"
+	if !st.Grants.Honoured {
+		grants = "refused (the steward was shown a receipt its journal lacks, or keeps none)"
+	}
+	kv.row("Grants", grants)
+	kv.row("Unresolved", plural(len(st.Grants.Unresolved), "serve"))
 	if err := kv.flush(); err != nil {
 		return err
 	}
-	if len(st.Unresolved) > 0 {
+	if len(st.Grants.Unresolved) > 0 {
 		fmt.Fprintln(w)
-		t := newTable(w, "REQUEST", "MODEL", "STAGE", "SINCE")
-		for _, u := range st.Unresolved {
-			t.row(short(u.RequestID), u.Model, orDash(u.Stage), orDash(u.Since))
+		t := newTable(w, "REQUEST", "CALLER", "BACKEND", "CEILING", "SINCE")
+		for _, u := range st.Grants.Unresolved {
+			t.row(short(u.RequestID), short(u.Caller), u.Backend, strconv.FormatUint(u.CeilingUJ, 10)+" µJ", orDash(u.At))
 		}
 		if err := t.flush(); err != nil {
 			return err
