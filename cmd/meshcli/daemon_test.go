@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/node"
+	"github.com/meshnode/meshnode/node/identity"
+)
+
+// TestAgainstRunningNode drives a real meshnode (started in-process, on
+// loopback) with meshcli: it reads the node's status, models and invite
+// through the API, and then, as the node's owner, drives it over
+// mesh-llm-control/1 with the endpoint token the node wrote.
+func TestAgainstRunningNode(t *testing.T) {
+	t.Setenv("MESHNODE_DEFAULT_MODEL", "none")
+	state := t.TempDir()
+	nodeKey, _, err := identity.LoadOrCreateKey(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The owner: meshcli's own keys, and a certificate for the node.
+	c := newCLI(t, "http://127.0.0.1:1") // the node's address comes once it runs
+	c.clock = time.Now()
+	c.ok("auth", "init")
+	ownerID := strings.TrimSpace(firstField(c.ok("auth", "status"), "did:key:"))
+	c.ok("auth", "sign-node", "-o", filepath.Join(state, "node.ownership"), nodeKey.ID().String())
+
+	cfg := node.Config{StateDir: state, HTTPAddr: "127.0.0.1:0", QUICAddr: "127.0.0.1:0", Discovery: "none",
+		Control: node.ControlConfig{OwnerKeys: []string{ownerID}}, Energy: node.EnergyConfig{Meter: "estimator", EstimatorWatts: 5}}
+	n, err := node.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-n.Ready():
+	case err := <-done:
+		t.Fatalf("node stopped: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("node not ready")
+	}
+	c.api = "http://" + n.HTTPAddr().String()
+
+	if out := c.ok("status"); !strings.Contains(out, nodeKey.ID().String()[:12]) || !strings.Contains(out, "mesh-reference") {
+		t.Fatalf("status:\n%s", out)
+	}
+	if out := c.ok("models"); !strings.Contains(out, "mesh-reference") {
+		t.Fatalf("models:\n%s", out)
+	}
+	if out := strings.TrimSpace(c.ok("invite")); !strings.HasPrefix(out, "ey") {
+		t.Fatalf("invite: %q", out)
+	}
+	tok, err := os.ReadFile(filepath.Join(state, "control.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := []string{"--endpoint", strings.TrimSpace(string(tok))}
+	if out := c.ok(append(ep, "config", "get")...); !strings.Contains(out, "mesh-reference") {
+		t.Fatalf("config get over the control lane:\n%s", out)
+	}
+	c.ok(append(ep, "drain", "mesh-reference")...)
+	deadline := time.Now().Add(20 * time.Second)
+	for strings.Contains(c.ok("models"), "mesh-reference") {
+		if time.Now().After(deadline) {
+			t.Fatal("the drained model is still served")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c.ok(append(ep, "load", "mesh-reference")...)
+	for !strings.Contains(c.ok("models"), "mesh-reference") {
+		if time.Now().After(deadline) {
+			t.Fatal("the loaded model is not served")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// firstField returns the first whitespace-separated field of text that
+// starts with prefix.
+func firstField(text, prefix string) string {
+	for _, f := range strings.Fields(text) {
+		if strings.HasPrefix(f, prefix) {
+			return f
+		}
+	}
+	return ""
+}
