@@ -54,6 +54,12 @@ type Weight interface {
 	Cols() int
 }
 
+// KVShape is one layer's attention geometry, as the KV cache stores it.
+type KVShape struct {
+	KVHeads            int
+	HeadDimK, HeadDimV int
+}
+
 // KVCache holds the keys and values of every layer for positions
 // [0, Capacity()) of one sequence.
 type KVCache interface {
@@ -128,9 +134,9 @@ type Backend interface {
 	// typ stored row-major. data must stay valid and unchanged until
 	// Close; the CPU backend reads it in place.
 	Weight(typ quant.Type, rows, cols int, data []byte) (Weight, error)
-	// NewKVCache allocates a cache for layers of the given key and value
-	// widths (heads × head size) over capacity positions.
-	NewKVCache(typ quant.Type, capacity int, kDims, vDims []int) (KVCache, error)
+	// NewKVCache allocates a cache for layers of the given shapes over
+	// capacity positions.
+	NewKVCache(typ quant.Type, capacity int, layers []KVShape) (KVCache, error)
 	// Read copies t to dst (len t.Len()).
 	Read(dst []float32, t Tensor)
 	// Write copies src (len t.Len()) into t.

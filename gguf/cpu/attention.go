@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 
@@ -8,39 +9,46 @@ import (
 	"github.com/meshnode/meshnode/gguf/quant"
 )
 
-// kvCache stores each layer's keys and values position-major: position p's
-// key is k[layer][p·kDim : (p+1)·kDim], heads side by side. Exactly one of
-// the f16 and f32 sets is used. The slices are allocated whole but Go
-// leaves pages it has not touched unbacked, so memory grows with the
-// positions actually written.
+// kvCache stores each layer's keys and values as rows that the dot
+// products of package quant read directly, in the cache's type (F16 or
+// F32):
+//
+//   - keys by head, then position: head h's key at position p is the row
+//     k[layer][(h·capacity + p)·dk …], so the keys a query scores are
+//     consecutive rows, one MatVec;
+//   - values transposed, as llama.cpp keeps them without flash attention:
+//     element d of head h at position p is v[layer][((h·dv + d)·capacity +
+//     p)], so each output element is one dot product of the attention
+//     weights with a row.
+//
+// The slices are allocated whole, but Go leaves the pages it has not
+// touched unbacked, so memory grows with the positions written.
 type kvCache struct {
-	typ          quant.Type
-	capacity     int
-	kDims, vDims []int
-	k16, v16     [][]uint16
-	k32, v32     [][]float32
+	typ      quant.Type
+	es       int // bytes per element
+	capacity int
+	shapes   []backend.KVShape
+	k, v     [][]byte
 }
 
 func (c *kvCache) Type() quant.Type { return c.typ }
 func (c *kvCache) Capacity() int    { return c.capacity }
 
 // NewKVCache implements backend.Backend.
-func (b *Backend) NewKVCache(typ quant.Type, capacity int, kDims, vDims []int) (backend.KVCache, error) {
+func (b *Backend) NewKVCache(typ quant.Type, capacity int, layers []backend.KVShape) (backend.KVCache, error) {
 	if typ != quant.F16 && typ != quant.F32 {
 		return nil, fmt.Errorf("cpu: KV cache type %s (want F16 or F32)", typ)
 	}
-	if capacity <= 0 || len(kDims) != len(vDims) {
-		return nil, fmt.Errorf("cpu: KV cache of %d positions, %d key and %d value layers", capacity, len(kDims), len(vDims))
+	if capacity <= 0 {
+		return nil, fmt.Errorf("cpu: KV cache of %d positions", capacity)
 	}
-	c := &kvCache{typ: typ, capacity: capacity, kDims: kDims, vDims: vDims}
-	for l := range kDims {
-		if typ == quant.F16 {
-			c.k16 = append(c.k16, make([]uint16, capacity*kDims[l]))
-			c.v16 = append(c.v16, make([]uint16, capacity*vDims[l]))
-		} else {
-			c.k32 = append(c.k32, make([]float32, capacity*kDims[l]))
-			c.v32 = append(c.v32, make([]float32, capacity*vDims[l]))
+	c := &kvCache{typ: typ, es: typ.TypeSize(), capacity: capacity, shapes: layers}
+	for l, s := range layers {
+		if s.KVHeads <= 0 || s.HeadDimK <= 0 || s.HeadDimV <= 0 {
+			return nil, fmt.Errorf("cpu: KV cache layer %d of %+v", l, s)
 		}
+		c.k = append(c.k, make([]byte, capacity*s.KVHeads*s.HeadDimK*c.es))
+		c.v = append(c.v, make([]byte, capacity*s.KVHeads*s.HeadDimV*c.es))
 	}
 	return c, nil
 }
@@ -53,25 +61,34 @@ func asCache(c backend.KVCache) *kvCache {
 	return kc
 }
 
-// StoreKV implements backend.Backend.
+// StoreKV implements backend.Backend. Keys and values are rounded to the
+// cache's type, as ggml's copy into its cache rounds them.
 func (b *Backend) StoreKV(cache backend.KVCache, layer, pos int, k, v backend.Tensor) {
 	c := asCache(cache)
-	kd, vd := c.kDims[layer], c.vDims[layer]
+	s := c.shapes[layer]
+	kd, vd := s.KVHeads*s.HeadDimK, s.KVHeads*s.HeadDimV
 	if k.Cols != kd || v.Cols != vd || k.Rows != v.Rows || pos < 0 || pos+k.Rows > c.capacity {
 		panic(fmt.Sprintf("cpu: StoreKV of %d rows at %d (k %d, v %d wide) into a %d-position cache (%d, %d)", k.Rows, pos, k.Cols, v.Cols, c.capacity, kd, vd))
 	}
 	kx, vx := data(k), data(v)
-	if c.typ == quant.F32 {
-		copy(c.k32[layer][pos*kd:], kx)
-		copy(c.v32[layer][pos*vd:], vx)
-		return
-	}
-	ks, vs := c.k16[layer][pos*kd:pos*kd+len(kx)], c.v16[layer][pos*vd:pos*vd+len(vx)]
-	for i, f := range kx {
-		ks[i] = quant.FP32ToFP16(f)
-	}
-	for i, f := range vx {
-		vs[i] = quant.FP32ToFP16(f)
+	dk, cp, es := s.HeadDimK, c.capacity, c.es
+	kl, vl := c.k[layer], c.v[layer]
+	for i := range k.Rows {
+		p := pos + i
+		for h := range s.KVHeads {
+			off := (h*cp + p) * dk * es
+			if err := quant.Quantize(c.typ, kx[i*kd+h*dk:i*kd+(h+1)*dk], kl[off:off+dk*es]); err != nil {
+				panic(err) // sizes fixed above
+			}
+		}
+		for d, x := range vx[i*vd : (i+1)*vd] {
+			off := (d*cp + p) * es
+			if c.typ == quant.F16 {
+				binary.LittleEndian.PutUint16(vl[off:], quant.FP32ToFP16(x))
+			} else {
+				binary.LittleEndian.PutUint32(vl[off:], math.Float32bits(x))
+			}
+		}
 	}
 }
 
@@ -83,27 +100,28 @@ type attendJob struct {
 	pos     int
 	a       *backend.Attention
 	scratch [][]float32
+	bytes   [][]byte
 }
 
 // Attend implements backend.Backend. It follows llama.cpp's attention
-// without flash attention: scores Q·K (with an fp16 cache, Q rounded to
-// fp16 first, as ggml converts it for the product), softcap, scale, the
-// causal and sliding-window mask, softmax with the sum in float64, and the
-// weighted sum of values (with an fp16 cache, the weights rounded to
-// fp16).
+// without flash attention: scores Q·K (the query converted to the cache's
+// type, as ggml converts it for the product), softcap, scale, the causal
+// and sliding-window mask, softmax with the sum in float64, and the
+// weighted sum of values (the weights converted to the cache's type).
 func (b *Backend) Attend(dst, q backend.Tensor, cache backend.KVCache, layer, pos int, a *backend.Attention) {
 	c := asCache(cache)
-	if a.Heads <= 0 || a.KVHeads <= 0 || a.Heads%a.KVHeads != 0 ||
+	s := c.shapes[layer]
+	if a.Heads <= 0 || a.KVHeads != s.KVHeads || a.Heads%a.KVHeads != 0 || a.HeadDimK != s.HeadDimK || a.HeadDimV != s.HeadDimV ||
 		q.Cols != a.Heads*a.HeadDimK || dst.Cols != a.Heads*a.HeadDimV || dst.Rows != q.Rows ||
-		c.kDims[layer] != a.KVHeads*a.HeadDimK || c.vDims[layer] != a.KVHeads*a.HeadDimV ||
 		pos < 0 || pos+q.Rows > c.capacity {
-		panic(fmt.Sprintf("cpu: Attend %d × %d queries at %d over layer %d of a %d-position cache, %+v", q.Rows, q.Cols, pos, layer, c.capacity, *a))
+		panic(fmt.Sprintf("cpu: Attend %d × %d queries at %d over layer %d (%+v) of a %d-position cache, %+v", q.Rows, q.Cols, pos, layer, s, c.capacity, *a))
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	// Scratch: scores for every position, the query, the output.
-	b.growScratch(pos + q.Rows + a.HeadDimK + a.HeadDimV)
-	b.att = attendJob{dst: data(dst), q: data(q), c: c, layer: layer, pos: pos, a: a, scratch: b.scratch}
+	n := pos + q.Rows // the most keys a query sees
+	b.growScratch(n)
+	b.growBytes((n + a.HeadDimK) * c.es)
+	b.att = attendJob{dst: data(dst), q: data(q), c: c, layer: layer, pos: pos, a: a, scratch: b.scratch, bytes: b.bytes}
 	b.pool.run(q.Rows*a.Heads, &b.att)
 	b.att = attendJob{}
 }
@@ -116,97 +134,46 @@ func (j *attendJob) do(w, t int) {
 	if a.Window > 0 {
 		lo = max(0, p-a.Window+1)
 	}
+	n := p + 1 - lo
 	kvh := h / (a.Heads / a.KVHeads)
-	dk, dv := a.HeadDimK, a.HeadDimV
-	kd, vd := c.kDims[j.layer], c.vDims[j.layer]
+	dk, dv, cp, es := a.HeadDimK, a.HeadDimV, c.capacity, c.es
 
-	s := j.scratch[w]
-	scores := s[:p+1-lo]
-	qh := s[p+1-lo : p+1-lo+dk]
-	out := s[p+1-lo+dk : p+1-lo+dk+dv]
-	copy(qh, j.q[i*a.Heads*dk+h*dk:][:dk])
-	f16 := c.typ == quant.F16
-	if f16 {
-		for d, v := range qh {
-			qh[d] = roundFP16(v)
-		}
+	scores := j.scratch[w][:n]
+	buf := j.bytes[w]
+	qa := quant.Activation{Type: c.typ, N: dk, Data: buf[:dk*es]}
+	if err := qa.Quantize(j.q[i*a.Heads*dk+h*dk:][:dk]); err != nil {
+		panic(err)
 	}
+	keys := c.k[j.layer][(kvh*cp+lo)*dk*es : (kvh*cp+p+1)*dk*es]
+	quant.MatVec(c.typ, keys, &qa, scores)
 
 	maxScore := float32(math.Inf(-1))
-	for jp := lo; jp <= p; jp++ {
-		var dot float32
-		if f16 {
-			dot = dotF16(qh, c.k16[j.layer][jp*kd+kvh*dk:][:dk])
-		} else {
-			dot = dotF32(qh, c.k32[j.layer][jp*kd+kvh*dk:][:dk])
-		}
+	for k, s := range scores {
 		if a.Softcap > 0 {
-			dot = a.Softcap * tanhf(dot/a.Softcap)
+			s = a.Softcap * tanhf(s/a.Softcap)
 		}
-		dot *= a.Scale
-		scores[jp-lo] = dot
-		maxScore = max(maxScore, dot)
+		s *= a.Scale
+		scores[k] = s
+		maxScore = max(maxScore, s)
 	}
 	var sum float64
-	for k, v := range scores {
-		e := expf(v - maxScore)
+	for k, s := range scores {
+		e := expf(s - maxScore)
 		scores[k] = e
 		sum += float64(e)
 	}
 	inv := float32(1 / sum)
-	clear(out)
-	for jp := lo; jp <= p; jp++ {
-		pw := scores[jp-lo] * inv
-		if f16 {
-			pw = roundFP16(pw)
-			axpyF16(out, pw, c.v16[j.layer][jp*vd+kvh*dv:][:dv])
-		} else {
-			axpyF32(out, pw, c.v32[j.layer][jp*vd+kvh*dv:][:dv])
-		}
+	for k := range scores {
+		scores[k] *= inv
 	}
-	copy(j.dst[i*a.Heads*dv+h*dv:][:dv], out)
-}
-
-func dotF16(x []float32, y []uint16) float32 {
-	tab := fp16Table()
-	var acc [4]float32
-	n := len(x) &^ 3
-	for i := 0; i < n; i += 4 {
-		acc[0] += float32(x[i] * tab[y[i]])
-		acc[1] += float32(x[i+1] * tab[y[i+1]])
-		acc[2] += float32(x[i+2] * tab[y[i+2]])
-		acc[3] += float32(x[i+3] * tab[y[i+3]])
+	pa := quant.Activation{Type: c.typ, N: n, Data: buf[dk*es : (dk+n)*es]}
+	if err := pa.Quantize(scores); err != nil {
+		panic(err)
 	}
-	for i := n; i < len(x); i++ {
-		acc[0] += float32(x[i] * tab[y[i]])
-	}
-	return (acc[0] + acc[1]) + (acc[2] + acc[3])
-}
-
-func dotF32(x, y []float32) float32 {
-	var acc [4]float32
-	n := len(x) &^ 3
-	for i := 0; i < n; i += 4 {
-		acc[0] += float32(x[i] * y[i])
-		acc[1] += float32(x[i+1] * y[i+1])
-		acc[2] += float32(x[i+2] * y[i+2])
-		acc[3] += float32(x[i+3] * y[i+3])
-	}
-	for i := n; i < len(x); i++ {
-		acc[0] += float32(x[i] * y[i])
-	}
-	return (acc[0] + acc[1]) + (acc[2] + acc[3])
-}
-
-func axpyF16(out []float32, a float32, y []uint16) {
-	tab := fp16Table()
-	for d, h := range y {
-		out[d] += float32(a * tab[h])
-	}
-}
-
-func axpyF32(out []float32, a float32, y []float32) {
-	for d, v := range y {
-		out[d] += float32(a * v)
+	out := j.dst[i*a.Heads*dv+h*dv:][:dv]
+	vl := c.v[j.layer]
+	for d := range out {
+		row := (kvh*dv+d)*cp + lo
+		out[d] = quant.VecDot(c.typ, vl[row*es:(row+n)*es], &pa)
 	}
 }

@@ -43,6 +43,7 @@ type Backend struct {
 	acts    []quant.Activation
 	actBuf  []byte
 	scratch [][]float32 // per worker
+	bytes   [][]byte    // per worker
 
 	// Kernel jobs, held here so that dispatching one allocates nothing.
 	mm   matmulJob
@@ -60,7 +61,7 @@ func New(opt Options) *Backend {
 	if n <= 0 {
 		n = runtime.GOMAXPROCS(0)
 	}
-	return &Backend{threads: n, pool: newPool(n), scratch: make([][]float32, n)}
+	return &Backend{threads: n, pool: newPool(n), scratch: make([][]float32, n), bytes: make([][]byte, n)}
 }
 
 // Name implements backend.Backend.
@@ -177,6 +178,15 @@ func (b *Backend) growScratch(n int) {
 	for w := range b.scratch {
 		if len(b.scratch[w]) < n {
 			b.scratch[w] = make([]float32, max(n, 2*len(b.scratch[w]), 256))
+		}
+	}
+}
+
+// growBytes is growScratch for the byte scratch.
+func (b *Backend) growBytes(n int) {
+	for w := range b.bytes {
+		if len(b.bytes[w]) < n {
+			b.bytes[w] = make([]byte, max(n, 2*len(b.bytes[w]), 1024))
 		}
 	}
 }

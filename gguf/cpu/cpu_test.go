@@ -318,7 +318,8 @@ func TestAttention(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			a := tc.a
 			kd, vd := a.KVHeads*a.HeadDimK, a.KVHeads*a.HeadDimV
-			cache, err := be.NewKVCache(tc.typ, positions, []int{kd, kd}, []int{vd, vd})
+			shape := backend.KVShape{KVHeads: a.KVHeads, HeadDimK: a.HeadDimK, HeadDimV: a.HeadDimV}
+			cache, err := be.NewKVCache(tc.typ, positions, []backend.KVShape{shape, shape})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -351,11 +352,15 @@ func TestAttention(t *testing.T) {
 
 func TestKVCacheErrors(t *testing.T) {
 	be := newBackend(t, 1)
-	if _, err := be.NewKVCache(quant.Q8_0, 4, []int{8}, []int{8}); err == nil {
+	shape := []backend.KVShape{{KVHeads: 1, HeadDimK: 8, HeadDimV: 8}}
+	if _, err := be.NewKVCache(quant.Q8_0, 4, shape); err == nil {
 		t.Error("Q8_0 cache accepted")
 	}
-	if _, err := be.NewKVCache(quant.F16, 0, []int{8}, []int{8}); err == nil {
+	if _, err := be.NewKVCache(quant.F16, 0, shape); err == nil {
 		t.Error("empty cache accepted")
+	}
+	if _, err := be.NewKVCache(quant.F16, 4, []backend.KVShape{{KVHeads: 0, HeadDimK: 8, HeadDimV: 8}}); err == nil {
+		t.Error("a layer without heads accepted")
 	}
 }
 

@@ -200,17 +200,3 @@ var geluTable = sync.OnceValue(func() *[1 << 16]float32 {
 	}
 	return &t
 })
-
-// fp16Table widens every half to float32: one load per key or value
-// element in attention.
-var fp16Table = sync.OnceValue(func() *[1 << 16]float32 {
-	var t [1 << 16]float32
-	for h := range t {
-		t[h] = quant.FP16ToFP32(uint16(h))
-	}
-	return &t
-})
-
-// roundFP16 rounds f to the nearest half, as ggml does when it converts an
-// activation for a product with an fp16 operand.
-func roundFP16(f float32) float32 { return fp16Table()[quant.FP32ToFP16(f)] }

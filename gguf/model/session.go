@@ -101,11 +101,11 @@ func (m *Model) NewSession(opt SessionOptions) (*Session, error) {
 		batch = DefaultBatch
 	}
 	batch = min(batch, n)
-	kDims, vDims := make([]int, c.Layers), make([]int, c.Layers)
-	for l := range kDims {
-		kDims[l], vDims[l] = c.KVHeads*c.HeadDimK, c.KVHeads*c.HeadDimV
+	shapes := make([]backend.KVShape, c.Layers)
+	for l := range shapes {
+		shapes[l] = backend.KVShape{KVHeads: c.KVHeads, HeadDimK: c.HeadDimK, HeadDimV: c.HeadDimV}
 	}
-	kv, err := m.be.NewKVCache(opt.KV.quant(), n, kDims, vDims)
+	kv, err := m.be.NewKVCache(opt.KV.quant(), n, shapes)
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
