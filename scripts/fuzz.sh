@@ -4,8 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fuzztime=${FUZZTIME:-10s}
+pkgs=$(go list ./...) # a failure here must fail the run, not fuzz nothing
 n=0
-for pkg in $(go list ./...); do
+for pkg in $pkgs; do
 	for target in $(CGO_ENABLED=0 go test -list '^Fuzz' "$pkg" | grep '^Fuzz' || true); do
 		echo "fuzz $pkg $target ($fuzztime)"
 		CGO_ENABLED=0 go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "$pkg"
@@ -13,3 +14,4 @@ for pkg in $(go list ./...); do
 	done
 done
 echo "ran $n fuzz targets"
+[ "$n" -gt 0 ] || { echo "no fuzz targets found" >&2; exit 1; }
