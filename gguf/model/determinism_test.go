@@ -1,0 +1,87 @@
+package model_test
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"math"
+	"testing"
+
+	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/cpu"
+	"github.com/meshnode/meshnode/gguf/model"
+	"github.com/meshnode/meshnode/gguf/model/modeltest"
+	"github.com/zeebo/blake3"
+)
+
+// pinnedLogits is the BLAKE3 of the logits of every step in
+// TestLogitsArePinned. A serve is replayed from its receipt by running it
+// again (mesh/1 §6.4), perhaps on another machine, so the engine's logits
+// must be the same bits on every platform (amd64 and arm64, with or without
+// the assembly kernels, -tags purego) and with any thread count. A change to
+// the arithmetic of a kernel changes this digest; it breaks the replay of
+// earlier receipts, and needs a deliberate new pin.
+const pinnedLogits = "c4f62391398a466e9254f5f834e8952bb2d3103c773800c0ca5c1049f929708c"
+
+func TestLogitsArePinned(t *testing.T) {
+	md, err := vocabSource()
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := blake3.New()
+	for _, fx := range []struct{ arch, ft string }{
+		{"llama", "Q4_0"}, {"qwen2", "Q4_K_M"}, {"phi3", "Q8_0"}, {"gemma3", "F16"}, {"llama", "Q6_K"},
+	} {
+		file, err := modeltest.Generate(modeltest.Fixture(fx.arch, fx.ft), md)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sums []string
+		for _, threads := range []int{1, 3} {
+			sums = append(sums, logitsDigest(t, file, threads))
+		}
+		if sums[0] != sums[1] {
+			t.Fatalf("%s %s: 1 and 3 threads give different logits", fx.arch, fx.ft)
+		}
+		all.WriteString(sums[0])
+	}
+	if got := hex.EncodeToString(all.Sum(nil)); got != pinnedLogits {
+		t.Fatalf("logits digest %s, pinned %s: the forward pass's arithmetic changed, or differs on this platform", got, pinnedLogits)
+	}
+}
+
+// logitsDigest hashes the logits of a prompt (evaluated in batches of 5)
+// and 6 decoding steps.
+func logitsDigest(t *testing.T, file []byte, threads int) string {
+	f, err := gguf.Parse(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	be := cpu.New(cpu.Options{Threads: threads})
+	defer be.Close()
+	m, err := model.Load(f, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := m.NewSession(model.SessionOptions{Context: 64, Batch: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	_, logits, err := s.Prefill(ctx, parityPrompt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := blake3.New()
+	var b [4]byte
+	for step := range 6 {
+		for _, v := range logits {
+			binary.LittleEndian.PutUint32(b[:], math.Float32bits(v))
+			h.Write(b[:])
+		}
+		if logits, err = s.Eval(ctx, []uint32{(argmax(logits) + uint32(step)) % uint32(len(logits))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
