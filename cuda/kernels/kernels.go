@@ -1,0 +1,168 @@
+// Package kernels is the CUDA backend's device code: CUDA C sources
+// (kernels.cu and the headers it includes) compiled by `make ptx` with
+// clang-14 into PTX for sm_72 (Jetson Xavier and up) and sm_80 (Ampere and
+// up; the driver JITs it for sm_87 Orin and sm_90 Hopper), committed and
+// embedded here. It also states each kernel's contract with the host: its
+// parameters (checked against the PTX by the tests) and its launch shape
+// (grid and block for a given problem), as pure functions.
+package kernels
+
+import (
+	_ "embed"
+	"fmt"
+
+	"github.com/meshnode/meshnode/gguf/quant"
+)
+
+//go:embed kernels.sm_72.ptx
+var ptx72 []byte
+
+//go:embed kernels.sm_80.ptx
+var ptx80 []byte
+
+// Arch is a PTX target the module is built for.
+type Arch struct {
+	Name         string // "sm_80"
+	Major, Minor int
+	PTX          []byte
+}
+
+// Archs are the built targets, newest first.
+func Archs() []Arch {
+	return []Arch{{"sm_80", 8, 0, ptx80}, {"sm_72", 7, 2, ptx72}}
+}
+
+// ForDevice picks the newest target a device of compute capability
+// major.minor runs: PTX for sm_XY is JIT-compiled for any device of
+// capability X.Y or later.
+func ForDevice(major, minor int) (Arch, error) {
+	for _, a := range Archs() {
+		if major > a.Major || (major == a.Major && minor >= a.Minor) {
+			return a, nil
+		}
+	}
+	return Arch{}, fmt.Errorf("kernels: compute capability %d.%d is below 7.2, the oldest this build targets", major, minor)
+}
+
+// ID names a kernel.
+type ID int
+
+// The kernels that do not depend on a weight type. Each weight type then
+// has three: MatVec (one activation row per warp), MatVecBatch (eight) and
+// Embed; see WeightKernel.
+const (
+	QuantizeQ8_0 ID = iota
+	QuantizeQ8_1
+	QuantizeQ8_K
+	RMSNorm
+	Add
+	Scale
+	Softcap
+	AddBias
+	GLU
+	RoPE
+	StoreKVF16
+	StoreKVF32
+	AttendF16
+	AttendF32
+	ArgMax
+	numFixed
+)
+
+// Parameter kinds in a signature: p a device pointer (.u64), i an int32
+// (.u32), f a float32 (.f32).
+var fixed = [numFixed]struct{ name, params string }{
+	QuantizeQ8_0: {"quantize_q8_0", "pppi"},
+	QuantizeQ8_1: {"quantize_q8_1", "ppppi"},
+	QuantizeQ8_K: {"quantize_q8_k", "ppppi"},
+	RMSNorm:      {"rms_norm", "pppiif"},
+	Add:          {"add", "ppi"},
+	Scale:        {"scale", "pfi"},
+	Softcap:      {"softcap", "pfi"},
+	AddBias:      {"add_bias", "ppii"},
+	GLU:          {"glu", "pppii"},
+	RoPE:         {"rope", "pppiiii"},
+	StoreKVF16:   {"store_kv_f16", "pppppiiii"},
+	StoreKVF32:   {"store_kv_f32", "pppppiiii"},
+	AttendF16:    {"attend_f16", "ppppppiiiiiiffi"},
+	AttendF32:    {"attend_f32", "ppppppiiiiiiffi"},
+	ArgMax:       {"argmax", "pip"},
+}
+
+// WeightKind is one of a weight type's kernels.
+type WeightKind int
+
+// A weight type's kernels.
+const (
+	MatVec      WeightKind = iota // y = x·wᵀ, one activation row per warp
+	MatVecBatch                   // the same, eight activation rows per warp
+	Embed                         // rows of the table, dequantised
+	numWeightKinds
+)
+
+// Weight types with kernels, and their names in the kernels' names.
+var weightTypes = []struct {
+	t    quant.Type
+	name string
+}{
+	{quant.Q4_0, "q4_0"}, {quant.Q4_1, "q4_1"}, {quant.Q5_0, "q5_0"}, {quant.Q5_1, "q5_1"}, {quant.Q8_0, "q8_0"},
+	{quant.Q4_K, "q4_k"}, {quant.Q5_K, "q5_k"}, {quant.Q6_K, "q6_k"},
+	{quant.F32, "f32"}, {quant.F16, "f16"}, {quant.BF16, "bf16"},
+}
+
+const (
+	matVecParams = "piiipppppi"
+	embedParams  = "piipp"
+)
+
+// Count is the number of kernels.
+var Count = ID(int(numFixed) + len(weightTypes)*int(numWeightKinds))
+
+// WeightKernel is the kernel of kind k for weights of type t, and whether
+// t has kernels.
+func WeightKernel(t quant.Type, k WeightKind) (ID, bool) {
+	for i, w := range weightTypes {
+		if w.t == t {
+			return numFixed + ID(i*int(numWeightKinds)+int(k)), true
+		}
+	}
+	return 0, false
+}
+
+// WeightTypes lists the weight types that have kernels.
+func WeightTypes() []quant.Type {
+	ts := make([]quant.Type, len(weightTypes))
+	for i, w := range weightTypes {
+		ts[i] = w.t
+	}
+	return ts
+}
+
+// Name is the kernel's PTX entry name.
+func (id ID) Name() string {
+	if id < numFixed {
+		return fixed[id].name
+	}
+	i := int(id - numFixed)
+	w := weightTypes[i/int(numWeightKinds)]
+	switch WeightKind(i % int(numWeightKinds)) {
+	case MatVec:
+		return "mv_" + w.name + "_1"
+	case MatVecBatch:
+		return "mv_" + w.name + "_8"
+	}
+	return "embed_" + w.name
+}
+
+// Params is the kernel's signature: one letter per parameter (see fixed).
+func (id ID) Params() string {
+	if id < numFixed {
+		return fixed[id].params
+	}
+	if WeightKind(int(id-numFixed)%int(numWeightKinds)) == Embed {
+		return embedParams
+	}
+	return matVecParams
+}
+
+func (id ID) String() string { return id.Name() }

@@ -1,0 +1,111 @@
+package kernels
+
+import (
+	"fmt"
+
+	"github.com/meshnode/meshnode/cuda/driver"
+)
+
+// The launch shapes, one function per kernel family: the grid and block a
+// problem of the given size takes, as the kernels' comments state them.
+
+// Limits every shape respects (CUDA's, for compute capability 3.0 on).
+const (
+	MaxThreadsPerBlock = 1024
+	MaxGridX           = 1<<31 - 1
+	MaxGridYZ          = 65535
+)
+
+// Kernel constants shared with the sources.
+const (
+	// MatVecRows is the weight rows per 128-thread block (one per warp).
+	MatVecRows = 4
+	// BatchRows is the activation rows a MatVecBatch warp takes.
+	BatchRows = 8
+	// MaxHeadDim bounds an attention head (ATT_MAX_HEAD).
+	MaxHeadDim = 256
+)
+
+// Shape is a launch's grid and block.
+type Shape struct{ Grid, Block driver.Dim3 }
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+func dim(x, y, z int) driver.Dim3 { return driver.Dim3{X: uint32(x), Y: uint32(y), Z: uint32(z)} }
+
+// Check reports a shape CUDA would refuse.
+func (s Shape) Check() error {
+	g, b := s.Grid, s.Block
+	switch {
+	case g.X == 0 || g.Y == 0 || g.Z == 0 || b.X == 0 || b.Y == 0 || b.Z == 0:
+		return fmt.Errorf("kernels: empty launch %v × %v", g, b)
+	case uint64(b.X)*uint64(b.Y)*uint64(b.Z) > MaxThreadsPerBlock:
+		return fmt.Errorf("kernels: block %v exceeds %d threads", b, MaxThreadsPerBlock)
+	case g.X > MaxGridX || g.Y > MaxGridYZ || g.Z > MaxGridYZ:
+		return fmt.Errorf("kernels: grid %v exceeds CUDA's limits", g)
+	}
+	return nil
+}
+
+// Elementwise covers n elements with 256-thread blocks (add, scale,
+// softcap, add_bias, glu).
+func Elementwise(n int) Shape { return Shape{dim(ceilDiv(n, 256), 1, 1), dim(256, 1, 1)} }
+
+// Quantize covers nblocks activation blocks: a warp per block, eight per
+// 256-thread block for Q8_0/Q8_1, four per 128-thread block for Q8_K.
+func Quantize(id ID, nblocks int) Shape {
+	if id == QuantizeQ8_K {
+		return Shape{dim(ceilDiv(nblocks, 4), 1, 1), dim(128, 1, 1)}
+	}
+	return Shape{dim(ceilDiv(nblocks, 8), 1, 1), dim(256, 1, 1)}
+}
+
+// MatVecKind is the kernel for nx activation rows: the batched one from
+// two rows on.
+func MatVecKind(nx int) WeightKind {
+	if nx > 1 {
+		return MatVecBatch
+	}
+	return MatVec
+}
+
+// MatVecShape covers rows weight rows (a warp each) and nx activation
+// rows (one or BatchRows per warp, as MatVecKind picks).
+func MatVecShape(rows, nx int) Shape {
+	r := 1
+	if MatVecKind(nx) == MatVecBatch {
+		r = BatchRows
+	}
+	return Shape{dim(ceilDiv(rows, MatVecRows), ceilDiv(nx, r), 1), dim(32*MatVecRows, 1, 1)}
+}
+
+// EmbedShape covers n rows of cols elements.
+func EmbedShape(cols, n int) Shape { return Shape{dim(ceilDiv(cols, 256), n, 1), dim(256, 1, 1)} }
+
+// RMSNormShape is a 256-thread block per group of each row.
+func RMSNormShape(rows, cols, group int) Shape {
+	return Shape{dim(cols/group, rows, 1), dim(256, 1, 1)}
+}
+
+// RoPEShape is a 128-thread block per row.
+func RoPEShape(rows int) Shape { return Shape{dim(rows, 1, 1), dim(128, 1, 1)} }
+
+// StoreKVShape covers the wider of a row's keys and values, for each row,
+// keys and values apart (z).
+func StoreKVShape(rows, kd, vd int) Shape {
+	return Shape{dim(ceilDiv(max(kd, vd), 256), rows, 2), dim(256, 1, 1)}
+}
+
+// AttendShape is a 256-thread block per head and query row.
+func AttendShape(heads, rows int) Shape { return Shape{dim(heads, rows, 1), dim(256, 1, 1)} }
+
+// AttendChunk is how many query rows one attention launch takes so that
+// their scores (capacity floats per row and head) fit budget bytes: at
+// least one.
+func AttendChunk(rows, heads, capacity, budget int) int {
+	per := heads * capacity * 4
+	return max(1, min(rows, budget/max(per, 1), MaxGridYZ))
+}
+
+// ArgMaxShape is one block of 1024.
+func ArgMaxShape() Shape { return Shape{dim(1, 1, 1), dim(1024, 1, 1)} }

@@ -1,0 +1,237 @@
+// matvec.cuh: y = x · wᵀ for quantised and float weights, and embedding
+// lookups.
+//
+// One warp per weight row, four rows per 128-thread block; each warp dots
+// its row with R activation rows (R = 1 for decode, 8 for prefill, so a
+// weight block loaded once serves eight tokens). grid = (ceil(rows / 4),
+// ceil(nx / R)).
+//
+// The float32 arithmetic is the CPU backend's (gguf/quant/dot.go): block
+// partials go to eight accumulators by block index mod 8, each added in
+// block order, then folded by halving; float types accumulate element i in
+// lane i mod 32 and fold the 32 lanes by halving. Here the accumulators are
+// lanes: a block's partial is handed to lane (block mod 8) by a shuffle,
+// and the folding is shfl_down by 4, 2, 1 (or 16 … 1). So every output is
+// the CPU's value, bit for bit.
+#pragma once
+#include "types.cuh"
+
+#define MV_ROWS_PER_BLOCK 4
+
+// fold adds lane l+w into lane l for w = n/2 … 1 (the CPU's reduce); lane 0
+// holds the result.
+DEV float fold(float v, int n) {
+	for (int w = n / 2; w >= 1; w /= 2) {
+		v += shfl_down_f(v, w);
+	}
+	return v;
+}
+
+// chain adds the partials of the blocks this iteration covered (block i0+g
+// in lane g·LPB) to the accumulator of their block index mod 8, held in
+// lanes 0 … 7, in block order.
+template <int LPB, int R>
+DEV void chain(float *acc, const float *part, int i0, int nb) {
+	const int BPI = WARP / LPB;
+	int k = lane_id() & 7;
+	if (BPI >= 8) {
+		for (int j = 0; j < BPI / 8; j++) {
+			int bi = k + 8 * j;
+			UNROLL for (int r = 0; r < R; r++) {
+				float v = shfl_idx_f(part[r], bi * LPB);
+				if (i0 + bi < nb) {
+					acc[r] += v;
+				}
+			}
+		}
+	} else {
+		int off = k - (i0 & 7);
+		bool ok = off >= 0 && off < BPI && i0 + off < nb;
+		UNROLL for (int r = 0; r < R; r++) {
+			float v = shfl_idx_f(part[r], ok ? off * LPB : 0);
+			if (ok) {
+				acc[r] += v;
+			}
+		}
+	}
+}
+
+template <int R>
+DEV void store_rows(float *y, int wrows, int row, int x0, int nx, const float *acc) {
+	if (lane_id() == 0) {
+		UNROLL for (int r = 0; r < R; r++) {
+			if (x0 + r < nx) {
+				y[(i64)(x0 + r) * wrows + row] = acc[r];
+			}
+		}
+	}
+}
+
+// 32-element types: one lane per block.
+template <class T, int R>
+DEV void matvec_q32(const u8 *w, int row_bytes, int wrows, int cols, const i8 *aq, const float *ad, const float *as, float *y, int nx) {
+	int row = blockIdx.x * MV_ROWS_PER_BLOCK + warp_id();
+	if (row >= wrows) {
+		return;
+	}
+	int lane = lane_id(), x0 = blockIdx.y * R, nb = cols / 32;
+	const u8 *wr = w + (i64)row * row_bytes;
+	float acc[R];
+	UNROLL for (int r = 0; r < R; r++) {
+		acc[r] = 0;
+	}
+	for (int i0 = 0; i0 < nb; i0 += WARP) {
+		int i = i0 + lane;
+		float part[R];
+		UNROLL for (int r = 0; r < R; r++) {
+			part[r] = 0;
+		}
+		if (i < nb) {
+			const u8 *b = wr + (i64)i * T::BYTES;
+			u32 wq[8];
+			T::load(b, wq);
+			UNROLL for (int r = 0; r < R; r++) {
+				if (x0 + r < nx) {
+					i64 xi = (i64)(x0 + r) * nb + i;
+					const u32 *a = (const u32 *)(aq + xi * 32);
+					part[r] = T::partial(b, wq, a, ad[xi], as ? as[xi] : 0.0f);
+				}
+			}
+		}
+		chain<1, R>(acc, part, i0, nb);
+	}
+	UNROLL for (int r = 0; r < R; r++) {
+		acc[r] = fold(acc[r], 8);
+	}
+	store_rows<R>(y, wrows, row, x0, nx, acc);
+}
+
+// K-quants: eight lanes per block, four blocks per warp step.
+template <class T, int R>
+DEV void matvec_k(const u8 *w, int row_bytes, int wrows, int cols, const i8 *aq, const float *ad, const i32 *bsums, float *y, int nx) {
+	int row = blockIdx.x * MV_ROWS_PER_BLOCK + warp_id();
+	if (row >= wrows) {
+		return;
+	}
+	const int LPB = T::LPB, BPI = WARP / LPB;
+	int lane = lane_id(), x0 = blockIdx.y * R, nb = cols / 256;
+	int g = lane / LPB, s = lane % LPB;
+	const u8 *wr = w + (i64)row * row_bytes;
+	float acc[R];
+	UNROLL for (int r = 0; r < R; r++) {
+		acc[r] = 0;
+	}
+	for (int i0 = 0; i0 < nb; i0 += BPI) {
+		int i = i0 + g;
+		i32 isum[R], summs[R];
+		UNROLL for (int r = 0; r < R; r++) {
+			isum[r] = summs[r] = 0;
+		}
+		const u8 *b = wr + (i64)i * T::BYTES;
+		if (i < nb) {
+			u32 wq[8];
+			T::load(b, s, wq);
+			UNROLL for (int r = 0; r < R; r++) {
+				if (x0 + r < nx) {
+					i64 xi = (i64)(x0 + r) * nb + i;
+					const u32 *a = (const u32 *)(aq + xi * 256 + 32 * s);
+					T::ints(b, s, wq, a, bsums + xi * 16, isum[r], summs[r]);
+				}
+			}
+		}
+		float part[R];
+		UNROLL for (int r = 0; r < R; r++) {
+			for (int m = 1; m < LPB; m <<= 1) {
+				isum[r] += shfl_xor_i(isum[r], m);
+				summs[r] += shfl_xor_i(summs[r], m);
+			}
+			part[r] = 0;
+			if (i < nb && x0 + r < nx) {
+				part[r] = T::partial(b, isum[r], summs[r], ad[(i64)(x0 + r) * nb + i]);
+			}
+		}
+		chain<LPB, R>(acc, part, i0, nb);
+	}
+	UNROLL for (int r = 0; r < R; r++) {
+		acc[r] = fold(acc[r], 8);
+	}
+	store_rows<R>(y, wrows, row, x0, nx, acc);
+}
+
+// Float types: element e of the row in lane e mod 32, the activation
+// rounded to the weight's type as the CPU converts it.
+template <class T, int R>
+DEV void matvec_f(const u8 *w, int row_bytes, int wrows, int cols, const float *x, float *y, int nx) {
+	int row = blockIdx.x * MV_ROWS_PER_BLOCK + warp_id();
+	if (row >= wrows) {
+		return;
+	}
+	int lane = lane_id(), x0 = blockIdx.y * R;
+	const u8 *wr = w + (i64)row * row_bytes;
+	float acc[R];
+	UNROLL for (int r = 0; r < R; r++) {
+		acc[r] = 0;
+	}
+	for (int e = lane; e < cols; e += WARP) {
+		float wv = T::elem(wr, e);
+		UNROLL for (int r = 0; r < R; r++) {
+			if (x0 + r < nx) {
+				acc[r] += wv * T::act(x[(i64)(x0 + r) * cols + e]);
+			}
+		}
+	}
+	UNROLL for (int r = 0; r < R; r++) {
+		acc[r] = fold(acc[r], WARP);
+	}
+	store_rows<R>(y, wrows, row, x0, nx, acc);
+}
+
+// One signature for every matrix kernel: weights, row bytes, rows, cols,
+// the float activations (float types), the quantised ones (quants, scales,
+// extra), the output and the batch.
+#define MV_PARAMS                                                                                                      \
+	const u8 *w, int row_bytes, int wrows, int cols, const float *x, const i8 *aq, const float *ad, const void *ax, \
+		float *y, int nx
+
+#define MV_Q32(name, T, R)                                                                  \
+	KERNEL BOUNDS(128) void mv_##name##_##R(MV_PARAMS) {                                \
+		matvec_q32<T, R>(w, row_bytes, wrows, cols, aq, ad, (const float *)ax, y, nx); \
+	}
+#define MV_K(name, T, R)                                                                \
+	KERNEL BOUNDS(128) void mv_##name##_##R(MV_PARAMS) {                            \
+		matvec_k<T, R>(w, row_bytes, wrows, cols, aq, ad, (const i32 *)ax, y, nx); \
+	}
+#define MV_F(name, T, R)                                                 \
+	KERNEL BOUNDS(128) void mv_##name##_##R(MV_PARAMS) {             \
+		matvec_f<T, R>(w, row_bytes, wrows, cols, x, y, nx); \
+	}
+
+// Embedding rows: dst row i = row ids[i] of the table, dequantised.
+// grid = (ceil(cols / 256), n), block 256.
+template <class T>
+DEV void embed(const u8 *table, int row_bytes, int cols, const i32 *ids, float *dst) {
+	int e = blockIdx.x * 256 + threadIdx.x, i = blockIdx.y;
+	if (e < cols) {
+		dst[(i64)i * cols + e] = T::elem(table + (i64)ids[i] * row_bytes, e);
+	}
+}
+#define EMBED(name, T)                                                                                    \
+	KERNEL BOUNDS(256) void embed_##name(const u8 *table, int row_bytes, int cols, const i32 *ids, float *dst) { \
+		embed<T>(table, row_bytes, cols, ids, dst);                                                  \
+	}
+
+#define QTYPE32(name, T) MV_Q32(name, T, 1) MV_Q32(name, T, 8) EMBED(name, T)
+#define QTYPEK(name, T) MV_K(name, T, 1) MV_K(name, T, 8) EMBED(name, T)
+#define FTYPE(name, T) MV_F(name, T, 1) MV_F(name, T, 8) EMBED(name, T)
+
+QTYPE32(q4_0, Q4_0)
+QTYPE32(q4_1, Q4_1)
+QTYPE32(q5_0, Q5_0)
+QTYPE32(q5_1, Q5_1)
+QTYPE32(q8_0, Q8_0)
+QTYPEK(q4_k, Q4_K)
+QTYPEK(q5_k, Q5_K)
+QTYPEK(q6_k, Q6_K)
+FTYPE(f32, F32)
+FTYPE(f16, F16)
+FTYPE(bf16, BF16)

@@ -1,0 +1,153 @@
+package cuda_test
+
+import (
+	"context"
+	"math"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/meshnode/meshnode/cuda"
+	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/backend"
+	"github.com/meshnode/meshnode/gguf/cpu"
+	"github.com/meshnode/meshnode/gguf/model"
+	"github.com/meshnode/meshnode/gguf/model/modeltest"
+)
+
+// The model suite: every architecture × weight type of the parity
+// fixtures, the prompt and then greedy steps on both backends, logits
+// compared at every step.
+
+// modelTolerance bounds |Δlogit| (the logits spread over about ±15). The
+// kernels are the CPU's arithmetic, but the two float64 sums (see
+// tolerance) can put a float32 one ulp apart now and then; one ulp on an
+// activation that is then quantised to 8 bits can cross a rounding
+// boundary, and a random-weight network carries that quantum to the
+// logits (gguf/model's parity tolerances explain the size). F16 models
+// only round activations to half precision.
+var modelTolerance = map[string]float64{
+	"F16": 0.02, "Q8_0": 0.3, "Q4_0": 0.3, "Q4_K_M": 0.3, "Q6_K": 0.3,
+}
+
+const (
+	modelSteps   = 6
+	modelContext = 256
+)
+
+var modelPrompt = []uint32{1, 306, 763, 304, 1101, 278, 1243, 310}
+
+var vocabSource = sync.OnceValues(func() (*gguf.Metadata, error) {
+	f, err := gguf.Open(filepath.Join("..", "models", "meshnode-fortunes-q8_0.gguf"))
+	if err != nil {
+		return nil, err
+	}
+	return f.Metadata, nil // mapped for the test binary's life
+})
+
+// fixture generates and parses one parity fixture.
+func fixture(t testing.TB, arch, ft string) *gguf.File {
+	t.Helper()
+	md, err := vocabSource()
+	if err != nil {
+		t.Skipf("vocabulary source: %v", err)
+	}
+	b, err := modeltest.Generate(modeltest.Fixture(arch, ft), md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// greedy runs the prompt and steps greedy tokens, returning each step's
+// logits and the tokens.
+func greedy(t testing.TB, be backend.Backend, f *gguf.File, steps int) ([][]float32, []uint32) {
+	t.Helper()
+	m, err := model.Load(f, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := m.NewSession(model.SessionOptions{Context: modelContext})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	_, logits, err := s.Prefill(ctx, modelPrompt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all [][]float32
+	var toks []uint32
+	for step := range steps {
+		all = append(all, append([]float32(nil), logits...))
+		next := argmax(logits)
+		toks = append(toks, next)
+		if step < steps-1 {
+			if logits, err = s.Eval(ctx, []uint32{next}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return all, toks
+}
+
+func argmax(x []float32) uint32 {
+	best, at := float32(math.Inf(-1)), 0
+	for i, v := range x {
+		if v > best {
+			best, at = v, i
+		}
+	}
+	return uint32(at)
+}
+
+// testModels compares the fixtures' logits on dev with the CPU backend's.
+func testModels(t *testing.T, dev backend.Backend) {
+	ref := cpu.New(cpu.Options{})
+	defer ref.Close()
+	for _, arch := range modeltest.Archs {
+		for _, ft := range modeltest.FileTypes {
+			t.Run(arch+"-"+ft, func(t *testing.T) {
+				f := fixture(t, arch, ft)
+				want, wantToks := greedy(t, ref, f, modelSteps)
+				got, gotToks := greedy(t, dev, f, modelSteps)
+				tol := modelTolerance[ft]
+				var worst float64
+				for step := range want {
+					for i := range want[step] {
+						d := math.Abs(float64(got[step][i] - want[step][i]))
+						if !(d <= tol) { // NaN too
+							t.Fatalf("step %d: logit %d is %v, the CPU's %v (|Δ| %.3g > %.3g)", step, i, got[step][i], want[step][i], d, tol)
+						}
+						worst = max(worst, d)
+					}
+					if gotToks[step] != wantToks[step] {
+						// Equal logits within tol may still order two
+						// near-equal candidates differently.
+						l := want[step]
+						if math.Abs(float64(l[gotToks[step]]-l[wantToks[step]])) > 2*tol {
+							t.Errorf("step %d: greedy token %d, the CPU's %d", step, gotToks[step], wantToks[step])
+						}
+					}
+				}
+				t.Logf("max |Δlogit| %.3g over %d steps (tolerance %.3g)", worst, len(want), tol)
+			})
+		}
+	}
+}
+
+func TestEmuModels(t *testing.T) {
+	be, _ := newEmu(t, cuda.Options{})
+	defer be.Close()
+	testModels(t, be)
+	st := be.Stats()
+	t.Logf("stats: %+v", st)
+	if st.Graphs == 0 || st.Captures == 0 {
+		t.Errorf("decode steps were never launched as graphs: %+v", st)
+	}
+}

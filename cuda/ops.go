@@ -1,0 +1,326 @@
+package cuda
+
+import (
+	"fmt"
+	"runtime"
+	"unsafe"
+
+	"github.com/meshnode/meshnode/cuda/driver"
+	"github.com/meshnode/meshnode/cuda/kernels"
+	"github.com/meshnode/meshnode/gguf/backend"
+	"github.com/meshnode/meshnode/gguf/quant"
+)
+
+// attBudget bounds the attention scores scratch: a long prompt's queries
+// are attended in launches of as many rows as fit.
+const attBudget = 64 << 20
+
+// wrote notes that t's buffer changed, which invalidates a quantised copy
+// of it.
+func (b *Backend) wrote(t backend.Tensor) {
+	if b.act.valid && b.act.buf == asBuffer(t) {
+		b.act.valid = false
+	}
+}
+
+func sameShape(op string, ts ...backend.Tensor) {
+	for _, t := range ts[1:] {
+		if t.Rows != ts[0].Rows || t.Cols != ts[0].Cols {
+			panic(fmt.Sprintf("cuda: %s of %d × %d and %d × %d", op, ts[0].Rows, ts[0].Cols, t.Rows, t.Cols))
+		}
+	}
+}
+
+// Read implements backend.Backend: it launches the recorded step and waits
+// for it.
+func (b *Backend) Read(dst []float32, t backend.Tensor) {
+	n := t.Len()
+	if len(dst) < n {
+		panic(fmt.Sprintf("cuda: Read of %d elements into %d", n, len(dst)))
+	}
+	p := ptr(t)
+	b.lock()
+	defer b.unlock()
+	b.bind()
+	must(b.sync(false))
+	if n > 0 {
+		must(b.lib.MemcpyDtoH(unsafe.Pointer(&dst[0]), driver.DevicePtr(p), 4*n))
+	}
+	runtime.KeepAlive(t) // p's memory, until the copy is done
+	b.freeReleased()
+}
+
+// Write implements backend.Backend. Small writes travel in the step's
+// argument area; large ones are copied at once, after the recorded work.
+func (b *Backend) Write(t backend.Tensor, src []float32) {
+	n := t.Len()
+	if len(src) < n {
+		panic(fmt.Sprintf("cuda: Write of %d elements from %d", n, len(src)))
+	}
+	p := ptr(t)
+	if n == 0 {
+		return
+	}
+	b.lock()
+	defer b.unlock()
+	b.wrote(t)
+	if 4*n <= b.rec.arena.size/4 {
+		h, d := b.reserve(4 * n)
+		copy(unsafe.Slice((*float32)(h), n), src[:n])
+		o := op{kind: opCopy, n: 3}
+		o.args[0], o.args[1], o.args[2] = p, d, uint64(4*n)
+		b.record(o)
+		return
+	}
+	b.bind()
+	must(b.sync(false))
+	must(b.lib.MemcpyHtoD(driver.DevicePtr(p), unsafe.Pointer(&src[0]), 4*n))
+	runtime.KeepAlive(t)
+}
+
+// Embed implements backend.Backend.
+func (b *Backend) Embed(dst backend.Tensor, table backend.Weight, ids []uint32) {
+	w := asWeight(table)
+	if dst.Rows != len(ids) || dst.Cols != w.cols {
+		panic(fmt.Sprintf("cuda: Embed of %d ids into %d × %d from %d-wide table", len(ids), dst.Rows, dst.Cols, w.cols))
+	}
+	for _, id := range ids {
+		if int(id) >= w.rows {
+			panic(fmt.Sprintf("cuda: token %d outside a %d-row embedding table", id, w.rows))
+		}
+	}
+	out := ptr(dst)
+	b.lock()
+	defer b.unlock()
+	k, _ := kernels.WeightKernel(w.typ, kernels.Embed)
+	b.launch(k, kernels.EmbedShape(w.cols, len(ids)), w.ptr, i32(w.rowSize), i32(w.cols), b.argIDs(ids), out)
+	b.wrote(dst)
+}
+
+// MatMul implements backend.Backend.
+func (b *Backend) MatMul(dst backend.Tensor, wt backend.Weight, x backend.Tensor) {
+	w := asWeight(wt)
+	n := x.Rows
+	if x.Cols != w.cols || dst.Cols != w.rows || dst.Rows != n {
+		panic(fmt.Sprintf("cuda: MatMul %d × %d = (%d × %d) · (%d × %d)ᵀ", dst.Rows, dst.Cols, n, x.Cols, w.rows, w.cols))
+	}
+	xp, yp := ptr(x), ptr(dst)
+	b.lock()
+	defer b.unlock()
+	var qs, d, ext uint64
+	if act, _ := quant.VecDotType(w.typ); act == quant.Q8_0 || act == quant.Q8_1 || act == quant.Q8_K {
+		qs, d, ext = b.quantized(x, act)
+	}
+	k, _ := kernels.WeightKernel(w.typ, kernels.MatVecKind(n))
+	b.launch(k, kernels.MatVecShape(w.rows, n), w.ptr, i32(w.rowSize), i32(w.rows), i32(w.cols), xp, qs, d, ext, yp, i32(n))
+	b.wrote(dst)
+}
+
+// quantized records x's quantisation to act in the scratch, unless the
+// scratch holds it already, and returns the quants', scales' and extra
+// field's addresses.
+func (b *Backend) quantized(x backend.Tensor, act quant.Type) (qs, d, ext uint64) {
+	a := &b.act
+	buf := asBuffer(x)
+	if a.valid && a.typ == act && a.buf == buf && a.off == x.Off && a.n == x.Rows && a.k == x.Cols {
+		return a.qs, a.d, a.ext
+	}
+	elems := x.Rows * x.Cols
+	blk := act.BlockSize()
+	nb := elems / blk
+	round := func(n int) int { return (n + 255) &^ 255 }
+	qBytes, dBytes, extBytes := round(elems), round(4*nb), 0
+	switch act {
+	case quant.Q8_1:
+		extBytes = round(4 * nb)
+	case quant.Q8_K:
+		extBytes = round(4 * elems / 16)
+	}
+	need := qBytes + dBytes + extBytes
+	if a.mem == nil || a.mem.size < need {
+		// The old scratch stays until the recorded work that reads it
+		// has run (it is freed at a sync).
+		b.bind()
+		m, err := b.alloc(max(need, 2*sizeOf(a.mem)))
+		must(err)
+		a.mem = m
+	}
+	base := uint64(a.mem.ptr)
+	*a = actScratch{mem: a.mem, valid: true, typ: act, buf: buf, off: x.Off, n: x.Rows, k: x.Cols,
+		qs: base, d: base + uint64(qBytes), ext: base + uint64(qBytes+dBytes)}
+	xp := ptr(x)
+	switch act {
+	case quant.Q8_0:
+		b.launch(kernels.QuantizeQ8_0, kernels.Quantize(kernels.QuantizeQ8_0, nb), xp, a.qs, a.d, i32(nb))
+	case quant.Q8_1:
+		b.launch(kernels.QuantizeQ8_1, kernels.Quantize(kernels.QuantizeQ8_1, nb), xp, a.qs, a.d, a.ext, i32(nb))
+	default:
+		b.launch(kernels.QuantizeQ8_K, kernels.Quantize(kernels.QuantizeQ8_K, nb), xp, a.qs, a.d, a.ext, i32(nb))
+	}
+	return a.qs, a.d, a.ext
+}
+
+func sizeOf(m *devMem) int {
+	if m == nil {
+		return 0
+	}
+	return m.size
+}
+
+// elementwise records kernel id over t's n elements.
+func (b *Backend) elementwise(id kernels.ID, t backend.Tensor, args ...uint64) {
+	b.lock()
+	defer b.unlock()
+	b.launch(id, kernels.Elementwise(t.Len()), args...)
+	b.wrote(t)
+}
+
+// AddBias implements backend.Backend.
+func (b *Backend) AddBias(x backend.Tensor, bias backend.Weight) {
+	v := vector(bias)
+	if v.cols != x.Cols {
+		panic(fmt.Sprintf("cuda: bias of %d for %d columns", v.cols, x.Cols))
+	}
+	b.elementwise(kernels.AddBias, x, ptr(x), uint64(v.vec.ptr), i32(x.Cols), i32(x.Len()))
+}
+
+// RMSNorm implements backend.Backend.
+func (b *Backend) RMSNorm(dst, x backend.Tensor, w backend.Weight, eps float32) {
+	sameShape("RMSNorm", dst, x)
+	v := vector(w)
+	if x.Cols%v.cols != 0 {
+		panic(fmt.Sprintf("cuda: RMSNorm of %d columns in groups of %d", x.Cols, v.cols))
+	}
+	xp, yp := ptr(x), ptr(dst)
+	b.lock()
+	defer b.unlock()
+	b.launch(kernels.RMSNorm, kernels.RMSNormShape(x.Rows, x.Cols, v.cols), xp, yp, uint64(v.vec.ptr), i32(x.Cols), i32(v.cols), f32(eps))
+	b.wrote(dst)
+}
+
+// Add implements backend.Backend.
+func (b *Backend) Add(dst, a backend.Tensor) {
+	sameShape("Add", dst, a)
+	b.elementwise(kernels.Add, dst, ptr(dst), ptr(a), i32(dst.Len()))
+}
+
+// Scale implements backend.Backend.
+func (b *Backend) Scale(x backend.Tensor, s float32) {
+	b.elementwise(kernels.Scale, x, ptr(x), f32(s), i32(x.Len()))
+}
+
+// Softcap implements backend.Backend.
+func (b *Backend) Softcap(x backend.Tensor, c float32) {
+	b.elementwise(kernels.Softcap, x, ptr(x), f32(c), i32(x.Len()))
+}
+
+// GLU implements backend.Backend.
+func (b *Backend) GLU(dst, gate, up backend.Tensor, f backend.GLU) {
+	sameShape("GLU", dst, gate, up)
+	var kind int
+	switch f {
+	case backend.SiLU:
+	case backend.GELUTanh:
+		kind = 1
+	default:
+		panic(fmt.Sprintf("cuda: GLU %d", f))
+	}
+	b.elementwise(kernels.GLU, dst, ptr(dst), ptr(gate), ptr(up), i32(dst.Len()), i32(kind))
+}
+
+// RoPE implements backend.Backend.
+func (b *Backend) RoPE(x backend.Tensor, headDim, pos int, r *backend.RoPE) {
+	if headDim <= 0 || x.Cols%headDim != 0 || r.Dims > headDim || r.Dims%2 != 0 || (r.Factors != nil && len(r.Factors) < r.Dims/2) {
+		panic(fmt.Sprintf("cuda: RoPE of %d columns, head %d, dims %d, %d factors", x.Cols, headDim, r.Dims, len(r.Factors)))
+	}
+	if pos < 0 {
+		panic(fmt.Sprintf("cuda: RoPE at position %d", pos))
+	}
+	xp := ptr(x)
+	b.lock()
+	defer b.unlock()
+	if r.Dims == 0 || x.Rows == 0 {
+		return
+	}
+	table := b.ropeTable(r, pos+x.Rows)
+	neox := 0
+	if r.NeoX {
+		neox = 1
+	}
+	b.launch(kernels.RoPE, kernels.RoPEShape(x.Rows), xp, uint64(table.ptr), b.argPos(pos), i32(x.Cols), i32(headDim), i32(r.Dims), i32(neox))
+	b.wrote(x)
+}
+
+// StoreKV implements backend.Backend.
+func (b *Backend) StoreKV(cache backend.KVCache, layer, pos int, k, v backend.Tensor) {
+	c := asCache(cache)
+	s := c.shapes[layer]
+	kd, vd := s.KVHeads*s.HeadDimK, s.KVHeads*s.HeadDimV
+	if k.Cols != kd || v.Cols != vd || k.Rows != v.Rows || pos < 0 || pos+k.Rows > c.capacity {
+		panic(fmt.Sprintf("cuda: StoreKV of %d rows at %d (k %d, v %d wide) into a %d-position cache (%d, %d)", k.Rows, pos, k.Cols, v.Cols, c.capacity, kd, vd))
+	}
+	kp, vp := ptr(k), ptr(v)
+	b.lock()
+	defer b.unlock()
+	id := kernels.StoreKVF16
+	if c.typ == quant.F32 {
+		id = kernels.StoreKVF32
+	}
+	b.launch(id, kernels.StoreKVShape(k.Rows, kd, vd), kp, vp, uint64(c.k[layer].ptr), uint64(c.v[layer].ptr), b.argPos(pos),
+		i32(s.KVHeads), i32(s.HeadDimK), i32(s.HeadDimV), i32(c.capacity))
+}
+
+// Attend implements backend.Backend.
+func (b *Backend) Attend(dst, q backend.Tensor, cache backend.KVCache, layer, pos int, a *backend.Attention) {
+	c := asCache(cache)
+	s := c.shapes[layer]
+	if a.Heads <= 0 || a.KVHeads != s.KVHeads || a.Heads%a.KVHeads != 0 || a.HeadDimK != s.HeadDimK || a.HeadDimV != s.HeadDimV ||
+		q.Cols != a.Heads*a.HeadDimK || dst.Cols != a.Heads*a.HeadDimV || dst.Rows != q.Rows ||
+		pos < 0 || pos+q.Rows > c.capacity {
+		panic(fmt.Sprintf("cuda: Attend %d × %d queries at %d over layer %d (%+v) of a %d-position cache, %+v", q.Rows, q.Cols, pos, layer, s, c.capacity, *a))
+	}
+	qp, op := ptr(q), ptr(dst)
+	b.lock()
+	defer b.unlock()
+	chunk := kernels.AttendChunk(q.Rows, a.Heads, c.capacity, attBudget)
+	if need := chunk * a.Heads * c.capacity * 4; sizeOf(b.att) < need {
+		b.bind()
+		m, err := b.alloc(need)
+		must(err)
+		b.att = m
+	}
+	id := kernels.AttendF16
+	if c.typ == quant.F32 {
+		id = kernels.AttendF32
+	}
+	posp := b.argPos(pos)
+	for r0 := 0; r0 < q.Rows; r0 += chunk {
+		rows := min(chunk, q.Rows-r0)
+		b.launch(id, kernels.AttendShape(a.Heads, rows), qp, op, uint64(c.k[layer].ptr), uint64(c.v[layer].ptr), uint64(b.att.ptr), posp,
+			i32(a.Heads), i32(a.KVHeads), i32(a.HeadDimK), i32(a.HeadDimV), i32(c.capacity), i32(a.Window), f32(a.Scale), f32(a.Softcap), i32(r0))
+	}
+	b.wrote(dst)
+}
+
+// ArgMax returns the index of t's largest element, the lowest on a tie
+// and 0 when none exceeds -Inf (the sampler's greedy choice), computed on
+// the device: a decode step that only needs its argmax copies back one
+// int, not the logits. It launches the recorded step.
+func (b *Backend) ArgMax(t backend.Tensor) int {
+	p := ptr(t)
+	b.lock()
+	defer b.unlock()
+	b.bind()
+	if b.argOut == nil {
+		m, err := b.alloc(4)
+		must(err)
+		b.argOut = m
+	}
+	b.launch(kernels.ArgMax, kernels.ArgMaxShape(), p, i32(t.Len()), uint64(b.argOut.ptr))
+	must(b.sync(false))
+	var v int32
+	must(b.lib.MemcpyDtoH(unsafe.Pointer(&v), b.argOut.ptr, 4))
+	runtime.KeepAlive(t)
+	b.freeReleased()
+	return int(v)
+}
