@@ -1,8 +1,10 @@
 package mesh
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -398,5 +400,30 @@ func TestStreamLimit(t *testing.T) {
 	var limit *quic.StreamLimitReachedError
 	if _, err := rc.conn.OpenStream(); !errors.As(err, &limit) {
 		t.Fatalf("stream past the limit: %v, want StreamLimitReachedError", err)
+	}
+}
+
+// TestFailedJoinLeavesNoPeer: a node that hangs up while our first gossip
+// awaits its reply leaves nothing behind in the peer table, whichever of
+// the hang-up and the failed exchange is handled first.
+func TestFailedJoinLeavesNoPeer(t *testing.T) {
+	checkLeaks(t)
+	n := start(t, fastConfig())
+	addr := rawServer(t, func(c *quic.Conn) {
+		if s, err := c.AcceptStream(context.Background()); err == nil {
+			var b [1]byte
+			s.Read(b[:]) // our gossip has arrived
+		}
+		c.CloseWithError(CodeProtocol, "no")
+	})
+	for i := range 10 {
+		if _, err := n.Dial(t.Context(), addr); err == nil {
+			t.Fatal("joined a node that never gossiped")
+		}
+		waitFor(t, 2*time.Second, fmt.Sprintf("dial %d's peer entry dropped", i), func() bool {
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			return n.peers[addr.ID] == nil
+		})
 	}
 }

@@ -185,7 +185,7 @@ func (n *Node) attach(pc *peerConn) (quic.ApplicationErrorCode, string) {
 	return 0, ""
 }
 
-// detach removes pc from its peer, and drops a peer that was never
+// detach removes pc from its peer, and forgets a peer that was never
 // admitted once nothing is left of it.
 func (n *Node) detach(pc *peerConn) {
 	n.mu.Lock()
@@ -198,10 +198,17 @@ func (n *Node) detach(pc *peerConn) {
 	p.conns = slices.Delete(p.conns, i, i+1)
 	n.nConns--
 	p.lastClose = context.Cause(pc.conn.Context())
+	n.forgetIfIdleLocked(p)
+	signal(p.connsChanged)
+}
+
+// forgetIfIdleLocked drops a peer that was never admitted once nothing is
+// left of it: no connection, and no exchange of ours awaiting its reply.
+// Node.mu held.
+func (n *Node) forgetIfIdleLocked(p *peer) {
 	if !p.admitted && len(p.conns) == 0 && p.awaiting == 0 && n.peers[p.id] == p {
 		delete(n.peers, p.id)
 	}
-	signal(p.connsChanged)
 }
 
 // serveConn accepts the peer's streams until the connection ends.

@@ -50,6 +50,9 @@ func (n *Node) exchange(ctx context.Context, pc *peerConn) error {
 		defer func() {
 			n.mu.Lock()
 			p.awaiting--
+			// The connection may have gone while we waited: detach left
+			// the peer to us then.
+			n.forgetIfIdleLocked(p)
 			n.mu.Unlock()
 		}()
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -311,3 +312,41 @@ func (rc *rawClient) connClosedWith(code quic.ApplicationErrorCode) {
 }
 
 func (rc *rawClient) alive() bool { return rc.conn.Context().Err() == nil }
+
+// rawServer listens on loopback as a hand-driven node: each mesh-llm/1
+// connection to it is handed to serve, in turn.
+func rawServer(t testing.TB, serve func(*quic.Conn)) EndpointAddr {
+	t.Helper()
+	key := newKey(t)
+	udp, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsConf, err := identity.ServerConfig(key, identity.ALPNMesh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &quic.Transport{Conn: udp}
+	ln, err := tr.Listen(tlsConf, &quic.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept(context.Background())
+			if err != nil {
+				return
+			}
+			serve(c)
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		tr.Close()
+		udp.Close()
+		<-done
+	})
+	return EndpointAddr{ID: key.ID(), Addrs: []netip.AddrPort{udp.LocalAddr().(*net.UDPAddr).AddrPort()}}
+}
