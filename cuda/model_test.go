@@ -67,19 +67,27 @@ func fixture(t testing.TB, arch, ft string) *gguf.File {
 // logits and the tokens.
 func greedy(t testing.TB, be backend.Backend, f *gguf.File, steps int) ([][]float32, []uint32) {
 	t.Helper()
-	m, err := model.Load(f, be)
+	logits, toks, err := decode(be, f, steps)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return logits, toks
+}
+
+func decode(be backend.Backend, f *gguf.File, steps int) ([][]float32, []uint32, error) {
+	m, err := model.Load(f, be)
+	if err != nil {
+		return nil, nil, err
+	}
 	s, err := m.NewSession(model.SessionOptions{Context: modelContext})
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	defer s.Close()
 	ctx := context.Background()
 	_, logits, err := s.Prefill(ctx, modelPrompt)
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	var all [][]float32
 	var toks []uint32
@@ -89,11 +97,11 @@ func greedy(t testing.TB, be backend.Backend, f *gguf.File, steps int) ([][]floa
 		toks = append(toks, next)
 		if step < steps-1 {
 			if logits, err = s.Eval(ctx, []uint32{next}); err != nil {
-				t.Fatal(err)
+				return nil, nil, err
 			}
 		}
 	}
-	return all, toks
+	return all, toks, nil
 }
 
 func argmax(x []float32) uint32 {

@@ -68,16 +68,23 @@ func newGPU(t testing.TB, opt cuda.Options) *cuda.Backend {
 
 // pair runs the same operations on the CPU backend and on one under test.
 type pair struct {
-	t   testing.TB
-	cpu *cpu.Backend
-	dev backend.Backend
-	rng *rand.Rand
+	t     testing.TB
+	cpu   *cpu.Backend
+	dev   backend.Backend
+	rng   *rand.Rand
+	worst map[string]float64 // per kernel, logged at the end
 }
 
 func newPair(t testing.TB, dev backend.Backend) *pair {
 	c := cpu.New(cpu.Options{Threads: 2})
-	t.Cleanup(func() { c.Close() })
-	return &pair{t: t, cpu: c, dev: dev, rng: rand.New(rand.NewPCG(1, 2))}
+	p := &pair{t: t, cpu: c, dev: dev, rng: rand.New(rand.NewPCG(1, 2)), worst: map[string]float64{}}
+	t.Cleanup(func() {
+		c.Close()
+		for k, w := range p.worst {
+			t.Logf("%s: worst relative error %.3g (tolerance %.3g)", k, w, tolerance[k])
+		}
+	})
+	return p
 }
 
 // tensors is one tensor on both backends.
@@ -164,6 +171,7 @@ func (p *pair) check(kernel, what string, want, got []float32) float64 {
 	if !ok {
 		p.t.Fatalf("no tolerance for %s", kernel)
 	}
+	p.worst[kernel] = max(p.worst[kernel], worst)
 	if worst > tol {
 		p.t.Errorf("%s %s: relative error %.3g at %d (got %v, want %v) exceeds %.3g", kernel, what, worst, at, got[at], want[at], tol)
 	}

@@ -127,6 +127,7 @@ type Hooks struct {
 	live      func() int64
 	counts    func(launches, graphs *int64)
 	setMemory func(n uint64)
+	configure func(devices, major, minor, integrated, graphs int32)
 }
 
 // Open binds the hooks of the library at path (loaded already by
@@ -140,6 +141,7 @@ func Open(path string) (*Hooks, error) {
 	purego.RegisterLibFunc(&h.live, lib, "emu_live")
 	purego.RegisterLibFunc(&h.counts, lib, "emu_counts")
 	purego.RegisterLibFunc(&h.setMemory, lib, "emu_set_memory")
+	purego.RegisterLibFunc(&h.configure, lib, "emu_configure")
 	return &h, nil
 }
 
@@ -155,3 +157,25 @@ func (h *Hooks) Counts() (launches, graphs int64) {
 
 // SetMemory sets the device memory the stand-in gives out in all.
 func (h *Hooks) SetMemory(n uint64) { h.setMemory(n) }
+
+// Device is what the stand-in reports itself to be.
+type Device struct {
+	Count        int  // devices
+	Major, Minor int  // compute capability
+	Integrated   bool // shares memory with the host
+	NoGraphs     bool // stream capture fails
+}
+
+// DefaultDevice is the stand-in's device until Configure changes it.
+var DefaultDevice = Device{Count: 1, Major: 8}
+
+// Configure sets the device the stand-in reports from now on.
+func (h *Hooks) Configure(d Device) {
+	b := func(v bool) int32 {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	h.configure(int32(d.Count), int32(d.Major), int32(d.Minor), b(d.Integrated), b(!d.NoGraphs))
+}

@@ -49,6 +49,7 @@ enum {
 	E_ALREADY_REGISTERED = 712,
 	E_NOT_REGISTERED = 713,
 	E_LAUNCH_FAILED = 719,
+	E_NOT_SUPPORTED = 801,
 	E_CAPTURE_UNSUPPORTED = 900,
 };
 
@@ -476,13 +477,12 @@ const char *error_names[][3] = {
 	{"712", "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED", "part or all of the requested memory range is already mapped"},
 	{"713", "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED", "pointer does not correspond to a registered memory region"},
 	{"719", "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
+	{"801", "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
 	{"900", "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "operation not permitted when stream is capturing"},
 };
 
-int env_int(const char *name, int def) {
-	const char *v = getenv(name);
-	return v ? atoi(v) : def;
-}
+// The device the stand-in reports (emu_configure changes it).
+int cfg_devices = 1, cfg_major = 8, cfg_minor = 0, cfg_integrated = 0, cfg_graphs = 1;
 
 } // namespace
 
@@ -536,14 +536,14 @@ EXPORT CUresult cuGetErrorString(CUresult r, const char **s) {
 EXPORT CUresult cuDeviceGetCount(int *n) {
 	LOCK;
 	NEED_INIT;
-	*n = env_int("MESH_EMU_DEVICES", 1);
+	*n = cfg_devices;
 	return OK;
 }
 
 EXPORT CUresult cuDeviceGet(int *d, int ordinal) {
 	LOCK;
 	NEED_INIT;
-	if (ordinal < 0 || ordinal >= env_int("MESH_EMU_DEVICES", 1)) {
+	if (ordinal < 0 || ordinal >= cfg_devices) {
 		return E_INVALID_DEVICE;
 	}
 	*d = ordinal;
@@ -561,13 +561,13 @@ EXPORT CUresult cuDeviceGetAttribute(int *v, int attr, int d) {
 	case 1: *v = 1024; break;                                       // max threads per block
 	case 13: *v = 1000000; break;                                   // clock kHz
 	case 16: *v = 4; break;                                         // SMs
-	case 18: *v = env_int("MESH_EMU_INTEGRATED", 0); break;         // integrated
+	case 18: *v = cfg_integrated; break;         // integrated
 	case 19: *v = 1; break;                                         // can map host memory
 	case 36: *v = 1000000; break;                                   // memory clock kHz
 	case 37: *v = 64; break;                                        // bus width
 	case 38: *v = 4 << 20; break;                                   // L2
-	case 75: *v = env_int("MESH_EMU_CC_MAJOR", 8); break;           // compute capability
-	case 76: *v = env_int("MESH_EMU_CC_MINOR", 0); break;
+	case 75: *v = cfg_major; break;           // compute capability
+	case 76: *v = cfg_minor; break;
 	case 99: *v = 1; break;                                         // host register
 	default: return E_INVALID_VALUE;
 	}
@@ -744,9 +744,6 @@ EXPORT CUresult cuMemHostGetDevicePointer_v2(u64 *d, void *p, unsigned flags) {
 
 static CUresult copy(Stream *s, void *dst, const void *src, size_t n, bool dst_dev, bool src_dev) {
 	if ((dst_dev && !device_range((uintptr_t)dst, n)) || (src_dev && !device_range((uintptr_t)src, n))) {
-		if (getenv("MESH_EMU_DEBUG")) {
-			fprintf(stderr, "emu: copy of %zu bytes %p <- %p outside device memory\n", n, dst, src);
-		}
 		return E_INVALID_VALUE;
 	}
 	Node node{};
@@ -887,6 +884,9 @@ EXPORT CUresult cuEventDestroy_v2(Event *e) {
 
 EXPORT CUresult cuStreamBeginCapture_v2(Stream *s, int mode) {
 	LOCK;
+	if (!cfg_graphs) {
+		return E_NOT_SUPPORTED;
+	}
 	if (!s || s->capture || mode < 0 || mode > 2) {
 		return E_INVALID_VALUE;
 	}
@@ -959,4 +959,15 @@ EXPORT void emu_counts(long *l, long *g) {
 EXPORT void emu_set_memory(size_t n) {
 	LOCK;
 	mem_limit = n;
+}
+
+// emu_configure sets the device the stand-in reports: how many, their
+// compute capability, whether integrated, and whether stream capture works.
+EXPORT void emu_configure(int devices, int major, int minor, int integrated, int graphs) {
+	LOCK;
+	cfg_devices = devices;
+	cfg_major = major;
+	cfg_minor = minor;
+	cfg_integrated = integrated;
+	cfg_graphs = graphs;
 }

@@ -1,0 +1,236 @@
+package cuda_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/meshnode/meshnode/cuda"
+	"github.com/meshnode/meshnode/cuda/driver"
+	"github.com/meshnode/meshnode/cuda/internal/emu"
+	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/backend"
+	"github.com/meshnode/meshnode/gguf/cpu"
+	"github.com/meshnode/meshnode/gguf/model/modeltest"
+	"github.com/meshnode/meshnode/gguf/quant"
+)
+
+func TestNewWithoutDriver(t *testing.T) {
+	_, err := cuda.New(cuda.Options{Library: "/nonexistent/libcuda.so.1"})
+	if !errors.Is(err, cuda.ErrNoDevice) || !errors.Is(err, driver.ErrNoLibrary) {
+		t.Fatalf("New without a driver: %v", err)
+	}
+}
+
+// configure sets the stand-in's device for one test.
+func configure(t *testing.T, d emu.Device) *emu.Hooks {
+	t.Helper()
+	h, err := emu.Open(emu.Path(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Configure(d)
+	t.Cleanup(func() { h.Configure(emu.DefaultDevice) })
+	return h
+}
+
+func TestNewRefusesDevices(t *testing.T) {
+	lib := emu.Path(t)
+	cases := []struct {
+		name string
+		dev  emu.Device
+		opt  cuda.Options
+		want string
+	}{
+		{"no devices", emu.Device{Count: 0, Major: 8}, cuda.Options{}, "device 0 of 0"},
+		{"ordinal", emu.DefaultDevice, cuda.Options{Device: 2}, "device 2 of 1"},
+		{"too old", emu.Device{Count: 1, Major: 7, Minor: 0}, cuda.Options{}, "7.0 is below 7.2"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			configure(t, c.dev)
+			c.opt.Library = lib
+			_, err := cuda.New(c.opt)
+			if !errors.Is(err, cuda.ErrNoDevice) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("New: %v, want ErrNoDevice saying %q", err, c.want)
+			}
+		})
+	}
+}
+
+// TestArchSelection runs a product on a 7.5 device (which loads the sm_72
+// module) and an 8.9 one (sm_80).
+func TestArchSelection(t *testing.T) {
+	for _, c := range []struct {
+		major, minor int
+		arch         string
+	}{{7, 5, "sm_72"}, {8, 9, "sm_80"}} {
+		configure(t, emu.Device{Count: 1, Major: c.major, Minor: c.minor})
+		be, _ := newEmu(t, cuda.Options{})
+		if got := be.Info().Arch; got != c.arch {
+			t.Errorf("%d.%d loaded %s, want %s", c.major, c.minor, got, c.arch)
+		}
+		p := newPair(t, be)
+		w := p.weight(quant.Q4_K, 8, 256, p.encode(quant.Q4_K, 8, 256, 1))
+		x, y := p.tensor(1, 256, p.random(256, 1)), p.tensor(1, 8, nil)
+		p.cpu.MatMul(y.c, w.c, x.c)
+		p.dev.MatMul(y.d, w.d, x.d)
+		p.compare("matmul", c.arch, y)
+		be.Close()
+	}
+}
+
+// TestGraphs: decode steps launched as graphs give the eager launches'
+// logits, and a driver that cannot capture leaves the backend launching
+// kernel by kernel with the same results.
+func TestGraphs(t *testing.T) {
+	f := fixture(t, "gemma3", "Q4_K_M")
+	run := func(opt cuda.Options, d emu.Device) ([][]float32, cuda.Stats, cuda.Info) {
+		configure(t, d)
+		be, _ := newEmu(t, opt)
+		defer be.Close()
+		logits, _ := greedy(t, be, f, 6)
+		return logits, be.Stats(), be.Info()
+	}
+	eager, es, _ := run(cuda.Options{NoGraphs: true}, emu.DefaultDevice)
+	graphed, gs, _ := run(cuda.Options{}, emu.DefaultDevice)
+	refused, rs, ri := run(cuda.Options{}, emu.Device{Count: 1, Major: 8, NoGraphs: true})
+	if es.Graphs != 0 || gs.Graphs < 4 || gs.Captures != 1 {
+		t.Errorf("eager %+v, graphed %+v: want no graphs, then one capture replayed for the decode steps", es, gs)
+	}
+	if rs.Graphs != 0 || ri.Graphs {
+		t.Errorf("with capture refused: %+v, %+v", rs, ri)
+	}
+	for step := range eager {
+		if !slices.Equal(eager[step], graphed[step]) || !slices.Equal(eager[step], refused[step]) {
+			t.Fatalf("step %d: logits differ between eager and graph launches", step)
+		}
+	}
+}
+
+// TestMemory: device memory of dropped tensors is freed at the next sync,
+// an allocation the device cannot hold is an error where the interface
+// has one, and Close frees everything.
+func TestMemory(t *testing.T) {
+	be, h := newEmu(t, cuda.Options{})
+	base := h.Live()
+	func() {
+		for range 20 {
+			be.NewTensor(64, 64)
+		}
+	}()
+	if h.Live() < base+20 {
+		t.Fatalf("%d allocations after making 20 tensors from %d", h.Live(), base)
+	}
+	settle()
+	keep := be.NewTensor(1, 4)
+	be.Read(make([]float32, 4), keep) // a sync: released memory goes
+	if got := h.Live(); got > base+1 {
+		t.Errorf("%d allocations after dropping the tensors, want %d", got, base+1)
+	}
+
+	h.SetMemory(1 << 20)
+	defer h.SetMemory(16 << 30)
+	_, err := be.NewKVCache(quant.F16, 4096, []backend.KVShape{{KVHeads: 8, HeadDimK: 128, HeadDimV: 128}})
+	if !errors.Is(err, driver.ErrOutOfMemory) {
+		t.Errorf("a KV cache beyond the device's memory: %v", err)
+	}
+	_, err = be.Weight(quant.F32, 1024, 1024, make([]byte, 4<<20))
+	if !errors.Is(err, driver.ErrOutOfMemory) {
+		t.Errorf("a weight beyond the device's memory: %v", err)
+	}
+	if _, err := be.Weight(quant.IQ4_XS, 1, 256, make([]byte, 136)); !errors.Is(err, cuda.ErrType) {
+		t.Errorf("a type without kernels: %v", err)
+	}
+	if err := be.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.Live(); n != 0 {
+		t.Errorf("%d allocations outlive Close", n)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("a backend used after Close did not panic")
+		}
+	}()
+	be.NewTensor(1, 1)
+}
+
+// TestHostMapped: on an integrated Orin-class device the model file's
+// mapping is registered with the device and the weights are read in
+// place, with the same results.
+func TestHostMapped(t *testing.T) {
+	configure(t, emu.Device{Count: 1, Major: 8, Minor: 7, Integrated: true})
+	md, err := vocabSource()
+	if err != nil {
+		t.Skip(err)
+	}
+	b, err := modeltest.Generate(modeltest.Fixture("llama", "Q4_0"), md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	be, _ := newEmu(t, cuda.Options{})
+	defer be.Close()
+	if ok, err := be.MapHost(f.Bytes()); !ok || err != nil {
+		t.Fatalf("MapHost: %v, %v", ok, err)
+	}
+	got, _ := greedy(t, be, f, 3)
+	if st := be.Stats(); st.UploadedBytes != 0 || !be.Info().HostMapped {
+		t.Errorf("weights were copied (%d bytes) though the file is mapped", st.UploadedBytes)
+	}
+	ref := cpu.New(cpu.Options{})
+	defer ref.Close()
+	want, _ := greedy(t, ref, f, 3)
+	for step := range want {
+		if !slices.Equal(got[step], want[step]) {
+			t.Fatalf("step %d: logits from mapped weights differ from the CPU's", step)
+		}
+	}
+	// A discrete GPU copies instead.
+	configure(t, emu.DefaultDevice)
+	be2, _ := newEmu(t, cuda.Options{})
+	defer be2.Close()
+	if ok, _ := be2.MapHost(f.Bytes()); ok {
+		t.Error("a discrete device mapped the file under PlaceAuto")
+	}
+}
+
+// TestConcurrentSessions decodes two sequences at once on one backend.
+func TestConcurrentSessions(t *testing.T) {
+	f := fixture(t, "qwen2", "Q8_0")
+	be, _ := newEmu(t, cuda.Options{})
+	defer be.Close()
+	ref := cpu.New(cpu.Options{})
+	defer ref.Close()
+	want, _ := greedy(t, ref, f, 5)
+	var wg sync.WaitGroup
+	results := make([][][]float32, 2)
+	errs := make([]error, 2)
+	for i := range results {
+		wg.Go(func() { results[i], _, errs[i] = decode(be, f, 5) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	for i, got := range results {
+		for step := range want {
+			if !slices.Equal(got[step], want[step]) {
+				t.Fatalf("session %d, step %d: logits differ from the CPU's", i, step)
+			}
+		}
+	}
+}
