@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/quic-go/quic-go"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meshnode/meshnode/node/identity"
@@ -248,6 +249,9 @@ func (n *Node) gossipFrame() *nodev1.GossipFrame {
 	return fitFrame(f, wire.MaxControlFrameBytes)
 }
 
+// peersField is the field number of GossipFrame.peers.
+var peersField = (*nodev1.GossipFrame)(nil).ProtoReflect().Descriptor().Fields().ByName("peers").Number()
+
 // fitFrame drops relayed entries from the end of f until it encodes within
 // limit, so that a large mesh degrades to partial relaying (peers still
 // gossip directly) instead of no gossip at all. The self entry stays.
@@ -256,10 +260,10 @@ func fitFrame(f *nodev1.GossipFrame, limit int) *nodev1.GossipFrame {
 	for size > limit && len(f.Peers) > 1 {
 		last := f.Peers[len(f.Peers)-1]
 		f.Peers = f.Peers[:len(f.Peers)-1]
-		// An entry costs its bytes, a tag and a length prefix of at most
-		// four bytes; recomputing the whole size each time would be
-		// quadratic.
-		size -= proto.Size(last) + 5
+		// An entry costs its bytes, its tag and its length prefix, exactly:
+		// more would let an oversized frame through. Recomputing the whole
+		// size each time would be quadratic.
+		size -= protowire.SizeTag(peersField) + protowire.SizeBytes(proto.Size(last))
 	}
 	return f
 }

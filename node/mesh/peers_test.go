@@ -180,4 +180,24 @@ func TestFitFrame(t *testing.T) {
 	if len(f.Peers) != 1 {
 		t.Fatal("self entry dropped")
 	}
+
+	// At every limit, and with entries of every length-prefix size, the
+	// frame keeps the longest run of entries that fits, to the byte.
+	f = &nodev1.GossipFrame{Gen: 1, SenderId: make([]byte, 32)}
+	for i := range 40 {
+		f.Peers = append(f.Peers, &nodev1.PeerAnnouncement{EndpointId: bytes.Repeat([]byte{byte(i)}, 32),
+			CatalogModels: []string{strings.Repeat("m", (i%4)*60)}})
+	}
+	full := proto.Size(f)
+	for limit := full - 1; limit > full/2; limit-- {
+		g := proto.CloneOf(f)
+		fitFrame(g, limit)
+		if got := proto.Size(g); got > limit {
+			t.Fatalf("limit %d: frame of %d bytes", limit, got)
+		}
+		g.Peers = f.Peers[:len(g.Peers)+1]
+		if got := proto.Size(g); got <= limit {
+			t.Fatalf("limit %d: dropped an entry that fitted (%d bytes with it)", limit, got)
+		}
+	}
 }
