@@ -337,6 +337,52 @@ func TestTunnelMap(t *testing.T) {
 	}
 }
 
+// TestSendHonoursCancel: a one-way send that the peer never acknowledges
+// ends when its context is cancelled, deadline or not.
+func TestSendHonoursCancel(t *testing.T) {
+	checkLeaks(t)
+	n := start(t, fastConfig())
+	rc := dialRaw(t, n.EndpointAddr(), identity.ALPNMesh)
+	if _, err := rc.gossip(rc.frame()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() {
+		// The raw peer answers gossip, so that the connection stays up,
+		// and reads the TunnelMap without ever acknowledging it.
+		defer cancel()
+		for {
+			s, err := rc.conn.AcceptStream(ctx)
+			if err != nil {
+				return
+			}
+			st, err := wire.ReadStreamType(ctx, s)
+			if err != nil {
+				return
+			}
+			if _, err := wire.ReadFrame(ctx, s, nil); err != nil || st == wire.StreamTunnelMap {
+				return
+			}
+			wire.WriteFrame(ctx, s, rc.frame())
+			s.Close()
+		}
+	}()
+	target := newKey(t).ID()
+	sent := make(chan error, 1)
+	go func() {
+		sent <- n.SendTunnelMap(ctx, rc.id, []*nodev1.TunnelEntry{{TargetPeerId: target[:], TunnelPort: 50001}})
+	}()
+	select {
+	case err := <-sent:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("send cancelled while awaiting its acknowledgement: %v, want context.Canceled", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("send still waiting for an acknowledgement 5s after its context was cancelled")
+	}
+}
+
 // TestStreamFlood: a connection opening streams faster than the limit is
 // closed; the node carries on.
 func TestStreamFlood(t *testing.T) {

@@ -200,14 +200,18 @@ func sendOneWay(ctx context.Context, pc *peerConn, t wire.StreamType, m proto.Me
 		return fmt.Errorf("mesh: send %v: %w", t, err)
 	}
 	s.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		s.SetReadDeadline(dl)
-	}
+	// The acknowledgement is the end of the peer's side; ctx bounds the
+	// wait for it, deadline or not.
+	stop := context.AfterFunc(ctx, func() { s.CancelRead(StreamCodeDone) })
 	var b [1]byte
 	_, err = s.Read(b[:])
+	stop()
 	s.CancelRead(StreamCodeDone)
 	if err == io.EOF {
 		return nil
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		return fmt.Errorf("mesh: %v to %s not acknowledged: %w", t, pc.id.Short(), cerr)
 	}
 	var se *quic.StreamError
 	if errors.As(err, &se) && se.Remote {
