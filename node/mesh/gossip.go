@@ -283,7 +283,8 @@ func (n *Node) kickAll(except identity.EndpointID) {
 // have no admitted connection to yet.
 type heardPeer struct {
 	addr      EndpointAddr
-	bootstrap bool // configured: never forgotten until joined
+	bootstrap bool             // configured: never forgotten until joined
+	boot      []netip.AddrPort // its configured addresses, always dialled first
 	lastHeard time.Time
 	next      time.Time // earliest next dial
 	failures  int
@@ -323,8 +324,14 @@ func (n *Node) noteHeard(addr EndpointAddr, bootstrap bool) {
 		n.heard[addr.ID] = h
 		signal(n.dialKick)
 	}
+	if bootstrap {
+		h.bootstrap = true
+		h.boot = mergeAddrs(addr.Addrs, h.boot)
+	}
+	// What gossip says adds to the configured addresses, never replaces
+	// them: any admitted peer can name any address for anyone.
 	h.addr = addr
-	h.bootstrap = h.bootstrap || bootstrap
+	h.addr.Addrs = mergeAddrs(h.boot, addr.Addrs)
 	h.lastHeard = time.Now()
 }
 

@@ -93,7 +93,13 @@ type testNode struct {
 // start serves a node until the test ends (or stop is called).
 func start(t testing.TB, cfg Config) *testNode {
 	t.Helper()
-	n, err := New(cfg, newKey(t), testLogger(t))
+	return startKey(t, cfg, newKey(t))
+}
+
+// startKey is start with the node's key given.
+func startKey(t testing.TB, cfg Config, key *identity.Key) *testNode {
+	t.Helper()
+	n, err := New(cfg, key, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,4 +355,15 @@ func rawServer(t testing.TB, serve func(*quic.Conn)) EndpointAddr {
 		<-done
 	})
 	return EndpointAddr{ID: key.ID(), Addrs: []netip.AddrPort{udp.LocalAddr().(*net.UDPAddr).AddrPort()}}
+}
+
+// freeUDPAddr is a loopback address with a UDP port nobody listens on.
+func freeUDPAddr(t testing.TB) netip.AddrPort {
+	t.Helper()
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	return c.LocalAddr().(*net.UDPAddr).AddrPort()
 }

@@ -2,7 +2,9 @@ package mesh
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"net/netip"
 	"slices"
 	"testing"
 	"time"
@@ -90,6 +92,39 @@ func sameSet(a, b []identity.EndpointID) bool {
 		}
 	}
 	return true
+}
+
+// TestBootstrapAddressKept: gossip naming other addresses for a bootstrap
+// peer does not make the node forget the configured one. A peer lies about
+// where B is while B is down; once B is up, the node still joins it.
+func TestBootstrapAddressKept(t *testing.T) {
+	checkLeaks(t)
+	keyB := newKey(t)
+	bootB := EndpointAddr{ID: keyB.ID(), Addrs: []netip.AddrPort{freeUDPAddr(t)}}
+	cfg := fastConfig()
+	cfg.Bootstrap = []EndpointAddr{bootB}
+	a := start(t, cfg)
+
+	liar := dialRaw(t, a.EndpointAddr(), identity.ALPNMesh)
+	lie, err := json.Marshal(EndpointAddr{ID: bootB.ID, Addrs: []netip.AddrPort{freeUDPAddr(t)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := liar.gossip(liar.frame(&nodev1.PeerAnnouncement{EndpointId: bootB.ID[:], SerializedAddr: lie})); err != nil {
+		t.Fatal(err)
+	}
+	// The dial A began before the lie must have failed: B comes up only
+	// when every later dial goes by what A now holds.
+	waitFor(t, 10*time.Second, "A's first dial of B failed", func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		h := a.heard[bootB.ID]
+		return h != nil && h.failures > 0 && !h.dialing
+	})
+	cfgB := fastConfig()
+	cfgB.ListenAddr = bootB.Addrs[0].String()
+	startKey(t, cfgB, keyB)
+	waitFor(t, 10*time.Second, "A joined its bootstrap peer", func() bool { return hasPeer(a.Node, bootB.ID) })
 }
 
 func TestDialWrongIdentity(t *testing.T) {
