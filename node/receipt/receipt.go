@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/meshnode/meshnode/hw"
 )
@@ -181,8 +182,19 @@ func (r *Receipt) Validate() error {
 	case !r.FidelityFloor.Valid():
 		return bad("fidelity_floor %d is not F0 … F4", r.FidelityFloor)
 	}
-	if w := r.Weights; w != nil && w.Precision == "" {
-		return bad("weights_digest without precision")
+	// A sealed core must be one the strict decoder accepts, and it refuses
+	// text that is not UTF-8: such a receipt would verify nowhere.
+	text := [][2]string{{"backend", r.Backend}, {"recipe", r.Recipe}, {"route", r.Route}, {"grant_breach", r.GrantBreach}}
+	if w := r.Weights; w != nil {
+		if w.Precision == "" {
+			return bad("weights_digest without precision")
+		}
+		text = append(text, [2]string{"precision", w.Precision})
+	}
+	for _, f := range text {
+		if !utf8.ValidString(f[1]) {
+			return bad("%s %q is not valid UTF-8", f[0], truncate(f[1]))
+		}
 	}
 	if t := r.Training; t != nil {
 		switch t.Authority {

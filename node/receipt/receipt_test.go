@@ -148,6 +148,12 @@ func TestReceiptValidate(t *testing.T) {
 		{"prev at genesis", func(r *Receipt) { r.Prev = &prev }},
 		{"no prev past genesis", func(r *Receipt) { r.Sequence = 3 }},
 		{"steward not a did:key", func(r *Receipt) { r.Steward = "did:web:example.org" }},
+		// Text the strict decoder refuses is never sealed.
+		{"backend not UTF-8", func(r *Receipt) { r.Backend = "cpu:caf\xe9" }},
+		{"recipe not UTF-8", func(r *Receipt) { r.Recipe = "\xff" }},
+		{"route not UTF-8", func(r *Receipt) { r.Route += "\xc3" }},
+		{"precision not UTF-8", func(r *Receipt) { r.Weights = &Weights{Digest: prev, Precision: "fp\x80"} }},
+		{"breach not UTF-8", func(r *Receipt) { r.GrantID, r.GrantBreach = &prev, "\xfe" }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -162,6 +162,8 @@ func TestNoAdmissibleServeError(t *testing.T) {
 func TestNewRefusesBadConfig(t *testing.T) {
 	good := backendsOf(backendSpec{"a", receipt.F1, 1, 0})
 	bad := newFake(9, 1)
+	latin1 := newFake(1, 1)
+	latin1.recipe = "caf\xe9"
 	tests := []struct {
 		name string
 		cfg  Config
@@ -173,6 +175,8 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		{"duplicate backend", Config{Key: testKey(t, 1), Meter: &fakeMeter{}, Backends: append(good, good...)}},
 		{"nil engine", Config{Key: testKey(t, 1), Meter: &fakeMeter{}, Backends: []Backend{{Name: "x"}}}},
 		{"fidelity out of range", Config{Key: testKey(t, 1), Meter: &fakeMeter{}, Backends: []Backend{{Name: "x", Engine: bad}}}},
+		{"name not UTF-8", Config{Key: testKey(t, 1), Meter: &fakeMeter{}, Backends: []Backend{{Name: "cpu:caf\xe9", Engine: newFake(1, 1)}}}},
+		{"recipe not UTF-8", Config{Key: testKey(t, 1), Meter: &fakeMeter{}, Backends: []Backend{{Name: "x", Engine: latin1}}}},
 	}
 	for _, tt := range tests {
 		if _, err := New(tt.cfg); err == nil {

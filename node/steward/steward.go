@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/meshnode/meshnode/hw"
 	"github.com/meshnode/meshnode/node/engine"
@@ -168,6 +169,9 @@ func checkBackend(b Backend, registered []Backend) error {
 		return fmt.Errorf("steward: backend %q advertises fidelity %d, not F0 … F4", b.Name, b.Engine.Fidelity())
 	case b.Engine.Recipe() == "":
 		return fmt.Errorf("steward: backend %q names no recipe", b.Name)
+	case !utf8.ValidString(b.Name) || !utf8.ValidString(b.Engine.Recipe()):
+		// Both go on every receipt, which must hold UTF-8 text only.
+		return fmt.Errorf("steward: backend %q or its recipe %q is not valid UTF-8", b.Name, b.Engine.Recipe())
 	}
 	for _, r := range registered {
 		if r.Name == b.Name {

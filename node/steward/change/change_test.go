@@ -281,6 +281,13 @@ func TestEntryKeys(t *testing.T) {
 		"no reason":         {Backend: "b", Recipe: "r", Weights: &Weights{}},
 		"plan without what": {Backend: "b", Recipe: "r", Plan: &Plan{Validation: "v"}},
 		"fidelity above F4": {Backend: "b", Recipe: "r", Weights: &Weights{Reason: "x", Fidelity: 5}},
+		// Text Open would refuse is never sealed.
+		"backend not UTF-8":   {Backend: "b\xff", Recipe: "r", Weights: &Weights{Reason: "x"}},
+		"reason not UTF-8":    {Backend: "b", Recipe: "r", Weights: &Weights{Reason: "caf\xe9"}},
+		"precision not UTF-8": {Backend: "b", Recipe: "r", Weights: &Weights{Reason: "x", Precision: "\x80"}},
+		"result not UTF-8":    {Backend: "b", Recipe: "r", Weights: &Weights{Reason: "x", ValidationResult: "\xc3"}},
+		"plan not UTF-8":      {Backend: "b", Recipe: "r", Plan: &Plan{Validation: "v", Foresees: "f", Precisions: []string{"\xfe"}}},
+		"risk not UTF-8":      {Backend: "b", Recipe: "r", Plan: &Plan{Validation: "v", Foresees: "f", RiskAssessment: "\xfe"}},
 	} {
 		if _, err := Seal(b.s, e); !errors.Is(err, ErrMalformed) {
 			t.Errorf("%s: %v", name, err)

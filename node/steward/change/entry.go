@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/meshnode/meshnode/node/receipt"
 )
@@ -157,7 +158,27 @@ func (e *Entry) validate() error {
 			return bad("a weights change gives its reason")
 		}
 	}
+	// Open's strict decoder refuses text that is not UTF-8, so an entry
+	// holding some would be sealed and journaled, then refused when the
+	// steward replays its journal: it would not start again.
+	for _, s := range e.text() {
+		if !utf8.ValidString(s) {
+			return bad("%q is not valid UTF-8", s)
+		}
+	}
 	return nil
+}
+
+// text returns every text field of the entry.
+func (e *Entry) text() []string {
+	out := []string{e.Backend, e.Recipe}
+	if p := e.Plan; p != nil {
+		out = append(append(out, p.Precisions...), p.Validation, p.Foresees, p.RiskAssessment)
+	}
+	if w := e.Weights; w != nil {
+		out = append(out, w.Precision, w.ValidationResult, w.Reason)
+	}
+	return out
 }
 
 func (e *Entry) wire() wireEntry {

@@ -139,8 +139,8 @@ func (g *Grant) Validate() error {
 }
 
 func (c *Caveat) validate() error {
-	if c.Type == "" || len(c.Type) > maxName {
-		return fmt.Errorf("type must be 1 … %d bytes", maxName)
+	if c.Type == "" || len(c.Type) > maxName || !utf8.ValidString(c.Type) {
+		return fmt.Errorf("type must be 1 … %d bytes of UTF-8", maxName)
 	}
 	switch c.Type {
 	case CaveatModelIn:
@@ -178,8 +178,8 @@ func sortedNames(names []string) error {
 		return fmt.Errorf("must hold 1 … %d names", MaxList)
 	}
 	for i, n := range names {
-		if n == "" || len(n) > maxName {
-			return fmt.Errorf("name %d must be 1 … %d bytes", i, maxName)
+		if n == "" || len(n) > maxName || !utf8.ValidString(n) {
+			return fmt.Errorf("name %d must be 1 … %d bytes of UTF-8", i, maxName)
 		}
 		if i > 0 && names[i-1] >= n {
 			return fmt.Errorf("names must be sorted and distinct (%q, %q)", names[i-1], n)

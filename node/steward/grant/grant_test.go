@@ -202,6 +202,10 @@ func TestGrantValidate(t *testing.T) {
 		}},
 		{"MaxCostUj without uj", func(g *Grant) { g.Caveats = []Caveat{{Type: CaveatMaxCostUJ}} }},
 		{"caveat without type", func(g *Grant) { g.Caveats = []Caveat{{UJ: new(uint64)}} }},
+		// ParseSigned refuses text that is not UTF-8: such a grant could be
+		// signed but never presented.
+		{"action not UTF-8", func(g *Grant) { g.Capability.Actions = []string{"infer\xff"} }},
+		{"caveat type not UTF-8", func(g *Grant) { g.Caveats = []Caveat{{Type: "Max\xff", UJ: new(uint64)}} }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
