@@ -316,7 +316,14 @@ func (n *Node) serveControl(c *quic.Conn, id identity.EndpointID) {
 		c.CloseWithError(CodeControlUnavailable, "owner control is not served by this node")
 		return
 	}
+	// Anyone may connect on this ALPN, owner or not: the handler decides
+	// who is served, and this bounds how many it is asked to hold.
 	n.mu.Lock()
+	if len(n.controls) >= n.cfg.Limits.MaxControlConns {
+		n.mu.Unlock()
+		c.CloseWithError(CodeBusy, "too many owner-control connections")
+		return
+	}
 	n.controls[c] = struct{}{}
 	n.mu.Unlock()
 	defer func() {

@@ -311,3 +311,48 @@ func TestControlALPN(t *testing.T) {
 		t.Fatal("a control connection joined the mesh")
 	}
 }
+
+// TestControlConnLimit: the node holds at most MaxControlConns control
+// connections at once; one past them is closed busy, and a slot frees
+// when a connection ends.
+func TestControlConnLimit(t *testing.T) {
+	checkLeaks(t)
+	cfg := fastConfig()
+	cfg.Limits.MaxControlConns = 2
+	n := start(t, cfg)
+	served := make(chan struct{}, 4)
+	n.HandleControl(func(ctx context.Context, conn *quic.Conn, peer identity.EndpointID) {
+		served <- struct{}{}
+		select { // hold the connection while it lives
+		case <-ctx.Done():
+		case <-conn.Context().Done():
+		}
+	})
+	handled := func() {
+		t.Helper()
+		select {
+		case <-served:
+		case <-time.After(5 * time.Second):
+			t.Fatal("a control connection within the limit was not handed to the handler")
+		}
+	}
+	var held []*rawClient
+	for range cfg.Limits.MaxControlConns {
+		held = append(held, dialRaw(t, n.EndpointAddr(), identity.ALPNControl))
+		handled()
+	}
+	dialRaw(t, n.EndpointAddr(), identity.ALPNControl).connClosedWith(CodeBusy)
+	held[0].conn.CloseWithError(0, "")
+	waitFor(t, 3*time.Second, "a control slot freed", func() bool {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		return len(n.controls) < cfg.Limits.MaxControlConns
+	})
+	dialRaw(t, n.EndpointAddr(), identity.ALPNControl)
+	handled()
+	for _, rc := range held[1:] {
+		if !rc.alive() {
+			t.Fatal("a held control connection was closed")
+		}
+	}
+}
