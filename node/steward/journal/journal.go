@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 
 	"github.com/meshnode/meshnode/node/receipt"
 )
@@ -70,7 +72,15 @@ func (s *state) apply(r *Record) error {
 // platform cannot lock it, and a *RecordError naming the record where the
 // journal is not one a steward produced.
 func Open(path string, opts Options) (*Journal, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	dir := filepath.Dir(path)
+	missing := 0 // directories MkdirAll is about to create
+	for d := dir; filepath.Dir(d) != d; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		missing++
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("journal: %w", err)
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
@@ -81,12 +91,20 @@ func Open(path string, opts Options) (*Journal, error) {
 		f.Close()
 		return nil, fmt.Errorf("%w: %s", err, path)
 	}
+	// The file's entry in its directory, and each directory created here
+	// in its parent, must be durable before any record is: a crash must
+	// not lose the journal by losing the name that leads to it.
+	for i, d := 0, dir; i <= missing; i, d = i+1, filepath.Dir(d) {
+		if err := syncDir(d); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("journal: sync directory %s: %w", d, err)
+		}
+	}
 	j := &Journal{path: path, opts: opts, f: f, state: state{open: map[uint64]bool{}}}
 	if err := j.scan(); err != nil {
 		f.Close()
 		return nil, err
 	}
-	syncDir(filepath.Dir(path))
 	return j, nil
 }
 
@@ -300,11 +318,18 @@ func (j *Journal) Close() error {
 	return err
 }
 
-// syncDir makes a newly created journal's directory entry durable; where
-// the platform cannot sync a directory there is nothing more to do.
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		d.Close()
+// syncDir makes the entries of directory dir durable. Where the platform
+// or file system cannot sync a directory there is nothing more to do; any
+// other failure is returned. A variable so that a test can see which
+// directories Open syncs.
+var syncDir = func(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
 	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, errors.ErrUnsupported) && !errors.Is(err, syscall.EINVAL) {
+		return err
+	}
+	return nil
 }

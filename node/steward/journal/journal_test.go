@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -282,6 +283,36 @@ func TestAppendFailureLatches(t *testing.T) {
 	j = open(t, path)
 	if j.Len() != 1 {
 		t.Fatalf("%d records after the failure", j.Len())
+	}
+}
+
+// TestOpenSyncsDirectories: a new journal's name is durable before any
+// record is: its directory is synced, and so is the parent of every
+// directory Open created; reopening syncs the journal's directory only.
+func TestOpenSyncsDirectories(t *testing.T) {
+	base := t.TempDir()
+	var synced []string
+	real := syncDir
+	syncDir = func(dir string) error { synced = append(synced, dir); return real(dir) }
+	t.Cleanup(func() { syncDir = real })
+	path := filepath.Join(base, "state", "journal", "steward.jsonl")
+	j := open(t, path)
+	want := []string{filepath.Join(base, "state", "journal"), filepath.Join(base, "state"), base}
+	if !slices.Equal(synced, want) {
+		t.Fatalf("created: synced %v, want %v", synced, want)
+	}
+	j.Close()
+	synced = nil
+	open(t, path)
+	if want := want[:1]; !slices.Equal(synced, want) {
+		t.Fatalf("reopened: synced %v, want %v", synced, want)
+	}
+	// A directory that cannot be synced fails the open: no record is
+	// written under a name that may not survive.
+	syncDir = func(string) error { return errors.New("I/O error") }
+	if j, err := Open(filepath.Join(base, "other", "j"), Options{}); err == nil {
+		j.Close()
+		t.Fatal("opened a journal whose directory could not be synced")
 	}
 }
 
