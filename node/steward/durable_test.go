@@ -2,6 +2,7 @@ package steward
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/hw"
+	"github.com/meshnode/meshnode/node/engine"
 	"github.com/meshnode/meshnode/node/identity"
 	"github.com/meshnode/meshnode/node/receipt"
 	"github.com/meshnode/meshnode/node/steward/grant"
@@ -314,6 +316,44 @@ func TestJournalFailuresAtSteward(t *testing.T) {
 	if !errors.Is(err, ErrJournal) || served != nil || f.s.Head() != (receipt.Head{}) {
 		t.Fatalf("ungranted serve with a dead journal: %v", err)
 	}
+}
+
+// panickingEngine is a reference backend whose Serve panics.
+type panickingEngine struct{ engine.Engine }
+
+func (panickingEngine) Serve(context.Context, receipt.ServeRequest, []uint32, func(uint32) error) (engine.Outcome, error) {
+	panic("engine bug")
+}
+
+// TestEnginePanicIsDebited: an engine that panics ran under the meter, so
+// its grant is debited the metered energy and journaled as such before
+// the panic goes on up (net/http recovers it and the node keeps serving);
+// the serve is not left held and unreported until a restart.
+func TestEnginePanicIsDebited(t *testing.T) {
+	backends := referenceBackends()
+	backends[2].Engine = panickingEngine{backends[2].Engine}
+	f := newFixtureOn(t, backends)
+	req := genRequest(8, 4, receipt.F2, 1_000)
+	func() {
+		defer func() {
+			if p := recover(); p != "engine bug" {
+				t.Fatalf("recovered %v, want the engine's panic", p)
+			}
+		}()
+		f.serve(req, f.present(req))
+	}()
+	check := func(when string) {
+		t.Helper()
+		if a := f.account(1); a.DebitedUJ != f.meterUJ || a.HeldUJ != 0 || len(f.s.Grants().Unresolved) != 0 {
+			t.Fatalf("%s: leaf %+v, unresolved %+v; want the metered %d µJ debited", when, a, f.s.Grants().Unresolved, f.meterUJ)
+		}
+	}
+	check("live")
+	if !slices.Equal(f.kinds, []string{"authorised", "debited"}) || f.s.Head() != (receipt.Head{}) {
+		t.Fatalf("records %v, head %+v", f.kinds, f.s.Head())
+	}
+	f.restart()
+	check("after a restart")
 }
 
 // TestRestartReplay: the chain continues from the last sealed receipt; a

@@ -351,7 +351,7 @@ func (s *Steward) Serve(ctx context.Context, req receipt.ServeRequest, prompt []
 		}
 	}
 
-	run, err := s.meterServe(ctx, b.Engine, req, prompt, emit)
+	run, err := s.meterServe(ctx, b.Engine, req, prompt, emit, debit)
 	if err != nil {
 		if debit != nil {
 			// No work ran when the meter would not open. When it would not
@@ -429,8 +429,9 @@ type engineRun struct {
 // meterServe opens the meter immediately before the engine runs and
 // closes it as soon as it returns (§3.3: the figure covers the served
 // span only). Only meter failures are returned as errors; the engine's
-// outcome is in the run.
-func (s *Steward) meterServe(ctx context.Context, e engine.Engine, req receipt.ServeRequest, prompt []uint32, emit func(uint32) error) (run engineRun, err error) {
+// outcome is in the run. An engine that panics has still done metered
+// work: debit, when set, is settled with it before the panic goes on.
+func (s *Steward) meterServe(ctx context.Context, e engine.Engine, req receipt.ServeRequest, prompt []uint32, emit func(uint32) error, debit Debit) (run engineRun, err error) {
 	limit := req.MaxTokens
 	if req.IsDecision() {
 		limit = 0 // a decision emits no tokens (§3.6)
@@ -458,7 +459,19 @@ func (s *Steward) meterServe(ctx context.Context, e engine.Engine, req receipt.S
 	func() {
 		defer func() {
 			if p := recover(); p != nil {
-				span.Close() // the span ends with the engine, even a panicking one
+				// The span ends with the engine, even a panicking one, and
+				// the grant is debited what it spent (the ceiling if the
+				// meter cannot say), rather than held until a restart
+				// finds the serve unresolved.
+				energy, cerr := span.Close()
+				if debit != nil {
+					if cerr != nil {
+						energy = hw.Estimated(req.JouleCeilingUJ)
+					}
+					if _, derr := debit.Settle(energy); derr != nil {
+						s.log.Warn("the debit of a serve whose engine panicked could not be recorded", "err", derr)
+					}
+				}
 				panic(p)
 			}
 		}()
