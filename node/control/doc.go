@@ -6,7 +6,8 @@
 // opens with a handshake carrying the requester's SignedNodeOwnership
 // (package owner), which must be bound to the requester's live QUIC
 // identity, verify, be valid now and name an owner this node trusts; only
-// then are requests decoded. Every request must name the requester's own
+// then are requests decoded. A connection with no accepted handshake
+// within ServerTimeouts.Authenticate is closed. Every request must name the requester's own
 // id and this node as target, carry a non-zero request id and exactly one
 // command. Commands run against small interfaces the node implements:
 // ConfigStore (get/watch/apply_config), Scanner (refresh_inventory) and

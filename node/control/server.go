@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -24,11 +25,15 @@ const DefaultMaxStreams = 32
 // ServerTimeouts bound the server's waits. Zero fields take the values
 // shown, which are the protocol's where it names one.
 type ServerTimeouts struct {
-	Handshake time.Duration // to read a stream's handshake (2s)
-	Request   time.Duration // to read each request (5s)
-	Write     time.Duration // to write each response (5s)
-	Command   time.Duration // for a config or lifecycle command to run (5s)
-	Scan      time.Duration // for an inventory scan (30s)
+	// Authenticate is how long a connection has to present its first
+	// accepted handshake before it is closed (10s): anyone can connect on
+	// this ALPN, and only owners are worth holding a connection for.
+	Authenticate time.Duration
+	Handshake    time.Duration // to read a stream's handshake (2s)
+	Request      time.Duration // to read each request (5s)
+	Write        time.Duration // to write each response (5s)
+	Command      time.Duration // for a config or lifecycle command to run (5s)
+	Scan         time.Duration // for an inventory scan (30s)
 }
 
 // Config configures a Server.
@@ -87,6 +92,7 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	t := &cfg.Timeouts
 	defaultDurations(
+		durationDefault{&t.Authenticate, 10 * time.Second},
 		durationDefault{&t.Handshake, 2 * time.Second},
 		durationDefault{&t.Request, 5 * time.Second},
 		durationDefault{&t.Write, 5 * time.Second},
@@ -136,14 +142,23 @@ func (s *Server) state() (configState, error) {
 
 // ServeConn serves one mesh-llm-control/1 connection from peer, the
 // identity it proved in the TLS handshake, until the connection or ctx
-// ends. It has the signature of mesh.ControlHandler.
+// ends. A connection that has not presented an accepted handshake within
+// ServerTimeouts.Authenticate is closed. It has the signature of
+// mesh.ControlHandler.
 func (s *Server) ServeConn(ctx context.Context, conn *quic.Conn, peer identity.EndpointID) {
 	ctx, cancel := context.WithCancel(ctx)
 	stopOnClose := context.AfterFunc(conn.Context(), cancel)
 	stopOnServer := context.AfterFunc(s.base, cancel)
+	a := &connAuth{}
+	a.timer = time.AfterFunc(s.cfg.Timeouts.Authenticate, func() {
+		if !a.done.Load() {
+			conn.CloseWithError(mesh.CodeNotAdmitted, "no accepted owner-control handshake in time")
+		}
+	})
 	permits := make(chan struct{}, s.cfg.MaxStreams)
 	var wg sync.WaitGroup
 	defer func() {
+		a.timer.Stop()
 		cancel()
 		stopOnClose()
 		stopOnServer()
@@ -165,14 +180,25 @@ func (s *Server) ServeConn(ctx context.Context, conn *quic.Conn, peer identity.E
 		go func() {
 			defer wg.Done()
 			defer func() { <-permits }()
-			s.serveStream(ctx, st, peer)
+			s.serveStream(ctx, st, peer, a)
 		}()
 	}
 }
 
+// connAuth is whether a connection has presented an accepted handshake.
+type connAuth struct {
+	done  atomic.Bool
+	timer *time.Timer // closes the connection unless done first
+}
+
+func (a *connAuth) accepted() {
+	a.done.Store(true)
+	a.timer.Stop()
+}
+
 // serveStream runs one stream: the handshake, then requests until the
 // client closes its side, a watch takes the stream over, or a read fails.
-func (s *Server) serveStream(ctx context.Context, st *quic.Stream, peer identity.EndpointID) {
+func (s *Server) serveStream(ctx context.Context, st *quic.Stream, peer identity.EndpointID, auth *connAuth) {
 	defer st.Close()
 	defer st.CancelRead(mesh.StreamCodeDone)
 	log := s.log.With("peer", peer.Short())
@@ -191,6 +217,7 @@ func (s *Server) serveStream(ctx context.Context, st *quic.Stream, peer identity
 		s.writeError(ctx, st, e)
 		return
 	}
+	auth.accepted()
 	for {
 		rctx, cancel := context.WithTimeout(ctx, s.cfg.Timeouts.Request)
 		body, err = wire.ReadFrame(rctx, st, body[:0])

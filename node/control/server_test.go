@@ -16,6 +16,7 @@ import (
 	"github.com/meshnode/meshnode/node/control"
 	"github.com/meshnode/meshnode/node/control/controltest"
 	"github.com/meshnode/meshnode/node/identity"
+	"github.com/meshnode/meshnode/node/mesh"
 	"github.com/meshnode/meshnode/node/wire"
 	"github.com/meshnode/meshnode/node/wire/nodev1"
 )
@@ -411,6 +412,40 @@ func TestServerDeadlines(t *testing.T) {
 				t.Fatal("the server waited far past its deadline")
 			}
 		})
+	}
+}
+
+// TestUnauthenticatedConnsClosed: a connection that presents no accepted
+// handshake in time is closed, whether it stays silent or is refused; an
+// owner's connection stays.
+func TestUnauthenticatedConnsClosed(t *testing.T) {
+	const window = 2 * time.Second // room for the owner and the refused stranger to be answered on a loaded machine
+	r := newRig(t, func(c *control.Config) { c.Timeouts.Authenticate = window })
+	owned := r.owned()
+	if _, err := owned.GetConfig(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	stranger := key(t, controltest.SeedStranger)
+	silent := r.rawConn(stranger)
+	refused := r.rawConn(stranger)
+	env := exchange(t, refused, wire.HandshakeEnvelope(cert(t, stranger, stranger.ID(), t0, 24*time.Hour)), getConfig(1, stranger.ID(), r.Key.ID()))
+	if env.GetError().GetCode() != control.ErrUnauthorized.Code {
+		t.Fatalf("stranger's handshake: %v", env)
+	}
+	for name, c := range map[string]*quic.Conn{"silent": silent, "refused": refused} {
+		select {
+		case <-c.Context().Done():
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s stranger's connection still open", name)
+		}
+		var ae *quic.ApplicationError
+		if err := context.Cause(c.Context()); !errors.As(err, &ae) || !ae.Remote || ae.ErrorCode != mesh.CodeNotAdmitted {
+			t.Fatalf("%s stranger's connection ended with %v, want code %#x from the node", name, err, mesh.CodeNotAdmitted)
+		}
+	}
+	// Both strangers came after the owner: its window has long passed.
+	if _, err := owned.GetConfig(context.Background()); err != nil {
+		t.Fatalf("owner's connection after the window: %v", err)
 	}
 }
 
