@@ -45,8 +45,9 @@ var Suite = []Item{
 		Tests: []string{"node/steward/journal.TestAppendReopen", "node/steward/journal.TestTornTail", "node/steward/journal.TestOpenRefuses",
 			"node/steward/journal.TestAppendRefuses", "node/steward/journal.TestAppendFailureLatches", "node/steward/journal.TestLockInProcess",
 			"node/steward/journal.TestLockSecondProcess", "node/steward.TestRestartReplay", "node/steward.TestReplayRefuses", "node/steward.TestWitness",
-			"node/steward.TestJournalFailuresAtSteward", "node/steward.TestCrashKill", "node/steward.TestJournalFailureHoldsChain", "conformance.TestItem2Journal"},
-		Note: "One JSON record per line, chained by BLAKE3 of the previous line, synced per append, flock held for the steward's life (refused where the platform has none). Replay re-decides every authorisation at its recorded time; unresolved serves stay held at their ceiling; a witnessed receipt the journal lacks is journaled and stops grants until the journal is restored. TestCrashKill SIGKILLs a real child steward at 220 points.",
+			"node/steward.TestJournalFailuresAtSteward", "node/steward.TestCrashKill", "node/steward.TestJournalFailureHoldsChain", "conformance.TestItem2Journal",
+			"node/steward/journal.TestOpenSyncsDirectories", "node/steward.TestEnginePanicIsDebited"},
+		Note: "One JSON record per line, chained by BLAKE3 of the previous line, synced per append (and every directory Open creates synced before the first), flock held for the steward's life (refused where the platform has none). Replay re-decides every authorisation at its recorded time; unresolved serves stay held at their ceiling; a witnessed receipt the journal lacks is journaled and stops grants until the journal is restored. TestCrashKill SIGKILLs a real child steward at 220 points.",
 	},
 	{
 		Section:     "§7.3",
@@ -59,8 +60,9 @@ var Suite = []Item{
 		Requirement: "meter energy around the engine and tag provenance honestly, enforcing the Energy coupling before sealing (§3.3)",
 		Status:      Covered,
 		Tests: []string{"hw.TestNewEnergyCoupling", "node/receipt.TestEnergyCouplingAtSeal", "node/receipt.TestDecodeCoreRefuses", "node/receipt.TestReceiptJSON",
-			"node/steward.TestServeOrder", "node/steward.TestServeWithHWMeters", "node/steward.TestServeIncomplete", "node/steward.TestServeRefusals", "conformance.TestItem4Metering"},
-		Note: "An Energy that breaks the coupling cannot be constructed (hw), a receipt can hold only an Energy, and every decoder rebuilds it through hw.NewEnergy. Live-counter and min-window grading belong to the meters (hw).",
+			"node/steward.TestServeOrder", "node/steward.TestServeWithHWMeters", "node/steward.TestServeIncomplete", "node/steward.TestServeRefusals", "conformance.TestItem4Metering",
+			"hw.TestCounterMeterWindowRule", "hw.TestCounterMeterFallsBackOnFaults", "hw.TestProbeGrades", "hw/meters.TestChoose", "hw/meters.TestSelectedMeterWindow"},
+		Note: "An Energy that breaks the coupling cannot be constructed (hw), a receipt can hold only an Energy, and every decoder rebuilds it through hw.NewEnergy. The meters grade the rest of §3.3: a span shorter than its counter's minimum window, or one whose readings fault, is billed by the estimator over its own length and graded Estimator (TestCounterMeterWindowRule, TestCounterMeterFallsBackOnFaults); a counter is used only once seen advancing under load in 4 of every 5 intervals over at least 300 ms and 5 intervals (TestProbeGrades); and only live counters that together cover everything a request uses may grade HwShunt, never a partial one such as NVML alone on a host without a CPU counter (TestChoose, TestSelectedMeterWindow).",
 	},
 	{
 		Section:     "§7.5",
@@ -88,10 +90,10 @@ var Suite = []Item{
 	{
 		Section:     "§2.3",
 		Requirement: "grants over the OpenAI binding: jcp_presentation, granted_serve_request, metadata.joule_ceiling_uj required, 401/403/503",
-		Status:      Hooked,
+		Status:      Covered,
 		Tests: []string{"node/steward/grant.TestGrantedServeRequest", "node/steward/grant.TestGrantedServeRequestRefuses",
-			"node/steward/grant.TestPresentBody", "node/steward/grant.TestHTTPStatus"},
-		Note: "The derivation, the body's presentation and the status mapping are grant.GrantedServeRequest, grant.BodyPresentation and grant.HTTPStatus; the node's generate and witness handlers call them in the node wiring issue.",
+			"node/steward/grant.TestPresentBody", "node/steward/grant.TestHTTPStatus", "node.TestGrantedServeAndRestart", "node/api.TestNodeEndpoints"},
+		Note: "The derivation, the body's presentation and the status mapping are grant.GrantedServeRequest, grant.BodyPresentation and grant.HTTPStatus; the node's generate handler serves a body with jcp_presentation as exactly the request the binding derives, and TestGrantedServeAndRestart proves it end to end over HTTP (served and debited, 403 when spent again, 400 without metadata.joule_ceiling_uj, spend and chain kept across a restart). 401 and 503 are proved at the mapping (TestHTTPStatus, conformance.TestItem1Grants, conformance.TestItem2Journal), and /v1/mesh/witness's 200/409 at the API over a fake steward (TestNodeEndpoints); no test yet drives those three through a whole node.",
 	},
 	{
 		Section:     "§3.1, §3.6",
@@ -115,6 +117,6 @@ var Suite = []Item{
 		Section:     "§6.4",
 		Requirement: "output commitment with a per-request opening from the steward key; disclosure; replay verdicts under the spec's conditions",
 		Status:      Covered,
-		Tests:       []string{"node/receipt.TestCommitmentFormulas", "node/receipt.TestOpeningAndDisclosure", "node/receipt.TestReplayVerdicts", "node/steward.TestReplay", "conformance.TestVectorReplays"},
+		Tests:       []string{"node/receipt.TestCommitmentFormulas", "node/receipt.TestOpeningAndDisclosure", "node/receipt.TestReplayVerdicts", "node/steward.TestReplay", "conformance.TestVectorReplays", "conformance.TestVectorsVerify"},
 	},
 }

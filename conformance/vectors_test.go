@@ -114,6 +114,19 @@ func TestVectorsVerify(t *testing.T) {
 		t.Fatal("prompt_hash is not BLAKE3 of the prompt text")
 	}
 
+	// The opening is derived from the seed as README assumption 20 states:
+	// K = derive_key(context, seed), opening = keyed(K, request_id ‖ nonce).
+	var k [32]byte
+	blake3.DeriveKey("meshnode 2026 mesh/1 output commitment opening key", mustHex(t, m.Steward.SeedHex), k[:])
+	h, err := blake3.NewKeyed(k[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Write(r.RequestID[:])
+	h.Write(r.Nonce[:])
+	if got := hex.EncodeToString(h.Sum(nil)); got != m.Expected.Opening || r.Nonce.String() != m.NonceHex {
+		t.Fatalf("opening from the seed %s, meta.json records %s", got, m.Expected.Opening)
+	}
 	// The commitment opens with the recorded opening over the recorded
 	// prompt ids and output.
 	var opening receipt.Opening
