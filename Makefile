@@ -97,3 +97,21 @@ NFPM := github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
 .PHONY: package release
 package release:
 	GO='$(GO)' VERSION='$(VERSION)' LDFLAGS='$(LDFLAGS)' NFPM='$(NFPM)' packaging/build.sh $@
+
+# CUDA kernels: cuda/kernels/*.cu compiled to PTX (sm_72, sm_80) by Debian's
+# clang-14, committed and embedded in the binary. ptx-check fails when the
+# committed PTX is not what the sources compile to (it skips, saying so,
+# where clang-14 is not installed).
+.PHONY: ptx ptx-check bench-cuda
+ptx:
+	cuda/kernels/ptx.sh
+
+ptx-check:
+	cuda/kernels/ptx.sh --check
+
+# On a machine with an NVIDIA GPU: prefill and decode tok/s for the fixtures
+# and 1B-shaped models, and decode's memory bandwidth against the device's
+# copy bandwidth (cuda/bench_test.go). scripts/gpu-check.sh runs it with the
+# GPU tests.
+bench-cuda:
+	MESHNODE_BENCH_CUDA=1 CGO_ENABLED=0 $(GO) test ./cuda/ -run '^$$' -bench '^BenchmarkCUDA$$' -benchtime 1x -timeout 30m -v

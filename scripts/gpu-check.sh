@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The CUDA backend's GPU checks in one call, on a machine with an NVIDIA GPU
+# and its driver (libcuda.so.1): the GPU tests (every kernel against the CPU
+# backend on random inputs, the fixtures' logits against the CPU engine,
+# graphs against eager launches) and make bench-cuda. It prints a summary
+# table and leaves the logs in $OUT (default: a new temporary directory).
+#
+#   scripts/gpu-check.sh --build   where Go is: build the test binary into
+#                                  .gpucheck/ (git-ignored) for a machine
+#                                  without Go
+#   scripts/gpu-check.sh           on the GPU machine: build it if Go is
+#                                  there, else use .gpucheck/'s; run
+#
+# With the device tool: build here, then
+#   run(command="bash scripts/gpu-check.sh", carry=[".gpucheck"], timeout_s=540)
+# It aims to finish in about five minutes on an H200 (tests ≤ 3, bench ≤ 4.5).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+bin=$root/.gpucheck/cuda.test
+
+build() {
+	mkdir -p .gpucheck
+	CGO_ENABLED=0 go test -c -o "$bin" ./cuda
+}
+
+if [ "${1:-}" = "--build" ]; then
+	build && ls -l "$bin"
+	exit
+fi
+if command -v go >/dev/null 2>&1; then
+	build || exit 1
+fi
+if [ ! -x "$bin" ]; then
+	echo "gpu-check: no Go here and no $bin: run scripts/gpu-check.sh --build where Go is, and carry .gpucheck" >&2
+	exit 2
+fi
+
+OUT=${OUT:-$(mktemp -d)}
+mkdir -p "$OUT"
+echo "gpu-check: logs in $OUT"
+{
+	uname -a
+	nvidia-smi 2>&1 || echo "nvidia-smi failed"
+	ldconfig -p 2>/dev/null | grep -E 'libcuda\.so' || echo "libcuda.so not in the loader cache"
+} >"$OUT/machine.txt"
+
+cd "$root/cuda" # the tests read ../models
+start=$(date +%s)
+timeout 200 "$bin" -test.run 'GPU' -test.v -test.timeout 190s >"$OUT/gpu-tests.log" 2>&1
+tests=$?
+mid=$(date +%s)
+MESHNODE_BENCH_CUDA=1 timeout 280 "$bin" -test.run '^$' -test.bench '^BenchmarkCUDA$' -test.benchtime 1x -test.v \
+	-test.timeout 270s >"$OUT/bench.log" 2>&1
+bench=$?
+end=$(date +%s)
+
+{
+	echo "== machine"
+	grep -m1 -E 'NVIDIA|Driver Version' "$OUT/machine.txt" || true
+	echo
+	echo "== GPU tests: exit $tests, $((mid - start)) s"
+	awk '/^(    )*--- (PASS|FAIL|SKIP)/ { printf "%-40s %-5s %s\n", $3, $2, $4 }' "$OUT/gpu-tests.log"
+	grep -E 'device:|worst relative error|max \|Δlogit\||stats:|no CUDA device|panic|FAIL' "$OUT/gpu-tests.log" | sed 's/^ *//' | sort | uniq -c | sort -rn | head -40
+	echo
+	echo "== make bench-cuda: exit $bench, $((end - mid)) s"
+	sed -n '/^device:/,/^goos:/p' "$OUT/bench.log" | grep -v '^goos:'
+	grep -E 'Benchmark|SKIP|FAIL|panic' "$OUT/bench.log" || true
+} | tee "$OUT/summary.txt"
+
+[ $tests -eq 0 ] && [ $bench -eq 0 ]
