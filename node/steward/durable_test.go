@@ -15,6 +15,7 @@ import (
 	"github.com/meshnode/meshnode/node/engine"
 	"github.com/meshnode/meshnode/node/identity"
 	"github.com/meshnode/meshnode/node/receipt"
+	"github.com/meshnode/meshnode/node/steward/change"
 	"github.com/meshnode/meshnode/node/steward/grant"
 	"github.com/meshnode/meshnode/node/steward/journal"
 )
@@ -443,6 +444,13 @@ func TestReplayRefuses(t *testing.T) {
 			env, _ := other.SealPayload([]byte{0xa0})
 			mustAppend(t, j, journal.Entry{Change: &journal.Change{Envelope: env}})
 		}, 0, receipt.ErrSignature},
+		{"change taking effect before a receipt already sealed", func(f *fixture, j *journal.Journal) {
+			mustAppend(t, j, journal.Entry{Sealed: &journal.Sealed{Sequence: 0, Envelope: receipt.Sum([]byte("r0"))}},
+				firstChange(t, f))
+		}, 1, change.ErrRefused},
+		{"change the record refuses", func(f *fixture, j *journal.Journal) {
+			mustAppend(t, j, firstChange(t, f), firstChange(t, f)) // seq 0 twice
+		}, 1, change.ErrRefused},
 		{"authorisation after suspension", func(f *fixture, j *journal.Journal) {
 			mustAppend(t, j, journal.Entry{Witnessed: &journal.Witnessed{Sequence: 3}}, authorised(f, f.present(req), t0))
 		}, 1, grant.ErrSuspended},
@@ -470,6 +478,22 @@ func TestReplayRefuses(t *testing.T) {
 			j.Close()
 		})
 	}
+}
+
+// firstChange is a journal record of ref-mid's first weights change,
+// effective from receipt 0, sealed under the fixture's steward key.
+func firstChange(t *testing.T, f *fixture) journal.Entry {
+	t.Helper()
+	sealer, err := receipt.NewSealer(f.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := change.Seal(sealer, change.Entry{Backend: "ref-mid", Recipe: "mesh-reference", MadeAt: 1,
+		Weights: &change.Weights{To: receipt.Sum([]byte("w")), Fidelity: receipt.F3, Reason: "first load"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return journal.Entry{Change: &journal.Change{Envelope: c.Envelope}}
 }
 
 func mustAppend(t *testing.T, j *journal.Journal, es ...journal.Entry) {
