@@ -29,9 +29,12 @@ var (
 	ErrBadOutcome = errors.New("steward: engine outcome contradicts its output")
 	// ErrMeter: the meter could not open or close the span.
 	ErrMeter = errors.New("steward: meter failed")
-	// ErrJournal: the receipt could not be recorded, so it is not handed
-	// out and the chain does not advance (§2.2).
-	ErrJournal = errors.New("steward: journal refused the receipt")
+	// ErrJournal: the journal could not record an entry (§2.2): an
+	// authorisation, and the serve is refused before any work; a debit,
+	// and the serve is unresolved; a receipt, and it is not handed out and
+	// the chain does not advance; or a change-record entry, which is then
+	// not in effect.
+	ErrJournal = errors.New("steward: the journal could not record it")
 	// ErrWeightsNotInEffect: the backend's change record has other weights
 	// in effect than the engine names (§6.5's gate): the backend is
 	// inadmissible, and a serve whose engine reports such weights after

@@ -564,7 +564,7 @@ func (s *Steward) sealAndRecord(rec receipt.Receipt, payload receipt.ContentID, 
 	}
 	if s.journal != nil {
 		if err := s.journal.Sealed(sealed); err != nil {
-			return nil, StageJournal, fmt.Errorf("%w: %w", ErrJournal, err)
+			return nil, StageJournal, fmt.Errorf("%w: the receipt is withheld: %w", ErrJournal, err)
 		}
 	}
 	s.head = s.head.Advance(sealed)
