@@ -97,7 +97,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		})
 		return
 	}
-	sse := newSSEWriter(w)
+	sse := s.newSSEWriter(w)
 	st := &chatStream{sse: sse, id: id, created: created, model: g.Model,
 		includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage}
 	s.generate(w, r, m, g, st, sse)

@@ -95,7 +95,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	c.sse = newSSEWriter(w)
+	c.sse = s.newSSEWriter(w)
 	s.generate(w, r, m, g, c, c.sse)
 }
 

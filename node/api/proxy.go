@@ -68,7 +68,10 @@ func newMeshProxy(self identity.EndpointID, mesh Mesh, logger *slog.Logger) *mes
 	return p
 }
 
-func (p *meshProxy) relay(w http.ResponseWriter, r *http.Request, body []byte, hosts []identity.EndpointID) {
+// relay answers r from the first host that takes it. The answer streams
+// through w, whose writes are bounded so that a local client that stops
+// reading cannot hold the tunnel, and the peer's generation, open.
+func (p *meshProxy) relay(w *stallGuard, r *http.Request, body []byte, hosts []identity.EndpointID) {
 	out := r.Clone(context.WithValue(r.Context(), hostsKey{}, hosts))
 	out.Body = io.NopCloser(bytes.NewReader(body))
 	out.ContentLength = int64(len(body))

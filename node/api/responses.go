@@ -118,7 +118,7 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	rs.sse = newSSEWriter(w)
+	rs.sse = s.newSSEWriter(w)
 	s.generate(w, r, m, g, rs, rs.sse)
 }
 

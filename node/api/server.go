@@ -38,6 +38,10 @@ type Config struct {
 	QueueDepth  int
 	// RetryAfter is the Retry-After a 429 carries (default 1 s).
 	RetryAfter time.Duration
+	// StreamWriteTimeout bounds each write of a streamed or relayed
+	// response (default 30 s): a client that accepts nothing for that long
+	// loses its stream, and the generation it held stops.
+	StreamWriteTimeout time.Duration
 	// Routes are more handlers, by ServeMux pattern, served behind the
 	// API key on the main listener only (never to mesh peers): the owner
 	// control facade, say.
@@ -58,6 +62,9 @@ func (c *Config) defaults() {
 	}
 	if c.RetryAfter <= 0 {
 		c.RetryAfter = time.Second
+	}
+	if c.StreamWriteTimeout <= 0 {
+		c.StreamWriteTimeout = 30 * time.Second
 	}
 }
 
@@ -215,7 +222,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, model string, bod
 	}
 	if r.Header.Get(ForwardedHeader) == "" && s.proxy != nil {
 		if hosts := s.mesh.HostsOf(model); len(hosts) > 0 {
-			s.proxy.relay(w, r, body, hosts)
+			s.proxy.relay(s.guard(w), r, body, hosts)
 			return nil, true
 		}
 	}

@@ -3,7 +3,9 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
+	"time"
 )
 
 // sseWriter writes Server-Sent Events, flushing each one so tokens reach
@@ -11,16 +13,49 @@ import (
 // a generation that fails before producing anything still gets a proper
 // HTTP error status instead of a 200 stream.
 type sseWriter struct {
-	w       http.ResponseWriter
-	flusher http.Flusher
+	w       *stallGuard
 	started bool
 	buf     bytes.Buffer
 }
 
-func newSSEWriter(w http.ResponseWriter) *sseWriter {
-	f, _ := w.(http.Flusher)
-	return &sseWriter{w: w, flusher: f}
+func (s *Server) newSSEWriter(w http.ResponseWriter) *sseWriter {
+	return &sseWriter{w: s.guard(w)}
 }
+
+// stallGuard bounds each write to a client by a deadline. A streamed
+// response is written while the model generates, and a client that reads
+// nothing would otherwise block that write, and the model's slot with it,
+// for as long as it keeps the connection open. (The server lifts the
+// deadline once the response is done.)
+type stallGuard struct {
+	http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+}
+
+func (s *Server) guard(w http.ResponseWriter) *stallGuard {
+	return &stallGuard{ResponseWriter: w, rc: http.NewResponseController(w), timeout: s.cfg.StreamWriteTimeout}
+}
+
+// Write buffers b or writes it to the client, within the deadline.
+func (g *stallGuard) Write(b []byte) (int, error) {
+	// A writer without deadlines (a test recorder) is written as it is.
+	_ = g.rc.SetWriteDeadline(time.Now().Add(g.timeout))
+	return g.ResponseWriter.Write(b)
+}
+
+// FlushError sends what is buffered to the client within the deadline.
+// http.ResponseController, and so httputil.ReverseProxy, flush through it.
+func (g *stallGuard) FlushError() error {
+	_ = g.rc.SetWriteDeadline(time.Now().Add(g.timeout))
+	if err := g.rc.Flush(); !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	return nil
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (g *stallGuard) Unwrap() http.ResponseWriter { return g.ResponseWriter }
 
 func (s *sseWriter) start() {
 	if s.started {
@@ -67,8 +102,5 @@ func (s *sseWriter) flush() error {
 	if _, err := s.w.Write(s.buf.Bytes()); err != nil {
 		return err
 	}
-	if s.flusher != nil {
-		s.flusher.Flush()
-	}
-	return nil
+	return s.w.FlushError()
 }

@@ -1,0 +1,85 @@
+package api
+
+import (
+	"fmt"
+	"net"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/node/identity"
+)
+
+// stallingHarness is a server whose model streams far more than socket
+// buffers hold, with one slot and no queue.
+func stallingHarness(t *testing.T, writeTimeout time.Duration) *harness {
+	h := newHarness(t, Config{Concurrency: 1, QueueDepth: -1, StreamWriteTimeout: writeTimeout}, nil)
+	piece := strings.Repeat("x", 4<<10)
+	h.model.pieces = make([]string, 4096) // 16 MiB
+	for i := range h.model.pieces {
+		h.model.pieces[i] = piece
+	}
+	h.model.started = make(chan struct{}, 1)
+	return h
+}
+
+// stalledStream sends a streaming chat request for "tiny" to addr and
+// reads nothing of the answer.
+func stalledStream(t *testing.T, addr string) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	body := `{"model":"tiny","stream":true,"messages":[{"role":"user","content":"x"}]}`
+	if _, err := fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitSlotFreed waits for h's generation to start, then for its slot to be
+// given back.
+func waitSlotFreed(t *testing.T, h *harness) {
+	t.Helper()
+	select {
+	case <-h.model.started:
+	case <-time.After(5 * time.Second):
+		t.Fatal("generation never started")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for h.srv.queued("tiny") > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("a client that reads nothing still holds the model's slot")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestStalledReaderFreesSlot: a streaming client that reads nothing loses
+// its stream once a write has waited StreamWriteTimeout, and the
+// generation it held ends, freeing the model's slot.
+func TestStalledReaderFreesSlot(t *testing.T) {
+	h := stallingHarness(t, 100*time.Millisecond)
+	stalledStream(t, h.http.Listener.Addr().String())
+	waitSlotFreed(t, h)
+}
+
+// TestStalledReaderFreesRelayedSlot: the same through the mesh. The
+// relaying node gives up its write to the stalled client and closes the
+// tunnel, which ends the host's generation long before the host's own
+// write deadline would.
+func TestStalledReaderFreesRelayedSlot(t *testing.T) {
+	host := stallingHarness(t, time.Minute)
+	tunnel := httptest.NewServer(host.srv.MeshHandler())
+	defer tunnel.Close()
+	hostID := testID(2)
+	relay := newHarness(t, Config{StreamWriteTimeout: 100 * time.Millisecond}, &fakeMesh{
+		hosts:   map[string][]identity.EndpointID{"tiny": {hostID}},
+		targets: map[identity.EndpointID]string{hostID: tunnel.Listener.Addr().String()},
+	})
+	delete(relay.reg.local, "tiny")
+	stalledStream(t, relay.http.Listener.Addr().String())
+	waitSlotFreed(t, host)
+}
