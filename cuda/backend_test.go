@@ -11,7 +11,7 @@ import (
 
 	"github.com/meshnode/meshnode/cuda"
 	"github.com/meshnode/meshnode/cuda/driver"
-	"github.com/meshnode/meshnode/cuda/internal/emu"
+	"github.com/meshnode/meshnode/cuda/cudaemu"
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/backend"
 	"github.com/meshnode/meshnode/gguf/cpu"
@@ -27,28 +27,28 @@ func TestNewWithoutDriver(t *testing.T) {
 }
 
 // configure sets the stand-in's device for one test.
-func configure(t *testing.T, d emu.Device) *emu.Hooks {
+func configure(t *testing.T, d cudaemu.Device) *cudaemu.Hooks {
 	t.Helper()
-	h, err := emu.Open(emu.Path(t))
+	h, err := cudaemu.Open(cudaemu.Path(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.Configure(d)
-	t.Cleanup(func() { h.Configure(emu.DefaultDevice) })
+	t.Cleanup(func() { h.Configure(cudaemu.DefaultDevice) })
 	return h
 }
 
 func TestNewRefusesDevices(t *testing.T) {
-	lib := emu.Path(t)
+	lib := cudaemu.Path(t)
 	cases := []struct {
 		name string
-		dev  emu.Device
+		dev  cudaemu.Device
 		opt  cuda.Options
 		want string
 	}{
-		{"no devices", emu.Device{Count: 0, Major: 8}, cuda.Options{}, "device 0 of 0"},
-		{"ordinal", emu.DefaultDevice, cuda.Options{Device: 2}, "device 2 of 1"},
-		{"too old", emu.Device{Count: 1, Major: 7, Minor: 0}, cuda.Options{}, "7.0 is below 7.2"},
+		{"no devices", cudaemu.Device{Count: 0, Major: 8}, cuda.Options{}, "device 0 of 0"},
+		{"ordinal", cudaemu.DefaultDevice, cuda.Options{Device: 2}, "device 2 of 1"},
+		{"too old", cudaemu.Device{Count: 1, Major: 7, Minor: 0}, cuda.Options{}, "7.0 is below 7.2"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -69,7 +69,7 @@ func TestArchSelection(t *testing.T) {
 		major, minor int
 		arch         string
 	}{{7, 5, "sm_72"}, {8, 9, "sm_80"}} {
-		configure(t, emu.Device{Count: 1, Major: c.major, Minor: c.minor})
+		configure(t, cudaemu.Device{Count: 1, Major: c.major, Minor: c.minor})
 		be, _ := newEmu(t, cuda.Options{})
 		if got := be.Info().Arch; got != c.arch {
 			t.Errorf("%d.%d loaded %s, want %s", c.major, c.minor, got, c.arch)
@@ -89,16 +89,16 @@ func TestArchSelection(t *testing.T) {
 // kernel by kernel with the same results.
 func TestGraphs(t *testing.T) {
 	f := fixture(t, "gemma3", "Q4_K_M")
-	run := func(opt cuda.Options, d emu.Device) ([][]float32, cuda.Stats, cuda.Info) {
+	run := func(opt cuda.Options, d cudaemu.Device) ([][]float32, cuda.Stats, cuda.Info) {
 		configure(t, d)
 		be, _ := newEmu(t, opt)
 		defer be.Close()
 		logits, _ := greedy(t, be, f, 6)
 		return logits, be.Stats(), be.Info()
 	}
-	eager, es, _ := run(cuda.Options{NoGraphs: true}, emu.DefaultDevice)
-	graphed, gs, _ := run(cuda.Options{}, emu.DefaultDevice)
-	refused, rs, ri := run(cuda.Options{}, emu.Device{Count: 1, Major: 8, NoGraphs: true})
+	eager, es, _ := run(cuda.Options{NoGraphs: true}, cudaemu.DefaultDevice)
+	graphed, gs, _ := run(cuda.Options{}, cudaemu.DefaultDevice)
+	refused, rs, ri := run(cuda.Options{}, cudaemu.Device{Count: 1, Major: 8, NoGraphs: true})
 	if es.Graphs != 0 || gs.Graphs < 4 || gs.Captures != 1 {
 		t.Errorf("eager %+v, graphed %+v: want no graphs, then one capture replayed for the decode steps", es, gs)
 	}
@@ -164,7 +164,7 @@ func TestMemory(t *testing.T) {
 // mapping is registered with the device and the weights are read in
 // place, with the same results.
 func TestHostMapped(t *testing.T) {
-	configure(t, emu.Device{Count: 1, Major: 8, Minor: 7, Integrated: true})
+	configure(t, cudaemu.Device{Count: 1, Major: 8, Minor: 7, Integrated: true})
 	md, err := vocabSource()
 	if err != nil {
 		t.Skip(err)
@@ -200,7 +200,7 @@ func TestHostMapped(t *testing.T) {
 		}
 	}
 	// A discrete GPU copies instead.
-	configure(t, emu.DefaultDevice)
+	configure(t, cudaemu.DefaultDevice)
 	be2, _ := newEmu(t, cuda.Options{})
 	defer be2.Close()
 	if ok, _ := be2.MapHost(f.Bytes()); ok {

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/meshnode/meshnode/cuda"
-	"github.com/meshnode/meshnode/cuda/internal/emu"
+	"github.com/meshnode/meshnode/cuda/cudaemu"
 	"github.com/meshnode/meshnode/gguf/backend"
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/quant"
@@ -34,17 +34,17 @@ var tolerance = map[string]float64{
 }
 
 // newEmu opens a backend on the CPU stand-in.
-func newEmu(t testing.TB, opt cuda.Options) (*cuda.Backend, *emu.Hooks) {
+func newEmu(t testing.TB, opt cuda.Options) (*cuda.Backend, *cudaemu.Hooks) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("the CUDA stand-in runs kernels slowly: not in -short")
 	}
-	opt.Library = emu.Path(t)
+	opt.Library = cudaemu.Path(t)
 	be, err := cuda.New(opt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := emu.Open(opt.Library)
+	h, err := cudaemu.Open(opt.Library)
 	if err != nil {
 		t.Fatal(err)
 	}

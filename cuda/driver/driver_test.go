@@ -11,7 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/meshnode/meshnode/cuda/driver"
-	"github.com/meshnode/meshnode/cuda/internal/emu"
+	"github.com/meshnode/meshnode/cuda/cudaemu"
 	"github.com/meshnode/meshnode/cuda/kernels"
 )
 
@@ -69,7 +69,7 @@ func TestErrors(t *testing.T) {
 // the CPU stand-in: arguments, out-parameters, strings, and the error path
 // with the driver's own names for a code.
 func TestCallsThroughStandIn(t *testing.T) {
-	l, err := driver.Load(emu.Path(t))
+	l, err := driver.Load(cudaemu.Path(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,7 @@
 // declare exists: this header declares what the kernels need, each as the
 // clang builtin or the one PTX instruction it stands for. The same sources
 // also compile as host C++ with MESH_EMU defined, against the CPU emulator
-// in cuda/internal/emu, which runs every thread of a block as a fiber; the
+// in cuda/cudaemu, which runs every thread of a block as a fiber; the
 // MESH_EMU half of each definition is its software twin.
 //
 // Floating point: the kernels are built with -ffp-contract=off, so clang
@@ -92,7 +92,7 @@ DEV i32 round_even(float f) {
 
 #elif defined(MESH_EMU)
 
-// Host compilation for the CPU emulator (cuda/internal/emu).
+// Host compilation for the CPU emulator (cuda/cudaemu).
 #define KERNEL extern "C"
 #define DEV static inline
 #define SHARED static

@@ -21,8 +21,8 @@ import (
 	"strings"
 
 	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/backend"
 	"github.com/meshnode/meshnode/gguf/chat"
-	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/digest"
 	"github.com/meshnode/meshnode/gguf/model"
 	"github.com/meshnode/meshnode/gguf/tokenizer"
@@ -59,6 +59,10 @@ type Config struct {
 	Sessions int
 	// Log receives load and serve messages; nil discards them.
 	Log *slog.Logger
+	// Backend is where the forward pass runs: BackendAuto (""; the GPU
+	// where the CUDA backend can run the model, else the CPU),
+	// BackendCPU or BackendCUDA. See backend.go.
+	Backend string
 }
 
 // DefaultSessions is the default of Config.Sessions.
@@ -70,7 +74,7 @@ type Model struct {
 	name    string
 	path    string
 	file    *gguf.File
-	be      *cpu.Backend
+	be      backend.Backend
 	model   *model.Model
 	tok     *tokenizer.Tokenizer
 	tmpl    *chat.Template
@@ -111,8 +115,7 @@ func Load(path string, cfg Config) (*Model, error) {
 	if m.tmpl, err = chat.FromGGUF(f.Metadata); err != nil {
 		return nil, fmt.Errorf("ggufengine: %s: %w", path, err)
 	}
-	m.be = cpu.New(cpu.Options{Threads: cfg.Threads})
-	if m.model, err = model.Load(f, m.be); err != nil {
+	if m.be, m.model, cfg.MemoryBytes, err = loadOnBackend(f, cfg, log); err != nil {
 		return nil, fmt.Errorf("ggufengine: %s: %w", path, err)
 	}
 	mc := m.model.Config()
@@ -138,7 +141,7 @@ func Load(path string, cfg Config) (*Model, error) {
 	opt := model.SessionOptions{Context: m.ctx, Batch: cfg.Batch, KV: kv}
 	m.eng = newEngine(m, cfg, opt, sessions)
 	log.Info("model loaded", "model", m.name, "arch", mc.Arch, "type", m.facts.QuantizationType,
-		"params", m.facts.ParameterSize, "context", m.ctx, "kv", kv, "threads", m.be.Threads(),
+		"params", m.facts.ParameterSize, "context", m.ctx, "kv", kv, "backend", m.be.Name(), "threads", m.be.Threads(),
 		"digest", m.weights.Digest.String(), "hashed_mbps", int(sum.MBps()))
 	ok = true
 	return m, nil

@@ -1,4 +1,4 @@
-// Package emu builds the CPU stand-in for libcuda.so.1 (csrc/emu.cc) that the
+// Package cudaemu builds the CPU stand-in for libcuda.so.1 (csrc/emu.cc) that the
 // CUDA backend's tests run against when there is no GPU: the driver API
 // over host memory, and the kernels of cuda/kernels compiled as host C++
 // and run with each block's threads as fibers. Tests load it with
@@ -8,7 +8,7 @@
 // Path skips the test. The library is cached under the OS temp directory,
 // keyed by a hash of its sources and the compiler, so the packages' tests
 // build it once.
-package emu
+package cudaemu
 
 import (
 	"crypto/sha256"
@@ -33,9 +33,12 @@ func sources() ([]string, error) {
 		return nil, fmt.Errorf("emu: cannot locate the package's sources")
 	}
 	dir := filepath.Dir(self)
-	kernels, err := filepath.Glob(filepath.Join(dir, "..", "..", "kernels", "*.cu*"))
+	kernels, err := filepath.Glob(filepath.Join(dir, "..", "kernels", "*.cu*"))
 	if err != nil {
 		return nil, err
+	}
+	if len(kernels) == 0 {
+		return nil, fmt.Errorf("emu: no kernel sources beside %s", dir)
 	}
 	sort.Strings(kernels)
 	return append([]string{filepath.Join(dir, "csrc", "emu.cc")}, kernels...), nil

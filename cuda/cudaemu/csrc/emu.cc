@@ -20,7 +20,7 @@
 // lanes that have exited, fail the launch.
 
 #define MESH_EMU 1
-#include "../../../kernels/kernels.cu"
+#include "../../kernels/kernels.cu"
 
 #include <sys/mman.h>
 #include <time.h>

@@ -1,0 +1,90 @@
+package ggufengine
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/meshnode/meshnode/cuda"
+	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/backend"
+	"github.com/meshnode/meshnode/gguf/cpu"
+	"github.com/meshnode/meshnode/gguf/model"
+)
+
+// Backend names for Config.Backend.
+const (
+	// BackendAuto runs a model on the GPU where the CUDA backend opens
+	// and can run it, else on the CPU.
+	BackendAuto = "auto"
+	BackendCPU  = "cpu"
+	BackendCUDA = "cuda"
+)
+
+// cudaUnavailable says once per process why models stay on the CPU.
+var cudaUnavailable sync.Once
+
+// cudaOptions open the CUDA backend (tests point Library at a stand-in).
+var cudaOptions cuda.Options
+
+// loadOnBackend loads f's weights on the backend cfg.Backend names. Under
+// BackendAuto it tries CUDA first and falls back to the CPU, saying why:
+// once per process when there is no usable GPU, per model when the GPU
+// cannot run that model (a weight type without CUDA kernels, too little
+// device memory). memory is the bytes the KV caches may come from: the
+// device's when the model runs on it.
+func loadOnBackend(f *gguf.File, cfg Config, log *slog.Logger) (be backend.Backend, m *model.Model, memory uint64, err error) {
+	name := cfg.Backend
+	if name == "" {
+		name = BackendAuto
+	}
+	onCPU := func() (backend.Backend, *model.Model, uint64, error) {
+		be := cpu.New(cpu.Options{Threads: cfg.Threads})
+		m, err := model.Load(f, be)
+		if err != nil {
+			be.Close()
+			return nil, nil, 0, err
+		}
+		return be, m, cfg.MemoryBytes, nil
+	}
+	switch name {
+	case BackendCPU:
+		return onCPU()
+	case BackendAuto, BackendCUDA:
+	default:
+		return nil, nil, 0, fmt.Errorf("ggufengine: backend %q (want auto, cpu or cuda)", name)
+	}
+
+	opt := cudaOptions
+	opt.Log = log
+	g, err := cuda.New(opt)
+	if err != nil {
+		if name == BackendCUDA {
+			return nil, nil, 0, err
+		}
+		if errors.Is(err, cuda.ErrNoDevice) {
+			cudaUnavailable.Do(func() { log.Info("models run on the CPU", "reason", err) })
+		} else {
+			log.Warn("the CUDA backend failed to start; the model runs on the CPU", "err", err)
+		}
+		return onCPU()
+	}
+	if _, err := g.MapHost(f.Bytes()); err != nil {
+		log.Info("weights are copied to the GPU", "reason", err)
+	}
+	m, err = model.Load(f, g)
+	if err != nil {
+		g.Close()
+		if name == BackendCUDA {
+			return nil, nil, 0, err
+		}
+		log.Warn("the GPU cannot run this model; it runs on the CPU", "err", err)
+		return onCPU()
+	}
+	memory = g.Info().MemoryBytes
+	if cfg.MemoryBytes != 0 {
+		memory = min(memory, cfg.MemoryBytes)
+	}
+	return g, m, memory, nil
+}

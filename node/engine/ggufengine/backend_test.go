@@ -1,0 +1,105 @@
+package ggufengine
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/meshnode/meshnode/cuda"
+	"github.com/meshnode/meshnode/cuda/cudaemu"
+	"github.com/meshnode/meshnode/node/receipt"
+)
+
+// withCUDA points the CUDA backend at library for one test.
+func withCUDA(t *testing.T, library string) {
+	t.Helper()
+	saved := cudaOptions
+	cudaOptions.Library = library
+	cudaUnavailable = sync.Once{}
+	t.Cleanup(func() { cudaOptions = saved })
+}
+
+func logTo(buf *bytes.Buffer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+func TestBackendChoice(t *testing.T) {
+	withCUDA(t, "/nonexistent/libcuda.so.1")
+	m, err := Load(fortunesPath, Config{Backend: BackendCPU, Context: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	if m.be.Name() != "cpu" {
+		t.Errorf("Backend cpu ran on %s", m.be.Name())
+	}
+	if _, err := Load(fortunesPath, Config{Backend: "gpu"}); err == nil || !strings.Contains(err.Error(), `"gpu"`) {
+		t.Errorf("an unknown backend: %v", err)
+	}
+	// CUDA asked for and absent: an error, not the CPU.
+	if _, err := Load(fortunesPath, Config{Backend: BackendCUDA}); !errors.Is(err, cuda.ErrNoDevice) {
+		t.Errorf("Backend cuda without a driver: %v", err)
+	}
+	// Auto without a driver: the CPU, and the reason said once.
+	var buf bytes.Buffer
+	for range 2 {
+		m, err := Load(fortunesPath, Config{Context: 64, Log: logTo(&buf)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.be.Name() != "cpu" {
+			t.Errorf("auto without a driver ran on %s", m.be.Name())
+		}
+		m.Close()
+	}
+	if n := strings.Count(buf.String(), "models run on the CPU"); n != 1 || !strings.Contains(buf.String(), "libcuda.so.1") {
+		t.Errorf("the fallback was said %d times:\n%s", n, buf.String())
+	}
+}
+
+// TestAutoOnGPU runs the built-in model through the CUDA backend (on the
+// CPU stand-in for libcuda) and checks its greedy output against
+// llama.cpp's; then a device too small for the model sends it to the CPU.
+func TestAutoOnGPU(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the CUDA stand-in runs kernels slowly")
+	}
+	lib := cudaemu.Path(t)
+	withCUDA(t, lib)
+	var buf bytes.Buffer
+	m, err := Load(fortunesPath, Config{Fidelity: receipt.F1, Context: 128, Sessions: 1, Log: logTo(&buf)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.be.Name() != "cuda" {
+		t.Fatalf("auto with a device ran on %s:\n%s", m.be.Name(), buf.String())
+	}
+	ref := q8References(t)[0]
+	want := untilEOS(m, ref.Generated[:16])
+	got, _ := serve(t, m.Engine(), request(16, nil), ref.Prompt)
+	if !slices.Equal(got, want) {
+		t.Errorf("greedy on the GPU:\n got %v\nwant %v (llama.cpp)", got, want)
+	}
+	m.Close()
+
+	h, err := cudaemu.Open(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.SetMemory(8 << 20) // the backend starts; the 15 MB of weights do not fit
+	defer h.SetMemory(16 << 30)
+	buf.Reset()
+	small, err := Load(fortunesPath, Config{Context: 64, Log: logTo(&buf)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer small.Close()
+	if small.be.Name() != "cpu" || !strings.Contains(buf.String(), "the GPU cannot run this model") ||
+		!strings.Contains(buf.String(), "CUDA_ERROR_OUT_OF_MEMORY") {
+		t.Errorf("a model the device cannot hold ran on %s:\n%s", small.be.Name(), buf.String())
+	}
+}
