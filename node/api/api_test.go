@@ -341,7 +341,7 @@ func TestOverloadAnd429(t *testing.T) {
 }
 
 func TestClientDisconnectCancelsGeneration(t *testing.T) {
-	h := newHarness(t, Config{Concurrency: 1, QueueDepth: 0}, nil)
+	h := newHarness(t, Config{Concurrency: 1, QueueDepth: -1}, nil)
 	h.model.block = make(chan struct{})
 	h.model.started = make(chan struct{}, 1)
 	ctx, cancel := context.WithCancel(context.Background())
