@@ -40,8 +40,7 @@ type Backend struct {
 	closed bool
 
 	// Scratch, reused across calls (guarded by mu).
-	acts    []quant.Activation
-	actBuf  []byte
+	batch   quant.Batch // MatMul's activations
 	scratch [][]float32 // per worker
 	bytes   [][]byte    // per worker
 

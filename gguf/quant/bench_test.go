@@ -3,6 +3,7 @@ package quant_test
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -161,4 +162,54 @@ func BenchmarkQuantizeActivation(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkMatMul times MatMul of a 2048×2048 matrix (1B-model attention
+// shape) by a batch of 64 activation rows, as a prefill does, and reports
+// x_rows: the rate over that of MatMul without its tile kernels (one
+// VecDot per weight row and activation row), timed in the same run.
+func BenchmarkMatMul(b *testing.B) {
+	const rows, cols, batch = 2048, 2048, 64
+	for _, typ := range []quant.Type{quant.Q4_0, quant.Q8_0, quant.Q4_K, quant.Q6_K} {
+		b.Run(typ.String(), func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(17, 18))
+			w := make([]byte, mustRowSize(b, typ, rows*cols))
+			if err := quant.Quantize(typ, normal(rng, rows*cols), w); err != nil {
+				b.Fatal(err)
+			}
+			ab, err := quant.NewBatch(typ, cols, batch)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i := range batch {
+				if err := ab.Quantize(i, normal(rng, cols)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			out := make([]float32, rows*batch)
+			run := func() { quant.MatMul(typ, w, ab, out, rows) }
+			restore := quant.SetTiles(false)
+			base := bestOf(run)
+			restore()
+			b.ResetTimer()
+			for b.Loop() {
+				run()
+			}
+			per := b.Elapsed().Seconds() / float64(b.N)
+			b.ReportMetric(float64(rows*batch)/per/1e6, "Mdots/s")
+			b.ReportMetric(base/per, "x_rows")
+		})
+	}
+}
+
+// bestOf is the least time of f over at least three calls and 50 ms.
+func bestOf(f func()) float64 {
+	best := math.Inf(1)
+	start := time.Now()
+	for i := 0; i < 3 || time.Since(start) < 50*time.Millisecond; i++ {
+		t0 := time.Now()
+		f()
+		best = min(best, time.Since(t0).Seconds())
+	}
+	return best
 }

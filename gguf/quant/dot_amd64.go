@@ -32,3 +32,9 @@ var simdQuantizers = map[Type]func(x []float32, y []byte){
 	Q8_0: quantizeQ8_0SIMD,
 	Q8_K: quantizeQ8_KSIMD,
 }
+
+// simdTiles are the tile kernels (tile_simd.go) on this machine.
+var simdTiles = map[Type]*tileKernel{
+	Q4_0: {chunk: 32, packed: 288, pack: q4_0Pack, dot: q4_0Tile},
+	Q8_0: {chunk: 32, packed: 544, pack: q8_0Pack, dot: q8_0Tile},
+}

@@ -48,3 +48,6 @@ var simdQuantizers = map[Type]func(x []float32, y []byte){
 	Q8_0: quantizeQ8_0SIMD,
 	Q8_K: quantizeQ8_KSIMD,
 }
+
+// simdTiles are the tile kernels (tile_simd.go) on this machine.
+var simdTiles = map[Type]*tileKernel{}

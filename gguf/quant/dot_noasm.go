@@ -9,3 +9,8 @@ var (
 	simdDots       = map[Type]dotFunc{}
 	simdQuantizers = map[Type]func(x []float32, y []byte){}
 )
+
+// simdTiles is empty: matMulTiles has no tile kernels to run here.
+var simdTiles = map[Type]struct{}{}
+
+func matMulTiles(Type, []byte, int, int, *Batch, []float32, int) int { return 0 }

@@ -35,3 +35,28 @@ func SIMDQuantTypes() []Type {
 	slices.Sort(ts)
 	return ts
 }
+
+// TileTypes lists the weight types with a tile kernel this machine runs,
+// in type order.
+func TileTypes() []Type {
+	var ts []Type
+	for t := range simdTiles {
+		if haveSIMD {
+			ts = append(ts, t)
+		}
+	}
+	slices.Sort(ts)
+	return ts
+}
+
+// Refigure recomputes row i's per-block figures after a test wrote its
+// bytes directly.
+func Refigure(b *Batch, i int) { b.figures(i) }
+
+// SetTiles turns MatMul's tile kernels on or off and returns a function
+// that restores the previous setting.
+func SetTiles(on bool) (restore func()) {
+	old := useTiles
+	useTiles = on
+	return func() { useTiles = old }
+}

@@ -1,0 +1,182 @@
+package quant
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+)
+
+// Batch is a set of activation rows in one format, for the weights of one
+// type: what MatMul multiplies a matrix by. Besides the quantised rows it
+// keeps a few figures per block (the activation's scale as a float32, the
+// sums of its quants) that the matrix kernels would otherwise recompute
+// for every weight row. Reuse one across calls: Reset reshapes it in
+// place, and Quantize fills one row.
+type Batch struct {
+	typ       Type // the activation format: VecDotType of the weight type
+	n, rows   int
+	rowSize   int
+	auxSize   int // bytes of per-block figures per row
+	data, aux []byte
+	acts      []Activation
+}
+
+// Per-block figures kept beside a row of a Batch, for the formats whose
+// matrix kernels use them:
+//
+//   - Q8_0: float32 d, then int32 Σq (8 bytes a block);
+//   - Q8_K: the int16 sums of its quants, 16 at a time, computed from the
+//     quants (a block's own bsums are data, and need not agree with them).
+func auxBytes(t Type) int {
+	switch t {
+	case Q8_0:
+		return 8
+	case Q8_K:
+		return 32
+	}
+	return 0
+}
+
+// NewBatch returns a batch of rows n-element activations for weights of
+// type w.
+func NewBatch(w Type, n, rows int) (*Batch, error) {
+	b := new(Batch)
+	if err := b.Reset(w, n, rows); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// Reset makes b a batch of rows n-element activations for weights of
+// type w, reusing its memory where it is large enough. The rows' contents
+// are undefined until quantised.
+func (b *Batch) Reset(w Type, n, rows int) error {
+	at, ok := VecDotType(w)
+	if !ok {
+		return fmt.Errorf("quant: no dot product for %s", w)
+	}
+	if rows < 0 {
+		return fmt.Errorf("quant: batch of %d rows", rows)
+	}
+	rs, err := at.RowSize(n)
+	if err != nil {
+		return fmt.Errorf("quant: activation for %s: %w", w, err)
+	}
+	if n%w.BlockSize() != 0 {
+		return fmt.Errorf("quant: %d elements are not whole %s blocks", n, w)
+	}
+	nb := n / at.BlockSize()
+	as := nb * auxBytes(at)
+	b.typ, b.n, b.rows, b.rowSize, b.auxSize = at, n, rows, rs, as
+	b.data = grow(b.data, rows*rs)
+	b.aux = grow(b.aux, rows*as)
+	if cap(b.acts) < rows {
+		b.acts = make([]Activation, rows)
+	}
+	b.acts = b.acts[:rows]
+	for i := range b.acts {
+		b.acts[i] = Activation{Type: at, N: n, Data: b.data[i*rs : (i+1)*rs : (i+1)*rs]}
+	}
+	return nil
+}
+
+func grow(b []byte, n int) []byte {
+	if cap(b) < n {
+		return make([]byte, n)
+	}
+	return b[:n]
+}
+
+// Rows returns the number of rows.
+func (b *Batch) Rows() int { return b.rows }
+
+// Row returns row i as an Activation. Its Data aliases the batch: write
+// it only through Batch.Quantize, which keeps the per-block figures.
+func (b *Batch) Row(i int) *Activation { return &b.acts[i] }
+
+// Quantize fills row i from x (Activation.Quantize's quantiser). Rows may
+// be quantised concurrently.
+func (b *Batch) Quantize(i int, x []float32) error {
+	if i < 0 || i >= b.rows {
+		return fmt.Errorf("quant: row %d of a %d-row batch", i, b.rows)
+	}
+	if err := b.acts[i].Quantize(x); err != nil {
+		return err
+	}
+	b.figures(i)
+	return nil
+}
+
+// figures computes row i's per-block figures from its quants.
+func (b *Batch) figures(i int) {
+	data := b.acts[i].Data
+	aux := b.aux[i*b.auxSize : (i+1)*b.auxSize]
+	switch b.typ {
+	case Q8_0:
+		for k := range len(data) / 34 {
+			blk := (*[34]byte)(data[34*k:])
+			binary.LittleEndian.PutUint32(aux[8*k:], math.Float32bits(half(blk[:])))
+			binary.LittleEndian.PutUint32(aux[8*k+4:], uint32(sumInt8(blk[2:34])))
+		}
+	case Q8_K:
+		for k := range len(data) / 292 {
+			qs := data[292*k+4 : 292*k+260]
+			for j := range 16 {
+				binary.LittleEndian.PutUint16(aux[32*k+2*j:], uint16(sumInt8(qs[16*j:16*j+16])))
+			}
+		}
+	}
+}
+
+// sumInt8 adds bytes as int8.
+func sumInt8(q []byte) int32 {
+	var s int32
+	for _, v := range q {
+		s += int32(int8(v))
+	}
+	return s
+}
+
+// MatMul computes out[i*stride+r] = VecDot(t, row r of w, b.Row(i)) for
+// every row r of the matrix w and every row i of b: the same bits as
+// VecDot, whichever kernel runs. Where t has a tile kernel (the SIMD
+// builds, for Q4_0, Q8_0, Q4_K and Q6_K), a batch of more than one row is
+// multiplied several weight rows at a time, each weight block loaded once
+// for every activation row; otherwise row by row.
+func MatMul(t Type, w []byte, b *Batch, out []float32, stride int) {
+	f, rs := kernel(t, &Activation{Type: b.typ, N: b.n, Data: b.data[:b.rowSize]})
+	if rs == 0 || len(w)%rs != 0 {
+		panic(fmt.Sprintf("quant: MatMul: %d bytes are not whole %d-element %s rows", len(w), b.n, t))
+	}
+	rows := len(w) / rs
+	if b.rows > 0 && rows > 0 && (stride < rows || len(out) < (b.rows-1)*stride+rows) {
+		panic(fmt.Sprintf("quant: MatMul: %d × %d outputs with stride %d in %d floats", b.rows, rows, stride, len(out)))
+	}
+	done := 0
+	if b.rows > 1 && useSIMD && useTiles {
+		done = matMulTiles(t, w, rs, rows, b, out, stride)
+	}
+	if done == rows {
+		return
+	}
+	// Row by row, over spans of weight rows that stay in cache while every
+	// activation row passes.
+	span := max(1, rowSpanBytes/rs)
+	for r0 := done; r0 < rows; r0 += span {
+		r1 := min(rows, r0+span)
+		for i := range b.rows {
+			a := b.acts[i].Data
+			o := out[i*stride:]
+			for r := r0; r < r1; r++ {
+				o[r] = f(w[r*rs:(r+1)*rs], a, b.n)
+			}
+		}
+	}
+}
+
+// useTiles lets benchmarks time MatMul without its tile kernels.
+var useTiles = true
+
+// rowSpanBytes is the weight bytes MatMul's row-by-row path dots with every
+// activation row before it moves on: they stay in the core's L1/L2 cache.
+const rowSpanBytes = 16 << 10

@@ -1,0 +1,207 @@
+// Macros shared by the AVX2 tile kernels (tile_simd.go): eight weight
+// rows, repacked so that the 32 bytes of a group hold four elements of
+// each row, times one activation row. Y8-Y15 hold acc's lanes 0-7 (one
+// vector per lane, row r in element r); DI is acc, SI the repacked
+// blocks, DX the activation blocks, R8 their per-block figures, CX the
+// block count, R9 out.
+
+// TILEARGS loads the arguments and the accumulators.
+#define TILEARGS \
+	MOVQ acc+0(FP), DI \
+	MOVQ w+8(FP), SI \
+	MOVQ y+16(FP), DX \
+	MOVQ aux+24(FP), R8 \
+	MOVQ blocks+32(FP), CX \
+	MOVQ out+40(FP), R9 \
+	VMOVUPS 0(DI), Y8 \
+	VMOVUPS 32(DI), Y9 \
+	VMOVUPS 64(DI), Y10 \
+	VMOVUPS 96(DI), Y11 \
+	VMOVUPS 128(DI), Y12 \
+	VMOVUPS 160(DI), Y13 \
+	VMOVUPS 192(DI), Y14 \
+	VMOVUPS 224(DI), Y15
+
+// TILELOOP runs TBLOCK(j, acc) over the blocks, eight a round (block j of
+// a round to lane j), then the last blocks one by one; each block is WS
+// bytes repacked, YS bytes of activation and XS bytes of figures. Then it
+// stores the accumulators, or with out set reduces each row's lanes by
+// halving (lane j += lane j+w for w = 4, 2, 1) and stores the eight rows'
+// results to out; and returns. Once per function.
+#define TILELOOP(WS, YS, XS) \
+	CMPQ CX, $8 \
+	JLT  tail \
+loop: \
+	TBLOCK(0, Y8) \
+	TBLOCK(1, Y9) \
+	TBLOCK(2, Y10) \
+	TBLOCK(3, Y11) \
+	TBLOCK(4, Y12) \
+	TBLOCK(5, Y13) \
+	TBLOCK(6, Y14) \
+	TBLOCK(7, Y15) \
+	ADDQ $(8*WS), SI \
+	ADDQ $(8*YS), DX \
+	ADDQ $(8*XS), R8 \
+	SUBQ $8, CX \
+	CMPQ CX, $8 \
+	JGE  loop \
+tail: \
+	CMPQ CX, $1 \
+	JLT  done \
+	TBLOCK(0, Y8) \
+	CMPQ CX, $2 \
+	JLT  done \
+	TBLOCK(1, Y9) \
+	CMPQ CX, $3 \
+	JLT  done \
+	TBLOCK(2, Y10) \
+	CMPQ CX, $4 \
+	JLT  done \
+	TBLOCK(3, Y11) \
+	CMPQ CX, $5 \
+	JLT  done \
+	TBLOCK(4, Y12) \
+	CMPQ CX, $6 \
+	JLT  done \
+	TBLOCK(5, Y13) \
+	CMPQ CX, $7 \
+	JLT  done \
+	TBLOCK(6, Y14) \
+done: \
+	TESTQ R9, R9 \
+	JZ    keep \
+	VADDPS Y12, Y8, Y8 \
+	VADDPS Y13, Y9, Y9 \
+	VADDPS Y14, Y10, Y10 \
+	VADDPS Y15, Y11, Y11 \
+	VADDPS Y10, Y8, Y8 \
+	VADDPS Y11, Y9, Y9 \
+	VADDPS Y9, Y8, Y8 \
+	VMOVUPS Y8, (R9) \
+	VZEROUPPER \
+	RET \
+keep: \
+	VMOVUPS Y8, 0(DI) \
+	VMOVUPS Y9, 32(DI) \
+	VMOVUPS Y10, 64(DI) \
+	VMOVUPS Y11, 96(DI) \
+	VMOVUPS Y12, 128(DI) \
+	VMOVUPS Y13, 160(DI) \
+	VMOVUPS Y14, 192(DI) \
+	VMOVUPS Y15, 224(DI) \
+	VZEROUPPER \
+	RET
+
+// NIB8(W, Y, S) leaves in S (int16 lanes, two per row) Σ n·y over the 32
+// elements of a block whose unsigned quants n < 16 are repacked at W(SI)
+// and activation bytes are at Y(DX): VPMADDUBSW pairs are at most
+// 2·15·128 in size, so eight of them add up exactly in int16. Clobbers
+// Y0, Y1.
+#define NIB8(W, Y, S) \
+	VMOVDQU (W)(SI), S \
+	VPBROADCASTD (Y)(DX), Y1 \
+	VPMADDUBSW Y1, S, S \
+	NIBGROUP(W+32, Y+4, S) \
+	NIBGROUP(W+64, Y+8, S) \
+	NIBGROUP(W+96, Y+12, S) \
+	NIBGROUP(W+128, Y+16, S) \
+	NIBGROUP(W+160, Y+20, S) \
+	NIBGROUP(W+192, Y+24, S) \
+	NIBGROUP(W+224, Y+28, S)
+
+#define NIBGROUP(W, Y, S) \
+	VMOVDQU (W)(SI), Y0 \
+	VPBROADCASTD (Y)(DX), Y1 \
+	VPMADDUBSW Y1, Y0, Y0 \
+	VPADDW Y0, S, S
+
+// SCALEADD converts the int32 sums in S to float32 and adds S × (dx × dy)
+// to ACC, each product rounded as the Go kernels do; the eight rows' dx
+// are at DX(SI), the activation's dy at DY(R8). Clobbers Y3.
+#define SCALEADD(S, DX, DY, ACC) \
+	VCVTDQ2PS S, S \
+	VBROADCASTSS (DY)(R8), Y3 \
+	VMULPS (DX)(SI), Y3, Y3 \
+	VMULPS Y3, S, S \
+	VADDPS S, ACC, ACC
+
+// Repacking (the pack functions of tile_simd.go): DI is dst, SI block b0
+// of row 0, CX the block count; ROWPTRS sets R9 = rs, R10 = 3rs,
+// R11 = 5rs, R12 = 7rs, so that ROW(r, OFF) addresses byte OFF of row r's
+// block.
+#define PACKARGS \
+	MOVQ dst+0(FP), DI \
+	MOVQ w+8(FP), SI \
+	MOVQ rs+16(FP), R9 \
+	MOVQ blocks+24(FP), CX \
+	LEAQ (R9)(R9*2), R10 \
+	LEAQ (R9)(R9*4), R11 \
+	LEAQ (R10)(R9*4), R12
+
+#define ROW0(OFF) (OFF)(SI)
+#define ROW1(OFF) (OFF)(SI)(R9*1)
+#define ROW2(OFF) (OFF)(SI)(R9*2)
+#define ROW3(OFF) (OFF)(SI)(R10*1)
+#define ROW4(OFF) (OFF)(SI)(R9*4)
+#define ROW5(OFF) (OFF)(SI)(R11*1)
+#define ROW6(OFF) (OFF)(SI)(R10*2)
+#define ROW7(OFF) (OFF)(SI)(R12*1)
+
+// TRANSPOSE8 turns Y0..Y7, eight rows of eight dwords, into groups: dword
+// k of every row, row r in dword r, stored at OFF+32k(DI). Clobbers Y0-Y15.
+#define TRANSPOSE8(OFF) \
+	VPUNPCKLDQ Y1, Y0, Y8 \
+	VPUNPCKHDQ Y1, Y0, Y9 \
+	VPUNPCKLDQ Y3, Y2, Y10 \
+	VPUNPCKHDQ Y3, Y2, Y11 \
+	VPUNPCKLDQ Y5, Y4, Y12 \
+	VPUNPCKHDQ Y5, Y4, Y13 \
+	VPUNPCKLDQ Y7, Y6, Y14 \
+	VPUNPCKHDQ Y7, Y6, Y15 \
+	VPUNPCKLQDQ Y10, Y8, Y0 \
+	VPUNPCKHQDQ Y10, Y8, Y1 \
+	VPUNPCKLQDQ Y11, Y9, Y2 \
+	VPUNPCKHQDQ Y11, Y9, Y3 \
+	VPUNPCKLQDQ Y14, Y12, Y4 \
+	VPUNPCKHQDQ Y14, Y12, Y5 \
+	VPUNPCKLQDQ Y15, Y13, Y6 \
+	VPUNPCKHQDQ Y15, Y13, Y7 \
+	VPERM2I128 $0x20, Y4, Y0, Y8 \
+	VMOVDQU Y8, (OFF)(DI) \
+	VPERM2I128 $0x20, Y5, Y1, Y8 \
+	VMOVDQU Y8, (OFF+32)(DI) \
+	VPERM2I128 $0x20, Y6, Y2, Y8 \
+	VMOVDQU Y8, (OFF+64)(DI) \
+	VPERM2I128 $0x20, Y7, Y3, Y8 \
+	VMOVDQU Y8, (OFF+96)(DI) \
+	VPERM2I128 $0x31, Y4, Y0, Y8 \
+	VMOVDQU Y8, (OFF+128)(DI) \
+	VPERM2I128 $0x31, Y5, Y1, Y8 \
+	VMOVDQU Y8, (OFF+160)(DI) \
+	VPERM2I128 $0x31, Y6, Y2, Y8 \
+	VMOVDQU Y8, (OFF+192)(DI) \
+	VPERM2I128 $0x31, Y7, Y3, Y8 \
+	VMOVDQU Y8, (OFF+224)(DI)
+
+// HALVES8 stores as float32 at OFF(DI) the fp16 at byte H of the eight
+// rows' blocks. Clobbers AX, X0.
+#define HALVES8(H, OFF) \
+	MOVWLZX ROW0(H), AX \
+	VMOVD AX, X0 \
+	MOVWLZX ROW1(H), AX \
+	VPINSRW $1, AX, X0, X0 \
+	MOVWLZX ROW2(H), AX \
+	VPINSRW $2, AX, X0, X0 \
+	MOVWLZX ROW3(H), AX \
+	VPINSRW $3, AX, X0, X0 \
+	MOVWLZX ROW4(H), AX \
+	VPINSRW $4, AX, X0, X0 \
+	MOVWLZX ROW5(H), AX \
+	VPINSRW $5, AX, X0, X0 \
+	MOVWLZX ROW6(H), AX \
+	VPINSRW $6, AX, X0, X0 \
+	MOVWLZX ROW7(H), AX \
+	VPINSRW $7, AX, X0, X0 \
+	VCVTPH2PS X0, Y0 \
+	VMOVUPS Y0, (OFF)(DI)

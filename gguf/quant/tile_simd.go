@@ -1,0 +1,82 @@
+//go:build (amd64 || arm64) && !purego
+
+package quant
+
+import "sync"
+
+// Tile kernels
+//
+// A batch of activations times a matrix runs eight weight rows at a time.
+// The eight rows' blocks are first repacked, a chunk of blocks at a time,
+// into a layout where one vector holds the same four elements of all
+// eight rows (row r in bytes 4r..4r+3: AVX2 takes the 32 bytes as one
+// vector, NEON as rows 0-3 and 4-7); the kernel then broadcasts four
+// activation bytes and multiplies them with all eight rows in one
+// instruction, and every row's sum lands in its own lane with no
+// horizontal add. The repacked chunk stays in L1 while every activation
+// row of the batch passes over it.
+//
+// The arithmetic per output is VecDot's: each block's integer sum is
+// exact, becomes the same float32 partial by the same float32 operations,
+// and partial b is added to accumulator lane b mod 8 of its row (the
+// kernel keeps lane j of all eight rows in one vector, acc[8j:8j+8]);
+// the lanes are reduced by halving at the end, as reduce does.
+
+// tileKernel is the tile kernel of one weight type on this machine.
+type tileKernel struct {
+	chunk  int // blocks repacked at a time: a multiple of 8
+	packed int // bytes of one block of eight rows, repacked
+	// pack repacks the first blocks blocks of the eight rows at w (rs
+	// bytes apart) into dst.
+	pack func(dst, w *byte, rs, blocks int)
+	// dot adds the partials of blocks 0..blocks-1 of the repacked rows at
+	// w and the activation blocks at y (their per-block figures at aux)
+	// to acc: block k to acc[8(k mod 8)+r] for row r. With out set (the
+	// last chunk), it then reduces each row's lanes as reduce does and
+	// stores row r's result to out[r] instead.
+	dot func(acc *[64]float32, w, y, aux *byte, blocks int, out *float32)
+}
+
+// tileScratch is one call's repacked chunk and accumulators.
+type tileScratch struct {
+	w   []byte
+	acc [][64]float32
+}
+
+var tileScratchPool = sync.Pool{New: func() any { return new(tileScratch) }}
+
+// matMulTiles does MatMul's rows in whole tiles of eight, where t has a
+// tile kernel, and returns how many rows it did (from row 0).
+func matMulTiles(t Type, w []byte, rs, rows int, b *Batch, out []float32, stride int) int {
+	k := simdTiles[t]
+	full := rows &^ 7
+	if k == nil || full == 0 {
+		return 0
+	}
+	s := tileScratchPool.Get().(*tileScratch)
+	defer tileScratchPool.Put(s)
+	nb := b.n / t.BlockSize()
+	if need := k.packed * min(k.chunk, nb); len(s.w) < need {
+		s.w = make([]byte, need)
+	}
+	if cap(s.acc) < b.rows {
+		s.acc = make([][64]float32, b.rows)
+	}
+	acc := s.acc[:b.rows]
+	wb, ab, xb := t.TypeSize(), b.typ.TypeSize(), auxBytes(b.typ)
+	for r := 0; r < full; r += 8 {
+		clear(acc)
+		for b0 := 0; b0 < nb; b0 += k.chunk {
+			b1 := min(nb, b0+k.chunk)
+			k.pack(&s.w[0], &w[r*rs+b0*wb], rs, b1-b0)
+			for i := range acc {
+				var o *float32
+				if b1 == nb {
+					o = &out[i*stride+r : i*stride+r+8][0]
+				}
+				k.dot(&acc[i], &s.w[0], &b.data[i*b.rowSize+b0*ab], &b.aux[i*b.auxSize+b0*xb], b1-b0, o)
+			}
+		}
+	}
+	return full
+}
