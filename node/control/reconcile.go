@@ -427,13 +427,15 @@ func (op *operation) drain(deadline time.Duration) {
 	case <-t.C:
 		d.Cancel()
 		grace := time.NewTimer(op.r.cfg.CancelGrace)
+		defer grace.Stop()
 		select {
 		case <-d.Idle():
 		case <-grace.C:
 			op.r.log.Warn("drained work did not stop after cancellation; unloading anyway", "intent", op.id)
 		case <-op.ctx.Done():
+			d.Resume() // called off, as above
+			return
 		}
-		grace.Stop()
 	}
 	op.unload(inst, nil)
 }

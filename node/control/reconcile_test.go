@@ -173,6 +173,18 @@ func TestDrain(t *testing.T) {
 			t.Fatal("the called-off drain unloaded the model")
 		}
 	})
+	t.Run("called off after the forced cancel", func(t *testing.T) {
+		rt, r, d, inst := setup(t, 1, control.ReconcilerConfig{CancelGrace: time.Minute})
+		d.IgnoreCancel() // the work outlives the cancel: the drain waits out its grace
+		submit(t, r, control.Intent{Kind: control.IntentDrain, Model: modelRef("m"), DrainTimeout: time.Millisecond})
+		waitFor(t, "the forced cancel", func() bool { cancelled, _ := d.Flags(); return cancelled })
+		submit(t, r, control.Intent{Kind: control.IntentLoad, Model: modelRef("m")})
+		waitFor(t, "resume", func() bool { _, resumed := d.Flags(); return resumed })
+		waitState(t, r, "m", control.StateLoaded)
+		if now, loads := rt.State("m"); now != inst || loads != 1 {
+			t.Fatalf("instance %q after %d loads, want %q after 1: the called-off drain unloaded the model", now, loads, inst)
+		}
+	})
 }
 
 func TestSubmitRefusals(t *testing.T) {

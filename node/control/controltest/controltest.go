@@ -346,6 +346,7 @@ type Drain struct {
 	idle      chan struct{}
 	cancelled bool
 	resumed   bool
+	stubborn  bool
 }
 
 // NewDrain has n requests in flight.
@@ -370,12 +371,20 @@ func (d *Drain) Finish() {
 	}
 }
 
+// IgnoreCancel makes the work carry on after Cancel, as work stuck
+// where cancellation does not reach would.
+func (d *Drain) IgnoreCancel() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.stubborn = true
+}
+
 // Cancel implements control.Drain.
 func (d *Drain) Cancel() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.cancelled = true
-	if d.inFlight > 0 {
+	if d.inFlight > 0 && !d.stubborn {
 		d.inFlight = 0
 		close(d.idle)
 	}
