@@ -441,13 +441,21 @@ func fmtOpt(v *uint64) string {
 }
 
 // Core returns the signed core: the canonical det-CBOR encoding of r. It
-// refuses a receipt that Validate refuses.
+// refuses a receipt that Validate refuses, and one whose core is over the
+// bound DecodeCore holds every core to, which would verify nowhere.
 func (r *Receipt) Core() ([]byte, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
 	w := r.wire()
-	return encMode.Marshal(&w)
+	core, err := encMode.Marshal(&w)
+	if err != nil {
+		return nil, err
+	}
+	if len(core) > maxCoreSize {
+		return nil, fmt.Errorf("core: %w: %d bytes, limit %d", ErrTooLarge, len(core), maxCoreSize)
+	}
+	return core, nil
 }
 
 // DecodeCore parses a signed core, refusing anything that is not exactly

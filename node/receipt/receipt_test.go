@@ -172,6 +172,41 @@ func TestReceiptValidate(t *testing.T) {
 	}
 }
 
+// TestCoreBound: the encoder and the decoder agree at the size bound. A
+// core Core writes, DecodeCore reads back; a receipt whose core would be
+// over the bound is refused at sealing, not handed out unverifiable.
+func TestCoreBound(t *testing.T) {
+	s := testSealer(t, 1)
+	r := generation(t, s)
+	r.Route = "r"
+	base, err := r.Core()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fits, over := 0, 0
+	for n := maxCoreSize - len(base) - 2; n <= maxCoreSize-len(base)+4; n++ {
+		r.Route = strings.Repeat("r", n)
+		core, err := r.Core()
+		switch {
+		case err == nil:
+			fits++
+			if got, err := DecodeCore(core); err != nil || got.Route != r.Route {
+				t.Fatalf("route of %d bytes: a %d-byte core Core wrote does not decode: %v", n, len(core), err)
+			}
+		case errors.Is(err, ErrTooLarge):
+			over++
+			if _, err := s.Seal(r); !errors.Is(err, ErrTooLarge) {
+				t.Fatalf("route of %d bytes: sealed: %v", n, err)
+			}
+		default:
+			t.Fatal(err)
+		}
+	}
+	if fits == 0 || over == 0 {
+		t.Fatalf("%d fit, %d over: the bound was not crossed", fits, over)
+	}
+}
+
 // TestDecodeCoreRefuses edits a valid core key by key and re-encodes it
 // canonically, so each case isolates one rule.
 func TestDecodeCoreRefuses(t *testing.T) {

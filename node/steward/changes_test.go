@@ -101,12 +101,14 @@ func TestChangeRecordGate(t *testing.T) {
 	if _, err := f.s.RecordChange("nope", weightsChange(wB, nil)); err == nil {
 		t.Error("recorded a change for a backend that does not exist")
 	}
-	// Text the record's decoder would refuse on replay is never journaled:
-	// recorded, it would stop the steward from starting again.
-	latin1 := weightsChange(wB, nil)
-	latin1.Weights.Reason = "re-quantis\xe9"
-	if _, err := f.s.RecordChange("gpu", latin1); !errors.Is(err, change.ErrMalformed) {
-		t.Errorf("reason not UTF-8: %v", err)
+	// An entry the record's decoder would refuse on replay is never
+	// journaled: recorded, it would stop the steward from starting again.
+	for name, reason := range map[string]string{"reason not UTF-8": "re-quantis\xe9", "entry too large": strings.Repeat("x", 9<<10)} {
+		c := weightsChange(wB, nil)
+		c.Weights.Reason = reason
+		if _, err := f.s.RecordChange("gpu", c); !errors.Is(err, change.ErrMalformed) {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 	if f.j.Len() != records || len(f.s.ChangeRecord("gpu")) != 2 {
 		t.Fatal("a refused entry was recorded")

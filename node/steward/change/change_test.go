@@ -288,6 +288,8 @@ func TestEntryKeys(t *testing.T) {
 		"result not UTF-8":    {Backend: "b", Recipe: "r", Weights: &Weights{Reason: "x", ValidationResult: "\xc3"}},
 		"plan not UTF-8":      {Backend: "b", Recipe: "r", Plan: &Plan{Validation: "v", Foresees: "f", Precisions: []string{"\xfe"}}},
 		"risk not UTF-8":      {Backend: "b", Recipe: "r", Plan: &Plan{Validation: "v", Foresees: "f", RiskAssessment: "\xfe"}},
+		// Nor is a core Open would refuse as too large.
+		"core over the bound": {Backend: "b", Recipe: "r", Weights: &Weights{Reason: strings.Repeat("x", maxCore)}},
 	} {
 		if _, err := Seal(b.s, e); !errors.Is(err, ErrMalformed) {
 			t.Errorf("%s: %v", name, err)

@@ -215,13 +215,22 @@ func (w *wireEntry) entry() (Entry, error) {
 	return e, e.validate()
 }
 
-// Core returns the entry's canonical det-CBOR core.
+// Core returns the entry's canonical det-CBOR core. It refuses a core
+// over the bound Open holds entries to: journaled, such an entry would
+// stop the steward from replaying its journal.
 func (e *Entry) Core() ([]byte, error) {
 	if err := e.validate(); err != nil {
 		return nil, err
 	}
 	w := e.wire()
-	return receipt.MarshalCanonical(&w)
+	core, err := receipt.MarshalCanonical(&w)
+	if err != nil {
+		return nil, err
+	}
+	if len(core) > maxCore {
+		return nil, fmt.Errorf("%w: the entry's core is %d bytes, limit %d", ErrMalformed, len(core), maxCore)
+	}
+	return core, nil
 }
 
 // Sealed is an entry with its core, its envelope and the envelope's

@@ -206,12 +206,20 @@ func narrows(child, parent string) bool {
 }
 
 // Core returns the grant's canonical det-CBOR encoding, the bytes its
-// issuer signs and its id is taken over.
+// issuer signs and its id is taken over. It refuses a core over the bound
+// ParseSigned holds grants to, which no steward would accept.
 func (g *Grant) Core() ([]byte, error) {
 	if err := g.Validate(); err != nil {
 		return nil, err
 	}
-	return receipt.MarshalCanonical(g)
+	core, err := receipt.MarshalCanonical(g)
+	if err != nil {
+		return nil, err
+	}
+	if len(core) > maxCore {
+		return nil, fmt.Errorf("%w: the grant's core is %d bytes, limit %d", ErrMalformed, len(core), maxCore)
+	}
+	return core, nil
 }
 
 // ID is the grant's content id: BLAKE3-256 of its core.

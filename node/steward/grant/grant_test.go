@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/meshnode/meshnode/node/receipt"
@@ -227,6 +228,26 @@ func TestGrantValidate(t *testing.T) {
 
 // TestParseSigned: the wire form round-trips, and everything that is not
 // the canonical encoding of a valid grant is refused.
+// TestSignBound: a grant every rule admits, but whose core is over the
+// bound ParseSigned holds grants to, is not signed: no steward would take
+// it.
+func TestSignBound(t *testing.T) {
+	g := delegated(t, nil, nil)[0].Grant
+	models := make([]receipt.ContentID, MaxList)
+	for i := range models {
+		models[i][0] = byte(i)
+	}
+	for range MaxList {
+		g.Caveats = append(g.Caveats, ModelIn(models...))
+	}
+	if err := g.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Sign(g, key(t, seedOwner)); !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "limit") {
+		t.Fatalf("signed a grant over the bound: %v", err)
+	}
+}
+
 func TestParseSigned(t *testing.T) {
 	s := delegated(t, func(g *Grant) { g.Caveats = []Caveat{ModelIn(receipt.ContentID{3}), MaxCostUJ(500)} }, nil)[0]
 	got, err := ParseSigned(s.Bytes())
