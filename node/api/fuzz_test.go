@@ -1,0 +1,43 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"testing"
+)
+
+// FuzzParseRequest: whatever a client sends, the three generation parsers
+// answer with a Generation or a 400 *Error, and never panic.
+func FuzzParseRequest(f *testing.F) {
+	for _, seed := range []string{
+		`{"model":"tiny","messages":[{"role":"system","content":"be brief"},{"role":"user","content":[{"type":"text","text":"hi"}]}],` +
+			`"temperature":0.5,"top_p":0.9,"seed":-1,"stop":["\n"],"max_completion_tokens":10,"stream":true,` +
+			`"stream_options":{"include_usage":true},"metadata":{"fidelity_floor":"2","joule_ceiling_uj":5000}}`,
+		`{"model":"tiny","prompt":["once"],"max_tokens":3,"stop":"x","n":1,"presence_penalty":-2,"frequency_penalty":2}`,
+		`{"model":"tiny","input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]}],` +
+			`"instructions":"be kind","max_output_tokens":4,"jcp_presentation":{"grant":"x"}}`,
+		`{"model":"tiny","input":"hello"}`,
+		``, `null`, `[]`, `{"model":1}`, `{"model":"m"} {}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		for name, parse := range map[string]func([]byte) (*Generation, error){
+			"chat":        func(b []byte) (*Generation, error) { g, _, err := parseChat(b); return g, err },
+			"completions": func(b []byte) (*Generation, error) { g, _, err := parseCompletion(b); return g, err },
+			"responses":   func(b []byte) (*Generation, error) { g, _, err := parseResponses(b); return g, err },
+		} {
+			g, err := parse(body)
+			if err != nil {
+				var e *Error
+				if !errors.As(err, &e) || e.Status != http.StatusBadRequest {
+					t.Fatalf("%s: %v is not a 400", name, err)
+				}
+				continue
+			}
+			if g == nil || g.Model == "" {
+				t.Fatalf("%s: accepted %q as %+v", name, body, g)
+			}
+		}
+	})
+}
