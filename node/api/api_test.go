@@ -293,6 +293,47 @@ func TestErrors(t *testing.T) {
 	}
 }
 
+// TestWrongMethod: a served path asked with another method is 405 with
+// the methods it takes in Allow, on the API and on the mesh handler; an
+// unserved path stays 404.
+func TestWrongMethod(t *testing.T) {
+	h := newHarness(t, Config{}, nil)
+	mesh := httptest.NewServer(h.srv.MeshHandler())
+	defer mesh.Close()
+	for _, tt := range []struct {
+		base, method, path string
+		status             int
+		allow, code        string
+	}{
+		{h.http.URL, http.MethodGet, "/v1/chat/completions", 405, "POST", "method_not_allowed"},
+		{h.http.URL, http.MethodPost, "/v1/models", 405, "GET, HEAD", "method_not_allowed"},
+		{h.http.URL, http.MethodDelete, "/api/status", 405, "GET, HEAD", "method_not_allowed"},
+		{h.http.URL, http.MethodGet, "/v1/embeddings", 404, "", "unknown_url"},
+		{mesh.URL, http.MethodGet, "/v1/completions", 405, "POST", "method_not_allowed"},
+		{mesh.URL, http.MethodGet, "/api/status", 404, "", "unknown_url"},
+	} {
+		req, err := http.NewRequest(tt.method, tt.base+tt.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got struct {
+			Error struct {
+				Code string `json:"code"`
+			} `json:"error"`
+		}
+		decodeJSON(t, resp.Body, &got)
+		resp.Body.Close()
+		if resp.StatusCode != tt.status || resp.Header.Get("Allow") != tt.allow || got.Error.Code != tt.code {
+			t.Errorf("%s %s: %d, Allow %q, code %q; want %d, %q, %q", tt.method, tt.path,
+				resp.StatusCode, resp.Header.Get("Allow"), got.Error.Code, tt.status, tt.allow, tt.code)
+		}
+	}
+}
+
 func TestStreamErrorBeforeFirstToken(t *testing.T) {
 	h := newHarness(t, Config{}, nil)
 	h.model.err = &Error{Status: 422, Type: "invalid_request_error", Code: "no_admissible_backend", Message: "no backend"}

@@ -90,8 +90,7 @@ func (s *Server) MeshHandler() http.Handler {
 	mux.HandleFunc("POST /v1/responses", s.handleResponses)
 	mux.HandleFunc("GET /v1/models", s.handleModels)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, Errorf(http.StatusNotFound, "invalid_request_error", "unknown_url",
-			"%s %s is not served to mesh peers", r.Method, r.URL.Path))
+		unrouted(w, r, mux, "%s %s is not served to mesh peers")
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get(ForwardedHeader) == "" {

@@ -118,10 +118,30 @@ func (s *Server) Handler() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, Errorf(http.StatusNotFound, "invalid_request_error", "unknown_url",
-			"no route for %s %s", r.Method, r.URL.Path))
+		unrouted(w, r, mux, "no route for %s %s")
 	})
 	return s.authenticate(mux)
+}
+
+// unrouted answers a request no route of mux took: 405 with Allow when
+// the path is served for other methods, 404 (notFound, formatted with
+// the method and path) when it is not served at all.
+func unrouted(w http.ResponseWriter, r *http.Request, mux *http.ServeMux, notFound string) {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		// The catch-all "/" takes every method; only a route of the
+		// path's own counts.
+		if _, pattern := mux.Handler(&http.Request{Method: m, Host: r.Host, URL: r.URL}); pattern != "" && pattern != "/" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) == 0 {
+		writeError(w, Errorf(http.StatusNotFound, "invalid_request_error", "unknown_url", notFound, r.Method, r.URL.Path))
+		return
+	}
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	writeError(w, Errorf(http.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed",
+		"invalid method for URL (%s %s): use %s", r.Method, r.URL.Path, strings.Join(allow, " or ")))
 }
 
 // Serve serves the API on ln until ctx is done, then stops accepting and
