@@ -298,7 +298,22 @@ func TestDialLimit(t *testing.T) {
 	for i := range 50 {
 		j.Offer(addrOf(fakeID(byte(100+i)), "10.0.1.1:9338"))
 	}
-	time.Sleep(100 * time.Millisecond)
+	// Wait for the limit to be reached, however slow the machine, then
+	// give a dial past it the time to start.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		m.mu.Lock()
+		n := m.total
+		m.mu.Unlock()
+		if n >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d dials at once after 10s, want the limit 3 reached", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
 	close(release)
 	j.mu.Lock()
 	n := len(j.targets)
