@@ -1,18 +1,18 @@
 package quant_test
 
 import (
-	"errors"
+	"encoding/binary"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/meshnode/meshnode/gguf/quant"
 )
 
-// fillBatch quantises normal rows into b, or (random, raw) writes random
-// blocks into its rows through Quantize's figures: random and raw rows
-// are quantised from floats first, then their bytes overwritten and the
-// figures recomputed by ResetFigures.
+// fillBatch quantises normal rows into b; for the other kinds it then
+// overwrites their bytes with blocks as fillBlocks makes them, and has
+// the batch's per-block figures recomputed.
 func fillBatch(t testing.TB, rng *rand.Rand, b *quant.Batch, kind string) {
 	for i := range b.Rows() {
 		a := b.Row(i)
@@ -20,8 +20,32 @@ func fillBatch(t testing.TB, rng *rand.Rand, b *quant.Batch, kind string) {
 			t.Fatal(err)
 		}
 		if kind != "quantised" {
-			randomBlocks(rng, a.Type, a.Data, kind == "raw")
+			fillBlocks(rng, a.Type, a.Data, kind)
 			quant.Refigure(b, i)
+		}
+	}
+}
+
+// fillBlocks fills b with random blocks: with finite scales (random),
+// any bytes (raw), or finite scales of which some are then made ±Inf,
+// NaN or ±0 (specials: raw bytes rarely make an infinity, whose products
+// with zero are NaN).
+func fillBlocks(rng *rand.Rand, typ quant.Type, b []byte, kind string) {
+	randomBlocks(rng, typ, b, kind == "raw")
+	if kind != "specials" {
+		return
+	}
+	bs := typ.TypeSize()
+	for o := 0; o+bs <= len(b); o += bs {
+		if rng.IntN(3) != 0 {
+			continue
+		}
+		special := []float32{float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 0, float32(math.Copysign(0, -1))}[rng.IntN(5)]
+		if typ == quant.Q8_K {
+			binary.LittleEndian.PutUint32(b[o:], math.Float32bits(special))
+		}
+		for _, f := range halfFields[typ] {
+			binary.LittleEndian.PutUint16(b[o+f:], quant.FP32ToFP16(special))
 		}
 	}
 }
@@ -29,7 +53,8 @@ func fillBatch(t testing.TB, rng *rand.Rand, b *quant.Batch, kind string) {
 // TestMatMulMatchesVecDot holds MatMul, tile kernels and all, to the Go
 // VecDot of every weight row with every activation row, bit for bit: on
 // row counts around the tile of eight, lengths that leave partial rounds
-// and cross the repacked chunks, and quantised, random and raw blocks.
+// and cross the repacked chunks, and quantised, random, raw and special
+// blocks.
 func TestMatMulMatchesVecDot(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	types := append([]quant.Type{quant.Q4_1, quant.F16}, quant.TileTypes()...)
@@ -46,13 +71,13 @@ func TestMatMulMatchesVecDot(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, kind := range []string{"quantised", "random", "raw"} {
+			for _, kind := range []string{"quantised", "random", "raw", "specials"} {
 				if kind == "quantised" {
 					if err := quant.Quantize(typ, normal(rng, n*shape.rows), w); err != nil {
 						t.Fatal(err)
 					}
 				} else {
-					randomBlocks(rng, typ, w, kind == "raw")
+					fillBlocks(rng, typ, w, kind)
 				}
 				fillBatch(t, rng, b, kind)
 				stride := shape.rows + 3
@@ -107,5 +132,62 @@ func TestBatchErrors(t *testing.T) {
 	if err := b.Reset(quant.Q6_K, 512, 3); err != nil || b.Rows() != 3 || b.Row(2).N != 512 || b.Row(2).Type != quant.Q8_K {
 		t.Errorf("Reset to 3 rows of 512 for Q6_K: %v, %d rows, row 2 %d × %s", err, b.Rows(), b.Row(2).N, b.Row(2).Type)
 	}
-	_ = errors.New
+}
+
+// FuzzMatMulMatchesVecDot: any weight and activation bytes give MatMul
+// the bits of the Go VecDot. The weight row's bytes make nine rows
+// (rotated by a byte each, so they differ), the activation's two.
+func FuzzMatMulMatchesVecDot(f *testing.F) {
+	rng := rand.New(rand.NewPCG(23, 24))
+	for i, typ := range quant.TileTypes() {
+		at, _ := quant.VecDotType(typ)
+		n := 3 * max(typ.BlockSize(), at.BlockSize(), 32)
+		row := make([]byte, mustRowSize(f, typ, n))
+		act := make([]byte, mustRowSize(f, at, n))
+		randomBlocks(rng, typ, row, false)
+		randomBlocks(rng, at, act, false)
+		f.Add(uint8(i), row, act)
+	}
+	f.Fuzz(func(t *testing.T, pick uint8, row, act []byte) {
+		types := quant.TileTypes()
+		if len(types) == 0 {
+			t.Skip("no tile kernels")
+		}
+		typ := types[int(pick)%len(types)]
+		at, _ := quant.VecDotType(typ)
+		qk := max(typ.BlockSize(), at.BlockSize())
+		n := len(row) / typ.TypeSize() * typ.BlockSize() / qk * qk
+		rs, _ := typ.RowSize(n)
+		as, _ := at.RowSize(n)
+		if n == 0 || len(act) < as {
+			return
+		}
+		const rows = 9
+		w := make([]byte, 0, rows*rs)
+		for r := range rows {
+			w = append(w, row[r%rs:rs]...)
+			w = append(w, row[:r%rs]...)
+		}
+		b, err := quant.NewBatch(typ, n, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 2 {
+			copy(b.Row(i).Data, act[:as])
+			if i == 1 {
+				slices.Reverse(b.Row(i).Data)
+			}
+			quant.Refigure(b, i)
+		}
+		out := make([]float32, 2*rows)
+		quant.MatMul(typ, w, b, out, rows)
+		defer quant.SetSIMD(false)()
+		for i := range 2 {
+			for r := range rows {
+				if want := quant.VecDot(typ, w[r*rs:(r+1)*rs], b.Row(i)); !sameFloat(out[i*rows+r], want) {
+					t.Fatalf("%s n=%d: out[%d][%d] = %g, VecDot %g", typ, n, i, r, out[i*rows+r], want)
+				}
+			}
+		}
+	})
 }

@@ -205,3 +205,49 @@ keep: \
 	VPINSRW $7, AX, X0, X0 \
 	VCVTPH2PS X0, Y0 \
 	VMOVUPS Y0, (OFF)(DI)
+
+// TILEARGSK loads the arguments of a K-quant tile kernel, which keeps
+// its accumulators in acc (DI) rather than Y8-Y15: block k's partials,
+// left by KBLOCK in Y2, are added to lane k mod 8 at 32·(k mod 8)(DI)
+// (R13). Then as TILELOOP. Once per function.
+#define TILEARGSK \
+	MOVQ acc+0(FP), DI \
+	MOVQ w+8(FP), SI \
+	MOVQ y+16(FP), DX \
+	MOVQ aux+24(FP), R8 \
+	MOVQ blocks+32(FP), CX \
+	MOVQ out+40(FP), R9
+
+#define TILELOOPK(WS, YS, XS) \
+	XORQ R13, R13 \
+	TESTQ CX, CX \
+	JZ    done \
+loop: \
+	KBLOCK \
+	VADDPS (DI)(R13*1), Y2, Y2 \
+	VMOVUPS Y2, (DI)(R13*1) \
+	ADDQ $32, R13 \
+	ANDQ $255, R13 \
+	ADDQ $WS, SI \
+	ADDQ $YS, DX \
+	ADDQ $XS, R8 \
+	DECQ CX \
+	JNZ  loop \
+done: \
+	TESTQ R9, R9 \
+	JZ    ret \
+	VMOVUPS 0(DI), Y8 \
+	VMOVUPS 32(DI), Y9 \
+	VMOVUPS 64(DI), Y10 \
+	VMOVUPS 96(DI), Y11 \
+	VADDPS 128(DI), Y8, Y8 \
+	VADDPS 160(DI), Y9, Y9 \
+	VADDPS 192(DI), Y10, Y10 \
+	VADDPS 224(DI), Y11, Y11 \
+	VADDPS Y10, Y8, Y8 \
+	VADDPS Y11, Y9, Y9 \
+	VADDPS Y9, Y8, Y8 \
+	VMOVUPS Y8, (R9) \
+ret: \
+	VZEROUPPER \
+	RET

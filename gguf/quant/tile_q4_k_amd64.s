@@ -1,0 +1,167 @@
+//go:build !purego
+
+#include "textflag.h"
+#include "dot_amd64.h"
+#include "tile_amd64.h"
+
+// Q4_K tile: eight rows of Q4_K times a Q8_K activation. Repacked block
+// (2624 bytes): the unsigned nibbles in groups, sub-block s (elements
+// 32s..32s+31) at 256s; at 2048 + 32s the rows' scale s as int16 pairs
+// (sc, sc); at 2304 + 32j their min j as (m, m); the rows' d at 2560 and
+// dmin at 2592 as float32. Per row, isum = Σ_s sc_s·Σ n·a and summs =
+// Σ_j m_j·(bsum 2j + bsum 2j+1), exact in int32, then kPartial.
+
+// KSUB adds sub-block S's Σ sc·Σ n·a to Y4.
+#define KSUB(S) \
+	NIB8(256*(S), 4+32*(S), Y2) \
+	VPMADDWD (2048+32*(S))(SI), Y2, Y2 \
+	VPADDD Y2, Y4, Y4
+
+// KMIN adds m_j·(bsum 2j + bsum 2j+1) to Y5.
+#define KMIN(J) \
+	VPBROADCASTD (260+4*(J))(DX), Y1 \
+	VPMADDWD (2304+32*(J))(SI), Y1, Y1 \
+	VPADDD Y1, Y5, Y5
+
+// KBLOCK leaves the block's partials in Y2.
+#define KBLOCK \
+	NIB8(0, 4, Y4) \
+	VPMADDWD 2048(SI), Y4, Y4 \
+	KSUB(1) \
+	KSUB(2) \
+	KSUB(3) \
+	KSUB(4) \
+	KSUB(5) \
+	KSUB(6) \
+	KSUB(7) \
+	VPBROADCASTD 260(DX), Y5 \
+	VPMADDWD 2304(SI), Y5, Y5 \
+	KMIN(1) \
+	KMIN(2) \
+	KMIN(3) \
+	KMIN(4) \
+	KMIN(5) \
+	KMIN(6) \
+	KMIN(7) \
+	VCVTDQ2PS Y4, Y2 \
+	VCVTDQ2PS Y5, Y5 \
+	VBROADCASTSS (DX), Y3 \
+	VMULPS 2560(SI), Y3, Y6 \
+	VMULPS 2592(SI), Y3, Y7 \
+	VMULPS Y6, Y2, Y2 \
+	VMULPS Y7, Y5, Y5 \
+	VSUBPS Y5, Y2, Y2
+
+// func q4KTile(acc *[64]float32, w, y, aux *byte, blocks int, out *float32)
+TEXT ·q4KTile(SB), NOSPLIT, $0-48
+	TILEARGSK
+	TILELOOPK(2624, 292, 32)
+
+// NIBROWS(OFF, SHIFT) loads the 32 bytes at OFF of each row's block and
+// leaves nibble SHIFT (0 low, 4 high) of each in Y0..Y7.
+#define NIBROW(R, ROW, OFF, SHIFT) \
+	VMOVDQU ROW(OFF), R \
+	VPSRLW $SHIFT, R, R \
+	VPAND nib<>(SB), R, R
+
+#define NIBROWS(OFF, SHIFT) \
+	NIBROW(Y0, ROW0, OFF, SHIFT) \
+	NIBROW(Y1, ROW1, OFF, SHIFT) \
+	NIBROW(Y2, ROW2, OFF, SHIFT) \
+	NIBROW(Y3, ROW3, OFF, SHIFT) \
+	NIBROW(Y4, ROW4, OFF, SHIFT) \
+	NIBROW(Y5, ROW5, OFF, SHIFT) \
+	NIBROW(Y6, ROW6, OFF, SHIFT) \
+	NIBROW(Y7, ROW7, OFF, SHIFT)
+
+// SCALEROW(R, X, ROW, BITS) leaves in R the row's eight 6-bit scales
+// (BITS SCBITS) or mins (MNBITS), unpacked from the 12 bytes at ROW(4) as
+// ggml's get_scale_min_k4 does, each as an int16 pair (v, v). Clobbers
+// AX, BX, DX, R8, R13.
+#define SCALEROW(R, X, ROW, BITS) \
+	MOVL ROW(4), AX \
+	MOVL ROW(8), BX \
+	MOVL ROW(12), DX \
+	BITS(R8) \
+	VMOVQ R8, X \
+	VPMOVZXBD X, R \
+	VPSLLD $16, R, Y15 \
+	VPOR Y15, R, R
+
+// SCBITS and MNBITS leave in D the scales or mins of q[0:4] in AX,
+// q[4:8] in BX, q[8:12] in DX, one a byte: j < 4 from q[j] (q[j+4] for
+// mins) & 63; j ≥ 4 from the nibble of q[j+4] and the top bits of q[j-4]
+// (q[j] for mins). D is R8 (R13 is clobbered).
+#define SCBITS(D) \
+	MOVL AX, D \
+	ANDL $0x3f3f3f3f, D \
+	MOVL DX, R13 \
+	ANDL $0x0f0f0f0f, R13 \
+	SHRL $6, AX \
+	ANDL $0x03030303, AX \
+	SHLL $4, AX \
+	ORL  AX, R13 \
+	SHLQ $32, R13 \
+	ORQ  R13, D
+
+#define MNBITS(D) \
+	MOVL BX, D \
+	ANDL $0x3f3f3f3f, D \
+	MOVL DX, R13 \
+	SHRL $4, R13 \
+	ANDL $0x0f0f0f0f, R13 \
+	SHRL $6, BX \
+	ANDL $0x03030303, BX \
+	SHLL $4, BX \
+	ORL  BX, R13 \
+	SHLQ $32, R13 \
+	ORQ  R13, D
+
+#define SCALEROWS(BITS) \
+	SCALEROW(Y0, X0, ROW0, BITS) \
+	SCALEROW(Y1, X1, ROW1, BITS) \
+	SCALEROW(Y2, X2, ROW2, BITS) \
+	SCALEROW(Y3, X3, ROW3, BITS) \
+	SCALEROW(Y4, X4, ROW4, BITS) \
+	SCALEROW(Y5, X5, ROW5, BITS) \
+	SCALEROW(Y6, X6, ROW6, BITS) \
+	SCALEROW(Y7, X7, ROW7, BITS)
+
+DATA nib<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA nib<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA nib<>+16(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA nib<>+24(SB)/8, $0x0f0f0f0f0f0f0f0f
+GLOBL nib<>(SB), RODATA|NOPTR, $32
+
+// func q4KPack(dst, w *byte, rs, blocks int)
+TEXT ·q4KPack(SB), NOSPLIT, $0-32
+	PACKARGS
+pack:
+	NIBROWS(16, 0)
+	TRANSPOSE8(0)
+	NIBROWS(16, 4)
+	TRANSPOSE8(256)
+	NIBROWS(48, 0)
+	TRANSPOSE8(512)
+	NIBROWS(48, 4)
+	TRANSPOSE8(768)
+	NIBROWS(80, 0)
+	TRANSPOSE8(1024)
+	NIBROWS(80, 4)
+	TRANSPOSE8(1280)
+	NIBROWS(112, 0)
+	TRANSPOSE8(1536)
+	NIBROWS(112, 4)
+	TRANSPOSE8(1792)
+	SCALEROWS(SCBITS)
+	TRANSPOSE8(2048)
+	SCALEROWS(MNBITS)
+	TRANSPOSE8(2304)
+	HALVES8(0, 2560)
+	HALVES8(2, 2592)
+	ADDQ $144, SI
+	ADDQ $2624, DI
+	DECQ CX
+	JNZ  pack
+	VZEROUPPER
+	RET

@@ -1,0 +1,175 @@
+//go:build !purego
+
+#include "textflag.h"
+#include "dot_amd64.h"
+#include "tile_amd64.h"
+
+// Q6_K tile: eight rows of Q6_K times a Q8_K activation. Repacked block
+// (2848 bytes): the unsigned 6-bit quants q in groups, sub-block s
+// (elements 16s..16s+15) at 128s; at 2048 + 32s the rows' scale s as
+// int16 pairs (sc, sc); at 2560 + 32k their scales 2k and 2k+1 as a pair;
+// the rows' d at 2816 as float32. VPMADDUBSW pairs of q·a are at most
+// 2·63·128, so two add up exactly in int16 before the scale multiplies
+// them into int32. Per row, isum = Σ_s sc_s·Σ q·a − 32·Σ_s sc_s·Σ_s a,
+// the second from the activation's sums of 16 (its figures), exactly
+// Σ_s sc_s·Σ(q−32)·a; then kPartial with no mins.
+
+// Q6PAIR adds groups G and G+1 of sub-block S, scaled, to Y4.
+#define Q6PAIR(S, G) \
+	VMOVDQU (128*(S)+32*(G))(SI), Y2 \
+	VPBROADCASTD (4+16*(S)+4*(G))(DX), Y1 \
+	VPMADDUBSW Y1, Y2, Y2 \
+	VMOVDQU (128*(S)+32*(G)+32)(SI), Y0 \
+	VPBROADCASTD (8+16*(S)+4*(G))(DX), Y1 \
+	VPMADDUBSW Y1, Y0, Y0 \
+	VPADDW Y0, Y2, Y2 \
+	VPMADDWD (2048+32*(S))(SI), Y2, Y2 \
+	VPADDD Y2, Y4, Y4
+
+#define Q6SUB(S) \
+	Q6PAIR(S, 0) \
+	Q6PAIR(S, 2)
+
+// Q6FIX adds sc_2k·Σa_2k + sc_2k+1·Σa_2k+1 to Y5.
+#define Q6FIX(K) \
+	VPBROADCASTD (4*(K))(R8), Y1 \
+	VPMADDWD (2560+32*(K))(SI), Y1, Y1 \
+	VPADDD Y1, Y5, Y5
+
+// KBLOCK leaves the block's partials in Y2: kPartial(isum, 0, d, 0, dy),
+// whose min term is 0·(0·dy) (NaN where dy is not finite).
+#define KBLOCK \
+	VPXOR Y4, Y4, Y4 \
+	Q6SUB(0) \
+	Q6SUB(1) \
+	Q6SUB(2) \
+	Q6SUB(3) \
+	Q6SUB(4) \
+	Q6SUB(5) \
+	Q6SUB(6) \
+	Q6SUB(7) \
+	Q6SUB(8) \
+	Q6SUB(9) \
+	Q6SUB(10) \
+	Q6SUB(11) \
+	Q6SUB(12) \
+	Q6SUB(13) \
+	Q6SUB(14) \
+	Q6SUB(15) \
+	VPBROADCASTD (R8), Y5 \
+	VPMADDWD 2560(SI), Y5, Y5 \
+	Q6FIX(1) \
+	Q6FIX(2) \
+	Q6FIX(3) \
+	Q6FIX(4) \
+	Q6FIX(5) \
+	Q6FIX(6) \
+	Q6FIX(7) \
+	VPSLLD $5, Y5, Y5 \
+	VPSUBD Y5, Y4, Y4 \
+	VCVTDQ2PS Y4, Y2 \
+	VBROADCASTSS (DX), Y3 \
+	VMULPS 2816(SI), Y3, Y6 \
+	VMULPS Y6, Y2, Y2 \
+	VXORPS Y5, Y5, Y5 \
+	VMULPS Y3, Y5, Y6 \
+	VMULPS Y6, Y5, Y6 \
+	VSUBPS Y6, Y2, Y2
+
+// func q6KTile(acc *[64]float32, w, y, aux *byte, blocks int, out *float32)
+TEXT ·q6KTile(SB), NOSPLIT, $0-48
+	TILEARGSK
+	TILELOOPK(2848, 292, 32)
+
+// QROW(R, ROW, QL, LSH, QH, HOP, HSH) leaves in R 32 quants of the row's
+// block: nibble LSH/4 of the bytes at QL, with bits of the bytes at QH
+// moved by HOP $HSH to bits 4-5 above it. Clobbers Y8.
+#define QROW(R, ROW, QL, LSH, QH, HOP, HSH) \
+	VMOVDQU ROW(QL), R \
+	VPSRLW $LSH, R, R \
+	VPAND nib<>(SB), R, R \
+	VMOVDQU ROW(QH), Y8 \
+	HOP $HSH, Y8, Y8 \
+	VPAND m30<>(SB), Y8, Y8 \
+	VPOR Y8, R, R
+
+// UNIT(M, QL, LSH, QH, HOP, HSH) repacks elements 32M..32M+31 (sub-blocks
+// 2M and 2M+1) of the eight rows: as ggml's dequantize_row_q6_K, element
+// 128c+l (l < 32) is the low nibble of ql[64c+l] with bits 0-1 of
+// qh[32c+l]; 128c+32+l the low nibble of ql[64c+32+l] with bits 2-3;
+// +64 and +96 the high nibbles with bits 4-5 and 6-7.
+#define UNIT(M, QL, LSH, QH, HOP, HSH) \
+	QROW(Y0, ROW0, QL, LSH, QH, HOP, HSH) \
+	QROW(Y1, ROW1, QL, LSH, QH, HOP, HSH) \
+	QROW(Y2, ROW2, QL, LSH, QH, HOP, HSH) \
+	QROW(Y3, ROW3, QL, LSH, QH, HOP, HSH) \
+	QROW(Y4, ROW4, QL, LSH, QH, HOP, HSH) \
+	QROW(Y5, ROW5, QL, LSH, QH, HOP, HSH) \
+	QROW(Y6, ROW6, QL, LSH, QH, HOP, HSH) \
+	QROW(Y7, ROW7, QL, LSH, QH, HOP, HSH) \
+	TRANSPOSE8(256*(M))
+
+#define HALFC(C) \
+	UNIT(4*(C), 64*(C), 0, 128+32*(C), VPSLLW, 4) \
+	UNIT(4*(C)+1, 64*(C)+32, 0, 128+32*(C), VPSLLW, 2) \
+	UNIT(4*(C)+2, 64*(C), 4, 128+32*(C), VPSRLW, 0) \
+	UNIT(4*(C)+3, 64*(C)+32, 4, 128+32*(C), VPSRLW, 2)
+
+// SCROW(R, X, ROW, OFF) leaves in R the int8 scales at ROW(OFF..OFF+7)
+// as int16 pairs (sc, sc). Clobbers X8.
+#define SCROW(R, X, ROW, OFF) \
+	VPMOVSXBW ROW(OFF), X \
+	VPUNPCKHWD X, X, X8 \
+	VPUNPCKLWD X, X, X \
+	VINSERTI128 $1, X8, R, R
+
+#define SCROWS(OFF) \
+	SCROW(Y0, X0, ROW0, OFF) \
+	SCROW(Y1, X1, ROW1, OFF) \
+	SCROW(Y2, X2, ROW2, OFF) \
+	SCROW(Y3, X3, ROW3, OFF) \
+	SCROW(Y4, X4, ROW4, OFF) \
+	SCROW(Y5, X5, ROW5, OFF) \
+	SCROW(Y6, X6, ROW6, OFF) \
+	SCROW(Y7, X7, ROW7, OFF)
+
+#define PAIRROWS \
+	VPMOVSXBW ROW0(192), Y0 \
+	VPMOVSXBW ROW1(192), Y1 \
+	VPMOVSXBW ROW2(192), Y2 \
+	VPMOVSXBW ROW3(192), Y3 \
+	VPMOVSXBW ROW4(192), Y4 \
+	VPMOVSXBW ROW5(192), Y5 \
+	VPMOVSXBW ROW6(192), Y6 \
+	VPMOVSXBW ROW7(192), Y7
+
+DATA nib<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA nib<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA nib<>+16(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA nib<>+24(SB)/8, $0x0f0f0f0f0f0f0f0f
+GLOBL nib<>(SB), RODATA|NOPTR, $32
+DATA m30<>+0(SB)/8, $0x3030303030303030
+DATA m30<>+8(SB)/8, $0x3030303030303030
+DATA m30<>+16(SB)/8, $0x3030303030303030
+DATA m30<>+24(SB)/8, $0x3030303030303030
+GLOBL m30<>(SB), RODATA|NOPTR, $32
+
+// func q6KPack(dst, w *byte, rs, blocks int)
+TEXT ·q6KPack(SB), NOSPLIT, $0-32
+	PACKARGS
+pack:
+	HALFC(0)
+	HALFC(1)
+	SCROWS(192)
+	TRANSPOSE8(2048)
+	SCROWS(200)
+	TRANSPOSE8(2304)
+	PAIRROWS
+	TRANSPOSE8(2560)
+	HALVES8(208, 2816)
+	ADDQ $210, SI
+	ADDQ $2848, DI
+	DECQ CX
+	JNZ  pack
+	VZEROUPPER
+	RET
