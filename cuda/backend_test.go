@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/meshnode/meshnode/cuda"
-	"github.com/meshnode/meshnode/cuda/driver"
 	"github.com/meshnode/meshnode/cuda/cudaemu"
+	"github.com/meshnode/meshnode/cuda/driver"
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/backend"
 	"github.com/meshnode/meshnode/gguf/cpu"
@@ -231,6 +231,52 @@ func TestConcurrentSessions(t *testing.T) {
 			if !slices.Equal(got[step], want[step]) {
 				t.Fatalf("session %d, step %d: logits differ from the CPU's", i, step)
 			}
+		}
+	}
+}
+
+// TestJoinedLaunches: products over one input (Q, K, V) share a launch,
+// as do the rotations of Q and K, and the results are those of separate
+// launches (the CPU's).
+func TestJoinedLaunches(t *testing.T) {
+	be, _ := newEmu(t, cuda.Options{NoGraphs: true})
+	defer be.Close()
+	p := newPair(t, be)
+	const cols = 256
+	wq := p.weight(quant.Q4_K, 64, cols, p.encode(quant.Q4_K, 64, cols, 1))
+	wk := p.weight(quant.Q4_K, 32, cols, p.encode(quant.Q4_K, 32, cols, 1))
+	wv := p.weight(quant.Q4_K, 32, cols, p.encode(quant.Q4_K, 32, cols, 1))
+	w8 := p.weight(quant.Q8_0, 32, cols, p.encode(quant.Q8_0, 32, cols, 1))
+	for _, n := range []int{1, 5} {
+		x := p.tensor(n, cols, p.random(n*cols, 1))
+		q, k, v, o := p.tensor(n, 64, nil), p.tensor(n, 32, nil), p.tensor(n, 32, nil), p.tensor(n, 32, nil)
+		r := backend.RoPE{Dims: 16, Base: 10000, FreqScale: 1}
+		before := be.Stats().Launches
+		for _, side := range []struct {
+			be         backend.Backend
+			x          backend.Tensor
+			q, k, v, o backend.Tensor
+			wq, wk     backend.Weight
+			wv, w8     backend.Weight
+		}{
+			{p.cpu, x.c, q.c, k.c, v.c, o.c, wq.c, wk.c, wv.c, w8.c},
+			{p.dev, x.d, q.d, k.d, v.d, o.d, wq.d, wk.d, wv.d, w8.d},
+		} {
+			side.be.MatMul(side.q, side.wq, side.x)
+			side.be.MatMul(side.k, side.wk, side.x)
+			side.be.MatMul(side.v, side.wv, side.x)
+			side.be.MatMul(side.o, side.w8, side.x) // another type: its own launch
+			side.be.RoPE(side.q, 16, 3, &r)
+			side.be.RoPE(side.k, 16, 3, &r)
+		}
+		p.compare("matmul", "q", q)
+		p.compare("matmul", "k", k)
+		p.compare("matmul", "v", v)
+		p.compare("matmul", "other type", o)
+		// Q8_K and Q8_0 quantisations, the joined product, the other
+		// product, the joined rotation (and the writes of x).
+		if got := be.Stats().Launches - before; got != 5+1 {
+			t.Errorf("%d rows: %d launches, want 6", n, got)
 		}
 	}
 }

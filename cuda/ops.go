@@ -97,7 +97,9 @@ func (b *Backend) Embed(dst backend.Tensor, table backend.Weight, ids []uint32) 
 	b.wrote(dst)
 }
 
-// MatMul implements backend.Backend.
+// MatMul implements backend.Backend. A product that follows one of the
+// same weight type and width over the same input joins its launch (Q, K
+// and V; gate and up), up to kernels.MaxMats matrices.
 func (b *Backend) MatMul(dst backend.Tensor, wt backend.Weight, x backend.Tensor) {
 	w := asWeight(wt)
 	n := x.Rows
@@ -112,8 +114,82 @@ func (b *Backend) MatMul(dst backend.Tensor, wt backend.Weight, x backend.Tensor
 		qs, d, ext = b.quantized(x, act)
 	}
 	k, _ := kernels.WeightKernel(w.typ, kernels.MatVecKind(n))
-	b.launch(k, kernels.MatVecShape(w.rows, n), w.ptr, i32(w.rowSize), i32(w.rows), i32(w.cols), xp, qs, d, ext, yp, i32(n))
+	o := op{kind: opLaunch, id: k, n: uint8(len(k.Params()))}
+	o.args = [maxParams]uint64{
+		mvW0: w.ptr, mvRows0: i32(w.rows), mvRowBytes: i32(w.rowSize), mvCols: i32(w.cols),
+		mvX: xp, mvQs: qs, mvD: d, mvExt: ext, mvY0: yp, mvNX: i32(n),
+	}
+	if !b.joinMatMul(o, uint64(4*n*w.rows)) {
+		o.shape = kernels.MatVecShape([kernels.MaxMats]int{w.rows}, n)
+		b.launch(o.id, o.shape, o.args[:o.n]...)
+	}
 	b.wrote(dst)
+}
+
+// The matrix kernels' parameters (kernels.matVecParams).
+const (
+	mvW0 = iota
+	mvW1
+	mvW2
+	mvRows0
+	mvRows1
+	mvRows2
+	mvRowBytes
+	mvCols
+	mvX
+	mvQs
+	mvD
+	mvExt
+	mvY0
+	mvY1
+	mvY2
+	mvNX
+)
+
+// joinMatMul adds o's matrix to the previous recorded launch when that is
+// a product of the same kernel over the same input, with a free slot, and
+// o's output overlaps neither its input nor its outputs (they run at the
+// same time).
+func (b *Backend) joinMatMul(o op, outBytes uint64) bool {
+	ops := b.rec.ops
+	if len(ops) == 0 {
+		return false
+	}
+	last := &ops[len(ops)-1]
+	if last.kind != opLaunch || last.id != o.id {
+		return false
+	}
+	for _, a := range []int{mvRowBytes, mvCols, mvX, mvQs, mvD, mvExt, mvNX} {
+		if last.args[a] != o.args[a] {
+			return false
+		}
+	}
+	nx := uint64(int32(uint32(o.args[mvNX])))
+	y := o.args[mvY0]
+	slot := -1
+	var rows [kernels.MaxMats]int
+	for m := range kernels.MaxMats {
+		r := int(int32(uint32(last.args[mvRows0+m])))
+		rows[m] = r
+		if r == 0 {
+			if slot < 0 {
+				slot = m
+			}
+			continue
+		}
+		if py := last.args[mvY0+m]; y < py+4*nx*uint64(r) && py < y+outBytes {
+			return false
+		}
+	}
+	if slot < 0 {
+		return false
+	}
+	last.args[mvW0+slot] = o.args[mvW0]
+	last.args[mvRows0+slot] = o.args[mvRows0]
+	last.args[mvY0+slot] = y
+	rows[slot] = int(int32(uint32(o.args[mvRows0])))
+	last.shape = kernels.MatVecShape(rows, int(nx))
+	return true
 }
 
 // quantized records x's quantisation to act in the scratch, unless the
@@ -247,7 +323,21 @@ func (b *Backend) RoPE(x backend.Tensor, headDim, pos int, r *backend.RoPE) {
 	if r.NeoX {
 		neox = 1
 	}
-	b.launch(kernels.RoPE, kernels.RoPEShape(x.Rows), xp, uint64(table.ptr), b.argPos(pos), i32(x.Cols), i32(headDim), i32(r.Dims), i32(neox))
+	o := op{kind: opLaunch, id: kernels.RoPE, n: 9, shape: kernels.RoPEShape(x.Rows, 1)}
+	o.args = [maxParams]uint64{xp, 0, uint64(table.ptr), b.argPos(pos), i32(x.Cols), 0, i32(headDim), i32(r.Dims), i32(neox)}
+	// Q then K, the same rotation: one launch.
+	if ops := b.rec.ops; len(ops) > 0 {
+		last := &ops[len(ops)-1]
+		if last.kind == opLaunch && last.id == kernels.RoPE && last.shape == o.shape && last.args[2] == o.args[2] &&
+			last.args[3] == o.args[3] && last.args[6] == o.args[6] && last.args[7] == o.args[7] && last.args[8] == o.args[8] &&
+			(xp+uint64(4*x.Len()) <= last.args[0] || last.args[0]+4*uint64(x.Rows)*last.args[4] <= xp) {
+			last.args[1], last.args[5] = xp, o.args[4]
+			last.shape = kernels.RoPEShape(x.Rows, 2)
+			b.wrote(x)
+			return
+		}
+	}
+	b.launch(o.id, o.shape, o.args[:o.n]...)
 	b.wrote(x)
 }
 

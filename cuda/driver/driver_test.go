@@ -10,8 +10,8 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/meshnode/meshnode/cuda/driver"
 	"github.com/meshnode/meshnode/cuda/cudaemu"
+	"github.com/meshnode/meshnode/cuda/driver"
 	"github.com/meshnode/meshnode/cuda/kernels"
 )
 

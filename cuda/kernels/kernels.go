@@ -81,7 +81,7 @@ var fixed = [numFixed]struct{ name, params string }{
 	Softcap:      {"softcap", "pfi"},
 	AddBias:      {"add_bias", "ppii"},
 	GLU:          {"glu", "pppii"},
-	RoPE:         {"rope", "pppiiii"},
+	RoPE:         {"rope", "ppppiiiii"},
 	StoreKVF16:   {"store_kv_f16", "pppppiiii"},
 	StoreKVF32:   {"store_kv_f32", "pppppiiii"},
 	AttendF16:    {"attend_f16", "ppppppiiiiiiffi"},
@@ -111,7 +111,7 @@ var weightTypes = []struct {
 }
 
 const (
-	matVecParams = "piiipppppi"
+	matVecParams = "pppiiiiipppppppi"
 	embedParams  = "piipp"
 )
 

@@ -171,7 +171,7 @@ func TestShapes(t *testing.T) {
 	// row, from one row to a vocabulary of 256k and a batch of 512.
 	for _, rows := range []int{1, 3, 4, 5, 37, 4096, 262144} {
 		for _, nx := range []int{1, 2, 8, 9, 128, 512} {
-			s := kernels.MatVecShape(rows, nx)
+			s := kernels.MatVecShape([kernels.MaxMats]int{rows}, nx)
 			if err := s.Check(); err != nil {
 				t.Fatal(err)
 			}
@@ -202,6 +202,13 @@ func TestShapes(t *testing.T) {
 				t.Errorf("Quantize(%s, %d) = %+v, %v", id, nb, s, err)
 			}
 		}
+	}
+	// Three matrices: each in whole blocks of rows.
+	if s := kernels.MatVecShape([kernels.MaxMats]int{2048, 512, 5}, 1); s.Grid.X != 512+128+2 {
+		t.Errorf("MatVecShape of three matrices = %+v", s)
+	}
+	if s := kernels.RoPEShape(7, 2); s.Grid != (driver.Dim3{X: 7, Y: 1, Z: 2}) {
+		t.Errorf("RoPEShape = %+v", s)
 	}
 	s := kernels.StoreKVShape(128, 1024, 512)
 	if s.Grid != (driver.Dim3{X: 4, Y: 128, Z: 2}) || s.Check() != nil {

@@ -69,14 +69,22 @@ func MatVecKind(nx int) WeightKind {
 	return MatVec
 }
 
-// MatVecShape covers rows weight rows (a warp each) and nx activation
-// rows (one or BatchRows per warp, as MatVecKind picks).
-func MatVecShape(rows, nx int) Shape {
+// MaxMats is how many matrices one matrix launch covers.
+const MaxMats = 3
+
+// MatVecShape covers the rows of up to MaxMats matrices (a warp per row,
+// each matrix's in whole blocks) and nx activation rows (one or BatchRows
+// per warp, as MatVecKind picks).
+func MatVecShape(rows [MaxMats]int, nx int) Shape {
 	r := 1
 	if MatVecKind(nx) == MatVecBatch {
 		r = BatchRows
 	}
-	return Shape{dim(ceilDiv(rows, MatVecRows), ceilDiv(nx, r), 1), dim(32*MatVecRows, 1, 1)}
+	blocks := 0
+	for _, n := range rows {
+		blocks += ceilDiv(n, MatVecRows)
+	}
+	return Shape{dim(blocks, ceilDiv(nx, r), 1), dim(32*MatVecRows, 1, 1)}
 }
 
 // EmbedShape covers n rows of cols elements.
@@ -87,8 +95,9 @@ func RMSNormShape(rows, cols, group int) Shape {
 	return Shape{dim(cols/group, rows, 1), dim(256, 1, 1)}
 }
 
-// RoPEShape is a 128-thread block per row.
-func RoPEShape(rows int) Shape { return Shape{dim(rows, 1, 1), dim(128, 1, 1)} }
+// RoPEShape is a 128-thread block per row of each of tensors (1 or 2)
+// tensors.
+func RoPEShape(rows, tensors int) Shape { return Shape{dim(rows, 1, tensors), dim(128, 1, 1)} }
 
 // StoreKVShape covers the wider of a row's keys and values, for each row,
 // keys and values apart (z).

@@ -3,8 +3,10 @@
 //
 // One warp per weight row, four rows per 128-thread block; each warp dots
 // its row with R activation rows (R = 1 for decode, 8 for prefill, so a
-// weight block loaded once serves eight tokens). grid = (ceil(rows / 4),
-// ceil(nx / R)).
+// weight block loaded once serves eight tokens). A launch covers up to
+// three matrices of one type and width that share the activation (Q, K and
+// V; gate and up): grid = (Σ ceil(rows_m / 4), ceil(nx / R)), the blocks
+// of matrix 0 first.
 //
 // The float32 arithmetic is the CPU backend's (gguf/quant/dot.go): block
 // partials go to eight accumulators by block index mod 8, each added in
@@ -17,6 +19,24 @@
 #include "types.cuh"
 
 #define MV_ROWS_PER_BLOCK 4
+
+// Mat is the matrix a block works on: its weights, rows and output.
+struct Mat {
+	const u8 *w;
+	float *y;
+	int rows, block; // block: this block's index within the matrix
+};
+
+DEV Mat pick(const u8 *w0, const u8 *w1, const u8 *w2, int r0, int r1, int r2, float *y0, float *y1, float *y2) {
+	int b = blockIdx.x, n0 = (r0 + MV_ROWS_PER_BLOCK - 1) / MV_ROWS_PER_BLOCK, n1 = (r1 + MV_ROWS_PER_BLOCK - 1) / MV_ROWS_PER_BLOCK;
+	if (b < n0) {
+		return Mat{w0, y0, r0, b};
+	}
+	if (b < n0 + n1) {
+		return Mat{w1, y1, r1, b - n0};
+	}
+	return Mat{w2, y2, r2, b - n0 - n1};
+}
 
 // fold adds lane l+w into lane l for w = n/2 … 1 (the CPU's reduce); lane 0
 // holds the result.
@@ -69,8 +89,10 @@ DEV void store_rows(float *y, int wrows, int row, int x0, int nx, const float *a
 
 // 32-element types: one lane per block.
 template <class T, int R>
-DEV void matvec_q32(const u8 *w, int row_bytes, int wrows, int cols, const i8 *aq, const float *ad, const float *as, float *y, int nx) {
-	int row = blockIdx.x * MV_ROWS_PER_BLOCK + warp_id();
+DEV void matvec_q32(Mat m, int row_bytes, int cols, const i8 *aq, const float *ad, const float *as, int nx) {
+	const u8 *w = m.w;
+	float *y = m.y;
+	int wrows = m.rows, row = m.block * MV_ROWS_PER_BLOCK + warp_id();
 	if (row >= wrows) {
 		return;
 	}
@@ -108,8 +130,10 @@ DEV void matvec_q32(const u8 *w, int row_bytes, int wrows, int cols, const i8 *a
 
 // K-quants: eight lanes per block, four blocks per warp step.
 template <class T, int R>
-DEV void matvec_k(const u8 *w, int row_bytes, int wrows, int cols, const i8 *aq, const float *ad, const i32 *bsums, float *y, int nx) {
-	int row = blockIdx.x * MV_ROWS_PER_BLOCK + warp_id();
+DEV void matvec_k(Mat m, int row_bytes, int cols, const i8 *aq, const float *ad, const i32 *bsums, int nx) {
+	const u8 *w = m.w;
+	float *y = m.y;
+	int wrows = m.rows, row = m.block * MV_ROWS_PER_BLOCK + warp_id();
 	if (row >= wrows) {
 		return;
 	}
@@ -161,8 +185,10 @@ DEV void matvec_k(const u8 *w, int row_bytes, int wrows, int cols, const i8 *aq,
 // Float types: element e of the row in lane e mod 32, the activation
 // rounded to the weight's type as the CPU converts it.
 template <class T, int R>
-DEV void matvec_f(const u8 *w, int row_bytes, int wrows, int cols, const float *x, float *y, int nx) {
-	int row = blockIdx.x * MV_ROWS_PER_BLOCK + warp_id();
+DEV void matvec_f(Mat m, int row_bytes, int cols, const float *x, int nx) {
+	const u8 *w = m.w;
+	float *y = m.y;
+	int wrows = m.rows, row = m.block * MV_ROWS_PER_BLOCK + warp_id();
 	if (row >= wrows) {
 		return;
 	}
@@ -186,24 +212,26 @@ DEV void matvec_f(const u8 *w, int row_bytes, int wrows, int cols, const float *
 	store_rows<R>(y, wrows, row, x0, nx, acc);
 }
 
-// One signature for every matrix kernel: weights, row bytes, rows, cols,
-// the float activations (float types), the quantised ones (quants, scales,
-// extra), the output and the batch.
-#define MV_PARAMS                                                                                                      \
-	const u8 *w, int row_bytes, int wrows, int cols, const float *x, const i8 *aq, const float *ad, const void *ax, \
-		float *y, int nx
+// One signature for every matrix kernel: up to three matrices (weights,
+// rows; a matrix of 0 rows is absent), their row bytes and width, the
+// float activations (float types), the quantised ones (quants, scales,
+// extra), the outputs and the batch.
+#define MV_PARAMS                                                                                                  \
+	const u8 *w0, const u8 *w1, const u8 *w2, int r0, int r1, int r2, int row_bytes, int cols, const float *x, \
+		const i8 *aq, const float *ad, const void *ax, float *y0, float *y1, float *y2, int nx
+#define MV_PICK pick(w0, w1, w2, r0, r1, r2, y0, y1, y2)
 
-#define MV_Q32(name, T, R)                                                                  \
-	KERNEL BOUNDS(128) void mv_##name##_##R(MV_PARAMS) {                                \
-		matvec_q32<T, R>(w, row_bytes, wrows, cols, aq, ad, (const float *)ax, y, nx); \
+#define MV_Q32(name, T, R)                                                                       \
+	KERNEL BOUNDS(128) void mv_##name##_##R(MV_PARAMS) {                                     \
+		matvec_q32<T, R>(MV_PICK, row_bytes, cols, aq, ad, (const float *)ax, nx); \
 	}
-#define MV_K(name, T, R)                                                                \
-	KERNEL BOUNDS(128) void mv_##name##_##R(MV_PARAMS) {                            \
-		matvec_k<T, R>(w, row_bytes, wrows, cols, aq, ad, (const i32 *)ax, y, nx); \
+#define MV_K(name, T, R)                                                                     \
+	KERNEL BOUNDS(128) void mv_##name##_##R(MV_PARAMS) {                                 \
+		matvec_k<T, R>(MV_PICK, row_bytes, cols, aq, ad, (const i32 *)ax, nx); \
 	}
-#define MV_F(name, T, R)                                                 \
-	KERNEL BOUNDS(128) void mv_##name##_##R(MV_PARAMS) {             \
-		matvec_f<T, R>(w, row_bytes, wrows, cols, x, y, nx); \
+#define MV_F(name, T, R)                                             \
+	KERNEL BOUNDS(128) void mv_##name##_##R(MV_PARAMS) {         \
+		matvec_f<T, R>(MV_PICK, row_bytes, cols, x, nx); \
 	}
 
 // Embedding rows: dst row i = row ids[i] of the table, dequantised.

@@ -138,11 +138,17 @@ KERNEL BOUNDS(256) void glu(float *dst, const float *gate, const float *up, int 
 
 // ---- RoPE ----
 
-// rope rotates every head of row t (position *pos + t) by the backend's
-// table of (cos, sin) per position and pair, which the host fills with the
-// CPU's arithmetic. neox selects the (i, i + dims/2) pairing over adjacent
-// pairs. grid = rows, block 128.
-KERNEL BOUNDS(128) void rope(float *x, const float *table, const i32 *pos, int cols, int head_dim, int dims, int neox) {
+// rope rotates every head of row t (position *pos + t) of x (blockIdx.z 0)
+// or x2 (1: one launch does Q and K) by the backend's table of (cos, sin)
+// per position and pair, which the host fills with the CPU's arithmetic.
+// neox selects the (i, i + dims/2) pairing over adjacent pairs. grid =
+// (rows, 1, 1 or 2), block 128.
+KERNEL BOUNDS(128) void rope(float *x, float *x2, const float *table, const i32 *pos, int cols, int cols2, int head_dim, int dims,
+			     int neox) {
+	if (blockIdx.z == 1) {
+		x = x2;
+		cols = cols2;
+	}
 	int t = blockIdx.x, half = dims / 2, heads = cols / head_dim;
 	const float *cs = table + (i64)(*pos + t) * dims;
 	float *row = x + (i64)t * cols;
