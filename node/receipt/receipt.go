@@ -483,7 +483,7 @@ func DecodeCore(b []byte) (Receipt, error) {
 // fidelity_met, hex for ids). It is the form an OpenAI response's
 // usage.energy carries; the envelope, not this, is what verifies.
 func (r Receipt) MarshalJSON() ([]byte, error) {
-	if err := r.Validate(); err != nil {
+	if _, err := r.Core(); err != nil { // only what could be sealed
 		return nil, err
 	}
 	return json.Marshal(r.wire())
@@ -498,6 +498,11 @@ func (r *Receipt) UnmarshalJSON(b []byte) error {
 	}
 	v, err := w.receipt()
 	if err != nil {
+		return fmt.Errorf("receipt json: %w", err)
+	}
+	// JSON's bound is looser than the core's: a receipt whose core would
+	// be over it is not one a steward sealed.
+	if _, err := v.Core(); err != nil {
 		return fmt.Errorf("receipt json: %w", err)
 	}
 	*r = v

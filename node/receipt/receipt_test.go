@@ -1,6 +1,7 @@
 package receipt
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"reflect"
@@ -198,6 +199,13 @@ func TestCoreBound(t *testing.T) {
 			if _, err := s.Seal(r); !errors.Is(err, ErrTooLarge) {
 				t.Fatalf("route of %d bytes: sealed: %v", n, err)
 			}
+			if _, err := json.Marshal(r); !errors.Is(err, ErrTooLarge) {
+				t.Fatalf("route of %d bytes: written as JSON: %v", n, err)
+			}
+			j, _ := json.Marshal(r.wire())
+			if err := json.Unmarshal(j, new(Receipt)); !errors.Is(err, ErrTooLarge) {
+				t.Fatalf("route of %d bytes: read from JSON: %v", n, err)
+			}
 		default:
 			t.Fatal(err)
 		}
@@ -374,8 +382,17 @@ func FuzzReceiptJSON(f *testing.F) {
 		if err := json.Unmarshal(b, &r); err != nil {
 			return
 		}
-		if _, err := r.Core(); err != nil {
+		core, err := r.Core()
+		if err != nil {
 			t.Fatalf("a receipt accepted from JSON cannot be encoded: %v", err)
+		}
+		// And the core it encodes to is one the decoder reads back.
+		back, err := DecodeCore(core)
+		if err != nil {
+			t.Fatalf("a receipt accepted from JSON encodes to a core DecodeCore refuses: %v", err)
+		}
+		if again, _ := back.Core(); !bytes.Equal(again, core) {
+			t.Fatal("the decoded core re-encodes differently")
 		}
 	})
 }
