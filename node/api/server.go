@@ -42,6 +42,9 @@ type Config struct {
 	// response (default 30 s): a client that accepts nothing for that long
 	// loses its stream, and the generation it held stops.
 	StreamWriteTimeout time.Duration
+	// IdleTimeout closes a kept-alive connection that has carried no
+	// request for this long (default 2 min).
+	IdleTimeout time.Duration
 	// Routes are more handlers, by ServeMux pattern, served behind the
 	// API key on the main listener only (never to mesh peers): the owner
 	// control facade, say.
@@ -65,6 +68,9 @@ func (c *Config) defaults() {
 	}
 	if c.StreamWriteTimeout <= 0 {
 		c.StreamWriteTimeout = 30 * time.Second
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = 2 * time.Minute
 	}
 }
 
@@ -160,6 +166,7 @@ func (s *Server) serve(ctx context.Context, ln net.Listener, h http.Handler, dra
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       s.cfg.IdleTimeout, // with no ReadTimeout, none would be held to any
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}

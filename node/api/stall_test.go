@@ -1,8 +1,12 @@
 package api
 
 import (
+	"bufio"
+	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -82,4 +86,46 @@ func TestStalledReaderFreesRelayedSlot(t *testing.T) {
 	delete(relay.reg.local, "tiny")
 	stalledStream(t, relay.http.Listener.Addr().String())
 	waitSlotFreed(t, host)
+}
+
+// TestServeClosesIdleConns: Serve closes a kept-alive connection that
+// carries no request for IdleTimeout, and returns nil once its context
+// ends.
+func TestServeClosesIdleConns(t *testing.T) {
+	reg := &fakeRegistry{self: testID(1), local: map[string]Model{}}
+	srv := New(Config{IdleTimeout: 100 * time.Millisecond}, testID(1), reg, nil, &fakeNode{}, nil, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln, time.Second) }()
+
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "GET /health HTTP/1.1\r\nHost: test\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Close {
+		t.Fatalf("health: %d, close %v; want 200 on a kept-alive connection", resp.StatusCode, resp.Close)
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("idle connection: %v, want it closed by the server", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
 }
