@@ -34,7 +34,7 @@ var Suite = []Item{
 		Status:      Covered,
 		Tests: []string{"node/steward/grant.TestVerifyRefusals", "node/steward/grant.TestDecideRefusals", "node/steward/grant.TestTwoPhases",
 			"node/steward/grant.TestDecideOtherRequest", "node/steward/grant.TestVerifierMemory", "node/steward/grant.TestVectors",
-			"node/steward.TestGrantedServe", "node/steward.TestGrantRefusalsAtSteward", "node/steward.TestGrantBreachOnReceipt",
+			"node/steward.TestGrantedServe", "node/steward.TestGrantRefusalsAtSteward", "node/steward.TestGrantBreachOnReceipt", "node/steward.TestGrantedServesConcurrent",
 			"node/steward.TestModelInRouting", "node/steward.TestNoJournalNoGrants", "node/steward.TestServeOrder", "conformance.TestItem1Grants"},
 		Note: "Grants, chains and presentations are meshnode's reading of JCP (docs/grants.md). Presentation proofs are checked before routing so that ModelIn makes backends inadmissible; the decision (spent, expiry, revocation at the decision time, infer on the request, ModelIn, least left on any link ≥ ceiling) is journaled before the meter opens and holds the ceiling on every link; the metered joules are debited on every link after, with caveat-unsatisfied or budget-exhausted on the receipt.",
 	},

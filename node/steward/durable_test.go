@@ -2,12 +2,15 @@ package steward
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -151,6 +154,76 @@ func (f *fixture) serveGranted(n int, req receipt.ServeRequest) [][]byte {
 func (f *fixture) account(i int) grant.Account {
 	a, _ := f.s.Account(f.chain[i].ID)
 	return a
+}
+
+// TestGrantedServesConcurrent: serves racing for one grant's budget, with
+// witnesses and status reads alongside, never overspend it or fork the
+// chain. Each serve costs exactly its ceiling, so exactly budget/ceiling
+// are admitted whatever the interleaving; the rest are refused for
+// budget, and a restart replays to the same spend and chain.
+func TestGrantedServesConcurrent(t *testing.T) {
+	f := newFixture(t)
+	const ceiling, tries = 10_000, 30
+	f.meterUJ = ceiling
+	f.restart()
+	leaf := f.chain.Leaf().Grant.BudgetUJ
+	req := genRequest(8, 4, receipt.F2, ceiling)
+	presentations := make([]*grant.Presentation, tries)
+	for i := range presentations {
+		presentations[i] = f.present(req)
+	}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		envs [][]byte
+	)
+	errs := make(chan error, tries)
+	for _, p := range presentations {
+		wg.Go(func() {
+			served, err := f.serve(req, p)
+			if err != nil {
+				errs <- err
+				return
+			}
+			if err := f.s.Witness(served.Receipt.Envelope); err != nil {
+				errs <- fmt.Errorf("witness of a receipt just handed out: %w", err)
+			}
+			mu.Lock()
+			envs = append(envs, served.Receipt.Envelope)
+			mu.Unlock()
+			_ = f.s.Grants()
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if !errors.Is(err, grant.ErrBudget) {
+			t.Fatalf("a serve failed other than for budget: %v", err)
+		}
+	}
+	want := int(leaf / ceiling)
+	if len(envs) != want {
+		t.Fatalf("%d serves admitted on a budget for %d", len(envs), want)
+	}
+	// Receipts were handed out in whatever order the serves finished;
+	// sorted by sequence they form one chain.
+	slices.SortFunc(envs, func(a, b []byte) int {
+		ra, _ := receipt.Open(a, nil)
+		rb, _ := receipt.Open(b, nil)
+		return cmp.Compare(ra.Receipt.Sequence, rb.Receipt.Sequence)
+	})
+	head, err := receipt.VerifyLog(envs, receipt.Head{}, f.key.Public())
+	if err != nil || head != f.s.Head() {
+		t.Fatalf("chain of concurrent serves: %v", err)
+	}
+	before := f.account(1)
+	if before.DebitedUJ != leaf || before.HeldUJ != 0 {
+		t.Fatalf("leaf after the race: %+v", before)
+	}
+	f.restart()
+	if after := f.account(1); after != before || f.s.Head() != head {
+		t.Fatalf("after a restart: leaf %+v head %+v; before %+v %+v", after, f.s.Head(), before, head)
+	}
 }
 
 // TestGrantedServe: a granted serve is decided and journaled before the
