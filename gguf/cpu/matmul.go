@@ -11,10 +11,9 @@ import (
 // evens out cores that run at different speeds.
 const tasksPerThread = 4
 
-// tileRows is the granularity of a batched product's tasks: quant.MatMul
-// multiplies weight rows eight at a time where the type has a tile
-// kernel, so a task boundary elsewhere would leave rows to its slower
-// row-by-row path.
+// tileRows is the granularity of MatMul's tasks: quant.MatMul multiplies
+// weight rows eight at a time where the type has a tile kernel, so a task
+// boundary elsewhere would leave rows to its slower row-by-row path.
 const tileRows = 8
 
 // quantJob converts activation rows to the weight's activation format.
@@ -60,10 +59,7 @@ func (b *Backend) MatMul(dst backend.Tensor, wt backend.Weight, x backend.Tensor
 	b.quan = quantJob{x: data(x), cols: w.cols, batch: &b.batch}
 	b.pool.run(n, &b.quan)
 
-	chunk := ceilDiv(w.rows, b.threads*tasksPerThread)
-	if n > 1 {
-		chunk = ceilDiv(chunk, tileRows) * tileRows
-	}
+	chunk := ceilDiv(ceilDiv(w.rows, b.threads*tasksPerThread), tileRows) * tileRows
 	b.mm = matmulJob{w: w, batch: &b.batch, dst: data(dst), chunk: chunk}
 	b.pool.run(ceilDiv(w.rows, chunk), &b.mm)
 	b.mm, b.quan = matmulJob{}, quantJob{}

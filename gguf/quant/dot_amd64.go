@@ -35,8 +35,8 @@ var simdQuantizers = map[Type]func(x []float32, y []byte){
 
 // simdTiles are the tile kernels (tile_simd.go) on this machine.
 var simdTiles = map[Type]*tileKernel{
-	Q4_0: {chunk: 32, packed: 288, pack: q4_0Pack, dot: q4_0Tile},
-	Q8_0: {chunk: 32, packed: 544, pack: q8_0Pack, dot: q8_0Tile},
+	Q4_0: {chunk: 32, packed: 288, short: 8, pack: q4_0Pack, dot: q4_0Tile},
+	Q8_0: {chunk: 32, packed: 544, short: 8, pack: q8_0Pack, dot: q8_0Tile},
 	Q4_K: {chunk: 8, packed: 2624, pack: q4KPack, dot: q4KTile},
 	Q6_K: {chunk: 8, packed: 2848, pack: q6KPack, dot: q6KTile},
 }

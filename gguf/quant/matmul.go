@@ -141,8 +141,10 @@ func sumInt8(q []byte) int32 {
 // every row r of the matrix w and every row i of b: the same bits as
 // VecDot, whichever kernel runs. Where t has a tile kernel (the SIMD
 // builds, for Q4_0, Q8_0, Q4_K and Q6_K), a batch of more than one row is
-// multiplied several weight rows at a time, each weight block loaded once
-// for every activation row; otherwise row by row.
+// multiplied eight weight rows at a time, each weight block loaded once
+// for every activation row, and so are rows too short for the row
+// kernel's SIMD (fewer than eight Q4_0 or Q8_0 blocks); otherwise row by
+// row.
 func MatMul(t Type, w []byte, b *Batch, out []float32, stride int) {
 	f, rs := kernel(t, &Activation{Type: b.typ, N: b.n, Data: b.data[:b.rowSize]})
 	if rs == 0 || len(w)%rs != 0 {
@@ -153,7 +155,7 @@ func MatMul(t Type, w []byte, b *Batch, out []float32, stride int) {
 		panic(fmt.Sprintf("quant: MatMul: %d × %d outputs with stride %d in %d floats", b.rows, rows, stride, len(out)))
 	}
 	done := 0
-	if b.rows > 1 && useSIMD && useTiles {
+	if b.rows > 0 && useSIMD && useTiles {
 		done = matMulTiles(t, w, rs, rows, b, out, stride)
 	}
 	if done == rows {

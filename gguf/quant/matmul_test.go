@@ -63,7 +63,7 @@ func TestMatMulMatchesVecDot(t *testing.T) {
 		at, _ := quant.VecDotType(typ)
 		qk := max(typ.BlockSize(), at.BlockSize())
 		for _, shape := range []struct{ rows, blocks, batch int }{
-			{8, 1, 2}, {9, 6, 3}, {16, 7, 2}, {13, 8, 5}, {24, 9, 2}, {8, 33, 4}, {17, 40, 3}, {8, 70, 2}, {32, 12, 1},
+			{8, 1, 2}, {9, 6, 3}, {16, 7, 2}, {13, 8, 5}, {24, 9, 2}, {8, 33, 4}, {17, 40, 3}, {8, 70, 2}, {32, 12, 1}, {16, 6, 1}, {11, 3, 1},
 		} {
 			n := shape.blocks * qk
 			w := make([]byte, mustRowSize(t, typ, n*shape.rows))

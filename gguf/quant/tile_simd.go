@@ -26,6 +26,10 @@ import "sync"
 type tileKernel struct {
 	chunk  int // blocks repacked at a time: a multiple of 8
 	packed int // bytes of one block of eight rows, repacked
+	// short: with a single activation row, the tile kernel serves rows
+	// of fewer blocks than this, which the row kernel leaves to Go (it
+	// works eight blocks at a time), and the row kernel longer ones.
+	short int
 	// pack repacks the first blocks blocks of the eight rows at w (rs
 	// bytes apart) into dst.
 	pack func(dst, w *byte, rs, blocks int)
@@ -46,16 +50,17 @@ type tileScratch struct {
 var tileScratchPool = sync.Pool{New: func() any { return new(tileScratch) }}
 
 // matMulTiles does MatMul's rows in whole tiles of eight, where t has a
-// tile kernel, and returns how many rows it did (from row 0).
+// tile kernel that serves this batch, and returns how many rows it did
+// (from row 0).
 func matMulTiles(t Type, w []byte, rs, rows int, b *Batch, out []float32, stride int) int {
 	k := simdTiles[t]
 	full := rows &^ 7
-	if k == nil || full == 0 {
+	nb := b.n / t.BlockSize()
+	if k == nil || full == 0 || b.rows == 1 && nb >= k.short {
 		return 0
 	}
 	s := tileScratchPool.Get().(*tileScratch)
 	defer tileScratchPool.Put(s)
-	nb := b.n / t.BlockSize()
 	if need := k.packed * min(k.chunk, nb); len(s.w) < need {
 		s.w = make([]byte, need)
 	}
