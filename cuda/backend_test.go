@@ -280,3 +280,32 @@ func TestJoinedLaunches(t *testing.T) {
 		}
 	}
 }
+
+// TestAddNorm: a residual add and the norm of its result are one launch,
+// with the results of two.
+func TestAddNorm(t *testing.T) {
+	be, _ := newEmu(t, cuda.Options{NoGraphs: true})
+	defer be.Close()
+	p := newPair(t, be)
+	const rows, cols = 3, 320
+	w := p.weight(quant.F32, 1, cols, f32bytes(p.random(cols, 1)))
+	x, a, h := p.tensor(rows, cols, p.random(rows*cols, 1)), p.tensor(rows, cols, p.random(rows*cols, 1)), p.tensor(rows, cols, nil)
+	before := be.Stats().Launches
+	for _, s := range []struct {
+		be      backend.Backend
+		x, a, h backend.Tensor
+		w       backend.Weight
+	}{{p.cpu, x.c, a.c, h.c, w.c}, {p.dev, x.d, a.d, h.d, w.d}} {
+		s.be.Add(s.x, s.a)
+		s.be.RMSNorm(s.h, s.x, s.w, 1e-5)
+		s.be.Add(s.x, s.a)
+		s.be.RMSNorm(s.a, s.x, s.w, 1e-6) // into the addend
+	}
+	p.compare("rmsnorm", "sum", x)
+	p.compare("rmsnorm", "norm", h)
+	p.compare("rmsnorm", "norm into the addend", a)
+	// Two writes (x and a) and two fused launches.
+	if got := be.Stats().Launches - before; got != 2+2 {
+		t.Errorf("%d launches, want 4", got)
+	}
+}

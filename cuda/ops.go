@@ -270,8 +270,20 @@ func (b *Backend) RMSNorm(dst, x backend.Tensor, w backend.Weight, eps float32) 
 	xp, yp := ptr(x), ptr(dst)
 	b.lock()
 	defer b.unlock()
+	defer b.wrote(dst)
+	// The residual add just before, of x: one launch (add_rms_norm).
+	if ops := b.rec.ops; len(ops) > 0 && v.cols == x.Cols {
+		last := &ops[len(ops)-1]
+		n := uint64(4 * x.Len())
+		if a := last.args[1]; last.kind == opLaunch && last.id == kernels.Add && last.args[0] == xp && last.args[2] == i32(x.Len()) &&
+			(yp == a || yp+n <= a || a+n <= yp) {
+			last.id, last.n = kernels.AddRMSNorm, 6
+			last.shape = kernels.RMSNormShape(x.Rows, x.Cols, x.Cols)
+			last.args = [maxParams]uint64{xp, a, yp, uint64(v.vec.ptr), i32(x.Cols), f32(eps)}
+			return
+		}
+	}
 	b.launch(kernels.RMSNorm, kernels.RMSNormShape(x.Rows, x.Cols, v.cols), xp, yp, uint64(v.vec.ptr), i32(x.Cols), i32(v.cols), f32(eps))
-	b.wrote(dst)
 }
 
 // Add implements backend.Backend.

@@ -55,6 +55,7 @@ const (
 	QuantizeQ8_1
 	QuantizeQ8_K
 	RMSNorm
+	AddRMSNorm
 	Add
 	Scale
 	Softcap
@@ -76,6 +77,7 @@ var fixed = [numFixed]struct{ name, params string }{
 	QuantizeQ8_1: {"quantize_q8_1", "ppppi"},
 	QuantizeQ8_K: {"quantize_q8_k", "ppppi"},
 	RMSNorm:      {"rms_norm", "pppiif"},
+	AddRMSNorm:   {"add_rms_norm", "ppppif"},
 	Add:          {"add", "ppi"},
 	Scale:        {"scale", "pfi"},
 	Softcap:      {"softcap", "pfi"},

@@ -85,6 +85,28 @@ KERNEL BOUNDS(256) void rms_norm(const float *x, float *y, const float *w, int c
 	}
 }
 
+// add_rms_norm is add then rms_norm over whole rows: x += a, y =
+// norm(x)·w, one launch for the residual add and the next norm. grid = (1,
+// rows), block 256. y may be x, or a.
+KERNEL BOUNDS(256) void add_rms_norm(float *x, const float *a, float *y, const float *w, int cols, float eps) {
+	i64 off = (i64)blockIdx.y * cols;
+	float *xs = x + off;
+	const float *as = a + off;
+	float *ys = y + off;
+	double sum = 0;
+	for (int e = threadIdx.x; e < cols; e += blockDim.x) {
+		float v = xs[e] + as[e];
+		xs[e] = v;
+		sum += (double)(v * v);
+	}
+	sum = block_sum_d(sum);
+	float mean = (float)(sum / (double)cols);
+	float scale = 1.0f / __builtin_sqrtf(mean + eps);
+	for (int e = threadIdx.x; e < cols; e += blockDim.x) {
+		ys[e] = (xs[e] * scale) * w[e];
+	}
+}
+
 // ---- Elementwise: grid = ceil(n / 256), block 256 ----
 
 DEV i64 elem_index() { return (i64)blockIdx.x * blockDim.x + threadIdx.x; }

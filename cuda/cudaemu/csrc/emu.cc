@@ -327,7 +327,7 @@ const std::map<std::string, KernelInfo> &kernel_table() {
 		TYPE_ENTRIES(q4_k) TYPE_ENTRIES(q5_k) TYPE_ENTRIES(q6_k)
 		TYPE_ENTRIES(f32) TYPE_ENTRIES(f16) TYPE_ENTRIES(bf16)
 		KERNEL_ENTRY(quantize_q8_0) KERNEL_ENTRY(quantize_q8_1) KERNEL_ENTRY(quantize_q8_k)
-		KERNEL_ENTRY(rms_norm) KERNEL_ENTRY(add) KERNEL_ENTRY(scale) KERNEL_ENTRY(softcap) KERNEL_ENTRY(add_bias)
+		KERNEL_ENTRY(rms_norm) KERNEL_ENTRY(add_rms_norm) KERNEL_ENTRY(add) KERNEL_ENTRY(scale) KERNEL_ENTRY(softcap) KERNEL_ENTRY(add_bias)
 		KERNEL_ENTRY(glu) KERNEL_ENTRY(rope) KERNEL_ENTRY(store_kv_f16) KERNEL_ENTRY(store_kv_f32)
 		KERNEL_ENTRY(attend_f16) KERNEL_ENTRY(attend_f32) KERNEL_ENTRY(argmax)
 	};
