@@ -249,23 +249,33 @@ func (n *Node) gossipFrame() *nodev1.GossipFrame {
 	return fitFrame(f, wire.MaxControlFrameBytes)
 }
 
-// peersField is the field number of GossipFrame.peers.
-var peersField = (*nodev1.GossipFrame)(nil).ProtoReflect().Descriptor().Fields().ByName("peers").Number()
+// Field numbers of the repeated fields trimToFit shortens.
+var (
+	peersField   = (*nodev1.GossipFrame)(nil).ProtoReflect().Descriptor().Fields().ByName("peers").Number()
+	entriesField = (*nodev1.RouteTable)(nil).ProtoReflect().Descriptor().Fields().ByName("entries").Number()
+)
 
 // fitFrame drops relayed entries from the end of f until it encodes within
 // limit, so that a large mesh degrades to partial relaying (peers still
 // gossip directly) instead of no gossip at all. The self entry stays.
 func fitFrame(f *nodev1.GossipFrame, limit int) *nodev1.GossipFrame {
-	size := proto.Size(f)
-	for size > limit && len(f.Peers) > 1 {
-		last := f.Peers[len(f.Peers)-1]
-		f.Peers = f.Peers[:len(f.Peers)-1]
-		// An entry costs its bytes, its tag and its length prefix, exactly:
-		// more would let an oversized frame through. Recomputing the whole
-		// size each time would be quadratic.
-		size -= protowire.SizeTag(peersField) + protowire.SizeBytes(proto.Size(last))
-	}
+	f.Peers = trimToFit(f.Peers, peersField, proto.Size(f), limit, 1)
 	return f
+}
+
+// trimToFit drops elements from the end of list, the repeated message
+// field numbered field of a message encoding to size bytes, until that
+// message would encode within limit or only keep elements are left.
+func trimToFit[M proto.Message](list []M, field protowire.Number, size, limit, keep int) []M {
+	for size > limit && len(list) > keep {
+		last := list[len(list)-1]
+		list = list[:len(list)-1]
+		// An element costs its bytes, its tag and its length prefix,
+		// exactly: more would let an oversized message through.
+		// Recomputing the whole size each time would be quadratic.
+		size -= protowire.SizeTag(field) + protowire.SizeBytes(proto.Size(last))
+	}
+	return list
 }
 
 // kickAll asks every admitted peer but except to gossip now.

@@ -399,7 +399,10 @@ func (n *Node) PeersHosting(model string) []Peer {
 }
 
 // RouteTable is what this node answers on ROUTE_REQUEST: an entry per
-// (node, served model) over itself and its admitted peers, and the mesh id.
+// (node, served model) over itself and its admitted peers, and the mesh
+// id. Entries past what one frame holds are left out, so that peers
+// announcing more models than fit cost the table its tail, not its
+// delivery.
 func (n *Node) RouteTable() *nodev1.RouteTable {
 	anns := []*nodev1.PeerAnnouncement{n.selfAnnouncement()}
 	n.mu.Lock()
@@ -419,5 +422,6 @@ func (n *Node) RouteTable() *nodev1.RouteTable {
 	if n.cfg.MeshID != "" {
 		rt.MeshId = proto.String(n.cfg.MeshID)
 	}
+	rt.Entries = trimToFit(rt.Entries, entriesField, proto.Size(rt), wire.MaxControlFrameBytes, 0)
 	return rt
 }

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meshnode/meshnode/node/identity"
+	"github.com/meshnode/meshnode/node/wire"
 	"github.com/meshnode/meshnode/node/wire/nodev1"
 )
 
@@ -283,6 +284,36 @@ func TestRouteTable(t *testing.T) {
 		defer a.mu.Unlock()
 		return len(a.peers) == 1
 	})
+}
+
+// TestRouteTableFits: a node serving more models than one frame can list
+// still answers ROUTE_REQUEST, with as many entries as fit, in order.
+func TestRouteTableFits(t *testing.T) {
+	checkLeaks(t)
+	models := make([]string, 150_000) // about 9 MiB of route entries
+	for i := range models {
+		models[i] = fmt.Sprintf("model-%014d", i)
+	}
+	cfg := fastConfig()
+	cfg.Self = hostSelf(9337, models...)
+	a := start(t, cfg)
+	rt, err := FetchRouteTable(t.Context(), nil, a.EndpointAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rt.Entries) == 0 || len(rt.Entries) >= len(models) || rt.GetGen() != 1 {
+		t.Fatalf("%d entries of %d, gen %d", len(rt.Entries), len(models), rt.GetGen())
+	}
+	for i, e := range rt.Entries {
+		if e.GetModel() != models[i] {
+			t.Fatalf("entry %d is %q, want %q: the table must keep its head", i, e.GetModel(), models[i])
+		}
+	}
+	// It is the longest head that fits.
+	rt.Entries = append(rt.Entries, &nodev1.RouteEntry{EndpointId: rt.Entries[0].EndpointId, Model: models[len(rt.Entries)]})
+	if proto.Size(rt) <= wire.MaxControlFrameBytes {
+		t.Fatal("an entry that fitted was left out")
+	}
 }
 
 // TestControlALPN: control connections are refused until a handler is
