@@ -17,7 +17,8 @@ const maxPlausibleWatts = 10_000
 
 // CounterMeter grades spans by a live [Counter] under the mesh/1 §3.3
 // rules. A span is HwShunt only when it is at least the counter's minimum
-// window long and both of its readings are good and continuous; otherwise
+// window long, both of its readings are good and continuous, and the
+// counter's liveness signal advanced between them; otherwise
 // it is billed by the estimator over its own length and graded Estimator.
 // Every figure carries the estimator's figure for the same span.
 //
@@ -95,6 +96,12 @@ func (s *counterSpan) Close() (Energy, error) {
 			"counter", m.c.Name(), "span", d, "window", m.c.MinWindow())
 	case r.Epoch != s.open.Epoch:
 		m.fallback("epoch", "counter lost continuity during the span", nil)
+	case r.Live <= s.open.Live:
+		// Seen live at start-up is not live for ever: a counter that did
+		// not advance across a whole window has frozen, or its sensor is
+		// stuck (whose last value would still be integrated into UJ). A
+		// counter that is not live grades nothing (mesh/1 §3.3).
+		m.fallback("frozen", "counter did not advance during the span", nil)
 	case r.UJ < s.open.UJ:
 		m.fallback("backwards", "counter went backwards during the span", nil)
 	case float64(r.UJ-s.open.UJ) > maxPlausibleWatts*d.Seconds()*1e6:

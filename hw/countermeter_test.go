@@ -96,6 +96,46 @@ func TestCounterMeterFallsBackOnFaults(t *testing.T) {
 	}
 }
 
+// stuckSensor is a counter whose energy goes on advancing while its
+// liveness signal does not: a sensor stuck on its last value, which the
+// sampler still integrates.
+type stuckSensor struct {
+	*hwtest.Counter
+	live uint64
+}
+
+func (s stuckSensor) Read() (hw.Reading, error) {
+	r, err := s.Counter.Read()
+	r.Live = s.live
+	return r, err
+}
+
+// TestCounterMeterNeedsLiveSignal: a counter proved live at start-up that
+// stops advancing later grades nothing, even over a span longer than its
+// window (§3.3: a counter that is not live produces no hardware figure).
+func TestCounterMeterNeedsLiveSignal(t *testing.T) {
+	tests := []struct {
+		name    string
+		counter func(c *hwtest.Counter) hw.Counter
+		grade   hw.Provenance
+		uj      uint64
+	}{
+		{"live", func(c *hwtest.Counter) hw.Counter { return c }, hw.HwShunt, 3_000_000},
+		{"frozen since before the span", func(c *hwtest.Counter) hw.Counter { c.Freeze(); return c }, hw.Estimator, 1_000_000},
+		{"stuck sensor, energy still integrated", func(c *hwtest.Counter) hw.Counter { return stuckSensor{c, 7} }, hw.Estimator, 1_000_000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := hwtest.NewClock(epoch)
+			c := tt.counter(hwtest.NewCounter("fake", hw.DomainCPU, 10*time.Millisecond, clk, 30))
+			m := hw.NewCounterMeter(c, hw.PowerModel{Watts: 10}, clk, nil)
+			if e := serve(t, m, clk, 100*time.Millisecond); e.Provenance() != tt.grade || e.UJ() != tt.uj {
+				t.Fatalf("got %v, want %d µJ graded %v", e, tt.uj, tt.grade)
+			}
+		})
+	}
+}
+
 func TestCounterMeterRejectsImplausibleDelta(t *testing.T) {
 	clk := hwtest.NewClock(epoch)
 	c := hwtest.NewCounter("fake", hw.DomainCPU, 10*time.Millisecond, clk, 50_000) // 50 kW: a glitch
