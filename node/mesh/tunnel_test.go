@@ -296,8 +296,11 @@ func TestRouteTableFits(t *testing.T) {
 	}
 	cfg := fastConfig()
 	cfg.Self = hostSelf(9337, models...)
+	cfg.Timeouts.Gossip = 30 * time.Second // 8 MiB through QUIC under the race detector
 	a := start(t, cfg)
-	rt, err := FetchRouteTable(t.Context(), nil, a.EndpointAddr())
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	rt, err := FetchRouteTable(ctx, nil, a.EndpointAddr())
 	if err != nil {
 		t.Fatal(err)
 	}
