@@ -2,7 +2,6 @@ package control
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -77,10 +76,6 @@ func Dial(ctx context.Context, addr mesh.EndpointAddr, cfg ClientConfig) (*Clien
 		return nil, fmt.Errorf("control: dial %s: %w", addr.ID.Short(), mesh.ErrNoAddress)
 	}
 	cfg.Timeouts.defaults()
-	tlsConf, err := identity.ClientConfig(cfg.Key, addr.ID, identity.ALPNControl)
-	if err != nil {
-		return nil, err
-	}
 	udp, err := net.ListenUDP("udp", nil)
 	if err != nil {
 		return nil, fmt.Errorf("control: %w", err)
@@ -95,54 +90,15 @@ func Dial(ctx context.Context, addr mesh.EndpointAddr, cfg ClientConfig) (*Clien
 	}
 	dctx, cancel := context.WithTimeout(ctx, cfg.Timeouts.Connect)
 	defer cancel()
-	conn, err := dialFirst(dctx, tr, tlsConf, qc, addr)
+	conn, err := mesh.DialQUIC(dctx, tr, cfg.Key, qc, addr.ID, identity.ALPNControl, addr.Addrs)
 	if err != nil {
 		tr.Close()
 		udp.Close()
-		return nil, err
+		return nil, fmt.Errorf("control: %w", err)
 	}
 	c := &Client{cfg: cfg, target: addr.ID, udp: udp, tr: tr, conn: conn}
 	c.t = c
 	return c, nil
-}
-
-// dialFirst dials every address at once and keeps the first connection to
-// complete its handshake.
-func dialFirst(ctx context.Context, tr *quic.Transport, tlsConf *tls.Config, qc *quic.Config, addr mesh.EndpointAddr) (*quic.Conn, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	type result struct {
-		conn *quic.Conn
-		err  error
-	}
-	results := make(chan result, len(addr.Addrs))
-	for _, a := range addr.Addrs {
-		go func() {
-			c, err := tr.Dial(ctx, net.UDPAddrFromAddrPort(a), tlsConf, qc)
-			if err != nil {
-				err = fmt.Errorf("%s: %w", a, err)
-			}
-			results <- result{c, err}
-		}()
-	}
-	var won *quic.Conn
-	var errs []error
-	for range addr.Addrs {
-		r := <-results
-		switch {
-		case r.err != nil:
-			errs = append(errs, r.err)
-		case won == nil:
-			won = r.conn
-			cancel()
-		default:
-			r.conn.CloseWithError(mesh.CodeDuplicate, "another address answered first")
-		}
-	}
-	if won == nil {
-		return nil, fmt.Errorf("control: connect to %s: %w", addr.ID.Short(), errors.Join(errs...))
-	}
-	return won, nil
 }
 
 // Target is the node the client is connected to.

@@ -18,10 +18,11 @@ import (
 // LAN address) costs a fraction of a second, not a handshake timeout.
 const dialStagger = 250 * time.Millisecond
 
-// dialQUIC connects to the node id at the first of addrs to complete a
-// handshake proving that identity, trying them staggered. Every attempt has
-// ended when it returns; a late second success is closed.
-func dialQUIC(ctx context.Context, tr *quic.Transport, key *identity.Key, qc *quic.Config,
+// DialQUIC connects over tr, as key and for alpn, to the node id at the
+// first of addrs to complete a handshake proving that identity, trying
+// them staggered. Every attempt has ended when it returns; a late second
+// success is closed. Owner-control clients dial through it too.
+func DialQUIC(ctx context.Context, tr *quic.Transport, key *identity.Key, qc *quic.Config,
 	id identity.EndpointID, alpn string, addrs []netip.AddrPort) (*quic.Conn, error) {
 	addrs = mergeAddrs(addrs)
 	if len(addrs) == 0 {

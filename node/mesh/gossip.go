@@ -457,5 +457,5 @@ func (n *Node) Dial(ctx context.Context, addr EndpointAddr) (Peer, error) {
 }
 
 func (n *Node) dialQUIC(ctx context.Context, id identity.EndpointID, addrs []netip.AddrPort) (*quic.Conn, error) {
-	return dialQUIC(ctx, n.tr, n.key, n.quicConf, id, identity.ALPNMesh, addrs)
+	return DialQUIC(ctx, n.tr, n.key, n.quicConf, id, identity.ALPNMesh, addrs)
 }

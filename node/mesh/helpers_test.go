@@ -225,7 +225,7 @@ func dialRaw(t testing.TB, to EndpointAddr, alpn string) *rawClient {
 	tr := &quic.Transport{Conn: udp}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	conn, err := dialQUIC(ctx, tr, key, &quic.Config{MaxIdleTimeout: 10 * time.Second, KeepAlivePeriod: time.Second}, to.ID, alpn, to.Addrs)
+	conn, err := DialQUIC(ctx, tr, key, &quic.Config{MaxIdleTimeout: 10 * time.Second, KeepAlivePeriod: time.Second}, to.ID, alpn, to.Addrs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,7 +46,7 @@ func FetchRouteTable(ctx context.Context, key *identity.Key, addr EndpointAddr) 
 	tr := &quic.Transport{Conn: udp}
 	defer tr.Close()
 	qc := &quic.Config{MaxIncomingStreams: -1, MaxIncomingUniStreams: -1}
-	c, err := dialQUIC(ctx, tr, key, qc, addr.ID, identity.ALPNMesh, addr.Addrs)
+	c, err := DialQUIC(ctx, tr, key, qc, addr.ID, identity.ALPNMesh, addr.Addrs)
 	if err != nil {
 		return nil, fmt.Errorf("mesh: route table: %w", err)
 	}
