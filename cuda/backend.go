@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"runtime"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/meshnode/meshnode/cuda/driver"
@@ -83,6 +84,9 @@ type Info struct {
 	// HostMapped reports that weights are read from the mapped file.
 	HostMapped bool
 	Graphs     bool
+	// JIT is how long the driver took to load the PTX (compiling it for
+	// the device, or finding it in its cache).
+	JIT time.Duration
 }
 
 // Stats count what the backend has done.
@@ -175,9 +179,18 @@ func New(opt Options) (*Backend, error) {
 	if err := lib.CtxSetCurrent(b.ctx); err != nil {
 		return nil, err
 	}
-	if b.mod, err = lib.ModuleLoadData(arch.PTX); err != nil {
+	if b.params, err = lib.MemAllocHost(max(paramBytes, 4096)); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	var jitLog string
+	if b.mod, jitLog, err = lib.ModuleLoadDataLog(arch.PTX, b.params); err != nil {
+		if jitLog != "" {
+			err = fmt.Errorf("%w\n%s", err, jitLog)
+		}
 		return nil, fmt.Errorf("cuda: loading the %s kernels on %s: %w", arch.Name, b.info.Name, err)
 	}
+	b.info.JIT = time.Since(start)
 	b.fns = make([]driver.Function, kernels.Count)
 	for id := range kernels.Count {
 		if b.fns[id], err = lib.ModuleGetFunction(b.mod, id.Name()); err != nil {
@@ -187,9 +200,6 @@ func New(opt Options) (*Backend, error) {
 	// A blocking stream: it orders with the legacy stream that the
 	// synchronous copies (weight uploads, reads) use.
 	if b.stream, err = lib.StreamCreate(0); err != nil {
-		return nil, err
-	}
-	if b.params, err = lib.MemAllocHost(paramBytes); err != nil {
 		return nil, err
 	}
 	b.bound = true // for the allocations below, on this locked thread
@@ -203,7 +213,7 @@ func New(opt Options) (*Backend, error) {
 		b.place = PlaceHostMapped
 	}
 	log.Info("cuda backend", "device", b.info.Name, "cc", fmt.Sprintf("%d.%d", b.info.Major, b.info.Minor),
-		"ptx", arch.Name, "memory_mib", b.info.MemoryBytes>>20, "integrated", b.info.Integrated, "graphs", b.info.Graphs)
+		"ptx", arch.Name, "jit", b.info.JIT.Round(time.Millisecond), "memory_mib", b.info.MemoryBytes>>20, "integrated", b.info.Integrated, "graphs", b.info.Graphs)
 	ok = true
 	return b, nil
 }

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/meshnode/meshnode/cuda"
 	"github.com/meshnode/meshnode/cuda/cudaemu"
@@ -62,7 +63,8 @@ func newGPU(t testing.TB, opt cuda.Options) *cuda.Backend {
 		t.Fatal(err)
 	}
 	info := be.Info()
-	t.Logf("device: %s, compute capability %d.%d, %s, %d MiB, driver %d", info.Name, info.Major, info.Minor, info.Arch, info.MemoryBytes>>20, info.DriverVersion)
+	t.Logf("device: %s, compute capability %d.%d, %s (loaded in %v), %d MiB, driver %d", info.Name, info.Major, info.Minor, info.Arch,
+		info.JIT.Round(time.Millisecond), info.MemoryBytes>>20, info.DriverVersion)
 	return be
 }
 
@@ -281,7 +283,7 @@ func testElementwise(t *testing.T, p *pair) {
 	const rows, cols = 3, 700
 	vals := p.random(rows*cols, 4)
 	// Values around GeGLU's table edges and the tanh branches.
-	copy(vals, []float32{-10, -9.999, 10, 10.001, 0.624, 0.625, -0.625, 0, -0.0, 30, -88, 89, 1e-30})
+	copy(vals, []float32{-10, -9.999, 10, 10.001, 0.624, 0.625, -0.625, 0, float32(math.Copysign(0, -1)), 30, -88, 89, 1e-30})
 	a := p.tensor(rows, cols, vals)
 	b := p.tensor(rows, cols, p.random(rows*cols, 1))
 	bias := p.weight(quant.F32, 1, cols, f32bytes(p.random(cols, 1)))

@@ -83,6 +83,30 @@ func (l *Lib) ModuleLoadData(image []byte) (Module, error) {
 	return m, err
 }
 
+// ModuleLoadDataLog is ModuleLoadData that also returns the JIT
+// compiler's error log (ptxas's messages when a PTX module does not
+// compile for the device). scratch is page-locked host memory of at least
+// 4 KiB (MemAllocHost) for the log and the option arrays.
+func (l *Lib) ModuleLoadDataLog(image []byte, scratch unsafe.Pointer) (Module, string, error) {
+	img := make([]byte, len(image)+1)
+	copy(img, image)
+	const (
+		jitErrorLogBuffer     = 5 // CU_JIT_ERROR_LOG_BUFFER
+		jitErrorLogBufferSize = 6 // CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES
+		logBytes              = 4096 - 32
+	)
+	opts := (*[2]int32)(scratch)
+	vals := (*[2]uintptr)(unsafe.Add(scratch, 8))
+	buf := unsafe.Add(scratch, 32)
+	*(*byte)(buf) = 0
+	opts[0], opts[1] = jitErrorLogBuffer, jitErrorLogBufferSize
+	vals[0], vals[1] = uintptr(buf), logBytes
+	var m Module
+	err := l.check(fModuleLoadDataEx, l.call(fModuleLoadDataEx, uintptr(unsafe.Pointer(&m)), uintptr(unsafe.Pointer(&img[0])),
+		2, uintptr(scratch), uintptr(unsafe.Add(scratch, 8))))
+	return m, cString((*byte)(buf)), err
+}
+
 // ModuleUnload unloads m.
 func (l *Lib) ModuleUnload(m Module) error {
 	return l.check(fModuleUnload, l.call(fModuleUnload, uintptr(m)))

@@ -139,6 +139,12 @@ func TestCallsThroughStandIn(t *testing.T) {
 	if _, err := l.ModuleLoadData([]byte("not ptx")); !errors.Is(err, driver.ErrInvalidImage) {
 		t.Errorf("loading nonsense: %v", err)
 	}
+	scratch, err := l.MemAllocHost(4096)
+	must(err)
+	defer l.MemFreeHost(scratch)
+	if _, log, err := l.ModuleLoadDataLog([]byte("not ptx"), scratch); !errors.Is(err, driver.ErrInvalidImage) || !strings.Contains(log, "not PTX") {
+		t.Errorf("loading nonsense with the JIT log: %v, log %q", err, log)
+	}
 	m, err := l.ModuleLoadData(kernels.Archs()[0].PTX)
 	must(err)
 	defer l.ModuleUnload(m)

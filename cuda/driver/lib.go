@@ -30,6 +30,7 @@ const (
 	fCtxSetCurrent
 	fCtxSynchronize
 	fModuleLoadData
+	fModuleLoadDataEx
 	fModuleUnload
 	fModuleGetFunction
 	fMemGetInfo
@@ -84,6 +85,7 @@ var funcNames = [numFuncs]string{
 	fCtxSetCurrent:           "cuCtxSetCurrent",
 	fCtxSynchronize:          "cuCtxSynchronize",
 	fModuleLoadData:          "cuModuleLoadData",
+	fModuleLoadDataEx:        "cuModuleLoadDataEx",
 	fModuleUnload:            "cuModuleUnload",
 	fModuleGetFunction:       "cuModuleGetFunction",
 	fMemGetInfo:              "cuMemGetInfo_v2",

@@ -619,6 +619,23 @@ EXPORT CUresult cuModuleLoadData(Module **m, const void *image) {
 	return OK;
 }
 
+EXPORT CUresult cuModuleLoadDataEx(Module **m, const void *image, unsigned n, const int *options, void **values) {
+	CUresult r = cuModuleLoadData(m, image);
+	char *log = nullptr;
+	size_t size = 0;
+	for (unsigned i = 0; i < n; i++) {
+		if (options[i] == 5) {
+			log = (char *)values[i];
+		} else if (options[i] == 6) {
+			size = (size_t)values[i];
+		}
+	}
+	if (log && size > 0) {
+		snprintf(log, size, "%s", r == OK ? "" : "emu: the image has no .entry: not PTX");
+	}
+	return r;
+}
+
 EXPORT CUresult cuModuleUnload(Module *m) {
 	LOCK;
 	for (Function *f : m->functions) {
