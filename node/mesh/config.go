@@ -93,6 +93,7 @@ type Limits struct {
 	MaxHeard           int     // peers heard of in gossip and waiting to be dialled (1024)
 	MaxDialsInFlight   int     // concurrent dials of heard-of peers (4)
 	MaxControlConns    int     // mesh-llm-control/1 connections at once, apart from MaxConns (32)
+	MaxTunnels         int     // TUNNEL_HTTP streams relayed at once, from all peers (256)
 	// Flow-control windows: one stalled stream can hold at most
 	// StreamWindow, so ConnWindow/StreamWindow stalled tunnels are needed to
 	// block a connection's gossip.
@@ -167,6 +168,7 @@ func (c *Config) withDefaults() (Config, error) {
 	defInt(&l.MaxHeard, 1024)
 	defInt(&l.MaxDialsInFlight, 4)
 	defInt(&l.MaxControlConns, 32)
+	defInt(&l.MaxTunnels, 256)
 	if l.StreamWindow == 0 {
 		l.StreamWindow = 4 << 20
 	}

@@ -53,6 +53,7 @@ type Node struct {
 	wg       sync.WaitGroup
 
 	dialKick chan struct{}
+	tunnels  chan struct{} // a slot per tunnel being relayed
 
 	mu        sync.Mutex
 	peers     map[identity.EndpointID]*peer // peers with a connection, and admitted ones
@@ -110,6 +111,7 @@ func New(cfg Config, key *identity.Key, logger *slog.Logger) (*Node, error) {
 		udp:      udp,
 		failed:   make(chan error, 1),
 		dialKick: make(chan struct{}, 1),
+		tunnels:  make(chan struct{}, c.Limits.MaxTunnels),
 		peers:    make(map[identity.EndpointID]*peer),
 		heard:    make(map[identity.EndpointID]*heardPeer),
 		controls: make(map[*quic.Conn]struct{}),

@@ -110,6 +110,16 @@ func (n *Node) serveTunnel(pc *peerConn, s *quic.Stream) {
 		reset(s, StreamCodeTunnelUnavailable)
 		return
 	}
+	// Each tunnel holds a TCP connection and two goroutines here, and every
+	// admitted peer may open them: all peers together get MaxTunnels.
+	select {
+	case n.tunnels <- struct{}{}:
+		defer func() { <-n.tunnels }()
+	default:
+		n.log.Debug("mesh: tunnel refused: too many at once", "peer", pc.id.Short(), "limit", n.cfg.Limits.MaxTunnels)
+		reset(s, StreamCodeTunnelUnavailable)
+		return
+	}
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Timeouts.TunnelDial)
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "tcp", target)

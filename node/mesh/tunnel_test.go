@@ -234,6 +234,70 @@ func TestTunnelIdleTimeout(t *testing.T) {
 	}
 }
 
+// TestTunnelLimit: the node relays at most MaxTunnels tunnels at once;
+// one past them is refused, and a slot frees when a tunnel ends.
+func TestTunnelLimit(t *testing.T) {
+	checkLeaks(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 8)
+	go func() { // a target that accepts and then says nothing
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	cfg := fastConfig()
+	cfg.HTTPTarget = ln.Addr().String()
+	cfg.Limits.MaxTunnels = 2
+	host := start(t, cfg)
+	client := start(t, fastConfig())
+	if _, err := client.Dial(t.Context(), host.EndpointAddr()); err != nil {
+		t.Fatal(err)
+	}
+	open := func() net.Conn {
+		t.Helper()
+		c, err := client.DialHTTP(t.Context(), host.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	relayed := func() net.Conn {
+		t.Helper()
+		select {
+		case c := <-accepted:
+			t.Cleanup(func() { c.Close() })
+			return c
+		case <-time.After(5 * time.Second):
+			t.Fatal("a tunnel within the limit never reached the target")
+			return nil
+		}
+	}
+	first := open()
+	firstTarget := relayed()
+	open()
+	relayed()
+	refused := open()
+	refused.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := refused.Read(make([]byte, 1)); !errors.Is(err, ErrTunnelRefused) {
+		t.Fatalf("tunnel past the limit: %v, want ErrTunnelRefused", err)
+	}
+	// The first tunnel ends at both ends; its slot is free again.
+	first.Close()
+	firstTarget.Close()
+	waitFor(t, 5*time.Second, "a tunnel slot freed", func() bool { return len(host.tunnels) < cfg.Limits.MaxTunnels })
+	open()
+	relayed()
+}
+
 // TestRouteTable: a passive client learns who serves what, and the mesh
 // id, without being admitted.
 func TestRouteTable(t *testing.T) {
