@@ -49,5 +49,18 @@ var simdQuantizers = map[Type]func(x []float32, y []byte){
 	Q8_K: quantizeQ8_KSIMD,
 }
 
-// simdTiles are the tile kernels (tile_simd.go) on this machine.
-var simdTiles = map[Type]*tileKernel{}
+// simdTiles are the tile kernels (tile_simd.go) on this machine: they
+// need SDOT.
+var simdTiles = neonTiles(cpu.ARM64.HasASIMDDP)
+
+func neonTiles(sdot bool) map[Type]*tileKernel {
+	if !sdot {
+		return map[Type]*tileKernel{}
+	}
+	return map[Type]*tileKernel{
+		Q4_0: {chunk: 32, packed: 288, short: 8, pack: q4_0Pack, dot: q8Tile},
+		Q8_0: {chunk: 32, packed: 288, short: 8, pack: q8_0Pack, dot: q8Tile},
+		Q4_K: {chunk: 8, packed: 2624, pack: q4KPack, dot: q4KTile},
+		Q6_K: {chunk: 8, packed: 2592, pack: q6KPack, dot: q6KTile},
+	}
+}
