@@ -259,15 +259,24 @@ func (r *ownerRuntime) Load(ctx context.Context, name, profile string) (string, 
 			return "", err
 		}
 	}
-	in, err := r.n.models.add(m)
-	if err != nil {
+	// The steward knows the backend and has recorded its weights before
+	// the model becomes visible to requests, so that none is served on
+	// weights the change record does not have in effect.
+	fail := func(err error) (string, error) {
+		r.n.steward.RemoveBackend(backendOf(m).Name)
 		m.Close()
 		return "", err
 	}
 	if err := r.n.steward.AddBackend(backendOf(m)); err != nil {
-		r.n.models.remove(in.id)
 		m.Close()
 		return "", err
+	}
+	if err := r.n.recordWeights(m); err != nil {
+		return fail(err)
+	}
+	in, err := r.n.models.add(m)
+	if err != nil {
+		return fail(err)
 	}
 	r.n.log.Info("model loaded by its owner", "model", name, "instance", in.id)
 	r.n.announceChange()

@@ -56,6 +56,7 @@ func (g *ggufModel) Engine() engine.Engine { return g.m.Engine() }
 func (g *ggufModel) ContextLength() int    { return g.m.ContextLength() }
 func (g *ggufModel) Facts() *gguf.Facts    { return &g.facts }
 func (g *ggufModel) Size() int64           { return g.m.Size() }
+func (g *ggufModel) Path() string          { return g.m.Path() }
 func (g *ggufModel) Close() error          { return g.m.Close() }
 
 // Prompt renders chats through the model's template (whose control tokens

@@ -26,8 +26,10 @@ type localModel interface {
 	// Facts describes the model for gossip and /v1/models; nil for a model
 	// that is not a GGUF file.
 	Facts() *gguf.Facts
-	// Size is the model's size on disk in bytes (0 when it has no file).
+	// Size is the model's size on disk in bytes, and Path its file ("" and
+	// 0 when it has none).
 	Size() int64
+	Path() string
 	Close() error
 }
 
@@ -55,6 +57,7 @@ func (m *referenceModel) Engine() engine.Engine { return m.eng }
 func (m *referenceModel) ContextLength() int    { return 1 << 16 }
 func (m *referenceModel) Facts() *gguf.Facts    { return nil }
 func (m *referenceModel) Size() int64           { return 0 }
+func (m *referenceModel) Path() string          { return "" }
 func (m *referenceModel) Close() error          { return nil }
 func (m *referenceModel) Decoder() decoder      { return referenceDecoder{} }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/node/engine/ggufengine"
 	"github.com/meshnode/meshnode/node/receipt"
+	"github.com/meshnode/meshnode/node/steward/change"
 	"github.com/meshnode/meshnode/node/wire/nodev1"
 	"google.golang.org/protobuf/proto"
 )
@@ -204,4 +205,31 @@ func (n *Node) closeModel(m localModel) error {
 		return nil
 	}
 	return m.Close()
+}
+
+// recordWeights keeps a loaded model's backend under its weights change
+// record (mesh/1 §6.5): the first time a backend serves, and whenever the
+// file it loads holds other weights than the record has in effect (the
+// model was replaced on disk, or another file was loaded under its name),
+// the steward records the change, sealed and journaled, before the backend
+// serves on it. From then on the steward's gate serves it only on those
+// weights, and every receipt is covered by an entry.
+func (n *Node) recordWeights(m localModel) error {
+	w, named := m.Engine().Weights()
+	if !named {
+		return nil // the reference engine addresses no weights
+	}
+	backend := backendOf(m).Name
+	if cur, ok := n.steward.WeightsInEffect(backend); ok && cur == w {
+		return nil
+	}
+	_, err := n.steward.RecordChange(backend, change.Entry{Weights: &change.Weights{
+		To: w.Digest, Precision: w.Precision, Fidelity: m.Engine().Fidelity(),
+		Reason: "loaded " + filepath.Base(m.Path()),
+	}})
+	if err != nil {
+		return fmt.Errorf("recording the weights of %s: %w", m.Name(), err)
+	}
+	n.log.Info("weights change recorded", "backend", backend, "digest", w.Digest.String(), "precision", w.Precision)
+	return nil
 }

@@ -140,6 +140,11 @@ func (n *Node) Serve(ctx context.Context) (err error) {
 		return err
 	}
 	n.steward = st
+	for _, in := range n.models.all() {
+		if err := n.recordWeights(in.m); err != nil {
+			return err
+		}
+	}
 
 	// 5. The HTTP listeners (bound before the mesh so its tunnels and
 	// announcement know the ports), 6. the mesh, 7. discovery.

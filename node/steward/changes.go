@@ -139,6 +139,18 @@ func (s *Steward) RecordChange(backend string, e change.Entry) (*change.Sealed, 
 	return sealed, nil
 }
 
+// WeightsInEffect returns the weights backend's change record has in
+// effect (§6.5); ok is false when it has none, and the gate then admits
+// any weights.
+func (s *Steward) WeightsInEffect(backend string) (w receipt.Weights, ok bool) {
+	s.cmu.RLock()
+	defer s.cmu.RUnlock()
+	if rec := s.changes[backend]; rec != nil {
+		return rec.InEffect()
+	}
+	return receipt.Weights{}, false
+}
+
 // ChangeRecord returns backend's change record, entry by entry; nil when
 // it has none.
 func (s *Steward) ChangeRecord(backend string) []*change.Sealed {
