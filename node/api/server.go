@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -45,6 +46,9 @@ type Config struct {
 	// IdleTimeout closes a kept-alive connection that has carried no
 	// request for this long (default 2 min).
 	IdleTimeout time.Duration
+	// BodyTimeout bounds reading a request body (default 30 s; 408 beyond
+	// it), so that a client trickling one cannot hold its handler.
+	BodyTimeout time.Duration
 	// Routes are more handlers, by ServeMux pattern, served behind the
 	// API key on the main listener only (never to mesh peers): the owner
 	// control facade, say.
@@ -71,6 +75,9 @@ func (c *Config) defaults() {
 	}
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = 2 * time.Minute
+	}
+	if c.BodyTimeout <= 0 {
+		c.BodyTimeout = 30 * time.Second
 	}
 }
 
@@ -211,15 +218,24 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 }
 
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout)) // a test recorder has none
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
-	if err != nil {
-		var maxBytes *http.MaxBytesError
-		if errors.As(err, &maxBytes) {
-			return nil, err
-		}
-		return nil, badRequest("", "reading request body: %v", err)
+	if err == nil {
+		_ = rc.SetReadDeadline(time.Time{})
+		return body, nil
 	}
-	return body, nil
+	// On an error the deadline stays: the server discards what is left of
+	// the body before it answers, and must not wait for it.
+	var maxBytes *http.MaxBytesError
+	switch {
+	case errors.As(err, &maxBytes):
+		return nil, err
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return nil, Errorf(http.StatusRequestTimeout, "invalid_request_error", "request_timeout",
+			"the request body did not arrive within %v", s.cfg.BodyTimeout)
+	}
+	return nil, badRequest("", "reading request body: %v", err)
 }
 
 // accept reads and parses a generation request and routes it: it returns

@@ -129,3 +129,27 @@ func TestServeClosesIdleConns(t *testing.T) {
 		t.Fatalf("Serve: %v", err)
 	}
 }
+
+// TestSlowBody: a client that sends part of its body and stalls is
+// answered 408 once BodyTimeout has passed, instead of holding its
+// handler.
+func TestSlowBody(t *testing.T) {
+	h := newHarness(t, Config{BodyTimeout: 100 * time.Millisecond}, nil)
+	c, err := net.Dial("tcp", h.http.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"model\""); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no answer to a stalled body: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestTimeout {
+		t.Fatalf("stalled body: %d, want 408", resp.StatusCode)
+	}
+}
