@@ -143,7 +143,7 @@ func TestMemory(t *testing.T) {
 	if !errors.Is(err, driver.ErrOutOfMemory) {
 		t.Errorf("a weight beyond the device's memory: %v", err)
 	}
-	if _, err := be.Weight(quant.IQ4_XS, 1, 256, make([]byte, 136)); !errors.Is(err, cuda.ErrType) {
+	if _, err := be.Weight(quant.TQ2_0, 1, 256, make([]byte, 66)); !errors.Is(err, cuda.ErrType) {
 		t.Errorf("a type without kernels: %v", err)
 	}
 	if err := be.Close(); err != nil {

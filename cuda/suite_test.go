@@ -197,7 +197,9 @@ var weightCases = []struct {
 	cols []int
 }{
 	{quant.Q4_0, []int{64, 1056}}, {quant.Q4_1, []int{96}}, {quant.Q5_0, []int{64}}, {quant.Q5_1, []int{96}},
-	{quant.Q8_0, []int{32, 1056}}, {quant.Q4_K, []int{256, 2304}}, {quant.Q5_K, []int{512}}, {quant.Q6_K, []int{256, 2304}},
+	{quant.Q8_0, []int{32, 1056}}, {quant.IQ4_NL, []int{96}},
+	{quant.Q2_K, []int{256, 2304}}, {quant.Q3_K, []int{512}}, {quant.Q4_K, []int{256, 2304}}, {quant.Q5_K, []int{512}},
+	{quant.Q6_K, []int{256, 2304}}, {quant.IQ4_XS, []int{256, 1280}},
 	{quant.F32, []int{40}}, {quant.F16, []int{72, 1000}}, {quant.BF16, []int{72}},
 }
 

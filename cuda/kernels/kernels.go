@@ -108,7 +108,8 @@ var weightTypes = []struct {
 	name string
 }{
 	{quant.Q4_0, "q4_0"}, {quant.Q4_1, "q4_1"}, {quant.Q5_0, "q5_0"}, {quant.Q5_1, "q5_1"}, {quant.Q8_0, "q8_0"},
-	{quant.Q4_K, "q4_k"}, {quant.Q5_K, "q5_k"}, {quant.Q6_K, "q6_k"},
+	{quant.IQ4_NL, "iq4_nl"}, {quant.Q2_K, "q2_k"}, {quant.Q3_K, "q3_k"}, {quant.Q4_K, "q4_k"}, {quant.Q5_K, "q5_k"},
+	{quant.Q6_K, "q6_k"}, {quant.IQ4_XS, "iq4_xs"},
 	{quant.F32, "f32"}, {quant.F16, "f16"}, {quant.BF16, "bf16"},
 }
 

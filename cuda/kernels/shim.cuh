@@ -48,6 +48,7 @@ To bitcast(From v) {
 #define SHARED __attribute__((shared))
 #define BOUNDS(n) __attribute__((launch_bounds(n)))
 #define UNROLL _Pragma("unroll")
+#define CONSTANT static __attribute__((constant))
 
 #define threadIdx (dim3s{(u32)__nvvm_read_ptx_sreg_tid_x(), (u32)__nvvm_read_ptx_sreg_tid_y(), (u32)__nvvm_read_ptx_sreg_tid_z()})
 #define blockIdx (dim3s{(u32)__nvvm_read_ptx_sreg_ctaid_x(), (u32)__nvvm_read_ptx_sreg_ctaid_y(), (u32)__nvvm_read_ptx_sreg_ctaid_z()})
@@ -98,6 +99,7 @@ DEV i32 round_even(float f) {
 #define SHARED static
 #define BOUNDS(n)
 #define UNROLL
+#define CONSTANT static
 
 extern "C" {
 extern dim3s emu_threadIdx, emu_blockIdx, emu_blockDim, emu_gridDim;

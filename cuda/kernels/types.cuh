@@ -134,6 +134,38 @@ struct Q8_0 {
 	DEV float partial(const u8 *b, const u32 *w, const u32 *a, float da, float) { return scaled(dot8(w, a), ld_half(b), da); }
 };
 
+// IQ4_NL: d | qs[16], the nibbles indexing a non-linear table.
+CONSTANT const i8 iq4_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+DEV i32 iq4_value(int nibble) { return iq4_values[nibble]; }
+
+// iq4_word maps the four nibbles at bit offset sh of each byte of q to
+// table values, as four signed bytes.
+DEV u32 iq4_word(u32 q, int sh) {
+	u32 w = 0;
+	for (int k = 0; k < 4; k++) {
+		w |= (u32)(u8)(i8)iq4_value((q >> (8 * k + sh)) & 0xf) << (8 * k);
+	}
+	return w;
+}
+
+struct IQ4_NL {
+	enum { QK = 32, BYTES = 18, LPB = 1 };
+	DEV float elem(const u8 *row, int e) {
+		const u8 *b = row + (e / 32) * BYTES;
+		int j = e % 32;
+		return ld_half(b) * (float)iq4_value(j < 16 ? b[2 + j] & 0xf : b[2 + j - 16] >> 4);
+	}
+	DEV void load(const u8 *b, u32 *w) {
+		for (int t = 0; t < 4; t++) {
+			u32 q = ld32_a2(b + 2 + 4 * t);
+			w[t] = iq4_word(q, 0);
+			w[4 + t] = iq4_word(q, 4);
+		}
+	}
+	DEV float partial(const u8 *b, const u32 *w, const u32 *a, float da, float) { return scaled(dot8(w, a), ld_half(b), da); }
+};
+
 // ---- K-quants (Q8_K activations): 256-element blocks, 8 lanes each ----
 //
 // Lane s of a block's group handles elements 32s … 32s+31 and returns its
@@ -223,6 +255,110 @@ struct Q6_K {
 		summs = 0;
 	}
 	DEV float partial(const u8 *b, i32 isum, i32, float dy) { return kpartial(isum, 0, ld_half(b + 208), 0, dy); }
+};
+
+// Q2_K: scales[16] (min << 4 | scale) | qs[64] | d | dmin. Sixteen
+// 16-element sub-blocks; lane s does sub-blocks 2s and 2s+1, whose 2-bit
+// quants are bits 2·(s%4) of the 32 bytes at 16 + 32·(s/4).
+struct Q2_K {
+	enum { QK = 256, BYTES = 84, LPB = 8 };
+	DEV float elem(const u8 *row, int e) {
+		const u8 *b = row + (e / 256) * BYTES;
+		int j = e % 256, c = j / 128, r = j % 128, sh = r / 32, half = (r % 32) / 16, l = r % 16;
+		u8 sc = b[8 * c + 2 * sh + half];
+		float dl = ld_half(b + 80) * (float)(sc & 0xf), ml = ld_half(b + 82) * (float)(sc >> 4);
+		return dl * (float)((b[16 + 32 * c + 16 * half + l] >> (2 * sh)) & 3) - ml;
+	}
+	DEV void load(const u8 *b, int s, u32 *w) {
+		const u8 *q = b + 16 + 32 * (s / 4);
+		for (int t = 0; t < 8; t++) {
+			w[t] = (ld32(q + 4 * t) >> (2 * (s % 4))) & 0x03030303u;
+		}
+	}
+	DEV void ints(const u8 *b, int s, const u32 *w, const u32 *a, const i32 *bsums, i32 &isum, i32 &summs) {
+		i32 d1 = 0, d2 = 0;
+		for (int t = 0; t < 4; t++) {
+			d1 = dp4a((i32)w[t], (i32)a[t], d1);
+			d2 = dp4a((i32)w[4 + t], (i32)a[4 + t], d2);
+		}
+		u8 s1 = b[2 * s], s2 = b[2 * s + 1];
+		isum = (s1 & 0xf) * d1 + (s2 & 0xf) * d2;
+		summs = bsums[2 * s] * (s1 >> 4) + bsums[2 * s + 1] * (s2 >> 4);
+	}
+	DEV float partial(const u8 *b, i32 isum, i32 summs, float dy) { return kpartial(isum, summs, ld_half(b + 80), ld_half(b + 82), dy); }
+};
+
+// Q3_K: hmask[32] | qs[64] | scales[12] (6-bit, offset 32) | d. Lane s
+// does sub-blocks 2s and 2s+1: 2-bit quants at bits 2·(s%4) of the 32
+// bytes at 32 + 32·(s/4), less 4 where bit s of hmask is clear.
+DEV i32 q3k_scale(const u8 *s, int j) {
+	i32 lo = j < 8 ? s[j] & 0xf : s[j - 8] >> 4;
+	i32 hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+	return (i32)(i8)(u8)(lo | hi << 4) - 32;
+}
+
+struct Q3_K {
+	enum { QK = 256, BYTES = 110, LPB = 8 };
+	DEV float elem(const u8 *row, int e) {
+		const u8 *b = row + (e / 256) * BYTES;
+		int j = e % 256, c = j / 128, r = j % 128, sh = r / 32, half = (r % 32) / 16, l = r % 16;
+		float dl = ld_half(b + 108) * (float)q3k_scale(b + 96, 8 * c + 2 * sh + half);
+		i32 v = (b[32 + 32 * c + 16 * half + l] >> (2 * sh)) & 3;
+		if (!((b[16 * half + l] >> (4 * c + sh)) & 1)) {
+			v -= 4;
+		}
+		return dl * (float)v;
+	}
+	DEV void load(const u8 *b, int s, u32 *w) {
+		const u8 *q = b + 32 + 32 * (s / 4);
+		for (int t = 0; t < 8; t++) {
+			u32 v = (ld32_a2(q + 4 * t) >> (2 * (s % 4))) & 0x03030303u;
+			u32 h = (ld32_a2(b + 4 * t) >> s) & 0x01010101u;
+			w[t] = v | h << 2; // the quant + 4 where the bit is set
+		}
+	}
+	DEV void ints(const u8 *b, int s, const u32 *w, const u32 *a, const i32 *, i32 &isum, i32 &summs) {
+		i32 d1 = 0, d2 = 0;
+		for (int t = 0; t < 4; t++) {
+			d1 = dp4a((i32)w[t], (i32)a[t], d1);
+			d2 = dp4a((i32)w[4 + t], (i32)a[4 + t], d2);
+		}
+		d1 -= 4 * sum_bytes(a, 4);
+		d2 -= 4 * sum_bytes(a + 4, 4);
+		isum = q3k_scale(b + 96, 2 * s) * d1 + q3k_scale(b + 96, 2 * s + 1) * d2;
+		summs = 0;
+	}
+	DEV float partial(const u8 *b, i32 isum, i32, float dy) { return kpartial(isum, 0, ld_half(b + 108), 0, dy); }
+};
+
+// IQ4_XS: d | scales_h (u16) | scales_l[4] | qs[128]. Lane s does
+// sub-block s: 16 bytes of nibbles, low ones first.
+DEV i32 iq4xs_scale(const u8 *b, int ib) {
+	u32 sh = ld16(b + 2);
+	return (i32)(((b[4 + ib / 2] >> (4 * (ib % 2))) & 0xf) | ((sh >> (2 * ib)) & 3) << 4) - 32;
+}
+
+struct IQ4_XS {
+	enum { QK = 256, BYTES = 136, LPB = 8 };
+	DEV float elem(const u8 *row, int e) {
+		const u8 *b = row + (e / 256) * BYTES;
+		int j = e % 256, ib = j / 32, k = j % 32;
+		float dl = ld_half(b) * (float)iq4xs_scale(b, ib);
+		u8 q = b[8 + 16 * ib + k % 16];
+		return dl * (float)iq4_value(k < 16 ? q & 0xf : q >> 4);
+	}
+	DEV void load(const u8 *b, int s, u32 *w) {
+		for (int t = 0; t < 4; t++) {
+			u32 q = ld32(b + 8 + 16 * s + 4 * t);
+			w[t] = iq4_word(q, 0);
+			w[4 + t] = iq4_word(q, 4);
+		}
+	}
+	DEV void ints(const u8 *b, int s, const u32 *w, const u32 *a, const i32 *, i32 &isum, i32 &summs) {
+		isum = iq4xs_scale(b, s) * dot8(w, a);
+		summs = 0;
+	}
+	DEV float partial(const u8 *b, i32 isum, i32, float dy) { return kpartial(isum, 0, ld_half(b), 0, dy); }
 };
 
 // ---- Float types: lane l accumulates elements l + 32k ----

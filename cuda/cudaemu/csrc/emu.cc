@@ -324,7 +324,8 @@ constexpr int arity(void (*)(A...)) {
 const std::map<std::string, KernelInfo> &kernel_table() {
 	static const std::map<std::string, KernelInfo> t = {
 		TYPE_ENTRIES(q4_0) TYPE_ENTRIES(q4_1) TYPE_ENTRIES(q5_0) TYPE_ENTRIES(q5_1) TYPE_ENTRIES(q8_0)
-		TYPE_ENTRIES(q4_k) TYPE_ENTRIES(q5_k) TYPE_ENTRIES(q6_k)
+		TYPE_ENTRIES(iq4_nl) TYPE_ENTRIES(q2_k) TYPE_ENTRIES(q3_k) TYPE_ENTRIES(q4_k) TYPE_ENTRIES(q5_k)
+		TYPE_ENTRIES(q6_k) TYPE_ENTRIES(iq4_xs)
 		TYPE_ENTRIES(f32) TYPE_ENTRIES(f16) TYPE_ENTRIES(bf16)
 		KERNEL_ENTRY(quantize_q8_0) KERNEL_ENTRY(quantize_q8_1) KERNEL_ENTRY(quantize_q8_k)
 		KERNEL_ENTRY(rms_norm) KERNEL_ENTRY(add_rms_norm) KERNEL_ENTRY(add) KERNEL_ENTRY(scale) KERNEL_ENTRY(softcap) KERNEL_ENTRY(add_bias)
