@@ -317,6 +317,19 @@ KERNEL BOUNDS(ATT_THREADS) void attend_f32(ATT_PARAMS) { attend<false>(ATT_ARGS)
 
 // ---- Argmax ----
 
+// argmax_warp leaves every lane with the warp's best (value, index): the
+// larger value, the lower index between equals (NaN never wins).
+DEV void argmax_warp(float &best, i32 &at) {
+	for (int m = 16; m > 0; m >>= 1) {
+		float ov = shfl_xor_f(best, m);
+		i32 oi = shfl_xor_i(at, m);
+		if (ov > best || (ov == best && oi < at)) {
+			best = ov;
+			at = oi;
+		}
+	}
+}
+
 // argmax writes the index of x's largest element, the lowest on a tie, 0
 // when none is above -Inf (NaN never wins): the sampler's greedy choice.
 // One block of 1024.
@@ -331,14 +344,7 @@ KERNEL BOUNDS(1024) void argmax(const float *x, int n, i32 *out) {
 			at = i;
 		}
 	}
-	for (int m = 16; m > 0; m >>= 1) {
-		float ov = shfl_xor_f(best, m);
-		i32 oi = shfl_xor_i(at, m);
-		if (ov > best || (ov == best && oi < at)) {
-			best = ov;
-			at = oi;
-		}
-	}
+	argmax_warp(best, at);
 	if (lane_id() == 0) {
 		bv[warp_id()] = best;
 		bi[warp_id()] = at;
@@ -348,14 +354,7 @@ KERNEL BOUNDS(1024) void argmax(const float *x, int n, i32 *out) {
 		int nw = (blockDim.x + WARP - 1) / WARP;
 		best = lane_id() < (u32)nw ? bv[lane_id()] : bitcast<float>(0xff800000u);
 		at = lane_id() < (u32)nw ? bi[lane_id()] : 0;
-		for (int m = 16; m > 0; m >>= 1) {
-			float ov = shfl_xor_f(best, m);
-			i32 oi = shfl_xor_i(at, m);
-			if (ov > best || (ov == best && oi < at)) {
-				best = ov;
-				at = oi;
-			}
-		}
+		argmax_warp(best, at);
 		if (lane_id() == 0) {
 			*out = at;
 		}

@@ -40,6 +40,16 @@ DEV u32 spread4(u32 v) { return (v & 1) << 4 | (v & 2) << 11 | (v & 4) << 18 | (
 
 // ---- 32-element types (Q8_0 / Q8_1 activations), one lane per block ----
 
+// load_nibbles splits 16 bytes of packed quants: the low nibbles are
+// elements 0-15 (words 0-3), the high ones 16-31 (words 4-7).
+DEV void load_nibbles(const u8 *qs, u32 *w) {
+	for (int t = 0; t < 4; t++) {
+		u32 q = ld32_a2(qs + 4 * t);
+		w[t] = q & 0x0f0f0f0fu;
+		w[4 + t] = (q >> 4) & 0x0f0f0f0fu;
+	}
+}
+
 struct Q4_0 {
 	enum { QK = 32, BYTES = 18, LPB = 1 };
 	DEV float elem(const u8 *row, int e) {
@@ -49,13 +59,7 @@ struct Q4_0 {
 		return (float)(q - 8) * ld_half(b);
 	}
 	// sumi and the partial for one activation row.
-	DEV void load(const u8 *b, u32 *w) {
-		for (int t = 0; t < 4; t++) {
-			u32 q = ld32_a2(b + 2 + 4 * t);
-			w[t] = q & 0x0f0f0f0fu;
-			w[4 + t] = (q >> 4) & 0x0f0f0f0fu;
-		}
-	}
+	DEV void load(const u8 *b, u32 *w) { load_nibbles(b + 2, w); }
 	DEV float partial(const u8 *b, const u32 *w, const u32 *a, float da, float) {
 		i32 sumi = dot8(w, a) - 8 * sum_bytes(a, 8);
 		return scaled(sumi, ld_half(b), da);
@@ -70,13 +74,7 @@ struct Q4_1 {
 		i32 q = j < 16 ? (b[4 + j] & 0xf) : (b[4 + j - 16] >> 4);
 		return (float)q * ld_half(b) + ld_half(b + 2);
 	}
-	DEV void load(const u8 *b, u32 *w) {
-		for (int t = 0; t < 4; t++) {
-			u32 q = ld32_a2(b + 4 + 4 * t);
-			w[t] = q & 0x0f0f0f0fu;
-			w[4 + t] = (q >> 4) & 0x0f0f0f0fu;
-		}
-	}
+	DEV void load(const u8 *b, u32 *w) { load_nibbles(b + 4, w); }
 	DEV float partial(const u8 *b, const u32 *w, const u32 *a, float da, float sa) {
 		return scaled(dot8(w, a), ld_half(b), da) + ld_half(b + 2) * sa;
 	}
