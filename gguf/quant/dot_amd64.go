@@ -40,3 +40,9 @@ var simdTiles = map[Type]*tileKernel{
 	Q4_K: {chunk: 8, packed: 2624, pack: q4KPack, dot: q4KTile},
 	Q6_K: {chunk: 8, packed: 2848, pack: q6KPack, dot: q6KTile},
 }
+
+// figureDots are row kernels that take a one-row Batch's per-block
+// figures and paired quants.
+var figureDots = map[Type]figureDot{
+	Q4_0: dotQ4_0Pairs,
+}

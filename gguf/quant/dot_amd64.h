@@ -439,3 +439,14 @@ ktaildone:
 
 // The Go declarations of the kernels, with their contracts, are in
 // dot_simd.go.
+
+// FIGURES8 loads the per-block figures of eight Q8_0 blocks from a Batch
+// (float32 dy, int32 Σy, interleaved, at R10): the dy into DY and the Σy
+// into SUMS, block k in lane k. Clobbers Y2.
+#define FIGURES8(DY, SUMS) \
+	VMOVUPS (R10), SUMS \
+	VMOVUPS 32(R10), Y2 \
+	VSHUFPS $0x88, Y2, SUMS, DY \
+	VSHUFPS $0xdd, Y2, SUMS, SUMS \
+	VPERMPD $0xd8, DY, DY \
+	VPERMPD $0xd8, SUMS, SUMS

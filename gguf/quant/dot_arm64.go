@@ -64,3 +64,6 @@ func neonTiles(sdot bool) map[Type]*tileKernel {
 		Q6_K: {chunk: 8, packed: 2592, pack: q6KPack, dot: q6KTile},
 	}
 }
+
+// figureDots are row kernels that take a Batch's per-block figures.
+var figureDots = map[Type]figureDot{}

@@ -14,3 +14,5 @@ var (
 var simdTiles = map[Type]struct{}{}
 
 func matMulTiles(Type, []byte, int, int, *Batch, []float32, int) int { return 0 }
+
+var figureDots = map[Type]figureDot{}

@@ -17,7 +17,9 @@ type Batch struct {
 	n, rows   int
 	rowSize   int
 	auxSize   int // bytes of per-block figures per row
+	pairSize  int // bytes of paired quants per row (one-row Q8_0 batches)
 	data, aux []byte
+	pairs     []byte
 	acts      []Activation
 }
 
@@ -27,6 +29,11 @@ type Batch struct {
 //   - Q8_0: float32 d, then int32 Σq (8 bytes a block);
 //   - Q8_K: the int16 sums of its quants, 16 at a time, computed from the
 //     quants (a block's own bsums are data, and need not agree with them).
+//
+// A one-row Q8_0 batch (a token being decoded) also keeps its quants
+// paired, for the row kernels that take half of each of two blocks in one
+// vector: for blocks 2m and 2m+1 of each whole group of eight, elements
+// 0-15 of each, then elements 16-31 of each (64 bytes a pair).
 func auxBytes(t Type) int {
 	switch t {
 	case Q8_0:
@@ -66,10 +73,14 @@ func (b *Batch) Reset(w Type, n, rows int) error {
 		return fmt.Errorf("quant: %d elements are not whole %s blocks", n, w)
 	}
 	nb := n / at.BlockSize()
-	as := nb * auxBytes(at)
-	b.typ, b.n, b.rows, b.rowSize, b.auxSize = at, n, rows, rs, as
+	as, ps := nb*auxBytes(at), 0
+	if at == Q8_0 && rows == 1 {
+		ps = 32 * (nb &^ 7)
+	}
+	b.typ, b.n, b.rows, b.rowSize, b.auxSize, b.pairSize = at, n, rows, rs, as, ps
 	b.data = grow(b.data, rows*rs)
 	b.aux = grow(b.aux, rows*as)
+	b.pairs = grow(b.pairs, rows*ps)
 	if cap(b.acts) < rows {
 		b.acts = make([]Activation, rows)
 	}
@@ -118,6 +129,14 @@ func (b *Batch) figures(i int) {
 			binary.LittleEndian.PutUint32(aux[8*k:], math.Float32bits(half(blk[:])))
 			binary.LittleEndian.PutUint32(aux[8*k+4:], uint32(sumInt8(blk[2:34])))
 		}
+		pairs := b.pairs[i*b.pairSize : (i+1)*b.pairSize]
+		for k := 0; 32*k < len(pairs); k += 2 {
+			p := pairs[32*k : 32*k+64]
+			copy(p[0:16], data[34*k+2:])
+			copy(p[16:32], data[34*k+36:])
+			copy(p[32:48], data[34*k+18:])
+			copy(p[48:64], data[34*k+52:])
+		}
 	case Q8_K:
 		for k := range len(data) / 292 {
 			qs := data[292*k+4 : 292*k+260]
@@ -163,18 +182,35 @@ func MatMul(t Type, w []byte, b *Batch, out []float32, stride int) {
 	}
 	// Row by row, over spans of weight rows that stay in cache while every
 	// activation row passes.
+	var fd figureDot
+	if useSIMD && b.pairSize > 0 {
+		fd = figureDots[t]
+	}
 	span := max(1, rowSpanBytes/rs)
 	for r0 := done; r0 < rows; r0 += span {
 		r1 := min(rows, r0+span)
 		for i := range b.rows {
 			a := b.acts[i].Data
 			o := out[i*stride:]
+			if fd != nil {
+				aux := b.aux[i*b.auxSize : (i+1)*b.auxSize]
+				pairs := b.pairs[i*b.pairSize : (i+1)*b.pairSize]
+				for r := r0; r < r1; r++ {
+					o[r] = fd(w[r*rs:(r+1)*rs], a, aux, pairs, b.n)
+				}
+				continue
+			}
 			for r := r0; r < r1; r++ {
 				o[r] = f(w[r*rs:(r+1)*rs], a, b.n)
 			}
 		}
 	}
 }
+
+// figureDot is a row kernel that also takes the activation row's
+// per-block figures and paired quants (Batch.aux, Batch.pairs), with
+// VecDot's result.
+type figureDot func(row, act, aux, pairs []byte, n int) float32
 
 // useTiles lets benchmarks time MatMul without its tile kernels.
 var useTiles = true

@@ -63,7 +63,7 @@ func TestMatMulMatchesVecDot(t *testing.T) {
 		at, _ := quant.VecDotType(typ)
 		qk := max(typ.BlockSize(), at.BlockSize())
 		for _, shape := range []struct{ rows, blocks, batch int }{
-			{8, 1, 2}, {9, 6, 3}, {16, 7, 2}, {13, 8, 5}, {24, 9, 2}, {8, 33, 4}, {17, 40, 3}, {8, 70, 2}, {32, 12, 1}, {16, 6, 1}, {11, 3, 1},
+			{8, 1, 2}, {9, 6, 3}, {16, 7, 2}, {13, 8, 5}, {24, 9, 2}, {8, 33, 4}, {17, 40, 3}, {8, 70, 2}, {32, 12, 1}, {16, 6, 1}, {11, 3, 1}, {8, 40, 1}, {5, 17, 1},
 		} {
 			n := shape.blocks * qk
 			w := make([]byte, mustRowSize(t, typ, n*shape.rows))
@@ -136,12 +136,13 @@ func TestBatchErrors(t *testing.T) {
 
 // FuzzMatMulMatchesVecDot: any weight and activation bytes give MatMul
 // the bits of the Go VecDot. The weight row's bytes make nine rows
-// (rotated by a byte each, so they differ), the activation's two.
+// (rotated by a byte each, so they differ), the activation's a batch of
+// two rows and one of one.
 func FuzzMatMulMatchesVecDot(f *testing.F) {
 	rng := rand.New(rand.NewPCG(23, 24))
 	for i, typ := range quant.TileTypes() {
 		at, _ := quant.VecDotType(typ)
-		n := 3 * max(typ.BlockSize(), at.BlockSize(), 32)
+		n := 9 * max(typ.BlockSize(), at.BlockSize(), 32)
 		row := make([]byte, mustRowSize(f, typ, n))
 		act := make([]byte, mustRowSize(f, at, n))
 		randomBlocks(rng, typ, row, false)
@@ -168,26 +169,29 @@ func FuzzMatMulMatchesVecDot(f *testing.F) {
 			w = append(w, row[r%rs:rs]...)
 			w = append(w, row[:r%rs]...)
 		}
-		b, err := quant.NewBatch(typ, n, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range 2 {
-			copy(b.Row(i).Data, act[:as])
-			if i == 1 {
-				slices.Reverse(b.Row(i).Data)
+		for _, size := range []int{2, 1} {
+			b, err := quant.NewBatch(typ, n, size)
+			if err != nil {
+				t.Fatal(err)
 			}
-			quant.Refigure(b, i)
-		}
-		out := make([]float32, 2*rows)
-		quant.MatMul(typ, w, b, out, rows)
-		defer quant.SetSIMD(false)()
-		for i := range 2 {
-			for r := range rows {
-				if want := quant.VecDot(typ, w[r*rs:(r+1)*rs], b.Row(i)); !sameFloat(out[i*rows+r], want) {
-					t.Fatalf("%s n=%d: out[%d][%d] = %g, VecDot %g", typ, n, i, r, out[i*rows+r], want)
+			for i := range size {
+				copy(b.Row(i).Data, act[:as])
+				if i == 1 {
+					slices.Reverse(b.Row(i).Data)
+				}
+				quant.Refigure(b, i)
+			}
+			out := make([]float32, size*rows)
+			quant.MatMul(typ, w, b, out, rows)
+			restore := quant.SetSIMD(false)
+			for i := range size {
+				for r := range rows {
+					if want := quant.VecDot(typ, w[r*rs:(r+1)*rs], b.Row(i)); !sameFloat(out[i*rows+r], want) {
+						t.Fatalf("%s n=%d, batch of %d: out[%d][%d] = %g, VecDot %g", typ, n, size, i, r, out[i*rows+r], want)
+					}
 				}
 			}
+			restore()
 		}
 	})
 }
