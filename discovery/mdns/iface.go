@@ -6,7 +6,8 @@ import (
 	"net"
 	"net/netip"
 	"slices"
-	"strings"
+
+	"github.com/meshnode/meshnode/node/mesh"
 )
 
 // Interface is what interface selection needs to know of a network
@@ -54,21 +55,6 @@ func SystemInterfaces() ([]Interface, error) {
 	return out, nil
 }
 
-// virtualPrefixes name interfaces that exist only inside one host:
-// container and VM bridges and their veth ends. Their addresses (Docker's
-// 172.17.0.1, ...) are the same on many hosts, so announcing one sends
-// peers to themselves or to nothing.
-var virtualPrefixes = []string{
-	"docker", "br-", "veth", "cni", "flannel", "cali", "weave", "kube-",
-	"virbr", "vnet", "vmnet", "vboxnet", "lxcbr", "lxdbr", "podman", "cilium",
-}
-
-// IsVirtual reports whether an interface name is a container or VM bridge
-// or a veth end.
-func IsVirtual(name string) bool {
-	return slices.ContainsFunc(virtualPrefixes, func(p string) bool { return strings.HasPrefix(name, p) })
-}
-
 // Choose picks the interfaces mDNS runs on, given the address the mesh is
 // bound to.
 //
@@ -101,7 +87,7 @@ func Choose(ifaces []Interface, bind netip.Addr) ([]Link, error) {
 	var out []Link
 	for _, it := range ifaces {
 		const want = net.FlagUp | net.FlagMulticast
-		if it.Flags&want != want || it.Flags&(net.FlagLoopback|net.FlagPointToPoint) != 0 || IsVirtual(it.Name) {
+		if it.Flags&want != want || it.Flags&(net.FlagLoopback|net.FlagPointToPoint) != 0 || mesh.IsVirtual(it.Name) {
 			continue
 		}
 		var v4, v6 []netip.Addr

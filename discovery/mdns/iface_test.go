@@ -120,14 +120,3 @@ func TestChooseErrors(t *testing.T) {
 		t.Errorf("missing address: %v, want ErrNoInterface", err)
 	}
 }
-
-func TestIsVirtual(t *testing.T) {
-	for name, want := range map[string]bool{
-		"docker0": true, "br-0a1b2c": true, "veth9f": true, "cni0": true, "virbr0": true,
-		"eth0": false, "en0": false, "wlan0": false, "br0": false, "bond0": false, "enp3s0": false,
-	} {
-		if IsVirtual(name) != want {
-			t.Errorf("IsVirtual(%q) = %v, want %v", name, !want, want)
-		}
-	}
-}

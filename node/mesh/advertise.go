@@ -46,7 +46,9 @@ var virtualPrefixes = []string{
 	"virbr", "vnet", "vmnet", "vboxnet", "lxcbr", "lxdbr", "podman", "cilium",
 }
 
-func isVirtual(name string) bool {
+// IsVirtual reports whether an interface name is a container or VM bridge
+// or a veth end, whose addresses are never announced (here or by mDNS).
+func IsVirtual(name string) bool {
 	return slices.ContainsFunc(virtualPrefixes, func(p string) bool { return strings.HasPrefix(name, p) })
 }
 
@@ -62,7 +64,7 @@ func advertiseAddrs(bind netip.AddrPort, ifaces []iface) []netip.AddrPort {
 	v4only := bind.Addr().Is4()
 	var v4, v6, loop []netip.AddrPort
 	for _, it := range ifaces {
-		if !it.Up || isVirtual(it.Name) {
+		if !it.Up || IsVirtual(it.Name) {
 			continue
 		}
 		for _, a := range it.Addrs {
