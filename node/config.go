@@ -23,18 +23,21 @@ type Config struct {
 	ModelsDir string `toml:"models_dir"`
 	// Models are GGUF files (or names of files in ModelsDir) to serve, in
 	// addition to [[model]] tables.
-	Models    []string      `toml:"models"`
-	Model     []ModelConfig `toml:"model"`
-	HTTPAddr  string        `toml:"http_addr"`
-	QUICAddr  string        `toml:"quic_addr"`
-	BindIP    string        `toml:"bind_ip"`
-	Join      []string      `toml:"join"`
-	Discovery string        `toml:"discovery"`
-	LANOnly   bool          `toml:"lan_only"`
-	MeshID    string        `toml:"mesh_id"`
-	APIKey    string        `toml:"api_key"`
-	LogLevel  string        `toml:"log_level"`
-	LogFormat string        `toml:"log_format"`
+	Models []string      `toml:"models"`
+	Model  []ModelConfig `toml:"model"`
+	// Backend is where models run: "auto" (the GPU when CUDA can run the
+	// model, else the CPU), "cpu" or "cuda".
+	Backend   string   `toml:"backend"`
+	HTTPAddr  string   `toml:"http_addr"`
+	QUICAddr  string   `toml:"quic_addr"`
+	BindIP    string   `toml:"bind_ip"`
+	Join      []string `toml:"join"`
+	Discovery string   `toml:"discovery"`
+	LANOnly   bool     `toml:"lan_only"`
+	MeshID    string   `toml:"mesh_id"`
+	APIKey    string   `toml:"api_key"`
+	LogLevel  string   `toml:"log_level"`
+	LogFormat string   `toml:"log_format"`
 	// DrainTimeout bounds how long shutdown waits for in-flight requests.
 	DrainTimeout Duration `toml:"drain_timeout"`
 
@@ -238,6 +241,9 @@ func (c *Config) Resolve() error {
 	if c.QUICAddr == "" {
 		c.QUICAddr = DefaultQUICAddr
 	}
+	if c.Backend == "" {
+		c.Backend = "auto"
+	}
 	if c.Discovery == "" {
 		c.Discovery = "mdns"
 	}
@@ -266,6 +272,11 @@ func (c *Config) Resolve() error {
 		c.Steward.JouleCeilingUJ = DefaultJouleCeilingUJ
 	}
 	var errs []error
+	switch c.Backend {
+	case "auto", "cpu", "cuda":
+	default:
+		errs = append(errs, fmt.Errorf("backend %q: want auto, cpu or cuda", c.Backend))
+	}
 	switch c.Discovery {
 	case "mdns", "none":
 	default:

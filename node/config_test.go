@@ -79,6 +79,7 @@ func TestResolveErrors(t *testing.T) {
 		{"public http without key", Config{HTTPAddr: "0.0.0.0:9337"}, "api_key"},
 		{"bad http addr", Config{HTTPAddr: "nonsense"}, "http_addr"},
 		{"bad discovery", Config{Discovery: "dht"}, "discovery"},
+		{"bad backend", Config{Backend: "tpu"}, "backend"},
 		{"bad log level", Config{LogLevel: "loud"}, "log_level"},
 		{"bad log format", Config{LogFormat: "xml"}, "log_format"},
 		{"bad bind ip", Config{BindIP: "300.1.1.1"}, "bind_ip"},

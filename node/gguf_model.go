@@ -22,7 +22,7 @@ type ggufModel struct {
 
 // openGGUF loads one model: it maps the file, hashes it for the weights
 // digest and prepares the engine (ggufengine logs the progress line).
-func openGGUF(s modelSpec, sessions int, memBytes uint64, log *slog.Logger) (localModel, error) {
+func openGGUF(s modelSpec, backend string, sessions int, memBytes uint64, log *slog.Logger) (localModel, error) {
 	ujPerToken := s.UJPerToken
 	if ujPerToken == 0 {
 		// No figure configured: derive one from the model's size, so the
@@ -43,6 +43,7 @@ func openGGUF(s modelSpec, sessions int, memBytes uint64, log *slog.Logger) (loc
 		Context:     s.Context,
 		MemoryBytes: memBytes,
 		Sessions:    sessions,
+		Backend:     backend,
 		Log:         log,
 	})
 	if err != nil {
@@ -57,6 +58,7 @@ func (g *ggufModel) ContextLength() int    { return g.m.ContextLength() }
 func (g *ggufModel) Facts() *gguf.Facts    { return &g.facts }
 func (g *ggufModel) Size() int64           { return g.m.Size() }
 func (g *ggufModel) Path() string          { return g.m.Path() }
+func (g *ggufModel) Backend() string       { return g.m.Backend() }
 func (g *ggufModel) Close() error          { return g.m.Close() }
 
 // Prompt renders chats through the model's template (whose control tokens

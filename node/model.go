@@ -26,6 +26,9 @@ type localModel interface {
 	// Facts describes the model for gossip and /v1/models; nil for a model
 	// that is not a GGUF file.
 	Facts() *gguf.Facts
+	// Backend names the kernels it runs on ("cpu", "cuda"): the steward
+	// backend is named for it.
+	Backend() string
 	// Size is the model's size on disk in bytes, and Path its file ("" and
 	// 0 when it has none).
 	Size() int64
@@ -58,6 +61,7 @@ func (m *referenceModel) ContextLength() int    { return 1 << 16 }
 func (m *referenceModel) Facts() *gguf.Facts    { return nil }
 func (m *referenceModel) Size() int64           { return 0 }
 func (m *referenceModel) Path() string          { return "" }
+func (m *referenceModel) Backend() string       { return "cpu" }
 func (m *referenceModel) Close() error          { return nil }
 func (m *referenceModel) Decoder() decoder      { return referenceDecoder{} }
 

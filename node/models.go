@@ -179,7 +179,7 @@ func (n *Node) loadModels(stack *closers) error {
 	}
 	for _, s := range specs {
 		start := time.Now()
-		m, err := openGGUF(s, max(n.cfg.API.Concurrency, ggufengine.DefaultSessions), n.hardware.Memory.TotalBytes, n.log)
+		m, err := openGGUF(s, n.cfg.Backend, max(n.cfg.API.Concurrency, ggufengine.DefaultSessions), n.hardware.Memory.TotalBytes, n.log)
 		if err != nil {
 			return fmt.Errorf("model %s: %w", s.Path, err)
 		}

@@ -321,9 +321,10 @@ func (n *Node) openSteward(backends []steward.Backend, stack *closers) (*steward
 	return steward.New(steward.Config{Key: n.key, Meter: n.meters.Meter, Backends: backends, Durable: j, Revocations: rev, Logger: n.log})
 }
 
-// backendOf is the steward backend that serves m on the CPU.
+// backendOf is the steward backend that serves m: named for the kernels it
+// runs on and the model, "cuda:qwen2.5-0.5b" say, as receipts show it.
 func backendOf(m localModel) steward.Backend {
-	return steward.Backend{Name: "cpu:" + m.Name(), Engine: m.Engine()}
+	return steward.Backend{Name: m.Backend() + ":" + m.Name(), Engine: m.Engine()}
 }
 
 func (n *Node) setInventory(inv []*nodev1.OwnerControlInventoryEntry) {

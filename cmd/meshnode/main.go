@@ -44,6 +44,7 @@ func serveFlags() []cli.Flag {
 		&cli.StringFlag{Name: "state-dir", Usage: "where the node key, journal and tokens live (default " + node.DefaultStateDir() + ")", EnvVars: env("STATE_DIR")},
 		&cli.StringFlag{Name: "models-dir", Usage: "where GGUF models are found (default <state-dir>/models)", EnvVars: env("MODELS_DIR")},
 		&cli.StringSliceFlag{Name: "model", Usage: "a GGUF file (path, or name in the models dir) to serve; repeatable", EnvVars: env("MODEL")},
+		&cli.StringFlag{Name: "backend", Usage: "where models run: auto, cpu or cuda (default auto)", EnvVars: env("BACKEND")},
 		&cli.StringFlag{Name: "http-addr", Usage: "OpenAI-compatible API address (default " + node.DefaultHTTPAddr + ")", EnvVars: env("HTTP_ADDR")},
 		&cli.StringFlag{Name: "api-key", Usage: "require this bearer key on the API (needed to bind beyond loopback)", EnvVars: env("API_KEY")},
 		&cli.StringFlag{Name: "quic-addr", Usage: "mesh QUIC address, UDP (default " + node.DefaultQUICAddr + ")", EnvVars: env("QUIC_ADDR")},
@@ -77,6 +78,7 @@ func loadConfig(c *cli.Context) (node.Config, error) {
 	}
 	str("state-dir", &cfg.StateDir)
 	str("models-dir", &cfg.ModelsDir)
+	str("backend", &cfg.Backend)
 	str("http-addr", &cfg.HTTPAddr)
 	str("api-key", &cfg.APIKey)
 	str("quic-addr", &cfg.QUICAddr)

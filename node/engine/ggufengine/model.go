@@ -234,6 +234,9 @@ func (m *Model) ContextLength() int { return m.ctx }
 // Config returns the architecture's hyperparameters.
 func (m *Model) Config() model.Config { return m.model.Config() }
 
+// Backend names where the forward pass runs: "cpu" or "cuda".
+func (m *Model) Backend() string { return m.be.Name() }
+
 // Threads is the CPU threads the forward pass runs on.
 func (m *Model) Threads() int { return m.be.Threads() }
 
