@@ -113,14 +113,23 @@ func kernel(t Type, a *Activation) (dotFunc, int) {
 	return k.pure, a.N / k.wBlock * k.wBytes
 }
 
-// reduce folds accumulator lanes by halving (len(acc) is a power of two).
+// reduce folds accumulator lanes by halving: lane l += lane l+w for w =
+// len/2, len/4, ..., 1 (len(acc) is 8 or 32); the result is lane 0.
+// Unrolled for the two lengths: it runs once per row.
 func reduce(acc []float32) float32 {
-	for w := len(acc) / 2; w >= 1; w /= 2 {
-		for l := range w {
-			acc[l] += acc[l+w]
+	if len(acc) == 32 {
+		a := (*[32]float32)(acc)
+		for l := range 16 {
+			a[l] += a[l+16]
+		}
+		for l := range 8 {
+			a[l] += a[l+8]
 		}
 	}
-	return acc[0]
+	a := (*[8]float32)(acc)
+	a0, a1, a2, a3 := a[0]+a[4], a[1]+a[5], a[2]+a[6], a[3]+a[7]
+	a0, a1 = a0+a2, a1+a3
+	return a0 + a1
 }
 
 // The float kernels are split in two: elemsX adds the products of elements
