@@ -170,10 +170,9 @@ func (j *attendJob) do(w, t int) {
 	if err := pa.Quantize(scores); err != nil {
 		panic(err)
 	}
+	// Output element d is the dot of the weights with row kvh·dv+d of
+	// the transposed values: dv rows, a capacity apart.
 	out := j.dst[i*a.Heads*dv+h*dv:][:dv]
-	vl := c.v[j.layer]
-	for d := range out {
-		row := (kvh*dv+d)*cp + lo
-		out[d] = quant.VecDot(c.typ, vl[row*es:(row+n)*es], &pa)
-	}
+	first := (kvh*dv*cp + lo) * es
+	quant.MatVecRows(c.typ, c.v[j.layer][first:], cp*es, &pa, out)
 }

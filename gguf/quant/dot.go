@@ -66,12 +66,28 @@ func VecDot(t Type, row []byte, a *Activation) float32 {
 // MatVec computes out[r] = VecDot(t, row r of w, a) for r < len(out); w
 // holds len(out) consecutive rows.
 func MatVec(t Type, w []byte, a *Activation, out []float32) {
-	f, rs := kernel(t, a)
+	_, rs := kernel(t, a)
 	if len(w) != rs*len(out) {
 		panic(fmt.Sprintf("quant: MatVec: %d rows of %d-element %s are %d bytes, got %d", len(out), a.N, t, rs*len(out), len(w)))
 	}
+	MatVecRows(t, w, rs, a, out)
+}
+
+// MatVecRows is MatVec over rows that start stride bytes apart in w (at
+// least a row's bytes): row r is w[r·stride:][:row size].
+func MatVecRows(t Type, w []byte, stride int, a *Activation, out []float32) {
+	f, rs := kernel(t, a)
+	if len(out) == 0 {
+		return
+	}
+	if stride < rs || len(w) < (len(out)-1)*stride+rs {
+		panic(fmt.Sprintf("quant: MatVecRows: %d rows of %d-element %s, %d bytes apart, in %d bytes", len(out), a.N, t, stride, len(w)))
+	}
+	if useSIMD && rowsSIMD(t, w, stride, a, out) {
+		return
+	}
 	for r := range out {
-		out[r] = f(w[r*rs:(r+1)*rs], a.Data, a.N)
+		out[r] = f(w[r*stride:r*stride+rs], a.Data, a.N)
 	}
 }
 

@@ -67,3 +67,7 @@ func neonTiles(sdot bool) map[Type]*tileKernel {
 
 // figureDots are row kernels that take a Batch's per-block figures.
 var figureDots = map[Type]figureDot{}
+
+// rowsSIMD has no whole-row kernels to run here: MatVecRows dots row by
+// row.
+func rowsSIMD(Type, []byte, int, *Activation, []float32) bool { return false }

@@ -233,3 +233,51 @@ func FuzzSIMDMatchesGo(f *testing.F) {
 		}
 	})
 }
+
+// TestMatVecRows holds MatVecRows, whole-row kernels and all, to the Go
+// VecDot of each row: on lengths around the 32 lanes (the last partial
+// chunk is done apart), rows further apart than their length, and
+// normal, random and raw elements.
+func TestMatVecRows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(25, 26))
+	for _, typ := range []quant.Type{quant.F16, quant.F32, quant.BF16, quant.Q8_0} {
+		for _, n := range []int{1, 2, 5, 16, 31, 32, 33, 47, 64, 95, 130} {
+			if n%typ.BlockSize() != 0 {
+				continue
+			}
+			const rows = 5
+			rs := mustRowSize(t, typ, n)
+			stride := rs + 2*typ.TypeSize() + 2
+			w := make([]byte, (rows-1)*stride+rs)
+			a, err := quant.NewActivation(typ, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, kind := range []string{"normal", "random", "raw"} {
+				if kind == "normal" {
+					for r := range rows {
+						if err := quant.Quantize(typ, normal(rng, n), w[r*stride:r*stride+rs]); err != nil {
+							t.Fatal(err)
+						}
+					}
+					if err := a.Quantize(normal(rng, n)); err != nil {
+						t.Fatal(err)
+					}
+				} else {
+					randomBlocks(rng, typ, w, kind == "raw")
+					randomBlocks(rng, typ, a.Data, kind == "raw")
+				}
+				out := make([]float32, rows)
+				quant.MatVecRows(typ, w, stride, a, out)
+				restore := quant.SetSIMD(false)
+				for r := range rows {
+					if want := quant.VecDot(typ, w[r*stride:r*stride+rs], a); !sameFloat(out[r], want) {
+						t.Errorf("%s n=%d %s row %d: MatVecRows %g (%#08x), Go VecDot %g (%#08x)", typ, n, kind, r,
+							out[r], math.Float32bits(out[r]), want, math.Float32bits(want))
+					}
+				}
+				restore()
+			}
+		}
+	}
+}
