@@ -334,6 +334,56 @@ func TestWrongMethod(t *testing.T) {
 	}
 }
 
+// TestStreamErrorMidStream: a generation that fails after its first
+// tokens ends the stream with the error in each endpoint's own shape: a
+// data-only {"error": ...} for chat and completions (no [DONE]), a typed
+// "error" event for the Responses API.
+func TestStreamErrorMidStream(t *testing.T) {
+	boom := &Error{Status: 503, Type: "server_error", Code: "model_draining", Message: "going away"}
+	for _, tt := range []struct{ path, body, event string }{
+		{"/v1/chat/completions", `{"model":"tiny","stream":true,"messages":[{"role":"user","content":"x"}]}`, ""},
+		{"/v1/completions", `{"model":"tiny","stream":true,"prompt":"x"}`, ""},
+		{"/v1/responses", `{"model":"tiny","stream":true,"input":"x"}`, "error"},
+	} {
+		t.Run(tt.path, func(t *testing.T) {
+			h := newHarness(t, Config{}, nil)
+			h.model.midErr = boom
+			resp := h.post(t, tt.path, tt.body)
+			defer resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d: the stream had started", resp.StatusCode)
+			}
+			events := readSSE(t, resp.Body)
+			last := events[len(events)-1]
+			if last.name != tt.event {
+				t.Fatalf("last event %q %s, want event name %q", last.name, last.data, tt.event)
+			}
+			if tt.event == "" {
+				var got struct {
+					Error struct{ Code, Message, Type string } `json:"error"`
+				}
+				if err := json.Unmarshal([]byte(last.data), &got); err != nil || got.Error.Code != boom.Code || got.Error.Message != boom.Message || got.Error.Type != boom.Type {
+					t.Fatalf("last event %s (%v), want the error", last.data, err)
+				}
+				return
+			}
+			var got struct {
+				Type, Code, Message string
+				Param               *string
+				Seq                 *int `json:"sequence_number"`
+			}
+			var prev struct {
+				Seq int `json:"sequence_number"`
+			}
+			json.Unmarshal([]byte(events[len(events)-2].data), &prev)
+			if err := json.Unmarshal([]byte(last.data), &got); err != nil || got.Type != "error" || got.Code != boom.Code ||
+				got.Message != boom.Message || got.Param != nil || got.Seq == nil || *got.Seq != prev.Seq+1 {
+				t.Fatalf("error event %s (%v), want type error, code %s, the message, param null, sequence %d", last.data, err, boom.Code, prev.Seq+1)
+			}
+		})
+	}
+}
+
 func TestStreamErrorBeforeFirstToken(t *testing.T) {
 	h := newHarness(t, Config{}, nil)
 	h.model.err = &Error{Status: 422, Type: "invalid_request_error", Code: "no_admissible_backend", Message: "no backend"}

@@ -155,3 +155,7 @@ func (c *chatStream) finish(res *Result) error {
 	}
 	return c.sse.done()
 }
+
+// fail sends the error as OpenAI does mid-stream: a data-only event
+// holding {"error": ...}, and no [DONE].
+func (c *chatStream) fail(e *Error) error { return c.sse.event("", e.body()) }

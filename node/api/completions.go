@@ -130,3 +130,6 @@ func (c *completionStream) finish(res *Result) error {
 	}
 	return c.sse.done()
 }
+
+// fail is chatStream.fail.
+func (c *completionStream) fail(e *Error) error { return c.sse.event("", e.body()) }

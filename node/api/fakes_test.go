@@ -24,6 +24,7 @@ import (
 type fakeModel struct {
 	pieces []string
 	err    error
+	midErr error // returned after the pieces, as a generation failing mid-stream
 	block  chan struct{}
 
 	mu      sync.Mutex
@@ -62,6 +63,9 @@ func (f *fakeModel) Generate(ctx context.Context, g *Generation, emit func(strin
 			return nil, err
 		}
 		res.CompletionTokens++
+	}
+	if f.midErr != nil {
+		return nil, f.midErr
 	}
 	return res, nil
 }

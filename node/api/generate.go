@@ -32,6 +32,8 @@ type stream interface {
 	delta(text string) error
 	// finish sends the closing events of a generation that ended.
 	finish(res *Result) error
+	// fail ends a started stream with the error that cut it short.
+	fail(e *Error) error
 }
 
 // generate runs g on m under the model's concurrency limit. With st nil it
@@ -41,7 +43,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m Model, g *Ge
 	ctx := r.Context()
 	release, err := s.acquire(ctx, g.Model)
 	if err != nil {
-		s.fail(w, r, g, err, sse)
+		s.fail(w, r, g, err, st, sse)
 		return "", nil, false
 	}
 	defer release()
@@ -57,7 +59,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m Model, g *Ge
 	}
 	res, err = m.Generate(ctx, g, emit)
 	if err != nil {
-		s.fail(w, r, g, err, sse)
+		s.fail(w, r, g, err, st, sse)
 		return "", nil, false
 	}
 	s.log.Info("api: served", "model", g.Model, "prompt_tokens", res.PromptTokens,
@@ -74,7 +76,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m Model, g *Ge
 // fail reports a failed generation: as an HTTP error when nothing has been
 // sent yet, as an error event inside a stream that has started, and not at
 // all when the client has gone.
-func (s *Server) fail(w http.ResponseWriter, r *http.Request, g *Generation, err error, sse *sseWriter) {
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, g *Generation, err error, st stream, sse *sseWriter) {
 	if r.Context().Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		s.log.Info("api: client cancelled", "model", g.Model)
 		return
@@ -88,7 +90,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, g *Generation, err
 	}
 	s.log.Log(r.Context(), level, "api: generation failed", "model", g.Model, "err", errString(err))
 	if sse != nil && sse.started {
-		_ = sse.event("", asError(err).body())
+		_ = st.fail(asError(err))
 		return
 	}
 	writeError(w, err)

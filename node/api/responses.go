@@ -222,3 +222,8 @@ func (r *responseStream) finish(res *Result) error {
 	}
 	return nil
 }
+
+// fail sends the Responses API's typed error event.
+func (r *responseStream) fail(e *Error) error {
+	return r.send("error", map[string]any{"code": e.Code, "message": e.Message, "param": e.body().Error.Param})
+}
