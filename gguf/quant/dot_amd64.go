@@ -47,6 +47,10 @@ var figureDots = map[Type]figureDot{
 	Q4_0: dotQ4_0Pairs,
 }
 
+// pairedRows: one-row Q8_0 batches keep their quants paired, for
+// dotQ4_0Pairs.
+const pairedRows = true
+
 // rowsSIMD runs MatVecRows with the whole-row kernels where t has one
 // (F16, F32), and says whether it did.
 func rowsSIMD(t Type, w []byte, stride int, a *Activation, out []float32) bool {

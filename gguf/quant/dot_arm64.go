@@ -65,8 +65,19 @@ func neonTiles(sdot bool) map[Type]*tileKernel {
 	}
 }
 
-// figureDots are row kernels that take a Batch's per-block figures.
-var figureDots = map[Type]figureDot{}
+// figureDots are row kernels that take a one-row Batch's per-block
+// figures (and need SDOT).
+var figureDots = neonFigureDots(cpu.ARM64.HasASIMDDP)
+
+func neonFigureDots(sdot bool) map[Type]figureDot {
+	if !sdot {
+		return map[Type]figureDot{}
+	}
+	return map[Type]figureDot{Q4_0: dotQ4_0Figures}
+}
+
+// pairedRows: no kernel here takes a one-row batch's paired quants.
+const pairedRows = false
 
 // rowsSIMD has no whole-row kernels to run here: MatVecRows dots row by
 // row.

@@ -17,4 +17,6 @@ func matMulTiles(Type, []byte, int, int, *Batch, []float32, int) int { return 0 
 
 var figureDots = map[Type]figureDot{}
 
+const pairedRows = false
+
 func rowsSIMD(Type, []byte, int, *Activation, []float32) bool { return false }

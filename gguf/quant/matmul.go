@@ -30,10 +30,10 @@ type Batch struct {
 //   - Q8_K: the int16 sums of its quants, 16 at a time, computed from the
 //     quants (a block's own bsums are data, and need not agree with them).
 //
-// A one-row Q8_0 batch (a token being decoded) also keeps its quants
-// paired, for the row kernels that take half of each of two blocks in one
-// vector: for blocks 2m and 2m+1 of each whole group of eight, elements
-// 0-15 of each, then elements 16-31 of each (64 bytes a pair).
+// On amd64 a one-row Q8_0 batch (a token being decoded) also keeps its
+// quants paired, for the row kernel that takes half of each of two blocks
+// in one vector: for blocks 2m and 2m+1 of each whole group of eight,
+// elements 0-15 of each, then elements 16-31 of each (64 bytes a pair).
 func auxBytes(t Type) int {
 	switch t {
 	case Q8_0:
@@ -74,7 +74,7 @@ func (b *Batch) Reset(w Type, n, rows int) error {
 	}
 	nb := n / at.BlockSize()
 	as, ps := nb*auxBytes(at), 0
-	if at == Q8_0 && rows == 1 {
+	if at == Q8_0 && rows == 1 && pairedRows {
 		ps = 32 * (nb &^ 7)
 	}
 	b.typ, b.n, b.rows, b.rowSize, b.auxSize, b.pairSize = at, n, rows, rs, as, ps
@@ -183,7 +183,7 @@ func MatMul(t Type, w []byte, b *Batch, out []float32, stride int) {
 	// Row by row, over spans of weight rows that stay in cache while every
 	// activation row passes.
 	var fd figureDot
-	if useSIMD && b.pairSize > 0 {
+	if useSIMD && b.rows == 1 && b.auxSize > 0 {
 		fd = figureDots[t]
 	}
 	span := max(1, rowSpanBytes/rs)
