@@ -297,7 +297,13 @@ func (r *ownerRuntime) Unload(ctx context.Context, id string) error {
 	select {
 	case <-d.Idle():
 	case <-ctx.Done():
-		return fmt.Errorf("unload %s: work did not stop: %w", id, ctx.Err())
+		// The instance is out of service already; it is closed once its
+		// cancelled work has stopped, whoever stops waiting for it.
+		go func() {
+			<-d.Idle()
+			in.m.Close()
+		}()
+		return fmt.Errorf("unload %s: work did not stop in time (the model closes when it does): %w", id, ctx.Err())
 	}
 	r.n.log.Info("model unloaded by its owner", "model", in.m.Name(), "instance", id)
 	return in.m.Close()
@@ -345,6 +351,9 @@ func (n *Node) specFor(name string) (modelSpec, error) {
 // announceChange re-gossips the self announcement now, after the models
 // or the inventory changed, and tells config watchers.
 func (n *Node) announceChange() {
+	if n.mesh == nil {
+		return // not serving yet (or a test's node without a mesh)
+	}
 	if err := n.mesh.UpdateSelf(); err != nil {
 		n.log.Warn("mesh: announcing the change", "err", err)
 	}

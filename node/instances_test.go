@@ -3,8 +3,13 @@ package node
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/meshnode/meshnode/hw"
+	"github.com/meshnode/meshnode/node/identity"
+	"github.com/meshnode/meshnode/node/steward"
 )
 
 func TestGateDrain(t *testing.T) {
@@ -53,5 +58,54 @@ func TestGateDrainIdleAtOnce(t *testing.T) {
 	case <-d.Idle():
 	default:
 		t.Fatal("a gate with nothing in flight is not idle when drained")
+	}
+}
+
+// closeWatch is a reference model that reports when it is closed.
+type closeWatch struct {
+	*referenceModel
+	closed chan struct{}
+}
+
+func (c *closeWatch) Close() error { close(c.closed); return nil }
+
+// TestUnloadClosesLateWork: an unload whose caller stops waiting while the
+// model's cancelled work is still stopping returns an error, and the model
+// is closed once that work has stopped, not leaked.
+func TestUnloadClosesLateWork(t *testing.T) {
+	key, _ := identity.GenerateKey(nil)
+	m := &closeWatch{referenceModel: newReferenceModel(DefaultFidelity, referenceUJPerToken), closed: make(chan struct{})}
+	st, err := steward.New(steward.Config{Key: key, Meter: hw.NewEstimatorMeter(hw.PowerModel{Watts: 1}, hw.SystemClock{}),
+		Backends: []steward.Backend{backendOf(m)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &Node{steward: st, log: slog.New(slog.DiscardHandler)}
+	in, err := n.models.add(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, leave, err := in.gate.enter(context.Background()) // work that takes its time to stop
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := (&ownerRuntime{n: n}).Unload(ctx, in.id); err == nil {
+		t.Fatal("unload reported success with work still running")
+	}
+	select {
+	case <-m.closed:
+		t.Fatal("model closed while its work was running")
+	default:
+	}
+	leave()
+	select {
+	case <-m.closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("model never closed after its work stopped")
+	}
+	if _, ok := n.models.get(m.Name()); ok || len(st.Backends()) != 0 {
+		t.Fatal("unloaded model still in service")
 	}
 }

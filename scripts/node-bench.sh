@@ -22,7 +22,7 @@ run() { # name port env...
 	local model
 	model=$(curl -s "http://127.0.0.1:$port/v1/models" | sed -n 's/.*"id":"\([^"]*\)".*/\1/p')
 	local idle; idle=$(rss $pid)
-	curl -s "http://127.0.0.1:$port/v1/completions" -d "{\"model\":\"$model\",\"prompt\":\"The\",\"max_tokens\":32}" >/dev/null
+	curl -s "http://127.0.0.1:$port/v1/completions" -H "Content-Type: application/json" -d "{\"model\":\"$model\",\"prompt\":\"The\",\"max_tokens\":32}" >/dev/null
 	printf '%-22s idle %s, after one 32-token generation %s (%s)\n' "$name" "$idle" "$(rss $pid)" "$model"
 	kill $pid; wait $pid 2>/dev/null || true
 }

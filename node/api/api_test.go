@@ -639,3 +639,36 @@ func TestConcurrentClients(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestContentTypeGuard: bodies a web page can send cross-origin without a
+// preflight are refused, JSON and an undeclared type are accepted.
+func TestContentTypeGuard(t *testing.T) {
+	h := newHarness(t, Config{}, nil)
+	body := `{"model":"tiny","messages":[{"role":"user","content":"x"}]}`
+	for _, tt := range []struct {
+		ct   string
+		want int
+	}{
+		{"application/json", 200},
+		{"application/json; charset=utf-8", 200},
+		{"application/vnd.api+json", 200},
+		{"", 200},
+		{"text/plain;charset=UTF-8", 415},
+		{"application/x-www-form-urlencoded", 415},
+		{"multipart/form-data; boundary=x", 415},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, h.http.URL+"/v1/chat/completions", strings.NewReader(body))
+		if tt.ct != "" {
+			req.Header.Set("Content-Type", tt.ct)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tt.want {
+			t.Errorf("Content-Type %q: %d, want %d", tt.ct, resp.StatusCode, tt.want)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net"
 	"net/http"
 	"os"
@@ -218,6 +219,9 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 }
 
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if err := checkJSON(r); err != nil {
+		return nil, err
+	}
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout)) // a test recorder has none
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
@@ -236,6 +240,23 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 			"the request body did not arrive within %v", s.cfg.BodyTimeout)
 	}
 	return nil, badRequest("", "reading request body: %v", err)
+}
+
+// checkJSON refuses a body a web page could send cross-origin without a
+// CORS preflight — text/plain, a form, multipart — so that a page a user
+// visits cannot start generations on their node. JSON (or no declared
+// type, which no browser sends with a body) is accepted.
+func checkJSON(r *http.Request) error {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return nil
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err == nil && (mt == "application/json" || strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")) {
+		return nil
+	}
+	return Errorf(http.StatusUnsupportedMediaType, "invalid_request_error", "unsupported_media_type",
+		"request body must be JSON: send Content-Type: application/json (got %q)", ct)
 }
 
 // accept reads and parses a generation request and routes it: it returns
