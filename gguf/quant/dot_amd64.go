@@ -87,3 +87,12 @@ func rowsF16(out *float32, w *byte, stride int, x, xtail *byte, n, rows int)
 
 //go:noescape
 func rowsF32(out *float32, w *byte, stride int, x, xtail *byte, n, rows int)
+
+// haveVNNI: AVX512-VNNI, in its 256-bit form (AVX512VL), for vnniTiles.
+var haveVNNI = haveSIMD && cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VNNI
+
+// vnniTiles replace simdTiles' kernels where the CPU has AVX512-VNNI.
+var vnniTiles = map[Type]*tileKernel{
+	Q4_0: {chunk: 32, packed: 288, short: 8, pack: q4_0Pack, dot: q4_0TileVNNI},
+	Q8_0: {chunk: 32, packed: 288, short: 8, pack: q8_0PackU, dot: q8_0TileVNNI},
+}

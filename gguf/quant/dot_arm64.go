@@ -82,3 +82,8 @@ const pairedRows = false
 // rowsSIMD has no whole-row kernels to run here: MatVecRows dots row by
 // row.
 func rowsSIMD(Type, []byte, int, *Activation, []float32) bool { return false }
+
+// No VNNI here (tile_simd.go).
+const haveVNNI = false
+
+var vnniTiles = map[Type]*tileKernel{}

@@ -20,3 +20,7 @@ var figureDots = map[Type]figureDot{}
 const pairedRows = false
 
 func rowsSIMD(Type, []byte, int, *Activation, []float32) bool { return false }
+
+const haveVNNI = false
+
+var useVNNI = false

@@ -60,3 +60,14 @@ func SetTiles(on bool) (restore func()) {
 	useTiles = on
 	return func() { useTiles = old }
 }
+
+// SetVNNI turns the AVX512-VNNI tile kernels on or off (on only where the
+// CPU has them) and returns a function that restores the previous setting.
+func SetVNNI(on bool) (restore func()) {
+	old := useVNNI
+	useVNNI = on && haveVNNI
+	return func() { useVNNI = old }
+}
+
+// HaveVNNI says whether this machine runs the AVX512-VNNI tile kernels.
+func HaveVNNI() bool { return haveVNNI }

@@ -56,6 +56,16 @@ func fillBlocks(rng *rand.Rand, typ quant.Type, b []byte, kind string) {
 // and cross the repacked chunks, and quantised, random, raw and special
 // blocks.
 func TestMatMulMatchesVecDot(t *testing.T) {
+	testMatMulMatchesVecDot(t)
+	if quant.HaveVNNI() {
+		t.Run("AVX2", func(t *testing.T) {
+			defer quant.SetVNNI(false)()
+			testMatMulMatchesVecDot(t)
+		})
+	}
+}
+
+func testMatMulMatchesVecDot(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	types := append([]quant.Type{quant.Q4_1, quant.F16}, quant.TileTypes()...)
 	t.Logf("tile kernels for %v", quant.TileTypes())
@@ -168,6 +178,9 @@ func FuzzMatMulMatchesVecDot(f *testing.F) {
 		for r := range rows {
 			w = append(w, row[r%rs:rs]...)
 			w = append(w, row[:r%rs]...)
+		}
+		if pick&0x80 != 0 {
+			defer quant.SetVNNI(false)() // the AVX2 tiles, where VNNI's would run
 		}
 		for _, size := range []int{2, 1} {
 			b, err := quant.NewBatch(typ, n, size)

@@ -43,3 +43,14 @@ func dotQ4_0Pairs(row, act, aux, pairs []byte, n int) float32 {
 	blocksQ4_0(&acc, row, act, nb&^7, nb)
 	return reduce(acc[:])
 }
+
+// The AVX512-VNNI tiles (tile_vnni_amd64.s).
+
+//go:noescape
+func q4_0TileVNNI(acc *[64]float32, w, y, aux *byte, blocks int, out *float32)
+
+//go:noescape
+func q8_0TileVNNI(acc *[64]float32, w, y, aux *byte, blocks int, out *float32)
+
+//go:noescape
+func q8_0PackU(dst, w *byte, rs, blocks int)

@@ -93,26 +93,34 @@ keep: \
 	VZEROUPPER \
 	RET
 
-// NIB8(W, Y, S) leaves in S (int16 lanes, two per row) Σ n·y over the 32
-// elements of a block whose unsigned quants n < 16 are repacked at W(SI)
-// and activation bytes are at Y(DX): VPMADDUBSW pairs are at most
-// 2·15·128 in size, so eight of them add up exactly in int16. Clobbers
-// Y0, Y1.
-#define NIB8(W, Y, S) \
-	VMOVDQU (W)(SI), S \
-	VPBROADCASTD (Y)(DX), Y1 \
-	VPMADDUBSW Y1, S, S \
-	NIBGROUP(W+32, Y+4, S) \
-	NIBGROUP(W+64, Y+8, S) \
-	NIBGROUP(W+96, Y+12, S) \
-	NIBGROUP(W+128, Y+16, S) \
-	NIBGROUP(W+160, Y+20, S) \
-	NIBGROUP(W+192, Y+24, S) \
-	NIBGROUP(W+224, Y+28, S)
+// HALVES loads the 32 activation bytes at Y(DX) as two vectors, bytes
+// 0-15 in both lanes of A0 and 16-31 in both lanes of A1, for NIB8: one
+// load a half and a VPSHUFD a group, rather than a broadcast load a
+// group, keep the loads (the kernels' limit) to one a group.
+#define HALVES(Y, A0, A1) \
+	VBROADCASTI128 (Y)(DX), A0 \
+	VBROADCASTI128 (Y+16)(DX), A1
 
-#define NIBGROUP(W, Y, S) \
+// NIB8(W, A0, A1, S) leaves in S (int16 lanes, two per row) Σ n·y over
+// the 32 elements of a block whose unsigned quants n < 16 are repacked at
+// W(SI) and whose activation bytes are in A0, A1 (HALVES): VPMADDUBSW
+// pairs are at most 2·15·128 in size, so eight of them add up exactly in
+// int16. Clobbers Y0, Y1.
+#define NIB8(W, A0, A1, S) \
+	VMOVDQU (W)(SI), S \
+	VPSHUFD $0x00, A0, Y1 \
+	VPMADDUBSW Y1, S, S \
+	NIBGROUP(W+32, A0, 0x55, S) \
+	NIBGROUP(W+64, A0, 0xaa, S) \
+	NIBGROUP(W+96, A0, 0xff, S) \
+	NIBGROUP(W+128, A1, 0x00, S) \
+	NIBGROUP(W+160, A1, 0x55, S) \
+	NIBGROUP(W+192, A1, 0xaa, S) \
+	NIBGROUP(W+224, A1, 0xff, S)
+
+#define NIBGROUP(W, A, SEL, S) \
 	VMOVDQU (W)(SI), Y0 \
-	VPBROADCASTD (Y)(DX), Y1 \
+	VPSHUFD $SEL, A, Y1 \
 	VPMADDUBSW Y1, Y0, Y0 \
 	VPADDW Y0, S, S
 

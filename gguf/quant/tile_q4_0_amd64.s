@@ -11,7 +11,8 @@
 
 // TBLOCK adds block J's partials to ACC.
 #define TBLOCK(J, ACC) \
-	NIB8(288*(J), 34*(J)+2, Y2) \
+	HALVES(34*(J)+2, Y5, Y6) \
+	NIB8(288*(J), Y5, Y6, Y2) \
 	VPMADDWD Y7, Y2, Y2 \
 	VPBROADCASTD (8*(J)+4)(R8), Y3 \
 	VPSLLD $3, Y3, Y3 \

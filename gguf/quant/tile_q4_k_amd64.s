@@ -13,7 +13,8 @@
 
 // KSUB adds sub-block S's Σ sc·Σ n·a to Y4.
 #define KSUB(S) \
-	NIB8(256*(S), 4+32*(S), Y2) \
+	HALVES(4+32*(S), Y8, Y9) \
+	NIB8(256*(S), Y8, Y9, Y2) \
 	VPMADDWD (2048+32*(S))(SI), Y2, Y2 \
 	VPADDD Y2, Y4, Y4
 
@@ -25,7 +26,8 @@
 
 // KBLOCK leaves the block's partials in Y2.
 #define KBLOCK \
-	NIB8(0, 4, Y4) \
+	HALVES(4, Y8, Y9) \
+	NIB8(0, Y8, Y9, Y4) \
 	VPMADDWD 2048(SI), Y4, Y4 \
 	KSUB(1) \
 	KSUB(2) \

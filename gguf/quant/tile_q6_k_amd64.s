@@ -14,21 +14,25 @@
 // the second from the activation's sums of 16 (its figures), exactly
 // Σ_s sc_s·Σ(q−32)·a; then kPartial with no mins.
 
-// Q6PAIR adds groups G and G+1 of sub-block S, scaled, to Y4.
-#define Q6PAIR(S, G) \
+// Q6PAIR adds groups G and G+1 of sub-block S, scaled, to Y4; their
+// activation bytes are dwords SEL0 and SEL1 of Y9 (both lanes).
+#define Q6PAIR(S, G, SEL0, SEL1) \
 	VMOVDQU (128*(S)+32*(G))(SI), Y2 \
-	VPBROADCASTD (4+16*(S)+4*(G))(DX), Y1 \
+	VPSHUFD $SEL0, Y9, Y1 \
 	VPMADDUBSW Y1, Y2, Y2 \
 	VMOVDQU (128*(S)+32*(G)+32)(SI), Y0 \
-	VPBROADCASTD (8+16*(S)+4*(G))(DX), Y1 \
+	VPSHUFD $SEL1, Y9, Y1 \
 	VPMADDUBSW Y1, Y0, Y0 \
 	VPADDW Y0, Y2, Y2 \
 	VPMADDWD (2048+32*(S))(SI), Y2, Y2 \
 	VPADDD Y2, Y4, Y4
 
+// Q6SUB loads sub-block S's 16 activation bytes into both lanes of Y9
+// (one load, and a VPSHUFD a group: loads are the kernel's limit).
 #define Q6SUB(S) \
-	Q6PAIR(S, 0) \
-	Q6PAIR(S, 2)
+	VBROADCASTI128 (4+16*(S))(DX), Y9 \
+	Q6PAIR(S, 0, 0x00, 0x55) \
+	Q6PAIR(S, 2, 0xaa, 0xff)
 
 // Q6FIX adds sc_2k·Σa_2k + sc_2k+1·Σa_2k+1 to Y5.
 #define Q6FIX(K) \

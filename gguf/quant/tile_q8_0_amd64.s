@@ -12,9 +12,11 @@
 
 // TBLOCK adds block J's partials to ACC.
 #define TBLOCK(J, ACC) \
-	NIB8(544*(J), 34*(J)+2, Y2) \
-	NIB8(544*(J)+256, 34*(J)+2, Y4) \
-	VPMADDWD Y6, Y2, Y2 \
+	HALVES(34*(J)+2, Y5, Y6) \
+	NIB8(544*(J), Y5, Y6, Y2) \
+	NIB8(544*(J)+256, Y5, Y6, Y4) \
+	VPMADDWD Y7, Y2, Y2 \
+	VPSLLD $4, Y2, Y2 \
 	VPMADDWD Y7, Y4, Y4 \
 	VPADDD Y4, Y2, Y2 \
 	VPBROADCASTD (8*(J)+4)(R8), Y3 \
@@ -26,7 +28,6 @@
 TEXT ·q8_0Tile(SB), NOSPLIT, $0-48
 	TILEARGS
 	ONES16(X7, Y7)
-	VPSLLW $4, Y7, Y6 // 16s
 	TILELOOP(544, 34, 8)
 
 // PLANE(R, ROW, SHIFT) leaves in R the nibble SHIFT (4: high, 0: low) of

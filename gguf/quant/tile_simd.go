@@ -47,6 +47,10 @@ type tileScratch struct {
 	acc [][64]float32
 }
 
+// useVNNI selects vnniTiles where the CPU has them; tests switch it off
+// to hold the AVX2 tiles to the Go kernels too.
+var useVNNI = haveVNNI
+
 var tileScratchPool = sync.Pool{New: func() any { return new(tileScratch) }}
 
 // matMulTiles does MatMul's rows in whole tiles of eight, where t has a
@@ -54,6 +58,9 @@ var tileScratchPool = sync.Pool{New: func() any { return new(tileScratch) }}
 // (from row 0).
 func matMulTiles(t Type, w []byte, rs, rows int, b *Batch, out []float32, stride int) int {
 	k := simdTiles[t]
+	if v := vnniTiles[t]; v != nil && useVNNI {
+		k = v
+	}
 	full := rows &^ 7
 	nb := b.n / t.BlockSize()
 	if k == nil || full == 0 || b.rows == 1 && nb >= k.short {
