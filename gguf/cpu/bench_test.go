@@ -12,7 +12,9 @@ import (
 // BenchmarkMatMul measures the threaded matrix product on a 2048 × 2048
 // weight, for one token (decode) and a batch of 32 (prefill), against one
 // thread of quant.MatVec over the same rows in the same run: speedup is
-// what the worker pool adds (ideally the thread count).
+// what the worker pool adds (ideally the thread count), times what
+// quant.MatMul's tile kernels add for a batch and its one-row kernels for
+// a token.
 func BenchmarkMatMul(b *testing.B) {
 	const rows, cols = 2048, 2048
 	rng := rand.New(rand.NewPCG(1, 1))

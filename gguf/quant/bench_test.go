@@ -165,40 +165,49 @@ func BenchmarkQuantizeActivation(b *testing.B) {
 }
 
 // BenchmarkMatMul times MatMul of a 2048×2048 matrix (1B-model attention
-// shape) by a batch of 64 activation rows, as a prefill does, and reports
-// x_rows: the rate over that of MatMul without its tile kernels (one
-// VecDot per weight row and activation row), timed in the same run.
+// shape) by a batch of 64 activation rows, as a prefill does, and by one,
+// as decoding does. It reports x_rows: the rate over that of the same
+// product by VecDot's kernels a weight row and an activation row at a
+// time (MatMul without its tile kernels for the batch, MatVec for one
+// row), timed in the same run.
 func BenchmarkMatMul(b *testing.B) {
-	const rows, cols, batch = 2048, 2048, 64
+	const rows, cols = 2048, 2048
 	for _, typ := range []quant.Type{quant.Q4_0, quant.Q8_0, quant.Q4_K, quant.Q6_K} {
-		b.Run(typ.String(), func(b *testing.B) {
-			rng := rand.New(rand.NewPCG(17, 18))
-			w := make([]byte, mustRowSize(b, typ, rows*cols))
-			if err := quant.Quantize(typ, normal(rng, rows*cols), w); err != nil {
-				b.Fatal(err)
-			}
-			ab, err := quant.NewBatch(typ, cols, batch)
-			if err != nil {
-				b.Fatal(err)
-			}
-			for i := range batch {
-				if err := ab.Quantize(i, normal(rng, cols)); err != nil {
+		for _, batch := range []int{64, 1} {
+			b.Run(fmt.Sprintf("%s/n=%d", typ, batch), func(b *testing.B) {
+				rng := rand.New(rand.NewPCG(17, 18))
+				w := make([]byte, mustRowSize(b, typ, rows*cols))
+				if err := quant.Quantize(typ, normal(rng, rows*cols), w); err != nil {
 					b.Fatal(err)
 				}
-			}
-			out := make([]float32, rows*batch)
-			run := func() { quant.MatMul(typ, w, ab, out, rows) }
-			restore := quant.SetTiles(false)
-			base := bestOf(run)
-			restore()
-			b.ResetTimer()
-			for b.Loop() {
-				run()
-			}
-			per := b.Elapsed().Seconds() / float64(b.N)
-			b.ReportMetric(float64(rows*batch)/per/1e6, "Mdots/s")
-			b.ReportMetric(base/per, "x_rows")
-		})
+				ab, err := quant.NewBatch(typ, cols, batch)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for i := range batch {
+					if err := ab.Quantize(i, normal(rng, cols)); err != nil {
+						b.Fatal(err)
+					}
+				}
+				out := make([]float32, rows*batch)
+				run := func() { quant.MatMul(typ, w, ab, out, rows) }
+				base := func() { quant.MatVec(typ, w, ab.Row(0), out[:rows]) }
+				if batch > 1 {
+					base = func() {
+						defer quant.SetTiles(false)()
+						run()
+					}
+				}
+				baseline := bestOf(base)
+				b.ResetTimer()
+				for b.Loop() {
+					run()
+				}
+				per := b.Elapsed().Seconds() / float64(b.N)
+				b.ReportMetric(float64(rows*batch)/per/1e6, "Mdots/s")
+				b.ReportMetric(baseline/per, "x_rows")
+			})
+		}
 	}
 }
 

@@ -54,18 +54,11 @@ const pairedRows = true
 // rowsSIMD runs MatVecRows with the whole-row kernels where t has one
 // (F16, F32), and says whether it did.
 func rowsSIMD(t Type, w []byte, stride int, a *Activation, out []float32) bool {
-	f := rowsF16
-	switch t {
-	case F16:
-	case F32:
-		f = rowsF32
-	default:
+	n := a.N
+	if (t != F16 && t != F32) || n == 0 {
 		return false
 	}
-	n, es := a.N, t.TypeSize()
-	if n == 0 {
-		return false
-	}
+	es := t.TypeSize()
 	var xtail [128]byte // the activation's last partial chunk, zero-padded
 	whole := n &^ 31
 	copy(xtail[:], a.Data[whole*es:n*es])
@@ -73,7 +66,11 @@ func rowsSIMD(t Type, w []byte, stride int, a *Activation, out []float32) bool {
 	if whole > 0 {
 		x = &a.Data[0]
 	}
-	f(&out[0], &w[0], stride, x, &xtail[0], n, len(out))
+	if t == F16 {
+		rowsF16(&out[0], &w[0], stride, x, &xtail[0], n, len(out))
+	} else {
+		rowsF32(&out[0], &w[0], stride, x, &xtail[0], n, len(out))
+	}
 	return true
 }
 
