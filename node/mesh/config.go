@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/meshnode/meshnode/node/wire"
 	"github.com/meshnode/meshnode/node/wire/nodev1"
 )
 
@@ -94,6 +95,16 @@ type Limits struct {
 	MaxDialsInFlight   int     // concurrent dials of heard-of peers (4)
 	MaxControlConns    int     // mesh-llm-control/1 connections at once, apart from MaxConns (32)
 	MaxTunnels         int     // TUNNEL_HTTP streams relayed at once, from all peers (256)
+	// FrameMemory bounds, node-wide, the memory of the frames peers send:
+	// a body is charged its declared length before it is allocated or read,
+	// and a frame being decoded the most node/wire lets one take decoded
+	// (64 MiB, kept apart for decoding). Both wait for memory within the
+	// stream's deadline; a frame that could never fit is refused at once.
+	// A connection not yet admitted may hold StrangerFrameMemory of bodies,
+	// and all of them together half of what bodies may hold, so strangers
+	// cannot starve admitted peers.
+	FrameMemory         int64 // (256 MiB; at least 72 MiB: one frame decoding, one being read)
+	StrangerFrameMemory int64 // (32 MiB)
 	// Flow-control windows: one stalled stream can hold at most
 	// StreamWindow, so ConnWindow/StreamWindow stalled tunnels are needed to
 	// block a connection's gossip.
@@ -169,6 +180,15 @@ func (c *Config) withDefaults() (Config, error) {
 	defInt(&l.MaxDialsInFlight, 4)
 	defInt(&l.MaxControlConns, 32)
 	defInt(&l.MaxTunnels, 256)
+	if l.FrameMemory <= 0 {
+		l.FrameMemory = 256 << 20
+	}
+	if l.StrangerFrameMemory <= 0 {
+		l.StrangerFrameMemory = 32 << 20
+	}
+	if least := int64(decodeCharge + wire.MaxControlFrameBytes); l.FrameMemory < least {
+		return out, fmt.Errorf("mesh: frame memory %d is below %d, one frame decoding and one being read", l.FrameMemory, least)
+	}
 	if l.StreamWindow == 0 {
 		l.StreamWindow = 4 << 20
 	}

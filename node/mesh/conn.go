@@ -121,6 +121,7 @@ type peerConn struct {
 	limiter  tokenBucket // touched only by the stream accept loop
 	strikes  atomic.Int32
 	active   atomic.Int32 // streams in use on it
+	mem      *budget      // frame memory it may hold before admission
 }
 
 func (pc *peerConn) alive() bool { return pc.conn.Context().Err() == nil }
@@ -137,6 +138,7 @@ func (n *Node) register(c *quic.Conn, id identity.EndpointID, outbound bool) (*p
 		pc.remote = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 	}
 	pc.limiter = tokenBucket{rate: n.cfg.Limits.StreamRate, burst: float64(n.cfg.Limits.StreamBurst)}
+	pc.mem = newBudget("frame memory of a connection not yet admitted", n.cfg.Limits.StrangerFrameMemory)
 	code, reason := n.attach(pc)
 	if reason != "" {
 		c.CloseWithError(code, reason)

@@ -71,7 +71,7 @@ func (n *Node) exchange(ctx context.Context, pc *peerConn) error {
 		return fmt.Errorf("mesh: gossip with %s: %w", pc.id.Short(), err)
 	}
 	s.Close()
-	body, err := wire.ReadFrame(ctx, s, nil)
+	body, mem, err := n.readBody(ctx, pc, s)
 	rtt := time.Since(start)
 	s.CancelRead(StreamCodeDone)
 	if err != nil {
@@ -84,6 +84,10 @@ func (n *Node) exchange(ctx context.Context, pc *peerConn) error {
 			err = fmt.Errorf("%w: %w", ErrNotAdmitted, err)
 		}
 		return fmt.Errorf("mesh: gossip with %s: %w", pc.id.Short(), err)
+	}
+	defer mem.release()
+	if err := n.decodeWithin(ctx, mem); err != nil {
+		return fmt.Errorf("mesh: gossip from %s: %w", pc.id.Short(), err)
 	}
 	f, err := decodeGossip(body, pc.id)
 	if err != nil {
@@ -99,7 +103,11 @@ func (n *Node) exchange(ctx context.Context, pc *peerConn) error {
 func (n *Node) serveGossip(pc *peerConn, s *quic.Stream) {
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Timeouts.Gossip)
 	defer cancel()
-	body, err := wire.ReadFrame(ctx, s, nil)
+	body, mem, err := n.readBody(ctx, pc, s)
+	if err == nil {
+		defer mem.release()
+		err = n.decodeWithin(ctx, mem)
+	}
 	if err != nil {
 		n.frameFailed(pc, s, "GossipFrame", err)
 		return
@@ -110,7 +118,9 @@ func (n *Node) serveGossip(pc *peerConn, s *quic.Stream) {
 		n.disconnect(pc, CodeProtocol, "bad gossip: "+err.Error())
 		return
 	}
-	if err := n.acceptGossip(pc, f, 0); err != nil {
+	err = n.acceptGossip(pc, f, 0)
+	mem.release() // before waiting on the peer to take our reply
+	if err != nil {
 		reset(s, StreamCodeRejected)
 		if errors.Is(err, errTableFull) {
 			n.disconnect(pc, CodeBusy, "peer table full")

@@ -54,6 +54,7 @@ type Node struct {
 
 	dialKick chan struct{}
 	tunnels  chan struct{} // a slot per tunnel being relayed
+	mem      frameMemory
 
 	mu        sync.Mutex
 	peers     map[identity.EndpointID]*peer // peers with a connection, and admitted ones
@@ -112,6 +113,7 @@ func New(cfg Config, key *identity.Key, logger *slog.Logger) (*Node, error) {
 		failed:   make(chan error, 1),
 		dialKick: make(chan struct{}, 1),
 		tunnels:  make(chan struct{}, c.Limits.MaxTunnels),
+		mem:      newFrameMemory(c.Limits),
 		peers:    make(map[identity.EndpointID]*peer),
 		heard:    make(map[identity.EndpointID]*heardPeer),
 		controls: make(map[*quic.Conn]struct{}),

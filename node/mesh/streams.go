@@ -79,27 +79,38 @@ func (n *Node) awaitAdmission(p *peer) bool {
 	return false
 }
 
-// readFrame reads and decodes the one frame a handler expects.
-func readFrame[M proto.Message](ctx context.Context, s *quic.Stream, decode func([]byte) (M, error)) (M, error) {
-	body, err := wire.ReadFrame(ctx, s, nil)
+// readFrame reads and decodes the one frame a handler expects, within the
+// node's frame memory (see readBody), which it holds until decoding ends.
+func readFrame[M proto.Message](ctx context.Context, n *Node, pc *peerConn, s *quic.Stream, decode func([]byte) (M, error)) (M, error) {
+	var zero M
+	body, mem, err := n.readBody(ctx, pc, s)
 	if err != nil {
-		var zero M
 		if err == io.EOF {
 			err = &wire.FrameError{Kind: wire.ErrTruncated, Field: "length prefix", Reason: "stream ended before a frame"}
 		}
+		return zero, err
+	}
+	defer mem.release()
+	if err := n.decodeWithin(ctx, mem); err != nil {
 		return zero, err
 	}
 	return decode(body)
 }
 
 // frameFailed deals with a frame that could not be read or decoded: bytes
-// that break the protocol disconnect the peer; a stream that stalled or was
-// abandoned is only reset.
+// that break the protocol disconnect the peer; a frame too large for its
+// memory budget is refused; a stream that stalled or was abandoned, or
+// waited too long for memory, is only reset.
 func (n *Node) frameFailed(pc *peerConn, s *quic.Stream, what string, err error) {
 	var fe *wire.FrameError
 	if errors.As(err, &fe) {
 		reset(s, StreamCodeRejected)
 		n.disconnect(pc, CodeProtocol, fmt.Sprintf("bad %s: %v", what, err))
+		return
+	}
+	if errors.Is(err, errNoFrameMemory) {
+		n.log.Warn("mesh: frame refused", "peer", pc.id.Short(), "stream", what, "err", err)
+		reset(s, StreamCodeRejected)
 		return
 	}
 	reset(s, StreamCodeTimeout)
@@ -116,7 +127,7 @@ func finish(s *quic.Stream) {
 func (n *Node) serveRouteTable(pc *peerConn, s *quic.Stream) {
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Timeouts.Gossip)
 	defer cancel()
-	if _, err := readFrame(ctx, s, wire.DecodeRouteTableRequest); err != nil {
+	if _, err := readFrame(ctx, n, pc, s, wire.DecodeRouteTableRequest); err != nil {
 		n.frameFailed(pc, s, "RouteTableRequest", err)
 		return
 	}
@@ -132,7 +143,7 @@ func (n *Node) serveRouteTable(pc *peerConn, s *quic.Stream) {
 func (n *Node) serveTunnelMap(pc *peerConn, s *quic.Stream) {
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Timeouts.Gossip)
 	defer cancel()
-	m, err := readFrame(ctx, s, wire.DecodeTunnelMap)
+	m, err := readFrame(ctx, n, pc, s, wire.DecodeTunnelMap)
 	if err != nil {
 		n.frameFailed(pc, s, "TunnelMap", err)
 		return
@@ -152,7 +163,7 @@ func (n *Node) serveTunnelMap(pc *peerConn, s *quic.Stream) {
 func (n *Node) servePeerDown(pc *peerConn, s *quic.Stream) {
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Timeouts.Gossip)
 	defer cancel()
-	m, err := readFrame(ctx, s, wire.DecodePeerDown)
+	m, err := readFrame(ctx, n, pc, s, wire.DecodePeerDown)
 	if err != nil {
 		n.frameFailed(pc, s, "PeerDown", err)
 		return
@@ -164,7 +175,7 @@ func (n *Node) servePeerDown(pc *peerConn, s *quic.Stream) {
 func (n *Node) servePeerLeaving(pc *peerConn, s *quic.Stream) {
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Timeouts.Gossip)
 	defer cancel()
-	m, err := readFrame(ctx, s, wire.DecodePeerLeaving)
+	m, err := readFrame(ctx, n, pc, s, wire.DecodePeerLeaving)
 	if err != nil {
 		n.frameFailed(pc, s, "PeerLeaving", err)
 		return
