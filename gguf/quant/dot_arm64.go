@@ -79,10 +79,6 @@ func neonFigureDots(sdot bool) map[Type]figureDot {
 // pairedRows: no kernel here takes a one-row batch's paired quants.
 const pairedRows = false
 
-// rowsSIMD has no whole-row kernels to run here: MatVecRows dots row by
-// row.
-func rowsSIMD(Type, []byte, int, *Activation, []float32) bool { return false }
-
 // No VNNI here (tile_simd.go).
 const haveVNNI = false
 

@@ -214,3 +214,37 @@ func dotF32SIMD(row, act []byte, n int) float32 {
 	elemsF32(&acc, row, act, n&^31, n)
 	return reduce(acc[:])
 }
+
+// rowsSIMD runs MatVecRows with the whole-row kernels where t has one
+// (F16, F32), and says whether it did.
+func rowsSIMD(t Type, w []byte, stride int, a *Activation, out []float32) bool {
+	n := a.N
+	if (t != F16 && t != F32) || n == 0 {
+		return false
+	}
+	es := t.TypeSize()
+	var xtail [128]byte // the activation's last partial chunk, zero-padded
+	whole := n &^ 31
+	copy(xtail[:], a.Data[whole*es:n*es])
+	x := &xtail[0]
+	if whole > 0 {
+		x = &a.Data[0]
+	}
+	if t == F16 {
+		rowsF16(&out[0], &w[0], stride, x, &xtail[0], n, len(out))
+	} else {
+		rowsF32(&out[0], &w[0], stride, x, &xtail[0], n, len(out))
+	}
+	return true
+}
+
+// rowsF16 and rowsF32 set out[r] to the dot product of the n-element
+// row at w + r·stride with x (whose last partial chunk is also at xtail,
+// zero-padded to 32 elements), as dotF16SIMD and dotF32SIMD do, for r <
+// rows.
+//
+//go:noescape
+func rowsF16(out *float32, w *byte, stride int, x, xtail *byte, n, rows int)
+
+//go:noescape
+func rowsF32(out *float32, w *byte, stride int, x, xtail *byte, n, rows int)
