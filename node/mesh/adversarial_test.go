@@ -3,8 +3,10 @@ package mesh
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -475,4 +477,48 @@ func TestFailedJoinLeavesNoPeer(t *testing.T) {
 			return n.peers[addr.ID] == nil
 		})
 	}
+}
+
+// TestHeardQuotaPerPeer: one peer's gossip can fill at most its share of
+// the queue of peers to dial; a peer named by someone else still gets in
+// and is joined.
+func TestHeardQuotaPerPeer(t *testing.T) {
+	checkLeaks(t)
+	cfg := fastConfig()
+	cfg.Limits.MaxHeard, cfg.Limits.MaxHeardPerPeer = 8, 4
+	n := start(t, cfg)
+	hostile := dialRaw(t, n.EndpointAddr(), identity.ALPNMesh)
+	var fakes []*nodev1.PeerAnnouncement
+	for range cfg.Limits.MaxHeard {
+		// Each names this node's own address under another identity: a
+		// dial of it fails at once.
+		id := newKey(t).ID()
+		addr, err := json.Marshal(EndpointAddr{ID: id, Addrs: []netip.AddrPort{n.LocalAddr()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fakes = append(fakes, &nodev1.PeerAnnouncement{EndpointId: id[:], SerializedAddr: addr})
+	}
+	if _, err := hostile.gossip(hostile.frame(fakes...)); err != nil {
+		t.Fatal(err)
+	}
+	n.mu.Lock()
+	heard, fromHostile := len(n.heard), n.heardFrom[hostile.id]
+	n.mu.Unlock()
+	if heard != cfg.Limits.MaxHeardPerPeer || fromHostile != cfg.Limits.MaxHeardPerPeer {
+		t.Fatalf("after one peer named %d: %d heard of, %d charged to it; want %d", len(fakes), heard, fromHostile, cfg.Limits.MaxHeardPerPeer)
+	}
+
+	c := start(t, fastConfig())
+	honest := dialRaw(t, n.EndpointAddr(), identity.ALPNMesh)
+	if _, err := honest.gossip(honest.frame(c.selfAnnouncement())); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the peer another named joined", func() bool { return hasPeer(n.Node, c.ID()) })
+	waitFor(t, 5*time.Second, "its entry and charge dropped", func() bool {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		_, still := n.heard[c.ID()]
+		return !still && n.heardFrom[honest.id] == 0
+	})
 }

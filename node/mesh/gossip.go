@@ -180,7 +180,7 @@ func (n *Node) acceptGossip(pc *peerConn, f *nodev1.GossipFrame, gossipRTT time.
 	rttMoved := p.measured(now, gossipRTT, srtt) && !joined
 	rtt := p.rtt
 	for _, a := range others {
-		n.hearLocked(a)
+		n.hearLocked(a, p.id)
 	}
 	n.mu.Unlock()
 
@@ -303,16 +303,17 @@ func (n *Node) kickAll(except identity.EndpointID) {
 // have no admitted connection to yet.
 type heardPeer struct {
 	addr      EndpointAddr
-	bootstrap bool             // configured: never forgotten until joined
-	boot      []netip.AddrPort // its configured addresses, always dialled first
+	bootstrap bool                // configured: never forgotten until joined
+	boot      []netip.AddrPort    // its configured addresses, always dialled first
+	source    identity.EndpointID // whose gossip chose its addresses; zero for none
 	lastHeard time.Time
 	next      time.Time // earliest next dial
 	failures  int
 	dialing   bool
 }
 
-// hearLocked notes an announced peer for dialling. Node.mu held.
-func (n *Node) hearLocked(a *nodev1.PeerAnnouncement) {
+// hearLocked notes a peer that from announced, for dialling. Node.mu held.
+func (n *Node) hearLocked(a *nodev1.PeerAnnouncement, from identity.EndpointID) {
 	id := identity.EndpointID(a.GetEndpointId())
 	if p := n.peers[id]; p != nil && p.admitted {
 		return
@@ -321,21 +322,29 @@ func (n *Node) hearLocked(a *nodev1.PeerAnnouncement) {
 	if err != nil || addr.ID != id || len(addr.Addrs) == 0 {
 		return // nothing we could dial
 	}
-	n.noteHeard(addr, false)
+	n.noteHeard(addr, from)
 }
 
-// hear notes addr for dialling.
-func (n *Node) hear(addr EndpointAddr, bootstrap bool) {
+// hear notes a configured peer for dialling.
+func (n *Node) hear(addr EndpointAddr) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.noteHeard(addr, bootstrap)
+	n.noteHeard(addr, identity.EndpointID{})
 }
 
-func (n *Node) noteHeard(addr EndpointAddr, bootstrap bool) {
+// noteHeard notes addr for dialling, as announced by from, or configured
+// when from is zero. Each peer may choose what is dialled for at most
+// MaxHeardPerPeer entries, so that one cannot fill the queue with
+// addresses of its choosing. Node.mu held.
+func (n *Node) noteHeard(addr EndpointAddr, from identity.EndpointID) {
 	if addr.ID == n.id {
 		return
 	}
+	configured := from == identity.EndpointID{}
 	h := n.heard[addr.ID]
+	if !configured && (h == nil || h.source != from) && n.heardFrom[from] >= n.cfg.Limits.MaxHeardPerPeer {
+		return
+	}
 	if h == nil {
 		if len(n.heard) >= n.cfg.Limits.MaxHeard {
 			return
@@ -344,15 +353,36 @@ func (n *Node) noteHeard(addr EndpointAddr, bootstrap bool) {
 		n.heard[addr.ID] = h
 		signal(n.dialKick)
 	}
-	if bootstrap {
+	if configured {
 		h.bootstrap = true
 		h.boot = mergeAddrs(addr.Addrs, h.boot)
+	} else if h.source != from {
+		n.uncountHeard(h)
+		h.source = from
+		n.heardFrom[from]++
 	}
 	// What gossip says adds to the configured addresses, never replaces
 	// them: any admitted peer can name any address for anyone.
 	h.addr = addr
 	h.addr.Addrs = mergeAddrs(h.boot, addr.Addrs)
 	h.lastHeard = time.Now()
+}
+
+// forgetHeard drops the heard-of peer id. Node.mu held.
+func (n *Node) forgetHeard(id identity.EndpointID, h *heardPeer) {
+	delete(n.heard, id)
+	n.uncountHeard(h)
+}
+
+// uncountHeard takes h off its source's quota. Node.mu held.
+func (n *Node) uncountHeard(h *heardPeer) {
+	if h.source == (identity.EndpointID{}) {
+		return
+	}
+	if n.heardFrom[h.source]--; n.heardFrom[h.source] <= 0 {
+		delete(n.heardFrom, h.source)
+	}
+	h.source = identity.EndpointID{}
 }
 
 // dialLoop dials heard-of peers, a few at a time, backing off per peer on
@@ -368,11 +398,11 @@ func (n *Node) dialLoop() {
 		n.mu.Lock()
 		for id, h := range n.heard {
 			if p := n.peers[id]; p != nil && p.admitted && !h.dialing {
-				delete(n.heard, id)
+				n.forgetHeard(id, h)
 				continue
 			}
 			if !h.bootstrap && !h.dialing && now.Sub(h.lastHeard) > forget {
-				delete(n.heard, id)
+				n.forgetHeard(id, h)
 				continue
 			}
 			if h.dialing {
@@ -416,7 +446,7 @@ func (n *Node) dialHeard(h *heardPeer) {
 	n.dialing--
 	if err == nil {
 		if n.heard[addr.ID] == h {
-			delete(n.heard, addr.ID)
+			n.forgetHeard(addr.ID, h)
 		}
 	} else {
 		backoff := n.cfg.Timeouts.RedialMin << min(h.failures, 16)

@@ -62,6 +62,7 @@ type Node struct {
 	nConns    int
 	connSeq   uint64
 	heard     map[identity.EndpointID]*heardPeer
+	heardFrom map[identity.EndpointID]int // heard-of peers whose addresses each peer chose
 	dialing   int
 	controls  map[*quic.Conn]struct{}
 	self      *nodev1.PeerAnnouncement
@@ -105,18 +106,19 @@ func New(cfg Config, key *identity.Key, logger *slog.Logger) (*Node, error) {
 		return nil, fmt.Errorf("mesh: listen: %w", err)
 	}
 	n := &Node{
-		cfg:      c,
-		key:      key,
-		id:       key.ID(),
-		log:      logger.With("node", key.ID().Short()),
-		udp:      udp,
-		failed:   make(chan error, 1),
-		dialKick: make(chan struct{}, 1),
-		tunnels:  make(chan struct{}, c.Limits.MaxTunnels),
-		mem:      newFrameMemory(c.Limits),
-		peers:    make(map[identity.EndpointID]*peer),
-		heard:    make(map[identity.EndpointID]*heardPeer),
-		controls: make(map[*quic.Conn]struct{}),
+		cfg:       c,
+		key:       key,
+		id:        key.ID(),
+		log:       logger.With("node", key.ID().Short()),
+		udp:       udp,
+		failed:    make(chan error, 1),
+		dialKick:  make(chan struct{}, 1),
+		tunnels:   make(chan struct{}, c.Limits.MaxTunnels),
+		mem:       newFrameMemory(c.Limits),
+		peers:     make(map[identity.EndpointID]*peer),
+		heard:     make(map[identity.EndpointID]*heardPeer),
+		heardFrom: make(map[identity.EndpointID]int),
+		controls:  make(map[*quic.Conn]struct{}),
 	}
 	la := udp.LocalAddr().(*net.UDPAddr).AddrPort()
 	n.local = netip.AddrPortFrom(la.Addr().Unmap(), la.Port())
@@ -214,7 +216,7 @@ func (n *Node) Serve(ctx context.Context) error {
 	n.spawn(n.acceptLoop)
 	n.spawn(n.dialLoop)
 	for _, b := range n.cfg.Bootstrap {
-		n.hear(b, true)
+		n.hear(b)
 	}
 	var err error
 	select {
