@@ -167,11 +167,13 @@ func (n *Node) acceptGossip(pc *peerConn, f *nodev1.GossipFrame, gossipRTT time.
 		}
 		p.admitted, p.admittedAt, joined = true, now, true
 		n.nAdmitted++
+		n.routeGen++
 		close(p.admittedCh)
 	}
 	updated := false
 	if own != nil && !proto.Equal(own, p.ann) {
 		p.ann, updated = own, !joined
+		n.routeGen++
 		p.advertised = nil
 		if a, err := ParseEndpointAddr(own.GetSerializedAddr()); err == nil && a.ID == p.id {
 			p.advertised = a.Addrs

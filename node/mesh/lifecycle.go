@@ -166,6 +166,7 @@ func (n *Node) evict(p *peer, kind EventKind, reason string) bool {
 	admitted := p.admitted
 	if admitted {
 		n.nAdmitted--
+		n.routeGen++
 	}
 	conns := slices.Clone(p.conns)
 	n.mu.Unlock()

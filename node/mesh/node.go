@@ -55,6 +55,7 @@ type Node struct {
 	dialKick chan struct{}
 	tunnels  chan struct{} // a slot per tunnel being relayed
 	mem      frameMemory
+	routes   routeCache
 
 	mu        sync.Mutex
 	peers     map[identity.EndpointID]*peer // peers with a connection, and admitted ones
@@ -63,6 +64,7 @@ type Node struct {
 	connSeq   uint64
 	heard     map[identity.EndpointID]*heardPeer
 	heardFrom map[identity.EndpointID]int // heard-of peers whose addresses each peer chose
+	routeGen  uint64                      // counts changes to what the route table lists
 	dialing   int
 	controls  map[*quic.Conn]struct{}
 	self      *nodev1.PeerAnnouncement
@@ -328,6 +330,9 @@ func (n *Node) refreshSelf() (changed bool, err error) {
 	defer n.mu.Unlock()
 	changed = !proto.Equal(a, n.self)
 	n.self, n.selfAt = a, time.Now()
+	if changed {
+		n.routeGen++
+	}
 	return changed, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -69,4 +70,45 @@ func FetchRouteTable(ctx context.Context, key *identity.Key, addr EndpointAddr) 
 		return nil, fmt.Errorf("mesh: route table from %s: %w", addr.ID.Short(), err)
 	}
 	return rt, nil
+}
+
+// routeCacheTTL bounds how long an encoded route table is served. Changes
+// the node sees (peers joining, leaving, announcing anew, UpdateSelf)
+// invalidate it at once; the TTL bounds the staleness of what Config.Self
+// reports without UpdateSelf.
+const routeCacheTTL = time.Second
+
+// routeCache holds the encoded route table served on ROUTE_REQUEST, so that
+// a flood of requests, which anyone may send unadmitted, costs a write each
+// rather than a table built over every peer.
+type routeCache struct {
+	mu     sync.Mutex // held while building, so that concurrent requests share one build
+	gen    uint64     // Node.routeGen when built
+	at     time.Time
+	frame  []byte // the length-prefixed RouteTable
+	builds int
+}
+
+// routeTableFrame returns RouteTable as a frame, from the cache while
+// nothing has changed and it is younger than routeCacheTTL. The bytes are
+// shared: callers must not modify them.
+func (n *Node) routeTableFrame() ([]byte, error) {
+	n.mu.Lock()
+	gen := n.routeGen
+	n.mu.Unlock()
+	c := &n.routes
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := n.cfg.Now()
+	if age := now.Sub(c.at); c.frame != nil && c.gen == gen && age >= 0 && age < routeCacheTTL {
+		return c.frame, nil
+	}
+	// A change from here on moves routeGen past gen, so it is not missed.
+	frame, err := wire.AppendFrame(nil, n.RouteTable())
+	if err != nil {
+		return nil, err
+	}
+	c.gen, c.at, c.frame = gen, now, frame
+	c.builds++
+	return frame, nil
 }

@@ -132,7 +132,16 @@ func (n *Node) serveRouteTable(pc *peerConn, s *quic.Stream) {
 		return
 	}
 	// The requester is answered, never admitted.
-	if err := wire.WriteFrame(ctx, s, n.RouteTable()); err != nil {
+	frame, err := n.routeTableFrame()
+	if err != nil {
+		reset(s, StreamCodeDone)
+		n.log.Error("mesh: cannot encode the route table", "err", err)
+		return
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		s.SetWriteDeadline(dl)
+	}
+	if _, err := s.Write(frame); err != nil {
 		reset(s, StreamCodeTimeout)
 		n.log.Debug("mesh: route table not sent", "peer", pc.id.Short(), "err", err)
 		return

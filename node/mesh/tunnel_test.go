@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -383,6 +384,107 @@ func TestRouteTableFits(t *testing.T) {
 	rt.Entries = append(rt.Entries, &nodev1.RouteEntry{EndpointId: rt.Entries[0].EndpointId, Model: models[len(rt.Entries)]})
 	if proto.Size(rt) <= wire.MaxControlFrameBytes {
 		t.Fatal("an entry that fitted was left out")
+	}
+}
+
+// fakeClock is a clock tests move by hand.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// TestRouteTableCached: a flood of ROUTE_REQUESTs is answered from one
+// encoded table; a change to what it lists shows in the next answer, and
+// the table is rebuilt once it is a second old.
+func TestRouteTableCached(t *testing.T) {
+	checkLeaks(t)
+	clock := &fakeClock{now: time.Unix(1_700_000_000, 0)}
+	var mu sync.Mutex
+	models := []string{"qwen"}
+	cfg := fastConfig()
+	cfg.Now = clock.Now
+	cfg.Self = func() *nodev1.PeerAnnouncement {
+		mu.Lock()
+		defer mu.Unlock()
+		return hostSelf(9337, models...)()
+	}
+	a := start(t, cfg)
+	rc := dialRaw(t, a.EndpointAddr(), identity.ALPNMesh)
+	fetch := func() []string {
+		t.Helper()
+		s := rc.openFrame(wire.StreamRouteRequest, &nodev1.RouteTableRequest{Gen: wire.ProtocolGeneration})
+		s.Close()
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		body, err := wire.ReadFrame(ctx, s, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rt, err := wire.DecodeRouteTable(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range rt.Entries {
+			out = append(out, identity.EndpointID(e.EndpointId).Short()+"/"+e.GetModel())
+		}
+		return out
+	}
+	builds := func() int {
+		a.routes.mu.Lock()
+		defer a.routes.mu.Unlock()
+		return a.routes.builds
+	}
+
+	first := fetch()
+	for range 30 {
+		if got := fetch(); !slices.Equal(got, first) {
+			t.Fatalf("cached table %v, first %v", got, first)
+		}
+	}
+	if b := builds(); b != 1 {
+		t.Fatalf("31 requests built the table %d times, want once", b)
+	}
+
+	// A peer joins: the next answer lists it.
+	b := start(t, fastConfig())
+	if _, err := b.Dial(t.Context(), a.EndpointAddr()); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fetch(), b.ID().Short()+"/"; !slices.Contains(got, want) {
+		t.Fatalf("table after a join %v, want it to list %s", got, want)
+	}
+	// The node's own models change: likewise.
+	mu.Lock()
+	models = []string{"llama"}
+	mu.Unlock()
+	if err := a.UpdateSelf(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fetch(), a.ID().Short()+"/llama"; !slices.Contains(got, want) {
+		t.Fatalf("table after UpdateSelf %v, want it to list %s", got, want)
+	}
+	before := builds()
+	fetch()
+	if got := builds(); got != before {
+		t.Fatalf("rebuilt with nothing changed: %d builds, then %d", before, got)
+	}
+	clock.advance(routeCacheTTL)
+	fetch()
+	if got := builds(); got != before+1 {
+		t.Fatalf("a table %v old was served: %d builds, then %d", routeCacheTTL, before, got)
 	}
 }
 
