@@ -201,22 +201,7 @@ loop: \
 // widened and paired with bsums 2j, 2j+1 (SMULL/SMLAL). Clobbers R5,
 // R10-R15, V10, V11, V27-V29.
 #define KSCALEMIN \
-	MOVWU 4(R1), R10 \
-	MOVWU 8(R1), R11 \
-	MOVWU 12(R1), R12 \
-	ANDW  $0x3f3f3f3f, R10, R13 \
-	ANDW  $0x0f0f0f0f, R12, R15 \
-	LSRW  $6, R10, R10 \
-	ANDW  $0x03030303, R10, R10 \
-	ORRW  R10<<4, R15, R15 \
-	ORR   R15<<32, R13, R13 \
-	ANDW  $0x3f3f3f3f, R11, R14 \
-	LSRW  $4, R12, R12 \
-	ANDW  $0x0f0f0f0f, R12, R12 \
-	LSRW  $6, R11, R11 \
-	ANDW  $0x03030303, R11, R11 \
-	ORRW  R11<<4, R12, R12 \
-	ORR   R12<<32, R14, R14 \
+	SCALEMINBITS(R1, R10, R11, R12, R15, R13, R14) \
 	VMOV  R14, V27.D[0] \
 	VUXTL V27.B8, V27.H8 \
 	VZIP1 V27.H8, V27.H8, V28.H8 \
@@ -227,6 +212,29 @@ loop: \
 	SMLAL2(6, 10, 28) \
 	SMLAL(6, 11, 29) \
 	SMLAL2(6, 11, 29)
+
+// SCALEMINBITS leaves in SC the eight 6-bit scales of the Q4_K/Q5_K
+// block at P (one a byte) and in MN its mins, as ggml's get_scale_min_k4:
+// j < 4 from q[j] (q[j+4]) & 63, j ≥ 4 from the nibble of q[j+4] and the
+// top bits of q[j-4] (q[j]), q the 12 bytes at 4(P). A, B, C and T are
+// clobbered.
+#define SCALEMINBITS(P, A, B, C, T, SC, MN) \
+	MOVWU 4(P), A \
+	MOVWU 8(P), B \
+	MOVWU 12(P), C \
+	ANDW  $0x3f3f3f3f, A, SC \
+	ANDW  $0x0f0f0f0f, C, T \
+	LSRW  $6, A, A \
+	ANDW  $0x03030303, A, A \
+	ORRW  A<<4, T, T \
+	ORR   T<<32, SC, SC \
+	ANDW  $0x3f3f3f3f, B, MN \
+	LSRW  $4, C, C \
+	ANDW  $0x0f0f0f0f, C, C \
+	LSRW  $6, B, B \
+	ANDW  $0x03030303, B, B \
+	ORRW  B<<4, C, C \
+	ORR   C<<32, MN, MN
 
 // KZERO8 clears the accumulators V16-V23.
 #define KZERO8 \

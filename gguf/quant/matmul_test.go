@@ -149,28 +149,10 @@ func TestBatchErrors(t *testing.T) {
 // (rotated by a byte each, so they differ), the activation's a batch of
 // two rows and one of one.
 func FuzzMatMulMatchesVecDot(f *testing.F) {
-	rng := rand.New(rand.NewPCG(23, 24))
-	for i, typ := range quant.TileTypes() {
-		at, _ := quant.VecDotType(typ)
-		n := 9 * max(typ.BlockSize(), at.BlockSize(), 32)
-		row := make([]byte, mustRowSize(f, typ, n))
-		act := make([]byte, mustRowSize(f, at, n))
-		randomBlocks(rng, typ, row, false)
-		randomBlocks(rng, at, act, false)
-		f.Add(uint8(i), row, act)
-	}
+	addDotSeeds(f, quant.TileTypes(), rand.New(rand.NewPCG(23, 24)))
 	f.Fuzz(func(t *testing.T, pick uint8, row, act []byte) {
-		types := quant.TileTypes()
-		if len(types) == 0 {
-			t.Skip("no tile kernels")
-		}
-		typ := types[int(pick)%len(types)]
-		at, _ := quant.VecDotType(typ)
-		qk := max(typ.BlockSize(), at.BlockSize())
-		n := len(row) / typ.TypeSize() * typ.BlockSize() / qk * qk
-		rs, _ := typ.RowSize(n)
-		as, _ := at.RowSize(n)
-		if n == 0 || len(act) < as {
+		typ, _, n, rs, as, ok := dotCase(t, quant.TileTypes(), pick, row, act)
+		if !ok {
 			return
 		}
 		const rows = 9

@@ -203,28 +203,10 @@ func TestSIMDMatVec(t *testing.T) {
 // FuzzSIMDMatchesGo: any row and activation bytes dot to the same bits
 // with the assembly kernels as with the Go ones.
 func FuzzSIMDMatchesGo(f *testing.F) {
-	rng := rand.New(rand.NewPCG(11, 12))
-	for i, typ := range quant.SIMDTypes() {
-		at, _ := quant.VecDotType(typ)
-		n := 9 * max(typ.BlockSize(), at.BlockSize(), 32)
-		row := make([]byte, mustRowSize(f, typ, n))
-		act := make([]byte, mustRowSize(f, at, n))
-		randomBlocks(rng, typ, row, false)
-		randomBlocks(rng, at, act, false)
-		f.Add(uint8(i), row, act)
-	}
+	addDotSeeds(f, quant.SIMDTypes(), rand.New(rand.NewPCG(11, 12)))
 	f.Fuzz(func(t *testing.T, pick uint8, row, act []byte) {
-		types := quant.SIMDTypes()
-		if len(types) == 0 {
-			t.Skip("no assembly kernels")
-		}
-		typ := types[int(pick)%len(types)]
-		at, _ := quant.VecDotType(typ)
-		qk := max(typ.BlockSize(), at.BlockSize())
-		n := len(row) / typ.TypeSize() * typ.BlockSize() / qk * qk
-		rs, _ := typ.RowSize(n)
-		as, _ := at.RowSize(n)
-		if n == 0 || len(act) < as {
+		typ, at, n, rs, as, ok := dotCase(t, quant.SIMDTypes(), pick, row, act)
+		if !ok {
 			return
 		}
 		a := &quant.Activation{Type: at, N: n, Data: act[:as]}
@@ -280,4 +262,36 @@ func TestMatVecRows(t *testing.T) {
 			}
 		}
 	}
+}
+
+// addDotSeeds seeds a fuzz target that takes (pick, row, act) with a row
+// of nine blocks (of 32 elements at least) of each type, and an
+// activation, random with finite scales.
+func addDotSeeds(f *testing.F, types []quant.Type, rng *rand.Rand) {
+	for i, typ := range types {
+		at, _ := quant.VecDotType(typ)
+		n := 9 * max(typ.BlockSize(), at.BlockSize(), 32)
+		row := make([]byte, mustRowSize(f, typ, n))
+		act := make([]byte, mustRowSize(f, at, n))
+		randomBlocks(rng, typ, row, false)
+		randomBlocks(rng, at, act, false)
+		f.Add(uint8(i), row, act)
+	}
+}
+
+// dotCase turns a fuzz input into a case: the type picked, its
+// activation type, the elements the row's bytes hold (whole blocks of
+// both), their bytes in the row and in the activation; ok is false where
+// the input holds no case.
+func dotCase(t *testing.T, types []quant.Type, pick uint8, row, act []byte) (typ, at quant.Type, n, rs, as int, ok bool) {
+	if len(types) == 0 {
+		t.Skip("no assembly kernels")
+	}
+	typ = types[int(pick)%len(types)]
+	at, _ = quant.VecDotType(typ)
+	qk := max(typ.BlockSize(), at.BlockSize())
+	n = len(row) / typ.TypeSize() * typ.BlockSize() / qk * qk
+	rs, _ = typ.RowSize(n)
+	as, _ = at.RowSize(n)
+	return typ, at, n, rs, as, n > 0 && len(act) >= as
 }

@@ -7,12 +7,18 @@
 
 // TILEARGS loads the arguments and the accumulators.
 #define TILEARGS \
+	TILEARGSK \
+	TILEACC
+
+#define TILEARGSK \
 	MOVQ acc+0(FP), DI \
 	MOVQ w+8(FP), SI \
 	MOVQ y+16(FP), DX \
 	MOVQ aux+24(FP), R8 \
 	MOVQ blocks+32(FP), CX \
-	MOVQ out+40(FP), R9 \
+	MOVQ out+40(FP), R9
+
+#define TILEACC \
 	VMOVUPS 0(DI), Y8 \
 	VMOVUPS 32(DI), Y9 \
 	VMOVUPS 64(DI), Y10 \
@@ -71,14 +77,7 @@ tail: \
 done: \
 	TESTQ R9, R9 \
 	JZ    keep \
-	VADDPS Y12, Y8, Y8 \
-	VADDPS Y13, Y9, Y9 \
-	VADDPS Y14, Y10, Y10 \
-	VADDPS Y15, Y11, Y11 \
-	VADDPS Y10, Y8, Y8 \
-	VADDPS Y11, Y9, Y9 \
-	VADDPS Y9, Y8, Y8 \
-	VMOVUPS Y8, (R9) \
+	TILEOUT \
 	VZEROUPPER \
 	RET \
 keep: \
@@ -100,6 +99,19 @@ keep: \
 #define HALVES(Y, A0, A1) \
 	VBROADCASTI128 (Y)(DX), A0 \
 	VBROADCASTI128 (Y+16)(DX), A1
+
+// TILEOUT reduces each row's lanes in Y8-Y15 by halving (lane j +=
+// lane j+w for w = 4, 2, 1) and stores the eight rows' results to out
+// (R9).
+#define TILEOUT \
+	VADDPS Y12, Y8, Y8 \
+	VADDPS Y13, Y9, Y9 \
+	VADDPS Y14, Y10, Y10 \
+	VADDPS Y15, Y11, Y11 \
+	VADDPS Y10, Y8, Y8 \
+	VADDPS Y11, Y9, Y9 \
+	VADDPS Y9, Y8, Y8 \
+	VMOVUPS Y8, (R9)
 
 // NIB8(W, A0, A1, S) leaves in S (int16 lanes, two per row) Σ n·y over
 // the 32 elements of a block whose unsigned quants n < 16 are repacked at
@@ -146,6 +158,18 @@ keep: \
 	LEAQ (R9)(R9*2), R10 \
 	LEAQ (R9)(R9*4), R11 \
 	LEAQ (R10)(R9*4), R12
+
+// ROWS8(M, A, B, C, D) runs M(Yr, Xr, ROWr, A, B, C, D) for the eight
+// rows, leaving row r's vector in Yr (Xr its low half), for TRANSPOSE8.
+#define ROWS8(M, A, B, C, D) \
+	M(Y0, X0, ROW0, A, B, C, D) \
+	M(Y1, X1, ROW1, A, B, C, D) \
+	M(Y2, X2, ROW2, A, B, C, D) \
+	M(Y3, X3, ROW3, A, B, C, D) \
+	M(Y4, X4, ROW4, A, B, C, D) \
+	M(Y5, X5, ROW5, A, B, C, D) \
+	M(Y6, X6, ROW6, A, B, C, D) \
+	M(Y7, X7, ROW7, A, B, C, D)
 
 #define ROW0(OFF) (OFF)(SI)
 #define ROW1(OFF) (OFF)(SI)(R9*1)
@@ -214,18 +238,10 @@ keep: \
 	VCVTPH2PS X0, Y0 \
 	VMOVUPS Y0, (OFF)(DI)
 
-// TILEARGSK loads the arguments of a K-quant tile kernel, which keeps
-// its accumulators in acc (DI) rather than Y8-Y15: block k's partials,
-// left by KBLOCK in Y2, are added to lane k mod 8 at 32·(k mod 8)(DI)
-// (R13). Then as TILELOOP. Once per function.
-#define TILEARGSK \
-	MOVQ acc+0(FP), DI \
-	MOVQ w+8(FP), SI \
-	MOVQ y+16(FP), DX \
-	MOVQ aux+24(FP), R8 \
-	MOVQ blocks+32(FP), CX \
-	MOVQ out+40(FP), R9
-
+// A K-quant tile kernel (TILEARGSK, TILELOOPK) keeps its accumulators in
+// acc (DI) rather than Y8-Y15: block k's partials, left by KBLOCK in Y2,
+// are added to lane k mod 8 at 32·(k mod 8)(DI) (R13). Then as TILELOOP.
+// Once per function.
 #define TILELOOPK(WS, YS, XS) \
 	XORQ R13, R13 \
 	TESTQ CX, CX \
@@ -244,18 +260,8 @@ loop: \
 done: \
 	TESTQ R9, R9 \
 	JZ    ret \
-	VMOVUPS 0(DI), Y8 \
-	VMOVUPS 32(DI), Y9 \
-	VMOVUPS 64(DI), Y10 \
-	VMOVUPS 96(DI), Y11 \
-	VADDPS 128(DI), Y8, Y8 \
-	VADDPS 160(DI), Y9, Y9 \
-	VADDPS 192(DI), Y10, Y10 \
-	VADDPS 224(DI), Y11, Y11 \
-	VADDPS Y10, Y8, Y8 \
-	VADDPS Y11, Y9, Y9 \
-	VADDPS Y9, Y8, Y8 \
-	VMOVUPS Y8, (R9) \
+	TILEACC \
+	TILEOUT \
 ret: \
 	VZEROUPPER \
 	RET

@@ -76,6 +76,19 @@ tail: \
 	TBLOCK(28, 29) \
 done: \
 	CBZ  R5, keep \
+	TILEOUT \
+	RET \
+keep: \
+	VST1.P [V16.S4, V17.S4, V18.S4, V19.S4], 64(R0) \
+	VST1.P [V20.S4, V21.S4, V22.S4, V23.S4], 64(R0) \
+	VST1.P [V24.S4, V25.S4, V26.S4, V27.S4], 64(R0) \
+	VST1 [V28.S4, V29.S4, V30.S4, V31.S4], (R0) \
+	RET
+
+// TILEOUT reduces each row's lanes in V16-V31 by halving (lane j +=
+// lane j+w for w = 4, 2, 1) and stores the eight rows' results to out
+// (R5).
+#define TILEOUT \
 	FADD(16, 16, 24) \
 	FADD(17, 17, 25) \
 	FADD(18, 18, 26) \
@@ -90,14 +103,7 @@ done: \
 	FADD(19, 19, 23) \
 	FADD(16, 16, 18) \
 	FADD(17, 17, 19) \
-	VST1 [V16.S4, V17.S4], (R5) \
-	RET \
-keep: \
-	VST1.P [V16.S4, V17.S4, V18.S4, V19.S4], 64(R0) \
-	VST1.P [V20.S4, V21.S4, V22.S4, V23.S4], 64(R0) \
-	VST1.P [V24.S4, V25.S4, V26.S4, V27.S4], 64(R0) \
-	VST1 [V28.S4, V29.S4, V30.S4, V31.S4], (R0) \
-	RET
+	VST1 [V16.S4, V17.S4], (R5)
 
 // DOT8(S, A, B) adds to V(S) the dots of the four rows' 32 elements in
 // groups at R1 (advanced by 128) with the activation bytes in V(A) (0-15)
@@ -191,21 +197,7 @@ loop: \
 done: \
 	CBZ  R5, ret \
 	TILEACC \
-	FADD(16, 16, 24) \
-	FADD(17, 17, 25) \
-	FADD(18, 18, 26) \
-	FADD(19, 19, 27) \
-	FADD(20, 20, 28) \
-	FADD(21, 21, 29) \
-	FADD(22, 22, 30) \
-	FADD(23, 23, 31) \
-	FADD(16, 16, 20) \
-	FADD(17, 17, 21) \
-	FADD(18, 18, 22) \
-	FADD(19, 19, 23) \
-	FADD(16, 16, 18) \
-	FADD(17, 17, 19) \
-	VST1 [V16.S4, V17.S4], (R5) \
+	TILEOUT \
 ret: \
 	RET
 

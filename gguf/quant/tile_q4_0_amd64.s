@@ -25,10 +25,9 @@ TEXT ·q4_0Tile(SB), NOSPLIT, $0-48
 	ONES16(X7, Y7)
 	TILELOOP(288, 34, 8)
 
-// UNPACK(R, ROW) leaves in R the 32 nibbles of the block at ROW(2):
-// elements 0-15 (low nibbles) then 16-31; Y14 holds 0x0f bytes. Clobbers
-// X15.
-#define UNPACK(R, X, ROW) \
+// UNPACK leaves in R the 32 nibbles of the block at ROW(2): elements 0-15
+// (low nibbles) then 16-31; Y14 holds 0x0f bytes. Clobbers X15.
+#define UNPACK(R, X, ROW, _1, _2, _3, _4) \
 	VMOVDQU ROW(2), X \
 	VPSRLW $4, X, X15 \
 	VINSERTI128 $1, X15, R, R \
@@ -39,14 +38,7 @@ TEXT ·q4_0Pack(SB), NOSPLIT, $0-32
 	PACKARGS
 pack:
 	BCASTB(0x0f, X14, Y14)
-	UNPACK(Y0, X0, ROW0)
-	UNPACK(Y1, X1, ROW1)
-	UNPACK(Y2, X2, ROW2)
-	UNPACK(Y3, X3, ROW3)
-	UNPACK(Y4, X4, ROW4)
-	UNPACK(Y5, X5, ROW5)
-	UNPACK(Y6, X6, ROW6)
-	UNPACK(Y7, X7, ROW7)
+	ROWS8(UNPACK, 0, 0, 0, 0)
 	TRANSPOSE8(0)
 	HALVES8(0, 256)
 	ADDQ $18, SI

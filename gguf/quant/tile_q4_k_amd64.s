@@ -61,26 +61,18 @@ TEXT ·q4KTile(SB), NOSPLIT, $0-48
 
 // NIBROWS(OFF, SHIFT) loads the 32 bytes at OFF of each row's block and
 // leaves nibble SHIFT (0 low, 4 high) of each in Y0..Y7.
-#define NIBROW(R, ROW, OFF, SHIFT) \
+#define NIBROW(R, X, ROW, OFF, SHIFT, _1, _2) \
 	VMOVDQU ROW(OFF), R \
 	VPSRLW $SHIFT, R, R \
 	VPAND nib<>(SB), R, R
 
-#define NIBROWS(OFF, SHIFT) \
-	NIBROW(Y0, ROW0, OFF, SHIFT) \
-	NIBROW(Y1, ROW1, OFF, SHIFT) \
-	NIBROW(Y2, ROW2, OFF, SHIFT) \
-	NIBROW(Y3, ROW3, OFF, SHIFT) \
-	NIBROW(Y4, ROW4, OFF, SHIFT) \
-	NIBROW(Y5, ROW5, OFF, SHIFT) \
-	NIBROW(Y6, ROW6, OFF, SHIFT) \
-	NIBROW(Y7, ROW7, OFF, SHIFT)
+#define NIBROWS(OFF, SHIFT) ROWS8(NIBROW, OFF, SHIFT, 0, 0)
 
 // SCALEROW(R, X, ROW, BITS) leaves in R the row's eight 6-bit scales
 // (BITS SCBITS) or mins (MNBITS), unpacked from the 12 bytes at ROW(4) as
 // ggml's get_scale_min_k4 does, each as an int16 pair (v, v). Clobbers
 // AX, BX, DX, R8, R13.
-#define SCALEROW(R, X, ROW, BITS) \
+#define SCALEROW(R, X, ROW, BITS, _1, _2, _3) \
 	MOVL ROW(4), AX \
 	MOVL ROW(8), BX \
 	MOVL ROW(12), DX \
@@ -119,15 +111,7 @@ TEXT ·q4KTile(SB), NOSPLIT, $0-48
 	SHLQ $32, R13 \
 	ORQ  R13, D
 
-#define SCALEROWS(BITS) \
-	SCALEROW(Y0, X0, ROW0, BITS) \
-	SCALEROW(Y1, X1, ROW1, BITS) \
-	SCALEROW(Y2, X2, ROW2, BITS) \
-	SCALEROW(Y3, X3, ROW3, BITS) \
-	SCALEROW(Y4, X4, ROW4, BITS) \
-	SCALEROW(Y5, X5, ROW5, BITS) \
-	SCALEROW(Y6, X6, ROW6, BITS) \
-	SCALEROW(Y7, X7, ROW7, BITS)
+#define SCALEROWS(BITS) ROWS8(SCALEROW, BITS, 0, 0, 0)
 
 DATA nib<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
 DATA nib<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f

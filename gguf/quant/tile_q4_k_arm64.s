@@ -133,28 +133,6 @@ TEXT ·q4KTile(SB), NOSPLIT, $0-48
 	HIGHS(V8, V9, V10, V11, V12, V13, V14, V15) \
 	HIGHS(V16, V17, V18, V19, V20, V21, V22, V23)
 
-// SCMIN leaves in R15 the eight 6-bit scales of a row's block (one a
-// byte) and in R19 its mins, unpacked as ggml's get_scale_min_k4 does:
-// j < 4 from q[j] (q[j+4]) & 63, j ≥ 4 from the nibble of q[j+4] and the
-// top bits of q[j-4] (q[j]). Clobbers R20-R23.
-#define SCMIN(R) \
-	MOVWU 4(R), R20 \
-	MOVWU 8(R), R21 \
-	MOVWU 12(R), R22 \
-	ANDW  $0x3f3f3f3f, R20, R15 \
-	ANDW  $0x0f0f0f0f, R22, R23 \
-	LSRW  $6, R20, R20 \
-	ANDW  $0x03030303, R20, R20 \
-	ORRW  R20<<4, R23, R23 \
-	ORR   R23<<32, R15, R15 \
-	ANDW  $0x3f3f3f3f, R21, R19 \
-	LSRW  $4, R22, R22 \
-	ANDW  $0x0f0f0f0f, R22, R22 \
-	LSRW  $6, R21, R21 \
-	ANDW  $0x03030303, R21, R21 \
-	ORRW  R21<<4, R22, R22 \
-	ORR   R22<<32, R19, R19
-
 // WIDE puts the eight bytes of G in V(L) (0-3) and V(H) (4-7) as int32.
 #define WIDE(G, L, H) \
 	VMOV  G, L.D[0] \
@@ -163,18 +141,18 @@ TEXT ·q4KTile(SB), NOSPLIT, $0-48
 	VUXTL L.H4, L.S4
 
 // SCROWS4 writes the scales of rows RA-RD to R0 and their mins to R24
-// (each advanced by 128), sub-block-major. Clobbers V0-V15.
+// (each advanced by 128), sub-block-major. Clobbers R15, R19-R23, V0-V15.
 #define SCROWS4(RA, RB, RC, RD) \
-	SCMIN(RA) \
+	SCALEMINBITS(RA, R20, R21, R22, R23, R15, R19) \
 	WIDE(R15, V0, V4) \
 	WIDE(R19, V8, V12) \
-	SCMIN(RB) \
+	SCALEMINBITS(RB, R20, R21, R22, R23, R15, R19) \
 	WIDE(R15, V1, V5) \
 	WIDE(R19, V9, V13) \
-	SCMIN(RC) \
+	SCALEMINBITS(RC, R20, R21, R22, R23, R15, R19) \
 	WIDE(R15, V2, V6) \
 	WIDE(R19, V10, V14) \
-	SCMIN(RD) \
+	SCALEMINBITS(RD, R20, R21, R22, R23, R15, R19) \
 	WIDE(R15, V3, V7) \
 	WIDE(R19, V11, V15) \
 	VST4.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R0) \

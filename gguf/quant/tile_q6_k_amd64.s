@@ -85,67 +85,50 @@ TEXT ·q6KTile(SB), NOSPLIT, $0-48
 	TILEARGSK
 	TILELOOPK(2848, 292, 32)
 
-// QROW(R, ROW, QL, LSH, QH, HOP, HSH) leaves in R 32 quants of the row's
-// block: nibble LSH/4 of the bytes at QL, with bits of the bytes at QH
-// moved by HOP $HSH to bits 4-5 above it. Clobbers Y8.
-#define QROW(R, ROW, QL, LSH, QH, HOP, HSH) \
+// QROW(R, X, ROW, QL, LSH, QH, HOP) leaves in R 32 quants of the row's
+// block: nibble LSH/4 of the bytes at QL, with the bits of the bytes at QH
+// that HOP moves to bits 4-5 above it. Clobbers Y8.
+#define QROW(R, X, ROW, QL, LSH, QH, HOP) \
 	VMOVDQU ROW(QL), R \
 	VPSRLW $LSH, R, R \
 	VPAND nib<>(SB), R, R \
 	VMOVDQU ROW(QH), Y8 \
-	HOP $HSH, Y8, Y8 \
+	HOP(Y8) \
 	VPAND m30<>(SB), Y8, Y8 \
 	VPOR Y8, R, R
 
-// UNIT(M, QL, LSH, QH, HOP, HSH) repacks elements 32M..32M+31 (sub-blocks
-// 2M and 2M+1) of the eight rows: as ggml's dequantize_row_q6_K, element
+#define SHL4(V) VPSLLW $4, V, V
+#define SHL2(V) VPSLLW $2, V, V
+#define SHR2(V) VPSRLW $2, V, V
+#define NOSH(V)
+
+// UNIT(M, QL, LSH, QH, HOP) repacks elements 32M..32M+31 (sub-blocks 2M
+// and 2M+1) of the eight rows: as ggml's dequantize_row_q6_K, element
 // 128c+l (l < 32) is the low nibble of ql[64c+l] with bits 0-1 of
 // qh[32c+l]; 128c+32+l the low nibble of ql[64c+32+l] with bits 2-3;
 // +64 and +96 the high nibbles with bits 4-5 and 6-7.
-#define UNIT(M, QL, LSH, QH, HOP, HSH) \
-	QROW(Y0, ROW0, QL, LSH, QH, HOP, HSH) \
-	QROW(Y1, ROW1, QL, LSH, QH, HOP, HSH) \
-	QROW(Y2, ROW2, QL, LSH, QH, HOP, HSH) \
-	QROW(Y3, ROW3, QL, LSH, QH, HOP, HSH) \
-	QROW(Y4, ROW4, QL, LSH, QH, HOP, HSH) \
-	QROW(Y5, ROW5, QL, LSH, QH, HOP, HSH) \
-	QROW(Y6, ROW6, QL, LSH, QH, HOP, HSH) \
-	QROW(Y7, ROW7, QL, LSH, QH, HOP, HSH) \
+#define UNIT(M, QL, LSH, QH, HOP) \
+	ROWS8(QROW, QL, LSH, QH, HOP) \
 	TRANSPOSE8(256*(M))
 
 #define HALFC(C) \
-	UNIT(4*(C), 64*(C), 0, 128+32*(C), VPSLLW, 4) \
-	UNIT(4*(C)+1, 64*(C)+32, 0, 128+32*(C), VPSLLW, 2) \
-	UNIT(4*(C)+2, 64*(C), 4, 128+32*(C), VPSRLW, 0) \
-	UNIT(4*(C)+3, 64*(C)+32, 4, 128+32*(C), VPSRLW, 2)
+	UNIT(4*(C), 64*(C), 0, 128+32*(C), SHL4) \
+	UNIT(4*(C)+1, 64*(C)+32, 0, 128+32*(C), SHL2) \
+	UNIT(4*(C)+2, 64*(C), 4, 128+32*(C), NOSH) \
+	UNIT(4*(C)+3, 64*(C)+32, 4, 128+32*(C), SHR2)
 
-// SCROW(R, X, ROW, OFF) leaves in R the int8 scales at ROW(OFF..OFF+7)
-// as int16 pairs (sc, sc). Clobbers X8.
-#define SCROW(R, X, ROW, OFF) \
+// SCROW leaves in R the int8 scales at ROW(OFF..OFF+7) as int16 pairs
+// (sc, sc). Clobbers X8.
+#define SCROW(R, X, ROW, OFF, _1, _2, _3) \
 	VPMOVSXBW ROW(OFF), X \
 	VPUNPCKHWD X, X, X8 \
 	VPUNPCKLWD X, X, X \
 	VINSERTI128 $1, X8, R, R
 
-#define SCROWS(OFF) \
-	SCROW(Y0, X0, ROW0, OFF) \
-	SCROW(Y1, X1, ROW1, OFF) \
-	SCROW(Y2, X2, ROW2, OFF) \
-	SCROW(Y3, X3, ROW3, OFF) \
-	SCROW(Y4, X4, ROW4, OFF) \
-	SCROW(Y5, X5, ROW5, OFF) \
-	SCROW(Y6, X6, ROW6, OFF) \
-	SCROW(Y7, X7, ROW7, OFF)
-
-#define PAIRROWS \
-	VPMOVSXBW ROW0(192), Y0 \
-	VPMOVSXBW ROW1(192), Y1 \
-	VPMOVSXBW ROW2(192), Y2 \
-	VPMOVSXBW ROW3(192), Y3 \
-	VPMOVSXBW ROW4(192), Y4 \
-	VPMOVSXBW ROW5(192), Y5 \
-	VPMOVSXBW ROW6(192), Y6 \
-	VPMOVSXBW ROW7(192), Y7
+// PAIRROW leaves in R the sixteen int8 scales at ROW(192) as int16: the
+// dwords hold scales 2k and 2k+1.
+#define PAIRROW(R, X, ROW, _1, _2, _3, _4) \
+	VPMOVSXBW ROW(192), R
 
 DATA nib<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
 DATA nib<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
@@ -164,11 +147,11 @@ TEXT ·q6KPack(SB), NOSPLIT, $0-32
 pack:
 	HALFC(0)
 	HALFC(1)
-	SCROWS(192)
+	ROWS8(SCROW, 192, 0, 0, 0)
 	TRANSPOSE8(2048)
-	SCROWS(200)
+	ROWS8(SCROW, 200, 0, 0, 0)
 	TRANSPOSE8(2304)
-	PAIRROWS
+	ROWS8(PAIRROW, 0, 0, 0, 0)
 	TRANSPOSE8(2560)
 	HALVES8(208, 2816)
 	ADDQ $210, SI

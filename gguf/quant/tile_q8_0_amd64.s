@@ -33,21 +33,11 @@ TEXT ·q8_0Tile(SB), NOSPLIT, $0-48
 // PLANE(R, ROW, SHIFT) leaves in R the nibble SHIFT (4: high, 0: low) of
 // each of the 32 bytes x+128 of the block at ROW(2); Y14 holds 0x0f
 // bytes, Y13 0x80 bytes.
-#define PLANE(R, ROW, SHIFT) \
+#define PLANE(R, X, ROW, SHIFT, _1, _2, _3) \
 	VMOVDQU ROW(2), R \
 	VPXOR Y13, R, R \
 	VPSRLW $SHIFT, R, R \
 	VPAND Y14, R, R
-
-#define PLANES(SHIFT) \
-	PLANE(Y0, ROW0, SHIFT) \
-	PLANE(Y1, ROW1, SHIFT) \
-	PLANE(Y2, ROW2, SHIFT) \
-	PLANE(Y3, ROW3, SHIFT) \
-	PLANE(Y4, ROW4, SHIFT) \
-	PLANE(Y5, ROW5, SHIFT) \
-	PLANE(Y6, ROW6, SHIFT) \
-	PLANE(Y7, ROW7, SHIFT)
 
 // func q8_0Pack(dst, w *byte, rs, blocks int)
 TEXT ·q8_0Pack(SB), NOSPLIT, $0-32
@@ -55,11 +45,11 @@ TEXT ·q8_0Pack(SB), NOSPLIT, $0-32
 pack:
 	BCASTB(0x0f, X14, Y14)
 	BCASTB(0x80, X13, Y13)
-	PLANES(4)
+	ROWS8(PLANE, 4, 0, 0, 0)
 	TRANSPOSE8(0)
 	BCASTB(0x0f, X14, Y14)
 	BCASTB(0x80, X13, Y13)
-	PLANES(0)
+	ROWS8(PLANE, 0, 0, 0, 0)
 	TRANSPOSE8(256)
 	HALVES8(0, 512)
 	ADDQ $34, SI
