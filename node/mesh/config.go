@@ -96,6 +96,7 @@ type Limits struct {
 	MaxDialsInFlight   int     // concurrent dials of heard-of peers (4)
 	MaxControlConns    int     // mesh-llm-control/1 connections at once, apart from MaxConns (32)
 	MaxTunnels         int     // TUNNEL_HTTP streams relayed at once, from all peers (256)
+	MaxTunnelsPerPeer  int     // ... of them from one peer (half of MaxTunnels)
 	// FrameMemory bounds, node-wide, the memory of the frames peers send:
 	// a body is charged its declared length before it is allocated or read,
 	// and a frame being decoded the most node/wire lets one take decoded
@@ -182,6 +183,7 @@ func (c *Config) withDefaults() (Config, error) {
 	defInt(&l.MaxDialsInFlight, 4)
 	defInt(&l.MaxControlConns, 32)
 	defInt(&l.MaxTunnels, 256)
+	defInt(&l.MaxTunnelsPerPeer, max(1, l.MaxTunnels/2))
 	if l.FrameMemory <= 0 {
 		l.FrameMemory = 256 << 20
 	}

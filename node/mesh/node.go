@@ -65,6 +65,7 @@ type Node struct {
 	heard     map[identity.EndpointID]*heardPeer
 	heardFrom map[identity.EndpointID]int // heard-of peers whose addresses each peer chose
 	routeGen  uint64                      // counts changes to what the route table lists
+	tunnelsOf map[identity.EndpointID]int // tunnels being relayed for each peer
 	dialing   int
 	controls  map[*quic.Conn]struct{}
 	self      *nodev1.PeerAnnouncement
@@ -120,6 +121,7 @@ func New(cfg Config, key *identity.Key, logger *slog.Logger) (*Node, error) {
 		peers:     make(map[identity.EndpointID]*peer),
 		heard:     make(map[identity.EndpointID]*heardPeer),
 		heardFrom: make(map[identity.EndpointID]int),
+		tunnelsOf: make(map[identity.EndpointID]int),
 		controls:  make(map[*quic.Conn]struct{}),
 	}
 	la := udp.LocalAddr().(*net.UDPAddr).AddrPort()

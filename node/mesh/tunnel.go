@@ -111,7 +111,14 @@ func (n *Node) serveTunnel(pc *peerConn, s *quic.Stream) {
 		return
 	}
 	// Each tunnel holds a TCP connection and two goroutines here, and every
-	// admitted peer may open them: all peers together get MaxTunnels.
+	// admitted peer may open them: all peers together get MaxTunnels, and
+	// one peer MaxTunnelsPerPeer of them, so that it cannot take them all.
+	if !n.takeTunnel(pc.id) {
+		n.log.Debug("mesh: tunnel refused: the peer's share in use", "peer", pc.id.Short(), "limit", n.cfg.Limits.MaxTunnelsPerPeer)
+		reset(s, StreamCodeTunnelUnavailable)
+		return
+	}
+	defer n.releaseTunnel(pc.id)
 	select {
 	case n.tunnels <- struct{}{}:
 		defer func() { <-n.tunnels }()
@@ -130,6 +137,26 @@ func (n *Node) serveTunnel(pc *peerConn, s *quic.Stream) {
 		return
 	}
 	n.relay(s, c.(*net.TCPConn))
+}
+
+// takeTunnel counts a tunnel against peer's share, unless the share is in
+// use.
+func (n *Node) takeTunnel(peer identity.EndpointID) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.tunnelsOf[peer] >= n.cfg.Limits.MaxTunnelsPerPeer {
+		return false
+	}
+	n.tunnelsOf[peer]++
+	return true
+}
+
+func (n *Node) releaseTunnel(peer identity.EndpointID) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.tunnelsOf[peer]--; n.tunnelsOf[peer] <= 0 {
+		delete(n.tunnelsOf, peer)
+	}
 }
 
 // relayBufs holds copy buffers; 64 KiB keeps a loopback relay near the

@@ -235,34 +235,32 @@ func TestTunnelIdleTimeout(t *testing.T) {
 	}
 }
 
-// TestTunnelLimit: the node relays at most MaxTunnels tunnels at once;
-// one past them is refused, and a slot frees when a tunnel ends.
-func TestTunnelLimit(t *testing.T) {
-	checkLeaks(t)
+// silentTarget is a TCP target that accepts connections and says nothing;
+// each one it accepts comes out of the channel.
+func silentTarget(t testing.TB) (addr string, accepted <-chan net.Conn) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 8)
-	go func() { // a target that accepts and then says nothing
+	t.Cleanup(func() { ln.Close() })
+	ch := make(chan net.Conn, 8)
+	go func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			accepted <- c
+			ch <- c
 		}
 	}()
-	cfg := fastConfig()
-	cfg.HTTPTarget = ln.Addr().String()
-	cfg.Limits.MaxTunnels = 2
-	host := start(t, cfg)
-	client := start(t, fastConfig())
-	if _, err := client.Dial(t.Context(), host.EndpointAddr()); err != nil {
-		t.Fatal(err)
-	}
-	open := func() net.Conn {
+	return ln.Addr().String(), ch
+}
+
+// tunnelOpener opens tunnels from client to host, closed when the test
+// ends; relayed waits for one to reach the host's target.
+func tunnelOpener(t *testing.T, client, host *testNode, accepted <-chan net.Conn) (open func() net.Conn, relayed func() net.Conn) {
+	open = func() net.Conn {
 		t.Helper()
 		c, err := client.DialHTTP(t.Context(), host.ID())
 		if err != nil {
@@ -271,7 +269,7 @@ func TestTunnelLimit(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		return c
 	}
-	relayed := func() net.Conn {
+	relayed = func() net.Conn {
 		t.Helper()
 		select {
 		case c := <-accepted:
@@ -282,21 +280,72 @@ func TestTunnelLimit(t *testing.T) {
 			return nil
 		}
 	}
+	return open, relayed
+}
+
+// wantRefused checks that the host refused the tunnel c.
+func wantRefused(t *testing.T, c net.Conn, what string) {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, ErrTunnelRefused) {
+		t.Fatalf("%s: %v, want ErrTunnelRefused", what, err)
+	}
+}
+
+// TestTunnelLimit: the node relays at most MaxTunnels tunnels at once;
+// one past them is refused, and a slot frees when a tunnel ends.
+func TestTunnelLimit(t *testing.T) {
+	checkLeaks(t)
+	target, accepted := silentTarget(t)
+	cfg := fastConfig()
+	cfg.HTTPTarget = target
+	cfg.Limits.MaxTunnels = 2
+	cfg.Limits.MaxTunnelsPerPeer = 2
+	host := start(t, cfg)
+	client := start(t, fastConfig())
+	if _, err := client.Dial(t.Context(), host.EndpointAddr()); err != nil {
+		t.Fatal(err)
+	}
+	open, relayed := tunnelOpener(t, client, host, accepted)
 	first := open()
 	firstTarget := relayed()
 	open()
 	relayed()
-	refused := open()
-	refused.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if _, err := refused.Read(make([]byte, 1)); !errors.Is(err, ErrTunnelRefused) {
-		t.Fatalf("tunnel past the limit: %v, want ErrTunnelRefused", err)
-	}
+	wantRefused(t, open(), "tunnel past the limit")
 	// The first tunnel ends at both ends; its slot is free again.
 	first.Close()
 	firstTarget.Close()
 	waitFor(t, 5*time.Second, "a tunnel slot freed", func() bool { return len(host.tunnels) < cfg.Limits.MaxTunnels })
 	open()
 	relayed()
+}
+
+// TestTunnelSharePerPeer: one peer holds at most MaxTunnelsPerPeer of the
+// node's tunnels, so others still get theirs.
+func TestTunnelSharePerPeer(t *testing.T) {
+	checkLeaks(t)
+	target, accepted := silentTarget(t)
+	cfg := fastConfig()
+	cfg.HTTPTarget = target
+	cfg.Limits.MaxTunnels, cfg.Limits.MaxTunnelsPerPeer = 4, 2
+	host := start(t, cfg)
+	greedy, other := start(t, fastConfig()), start(t, fastConfig())
+	for _, c := range []*testNode{greedy, other} {
+		if _, err := c.Dial(t.Context(), host.EndpointAddr()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	open, relayed := tunnelOpener(t, greedy, host, accepted)
+	for range cfg.Limits.MaxTunnelsPerPeer {
+		open()
+		relayed()
+	}
+	wantRefused(t, open(), "a tunnel past the peer's share")
+	open, relayed = tunnelOpener(t, other, host, accepted)
+	for range cfg.Limits.MaxTunnelsPerPeer {
+		open()
+		relayed()
+	}
 }
 
 // TestRouteTable: a passive client learns who serves what, and the mesh
