@@ -25,6 +25,18 @@
 #define SXTL_S(d, n)     WORD $(0x0f10a400|(n)<<5|(d))         // sxtl vd.4s, vn.4h
 #define SXTL2_S(d, n)    WORD $(0x4f10a400|(n)<<5|(d))         // sxtl2 vd.4s, vn.8h
 
+// F16LANES adds the products of the eight halves in vectors number N (x)
+// and M (y) to the accumulators A (elements 0-3) and A+1 (4-7); clobbers
+// V8, V9. The product of two halves is exact in float32, so the fused
+// multiply-add rounds once, as the Go kernels' multiply-then-add does.
+#define F16LANES(N, M, A) \
+	FCVTL(8, N) \
+	FCVTL(9, M) \
+	FMLA(A, 8, 9) \
+	FCVTL2(8, N) \
+	FCVTL2(9, M) \
+	FMLA(A+1, 8, 9)
+
 // SUM4 turns the int32 vectors A, B, C, D (one block each) into
 // [ΣA, ΣB, ΣC, ΣD] in A by pairwise adds; C is clobbered. Integer
 // addition is exact, so the grouping does not matter.

@@ -9,16 +9,6 @@
 // multiply-add (FMLA) rounds once, exactly as the Go kernel's
 // multiply-then-add does.
 
-// LANES does the eight elements in V (number N) of x and W (number M) of
-// y, into the accumulators A and A+1.
-#define LANES(N, M, A) \
-	FCVTL(8, N) \
-	FCVTL(9, M) \
-	FMLA(A, 8, 9) \
-	FCVTL2(8, N) \
-	FCVTL2(9, M) \
-	FMLA(A+1, 8, 9)
-
 // func f16x32(acc *[32]float32, x, y *byte, chunks int)
 TEXT ·f16x32(SB), NOSPLIT, $0-32
 	MOVD acc+0(FP), R0
@@ -30,10 +20,10 @@ TEXT ·f16x32(SB), NOSPLIT, $0-32
 loop:
 	VLD1.P 64(R1), [V0.H8, V1.H8, V2.H8, V3.H8]
 	VLD1.P 64(R2), [V4.H8, V5.H8, V6.H8, V7.H8]
-	LANES(0, 4, 16)
-	LANES(1, 5, 18)
-	LANES(2, 6, 20)
-	LANES(3, 7, 22)
+	F16LANES(0, 4, 16)
+	F16LANES(1, 5, 18)
+	F16LANES(2, 6, 20)
+	F16LANES(3, 7, 22)
 	SUBS $1, R3
 	BNE  loop
 

@@ -26,24 +26,13 @@
 	AND  $31, R7 \
 	MOVD $buf-128(SP), R12
 
-// LANES16 adds the products of the eight halves in V(N) and V(M) to the
-// accumulators A, A+1 (exact products: FMLA rounds once, as Go's
-// multiply-then-add does).
-#define LANES16(N, M, A) \
-	FCVTL(8, N) \
-	FCVTL(9, M) \
-	FMLA(A, 8, 9) \
-	FCVTL2(8, N) \
-	FCVTL2(9, M) \
-	FMLA(A+1, 8, 9)
-
 #define CHUNK16 \
 	VLD1.P 64(R9), [V0.H8, V1.H8, V2.H8, V3.H8] \
 	VLD1.P 64(R10), [V4.H8, V5.H8, V6.H8, V7.H8] \
-	LANES16(0, 4, 16) \
-	LANES16(1, 5, 18) \
-	LANES16(2, 6, 20) \
-	LANES16(3, 7, 22)
+	F16LANES(0, 4, 16) \
+	F16LANES(1, 5, 18) \
+	F16LANES(2, 6, 20) \
+	F16LANES(3, 7, 22)
 
 // CHUNK32: products rounded before the add, as in Go.
 #define CHUNK32 \
