@@ -9,39 +9,39 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/http/httputil"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/meshnode/meshnode/node/identity"
 )
 
-// meshProxy relays a request to the first reachable peer that hosts its
-// model, over the mesh's HTTP tunnel, and streams the answer back as it
+// meshProxy relays a request to the first host of its model that takes
+// it, over the mesh's HTTP tunnel, and streams the answer back as it
 // arrives (no buffering: SSE tokens pass straight through).
 type meshProxy struct {
 	rp  *httputil.ReverseProxy
 	log *slog.Logger
 }
 
-type hostsKey struct{}
+type (
+	hostsKey struct{} // the hosts to try, best first
+	hostKey  struct{} // the host of one attempt
+)
 
 func newMeshProxy(self identity.EndpointID, mesh Mesh, logger *slog.Logger) *meshProxy {
 	p := &meshProxy{log: logger}
 	transport := &http.Transport{
-		// Every relayed request gets its own tunnel stream; the hosts to
-		// try ride on the request's context, best first.
+		// Every attempt gets its own tunnel stream, to the host on its
+		// context.
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			hosts, _ := ctx.Value(hostsKey{}).([]identity.EndpointID)
-			var errs []error
-			for _, h := range hosts {
-				c, err := mesh.DialHTTP(ctx, h)
-				if err == nil {
-					return c, nil
-				}
-				logger.Debug("api: tunnel dial failed, trying the next host", "peer", h.Short(), "err", err)
-				errs = append(errs, fmt.Errorf("%s: %w", h.Short(), err))
+			h, _ := ctx.Value(hostKey{}).(identity.EndpointID)
+			c, err := mesh.DialHTTP(ctx, h)
+			if err != nil {
+				return nil, dialError{err}
 			}
-			return nil, fmt.Errorf("no host of the model is reachable: %w", errors.Join(errs...))
+			return c, nil
 		},
 		DisableKeepAlives:  true,
 		DisableCompression: true,
@@ -54,7 +54,7 @@ func newMeshProxy(self identity.EndpointID, mesh Mesh, logger *slog.Logger) *mes
 			pr.Out.Header.Set(ForwardedHeader, self.String())
 			pr.Out.Header.Del("Authorization") // this node's key means nothing there
 		},
-		Transport:     transport,
+		Transport:     &failover{next: transport, log: logger},
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if r.Context().Err() != nil {
@@ -74,9 +74,65 @@ func newMeshProxy(self identity.EndpointID, mesh Mesh, logger *slog.Logger) *mes
 func (p *meshProxy) relay(w *stallGuard, r *http.Request, body []byte, hosts []identity.EndpointID) {
 	out := r.Clone(context.WithValue(r.Context(), hostsKey{}, hosts))
 	out.Body = io.NopCloser(bytes.NewReader(body))
+	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	out.ContentLength = int64(len(body))
 	out.Header.Set("Content-Length", strconv.Itoa(len(body)))
 	p.rp.ServeHTTP(w, out)
+}
+
+// failover sends a request to its hosts in turn, best first, moving on
+// from a host that cannot be reached or that turns the tunnel down: either
+// way the request never reached its API, so another host may serve it. A
+// host that sent any of a response, or failed in any other way, ends the
+// relay: the request may be running there.
+type failover struct {
+	next http.RoundTripper
+	log  *slog.Logger
+}
+
+func (f *failover) RoundTrip(req *http.Request) (*http.Response, error) {
+	hosts, _ := req.Context().Value(hostsKey{}).([]identity.EndpointID)
+	var errs []error
+	for i, h := range hosts {
+		var answered atomic.Bool
+		ctx := httptrace.WithClientTrace(context.WithValue(req.Context(), hostKey{}, h),
+			&httptrace.ClientTrace{GotFirstResponseByte: func() { answered.Store(true) }})
+		out := req.Clone(ctx)
+		if i > 0 {
+			body, err := req.GetBody()
+			if err != nil {
+				return nil, err
+			}
+			out.Body = body
+		}
+		resp, err := f.next.RoundTrip(out)
+		if err == nil {
+			return resp, nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", h.Short(), err))
+		if answered.Load() || !(errors.As(err, new(dialError)) || refused(err)) ||
+			req.Context().Err() != nil || req.GetBody == nil {
+			break
+		}
+		f.log.Debug("api: host did not take the relayed request, trying the next", "peer", h.Short(), "err", err)
+	}
+	if len(errs) == 0 {
+		return nil, errors.New("no host of the model to relay to")
+	}
+	return nil, fmt.Errorf("no host of the model took the request: %w", errors.Join(errs...))
+}
+
+// dialError marks a failure to open the tunnel at all.
+type dialError struct{ err error }
+
+func (e dialError) Error() string { return e.err.Error() }
+func (e dialError) Unwrap() error { return e.err }
+
+// refused reports whether err says that a host turned the tunnel down
+// before relaying any of it (mesh.ErrTunnelRefused, found by its method).
+func refused(err error) bool {
+	var r interface{ TunnelRefused() bool }
+	return errors.As(err, &r) && r.TunnelRefused()
 }
 
 // MeshHandler is the handler behind the mesh's HTTP tunnel: requests other

@@ -35,14 +35,23 @@ const (
 
 // Errors of the Node API.
 var (
-	ErrNotServing    = errors.New("mesh: node is not serving")
-	ErrClosed        = errors.New("mesh: node is closed")
-	ErrSelf          = errors.New("mesh: that endpoint is this node")
-	ErrUnknownPeer   = errors.New("mesh: no such admitted peer")
-	ErrNoAddress     = errors.New("mesh: no dialable address")
-	ErrNotAdmitted   = errors.New("mesh: peer did not admit this node")
-	ErrTunnelRefused = errors.New("mesh: peer refused the HTTP tunnel")
+	ErrNotServing  = errors.New("mesh: node is not serving")
+	ErrClosed      = errors.New("mesh: node is closed")
+	ErrSelf        = errors.New("mesh: that endpoint is this node")
+	ErrUnknownPeer = errors.New("mesh: no such admitted peer")
+	ErrNoAddress   = errors.New("mesh: no dialable address")
+	ErrNotAdmitted = errors.New("mesh: peer did not admit this node")
+	// ErrTunnelRefused says that the peer turned an HTTP tunnel down before
+	// relaying any of it to its HTTP target, so another host may be asked
+	// instead. It has a method TunnelRefused() bool, reporting true, by
+	// which errors.As finds it from packages that do not import mesh.
+	ErrTunnelRefused error = tunnelRefusedError{}
 )
+
+type tunnelRefusedError struct{}
+
+func (tunnelRefusedError) Error() string       { return "mesh: peer refused the HTTP tunnel" }
+func (tunnelRefusedError) TunnelRefused() bool { return true }
 
 // reset abandons both directions of a stream with code.
 func reset(s *quic.Stream, code quic.StreamErrorCode) {

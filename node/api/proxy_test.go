@@ -1,0 +1,219 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/node/identity"
+	"github.com/meshnode/meshnode/node/mesh"
+)
+
+// meshNode serves a real mesh node on loopback until the test ends.
+func meshNode(t *testing.T, httpTarget string) *mesh.Node {
+	t.Helper()
+	key, err := identity.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := mesh.New(mesh.Config{ListenAddr: "127.0.0.1:0", HTTPTarget: httpTarget}, key, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("mesh Serve: %v", err)
+		}
+	})
+	return n
+}
+
+// recordingMesh relays through a real mesh node to fixed hosts, and
+// records the hosts dialled.
+type recordingMesh struct {
+	node  *mesh.Node
+	hosts []identity.EndpointID
+	mu    sync.Mutex
+	dials []identity.EndpointID
+}
+
+func (m *recordingMesh) HostsOf(string) []identity.EndpointID { return m.hosts }
+
+func (m *recordingMesh) DialHTTP(ctx context.Context, peer identity.EndpointID) (net.Conn, error) {
+	m.mu.Lock()
+	m.dials = append(m.dials, peer)
+	m.mu.Unlock()
+	return m.node.DialHTTP(ctx, peer)
+}
+
+func (m *recordingMesh) dialled() []identity.EndpointID {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]identity.EndpointID(nil), m.dials...)
+}
+
+// TestRelayPastRefusal: over real QUIC, a host that refuses the tunnel
+// (it has nowhere to relay it) does not fail the request: the next host
+// serves it.
+func TestRelayPastRefusal(t *testing.T) {
+	modelB := &fakeModel{pieces: []string{"from", " B"}}
+	regB := &fakeRegistry{self: testID(0xb), local: map[string]Model{"remote-model": modelB}}
+	srvB := New(Config{}, testID(0xb), regB, nil, &fakeNode{}, nil, nil)
+	apiB := httptest.NewServer(srvB.MeshHandler())
+	defer apiB.Close()
+
+	refuser := meshNode(t, "") // no HTTP target: refuses every tunnel
+	host := meshNode(t, apiB.Listener.Addr().String())
+	relay := meshNode(t, "")
+	for _, n := range []*mesh.Node{refuser, host} {
+		// Serve starts in the background: a dial may come before it.
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			_, err := relay.Dial(t.Context(), n.EndpointAddr())
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, mesh.ErrNotServing) || time.Now().After(deadline) {
+				t.Fatal(err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	m := &recordingMesh{node: relay, hosts: []identity.EndpointID{refuser.ID(), host.ID()}}
+	regA := &fakeRegistry{self: relay.ID(), local: map[string]Model{}}
+	srvA := New(Config{}, relay.ID(), regA, m, &fakeNode{}, nil, nil)
+	apiA := httptest.NewServer(srvA.Handler())
+	defer apiA.Close()
+
+	resp, err := http.Post(apiA.URL+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"remote-model","messages":[{"role":"user","content":"x"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	var c struct {
+		Choices []struct {
+			Message struct {
+				Content string `json:"content"`
+			} `json:"message"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal(body, &c); err != nil || len(c.Choices) == 0 || c.Choices[0].Message.Content != "from B" {
+		t.Fatalf("answer %s (%v)", body, err)
+	}
+	if got := m.dialled(); len(got) != 2 || got[0] != refuser.ID() || got[1] != host.ID() {
+		t.Fatalf("dialled %v, want the refusing host, then the other", got)
+	}
+}
+
+// refusingConn is a tunnel whose host answers some bytes, then says it
+// refused: what a broken host might do.
+type refusingConn struct {
+	net.Conn
+	reply io.Reader
+}
+
+func (c *refusingConn) Read(b []byte) (int, error) {
+	n, err := c.reply.Read(b)
+	if err == io.EOF {
+		return 0, fmt.Errorf("after %d bytes: %w", n, tunnelRefused{})
+	}
+	return n, err
+}
+
+func (c *refusingConn) Write(b []byte) (int, error) { return len(b), nil }
+
+type tunnelRefused struct{}
+
+func (tunnelRefused) Error() string       { return "refused" }
+func (tunnelRefused) TunnelRefused() bool { return true }
+
+// scriptedMesh answers each host's tunnel with a script.
+type scriptedMesh struct {
+	hosts   []identity.EndpointID
+	replies map[identity.EndpointID]string
+	mu      sync.Mutex
+	dials   []identity.EndpointID
+}
+
+func (m *scriptedMesh) HostsOf(string) []identity.EndpointID { return m.hosts }
+
+func (m *scriptedMesh) DialHTTP(ctx context.Context, peer identity.EndpointID) (net.Conn, error) {
+	m.mu.Lock()
+	m.dials = append(m.dials, peer)
+	m.mu.Unlock()
+	a, b := net.Pipe()
+	b.Close()
+	return &refusingConn{Conn: a, reply: strings.NewReader(m.replies[peer])}, nil
+}
+
+// TestRelayNoRetryOnceAnswered: a refusal before the host has sent
+// anything moves on to the next host; one after any of its response is
+// not retried elsewhere, whether the response had begun reaching the
+// client (cut short) or not (502).
+func TestRelayNoRetryOnceAnswered(t *testing.T) {
+	first, second := testID(0xa), testID(0xb)
+	for _, tc := range []struct {
+		name       string
+		reply      string // what the first host sends before refusing
+		wantDials  int
+		wantStatus int
+		wantBody   string
+		wantCut    bool
+	}{
+		{"refused before any byte", "", 2, http.StatusOK, "ok", false},
+		{"refused inside the headers", "HTTP/1.1 200 OK\r\nContent-", 1, http.StatusBadGateway, "", false},
+		{"refused inside the body", "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\ndata: one\n\n", 1, http.StatusOK, "data: one\n\n", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &scriptedMesh{hosts: []identity.EndpointID{first, second}, replies: map[identity.EndpointID]string{
+				first:  tc.reply,
+				second: "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+			}}
+			h := newHarness(t, Config{}, m)
+			resp := h.post(t, "/v1/chat/completions", `{"model":"remote","messages":[{"role":"user","content":"x"}]}`)
+			defer resp.Body.Close()
+			got, err := io.ReadAll(resp.Body)
+			m.mu.Lock()
+			dials := len(m.dials)
+			m.mu.Unlock()
+			if dials != tc.wantDials || resp.StatusCode != tc.wantStatus {
+				t.Fatalf("%d hosts dialled, status %d (%q); want %d, %d", dials, resp.StatusCode, got, tc.wantDials, tc.wantStatus)
+			}
+			if tc.wantBody != "" && string(got) != tc.wantBody {
+				t.Fatalf("body %q, want %q", got, tc.wantBody)
+			}
+			if cut := err != nil; cut != tc.wantCut {
+				t.Fatalf("reading the answer: %v; want it cut short: %v", err, tc.wantCut)
+			}
+		})
+	}
+}
+
+// TestRefusedRecognisesMesh: refused finds mesh.ErrTunnelRefused, however
+// wrapped, and nothing else.
+func TestRefusedRecognisesMesh(t *testing.T) {
+	if !refused(fmt.Errorf("read: %w", mesh.ErrTunnelRefused)) || !refused(tunnelRefused{}) {
+		t.Fatal("a tunnel refusal not recognised")
+	}
+	if refused(errors.New("mesh: peer refused the HTTP tunnel")) || refused(context.DeadlineExceeded) {
+		t.Fatal("another error taken for a refusal")
+	}
+}
