@@ -75,17 +75,33 @@ func runHelper() int {
 	last := "-"
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
+	// finish collects the results of the n parts still running once asked
+	// to stop.
+	finish := func(n int) int {
+		code := 0
+		for range n {
+			if err := <-errs; err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				code = 1
+			}
+		}
+		return code
+	}
 	for {
 		select {
 		case <-ctx.Done():
-			for range 3 {
-				if err := <-errs; err != nil {
-					fmt.Fprintln(os.Stderr, err)
-					return 1
-				}
-			}
-			return 0
+			return finish(3)
 		case err := <-errs:
+			if ctx.Err() != nil {
+				// Asked to stop, and this select saw a part return before
+				// it saw ctx end.
+				code := finish(2)
+				if err != nil {
+					fmt.Fprintln(os.Stderr, err)
+					code = 1
+				}
+				return code
+			}
 			fmt.Fprintln(os.Stderr, "stopped early:", err)
 			return 1
 		case <-tick.C:
