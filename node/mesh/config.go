@@ -104,9 +104,11 @@ type Limits struct {
 	// stream's deadline; a frame that could never fit is refused at once.
 	// A connection not yet admitted may hold StrangerFrameMemory of bodies,
 	// and all of them together half of what bodies may hold, so strangers
-	// cannot starve admitted peers.
+	// cannot starve admitted peers; an admitted peer, over all its
+	// connections, PeerFrameMemory, so that one cannot starve the others.
 	FrameMemory         int64 // (256 MiB; at least 72 MiB: one frame decoding, one being read)
 	StrangerFrameMemory int64 // (32 MiB)
+	PeerFrameMemory     int64 // (32 MiB)
 	// Flow-control windows: one stalled stream can hold at most
 	// StreamWindow, so ConnWindow/StreamWindow stalled tunnels are needed to
 	// block a connection's gossip.
@@ -189,6 +191,9 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if l.StrangerFrameMemory <= 0 {
 		l.StrangerFrameMemory = 32 << 20
+	}
+	if l.PeerFrameMemory <= 0 {
+		l.PeerFrameMemory = 32 << 20
 	}
 	if least := int64(decodeCharge + wire.MaxControlFrameBytes); l.FrameMemory < least {
 		return out, fmt.Errorf("mesh: frame memory %d is below %d, one frame decoding and one being read", l.FrameMemory, least)

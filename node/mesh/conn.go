@@ -33,8 +33,9 @@ type peer struct {
 	rttAt       time.Time
 	rttReported time.Duration // the RTT last published in an event
 	tunnelMap   *nodev1.TunnelMap
-	lastClose   error // why its last connection closed
-	probes      int   // PeerDown reports checked
+	lastClose   error   // why its last connection closed
+	probes      int     // PeerDown reports checked
+	mem         *budget // frame memory it may hold once admitted, over all its connections
 
 	admittedCh   chan struct{} // closed at admission
 	gone         chan struct{} // closed at eviction
@@ -43,9 +44,10 @@ type peer struct {
 	connsChanged chan struct{}
 }
 
-func newPeer(id identity.EndpointID) *peer {
+func newPeer(id identity.EndpointID, mem int64) *peer {
 	return &peer{
 		id:           id,
+		mem:          newBudget("frame memory of a peer", mem),
 		admittedCh:   make(chan struct{}),
 		gone:         make(chan struct{}),
 		kick:         make(chan struct{}, 1),
@@ -164,7 +166,7 @@ func (n *Node) attach(pc *peerConn) (quic.ApplicationErrorCode, string) {
 	}
 	p := n.peers[pc.id]
 	if p == nil {
-		p = newPeer(pc.id)
+		p = newPeer(pc.id, n.cfg.Limits.PeerFrameMemory)
 		n.peers[pc.id] = p
 	}
 	live := 0

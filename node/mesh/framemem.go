@@ -128,8 +128,8 @@ func (n *Node) decodeWithin(ctx context.Context, l *frameLease) error {
 
 // readBody reads one frame from s, as wire.ReadFrame does, but takes the
 // body's declared length from the node's frame memory before allocating or
-// reading it: a connection not yet admitted draws on its own share and on
-// the strangers' share as well. It waits for memory within ctx, and refuses
+// reading it: an admitted peer draws on its own share as well, a
+// connection not yet admitted on its own share and on the strangers'. It waits for memory within ctx, and refuses
 // at once a frame that could never fit. The lease holds the memory until
 // released. It returns io.EOF, unwrapped, when the stream ends cleanly
 // before a frame begins.
@@ -150,7 +150,7 @@ func (n *Node) readBody(ctx context.Context, pc *peerConn, s *quic.Stream) ([]by
 		return nil, nil, &wire.FrameError{Kind: wire.ErrOversize, Field: "length prefix",
 			Reason: fmt.Sprintf("declares %d bytes, limit %d", size, wire.MaxControlFrameBytes)}
 	}
-	from := []*budget{n.mem.bodies}
+	from := []*budget{pc.peer.mem, n.mem.bodies}
 	if !n.isAdmitted(pc.peer) {
 		from = []*budget{pc.mem, n.mem.strangers, n.mem.bodies}
 	}

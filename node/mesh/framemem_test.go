@@ -175,6 +175,66 @@ func TestFrameMemoryStrangersShare(t *testing.T) {
 	waitMemoryFree(t, n.Node)
 }
 
+// TestFrameMemoryPerPeer: an admitted peer holds at most its share of
+// frame memory over all its connections, so one that declares frames and
+// sends nothing cannot starve another's gossip; a frame over the share is
+// refused at once.
+func TestFrameMemoryPerPeer(t *testing.T) {
+	checkLeaks(t)
+	cfg := fastConfig()
+	cfg.Timeouts.Gossip = time.Minute              // the memory frees only by the senders' resets
+	cfg.Limits.FrameMemory = decodeCharge + 16<<20 // bodies 16 MiB
+	cfg.Limits.PeerFrameMemory = 6 << 20
+	n := start(t, cfg)
+
+	admitted := func() *rawClient {
+		rc := dialRaw(t, n.EndpointAddr(), identity.ALPNMesh)
+		if _, err := rc.gossip(rc.frame()); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 5*time.Second, "admission", func() bool { return hasPeer(n.Node, rc.id) })
+		return rc
+	}
+	greedy, other := admitted(), admitted()
+	var streams []*quic.Stream
+	for range 4 {
+		streams = append(streams, greedy.openDeclared(wire.StreamRouteRequest, 3<<20))
+	}
+	greedyMem := connOf(t, n.Node, greedy.id).peer.mem
+	waitFor(t, 5*time.Second, "the greedy peer holding its 6 MiB, two frames waiting", func() bool {
+		return greedyMem.held.Load() == 6<<20 && greedyMem.waiting.Load() == 2
+	})
+
+	began := time.Now()
+	huge := other.openDeclared(wire.StreamGossip, 7<<20)
+	wantStreamCode(t, streamOutcome(t, huge), StreamCodeRejected)
+	if waited := time.Since(began); waited >= cfg.Timeouts.Gossip {
+		t.Errorf("refused after %v, want at once", waited)
+	}
+	streams = append(streams, other.openDeclared(wire.StreamRouteRequest, 4<<20))
+	waitFor(t, 5*time.Second, "the other peer's 4 MiB taken beside the greedy one's 6", func() bool {
+		return n.mem.bodies.held.Load() == 10<<20
+	})
+	if w := n.mem.bodies.waiting.Load(); w != 0 {
+		t.Fatalf("%d waiting for the bodies' memory", w)
+	}
+	if _, err := other.gossip(other.frame()); err != nil {
+		t.Fatalf("gossip beside a peer holding its share: %v", err)
+	}
+	for _, rc := range []*rawClient{greedy, other} {
+		if !rc.alive() {
+			t.Fatal("a peer's connection closed")
+		}
+	}
+	for _, s := range streams {
+		s.CancelWrite(0)
+	}
+	waitMemoryFree(t, n.Node)
+	if h := greedyMem.held.Load(); h != 0 {
+		t.Fatalf("the greedy peer still holds %d bytes", h)
+	}
+}
+
 // TestGossipReplyMemory: the reply to our own gossip is read within the
 // same budget; one the peer declares too large is refused at once.
 func TestGossipReplyMemory(t *testing.T) {
@@ -223,8 +283,8 @@ func TestFrameMemoryConfig(t *testing.T) {
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("FrameMemory %d: err %v, want error %v", tc.mem, err, tc.wantErr)
 			}
-			if tc.mem == 0 && (got.Limits.FrameMemory != 256<<20 || got.Limits.StrangerFrameMemory != 32<<20) {
-				t.Fatalf("defaults %d and %d", got.Limits.FrameMemory, got.Limits.StrangerFrameMemory)
+			if l := got.Limits; tc.mem == 0 && (l.FrameMemory != 256<<20 || l.StrangerFrameMemory != 32<<20 || l.PeerFrameMemory != 32<<20) {
+				t.Fatalf("defaults %d, %d and %d", l.FrameMemory, l.StrangerFrameMemory, l.PeerFrameMemory)
 			}
 		})
 	}
