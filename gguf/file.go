@@ -43,7 +43,7 @@ type File struct {
 func Open(path string) (*File, error) {
 	data, unmap, mapped, err := mapFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("gguf: open %s: %w", path, err)
+		return nil, fmt.Errorf("gguf: %w", err) // err names the path
 	}
 	f, err := parse(data)
 	if err != nil {

@@ -26,11 +26,11 @@ func mapFile(path string) (data []byte, unmap func() error, mapped bool, err err
 		return []byte{}, nil, false, nil // nothing to map; parse reports it
 	}
 	if size != int64(int(size)) {
-		return nil, nil, false, fmt.Errorf("file of %d bytes is too large to map", size)
+		return nil, nil, false, fmt.Errorf("map %s: file of %d bytes is too large to map", path, size)
 	}
 	b, err := unix.Mmap(int(fd.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
-		return nil, nil, false, fmt.Errorf("mmap: %w", err)
+		return nil, nil, false, fmt.Errorf("mmap %s: %w", path, err)
 	}
 	return b, func() error { return unix.Munmap(b) }, true, nil
 }

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/meshnode/meshnode/gguf/quant"
@@ -189,6 +191,38 @@ func TestOpenMapsFile(t *testing.T) {
 	}
 	if _, err := f.TensorData(ti); !errors.Is(err, ErrClosed) {
 		t.Errorf("after Close: %v, want ErrClosed", err)
+	}
+}
+
+// TestOpenErrors: a file that cannot be read and one that is not GGUF
+// each get an error naming the path once and matching its cause.
+func TestOpenErrors(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty.gguf")
+	text := filepath.Join(dir, "text.gguf")
+	if err := errors.Join(os.WriteFile(empty, nil, 0o644), os.WriteFile(text, []byte("not a model at all"), 0o644)); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path string
+		want error
+	}{
+		{filepath.Join(dir, "missing.gguf"), fs.ErrNotExist},
+		{dir, nil}, // a directory: whatever the system says, naming it
+		{empty, ErrNotGGUF},
+		{text, ErrNotGGUF},
+	} {
+		_, err := Open(tc.path)
+		if err == nil {
+			t.Errorf("Open(%s) succeeded", tc.path)
+			continue
+		}
+		if tc.want != nil && !errors.Is(err, tc.want) {
+			t.Errorf("Open(%s): %v, want %v", tc.path, err, tc.want)
+		}
+		if n := strings.Count(err.Error(), tc.path); n != 1 {
+			t.Errorf("Open(%s): %q names the path %d times, want once", tc.path, err, n)
+		}
 	}
 }
 
