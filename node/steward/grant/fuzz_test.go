@@ -3,7 +3,10 @@ package grant
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/meshnode/meshnode/node/receipt"
 )
@@ -69,6 +72,79 @@ func FuzzGrantedServeRequest(f *testing.F) {
 		}
 		if _, err := r.ID(); err != nil {
 			t.Fatalf("derived an invalid request: %v", err)
+		}
+	})
+}
+
+// FuzzParseChainFile: a chain file (meshcli grant's --chain, --parent)
+// never panics the parser, fails only with ErrMalformed, and what it
+// accepts writes back to a file that parses to the same grants.
+func FuzzParseChainFile(f *testing.F) {
+	b, err := json.Marshal(ChainFile{Chain: delegated(f, nil, nil)})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b)
+	f.Add(b[:len(b)/2])
+	f.Add([]byte(`{"chain":[]}`))
+	f.Add([]byte(`{"chain":["82"],"extra":1}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := ParseChainFile(b)
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("error %v does not wrap ErrMalformed", err)
+			}
+			return
+		}
+		out, err := json.Marshal(ChainFile{Chain: c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := ParseChainFile(out)
+		if err != nil || len(again) != len(c) {
+			t.Fatalf("re-parse of %s: %v", out, err)
+		}
+		for i := range c {
+			if again[i].ID != c[i].ID {
+				t.Fatalf("link %d: %s became %s", i, c[i].ID, again[i].ID)
+			}
+		}
+	})
+}
+
+// FuzzReadRevocations: a revocation file never panics the reader, fails
+// only with ErrMalformed, and every line it accepts revokes its grant no
+// later than the line says.
+func FuzzReadRevocations(f *testing.F) {
+	id := receipt.Sum([]byte("revoked"))
+	f.Add([]byte("# grant id  takes effect\n" + id.String() + " 2026-03-01T12:00:00Z\n\n"))
+	f.Add([]byte(id.String() + " 2026-03-01T12:00:00+02:00\n" + id.String() + " 2026-02-01T00:00:00Z"))
+	f.Add([]byte(id.String() + "\n"))
+	f.Add([]byte(strings.Repeat("x", maxRevocationLine+1)))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := ReadRevocations(bytes.NewReader(b))
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("error %v does not wrap ErrMalformed", err)
+			}
+			return
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			fields := strings.Fields(line)
+			if len(fields) != 2 || strings.HasPrefix(fields[0], "#") {
+				continue
+			}
+			id, err := receipt.ParseContentID(fields[0])
+			if err != nil {
+				t.Fatalf("accepted line %q with a bad id: %v", line, err)
+			}
+			want, err := time.Parse(time.RFC3339, fields[1])
+			if err != nil {
+				t.Fatalf("accepted line %q with a bad time: %v", line, err)
+			}
+			if at, ok := r.RevokedAt(id); !ok || at.After(want) {
+				t.Fatalf("line %q: revoked %v at %v", line, ok, at)
+			}
 		}
 	})
 }
