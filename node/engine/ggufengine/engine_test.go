@@ -12,6 +12,7 @@ import (
 
 	"github.com/meshnode/meshnode/gguf/chat"
 	"github.com/meshnode/meshnode/gguf/digest"
+	"github.com/meshnode/meshnode/gguf/model"
 	"github.com/meshnode/meshnode/gguf/model/modeltest"
 	"github.com/meshnode/meshnode/gguf/tokenizer"
 	"github.com/meshnode/meshnode/node/engine"
@@ -324,5 +325,36 @@ func TestTextHelpers(t *testing.T) {
 	out.WriteString(d.Flush())
 	if got := out.String(); !strings.HasPrefix(got, ", and a man") {
 		t.Fatalf("decoded %q", got)
+	}
+}
+
+// TestContextLength: a configured context is capped at the trained one;
+// otherwise the KV caches of all sessions must fit a quarter of memory
+// (bytes per position: element size × layers × KV heads × (K+V head dims)).
+func TestContextLength(t *testing.T) {
+	llama1B := model.Config{TrainContext: 131072, Layers: 16, KVHeads: 8, HeadDimK: 64, HeadDimV: 64} // 32 KiB a position in f16
+	small := model.Config{TrainContext: 256, Layers: 4, KVHeads: 2, HeadDimK: 48, HeadDimV: 48}
+	const gib = 1 << 30
+	for _, tc := range []struct {
+		name     string
+		cfg      Config
+		mc       model.Config
+		kv       model.KVType
+		sessions int
+		want     int
+	}{
+		{"configured", Config{Context: 1000, MemoryBytes: gib}, llama1B, model.KVF16, 4, 1000},
+		{"configured beyond training", Config{Context: 1000}, small, model.KVF16, 1, 256},
+		{"memory unknown", Config{}, llama1B, model.KVF16, 4, model.DefaultContext},
+		{"memory unknown, short model", Config{}, small, model.KVF16, 4, 256},
+		{"fits a quarter of 8 GiB, f16", Config{MemoryBytes: 8 * gib}, llama1B, model.KVF16, 4, 16384},
+		{"fits a quarter of 8 GiB, f32", Config{MemoryBytes: 8 * gib}, llama1B, model.KVF32, 4, 8192},
+		{"one session", Config{MemoryBytes: 8 * gib}, llama1B, model.KVF16, 1, 65536},
+		{"plenty of memory", Config{MemoryBytes: 1024 * gib}, llama1B, model.KVF16, 4, 131072},
+		{"too little for one position", Config{MemoryBytes: 1024}, llama1B, model.KVF16, 4, 1},
+	} {
+		if got := contextLength(tc.cfg, tc.mc, tc.kv, tc.sessions); got != tc.want {
+			t.Errorf("%s: context %d, want %d", tc.name, got, tc.want)
+		}
 	}
 }
