@@ -49,6 +49,11 @@ type Config struct {
 	// Bootstrap peers are dialled at start and redialled, with backoff,
 	// until each has been joined once.
 	Bootstrap []EndpointAddr
+	// AllowAddr, when set, says which addresses the node talks to: it
+	// dials no other, whoever named it (Dial's caller, a bootstrap entry,
+	// a peer's gossip), and refuses connections from others. LAN-only mode
+	// allows LAN addresses alone. Nil allows every address.
+	AllowAddr func(netip.AddrPort) bool
 
 	// GossipInterval is the period of re-gossip with each peer; each wait
 	// is varied by up to ±GossipJitter of it so that peers do not

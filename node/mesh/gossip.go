@@ -499,5 +499,14 @@ func (n *Node) Dial(ctx context.Context, addr EndpointAddr) (Peer, error) {
 }
 
 func (n *Node) dialQUIC(ctx context.Context, id identity.EndpointID, addrs []netip.AddrPort) (*quic.Conn, error) {
-	return DialQUIC(ctx, n.tr, n.key, n.quicConf, id, identity.ALPNMesh, addrs)
+	allowed := slices.DeleteFunc(slices.Clone(addrs), func(ap netip.AddrPort) bool { return !n.allowed(ap) })
+	if len(allowed) == 0 && len(addrs) > 0 {
+		return nil, fmt.Errorf("mesh: dial %s: %w: none of %v is allowed", id.Short(), ErrNoAddress, addrs)
+	}
+	return DialQUIC(ctx, n.tr, n.key, n.quicConf, id, identity.ALPNMesh, allowed)
+}
+
+// allowed reports whether Config.AllowAddr lets the node talk to ap.
+func (n *Node) allowed(ap netip.AddrPort) bool {
+	return n.cfg.AllowAddr == nil || n.cfg.AllowAddr(netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()))
 }

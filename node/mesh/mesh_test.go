@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/netip"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -149,5 +150,48 @@ func TestDialWrongIdentity(t *testing.T) {
 	p, err := a.Dial(ctx, b.EndpointAddr())
 	if err != nil || p.ID != b.ID() {
 		t.Fatalf("dialling B: %v, %v", p.ID.Short(), err)
+	}
+}
+
+// TestAllowAddr: a node talks to allowed addresses only (LAN-only mode):
+// it dials no other, whether asked directly or told by gossip, and refuses
+// connections from others; the rest of the mesh is unaffected.
+func TestAllowAddr(t *testing.T) {
+	checkLeaks(t)
+	var denied atomic.Uint32 // a port the node must not talk to
+	cfg := fastConfig()
+	cfg.AllowAddr = func(ap netip.AddrPort) bool { return uint32(ap.Port()) != denied.Load() }
+	a := start(t, cfg)
+	b, c := start(t, fastConfig()), start(t, fastConfig())
+	denied.Store(uint32(b.LocalAddr().Port()))
+
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if _, err := a.Dial(ctx, b.EndpointAddr()); !errors.Is(err, ErrNoAddress) {
+		t.Fatalf("dialling a denied address: %v, want ErrNoAddress", err)
+	}
+	if _, err := c.Dial(ctx, b.EndpointAddr()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Dial(ctx, c.EndpointAddr()); err != nil {
+		t.Fatal(err)
+	}
+	// Each hears of the other through C: A's dial stops at the filter, B's
+	// at A's refusal.
+	failed := func(n *Node, id identity.EndpointID) func() bool {
+		return func() bool {
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			h := n.heard[id]
+			return h != nil && h.failures > 0
+		}
+	}
+	waitFor(t, 10*time.Second, "A's dial of B, heard through C, failed", failed(a.Node, b.ID()))
+	waitFor(t, 10*time.Second, "B's dial of A, heard through C, failed", failed(b.Node, a.ID()))
+	if hasPeer(a.Node, b.ID()) || hasPeer(b.Node, a.ID()) {
+		t.Fatal("A and B joined through a denied address")
+	}
+	if !hasPeer(c.Node, a.ID()) || !hasPeer(c.Node, b.ID()) {
+		t.Fatalf("C's peers: %v", peerIDs(c.Node))
 	}
 }

@@ -145,7 +145,10 @@ func New(cfg Config, key *identity.Key, logger *slog.Logger) (*Node, error) {
 		MaxConnectionReceiveWindow: c.Limits.ConnWindow,
 	}
 	serverConf := n.quicConf.Clone()
-	serverConf.GetConfigForClient = func(*quic.ClientInfo) (*quic.Config, error) {
+	serverConf.GetConfigForClient = func(ci *quic.ClientInfo) (*quic.Config, error) {
+		if ua, ok := ci.RemoteAddr.(*net.UDPAddr); ok && !n.allowed(ua.AddrPort()) {
+			return nil, fmt.Errorf("mesh: connection from %v refused: address not allowed", ua)
+		}
 		n.mu.Lock()
 		full := n.nConns >= c.Limits.MaxConns
 		n.mu.Unlock()
