@@ -103,8 +103,10 @@ func route(backends []Backend, req *receipt.ServeRequest, admit func(Backend) st
 	}
 	if rt.Chosen >= 0 {
 		c := rt.Candidates[rt.Chosen]
-		// The justification is part of the signed core, so it is plain
-		// ASCII and a function of the candidates alone.
+		// The justification is part of the signed core, so it is one line
+		// (ASCII but for the backend's name, which checkBackend holds to
+		// UTF-8 without control characters) and a function of the
+		// candidates alone.
 		rt.Justification = fmt.Sprintf("%s: cheapest admissible of %d weighed (%d admissible): %v >= floor %v, est %d uJ <= ceiling %d uJ",
 			c.Backend, len(backends), admissible, c.Fidelity, req.FidelityFloor, c.EstimateUJ, req.JouleCeilingUJ)
 	}

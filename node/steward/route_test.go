@@ -177,11 +177,19 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		{"fidelity out of range", Config{Key: testKey(t, 1), Meter: &fakeMeter{}, Backends: []Backend{{Name: "x", Engine: bad}}}},
 		{"name not UTF-8", Config{Key: testKey(t, 1), Meter: &fakeMeter{}, Backends: []Backend{{Name: "cpu:caf\xe9", Engine: newFake(1, 1)}}}},
 		{"recipe not UTF-8", Config{Key: testKey(t, 1), Meter: &fakeMeter{}, Backends: []Backend{{Name: "x", Engine: latin1}}}},
+		{"newline in name", Config{Key: testKey(t, 1), Meter: &fakeMeter{}, Backends: []Backend{{Name: "cpu:a\nb", Engine: newFake(1, 1)}}}},
+		{"control character in name", Config{Key: testKey(t, 1), Meter: &fakeMeter{}, Backends: []Backend{{Name: "cpu:\x1b[2Jx", Engine: newFake(1, 1)}}}},
 	}
 	for _, tt := range tests {
 		if _, err := New(tt.cfg); err == nil {
 			t.Errorf("%s: New accepted it", tt.name)
 		}
+	}
+	// A name outside ASCII is fine: only control characters would break
+	// the route's one line.
+	s := newSteward(t, Config{Backends: []Backend{{Name: "cpu:modèle", Engine: newFake(1, 1)}}})
+	if err := s.AddBackend(Backend{Name: "cpu:a\rb", Engine: newFake(1, 1)}); err == nil {
+		t.Error("AddBackend accepted a name with a carriage return")
 	}
 }
 

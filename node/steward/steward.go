@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/meshnode/meshnode/hw"
@@ -172,6 +174,9 @@ func checkBackend(b Backend, registered []Backend) error {
 	case !utf8.ValidString(b.Name) || !utf8.ValidString(b.Engine.Recipe()):
 		// Both go on every receipt, which must hold UTF-8 text only.
 		return fmt.Errorf("steward: backend %q or its recipe %q is not valid UTF-8", b.Name, b.Engine.Recipe())
+	case strings.ContainsFunc(b.Name, unicode.IsControl):
+		// The name opens the route, §4's one-line justification.
+		return fmt.Errorf("steward: backend %q has a control character in its name", b.Name)
 	}
 	for _, r := range registered {
 		if r.Name == b.Name {
