@@ -1,0 +1,128 @@
+package main
+
+import (
+	"bytes"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/model/modeltest"
+	"github.com/meshnode/meshnode/gguf/tokenizer"
+)
+
+// The built-in model (committed) and llama.cpp's greedy ids for it.
+var (
+	runModel     = filepath.Join("..", "..", "models", "meshnode-fortunes-q8_0.gguf")
+	runReference = filepath.Join("..", "..", "models", "reference-greedy.txt")
+)
+
+// meshnodeRun runs `meshnode run ARGS...` in process and returns its
+// stdout and stderr.
+func meshnodeRun(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	app := newApp()
+	app.Writer, app.ErrWriter = &out, &errOut
+	err = app.Run(append([]string{"meshnode", "run"}, args...))
+	return out.String(), errOut.String(), err
+}
+
+// TestRunGreedyMatchesLlamaCpp: `meshnode run` prints the prompt and then
+// llama.cpp's greedy continuation on stdout, whether the flags come before
+// or after the model, and its rates on stderr.
+func TestRunGreedyMatchesLlamaCpp(t *testing.T) {
+	cases, err := modeltest.ReadGreedyReference(runReference)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref *modeltest.GreedyCase
+	for i := range cases {
+		if cases[i].File == filepath.Base(runModel) {
+			ref = &cases[i]
+			break
+		}
+	}
+	if ref == nil {
+		t.Fatalf("%s has no case for %s", runReference, filepath.Base(runModel))
+	}
+	f, err := gguf.Open(runModel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tok, err := tokenizer.FromGGUF(f.Metadata)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const prompt = "A man walks into a bar" // the reference's first prompt
+	if ids := tok.Encode(prompt, tokenizer.EncodeOptions{AddSpecial: true}); !slices.Equal(ids, ref.Prompt) {
+		t.Fatalf("%q encodes to %v, the reference's prompt is %v", prompt, ids, ref.Prompt)
+	}
+	const n = 12
+	gen, err := tok.Decode(ref.Generated[:n], tokenizer.DecodeOptions{Continue: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := prompt + gen + "\n"
+
+	for _, args := range [][]string{
+		{runModel, "-p", prompt, "-n", "12", "-t", "1"},
+		{"--max-tokens", "12", "--prompt", prompt, "--threads", "2", runModel},
+	} {
+		stdout, stderr, err := meshnodeRun(t, args...)
+		if err != nil {
+			t.Fatalf("run %q: %v\n%s", args, err, stderr)
+		}
+		if stdout != want {
+			t.Errorf("run %q: stdout\n%q\nwant llama.cpp's greedy\n%q", args, stdout, want)
+		}
+		rates := regexp.MustCompile(`(?m)^prompt: \d+ tokens in .* \([\d.]+ tok/s\)\noutput: 12 tokens, [\d.]+ tok/s after the first$`)
+		if !rates.MatchString(stderr) || !strings.Contains(stderr, "llama Q8_0, 4 layers") {
+			t.Errorf("run %q: stderr lacks the model and rates:\n%s", args, stderr)
+		}
+	}
+}
+
+// TestRunSampling: a seeded sampled run repeats itself; another seed
+// gives other text.
+func TestRunSampling(t *testing.T) {
+	run := func(seed string) string {
+		stdout, stderr, err := meshnodeRun(t, runModel, "-p", "Love is", "-n", "24", "--temp", "1.2", "--top-k", "40", "--top-p", "0.95", "--seed", seed)
+		if err != nil {
+			t.Fatalf("seed %s: %v\n%s", seed, err, stderr)
+		}
+		return stdout
+	}
+	a, b, c := run("7"), run("7"), run("8")
+	if a != b {
+		t.Errorf("seed 7 twice:\n%q\n%q", a, b)
+	}
+	if a == c {
+		t.Errorf("seeds 7 and 8 both gave %q", a)
+	}
+}
+
+func TestRunErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-p", "hi"}, "give one model file"},
+		{[]string{runModel, runModel, "-p", "hi"}, "got 2 arguments"},
+		{[]string{runModel, "--no-such-flag"}, "no-such-flag"},
+		{[]string{filepath.Join(t.TempDir(), "missing.gguf"), "-p", "hi"}, "missing.gguf: no such file"},
+		{[]string{runModel, "-p", "hi", "--kv", "q4"}, "q4"},
+		{[]string{runModel, "-p", "hi", "--temp", "0.5", "--top-p", "2"}, "top_p"},
+	} {
+		stdout, _, err := meshnodeRun(t, tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("run %q: err %v, want one mentioning %q", tc.args, err, tc.want)
+		}
+		if stdout != "" {
+			t.Errorf("run %q failed but wrote %q", tc.args, stdout)
+		}
+	}
+}
