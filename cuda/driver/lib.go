@@ -8,8 +8,9 @@ import (
 // Lib is a loaded driver library: the addresses of its functions. Its
 // methods are safe for concurrent use as far as the driver's functions are.
 type Lib struct {
-	path string
-	fn   [numFuncs]uintptr
+	path  string
+	fn    [numFuncs]uintptr
+	names [numFuncs]string // the symbol each function was bound to
 }
 
 // funcID indexes Lib.fn.
@@ -120,6 +121,14 @@ var funcNames = [numFuncs]string{
 	fMemHostGetDevicePointer: "cuMemHostGetDevicePointer_v2",
 }
 
+// legacyNames are the older names of required functions that drivers
+// before the current name lack, where both take the same arguments:
+// cuDevicePrimaryCtxRelease_v2 came with CUDA 11.0, and JetPack 4's driver
+// (CUDA 10.2, Xavier) has only the original.
+var legacyNames = map[funcID]string{
+	fPrimaryCtxRelease: "cuDevicePrimaryCtxRelease",
+}
+
 // Path is the library the functions came from.
 func (l *Lib) Path() string { return l.path }
 
@@ -145,7 +154,11 @@ func (l *Lib) check(f funcID, r uintptr) error {
 	if res == Success {
 		return nil
 	}
-	e := &Error{Func: funcNames[f], Code: res}
+	name := l.names[f]
+	if name == "" { // an optional function this driver lacks
+		name = funcNames[f]
+	}
+	e := &Error{Func: name, Code: res}
 	var s *byte
 	if l.call(fGetErrorName, uintptr(res), uintptr(unsafe.Pointer(&s))) == 0 && s != nil {
 		e.Name = cString(s)

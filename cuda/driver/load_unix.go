@@ -20,20 +20,28 @@ func Load(path string) (*Lib, error) {
 	if runtime.GOOS != "linux" {
 		return nil, fmt.Errorf("%w: no CUDA driver on %s", ErrNoLibrary, runtime.GOOS)
 	}
-	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	// RTLD_LOCAL: nothing else binds to the driver's symbols, so a second
+	// library loaded later (a stand-in in tests) cannot have its own calls
+	// to cu* functions resolved into this one.
+	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
 	if err != nil {
 		return nil, fmt.Errorf("%w: open %s: %v", ErrNoLibrary, path, err)
 	}
 	l := &Lib{path: path}
 	for f := range numFuncs {
-		sym, err := purego.Dlsym(h, funcNames[f])
+		name := funcNames[f]
+		sym, err := purego.Dlsym(h, name)
+		if legacy, ok := legacyNames[f]; err != nil && ok {
+			name = legacy
+			sym, err = purego.Dlsym(h, name)
+		}
 		if err != nil {
 			if f < firstOptional {
 				return nil, l.missing(f)
 			}
 			continue
 		}
-		l.fn[f] = sym
+		l.fn[f], l.names[f] = sym, name
 	}
 	return l, nil
 }
