@@ -177,3 +177,32 @@ func FuzzReadFrame(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseStreamOpen: the opening of a stream held in a slice is the type
+// byte asked for and then exactly the frame ParseFrame finds after it, or
+// fails with ErrWrongStreamType, ErrTruncated or ErrOversize.
+func FuzzParseStreamOpen(f *testing.F) {
+	for _, m := range []proto.Message{sampleGossipFrame(), samplePeerDown()} {
+		b, err := AppendStreamOpen(nil, StreamGossip, m)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+		f.Add(b[:len(b)/2])
+	}
+	f.Add([]byte{byte(StreamPeerDown), 0, 0, 0, 0})
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		body, n, err := ParseStreamOpen(b, StreamGossip)
+		if err != nil {
+			if !errors.Is(err, ErrWrongStreamType) && !errors.Is(err, ErrTruncated) && !errors.Is(err, ErrOversize) {
+				t.Fatalf("unexpected error %v", err)
+			}
+			return
+		}
+		frame, m, perr := ParseFrame(b[1:])
+		if b[0] != byte(StreamGossip) || perr != nil || n != m+1 || !bytes.Equal(body, frame) {
+			t.Fatalf("ParseStreamOpen(%x) = %x, %d; type %#x, ParseFrame %x, %d, %v", b, body, n, b[0], frame, m, perr)
+		}
+	})
+}
