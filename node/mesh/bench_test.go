@@ -113,7 +113,8 @@ func quicBaseline(b *testing.B) func(n int64) time.Duration {
 	}
 	base := fastConfig()
 	cfg, _ := base.withDefaults()
-	qc := &quic.Config{MaxStreamReceiveWindow: cfg.Limits.StreamWindow, MaxConnectionReceiveWindow: cfg.Limits.ConnWindow}
+	qc := &quic.Config{MaxStreamReceiveWindow: cfg.Limits.StreamWindow, MaxConnectionReceiveWindow: cfg.Limits.ConnWindow,
+		InitialConnectionReceiveWindow: cfg.Limits.ConnWindow}
 	ln, err := quic.ListenAddr("127.0.0.1:0", srvTLS, qc)
 	if err != nil {
 		b.Fatal(err)

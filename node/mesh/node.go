@@ -72,6 +72,10 @@ type Node struct {
 	selfAt    time.Time
 }
 
+// initialStreamWindow is where a stream's receive window starts (quic-go's
+// default); it grows to Limits.StreamWindow as the stream is read.
+const initialStreamWindow = 512 << 10
+
 // Node states.
 const (
 	stateNew int32 = iota
@@ -143,6 +147,12 @@ func New(cfg Config, key *identity.Key, logger *slog.Logger) (*Node, error) {
 		MaxIncomingUniStreams:      -1, // every mesh-llm/1 stream is bidirectional
 		MaxStreamReceiveWindow:     c.Limits.StreamWindow,
 		MaxConnectionReceiveWindow: c.Limits.ConnWindow,
+		// The connection's window is whole from the start: quic-go would
+		// begin it at 1.5 stream windows and widen it only as data is read,
+		// so two stalled tunnels on a fresh connection would stop its
+		// gossip. Stream windows still start small and grow with use.
+		InitialStreamReceiveWindow:     min(initialStreamWindow, c.Limits.StreamWindow),
+		InitialConnectionReceiveWindow: c.Limits.ConnWindow,
 	}
 	serverConf := n.quicConf.Clone()
 	serverConf.GetConfigForClient = func(ci *quic.ClientInfo) (*quic.Config, error) {

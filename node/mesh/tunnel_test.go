@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -289,6 +290,58 @@ func wantRefused(t *testing.T, c net.Conn, what string) {
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, ErrTunnelRefused) {
 		t.Fatalf("%s: %v, want ErrTunnelRefused", what, err)
+	}
+}
+
+// TestStalledTunnelsKeepGossip: tunnels stalled both ways (a target that
+// neither reads nor stops writing, a caller that stops reading) hold their
+// streams' flow-control windows and no more: gossip on the same
+// connection still completes, in both directions.
+func TestStalledTunnelsKeepGossip(t *testing.T) {
+	checkLeaks(t)
+	target, accepted := silentTarget(t)
+	cfg := fastConfig()
+	cfg.HTTPTarget = target
+	host := start(t, cfg)
+	client := start(t, fastConfig())
+	if _, err := client.Dial(t.Context(), host.EndpointAddr()); err != nil {
+		t.Fatal(err)
+	}
+	open, relayed := tunnelOpener(t, client, host, accepted)
+	var wg sync.WaitGroup
+	stalled := make(chan error, 3)
+	for range 3 {
+		c := open()
+		tc := relayed()
+		go io.Copy(tc, zeros{}) // towards a caller that never reads; ends when tc closes
+		// Towards a target that never reads: the write stalls once the
+		// windows and socket buffers are full.
+		c.SetWriteDeadline(time.Now().Add(time.Second))
+		wg.Go(func() {
+			_, err := io.Copy(c, io.LimitReader(zeros{}, 256<<20))
+			stalled <- err
+		})
+	}
+	wg.Wait()
+	for range 3 {
+		if err := <-stalled; !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("writing into a stalled tunnel: %v, want it to stall until the deadline", err)
+		}
+	}
+	for _, tc := range []struct {
+		name     string
+		from, to *testNode
+	}{{"client to host", client, host}, {"host to client", host, client}} {
+		pc, err := tc.from.admittedConn(tc.to.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), cfg.Timeouts.Gossip)
+		err = tc.from.exchange(ctx, pc)
+		cancel()
+		if err != nil {
+			t.Fatalf("gossip %s beside stalled tunnels: %v", tc.name, err)
+		}
 	}
 }
 
