@@ -124,13 +124,22 @@ func TestRelayPastRefusal(t *testing.T) {
 }
 
 // refusingConn is a tunnel whose host answers some bytes, then says it
-// refused: what a broken host might do.
+// refused: what a broken host might do. Like a real host it answers only
+// once the request has begun to arrive: an answer before that would be an
+// unsolicited response to the HTTP client.
 type refusingConn struct {
 	net.Conn
-	reply io.Reader
+	reply   io.Reader
+	written chan struct{}
+	once    sync.Once
+}
+
+func newRefusingConn(c net.Conn, reply string) *refusingConn {
+	return &refusingConn{Conn: c, reply: strings.NewReader(reply), written: make(chan struct{})}
 }
 
 func (c *refusingConn) Read(b []byte) (int, error) {
+	<-c.written
 	n, err := c.reply.Read(b)
 	if err == io.EOF {
 		return 0, fmt.Errorf("after %d bytes: %w", n, tunnelRefused{})
@@ -138,7 +147,15 @@ func (c *refusingConn) Read(b []byte) (int, error) {
 	return n, err
 }
 
-func (c *refusingConn) Write(b []byte) (int, error) { return len(b), nil }
+func (c *refusingConn) Write(b []byte) (int, error) {
+	c.once.Do(func() { close(c.written) })
+	return len(b), nil
+}
+
+func (c *refusingConn) Close() error {
+	c.once.Do(func() { close(c.written) }) // a Read waiting for the request ends
+	return c.Conn.Close()
+}
 
 type tunnelRefused struct{}
 
@@ -161,7 +178,7 @@ func (m *scriptedMesh) DialHTTP(ctx context.Context, peer identity.EndpointID) (
 	m.mu.Unlock()
 	a, b := net.Pipe()
 	b.Close()
-	return &refusingConn{Conn: a, reply: strings.NewReader(m.replies[peer])}, nil
+	return newRefusingConn(a, m.replies[peer]), nil
 }
 
 // TestRelayNoRetryOnceAnswered: a refusal before the host has sent
