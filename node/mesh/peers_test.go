@@ -201,3 +201,41 @@ func TestFitFrame(t *testing.T) {
 		}
 	}
 }
+
+// TestMeasured: a peer's RTT is the lower of the gossip round trip and
+// QUIC's smoothed RTT, and a change is reported (as RTTChanged) only when
+// it moves by more than a quarter, and at least a millisecond, from the
+// value last reported.
+func TestMeasured(t *testing.T) {
+	ms := func(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
+	p := newPeer(identity.EndpointID{1}, 1)
+	now := time.Unix(1_700_000_000, 0)
+	for i, tc := range []struct {
+		gossip, srtt time.Duration
+		want         time.Duration // p.rtt after
+		reported     bool
+	}{
+		{0, 0, 0, false},                   // nothing measured
+		{ms(8), ms(10), ms(8), true},       // first sample: the gossip round trip, lower
+		{0, ms(9), ms(9), false},           // served gossip has no round trip: QUIC's
+		{ms(12), ms(9.5), ms(9.5), false},  // within a quarter of 8
+		{ms(10.5), ms(11), ms(10.5), true}, // over a quarter above 8
+		{ms(10), ms(10.2), ms(10), false},  // within a quarter of 10.5
+		{ms(7.8), ms(20), ms(7.8), true},   // over a quarter below 10.5
+		{ms(0.5), 0, ms(0.5), true},        // a fast LAN: 7.8 to 0.5
+		{ms(1.2), ms(1.4), ms(1.2), false}, // under a millisecond from 0.5
+		{ms(1.6), ms(1.7), ms(1.6), true},  // 1.1 ms from 0.5
+		{0, ms(0.4), ms(0.4), true},        // 1.2 ms from 1.6
+	} {
+		now = now.Add(time.Second)
+		if got := p.measured(now, tc.gossip, tc.srtt); got != tc.reported {
+			t.Errorf("sample %d (gossip %v, srtt %v): reported %v, want %v", i, tc.gossip, tc.srtt, got, tc.reported)
+		}
+		if p.rtt != tc.want {
+			t.Errorf("sample %d: rtt %v, want %v", i, p.rtt, tc.want)
+		}
+		if tc.want != 0 && !p.rttAt.Equal(now) {
+			t.Errorf("sample %d: measured at %v, want %v", i, p.rttAt, now)
+		}
+	}
+}
