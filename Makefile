@@ -115,3 +115,15 @@ ptx-check:
 # GPU tests.
 bench-cuda:
 	MESHNODE_BENCH_CUDA=1 CGO_ENABLED=0 $(GO) test ./cuda/ -run '^$$' -bench '^BenchmarkCUDA$$' -benchtime 1x -timeout 30m -v
+
+# The arm64 (NEON) kernels on an amd64 machine under qemu-aarch64-static
+# (Debian's qemu-user-static): gguf/quant's kernels against their Go twins
+# on a CPU with SDOT (-cpu max), and gguf/model's pinned logits digest with
+# SDOT and without it (cortex-a72: the Go kernels for the quantised types).
+.PHONY: qemu-arm64
+qemu-arm64:
+	@set -e; d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; \
+	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -c -o $$d/quant.test ./gguf/quant; \
+	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -c -o $$d/model.test ./gguf/model; \
+	(cd gguf/quant && qemu-aarch64-static -cpu max $$d/quant.test -test.run 'SIMD|MatMul|MatVecRows|NoFused'); \
+	for c in max cortex-a72; do echo "model on $$c"; (cd gguf/model && qemu-aarch64-static -cpu $$c $$d/model.test -test.run '^TestLogitsArePinned$$'); done
