@@ -1,0 +1,90 @@
+package cuda_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/meshnode/meshnode/cuda"
+	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/model"
+	"github.com/meshnode/meshnode/gguf/model/modeltest"
+)
+
+// decodeLaunchesPerLayer bounds the kernels one layer of a decode step
+// launches, by architecture, as docs/cuda.md lists them: llama's 14 (add+
+// norm, quantise, QKV, RoPE, store K/V, attention, quantise, output,
+// add+norm, quantise, gate+up, GLU, quantise, down), phi3's fused QKV
+// and gate+up matrices, qwen2's Q, K and V biases, gemma3's per-head Q/K
+// norms and post-attention and post-FFN norms. A change that launches more
+// fails here and updates the docs.
+var decodeLaunchesPerLayer = map[string]int64{"llama": 14, "phi3": 15, "qwen2": 19, "gemma3": 19}
+
+// decodeLaunchesOutside bounds those outside the layers: the embedding
+// (and gemma3's scaling of it), the final norm, its quantisation, the
+// output head (and gemma3's softcap).
+const decodeLaunchesOutside = 7
+
+// TestDecodeLaunches counts the kernels a decode step launches, per layer
+// and outside the layers (two models that differ only in depth tell them
+// apart), for every architecture of the fixtures.
+func TestDecodeLaunches(t *testing.T) {
+	md, err := vocabSource()
+	if err != nil {
+		t.Skipf("vocabulary source: %v", err)
+	}
+	for _, arch := range modeltest.Archs {
+		t.Run(arch, func(t *testing.T) {
+			var n [2]int64
+			for i, layers := range []int{2, 3} {
+				spec := modeltest.Fixture(arch, "Q4_K_M")
+				spec.Layers = layers
+				b, err := modeltest.Generate(spec, md)
+				if err != nil {
+					t.Fatal(err)
+				}
+				f, err := gguf.Parse(b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				n[i] = decodeLaunches(t, f)
+			}
+			perLayer, outside := n[1]-n[0], n[0]-2*(n[1]-n[0])
+			t.Logf("%s: %d launches per layer, %d outside the layers", arch, perLayer, outside)
+			if want, ok := decodeLaunchesPerLayer[arch]; !ok || perLayer > want || perLayer <= 0 {
+				t.Errorf("%s: %d launches per layer, want at most %d", arch, perLayer, want)
+			}
+			if outside > decodeLaunchesOutside || outside <= 0 {
+				t.Errorf("%s: %d launches outside the layers, want at most %d", arch, outside, decodeLaunchesOutside)
+			}
+		})
+	}
+}
+
+// decodeLaunches is the kernels one decode step of f launches, kernel by
+// kernel.
+func decodeLaunches(t *testing.T, f *gguf.File) int64 {
+	be, _ := newEmu(t, cuda.Options{NoGraphs: true})
+	defer be.Close()
+	m, err := model.Load(f, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := m.NewSession(model.SessionOptions{Context: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	if _, err := s.Eval(ctx, []uint32{7}); err != nil { // the first step makes one-off tables
+		t.Fatal(err)
+	}
+	before := be.Stats()
+	if _, err := s.Eval(ctx, []uint32{42}); err != nil {
+		t.Fatal(err)
+	}
+	after := be.Stats()
+	if steps := after.Steps - before.Steps; steps != 1 {
+		t.Errorf("a decode step was launched as %d recordings, want 1", steps)
+	}
+	return after.Launches - before.Launches
+}
