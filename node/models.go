@@ -173,7 +173,7 @@ func (n *Node) loadModels(stack *closers) error {
 		} else {
 			n.log.Info("no model configured and the built-in default model is not installed: serving the reference engine",
 				"model", "mesh-reference", "looked_in", builtinModelPaths())
-			_, err := n.models.add(newReferenceModel(DefaultFidelity, referenceUJPerToken))
+			_, err := n.models.add(n.wrapped(newReferenceModel(DefaultFidelity, referenceUJPerToken)))
 			return err
 		}
 	}
@@ -183,15 +183,24 @@ func (n *Node) loadModels(stack *closers) error {
 		if err != nil {
 			return fmt.Errorf("model %s: %w", s.Path, err)
 		}
-		if _, err := n.models.add(m); err != nil {
+		wm := n.wrapped(m)
+		if _, err := n.models.add(wm); err != nil {
 			m.Close()
 			return err
 		}
-		stack.push("model "+m.Name(), func() error { return n.closeModel(m) })
+		stack.push("model "+m.Name(), func() error { return n.closeModel(wm) })
 		n.log.Info("serving model", "model", m.Name(), "file", s.Path, "builtin_default", s.builtin,
 			"bytes_mapped", m.Size(), "took", time.Since(start).Round(time.Millisecond))
 	}
 	return nil
+}
+
+// wrapped is m as the test hook wrapModel makes it, or m.
+func (n *Node) wrapped(m localModel) localModel {
+	if n.wrapModel == nil {
+		return m
+	}
+	return n.wrapModel(m)
 }
 
 // referenceUJPerToken is the reference engine's modelled cost: its 256

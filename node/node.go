@@ -36,9 +36,11 @@ type Node struct {
 	cfg Config
 	log *slog.Logger
 
-	// Hooks for tests: the meter selection and the mesh's timing.
+	// Hooks for tests: the meter selection, the mesh's timing, and a
+	// wrapper around each model loaded at start.
 	meterConfig meters.Config
 	meshTuning  func(*mesh.Config)
+	wrapModel   func(localModel) localModel
 
 	mu        sync.Mutex
 	ready     chan struct{}
@@ -82,9 +84,11 @@ func (n *Node) HTTPAddr() net.Addr {
 }
 
 // Serve runs the node until ctx is cancelled, then shuts down: the API
-// stops accepting, peers are told the node is leaving, in-flight requests
-// get up to the drain timeout, and everything started is stopped in
-// reverse order. A clean shutdown returns nil.
+// stops accepting (new tunnels from peers are refused, and they go to
+// other hosts), requests in flight, local or relayed through the mesh in
+// either direction, get up to the drain timeout, then peers are told the
+// node is leaving and everything started is stopped in reverse order. A
+// clean shutdown returns nil.
 func (n *Node) Serve(ctx context.Context) (err error) {
 	var stack closers
 	defer func() {
@@ -172,7 +176,21 @@ func (n *Node) Serve(ctx context.Context) (err error) {
 		return fmt.Errorf("invite token: %w", err)
 	}
 
+	stack.push("mesh", mn.Close) // for a mesh that never served; Serve's end stops one that did
+
+	// Everything stops when ctx ends but what requests in flight still
+	// need: the meters, and the mesh that carries the requests relayed to
+	// and from this node. They run on late, which ends once the API has
+	// let those requests finish (the mesh then says PeerLeaving and
+	// closes), or on any early return.
+	ctx, stopAll := context.WithCancel(ctx)
+	late, stopLate := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
+	defer func() {
+		stopAll()
+		stopLate()
+		wg.Wait()
+	}()
 	run := func(name string, serve func(context.Context) error, c context.Context) {
 		wg.Add(1)
 		go func() {
@@ -182,8 +200,8 @@ func (n *Node) Serve(ctx context.Context) (err error) {
 			}
 		}()
 	}
-	run("meters", sel.Serve, ctx)
-	run("mesh", mn.Serve, ctx)
+	run("meters", sel.Serve, late)
+	run("mesh", mn.Serve, late)
 	if err := n.startDiscovery(ctx, run); err != nil {
 		return err
 	}
@@ -200,21 +218,32 @@ func (n *Node) Serve(ctx context.Context) (err error) {
 		QueueDepth:   n.cfg.API.QueueDepth,
 		Routes:       map[string]http.Handler{control.HTTPPrefix + "/": ctl.HTTPHandler()},
 	}, key.ID(), &registry{n: n}, meshRelay{mn}, &apiNode{n: n}, n.log, nil)
-	run("mesh tunnel api", func(c context.Context) error {
-		return srv.ServeMesh(c, tunnelLn, n.cfg.DrainTimeout.Duration)
-	}, ctx)
-	apiDone := make(chan error, 1)
-	go func() { apiDone <- srv.Serve(ctx, httpLn, n.cfg.DrainTimeout.Duration) }()
+	drain := n.cfg.DrainTimeout.Duration
+	apiDone, tunnelDone := make(chan error, 1), make(chan error, 1)
+	go func() { apiDone <- srv.Serve(ctx, httpLn, drain) }()
+	go func() { tunnelDone <- srv.ServeMesh(ctx, tunnelLn, drain) }()
 
 	n.announceReady(self)
 	close(n.ready)
 
-	err = <-apiDone
-	n.log.Info("shutting down")
+	// Both API servers stop accepting at ctx's end and drain what is in
+	// flight (up to drain each, at the same time); then the late parts go.
+	select {
+	case <-ctx.Done():
+		n.log.Info("shutting down: finishing requests in flight", "drain_timeout", drain)
+		err = <-apiDone
+	case err = <-apiDone: // the listener failed
+	}
+	stopAll()
+	if terr := <-tunnelDone; terr != nil && !errors.Is(terr, net.ErrClosed) {
+		n.log.Error("mesh tunnel api stopped", "err", terr)
+	}
+	stopLate()
 	wg.Wait()
 	if errors.Is(err, net.ErrClosed) {
 		err = nil
 	}
+	n.log.Info("stopped")
 	return err
 }
 

@@ -26,6 +26,12 @@ import (
 // cancels it and returns what Serve returned.
 func startNode(t testing.TB, cfg Config) (*Node, func() error) {
 	t.Helper()
+	return startNodeWith(t, cfg, nil)
+}
+
+// startNodeWith is startNode with setup run on the node before it serves.
+func startNodeWith(t testing.TB, cfg Config, setup func(*Node)) (*Node, func() error) {
+	t.Helper()
 	if cfg.StateDir == "" {
 		cfg.StateDir = t.TempDir()
 	}
@@ -43,6 +49,9 @@ func startNode(t testing.TB, cfg Config) (*Node, func() error) {
 	n.meshTuning = func(c *mesh.Config) {
 		c.GossipInterval = 200 * time.Millisecond
 		c.Timeouts.Confirm = 500 * time.Millisecond
+	}
+	if setup != nil {
+		setup(n)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -1,0 +1,121 @@
+package node
+
+import (
+	"context"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/node/engine"
+	"github.com/meshnode/meshnode/node/receipt"
+)
+
+// gatedModel serves its model's engine with a gate: after the first token
+// a generation waits until the gate opens (or its context ends).
+type gatedModel struct {
+	localModel
+	g *streamGate
+}
+
+func (m gatedModel) Engine() engine.Engine { return gatedEngine{m.localModel.Engine(), m.g} }
+
+type gatedEngine struct {
+	engine.Engine
+	g *streamGate
+}
+
+func (e gatedEngine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []uint32, emit func(uint32) error) (engine.Outcome, error) {
+	first := true
+	return e.Engine.Serve(ctx, req, prompt, func(tok uint32) error {
+		if !first {
+			e.g.once.Do(func() { close(e.g.started) })
+			select {
+			case <-e.g.open:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		first = false
+		return emit(tok)
+	})
+}
+
+type streamGate struct {
+	started, open chan struct{}
+	once          sync.Once
+}
+
+func newStreamGate() *streamGate {
+	return &streamGate{started: make(chan struct{}), open: make(chan struct{})}
+}
+
+// TestShutdownDrainsRelayed: a request relayed through the mesh finishes
+// when either node on its way is told to stop while it is in flight: the
+// relaying node and the hosting node each keep the mesh up until their API
+// has drained, and then stop cleanly.
+func TestShutdownDrainsRelayed(t *testing.T) {
+	for _, stopping := range []string{"relaying", "hosting"} {
+		t.Run(stopping, func(t *testing.T) {
+			g := newStreamGate()
+			t.Setenv("MESHNODE_DEFAULT_MODEL", "none")
+			host, stopHost := startNodeWith(t, Config{}, func(n *Node) {
+				n.wrapModel = func(m localModel) localModel { return gatedModel{m, g} }
+			})
+			t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
+			relay, stopRelay := startNode(t, Config{Join: []string{host.invite}})
+			waitFor(t, "the relaying node to learn the host's model", func() bool {
+				return len(relay.mesh.PeersHosting("mesh-reference")) > 0
+			})
+
+			resp := post(t, relay, "/v1/chat/completions", `{"model":"mesh-reference","stream":true,
+				"stream_options":{"include_usage":true},"max_tokens":6,"messages":[{"role":"user","content":"hi"}]}`)
+			defer resp.Body.Close()
+			if resp.StatusCode != 200 {
+				b, _ := io.ReadAll(resp.Body)
+				t.Fatalf("status %d: %s", resp.StatusCode, b)
+			}
+			<-g.started // the host is mid-generation
+
+			stopper, other, stop := relay, host, stopRelay
+			if stopping == "hosting" {
+				stopper, other, stop = host, relay, stopHost
+			}
+			stopped := make(chan error, 1)
+			go func() { stopped <- stop() }()
+			// Shutdown has begun once the stopping node's API refuses
+			// connections; give its mesh the time it would take to go,
+			// were it not waiting for the drain.
+			waitFor(t, "the stopping node to stop accepting", func() bool {
+				c, err := http.Get("http://" + stopper.HTTPAddr().String() + "/health")
+				if err == nil {
+					c.Body.Close()
+				}
+				return err != nil
+			})
+			gone := time.Now().Add(500 * time.Millisecond)
+			for time.Now().Before(gone) {
+				if _, ok := other.mesh.Peer(stopper.key.ID()); !ok {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			close(g.open)
+
+			text, energy := readChatStream(t, resp.Body)
+			if len(strings.Fields(text)) != 6 {
+				t.Fatalf("relayed stream after the stop: %q", text)
+			}
+			env, _ := hex.DecodeString(energy.EnvelopeHex)
+			if _, err := receipt.Open(env, host.key.Public()); err != nil {
+				t.Fatalf("the drained answer's receipt: %v", err)
+			}
+			if err := <-stopped; err != nil {
+				t.Fatalf("Serve after shutdown: %v", err)
+			}
+		})
+	}
+}
