@@ -56,6 +56,9 @@ func newMeshProxy(self identity.EndpointID, mesh Mesh, logger *slog.Logger) *mes
 		},
 		Transport:     &failover{next: transport, log: logger},
 		FlushInterval: -1,
+		// A relayed answer cut mid-way is reported here, in the node's
+		// log rather than the standard logger's.
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if r.Context().Err() != nil {
 				return // the client left
