@@ -101,7 +101,7 @@ type Limits struct {
 	MaxDialsInFlight   int     // concurrent dials of heard-of peers (4)
 	MaxControlConns    int     // mesh-llm-control/1 connections at once, apart from MaxConns (32)
 	MaxTunnels         int     // TUNNEL_HTTP streams relayed at once, from all peers (256)
-	MaxTunnelsPerPeer  int     // ... of them from one peer (half of MaxTunnels)
+	MaxTunnelsPerPeer  int     // ... of them from one peer (half of MaxTunnels, at most 3/4 of MaxIncomingStreams: the rest stay free for its gossip)
 	// FrameMemory bounds, node-wide, the memory of the frames peers send:
 	// a body is charged its declared length before it is allocated or read,
 	// and a frame being decoded the most node/wire lets one take decoded
@@ -190,7 +190,9 @@ func (c *Config) withDefaults() (Config, error) {
 	defInt(&l.MaxDialsInFlight, 4)
 	defInt(&l.MaxControlConns, 32)
 	defInt(&l.MaxTunnels, 256)
-	defInt(&l.MaxTunnelsPerPeer, max(1, l.MaxTunnels/2))
+	// A peer's tunnels share its connection's MaxIncomingStreams with its
+	// gossip; holding them all would leave its gossip no stream to open.
+	defInt(&l.MaxTunnelsPerPeer, max(1, min(l.MaxTunnels/2, int(l.MaxIncomingStreams*3/4))))
 	if l.FrameMemory <= 0 {
 		l.FrameMemory = 256 << 20
 	}

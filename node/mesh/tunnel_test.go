@@ -401,6 +401,45 @@ func TestTunnelSharePerPeer(t *testing.T) {
 	}
 }
 
+// TestTunnelsLeaveStreamsForGossip: a peer's tunnels, however many it
+// asks for, leave streams of its connection free: the host refuses them
+// before they take every stream QUIC lets the peer open, so the peer's
+// gossip still gets a stream.
+func TestTunnelsLeaveStreamsForGossip(t *testing.T) {
+	checkLeaks(t)
+	target, accepted := silentTarget(t)
+	cfg := fastConfig()
+	cfg.HTTPTarget = target
+	cfg.Limits.MaxIncomingStreams = 8
+	host := start(t, cfg)
+	client := start(t, fastConfig())
+	if _, err := client.Dial(t.Context(), host.EndpointAddr()); err != nil {
+		t.Fatal(err)
+	}
+	open, _ := tunnelOpener(t, client, host, accepted)
+	for range cfg.Limits.MaxIncomingStreams {
+		c := open()
+		select {
+		case tc := <-accepted:
+			t.Cleanup(func() { tc.Close() })
+			continue
+		case <-time.After(time.Second):
+		}
+		wantRefused(t, c, "a tunnel past the streams left for gossip")
+		pc, err := client.admittedConn(host.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), cfg.Timeouts.Gossip)
+		defer cancel()
+		if err := client.exchange(ctx, pc); err != nil {
+			t.Fatalf("gossip beside the tunnels: %v", err)
+		}
+		return
+	}
+	t.Fatalf("all %d streams relayed as tunnels", cfg.Limits.MaxIncomingStreams)
+}
+
 // TestRouteTable: a passive client learns who serves what, and the mesh
 // id, without being admitted.
 func TestRouteTable(t *testing.T) {
