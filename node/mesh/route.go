@@ -74,8 +74,9 @@ func FetchRouteTable(ctx context.Context, key *identity.Key, addr EndpointAddr) 
 
 // routeCacheTTL bounds how long an encoded route table is served. Changes
 // the node sees (peers joining, leaving, announcing anew, UpdateSelf)
-// invalidate it at once; the TTL bounds the staleness of what Config.Self
-// reports without UpdateSelf.
+// invalidate it at once. What Config.Self reports without UpdateSelf is
+// read at most every half gossip interval (selfAnnouncement), so it shows
+// up to that plus the TTL late.
 const routeCacheTTL = time.Second
 
 // routeCache holds the encoded route table served on ROUTE_REQUEST, so that
