@@ -129,10 +129,10 @@ func (n *Node) decodeWithin(ctx context.Context, l *frameLease) error {
 // readBody reads one frame from s, as wire.ReadFrame does, but takes the
 // body's declared length from the node's frame memory before allocating or
 // reading it: an admitted peer draws on its own share as well, a
-// connection not yet admitted on its own share and on the strangers'. It waits for memory within ctx, and refuses
-// at once a frame that could never fit. The lease holds the memory until
-// released. It returns io.EOF, unwrapped, when the stream ends cleanly
-// before a frame begins.
+// connection not yet admitted on its own share and on the strangers'. It
+// waits for memory within ctx, and refuses at once a frame that could
+// never fit. The lease holds the memory until released. It returns io.EOF,
+// unwrapped, when the stream ends cleanly before a frame begins.
 func (n *Node) readBody(ctx context.Context, pc *peerConn, s *quic.Stream) ([]byte, *frameLease, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, fmt.Errorf("mesh: reading frame: %w", err)
