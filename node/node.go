@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sync"
@@ -279,6 +280,11 @@ func (n *Node) newMesh(tunnelTarget string, httpAddr net.Addr) (*mesh.Node, erro
 		Version:    Version,
 		Self:       func() *nodev1.PeerAnnouncement { return n.announcement(httpPort) },
 		HTTPTarget: tunnelTarget,
+	}
+	if n.cfg.LANOnly {
+		// Every address, however learned (gossip, a token, a redial), not
+		// only those the joiner offers.
+		mc.AllowAddr = func(ap netip.AddrPort) bool { return discovery.IsLAN(ap.Addr()) }
 	}
 	if n.meshTuning != nil {
 		n.meshTuning(&mc)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -439,5 +440,40 @@ func TestConcurrentClientsNoLeak(t *testing.T) {
 			t.Fatalf("goroutines: %d before the node, %d after it stopped\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestLANOnlyMesh: with lan_only the mesh itself talks to LAN addresses
+// alone, whoever names the address, not only the joiner's offers.
+func TestLANOnlyMesh(t *testing.T) {
+	for _, lanOnly := range []bool{false, true} {
+		var allow func(netip.AddrPort) bool
+		_, stop := startNodeWith(t, Config{LANOnly: lanOnly}, func(n *Node) {
+			tune := n.meshTuning
+			n.meshTuning = func(c *mesh.Config) {
+				tune(c)
+				allow = c.AllowAddr
+			}
+		})
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		if !lanOnly {
+			if allow != nil {
+				t.Fatal("without lan_only the mesh was given an address filter")
+			}
+			continue
+		}
+		if allow == nil {
+			t.Fatal("lan_only did not reach the mesh")
+		}
+		for addr, want := range map[string]bool{
+			"127.0.0.1:9338": true, "192.168.1.20:9338": true, "[fe80::1]:9338": true,
+			"8.8.8.8:9338": false, "[2001:4860:4860::8888]:9338": false,
+		} {
+			if got := allow(netip.MustParseAddrPort(addr)); got != want {
+				t.Errorf("lan_only allows %s: %v, want %v", addr, got, want)
+			}
+		}
 	}
 }
