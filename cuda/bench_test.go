@@ -29,15 +29,16 @@ import (
 //
 // It needs MESHNODE_BENCH_CUDA=1 and a device. Knobs: BENCH_PP, BENCH_TG
 // (prompt and generated tokens for the 1B models, default 512 and 128),
-// BENCH_1B=0 (skip them), BENCH_FIXTURES=0 (skip the fixtures),
-// MESHNODE_CUDA_LIBRARY (another driver library, e.g. the stand-in, to try
-// the benchmark itself).
+// BENCH_FIXTURE_PP, BENCH_FIXTURE_TG (the same for the fixtures, default
+// 64 and 64), BENCH_1B=0 (skip them), BENCH_FIXTURES=0 (skip the
+// fixtures), MESHNODE_CUDA_LIBRARY (another driver library; "stand-in"
+// for the CPU stand-in, to try the benchmark itself).
 func BenchmarkCUDA(b *testing.B) {
 	if os.Getenv("MESHNODE_BENCH_CUDA") == "" {
 		b.Skip("set MESHNODE_BENCH_CUDA=1 (make bench-cuda): needs a GPU, takes a minute or two")
 	}
-	lib := os.Getenv("MESHNODE_CUDA_LIBRARY")
-	be := newGPU(b, cuda.Options{Library: lib})
+	lib := gpuLibrary(b)
+	be := newGPU(b, cuda.Options{})
 	info := be.Info()
 	be.Close()
 	copyBW, err := copyBandwidth(lib, 512<<20, 5)
@@ -61,7 +62,8 @@ func BenchmarkCUDA(b *testing.B) {
 	if os.Getenv("BENCH_FIXTURES") != "0" {
 		for _, arch := range modeltest.Archs {
 			for _, ft := range modeltest.FileTypes {
-				jobs = append(jobs, job{arch + "-" + strings.ToLower(ft), fixture(b, arch, ft), 64, 64, 2})
+				jobs = append(jobs, job{arch + "-" + strings.ToLower(ft), fixture(b, arch, ft),
+					envInt("BENCH_FIXTURE_PP", 64), envInt("BENCH_FIXTURE_TG", 64), 2})
 			}
 		}
 	}

@@ -10,6 +10,10 @@
 #                                  without Go
 #   scripts/gpu-check.sh           on the GPU machine: build it if Go is
 #                                  there, else use .gpucheck/'s; run
+#   scripts/gpu-check.sh --stand-in  without a GPU: the same run on the CPU
+#                                  stand-in for libcuda (cuda/cudaemu; needs
+#                                  a C++ compiler), fixtures only and short,
+#                                  to rehearse this script
 #
 # With the device tool: build here, then
 #   run(command="bash scripts/gpu-check.sh", carry=[".gpucheck"], timeout_s=540)
@@ -24,10 +28,21 @@ build() {
 	CGO_ENABLED=0 go test -c -o "$bin" ./cuda
 }
 
-if [ "${1:-}" = "--build" ]; then
+case "${1:-}" in
+--build)
 	build && ls -l "$bin"
 	exit
-fi
+	;;
+--stand-in)
+	export MESHNODE_CUDA_LIBRARY=stand-in BENCH_1B=0
+	export BENCH_FIXTURE_PP=${BENCH_FIXTURE_PP:-8} BENCH_FIXTURE_TG=${BENCH_FIXTURE_TG:-4}
+	;;
+"") ;;
+*)
+	echo "usage: $0 [--build | --stand-in]" >&2
+	exit 2
+	;;
+esac
 if command -v go >/dev/null 2>&1; then
 	build || exit 1
 fi
@@ -54,10 +69,15 @@ MESHNODE_BENCH_CUDA=1 timeout 280 "$bin" -test.run '^$' -test.bench '^BenchmarkC
 	-test.timeout 270s >"$OUT/bench.log" 2>&1
 bench=$?
 end=$(date +%s)
+# A test that skipped found no device: on the machine this is for, that is
+# a failed check, not a pass.
+skipped=0
+if grep -qE '^ *--- SKIP' "$OUT/gpu-tests.log" "$OUT/bench.log"; then skipped=1; fi
 
 {
 	echo "== machine"
 	grep -m1 -E 'NVIDIA|Driver Version' "$OUT/machine.txt" || true
+	echo "driver library: ${MESHNODE_CUDA_LIBRARY:-libcuda.so.1}"
 	echo
 	echo "== GPU tests: exit $tests, $((mid - start)) s"
 	awk '/^(    )*--- (PASS|FAIL|SKIP)/ { printf "%-40s %-5s %s\n", $3, $2, $4 }' "$OUT/gpu-tests.log"
@@ -66,6 +86,10 @@ end=$(date +%s)
 	echo "== make bench-cuda: exit $bench, $((end - mid)) s"
 	sed -n '/^device:/,/^goos:/p' "$OUT/bench.log" | grep -v '^goos:'
 	grep -E 'Benchmark|SKIP|FAIL|panic' "$OUT/bench.log" || true
+	if [ $skipped -eq 1 ]; then
+		echo
+		echo "SKIPPED: some checks found no CUDA device (see the logs); nothing was checked on a GPU"
+	fi
 } | tee "$OUT/summary.txt"
 
-[ $tests -eq 0 ] && [ $bench -eq 0 ]
+[ $tests -eq 0 ] && [ $bench -eq 0 ] && [ $skipped -eq 0 ]
