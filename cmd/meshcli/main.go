@@ -34,7 +34,11 @@ func main() {
 // run runs meshcli and returns its exit status: errors are one line on
 // stderr and status 1.
 func run(ctx context.Context, args []string, e *env) int {
-	err := newApp(e).RunContext(ctx, args)
+	app := newApp(e)
+	args, err := flagsFirst(app, args)
+	if err == nil {
+		err = app.RunContext(ctx, args)
+	}
 	if err == nil {
 		return 0
 	}
