@@ -54,6 +54,7 @@ func (n *Node) startControl(ctx context.Context, stack *closers, run func(string
 	if err != nil {
 		return nil, err
 	}
+	trust := owner.NodeTrust(cert, keys...)
 	recon := control.NewReconciler(rt, control.ReconcilerConfig{
 		DrainTimeout:    n.cfg.Control.DrainTimeout.Duration,
 		DrainTimeoutMax: n.cfg.Control.DrainTimeoutMax.Duration,
@@ -63,7 +64,7 @@ func (n *Node) startControl(ctx context.Context, stack *closers, run func(string
 	srv, err := control.NewServer(control.Config{
 		Self:      n.key.ID(),
 		Hostname:  n.hardware.Hostname,
-		Trust:     owner.NodeTrust(cert, keys...),
+		Trust:     trust,
 		Store:     store,
 		Scanner:   rt,
 		Lifecycle: recon,
@@ -78,19 +79,12 @@ func (n *Node) startControl(ctx context.Context, stack *closers, run func(string
 	if err != nil {
 		n.log.Warn("could not write the control endpoint token", "err", err)
 	}
-	n.log.Info("owner control", "owned", cert != nil, "trusted_owners", len(keys)+btoi(cert != nil),
+	n.log.Info("owner control", "owned", cert != nil, "trusted_owners", trust.Len(),
 		"endpoint_token_file", filepath.Join(n.cfg.StateDir, "control.token"))
 	if tok != "" && (cert != nil || len(keys) > 0) {
 		n.log.Info("manage this node with: meshcli --endpoint " + tok)
 	}
 	return srv, nil
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // configSnapshot is the configuration owner control reports before the
