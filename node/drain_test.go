@@ -53,6 +53,41 @@ func newStreamGate() *streamGate {
 	return &streamGate{started: make(chan struct{}), open: make(chan struct{})}
 }
 
+// TestShutdownDrainsLocal: a stream in flight when the node is told to
+// stop is held open until it ends, and gets its receipt.
+func TestShutdownDrainsLocal(t *testing.T) {
+	g := newStreamGate()
+	t.Setenv("MESHNODE_DEFAULT_MODEL", "none")
+	n, stop := startNodeWith(t, Config{}, func(n *Node) {
+		n.wrapModel = func(m localModel) localModel { return gatedModel{m, g} }
+	})
+	resp := post(t, n, "/v1/chat/completions", `{"model":"mesh-reference","stream":true,
+		"stream_options":{"include_usage":true},"max_tokens":6,"messages":[{"role":"user","content":"hi"}]}`)
+	defer resp.Body.Close()
+	<-g.started
+	stopped := make(chan error, 1)
+	go func() { stopped <- stop() }()
+	waitFor(t, "the node to stop accepting", func() bool {
+		c, err := http.Get("http://" + n.HTTPAddr().String() + "/health")
+		if err == nil {
+			c.Body.Close()
+		}
+		return err != nil
+	})
+	close(g.open)
+	text, energy := readChatStream(t, resp.Body)
+	if len(strings.Fields(text)) != 6 {
+		t.Fatalf("stream after the stop: %q", text)
+	}
+	env, _ := hex.DecodeString(energy.EnvelopeHex)
+	if _, err := receipt.Open(env, n.key.Public()); err != nil {
+		t.Fatalf("the drained answer's receipt: %v", err)
+	}
+	if err := <-stopped; err != nil {
+		t.Fatalf("Serve after shutdown: %v", err)
+	}
+}
+
 // TestShutdownDrainsRelayed: a request relayed through the mesh finishes
 // when either node on its way is told to stop while it is in flight: the
 // relaying node and the hosting node each keep the mesh up until their API
