@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -85,5 +87,126 @@ func TestGrantedServeAndRestart(t *testing.T) {
 	resp.Body.Close()
 	if !strings.Contains(string(b), `"sequence":1`) {
 		t.Fatalf("first receipt after the restart: %s", b)
+	}
+}
+
+// TestGrantedRefusals: over the whole node, a presentation that does not
+// authenticate its caller is answered 401, and once the witness endpoint
+// has been shown a receipt the journal does not hold (409), every grant is
+// answered 503 while ungranted serves go on (mesh/1 §2.2, §2.3).
+func TestGrantedRefusals(t *testing.T) {
+	t.Setenv("MESHNODE_DEFAULT_MODEL", "none")
+	dir := t.TempDir()
+	journalPath := filepath.Join(dir, "journal", "steward.jsonl")
+
+	// A journal from before any serve, to restore later as an operator
+	// restoring an old backup would.
+	_, stop := startNode(t, Config{StateDir: dir})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	backup, err := os.ReadFile(journalPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	n, stop := startNode(t, Config{StateDir: dir})
+	caller, err := identity.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranger, err := identity.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain, err := grant.Issue(grant.Issuance{Issuer: caller, Subject: n.steward.DID(), BudgetUJ: 10_000_000,
+		Expiry: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const body = `{"model":"mesh-reference","max_tokens":4,"messages":[{"role":"user","content":"hi"}],
+		"metadata":{"joule_ceiling_uj":"1000000"}}`
+	present := func() []byte {
+		t.Helper()
+		out, _, err := grant.PresentBody([]byte(body), chain, caller, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	// edit rewrites one field of a presented body.
+	edit := func(presented []byte, change func(fields map[string]any)) string {
+		t.Helper()
+		var fields map[string]any
+		if err := json.Unmarshal(presented, &fields); err != nil {
+			t.Fatal(err)
+		}
+		change(fields)
+		out, err := json.Marshal(fields)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(out)
+	}
+	answer := func(n *Node, path, body string) (int, string) {
+		t.Helper()
+		resp := post(t, n, path, body)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+
+	for _, tc := range []struct {
+		name, body, code string
+	}{
+		{"caller is not the leaf's issuer", edit(present(), func(f map[string]any) {
+			f["jcp_presentation"].(map[string]any)["caller"] = stranger.DIDKey()
+		}), "caller-not-issuer"},
+		{"presentation signed for another request", edit(present(), func(f map[string]any) {
+			f["messages"] = []any{map[string]any{"role": "user", "content": "hello"}}
+		}), "presentation-invalid"},
+	} {
+		status, b := answer(n, "/v1/chat/completions", tc.body)
+		if status != http.StatusUnauthorized || !strings.Contains(b, `"code":"`+tc.code+`"`) {
+			t.Errorf("%s: %d %s, want 401 %s", tc.name, status, b, tc.code)
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	// Neither refusal spent anything: an honest presentation is served.
+	status, b := answer(n, "/v1/chat/completions", string(present()))
+	if status != http.StatusOK {
+		t.Fatalf("granted request: %d %s", status, b)
+	}
+	var answered struct {
+		Usage struct {
+			Energy json.RawMessage `json:"energy"`
+		} `json:"usage"`
+	}
+	if err := json.Unmarshal([]byte(b), &answered); err != nil || len(answered.Usage.Energy) == 0 {
+		t.Fatalf("no usage.energy in %s (%v)", b, err)
+	}
+	if status, b := answer(n, "/v1/mesh/witness", string(answered.Usage.Energy)); status != http.StatusOK {
+		t.Fatalf("witness of a receipt the journal holds: %d %s", status, b)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The journal loses the records behind that receipt.
+	if err := os.WriteFile(journalPath, backup, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n, _ = startNode(t, Config{StateDir: dir})
+	if status, b := answer(n, "/v1/mesh/witness", string(answered.Usage.Energy)); status != http.StatusConflict {
+		t.Fatalf("witness of a receipt the restored journal lacks: %d %s, want 409", status, b)
+	}
+	if status, b := answer(n, "/v1/chat/completions", string(present())); status != http.StatusServiceUnavailable ||
+		!strings.Contains(b, `"code":"suspended"`) {
+		t.Fatalf("granted request after the 409: %d %s, want 503 suspended", status, b)
+	}
+	if status, b := answer(n, "/v1/chat/completions", body); status != http.StatusOK {
+		t.Fatalf("ungranted request after the 409: %d %s, want 200", status, b)
 	}
 }
