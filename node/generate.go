@@ -60,20 +60,17 @@ func (s *servedModel) Generate(ctx context.Context, g *api.Generation, emit func
 	}
 	defer leave()
 	m := s.in.m
-	text, ids, err := m.Prompt(g)
-	if err != nil {
-		return nil, api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_prompt", "%v", err)
-	}
-	ctxLen := m.ContextLength()
-	if len(ids) >= ctxLen {
-		e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "context_length_exceeded",
-			"the prompt is %d tokens; model %q has a context of %d, which leaves no room to answer", len(ids), m.Name(), ctxLen)
-		e.Param = "messages"
-		return nil, e
-	}
-	req, opts, err := s.request(g, text, len(ids), ctxLen)
+	req, ids, opts, err := s.prepare(g)
 	if err != nil {
 		return nil, err
+	}
+	if len(g.Presentation) == 0 && req.Sampling.Unseeded() {
+		// Drawn here, so that every serve can be replayed by whoever
+		// learns the seed.
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		seed := binary.LittleEndian.Uint64(b[:])
+		req.Sampling.Seed = &seed
 	}
 	maxTokens := int(req.MaxTokens)
 	dec := m.Decoder()
@@ -113,6 +110,26 @@ func (s *servedModel) Generate(ctx context.Context, g *api.Generation, emit func
 	}, nil
 }
 
+// prepare tokenizes a generation's prompt and builds the mesh/1 request
+// it is served as, exactly as a serve and its replay must agree on. An
+// unseeded sampled request is left unseeded.
+func (s *servedModel) prepare(g *api.Generation) (receipt.ServeRequest, []uint32, []steward.ServeOption, error) {
+	m := s.in.m
+	text, ids, err := m.Prompt(g)
+	if err != nil {
+		return receipt.ServeRequest{}, nil, nil, api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_prompt", "%v", err)
+	}
+	ctxLen := m.ContextLength()
+	if len(ids) >= ctxLen {
+		e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "context_length_exceeded",
+			"the prompt is %d tokens; model %q has a context of %d, which leaves no room to answer", len(ids), m.Name(), ctxLen)
+		e.Param = "messages"
+		return receipt.ServeRequest{}, nil, nil, e
+	}
+	req, opts, err := s.request(g, text, len(ids), ctxLen)
+	return req, ids, opts, err
+}
+
 // request builds the mesh/1 request a generation is served as, with the
 // steward options it needs.
 //
@@ -122,8 +139,8 @@ func (s *servedModel) Generate(ctx context.Context, g *api.Generation, emit func
 //
 // Otherwise the node builds it: the output ceiling is the request's, or the
 // default, cut to what the context leaves; sampling options are in its
-// identity (receipt.Sampling), and a sampled request without a seed gets
-// one drawn here, so that every serve can be replayed.
+// identity (receipt.Sampling); a sampled request without a seed is left
+// without one (Generate draws it).
 func (s *servedModel) request(g *api.Generation, prompt string, promptTokens, ctxLen int) (receipt.ServeRequest, []steward.ServeOption, error) {
 	if len(g.Presentation) > 0 {
 		p, err := grant.ParsePresentation(g.Presentation)
@@ -170,11 +187,6 @@ func (s *servedModel) request(g *api.Generation, prompt string, promptTokens, ct
 		}
 		if g.Seed != nil {
 			seed := *g.Seed
-			sp.Seed = &seed
-		} else {
-			var b [8]byte
-			_, _ = rand.Read(b[:])
-			seed := binary.LittleEndian.Uint64(b[:])
 			sp.Seed = &seed
 		}
 	}

@@ -22,6 +22,13 @@ import (
 type registry struct{ n *Node }
 
 func (r *registry) Local(name string) (api.Model, bool) {
+	m, ok := r.served(name)
+	return m, ok
+}
+
+// served is the local model name as the API serves it, with the node's
+// generation defaults.
+func (r *registry) served(name string) (*servedModel, bool) {
 	in, ok := r.n.models.get(name)
 	if !ok {
 		return nil, false
@@ -95,16 +102,9 @@ func (a *apiNode) Status(ctx context.Context) any { return a.n.Status() }
 // when its journal holds it; 409 when it does not (the steward then
 // refuses grants until an operator restores the journal).
 func (a *apiNode) Witness(ctx context.Context, body []byte) (bool, error) {
-	var w struct {
-		EnvelopeHex string `json:"envelope_hex"`
-	}
-	if err := json.Unmarshal(body, &w); err != nil {
-		return false, api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_request",
-			"witness body must be the usage.energy object: {\"receipt\": ..., \"envelope_hex\": ...}: %v", err)
-	}
-	env, err := hex.DecodeString(strings.TrimSpace(w.EnvelopeHex))
-	if err != nil || len(env) == 0 {
-		return false, api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_request", "envelope_hex is missing or not hex")
+	env, err := energyEnvelope(body, "witness body")
+	if err != nil {
+		return false, err
 	}
 	switch err := a.n.steward.Witness(env); {
 	case err == nil:
@@ -117,4 +117,21 @@ func (a *apiNode) Witness(ctx context.Context, body []byte) (bool, error) {
 	default:
 		return false, api.Errorf(http.StatusServiceUnavailable, "server_error", "witness_unavailable", "%v", err)
 	}
+}
+
+// energyEnvelope reads the envelope out of a usage.energy object; what
+// names the object in errors.
+func energyEnvelope(energy []byte, what string) ([]byte, error) {
+	var e struct {
+		EnvelopeHex string `json:"envelope_hex"`
+	}
+	if err := json.Unmarshal(energy, &e); err != nil {
+		return nil, api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_request",
+			"%s must be the usage.energy object: {\"receipt\": ..., \"envelope_hex\": ...}: %v", what, err)
+	}
+	env, err := hex.DecodeString(strings.TrimSpace(e.EnvelopeHex))
+	if err != nil || len(env) == 0 {
+		return nil, api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_request", "envelope_hex is missing or not hex")
+	}
+	return env, nil
 }

@@ -135,6 +135,10 @@ func (m *fakeMesh) DialHTTP(ctx context.Context, peer identity.EndpointID) (net.
 
 type fakeNode struct {
 	held bool
+
+	mu      sync.Mutex
+	replays []*Replay
+	replay  *ReplayResult // answered to every replay; nil: a 404
 }
 
 func (n *fakeNode) StewardDID() string { return "did:key:z6MkFake" }
@@ -143,6 +147,15 @@ func (n *fakeNode) Witness(ctx context.Context, body []byte) (bool, error) {
 		return false, badRequest("envelope_hex", "envelope_hex is required")
 	}
 	return n.held, nil
+}
+func (n *fakeNode) Replay(ctx context.Context, r *Replay) (*ReplayResult, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.replays = append(n.replays, r)
+	if n.replay == nil {
+		return nil, Errorf(http.StatusNotFound, "not_found_error", "receipt_not_ours", "not this node's receipt")
+	}
+	return n.replay, nil
 }
 func (n *fakeNode) Status(ctx context.Context) any { return map[string]string{"node": "fake"} }
 func (n *fakeNode) Invite() string                 { return "invite-token" }

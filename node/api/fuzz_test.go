@@ -41,3 +41,31 @@ func FuzzParseRequest(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseReplay: whatever a client sends to /v1/mesh/replay, the parser
+// answers with a replay holding a generation and an energy object, or a
+// 400 *Error, and never panics.
+func FuzzParseReplay(f *testing.F) {
+	for _, seed := range []string{
+		`{"request":{"model":"tiny","messages":[{"role":"user","content":"hi"}],"max_tokens":3},"energy":{"receipt":{},"envelope_hex":"d284"}}`,
+		`{"request":{"model":"tiny","prompt":"once","seed":7,"temperature":0.5},"energy":{"envelope_hex":"00"},"output":[1,2,3]}`,
+		`{"request":{"model":"tiny","input":"hello"},"energy":{}}`,
+		`{"request":{"model":"tiny","prompt":"x","messages":[]},"energy":{}}`,
+		``, `null`, `[]`, `{"request":null,"energy":null}`, `{"request":{},"energy":{}} {}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r, err := parseReplay(body)
+		if err != nil {
+			var e *Error
+			if !errors.As(err, &e) || e.Status != http.StatusBadRequest {
+				t.Fatalf("%v is not a 400", err)
+			}
+			return
+		}
+		if r.Generation == nil || r.Generation.Model == "" || len(r.Energy) == 0 || r.Energy[0] != '{' {
+			t.Fatalf("accepted %q as %+v", body, r)
+		}
+	})
+}

@@ -100,6 +100,11 @@ type Node interface {
 	// Witness answers POST /v1/mesh/witness: whether the steward's journal
 	// holds the receipt (mesh/1 §2.2). body is the request body as sent.
 	Witness(ctx context.Context, body []byte) (held bool, err error)
+	// Replay answers POST /v1/mesh/replay: it re-runs a generation this
+	// node served and judges it against the receipt (mesh/1 §6.4). Errors
+	// are *Error where the status matters: energy that holds no receipt
+	// (400), a receipt this node did not seal (404).
+	Replay(ctx context.Context, r *Replay) (*ReplayResult, error)
 	// Status is the JSON value of GET /api/status.
 	Status(ctx context.Context) any
 	// Invite is the node's invite token (GET /api/invite).

@@ -1,0 +1,149 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+)
+
+// Replay is a POST /v1/mesh/replay as the node receives it: a generation
+// re-run against the receipt its answer carried.
+type Replay struct {
+	// Generation is the original request, parsed as its endpoint parses
+	// it (Body is that request's raw JSON).
+	Generation *Generation
+	// Energy is the usage.energy object the answer carried, as sent.
+	Energy json.RawMessage
+	// Disclosed is an output disclosed for the receipt earlier, as token
+	// ids; nil if none. With it, a re-run that differs from an output that
+	// opens the commitment is a divergence, not merely not replayable.
+	Disclosed []uint32
+}
+
+// Replay verdicts (mesh/1 §6.4).
+const (
+	VerdictVerified      = "verified"
+	VerdictDiverged      = "diverged"
+	VerdictNotReplayable = "not_replayable"
+)
+
+// ReplayResult is the answer to a replay.
+type ReplayResult struct {
+	// Verdict is VerdictVerified, VerdictDiverged or VerdictNotReplayable.
+	Verdict string `json:"verdict"`
+	// FirstDivergence is the first token index at which the re-run and the
+	// disclosed output part (diverged only).
+	FirstDivergence *int `json:"first_divergence,omitempty"`
+	// Reason says why the serve is not replayable.
+	Reason string `json:"reason,omitempty"`
+	// Receipt is the receipt's envelope content id, Sequence its place in
+	// the steward's chain, Steward the sealing node's did:key.
+	Receipt  string `json:"receipt"`
+	Sequence uint64 `json:"sequence"`
+	Steward  string `json:"steward"`
+	// RequestID is the receipt's request id; ReplayedRequestID the one the
+	// node derived from the request shown (they differ when the request is
+	// not the receipt's).
+	RequestID         string `json:"request_id"`
+	ReplayedRequestID string `json:"replayed_request_id,omitempty"`
+	// Backend and Recipe are what the receipt names.
+	Backend string `json:"backend"`
+	Recipe  string `json:"recipe"`
+	// Disclosure opens the receipt's output commitment (verified only):
+	// the opening, the prompt payload digest and the output token ids.
+	Disclosure any `json:"disclosure,omitempty"`
+}
+
+// replayBody is the body of POST /v1/mesh/replay.
+type replayBody struct {
+	Request json.RawMessage `json:"request"`
+	Energy  json.RawMessage `json:"energy"`
+	Output  []uint32        `json:"output"`
+}
+
+// parseReplay parses a replay body; the original request is parsed by
+// the parser of the endpoint its fields name.
+func parseReplay(body []byte) (*Replay, error) {
+	var b replayBody
+	if err := decodeBody(body, &b); err != nil {
+		return nil, err
+	}
+	if isAbsent(b.Request) || b.Request[0] != '{' {
+		return nil, badRequest("request", "request must be the original request body: a chat/completions, completions or responses JSON object")
+	}
+	if isAbsent(b.Energy) || b.Energy[0] != '{' {
+		return nil, badRequest("energy", "energy must be the usage.energy object the answer carried: {\"receipt\": ..., \"envelope_hex\": ...}")
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b.Request, &fields); err != nil {
+		return nil, badRequest("request", "request: %v", err)
+	}
+	var kinds []string
+	for _, k := range []string{"messages", "prompt", "input"} {
+		if _, ok := fields[k]; ok {
+			kinds = append(kinds, k)
+		}
+	}
+	if len(kinds) != 1 {
+		return nil, badRequest("request", "request must hold exactly one of messages (chat/completions), prompt (completions) or input (responses); it holds %d", len(kinds))
+	}
+	var g *Generation
+	var err error
+	switch kinds[0] {
+	case "messages":
+		g, _, err = parseChat(b.Request)
+	case "prompt":
+		g, _, err = parseCompletion(b.Request)
+	default:
+		g, _, err = parseResponses(b.Request)
+	}
+	if err != nil {
+		if e := (*Error)(nil); errors.As(err, &e) {
+			e.Message = "request: " + e.Message
+			if e.Param != "" {
+				e.Param = "request." + e.Param
+			}
+		}
+		return nil, err
+	}
+	return &Replay{Generation: g, Energy: b.Energy, Disclosed: b.Output}, nil
+}
+
+func isAbsent(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) == 0 || bytes.Equal(raw, []byte("null"))
+}
+
+// handleReplay answers POST /v1/mesh/replay. The re-run holds one of the
+// model's generation slots, as a generation does.
+func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) {
+	body, err := s.readBody(w, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	rp, err := parseReplay(body)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	// A model this node does not serve runs nothing (the node answers
+	// why), so only a local one is queued for, and the limiter is never
+	// keyed by a name a client made up.
+	if _, local := s.registry.Local(rp.Generation.Model); local {
+		release, err := s.acquire(r.Context(), rp.Generation.Model)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		defer release()
+	}
+	res, err := s.node.Replay(r.Context(), rp)
+	if err != nil {
+		s.log.Warn("api: replay failed", "model", rp.Generation.Model, "err", errString(err))
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}

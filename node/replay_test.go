@@ -1,0 +1,164 @@
+package node
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/meshnode/meshnode/hw"
+	"github.com/meshnode/meshnode/node/api"
+	"github.com/meshnode/meshnode/node/identity"
+	"github.com/meshnode/meshnode/node/receipt"
+)
+
+// TestReplayEndToEnd: a generation on the built-in model is replayed
+// through POST /v1/mesh/replay from what its client holds (the request it
+// sent, the usage.energy it got): a greedy or seeded one verifies and
+// comes with a disclosure that opens the receipt; another request, or a
+// sampled one whose seed the node drew, is not replayable; a body that
+// holds no request or no receipt is a 400, another node's receipt a 404.
+func TestReplayEndToEnd(t *testing.T) {
+	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
+	n, _ := startNode(t, Config{})
+
+	serve := func(path, body string) json.RawMessage {
+		t.Helper()
+		resp := post(t, n, path, body)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var answer struct {
+			Usage struct {
+				Energy json.RawMessage `json:"energy"`
+			} `json:"usage"`
+		}
+		if err := json.Unmarshal(b, &answer); resp.StatusCode != http.StatusOK || err != nil || len(answer.Usage.Energy) == 0 {
+			t.Fatalf("serve: %d %s", resp.StatusCode, b)
+		}
+		return answer.Usage.Energy
+	}
+	replay := func(request string, energy json.RawMessage) (int, api.ReplayResult, string) {
+		t.Helper()
+		body, err := json.Marshal(map[string]any{"request": json.RawMessage(request), "energy": energy})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return replayRaw(t, n, string(body))
+	}
+
+	const greedy = `{"model":"` + fortunesModel + `","max_tokens":8,"messages":[{"role":"user","content":"A man walks into a bar"}]}`
+	greedyEnergy := serve("/v1/chat/completions", greedy)
+	const seeded = `{"model":"` + fortunesModel + `","max_tokens":8,"prompt":"Once upon a time","temperature":0.9,"seed":42}`
+	const unseeded = `{"model":"` + fortunesModel + `","max_tokens":8,"prompt":"Once upon a time","temperature":0.9}`
+
+	for _, tc := range []struct {
+		name, request string
+		energy        json.RawMessage
+		verdict       string
+		reason        string
+	}{
+		{"greedy chat", greedy, greedyEnergy, api.VerdictVerified, ""},
+		{"seeded completion", seeded, serve("/v1/completions", seeded), api.VerdictVerified, ""},
+		{"another prompt", strings.Replace(greedy, "a bar", "a tavern", 1), greedyEnergy, api.VerdictNotReplayable, "not the receipt's"},
+		{"another max_tokens", strings.Replace(greedy, `"max_tokens":8`, `"max_tokens":9`, 1), greedyEnergy, api.VerdictNotReplayable, "not the receipt's"},
+		{"unseeded sample", unseeded, serve("/v1/completions", unseeded), api.VerdictNotReplayable, "without a seed"},
+		{"another model", strings.Replace(greedy, fortunesModel, "mesh-reference", 1), greedyEnergy, api.VerdictNotReplayable, `names model "mesh-reference"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, res, raw := replay(tc.request, tc.energy)
+			if status != http.StatusOK || res.Verdict != tc.verdict || !strings.Contains(res.Reason, tc.reason) {
+				t.Fatalf("replay: %d %s, want %s (%q)", status, raw, tc.verdict, tc.reason)
+			}
+			var e struct {
+				EnvelopeHex string `json:"envelope_hex"`
+			}
+			json.Unmarshal(tc.energy, &e)
+			env, _ := hex.DecodeString(e.EnvelopeHex)
+			sealed, err := receipt.Open(env, n.key.Public())
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := sealed.Receipt
+			if res.Receipt != sealed.ID.String() || res.Sequence != r.Sequence || res.RequestID != r.RequestID.String() || res.Backend != r.Backend {
+				t.Fatalf("the answer does not name the receipt: %s", raw)
+			}
+			if tc.verdict != api.VerdictVerified {
+				if res.Disclosure != nil {
+					t.Fatalf("a disclosure without a verified replay: %s", raw)
+				}
+				return
+			}
+			// What a third party checks: the disclosure opens the receipt's
+			// commitment, on exactly the tokens the serve handed out.
+			var d struct {
+				Disclosure *receipt.Disclosure `json:"disclosure"`
+			}
+			if err := json.Unmarshal([]byte(raw), &d); err != nil || d.Disclosure == nil {
+				t.Fatalf("no disclosure in %s (%v)", raw, err)
+			}
+			if !d.Disclosure.Opens(&r) || len(d.Disclosure.Output) != int(r.TokensOut) {
+				t.Fatalf("the disclosure does not open the receipt: %s", raw)
+			}
+			if res.ReplayedRequestID != res.RequestID {
+				t.Fatalf("replayed request id %s, receipt's %s", res.ReplayedRequestID, res.RequestID)
+			}
+		})
+	}
+
+	// Another node's receipt.
+	other, err := identity.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealer, err := receipt.NewSealer(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign, err := sealer.Seal(receipt.Receipt{Backend: "cpu:x", Recipe: fortunesModel, Route: "r", Energy: hw.Estimated(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreignEnergy, _ := json.Marshal(foreign.Usage())
+
+	for _, tc := range []struct {
+		name, body string
+		status     int
+		code       string
+	}{
+		{"not JSON", `{"request":`, http.StatusBadRequest, "invalid_request"},
+		{"no request", `{"energy":` + string(greedyEnergy) + `}`, http.StatusBadRequest, "invalid_request"},
+		{"request of no endpoint", `{"request":{"model":"m"},"energy":` + string(greedyEnergy) + `}`, http.StatusBadRequest, "invalid_request"},
+		{"bad request", `{"request":{"model":"` + fortunesModel + `","messages":[]},"energy":` + string(greedyEnergy) + `}`, http.StatusBadRequest, "invalid_request"},
+		{"no energy", `{"request":` + greedy + `}`, http.StatusBadRequest, "invalid_request"},
+		{"energy without envelope", `{"request":` + greedy + `,"energy":{"receipt":{}}}`, http.StatusBadRequest, "invalid_request"},
+		{"broken envelope", `{"request":` + greedy + `,"energy":{"envelope_hex":"d28443a10127"}}`, http.StatusBadRequest, "invalid_receipt"},
+		{"another node's receipt", `{"request":` + greedy + `,"energy":` + string(foreignEnergy) + `}`, http.StatusNotFound, "receipt_not_ours"},
+	} {
+		status, _, raw := replayRaw(t, n, tc.body)
+		var e struct {
+			Error struct {
+				Code    string `json:"code"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(raw), &e); status != tc.status || err != nil || e.Error.Code != tc.code || e.Error.Message == "" {
+			t.Errorf("%s: %d %s, want %d %s", tc.name, status, raw, tc.status, tc.code)
+		}
+	}
+}
+
+func replayRaw(t *testing.T, n *Node, body string) (int, api.ReplayResult, string) {
+	t.Helper()
+	resp := post(t, n, "/v1/mesh/replay", body)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var res api.ReplayResult
+	if resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(b, &res); err != nil {
+			t.Fatalf("replay answer: %v: %s", err, b)
+		}
+	}
+	return resp.StatusCode, res, string(b)
+}
