@@ -10,7 +10,8 @@
 #  4. a Debian bookworm chroot (debootstrap), in which the .deb is installed
 #     without systemd, the installed node is started as the service runs it
 #     and answers, the package is removed, systemd is added, the package is
-#     reinstalled on a pretend Jetson, verified in place, and purged; then
+#     reinstalled on a pretend Jetson, verified in place, booted with
+#     systemd-nspawn to run the service under its real unit, and purged; then
 #     the .rpm is installed and erased with rpm --root.
 #
 # Needs root (chroot, mount) and the network to Debian's mirror (debootstrap,
@@ -283,6 +284,62 @@ step "chroot: dpkg -i again (an upgrade in place) keeps it enabled"
 in_root dpkg -i /tmp/meshnode.deb >"$tmp/dpkg.log" 2>&1 || fail "$(cat "$tmp/dpkg.log")"
 installed_files_ok
 enabled
+
+step "chroot booted by systemd-nspawn: the unit runs the node sandboxed, it answers and stops cleanly"
+# The real unit under a real systemd (the chroot's), in a network namespace
+# of its own: Type=notify, the sandbox, a completion, a clean stop. A check
+# unit inside does the asking (with bash's /dev/tcp: minbase has no curl)
+# and powers the container off.
+command -v systemd-nspawn >/dev/null || as_root apt-get install -y -qq --no-install-recommends systemd-container >/dev/null
+cat >"$root/usr/local/sbin/meshnode-check" <<'CHECK'
+#!/bin/bash
+for _ in $(seq 240); do systemctl is-active -q meshnode && break; sleep 0.25; done
+pid=$(systemctl show -p MainPID --value meshnode)
+body='{"model":"meshnode-fortunes-q8_0","messages":[{"role":"user","content":"Tell me a fortune"}],"max_tokens":8}'
+{
+	systemctl show meshnode -p ActiveState -p SubState -p NRestarts
+	echo "User=$(stat -c %U "/proc/$pid")"
+	grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' "/proc/$pid/status"
+	if exec 3<>/dev/tcp/127.0.0.1/9337; then
+		printf 'POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s' "${#body}" "$body" >&3
+		timeout 120 cat <&3 | grep -ao '"object":"chat.completion"'
+		exec 3<&-
+	fi
+	echo
+	systemctl stop meshnode
+	systemctl show meshnode -p Result -p ExecMainStatus
+	journalctl -u meshnode --no-pager -n 30 | sed 's/^/journal: /'
+} >/meshnode-check.txt 2>&1
+systemctl poweroff
+CHECK
+chmod 0755 "$root/usr/local/sbin/meshnode-check"
+cat >"$root/etc/systemd/system/meshnode-check.service" <<'UNIT'
+[Unit]
+Description=check the meshnode service, then power off
+Wants=meshnode.service
+After=meshnode.service
+[Service]
+Type=oneshot
+ExecStart=/usr/local/sbin/meshnode-check
+UNIT
+ln -sf /etc/systemd/system/meshnode-check.service "$root/etc/systemd/system/multi-user.target.wants/meshnode-check.service"
+umount "$root/proc"
+# --register=no --keep-unit: no machined or bus needed on the host; the
+# legacy cgroup hierarchy boots on hosts with the hybrid one too.
+SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=0 timeout 300 systemd-nspawn --quiet --directory="$root" --boot --register=no --keep-unit \
+	--private-network --machine=meshnode-check </dev/null >"$tmp/nspawn.log" 2>&1 ||
+	fail "systemd-nspawn: $(tail -n 20 "$tmp/nspawn.log")"
+mount -t proc proc "$root/proc"
+[ -f "$root/meshnode-check.txt" ] || fail "the container did not run the check: $(tail -n 20 "$tmp/nspawn.log")"
+report=$(cat "$root/meshnode-check.txt")
+rm -f "$root/meshnode-check.txt" "$root/usr/local/sbin/meshnode-check" "$root/etc/systemd/system/meshnode-check.service" \
+	"$root/etc/systemd/system/multi-user.target.wants/meshnode-check.service"
+for want in ActiveState=active SubState=running NRestarts=0 User=meshnode 'NoNewPrivs:[[:space:]]+1$' \
+	'Seccomp:[[:space:]]+2$' 'CapEff:[[:space:]]+0+$' 'CapBnd:[[:space:]]+0+$' '"object":"chat.completion"' \
+	Result=success ExecMainStatus=0; do
+	grep -qE -- "$want" <<<"$report" || fail "the service under systemd: no '$want' in:
+$report"
+done
 
 step "chroot: dpkg --purge removes config and state, keeps the user"
 in_root dpkg --purge meshnode >"$tmp/dpkg.log" 2>&1 || fail "$(cat "$tmp/dpkg.log")"
