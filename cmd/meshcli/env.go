@@ -41,11 +41,25 @@ func ownerDir(c *cli.Context) (owner.Dir, error) {
 
 // getJSON fetches path from the local node's API into out.
 func getJSON(c *cli.Context, path string, out any) error {
+	return callJSON(c, "--api", c.String("api"), http.MethodGet, path, nil, out)
+}
+
+// callJSON sends method path to the node API at base, with body as JSON
+// when it is not nil, and decodes a 200 answer into out; flag names the
+// option that set base, for errors.
+func callJSON(c *cli.Context, flag, base, method, path string, body []byte, out any) error {
 	e := envOf(c)
-	base := strings.TrimRight(c.String("api"), "/")
-	req, err := http.NewRequestWithContext(c.Context, http.MethodGet, base+path, nil)
+	base = strings.TrimRight(base, "/")
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(c.Context, method, base+path, rd)
 	if err != nil {
-		return fmt.Errorf("--api %q: %w", base, err)
+		return fmt.Errorf("%s %q: %w", flag, base, err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	if k := c.String("api-key"); k != "" {
 		req.Header.Set("Authorization", "Bearer "+k)
@@ -53,14 +67,14 @@ func getJSON(c *cli.Context, path string, out any) error {
 	resp, err := e.http.Do(req)
 	if err != nil {
 		if errors.Is(err, syscall.ECONNREFUSED) {
-			return fmt.Errorf("no node is answering at %s (is meshnode running? see --api)", base)
+			return fmt.Errorf("no node is answering at %s (is meshnode running? see %s)", base, flag)
 		}
-		return fmt.Errorf("GET %s: %w", base+path, err)
+		return fmt.Errorf("%s %s: %w", method, base+path, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
-		return fmt.Errorf("GET %s: %w", base+path, err)
+		return fmt.Errorf("%s %s: %w", method, base+path, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		var apiErr struct {
@@ -68,13 +82,13 @@ func getJSON(c *cli.Context, path string, out any) error {
 				Message string `json:"message"`
 			} `json:"error"`
 		}
-		if json.Unmarshal(body, &apiErr) == nil && apiErr.Error.Message != "" {
-			return fmt.Errorf("GET %s: %s: %s", path, resp.Status, apiErr.Error.Message)
+		if json.Unmarshal(answer, &apiErr) == nil && apiErr.Error.Message != "" {
+			return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, apiErr.Error.Message)
 		}
-		return fmt.Errorf("GET %s: %s", path, resp.Status)
+		return fmt.Errorf("%s %s: %s", method, path, resp.Status)
 	}
-	if err := json.Unmarshal(body, out); err != nil {
-		return fmt.Errorf("GET %s: the node's answer does not decode: %w", path, err)
+	if err := json.Unmarshal(answer, out); err != nil {
+		return fmt.Errorf("%s %s: the node's answer does not decode: %w", method, path, err)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"strings"
 
@@ -34,8 +35,179 @@ func receiptCommand() *cli.Command {
 				&cli.StringFlag{Name: "steward", Usage: "require this steward (did:key)"},
 			},
 			Action: verifyReceipt,
+		}, {
+			Name:  "replay",
+			Usage: "have the node that served a generation re-run it against its receipt, and check the disclosure",
+			Description: "--request names the request body as it was sent (chat/completions, completions or\n" +
+				"responses JSON); --usage the usage.energy object that came back (or the usage object, or\n" +
+				"the whole response). The node re-tokenizes the prompt as the serve did, re-runs it on\n" +
+				"the backend the receipt names and answers verified, diverged or not replayable; a verified\n" +
+				"replay discloses the receipt (opening, payload digest, output), which is checked here\n" +
+				"against the receipt's output commitment. Exit status 0 only when verified.",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "request", Usage: "the request body `FILE`", Required: true},
+				&cli.StringFlag{Name: "usage", Usage: "the usage.energy `FILE`", Required: true},
+				&cli.StringFlag{Name: "node", Usage: "the API `URL` of the node that served it (default: --api)"},
+				jsonFlag,
+			},
+			Action: replayReceipt,
 		}},
 	}
+}
+
+// replayAnswer is POST /v1/mesh/replay's answer (docs/receipts.md).
+type replayAnswer struct {
+	Verdict           string              `json:"verdict"`
+	FirstDivergence   *int                `json:"first_divergence"`
+	Reason            string              `json:"reason"`
+	Receipt           string              `json:"receipt"`
+	RequestID         string              `json:"request_id"`
+	ReplayedRequestID string              `json:"replayed_request_id"`
+	Disclosure        *receipt.Disclosure `json:"disclosure"`
+}
+
+func replayReceipt(c *cli.Context) error {
+	if c.NArg() != 0 {
+		return errors.New("receipt replay takes no arguments: name the files with --request and --usage")
+	}
+	request, err := readBounded(c.String("request"))
+	if err != nil {
+		return err
+	}
+	if t := bytes.TrimSpace(request); len(t) == 0 || t[0] != '{' || !json.Valid(t) {
+		return fmt.Errorf("%s: not a JSON object; --request is the request body as it was sent", c.String("request"))
+	}
+	raw, err := readBounded(c.String("usage"))
+	if err != nil {
+		return err
+	}
+	energy, err := energyObject(raw)
+	if err != nil {
+		return fmt.Errorf("%s: %w", c.String("usage"), err)
+	}
+	env, err := envelopeOf(energy)
+	if err != nil {
+		return fmt.Errorf("%s: %w", c.String("usage"), err)
+	}
+	// The receipt is checked here first: the node's word is only taken
+	// about what it can show.
+	sealed, err := receipt.Open(env, nil)
+	if err != nil {
+		return fmt.Errorf("%s: %w", c.String("usage"), err)
+	}
+	body, err := json.Marshal(map[string]json.RawMessage{"request": bytes.TrimSpace(request), "energy": energy})
+	if err != nil {
+		return err
+	}
+	flag, base := "--node", c.String("node")
+	if base == "" {
+		flag, base = "--api", c.String("api")
+	}
+	var ans replayAnswer
+	var answer json.RawMessage
+	if err := callJSON(c, flag, base, http.MethodPost, "/v1/mesh/replay", body, &answer); err != nil {
+		return err
+	}
+	if err := json.Unmarshal(answer, &ans); err != nil {
+		return fmt.Errorf("POST /v1/mesh/replay: the node's answer does not decode: %w", err)
+	}
+	r := &sealed.Receipt
+	if ans.Receipt != sealed.ID.String() {
+		return fmt.Errorf("the node answered about receipt %s, not %s", ans.Receipt, sealed.ID)
+	}
+	opens := ans.Disclosure != nil && ans.Disclosure.Opens(r)
+	w := envOf(c).stdout
+	if c.Bool("json") {
+		if err := printJSON(w, answer); err != nil {
+			return err
+		}
+	} else {
+		t := newTable(w, "Replay", verdictLine(ans))
+		t.row("Receipt", sealed.ID.String())
+		t.row("Steward", r.Steward)
+		t.row("Sequence", fmt.Sprintf("%d", r.Sequence))
+		t.row("Served", r.Recipe+" on "+r.Backend)
+		t.row("Request", r.RequestID.String())
+		if ans.ReplayedRequestID != "" && ans.ReplayedRequestID != r.RequestID.String() {
+			t.row("Replayed", ans.ReplayedRequestID+" (the request shown derives another id)")
+		}
+		if d := ans.Disclosure; d != nil {
+			t.row("Opening", d.Opening.String())
+			t.row("Payload", d.Payload.String())
+			t.row("Output", plural(len(d.Output), "token")+": "+tokenList(d.Output, 16))
+			if opens {
+				t.row("Disclosure", "opens the receipt's output commitment (checked here)")
+			} else {
+				t.row("Disclosure", "does NOT open the receipt's output commitment")
+			}
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+	}
+	switch {
+	case ans.Disclosure != nil && !opens:
+		return errors.New("the node's disclosure does not open the receipt's output commitment")
+	case ans.Verdict == "verified" && !opens:
+		return errors.New("the node says verified but disclosed nothing that opens the receipt")
+	case ans.Verdict != "verified":
+		return errors.New("the replay did not verify")
+	}
+	return nil
+}
+
+func verdictLine(a replayAnswer) string {
+	switch a.Verdict {
+	case "diverged":
+		if a.FirstDivergence != nil {
+			return fmt.Sprintf("diverged at token %d", *a.FirstDivergence)
+		}
+		return "diverged"
+	case "not_replayable":
+		return "not replayable: " + a.Reason
+	}
+	return a.Verdict
+}
+
+// tokenList writes ids space-separated, at most n of them.
+func tokenList(ids []uint32, n int) string {
+	var b strings.Builder
+	for i, id := range ids {
+		if i == n {
+			fmt.Fprintf(&b, " …")
+			break
+		}
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%d", id)
+	}
+	return b.String()
+}
+
+// energyObject finds the usage.energy object in a file holding it, the
+// usage object, or the whole response.
+func energyObject(b []byte) (json.RawMessage, error) {
+	var doc struct {
+		EnvelopeHex json.RawMessage `json:"envelope_hex"`
+		Energy      json.RawMessage `json:"energy"`
+		Usage       struct {
+			Energy json.RawMessage `json:"energy"`
+		} `json:"usage"`
+	}
+	text := bytes.TrimSpace(b)
+	if err := json.Unmarshal(text, &doc); err != nil {
+		return nil, fmt.Errorf("not a usage.energy object in JSON: %w", err)
+	}
+	for _, e := range []json.RawMessage{doc.Usage.Energy, doc.Energy} {
+		if len(e) > 0 && e[0] == '{' {
+			return e, nil
+		}
+	}
+	if len(doc.EnvelopeHex) > 0 {
+		return text, nil
+	}
+	return nil, errors.New("the JSON has no usage.energy object (nor energy, nor envelope_hex)")
 }
 
 // maxReceiptFile bounds what is read of a receipt or log file.

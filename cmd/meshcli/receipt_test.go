@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/hex"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -90,5 +92,92 @@ func TestReceiptVerify(t *testing.T) {
 		[]string{"receipt", "verify", "--log", broken, filepath.Join(dir, "usage.json")},
 		[]string{"receipt", "verify", "--log", short, filepath.Join(dir, "usage.json")},
 		[]string{"receipt", "verify", write("empty.json", []byte(`{"id": 1}`))},
+	))
+}
+
+// TestReceiptReplay: meshcli receipt replay posts the request and the
+// energy object as they were, prints the node's verdict, and checks a
+// disclosure against the receipt itself; only a verified replay whose
+// disclosure opens the receipt exits 0.
+func TestReceiptReplay(t *testing.T) {
+	sealer, chain := sealedChain(t, 2)
+	r := &chain[1].Receipt
+	disclosure, err := sealer.Disclose(r, []uint32{1, 2}, []uint32{7, 8, 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/mesh/replay", func(w http.ResponseWriter, req *http.Request) {
+		var body struct {
+			Request struct {
+				Prompt string `json:"prompt"`
+			} `json:"request"`
+			Energy struct {
+				EnvelopeHex string `json:"envelope_hex"`
+			} `json:"energy"`
+		}
+		if err := json.NewDecoder(req.Body).Decode(&body); err != nil || req.Header.Get("Content-Type") != "application/json" ||
+			body.Energy.EnvelopeHex != hex.EncodeToString(chain[1].Envelope) {
+			w.WriteHeader(http.StatusBadRequest)
+			w.Write([]byte(`{"error":{"message":"the fake node got a body it did not expect","code":"invalid_request"}}`))
+			return
+		}
+		ans := map[string]any{"receipt": chain[1].ID.String(), "sequence": 1, "steward": r.Steward,
+			"request_id": r.RequestID.String(), "replayed_request_id": r.RequestID.String(), "backend": r.Backend, "recipe": r.Recipe}
+		switch body.Request.Prompt {
+		case "verified":
+			ans["verdict"], ans["disclosure"] = "verified", disclosure
+		case "lying":
+			lie := disclosure
+			lie.Output = []uint32{7, 8}
+			ans["verdict"], ans["disclosure"] = "verified", lie
+		case "diverged":
+			ans["verdict"], ans["first_divergence"] = "diverged", 2
+		case "other":
+			ans["verdict"], ans["reason"] = "not_replayable", "the request is not the receipt's"
+			ans["replayed_request_id"] = strings.Repeat("ab", 32)
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			w.Write([]byte(`{"error":{"message":"the receipt was sealed by another node","code":"receipt_not_ours"}}`))
+			return
+		}
+		json.NewEncoder(w).Encode(ans)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+
+	c := newCLI(t, "http://127.0.0.1:1")
+	dir := t.TempDir()
+	c.files = dir
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	request := func(prompt string) string {
+		return write(prompt+".json", `{"model":"meshnode-fortunes-q8_0","prompt":"`+prompt+`","max_tokens":3}`)
+	}
+	energy, _ := json.Marshal(chain[1].Usage())
+	usage := write("usage.json", string(energy))
+	response := write("response.json", `{"id":"cmpl-1","usage":{"prompt_tokens":2,"energy":`+string(energy)+`}}`)
+	tampered := append([]byte(nil), chain[1].Envelope...)
+	tampered[len(tampered)-5] ^= 1
+	c.api = srv.URL
+
+	golden(t, "receipt-replay.txt", c.transcript(
+		[]string{"receipt", "replay", "--request", request("verified"), "--usage", usage},
+		[]string{"receipt", "replay", "--request", request("verified"), "--usage", response, "--json"},
+		[]string{"receipt", "replay", "--request", request("lying"), "--usage", usage},
+		[]string{"receipt", "replay", "--request", request("diverged"), "--usage", usage},
+		[]string{"receipt", "replay", "--request", request("other"), "--usage", usage},
+		[]string{"receipt", "replay", "--request", request("foreign"), "--usage", usage},
+		[]string{"receipt", "replay", "--node", "http://127.0.0.1:1", "--request", request("verified"), "--usage", usage},
+		[]string{"receipt", "replay", "--request", write("text.txt", "hello"), "--usage", usage},
+		[]string{"receipt", "replay", "--request", request("verified"), "--usage", write("nothing.json", `{"id":"x"}`)},
+		[]string{"receipt", "replay", "--request", request("verified"), "--usage",
+			write("tampered.json", `{"envelope_hex":"`+hex.EncodeToString(tampered)+`"}`)},
+		[]string{"receipt", "replay", "--usage", usage},
 	))
 }
