@@ -11,8 +11,29 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/node/engine"
+	"github.com/meshnode/meshnode/node/identity"
+	"github.com/meshnode/meshnode/node/mesh"
 	"github.com/meshnode/meshnode/node/receipt"
 )
+
+// waitEvent waits for an event of kind about peer.
+func waitEvent(t *testing.T, events <-chan mesh.Event, kind mesh.EventKind, peer identity.EndpointID) {
+	t.Helper()
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				t.Fatalf("event stream closed waiting for %v of %s", kind, peer.Short())
+			}
+			if ev.Kind == kind && ev.Peer == peer {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no %v event for %s within 20s", kind, peer.Short())
+		}
+	}
+}
 
 // gatedModel serves its model's engine with a gate: after the first token
 // a generation waits until the gate opens (or its context ends).
@@ -90,8 +111,10 @@ func TestShutdownDrainsLocal(t *testing.T) {
 
 // TestShutdownDrainsRelayed: a request relayed through the mesh finishes
 // when either node on its way is told to stop while it is in flight: the
-// relaying node and the hosting node each keep the mesh up until their API
-// has drained, and then stop cleanly.
+// stopping node stops accepting and says PeerLeaving, and the other drops
+// it from its tables (PeerLeft) while the request is still streaming, yet
+// keeps the connection carrying it until it is done; then both stop
+// cleanly.
 func TestShutdownDrainsRelayed(t *testing.T) {
 	for _, stopping := range []string{"relaying", "hosting"} {
 		t.Run(stopping, func(t *testing.T) {
@@ -119,11 +142,9 @@ func TestShutdownDrainsRelayed(t *testing.T) {
 			if stopping == "hosting" {
 				stopper, other, stop = host, relay, stopHost
 			}
+			events := other.mesh.Subscribe(t.Context(), 64)
 			stopped := make(chan error, 1)
 			go func() { stopped <- stop() }()
-			// Shutdown has begun once the stopping node's API refuses
-			// connections; give its mesh the time it would take to go,
-			// were it not waiting for the drain.
 			waitFor(t, "the stopping node to stop accepting", func() bool {
 				c, err := http.Get("http://" + stopper.HTTPAddr().String() + "/health")
 				if err == nil {
@@ -131,12 +152,11 @@ func TestShutdownDrainsRelayed(t *testing.T) {
 				}
 				return err != nil
 			})
-			gone := time.Now().Add(500 * time.Millisecond)
-			for time.Now().Before(gone) {
-				if _, ok := other.mesh.Peer(stopper.key.ID()); !ok {
-					break
-				}
-				time.Sleep(20 * time.Millisecond)
+			// The generation is held at the gate: the peer learns of the
+			// leaving before the stream can finish.
+			waitEvent(t, events, mesh.PeerLeft, stopper.key.ID())
+			if _, ok := other.mesh.Peer(stopper.key.ID()); ok {
+				t.Fatal("the node that left is still among the other's peers")
 			}
 			close(g.open)
 

@@ -85,11 +85,11 @@ func (n *Node) HTTPAddr() net.Addr {
 }
 
 // Serve runs the node until ctx is cancelled, then shuts down: the API
-// stops accepting (new tunnels from peers are refused, and they go to
+// stops accepting, peers are told the node is leaving (they drop it from
+// their tables at once; new tunnels from them are refused, and they go to
 // other hosts), requests in flight, local or relayed through the mesh in
-// either direction, get up to the drain timeout, then peers are told the
-// node is leaving and everything started is stopped in reverse order. A
-// clean shutdown returns nil.
+// either direction, get up to the drain timeout, and then everything
+// started is stopped in reverse order. A clean shutdown returns nil.
 func (n *Node) Serve(ctx context.Context) (err error) {
 	var stack closers
 	defer func() {
@@ -181,9 +181,9 @@ func (n *Node) Serve(ctx context.Context) (err error) {
 
 	// Everything stops when ctx ends but what requests in flight still
 	// need: the meters, and the mesh that carries the requests relayed to
-	// and from this node. They run on late, which ends once the API has
-	// let those requests finish (the mesh then says PeerLeaving and
-	// closes), or on any early return.
+	// and from this node (it has left by then: see below). They run on
+	// late, which ends once the API has let those requests finish, or on
+	// any early return.
 	ctx, stopAll := context.WithCancel(ctx)
 	late, stopLate := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
@@ -220,22 +220,37 @@ func (n *Node) Serve(ctx context.Context) (err error) {
 		Routes:       map[string]http.Handler{control.HTTPPrefix + "/": ctl.HTTPHandler()},
 	}, key.ID(), &registry{n: n}, meshRelay{mn}, &apiNode{n: n}, n.log, nil)
 	drain := n.cfg.DrainTimeout.Duration
+	apiLn, tunnelAPILn := watchClose(httpLn), watchClose(tunnelLn)
 	apiDone, tunnelDone := make(chan error, 1), make(chan error, 1)
-	go func() { apiDone <- srv.Serve(ctx, httpLn, drain) }()
-	go func() { tunnelDone <- srv.ServeMesh(ctx, tunnelLn, drain) }()
+	go func() { apiDone <- srv.Serve(ctx, apiLn, drain) }()
+	go func() { tunnelDone <- srv.ServeMesh(ctx, tunnelAPILn, drain) }()
 
 	n.announceReady(self)
 	close(n.ready)
 
-	// Both API servers stop accepting at ctx's end and drain what is in
-	// flight (up to drain each, at the same time); then the late parts go.
+	// Shutdown: both API servers stop accepting at ctx's end (closing
+	// their listeners is the first thing they do) and drain what is in
+	// flight, up to drain each, at the same time. Once neither accepts,
+	// the mesh says PeerLeaving and takes no new tunnel, while the
+	// connections carrying those in flight stay up; then the late parts go.
+	apiEnded := false
 	select {
 	case <-ctx.Done():
 		n.log.Info("shutting down: finishing requests in flight", "drain_timeout", drain)
-		err = <-apiDone
 	case err = <-apiDone: // the listener failed
+		apiEnded = true
 	}
 	stopAll()
+	<-apiLn.closed
+	<-tunnelAPILn.closed
+	if lerr := mn.Leave(context.WithoutCancel(ctx)); lerr != nil {
+		// It is not serving (not yet, or it failed): its Serve, if it
+		// runs, says PeerLeaving when late ends.
+		n.log.Debug("mesh: not leaving before the drain", "err", lerr)
+	}
+	if !apiEnded {
+		err = <-apiDone
+	}
 	if terr := <-tunnelDone; terr != nil && !errors.Is(terr, net.ErrClosed) {
 		n.log.Error("mesh tunnel api stopped", "err", terr)
 	}
@@ -280,6 +295,9 @@ func (n *Node) newMesh(tunnelTarget string, httpAddr net.Addr) (*mesh.Node, erro
 		Version:    Version,
 		Self:       func() *nodev1.PeerAnnouncement { return n.announcement(httpPort) },
 		HTTPTarget: tunnelTarget,
+		// A peer that leaves drains as this node would: its connections
+		// stay for the tunnels in flight that long at most.
+		Timeouts: mesh.Timeouts{LeaveDrain: n.cfg.DrainTimeout.Duration},
 	}
 	if n.cfg.LANOnly {
 		// Every address, however learned (gossip, a token, a redial), not
@@ -462,6 +480,25 @@ func (c closers) closeAll(log *slog.Logger) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// watchedListener says when it has been closed. The API server closes its
+// listener first thing when it stops, and whenever its Serve returns: from
+// then on the node takes no new request there.
+type watchedListener struct {
+	net.Listener
+	once   sync.Once
+	closed chan struct{}
+}
+
+func watchClose(l net.Listener) *watchedListener {
+	return &watchedListener{Listener: l, closed: make(chan struct{})}
+}
+
+func (l *watchedListener) Close() error {
+	err := l.Listener.Close()
+	l.once.Do(func() { close(l.closed) })
+	return err
 }
 
 func ignoreClosed(fn func() error) func() error {

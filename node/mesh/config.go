@@ -79,6 +79,7 @@ type Timeouts struct {
 	Gossip       time.Duration // one gossip or route-table exchange (5s)
 	Confirm      time.Duration // reachability check before evicting a peer (3s, the protocol's)
 	Leave        time.Duration // to deliver PeerLeaving at shutdown (1s)
+	LeaveDrain   time.Duration // a peer that left keeps a connection with HTTP tunnels in flight this long at most (30s)
 	TunnelDial   time.Duration // to connect a tunnel to the local HTTP target (5s)
 	TunnelIdle   time.Duration // a tunnel with no bytes either way for this long is closed (5m)
 	Redundant    time.Duration // age after which an idle duplicate connection is closed (5s)
@@ -152,6 +153,7 @@ func (c *Config) withDefaults() (Config, error) {
 		{&t.Gossip, 5 * time.Second},
 		{&t.Confirm, 3 * time.Second},
 		{&t.Leave, time.Second},
+		{&t.LeaveDrain, 30 * time.Second},
 		{&t.TunnelDial, 5 * time.Second},
 		{&t.TunnelIdle, 5 * time.Minute},
 		{&t.Redundant, 5 * time.Second},

@@ -122,16 +122,29 @@ type peerConn struct {
 	since    time.Time
 	limiter  tokenBucket // touched only by the stream accept loop
 	strikes  atomic.Int32
-	active   atomic.Int32 // streams in use on it
-	mem      *budget      // frame memory it may hold before admission
+	active   atomic.Int32  // streams in use on it
+	tunnels  atomic.Int32  // HTTP tunnels on it, either way
+	idle     chan struct{} // signalled when the last tunnel ends
+	mem      *budget       // frame memory it may hold before admission
 }
 
 func (pc *peerConn) alive() bool { return pc.conn.Context().Err() == nil }
 
+// tunnelOpened counts an HTTP tunnel on pc until the returned func is
+// called: a connection to a peer that left stays up while it has any.
+func (pc *peerConn) tunnelOpened() (closed func()) {
+	pc.tunnels.Add(1)
+	return func() {
+		if pc.tunnels.Add(-1) == 0 {
+			signal(pc.idle)
+		}
+	}
+}
+
 // register adds a handshaken connection to its peer's set and starts
 // serving its streams. On any refusal the connection is closed.
 func (n *Node) register(c *quic.Conn, id identity.EndpointID, outbound bool) (*peerConn, error) {
-	pc := &peerConn{conn: c, id: id, outbound: outbound, dialer: id, since: time.Now()}
+	pc := &peerConn{conn: c, id: id, outbound: outbound, dialer: id, since: time.Now(), idle: make(chan struct{}, 1)}
 	if outbound {
 		pc.dialer = n.id
 	}
@@ -220,7 +233,12 @@ func (n *Node) serveConn(pc *peerConn) {
 	defer n.detach(pc)
 	if !n.isAdmitted(pc.peer) {
 		t := time.AfterFunc(n.cfg.Timeouts.Admission, func() {
-			if !n.isAdmitted(pc.peer) {
+			// Never admitted: one that was, and left, keeps the
+			// connection for its tunnels (see retire).
+			n.mu.Lock()
+			never := !pc.peer.admitted
+			n.mu.Unlock()
+			if never {
 				n.disconnect(pc, CodeNotAdmitted, fmt.Sprintf("no valid gossip within %v", n.cfg.Timeouts.Admission))
 			}
 		})

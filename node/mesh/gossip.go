@@ -161,6 +161,11 @@ func (n *Node) acceptGossip(pc *peerConn, f *nodev1.GossipFrame, gossipRTT time.
 	}
 	joined := false
 	if !p.admitted {
+		if !n.serving() {
+			// Leaving: it was never told, so it must not be admitted.
+			n.mu.Unlock()
+			return ErrNotServing
+		}
 		if n.nAdmitted >= n.cfg.Limits.MaxPeers {
 			n.mu.Unlock()
 			return errTableFull
@@ -428,7 +433,7 @@ func (n *Node) dialLoop() {
 		}
 		timer.Reset(wait)
 		select {
-		case <-n.ctx.Done():
+		case <-n.member.Done():
 			return
 		case <-n.dialKick:
 		case <-timer.C:
@@ -440,7 +445,7 @@ func (n *Node) dialHeard(h *heardPeer) {
 	n.mu.Lock()
 	addr := h.addr
 	n.mu.Unlock()
-	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Timeouts.Handshake+n.cfg.Timeouts.Gossip)
+	ctx, cancel := context.WithTimeout(n.member, n.cfg.Timeouts.Handshake+n.cfg.Timeouts.Gossip)
 	_, err := n.Dial(ctx, addr)
 	cancel()
 	n.mu.Lock()

@@ -46,7 +46,7 @@ func (n *Node) runPeer(p *peer) {
 		}
 		probe := false
 		select {
-		case <-n.ctx.Done():
+		case <-n.member.Done():
 			return
 		case <-p.gone:
 			return
@@ -73,7 +73,7 @@ func (n *Node) runPeer(p *peer) {
 		if probe {
 			timeout = n.cfg.Timeouts.Confirm
 		}
-		ctx, cancel := context.WithTimeout(n.ctx, timeout)
+		ctx, cancel := context.WithTimeout(n.member, timeout)
 		err := n.exchange(ctx, pc)
 		cancel()
 		last = time.Now()
@@ -85,7 +85,7 @@ func (n *Node) runPeer(p *peer) {
 		switch {
 		case err == nil:
 			failures = 0
-		case n.ctx.Err() != nil || errors.Is(err, errPeerGone):
+		case n.member.Err() != nil || errors.Is(err, errPeerGone):
 			return
 		case probe || failures > 0:
 			// Two misses in a row, or one when a peer has reported it
@@ -117,13 +117,13 @@ func (n *Node) recover(p *peer) bool {
 		n.evict(p, PeerLeft, "closed as leaving")
 		return false
 	}
-	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Timeouts.Confirm)
+	ctx, cancel := context.WithTimeout(n.member, n.cfg.Timeouts.Confirm)
 	defer cancel()
 	err := n.redial(ctx, p, addrs)
 	if err == nil {
 		return true
 	}
-	if n.ctx.Err() != nil {
+	if n.member.Err() != nil {
 		return false
 	}
 	reason := fmt.Sprintf("unreachable: %v", err)
@@ -151,7 +151,10 @@ func (n *Node) redial(ctx context.Context, p *peer, addrs []netip.AddrPort) erro
 }
 
 // evict removes p from the table and closes its connections. It reports
-// whether this call did it (an eviction happens once).
+// whether this call did it (an eviction happens once). A peer that left
+// keeps, for a while, the connections with HTTP tunnels in flight: it is
+// gone from every table at once, but what it relays, and what is relayed
+// to it, finishes.
 func (n *Node) evict(p *peer, kind EventKind, reason string) bool {
 	n.mu.Lock()
 	if p.evicted {
@@ -176,6 +179,9 @@ func (n *Node) evict(p *peer, kind EventKind, reason string) bool {
 		code = CodeLeaving
 	}
 	for _, pc := range conns {
+		if kind == PeerLeft && pc.tunnels.Load() > 0 && n.spawn(func() { n.retire(pc, code, reason) }) {
+			continue
+		}
 		pc.conn.CloseWithError(code, reason)
 	}
 	if admitted {
@@ -183,6 +189,31 @@ func (n *Node) evict(p *peer, kind EventKind, reason string) bool {
 		n.events.publish(Event{Kind: kind, Peer: p.id, Time: n.cfg.Now(), Reason: reason})
 	}
 	return true
+}
+
+// retire closes the connection of a peer that left once no HTTP tunnel is
+// left on it, or after Timeouts.LeaveDrain, so that a peer that says it
+// is leaving cannot hold a connection open by never finishing. The peer
+// gets no new stream meanwhile: it is not admitted any more.
+func (n *Node) retire(pc *peerConn, code quic.ApplicationErrorCode, reason string) {
+	t := time.NewTimer(n.cfg.Timeouts.LeaveDrain)
+	defer t.Stop()
+	for pc.tunnels.Load() > 0 {
+		select {
+		case <-pc.idle:
+		case <-pc.conn.Context().Done():
+			return
+		case <-n.ctx.Done():
+			pc.conn.CloseWithError(CodeLeaving, "node shutting down")
+			return
+		case <-t.C:
+			n.log.Info("mesh: closing the connection of a peer that left, its tunnels unfinished",
+				"peer", pc.id.Short(), "tunnels", pc.tunnels.Load(), "after", n.cfg.Timeouts.LeaveDrain)
+			pc.conn.CloseWithError(code, reason)
+			return
+		}
+	}
+	pc.conn.CloseWithError(code, reason)
 }
 
 // peerDownReported handles a PeerDown from pc's peer naming target: the
@@ -216,9 +247,9 @@ func (n *Node) broadcastPeerDown(down identity.EndpointID) {
 }
 
 // sendLeaving tells every admitted peer this node is leaving and waits,
-// within the leave timeout, for each to acknowledge.
-func (n *Node) sendLeaving() {
-	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.Timeouts.Leave)
+// within the leave timeout and ctx, for each to acknowledge.
+func (n *Node) sendLeaving(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.Timeouts.Leave)
 	defer cancel()
 	msg := &nodev1.PeerLeaving{PeerId: n.id[:], Gen: wire.ProtocolGeneration}
 	var wg sync.WaitGroup

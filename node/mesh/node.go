@@ -42,10 +42,14 @@ type Node struct {
 	events  events
 
 	// ctx ends when the node begins to stop; all its work derives from it.
-	ctx    context.Context
-	cancel context.CancelFunc
-	state  atomic.Int32
-	failed chan error // a fatal listener error, for Serve
+	// member ends earlier, at Leave: the work of staying in the mesh
+	// (gossip, dials, redials) derives from it.
+	ctx       context.Context
+	cancel    context.CancelFunc
+	member    context.Context
+	endMember context.CancelFunc
+	state     atomic.Int32
+	failed    chan error // a fatal listener error, for Serve
 
 	// goMu orders goroutine starts against shutdown's Wait.
 	goMu     sync.Mutex
@@ -80,6 +84,7 @@ const initialStreamWindow = 512 << 10
 const (
 	stateNew int32 = iota
 	stateServing
+	stateLeaving // PeerLeaving sent; what is in flight finishes
 	stateStopping
 	stateClosed
 )
@@ -180,6 +185,7 @@ func New(cfg Config, key *identity.Key, logger *slog.Logger) (*Node, error) {
 		return nil, fmt.Errorf("mesh: quic listen: %w", err)
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n.member, n.endMember = context.WithCancel(n.ctx)
 	return n, nil
 }
 
@@ -218,9 +224,10 @@ func (n *Node) Subscribe(ctx context.Context, buffer int) <-chan Event {
 	return n.events.subscribe(ctx, buffer)
 }
 
-// Serve runs the node until ctx ends, then sends PeerLeaving to every peer,
-// closes every connection and returns nil once all of its goroutines have.
-// It returns early with an error only if the listener fails.
+// Serve runs the node until ctx ends, then sends PeerLeaving to every peer
+// (unless Leave did), closes every connection and returns nil once all of
+// its goroutines have. It returns early with an error only if the listener
+// fails.
 func (n *Node) Serve(ctx context.Context) error {
 	if !n.state.CompareAndSwap(stateNew, stateServing) {
 		return fmt.Errorf("mesh: Serve called twice or after Close: %w", ErrClosed)
@@ -267,12 +274,40 @@ func (n *Node) spawn(f func()) bool {
 
 func (n *Node) serving() bool { return n.state.Load() == stateServing }
 
-// shutdown stops the node: PeerLeaving to admitted peers (when leave),
-// then every goroutine ends and every connection closes.
+// Leave tells every admitted peer that this node is leaving (PeerLeaving,
+// each acknowledged within Timeouts.Leave or ctx) and stops taking part in
+// the mesh: no more gossip, dials or redials; new connections and new HTTP
+// tunnels from peers are refused (ErrTunnelRefused at their end, so they
+// try another host), and so are new tunnels of ours. The connections there
+// are, and the tunnels in flight on them, keep working until Serve's
+// context ends, which then closes them without a second PeerLeaving. The
+// peers forget this node at once but keep its connections for the tunnels
+// in flight. Leave is for a clean shutdown: there is no rejoining short of
+// a new Node. It reports ErrNotServing unless the node is serving, and
+// returns nil at once if it has left already.
+func (n *Node) Leave(ctx context.Context) error {
+	if !n.state.CompareAndSwap(stateServing, stateLeaving) {
+		if n.state.Load() == stateLeaving {
+			return nil
+		}
+		return ErrNotServing
+	}
+	n.endMember()
+	n.log.Info("mesh: leaving; connections stay for what is in flight")
+	n.sendLeaving(ctx)
+	return nil
+}
+
+// shutdown stops the node: PeerLeaving to admitted peers (when leave, and
+// Leave has not sent it), then every goroutine ends and every connection
+// closes.
 func (n *Node) shutdown(leave bool) {
-	n.state.Store(stateStopping)
+	if n.state.Swap(stateStopping) == stateLeaving {
+		leave = false // said already
+	}
+	n.endMember()
 	if leave {
-		n.sendLeaving()
+		n.sendLeaving(context.Background())
 	}
 	n.goMu.Lock()
 	n.stopping = true

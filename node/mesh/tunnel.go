@@ -20,8 +20,12 @@ import (
 // DialHTTP opens an HTTP tunnel (TUNNEL_HTTP, 0x04) to peer: a connection
 // whose bytes reach the peer's local HTTP API and come back. Speak HTTP/1.1
 // over it, e.g. from an http.Transport's DialContext. A peer that refuses
-// the tunnel makes the first Read fail with ErrTunnelRefused.
+// the tunnel makes the first Read fail with ErrTunnelRefused. A node that
+// has left (Leave) opens no new tunnel.
 func (n *Node) DialHTTP(ctx context.Context, peer identity.EndpointID) (net.Conn, error) {
+	if !n.serving() {
+		return nil, fmt.Errorf("mesh: tunnel to %s: %w", peer.Short(), ErrNotServing)
+	}
 	pc, err := n.admittedConn(peer)
 	if err != nil {
 		return nil, err
@@ -39,7 +43,8 @@ func (n *Node) DialHTTP(ctx context.Context, peer identity.EndpointID) (net.Conn
 	}
 	s.SetWriteDeadline(time.Time{})
 	pc.active.Add(1)
-	return &tunnelConn{Stream: s, conn: pc.conn, release: func() { pc.active.Add(-1) }}, nil
+	closed := pc.tunnelOpened()
+	return &tunnelConn{Stream: s, conn: pc.conn, release: func() { closed(); pc.active.Add(-1) }}, nil
 }
 
 // tunnelConn is the caller's end of an HTTP tunnel.
@@ -106,7 +111,8 @@ func (n *Node) httpTarget() string {
 // serveTunnel relays a peer's TUNNEL_HTTP stream to the local HTTP target.
 func (n *Node) serveTunnel(pc *peerConn, s *quic.Stream) {
 	target := n.httpTarget()
-	if target == "" {
+	if target == "" || !n.serving() {
+		// No target, or leaving: refused, so the peer may ask another host.
 		reset(s, StreamCodeTunnelUnavailable)
 		return
 	}
@@ -119,6 +125,7 @@ func (n *Node) serveTunnel(pc *peerConn, s *quic.Stream) {
 		return
 	}
 	defer n.releaseTunnel(pc.id)
+	defer pc.tunnelOpened()()
 	select {
 	case n.tunnels <- struct{}{}:
 		defer func() { <-n.tunnels }()

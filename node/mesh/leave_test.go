@@ -1,0 +1,241 @@
+package mesh
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/meshnode/meshnode/node/identity"
+	"github.com/meshnode/meshnode/node/wire"
+	"github.com/meshnode/meshnode/node/wire/nodev1"
+)
+
+// gatedHead and gatedTail are what a gated target answers: the head at
+// once, the tail (large enough to take many stream frames) once the gate
+// opens.
+var (
+	gatedHead = "head\n"
+	gatedTail = bytes.Repeat([]byte("0123456789abcdef"), 1<<14) // 256 KiB
+)
+
+// gatedTarget is an HTTP target whose GET /gated answers the head, then
+// waits for open (or the request's end) before the tail: an answer held
+// in flight, as a generation is.
+func gatedTarget(t testing.TB) (addr string, open func()) {
+	gate := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, gatedHead)
+		w.(http.Flusher).Flush()
+		select {
+		case <-gate:
+			w.Write(gatedTail)
+		case <-r.Context().Done():
+		}
+	}))
+	closed := false
+	open = func() {
+		if !closed {
+			closed = true
+			close(gate)
+		}
+	}
+	t.Cleanup(func() { open(); srv.Close() })
+	return srv.Listener.Addr().String(), open
+}
+
+// heldAnswer is a GET /gated through a tunnel, its head read.
+type heldAnswer struct {
+	resp *http.Response
+	body *bufio.Reader
+}
+
+func getGated(t *testing.T, from *Node, to identity.EndpointID) *heldAnswer {
+	t.Helper()
+	// A tunnel per request, closed with its answer, as node/api relays.
+	hc := &http.Client{Transport: &http.Transport{
+		DialContext:       func(ctx context.Context, _, _ string) (net.Conn, error) { return from.DialHTTP(ctx, to) },
+		DisableKeepAlives: true,
+	}}
+	resp, err := hc.Get("http://mesh/gated")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	br := bufio.NewReader(resp.Body)
+	if head, err := br.ReadString('\n'); err != nil || head != gatedHead {
+		t.Fatalf("head of the held answer: %q, %v", head, err)
+	}
+	return &heldAnswer{resp, br}
+}
+
+// finish reads the rest of the answer and checks it is whole.
+func (h *heldAnswer) finish(t *testing.T, what string) {
+	t.Helper()
+	rest, err := io.ReadAll(h.body)
+	if err != nil {
+		t.Fatalf("%s: reading the rest: %v (after %d bytes)", what, err, len(rest))
+	}
+	if !bytes.Equal(rest, gatedTail) {
+		t.Fatalf("%s: %d bytes after the head, want the %d-byte tail", what, len(rest), len(gatedTail))
+	}
+}
+
+// conns counts n's registered connections.
+func conns(n *Node) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.nConns
+}
+
+// TestLeaveKeepsTunnels: a node that leaves while HTTP tunnels to it and
+// from it are mid-answer is gone from its peer's tables at once (PeerLeft),
+// and both answers still arrive whole; meanwhile the leaver takes no new
+// tunnel or connection, nothing gossips over the connection kept, the
+// same identity can rejoin, and the peer closes the kept connection once
+// its tunnels are done.
+func TestLeaveKeepsTunnels(t *testing.T) {
+	checkLeaks(t)
+	targetA, openA := gatedTarget(t)
+	targetB, openB := gatedTarget(t)
+	cfgA, cfgB := fastConfig(), fastConfig()
+	cfgA.HTTPTarget, cfgB.HTTPTarget = targetA, targetB
+	keyA := newKey(t)
+	a, b := startKey(t, cfgA, keyA), start(t, cfgB)
+	if _, err := b.Dial(t.Context(), a.EndpointAddr()); err != nil {
+		t.Fatal(err)
+	}
+	// A peer of the leaver's that never reads its PeerLeaving, as one the
+	// message did not reach: it still gets to ask for a tunnel.
+	rc := dialRaw(t, a.EndpointAddr(), identity.ALPNMesh)
+	if _, err := rc.gossip(rc.frame()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the leaver to admit both", func() bool { return len(a.Peers()) == 2 })
+	evB := b.Subscribe(t.Context(), 256)
+
+	toA := getGated(t, b.Node, a.ID())   // relayed by a
+	fromA := getGated(t, a.Node, b.ID()) // relayed by b
+
+	if err := a.Leave(t.Context()); err != nil {
+		t.Fatalf("Leave: %v", err)
+	}
+	if err := a.Leave(t.Context()); err != nil {
+		t.Fatalf("Leave again: %v", err)
+	}
+	nextEvent(t, evB, PeerLeft, a.ID(), 5*time.Second)
+	if hasPeer(b.Node, a.ID()) {
+		t.Fatal("the leaver is still among the peer's peers")
+	}
+	idA := a.ID()
+	if slices.ContainsFunc(b.RouteTable().GetEntries(), func(e *nodev1.RouteEntry) bool {
+		return bytes.Equal(e.GetEndpointId(), idA[:])
+	}) {
+		t.Fatal("the leaver is still in the peer's route table")
+	}
+	if _, err := b.DialHTTP(t.Context(), a.ID()); !errors.Is(err, ErrUnknownPeer) {
+		t.Fatalf("new tunnel to the leaver: %v, want ErrUnknownPeer", err)
+	}
+	if _, err := a.DialHTTP(t.Context(), b.ID()); !errors.Is(err, ErrNotServing) {
+		t.Fatalf("new tunnel from the leaver: %v, want ErrNotServing", err)
+	}
+	s := rc.open([]byte{byte(wire.StreamTunnelHTTP)})
+	wantStreamCode(t, streamOutcome(t, s), StreamCodeTunnelUnavailable)
+	c := start(t, fastConfig())
+	if _, err := c.Dial(t.Context(), a.EndpointAddr()); err == nil {
+		t.Fatal("the leaver admitted a new peer")
+	}
+	leaverHeard, _ := a.Peer(b.ID())
+
+	// The same identity comes back while the old connection still carries
+	// the tunnels.
+	a2 := startKey(t, fastConfig(), keyA)
+	if _, err := a2.Dial(t.Context(), b.EndpointAddr()); err != nil {
+		t.Fatalf("rejoin: %v", err)
+	}
+	nextEvent(t, evB, PeerJoined, keyA.ID(), 5*time.Second)
+	time.Sleep(3 * cfgB.GossipInterval) // gossip the kept connection must not carry
+	if p, _ := a.Peer(b.ID()); !p.RTTMeasuredAt.Equal(leaverHeard.RTTMeasuredAt) {
+		t.Fatal("the peer gossiped with the node that left")
+	}
+
+	openA()
+	openB()
+	toA.finish(t, "tunnel to the leaver")
+	fromA.finish(t, "tunnel from the leaver")
+	waitFor(t, 5*time.Second, "the peer to close the leaver's connection", func() bool { return conns(b.Node) == 1 })
+	if !hasPeer(b.Node, keyA.ID()) {
+		t.Fatal("the rejoined node was lost with the old connection")
+	}
+}
+
+// TestLeaverCannotHoldConnection: a peer that says it is leaving and then
+// never finishes its tunnel, nor closes, is gone from the tables at once,
+// may open nothing more, and loses the connection after
+// Timeouts.LeaveDrain, not before.
+func TestLeaverCannotHoldConnection(t *testing.T) {
+	checkLeaks(t)
+	target, _ := gatedTarget(t)
+	cfg := fastConfig()
+	cfg.HTTPTarget = target
+	cfg.Timeouts.LeaveDrain = 3 * time.Second
+	// Shorter than the bound: the admission timer, armed when the
+	// connection came, must leave a peer that was admitted alone.
+	cfg.Timeouts.Admission = time.Second
+	n := start(t, cfg)
+	ev := n.Subscribe(t.Context(), 256)
+	rc := dialRaw(t, n.EndpointAddr(), identity.ALPNMesh)
+	if _, err := rc.gossip(rc.frame()); err != nil {
+		t.Fatal(err)
+	}
+	nextEvent(t, ev, PeerJoined, rc.id, 5*time.Second)
+
+	s := rc.open([]byte{byte(wire.StreamTunnelHTTP)})
+	io.WriteString(s, "GET /gated HTTP/1.1\r\nHost: mesh\r\n\r\n")
+	s.SetReadDeadline(time.Now().Add(5 * time.Second))
+	br := bufio.NewReader(s)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("the held answer's head: %v", err)
+		}
+		if line == gatedHead {
+			break
+		}
+	}
+
+	ls := rc.openFrame(wire.StreamPeerLeaving, &nodev1.PeerLeaving{PeerId: rc.id[:], Gen: wire.ProtocolGeneration})
+	ls.Close()
+	if err := streamOutcome(t, ls); err != nil {
+		t.Fatalf("PeerLeaving not acknowledged: %v", err)
+	}
+	nextEvent(t, ev, PeerLeft, rc.id, 5*time.Second)
+	if hasPeer(n.Node, rc.id) {
+		t.Fatal("the leaver is still a peer")
+	}
+	s2 := rc.open([]byte{byte(wire.StreamTunnelHTTP)})
+	wantStreamCode(t, streamOutcome(t, s2), StreamCodeNotAdmitted)
+	if !rc.alive() {
+		t.Fatal("the connection closed under a tunnel in flight, before the bound")
+	}
+
+	select {
+	case <-rc.conn.Context().Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the leaver's connection is still open 10s after PeerLeaving, with a 3s bound")
+	}
+	var ae *quic.ApplicationError
+	if err := context.Cause(rc.conn.Context()); !errors.As(err, &ae) || ae.ErrorCode != CodeLeaving || !ae.Remote {
+		t.Fatalf("connection closed with %v, want CodeLeaving from the node", err)
+	}
+	waitFor(t, 5*time.Second, "the connection to be forgotten", func() bool { return conns(n.Node) == 0 })
+}
