@@ -65,8 +65,9 @@ func (s *servedModel) Generate(ctx context.Context, g *api.Generation, emit func
 		return nil, err
 	}
 	if len(g.Presentation) == 0 && req.Sampling.Unseeded() {
-		// Drawn here, so that every serve can be replayed by whoever
-		// learns the seed.
+		// Drawn here so that the request the receipt seals fixes the
+		// sampling; the seed is not handed back, so only a request that
+		// sends its own seed can be replayed.
 		var b [8]byte
 		_, _ = rand.Read(b[:])
 		seed := binary.LittleEndian.Uint64(b[:])

@@ -52,8 +52,7 @@ func (a *apiNode) Replay(ctx context.Context, rp *api.Replay) (*api.ReplayResult
 	}
 	ctx, leave, err := m.in.gate.enter(ctx)
 	if err != nil {
-		e := api.Errorf(http.StatusServiceUnavailable, "server_error", "model_draining", "model %q is draining: %v", g.Model, err)
-		return nil, e
+		return nil, api.Errorf(http.StatusServiceUnavailable, "server_error", "model_draining", "model %q is draining: %v", g.Model, err)
 	}
 	defer leave()
 	req, prompt, _, err := m.prepare(g)
