@@ -198,19 +198,18 @@ func (n *Node) evict(p *peer, kind EventKind, reason string) bool {
 func (n *Node) retire(pc *peerConn, code quic.ApplicationErrorCode, reason string) {
 	t := time.NewTimer(n.cfg.Timeouts.LeaveDrain)
 	defer t.Stop()
+wait:
 	for pc.tunnels.Load() > 0 {
 		select {
 		case <-pc.idle:
 		case <-pc.conn.Context().Done():
 			return
 		case <-n.ctx.Done():
-			pc.conn.CloseWithError(CodeLeaving, "node shutting down")
-			return
+			break wait
 		case <-t.C:
 			n.log.Info("mesh: closing the connection of a peer that left, its tunnels unfinished",
 				"peer", pc.id.Short(), "tunnels", pc.tunnels.Load(), "after", n.cfg.Timeouts.LeaveDrain)
-			pc.conn.CloseWithError(code, reason)
-			return
+			break wait
 		}
 	}
 	pc.conn.CloseWithError(code, reason)
