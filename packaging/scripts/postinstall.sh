@@ -54,7 +54,12 @@ if [ -d /run/systemd/system ]; then
 	systemctl --system daemon-reload >/dev/null || true
 	if [ "$action" = install ]; then verb=start; else verb=try-restart; fi
 	if [ -n "${DPKG_MAINTSCRIPT_PACKAGE:-}" ] && command -v deb-systemd-invoke >/dev/null; then
-		# Honours policy-rc.d, which forbids starting services in image builds.
+		# As debhelper does: start on a first install, restart otherwise,
+		# which also starts the node after `apt remove` and a reinstall
+		# (dpkg passes the removed version, so that is no first install).
+		# deb-systemd-invoke starts nothing the admin disabled, and honours
+		# policy-rc.d, which forbids starting services in image builds.
+		if [ "$verb" = try-restart ]; then verb=restart; fi
 		deb-systemd-invoke "$verb" "$unit" || true
 	else
 		systemctl "$verb" "$unit" || true

@@ -285,7 +285,7 @@ in_root dpkg -i /tmp/meshnode.deb >"$tmp/dpkg.log" 2>&1 || fail "$(cat "$tmp/dpk
 installed_files_ok
 enabled
 
-step "chroot booted by systemd-nspawn: the unit runs the node sandboxed, it answers and stops cleanly"
+step "chroot booted by systemd-nspawn: the unit runs the node sandboxed, it answers and stops cleanly; remove stops it, a reinstall starts it"
 # The real unit under a real systemd (the chroot's), in a network namespace
 # of its own: Type=notify, the sandbox, a completion, a clean stop. A check
 # unit inside does the asking (with bash's /dev/tcp: minbase has no curl)
@@ -309,10 +309,20 @@ body='{"model":"meshnode-fortunes-q8_0","messages":[{"role":"user","content":"Te
 	systemctl stop meshnode
 	systemctl show meshnode -p Result -p ExecMainStatus
 	journalctl -u meshnode --no-pager -n 30 | sed 's/^/journal: /'
+	# The maintainer scripts' branches for a running systemd: prerm stops
+	# the node, a reinstall after a remove starts it again.
+	systemctl start meshnode
+	dpkg -r meshnode >/dev/null
+	echo "after-remove=$(systemctl is-active meshnode)"
+	dpkg -i /var/cache/meshnode-check.deb >/dev/null
+	for _ in $(seq 240); do systemctl is-active -q meshnode && break; sleep 0.25; done
+	echo "after-reinstall=$(systemctl is-active meshnode)"
+	systemctl stop meshnode
 } >/meshnode-check.txt 2>&1
 systemctl poweroff
 CHECK
 chmod 0755 "$root/usr/local/sbin/meshnode-check"
+cp "$(deb "$HOST_ARCH")" "$root/var/cache/meshnode-check.deb" # nspawn mounts a fresh /tmp
 cat >"$root/etc/systemd/system/meshnode-check.service" <<'UNIT'
 [Unit]
 Description=check the meshnode service, then power off
@@ -333,10 +343,10 @@ mount -t proc proc "$root/proc"
 [ -f "$root/meshnode-check.txt" ] || fail "the container did not run the check: $(tail -n 20 "$tmp/nspawn.log")"
 report=$(cat "$root/meshnode-check.txt")
 rm -f "$root/meshnode-check.txt" "$root/usr/local/sbin/meshnode-check" "$root/etc/systemd/system/meshnode-check.service" \
-	"$root/etc/systemd/system/multi-user.target.wants/meshnode-check.service"
+	"$root/etc/systemd/system/multi-user.target.wants/meshnode-check.service" "$root/var/cache/meshnode-check.deb"
 for want in ActiveState=active SubState=running NRestarts=0 User=meshnode 'NoNewPrivs:[[:space:]]+1$' \
 	'Seccomp:[[:space:]]+2$' 'CapEff:[[:space:]]+0+$' 'CapBnd:[[:space:]]+0+$' '"object":"chat.completion"' \
-	Result=success ExecMainStatus=0; do
+	Result=success ExecMainStatus=0 '^after-remove=inactive$' '^after-reinstall=active$'; do
 	grep -qE -- "$want" <<<"$report" || fail "the service under systemd: no '$want' in:
 $report"
 done
