@@ -291,6 +291,7 @@ step "chroot booted by systemd-nspawn: the unit runs the node sandboxed, it answ
 # unit inside does the asking (with bash's /dev/tcp: minbase has no curl)
 # and powers the container off.
 command -v systemd-nspawn >/dev/null || as_root apt-get install -y -qq --no-install-recommends systemd-container >/dev/null
+boot_under_systemd() {
 cat >"$root/usr/local/sbin/meshnode-check" <<'CHECK'
 #!/bin/bash
 for _ in $(seq 240); do systemctl is-active -q meshnode && break; sleep 0.25; done
@@ -350,6 +351,19 @@ for want in ActiveState=active SubState=running NRestarts=0 User=meshnode 'NoNew
 	grep -qE -- "$want" <<<"$report" || fail "the service under systemd: no '$want' in:
 $report"
 done
+}
+# A machine that cannot start containers at all (no cgroup or namespace
+# rights: some CI sandboxes) skips the boot with the reason; one that can
+# must pass it.
+umount "$root/proc"
+if probe=$(SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=0 timeout 120 systemd-nspawn --quiet --directory="$root" --register=no \
+	--keep-unit --private-network /bin/true </dev/null 2>&1); then
+	mount -t proc proc "$root/proc"
+	boot_under_systemd
+else
+	mount -t proc proc "$root/proc"
+	echo "SKIP: systemd-nspawn cannot start a container on this machine, so the unit is not booted: $(tail -n 3 <<<"$probe")"
+fi
 
 step "chroot: dpkg --purge removes config and state, keeps the user"
 in_root dpkg --purge meshnode >"$tmp/dpkg.log" 2>&1 || fail "$(cat "$tmp/dpkg.log")"
