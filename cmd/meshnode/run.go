@@ -6,13 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/signal"
 	"time"
 
 	"github.com/meshnode/meshnode/gguf/chat"
+	"github.com/meshnode/meshnode/gguf/sample"
 	"github.com/meshnode/meshnode/node/engine/ggufengine"
-	"github.com/meshnode/meshnode/node/receipt"
 	"github.com/urfave/cli/v2"
 )
 
@@ -32,8 +33,10 @@ func runCommand() *cli.Command {
 			&cli.IntFlag{Name: "top-k", Usage: "keep the k likeliest tokens (0: all)"},
 			&cli.Float64Flag{Name: "top-p", Usage: "nucleus sampling mass (0: off)"},
 			&cli.Float64Flag{Name: "min-p", Usage: "drop tokens below this fraction of the likeliest (0: off)"},
-			&cli.Float64Flag{Name: "presence-penalty"},
-			&cli.Float64Flag{Name: "frequency-penalty"},
+			&cli.Float64Flag{Name: "repeat-penalty", Usage: "divide the logits of recent tokens by this (llama.cpp's repeat_penalty; 0 or 1: off)"},
+			&cli.Float64Flag{Name: "presence-penalty", Usage: "subtract this from the logits of recent tokens"},
+			&cli.Float64Flag{Name: "frequency-penalty", Usage: "subtract this times its count from the logit of each recent token"},
+			&cli.IntFlag{Name: "repeat-last-n", Value: 64, Usage: "how many of the latest generated tokens the penalties look at (0: all)"},
 			&cli.Uint64Flag{Name: "seed", Usage: "sampling seed (default: random)"},
 			&cli.StringSliceFlag{Name: "stop", Usage: "stop at this string (repeatable)"},
 			&cli.IntFlag{Name: "threads", Aliases: []string{"t"}, Usage: "CPU threads (0: one per CPU)"},
@@ -70,26 +73,25 @@ func runCommand() *cli.Command {
 				parseSpecial = true
 			}
 			prompt := m.Tokenize(text, true, parseSpecial)
-			req := receipt.ServeRequest{
-				PromptHash:     receipt.PromptHash([]byte(text)),
-				PromptTokens:   uint32(len(prompt)),
-				MaxTokens:      uint32(max(0, c.Int("max-tokens"))),
-				JouleCeilingUJ: 1 << 62,
-				Sampling: &receipt.Sampling{
-					TemperatureE6:      e6(c.Float64("temp")),
-					TopK:               uint32(max(0, c.Int("top-k"))),
-					TopPE6:             e6(c.Float64("top-p")),
-					MinPE6:             e6(c.Float64("min-p")),
-					PresencePenaltyE6:  int32(c.Float64("presence-penalty") * 1e6),
-					FrequencyPenaltyE6: int32(c.Float64("frequency-penalty") * 1e6),
-					Stop:               c.StringSlice("stop"),
+			gen := ggufengine.Generation{
+				Sampling: sample.Params{
+					Temperature:      c.Float64("temp"),
+					TopK:             c.Int("top-k"),
+					TopP:             c.Float64("top-p"),
+					MinP:             c.Float64("min-p"),
+					RepeatPenalty:    c.Float64("repeat-penalty"),
+					PresencePenalty:  c.Float64("presence-penalty"),
+					FrequencyPenalty: c.Float64("frequency-penalty"),
+					PenaltyWindow:    c.Int("repeat-last-n"),
+					Seed:             rand.Uint64(),
 				},
+				Stop:      c.StringSlice("stop"),
+				MaxTokens: max(0, c.Int("max-tokens")),
 			}
 			if c.IsSet("seed") {
-				seed := c.Uint64("seed")
-				req.Sampling.Seed = &seed
+				gen.Sampling.Seed = c.Uint64("seed")
 			}
-			if err := req.Validate(); err != nil {
+			if err := gen.Sampling.Validate(); err != nil { // before any output
 				return err
 			}
 
@@ -102,7 +104,7 @@ func runCommand() *cli.Command {
 			}
 			var first time.Time
 			serveStart := time.Now()
-			out, err := m.Engine().Serve(ctx, req, prompt, func(tok uint32) error {
+			out, err := m.Engine().Generate(ctx, prompt, gen, func(tok uint32) error {
 				if first.IsZero() {
 					first = time.Now()
 				}
@@ -181,12 +183,4 @@ func parseInterspersed(parent *cli.Context) (*cli.Context, string, error) {
 		return nil, "", fmt.Errorf("run: give one model file (meshnode run MODEL.gguf -p TEXT), got %d arguments", len(pos))
 	}
 	return cli.NewContext(parent.App, set, parent), pos[0], nil
-}
-
-// e6 is a non-negative option in millionths, as requests carry them.
-func e6(v float64) uint32 {
-	if v <= 0 {
-		return 0
-	}
-	return uint32(v*1e6 + 0.5)
 }

@@ -84,6 +84,16 @@ func TestRunGreedyMatchesLlamaCpp(t *testing.T) {
 			t.Errorf("run %q: stderr lacks the model and rates:\n%s", args, stderr)
 		}
 	}
+
+	// A repeat penalty (1.5; llama.cpp's greedy output repeats "a man who")
+	// reaches the sampler.
+	stdout, stderr, err := meshnodeRun(t, runModel, "-p", prompt, "-n", "12", "--repeat-penalty", "1.5")
+	if err != nil {
+		t.Fatalf("--repeat-penalty: %v\n%s", err, stderr)
+	}
+	if stdout == want || !strings.HasPrefix(stdout, prompt) {
+		t.Errorf("--repeat-penalty 1.5: stdout %q, want the prompt and other text than greedy's", stdout)
+	}
 }
 
 // TestRunSampling: a seeded sampled run repeats itself; another seed
@@ -116,6 +126,7 @@ func TestRunErrors(t *testing.T) {
 		{[]string{filepath.Join(t.TempDir(), "missing.gguf"), "-p", "hi"}, "missing.gguf: no such file"},
 		{[]string{runModel, "-p", "hi", "--kv", "q4"}, "q4"},
 		{[]string{runModel, "-p", "hi", "--temp", "0.5", "--top-p", "2"}, "top_p"},
+		{[]string{runModel, "-p", "hi", "--repeat-penalty", "-1"}, "repeat penalty"},
 	} {
 		stdout, _, err := meshnodeRun(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

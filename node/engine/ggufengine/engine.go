@@ -68,6 +68,36 @@ func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []u
 	if err != nil {
 		return engine.Outcome{}, err
 	}
+	return e.generate(ctx, prompt, Generation{Sampling: params, Stop: stops, MaxTokens: int(req.MaxTokens)}, emit)
+}
+
+// Generation is how Generate generates: the sampler's parameters, the stop
+// strings and the most tokens.
+type Generation struct {
+	Sampling  sample.Params
+	Stop      []string
+	MaxTokens int
+}
+
+// Generate is Serve for a caller outside the steward (meshnode run): no
+// signed request, so it takes sampler parameters no request carries (the
+// repeat penalty and its window). Prompts and parameters are checked as
+// Serve checks them, and refused with engine.ErrRefused.
+func (e *Engine) Generate(ctx context.Context, prompt []uint32, g Generation, emit func(uint32) error) (engine.Outcome, error) {
+	if err := e.checkPrompt(prompt); err != nil {
+		return engine.Outcome{}, err
+	}
+	if err := g.Sampling.Validate(); err != nil {
+		return engine.Outcome{}, refuse("%v", err)
+	}
+	if g.MaxTokens < 0 {
+		return engine.Outcome{}, refuse("max tokens %d", g.MaxTokens)
+	}
+	return e.generate(ctx, prompt, g, emit)
+}
+
+// generate runs a checked generation on a pooled session.
+func (e *Engine) generate(ctx context.Context, prompt []uint32, g Generation, emit func(uint32) error) (engine.Outcome, error) {
 	if err := ctx.Err(); err != nil {
 		return engine.Outcome{}, err
 	}
@@ -86,8 +116,8 @@ func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []u
 	e.m.log.Debug("prefill", "model", e.recipe, "prompt", len(prompt), "reused", reused)
 
 	tok := e.m.tok
-	sampler := sample.New(params)
-	stopper := sample.NewStopper(stops, func(id uint32) ([]byte, error) {
+	sampler := sample.New(g.Sampling)
+	stopper := sample.NewStopper(g.Stop, func(id uint32) ([]byte, error) {
 		p, err := tok.Piece(id, false)
 		return []byte(p), err
 	})
@@ -102,7 +132,7 @@ func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []u
 		return nil
 	}
 	var generated []uint32
-	for len(generated) < int(req.MaxTokens) {
+	for len(generated) < g.MaxTokens {
 		next := sampler.Sample(logits, generated)
 		if tok.IsEOG(next) {
 			break
@@ -118,7 +148,7 @@ func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []u
 		if stop {
 			return out, nil
 		}
-		if len(generated) == int(req.MaxTokens) || s.Len() == s.Context() {
+		if len(generated) == g.MaxTokens || s.Len() == s.Context() {
 			break // no need to evaluate a token nothing follows
 		}
 		if logits, err = s.Eval(ctx, []uint32{next}); err != nil {
@@ -134,23 +164,31 @@ func (e *Engine) check(req receipt.ServeRequest, prompt []uint32) (sample.Params
 	if req.Decision != nil {
 		return sample.Params{}, nil, refuse("typed decisions are not served by the GGUF engine (it generates text)")
 	}
-	if len(prompt) == 0 {
-		return sample.Params{}, nil, refuse("empty prompt")
-	}
-	if len(prompt) > e.m.ctx {
-		return sample.Params{}, nil, refuse("a prompt of %d tokens does not fit the context of %d: %v", len(prompt), e.m.ctx, model.ErrContext)
-	}
-	vocab := uint32(e.m.model.Config().VocabSize)
-	for _, t := range prompt {
-		if t >= vocab {
-			return sample.Params{}, nil, refuse("prompt token %d is outside the vocabulary of %d", t, vocab)
-		}
+	if err := e.checkPrompt(prompt); err != nil {
+		return sample.Params{}, nil, err
 	}
 	params, stops, err := samplingParams(req.Sampling)
 	if err != nil {
 		return sample.Params{}, nil, refuse("%v", err)
 	}
 	return params, stops, nil
+}
+
+// checkPrompt refuses a prompt the model cannot evaluate.
+func (e *Engine) checkPrompt(prompt []uint32) error {
+	if len(prompt) == 0 {
+		return refuse("empty prompt")
+	}
+	if len(prompt) > e.m.ctx {
+		return refuse("a prompt of %d tokens does not fit the context of %d: %v", len(prompt), e.m.ctx, model.ErrContext)
+	}
+	vocab := uint32(e.m.model.Config().VocabSize)
+	for _, t := range prompt {
+		if t >= vocab {
+			return refuse("prompt token %d is outside the vocabulary of %d", t, vocab)
+		}
+	}
+	return nil
 }
 
 // samplingParams maps the request's sampling block (millionths) to the

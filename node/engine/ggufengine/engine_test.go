@@ -14,6 +14,7 @@ import (
 	"github.com/meshnode/meshnode/gguf/digest"
 	"github.com/meshnode/meshnode/gguf/model"
 	"github.com/meshnode/meshnode/gguf/model/modeltest"
+	"github.com/meshnode/meshnode/gguf/sample"
 	"github.com/meshnode/meshnode/gguf/tokenizer"
 	"github.com/meshnode/meshnode/node/engine"
 	"github.com/meshnode/meshnode/node/receipt"
@@ -356,5 +357,75 @@ func TestContextLength(t *testing.T) {
 		if got := contextLength(tc.cfg, tc.mc, tc.kv, tc.sessions); got != tc.want {
 			t.Errorf("%s: context %d, want %d", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestGenerate: Generate with the request's parameters is Serve; with a
+// repeat penalty (which no request carries) it is the sampler's loop over
+// a fresh session, and unlike llama.cpp's unpenalised greedy output.
+func TestGenerate(t *testing.T) {
+	m := fortunes(t)
+	ref := q8References(t)[0]
+	ctx := context.Background()
+	run := func(g Generation) []uint32 {
+		t.Helper()
+		var got []uint32
+		if _, err := m.Engine().Generate(ctx, ref.Prompt, g, func(id uint32) error {
+			got = append(got, id)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	const n = 20
+	if got, want := run(Generation{MaxTokens: n}), untilEOS(m, ref.Generated[:n]); !slices.Equal(got, want) {
+		t.Fatalf("greedy Generate %v, llama.cpp %v", got, want)
+	}
+
+	p := sample.Params{RepeatPenalty: 1.5}
+	got := run(Generation{Sampling: p, MaxTokens: n})
+	s, err := m.model.NewSession(model.SessionOptions{Context: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	_, logits, err := s.Prefill(ctx, ref.Prompt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	smp := sample.New(p)
+	var want []uint32
+	for len(want) < n {
+		next := smp.Sample(logits, want)
+		if m.Tokenizer().IsEOG(next) {
+			break
+		}
+		if want = append(want, next); len(want) < n {
+			if logits, err = s.Eval(ctx, []uint32{next}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("repeat penalty 1.5: Generate %v, the sampler's loop %v", got, want)
+	}
+	if slices.Equal(got, untilEOS(m, ref.Generated[:n])) {
+		t.Fatalf("repeat penalty 1.5 changed nothing: %v", got)
+	}
+
+	for _, g := range []Generation{
+		{Sampling: sample.Params{Temperature: 1, TopP: 2}, MaxTokens: 4},
+		{Sampling: sample.Params{RepeatPenalty: -1}, MaxTokens: 4},
+		{MaxTokens: -1},
+	} {
+		called := false
+		out, err := m.Engine().Generate(ctx, ref.Prompt, g, func(uint32) error { called = true; return nil })
+		if !errors.Is(err, engine.ErrRefused) || called || out != (engine.Outcome{}) {
+			t.Errorf("Generate(%+v): %v, emitted %v, outcome %+v; want a refusal and no work", g, err, called, out)
+		}
+	}
+	if _, err := m.Engine().Generate(ctx, nil, Generation{MaxTokens: 4}, func(uint32) error { return nil }); !errors.Is(err, engine.ErrRefused) {
+		t.Errorf("Generate of an empty prompt: %v, want a refusal", err)
 	}
 }
