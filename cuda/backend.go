@@ -96,6 +96,7 @@ type Stats struct {
 	Graphs        int64 // steps launched as a graph
 	Captures      int64 // graphs captured
 	UploadedBytes int64 // weight bytes copied to the device
+	ReadBytes     int64 // bytes copied back to the host (Read, ArgMax)
 }
 
 // Backend is the CUDA implementation of backend.Backend. Its methods may

@@ -110,7 +110,8 @@ type benchResult struct {
 }
 
 // benchModel loads f on a fresh backend and times reps rounds of a pp-token
-// prefill and tg decode steps.
+// prefill and tg greedy decode steps, each copying back only its token
+// (Session.EvalArgMax, as the engine's greedy decode does).
 func benchModel(lib string, f *gguf.File, pp, tg, reps int) (benchResult, error) {
 	be, err := cuda.New(cuda.Options{Library: lib})
 	if err != nil {
@@ -139,18 +140,16 @@ func benchModel(lib string, f *gguf.File, pp, tg, reps int) (benchResult, error)
 	for range reps {
 		s.Truncate(0)
 		start := time.Now()
-		logits, err := s.Eval(ctx, prompt)
+		next, err := s.EvalArgMax(ctx, prompt)
 		if err != nil {
 			return r, err
 		}
 		r.prefill = max(r.prefill, float64(pp)/time.Since(start).Seconds())
-		next := argmax(logits)
 		start = time.Now()
 		for range tg {
-			if logits, err = s.Eval(ctx, []uint32{next}); err != nil {
+			if next, err = s.EvalArgMax(ctx, []uint32{next}); err != nil {
 				return r, err
 			}
-			next = argmax(logits)
 		}
 		r.decode = max(r.decode, float64(tg)/time.Since(start).Seconds())
 	}

@@ -23,6 +23,15 @@ func TestGPUModels(t *testing.T) {
 	t.Logf("stats: %+v", be.Stats())
 }
 
+// TestGPUArgMaxDecode: greedy decoding by the device's argmax gives the
+// tokens the device's logits give (the logits' agreement with the CPU's is
+// TestGPUModels'), copying one int back per token.
+func TestGPUArgMaxDecode(t *testing.T) {
+	be := newGPU(t, cuda.Options{})
+	defer be.Close()
+	testArgMaxDecode(t, be, be)
+}
+
 // TestGPUGraphs: a decode replayed as CUDA graphs gives the logits of the
 // same decode launched kernel by kernel.
 func TestGPUGraphs(t *testing.T) {

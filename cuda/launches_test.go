@@ -21,8 +21,8 @@ var decodeLaunchesPerLayer = map[string]int64{"llama": 14, "phi3": 15, "qwen2": 
 
 // decodeLaunchesOutside bounds those outside the layers: the embedding
 // (and gemma3's scaling of it), the final norm, its quantisation, the
-// output head (and gemma3's softcap).
-const decodeLaunchesOutside = 7
+// output head (and gemma3's softcap), and the greedy step's argmax.
+const decodeLaunchesOutside = 8
 
 // TestDecodeLaunches counts the kernels a decode step launches, per layer
 // and outside the layers (two models that differ only in depth tell them
@@ -60,8 +60,8 @@ func TestDecodeLaunches(t *testing.T) {
 	}
 }
 
-// decodeLaunches is the kernels one decode step of f launches, kernel by
-// kernel.
+// decodeLaunches is the kernels one greedy decode step of f launches,
+// kernel by kernel.
 func decodeLaunches(t *testing.T, f *gguf.File) int64 {
 	be, _ := newEmu(t, cuda.Options{NoGraphs: true})
 	defer be.Close()
@@ -79,7 +79,7 @@ func decodeLaunches(t *testing.T, f *gguf.File) int64 {
 		t.Fatal(err)
 	}
 	before := be.Stats()
-	if _, err := s.Eval(ctx, []uint32{42}); err != nil {
+	if _, err := s.EvalArgMax(ctx, []uint32{42}); err != nil {
 		t.Fatal(err)
 	}
 	after := be.Stats()

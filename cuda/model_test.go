@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 
@@ -158,4 +159,76 @@ func TestEmuModels(t *testing.T) {
 	if st.Graphs == 0 || st.Captures == 0 {
 		t.Errorf("decode steps were never launched as graphs: %+v", st)
 	}
+}
+
+var _ model.ArgMaxer = (*cuda.Backend)(nil)
+
+// argMaxSteps is how many greedy tokens testArgMaxDecode generates: enough
+// for the decode step to be captured and replayed as a graph.
+const argMaxSteps = 6
+
+// testArgMaxDecode decodes greedily through the session's argmax path on
+// dev and checks the tokens against ref's logits path (Eval, then the
+// argmax on the host), and the bytes copied back: one int32 per step, the
+// prompt's included, while a step that asks for the logits still copies
+// them all.
+func testArgMaxDecode(t *testing.T, dev *cuda.Backend, ref backend.Backend) {
+	f := fixture(t, "llama", "Q4_K_M")
+	_, want := greedy(t, ref, f, argMaxSteps)
+
+	m, err := model.Load(f, dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := m.NewSession(model.SessionOptions{Context: modelContext})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	read := func(step func() error) (int64, cuda.Stats) {
+		t.Helper()
+		before := dev.Stats()
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+		after := dev.Stats()
+		return after.ReadBytes - before.ReadBytes, after
+	}
+
+	var got []uint32
+	var next uint32
+	n, start := read(func() (err error) { _, next, err = s.PrefillArgMax(ctx, modelPrompt); return err })
+	if n != 4 {
+		t.Errorf("the prompt's argmax copied %d bytes back, want 4", n)
+	}
+	got = append(got, next)
+	var end cuda.Stats
+	for len(got) < argMaxSteps {
+		if n, end = read(func() (err error) { next, err = s.EvalArgMax(ctx, []uint32{next}); return err }); n != 4 {
+			t.Errorf("decode step %d copied %d bytes back, want 4", len(got), n)
+		}
+		got = append(got, next)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("greedy tokens by the device's argmax %v, by the logits on %s %v", got, ref.Name(), want)
+	}
+	if end.Graphs == start.Graphs {
+		t.Errorf("no argmax decode step was launched as a graph: %+v", end)
+	}
+
+	vocab := m.Config().VocabSize
+	n, _ = read(func() error { _, err := s.Eval(ctx, []uint32{next}); return err })
+	if n != int64(4*vocab) {
+		t.Errorf("a step that asks for the logits copied %d bytes back, want %d", n, 4*vocab)
+	}
+	t.Logf("argmax decode: %d greedy tokens, the same as by %s's logits; 4 bytes back per step, %d for a step's logits", len(got), ref.Name(), n)
+}
+
+func TestEmuArgMaxDecode(t *testing.T) {
+	be, _ := newEmu(t, cuda.Options{})
+	defer be.Close()
+	ref := cpu.New(cpu.Options{})
+	defer ref.Close()
+	testArgMaxDecode(t, be, ref)
 }

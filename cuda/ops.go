@@ -45,6 +45,7 @@ func (b *Backend) Read(dst []float32, t backend.Tensor) {
 	must(b.sync(false))
 	if n > 0 {
 		must(b.lib.MemcpyDtoH(unsafe.Pointer(&dst[0]), driver.DevicePtr(p), 4*n))
+		b.stats.ReadBytes += int64(4 * n)
 	}
 	runtime.KeepAlive(t) // p's memory, until the copy is done
 	b.freeReleased()
@@ -407,7 +408,8 @@ func (b *Backend) Attend(dst, q backend.Tensor, cache backend.KVCache, layer, po
 // ArgMax returns the index of t's largest element, the lowest on a tie
 // and 0 when none exceeds -Inf (the sampler's greedy choice), computed on
 // the device: a decode step that only needs its argmax copies back one
-// int, not the logits. It launches the recorded step.
+// int, not the logits (model.ArgMaxer; the model's greedy decode uses
+// it). It launches the recorded step.
 func (b *Backend) ArgMax(t backend.Tensor) int {
 	p := ptr(t)
 	b.lock()
@@ -422,6 +424,7 @@ func (b *Backend) ArgMax(t backend.Tensor) int {
 	must(b.sync(false))
 	var v int32
 	must(b.lib.MemcpyDtoH(unsafe.Pointer(&v), b.argOut.ptr, 4))
+	b.stats.ReadBytes += 4
 	runtime.KeepAlive(t)
 	b.freeReleased()
 	return int(v)

@@ -2,8 +2,9 @@
 # The CUDA backend's GPU checks in one call, on a machine with an NVIDIA GPU
 # and its driver (libcuda.so.1): the GPU tests (every kernel against the CPU
 # backend on random inputs, the fixtures' logits against the CPU engine,
-# graphs against eager launches) and make bench-cuda. It prints a summary
-# table and leaves the logs in $OUT (default: a new temporary directory).
+# greedy decode by the device's argmax, graphs against eager launches) and
+# make bench-cuda. It prints a summary table and leaves the logs in $OUT
+# (default: a new temporary directory).
 #
 #   scripts/gpu-check.sh --build   where Go is: build the test binary into
 #                                  .gpucheck/ (git-ignored) for a machine
@@ -81,7 +82,7 @@ if grep -qE '^ *--- SKIP' "$OUT/gpu-tests.log" "$OUT/bench.log"; then skipped=1;
 	echo
 	echo "== GPU tests: exit $tests, $((mid - start)) s"
 	awk '/^(    )*--- (PASS|FAIL|SKIP)/ { printf "%-40s %-5s %s\n", $3, $2, $4 }' "$OUT/gpu-tests.log"
-	grep -E 'device:|worst relative error|max \|Δlogit\||stats:|no CUDA device|panic|FAIL' "$OUT/gpu-tests.log" | sed 's/^ *//' | sort | uniq -c | sort -rn | head -40
+	grep -E 'device:|worst relative error|max \|Δlogit\||argmax decode:|stats:|no CUDA device|panic|FAIL' "$OUT/gpu-tests.log" | sed 's/^ *//' | sort | uniq -c | sort -rn | head -40
 	echo
 	echo "== make bench-cuda: exit $bench, $((end - mid)) s"
 	sed -n '/^device:/,/^goos:/p' "$OUT/bench.log" | grep -v '^goos:'

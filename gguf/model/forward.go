@@ -8,8 +8,9 @@ import (
 
 // forward evaluates ids at the next positions, storing their keys and
 // values, and with logits set computes the logits after the last of them
-// into s.logits. It is the graph of llama.cpp's llm_build_llama, qwen2,
-// phi3 and gemma3, whose differences the architecture spec switches on.
+// into s.logitsT, where the caller reads them or their argmax. It is the
+// graph of llama.cpp's llm_build_llama, qwen2, phi3 and gemma3, whose
+// differences the architecture spec switches on.
 func (s *Session) forward(ctx context.Context, ids []uint32, logits bool) error {
 	m, be := s.m, s.m.be
 	c := &m.cfg
@@ -84,7 +85,6 @@ func (s *Session) forward(ctx context.Context, ids []uint32, logits bool) error 
 	if c.FinalSoftcap > 0 {
 		be.Softcap(s.logitsT, c.FinalSoftcap)
 	}
-	be.Read(s.logits, s.logitsT)
 	return nil
 }
 

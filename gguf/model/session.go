@@ -3,6 +3,7 @@ package model
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/meshnode/meshnode/gguf/backend"
 	"github.com/meshnode/meshnode/gguf/quant"
@@ -176,13 +177,28 @@ func (s *Session) Truncate(n int) {
 // tokens were reused. The logits are the session's and valid until the
 // next call.
 func (s *Session) Prefill(ctx context.Context, prompt []uint32) (reused int, logits []float32, err error) {
+	if reused, err = s.prefill(ctx, prompt); err != nil {
+		return reused, nil, err
+	}
+	return reused, s.readLogits(), nil
+}
+
+// PrefillArgMax is Prefill returning the likeliest next token instead of
+// the logits, as EvalArgMax does.
+func (s *Session) PrefillArgMax(ctx context.Context, prompt []uint32) (reused int, next uint32, err error) {
+	if reused, err = s.prefill(ctx, prompt); err != nil {
+		return reused, 0, err
+	}
+	return reused, s.argMax(), nil
+}
+
+func (s *Session) prefill(ctx context.Context, prompt []uint32) (reused int, err error) {
 	if len(prompt) == 0 {
-		return 0, nil, fmt.Errorf("model: empty prompt")
+		return 0, fmt.Errorf("model: empty prompt")
 	}
 	reused = min(s.CommonPrefix(prompt), len(prompt)-1)
 	s.Truncate(reused)
-	logits, err = s.Eval(ctx, prompt[reused:])
-	return reused, logits, err
+	return reused, s.eval(ctx, prompt[reused:])
 }
 
 // Eval appends tokens to the sequence, evaluating them in steps of at most
@@ -190,26 +206,74 @@ func (s *Session) Prefill(ctx context.Context, prompt []uint32) (reused int, log
 // them. On error (ctx cancelled, context full, a bad token) the cache
 // keeps the tokens evaluated before it.
 func (s *Session) Eval(ctx context.Context, tokens []uint32) ([]float32, error) {
+	if err := s.eval(ctx, tokens); err != nil {
+		return nil, err
+	}
+	return s.readLogits(), nil
+}
+
+// EvalArgMax is Eval returning the likeliest next token instead of the
+// logits: the index of the largest logit, the lowest on a tie, 0 when
+// none exceeds -Inf (NaN never wins), which is sample's greedy pick
+// without penalties. On a backend that implements ArgMaxer it is found
+// where the logits are, and only the token is copied back.
+func (s *Session) EvalArgMax(ctx context.Context, tokens []uint32) (uint32, error) {
+	if err := s.eval(ctx, tokens); err != nil {
+		return 0, err
+	}
+	return s.argMax(), nil
+}
+
+// ArgMaxer is a backend that finds the largest element of a tensor in its
+// own memory (the CUDA backend), so that greedy decoding copies one token
+// id back per step rather than the vocabulary's logits.
+type ArgMaxer interface {
+	// ArgMax returns the index of t's largest element, the lowest on a
+	// tie, 0 when none exceeds -Inf (NaN never wins).
+	ArgMax(t backend.Tensor) int
+}
+
+// eval is Eval leaving the logits in s.logitsT.
+func (s *Session) eval(ctx context.Context, tokens []uint32) error {
 	if len(tokens) == 0 {
-		return nil, fmt.Errorf("model: no tokens to evaluate")
+		return fmt.Errorf("model: no tokens to evaluate")
 	}
 	if len(s.tokens)+len(tokens) > s.ctx {
-		return nil, fmt.Errorf("%w: %d cached + %d new tokens > %d", ErrContext, len(s.tokens), len(tokens), s.ctx)
+		return fmt.Errorf("%w: %d cached + %d new tokens > %d", ErrContext, len(s.tokens), len(tokens), s.ctx)
 	}
 	for _, t := range tokens {
 		if int(t) >= s.m.cfg.VocabSize {
-			return nil, fmt.Errorf("%w: %d (vocabulary %d)", ErrToken, t, s.m.cfg.VocabSize)
+			return fmt.Errorf("%w: %d (vocabulary %d)", ErrToken, t, s.m.cfg.VocabSize)
 		}
 	}
 	for len(tokens) > 0 {
 		n := min(len(tokens), s.batch)
 		if err := s.forward(ctx, tokens[:n], n == len(tokens)); err != nil {
-			return nil, err
+			return err
 		}
 		s.tokens = append(s.tokens, tokens[:n]...)
 		tokens = tokens[n:]
 	}
-	return s.logits, nil
+	return nil
+}
+
+func (s *Session) readLogits() []float32 {
+	s.m.be.Read(s.logits, s.logitsT)
+	return s.logits
+}
+
+// argMax picks the likeliest token of the logits in s.logitsT.
+func (s *Session) argMax() uint32 {
+	if a, ok := s.m.be.(ArgMaxer); ok {
+		return uint32(a.ArgMax(s.logitsT))
+	}
+	best, at := float32(math.Inf(-1)), 0
+	for i, l := range s.readLogits() {
+		if l > best {
+			best, at = l, i
+		}
+	}
+	return uint32(at)
 }
 
 // Close releases the session's cache and scratch.

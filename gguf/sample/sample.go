@@ -50,6 +50,16 @@ type Params struct {
 // Greedy reports whether p picks the likeliest token (after penalties).
 func (p Params) Greedy() bool { return p.Temperature <= 0 }
 
+// ArgMax reports whether p picks the likeliest token of the logits as
+// they are: greedy, with no penalty. Such a pick needs no Sampler; a
+// caller may find it where the logits are (model.Session.EvalArgMax).
+func (p Params) ArgMax() bool { return p.Greedy() && !p.penalised() }
+
+// penalised reports whether any penalty is on.
+func (p Params) penalised() bool {
+	return (p.RepeatPenalty != 0 && p.RepeatPenalty != 1) || p.FrequencyPenalty != 0 || p.PresencePenalty != 0
+}
+
 // Validate checks the parameters' ranges.
 func (p Params) Validate() error {
 	switch {
@@ -250,7 +260,7 @@ func (s *Sampler) greedy(logits []float32) uint32 {
 func (s *Sampler) countHistory(history []uint32) {
 	clear(s.counts)
 	p := s.p
-	if (p.RepeatPenalty == 0 || p.RepeatPenalty == 1) && p.FrequencyPenalty == 0 && p.PresencePenalty == 0 {
+	if !p.penalised() {
 		return
 	}
 	if w := p.PenaltyWindow; w > 0 && len(history) > w {

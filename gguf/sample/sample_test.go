@@ -58,6 +58,35 @@ func TestPenalties(t *testing.T) {
 	}
 }
 
+// TestArgMax: the parameters whose pick is the logits' argmax, whatever
+// the history, are exactly the greedy ones with no penalty in effect.
+func TestArgMax(t *testing.T) {
+	logits := []float32{2, 1.9, -1, -1.05}
+	history := []uint32{0, 0, 2}
+	for _, tc := range []struct {
+		p    Params
+		want bool
+	}{
+		{Params{}, true},
+		{Params{TopK: 1, TopP: 0.5, MinP: 0.1, Seed: 7}, true}, // filters a greedy pick ignores
+		{Params{RepeatPenalty: 1}, true},                       // 1 is off
+		{Params{PenaltyWindow: 4}, true},
+		{Params{Temperature: 0.7}, false},
+		{Params{RepeatPenalty: 1.5}, false},
+		{Params{FrequencyPenalty: 0.1}, false},
+		{Params{PresencePenalty: -0.1}, false},
+	} {
+		if got := tc.p.ArgMax(); got != tc.want {
+			t.Errorf("%+v: ArgMax() = %v, want %v", tc.p, got, tc.want)
+		}
+		if tc.want {
+			if got := New(tc.p).Sample(logits, history); got != 0 {
+				t.Errorf("%+v: Sample = %d, not the argmax 0", tc.p, got)
+			}
+		}
+	}
+}
+
 // softmax is the float64 reference distribution of logits/temperature.
 func softmax(logits []float32, temp float64) []float64 {
 	p := make([]float64, len(logits))

@@ -84,6 +84,18 @@ func TestAutoOnGPU(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("greedy on the GPU:\n got %v\nwant %v (llama.cpp)", got, want)
 	}
+	// Greedy decoding copies back each token's id (the device's argmax),
+	// never the logits; sampling still reads them.
+	g := m.be.(*cuda.Backend)
+	greedyBytes := g.Stats().ReadBytes
+	if limit := 4 * int64(len(got)+1); greedyBytes > limit {
+		t.Errorf("a greedy serve of %d tokens copied %d bytes back, want at most %d", len(got), greedyBytes, limit)
+	}
+	seed := uint64(7)
+	serve(t, m.Engine(), request(2, &receipt.Sampling{TemperatureE6: 800_000, Seed: &seed}), ref.Prompt)
+	if n, vocab := g.Stats().ReadBytes-greedyBytes, int64(m.Config().VocabSize); n != 2*4*vocab {
+		t.Errorf("a sampled serve of 2 tokens copied %d bytes back, want two vocabularies' logits, %d", n, 2*4*vocab)
+	}
 	m.Close()
 
 	h, err := cudaemu.Open(lib)

@@ -109,14 +109,14 @@ func (e *Engine) generate(ctx context.Context, prompt []uint32, g Generation, em
 
 	delivered := e.fidelity
 	out := engine.Outcome{TokensIn: uint32(len(prompt)), Delivered: &delivered}
-	reused, logits, err := s.Prefill(ctx, prompt)
+	d := decoder{s: s, sampler: sample.New(g.Sampling), argMax: g.Sampling.ArgMax()}
+	reused, next, err := d.prefill(ctx, prompt)
 	if err != nil {
 		return out, err
 	}
 	e.m.log.Debug("prefill", "model", e.recipe, "prompt", len(prompt), "reused", reused)
 
 	tok := e.m.tok
-	sampler := sample.New(g.Sampling)
 	stopper := sample.NewStopper(g.Stop, func(id uint32) ([]byte, error) {
 		p, err := tok.Piece(id, false)
 		return []byte(p), err
@@ -133,7 +133,6 @@ func (e *Engine) generate(ctx context.Context, prompt []uint32, g Generation, em
 	}
 	var generated []uint32
 	for len(generated) < g.MaxTokens {
-		next := sampler.Sample(logits, generated)
 		if tok.IsEOG(next) {
 			break
 		}
@@ -151,11 +150,49 @@ func (e *Engine) generate(ctx context.Context, prompt []uint32, g Generation, em
 		if len(generated) == g.MaxTokens || s.Len() == s.Context() {
 			break // no need to evaluate a token nothing follows
 		}
-		if logits, err = s.Eval(ctx, []uint32{next}); err != nil {
+		if next, err = d.eval(ctx, generated); err != nil {
 			return out, err
 		}
 	}
 	return out, send(stopper.Flush())
+}
+
+// decoder evaluates a generation's tokens on its session and picks each
+// next one.
+type decoder struct {
+	s       *model.Session
+	sampler *sample.Sampler
+	// argMax: the pick is the logits' argmax (greedy, no penalty), which
+	// the session finds where the logits are: on the GPU, one int copied
+	// back per token rather than the vocabulary's logits.
+	argMax bool
+}
+
+// prefill evaluates the prompt, reusing the cached prefix, and picks the
+// first token.
+func (d *decoder) prefill(ctx context.Context, prompt []uint32) (reused int, next uint32, err error) {
+	if d.argMax {
+		return d.s.PrefillArgMax(ctx, prompt)
+	}
+	reused, logits, err := d.s.Prefill(ctx, prompt)
+	if err != nil {
+		return reused, 0, err
+	}
+	return reused, d.sampler.Sample(logits, nil), nil
+}
+
+// eval evaluates the token generated last and picks the next; generated
+// is the generation so far, the penalties' history.
+func (d *decoder) eval(ctx context.Context, generated []uint32) (uint32, error) {
+	last := generated[len(generated)-1:]
+	if d.argMax {
+		return d.s.EvalArgMax(ctx, last)
+	}
+	logits, err := d.s.Eval(ctx, last)
+	if err != nil {
+		return 0, err
+	}
+	return d.sampler.Sample(logits, generated), nil
 }
 
 // check validates a request before any work, returning the sampler's
