@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/meshnode/meshnode/hw"
 	"github.com/meshnode/meshnode/node/wire/nodev1"
 )
 
@@ -47,5 +48,29 @@ func TestModelsDirAdvertised(t *testing.T) {
 	if len(md) != 1 || md[0].GetModelKey() != "fortunes-copy" || md[0].GetArchitecture() != "llama" ||
 		md[0].GetContextLength() != 256 || md[0].GetLayerCount() == 0 || md[0].GetVocabSize() == 0 {
 		t.Fatalf("advertised metadata %v", md)
+	}
+}
+
+// TestVRAMHint: the vram capability hint, in gossip and in mDNS, is the
+// memory of every GPU the node has, and absent without one.
+func TestVRAMHint(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		hw   *hw.Facts
+		want uint64
+	}{
+		{"facts unknown", nil, 0},
+		{"no GPU", &hw.Facts{}, 0},
+		{"two GPUs", &hw.Facts{GPUs: []hw.GPU{{VRAMBytes: 8 << 30}, {VRAMBytes: 16 << 30}}}, 24 << 30},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := &Node{hardware: tc.hw}
+			if got := n.mdnsHints().VRAM; got != tc.want {
+				t.Errorf("mDNS vram hint %d, want %d", got, tc.want)
+			}
+			if got := n.announcement(0).GetVramBytes(); got != tc.want {
+				t.Errorf("gossip vram_bytes %d, want %d", got, tc.want)
+			}
+		})
 	}
 }

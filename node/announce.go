@@ -53,11 +53,21 @@ func (n *Node) announcement(httpPort uint32) *nodev1.PeerAnnouncement {
 		// The pre-v0.60 fields, which older peers still read.
 		a.Hostname = proto.String(f.Hostname)
 		a.IsSoc = proto.Bool(f.IsSoC)
-		for _, g := range f.GPUs {
-			a.VramBytes += g.VRAMBytes
-		}
+		a.VramBytes = vram(f)
 	}
 	return a
+}
+
+// vram is the GPU memory of every GPU in f, in bytes (0 when unknown):
+// the vram capability hint of gossip and mDNS.
+func vram(f *hw.Facts) uint64 {
+	var total uint64
+	if f != nil {
+		for _, g := range f.GPUs {
+			total += g.VRAMBytes
+		}
+	}
+	return total
 }
 
 // compactMetadata is gguf.Facts in its wire form.

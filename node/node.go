@@ -351,7 +351,7 @@ func (n *Node) startDiscovery(ctx context.Context, run func(string, func(context
 }
 
 func (n *Node) mdnsHints() mdns.Hints {
-	return mdns.Hints{Serving: n.models.names()}
+	return mdns.Hints{VRAM: vram(n.hardware), Serving: n.models.names()}
 }
 
 // openSteward opens the steward's decision journal (taking its lock),
