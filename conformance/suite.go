@@ -92,8 +92,8 @@ var Suite = []Item{
 		Requirement: "grants over the OpenAI binding: jcp_presentation, granted_serve_request, metadata.joule_ceiling_uj required, 401/403/503",
 		Status:      Covered,
 		Tests: []string{"node/steward/grant.TestGrantedServeRequest", "node/steward/grant.TestGrantedServeRequestRefuses",
-			"node/steward/grant.TestPresentBody", "node/steward/grant.TestHTTPStatus", "node.TestGrantedServeAndRestart", "node/api.TestNodeEndpoints"},
-		Note: "The derivation, the body's presentation and the status mapping are grant.GrantedServeRequest, grant.BodyPresentation and grant.HTTPStatus; the node's generate handler serves a body with jcp_presentation as exactly the request the binding derives, and TestGrantedServeAndRestart proves it end to end over HTTP (served and debited, 403 when spent again, 400 without metadata.joule_ceiling_uj, spend and chain kept across a restart). 401 and 503 are proved at the mapping (TestHTTPStatus, conformance.TestItem1Grants, conformance.TestItem2Journal), and /v1/mesh/witness's 200/409 at the API over a fake steward (TestNodeEndpoints); no test yet drives those three through a whole node.",
+			"node/steward/grant.TestPresentBody", "node/steward/grant.TestHTTPStatus", "node.TestGrantedServeAndRestart", "node.TestGrantedRefusals", "node/api.TestNodeEndpoints"},
+		Note: "The derivation, the body's presentation and the status mapping are grant.GrantedServeRequest, grant.BodyPresentation and grant.HTTPStatus; the node's generate handler serves a body with jcp_presentation as exactly the request the binding derives, and TestGrantedServeAndRestart proves it end to end over HTTP (served and debited, 403 when spent again, 400 without metadata.joule_ceiling_uj, spend and chain kept across a restart). TestGrantedRefusals drives the rest through a whole node: 401 for a presentation whose caller is not its issuer or whose body was changed (nothing spent), and 503 for grants after /v1/mesh/witness answered 409, while ungranted requests are still served. The mapping itself is TestHTTPStatus.",
 	},
 	{
 		Section:     "§3.1, §3.6",
