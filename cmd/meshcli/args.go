@@ -43,6 +43,7 @@ func flagsFirst(app *cli.App, args []string) ([]string, error) {
 	}
 	// The leaf command's arguments, with its flags among them.
 	var fl, pos []string
+	help := false
 	for i := 0; i < len(rest); i++ {
 		a := rest[i]
 		if a == "--" {
@@ -57,10 +58,12 @@ func flagsFirst(app *cli.App, args []string) ([]string, error) {
 		if i+n > len(rest) {
 			return nil, fmt.Errorf("flag %s needs a value", a)
 		}
+		// Only a flag is help; "-h" as another flag's value is that value.
+		help = help || a == "-h" || a == "--help"
 		fl = append(fl, rest[i:i+n]...)
 		i += n - 1
 	}
-	if slices.ContainsFunc(fl, func(a string) bool { return a == "-h" || a == "--help" }) {
+	if help {
 		pos = nil // urfave/cli would read an argument after --help as a help topic
 	}
 	return append(append(out, fl...), pos...), nil

@@ -20,6 +20,9 @@ func TestFlagsFirst(t *testing.T) {
 		{"meshcli models --json extra", "meshcli models --json extra"},
 		{"meshcli load -- -odd-name --x", "meshcli load -- -odd-name --x"},
 		{"meshcli load m --unknown v", "meshcli load --unknown m v"}, // urfave/cli refuses --unknown
+		// "-h" or "--help" as a flag's value is that value, not help.
+		{"meshcli auth sign-node ID -o -h", "meshcli auth sign-node -o -h ID"},
+		{"meshcli auth sign-node ID --label --help -o f", "meshcli auth sign-node --label --help -o f ID"},
 		{"meshcli auth sign-node ID -o", "error: flag -o needs a value"},
 		{"meshcli --endpoint", "error: flag --endpoint needs a value"},
 		{"meshcli config --generate-bash-completion", "meshcli config --generate-bash-completion"},
