@@ -254,7 +254,13 @@ func (n *Node) serveConn(pc *peerConn) {
 			n.disconnect(pc, CodeMisbehaving, fmt.Sprintf("stream flood: over %g streams/s", n.cfg.Limits.StreamRate))
 			return
 		}
-		if !n.spawn(func() { n.handleStream(pc, s) }) {
+		// Streams are accepted in the order the peer opened them, so a
+		// stream it opened before its PeerLeaving is judged by the
+		// admission it had then, and counts as a tunnel until its type
+		// is known: the PeerLeaving must not close or refuse it.
+		admitted, untyped := n.isAdmitted(pc.peer), pc.tunnelOpened()
+		if !n.spawn(func() { n.handleStream(pc, s, admitted, untyped) }) {
+			untyped()
 			reset(s, StreamCodeShutdown)
 			return
 		}

@@ -239,3 +239,51 @@ func TestLeaverCannotHoldConnection(t *testing.T) {
 	}
 	waitFor(t, 5*time.Second, "the connection to be forgotten", func() bool { return conns(n.Node) == 0 })
 }
+
+// TestTunnelOpenedBeforeLeaving: a tunnel a peer opens just before its
+// PeerLeaving, on the same connection, is served whole: the receiver
+// accepts the two streams in order, so the PeerLeaving neither closes the
+// connection under the tunnel nor gets it refused as not admitted. Each
+// round races the tunnel's handler against the PeerLeaving's; before the
+// tunnel counted from its accept, about a third of the rounds were cut.
+func TestTunnelOpenedBeforeLeaving(t *testing.T) {
+	checkLeaks(t)
+	target, open := gatedTarget(t)
+	cfg := fastConfig()
+	cfg.HTTPTarget = target
+	n := start(t, cfg)
+	ev := n.Subscribe(t.Context(), 256)
+	const rounds = 20
+	var held []*bufio.Reader
+	for i := range rounds {
+		rc := dialRaw(t, n.EndpointAddr(), identity.ALPNMesh)
+		if _, err := rc.gossip(rc.frame()); err != nil {
+			t.Fatal(err)
+		}
+		nextEvent(t, ev, PeerJoined, rc.id, 5*time.Second)
+		s := rc.open([]byte{byte(wire.StreamTunnelHTTP)})
+		io.WriteString(s, "GET /gated HTTP/1.1\r\nHost: mesh\r\nConnection: close\r\n\r\n")
+		rc.openFrame(wire.StreamPeerLeaving, &nodev1.PeerLeaving{PeerId: rc.id[:], Gen: wire.ProtocolGeneration}).Close()
+		nextEvent(t, ev, PeerLeft, rc.id, 5*time.Second)
+		s.SetReadDeadline(time.Now().Add(5 * time.Second))
+		br := bufio.NewReader(s)
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				t.Fatalf("round %d: the tunnel opened before PeerLeaving: %v", i, err)
+			}
+			if line == gatedHead {
+				break
+			}
+		}
+		held = append(held, br)
+	}
+	open()
+	for i, br := range held {
+		// The tail, in chunks, then the end of the tunnel.
+		if rest, err := io.ReadAll(br); err != nil || len(rest) < len(gatedTail) {
+			t.Fatalf("round %d: rest of the answer: %d bytes, %v", i, len(rest), err)
+		}
+	}
+	waitFor(t, 5*time.Second, "the leavers' connections to close", func() bool { return conns(n.Node) == 0 })
+}

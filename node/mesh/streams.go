@@ -16,13 +16,21 @@ import (
 )
 
 // handleStream reads the type byte of a stream the peer opened and hands
-// the stream to its handler, if the peer may open it.
-func (n *Node) handleStream(pc *peerConn, s *quic.Stream) {
+// the stream to its handler, if the peer may open it: admitted says
+// whether it was admitted when the stream was accepted. untyped ends the
+// stream's count as a possible tunnel; it is called once the type is
+// known, or, for a tunnel, once the tunnel ends.
+func (n *Node) handleStream(pc *peerConn, s *quic.Stream, admitted bool, untyped func()) {
 	pc.active.Add(1)
 	defer pc.active.Add(-1)
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Timeouts.StreamHeader)
 	t, err := wire.ReadStreamType(ctx, s)
 	cancel()
+	if err == nil && t == wire.StreamTunnelHTTP {
+		defer untyped()
+	} else {
+		untyped()
+	}
 	if err != nil {
 		if errors.Is(err, wire.ErrWrongStreamType) {
 			reset(s, StreamCodeUnsupported)
@@ -32,7 +40,7 @@ func (n *Node) handleStream(pc *peerConn, s *quic.Stream) {
 		}
 		return
 	}
-	if !t.AllowedBeforeAdmission() && !n.awaitAdmission(pc.peer) {
+	if !t.AllowedBeforeAdmission() && !admitted && !n.awaitAdmission(pc.peer) {
 		n.log.Debug("mesh: stream before admission refused", "peer", pc.id.Short(), "stream", t)
 		reset(s, StreamCodeNotAdmitted)
 		n.strike(pc, t.String()+" before admission")

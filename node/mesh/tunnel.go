@@ -125,7 +125,6 @@ func (n *Node) serveTunnel(pc *peerConn, s *quic.Stream) {
 		return
 	}
 	defer n.releaseTunnel(pc.id)
-	defer pc.tunnelOpened()()
 	select {
 	case n.tunnels <- struct{}{}:
 		defer func() { <-n.tunnels }()
