@@ -13,6 +13,7 @@ import (
 	"net/http/httputil"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/meshnode/meshnode/node/identity"
 )
@@ -64,6 +65,16 @@ func newMeshProxy(self identity.EndpointID, mesh Mesh, logger *slog.Logger) *mes
 				return // the client left
 			}
 			logger.Warn("api: relay through the mesh failed", "err", err)
+			if errors.Is(err, errNoHostTook) {
+				// Nothing reached any host (each was unreachable or turned
+				// the tunnel down, as a host or this node does while
+				// shutting down): the request may simply be sent again.
+				e := Errorf(http.StatusServiceUnavailable, "server_error", "mesh_unreachable",
+					"no host of the model could take the request: %v", err)
+				e.RetryAfter = time.Second
+				writeError(w, e)
+				return
+			}
 			writeError(w, Errorf(http.StatusBadGateway, "server_error", "mesh_unreachable",
 				"relaying to the model's host failed: %v", err))
 		},
@@ -96,6 +107,7 @@ type failover struct {
 func (f *failover) RoundTrip(req *http.Request) (*http.Response, error) {
 	hosts, _ := req.Context().Value(hostsKey{}).([]identity.EndpointID)
 	var errs []error
+	untouched := true // no host got any of the request's answer or failed it otherwise
 	for i, h := range hosts {
 		var answered atomic.Bool
 		ctx := httptrace.WithClientTrace(context.WithValue(req.Context(), hostKey{}, h),
@@ -113,8 +125,11 @@ func (f *failover) RoundTrip(req *http.Request) (*http.Response, error) {
 			return resp, nil
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", h.Short(), err))
-		if answered.Load() || !(errors.As(err, new(dialError)) || refused(err)) ||
-			req.Context().Err() != nil || req.GetBody == nil {
+		if answered.Load() || !(errors.As(err, new(dialError)) || refused(err)) {
+			untouched = false
+			break
+		}
+		if req.Context().Err() != nil || req.GetBody == nil {
 			break
 		}
 		f.log.Debug("api: host did not take the relayed request, trying the next", "peer", h.Short(), "err", err)
@@ -122,8 +137,15 @@ func (f *failover) RoundTrip(req *http.Request) (*http.Response, error) {
 	if len(errs) == 0 {
 		return nil, errors.New("no host of the model to relay to")
 	}
+	if untouched {
+		return nil, fmt.Errorf("%w: %w", errNoHostTook, errors.Join(errs...))
+	}
 	return nil, fmt.Errorf("no host of the model took the request: %w", errors.Join(errs...))
 }
+
+// errNoHostTook says that every host of the model was tried and none took
+// the request: each was unreachable or refused the tunnel before any byte.
+var errNoHostTook = errors.New("no host of the model took the request")
 
 // dialError marks a failure to open the tunnel at all.
 type dialError struct{ err error }

@@ -234,3 +234,48 @@ func TestRefusedRecognisesMesh(t *testing.T) {
 		t.Fatal("another error taken for a refusal")
 	}
 }
+
+// unreachableMesh fails every dial, as a node that is shutting down does.
+type unreachableMesh struct{ hosts []identity.EndpointID }
+
+func (m unreachableMesh) HostsOf(string) []identity.EndpointID { return m.hosts }
+
+func (m unreachableMesh) DialHTTP(context.Context, identity.EndpointID) (net.Conn, error) {
+	return nil, errors.New("mesh: node is not serving")
+}
+
+// TestRelayNoHostTook: when no host took the request (each unreachable or
+// refusing the tunnel before any byte), the client gets 503 with
+// Retry-After, since sending it again is safe; once a host answered
+// anything, it is 502.
+func TestRelayNoHostTook(t *testing.T) {
+	a, b := testID(0xa), testID(0xb)
+	for _, tc := range []struct {
+		name  string
+		mesh  Mesh
+		want  int
+		retry string
+	}{
+		{"every host unreachable", unreachableMesh{hosts: []identity.EndpointID{a, b}}, http.StatusServiceUnavailable, "1"},
+		{"every host refused", &scriptedMesh{hosts: []identity.EndpointID{a, b}, replies: map[identity.EndpointID]string{}},
+			http.StatusServiceUnavailable, "1"},
+		{"a host answered part of a response", &scriptedMesh{hosts: []identity.EndpointID{a, b},
+			replies: map[identity.EndpointID]string{a: "HTTP/1.1 200 OK\r\nContent-"}}, http.StatusBadGateway, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, Config{}, tc.mesh)
+			resp := h.post(t, "/v1/chat/completions", `{"model":"remote","messages":[{"role":"user","content":"x"}]}`)
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != tc.want || resp.Header.Get("Retry-After") != tc.retry {
+				t.Fatalf("status %d, Retry-After %q (%s); want %d, %q", resp.StatusCode, resp.Header.Get("Retry-After"), body, tc.want, tc.retry)
+			}
+			var e struct {
+				Error struct{ Code string } `json:"error"`
+			}
+			if err := json.Unmarshal(body, &e); err != nil || e.Error.Code != "mesh_unreachable" {
+				t.Fatalf("error body %s (%v)", body, err)
+			}
+		})
+	}
+}
