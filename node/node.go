@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -37,11 +38,13 @@ type Node struct {
 	cfg Config
 	log *slog.Logger
 
-	// Hooks for tests: the meter selection, the mesh's timing, and a
-	// wrapper around each model loaded at start.
+	// Hooks for tests: the meter selection, the mesh's timing, a wrapper
+	// around each model loaded at start, and one around the mesh tunnel
+	// API's listener.
 	meterConfig meters.Config
 	meshTuning  func(*mesh.Config)
 	wrapModel   func(localModel) localModel
+	wrapTunnel  func(net.Listener) net.Listener
 
 	mu        sync.Mutex
 	ready     chan struct{}
@@ -163,6 +166,9 @@ func (n *Node) Serve(ctx context.Context) (err error) {
 		return fmt.Errorf("api: mesh tunnel listener: %w", err)
 	}
 	stack.push("tunnel listener", ignoreClosed(tunnelLn.Close))
+	if n.wrapTunnel != nil {
+		tunnelLn = n.wrapTunnel(tunnelLn)
+	}
 	n.mu.Lock()
 	n.httpAddr = httpLn.Addr()
 	n.mu.Unlock()
@@ -233,12 +239,18 @@ func (n *Node) Serve(ctx context.Context) (err error) {
 	// flight, up to drain each, at the same time. Once neither accepts,
 	// the mesh says PeerLeaving and takes no new tunnel, while the
 	// connections carrying those in flight stay up; then the late parts go.
-	apiEnded := false
+	apiEnded, tunnelEnded := false, false
+	var terr error
 	select {
 	case <-ctx.Done():
 		n.log.Info("shutting down: finishing requests in flight", "drain_timeout", drain)
 	case err = <-apiDone: // the listener failed
 		apiEnded = true
+	case terr = <-tunnelDone:
+		// Without it every tunnel to this node is refused: stop, so that
+		// the service manager restarts the whole node.
+		tunnelEnded = true
+		err = fmt.Errorf("the mesh tunnel API stopped: %v", cmp.Or(terr, errors.New("no error given")))
 	}
 	stopAll()
 	<-apiLn.closed
@@ -249,10 +261,14 @@ func (n *Node) Serve(ctx context.Context) (err error) {
 		n.log.Debug("mesh: not leaving before the drain", "err", lerr)
 	}
 	if !apiEnded {
-		err = <-apiDone
+		if aerr := <-apiDone; err == nil {
+			err = aerr
+		}
 	}
-	if terr := <-tunnelDone; terr != nil && !errors.Is(terr, net.ErrClosed) {
-		n.log.Error("mesh tunnel api stopped", "err", terr)
+	if !tunnelEnded {
+		if terr = <-tunnelDone; terr != nil && !errors.Is(terr, net.ErrClosed) {
+			n.log.Error("mesh tunnel api stopped", "err", terr)
+		}
 	}
 	stopLate()
 	wg.Wait()

@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/netip"
 	"path/filepath"
@@ -475,5 +477,39 @@ func TestLANOnlyMesh(t *testing.T) {
 				t.Errorf("lan_only allows %s: %v, want %v", addr, got, want)
 			}
 		}
+	}
+}
+
+// failingListener accepts until fail is closed, then fails for good.
+type failingListener struct {
+	net.Listener
+	fail chan struct{}
+}
+
+func (l failingListener) Accept() (net.Conn, error) {
+	<-l.fail
+	return nil, errors.New("accept: too many open files")
+}
+
+// TestTunnelAPIFailureStopsNode: if the mesh tunnel's API stops while the
+// node runs, every tunnel to it would be refused; the node stops with an
+// error naming it instead (its service manager restarts it).
+func TestTunnelAPIFailureStopsNode(t *testing.T) {
+	fail := make(chan struct{})
+	n, stop := startNodeWith(t, Config{}, func(n *Node) {
+		n.wrapTunnel = func(l net.Listener) net.Listener { return failingListener{l, fail} }
+	})
+	close(fail)
+	health := "http://" + n.HTTPAddr().String() + "/health"
+	waitFor(t, "the node to stop by itself", func() bool {
+		resp, err := http.Get(health)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err != nil
+	})
+	err := stop()
+	if err == nil || !strings.Contains(err.Error(), "mesh tunnel API stopped") || !strings.Contains(err.Error(), "too many open files") {
+		t.Fatalf("Serve returned %v, want the tunnel API's failure", err)
 	}
 }
