@@ -437,6 +437,78 @@ func TestAdmissionTimeout(t *testing.T) {
 	rc.connClosedWith(CodeNotAdmitted)
 }
 
+// TestMaxStrangerConns: incoming connections not yet admitted are capped
+// node-wide, each being granted the whole connection window at the
+// handshake; one over the cap is closed at once, and a place frees when a
+// stranger is admitted or closes, exactly once.
+func TestMaxStrangerConns(t *testing.T) {
+	checkLeaks(t)
+	cfg := fastConfig()
+	cfg.Timeouts.Admission = time.Minute // nobody is dropped for silence here
+	cfg.Limits.MaxStrangerConns = 2
+	n := start(t, cfg)
+	strangers := func() int {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		return n.strangers
+	}
+	// dial connects a raw client and waits until the node has counted it
+	// (or refused it), so that the next dial meets a settled count.
+	dial := func(want int) *rawClient {
+		t.Helper()
+		rc := dialRaw(t, n.EndpointAddr(), identity.ALPNMesh)
+		waitFor(t, 5*time.Second, fmt.Sprintf("%d strangers", want), func() bool { return strangers() == want })
+		return rc
+	}
+	refused := func(rc *rawClient) {
+		t.Helper()
+		rc.connClosedWith(CodeBusy)
+		var ae *quic.ApplicationError
+		if errors.As(context.Cause(rc.conn.Context()), &ae) && ae.ErrorMessage != "too many connections not yet admitted" {
+			t.Fatalf("refused with %q, want it to say why", ae.ErrorMessage)
+		}
+	}
+
+	a, b := dial(1), dial(2)
+	refused(dial(2))
+	if !a.alive() || !b.alive() {
+		t.Fatal("a stranger within the cap was closed")
+	}
+
+	// a is admitted: its place frees, and admitted it stays connected.
+	if _, err := a.gossip(a.frame()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "admission", func() bool { return hasPeer(n.Node, a.id) })
+	c := dial(2)
+	refused(dial(2))
+
+	// b closes: its place frees.
+	b.conn.CloseWithError(0, "")
+	waitFor(t, 5*time.Second, "b's place freed", func() bool { return strangers() == 1 })
+	d := dial(2)
+	refused(dial(2))
+	for _, rc := range []*rawClient{a, c, d} {
+		if !rc.alive() {
+			t.Fatal("a connection within the cap was closed")
+		}
+	}
+
+	// Once every connection has closed, the admitted one's included, the
+	// count is back to zero: each left it once.
+	for _, rc := range []*rawClient{a, c, d} {
+		rc.conn.CloseWithError(0, "")
+	}
+	waitFor(t, 5*time.Second, "every connection gone", func() bool {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		return n.nConns == 0
+	})
+	if got := strangers(); got != 0 {
+		t.Fatalf("%d strangers counted after every connection closed", got)
+	}
+}
+
 // TestStreamLimit: a peer cannot hold more streams open at once than the
 // limit; QUIC flow control refuses it the next one.
 func TestStreamLimit(t *testing.T) {

@@ -97,6 +97,7 @@ type Limits struct {
 	MaxPeers           int     // admitted peers (256)
 	MaxConns           int     // live connections in all (1024)
 	MaxConnsPerPeer    int     // live connections to one peer (4)
+	MaxStrangerConns   int     // incoming connections not yet admitted, from accept to admission or close; beyond it: CodeBusy (16; see ConnWindow)
 	MaxHeard           int     // peers heard of in gossip and waiting to be dialled (1024)
 	MaxHeardPerPeer    int     // ... of them whose addresses one peer's gossip chose (MaxPeers: one member can name a full mesh)
 	MaxDialsInFlight   int     // concurrent dials of heard-of peers (4)
@@ -117,7 +118,12 @@ type Limits struct {
 	PeerFrameMemory     int64 // (32 MiB)
 	// Flow-control windows: one stalled stream can hold at most
 	// StreamWindow, so ConnWindow/StreamWindow stalled tunnels are needed to
-	// block a connection's gossip.
+	// block a connection's gossip. A connection is granted ConnWindow at
+	// the handshake, before admission, and a stranger's streams can fill
+	// it with data left unread while their frames wait for memory: what
+	// quic-go buffers for strangers is bounded by MaxStrangerConns ×
+	// ConnWindow (512 MiB by default), and, for a moment each, connections
+	// between their handshake and that count. Our own dials are not counted.
 	StreamWindow uint64 // (4 MiB)
 	ConnWindow   uint64 // (32 MiB)
 }
@@ -187,6 +193,7 @@ func (c *Config) withDefaults() (Config, error) {
 	defInt(&l.MaxPeers, 256)
 	defInt(&l.MaxConns, 1024)
 	defInt(&l.MaxConnsPerPeer, 4)
+	defInt(&l.MaxStrangerConns, 16)
 	defInt(&l.MaxHeard, 1024)
 	defInt(&l.MaxHeardPerPeer, l.MaxPeers)
 	defInt(&l.MaxDialsInFlight, 4)

@@ -126,6 +126,7 @@ type peerConn struct {
 	tunnels  atomic.Int32  // HTTP tunnels on it, either way
 	idle     chan struct{} // signalled when the last tunnel ends
 	mem      *budget       // frame memory it may hold before admission
+	stranger bool          // counted in Node.strangers; Node.mu guards it
 }
 
 func (pc *peerConn) alive() bool { return pc.conn.Context().Err() == nil }
@@ -178,6 +179,12 @@ func (n *Node) attach(pc *peerConn) (quic.ApplicationErrorCode, string) {
 		return CodeBusy, "too many connections"
 	}
 	p := n.peers[pc.id]
+	// A peer in the table is not evicted (evict removes it), so one that
+	// is there and admitted vouches for its new connection.
+	stranger := !pc.outbound && (p == nil || !p.admitted)
+	if stranger && n.strangers >= n.cfg.Limits.MaxStrangerConns {
+		return CodeBusy, "too many connections not yet admitted"
+	}
 	if p == nil {
 		p = newPeer(pc.id, n.cfg.Limits.PeerFrameMemory)
 		n.peers[pc.id] = p
@@ -195,6 +202,10 @@ func (n *Node) attach(pc *peerConn) (quic.ApplicationErrorCode, string) {
 	pc.seq, pc.peer = n.connSeq, p
 	p.conns = append(p.conns, pc)
 	n.nConns++
+	if stranger {
+		pc.stranger = true
+		n.strangers++
+	}
 	if pc.remote.IsValid() {
 		p.observed = mergeAddrs([]netip.AddrPort{pc.remote}, p.observed)
 	}
@@ -207,6 +218,7 @@ func (n *Node) attach(pc *peerConn) (quic.ApplicationErrorCode, string) {
 func (n *Node) detach(pc *peerConn) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	n.unstrangeLocked(pc)
 	p := pc.peer
 	i := slices.Index(p.conns, pc)
 	if i < 0 {
@@ -217,6 +229,16 @@ func (n *Node) detach(pc *peerConn) {
 	p.lastClose = context.Cause(pc.conn.Context())
 	n.forgetIfIdleLocked(p)
 	signal(p.connsChanged)
+}
+
+// unstrangeLocked takes pc out of the strangers' count, if it is in it:
+// at its peer's admission or its detach, whichever comes first, so that
+// it is counted out exactly once. Node.mu held.
+func (n *Node) unstrangeLocked(pc *peerConn) {
+	if pc.stranger {
+		pc.stranger = false
+		n.strangers--
+	}
 }
 
 // forgetIfIdleLocked drops a peer that was never admitted once nothing is

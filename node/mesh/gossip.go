@@ -174,6 +174,9 @@ func (n *Node) acceptGossip(pc *peerConn, f *nodev1.GossipFrame, gossipRTT time.
 		n.nAdmitted++
 		n.routeGen++
 		close(p.admittedCh)
+		for _, c := range p.conns {
+			n.unstrangeLocked(c)
+		}
 	}
 	updated := false
 	if own != nil && !proto.Equal(own, p.ann) {

@@ -65,6 +65,7 @@ type Node struct {
 	peers     map[identity.EndpointID]*peer // peers with a connection, and admitted ones
 	nAdmitted int
 	nConns    int
+	strangers int // incoming connections not yet admitted (Limits.MaxStrangerConns)
 	connSeq   uint64
 	heard     map[identity.EndpointID]*heardPeer
 	heardFrom map[identity.EndpointID]int // heard-of peers whose addresses each peer chose
