@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -206,7 +207,29 @@ func TestReadCommands(t *testing.T) {
 func TestOwnerCommandsLocal(t *testing.T) {
 	n := controltest.Start(t, controltest.Options{})
 	c := newCLI(t, fakeAPI(t, n).URL)
-	golden(t, "owner-local.txt", c.transcript(ownerScript(t, c)...))
+	golden(t, "owner-local.txt", ownerTranscript(t, c, n))
+}
+
+// ownerTranscript runs ownerScript against n. The node loads a model in
+// the background after acknowledging the load, so the script waits for
+// alpha to be loaded before the ensure that must find it so (without the
+// wait, a fast run answered "loading" and the golden file differed).
+func ownerTranscript(t *testing.T, c *cliEnv, n *controltest.Node) string {
+	t.Helper()
+	script := ownerScript(t, c)
+	i := slices.IndexFunc(script, func(l []string) bool { return slices.Equal(l, []string{"load", "alpha"}) })
+	if i < 0 {
+		t.Fatal("the owner script no longer loads alpha")
+	}
+	out := c.transcript(script[:i+1]...)
+	deadline := time.Now().Add(10 * time.Second)
+	for inst, _ := n.Runtime.State("alpha"); inst == ""; inst, _ = n.Runtime.State("alpha") {
+		if time.Now().After(deadline) {
+			t.Fatal("alpha not loaded 10s after meshcli load")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return out + c.transcript(script[i+1:]...)
 }
 
 // ownerScript exercises every owner-control command; its output is the
@@ -249,8 +272,7 @@ func TestOwnerCommandsOverEndpoint(t *testing.T) {
 	}
 	n := controltest.Start(t, controltest.Options{Config: trusting(ownerKey)})
 	c.globals = []string{"--endpoint", n.Token(t)}
-	golden(t, "owner-endpoint.txt", c.transcript(ownerScript(t, c)...))
-
+	golden(t, "owner-endpoint.txt", ownerTranscript(t, c, n))
 }
 
 // TestWatch: config watch prints the revisions applied while it runs,
