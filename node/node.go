@@ -247,9 +247,18 @@ func (n *Node) Serve(ctx context.Context) (err error) {
 	case err = <-apiDone: // the listener failed
 		apiEnded = true
 	case terr = <-tunnelDone:
+		tunnelEnded = true
+		if ctx.Err() != nil {
+			// ctx ended and the tunnel API, stopping for it, won the
+			// select: a shutdown, not a failure.
+			n.log.Info("shutting down: finishing requests in flight", "drain_timeout", drain)
+			if terr != nil && !errors.Is(terr, net.ErrClosed) {
+				n.log.Error("mesh tunnel api stopped", "err", terr)
+			}
+			break
+		}
 		// Without it every tunnel to this node is refused: stop, so that
 		// the service manager restarts the whole node.
-		tunnelEnded = true
 		err = fmt.Errorf("the mesh tunnel API stopped: %v", cmp.Or(terr, errors.New("no error given")))
 	}
 	stopAll()

@@ -82,6 +82,7 @@ type Timeouts struct {
 	LeaveDrain   time.Duration // a peer that left keeps a connection with HTTP tunnels in flight this long at most (30s)
 	TunnelDial   time.Duration // to connect a tunnel to the local HTTP target (5s)
 	TunnelIdle   time.Duration // a tunnel with no bytes either way for this long is closed (5m)
+	TunnelFlush  time.Duration // at shutdown, tunnels being relayed may finish this long before the connections close (2s)
 	Redundant    time.Duration // age after which an idle duplicate connection is closed (5s)
 	RedialMin    time.Duration // first backoff when dialling a heard-of peer fails (1s)
 	RedialMax    time.Duration // backoff ceiling (1m)
@@ -162,6 +163,7 @@ func (c *Config) withDefaults() (Config, error) {
 		{&t.LeaveDrain, 30 * time.Second},
 		{&t.TunnelDial, 5 * time.Second},
 		{&t.TunnelIdle, 5 * time.Minute},
+		{&t.TunnelFlush, 2 * time.Second},
 		{&t.Redundant, 5 * time.Second},
 		{&t.RedialMin, time.Second},
 		{&t.RedialMax, time.Minute},

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -286,4 +287,69 @@ func TestTunnelOpenedBeforeLeaving(t *testing.T) {
 		}
 	}
 	waitFor(t, 5*time.Second, "the leavers' connections to close", func() bool { return conns(n.Node) == 0 })
+}
+
+// TestShutdownFlushesTunnels: a response the local target has finished
+// writing when the host's Serve ends still reaches the peer whole (the
+// shutdown waits up to Timeouts.TunnelFlush for the relay to end), and a
+// tunnel that never ends does not hold the shutdown past that.
+func TestShutdownFlushesTunnels(t *testing.T) {
+	checkLeaks(t)
+	body := bytes.Repeat([]byte("flushed tunnel\n"), 1<<18) // ~3.8 MiB: many stream frames
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	written := make(chan struct{})
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer close(written)
+		defer c.Close() // as the API closes an idle connection when it stops
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+			t.Errorf("target: %v", err)
+			return
+		}
+		fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n", len(body))
+		c.Write(body)
+	}()
+	cfg := fastConfig()
+	cfg.HTTPTarget = ln.Addr().String()
+	cfg.Timeouts.TunnelFlush = 5 * time.Second
+	host := start(t, cfg)
+	client := start(t, fastConfig())
+	if _, err := client.Dial(t.Context(), host.EndpointAddr()); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := tunnelClient(client.Node, host.ID()).Get("http://mesh/large")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	<-written
+	stopped := make(chan struct{})
+	go func() { host.stop(t); close(stopped) }()
+	got, err := io.ReadAll(resp.Body)
+	if err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("answer finished before the host stopped: %d of %d bytes, %v", len(got), len(body), err)
+	}
+	<-stopped
+
+	// A tunnel held open by its target: the host stops after TunnelFlush.
+	target, _ := gatedTarget(t)
+	cfg = fastConfig()
+	cfg.HTTPTarget = target
+	cfg.Timeouts.TunnelFlush = 200 * time.Millisecond
+	host = start(t, cfg)
+	if _, err := client.Dial(t.Context(), host.EndpointAddr()); err != nil {
+		t.Fatal(err)
+	}
+	held := getGated(t, client.Node, host.ID())
+	host.stop(t) // fails the test unless Serve returns within 10s
+	if rest, err := io.ReadAll(held.body); err == nil {
+		t.Fatalf("the held answer ended cleanly (%d bytes) though its host stopped mid-answer", len(rest))
+	}
 }

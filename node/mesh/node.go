@@ -61,20 +61,21 @@ type Node struct {
 	mem      frameMemory
 	routes   routeCache
 
-	mu        sync.Mutex
-	peers     map[identity.EndpointID]*peer // peers with a connection, and admitted ones
-	nAdmitted int
-	nConns    int
-	strangers int // incoming connections not yet admitted (Limits.MaxStrangerConns)
-	connSeq   uint64
-	heard     map[identity.EndpointID]*heardPeer
-	heardFrom map[identity.EndpointID]int // heard-of peers whose addresses each peer chose
-	routeGen  uint64                      // counts changes to what the route table lists
-	tunnelsOf map[identity.EndpointID]int // tunnels being relayed for each peer
-	dialing   int
-	controls  map[*quic.Conn]struct{}
-	self      *nodev1.PeerAnnouncement
-	selfAt    time.Time
+	mu          sync.Mutex
+	peers       map[identity.EndpointID]*peer // peers with a connection, and admitted ones
+	nAdmitted   int
+	nConns      int
+	strangers   int // incoming connections not yet admitted (Limits.MaxStrangerConns)
+	connSeq     uint64
+	heard       map[identity.EndpointID]*heardPeer
+	heardFrom   map[identity.EndpointID]int // heard-of peers whose addresses each peer chose
+	routeGen    uint64                      // counts changes to what the route table lists
+	tunnelsOf   map[identity.EndpointID]int // tunnels being relayed for each peer
+	tunnelsIdle chan struct{}               // closed when tunnelsOf empties, while shutdown waits for that
+	dialing     int
+	controls    map[*quic.Conn]struct{}
+	self        *nodev1.PeerAnnouncement
+	selfAt      time.Time
 }
 
 // initialStreamWindow is where a stream's receive window starts (quic-go's
@@ -313,6 +314,7 @@ func (n *Node) shutdown(leave bool) {
 	n.goMu.Lock()
 	n.stopping = true
 	n.goMu.Unlock()
+	n.flushTunnels()
 	n.cancel()
 
 	n.mu.Lock()

@@ -163,6 +163,40 @@ func (n *Node) releaseTunnel(peer identity.EndpointID) {
 	if n.tunnelsOf[peer]--; n.tunnelsOf[peer] <= 0 {
 		delete(n.tunnelsOf, peer)
 	}
+	if len(n.tunnelsOf) == 0 && n.tunnelsIdle != nil {
+		close(n.tunnelsIdle)
+		n.tunnelsIdle = nil
+	}
+}
+
+// flushTunnels gives the tunnels being relayed, once no new one is taken,
+// Timeouts.TunnelFlush to end by themselves. A response the local API has
+// finished may still be on its way to the peer: its last bytes are in the
+// relay or unacknowledged on the stream, and closing the connection now
+// would lose them. The peer ends such a tunnel as soon as it has read the
+// response to its end (the API closes idle connections as it stops).
+func (n *Node) flushTunnels() {
+	n.mu.Lock()
+	open := 0
+	for _, k := range n.tunnelsOf {
+		open += k
+	}
+	var idle chan struct{}
+	if open > 0 {
+		idle = make(chan struct{})
+		n.tunnelsIdle = idle
+	}
+	n.mu.Unlock()
+	if idle == nil {
+		return
+	}
+	t := time.NewTimer(n.cfg.Timeouts.TunnelFlush)
+	defer t.Stop()
+	select {
+	case <-idle:
+	case <-t.C:
+		n.log.Info("mesh: closing tunnels still open at shutdown", "tunnels", open, "after", n.cfg.Timeouts.TunnelFlush)
+	}
 }
 
 // relayBufs holds copy buffers; 64 KiB keeps a loopback relay near the
