@@ -40,6 +40,10 @@ type Energy struct {
 	UJPerAcceptedToken *uint64 `json:"uj_per_accepted_token,omitempty"`
 	Provenance         string  `json:"energy_provenance"`
 	Route              string  `json:"route"`
+	// Seed is the seed the node drew for a sampled request that sent
+	// none. It is part of the receipt's request id, so a replay needs
+	// it: POST /v1/mesh/replay reads it from the energy object shown.
+	Seed *uint64 `json:"seed,omitempty"`
 }
 
 func energyOf(s *receipt.Sealed) *Energy {
@@ -64,14 +68,16 @@ func (s *servedModel) Generate(ctx context.Context, g *api.Generation, emit func
 	if err != nil {
 		return nil, err
 	}
+	var drawn *uint64
 	if len(g.Presentation) == 0 && req.Sampling.Unseeded() {
 		// Drawn here so that the request the receipt seals fixes the
-		// sampling; the seed is not handed back, so only a request that
-		// sends its own seed can be replayed.
+		// sampling; handed back in usage.energy.seed for a replay. 53
+		// bits, so that a JSON client that reads numbers as float64
+		// (JavaScript) gives it back unchanged.
 		var b [8]byte
 		_, _ = rand.Read(b[:])
-		seed := binary.LittleEndian.Uint64(b[:])
-		req.Sampling.Seed = &seed
+		seed := binary.LittleEndian.Uint64(b[:]) >> 11
+		req.Sampling.Seed, drawn = &seed, &seed
 	}
 	maxTokens := int(req.MaxTokens)
 	dec := m.Decoder()
@@ -103,11 +109,13 @@ func (s *servedModel) Generate(ctx context.Context, g *api.Generation, emit func
 	if !stops.hit && len(served.Output) >= maxTokens {
 		finish = "length"
 	}
+	energy := energyOf(served.Receipt)
+	energy.Seed = drawn
 	return &api.Result{
 		PromptTokens:     len(ids),
 		CompletionTokens: len(served.Output),
 		FinishReason:     finish,
-		Energy:           energyOf(served.Receipt),
+		Energy:           energy,
 	}, nil
 }
 

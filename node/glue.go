@@ -119,6 +119,19 @@ func (a *apiNode) Witness(ctx context.Context, body []byte) (bool, error) {
 	}
 }
 
+// energySeed is the seed a usage.energy object carries (Energy.Seed), or
+// nil if it has none.
+func energySeed(energy []byte) (*uint64, error) {
+	var e struct {
+		Seed *uint64 `json:"seed"`
+	}
+	if err := json.Unmarshal(energy, &e); err != nil {
+		return nil, api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_request",
+			"energy.seed must be the seed the answer's usage.energy carried, an unsigned 64-bit integer: %v", err)
+	}
+	return e.Seed, nil
+}
+
 // energyEnvelope reads the envelope out of a usage.energy object; what
 // names the object in errors.
 func energyEnvelope(energy []byte, what string) ([]byte, error) {

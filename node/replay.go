@@ -59,6 +59,12 @@ func (a *apiNode) Replay(ctx context.Context, rp *api.Replay) (*api.ReplayResult
 	if err != nil {
 		return nil, err
 	}
+	if req.Sampling.Unseeded() {
+		// The serve drew a seed and handed it back with the receipt.
+		if req.Sampling.Seed, err = energySeed(rp.Energy); err != nil {
+			return nil, err
+		}
+	}
 	if id, err := req.ID(); err == nil {
 		res.ReplayedRequestID = id.String()
 	}

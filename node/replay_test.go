@@ -3,6 +3,7 @@ package node
 import (
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -17,8 +18,9 @@ import (
 // TestReplayEndToEnd: a generation on the built-in model is replayed
 // through POST /v1/mesh/replay from what its client holds (the request it
 // sent, the usage.energy it got): a greedy or seeded one verifies and
-// comes with a disclosure that opens the receipt; another request, or a
-// sampled one whose seed the node drew, is not replayable; a body that
+// comes with a disclosure that opens the receipt, and so does a sampled
+// one whose seed the node drew and handed back in usage.energy.seed;
+// another request, or that one without its seed, is not replayable; a body that
 // holds no request or no receipt is a 400, another node's receipt a 404.
 func TestReplayEndToEnd(t *testing.T) {
 	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
@@ -53,6 +55,30 @@ func TestReplayEndToEnd(t *testing.T) {
 	const seeded = `{"model":"` + fortunesModel + `","max_tokens":8,"prompt":"Once upon a time","temperature":0.9,"seed":42}`
 	const unseeded = `{"model":"` + fortunesModel + `","max_tokens":8,"prompt":"Once upon a time","temperature":0.9}`
 
+	unseededEnergy := serve("/v1/completions", unseeded)
+	var drawn struct {
+		Seed *uint64 `json:"seed"`
+	}
+	if err := json.Unmarshal(unseededEnergy, &drawn); err != nil || drawn.Seed == nil || *drawn.Seed >= 1<<53 {
+		t.Fatalf("an unseeded sample's usage.energy has no seed below 2^53 (%v): %s", err, unseededEnergy)
+	}
+	for _, e := range []json.RawMessage{greedyEnergy, serve("/v1/completions", seeded)} {
+		if strings.Contains(string(e), `"seed"`) {
+			t.Fatalf("usage.energy names a seed the node did not draw: %s", e)
+		}
+	}
+	withSeed := func(seed any) json.RawMessage {
+		var e map[string]any
+		json.Unmarshal(unseededEnergy, &e)
+		if seed == nil {
+			delete(e, "seed")
+		} else {
+			e["seed"] = seed
+		}
+		b, _ := json.Marshal(e)
+		return b
+	}
+
 	for _, tc := range []struct {
 		name, request string
 		energy        json.RawMessage
@@ -63,7 +89,10 @@ func TestReplayEndToEnd(t *testing.T) {
 		{"seeded completion", seeded, serve("/v1/completions", seeded), api.VerdictVerified, ""},
 		{"another prompt", strings.Replace(greedy, "a bar", "a tavern", 1), greedyEnergy, api.VerdictNotReplayable, "not the receipt's"},
 		{"another max_tokens", strings.Replace(greedy, `"max_tokens":8`, `"max_tokens":9`, 1), greedyEnergy, api.VerdictNotReplayable, "not the receipt's"},
-		{"unseeded sample", unseeded, serve("/v1/completions", unseeded), api.VerdictNotReplayable, "without a seed"},
+		{"unseeded sample, its drawn seed", unseeded, unseededEnergy, api.VerdictVerified, ""},
+		{"unseeded sample, the seed left out", unseeded, withSeed(nil), api.VerdictNotReplayable, "without a seed"},
+		{"unseeded sample, another seed", unseeded, withSeed(*drawn.Seed ^ 1), api.VerdictNotReplayable, "not the receipt's"},
+		{"the drawn seed sent in the request", strings.Replace(unseeded, `"temperature":0.9`, fmt.Sprintf(`"temperature":0.9,"seed":%d`, *drawn.Seed), 1), withSeed(nil), api.VerdictVerified, ""},
 		{"another model", strings.Replace(greedy, fortunesModel, "mesh-reference", 1), greedyEnergy, api.VerdictNotReplayable, `names model "mesh-reference"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
