@@ -187,13 +187,18 @@ func (s *servedModel) request(g *api.Generation, prompt string, promptTokens, ct
 	sp := &receipt.Sampling{
 		PresencePenaltyE6:  int32(math.Round(g.PresencePenalty * 1e6)),
 		FrequencyPenaltyE6: int32(math.Round(g.FrequencyPenalty * 1e6)),
+		RepeatPenaltyE6:    repeatPenaltyE6(g.RepeatPenalty),
 		Stop:               g.Stop,
 	}
 	if t := g.Temperature; t != nil && *t > 0 {
+		// The truncations change only what is drawn from: greedy ignores
+		// them, so they are not in a greedy request's identity.
 		sp.TemperatureE6 = uint32(math.Round(*t * 1e6))
 		if p := g.TopP; p != nil && *p < 1 {
 			sp.TopPE6 = uint32(math.Round(*p * 1e6))
 		}
+		sp.TopK = uint32(g.TopK)
+		sp.MinPE6 = uint32(math.Round(g.MinP * 1e6))
 		if g.Seed != nil {
 			seed := *g.Seed
 			sp.Seed = &seed
@@ -294,4 +299,15 @@ func (f *stopFilter) flush() string {
 	out := f.pending
 	f.pending = ""
 	return out
+}
+
+// repeatPenaltyE6 is a repeat_penalty in the receipt's millionths; one
+// that changes nothing (0 or 1) is 0, so that it leaves the request's
+// identity alone.
+func repeatPenaltyE6(p float64) uint32 {
+	e6 := uint32(math.Round(p * 1e6))
+	if e6 == 1e6 {
+		return 0
+	}
+	return e6
 }

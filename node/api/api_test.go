@@ -28,7 +28,7 @@ func TestChatCompletion(t *testing.T) {
 	resp := h.post(t, "/v1/chat/completions", `{"model":"tiny","messages":[{"role":"system","content":"be brief"},
 		{"role":"user","content":[{"type":"text","text":"hi "},{"type":"text","text":"there"}]}],
 		"temperature":0.5,"top_p":0.9,"seed":-1,"stop":["\n"],"max_completion_tokens":10,"max_tokens":3,
-		"presence_penalty":0.1,"frequency_penalty":-0.2,
+		"presence_penalty":0.1,"frequency_penalty":-0.2,"top_k":40,"min_p":0.05,"repeat_penalty":1.1,
 		"metadata":{"fidelity_floor":"2","joule_ceiling_uj":5000000}}`)
 	defer resp.Body.Close()
 	if resp.StatusCode != 200 {
@@ -70,7 +70,7 @@ func TestChatCompletion(t *testing.T) {
 		t.Errorf("messages = %+v", g.Messages)
 	}
 	if g.MaxTokens != 10 || *g.Temperature != 0.5 || *g.TopP != 0.9 || *g.Seed != ^uint64(0) || len(g.Stop) != 1 ||
-		g.PresencePenalty != 0.1 || g.FrequencyPenalty != -0.2 || *g.FidelityFloor != 2 || *g.JouleCeilingUJ != 5000000 {
+		g.PresencePenalty != 0.1 || g.FrequencyPenalty != -0.2 || g.TopK != 40 || g.MinP != 0.05 || g.RepeatPenalty != 1.1 || *g.FidelityFloor != 2 || *g.JouleCeilingUJ != 5000000 {
 		t.Errorf("generation = %+v", g)
 	}
 }
@@ -260,6 +260,11 @@ func TestErrors(t *testing.T) {
 		{"image part", "/v1/chat/completions", `{"model":"tiny","messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, nil, 400, "invalid_request", "image_url"},
 		{"n=2", "/v1/chat/completions", `{"model":"tiny","n":2,"messages":[{"role":"user","content":"x"}]}`, nil, 400, "invalid_request", "n must be 1"},
 		{"temperature", "/v1/chat/completions", `{"model":"tiny","temperature":3,"messages":[{"role":"user","content":"x"}]}`, nil, 400, "invalid_request", "temperature"},
+		{"top_k negative", "/v1/chat/completions", `{"model":"tiny","top_k":-1,"messages":[{"role":"user","content":"x"}]}`, nil, 400, "invalid_request", "top_k must be"},
+		{"top_k fraction", "/v1/chat/completions", `{"model":"tiny","top_k":4.5,"messages":[{"role":"user","content":"x"}]}`, nil, 400, "invalid_request", "top_k"},
+		{"min_p above one", "/v1/chat/completions", `{"model":"tiny","min_p":1.5,"messages":[{"role":"user","content":"x"}]}`, nil, 400, "invalid_request", "min_p must be"},
+		{"repeat_penalty negative", "/v1/chat/completions", `{"model":"tiny","repeat_penalty":-1,"messages":[{"role":"user","content":"x"}]}`, nil, 400, "invalid_request", "repeat_penalty must be"},
+		{"repeat_penalty huge", "/v1/chat/completions", `{"model":"tiny","repeat_penalty":1e9,"messages":[{"role":"user","content":"x"}]}`, nil, 400, "invalid_request", "repeat_penalty must be"},
 		{"max tokens 0", "/v1/chat/completions", `{"model":"tiny","max_tokens":0,"messages":[{"role":"user","content":"x"}]}`, nil, 400, "invalid_request", "at least 1"},
 		{"five stops", "/v1/chat/completions", `{"model":"tiny","stop":["a","b","c","d","e"],"messages":[{"role":"user","content":"x"}]}`, nil, 400, "invalid_request", "at most 4"},
 		{"fidelity floor", "/v1/chat/completions", `{"model":"tiny","metadata":{"fidelity_floor":"9"},"messages":[{"role":"user","content":"x"}]}`, nil, 400, "invalid_request", "F0..F4"},

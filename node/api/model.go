@@ -40,6 +40,11 @@ type Generation struct {
 	Stop             []string
 	PresencePenalty  float64
 	FrequencyPenalty float64
+	// TopK, MinP and RepeatPenalty are llama.cpp's; 0 is off, and so is a
+	// RepeatPenalty of 1.
+	TopK          int
+	MinP          float64
+	RepeatPenalty float64
 
 	// mesh/1 bounds from metadata.fidelity_floor and
 	// metadata.joule_ceiling_uj; nil means the node's default.

@@ -25,6 +25,11 @@ type sampling struct {
 	N                *int            `json:"n"`
 	Metadata         map[string]any  `json:"metadata"`
 	JCPPresentation  json.RawMessage `json:"jcp_presentation"`
+
+	// llama.cpp server's extensions, which its users send.
+	TopK          *int64   `json:"top_k"`
+	MinP          *float64 `json:"min_p"`
+	RepeatPenalty *float64 `json:"repeat_penalty"`
 }
 
 type streamOptions struct {
@@ -79,6 +84,24 @@ func (s *sampling) apply(g *Generation) error {
 		}
 		g.TopP = p
 	}
+	if k := s.TopK; k != nil {
+		if *k < 0 || *k > math.MaxInt32 {
+			return badRequest("top_k", "top_k must be a whole number from 0 (off) to %d, got %d", math.MaxInt32, *k)
+		}
+		g.TopK = int(*k)
+	}
+	if p := s.MinP; p != nil {
+		if math.IsNaN(*p) || *p < 0 || *p > 1 {
+			return badRequest("min_p", "min_p must be between 0 (off) and 1, got %v", *p)
+		}
+		g.MinP = *p
+	}
+	if r := s.RepeatPenalty; r != nil {
+		if math.IsNaN(*r) || *r < 0 || *r > maxRepeatPenalty {
+			return badRequest("repeat_penalty", "repeat_penalty must be between 0 and %v (0 and 1 are off), got %v", maxRepeatPenalty, *r)
+		}
+		g.RepeatPenalty = *r
+	}
 	for _, f := range []struct {
 		name string
 		v    *float64
@@ -126,6 +149,10 @@ func parseSeed(n json.Number) (uint64, error) {
 }
 
 const maxStops = 4
+
+// maxRepeatPenalty bounds repeat_penalty well past any useful value (1.1
+// to 1.5 are usual), so that its millionths fit the receipt.
+const maxRepeatPenalty = 10
 
 func parseStop(raw json.RawMessage) ([]string, error) {
 	raw = bytes.TrimSpace(raw)

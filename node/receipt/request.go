@@ -72,6 +72,10 @@ type Sampling struct {
 	// ×1e6; 0 is off.
 	PresencePenaltyE6  int32 `cbor:"presence_penalty_e6,omitempty" json:"presence_penalty_e6,omitempty"`
 	FrequencyPenaltyE6 int32 `cbor:"frequency_penalty_e6,omitempty" json:"frequency_penalty_e6,omitempty"`
+	// RepeatPenaltyE6 is llama.cpp's repeat_penalty ×1e6: the logit of
+	// each token already seen is divided by it (multiplied, if negative).
+	// 0 is off; 1e6, which changes nothing, is refused as non-canonical.
+	RepeatPenaltyE6 uint32 `cbor:"repeat_penalty_e6,omitempty" json:"repeat_penalty_e6,omitempty"`
 	// Seed fixes the sampler's randomness. A sampled request without one
 	// asks the engine for randomness the request does not fix, and its
 	// serve cannot be replayed (§6.4); the API should draw a seed and put
@@ -99,7 +103,7 @@ func PromptHash(prompt []byte) ContentID { return Sum(prompt) }
 // IsZero reports whether s asks for nothing beyond greedy decoding.
 func (s *Sampling) IsZero() bool {
 	return s == nil || s.TemperatureE6 == 0 && s.TopPE6 == 0 && s.TopK == 0 && s.MinPE6 == 0 &&
-		s.PresencePenaltyE6 == 0 && s.FrequencyPenaltyE6 == 0 && s.Seed == nil && len(s.Stop) == 0
+		s.PresencePenaltyE6 == 0 && s.FrequencyPenaltyE6 == 0 && s.RepeatPenaltyE6 == 0 && s.Seed == nil && len(s.Stop) == 0
 }
 
 // Unseeded reports whether s samples with randomness the request does not
@@ -130,6 +134,9 @@ func (r *ServeRequest) Validate() error {
 	if s := r.Sampling; s != nil {
 		if s.TopPE6 > e6 || s.MinPE6 > e6 {
 			return fmt.Errorf("%w: top_p_e6 and min_p_e6 are at most %d", ErrInvalid, e6)
+		}
+		if s.RepeatPenaltyE6 == e6 {
+			return fmt.Errorf("%w: repeat_penalty_e6 %d is no penalty; omit it", ErrInvalid, e6)
 		}
 		if len(s.Stop) > MaxStops {
 			return fmt.Errorf("%w: %d stop strings, at most %d", ErrInvalid, len(s.Stop), MaxStops)

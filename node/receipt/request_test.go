@@ -81,6 +81,7 @@ func TestRequestIdentity(t *testing.T) {
 		{"min_p", func(r *ServeRequest) { r.Sampling = &Sampling{MinPE6: 50_000} }},
 		{"presence", func(r *ServeRequest) { r.Sampling = &Sampling{PresencePenaltyE6: -500_000} }},
 		{"frequency", func(r *ServeRequest) { r.Sampling = &Sampling{FrequencyPenaltyE6: 1} }},
+		{"repeat", func(r *ServeRequest) { r.Sampling = &Sampling{RepeatPenaltyE6: 1_100_000} }},
 		{"seed zero", func(r *ServeRequest) { r.Sampling = &Sampling{Seed: ptr(uint64(0))} }},
 		{"stop", func(r *ServeRequest) { r.Sampling = &Sampling{Stop: []string{"\n\n"}} }},
 	}
@@ -107,6 +108,7 @@ func TestRequestValidate(t *testing.T) {
 		{"schema beyond prompt", func(r *ServeRequest) { r.Decision = &Decision{Questions: 1, OptionsScored: 2, SchemaTokens: 26} }},
 		{"top_p above one", func(r *ServeRequest) { r.Sampling = &Sampling{TopPE6: 1_000_001} }},
 		{"min_p above one", func(r *ServeRequest) { r.Sampling = &Sampling{MinPE6: 1_000_001} }},
+		{"repeat penalty of one", func(r *ServeRequest) { r.Sampling = &Sampling{RepeatPenaltyE6: 1_000_000} }},
 		{"too many stops", func(r *ServeRequest) { r.Sampling = &Sampling{Stop: make([]string, MaxStops+1)} }},
 		{"empty stop", func(r *ServeRequest) { r.Sampling = &Sampling{Stop: []string{""}} }},
 		{"long stop", func(r *ServeRequest) { r.Sampling = &Sampling{Stop: []string{strings.Repeat("x", MaxStopBytes+1)}} }},

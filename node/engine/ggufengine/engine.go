@@ -243,6 +243,7 @@ func samplingParams(s *receipt.Sampling) (sample.Params, []string, error) {
 		MinP:             float64(s.MinPE6) / e6,
 		FrequencyPenalty: float64(s.FrequencyPenaltyE6) / e6,
 		PresencePenalty:  float64(s.PresencePenaltyE6) / e6,
+		RepeatPenalty:    float64(s.RepeatPenaltyE6) / e6,
 	}
 	switch {
 	case s.Seed != nil:

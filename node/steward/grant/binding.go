@@ -30,6 +30,10 @@ const DefaultGrantedMaxTokens = 256
 // MaxBody bounds a body the derivation reads.
 const MaxBody = 8 << 20
 
+// MaxRepeatPenalty is the largest repeat_penalty a body may ask for, the
+// node's API's bound.
+const MaxRepeatPenalty = 10
+
 // ErrNoCeiling: a granted body must name metadata.joule_ceiling_uj (§2.3).
 var ErrNoCeiling = fmt.Errorf("%w: a granted request must name metadata.joule_ceiling_uj", ErrMalformed)
 
@@ -49,6 +53,9 @@ type grantedBody struct {
 	Stop                json.RawMessage            `json:"stop"`
 	PresencePenalty     *float64                   `json:"presence_penalty"`
 	FrequencyPenalty    *float64                   `json:"frequency_penalty"`
+	TopK                *int64                     `json:"top_k"`
+	MinP                *float64                   `json:"min_p"`
+	RepeatPenalty       *float64                   `json:"repeat_penalty"`
 	Metadata            map[string]json.RawMessage `json:"metadata"`
 }
 
@@ -75,8 +82,9 @@ type message struct {
 //   - fidelity_floor: metadata.fidelity_floor, else F0.
 //   - joule_ceiling_uj: metadata.joule_ceiling_uj, required.
 //   - sampling: as the node builds it, except that no seed is drawn: a
-//     temperature above 0 (in millionths) with top_p below 1 and seed when
-//     given; presence and frequency penalties; stop strings.
+//     temperature above 0 (in millionths) with top_p below 1, top_k, min_p
+//     and seed when given; presence, frequency and repeat penalties (a
+//     repeat penalty of 1 is none); stop strings.
 //
 // Metadata values are strings or numbers, as the binding accepts them.
 func GrantedServeRequest(body []byte) (receipt.ServeRequest, error) {
@@ -302,6 +310,13 @@ func (b *grantedBody) sampling() (*receipt.Sampling, error) {
 		return nil, err
 	}
 	sp.PresencePenaltyE6, sp.FrequencyPenaltyE6 = int32(pp), int32(fp)
+	rp, err := e6("repeat_penalty", b.RepeatPenalty, 0, MaxRepeatPenalty)
+	if err != nil {
+		return nil, err
+	}
+	if rp != 1e6 {
+		sp.RepeatPenaltyE6 = uint32(rp)
+	}
 	if sp.Stop, err = stops(b.Stop); err != nil {
 		return nil, err
 	}
@@ -319,6 +334,17 @@ func (b *grantedBody) sampling() (*receipt.Sampling, error) {
 				sp.TopPE6 = uint32(math.Round(*b.TopP * 1e6))
 			}
 		}
+		if k := b.TopK; k != nil {
+			if *k < 0 || *k > math.MaxInt32 {
+				return nil, fmt.Errorf("%w: top_k must be between 0 and %d", ErrMalformed, math.MaxInt32)
+			}
+			sp.TopK = uint32(*k)
+		}
+		mp, err := e6("min_p", b.MinP, 0, 1)
+		if err != nil {
+			return nil, err
+		}
+		sp.MinPE6 = uint32(mp)
 		if b.Seed != nil {
 			seed, err := parseSeed(*b.Seed)
 			if err != nil {

@@ -54,11 +54,21 @@ func TestGrantedServeRequest(t *testing.T) {
 	// Sampling as the node builds it, with no seed drawn; the presentation
 	// and unknown fields do not enter.
 	s := derive(t, `{"prompt":"x","temperature":0.7,"top_p":0.9,"seed":-1,"stop":["","END"],"presence_penalty":0.5,
+		"top_k":40,"min_p":0.05,"repeat_penalty":1.1,
 		"jcp_presentation":{"anything":1},"user":"u","metadata":{"joule_ceiling_uj":1}}`)
 	seed := ^uint64(0)
 	if sp := s.Sampling; sp == nil || sp.TemperatureE6 != 700_000 || sp.TopPE6 != 900_000 || sp.Seed == nil || *sp.Seed != seed ||
-		len(sp.Stop) != 1 || sp.Stop[0] != "END" || sp.PresencePenaltyE6 != 500_000 {
+		len(sp.Stop) != 1 || sp.Stop[0] != "END" || sp.PresencePenaltyE6 != 500_000 ||
+		sp.TopK != 40 || sp.MinPE6 != 50_000 || sp.RepeatPenaltyE6 != 1_100_000 {
 		t.Fatalf("sampling %+v", s.Sampling)
+	}
+	// A repeat penalty of 1 is none; greedy drops the truncations but not
+	// the penalty, which changes a greedy answer too.
+	if r := derive(t, `{"prompt":"x","repeat_penalty":1,"top_k":3,"min_p":0.5,"metadata":{"joule_ceiling_uj":1}}`); r.Sampling != nil {
+		t.Fatalf("no-op options carry sampling %+v", r.Sampling)
+	}
+	if r := derive(t, `{"prompt":"x","repeat_penalty":1.3,"metadata":{"joule_ceiling_uj":1}}`); r.Sampling == nil || r.Sampling.RepeatPenaltyE6 != 1_300_000 {
+		t.Fatalf("greedy with a repeat penalty: sampling %+v", r.Sampling)
 	}
 	if r := derive(t, `{"prompt":"x","temperature":0.7,"metadata":{"joule_ceiling_uj":1}}`); r.Sampling.Seed != nil {
 		t.Fatal("the derivation drew a seed")
@@ -83,6 +93,9 @@ func TestGrantedServeRequestRefuses(t *testing.T) {
 		"image part":            `{"messages":[{"role":"user","content":[{"type":"image_url"}]}],"metadata":{"joule_ceiling_uj":1}}`,
 		"zero max_tokens":       `{"prompt":"x","max_tokens":0,"metadata":{"joule_ceiling_uj":1}}`,
 		"temperature above 2":   `{"prompt":"x","temperature":3,"metadata":{"joule_ceiling_uj":1}}`,
+		"negative top_k":        `{"prompt":"x","temperature":1,"top_k":-1,"metadata":{"joule_ceiling_uj":1}}`,
+		"min_p above 1":         `{"prompt":"x","temperature":1,"min_p":2,"metadata":{"joule_ceiling_uj":1}}`,
+		"repeat_penalty above":  `{"prompt":"x","repeat_penalty":11,"metadata":{"joule_ceiling_uj":1}}`,
 		"not JSON":              `{"prompt":`,
 		"trailing data":         `{"prompt":"x","metadata":{"joule_ceiling_uj":1}} {}`,
 		"responses typed items": `{"input":[{"type":"function_call","role":"user"}],"metadata":{"joule_ceiling_uj":1}}`,

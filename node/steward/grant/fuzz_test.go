@@ -62,6 +62,7 @@ func FuzzGrantedServeRequest(f *testing.F) {
 		`{"messages":[{"role":"user","content":"hi"}],"max_tokens":4,"metadata":{"joule_ceiling_uj":"9000"}}`,
 		`{"input":"x","instructions":"y","temperature":1,"seed":2,"stop":"z","metadata":{"joule_ceiling_uj":1,"fidelity_floor":3}}`,
 		`{"prompt":["a"],"top_p":0.5,"metadata":{"joule_ceiling_uj":1,"prompt_tokens":"2"}}`,
+		`{"prompt":"a","temperature":0.8,"top_k":40,"min_p":0.05,"repeat_penalty":1.1,"metadata":{"joule_ceiling_uj":1}}`,
 	} {
 		f.Add([]byte(s))
 	}

@@ -1,0 +1,78 @@
+package node
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/meshnode/meshnode/node/api"
+)
+
+// TestSamplingOptions: llama.cpp's top_k, min_p and repeat_penalty reach
+// the sampler through the API and are part of the request a receipt
+// seals: a sampled answer cut to one candidate by top_k 1 or min_p 1 is
+// the greedy answer whatever its seed; a repeat penalty changes the
+// greedy answer, and its receipt replays only with the penalty shown.
+func TestSamplingOptions(t *testing.T) {
+	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
+	n, _ := startNode(t, Config{})
+	complete := func(extra string) (string, json.RawMessage) {
+		t.Helper()
+		body := `{"model":"` + fortunesModel + `","max_tokens":32,"prompt":"A man walks into a bar"` + extra + `}`
+		resp := post(t, n, "/v1/completions", body)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var answer struct {
+			Choices []struct {
+				Text string `json:"text"`
+			} `json:"choices"`
+			Usage struct {
+				Energy json.RawMessage `json:"energy"`
+			} `json:"usage"`
+		}
+		if err := json.Unmarshal(b, &answer); resp.StatusCode != http.StatusOK || err != nil || len(answer.Choices) != 1 {
+			t.Fatalf("%s: %d %s", body, resp.StatusCode, b)
+		}
+		return answer.Choices[0].Text, answer.Usage.Energy
+	}
+	greedy, _ := complete("")
+	for _, extra := range []string{
+		`,"temperature":1.5,"seed":7,"top_k":1`,
+		`,"temperature":1.5,"seed":8,"min_p":1`,
+	} {
+		if got, _ := complete(extra); got != greedy {
+			t.Errorf("%s: %q, want the greedy answer %q", extra, got, greedy)
+		}
+	}
+	if got, _ := complete(`,"temperature":1.5,"seed":7`); got == greedy {
+		t.Fatalf("a sample at temperature 1.5 gave the greedy answer; the top_k and min_p checks above prove nothing")
+	}
+
+	const penalty = `,"repeat_penalty":1.5`
+	penalised, energy := complete(penalty)
+	if penalised == greedy {
+		t.Fatalf("repeat_penalty 1.5 left the greedy answer as it was: %q", greedy)
+	}
+	if again, _ := complete(penalty); again != penalised {
+		t.Fatalf("a greedy answer with a repeat penalty is not deterministic: %q, then %q", penalised, again)
+	}
+	if one, _ := complete(`,"repeat_penalty":1`); one != greedy {
+		t.Fatalf("repeat_penalty 1 (off) changed the answer: %q, want %q", one, greedy)
+	}
+	request := `{"model":"` + fortunesModel + `","max_tokens":32,"prompt":"A man walks into a bar"`
+	for _, tc := range []struct {
+		name, request, verdict string
+	}{
+		{"with the penalty", request + penalty + `}`, api.VerdictVerified},
+		{"without it", request + `}`, api.VerdictNotReplayable},
+		{"with another", request + `,"repeat_penalty":1.4}`, api.VerdictNotReplayable},
+	} {
+		body, _ := json.Marshal(map[string]any{"request": json.RawMessage(tc.request), "energy": energy})
+		status, res, raw := replayRaw(t, n, string(body))
+		if status != http.StatusOK || res.Verdict != tc.verdict || (tc.verdict != api.VerdictVerified && !strings.Contains(res.Reason, "not the receipt's")) {
+			t.Errorf("replay %s: %d %s, want %s", tc.name, status, raw, tc.verdict)
+		}
+	}
+}
