@@ -20,8 +20,9 @@ import (
 // sent, the usage.energy it got): a greedy or seeded one verifies and
 // comes with a disclosure that opens the receipt, and so does a sampled
 // one whose seed the node drew and handed back in usage.energy.seed;
-// another request, or that one without its seed, is not replayable; a body that
-// holds no request or no receipt is a 400, another node's receipt a 404.
+// another request, or that one without its seed, is not replayable; a
+// body that holds no request or no receipt is a 400, another node's
+// receipt a 404.
 func TestReplayEndToEnd(t *testing.T) {
 	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
 	n, _ := startNode(t, Config{})
