@@ -86,13 +86,8 @@ func (s *Steward) RecordChange(backend string, e change.Entry) (*change.Sealed, 
 	if s.durable == nil {
 		return nil, ErrNoJournal
 	}
-	var b *Backend
-	for _, r := range s.Backends() {
-		if r.Name == backend {
-			b = &r
-		}
-	}
-	if b == nil {
+	b, ok := s.backend(backend)
+	if !ok {
 		return nil, fmt.Errorf("steward: no backend %q", backend)
 	}
 	s.mu.Lock()

@@ -56,19 +56,13 @@ func (s *Steward) ReplayReceipt(ctx context.Context, r *receipt.Receipt, req rec
 	if r.Steward != s.DID() {
 		return receipt.Verdict{}, nil, fmt.Errorf("steward: replay: the receipt was sealed by %s, not this steward", r.Steward)
 	}
-	var b *Backend
-	for _, c := range s.Backends() {
-		if c.Name == r.Backend {
-			b = &c
-			break
-		}
-	}
-	if b == nil {
+	b, ok := s.backend(r.Backend)
+	if !ok {
 		return receipt.Verdict{Kind: receipt.NotReplayable,
 			Reason: fmt.Sprintf("backend %s is not registered on this node now", r.Backend)}, nil, nil
 	}
 	in := receipt.Replay{Request: req, Prompt: prompt, Opening: s.sealer.Opening(r.RequestID, r.Nonce), Disclosed: disclosed}
-	v, out, err := replay(ctx, *b, r, in)
+	v, out, err := replay(ctx, b, r, in)
 	if err != nil || v.Kind != receipt.Verified {
 		return v, nil, err
 	}

@@ -159,6 +159,18 @@ func (s *Steward) Backends() []Backend {
 	return append([]Backend(nil), s.backends...)
 }
 
+// backend is the registered backend called name.
+func (s *Steward) backend(name string) (Backend, bool) {
+	s.bmu.RLock()
+	defer s.bmu.RUnlock()
+	for _, b := range s.backends {
+		if b.Name == name {
+			return b, true
+		}
+	}
+	return Backend{}, false
+}
+
 // checkBackend refuses a backend that could not be routed to or named on
 // a receipt, or whose name is taken.
 func checkBackend(b Backend, registered []Backend) error {
