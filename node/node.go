@@ -243,23 +243,21 @@ func (n *Node) Serve(ctx context.Context) (err error) {
 	var terr error
 	select {
 	case <-ctx.Done():
-		n.log.Info("shutting down: finishing requests in flight", "drain_timeout", drain)
-	case err = <-apiDone: // the listener failed
+	case err = <-apiDone:
 		apiEnded = true
 	case terr = <-tunnelDone:
 		tunnelEnded = true
-		if ctx.Err() != nil {
-			// ctx ended and the tunnel API, stopping for it, won the
-			// select: a shutdown, not a failure.
-			n.log.Info("shutting down: finishing requests in flight", "drain_timeout", drain)
-			if terr != nil && !errors.Is(terr, net.ErrClosed) {
-				n.log.Error("mesh tunnel api stopped", "err", terr)
-			}
-			break
-		}
+	}
+	switch {
+	case ctx.Err() != nil:
+		// A shutdown, whichever won the select: an API server that
+		// stopped did so for ctx's end.
+		n.log.Info("shutting down: finishing requests in flight", "drain_timeout", drain)
+	case tunnelEnded:
 		// Without it every tunnel to this node is refused: stop, so that
 		// the service manager restarts the whole node.
 		err = fmt.Errorf("the mesh tunnel API stopped: %v", cmp.Or(terr, errors.New("no error given")))
+		terr = nil // said in err
 	}
 	stopAll()
 	<-apiLn.closed
@@ -275,9 +273,10 @@ func (n *Node) Serve(ctx context.Context) (err error) {
 		}
 	}
 	if !tunnelEnded {
-		if terr = <-tunnelDone; terr != nil && !errors.Is(terr, net.ErrClosed) {
-			n.log.Error("mesh tunnel api stopped", "err", terr)
-		}
+		terr = <-tunnelDone
+	}
+	if terr != nil && !errors.Is(terr, net.ErrClosed) {
+		n.log.Error("mesh tunnel api stopped", "err", terr)
 	}
 	stopLate()
 	wg.Wait()

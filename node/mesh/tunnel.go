@@ -177,12 +177,8 @@ func (n *Node) releaseTunnel(peer identity.EndpointID) {
 // response to its end (the API closes idle connections as it stops).
 func (n *Node) flushTunnels() {
 	n.mu.Lock()
-	open := 0
-	for _, k := range n.tunnelsOf {
-		open += k
-	}
 	var idle chan struct{}
-	if open > 0 {
+	if len(n.tunnelsOf) > 0 {
 		idle = make(chan struct{})
 		n.tunnelsIdle = idle
 	}
@@ -195,7 +191,7 @@ func (n *Node) flushTunnels() {
 	select {
 	case <-idle:
 	case <-t.C:
-		n.log.Info("mesh: closing tunnels still open at shutdown", "tunnels", open, "after", n.cfg.Timeouts.TunnelFlush)
+		n.log.Info("mesh: closing tunnels still open at shutdown", "tunnels", len(n.tunnels), "after", n.cfg.Timeouts.TunnelFlush)
 	}
 }
 

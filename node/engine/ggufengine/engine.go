@@ -81,7 +81,7 @@ type Generation struct {
 
 // Generate is Serve for a caller outside the steward (meshnode run): no
 // signed request, so it takes sampler parameters no request carries (the
-// repeat penalty and its window). Prompts and parameters are checked as
+// penalties' window). Prompts and parameters are checked as
 // Serve checks them, and refused with engine.ErrRefused.
 func (e *Engine) Generate(ctx context.Context, prompt []uint32, g Generation, emit func(uint32) error) (engine.Outcome, error) {
 	if err := e.checkPrompt(prompt); err != nil {
