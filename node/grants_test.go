@@ -23,15 +23,7 @@ func TestGrantedServeAndRestart(t *testing.T) {
 	dir := t.TempDir()
 	n, stop := startNode(t, Config{StateDir: dir})
 
-	caller, err := identity.GenerateKey(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	chain, err := grant.Issue(grant.Issuance{Issuer: caller, Subject: n.steward.DID(), BudgetUJ: 10_000_000,
-		Expiry: time.Now().Add(time.Hour)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	caller, chain := issueGrant(t, n)
 	body := []byte(`{"model":"mesh-reference","max_tokens":4,"messages":[{"role":"user","content":"hi"}],
 		"metadata":{"joule_ceiling_uj":"1000000"}}`)
 	presented, _, err := grant.PresentBody(body, chain, caller, nil)
@@ -111,16 +103,8 @@ func TestGrantedRefusals(t *testing.T) {
 	}
 
 	n, stop := startNode(t, Config{StateDir: dir})
-	caller, err := identity.GenerateKey(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	caller, chain := issueGrant(t, n)
 	stranger, err := identity.GenerateKey(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	chain, err := grant.Issue(grant.Issuance{Issuer: caller, Subject: n.steward.DID(), BudgetUJ: 10_000_000,
-		Expiry: time.Now().Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,4 +193,20 @@ func TestGrantedRefusals(t *testing.T) {
 	if status, b := answer(n, "/v1/chat/completions", body); status != http.StatusOK {
 		t.Fatalf("ungranted request after the 409: %d %s, want 200", status, b)
 	}
+}
+
+// issueGrant makes a caller and a grant of 10 J it issues to n's steward,
+// for an hour.
+func issueGrant(t *testing.T, n *Node) (*identity.Key, grant.Chain) {
+	t.Helper()
+	caller, err := identity.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain, err := grant.Issue(grant.Issuance{Issuer: caller, Subject: n.steward.DID(), BudgetUJ: 10_000_000,
+		Expiry: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return caller, chain
 }

@@ -106,6 +106,32 @@ func post(t *testing.T, n *Node, path, body string) *http.Response {
 	return resp
 }
 
+// generate posts a non-streamed generation to n's path and returns its
+// one choice's text (a completion's, or a chat answer's content) and its
+// usage.energy; anything but a 200 with both fails the test.
+func generate(t *testing.T, n *Node, path, body string) (string, json.RawMessage) {
+	t.Helper()
+	resp := post(t, n, path, body)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var answer struct {
+		Choices []struct {
+			Text    string `json:"text"`
+			Message struct {
+				Content string `json:"content"`
+			} `json:"message"`
+		} `json:"choices"`
+		Usage struct {
+			Energy json.RawMessage `json:"energy"`
+		} `json:"usage"`
+	}
+	if err := json.Unmarshal(b, &answer); resp.StatusCode != http.StatusOK || err != nil || len(answer.Choices) != 1 || len(answer.Usage.Energy) == 0 {
+		t.Fatalf("%s %s: %d %s", path, body, resp.StatusCode, b)
+	}
+	c := answer.Choices[0]
+	return c.Text + c.Message.Content, answer.Usage.Energy
+}
+
 // TestReferenceServeWithReceipt: with no model and no built-in model file,
 // the node serves mesh-reference, and the receipt in usage.energy verifies
 // under the node's key, chains, and is held by the witness endpoint.

@@ -29,18 +29,8 @@ func TestReplayEndToEnd(t *testing.T) {
 
 	serve := func(path, body string) json.RawMessage {
 		t.Helper()
-		resp := post(t, n, path, body)
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		var answer struct {
-			Usage struct {
-				Energy json.RawMessage `json:"energy"`
-			} `json:"usage"`
-		}
-		if err := json.Unmarshal(b, &answer); resp.StatusCode != http.StatusOK || err != nil || len(answer.Usage.Energy) == 0 {
-			t.Fatalf("serve: %d %s", resp.StatusCode, b)
-		}
-		return answer.Usage.Energy
+		_, energy := generate(t, n, path, body)
+		return energy
 	}
 	replay := func(request string, energy json.RawMessage) (int, api.ReplayResult, string) {
 		t.Helper()

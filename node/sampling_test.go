@@ -2,7 +2,6 @@ package node
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -20,22 +19,7 @@ func TestSamplingOptions(t *testing.T) {
 	n, _ := startNode(t, Config{})
 	complete := func(extra string) (string, json.RawMessage) {
 		t.Helper()
-		body := `{"model":"` + fortunesModel + `","max_tokens":32,"prompt":"A man walks into a bar"` + extra + `}`
-		resp := post(t, n, "/v1/completions", body)
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		var answer struct {
-			Choices []struct {
-				Text string `json:"text"`
-			} `json:"choices"`
-			Usage struct {
-				Energy json.RawMessage `json:"energy"`
-			} `json:"usage"`
-		}
-		if err := json.Unmarshal(b, &answer); resp.StatusCode != http.StatusOK || err != nil || len(answer.Choices) != 1 {
-			t.Fatalf("%s: %d %s", body, resp.StatusCode, b)
-		}
-		return answer.Choices[0].Text, answer.Usage.Energy
+		return generate(t, n, "/v1/completions", `{"model":"`+fortunesModel+`","max_tokens":32,"prompt":"A man walks into a bar"`+extra+`}`)
 	}
 	greedy, _ := complete("")
 	for _, extra := range []string{

@@ -319,11 +319,7 @@ func TestShutdownFlushesTunnels(t *testing.T) {
 	cfg := fastConfig()
 	cfg.HTTPTarget = ln.Addr().String()
 	cfg.Timeouts.TunnelFlush = 5 * time.Second
-	host := start(t, cfg)
-	client := start(t, fastConfig())
-	if _, err := client.Dial(t.Context(), host.EndpointAddr()); err != nil {
-		t.Fatal(err)
-	}
+	client, host := startHost(t, cfg)
 	resp, err := tunnelClient(client.Node, host.ID()).Get("http://mesh/large")
 	if err != nil {
 		t.Fatal(err)

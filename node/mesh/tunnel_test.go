@@ -83,6 +83,12 @@ func hostPair(t *testing.T) (client, host *testNode) {
 	srv := testServer(t)
 	cfg := fastConfig()
 	cfg.HTTPTarget = srv.Listener.Addr().String()
+	return startHost(t, cfg)
+}
+
+// startHost starts a host with cfg and a client node joined to it.
+func startHost(t *testing.T, cfg Config) (client, host *testNode) {
+	t.Helper()
 	host = start(t, cfg)
 	client = start(t, fastConfig())
 	if _, err := client.Dial(t.Context(), host.EndpointAddr()); err != nil {
@@ -180,11 +186,7 @@ func TestTunnelToAnnouncedPort(t *testing.T) {
 	port := srv.Listener.Addr().(*net.TCPAddr).Port
 	cfg := fastConfig()
 	cfg.Self = hostSelf(uint32(port), "m")
-	host := start(t, cfg)
-	client := start(t, fastConfig())
-	if _, err := client.Dial(t.Context(), host.EndpointAddr()); err != nil {
-		t.Fatal(err)
-	}
+	client, host := startHost(t, cfg)
 	hc := tunnelClient(client.Node, host.ID())
 	defer hc.CloseIdleConnections()
 	resp, err := hc.Get("http://mesh/ping")
@@ -218,11 +220,7 @@ func TestTunnelIdleTimeout(t *testing.T) {
 	cfg := fastConfig()
 	cfg.HTTPTarget = ln.Addr().String()
 	cfg.Timeouts.TunnelIdle = 200 * time.Millisecond
-	host := start(t, cfg)
-	client := start(t, fastConfig())
-	if _, err := client.Dial(t.Context(), host.EndpointAddr()); err != nil {
-		t.Fatal(err)
-	}
+	client, host := startHost(t, cfg)
 	c, err := client.DialHTTP(t.Context(), host.ID())
 	if err != nil {
 		t.Fatal(err)
@@ -302,11 +300,7 @@ func TestStalledTunnelsKeepGossip(t *testing.T) {
 	target, accepted := silentTarget(t)
 	cfg := fastConfig()
 	cfg.HTTPTarget = target
-	host := start(t, cfg)
-	client := start(t, fastConfig())
-	if _, err := client.Dial(t.Context(), host.EndpointAddr()); err != nil {
-		t.Fatal(err)
-	}
+	client, host := startHost(t, cfg)
 	open, relayed := tunnelOpener(t, client, host, accepted)
 	var wg sync.WaitGroup
 	stalled := make(chan error, 3)
@@ -354,11 +348,7 @@ func TestTunnelLimit(t *testing.T) {
 	cfg.HTTPTarget = target
 	cfg.Limits.MaxTunnels = 2
 	cfg.Limits.MaxTunnelsPerPeer = 2
-	host := start(t, cfg)
-	client := start(t, fastConfig())
-	if _, err := client.Dial(t.Context(), host.EndpointAddr()); err != nil {
-		t.Fatal(err)
-	}
+	client, host := startHost(t, cfg)
 	open, relayed := tunnelOpener(t, client, host, accepted)
 	first := open()
 	firstTarget := relayed()
@@ -411,11 +401,7 @@ func TestTunnelsLeaveStreamsForGossip(t *testing.T) {
 	cfg := fastConfig()
 	cfg.HTTPTarget = target
 	cfg.Limits.MaxIncomingStreams = 8
-	host := start(t, cfg)
-	client := start(t, fastConfig())
-	if _, err := client.Dial(t.Context(), host.EndpointAddr()); err != nil {
-		t.Fatal(err)
-	}
+	client, host := startHost(t, cfg)
 	open, _ := tunnelOpener(t, client, host, accepted)
 	for range cfg.Limits.MaxIncomingStreams {
 		c := open()
