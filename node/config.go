@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
+	"math"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -36,8 +40,12 @@ type Config struct {
 	LANOnly   bool     `toml:"lan_only"`
 	MeshID    string   `toml:"mesh_id"`
 	APIKey    string   `toml:"api_key"`
-	LogLevel  string   `toml:"log_level"`
-	LogFormat string   `toml:"log_format"`
+	// APIKeyFile holds the API key (its first line), so that the key is
+	// in neither the command line (which ps shows every local user) nor
+	// the config file.
+	APIKeyFile string `toml:"api_key_file"`
+	LogLevel   string `toml:"log_level"`
+	LogFormat  string `toml:"log_format"`
 	// DrainTimeout bounds how long shutdown waits for in-flight requests.
 	DrainTimeout Duration `toml:"drain_timeout"`
 
@@ -69,6 +77,13 @@ type APIConfig struct {
 	QueueDepth   int   `toml:"queue_depth"`
 	// MaxTokens is the default output ceiling when a request names none.
 	MaxTokens int `toml:"max_tokens"`
+	// AllowedHosts are names, besides IP addresses, localhost and the
+	// machine's hostname, that requests may carry in Host: the API refuses
+	// others so that a web page cannot reach it by rebinding its DNS name.
+	AllowedHosts []string `toml:"allowed_hosts"`
+	// AllowedOrigins are web origins ("http://localhost:3000") whose
+	// pages may use the API (with CORS); pages on other origins are refused.
+	AllowedOrigins []string `toml:"allowed_origins"`
 }
 
 // ControlConfig is owner control (docs/control.md).
@@ -157,12 +172,90 @@ func LoadConfigFiles(path, stateDir string) (Config, error) {
 		stateDir = DefaultStateDir()
 	}
 	staged := OwnerConfigPath(stateDir)
-	if _, err := os.Stat(staged); err == nil {
-		if err := OverlayConfig(&c, staged); err != nil {
-			return c, err
-		}
+	b, err := os.ReadFile(staged)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return c, nil
+	case err != nil:
+		return c, fmt.Errorf("config: %w", err)
+	}
+	// A file staged before owner control checked what it stages, or put
+	// there by hand, is held to the same rules.
+	if err := CheckStagedConfig(b); err != nil {
+		return c, fmt.Errorf("config %s: %w (remove the key, or the file to drop every staged change)", staged, err)
+	}
+	if err := decodeConfig(&c, b); err != nil {
+		return c, fmt.Errorf("config %s: %w", staged, err)
 	}
 	return c, nil
+}
+
+// Staged is c with the config owner control stages (config_toml) read
+// over it and resolved, as the node would start with it; an error says
+// why the node would refuse to start, or why owner control may not stage
+// it.
+func (c *Config) Staged(toml []byte) (Config, error) {
+	if err := CheckStagedConfig(toml); err != nil {
+		return Config{}, err
+	}
+	next := *c
+	next.Models, next.Model, next.Join = slices.Clone(c.Models), slices.Clone(c.Model), slices.Clone(c.Join)
+	next.Control.OwnerKeys = slices.Clone(c.Control.OwnerKeys)
+	if err := decodeConfig(&next, toml); err != nil {
+		return Config{}, err
+	}
+	return next, next.Resolve()
+}
+
+// ErrNotStageable marks a key owner control may not stage.
+var ErrNotStageable = errors.New("owner control may not change this")
+
+// CheckStagedConfig checks a config that owner control stages for the
+// node's next start (config_toml). It may not move the state dir (the
+// node's identity, journal and credentials), the models dir (the only
+// files owner control may load), or change who controls the node
+// (control.owner_keys, control.ownership); and the models it names must
+// be files in the models dir, by name, not paths. Values are checked
+// against their bounds by Resolve when the node starts, and by the
+// node's validation before it stages them.
+func CheckStagedConfig(b []byte) error {
+	var c Config
+	md, err := toml.NewDecoder(bytes.NewReader(b)).Decode(&c)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, key := range [][]string{{"state_dir"}, {"models_dir"}, {"control", "owner_keys"}, {"control", "ownership"}} {
+		if md.IsDefined(key...) {
+			errs = append(errs, fmt.Errorf("%s: %w", strings.Join(key, "."), ErrNotStageable))
+		}
+	}
+	for i, m := range c.Models {
+		if !IsModelName(m) {
+			errs = append(errs, fmt.Errorf("models[%d] %q: name a file in the models dir, not a path: %w", i, m, ErrNotStageable))
+		}
+	}
+	for i, m := range c.Model {
+		if !IsModelName(m.Path) {
+			errs = append(errs, fmt.Errorf("model[%d].path %q: name a file in the models dir, not a path: %w", i, m.Path, ErrNotStageable))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// IsModelName reports whether s names a file in the models dir by its
+// name alone: no directory, no parent, nothing hidden, no control
+// characters.
+func IsModelName(s string) bool {
+	if s == "" || len(s) > 255 || s[0] == '.' || strings.ContainsAny(s, `/\`) {
+		return false
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // OverlayConfig reads the TOML file at path over c: the keys the file sets
@@ -290,8 +383,23 @@ func (c *Config) Resolve() error {
 	if _, err := ParseLogLevel(c.LogLevel); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, c.checkBounds()...)
 	if c.Steward.FidelityFloor > 4 {
 		errs = append(errs, fmt.Errorf("steward.fidelity_floor %d: want 0…4", c.Steward.FidelityFloor))
+	}
+	if c.APIKeyFile != "" {
+		if c.APIKey != "" {
+			errs = append(errs, errors.New("api_key and api_key_file are both set: keep one"))
+		} else if k, err := readKeyFile(c.APIKeyFile); err != nil {
+			errs = append(errs, err)
+		} else {
+			c.APIKey = k
+		}
+	}
+	for _, o := range c.API.AllowedOrigins {
+		if u, err := url.Parse(o); o != "*" && (err != nil || u.Scheme == "" || u.Host == "" || u.Path != "" && u.Path != "/") {
+			errs = append(errs, fmt.Errorf("api.allowed_origins %q: want an origin such as http://localhost:3000, or *", o))
+		}
 	}
 	host, _, err := net.SplitHostPort(c.HTTPAddr)
 	if err != nil {
@@ -319,6 +427,77 @@ func (c *Config) Resolve() error {
 		return fmt.Errorf("config: %w", errors.Join(errs...))
 	}
 	return nil
+}
+
+// Bounds on values, so that no config — a typo, or one staged through
+// owner control — can set the node up to exhaust its machine.
+const (
+	MaxBodyBytesLimit = 64 << 20
+	MaxConcurrency    = 256
+	MaxQueueDepth     = 4096
+	MaxOutputTokens   = 1 << 20
+	MaxContext        = 1 << 24
+	MaxThreads        = 1024
+	MaxTimeout        = time.Hour
+	MaxEstimatorWatts = 10_000
+	MaxJoin           = 64
+)
+
+func (c *Config) checkBounds() []error {
+	var errs []error
+	between := func(name string, v, lo, hi int64) {
+		if v < lo || v > hi {
+			errs = append(errs, fmt.Errorf("%s %d: want %d…%d", name, v, lo, hi))
+		}
+	}
+	between("api.max_body_bytes", c.API.MaxBodyBytes, 0, MaxBodyBytesLimit)
+	between("api.concurrency", int64(c.API.Concurrency), 0, MaxConcurrency)
+	between("api.queue_depth", int64(c.API.QueueDepth), -1, MaxQueueDepth)
+	between("api.max_tokens", int64(c.API.MaxTokens), 0, MaxOutputTokens)
+	for i, m := range c.Model {
+		between(fmt.Sprintf("model %d: context", i+1), int64(m.Context), 0, MaxContext)
+		between(fmt.Sprintf("model %d: threads", i+1), int64(m.Threads), 0, MaxThreads)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"drain_timeout", c.DrainTimeout.Duration},
+		{"control.drain_timeout", c.Control.DrainTimeout.Duration},
+		{"control.drain_timeout_max", c.Control.DrainTimeoutMax.Duration},
+	} {
+		if d.v > MaxTimeout {
+			errs = append(errs, fmt.Errorf("%s %v: want at most %v", d.name, d.v, MaxTimeout))
+		}
+	}
+	if w := c.Energy.EstimatorWatts; math.IsNaN(w) || w < 0 || w > MaxEstimatorWatts {
+		errs = append(errs, fmt.Errorf("energy.estimator_watts %v: want 0…%d", w, MaxEstimatorWatts))
+	}
+	if len(c.Join) > MaxJoin {
+		errs = append(errs, fmt.Errorf("join: %d tokens, want at most %d", len(c.Join), MaxJoin))
+	}
+	return errs
+}
+
+// readKeyFile reads an API key file: its first line, from a file other
+// users cannot read.
+func readKeyFile(path string) (string, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", fmt.Errorf("api_key_file: %w", err)
+	}
+	if perm := st.Mode().Perm(); perm&0o007 != 0 {
+		return "", fmt.Errorf("api_key_file %s has mode %04o, which lets every local user read the key: run `chmod o-rwx %s`", path, perm, path)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("api_key_file: %w", err)
+	}
+	k, _, _ := strings.Cut(string(b), "\n")
+	if k = strings.TrimSpace(k); k == "" {
+		return "", fmt.Errorf("api_key_file %s is empty", path)
+	}
+	return k, nil
 }
 
 func isLoopbackHost(host string) bool {

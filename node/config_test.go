@@ -3,6 +3,7 @@ package node
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -31,7 +32,7 @@ func TestExampleConfigIsValidAndDefault(t *testing.T) {
 	if err := d.Resolve(); err != nil {
 		t.Fatal(err)
 	}
-	if c.HTTPAddr != d.HTTPAddr || c.ModelsDir != d.ModelsDir || c.DrainTimeout != d.DrainTimeout || c.API != d.API || c.Steward != d.Steward {
+	if c.HTTPAddr != d.HTTPAddr || c.ModelsDir != d.ModelsDir || c.DrainTimeout != d.DrainTimeout || !reflect.DeepEqual(c.API, d.API) || c.Steward != d.Steward {
 		t.Fatalf("example config resolves to %+v, defaults are %+v", c, d)
 	}
 	// Every key in the example is a real key: uncommenting all of them parses.

@@ -55,6 +55,12 @@ func (n *Node) startControl(ctx context.Context, stack *closers, run func(string
 		return nil, err
 	}
 	trust := owner.NodeTrust(cert, keys...)
+	// The REST facade's credential: only this node's user and root can
+	// read it, and so only they can drive the node from this machine.
+	secret, err := control.WriteSecret(n.cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
 	recon := control.NewReconciler(rt, control.ReconcilerConfig{
 		DrainTimeout:    n.cfg.Control.DrainTimeout.Duration,
 		DrainTimeoutMax: n.cfg.Control.DrainTimeoutMax.Duration,
@@ -62,13 +68,14 @@ func (n *Node) startControl(ctx context.Context, stack *closers, run func(string
 	})
 	run("control reconciler", recon.Serve, ctx)
 	srv, err := control.NewServer(control.Config{
-		Self:      n.key.ID(),
-		Hostname:  n.hardware.Hostname,
-		Trust:     trust,
-		Store:     store,
-		Scanner:   rt,
-		Lifecycle: recon,
-		Logger:    n.log,
+		Self:        n.key.ID(),
+		Hostname:    n.hardware.Hostname,
+		Trust:       trust,
+		Store:       store,
+		Scanner:     rt,
+		Lifecycle:   recon,
+		LocalSecret: secret,
+		Logger:      n.log,
 	})
 	if err != nil {
 		return nil, err
@@ -149,7 +156,7 @@ func (r *ownerRuntime) Validate(cfg *nodev1.NodeConfigSnapshot) []*nodev1.Config
 			"GPUs are assigned automatically; pinning is ignored"))
 	}
 	if t := cfg.GetConfigToml(); t != "" {
-		if _, err := ParseConfig([]byte(t)); err != nil {
+		if _, err := r.n.cfg.Staged([]byte(t)); err != nil {
 			diags = append(diags, diag(sevError, nodev1.ConfigDiagnosticCode_CONFIG_DIAGNOSTIC_CODE_INVALID_VALUE, "config_toml", "%v", err))
 		}
 	}
@@ -312,18 +319,22 @@ func (r *ownerRuntime) Drain(id string) (control.Drain, error) {
 	return in.gate.drain(), nil
 }
 
-// canLoad reports whether name is a model the node could load: one in the
-// inventory, a file in the models dir, or the reference engine.
+// canLoad reports whether name is a model the node could load: one it
+// serves, one its config names, the built-in default, a file in the
+// models dir, or the reference engine.
 func (n *Node) canLoad(name string) bool {
-	if name == engine.ReferenceRecipe {
+	if _, loaded := n.models.get(name); loaded || name == engine.ReferenceRecipe {
 		return true
 	}
 	_, err := n.specFor(name)
 	return err == nil
 }
 
-// specFor is how model name is loaded: its [[model]] table if the config
-// has one, else the file of that name in the models dir.
+// specFor is how model name is loaded: as its config names it (a
+// [[model]] table, an entry of models, whose paths are the operator's to
+// choose), as the built-in default, or else as the file of that name in
+// the models dir. Owner control reaches only these: a name it sends is
+// never taken as a path.
 func (n *Node) specFor(name string) (modelSpec, error) {
 	for _, m := range n.cfg.Model {
 		if m.Name == name || (m.Name == "" && gguf.ModelKey(m.Path) == name) {
@@ -335,7 +346,19 @@ func (n *Node) specFor(name string) (modelSpec, error) {
 			return modelSpec{ModelConfig: m}, nil
 		}
 	}
-	path, err := n.cfg.findModel(name)
+	for _, p := range n.cfg.Models {
+		if gguf.ModelKey(p) == name {
+			path, err := n.cfg.findModel(p)
+			if err != nil {
+				return modelSpec{}, err
+			}
+			return modelSpec{ModelConfig: ModelConfig{Path: path, Name: name}}, nil
+		}
+	}
+	if b, ok := builtinSpec(); ok && b.Name == name {
+		return b, nil
+	}
+	path, err := n.cfg.modelInDir(name)
 	if err != nil {
 		return modelSpec{}, err
 	}

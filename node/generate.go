@@ -227,9 +227,17 @@ func serveError(err error) error {
 		return err
 	}
 	switch {
-	case errors.Is(err, steward.ErrJournal) && se.Stage == steward.StageAuthorise:
-		return api.Errorf(http.StatusServiceUnavailable, "server_error", "journal_unavailable",
-			"the steward could not record the authorisation, so the serve was refused: %v", se.Err)
+	case errors.Is(err, steward.ErrJournal):
+		// The disk is full, or failing: nothing the client did, and it may
+		// clear, so 503 rather than 500.
+		what := "the serve's receipt could not be recorded, so it is withheld"
+		if se.Stage == steward.StageAuthorise {
+			what = "the authorisation could not be recorded, so the serve was refused"
+		}
+		e := api.Errorf(http.StatusServiceUnavailable, "server_error", "journal_unavailable",
+			"the steward's journal is unavailable: %s: %v", what, se.Err)
+		e.RetryAfter = 5 * time.Second
+		return e
 	case errors.Is(err, steward.ErrNoAdmissibleBackend):
 		e := api.Errorf(http.StatusUnprocessableEntity, "invalid_request_error", "no_admissible_backend",
 			"no backend can serve this request within its fidelity floor and joule ceiling")

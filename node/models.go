@@ -98,6 +98,37 @@ func (c *Config) findModel(ref string) (string, error) {
 	return "", fmt.Errorf("model %q: no such file (looked in %s)", ref, strings.Join(candidates, ", "))
 }
 
+// ErrOutsideModelsDir marks a model owner control named that is not a
+// file of the models dir.
+var ErrOutsideModelsDir = errors.New("not a model in the models dir")
+
+// modelInDir is the file model name refers to in the models dir (name, or
+// name.gguf), resolved through symlinks, which must not lead out of the
+// dir. name is a name, never a path: owner control sends it, and may
+// load nothing else.
+func (c *Config) modelInDir(name string) (string, error) {
+	if !IsModelName(name) {
+		return "", fmt.Errorf("model %q: %w: models are named by file name, not by path", name, ErrOutsideModelsDir)
+	}
+	dir, err := filepath.EvalSymlinks(c.ModelsDir)
+	if err != nil {
+		return "", fmt.Errorf("model %q: models dir: %w", name, err)
+	}
+	for _, p := range []string{filepath.Join(dir, name), filepath.Join(dir, name+".gguf")} {
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			continue
+		}
+		if rel, err := filepath.Rel(dir, real); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return "", fmt.Errorf("model %q: %w: %s leads to %s", name, ErrOutsideModelsDir, p, real)
+		}
+		if st, err := os.Stat(real); err == nil && st.Mode().IsRegular() {
+			return real, nil
+		}
+	}
+	return "", fmt.Errorf("model %q: %w: no such file in %s", name, ErrOutsideModelsDir, c.ModelsDir)
+}
+
 // builtinSpec finds the built-in default model, or reports false.
 func builtinSpec() (modelSpec, bool) {
 	for _, p := range builtinModelPaths() {

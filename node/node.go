@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -219,11 +220,13 @@ func (n *Node) Serve(ctx context.Context) (err error) {
 
 	// 8. The API.
 	srv := api.New(api.Config{
-		APIKey:       n.cfg.APIKey,
-		MaxBodyBytes: n.cfg.API.MaxBodyBytes,
-		Concurrency:  n.cfg.API.Concurrency,
-		QueueDepth:   n.cfg.API.QueueDepth,
-		Routes:       map[string]http.Handler{control.HTTPPrefix + "/": ctl.HTTPHandler()},
+		APIKey:         n.cfg.APIKey,
+		MaxBodyBytes:   n.cfg.API.MaxBodyBytes,
+		Concurrency:    n.cfg.API.Concurrency,
+		QueueDepth:     n.cfg.API.QueueDepth,
+		AllowedHosts:   n.allowedHosts(),
+		AllowedOrigins: n.cfg.API.AllowedOrigins,
+		Routes:         map[string]http.Handler{control.HTTPPrefix + "/": ctl.HTTPHandler()},
 	}, key.ID(), &registry{n: n}, meshRelay{mn}, &apiNode{n: n}, n.log, nil)
 	drain := n.cfg.DrainTimeout.Duration
 	apiLn, tunnelAPILn := watchClose(httpLn), watchClose(tunnelLn)
@@ -300,6 +303,17 @@ func (n *Node) announceReady(self mesh.EndpointAddr) {
 	} else if sent {
 		n.log.Debug("told systemd the node is ready")
 	}
+}
+
+// allowedHosts are the names the API answers to besides IP addresses,
+// localhost and the hostname: api.allowed_hosts, and the name http_addr
+// binds when it is one.
+func (n *Node) allowedHosts() []string {
+	hosts := n.cfg.API.AllowedHosts
+	if h, _, err := net.SplitHostPort(n.cfg.HTTPAddr); err == nil && h != "" && net.ParseIP(h) == nil {
+		hosts = append(slices.Clone(hosts), h)
+	}
+	return hosts
 }
 
 // newMesh builds the QUIC mesh listener, pinned to bind_ip when set.

@@ -19,7 +19,7 @@ func DefaultStateDir() string {
 
 // Where the Linux packages put the service's files.
 const (
-	serviceStateDir  = "/var/lib/meshnode"
+	ServiceStateDir  = "/var/lib/meshnode"
 	serviceConfigDir = "/etc/meshnode"
 )
 
@@ -38,7 +38,7 @@ func defaultStateDir(getenv func(string) string, goos string, home func() (strin
 		return d
 	}
 	if service {
-		return serviceStateDir
+		return ServiceStateDir
 	}
 	h, err := home()
 	if err != nil || h == "" {

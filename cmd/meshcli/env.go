@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -15,6 +18,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meshnode/meshnode/node"
 	"github.com/meshnode/meshnode/node/control"
 	"github.com/meshnode/meshnode/node/control/owner"
 )
@@ -100,7 +104,11 @@ func controller(c *cli.Context) (control.Controller, error) {
 	e := envOf(c)
 	tok := c.String("endpoint")
 	if tok == "" {
-		return control.NewHTTPClient(c.String("api"), c.String("api-key"), e.http, e.timeouts), nil
+		secret, err := localSecret(c)
+		if err != nil {
+			return nil, err
+		}
+		return control.NewHTTPClient(c.String("api"), control.HTTPAuth{APIKey: c.String("api-key"), Secret: secret}, e.http, e.timeouts), nil
 	}
 	addr, err := control.ParseEndpoint(tok)
 	if err != nil {
@@ -124,7 +132,46 @@ func withController(c *cli.Context, f func(control.Controller) error) error {
 		return err
 	}
 	defer ctl.Close()
-	return f(ctl)
+	err = f(ctl)
+	if errors.Is(err, control.ErrUnauthorized) && c.String("endpoint") == "" && c.String("control-secret") == "" {
+		// The facade turned down the credential found, or its absence.
+		err = fmt.Errorf("%w (meshcli looked for %s in %s; run meshcli as the node's user or root, or pass --control-secret FILE)",
+			err, control.SecretFile, strings.Join(secretDirs(), ", "))
+	}
+	return err
+}
+
+// secretDirs are the state dirs meshcli looks in for the local node's
+// control credential: $MESHNODE_STATE_DIR, this user's default state dir
+// (or systemd's $STATE_DIRECTORY) and the Linux service's.
+func secretDirs() []string {
+	var dirs []string
+	for _, d := range []string{os.Getenv("MESHNODE_STATE_DIR"), node.DefaultStateDir(), node.ServiceStateDir} {
+		if d != "" && !slices.Contains(dirs, d) {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs
+}
+
+// localSecret is the local node's control credential: the file
+// --control-secret names (an error if it cannot be read), else the first
+// readable one in secretDirs, else none (the node will refuse, and
+// withController says where meshcli looked).
+func localSecret(c *cli.Context) (string, error) {
+	if p := c.String("control-secret"); p != "" {
+		s, err := control.ReadSecret(p)
+		if err != nil {
+			return "", fmt.Errorf("--control-secret: %w", err)
+		}
+		return s, nil
+	}
+	for _, d := range secretDirs() {
+		if s, err := control.ReadSecret(filepath.Join(d, control.SecretFile)); err == nil {
+			return s, nil
+		}
+	}
+	return "", nil
 }
 
 var jsonFlag = &cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table"}

@@ -70,9 +70,10 @@ func newApp(e *env) *cli.App {
 		Name:  "meshcli",
 		Usage: "manage your meshnode nodes",
 		Description: "Reads the local node's API (--api) and drives owner control: the local node through its\n" +
-			"loopback REST facade, any node you own with --endpoint TOKEN (the control endpoint token the\n" +
-			"node prints at start and keeps in control.token in its state dir). Run `meshcli auth init` once\n" +
-			"to create your owner key.",
+			"loopback REST facade, with the credential the node keeps in control.secret in its state dir (run\n" +
+			"meshcli as the node's user or root), and any node you own with --endpoint TOKEN (the control\n" +
+			"endpoint token the node prints at start and keeps in control.token in its state dir). Run\n" +
+			"`meshcli auth init` once to create your owner key.",
 		Version:              node.Version,
 		EnableBashCompletion: true,
 		Writer:               e.stdout,
@@ -85,6 +86,8 @@ func newApp(e *env) *cli.App {
 			&cli.StringFlag{Name: "api-key", Usage: "bearer key, if the node's API requires one", EnvVars: []string{"MESHCLI_API_KEY"}},
 			&cli.StringFlag{Name: "endpoint", Usage: "control endpoint `TOKEN` of the node to drive over owner control (default: the local node)",
 				EnvVars: []string{"MESHCLI_ENDPOINT"}},
+			&cli.StringFlag{Name: "control-secret", Usage: "the local node's control credential `FILE` (default: control.secret in the node's state dir)",
+				EnvVars: []string{"MESHCLI_CONTROL_SECRET"}},
 			&cli.StringFlag{Name: "config-dir", Usage: "where the owner key and client identity live (default " + defaultConfigDir() + ")",
 				EnvVars: []string{"MESHCLI_CONFIG_DIR"}},
 		},

@@ -36,8 +36,18 @@ type cliEnv struct {
 	globals []string
 }
 
+// newCLI is meshcli for the node at api. The local node's control
+// credential is controltest.Secret, found in $MESHNODE_STATE_DIR as
+// meshcli finds a real node's; no other state dir is looked in.
 func newCLI(t *testing.T, api string) *cliEnv {
 	t.Helper()
+	state := t.TempDir()
+	if err := os.WriteFile(filepath.Join(state, control.SecretFile), []byte(controltest.Secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("MESHNODE_STATE_DIR", state)
+	t.Setenv("STATE_DIRECTORY", "")
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
 	return &cliEnv{t: t, cfgDir: filepath.Join(t.TempDir(), "meshcli"), api: api}
 }
 
@@ -208,6 +218,43 @@ func TestOwnerCommandsLocal(t *testing.T) {
 	n := controltest.Start(t, controltest.Options{})
 	c := newCLI(t, fakeAPI(t, n).URL)
 	golden(t, "owner-local.txt", ownerTranscript(t, c, n))
+}
+
+// TestLocalCredential: meshcli finds the local node's control credential
+// in its state dir, or is told where with --control-secret; without one
+// the node refuses, and meshcli says where it looked and what to do.
+func TestLocalCredential(t *testing.T) {
+	n := controltest.Start(t, controltest.Options{})
+	c := newCLI(t, fakeAPI(t, n).URL)
+	c.ok("config", "get")
+
+	elsewhere := t.TempDir()
+	t.Setenv("MESHNODE_STATE_DIR", elsewhere)
+	msg := c.fail("config", "get")
+	for _, want := range []string{"UNAUTHORIZED", "local credential", elsewhere, "--control-secret"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("without a credential: %q lacks %q", msg, want)
+		}
+	}
+	file := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(file, []byte(controltest.Secret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.ok("--control-secret", file, "config", "get")
+	// A credential others could read proves nothing: refused before use.
+	if err := os.Chmod(file, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if msg := c.fail("--control-secret", file, "config", "get"); !strings.Contains(msg, "chmod 600") {
+		t.Errorf("a 0644 credential: %q", msg)
+	}
+	wrong := filepath.Join(t.TempDir(), "wrong")
+	if err := os.WriteFile(wrong, []byte(strings.Repeat("0", 64)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if msg := c.fail("--control-secret", wrong, "load", "alpha"); !strings.Contains(msg, "not this node's") {
+		t.Errorf("a wrong credential: %q", msg)
+	}
 }
 
 // ownerTranscript runs ownerScript against n. The node loads a model in

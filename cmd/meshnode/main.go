@@ -46,7 +46,8 @@ func serveFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "model", Usage: "a GGUF file (path, or name in the models dir) to serve; repeatable", EnvVars: env("MODEL")},
 		&cli.StringFlag{Name: "backend", Usage: "where models run: auto, cpu or cuda (default auto)", EnvVars: env("BACKEND")},
 		&cli.StringFlag{Name: "http-addr", Usage: "OpenAI-compatible API address (default " + node.DefaultHTTPAddr + ")", EnvVars: env("HTTP_ADDR")},
-		&cli.StringFlag{Name: "api-key", Usage: "require this bearer key on the API (needed to bind beyond loopback)", EnvVars: env("API_KEY")},
+		&cli.StringFlag{Name: "api-key", Usage: "require this bearer key on the API (needed to bind beyond loopback); every local user sees it in ps: prefer MESHNODE_API_KEY or --api-key-file", EnvVars: env("API_KEY")},
+		&cli.StringFlag{Name: "api-key-file", Usage: "read the API key from this `FILE` (its first line; not readable by other users)", EnvVars: env("API_KEY_FILE")},
 		&cli.StringFlag{Name: "quic-addr", Usage: "mesh QUIC address, UDP (default " + node.DefaultQUICAddr + ")", EnvVars: env("QUIC_ADDR")},
 		&cli.StringFlag{Name: "bind-ip", Usage: "bind and advertise only this IP (multi-NIC or container hosts)", EnvVars: env("BIND_IP")},
 		&cli.StringSliceFlag{Name: "join", Usage: "invite token of a node to join; repeatable", EnvVars: env("JOIN")},
@@ -81,6 +82,14 @@ func loadConfig(c *cli.Context) (node.Config, error) {
 	str("backend", &cfg.Backend)
 	str("http-addr", &cfg.HTTPAddr)
 	str("api-key", &cfg.APIKey)
+	str("api-key-file", &cfg.APIKeyFile)
+	// A key given here replaces a key file the config names, and the
+	// other way round; given both here, Resolve says they conflict.
+	if c.IsSet("api-key") && !c.IsSet("api-key-file") {
+		cfg.APIKeyFile = ""
+	} else if c.IsSet("api-key-file") && !c.IsSet("api-key") {
+		cfg.APIKey = ""
+	}
 	str("quic-addr", &cfg.QUICAddr)
 	str("bind-ip", &cfg.BindIP)
 	str("discovery", &cfg.Discovery)

@@ -173,3 +173,45 @@ func TestExampleConfigPrinted(t *testing.T) {
 		t.Fatalf("the printed example loads as %v, %v", got, err)
 	}
 }
+
+// TestAPIKeyFile: --api-key-file (or MESHNODE_API_KEY_FILE, or
+// api_key_file) supplies the key that binding beyond loopback needs,
+// without putting it on the command line; a file other users can read is
+// refused.
+func TestAPIKeyFile(t *testing.T) {
+	home := isolate(t)
+	key := filepath.Join(home, "api.key")
+	if err := os.WriteFile(key, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := check(t, "--http-addr", "0.0.0.0:9337"); err == nil || !strings.Contains(err.Error(), "api_key") {
+		t.Fatalf("beyond loopback with no key: %v", err)
+	}
+	if _, err := check(t, "--http-addr", "0.0.0.0:9337", "--api-key-file", key); err != nil {
+		t.Fatalf("--api-key-file: %v", err)
+	}
+	t.Setenv("MESHNODE_API_KEY_FILE", key)
+	if _, err := check(t, "--http-addr", "0.0.0.0:9337"); err != nil {
+		t.Fatalf("MESHNODE_API_KEY_FILE: %v", err)
+	}
+	if err := os.Chmod(key, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := check(t, "--http-addr", "0.0.0.0:9337"); err == nil || !strings.Contains(err.Error(), "chmod o-rwx") {
+		t.Fatalf("a world-readable key file: %v", err)
+	}
+	// A key and a key file, both given as flags or variables, conflict.
+	if _, err := check(t, "--http-addr", "0.0.0.0:9337", "--api-key", "other"); err == nil || !strings.Contains(err.Error(), "keep one") {
+		t.Fatalf("--api-key and MESHNODE_API_KEY_FILE: %v", err)
+	}
+	// One given as a flag replaces the other from the config file.
+	t.Setenv("MESHNODE_API_KEY_FILE", "")
+	os.Unsetenv("MESHNODE_API_KEY_FILE")
+	file := filepath.Join(home, "meshnode.toml")
+	if err := os.WriteFile(file, []byte("api_key_file = \"/nonexistent\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := check(t, "--config", file, "--http-addr", "0.0.0.0:9337", "--api-key", "other"); err != nil {
+		t.Fatalf("--api-key over the file's api_key_file: %v", err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -443,6 +444,7 @@ func TestClientDisconnectCancelsGeneration(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, h.http.URL+"/v1/chat/completions",
 		strings.NewReader(`{"model":"tiny","stream":true,"messages":[{"role":"user","content":"x"}]}`))
+	req.Header.Set("Content-Type", "application/json")
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -556,6 +558,7 @@ func TestRelayThroughMesh(t *testing.T) {
 	req, _ := http.NewRequest(http.MethodPost, apiA.URL+"/v1/chat/completions",
 		strings.NewReader(`{"model":"remote-model","stream":true,"messages":[{"role":"user","content":"x"}]}`))
 	req.Header.Set("Authorization", "Bearer a-key")
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -586,6 +589,7 @@ func TestRelayThroughMesh(t *testing.T) {
 	req, _ = http.NewRequest(http.MethodPost, apiA.URL+"/v1/chat/completions",
 		strings.NewReader(`{"model":"loop-model","messages":[{"role":"user","content":"x"}]}`))
 	req.Header.Set("Authorization", "Bearer a-key")
+	req.Header.Set("Content-Type", "application/json")
 	resp2, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -646,7 +650,8 @@ func TestConcurrentClients(t *testing.T) {
 }
 
 // TestContentTypeGuard: bodies a web page can send cross-origin without a
-// preflight are refused, JSON and an undeclared type are accepted.
+// preflight are refused — text/plain, forms, multipart, and a body with
+// no Content-Type (fetch of a byte array) — and JSON is accepted.
 func TestContentTypeGuard(t *testing.T) {
 	h := newHarness(t, Config{}, nil)
 	body := `{"model":"tiny","messages":[{"role":"user","content":"x"}]}`
@@ -657,7 +662,7 @@ func TestContentTypeGuard(t *testing.T) {
 		{"application/json", 200},
 		{"application/json; charset=utf-8", 200},
 		{"application/vnd.api+json", 200},
-		{"", 200},
+		{"", 415},
 		{"text/plain;charset=UTF-8", 415},
 		{"application/x-www-form-urlencoded", 415},
 		{"multipart/form-data; boundary=x", 415},
@@ -675,5 +680,100 @@ func TestContentTypeGuard(t *testing.T) {
 		if resp.StatusCode != tt.want {
 			t.Errorf("Content-Type %q: %d, want %d", tt.ct, resp.StatusCode, tt.want)
 		}
+	}
+}
+
+// TestAttackBrowser: a web page the user visits could use the node: with
+// its DNS name rebound to 127.0.0.1 (Host: evil.example), from its own
+// origin (Origin, Sec-Fetch-Site), and with a body sent without a
+// Content-Type. Each is refused before anything is served; loopback
+// names, IP addresses, the node's own origin and the names and origins
+// the owner lists are served, and a listed origin gets CORS answers.
+func TestAttackBrowser(t *testing.T) {
+	h := newHarness(t, Config{AllowedHosts: []string{"mybox.lan"}, AllowedOrigins: []string{"http://localhost:3000"}}, nil)
+	port := h.http.Listener.Addr().(*net.TCPAddr).Port
+	chat := `{"model":"tiny","messages":[{"role":"user","content":"x"}]}`
+	do := func(method, path, body string, header ...string) (int, http.Header, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, h.http.URL+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		for i := 0; i+1 < len(header); i += 2 {
+			if header[i] == "Host" {
+				req.Host = header[i+1]
+				continue
+			}
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header, string(b)
+	}
+	own := fmt.Sprintf("127.0.0.1:%d", port)
+	for _, tc := range []struct {
+		name         string
+		method, path string
+		body         string
+		header       []string
+		want         int
+		code         string
+	}{
+		{"rebound status", "GET", "/api/status", "", []string{"Host", fmt.Sprintf("evil.example:%d", port)}, 403, "host_not_allowed"},
+		{"rebound invite", "GET", "/api/invite", "", []string{"Host", "evil.example"}, 403, "host_not_allowed"},
+		{"rebound chat", "POST", "/v1/chat/completions", chat, []string{"Host", "evil.example:9337", "Origin", "http://evil.example:9337"}, 403, "host_not_allowed"},
+		{"cross-origin chat", "POST", "/v1/chat/completions", chat, []string{"Origin", "https://evil.example"}, 403, "cross_origin_refused"},
+		{"cross-origin status", "GET", "/api/status", "", []string{"Origin", "https://evil.example"}, 403, "cross_origin_refused"},
+		{"opaque origin", "POST", "/v1/chat/completions", chat, []string{"Origin", "null"}, 403, "cross_origin_refused"},
+		{"another local port", "POST", "/v1/chat/completions", chat, []string{"Origin", "http://127.0.0.1:8080"}, 403, "cross_origin_refused"},
+		{"no-cors from a site", "GET", "/api/status", "", []string{"Sec-Fetch-Site", "cross-site"}, 403, "cross_origin_refused"},
+		{"cors preflight, unlisted", "OPTIONS", "/v1/chat/completions", "", []string{"Origin", "https://evil.example", "Access-Control-Request-Method", "POST"}, 403, "cross_origin_refused"},
+
+		{"loopback IP", "GET", "/api/status", "", []string{"Host", own}, 200, ""},
+		{"localhost", "GET", "/api/status", "", []string{"Host", fmt.Sprintf("localhost:%d", port)}, 200, ""},
+		{"ipv6 literal", "GET", "/api/status", "", []string{"Host", fmt.Sprintf("[::1]:%d", port)}, 200, ""},
+		{"LAN address", "GET", "/api/status", "", []string{"Host", "192.168.1.5:9337"}, 200, ""},
+		{"listed host", "GET", "/api/status", "", []string{"Host", "MyBox.lan:9337"}, 200, ""},
+		{"own origin", "POST", "/v1/chat/completions", chat, []string{"Origin", "http://" + own, "Sec-Fetch-Site", "same-origin"}, 200, ""},
+		{"listed origin", "POST", "/v1/chat/completions", chat, []string{"Origin", "http://localhost:3000"}, 200, ""},
+		{"same-origin fetch", "GET", "/v1/models", "", []string{"Sec-Fetch-Site", "same-origin"}, 200, ""},
+		{"curl", "GET", "/v1/models", "", nil, 200, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, hdr, body := do(tc.method, tc.path, tc.body, tc.header...)
+			if status != tc.want || tc.code != "" && !strings.Contains(body, `"code":"`+tc.code+`"`) {
+				t.Fatalf("%d %s, want %d %s", status, body, tc.want, tc.code)
+			}
+			if tc.want != 200 && hdr.Get("Access-Control-Allow-Origin") != "" {
+				t.Fatalf("a refusal carries CORS headers: %v", hdr)
+			}
+		})
+	}
+	// A listed origin's preflight is answered, and its answers readable.
+	status, hdr, _ := do("OPTIONS", "/v1/chat/completions", "", "Origin", "http://localhost:3000", "Access-Control-Request-Method", "POST")
+	if status != 204 || hdr.Get("Access-Control-Allow-Origin") != "http://localhost:3000" || !strings.Contains(hdr.Get("Access-Control-Allow-Headers"), "Authorization") {
+		t.Fatalf("preflight: %d %v", status, hdr)
+	}
+	if _, hdr, _ := do("POST", "/v1/chat/completions", chat, "Origin", "http://localhost:3000"); hdr.Get("Access-Control-Allow-Origin") != "http://localhost:3000" {
+		t.Fatalf("listed origin's answer: %v", hdr)
+	}
+	// The refusal comes before the API key: a page learns nothing.
+	hk := newHarness(t, Config{APIKey: "sekrit"}, nil)
+	req, _ := http.NewRequest("GET", hk.http.URL+"/api/status", nil)
+	req.Host = "evil.example"
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 403 {
+		t.Fatalf("rebound request to a keyed node: %d", resp.StatusCode)
 	}
 }

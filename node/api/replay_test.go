@@ -134,6 +134,7 @@ func TestReplayEndpoint(t *testing.T) {
 
 	rec := httptest.NewRecorder()
 	req, _ := http.NewRequest(http.MethodPost, "/v1/mesh/replay", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
 	h.srv.MeshHandler().ServeHTTP(rec, req)
 	if rec.Code != http.StatusNotFound {
 		t.Errorf("replay through the mesh handler: %d, want 404", rec.Code)

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"mime"
 	"net"
 	"net/http"
 	"os"
@@ -50,6 +49,14 @@ type Config struct {
 	// BodyTimeout bounds reading a request body (default 30 s; 408 beyond
 	// it), so that a client trickling one cannot hold its handler.
 	BodyTimeout time.Duration
+	// AllowedHosts are names besides IP addresses, localhost and this
+	// machine's hostname that requests may carry in Host ("*": any); the
+	// rest are refused, against DNS rebinding (browser.go).
+	AllowedHosts []string
+	// AllowedOrigins are the web origins ("http://localhost:3000"; "*":
+	// any) whose pages may use the API, with CORS answers; requests from
+	// other pages are refused.
+	AllowedOrigins []string
 	// Routes are more handlers, by ServeMux pattern, served behind the
 	// API key on the main listener only (never to mesh peers): the owner
 	// control facade, say.
@@ -135,7 +142,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		unrouted(w, r, mux, "no route for %s %s")
 	})
-	return s.authenticate(mux)
+	return s.guardBrowser(s.authenticate(mux))
 }
 
 // unrouted answers a request no route of mux took: 405 with Allow when
@@ -241,23 +248,6 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 			"the request body did not arrive within %v", s.cfg.BodyTimeout)
 	}
 	return nil, badRequest("", "reading request body: %v", err)
-}
-
-// checkJSON refuses a body a web page could send cross-origin without a
-// CORS preflight — text/plain, a form, multipart — so that a page a user
-// visits cannot start generations on their node. JSON (or no declared
-// type, which no browser sends with a body) is accepted.
-func checkJSON(r *http.Request) error {
-	ct := r.Header.Get("Content-Type")
-	if ct == "" {
-		return nil
-	}
-	mt, _, err := mime.ParseMediaType(ct)
-	if err == nil && (mt == "application/json" || strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")) {
-		return nil
-	}
-	return Errorf(http.StatusUnsupportedMediaType, "invalid_request_error", "unsupported_media_type",
-		"request body must be JSON: send Content-Type: application/json (got %q)", ct)
 }
 
 // accept reads and parses a generation request and routes it: it returns

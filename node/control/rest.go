@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"io"
 	"net"
@@ -53,12 +54,15 @@ var (
 const forwardedHeader = "X-Meshnode-Forwarded-By"
 
 // HTTPHandler is the loopback-only REST facade for this node's own owner
-// control. It trusts the local machine as the node's API does, and so
-// refuses anything that may not come from it: a non-loopback client, a
-// request relayed through the mesh, a browser's cross-origin request
-// (any Origin header) and a Host that is not a loopback name (DNS
-// rebinding). Mount it on the node's API mux under HTTPPrefix, never on
-// the handler that serves mesh tunnels.
+// control. Every request must carry the node's local control credential
+// (Config.LocalSecret, kept in SecretFile) in SecretHeader: any local
+// user can reach a loopback port, but only the node's own user and root
+// can read the credential, owned node or not. It also refuses what cannot
+// come from this machine's owner: a non-loopback client, a request
+// relayed through the mesh, a browser's cross-origin request (any Origin
+// header) and a Host that is not a loopback name (DNS rebinding). Mount it
+// on the node's API mux under HTTPPrefix, never on the handler that
+// serves mesh tunnels.
 func (s *Server) HTTPHandler() http.Handler {
 	mux := http.NewServeMux()
 	for _, rt := range routes {
@@ -72,6 +76,10 @@ func (s *Server) HTTPHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if why := notLocal(r); why != "" {
 			writeHTTPError(w, errorf(ErrUnauthorized.Code, "owner control over HTTP is for this machine only: %s", why))
+			return
+		}
+		if why := s.notCredentialed(r); why != "" {
+			writeHTTPError(w, errorf(ErrUnauthorized.Code, "owner control over HTTP needs this node's local credential: %s", why))
 			return
 		}
 		mux.ServeHTTP(w, r)
@@ -96,6 +104,24 @@ func notLocal(r *http.Request) string {
 	}
 	if ip := net.ParseIP(strings.Trim(h, "[]")); h != "localhost" && (ip == nil || !ip.IsLoopback()) {
 		return "the Host is not a loopback name"
+	}
+	return ""
+}
+
+// notCredentialed says why r does not carry the local control
+// credential, or "".
+func (s *Server) notCredentialed(r *http.Request) string {
+	want := s.cfg.LocalSecret
+	if want == "" {
+		return "this node has none, so its REST facade is closed; use meshcli --endpoint"
+	}
+	got := r.Header.Get(SecretHeader)
+	if got == "" {
+		return "send the contents of " + SecretFile + " from the node's state dir in " + SecretHeader +
+			" (meshcli does, run as the node's user or root, or with --control-secret)"
+	}
+	if subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
+		return "the " + SecretHeader + " sent is not this node's (the node writes a new one at every start)"
 	}
 	return ""
 }

@@ -19,20 +19,28 @@ import (
 type HTTPClient struct {
 	commands
 	base     string
-	apiKey   string
+	auth     HTTPAuth
 	hc       *http.Client
 	timeouts ClientTimeouts
 }
 
+// HTTPAuth is what a facade client presents.
+type HTTPAuth struct {
+	// APIKey is the node's API key, sent as a bearer token when set.
+	APIKey string
+	// Secret is the node's local control credential (SecretFile), which
+	// the facade requires.
+	Secret string
+}
+
 // NewHTTPClient returns a client of the facade under baseURL (the node's
-// API, "http://127.0.0.1:9337"). apiKey is sent as a bearer token when
-// set; hc nil means http.DefaultClient.
-func NewHTTPClient(baseURL, apiKey string, hc *http.Client, t ClientTimeouts) *HTTPClient {
+// API, "http://127.0.0.1:9337"); hc nil means http.DefaultClient.
+func NewHTTPClient(baseURL string, auth HTTPAuth, hc *http.Client, t ClientTimeouts) *HTTPClient {
 	if hc == nil {
 		hc = http.DefaultClient
 	}
 	t.defaults()
-	c := &HTTPClient{base: strings.TrimRight(baseURL, "/"), apiKey: apiKey, hc: hc, timeouts: t}
+	c := &HTTPClient{base: strings.TrimRight(baseURL, "/"), auth: auth, hc: hc, timeouts: t}
 	c.t = c
 	return c
 }
@@ -73,8 +81,11 @@ func (c *HTTPClient) send(ctx context.Context, req *nodev1.OwnerControlRequest) 
 	if body != nil {
 		hr.Header.Set("Content-Type", "application/json")
 	}
-	if c.apiKey != "" {
-		hr.Header.Set("Authorization", "Bearer "+c.apiKey)
+	if c.auth.Secret != "" {
+		hr.Header.Set(SecretHeader, c.auth.Secret)
+	}
+	if c.auth.APIKey != "" {
+		hr.Header.Set("Authorization", "Bearer "+c.auth.APIKey)
 	}
 	resp, err := c.hc.Do(hr)
 	if err != nil {

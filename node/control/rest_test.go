@@ -14,13 +14,14 @@ import (
 	"github.com/meshnode/meshnode/node/wire/nodev1"
 
 	"github.com/meshnode/meshnode/node/control"
+	"github.com/meshnode/meshnode/node/control/controltest"
 )
 
 // facade serves r's REST facade on loopback and returns a client of it.
 func facade(t *testing.T, r *rig) (*control.HTTPClient, *httptest.Server) {
 	t.Helper()
 	srv := r.HTTP(t)
-	return control.NewHTTPClient(srv.URL, "", srv.Client(), control.ClientTimeouts{}), srv
+	return control.NewHTTPClient(srv.URL, control.HTTPAuth{Secret: r.Secret}, srv.Client(), control.ClientTimeouts{}), srv
 }
 
 // TestHTTPFacade: every command through the REST facade, with the same
@@ -78,6 +79,7 @@ func TestHTTPFacadeRefusals(t *testing.T) {
 		if body != "" {
 			req.Header.Set("Content-Type", "application/json")
 		}
+		req.Header.Set(control.SecretHeader, r.Secret)
 		if mutate != nil {
 			mutate(req)
 		}
@@ -103,6 +105,8 @@ func TestHTTPFacadeRefusals(t *testing.T) {
 		{"no model", "POST", control.HTTPPrefix + "/models/load", `{}`, nil, 400, "BAD_REQUEST"},
 		{"unknown route", "POST", control.HTTPPrefix + "/models/explode", `{}`, nil, 404, "UNKNOWN_COMMAND"},
 		{"stale revision", "POST", control.HTTPPrefix + "/config", `{"expected_revision":"5","config":{}}`, nil, 409, "REVISION_CONFLICT"},
+		{"no credential", "GET", control.HTTPPrefix + "/config", "", func(r *http.Request) { r.Header.Del(control.SecretHeader) }, 403, "UNAUTHORIZED"},
+		{"wrong credential", "GET", control.HTTPPrefix + "/config", "", func(r *http.Request) { r.Header.Set(control.SecretHeader, strings.Repeat("0", 64)) }, 403, "UNAUTHORIZED"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -131,7 +135,7 @@ func TestHTTPClientOldNode(t *testing.T) {
 		w.Write([]byte(`{"error":{"message":"no route","type":"invalid_request_error","code":"unknown_url"}}`))
 	}))
 	defer srv.Close()
-	_, err := control.NewHTTPClient(srv.URL, "", nil, control.ClientTimeouts{}).GetConfig(context.Background())
+	_, err := control.NewHTTPClient(srv.URL, control.HTTPAuth{}, nil, control.ClientTimeouts{}).GetConfig(context.Background())
 	wantCode(t, err, control.ErrUnsupported)
 }
 
@@ -147,10 +151,43 @@ func TestHTTPClientSendsAPIKey(t *testing.T) {
 		inner.ServeHTTP(w, req)
 	}))
 	defer srv.Close()
-	if _, err := control.NewHTTPClient(srv.URL, "sekrit", nil, control.ClientTimeouts{}).GetConfig(context.Background()); err != nil {
+	if _, err := control.NewHTTPClient(srv.URL, control.HTTPAuth{APIKey: "sekrit", Secret: r.Secret}, nil, control.ClientTimeouts{}).GetConfig(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := control.NewHTTPClient(srv.URL, "", nil, control.ClientTimeouts{}).GetConfig(context.Background()); err == nil || !strings.Contains(err.Error(), "401") {
+	if _, err := control.NewHTTPClient(srv.URL, control.HTTPAuth{Secret: r.Secret}, nil, control.ClientTimeouts{}).GetConfig(context.Background()); err == nil || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("without the key: %v", err)
+	}
+}
+
+// TestAttackFacadeWithoutCredential: a local process that can reach the
+// loopback port but cannot read the node's credential file gets nothing
+// from the facade, reads or writes, owned node or not; one without a
+// credential configured refuses everyone.
+func TestAttackFacadeWithoutCredential(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		secret string // the node's
+		sent   string
+	}{
+		{"none sent", controltest.Secret, ""},
+		{"a guess", controltest.Secret, strings.Repeat("ab", 32)},
+		{"node has none", "", ""},
+		{"node has none, empty sent", "", " "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, func(c *control.Config) { c.LocalSecret = tc.secret })
+			srv := r.HTTP(t)
+			c := control.NewHTTPClient(srv.URL, control.HTTPAuth{Secret: tc.sent}, nil, control.ClientTimeouts{})
+			ctx := context.Background()
+			_, err := c.ApplyConfig(ctx, 0, &nodev1.NodeConfigSnapshot{Version: 1, ConfigToml: proto.String("[control]\nowner_keys = [\"did:key:z6Mkattacker\"]\n")})
+			wantCode(t, err, control.ErrUnauthorized)
+			_, err = c.Lifecycle(ctx, control.Intent{Kind: control.IntentLoad, Model: modelRef("alpha")})
+			wantCode(t, err, control.ErrUnauthorized)
+			_, err = c.GetConfig(ctx)
+			wantCode(t, err, control.ErrUnauthorized)
+			if rev, _ := r.Store.Snapshot(); rev != 0 {
+				t.Fatalf("the store moved to revision %d", rev)
+			}
+		})
 	}
 }

@@ -48,6 +48,11 @@ type Config struct {
 	Trust *owner.Trust
 	// Store holds the configuration (required).
 	Store ConfigStore
+	// LocalSecret is the local control credential (see SecretFile) the
+	// REST facade requires of every request. With none the facade refuses
+	// everything: on loopback any local user can connect, so reaching the
+	// port proves nothing.
+	LocalSecret string
 	// Scanner and Lifecycle serve refresh_inventory and the model
 	// lifecycle commands; without them those commands are refused
 	// CONTROL_UNAVAILABLE.

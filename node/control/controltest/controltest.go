@@ -459,7 +459,12 @@ type Node struct {
 	Scanner    *Scanner
 	Runtime    *Runtime
 	Reconciler *control.Reconciler
+	// Secret is the local control credential the REST facade requires.
+	Secret string
 }
+
+// Secret is every test node's local control credential.
+const Secret = "5ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75ec7"
 
 // Start builds and serves a Node until the test ends. Its config starts
 // at revision 0 as {version: 1}; its disk holds alpha, mid and zeta, of
@@ -467,7 +472,7 @@ type Node struct {
 func Start(t testing.TB, o Options) *Node {
 	t.Helper()
 	n := &Node{Owner: Key(t, SeedOwner), Key: Key(t, SeedNode), Applier: &Applier{},
-		Scanner: &Scanner{Entries: Entries("zeta", "alpha", "mid")}, Runtime: NewRuntime("alpha", "zeta")}
+		Scanner: &Scanner{Entries: Entries("zeta", "alpha", "mid")}, Runtime: NewRuntime("alpha", "zeta"), Secret: Secret}
 	var err error
 	n.Store, err = control.OpenFileStore(filepath.Join(t.TempDir(), "owner-config"), &nodev1.NodeConfigSnapshot{Version: 1}, n.Applier)
 	if err != nil {
@@ -484,13 +489,14 @@ func Start(t testing.TB, o Options) *Node {
 		now = func() time.Time { return T0.Add(time.Hour) }
 	}
 	cfg := control.Config{
-		Self:      n.Key.ID(),
-		Hostname:  "node-b",
-		Trust:     owner.NewTrust(owner.KeyOf(n.Owner)),
-		Store:     n.Store,
-		Scanner:   n.Scanner,
-		Lifecycle: n.Reconciler,
-		Now:       now,
+		Self:        n.Key.ID(),
+		Hostname:    "node-b",
+		Trust:       owner.NewTrust(owner.KeyOf(n.Owner)),
+		Store:       n.Store,
+		Scanner:     n.Scanner,
+		Lifecycle:   n.Reconciler,
+		Now:         now,
+		LocalSecret: n.Secret,
 	}
 	if o.Config != nil {
 		o.Config(&cfg)
