@@ -45,6 +45,11 @@ type Config struct {
 	Control ControlConfig `toml:"control"`
 	Steward StewardConfig `toml:"steward"`
 	Energy  EnergyConfig  `toml:"energy"`
+
+	// Files are the config files read into this config, in order
+	// (OverlayConfig adds each), so that the node can refuse ones another
+	// user could change.
+	Files []string `toml:"-"`
 }
 
 // ModelConfig is one [[model]] table.
@@ -175,6 +180,7 @@ func OverlayConfig(c *Config, path string) error {
 	if err := decodeConfig(c, b); err != nil {
 		return fmt.Errorf("config %s: %w", path, err)
 	}
+	c.Files = append(c.Files, path)
 	return nil
 }
 

@@ -3,6 +3,7 @@ package node
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -112,6 +113,10 @@ func TestLoadConfigFilesLayers(t *testing.T) {
 	}
 	if c.HTTPAddr != "127.0.0.1:1000" || c.LogLevel != "warn" {
 		t.Fatalf("layered config = http %s, log %s; want the file's address and the owner's level", c.HTTPAddr, c.LogLevel)
+	}
+	// The node checks who can change the files it read.
+	if want := []string{file, OwnerConfigPath(state)}; !slices.Equal(c.Files, want) {
+		t.Fatalf("files read %v, want %v", c.Files, want)
 	}
 	// A state dir given on the command line is where the staged file is read.
 	other := t.TempDir()

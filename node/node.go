@@ -102,6 +102,11 @@ func (n *Node) Serve(ctx context.Context) (err error) {
 	}()
 	n.startedAt = time.Now()
 
+	// 0. Nothing the node is about to trust may be another user's to change.
+	if err := n.checkPermissions(); err != nil {
+		return err
+	}
+
 	// 1. Identity.
 	key, created, err := identity.LoadOrCreateKey(n.cfg.StateDir)
 	if err != nil {
@@ -399,7 +404,7 @@ func (n *Node) openSteward(backends []steward.Backend, stack *closers) (*steward
 		return nil, fmt.Errorf("steward journal: %w", err)
 	}
 	stack.push("steward journal", j.Close)
-	rev, err := grant.LoadRevocations(filepath.Join(n.cfg.StateDir, "grants", "revoked"))
+	rev, err := grant.LoadRevocations(revocationsPath(n.cfg.StateDir))
 	if err != nil {
 		return nil, fmt.Errorf("grant revocations: %w", err)
 	}

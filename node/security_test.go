@@ -7,11 +7,15 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/meshnode/meshnode/hw/meters"
+	"github.com/meshnode/meshnode/node/control/owner"
+	"github.com/meshnode/meshnode/node/identity"
+	"github.com/meshnode/meshnode/node/statedir"
 	"github.com/meshnode/meshnode/node/steward/grant"
 	"github.com/meshnode/meshnode/node/steward/journal"
 )
@@ -125,4 +129,103 @@ func TestAttackJournalRollbackRefusesStart(t *testing.T) {
 	if code, b := serve(n, string(presented)); code != http.StatusOK {
 		t.Fatalf("after accepting the cut the forgotten presentation is served again, as accept-rollback warns: %d %s", code, b)
 	}
+}
+
+// TestAttackWeakPermissionsRefuseStart: a node does not start on a state
+// dir others can write, with a journal others can write, or with an
+// ownership certificate another user planted; each refusal names the
+// path and the command that fixes it.
+func TestAttackWeakPermissionsRefuseStart(t *testing.T) {
+	t.Setenv("MESHNODE_DEFAULT_MODEL", "none")
+	// prepared is a state dir a node has run on: key, journal, checkpoint.
+	prepared := func(t *testing.T) string {
+		dir := t.TempDir()
+		_, stop := startNode(t, Config{StateDir: dir})
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	refused := func(t *testing.T, dir string, sentinel error, path, fix string) {
+		t.Helper()
+		err := refusedStart(t, Config{StateDir: dir})
+		var ie *statedir.InsecureError
+		if !errors.Is(err, sentinel) || !errors.As(err, &ie) || ie.Path != path {
+			t.Fatalf("got %v, want %v for %s", err, sentinel, path)
+		}
+		if !strings.Contains(err.Error(), "run `"+fix+"`") {
+			t.Fatalf("the error does not give the fix %q: %v", fix, err)
+		}
+	}
+
+	t.Run("state dir 0777", func(t *testing.T) {
+		dir := prepared(t)
+		if err := os.Chmod(dir, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		refused(t, dir, statedir.ErrPermissions, dir, "chmod 755 "+dir)
+		if err := os.Chmod(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		startNode(t, Config{StateDir: dir})
+	})
+	t.Run("journal 0666", func(t *testing.T) {
+		dir := prepared(t)
+		path := JournalPath(dir)
+		if err := os.Chmod(path, 0o666); err != nil {
+			t.Fatal(err)
+		}
+		refused(t, dir, statedir.ErrPermissions, path, "chmod 644 "+path)
+	})
+	t.Run("node key 0644", func(t *testing.T) {
+		dir := prepared(t)
+		path := filepath.Join(dir, identity.KeyFile)
+		if err := os.Chmod(path, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		refused(t, dir, statedir.ErrPermissions, path, "chmod 600 "+path)
+	})
+	t.Run("config file group-writable", func(t *testing.T) {
+		dir := prepared(t)
+		cfgPath := filepath.Join(t.TempDir(), "config.toml")
+		if err := os.WriteFile(cfgPath, []byte("state_dir = \""+dir+"\"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(cfgPath, 0o664); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := LoadConfigFiles(cfgPath, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = refusedStart(t, cfg)
+		if !errors.Is(err, statedir.ErrPermissions) || !strings.Contains(err.Error(), "chmod 644 "+cfgPath) {
+			t.Fatalf("got %v, want the config file refused", err)
+		}
+	})
+	t.Run("node.ownership planted by another user", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("giving a file to another user needs root (chown); statedir's own tests check the rule with a stand-in uid")
+		}
+		dir := prepared(t)
+		key, err := identity.LoadKey(filepath.Join(dir, identity.KeyFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Mallory issues herself ownership of the node and plants it.
+		mallory, _ := identity.GenerateKey(nil)
+		now := time.Now()
+		cert, err := owner.Issue(mallory, owner.Options{Endpoint: key.ID(), IssuedAt: now.Add(-time.Minute), ExpiresAt: now.Add(time.Hour)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, "node.ownership")
+		if err := owner.Save(path, cert); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(path, 4242, 4242); err != nil {
+			t.Fatal(err)
+		}
+		refused(t, dir, statedir.ErrOwner, path, "chown root "+path)
+	})
 }
