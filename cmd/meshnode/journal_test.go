@@ -49,9 +49,10 @@ func runApp(t *testing.T, args ...string) (string, error) {
 }
 
 // TestJournalAcceptRollback: `meshnode journal accept-rollback` re-anchors
-// a cut journal's checkpoint, with --state-dir after the command or the
-// daemon's own before it, says what that means, and does nothing to a
-// journal that already agrees; it refuses while a node holds the journal.
+// a cut journal's checkpoint, with --state-dir after the command, the
+// daemon's own before it, or the default state dir, says what that means,
+// and does nothing to a journal that already agrees; it refuses while a
+// node holds the journal.
 func TestJournalAcceptRollback(t *testing.T) {
 	home := isolate(t)
 	for _, tc := range []struct {
