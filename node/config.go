@@ -53,6 +53,11 @@ type Config struct {
 	Control ControlConfig `toml:"control"`
 	Steward StewardConfig `toml:"steward"`
 	Energy  EnergyConfig  `toml:"energy"`
+
+	// Files are the config files read into this config, in order
+	// (OverlayConfig adds each), so that the node can refuse ones another
+	// user could change.
+	Files []string `toml:"-"`
 }
 
 // ModelConfig is one [[model]] table.
@@ -187,6 +192,7 @@ func LoadConfigFiles(path, stateDir string) (Config, error) {
 	if err := decodeConfig(&c, b); err != nil {
 		return c, fmt.Errorf("config %s: %w", staged, err)
 	}
+	c.Files = append(c.Files, staged)
 	return c, nil
 }
 
@@ -268,6 +274,7 @@ func OverlayConfig(c *Config, path string) error {
 	if err := decodeConfig(c, b); err != nil {
 		return fmt.Errorf("config %s: %w", path, err)
 	}
+	c.Files = append(c.Files, path)
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -113,6 +114,10 @@ func TestLoadConfigFilesLayers(t *testing.T) {
 	}
 	if c.HTTPAddr != "127.0.0.1:1000" || c.LogLevel != "warn" {
 		t.Fatalf("layered config = http %s, log %s; want the file's address and the owner's level", c.HTTPAddr, c.LogLevel)
+	}
+	// The node checks who can change the files it read.
+	if want := []string{file, OwnerConfigPath(state)}; !slices.Equal(c.Files, want) {
+		t.Fatalf("files read %v, want %v", c.Files, want)
 	}
 	// A state dir given on the command line is where the staged file is read.
 	other := t.TempDir()

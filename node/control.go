@@ -36,11 +36,7 @@ func (n *Node) startControl(ctx context.Context, stack *closers, run func(string
 		}
 		keys = append(keys, pk)
 	}
-	certPath := n.cfg.Control.Ownership
-	if !filepath.IsAbs(certPath) {
-		certPath = filepath.Join(n.cfg.StateDir, certPath)
-	}
-	cert, err := owner.LoadNodeCert(certPath, n.key.ID(), time.Now())
+	cert, err := owner.LoadNodeCert(n.ownershipPath(), n.key.ID(), time.Now())
 	if err != nil {
 		n.log.Warn("running unowned: the node's ownership certificate is not usable", "err", err)
 		cert = nil

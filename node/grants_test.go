@@ -12,6 +12,7 @@ import (
 
 	"github.com/meshnode/meshnode/node/identity"
 	"github.com/meshnode/meshnode/node/steward/grant"
+	"github.com/meshnode/meshnode/node/steward/journal"
 )
 
 // TestGrantedServeAndRestart: a request riding on a grant issued to the
@@ -91,13 +92,18 @@ func TestGrantedRefusals(t *testing.T) {
 	dir := t.TempDir()
 	journalPath := filepath.Join(dir, "journal", "steward.jsonl")
 
-	// A journal from before any serve, to restore later as an operator
-	// restoring an old backup would.
+	// A journal from before any serve, with its checkpoint, to restore
+	// later as an operator restoring an old backup of the state dir would:
+	// a rollback the checkpoint cannot see, since it was rolled back too.
 	_, stop := startNode(t, Config{StateDir: dir})
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	backup, err := os.ReadFile(journalPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	headBackup, err := os.ReadFile(journal.HeadPath(journalPath))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,6 +186,9 @@ func TestGrantedRefusals(t *testing.T) {
 
 	// The journal loses the records behind that receipt.
 	if err := os.WriteFile(journalPath, backup, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(journal.HeadPath(journalPath), headBackup, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	n, _ = startNode(t, Config{StateDir: dir})

@@ -103,6 +103,11 @@ func (n *Node) Serve(ctx context.Context) (err error) {
 	}()
 	n.startedAt = time.Now()
 
+	// 0. Nothing the node is about to trust may be another user's to change.
+	if err := n.checkPermissions(); err != nil {
+		return err
+	}
+
 	// 1. Identity.
 	key, created, err := identity.LoadOrCreateKey(n.cfg.StateDir)
 	if err != nil {
@@ -392,20 +397,28 @@ func (n *Node) mdnsHints() mdns.Hints {
 	return mdns.Hints{VRAM: vram(n.hardware), Serving: n.models.names()}
 }
 
+// JournalPath is the steward's decision journal in stateDir; its
+// chain-head checkpoint is beside it (journal.HeadPath).
+func JournalPath(stateDir string) string {
+	return filepath.Join(stateDir, "journal", "steward.jsonl")
+}
+
 // openSteward opens the steward's decision journal (taking its lock),
 // replays it, and starts the steward on it: a restarted node continues
 // its receipt chain and its grants' spend where it stopped (mesh/1 §2.2).
 func (n *Node) openSteward(backends []steward.Backend, stack *closers) (*steward.Steward, error) {
-	path := filepath.Join(n.cfg.StateDir, "journal", "steward.jsonl")
-	j, err := journal.Open(path, journal.Options{})
-	if errors.Is(err, journal.ErrLocked) {
+	path := JournalPath(n.cfg.StateDir)
+	j, err := journal.Open(path, journal.Options{Logger: n.log})
+	switch {
+	case errors.Is(err, journal.ErrLocked):
 		return nil, fmt.Errorf("%w: another meshnode is running on state dir %s", err, n.cfg.StateDir)
-	}
-	if err != nil {
+	case errors.Is(err, journal.ErrRolledBack), errors.Is(err, journal.ErrBadCheckpoint):
+		return nil, fmt.Errorf("steward journal: %w; to accept it, run `meshnode journal accept-rollback --state-dir %s` as the user the node runs as", err, n.cfg.StateDir)
+	case err != nil:
 		return nil, fmt.Errorf("steward journal: %w", err)
 	}
 	stack.push("steward journal", j.Close)
-	rev, err := grant.LoadRevocations(filepath.Join(n.cfg.StateDir, "grants", "revoked"))
+	rev, err := grant.LoadRevocations(revocationsPath(n.cfg.StateDir))
 	if err != nil {
 		return nil, fmt.Errorf("grant revocations: %w", err)
 	}

@@ -31,7 +31,7 @@ func newApp() *cli.App {
 		Flags:                serveFlags(),
 		Action:               serve,
 		EnableBashCompletion: true,
-		Commands:             []*cli.Command{idCommand(), metersCommand(), configCommand(), runCommand(), serviceCommand()},
+		Commands:             []*cli.Command{idCommand(), metersCommand(), configCommand(), runCommand(), serviceCommand(), journalCommand()},
 	}
 }
 

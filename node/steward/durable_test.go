@@ -580,7 +580,10 @@ func mustAppend(t *testing.T, j *journal.Journal, es ...journal.Entry) {
 
 // TestWitness: a receipt the journal holds is acknowledged; one it does not
 // (records cut from its end) stops every grant, across restarts, until
-// the journal is restored. Ungranted serves go on.
+// the journal is restored. Ungranted serves go on. The journal's checkpoint
+// refuses a cut on its own; the witness catches the cut the checkpoint
+// cannot see, one rolled back together with its checkpoint, or accepted
+// by an operator.
 func TestWitness(t *testing.T) {
 	f := newFixture(t)
 	req := genRequest(8, 4, receipt.F2, 1_000)
@@ -608,6 +611,12 @@ func TestWitness(t *testing.T) {
 	if err := os.WriteFile(f.path, bytes.Join(lines[:6], nil), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	if err := f.open(); !errors.Is(err, journal.ErrRolledBack) {
+		t.Fatalf("a cut journal: %v, want ErrRolledBack", err)
+	}
+	if _, err := journal.AcceptRollback(f.path, journal.Options{}); err != nil {
+		t.Fatal(err)
+	}
 	f.start()
 	if err := f.s.Witness(envs[1]); err != nil {
 		t.Fatalf("a receipt before the cut: %v", err)
@@ -629,9 +638,14 @@ func TestWitness(t *testing.T) {
 	check("suspended")
 	f.restart()
 	check("after a restart")
-	// The operator restores the journal: grants are honoured again.
+	// The operator restores the journal (which differs from the one the
+	// checkpoint names, at its witnessed record, so they accept it): grants
+	// are honoured again.
 	f.j.Close()
 	if err := os.WriteFile(f.path, whole, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := journal.AcceptRollback(f.path, journal.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	f.start()

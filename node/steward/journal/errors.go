@@ -31,6 +31,13 @@ var (
 	ErrFailed = errors.New("journal: an earlier append failed; the journal takes no more records")
 	// ErrClosed: the journal is closed.
 	ErrClosed = errors.New("journal: closed")
+	// ErrRolledBack: the journal is shorter than its checkpoint says the
+	// steward wrote, or differs from it: records were cut or the file was
+	// replaced. Returned in a *RollbackError.
+	ErrRolledBack = errors.New("journal: rolled back")
+	// ErrBadCheckpoint: the checkpoint file beside the journal holds no
+	// intact checkpoint, so the journal cannot be checked against it.
+	ErrBadCheckpoint = errors.New("journal: checkpoint unreadable")
 )
 
 // RecordError names the record a journal was refused at. A steward MUST
@@ -47,3 +54,37 @@ func (e *RecordError) Error() string {
 }
 
 func (e *RecordError) Unwrap() error { return e.Err }
+
+// RollbackError is a journal that does not reach its checkpoint: it holds
+// fewer records than the steward had made durable, or the record at the
+// checkpoint's position is not the one the steward wrote. Serving from it
+// would hand out receipt sequences and honour presentations already used,
+// so the steward refuses until an operator restores the journal or
+// accepts it as it stands ([AcceptRollback]).
+type RollbackError struct {
+	Path string
+	// Journal is the journal as it stands (whole records only).
+	Journal Checkpoint
+	// TornBytes is the length of a final line cut short, when there is one.
+	TornBytes int64
+	// CheckpointPath and Checkpoint are what the steward last recorded.
+	CheckpointPath string
+	Checkpoint     Checkpoint
+}
+
+func (e *RollbackError) Error() string {
+	how := "it holds fewer records than the steward wrote (records were cut from its end, or it was emptied, deleted or replaced)"
+	if e.Journal.Records >= e.Checkpoint.Records {
+		how = fmt.Sprintf("record %d is not the one the steward wrote there, so the file was replaced", e.Checkpoint.Records-1)
+	}
+	torn := ""
+	if e.TornBytes > 0 {
+		torn = fmt.Sprintf(", and a torn final line of %d bytes", e.TornBytes)
+	}
+	return fmt.Sprintf("journal %s holds %s%s, but the checkpoint %s says the steward had written %s: %s; "+
+		"the steward will not serve from this journal, since the receipt sequences and spent grant presentations of the missing records could be used again. "+
+		"Restore the journal from a copy that holds those records, or accept the journal as it stands",
+		e.Path, e.Journal, torn, e.CheckpointPath, e.Checkpoint, how)
+}
+
+func (e *RollbackError) Unwrap() error { return ErrRolledBack }

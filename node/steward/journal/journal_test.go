@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -105,11 +107,19 @@ func TestAppendReopen(t *testing.T) {
 }
 
 // TestTornTail: a final line with no newline is an append cut short; it is
-// dropped, cut from the file, and the next append starts a clean line.
+// dropped, cut from the file, logged with its size and record number, and
+// the next append starts a clean line.
 func TestTornTail(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j")
 	j := open(t, path)
-	appendAll(t, j, serves()[:3]...)
+	appendAll(t, j, serves()[:2]...)
+	// The checkpoint as a crash in the middle of the third append leaves
+	// it: the record is never synced whole, so never checkpointed.
+	headAt2, err := os.ReadFile(HeadPath(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendAll(t, j, serves()[2])
 	j.Close()
 	whole, _ := os.ReadFile(path)
 	lines := bytes.SplitAfter(whole, []byte("\n"))
@@ -117,9 +127,21 @@ func TestTornTail(t *testing.T) {
 		if err := os.WriteFile(path, append(bytes.Clone(whole[:len(whole)-len(lines[2])]), lines[2][:cut]...), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		j := open(t, path)
+		if err := os.WriteFile(HeadPath(path), headAt2, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var logs bytes.Buffer
+		j, err := Open(path, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		if err != nil {
+			t.Fatalf("cut at %d: %v", cut, err)
+		}
+		t.Cleanup(func() { j.Close() })
 		if j.Len() != 2 {
 			t.Fatalf("cut at %d: %d records", cut, j.Len())
+		}
+		if l := logs.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, "torn final line") ||
+			!strings.Contains(l, "record=2") || !strings.Contains(l, fmt.Sprintf("bytes=%d", cut)) {
+			t.Fatalf("cut at %d: the drop was not logged with its record and size: %q", cut, l)
 		}
 		appendAll(t, j, sealed(0))
 		j.Close()
