@@ -69,6 +69,11 @@ type APIConfig struct {
 	QueueDepth   int   `toml:"queue_depth"`
 	// MaxTokens is the default output ceiling when a request names none.
 	MaxTokens int `toml:"max_tokens"`
+	// MeshAccess says whose requests, tunnelled through the mesh, the node
+	// serves: MeshAccessAny, MeshAccessOwner or MeshAccessNone. The API
+	// key never applies to them. Default: "owner" when APIKey is set,
+	// else "any".
+	MeshAccess string `toml:"mesh_access"`
 }
 
 // ControlConfig is owner control (docs/control.md).
@@ -259,6 +264,14 @@ func (c *Config) Resolve() error {
 	if c.API.MaxTokens <= 0 {
 		c.API.MaxTokens = DefaultMaxTokens
 	}
+	if c.API.MeshAccess == "" {
+		// A node that asks a key of its own clients must not serve every
+		// stranger the mesh admits.
+		c.API.MeshAccess = MeshAccessAny
+		if c.APIKey != "" {
+			c.API.MeshAccess = MeshAccessOwner
+		}
+	}
 	if c.Control.Ownership == "" {
 		c.Control.Ownership = "node.ownership"
 	}
@@ -289,6 +302,11 @@ func (c *Config) Resolve() error {
 	}
 	if _, err := ParseLogLevel(c.LogLevel); err != nil {
 		errs = append(errs, err)
+	}
+	switch c.API.MeshAccess {
+	case MeshAccessAny, MeshAccessOwner, MeshAccessNone:
+	default:
+		errs = append(errs, fmt.Errorf("api.mesh_access %q: want any, owner or none", c.API.MeshAccess))
 	}
 	if c.Steward.FidelityFloor > 4 {
 		errs = append(errs, fmt.Errorf("steward.fidelity_floor %d: want 0…4", c.Steward.FidelityFloor))

@@ -47,6 +47,7 @@ func serveFlags() []cli.Flag {
 		&cli.StringFlag{Name: "backend", Usage: "where models run: auto, cpu or cuda (default auto)", EnvVars: env("BACKEND")},
 		&cli.StringFlag{Name: "http-addr", Usage: "OpenAI-compatible API address (default " + node.DefaultHTTPAddr + ")", EnvVars: env("HTTP_ADDR")},
 		&cli.StringFlag{Name: "api-key", Usage: "require this bearer key on the API (needed to bind beyond loopback)", EnvVars: env("API_KEY")},
+		&cli.StringFlag{Name: "mesh-access", Usage: "whose requests tunnelled through the mesh are served: any, owner (peers certified by an owner this node trusts) or none (default owner with an API key, else any)", EnvVars: env("MESH_ACCESS")},
 		&cli.StringFlag{Name: "quic-addr", Usage: "mesh QUIC address, UDP (default " + node.DefaultQUICAddr + ")", EnvVars: env("QUIC_ADDR")},
 		&cli.StringFlag{Name: "bind-ip", Usage: "bind and advertise only this IP (multi-NIC or container hosts)", EnvVars: env("BIND_IP")},
 		&cli.StringSliceFlag{Name: "join", Usage: "invite token of a node to join; repeatable", EnvVars: env("JOIN")},
@@ -81,6 +82,7 @@ func loadConfig(c *cli.Context) (node.Config, error) {
 	str("backend", &cfg.Backend)
 	str("http-addr", &cfg.HTTPAddr)
 	str("api-key", &cfg.APIKey)
+	str("mesh-access", &cfg.API.MeshAccess)
 	str("quic-addr", &cfg.QUICAddr)
 	str("bind-ip", &cfg.BindIP)
 	str("discovery", &cfg.Discovery)

@@ -95,6 +95,44 @@ func TestConfigPrecedence(t *testing.T) {
 	}
 }
 
+// TestMeshAccessConfig: api.mesh_access defaults to "owner" when an API
+// key is set and "any" when none is, and comes from the file, the
+// MESHNODE_MESH_ACCESS variable or --mesh-access, in that order; any
+// other value is refused.
+func TestMeshAccessConfig(t *testing.T) {
+	home := isolate(t)
+	file := filepath.Join(home, "meshnode.toml")
+	if err := os.WriteFile(file, []byte("[api]\nmesh_access = \"none\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"no key", nil, nil, "any"},
+		{"a key", nil, []string{"--api-key", "k"}, "owner"},
+		{"a key from the environment", map[string]string{"MESHNODE_API_KEY": "k"}, nil, "owner"},
+		{"file", nil, []string{"--config", file, "--api-key", "k"}, "none"},
+		{"variable over the file", map[string]string{"MESHNODE_MESH_ACCESS": "any"}, []string{"--config", file}, "any"},
+		{"flag over the variable", map[string]string{"MESHNODE_MESH_ACCESS": "any"}, []string{"--mesh-access", "owner"}, "owner"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			got, err := check(t, tt.args...)
+			if err != nil || got["mesh_access"] != tt.want {
+				t.Fatalf("mesh_access %q, %v; want %q", got["mesh_access"], err, tt.want)
+			}
+		})
+	}
+	if _, err := check(t, "--mesh-access", "friends"); err == nil || !strings.Contains(err.Error(), "api.mesh_access") {
+		t.Fatalf("an unknown policy: %v, want an error naming api.mesh_access", err)
+	}
+}
+
 // TestDefaultConfigFileRead: with no --config, the file at the default
 // path is read when it exists.
 func TestDefaultConfigFileRead(t *testing.T) {
