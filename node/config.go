@@ -89,6 +89,11 @@ type APIConfig struct {
 	// AllowedOrigins are web origins ("http://localhost:3000") whose
 	// pages may use the API (with CORS); pages on other origins are refused.
 	AllowedOrigins []string `toml:"allowed_origins"`
+	// MeshAccess says whose requests, tunnelled through the mesh, the node
+	// serves: MeshAccessAny, MeshAccessOwner or MeshAccessNone. The API
+	// key never applies to them. Default: "owner" when APIKey is set,
+	// else "any".
+	MeshAccess string `toml:"mesh_access"`
 }
 
 // ControlConfig is owner control (docs/control.md).
@@ -359,6 +364,27 @@ func (c *Config) Resolve() error {
 	if c.API.MaxTokens <= 0 {
 		c.API.MaxTokens = DefaultMaxTokens
 	}
+	// The key file first: whether there is a key decides defaults below.
+	var keyErr error
+	if c.APIKeyFile != "" {
+		// Resolving again (a resolved config has both) is no conflict.
+		switch k, err := readKeyFile(c.APIKeyFile); {
+		case err != nil:
+			keyErr = err
+		case c.APIKey != "" && c.APIKey != k:
+			keyErr = errors.New("api_key and api_key_file are both set: keep one")
+		default:
+			c.APIKey = k
+		}
+	}
+	if c.API.MeshAccess == "" {
+		// A node that asks a key of its own clients must not serve every
+		// stranger the mesh admits.
+		c.API.MeshAccess = MeshAccessAny
+		if c.APIKey != "" {
+			c.API.MeshAccess = MeshAccessOwner
+		}
+	}
 	if c.Control.Ownership == "" {
 		c.Control.Ownership = "node.ownership"
 	}
@@ -372,6 +398,9 @@ func (c *Config) Resolve() error {
 		c.Steward.JouleCeilingUJ = DefaultJouleCeilingUJ
 	}
 	var errs []error
+	if keyErr != nil {
+		errs = append(errs, keyErr)
+	}
 	switch c.Backend {
 	case "auto", "cpu", "cuda":
 	default:
@@ -391,17 +420,13 @@ func (c *Config) Resolve() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.checkBounds()...)
+	switch c.API.MeshAccess {
+	case MeshAccessAny, MeshAccessOwner, MeshAccessNone:
+	default:
+		errs = append(errs, fmt.Errorf("api.mesh_access %q: want any, owner or none", c.API.MeshAccess))
+	}
 	if c.Steward.FidelityFloor > 4 {
 		errs = append(errs, fmt.Errorf("steward.fidelity_floor %d: want 0…4", c.Steward.FidelityFloor))
-	}
-	if c.APIKeyFile != "" {
-		if c.APIKey != "" {
-			errs = append(errs, errors.New("api_key and api_key_file are both set: keep one"))
-		} else if k, err := readKeyFile(c.APIKeyFile); err != nil {
-			errs = append(errs, err)
-		} else {
-			c.APIKey = k
-		}
 	}
 	for _, o := range c.API.AllowedOrigins {
 		if u, err := url.Parse(o); o != "*" && (err != nil || u.Scheme == "" || u.Host == "" || u.Path != "" && u.Path != "/") {

@@ -88,6 +88,7 @@ func TestResolveErrors(t *testing.T) {
 		{"model without path", Config{Model: []ModelConfig{{Name: "x"}}}, "path is required"},
 		{"model fidelity", Config{Model: []ModelConfig{{Path: "x", Fidelity: &five}}}, "fidelity 5"},
 		{"floor", Config{Steward: StewardConfig{FidelityFloor: 7}}, "fidelity_floor"},
+		{"mesh access", Config{API: APIConfig{MeshAccess: "friends"}}, `api.mesh_access "friends": want any, owner or none`},
 	}
 	for _, tt := range tests {
 		tt.c.StateDir = "/s"
@@ -99,6 +100,25 @@ func TestResolveErrors(t *testing.T) {
 	ok := Config{StateDir: "/s", HTTPAddr: "0.0.0.0:9337", APIKey: "k"}
 	if err := ok.Resolve(); err != nil {
 		t.Errorf("public http with key: %v", err)
+	}
+}
+
+// TestMeshAccessDefault: a node with an API key serves, by default, only
+// mesh peers certified by an owner it trusts; one without, every peer;
+// an explicit policy stands either way.
+func TestMeshAccessDefault(t *testing.T) {
+	for _, tt := range []struct {
+		key, set, want string
+	}{
+		{"", "", MeshAccessAny},
+		{"k", "", MeshAccessOwner},
+		{"k", MeshAccessAny, MeshAccessAny},
+		{"", MeshAccessNone, MeshAccessNone},
+	} {
+		c := Config{StateDir: "/s", APIKey: tt.key, API: APIConfig{MeshAccess: tt.set}}
+		if err := c.Resolve(); err != nil || c.API.MeshAccess != tt.want {
+			t.Errorf("api_key %q, mesh_access %q: resolved to %q, %v; want %q", tt.key, tt.set, c.API.MeshAccess, err, tt.want)
+		}
 	}
 }
 

@@ -22,17 +22,16 @@ const (
 	ownerConfigFile = "owner-config.toml" // its config_toml, read at the next start
 )
 
-// startControl serves owner control (mesh-llm-control/1) on the mesh's
-// QUIC listener: the node's ownership certificate and trusted owner keys,
-// the owner-managed config store, the model inventory and the lifecycle
-// reconciler. It returns the REST facade's handler, for the API to mount
-// on loopback.
-func (n *Node) startControl(ctx context.Context, stack *closers, run func(string, func(context.Context) error, context.Context)) (*control.Server, error) {
+// loadOwnership reads the node's ownership certificate and the owner keys
+// its config trusts. It runs before the mesh starts, so that the node's
+// first announcement carries the certificate: peers under mesh_access =
+// "owner" serve its requests only once they have it.
+func (n *Node) loadOwnership() error {
 	keys := make([]owner.PublicKey, 0, len(n.cfg.Control.OwnerKeys))
 	for _, k := range n.cfg.Control.OwnerKeys {
 		pk, err := owner.ParsePublicKey(k)
 		if err != nil {
-			return nil, fmt.Errorf("control.owner_keys: %w", err)
+			return fmt.Errorf("control.owner_keys: %w", err)
 		}
 		keys = append(keys, pk)
 	}
@@ -44,13 +43,24 @@ func (n *Node) startControl(ctx context.Context, stack *closers, run func(string
 	n.mu.Lock()
 	n.ownership = cert
 	n.mu.Unlock()
+	n.trust = owner.NodeTrust(cert, keys...)
+	return nil
+}
 
+// startControl serves owner control (mesh-llm-control/1) on the mesh's
+// QUIC listener, for the owners loadOwnership found: the owner-managed
+// config store, the model inventory and the lifecycle reconciler. It
+// returns the REST facade's handler, for the API to mount on loopback.
+func (n *Node) startControl(ctx context.Context, stack *closers, run func(string, func(context.Context) error, context.Context)) (*control.Server, error) {
+	n.mu.Lock()
+	owned := n.ownership != nil
+	n.mu.Unlock()
 	rt := &ownerRuntime{n: n}
 	store, err := control.OpenFileStore(filepath.Join(n.cfg.StateDir, ownerStoreFile), n.configSnapshot(), rt)
 	if err != nil {
 		return nil, err
 	}
-	trust := owner.NodeTrust(cert, keys...)
+	trust := n.trust
 	// The REST facade's credential: only this node's user and root can
 	// read it, and so only they can drive the node from this machine.
 	secret, err := control.WriteSecret(n.cfg.StateDir)
@@ -82,9 +92,9 @@ func (n *Node) startControl(ctx context.Context, stack *closers, run func(string
 	if err != nil {
 		n.log.Warn("could not write the control endpoint token", "err", err)
 	}
-	n.log.Info("owner control", "owned", cert != nil, "trusted_owners", trust.Len(),
+	n.log.Info("owner control", "owned", owned, "trusted_owners", trust.Len(),
 		"endpoint_token_file", filepath.Join(n.cfg.StateDir, "control.token"))
-	if tok != "" && (cert != nil || len(keys) > 0) {
+	if tok != "" && trust.Len() > 0 {
 		n.log.Info("manage this node with: meshcli --endpoint " + tok)
 	}
 	return srv, nil

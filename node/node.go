@@ -23,6 +23,7 @@ import (
 	"github.com/meshnode/meshnode/hw/meters"
 	"github.com/meshnode/meshnode/node/api"
 	"github.com/meshnode/meshnode/node/control"
+	"github.com/meshnode/meshnode/node/control/owner"
 	"github.com/meshnode/meshnode/node/identity"
 	"github.com/meshnode/meshnode/node/mesh"
 	"github.com/meshnode/meshnode/node/sdnotify"
@@ -56,6 +57,7 @@ type Node struct {
 	steward   *steward.Steward
 	hardware  *hw.Facts
 	ownership *nodev1.SignedNodeOwnership // guarded by mu
+	trust     *owner.Trust                // the owners it trusts; set by loadOwnership, before the mesh starts
 	mesh      *mesh.Node
 	invite    string
 	httpAddr  net.Addr
@@ -118,6 +120,9 @@ func (n *Node) Serve(ctx context.Context) (err error) {
 		n.log.Info("created node key", "dir", n.cfg.StateDir)
 	}
 	n.log.Info("identity", "endpoint_id", key.ID().String(), "did", key.DIDKey())
+	if err := n.loadOwnership(); err != nil {
+		return err
+	}
 
 	// 2. Meters.
 	sel, err := meters.Select(ctx, n.meterConfig, n.log)
@@ -160,14 +165,27 @@ func (n *Node) Serve(ctx context.Context) (err error) {
 		}
 	}
 
-	// 5. The HTTP listeners (bound before the mesh so its tunnels and
-	// announcement know the ports), 6. the mesh, 7. discovery.
+	// 5. The HTTP listener (bound before the mesh so that its
+	// announcement knows the port), 6. the mesh and the listener its
+	// tunnels arrive on, 7. discovery.
 	httpLn, err := net.Listen("tcp", n.cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("api: %w", err)
 	}
 	stack.push("api listener", ignoreClosed(httpLn.Close))
-	tunnelLn, err := net.Listen("tcp", "127.0.0.1:0")
+	n.mu.Lock()
+	n.httpAddr = httpLn.Addr()
+	n.mu.Unlock()
+
+	mn, err := n.newMesh(httpLn.Addr())
+	if err != nil {
+		return err
+	}
+	n.mesh = mn
+	// Tunnels come to the API in-process, never through a socket, so only
+	// a peer the mesh admitted, under the API's mesh access policy, reaches
+	// the handler that serves them without the API key.
+	tunnelLn, err := mn.ListenHTTP()
 	if err != nil {
 		return fmt.Errorf("api: mesh tunnel listener: %w", err)
 	}
@@ -175,15 +193,6 @@ func (n *Node) Serve(ctx context.Context) (err error) {
 	if n.wrapTunnel != nil {
 		tunnelLn = n.wrapTunnel(tunnelLn)
 	}
-	n.mu.Lock()
-	n.httpAddr = httpLn.Addr()
-	n.mu.Unlock()
-
-	mn, err := n.newMesh(tunnelLn.Addr().String(), httpLn.Addr())
-	if err != nil {
-		return err
-	}
-	n.mesh = mn
 	self := mn.EndpointAddr()
 	if n.invite, err = token.Encode(self); err != nil {
 		return fmt.Errorf("invite token: %w", err)
@@ -231,6 +240,7 @@ func (n *Node) Serve(ctx context.Context) (err error) {
 		QueueDepth:     n.cfg.API.QueueDepth,
 		AllowedHosts:   n.allowedHosts(),
 		AllowedOrigins: n.cfg.API.AllowedOrigins,
+		MeshAccess:     n.newMeshAccess(),
 		Routes:         map[string]http.Handler{control.HTTPPrefix + "/": ctl.HTTPHandler()},
 	}, key.ID(), &registry{n: n}, meshRelay{mn}, &apiNode{n: n}, n.log, nil)
 	drain := n.cfg.DrainTimeout.Duration
@@ -322,7 +332,7 @@ func (n *Node) allowedHosts() []string {
 }
 
 // newMesh builds the QUIC mesh listener, pinned to bind_ip when set.
-func (n *Node) newMesh(tunnelTarget string, httpAddr net.Addr) (*mesh.Node, error) {
+func (n *Node) newMesh(httpAddr net.Addr) (*mesh.Node, error) {
 	listen := n.cfg.QUICAddr
 	if n.cfg.BindIP != "" {
 		_, port, _ := net.SplitHostPort(listen)
@@ -337,7 +347,6 @@ func (n *Node) newMesh(tunnelTarget string, httpAddr net.Addr) (*mesh.Node, erro
 		MeshID:     n.cfg.MeshID,
 		Version:    Version,
 		Self:       func() *nodev1.PeerAnnouncement { return n.announcement(httpPort) },
-		HTTPTarget: tunnelTarget,
 		// A peer that leaves drains as this node would: its connections
 		// stay for the tunnels in flight that long at most.
 		Timeouts: mesh.Timeouts{LeaveDrain: n.cfg.DrainTimeout.Duration},

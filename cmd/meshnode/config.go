@@ -28,8 +28,8 @@ func configCommand() *cli.Command {
 					if err != nil {
 						return err
 					}
-					fmt.Fprintf(c.App.Writer, "state_dir  %s\nmodels_dir %s\nhttp_addr  %s\nquic_addr  %s\ndiscovery  %s\n",
-						cfg.StateDir, cfg.ModelsDir, cfg.HTTPAddr, cfg.QUICAddr, cfg.Discovery)
+					fmt.Fprintf(c.App.Writer, "state_dir  %s\nmodels_dir %s\nhttp_addr  %s\nquic_addr  %s\ndiscovery  %s\nmesh_access %s\n",
+						cfg.StateDir, cfg.ModelsDir, cfg.HTTPAddr, cfg.QUICAddr, cfg.Discovery, cfg.API.MeshAccess)
 					return nil
 				},
 			},

@@ -48,6 +48,7 @@ func serveFlags() []cli.Flag {
 		&cli.StringFlag{Name: "http-addr", Usage: "OpenAI-compatible API address (default " + node.DefaultHTTPAddr + ")", EnvVars: env("HTTP_ADDR")},
 		&cli.StringFlag{Name: "api-key", Usage: "require this bearer key on the API (needed to bind beyond loopback); every local user sees it in ps: prefer MESHNODE_API_KEY or --api-key-file", EnvVars: env("API_KEY")},
 		&cli.StringFlag{Name: "api-key-file", Usage: "read the API key from this `FILE` (its first line; not readable by other users)", EnvVars: env("API_KEY_FILE")},
+		&cli.StringFlag{Name: "mesh-access", Usage: "whose requests tunnelled through the mesh are served: any, owner (peers certified by an owner this node trusts) or none (default owner with an API key, else any)", EnvVars: env("MESH_ACCESS")},
 		&cli.StringFlag{Name: "quic-addr", Usage: "mesh QUIC address, UDP (default " + node.DefaultQUICAddr + ")", EnvVars: env("QUIC_ADDR")},
 		&cli.StringFlag{Name: "bind-ip", Usage: "bind and advertise only this IP (multi-NIC or container hosts)", EnvVars: env("BIND_IP")},
 		&cli.StringSliceFlag{Name: "join", Usage: "invite token of a node to join; repeatable", EnvVars: env("JOIN")},
@@ -90,6 +91,7 @@ func loadConfig(c *cli.Context) (node.Config, error) {
 	} else if c.IsSet("api-key-file") && !c.IsSet("api-key") {
 		cfg.APIKey = ""
 	}
+	str("mesh-access", &cfg.API.MeshAccess)
 	str("quic-addr", &cfg.QUICAddr)
 	str("bind-ip", &cfg.BindIP)
 	str("discovery", &cfg.Discovery)

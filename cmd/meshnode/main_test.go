@@ -95,6 +95,44 @@ func TestConfigPrecedence(t *testing.T) {
 	}
 }
 
+// TestMeshAccessConfig: api.mesh_access defaults to "owner" when an API
+// key is set and "any" when none is, and comes from the file, the
+// MESHNODE_MESH_ACCESS variable or --mesh-access, in that order; any
+// other value is refused.
+func TestMeshAccessConfig(t *testing.T) {
+	home := isolate(t)
+	file := filepath.Join(home, "meshnode.toml")
+	if err := os.WriteFile(file, []byte("[api]\nmesh_access = \"none\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"no key", nil, nil, "any"},
+		{"a key", nil, []string{"--api-key", "k"}, "owner"},
+		{"a key from the environment", map[string]string{"MESHNODE_API_KEY": "k"}, nil, "owner"},
+		{"file", nil, []string{"--config", file, "--api-key", "k"}, "none"},
+		{"variable over the file", map[string]string{"MESHNODE_MESH_ACCESS": "any"}, []string{"--config", file}, "any"},
+		{"flag over the variable", map[string]string{"MESHNODE_MESH_ACCESS": "any"}, []string{"--mesh-access", "owner"}, "owner"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			got, err := check(t, tt.args...)
+			if err != nil || got["mesh_access"] != tt.want {
+				t.Fatalf("mesh_access %q, %v; want %q", got["mesh_access"], err, tt.want)
+			}
+		})
+	}
+	if _, err := check(t, "--mesh-access", "friends"); err == nil || !strings.Contains(err.Error(), "api.mesh_access") {
+		t.Fatalf("an unknown policy: %v, want an error naming api.mesh_access", err)
+	}
+}
+
 // TestDefaultConfigFileRead: with no --config, the file at the default
 // path is read when it exists.
 func TestDefaultConfigFileRead(t *testing.T) {
@@ -187,8 +225,8 @@ func TestAPIKeyFile(t *testing.T) {
 	if _, err := check(t, "--http-addr", "0.0.0.0:9337"); err == nil || !strings.Contains(err.Error(), "api_key") {
 		t.Fatalf("beyond loopback with no key: %v", err)
 	}
-	if _, err := check(t, "--http-addr", "0.0.0.0:9337", "--api-key-file", key); err != nil {
-		t.Fatalf("--api-key-file: %v", err)
+	if got, err := check(t, "--http-addr", "0.0.0.0:9337", "--api-key-file", key); err != nil || got["mesh_access"] != "owner" {
+		t.Fatalf("--api-key-file: %v; mesh_access %q, want owner as with a key given directly", err, got["mesh_access"])
 	}
 	t.Setenv("MESHNODE_API_KEY_FILE", key)
 	if _, err := check(t, "--http-addr", "0.0.0.0:9337"); err != nil {
@@ -199,6 +237,9 @@ func TestAPIKeyFile(t *testing.T) {
 	}
 	if _, err := check(t, "--http-addr", "0.0.0.0:9337"); err == nil || !strings.Contains(err.Error(), "chmod o-rwx") {
 		t.Fatalf("a world-readable key file: %v", err)
+	}
+	if err := os.Chmod(key, 0o600); err != nil {
+		t.Fatal(err)
 	}
 	// A key and a key file, both given as flags or variables, conflict.
 	if _, err := check(t, "--http-addr", "0.0.0.0:9337", "--api-key", "other"); err == nil || !strings.Contains(err.Error(), "keep one") {

@@ -303,9 +303,8 @@ func TestErrors(t *testing.T) {
 // the methods it takes in Allow, on the API and on the mesh handler; an
 // unserved path stays 404.
 func TestWrongMethod(t *testing.T) {
-	h := newHarness(t, Config{}, nil)
-	mesh := httptest.NewServer(h.srv.MeshHandler())
-	defer mesh.Close()
+	h := newHarness(t, Config{MeshAccess: anyPeer{}}, nil)
+	mesh := meshServer(t, h.srv, testID(9))
 	for _, tt := range []struct {
 		base, method, path string
 		status             int
@@ -542,9 +541,8 @@ func TestRelayThroughMesh(t *testing.T) {
 	regB := &fakeRegistry{self: idB, local: map[string]Model{"remote-model": modelB}}
 	// B believes A hosts "loop-model": a relayed request for it must not bounce back.
 	meshB := &fakeMesh{hosts: map[string][]identity.EndpointID{"loop-model": {idA}}}
-	srvB := New(Config{}, idB, regB, meshB, &fakeNode{}, nil, nil)
-	tunnelB := httptest.NewServer(srvB.MeshHandler())
-	defer tunnelB.Close()
+	srvB := New(Config{MeshAccess: anyPeer{}}, idB, regB, meshB, &fakeNode{}, nil, nil)
+	tunnelB := meshServer(t, srvB, idA)
 
 	meshA := &fakeMesh{
 		hosts:   map[string][]identity.EndpointID{"remote-model": {idDead, idB}, "loop-model": {idB}},

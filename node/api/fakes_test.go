@@ -111,6 +111,25 @@ func (r *fakeRegistry) List() []ModelInfo {
 	return out
 }
 
+// anyPeer is a mesh access policy that serves every peer.
+type anyPeer struct{}
+
+func (anyPeer) AllowPeer(identity.EndpointID) error { return nil }
+
+// meshServer serves srv's mesh handler on loopback TCP as though each
+// connection were a tunnel from peer: what ServeMesh makes of the mesh's
+// listener, for tests whose mesh is a fake.
+func meshServer(t *testing.T, srv *Server, peer identity.EndpointID) *httptest.Server {
+	t.Helper()
+	hs := httptest.NewUnstartedServer(srv.MeshHandler())
+	hs.Config.ConnContext = func(ctx context.Context, _ net.Conn) context.Context {
+		return context.WithValue(ctx, meshPeerKey{}, peer)
+	}
+	hs.Start()
+	t.Cleanup(hs.Close)
+	return hs
+}
+
 // fakeMesh routes tunnels to HTTP servers by peer id.
 type fakeMesh struct {
 	hosts   map[string][]identity.EndpointID

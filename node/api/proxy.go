@@ -160,10 +160,14 @@ func refused(err error) bool {
 	return errors.As(err, &r) && r.TunnelRefused()
 }
 
-// MeshHandler is the handler behind the mesh's HTTP tunnel: requests other
-// nodes relay here. They are served locally or not at all, need no API key
-// (the mesh admitted the peer), and reach only the generation endpoints and
-// the model list.
+// MeshHandler is the handler behind the mesh's HTTP tunnels (ServeMesh):
+// requests other nodes relay here. They are served locally or not at all,
+// and reach only the generation endpoints and the model list. The API key
+// does not apply (the relaying node never forwards its client's); instead
+// the peer that opened the tunnel, as its QUIC connection proved it, must
+// pass Config.MeshAccess, or the request is refused with 403
+// mesh_access_denied. A request that did not come through the mesh's
+// listener has no peer and is refused too.
 func (s *Server) MeshHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
@@ -174,9 +178,29 @@ func (s *Server) MeshHandler() http.Handler {
 		unrouted(w, r, mux, "%s %s is not served to mesh peers")
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get(ForwardedHeader) == "" {
-			r.Header.Set(ForwardedHeader, "mesh")
+		peer, ok := meshPeer(r.Context())
+		if !ok {
+			writeError(w, Errorf(http.StatusForbidden, "invalid_request_error", "mesh_access_denied",
+				"the request did not arrive over a mesh tunnel, so the peer that sent it is unknown"))
+			return
 		}
+		if err := s.allowPeer(peer); err != nil {
+			s.log.Info("api: mesh peer refused", "peer", peer.Short(), "method", r.Method, "path", r.URL.Path, "why", err)
+			writeError(w, Errorf(http.StatusForbidden, "invalid_request_error", "mesh_access_denied", "%v", err))
+			return
+		}
+		// The relaying node sets this header to its id; whatever it says,
+		// it now names the peer the connection proved, for anything that
+		// reads it. It only ever marks a request as relayed (so that it is
+		// not relayed again), never who may be served.
+		r.Header.Set(ForwardedHeader, peer.String())
 		mux.ServeHTTP(w, r)
 	})
+}
+
+func (s *Server) allowPeer(peer identity.EndpointID) error {
+	if s.cfg.MeshAccess == nil {
+		return errors.New("this node has no policy for mesh peers' requests, so it serves none")
+	}
+	return s.cfg.MeshAccess.AllowPeer(peer)
 }

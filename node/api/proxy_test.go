@@ -19,13 +19,13 @@ import (
 )
 
 // meshNode serves a real mesh node on loopback until the test ends.
-func meshNode(t *testing.T, httpTarget string) *mesh.Node {
+func meshNode(t *testing.T) *mesh.Node {
 	t.Helper()
 	key, err := identity.GenerateKey(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := mesh.New(mesh.Config{ListenAddr: "127.0.0.1:0", HTTPTarget: httpTarget}, key, nil)
+	n, err := mesh.New(mesh.Config{ListenAddr: "127.0.0.1:0"}, key, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,6 +39,25 @@ func meshNode(t *testing.T, httpTarget string) *mesh.Node {
 		}
 	})
 	return n
+}
+
+// serveMesh serves srv's tunnel API on n's HTTP tunnels until the test
+// ends, as the node does.
+func serveMesh(t *testing.T, srv *Server, n *mesh.Node) {
+	t.Helper()
+	ln, err := n.ListenHTTP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.ServeMesh(ctx, ln, time.Second) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, net.ErrClosed) {
+			t.Errorf("ServeMesh: %v", err)
+		}
+	})
 }
 
 // recordingMesh relays through a real mesh node to fixed hosts, and
@@ -71,13 +90,11 @@ func (m *recordingMesh) dialled() []identity.EndpointID {
 func TestRelayPastRefusal(t *testing.T) {
 	modelB := &fakeModel{pieces: []string{"from", " B"}}
 	regB := &fakeRegistry{self: testID(0xb), local: map[string]Model{"remote-model": modelB}}
-	srvB := New(Config{}, testID(0xb), regB, nil, &fakeNode{}, nil, nil)
-	apiB := httptest.NewServer(srvB.MeshHandler())
-	defer apiB.Close()
-
-	refuser := meshNode(t, "") // no HTTP target: refuses every tunnel
-	host := meshNode(t, apiB.Listener.Addr().String())
-	relay := meshNode(t, "")
+	refuser := meshNode(t) // no tunnel listener: refuses every tunnel
+	host := meshNode(t)
+	relay := meshNode(t)
+	srvB := New(Config{MeshAccess: anyPeer{}}, host.ID(), regB, nil, &fakeNode{}, nil, nil)
+	serveMesh(t, srvB, host)
 	for _, n := range []*mesh.Node{refuser, host} {
 		// Serve starts in the background: a dial may come before it.
 		deadline := time.Now().Add(5 * time.Second)

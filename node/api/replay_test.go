@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -74,7 +75,7 @@ func paramOf(e *Error) string {
 // bound like every endpoint, holds a generation slot for a local model,
 // and is not served to mesh peers.
 func TestReplayEndpoint(t *testing.T) {
-	h := newHarness(t, Config{APIKey: "sekret", MaxBodyBytes: 1024}, nil)
+	h := newHarness(t, Config{APIKey: "sekret", MaxBodyBytes: 1024, MeshAccess: anyPeer{}}, nil)
 	node := h.srv.node.(*fakeNode)
 	at := 4
 	node.replay = &ReplayResult{Verdict: VerdictDiverged, FirstDivergence: &at, Receipt: "ab", Sequence: 3, RequestID: "cd"}
@@ -133,7 +134,8 @@ func TestReplayEndpoint(t *testing.T) {
 	}
 
 	rec := httptest.NewRecorder()
-	req, _ := http.NewRequest(http.MethodPost, "/v1/mesh/replay", strings.NewReader(body))
+	req, _ := http.NewRequestWithContext(context.WithValue(t.Context(), meshPeerKey{}, testID(9)),
+		http.MethodPost, "/v1/mesh/replay", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	h.srv.MeshHandler().ServeHTTP(rec, req)
 	if rec.Code != http.StatusNotFound {

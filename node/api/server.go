@@ -61,6 +61,19 @@ type Config struct {
 	// API key on the main listener only (never to mesh peers): the owner
 	// control facade, say.
 	Routes map[string]http.Handler
+	// MeshAccess decides which mesh peers' tunnelled requests are served
+	// (MeshHandler). Nil refuses them all.
+	MeshAccess PeerPolicy
+}
+
+// PeerPolicy is the node's policy for requests mesh peers tunnel to it.
+// The API key does not apply to them (a relaying node never forwards its
+// client's), so this is what stands in its place.
+type PeerPolicy interface {
+	// AllowPeer returns nil when peer's requests may be served, else why
+	// not; the reason is sent back to the peer in a 403, so it must name
+	// the policy and what this peer lacks.
+	AllowPeer(peer identity.EndpointID) error
 }
 
 func (c *Config) defaults() {
@@ -169,21 +182,44 @@ func unrouted(w http.ResponseWriter, r *http.Request, mux *http.ServeMux, notFou
 // Serve serves the API on ln until ctx is done, then stops accepting and
 // lets in-flight requests finish for up to drain before closing them.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration) error {
-	return s.serve(ctx, ln, s.Handler(), drain)
+	return s.serve(ctx, ln, s.Handler(), drain, nil)
 }
 
-// ServeMesh serves MeshHandler on ln, the local end of the mesh's HTTP
-// tunnels, as Serve does.
+// ServeMesh serves MeshHandler on ln, the mesh's listener for the HTTP
+// tunnels peers open to this node (mesh.Node.ListenHTTP), as Serve does.
+// Each connection it accepts names the peer that opened it (a method
+// Peer() identity.EndpointID), and every request on it is served as that
+// peer's, under Config.MeshAccess.
 func (s *Server) ServeMesh(ctx context.Context, ln net.Listener, drain time.Duration) error {
-	return s.serve(ctx, ln, s.MeshHandler(), drain)
+	return s.serve(ctx, ln, s.MeshHandler(), drain, meshConnContext)
 }
 
-func (s *Server) serve(ctx context.Context, ln net.Listener, h http.Handler, drain time.Duration) error {
+// meshConnContext puts the peer a tunnel came from in its requests'
+// context: the identity its QUIC connection proved, never anything the
+// request itself says.
+func meshConnContext(ctx context.Context, c net.Conn) context.Context {
+	if t, ok := c.(interface{ Peer() identity.EndpointID }); ok {
+		return context.WithValue(ctx, meshPeerKey{}, t.Peer())
+	}
+	return ctx
+}
+
+type meshPeerKey struct{}
+
+// meshPeer is the peer that tunnelled the request, if it came through the
+// mesh's listener.
+func meshPeer(ctx context.Context) (identity.EndpointID, bool) {
+	p, ok := ctx.Value(meshPeerKey{}).(identity.EndpointID)
+	return p, ok
+}
+
+func (s *Server) serve(ctx context.Context, ln net.Listener, h http.Handler, drain time.Duration, connContext func(context.Context, net.Conn) context.Context) error {
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       s.cfg.IdleTimeout, // with no ReadTimeout, none would be held to any
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		ConnContext:       connContext,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
 	errc := make(chan error, 1)

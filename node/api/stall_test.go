@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +17,7 @@ import (
 // stallingHarness is a server whose model streams far more than socket
 // buffers hold, with one slot and no queue.
 func stallingHarness(t *testing.T, writeTimeout time.Duration) *harness {
-	h := newHarness(t, Config{Concurrency: 1, QueueDepth: -1, StreamWriteTimeout: writeTimeout}, nil)
+	h := newHarness(t, Config{Concurrency: 1, QueueDepth: -1, StreamWriteTimeout: writeTimeout, MeshAccess: anyPeer{}}, nil)
 	piece := strings.Repeat("x", 4<<10)
 	h.model.pieces = make([]string, 4096) // 16 MiB
 	for i := range h.model.pieces {
@@ -76,9 +75,8 @@ func TestStalledReaderFreesSlot(t *testing.T) {
 // write deadline would.
 func TestStalledReaderFreesRelayedSlot(t *testing.T) {
 	host := stallingHarness(t, time.Minute)
-	tunnel := httptest.NewServer(host.srv.MeshHandler())
-	defer tunnel.Close()
 	hostID := testID(2)
+	tunnel := meshServer(t, host.srv, testID(3))
 	relay := newHarness(t, Config{StreamWriteTimeout: 100 * time.Millisecond}, &fakeMesh{
 		hosts:   map[string][]identity.EndpointID{"tiny": {hostID}},
 		targets: map[identity.EndpointID]string{hostID: tunnel.Listener.Addr().String()},

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strconv"
 	"testing"
@@ -15,15 +16,16 @@ import (
 	"github.com/meshnode/meshnode/node/identity"
 )
 
-// benchPair is a joined client and host with the test HTTP server behind
-// the host, and HTTP clients for the tunnel and for the server directly.
+// benchPair is a joined client and host with the test HTTP handler served
+// on the host's tunnels and on a loopback TCP server, and HTTP clients for
+// the tunnel and for that server directly.
 func benchPair(b *testing.B) (tunnel, direct *http.Client, url string) {
-	srv := testServer(b)
+	srv := httptest.NewServer(testHandler())
+	b.Cleanup(srv.Close)
 	cfg := fastConfig()
 	cfg.GossipInterval = time.Minute // keep gossip out of the measurement
-	cfg.HTTPTarget = srv.Listener.Addr().String()
 	host := start(b, cfg)
-	cfg.HTTPTarget = ""
+	serveHTTP(b, host.Node, testHandler())
 	client := start(b, cfg)
 	if _, err := client.Dial(context.Background(), host.EndpointAddr()); err != nil {
 		b.Fatal(err)

@@ -42,10 +42,6 @@ type Config struct {
 	// Self supplies the self announcement; see SelfFunc. Nil announces a
 	// bare node with no role.
 	Self SelfFunc
-	// HTTPTarget is the local TCP address TUNNEL_HTTP streams are relayed
-	// to, normally the node's API. Empty means 127.0.0.1 on the http_port
-	// of the self announcement; with neither, tunnels are refused.
-	HTTPTarget string
 	// Bootstrap peers are dialled at start and redialled, with backoff,
 	// until each has been joined once.
 	Bootstrap []EndpointAddr
@@ -80,9 +76,9 @@ type Timeouts struct {
 	Confirm      time.Duration // reachability check before evicting a peer (3s, the protocol's)
 	Leave        time.Duration // to deliver PeerLeaving at shutdown (1s)
 	LeaveDrain   time.Duration // a peer that left keeps a connection with HTTP tunnels in flight this long at most (30s)
-	TunnelDial   time.Duration // to connect a tunnel to the local HTTP target (5s)
+	TunnelAccept time.Duration // for the local HTTP API to accept a tunnel (ListenHTTP) before it is refused (5s)
 	TunnelIdle   time.Duration // a tunnel with no bytes either way for this long is closed (5m)
-	TunnelFlush  time.Duration // at shutdown, tunnels being relayed may finish this long before the connections close (2s)
+	TunnelFlush  time.Duration // at shutdown, tunnels being served may finish this long before the connections close (2s)
 	Redundant    time.Duration // age after which an idle duplicate connection is closed (5s)
 	RedialMin    time.Duration // first backoff when dialling a heard-of peer fails (1s)
 	RedialMax    time.Duration // backoff ceiling (1m)
@@ -103,7 +99,7 @@ type Limits struct {
 	MaxHeardPerPeer    int     // ... of them whose addresses one peer's gossip chose (MaxPeers: one member can name a full mesh)
 	MaxDialsInFlight   int     // concurrent dials of heard-of peers (4)
 	MaxControlConns    int     // mesh-llm-control/1 connections at once, apart from MaxConns (32)
-	MaxTunnels         int     // TUNNEL_HTTP streams relayed at once, from all peers (256)
+	MaxTunnels         int     // TUNNEL_HTTP streams served at once, from all peers (256)
 	MaxTunnelsPerPeer  int     // ... of them from one peer (half of MaxTunnels, at most 3/4 of MaxIncomingStreams: the rest stay free for its gossip)
 	// FrameMemory bounds, node-wide, the memory of the frames peers send:
 	// a body is charged its declared length before it is allocated or read,
@@ -161,7 +157,7 @@ func (c *Config) withDefaults() (Config, error) {
 		{&t.Confirm, 3 * time.Second},
 		{&t.Leave, time.Second},
 		{&t.LeaveDrain, 30 * time.Second},
-		{&t.TunnelDial, 5 * time.Second},
+		{&t.TunnelAccept, 5 * time.Second},
 		{&t.TunnelIdle, 5 * time.Minute},
 		{&t.TunnelFlush, 2 * time.Second},
 		{&t.Redundant, 5 * time.Second},

@@ -41,7 +41,7 @@ func fastConfig() Config {
 			Gossip:       2 * time.Second,
 			Confirm:      time.Second,
 			Leave:        time.Second,
-			TunnelDial:   2 * time.Second,
+			TunnelAccept: 2 * time.Second,
 			TunnelIdle:   5 * time.Second,
 			Redundant:    300 * time.Millisecond,
 			RedialMin:    100 * time.Millisecond,

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"testing"
 	"time"
@@ -21,7 +20,7 @@ import (
 	"github.com/meshnode/meshnode/node/wire/nodev1"
 )
 
-// gatedHead and gatedTail are what a gated target answers: the head at
+// gatedHead and gatedTail are what a gated API answers: the head at
 // once, the tail (large enough to take many stream frames) once the gate
 // opens.
 var (
@@ -29,12 +28,12 @@ var (
 	gatedTail = bytes.Repeat([]byte("0123456789abcdef"), 1<<14) // 256 KiB
 )
 
-// gatedTarget is an HTTP target whose GET /gated answers the head, then
-// waits for open (or the request's end) before the tail: an answer held
-// in flight, as a generation is.
-func gatedTarget(t testing.TB) (addr string, open func()) {
+// gatedAPI serves n's HTTP tunnels with a handler whose GET /gated
+// answers the head, then waits for open (or the request's end) before the
+// tail: an answer held in flight, as a generation is.
+func gatedAPI(t testing.TB, n *Node) (open func()) {
 	gate := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, gatedHead)
 		w.(http.Flusher).Flush()
 		select {
@@ -42,7 +41,7 @@ func gatedTarget(t testing.TB) (addr string, open func()) {
 			w.Write(gatedTail)
 		case <-r.Context().Done():
 		}
-	}))
+	})
 	closed := false
 	open = func() {
 		if !closed {
@@ -50,8 +49,9 @@ func gatedTarget(t testing.TB) (addr string, open func()) {
 			close(gate)
 		}
 	}
-	t.Cleanup(func() { open(); srv.Close() })
-	return srv.Listener.Addr().String(), open
+	serveHTTP(t, n, h)
+	t.Cleanup(open) // before the server's cleanup, so that its handlers return
+	return open
 }
 
 // heldAnswer is a GET /gated through a tunnel, its head read.
@@ -106,12 +106,10 @@ func conns(n *Node) int {
 // its tunnels are done.
 func TestLeaveKeepsTunnels(t *testing.T) {
 	checkLeaks(t)
-	targetA, openA := gatedTarget(t)
-	targetB, openB := gatedTarget(t)
 	cfgA, cfgB := fastConfig(), fastConfig()
-	cfgA.HTTPTarget, cfgB.HTTPTarget = targetA, targetB
 	keyA := newKey(t)
 	a, b := startKey(t, cfgA, keyA), start(t, cfgB)
+	openA, openB := gatedAPI(t, a.Node), gatedAPI(t, b.Node)
 	if _, err := b.Dial(t.Context(), a.EndpointAddr()); err != nil {
 		t.Fatal(err)
 	}
@@ -185,14 +183,13 @@ func TestLeaveKeepsTunnels(t *testing.T) {
 // Timeouts.LeaveDrain, not before.
 func TestLeaverCannotHoldConnection(t *testing.T) {
 	checkLeaks(t)
-	target, _ := gatedTarget(t)
 	cfg := fastConfig()
-	cfg.HTTPTarget = target
 	cfg.Timeouts.LeaveDrain = 3 * time.Second
 	// Shorter than the bound: the admission timer, armed when the
 	// connection came, must leave a peer that was admitted alone.
 	cfg.Timeouts.Admission = time.Second
 	n := start(t, cfg)
+	gatedAPI(t, n.Node)
 	ev := n.Subscribe(t.Context(), 256)
 	rc := dialRaw(t, n.EndpointAddr(), identity.ALPNMesh)
 	if _, err := rc.gossip(rc.frame()); err != nil {
@@ -249,10 +246,8 @@ func TestLeaverCannotHoldConnection(t *testing.T) {
 // tunnel counted from its accept, about a third of the rounds were cut.
 func TestTunnelOpenedBeforeLeaving(t *testing.T) {
 	checkLeaks(t)
-	target, open := gatedTarget(t)
-	cfg := fastConfig()
-	cfg.HTTPTarget = target
-	n := start(t, cfg)
+	n := start(t, fastConfig())
+	open := gatedAPI(t, n.Node)
 	ev := n.Subscribe(t.Context(), 256)
 	const rounds = 20
 	var held []*bufio.Reader
@@ -289,14 +284,20 @@ func TestTunnelOpenedBeforeLeaving(t *testing.T) {
 	waitFor(t, 5*time.Second, "the leavers' connections to close", func() bool { return conns(n.Node) == 0 })
 }
 
-// TestShutdownFlushesTunnels: a response the local target has finished
+// TestShutdownFlushesTunnels: a response the local API has finished
 // writing when the host's Serve ends still reaches the peer whole (the
-// shutdown waits up to Timeouts.TunnelFlush for the relay to end), and a
+// shutdown waits up to Timeouts.TunnelFlush for the tunnel to end), and a
 // tunnel that never ends does not hold the shutdown past that.
 func TestShutdownFlushesTunnels(t *testing.T) {
 	checkLeaks(t)
-	body := bytes.Repeat([]byte("flushed tunnel\n"), 1<<18) // ~3.8 MiB: many stream frames
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	// 480 KiB: many stream frames, yet within the stream's first
+	// flow-control window, so that the API finishes writing it (and
+	// closes) before the peer has read any of it.
+	body := bytes.Repeat([]byte("flushed tunnel\n"), 1<<15)
+	cfg := fastConfig()
+	cfg.Timeouts.TunnelFlush = 5 * time.Second
+	client, host := startHost(t, cfg)
+	ln, err := host.ListenHTTP()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,16 +311,12 @@ func TestShutdownFlushesTunnels(t *testing.T) {
 		defer close(written)
 		defer c.Close() // as the API closes an idle connection when it stops
 		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
-			t.Errorf("target: %v", err)
+			t.Errorf("API: %v", err)
 			return
 		}
 		fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n", len(body))
 		c.Write(body)
 	}()
-	cfg := fastConfig()
-	cfg.HTTPTarget = ln.Addr().String()
-	cfg.Timeouts.TunnelFlush = 5 * time.Second
-	client, host := startHost(t, cfg)
 	resp, err := tunnelClient(client.Node, host.ID()).Get("http://mesh/large")
 	if err != nil {
 		t.Fatal(err)
@@ -334,12 +331,11 @@ func TestShutdownFlushesTunnels(t *testing.T) {
 	}
 	<-stopped
 
-	// A tunnel held open by its target: the host stops after TunnelFlush.
-	target, _ := gatedTarget(t)
+	// A tunnel held open by its API: the host stops after TunnelFlush.
 	cfg = fastConfig()
-	cfg.HTTPTarget = target
 	cfg.Timeouts.TunnelFlush = 200 * time.Millisecond
 	host = start(t, cfg)
+	gatedAPI(t, host.Node)
 	if _, err := client.Dial(t.Context(), host.EndpointAddr()); err != nil {
 		t.Fatal(err)
 	}

@@ -39,6 +39,7 @@ type Node struct {
 	advertised []netip.AddrPort
 
 	control atomic.Pointer[ControlHandler]
+	httpLn  atomic.Pointer[tunnelListener] // where HTTP tunnels go (ListenHTTP)
 	events  events
 
 	// ctx ends when the node begins to stop; all its work derives from it.
@@ -57,7 +58,7 @@ type Node struct {
 	wg       sync.WaitGroup
 
 	dialKick chan struct{}
-	tunnels  chan struct{} // a slot per tunnel being relayed
+	tunnels  chan struct{} // a slot per tunnel being served
 	mem      frameMemory
 	routes   routeCache
 
@@ -70,7 +71,7 @@ type Node struct {
 	heard       map[identity.EndpointID]*heardPeer
 	heardFrom   map[identity.EndpointID]int // heard-of peers whose addresses each peer chose
 	routeGen    uint64                      // counts changes to what the route table lists
-	tunnelsOf   map[identity.EndpointID]int // tunnels being relayed for each peer
+	tunnelsOf   map[identity.EndpointID]int // tunnels being served for each peer
 	tunnelsIdle chan struct{}               // closed when tunnelsOf empties, while shutdown waits for that
 	dialing     int
 	controls    map[*quic.Conn]struct{}

@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -94,31 +91,21 @@ func tunnelError(err error) error {
 	return err
 }
 
-// httpTarget is where tunnels go: the configured target, or the self
-// announcement's http_port on loopback.
-func (n *Node) httpTarget() string {
-	if n.cfg.HTTPTarget != "" {
-		return n.cfg.HTTPTarget
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.self != nil && n.self.HttpPort != nil {
-		return net.JoinHostPort("127.0.0.1", strconv.FormatUint(uint64(n.self.GetHttpPort()), 10))
-	}
-	return ""
-}
-
-// serveTunnel relays a peer's TUNNEL_HTTP stream to the local HTTP target.
+// serveTunnel hands a peer's TUNNEL_HTTP stream to the local HTTP API,
+// in-process, through the listener ListenHTTP returned, and holds the
+// tunnel's slots until it has ended at both ends.
 func (n *Node) serveTunnel(pc *peerConn, s *quic.Stream) {
-	target := n.httpTarget()
-	if target == "" || !n.serving() {
-		// No target, or leaving: refused, so the peer may ask another host.
+	l := n.httpLn.Load()
+	if l == nil || !n.serving() {
+		// No API taking tunnels, or leaving: refused, so the peer may ask
+		// another host.
 		reset(s, StreamCodeTunnelUnavailable)
 		return
 	}
-	// Each tunnel holds a TCP connection and two goroutines here, and every
-	// admitted peer may open them: all peers together get MaxTunnels, and
-	// one peer MaxTunnelsPerPeer of them, so that it cannot take them all.
+	// Each tunnel holds a stream, a server connection and its goroutines
+	// here, and every admitted peer may open them: all peers together get
+	// MaxTunnels, and one peer MaxTunnelsPerPeer of them, so that it
+	// cannot take them all.
 	if !n.takeTunnel(pc.id) {
 		n.log.Debug("mesh: tunnel refused: the peer's share in use", "peer", pc.id.Short(), "limit", n.cfg.Limits.MaxTunnelsPerPeer)
 		reset(s, StreamCodeTunnelUnavailable)
@@ -133,16 +120,13 @@ func (n *Node) serveTunnel(pc *peerConn, s *quic.Stream) {
 		reset(s, StreamCodeTunnelUnavailable)
 		return
 	}
-	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Timeouts.TunnelDial)
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", target)
-	cancel()
-	if err != nil {
-		n.log.Warn("mesh: tunnel target unreachable", "peer", pc.id.Short(), "target", target, "err", err)
-		reset(s, StreamCodeTunnelUnavailable)
+	c := newServedTunnel(s, pc.id, pc.remote, PeerAddr{ID: n.id, UDP: n.local})
+	if code, err := l.hand(n.ctx, c, n.cfg.Timeouts.TunnelAccept); err != nil {
+		n.log.Warn("mesh: tunnel refused", "peer", pc.id.Short(), "err", err)
+		reset(s, code)
 		return
 	}
-	n.relay(s, c.(*net.TCPConn))
+	n.watchTunnel(c)
 }
 
 // takeTunnel counts a tunnel against peer's share, unless the share is in
@@ -169,11 +153,11 @@ func (n *Node) releaseTunnel(peer identity.EndpointID) {
 	}
 }
 
-// flushTunnels gives the tunnels being relayed, once no new one is taken,
+// flushTunnels gives the tunnels being served, once no new one is taken,
 // Timeouts.TunnelFlush to end by themselves. A response the local API has
-// finished may still be on its way to the peer: its last bytes are in the
-// relay or unacknowledged on the stream, and closing the connection now
-// would lose them. The peer ends such a tunnel as soon as it has read the
+// finished may still be on its way to the peer: its last bytes are
+// unacknowledged on the stream, and closing the connection now would lose
+// them. The peer ends such a tunnel as soon as it has read the
 // response to its end (the API closes idle connections as it stops).
 func (n *Node) flushTunnels() {
 	n.mu.Lock()
@@ -192,81 +176,5 @@ func (n *Node) flushTunnels() {
 	case <-idle:
 	case <-t.C:
 		n.log.Info("mesh: closing tunnels still open at shutdown", "tunnels", len(n.tunnels), "after", n.cfg.Timeouts.TunnelFlush)
-	}
-}
-
-// relayBufs holds copy buffers; 64 KiB keeps a loopback relay near the
-// speed of the links on either side.
-var relayBufs = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
-
-// relay copies both ways between a stream and a TCP connection until both
-// directions have ended. An end of input is passed on as a half-close; an
-// error, the tunnel idle timeout or shutdown abandons both.
-func (n *Node) relay(s *quic.Stream, c *net.TCPConn) {
-	defer c.Close()
-	var last atomic.Int64
-	touch := func() { last.Store(time.Now().UnixNano()) }
-	touch()
-	done := make(chan error, 2)
-	go func() { done <- pipe(c, s, touch, func() { c.CloseWrite() }) }()
-	go func() { done <- pipe(s, c, touch, func() { s.Close() }) }()
-
-	idle := n.cfg.Timeouts.TunnelIdle
-	timer := time.NewTimer(idle)
-	defer timer.Stop()
-	stop := n.ctx.Done()
-	aborted := false
-	abort := func(code quic.StreamErrorCode) {
-		if !aborted {
-			aborted = true
-			c.Close()
-			reset(s, code)
-			stop = nil
-			timer.Stop()
-		}
-	}
-	for pending := 2; pending > 0; {
-		select {
-		case err := <-done:
-			pending--
-			if err != nil {
-				abort(StreamCodeDone)
-			}
-		case <-timer.C:
-			if quiet := time.Since(time.Unix(0, last.Load())); quiet >= idle {
-				abort(StreamCodeTimeout)
-			} else {
-				timer.Reset(idle - quiet)
-			}
-		case <-stop:
-			abort(StreamCodeShutdown)
-		}
-	}
-	if !aborted {
-		s.CancelRead(StreamCodeDone) // both ends finished; release the stream
-	}
-}
-
-// pipe copies src to dst, calling touch on progress and eof at a clean end.
-func pipe(dst io.Writer, src io.Reader, touch, eof func()) error {
-	bp := relayBufs.Get().(*[]byte)
-	defer relayBufs.Put(bp)
-	buf := *bp
-	for {
-		nr, rerr := src.Read(buf)
-		if nr > 0 {
-			touch()
-			if _, werr := dst.Write(buf[:nr]); werr != nil {
-				return werr
-			}
-			touch()
-		}
-		if rerr == io.EOF {
-			eof()
-			return nil
-		}
-		if rerr != nil {
-			return rerr
-		}
 	}
 }

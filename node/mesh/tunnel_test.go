@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"slices"
 	"strconv"
@@ -29,7 +28,8 @@ import (
 // model streams tokens.
 var chunks = []string{"data: one\n\n", "data: two\n\n", "data: three\n\n", "data: [DONE]\n\n"}
 
-func testServer(t testing.TB) *httptest.Server {
+// testHandler is the HTTP API the tests put behind a host.
+func testHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /stream", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -54,9 +54,25 @@ func testServer(t testing.TB) *httptest.Server {
 		io.CopyN(w, zeros{}, int64(size))
 	})
 	mux.HandleFunc("GET /ping", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "pong") })
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	return srv
+	return mux
+}
+
+// serveHTTP serves h on n's HTTP tunnels until the test ends.
+func serveHTTP(t testing.TB, n *Node, h http.Handler) {
+	t.Helper()
+	ln, err := n.ListenHTTP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		srv.Close()
+		if err := <-done; !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("tunnel API: %v", err)
+		}
+	})
 }
 
 type zeros struct{}
@@ -80,10 +96,9 @@ func tunnelClient(n *Node, peer identity.EndpointID) *http.Client {
 // hostPair is a node with an HTTP server behind it and a node that
 // reaches it.
 func hostPair(t *testing.T) (client, host *testNode) {
-	srv := testServer(t)
-	cfg := fastConfig()
-	cfg.HTTPTarget = srv.Listener.Addr().String()
-	return startHost(t, cfg)
+	client, host = startHost(t, fastConfig())
+	serveHTTP(t, host.Node, testHandler())
+	return client, host
 }
 
 // startHost starts a host with cfg and a client node joined to it.
@@ -155,72 +170,99 @@ func toBytes(ss []string) [][]byte {
 	return out
 }
 
-// TestTunnelRefused: a node with no HTTP target refuses tunnels, and the
-// caller can tell.
+// TestTunnelRefused: a node refuses tunnels while no listener takes them
+// (none open yet, one that takes none within TunnelAccept, one closed),
+// and the caller can tell.
 func TestTunnelRefused(t *testing.T) {
 	checkLeaks(t)
-	a, b := start(t, fastConfig()), start(t, fastConfig())
-	if _, err := a.Dial(t.Context(), b.EndpointAddr()); err != nil {
-		t.Fatal(err)
+	cfg := fastConfig()
+	cfg.Timeouts.TunnelAccept = 200 * time.Millisecond
+	a, b := startHost(t, cfg)
+	refused := func(what string) {
+		t.Helper()
+		c, err := a.DialHTTP(t.Context(), b.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		wantRefused(t, c, what)
 	}
-	c, err := a.DialHTTP(t.Context(), b.ID())
+	refused("a tunnel to a node with no listener")
+	ln, err := b.ListenHTTP()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-	c.SetReadDeadline(time.Now().Add(3 * time.Second))
-	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, ErrTunnelRefused) {
-		t.Fatalf("read from a refused tunnel: %v, want ErrTunnelRefused", err)
+	if _, err := b.ListenHTTP(); err == nil {
+		t.Fatal("a second listener opened beside the first")
 	}
+	start := time.Now()
+	refused("a tunnel nobody accepts")
+	if d := time.Since(start); d < cfg.Timeouts.TunnelAccept {
+		t.Fatalf("refused after %v, before TunnelAccept (%v)", d, cfg.Timeouts.TunnelAccept)
+	}
+	ln.Close()
+	if _, err := ln.Accept(); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Accept on a closed listener: %v, want net.ErrClosed", err)
+	}
+	refused("a tunnel after the listener closed")
 	if _, err := a.DialHTTP(t.Context(), newKey(t).ID()); !errors.Is(err, ErrUnknownPeer) {
 		t.Fatalf("tunnel to a stranger: %v, want ErrUnknownPeer", err)
 	}
 }
 
-// TestTunnelToAnnouncedPort: with no explicit target, tunnels go to the
-// http_port the node announces.
-func TestTunnelToAnnouncedPort(t *testing.T) {
+// TestTunnelPeerIdentity: a tunnel arrives in-process, as a connection
+// that names the peer that opened it (its QUIC identity) and whose
+// addresses are mesh addresses, not host:port pairs a server could take
+// for a local client; half-closes pass both ways.
+func TestTunnelPeerIdentity(t *testing.T) {
 	checkLeaks(t)
-	srv := testServer(t)
-	port := srv.Listener.Addr().(*net.TCPAddr).Port
-	cfg := fastConfig()
-	cfg.Self = hostSelf(uint32(port), "m")
-	client, host := startHost(t, cfg)
-	hc := tunnelClient(client.Node, host.ID())
-	defer hc.CloseIdleConnections()
-	resp, err := hc.Get("http://mesh/ping")
+	client, host := startHost(t, fastConfig())
+	ln, err := host.ListenHTTP()
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if string(b) != "pong" {
-		t.Fatalf("got %q", b)
+	defer ln.Close()
+	c, err := client.DialHTTP(t.Context(), host.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "hello")
+	c.(interface{ CloseWrite() error }).CloseWrite()
+	sc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	if got := sc.(interface{ Peer() identity.EndpointID }).Peer(); got != client.ID() {
+		t.Fatalf("tunnel from %s, want %s", got.Short(), client.ID().Short())
+	}
+	if ra, ok := sc.RemoteAddr().(PeerAddr); !ok || ra.ID != client.ID() || ra.Network() != "mesh" {
+		t.Fatalf("remote address %#v", sc.RemoteAddr())
+	}
+	if host, _, err := net.SplitHostPort(sc.RemoteAddr().String()); err == nil && net.ParseIP(host) != nil {
+		t.Fatalf("remote address %q reads as an IP address and port", sc.RemoteAddr())
+	}
+	got, err := io.ReadAll(sc)
+	if err != nil || string(got) != "hello" {
+		t.Fatalf("server read %q, %v; want the peer's bytes, then its end", got, err)
+	}
+	io.WriteString(sc, "world")
+	sc.(interface{ CloseWrite() error }).CloseWrite()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if got, err := io.ReadAll(c); err != nil || string(got) != "world" {
+		t.Fatalf("peer read %q, %v; want the answer, then its end", got, err)
 	}
 }
 
 // TestTunnelIdleTimeout: a tunnel nobody uses is closed by the host.
 func TestTunnelIdleTimeout(t *testing.T) {
 	checkLeaks(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() { // a target that accepts and then says nothing
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close()
-		}
-	}()
 	cfg := fastConfig()
-	cfg.HTTPTarget = ln.Addr().String()
 	cfg.Timeouts.TunnelIdle = 200 * time.Millisecond
 	client, host := startHost(t, cfg)
+	accepted := silentAPI(t, host.Node) // accepts and then says nothing
 	c, err := client.DialHTTP(t.Context(), host.ID())
 	if err != nil {
 		t.Fatal(err)
@@ -232,13 +274,18 @@ func TestTunnelIdleTimeout(t *testing.T) {
 	if !errors.As(err, &se) || se.ErrorCode != StreamCodeTimeout {
 		t.Fatalf("idle tunnel read: %v, want a reset with StreamCodeTimeout", err)
 	}
+	sc := <-accepted
+	defer sc.Close()
+	if _, err := sc.Read(make([]byte, 1)); err == nil {
+		t.Fatal("the host's end of the reset tunnel still reads")
+	}
 }
 
-// silentTarget is a TCP target that accepts connections and says nothing;
-// each one it accepts comes out of the channel.
-func silentTarget(t testing.TB) (addr string, accepted <-chan net.Conn) {
+// silentAPI takes n's HTTP tunnels and says nothing on them; each one it
+// accepts comes out of the channel.
+func silentAPI(t testing.TB, n *Node) (accepted <-chan net.Conn) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := n.ListenHTTP()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,11 +300,11 @@ func silentTarget(t testing.TB) (addr string, accepted <-chan net.Conn) {
 			ch <- c
 		}
 	}()
-	return ln.Addr().String(), ch
+	return ch
 }
 
 // tunnelOpener opens tunnels from client to host, closed when the test
-// ends; relayed waits for one to reach the host's target.
+// ends; relayed waits for one to reach the host's API.
 func tunnelOpener(t *testing.T, client, host *testNode, accepted <-chan net.Conn) (open func() net.Conn, relayed func() net.Conn) {
 	open = func() net.Conn {
 		t.Helper()
@@ -275,7 +322,7 @@ func tunnelOpener(t *testing.T, client, host *testNode, accepted <-chan net.Conn
 			t.Cleanup(func() { c.Close() })
 			return c
 		case <-time.After(5 * time.Second):
-			t.Fatal("a tunnel within the limit never reached the target")
+			t.Fatal("a tunnel within the limit never reached the API")
 			return nil
 		}
 	}
@@ -297,10 +344,9 @@ func wantRefused(t *testing.T, c net.Conn, what string) {
 // connection still completes, in both directions.
 func TestStalledTunnelsKeepGossip(t *testing.T) {
 	checkLeaks(t)
-	target, accepted := silentTarget(t)
 	cfg := fastConfig()
-	cfg.HTTPTarget = target
 	client, host := startHost(t, cfg)
+	accepted := silentAPI(t, host.Node)
 	open, relayed := tunnelOpener(t, client, host, accepted)
 	var wg sync.WaitGroup
 	stalled := make(chan error, 3)
@@ -343,12 +389,11 @@ func TestStalledTunnelsKeepGossip(t *testing.T) {
 // one past them is refused, and a slot frees when a tunnel ends.
 func TestTunnelLimit(t *testing.T) {
 	checkLeaks(t)
-	target, accepted := silentTarget(t)
 	cfg := fastConfig()
-	cfg.HTTPTarget = target
 	cfg.Limits.MaxTunnels = 2
 	cfg.Limits.MaxTunnelsPerPeer = 2
 	client, host := startHost(t, cfg)
+	accepted := silentAPI(t, host.Node)
 	open, relayed := tunnelOpener(t, client, host, accepted)
 	first := open()
 	firstTarget := relayed()
@@ -367,11 +412,10 @@ func TestTunnelLimit(t *testing.T) {
 // node's tunnels, so others still get theirs.
 func TestTunnelSharePerPeer(t *testing.T) {
 	checkLeaks(t)
-	target, accepted := silentTarget(t)
 	cfg := fastConfig()
-	cfg.HTTPTarget = target
 	cfg.Limits.MaxTunnels, cfg.Limits.MaxTunnelsPerPeer = 4, 2
 	host := start(t, cfg)
+	accepted := silentAPI(t, host.Node)
 	greedy, other := start(t, fastConfig()), start(t, fastConfig())
 	for _, c := range []*testNode{greedy, other} {
 		if _, err := c.Dial(t.Context(), host.EndpointAddr()); err != nil {
@@ -397,11 +441,10 @@ func TestTunnelSharePerPeer(t *testing.T) {
 // gossip still gets a stream.
 func TestTunnelsLeaveStreamsForGossip(t *testing.T) {
 	checkLeaks(t)
-	target, accepted := silentTarget(t)
 	cfg := fastConfig()
-	cfg.HTTPTarget = target
 	cfg.Limits.MaxIncomingStreams = 8
 	client, host := startHost(t, cfg)
+	accepted := silentAPI(t, host.Node)
 	open, _ := tunnelOpener(t, client, host, accepted)
 	for range cfg.Limits.MaxIncomingStreams {
 		c := open()
