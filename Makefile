@@ -16,7 +16,7 @@ PROTOC_WANT   := libprotoc 3.21.12
 
 CROSS_TARGETS := linux/amd64 linux/arm64 darwin/arm64
 
-.PHONY: all build test race lint cross fuzz proto proto-check bench bench-node clean
+.PHONY: all build test race lint cross fuzz proto proto-check bench bench-node clean security
 
 all: build
 
@@ -25,6 +25,11 @@ build:
 
 test:
 	CGO_ENABLED=0 $(GO) test -timeout $(TESTTIMEOUT) ./...
+
+# The attacks docs/security.md lists, each a test that reproduces one on
+# loopback and must see it refused (TestAttack*). make test runs them too.
+security:
+	GO=$(GO) scripts/security.sh
 
 # The concurrent parts under the race detector (needs cgo for the detector
 # only; the shipped binaries never do).

@@ -160,12 +160,12 @@ func TestConfigRoundTrip(t *testing.T) {
 	}
 }
 
-// TestDiskFullIs503: a serve whose receipt the journal cannot record
+// TestAttackDiskFull: a serve whose receipt the journal cannot record
 // because the disk is full is answered 503 journal_unavailable, as
 // docs/api.md promises (it was 500 internal_error), and once there is
 // room again the node serves, its journal intact. The state dir is a
 // small tmpfs, so the test needs root.
-func TestDiskFullIs503(t *testing.T) {
+func TestAttackDiskFull(t *testing.T) {
 	state := t.TempDir()
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=512k,mode=0700", "tmpfs", state).CombinedOutput(); err != nil {
 		t.Skipf("cannot mount a tmpfs to fill (needs root): %v: %s", err, out)

@@ -175,3 +175,39 @@ func TestAttackRelayForwardsAPIKey(t *testing.T) {
 		t.Fatal("the client's key reached the host in some header")
 	}
 }
+
+// TestRelayPastRefusingHost: a host whose mesh access policy refuses this
+// node served nothing, so the relay asks the model's next host; when every
+// host refuses, the client gets the last refusal.
+func TestRelayPastRefusingHost(t *testing.T) {
+	idA, idStrict, idOpen := testID(0xa), testID(0xc), testID(0xb)
+	strict := newHarness(t, Config{MeshAccess: &onlyPeer{allowed: testID(0xee)}}, nil)
+	open := newHarness(t, Config{MeshAccess: anyPeer{}}, nil)
+	relay := func(hosts ...identity.EndpointID) (int, string) {
+		t.Helper()
+		m := &fakeMesh{
+			hosts: map[string][]identity.EndpointID{"tiny": hosts},
+			targets: map[identity.EndpointID]string{
+				idStrict: meshServer(t, strict.srv, idA).Listener.Addr().String(),
+				idOpen:   meshServer(t, open.srv, idA).Listener.Addr().String(),
+			},
+		}
+		reg := &fakeRegistry{self: idA, local: map[string]Model{}, remote: map[string][]identity.EndpointID{"tiny": hosts}}
+		api := httptest.NewServer(New(Config{}, idA, reg, m, &fakeNode{}, nil, nil).Handler())
+		defer api.Close()
+		resp, err := http.Post(api.URL+"/v1/chat/completions", "application/json",
+			strings.NewReader(`{"model":"tiny","messages":[{"role":"user","content":"x"}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if status, body := relay(idStrict, idOpen); status != http.StatusOK || !strings.Contains(body, "Hello, world!") {
+		t.Fatalf("a refusing host, then an open one: %d %s", status, body)
+	}
+	if status, body := relay(idStrict); status != http.StatusForbidden || !strings.Contains(body, "mesh_access_denied") {
+		t.Fatalf("only a refusing host: %d %s", status, body)
+	}
+}

@@ -94,11 +94,20 @@ func (p *meshProxy) relay(w *stallGuard, r *http.Request, body []byte, hosts []i
 	p.rp.ServeHTTP(w, out)
 }
 
+// RefusedHeader on a host's 403 says that its mesh access policy refused
+// the relaying node before anything was served, so that the relay may ask
+// another host of the model.
+const RefusedHeader = "X-Meshnode-Refused"
+
+const refusedMeshAccess = "mesh_access"
+
 // failover sends a request to its hosts in turn, best first, moving on
-// from a host that cannot be reached or that turns the tunnel down: either
-// way the request never reached its API, so another host may serve it. A
-// host that sent any of a response, or failed in any other way, ends the
-// relay: the request may be running there.
+// from a host that cannot be reached, that turns the tunnel down, or whose
+// mesh access policy refuses this node (RefusedHeader): each way the
+// request never reached a model, so another host may serve it; the last
+// host's refusal is what the client gets. A host that sent any other
+// response, or failed in any other way, ends the relay: the request may be
+// running there.
 type failover struct {
 	next http.RoundTripper
 	log  *slog.Logger
@@ -121,6 +130,14 @@ func (f *failover) RoundTrip(req *http.Request) (*http.Response, error) {
 			out.Body = body
 		}
 		resp, err := f.next.RoundTrip(out)
+		if err == nil && resp.StatusCode == http.StatusForbidden && resp.Header.Get(RefusedHeader) == refusedMeshAccess &&
+			i < len(hosts)-1 && req.GetBody != nil && req.Context().Err() == nil {
+			// Its mesh access policy turned this node down before serving
+			// anything: another host of the model may take it.
+			resp.Body.Close()
+			f.log.Debug("api: host's mesh access policy refused the relayed request, trying the next", "peer", h.Short())
+			continue
+		}
 		if err == nil {
 			return resp, nil
 		}
@@ -186,6 +203,7 @@ func (s *Server) MeshHandler() http.Handler {
 		}
 		if err := s.allowPeer(peer); err != nil {
 			s.log.Info("api: mesh peer refused", "peer", peer.Short(), "method", r.Method, "path", r.URL.Path, "why", err)
+			w.Header().Set(RefusedHeader, refusedMeshAccess)
 			writeError(w, Errorf(http.StatusForbidden, "invalid_request_error", "mesh_access_denied", "%v", err))
 			return
 		}
