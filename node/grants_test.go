@@ -219,3 +219,58 @@ func issueGrant(t *testing.T, n *Node) (*identity.Key, grant.Chain) {
 	}
 	return caller, chain
 }
+
+// TestRevocationWithoutRestart: a revocation written to the state dir's
+// revocation file while the node runs is enforced within the poll, with
+// no restart; it is journaled, so the restarted node still refuses the
+// grant and replays the journal (a backdated revocation takes effect from
+// when the node learned it, never reaching back past served requests).
+// A revocation removed from the file stays in effect.
+func TestRevocationWithoutRestart(t *testing.T) {
+	t.Setenv("MESHNODE_DEFAULT_MODEL", "none")
+	dir := t.TempDir()
+	n, stop := startNodeWith(t, Config{StateDir: dir}, func(n *Node) { n.revocationPoll = 20 * time.Millisecond })
+	caller, chain := issueGrant(t, n)
+	present := func() []byte {
+		t.Helper()
+		body := []byte(`{"model":"mesh-reference","max_tokens":2,"messages":[{"role":"user","content":"hi"}],"metadata":{"joule_ceiling_uj":"1000000"}}`)
+		b, _, err := grant.PresentBody(body, chain, caller, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	status := func(n *Node) int {
+		t.Helper()
+		resp := post(t, n, "/v1/chat/completions", string(present()))
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := status(n); got != http.StatusOK {
+		t.Fatalf("before the revocation: %d", got)
+	}
+	// Dated an hour back: before the serve just made.
+	line := chain.Leaf().ID.String() + " " + time.Now().Add(-time.Hour).UTC().Format(time.RFC3339) + "\n"
+	if err := os.MkdirAll(filepath.Join(dir, "grants"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "grants", "revoked"), []byte(line), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the revocation to be enforced", func() bool { return status(n) == http.StatusForbidden })
+	if err := os.WriteFile(filepath.Join(dir, "grants", "revoked"), []byte("# emptied\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // several polls
+	if got := status(n); got != http.StatusForbidden {
+		t.Fatalf("after the revocation was removed from the file: %d, want 403 still", got)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	n2, _ := startNode(t, Config{StateDir: dir})
+	if got := status(n2); got != http.StatusForbidden {
+		t.Fatalf("after a restart: %d, want 403", got)
+	}
+}

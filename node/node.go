@@ -47,6 +47,9 @@ type Node struct {
 	meshTuning  func(*mesh.Config)
 	wrapModel   func(localModel) localModel
 	wrapTunnel  func(net.Listener) net.Listener
+	// revocationPoll is how often the revocation file is looked at
+	// (defaultRevocationPoll).
+	revocationPoll time.Duration
 
 	mu        sync.Mutex
 	ready     chan struct{}
@@ -231,6 +234,7 @@ func (n *Node) Serve(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	run("grant revocations", n.watchRevocations, ctx)
 
 	// 8. The API.
 	srv := api.New(api.Config{

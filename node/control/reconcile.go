@@ -171,10 +171,12 @@ func (r *Reconciler) Submit(ctx context.Context, in Intent) (Ack, error) {
 		return Ack{}, errorf(ErrUnavailable.Code, "resolving the model: %v", err)
 	}
 	if in.Kind == IntentDrain {
-		in.DrainTimeout = min(in.DrainTimeout, r.cfg.DrainTimeoutMax)
+		// The default first, then the cap: a default above the cap is
+		// capped too.
 		if in.DrainTimeout <= 0 {
 			in.DrainTimeout = r.cfg.DrainTimeout
 		}
+		in.DrainTimeout = min(in.DrainTimeout, r.cfg.DrainTimeoutMax)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -160,6 +160,17 @@ func TestDrain(t *testing.T) {
 			t.Fatal("the capped deadline did not fire")
 		}
 	})
+	t.Run("default above the cap", func(t *testing.T) {
+		// A drain naming no deadline takes the default, which the cap
+		// bounds too (the cap was applied before the default, so such a
+		// drain waited the whole minute).
+		_, r, d, _ := setup(t, 1, control.ReconcilerConfig{DrainTimeout: time.Minute, DrainTimeoutMax: 30 * time.Millisecond})
+		submit(t, r, control.Intent{Kind: control.IntentDrain, Model: modelRef("m")})
+		waitState(t, r, "m", control.StateUnloaded)
+		if cancelled, _ := d.Flags(); !cancelled {
+			t.Fatal("the capped default deadline did not fire")
+		}
+	})
 	t.Run("called off by a load", func(t *testing.T) {
 		rt, r, d, inst := setup(t, 1, control.ReconcilerConfig{DrainTimeout: time.Minute})
 		submit(t, r, control.Intent{Kind: control.IntentDrain, Model: modelRef("m")})

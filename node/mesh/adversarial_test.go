@@ -6,7 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"net"
 	"net/netip"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -600,4 +604,84 @@ func TestHeardQuotaPerPeer(t *testing.T) {
 		_, still := n.heard[c.ID()]
 		return !still && n.heardFrom[honest.id] == 0
 	})
+}
+
+// TestSlowPeerAdmitted: the quarantine bounds (Timeouts.Admission,
+// Limits.MaxStrikes) at their defaults still admit a well-behaved peer on
+// a lossy link: one whose first streams race ahead of its gossip and are
+// refused, and whose gossip gets through only ten seconds after it
+// connected.
+func TestSlowPeerAdmitted(t *testing.T) {
+	checkLeaks(t)
+	cfg := fastConfig()
+	cfg.Timeouts.Admission, cfg.Timeouts.Idle, cfg.Timeouts.KeepAlive, cfg.Timeouts.Handshake = 0, 0, 0, 0
+	n := start(t, cfg)
+	lossy := lossyProxy(t, n.EndpointAddr().Addrs[0], 0.1)
+	rc := dialRaw(t, EndpointAddr{ID: n.ID(), Addrs: []netip.AddrPort{lossy}}, identity.ALPNMesh)
+	for range 3 {
+		s := rc.open([]byte{byte(wire.StreamTunnelHTTP)})
+		wantStreamCode(t, streamOutcome(t, s), StreamCodeNotAdmitted)
+	}
+	time.Sleep(10 * time.Second)
+	if !rc.alive() {
+		t.Fatal("the quarantined peer was cut before its gossip arrived")
+	}
+	if _, err := rc.gossip(rc.frame()); err != nil {
+		t.Fatalf("gossip after 10 s: %v", err)
+	}
+	waitFor(t, 5*time.Second, "admission", func() bool { return hasPeer(n.Node, rc.id) })
+}
+
+// lossyProxy relays UDP datagrams between one client and target, dropping
+// each with probability loss (a fixed sequence, so runs are alike), and
+// returns the address clients dial.
+func lossyProxy(t testing.TB, target netip.AddrPort, loss float64) netip.AddrPort {
+	t.Helper()
+	front, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(target))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	var mu sync.Mutex
+	drop := func() bool { mu.Lock(); defer mu.Unlock(); return rng.Float64() < loss }
+	var client atomic.Pointer[net.UDPAddr]
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { // client → target
+		defer wg.Done()
+		buf := make([]byte, 64<<10)
+		for {
+			nr, from, err := front.ReadFromUDP(buf)
+			if err != nil {
+				return
+			}
+			client.Store(from)
+			if !drop() {
+				back.Write(buf[:nr])
+			}
+		}
+	}()
+	go func() { // target → client
+		defer wg.Done()
+		buf := make([]byte, 64<<10)
+		for {
+			nr, err := back.Read(buf)
+			if err != nil {
+				return
+			}
+			if c := client.Load(); c != nil && !drop() {
+				front.WriteToUDP(buf[:nr], c)
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		front.Close()
+		back.Close()
+		wg.Wait()
+	})
+	return front.LocalAddr().(*net.UDPAddr).AddrPort()
 }

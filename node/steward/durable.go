@@ -26,6 +26,7 @@ type durable struct {
 
 	mu        sync.Mutex // orders ledger changes with their journal appends
 	ledger    *grant.Ledger
+	revoked   *grant.Revocations // as journaled; the ledger consults these
 	open      map[uint64]*inFlight // authorisations awaiting their debit, by record
 	stranded  map[uint64]bool      // of those, the ones that will never be debited
 	suspended *journal.Witnessed   // set once shown a receipt the journal lacks
@@ -42,11 +43,48 @@ type inFlight struct {
 	at        time.Time
 }
 
-func newDurable(j *journal.Journal, holder string, revoked grant.Revoked) *durable {
+func newDurable(j *journal.Journal, holder string) *durable {
+	revoked := grant.NewRevocations()
 	return &durable{
-		j: j, holder: holder, verifier: grant.NewVerifier(), ledger: grant.NewLedger(revoked),
+		j: j, holder: holder, verifier: grant.NewVerifier(), ledger: grant.NewLedger(revoked), revoked: revoked,
 		open: map[uint64]*inFlight{}, stranded: map[uint64]bool{},
 	}
+}
+
+// Revoke records that grant id is revoked from at on — or from now, when
+// at is earlier: a revocation never reaches back past decisions the
+// journal already holds (those stand, and a replay must decide them as
+// before). It is journaled before any decision sees it. A grant revoked
+// already from no later than that is left as it is. It returns when the
+// revocation takes effect, and whether this call recorded it.
+func (s *Steward) Revoke(id receipt.ContentID, at time.Time) (time.Time, bool, error) {
+	d := s.durable
+	if d == nil {
+		return time.Time{}, false, ErrNoJournal
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if now := s.now(); at.Before(now) {
+		at = now
+	}
+	if prev, ok := d.revoked.RevokedAt(id); ok && !prev.After(at) {
+		return prev, false, nil
+	}
+	r := &journal.Revoked{Grant: id, At: at.UnixNano()}
+	if _, err := d.j.Append(journal.Entry{Revoked: r}); err != nil {
+		return time.Time{}, false, fmt.Errorf("%w: the revocation of %s could not be recorded: %w", ErrJournal, id, err)
+	}
+	d.revoked.Revoke(id, r.Time())
+	return r.Time(), true, nil
+}
+
+// Revoked returns the revocations the steward decides with: those its
+// journal holds.
+func (s *Steward) Revoked() *grant.Revocations {
+	if s.durable == nil {
+		return grant.NewRevocations()
+	}
+	return s.durable.revoked
 }
 
 // honouring returns nil while the steward honours grants.
@@ -226,6 +264,9 @@ func (d *durable) replay(s *Steward) error {
 			}
 		case e.Witnessed != nil:
 			d.suspended = e.Witnessed
+		case e.Revoked != nil:
+			// From here on, as when it was recorded.
+			d.revoked.Revoke(e.Revoked.Grant, e.Revoked.Time())
 		}
 		return nil
 	})

@@ -41,9 +41,12 @@ type Config struct {
 	// and Head must then be unset: the journal is all three. The steward
 	// does not close it.
 	Durable *journal.Journal
-	// Revocations is consulted when a grant is decided (with Durable);
-	// nil revokes nothing.
-	Revocations grant.Revoked
+	// Revocations (with Durable) are revocations the steward learns at
+	// New, from the node's revocation file, say: each the journal does not
+	// hold yet is journaled then, taking effect no earlier than that (see
+	// Steward.Revoke). Decisions consult only the journaled revocations, so
+	// a replay decides as the steward did. Nil adds none.
+	Revocations *grant.Revocations
 	// Authorizer decides grants; nil serves every request ungranted.
 	Authorizer Authorizer
 	// Journal records each receipt before it is handed out; nil keeps no
@@ -130,9 +133,20 @@ func New(cfg Config) (*Steward, error) {
 		s.rand = rand.Reader
 	}
 	if cfg.Durable != nil {
-		s.durable = newDurable(cfg.Durable, s.DID(), cfg.Revocations)
+		s.durable = newDurable(cfg.Durable, s.DID())
 		if err := s.durable.replay(s); err != nil {
 			return nil, err
+		}
+		if cfg.Revocations != nil {
+			var err error
+			cfg.Revocations.Each(func(id receipt.ContentID, at time.Time) {
+				if err == nil {
+					_, _, err = s.Revoke(id, at)
+				}
+			})
+			if err != nil {
+				return nil, err
+			}
 		}
 		s.journal = s.durable
 		s.log.Info("steward: journal replayed", "journal", cfg.Durable.Path(), "records", cfg.Durable.Len(),

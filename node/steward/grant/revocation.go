@@ -44,6 +44,22 @@ func (r *Revocations) RevokedAt(id receipt.ContentID) (time.Time, bool) {
 	return at, ok
 }
 
+// Each calls fn with every revoked grant and its time, in no set order.
+func (r *Revocations) Each(fn func(id receipt.ContentID, at time.Time)) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for id, at := range r.at {
+		fn(id, at)
+	}
+}
+
+// Len is how many grants are revoked.
+func (r *Revocations) Len() int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return len(r.at)
+}
+
 // maxRevocationLine bounds a line of a revocation file.
 const maxRevocationLine = 4096
 

@@ -12,6 +12,7 @@
 //	sealed      a receipt's sequence and envelope id, before it is handed out
 //	change      a sealed change-record entry (§6.5)
 //	witnessed   a receipt shown to the steward that the journal does not hold
+//	revoked     a grant revocation, from when the steward learned it
 //
 // Opening a journal verifies that its records form one chain, that every
 // debit belongs to an authorisation not yet debited, and that receipts

@@ -22,6 +22,11 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 		f.Add(line)
 	}
+	rev, err := encodeRecord(7, &prev, Entry{Revoked: &Revoked{Grant: receipt.ContentID{9}, At: 1_700_000_000_000_000_000}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(rev)
 	f.Add([]byte(`{"seq":0,"entry":{}}`))
 	f.Fuzz(func(t *testing.T, line []byte) {
 		r, err := DecodeRecord(line)

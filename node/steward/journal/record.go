@@ -38,6 +38,7 @@ type Entry struct {
 	Sealed     *Sealed     `json:"sealed,omitempty"`
 	Change     *Change     `json:"change,omitempty"`
 	Witnessed  *Witnessed  `json:"witnessed,omitempty"`
+	Revoked    *Revoked    `json:"revoked,omitempty"`
 }
 
 // Authorised is a grant decided for a serve, written before the engine
@@ -108,6 +109,19 @@ type Witnessed struct {
 	Envelope receipt.ContentID `json:"envelope"`
 }
 
+// Revoked is a grant revocation as the steward learned it: from At on
+// (Unix nanoseconds; never before the record was written, so that a
+// revocation cannot reach back past decisions the journal holds), every
+// decision refuses the grant. Replaying revocations in journal order
+// rebuilds the revocation list each decision saw.
+type Revoked struct {
+	Grant receipt.ContentID `json:"grant"`
+	At    int64             `json:"at"`
+}
+
+// Time returns when the revocation takes effect.
+func (r *Revoked) Time() time.Time { return time.Unix(0, r.At) }
+
 // Hex is bytes written as lowercase hex in JSON.
 type Hex []byte
 
@@ -142,6 +156,8 @@ func (e *Entry) Kind() string {
 		return "change"
 	case e.Witnessed != nil:
 		return "witnessed"
+	case e.Revoked != nil:
+		return "revoked"
 	}
 	return "empty"
 }
@@ -149,13 +165,13 @@ func (e *Entry) Kind() string {
 // validate checks what an entry must hold, whoever wrote it.
 func (e *Entry) validate() error {
 	n := 0
-	for _, set := range []bool{e.Authorised != nil, e.Debited != nil, e.Sealed != nil, e.Change != nil, e.Witnessed != nil} {
+	for _, set := range []bool{e.Authorised != nil, e.Debited != nil, e.Sealed != nil, e.Change != nil, e.Witnessed != nil, e.Revoked != nil} {
 		if set {
 			n++
 		}
 	}
 	if n != 1 {
-		return fmt.Errorf("an entry holds exactly one of authorised, debited, sealed, change, witnessed; this one holds %d", n)
+		return fmt.Errorf("an entry holds exactly one of authorised, debited, sealed, change, witnessed, revoked; this one holds %d", n)
 	}
 	switch {
 	case e.Authorised != nil:
