@@ -26,7 +26,7 @@ type durable struct {
 
 	mu        sync.Mutex // orders ledger changes with their journal appends
 	ledger    *grant.Ledger
-	revoked   *grant.Revocations // as journaled; the ledger consults these
+	revoked   *grant.Revocations   // as journaled; the ledger consults these
 	open      map[uint64]*inFlight // authorisations awaiting their debit, by record
 	stranded  map[uint64]bool      // of those, the ones that will never be debited
 	suspended *journal.Witnessed   // set once shown a receipt the journal lacks
