@@ -73,6 +73,27 @@ type counterSpan struct {
 	closed  bool
 }
 
+// SoFarUJ implements LiveSpan: the larger of the counter's delta so far
+// and the estimator's figure for the time elapsed, or the estimator's
+// alone where the delta is no measurement.
+func (s *counterSpan) SoFarUJ() uint64 {
+	m := s.m
+	d := m.clock.Now().Sub(s.start)
+	est := m.est.UJ(d)
+	if s.openErr != nil {
+		return est
+	}
+	r, err := m.c.Read()
+	// Early in a span a counter may show a whole update period's energy
+	// over a few microseconds, so plausibility is judged over at least
+	// the counter's window.
+	if err != nil || r.Epoch != s.open.Epoch || r.UJ < s.open.UJ ||
+		float64(r.UJ-s.open.UJ) > maxPlausibleWatts*max(d, m.c.MinWindow()).Seconds()*1e6 {
+		return est
+	}
+	return max(est, r.UJ-s.open.UJ)
+}
+
 // Close stops the span's clock before the closing read, then grades.
 func (s *counterSpan) Close() (Energy, error) {
 	if s.closed {

@@ -21,3 +21,18 @@ type Span interface {
 	// Close ends the span and returns its energy. Close is called once.
 	Close() (Energy, error)
 }
+
+// LiveSpan is a Span that can say, without closing, how much energy it has
+// metered so far, so that a steward can hold a serve to a joule ceiling
+// while it runs. Both of this package's meters open live spans.
+type LiveSpan interface {
+	Span
+	// SoFarUJ is the span's energy from its opening to now, in µJ. It errs
+	// high, so that a ceiling is enforced early rather than late: the
+	// larger of the counter's delta and the estimator's figure for the
+	// time elapsed, and the estimator's alone where the counter cannot be
+	// read or its delta is not a measurement (a lost epoch, a counter
+	// going backwards, an impossible power). It is not graded: only Close
+	// says what the span is billed.
+	SoFarUJ() uint64
+}

@@ -69,6 +69,11 @@ type estimatorSpan struct {
 	closed bool
 }
 
+// SoFarUJ implements LiveSpan: the estimate of the time elapsed.
+func (s *estimatorSpan) SoFarUJ() uint64 {
+	return s.m.est.UJ(s.m.clock.Now().Sub(s.start))
+}
+
 func (s *estimatorSpan) Close() (Energy, error) {
 	if s.closed {
 		return Energy{}, ErrSpanClosed

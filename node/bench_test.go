@@ -113,3 +113,36 @@ func BenchmarkRequestsPerSecond(b *testing.B) {
 		})
 	}
 }
+
+// hugePromptBody is a chat completion whose one message fills the API's
+// 4 MiB body cap with ordinary English: far more tokens than the built-in
+// model's context.
+func hugePromptBody() string {
+	const head, tail = `{"model":"` + fortunesModel + `","max_tokens":8,"messages":[{"role":"user","content":"`, `"}]}`
+	sentence := "The quick brown fox jumps over the lazy dog. "
+	n := (4<<20 - len(head) - len(tail)) / len(sentence)
+	return head + strings.Repeat(sentence, n) + tail
+}
+
+// BenchmarkRejectHugePrompt measures how long the node takes to refuse a
+// prompt that cannot fit the built-in model's context, and (B/op, with
+// the node in this process) what refusing it allocates.
+func BenchmarkRejectHugePrompt(b *testing.B) {
+	b.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(b))
+	n, _ := startNode(b, Config{})
+	url := "http://" + n.HTTPAddr().String() + "/v1/chat/completions"
+	body := hugePromptBody()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		resp, err := http.Post(url, "application/json", strings.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			b.Fatalf("status %d, want 400", resp.StatusCode)
+		}
+	}
+}

@@ -54,16 +54,16 @@ func energyOf(s *receipt.Sealed) *Energy {
 	return e
 }
 
-// Generate implements api.Model.
-func (s *servedModel) Generate(ctx context.Context, g *api.Generation, emit func(string) error) (*api.Result, error) {
-	ctx, leave, err := s.in.gate.enter(ctx)
+// Prepare implements api.Model: it tokenizes the prompt, refusing one that
+// cannot fit the context as soon as that is known, and builds the request
+// it will be served as. It holds the model's gate while it reads the
+// tokenizer, not while the request waits for a slot.
+func (s *servedModel) Prepare(ctx context.Context, g *api.Generation) (api.Prepared, error) {
+	_, leave, err := s.in.gate.enter(ctx)
 	if err != nil {
-		e := api.Errorf(http.StatusServiceUnavailable, "server_error", "model_draining", "model %q is draining: %v", s.in.m.Name(), err)
-		e.RetryAfter = time.Second
-		return nil, e
+		return nil, s.draining(err)
 	}
 	defer leave()
-	m := s.in.m
 	req, ids, opts, err := s.prepare(g)
 	if err != nil {
 		return nil, err
@@ -79,21 +79,58 @@ func (s *servedModel) Generate(ctx context.Context, g *api.Generation, emit func
 		seed := binary.LittleEndian.Uint64(b[:]) >> 11
 		req.Sampling.Seed, drawn = &seed, &seed
 	}
-	maxTokens := int(req.MaxTokens)
+	return &preparedGeneration{s: s, stop: g.Stop, req: req, ids: ids, opts: opts, drawn: drawn}, nil
+}
+
+// draining is the answer to work for a model whose gate is closed.
+func (s *servedModel) draining(err error) error {
+	e := api.Errorf(http.StatusServiceUnavailable, "server_error", "model_draining", "model %q is draining: %v", s.in.m.Name(), err)
+	e.RetryAfter = time.Second
+	return e
+}
+
+// preparedGeneration is a generation whose request is built and whose
+// prompt is tokenized, waiting for its slot.
+type preparedGeneration struct {
+	s     *servedModel
+	stop  []string
+	req   receipt.ServeRequest
+	ids   []uint32
+	opts  []steward.ServeOption
+	drawn *uint64 // the seed drawn for it, if any
+}
+
+// Generate implements api.Prepared: one serve through the steward.
+func (p *preparedGeneration) Generate(ctx context.Context, emit func(string) error) (*api.Result, error) {
+	s := p.s
+	ctx, leave, err := s.in.gate.enter(ctx)
+	if err != nil {
+		return nil, s.draining(err)
+	}
+	defer leave()
+	m := s.in.m
+	maxTokens := int(p.req.MaxTokens)
 	dec := m.Decoder()
-	stops := &stopFilter{stops: g.Stop}
+	stops := &stopFilter{stops: p.stop}
 	send := func(tok uint32) error {
 		if out := stops.push(dec.Next(tok)); out != "" {
 			return emit(out)
 		}
 		return nil
 	}
-	served, err := s.steward.Serve(ctx, req, ids, send, append(opts, steward.ForRecipe(m.Name()))...)
+	served, err := s.steward.Serve(ctx, p.req, p.ids, send, append(p.opts, steward.ForRecipe(m.Name()))...)
+	ceiling := false
 	if err != nil {
-		if served != nil && errors.Is(err, steward.ErrIncomplete) && ctx.Err() != nil {
+		switch {
+		case served != nil && errors.Is(err, steward.ErrCeilingReached):
+			// Not a failure: the steward stopped before a step that would
+			// have passed the joule ceiling, and sealed what was served.
+			ceiling = true
+		case served != nil && errors.Is(err, steward.ErrIncomplete) && ctx.Err() != nil:
 			return nil, ctx.Err() // the client left; the partial serve is sealed and journaled
+		default:
+			return nil, serveError(err)
 		}
-		return nil, serveError(err)
 	}
 	if out := stops.push(dec.Flush()); out != "" {
 		if err := emit(out); err != nil {
@@ -106,13 +143,17 @@ func (s *servedModel) Generate(ctx context.Context, g *api.Generation, emit func
 		}
 	}
 	finish := "stop"
-	if !stops.hit && len(served.Output) >= maxTokens {
+	switch {
+	case stops.hit:
+	case ceiling:
+		finish = api.FinishJouleCeiling
+	case len(served.Output) >= maxTokens:
 		finish = "length"
 	}
 	energy := energyOf(served.Receipt)
-	energy.Seed = drawn
+	energy.Seed = p.drawn
 	return &api.Result{
-		PromptTokens:     len(ids),
+		PromptTokens:     len(p.ids),
 		CompletionTokens: len(served.Output),
 		FinishReason:     finish,
 		Energy:           energy,
@@ -121,22 +162,30 @@ func (s *servedModel) Generate(ctx context.Context, g *api.Generation, emit func
 
 // prepare tokenizes a generation's prompt and builds the mesh/1 request
 // it is served as, exactly as a serve and its replay must agree on. An
-// unseeded sampled request is left unseeded.
+// unseeded sampled request is left unseeded. The options carry the
+// tokenized prompt length, which the router prices whatever the request
+// declares.
 func (s *servedModel) prepare(g *api.Generation) (receipt.ServeRequest, []uint32, []steward.ServeOption, error) {
 	m := s.in.m
-	text, ids, err := m.Prompt(g)
-	if err != nil {
-		return receipt.ServeRequest{}, nil, nil, api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_prompt", "%v", err)
-	}
 	ctxLen := m.ContextLength()
-	if len(ids) >= ctxLen {
+	// A prompt of ctxLen tokens or more leaves no room to answer.
+	text, ids, err := m.Prompt(g, ctxLen-1)
+	var long *promptTooLongError
+	if errors.As(err, &long) || err == nil && len(ids) >= ctxLen {
+		n := len(ids)
+		if long != nil {
+			n = long.AtLeast
+		}
 		e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "context_length_exceeded",
-			"the prompt is %d tokens; model %q has a context of %d, which leaves no room to answer", len(ids), m.Name(), ctxLen)
+			"the prompt is at least %d tokens; model %q has a context of %d, which leaves no room to answer", n, m.Name(), ctxLen)
 		e.Param = "messages"
 		return receipt.ServeRequest{}, nil, nil, e
 	}
+	if err != nil {
+		return receipt.ServeRequest{}, nil, nil, api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_prompt", "%v", err)
+	}
 	req, opts, err := s.request(g, text, len(ids), ctxLen)
-	return req, ids, opts, err
+	return req, ids, append(opts, steward.WithPromptTokens(uint32(len(ids)))), err
 }
 
 // request builds the mesh/1 request a generation is served as, with the

@@ -62,24 +62,28 @@ func (g *ggufModel) Backend() string       { return g.m.Backend() }
 func (g *ggufModel) Close() error          { return g.m.Close() }
 
 // Prompt renders chats through the model's template (whose control tokens
-// are parsed as such) and tokenizes raw text as text.
-func (g *ggufModel) Prompt(gen *api.Generation) (string, []uint32, error) {
-	if gen.Messages == nil {
-		return gen.Prompt, g.m.Tokenize(gen.Prompt, true, false), nil
-	}
-	msgs := make([]chat.Message, len(gen.Messages))
-	for i, m := range gen.Messages {
-		msgs[i] = chat.Message{Role: m.Role, Content: m.Content}
-	}
-	text, err := g.m.ApplyChat(msgs)
-	if err != nil {
-		var rejected *chat.RejectedError
-		if errors.As(err, &rejected) {
-			return "", nil, fmt.Errorf("the model's chat template rejects this conversation: %s", rejected.Reason)
+// are parsed as such) and tokenizes raw text as text, refusing a prompt
+// that needs more than limit tokens as soon as that is known.
+func (g *ggufModel) Prompt(gen *api.Generation, limit int) (string, []uint32, error) {
+	opt := tokenizer.EncodeOptions{AddSpecial: true}
+	text := gen.Prompt
+	if gen.Messages != nil {
+		msgs := make([]chat.Message, len(gen.Messages))
+		for i, m := range gen.Messages {
+			msgs[i] = chat.Message{Role: m.Role, Content: m.Content}
 		}
-		return "", nil, err
+		var err error
+		if text, err = g.m.ApplyChat(msgs); err != nil {
+			var rejected *chat.RejectedError
+			if errors.As(err, &rejected) {
+				return "", nil, fmt.Errorf("the model's chat template rejects this conversation: %s", rejected.Reason)
+			}
+			return "", nil, err
+		}
+		opt.ParseSpecial = true
 	}
-	return text, g.m.Tokenize(text, true, true), nil
+	ids, err := tokenizeWithin(g.m.Tokenizer(), text, opt, limit)
+	return text, ids, err
 }
 
 func (g *ggufModel) Decoder() decoder { return tokenDecoder{g.m.NewDecoder()} }

@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/tokenizer"
 	"github.com/meshnode/meshnode/node/api"
 	"github.com/meshnode/meshnode/node/engine"
 	"github.com/meshnode/meshnode/node/receipt"
@@ -18,8 +19,11 @@ type localModel interface {
 	Name() string
 	Engine() engine.Engine
 	// Prompt renders a chat (through the model's template) or passes raw
-	// text through, and tokenizes it as the model expects.
-	Prompt(g *api.Generation) (text string, ids []uint32, err error)
+	// text through, and tokenizes it as the model expects. A prompt that
+	// needs more than limit tokens is refused with a *promptTooLongError
+	// as soon as that is known, before or while it is tokenized, so that
+	// a huge prompt costs little more than reading it.
+	Prompt(g *api.Generation, limit int) (text string, ids []uint32, err error)
 	// Decoder returns a streaming detokenizer for one generation.
 	Decoder() decoder
 	ContextLength() int
@@ -34,6 +38,33 @@ type localModel interface {
 	Size() int64
 	Path() string
 	Close() error
+}
+
+// promptTooLongError refuses a prompt that needs more tokens than it may
+// have. AtLeast is as far as the count got: the whole count, or a lower
+// bound where counting stopped early.
+type promptTooLongError struct {
+	AtLeast, Limit int
+}
+
+func (e *promptTooLongError) Error() string {
+	return fmt.Sprintf("the prompt needs at least %d tokens, more than the %d it may have", e.AtLeast, e.Limit)
+}
+
+// tokenizeWithin tokenizes text, refusing it with a *promptTooLongError
+// once it is known to need more than limit tokens: from its length alone
+// before any work (tokenizer.MinTokens), or while it is encoded
+// (tokenizer.EncodeLimit), so that neither the time nor the memory of
+// encoding a huge prompt is spent.
+func tokenizeWithin(tok *tokenizer.Tokenizer, text string, opt tokenizer.EncodeOptions, limit int) ([]uint32, error) {
+	if n := tok.MinTokens(text, opt); n > limit {
+		return nil, &promptTooLongError{AtLeast: n, Limit: limit}
+	}
+	ids, complete := tok.EncodeLimit(text, opt, limit)
+	if !complete || len(ids) > limit {
+		return nil, &promptTooLongError{AtLeast: len(ids), Limit: limit}
+	}
+	return ids, nil
 }
 
 // decoder turns token ids into text as they arrive, holding back bytes
@@ -65,13 +96,16 @@ func (m *referenceModel) Backend() string       { return "cpu" }
 func (m *referenceModel) Close() error          { return nil }
 func (m *referenceModel) Decoder() decoder      { return referenceDecoder{} }
 
-func (m *referenceModel) Prompt(g *api.Generation) (string, []uint32, error) {
+func (m *referenceModel) Prompt(g *api.Generation, limit int) (string, []uint32, error) {
 	text := g.Prompt
 	if g.Messages != nil {
 		text = transcript(g.Messages)
 	}
 	if !utf8.ValidString(text) {
 		return "", nil, fmt.Errorf("prompt is not valid UTF-8")
+	}
+	if len(text) > limit { // a token per byte
+		return "", nil, &promptTooLongError{AtLeast: len(text), Limit: limit}
 	}
 	ids := make([]uint32, len(text))
 	for i := 0; i < len(text); i++ {

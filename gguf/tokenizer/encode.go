@@ -22,6 +22,25 @@ func (t *Tokenizer) Encode(s string, opt EncodeOptions) []uint32 {
 
 // AppendEncode appends the token ids of s to dst.
 func (t *Tokenizer) AppendEncode(dst []uint32, s string, opt EncodeOptions) []uint32 {
+	dst, _ = t.appendEncode(dst, s, opt, -1)
+	return dst
+}
+
+// EncodeLimit is Encode for a caller that can use no more than limit ids
+// (a context): it gives up as soon as the ids pass limit, rather than
+// encoding the rest of a text too long to use. complete reports whether
+// ids is the whole encoding; when it is not, ids is a prefix of it holding
+// more than limit ids. Encoding stops early between special tokens and
+// between pre-tokenized words; a SentencePiece fragment is merged whole
+// (its merges are not local), so only its output is cut. A complete
+// encoding may itself be longer than limit (an EOS appended last).
+func (t *Tokenizer) EncodeLimit(s string, opt EncodeOptions, limit int) (ids []uint32, complete bool) {
+	return t.appendEncode(nil, s, opt, max(limit, 0))
+}
+
+// appendEncode appends the ids of s to dst, stopping once dst holds more
+// than limit ids when limit is not negative.
+func (t *Tokenizer) appendEncode(dst []uint32, s string, opt EncodeOptions, limit int) ([]uint32, bool) {
 	var frags []fragment
 	if s != "" {
 		frags = t.partition(s, opt.ParseSpecial)
@@ -29,9 +48,14 @@ func (t *Tokenizer) AppendEncode(dst []uint32, s string, opt EncodeOptions) []ui
 	if opt.AddSpecial && t.addBOS {
 		dst = append(dst, t.bos)
 	}
+	over := func() bool { return limit >= 0 && len(dst) > limit }
 	var st state
+	st.limit = limit
 	prevSpecial := true // SPM: text that starts the input or follows a token gets a space prefix
 	for _, f := range frags {
+		if over() {
+			return dst, false
+		}
 		if f.tok != NoToken {
 			dst = append(dst, f.tok)
 			prevSpecial = true
@@ -51,11 +75,47 @@ func (t *Tokenizer) AppendEncode(dst []uint32, s string, opt EncodeOptions) []ui
 		}
 		prevSpecial = false
 	}
+	if over() {
+		return dst, false
+	}
 	if opt.AddSpecial && t.addEOS {
 		dst = append(dst, t.eos)
 	}
-	return dst
+	return dst, true
 }
+
+// MinTokens is a lower bound on len(Encode(s, opt)) that reads s without
+// encoding it, so that a caller with a limit can refuse a text that cannot
+// fit before paying to encode it. Every id stands for at most
+// MaxTokenBytes bytes of the text as the merges see it (never shorter
+// than s), so s needs at least ceil(n / MaxTokenBytes) ids, where n counts
+// the bytes of s that always end in some token: not a byte the vocabulary
+// would drop for want of a token, nor whitespace a special token strips.
+func (t *Tokenizer) MinTokens(s string, opt EncodeOptions) int {
+	need := 0
+	if t.maxTokenBytes > 0 {
+		strips := t.stripsUser || opt.ParseSpecial && t.stripsSpecial
+		n := 0
+		for i := 0; i < len(s); i++ {
+			if c := s[i]; t.counted[c] && !(strips && cSpace(c)) {
+				n++
+			}
+		}
+		need = (n + t.maxTokenBytes - 1) / t.maxTokenBytes
+	}
+	if opt.AddSpecial && t.addBOS {
+		need++
+	}
+	if opt.AddSpecial && t.addEOS {
+		need++
+	}
+	return need
+}
+
+// MaxTokenBytes is the length in bytes of the vocabulary's longest token
+// text, the most input one id can stand for; 0 when no input byte is sure
+// to end in a token, so that MinTokens bounds nothing.
+func (t *Tokenizer) MaxTokenBytes() int { return t.maxTokenBytes }
 
 // fragment is either raw text or a special token found in it.
 type fragment struct {
@@ -115,6 +175,7 @@ func (t *Tokenizer) partition(s string, parseSpecial bool) []fragment {
 
 // state holds the scratch buffers of one Encode call.
 type state struct {
+	limit   int // stop once out holds more ids (negative: never)
 	syms    []symbol
 	spmQ    heap[spmBigram]
 	bpeQ    heap[bpeBigram]
@@ -124,6 +185,9 @@ type state struct {
 	word    []byte
 	rankKey []byte
 }
+
+// over reports whether out already holds more ids than the limit.
+func (st *state) over(out []uint32) bool { return st.limit >= 0 && len(out) > st.limit }
 
 // symbol is a run of bytes of the text being merged, linked to its
 // neighbours; a symbol merged into its left neighbour has n == 0.
@@ -200,6 +264,9 @@ func (st *state) spm(t *Tokenizer, s string, out []uint32) []uint32 {
 		tryAdd(b.left, next)
 	}
 	for i := 0; i >= 0 && len(syms) > 0; i = syms[i].next {
+		if st.over(out) {
+			break
+		}
 		piece := s[syms[i].start : syms[i].start+syms[i].n]
 		if id, ok := t.ids[piece]; ok {
 			out = append(out, id)
@@ -247,6 +314,9 @@ func (st *state) bpe(t *Tokenizer, s string, out []uint32) []uint32 {
 	enc, _ := byteAlphabet()
 	start := 0
 	for _, n := range st.words {
+		if st.over(out) {
+			break // each word merges alone, so the ids so far are a prefix
+		}
 		w := st.word[:0]
 		for _, r := range st.text.cp[start : start+n] {
 			if t.pre.rawUTF8 {

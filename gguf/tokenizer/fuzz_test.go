@@ -25,7 +25,17 @@ func fuzzEncode(f *testing.F, name string) {
 	seedTexts(f, name)
 	tk, _, _ := loadVocab(f, name)
 	f.Fuzz(func(t *testing.T, s string, special bool) {
-		ids := tk.Encode(s, EncodeOptions{AddSpecial: special, ParseSpecial: special})
+		opt := EncodeOptions{AddSpecial: special, ParseSpecial: special}
+		ids := tk.Encode(s, opt)
+		if lo := tk.MinTokens(s, opt); lo > len(ids) {
+			t.Fatalf("MinTokens(%q) = %d, above Encode's %d ids", s, lo, len(ids))
+		}
+		if limit := len(ids) / 2; len(ids) > 0 {
+			got, complete := tk.EncodeLimit(s, opt, limit)
+			if complete && !equalIDs(got, ids) || !complete && (len(got) <= limit || !equalIDs(got, ids[:len(got)])) {
+				t.Fatalf("EncodeLimit(%q, %d): %d ids, complete %v; want Encode's %d ids or a prefix of them past the limit", s, limit, len(got), complete, len(ids))
+			}
+		}
 		for _, id := range ids {
 			if id >= uint32(tk.NumTokens()) {
 				t.Fatalf("Encode(%q) gave id %d of %d", s, id, tk.NumTokens())

@@ -110,6 +110,15 @@ type Tokenizer struct {
 
 	special []uint32 // partition candidates, longest text first
 	pieces  []string // id → decoded bytes with specials rendered
+
+	// maxTokenBytes, the longest token's length, bounds encodings from
+	// below (MinTokens), counting the input bytes that counted marks; 0:
+	// no byte is sure to end in a token.
+	maxTokenBytes int
+	counted       [256]bool
+	// stripsUser: a token matched in every input strips whitespace beside
+	// it; stripsSpecial: one matched only with ParseSpecial does.
+	stripsUser, stripsSpecial bool
 }
 
 // New builds a tokenizer from v. It does not keep references to v's slices.
@@ -340,6 +349,80 @@ func (t *Tokenizer) buildCaches() {
 	t.pieces = make([]string, len(t.tokens))
 	for id := range t.tokens {
 		t.pieces[id] = t.piece(uint32(id))
+	}
+	for _, id := range t.special {
+		if a := t.attrs[id]; a&(attrLStrip|attrRStrip) != 0 {
+			if a&attrSpecial != 0 {
+				t.stripsSpecial = true
+			} else {
+				t.stripsUser = true
+			}
+		}
+	}
+	t.buildCoverage()
+}
+
+// buildCoverage finds the input bytes that always end up in some token,
+// and with them the bound MinTokens gives. Merging only ever joins symbols
+// into tokens; a symbol left over is looked up byte by byte, and
+// llama.cpp drops a byte that is no token, so only bytes whose leftover
+// lookup finds a token count.
+func (t *Tokenizer) buildCoverage() {
+	var tokenByte func(b byte) bool
+	if t.kind == kindSPM || t.pre.rawUTF8 {
+		// A leftover character falls back to <0xNN>, the byte itself or
+		// UNK, byte by byte.
+		tokenByte = func(b byte) bool { return t.byteToken(b) != NoToken }
+	} else {
+		// GPT-2 bytes: a word is split into byte-alphabet characters and
+		// merged by rank; a character that is a token is never left over
+		// when every merge's result is a token too.
+		for m := range t.ranks {
+			k := strings.IndexByte(m[1:], ' ') + 1
+			if _, ok := t.ids[m[:k]+m[k+1:]]; !ok {
+				return // a merge can leave a non-token over: no bound
+			}
+		}
+		enc, _ := byteAlphabet()
+		tokenByte = func(b byte) bool {
+			_, ok := t.ids[string(enc[b])]
+			return ok
+		}
+	}
+	all := func(s string) bool {
+		if t.kind == kindSPM || t.pre.rawUTF8 {
+			if _, ok := t.ids[s]; ok {
+				return true
+			}
+		}
+		for i := range len(s) {
+			if !tokenByte(s[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	// BPE decodes invalid UTF-8 to U+FFFD before it merges, so a high byte
+	// counts only when the replacement would too.
+	replacement := t.kind == kindSPM || all("\uFFFD")
+	for b := range 256 {
+		ok := tokenByte(byte(b))
+		if b >= 0x80 {
+			ok = ok && replacement
+		}
+		if b == ' ' && t.escapeSpaces {
+			ok = all("▁")
+		}
+		t.counted[b] = ok
+		if ok {
+			t.maxTokenBytes = 1
+		}
+	}
+	if t.maxTokenBytes == 0 {
+		return
+	}
+	for _, tok := range t.tokens {
+		t.maxTokenBytes = max(t.maxTokenBytes, len(tok))
 	}
 }
 

@@ -26,15 +26,40 @@ type fakeModel struct {
 	err    error
 	midErr error // returned after the pieces, as a generation failing mid-stream
 	block  chan struct{}
+	// prepare, when set, is the preparation's check: its error refuses
+	// the request before it takes a slot.
+	prepare func(g *Generation) error
+	// finish is the finish reason when every piece was emitted ("" is
+	// "stop").
+	finish string
 
 	mu      sync.Mutex
 	calls   []*Generation
 	started chan struct{}
 }
 
-func (f *fakeModel) Generate(ctx context.Context, g *Generation, emit func(string) error) (*Result, error) {
+func (f *fakeModel) Prepare(ctx context.Context, g *Generation) (Prepared, error) {
 	f.mu.Lock()
 	f.calls = append(f.calls, g)
+	prepare := f.prepare
+	f.mu.Unlock()
+	if prepare != nil {
+		if err := prepare(g); err != nil {
+			return nil, err
+		}
+	}
+	return &fakeRun{f: f, g: g}, nil
+}
+
+// fakeRun is a fakeModel's prepared generation.
+type fakeRun struct {
+	f *fakeModel
+	g *Generation
+}
+
+func (r *fakeRun) Generate(ctx context.Context, emit func(string) error) (*Result, error) {
+	f, g := r.f, r.g
+	f.mu.Lock()
 	block, started := f.block, f.started
 	f.mu.Unlock()
 	if started != nil {
@@ -51,6 +76,9 @@ func (f *fakeModel) Generate(ctx context.Context, g *Generation, emit func(strin
 		return nil, f.err
 	}
 	res := &Result{PromptTokens: 3, FinishReason: "stop", Energy: map[string]any{"energy_provenance": "Estimator", "estimated_uj": 1234}}
+	if f.finish != "" {
+		res.FinishReason = f.finish
+	}
 	for _, p := range f.pieces {
 		if g.MaxTokens > 0 && res.CompletionTokens == g.MaxTokens {
 			res.FinishReason = "length"

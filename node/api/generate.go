@@ -39,14 +39,28 @@ type stream interface {
 // generate runs g on m under the model's concurrency limit. With st nil it
 // collects the text for a non-streaming answer; otherwise each piece goes
 // to st as it is produced.
+//
+// The request takes its place in the model's queue, is prepared (its
+// prompt tokenized and checked) while it waits, and only then waits for
+// a slot: a prompt that cannot be served is refused at once, without
+// queueing behind running generations or holding a slot while it is
+// tokenized.
 func (s *Server) generate(w http.ResponseWriter, r *http.Request, m Model, g *Generation, st stream, sse *sseWriter) (text string, res *Result, ok bool) {
 	ctx := r.Context()
-	release, err := s.acquire(ctx, g.Model)
+	t, err := s.admit(g.Model)
 	if err != nil {
 		s.fail(w, r, g, err, st, sse)
 		return "", nil, false
 	}
-	defer release()
+	defer t.release()
+	p, err := s.prepare(ctx, m, g)
+	if err == nil {
+		err = t.run(ctx)
+	}
+	if err != nil {
+		s.fail(w, r, g, err, st, sse)
+		return "", nil, false
+	}
 
 	start := s.now()
 	var b strings.Builder
@@ -57,7 +71,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m Model, g *Ge
 		b.WriteString(piece)
 		return nil
 	}
-	res, err = m.Generate(ctx, g, emit)
+	res, err = p.Generate(ctx, emit)
 	if err != nil {
 		s.fail(w, r, g, err, st, sse)
 		return "", nil, false

@@ -19,19 +19,43 @@ func newLimiter(running, queued int) *limiter {
 	return &limiter{admitted: make(chan struct{}, running+queued), running: make(chan struct{}, running)}
 }
 
-func (l *limiter) acquire(ctx context.Context) (func(), error) {
+// ticket is one admitted generation: a place among the running and queued
+// ones, and, once run returns nil, a running slot.
+type ticket struct {
+	l       *limiter
+	running bool
+}
+
+// admit takes a place, or fails at once with errQueueFull. A generation
+// is prepared while it holds a place and no slot, so that preparing it
+// delays no running generation while the queue still bounds how many
+// wait.
+func (l *limiter) admit() (*ticket, error) {
 	select {
 	case l.admitted <- struct{}{}:
+		return &ticket{l: l}, nil
 	default:
 		return nil, errQueueFull
 	}
+}
+
+// run waits for a running slot.
+func (t *ticket) run(ctx context.Context) error {
 	select {
-	case l.running <- struct{}{}:
-		return func() { <-l.running; <-l.admitted }, nil
+	case t.l.running <- struct{}{}:
+		t.running = true
+		return nil
 	case <-ctx.Done():
-		<-l.admitted
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
+}
+
+// release gives back the slot, if run took one, and the place.
+func (t *ticket) release() {
+	if t.running {
+		<-t.l.running
+	}
+	<-t.l.admitted
 }
 
 // admittedCount is how many generations are running or queued.

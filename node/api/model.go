@@ -12,10 +12,22 @@ import (
 // the chat template, tokenizes, serves through the steward and
 // detokenizes; the API only sees text.
 type Model interface {
-	// Generate runs one generation, calling emit with each piece of text as
-	// it is produced. It returns when the generation ends, fails, or ctx is
-	// cancelled (the client went away).
-	Generate(ctx context.Context, g *Generation, emit func(text string) error) (*Result, error)
+	// Prepare readies one generation: it renders and tokenizes the
+	// prompt, checks it against the model's context and builds the
+	// request it will be served as. It runs before the request takes one
+	// of the model's generation slots, so that a prompt that cannot be
+	// served is refused without waiting behind running generations, and
+	// tokenizing it holds no slot. An error is the request's answer (an
+	// *Error carries its status).
+	Prepare(ctx context.Context, g *Generation) (Prepared, error)
+}
+
+// Prepared is a generation ready to run, on a slot of its model.
+type Prepared interface {
+	// Generate runs the generation, calling emit with each piece of text
+	// as it is produced. It returns when the generation ends, fails, or
+	// ctx is cancelled (the client went away).
+	Generate(ctx context.Context, emit func(text string) error) (*Result, error)
 }
 
 // Message is one chat message, its content flattened to text.
@@ -58,11 +70,18 @@ type Generation struct {
 	Body []byte
 }
 
+// FinishJouleCeiling is the finish reason of a generation the steward
+// stopped because one more step would have passed the request's joule
+// ceiling (mesh/1 §3.1: the ceiling is a hard budget). The answer is the
+// text produced so far, and its receipt covers exactly that.
+const FinishJouleCeiling = "joule_ceiling"
+
 // Result is how a generation ended.
 type Result struct {
 	PromptTokens     int
 	CompletionTokens int
-	// FinishReason is "stop" (a stop token or string) or "length".
+	// FinishReason is "stop" (a stop token or string), "length" (the
+	// output ceiling) or FinishJouleCeiling.
 	FinishReason string
 	// Energy is the usage.energy object: the receipt, its envelope and its
 	// headline figures, marshalled as given.

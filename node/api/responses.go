@@ -186,9 +186,13 @@ func (r *responseStream) delta(text string) error {
 // complete fills the response object for a generation that ended.
 func (r *responseStream) complete(text string, res *Result) {
 	r.resp.Status = "completed"
-	if res.FinishReason == "length" {
+	switch res.FinishReason {
+	case "length":
 		r.resp.Status = "incomplete"
 		r.resp.IncompleteDetails = map[string]string{"reason": "max_output_tokens"}
+	case FinishJouleCeiling:
+		r.resp.Status = "incomplete"
+		r.resp.IncompleteDetails = map[string]string{"reason": FinishJouleCeiling}
 	}
 	r.resp.Output = []responseItem{r.item("completed", &text)}
 	r.resp.Usage = &responseUsage{InputTokens: res.PromptTokens, OutputTokens: res.CompletionTokens,

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -37,6 +38,11 @@ type Config struct {
 	// requests are refused with 429.
 	Concurrency int
 	QueueDepth  int
+	// PrepareConcurrency is how many prompts are prepared (rendered,
+	// tokenized and checked against the context) at once, over every
+	// model (default half the CPUs, at least 1). A request is prepared
+	// while it holds its place in the queue, before it takes a slot.
+	PrepareConcurrency int
 	// RetryAfter is the Retry-After a 429 carries (default 1 s).
 	RetryAfter time.Duration
 	// StreamWriteTimeout bounds each write of a streamed or relayed
@@ -88,6 +94,9 @@ func (c *Config) defaults() {
 	} else if c.QueueDepth == 0 {
 		c.QueueDepth = 16
 	}
+	if c.PrepareConcurrency <= 0 {
+		c.PrepareConcurrency = max(1, runtime.GOMAXPROCS(0)/2)
+	}
 	if c.RetryAfter <= 0 {
 		c.RetryAfter = time.Second
 	}
@@ -114,6 +123,7 @@ type Server struct {
 
 	mu     sync.Mutex
 	limits map[string]*limiter
+	prep   chan struct{} // the preparations running, PrepareConcurrency at most
 
 	proxy *meshProxy
 }
@@ -127,7 +137,8 @@ func New(cfg Config, self identity.EndpointID, registry Registry, mesh Mesh, nod
 	if now == nil {
 		now = time.Now
 	}
-	s := &Server{cfg: cfg, self: self, registry: registry, mesh: mesh, node: node, log: logger, now: now, limits: map[string]*limiter{}}
+	s := &Server{cfg: cfg, self: self, registry: registry, mesh: mesh, node: node, log: logger, now: now, limits: map[string]*limiter{},
+		prep: make(chan struct{}, cfg.PrepareConcurrency)}
 	if mesh != nil {
 		s.proxy = newMeshProxy(self, mesh, logger)
 	}
@@ -338,9 +349,9 @@ func (s *Server) unknownModel(model string, forwarded bool) *Error {
 	return e
 }
 
-// acquire takes a generation slot for model, waiting in its queue; it
-// fails with 429 when the queue is full.
-func (s *Server) acquire(ctx context.Context, model string) (release func(), err error) {
+// admit takes a place in model's queue; it fails with 429 when the queue
+// is full.
+func (s *Server) admit(model string) (*ticket, error) {
 	s.mu.Lock()
 	l, ok := s.limits[model]
 	if !ok {
@@ -348,14 +359,41 @@ func (s *Server) acquire(ctx context.Context, model string) (release func(), err
 		s.limits[model] = l
 	}
 	s.mu.Unlock()
-	release, err = l.acquire(ctx)
+	t, err := l.admit()
 	if errors.Is(err, errQueueFull) {
 		e := Errorf(http.StatusTooManyRequests, "rate_limit_error", "overloaded",
 			"model %q is busy: %d running and %d queued; retry shortly", model, s.cfg.Concurrency, s.cfg.QueueDepth)
 		e.RetryAfter = s.cfg.RetryAfter
 		return nil, e
 	}
-	return release, err
+	return t, err
+}
+
+// acquire takes a generation slot for model, waiting in its queue; it
+// fails with 429 when the queue is full.
+func (s *Server) acquire(ctx context.Context, model string) (release func(), err error) {
+	t, err := s.admit(model)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.run(ctx); err != nil {
+		t.release()
+		return nil, err
+	}
+	return t.release, nil
+}
+
+// prepare readies g on m under the server's preparation limit, which is
+// shared by every model: preparing renders and tokenizes the prompt on the
+// CPU, and many huge prompts at once must not take all of it.
+func (s *Server) prepare(ctx context.Context, m Model, g *Generation) (Prepared, error) {
+	select {
+	case s.prep <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-s.prep }()
+	return m.Prepare(ctx, g)
 }
 
 // newID returns an OpenAI-style object id.

@@ -52,6 +52,13 @@ var (
 	// cancelled, emit failed, the engine failed). The work it did is
 	// sealed; the ServeError comes with the Served.
 	ErrIncomplete = errors.New("steward: serve incomplete")
+	// ErrCeilingReached: the steward stopped a generation before a step
+	// that would have taken its metered energy past the request's joule
+	// ceiling (§3.1: the ceiling is a hard budget). It is not a failure:
+	// the tokens emitted so far are sealed, a grant is debited what was
+	// metered, and the ServeError comes with the Served. It does not wrap
+	// ErrIncomplete, so that a caller tells it from a client leaving.
+	ErrCeilingReached = errors.New("steward: joule ceiling reached")
 )
 
 // Stage names where in the lifecycle a serve stopped.

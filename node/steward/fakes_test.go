@@ -97,6 +97,9 @@ type fakeEngine struct {
 	// tokens.
 	failAfter int
 	err       error
+	// onToken, when set, is called as each token is produced, before it
+	// is emitted: the work of a decode step.
+	onToken func()
 
 	mu     sync.Mutex
 	wcalls int
@@ -160,6 +163,9 @@ func (e *fakeEngine) Serve(ctx context.Context, req receipt.ServeRequest, prompt
 		}
 		if err := ctx.Err(); err != nil {
 			return fin(err)
+		}
+		if e.onToken != nil {
+			e.onToken()
 		}
 		if err := emit(tok); err != nil {
 			return fin(err)

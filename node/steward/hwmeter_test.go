@@ -57,7 +57,9 @@ func TestServeWithHWMeters(t *testing.T) {
 				Meter:    tt.meter(clock),
 				Backends: []Backend{{Name: "cpu", Engine: clockedEngine{ref, clock, time.Millisecond}}},
 			})
-			served, err := s.Serve(t.Context(), genRequest(8, tt.tokens, receipt.F1, 1_000), promptOf(8), nil)
+			// A ceiling the spans fit: the steward stops a serve whose
+			// metered energy would pass its ceiling.
+			served, err := s.Serve(t.Context(), genRequest(8, tt.tokens, receipt.F1, 1_000_000), promptOf(8), nil)
 			if err != nil {
 				t.Fatal(err)
 			}

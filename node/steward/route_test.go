@@ -252,3 +252,52 @@ func TestAddRemoveBackend(t *testing.T) {
 		t.Fatalf("Backends = %v", s.Backends())
 	}
 }
+
+// TestAttackDeclaredPromptTokens: a request that declares a prompt far
+// shorter than its payload (a granted body's metadata.prompt_tokens "1")
+// is priced on the steward's own count of the payload, so a backend whose
+// real estimate passes the ceiling is not admitted and nothing runs; the
+// candidates record the count priced and the reason says both figures.
+// The declared figure stays in the request (its identity is signed over
+// it), and a count below it never lowers the price.
+func TestAttackDeclaredPromptTokens(t *testing.T) {
+	eng := newFake(receipt.F2, 100)
+	s := newSteward(t, Config{Backends: []Backend{{Name: "fake", Engine: eng}}})
+	lying := genRequest(1, 8, receipt.F0, 1_000) // declared: 100 × (1+8) = 900 µJ
+	prompt := promptOf(200)                      // counted: 100 × (200+8) = 20800 µJ
+
+	_, err := s.Serve(t.Context(), lying, prompt, nil, WithPromptTokens(uint32(len(prompt))))
+	var se *ServeError
+	if !errors.As(err, &se) || !errors.Is(err, ErrNoAdmissibleBackend) || eng.serves != 0 {
+		t.Fatalf("Serve = %v with the engine run %d times; want no admissible backend and no work", err, eng.serves)
+	}
+	c := se.Route.Candidates[0]
+	if c.EstimateUJ != 20_800 || c.PromptTokens != 200 ||
+		c.Reason != "over ceiling (20800 uJ on 200 prompt tokens counted, 1 declared > 1000 uJ)" {
+		t.Fatalf("candidate %+v, want the estimate priced on the 200 tokens counted", c)
+	}
+
+	// Admitted where the count fits: the justification says what it
+	// priced, and the request (and so its id) keeps the declared figure.
+	fits := genRequest(1, 8, receipt.F0, 30_000)
+	served, err := s.Serve(t.Context(), fits, prompt, nil, WithPromptTokens(200))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := fits.ID()
+	if served.Receipt.Receipt.RequestID != id || served.Route.Candidates[0].PromptTokens != 200 ||
+		!strings.Contains(served.Receipt.Receipt.Route, "est 20800 uJ on 200 prompt tokens counted, 1 declared <= ceiling 30000 uJ") {
+		t.Fatalf("receipt route %q, candidates %+v", served.Receipt.Receipt.Route, served.Route.Candidates)
+	}
+
+	// A count below the declared figure prices the declared one, and
+	// Route weighs as Serve does.
+	rt, err := s.Route(genRequest(300, 8, receipt.F0, 1_000_000), WithPromptTokens(200))
+	if err != nil || rt.Candidates[0].EstimateUJ != 30_800 || rt.Candidates[0].PromptTokens != 0 || strings.Contains(rt.Justification, "counted") {
+		t.Fatalf("Route = %+v, %v; want the declared 300 tokens priced", rt, err)
+	}
+	rt, _ = s.Route(lying, WithPromptTokens(200))
+	if rt.Chosen >= 0 || rt.Candidates[0].EstimateUJ != 20_800 {
+		t.Fatalf("Route of the lying request = %+v, want it priced on the count", rt)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/bits"
 	"strings"
 	"sync"
 	"time"
@@ -245,6 +246,7 @@ type ServeOption func(*serveOptions)
 type serveOptions struct {
 	recipe       string
 	presentation *grant.Presentation
+	promptTokens uint32
 }
 
 // ForRecipe restricts routing to the backends running recipe: a request
@@ -260,6 +262,16 @@ func ForRecipe(recipe string) ServeOption {
 // the engine runs, and debits the metered joules after.
 func WithPresentation(p *grant.Presentation) ServeOption {
 	return func(o *serveOptions) { o.presentation = p }
+}
+
+// WithPromptTokens gives the prompt payload's length as the caller
+// tokenized it. The router prices the larger of it and the request's
+// declared prompt_tokens, which a granted request keeps in its identity
+// as its body declared it (mesh/1 §2.3) and which must not lower the
+// estimate its ceiling is checked against. The candidates record the
+// figure priced.
+func WithPromptTokens(n uint32) ServeOption {
+	return func(o *serveOptions) { o.promptTokens = n }
 }
 
 func options(opts []ServeOption) serveOptions {
@@ -292,7 +304,8 @@ func (s *Steward) Route(req receipt.ServeRequest, opts ...ServeOption) (Route, e
 	if err := req.Validate(); err != nil {
 		return Route{}, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
-	rt := route(s.candidates(options(opts)), &req, s.admit(nil))
+	o := options(opts)
+	rt := route(s.candidates(o), &req, o.promptTokens, s.admit(nil))
 	if rt.Chosen < 0 {
 		return rt, ErrNoAdmissibleBackend
 	}
@@ -333,6 +346,12 @@ type Served struct {
 // and the output commitment covers exactly those. Serve then returns the
 // Served together with a ServeError wrapping ErrIncomplete and the cause.
 // An incomplete decision answered nothing and is not sealed.
+//
+// A generation the steward stops because one more step would pass the
+// request's joule ceiling (see meterServe) is sealed the same way, and a
+// grant debited what was metered; it is not a failure, and Serve returns
+// the Served with a ServeError wrapping ErrCeilingReached (and not
+// ErrIncomplete), so that a caller can answer it as a normal ending.
 func (s *Steward) Serve(ctx context.Context, req receipt.ServeRequest, prompt []uint32, emit func(tok uint32) error, opts ...ServeOption) (*Served, error) {
 	id, err := req.ID()
 	if err != nil {
@@ -349,7 +368,7 @@ func (s *Steward) Serve(ctx context.Context, req receipt.ServeRequest, prompt []
 		}
 	}
 	backends := s.candidates(o)
-	rt := route(backends, &req, s.admit(verified))
+	rt := route(backends, &req, o.promptTokens, s.admit(verified))
 	fail := func(stage Stage, err error) error {
 		level := slog.LevelInfo
 		if stage == StageCheck || stage == StageMeter || stage == StageJournal {
@@ -441,6 +460,11 @@ func (s *Steward) Serve(ctx context.Context, req receipt.ServeRequest, prompt []
 	served := &Served{Receipt: sealed, Outcome: run.out, Route: rt, Output: run.tokens}
 	s.log.Debug("served", "request", id, "backend", b.Name, "sequence", sealed.Receipt.Sequence,
 		"tokens", len(run.tokens), "energy", run.energy.String())
+	if run.ceiling != nil {
+		s.log.Info("serve stopped at its joule ceiling", "request", id, "backend", b.Name, "tokens", len(run.tokens),
+			"energy", run.energy.String(), "ceiling_uj", req.JouleCeilingUJ)
+		return served, &ServeError{Stage: StageMeter, RequestID: id, Route: &rt, Err: run.ceiling}
+	}
 	if !complete {
 		return served, &ServeError{Stage: StageEngine, RequestID: id, Route: &rt, Err: fmt.Errorf("%w: %w", ErrIncomplete, run.err)}
 	}
@@ -451,10 +475,37 @@ func (s *Steward) Serve(ctx context.Context, req receipt.ServeRequest, prompt []
 type engineRun struct {
 	ran     bool // the meter opened and the engine was called
 	out     engine.Outcome
-	err     error    // the engine's
+	err     error    // the engine's, or the ceiling's stop
 	tokens  []uint32 // every token emit accepted
 	overran bool     // the engine tried to emit past its limit
+	ceiling error    // set when the steward stopped the engine at the joule ceiling
 	energy  hw.Energy
+}
+
+// ceilingWatch decides, token by token, whether one more decode step
+// could take a serve's metered energy past its joule ceiling.
+type ceilingWatch struct {
+	ceiling uint64
+	step    uint64 // the dearest step seen; before one is, the engine's modelled µJ/token
+	last    uint64 // the energy when the previous token came
+	seen    int
+}
+
+// passes takes the span's energy as a token comes and reports whether that
+// energy and one more step would pass the ceiling. A step is the energy
+// between two tokens, the largest seen so far (an engine holding tokens
+// back emits several at once, so an average would understate it); the
+// first token's energy includes the prompt's evaluation and is no guide
+// to a step.
+func (w *ceilingWatch) passes(soFar uint64) bool {
+	soFar = max(soFar, w.last) // energy spent is not given back by a noisy reading
+	if w.seen > 0 {
+		w.step = max(w.step, soFar-w.last)
+	}
+	w.last = soFar
+	w.seen++
+	next, carry := bits.Add64(soFar, w.step, 0)
+	return carry != 0 || next > w.ceiling
 }
 
 // meterServe opens the meter immediately before the engine runs and
@@ -462,13 +513,27 @@ type engineRun struct {
 // span only). Only meter failures are returned as errors; the engine's
 // outcome is in the run. An engine that panics has still done metered
 // work: debit, when set, is settled with it before the panic goes on.
+//
+// The request's joule ceiling is a hard budget (§3.1), and the router's
+// estimate that admitted it is a model. So where the span can be read
+// while open (hw.LiveSpan), every token emitted is followed by a reading,
+// and the engine is stopped, with the token just emitted kept, as soon as
+// the energy so far and one more step would pass the ceiling: a serve
+// overspends its ceiling by at most one step misjudged. (The first reading
+// comes with the first token, after the prompt's evaluation, which only
+// the router's estimate bounds.) The stop is recorded in run.ceiling.
 func (s *Steward) meterServe(ctx context.Context, e engine.Engine, req receipt.ServeRequest, prompt []uint32, emit func(uint32) error, debit Debit) (run engineRun, err error) {
 	limit := req.MaxTokens
 	if req.IsDecision() {
 		limit = 0 // a decision emits no tokens (§3.6)
 	}
+	var live hw.LiveSpan // set once the span opens, before the engine runs
+	watch := ceilingWatch{ceiling: req.JouleCeilingUJ, step: e.UJPerToken()}
 	run.tokens = make([]uint32, 0, min(limit, 4096))
 	count := func(tok uint32) error {
+		if run.ceiling != nil {
+			return run.ceiling // the engine went on after being stopped
+		}
 		if uint32(len(run.tokens)) >= limit {
 			run.overran = true
 			return ErrMaxTokens
@@ -479,6 +544,14 @@ func (s *Steward) meterServe(ctx context.Context, e engine.Engine, req receipt.S
 			}
 		}
 		run.tokens = append(run.tokens, tok)
+		// The last token the request allows is followed by no step.
+		if live != nil && uint32(len(run.tokens)) < limit {
+			if soFar := live.SoFarUJ(); watch.passes(soFar) {
+				run.ceiling = fmt.Errorf("%w: %d uJ metered after %d tokens, and a step costs up to %d uJ; the ceiling is %d uJ",
+					ErrCeilingReached, soFar, len(run.tokens), watch.step, req.JouleCeilingUJ)
+				return run.ceiling
+			}
+		}
 		return nil
 	}
 
@@ -486,6 +559,7 @@ func (s *Steward) meterServe(ctx context.Context, e engine.Engine, req receipt.S
 	if err != nil {
 		return run, fmt.Errorf("%w: open %s: %w", ErrMeter, s.meter.Name(), err)
 	}
+	live, _ = span.(hw.LiveSpan)
 	run.ran = true
 	func() {
 		defer func() {
@@ -508,6 +582,9 @@ func (s *Steward) meterServe(ctx context.Context, e engine.Engine, req receipt.S
 		}()
 		run.out, run.err = e.Serve(ctx, req, prompt, count)
 	}()
+	if run.ceiling != nil {
+		run.err = run.ceiling // whatever the engine made of the stop
+	}
 	if run.energy, err = span.Close(); err != nil {
 		return run, fmt.Errorf("%w: close %s: %w", ErrMeter, s.meter.Name(), err)
 	}
