@@ -78,6 +78,9 @@ func (a *apiNode) Replay(ctx context.Context, rp *api.Replay) (*api.ReplayResult
 	switch v.Kind {
 	case receipt.Verified:
 		res.Verdict, res.Disclosure = api.VerdictVerified, d
+		if v.Prefix > 0 {
+			res.CutShort, res.PrefixTokens = r.CutShort, v.Prefix
+		}
 	case receipt.Diverged:
 		at := v.FirstDivergence
 		res.Verdict, res.FirstDivergence = api.VerdictDiverged, &at

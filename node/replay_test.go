@@ -182,3 +182,32 @@ func replayRaw(t *testing.T, n *Node, body string) (int, api.ReplayResult, strin
 	}
 	return resp.StatusCode, res, string(b)
 }
+
+// TestReplayCeilingStop: a generation the steward stopped at its joule
+// ceiling is sealed cut short, and replaying it verifies its tokens as
+// the first of what the model makes, instead of reporting a divergence
+// where the steward stopped it.
+func TestReplayCeilingStop(t *testing.T) {
+	n := startSteppingNode(t)
+	const request = `{"model":"mesh-reference","max_tokens":32,"messages":[{"role":"user","content":"hi"}],"metadata":{"joule_ceiling_uj":"60000"}}`
+	status, v := answerOf(t, n, "/v1/chat/completions", request)
+	if status != http.StatusOK {
+		t.Fatalf("serve: %d %v", status, v)
+	}
+	choice := v["choices"].([]any)[0].(map[string]any)
+	usage := v["usage"].(map[string]any)
+	energy := usage["energy"].(map[string]any)
+	if choice["finish_reason"] != "joule_ceiling" || energy["receipt"].(map[string]any)["cut_short"] != "joule_ceiling" {
+		t.Fatalf("finish %v, receipt %v", choice["finish_reason"], energy["receipt"])
+	}
+	raw, err := json.Marshal(energy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(map[string]any{"request": json.RawMessage(request), "energy": json.RawMessage(raw)})
+	code, res, text := replayRaw(t, n, string(body))
+	tokens := int(usage["completion_tokens"].(float64))
+	if code != http.StatusOK || res.Verdict != api.VerdictVerified || res.CutShort != "joule_ceiling" || res.PrefixTokens != tokens {
+		t.Fatalf("replay: %d %s; want verified on the %d tokens served", code, text, tokens)
+	}
+}

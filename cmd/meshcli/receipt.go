@@ -58,6 +58,8 @@ func receiptCommand() *cli.Command {
 // replayAnswer is POST /v1/mesh/replay's answer (docs/receipts.md).
 type replayAnswer struct {
 	Verdict           string              `json:"verdict"`
+	CutShort          string              `json:"cut_short"`
+	PrefixTokens      int                 `json:"prefix_tokens"`
 	FirstDivergence   *int                `json:"first_divergence"`
 	Reason            string              `json:"reason"`
 	Receipt           string              `json:"receipt"`
@@ -165,8 +167,25 @@ func verdictLine(a replayAnswer) string {
 		return "diverged"
 	case "not_replayable":
 		return "not replayable: " + a.Reason
+	case "verified":
+		if a.PrefixTokens > 0 {
+			return fmt.Sprintf("verified (cut short: %s; its %s are the re-run's first)", cutWhy(a.CutShort), plural(a.PrefixTokens, "token"))
+		}
 	}
 	return a.Verdict
+}
+
+// cutWhy says in words why a receipt's serve was cut short.
+func cutWhy(c string) string {
+	switch c {
+	case receipt.CutClient:
+		return "the client stopped reading"
+	case receipt.CutCeiling:
+		return "stopped at the request's joule ceiling"
+	case receipt.CutEngine:
+		return "the engine failed"
+	}
+	return c
 }
 
 // tokenList writes ids space-separated, at most n of them.
@@ -248,6 +267,9 @@ func verifyReceipt(c *cli.Context) error {
 	t.row("Sequence", pos)
 	t.row("Served", r.Recipe+" on "+r.Backend)
 	t.row("Tokens", fmt.Sprintf("%d in, %d out, %d accepted", r.TokensIn, r.TokensOut, r.TokensAccepted))
+	if r.CutShort != "" {
+		t.row("Cut short", cutWhy(r.CutShort))
+	}
 	t.row("Energy", fmt.Sprintf("%d µJ (%s)", r.Energy.UJ(), r.Energy.Provenance()))
 	fid := "floor " + r.FidelityFloor.String()
 	if r.Fidelity != nil {

@@ -37,6 +37,11 @@ type ReplayResult struct {
 	FirstDivergence *int `json:"first_divergence,omitempty"`
 	// Reason says why the serve is not replayable.
 	Reason string `json:"reason,omitempty"`
+	// CutShort and PrefixTokens: the receipt says the serve was cut short
+	// (receipt.CutShort) after PrefixTokens tokens, so only the re-run's
+	// first PrefixTokens were held to its commitment (verified only).
+	CutShort     string `json:"cut_short,omitempty"`
+	PrefixTokens int    `json:"prefix_tokens,omitempty"`
 	// Receipt is the receipt's envelope content id, Sequence its place in
 	// the steward's chain, Steward the sealing node's did:key.
 	Receipt  string `json:"receipt"`

@@ -64,6 +64,12 @@ type Receipt struct {
 	// OutputCommitment commits to a generation's output (§6.4); nil for a
 	// decision.
 	OutputCommitment *ContentID
+	// CutShort says why a generation ended before its engine would have
+	// ended it (CutClient, CutCeiling, CutEngine); empty for one that ran
+	// to its own end. Its output is then a prefix of what a re-run gives,
+	// and a replay judges it so. A meshnode extension: absent, the core is
+	// mesh/1's, byte for byte.
+	CutShort string
 
 	// Sequence and Prev are the hash-chain position (§6.3): Prev is the
 	// content id of the previous envelope, nil exactly at sequence 0.
@@ -95,6 +101,18 @@ const (
 	TrainingSigned = "signed"
 	TrainingLogged = "logged"
 	TrainingOpaque = "opaque"
+)
+
+// Why a generation was cut short (Receipt.CutShort).
+const (
+	// CutClient: the client stopped taking tokens (it went away, or its
+	// stream stalled).
+	CutClient = "client"
+	// CutCeiling: the steward stopped it before one more step could pass
+	// the request's joule ceiling.
+	CutCeiling = "joule_ceiling"
+	// CutEngine: the engine failed part-way.
+	CutEngine = "engine"
 )
 
 // FidelityReport is the advertised level the router admitted a backend on
@@ -227,6 +245,18 @@ func (r *Receipt) Validate() error {
 	if r.GrantBreach != "" && r.GrantID == nil {
 		return bad("grant_breach without grant_id")
 	}
+	switch r.CutShort {
+	case "":
+	case CutClient, CutCeiling, CutEngine:
+		if r.Decision != nil {
+			return bad("a decision is not cut short: an incomplete one is not sealed")
+		}
+		if r.TokensOut != r.TokensAccepted {
+			return bad("a generation cut short accepted every token it emitted (tokens_out %d, tokens_accepted %d)", r.TokensOut, r.TokensAccepted)
+		}
+	default:
+		return bad("cut_short %q is not %s, %s or %s", truncate(r.CutShort), CutClient, CutCeiling, CutEngine)
+	}
 	if (r.Prev == nil) != (r.Sequence == 0) {
 		return bad("prev must be absent exactly at sequence 0 (sequence %d)", r.Sequence)
 	}
@@ -271,6 +301,7 @@ type wireReceipt struct {
 	EnergyProvenance   string     `cbor:"energy_provenance" json:"energy_provenance"`
 	GrantBreach        string     `cbor:"grant_breach,omitempty" json:"grant_breach,omitempty"`
 	OutputCommitment   *ContentID `cbor:"output_commitment,omitempty" json:"output_commitment,omitempty"`
+	CutShort           string     `cbor:"cut_short,omitempty" json:"cut_short,omitempty"`
 	Sequence           uint64     `cbor:"sequence" json:"sequence"`
 	Prev               *ContentID `cbor:"prev,omitempty" json:"prev,omitempty"`
 	Nonce              Nonce      `cbor:"nonce" json:"nonce"`
@@ -304,6 +335,7 @@ func (r *Receipt) wire() wireReceipt {
 		EnergyProvenance: r.Energy.Provenance().String(),
 		GrantBreach:      r.GrantBreach,
 		OutputCommitment: r.OutputCommitment,
+		CutShort:         r.CutShort,
 		Sequence:         r.Sequence,
 		Prev:             r.Prev,
 		Nonce:            r.Nonce,
@@ -365,6 +397,7 @@ func (w *wireReceipt) receipt() (Receipt, error) {
 		Energy:           energy,
 		GrantBreach:      w.GrantBreach,
 		OutputCommitment: w.OutputCommitment,
+		CutShort:         w.CutShort,
 		Sequence:         w.Sequence,
 		Prev:             w.Prev,
 		Nonce:            w.Nonce,

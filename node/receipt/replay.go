@@ -35,9 +35,18 @@ type Verdict struct {
 	FirstDivergence int
 	// Reason says why a serve is NotReplayable.
 	Reason string
+	// Prefix is, for a receipt cut short (Receipt.CutShort), how many of
+	// the re-run's tokens were held to the commitment: the serve handed
+	// out that many and then stopped, as the receipt says, so only they
+	// can be compared. Zero for a serve that ran to its own end.
+	Prefix int
 }
 
 func (v Verdict) String() string {
+	switch {
+	case v.Kind == Verified && v.Prefix > 0:
+		return fmt.Sprintf("verified (cut short: the serve's %d tokens are the re-run's first %d)", v.Prefix, v.Prefix)
+	}
 	switch v.Kind {
 	case Diverged:
 		return fmt.Sprintf("diverged at token %d", v.FirstDivergence)
@@ -75,7 +84,9 @@ type Replay struct {
 // commitment; Diverged only when a disclosed output opens it on the
 // replay's payload and opening (so the mismatch is the serve's), naming the
 // first differing token; NotReplayable otherwise, for each reason the spec
-// lists. An error is returned only when run fails.
+// lists. A receipt cut short is judged by its prefix: Verified when its
+// tokens are the first of the re-run's (Verdict.Prefix). An error is
+// returned only when run fails.
 func (r *Receipt) Replay(in Replay, run func() ([]uint32, error)) (Verdict, error) {
 	not := func(format string, a ...any) (Verdict, error) {
 		return Verdict{Kind: NotReplayable, Reason: fmt.Sprintf(format, a...)}, nil
@@ -102,8 +113,20 @@ func (r *Receipt) Replay(in Replay, run func() ([]uint32, error)) (Verdict, erro
 		return Verdict{}, fmt.Errorf("receipt: replay: re-run: %w", err)
 	}
 	payload := PayloadDigest(in.Prompt)
+	// A serve cut short handed out the first tokens_out tokens of what the
+	// engine would have made and then stopped, for a reason the receipt
+	// names (§6.4: a replay must not report a divergence it cannot pin on
+	// the serve), so the re-run's tokens beyond those are not compared.
+	cut := r.CutShort != "" && len(out) >= int(r.TokensOut)
+	if cut {
+		out = out[:r.TokensOut]
+	}
 	if Commit(in.Opening, id, payload, out) == *r.OutputCommitment {
-		return Verdict{Kind: Verified}, nil
+		v := Verdict{Kind: Verified}
+		if cut {
+			v.Prefix = int(r.TokensOut)
+		}
+		return v, nil
 	}
 	if in.Disclosed != nil && Commit(in.Opening, id, payload, in.Disclosed) == *r.OutputCommitment {
 		return Verdict{Kind: Diverged, FirstDivergence: firstDifference(in.Disclosed, out)}, nil

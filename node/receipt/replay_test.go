@@ -1,6 +1,7 @@
 package receipt
 
 import (
+	"bytes"
 	"errors"
 	"testing"
 )
@@ -88,5 +89,89 @@ func TestReplayVerdicts(t *testing.T) {
 	boom := errors.New("engine failed")
 	if _, err := gen.Replay(Replay{Request: req, Prompt: prompt, Opening: opening, On: on}, func() ([]uint32, error) { return nil, boom }); !errors.Is(err, boom) {
 		t.Fatalf("failed re-run: %v, want the run's error", err)
+	}
+}
+
+// TestReplayCutShort: a serve cut short handed out a prefix of what its
+// engine makes. Unmarked, an honest one replayed as "diverged" where it
+// stopped; marked (cut_short), it is judged by its prefix, and still
+// diverges where its tokens differ or run past what the engine makes.
+func TestReplayCutShort(t *testing.T) {
+	s := testSealer(t, 1)
+	req := testRequest()
+	prompt, served := []uint32{1, 2, 3}, []uint32{7, 8}
+	cut := generation(t, s)
+	commit := Commit(s.Opening(cut.RequestID, cut.Nonce), cut.RequestID, PayloadDigest(prompt), served)
+	cut.OutputCommitment, cut.TokensOut, cut.TokensAccepted, cut.CutShort = &commit, 2, 2, CutClient
+	unmarked := cut
+	unmarked.CutShort = ""
+	in := Replay{Request: req, Prompt: prompt, Opening: s.Opening(cut.RequestID, cut.Nonce),
+		On: Replayer{Backend: cut.Backend, Recipe: cut.Recipe, Deterministic: true}}
+	disclosed := in
+	disclosed.Disclosed = served
+
+	for _, tt := range []struct {
+		name   string
+		r      Receipt
+		in     Replay
+		rerun  []uint32
+		want   VerdictKind
+		prefix int
+		first  int
+	}{
+		{"cut short, the re-run goes on", cut, in, []uint32{7, 8, 9}, Verified, 2, 0},
+		{"cut short, the re-run ends there too", cut, in, []uint32{7, 8}, Verified, 2, 0},
+		{"unmarked, the re-run goes on", unmarked, disclosed, []uint32{7, 8, 9}, Diverged, 0, 2},
+		{"cut short, a token differs", cut, disclosed, []uint32{7, 5, 9}, Diverged, 0, 1},
+		{"cut short past where the engine ends", cut, disclosed, []uint32{7}, Diverged, 0, 1},
+		{"cut short, differs, nothing disclosed", cut, in, []uint32{7, 5, 9}, NotReplayable, 0, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			v, err := tt.r.Replay(tt.in, func() ([]uint32, error) { return tt.rerun, nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v.Kind != tt.want || v.Prefix != tt.prefix || v.FirstDivergence != tt.first {
+				t.Fatalf("verdict %+v, want %v prefix %d first %d", v, tt.want, tt.prefix, tt.first)
+			}
+		})
+	}
+}
+
+// TestCutShortIsSealed: cut_short travels in the core and back, is
+// absent (the core byte-stable) when a serve ran to its end, and only
+// takes its three values, on generations whose every token was accepted.
+func TestCutShortIsSealed(t *testing.T) {
+	s := testSealer(t, 1)
+	for _, why := range []string{CutClient, CutCeiling, CutEngine} {
+		r := generation(t, s)
+		r.CutShort = why
+		b, err := r.Core()
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := DecodeCore(b)
+		if err != nil || back.CutShort != why {
+			t.Fatalf("%s: decoded %q, %v", why, back.CutShort, err)
+		}
+	}
+	whole := generation(t, s)
+	b, err := whole.Core()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(b, []byte("cut_short")) {
+		t.Fatal("a whole serve's core names cut_short")
+	}
+	for name, mutate := range map[string]func(*Receipt){
+		"unknown reason":      func(r *Receipt) { r.CutShort = "bored" },
+		"a decision":          func(r *Receipt) { *r = decision(t, s); r.CutShort = CutClient },
+		"tokens not accepted": func(r *Receipt) { r.CutShort = CutClient; r.TokensAccepted = 2 },
+	} {
+		r := generation(t, s)
+		mutate(&r)
+		if err := r.Validate(); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", name, err)
+		}
 	}
 }

@@ -109,6 +109,9 @@ func TestCeilingStopsBeforePassing(t *testing.T) {
 	if d, err := s.Disclose(&r, promptOf(4), emitted); err != nil || !d.Opens(&r) {
 		t.Fatalf("the output commitment does not open on the 5 tokens emitted: %v", err)
 	}
+	if r.CutShort != receipt.CutCeiling {
+		t.Fatalf("cut_short %q, want %q", r.CutShort, receipt.CutCeiling)
+	}
 }
 
 // TestCeilingFits: a generation whose metered energy reaches its ceiling

@@ -2,6 +2,7 @@ package steward
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/meshnode/meshnode/node/receipt"
@@ -25,23 +26,38 @@ func replay(ctx context.Context, b Backend, r *receipt.Receipt, in receipt.Repla
 		Weights:       namedWeights(b.Engine),
 		Deterministic: b.Engine.Deterministic(),
 	}
+	// A serve cut short is judged by its prefix: the re-run need go no
+	// further (one more token would show nothing the commitment binds).
+	limit := in.Request.MaxTokens
+	if r.CutShort != "" {
+		limit = min(limit, r.TokensOut)
+	}
 	var out []uint32
 	v, err := r.Replay(in, func() ([]uint32, error) {
 		out = []uint32{}
 		_, err := b.Engine.Serve(ctx, in.Request, in.Prompt, func(tok uint32) error {
-			if uint32(len(out)) >= in.Request.MaxTokens {
+			if uint32(len(out)) >= limit {
+				if limit < in.Request.MaxTokens {
+					return errEnough
+				}
 				return ErrMaxTokens
 			}
 			out = append(out, tok)
 			return nil
 		})
-		if err != nil {
+		if err != nil && !errors.Is(err, errEnough) {
 			return nil, fmt.Errorf("steward: replay on %s: %w", b.Name, err)
 		}
 		return out, nil
 	})
+	if v.Prefix > 0 {
+		out = out[:v.Prefix]
+	}
 	return v, out, err
 }
+
+// errEnough stops a re-run that has made every token a replay compares.
+var errEnough = errors.New("steward: replay: the tokens the receipt holds are made")
 
 // ReplayReceipt replays one of this steward's own receipts for whoever
 // holds its request and prompt: it re-runs req on prompt on the backend

@@ -269,6 +269,7 @@ func TestServeIncomplete(t *testing.T) {
 		run     func(s *Steward, e *fakeEngine) (*Served, error)
 		tokens  int
 		isCause error
+		cut     string // the receipt's cut_short
 	}{
 		{"client cancels after 2 tokens", func(s *Steward, _ *fakeEngine) (*Served, error) {
 			ctx, cancel := context.WithCancel(t.Context())
@@ -280,12 +281,12 @@ func TestServeIncomplete(t *testing.T) {
 				}
 				return nil
 			})
-		}, 2, context.Canceled},
+		}, 2, context.Canceled, receipt.CutClient},
 		{"cancelled before the engine starts", func(s *Steward, _ *fakeEngine) (*Served, error) {
 			ctx, cancel := context.WithCancel(t.Context())
 			cancel()
 			return s.Serve(ctx, genRequest(4, 4, receipt.F1, 100), promptOf(4), nil)
-		}, 0, context.Canceled},
+		}, 0, context.Canceled, receipt.CutClient},
 		{"emit fails on the third token", func(s *Steward, _ *fakeEngine) (*Served, error) {
 			n := 0
 			return s.Serve(t.Context(), genRequest(4, 4, receipt.F1, 100), promptOf(4), func(uint32) error {
@@ -294,12 +295,12 @@ func TestServeIncomplete(t *testing.T) {
 				}
 				return nil
 			})
-		}, 2, gone},
+		}, 2, gone, receipt.CutClient},
 		{"engine fails after 1 token, overstating its counters", func(s *Steward, e *fakeEngine) (*Served, error) {
 			e.failAfter, e.err = 1, crashed
 			e.outcome = func(o *engine.Outcome) { o.TokensOut, o.TokensAccepted, o.CacheHitTokens = 9, 9, 9 }
 			return s.Serve(t.Context(), genRequest(4, 4, receipt.F1, 100), promptOf(4), nil)
-		}, 1, crashed},
+		}, 1, crashed, receipt.CutEngine},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -323,6 +324,9 @@ func TestServeIncomplete(t *testing.T) {
 			}
 			if _, ok := r.UJPerAcceptedToken(); ok != (tt.tokens > 0) {
 				t.Fatalf("uj_per_accepted_token present = %v with %d tokens", ok, tt.tokens)
+			}
+			if r.CutShort != tt.cut {
+				t.Fatalf("cut_short %q, want %q", r.CutShort, tt.cut)
 			}
 			if d, err := s.Disclose(&r, promptOf(4), served.Output); err != nil || !d.Opens(&r) {
 				t.Fatalf("the commitment does not cover the emitted tokens: %v", err)

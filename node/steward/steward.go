@@ -445,6 +445,7 @@ func (s *Steward) Serve(ctx context.Context, req receipt.ServeRequest, prompt []
 	if err != nil {
 		return nil, fail(StageCheck, err)
 	}
+	rec.CutShort = run.cutShort(ctx)
 	if debit != nil {
 		gid := debit.GrantID()
 		rec.GrantID, rec.GrantBreach = &gid, breach
@@ -479,7 +480,22 @@ type engineRun struct {
 	tokens  []uint32 // every token emit accepted
 	overran bool     // the engine tried to emit past its limit
 	ceiling error    // set when the steward stopped the engine at the joule ceiling
+	emitErr bool     // emit refused a token: the client stopped taking them
 	energy  hw.Energy
+}
+
+// cutShort is why a run that did not end by itself ended, as its receipt
+// says it (receipt.CutShort); "" for one that did.
+func (run *engineRun) cutShort(ctx context.Context) string {
+	switch {
+	case run.err == nil:
+		return ""
+	case run.ceiling != nil:
+		return receipt.CutCeiling
+	case run.emitErr || ctx.Err() != nil:
+		return receipt.CutClient
+	}
+	return receipt.CutEngine
 }
 
 // ceilingWatch decides, token by token, whether one more decode step
@@ -540,6 +556,7 @@ func (s *Steward) meterServe(ctx context.Context, e engine.Engine, req receipt.S
 		}
 		if emit != nil {
 			if err := emit(tok); err != nil {
+				run.emitErr = true
 				return err
 			}
 		}
