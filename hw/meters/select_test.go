@@ -273,3 +273,51 @@ func TestSelectThisMachine(t *testing.T) {
 		t.Fatalf("an instant span was graded %v", e)
 	}
 }
+
+// TestSelectFrozenGPUAfterProbe is issue #17 item 1: with rapl+nvml
+// selected, a GPU counter that freezes after the start-up probe must not
+// leave a figure graded HwShunt that counts the CPU alone (mesh/1 §3.3: a
+// frozen counter produces no hardware-graded figure). RAPL keeps advancing,
+// so a liveness signal summed over the parts would still move.
+func TestSelectFrozenGPUAfterProbe(t *testing.T) {
+	needLinux(t)
+	clk := hwtest.NewClock(start)
+	root := newFS(clk)
+	addRAPL(root)
+	var frozen *uint64 // the GPU's last published energy, once it freezes
+	gpu := &nvmltest.NVML{GPUs: []*nvmltest.GPU{{Name: "NVIDIA H200", Arch: 9, Total: 141 << 30,
+		Energy: func() uint64 {
+			if frozen != nil {
+				return *frozen
+			}
+			return uint64(70 * clk.Now().Sub(start).Seconds() * 1e3)
+		}}}}
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	sel, err := Select(context.Background(), Config{Root: root, NVML: gpu.Lib(), Clock: clk, Burn: func(context.Context) {}}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sel.Close()
+	if sel.Report.Selected != "rapl+nvml" {
+		t.Fatalf("selected %s: %s", sel.Report.Selected, sel.Report.Why)
+	}
+	if e := span(t, sel.Meter, clk, time.Second); e.Provenance() != hw.HwShunt {
+		t.Fatalf("before the freeze: %v, want HwShunt", e)
+	}
+
+	mj := gpu.GPUs[0].Energy()
+	frozen = &mj
+	for range 2 { // the warning is said once
+		e := span(t, sel.Meter, clk, time.Second)
+		if _, measured := e.MeasuredUJ(); e.Provenance() != hw.Estimator || measured {
+			t.Fatalf("GPU frozen since the probe: %v, want Estimator (the CPU alone was 45 J of 115 J)", e)
+		}
+		if w := e.EstimatedUJ(); w < 114_000_000 || w > 116_000_000 {
+			t.Fatalf("estimate %d µJ, want about 115 J at the calibrated power", w)
+		}
+	}
+	if n := strings.Count(logs.String(), "nvml:gpu0"); n != 1 || !strings.Contains(logs.String(), "level=WARN") {
+		t.Fatalf("want one warning naming nvml:gpu0, got:\n%s", logs.String())
+	}
+}
