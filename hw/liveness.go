@@ -281,8 +281,8 @@ func (p *probeState) judge() Liveness {
 		l.Live = true
 		l.Reason = fmt.Sprintf("advanced in %d of %d intervals of %v under load", l.Advanced, l.Intervals, p.interval)
 		if len(l.Parts) > 1 {
-			l.Reason = fmt.Sprintf("each of its %d parts advanced in at least %d of every %d intervals of %v under load; all together in %d of %d",
-				len(l.Parts), liveOf, liveRun, p.interval, l.Advanced, l.Intervals)
+			l.Reason = fmt.Sprintf("each of its %d parts live; all advanced together in %d of %d intervals of %v under load",
+				len(l.Parts), l.Advanced, l.Intervals, p.interval)
 		}
 	}
 	return l

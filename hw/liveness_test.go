@@ -194,7 +194,7 @@ func TestProbeJudgesEachPart(t *testing.T) {
 
 	gpu = hwtest.NewCounter("nvml", hw.DomainGPU, 10*time.Millisecond, clk, 70)
 	l = hw.Probe(context.Background(), []hw.Counter{hw.Combine(cpu, gpu)}, probeCfg(clk, nil))[0]
-	if !l.Live || !l.Parts[0].Live || !l.Parts[1].Live || !strings.Contains(l.Reason, "each of its 2 parts") {
+	if !l.Live || !l.Parts[0].Live || !l.Parts[1].Live || !strings.Contains(l.Reason, "each of its 2 parts live") {
 		t.Fatalf("probe of a combined counter whose parts all advance: %+v", l)
 	}
 }
