@@ -32,11 +32,38 @@ type Reading struct {
 	// what liveness is judged on (mesh/1 §3.3). For an energy counter it
 	// is the energy of the rail that must be seen advancing (for IOReport
 	// the CPU rail itself, in its own units); for a sampled sensor, the
-	// number of fresh readings. Only its movement is meaningful.
+	// number of fresh readings. Only its movement is meaningful. A counter
+	// that reports Parts leaves it zero.
 	Live uint64
+	// Parts carries one liveness signal per source that can freeze on its
+	// own (each RAPL zone, each GPU), for a counter that sums several:
+	// a sum of signals keeps moving while one of its sources is frozen,
+	// so each is judged by itself. Nil for a counter of one part, whose
+	// signal is Live (see [PartsOf]).
+	Parts []PartReading
 	// Epoch changes when the counter loses continuity (a driver reset, a
 	// sampler gap): readings from different epochs cannot be subtracted.
 	Epoch uint64
+}
+
+// PartReading is the liveness signal of one part of a counter.
+type PartReading struct {
+	// Name is stable from read to read and unique across counters:
+	// "rapl:package-0", "rapl:dram-0", "nvml:gpu1".
+	Name string
+	// Domains is what the part's energy covers.
+	Domains Domain
+	// Live advances when the part demonstrably updates.
+	Live uint64
+}
+
+// PartsOf returns r's parts: its Parts, or, for a counter of one part,
+// that part, named for c and covering c's domains.
+func PartsOf(c Counter, r Reading) []PartReading {
+	if len(r.Parts) > 0 {
+		return r.Parts
+	}
+	return []PartReading{{Name: c.Name(), Domains: c.Domains(), Live: r.Live}}
 }
 
 // Combine joins counters that read different domains (RAPL for the CPU,
@@ -76,8 +103,10 @@ func (c combined) MinWindow() time.Duration {
 	return w
 }
 
-// Read sums the parts. Epochs only ever increase, so the sum of the parts'
-// epochs changes whenever any part's does.
+// Read sums the parts' energy and lists every part's own liveness signal:
+// adding the signals up would let one frozen part hide behind another
+// that still advances. Epochs only ever increase, so the sum of the
+// parts' epochs changes whenever any part's does.
 func (c combined) Read() (Reading, error) {
 	var sum Reading
 	var errs []error
@@ -88,7 +117,7 @@ func (c combined) Read() (Reading, error) {
 			continue
 		}
 		sum.UJ += r.UJ
-		sum.Live += r.Live
+		sum.Parts = append(sum.Parts, PartsOf(x, r)...)
 		sum.Epoch += r.Epoch
 	}
 	if len(errs) > 0 {

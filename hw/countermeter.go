@@ -17,10 +17,11 @@ const maxPlausibleWatts = 10_000
 
 // CounterMeter grades spans by a live [Counter] under the mesh/1 §3.3
 // rules. A span is HwShunt only when it is at least the counter's minimum
-// window long, both of its readings are good and continuous, and the
-// counter's liveness signal advanced between them; otherwise
-// it is billed by the estimator over its own length and graded Estimator.
-// Every figure carries the estimator's figure for the same span.
+// window long, both of its readings are good and continuous, the counter
+// covers the devices the serve ran on, and the liveness signal of every
+// part the serve depends on advanced between them; otherwise it is billed
+// by the estimator over its own length and graded Estimator. Every figure
+// carries the estimator's figure for the same span.
 //
 // Only a counter that was seen live and that covers the whole request
 // belongs in a CounterMeter; choosing one is the caller's job (see
@@ -56,17 +57,38 @@ func (m *CounterMeter) Counter() Counter { return m.c }
 // Model returns the fallback power model.
 func (m *CounterMeter) Model() PowerModel { return m.est }
 
-// Open reads the counter and starts the span's clock after the read. It
-// never fails: a failed read leaves a span that the estimator bills.
+var _ DeviceMeter = (*CounterMeter)(nil)
+
+// Open starts a span for a serve that may have used anything the counter
+// reads: every part must advance across it. It reads the counter and
+// starts the span's clock after the read, and never fails: a failed read
+// leaves a span that the estimator bills.
 func (m *CounterMeter) Open() (Span, error) {
+	return m.open(m.c.Domains(), true), nil
+}
+
+// OpenFor starts a span for a serve on uses (zero: [AnyDevice]). A serve
+// on a device the counter does not cover is billed by the estimator; the
+// parts it does not depend on (a GPU's, for a serve on the CPU) need not
+// advance.
+func (m *CounterMeter) OpenFor(uses Domain) (Span, error) {
+	if uses == 0 {
+		uses = AnyDevice
+	}
+	return m.open(uses, false), nil
+}
+
+func (m *CounterMeter) open(uses Domain, every bool) *counterSpan {
 	r, err := m.c.Read()
-	s := &counterSpan{m: m, open: r, openErr: err}
+	s := &counterSpan{m: m, uses: uses, every: every, open: r, openErr: err}
 	s.start = m.clock.Now()
-	return s, nil
+	return s
 }
 
 type counterSpan struct {
 	m       *CounterMeter
+	uses    Domain
+	every   bool // every part must advance: the serve's devices are unknown
 	open    Reading
 	openErr error
 	start   time.Time
@@ -106,7 +128,18 @@ func (s *counterSpan) Close() (Energy, error) {
 	d := end.Sub(s.start)
 	est := m.est.UJ(d)
 
+	covers := m.c.Domains()
+	var stalled string
+	if s.openErr == nil && err == nil {
+		stalled = s.stalled(r)
+	}
 	switch {
+	case !covers.Covers(s.uses):
+		// The counters chosen at start-up cover what the meter guessed a
+		// request uses; a backend on a device it did not see (CUDA with
+		// NVML missing) is not in the figure (mesh/1 §3.3).
+		m.fallback("uncovered:"+s.uses.String(), "the serve ran on a device the counter does not cover", nil,
+			"uses", s.uses.String(), "covers", covers.String())
 	case s.openErr != nil:
 		m.fallback("open-read", "opening read failed", s.openErr)
 	case err != nil:
@@ -117,12 +150,13 @@ func (s *counterSpan) Close() (Energy, error) {
 			"counter", m.c.Name(), "span", d, "window", m.c.MinWindow())
 	case r.Epoch != s.open.Epoch:
 		m.fallback("epoch", "counter lost continuity during the span", nil)
-	case r.Live <= s.open.Live:
-		// Seen live at start-up is not live for ever: a counter that did
-		// not advance across a whole window has frozen, or its sensor is
-		// stuck (whose last value would still be integrated into UJ). A
-		// counter that is not live grades nothing (mesh/1 §3.3).
-		m.fallback("frozen", "counter did not advance during the span", nil)
+	case stalled != "":
+		// Seen live at start-up is not live for ever: a part that did not
+		// advance across a whole window has frozen, or its sensor is stuck
+		// (whose last value would still be integrated into UJ). A counter
+		// that is not live grades nothing (mesh/1 §3.3), and a combined
+		// figure is only as live as each part the serve depends on.
+		m.fallback("frozen:"+stalled, "a part the serve depends on did not advance during the span", nil, "part", stalled)
 	case r.UJ < s.open.UJ:
 		m.fallback("backwards", "counter went backwards during the span", nil)
 	case float64(r.UJ-s.open.UJ) > maxPlausibleWatts*d.Seconds()*1e6:
@@ -133,9 +167,25 @@ func (s *counterSpan) Close() (Energy, error) {
 	return Estimated(est), nil
 }
 
+// stalled names the first part the serve depends on whose liveness signal
+// did not advance from the opening reading to r, or "" when each did. A
+// change in the set of parts counts as a stall of the first one missing.
+func (s *counterSpan) stalled(r Reading) string {
+	open, cur := PartsOf(s.m.c, s.open), PartsOf(s.m.c, r)
+	for i, p := range open {
+		if !s.every && !Depends(s.uses, p.Domains) {
+			continue
+		}
+		if i >= len(cur) || cur[i].Name != p.Name || cur[i].Live <= p.Live {
+			return p.Name
+		}
+	}
+	return ""
+}
+
 // fallback logs why a span fell back to the estimator: a warning the first
 // time for each kind of reason, debug after that.
-func (m *CounterMeter) fallback(kind, msg string, err error) {
+func (m *CounterMeter) fallback(kind, msg string, err error, attrs ...any) {
 	m.mu.Lock()
 	first := !m.warned[kind]
 	m.warned[kind] = true
@@ -144,7 +194,7 @@ func (m *CounterMeter) fallback(kind, msg string, err error) {
 	if first {
 		level = slog.LevelWarn
 	}
-	attrs := []any{"counter", m.c.Name()}
+	attrs = append([]any{"counter", m.c.Name()}, attrs...)
 	if err != nil {
 		attrs = append(attrs, "err", err)
 	}

@@ -1,7 +1,10 @@
 package hw_test
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -247,5 +250,110 @@ func TestDomain(t *testing.T) {
 	}
 	if _, err := hw.ParseDomain("cpu+tpu"); err == nil {
 		t.Error("ParseDomain accepted tpu")
+	}
+}
+
+// TestCombinedPartFrozen: a combined counter is only as live as each part
+// a serve depends on. With the GPU part frozen, RAPL still advances, so
+// summing the parts' signals would have graded the CPU's energy alone
+// HwShunt (issue #17 item 1).
+func TestCombinedPartFrozen(t *testing.T) {
+	clk := hwtest.NewClock(epoch)
+	cpu := hwtest.NewCounter("rapl", hw.DomainCPU|hw.DomainDRAM, 10*time.Millisecond, clk, 45)
+	gpu := hwtest.NewCounter("nvml", hw.DomainGPU, 100*time.Millisecond, clk, 70)
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	m := hw.NewCounterMeter(hw.Combine(cpu, gpu), hw.PowerModel{Watts: 115}, clk, log)
+	r, err := m.Counter().Read()
+	if err != nil || len(r.Parts) != 2 || r.Parts[0].Name != "rapl" || r.Parts[1].Name != "nvml" || r.Parts[1].Domains != hw.DomainGPU {
+		t.Fatalf("combined reading %+v, %v: want one part per counter", r, err)
+	}
+	gpu.Freeze()
+	open := func(uses hw.Domain) hw.Energy {
+		s, err := m.OpenFor(uses)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Second)
+		e, err := s.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	for _, tt := range []struct {
+		name  string
+		e     hw.Energy
+		grade hw.Provenance
+		uj    uint64
+	}{
+		{"Open: every part", serve(t, m, clk, time.Second), hw.Estimator, 115_000_000},
+		{"a GPU serve", open(hw.DomainCPU | hw.DomainGPU), hw.Estimator, 115_000_000},
+		{"a serve that does not say", open(0), hw.Estimator, 115_000_000},
+		// The GPU is not in this serve: the figure needs only the CPU's
+		// parts live (the frozen GPU adds nothing to it).
+		{"a CPU serve", open(hw.DomainCPU), hw.HwShunt, 45_000_000},
+	} {
+		if tt.e.Provenance() != tt.grade || tt.e.UJ() != tt.uj {
+			t.Errorf("%s: %v, want %d µJ %v", tt.name, tt.e, tt.uj, tt.grade)
+		}
+	}
+	// One warning for the frozen part, said once; one for the serve that
+	// did not say, which may have used a device (the ANE) nothing reads.
+	if n := strings.Count(logs.String(), "level=WARN"); n != 2 || strings.Count(logs.String(), "part=nvml") != 1 ||
+		!strings.Contains(logs.String(), "uses=cpu+gpu+ane covers=cpu+gpu+dram") {
+		t.Fatalf("want one warning naming the frozen part and one for the undeclared serve, got:\n%s", logs.String())
+	}
+}
+
+// TestCounterMeterCoverage: a serve is graded by the devices it ran on.
+// A counter that covers the CPU grades a CPU serve, and bills a serve on a
+// GPU it does not read by the estimator, warning once (issue #17 item 2).
+func TestCounterMeterCoverage(t *testing.T) {
+	clk := hwtest.NewClock(epoch)
+	c := hwtest.NewCounter("rapl", hw.DomainCPU|hw.DomainDRAM, 10*time.Millisecond, clk, 30)
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	m := hw.NewCounterMeter(c, hw.PowerModel{Watts: 10}, clk, log)
+	var dm hw.DeviceMeter = m
+	for _, tt := range []struct {
+		uses  hw.Domain
+		grade hw.Provenance
+		uj    uint64
+	}{
+		{hw.DomainCPU, hw.HwShunt, 3_000_000},
+		{hw.DomainCPU | hw.DomainGPU, hw.Estimator, 1_000_000},
+		{hw.DomainCPU | hw.DomainGPU, hw.Estimator, 1_000_000},
+		{0, hw.Estimator, 1_000_000}, // unknown: anything
+	} {
+		s, _ := dm.OpenFor(tt.uses)
+		clk.Advance(100 * time.Millisecond)
+		e, err := s.Close()
+		if err != nil || e.Provenance() != tt.grade || e.UJ() != tt.uj {
+			t.Errorf("a serve on %v: %v, %v; want %d µJ %v", tt.uses, e, err, tt.uj, tt.grade)
+		}
+	}
+	if n := strings.Count(logs.String(), "level=WARN"); n != 2 || !strings.Contains(logs.String(), "uses=cpu+gpu covers=cpu+dram") {
+		t.Fatalf("want one warning per uncovered device set, got:\n%s", logs.String())
+	}
+}
+
+func TestDepends(t *testing.T) {
+	tests := []struct {
+		uses, part hw.Domain
+		want       bool
+	}{
+		{hw.DomainCPU, hw.DomainCPU, true},
+		{hw.DomainCPU, hw.DomainGPU, false},
+		{hw.DomainCPU, hw.DomainDRAM, true}, // every serve goes through memory
+		{hw.DomainCPU | hw.DomainGPU, hw.DomainGPU, true},
+		{hw.DomainCPU, hw.DomainModule, true},
+		{0, hw.DomainGPU, true}, // unknown: anything
+		{0, hw.DomainANE, true},
+	}
+	for _, tt := range tests {
+		if got := hw.Depends(tt.uses, tt.part); got != tt.want {
+			t.Errorf("Depends(%v, %v) = %v", tt.uses, tt.part, got)
+		}
 	}
 }

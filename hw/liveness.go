@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,6 +54,20 @@ type Liveness struct {
 	// over the burn, where the counter allowed measuring them.
 	IdleWatts float64 `json:"idle_watts"`
 	BusyWatts float64 `json:"busy_watts"`
+	// Parts is each part's own verdict (see [Reading.Parts]); the counter
+	// is live only when every part is. Advanced above counts the
+	// intervals in which every part moved.
+	Parts []PartLiveness `json:"parts,omitempty"`
+}
+
+// PartLiveness is what a probe saw of one part of a counter.
+type PartLiveness struct {
+	Name    string `json:"name"`
+	Domains Domain `json:"domains"`
+	Live    bool   `json:"live"`
+	Reason  string `json:"reason"`
+	// Advanced counts the busy intervals in which the part moved.
+	Advanced int `json:"advanced"`
 }
 
 // Probe watches counters advance while the CPU is burned, and grades each
@@ -126,11 +141,14 @@ func Probe(ctx context.Context, counters []Counter, cfg ProbeConfig) []Liveness 
 			if p.done() || p.next.After(now) {
 				continue
 			}
-			prev := p.last
+			prev := p.parts
 			if !p.read(clk) {
 				continue
 			}
-			p.advanced = append(p.advanced, p.last.Live > prev.Live)
+			for i, part := range p.parts {
+				p.advanced[i] = append(p.advanced[i], part.Live > prev[i].Live)
+			}
+			p.intervals++
 			// Drift rather than catch up: a burst of back-to-back reads
 			// after a scheduling delay would look like a frozen counter.
 			p.next = p.lastT.Add(p.interval)
@@ -150,17 +168,19 @@ type probeState struct {
 	n        int
 
 	first, last   Reading
+	parts         []PartReading // of the last reading
 	firstT, lastT time.Time
 	reads         int
 	busyStart     Reading
 	busyT         time.Time
 	next          time.Time
-	advanced      []bool
+	intervals     int
+	advanced      [][]bool // per part, per busy interval
 	idleWatts     float64
 	fail          string
 }
 
-func (p *probeState) done() bool { return p.fail != "" || len(p.advanced) >= p.n }
+func (p *probeState) done() bool { return p.fail != "" || p.intervals >= p.n }
 
 // read takes one reading and checks continuity; it reports whether the
 // counter is still in the running.
@@ -170,12 +190,18 @@ func (p *probeState) read(clk Clock) bool {
 	}
 	r, err := p.c.Read()
 	t := clk.Now()
+	var parts []PartReading
+	if err == nil {
+		parts = PartsOf(p.c, r)
+	}
 	switch {
 	case err != nil:
 		p.fail = fmt.Sprintf("read failed: %v", err)
 	case p.reads > 0 && r.Epoch != p.last.Epoch:
 		p.fail = "lost continuity during the probe (counter reset or sampler gap)"
-	case p.reads > 0 && (r.Live < p.last.Live || r.UJ < p.last.UJ):
+	case p.reads > 0 && !sameParts(parts, p.parts):
+		p.fail = "its parts changed during the probe"
+	case p.reads > 0 && (backwards(parts, p.parts) || r.UJ < p.last.UJ):
 		p.fail = "went backwards during the probe"
 	}
 	if p.fail != "" {
@@ -183,22 +209,54 @@ func (p *probeState) read(clk Clock) bool {
 	}
 	if p.reads == 0 {
 		p.first, p.firstT = r, t
+		p.advanced = make([][]bool, len(parts))
 	}
 	p.reads++
-	p.last, p.lastT = r, t
+	p.last, p.parts, p.lastT = r, parts, t
 	return true
+}
+
+func sameParts(a, b []PartReading) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Name != b[i].Name {
+			return false
+		}
+	}
+	return true
+}
+
+func backwards(cur, prev []PartReading) bool {
+	for i := range cur {
+		if cur[i].Live < prev[i].Live {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *probeState) judge() Liveness {
 	l := Liveness{
 		Counter:   p.c.Name(),
 		Window:    p.interval,
-		Intervals: len(p.advanced),
+		Intervals: p.intervals,
 		IdleWatts: p.idleWatts,
 	}
-	for _, a := range p.advanced {
-		if a {
+	for k := range p.intervals {
+		all := true
+		for _, adv := range p.advanced {
+			all = all && adv[k]
+		}
+		if all {
 			l.Advanced++
+		}
+	}
+	for i, part := range p.parts {
+		l.Parts = append(l.Parts, PartLiveness{Name: part.Name, Domains: part.Domains, Reason: p.fail})
+		if p.fail == "" {
+			l.Parts[i].Live, l.Parts[i].Reason, l.Parts[i].Advanced = judgeRun(p.advanced[i], p.interval)
 		}
 	}
 	if p.fail != "" {
@@ -206,10 +264,50 @@ func (p *probeState) judge() Liveness {
 		return l
 	}
 	l.BusyWatts = watts(p.busyStart, p.last, p.lastT.Sub(p.busyT))
+	switch {
+	case len(l.Parts) == 1 && !l.Parts[0].Live:
+		l.Reason = l.Parts[0].Reason
+	case len(l.Parts) > 1 && !allLive(l.Parts):
+		var dead []string
+		for _, part := range l.Parts {
+			if !part.Live {
+				dead = append(dead, part.Name+" "+part.Reason)
+			}
+		}
+		l.Reason = "not every part is live: " + strings.Join(dead, "; ")
+	case p.last.UJ == p.busyStart.UJ:
+		l.Reason = "its updates carried no energy under load"
+	default:
+		l.Live = true
+		l.Reason = fmt.Sprintf("advanced in %d of %d intervals of %v under load", l.Advanced, l.Intervals, p.interval)
+		if len(l.Parts) > 1 {
+			l.Reason = fmt.Sprintf("each of its %d parts live; all advanced together in %d of %d intervals of %v under load",
+				len(l.Parts), l.Advanced, l.Intervals, p.interval)
+		}
+	}
+	return l
+}
+
+func allLive(parts []PartLiveness) bool {
+	for _, p := range parts {
+		if !p.Live {
+			return false
+		}
+	}
+	return true
+}
+
+// judgeRun applies the liveness rule to one part's busy intervals.
+func judgeRun(advanced []bool, interval time.Duration) (live bool, reason string, n int) {
+	for _, a := range advanced {
+		if a {
+			n++
+		}
+	}
 	worst, at := liveRun, 0
-	for i := 0; i+liveRun <= len(p.advanced); i++ {
+	for i := 0; i+liveRun <= len(advanced); i++ {
 		k := 0
-		for _, a := range p.advanced[i : i+liveRun] {
+		for _, a := range advanced[i : i+liveRun] {
 			if a {
 				k++
 			}
@@ -219,18 +317,13 @@ func (p *probeState) judge() Liveness {
 		}
 	}
 	switch {
-	case l.Advanced == 0:
-		l.Reason = fmt.Sprintf("frozen: did not advance in any of %d intervals of %v under load", l.Intervals, p.interval)
+	case n == 0:
+		return false, fmt.Sprintf("frozen: did not advance in any of %d intervals of %v under load", len(advanced), interval), n
 	case worst < liveOf:
-		l.Reason = fmt.Sprintf("lumpy: advanced in only %d of intervals %d-%d (%d of %d overall, need %d of every %d)",
-			worst, at+1, at+liveRun, l.Advanced, l.Intervals, liveOf, liveRun)
-	case p.last.UJ == p.busyStart.UJ:
-		l.Reason = "its updates carried no energy under load"
-	default:
-		l.Live = true
-		l.Reason = fmt.Sprintf("advanced in %d of %d intervals of %v under load", l.Advanced, l.Intervals, p.interval)
+		return false, fmt.Sprintf("lumpy: advanced in only %d of intervals %d-%d (%d of %d overall, need %d of every %d)",
+			worst, at+1, at+liveRun, n, len(advanced), liveOf, liveRun), n
 	}
-	return l
+	return true, fmt.Sprintf("advanced in %d of %d intervals of %v under load", n, len(advanced), interval), n
 }
 
 func cancelled(ps []*probeState, err error) []Liveness {

@@ -171,3 +171,30 @@ func TestBurnCPUStops(t *testing.T) {
 		t.Fatal("BurnCPU did not stop when its context ended")
 	}
 }
+
+// TestProbeJudgesEachPart: a counter of several parts is live only when
+// each part is; one advancing part does not carry a frozen or lumpy one
+// (issue #17 item 1).
+func TestProbeJudgesEachPart(t *testing.T) {
+	clk := hwtest.NewClock(epoch)
+	cpu := hwtest.NewCounter("rapl", hw.DomainCPU, 10*time.Millisecond, clk, 40)
+	gpu := hwtest.NewCounter("nvml", hw.DomainGPU, 10*time.Millisecond, clk, 70)
+	ane := hwtest.NewCounter("ane", hw.DomainANE, 10*time.Millisecond, clk, 3)
+	gpu.Freeze()
+	ane.SetLumps(30 * time.Millisecond)
+	l := hw.Probe(context.Background(), []hw.Counter{hw.Combine(cpu, gpu, ane)}, probeCfg(clk, nil))[0]
+	if l.Live || len(l.Parts) != 3 || !l.Parts[0].Live || l.Parts[1].Live || l.Parts[2].Live ||
+		!strings.Contains(l.Parts[1].Reason, "frozen") || !strings.Contains(l.Parts[2].Reason, "lumpy") ||
+		!strings.Contains(l.Reason, "nvml frozen") || !strings.Contains(l.Reason, "ane lumpy") || l.Advanced != 0 {
+		t.Fatalf("probe of a combined counter with a frozen and a lumpy part: %+v", l)
+	}
+	if l.Parts[0].Advanced != 30 || l.Parts[1].Domains != hw.DomainGPU {
+		t.Fatalf("parts %+v", l.Parts)
+	}
+
+	gpu = hwtest.NewCounter("nvml", hw.DomainGPU, 10*time.Millisecond, clk, 70)
+	l = hw.Probe(context.Background(), []hw.Counter{hw.Combine(cpu, gpu)}, probeCfg(clk, nil))[0]
+	if !l.Live || !l.Parts[0].Live || !l.Parts[1].Live || !strings.Contains(l.Reason, "each of its 2 parts live") {
+		t.Fatalf("probe of a combined counter whose parts all advance: %+v", l)
+	}
+}

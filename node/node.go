@@ -24,6 +24,7 @@ import (
 	"github.com/meshnode/meshnode/node/api"
 	"github.com/meshnode/meshnode/node/control"
 	"github.com/meshnode/meshnode/node/control/owner"
+	"github.com/meshnode/meshnode/node/engine"
 	"github.com/meshnode/meshnode/node/identity"
 	"github.com/meshnode/meshnode/node/mesh"
 	"github.com/meshnode/meshnode/node/sdnotify"
@@ -473,7 +474,7 @@ func (n *Node) Status() Status {
 	}
 	for _, in := range n.models.all() {
 		st.Models = append(st.Models, ModelStatus{Name: in.m.Name(), Instance: in.id, Context: in.m.ContextLength(),
-			SizeBytes: in.m.Size(), InFlight: in.gate.inFlight()})
+			SizeBytes: in.m.Size(), InFlight: in.gate.inFlight(), Backend: in.m.Backend(), Devices: engine.DevicesOf(in.m.Engine())})
 	}
 	for _, p := range n.mesh.Peers() {
 		ps := PeerStatus{ID: p.ID.String(), Models: p.Models(), Admission: p.Admission().String()}
@@ -511,6 +512,11 @@ type ModelStatus struct {
 	Context   int    `json:"context"`
 	SizeBytes int64  `json:"size_bytes"`
 	InFlight  int    `json:"in_flight"`
+	// Backend is where the forward pass runs ("cpu", "cuda"), and Devices
+	// what its serves use: the meter grades them by Meter.Serves' line
+	// for these devices.
+	Backend string    `json:"backend"`
+	Devices hw.Domain `json:"devices"`
 }
 
 // PeerStatus is one peer in Status.

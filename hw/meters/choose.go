@@ -74,6 +74,7 @@ func choose(ctx context.Context, cfg Config, forced []string, cands []candidate,
 		rep.MinWindow = sel.counter.MinWindow()
 	}
 	rep.Why, rep.Estimator = why, model
+	rep.Serves = serveGrades(sel.counter, chosen, live)
 
 	for _, c := range cands {
 		rep.Counters = append(rep.Counters, counterReport(c, live, log))
@@ -115,6 +116,39 @@ func counterReport(c candidate, live map[string]hw.Liveness, log *slog.Logger) C
 		}
 	}
 	return r
+}
+
+// byDevices are the device sets a backend runs on today: the CPU, and the
+// CPU with a GPU (CUDA, Metal).
+var byDevices = []hw.Domain{hw.DomainCPU, hw.DomainCPU | hw.DomainGPU}
+
+// serveGrades says how the selected counter (nil: the estimator) grades a
+// serve on each of byDevices, as hw.CounterMeter's OpenFor does.
+func serveGrades(counter hw.Counter, chosen []string, live map[string]hw.Liveness) []ServeGrade {
+	var out []ServeGrade
+	for _, uses := range byDevices {
+		g := ServeGrade{Uses: uses, Grade: hw.Estimator.String()}
+		switch covers := hw.Domain(0); {
+		case counter == nil:
+			g.Why = "no counter is selected"
+		case !counter.Domains().Covers(uses):
+			covers = counter.Domains()
+			g.Why = fmt.Sprintf("%s covers %v, not %v (mesh/1 §3.3: a figure that does not cover the whole request is never HwShunt)",
+				counter.Name(), covers, uses&^covers)
+		default:
+			for _, n := range chosen {
+				for _, p := range live[n].Parts {
+					if hw.Depends(uses, p.Domains) {
+						g.DependsOn = append(g.DependsOn, p.Name)
+					}
+				}
+			}
+			g.Grade = hw.HwShunt.String()
+			g.Why = fmt.Sprintf("spans of %v or longer across which each of %s advanced", counter.MinWindow(), strings.Join(g.DependsOn, ", "))
+		}
+		out = append(out, g)
+	}
+	return out
 }
 
 // probe runs the liveness probe over the candidates, with their samplers

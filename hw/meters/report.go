@@ -22,7 +22,10 @@ const (
 // Report is what `meshnode meters` prints: every counter looked for, what
 // became of it, and the meter chosen.
 type Report struct {
-	// Need is what a figure must cover to be HwShunt, and why.
+	// Need is what the machine showed a request may use, and why: the
+	// counters are chosen to cover it. Each serve is then graded by the
+	// devices its own backend runs on (Serves), which the machine may not
+	// have shown (a CUDA GPU whose NVML is missing).
 	Need    hw.Domain `json:"need"`
 	NeedWhy string    `json:"need_why"`
 	// Counters are in the order they were looked for.
@@ -39,6 +42,24 @@ type Report struct {
 	// Estimator bills short spans, failed reads, and everything when no
 	// counter is selected.
 	Estimator hw.PowerModel `json:"estimator"`
+	// Serves says how a serve is graded by the devices its backend runs
+	// on: a serve on the CPU, and one on the CPU and a GPU (CUDA, Metal).
+	// A receipt's grade is its serve's line here, or Estimator for a span
+	// shorter than MinWindow or one a part stalled across.
+	Serves []ServeGrade `json:"serves"`
+}
+
+// ServeGrade is how the selected meter grades a serve on some devices.
+type ServeGrade struct {
+	// Uses is the devices the serve's backend runs on.
+	Uses hw.Domain `json:"uses"`
+	// Grade is the best a span can get: "HwShunt" or "Estimator".
+	Grade string `json:"grade"`
+	// Why explains the grade.
+	Why string `json:"why"`
+	// DependsOn lists the counter parts that must advance across a span
+	// for it to be HwShunt (see hw.Depends).
+	DependsOn []string `json:"depends_on,omitempty"`
 }
 
 // CounterReport is one counter's line.
@@ -50,7 +71,10 @@ type CounterReport struct {
 	// Detail says what was found: zones, devices, rails.
 	Detail string `json:"detail,omitempty"`
 	// Reason says why it is in its state.
-	Reason   string       `json:"reason,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// Liveness is what the probe saw, with each part's own verdict and
+	// domains in Liveness.Parts (one part, named for the counter, where
+	// the counter reads one source).
 	Liveness *hw.Liveness `json:"liveness,omitempty"`
 }
 
@@ -59,7 +83,7 @@ func (r Report) Grade() string {
 	if r.Selected == Estimator {
 		return "every span is Estimator"
 	}
-	return fmt.Sprintf("HwShunt for spans of %v or longer; shorter spans are Estimator", r.MinWindow)
+	return fmt.Sprintf("HwShunt for spans of %v or longer on devices the counters cover (below); shorter spans are Estimator", r.MinWindow)
 }
 
 // WriteText prints the report for people.
@@ -85,6 +109,17 @@ func (r Report) WriteText(w io.Writer) error {
 			detail = append(detail, fmt.Sprintf("idle %.1f W, busy %.1f W", l.IdleWatts, l.BusyWatts))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.Name, c.State, covers, window, strings.Join(detail, "; "))
+		// A counter of several parts lists each: one frozen GPU or DRAM
+		// zone is why the counter is not live, or why a span stalled.
+		if l := c.Liveness; l != nil && (len(l.Parts) > 1 || len(l.Parts) == 1 && l.Parts[0].Name != c.Name) {
+			for _, p := range l.Parts {
+				state := StateNotLive
+				if p.Live {
+					state = StateLive
+				}
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t\t%s\n", p.Name, state, p.Domains, p.Reason)
+			}
+		}
 	}
 	how := "automatic"
 	if r.Forced {
@@ -93,5 +128,11 @@ func (r Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(tw, "\nselected:\t%s (%s: %s)\n", r.Selected, how, r.Why)
 	fmt.Fprintf(tw, "grading:\t%s\n", r.Grade())
 	fmt.Fprintf(tw, "estimator:\t%s\n", r.Estimator)
+	if len(r.Serves) > 0 {
+		fmt.Fprintln(tw)
+	}
+	for _, g := range r.Serves {
+		fmt.Fprintf(tw, "a serve on %v\t%s\t%s\n", g.Uses, g.Grade, g.Why)
+	}
 	return tw.Flush()
 }

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -205,17 +206,41 @@ func TestReportText(t *testing.T) {
 	cands[0].detail = "intel-rapl:0 package-0, intel-rapl:0:0 dram"
 	cands[1].detail = "1 GPU(s): NVIDIA H200"
 	sel := choose(context.Background(), cfgFor(clk), nil, cands, gpuHost, nil)
-	var got bytes.Buffer
-	if err := sel.Report.WriteText(&got); err != nil {
+	golden(t, sel.Report, "testdata/report.golden")
+}
+
+// TestReportPartsText pins the report of a host whose NVML does not start
+// (testdata/report_parts.golden): RAPL's zones as parts, each live, and
+// the grade of a serve by its devices, so an owner can see why a CUDA
+// serve's receipt is Estimator while a CPU serve's is HwShunt.
+func TestReportPartsText(t *testing.T) {
+	needLinux(t)
+	clk := hwtest.NewClock(start)
+	root := newFS(clk)
+	addRAPL(root)
+	gpu := &nvmltest.NVML{InitErr: nvml.ErrDriverNotLoaded}
+	sel, err := Select(context.Background(), Config{Root: root, NVML: gpu.Lib(), Clock: clk, Burn: func(context.Context) {}}, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
-	const golden = "testdata/report.golden"
+	defer sel.Close()
+	// Whether this machine has IOReport or INA3221 is not the test's.
+	sel.Report.Counters = sel.Report.Counters[:2]
+	golden(t, sel.Report, "testdata/report_parts.golden")
+}
+
+func golden(t *testing.T, r Report, file string) {
+	t.Helper()
+	var got bytes.Buffer
+	if err := r.WriteText(&got); err != nil {
+		t.Fatal(err)
+	}
 	if *update {
-		if err := os.WriteFile(golden, got.Bytes(), 0o644); err != nil {
+		if err := os.WriteFile(file, got.Bytes(), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	want, err := os.ReadFile(golden)
+	want, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,5 +296,111 @@ func TestSelectThisMachine(t *testing.T) {
 	}
 	if e.Provenance() != hw.Estimator { // a zero-length span is below any window
 		t.Fatalf("an instant span was graded %v", e)
+	}
+}
+
+// TestSelectFrozenGPUAfterProbe is issue #17 item 1: with rapl+nvml
+// selected, a GPU counter that freezes after the start-up probe must not
+// leave a figure graded HwShunt that counts the CPU alone (mesh/1 §3.3: a
+// frozen counter produces no hardware-graded figure). RAPL keeps advancing,
+// so a liveness signal summed over the parts would still move.
+func TestSelectFrozenGPUAfterProbe(t *testing.T) {
+	needLinux(t)
+	clk := hwtest.NewClock(start)
+	root := newFS(clk)
+	addRAPL(root)
+	var frozen *uint64 // the GPU's last published energy, once it freezes
+	gpu := &nvmltest.NVML{GPUs: []*nvmltest.GPU{{Name: "NVIDIA H200", Arch: 9, Total: 141 << 30,
+		Energy: func() uint64 {
+			if frozen != nil {
+				return *frozen
+			}
+			return uint64(70 * clk.Now().Sub(start).Seconds() * 1e3)
+		}}}}
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	sel, err := Select(context.Background(), Config{Root: root, NVML: gpu.Lib(), Clock: clk, Burn: func(context.Context) {}}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sel.Close()
+	if sel.Report.Selected != "rapl+nvml" {
+		t.Fatalf("selected %s: %s", sel.Report.Selected, sel.Report.Why)
+	}
+	if e := span(t, sel.Meter, clk, time.Second); e.Provenance() != hw.HwShunt {
+		t.Fatalf("before the freeze: %v, want HwShunt", e)
+	}
+
+	mj := gpu.GPUs[0].Energy()
+	frozen = &mj
+	for range 2 { // the warning is said once
+		e := span(t, sel.Meter, clk, time.Second)
+		if _, measured := e.MeasuredUJ(); e.Provenance() != hw.Estimator || measured {
+			t.Fatalf("GPU frozen since the probe: %v, want Estimator (the CPU alone was 45 J of 115 J)", e)
+		}
+		if w := e.EstimatedUJ(); w < 114_000_000 || w > 116_000_000 {
+			t.Fatalf("estimate %d µJ, want about 115 J at the calibrated power", w)
+		}
+	}
+	if n := strings.Count(logs.String(), "nvml:gpu0"); n != 1 || !strings.Contains(logs.String(), "level=WARN") {
+		t.Fatalf("want one warning naming nvml:gpu0, got:\n%s", logs.String())
+	}
+}
+
+// TestSelectCUDAWithoutNVML is issue #17 item 2: where NVML's library is
+// missing or nvmlInit fails, the selection sees no GPU and picks RAPL for
+// the CPU. A serve on a CUDA backend then used a device no counter reads:
+// Estimator, never HwShunt; a serve on the CPU backend stays HwShunt.
+func TestSelectCUDAWithoutNVML(t *testing.T) {
+	needLinux(t)
+	for _, tt := range []struct {
+		name string
+		cfg  func(*Config)
+	}{
+		{"library missing", func(c *Config) { c.NVMLPath = filepath.Join(t.TempDir(), "libnvidia-ml.so.1") }},
+		{"nvmlInit fails", func(c *Config) { c.NVML = (&nvmltest.NVML{InitErr: nvml.ErrDriverNotLoaded}).Lib() }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := hwtest.NewClock(start)
+			root := newFS(clk)
+			addRAPL(root)
+			cfg := Config{Root: root, Clock: clk, Burn: func(context.Context) {}}
+			tt.cfg(&cfg)
+			sel, err := Select(context.Background(), cfg, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sel.Close()
+			if r := sel.Report; r.Selected != RAPL || r.Need != hw.DomainCPU || r.Counters[1].State != StateAbsent && r.Counters[1].State != StateUnusable {
+				t.Fatalf("report %+v", r)
+			}
+			m, ok := sel.Meter.(hw.DeviceMeter)
+			if !ok {
+				t.Fatalf("the selected meter %T cannot be told a serve's devices", sel.Meter)
+			}
+			serveOn := func(uses hw.Domain) hw.Energy {
+				s, err := m.OpenFor(uses)
+				if err != nil {
+					t.Fatal(err)
+				}
+				clk.Advance(time.Second)
+				e, err := s.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return e
+			}
+			if e := serveOn(hw.DomainCPU | hw.DomainGPU); e.Provenance() != hw.Estimator {
+				t.Fatalf("a serve on CUDA: %v, want Estimator (RAPL does not read the GPU)", e)
+			}
+			if e := serveOn(hw.DomainCPU); e.Provenance() != hw.HwShunt || e.UJ() < 44_990_000 || e.UJ() > 45_010_000 {
+				t.Fatalf("a serve on the CPU: %v, want about 45 J HwShunt", e)
+			}
+			g := sel.Report.Serves
+			if len(g) != 2 || g[0].Uses != hw.DomainCPU || g[0].Grade != hw.HwShunt.String() ||
+				g[1].Uses != hw.DomainCPU|hw.DomainGPU || g[1].Grade != hw.Estimator.String() || !strings.Contains(g[1].Why, "gpu") {
+				t.Fatalf("report's grades by device: %+v", g)
+			}
+		})
 	}
 }

@@ -110,12 +110,22 @@ func (s *Session) Close() error {
 
 // Counter returns the [hw.Counter] over every device's energy.
 func (s *Session) Counter() *Counter {
-	return &Counter{s: s, last: make([]uint64, len(s.devs))}
+	names := make([]string, len(s.devs))
+	for i := range s.devs {
+		names[i] = PartName(i)
+	}
+	return &Counter{s: s, names: names, last: make([]uint64, len(s.devs))}
 }
 
-// Counter sums the total energy of a session's GPUs.
+// PartName is the name of device i's part of the counter: "nvml:gpu0".
+func PartName(i int) string { return fmt.Sprintf("nvml:gpu%d", i) }
+
+// Counter sums the total energy of a session's GPUs. Each GPU is a part
+// of its readings, judged live by itself: one GPU's counter can freeze
+// while another's advances.
 type Counter struct {
-	s *Session
+	s     *Session
+	names []string
 
 	mu     sync.Mutex
 	last   []uint64
@@ -132,8 +142,9 @@ func (c *Counter) Domains() hw.Domain { return hw.DomainGPU }
 // MinWindow is [MinWindow].
 func (c *Counter) MinWindow() time.Duration { return MinWindow }
 
-// Read sums every device's energy. A device whose counter went backwards
-// (the driver was reloaded) starts a new epoch.
+// Read sums every device's energy and gives each device's energy as its
+// part's liveness signal. A device whose counter went backwards (the
+// driver was reloaded) starts a new epoch.
 func (c *Counter) Read() (hw.Reading, error) {
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
@@ -148,15 +159,16 @@ func (c *Counter) Read() (hw.Reading, error) {
 			return hw.Reading{}, err
 		}
 	}
-	var r hw.Reading
+	r := hw.Reading{Parts: make([]hw.PartReading, len(cur))}
 	for i, mj := range cur {
 		if c.primed && mj < c.last[i] {
 			c.epoch++
 		}
 		r.UJ += mj * 1000
+		r.Parts[i] = hw.PartReading{Name: c.names[i], Domains: hw.DomainGPU, Live: mj}
 	}
 	copy(c.last, cur)
 	c.primed = true
-	r.Live, r.Epoch = r.UJ, c.epoch
+	r.Epoch = c.epoch
 	return r, nil
 }

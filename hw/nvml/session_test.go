@@ -1,12 +1,15 @@
 package nvml_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/meshnode/meshnode/hw"
+	"github.com/meshnode/meshnode/hw/hwtest"
 	"github.com/meshnode/meshnode/hw/nvml"
 	"github.com/meshnode/meshnode/hw/nvml/nvmltest"
 )
@@ -82,8 +85,10 @@ func TestCounter(t *testing.T) {
 	a.EnergyMJ += 250
 	b.EnergyMJ += 750
 	r1, _ := c.Read()
-	if r1.UJ-r0.UJ != 1_000_000 || r1.Epoch != r0.Epoch || r1.Live != r1.UJ {
-		t.Fatalf("second read %+v after %+v, want +1000000 µJ in one epoch", r1, r0)
+	if r1.UJ-r0.UJ != 1_000_000 || r1.Epoch != r0.Epoch || len(r1.Parts) != 2 ||
+		r1.Parts[0] != (hw.PartReading{Name: "nvml:gpu0", Domains: hw.DomainGPU, Live: 5_250}) ||
+		r1.Parts[1] != (hw.PartReading{Name: "nvml:gpu1", Domains: hw.DomainGPU, Live: 7_750}) {
+		t.Fatalf("second read %+v after %+v, want +1000000 µJ in one epoch, each GPU its own part", r1, r0)
 	}
 	b.EnergyMJ = 10 // driver reloaded
 	if r2, _ := c.Read(); r2.Epoch == r1.Epoch {
@@ -92,6 +97,35 @@ func TestCounter(t *testing.T) {
 	s.Close()
 	if _, err := c.Read(); err == nil {
 		t.Fatal("read after Close succeeded")
+	}
+}
+
+// TestOneGPUFrozen: of two GPUs, one stops advancing. The sum still
+// moves, but a span over the frozen GPU is not a hardware reading, and the
+// probe names the GPU (issue #17 item 1).
+func TestOneGPUFrozen(t *testing.T) {
+	clk := hwtest.NewClock(time.Unix(1_800_000_000, 0))
+	t0 := clk.Now()
+	watts := func(w float64) func() uint64 {
+		return func() uint64 { return uint64(w * clk.Now().Sub(t0).Seconds() * 1e3) }
+	}
+	f := &nvmltest.NVML{GPUs: []*nvmltest.GPU{{Name: "A", Energy: watts(300)}, {Name: "B", EnergyMJ: 9_000}}}
+	s, err := nvml.Start(f.Lib())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c := s.Counter()
+	l := hw.Probe(context.Background(), []hw.Counter{c}, hw.ProbeConfig{Clock: clk, Burn: func(context.Context) {}})[0]
+	if l.Live || len(l.Parts) != 2 || !l.Parts[0].Live || l.Parts[1].Live ||
+		!strings.Contains(l.Reason, "nvml:gpu1 frozen") || l.Parts[1].Name != "nvml:gpu1" || l.Parts[1].Domains != hw.DomainGPU {
+		t.Fatalf("probe: %+v", l)
+	}
+	m := hw.NewCounterMeter(c, hw.PowerModel{Watts: 50}, clk, nil)
+	sp, _ := m.OpenFor(hw.DomainCPU | hw.DomainGPU)
+	clk.Advance(time.Second)
+	if e, _ := sp.Close(); e.Provenance() != hw.Estimator {
+		t.Fatalf("a span with GPU 1 frozen: %v, want Estimator", e)
 	}
 }
 

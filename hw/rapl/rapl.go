@@ -54,6 +54,9 @@ type Zone struct {
 	Domain hw.Domain `json:"domain"`
 	// RangeUJ is max_energy_range_uj, where the counter wraps.
 	RangeUJ uint64 `json:"range_uj"`
+	// Part is the zone's name as a part of the counter's readings, judged
+	// live by itself: "rapl:package-0", "rapl:dram-0", "rapl:psys".
+	Part string `json:"part"`
 
 	dir  string
 	mmio bool
@@ -93,6 +96,7 @@ func Open(root fs.FS, clock hw.Clock) (*Counter, error) {
 	if len(zones) == 0 {
 		return nil, fmt.Errorf("%w under /%s (found %s)", ErrNoZones, Dir, names(all))
 	}
+	nameParts(zones)
 	c := &Counter{fsys: root, zones: zones, clock: clock, last: make([]uint64, len(zones)), total: make([]uint64, len(zones))}
 	minRange := uint64(0)
 	for _, z := range zones {
@@ -132,8 +136,9 @@ func (c *Counter) MinWindow() time.Duration { return MinWindow }
 // unseen; the meters keep reads closer than this.
 func (c *Counter) MaxGap() time.Duration { return c.maxGap }
 
-// Read reads every zone and extends each past its wrap. Live is the CPU
-// zones' energy (package or psys), the rail a CPU burn must move.
+// Read reads every zone and extends each past its wrap. Each zone is a
+// part whose liveness signal is its own energy: the DRAM zones are in the
+// figure too, so they must be seen advancing like the packages.
 func (c *Counter) Read() (hw.Reading, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -154,14 +159,12 @@ func (c *Counter) Read() (hw.Reading, error) {
 		// longer trustworthy across this gap.
 		c.epoch++
 	}
-	var r hw.Reading
+	r := hw.Reading{Parts: make([]hw.PartReading, len(c.zones))}
 	for i, z := range c.zones {
 		c.total[i] += delta(c.last[i], raw[i], z.RangeUJ)
 		c.last[i] = raw[i]
 		r.UJ += c.total[i]
-		if z.Domain&hw.DomainCPU != 0 {
-			r.Live += c.total[i]
-		}
+		r.Parts[i] = hw.PartReading{Name: z.Part, Domains: z.Domain, Live: c.total[i]}
 	}
 	c.lastT = now
 	r.Epoch = c.epoch
@@ -257,6 +260,25 @@ func choose(all []Zone) []Zone {
 		return psys[:1]
 	}
 	return rest
+}
+
+// nameParts names each chosen zone as a part: package-N and psys by
+// their own names, a DRAM sub-zone for its package's number (two sockets
+// each have a zone named "dram"), and the sysfs id where a name repeats.
+func nameParts(zs []Zone) {
+	seen := map[string]bool{}
+	for i := range zs {
+		z := &zs[i]
+		name := z.Name
+		if n, ok := strings.CutPrefix(z.parent, "package-"); ok && z.Name == "dram" {
+			name = "dram-" + n
+		}
+		if seen[name] {
+			name = z.ID
+		}
+		seen[name] = true
+		z.Part = "rapl:" + name
+	}
 }
 
 func names(zs []Zone) string {

@@ -105,9 +105,56 @@ func TestWraparound(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Live-r0.Live != s.wantPkg || r.UJ-r0.UJ != s.wantTotal || r.Epoch != r0.Epoch {
-			t.Fatalf("step %d: package %d total %d epoch %d; want %d %d %d", i, r.Live-r0.Live, r.UJ-r0.UJ, r.Epoch, s.wantPkg, s.wantTotal, r0.Epoch)
+		pkg := r.Parts[0].Live - r0.Parts[0].Live
+		if pkg != s.wantPkg || r.UJ-r0.UJ != s.wantTotal || r.Epoch != r0.Epoch {
+			t.Fatalf("step %d: package %d total %d epoch %d; want %d %d %d", i, pkg, r.UJ-r0.UJ, r.Epoch, s.wantPkg, s.wantTotal, r0.Epoch)
 		}
+	}
+}
+
+// TestZoneParts: every zone summed is a part of the reading, named
+// stably, so that a frozen DRAM zone cannot hide behind an advancing
+// package (issue #17 item 1).
+func TestZoneParts(t *testing.T) {
+	clk := hwtest.NewClock(time.Unix(0, 0))
+	fsys := tree(fullRange, "intel-rapl:0=package-0", "intel-rapl:0:0=dram", "intel-rapl:1=package-1", "intel-rapl:1:0=dram")
+	c, err := Open(fsys, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range r.Parts {
+		got = append(got, p.Name+"="+p.Domains.String())
+	}
+	if want := "rapl:package-0=cpu rapl:dram-0=dram rapl:package-1=cpu rapl:dram-1=dram"; strings.Join(got, " ") != want {
+		t.Fatalf("parts %v, want %s", got, want)
+	}
+	if z := c.Zones(); z[1].Part != "rapl:dram-0" {
+		t.Fatalf("zones %+v", z)
+	}
+
+	// Both packages advance; socket 1's DRAM does not.
+	m := hw.NewCounterMeter(c, hw.PowerModel{Watts: 5}, clk, nil)
+	s, _ := m.OpenFor(hw.DomainCPU)
+	clk.Advance(20 * time.Millisecond)
+	set(fsys, "intel-rapl:0", 400_000)
+	set(fsys, "intel-rapl:0:0", 50_000)
+	set(fsys, "intel-rapl:1", 400_000)
+	if e, _ := s.Close(); e.Provenance() != hw.Estimator {
+		t.Fatalf("a span over a frozen DRAM zone: %v, want Estimator", e)
+	}
+	s, _ = m.OpenFor(hw.DomainCPU)
+	clk.Advance(20 * time.Millisecond)
+	set(fsys, "intel-rapl:0", 800_000)
+	set(fsys, "intel-rapl:0:0", 100_000)
+	set(fsys, "intel-rapl:1", 800_000)
+	set(fsys, "intel-rapl:1:0", 100_000)
+	if e, _ := s.Close(); e.Provenance() != hw.HwShunt || e.UJ() != 400_000+50_000+400_000+99_000 {
+		t.Fatalf("every zone advancing: %v, want HwShunt", e)
 	}
 }
 

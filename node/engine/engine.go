@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/meshnode/meshnode/hw"
 	"github.com/meshnode/meshnode/node/receipt"
 )
 
@@ -45,6 +46,27 @@ type Engine interface {
 	// ErrRefused; the steward seals nothing for it. When emit returns an
 	// error the engine stops and returns an error wrapping it.
 	Serve(ctx context.Context, req receipt.ServeRequest, prompt []uint32, emit func(tok uint32) error) (Outcome, error)
+}
+
+// DeviceUser is implemented by an engine that can say which devices its
+// serves run on: hw.DomainCPU for the CPU backend, with hw.DomainGPU for
+// CUDA or Metal. The steward hands them to the meter with each serve, so
+// that a serve is graded by the counters covering what it used rather than
+// by the meter's guess at start-up (mesh/1 §3.3).
+type DeviceUser interface {
+	Devices() hw.Domain
+}
+
+// DevicesOf is what e says it runs on, or hw.AnyDevice when it does not
+// say (or says nothing): a meter must then cover every device for the
+// serve to be graded a hardware reading.
+func DevicesOf(e Engine) hw.Domain {
+	if u, ok := e.(DeviceUser); ok {
+		if d := u.Devices(); d != 0 {
+			return d
+		}
+	}
+	return hw.AnyDevice
 }
 
 // TrainingSource is implemented by an engine that can address the corpus

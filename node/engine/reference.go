@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/meshnode/meshnode/hw"
 	"github.com/meshnode/meshnode/node/receipt"
 	"github.com/zeebo/blake3"
 )
@@ -48,6 +49,9 @@ func (e *Reference) UJPerToken() uint64               { return e.cfg.UJPerToken 
 func (e *Reference) UJPerOptionScored() uint64        { return e.cfg.UJPerOptionScored }
 func (e *Reference) Deterministic() bool              { return true }
 func (e *Reference) Weights() (receipt.Weights, bool) { return receipt.Weights{}, false }
+
+// Devices implements [DeviceUser]: the reference engine hashes on the CPU.
+func (e *Reference) Devices() hw.Domain { return hw.DomainCPU }
 
 // Serve implements [Engine]. It decodes greedily and has no tokenizer, so
 // it refuses sampling and stop strings rather than ignore them.

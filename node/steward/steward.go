@@ -28,7 +28,8 @@ type Config struct {
 	// Key is the node key; the steward seals under its did:key.
 	Key *identity.Key
 	// Meter meters every engine span. Any hw.Meter: a live counter or the
-	// estimator.
+	// estimator. A hw.DeviceMeter is told which devices each serve's
+	// engine runs on (engine.DevicesOf).
 	Meter hw.Meter
 	// Backends in registration order, the router's tie-break.
 	Backends []Backend
@@ -572,7 +573,7 @@ func (s *Steward) meterServe(ctx context.Context, e engine.Engine, req receipt.S
 		return nil
 	}
 
-	span, err := s.meter.Open()
+	span, err := s.openSpan(e)
 	if err != nil {
 		return run, fmt.Errorf("%w: open %s: %w", ErrMeter, s.meter.Name(), err)
 	}
@@ -606,6 +607,17 @@ func (s *Steward) meterServe(ctx context.Context, e engine.Engine, req receipt.S
 		return run, fmt.Errorf("%w: close %s: %w", ErrMeter, s.meter.Name(), err)
 	}
 	return run, nil
+}
+
+// openSpan opens the meter for a serve on e, telling a meter that can use
+// it which devices e runs on: the counters chosen at start-up may not
+// cover a device the meter did not see (CUDA with NVML missing), and a
+// part a serve does not use need not be live for its figure (§3.3).
+func (s *Steward) openSpan(e engine.Engine) (hw.Span, error) {
+	if m, ok := s.meter.(hw.DeviceMeter); ok {
+		return m.OpenFor(engine.DevicesOf(e))
+	}
+	return s.meter.Open()
 }
 
 // buildReceipt assembles the unsealed receipt, checking the engine's

@@ -11,6 +11,7 @@ import (
 	"github.com/meshnode/meshnode/gguf/backend"
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/model"
+	"github.com/meshnode/meshnode/hw"
 )
 
 // Backend names for Config.Backend.
@@ -21,6 +22,24 @@ const (
 	BackendCPU  = "cpu"
 	BackendCUDA = "cuda"
 )
+
+// BackendMetal is the Metal backend's name, for devicesOf; it is not yet
+// a choice in Config.Backend.
+const BackendMetal = "metal"
+
+// devicesOf says which devices a backend's serves run on. A GPU backend's
+// host threads drive the device and hold the sampler, so the CPU is in
+// it too. A backend this table does not know is taken to use anything
+// (hw.AnyDevice), so that no counter covering less grades it.
+func devicesOf(backend string) hw.Domain {
+	switch backend {
+	case BackendCPU:
+		return hw.DomainCPU
+	case BackendCUDA, BackendMetal:
+		return hw.DomainCPU | hw.DomainGPU
+	}
+	return hw.AnyDevice
+}
 
 // cudaUnavailable says once per process why models stay on the CPU.
 var cudaUnavailable sync.Once

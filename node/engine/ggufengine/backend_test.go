@@ -11,6 +11,8 @@ import (
 
 	"github.com/meshnode/meshnode/cuda"
 	"github.com/meshnode/meshnode/cuda/cudaemu"
+	"github.com/meshnode/meshnode/hw"
+	"github.com/meshnode/meshnode/node/engine"
 	"github.com/meshnode/meshnode/node/receipt"
 )
 
@@ -34,8 +36,8 @@ func TestBackendChoice(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.Close()
-	if m.be.Name() != "cpu" {
-		t.Errorf("Backend cpu ran on %s", m.be.Name())
+	if m.be.Name() != "cpu" || engine.DevicesOf(m.Engine()) != hw.DomainCPU {
+		t.Errorf("Backend cpu ran on %s, said it used %v", m.be.Name(), engine.DevicesOf(m.Engine()))
 	}
 	if _, err := Load(fortunesPath, Config{Backend: "gpu"}); err == nil || !strings.Contains(err.Error(), `"gpu"`) {
 		t.Errorf("an unknown backend: %v", err)
@@ -61,6 +63,21 @@ func TestBackendChoice(t *testing.T) {
 	}
 }
 
+// TestDevicesOf: each backend's serves run on the devices the meter must
+// cover for them, and one this engine does not know is taken to use any.
+func TestDevicesOf(t *testing.T) {
+	for name, want := range map[string]hw.Domain{
+		BackendCPU:   hw.DomainCPU,
+		BackendCUDA:  hw.DomainCPU | hw.DomainGPU,
+		BackendMetal: hw.DomainCPU | hw.DomainGPU,
+		"vulkan":     hw.AnyDevice,
+	} {
+		if got := devicesOf(name); got != want {
+			t.Errorf("devicesOf(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
 // TestAutoOnGPU runs the built-in model through the CUDA backend (on the
 // CPU stand-in for libcuda) and checks its greedy output against
 // llama.cpp's; then a device too small for the model sends it to the CPU.
@@ -77,6 +94,11 @@ func TestAutoOnGPU(t *testing.T) {
 	}
 	if m.be.Name() != "cuda" {
 		t.Fatalf("auto with a device ran on %s:\n%s", m.be.Name(), buf.String())
+	}
+	// The meter must hear that the serve runs on the GPU: a counter
+	// covering the CPU alone does not grade it (issue #17 item 2).
+	if d := engine.DevicesOf(m.Engine()); d != hw.DomainCPU|hw.DomainGPU {
+		t.Errorf("a model on CUDA says it uses %v, want cpu+gpu", d)
 	}
 	ref := q8References(t)[0]
 	want := untilEOS(m, ref.Generated[:16])

@@ -9,6 +9,7 @@ import (
 
 	"github.com/meshnode/meshnode/gguf/model"
 	"github.com/meshnode/meshnode/gguf/sample"
+	"github.com/meshnode/meshnode/hw"
 	"github.com/meshnode/meshnode/node/engine"
 	"github.com/meshnode/meshnode/node/receipt"
 )
@@ -24,7 +25,10 @@ type Engine struct {
 	pool     pool
 }
 
-var _ engine.Engine = (*Engine)(nil)
+var (
+	_ engine.Engine     = (*Engine)(nil)
+	_ engine.DeviceUser = (*Engine)(nil)
+)
 
 func newEngine(m *Model, cfg Config, opt model.SessionOptions, sessions int) *Engine {
 	e := &Engine{m: m, recipe: m.name, fidelity: cfg.Fidelity, ujTok: cfg.UJPerToken, opt: opt}
@@ -54,6 +58,11 @@ func (e *Engine) UJPerOptionScored() uint64 { return 0 }
 // seed. A request that samples without a seed is flagged as unreplayable
 // by the request itself (receipt.Sampling.Unseeded).
 func (e *Engine) Deterministic() bool { return true }
+
+// Devices implements engine.DeviceUser: where the model's backend runs
+// the forward pass, so that the meter grades each serve by the counters
+// covering it (the CPU's alone do not cover a serve on CUDA).
+func (e *Engine) Devices() hw.Domain { return devicesOf(e.m.Backend()) }
 
 // Weights implements engine.Engine: the file's digest and precision.
 func (e *Engine) Weights() (receipt.Weights, bool) { return e.m.weights, true }
