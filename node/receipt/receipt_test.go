@@ -346,7 +346,9 @@ func TestReceiptJSON(t *testing.T) {
 
 func FuzzDecodeCore(f *testing.F) {
 	s := testSealer(f, 1)
-	for _, r := range []Receipt{generation(f, s), decision(f, s)} {
+	cut := generation(f, s)
+	cut.CutShort = CutCeiling
+	for _, r := range []Receipt{generation(f, s), decision(f, s), cut} {
 		b, err := r.Core()
 		if err != nil {
 			f.Fatal(err)
