@@ -135,8 +135,7 @@ func withController(c *cli.Context, f func(control.Controller) error) error {
 	err = f(ctl)
 	if errors.Is(err, control.ErrUnauthorized) && c.String("endpoint") == "" && c.String("control-secret") == "" {
 		// The facade turned down the credential found, or its absence.
-		err = fmt.Errorf("%w (meshcli looked for %s in %s; run meshcli as the node's user or root, or pass --control-secret FILE)",
-			err, control.SecretFile, strings.Join(secretDirs(), ", "))
+		err = fmt.Errorf("%w (meshcli looked for %s in %s)", err, control.SecretFile, strings.Join(secretDirs(), ", "))
 	}
 	return err
 }
