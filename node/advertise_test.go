@@ -24,8 +24,7 @@ func TestModelsDirAdvertised(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	t.Setenv("MESHNODE_DEFAULT_MODEL", "none")
-	b, _ := startNode(t, Config{ModelsDir: dir})
+	b, _ := startNode(t, Config{ModelsDir: dir, Models: []string{ReferenceModel}})
 	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
 	a, _ := startNode(t, Config{Join: []string{b.invite}})
 

@@ -23,7 +23,6 @@ const benchTokens = 16
 // two alternate, one of each per iteration, so that warm-up and the
 // machine's other load fall on both alike.
 func BenchmarkServeOverhead(b *testing.B) {
-	b.Setenv("MESHNODE_DEFAULT_MODEL", "none")
 	eng := engine.NewReference(engine.ReferenceConfig{Fidelity: DefaultFidelity, UJPerToken: referenceUJPerToken})
 	req := receipt.ServeRequest{PromptHash: receipt.PromptHash([]byte("hi")), PromptTokens: 2, MaxTokens: benchTokens,
 		FidelityFloor: 0, JouleCeilingUJ: DefaultJouleCeilingUJ}
@@ -33,7 +32,7 @@ func BenchmarkServeOverhead(b *testing.B) {
 		}
 	}
 
-	n, _ := startNode(b, Config{})
+	n, _ := startNode(b, Config{Models: []string{ReferenceModel}})
 	client := &http.Client{}
 	body := fmt.Sprintf(`{"model":"mesh-reference","max_tokens":%d,"messages":[{"role":"user","content":"hi"}]}`, benchTokens)
 	url := "http://" + n.HTTPAddr().String() + "/v1/chat/completions"
@@ -72,10 +71,9 @@ func BenchmarkServeOverhead(b *testing.B) {
 // BenchmarkRequestsPerSecond drives the node with the reference engine at
 // several client concurrencies.
 func BenchmarkRequestsPerSecond(b *testing.B) {
-	b.Setenv("MESHNODE_DEFAULT_MODEL", "none")
 	for _, conc := range []int{1, 8, 64} {
 		b.Run(fmt.Sprintf("c%d", conc), func(b *testing.B) {
-			n, _ := startNode(b, Config{API: APIConfig{Concurrency: 8, QueueDepth: 128}})
+			n, _ := startNode(b, Config{API: APIConfig{Concurrency: 8, QueueDepth: 128}, Models: []string{ReferenceModel}})
 			url := "http://" + n.HTTPAddr().String() + "/v1/chat/completions"
 			body := fmt.Sprintf(`{"model":"mesh-reference","max_tokens":%d,"messages":[{"role":"user","content":"hi"}]}`, benchTokens)
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conc}}

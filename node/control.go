@@ -1,17 +1,18 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
-	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/node/control"
 	"github.com/meshnode/meshnode/node/control/owner"
-	"github.com/meshnode/meshnode/node/engine"
 	"github.com/meshnode/meshnode/node/wire/nodev1"
 	"google.golang.org/protobuf/proto"
 )
@@ -141,13 +142,13 @@ func (r *ownerRuntime) Validate(cfg *nodev1.NodeConfigSnapshot) []*nodev1.Config
 		switch {
 		case name == "":
 			diags = append(diags, diag(sevError, nodev1.ConfigDiagnosticCode_CONFIG_DIAGNOSTIC_CODE_MISSING_REQUIRED_VALUE, path, "a model entry names no model"))
-		case seen[name]:
+		case seen[canonicalModelName(name)]:
 			diags = append(diags, diag(sevError, nodev1.ConfigDiagnosticCode_CONFIG_DIAGNOSTIC_CODE_INVALID_VALUE, path, "model %q is listed twice", name))
 		case !r.n.canLoad(name):
 			diags = append(diags, diag(sevError, nodev1.ConfigDiagnosticCode_CONFIG_DIAGNOSTIC_CODE_INVALID_VALUE, path,
 				"model %q is not in the models dir (%s)", name, r.n.cfg.ModelsDir))
 		}
-		seen[name] = true
+		seen[canonicalModelName(name)] = true
 		if m.Mmproj != nil || m.GetMmprojRef().GetDeclaredRef() != "" {
 			diags = append(diags, diag(sevWarning, nodev1.ConfigDiagnosticCode_CONFIG_DIAGNOSTIC_CODE_UNSUPPORTED_FIELD,
 				fmt.Sprintf("models[%d].mmproj", i), "multimodal projectors are not supported; ignored"))
@@ -177,11 +178,12 @@ func (r *ownerRuntime) Activate(ctx context.Context, cfg *nodev1.NodeConfigSnaps
 	var diags []*nodev1.ConfigDiagnostic
 	want := map[string]bool{}
 	for _, m := range cfg.GetModels() {
-		want[m.GetModel()] = true
-		if _, loaded := r.n.models.get(m.GetModel()); loaded {
+		name := canonicalModelName(m.GetModel())
+		want[name] = true
+		if _, loaded := r.n.models.get(name); loaded {
 			continue
 		}
-		if _, err := r.Load(ctx, m.GetModel(), ""); err != nil {
+		if _, err := r.Load(ctx, name, ""); err != nil {
 			diags = append(diags, diag(sevWarning, nodev1.ConfigDiagnosticCode_CONFIG_DIAGNOSTIC_CODE_INVALID_VALUE, "models",
 				"model %q did not load: %v", m.GetModel(), err))
 		} else {
@@ -238,33 +240,35 @@ func (r *ownerRuntime) Resolve(ref *nodev1.OwnerControlModelRef) (control.Model,
 		}
 		return control.Model{CanonicalRef: in.m.Name(), InstanceID: in.id}, nil
 	}
-	name := ref.GetCanonicalModelRef()
+	name := canonicalModelName(ref.GetCanonicalModelRef())
 	if in, ok := r.n.models.get(name); ok {
 		return control.Model{CanonicalRef: name, InstanceID: in.id}, nil
 	}
-	if r.n.canLoad(name) {
+	_, err := r.n.specFor(name)
+	if err == nil {
 		return control.Model{CanonicalRef: name}, nil
 	}
-	return control.Model{}, fmt.Errorf("%w: %q is neither loaded nor in the models dir", control.ErrUnknownModel, name)
+	loadable := "none"
+	if names := r.n.loadable(); len(names) > 0 {
+		loadable = strings.Join(names, ", ")
+	}
+	return control.Model{}, fmt.Errorf("%w: %q is not loaded and cannot be loaded: %v (loadable here: %s)", control.ErrUnknownModel, name, err, loadable)
 }
 
 // Load implements control.Runtime: the model is opened, registered with
 // the steward, and announced.
 func (r *ownerRuntime) Load(ctx context.Context, name, profile string) (string, error) {
+	name = canonicalModelName(name)
 	if in, ok := r.n.models.get(name); ok {
 		return in.id, nil
 	}
-	var m localModel
-	if name == engine.ReferenceRecipe {
-		m = newReferenceModel(DefaultFidelity, referenceUJPerToken)
-	} else {
-		spec, err := r.n.specFor(name)
-		if err != nil {
-			return "", fmt.Errorf("%w: %v", control.ErrUnknownModel, err)
-		}
-		if m, err = openGGUF(spec, r.n.cfg.Backend, max(r.n.cfg.API.Concurrency, 4), r.n.hardware.Memory.TotalBytes, r.n.log); err != nil {
-			return "", err
-		}
+	spec, err := r.n.specFor(name)
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", control.ErrUnknownModel, err)
+	}
+	m, err := r.n.openSpec(spec, max(r.n.cfg.API.Concurrency, 4))
+	if err != nil {
+		return "", err
 	}
 	// The steward knows the backend and has recorded its weights before
 	// the model becomes visible to requests, so that none is served on
@@ -326,49 +330,81 @@ func (r *ownerRuntime) Drain(id string) (control.Drain, error) {
 }
 
 // canLoad reports whether name is a model the node could load: one it
-// serves, one its config names, the built-in default, a file in the
-// models dir, or the reference engine.
+// serves, one its config names, the built-in default, or a file in the
+// models dir.
 func (n *Node) canLoad(name string) bool {
-	if _, loaded := n.models.get(name); loaded || name == engine.ReferenceRecipe {
+	if _, loaded := n.models.get(name); loaded {
 		return true
 	}
 	_, err := n.specFor(name)
 	return err == nil
 }
 
+// canonicalModelName is the name a model ref given to owner control
+// stands for: a name with .gguf is the same model as the name without.
+func canonicalModelName(ref string) string {
+	if IsModelName(ref) && strings.EqualFold(filepath.Ext(ref), ".gguf") {
+		return ModelName(ref)
+	}
+	return ref
+}
+
 // specFor is how model name is loaded: as its config names it (a
 // [[model]] table, an entry of models, whose paths are the operator's to
-// choose), as the built-in default, or else as the file of that name in
-// the models dir. Owner control reaches only these: a name it sends is
-// never taken as a path.
+// choose; the reference engine only this way), as the built-in default,
+// or else as the file of that name in the models dir. Owner control
+// reaches only these: a name it sends is never taken as a path.
 func (n *Node) specFor(name string) (modelSpec, error) {
+	name = canonicalModelName(name)
 	for _, m := range n.cfg.Model {
-		if m.Name == name || (m.Name == "" && gguf.ModelKey(m.Path) == name) {
-			path, err := n.cfg.findModel(m.Path)
-			if err != nil {
-				return modelSpec{}, err
-			}
-			m.Path, m.Name = path, name
-			return modelSpec{ModelConfig: m}, nil
+		if m.Name == name || (m.Name == "" && ModelName(m.Path) == name) {
+			m.Name = name
+			return n.cfg.specOf(m)
 		}
 	}
 	for _, p := range n.cfg.Models {
-		if gguf.ModelKey(p) == name {
-			path, err := n.cfg.findModel(p)
-			if err != nil {
-				return modelSpec{}, err
-			}
-			return modelSpec{ModelConfig: ModelConfig{Path: path, Name: name}}, nil
+		if ModelName(p) == name {
+			return n.cfg.specOf(ModelConfig{Path: p})
 		}
 	}
-	if b, ok := builtinSpec(); ok && b.Name == name {
-		return b, nil
+	if name == ReferenceModel {
+		return modelSpec{}, fmt.Errorf("model %q: the reference engine is served only when the node's config names it", name)
+	}
+	if name == BuiltinModelName {
+		if b, ok := n.cfg.builtinSpec(); ok {
+			return b, nil
+		}
 	}
 	path, err := n.cfg.modelInDir(name)
 	if err != nil {
 		return modelSpec{}, err
 	}
 	return modelSpec{ModelConfig: ModelConfig{Path: path, Name: name}}, nil
+}
+
+// loadable lists what owner control may load by name, for errors: the
+// models the config names, the built-in default where it is found, and
+// the models dir's last inventory.
+func (n *Node) loadable() []string {
+	var names []string
+	add := func(name string) {
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	for _, m := range n.cfg.Model {
+		add(cmp.Or(m.Name, ModelName(m.Path)))
+	}
+	for _, p := range n.cfg.Models {
+		add(ModelName(p))
+	}
+	if _, ok := n.cfg.builtinSpec(); ok {
+		add(BuiltinModelName)
+	}
+	for _, e := range n.inventorySnapshot() {
+		add(e.GetCanonicalModelRef())
+	}
+	return names
 }
 
 // announceChange re-gossips the self announcement now, after the models

@@ -19,7 +19,6 @@ import (
 // config, rescans the models dir, loads a model from it (which the node
 // then serves and advertises), drains it, and is refused as a stranger.
 func TestOwnerDrivesNode(t *testing.T) {
-	t.Setenv("MESHNODE_DEFAULT_MODEL", "none")
 	state, models := t.TempDir(), t.TempDir()
 	blob, err := os.ReadFile(fortunesPath(t))
 	if err != nil {
@@ -47,7 +46,7 @@ func TestOwnerDrivesNode(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	n, _ := startNode(t, Config{StateDir: state, ModelsDir: models})
+	n, _ := startNode(t, Config{StateDir: state, ModelsDir: models, Models: []string{ReferenceModel}})
 	tok, err := os.ReadFile(filepath.Join(state, "control.token"))
 	if err != nil {
 		t.Fatal(err)

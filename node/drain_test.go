@@ -78,8 +78,7 @@ func newStreamGate() *streamGate {
 // stop is held open until it ends, and gets its receipt.
 func TestShutdownDrainsLocal(t *testing.T) {
 	g := newStreamGate()
-	t.Setenv("MESHNODE_DEFAULT_MODEL", "none")
-	n, stop := startNodeWith(t, Config{}, func(n *Node) {
+	n, stop := startNodeWith(t, Config{Models: []string{ReferenceModel}}, func(n *Node) {
 		n.wrapModel = func(m localModel) localModel { return gatedModel{m, g} }
 	})
 	resp := post(t, n, "/v1/chat/completions", `{"model":"mesh-reference","stream":true,
@@ -119,8 +118,7 @@ func TestShutdownDrainsRelayed(t *testing.T) {
 	for _, stopping := range []string{"relaying", "hosting"} {
 		t.Run(stopping, func(t *testing.T) {
 			g := newStreamGate()
-			t.Setenv("MESHNODE_DEFAULT_MODEL", "none")
-			host, stopHost := startNodeWith(t, Config{}, func(n *Node) {
+			host, stopHost := startNodeWith(t, Config{Models: []string{ReferenceModel}}, func(n *Node) {
 				n.wrapModel = func(m localModel) localModel { return gatedModel{m, g} }
 			})
 			t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))

@@ -40,6 +40,9 @@ func (r *registry) served(name string) (*servedModel, bool) {
 	}}, true
 }
 
+// NoModelHint implements api.NoModelHinter.
+func (r *registry) NoModelHint() string { return r.n.noModelHint() }
+
 func (r *registry) List() []api.ModelInfo {
 	self := r.n.key.ID()
 	var out []api.ModelInfo

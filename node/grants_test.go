@@ -20,9 +20,8 @@ import (
 // is refused (spent once); a restarted node on the same state dir
 // continues the receipt chain and remembers the spend.
 func TestGrantedServeAndRestart(t *testing.T) {
-	t.Setenv("MESHNODE_DEFAULT_MODEL", "none")
 	dir := t.TempDir()
-	n, stop := startNode(t, Config{StateDir: dir})
+	n, stop := startNode(t, Config{StateDir: dir, Models: []string{ReferenceModel}})
 
 	caller, chain := issueGrant(t, n)
 	body := []byte(`{"model":"mesh-reference","max_tokens":4,"messages":[{"role":"user","content":"hi"}],
@@ -68,7 +67,7 @@ func TestGrantedServeAndRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	n2, _ := startNode(t, Config{StateDir: dir})
+	n2, _ := startNode(t, Config{StateDir: dir, Models: []string{ReferenceModel}})
 	if got := n2.steward.Head().Next; got != 1 {
 		t.Fatalf("restarted steward continues at sequence %d, want 1", got)
 	}
@@ -88,14 +87,13 @@ func TestGrantedServeAndRestart(t *testing.T) {
 // has been shown a receipt the journal does not hold (409), every grant is
 // answered 503 while ungranted serves go on (mesh/1 §2.2, §2.3).
 func TestGrantedRefusals(t *testing.T) {
-	t.Setenv("MESHNODE_DEFAULT_MODEL", "none")
 	dir := t.TempDir()
 	journalPath := filepath.Join(dir, "journal", "steward.jsonl")
 
 	// A journal from before any serve, with its checkpoint, to restore
 	// later as an operator restoring an old backup of the state dir would:
 	// a rollback the checkpoint cannot see, since it was rolled back too.
-	_, stop := startNode(t, Config{StateDir: dir})
+	_, stop := startNode(t, Config{StateDir: dir, Models: []string{ReferenceModel}})
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +106,7 @@ func TestGrantedRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	n, stop := startNode(t, Config{StateDir: dir})
+	n, stop := startNode(t, Config{StateDir: dir, Models: []string{ReferenceModel}})
 	caller, chain := issueGrant(t, n)
 	stranger, err := identity.GenerateKey(nil)
 	if err != nil {
@@ -191,7 +189,7 @@ func TestGrantedRefusals(t *testing.T) {
 	if err := os.WriteFile(journal.HeadPath(journalPath), headBackup, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	n, _ = startNode(t, Config{StateDir: dir})
+	n, _ = startNode(t, Config{StateDir: dir, Models: []string{ReferenceModel}})
 	if status, b := answer(n, "/v1/mesh/witness", string(answered.Usage.Energy)); status != http.StatusConflict {
 		t.Fatalf("witness of a receipt the restored journal lacks: %d %s, want 409", status, b)
 	}
@@ -227,9 +225,8 @@ func issueGrant(t *testing.T, n *Node) (*identity.Key, grant.Chain) {
 // when the node learned it, never reaching back past served requests).
 // A revocation removed from the file stays in effect.
 func TestRevocationWithoutRestart(t *testing.T) {
-	t.Setenv("MESHNODE_DEFAULT_MODEL", "none")
 	dir := t.TempDir()
-	n, stop := startNodeWith(t, Config{StateDir: dir}, func(n *Node) { n.revocationPoll = 20 * time.Millisecond })
+	n, stop := startNodeWith(t, Config{StateDir: dir, Models: []string{ReferenceModel}}, func(n *Node) { n.revocationPoll = 20 * time.Millisecond })
 	caller, chain := issueGrant(t, n)
 	present := func() []byte {
 		t.Helper()
@@ -269,7 +266,7 @@ func TestRevocationWithoutRestart(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	n2, _ := startNode(t, Config{StateDir: dir})
+	n2, _ := startNode(t, Config{StateDir: dir, Models: []string{ReferenceModel}})
 	if got := status(n2); got != http.StatusForbidden {
 		t.Fatalf("after a restart: %d, want 403", got)
 	}

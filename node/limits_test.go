@@ -54,9 +54,8 @@ const stepUJ = 10_000
 // which every token produced costs stepUJ, whatever the machine's speed.
 func startSteppingNode(t *testing.T) *Node {
 	t.Helper()
-	t.Setenv("MESHNODE_DEFAULT_MODEL", "none")
 	clock := hwtest.NewClock(time.Unix(1_800_000_000, 0))
-	n, _ := startNodeWith(t, Config{}, func(n *Node) {
+	n, _ := startNodeWith(t, Config{Models: []string{ReferenceModel}}, func(n *Node) {
 		n.meterConfig = meters.Config{Meter: "estimator", EstimatorWatts: 10, Clock: clock}
 		n.wrapModel = func(m localModel) localModel { return stepModel{m, clock, time.Millisecond} }
 	})

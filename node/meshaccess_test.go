@@ -76,8 +76,7 @@ func startFortunesHost(t *testing.T, cfg Config) *Node {
 // knows that host serves the fortunes model.
 func startRelay(t *testing.T, host *Node, state string) *Node {
 	t.Helper()
-	t.Setenv("MESHNODE_DEFAULT_MODEL", "none")
-	relay, _ := startNode(t, Config{StateDir: state, Join: []string{host.invite}})
+	relay, _ := startNode(t, Config{StateDir: state, Join: []string{host.invite}, Models: []string{ReferenceModel}})
 	waitFor(t, "the relaying node to learn the host's model", func() bool {
 		return len(relay.mesh.PeersHosting(fortunesModel)) > 0
 	})

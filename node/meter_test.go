@@ -108,9 +108,8 @@ func TestServeGradedByModelDevices(t *testing.T) {
 		{"cuda", true, "Estimator", "cuda", "cpu+gpu"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Setenv("MESHNODE_DEFAULT_MODEL", "none")
 			clk := hwtest.NewClock(time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC))
-			n, _ := startNodeWith(t, Config{}, func(n *Node) {
+			n, _ := startNodeWith(t, Config{Models: []string{ReferenceModel}}, func(n *Node) {
 				n.meterConfig = meters.Config{Root: newPowercapFS(clk, 40), Clock: clk, Burn: func(context.Context) {},
 					NVML: (&nvmltest.NVML{InitErr: nvml.ErrDriverNotLoaded}).Lib()}
 				n.wrapModel = func(m localModel) localModel { return onCUDA{m, clk, tt.cuda} }

@@ -8,11 +8,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/node/engine"
 	"github.com/meshnode/meshnode/node/engine/ggufengine"
 	"github.com/meshnode/meshnode/node/receipt"
 	"github.com/meshnode/meshnode/node/steward/change"
@@ -25,77 +27,180 @@ import (
 // Debian's fortunes (models/README.md).
 const BuiltinModelFile = "meshnode-fortunes-q8_0.gguf"
 
-// builtinModelPaths are where the built-in default model is looked for, in
-// order: beside the binary as packages install it (../share/meshnode/models
-// from the binary's directory); the packages' place; and models/ under the
-// working directory, for `go run` in a checkout. $MESHNODE_DEFAULT_MODEL,
-// when set, is the only place looked ("none": serve the reference engine).
-func builtinModelPaths() []string {
+// BuiltinModelName is the built-in default model's name: its file's base
+// name, as every model is named.
+var BuiltinModelName = ModelName(BuiltinModelFile)
+
+// ReferenceModel names mesh/1's deterministic reference engine where a
+// model name goes (models, --model, [[model]] path): it answers with
+// words derived from hashes, not language, and is there for tests and
+// conformance checks. A node serves it only when its config names it.
+const ReferenceModel = engine.ReferenceRecipe
+
+// ModelName is what a model file is served as: its base name without
+// .gguf ("/models/qwen2.5-0.5b.gguf" is "qwen2.5-0.5b"). Every model is
+// named this way (or by its configured name), never by a path.
+func ModelName(file string) string { return gguf.ModelKey(file) }
+
+// sourceFile is this file's path as the compiler saw it: absolute in a
+// binary built from a checkout without -trimpath (`go run`, `go build`,
+// `go install`), so that such a binary finds the built-in model in the
+// checkout that built it wherever it runs from.
+var _, sourceFile, _, _ = runtime.Caller(0)
+
+// builtinModelPaths are where the built-in default model is looked for,
+// in order. $MESHNODE_DEFAULT_MODEL, when set, is the only place looked
+// ("none": nowhere, so that only configured models are served).
+// Otherwise: the models dir and the state dir; beside the executable (in
+// its dir, its models/, ../models/ for a checkout's bin/, and
+// ../share/meshnode/models for an install prefix); the checkout that
+// built it; models/ under the working directory; and the install
+// prefixes the packages and tarballs use.
+func (c *Config) builtinModelPaths() []string {
 	if p := os.Getenv("MESHNODE_DEFAULT_MODEL"); p != "" {
+		if p == "none" {
+			return nil
+		}
 		return []string{p}
 	}
-	var paths []string
+	var dirs []string
+	if c.ModelsDir != "" {
+		dirs = append(dirs, c.ModelsDir)
+	}
+	if c.StateDir != "" {
+		dirs = append(dirs, c.StateDir)
+	}
 	if exe, err := os.Executable(); err == nil {
-		if exe, err = filepath.EvalSymlinks(exe); err == nil {
-			paths = append(paths, filepath.Join(filepath.Dir(exe), "..", "share", "meshnode", "models", BuiltinModelFile))
+		if real, err := filepath.EvalSymlinks(exe); err == nil {
+			exe = real
+		}
+		bin := filepath.Dir(exe)
+		dirs = append(dirs, bin, filepath.Join(bin, "models"), filepath.Join(bin, "..", "models"),
+			filepath.Join(bin, "..", "share", "meshnode", "models"))
+	}
+	if filepath.IsAbs(sourceFile) {
+		// sourceFile is <checkout>/node/models.go.
+		dirs = append(dirs, filepath.Join(filepath.Dir(filepath.Dir(sourceFile)), "models"))
+	}
+	dirs = append(dirs, "models", "/usr/local/share/meshnode/models", "/usr/share/meshnode/models")
+	if runtime.GOOS == "darwin" {
+		dirs = append(dirs, "/opt/homebrew/share/meshnode/models")
+	}
+	var paths []string
+	for _, d := range dirs {
+		p := filepath.Join(d, BuiltinModelFile)
+		if !slices.Contains(paths, p) {
+			paths = append(paths, p)
 		}
 	}
-	paths = append(paths,
-		filepath.Join("/usr/share/meshnode/models", BuiltinModelFile),
-		filepath.Join("models", BuiltinModelFile))
 	return paths
+}
+
+// NoModelHint says how to get a model to a node that serves none.
+func (c *Config) NoModelHint() string {
+	return fmt.Sprintf("this node serves no model. To serve one, put a GGUF file in the models dir (%s) and run "+
+		"`meshcli load NAME` (NAME: its file name without .gguf), or start meshnode with --model FILE. "+
+		"The built-in model, %s, ships in the packages (/usr/share/meshnode/models) and in the source tree (models/); "+
+		"meshnode finds it there, beside its executable, or where MESHNODE_DEFAULT_MODEL names it",
+		c.ModelsDir, BuiltinModelFile)
 }
 
 // modelSpec is one model to load: where it is and how it is served.
 type modelSpec struct {
 	ModelConfig
 	builtin bool
+	// reference is the reference engine (ReferenceModel), which has no file.
+	reference bool
 }
 
 // modelSpecs turns the configuration into the list of models to load. An
-// entry of `models` names a file: a path, or a name in the models dir
-// (with or without .gguf).
+// entry of `models` names a file: a path, a name in the models dir (with
+// or without .gguf), or the built-in default's name; or ReferenceModel.
 func (c *Config) modelSpecs() ([]modelSpec, error) {
 	var specs []modelSpec
 	for _, m := range c.Models {
-		path, err := c.findModel(m)
+		s, err := c.specOf(ModelConfig{Path: m})
 		if err != nil {
 			return nil, err
 		}
-		specs = append(specs, modelSpec{ModelConfig: ModelConfig{Path: path}})
+		specs = append(specs, s)
 	}
 	for _, m := range c.Model {
-		path, err := c.findModel(m.Path)
+		s, err := c.specOf(m)
 		if err != nil {
 			return nil, err
 		}
-		m.Path = path
-		specs = append(specs, modelSpec{ModelConfig: m})
+		specs = append(specs, s)
 	}
 	seen := map[string]string{}
-	for i := range specs {
-		if specs[i].Name == "" {
-			specs[i].Name = gguf.ModelKey(specs[i].Path)
+	for _, s := range specs {
+		where := s.Path
+		if s.reference {
+			where = "the reference engine"
 		}
-		if prev, dup := seen[specs[i].Name]; dup {
-			return nil, fmt.Errorf("model name %q is used by both %s and %s: give one a name", specs[i].Name, prev, specs[i].Path)
+		if prev, dup := seen[s.Name]; dup {
+			return nil, fmt.Errorf("model name %q is used by both %s and %s: give one a name", s.Name, prev, where)
 		}
-		seen[specs[i].Name] = specs[i].Path
+		seen[s.Name] = where
 	}
 	return specs, nil
 }
 
-func (c *Config) findModel(ref string) (string, error) {
+// specOf resolves one configured model. It is named by its configured
+// name, else by its file's base name (ModelName), never by the path it
+// was given.
+func (c *Config) specOf(m ModelConfig) (modelSpec, error) {
+	if m.Path == ReferenceModel {
+		if m.Name != "" && m.Name != ReferenceModel {
+			return modelSpec{}, fmt.Errorf("model %q: the reference engine is always named %s", m.Name, ReferenceModel)
+		}
+		m.Name = ReferenceModel
+		return modelSpec{ModelConfig: m, reference: true}, nil
+	}
+	path, builtin, err := c.findModel(m.Path)
+	if err != nil {
+		return modelSpec{}, err
+	}
+	m.Path = path
+	if m.Name == "" {
+		m.Name = ModelName(path)
+	}
+	return modelSpec{ModelConfig: m, builtin: builtin}, nil
+}
+
+// findModel is the file ref names: a path; else, for a name, the file of
+// that name (or NAME.gguf) in the models dir; else, for the built-in
+// default's name, the built-in model wherever it is found.
+func (c *Config) findModel(ref string) (path string, builtin bool, err error) {
 	candidates := []string{ref}
-	if !filepath.IsAbs(ref) && !strings.ContainsRune(ref, os.PathSeparator) {
+	if IsModelName(ref) {
 		candidates = append(candidates, filepath.Join(c.ModelsDir, ref), filepath.Join(c.ModelsDir, ref+".gguf"))
 	}
 	for _, p := range candidates {
 		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
-			return p, nil
+			return p, false, nil
 		}
 	}
-	return "", fmt.Errorf("model %q: no such file (looked in %s)", ref, strings.Join(candidates, ", "))
+	looked := strings.Join(candidates, ", ")
+	if IsModelName(ref) && ModelName(ref) == BuiltinModelName {
+		if b, ok := c.builtinSpec(); ok {
+			return b.Path, true, nil
+		}
+		looked += ", and for the built-in model in " + strings.Join(c.builtinModelPaths(), ", ")
+	}
+	return "", false, fmt.Errorf("model %q: no such file (looked in %s)", ref, looked)
+}
+
+// FindModel is the GGUF file ref names, as --model and `models` take it:
+// a path, a file in the models dir by name (with or without .gguf), or
+// the built-in default by its name. It returns the file and the name the
+// model is served as.
+func (c *Config) FindModel(ref string) (path, name string, err error) {
+	path, _, err = c.findModel(ref)
+	if err != nil {
+		return "", "", err
+	}
+	return path, ModelName(path), nil
 }
 
 // ErrOutsideModelsDir marks a model owner control named that is not a
@@ -108,7 +213,8 @@ var ErrOutsideModelsDir = errors.New("not a model in the models dir")
 // load nothing else.
 func (c *Config) modelInDir(name string) (string, error) {
 	if !IsModelName(name) {
-		return "", fmt.Errorf("model %q: %w: models are named by file name, not by path", name, ErrOutsideModelsDir)
+		return "", fmt.Errorf("model %q: %w: models are named by their file's base name, never by path (this one would be %q, once it is in the models dir %s)",
+			name, ErrOutsideModelsDir, ModelName(name), c.ModelsDir)
 	}
 	dir, err := filepath.EvalSymlinks(c.ModelsDir)
 	if err != nil {
@@ -130,10 +236,10 @@ func (c *Config) modelInDir(name string) (string, error) {
 }
 
 // builtinSpec finds the built-in default model, or reports false.
-func builtinSpec() (modelSpec, bool) {
-	for _, p := range builtinModelPaths() {
+func (c *Config) builtinSpec() (modelSpec, bool) {
+	for _, p := range c.builtinModelPaths() {
 		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
-			return modelSpec{ModelConfig: ModelConfig{Path: p, Name: gguf.ModelKey(p)}, builtin: true}, true
+			return modelSpec{ModelConfig: ModelConfig{Path: p, Name: ModelName(p)}, builtin: true}, true
 		}
 	}
 	return modelSpec{}, false
@@ -191,28 +297,27 @@ func scanInventory(ctx context.Context, dir string, log *slog.Logger) ([]*nodev1
 	return out, nil
 }
 
-// loadModels loads the configured models, or the built-in default, or —
-// with neither — the reference engine, so that the node always serves.
+// loadModels loads the configured models, or else the built-in default.
+// With neither the node serves no model, and says at WARN how to get one.
 func (n *Node) loadModels(stack *closers) error {
 	specs, err := n.cfg.modelSpecs()
 	if err != nil {
 		return err
 	}
 	if len(specs) == 0 {
-		if b, ok := builtinSpec(); ok {
-			specs = []modelSpec{b}
-		} else {
-			n.log.Info("no model configured and the built-in default model is not installed: serving the reference engine",
-				"model", "mesh-reference", "looked_in", builtinModelPaths())
-			_, err := n.models.add(n.wrapped(newReferenceModel(DefaultFidelity, referenceUJPerToken)))
-			return err
+		b, ok := n.cfg.builtinSpec()
+		if !ok {
+			n.log.Warn("no model is configured and the built-in default model was not found: "+n.cfg.NoModelHint(),
+				"looked_in", n.cfg.builtinModelPaths())
+			return nil
 		}
+		specs = []modelSpec{b}
 	}
 	for _, s := range specs {
 		start := time.Now()
-		m, err := openGGUF(s, n.cfg.Backend, max(n.cfg.API.Concurrency, ggufengine.DefaultSessions), n.hardware.Memory.TotalBytes, n.log)
+		m, err := n.openSpec(s, max(n.cfg.API.Concurrency, ggufengine.DefaultSessions))
 		if err != nil {
-			return fmt.Errorf("model %s: %w", s.Path, err)
+			return err
 		}
 		wm := n.wrapped(m)
 		if _, err := n.models.add(wm); err != nil {
@@ -220,10 +325,30 @@ func (n *Node) loadModels(stack *closers) error {
 			return err
 		}
 		stack.push("model "+m.Name(), func() error { return n.closeModel(wm) })
+		if s.reference {
+			n.log.Info("serving the reference engine, as configured: its answers are words derived from hashes, for tests", "model", m.Name())
+			continue
+		}
 		n.log.Info("serving model", "model", m.Name(), "file", s.Path, "builtin_default", s.builtin,
 			"bytes_mapped", m.Size(), "took", time.Since(start).Round(time.Millisecond))
 	}
 	return nil
+}
+
+// openSpec opens the model s names.
+func (n *Node) openSpec(s modelSpec, sessions int) (localModel, error) {
+	if s.reference {
+		uj := s.UJPerToken
+		if uj == 0 {
+			uj = referenceUJPerToken
+		}
+		return newReferenceModel(s.fidelity(), uj), nil
+	}
+	m, err := openGGUF(s, n.cfg.Backend, sessions, n.hardware.Memory.TotalBytes, n.log)
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", s.Path, err)
+	}
+	return m, nil
 }
 
 // wrapped is m as the test hook wrapModel makes it, or m.

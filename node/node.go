@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -472,12 +473,13 @@ func (n *Node) Status() Status {
 	if head.Next > 0 {
 		st.Steward.Last = head.Last.String()
 	}
+	st.NoModel = n.noModelHint()
 	for _, in := range n.models.all() {
 		st.Models = append(st.Models, ModelStatus{Name: in.m.Name(), Instance: in.id, Context: in.m.ContextLength(),
 			SizeBytes: in.m.Size(), InFlight: in.gate.inFlight(), Backend: in.m.Backend(), Devices: engine.DevicesOf(in.m.Engine())})
 	}
 	for _, p := range n.mesh.Peers() {
-		ps := PeerStatus{ID: p.ID.String(), Models: p.Models(), Admission: p.Admission().String()}
+		ps := PeerStatus{ID: p.ID.String(), Models: p.Models(), Admission: AdmissionName(p.Admission())}
 		if p.RTT > 0 {
 			ps.RTTMillis = float64(p.RTT.Microseconds()) / 1000
 		}
@@ -487,6 +489,14 @@ func (n *Node) Status() Status {
 		st.Peers = append(st.Peers, ps)
 	}
 	return st
+}
+
+// noModelHint says how to get a model while the node serves none, else "".
+func (n *Node) noModelHint() string {
+	if len(n.models.all()) > 0 {
+		return ""
+	}
+	return n.cfg.NoModelHint()
 }
 
 // Status is the node's own report.
@@ -501,8 +511,10 @@ type Status struct {
 	} `json:"steward"`
 	Grants steward.GrantStatus `json:"grants"`
 	Models []ModelStatus       `json:"models"`
-	Peers  []PeerStatus        `json:"peers"`
-	Meter  meters.Report       `json:"meter"`
+	// NoModel, only while the node serves no model, says how to get one.
+	NoModel string        `json:"no_model,omitempty"`
+	Peers   []PeerStatus  `json:"peers"`
+	Meter   meters.Report `json:"meter"`
 }
 
 // ModelStatus is one served model in Status.
@@ -517,6 +529,14 @@ type ModelStatus struct {
 	// for these devices.
 	Backend string    `json:"backend"`
 	Devices hw.Domain `json:"devices"`
+}
+
+// AdmissionName is a peer's inference admission state as /api/status
+// shows it: the enum's name without its prefix, in lower case
+// ("accepting", "accepting_deprioritized", "remote_paused", "all_paused",
+// "unspecified").
+func AdmissionName(a nodev1.InferenceAdmissionState) string {
+	return strings.ToLower(strings.TrimPrefix(a.String(), "INFERENCE_ADMISSION_STATE_"))
 }
 
 // PeerStatus is one peer in Status.

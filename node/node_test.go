@@ -132,12 +132,12 @@ func generate(t *testing.T, n *Node, path, body string) (string, json.RawMessage
 	return c.Text + c.Message.Content, answer.Usage.Energy
 }
 
-// TestReferenceServeWithReceipt: with no model and no built-in model file,
-// the node serves mesh-reference, and the receipt in usage.energy verifies
-// under the node's key, chains, and is held by the witness endpoint.
+// TestReferenceServeWithReceipt: a node configured with the reference
+// engine (models = ["mesh-reference"]) serves it as mesh-reference, and
+// the receipt in usage.energy verifies under the node's key, chains, and
+// is held by the witness endpoint.
 func TestReferenceServeWithReceipt(t *testing.T) {
-	t.Setenv("MESHNODE_DEFAULT_MODEL", "none")
-	n, _ := startNode(t, Config{})
+	n, _ := startNode(t, Config{Models: []string{ReferenceModel}})
 
 	resp, err := http.Get("http://" + n.HTTPAddr().String() + "/v1/models")
 	if err != nil {
@@ -221,8 +221,7 @@ func TestReferenceServeWithReceipt(t *testing.T) {
 // TestShutdownDrains: a cancelled node finishes the request in flight and
 // then Serve returns nil.
 func TestShutdownDrains(t *testing.T) {
-	t.Setenv("MESHNODE_DEFAULT_MODEL", "none")
-	n, stop := startNode(t, Config{})
+	n, stop := startNode(t, Config{Models: []string{ReferenceModel}})
 	resp := post(t, n, "/v1/completions", `{"model":"mesh-reference","prompt":"x","max_tokens":400,"stream":true}`)
 	defer resp.Body.Close()
 	r := bufio.NewReader(resp.Body)
@@ -357,15 +356,22 @@ func readChatStream(t *testing.T, r io.Reader) (string, streamEnergy) {
 	return text.String(), energy
 }
 
-// TestRelayAcrossMesh: node B serves the fortunes model, node A only the
-// reference engine; A joins B with B's invite token, and a streamed
-// request to A for B's model is answered by B through the mesh tunnel,
-// with B's receipt.
+// TestRelayAcrossMesh: node B serves the fortunes model, node A none (it
+// has no model and finds no built-in one); A joins B with B's invite
+// token, and a streamed request to A for B's model is answered by B
+// through the mesh tunnel, with B's receipt.
 func TestRelayAcrossMesh(t *testing.T) {
 	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
 	b, _ := startNode(t, Config{})
 	t.Setenv("MESHNODE_DEFAULT_MODEL", "none")
 	a, _ := startNode(t, Config{Join: []string{b.invite}})
+	if names := a.models.names(); len(names) != 0 {
+		t.Fatalf("A serves %v, want no model", names)
+	}
+	waitFor(t, "A to list B", func() bool { return len(a.Status().Peers) == 1 })
+	if got := a.Status().Peers[0].Admission; got != "accepting" {
+		t.Fatalf("B's admission in A's status: %q, want accepting", got)
+	}
 
 	deadline := time.Now().Add(20 * time.Second)
 	for len(a.mesh.PeersHosting(fortunesModel)) == 0 {

@@ -51,7 +51,7 @@ func TestAttackLocalTakeover(t *testing.T) {
 	if err := os.Symlink(filepath.Join(outside, "private.gguf"), filepath.Join(models, "escape.gguf")); err != nil {
 		t.Fatal(err)
 	}
-	n, _ := startNode(t, Config{StateDir: state, ModelsDir: models})
+	n, _ := startNode(t, Config{StateDir: state, ModelsDir: models, Models: []string{ReferenceModel}})
 	base := "http://" + n.HTTPAddr().String() + control.HTTPPrefix
 	staged := OwnerConfigPath(state)
 
@@ -171,7 +171,7 @@ func TestAttackDiskFull(t *testing.T) {
 		t.Skipf("cannot mount a tmpfs to fill (needs root): %v: %s", err, out)
 	}
 	t.Cleanup(func() { exec.Command("umount", "-l", state).Run() })
-	n, stop := startNode(t, Config{StateDir: state})
+	n, stop := startNode(t, Config{StateDir: state, Models: []string{ReferenceModel}})
 	generate(t, n, "/v1/completions", `{"model":"mesh-reference","prompt":"Love is","max_tokens":2}`)
 
 	filler, err := os.Create(filepath.Join(state, "filler"))
@@ -212,5 +212,5 @@ func TestAttackDiskFull(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	startNode(t, Config{StateDir: state}) // the journal replays whole
+	startNode(t, Config{StateDir: state, Models: []string{ReferenceModel}}) // the journal replays whole
 }

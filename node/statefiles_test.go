@@ -58,9 +58,8 @@ func refusedStart(t *testing.T, cfg Config) error {
 // After `meshnode journal accept-rollback` the node starts, and does just
 // that, as the command warns.
 func TestAttackJournalRollbackRefusesStart(t *testing.T) {
-	t.Setenv("MESHNODE_DEFAULT_MODEL", "none")
 	dir := t.TempDir()
-	n, stop := startNode(t, Config{StateDir: dir})
+	n, stop := startNode(t, Config{StateDir: dir, Models: []string{ReferenceModel}})
 	caller, chain := issueGrant(t, n)
 	presented, _, err := grant.PresentBody([]byte(`{"model":"mesh-reference","max_tokens":4,
 		"messages":[{"role":"user","content":"hi"}],"metadata":{"joule_ceiling_uj":"1000000"}}`), chain, caller, nil)
@@ -122,7 +121,7 @@ func TestAttackJournalRollbackRefusesStart(t *testing.T) {
 	if _, err := journal.AcceptRollback(path, journal.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	n, _ = startNode(t, Config{StateDir: dir})
+	n, _ = startNode(t, Config{StateDir: dir, Models: []string{ReferenceModel}})
 	if got := n.steward.Head().Next; got != 0 {
 		t.Fatalf("after accepting the cut the chain continues at %d, want 0 (the cut receipts are forgotten)", got)
 	}

@@ -33,7 +33,7 @@ func configCommand() *cli.Command {
 				Usage: "print each new revision as it is applied, until interrupted",
 				Flags: []cli.Flag{
 					&cli.BoolFlag{Name: "snapshot", Usage: "start with the current configuration"},
-					&cli.IntFlag{Name: "count", Usage: "stop after this many updates (0: never)"},
+					&cli.IntFlag{Name: "count", Usage: "stop after printing this many revisions, the --snapshot one included (0: never)"},
 					&cli.BoolFlag{Name: "json", Usage: "print each event as a line of JSON"},
 				},
 				Action: configWatch,
@@ -89,8 +89,8 @@ func configWatch(c *cli.Context) error {
 				}
 				return err
 			}
-			if ev.GetUpdate() != nil {
-				updates++
+			if ev.GetUpdate() != nil || ev.GetSnapshot() != nil {
+				updates++ // a revision printed: the current one, or one applied
 			}
 			if c.Bool("json") {
 				b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(ev)

@@ -12,6 +12,30 @@ import (
 	"github.com/meshnode/meshnode/node/identity"
 )
 
+// startDaemon runs a real meshnode in-process on loopback with cfg (its
+// state dir, models, owners) and returns it once it serves.
+func startDaemon(t *testing.T, cfg node.Config) *node.Node {
+	t.Helper()
+	cfg.HTTPAddr, cfg.QUICAddr, cfg.Discovery = "127.0.0.1:0", "127.0.0.1:0", "none"
+	cfg.Energy = node.EnergyConfig{Meter: "estimator", EstimatorWatts: 5}
+	n, err := node.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-n.Ready():
+	case err := <-done:
+		t.Fatalf("node stopped: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("node not ready")
+	}
+	return n
+}
+
 // TestAgainstRunningNode drives a real meshnode (started in-process, on
 // loopback) with meshcli: it reads the node's status, models and invite
 // through the API, and then, as the node's owner, drives it over
@@ -30,23 +54,8 @@ func TestAgainstRunningNode(t *testing.T) {
 	ownerID := strings.TrimSpace(firstField(c.ok("auth", "status"), "did:key:"))
 	c.ok("auth", "sign-node", "-o", filepath.Join(state, "node.ownership"), nodeKey.ID().String())
 
-	cfg := node.Config{StateDir: state, HTTPAddr: "127.0.0.1:0", QUICAddr: "127.0.0.1:0", Discovery: "none",
-		Control: node.ControlConfig{OwnerKeys: []string{ownerID}}, Energy: node.EnergyConfig{Meter: "estimator", EstimatorWatts: 5}}
-	n, err := node.New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- n.Serve(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	select {
-	case <-n.Ready():
-	case err := <-done:
-		t.Fatalf("node stopped: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("node not ready")
-	}
+	n := startDaemon(t, node.Config{StateDir: state, Models: []string{node.ReferenceModel},
+		Control: node.ControlConfig{OwnerKeys: []string{ownerID}}})
 	c.api = "http://" + n.HTTPAddr().String()
 
 	if out := c.ok("status"); !strings.Contains(out, nodeKey.ID().String()[:12]) || !strings.Contains(out, "mesh-reference") {
@@ -92,4 +101,16 @@ func firstField(text, prefix string) string {
 		}
 	}
 	return ""
+}
+
+// TestStatusNoModel: meshcli status of a node that serves no model says
+// so, and how to get one.
+func TestStatusNoModel(t *testing.T) {
+	t.Setenv("MESHNODE_DEFAULT_MODEL", "none")
+	n := startDaemon(t, node.Config{StateDir: t.TempDir()})
+	c := newCLI(t, "http://"+n.HTTPAddr().String())
+	out := c.ok("status")
+	if !strings.Contains(out, "Serving nothing: this node serves no model") || !strings.Contains(out, "meshcli load NAME") {
+		t.Fatalf("status of a node without a model:\n%s", out)
+	}
 }

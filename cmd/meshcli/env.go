@@ -52,6 +52,13 @@ func getJSON(c *cli.Context, path string, out any) error {
 // when it is not nil, and decodes a 200 answer into out; flag names the
 // option that set base, for errors.
 func callJSON(c *cli.Context, flag, base, method, path string, body []byte, out any) error {
+	if flag == "--api" && c.String("endpoint") != "" {
+		// --endpoint reaches owner control, which carries no API: reading
+		// the local API instead would answer about another node.
+		return fmt.Errorf("`%s` reads a node's HTTP API (--api), which --endpoint (owner control) does not reach: "+
+			"leave out --endpoint (and unset MESHCLI_ENDPOINT) and run it on that node's machine or point --api at its API; "+
+			"over owner control, `meshcli --endpoint TOKEN config get` shows the models a node serves and `scan-refresh` those on its disk", c.Command.HelpName)
+	}
 	e := envOf(c)
 	base = strings.TrimRight(base, "/")
 	var rd io.Reader

@@ -156,9 +156,9 @@ func fakeAPI(t *testing.T, n *controltest.Node) *httptest.Server {
 		"models":  []any{map[string]any{"name": "meshnode-fortunes-q8_0", "context": 2048, "size_bytes": 13_107_200}},
 		"peers": []any{
 			map[string]any{"id": peer.ID().String(), "addrs": []string{"192.168.1.20:9338", "10.0.0.2:9338"}, "rtt_ms": 1.25,
-				"models": []string{"qwen2-0.5b", "tinyllama"}, "admission": "ACCEPTING"},
+				"models": []string{"qwen2-0.5b", "tinyllama"}, "admission": "accepting"},
 			map[string]any{"id": controltest.Key(t, 30).ID().String(), "addrs": []string{"192.168.1.21:9338"}, "models": []string{},
-				"admission": "UNSPECIFIED"},
+				"admission": "INFERENCE_ADMISSION_STATE_REMOTE_PAUSED"}, // as an older node says it
 		},
 		"meter": map[string]any{"selected": "estimator", "why": "no energy counter on this machine", "forced": false},
 		"grants": map[string]any{"honoured": true, "unresolved": []any{map[string]any{
@@ -209,6 +209,27 @@ func TestReadCommands(t *testing.T) {
 	var st map[string]any
 	if err := json.Unmarshal([]byte(c.ok("status", "--json")), &st); err != nil || st["version"] != "1.4.0" {
 		t.Fatalf("status --json: %v %v", st, err)
+	}
+}
+
+// TestEndpointRefusedByAPIReaders: the commands that read a node's HTTP
+// API refuse --endpoint (and MESHCLI_ENDPOINT), which they cannot honour,
+// instead of reading the local node and answering about it.
+func TestEndpointRefusedByAPIReaders(t *testing.T) {
+	n := controltest.Start(t, controltest.Options{})
+	c := newCLI(t, fakeAPI(t, n).URL)
+	c.globals = []string{"--endpoint", n.Token(t)}
+	for _, args := range [][]string{{"status"}, {"peers"}, {"models"}, {"invite"}, {"status", "--json"}} {
+		msg := c.fail(args...)
+		if !strings.Contains(msg, "`meshcli "+args[0]+"` reads a node's HTTP API") || !strings.Contains(msg, "does not reach") ||
+			!strings.Contains(msg, "scan-refresh") {
+			t.Errorf("meshcli --endpoint … %s: %q", strings.Join(args, " "), msg)
+		}
+	}
+	c.globals = nil
+	t.Setenv("MESHCLI_ENDPOINT", n.Token(t))
+	if msg := c.fail("status"); !strings.Contains(msg, "MESHCLI_ENDPOINT") {
+		t.Errorf("with MESHCLI_ENDPOINT: %q", msg)
 	}
 }
 
@@ -342,7 +363,7 @@ func TestWatch(t *testing.T) {
 			c.globals = globals
 			out := &syncBuffer{}
 			done := make(chan int, 1)
-			go func() { done <- c.runWith(out, out, "config", "watch", "--snapshot", "--count", "1") }()
+			go func() { done <- c.runWith(out, out, "config", "watch", "--snapshot", "--count", "2") }()
 			controltest.WaitFor(t, "the watch to start", func() bool { return strings.Contains(out.String(), "(current)") })
 			snap, err := n.Owned(t).GetConfig(context.Background())
 			if err != nil {
@@ -362,6 +383,29 @@ func TestWatch(t *testing.T) {
 			}
 			golden(t, "watch-"+name+".txt", c.normalise(out.String()))
 		})
+	}
+}
+
+// TestWatchSnapshotCounts: config watch --snapshot --count 1 prints the
+// current revision and exits (the snapshot is a revision printed; it used
+// to wait for an update that might never come).
+func TestWatchSnapshotCounts(t *testing.T) {
+	n := controltest.Start(t, controltest.Options{})
+	c := newCLI(t, fakeAPI(t, n).URL)
+	done := make(chan struct{})
+	var out, errOut string
+	var code int
+	go func() {
+		defer close(done)
+		out, errOut, code = c.run("config", "watch", "--snapshot", "--count", "1")
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("config watch --snapshot --count 1 did not exit after the snapshot")
+	}
+	if code != 0 || strings.Count(out, "(current)") != 1 || strings.Contains(out, "(applied)") {
+		t.Fatalf("exit %d:\n%s%s", code, out, errOut)
 	}
 }
 

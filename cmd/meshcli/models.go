@@ -28,8 +28,9 @@ func modelsCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "models",
 		Usage: "list models: served here, hosted in the mesh, and on the node's disk",
-		Description: "Served and hosted models come from the local node's API. The on-disk inventory is a fresh\n" +
-			"scan (scan-refresh) of the local node, or of the node named by --endpoint.",
+		Description: "Served and hosted models come from the local node's API (--api). The on-disk inventory is a\n" +
+			"fresh scan (scan-refresh) of the same node. For a node you reach with --endpoint, use\n" +
+			"`meshcli --endpoint TOKEN config get` (what it serves) and `scan-refresh` (what is on its disk).",
 		Flags: []cli.Flag{jsonFlag, &cli.BoolFlag{Name: "no-scan", Usage: "skip the on-disk inventory"}},
 		Action: func(c *cli.Context) error {
 			var list modelList

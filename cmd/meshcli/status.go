@@ -23,8 +23,10 @@ type statusDoc struct {
 		Context   int    `json:"context"`
 		SizeBytes uint64 `json:"size_bytes"`
 	} `json:"models"`
-	Peers []peerDoc `json:"peers"`
-	Meter struct {
+	// NoModel, from a node that serves no model, says how to get one.
+	NoModel string    `json:"no_model"`
+	Peers   []peerDoc `json:"peers"`
+	Meter   struct {
 		Selected string `json:"selected"`
 		Why      string `json:"why"`
 	} `json:"meter"`
@@ -107,12 +109,20 @@ func printStatus(c *cli.Context, st *statusDoc) error {
 		}
 	}
 	fmt.Fprintln(w)
-	t := newTable(w, "SERVING", "CONTEXT", "SIZE")
-	for _, m := range st.Models {
-		t.row(m.Name, strconv.Itoa(m.Context), humanBytes(m.SizeBytes))
-	}
-	if err := t.flush(); err != nil {
-		return err
+	if len(st.Models) == 0 {
+		msg := "this node serves no model"
+		if st.NoModel != "" {
+			msg = st.NoModel
+		}
+		fmt.Fprintf(w, "Serving nothing: %s.\n", strings.TrimSuffix(msg, "."))
+	} else {
+		t := newTable(w, "SERVING", "CONTEXT", "SIZE")
+		for _, m := range st.Models {
+			t.row(m.Name, strconv.Itoa(m.Context), humanBytes(m.SizeBytes))
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintln(w)
 	return printPeers(c, st.Peers)
@@ -158,7 +168,7 @@ func printPeers(c *cli.Context, peers []peerDoc) error {
 				addr += fmt.Sprintf(" (+%d)", len(p.Addrs)-1)
 			}
 		}
-		t.row(short(p.ID), rtt, orDash(p.Admission), addr, orDash(strings.Join(p.Models, ", ")))
+		t.row(short(p.ID), rtt, admissionWords(p.Admission), addr, orDash(strings.Join(p.Models, ", ")))
 	}
 	return t.flush()
 }
@@ -168,4 +178,23 @@ func plural(n int, what string) string {
 		return "1 " + what
 	}
 	return strconv.Itoa(n) + " " + what + "s"
+}
+
+// admissionWords says a peer's admission state (node.AdmissionName, or
+// the raw enum an older node reports) in words.
+func admissionWords(a string) string {
+	a = strings.ToLower(strings.TrimPrefix(strings.ToUpper(a), "INFERENCE_ADMISSION_STATE_"))
+	switch a {
+	case "accepting":
+		return "accepting"
+	case "accepting_deprioritized":
+		return "deprioritized"
+	case "remote_paused":
+		return "paused (remote)"
+	case "all_paused":
+		return "paused"
+	case "", "unspecified":
+		return "unknown"
+	}
+	return strings.ReplaceAll(a, "_", " ")
 }

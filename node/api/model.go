@@ -108,6 +108,14 @@ type Registry interface {
 	List() []ModelInfo
 }
 
+// NoModelHinter is a Registry that can say how to get a model when its
+// node serves none: GET /v1/models carries the hint as "hint", and a
+// request for a model nothing serves says it in its 404.
+type NoModelHinter interface {
+	// NoModelHint is how to get a model, or "" while the node serves one.
+	NoModelHint() string
+}
+
 // Mesh is what the API needs of the mesh to relay a request.
 type Mesh interface {
 	// HostsOf returns the peers serving model, best first (admission

@@ -343,8 +343,15 @@ func (s *Server) unknownModel(model string, forwarded bool) *Error {
 	if forwarded {
 		where = "on this node (the request was relayed here)"
 	}
+	available := "available: " + strings.Join(names, ", ")
+	if len(names) == 0 {
+		available = "no model is available"
+		if h := s.noModelHint(forwarded); h != "" {
+			available += "; " + h
+		}
+	}
 	e := Errorf(http.StatusNotFound, "invalid_request_error", "model_not_found",
-		"model %q is not served %s; available: %s", model, where, strings.Join(names, ", "))
+		"model %q is not served %s; %s", model, where, available)
 	e.Param = "model"
 	return e
 }
@@ -420,7 +427,20 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 		}
 		data = append(data, o)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+	list := map[string]any{"object": "list", "data": data}
+	if h := s.noModelHint(r.Header.Get(ForwardedHeader) != ""); h != "" {
+		list["hint"] = h
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+// noModelHint is the registry's NoModelHint, if it has one; never for a
+// request relayed from the mesh (the hint names the node's own paths).
+func (s *Server) noModelHint(forwarded bool) string {
+	if h, ok := s.registry.(NoModelHinter); ok && !forwarded {
+		return h.NoModelHint()
+	}
+	return ""
 }
 
 func (s *Server) handleSteward(w http.ResponseWriter, r *http.Request) {

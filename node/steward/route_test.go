@@ -159,6 +159,24 @@ func TestNoAdmissibleServeError(t *testing.T) {
 	}
 }
 
+// TestNoBackendsYet: a steward may start with no backend (a node that
+// serves no model until its owner loads one): it refuses serves at the
+// route, and serves once a backend is added.
+func TestNoBackendsYet(t *testing.T) {
+	s := newSteward(t, Config{})
+	req := genRequest(4, 4, receipt.F0, 1_000_000)
+	_, err := s.Serve(context.Background(), req, promptOf(4), func(uint32) error { return nil })
+	if !errors.Is(err, ErrNoAdmissibleBackend) {
+		t.Fatalf("serve with no backend: %v, want ErrNoAdmissibleBackend", err)
+	}
+	if err := s.AddBackend(Backend{Name: "late", Engine: newFake(receipt.F2, 1)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Serve(context.Background(), req, promptOf(4), func(uint32) error { return nil }); err != nil {
+		t.Fatalf("serve after AddBackend: %v", err)
+	}
+}
+
 func TestNewRefusesBadConfig(t *testing.T) {
 	good := backendsOf(backendSpec{"a", receipt.F1, 1, 0})
 	bad := newFake(9, 1)
@@ -170,7 +188,6 @@ func TestNewRefusesBadConfig(t *testing.T) {
 	}{
 		{"no key", Config{Meter: &fakeMeter{}, Backends: good}},
 		{"no meter", Config{Key: testKey(t, 1), Backends: good}},
-		{"no backends", Config{Key: testKey(t, 1), Meter: &fakeMeter{}}},
 		{"unnamed backend", Config{Key: testKey(t, 1), Meter: &fakeMeter{}, Backends: []Backend{{Engine: newFake(1, 1)}}}},
 		{"duplicate backend", Config{Key: testKey(t, 1), Meter: &fakeMeter{}, Backends: append(good, good...)}},
 		{"nil engine", Config{Key: testKey(t, 1), Meter: &fakeMeter{}, Backends: []Backend{{Name: "x"}}}},

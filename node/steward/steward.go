@@ -31,7 +31,9 @@ type Config struct {
 	// estimator. A hw.DeviceMeter is told which devices each serve's
 	// engine runs on (engine.DevicesOf).
 	Meter hw.Meter
-	// Backends in registration order, the router's tie-break.
+	// Backends in registration order, the router's tie-break. There may
+	// be none: a node that serves no model yet adds them as it loads them
+	// (AddBackend).
 	Backends []Backend
 	// Durable is the steward's decision journal (§2.2), opened (and so
 	// locked) by journal.Open. With it the steward decides JCP grants
@@ -97,9 +99,6 @@ func New(cfg Config) (*Steward, error) {
 	}
 	if cfg.Meter == nil {
 		return nil, errors.New("steward: no meter")
-	}
-	if len(cfg.Backends) == 0 {
-		return nil, errors.New("steward: no backends")
 	}
 	for i, b := range cfg.Backends {
 		if err := checkBackend(b, cfg.Backends[:i]); err != nil {

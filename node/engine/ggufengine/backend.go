@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/meshnode/meshnode/cuda"
+	"github.com/meshnode/meshnode/cuda/driver"
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/backend"
 	"github.com/meshnode/meshnode/gguf/cpu"
@@ -43,6 +44,15 @@ func devicesOf(backend string) hw.Domain {
 
 // cudaUnavailable says once per process why models stay on the CPU.
 var cudaUnavailable sync.Once
+
+// noGPULine is the one short line a machine without a usable NVIDIA GPU
+// gets at every start (the whole reason goes to the debug log).
+func noGPULine(err error) string {
+	if errors.Is(err, driver.ErrNoLibrary) {
+		return "no NVIDIA driver (libcuda.so.1): models run on the CPU"
+	}
+	return "no usable CUDA device: models run on the CPU"
+}
 
 // cudaOptions open the CUDA backend (tests point Library at a stand-in).
 var cudaOptions cuda.Options
@@ -83,7 +93,7 @@ func loadOnBackend(f *gguf.File, cfg Config, log *slog.Logger) (be backend.Backe
 			return nil, nil, 0, err
 		}
 		if errors.Is(err, cuda.ErrNoDevice) {
-			cudaUnavailable.Do(func() { log.Info("models run on the CPU", "reason", err) })
+			cudaUnavailable.Do(func() { log.Info(noGPULine(err)); log.Debug("why there is no CUDA device", "err", err) })
 		} else {
 			log.Warn("the CUDA backend failed to start; the model runs on the CPU", "err", err)
 		}

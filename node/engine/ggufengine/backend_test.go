@@ -61,6 +61,17 @@ func TestBackendChoice(t *testing.T) {
 	if n := strings.Count(buf.String(), "models run on the CPU"); n != 1 || !strings.Contains(buf.String(), "libcuda.so.1") {
 		t.Errorf("the fallback was said %d times:\n%s", n, buf.String())
 	}
+	// One short line at info on every machine without NVIDIA; the whole
+	// reason (the loader's error, the path it tried) only at debug.
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		if strings.Contains(line, "level=INFO") && strings.Contains(line, "CPU") &&
+			(len(line) > 160 || strings.Contains(line, "/nonexistent") || !strings.Contains(line, `msg="no NVIDIA driver (libcuda.so.1): models run on the CPU"`)) {
+			t.Errorf("the info line is not one short line: %s", line)
+		}
+	}
+	if !strings.Contains(buf.String(), "level=DEBUG") || !strings.Contains(buf.String(), "/nonexistent/libcuda.so.1") {
+		t.Errorf("the reason is not at debug:\n%s", buf.String())
+	}
 }
 
 // TestDevicesOf: each backend's serves run on the devices the meter must
