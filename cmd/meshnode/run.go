@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -9,10 +10,13 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
+	"strings"
 	"time"
 
 	"github.com/meshnode/meshnode/gguf/chat"
 	"github.com/meshnode/meshnode/gguf/sample"
+	"github.com/meshnode/meshnode/node"
+	"github.com/meshnode/meshnode/node/engine"
 	"github.com/meshnode/meshnode/node/engine/ggufengine"
 	"github.com/urfave/cli/v2"
 )
@@ -23,10 +27,17 @@ import (
 func runCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "run",
-		Usage:     "generate text from a GGUF model on this machine",
-		ArgsUsage: "MODEL.gguf",
+		Usage:     "generate text from a GGUF model on this machine: once (-p, or text piped on stdin), or interactively",
+		ArgsUsage: "MODEL",
+		Description: "MODEL is what --model takes: a GGUF file's path, the name of a file in the models dir (with\n" +
+			"or without .gguf), or the built-in model's name (" + node.BuiltinModelName + ").\n" +
+			"The prompt is -p TEXT, or else the text piped on stdin. With neither, on a terminal (or with -i),\n" +
+			"meshnode run reads one message a line and answers each (a conversation, through the model's\n" +
+			"chat template, when it has one or with --chat; else each line is continued on its own);\n" +
+			"/clear forgets the conversation, /bye or Ctrl-D leaves, Ctrl-C stops an answer.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "prompt", Aliases: []string{"p"}, Usage: "the text to continue (or, with --chat, the user's message)"},
+			&cli.BoolFlag{Name: "interactive", Aliases: []string{"i"}, Usage: "read a message a line from stdin and answer each (the default on a terminal without -p)"},
 			&cli.BoolFlag{Name: "chat", Usage: "render the prompt through the model's chat template"},
 			&cli.IntFlag{Name: "max-tokens", Aliases: []string{"n"}, Value: 128, Usage: "the most tokens to generate"},
 			&cli.Float64Flag{Name: "temp", Usage: "sampling temperature; 0 decodes greedily"},
@@ -47,90 +58,272 @@ func runCommand() *cli.Command {
 		// which urfave/cli v2 does not parse: the action parses them.
 		SkipFlagParsing: true,
 		Action: func(parent *cli.Context) error {
-			c, file, err := parseInterspersed(parent)
+			c, ref, err := parseInterspersed(parent)
 			if errors.Is(err, flag.ErrHelp) {
 				return cli.ShowCommandHelp(parent.Lineage()[1], "run")
 			}
 			if err != nil {
 				return err
 			}
+			cfg, err := loadConfig(parent)
+			if err != nil {
+				return err
+			}
+			file, name, err := cfg.FindModel(ref)
+			if err != nil {
+				return fmt.Errorf("run: %w (MODEL is a GGUF file's path, a model's name in %s, or %s)", err, cfg.ModelsDir, node.BuiltinModelName)
+			}
+			// What to do, decided before the model loads: one prompt (-p, or
+			// stdin when it is not a terminal), or a conversation.
+			in := c.App.Reader
+			if in == nil {
+				in = os.Stdin
+			}
+			interactive := c.Bool("interactive") || !c.IsSet("prompt") && isTerminal(in)
+			if interactive && c.IsSet("prompt") {
+				return errors.New("run: -p gives one prompt and -i reads them from stdin: give one of them")
+			}
+			text := c.String("prompt")
+			if !interactive && !c.IsSet("prompt") {
+				b, err := io.ReadAll(io.LimitReader(in, maxRunPrompt+1))
+				if err != nil {
+					return fmt.Errorf("run: reading the prompt from stdin: %w", err)
+				}
+				if len(b) > maxRunPrompt {
+					return fmt.Errorf("run: the prompt on stdin is over %d bytes", maxRunPrompt)
+				}
+				if text = strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r"); strings.TrimSpace(text) == "" {
+					return errors.New("run: no prompt: give -p TEXT, pipe the text on stdin, or run it on a terminal (or with -i) to chat")
+				}
+			}
+			r := &runner{
+				gen: ggufengine.Generation{
+					Sampling: sample.Params{
+						Temperature:      c.Float64("temp"),
+						TopK:             c.Int("top-k"),
+						TopP:             c.Float64("top-p"),
+						MinP:             c.Float64("min-p"),
+						RepeatPenalty:    c.Float64("repeat-penalty"),
+						PresencePenalty:  c.Float64("presence-penalty"),
+						FrequencyPenalty: c.Float64("frequency-penalty"),
+						PenaltyWindow:    c.Int("repeat-last-n"),
+						Seed:             rand.Uint64(),
+					},
+					Stop:      c.StringSlice("stop"),
+					MaxTokens: max(0, c.Int("max-tokens")),
+				},
+				seeded: c.IsSet("seed"),
+				out:    c.App.Writer,
+				info:   c.App.ErrWriter,
+			}
+			if r.seeded {
+				r.gen.Sampling.Seed = c.Uint64("seed")
+			}
+			if err := r.gen.Sampling.Validate(); err != nil { // before any output
+				return err
+			}
+
 			start := time.Now()
 			m, err := ggufengine.Load(file, ggufengine.Config{
-				Threads: c.Int("threads"), Context: c.Int("ctx"), KV: c.String("kv"), Sessions: 1,
+				Name: name, Threads: c.Int("threads"), Context: c.Int("ctx"), KV: c.String("kv"), Sessions: 1,
 			})
 			if err != nil {
 				return err
 			}
 			defer m.Close()
-			loaded := time.Since(start)
-
-			text := c.String("prompt")
-			parseSpecial := false
-			if c.Bool("chat") {
-				if text, err = m.ApplyChat([]chat.Message{{Role: "user", Content: text}}); err != nil {
-					return err
-				}
-				parseSpecial = true
+			r.m, r.loaded = m, time.Since(start)
+			r.chat = c.Bool("chat") || interactive && m.Template().Kind() != "transcript"
+			if interactive {
+				return r.converse(c.Context, in)
 			}
-			prompt := m.Tokenize(text, true, parseSpecial)
-			gen := ggufengine.Generation{
-				Sampling: sample.Params{
-					Temperature:      c.Float64("temp"),
-					TopK:             c.Int("top-k"),
-					TopP:             c.Float64("top-p"),
-					MinP:             c.Float64("min-p"),
-					RepeatPenalty:    c.Float64("repeat-penalty"),
-					PresencePenalty:  c.Float64("presence-penalty"),
-					FrequencyPenalty: c.Float64("frequency-penalty"),
-					PenaltyWindow:    c.Int("repeat-last-n"),
-					Seed:             rand.Uint64(),
-				},
-				Stop:      c.StringSlice("stop"),
-				MaxTokens: max(0, c.Int("max-tokens")),
-			}
-			if c.IsSet("seed") {
-				gen.Sampling.Seed = c.Uint64("seed")
-			}
-			if err := gen.Sampling.Validate(); err != nil { // before any output
-				return err
-			}
-
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt)
 			defer stop()
-			dec := m.NewDecoder()
-			w := c.App.Writer
-			if !c.Bool("chat") {
-				fmt.Fprint(w, text)
-			}
-			var first time.Time
-			serveStart := time.Now()
-			out, err := m.Engine().Generate(ctx, prompt, gen, func(tok uint32) error {
-				if first.IsZero() {
-					first = time.Now()
-				}
-				s, err := dec.Next(tok)
-				fmt.Fprint(w, s)
-				return err
-			})
-			fmt.Fprintln(w, dec.Flush())
-			end := time.Now()
-			if err != nil && !errors.Is(err, context.Canceled) {
-				return err
-			}
-
-			info := c.App.ErrWriter
-			mc := m.Config()
-			fmt.Fprintf(info, "\n%s: %s %s, %d layers, %d threads, loaded in %v\n", m.Name(), mc.Arch, m.Facts().QuantizationType, mc.Layers, m.Threads(), loaded.Round(time.Millisecond))
-			if !first.IsZero() {
-				pre := first.Sub(serveStart)
-				fmt.Fprintf(info, "prompt: %d tokens in %v (%.1f tok/s)\n", out.TokensIn, pre.Round(time.Millisecond), float64(out.TokensIn)/pre.Seconds())
-				if out.TokensOut > 1 {
-					dt := end.Sub(first)
-					fmt.Fprintf(info, "output: %d tokens, %.1f tok/s after the first\n", out.TokensOut, float64(out.TokensOut-1)/dt.Seconds())
-				}
-			}
-			return nil
+			return r.once(ctx, text)
 		},
+	}
+}
+
+// maxRunPrompt bounds a prompt read from stdin.
+const maxRunPrompt = 16 << 20
+
+// isTerminal reports whether r is a terminal (a character device), as
+// stdin is when nothing is piped to it.
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// runner generates with one model for meshnode run.
+type runner struct {
+	m         *ggufengine.Model
+	loaded    time.Duration
+	gen       ggufengine.Generation
+	seeded    bool // --seed given: every generation uses it
+	chat      bool
+	out, info io.Writer
+}
+
+// once generates for one prompt: raw text is echoed and continued; a chat
+// message is rendered through the template and answered. The rates go to
+// the info writer.
+func (r *runner) once(ctx context.Context, text string) error {
+	prompt, err := r.tokens([]chat.Message{{Role: "user", Content: text}}, text)
+	if err != nil {
+		return err
+	}
+	if !r.chat {
+		fmt.Fprint(r.out, text)
+	}
+	_, st, err := r.generate(ctx, prompt)
+	if err != nil {
+		return err
+	}
+	mc := r.m.Config()
+	fmt.Fprintf(r.info, "\n%s: %s %s, %d layers, %d threads, loaded in %v\n", r.m.Name(), mc.Arch, r.m.Facts().QuantizationType, mc.Layers, r.m.Threads(), r.loaded.Round(time.Millisecond))
+	if !st.first.IsZero() {
+		pre := st.first.Sub(st.start)
+		fmt.Fprintf(r.info, "prompt: %d tokens in %v (%.1f tok/s)\n", st.out.TokensIn, pre.Round(time.Millisecond), float64(st.out.TokensIn)/pre.Seconds())
+		if st.out.TokensOut > 1 {
+			dt := st.end.Sub(st.first)
+			fmt.Fprintf(r.info, "output: %d tokens, %.1f tok/s after the first\n", st.out.TokensOut, float64(st.out.TokensOut-1)/dt.Seconds())
+		}
+	}
+	return nil
+}
+
+// tokens is the prompt for msgs (a chat) or raw (continued as text).
+func (r *runner) tokens(msgs []chat.Message, raw string) ([]uint32, error) {
+	if !r.chat {
+		return r.m.Tokenize(raw, true, false), nil
+	}
+	text, err := r.m.ApplyChat(msgs)
+	if err != nil {
+		return nil, err
+	}
+	return r.m.Tokenize(text, true, true), nil
+}
+
+// genStats times one generation.
+type genStats struct {
+	start, first, end time.Time
+	out               engine.Outcome
+}
+
+// generate writes prompt's continuation to out as it comes and returns
+// its text; a generation cut short by ctx is no error.
+func (r *runner) generate(ctx context.Context, prompt []uint32) (string, genStats, error) {
+	dec := r.m.NewDecoder()
+	var text strings.Builder
+	st := genStats{start: time.Now()}
+	out, err := r.m.Engine().Generate(ctx, prompt, r.gen, func(tok uint32) error {
+		if st.first.IsZero() {
+			st.first = time.Now()
+		}
+		s, err := dec.Next(tok)
+		fmt.Fprint(r.out, s)
+		text.WriteString(s)
+		return err
+	})
+	tail := dec.Flush()
+	text.WriteString(tail)
+	fmt.Fprintln(r.out, tail)
+	st.end, st.out = time.Now(), out
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return "", st, err
+	}
+	return text.String(), st, nil
+}
+
+// converse answers a message a line from in until it ends, /bye, or an
+// interrupt while waiting for a line; an interrupt while answering stops
+// that answer only. In chat mode the conversation so far is each
+// answer's prompt (the engine reuses its cached prefix).
+func (r *runner) converse(ctx context.Context, in io.Reader) error {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt)
+	defer signal.Stop(sig)
+	lines, done := make(chan string), make(chan struct{})
+	defer close(done)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(in)
+		sc.Buffer(nil, maxRunPrompt)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			case <-done:
+				return
+			}
+		}
+	}()
+	mode := "each line is continued as text"
+	if r.chat {
+		mode = "a conversation through its chat template"
+	}
+	fmt.Fprintf(r.info, "%s loaded in %v: %s. /clear forgets, /bye or Ctrl-D leaves, Ctrl-C stops an answer.\n",
+		r.m.Name(), r.loaded.Round(time.Millisecond), mode)
+	var history []chat.Message
+	for {
+		fmt.Fprint(r.info, ">>> ")
+		var line string
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				fmt.Fprintln(r.info)
+				return nil
+			}
+			line = l
+		case <-sig:
+			fmt.Fprintln(r.info)
+			return nil
+		case <-ctx.Done():
+			return nil
+		}
+		switch strings.TrimSpace(line) {
+		case "":
+			continue
+		case "/bye", "/exit":
+			return nil
+		case "/clear":
+			history = nil
+			fmt.Fprintln(r.info, "(the conversation is forgotten)")
+			continue
+		}
+		msgs := append(history, chat.Message{Role: "user", Content: line})
+		prompt, err := r.tokens(msgs, line)
+		if err != nil {
+			return err
+		}
+		if len(prompt)+r.gen.MaxTokens > r.m.ContextLength() && len(history) > 0 {
+			fmt.Fprintf(r.info, "(the conversation no longer fits the model's %d-token context: /clear to start again)\n", r.m.ContextLength())
+			continue
+		}
+		if !r.seeded {
+			r.gen.Sampling.Seed = rand.Uint64()
+		}
+		gctx, cancel := context.WithCancel(ctx)
+		stopped := make(chan struct{})
+		go func() {
+			defer close(stopped)
+			select {
+			case <-sig:
+				cancel()
+			case <-gctx.Done():
+			}
+		}()
+		reply, _, err := r.generate(gctx, prompt)
+		cancel()
+		<-stopped
+		if err != nil {
+			return err
+		}
+		if r.chat {
+			history = append(msgs, chat.Message{Role: "assistant", Content: reply})
+		}
 	}
 }
 
@@ -180,7 +373,7 @@ func parseInterspersed(parent *cli.Context) (*cli.Context, string, error) {
 		}
 	}
 	if len(pos) != 1 {
-		return nil, "", fmt.Errorf("run: give one model file (meshnode run MODEL.gguf -p TEXT), got %d arguments", len(pos))
+		return nil, "", fmt.Errorf("run: give one model file or name (meshnode run MODEL -p TEXT; the built-in one is %s), got %d arguments", node.BuiltinModelName, len(pos))
 	}
 	return cli.NewContext(parent.App, set, parent), pos[0], nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/model/modeltest"
 	"github.com/meshnode/meshnode/gguf/tokenizer"
+	"github.com/meshnode/meshnode/node"
 )
 
 // The built-in model (committed) and llama.cpp's greedy ids for it.
@@ -26,7 +28,20 @@ func meshnodeRun(t *testing.T, args ...string) (stdout, stderr string, err error
 	var out, errOut bytes.Buffer
 	app := newApp()
 	app.Writer, app.ErrWriter = &out, &errOut
+	app.Reader = strings.NewReader("") // never the test's own stdin
 	err = app.Run(append([]string{"meshnode", "run"}, args...))
+	return out.String(), errOut.String(), err
+}
+
+// meshnodeRunInput is meshnodeRun with stdin and global flags before
+// "run".
+func meshnodeRunInput(t *testing.T, stdin string, global []string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	app := newApp()
+	app.Writer, app.ErrWriter = &out, &errOut
+	app.Reader = strings.NewReader(stdin)
+	err = app.Run(append(append(append([]string{"meshnode"}, global...), "run"), args...))
 	return out.String(), errOut.String(), err
 }
 
@@ -123,7 +138,10 @@ func TestRunErrors(t *testing.T) {
 		{[]string{"-p", "hi"}, "give one model file"},
 		{[]string{runModel, runModel, "-p", "hi"}, "got 2 arguments"},
 		{[]string{runModel, "--no-such-flag"}, "no-such-flag"},
-		{[]string{filepath.Join(t.TempDir(), "missing.gguf"), "-p", "hi"}, "missing.gguf: no such file"},
+		{[]string{filepath.Join(t.TempDir(), "missing.gguf"), "-p", "hi"}, `missing.gguf": no such file`},
+		{[]string{"no-such-model", "-p", "hi"}, "a model's name in"},
+		{[]string{runModel}, "no prompt: give -p TEXT, pipe the text on stdin"},
+		{[]string{runModel, "-p", "hi", "-i"}, "give one of them"},
 		{[]string{runModel, "-p", "hi", "--kv", "q4"}, "q4"},
 		{[]string{runModel, "-p", "hi", "--temp", "0.5", "--top-p", "2"}, "top_p"},
 		{[]string{runModel, "-p", "hi", "--repeat-penalty", "-1"}, "repeat penalty"},
@@ -135,5 +153,85 @@ func TestRunErrors(t *testing.T) {
 		if stdout != "" {
 			t.Errorf("run %q failed but wrote %q", tc.args, stdout)
 		}
+	}
+}
+
+// greedyRun is the built-in model's greedy continuation of prompt, n
+// tokens, as `meshnode run -p` prints it.
+func greedyRun(t *testing.T, prompt string, n string) string {
+	t.Helper()
+	stdout, stderr, err := meshnodeRun(t, runModel, "-p", prompt, "-n", n)
+	if err != nil {
+		t.Fatalf("run -p %q: %v\n%s", prompt, err, stderr)
+	}
+	return stdout
+}
+
+// TestRunByName: meshnode run takes what --model takes: a file's name in
+// the models dir (with or without .gguf) and the built-in model's name,
+// found wherever the node finds it (here, in the checkout that built the
+// test), not only a path.
+func TestRunByName(t *testing.T) {
+	want := greedyRun(t, "Love is", "6")
+	isolate(t)
+	dir := t.TempDir()
+	blob, err := os.ReadFile(runModel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "fortunes-copy.gguf"), blob, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		global []string
+		model  string
+	}{
+		{nil, node.BuiltinModelName},
+		{[]string{"--models-dir", dir}, "fortunes-copy"},
+		{[]string{"--models-dir", dir}, "fortunes-copy.gguf"},
+	} {
+		stdout, stderr, err := meshnodeRunInput(t, "", tc.global, tc.model, "-p", "Love is", "-n", "6")
+		if err != nil || stdout != want {
+			t.Errorf("run %s: %v: %q, want %q\n%s", tc.model, err, stdout, want, stderr)
+		}
+	}
+}
+
+// TestRunStdin: without -p, text piped on stdin is the prompt (its final
+// newline dropped), as with -p.
+func TestRunStdin(t *testing.T) {
+	want := greedyRun(t, "A man walks into a bar", "8")
+	stdout, stderr, err := meshnodeRunInput(t, "A man walks into a bar\n", nil, runModel, "-n", "8")
+	if err != nil || stdout != want {
+		t.Fatalf("piped: %v: %q, want %q\n%s", err, stdout, want, stderr)
+	}
+}
+
+// TestRunInteractive: with -i (the default on a terminal without -p)
+// each line read is answered in turn. The built-in model has no chat
+// template, so each line is continued as -p would continue it; with
+// --chat the lines are a conversation, which /clear forgets.
+func TestRunInteractive(t *testing.T) {
+	a, b := greedyRun(t, "A man walks into a bar", "8"), greedyRun(t, "Love is", "8")
+	stdout, stderr, err := meshnodeRunInput(t, "A man walks into a bar\n\nLove is\n/bye\nnever read\n", nil, runModel, "-i", "-n", "8")
+	if err != nil {
+		t.Fatalf("-i: %v\n%s", err, stderr)
+	}
+	if want := strings.TrimPrefix(a, "A man walks into a bar") + strings.TrimPrefix(b, "Love is"); stdout != want {
+		t.Errorf("-i answered\n%q\nwant each line continued\n%q", stdout, want)
+	}
+	if strings.Count(stderr, ">>> ") != 4 || !strings.Contains(stderr, "each line is continued as text") {
+		t.Errorf("-i: stderr\n%s", stderr)
+	}
+
+	// A conversation: the second "Hi" is answered with the first exchange
+	// before it; after /clear, as the first was.
+	stdout, stderr, err = meshnodeRunInput(t, "Hi\nHi\n/clear\nHi\n", nil, runModel, "-i", "--chat", "-n", "8")
+	if err != nil {
+		t.Fatalf("-i --chat: %v\n%s", err, stderr)
+	}
+	answers := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
+	if len(answers) != 3 || answers[0] != answers[2] || answers[0] == answers[1] || !strings.Contains(stderr, "forgotten") {
+		t.Errorf("-i --chat answers %q (want the first and third alike, the second with the conversation before it)\n%s", answers, stderr)
 	}
 }
