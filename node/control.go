@@ -13,6 +13,7 @@ import (
 
 	"github.com/meshnode/meshnode/node/control"
 	"github.com/meshnode/meshnode/node/control/owner"
+	"github.com/meshnode/meshnode/node/statedir"
 	"github.com/meshnode/meshnode/node/wire/nodev1"
 	"google.golang.org/protobuf/proto"
 )
@@ -28,24 +29,105 @@ const (
 // first announcement carries the certificate: peers under mesh_access =
 // "owner" serve its requests only once they have it.
 func (n *Node) loadOwnership() error {
-	keys := make([]owner.PublicKey, 0, len(n.cfg.Control.OwnerKeys))
-	for _, k := range n.cfg.Control.OwnerKeys {
-		pk, err := owner.ParsePublicKey(k)
-		if err != nil {
-			return fmt.Errorf("control.owner_keys: %w", err)
-		}
-		keys = append(keys, pk)
+	keys, err := n.ownerKeys()
+	if err != nil {
+		return err
 	}
 	cert, err := owner.LoadNodeCert(n.ownershipPath(), n.key.ID(), time.Now())
 	if err != nil {
 		n.log.Warn("running unowned: the node's ownership certificate is not usable", "err", err)
 		cert = nil
 	}
+	n.setOwnership(cert, keys)
+	return nil
+}
+
+// ownerKeys are the owners control.owner_keys names.
+func (n *Node) ownerKeys() ([]owner.PublicKey, error) {
+	keys := make([]owner.PublicKey, 0, len(n.cfg.Control.OwnerKeys))
+	for _, k := range n.cfg.Control.OwnerKeys {
+		pk, err := owner.ParsePublicKey(k)
+		if err != nil {
+			return nil, fmt.Errorf("control.owner_keys: %w", err)
+		}
+		keys = append(keys, pk)
+	}
+	return keys, nil
+}
+
+// setOwnership makes cert (nil: none) the node's certificate, and the
+// owners it trusts those of cert and keys, for owner control and the mesh
+// access policy alike.
+func (n *Node) setOwnership(cert *nodev1.SignedNodeOwnership, keys []owner.PublicKey) {
 	n.mu.Lock()
 	n.ownership = cert
+	ctl := n.ctl
 	n.mu.Unlock()
-	n.trust = owner.NodeTrust(cert, keys...)
-	return nil
+	t := owner.NodeTrust(cert, keys...)
+	n.trust.Store(t)
+	if ctl != nil {
+		ctl.SetTrust(t)
+	}
+}
+
+// defaultOwnershipPoll is how often the node looks at its ownership
+// certificate: one put in the state dir while it runs (meshcli auth
+// sign-node -o …) takes effect within this long, without a restart.
+const defaultOwnershipPoll = 2 * time.Second
+
+// watchOwnership reloads the node's ownership certificate whenever the
+// file changes, until ctx ends: the owners it trusts follow, and peers
+// hear the new certificate in its next announcement.
+func (n *Node) watchOwnership(ctx context.Context) error {
+	path := n.ownershipPath()
+	last := stampOf(path) // read at start by loadOwnership
+	poll := n.ownershipPoll
+	if poll <= 0 {
+		poll = defaultOwnershipPoll
+	}
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if now := stampOf(path); now != last {
+			last = now
+			n.reloadOwnership(path)
+		}
+	}
+}
+
+// reloadOwnership takes the certificate now at path. One that others
+// could change, or that does not certify this node now, changes nothing
+// (the node logs why); a removed one leaves the node unowned.
+func (n *Node) reloadOwnership(path string) {
+	if err := statedir.Check(statedir.Item{Path: path, Kind: statedir.File}); err != nil {
+		n.log.Warn("ownership certificate not loaded: the file could be changed by others", "file", path, "err", err)
+		return
+	}
+	cert, err := owner.LoadNodeCert(path, n.key.ID(), time.Now())
+	if err != nil {
+		n.log.Warn("ownership certificate not loaded; the node's owners stay as they were", "file", path, "err", err)
+		return
+	}
+	keys, _ := n.ownerKeys() // parsed at start
+	n.mu.Lock()
+	had := n.ownership != nil
+	n.mu.Unlock()
+	n.setOwnership(cert, keys)
+	n.announceChange()
+	switch {
+	case cert == nil && had:
+		n.log.Warn("ownership certificate removed: the node trusts only control.owner_keys now", "file", path, "trusted_owners", n.trust.Load().Len())
+	case cert != nil:
+		n.log.Info("ownership certificate loaded: its owner controls this node now", "file", path, "owner", owner.OwnerOf(cert).String())
+		if tok, err := os.ReadFile(filepath.Join(n.cfg.StateDir, control.EndpointFile)); err == nil {
+			n.log.Info("manage this node with: meshcli --endpoint " + strings.TrimSpace(string(tok)))
+		}
+	}
 }
 
 // startControl serves owner control (mesh-llm-control/1) on the mesh's
@@ -61,7 +143,7 @@ func (n *Node) startControl(ctx context.Context, stack *closers, run func(string
 	if err != nil {
 		return nil, err
 	}
-	trust := n.trust
+	trust := n.trust.Load()
 	// The REST facade's credential: only this node's user and root can
 	// read it, and so only they can drive the node from this machine.
 	secret, err := control.WriteSecret(n.cfg.StateDir)
@@ -88,6 +170,9 @@ func (n *Node) startControl(ctx context.Context, stack *closers, run func(string
 		return nil, err
 	}
 	stack.push("owner control", func() error { srv.Close(); return nil })
+	n.mu.Lock()
+	n.ctl = srv // from now on, setOwnership reaches it too
+	n.mu.Unlock()
 	n.mesh.HandleControl(srv.ServeConn)
 	tok, err := control.WriteEndpointFile(n.cfg.StateDir, n.mesh.EndpointAddr())
 	if err != nil {
@@ -97,6 +182,9 @@ func (n *Node) startControl(ctx context.Context, stack *closers, run func(string
 		"endpoint_token_file", filepath.Join(n.cfg.StateDir, "control.token"))
 	if tok != "" && trust.Len() > 0 {
 		n.log.Info("manage this node with: meshcli --endpoint " + tok)
+	} else if trust.Len() == 0 {
+		n.log.Info("this node has no owner yet: to own it, run `meshcli auth sign-node " + n.key.ID().String() + " -o " + n.ownershipPath() +
+			"` as the node's user; it takes the certificate while it runs")
 	}
 	return srv, nil
 }

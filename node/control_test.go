@@ -129,3 +129,89 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// TestOwnershipTakenLive: a node started without an owner takes the
+// ownership certificate put in its state dir while it runs (meshcli auth
+// sign-node -o …), with no restart: owner control then answers its owner,
+// and the node announces the certificate. One that others could change is
+// not taken; one removed leaves the node unowned again.
+func TestOwnershipTakenLive(t *testing.T) {
+	state := t.TempDir()
+	var logs syncBuffer
+	n, _ := startNodeWith(t, Config{StateDir: state, Models: []string{ReferenceModel}}, func(n *Node) {
+		n.ownershipPoll = 20 * time.Millisecond
+		logTo(&logs)(n)
+	})
+	if !strings.Contains(logs.String(), "meshcli auth sign-node "+n.key.ID().String()+" -o "+filepath.Join(state, "node.ownership")) {
+		t.Errorf("an unowned node does not say how to own it:\n%s", logs.String())
+	}
+	tok, err := os.ReadFile(filepath.Join(state, "control.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, err := control.ParseEndpoint(strings.TrimSpace(string(tok)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	ownerKey, _ := identity.GenerateKey(nil)
+	clientKey, _ := identity.GenerateKey(nil)
+	clientCert, err := owner.Issue(ownerKey, owner.Options{Endpoint: clientKey.ID(), IssuedAt: now.Add(-time.Minute), ExpiresAt: now.Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	getConfig := func() error {
+		c, err := control.Dial(ctx, addr, control.ClientConfig{Key: clientKey, Ownership: clientCert})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_, err = c.GetConfig(ctx)
+		return err
+	}
+	if err := getConfig(); err == nil || !strings.Contains(err.Error(), "UNAUTHORIZED") || !strings.Contains(err.Error(), "picked up within seconds") {
+		t.Fatalf("before the certificate: %v, want UNAUTHORIZED saying how to own the node", err)
+	}
+
+	nodeCert, err := owner.Issue(ownerKey, owner.Options{Endpoint: n.key.ID(), IssuedAt: now.Add(-time.Minute), ExpiresAt: now.Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(state, "node.ownership")
+	// Written where others could change it first: not taken.
+	if err := owner.Save(path, nodeCert); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the node to refuse the certificate others could change", func() bool {
+		return strings.Contains(logs.String(), "ownership certificate not loaded: the file could be changed by others")
+	})
+	if err := getConfig(); err == nil {
+		t.Fatal("a certificate others could change was taken")
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "owner control to answer the owner", func() bool { return getConfig() == nil })
+	if a := n.announcement(0); a.GetOwnerAttestation() == nil {
+		t.Fatal("the node does not announce the certificate it took")
+	}
+	if !strings.Contains(logs.String(), "manage this node with: meshcli --endpoint "+strings.TrimSpace(string(tok))) {
+		t.Errorf("the node does not print its control token once owned:\n%s", logs.String())
+	}
+
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the node to drop its owner", func() bool {
+		err := getConfig()
+		return err != nil && strings.Contains(err.Error(), "UNAUTHORIZED")
+	})
+	if a := n.announcement(0); a.GetOwnerAttestation() != nil {
+		t.Fatal("the node still announces a removed certificate")
+	}
+}

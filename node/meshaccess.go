@@ -29,7 +29,7 @@ const (
 // meshAccess is the node's api.PeerPolicy.
 type meshAccess struct {
 	policy string
-	trust  *owner.Trust
+	trust  func() *owner.Trust // the node's trust as it is now
 	// peer is the announcement of an admitted peer.
 	peer func(identity.EndpointID) (*nodev1.PeerAnnouncement, bool)
 	now  func() time.Time
@@ -44,7 +44,8 @@ func (m *meshAccess) AllowPeer(peer identity.EndpointID) error {
 		return nil
 	case MeshAccessOwner:
 		const policy = `this node serves only peers certified by an owner it trusts (mesh_access = "owner")`
-		if m.trust.Len() == 0 {
+		trust := m.trust()
+		if trust.Len() == 0 {
 			return fmt.Errorf("%s, and it trusts no owner: it has no ownership certificate and control.owner_keys is empty", policy)
 		}
 		ann, ok := m.peer(peer)
@@ -55,7 +56,7 @@ func (m *meshAccess) AllowPeer(peer identity.EndpointID) error {
 		if cert == nil {
 			return fmt.Errorf("%s: peer %s announces no ownership certificate", policy, peer)
 		}
-		if _, err := m.trust.Authorize(cert, peer, m.now()); err != nil {
+		if _, err := trust.Authorize(cert, peer, m.now()); err != nil {
 			return fmt.Errorf("%s: the ownership certificate of peer %s is refused: %w", policy, peer, err)
 		}
 		return nil
@@ -70,15 +71,15 @@ func (m *meshAccess) AllowPeer(peer identity.EndpointID) error {
 func (n *Node) newMeshAccess() *meshAccess {
 	m := &meshAccess{
 		policy: n.cfg.API.MeshAccess,
-		trust:  n.trust,
+		trust:  n.trust.Load,
 		peer: func(id identity.EndpointID) (*nodev1.PeerAnnouncement, bool) {
 			p, ok := n.mesh.Peer(id)
 			return p.Announcement, ok
 		},
 		now: time.Now,
 	}
-	n.log.Info("mesh access", "policy", m.policy, "trusted_owners", m.trust.Len())
-	if m.policy == MeshAccessOwner && m.trust.Len() == 0 {
+	n.log.Info("mesh access", "policy", m.policy, "trusted_owners", m.trust().Len())
+	if m.policy == MeshAccessOwner && m.trust().Len() == 0 {
 		n.log.Warn(`api.mesh_access is "owner" but this node trusts no owner (it has no ownership certificate and control.owner_keys is empty): ` +
 			"it will refuse every request mesh peers tunnel to it; certify it with `meshcli auth sign-node`, list owner keys, or set api.mesh_access")
 	}

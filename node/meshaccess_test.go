@@ -341,7 +341,8 @@ func TestMeshAccessPolicy(t *testing.T) {
 		{"owner, an expired certificate", MeshAccessOwner, trusted, expired, expired.String(), owner.ErrExpired},
 		{"an unknown policy", "friends", trusted, certified, `policy "friends" is unknown`, nil},
 	} {
-		m := &meshAccess{policy: tt.policy, trust: tt.trust, peer: lookup, now: time.Now}
+		trust := tt.trust
+		m := &meshAccess{policy: tt.policy, trust: func() *owner.Trust { return trust }, peer: lookup, now: time.Now}
 		err := m.AllowPeer(tt.peer)
 		switch {
 		case tt.want == "" && err != nil:

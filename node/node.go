@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/meshnode/meshnode/discovery"
@@ -50,8 +51,10 @@ type Node struct {
 	wrapModel   func(localModel) localModel
 	wrapTunnel  func(net.Listener) net.Listener
 	// revocationPoll is how often the revocation file is looked at
-	// (defaultRevocationPoll).
+	// (defaultRevocationPoll), and ownershipPoll the ownership
+	// certificate (defaultOwnershipPoll).
 	revocationPoll time.Duration
+	ownershipPoll  time.Duration
 
 	mu        sync.Mutex
 	ready     chan struct{}
@@ -62,7 +65,11 @@ type Node struct {
 	steward   *steward.Steward
 	hardware  *hw.Facts
 	ownership *nodev1.SignedNodeOwnership // guarded by mu
-	trust     *owner.Trust                // the owners it trusts; set by loadOwnership, before the mesh starts
+	// trust is the owners it trusts: set by loadOwnership before the mesh
+	// starts, and again whenever its ownership certificate changes
+	// (watchOwnership).
+	trust     atomic.Pointer[owner.Trust]
+	ctl       *control.Server // owner control, once started
 	mesh      *mesh.Node
 	invite    string
 	httpAddr  net.Addr
@@ -237,6 +244,7 @@ func (n *Node) Serve(ctx context.Context) (err error) {
 		return err
 	}
 	run("grant revocations", n.watchRevocations, ctx)
+	run("ownership certificate", n.watchOwnership, ctx)
 
 	// 8. The API.
 	srv := api.New(api.Config{

@@ -17,10 +17,13 @@ import (
 // written there, without a restart.
 const defaultRevocationPoll = 2 * time.Second
 
-// fileStamp is what tells a changed file from the one last read.
+// fileStamp is what tells a changed file from the one last read. Its
+// mode is in it, so that a file refused for its permissions is read again
+// once they are fixed.
 type fileStamp struct {
 	mod    time.Time
 	size   int64
+	mode   os.FileMode
 	exists bool
 }
 
@@ -29,7 +32,7 @@ func stampOf(path string) fileStamp {
 	if err != nil {
 		return fileStamp{}
 	}
-	return fileStamp{mod: st.ModTime(), size: st.Size(), exists: true}
+	return fileStamp{mod: st.ModTime(), size: st.Size(), mode: st.Mode(), exists: true}
 }
 
 // watchRevocations reloads the revocation file whenever it changes, until

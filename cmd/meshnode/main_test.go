@@ -256,3 +256,35 @@ func TestAPIKeyFile(t *testing.T) {
 		t.Fatalf("--api-key over the file's api_key_file: %v", err)
 	}
 }
+
+// TestIDFields: meshnode id prints the node's ids, its state dir and where
+// it takes its ownership certificate; --field prints one alone, so that
+// the README's sign-node line needs no awk.
+func TestIDFields(t *testing.T) {
+	home := isolate(t)
+	state := filepath.Join(home, "state", "meshnode")
+	run := func(args ...string) (string, error) {
+		var out, errOut bytes.Buffer
+		app := newApp()
+		app.Writer, app.ErrWriter = &out, &errOut
+		err := app.Run(append([]string{"meshnode"}, args...))
+		return out.String(), err
+	}
+	all, err := run("id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := run("id", "--field", "endpoint_id")
+	if err != nil || len(strings.TrimSpace(id)) != 64 || !strings.Contains(all, "endpoint_id "+strings.TrimSpace(id)+"\n") {
+		t.Fatalf("--field endpoint_id %q (%v); id printed\n%s", id, err, all)
+	}
+	if got, _ := run("id", "--field", "ownership"); got != filepath.Join(state, "node.ownership")+"\n" {
+		t.Errorf("--field ownership = %q", got)
+	}
+	if got, _ := run("--state-dir", filepath.Join(home, "other"), "id", "--field", "state_dir"); got != filepath.Join(home, "other")+"\n" {
+		t.Errorf("--field state_dir with --state-dir = %q", got)
+	}
+	if _, err := run("id", "--field", "nonesuch"); err == nil || !strings.Contains(err.Error(), "want one of endpoint_id, did_key, state_dir, ownership") {
+		t.Errorf("an unknown field: %v", err)
+	}
+}

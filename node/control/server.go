@@ -45,6 +45,7 @@ type Config struct {
 	// Trust holds the owners whose certificates are accepted: normally
 	// the owner of this node's own certificate and any owner_keys
 	// configured. With none, every handshake is refused UNAUTHORIZED.
+	// SetTrust replaces it while the server runs.
 	Trust *owner.Trust
 	// Store holds the configuration (required).
 	Store ConfigStore
@@ -77,8 +78,20 @@ type Server struct {
 
 	hub hub
 	inv *coalescer // nil without a Scanner
+	// trust is cfg.Trust, or what SetTrust put in its place.
+	trust atomic.Pointer[owner.Trust]
 	// localIDs number the requests of the REST facade.
 	localIDs wire.RequestIDs
+}
+
+// SetTrust replaces the owners the server accepts, for handshakes from
+// now on (a node that was given, or lost, its ownership certificate while
+// it runs). Streams already authorised are not affected.
+func (s *Server) SetTrust(t *owner.Trust) {
+	if t == nil {
+		t = owner.NewTrust()
+	}
+	s.trust.Store(t)
 }
 
 // NewServer checks cfg and builds a server.
@@ -111,6 +124,7 @@ func NewServer(cfg Config) (*Server, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "control")}
+	s.trust.Store(cfg.Trust)
 	s.base, s.stop = context.WithCancel(context.Background())
 	if cfg.Scanner != nil {
 		s.inv = &coalescer{scanner: cfg.Scanner, deadline: t.Scan, base: s.base}
@@ -277,10 +291,13 @@ func (s *Server) authorize(body []byte, peer identity.EndpointID) *Error {
 	if env.GetHandshake() == nil {
 		return errorf(ErrInvalidHandshake.Code, "the first envelope on a stream must be a handshake")
 	}
-	if s.cfg.Trust.Len() == 0 {
-		return errorf(ErrUnauthorized.Code, "this node has no owner configured")
+	trust := s.trust.Load()
+	if trust.Len() == 0 {
+		return errorf(ErrUnauthorized.Code, "this node has no owner: on its machine, put its ownership certificate "+
+			"(meshcli auth sign-node NODE_ID -o node.ownership) in its state dir, where it is picked up within seconds, "+
+			"or list your owner key in its control.owner_keys")
 	}
-	_, err = s.cfg.Trust.Authorize(env.GetHandshake().GetOwnership(), peer, s.cfg.Now())
+	_, err = trust.Authorize(env.GetHandshake().GetOwnership(), peer, s.cfg.Now())
 	switch {
 	case err == nil:
 		return nil
