@@ -116,6 +116,9 @@ type ControlConfig struct {
 type StewardConfig struct {
 	FidelityFloor  uint8  `toml:"fidelity_floor"`
 	JouleCeilingUJ uint64 `toml:"joule_ceiling_uj"`
+	// ReceiptLogBytes bounds the receipt log (ReceiptLogPath): past it,
+	// its older half is dropped. 0: DefaultReceiptLogBytes.
+	ReceiptLogBytes int64 `toml:"receipt_log_bytes"`
 }
 
 // EnergyConfig chooses and tunes the energy meter (docs/meters.md).
@@ -397,6 +400,9 @@ func (c *Config) Resolve() error {
 	if c.Steward.JouleCeilingUJ == 0 {
 		c.Steward.JouleCeilingUJ = DefaultJouleCeilingUJ
 	}
+	if c.Steward.ReceiptLogBytes == 0 {
+		c.Steward.ReceiptLogBytes = DefaultReceiptLogBytes
+	}
 	var errs []error
 	if keyErr != nil {
 		errs = append(errs, keyErr)
@@ -486,6 +492,10 @@ func (c *Config) checkBounds() []error {
 	between("api.concurrency", int64(c.API.Concurrency), 0, MaxConcurrency)
 	between("api.queue_depth", int64(c.API.QueueDepth), -1, MaxQueueDepth)
 	between("api.max_tokens", int64(c.API.MaxTokens), 0, MaxOutputTokens)
+	between("steward.receipt_log_bytes", c.Steward.ReceiptLogBytes, 0, MaxReceiptLogBytes)
+	if b := c.Steward.ReceiptLogBytes; b > 0 && b < MinReceiptLogBytes {
+		errs = append(errs, fmt.Errorf("steward.receipt_log_bytes %d: want at least %d (1 MiB)", b, MinReceiptLogBytes))
+	}
 	for i, m := range c.Model {
 		between(fmt.Sprintf("model %d: context", i+1), int64(m.Context), 0, MaxContext)
 		between(fmt.Sprintf("model %d: threads", i+1), int64(m.Threads), 0, MaxThreads)

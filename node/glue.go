@@ -97,7 +97,13 @@ func (r meshRelay) DialHTTP(ctx context.Context, peer identity.EndpointID) (net.
 // apiNode answers the API's node and steward endpoints.
 type apiNode struct{ n *Node }
 
-func (a *apiNode) StewardDID() string             { return a.n.steward.DID() }
+func (a *apiNode) StewardDID() string { return a.n.steward.DID() }
+
+// Receipts implements api.ReceiptExporter from the steward's receipt log.
+func (a *apiNode) Receipts(from uint64, limit int) (api.ReceiptPage, error) {
+	lines, first, next, err := a.n.receipts.page(from, limit)
+	return api.ReceiptPage{Steward: a.n.steward.DID(), FirstSequence: first, NextSequence: next, Receipts: lines}, err
+}
 func (a *apiNode) Invite() string                 { return a.n.invite }
 func (a *apiNode) Status(ctx context.Context) any { return a.n.Status() }
 

@@ -70,6 +70,7 @@ type Node struct {
 	// (watchOwnership).
 	trust     atomic.Pointer[owner.Trust]
 	ctl       *control.Server // owner control, once started
+	receipts  *receiptLog     // the steward's receipt log
 	mesh      *mesh.Node
 	invite    string
 	httpAddr  net.Addr
@@ -445,7 +446,19 @@ func (n *Node) openSteward(backends []steward.Backend, stack *closers) (*steward
 	if err != nil {
 		return nil, fmt.Errorf("grant revocations: %w", err)
 	}
-	return steward.New(steward.Config{Key: n.key, Meter: n.meters.Meter, Backends: backends, Durable: j, Revocations: rev, Logger: n.log})
+	rl := newReceiptLog(ReceiptLogPath(n.cfg.StateDir), n.cfg.Steward.ReceiptLogBytes, n.log)
+	st, err := steward.New(steward.Config{Key: n.key, Meter: n.meters.Meter, Backends: backends, Durable: j, Revocations: rev,
+		Archive: rl, Logger: n.log})
+	if err != nil {
+		return nil, err
+	}
+	// The journal's chain head says where the receipt log must end.
+	if err := rl.open(st.Head()); err != nil {
+		return nil, err
+	}
+	stack.push("receipt log", rl.Close)
+	n.receipts = rl
+	return st, nil
 }
 
 // backendOf is the steward backend that serves m: named for the kernels it

@@ -26,6 +26,7 @@ func (n *Node) checkPermissions() error {
 		{Path: n.ownershipPath(), Kind: statedir.File},
 		{Path: jpath, Kind: statedir.File},
 		{Path: journal.HeadPath(jpath), Kind: statedir.File},
+		{Path: ReceiptLogPath(d), Kind: statedir.File},
 		{Path: filepath.Join(d, ownerStoreFile), Kind: statedir.File},
 		{Path: OwnerConfigPath(d), Kind: statedir.File},
 		{Path: revocationsPath(d), Kind: statedir.File},

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -112,5 +114,58 @@ func TestStatusNoModel(t *testing.T) {
 	out := c.ok("status")
 	if !strings.Contains(out, "Serving nothing: this node serves no model") || !strings.Contains(out, "meshcli load NAME") {
 		t.Fatalf("status of a node without a model:\n%s", out)
+	}
+}
+
+// TestReceiptsAgainstNode: a stream saved as curl saves it verifies as it
+// is (meshcli takes its final usage chunk), and `meshcli receipt log`
+// exports the node's receipt log in the form `receipt verify --log` reads,
+// in which that receipt is found, every link verified from genesis.
+func TestReceiptsAgainstNode(t *testing.T) {
+	n := startDaemon(t, node.Config{StateDir: t.TempDir(), Models: []string{node.ReferenceModel}})
+	api := "http://" + n.HTTPAddr().String()
+	c := newCLI(t, api)
+	dir := t.TempDir()
+	c.files = dir
+	var stream string
+	for _, body := range []string{
+		`{"model":"mesh-reference","max_tokens":3,"prompt":"one"}`,
+		`{"model":"mesh-reference","max_tokens":3,"stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"two"}]}`,
+		`{"model":"mesh-reference","max_tokens":3,"prompt":"three"}`,
+	} {
+		path := "/v1/completions"
+		if strings.Contains(body, "messages") {
+			path = "/v1/chat/completions"
+		}
+		resp, err := http.Post(api+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d %s", body, resp.StatusCode, b)
+		}
+		if strings.Contains(body, "stream") {
+			stream = filepath.Join(dir, "stream.txt")
+			if err := os.WriteFile(stream, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if out := c.ok("receipt", "verify", stream); !strings.Contains(out, "Sequence   1, prev") {
+		t.Fatalf("verify a saved stream:\n%s", out)
+	}
+	logFile := filepath.Join(dir, "receipts.jsonl")
+	_, errOut, code := c.run("receipt", "log", "-o", logFile)
+	if code != 0 || !strings.Contains(errOut, "3 receipts (sequences 0…2) of steward "+n.Status().DID) {
+		t.Fatalf("receipt log: exit %d: %s", code, errOut)
+	}
+	out := c.ok("receipt", "verify", "--log", logFile, stream)
+	if !strings.Contains(out, "entry 1 of 3 in $FILES/receipts.jsonl; every link verifies from genesis") {
+		t.Fatalf("verify --log with the exported log:\n%s", out)
+	}
+	if out := c.ok("receipt", "log", "--from", "2"); strings.Count(out, "\n") != 1 || !strings.HasPrefix(out, `{"sequence":2,"envelope_hex":"`) {
+		t.Fatalf("receipt log --from 2 to stdout: %q", out)
 	}
 }

@@ -27,9 +27,12 @@ func receiptCommand() *cli.Command {
 			Name:      "verify",
 			Usage:     "verify a receipt envelope and, given its steward's log, its place in the hash chain",
 			ArgsUsage: "FILE",
-			Description: "FILE holds one receipt: a response's usage.energy object (or the whole response), the\n" +
-				"envelope in hex, or the raw COSE_Sign1 bytes. --log names the steward's receipt log from\n" +
-				"genesis: one envelope a line, in hex or as a JSON object with envelope_hex.",
+			Description: "FILE holds one receipt: a response's usage.energy object (or the whole response), a saved\n" +
+				"stream (the receipt is in its final usage chunk, which stream_options.include_usage asks\n" +
+				"for), the envelope in hex, or the raw COSE_Sign1 bytes. --log names the steward's receipt log,\n" +
+				"as `meshcli receipt log` writes it: one envelope a line, in hex or as a JSON object with\n" +
+				"envelope_hex, verified link by link from its first receipt (genesis, unless the node has\n" +
+				"dropped older ones).",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "log", Usage: "the steward's receipt log `FILE`"},
 				&cli.StringFlag{Name: "steward", Usage: "require this steward (did:key)"},
@@ -51,8 +54,78 @@ func receiptCommand() *cli.Command {
 				jsonFlag,
 			},
 			Action: replayReceipt,
+		}, {
+			Name:  "log",
+			Usage: "export the node's receipt log, for receipt verify --log",
+			Description: "Fetches every receipt the node's steward sealed (GET /v1/mesh/receipts on --api), in chain\n" +
+				"order, and writes one a line ({\"sequence\": N, \"envelope_hex\": \"…\"}) to -o FILE or stdout.\n" +
+				"The node keeps them in journal/receipts.jsonl in its state dir, up to steward.receipt_log_bytes\n" +
+				"(64 MiB): past that it drops its older half, and the log then begins after genesis.",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write the log to `FILE` instead of stdout"},
+				&cli.Uint64Flag{Name: "from", Usage: "start at this receipt `SEQUENCE` (default: the first the node holds)"},
+			},
+			Action: exportReceiptLog,
 		}},
 	}
+}
+
+// receiptPage is GET /v1/mesh/receipts's answer (api.ReceiptPage).
+type receiptPage struct {
+	Steward  string            `json:"steward"`
+	First    uint64            `json:"first_sequence"`
+	Next     uint64            `json:"next_sequence"`
+	Receipts []json.RawMessage `json:"receipts"`
+}
+
+func exportReceiptLog(c *cli.Context) error {
+	if c.NArg() != 0 {
+		return errors.New("receipt log takes no arguments: name the file with -o")
+	}
+	var lines []json.RawMessage
+	var page receiptPage
+	from, start := c.Uint64("from"), uint64(0)
+	for first := true; ; first = false {
+		page = receiptPage{}
+		if err := getJSON(c, fmt.Sprintf("/v1/mesh/receipts?from=%d", from), &page); err != nil {
+			return err
+		}
+		if first {
+			start = max(from, page.First)
+		} else if page.First > from {
+			return fmt.Errorf("the node dropped receipts %d…%d while they were being exported: run it again", from, page.First-1)
+		}
+		lines = append(lines, page.Receipts...)
+		from = max(from, page.First) + uint64(len(page.Receipts))
+		if len(page.Receipts) == 0 || from >= page.Next {
+			break
+		}
+	}
+	var b bytes.Buffer
+	for _, l := range lines {
+		b.Write(l)
+		b.WriteByte('\n')
+	}
+	e := envOf(c)
+	out, dest := io.Writer(e.stdout), "stdout"
+	if path := c.String("output"); path != "" {
+		if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+			return err
+		}
+		dest = path
+	} else if _, err := out.Write(b.Bytes()); err != nil {
+		return err
+	}
+	switch {
+	case len(lines) == 0:
+		fmt.Fprintf(e.stderr, "no receipts from sequence %d: the steward's next is %d\n", start, page.Next)
+	default:
+		fmt.Fprintf(e.stderr, "%s (sequences %d…%d) of steward %s to %s\n", plural(len(lines), "receipt"), start, start+uint64(len(lines))-1, page.Steward, dest)
+	}
+	if start > 0 && c.Uint64("from") < start {
+		fmt.Fprintf(e.stderr, "the node's log begins at receipt %d: it dropped the older ones past steward.receipt_log_bytes, or they predate the log\n", start)
+	}
+	return nil
 }
 
 // replayAnswer is POST /v1/mesh/replay's answer (docs/receipts.md).
@@ -82,6 +155,9 @@ func replayReceipt(c *cli.Context) error {
 	raw, err := readBounded(c.String("usage"))
 	if err != nil {
 		return err
+	}
+	if raw, err = fromStream(raw); err != nil {
+		return fmt.Errorf("%s: %w", c.String("usage"), err)
 	}
 	energy, err := energyObject(raw)
 	if err != nil {
@@ -229,6 +305,60 @@ func energyObject(b []byte) (json.RawMessage, error) {
 	return nil, errors.New("the JSON has no usage.energy object (nor energy, nor envelope_hex)")
 }
 
+// fromStream takes the usage.energy object out of a saved
+// text/event-stream answer (a stream's receipt is in its final usage
+// chunk: chat and completions' last data chunk before [DONE], or the
+// Responses API's response.completed or response.incomplete event); any
+// other input is returned as it is.
+func fromStream(b []byte) ([]byte, error) {
+	text := bytes.TrimSpace(b)
+	if !bytes.HasPrefix(text, []byte("data:")) && !bytes.HasPrefix(text, []byte("event:")) && !bytes.HasPrefix(text, []byte(":")) {
+		return b, nil
+	}
+	var energy json.RawMessage
+	chunks := 0
+	sc := bufio.NewScanner(bytes.NewReader(text))
+	sc.Buffer(nil, maxReceiptFile)
+	for sc.Scan() {
+		data, ok := bytes.CutPrefix(sc.Bytes(), []byte("data:"))
+		if !ok {
+			continue
+		}
+		data = bytes.TrimSpace(data)
+		if len(data) == 0 || data[0] != '{' {
+			continue // [DONE]
+		}
+		chunks++
+		var chunk struct {
+			Usage struct {
+				Energy json.RawMessage `json:"energy"`
+			} `json:"usage"`
+			Response struct {
+				Usage struct {
+					Energy json.RawMessage `json:"energy"`
+				} `json:"usage"`
+			} `json:"response"`
+		}
+		if json.Unmarshal(data, &chunk) != nil {
+			continue
+		}
+		for _, e := range []json.RawMessage{chunk.Usage.Energy, chunk.Response.Usage.Energy} {
+			if len(e) > 0 && e[0] == '{' {
+				energy = e
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("reading the stream: %w", err)
+	}
+	if energy == nil {
+		return nil, fmt.Errorf("a saved stream of %s with no receipt: a stream carries its receipt in a final usage chunk "+
+			"only when the request asks for it with \"stream_options\": {\"include_usage\": true} (the Responses API always sends it)",
+			plural(chunks, "chunk"))
+	}
+	return energy, nil
+}
+
 // maxReceiptFile bounds what is read of a receipt or log file.
 const maxReceiptFile = 64 << 20
 
@@ -239,6 +369,9 @@ func verifyReceipt(c *cli.Context) error {
 	raw, err := readBounded(c.Args().First())
 	if err != nil {
 		return err
+	}
+	if raw, err = fromStream(raw); err != nil {
+		return fmt.Errorf("%s: %w", c.Args().First(), err)
 	}
 	env, err := envelopeOf(raw)
 	if err != nil {
@@ -283,36 +416,54 @@ func verifyReceipt(c *cli.Context) error {
 	t.row("Fidelity", fid)
 	t.row("Signature", "valid")
 	if path := c.String("log"); path != "" {
-		pos, n, err := placeInLog(path, sealed)
+		pos, n, start, err := placeInLog(path, sealed)
 		if err != nil {
 			t.flush()
 			return err
 		}
-		t.row("Chain", fmt.Sprintf("entry %d of %d in %s; every link verifies", pos, n, path))
+		if start == 0 {
+			t.row("Chain", fmt.Sprintf("entry %d of %d in %s; every link verifies from genesis", pos, n, path))
+		} else {
+			t.row("Chain", fmt.Sprintf("entry %d of %d in %s; every link verifies from receipt %d, where the log begins (links before it are not in it)",
+				pos, n, path, start))
+		}
 	}
 	return t.flush()
 }
 
-// placeInLog verifies the log from genesis under sealed's steward and
-// finds sealed in it.
-func placeInLog(path string, sealed *receipt.Sealed) (index, n int, err error) {
+// placeInLog verifies the log under sealed's steward, link by link from
+// its first receipt (genesis, or where the node's bounded log begins), and
+// finds sealed in it. start is the first receipt's sequence.
+func placeInLog(path string, sealed *receipt.Sealed) (index, n int, start uint64, err error) {
 	envs, err := readLog(path)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	steward, err := identity.ParseDIDKey(sealed.Receipt.Steward)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
-	if _, err := receipt.VerifyLog(envs, receipt.Head{}, steward.PublicKey()); err != nil {
-		return 0, 0, fmt.Errorf("log %s: %w", path, err)
+	var head receipt.Head
+	if len(envs) > 0 {
+		// A log that begins past genesis is checked from its first
+		// receipt's own position: the links before it are not in it.
+		first, err := receipt.Open(envs[0], steward.PublicKey())
+		if err != nil {
+			return 0, 0, 0, fmt.Errorf("log %s: %w", path, &receipt.LinkError{Index: 0, Err: err})
+		}
+		if r := first.Receipt; r.Sequence > 0 && r.Prev != nil {
+			head = receipt.Head{Next: r.Sequence, Last: *r.Prev}
+		}
+	}
+	if _, err := receipt.VerifyLog(envs, head, steward.PublicKey()); err != nil {
+		return 0, 0, 0, fmt.Errorf("log %s: %w", path, err)
 	}
 	for i, env := range envs {
 		if receipt.Sum(env) == sealed.ID {
-			return i, len(envs), nil
+			return i, len(envs), head.Next, nil
 		}
 	}
-	return 0, 0, fmt.Errorf("log %s: the receipt is not in it (it holds %s, all verified)", path, plural(len(envs), "receipt"))
+	return 0, 0, 0, fmt.Errorf("log %s: the receipt is not in it (it holds %s, all verified)", path, plural(len(envs), "receipt"))
 }
 
 func readBounded(path string) ([]byte, error) {

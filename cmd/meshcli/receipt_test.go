@@ -81,6 +81,16 @@ func TestReceiptVerify(t *testing.T) {
 	short := write("short.jsonl", []byte(lines[0]+"\n"))
 	tampered := append([]byte(nil), chain[1].Envelope...)
 	tampered[len(tampered)-5] ^= 1
+	// Saved streams: chat's, its receipt in the usage chunk before [DONE];
+	// one sent without stream_options.include_usage; and the Responses API's.
+	energy, _ := json.Marshal(chain[1].Usage())
+	stream := "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\n" +
+		"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"energy\":" + string(energy) + "}}\n\ndata: [DONE]\n\n"
+	noUsage := "data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\ndata: [DONE]\n\n"
+	responses := "event: response.created\ndata: {\"type\":\"response.created\"}\n\nevent: response.completed\n" +
+		"data: {\"type\":\"response.completed\",\"response\":{\"usage\":{\"energy\":" + string(energy) + "}}}\n\n"
+	// A log that begins past genesis, as a bounded node log does.
+	late := write("late.jsonl", []byte(hex.EncodeToString(chain[1].Envelope)+"\n"+hex.EncodeToString(chain[2].Envelope)+"\n"))
 
 	golden(t, "receipt.txt", c.transcript(
 		[]string{"receipt", "verify", write("usage.json", usage)},
@@ -92,6 +102,10 @@ func TestReceiptVerify(t *testing.T) {
 		[]string{"receipt", "verify", "--log", broken, filepath.Join(dir, "usage.json")},
 		[]string{"receipt", "verify", "--log", short, filepath.Join(dir, "usage.json")},
 		[]string{"receipt", "verify", write("empty.json", []byte(`{"id": 1}`))},
+		[]string{"receipt", "verify", "--log", logPath, write("stream.txt", []byte(stream))},
+		[]string{"receipt", "verify", write("no-usage.txt", []byte(noUsage))},
+		[]string{"receipt", "verify", write("responses.txt", []byte(responses))},
+		[]string{"receipt", "verify", "--log", late, filepath.Join(dir, "envelope.hex")},
 	))
 }
 

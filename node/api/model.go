@@ -108,6 +108,28 @@ type Registry interface {
 	List() []ModelInfo
 }
 
+// ReceiptExporter is a Node that exports its steward's receipts: GET
+// /v1/mesh/receipts (never to mesh peers).
+type ReceiptExporter interface {
+	// Receipts is up to limit receipts from sequence from (or the first
+	// the node still holds, when that is later).
+	Receipts(from uint64, limit int) (ReceiptPage, error)
+}
+
+// ReceiptPage is one answer of GET /v1/mesh/receipts.
+type ReceiptPage struct {
+	// Steward is the did:key that sealed them.
+	Steward string `json:"steward"`
+	// FirstSequence is the first receipt the node still holds (0 unless
+	// its log dropped older ones, or began after them); NextSequence is
+	// the sequence the next receipt will take.
+	FirstSequence uint64 `json:"first_sequence"`
+	NextSequence  uint64 `json:"next_sequence"`
+	// Receipts are {"sequence": N, "envelope_hex": "…"} objects in chain
+	// order, from the sequence asked for.
+	Receipts []json.RawMessage `json:"receipts"`
+}
+
 // NoModelHinter is a Registry that can say how to get a model when its
 // node serves none: GET /v1/models carries the hint as "hint", and a
 // request for a model nothing serves says it in its 404.

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -155,6 +157,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/mesh/steward", s.handleSteward)
 	mux.HandleFunc("POST /v1/mesh/witness", s.handleWitness)
 	mux.HandleFunc("POST /v1/mesh/replay", s.handleReplay)
+	mux.HandleFunc("GET /v1/mesh/receipts", s.handleReceipts)
 	mux.HandleFunc("GET /api/status", s.handleStatus)
 	mux.HandleFunc("GET /api/invite", s.handleInvite)
 	for pattern, h := range s.cfg.Routes {
@@ -465,6 +468,52 @@ func (s *Server) handleWitness(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"held": true})
 }
+
+// handleReceipts is GET /v1/mesh/receipts?from=N&limit=M: the steward's
+// receipts from sequence N, at most M (default and most MaxReceiptPage).
+func (s *Server) handleReceipts(w http.ResponseWriter, r *http.Request) {
+	ex, ok := s.node.(ReceiptExporter)
+	if !ok {
+		writeError(w, Errorf(http.StatusNotFound, "invalid_request_error", "unknown_url", "this node keeps no receipt log"))
+		return
+	}
+	q := r.URL.Query()
+	for k := range q {
+		if k != "from" && k != "limit" {
+			writeError(w, badRequest(k, "unknown parameter %q: GET /v1/mesh/receipts takes from and limit", k))
+			return
+		}
+	}
+	from, limit := uint64(0), MaxReceiptPage
+	if v := q.Get("from"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			writeError(w, badRequest("from", "from %q: want a receipt sequence, 0 or more", v))
+			return
+		}
+		from = n
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxReceiptPage {
+			writeError(w, badRequest("limit", "limit %q: want 1…%d", v, MaxReceiptPage))
+			return
+		}
+		limit = n
+	}
+	page, err := ex.Receipts(from, limit)
+	if err != nil {
+		writeError(w, Errorf(http.StatusServiceUnavailable, "server_error", "receipt_log_unavailable", "%v", err))
+		return
+	}
+	if page.Receipts == nil {
+		page.Receipts = []json.RawMessage{}
+	}
+	writeJSON(w, http.StatusOK, page)
+}
+
+// MaxReceiptPage is the most receipts one GET /v1/mesh/receipts answers.
+const MaxReceiptPage = 1000
 
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.node.Status(r.Context()))

@@ -47,6 +47,17 @@ type Debit interface {
 	Settle(e hw.Energy) (breach string, err error)
 }
 
+// ReceiptArchive keeps the envelopes of the receipts the steward seals,
+// for export (the node's receipt log): the journal records only their ids.
+type ReceiptArchive interface {
+	// Archive is given each receipt after it is sealed and before the
+	// journal records it, in chain order, one at a time. An error
+	// withholds the receipt as a journal error does. A receipt archived
+	// and then withheld (its journal record failed) is followed by one of
+	// the same sequence, which replaces it.
+	Archive(s *receipt.Sealed) error
+}
+
 // Journal durably records what the steward hands out (§2.2). The file
 // journal implements it; a steward without one cannot restart its chain.
 type Journal interface {

@@ -223,6 +223,54 @@ func TestJournalFailureHoldsChain(t *testing.T) {
 	}
 }
 
+// fakeArchive keeps the sequences it is given, or refuses them.
+type fakeArchive struct {
+	ev   *events
+	err  error
+	seqs []uint64
+}
+
+func (a *fakeArchive) Archive(s *receipt.Sealed) error {
+	a.ev.add("archive")
+	if a.err != nil {
+		return a.err
+	}
+	a.seqs = append(a.seqs, s.Receipt.Sequence)
+	return nil
+}
+
+// TestArchive: each receipt is archived before the journal records it; an
+// archive that fails withholds the receipt (ErrJournal) and journals
+// nothing; a receipt the journal then refuses is archived again, under the
+// same sequence, by the serve that takes its place.
+func TestArchive(t *testing.T) {
+	ev := &events{}
+	a, j := &fakeArchive{ev: ev}, &fakeJournal{ev: ev}
+	s := newSteward(t, Config{Backends: referenceBackends(), Journal: j, Archive: a})
+	req := genRequest(8, 4, receipt.F1, 1_000)
+	if _, err := s.Serve(t.Context(), req, promptOf(8), nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := ev.list(); !slices.Equal(got, []string{"archive", "journal"}) {
+		t.Fatalf("events %v, want the archive before the journal", got)
+	}
+	a.err = errors.New("disk full")
+	if _, err := s.Serve(t.Context(), req, promptOf(8), nil); !errors.Is(err, ErrJournal) || len(j.envelopes()) != 1 {
+		t.Fatalf("a failing archive: %v (journaled %d), want ErrJournal and nothing journaled", err, len(j.envelopes()))
+	}
+	a.err, j.err = nil, errors.New("disk full")
+	if _, err := s.Serve(t.Context(), req, promptOf(8), nil); !errors.Is(err, ErrJournal) {
+		t.Fatalf("a failing journal: %v", err)
+	}
+	j.err = nil
+	if _, err := s.Serve(t.Context(), req, promptOf(8), nil); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(a.seqs, []uint64{0, 1, 1}) {
+		t.Fatalf("archived sequences %v, want 0, then 1 twice (the second replacing the one the journal refused)", a.seqs)
+	}
+}
+
 // TestServeFidelity: fidelity_met follows the delivered level when the
 // engine reports one, and rests on the advertisement when it does not.
 func TestServeFidelity(t *testing.T) {

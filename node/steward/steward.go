@@ -56,6 +56,9 @@ type Config struct {
 	// Journal records each receipt before it is handed out; nil keeps no
 	// record (a steward that cannot restart its chain).
 	Journal Journal
+	// Archive, when set, keeps every receipt's envelope, before the
+	// journal (Durable or Journal) records it.
+	Archive ReceiptArchive
 	// Head is where the receipt chain continues; the zero Head is genesis.
 	Head receipt.Head
 	// Rand supplies receipt nonces; nil is crypto/rand.
@@ -73,6 +76,7 @@ type Steward struct {
 	meter   hw.Meter
 	auth    Authorizer
 	journal Journal
+	archive ReceiptArchive
 	now     func() time.Time
 	log     *slog.Logger
 	durable *durable // nil without a decision journal
@@ -118,6 +122,7 @@ func New(cfg Config) (*Steward, error) {
 		backends: append([]Backend(nil), cfg.Backends...),
 		auth:     cfg.Authorizer,
 		journal:  cfg.Journal,
+		archive:  cfg.Archive,
 		now:      cfg.Now,
 		log:      cfg.Logger,
 		rand:     cfg.Rand,
@@ -697,6 +702,11 @@ func (s *Steward) sealAndRecord(rec receipt.Receipt, payload receipt.ContentID, 
 	sealed, err := s.sealer.Seal(rec)
 	if err != nil {
 		return nil, StageSeal, err
+	}
+	if s.archive != nil {
+		if err := s.archive.Archive(sealed); err != nil {
+			return nil, StageJournal, fmt.Errorf("%w: the receipt log could not keep it, so the receipt is withheld: %w", ErrJournal, err)
+		}
 	}
 	if s.journal != nil {
 		if err := s.journal.Sealed(sealed); err != nil {
