@@ -33,6 +33,7 @@ func (n *Node) loadOwnership() error {
 	if err != nil {
 		return err
 	}
+	n.ownStamp = stampOf(n.ownershipPath())
 	cert, err := owner.LoadNodeCert(n.ownershipPath(), n.key.ID(), time.Now())
 	if err != nil {
 		n.log.Warn("running unowned: the node's ownership certificate is not usable", "err", err)
@@ -77,10 +78,9 @@ const defaultOwnershipPoll = 2 * time.Second
 
 // watchOwnership reloads the node's ownership certificate whenever the
 // file changes, until ctx ends: the owners it trusts follow, and peers
-// hear the new certificate in its next announcement.
+// hear the new certificate in its next announcement. Owner control also
+// looks (checkOwnership) before it refuses a handshake.
 func (n *Node) watchOwnership(ctx context.Context) error {
-	path := n.ownershipPath()
-	last := stampOf(path) // read at start by loadOwnership
 	poll := n.ownershipPoll
 	if poll <= 0 {
 		poll = defaultOwnershipPoll
@@ -93,10 +93,19 @@ func (n *Node) watchOwnership(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		if now := stampOf(path); now != last {
-			last = now
-			n.reloadOwnership(path)
-		}
+		n.checkOwnership()
+	}
+}
+
+// checkOwnership reloads the ownership certificate if its file changed
+// since it was last read.
+func (n *Node) checkOwnership() {
+	n.ownMu.Lock()
+	defer n.ownMu.Unlock()
+	path := n.ownershipPath()
+	if now := stampOf(path); now != n.ownStamp {
+		n.ownStamp = now
+		n.reloadOwnership(path)
 	}
 }
 
@@ -164,6 +173,7 @@ func (n *Node) startControl(ctx context.Context, stack *closers, run func(string
 		Scanner:     rt,
 		Lifecycle:   recon,
 		LocalSecret: secret,
+		Recheck:     n.checkOwnership,
 		Logger:      n.log,
 	})
 	if err != nil {

@@ -171,7 +171,7 @@ func TestOwnershipTakenLive(t *testing.T) {
 		_, err = c.GetConfig(ctx)
 		return err
 	}
-	if err := getConfig(); err == nil || !strings.Contains(err.Error(), "UNAUTHORIZED") || !strings.Contains(err.Error(), "picked up within seconds") {
+	if err := getConfig(); err == nil || !strings.Contains(err.Error(), "UNAUTHORIZED") || !strings.Contains(err.Error(), "where it is taken at once") {
 		t.Fatalf("before the certificate: %v, want UNAUTHORIZED saying how to own the node", err)
 	}
 
@@ -213,5 +213,39 @@ func TestOwnershipTakenLive(t *testing.T) {
 	})
 	if a := n.announcement(0); a.GetOwnerAttestation() != nil {
 		t.Fatal("the node still announces a removed certificate")
+	}
+}
+
+// TestOwnershipTakenOnFirstUse: owner control looks at the certificate
+// before it refuses a handshake, so the owner's first command after
+// writing it succeeds, before the node's next poll.
+func TestOwnershipTakenOnFirstUse(t *testing.T) {
+	state := t.TempDir()
+	n, _ := startNodeWith(t, Config{StateDir: state, Models: []string{ReferenceModel}}, func(n *Node) { n.ownershipPoll = time.Hour })
+	tok, err := os.ReadFile(filepath.Join(state, "control.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, err := control.ParseEndpoint(strings.TrimSpace(string(tok)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	ownerKey, _ := identity.GenerateKey(nil)
+	clientKey, _ := identity.GenerateKey(nil)
+	clientCert, _ := owner.Issue(ownerKey, owner.Options{Endpoint: clientKey.ID(), IssuedAt: now.Add(-time.Minute), ExpiresAt: now.Add(time.Hour)})
+	nodeCert, _ := owner.Issue(ownerKey, owner.Options{Endpoint: n.key.ID(), IssuedAt: now.Add(-time.Minute), ExpiresAt: now.Add(time.Hour)})
+	if err := owner.Save(filepath.Join(state, "node.ownership"), nodeCert); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := control.Dial(ctx, addr, control.ClientConfig{Key: clientKey, Ownership: clientCert})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.GetConfig(ctx); err != nil {
+		t.Fatalf("the owner's first command after writing the certificate: %v", err)
 	}
 }

@@ -68,9 +68,13 @@ type Node struct {
 	// trust is the owners it trusts: set by loadOwnership before the mesh
 	// starts, and again whenever its ownership certificate changes
 	// (watchOwnership).
-	trust     atomic.Pointer[owner.Trust]
-	ctl       *control.Server // owner control, once started
-	receipts  *receiptLog     // the steward's receipt log
+	trust    atomic.Pointer[owner.Trust]
+	ctl      *control.Server // owner control, once started
+	receipts *receiptLog     // the steward's receipt log
+	// ownMu orders the reloads of the ownership certificate, whose file
+	// was last seen as ownStamp.
+	ownMu     sync.Mutex
+	ownStamp  fileStamp
 	mesh      *mesh.Node
 	invite    string
 	httpAddr  net.Addr

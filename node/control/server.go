@@ -47,6 +47,11 @@ type Config struct {
 	// configured. With none, every handshake is refused UNAUTHORIZED.
 	// SetTrust replaces it while the server runs.
 	Trust *owner.Trust
+	// Recheck, when set, is called before a handshake is refused for want
+	// of a trusted owner, and the trust asked again: the node looks at
+	// its ownership certificate then, so one written a moment ago is
+	// taken on its owner's first try.
+	Recheck func()
 	// Store holds the configuration (required).
 	Store ConfigStore
 	// LocalSecret is the local control credential (see SecretFile) the
@@ -291,13 +296,23 @@ func (s *Server) authorize(body []byte, peer identity.EndpointID) *Error {
 	if env.GetHandshake() == nil {
 		return errorf(ErrInvalidHandshake.Code, "the first envelope on a stream must be a handshake")
 	}
+	e := s.decide(env.GetHandshake().GetOwnership(), peer)
+	if e != nil && e.Code == ErrUnauthorized.Code && s.cfg.Recheck != nil {
+		s.cfg.Recheck()
+		e = s.decide(env.GetHandshake().GetOwnership(), peer)
+	}
+	return e
+}
+
+// decide is authorize's verdict on a certificate under the trust now.
+func (s *Server) decide(cert *nodev1.SignedNodeOwnership, peer identity.EndpointID) *Error {
 	trust := s.trust.Load()
 	if trust.Len() == 0 {
 		return errorf(ErrUnauthorized.Code, "this node has no owner: on its machine, put its ownership certificate "+
-			"(meshcli auth sign-node NODE_ID -o node.ownership) in its state dir, where it is picked up within seconds, "+
+			"(meshcli auth sign-node NODE_ID -o node.ownership) in its state dir, where it is taken at once, "+
 			"or list your owner key in its control.owner_keys")
 	}
-	_, err = trust.Authorize(env.GetHandshake().GetOwnership(), peer, s.cfg.Now())
+	_, err := trust.Authorize(cert, peer, s.cfg.Now())
 	switch {
 	case err == nil:
 		return nil
