@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Measures what a user of the daemon sees: binary sizes, the idle resident
-# memory of meshnode with no model (the reference engine) and with the
-# built-in model, before and after one generation, and the API overhead
+# memory of meshnode with no GGUF model (the reference engine, which the
+# config must name) and with the built-in model, before and after one generation, and the API overhead
 # and throughput benchmarks of ./node.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,7 +27,7 @@ run() { # name port env...
 	kill $pid; wait $pid 2>/dev/null || true
 }
 echo
-run no-model 19400 MESHNODE_DEFAULT_MODEL=none
+run reference-engine 19400 MESHNODE_DEFAULT_MODEL=none MESHNODE_MODEL=mesh-reference
 run builtin-model 19410 MESHNODE_DEFAULT_MODEL="$PWD/models/meshnode-fortunes-q8_0.gguf"
 echo
 go test -run '^$' -bench . -benchtime 200x ./node/ | grep -E '^Benchmark|ok'
