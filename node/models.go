@@ -307,8 +307,11 @@ func (n *Node) loadModels(stack *closers) error {
 	if len(specs) == 0 {
 		b, ok := n.cfg.builtinSpec()
 		if !ok {
-			n.log.Warn("no model is configured and the built-in default model was not found: "+n.cfg.NoModelHint(),
-				"looked_in", n.cfg.builtinModelPaths())
+			why := "no model is configured and the built-in default model was not found: "
+			if os.Getenv("MESHNODE_DEFAULT_MODEL") == "none" {
+				why = "no model is configured and MESHNODE_DEFAULT_MODEL=none turns off the built-in one: "
+			}
+			n.log.Warn(why+n.cfg.NoModelHint(), "looked_in", n.cfg.builtinModelPaths())
 			return nil
 		}
 		specs = []modelSpec{b}

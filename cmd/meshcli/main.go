@@ -72,8 +72,9 @@ func newApp(e *env) *cli.App {
 		Description: "Reads the local node's API (--api) and drives owner control: the local node through its\n" +
 			"loopback REST facade, with the credential the node keeps in control.secret in its state dir (run\n" +
 			"meshcli as the node's user or root), and any node you own with --endpoint TOKEN (the control\n" +
-			"endpoint token the node prints at start and keeps in control.token in its state dir). Run\n" +
-			"`meshcli auth init` once to create your owner key.",
+			"endpoint token the node keeps in control.token in its state dir, and prints once it has an\n" +
+			"owner). Commands that read a node's API (status, peers, models, invite) take --api, not\n" +
+			"--endpoint. Run `meshcli auth init` once to create your owner key.",
 		Version:              node.Version,
 		EnableBashCompletion: true,
 		Writer:               e.stdout,
@@ -84,7 +85,7 @@ func newApp(e *env) *cli.App {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "api", Value: defaultAPI, Usage: "the local node's API", EnvVars: []string{"MESHCLI_API"}},
 			&cli.StringFlag{Name: "api-key", Usage: "bearer key, if the node's API requires one", EnvVars: []string{"MESHCLI_API_KEY"}},
-			&cli.StringFlag{Name: "endpoint", Usage: "control endpoint `TOKEN` of the node to drive over owner control (default: the local node)",
+			&cli.StringFlag{Name: "endpoint", Usage: "control endpoint `TOKEN` of the node to drive over owner control, for owner-control commands (default: the local node)",
 				EnvVars: []string{"MESHCLI_ENDPOINT"}},
 			&cli.StringFlag{Name: "control-secret", Usage: "the local node's control credential `FILE` (default: control.secret in the node's state dir)",
 				EnvVars: []string{"MESHCLI_CONTROL_SECRET"}},
