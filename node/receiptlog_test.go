@@ -111,7 +111,7 @@ func TestReceiptExport(t *testing.T) {
 
 // sealChain seals n receipts with a steward over the reference engine,
 // archiving them in l (opened at the steward's head).
-func sealChain(t *testing.T, key *identity.Key, l *receiptLog, n int) []*receipt.Sealed {
+func sealChain(t testing.TB, key *identity.Key, l *receiptLog, n int) []*receipt.Sealed {
 	t.Helper()
 	st, err := steward.New(steward.Config{Key: key, Meter: hw.NewEstimatorMeter(hw.PowerModel{Watts: 1}, hw.SystemClock{}),
 		Backends: []steward.Backend{{Name: "cpu:ref", Engine: engine.NewReference(engine.ReferenceConfig{Fidelity: 2, UJPerToken: 1})}},
@@ -247,5 +247,21 @@ func TestReceiptLogBound(t *testing.T) {
 	}
 	if _, err := receipt.VerifyLog(envs, start, key.Public()); err != nil {
 		t.Fatalf("the kept receipts do not verify from %d: %v", first, err)
+	}
+}
+
+// BenchmarkReceiptLogArchive times what the receipt log adds to a serve:
+// one synced append (here the same receipt again, which replaces itself).
+func BenchmarkReceiptLogArchive(b *testing.B) {
+	key, _ := identity.GenerateKey(nil)
+	path := filepath.Join(b.TempDir(), "receipts.jsonl")
+	l := newReceiptLog(path, DefaultReceiptLogBytes, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	sealed := sealChain(b, key, l, 1)
+	defer l.Close()
+	b.ResetTimer()
+	for range b.N {
+		if err := l.Archive(sealed[0]); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
