@@ -131,9 +131,13 @@ var posScalar = map[string]bool{
 	"simdgroups_per_threadgroup": true, "threads_per_simdgroup": true,
 }
 
-// Build compiles the stand-in library (or finds it cached) and returns its
-// path.
-func Build() (string, error) {
+// Build compiles the stand-in library of metal/kernels' program (or finds
+// it cached) and returns its path.
+func Build() (string, error) { return BuildProgram(kernels.Files()) }
+
+// BuildProgram compiles a stand-in library running the MSL program files
+// (or finds it cached) and returns its path.
+func BuildProgram(files []msl.File) (string, error) {
 	if runtime.GOOS != "linux" || (runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64") {
 		return "", fmt.Errorf("metalemu: the stand-in runs on linux/amd64 and linux/arm64, not %s/%s", runtime.GOOS, runtime.GOARCH)
 	}
@@ -145,7 +149,7 @@ func Build() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	gen, err := KernelsSource(kernels.Files())
+	gen, err := KernelsSource(files)
 	if err != nil {
 		return "", err
 	}
@@ -197,6 +201,17 @@ var built = sync.OnceValues(Build)
 func Path(tb testing.TB) string {
 	tb.Helper()
 	p, err := built()
+	if err != nil {
+		tb.Skipf("Metal stand-in unavailable: %v", err)
+	}
+	return p
+}
+
+// ProgramPath is Path for a library of another program (the stand-in's own
+// tests run kernels that break Metal's rules).
+func ProgramPath(tb testing.TB, files []msl.File) string {
+	tb.Helper()
+	p, err := BuildProgram(files)
 	if err != nil {
 		tb.Skipf("Metal stand-in unavailable: %v", err)
 	}

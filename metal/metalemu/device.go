@@ -41,7 +41,6 @@ type lib struct {
 var (
 	libMu   sync.Mutex
 	libs    = map[string]*lib{}
-	parsed  = sync.OnceValues(func() ([]msl.Kernel, error) { return msl.Parse(kernels.Files()) })
 	pageLen = os.Getpagesize()
 )
 
@@ -70,20 +69,30 @@ func load(path string) (*lib, error) {
 
 // Device is a stand-in Metal device: an mtl.Device, plus hooks for tests.
 type Device struct {
-	l    *lib
-	info mtl.Info
+	l      *lib
+	info   mtl.Info
+	source string       // the program the library runs
+	ks     []msl.Kernel // its kernels
 }
 
 var _ mtl.Device = (*Device)(nil)
 
 // Open loads the stand-in library at path (from Build or Path) as a
-// device.
-func Open(path string, cfg Config) (*Device, error) {
+// device running metal/kernels' program.
+func Open(path string, cfg Config) (*Device, error) { return OpenProgram(path, kernels.Files(), cfg) }
+
+// OpenProgram loads the stand-in library at path, built by BuildProgram
+// from files, as a device.
+func OpenProgram(path string, files []msl.File, cfg Config) (*Device, error) {
+	ks, err := msl.Parse(files)
+	if err != nil {
+		return nil, err
+	}
 	l, err := load(path)
 	if err != nil {
 		return nil, err
 	}
-	d := &Device{l: l, info: mtl.Info{
+	d := &Device{l: l, source: msl.Concat(files), ks: ks, info: mtl.Info{
 		Name: cfg.Name, WorkingSet: cfg.WorkingSet, Unified: true, MaxBufferLength: cfg.MaxBufferLength,
 		PageSize: pageLen, MaxThreadgroupMemory: 32 << 10,
 	}}
@@ -110,6 +119,16 @@ func (d *Device) Info() mtl.Info { return d.info }
 // Live is the number of buffers made by NewBuffer and not yet released.
 func (d *Device) Live() int64 { return d.l.live() }
 
+// SetMemory bounds the bytes NewBuffer gives out in all (for every
+// stand-in device of the process: the runtime is one); 0 restores the
+// default, 16 GiB.
+func (d *Device) SetMemory(n uint64) {
+	if n == 0 {
+		n = 16 << 30
+	}
+	d.l.setMemory(uintptr(n))
+}
+
 // Dispatches is the number of dispatches run so far.
 func (d *Device) Dispatches() int64 { return d.l.dispatches() }
 
@@ -126,19 +145,15 @@ type library struct {
 	ks map[string]*msl.Kernel
 }
 
-// NewLibrary implements mtl.Device: the stand-in runs the kernels it was
+// NewLibrary implements mtl.Device: the stand-in runs the program it was
 // built from, so the source must be that program.
 func (d *Device) NewLibrary(source string) (mtl.Library, error) {
-	if source != kernels.Source() {
-		return nil, fmt.Errorf("metalemu: the stand-in runs metal/kernels' program only; this source differs from it")
-	}
-	ks, err := parsed()
-	if err != nil {
-		return nil, err
+	if source != d.source {
+		return nil, fmt.Errorf("metalemu: the stand-in runs the program it was built from; this source differs from it")
 	}
 	l := &library{d: d, ks: map[string]*msl.Kernel{}}
-	for i := range ks {
-		l.ks[ks[i].Name] = &ks[i]
+	for i := range d.ks {
+		l.ks[d.ks[i].Name] = &d.ks[i]
 	}
 	return l, nil
 }

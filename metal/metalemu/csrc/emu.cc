@@ -235,7 +235,7 @@ bool run_group() {
 		}
 		if (at_barrier > 0 && at_barrier + done == nthreads) {
 			if (done > 0) {
-				fail_with("threadgroup_barrier reached after some threads of the threadgroup returned");
+				fail_with("a threadgroup_barrier some threads of the threadgroup never reach: they returned");
 				return false;
 			}
 			for (int t = 0; t < nthreads; t++) {
