@@ -213,4 +213,3 @@ func envInt(key string, def int) int {
 	}
 	return def
 }
-
