@@ -95,7 +95,7 @@ func TestGood(t *testing.T) {
 		for j := range 8 {
 			want := 0
 			for k := range 8 {
-				want += (i + k) * (k + j)
+				want += (i + 2*k) * (k + 2*j)
 			}
 			if g := got[n+8*i+j]; g != float32(want) {
 				t.Errorf("product [%d][%d] = %v, want %d", i, j, g, want)

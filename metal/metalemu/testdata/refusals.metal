@@ -26,10 +26,11 @@ kernel void good(device float *out [[buffer(0)]], constant Args &a [[buffer(1)]]
 	if (int(i) < a.n) {
 		out[i] = v;
 	}
-	// An 8×8 product of A[i][j] = i + j with itself, written by group 0.
+	// An 8×8 product of A[i][j] = i + 2j (row-major) with itself, written
+	// by group 0.
 	threadgroup float *m = shm + 16 + 64 * sg;
-	m[lane] = float(lane / 8 + lane % 8);
-	m[32 + lane] = float((lane + 32) / 8 + lane % 8);
+	m[lane] = float(lane / 8 + 2 * (lane % 8));
+	m[32 + lane] = float((lane + 32) / 8 + 2 * (lane % 8));
 	simdgroup_barrier(mem_flags::mem_threadgroup);
 	simdgroup_float8x8 x, c = make_filled_simdgroup_matrix<float, 8>(0.0f);
 	simdgroup_load(x, m, 8);
