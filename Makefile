@@ -121,6 +121,15 @@ ptx-check:
 bench-cuda:
 	MESHNODE_BENCH_CUDA=1 CGO_ENABLED=0 $(GO) test ./cuda/ -run '^$$' -bench '^BenchmarkCUDA$$' -benchtime 1x -timeout 30m -v
 
+# On an Apple Silicon Mac: prefill and decode tok/s for the fixtures and
+# 1B-shaped models, and decode's bandwidth against the chip's
+# (metal/bench_test.go). scripts/metal-check.sh runs it with the GPU tests
+# and llama.cpp's llama-bench; MESHNODE_METAL_DEVICE=stand-in tries it on
+# the CPU stand-in.
+.PHONY: bench-metal
+bench-metal:
+	MESHNODE_BENCH_METAL=1 CGO_ENABLED=0 $(GO) test ./metal/ -run '^$$' -bench '^BenchmarkMetal$$' -benchtime 1x -timeout 30m -v
+
 # The arm64 (NEON) kernels on an amd64 machine under qemu-aarch64-static
 # (Debian's qemu-user-static): gguf/quant's kernels against their Go twins
 # on a CPU with SDOT (-cpu max), and gguf/model's pinned logits digest with

@@ -37,6 +37,12 @@ type GPU struct {
 	ReservedBytes uint64 `json:"reserved_bytes"`
 	// Unified is true when VRAMBytes is system memory shared with the CPU.
 	Unified bool `json:"unified"`
+	// WorkingSetBytes is the most buffer memory the GPU's driver
+	// recommends one process uses (Metal's
+	// recommendedMaxWorkingSetSize); 0 where unknown. On a Mac,
+	// ReservedBytes is VRAMBytes less it, so gossip, which has no field
+	// of its own for it, carries it too.
+	WorkingSetBytes uint64 `json:"working_set_bytes,omitempty"`
 	// Hints from a table by chip: nominal peak memory bandwidth, FP32
 	// throughput, and dense FP16 matrix throughput (tensor cores where the
 	// chip has them, no sparsity). For planning, not for billing.

@@ -29,8 +29,9 @@ type Config struct {
 	// addition to [[model]] tables.
 	Models []string      `toml:"models"`
 	Model  []ModelConfig `toml:"model"`
-	// Backend is where models run: "auto" (the GPU when CUDA can run the
-	// model, else the CPU), "cpu" or "cuda".
+	// Backend is where models run: "auto" (the GPU when a GPU backend can
+	// run the model — Metal on Apple Silicon, CUDA elsewhere — else the
+	// CPU), "cpu", "cuda" or "metal".
 	Backend   string   `toml:"backend"`
 	HTTPAddr  string   `toml:"http_addr"`
 	QUICAddr  string   `toml:"quic_addr"`
@@ -408,9 +409,9 @@ func (c *Config) Resolve() error {
 		errs = append(errs, keyErr)
 	}
 	switch c.Backend {
-	case "auto", "cpu", "cuda":
+	case "auto", "cpu", "cuda", "metal":
 	default:
-		errs = append(errs, fmt.Errorf("backend %q: want auto, cpu or cuda", c.Backend))
+		errs = append(errs, fmt.Errorf("backend %q: want auto, cpu, cuda or metal", c.Backend))
 	}
 	switch c.Discovery {
 	case "mdns", "none":

@@ -30,7 +30,7 @@ type localModel interface {
 	// Facts describes the model for gossip and /v1/models; nil for a model
 	// that is not a GGUF file.
 	Facts() *gguf.Facts
-	// Backend names the kernels it runs on ("cpu", "cuda"): the steward
+	// Backend names the kernels it runs on ("cpu", "cuda", "metal"): the steward
 	// backend is named for it.
 	Backend() string
 	// Size is the model's size on disk in bytes, and Path its file ("" and

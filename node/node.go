@@ -491,6 +491,9 @@ func (n *Node) Status() Status {
 		Version: Version,
 		Uptime:  time.Since(n.startedAt).Round(time.Second).String(),
 		Meter:   n.meters.Report,
+		// The GPU's name, memory and, on a Mac, Metal's working set,
+		// as gossip carries them.
+		Hardware: n.hardware,
 	}
 	st.Grants = n.steward.Grants()
 	head := n.steward.Head()
@@ -540,6 +543,9 @@ type Status struct {
 	NoModel string        `json:"no_model,omitempty"`
 	Peers   []PeerStatus  `json:"peers"`
 	Meter   meters.Report `json:"meter"`
+	// Hardware is the machine as the node gossips it (hw.Facts): its
+	// GPUs' names, memory, whether it is unified, Metal's working set.
+	Hardware *hw.Facts `json:"hardware,omitempty"`
 }
 
 // ModelStatus is one served model in Status.
@@ -549,7 +555,7 @@ type ModelStatus struct {
 	Context   int    `json:"context"`
 	SizeBytes int64  `json:"size_bytes"`
 	InFlight  int    `json:"in_flight"`
-	// Backend is where the forward pass runs ("cpu", "cuda"), and Devices
+	// Backend is where the forward pass runs ("cpu", "cuda", "metal"), and Devices
 	// what its serves use: the meter grades them by Meter.Serves' line
 	// for these devices.
 	Backend string    `json:"backend"`

@@ -44,7 +44,7 @@ func serveFlags() []cli.Flag {
 		&cli.StringFlag{Name: "state-dir", Usage: "where the node key, journal and tokens live (default " + node.DefaultStateDir() + ")", EnvVars: env("STATE_DIR")},
 		&cli.StringFlag{Name: "models-dir", Usage: "where GGUF models are found (default <state-dir>/models)", EnvVars: env("MODELS_DIR")},
 		&cli.StringSliceFlag{Name: "model", Usage: "a GGUF file (path, or name in the models dir) to serve; repeatable", EnvVars: env("MODEL")},
-		&cli.StringFlag{Name: "backend", Usage: "where models run: auto, cpu or cuda (default auto)", EnvVars: env("BACKEND")},
+		&cli.StringFlag{Name: "backend", Usage: "where models run: auto, cpu, cuda or metal (default auto: Metal on Apple Silicon, CUDA where a GPU can run the model, else the CPU)", EnvVars: env("BACKEND")},
 		&cli.StringFlag{Name: "http-addr", Usage: "OpenAI-compatible API address (default " + node.DefaultHTTPAddr + ")", EnvVars: env("HTTP_ADDR")},
 		&cli.StringFlag{Name: "api-key", Usage: "require this bearer key on the API (needed to bind beyond loopback); every local user sees it in ps: prefer MESHNODE_API_KEY or --api-key-file", EnvVars: env("API_KEY")},
 		&cli.StringFlag{Name: "api-key-file", Usage: "read the API key from this `FILE` (its first line; not readable by other users)", EnvVars: env("API_KEY_FILE")},

@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/meshnode/meshnode/hw"
+	"github.com/meshnode/meshnode/metal/mtl"
 )
 
 func darwinFacts(f *hw.Facts) error {
@@ -25,5 +26,12 @@ func darwinFacts(f *hw.Facts) error {
 		level = 101 // unknown: leave AvailableBytes zero
 	}
 	appleFacts(f, brand, model, memsize, level)
+	if len(f.GPUs) == 1 {
+		// The GPU as Metal sees it: its name and working set.
+		if d, err := mtl.SystemDefault(); err == nil {
+			metalFacts(&f.GPUs[0], d.Info())
+			d.Close()
+		}
+	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/meshnode/meshnode/hw"
 	"github.com/meshnode/meshnode/hw/nvml"
 	"github.com/meshnode/meshnode/hw/nvml/nvmltest"
+	"github.com/meshnode/meshnode/metal/mtl"
 )
 
 const meminfo = `MemTotal:       65536000 kB
@@ -142,6 +143,12 @@ func TestAppleFacts(t *testing.T) {
 	if len(f.GPUs) != 1 || f.GPUs[0].Name != "Apple M2 Pro GPU" || !f.GPUs[0].Unified || f.GPUs[0].VRAMBytes != 32<<30 ||
 		f.GPUs[0].MemBandwidthGBps != 200 || f.GPUs[0].TFLOPSFP32 != 6.8 {
 		t.Fatalf("gpu %+v", f.GPUs)
+	}
+	// What Metal says of the GPU: its name and working set, the rest of
+	// the memory being what the driver holds back.
+	metalFacts(&f.GPUs[0], mtl.Info{Name: "Apple M2 Pro", WorkingSet: 22 << 30, Unified: true})
+	if g := f.GPUs[0]; g.Name != "Apple M2 Pro GPU" || g.WorkingSetBytes != 22<<30 || g.ReservedBytes != 10<<30 || !g.Unified || g.VRAMBytes != 32<<30 {
+		t.Fatalf("gpu after Metal's facts %+v", g)
 	}
 	var intel hw.Facts
 	appleFacts(&intel, "Intel(R) Core(TM) i9-9880H CPU @ 2.30GHz", "MacBookPro16,1", 16<<30, 101)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 
 	"github.com/meshnode/meshnode/cuda"
@@ -13,20 +14,19 @@ import (
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/model"
 	"github.com/meshnode/meshnode/hw"
+	"github.com/meshnode/meshnode/metal"
 )
 
 // Backend names for Config.Backend.
 const (
-	// BackendAuto runs a model on the GPU where the CUDA backend opens
-	// and can run it, else on the CPU.
-	BackendAuto = "auto"
-	BackendCPU  = "cpu"
-	BackendCUDA = "cuda"
+	// BackendAuto runs a model on the GPU where a GPU backend opens and
+	// can run it — Metal on darwin/arm64, CUDA elsewhere — else on the
+	// CPU.
+	BackendAuto  = "auto"
+	BackendCPU   = "cpu"
+	BackendCUDA  = "cuda"
+	BackendMetal = "metal"
 )
-
-// BackendMetal is the Metal backend's name, for devicesOf; it is not yet
-// a choice in Config.Backend.
-const BackendMetal = "metal"
 
 // devicesOf says which devices a backend's serves run on. A GPU backend's
 // host threads drive the device and hold the sampler, so the CPU is in
@@ -42,8 +42,9 @@ func devicesOf(backend string) hw.Domain {
 	return hw.AnyDevice
 }
 
-// cudaUnavailable says once per process why models stay on the CPU.
-var cudaUnavailable sync.Once
+// cudaUnavailable and metalUnavailable say once per process why models
+// stay on the CPU.
+var cudaUnavailable, metalUnavailable sync.Once
 
 // noGPULine is the one short line a machine without a usable NVIDIA GPU
 // gets at every start (the whole reason goes to the debug log).
@@ -57,12 +58,21 @@ func noGPULine(err error) string {
 // cudaOptions open the CUDA backend (tests point Library at a stand-in).
 var cudaOptions cuda.Options
 
+// metalOptions open the Metal backend (tests give it the stand-in's
+// device), and autoMetal makes auto try Metal rather than CUDA: on
+// darwin/arm64, where Apple's GPUs are.
+var (
+	metalOptions metal.Options
+	autoMetal    = runtime.GOOS == "darwin" && runtime.GOARCH == "arm64"
+)
+
 // loadOnBackend loads f's weights on the backend cfg.Backend names. Under
-// BackendAuto it tries CUDA first and falls back to the CPU, saying why:
-// once per process when there is no usable GPU, per model when the GPU
-// cannot run that model (a weight type without CUDA kernels, too little
-// device memory). memory is the bytes the KV caches may come from: the
-// device's when the model runs on it.
+// BackendAuto it tries the GPU first (Metal on darwin/arm64, CUDA
+// elsewhere) and falls back to the CPU, saying why: once per process when
+// there is no usable GPU, per model when the GPU cannot run that model (a
+// weight type without kernels, too little device memory, a file larger
+// than Metal's working set). memory is the bytes the KV caches may come
+// from: the device's when the model runs on it.
 func loadOnBackend(f *gguf.File, cfg Config, log *slog.Logger) (be backend.Backend, m *model.Model, memory uint64, err error) {
 	name := cfg.Backend
 	if name == "" {
@@ -80,9 +90,15 @@ func loadOnBackend(f *gguf.File, cfg Config, log *slog.Logger) (be backend.Backe
 	switch name {
 	case BackendCPU:
 		return onCPU()
-	case BackendAuto, BackendCUDA:
+	case BackendMetal:
+		return loadOnMetal(f, cfg, log, false, onCPU)
+	case BackendAuto:
+		if autoMetal {
+			return loadOnMetal(f, cfg, log, true, onCPU)
+		}
+	case BackendCUDA:
 	default:
-		return nil, nil, 0, fmt.Errorf("ggufengine: backend %q (want auto, cpu or cuda)", name)
+		return nil, nil, 0, fmt.Errorf("ggufengine: backend %q (want auto, cpu, cuda or metal)", name)
 	}
 
 	opt := cudaOptions
@@ -116,4 +132,65 @@ func loadOnBackend(f *gguf.File, cfg Config, log *slog.Logger) (be backend.Backe
 		memory = min(memory, cfg.MemoryBytes)
 	}
 	return g, m, memory, nil
+}
+
+// loadOnMetal loads f on the Metal backend: the file mapped as no-copy
+// buffers, the weights read in place. With auto, what stops it sends the
+// model to the CPU (onCPU), said once per process when there is no
+// device, per model otherwise; without, it is the error.
+func loadOnMetal(f *gguf.File, cfg Config, log *slog.Logger, auto bool,
+	onCPU func() (backend.Backend, *model.Model, uint64, error)) (backend.Backend, *model.Model, uint64, error) {
+	opt := metalOptions
+	opt.Log = log
+	g, err := metal.New(opt)
+	if err != nil {
+		if !auto {
+			return nil, nil, 0, err
+		}
+		if errors.Is(err, metal.ErrNoDevice) {
+			metalUnavailable.Do(func() { log.Info("models run on the CPU", "reason", err) })
+		} else {
+			log.Warn("the Metal backend failed to start; the model runs on the CPU", "err", err)
+		}
+		return onCPU()
+	}
+	info := g.Info()
+	if size := uint64(len(f.Bytes())); size > info.WorkingSet {
+		g.Close()
+		err := fmt.Errorf("metal: the model's %d MiB exceed %s's working set of %d MiB", size>>20, info.Name, info.WorkingSet>>20)
+		if !auto {
+			return nil, nil, 0, err
+		}
+		log.Warn("the GPU cannot hold this model; it runs on the CPU", "err", err)
+		return onCPU()
+	}
+	if err := g.MapFile(f.Bytes(), largestTensor(f)); err != nil {
+		log.Info("weights are copied to GPU buffers", "reason", err)
+	}
+	m, err := model.Load(f, g)
+	if err != nil {
+		g.Close()
+		if !auto {
+			return nil, nil, 0, err
+		}
+		log.Warn("the GPU cannot run this model; it runs on the CPU", "err", err)
+		return onCPU()
+	}
+	memory := info.WorkingSet
+	if cfg.MemoryBytes != 0 {
+		memory = min(memory, cfg.MemoryBytes)
+	}
+	return g, m, memory, nil
+}
+
+// largestTensor is the bytes of f's largest tensor: the overlap MapFile
+// gives views of a file larger than one buffer.
+func largestTensor(f *gguf.File) int {
+	n := 0
+	for _, t := range f.Tensors {
+		if b, err := f.TensorData(t); err == nil {
+			n = max(n, len(b))
+		}
+	}
+	return n
 }

@@ -1,0 +1,90 @@
+package metal_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/model"
+	"github.com/meshnode/meshnode/gguf/model/modeltest"
+)
+
+// decodeDispatchesPerLayer bounds the kernels one layer of a decode step
+// dispatches, by architecture, as docs/metal.md lists them: llama's 14
+// (add+norm, quantise, QKV, RoPE, store K/V, attention, quantise, output,
+// add+norm, quantise, gate+up, GLU, quantise, down), phi3's fused QKV and
+// gate+up matrices, qwen2's Q, K and V biases, gemma3's per-head Q/K norms
+// and post-attention and post-FFN norms — the CUDA backend's counts.
+// llama.cpp's Metal path dispatches about 15–17 per layer. A change that
+// dispatches more fails here and updates the docs.
+var decodeDispatchesPerLayer = map[string]int64{"llama": 14, "phi3": 15, "qwen2": 19, "gemma3": 19}
+
+// decodeDispatchesOutside bounds those outside the layers: the embedding
+// (and gemma3's scaling of it), the final norm, its quantisation, the
+// output head (and gemma3's softcap), and the greedy step's argmax.
+const decodeDispatchesOutside = 8
+
+// TestDecodeDispatches counts the kernels a greedy decode step dispatches,
+// per layer and outside the layers (two models that differ only in depth
+// tell them apart), for every architecture of the fixtures, and checks the
+// step is one command buffer.
+func TestDecodeDispatches(t *testing.T) {
+	md, err := vocabSource()
+	if err != nil {
+		t.Skipf("vocabulary source: %v", err)
+	}
+	for _, arch := range modeltest.Archs {
+		t.Run(arch, func(t *testing.T) {
+			var n [2]int64
+			for i, layers := range []int{2, 3} {
+				spec := modeltest.Fixture(arch, "Q4_K_M")
+				spec.Layers = layers
+				b, err := modeltest.Generate(spec, md)
+				if err != nil {
+					t.Fatal(err)
+				}
+				f, err := gguf.Parse(b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				n[i] = decodeDispatches(t, f)
+			}
+			perLayer, outside := n[1]-n[0], n[0]-2*(n[1]-n[0])
+			t.Logf("%s: %d dispatches per decode layer, %d outside the layers", arch, perLayer, outside)
+			if want, ok := decodeDispatchesPerLayer[arch]; !ok || perLayer > want || perLayer <= 0 {
+				t.Errorf("%s: %d dispatches per layer, want at most %d", arch, perLayer, want)
+			}
+			if outside > decodeDispatchesOutside || outside <= 0 {
+				t.Errorf("%s: %d dispatches outside the layers, want at most %d", arch, outside, decodeDispatchesOutside)
+			}
+		})
+	}
+}
+
+// decodeDispatches is the kernels one greedy decode step of f dispatches.
+func decodeDispatches(t *testing.T, f *gguf.File) int64 {
+	be, _ := newEmu(t, emuConfig)
+	defer be.Close()
+	m, err := model.Load(f, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := m.NewSession(model.SessionOptions{Context: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	if _, err := s.Eval(ctx, []uint32{7}); err != nil { // the first step makes one-off tables
+		t.Fatal(err)
+	}
+	before := be.Stats()
+	if _, err := s.EvalArgMax(ctx, []uint32{42}); err != nil {
+		t.Fatal(err)
+	}
+	after := be.Stats()
+	if steps := after.Steps - before.Steps; steps != 1 {
+		t.Errorf("a decode step was %d command buffers, want 1", steps)
+	}
+	return after.Dispatches - before.Dispatches
+}
