@@ -59,3 +59,15 @@ var vnniTiles = map[Type]*tileKernel{
 	Q4_0: {chunk: 32, packed: 288, short: 8, pack: q4_0Pack, dot: q4_0TileVNNI},
 	Q8_0: {chunk: 32, packed: 288, short: 8, pack: q8_0PackU, dot: q8_0TileVNNI},
 }
+
+// haveZ: AVX-512 (F, BW) with VNNI, for zTiles' 512-bit kernels.
+var haveZ = haveVNNI && cpu.X86.HasAVX512BW
+
+// zTiles are the sixteen-row tile kernels (tile_z_amd64.s), where the
+// CPU has AVX-512 with VNNI.
+var zTiles = map[Type]*zKernel{
+	Q4_0: {chunk: 32, packed: 576, pack: q4_0PackZ, dot4: q4_0TileZ4, dot1: q4_0TileZ1},
+	Q8_0: {chunk: 32, packed: 576, pack: q8_0PackUZ, dot4: q8_0TileZ4, dot1: q8_0TileZ1},
+	Q4_K: {chunk: 4, packed: 5248, pack: q4KPackZ, dot4: q4KTileZ4, dot1: q4KTileZ1},
+	Q6_K: {chunk: 4, packed: 5696, pack: q6KPackZ, dot4: q6KTileZ4, dot1: q6KTileZ1},
+}

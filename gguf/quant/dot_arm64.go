@@ -83,3 +83,8 @@ const pairedRows = false
 const haveVNNI = false
 
 var vnniTiles = map[Type]*tileKernel{}
+
+// No sixteen-row tiles here (tile_simd.go).
+const haveZ = false
+
+var zTiles = map[Type]*zKernel{}

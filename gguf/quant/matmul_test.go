@@ -57,8 +57,15 @@ func fillBlocks(rng *rand.Rand, typ quant.Type, b []byte, kind string) {
 // blocks.
 func TestMatMulMatchesVecDot(t *testing.T) {
 	testMatMulMatchesVecDot(t)
+	if quant.HaveZ() {
+		t.Run("VNNI256", func(t *testing.T) {
+			defer quant.SetZ(false)()
+			testMatMulMatchesVecDot(t)
+		})
+	}
 	if quant.HaveVNNI() {
 		t.Run("AVX2", func(t *testing.T) {
+			defer quant.SetZ(false)()
 			defer quant.SetVNNI(false)()
 			testMatMulMatchesVecDot(t)
 		})
@@ -74,6 +81,9 @@ func testMatMulMatchesVecDot(t *testing.T) {
 		qk := max(typ.BlockSize(), at.BlockSize())
 		for _, shape := range []struct{ rows, blocks, batch int }{
 			{8, 1, 2}, {9, 6, 3}, {16, 7, 2}, {13, 8, 5}, {24, 9, 2}, {8, 33, 4}, {17, 40, 3}, {8, 70, 2}, {32, 12, 1}, {16, 6, 1}, {11, 3, 1}, {8, 40, 1}, {5, 17, 1},
+			// Sixteen-row tiles with four activation rows at a time and
+			// the rest one by one, across repacked chunks.
+			{16, 33, 4}, {40, 70, 9}, {48, 5, 6}, {31, 64, 5},
 		} {
 			n := shape.blocks * qk
 			w := make([]byte, mustRowSize(t, typ, n*shape.rows))

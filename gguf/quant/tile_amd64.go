@@ -54,3 +54,41 @@ func q8_0TileVNNI(acc *[64]float32, w, y, aux *byte, blocks int, out *float32)
 
 //go:noescape
 func q8_0PackU(dst, w *byte, rs, blocks int)
+
+// The sixteen-row tiles (tile_z_amd64.s), for AVX-512 with VNNI.
+
+//go:noescape
+func q4_0TileZ4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+
+//go:noescape
+func q4_0TileZ1(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+
+//go:noescape
+func q8_0TileZ4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+
+//go:noescape
+func q8_0TileZ1(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+
+//go:noescape
+func q4_0PackZ(dst, w *byte, rs, blocks int)
+
+//go:noescape
+func q8_0PackUZ(dst, w *byte, rs, blocks int)
+
+//go:noescape
+func q4KTileZ4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+
+//go:noescape
+func q4KTileZ1(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+
+//go:noescape
+func q4KPackZ(dst, w *byte, rs, blocks int)
+
+//go:noescape
+func q6KTileZ4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+
+//go:noescape
+func q6KTileZ1(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+
+//go:noescape
+func q6KPackZ(dst, w *byte, rs, blocks int)

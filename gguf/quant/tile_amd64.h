@@ -182,7 +182,12 @@ keep: \
 
 // TRANSPOSE8 turns Y0..Y7, eight rows of eight dwords, into groups: dword
 // k of every row, row r in dword r, stored at OFF+32k(DI). Clobbers Y0-Y15.
-#define TRANSPOSE8(OFF) \
+#define TRANSPOSE8(OFF) TRANSPOSE8S(OFF, 32)
+
+// TRANSPOSE8S is TRANSPOSE8 with the groups stored S bytes apart, at
+// OFF+S·k(DI): S = 64 leaves room beside each for eight more rows' (the
+// sixteen-row tiles of tile_z_amd64.s).
+#define TRANSPOSE8S(OFF, S) \
 	VPUNPCKLDQ Y1, Y0, Y8 \
 	VPUNPCKHDQ Y1, Y0, Y9 \
 	VPUNPCKLDQ Y3, Y2, Y10 \
@@ -202,19 +207,19 @@ keep: \
 	VPERM2I128 $0x20, Y4, Y0, Y8 \
 	VMOVDQU Y8, (OFF)(DI) \
 	VPERM2I128 $0x20, Y5, Y1, Y8 \
-	VMOVDQU Y8, (OFF+32)(DI) \
+	VMOVDQU Y8, (OFF+1*(S))(DI) \
 	VPERM2I128 $0x20, Y6, Y2, Y8 \
-	VMOVDQU Y8, (OFF+64)(DI) \
+	VMOVDQU Y8, (OFF+2*(S))(DI) \
 	VPERM2I128 $0x20, Y7, Y3, Y8 \
-	VMOVDQU Y8, (OFF+96)(DI) \
+	VMOVDQU Y8, (OFF+3*(S))(DI) \
 	VPERM2I128 $0x31, Y4, Y0, Y8 \
-	VMOVDQU Y8, (OFF+128)(DI) \
+	VMOVDQU Y8, (OFF+4*(S))(DI) \
 	VPERM2I128 $0x31, Y5, Y1, Y8 \
-	VMOVDQU Y8, (OFF+160)(DI) \
+	VMOVDQU Y8, (OFF+5*(S))(DI) \
 	VPERM2I128 $0x31, Y6, Y2, Y8 \
-	VMOVDQU Y8, (OFF+192)(DI) \
+	VMOVDQU Y8, (OFF+6*(S))(DI) \
 	VPERM2I128 $0x31, Y7, Y3, Y8 \
-	VMOVDQU Y8, (OFF+224)(DI)
+	VMOVDQU Y8, (OFF+7*(S))(DI)
 
 // HALVES8 stores as float32 at OFF(DI) the fp16 at byte H of the eight
 // rows' blocks. Clobbers AX, X0.

@@ -41,15 +41,41 @@ type tileKernel struct {
 	dot func(acc *[64]float32, w, y, aux *byte, blocks int, out *float32)
 }
 
+// zKernel is a sixteen-row tile kernel (tile_z_amd64.s): sixteen weight
+// rows repacked so that a 512-bit vector holds the same four elements of
+// all of them, times four activation rows at a time (dot4) or one
+// (dot1). Each activation row keeps its accumulators in its own 128
+// floats, lane j of the sixteen rows at 16j: block b0+k of a call adds to
+// lane (lane+k) mod 8 (lane is b0 mod 8), as VecDot's block b0+k does.
+type zKernel struct {
+	chunk  int // blocks repacked at a time
+	packed int // bytes of one block of sixteen rows, repacked
+	// pack repacks the first blocks blocks of eight rows at w (rs bytes
+	// apart) into one half of a sixteen-row tile: rows 0-7 at dst, rows
+	// 8-15 at dst+32.
+	pack func(dst, w *byte, rs, blocks int)
+	// dot4 and dot1 add the partials of blocks 0..blocks-1 of the
+	// repacked rows at w and the activation rows at y (row i at y+i·ys,
+	// its figures at aux+i·xs) to acc (row i's at acc[128i:]). With out
+	// set (the last chunk), they then reduce each row's lanes as reduce
+	// does and store activation row i's sixteen results at out+i·os
+	// bytes.
+	dot4, dot1 func(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+}
+
 // tileScratch is one call's repacked chunk and accumulators.
 type tileScratch struct {
 	w   []byte
 	acc [][64]float32
+	z   []float32 // the sixteen-row tiles' accumulators
 }
 
-// useVNNI selects vnniTiles where the CPU has them; tests switch it off
-// to hold the AVX2 tiles to the Go kernels too.
-var useVNNI = haveVNNI
+// useVNNI selects vnniTiles where the CPU has them, and useZ zTiles;
+// tests switch them off to hold the other tiles to the Go kernels too.
+var (
+	useVNNI = haveVNNI
+	useZ    = haveZ
+)
 
 var tileScratchPool = sync.Pool{New: func() any { return new(tileScratch) }}
 
@@ -57,17 +83,21 @@ var tileScratchPool = sync.Pool{New: func() any { return new(tileScratch) }}
 // tile kernel that serves this batch, and returns how many rows it did
 // (from row 0).
 func matMulTiles(t Type, w []byte, rs, rows int, b *Batch, out []float32, stride int) int {
+	s := tileScratchPool.Get().(*tileScratch)
+	defer tileScratchPool.Put(s)
+	done := 0
+	if z := zTiles[t]; z != nil && useZ && b.rows > 1 {
+		done = matMulZ(z, s, t, w, rs, rows, b, out, stride)
+	}
 	k := simdTiles[t]
 	if v := vnniTiles[t]; v != nil && useVNNI {
 		k = v
 	}
 	full := rows &^ 7
 	nb := b.n / t.BlockSize()
-	if k == nil || full == 0 || b.rows == 1 && nb >= k.short {
-		return 0
+	if k == nil || full <= done || b.rows == 1 && nb >= k.short {
+		return done
 	}
-	s := tileScratchPool.Get().(*tileScratch)
-	defer tileScratchPool.Put(s)
 	if need := k.packed * min(k.chunk, nb); len(s.w) < need {
 		s.w = make([]byte, need)
 	}
@@ -76,7 +106,7 @@ func matMulTiles(t Type, w []byte, rs, rows int, b *Batch, out []float32, stride
 	}
 	acc := s.acc[:b.rows]
 	wb, ab, xb := t.TypeSize(), b.typ.TypeSize(), auxBytes(b.typ)
-	for r := 0; r < full; r += 8 {
+	for r := done; r < full; r += 8 {
 		clear(acc)
 		for b0 := 0; b0 < nb; b0 += k.chunk {
 			b1 := min(nb, b0+k.chunk)
@@ -87,6 +117,50 @@ func matMulTiles(t Type, w []byte, rs, rows int, b *Batch, out []float32, stride
 					o = &out[i*stride+r : i*stride+r+8][0]
 				}
 				k.dot(&acc[i], &s.w[0], &b.data[i*b.rowSize+b0*ab], &b.aux[i*b.auxSize+b0*xb], b1-b0, o)
+			}
+		}
+	}
+	return full
+}
+
+// matMulZ does MatMul's rows in whole tiles of sixteen with z, and
+// returns how many it did (from row 0). A batch takes its activation
+// rows four at a time, then one at a time.
+func matMulZ(z *zKernel, s *tileScratch, t Type, w []byte, rs, rows int, b *Batch, out []float32, stride int) int {
+	full := rows &^ 15
+	nb := b.n / t.BlockSize()
+	if full == 0 || nb == 0 {
+		return 0
+	}
+	if need := z.packed * min(z.chunk, nb); len(s.w) < need {
+		s.w = make([]byte, need)
+	}
+	if need := 128 * b.rows; len(s.z) < need {
+		s.z = make([]float32, need)
+	}
+	acc := s.z[:128*b.rows]
+	wb, ab, xb := t.TypeSize(), b.typ.TypeSize(), auxBytes(b.typ)
+	for r := 0; r < full; r += 16 {
+		clear(acc)
+		for b0 := 0; b0 < nb; b0 += z.chunk {
+			blocks := min(nb, b0+z.chunk) - b0
+			z.pack(&s.w[0], &w[r*rs+b0*wb], rs, blocks)
+			z.pack(&s.w[32], &w[(r+8)*rs+b0*wb], rs, blocks)
+			last := b0+blocks == nb
+			for i := 0; i < b.rows; {
+				n, dot := 4, z.dot4
+				if b.rows-i < 4 {
+					n, dot = 1, z.dot1
+				}
+				var o *float32
+				if last {
+					// Bounds of the n rows' outputs, checked here.
+					_ = out[(i+n-1)*stride+r+15]
+					o = &out[i*stride+r : i*stride+r+16][0]
+				}
+				dot(&acc[128*i], &s.w[0], &b.data[i*b.rowSize+b0*ab], &b.aux[i*b.auxSize+b0*xb],
+					b.rowSize, b.auxSize, blocks, b0&7, o, 4*stride)
+				i += n
 			}
 		}
 	}
