@@ -92,3 +92,9 @@ func q6KTileZ1(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *flo
 
 //go:noescape
 func q6KPackZ(dst, w *byte, rs, blocks int)
+
+// prefetchRows asks for the first bytes bytes of each of rows rows, rs
+// bytes apart from w, to be brought into the L2 cache.
+//
+//go:noescape
+func prefetchRows(w *byte, rs, rows, bytes int)

@@ -147,10 +147,28 @@ func matMulZ(z *zKernel, s *tileScratch, t Type, w []byte, rs, rows int, b *Batc
 			z.pack(&s.w[0], &w[r*rs+b0*wb], rs, blocks)
 			z.pack(&s.w[32], &w[(r+8)*rs+b0*wb], rs, blocks)
 			last := b0+blocks == nb
+			// The next chunk's rows (or the next tile's first), read by
+			// its pack from the mapping, are asked for a few at each
+			// kernel call meanwhile, so that reading them overlaps this
+			// chunk's arithmetic.
+			next, nextBlocks := r*rs+(b0+blocks)*wb, min(nb-b0-blocks, z.chunk)
+			if last {
+				next, nextBlocks = (r+16)*rs, min(nb, z.chunk)
+			}
+			calls := b.rows/4 + b.rows%4
+			per, ahead := (16+calls-1)/calls, 0
+			if r+16 == full && last {
+				ahead = 16 // nothing to prefetch
+			}
 			for i := 0; i < b.rows; {
 				n, dot := 4, z.dot4
 				if b.rows-i < 4 {
 					n, dot = 1, z.dot1
+				}
+				if ahead < 16 {
+					k := min(per, 16-ahead)
+					prefetchRows(&w[next+ahead*rs], rs, k, nextBlocks*wb)
+					ahead += k
 				}
 				var o *float32
 				if last {

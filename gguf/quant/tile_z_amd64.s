@@ -425,3 +425,28 @@ TEXT ·q6KTileZ4(SB), NOSPLIT, $0-80
 TEXT ·q6KTileZ1(SB), NOSPLIT, $0-80
 	ZARGS
 	ZLOOPK(5696, 32, Q6Kx1, ZOUT(0))
+
+// func prefetchRows(w *byte, rs, rows, bytes int)
+//
+// prefetchRows asks for the lines of the first bytes bytes of each of
+// rows rows, rs bytes apart, to be brought into L2 (PREFETCHT1).
+TEXT ·prefetchRows(SB), NOSPLIT, $0-32
+	MOVQ w+0(FP), SI
+	MOVQ rs+8(FP), R9
+	MOVQ rows+16(FP), CX
+	MOVQ bytes+24(FP), DX
+	TESTQ CX, CX
+	JZ   pdone
+prow:
+	XORQ AX, AX
+pline:
+	PREFETCHT1 (SI)(AX*1)
+	ADDQ $64, AX
+	CMPQ AX, DX
+	JLT  pline
+	PREFETCHT1 -1(SI)(DX*1)
+	ADDQ R9, SI
+	DECQ CX
+	JNZ  prow
+pdone:
+	RET
