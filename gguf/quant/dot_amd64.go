@@ -67,7 +67,7 @@ var haveZ = haveVNNI && cpu.X86.HasAVX512BW
 // CPU has AVX-512 with VNNI.
 var zTiles = map[Type]*zKernel{
 	Q4_0: {chunk: 32, packed: 576, pack: q4_0PackZ, dot4: q4_0TileZ4, dot1: q4_0TileZ1},
-	Q8_0: {chunk: 32, packed: 576, pack: q8_0PackUZ, dot4: q8_0TileZ4, dot1: q8_0TileZ1},
-	Q4_K: {chunk: 4, packed: 5248, pack: q4KPackZ, dot4: q4KTileZ4, dot1: q4KTileZ1},
-	Q6_K: {chunk: 4, packed: 5696, pack: q6KPackZ, dot4: q6KTileZ4, dot1: q6KTileZ1},
+	Q8_0: {chunk: 32, packed: 576, pack: packHalves(q8_0PackUZ), dot4: q8_0TileZ4, dot1: q8_0TileZ1},
+	Q4_K: {chunk: 4, packed: 5248, pack: packHalves(q4KPackZ), dot4: q4KTileZ4, dot1: q4KTileZ1},
+	Q6_K: {chunk: 4, packed: 5696, pack: packHalves(q6KPackZ), dot4: q6KTileZ4, dot1: q6KTileZ1},
 }

@@ -70,7 +70,7 @@ func q8_0TileZ4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *fl
 func q8_0TileZ1(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
 
 //go:noescape
-func q4_0PackZ(dst, w *byte, rs, blocks int)
+func q4_0PackZ16(dst, w *byte, rs, blocks int)
 
 //go:noescape
 func q8_0PackUZ(dst, w *byte, rs, blocks int)
@@ -98,3 +98,15 @@ func q6KPackZ(dst, w *byte, rs, blocks int)
 //
 //go:noescape
 func prefetchRows(w *byte, rs, rows, bytes int)
+
+// The sixteen-row tiles' repacking, as zKernel.pack: Q4_0's of all
+// sixteen rows at once, the others' of eight into each half.
+
+func q4_0PackZ(dst, w []byte, rs, blocks int) { q4_0PackZ16(&dst[0], &w[0], rs, blocks) }
+
+func packHalves(half func(dst, w *byte, rs, blocks int)) func(dst, w []byte, rs, blocks int) {
+	return func(dst, w []byte, rs, blocks int) {
+		half(&dst[0], &w[0], rs, blocks)
+		half(&dst[32], &w[8*rs], rs, blocks)
+	}
+}

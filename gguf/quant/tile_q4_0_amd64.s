@@ -47,23 +47,3 @@ pack:
 	JNZ  pack
 	VZEROUPPER
 	RET
-
-// func q4_0PackZ(dst, w *byte, rs, blocks int)
-//
-// q4_0PackZ repacks eight rows into one half of a sixteen-row tile of
-// tile_z_amd64.s (rows 0-7 at dst, rows 8-15 at dst+32): the nibbles in
-// groups 64 bytes apart, the rows' d as float32 at 512, 576 bytes a
-// block.
-TEXT ·q4_0PackZ(SB), NOSPLIT, $0-32
-	PACKARGS
-pack:
-	BCASTB(0x0f, X14, Y14)
-	ROWS8(UNPACK, 0, 0, 0, 0)
-	TRANSPOSE8S(0, 64)
-	HALVES8(0, 512)
-	ADDQ $18, SI
-	ADDQ $576, DI
-	DECQ CX
-	JNZ  pack
-	VZEROUPPER
-	RET

@@ -50,10 +50,9 @@ type tileKernel struct {
 type zKernel struct {
 	chunk  int // blocks repacked at a time
 	packed int // bytes of one block of sixteen rows, repacked
-	// pack repacks the first blocks blocks of eight rows at w (rs bytes
-	// apart) into one half of a sixteen-row tile: rows 0-7 at dst, rows
-	// 8-15 at dst+32.
-	pack func(dst, w *byte, rs, blocks int)
+	// pack repacks the first blocks blocks of the sixteen rows at w (rs
+	// bytes apart) into dst.
+	pack func(dst, w []byte, rs, blocks int)
 	// dot4 and dot1 add the partials of blocks 0..blocks-1 of the
 	// repacked rows at w and the activation rows at y (row i at y+i·ys,
 	// its figures at aux+i·xs) to acc (row i's at acc[128i:]). With out
@@ -144,8 +143,7 @@ func matMulZ(z *zKernel, s *tileScratch, t Type, w []byte, rs, rows int, b *Batc
 		clear(acc)
 		for b0 := 0; b0 < nb; b0 += z.chunk {
 			blocks := min(nb, b0+z.chunk) - b0
-			z.pack(&s.w[0], &w[r*rs+b0*wb], rs, blocks)
-			z.pack(&s.w[32], &w[(r+8)*rs+b0*wb], rs, blocks)
+			z.pack(s.w, w[r*rs+b0*wb:], rs, blocks)
 			last := b0+blocks == nb
 			// The next chunk's rows (or the next tile's first), read by
 			// its pack from the mapping, are asked for a few at each

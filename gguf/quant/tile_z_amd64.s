@@ -450,3 +450,141 @@ pline:
 	JNZ  prow
 pdone:
 	RET
+
+// func q4_0PackZ16(dst, w *byte, rs, blocks int)
+//
+// q4_0PackZ16 repacks sixteen rows of Q4_0 into the sixteen-row tile, as
+// q4_0PackZ does eight into each half, with AVX-512 shuffles: each row's
+// 16 bytes of nibbles go to a 128-bit lane (four rows a vector), two
+// rounds of permutes gather dword j of all sixteen rows (P_j: elements
+// 4j..4j+3 in the low nibbles, 16+4j..16+4j+3 in the high), masked and
+// shifted into groups j and j+4; the rows' d come by one gather.
+//
+// Registers: SI rows 0-7 (ROW0-ROW7 of tile_amd64.h), R13 rows 8-15 (the
+// same offsets), Z28 and Z29 the first round's permutes, Z30 0x0f bytes,
+// Z31 the gather's offsets r·rs.
+#define HROW0(OFF) (OFF)(R13)
+#define HROW1(OFF) (OFF)(R13)(R9*1)
+#define HROW2(OFF) (OFF)(R13)(R9*2)
+#define HROW3(OFF) (OFF)(R13)(R10*1)
+#define HROW4(OFF) (OFF)(R13)(R9*4)
+#define HROW5(OFF) (OFF)(R13)(R11*1)
+#define HROW6(OFF) (OFF)(R13)(R10*2)
+#define HROW7(OFF) (OFF)(R13)(R12*1)
+
+// LANES4 loads the 16 bytes at OFF of rows A-D into the lanes of Z (X its
+// low half).
+#define LANES4(Z, X, A, B, C, D, OFF) \
+	VMOVDQU A(OFF), X \
+	VINSERTI32X4 $1, B(OFF), Z, Z \
+	VINSERTI32X4 $2, C(OFF), Z, Z \
+	VINSERTI32X4 $3, D(OFF), Z, Z
+
+// NIBGROUPS stores the nibbles of P as groups J (low) and J+4 (high).
+#define NIBGROUPS(P, J) \
+	VPANDD Z30, P, Z12 \
+	VMOVDQU32 Z12, (64*(J))(DI) \
+	VPSRLD $4, P, P \
+	VPANDD Z30, P, P \
+	VMOVDQU32 P, (64*(J)+256)(DI)
+
+TEXT ·q4_0PackZ16(SB), NOSPLIT, $0-32
+	PACKARGS
+	LEAQ (SI)(R9*8), R13
+	VMOVDQU32 zperm01<>(SB), Z28
+	VMOVDQU32 zperm23<>(SB), Z29
+	MOVL $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VPBROADCASTD R9, Z31
+	VPMULLD zlanes<>(SB), Z31, Z31
+	TESTQ CX, CX
+	JZ   done
+pack:
+	LANES4(Z0, X0, ROW0, ROW1, ROW2, ROW3, 2)
+	LANES4(Z1, X1, ROW4, ROW5, ROW6, ROW7, 2)
+	LANES4(Z2, X2, HROW0, HROW1, HROW2, HROW3, 2)
+	LANES4(Z3, X3, HROW4, HROW5, HROW6, HROW7, 2)
+	// Dwords 0-1 (Z4, Z5) and 2-3 (Z0, Z2) of rows 0-7 and 8-15.
+	VMOVDQA32 Z0, Z4
+	VPERMT2D Z1, Z28, Z4
+	VPERMT2D Z1, Z29, Z0
+	VMOVDQA32 Z2, Z5
+	VPERMT2D Z3, Z28, Z5
+	VPERMT2D Z3, Z29, Z2
+	// P_j: dword j of rows 0-15.
+	VSHUFI32X4 $0x44, Z5, Z4, Z6
+	VSHUFI32X4 $0xee, Z5, Z4, Z7
+	VSHUFI32X4 $0x44, Z2, Z0, Z8
+	VSHUFI32X4 $0xee, Z2, Z0, Z9
+	NIBGROUPS(Z6, 0)
+	NIBGROUPS(Z7, 1)
+	NIBGROUPS(Z8, 2)
+	NIBGROUPS(Z9, 3)
+	// d: the first dword of each row's block, truncated to its fp16.
+	KXNORW K1, K1, K1
+	VPGATHERDD (SI)(Z31*1), K1, Z10
+	VPMOVDW Z10, Y10
+	VCVTPH2PS Y10, Z10
+	VMOVUPS Z10, 512(DI)
+	ADDQ $18, SI
+	ADDQ $18, R13
+	ADDQ $576, DI
+	DECQ CX
+	JNZ  pack
+done:
+	VZEROUPPER
+	RET
+
+// zperm01 and zperm23: lane L takes dword (L mod 8)·4 + L/8 (+2) of the
+// two vectors of four rows each: dwords 0 and 1 (2 and 3) of rows 0-7.
+DATA zperm01<>+0(SB)/4, $0
+DATA zperm01<>+4(SB)/4, $4
+DATA zperm01<>+8(SB)/4, $8
+DATA zperm01<>+12(SB)/4, $12
+DATA zperm01<>+16(SB)/4, $16
+DATA zperm01<>+20(SB)/4, $20
+DATA zperm01<>+24(SB)/4, $24
+DATA zperm01<>+28(SB)/4, $28
+DATA zperm01<>+32(SB)/4, $1
+DATA zperm01<>+36(SB)/4, $5
+DATA zperm01<>+40(SB)/4, $9
+DATA zperm01<>+44(SB)/4, $13
+DATA zperm01<>+48(SB)/4, $17
+DATA zperm01<>+52(SB)/4, $21
+DATA zperm01<>+56(SB)/4, $25
+DATA zperm01<>+60(SB)/4, $29
+GLOBL zperm01<>(SB), RODATA|NOPTR, $64
+DATA zperm23<>+0(SB)/4, $2
+DATA zperm23<>+4(SB)/4, $6
+DATA zperm23<>+8(SB)/4, $10
+DATA zperm23<>+12(SB)/4, $14
+DATA zperm23<>+16(SB)/4, $18
+DATA zperm23<>+20(SB)/4, $22
+DATA zperm23<>+24(SB)/4, $26
+DATA zperm23<>+28(SB)/4, $30
+DATA zperm23<>+32(SB)/4, $3
+DATA zperm23<>+36(SB)/4, $7
+DATA zperm23<>+40(SB)/4, $11
+DATA zperm23<>+44(SB)/4, $15
+DATA zperm23<>+48(SB)/4, $19
+DATA zperm23<>+52(SB)/4, $23
+DATA zperm23<>+56(SB)/4, $27
+DATA zperm23<>+60(SB)/4, $31
+GLOBL zperm23<>(SB), RODATA|NOPTR, $64
+DATA zlanes<>+0(SB)/4, $0
+DATA zlanes<>+4(SB)/4, $1
+DATA zlanes<>+8(SB)/4, $2
+DATA zlanes<>+12(SB)/4, $3
+DATA zlanes<>+16(SB)/4, $4
+DATA zlanes<>+20(SB)/4, $5
+DATA zlanes<>+24(SB)/4, $6
+DATA zlanes<>+28(SB)/4, $7
+DATA zlanes<>+32(SB)/4, $8
+DATA zlanes<>+36(SB)/4, $9
+DATA zlanes<>+40(SB)/4, $10
+DATA zlanes<>+44(SB)/4, $11
+DATA zlanes<>+48(SB)/4, $12
+DATA zlanes<>+52(SB)/4, $13
+DATA zlanes<>+56(SB)/4, $14
+DATA zlanes<>+60(SB)/4, $15
+GLOBL zlanes<>(SB), RODATA|NOPTR, $64
