@@ -152,8 +152,8 @@ pack:
 	VZEROUPPER
 	RET
 
-// SCALEROW32 is SCALEROW with each scale or min as one int32, for the
-// sixteen-row tile's VPMULLD.
+// SCALEROW32 is SCALEROW with each scale as one int32, for the
+// sixteen-row tile's VPDPWSSD.
 #define SCALEROW32(R, X, ROW, BITS, _1, _2, _3) \
 	MOVL ROW(4), AX \
 	MOVL ROW(8), BX \

@@ -205,10 +205,13 @@ ret: \
 	VMOVDQU32 (OFF+448)(SI), Z23
 
 // Q4_K (5248 bytes a block repacked, q4KPackZ): per row, isum =
-// Σ_s sc_s·Σ n·a over the eight sub-blocks of 32 (VPDPBUSD's sums are
-// exact; VPMULLD scales them) and summs = Σ_j m_j·(bsum 2j + bsum 2j+1)
-// (VPDPWSSD, the activation block's own bsums broadcast), exact in
-// int32; then kPartial.
+// Σ_s sc_s·Σ n·a over the eight sub-blocks of 32 and summs =
+// Σ_j m_j·(bsum 2j + bsum 2j+1) (the activation block's own bsums,
+// broadcast), exact in int32; then kPartial. A sub-block's Σ n·a is two
+// VPDPBUSD chains of 16 elements each, whose sums (at most 16·15·128 in
+// size) fit an int16: so VPDPWSSD with the scale as an int32 (its high
+// word 0) multiplies each exactly by sc (the chain's high word, its
+// sign, meets that 0) and adds it to isum.
 
 // KZSUB adds sub-block S's sc·Σ n·a with activation row YA to ISUM,
 // with the sub-block's groups in Z16-Z23. A and B are scratch.
@@ -223,9 +226,8 @@ ret: \
 	VPDPBUSD.BCST YA(24+32*(S)), Z21, B \
 	VPDPBUSD.BCST YA(28+32*(S)), Z22, A \
 	VPDPBUSD.BCST YA(32+32*(S)), Z23, B \
-	VPADDD B, A, A \
-	VPMULLD (4096+64*(S))(SI), A, A \
-	VPADDD A, ISUM, ISUM
+	VPDPWSSD (4096+64*(S))(SI), A, ISUM \
+	VPDPWSSD (4096+64*(S))(SI), B, ISUM
 
 // KZMINS leaves in M row YA's summs, with the min pairs in Z16-Z23.
 #define KZMINS(YA, M) \
