@@ -84,7 +84,8 @@ const haveVNNI = false
 
 var vnniTiles = map[Type]*tileKernel{}
 
-// No sixteen-row tiles here (tile_simd.go).
+// No band kernels here (tile_simd.go): a batch takes the eight-row SDOT
+// tiles one activation row at a time.
 const haveZ = false
 
-var zTiles = map[Type]*zKernel{}
+var zTiles, yTiles = map[Type]*bandKernel{}, map[Type]*bandKernel{}

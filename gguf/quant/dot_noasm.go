@@ -27,4 +27,4 @@ var useVNNI = false
 
 const haveZ = false
 
-var useZ = false
+var useZ, useY = false, false

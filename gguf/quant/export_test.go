@@ -83,3 +83,11 @@ func SetZ(on bool) (restore func()) {
 
 // HaveZ says whether this machine runs the sixteen-row AVX-512 tiles.
 func HaveZ() bool { return haveZ }
+
+// SetY turns the eight-row AVX2 tiles of four activation rows at once on
+// or off and returns a function that restores the previous setting.
+func SetY(on bool) (restore func()) {
+	old := useY
+	useY = on && haveSIMD
+	return func() { useY = old }
+}

@@ -56,17 +56,12 @@ func fillBlocks(rng *rand.Rand, typ quant.Type, b []byte, kind string) {
 // and cross the repacked chunks, and quantised, random, raw and special
 // blocks.
 func TestMatMulMatchesVecDot(t *testing.T) {
-	testMatMulMatchesVecDot(t)
-	if quant.HaveZ() {
-		t.Run("VNNI256", func(t *testing.T) {
-			defer quant.SetZ(false)()
-			testMatMulMatchesVecDot(t)
-		})
-	}
-	if quant.HaveVNNI() {
-		t.Run("AVX2", func(t *testing.T) {
-			defer quant.SetZ(false)()
-			defer quant.SetVNNI(false)()
+	for _, cfg := range kernelConfigs() {
+		if cfg.name == "no tiles" || cfg.name == "Go" {
+			continue // the row kernels, which TestSIMDMatchesGo holds to Go
+		}
+		t.Run(cfg.name, func(t *testing.T) {
+			defer cfg.set()()
 			testMatMulMatchesVecDot(t)
 		})
 	}
@@ -173,7 +168,7 @@ func FuzzMatMulMatchesVecDot(f *testing.F) {
 			w = append(w, row[:r%rs]...)
 		}
 		if pick&0x80 != 0 {
-			defer quant.SetZ(false)()
+			defer quant.SetZ(false)()    // the AVX2 tiles of four rows at once
 			defer quant.SetVNNI(false)() // the AVX2 tiles, where VNNI's would run
 		}
 		for _, size := range []int{5, 2, 1} {
@@ -282,7 +277,9 @@ func kernelConfigs() []kernelConfig {
 	return []kernelConfig{
 		{"all kernels", off()},
 		{"no AVX-512 tiles", off(quant.SetZ)},
-		{"no VNNI", off(quant.SetZ, quant.SetVNNI)},
+		{"one activation row a tile", off(quant.SetZ, quant.SetY)},
+		{"AVX2 only", off(quant.SetZ, quant.SetVNNI)},
+		{"AVX2 one row a tile", off(quant.SetZ, quant.SetY, quant.SetVNNI)},
 		{"no tiles", off(quant.SetTiles)},
 		{"Go", off(quant.SetSIMD)},
 	}

@@ -110,3 +110,11 @@ func packHalves(half func(dst, w *byte, rs, blocks int)) func(dst, w []byte, rs,
 		half(&dst[32], &w[8*rs], rs, blocks)
 	}
 }
+
+func q4_0PackY(dst, w []byte, rs, blocks int) { q4_0Pack(&dst[0], &w[0], rs, blocks) }
+
+//go:noescape
+func q4_0TileY4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+
+//go:noescape
+func q4_0TileY1(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
