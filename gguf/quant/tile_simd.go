@@ -66,8 +66,8 @@ type bandKernel struct {
 
 // tileScratch is one call's repacked chunk and accumulators.
 type tileScratch struct {
-	w   []byte
-	acc [][64]float32
+	w    []byte
+	acc  [][64]float32
 	band []float32 // the band kernels' accumulators
 }
 
