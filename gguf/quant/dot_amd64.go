@@ -60,8 +60,9 @@ var vnniTiles = map[Type]*tileKernel{
 	Q8_0: {chunk: 32, packed: 288, short: 8, pack: q8_0PackU, dot: q8_0TileVNNI},
 }
 
-// haveZ: AVX-512 (F, BW) with VNNI, for zTiles' 512-bit kernels.
-var haveZ = haveVNNI && cpu.X86.HasAVX512BW
+// haveZ: zTiles' 512-bit kernels need AVX512F and AVX512-VNNI, which
+// haveVNNI has.
+var haveZ = haveVNNI
 
 // zTiles are the sixteen-row tile kernels (tile_z_amd64.s), where the
 // CPU has AVX-512 with VNNI.

@@ -89,16 +89,8 @@ func matMulTiles(t Type, w []byte, rs, rows int, b *Batch, out []float32, stride
 	s := tileScratchPool.Get().(*tileScratch)
 	defer tileScratchPool.Put(s)
 	done := 0
-	if b.rows > 1 {
-		band := yTiles[t]
-		if z := zTiles[t]; z != nil && useZ {
-			band = z
-		} else if !useY {
-			band = nil
-		}
-		if band != nil {
-			done = matMulBand(band, s, t, w, rs, rows, b, out, stride)
-		}
+	if band := bandFor(t); band != nil && b.rows > 1 {
+		done = matMulBand(band, s, t, w, rs, rows, b, out, stride)
 	}
 	k := simdTiles[t]
 	if v := vnniTiles[t]; v != nil && useVNNI {
@@ -132,6 +124,17 @@ func matMulTiles(t Type, w []byte, rs, rows int, b *Batch, out []float32, stride
 		}
 	}
 	return full
+}
+
+// bandFor returns the band kernel this machine runs for t, if any.
+func bandFor(t Type) *bandKernel {
+	if z := zTiles[t]; z != nil && useZ {
+		return z
+	}
+	if y := yTiles[t]; y != nil && useY {
+		return y
+	}
+	return nil
 }
 
 // matMulBand does MatMul's rows in whole tiles of k.h with k, and
