@@ -25,14 +25,13 @@ var useSiLU8 = haveSiLU8
 // siluConsts are expf's constants as siluGLU8 reads them: the float32
 // constants widened to float64, then float32 ones (two to a slot).
 var siluConsts = func() (k [16]float64) {
-	for i, c := range []float32{0x1.715476p+0, 0x1.8p23, 0x1.62e4p-1, 0x1.7f7d1cp-20,
-		0x1.0e4020p-7, 0x1.573e2ep-5, 0x1.555e66p-3, 0x1.fffdb6p-2, 0x1.ffffecp-1, 1} {
+	for i, c := range []float32{expLog2e, expShift, expLn2Hi, expLn2Lo, expC5, expC4, expC3, expC2, expC1, 1} {
 		k[i] = float64(c)
 	}
 	pair := func(lo, hi float32) float64 {
 		return math.Float64frombits(uint64(math.Float32bits(lo)) | uint64(math.Float32bits(hi))<<32)
 	}
-	k[10] = pair(0x1.8p23, -126)
+	k[10] = pair(expShift, -126)
 	k[11] = pair(127, 1)
 	k[12] = math.Float64frombits(1 << 31) // the float32 sign bit
 	return k
@@ -44,11 +43,7 @@ func siluGLU(dst, gate, up []float32) {
 	dst, up = dst[:n], up[:n]
 	for i := 0; i < n; {
 		if useSiLU8 && n-i >= 8 {
-			done := siluGLU8(&dst[i], &gate[i], &up[i], (n-i)/8, &siluConsts)
-			i += 8 * done
-			if n-i < 8 {
-				continue
-			}
+			i += 8 * siluGLU8(&dst[i], &gate[i], &up[i], (n-i)/8, &siluConsts)
 		}
 		// A chunk siluGLU8 stopped at, or the tail.
 		for end := min(n, i+8); i < end; i++ {
