@@ -259,7 +259,10 @@ type kernelConfig struct {
 	set  func() (restore func())
 }
 
-// kernelConfigs are the kernel choices this machine can make MatMul run.
+// kernelConfigs are the kernel choices this machine can make MatMul run:
+// between them, every tile kernel it has (sixteen-row AVX-512, eight-row
+// AVX2 of four activation rows, eight-row VNNI and AVX2 of one), the row
+// kernels and Go.
 func kernelConfigs() []kernelConfig {
 	off := func(fs ...func(bool) func()) func() func() {
 		return func() func() {
@@ -278,7 +281,6 @@ func kernelConfigs() []kernelConfig {
 		{"all kernels", off()},
 		{"no AVX-512 tiles", off(quant.SetZ)},
 		{"one activation row a tile", off(quant.SetZ, quant.SetY)},
-		{"AVX2 only", off(quant.SetZ, quant.SetVNNI)},
 		{"AVX2 one row a tile", off(quant.SetZ, quant.SetY, quant.SetVNNI)},
 		{"no tiles", off(quant.SetTiles)},
 		{"Go", off(quant.SetSIMD)},
