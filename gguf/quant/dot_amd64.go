@@ -74,7 +74,8 @@ var zTiles = map[Type]*bandKernel{
 }
 
 // yTiles are the eight-row AVX2 tile kernels of four activation rows at
-// once (tile_y_amd64.s), for batches where zTiles has no kernel.
+// once (tile_y_amd64.s), for batches where zTiles has no kernel (or the
+// CPU no AVX-512).
 var yTiles = map[Type]*bandKernel{
 	Q4_0: {h: 8, chunk: 32, packed: 288, pack: q4_0PackY, dot4: q4_0TileY4, dot1: q4_0TileY1},
 }

@@ -99,8 +99,9 @@ func q6KPackZ(dst, w *byte, rs, blocks int)
 //go:noescape
 func prefetchRows(w *byte, rs, rows, bytes int)
 
-// The sixteen-row tiles' repacking, as zKernel.pack: Q4_0's of all
-// sixteen rows at once, the others' of eight into each half.
+// The band kernels' repacking, as bandKernel.pack: the sixteen-row tiles'
+// of Q4_0 all sixteen rows at once, of the others eight into each half;
+// the eight-row AVX2 tiles' q4_0Pack's.
 
 func q4_0PackZ(dst, w []byte, rs, blocks int) { q4_0PackZ16(&dst[0], &w[0], rs, blocks) }
 

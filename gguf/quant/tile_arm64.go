@@ -43,6 +43,9 @@ func dotQ4_0Figures(row, act, aux, _ []byte, n int) float32 {
 	return reduce(acc[:])
 }
 
-// prefetchRows is tile_simd.go's prefetch, which nothing calls here (no
-// sixteen-row tiles).
-func prefetchRows(*byte, int, int, int) {}
+// prefetchRows asks for the first bytes bytes of each of rows rows, rs
+// bytes apart from w, to be brought into the L2 cache (matMulBand's
+// prefetch; no band kernel runs here yet).
+//
+//go:noescape
+func prefetchRows(w *byte, rs, rows, bytes int)
