@@ -78,4 +78,5 @@ var zTiles = map[Type]*bandKernel{
 // CPU no AVX-512).
 var yTiles = map[Type]*bandKernel{
 	Q4_0: {h: 8, chunk: 32, packed: 288, pack: q4_0PackY, dot4: q4_0TileY4, dot1: q4_0TileY1},
+	Q4_K: {h: 8, chunk: 8, packed: 2624, pack: q4KPackY, dot4: q4KTileY4, dot1: q4KTileY1},
 }

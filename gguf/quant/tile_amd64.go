@@ -119,3 +119,11 @@ func q4_0TileY4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *fl
 
 //go:noescape
 func q4_0TileY1(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+
+func q4KPackY(dst, w []byte, rs, blocks int) { q4KPack(&dst[0], &w[0], rs, blocks) }
+
+//go:noescape
+func q4KTileY4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+
+//go:noescape
+func q4KTileY1(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
