@@ -270,3 +270,59 @@ done: \
 ret: \
 	VZEROUPPER \
 	RET
+
+// Band kernels (tile_z_amd64.s, tile_y_amd64.s: bandKernel of
+// tile_simd.go), whose arguments are acc, w (repacked), y (activation
+// row 0's first block; row i at y + i·ys), aux (its figures; row i at
+// aux + i·xs), ys, xs, blocks, lane, out (row i's results at out + i·os
+// after the last chunk, else nil), os. BANDARGS loads them: DI acc, SI
+// w, DX y, R8 aux, R10 ys, R11 3·ys, R12 xs, R13 3·xs, CX blocks, AX the
+// lane's byte offset in acc (lane << LSHIFT), R9 out, BX os.
+#define BANDARGS(LSHIFT) \
+	MOVQ acc+0(FP), DI \
+	MOVQ w+8(FP), SI \
+	MOVQ y+16(FP), DX \
+	MOVQ aux+24(FP), R8 \
+	MOVQ ys+32(FP), R10 \
+	LEAQ (R10)(R10*2), R11 \
+	MOVQ xs+40(FP), R12 \
+	LEAQ (R12)(R12*2), R13 \
+	MOVQ blocks+48(FP), CX \
+	MOVQ lane+56(FP), AX \
+	SHLQ $LSHIFT, AX \
+	MOVQ out+64(FP), R9 \
+	MOVQ os+72(FP), BX
+
+// Activation row i's bytes (YRi) and figures (FGi) at OFF.
+#define YR0(OFF) OFF(DX)
+#define YR1(OFF) OFF(DX)(R10*1)
+#define YR2(OFF) OFF(DX)(R10*2)
+#define YR3(OFF) OFF(DX)(R11*1)
+#define FG0(OFF) OFF(R8)
+#define FG1(OFF) OFF(R8)(R12*1)
+#define FG2(OFF) OFF(R8)(R12*2)
+#define FG3(OFF) OFF(R8)(R13*1)
+
+// BANDLOOP runs BLOCK (which loads its own weights) over the blocks, WS
+// bytes repacked, YS of activation and XS of figures a block, each to
+// the next lane, LANE bytes of acc apart (eight lanes), then with out set
+// stores the results that OUTS reduces; and returns. Once per function.
+#define BANDLOOP(WS, YS, XS, LANE, BLOCK, OUTS) \
+	TESTQ CX, CX \
+	JZ    done \
+loop: \
+	BLOCK \
+	ADDQ $WS, SI \
+	ADDQ $YS, DX \
+	ADDQ $XS, R8 \
+	ADDQ $LANE, AX \
+	ANDQ $(8*LANE-1), AX \
+	DECQ CX \
+	JNZ  loop \
+done: \
+	TESTQ R9, R9 \
+	JZ    ret \
+	OUTS \
+ret: \
+	VZEROUPPER \
+	RET

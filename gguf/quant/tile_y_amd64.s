@@ -9,32 +9,8 @@
 // for the four activation rows, each activation's four bytes broadcast
 // from memory (a load, where the one-row tile spends a shuffle). Each
 // activation row keeps its accumulators in acc: lane j of the eight rows
-// at 32j, 256 bytes a row. Arguments and registers as the sixteen-row
-// kernels' (tile_z_amd64.s); AX the lane's byte offset (32 a lane).
-
-#define YARGS \
-	MOVQ acc+0(FP), DI \
-	MOVQ w+8(FP), SI \
-	MOVQ y+16(FP), DX \
-	MOVQ aux+24(FP), R8 \
-	MOVQ ys+32(FP), R10 \
-	LEAQ (R10)(R10*2), R11 \
-	MOVQ xs+40(FP), R12 \
-	LEAQ (R12)(R12*2), R13 \
-	MOVQ blocks+48(FP), CX \
-	MOVQ lane+56(FP), AX \
-	SHLQ $5, AX \
-	MOVQ out+64(FP), R9 \
-	MOVQ os+72(FP), BX
-
-#define YR0(OFF) OFF(DX)
-#define YR1(OFF) OFF(DX)(R10*1)
-#define YR2(OFF) OFF(DX)(R10*2)
-#define YR3(OFF) OFF(DX)(R11*1)
-#define FG0(OFF) OFF(R8)
-#define FG1(OFF) OFF(R8)(R12*1)
-#define FG2(OFF) OFF(R8)(R12*2)
-#define FG3(OFF) OFF(R8)(R13*1)
+// at 32j, 256 bytes a row. Arguments and registers: BANDARGS
+// (tile_amd64.h), 32 bytes a lane.
 
 // YACT adds the block's partials with activation row i (YA, FA) to its
 // lane at ACC(DI)(AX): Σ n·y − 8·Σy (VPMADDUBSW's pairs are at most
@@ -93,12 +69,8 @@
 	VMOVUPS Y0, (R9) \
 	ADDQ BX, R9
 
-#define YLOOP(BLOCK, OUTS) \
-	VPCMPEQW Y7, Y7, Y7 \
-	VPSRLW $15, Y7, Y7 \
-	TESTQ CX, CX \
-	JZ    done \
-loop: \
+// YLOAD loads the block's groups into Y8-Y15 and its d into Y6.
+#define YLOAD \
 	VMOVDQU 0(SI), Y8 \
 	VMOVDQU 32(SI), Y9 \
 	VMOVDQU 64(SI), Y10 \
@@ -107,28 +79,23 @@ loop: \
 	VMOVDQU 160(SI), Y13 \
 	VMOVDQU 192(SI), Y14 \
 	VMOVDQU 224(SI), Y15 \
-	VMOVUPS 256(SI), Y6 \
-	BLOCK \
-	ADDQ $288, SI \
-	ADDQ $34, DX \
-	ADDQ $8, R8 \
-	ADDQ $32, AX \
-	ANDQ $255, AX \
-	DECQ CX \
-	JNZ  loop \
-done: \
-	TESTQ R9, R9 \
-	JZ    ret \
-	OUTS \
-ret: \
-	VZEROUPPER \
-	RET
+	VMOVUPS 256(SI), Y6
+
+// ONES fills the int16 lanes of Y7 with 1s.
+#define ONES \
+	VPCMPEQW Y7, Y7, Y7 \
+	VPSRLW $15, Y7, Y7
 
 #define Q40Y4 \
+	YLOAD \
 	YACT(YR0, FG0, 0) \
 	YACT(YR1, FG1, 256) \
 	YACT(YR2, FG2, 512) \
 	YACT(YR3, FG3, 768)
+
+#define Q40Y1 \
+	YLOAD \
+	YACT(YR0, FG0, 0)
 
 #define YOUT4 \
 	YOUT(0) \
@@ -138,13 +105,15 @@ ret: \
 
 // func q4_0TileY4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
 TEXT ·q4_0TileY4(SB), NOSPLIT, $0-80
-	YARGS
-	YLOOP(Q40Y4, YOUT4)
+	BANDARGS(5)
+	ONES
+	BANDLOOP(288, 34, 8, 32, Q40Y4, YOUT4)
 
 // func q4_0TileY1(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
 TEXT ·q4_0TileY1(SB), NOSPLIT, $0-80
-	YARGS
-	YLOOP(YACT(YR0, FG0, 0), YOUT(0))
+	BANDARGS(5)
+	ONES
+	BANDLOOP(288, 34, 8, 32, Q40Y1, YOUT(0))
 
 // Q4_K (q4KPack's layout, 2624 bytes a block of eight rows): per
 // sub-block, its eight groups loaded once into Y8-Y15 for the four
@@ -271,34 +240,12 @@ TEXT ·q4_0TileY1(SB), NOSPLIT, $0-80
 	KYGROUPS(2304) \
 	KYEND(YR0, Y3, 0)
 
-// YLOOPK runs BLOCK over Q4_K blocks (2624 bytes repacked, 292 of
-// activation), then with out set stores the results OUTS reduces.
-#define YLOOPK(BLOCK, OUTS) \
-	TESTQ CX, CX \
-	JZ    done \
-loop: \
-	BLOCK \
-	ADDQ $2624, SI \
-	ADDQ $292, DX \
-	ADDQ $32, R8 \
-	ADDQ $32, AX \
-	ANDQ $255, AX \
-	DECQ CX \
-	JNZ  loop \
-done: \
-	TESTQ R9, R9 \
-	JZ    ret \
-	OUTS \
-ret: \
-	VZEROUPPER \
-	RET
-
 // func q4KTileY4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
 TEXT ·q4KTileY4(SB), NOSPLIT, $0-80
-	YARGS
-	YLOOPK(Q4KY4, YOUT4)
+	BANDARGS(5)
+	BANDLOOP(2624, 292, 32, 32, Q4KY4, YOUT4)
 
 // func q4KTileY1(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
 TEXT ·q4KTileY1(SB), NOSPLIT, $0-80
-	YARGS
-	YLOOPK(Q4KY1, YOUT(0))
+	BANDARGS(5)
+	BANDLOOP(2624, 292, 32, 32, Q4KY1, YOUT(0))

@@ -14,44 +14,7 @@
 // rows at 64j, 512 bytes a row; block k of a call adds to lane (lane + k)
 // mod 8. The arithmetic per output is VecDot's, as in every tile kernel.
 //
-// Arguments, for every kernel here: acc, w (repacked), y (activation row
-// 0's first block; row i at y + i·ys), aux (its figures; row i at
-// aux + i·xs), ys, xs, blocks, lane, out (row i's sixteen results at
-// out + i·os after the last chunk, else nil), os.
-//
-// Registers: DI acc, SI w, DX y, R8 aux, R10 ys, R11 3·ys, R12 xs,
-// R13 3·xs, CX blocks, AX the lane's byte offset in acc (64 a lane),
-// R9 out, BX os.
-
-#define ZARGS \
-	MOVQ acc+0(FP), DI \
-	MOVQ w+8(FP), SI \
-	MOVQ y+16(FP), DX \
-	MOVQ aux+24(FP), R8 \
-	MOVQ ys+32(FP), R10 \
-	LEAQ (R10)(R10*2), R11 \
-	MOVQ xs+40(FP), R12 \
-	LEAQ (R12)(R12*2), R13 \
-	MOVQ blocks+48(FP), CX \
-	MOVQ lane+56(FP), AX \
-	SHLQ $6, AX \
-	MOVQ out+64(FP), R9 \
-	MOVQ os+72(FP), BX
-
-// Activation row i's bytes (Yi) and figures (Xi) at OFF.
-#define YR0(OFF) OFF(DX)
-#define YR1(OFF) OFF(DX)(R10*1)
-#define YR2(OFF) OFF(DX)(R10*2)
-#define YR3(OFF) OFF(DX)(R11*1)
-#define FG0(OFF) OFF(R8)
-#define FG1(OFF) OFF(R8)(R12*1)
-#define FG2(OFF) OFF(R8)(R12*2)
-#define FG3(OFF) OFF(R8)(R13*1)
-
-// ZNEXT advances to the next lane, whose byte offset in acc wraps at 512.
-#define ZNEXT \
-	ADDQ $64, AX \
-	ANDQ $511, AX
+// Arguments and registers: BANDARGS (tile_amd64.h), 64 bytes a lane.
 
 // ZOUT reduces activation row i's lanes (at ACC(DI)) by halving, lane
 // j += lane j+w for w = 4, 2, 1, as reduce does, stores the sixteen
@@ -111,39 +74,27 @@
 	VADDPS ACC(DI)(AX*1), A, A \
 	VMOVUPS A, ACC(DI)(AX*1)
 
-// ZLOOP32 runs BLOCK over the blocks, then with out set stores the
-// results of the activation rows whose accumulators OUTS reduces.
-#define ZLOOP32(BLOCK, OUTS) \
-	TESTQ CX, CX \
-	JZ    done \
-loop: \
-	ZLOAD \
-	BLOCK \
-	ADDQ $576, SI \
-	ADDQ $34, DX \
-	ADDQ $8, R8 \
-	ZNEXT \
-	DECQ CX \
-	JNZ  loop \
-done: \
-	TESTQ R9, R9 \
-	JZ    ret \
-	OUTS \
-ret: \
-	VZEROUPPER \
-	RET
-
 #define Q40x4 \
+	ZLOAD \
 	ZACT(YR0, FG0, 0, Z0, Z1, 3) \
 	ZACT(YR1, FG1, 512, Z2, Z3, 3) \
 	ZACT(YR2, FG2, 1024, Z4, Z5, 3) \
 	ZACT(YR3, FG3, 1536, Z6, Z7, 3)
 
 #define Q80x4 \
+	ZLOAD \
 	ZACT(YR0, FG0, 0, Z0, Z1, 7) \
 	ZACT(YR1, FG1, 512, Z2, Z3, 7) \
 	ZACT(YR2, FG2, 1024, Z4, Z5, 7) \
 	ZACT(YR3, FG3, 1536, Z6, Z7, 7)
+
+#define Q40x1 \
+	ZLOAD \
+	ZACT(YR0, FG0, 0, Z0, Z1, 3)
+
+#define Q80x1 \
+	ZLOAD \
+	ZACT(YR0, FG0, 0, Z0, Z1, 7)
 
 #define OUT4 \
 	ZOUT(0) \
@@ -153,45 +104,23 @@ ret: \
 
 // func q4_0TileZ4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
 TEXT ·q4_0TileZ4(SB), NOSPLIT, $0-80
-	ZARGS
-	ZLOOP32(Q40x4, OUT4)
+	BANDARGS(6)
+	BANDLOOP(576, 34, 8, 64, Q40x4, OUT4)
 
 // func q4_0TileZ1(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
 TEXT ·q4_0TileZ1(SB), NOSPLIT, $0-80
-	ZARGS
-	ZLOOP32(ZACT(YR0, FG0, 0, Z0, Z1, 3), ZOUT(0))
+	BANDARGS(6)
+	BANDLOOP(576, 34, 8, 64, Q40x1, ZOUT(0))
 
 // func q8_0TileZ4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
 TEXT ·q8_0TileZ4(SB), NOSPLIT, $0-80
-	ZARGS
-	ZLOOP32(Q80x4, OUT4)
+	BANDARGS(6)
+	BANDLOOP(576, 34, 8, 64, Q80x4, OUT4)
 
 // func q8_0TileZ1(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
 TEXT ·q8_0TileZ1(SB), NOSPLIT, $0-80
-	ZARGS
-	ZLOOP32(ZACT(YR0, FG0, 0, Z0, Z1, 7), ZOUT(0))
-
-// ZLOOPK is ZLOOP32 for K-quant blocks: WS bytes repacked, a 292-byte
-// Q8_K activation block and XS bytes of figures a block; BLOCK loads its
-// own weights.
-#define ZLOOPK(WS, XS, BLOCK, OUTS) \
-	TESTQ CX, CX \
-	JZ    done \
-loop: \
-	BLOCK \
-	ADDQ $WS, SI \
-	ADDQ $292, DX \
-	ADDQ $XS, R8 \
-	ZNEXT \
-	DECQ CX \
-	JNZ  loop \
-done: \
-	TESTQ R9, R9 \
-	JZ    ret \
-	OUTS \
-ret: \
-	VZEROUPPER \
-	RET
+	BANDARGS(6)
+	BANDLOOP(576, 34, 8, 64, Q80x1, ZOUT(0))
 
 // ZGROUPS8 loads the eight groups at OFF(SI) into Z16-Z23.
 #define ZGROUPS8(OFF) \
@@ -308,13 +237,13 @@ ret: \
 
 // func q4KTileZ4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
 TEXT ·q4KTileZ4(SB), NOSPLIT, $0-80
-	ZARGS
-	ZLOOPK(5248, 32, Q4Kx4, OUT4)
+	BANDARGS(6)
+	BANDLOOP(5248, 292, 32, 64, Q4Kx4, OUT4)
 
 // func q4KTileZ1(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
 TEXT ·q4KTileZ1(SB), NOSPLIT, $0-80
-	ZARGS
-	ZLOOPK(5248, 32, Q4Kx1, ZOUT(0))
+	BANDARGS(6)
+	BANDLOOP(5248, 292, 32, 64, Q4Kx1, ZOUT(0))
 
 // Q6_K (5696 bytes a block repacked, q6KPackZ): per row, isum =
 // Σ_s sc_s·Σ q·a − 32·Σ_s sc_s·Σ_s a over the sixteen sub-blocks of 16,
@@ -420,13 +349,13 @@ TEXT ·q4KTileZ1(SB), NOSPLIT, $0-80
 
 // func q6KTileZ4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
 TEXT ·q6KTileZ4(SB), NOSPLIT, $0-80
-	ZARGS
-	ZLOOPK(5696, 32, Q6Kx4, OUT4)
+	BANDARGS(6)
+	BANDLOOP(5696, 292, 32, 64, Q6Kx4, OUT4)
 
 // func q6KTileZ1(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
 TEXT ·q6KTileZ1(SB), NOSPLIT, $0-80
-	ZARGS
-	ZLOOPK(5696, 32, Q6Kx1, ZOUT(0))
+	BANDARGS(6)
+	BANDLOOP(5696, 292, 32, 64, Q6Kx1, ZOUT(0))
 
 // func prefetchRows(w *byte, rs, rows, bytes int)
 //
