@@ -90,9 +90,10 @@ parity:
 	CGO_ENABLED=0 $(GO) test ./gguf/model/ -run '^TestParity$$' -count=1 -update -v
 
 # llama.cpp's llama-bench and this engine on the same files (the parity
-# fixtures and a Llama-3.2-1B-shaped random model), same threads, one run:
-# prefill and decode tok/s, ratios, peak RSS. Knobs: BENCH_THREADS,
-# BENCH_PP, BENCH_TG, BENCH_REPS, BENCH_1B=0 (see gguf/model/bench_test.go).
+# fixtures and Llama-3.2-1B-shaped random Q4_0, Q8_0 and Q4_K_M models),
+# same threads, one run: prefill and decode tok/s, ratios, peak RSS. Knobs:
+# BENCH_THREADS, BENCH_PP, BENCH_TG, BENCH_REPS, BENCH_1B=0,
+# BENCH_FIXTURES=0 (see gguf/model/bench_test.go).
 bench-engine:
 	MESHNODE_BENCH_ENGINE=1 CGO_ENABLED=0 $(GO) test ./gguf/model/ -run '^$$' -bench '^BenchmarkEngineVsLlamaCpp$$' -benchtime 1x -timeout 60m
 

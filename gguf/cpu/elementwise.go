@@ -158,9 +158,7 @@ func (b *Backend) GLU(dst, gate, up backend.Tensor, f backend.GLU) {
 func glu(dst, gate, up []float32, f backend.GLU) {
 	switch f {
 	case backend.SiLU:
-		for i, x := range gate {
-			dst[i] = silu(x) * up[i]
-		}
+		siluGLU(dst, gate, up)
 	case backend.GELUTanh:
 		tab := geluTable()
 		for i, x := range gate {

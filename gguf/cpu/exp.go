@@ -12,12 +12,11 @@ func expf(x float32) float32 {
 	// fma rounds once to float64 (a float32 product is exact there), then
 	// to float32.
 	fma := func(a, b, c float32) float32 { return float32(math.FMA(float64(a), float64(b), float64(c))) }
-	const shift = 0x1.8p23 // adding it rounds to an integer
-	z := fma(x, 0x1.715476p+0, shift)
-	n := z - shift
-	b := fma(-n, 0x1.7f7d1cp-20, fma(-n, 0x1.62e4p-1, x))
+	z := fma(x, expLog2e, expShift)
+	n := z - expShift
+	b := fma(-n, expLn2Lo, fma(-n, expLn2Hi, x))
 	u := b * b
-	j := fma(fma(fma(0x1.0e4020p-7, b, 0x1.573e2ep-5), u, fma(0x1.555e66p-3, b, 0x1.fffdb6p-2)), u, fma(0x1.ffffecp-1, b, 1))
+	j := fma(fma(fma(expC5, b, expC4), u, fma(expC3, b, expC2)), u, fma(expC1, b, 1))
 	switch {
 	case x != x: // NaN
 		return x
@@ -32,6 +31,21 @@ func expf(x float32) float32 {
 	// exact, and round once.
 	return float32(float64(j) * math.Ldexp(1, int(n)))
 }
+
+// expf's constants (float32, as its fma takes them): log2(e), the shift
+// whose addition rounds to an integer, ln 2 in two parts, and the
+// polynomial's coefficients.
+const (
+	expLog2e = 0x1.715476p+0
+	expShift = 0x1.8p23
+	expLn2Hi = 0x1.62e4p-1
+	expLn2Lo = 0x1.7f7d1cp-20
+	expC5    = 0x1.0e4020p-7
+	expC4    = 0x1.573e2ep-5
+	expC3    = 0x1.555e66p-3
+	expC2    = 0x1.fffdb6p-2
+	expC1    = 0x1.ffffecp-1
+)
 
 // tanhf is tanh in float32, as Cephes' tanhf computes it: an odd
 // polynomial below 0.625, where 1 − 2/(e^{2x}+1) would cancel, that

@@ -12,9 +12,10 @@ import (
 const tasksPerThread = 4
 
 // tileRows is the granularity of MatMul's tasks: quant.MatMul multiplies
-// weight rows eight at a time where the type has a tile kernel, so a task
-// boundary elsewhere would leave rows to its slower row-by-row path.
-const tileRows = 8
+// a batch by weight rows sixteen at a time where the machine has its
+// AVX-512 tiles (eight where only the others), so a task boundary
+// elsewhere would leave rows to a slower path.
+const tileRows = 16
 
 // quantJob converts activation rows to the weight's activation format.
 type quantJob struct {

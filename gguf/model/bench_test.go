@@ -84,14 +84,15 @@ func benchTokens(n, vocab int) []uint32 {
 // and this engine on the same files, with the same thread count, prompt
 // and generation lengths, in one run. It prints prefill (pp) and decode
 // (tg) tokens per second, our/llama.cpp ratios and peak RSS for the parity
-// fixtures and for a model of Llama 3.2 1B's shape made at bench time
-// (random Q4_0 and Q8_0 blocks; the 32000-token vocabulary of the built-in
-// model). Our side runs in a child process so its RSS is the engine's.
+// fixtures and for models of Llama 3.2 1B's shape made at bench time
+// (random Q4_0, Q8_0 and Q4_K_M blocks; the 32000-token vocabulary of the
+// built-in model). Our side runs in a child process so its RSS is the engine's.
 //
 // It needs MESHNODE_BENCH_ENGINE=1 (it takes minutes) and llama.cpp in
 // $LLAMACPP. Knobs: BENCH_THREADS (default: all CPUs), BENCH_PP/BENCH_TG/
 // BENCH_REPS (rounds) for the 1B models (default 64/16/3), BENCH_1B=0 to
-// skip them.
+// skip them, BENCH_FIXTURES=0 to skip the fixtures. Each round's figures
+// are logged too, beside the best (which the table and metrics give).
 func BenchmarkEngineVsLlamaCpp(b *testing.B) {
 	if os.Getenv("MESHNODE_BENCH_ENGINE") == "" {
 		b.Skip("set MESHNODE_BENCH_ENGINE=1 (make bench-engine): runs llama.cpp and takes minutes")
@@ -114,6 +115,9 @@ func BenchmarkEngineVsLlamaCpp(b *testing.B) {
 	}
 	var jobs []job
 	for _, arch := range modeltest.Archs {
+		if os.Getenv("BENCH_FIXTURES") == "0" {
+			break
+		}
 		for _, ft := range modeltest.FileTypes {
 			name := fixtureName(arch, ft)
 			file, err := modeltest.Generate(modeltest.Fixture(arch, ft), md)
@@ -128,7 +132,7 @@ func BenchmarkEngineVsLlamaCpp(b *testing.B) {
 		}
 	}
 	if os.Getenv("BENCH_1B") != "0" {
-		for _, ft := range []string{"Q4_0", "Q8_0"} {
+		for _, ft := range []string{"Q4_0", "Q8_0", "Q4_K_M"} {
 			spec := modeltest.Spec{Arch: "llama", FileType: ft, Embd: 2048, Layers: 16, Heads: 32, KVHeads: 8,
 				FF: 8192, Context: 4096, Seed: 1}
 			path := filepath.Join(dir, "llama-1b-"+strings.ToLower(ft)+".gguf")
@@ -161,6 +165,7 @@ func BenchmarkEngineVsLlamaCpp(b *testing.B) {
 					b.Fatal(err)
 				}
 				ours = ours.best(o)
+				b.Logf("round: ours pp %.1f tg %.1f, llama.cpp pp %.1f tg %.1f (load %s)", o.PP, o.TG, r.PP, r.TG, loadAverage())
 			}
 			b.ReportMetric(ours.PP, "pp_tok/s")
 			b.ReportMetric(ours.TG, "tg_tok/s")

@@ -169,7 +169,9 @@ func BenchmarkQuantizeActivation(b *testing.B) {
 // as decoding does. It reports x_rows: the rate over that of the same
 // product by VecDot's kernels a weight row and an activation row at a
 // time (MatMul without its tile kernels for the batch, MatVec for one
-// row), timed in the same run.
+// row), timed in the same run; and for a batch, x_tile8: the rate over
+// that of MatMul with the eight-row tiles one activation row at a time
+// (no band kernels), where this machine has band kernels for the type.
 func BenchmarkMatMul(b *testing.B) {
 	const rows, cols = 2048, 2048
 	for _, typ := range []quant.Type{quant.Q4_0, quant.Q8_0, quant.Q4_K, quant.Q6_K} {
@@ -199,6 +201,14 @@ func BenchmarkMatMul(b *testing.B) {
 					}
 				}
 				baseline := bestOf(base)
+				tile8 := 0.0
+				if batch > 1 && quant.HaveBand(typ) {
+					tile8 = bestOf(func() {
+						defer quant.SetZ(false)()
+						defer quant.SetY(false)()
+						run()
+					})
+				}
 				b.ResetTimer()
 				for b.Loop() {
 					run()
@@ -206,6 +216,9 @@ func BenchmarkMatMul(b *testing.B) {
 				per := b.Elapsed().Seconds() / float64(b.N)
 				b.ReportMetric(float64(rows*batch)/per/1e6, "Mdots/s")
 				b.ReportMetric(baseline/per, "x_rows")
+				if tile8 > 0 {
+					b.ReportMetric(tile8/per, "x_tile8")
+				}
 			})
 		}
 	}

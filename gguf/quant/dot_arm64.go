@@ -83,3 +83,9 @@ const pairedRows = false
 const haveVNNI = false
 
 var vnniTiles = map[Type]*tileKernel{}
+
+// No band kernels here (tile_simd.go): a batch takes the eight-row SDOT
+// tiles one activation row at a time.
+const haveZ = false
+
+var zTiles, yTiles = map[Type]*bandKernel{}, map[Type]*bandKernel{}

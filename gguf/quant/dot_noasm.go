@@ -24,3 +24,7 @@ func rowsSIMD(Type, []byte, int, *Activation, []float32) bool { return false }
 const haveVNNI = false
 
 var useVNNI = false
+
+const haveZ = false
+
+var useZ, useY = false, false

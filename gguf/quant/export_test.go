@@ -71,3 +71,23 @@ func SetVNNI(on bool) (restore func()) {
 
 // HaveVNNI says whether this machine runs the AVX512-VNNI tile kernels.
 func HaveVNNI() bool { return haveVNNI }
+
+// SetZ turns the sixteen-row AVX-512 tile kernels on or off (on only
+// where the CPU has them) and returns a function that restores the
+// previous setting.
+func SetZ(on bool) (restore func()) {
+	old := useZ
+	useZ = on && haveZ
+	return func() { useZ = old }
+}
+
+// HaveZ says whether this machine runs the sixteen-row AVX-512 tiles.
+func HaveZ() bool { return haveZ }
+
+// SetY turns the eight-row AVX2 tiles of four activation rows at once on
+// or off and returns a function that restores the previous setting.
+func SetY(on bool) (restore func()) {
+	old := useY
+	useY = on && haveSIMD
+	return func() { useY = old }
+}

@@ -56,10 +56,12 @@ func fillBlocks(rng *rand.Rand, typ quant.Type, b []byte, kind string) {
 // and cross the repacked chunks, and quantised, random, raw and special
 // blocks.
 func TestMatMulMatchesVecDot(t *testing.T) {
-	testMatMulMatchesVecDot(t)
-	if quant.HaveVNNI() {
-		t.Run("AVX2", func(t *testing.T) {
-			defer quant.SetVNNI(false)()
+	for _, cfg := range kernelConfigs() {
+		if cfg.name == "no tiles" || cfg.name == "Go" {
+			continue // the row kernels, which TestSIMDMatchesGo holds to Go
+		}
+		t.Run(cfg.name, func(t *testing.T) {
+			defer cfg.set()()
 			testMatMulMatchesVecDot(t)
 		})
 	}
@@ -74,6 +76,9 @@ func testMatMulMatchesVecDot(t *testing.T) {
 		qk := max(typ.BlockSize(), at.BlockSize())
 		for _, shape := range []struct{ rows, blocks, batch int }{
 			{8, 1, 2}, {9, 6, 3}, {16, 7, 2}, {13, 8, 5}, {24, 9, 2}, {8, 33, 4}, {17, 40, 3}, {8, 70, 2}, {32, 12, 1}, {16, 6, 1}, {11, 3, 1}, {8, 40, 1}, {5, 17, 1},
+			// Sixteen-row tiles with four activation rows at a time and
+			// the rest one by one, across repacked chunks.
+			{16, 33, 4}, {40, 70, 9}, {48, 5, 6}, {31, 64, 5},
 		} {
 			n := shape.blocks * qk
 			w := make([]byte, mustRowSize(t, typ, n*shape.rows))
@@ -145,9 +150,10 @@ func TestBatchErrors(t *testing.T) {
 }
 
 // FuzzMatMulMatchesVecDot: any weight and activation bytes give MatMul
-// the bits of the Go VecDot. The weight row's bytes make nine rows
-// (rotated by a byte each, so they differ), the activation's a batch of
-// two rows and one of one.
+// the bits of the Go VecDot. The weight row's bytes make seventeen rows
+// (rotated by a byte each, so they differ: a sixteen-row tile and one
+// more), the activation's a batch of five rows (four at once and one),
+// of two and of one.
 func FuzzMatMulMatchesVecDot(f *testing.F) {
 	addDotSeeds(f, quant.TileTypes(), rand.New(rand.NewPCG(23, 24)))
 	f.Fuzz(func(t *testing.T, pick uint8, row, act []byte) {
@@ -155,25 +161,25 @@ func FuzzMatMulMatchesVecDot(f *testing.F) {
 		if !ok {
 			return
 		}
-		const rows = 9
+		const rows = 17
 		w := make([]byte, 0, rows*rs)
 		for r := range rows {
 			w = append(w, row[r%rs:rs]...)
 			w = append(w, row[:r%rs]...)
 		}
 		if pick&0x80 != 0 {
+			defer quant.SetZ(false)()    // the AVX2 tiles of four rows at once
 			defer quant.SetVNNI(false)() // the AVX2 tiles, where VNNI's would run
 		}
-		for _, size := range []int{2, 1} {
+		for _, size := range []int{5, 2, 1} {
 			b, err := quant.NewBatch(typ, n, size)
 			if err != nil {
 				t.Fatal(err)
 			}
 			for i := range size {
-				copy(b.Row(i).Data, act[:as])
-				if i == 1 {
-					slices.Reverse(b.Row(i).Data)
-				}
+				d := b.Row(i).Data
+				copy(d, act[:as])
+				slices.Reverse(d[:i*as/size])
 				quant.Refigure(b, i)
 			}
 			out := make([]float32, size*rows)
@@ -189,4 +195,94 @@ func FuzzMatMulMatchesVecDot(f *testing.F) {
 			restore()
 		}
 	})
+}
+
+// TestMatMulRowInvariance pins what batch invariance rests on: an
+// activation row's outputs are the same bits whatever batch it is
+// multiplied in (alone, or with any number of other rows, so in any
+// group of four or remainder of the sixteen-row tiles), and whichever
+// kernels this machine runs (sixteen-row AVX-512, eight-row VNNI or
+// AVX2 tiles, row kernels, or Go), for every type with a tile kernel.
+func TestMatMulRowInvariance(t *testing.T) {
+	rng := rand.New(rand.NewPCG(25, 26))
+	const rows, maxBatch = 59, 21 // three sixteen-row tiles, an eight-row one, three rows
+	for _, typ := range []quant.Type{quant.Q4_0, quant.Q8_0, quant.Q4_K, quant.Q6_K} {
+		n := 3 * 256
+		w := make([]byte, mustRowSize(t, typ, n*rows))
+		if err := quant.Quantize(typ, normal(rng, n*rows), w); err != nil {
+			t.Fatal(err)
+		}
+		x := normal(rng, n*maxBatch)
+		// Each row alone, with the Go kernels: the reference.
+		restore := quant.SetSIMD(false)
+		want := matMulRows(t, typ, w, rows, x, n, maxBatch, 1)
+		restore()
+		for _, cfg := range kernelConfigs() {
+			func() {
+				defer cfg.set()()
+				for _, size := range []int{1, 2, 3, 4, 5, 7, 8, 9, 16, 17, maxBatch} {
+					got := matMulRows(t, typ, w, rows, x, n, maxBatch, size)
+					for i := range want {
+						if !sameFloat(got[i], want[i]) {
+							t.Fatalf("%s, %s, batches of %d: activation row %d, weight row %d: %g, alone %g",
+								typ, cfg.name, size, i/rows, i%rows, got[i], want[i])
+						}
+					}
+				}
+			}()
+		}
+	}
+}
+
+// matMulRows multiplies the batch rows of n elements in x by w, size
+// rows at a time (the last batch shorter), and returns the outputs.
+func matMulRows(t *testing.T, typ quant.Type, w []byte, rows int, x []float32, n, batch, size int) []float32 {
+	out := make([]float32, batch*rows)
+	for i0 := 0; i0 < batch; i0 += size {
+		m := min(size, batch-i0)
+		b, err := quant.NewBatch(typ, n, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range m {
+			if err := b.Quantize(i, x[(i0+i)*n:(i0+i+1)*n]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		quant.MatMul(typ, w, b, out[i0*rows:], rows)
+	}
+	return out
+}
+
+type kernelConfig struct {
+	name string
+	set  func() (restore func())
+}
+
+// kernelConfigs are the kernel choices this machine can make MatMul run:
+// between them, every tile kernel it has (sixteen-row AVX-512, eight-row
+// AVX2 of four activation rows, eight-row VNNI and AVX2 of one), the row
+// kernels and Go.
+func kernelConfigs() []kernelConfig {
+	off := func(fs ...func(bool) func()) func() func() {
+		return func() func() {
+			var rs []func()
+			for _, f := range fs {
+				rs = append(rs, f(false))
+			}
+			return func() {
+				for _, r := range slices.Backward(rs) {
+					r()
+				}
+			}
+		}
+	}
+	return []kernelConfig{
+		{"all kernels", off()},
+		{"no AVX-512 tiles", off(quant.SetZ)},
+		{"one activation row a tile", off(quant.SetZ, quant.SetY)},
+		{"AVX2 one row a tile", off(quant.SetZ, quant.SetY, quant.SetVNNI)},
+		{"no tiles", off(quant.SetTiles)},
+		{"Go", off(quant.SetSIMD)},
+	}
 }

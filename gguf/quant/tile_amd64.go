@@ -54,3 +54,76 @@ func q8_0TileVNNI(acc *[64]float32, w, y, aux *byte, blocks int, out *float32)
 
 //go:noescape
 func q8_0PackU(dst, w *byte, rs, blocks int)
+
+// The sixteen-row tiles (tile_z_amd64.s), for AVX-512 with VNNI.
+
+//go:noescape
+func q4_0TileZ4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+
+//go:noescape
+func q4_0TileZ1(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+
+//go:noescape
+func q8_0TileZ4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+
+//go:noescape
+func q8_0TileZ1(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+
+//go:noescape
+func q4_0PackZ16(dst, w *byte, rs, blocks int)
+
+//go:noescape
+func q8_0PackUZ(dst, w *byte, rs, blocks int)
+
+//go:noescape
+func q4KTileZ4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+
+//go:noescape
+func q4KTileZ1(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+
+//go:noescape
+func q4KPackZ(dst, w *byte, rs, blocks int)
+
+//go:noescape
+func q6KTileZ4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+
+//go:noescape
+func q6KTileZ1(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+
+//go:noescape
+func q6KPackZ(dst, w *byte, rs, blocks int)
+
+// prefetchRows asks for the first bytes bytes of each of rows rows, rs
+// bytes apart from w, to be brought into the L2 cache.
+//
+//go:noescape
+func prefetchRows(w *byte, rs, rows, bytes int)
+
+// The band kernels' repacking, as bandKernel.pack: the sixteen-row tiles'
+// of Q4_0 all sixteen rows at once, of the others eight into each half;
+// the eight-row AVX2 tiles' q4_0Pack's.
+
+func q4_0PackZ(dst, w []byte, rs, blocks int) { q4_0PackZ16(&dst[0], &w[0], rs, blocks) }
+
+func packHalves(half func(dst, w *byte, rs, blocks int)) func(dst, w []byte, rs, blocks int) {
+	return func(dst, w []byte, rs, blocks int) {
+		half(&dst[0], &w[0], rs, blocks)
+		half(&dst[32], &w[8*rs], rs, blocks)
+	}
+}
+
+func q4_0PackY(dst, w []byte, rs, blocks int) { q4_0Pack(&dst[0], &w[0], rs, blocks) }
+
+//go:noescape
+func q4_0TileY4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+
+//go:noescape
+func q4_0TileY1(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+
+func q4KPackY(dst, w []byte, rs, blocks int) { q4KPack(&dst[0], &w[0], rs, blocks) }
+
+//go:noescape
+func q4KTileY4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+
+//go:noescape
+func q4KTileY1(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)

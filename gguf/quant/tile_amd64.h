@@ -182,7 +182,12 @@ keep: \
 
 // TRANSPOSE8 turns Y0..Y7, eight rows of eight dwords, into groups: dword
 // k of every row, row r in dword r, stored at OFF+32k(DI). Clobbers Y0-Y15.
-#define TRANSPOSE8(OFF) \
+#define TRANSPOSE8(OFF) TRANSPOSE8S(OFF, 32)
+
+// TRANSPOSE8S is TRANSPOSE8 with the groups stored S bytes apart, at
+// OFF+S·k(DI): S = 64 leaves room beside each for eight more rows' (the
+// sixteen-row tiles of tile_z_amd64.s).
+#define TRANSPOSE8S(OFF, S) \
 	VPUNPCKLDQ Y1, Y0, Y8 \
 	VPUNPCKHDQ Y1, Y0, Y9 \
 	VPUNPCKLDQ Y3, Y2, Y10 \
@@ -202,19 +207,19 @@ keep: \
 	VPERM2I128 $0x20, Y4, Y0, Y8 \
 	VMOVDQU Y8, (OFF)(DI) \
 	VPERM2I128 $0x20, Y5, Y1, Y8 \
-	VMOVDQU Y8, (OFF+32)(DI) \
+	VMOVDQU Y8, (OFF+1*(S))(DI) \
 	VPERM2I128 $0x20, Y6, Y2, Y8 \
-	VMOVDQU Y8, (OFF+64)(DI) \
+	VMOVDQU Y8, (OFF+2*(S))(DI) \
 	VPERM2I128 $0x20, Y7, Y3, Y8 \
-	VMOVDQU Y8, (OFF+96)(DI) \
+	VMOVDQU Y8, (OFF+3*(S))(DI) \
 	VPERM2I128 $0x31, Y4, Y0, Y8 \
-	VMOVDQU Y8, (OFF+128)(DI) \
+	VMOVDQU Y8, (OFF+4*(S))(DI) \
 	VPERM2I128 $0x31, Y5, Y1, Y8 \
-	VMOVDQU Y8, (OFF+160)(DI) \
+	VMOVDQU Y8, (OFF+5*(S))(DI) \
 	VPERM2I128 $0x31, Y6, Y2, Y8 \
-	VMOVDQU Y8, (OFF+192)(DI) \
+	VMOVDQU Y8, (OFF+6*(S))(DI) \
 	VPERM2I128 $0x31, Y7, Y3, Y8 \
-	VMOVDQU Y8, (OFF+224)(DI)
+	VMOVDQU Y8, (OFF+7*(S))(DI)
 
 // HALVES8 stores as float32 at OFF(DI) the fp16 at byte H of the eight
 // rows' blocks. Clobbers AX, X0.
@@ -262,6 +267,62 @@ done: \
 	JZ    ret \
 	TILEACC \
 	TILEOUT \
+ret: \
+	VZEROUPPER \
+	RET
+
+// Band kernels (tile_z_amd64.s, tile_y_amd64.s: bandKernel of
+// tile_simd.go), whose arguments are acc, w (repacked), y (activation
+// row 0's first block; row i at y + i·ys), aux (its figures; row i at
+// aux + i·xs), ys, xs, blocks, lane, out (row i's results at out + i·os
+// after the last chunk, else nil), os. BANDARGS loads them: DI acc, SI
+// w, DX y, R8 aux, R10 ys, R11 3·ys, R12 xs, R13 3·xs, CX blocks, AX the
+// lane's byte offset in acc (lane << LSHIFT), R9 out, BX os.
+#define BANDARGS(LSHIFT) \
+	MOVQ acc+0(FP), DI \
+	MOVQ w+8(FP), SI \
+	MOVQ y+16(FP), DX \
+	MOVQ aux+24(FP), R8 \
+	MOVQ ys+32(FP), R10 \
+	LEAQ (R10)(R10*2), R11 \
+	MOVQ xs+40(FP), R12 \
+	LEAQ (R12)(R12*2), R13 \
+	MOVQ blocks+48(FP), CX \
+	MOVQ lane+56(FP), AX \
+	SHLQ $LSHIFT, AX \
+	MOVQ out+64(FP), R9 \
+	MOVQ os+72(FP), BX
+
+// Activation row i's bytes (YRi) and figures (FGi) at OFF.
+#define YR0(OFF) OFF(DX)
+#define YR1(OFF) OFF(DX)(R10*1)
+#define YR2(OFF) OFF(DX)(R10*2)
+#define YR3(OFF) OFF(DX)(R11*1)
+#define FG0(OFF) OFF(R8)
+#define FG1(OFF) OFF(R8)(R12*1)
+#define FG2(OFF) OFF(R8)(R12*2)
+#define FG3(OFF) OFF(R8)(R13*1)
+
+// BANDLOOP runs BLOCK (which loads its own weights) over the blocks, WS
+// bytes repacked, YS of activation and XS of figures a block, each to
+// the next lane, LANE bytes of acc apart (eight lanes), then with out set
+// stores the results that OUTS reduces; and returns. Once per function.
+#define BANDLOOP(WS, YS, XS, LANE, BLOCK, OUTS) \
+	TESTQ CX, CX \
+	JZ    done \
+loop: \
+	BLOCK \
+	ADDQ $WS, SI \
+	ADDQ $YS, DX \
+	ADDQ $XS, R8 \
+	ADDQ $LANE, AX \
+	ANDQ $(8*LANE-1), AX \
+	DECQ CX \
+	JNZ  loop \
+done: \
+	TESTQ R9, R9 \
+	JZ    ret \
+	OUTS \
 ret: \
 	VZEROUPPER \
 	RET

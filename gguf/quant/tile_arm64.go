@@ -42,3 +42,10 @@ func dotQ4_0Figures(row, act, aux, _ []byte, n int) float32 {
 	blocksQ4_0(&acc, row, act, nb&^7, nb)
 	return reduce(acc[:])
 }
+
+// prefetchRows asks for the first bytes bytes of each of rows rows, rs
+// bytes apart from w, to be brought into the L2 cache (matMulBand's
+// prefetch; no band kernel runs here yet).
+//
+//go:noescape
+func prefetchRows(w *byte, rs, rows, bytes int)

@@ -151,3 +151,52 @@ pack:
 	JNZ  pack
 	VZEROUPPER
 	RET
+
+// SCALEROW32 is SCALEROW with each scale as one int32, for the
+// sixteen-row tile's VPDPWSSD.
+#define SCALEROW32(R, X, ROW, BITS, _1, _2, _3) \
+	MOVL ROW(4), AX \
+	MOVL ROW(8), BX \
+	MOVL ROW(12), DX \
+	BITS(R8) \
+	VMOVQ R8, X \
+	VPMOVZXBD X, R
+
+// func q4KPackZ(dst, w *byte, rs, blocks int)
+//
+// q4KPackZ repacks eight rows into one half of a sixteen-row Q4_K tile
+// of tile_z_amd64.s (rows 0-7 at dst, rows 8-15 at dst+32; 5248 bytes a
+// block): the nibbles in groups 64 bytes apart, sub-block s at 512s; at
+// 4096 + 64s the rows' scale s as int32; at 4608 + 64j their min j as
+// int16 pairs (m, m); d at 5120 and dmin at 5184 as float32.
+TEXT ·q4KPackZ(SB), NOSPLIT, $0-32
+	PACKARGS
+pack:
+	NIBROWS(16, 0)
+	TRANSPOSE8S(0, 64)
+	NIBROWS(16, 4)
+	TRANSPOSE8S(512, 64)
+	NIBROWS(48, 0)
+	TRANSPOSE8S(1024, 64)
+	NIBROWS(48, 4)
+	TRANSPOSE8S(1536, 64)
+	NIBROWS(80, 0)
+	TRANSPOSE8S(2048, 64)
+	NIBROWS(80, 4)
+	TRANSPOSE8S(2560, 64)
+	NIBROWS(112, 0)
+	TRANSPOSE8S(3072, 64)
+	NIBROWS(112, 4)
+	TRANSPOSE8S(3584, 64)
+	ROWS8(SCALEROW32, SCBITS, 0, 0, 0)
+	TRANSPOSE8S(4096, 64)
+	SCALEROWS(MNBITS)
+	TRANSPOSE8S(4608, 64)
+	HALVES8(0, 5120)
+	HALVES8(2, 5184)
+	ADDQ $144, SI
+	ADDQ $5248, DI
+	DECQ CX
+	JNZ  pack
+	VZEROUPPER
+	RET

@@ -160,3 +160,46 @@ pack:
 	JNZ  pack
 	VZEROUPPER
 	RET
+
+// UNITZ and HALFCZ are UNIT and HALFC for the sixteen-row tile: 32
+// elements (eight groups, 64 bytes apart) at 512M.
+#define UNITZ(M, QL, LSH, QH, HOP) \
+	ROWS8(QROW, QL, LSH, QH, HOP) \
+	TRANSPOSE8S(512*(M), 64)
+
+#define HALFCZ(C) \
+	UNITZ(4*(C), 64*(C), 0, 128+32*(C), SHL4) \
+	UNITZ(4*(C)+1, 64*(C)+32, 0, 128+32*(C), SHL2) \
+	UNITZ(4*(C)+2, 64*(C), 4, 128+32*(C), NOSH) \
+	UNITZ(4*(C)+3, 64*(C)+32, 4, 128+32*(C), SHR2)
+
+// SCROW32 leaves in R the int8 scales at ROW(OFF..OFF+7) as int32.
+#define SCROW32(R, X, ROW, OFF, _1, _2, _3) \
+	VPMOVSXBD ROW(OFF), R
+
+// func q6KPackZ(dst, w *byte, rs, blocks int)
+//
+// q6KPackZ repacks eight rows into one half of a sixteen-row Q6_K tile
+// of tile_z_amd64.s (rows 0-7 at dst, rows 8-15 at dst+32; 5696 bytes a
+// block): the quants q in groups 64 bytes apart, sub-block s (elements
+// 16s..16s+15) at 256s; at 4096 + 64s the rows' scale s as int32; at
+// 5120 + 64k their scales 2k and 2k+1 as an int16 pair; d at 5632 as
+// float32.
+TEXT ·q6KPackZ(SB), NOSPLIT, $0-32
+	PACKARGS
+pack:
+	HALFCZ(0)
+	HALFCZ(1)
+	ROWS8(SCROW32, 192, 0, 0, 0)
+	TRANSPOSE8S(4096, 64)
+	ROWS8(SCROW32, 200, 0, 0, 0)
+	TRANSPOSE8S(4608, 64)
+	ROWS8(PAIRROW, 0, 0, 0, 0)
+	TRANSPOSE8S(5120, 64)
+	HALVES8(208, 5632)
+	ADDQ $210, SI
+	ADDQ $5696, DI
+	DECQ CX
+	JNZ  pack
+	VZEROUPPER
+	RET

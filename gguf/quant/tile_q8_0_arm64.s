@@ -89,3 +89,27 @@ pack:
 	Q4ROWS(R10, R11, R12, R13)
 	HALVES8(0)
 	PACKNEXT(18)
+
+// func prefetchRows(w *byte, rs, rows, bytes int)
+TEXT ·prefetchRows(SB), NOSPLIT, $0-32
+	MOVD w+0(FP), R0
+	MOVD rs+8(FP), R1
+	MOVD rows+16(FP), R2
+	MOVD bytes+24(FP), R3
+	CBZ  R2, pdone
+prow:
+	MOVD $0, R4
+pline:
+	ADD  R4, R0, R5
+	PRFM (R5), PLDL2KEEP
+	ADD  $64, R4
+	CMP  R3, R4
+	BLT  pline
+	ADD  R3, R0, R5
+	SUB  $1, R5
+	PRFM (R5), PLDL2KEEP
+	ADD  R1, R0
+	SUBS $1, R2
+	BNE  prow
+pdone:
+	RET

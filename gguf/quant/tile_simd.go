@@ -41,15 +41,44 @@ type tileKernel struct {
 	dot func(acc *[64]float32, w, y, aux *byte, blocks int, out *float32)
 }
 
-// tileScratch is one call's repacked chunk and accumulators.
-type tileScratch struct {
-	w   []byte
-	acc [][64]float32
+// bandKernel is a tile kernel that takes several activation rows at
+// once: h weight rows (sixteen in tile_z_amd64.s's AVX-512 kernels,
+// eight in tile_y_amd64.s's AVX2 ones) repacked so that a vector holds
+// the same four elements of all of them, times four activation rows at a
+// time (dot4) or one (dot1), each weight group loaded once for the four.
+// Each activation row keeps its accumulators in its own 8h floats, lane
+// j of the h rows at h·j: block b0+k of a call adds to lane (lane+k) mod 8
+// (lane is b0 mod 8), as VecDot's block b0+k does.
+type bandKernel struct {
+	h      int // weight rows a tile
+	chunk  int // blocks repacked at a time
+	packed int // bytes of one block of h rows, repacked
+	// pack repacks the first blocks blocks of the h rows at w (rs bytes
+	// apart) into dst.
+	pack func(dst, w []byte, rs, blocks int)
+	// dot4 and dot1 add the partials of blocks 0..blocks-1 of the
+	// repacked rows at w and the activation rows at y (row i at y+i·ys,
+	// its figures at aux+i·xs) to acc (row i's at acc[8h·i:]). With out
+	// set (the last chunk), they then reduce each row's lanes as reduce
+	// does and store activation row i's h results at out+i·os bytes.
+	dot4, dot1 func(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
 }
 
-// useVNNI selects vnniTiles where the CPU has them; tests switch it off
-// to hold the AVX2 tiles to the Go kernels too.
-var useVNNI = haveVNNI
+// tileScratch is one call's repacked chunk and accumulators.
+type tileScratch struct {
+	w    []byte
+	acc  [][64]float32
+	band []float32 // the band kernels' accumulators
+}
+
+// useVNNI selects vnniTiles where the CPU has them, useZ zTiles and
+// useY yTiles; tests switch them off to hold the other tiles to the Go
+// kernels too.
+var (
+	useVNNI = haveVNNI
+	useZ    = haveZ
+	useY    = haveSIMD
+)
 
 var tileScratchPool = sync.Pool{New: func() any { return new(tileScratch) }}
 
@@ -57,17 +86,21 @@ var tileScratchPool = sync.Pool{New: func() any { return new(tileScratch) }}
 // tile kernel that serves this batch, and returns how many rows it did
 // (from row 0).
 func matMulTiles(t Type, w []byte, rs, rows int, b *Batch, out []float32, stride int) int {
+	s := tileScratchPool.Get().(*tileScratch)
+	defer tileScratchPool.Put(s)
+	done := 0
+	if band := bandFor(t); band != nil && b.rows > 1 {
+		done = matMulBand(band, s, t, w, rs, rows, b, out, stride)
+	}
 	k := simdTiles[t]
 	if v := vnniTiles[t]; v != nil && useVNNI {
 		k = v
 	}
 	full := rows &^ 7
 	nb := b.n / t.BlockSize()
-	if k == nil || full == 0 || b.rows == 1 && nb >= k.short {
-		return 0
+	if k == nil || full <= done || b.rows == 1 && nb >= k.short {
+		return done
 	}
-	s := tileScratchPool.Get().(*tileScratch)
-	defer tileScratchPool.Put(s)
 	if need := k.packed * min(k.chunk, nb); len(s.w) < need {
 		s.w = make([]byte, need)
 	}
@@ -76,7 +109,7 @@ func matMulTiles(t Type, w []byte, rs, rows int, b *Batch, out []float32, stride
 	}
 	acc := s.acc[:b.rows]
 	wb, ab, xb := t.TypeSize(), b.typ.TypeSize(), auxBytes(b.typ)
-	for r := 0; r < full; r += 8 {
+	for r := done; r < full; r += 8 {
 		clear(acc)
 		for b0 := 0; b0 < nb; b0 += k.chunk {
 			b1 := min(nb, b0+k.chunk)
@@ -87,6 +120,79 @@ func matMulTiles(t Type, w []byte, rs, rows int, b *Batch, out []float32, stride
 					o = &out[i*stride+r : i*stride+r+8][0]
 				}
 				k.dot(&acc[i], &s.w[0], &b.data[i*b.rowSize+b0*ab], &b.aux[i*b.auxSize+b0*xb], b1-b0, o)
+			}
+		}
+	}
+	return full
+}
+
+// bandFor returns the band kernel this machine runs for t, if any.
+func bandFor(t Type) *bandKernel {
+	if z := zTiles[t]; z != nil && useZ {
+		return z
+	}
+	if y := yTiles[t]; y != nil && useY {
+		return y
+	}
+	return nil
+}
+
+// matMulBand does MatMul's rows in whole tiles of k.h with k, and
+// returns how many it did (from row 0). A batch takes its activation
+// rows four at a time, then one at a time.
+func matMulBand(k *bandKernel, s *tileScratch, t Type, w []byte, rs, rows int, b *Batch, out []float32, stride int) int {
+	h := k.h
+	full := rows / h * h
+	nb := b.n / t.BlockSize()
+	if full == 0 || nb == 0 {
+		return 0
+	}
+	if need := k.packed * min(k.chunk, nb); len(s.w) < need {
+		s.w = make([]byte, need)
+	}
+	if need := 8 * h * b.rows; len(s.band) < need {
+		s.band = make([]float32, need)
+	}
+	acc := s.band[:8*h*b.rows]
+	wb, ab, xb := t.TypeSize(), b.typ.TypeSize(), auxBytes(b.typ)
+	for r := 0; r < full; r += h {
+		clear(acc)
+		for b0 := 0; b0 < nb; b0 += k.chunk {
+			blocks := min(nb, b0+k.chunk) - b0
+			k.pack(s.w, w[r*rs+b0*wb:], rs, blocks)
+			last := b0+blocks == nb
+			// The next chunk's rows (or the next tile's first), read by
+			// its pack from the mapping, are asked for a few at each
+			// kernel call meanwhile, so that reading them overlaps this
+			// chunk's arithmetic.
+			next, nextBlocks := r*rs+(b0+blocks)*wb, min(nb-b0-blocks, k.chunk)
+			if last {
+				next, nextBlocks = (r+h)*rs, min(nb, k.chunk)
+			}
+			calls := b.rows/4 + b.rows%4
+			per, ahead := (h+calls-1)/calls, 0
+			if r+h == full && last {
+				ahead = h // nothing to prefetch
+			}
+			for i := 0; i < b.rows; {
+				n, dot := 4, k.dot4
+				if b.rows-i < 4 {
+					n, dot = 1, k.dot1
+				}
+				if ahead < h {
+					m := min(per, h-ahead)
+					prefetchRows(&w[next+ahead*rs], rs, m, nextBlocks*wb)
+					ahead += m
+				}
+				var o *float32
+				if last {
+					// Bounds of the n rows' outputs, checked here.
+					_ = out[(i+n-1)*stride+r+h-1]
+					o = &out[i*stride+r : i*stride+r+h][0]
+				}
+				dot(&acc[8*h*i], &s.w[0], &b.data[i*b.rowSize+b0*ab], &b.aux[i*b.auxSize+b0*xb],
+					b.rowSize, b.auxSize, blocks, b0&7, o, 4*stride)
+				i += n
 			}
 		}
 	}

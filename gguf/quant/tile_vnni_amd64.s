@@ -77,3 +77,22 @@ pack:
 	JNZ  pack
 	VZEROUPPER
 	RET
+
+// func q8_0PackUZ(dst, w *byte, rs, blocks int)
+//
+// q8_0PackUZ is q8_0PackU for one half of a sixteen-row tile of
+// tile_z_amd64.s (rows 0-7 at dst, rows 8-15 at dst+32): groups 64 bytes
+// apart, d at 512, 576 bytes a block.
+TEXT ·q8_0PackUZ(SB), NOSPLIT, $0-32
+	PACKARGS
+pack:
+	BCASTB(0x80, X13, Y13)
+	ROWS8(UROW, 0, 0, 0, 0)
+	TRANSPOSE8S(0, 64)
+	HALVES8(0, 512)
+	ADDQ $34, SI
+	ADDQ $576, DI
+	DECQ CX
+	JNZ  pack
+	VZEROUPPER
+	RET

@@ -105,10 +105,12 @@ func Generate(s Spec, vocab *gguf.Metadata) ([]byte, error) {
 }
 
 // WriteRandom writes a model of s's shape to out for speed measurements:
-// its matrices are random blocks of the file type (F16, Q8_0 or Q4_0, used
-// for every matrix, the output head included) made directly, without
-// drawing and quantising floats, so a model of a billion parameters takes
-// seconds. Its outputs are meaningless; its work is a real model's.
+// its matrices are random blocks made directly, without drawing and
+// quantising floats, so a model of a billion parameters takes seconds:
+// for F16, Q8_0 and Q4_0 of the file type, used for every matrix, the
+// output head included; for Q4_K_M of llama-quantize's mix (Q4_K, with
+// Q6_K for the output head and the attn_v and ffn_down it picks). Its
+// outputs are meaningless; its work is a real model's.
 func WriteRandom(out io.Writer, s Spec, vocab *gguf.Metadata) error {
 	w, ts, err := build(s, vocab)
 	if err != nil {
@@ -121,7 +123,9 @@ func WriteRandom(out io.Writer, s Spec, vocab *gguf.Metadata) error {
 		if len(t.dims) < 2 {
 			data, err = t.generate(s.Seed)
 		} else {
-			t.typ = base
+			if base != quant.Q4_K {
+				t.typ = base
+			}
 			data, err = t.randomBlocks(s.Seed)
 		}
 		if err != nil {
@@ -358,8 +362,8 @@ func (t *tensor) generate(seed uint64) ([]byte, error) {
 
 // randomBlocks makes the tensor's bytes directly in its type, with values
 // of about its std: F16 halves of random sign and mantissa at a fixed
-// binade, or Q8_0/Q4_0 blocks of random quants under a scale that gives
-// that spread.
+// binade, or Q8_0, Q4_0, Q4_K or Q6_K blocks of random quants (and
+// sub-block scales and mins) under a scale that gives that spread.
 func (t *tensor) randomBlocks(seed uint64) ([]byte, error) {
 	n := 1
 	for _, d := range t.dims {
@@ -399,6 +403,20 @@ func (t *tensor) randomBlocks(seed uint64) ([]byte, error) {
 		d := quant.FP32ToFP16(float32(t.std / 4.6))
 		for i := 0; i < len(out); i += 18 {
 			put16(out[i:], d)
+		}
+	case quant.Q4_K:
+		// d·sc·q − dmin·m with q < 16 and sc, m < 64 uniform: with dmin =
+		// 7.5·d the mean is 0 and the std ≈ 258·d.
+		d := float32(t.std / 258)
+		for i := 0; i < len(out); i += 144 {
+			put16(out[i:], quant.FP32ToFP16(d))
+			put16(out[i+2:], quant.FP32ToFP16(7.5*d))
+		}
+	case quant.Q6_K:
+		// d·sc·(q−32) with q < 64 and int8 sc uniform: std ≈ 1366·d.
+		d := quant.FP32ToFP16(float32(t.std / 1366))
+		for i := 0; i < len(out); i += 210 {
+			put16(out[i+208:], d)
 		}
 	default:
 		return nil, fmt.Errorf("modeltest: random blocks of %s", t.typ)

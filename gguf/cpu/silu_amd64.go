@@ -1,0 +1,53 @@
+//go:build !purego
+
+package cpu
+
+import (
+	"math"
+
+	"golang.org/x/sys/cpu"
+)
+
+// siluGLU8 sets dst[i] = silu(gate[i])·up[i] for the elements of whole
+// chunks of eight, with silu's arithmetic bit for bit, until a chunk
+// where expf leaves its ordinary branch (a NaN, or e^-x near or past the
+// float32 range); it returns the chunks it did.
+//
+//go:noescape
+func siluGLU8(dst, gate, up *float32, chunks int, k *[16]float64) int
+
+// haveSiLU8: siluGLU8 needs AVX2 and FMA (its float64 fused multiply-adds).
+var haveSiLU8 = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+
+// useSiLU8 lets tests hold siluGLU8 to the Go kernel.
+var useSiLU8 = haveSiLU8
+
+// siluConsts are expf's constants as siluGLU8 reads them: the float32
+// constants widened to float64, then float32 ones (two to a slot).
+var siluConsts = func() (k [16]float64) {
+	for i, c := range []float32{expLog2e, expShift, expLn2Hi, expLn2Lo, expC5, expC4, expC3, expC2, expC1, 1} {
+		k[i] = float64(c)
+	}
+	pair := func(lo, hi float32) float64 {
+		return math.Float64frombits(uint64(math.Float32bits(lo)) | uint64(math.Float32bits(hi))<<32)
+	}
+	k[10] = pair(expShift, -126)
+	k[11] = pair(127, 1)
+	k[12] = math.Float64frombits(1 << 31) // the float32 sign bit
+	return k
+}()
+
+// siluGLU sets dst[i] = silu(gate[i])·up[i].
+func siluGLU(dst, gate, up []float32) {
+	n := len(gate)
+	dst, up = dst[:n], up[:n]
+	for i := 0; i < n; {
+		if useSiLU8 && n-i >= 8 {
+			i += 8 * siluGLU8(&dst[i], &gate[i], &up[i], (n-i)/8, &siluConsts)
+		}
+		// A chunk siluGLU8 stopped at, or the tail.
+		for end := min(n, i+8); i < end; i++ {
+			dst[i] = silu(gate[i]) * up[i]
+		}
+	}
+}

@@ -1,0 +1,15 @@
+//go:build !amd64 || purego
+
+package cpu
+
+// No SIMD SiLU here: the Go kernel serves.
+const haveSiLU8 = false
+
+var useSiLU8 = false
+
+// siluGLU sets dst[i] = silu(gate[i])·up[i].
+func siluGLU(dst, gate, up []float32) {
+	for i, x := range gate {
+		dst[i] = silu(x) * up[i]
+	}
+}

@@ -1,0 +1,6 @@
+//go:build (!amd64 && !arm64) || purego
+
+package quant
+
+// HaveBand: no band kernels without the assembly.
+func HaveBand(Type) bool { return false }
