@@ -262,7 +262,7 @@ func (r *ownerRuntime) Load(ctx context.Context, name, profile string) (string, 
 		if err != nil {
 			return "", fmt.Errorf("%w: %v", control.ErrUnknownModel, err)
 		}
-		if m, err = openGGUF(spec, r.n.cfg.Backend, max(r.n.cfg.API.Concurrency, 4), r.n.hardware.Memory.TotalBytes, r.n.log); err != nil {
+		if m, err = openGGUF(spec, r.n.cfg.Backend, r.n.cfg.API.Concurrency, r.n.hardware.Memory.TotalBytes, r.n.log); err != nil {
 			return "", err
 		}
 	}

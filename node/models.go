@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/gguf"
-	"github.com/meshnode/meshnode/node/engine/ggufengine"
 	"github.com/meshnode/meshnode/node/receipt"
 	"github.com/meshnode/meshnode/node/steward/change"
 	"github.com/meshnode/meshnode/node/wire/nodev1"
@@ -210,7 +209,7 @@ func (n *Node) loadModels(stack *closers) error {
 	}
 	for _, s := range specs {
 		start := time.Now()
-		m, err := openGGUF(s, n.cfg.Backend, max(n.cfg.API.Concurrency, ggufengine.DefaultSessions), n.hardware.Memory.TotalBytes, n.log)
+		m, err := openGGUF(s, n.cfg.Backend, n.cfg.API.Concurrency, n.hardware.Memory.TotalBytes, n.log)
 		if err != nil {
 			return fmt.Errorf("model %s: %w", s.Path, err)
 		}

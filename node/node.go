@@ -243,6 +243,7 @@ func (n *Node) Serve(ctx context.Context) (err error) {
 		MaxBodyBytes:   n.cfg.API.MaxBodyBytes,
 		Concurrency:    n.cfg.API.Concurrency,
 		QueueDepth:     n.cfg.API.QueueDepth,
+		QueueWait:      n.cfg.API.QueueWait.Duration,
 		AllowedHosts:   n.allowedHosts(),
 		AllowedOrigins: n.cfg.API.AllowedOrigins,
 		MeshAccess:     n.newMeshAccess(),
