@@ -4,7 +4,7 @@ import "context"
 
 // WorkRecorder is told how much work a serve did, so that a meter whose
 // spans overlap can split the machine's energy among the serves that
-// shared it (see [SharedMeter]). Units are the engine's: the GGUF engine
+// shared it (see [WorkMeter]). Units are the engine's: the GGUF engine
 // counts tokens evaluated × the model's weight bytes. Safe for concurrent
 // use.
 type WorkRecorder interface {

@@ -30,8 +30,9 @@ type Engine struct {
 }
 
 var (
-	_ engine.Engine     = (*Engine)(nil)
-	_ engine.DeviceUser = (*Engine)(nil)
+	_ engine.Engine       = (*Engine)(nil)
+	_ engine.DeviceUser   = (*Engine)(nil)
+	_ engine.WorkReporter = (*Engine)(nil)
 )
 
 func newEngine(m *Model, cfg Config, opt model.SessionOptions, sessions int) (*Engine, error) {
@@ -92,6 +93,12 @@ func (e *Engine) Deterministic() bool { return true }
 // the forward pass, so that the meter grades each serve by the counters
 // covering it (the CPU's alone do not cover a serve on CUDA).
 func (e *Engine) Devices() hw.Domain { return devicesOf(e.m.Backend()) }
+
+// ReportsWork implements engine.WorkReporter: each step reports the
+// tokens it evaluated for each serve, times the model's weight bytes, to
+// the serve's hw.WorkRecorder, so that batched serves share the metered
+// energy by it.
+func (e *Engine) ReportsWork() bool { return true }
 
 // Weights implements engine.Engine: the file's digest and precision.
 func (e *Engine) Weights() (receipt.Weights, bool) { return e.m.weights, true }
