@@ -89,8 +89,8 @@ func (m *CounterMeter) OpenWork(uses Domain) (WorkSpan, error) {
 }
 
 func (m *CounterMeter) open(uses Domain, every, weighted bool) *counterSpan {
-	sh, r, err, t := m.l.openShare(weighted)
-	return &counterSpan{m: m, sh: sh, uses: uses, every: every, open: r, openErr: err, start: t}
+	sh, e := m.l.openShare(weighted)
+	return &counterSpan{m: m, sh: sh, uses: uses, every: every, open: e.r, openErr: e.err, start: e.t}
 }
 
 type counterSpan struct {
@@ -128,8 +128,8 @@ func (s *counterSpan) Close() (Energy, error) {
 	}
 	s.closed = true
 	m := s.m
-	r, err, end := m.l.closeShare(s.sh)
-	d := end.Sub(s.start)
+	ev := m.l.closeShare(s.sh)
+	r, err, d := ev.r, ev.err, ev.t.Sub(s.start)
 	est := m.est.UJ(d)
 	if s.sh.shared {
 		return s.grade(r, err, d, s.sh.est, func() Energy {

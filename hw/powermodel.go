@@ -64,8 +64,8 @@ func (m *EstimatorMeter) OpenFor(Domain) (Span, error) { return m.open(false), n
 func (m *EstimatorMeter) OpenWork(Domain) (WorkSpan, error) { return m.open(true), nil }
 
 func (m *EstimatorMeter) open(weighted bool) *estimatorSpan {
-	sh, _, _, t := m.l.openShare(weighted)
-	return &estimatorSpan{m: m, sh: sh, start: t}
+	sh, e := m.l.openShare(weighted)
+	return &estimatorSpan{m: m, sh: sh, start: e.t}
 }
 
 // MinWindow is zero: an estimate resolves any span length.
@@ -100,9 +100,9 @@ func (s *estimatorSpan) Close() (Energy, error) {
 		return Energy{}, ErrSpanClosed
 	}
 	s.closed = true
-	_, _, end := s.m.l.closeShare(s.sh)
+	e := s.m.l.closeShare(s.sh)
 	if s.sh.shared {
 		return Estimated(s.sh.est), nil
 	}
-	return Estimated(s.m.est.UJ(end.Sub(s.start))), nil
+	return Estimated(s.m.est.UJ(e.t.Sub(s.start))), nil
 }

@@ -89,49 +89,55 @@ func (l *ledger) addWork(s *share, units uint64) {
 	s.work += units
 }
 
+// event is a reading that ends an interval: the counter's (err when it
+// failed) at t.
+type event struct {
+	r   Reading
+	err error
+	t   time.Time
+}
+
 // read takes a reading for an event: with l.mu held, so that events and
 // their readings are in one order. closing stops the clock before the
 // read, as a closing span's is stopped; an opening span's clock starts
 // after it.
-func (l *ledger) read(closing bool) (Reading, error, time.Time) {
-	var r Reading
-	var err error
-	var t time.Time
+func (l *ledger) read(closing bool) event {
+	var e event
 	if closing {
-		t = l.clock.Now()
+		e.t = l.clock.Now()
 	}
 	if l.c != nil {
-		r, err = l.c.Read()
+		e.r, e.err = l.c.Read()
 	}
 	if !closing {
-		t = l.clock.Now()
+		e.t = l.clock.Now()
 	}
-	return r, err, t
+	return e
 }
 
-// openShare adds a span at an event of its own, returning its opening
-// reading and time.
-func (l *ledger) openShare(weighted bool) (*share, Reading, error, time.Time) {
+// openShare adds a span at an event of its own, which it returns (its
+// opening reading and time).
+func (l *ledger) openShare(weighted bool) (*share, event) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	r, err, t := l.read(false)
-	l.settle(r, err, t)
+	e := l.read(false)
+	l.settle(e.r, e.err, e.t)
 	s := &share{weighted: weighted}
 	l.open = append(l.open, s)
-	return s, r, err, t
+	return s, e
 }
 
-// closeShare removes s at an event of its own, returning the closing
-// reading and time; s's account is final.
-func (l *ledger) closeShare(s *share) (Reading, error, time.Time) {
+// closeShare removes s at an event of its own, which it returns (the
+// closing reading and time); s's account is final.
+func (l *ledger) closeShare(s *share) event {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	r, err, t := l.read(true)
-	l.settle(r, err, t)
+	e := l.read(true)
+	l.settle(e.r, e.err, e.t)
 	if i := slices.Index(l.open, s); i >= 0 {
 		l.open = slices.Delete(l.open, i, i+1)
 	}
-	return r, err, t
+	return e
 }
 
 // settle ends the current interval at reading r (err) at t, splitting its
@@ -207,10 +213,10 @@ func (l *ledger) soFar(s *share) (measured uint64, ok bool, est uint64) {
 	if i < 0 {
 		return s.measured, s.bad == "", s.est
 	}
-	r, err, t := l.read(false)
+	e := l.read(false)
 	weights := l.weights()
-	est = s.est + splitUJ(l.est.UJ(t.Sub(l.lastT)), weights)[i]
-	delta, bad := l.delta(r, err, t)
+	est = s.est + splitUJ(l.est.UJ(e.t.Sub(l.lastT)), weights)[i]
+	delta, bad := l.delta(e.r, e.err, e.t)
 	if bad != "" || s.bad != "" {
 		return 0, false, est
 	}

@@ -474,8 +474,12 @@ func (n *Node) Status() Status {
 		st.Steward.Last = head.Last.String()
 	}
 	for _, in := range n.models.all() {
-		st.Models = append(st.Models, ModelStatus{Name: in.m.Name(), Instance: in.id, Context: in.m.ContextLength(),
-			SizeBytes: in.m.Size(), InFlight: in.gate.inFlight(), Backend: in.m.Backend(), Devices: engine.DevicesOf(in.m.Engine())})
+		ms := ModelStatus{Name: in.m.Name(), Instance: in.id, Context: in.m.ContextLength(), Slots: 1,
+			SizeBytes: in.m.Size(), InFlight: in.gate.inFlight(), Backend: in.m.Backend(), Devices: engine.DevicesOf(in.m.Engine())}
+		if sm, ok := in.m.(interface{ Slots() int }); ok {
+			ms.Slots = sm.Slots()
+		}
+		st.Models = append(st.Models, ms)
 	}
 	for _, p := range n.mesh.Peers() {
 		ps := PeerStatus{ID: p.ID.String(), Models: p.Models(), Admission: p.Admission().String()}
@@ -508,11 +512,13 @@ type Status struct {
 
 // ModelStatus is one served model in Status.
 type ModelStatus struct {
-	Name      string `json:"name"`
-	Instance  string `json:"instance"`
-	Context   int    `json:"context"`
-	SizeBytes int64  `json:"size_bytes"`
-	InFlight  int    `json:"in_flight"`
+	Name     string `json:"name"`
+	Instance string `json:"instance"`
+	Context  int    `json:"context"`
+	// Slots is how many generations run at once, batched together.
+	Slots     int   `json:"slots"`
+	SizeBytes int64 `json:"size_bytes"`
+	InFlight  int   `json:"in_flight"`
 	// Backend is where the forward pass runs ("cpu", "cuda"), and Devices
 	// what its serves use: the meter grades them by Meter.Serves' line
 	// for these devices.
