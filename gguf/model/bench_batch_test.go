@@ -72,7 +72,7 @@ func BenchmarkBatchedVsLlamaCpp(b *testing.B) {
 	}
 
 	var ref, ours []batchRate
-	for range reps {
+	for round := range reps {
 		r, err := runBatchedBench(bin, path, threads, pp, tg, sizes)
 		if err != nil {
 			b.Fatal(err)
@@ -83,6 +83,7 @@ func BenchmarkBatchedVsLlamaCpp(b *testing.B) {
 			b.Fatal(err)
 		}
 		ours = bestRates(ours, o)
+		b.Logf("round %d (load %s): llama.cpp %v, ours %v", round+1, loadAverage(), r, o)
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "B\tthreads\tPP\tTG\tours S_PP\tllama S_PP\tPP ratio\tours S_TG\tllama S_TG\tTG ratio\tload avg\t\n")

@@ -54,8 +54,9 @@ type Config struct {
 	// serve it carries; 0: model.DefaultBatch (raised, if need be, to
 	// fit every slot's decode token and a prompt chunk).
 	Batch int
-	// PrefillChunk is the most prompt tokens a step takes while it also
-	// carries decode tokens; 0: DefaultPrefillChunk.
+	// PrefillChunk is the least share of a step that waiting prompts get
+	// while it also carries decode tokens (they get as many tokens as the
+	// step decodes when that is more); 0: DefaultPrefillChunk.
 	PrefillChunk int
 	// Sessions is the number of slots: the sequences kept at once, one
 	// per concurrent serve (idle ones keep their KV cache for a

@@ -17,10 +17,12 @@ var errClosed = errors.New("ggufengine: engine closed")
 
 // Scheduling defaults.
 const (
-	// DefaultPrefillChunk is the most prompt tokens a step takes while
-	// it also carries decode tokens: a long prompt is evaluated a chunk
-	// per step, so the sequences decoding meanwhile slow down by one
-	// chunk's work per token rather than stall for the whole prompt.
+	// DefaultPrefillChunk is the least share of a step the waiting
+	// prompts get while it carries decode tokens; their share is as many
+	// tokens as the step decodes, when that is more. A long prompt is
+	// evaluated a share per step, so the sequences decoding meanwhile
+	// slow down by one share's work per token rather than stall for the
+	// whole prompt.
 	DefaultPrefillChunk = 16
 	// lingerMin and lingerMax bound how long the scheduler waits, after
 	// a step, for the sequences it just served to come back with their
@@ -34,13 +36,14 @@ const (
 // its work (a prompt, then one token at a time) and waits; the scheduler's
 // goroutine evaluates the work of every waiting serve together in one
 // model.Batch step: every decode token, and as much of the waiting
-// prompts, oldest first, as the step's budget allows (capped at chunk
-// while the step carries decode tokens). Results do not depend on what
-// shares a step (model.Batch), so the scheduling is free to be greedy.
+// prompts, oldest first, as the step's budget allows (while the step
+// carries decode tokens, as many prompt tokens as decode tokens, and at
+// least chunk). Results do not depend on what shares a step
+// (model.Batch), so the scheduling is free to be greedy.
 type sched struct {
 	batch  *model.Batch
 	budget int    // tokens a step evaluates at most
-	chunk  int    // prompt tokens a step takes at most while it decodes
+	chunk  int    // the least prompt tokens a step takes while it decodes
 	unit   uint64 // work units a token evaluated counts (hw.WorkRecorder)
 	after  func(time.Duration) <-chan time.Time
 	now    func() time.Time
@@ -295,9 +298,12 @@ func (sc *sched) compose(seqs []model.Seq, jobs []*job) ([]model.Seq, []*job) {
 			add(j, 1)
 		}
 	}
+	// Fair shares: while sequences decode, the prompts waiting get as
+	// many tokens of the step as the decode tokens do, and at least a
+	// chunk; neither side can slow the other by much more than half.
 	prompt := left
 	if len(seqs) > 0 {
-		prompt = min(left, sc.chunk)
+		prompt = min(left, max(sc.chunk, len(seqs)))
 	}
 	for _, j := range sc.queue {
 		rem := len(j.tokens) - j.fed

@@ -261,3 +261,45 @@ func TestCloseWithWaitingServes(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestComposeShares: a step takes every decode token first, then prompt
+// tokens oldest first: all the budget left when nothing decodes, else as
+// many as the step decodes and at least the chunk; a prompt's last chunk
+// needs a logits row, and waits for one.
+func TestComposeShares(t *testing.T) {
+	m := fortunes(t)
+	b, err := m.model.NewBatch(model.BatchOptions{Tokens: 40, Seqs: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := &sched{batch: b, budget: 40, chunk: 4}
+	decode := func() *job { return &job{tokens: []uint32{1}} }
+	prompt := func(n int) *job { return &job{tokens: make([]uint32, n)} }
+	shape := func(seqs []model.Seq) (got []int) {
+		for _, sq := range seqs {
+			n := len(sq.Tokens)
+			if sq.Logits {
+				n = -n // a logits row
+			}
+			got = append(got, n)
+		}
+		return got
+	}
+	for _, tc := range []struct {
+		name  string
+		queue []*job
+		want  []int
+	}{
+		{"prompts alone take the budget, oldest first", []*job{prompt(30), prompt(25)}, []int{-30, 10}},
+		{"two decoding: the chunk", []*job{prompt(30), decode(), decode()}, []int{-1, -1, 4}},
+		{"five decoding: five prompt tokens", []*job{prompt(30), decode(), decode(), decode(), decode(), decode()}, []int{-1, -1, -1, -1, -1, 5}},
+		{"a short prompt ends within the share", []*job{prompt(3), prompt(30), decode()}, []int{-1, -3, 1}},
+		{"no logits row left: all but the last token", []*job{decode(), decode(), decode(), decode(), decode(), decode(), prompt(3)}, []int{-1, -1, -1, -1, -1, -1, 2}},
+	} {
+		sc.queue = tc.queue
+		seqs, _ := sc.compose(nil, nil)
+		if got := shape(seqs); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: step %v, want %v (negative: a logits row)", tc.name, got, tc.want)
+		}
+	}
+}
