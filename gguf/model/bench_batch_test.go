@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/backend"
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/model"
 )
@@ -30,7 +31,10 @@ var batchSizes = []int{1, 2, 4, 8}
 // llama-batched-bench measures them: S_PP, the B prompts of PP tokens
 // evaluated together (one step of B×PP tokens, B logits rows), and S_TG,
 // TG steps of one token for each of the B sequences; both in tokens per
-// second over all sequences, and our/llama.cpp ratios. Rounds alternate
+// second over all sequences, and our/llama.cpp ratios; and the share of
+// our decode steps spent in the kernels run once per sequence (RoPE, the
+// cache writes, attention: what keeping each sequence's arithmetic its
+// own costs beyond the shared matrix products). Rounds alternate
 // the two engines and keep each one's best (a shared machine's bursts
 // skew neither more than the other).
 //
@@ -86,12 +90,12 @@ func BenchmarkBatchedVsLlamaCpp(b *testing.B) {
 		b.Logf("round %d (load %s): llama.cpp %v, ours %v", round+1, loadAverage(), r, o)
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "B\tthreads\tPP\tTG\tours S_PP\tllama S_PP\tPP ratio\tours S_TG\tllama S_TG\tTG ratio\tload avg\t\n")
+	fmt.Fprintf(tw, "B\tthreads\tPP\tTG\tours S_PP\tllama S_PP\tPP ratio\tours S_TG\tllama S_TG\tTG ratio\tper-seq ops\tload avg\t\n")
 	for i, n := range sizes {
 		o, r := ours[i], ref[i]
 		b.ReportMetric(o.PP/r.PP, fmt.Sprintf("pp_ratio_B%d", n))
 		b.ReportMetric(o.TG/r.TG, fmt.Sprintf("tg_ratio_B%d", n))
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%.1f\t%.1f\t%.3f\t%.1f\t%.1f\t%.3f\t%s\t\n", n, threads, pp, tg, o.PP, r.PP, o.PP/r.PP, o.TG, r.TG, o.TG/r.TG, loadAverage())
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%.1f\t%.1f\t%.3f\t%.1f\t%.1f\t%.3f\t%.1f%%\t%s\t\n", n, threads, pp, tg, o.PP, r.PP, o.PP/r.PP, o.TG, r.TG, o.TG/r.TG, 100*o.PerSeq, loadAverage())
 	}
 	tw.Flush()
 }
@@ -146,10 +150,37 @@ func llama1BQ4_0(b *testing.B) (string, error) {
 	return out, nil
 }
 
-// batchRate is S_PP and S_TG for one B, in tokens per second.
+// batchRate is S_PP and S_TG for one B, in tokens per second, and (ours
+// only) the share of the decode steps' time spent in the operations run
+// per sequence (RoPE, StoreKV, Attend).
 type batchRate struct {
 	B      int
 	PP, TG float64
+	PerSeq float64 `json:",omitempty"`
+}
+
+// timedBackend times the kernels a batched step calls once per sequence.
+type timedBackend struct {
+	backend.Backend
+	perSeq time.Duration
+}
+
+func (b *timedBackend) RoPE(x backend.Tensor, headDim, pos int, r *backend.RoPE) {
+	start := time.Now()
+	b.Backend.RoPE(x, headDim, pos, r)
+	b.perSeq += time.Since(start)
+}
+
+func (b *timedBackend) StoreKV(c backend.KVCache, layer, pos int, k, v backend.Tensor) {
+	start := time.Now()
+	b.Backend.StoreKV(c, layer, pos, k, v)
+	b.perSeq += time.Since(start)
+}
+
+func (b *timedBackend) Attend(dst, q backend.Tensor, c backend.KVCache, layer, pos int, a *backend.Attention) {
+	start := time.Now()
+	b.Backend.Attend(dst, q, c, layer, pos, a)
+	b.perSeq += time.Since(start)
 }
 
 func bestRates(a, b []batchRate) []batchRate {
@@ -158,7 +189,10 @@ func bestRates(a, b []batchRate) []batchRate {
 	}
 	out := make([]batchRate, len(a))
 	for i := range a {
-		out[i] = batchRate{B: a[i].B, PP: max(a[i].PP, b[i].PP), TG: max(a[i].TG, b[i].TG)}
+		out[i] = batchRate{B: a[i].B, PP: max(a[i].PP, b[i].PP), TG: max(a[i].TG, b[i].TG), PerSeq: a[i].PerSeq}
+		if b[i].TG > a[i].TG {
+			out[i].PerSeq = b[i].PerSeq
+		}
 	}
 	return out
 }
@@ -255,7 +289,7 @@ func TestBatchBenchChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	be := cpu.New(cpu.Options{Threads: job.Threads})
+	be := &timedBackend{Backend: cpu.New(cpu.Options{Threads: job.Threads})}
 	m, err := model.Load(f, be)
 	if err != nil {
 		t.Fatal(err)
@@ -263,6 +297,7 @@ func TestBatchBenchChild(t *testing.T) {
 	ctx := context.Background()
 	vocab := m.Config().VocabSize
 	var out []batchRate
+	var perSeq time.Duration
 	for _, n := range job.Sizes {
 		bt, err := m.NewBatch(model.BatchOptions{Tokens: max(n*job.PP, n), Seqs: n})
 		if err != nil {
@@ -293,6 +328,7 @@ func TestBatchBenchChild(t *testing.T) {
 				next[i] = bt.ArgMax(i)
 			}
 			pp = time.Since(start)
+			be.perSeq = 0
 			start = time.Now()
 			for range job.TG {
 				for i := range seqs {
@@ -305,11 +341,14 @@ func TestBatchBenchChild(t *testing.T) {
 					next[i] = bt.ArgMax(i)
 				}
 			}
-			return pp, time.Since(start)
+			tg = time.Since(start)
+			perSeq = be.perSeq
+			return pp, tg
 		}
 		run() // warm-up
 		pp, tg := run()
-		out = append(out, batchRate{B: n, PP: float64(n*job.PP) / pp.Seconds(), TG: float64(n*job.TG) / tg.Seconds()})
+		out = append(out, batchRate{B: n, PP: float64(n*job.PP) / pp.Seconds(), TG: float64(n*job.TG) / tg.Seconds(),
+			PerSeq: perSeq.Seconds() / tg.Seconds()})
 		for _, s := range sessions {
 			s.Close()
 		}
