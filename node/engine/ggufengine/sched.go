@@ -15,6 +15,9 @@ import (
 // errClosed answers the work of an engine being closed.
 var errClosed = errors.New("ggufengine: engine closed")
 
+// errStep is a forward step that panicked.
+var errStep = errors.New("ggufengine: the forward step failed")
+
 // Scheduling defaults.
 const (
 	// DefaultPrefillChunk is the least share of a step the waiting
@@ -209,15 +212,8 @@ func (sc *sched) loop() {
 		}
 
 		start := sc.now()
-		err := sc.batch.Step(context.Background(), seqs)
-		next = next[:0]
-		for i, sq := range seqs {
-			var t uint32
-			if err == nil && sq.Logits {
-				t = jobs[i].pick(sc.batch, i)
-			}
-			next = append(next, t)
-		}
+		var err error
+		next, err = sc.step(seqs, jobs, next[:0])
 		took := sc.now().Sub(start)
 
 		sc.mu.Lock()
@@ -234,7 +230,7 @@ func (sc *sched) loop() {
 			}
 			switch {
 			case err != nil:
-				sc.finish(j, jobResult{err: fmt.Errorf("ggufengine: %w", err)})
+				sc.finish(j, jobResult{err: err})
 			case j.fed == len(j.tokens):
 				sc.finish(j, jobResult{next: next[i]})
 			case j.cancelled:
@@ -243,6 +239,29 @@ func (sc *sched) loop() {
 		}
 		sc.mu.Unlock()
 	}
+}
+
+// step runs one forward step and picks the next token of each sequence
+// that asked for logits. A kernel that panics (a device that failed) fails
+// the step's serves rather than the node: the serves batched with a
+// request are not its to bring down.
+func (sc *sched) step(seqs []model.Seq, jobs []*job, next []uint32) (_ []uint32, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %v", errStep, p)
+		}
+	}()
+	if err := sc.batch.Step(context.Background(), seqs); err != nil {
+		return next, fmt.Errorf("ggufengine: %w", err)
+	}
+	for i, sq := range seqs {
+		var t uint32
+		if sq.Logits {
+			t = jobs[i].pick(sc.batch, i)
+		}
+		next = append(next, t)
+	}
+	return next, nil
 }
 
 // gather waits until there is work, and then, briefly, for the sequences

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -301,5 +302,29 @@ func TestComposeShares(t *testing.T) {
 		if got := shape(seqs); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: step %v, want %v (negative: a logits row)", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestStepPanicFailsItsServes: a step that panics fails the serves in it
+// with errStep, and the scheduler goes on serving.
+func TestStepPanicFailsItsServes(t *testing.T) {
+	m, err := Load(fortunesPath, Config{Context: 64, Sessions: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	s, err := m.model.NewSession(model.SessionOptions{Context: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := m.eng.sched.open()
+	defer h.close()
+	boom := func(*model.Batch, int) uint32 { panic("device lost") }
+	if _, err := h.run(context.Background(), s, []uint32{1, 2, 3}, boom); !errors.Is(err, errStep) || !strings.Contains(err.Error(), "device lost") {
+		t.Fatalf("a panicking step: %v", err)
+	}
+	s.Truncate(0)
+	if _, err := h.run(context.Background(), s, []uint32{1, 2, 3}, func(b *model.Batch, i int) uint32 { return b.ArgMax(i) }); err != nil {
+		t.Fatalf("the next step: %v", err)
 	}
 }
