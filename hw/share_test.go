@@ -3,6 +3,7 @@ package hw_test
 import (
 	"errors"
 	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 
@@ -267,5 +268,43 @@ func TestSharedEstimatorSpans(t *testing.T) {
 	clk.Advance(7 * time.Millisecond)
 	if e, _ := s.Close(); e.UJ() != 70_000 {
 		t.Errorf("a lone serve: %v, want 70000", e)
+	}
+}
+
+// TestSharedSpansConcurrent: serves opening, reporting work, reading and
+// closing their spans from their own goroutines (as the steward's do)
+// still add up to the counter's delta, exactly.
+func TestSharedSpansConcurrent(t *testing.T) {
+	clk := hwtest.NewClock(epoch)
+	c := hwtest.NewCounter("fake", hw.DomainCPU, time.Millisecond, clk, 25)
+	m := hw.NewCounterMeter(c, hw.PowerModel{Watts: 10}, clk, nil)
+	hold, _ := m.OpenWork(hw.DomainCPU) // open throughout: one contiguous stretch
+	start, _ := c.Read()
+	var mu sync.Mutex
+	var sum uint64
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			s, _ := m.OpenWork(hw.DomainCPU)
+			for i := range 20 {
+				s.AddWork(uint64(g*i + 1))
+				clk.Advance(time.Millisecond)
+				s.SoFarUJ()
+			}
+			e, err := s.Close()
+			if err != nil || e.Provenance() != hw.ModelBased {
+				t.Errorf("serve %d: %v, %v", g, e, err)
+			}
+			mu.Lock()
+			sum += e.UJ()
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	e, _ := hold.Close()
+	end, _ := c.Read()
+	// hold's share runs from start, which its opening preceded by nothing.
+	if sum+e.UJ() != end.UJ-start.UJ {
+		t.Errorf("the receipts add up to %d µJ, the counter measured %d", sum+e.UJ(), end.UJ-start.UJ)
 	}
 }
