@@ -4,6 +4,7 @@ import (
 	"context"
 	"hash/fnv"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/meshnode/meshnode/cuda"
@@ -59,3 +60,62 @@ func TestGPUBatchInvariance(t *testing.T) {
 	}
 	testBatchInvariance(t, be, all, modeltest.MixOptions{Seqs: 4, MaxPrompt: 20, Decode: 4, Context: 64, Mixes: 3})
 }
+
+// batchedDecode prefills three sequences in one batched step and decodes
+// steps greedy tokens for all of them together, returning the tokens.
+func batchedDecode(t *testing.T, be backend.Backend, steps int) [][]uint32 {
+	m, err := model.Load(fixture(t, "llama", "Q4_K_M"), be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := m.NewBatch(model.BatchOptions{Tokens: 32, Seqs: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seqs := make([]model.Seq, 3)
+	out := make([][]uint32, 3)
+	for i := range seqs {
+		s, err := m.NewSession(model.SessionOptions{Context: 64})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		seqs[i] = model.Seq{Session: s, Tokens: modelPrompt[i:], Logits: true}
+	}
+	ctx := context.Background()
+	for range steps {
+		if err := b.Step(ctx, seqs); err != nil {
+			t.Fatal(err)
+		}
+		for i := range seqs {
+			tok := b.ArgMax(i)
+			out[i] = append(out[i], tok)
+			seqs[i].Tokens = []uint32{tok}
+		}
+	}
+	return out
+}
+
+// TestEmuBatchGraphs: a batched decode step whose sequences stay the same
+// is replayed as a CUDA graph, its argmaxes found together in one copy
+// (model.RowArgMaxer), with the tokens of eager launches.
+func TestEmuBatchGraphs(t *testing.T) {
+	eager, _ := newEmu(t, cuda.Options{NoGraphs: true})
+	defer eager.Close()
+	want := batchedDecode(t, eager, 6)
+	be, _ := newEmu(t, cuda.Options{})
+	defer be.Close()
+	got := batchedDecode(t, be, 6)
+	for i := range want {
+		if !slices.Equal(got[i], want[i]) {
+			t.Errorf("sequence %d: %v with graphs, %v launched one by one", i, got[i], want[i])
+		}
+	}
+	st := be.Stats()
+	if st.Captures == 0 || st.Graphs < 3 {
+		t.Errorf("batched decode steps were not replayed as graphs: %+v", st)
+	}
+	t.Logf("%+v", st)
+}
+
+var _ model.RowArgMaxer = (*cuda.Backend)(nil)

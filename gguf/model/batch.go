@@ -3,6 +3,7 @@ package model
 import (
 	"context"
 	"fmt"
+	"slices"
 )
 
 // DefaultBatchSeqs is the default of BatchOptions.Seqs.
@@ -41,7 +42,12 @@ type Batch struct {
 	sc     *scratch
 	p      plan
 	row    []int // the logits row of each Seq of the last Step, -1 for none
+	rows   int   // logits rows in the last Step
 	buf    []float32
+	// On a RowArgMaxer, the argmax of every logits row of the last Step,
+	// found at the first ArgMax after it.
+	argmax []int
+	found  bool
 }
 
 // NewBatch makes a batch's scratch: opt.Tokens rows of activations and
@@ -119,6 +125,7 @@ func (b *Batch) Step(ctx context.Context, seqs []Seq) error {
 		b.row = append(b.row, len(b.p.ids)-b.p.tail)
 		b.p.addTail(sq.Session, sq.Tokens[n-1], len(sq.Session.tokens)+n-1)
 	}
+	b.rows, b.found = want, false
 	if err := b.m.forward(ctx, b.sc, &b.p); err != nil {
 		return err
 	}
@@ -146,8 +153,18 @@ func (b *Batch) Logits(i int) []float32 {
 }
 
 // ArgMax is the likeliest token after seqs[i] of the last Step, as
-// Session.EvalArgMax picks it (on the device where the backend can).
+// Session.EvalArgMax picks it (on the device where the backend can; on a
+// RowArgMaxer, every row's at the first call, so call ArgMax before
+// Logits for the sequences of a step that want both kinds).
 func (b *Batch) ArgMax(i int) uint32 {
 	r := b.logitsRow(i)
+	if ra, ok := b.m.be.(RowArgMaxer); ok {
+		if !b.found {
+			b.argmax = slices.Grow(b.argmax[:0], b.rows)[:b.rows]
+			ra.ArgMaxRows(b.sc.logitsT.Slice(0, b.rows), b.argmax)
+			b.found = true
+		}
+		return uint32(b.argmax[r])
+	}
 	return argMaxRow(b.m.be, b.sc.logitsT.Slice(r, r+1), b.buf)
 }

@@ -241,6 +241,16 @@ func (s *Session) check(tokens []uint32) error {
 	return nil
 }
 
+// RowArgMaxer is an ArgMaxer that finds the largest element of every row
+// of a tensor at once (the CUDA backend): a batched step's greedy tokens
+// then come back in one copy, and the step's recording does not depend on
+// which of its sequences decode greedily.
+type RowArgMaxer interface {
+	ArgMaxer
+	// ArgMaxRows sets dst[r] to ArgMax of row r of t, for every row.
+	ArgMaxRows(t backend.Tensor, dst []int)
+}
+
 // eval is Eval leaving the logits in the first row of s.sc.logitsT: steps
 // of at most the session's batch, each a plan of this session alone, run
 // by the same forward pass a Batch runs.

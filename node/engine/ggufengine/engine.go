@@ -217,13 +217,14 @@ type decoder struct {
 }
 
 // pick returns how the next token is chosen from a step's logits: the
-// sampler with generated as the penalties' history. It runs on the
-// scheduler's goroutine while this serve waits for it.
+// sampler with generated as the penalties' history, or nil for their
+// argmax. It runs on the scheduler's goroutine while this serve waits for
+// it.
 func (d *decoder) pick(generated []uint32) func(*model.Batch, int) uint32 {
+	if d.argMax {
+		return nil
+	}
 	return func(b *model.Batch, i int) uint32 {
-		if d.argMax {
-			return b.ArgMax(i)
-		}
 		return d.sampler.Sample(b.Logits(i), generated)
 	}
 }

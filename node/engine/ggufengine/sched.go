@@ -77,7 +77,7 @@ type job struct {
 	s      *model.Session
 	tokens []uint32
 	fed    int
-	pick   func(b *model.Batch, i int) uint32
+	pick   func(b *model.Batch, i int) uint32 // nil: the logits' argmax
 	work   hw.WorkRecorder
 	res    chan jobResult // buffered: the scheduler never blocks on it
 
@@ -135,7 +135,8 @@ func (h *seqHandle) close() {
 }
 
 // run evaluates tokens on s in the scheduler's steps and returns the token
-// pick chooses from the logits after them. On ctx's end it returns ctx's
+// pick chooses from the logits after them (nil pick: their argmax, found
+// where the logits are). On ctx's end it returns ctx's
 // error once no step holds s any more (at most the step running now), so
 // that the caller may reuse s; s then holds the tokens of the steps that
 // ran.
@@ -254,12 +255,18 @@ func (sc *sched) step(seqs []model.Seq, jobs []*job, next []uint32) (_ []uint32,
 	if err := sc.batch.Step(context.Background(), seqs); err != nil {
 		return next, fmt.Errorf("ggufengine: %w", err)
 	}
+	next = slices.Grow(next[:0], len(seqs))[:len(seqs)]
+	// The argmaxes first: on a device that finds them all at once, the
+	// step and its argmaxes are then one recording, the same every step.
 	for i, sq := range seqs {
-		var t uint32
-		if sq.Logits {
-			t = jobs[i].pick(sc.batch, i)
+		if sq.Logits && jobs[i].pick == nil {
+			next[i] = sc.batch.ArgMax(i)
 		}
-		next = append(next, t)
+	}
+	for i, sq := range seqs {
+		if sq.Logits && jobs[i].pick != nil {
+			next[i] = jobs[i].pick(sc.batch, i)
+		}
 	}
 	return next, nil
 }
