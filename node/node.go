@@ -512,18 +512,19 @@ type Status struct {
 
 // ModelStatus is one served model in Status.
 type ModelStatus struct {
-	Name     string `json:"name"`
-	Instance string `json:"instance"`
-	Context  int    `json:"context"`
-	// Slots is how many generations run at once, batched together.
-	Slots     int   `json:"slots"`
-	SizeBytes int64 `json:"size_bytes"`
-	InFlight  int   `json:"in_flight"`
+	Name      string `json:"name"`
+	Instance  string `json:"instance"`
+	Context   int    `json:"context"`
+	SizeBytes int64  `json:"size_bytes"`
+	InFlight  int    `json:"in_flight"`
 	// Backend is where the forward pass runs ("cpu", "cuda"), and Devices
 	// what its serves use: the meter grades them by Meter.Serves' line
 	// for these devices.
 	Backend string    `json:"backend"`
 	Devices hw.Domain `json:"devices"`
+
+	// Slots is how many generations run at once, batched together.
+	Slots int `json:"slots"`
 }
 
 // PeerStatus is one peer in Status.
