@@ -97,6 +97,22 @@ parity:
 bench-engine:
 	MESHNODE_BENCH_ENGINE=1 CGO_ENABLED=0 $(GO) test ./gguf/model/ -run '^$$' -bench '^BenchmarkEngineVsLlamaCpp$$' -benchtime 1x -timeout 60m
 
+# llama.cpp's llama-batched-bench and this engine's batched forward step
+# (model.Batch) on the same Llama-3.2-1B-shaped Q4_0 file (128k vocabulary),
+# same threads, one run: S_PP and S_TG at B = 1, 2, 4, 8 and the ratios.
+# Knobs: BENCH_THREADS, BENCH_PP, BENCH_TG, BENCH_REPS, BENCH_B, BENCH_MODEL
+# (see gguf/model/bench_batch_test.go).
+.PHONY: bench-batch
+bench-batch:
+	MESHNODE_BENCH_BATCH=1 CGO_ENABLED=0 $(GO) test ./gguf/model/ -run '^$$' -bench '^BenchmarkBatchedVsLlamaCpp$$' -benchtime 1x -timeout 60m
+
+# Through the node: aggregate tok/s and p50/p99 time to first token at 1, 4,
+# 8 and 32 concurrent streamed requests on the bench-batch model, this tree
+# against BEFORE_REV's build when set (scripts/node-batch-bench.sh).
+.PHONY: bench-node-batch
+bench-node-batch:
+	GO=$(GO) scripts/node-batch-bench.sh
+
 # .deb/.rpm for linux/amd64 and linux/arm64 (package), plus the darwin/arm64
 # tarball and SHA256SUMS in a clean dist/ (release); see docs/install.md.
 NFPM := github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2

@@ -53,10 +53,11 @@ type arena struct {
 	used int
 	gen  int // bumped when the area moves, which changes every step
 
-	// The last position written, which every layer's RoPE, StoreKV and
-	// Attend of a step share.
-	pos    int32
-	posPtr uint64
+	// The positions written in this step, which every layer's RoPE,
+	// StoreKV and Attend of a sequence share: a batched step's sequences
+	// each take one slot for all layers, in the order first used, so a
+	// step over the same sequences lays out its arguments the same way.
+	pos map[int32]uint64
 }
 
 func (a *arena) init(b *Backend, size int) error {
@@ -74,13 +75,13 @@ func (a *arena) init(b *Backend, size int) error {
 	}
 	a.host, a.dev, a.size, a.used = host, dev, size, 0
 	a.gen++
-	a.posPtr = 0
+	clear(a.pos)
 	return nil
 }
 
 func (a *arena) reset() {
 	a.used = 0
-	a.posPtr = 0
+	clear(a.pos)
 }
 
 // recorder is the step being recorded.
@@ -109,12 +110,15 @@ func (b *Backend) reserve(n int) (unsafe.Pointer, uint64) {
 // argPos is the device address of the position pos in this step's arena.
 func (b *Backend) argPos(pos int) uint64 {
 	a := &b.rec.arena
-	if a.posPtr != 0 && a.pos == int32(pos) {
-		return a.posPtr
+	if d, ok := a.pos[int32(pos)]; ok {
+		return d
 	}
-	h, d := b.reserve(4)
+	h, d := b.reserve(4) // may launch the recording so far, and reset pos
 	*(*int32)(h) = int32(pos)
-	a.pos, a.posPtr = int32(pos), d
+	if a.pos == nil {
+		a.pos = map[int32]uint64{}
+	}
+	a.pos[int32(pos)] = d
 	return d
 }
 

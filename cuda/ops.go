@@ -429,3 +429,38 @@ func (b *Backend) ArgMax(t backend.Tensor) int {
 	b.freeReleased()
 	return int(v)
 }
+
+// ArgMaxRows sets dst[r] to the index of row r's largest element of t, as
+// ArgMax finds it, for every row, with one launch per row in the recorded
+// step and one copy back (model.RowArgMaxer): a batched decode step's
+// greedy tokens come back together, and the step, its argmaxes included,
+// is the same recording every step, which the executor replays as a graph.
+func (b *Backend) ArgMaxRows(t backend.Tensor, dst []int) {
+	if len(dst) < t.Rows {
+		panic(fmt.Sprintf("cuda: ArgMaxRows of %d rows into %d", t.Rows, len(dst)))
+	}
+	if t.Rows == 0 {
+		return
+	}
+	b.lock()
+	defer b.unlock()
+	b.bind()
+	if b.argOut == nil || b.argOut.size < 4*t.Rows {
+		m, err := b.alloc(max(4*t.Rows, 64))
+		must(err)
+		b.argOut = m
+	}
+	out := uint64(b.argOut.ptr)
+	for r := range t.Rows {
+		b.launch(kernels.ArgMax, kernels.ArgMaxShape(), ptr(t.Slice(r, r+1)), i32(t.Cols), out+uint64(4*r))
+	}
+	must(b.sync(false))
+	v := make([]int32, t.Rows)
+	must(b.lib.MemcpyDtoH(unsafe.Pointer(&v[0]), b.argOut.ptr, 4*t.Rows))
+	b.stats.ReadBytes += int64(4 * t.Rows)
+	runtime.KeepAlive(t)
+	b.freeReleased()
+	for r, x := range v {
+		dst[r] = int(x)
+	}
+}

@@ -31,6 +31,7 @@ type CounterMeter struct {
 	est   PowerModel
 	clock Clock
 	log   *slog.Logger
+	l     *ledger // every span, so that overlapping ones share (share.go)
 
 	mu     sync.Mutex
 	warned map[string]bool
@@ -42,7 +43,7 @@ func NewCounterMeter(c Counter, est PowerModel, clock Clock, log *slog.Logger) *
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &CounterMeter{c: c, est: est, clock: clock, log: log, warned: map[string]bool{}}
+	return &CounterMeter{c: c, est: est, clock: clock, log: log, warned: map[string]bool{}, l: &ledger{c: c, est: est, clock: clock}}
 }
 
 // Name is the counter's name.
@@ -57,14 +58,14 @@ func (m *CounterMeter) Counter() Counter { return m.c }
 // Model returns the fallback power model.
 func (m *CounterMeter) Model() PowerModel { return m.est }
 
-var _ DeviceMeter = (*CounterMeter)(nil)
+var _ WorkMeter = (*CounterMeter)(nil)
 
 // Open starts a span for a serve that may have used anything the counter
 // reads: every part must advance across it. It reads the counter and
 // starts the span's clock after the read, and never fails: a failed read
 // leaves a span that the estimator bills.
 func (m *CounterMeter) Open() (Span, error) {
-	return m.open(m.c.Domains(), true), nil
+	return m.open(m.c.Domains(), true, false), nil
 }
 
 // OpenFor starts a span for a serve on uses (zero: [AnyDevice]). A serve
@@ -75,18 +76,26 @@ func (m *CounterMeter) OpenFor(uses Domain) (Span, error) {
 	if uses == 0 {
 		uses = AnyDevice
 	}
-	return m.open(uses, false), nil
+	return m.open(uses, false, false), nil
 }
 
-func (m *CounterMeter) open(uses Domain, every bool) *counterSpan {
-	r, err := m.c.Read()
-	s := &counterSpan{m: m, uses: uses, every: every, open: r, openErr: err}
-	s.start = m.clock.Now()
-	return s
+// OpenWork implements WorkMeter: OpenFor, for a serve whose engine reports
+// its work, by which the span shares the energy of intervals it overlaps.
+func (m *CounterMeter) OpenWork(uses Domain) (WorkSpan, error) {
+	if uses == 0 {
+		uses = AnyDevice
+	}
+	return m.open(uses, false, true), nil
+}
+
+func (m *CounterMeter) open(uses Domain, every, weighted bool) *counterSpan {
+	sh, e := m.l.openShare(weighted)
+	return &counterSpan{m: m, sh: sh, uses: uses, every: every, open: e.r, openErr: e.err, start: e.t}
 }
 
 type counterSpan struct {
 	m       *CounterMeter
+	sh      *share
 	uses    Domain
 	every   bool // every part must advance: the serve's devices are unknown
 	open    Reading
@@ -95,25 +104,21 @@ type counterSpan struct {
 	closed  bool
 }
 
+// AddWork implements WorkRecorder.
+func (s *counterSpan) AddWork(units uint64) { s.m.l.addWork(s.sh, units) }
+
 // SoFarUJ implements LiveSpan: the larger of the counter's delta so far
 // and the estimator's figure for the time elapsed, or the estimator's
-// alone where the delta is no measurement.
+// alone where the delta is no measurement — of the span's share of each,
+// where it overlaps others (share.go). Early in a span a counter may show
+// a whole update period's energy over a few microseconds, so
+// plausibility is judged over at least the counter's window.
 func (s *counterSpan) SoFarUJ() uint64 {
-	m := s.m
-	d := m.clock.Now().Sub(s.start)
-	est := m.est.UJ(d)
-	if s.openErr != nil {
+	measured, ok, est := s.m.l.soFar(s.sh)
+	if s.openErr != nil || !ok {
 		return est
 	}
-	r, err := m.c.Read()
-	// Early in a span a counter may show a whole update period's energy
-	// over a few microseconds, so plausibility is judged over at least
-	// the counter's window.
-	if err != nil || r.Epoch != s.open.Epoch || r.UJ < s.open.UJ ||
-		float64(r.UJ-s.open.UJ) > maxPlausibleWatts*max(d, m.c.MinWindow()).Seconds()*1e6 {
-		return est
-	}
-	return max(est, r.UJ-s.open.UJ)
+	return max(est, measured)
 }
 
 // Close stops the span's clock before the closing read, then grades.
@@ -123,10 +128,23 @@ func (s *counterSpan) Close() (Energy, error) {
 	}
 	s.closed = true
 	m := s.m
-	end := m.clock.Now()
-	r, err := m.c.Read()
-	d := end.Sub(s.start)
+	ev := m.l.closeShare(s.sh)
+	r, err, d := ev.r, ev.err, ev.t.Sub(s.start)
 	est := m.est.UJ(d)
+	if s.sh.shared {
+		return s.grade(r, err, d, s.sh.est, func() Energy {
+			measured := s.sh.measured
+			return Modelled(s.sh.est, &measured)
+		})
+	}
+	return s.grade(r, err, d, est, func() Energy { return Measured(r.UJ-s.open.UJ, est) })
+}
+
+// grade applies the rules of mesh/1 §3.3 to the span closed at r (err)
+// after d: good gives its figure when it passes them, est the
+// estimator's figure when it does not.
+func (s *counterSpan) grade(r Reading, err error, d time.Duration, est uint64, good func() Energy) (Energy, error) {
+	m := s.m
 
 	covers := m.c.Domains()
 	var stalled string
@@ -161,8 +179,13 @@ func (s *counterSpan) Close() (Energy, error) {
 		m.fallback("backwards", "counter went backwards during the span", nil)
 	case float64(r.UJ-s.open.UJ) > maxPlausibleWatts*d.Seconds()*1e6:
 		m.fallback("implausible", "counter delta implies an impossible power", nil)
+	case s.sh.bad != "":
+		// A serve batched with others is billed its shares of each
+		// interval it overlapped; one interval without a measurement
+		// leaves its share unknown.
+		m.fallback("shared:"+s.sh.bad, "an interval the serve shared had no measurement: "+s.sh.bad, nil)
 	default:
-		return Measured(r.UJ-s.open.UJ, est), nil
+		return good(), nil
 	}
 	return Estimated(est), nil
 }

@@ -42,16 +42,30 @@ func (e PowerModel) String() string {
 type EstimatorMeter struct {
 	est   PowerModel
 	clock Clock
+	l     *ledger // every span, so that overlapping ones share (share.go)
 }
 
 // NewEstimatorMeter returns a meter that bills by est, timing spans on clock.
 func NewEstimatorMeter(est PowerModel, clock Clock) *EstimatorMeter {
-	return &EstimatorMeter{est: est, clock: clock}
+	return &EstimatorMeter{est: est, clock: clock, l: &ledger{est: est, clock: clock}}
 }
 
+var _ WorkMeter = (*EstimatorMeter)(nil)
+
 // Open starts a span; it never fails.
-func (m *EstimatorMeter) Open() (Span, error) {
-	return &estimatorSpan{m: m, start: m.clock.Now()}, nil
+func (m *EstimatorMeter) Open() (Span, error) { return m.open(false), nil }
+
+// OpenFor implements DeviceMeter: the estimator covers nothing, so the
+// devices change nothing.
+func (m *EstimatorMeter) OpenFor(Domain) (Span, error) { return m.open(false), nil }
+
+// OpenWork implements WorkMeter: overlapping spans split the estimator's
+// figure of each interval by the work their serves report.
+func (m *EstimatorMeter) OpenWork(Domain) (WorkSpan, error) { return m.open(true), nil }
+
+func (m *EstimatorMeter) open(weighted bool) *estimatorSpan {
+	sh, e := m.l.openShare(weighted)
+	return &estimatorSpan{m: m, sh: sh, start: e.t}
 }
 
 // MinWindow is zero: an estimate resolves any span length.
@@ -65,19 +79,30 @@ func (m *EstimatorMeter) Model() PowerModel { return m.est }
 
 type estimatorSpan struct {
 	m      *EstimatorMeter
+	sh     *share
 	start  time.Time
 	closed bool
 }
 
-// SoFarUJ implements LiveSpan: the estimate of the time elapsed.
+// AddWork implements WorkRecorder.
+func (s *estimatorSpan) AddWork(units uint64) { s.m.l.addWork(s.sh, units) }
+
+// SoFarUJ implements LiveSpan: the estimate of the time elapsed (the
+// span's share of it, where it overlaps others).
 func (s *estimatorSpan) SoFarUJ() uint64 {
-	return s.m.est.UJ(s.m.clock.Now().Sub(s.start))
+	_, _, est := s.m.l.soFar(s.sh)
+	return est
 }
 
+// Close bills the span's length, or its shares where it overlapped others.
 func (s *estimatorSpan) Close() (Energy, error) {
 	if s.closed {
 		return Energy{}, ErrSpanClosed
 	}
 	s.closed = true
-	return Estimated(s.m.est.UJ(s.m.clock.Now().Sub(s.start))), nil
+	e := s.m.l.closeShare(s.sh)
+	if s.sh.shared {
+		return Estimated(s.sh.est), nil
+	}
+	return Estimated(s.m.est.UJ(e.t.Sub(s.start))), nil
 }

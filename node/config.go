@@ -79,8 +79,13 @@ type ModelConfig struct {
 // APIConfig tunes the HTTP API.
 type APIConfig struct {
 	MaxBodyBytes int64 `toml:"max_body_bytes"`
-	Concurrency  int   `toml:"concurrency"`
-	QueueDepth   int   `toml:"queue_depth"`
+	// Concurrency is how many generations of a model run at once (0:
+	// the model's slots: for a GGUF model, as many sequences as its KV
+	// caches fit in a quarter of memory); QueueDepth how many more wait
+	// (0: 512), each at most QueueWait (0: 60s), before 429.
+	Concurrency int      `toml:"concurrency"`
+	QueueDepth  int      `toml:"queue_depth"`
+	QueueWait   Duration `toml:"queue_wait"`
 	// MaxTokens is the default output ceiling when a request names none.
 	MaxTokens int `toml:"max_tokens"`
 	// AllowedHosts are names, besides IP addresses, localhost and the
@@ -506,6 +511,7 @@ func (c *Config) checkBounds() []error {
 		v    time.Duration
 	}{
 		{"drain_timeout", c.DrainTimeout.Duration},
+		{"api.queue_wait", c.API.QueueWait.Duration},
 		{"control.drain_timeout", c.Control.DrainTimeout.Duration},
 		{"control.drain_timeout_max", c.Control.DrainTimeoutMax.Duration},
 	} {

@@ -364,7 +364,7 @@ func (r *ownerRuntime) Load(ctx context.Context, name, profile string) (string, 
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", control.ErrUnknownModel, err)
 	}
-	m, err := r.n.openSpec(spec, max(r.n.cfg.API.Concurrency, 4))
+	m, err := r.n.openSpec(spec, r.n.cfg.API.Concurrency)
 	if err != nil {
 		return "", err
 	}

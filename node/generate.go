@@ -54,6 +54,15 @@ func energyOf(s *receipt.Sealed) *Energy {
 	return e
 }
 
+// Slots implements api.SlotModel: the model's own, or 1 for a model that
+// runs one generation at a time.
+func (s *servedModel) Slots() int {
+	if sm, ok := s.in.m.(interface{ Slots() int }); ok {
+		return sm.Slots()
+	}
+	return 1
+}
+
 // Prepare implements api.Model: it tokenizes the prompt, refusing one that
 // cannot fit the context as soon as that is known, and builds the request
 // it will be served as. It holds the model's gate while it reads the

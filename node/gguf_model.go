@@ -61,6 +61,9 @@ func (g *ggufModel) Path() string          { return g.m.Path() }
 func (g *ggufModel) Backend() string       { return g.m.Backend() }
 func (g *ggufModel) Close() error          { return g.m.Close() }
 
+// Slots is how many generations the engine batches at once.
+func (g *ggufModel) Slots() int { return g.m.Slots() }
+
 // Prompt renders chats through the model's template (whose control tokens
 // are parsed as such) and tokenizes raw text as text, refusing a prompt
 // that needs more than limit tokens as soon as that is known.

@@ -15,7 +15,6 @@ import (
 
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/node/engine"
-	"github.com/meshnode/meshnode/node/engine/ggufengine"
 	"github.com/meshnode/meshnode/node/receipt"
 	"github.com/meshnode/meshnode/node/steward/change"
 	"github.com/meshnode/meshnode/node/wire/nodev1"
@@ -318,7 +317,7 @@ func (n *Node) loadModels(stack *closers) error {
 	}
 	for _, s := range specs {
 		start := time.Now()
-		m, err := n.openSpec(s, max(n.cfg.API.Concurrency, ggufengine.DefaultSessions))
+		m, err := n.openSpec(s, n.cfg.API.Concurrency)
 		if err != nil {
 			return err
 		}

@@ -257,6 +257,7 @@ func (n *Node) Serve(ctx context.Context) (err error) {
 		MaxBodyBytes:   n.cfg.API.MaxBodyBytes,
 		Concurrency:    n.cfg.API.Concurrency,
 		QueueDepth:     n.cfg.API.QueueDepth,
+		QueueWait:      n.cfg.API.QueueWait.Duration,
 		AllowedHosts:   n.allowedHosts(),
 		AllowedOrigins: n.cfg.API.AllowedOrigins,
 		MeshAccess:     n.newMeshAccess(),
@@ -503,8 +504,12 @@ func (n *Node) Status() Status {
 	}
 	st.NoModel = n.noModelHint()
 	for _, in := range n.models.all() {
-		st.Models = append(st.Models, ModelStatus{Name: in.m.Name(), Instance: in.id, Context: in.m.ContextLength(),
-			SizeBytes: in.m.Size(), InFlight: in.gate.inFlight(), Backend: in.m.Backend(), Devices: engine.DevicesOf(in.m.Engine())})
+		ms := ModelStatus{Name: in.m.Name(), Instance: in.id, Context: in.m.ContextLength(), Slots: 1,
+			SizeBytes: in.m.Size(), InFlight: in.gate.inFlight(), Backend: in.m.Backend(), Devices: engine.DevicesOf(in.m.Engine())}
+		if sm, ok := in.m.(interface{ Slots() int }); ok {
+			ms.Slots = sm.Slots()
+		}
+		st.Models = append(st.Models, ms)
 	}
 	for _, p := range n.mesh.Peers() {
 		ps := PeerStatus{ID: p.ID.String(), Models: p.Models(), Admission: AdmissionName(p.Admission())}
@@ -560,6 +565,9 @@ type ModelStatus struct {
 	// for these devices.
 	Backend string    `json:"backend"`
 	Devices hw.Domain `json:"devices"`
+
+	// Slots is how many generations run at once, batched together.
+	Slots int `json:"slots"`
 }
 
 // AdmissionName is a peer's inference admission state as /api/status

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/meshnode/meshnode/hw"
@@ -209,5 +210,51 @@ func TestReplayCeilingStop(t *testing.T) {
 	tokens := int(usage["completion_tokens"].(float64))
 	if code != http.StatusOK || res.Verdict != api.VerdictVerified || res.CutShort != "joule_ceiling" || res.PrefixTokens != tokens {
 		t.Fatalf("replay: %d %s; want verified on the %d tokens served", code, text, tokens)
+	}
+}
+
+// TestBatchedServesReplayVerified: generations served at once on the
+// built-in model, their steps batched together by the engine, each
+// replay verified afterwards, served alone: a request's tokens do not
+// depend on what it was batched with. Their receipts are shares of the
+// meter's figure (on the test node's estimator, Estimator).
+func TestBatchedServesReplayVerified(t *testing.T) {
+	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
+	n, _ := startNode(t, Config{})
+	in, ok := n.models.get(fortunesModel)
+	if !ok {
+		t.Fatal("the built-in model is not loaded")
+	}
+	g, ok := in.m.(*ggufModel)
+	if !ok {
+		t.Fatalf("the built-in model is a %T", in.m)
+	}
+	if g.m.Slots() < 4 {
+		t.Fatalf("%d slots", g.m.Slots())
+	}
+	prompts := []string{"A man walks into a bar", "Once upon a time", "The best thing about a fortune is", "Why did the chicken",
+		"Never trust a", "He who laughs"}
+	requests := make([]string, len(prompts))
+	energies := make([]json.RawMessage, len(prompts))
+	var wg sync.WaitGroup
+	for i, p := range prompts {
+		requests[i] = fmt.Sprintf(`{"model":"%s","max_tokens":%d,"prompt":%q}`, fortunesModel, 10+2*i, p)
+		if i%2 == 1 {
+			requests[i] = fmt.Sprintf(`{"model":"%s","max_tokens":%d,"prompt":%q,"temperature":0.8,"seed":%d}`, fortunesModel, 10+2*i, p, 7+i)
+		}
+		wg.Go(func() { _, energies[i] = generate(t, n, "/v1/completions", requests[i]) })
+	}
+	wg.Wait()
+	st := g.m.Engine().SchedStats()
+	if st.MaxSeqs < 2 {
+		t.Fatalf("the generations were never batched together: %+v", st)
+	}
+	t.Logf("scheduler: %+v", st)
+	for i := range prompts {
+		body, _ := json.Marshal(map[string]any{"request": json.RawMessage(requests[i]), "energy": energies[i]})
+		status, res, raw := replayRaw(t, n, string(body))
+		if status != http.StatusOK || res.Verdict != api.VerdictVerified {
+			t.Errorf("replay of batched serve %d: %d %s", i, status, raw)
+		}
 	}
 }

@@ -6,19 +6,91 @@ import (
 	"github.com/meshnode/meshnode/gguf/backend"
 )
 
-// forward evaluates ids at the next positions, storing their keys and
-// values, and with logits set computes the logits after the last of them
-// into s.logitsT, where the caller reads them or their argmax. It is the
-// graph of llama.cpp's llm_build_llama, qwen2, phi3 and gemma3, whose
-// differences the architecture spec switches on.
-func (s *Session) forward(ctx context.Context, ids []uint32, logits bool) error {
-	m, be := s.m, s.m.be
+// scratch is the activations of one forward step: rows token rows, and
+// logits rows of logits.
+type scratch struct {
+	rows                            int
+	x, h, q, k, v, att, o, gate, up backend.Tensor
+	logitsT                         backend.Tensor // logits × vocab
+}
+
+func (m *Model) newScratch(rows, logits int) *scratch {
+	be, c := m.be, &m.cfg
+	return &scratch{
+		rows:    rows,
+		x:       be.NewTensor(rows, c.Embd),
+		h:       be.NewTensor(rows, c.Embd),
+		q:       be.NewTensor(rows, c.Heads*c.HeadDimK),
+		k:       be.NewTensor(rows, c.KVHeads*c.HeadDimK),
+		v:       be.NewTensor(rows, c.KVHeads*c.HeadDimV),
+		att:     be.NewTensor(rows, c.Heads*c.HeadDimV),
+		o:       be.NewTensor(rows, c.Embd),
+		gate:    be.NewTensor(rows, c.FF),
+		up:      be.NewTensor(rows, c.FF),
+		logitsT: be.NewTensor(logits, c.VocabSize),
+	}
+}
+
+// piece is a run of consecutive positions of one sequence among a step's
+// rows: rows [row, row+n) hold its tokens at positions pos … pos+n-1.
+type piece struct {
+	s           *Session
+	row, n, pos int
+}
+
+// plan lays out a step's rows. The tokens of every sequence come first,
+// in the order given, except the last token of each sequence whose logits
+// are wanted: those rows form the tail, rows [tail, len(ids)), one per
+// such sequence in order. So the rows that reach the output layer are
+// contiguous, and a sequence's rows are at most two pieces.
+type plan struct {
+	ids    []uint32
+	pieces []piece
+	tail   int
+}
+
+// reset empties p for reuse.
+func (p *plan) reset() {
+	p.ids, p.pieces, p.tail = p.ids[:0], p.pieces[:0], 0
+}
+
+// add lays out the tokens of s at its next positions (the body; the caller
+// then adds the tails).
+func (p *plan) addBody(s *Session, tokens []uint32) {
+	if len(tokens) == 0 {
+		return
+	}
+	p.pieces = append(p.pieces, piece{s: s, row: len(p.ids), n: len(tokens), pos: len(s.tokens)})
+	p.ids = append(p.ids, tokens...)
+}
+
+// addTail lays out one token of s at pos as a logits row.
+func (p *plan) addTail(s *Session, tok uint32, pos int) {
+	p.pieces = append(p.pieces, piece{s: s, row: len(p.ids), n: 1, pos: pos})
+	p.ids = append(p.ids, tok)
+}
+
+// forward evaluates the plan's tokens, storing their keys and values in
+// their sessions' caches, and computes the logits of the tail rows into
+// sc.logitsT's first rows. It is the graph of llama.cpp's llm_build_llama,
+// qwen2, phi3 and gemma3, whose differences the architecture spec switches
+// on.
+//
+// Every operation but attention and RoPE is row by row over all the step's
+// rows, so each weight matrix is read once per step however many
+// sequences share it; RoPE, the cache writes and attention run per piece,
+// at its sequence's positions, over its own cache. No kernel mixes rows,
+// and a row's arithmetic does not depend on the others in the call (the
+// backends' contract), so a token's logits are the same bits whatever it
+// is batched with.
+func (m *Model) forward(ctx context.Context, sc *scratch, p *plan) error {
+	be := m.be
 	c := &m.cfg
-	n, pos := len(ids), len(s.tokens)
+	n := len(p.ids)
 	eps := c.NormEps
 
-	x := s.x.Slice(0, n)
-	be.Embed(x, m.embd, ids)
+	x := sc.x.Slice(0, n)
+	be.Embed(x, m.embd, p.ids)
 	if c.EmbedScale != 1 {
 		be.Scale(x, c.EmbedScale)
 	}
@@ -29,9 +101,9 @@ func (s *Session) forward(ctx context.Context, ids []uint32, logits bool) error 
 		ly := &m.layers[l]
 		last := l == len(m.layers)-1
 
-		h := s.h.Slice(0, n)
+		h := sc.h.Slice(0, n)
 		be.RMSNorm(h, x, ly.attnNorm, eps)
-		q, k, v := s.q.Slice(0, n), s.k.Slice(0, n), s.v.Slice(0, n)
+		q, k, v := sc.q.Slice(0, n), sc.k.Slice(0, n), sc.v.Slice(0, n)
 		project(be, q, ly.wq, ly.bq, h)
 		project(be, k, ly.wk, ly.bk, h)
 		project(be, v, ly.wv, ly.bv, h)
@@ -39,36 +111,46 @@ func (s *Session) forward(ctx context.Context, ids []uint32, logits bool) error 
 			be.RMSNorm(q, q, ly.qNorm, eps)
 			be.RMSNorm(k, k, ly.kNorm, eps)
 		}
-		be.RoPE(q, c.HeadDimK, pos, &s.ropes[l])
-		be.RoPE(k, c.HeadDimK, pos, &s.ropes[l])
+		for _, pc := range p.pieces {
+			r := &pc.s.ropes[l]
+			be.RoPE(q.Slice(pc.row, pc.row+pc.n), c.HeadDimK, pc.pos, r)
+			be.RoPE(k.Slice(pc.row, pc.row+pc.n), c.HeadDimK, pc.pos, r)
+		}
 		if c.spec.scaleQ {
 			be.Scale(q, c.AttnScale)
 		}
-		be.StoreKV(s.kv, l, pos, k, v)
-		if last && !logits {
+		// Every piece's keys are stored before any attends: a sequence's
+		// tail row attends to its body's keys.
+		for _, pc := range p.pieces {
+			be.StoreKV(pc.s.kv, l, pc.pos, k.Slice(pc.row, pc.row+pc.n), v.Slice(pc.row, pc.row+pc.n))
+		}
+		if last && p.tail == n {
 			// The last layer's output feeds only the logits: with its
 			// keys and values stored, this step is done.
 			return nil
 		}
-		att := s.att.Slice(0, n)
-		be.Attend(att, q, s.kv, l, pos, &ly.attn)
+		att := sc.att.Slice(0, n)
+		for _, pc := range p.pieces {
+			if last && pc.row < p.tail {
+				continue // only the logits rows go on (llama.cpp's inp_out_ids)
+			}
+			be.Attend(att.Slice(pc.row, pc.row+pc.n), q.Slice(pc.row, pc.row+pc.n), pc.s.kv, l, pc.pos, &ly.attn)
+		}
 		if last {
-			// Only the last token's logits are wanted, and from here on
-			// its row depends on no other (llama.cpp's inp_out_ids).
-			att, x = att.Slice(n-1, n), x.Slice(n-1, n)
+			att, x = att.Slice(p.tail, n), x.Slice(p.tail, n)
 		}
 		rows := x.Rows
 
-		o := s.o.Slice(0, rows)
+		o := sc.o.Slice(0, rows)
 		project(be, o, ly.wo, ly.bo, att)
 		if ly.postAttnNorm != nil {
 			be.RMSNorm(o, o, ly.postAttnNorm, eps)
 		}
 		be.Add(x, o)
 
-		h = s.h.Slice(0, rows)
+		h = sc.h.Slice(0, rows)
 		be.RMSNorm(h, x, ly.ffnNorm, eps)
-		gate, up := s.gate.Slice(0, rows), s.up.Slice(0, rows)
+		gate, up := sc.gate.Slice(0, rows), sc.up.Slice(0, rows)
 		project(be, gate, ly.gate, ly.bgate, h)
 		project(be, up, ly.up, ly.bup, h)
 		be.GLU(gate, gate, up, c.spec.glu)
@@ -79,11 +161,13 @@ func (s *Session) forward(ctx context.Context, ids []uint32, logits bool) error 
 		be.Add(x, o)
 	}
 
-	h := s.h.Slice(0, 1)
+	rows := x.Rows
+	h := sc.h.Slice(0, rows)
 	be.RMSNorm(h, x, m.outNorm, eps)
-	project(be, s.logitsT, m.out, m.outBias, h)
+	logits := sc.logitsT.Slice(0, rows)
+	project(be, logits, m.out, m.outBias, h)
 	if c.FinalSoftcap > 0 {
-		be.Softcap(s.logitsT, c.FinalSoftcap)
+		be.Softcap(logits, c.FinalSoftcap)
 	}
 	return nil
 }

@@ -81,10 +81,12 @@ type Session struct {
 
 	ropes []backend.RoPE // per layer
 
-	// Scratch activations, batch rows each.
-	x, h, q, k, v, att, o, gate, up backend.Tensor
-	logitsT                         backend.Tensor // 1 × vocab
-	logits                          []float32
+	// The scratch of steps the session evaluates alone (batch rows, one
+	// logits row), made at its first such step: a session only ever
+	// evaluated in a Batch needs none.
+	sc     *scratch
+	p      plan
+	logits []float32
 }
 
 // NewSession starts an empty sequence.
@@ -110,21 +112,7 @@ func (m *Model) NewSession(opt SessionOptions) (*Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
-	be := m.be
-	s := &Session{
-		m: m, ctx: n, batch: batch, kvType: opt.KV, kv: kv,
-		x:       be.NewTensor(batch, c.Embd),
-		h:       be.NewTensor(batch, c.Embd),
-		q:       be.NewTensor(batch, c.Heads*c.HeadDimK),
-		k:       be.NewTensor(batch, c.KVHeads*c.HeadDimK),
-		v:       be.NewTensor(batch, c.KVHeads*c.HeadDimV),
-		att:     be.NewTensor(batch, c.Heads*c.HeadDimV),
-		o:       be.NewTensor(batch, c.Embd),
-		gate:    be.NewTensor(batch, c.FF),
-		up:      be.NewTensor(batch, c.FF),
-		logitsT: be.NewTensor(1, c.VocabSize),
-		logits:  make([]float32, c.VocabSize),
-	}
+	s := &Session{m: m, ctx: n, batch: batch, kvType: opt.KV, kv: kv}
 	// LongRoPE uses its long factors when the session's context exceeds
 	// the one the short factors were fitted to (llama_model::get_rope_factors).
 	factors := m.ropeFreqs
@@ -233,8 +221,12 @@ type ArgMaxer interface {
 	ArgMax(t backend.Tensor) int
 }
 
-// eval is Eval leaving the logits in s.logitsT.
-func (s *Session) eval(ctx context.Context, tokens []uint32) error {
+// check refuses tokens that would not fit the session's context or lie
+// outside the vocabulary.
+func (s *Session) check(tokens []uint32) error {
+	if s.kv == nil {
+		return fmt.Errorf("model: session used after Close")
+	}
 	if len(tokens) == 0 {
 		return fmt.Errorf("model: no tokens to evaluate")
 	}
@@ -246,9 +238,42 @@ func (s *Session) eval(ctx context.Context, tokens []uint32) error {
 			return fmt.Errorf("%w: %d (vocabulary %d)", ErrToken, t, s.m.cfg.VocabSize)
 		}
 	}
+	return nil
+}
+
+// RowArgMaxer is an ArgMaxer that finds the largest element of every row
+// of a tensor at once (the CUDA backend): a batched step's greedy tokens
+// then come back in one copy, and the step's recording does not depend on
+// which of its sequences decode greedily.
+type RowArgMaxer interface {
+	ArgMaxer
+	// ArgMaxRows sets dst[r] to ArgMax of row r of t, for every row.
+	ArgMaxRows(t backend.Tensor, dst []int)
+}
+
+// eval is Eval leaving the logits in the first row of s.sc.logitsT: steps
+// of at most the session's batch, each a plan of this session alone, run
+// by the same forward pass a Batch runs.
+func (s *Session) eval(ctx context.Context, tokens []uint32) error {
+	if err := s.check(tokens); err != nil {
+		return err
+	}
+	if s.sc == nil {
+		s.sc = s.m.newScratch(s.batch, 1)
+		s.logits = make([]float32, s.m.cfg.VocabSize)
+	}
 	for len(tokens) > 0 {
 		n := min(len(tokens), s.batch)
-		if err := s.forward(ctx, tokens[:n], n == len(tokens)); err != nil {
+		s.p.reset()
+		if n < len(tokens) {
+			s.p.addBody(s, tokens[:n])
+			s.p.tail = n
+		} else {
+			s.p.addBody(s, tokens[:n-1])
+			s.p.tail = n - 1
+			s.p.addTail(s, tokens[n-1], len(s.tokens)+n-1)
+		}
+		if err := s.m.forward(ctx, s.sc, &s.p); err != nil {
 			return err
 		}
 		s.tokens = append(s.tokens, tokens[:n]...)
@@ -258,17 +283,24 @@ func (s *Session) eval(ctx context.Context, tokens []uint32) error {
 }
 
 func (s *Session) readLogits() []float32 {
-	s.m.be.Read(s.logits, s.logitsT)
+	s.m.be.Read(s.logits, s.sc.logitsT.Slice(0, 1))
 	return s.logits
 }
 
-// argMax picks the likeliest token of the logits in s.logitsT.
+// argMax picks the likeliest token of the logits in s.sc.logitsT.
 func (s *Session) argMax() uint32 {
-	if a, ok := s.m.be.(ArgMaxer); ok {
-		return uint32(a.ArgMax(s.logitsT))
+	return argMaxRow(s.m.be, s.sc.logitsT.Slice(0, 1), s.logits)
+}
+
+// argMaxRow is the likeliest token of a row of logits: found by the
+// backend where it can (ArgMaxer), else read into buf and scanned.
+func argMaxRow(be backend.Backend, row backend.Tensor, buf []float32) uint32 {
+	if a, ok := be.(ArgMaxer); ok {
+		return uint32(a.ArgMax(row))
 	}
+	be.Read(buf, row)
 	best, at := float32(math.Inf(-1)), 0
-	for i, l := range s.readLogits() {
+	for i, l := range buf[:row.Len()] {
 		if l > best {
 			best, at = l, i
 		}

@@ -47,7 +47,7 @@ type stream interface {
 // tokenized.
 func (s *Server) generate(w http.ResponseWriter, r *http.Request, m Model, g *Generation, st stream, sse *sseWriter) (text string, res *Result, ok bool) {
 	ctx := r.Context()
-	t, err := s.admit(g.Model)
+	t, err := s.admit(g.Model, m)
 	if err != nil {
 		s.fail(w, r, g, err, st, sse)
 		return "", nil, false
@@ -55,7 +55,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m Model, g *Ge
 	defer t.release()
 	p, err := s.prepare(ctx, m, g)
 	if err == nil {
-		err = t.run(ctx)
+		err = s.run(ctx, g.Model, t)
 	}
 	if err != nil {
 		s.fail(w, r, g, err, st, sse)

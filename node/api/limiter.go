@@ -3,9 +3,13 @@ package api
 import (
 	"context"
 	"errors"
+	"time"
 )
 
-var errQueueFull = errors.New("api: queue full")
+var (
+	errQueueFull = errors.New("api: queue full")
+	errQueueWait = errors.New("api: waited too long for a slot")
+)
 
 // limiter admits up to `running` generations at once and lets `queued`
 // more wait; beyond that it refuses at once, so an overloaded node answers
@@ -39,14 +43,23 @@ func (l *limiter) admit() (*ticket, error) {
 	}
 }
 
-// run waits for a running slot.
-func (t *ticket) run(ctx context.Context) error {
+// run waits for a running slot, until ctx ends or expired delivers
+// (errQueueWait; nil waits for ever).
+func (t *ticket) run(ctx context.Context, expired <-chan time.Time) error {
+	select {
+	case t.l.running <- struct{}{}:
+		t.running = true
+		return nil
+	default:
+	}
 	select {
 	case t.l.running <- struct{}{}:
 		t.running = true
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-expired:
+		return errQueueWait
 	}
 }
 
@@ -57,6 +70,9 @@ func (t *ticket) release() {
 	}
 	<-t.l.admitted
 }
+
+// slots is how many generations run at once.
+func (l *limiter) slots() int { return cap(l.running) }
 
 // admittedCount is how many generations are running or queued.
 func (l *limiter) admittedCount() int { return len(l.admitted) }

@@ -216,3 +216,106 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// slotModel is the fake model with slots (api.SlotModel).
+type slotModel struct {
+	*fakeModel
+	slots int
+}
+
+func (m slotModel) Slots() int { return m.slots }
+
+// TestConcurrencyIsTheModelsSlots: with api.concurrency unset, a model's
+// generations run as many at once as it has slots; the next one waits in
+// the queue (512 deep by default) rather than being refused.
+func TestConcurrencyIsTheModelsSlots(t *testing.T) {
+	h := newHarness(t, Config{}, nil)
+	if h.srv.cfg.QueueDepth != DefaultQueueDepth || h.srv.cfg.QueueWait != DefaultQueueWait {
+		t.Fatalf("queue defaults %d, %v", h.srv.cfg.QueueDepth, h.srv.cfg.QueueWait)
+	}
+	h.reg.local["tiny"] = slotModel{fakeModel: h.model, slots: 3}
+	h.model.block = make(chan struct{})
+	h.model.started = make(chan struct{}, 8)
+	body := `{"model":"tiny","messages":[{"role":"user","content":"x"}]}`
+	results := make(chan int, 4)
+	for range 4 {
+		go func() {
+			resp := h.post(t, "/v1/chat/completions", body)
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			results <- resp.StatusCode
+		}()
+	}
+	for range 3 {
+		<-h.model.started // three run at once
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for h.srv.queued("tiny") < 4 {
+		if time.Now().After(deadline) {
+			t.Fatal("the fourth request never queued")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	select {
+	case <-h.model.started:
+		t.Fatal("a fourth generation ran beside the model's three slots")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(h.model.block)
+	for range 4 {
+		if code := <-results; code != 200 {
+			t.Fatalf("a request got %d", code)
+		}
+	}
+}
+
+// TestQueueWaitIsBounded: a request that has waited api.queue_wait for a
+// slot is answered 429 with Retry-After, and gives its place back.
+func TestQueueWaitIsBounded(t *testing.T) {
+	h := newHarness(t, Config{Concurrency: 1, QueueWait: time.Minute, RetryAfter: 3 * time.Second}, nil)
+	expire := make(chan time.Time)
+	h.srv.after = func(d time.Duration) <-chan time.Time {
+		if d != time.Minute {
+			t.Errorf("queue wait %v, want the configured minute", d)
+		}
+		return expire
+	}
+	h.model.block = make(chan struct{})
+	h.model.started = make(chan struct{}, 2)
+	body := `{"model":"tiny","messages":[{"role":"user","content":"x"}]}`
+	running := make(chan int, 1)
+	go func() {
+		resp := h.post(t, "/v1/chat/completions", body)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		running <- resp.StatusCode
+	}()
+	<-h.model.started
+	waited := make(chan *http.Response, 1)
+	go func() { waited <- h.post(t, "/v1/chat/completions", body) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for h.srv.queued("tiny") < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the second request never queued")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(expire) // its minute is up
+	resp := <-waited
+	var got struct {
+		Error Error `json:"error"`
+	}
+	decodeJSON(t, resp.Body, &got)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "3" || got.Error.Code != "overloaded" ||
+		!strings.Contains(got.Error.Message, "no generation slot came free") {
+		t.Fatalf("after its wait: %d, Retry-After %q, %+v", resp.StatusCode, resp.Header.Get("Retry-After"), got.Error)
+	}
+	if n := h.srv.queued("tiny"); n != 1 {
+		t.Fatalf("%d places held after the refusal, want the running one", n)
+	}
+	close(h.model.block)
+	if code := <-running; code != 200 {
+		t.Fatalf("the running generation: %d", code)
+	}
+}

@@ -136,8 +136,8 @@ func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) {
 	// A model this node does not serve runs nothing (the node answers
 	// why), so only a local one is queued for, and the limiter is never
 	// keyed by a name a client made up.
-	if _, local := s.registry.Local(rp.Generation.Model); local {
-		release, err := s.acquire(r.Context(), rp.Generation.Model)
+	if m, local := s.registry.Local(rp.Generation.Model); local {
+		release, err := s.acquire(r.Context(), rp.Generation.Model, m)
 		if err != nil {
 			writeError(w, err)
 			return

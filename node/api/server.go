@@ -35,11 +35,15 @@ type Config struct {
 	APIKey string
 	// MaxBodyBytes bounds a request body (413 beyond it). Default 4 MiB.
 	MaxBodyBytes int64
-	// Concurrency is how many generations run at once per model (default
-	// 1); QueueDepth how many more may wait for a slot (default 16) before
-	// requests are refused with 429.
+	// Concurrency is how many generations run at once per model; 0: the
+	// model's slots (SlotModel), 1 for a model that names none.
+	// QueueDepth is how many more may wait for a slot (default 512; -1:
+	// none) and QueueWait how long each may wait (default 60 s); a
+	// request beyond the queue, or that waited QueueWait, is refused with
+	// 429 and Retry-After.
 	Concurrency int
 	QueueDepth  int
+	QueueWait   time.Duration
 	// PrepareConcurrency is how many prompts are prepared (rendered,
 	// tokenized and checked against the context) at once, over every
 	// model (default half the CPUs, at least 1). A request is prepared
@@ -88,13 +92,16 @@ func (c *Config) defaults() {
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = 4 << 20
 	}
-	if c.Concurrency <= 0 {
-		c.Concurrency = 1
+	if c.Concurrency < 0 {
+		c.Concurrency = 0
 	}
 	if c.QueueDepth < 0 {
 		c.QueueDepth = 0
 	} else if c.QueueDepth == 0 {
-		c.QueueDepth = 16
+		c.QueueDepth = DefaultQueueDepth
+	}
+	if c.QueueWait <= 0 {
+		c.QueueWait = DefaultQueueWait
 	}
 	if c.PrepareConcurrency <= 0 {
 		c.PrepareConcurrency = max(1, runtime.GOMAXPROCS(0)/2)
@@ -113,6 +120,22 @@ func (c *Config) defaults() {
 	}
 }
 
+// Queue defaults: ollama's queue depth (OLLAMA_MAX_QUEUE), and a wait
+// long enough for a queue of generations on a small machine yet bounded,
+// so that a client is told to come back rather than left hanging.
+const (
+	DefaultQueueDepth = 512
+	DefaultQueueWait  = 60 * time.Second
+)
+
+// SlotModel is a Model that runs several generations at once: its slots
+// are how many (the GGUF engine's sequences batched in each step). The
+// server lets that many run when Config.Concurrency is 0.
+type SlotModel interface {
+	Model
+	Slots() int
+}
+
 // Server serves the API.
 type Server struct {
 	cfg      Config
@@ -122,6 +145,7 @@ type Server struct {
 	node     Node
 	log      *slog.Logger
 	now      func() time.Time
+	after    func(time.Duration) <-chan time.Time // the queue's wait; tests replace it
 
 	mu     sync.Mutex
 	limits map[string]*limiter
@@ -139,7 +163,7 @@ func New(cfg Config, self identity.EndpointID, registry Registry, mesh Mesh, nod
 	if now == nil {
 		now = time.Now
 	}
-	s := &Server{cfg: cfg, self: self, registry: registry, mesh: mesh, node: node, log: logger, now: now, limits: map[string]*limiter{},
+	s := &Server{cfg: cfg, self: self, registry: registry, mesh: mesh, node: node, log: logger, now: now, after: time.After, limits: map[string]*limiter{},
 		prep: make(chan struct{}, cfg.PrepareConcurrency)}
 	if mesh != nil {
 		s.proxy = newMeshProxy(self, mesh, logger)
@@ -359,34 +383,59 @@ func (s *Server) unknownModel(model string, forwarded bool) *Error {
 	return e
 }
 
-// admit takes a place in model's queue; it fails with 429 when the queue
-// is full.
-func (s *Server) admit(model string) (*ticket, error) {
+// concurrency is how many generations of m run at once.
+func (s *Server) concurrency(m Model) int {
+	if s.cfg.Concurrency > 0 {
+		return s.cfg.Concurrency
+	}
+	if sm, ok := m.(SlotModel); ok {
+		return max(1, sm.Slots())
+	}
+	return 1
+}
+
+// admit takes a place in the queue of model (served here as m); it fails
+// with 429 when the queue is full.
+func (s *Server) admit(model string, m Model) (*ticket, error) {
 	s.mu.Lock()
 	l, ok := s.limits[model]
 	if !ok {
-		l = newLimiter(s.cfg.Concurrency, s.cfg.QueueDepth)
+		l = newLimiter(s.concurrency(m), s.cfg.QueueDepth)
 		s.limits[model] = l
 	}
 	s.mu.Unlock()
 	t, err := l.admit()
 	if errors.Is(err, errQueueFull) {
 		e := Errorf(http.StatusTooManyRequests, "rate_limit_error", "overloaded",
-			"model %q is busy: %d running and %d queued; retry shortly", model, s.cfg.Concurrency, s.cfg.QueueDepth)
+			"model %q is busy: %d running and %d queued; retry shortly", model, l.slots(), s.cfg.QueueDepth)
 		e.RetryAfter = s.cfg.RetryAfter
 		return nil, e
 	}
 	return t, err
 }
 
-// acquire takes a generation slot for model, waiting in its queue; it
-// fails with 429 when the queue is full.
-func (s *Server) acquire(ctx context.Context, model string) (release func(), err error) {
-	t, err := s.admit(model)
+// run waits for t's slot, at most QueueWait; a request that waited that
+// long is refused as the queue's overflow is, with 429 and Retry-After.
+func (s *Server) run(ctx context.Context, model string, t *ticket) error {
+	err := t.run(ctx, s.after(s.cfg.QueueWait))
+	if errors.Is(err, errQueueWait) {
+		e := Errorf(http.StatusTooManyRequests, "rate_limit_error", "overloaded",
+			"model %q is busy: no generation slot came free in %v; retry shortly", model, s.cfg.QueueWait)
+		e.RetryAfter = s.cfg.RetryAfter
+		return e
+	}
+	return err
+}
+
+// acquire takes a generation slot for model (served here as m), waiting
+// in its queue; it fails with 429 when the queue is full or the wait
+// too long.
+func (s *Server) acquire(ctx context.Context, model string, m Model) (release func(), err error) {
+	t, err := s.admit(model, m)
 	if err != nil {
 		return nil, err
 	}
-	if err := t.run(ctx); err != nil {
+	if err := s.run(ctx, model, t); err != nil {
 		t.release()
 		return nil, err
 	}

@@ -69,6 +69,22 @@ func DevicesOf(e Engine) hw.Domain {
 	return hw.AnyDevice
 }
 
+// WorkReporter is implemented by an engine that tells the meter how much
+// work each serve did: it calls AddWork on the hw.WorkRecorder its Serve
+// context carries (hw.WorkFrom) as the work is done. A meter whose spans
+// overlap (serves batched together) then splits the machine's energy among
+// them by it; spans of engines that do not report share equally.
+type WorkReporter interface {
+	Engine
+	ReportsWork() bool
+}
+
+// ReportsWork is whether e reports its serves' work.
+func ReportsWork(e Engine) bool {
+	w, ok := e.(WorkReporter)
+	return ok && w.ReportsWork()
+}
+
 // TrainingSource is implemented by an engine that can address the corpus
 // its weights were fitted to (§3.7).
 type TrainingSource interface {

@@ -577,9 +577,12 @@ func (s *Steward) meterServe(ctx context.Context, e engine.Engine, req receipt.S
 		return nil
 	}
 
-	span, err := s.openSpan(e)
+	span, work, err := s.openSpan(e)
 	if err != nil {
 		return run, fmt.Errorf("%w: open %s: %w", ErrMeter, s.meter.Name(), err)
+	}
+	if work != nil {
+		ctx = hw.WithWork(ctx, work)
 	}
 	live, _ = span.(hw.LiveSpan)
 	run.ran = true
@@ -616,12 +619,24 @@ func (s *Steward) meterServe(ctx context.Context, e engine.Engine, req receipt.S
 // openSpan opens the meter for a serve on e, telling a meter that can use
 // it which devices e runs on: the counters chosen at start-up may not
 // cover a device the meter did not see (CUDA with NVML missing), and a
-// part a serve does not use need not be live for its figure (§3.3).
-func (s *Steward) openSpan(e engine.Engine) (hw.Span, error) {
-	if m, ok := s.meter.(hw.DeviceMeter); ok {
-		return m.OpenFor(engine.DevicesOf(e))
+// part a serve does not use need not be live for its figure (§3.3). For
+// an engine that reports its serves' work, a meter that can split the
+// energy of overlapping serves by it opens a span the engine reports to
+// (the returned recorder; nil otherwise).
+func (s *Steward) openSpan(e engine.Engine) (hw.Span, hw.WorkRecorder, error) {
+	if m, ok := s.meter.(hw.WorkMeter); ok && engine.ReportsWork(e) {
+		span, err := m.OpenWork(engine.DevicesOf(e))
+		if err != nil {
+			return nil, nil, err
+		}
+		return span, span, nil
 	}
-	return s.meter.Open()
+	if m, ok := s.meter.(hw.DeviceMeter); ok {
+		span, err := m.OpenFor(engine.DevicesOf(e))
+		return span, nil, err
+	}
+	span, err := s.meter.Open()
+	return span, nil, err
 }
 
 // buildReceipt assembles the unsealed receipt, checking the engine's

@@ -15,7 +15,10 @@ import (
 )
 
 // Engine serves one Model (engine.Engine). Serves run concurrently, each
-// on its own session, up to Config.Sessions at once; further serves wait.
+// on its own session (a slot), up to Config.Sessions at once; further
+// serves wait for a slot. Their forward steps are batched: the scheduler
+// (sched) evaluates the decode tokens and prompt chunks of every running
+// serve in one step, each weight matrix read once for all of them.
 type Engine struct {
 	m        *Model
 	recipe   string
@@ -23,20 +26,47 @@ type Engine struct {
 	ujTok    uint64
 	opt      model.SessionOptions
 	pool     pool
+	sched    *sched
 }
 
 var (
-	_ engine.Engine     = (*Engine)(nil)
-	_ engine.DeviceUser = (*Engine)(nil)
+	_ engine.Engine       = (*Engine)(nil)
+	_ engine.DeviceUser   = (*Engine)(nil)
+	_ engine.WorkReporter = (*Engine)(nil)
 )
 
-func newEngine(m *Model, cfg Config, opt model.SessionOptions, sessions int) *Engine {
+func newEngine(m *Model, cfg Config, opt model.SessionOptions, sessions int) (*Engine, error) {
 	e := &Engine{m: m, recipe: m.name, fidelity: cfg.Fidelity, ujTok: cfg.UJPerToken, opt: opt}
 	e.pool = pool{max: sessions, wake: make(chan struct{}), open: func() (*model.Session, error) {
 		return m.model.NewSession(opt)
 	}}
-	return e
+	chunk := cfg.PrefillChunk
+	if chunk <= 0 {
+		chunk = DefaultPrefillChunk
+	}
+	budget := cfg.Batch
+	if budget <= 0 {
+		budget = model.DefaultBatch
+	}
+	// Every slot's decode token and a prompt chunk fit one step, so that
+	// no prompt waits for decoding to end.
+	budget = max(budget, sessions+chunk)
+	b, err := m.model.NewBatch(model.BatchOptions{Tokens: budget, Seqs: sessions})
+	if err != nil {
+		return nil, fmt.Errorf("ggufengine: %w", err)
+	}
+	// A token's work is the model's weight bytes it is multiplied
+	// through: across models sharing a meter, a bigger model's token
+	// counts for more (hw.SharedMeter splits energy by it).
+	e.sched = newSched(b, chunk, uint64(max(1, m.file.Size())))
+	return e, nil
 }
+
+// Slots is how many serves run at once; further serves wait for one.
+func (e *Engine) Slots() int { return e.pool.max }
+
+// SchedStats returns the scheduler's counters.
+func (e *Engine) SchedStats() SchedStats { return e.sched.Stats() }
 
 // Recipe implements engine.Engine: the model's name.
 func (e *Engine) Recipe() string { return e.recipe }
@@ -54,8 +84,8 @@ func (e *Engine) UJPerOptionScored() uint64 { return 0 }
 // Deterministic implements engine.Engine: true. A greedy serve, and a
 // sampled one with a seed, yields the same tokens from the same request and
 // prompt: the forward pass's arithmetic does not depend on thread count,
-// batch split or KV reuse, and the sampler's draws come from the request's
-// seed. A request that samples without a seed is flagged as unreplayable
+// batch split, KV reuse or the other serves batched with it (model.Batch),
+// and the sampler's draws come from the request's seed. A request that samples without a seed is flagged as unreplayable
 // by the request itself (receipt.Sampling.Unseeded).
 func (e *Engine) Deterministic() bool { return true }
 
@@ -63,6 +93,12 @@ func (e *Engine) Deterministic() bool { return true }
 // the forward pass, so that the meter grades each serve by the counters
 // covering it (the CPU's alone do not cover a serve on CUDA).
 func (e *Engine) Devices() hw.Domain { return devicesOf(e.m.Backend()) }
+
+// ReportsWork implements engine.WorkReporter: each step reports the
+// tokens it evaluated for each serve, times the model's weight bytes, to
+// the serve's hw.WorkRecorder, so that batched serves share the metered
+// energy by it.
+func (e *Engine) ReportsWork() bool { return true }
 
 // Weights implements engine.Engine: the file's digest and precision.
 func (e *Engine) Weights() (receipt.Weights, bool) { return e.m.weights, true }
@@ -115,10 +151,12 @@ func (e *Engine) generate(ctx context.Context, prompt []uint32, g Generation, em
 		return engine.Outcome{}, err
 	}
 	defer e.pool.release(s)
+	seq := e.sched.open()
+	defer seq.close()
 
 	delivered := e.fidelity
 	out := engine.Outcome{TokensIn: uint32(len(prompt)), Delivered: &delivered}
-	d := decoder{s: s, sampler: sample.New(g.Sampling), argMax: g.Sampling.ArgMax()}
+	d := decoder{seq: seq, s: s, sampler: sample.New(g.Sampling), argMax: g.Sampling.ArgMax()}
 	reused, next, err := d.prefill(ctx, prompt)
 	if err != nil {
 		return out, err
@@ -166,42 +204,45 @@ func (e *Engine) generate(ctx context.Context, prompt []uint32, g Generation, em
 	return out, send(stopper.Flush())
 }
 
-// decoder evaluates a generation's tokens on its session and picks each
-// next one.
+// decoder evaluates a generation's tokens on its session, in the
+// scheduler's batched steps, and picks each next one.
 type decoder struct {
+	seq     *seqHandle
 	s       *model.Session
 	sampler *sample.Sampler
 	// argMax: the pick is the logits' argmax (greedy, no penalty), which
-	// the session finds where the logits are: on the GPU, one int copied
+	// the batch finds where the logits are: on the GPU, one int copied
 	// back per token rather than the vocabulary's logits.
 	argMax bool
 }
 
-// prefill evaluates the prompt, reusing the cached prefix, and picks the
-// first token.
-func (d *decoder) prefill(ctx context.Context, prompt []uint32) (reused int, next uint32, err error) {
+// pick returns how the next token is chosen from a step's logits: the
+// sampler with generated as the penalties' history, or nil for their
+// argmax. It runs on the scheduler's goroutine while this serve waits for
+// it.
+func (d *decoder) pick(generated []uint32) func(*model.Batch, int) uint32 {
 	if d.argMax {
-		return d.s.PrefillArgMax(ctx, prompt)
+		return nil
 	}
-	reused, logits, err := d.s.Prefill(ctx, prompt)
-	if err != nil {
-		return reused, 0, err
+	return func(b *model.Batch, i int) uint32 {
+		return d.sampler.Sample(b.Logits(i), generated)
 	}
-	return reused, d.sampler.Sample(logits, nil), nil
+}
+
+// prefill evaluates the prompt, reusing the cached prefix (at least the
+// last token is evaluated, since its logits are not cached), and picks
+// the first token.
+func (d *decoder) prefill(ctx context.Context, prompt []uint32) (reused int, next uint32, err error) {
+	reused = min(d.s.CommonPrefix(prompt), len(prompt)-1)
+	d.s.Truncate(reused)
+	next, err = d.seq.run(ctx, d.s, prompt[reused:], d.pick(nil))
+	return reused, next, err
 }
 
 // eval evaluates the token generated last and picks the next; generated
 // is the generation so far, the penalties' history.
 func (d *decoder) eval(ctx context.Context, generated []uint32) (uint32, error) {
-	last := generated[len(generated)-1:]
-	if d.argMax {
-		return d.s.EvalArgMax(ctx, last)
-	}
-	logits, err := d.s.Eval(ctx, last)
-	if err != nil {
-		return 0, err
-	}
-	return d.sampler.Sample(logits, generated), nil
+	return d.seq.run(ctx, d.s, generated[len(generated)-1:], d.pick(generated))
 }
 
 // check validates a request before any work, returning the sampler's
@@ -360,4 +401,7 @@ func (p *pool) close() {
 	p.idle = nil
 }
 
-func (e *Engine) close() { e.pool.close() }
+func (e *Engine) close() {
+	e.sched.close()
+	e.pool.close()
+}

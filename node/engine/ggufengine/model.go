@@ -50,12 +50,19 @@ type Config struct {
 	MemoryBytes uint64
 	// KV is the KV cache type, "f16" (default) or "f32".
 	KV string
-	// Batch is the most prompt tokens one forward step evaluates; 0:
-	// model.DefaultBatch.
+	// Batch is the most tokens one forward step evaluates, over every
+	// serve it carries; 0: model.DefaultBatch (raised, if need be, to
+	// fit every slot's decode token and a prompt chunk).
 	Batch int
-	// Sessions is the most sequences kept at once (one per concurrent
-	// serve; idle ones keep their KV cache for a conversation's next
-	// turn); 0: DefaultSessions.
+	// PrefillChunk is the least share of a step that waiting prompts get
+	// while it also carries decode tokens (they get as many tokens as the
+	// step decodes when that is more); 0: DefaultPrefillChunk.
+	PrefillChunk int
+	// Sessions is the number of slots: the sequences kept at once, one
+	// per concurrent serve (idle ones keep their KV cache for a
+	// conversation's next turn); 0: as many as the KV caches of a whole
+	// context each fit in a quarter of MemoryBytes, between 1 and
+	// MaxSlots (DefaultSessions when MemoryBytes is 0).
 	Sessions int
 	// Log receives load and serve messages; nil discards them.
 	Log *slog.Logger
@@ -65,8 +72,12 @@ type Config struct {
 	Backend string
 }
 
-// DefaultSessions is the default of Config.Sessions.
+// DefaultSessions is the slots of a model whose memory is unknown, and
+// the count the default context is sized for.
 const DefaultSessions = 4
+
+// MaxSlots bounds the slots sized from memory.
+const MaxSlots = 64
 
 // Model is a loaded GGUF model: the file, its weights on the CPU backend,
 // its tokenizer and chat template, and the engine that serves it.
@@ -133,21 +144,50 @@ func Load(path string, cfg Config) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ggufengine: %w", err)
 	}
-	sessions := cfg.Sessions
-	if sessions <= 0 {
-		sessions = DefaultSessions
-	}
-	m.ctx = contextLength(cfg, mc, kv, sessions)
+	var sessions int
+	m.ctx, sessions = slots(cfg, mc, kv)
 	opt := model.SessionOptions{Context: m.ctx, Batch: cfg.Batch, KV: kv}
-	m.eng = newEngine(m, cfg, opt, sessions)
+	if m.eng, err = newEngine(m, cfg, opt, sessions); err != nil {
+		return nil, err
+	}
 	log.Info("model loaded", "model", m.name, "arch", mc.Arch, "type", m.facts.QuantizationType,
-		"params", m.facts.ParameterSize, "context", m.ctx, "kv", kv, "backend", m.be.Name(), "threads", m.be.Threads(),
+		"params", m.facts.ParameterSize, "context", m.ctx, "slots", sessions, "kv", kv, "backend", m.be.Name(), "threads", m.be.Threads(),
 		"digest", m.weights.Digest.String(), "hashed_mbps", int(sum.MBps()))
 	ok = true
 	return m, nil
 }
 
-// contextLength resolves Config.Context (see there).
+// slots resolves Config.Context and Config.Sessions: each sequence's
+// context, then how many sequences' KV caches fit the memory they may
+// take (a quarter of the machine's).
+func slots(cfg Config, mc model.Config, kv model.KVType) (ctx, n int) {
+	sized := cfg.Sessions
+	if sized <= 0 {
+		sized = DefaultSessions
+	}
+	ctx = contextLength(cfg, mc, kv, sized)
+	switch {
+	case cfg.Sessions > 0:
+		return ctx, cfg.Sessions
+	case cfg.MemoryBytes == 0:
+		return ctx, DefaultSessions
+	}
+	fit := cfg.MemoryBytes / 4 / (uint64(ctx) * kvBytesPerPosition(mc, kv))
+	return ctx, int(max(1, min(MaxSlots, fit)))
+}
+
+// kvBytesPerPosition is what one position of a sequence takes in the KV
+// cache: keys and values of every layer.
+func kvBytesPerPosition(mc model.Config, kv model.KVType) uint64 {
+	elem := uint64(2)
+	if kv == model.KVF32 {
+		elem = 4
+	}
+	return elem * uint64(mc.Layers) * uint64(mc.KVHeads) * uint64(mc.HeadDimK+mc.HeadDimV)
+}
+
+// contextLength resolves Config.Context (see there) for sessions
+// sequences.
 func contextLength(cfg Config, mc model.Config, kv model.KVType, sessions int) int {
 	if cfg.Context > 0 {
 		return min(cfg.Context, mc.TrainContext)
@@ -155,12 +195,7 @@ func contextLength(cfg Config, mc model.Config, kv model.KVType, sessions int) i
 	if cfg.MemoryBytes == 0 {
 		return min(mc.TrainContext, model.DefaultContext)
 	}
-	elem := uint64(2)
-	if kv == model.KVF32 {
-		elem = 4
-	}
-	perPos := elem * uint64(mc.Layers) * uint64(mc.KVHeads) * uint64(mc.HeadDimK+mc.HeadDimV)
-	fit := cfg.MemoryBytes / 4 / uint64(sessions) / perPos
+	fit := cfg.MemoryBytes / 4 / uint64(sessions) / kvBytesPerPosition(mc, kv)
 	return int(max(1, min(uint64(mc.TrainContext), fit)))
 }
 
@@ -227,6 +262,9 @@ func (m *Model) ApplyChat(messages []chat.Message) (string, error) {
 func (m *Model) NewDecoder() *tokenizer.Decoder {
 	return m.tok.NewDecoder(tokenizer.DecodeOptions{Continue: true})
 }
+
+// Slots is how many serves the engine runs at once (Config.Sessions).
+func (m *Model) Slots() int { return m.eng.Slots() }
 
 // ContextLength is the most tokens (prompt and output) one sequence holds.
 func (m *Model) ContextLength() int { return m.ctx }
