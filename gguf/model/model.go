@@ -29,6 +29,9 @@ type Model struct {
 	// has embd, only the last outNorm, out and outBias.
 	lo     int
 	layers []layer
+	// weightBytes is the size of the file's tensor data the model handed
+	// its backend.
+	weightBytes int64
 
 	// LongRoPE's two factor sets (phi3); nil elsewhere.
 	ropeLong, ropeShort []float32
@@ -147,6 +150,7 @@ func load(f *gguf.File, be backend.Backend, stage *LayerRange) (*Model, error) {
 			return nil, err
 		}
 	}
+	m.weightBytes = ld.bytes
 	for _, t := range f.Tensors {
 		if !ld.used[t.Name] && !otherStage(t.Name, r, c.Layers) {
 			return nil, unsupported("tensor %s (%s %v) is not part of a %s model this engine runs", t.Name, t.Type, t.Dims, c.Arch)
@@ -184,6 +188,17 @@ func (m *Model) First() bool { return m.lo == 0 }
 // Last reports whether the model computes logits: a whole model, or the
 // last stage of one.
 func (m *Model) Last() bool { return m.lo+len(m.layers) == m.cfg.Layers }
+
+// WeightBytes is the size of the weights the model runs: the tensor data
+// of its blocks, and of the embeddings and head when it has them.
+func (m *Model) WeightBytes() int64 { return m.weightBytes }
+
+// KVBytes is the size of one session's KV cache of ctx positions of type
+// kv over the model's blocks.
+func (m *Model) KVBytes(ctx int, kv KVType) int64 {
+	c := &m.cfg
+	return int64(len(m.layers)) * int64(ctx) * int64(c.KVHeads) * int64(c.HeadDimK+c.HeadDimV) * int64(kv.quant().TypeSize())
+}
 
 // Whole reports whether the model runs every block, from token ids to
 // logits.
@@ -272,9 +287,10 @@ func (m *Model) loadLayer(ld *loader, l int) error {
 // loader hands out the file's tensors as backend weights, checking their
 // shapes and remembering which were used.
 type loader struct {
-	f    *gguf.File
-	be   backend.Backend
-	used map[string]bool
+	f     *gguf.File
+	be    backend.Backend
+	used  map[string]bool
+	bytes int64 // handed to be.Weight
 }
 
 // lookup finds name and checks its dims are exactly want (ggml's ne:
@@ -308,6 +324,7 @@ func (ld *loader) lookup(name string, required bool, want ...int) (gguf.TensorIn
 
 func (ld *loader) weight(name string, typ quant.Type, rows, cols int, b []byte) (backend.Weight, error) {
 	w, err := ld.be.Weight(typ, rows, cols, b)
+	ld.bytes += int64(len(b))
 	if err != nil {
 		if !typ.Supported() {
 			return nil, fmt.Errorf("%w: tensor %s has type %s, which the %s backend cannot compute with", ErrUnsupported, name, typ, ld.be.Name())

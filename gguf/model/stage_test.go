@@ -483,8 +483,12 @@ func TestStageLoadsItsTensors(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s %v: %v", arch, tc.r, err)
 			}
-			if want := size(tc.want); be.n != want {
-				t.Errorf("%s %v: %d bytes of weights loaded, want %d", arch, tc.r, be.n, want)
+			if want := size(tc.want); be.n != want || m.WeightBytes() != int64(want) {
+				t.Errorf("%s %v: %d bytes of weights loaded (WeightBytes %d), want %d", arch, tc.r, be.n, m.WeightBytes(), want)
+			}
+			c := m.Config()
+			if kv, want := m.KVBytes(10, model.KVF16), int64(tc.r.Hi-tc.r.Lo)*10*int64(c.KVHeads*(c.HeadDimK+c.HeadDimV))*2; kv != want {
+				t.Errorf("%s %v: KVBytes %d, want %d", arch, tc.r, kv, want)
 			}
 			if m.Range() != tc.r || m.First() != (tc.r.Lo == 0) || m.Last() != (tc.r.Hi == 2) {
 				t.Errorf("%s %v: Range %v First %v Last %v", arch, tc.r, m.Range(), m.First(), m.Last())

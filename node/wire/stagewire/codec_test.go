@@ -97,6 +97,8 @@ func TestRefuseToEncode(t *testing.T) {
 		{"unknown KV type", ls(func(l *LoadStage) { l.KV = 2 }), "kv"},
 		{"tokens as the output dtype", ls(func(l *LoadStage) { l.Out = DTypeTokens }), "out"},
 		{"too many seqs", ls(func(l *LoadStage) { l.Seqs = MaxSeqs + 1 }), "seqs"},
+		{"a next node without its stage", ls(func(l *LoadStage) { l.NextStage = 0 }), "next_stage"},
+		{"a next stage without its node", ls(func(l *LoadStage) { l.Next = [32]byte{} }), "next_stage"},
 		{"ready without a stage", &Ready{Lo: 0, Hi: 1}, "stage"},
 		{"stop without a stage", &Stop{}, "stage"},
 		{"trim without a request", &Trim{Stage: 1}, "request"},

@@ -36,10 +36,14 @@ type LoadStage struct {
 	// Out is how the stage sends hidden rows on (DTypeF32 or DTypeF16);
 	// the last stage sends tokens or logits and ignores it.
 	Out DType
-	// Next is the node the stage sends its hidden rows to; all zero on the
-	// last stage. Head is the first stage's node, where the last stage
-	// sends NextToken and Logits.
-	Next, Head [32]byte
+	// Next is the node the stage sends its hidden rows (and Trims) to,
+	// as stage NextStage there; all zero, and NextStage 0, on the last
+	// stage. Prev is the node whose Activations and Trims it takes. Head
+	// is the first stage's node: the one that sends LoadStage and Stop,
+	// and to which the last stage sends NextToken and Logits.
+	Next       [32]byte
+	NextStage  uint64
+	Prev, Head [32]byte
 }
 
 // Kind is KindLoadStage.
@@ -62,6 +66,8 @@ func (m *LoadStage) check() error {
 		return invalid(msg, "kv", "unknown type %d", m.KV)
 	case m.Out != DTypeF32 && m.Out != DTypeF16:
 		return invalid(msg, "out", "%v, want f32 or f16", m.Out)
+	case (m.Next == [32]byte{}) != (m.NextStage == 0):
+		return invalid(msg, "next_stage", "%d with next %x…: both set, or neither (the last stage)", m.NextStage, m.Next[:4])
 	}
 	return nil
 }
@@ -79,13 +85,16 @@ func (m *LoadStage) appendBody(dst []byte) ([]byte, error) {
 	dst = le.AppendUint16(dst, m.Seqs)
 	dst = append(dst, byte(m.KV), byte(m.Out))
 	dst = append(dst, m.Next[:]...)
+	dst = le.AppendUint64(dst, m.NextStage)
+	dst = append(dst, m.Prev[:]...)
 	return append(dst, m.Head[:]...), nil
 }
 
 func parseLoadStage(r *reader) Message {
 	m := &LoadStage{Stage: r.u64("stage"), Model: r.id("model"), Lo: r.u32("lo"), Hi: r.u32("hi"),
 		Context: r.u32("context"), Batch: r.u32("batch"), Seqs: r.u16("seqs"),
-		KV: KVType(r.u8("kv")), Out: DType(r.u8("out")), Next: r.id("next"), Head: r.id("head")}
+		KV: KVType(r.u8("kv")), Out: DType(r.u8("out")), Next: r.id("next"), NextStage: r.u64("next_stage"),
+		Prev: r.id("prev"), Head: r.id("head")}
 	if r.err == nil {
 		r.err = m.check()
 	}

@@ -11,7 +11,7 @@ func id(b byte) (out [32]byte) {
 
 func sampleLoadStage() *LoadStage {
 	return &LoadStage{Stage: 7, Model: id(1), Lo: 4, Hi: 12, Context: 4096, Batch: 128, Seqs: 8,
-		KV: KVF16, Out: DTypeF32, Next: id(40), Head: id(80)}
+		KV: KVF16, Out: DTypeF32, Next: id(40), NextStage: 8, Prev: id(60), Head: id(80)}
 }
 
 func sampleReady() *Ready { return &Ready{Stage: 7, Lo: 4, Hi: 12, Memory: 3 << 30} }
