@@ -1,0 +1,300 @@
+package stage
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/cpu"
+	"github.com/meshnode/meshnode/gguf/model"
+	"github.com/meshnode/meshnode/node/identity"
+	"github.com/meshnode/meshnode/node/wire/stagewire"
+)
+
+var fortunesDigest = [32]byte{0xf0, 0x47}
+
+// fortunes opens the committed built-in model (4 blocks).
+func fortunes(t testing.TB) *gguf.File {
+	t.Helper()
+	f, err := gguf.Open(filepath.Join("..", "..", "models", "meshnode-fortunes-q8_0.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+// models is a hand-written Models: files by digest.
+type models map[[32]byte]*gguf.File
+
+func (ms models) Open(d [32]byte) (*gguf.File, error) {
+	if f, ok := ms[d]; ok {
+		return f, nil
+	}
+	return nil, fmt.Errorf("%w: %x", ErrNoModel, d[:4])
+}
+
+// pipeNet is an in-process network of Servers joined by net.Pipe: a
+// stream opened by from to peer is served by peer's Server as from's.
+type pipeNet struct {
+	ctx     context.Context
+	servers map[identity.EndpointID]*Server
+	wg      sync.WaitGroup
+}
+
+type pipeDialer struct {
+	net  *pipeNet
+	from identity.EndpointID
+}
+
+func (d pipeDialer) Open(ctx context.Context, peer identity.EndpointID) (io.ReadWriteCloser, error) {
+	srv, ok := d.net.servers[peer]
+	if !ok {
+		return nil, fmt.Errorf("no route to %s", peer.Short())
+	}
+	a, b := net.Pipe()
+	d.net.wg.Add(1)
+	go func() {
+		defer d.net.wg.Done()
+		srv.ServeStream(d.net.ctx, d.from, b)
+		b.Close()
+	}()
+	return a, nil
+}
+
+func nodeID(b byte) identity.EndpointID { return identity.EndpointID{b} }
+
+// newPipeNet serves a Server on each of ids, every one holding the
+// fortunes model under fortunesDigest.
+func newPipeNet(t *testing.T, f *gguf.File, ids ...identity.EndpointID) *pipeNet {
+	ctx, cancel := context.WithCancel(context.Background())
+	pn := &pipeNet{ctx: ctx, servers: map[identity.EndpointID]*Server{}}
+	be := cpu.New(cpu.Options{Threads: 2})
+	for _, id := range ids {
+		pn.servers[id] = &Server{Models: models{fortunesDigest: f}, Backend: be, Dial: pipeDialer{pn, id}}
+	}
+	t.Cleanup(func() {
+		cancel()
+		for _, s := range pn.servers {
+			s.Stop()
+		}
+		pn.wg.Wait()
+		be.Close()
+	})
+	return pn
+}
+
+// stepper is one run's step and trim: a Pipeline's, or the whole model's.
+type stepper struct {
+	step func([]Seq) ([]Result, error)
+	trim func(request uint64, n int) error
+}
+
+// whole is the unsplit model, stepped as a Pipeline is.
+func whole(t *testing.T, f *gguf.File) stepper {
+	be := cpu.New(cpu.Options{Threads: 2})
+	t.Cleanup(func() { be.Close() })
+	m, err := model.Load(f, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := m.NewBatch(model.BatchOptions{Tokens: 32, Seqs: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sessions := map[uint64]*model.Session{}
+	return stepper{
+		step: func(seqs []Seq) ([]Result, error) {
+			ms := make([]model.Seq, len(seqs))
+			for i, q := range seqs {
+				if sessions[q.Request] == nil {
+					if sessions[q.Request], err = m.NewSession(model.SessionOptions{Context: 128, Batch: 32}); err != nil {
+						return nil, err
+					}
+				}
+				ms[i] = model.Seq{Session: sessions[q.Request], Tokens: q.Tokens, Logits: q.Out != stagewire.OutNone}
+			}
+			if err := b.Step(context.Background(), ms); err != nil {
+				return nil, err
+			}
+			var out []Result
+			for i, q := range seqs {
+				switch q.Out {
+				case stagewire.OutToken:
+					out = append(out, Result{Request: q.Request, Pos: sessions[q.Request].Len(), Token: b.ArgMax(i)})
+				case stagewire.OutLogits:
+					out = append(out, Result{Request: q.Request, Pos: sessions[q.Request].Len(), Logits: slices.Clone(b.Logits(i))})
+				}
+			}
+			return out, nil
+		},
+		trim: func(r uint64, n int) error { sessions[r].Truncate(n); return nil },
+	}
+}
+
+func pipelineStepper(p *Pipeline) stepper {
+	ctx := context.Background()
+	return stepper{
+		step: func(seqs []Seq) ([]Result, error) { return p.Step(ctx, seqs) },
+		trim: func(r uint64, n int) error { return p.Trim(ctx, r, n) },
+	}
+}
+
+// script runs two requests through shared steps: a prompt with the
+// other's first chunk (no output), then the rest of that prompt beside a
+// decode step, decode steps, a rewind of both, and more decoding. It
+// returns every result. out says what the decoding steps ask for.
+func script(s stepper, out stagewire.Output) ([]Result, error) {
+	promptA := []uint32{1, 319, 767, 17042, 2039, 964, 263, 2594}
+	promptB := []uint32{1, 450, 4799, 338, 29871}
+	var all []Result
+	next := func(r Result) uint32 {
+		if r.Logits == nil {
+			return r.Token
+		}
+		best := 0
+		for i, v := range r.Logits {
+			if v > r.Logits[best] {
+				best = i
+			}
+		}
+		return uint32(best)
+	}
+	run := func(seqs []Seq) ([]uint32, error) {
+		res, err := s.step(seqs)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, res...)
+		var toks []uint32
+		for _, r := range res {
+			toks = append(toks, next(r))
+		}
+		return toks, nil
+	}
+	t, err := run([]Seq{{1, promptA, out}, {2, promptB[:3], stagewire.OutNone}})
+	if err != nil {
+		return nil, err
+	}
+	a := t[0]
+	if t, err = run([]Seq{{2, promptB[3:], out}, {1, []uint32{a}, out}}); err != nil {
+		return nil, err
+	}
+	b, a := t[0], t[1]
+	lenA, lenB := len(promptA)+1, len(promptB)
+	for range 3 {
+		if t, err = run([]Seq{{1, []uint32{a}, out}, {2, []uint32{b}, out}}); err != nil {
+			return nil, err
+		}
+		a, b, lenA, lenB = t[0], t[1], lenA+1, lenB+1
+	}
+	if err := s.trim(1, lenA-2); err != nil {
+		return nil, err
+	}
+	if err := s.trim(2, lenB-1); err != nil {
+		return nil, err
+	}
+	for range 2 {
+		if t, err = run([]Seq{{2, []uint32{b ^ 1}, out}, {1, []uint32{a ^ 1}, out}}); err != nil {
+			return nil, err
+		}
+		b, a = t[0], t[1]
+	}
+	return all, nil
+}
+
+func sameResults(t *testing.T, got, want []Result) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%d results, want %d", len(got), len(want))
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.Request != w.Request || g.Pos != w.Pos || g.Token != w.Token || len(g.Logits) != len(w.Logits) {
+			t.Fatalf("result %d: request %d pos %d token %d (%d logits), want %d %d %d (%d)", i, g.Request, g.Pos, g.Token, len(g.Logits), w.Request, w.Pos, w.Token, len(w.Logits))
+		}
+		for j := range w.Logits {
+			if math.Float32bits(g.Logits[j]) != math.Float32bits(w.Logits[j]) {
+				t.Fatalf("result %d: logit %d is %v, the single-node run's %v", i, j, g.Logits[j], w.Logits[j])
+			}
+		}
+	}
+}
+
+func startPipeline(t *testing.T, f *gguf.File, dial Dialer, self identity.EndpointID, places []Placement, dtype stagewire.DType) *Pipeline {
+	t.Helper()
+	be := cpu.New(cpu.Options{Threads: 2})
+	t.Cleanup(func() { be.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := Start(ctx, PipelineConfig{File: f, Digest: fortunesDigest, Self: self, Stages: places,
+		Context: 128, Batch: 32, Seqs: 4, DType: dtype, Backend: be, Dial: dial})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close(context.Background()) })
+	return p
+}
+
+// TestPipelineBitExact: the built-in model in 2 and 3 stages, driven
+// through Servers over in-process streams, gives the single-node run's
+// logits bit for bit and its greedy tokens, through batched prefill,
+// decoding and trims.
+func TestPipelineBitExact(t *testing.T) {
+	f := fortunes(t)
+	head, b, c := nodeID(1), nodeID(2), nodeID(3)
+	for _, places := range [][]Placement{
+		{{head, model.LayerRange{Lo: 0, Hi: 2}}, {b, model.LayerRange{Lo: 2, Hi: 4}}},
+		{{head, model.LayerRange{Lo: 0, Hi: 1}}, {b, model.LayerRange{Lo: 1, Hi: 3}}, {c, model.LayerRange{Lo: 3, Hi: 4}}},
+	} {
+		for _, out := range []stagewire.Output{stagewire.OutLogits, stagewire.OutToken} {
+			t.Run(fmt.Sprintf("%d-stages/out-%d", len(places), out), func(t *testing.T) {
+				want, err := script(whole(t, f), out)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pn := newPipeNet(t, f, b, c)
+				p := startPipeline(t, f, pipeDialer{pn, head}, head, places, stagewire.DTypeF32)
+				got, err := script(pipelineStepper(p), out)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sameResults(t, got, want)
+			})
+		}
+	}
+}
+
+// TestPipelineF16: f16 hidden rows run, and move the logits (within the
+// bound of gguf/model's TestStagesF16Close).
+func TestPipelineF16(t *testing.T) {
+	f := fortunes(t)
+	head, b := nodeID(1), nodeID(2)
+	want, err := script(whole(t, f), stagewire.OutLogits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pn := newPipeNet(t, f, b)
+	p := startPipeline(t, f, pipeDialer{pn, head}, head, []Placement{{head, model.LayerRange{Lo: 0, Hi: 2}}, {b, model.LayerRange{Lo: 2, Hi: 4}}}, stagewire.DTypeF16)
+	// The first step only: later tokens may differ once f16 flips a tie.
+	got, err := p.Step(context.Background(), []Seq{{1, []uint32{1, 319, 767, 17042, 2039, 964, 263, 2594}, stagewire.OutLogits}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	worst, top := 0.0, 0.0
+	for j, w := range want[0].Logits {
+		top = max(top, math.Abs(float64(w)))
+		worst = max(worst, math.Abs(float64(got[0].Logits[j]-w)))
+	}
+	if worst == 0 || worst > 0.05*top {
+		t.Errorf("f16 moved the logits by %g (scale %g)", worst, top)
+	}
+}
