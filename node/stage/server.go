@@ -480,4 +480,6 @@ func growF32(b []float32, n int) []float32 {
 }
 
 // String names a stage in logs.
-func (s *stage) String() string { return fmt.Sprintf("stage %d (layers %d-%d)", s.id, s.ls.Lo, s.ls.Hi) }
+func (s *stage) String() string {
+	return fmt.Sprintf("stage %d (layers %d-%d)", s.id, s.ls.Lo, s.ls.Hi)
+}
