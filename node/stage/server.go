@@ -3,7 +3,6 @@ package stage
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -477,9 +476,4 @@ func growF32(b []float32, n int) []float32 {
 		return make([]float32, n)
 	}
 	return b[:n]
-}
-
-// String names a stage in logs.
-func (s *stage) String() string {
-	return fmt.Sprintf("stage %d (layers %d-%d)", s.id, s.ls.Lo, s.ls.Hi)
 }

@@ -2,6 +2,7 @@ package stage
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -296,5 +297,162 @@ func TestPipelineF16(t *testing.T) {
 	}
 	if worst == 0 || worst > 0.05*top {
 		t.Errorf("f16 moved the logits by %g (scale %g)", worst, top)
+	}
+}
+
+// rawStream is a test's end of a stage stream: send a message, read the
+// answer.
+type rawStream struct {
+	t  *testing.T
+	rw io.ReadWriteCloser
+}
+
+func dialRaw(t *testing.T, pn *pipeNet, from, to identity.EndpointID) *rawStream {
+	rw, err := pipeDialer{pn, from}.Open(context.Background(), to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rw.Close() })
+	return &rawStream{t, rw}
+}
+
+func (r *rawStream) send(m stagewire.Message) {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := stagewire.Write(ctx, r.rw, m); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func (r *rawStream) read() stagewire.Message {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	done := make(chan struct{})
+	var m stagewire.Message
+	var err error
+	go func() { m, _, err = stagewire.Read(ctx, r.rw, nil); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		r.rw.Close() // net.Pipe has deadlines, but a stuck test should not hang
+		<-done
+	}
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return m
+}
+
+// wantCode reads an Error with code.
+func (r *rawStream) wantCode(what string, code stagewire.Code) {
+	r.t.Helper()
+	m := r.read()
+	e, ok := m.(*stagewire.Error)
+	if !ok || !errors.Is(e, code) {
+		r.t.Fatalf("%s: got %v %+v, want an Error %v", what, m.Kind(), m, code)
+	}
+}
+
+// TestServerRefusals: a Server loads only for the head a LoadStage names,
+// only models it has, ranges that fit them and within its budget; takes
+// Activations only from a stage's prev, at the positions a request holds,
+// of the kind the stage runs; stops a stage only for its head; lists its
+// stages; and drops a stage whose head's stream ends.
+func TestServerRefusals(t *testing.T) {
+	f := fortunes(t)
+	head, node, stranger := nodeID(1), nodeID(2), nodeID(9)
+	pn := newPipeNet(t, f, node)
+	srv := pn.servers[node]
+	ls := func(id uint64, lo, hi uint32) *stagewire.LoadStage {
+		return &stagewire.LoadStage{Stage: id, Model: fortunesDigest, Lo: lo, Hi: hi, Context: 64, Batch: 16, Seqs: 2,
+			Out: stagewire.DTypeF32, Prev: head, Head: head}
+	}
+	h := dialRaw(t, pn, head, node)
+
+	other := dialRaw(t, pn, stranger, node)
+	other.send(ls(1, 2, 4))
+	other.wantCode("LoadStage from a node that is not its head", stagewire.CodeRefused)
+
+	bad := ls(1, 2, 4)
+	bad.Model = [32]byte{9}
+	h.send(bad)
+	h.wantCode("an unknown digest", stagewire.CodeNoModel)
+	h.send(ls(1, 2, 9))
+	h.wantCode("layers past the model", stagewire.CodeBadRange)
+	h.send(ls(1, 1, 3)) // not the last, yet no next stage
+	h.wantCode("a middle stage without a next", stagewire.CodeBadRange)
+	srv.Budget = 1000
+	h.send(ls(1, 2, 4))
+	h.wantCode("over the budget", stagewire.CodeNoMemory)
+	srv.Budget = 0
+
+	h.send(ls(1, 2, 4))
+	ready, ok := h.read().(*stagewire.Ready)
+	if !ok || ready.Stage != 1 || ready.Lo != 2 || ready.Hi != 4 || ready.Memory == 0 {
+		t.Fatalf("Ready %+v", ready)
+	}
+	h.send(ls(1, 2, 4))
+	h.wantCode("a stage id in use", stagewire.CodeBusy)
+
+	c, err := model.ParseConfig(f.Metadata)
+	if err != nil {
+		t.Fatal(err)
+	}
+	embd := uint32(c.Embd)
+	rows := func(n int) []float32 { return make([]float32, n*int(embd)) }
+	act := func(start, count uint32) *stagewire.Activation {
+		return &stagewire.Activation{Stage: 1, DType: stagewire.DTypeF32, Width: embd,
+			Seqs: []stagewire.ActSeq{{Request: 5, Start: start, Count: count, Out: stagewire.OutToken}}, F32: rows(int(count))}
+	}
+	other.send(act(0, 1))
+	other.wantCode("an Activation from a node that is not the prev", stagewire.CodeRefused)
+	h.send(act(3, 1))
+	h.wantCode("a new request not at 0", stagewire.CodePosition)
+	h.send(&stagewire.Activation{Stage: 1, DType: stagewire.DTypeTokens, Seqs: []stagewire.ActSeq{{Request: 5, Count: 1}}, Tokens: []uint32{1}})
+	h.wantCode("token ids into a later stage", stagewire.CodeBadInput)
+	wide := act(0, 1)
+	wide.Width, wide.F32 = 8, make([]float32, 8)
+	h.send(wide)
+	h.wantCode("rows of the wrong width", stagewire.CodeBadInput)
+	h.send(act(0, 65))
+	h.wantCode("past the context", stagewire.CodeContext)
+	h.send(act(0, 2))
+	if nt, ok := h.read().(*stagewire.NextToken); !ok || len(nt.Tokens) != 1 || nt.Tokens[0].Request != 5 || nt.Tokens[0].Pos != 2 {
+		t.Fatalf("after a good step: %+v", nt)
+	}
+	h.send(act(1, 1))
+	h.wantCode("a step behind the request", stagewire.CodePosition)
+	h.send(&stagewire.Trim{Stage: 1, Request: 5, Length: 1})
+	h.send(act(1, 1))
+	if _, ok := h.read().(*stagewire.NextToken); !ok {
+		t.Fatal("no answer after a trim to 1")
+	}
+	h.send(&stagewire.Activation{Stage: 7, DType: stagewire.DTypeF32, Width: embd, Seqs: []stagewire.ActSeq{{Request: 5, Count: 1}}, F32: rows(1)})
+	h.wantCode("an unknown stage", stagewire.CodeUnknownStage)
+
+	other.send(&stagewire.Trim{Stage: 1, Request: 5, Length: 0})
+	other.wantCode("a Trim from a node that is not the prev", stagewire.CodeRefused)
+	other.send(&stagewire.Stop{Stage: 1})
+	other.wantCode("Stop from a node that is not the head", stagewire.CodeRefused)
+	other.send(&stagewire.InventoryRequest{})
+	if inv, ok := other.read().(*stagewire.Inventory); !ok || len(inv.Stages) != 1 || inv.Stages[0].Stage != 1 || inv.Stages[0].Memory != ready.Memory {
+		t.Fatalf("inventory %+v", inv)
+	}
+	h.rw.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		other.send(&stagewire.InventoryRequest{})
+		if inv := other.read().(*stagewire.Inventory); len(inv.Stages) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the stage outlived its head's stream")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if srv.used != 0 {
+		t.Errorf("%d bytes still counted after the stage was dropped", srv.used)
 	}
 }
