@@ -13,7 +13,7 @@ import (
 )
 
 // meshNode serves a mesh node on loopback until the test ends.
-func meshNode(t *testing.T, boot ...mesh.EndpointAddr) *mesh.Node {
+func meshNode(t testing.TB, boot ...mesh.EndpointAddr) *mesh.Node {
 	t.Helper()
 	key, err := identity.GenerateKey(nil)
 	if err != nil {
@@ -107,4 +107,99 @@ func advertises(p mesh.Peer) bool {
 		}
 	}
 	return false
+}
+
+// BenchmarkPipelineDecode: greedy decode steps of one request through the
+// built-in model whole, and in 2 and 3 stages on as many mesh nodes on
+// loopback QUIC (tok/s). The model is tiny, so the split runs measure
+// the per-boundary cost, t ≈ C + (S−1)(2·RTT + P), with a loopback RTT.
+// The request is trimmed back to its prompt before it fills its context.
+func BenchmarkPipelineDecode(b *testing.B) {
+	prompt := []uint32{1, 319, 767, 17042, 2039, 964, 263, 2594}
+	const ctxLen = 256
+	b.Run("stages=1", func(b *testing.B) {
+		f := fortunes(b)
+		be := cpu.New(cpu.Options{Threads: 2})
+		defer be.Close()
+		m, err := model.Load(f, be)
+		if err != nil {
+			b.Fatal(err)
+		}
+		s, err := m.NewSession(model.SessionOptions{Context: ctxLen})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx := context.Background()
+		_, tok, err := s.PrefillArgMax(ctx, prompt)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ResetTimer()
+		for range b.N {
+			if s.Len() >= ctxLen-1 {
+				s.Truncate(len(prompt))
+			}
+			if tok, err = s.EvalArgMax(ctx, []uint32{tok}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tok/s")
+	})
+	for _, ranges := range [][]model.LayerRange{{{Lo: 0, Hi: 2}, {Lo: 2, Hi: 4}}, {{Lo: 0, Hi: 1}, {Lo: 1, Hi: 3}, {Lo: 3, Hi: 4}}} {
+		b.Run("stages="+string(rune('0'+len(ranges))), func(b *testing.B) {
+			f := fortunes(b)
+			be := cpu.New(cpu.Options{Threads: 2})
+			defer be.Close()
+			nodes := []*mesh.Node{meshNode(b)}
+			for range ranges[1:] {
+				n := meshNode(b, nodes[0].EndpointAddr())
+				srv := &Server{Models: models{fortunesDigest: f}, Backend: be, Dial: MeshDialer{n}}
+				if err := Register(n, srv); err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(srv.Stop)
+				if err := n.UpdateSelf(); err != nil {
+					b.Fatal(err)
+				}
+				nodes = append(nodes, n)
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for !meshed(nodes) {
+				if time.Now().After(deadline) {
+					b.Fatal("nodes did not mesh")
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			var places []Placement
+			for i, r := range ranges {
+				places = append(places, Placement{nodes[i].ID(), r})
+			}
+			ctx := context.Background()
+			p, err := Start(ctx, PipelineConfig{File: f, Digest: fortunesDigest, Self: nodes[0].ID(), Stages: places,
+				Context: ctxLen, Batch: 32, Seqs: 1, Backend: be, Dial: MeshDialer{nodes[0]}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close(ctx)
+			res, err := p.Step(ctx, []Seq{{1, prompt, stagewire.OutToken}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			tok, held := res[0].Token, len(prompt)
+			b.ResetTimer()
+			for range b.N {
+				if held >= ctxLen-1 {
+					if err := p.Trim(ctx, 1, len(prompt)); err != nil {
+						b.Fatal(err)
+					}
+					held = len(prompt)
+				}
+				if res, err = p.Step(ctx, []Seq{{1, []uint32{tok}, stagewire.OutToken}}); err != nil {
+					b.Fatal(err)
+				}
+				tok, held = res[0].Token, held+1
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tok/s")
+		})
+	}
 }
