@@ -178,7 +178,7 @@ func (p *Pipeline) load(ctx context.Context, dial Dialer, pl Placement, ls *stag
 			if m.Stage == ls.Stage {
 				return l, nil
 			}
-			err = fmt.Errorf("Ready for stage %d, want %d", m.Stage, ls.Stage)
+			err = fmt.Errorf("stage: a Ready for stage %d, want %d", m.Stage, ls.Stage)
 		case *stagewire.Error:
 			err = m
 		default:
