@@ -2,7 +2,8 @@
 // nodes, over meshnode-stage/1 (package stagewire, docs/stage-protocol.md).
 //
 // A Server serves the stages a node is asked to load: it finds its own
-// copy of the model by weights digest (Models), loads only the blocks of
+// copy of the model by weights digest (Models; Files over GGUF paths),
+// loads only the blocks of
 // the stage (model.LoadStage), keeps a KV session per request, and for
 // each Activation runs its blocks and sends the hidden rows to the next
 // stage, or, on the last stage, the greedy token or the logits straight

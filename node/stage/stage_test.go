@@ -15,6 +15,7 @@ import (
 
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/cpu"
+	"github.com/meshnode/meshnode/gguf/digest"
 	"github.com/meshnode/meshnode/gguf/model"
 	"github.com/meshnode/meshnode/node/identity"
 	"github.com/meshnode/meshnode/node/wire/stagewire"
@@ -454,5 +455,32 @@ func TestServerRefusals(t *testing.T) {
 	}
 	if srv.used != 0 {
 		t.Errorf("%d bytes still counted after the stage was dropped", srv.used)
+	}
+}
+
+// TestFiles: a model is found by the weights digest the GGUF engine
+// gives it, opened once; an unknown digest is ErrNoModel.
+func TestFiles(t *testing.T) {
+	path := filepath.Join("..", "..", "models", "meshnode-fortunes-q8_0.gguf")
+	res, err := digest.Files(filepath.Dir(path), filepath.Base(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := &Files{Paths: []string{filepath.Join(t.TempDir(), "missing.gguf"), path}}
+	defer fs.Close()
+	if _, err := fs.Open(res.Digest); err == nil {
+		t.Fatal("a missing file in the list was not reported")
+	}
+	fs.Paths = fs.Paths[1:]
+	f1, err := fs.Open(res.Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f2, err := fs.Open(res.Digest)
+	if err != nil || f1 != f2 {
+		t.Fatalf("second Open: %p %p %v", f1, f2, err)
+	}
+	if _, err := fs.Open([32]byte{1}); !errors.Is(err, ErrNoModel) {
+		t.Errorf("unknown digest: %v", err)
 	}
 }
