@@ -3,11 +3,10 @@
 //
 // A Server serves the stages a node is asked to load: it finds its own
 // copy of the model by weights digest (Models; Files over GGUF paths),
-// loads only the blocks of
-// the stage (model.LoadStage), keeps a KV session per request, and for
-// each Activation runs its blocks and sends the hidden rows to the next
-// stage, or, on the last stage, the greedy token or the logits straight
-// back to the head. Register serves it on a mesh node's SUBPROTOCOL
+// loads only the blocks of the stage (model.LoadStage), keeps a KV
+// session per request, and for each Activation runs its blocks and sends
+// the hidden rows to the next stage, or, on the last stage, the greedy
+// token or the logits straight back to the head. Register serves it on a mesh node's SUBPROTOCOL
 // streams, to admitted peers only.
 //
 // A Pipeline is the head: it runs the first stage itself, loads the
