@@ -3,7 +3,6 @@ package model_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"path/filepath"
 	"slices"
@@ -19,211 +18,12 @@ import (
 	"github.com/meshnode/meshnode/gguf/quant"
 )
 
-// pipeline is a model split into stages, each with its batch and one
-// session per sequence, run in one process the way stages run on
-// several nodes: hidden rows copied out of one stage and into the next.
-type pipeline struct {
-	stages   []*model.Model
-	batches  []*model.Batch
-	sessions [][]*model.Session // [stage][sequence]
-	// carry, when set, is applied to the hidden rows between stages (the
-	// f16 round trip of a transport that sends f16).
-	carry  func([]float32)
-	hidden []float32
-}
-
-func newPipeline(t testing.TB, f *gguf.File, be backend.Backend, ranges []model.LayerRange, seqs int, opt model.SessionOptions, bopt model.BatchOptions) *pipeline {
-	t.Helper()
-	p := &pipeline{}
-	for _, r := range ranges {
-		m, err := model.LoadStage(f, be, r)
-		if err != nil {
-			t.Fatalf("stage %v: %v", r, err)
-		}
-		b, err := m.NewBatch(bopt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ss []*model.Session
-		for range seqs {
-			ss = append(ss, session(t, m, opt))
-		}
-		p.stages, p.batches, p.sessions = append(p.stages, m), append(p.batches, b), append(p.sessions, ss)
-	}
-	return p
-}
-
-// stepSeq is one sequence's part of a step, by index.
-type stepSeq struct {
-	seq    int
-	tokens []uint32
-	logits bool
-}
-
-// step runs one batched step through every stage and returns the logits
-// of the sequences that want them, in order.
-func (p *pipeline) step(ctx context.Context, in []stepSeq) ([][]float32, error) {
-	for i, b := range p.batches {
-		seqs := make([]model.Seq, len(in))
-		for j, sq := range in {
-			seqs[j] = model.Seq{Session: p.sessions[i][sq.seq], Logits: sq.logits}
-			if i == 0 {
-				seqs[j].Tokens = sq.tokens
-			} else {
-				seqs[j].Count = len(sq.tokens)
-			}
-		}
-		var err error
-		if i == 0 {
-			err = b.Step(ctx, seqs)
-		} else {
-			err = b.StepHidden(ctx, seqs, p.hidden)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("stage %d: %w", i, err)
-		}
-		if i < len(p.batches)-1 {
-			p.hidden = b.Hidden(p.hidden)
-			if p.carry != nil {
-				p.carry(p.hidden)
-			}
-		}
-	}
-	return logitsOf(p.batches[len(p.batches)-1], in), nil
-}
-
-func (p *pipeline) truncate(seq, n int) {
-	for _, ss := range p.sessions {
-		ss[seq].Truncate(n)
-	}
-}
-
-func logitsOf(b *model.Batch, in []stepSeq) [][]float32 {
-	var out [][]float32
-	for j, sq := range in {
-		if sq.logits {
-			out = append(out, slices.Clone(b.Logits(j)))
-		}
-	}
-	return out
-}
-
-// script is a run of two sequences sharing steps: prompts prefilled in
-// chunks alongside the other's decoding, then greedy decode steps, then
-// a rewind of both (a rejected speculative draft) and more decoding.
-// Each step's logits decide the next tokens, from the whole model's run,
-// so both runs evaluate the same tokens.
-func runScript(step func([]stepSeq) ([][]float32, error), truncate func(seq, n int)) ([][]float32, error) {
-	promptA := []uint32{1, 17, 42, 99, 7, 256, 3, 1000, 12}
-	promptB := []uint32{1, 5, 600, 33, 8}
-	var all [][]float32
-	run := func(in []stepSeq) ([]uint32, error) {
-		out, err := step(in)
-		if err != nil {
-			return nil, err
-		}
-		all = append(all, out...)
-		var next []uint32
-		for _, l := range out {
-			next = append(next, argmax(l))
-		}
-		return next, nil
-	}
-	next, err := run([]stepSeq{{0, promptA, true}, {1, promptB[:3], false}})
-	if err != nil {
-		return nil, err
-	}
-	a := next[0]
-	if next, err = run([]stepSeq{{1, promptB[3:], true}, {0, []uint32{a}, true}}); err != nil {
-		return nil, err
-	}
-	b, a := next[0], next[1]
-	lenA, lenB := len(promptA)+1, len(promptB)
-	for range 4 {
-		if next, err = run([]stepSeq{{0, []uint32{a}, true}, {1, []uint32{b}, true}}); err != nil {
-			return nil, err
-		}
-		a, b = next[0], next[1]
-		lenA, lenB = lenA+1, lenB+1
-	}
-	// Rewind: A drops its last 3 positions, B its last 2, and both go on
-	// from there with other tokens (a draft of two for A).
-	truncate(0, lenA-3)
-	truncate(1, lenB-2)
-	if next, err = run([]stepSeq{{0, []uint32{a ^ 1, 11}, true}, {1, []uint32{b ^ 1}, true}}); err != nil {
-		return nil, err
-	}
-	a, b = next[0], next[1]
-	for range 2 {
-		if next, err = run([]stepSeq{{1, []uint32{b}, true}, {0, []uint32{a}, true}}); err != nil {
-			return nil, err
-		}
-		b, a = next[0], next[1]
-	}
-	return all, nil
-}
-
-// wholeRun is runScript on the unsplit model, as Load loads it.
-func wholeRun(t testing.TB, ctx context.Context, f *gguf.File, be backend.Backend) [][]float32 {
-	t.Helper()
-	m, err := model.Load(f, be)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := m.NewBatch(stageBatchOpt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ss := []*model.Session{session(t, m, stageSessionOpt), session(t, m, stageSessionOpt)}
-	want, err := runScript(func(in []stepSeq) ([][]float32, error) {
-		seqs := make([]model.Seq, len(in))
-		for j, sq := range in {
-			seqs[j] = model.Seq{Session: ss[sq.seq], Tokens: sq.tokens, Logits: sq.logits}
-		}
-		if err := b.Step(ctx, seqs); err != nil {
-			return nil, err
-		}
-		return logitsOf(b, in), nil
-	}, func(seq, n int) { ss[seq].Truncate(n) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	return want
-}
-
-var (
-	stageSessionOpt = model.SessionOptions{Context: 64}
-	stageBatchOpt   = model.BatchOptions{Tokens: 16, Seqs: 2}
-)
-
-// splits are the stage layouts tried on a model of n layers: every
-// 2-stage split and, from 3 layers, 3-stage ones with a middle stage of
-// one block and of several.
-func splits(n int) [][]model.LayerRange {
-	var out [][]model.LayerRange
-	for c := 1; c < n; c++ {
-		out = append(out, []model.LayerRange{{Lo: 0, Hi: c}, {Lo: c, Hi: n}})
-	}
-	if n >= 3 {
-		out = append(out, []model.LayerRange{{Lo: 0, Hi: 1}, {Lo: 1, Hi: 2}, {Lo: 2, Hi: n}})
-		out = append(out, []model.LayerRange{{Lo: 0, Hi: 1}, {Lo: 1, Hi: n - 1}, {Lo: n - 1, Hi: n}})
-	}
-	return out
-}
-
-func splitName(rs []model.LayerRange) string {
-	var parts []string
-	for _, r := range rs {
-		parts = append(parts, r.String())
-	}
-	return strings.Join(parts, ",")
-}
-
 // TestStagesBitExact: a model split into 2 or 3 stages, f32 hidden rows
 // passed between them, gives the whole model's logits bit for bit, on
 // the parity fixture of every architecture and weight type (2 layers, and
 // the same fixture with 4 layers so that 3 stages and a middle stage of
-// several blocks exist), over batched prefill, decoding and a rewind.
+// several blocks exist), over batched prefill, decoding and a rewind
+// (modeltest.StagesBitExact over modeltest.Splits).
 func TestStagesBitExact(t *testing.T) {
 	md, err := vocabSource()
 	if err != nil {
@@ -246,40 +46,13 @@ func TestStagesBitExact(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					want := wholeRun(t, ctx, f, be)
-					for _, rs := range splits(layers) {
-						p := newPipeline(t, f, be, rs, 2, stageSessionOpt, stageBatchOpt)
-						got, err := runScript(func(in []stepSeq) ([][]float32, error) { return p.step(ctx, in) }, p.truncate)
-						if err != nil {
-							t.Fatalf("%s: %v", splitName(rs), err)
-						}
-						if i, j := firstDiff(got, want); i >= 0 {
-							t.Fatalf("%s: logits row %d differs at %d: %v, whole model %v", splitName(rs), i, j, got[i][j], want[i][j])
-						}
+					if err := modeltest.StagesBitExact(ctx, f, be, modeltest.Splits(layers)); err != nil {
+						t.Fatal(err)
 					}
 				})
 			}
 		}
 	}
-}
-
-// firstDiff is the first row and element where a and b differ in bits,
-// or -1, -1.
-func firstDiff(a, b [][]float32) (int, int) {
-	if len(a) != len(b) {
-		return min(len(a), len(b)), 0
-	}
-	for i := range a {
-		if len(a[i]) != len(b[i]) {
-			return i, 0
-		}
-		for j := range a[i] {
-			if math.Float32bits(a[i][j]) != math.Float32bits(b[i][j]) {
-				return i, j
-			}
-		}
-	}
-	return -1, -1
 }
 
 // f16Tolerance bounds how far f16 hidden rows between stages move the
@@ -306,20 +79,13 @@ func TestStagesF16Close(t *testing.T) {
 	be := cpu.New(cpu.Options{Threads: 2})
 	defer be.Close()
 	check := func(t *testing.T, f *gguf.File, rs []model.LayerRange) {
-		want := wholeRun(t, ctx, f, be)
-		p := newPipeline(t, f, be, rs, 2, stageSessionOpt, stageBatchOpt)
-		p.carry = func(h []float32) { model.RoundF16(h) }
-		// The tokens follow the whole model's choices, so that a near
-		// tie flipped by f16 does not send the runs apart.
-		var got [][]float32
-		i := 0
-		_, err = runScript(func(in []stepSeq) ([][]float32, error) {
-			out, err := p.step(ctx, in)
-			got = append(got, out...)
-			w := want[i : i+len(out)]
-			i += len(out)
-			return w, err
-		}, p.truncate)
+		want, err := modeltest.StageScript(ctx, f, be, nil, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The tokens follow the whole model's choices, so that a near tie
+		// flipped by f16 does not send the runs apart.
+		got, err := modeltest.StageScript(ctx, f, be, rs, model.RoundF16, want)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -412,26 +178,68 @@ func TestStagesFortunesGreedy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, rs := range splits(cfg.Layers)[:cfg.Layers-1] {
+		for _, rs := range modeltest.Splits(cfg.Layers)[:cfg.Layers-1] {
 			t.Run(tc.File+"/"+strconv.Itoa(len(tc.Prompt))+"/"+splitName(rs), func(t *testing.T) {
-				p := newPipeline(t, f, be, rs, 1, model.SessionOptions{Context: 256}, model.BatchOptions{Tokens: 64, Seqs: 1})
-				in := []stepSeq{{0, tc.Prompt, true}}
-				var got []uint32
-				for len(got) < len(tc.Generated) {
-					out, err := p.step(ctx, in)
-					if err != nil {
-						t.Fatal(err)
-					}
-					tok := argmax(out[0])
-					got = append(got, tok)
-					in = []stepSeq{{0, []uint32{tok}, true}}
-				}
+				got := stagesGreedy(t, ctx, f, be, rs, tc.Prompt, len(tc.Generated))
 				if !slices.Equal(got, tc.Generated) {
 					t.Fatalf("greedy ids\n got %v\nwant %v", got, tc.Generated)
 				}
 			})
 		}
 	}
+}
+
+// stagesGreedy decodes n greedy tokens after prompt through the stages
+// rs of the model in f, one sequence, passing f32 hidden rows.
+func stagesGreedy(t *testing.T, ctx context.Context, f *gguf.File, be backend.Backend, rs []model.LayerRange, prompt []uint32, n int) []uint32 {
+	t.Helper()
+	var batches []*model.Batch
+	var sessions []*model.Session
+	for _, r := range rs {
+		m, err := model.LoadStage(f, be, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := m.NewBatch(model.BatchOptions{Tokens: 64, Seqs: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		batches, sessions = append(batches, b), append(sessions, session(t, m, model.SessionOptions{Context: 256}))
+	}
+	var out []uint32
+	var hidden []float32
+	in := prompt
+	for len(out) < n {
+		for i, b := range batches {
+			seq := []model.Seq{{Session: sessions[i], Logits: true}}
+			var err error
+			if i == 0 {
+				seq[0].Tokens = in
+				err = b.Step(ctx, seq)
+			} else {
+				seq[0].Count = len(in)
+				err = b.StepHidden(ctx, seq, hidden)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i < len(batches)-1 {
+				hidden = b.Hidden(hidden)
+			}
+		}
+		tok := batches[len(batches)-1].ArgMax(0)
+		out = append(out, tok)
+		in = []uint32{tok}
+	}
+	return out
+}
+
+func splitName(rs []model.LayerRange) string {
+	var parts []string
+	for _, r := range rs {
+		parts = append(parts, r.String())
+	}
+	return strings.Join(parts, ",")
 }
 
 // weightBytes counts the bytes the model hands its backend.
