@@ -110,6 +110,11 @@ func Start(ctx context.Context, cfg PipelineConfig) (*Pipeline, error) {
 	if bopt.Seqs <= 0 {
 		bopt.Seqs = model.DefaultBatchSeqs
 	}
+	// A step's hidden rows travel in one frame: a batch that could not
+	// is refused here rather than after the first stage has run it.
+	if most := stagewire.MaxPositions(cfg.DType, m.Config().Embd, bopt.Tokens); bopt.Tokens > most || bopt.Tokens > stagewire.MaxSeqs {
+		return nil, fmt.Errorf("stage: a batch of %d positions of %d %v elements does not fit one frame (at most %d)", bopt.Tokens, m.Config().Embd, cfg.DType, min(most, stagewire.MaxSeqs))
+	}
 	b, err := m.NewBatch(bopt)
 	if err != nil {
 		return nil, err
@@ -233,7 +238,9 @@ type Result struct {
 // Step runs one batched step through every stage and returns the results
 // of the sequences that asked for one, in their order. A request is new
 // at its first Step; it holds its positions, on every stage, until Trim
-// to 0.
+// to 0. A step the first stage refuses (model.ErrContext, a bad token,
+// more than the batch) changes nothing; any later error leaves the step's
+// requests in an unknown state on the other stages: Close the pipeline.
 func (p *Pipeline) Step(ctx context.Context, seqs []Seq) ([]Result, error) {
 	select {
 	case <-p.done:

@@ -183,6 +183,9 @@ func (srv *Server) load(ctx context.Context, st *stream, ls *stagewire.LoadStage
 	if int(ls.Context) > m.Config().TrainContext {
 		return fail(stagewire.CodeContext, "context %d, the model's is %d", ls.Context, m.Config().TrainContext)
 	}
+	if most := stagewire.MaxPositions(ls.Out, m.Config().Embd, int(ls.Batch)); !m.Last() && int(ls.Batch) > most {
+		return fail(stagewire.CodeBadInput, "a step of %d positions of %d %v elements does not fit one frame (at most %d)", ls.Batch, m.Config().Embd, ls.Out, most)
+	}
 	mem := m.WeightBytes() + int64(ls.Seqs)*m.KVBytes(int(ls.Context), kv)
 	b, err := m.NewBatch(model.BatchOptions{Tokens: int(ls.Batch), Seqs: int(ls.Seqs)})
 	if err != nil {

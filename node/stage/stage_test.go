@@ -9,6 +9,7 @@ import (
 	"net"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -483,4 +484,34 @@ func TestFiles(t *testing.T) {
 	if _, err := fs.Open([32]byte{1}); !errors.Is(err, ErrNoModel) {
 		t.Errorf("unknown digest: %v", err)
 	}
+}
+
+// TestBatchFitsAFrame: a pipeline, and a stage, whose step could not
+// travel in one frame are refused before anything runs.
+func TestBatchFitsAFrame(t *testing.T) {
+	f := fortunes(t)
+	head, b := nodeID(1), nodeID(2)
+	pn := newPipeNet(t, f, b)
+	be := cpu.New(cpu.Options{Threads: 1})
+	defer be.Close()
+	c, err := model.ParseConfig(f.Metadata)
+	if err != nil {
+		t.Fatal(err)
+	}
+	places := []Placement{{head, model.LayerRange{Lo: 0, Hi: 2}}, {b, model.LayerRange{Lo: 2, Hi: 4}}}
+	// The most positions of f32 rows that fit, when each may be its own
+	// sequence, plus one.
+	over := 1
+	for over <= stagewire.MaxPositions(stagewire.DTypeF32, c.Embd, over) {
+		over++
+	}
+	_, err = Start(context.Background(), PipelineConfig{File: f, Digest: fortunesDigest, Self: head, Stages: places,
+		Context: 64, Batch: over, Seqs: 1, Backend: be, Dial: pipeDialer{pn, head}})
+	if err == nil || !strings.Contains(err.Error(), "does not fit one frame") {
+		t.Fatalf("a pipeline stepping %d positions of %d floats: %v", over, c.Embd, err)
+	}
+	h := dialRaw(t, pn, head, b)
+	h.send(&stagewire.LoadStage{Stage: 1, Model: fortunesDigest, Lo: 1, Hi: 2, Context: 64, Batch: uint32(over), Seqs: 1,
+		Out: stagewire.DTypeF32, Next: b, NextStage: 2, Prev: head, Head: head})
+	h.wantCode("a stage whose step cannot fit a frame", stagewire.CodeBadInput)
 }
