@@ -103,6 +103,12 @@ func (sp *subprotocols) take(k subKey, peer identity.EndpointID, limit int) (h S
 	return e.h, true
 }
 
+func (sp *subprotocols) any() bool {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	return len(sp.handlers) > 0
+}
+
 func (sp *subprotocols) release(peer identity.EndpointID) {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
@@ -117,6 +123,12 @@ func (sp *subprotocols) release(peer identity.EndpointID) {
 // StreamCodeUnsupported, as an unknown stream type is, but is no strike:
 // the peer may simply have a newer major.
 func (n *Node) serveSubprotocol(pc *peerConn, s *quic.Stream) {
+	if !n.subs.any() {
+		// Nothing registered: refused at once, as before subprotocols
+		// existed, without waiting for the opening frame.
+		reset(s, StreamCodeUnsupported)
+		return
+	}
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Timeouts.Gossip)
 	m, err := readFrame(ctx, n, pc, s, wire.DecodeMeshSubprotocolOpen)
 	cancel()

@@ -115,4 +115,14 @@ func TestSubprotocol(t *testing.T) {
 	if !hasPeer(b.Node, a.ID()) {
 		t.Errorf("refused subprotocol streams cost a its admission")
 	}
+
+	// A MeshSubprotocolOpen that breaks the protocol (gen 2) is a
+	// protocol violation like any bad frame.
+	rc := dialRaw(t, b.EndpointAddr(), identity.ALPNMesh)
+	if _, err := rc.gossip(rc.frame()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 2*time.Second, "admission", func() bool { return hasPeer(b.Node, rc.id) })
+	rc.openFrame(wire.StreamSubprotocol, &nodev1.MeshSubprotocolOpen{Gen: 2, Name: "echo", Major: 3})
+	rc.connClosedWith(CodeProtocol)
 }
