@@ -18,7 +18,8 @@ import (
 // TestSubprotocol: a registered subprotocol is advertised in gossip, its
 // streams reach the handler with the opener's identity, and an unknown
 // name or major is reset with StreamCodeUnsupported; a peer's streams
-// beyond its share are refused.
+// beyond its share are refused, as are a peer's not yet admitted, and a
+// bad opening frame is a protocol violation.
 func TestSubprotocol(t *testing.T) {
 	checkLeaks(t)
 	b := start(t, func() Config {
@@ -119,6 +120,13 @@ func TestSubprotocol(t *testing.T) {
 	// A MeshSubprotocolOpen that breaks the protocol (gen 2) is a
 	// protocol violation like any bad frame.
 	rc := dialRaw(t, b.EndpointAddr(), identity.ALPNMesh)
+	// Before its gossip admits it, a peer's SUBPROTOCOL stream is refused
+	// and never reaches the handler.
+	st := rc.openFrame(wire.StreamSubprotocol, &nodev1.MeshSubprotocolOpen{Gen: 1, Name: "echo", Major: 3})
+	wantStreamCode(t, streamOutcome(t, st), StreamCodeNotAdmitted)
+	if len(got) != 0 {
+		t.Errorf("a stream from a peer not admitted reached the handler")
+	}
 	if _, err := rc.gossip(rc.frame()); err != nil {
 		t.Fatal(err)
 	}
