@@ -87,21 +87,25 @@ type Timeouts struct {
 // Limits bound what one peer, or all of them, can make this node hold.
 // Zero fields take the defaults shown.
 type Limits struct {
-	MaxIncomingStreams           int64   // concurrent streams a peer may open on one connection (128)
-	StreamRate                   float64 // streams a connection may open per second, sustained (100)
-	StreamBurst                  int     // ... and in a burst (200)
-	MaxStrikes                   int     // rejected streams before a connection is closed (16)
-	MaxPeers                     int     // admitted peers (256)
-	MaxConns                     int     // live connections in all (1024)
-	MaxConnsPerPeer              int     // live connections to one peer (4)
-	MaxStrangerConns             int     // incoming connections not yet admitted, from accept to admission or close; beyond it: CodeBusy (16; see ConnWindow)
-	MaxHeard                     int     // peers heard of in gossip and waiting to be dialled (1024)
-	MaxHeardPerPeer              int     // ... of them whose addresses one peer's gossip chose (MaxPeers: one member can name a full mesh)
-	MaxDialsInFlight             int     // concurrent dials of heard-of peers (4)
-	MaxControlConns              int     // mesh-llm-control/1 connections at once, apart from MaxConns (32)
-	MaxTunnels                   int     // TUNNEL_HTTP streams served at once, from all peers (256)
-	MaxTunnelsPerPeer            int     // ... of them from one peer (half of MaxTunnels, at most 3/4 of MaxIncomingStreams: the rest stay free for its gossip)
-	MaxSubprotocolStreamsPerPeer int     // SUBPROTOCOL streams one peer may hold open at once (16)
+	MaxIncomingStreams int64   // concurrent streams a peer may open on one connection (128)
+	StreamRate         float64 // streams a connection may open per second, sustained (100)
+	StreamBurst        int     // ... and in a burst (200)
+	MaxStrikes         int     // rejected streams before a connection is closed (16)
+	MaxPeers           int     // admitted peers (256)
+	MaxConns           int     // live connections in all (1024)
+	MaxConnsPerPeer    int     // live connections to one peer (4)
+	MaxStrangerConns   int     // incoming connections not yet admitted, from accept to admission or close; beyond it: CodeBusy (16; see ConnWindow)
+	MaxHeard           int     // peers heard of in gossip and waiting to be dialled (1024)
+	MaxHeardPerPeer    int     // ... of them whose addresses one peer's gossip chose (MaxPeers: one member can name a full mesh)
+	MaxDialsInFlight   int     // concurrent dials of heard-of peers (4)
+	MaxControlConns    int     // mesh-llm-control/1 connections at once, apart from MaxConns (32)
+	MaxTunnels         int     // TUNNEL_HTTP streams served at once, from all peers (256)
+	MaxTunnelsPerPeer  int     // ... of them from one peer (half of MaxTunnels, at most 3/4 of MaxIncomingStreams: the rest stay free for its gossip)
+
+	// MaxSubprotocolStreamsPerPeer bounds the SUBPROTOCOL streams one peer
+	// may hold open at once (16).
+	MaxSubprotocolStreamsPerPeer int
+
 	// FrameMemory bounds, node-wide, the memory of the frames peers send:
 	// a body is charged its declared length before it is allocated or read,
 	// and a frame being decoded the most node/wire lets one take decoded
