@@ -119,3 +119,30 @@ func TestEmuBatchGraphs(t *testing.T) {
 }
 
 var _ model.RowArgMaxer = (*cuda.Backend)(nil)
+
+// TestEmuStages: on the stand-in, a fixture split into stages (hidden
+// rows written into and read out of device tensors between them) gives
+// the whole model's logits on the same backend bit for bit
+// (modeltest.StagesBitExact).
+func TestEmuStages(t *testing.T) {
+	be, _ := newEmu(t, cuda.Options{})
+	defer be.Close()
+	if err := modeltest.StagesBitExact(context.Background(), fixture(t, "llama", "Q4_0"), be, modeltest.Splits(2)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestGPUStages is TestEmuStages on a real GPU, every fixture.
+func TestGPUStages(t *testing.T) {
+	be := newGPU(t, cuda.Options{})
+	defer be.Close()
+	for _, arch := range modeltest.Archs {
+		for _, ft := range modeltest.FileTypes {
+			t.Run(arch+"-"+ft, func(t *testing.T) {
+				if err := modeltest.StagesBitExact(context.Background(), fixture(t, arch, ft), be, modeltest.Splits(2)); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+	}
+}

@@ -63,3 +63,38 @@ func TestGPUBatchInvariance(t *testing.T) {
 	}
 	testBatchInvariance(t, be, all, modeltest.MixOptions{Seqs: 4, MaxPrompt: 20, Decode: 4, Context: 64, Mixes: 3})
 }
+
+// TestEmuStages: on the stand-in, a fixture split into stages (hidden
+// rows written into and read out of device buffers between them) gives
+// the whole model's logits on the same backend bit for bit
+// (modeltest.StagesBitExact).
+func TestEmuStages(t *testing.T) {
+	be, _ := newEmu(t, emuConfig)
+	defer be.Close()
+	f := fixture(t, "llama", "Q4_0")
+	if err := mapFile(be, f); err != nil {
+		t.Fatal(err)
+	}
+	if err := modeltest.StagesBitExact(context.Background(), f, be, modeltest.Splits(2)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestGPUStages is TestEmuStages on the Metal device, every fixture.
+func TestGPUStages(t *testing.T) {
+	be := newGPU(t)
+	defer be.Close()
+	for _, arch := range modeltest.Archs {
+		for _, ft := range modeltest.FileTypes {
+			t.Run(arch+"-"+ft, func(t *testing.T) {
+				f := fixture(t, arch, ft)
+				if err := mapFile(be, f); err != nil {
+					t.Fatal(err)
+				}
+				if err := modeltest.StagesBitExact(context.Background(), f, be, modeltest.Splits(2)); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+	}
+}

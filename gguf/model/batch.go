@@ -15,7 +15,11 @@ const DefaultBatchSeqs = 8
 type Seq struct {
 	Session *Session
 	Tokens  []uint32
-	Logits  bool
+	// Count is the number of positions the sequence advances by in a
+	// StepHidden, whose input is hidden rows rather than Tokens (a stage
+	// after the first never sees token ids).
+	Count  int
+	Logits bool
 }
 
 // BatchOptions size a Batch.
@@ -43,6 +47,8 @@ type Batch struct {
 	p      plan
 	row    []int // the logits row of each Seq of the last Step, -1 for none
 	rows   int   // logits rows in the last Step
+	total  int   // positions in the last Step
+	zeros  []uint32
 	buf    []float32
 	// On a RowArgMaxer, the argmax of every logits row of the last Step,
 	// found at the first ArgMax after it.
@@ -63,11 +69,11 @@ func (m *Model) NewBatch(opt BatchOptions) (*Batch, error) {
 	if tokens > maxDim || seqs > tokens {
 		return nil, fmt.Errorf("model: a batch of %d tokens and %d sequences", tokens, seqs)
 	}
-	return &Batch{
-		m: m, tokens: tokens, seqs: seqs,
-		sc:  m.newScratch(tokens, seqs),
-		buf: make([]float32, m.cfg.VocabSize),
-	}, nil
+	b := &Batch{m: m, tokens: tokens, seqs: seqs, sc: m.newScratch(tokens, seqs)}
+	if m.Last() {
+		b.buf = make([]float32, m.cfg.VocabSize)
+	}
+	return b, nil
 }
 
 // Tokens is the most tokens a step evaluates.
@@ -81,8 +87,59 @@ func (b *Batch) Seqs() int { return b.seqs }
 // not fit the batch, a session of another model or named twice, or tokens
 // that do not fit a session (ErrContext, ErrToken) are refused with no
 // session changed. A cancelled ctx stops the pass between layers and
-// leaves every session as it was.
+// leaves every session as it was. On a stage of a model (LoadStage) Step
+// is for the first stage; its output is then Hidden, not Logits.
 func (b *Batch) Step(ctx context.Context, seqs []Seq) error {
+	if !b.m.First() {
+		return b.m.stageErr("token ids")
+	}
+	for i, sq := range seqs {
+		if sq.Session != nil && sq.Session.m == b.m {
+			if err := sq.Session.check(sq.Tokens); err != nil {
+				return fmt.Errorf("model: batch step: sequence %d: %w", i, err)
+			}
+		}
+	}
+	return b.step(ctx, seqs, nil)
+}
+
+// StepHidden is Step on a stage after the first: each sequence advances
+// by Count positions, whose input is hidden: the hidden state of every
+// position of every sequence, Embd floats each, in the order of seqs (the
+// previous stage's Hidden). On the last stage the logits follow, as after
+// Step; on an earlier one, Hidden.
+func (b *Batch) StepHidden(ctx context.Context, seqs []Seq, hidden []float32) error {
+	if b.m.First() {
+		return b.m.stageErr("hidden rows as input")
+	}
+	total := 0
+	for i, sq := range seqs {
+		if sq.Tokens != nil {
+			return fmt.Errorf("model: batch step: sequence %d has token ids; a later stage counts positions", i)
+		}
+		if sq.Session != nil && sq.Session.m == b.m {
+			if err := sq.Session.checkLen(sq.Count); err != nil {
+				return fmt.Errorf("model: batch step: sequence %d: %w", i, err)
+			}
+		}
+		total += sq.Count
+	}
+	if want := total * b.m.cfg.Embd; len(hidden) != want {
+		return fmt.Errorf("model: batch step: %d hidden floats for %d positions of %d", len(hidden), total, b.m.cfg.Embd)
+	}
+	return b.step(ctx, seqs, hidden)
+}
+
+// step runs Step (hidden nil) or StepHidden, once each sequence's own
+// tokens or count are checked.
+func (b *Batch) step(ctx context.Context, seqs []Seq, hidden []float32) error {
+	ids := hidden == nil
+	count := func(sq Seq) int {
+		if ids {
+			return len(sq.Tokens)
+		}
+		return sq.Count
+	}
 	total, want := 0, 0
 	for i, sq := range seqs {
 		s := sq.Session
@@ -94,49 +151,85 @@ func (b *Batch) Step(ctx context.Context, seqs []Seq) error {
 				return fmt.Errorf("model: batch step: a session is named twice")
 			}
 		}
-		if err := s.check(sq.Tokens); err != nil {
-			return fmt.Errorf("model: batch step: sequence %d: %w", i, err)
-		}
-		total += len(sq.Tokens)
+		total += count(sq)
 		if sq.Logits {
 			want++
 		}
 	}
-	if total == 0 || total > b.tokens || want > b.seqs {
+	// An earlier stage computes no logits; the last one holds the budget.
+	if total == 0 || total > b.tokens || b.m.Last() && want > b.seqs {
 		return fmt.Errorf("model: batch step of %d tokens and %d logits rows (the batch holds %d and %d)", total, want, b.tokens, b.seqs)
+	}
+	if !ids && len(b.zeros) < total {
+		b.zeros = make([]uint32, b.tokens)
+	}
+	tokens := func(sq Seq) []uint32 {
+		if ids {
+			return sq.Tokens
+		}
+		return b.zeros[:sq.Count]
 	}
 
 	b.p.reset()
+	at := 0
 	for _, sq := range seqs {
-		body := sq.Tokens
+		body := tokens(sq)
 		if sq.Logits {
 			body = body[:len(body)-1]
 		}
-		b.p.addBody(sq.Session, body)
+		b.p.addBody(sq.Session, body, at)
+		at += count(sq)
 	}
 	b.p.tail = len(b.p.ids)
 	b.row = b.row[:0]
+	at = 0
 	for _, sq := range seqs {
+		n := count(sq)
+		at += n
 		if !sq.Logits {
 			b.row = append(b.row, -1)
 			continue
 		}
-		n := len(sq.Tokens)
 		b.row = append(b.row, len(b.p.ids)-b.p.tail)
-		b.p.addTail(sq.Session, sq.Tokens[n-1], len(sq.Session.tokens)+n-1)
+		b.p.addTail(sq.Session, tokens(sq)[n-1], len(sq.Session.tokens)+n-1, at-1)
 	}
-	b.rows, b.found = want, false
+	b.rows, b.found, b.total = want, false, total
+	if !ids {
+		x, e := b.sc.x, b.m.cfg.Embd
+		for _, pc := range b.p.pieces {
+			b.m.be.Write(x.Slice(pc.row, pc.row+pc.n), hidden[pc.at*e:(pc.at+pc.n)*e])
+		}
+	}
 	if err := b.m.forward(ctx, b.sc, &b.p); err != nil {
 		return err
 	}
 	for _, sq := range seqs {
-		sq.Session.tokens = append(sq.Session.tokens, sq.Tokens...)
+		sq.Session.tokens = append(sq.Session.tokens, tokens(sq)...)
 	}
 	return nil
 }
 
+// Hidden appends to dst[:0] the output of the last Step or StepHidden on
+// a stage before the last: the hidden state of every position of every
+// sequence, Embd floats each, in the order of the step's seqs and their
+// tokens — the next stage's StepHidden input.
+func (b *Batch) Hidden(dst []float32) []float32 {
+	if b.m.Last() {
+		panic("model: batch: the last stage's output is logits, not hidden rows")
+	}
+	e := b.m.cfg.Embd
+	dst = slices.Grow(dst[:0], b.total*e)[:b.total*e]
+	for _, pc := range b.p.pieces {
+		b.m.be.Read(dst[pc.at*e:(pc.at+pc.n)*e], b.sc.x.Slice(pc.row, pc.row+pc.n))
+	}
+	return dst
+}
+
 // logitsRow is the logits row of seqs[i] of the last Step.
 func (b *Batch) logitsRow(i int) int {
+	if !b.m.Last() {
+		panic("model: batch: a stage before the last has no logits")
+	}
 	if i < 0 || i >= len(b.row) || b.row[i] < 0 {
 		panic(fmt.Sprintf("model: batch: sequence %d of the last step has no logits", i))
 	}

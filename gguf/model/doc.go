@@ -13,4 +13,11 @@
 // A Model is immutable once loaded and shared by any number of Sessions;
 // a Session is one sequence (a conversation), whose cached prefix is reused
 // when the next prompt starts with it.
+//
+// A model too big for one machine runs as stages (LoadStage): each loads
+// a contiguous range of blocks, keeps KV for those blocks only, and steps
+// a Batch from token ids (the first stage) or the previous stage's hidden
+// rows (StepHidden) to hidden rows (Hidden) or logits (the last stage).
+// With f32 hidden rows between them the stages compute the whole model's
+// logits bit for bit.
 package model

@@ -16,26 +16,35 @@ type scratch struct {
 
 func (m *Model) newScratch(rows, logits int) *scratch {
 	be, c := m.be, &m.cfg
-	return &scratch{
-		rows:    rows,
-		x:       be.NewTensor(rows, c.Embd),
-		h:       be.NewTensor(rows, c.Embd),
-		q:       be.NewTensor(rows, c.Heads*c.HeadDimK),
-		k:       be.NewTensor(rows, c.KVHeads*c.HeadDimK),
-		v:       be.NewTensor(rows, c.KVHeads*c.HeadDimV),
-		att:     be.NewTensor(rows, c.Heads*c.HeadDimV),
-		o:       be.NewTensor(rows, c.Embd),
-		gate:    be.NewTensor(rows, c.FF),
-		up:      be.NewTensor(rows, c.FF),
-		logitsT: be.NewTensor(logits, c.VocabSize),
+	if !m.Last() {
+		logits = 0 // an earlier stage's output is x
 	}
+	sc := &scratch{
+		rows: rows,
+		x:    be.NewTensor(rows, c.Embd),
+		h:    be.NewTensor(rows, c.Embd),
+		q:    be.NewTensor(rows, c.Heads*c.HeadDimK),
+		k:    be.NewTensor(rows, c.KVHeads*c.HeadDimK),
+		v:    be.NewTensor(rows, c.KVHeads*c.HeadDimV),
+		att:  be.NewTensor(rows, c.Heads*c.HeadDimV),
+		o:    be.NewTensor(rows, c.Embd),
+		gate: be.NewTensor(rows, c.FF),
+		up:   be.NewTensor(rows, c.FF),
+	}
+	if logits > 0 {
+		sc.logitsT = be.NewTensor(logits, c.VocabSize)
+	}
+	return sc
 }
 
 // piece is a run of consecutive positions of one sequence among a step's
 // rows: rows [row, row+n) hold its tokens at positions pos … pos+n-1.
+// at is where the run's first token is in the step's input order, every
+// sequence's tokens one after another: a stage's hidden rows travel in
+// that order, and the plan's rows are those rows rearranged.
 type piece struct {
-	s           *Session
-	row, n, pos int
+	s               *Session
+	row, n, pos, at int
 }
 
 // plan lays out a step's rows. The tokens of every sequence come first,
@@ -56,25 +65,31 @@ func (p *plan) reset() {
 
 // add lays out the tokens of s at its next positions (the body; the caller
 // then adds the tails).
-func (p *plan) addBody(s *Session, tokens []uint32) {
+func (p *plan) addBody(s *Session, tokens []uint32, at int) {
 	if len(tokens) == 0 {
 		return
 	}
-	p.pieces = append(p.pieces, piece{s: s, row: len(p.ids), n: len(tokens), pos: len(s.tokens)})
+	p.pieces = append(p.pieces, piece{s: s, row: len(p.ids), n: len(tokens), pos: len(s.tokens), at: at})
 	p.ids = append(p.ids, tokens...)
 }
 
 // addTail lays out one token of s at pos as a logits row.
-func (p *plan) addTail(s *Session, tok uint32, pos int) {
-	p.pieces = append(p.pieces, piece{s: s, row: len(p.ids), n: 1, pos: pos})
+func (p *plan) addTail(s *Session, tok uint32, pos, at int) {
+	p.pieces = append(p.pieces, piece{s: s, row: len(p.ids), n: 1, pos: pos, at: at})
 	p.ids = append(p.ids, tok)
 }
 
-// forward evaluates the plan's tokens, storing their keys and values in
-// their sessions' caches, and computes the logits of the tail rows into
-// sc.logitsT's first rows. It is the graph of llama.cpp's llm_build_llama,
-// qwen2, phi3 and gemma3, whose differences the architecture spec switches
-// on.
+// forward evaluates the plan's tokens through the model's blocks,
+// storing their keys and values in their sessions' caches. The first
+// stage (or a whole model) starts from the plan's token ids; a later one
+// from the hidden rows its caller wrote into sc.x, in the plan's row
+// order. The last stage computes the logits of the tail rows into
+// sc.logitsT's first rows; an earlier one leaves every row's hidden state
+// in sc.x, for the next stage, which runs the same plan. It is the graph
+// of llama.cpp's llm_build_llama, qwen2, phi3 and gemma3, whose
+// differences the architecture spec switches on, cut between blocks: the
+// residual stream x is all that crosses a block boundary, so a split
+// model computes the same bits as the whole one.
 //
 // Every operation but attention and RoPE is row by row over all the step's
 // rows, so each weight matrix is read once per step however many
@@ -90,16 +105,22 @@ func (m *Model) forward(ctx context.Context, sc *scratch, p *plan) error {
 	eps := c.NormEps
 
 	x := sc.x.Slice(0, n)
-	be.Embed(x, m.embd, p.ids)
-	if c.EmbedScale != 1 {
-		be.Scale(x, c.EmbedScale)
+	if m.First() {
+		be.Embed(x, m.embd, p.ids)
+		if c.EmbedScale != 1 {
+			be.Scale(x, c.EmbedScale)
+		}
 	}
+	// l indexes the model's own blocks, its sessions' caches and RoPEs:
+	// block m.lo+l of the whole model.
 	for l := range m.layers {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		ly := &m.layers[l]
-		last := l == len(m.layers)-1
+		// Only the model's last block drops the rows that want no
+		// logits: the next stage needs every row.
+		last := m.Last() && l == len(m.layers)-1
 
 		h := sc.h.Slice(0, n)
 		be.RMSNorm(h, x, ly.attnNorm, eps)
@@ -159,6 +180,9 @@ func (m *Model) forward(ctx context.Context, sc *scratch, p *plan) error {
 			be.RMSNorm(o, o, ly.postFFNNorm, eps)
 		}
 		be.Add(x, o)
+	}
+	if !m.Last() {
+		return nil
 	}
 
 	rows := x.Rows

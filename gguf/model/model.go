@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/backend"
@@ -22,7 +24,14 @@ type Model struct {
 	outNorm backend.Weight
 	out     backend.Weight // output, or token_embd when tied
 	outBias backend.Weight // optional
-	layers  []layer
+	// layers are blocks lo … lo+len(layers)-1 of the model's cfg.Layers:
+	// all of them, or a stage's range (LoadStage). Only the first stage
+	// has embd, only the last outNorm, out and outBias.
+	lo     int
+	layers []layer
+	// weightBytes is the size of the file's tensor data the model handed
+	// its backend.
+	weightBytes int64
 
 	// LongRoPE's two factor sets (phi3); nil elsewhere.
 	ropeLong, ropeShort []float32
@@ -51,12 +60,43 @@ func (m *Model) Backend() backend.Backend { return m.be }
 // the architecture uses: an unknown one is an error naming it, rather than
 // a forward pass that silently ignores part of the model.
 func Load(f *gguf.File, be backend.Backend) (*Model, error) {
+	return load(f, be, nil)
+}
+
+// LayerRange is the blocks [Lo, Hi) of a model a stage runs.
+type LayerRange struct{ Lo, Hi int }
+
+// String is "lo-hi", the half-open range.
+func (r LayerRange) String() string { return fmt.Sprintf("%d-%d", r.Lo, r.Hi) }
+
+// LoadStage reads the blocks r of the model in f onto be: one stage of a
+// model split across several backends or nodes, each running a
+// contiguous range of its layers. The first stage (Lo 0) also holds the
+// token embeddings, the last (Hi the model's block count) the output norm
+// and head (the embeddings again when they are tied); every other tensor
+// is left alone, so its bytes are neither read from the file's mapping
+// nor given to the backend. A tensor that no stage would use is refused
+// as Load refuses it, when the stage would have loaded it.
+func LoadStage(f *gguf.File, be backend.Backend, r LayerRange) (*Model, error) {
+	return load(f, be, &r)
+}
+
+func load(f *gguf.File, be backend.Backend, stage *LayerRange) (*Model, error) {
 	cfg, err := ParseConfig(f.Metadata)
 	if err != nil {
 		return nil, err
 	}
 	ld := &loader{f: f, be: be, used: map[string]bool{}}
 	m := &Model{cfg: cfg, be: be}
+	r := LayerRange{0, cfg.Layers}
+	if stage != nil {
+		r = *stage
+		if r.Lo < 0 || r.Hi <= r.Lo || r.Hi > cfg.Layers {
+			return nil, fmt.Errorf("%w: layers %v of a %d-layer model", ErrRange, r, cfg.Layers)
+		}
+	}
+	m.lo = r.Lo
+	first, last := r.Lo == 0, r.Hi == cfg.Layers
 
 	// The vocabulary is the embedding table's height; a tokenizer, if
 	// the file has one, must agree.
@@ -71,20 +111,28 @@ func Load(f *gguf.File, be backend.Backend) (*Model, error) {
 	if c.VocabSize <= 0 || c.VocabSize > maxDim {
 		return nil, invalid("vocabulary of %d", c.VocabSize)
 	}
-	if m.embd, err = ld.matrix("token_embd.weight", c.VocabSize, c.Embd, true); err != nil {
-		return nil, err
+	var embd backend.Weight
+	if _, hasOut := f.Tensor("output.weight"); first || last && !hasOut {
+		if embd, err = ld.matrix("token_embd.weight", c.VocabSize, c.Embd, true); err != nil {
+			return nil, err
+		}
 	}
-	if m.outNorm, err = ld.vector("output_norm.weight", c.Embd, true); err != nil {
-		return nil, err
+	if first {
+		m.embd = embd
 	}
-	if m.out, err = ld.matrix("output.weight", c.VocabSize, c.Embd, false); err != nil {
-		return nil, err
-	}
-	if m.out == nil {
-		m.out = m.embd // tied embeddings
-	}
-	if m.outBias, err = ld.vector("output.bias", c.VocabSize, false); err != nil {
-		return nil, err
+	if last {
+		if m.outNorm, err = ld.vector("output_norm.weight", c.Embd, true); err != nil {
+			return nil, err
+		}
+		if m.out, err = ld.matrix("output.weight", c.VocabSize, c.Embd, false); err != nil {
+			return nil, err
+		}
+		if m.out == nil {
+			m.out = embd // tied embeddings
+		}
+		if m.outBias, err = ld.vector("output.bias", c.VocabSize, false); err != nil {
+			return nil, err
+		}
 	}
 	if m.ropeFreqs, err = ld.floats("rope_freqs.weight", c.RoPEDims/2); err != nil {
 		return nil, err
@@ -96,23 +144,69 @@ func Load(f *gguf.File, be backend.Backend) (*Model, error) {
 		return nil, err
 	}
 
-	m.layers = make([]layer, c.Layers)
-	for l := range m.layers {
+	m.layers = make([]layer, r.Hi-r.Lo)
+	for l := r.Lo; l < r.Hi; l++ {
 		if err := m.loadLayer(ld, l); err != nil {
 			return nil, err
 		}
 	}
+	m.weightBytes = ld.bytes
 	for _, t := range f.Tensors {
-		if !ld.used[t.Name] {
+		if !ld.used[t.Name] && !otherStage(t.Name, r, c.Layers) {
 			return nil, unsupported("tensor %s (%s %v) is not part of a %s model this engine runs", t.Name, t.Type, t.Dims, c.Arch)
 		}
 	}
 	return m, nil
 }
 
+// otherStage reports whether a tensor a stage over r left alone is one
+// that another stage of the model loads (and checks): a block outside r,
+// or the embeddings or output head.
+func otherStage(name string, r LayerRange, layers int) bool {
+	switch name {
+	case "token_embd.weight":
+		return r.Lo > 0
+	case "output_norm.weight", "output.weight", "output.bias":
+		return r.Hi < layers
+	}
+	rest, ok := strings.CutPrefix(name, "blk.")
+	if !ok {
+		return false
+	}
+	num, _, ok := strings.Cut(rest, ".")
+	l, err := strconv.Atoi(num)
+	return ok && err == nil && strconv.Itoa(l) == num && l < layers && (l < r.Lo || l >= r.Hi)
+}
+
+// Range is the blocks the model runs: all of them, or a stage's.
+func (m *Model) Range() LayerRange { return LayerRange{m.lo, m.lo + len(m.layers)} }
+
+// First reports whether the model starts from token ids: a whole model,
+// or the first stage of one.
+func (m *Model) First() bool { return m.lo == 0 }
+
+// Last reports whether the model computes logits: a whole model, or the
+// last stage of one.
+func (m *Model) Last() bool { return m.lo+len(m.layers) == m.cfg.Layers }
+
+// WeightBytes is the size of the weights the model runs: the tensor data
+// of its blocks, and of the embeddings and head when it has them.
+func (m *Model) WeightBytes() int64 { return m.weightBytes }
+
+// KVBytes is the size of one session's KV cache of ctx positions of type
+// kv over the model's blocks.
+func (m *Model) KVBytes(ctx int, kv KVType) int64 {
+	c := &m.cfg
+	return int64(len(m.layers)) * int64(ctx) * int64(c.KVHeads) * int64(c.HeadDimK+c.HeadDimV) * int64(kv.quant().TypeSize())
+}
+
+// Whole reports whether the model runs every block, from token ids to
+// logits.
+func (m *Model) Whole() bool { return m.First() && m.Last() }
+
 func (m *Model) loadLayer(ld *loader, l int) error {
 	c := &m.cfg
-	ly := &m.layers[l]
+	ly := &m.layers[l-m.lo]
 	name := func(s string) string { return fmt.Sprintf("blk.%d.%s", l, s) }
 	qDim, kDim, vDim := c.Heads*c.HeadDimK, c.KVHeads*c.HeadDimK, c.KVHeads*c.HeadDimV
 	ly.attn = backend.Attention{
@@ -193,9 +287,10 @@ func (m *Model) loadLayer(ld *loader, l int) error {
 // loader hands out the file's tensors as backend weights, checking their
 // shapes and remembering which were used.
 type loader struct {
-	f    *gguf.File
-	be   backend.Backend
-	used map[string]bool
+	f     *gguf.File
+	be    backend.Backend
+	used  map[string]bool
+	bytes int64 // handed to be.Weight
 }
 
 // lookup finds name and checks its dims are exactly want (ggml's ne:
@@ -229,6 +324,7 @@ func (ld *loader) lookup(name string, required bool, want ...int) (gguf.TensorIn
 
 func (ld *loader) weight(name string, typ quant.Type, rows, cols int, b []byte) (backend.Weight, error) {
 	w, err := ld.be.Weight(typ, rows, cols, b)
+	ld.bytes += int64(len(b))
 	if err != nil {
 		if !typ.Supported() {
 			return nil, fmt.Errorf("%w: tensor %s has type %s, which the %s backend cannot compute with", ErrUnsupported, name, typ, ld.be.Name())

@@ -104,7 +104,8 @@ func (m *Model) NewSession(opt SessionOptions) (*Session, error) {
 		batch = DefaultBatch
 	}
 	batch = min(batch, n)
-	shapes := make([]backend.KVShape, c.Layers)
+	// A stage's cache holds its own blocks only.
+	shapes := make([]backend.KVShape, len(m.layers))
 	for l := range shapes {
 		shapes[l] = backend.KVShape{KVHeads: c.KVHeads, HeadDimK: c.HeadDimK, HeadDimV: c.HeadDimV}
 	}
@@ -122,9 +123,9 @@ func (m *Model) NewSession(opt SessionOptions) (*Session, error) {
 			factors = m.ropeLong
 		}
 	}
-	s.ropes = make([]backend.RoPE, c.Layers)
+	s.ropes = make([]backend.RoPE, len(m.layers))
 	for l := range s.ropes {
-		s.ropes[l] = c.layerRoPE(l, factors)
+		s.ropes[l] = c.layerRoPE(m.lo+l, factors)
 	}
 	return s, nil
 }
@@ -139,7 +140,9 @@ func (s *Session) KV() KVType { return s.kvType }
 func (s *Session) Len() int { return len(s.tokens) }
 
 // Tokens returns the cached tokens, by position. The slice is the
-// session's; it is valid until the next call that changes the session.
+// session's; it is valid until the next call that changes the session. A
+// session of a stage after the first never sees token ids: its tokens
+// are all 0, and only their number means anything.
 func (s *Session) Tokens() []uint32 { return s.tokens }
 
 // CommonPrefix is how many leading tokens of seq the cache already holds.
@@ -151,7 +154,8 @@ func (s *Session) CommonPrefix(seq []uint32) int {
 	return n
 }
 
-// Truncate forgets every position from n on.
+// Truncate forgets every position from n on (on a stage, the rewind
+// that speculative decoding needs when a draft is rejected).
 func (s *Session) Truncate(n int) {
 	if n < len(s.tokens) {
 		s.tokens = s.tokens[:max(n, 0)]
@@ -181,6 +185,9 @@ func (s *Session) PrefillArgMax(ctx context.Context, prompt []uint32) (reused in
 }
 
 func (s *Session) prefill(ctx context.Context, prompt []uint32) (reused int, err error) {
+	if !s.m.Whole() {
+		return 0, s.m.stageErr("a prompt")
+	}
 	if len(prompt) == 0 {
 		return 0, fmt.Errorf("model: empty prompt")
 	}
@@ -224,19 +231,27 @@ type ArgMaxer interface {
 // check refuses tokens that would not fit the session's context or lie
 // outside the vocabulary.
 func (s *Session) check(tokens []uint32) error {
-	if s.kv == nil {
-		return fmt.Errorf("model: session used after Close")
-	}
-	if len(tokens) == 0 {
-		return fmt.Errorf("model: no tokens to evaluate")
-	}
-	if len(s.tokens)+len(tokens) > s.ctx {
-		return fmt.Errorf("%w: %d cached + %d new tokens > %d", ErrContext, len(s.tokens), len(tokens), s.ctx)
+	if err := s.checkLen(len(tokens)); err != nil {
+		return err
 	}
 	for _, t := range tokens {
 		if int(t) >= s.m.cfg.VocabSize {
 			return fmt.Errorf("%w: %d (vocabulary %d)", ErrToken, t, s.m.cfg.VocabSize)
 		}
+	}
+	return nil
+}
+
+// checkLen refuses n positions that would not fit the session's context.
+func (s *Session) checkLen(n int) error {
+	if s.kv == nil {
+		return fmt.Errorf("model: session used after Close")
+	}
+	if n <= 0 {
+		return fmt.Errorf("model: no tokens to evaluate")
+	}
+	if len(s.tokens)+n > s.ctx {
+		return fmt.Errorf("%w: %d cached + %d new tokens > %d", ErrContext, len(s.tokens), n, s.ctx)
 	}
 	return nil
 }
@@ -255,6 +270,9 @@ type RowArgMaxer interface {
 // of at most the session's batch, each a plan of this session alone, run
 // by the same forward pass a Batch runs.
 func (s *Session) eval(ctx context.Context, tokens []uint32) error {
+	if !s.m.Whole() {
+		return s.m.stageErr("tokens to logits")
+	}
 	if err := s.check(tokens); err != nil {
 		return err
 	}
@@ -266,12 +284,12 @@ func (s *Session) eval(ctx context.Context, tokens []uint32) error {
 		n := min(len(tokens), s.batch)
 		s.p.reset()
 		if n < len(tokens) {
-			s.p.addBody(s, tokens[:n])
+			s.p.addBody(s, tokens[:n], 0)
 			s.p.tail = n
 		} else {
-			s.p.addBody(s, tokens[:n-1])
+			s.p.addBody(s, tokens[:n-1], 0)
 			s.p.tail = n - 1
-			s.p.addTail(s, tokens[n-1], len(s.tokens)+n-1)
+			s.p.addTail(s, tokens[n-1], len(s.tokens)+n-1, n-1)
 		}
 		if err := s.m.forward(ctx, s.sc, &s.p); err != nil {
 			return err

@@ -101,6 +101,11 @@ type Limits struct {
 	MaxControlConns    int     // mesh-llm-control/1 connections at once, apart from MaxConns (32)
 	MaxTunnels         int     // TUNNEL_HTTP streams served at once, from all peers (256)
 	MaxTunnelsPerPeer  int     // ... of them from one peer (half of MaxTunnels, at most 3/4 of MaxIncomingStreams: the rest stay free for its gossip)
+
+	// MaxSubprotocolStreamsPerPeer bounds the SUBPROTOCOL streams one peer
+	// may hold open at once (16).
+	MaxSubprotocolStreamsPerPeer int
+
 	// FrameMemory bounds, node-wide, the memory of the frames peers send:
 	// a body is charged its declared length before it is allocated or read,
 	// and a frame being decoded the most node/wire lets one take decoded
@@ -200,6 +205,7 @@ func (c *Config) withDefaults() (Config, error) {
 	// A peer's tunnels share its connection's MaxIncomingStreams with its
 	// gossip; holding them all would leave its gossip no stream to open.
 	defInt(&l.MaxTunnelsPerPeer, max(1, min(l.MaxTunnels/2, int(l.MaxIncomingStreams*3/4))))
+	defInt(&l.MaxSubprotocolStreamsPerPeer, 16)
 	if l.FrameMemory <= 0 {
 		l.FrameMemory = 256 << 20
 	}

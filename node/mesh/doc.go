@@ -18,6 +18,10 @@
 // clean shutdown. ROUTE_REQUEST serves the route table without admitting
 // the requester; FetchRouteTable is its passive client. TUNNEL_HTTP (0x04)
 // relays raw bytes to the receiving node's local HTTP API (DialHTTP).
+// SUBPROTOCOL (0x0d) streams from admitted peers go to the handler
+// registered for the name and major their MeshSubprotocolOpen names
+// (HandleSubprotocol, which also advertises it in gossip);
+// OpenSubprotocol opens one.
 //
 // A Node is built by New, which binds the socket, and run by Serve until
 // its context ends.

@@ -39,6 +39,7 @@ type Node struct {
 	advertised []netip.AddrPort
 
 	control atomic.Pointer[ControlHandler]
+	subs    subprotocols
 	httpLn  atomic.Pointer[tunnelListener] // where HTTP tunnels go (ListenHTTP)
 	events  events
 
@@ -377,6 +378,7 @@ func (n *Node) refreshSelf() (changed bool, err error) {
 		return false, fmt.Errorf("mesh: encode own address: %w", err)
 	}
 	clearLatency(a)
+	a.Subprotocols = n.subs.advertise(a.Subprotocols)
 	if err := wire.ValidatePeerAnnouncement(a); err != nil {
 		return false, fmt.Errorf("mesh: own announcement is invalid: %w", err)
 	}

@@ -59,8 +59,10 @@ func (n *Node) handleStream(pc *peerConn, s *quic.Stream, admitted bool, untyped
 		n.servePeerDown(pc, s)
 	case wire.StreamPeerLeaving:
 		n.servePeerLeaving(pc, s)
+	case wire.StreamSubprotocol:
+		n.serveSubprotocol(pc, s)
 	default:
-		// TUNNEL (llama.cpp RPC), the plugin streams, SUBPROTOCOL and
+		// TUNNEL (llama.cpp RPC), the plugin streams and
 		// DIRECT_PATH_REQUEST: this node serves none of them.
 		reset(s, StreamCodeUnsupported)
 	}

@@ -202,6 +202,13 @@ func WriteStreamOpen(ctx context.Context, w io.Writer, t StreamType, m proto.Mes
 	return writeAll(ctx, w, b)
 }
 
+// WriteEncoded writes b, one or more frames already encoded (by
+// AppendRawFrame, or a subprotocol's own codec on a SUBPROTOCOL stream),
+// in a single Write, ctx bounding it as for WriteFrame.
+func WriteEncoded(ctx context.Context, w io.Writer, b []byte) error {
+	return writeAll(ctx, w, b)
+}
+
 func writeAll(ctx context.Context, w io.Writer, b []byte) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("wire: writing frame: %w", err)

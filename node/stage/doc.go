@@ -1,0 +1,20 @@
+// Package stage runs one model split into layer stages across mesh
+// nodes, over meshnode-stage/1 (package stagewire, docs/stage-protocol.md).
+//
+// A Server serves the stages a node is asked to load: it finds its own
+// copy of the model by weights digest (Models; Files over GGUF paths),
+// loads only the blocks of the stage (model.LoadStage), keeps a KV
+// session per request, and for each Activation runs its blocks and sends
+// the hidden rows to the next stage, or, on the last stage, the greedy
+// token or the logits straight back to the head. Register serves it on a mesh node's SUBPROTOCOL
+// streams, to admitted peers only.
+//
+// A Pipeline is the head: it runs the first stage itself, loads the
+// others (the last first), and drives batched steps and trims through
+// the chain. With f32 hidden rows its logits are the single-node model's
+// bit for bit.
+//
+// Not here yet: the planner that places ranges, recovery from a stage
+// that dies mid-request (a Step then fails with ErrStageLost), and
+// per-stage receipts.
+package stage

@@ -1,0 +1,354 @@
+package stage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+
+	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/backend"
+	"github.com/meshnode/meshnode/gguf/model"
+	"github.com/meshnode/meshnode/node/identity"
+	"github.com/meshnode/meshnode/node/wire/stagewire"
+)
+
+// Placement is one stage of a plan: a node and the blocks it runs.
+type Placement struct {
+	Peer  identity.EndpointID
+	Range model.LayerRange
+}
+
+// PipelineConfig describes a split model to drive from this node, the
+// head, which runs the first stage itself.
+type PipelineConfig struct {
+	// File is the head's copy of the model, Digest its weights digest:
+	// the other stages load theirs by it.
+	File   *gguf.File
+	Digest [32]byte
+	// Self is this node's id; Stages[0] must be placed on it, from layer
+	// 0, and the ranges must follow one another to the last layer.
+	Self   identity.EndpointID
+	Stages []Placement
+	// Context, KV, Batch and Seqs size every stage's sessions and steps
+	// (0: model.DefaultContext, f16, model.DefaultBatch, model.DefaultBatchSeqs).
+	Context     int
+	KV          model.KVType
+	Batch, Seqs int
+	// DType is how hidden rows travel: stagewire.DTypeF32 (the default,
+	// exact) or DTypeF16.
+	DType   stagewire.DType
+	Backend backend.Backend
+	Dial    Dialer
+}
+
+// Pipeline is the head of a split model: the first stage, run here, and a
+// stream to each other stage. Steps go down the chain and their tokens
+// or logits come back from the last stage. A Pipeline is not safe for
+// concurrent use.
+type Pipeline struct {
+	m        *model.Model
+	batch    *model.Batch
+	sessions map[uint64]*model.Session
+	opt      model.SessionOptions
+	dtype    stagewire.DType
+	links    []*link // the other stages, in order
+	msgs     chan linkMsg
+	done     chan struct{}
+	hidden   []float32
+}
+
+// link is the head's stream to one other stage.
+type link struct {
+	st    *stream
+	id    uint64
+	place Placement
+}
+
+type linkMsg struct {
+	from *link
+	m    stagewire.Message
+	err  error
+}
+
+// ErrStageLost says a stage's stream ended or failed: the pipeline cannot
+// go on.
+var ErrStageLost = errors.New("stage: a stage of the pipeline is gone")
+
+// Start loads the first stage here and every other on its node, the last
+// first, and returns once all are Ready. On error nothing stays loaded.
+func Start(ctx context.Context, cfg PipelineConfig) (*Pipeline, error) {
+	if len(cfg.Stages) < 2 {
+		return nil, fmt.Errorf("stage: a pipeline of %d stages", len(cfg.Stages))
+	}
+	if cfg.Stages[0].Peer != cfg.Self {
+		return nil, fmt.Errorf("stage: the first stage is placed on %s, not this node", cfg.Stages[0].Peer.Short())
+	}
+	for i := 1; i < len(cfg.Stages); i++ {
+		if cfg.Stages[i].Range.Lo != cfg.Stages[i-1].Range.Hi {
+			return nil, fmt.Errorf("%w: stage %d starts at layer %d, stage %d ends at %d", model.ErrRange, i, cfg.Stages[i].Range.Lo, i-1, cfg.Stages[i-1].Range.Hi)
+		}
+	}
+	if cfg.DType == stagewire.DTypeTokens {
+		cfg.DType = stagewire.DTypeF32
+	}
+	m, err := model.LoadStage(cfg.File, cfg.Backend, cfg.Stages[0].Range)
+	if err != nil {
+		return nil, err
+	}
+	if !m.First() || m.Last() {
+		return nil, fmt.Errorf("%w: the first stage runs layers %v", model.ErrRange, cfg.Stages[0].Range)
+	}
+	if last := cfg.Stages[len(cfg.Stages)-1].Range.Hi; last != m.Config().Layers {
+		return nil, fmt.Errorf("%w: the stages end at layer %d of %d", model.ErrRange, last, m.Config().Layers)
+	}
+	bopt := model.BatchOptions{Tokens: cfg.Batch, Seqs: cfg.Seqs}
+	if bopt.Tokens <= 0 {
+		bopt.Tokens = model.DefaultBatch
+	}
+	if bopt.Seqs <= 0 {
+		bopt.Seqs = model.DefaultBatchSeqs
+	}
+	// A step's hidden rows travel in one frame: a batch that could not
+	// is refused here rather than after the first stage has run it.
+	if most := stagewire.MaxPositions(cfg.DType, m.Config().Embd, bopt.Tokens); bopt.Tokens > most || bopt.Tokens > stagewire.MaxSeqs {
+		return nil, fmt.Errorf("stage: a batch of %d positions of %d %v elements does not fit one frame (at most %d)", bopt.Tokens, m.Config().Embd, cfg.DType, min(most, stagewire.MaxSeqs))
+	}
+	b, err := m.NewBatch(bopt)
+	if err != nil {
+		return nil, err
+	}
+	ctxLen := cfg.Context
+	if ctxLen <= 0 {
+		ctxLen = min(m.Config().TrainContext, model.DefaultContext)
+	}
+	p := &Pipeline{
+		m: m, batch: b, sessions: map[uint64]*model.Session{},
+		opt:   model.SessionOptions{Context: ctxLen, Batch: bopt.Tokens, KV: cfg.KV},
+		dtype: cfg.DType, msgs: make(chan linkMsg, 64), done: make(chan struct{}),
+	}
+	// Stage ids are random so that a restarted head does not collide
+	// with stages a node still holds from before.
+	ids := make([]uint64, len(cfg.Stages))
+	for i := range ids {
+		for ids[i] == 0 {
+			ids[i] = rand.Uint64()
+		}
+	}
+	kv := stagewire.KVF16
+	if cfg.KV == model.KVF32 {
+		kv = stagewire.KVF32
+	}
+	p.links = make([]*link, len(cfg.Stages)-1)
+	for i := len(cfg.Stages) - 1; i >= 1; i-- {
+		pl := cfg.Stages[i]
+		ls := &stagewire.LoadStage{
+			Stage: ids[i], Model: cfg.Digest, Lo: uint32(pl.Range.Lo), Hi: uint32(pl.Range.Hi),
+			Context: uint32(ctxLen), Batch: uint32(bopt.Tokens), Seqs: uint16(bopt.Seqs), KV: kv, Out: cfg.DType,
+			Prev: cfg.Stages[i-1].Peer, Head: cfg.Self,
+		}
+		if i+1 < len(cfg.Stages) {
+			ls.Next, ls.NextStage = cfg.Stages[i+1].Peer, ids[i+1]
+		}
+		l, err := p.load(ctx, cfg.Dial, pl, ls)
+		if err != nil {
+			p.Close(ctx)
+			return nil, fmt.Errorf("stage: loading layers %v on %s: %w", pl.Range, pl.Peer.Short(), err)
+		}
+		p.links[i-1] = l
+	}
+	for _, l := range p.links {
+		go p.read(l)
+	}
+	return p, nil
+}
+
+// load opens a stream to a stage's node, sends LoadStage and waits for
+// Ready.
+func (p *Pipeline) load(ctx context.Context, dial Dialer, pl Placement, ls *stagewire.LoadStage) (*link, error) {
+	rw, err := dial.Open(ctx, pl.Peer)
+	if err != nil {
+		return nil, err
+	}
+	l := &link{st: &stream{peer: pl.Peer, rw: rw}, id: ls.Stage, place: pl}
+	if err := l.st.send(ctx, ls); err != nil {
+		rw.Close()
+		return nil, err
+	}
+	m, _, err := stagewire.Read(ctx, rw, nil)
+	if err == nil {
+		switch m := m.(type) {
+		case *stagewire.Ready:
+			if m.Stage == ls.Stage {
+				return l, nil
+			}
+			err = fmt.Errorf("stage: a Ready for stage %d, want %d", m.Stage, ls.Stage)
+		case *stagewire.Error:
+			err = m
+		default:
+			err = fmt.Errorf("%v in answer to LoadStage", m.Kind())
+		}
+	}
+	rw.Close()
+	return nil, err
+}
+
+// read passes what a stage sends the head to Step, until its stream ends.
+func (p *Pipeline) read(l *link) {
+	var buf []byte
+	for {
+		m, b, err := stagewire.Read(context.Background(), l.st.rw, buf)
+		buf = b
+		if err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			err = fmt.Errorf("%w: layers %v on %s: %w", ErrStageLost, l.place.Range, l.place.Peer.Short(), err)
+		}
+		select {
+		case p.msgs <- linkMsg{from: l, m: m, err: err}:
+		case <-p.done:
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// Seq is one request's part of a Step: tokens at its next positions, and
+// what the last stage returns after them.
+type Seq struct {
+	Request uint64
+	Tokens  []uint32
+	Out     stagewire.Output
+}
+
+// Result is the last stage's answer for one sequence of a Step: Token
+// for OutToken, Logits for OutLogits. Pos is the position the next token
+// takes.
+type Result struct {
+	Request uint64
+	Pos     int
+	Token   uint32
+	Logits  []float32
+}
+
+// Step runs one batched step through every stage and returns the results
+// of the sequences that asked for one, in their order. A request is new
+// at its first Step; it holds its positions, on every stage, until Trim
+// to 0. A step the first stage refuses (model.ErrContext, a bad token,
+// more than the batch) changes nothing; any later error leaves the step's
+// requests in an unknown state on the other stages: Close the pipeline.
+func (p *Pipeline) Step(ctx context.Context, seqs []Seq) ([]Result, error) {
+	select {
+	case <-p.done:
+		return nil, fmt.Errorf("stage: pipeline closed")
+	default:
+	}
+	act := &stagewire.Activation{Stage: p.links[0].id, DType: p.dtype, Width: uint32(p.m.Config().Embd)}
+	mseqs := make([]model.Seq, len(seqs))
+	want := map[uint64]int{} // request → index of its result
+	for i, q := range seqs {
+		s := p.sessions[q.Request]
+		if s == nil {
+			var err error
+			if s, err = p.m.NewSession(p.opt); err != nil {
+				return nil, err
+			}
+			p.sessions[q.Request] = s
+		}
+		mseqs[i] = model.Seq{Session: s, Tokens: q.Tokens, Logits: q.Out != stagewire.OutNone}
+		act.Seqs = append(act.Seqs, stagewire.ActSeq{Request: q.Request, Start: uint32(s.Len()), Count: uint32(len(q.Tokens)), Out: q.Out})
+		if q.Out != stagewire.OutNone {
+			want[q.Request] = len(want)
+		}
+	}
+	if err := p.batch.Step(ctx, mseqs); err != nil {
+		return nil, err
+	}
+	p.hidden = p.batch.Hidden(p.hidden)
+	if p.dtype == stagewire.DTypeF16 {
+		act.F16 = model.AppendF16(nil, p.hidden)
+	} else {
+		act.F32 = p.hidden
+	}
+	if err := p.links[0].st.send(ctx, act); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrStageLost, err)
+	}
+	out := make([]Result, len(want))
+	got := 0
+	pos := map[uint64]uint32{}
+	for _, q := range act.Seqs {
+		pos[q.Request] = q.Start + q.Count
+	}
+	for got < len(want) {
+		var lm linkMsg
+		select {
+		case lm = <-p.msgs:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if lm.err != nil {
+			return nil, lm.err
+		}
+		switch m := lm.m.(type) {
+		case *stagewire.NextToken:
+			for _, t := range m.Tokens {
+				if i, ok := want[t.Request]; ok && t.Pos == pos[t.Request] && out[i].Request == 0 {
+					out[i] = Result{Request: t.Request, Pos: int(t.Pos), Token: t.Token}
+					got++
+				}
+			}
+		case *stagewire.Logits:
+			if i, ok := want[m.Request]; ok && m.Pos == pos[m.Request] && out[i].Request == 0 {
+				out[i] = Result{Request: m.Request, Pos: int(m.Pos), Logits: m.Values}
+				got++
+			}
+		case *stagewire.Error:
+			return nil, fmt.Errorf("stage: layers %v on %s: %w", lm.from.place.Range, lm.from.place.Peer.Short(), m)
+		}
+	}
+	return out, nil
+}
+
+// Trim rewinds request to its first n positions on every stage (after a
+// rejected speculative draft); n 0 forgets it. The Trim follows the
+// chain behind the steps already sent.
+func (p *Pipeline) Trim(ctx context.Context, request uint64, n int) error {
+	s := p.sessions[request]
+	if s == nil {
+		return nil
+	}
+	s.Truncate(n)
+	if n == 0 {
+		s.Close()
+		delete(p.sessions, request)
+	}
+	return p.links[0].st.send(ctx, &stagewire.Trim{Stage: p.links[0].id, Request: request, Length: uint32(n)})
+}
+
+// Close stops every other stage and ends the streams.
+func (p *Pipeline) Close(ctx context.Context) error {
+	select {
+	case <-p.done:
+		return nil
+	default:
+		close(p.done)
+	}
+	var errs []error
+	for _, l := range p.links {
+		if l == nil {
+			continue
+		}
+		if err := l.st.send(ctx, &stagewire.Stop{Stage: l.id}); err != nil {
+			errs = append(errs, err)
+		}
+		l.st.rw.Close()
+	}
+	for _, s := range p.sessions {
+		s.Close()
+	}
+	return errors.Join(errs...)
+}

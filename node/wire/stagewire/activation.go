@@ -1,0 +1,244 @@
+package stagewire
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// DType is what an Activation's data holds.
+type DType uint8
+
+// The data types: token ids into the first stage, hidden rows between
+// the others (f32 keeps a split model's logits the whole model's bit for
+// bit; f16 halves the bytes and rounds).
+const (
+	DTypeTokens DType = 0
+	DTypeF32    DType = 1
+	DTypeF16    DType = 2
+)
+
+func (t DType) String() string {
+	switch t {
+	case DTypeTokens:
+		return "tokens"
+	case DTypeF32:
+		return "f32"
+	case DTypeF16:
+		return "f16"
+	}
+	return fmt.Sprintf("dtype %d", uint8(t))
+}
+
+// size is the bytes of one element.
+func (t DType) size() uint64 {
+	if t == DTypeF16 {
+		return 2
+	}
+	return 4
+}
+
+// Output is what the last stage returns for a sequence of an Activation.
+type Output uint8
+
+// The outputs.
+const (
+	// OutNone: nothing (a prompt chunk that is not the last).
+	OutNone Output = 0
+	// OutToken: the greedy next token, as NextToken.
+	OutToken Output = 1
+	// OutLogits: the logits after the sequence's last position, as Logits.
+	OutLogits Output = 2
+)
+
+// ActSeq is one sequence of an Activation: Count positions of Request
+// from Start on.
+type ActSeq struct {
+	Request uint64
+	Start   uint32
+	Count   uint32
+	Out     Output
+}
+
+// actSeqBytes is one ActSeq's encoded size.
+const actSeqBytes = 8 + 4 + 4 + 1
+
+// Activation is one batched step's input to a stage: for each sequence,
+// its positions' token ids (DTypeTokens, into the first stage) or hidden
+// rows of Width elements (DTypeF32, DTypeF16), the sequences' data one
+// after another in the order of Seqs. Exactly the field of DType holds
+// data: Tokens, F32 or F16.
+type Activation struct {
+	Stage uint64
+	DType DType
+	// Width is the hidden row's length (the model's embedding length),
+	// 1 … MaxWidth; 0 with token ids.
+	Width  uint32
+	Seqs   []ActSeq
+	Tokens []uint32
+	F32    []float32
+	F16    []uint16
+}
+
+// Kind is KindActivation.
+func (*Activation) Kind() Kind { return KindActivation }
+
+// Positions is the total Count of the sequences.
+func (m *Activation) Positions() int {
+	n := 0
+	for _, s := range m.Seqs {
+		n += int(s.Count)
+	}
+	return n
+}
+
+// MaxPositions is the most positions one Activation of dtype and width
+// fits in a frame, with seqs sequences: a sender cuts a longer prompt
+// into several.
+func MaxPositions(dtype DType, width, seqs int) int {
+	if dtype == DTypeTokens {
+		width = 1
+	}
+	room := maxFrameBody - activationHead - seqs*actSeqBytes
+	return max(room/(width*int(dtype.size())), 0)
+}
+
+// activationHead is the body bytes before the sequences: the kind byte,
+// stage, dtype, width and the sequence count.
+const activationHead = 1 + 8 + 1 + 4 + 2
+
+// maxFrameBody mirrors wire.MaxControlFrameBytes as an int.
+const maxFrameBody = 8 << 20
+
+func (m *Activation) check() error {
+	const msg = "Activation"
+	if m.Stage == 0 {
+		return invalid(msg, "stage", "zero")
+	}
+	switch m.DType {
+	case DTypeTokens:
+		if m.Width != 0 {
+			return invalid(msg, "width", "%d with token ids, want 0", m.Width)
+		}
+	case DTypeF32, DTypeF16:
+		if m.Width == 0 || m.Width > MaxWidth {
+			return invalid(msg, "width", "%d, want 1 … %d", m.Width, MaxWidth)
+		}
+	default:
+		return invalid(msg, "dtype", "unknown %v", m.DType)
+	}
+	if len(m.Seqs) == 0 || len(m.Seqs) > MaxSeqs {
+		return invalid(msg, "seqs", "%d, want 1 … %d", len(m.Seqs), MaxSeqs)
+	}
+	seen := make(map[uint64]struct{}, len(m.Seqs))
+	for i, s := range m.Seqs {
+		field := "seqs[" + strconv.Itoa(i) + "]"
+		switch {
+		case s.Request == 0:
+			return invalid(msg, field+".request", "zero")
+		case s.Count == 0:
+			return invalid(msg, field+".count", "zero")
+		case uint64(s.Start)+uint64(s.Count) > MaxPosition:
+			return invalid(msg, field, "positions %d + %d past %d", s.Start, s.Count, MaxPosition)
+		case s.Out > OutLogits:
+			return invalid(msg, field+".out", "unknown output %d", s.Out)
+		}
+		if _, dup := seen[s.Request]; dup {
+			return invalid(msg, field+".request", "%d named twice", s.Request)
+		}
+		seen[s.Request] = struct{}{}
+	}
+	return nil
+}
+
+// elems is how many data elements the sequences declare.
+func (m *Activation) elems() uint64 {
+	var n uint64
+	for _, s := range m.Seqs {
+		n += uint64(s.Count)
+	}
+	if m.DType != DTypeTokens {
+		n *= uint64(m.Width)
+	}
+	return n
+}
+
+func (m *Activation) appendBody(dst []byte) ([]byte, error) {
+	if err := m.check(); err != nil {
+		return dst, err
+	}
+	want := m.elems()
+	have := map[DType]int{DTypeTokens: len(m.Tokens), DTypeF32: len(m.F32), DTypeF16: len(m.F16)}
+	for t, n := range have {
+		if t != m.DType && n != 0 {
+			return dst, invalid("Activation", t.String(), "%d elements in an activation of %v", n, m.DType)
+		}
+	}
+	if uint64(have[m.DType]) != want {
+		return dst, invalid("Activation", m.DType.String(), "%d elements, the sequences declare %d", have[m.DType], want)
+	}
+	if want*m.DType.size() > maxFrameBody {
+		return dst, invalid("Activation", m.DType.String(), "%d elements cannot fit a frame (MaxPositions)", want)
+	}
+	dst = le.AppendUint64(dst, m.Stage)
+	dst = append(dst, byte(m.DType))
+	dst = le.AppendUint32(dst, m.Width)
+	dst = le.AppendUint16(dst, uint16(len(m.Seqs)))
+	for _, s := range m.Seqs {
+		dst = le.AppendUint64(dst, s.Request)
+		dst = le.AppendUint32(dst, s.Start)
+		dst = le.AppendUint32(dst, s.Count)
+		dst = append(dst, byte(s.Out))
+	}
+	switch m.DType {
+	case DTypeTokens:
+		for _, t := range m.Tokens {
+			dst = le.AppendUint32(dst, t)
+		}
+	case DTypeF32:
+		dst = appendF32s(dst, m.F32)
+	case DTypeF16:
+		for _, h := range m.F16 {
+			dst = le.AppendUint16(dst, h)
+		}
+	}
+	return dst, nil
+}
+
+func parseActivation(r *reader) Message {
+	m := &Activation{Stage: r.u64("stage"), DType: DType(r.u8("dtype")), Width: r.u32("width")}
+	n := r.count("seqs", 2, MaxSeqs, actSeqBytes)
+	if n > 0 {
+		m.Seqs = make([]ActSeq, n)
+	}
+	for i := range m.Seqs {
+		m.Seqs[i] = ActSeq{Request: r.u64("request"), Start: r.u32("start"), Count: r.u32("count"), Out: Output(r.u8("out"))}
+	}
+	if r.err != nil {
+		return m
+	}
+	if r.err = m.check(); r.err != nil {
+		return m
+	}
+	// The data's length follows from the sequences; checked against what
+	// is left before it is allocated.
+	elems := m.elems()
+	data := r.take(m.DType.String(), elems*m.DType.size())
+	if data == nil {
+		return m
+	}
+	switch m.DType {
+	case DTypeTokens:
+		m.Tokens = make([]uint32, elems)
+		for i := range m.Tokens {
+			m.Tokens[i] = le.Uint32(data[4*i:])
+		}
+	case DTypeF32:
+		m.F32 = readF32s(data)
+	case DTypeF16:
+		m.F16 = make([]uint16, elems)
+		for i := range m.F16 {
+			m.F16[i] = le.Uint16(data[2*i:])
+		}
+	}
+	return m
+}

@@ -1,0 +1,200 @@
+package stagewire
+
+import "fmt"
+
+// MaxLayers bounds a layer range's ends.
+const MaxLayers = 4096
+
+// KVType is a stage's KV cache element type.
+type KVType uint8
+
+// The KV cache types, as model.KVType has them.
+const (
+	KVF16 KVType = 0
+	KVF32 KVType = 1
+)
+
+// LoadStage asks a node to load one stage of a model: its copy of the
+// model found by weights digest, blocks [Lo, Hi), a KV cache for Context
+// positions, and where its output goes.
+type LoadStage struct {
+	// Stage names the stage in every later message; chosen by the
+	// sender, never 0.
+	Stage uint64
+	// Model is the weights digest (gguf/digest) of the GGUF to load from.
+	Model [32]byte
+	// Lo and Hi are the blocks, Lo < Hi ≤ MaxLayers; the node checks Hi
+	// against the model.
+	Lo, Hi uint32
+	// Context is the most positions a request holds, 1 … MaxPosition.
+	Context uint32
+	// Batch is the most positions one Activation carries, 1 … MaxPosition;
+	// Seqs the most sequences, 1 … MaxSeqs.
+	Batch uint32
+	Seqs  uint16
+	KV    KVType
+	// Out is how the stage sends hidden rows on (DTypeF32 or DTypeF16);
+	// the last stage sends tokens or logits and ignores it.
+	Out DType
+	// Next is the node the stage sends its hidden rows (and Trims) to,
+	// as stage NextStage there; all zero, and NextStage 0, on the last
+	// stage. Prev is the node whose Activations and Trims it takes. Head
+	// is the first stage's node: the one that sends LoadStage and Stop,
+	// and to which the last stage sends NextToken and Logits.
+	Next       [32]byte
+	NextStage  uint64
+	Prev, Head [32]byte
+}
+
+// Kind is KindLoadStage.
+func (*LoadStage) Kind() Kind { return KindLoadStage }
+
+func (m *LoadStage) check() error {
+	const msg = "LoadStage"
+	switch {
+	case m.Stage == 0:
+		return invalid(msg, "stage", "zero")
+	case m.Lo >= m.Hi || m.Hi > MaxLayers:
+		return invalid(msg, "layers", "[%d, %d), want lo < hi ≤ %d", m.Lo, m.Hi, MaxLayers)
+	case m.Context == 0 || m.Context > MaxPosition:
+		return invalid(msg, "context", "%d, want 1 … %d", m.Context, MaxPosition)
+	case m.Batch == 0 || m.Batch > MaxPosition:
+		return invalid(msg, "batch", "%d, want 1 … %d", m.Batch, MaxPosition)
+	case m.Seqs == 0 || m.Seqs > MaxSeqs:
+		return invalid(msg, "seqs", "%d, want 1 … %d", m.Seqs, MaxSeqs)
+	case m.KV > KVF32:
+		return invalid(msg, "kv", "unknown type %d", m.KV)
+	case m.Out != DTypeF32 && m.Out != DTypeF16:
+		return invalid(msg, "out", "%v, want f32 or f16", m.Out)
+	case (m.Next == [32]byte{}) != (m.NextStage == 0):
+		return invalid(msg, "next_stage", "%d with next %x…: both set, or neither (the last stage)", m.NextStage, m.Next[:4])
+	}
+	return nil
+}
+
+func (m *LoadStage) appendBody(dst []byte) ([]byte, error) {
+	if err := m.check(); err != nil {
+		return dst, err
+	}
+	dst = le.AppendUint64(dst, m.Stage)
+	dst = append(dst, m.Model[:]...)
+	dst = le.AppendUint32(dst, m.Lo)
+	dst = le.AppendUint32(dst, m.Hi)
+	dst = le.AppendUint32(dst, m.Context)
+	dst = le.AppendUint32(dst, m.Batch)
+	dst = le.AppendUint16(dst, m.Seqs)
+	dst = append(dst, byte(m.KV), byte(m.Out))
+	dst = append(dst, m.Next[:]...)
+	dst = le.AppendUint64(dst, m.NextStage)
+	dst = append(dst, m.Prev[:]...)
+	return append(dst, m.Head[:]...), nil
+}
+
+func parseLoadStage(r *reader) Message {
+	m := &LoadStage{Stage: r.u64("stage"), Model: r.id("model"), Lo: r.u32("lo"), Hi: r.u32("hi"),
+		Context: r.u32("context"), Batch: r.u32("batch"), Seqs: r.u16("seqs"),
+		KV: KVType(r.u8("kv")), Out: DType(r.u8("out")), Next: r.id("next"), NextStage: r.u64("next_stage"),
+		Prev: r.id("prev"), Head: r.id("head")}
+	if r.err == nil {
+		r.err = m.check()
+	}
+	return m
+}
+
+// Ready answers LoadStage: the stage is loaded and serves, using Memory
+// bytes (weights it holds, KV cache and scratch).
+type Ready struct {
+	Stage  uint64
+	Lo, Hi uint32
+	Memory uint64
+}
+
+// Kind is KindReady.
+func (*Ready) Kind() Kind { return KindReady }
+
+func (m *Ready) check() error {
+	if m.Stage == 0 {
+		return invalid("Ready", "stage", "zero")
+	}
+	if m.Lo >= m.Hi || m.Hi > MaxLayers {
+		return invalid("Ready", "layers", "[%d, %d), want lo < hi ≤ %d", m.Lo, m.Hi, MaxLayers)
+	}
+	return nil
+}
+
+func (m *Ready) appendBody(dst []byte) ([]byte, error) {
+	if err := m.check(); err != nil {
+		return dst, err
+	}
+	dst = le.AppendUint64(dst, m.Stage)
+	dst = le.AppendUint32(dst, m.Lo)
+	dst = le.AppendUint32(dst, m.Hi)
+	return le.AppendUint64(dst, m.Memory), nil
+}
+
+func parseReady(r *reader) Message {
+	m := &Ready{Stage: r.u64("stage"), Lo: r.u32("lo"), Hi: r.u32("hi"), Memory: r.u64("memory")}
+	if r.err == nil {
+		r.err = m.check()
+	}
+	return m
+}
+
+// Stop asks a node to drop a stage and free what it holds.
+type Stop struct{ Stage uint64 }
+
+// Kind is KindStop.
+func (*Stop) Kind() Kind { return KindStop }
+
+func (m *Stop) appendBody(dst []byte) ([]byte, error) {
+	if m.Stage == 0 {
+		return dst, invalid("Stop", "stage", "zero")
+	}
+	return le.AppendUint64(dst, m.Stage), nil
+}
+
+func parseStop(r *reader) Message { return &Stop{Stage: r.nonzero("stage")} }
+
+// Trim rewinds a request on a stage to its first Length positions (a
+// rejected speculative draft): the next Activation for it starts there.
+// A request trimmed to 0 is forgotten.
+type Trim struct {
+	Stage, Request uint64
+	Length         uint32
+}
+
+// Kind is KindTrim.
+func (*Trim) Kind() Kind { return KindTrim }
+
+func (m *Trim) appendBody(dst []byte) ([]byte, error) {
+	switch {
+	case m.Stage == 0:
+		return dst, invalid("Trim", "stage", "zero")
+	case m.Request == 0:
+		return dst, invalid("Trim", "request", "zero")
+	case m.Length > MaxPosition:
+		return dst, invalid("Trim", "length", "%d, limit %d", m.Length, MaxPosition)
+	}
+	dst = le.AppendUint64(dst, m.Stage)
+	dst = le.AppendUint64(dst, m.Request)
+	return le.AppendUint32(dst, m.Length), nil
+}
+
+func parseTrim(r *reader) Message {
+	m := &Trim{Stage: r.nonzero("stage"), Request: r.nonzero("request"), Length: r.u32("length")}
+	if r.err == nil && m.Length > MaxPosition {
+		r.fail("length", "%d, limit %d", m.Length, MaxPosition)
+	}
+	return m
+}
+
+// String is "f16" or "f32".
+func (t KVType) String() string {
+	switch t {
+	case KVF16:
+		return "f16"
+	case KVF32:
+		return "f32"
+	}
+	return fmt.Sprintf("kv type %d", uint8(t))
+}
