@@ -10,12 +10,14 @@ import (
 const DefaultBatchSeqs = 8
 
 // Seq is one sequence's part of a batched step: tokens evaluated at its
-// session's next positions, and whether the logits after the last of them
-// are wanted (a decode step, or the last chunk of a prompt).
+// session's next positions, and how many of them, counted from the last,
+// the logits after each are wanted of: 0 none (a prompt chunk that is not
+// the last), 1 the last token's (a decode step, or a prompt's last chunk),
+// n the last n tokens' (a speculative window being verified).
 type Seq struct {
 	Session *Session
 	Tokens  []uint32
-	Logits  bool
+	Logits  int
 }
 
 // BatchOptions size a Batch.
@@ -23,8 +25,8 @@ type BatchOptions struct {
 	// Tokens is the most tokens one step evaluates, over all its
 	// sequences; 0 means DefaultBatch.
 	Tokens int
-	// Seqs is the most sequences of one step that want logits; 0 means
-	// DefaultBatchSeqs.
+	// Seqs is the most logits rows of one step (a sequence asking for
+	// the logits after n tokens takes n); 0 means DefaultBatchSeqs.
 	Seqs int
 }
 
@@ -41,7 +43,8 @@ type Batch struct {
 	seqs   int
 	sc     *scratch
 	p      plan
-	row    []int // the logits row of each Seq of the last Step, -1 for none
+	row    []int // the first logits row of each Seq of the last Step
+	nrow   []int // its logits rows, 0 for none
 	rows   int   // logits rows in the last Step
 	buf    []float32
 	// On a RowArgMaxer, the argmax of every logits row of the last Step,
@@ -73,7 +76,7 @@ func (m *Model) NewBatch(opt BatchOptions) (*Batch, error) {
 // Tokens is the most tokens a step evaluates.
 func (b *Batch) Tokens() int { return b.tokens }
 
-// Seqs is the most sequences of a step that want logits.
+// Seqs is the most logits rows of a step.
 func (b *Batch) Seqs() int { return b.seqs }
 
 // Step evaluates every sequence's tokens in one forward pass and appends
@@ -97,10 +100,11 @@ func (b *Batch) Step(ctx context.Context, seqs []Seq) error {
 		if err := s.check(sq.Tokens); err != nil {
 			return fmt.Errorf("model: batch step: sequence %d: %w", i, err)
 		}
-		total += len(sq.Tokens)
-		if sq.Logits {
-			want++
+		if sq.Logits < 0 || sq.Logits > len(sq.Tokens) {
+			return fmt.Errorf("model: batch step: sequence %d asks for the logits after %d of its %d tokens", i, sq.Logits, len(sq.Tokens))
 		}
+		total += len(sq.Tokens)
+		want += sq.Logits
 	}
 	if total == 0 || total > b.tokens || want > b.seqs {
 		return fmt.Errorf("model: batch step of %d tokens and %d logits rows (the batch holds %d and %d)", total, want, b.tokens, b.seqs)
@@ -108,22 +112,17 @@ func (b *Batch) Step(ctx context.Context, seqs []Seq) error {
 
 	b.p.reset()
 	for _, sq := range seqs {
-		body := sq.Tokens
-		if sq.Logits {
-			body = body[:len(body)-1]
-		}
-		b.p.addBody(sq.Session, body)
+		b.p.addBody(sq.Session, sq.Tokens[:len(sq.Tokens)-sq.Logits])
 	}
 	b.p.tail = len(b.p.ids)
-	b.row = b.row[:0]
+	b.row, b.nrow = b.row[:0], b.nrow[:0]
 	for _, sq := range seqs {
-		if !sq.Logits {
-			b.row = append(b.row, -1)
-			continue
-		}
-		n := len(sq.Tokens)
+		n, k := len(sq.Tokens), sq.Logits
 		b.row = append(b.row, len(b.p.ids)-b.p.tail)
-		b.p.addTail(sq.Session, sq.Tokens[n-1], len(sq.Session.tokens)+n-1)
+		b.nrow = append(b.nrow, k)
+		if k > 0 {
+			b.p.addTail(sq.Session, sq.Tokens[n-k:], len(sq.Session.tokens)+n-k)
+		}
 	}
 	b.rows, b.found = want, false
 	if err := b.m.forward(ctx, b.sc, &b.p); err != nil {
@@ -135,19 +134,27 @@ func (b *Batch) Step(ctx context.Context, seqs []Seq) error {
 	return nil
 }
 
-// logitsRow is the logits row of seqs[i] of the last Step.
-func (b *Batch) logitsRow(i int) int {
-	if i < 0 || i >= len(b.row) || b.row[i] < 0 {
-		panic(fmt.Sprintf("model: batch: sequence %d of the last step has no logits", i))
+// logitsRow is the logits row of row j of seqs[i] of the last Step.
+func (b *Batch) logitsRow(i, j int) int {
+	if i < 0 || i >= len(b.row) || j < 0 || j >= b.nrow[i] {
+		panic(fmt.Sprintf("model: batch: sequence %d of the last step has no logits row %d", i, j))
 	}
-	return b.row[i]
+	return b.row[i] + j
 }
 
+// Rows is how many logits rows seqs[i] of the last Step has (its Logits).
+func (b *Batch) Rows(i int) int { return b.nrow[i] }
+
 // Logits returns the logits that follow seqs[i] of the last Step, which
-// must have asked for them. The slice is the batch's, valid until its next
-// call.
-func (b *Batch) Logits(i int) []float32 {
-	r := b.logitsRow(i)
+// must have asked for them: those after its last token. The slice is the
+// batch's, valid until its next call.
+func (b *Batch) Logits(i int) []float32 { return b.LogitsAt(i, b.Rows(i)-1) }
+
+// LogitsAt returns row j of seqs[i]'s logits rows of the last Step: the
+// logits after its token len(Tokens)−Logits+j. The slice is the batch's,
+// valid until its next call.
+func (b *Batch) LogitsAt(i, j int) []float32 {
+	r := b.logitsRow(i, j)
 	b.m.be.Read(b.buf, b.sc.logitsT.Slice(r, r+1))
 	return b.buf
 }
@@ -156,8 +163,11 @@ func (b *Batch) Logits(i int) []float32 {
 // Session.EvalArgMax picks it (on the device where the backend can; on a
 // RowArgMaxer, every row's at the first call, so call ArgMax before
 // Logits for the sequences of a step that want both kinds).
-func (b *Batch) ArgMax(i int) uint32 {
-	r := b.logitsRow(i)
+func (b *Batch) ArgMax(i int) uint32 { return b.ArgMaxAt(i, b.Rows(i)-1) }
+
+// ArgMaxAt is ArgMax of row j of seqs[i]'s logits rows (see LogitsAt).
+func (b *Batch) ArgMaxAt(i, j int) uint32 {
+	r := b.logitsRow(i, j)
 	if ra, ok := b.m.be.(RowArgMaxer); ok {
 		if !b.found {
 			b.argmax = slices.Grow(b.argmax[:0], b.rows)[:b.rows]

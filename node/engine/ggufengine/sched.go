@@ -259,12 +259,12 @@ func (sc *sched) step(seqs []model.Seq, jobs []*job, next []uint32) (_ []uint32,
 	// The argmaxes first: on a device that finds them all at once, the
 	// step and its argmaxes are then one recording, the same every step.
 	for i, sq := range seqs {
-		if sq.Logits && jobs[i].pick == nil {
+		if sq.Logits > 0 && jobs[i].pick == nil {
 			next[i] = sc.batch.ArgMax(i)
 		}
 	}
 	for i, sq := range seqs {
-		if sq.Logits && jobs[i].pick != nil {
+		if sq.Logits > 0 && jobs[i].pick != nil {
 			next[i] = jobs[i].pick(sc.batch, i)
 		}
 	}
@@ -311,7 +311,11 @@ func (sc *sched) compose(seqs []model.Seq, jobs []*job) ([]model.Seq, []*job) {
 	left, rows := sc.budget, 0
 	add := func(j *job, n int) {
 		final := j.fed+n == len(j.tokens)
-		seqs = append(seqs, model.Seq{Session: j.s, Tokens: j.tokens[j.fed : j.fed+n], Logits: final})
+		k := 0
+		if final {
+			k = 1
+		}
+		seqs = append(seqs, model.Seq{Session: j.s, Tokens: j.tokens[j.fed : j.fed+n], Logits: k})
 		jobs = append(jobs, j)
 		j.inStep = true
 		left -= n
@@ -370,7 +374,7 @@ func (sc *sched) account(seqs []model.Seq, err error) {
 	decode, prompt := false, false
 	for _, sq := range seqs {
 		st.Tokens += int64(len(sq.Tokens))
-		if len(sq.Tokens) == 1 && sq.Logits {
+		if len(sq.Tokens) == 1 && sq.Logits > 0 {
 			decode = true
 		} else {
 			prompt = true
