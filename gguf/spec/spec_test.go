@@ -361,3 +361,35 @@ func TestWindow(t *testing.T) {
 		t.Errorf("at the prior rate %.2f: cheap draft window %d, dear draft window %d", cheap.Rate(), cheap.Size(), dear.Size())
 	}
 }
+
+// TestSampledGenerateRepeats: a seeded sampled speculative generation on
+// a real forward pass repeats exactly with the same draft — the replay of
+// a serve that speculated — and differs under another seed.
+func TestSampledGenerateRepeats(t *testing.T) {
+	be := cpu.New(cpu.Options{Threads: 2})
+	defer be.Close()
+	target, draft := fixture(t, be, "llama", "Q8_0"), fixture(t, be, "llama", "Q4_0")
+	prompt := repeating(1000, 5)
+	run := func(seed uint64) ([]uint32, spec.Stats) {
+		p := sample.Params{Temperature: 0.8, TopK: 40, Seed: seed}
+		ds, err := draft.m.NewSession(model.SessionOptions{Context: 256})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ds.Close()
+		return speculate(t, target.m, prompt, 24, p, spec.NewModelProposer(ds, p, -1), spec.NewWindow(4, 0.25, 0))
+	}
+	a, st := run(3)
+	b, _ := run(3)
+	c, _ := run(4)
+	if !slices.Equal(a, b) {
+		t.Fatalf("the same seed: %v, then %v", a, b)
+	}
+	if slices.Equal(a, c) {
+		t.Errorf("seeds 3 and 4 gave the same %v", a)
+	}
+	if st.Proposed == 0 {
+		t.Errorf("nothing was proposed: %+v", st)
+	}
+	t.Logf("%+v", st)
+}
