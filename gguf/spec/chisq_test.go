@@ -31,7 +31,7 @@ type rows struct {
 }
 
 func (r rows) Logits(j int) []float32 { return r.m[r.window[j]] }
-func (r rows) ArgMax(j int) uint32   { panic("a sampled verification asked for an argmax") }
+func (r rows) ArgMax(j int) uint32    { panic("a sampled verification asked for an argmax") }
 
 // verifier decides a window: spec.Verify, or a wrong rule to show the
 // test can fail.
