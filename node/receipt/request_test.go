@@ -115,7 +115,9 @@ func TestRequestValidate(t *testing.T) {
 		{"long stop", func(r *ServeRequest) { r.Sampling = &Sampling{Stop: []string{strings.Repeat("x", MaxStopBytes+1)}} }},
 		{"invalid utf-8 stop", func(r *ServeRequest) { r.Sampling = &Sampling{Stop: []string{"\xff"}} }},
 		{"draft on a greedy request", func(r *ServeRequest) { r.Sampling = &Sampling{Draft: "lookup"} }},
-		{"long draft", func(r *ServeRequest) { r.Sampling = &Sampling{TemperatureE6: 1, Draft: strings.Repeat("x", MaxDraftBytes+1)} }},
+		{"long draft", func(r *ServeRequest) {
+			r.Sampling = &Sampling{TemperatureE6: 1, Draft: strings.Repeat("x", MaxDraftBytes+1)}
+		}},
 		{"draft with a space", func(r *ServeRequest) { r.Sampling = &Sampling{TemperatureE6: 1, Draft: "a b"} }},
 	}
 	for _, tt := range tests {
