@@ -118,15 +118,27 @@ func (mp *ModelProposer) Propose(ctx context.Context, seq []uint32, gen, k int) 
 	}
 }
 
-// softmaxAt is the probability of id under the softmax of logits.
+// softmaxAt is the probability of id under the softmax of logits, to
+// within a few parts in a million: logits more than softmaxSpan below the
+// top are left out of the sum (each weighs under e^-16 of the top's), so
+// that a vocabulary of logits costs comparisons, not exponentials. It
+// only decides when drafting stops.
 func softmaxAt(logits []float32, id uint32) float64 {
-	top := math.Inf(-1)
+	top := float32(math.Inf(-1))
 	for _, l := range logits {
-		top = max(top, float64(l))
+		top = max(top, l)
 	}
 	var sum float64
 	for _, l := range logits {
-		sum += math.Exp(float64(l) - top)
+		if l > top-softmaxSpan {
+			sum += math.Exp(float64(l - top))
+		}
 	}
-	return math.Exp(float64(logits[id])-top) / sum
+	if logits[id] <= top-softmaxSpan {
+		return 0
+	}
+	return math.Exp(float64(logits[id]-top)) / sum
 }
+
+// softmaxSpan is how far below the top logit softmaxAt still counts.
+const softmaxSpan = 16

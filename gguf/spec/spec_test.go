@@ -354,6 +354,18 @@ func TestWindow(t *testing.T) {
 	if plain != 32 || probes != 2 {
 		t.Errorf("none accepted: %d plain rounds and %d probes in 34, want 32 and 2 (rate %.3f)", plain, probes, w.Rate())
 	}
+	// With probes limited, it gives up for good.
+	w.LimitProbes(2)
+	for range 200 {
+		if k := w.Size(); k > 0 {
+			w.Record(k, 0)
+		}
+	}
+	for range 100 {
+		if k := w.Size(); k != 0 {
+			t.Fatalf("a window of %d after its probes ran out", k)
+		}
+	}
 	// At a rate of 0.7 a cheap draft pays, a draft as costly as the
 	// target does not.
 	cheap, dear := spec.NewWindow(4, 0.1, -1), spec.NewWindow(4, 1, -1)

@@ -13,6 +13,8 @@ type Window struct {
 
 	proposed, accepted int // decayed counts, with a prior
 	idle               int // plain rounds since speculation stopped paying
+	probes             int // probes since it last paid
+	maxProbes          int // 0: probe for ever
 }
 
 // Window defaults.
@@ -21,8 +23,11 @@ const (
 	DefaultMaxWindow = 8
 	// DefaultRowCost is what one more row of a verified window costs,
 	// relative to a one-token pass: the weights are read once for all
-	// rows, but each row is still multiplied through them.
-	DefaultRowCost = 0.1
+	// rows, but each row is still multiplied through them. 0.25 is what
+	// the CPU backend's batched decode of a 1B model measures (make
+	// bench-batch: 8 rows take 2.6 times one row's step); a model small
+	// enough to be compute-bound costs more (make bench-spec).
+	DefaultRowCost = 0.25
 	// probeEvery is how many plain rounds pass before a round drafts
 	// one token again, to see whether acceptance has come back.
 	probeEvery = 16
@@ -61,15 +66,26 @@ func (w *Window) Rate() float64 { return float64(w.accepted) / float64(w.propose
 func (w *Window) Size() int {
 	k, gain := w.best()
 	if gain > minGain {
-		w.idle = 0
+		w.idle, w.probes = 0, 0
 		return k
 	}
-	if w.idle < probeEvery {
+	if w.idle < probeEvery || w.maxProbes > 0 && w.probes >= w.maxProbes {
 		w.idle++
 		return 0
 	}
 	w.idle = 0
+	w.probes++
 	return 1
+}
+
+// LimitProbes makes w give up after n probes in a row that do not bring
+// speculation back (0: never give up), and returns w. A draft model
+// catches up on every token since it last drafted before it probes, so
+// its probes cost as much as drafting all along; prompt lookup's cost
+// nothing.
+func (w *Window) LimitProbes(n int) *Window {
+	w.maxProbes = n
+	return w
 }
 
 // best is the window size with the largest expected speedup, and that
