@@ -146,9 +146,12 @@ func envInt(key string, def int) int {
 // BENCH_REPS rounds, the two alternating), the acceptance rate, tokens
 // per round E and drafts per round K, c (the proposer's measured time per
 // drafted token over the target's per token), the ideal speedup
-// E / (K·c + 1) and ours as a share of it. Speculation runs as the engine
-// runs it: spec.Window with c fixed from the files' sizes, the default
-// threshold. The speculative tokens must equal the plain ones.
+// E / (K·c + 1) and ours as a share of it, and, with v the measured cost
+// of an extra verified row, E / (K·(c+v) + 1). Each case runs twice:
+// speculating as the engine does (spec.Window with c fixed from the
+// files' sizes, the default threshold), and with a fixed window of 4
+// (spec.Fixed), which shows what speculation does where the adaptive
+// window declines it. The speculative tokens must equal the plain ones.
 // Knobs: BENCH_THREADS (default all CPUs), BENCH_TG (64), BENCH_REPS (2),
 // BENCH_CASE (run the cases whose name holds it), BENCH_THRESHOLD (the
 // draft's stopping probability; default spec.DefaultThreshold, negative:
@@ -231,15 +234,21 @@ func BenchmarkSpeculative(b *testing.B) {
 		if th == 0 {
 			th = benchThreshold()
 		}
-		r, cSizes := runSpecCase(b, be, bc.target, bc.draft, bc.ctx, bc.tg, reps, th, bc.prompts)
-		e := float64(r.tokens) / float64(r.st.Rounds)
-		k := float64(r.st.Proposed) / float64(r.st.Rounds)
-		accept := float64(r.st.Accepted) / float64(max(1, r.st.Proposed))
-		ideal := e / (k*r.c + 1)
-		idealV := e / (k*(r.c+r.v) + 1)
-		speedup := r.specTPS / r.plainTPS
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.1f\t%.2f×\t%.2f\t%.2f\t%.2f\t%.3f\t%.3f\t%.3f\t%.2f\t%.2f×\t%.0f%%\t%.2f×\t%.0f%%\t\n",
-			bc.name, threads, r.tokens, r.plainTPS, r.specTPS, speedup, accept, e, k, r.c, r.cDecode, cSizes, r.v, ideal, 100*speedup/ideal, idealV, 100*speedup/idealV)
+		for _, fixed := range []int{0, 4} {
+			r, cSizes := runSpecCase(b, be, bc.target, bc.draft, bc.ctx, bc.tg, reps, th, fixed, bc.prompts)
+			e := float64(r.tokens) / float64(r.st.Rounds)
+			k := float64(r.st.Proposed) / float64(r.st.Rounds)
+			accept := float64(r.st.Accepted) / float64(max(1, r.st.Proposed))
+			ideal := e / (k*r.c + 1)
+			idealV := e / (k*(r.c+r.v) + 1)
+			speedup := r.specTPS / r.plainTPS
+			name := bc.name + ", adaptive"
+			if fixed > 0 {
+				name = fmt.Sprintf("%s, K=%d fixed", bc.name, fixed)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.1f\t%.2f×\t%.2f\t%.2f\t%.2f\t%.3f\t%.3f\t%.3f\t%.2f\t%.2f×\t%.0f%%\t%.2f×\t%.0f%%\t\n",
+				name, threads, r.tokens, r.plainTPS, r.specTPS, speedup, accept, e, k, r.c, r.cDecode, cSizes, r.v, ideal, 100*speedup/ideal, idealV, 100*speedup/idealV)
+		}
 	}
 	tw.Flush()
 }
@@ -264,7 +273,7 @@ func greedyTokens(b *testing.B, m *model.Model, prompt []uint32, n int) []uint32
 
 // runSpecCase measures one target and proposer over the prompts, and
 // returns the figures and c as the engine fixes it from the files' sizes.
-func runSpecCase(b *testing.B, be *cpu.Backend, targetPath, draftPath string, ctxLen, tg, reps int, threshold float64, prompts func(*model.Model) [][]uint32) (specRun, float64) {
+func runSpecCase(b *testing.B, be *cpu.Backend, targetPath, draftPath string, ctxLen, tg, reps int, threshold float64, fixed int, prompts func(*model.Model) [][]uint32) (specRun, float64) {
 	ctx := context.Background()
 	tf, err := gguf.Open(targetPath)
 	if err != nil {
@@ -342,8 +351,10 @@ func runSpecCase(b *testing.B, be *cpu.Backend, targetPath, draftPath string, ct
 			pre = prefill(p)
 			start = time.Now()
 			w := spec.NewWindow(0, cSizes, 0)
-			if draft != nil {
-				w.LimitProbes(2) // as the engine sizes a draft model's windows
+			if fixed > 0 {
+				w = spec.Fixed(fixed)
+			} else if draft != nil {
+				w.LimitProbes(1) // as the engine sizes a draft model's windows
 			}
 			got, rs, err := spec.Generate(ctx, bt, s, p, tg, sample.Params{}, prop, w)
 			if err != nil {

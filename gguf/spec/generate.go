@@ -50,6 +50,9 @@ func Generate(ctx context.Context, b *model.Batch, s *model.Session, prompt []ui
 			if drafts, err = prop.Propose(ctx, seq, gen, k); err != nil {
 				return nil, st, err
 			}
+			if len(drafts) < k {
+				w.Declined()
+			}
 		}
 		window := []uint32{next}
 		for _, d := range drafts {

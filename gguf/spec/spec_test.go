@@ -366,6 +366,15 @@ func TestWindow(t *testing.T) {
 			t.Fatalf("a window of %d after its probes ran out", k)
 		}
 	}
+	// A fixed window drafts its size whatever happens.
+	f := spec.Fixed(3)
+	for range 50 {
+		if k := f.Size(); k != 3 {
+			t.Fatalf("a fixed window of 3 asked for %d", k)
+		}
+		f.Record(3, 0)
+		f.Declined()
+	}
 	// At a rate of 0.7 a cheap draft pays, a draft as costly as the
 	// target does not.
 	cheap, dear := spec.NewWindow(4, 0.1, -1), spec.NewWindow(4, 1, -1)

@@ -14,7 +14,17 @@ type Window struct {
 	proposed, accepted int // decayed counts, with a prior
 	idle               int // plain rounds since speculation stopped paying
 	probes             int // probes since it last paid
-	maxProbes          int // 0: probe for ever
+	maxProbes          int // negative: probe for ever
+	fixed              int // > 0: every round asks for this many
+}
+
+// Fixed is a window of k drafts every round, whatever they yield: for
+// measuring what speculation does where the adaptive window would not
+// speculate.
+func Fixed(k int) *Window {
+	w := NewWindow(k, 0, 0)
+	w.fixed = k
+	return w
 }
 
 // Window defaults.
@@ -55,7 +65,7 @@ func NewWindow(max int, cost, row float64) *Window {
 		row = 0
 	}
 	// The prior: 7 of 10 accepted, optimistic enough to try a window.
-	return &Window{max: max, cost: cost, row: row, proposed: 10, accepted: 7}
+	return &Window{max: max, cost: cost, row: row, proposed: 10, accepted: 7, maxProbes: -1}
 }
 
 // Rate is the acceptance estimate: the share of drafts accepted,
@@ -64,12 +74,15 @@ func (w *Window) Rate() float64 { return float64(w.accepted) / float64(w.propose
 
 // Size is the drafts to ask for in the next round; 0 decodes plainly.
 func (w *Window) Size() int {
+	if w.fixed > 0 {
+		return w.fixed
+	}
 	k, gain := w.best()
 	if gain > minGain {
 		w.idle, w.probes = 0, 0
 		return k
 	}
-	if w.idle < probeEvery || w.maxProbes > 0 && w.probes >= w.maxProbes {
+	if w.idle < probeEvery || w.maxProbes >= 0 && w.probes >= w.maxProbes {
 		w.idle++
 		return 0
 	}
@@ -79,7 +92,7 @@ func (w *Window) Size() int {
 }
 
 // LimitProbes makes w give up after n probes in a row that do not bring
-// speculation back (0: never give up), and returns w. A draft model
+// speculation back (negative: never give up, the default), and returns w. A draft model
 // catches up on every token since it last drafted before it probes, so
 // its probes cost as much as drafting all along; prompt lookup's cost
 // nothing.
@@ -108,6 +121,13 @@ func (w *Window) best() (int, float64) {
 	}
 	return bestK, bestGain
 }
+
+// Declined counts a round whose proposer drafted fewer tokens than asked
+// (a draft model below its threshold, a lookup that found nothing) as one
+// more rejected draft: the round paid for drafting a token it did not
+// get, and a proposer that often declines yields less per round than its
+// acceptance says.
+func (w *Window) Declined() { w.Record(1, 0) }
 
 // Record counts a round's drafts and how many the target accepted.
 func (w *Window) Record(proposed, accepted int) {

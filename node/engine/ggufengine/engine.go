@@ -295,6 +295,9 @@ func (d *decoder) eval(ctx context.Context, prompt, generated []uint32, left int
 			return nil, err
 		}
 		d.reportDraft()
+		if len(drafts) < k {
+			d.win.Declined()
+		}
 	}
 	if len(drafts) == 0 {
 		next, err := d.seq.run(ctx, d.s, last, d.pick(generated))

@@ -107,12 +107,12 @@ func (d *drafter) proposer(p sample.Params) (spec.Proposer, func(), error) {
 	}, nil
 }
 
-// window sizes a serve's rounds. A draft model gives up after two failed
-// probes (each catches the draft up on every token since it last ran).
+// window sizes a serve's rounds. A draft model gives up after one failed
+// probe (each catches the draft up on every token since it last ran).
 func (d *drafter) window() *spec.Window {
 	w := spec.NewWindow(d.maxK, d.cost, 0)
 	if d.m != nil {
-		w.LimitProbes(2)
+		w.LimitProbes(1)
 	}
 	return w
 }
