@@ -48,7 +48,7 @@ type specRun struct {
 }
 
 // rowCost times the target's steps of one token and of a window of 5
-// (the best of three runs of 16 steps each) and returns what each extra
+// (the best of two runs of 8 steps each) and returns what each extra
 // row costs, relative to the one-token step.
 func rowCost(b *testing.B, m *model.Model, prompt []uint32) float64 {
 	bt, err := m.NewBatch(model.BatchOptions{Tokens: 16, Seqs: 16})
@@ -57,8 +57,8 @@ func rowCost(b *testing.B, m *model.Model, prompt []uint32) float64 {
 	}
 	per := func(rows int) float64 {
 		best := 0.0
-		for range 3 {
-			s, err := m.NewSession(model.SessionOptions{Context: len(prompt) + 16*rows + 1})
+		for range 2 {
+			s, err := m.NewSession(model.SessionOptions{Context: len(prompt) + 8*rows + 1})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -70,13 +70,13 @@ func rowCost(b *testing.B, m *model.Model, prompt []uint32) float64 {
 				win[i] = uint32(100 + i)
 			}
 			start := time.Now()
-			for range 16 {
+			for range 8 {
 				if err := bt.Step(context.Background(), []model.Seq{{Session: s, Tokens: win, Logits: rows}}); err != nil {
 					b.Fatal(err)
 				}
 				bt.ArgMaxAt(0, rows-1)
 			}
-			d := time.Since(start).Seconds() / 16
+			d := time.Since(start).Seconds() / 8
 			if best == 0 || d < best {
 				best = d
 			}
@@ -89,11 +89,11 @@ func rowCost(b *testing.B, m *model.Model, prompt []uint32) float64 {
 }
 
 // decodeCost times one-token decoding on the draft and on the target
-// (the best of three runs of 32 tokens each) and returns the ratio.
+// (the best of two runs of 16 tokens each) and returns the ratio.
 func decodeCost(b *testing.B, target, draft *model.Model, prompt []uint32) float64 {
 	per := func(m *model.Model) float64 {
 		best := 0.0
-		for range 3 {
+		for range 2 {
 			s, err := m.NewSession(model.SessionOptions{Context: len(prompt) + 40})
 			if err != nil {
 				b.Fatal(err)
@@ -102,12 +102,12 @@ func decodeCost(b *testing.B, target, draft *model.Model, prompt []uint32) float
 				b.Fatal(err)
 			}
 			start := time.Now()
-			for i := range 32 {
+			for i := range 16 {
 				if _, err := s.EvalArgMax(context.Background(), []uint32{uint32(100 + i)}); err != nil {
 					b.Fatal(err)
 				}
 			}
-			d := time.Since(start).Seconds() / 32
+			d := time.Since(start).Seconds() / 16
 			if best == 0 || d < best {
 				best = d
 			}
