@@ -354,7 +354,7 @@ func runSpecCase(b *testing.B, be *cpu.Backend, targetPath, draftPath string, ct
 			if fixed > 0 {
 				w = spec.Fixed(fixed)
 			} else if draft != nil {
-				w.LimitProbes(1) // as the engine sizes a draft model's windows
+				w.LimitProbes(0) // as the engine sizes a draft model's windows
 			}
 			got, rs, err := spec.Generate(ctx, bt, s, p, tg, sample.Params{}, prop, w)
 			if err != nil {

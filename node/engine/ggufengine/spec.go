@@ -107,12 +107,13 @@ func (d *drafter) proposer(p sample.Params) (spec.Proposer, func(), error) {
 	}, nil
 }
 
-// window sizes a serve's rounds. A draft model gives up after one failed
-// probe (each catches the draft up on every token since it last ran).
+// window sizes a serve's rounds. A draft model does not probe once
+// speculation stops paying: a probe first catches the draft up on every
+// token since it last ran, which costs as much as drafting all along.
 func (d *drafter) window() *spec.Window {
 	w := spec.NewWindow(d.maxK, d.cost, 0)
 	if d.m != nil {
-		w.LimitProbes(1)
+		w.LimitProbes(0)
 	}
 	return w
 }
