@@ -36,6 +36,10 @@ var (
 	_ engine.WorkReporter = (*Engine)(nil)
 )
 
+// fullWindows is how many speculating slots' full windows a step's
+// logits rows are sized for.
+const fullWindows = 4
+
 func newEngine(m *Model, cfg Config, opt model.SessionOptions, sessions int) (*Engine, error) {
 	e := &Engine{m: m, recipe: m.name, fidelity: cfg.Fidelity, ujTok: cfg.UJPerToken, opt: opt}
 	e.pool = pool{max: sessions, wake: make(chan struct{}), open: func() (*model.Session, error) {
@@ -49,14 +53,17 @@ func newEngine(m *Model, cfg Config, opt model.SessionOptions, sessions int) (*E
 	if budget <= 0 {
 		budget = model.DefaultBatch
 	}
-	// Every slot's decode token (or speculative window) and a prompt
-	// chunk fit one step, so that no prompt waits for decoding to end.
-	rows := 1
+	// Every slot's decode token and a prompt chunk fit one step, so that
+	// no prompt waits for decoding to end; so do the full windows of up
+	// to fullWindows speculating slots (the logits rows are the step's
+	// biggest scratch: a vocabulary each), and a window that does not fit
+	// goes first in the next step.
+	rows := sessions
 	if m.draft != nil {
-		rows += m.draft.maxK
+		rows += m.draft.maxK * min(sessions, fullWindows)
 	}
-	budget = max(budget, sessions*rows+chunk)
-	b, err := m.model.NewBatch(model.BatchOptions{Tokens: budget, Seqs: sessions * rows})
+	budget = max(budget, rows+chunk)
+	b, err := m.model.NewBatch(model.BatchOptions{Tokens: budget, Seqs: rows})
 	if err != nil {
 		return nil, fmt.Errorf("ggufengine: %w", err)
 	}

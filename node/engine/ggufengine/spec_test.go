@@ -255,3 +255,49 @@ func TestDraftVocabularyRefused(t *testing.T) {
 		t.Fatalf("a draft of another vocabulary: %v", err)
 	}
 }
+
+// TestSpeculativeWindowsWait: with more speculating serves than full
+// windows fit a step's logits rows, the windows that do not fit wait a
+// step, and every serve still gets plain decoding's tokens.
+func TestSpeculativeWindowsWait(t *testing.T) {
+	plain := fortunes(t)
+	m, err := Load(fortunesPath, Config{Fidelity: receipt.F1, UJPerToken: 250, Context: 256, Sessions: 8,
+		Draft: fortunesPath, DraftMax: 4, DraftCost: 0.05, DraftThreshold: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if rows := m.eng.sched.batch.Seqs(); rows >= 8*5 {
+		t.Fatalf("%d logits rows: every window fits, nothing waits", rows)
+	}
+	refs := q8References(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	var proposed atomic.Uint32
+	for i := range 8 {
+		wg.Go(func() {
+			ref := refs[i%len(refs)]
+			var got []uint32
+			out, err := m.Engine().Serve(context.Background(), request(40, nil), ref.Prompt, func(tok uint32) error {
+				got = append(got, tok)
+				return nil
+			})
+			if err != nil {
+				errs <- err
+				return
+			}
+			proposed.Add(out.SpecProposed)
+			if want := untilEOS(plain, ref.Generated); !slices.Equal(got, want) {
+				errs <- errors.New("a serve's tokens differ from plain decoding's")
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if proposed.Load() == 0 {
+		t.Error("nothing was proposed")
+	}
+}
