@@ -143,7 +143,8 @@ func repeating(vocab, n int) []uint32 {
 
 // TestGreedyExact: greedy speculative decoding gives plain greedy
 // decoding's tokens, one for one, on every parity fixture — with the same
-// weights in another quantisation as the draft, and with prompt lookup —
+// weights in another quantisation as the draft, with prompt lookup, and
+// with drafts that are mostly wrong —
 // with and without penalties (which make verification read the logits
 // rather than their argmax), and trims rejected drafts' KV.
 func TestGreedyExact(t *testing.T) {
@@ -173,15 +174,32 @@ func TestGreedyExact(t *testing.T) {
 					if st.Proposed == 0 {
 						t.Fatalf("%+v: the draft proposed nothing: %+v", p, st)
 					}
-					got, st2 := speculate(t, target.m, prompt, n, p, spec.Lookup{}, spec.NewWindow(4, 0, 0))
+					got, st2 := speculate(t, target.m, prompt, n, p, spec.Lookup{}, spec.Fixed(4))
 					if !slices.Equal(got, want) {
 						t.Fatalf("%+v, prompt lookup: speculative %v, plain %v", p, got, want)
+					}
+					// Drafts mostly wrong, every round: rejections and
+					// trims at every position of the window.
+					got, st3 := speculate(t, target.m, prompt, n, p, junk{}, spec.Fixed(3))
+					if !slices.Equal(got, want) || st3.Proposed == 0 {
+						t.Fatalf("%+v, junk drafts: speculative %v, plain %v (%+v)", p, got, want, st3)
 					}
 					t.Logf("%+v: draft %+v, lookup %+v", p, st, st2)
 				}
 			})
 		}
 	}
+}
+
+// junk proposes the last token plus 1, 2, … : mostly wrong drafts.
+type junk struct{}
+
+func (junk) Propose(_ context.Context, seq []uint32, _, k int) ([]spec.Draft, error) {
+	d := make([]spec.Draft, k)
+	for i := range d {
+		d[i] = spec.Draft{Token: (seq[len(seq)-1] + uint32(i) + 1) % 1000}
+	}
+	return d, nil
 }
 
 // TestGreedyExactFortunes: the same on the trained built-in model, with
@@ -220,7 +238,8 @@ func TestGreedyExactFortunes(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				got, st := speculate(t, target.m, c.Prompt, 40, sample.Params{}, spec.NewModelProposer(ds, sample.Params{}, 0), spec.NewWindow(0, 0.2, 0))
+				// Full windows every step, so that many drafts are verified.
+				got, st := speculate(t, target.m, c.Prompt, 40, sample.Params{}, spec.NewModelProposer(ds, sample.Params{}, -1), spec.Fixed(4))
 				ds.Close()
 				if !slices.Equal(got, want) {
 					t.Fatalf("prompt %v: speculative %v, plain %v", c.Prompt, got, want)
