@@ -385,6 +385,16 @@ func TestWindow(t *testing.T) {
 			t.Fatalf("a window of %d after its probes ran out", k)
 		}
 	}
+	// A declined draft counts as a rejection where drafting costs
+	// something, and not where it is free.
+	free, paid := spec.NewWindow(4, 0, 0), spec.NewWindow(4, 0.2, 0)
+	for range 5 {
+		free.Declined()
+		paid.Declined()
+	}
+	if free.Rate() != 0.7 || paid.Rate() >= 0.7 {
+		t.Errorf("after declines: free proposer's rate %.2f (want the prior 0.70), paid one's %.2f", free.Rate(), paid.Rate())
+	}
 	// A fixed window drafts its size whatever happens.
 	f := spec.Fixed(3)
 	for range 50 {

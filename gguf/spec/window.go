@@ -123,11 +123,16 @@ func (w *Window) best() (int, float64) {
 }
 
 // Declined counts a round whose proposer drafted fewer tokens than asked
-// (a draft model below its threshold, a lookup that found nothing) as one
-// more rejected draft: the round paid for drafting a token it did not
-// get, and a proposer that often declines yields less per round than its
-// acceptance says.
-func (w *Window) Declined() { w.Record(1, 0) }
+// (a draft model below its threshold) as one more rejected draft: the
+// round paid for drafting a token it did not get, and a proposer that
+// often declines yields less per round than its acceptance says. A
+// proposer that costs nothing (cost 0: prompt lookup finding no match)
+// paid nothing, and its refusals are not counted.
+func (w *Window) Declined() {
+	if w.cost > 0 {
+		w.Record(1, 0)
+	}
+}
 
 // Record counts a round's drafts and how many the target accepted.
 func (w *Window) Record(proposed, accepted int) {
