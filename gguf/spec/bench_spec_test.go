@@ -143,7 +143,8 @@ func envInt(key string, def int) int {
 //     llama-3.2-1b-shape-{q8_0,q4_0}.gguf; see bench-batch), when present.
 //
 // For each: decode tok/s plain and speculating (prefill excluded; best of
-// BENCH_REPS rounds, the two alternating), the acceptance rate, tokens
+// BENCH_REPS rounds, the two alternating which goes first), the
+// acceptance rate, tokens
 // per round E and drafts per round K, c (the proposer's measured time per
 // drafted token over the target's per token), the ideal speedup
 // E / (K·c + 1) and ours as a share of it, and, with v the measured cost
@@ -328,48 +329,62 @@ func runSpecCase(b *testing.B, be *cpu.Backend, targetPath, draftPath string, ct
 		return time.Since(start)
 	}
 	var best specRun
-	for range reps {
+	for round := range reps {
 		var plainT, specT, propT time.Duration
 		var st spec.Stats
 		tokens, drafts := 0, 0
 		for _, p := range ps {
-			pre := prefill(p)
-			start := time.Now()
-			want, _, err := spec.Generate(ctx, bt, s, p, tg, sample.Params{}, nil, nil)
-			if err != nil {
-				b.Fatal(err)
+			var want, got []uint32
+			plain := func() {
+				pre := prefill(p)
+				start := time.Now()
+				var err error
+				if want, _, err = spec.Generate(ctx, bt, s, p, tg, sample.Params{}, nil, nil); err != nil {
+					b.Fatal(err)
+				}
+				plainT += time.Since(start) - pre
 			}
-			plainT += time.Since(start) - pre
-
-			var prop *timedProposer
-			if draft != nil {
-				ds.Truncate(0)
-				prop = &timedProposer{p: spec.NewModelProposer(ds, sample.Params{}, threshold)}
+			speculative := func() {
+				var prop *timedProposer
+				if draft != nil {
+					ds.Truncate(0)
+					prop = &timedProposer{p: spec.NewModelProposer(ds, sample.Params{}, threshold)}
+				} else {
+					prop = &timedProposer{p: spec.Lookup{}}
+				}
+				w := spec.NewWindow(0, cSizes, 0)
+				if fixed > 0 {
+					w = spec.Fixed(fixed)
+				} else if draft != nil {
+					w.LimitProbes(0) // as the engine sizes a draft model's windows
+				}
+				pre := prefill(p)
+				start := time.Now()
+				var rs spec.Stats
+				var err error
+				if got, rs, err = spec.Generate(ctx, bt, s, p, tg, sample.Params{}, prop, w); err != nil {
+					b.Fatal(err)
+				}
+				specT += time.Since(start) - pre
+				propT += prop.took
+				drafts += prop.drafts
+				st.Rounds += rs.Rounds
+				st.Proposed += rs.Proposed
+				st.Accepted += rs.Accepted
+			}
+			// The two alternate which goes first, so that neither always
+			// runs in the other's wake.
+			if round%2 == 0 {
+				plain()
+				speculative()
 			} else {
-				prop = &timedProposer{p: spec.Lookup{}}
+				speculative()
+				plain()
 			}
-			pre = prefill(p)
-			start = time.Now()
-			w := spec.NewWindow(0, cSizes, 0)
-			if fixed > 0 {
-				w = spec.Fixed(fixed)
-			} else if draft != nil {
-				w.LimitProbes(0) // as the engine sizes a draft model's windows
-			}
-			got, rs, err := spec.Generate(ctx, bt, s, p, tg, sample.Params{}, prop, w)
-			if err != nil {
-				b.Fatal(err)
-			}
-			specT += time.Since(start) - pre
 			if !slices.Equal(got, want) {
 				b.Fatalf("speculative tokens %v differ from plain %v", got, want)
 			}
-			propT += prop.took
-			drafts += prop.drafts
 			tokens += len(got)
-			st.Rounds += rs.Rounds
-			st.Proposed += rs.Proposed
-			st.Accepted += rs.Accepted
 		}
 		r := specRun{
 			plainTPS: float64(tokens) / plainT.Seconds(),
