@@ -158,3 +158,14 @@ qemu-arm64:
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -c -o $$d/model.test ./gguf/model; \
 	(cd gguf/quant && qemu-aarch64-static -cpu max $$d/quant.test -test.run 'SIMD|MatMul|MatVecRows|NoFused'); \
 	for c in max cortex-a72; do echo "model on $$c"; (cd gguf/model && qemu-aarch64-static -cpu $$c $$d/model.test -test.run '^TestLogitsArePinned$$'); done
+
+# Speculative decoding: greedy decode tok/s with and without speculation,
+# acceptance, the draft's measured cost c and the speedup against the ideal
+# E/(K·c+1), for the built-in F16 with its Q8_0 and with
+# meshnode-fortunes-draft as drafts, prompt lookup on a repeating prompt,
+# and the 1B-shaped Q8_0 with its Q4_0 as draft when present. Knobs:
+# BENCH_THREADS, BENCH_TG, BENCH_REPS, BENCH_CACHE, MESHNODE_MODELS (see
+# gguf/spec/bench_spec_test.go).
+.PHONY: bench-spec
+bench-spec:
+	MESHNODE_BENCH_SPEC=1 MESHNODE_MODELS=$${MESHNODE_MODELS:-$(abspath ../shared/models)} CGO_ENABLED=0 $(GO) test ./gguf/spec/ -run '^$$' -bench '^BenchmarkSpeculative$$' -benchtime 1x -timeout 60m -v

@@ -80,7 +80,7 @@ func batchedDecode(t *testing.T, be backend.Backend, steps int) [][]uint32 {
 			t.Fatal(err)
 		}
 		defer s.Close()
-		seqs[i] = model.Seq{Session: s, Tokens: modelPrompt[i:], Logits: true}
+		seqs[i] = model.Seq{Session: s, Tokens: modelPrompt[i:], Logits: 1}
 	}
 	ctx := context.Background()
 	for range steps {

@@ -74,6 +74,14 @@ type ModelConfig struct {
 	Threads    int    `toml:"threads"`
 	// Context is the context length; 0 is the file's, capped by memory.
 	Context int `toml:"context"`
+	// Draft turns on speculative decoding (docs/engine.md): the name of
+	// a draft model in the models dir with the same vocabulary (a
+	// smaller model of the family, or a more quantised copy), or
+	// "lookup" for prompt lookup, which needs no second model. Requests
+	// may turn it off ("speculative": false).
+	Draft string `toml:"draft"`
+	// DraftMax is the most tokens drafted per step; 0: 8.
+	DraftMax int `toml:"draft_max"`
 }
 
 // APIConfig tunes the HTTP API.
@@ -258,6 +266,9 @@ func CheckStagedConfig(b []byte) error {
 	for i, m := range c.Model {
 		if !IsModelName(m.Path) {
 			errs = append(errs, fmt.Errorf("model[%d].path %q: name a file in the models dir, not a path: %w", i, m.Path, ErrNotStageable))
+		}
+		if m.Draft != "" && !IsModelName(m.Draft) {
+			errs = append(errs, fmt.Errorf("model[%d].draft %q: name a file in the models dir, not a path: %w", i, m.Draft, ErrNotStageable))
 		}
 	}
 	return errors.Join(errs...)

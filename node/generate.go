@@ -88,7 +88,8 @@ func (s *servedModel) Prepare(ctx context.Context, g *api.Generation) (api.Prepa
 		seed := binary.LittleEndian.Uint64(b[:]) >> 11
 		req.Sampling.Seed, drawn = &seed, &seed
 	}
-	return &preparedGeneration{s: s, stop: g.Stop, req: req, ids: ids, opts: opts, drawn: drawn}, nil
+	noSpec := g.Speculative != nil && !*g.Speculative
+	return &preparedGeneration{s: s, stop: g.Stop, req: req, ids: ids, opts: opts, drawn: drawn, noSpec: noSpec}, nil
 }
 
 // draining is the answer to work for a model whose gate is closed.
@@ -107,6 +108,8 @@ type preparedGeneration struct {
 	ids   []uint32
 	opts  []steward.ServeOption
 	drawn *uint64 // the seed drawn for it, if any
+	// noSpec: the request turned speculative decoding off.
+	noSpec bool
 }
 
 // Generate implements api.Prepared: one serve through the steward.
@@ -117,6 +120,9 @@ func (p *preparedGeneration) Generate(ctx context.Context, emit func(string) err
 		return nil, s.draining(err)
 	}
 	defer leave()
+	if p.noSpec {
+		ctx = engine.WithSpeculation(ctx, false)
+	}
 	m := s.in.m
 	maxTokens := int(p.req.MaxTokens)
 	dec := m.Decoder()
@@ -261,6 +267,12 @@ func (s *servedModel) request(g *api.Generation, prompt string, promptTokens, ct
 			seed := *g.Seed
 			sp.Seed = &seed
 		}
+		// A sampled request that may speculate names the draft: its
+		// tokens depend on it (receipt.Sampling.Draft), so a replay
+		// after the draft changed is another request.
+		if d, ok := s.in.m.(drafting); ok && (g.Speculative == nil || *g.Speculative) {
+			sp.Draft = d.Draft()
+		}
 	}
 	if !sp.IsZero() {
 		req.Sampling = sp
@@ -269,6 +281,13 @@ func (s *servedModel) request(g *api.Generation, prompt string, promptTokens, ct
 		return req, nil, api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_request", "%v", err)
 	}
 	return req, nil, nil
+}
+
+// drafting is a model that may decode speculatively.
+type drafting interface {
+	// Draft names its proposer as a sampled request names it, "" for
+	// none.
+	Draft() string
 }
 
 // serveError maps a steward refusal to the HTTP error it is answered with.

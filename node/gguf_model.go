@@ -45,6 +45,8 @@ func openGGUF(s modelSpec, backend string, sessions int, memBytes uint64, log *s
 		Sessions:    sessions,
 		Backend:     backend,
 		Log:         log,
+		Draft:       s.draftPath,
+		DraftMax:    s.DraftMax,
 	})
 	if err != nil {
 		return nil, err
@@ -60,6 +62,9 @@ func (g *ggufModel) Size() int64           { return g.m.Size() }
 func (g *ggufModel) Path() string          { return g.m.Path() }
 func (g *ggufModel) Backend() string       { return g.m.Backend() }
 func (g *ggufModel) Close() error          { return g.m.Close() }
+
+// Draft names the model's speculative proposer ("" for none).
+func (g *ggufModel) Draft() string { return g.m.Draft() }
 
 // Slots is how many generations the engine batches at once.
 func (g *ggufModel) Slots() int { return g.m.Slots() }

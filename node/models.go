@@ -107,7 +107,9 @@ func (c *Config) NoModelHint() string {
 // modelSpec is one model to load: where it is and how it is served.
 type modelSpec struct {
 	ModelConfig
-	builtin bool
+	// draftPath is Draft resolved: a file in the models dir, or "lookup".
+	draftPath string
+	builtin   bool
 	// reference is the reference engine (ReferenceModel), which has no file.
 	reference bool
 }
@@ -164,7 +166,30 @@ func (c *Config) specOf(m ModelConfig) (modelSpec, error) {
 	if m.Name == "" {
 		m.Name = ModelName(path)
 	}
-	return modelSpec{ModelConfig: m, builtin: builtin}, nil
+	draft, err := c.draftOf(m)
+	if err != nil {
+		return modelSpec{}, err
+	}
+	return modelSpec{ModelConfig: m, draftPath: draft, builtin: builtin}, nil
+}
+
+// DraftLookup is a model's draft setting for prompt lookup.
+const DraftLookup = "lookup"
+
+// draftOf resolves a model's draft: "lookup", or a model of the models
+// dir by name — never a path, as owner control names models (modelInDir).
+func (c *Config) draftOf(m ModelConfig) (string, error) {
+	switch m.Draft {
+	case "":
+		return "", nil
+	case DraftLookup:
+		return DraftLookup, nil
+	}
+	p, err := c.modelInDir(m.Draft)
+	if err != nil {
+		return "", fmt.Errorf("model %q: draft: %w", m.Name, err)
+	}
+	return p, nil
 }
 
 // findModel is the file ref names: a path; else, for a name, the file of

@@ -53,6 +53,7 @@ func runCommand() *cli.Command {
 			&cli.IntFlag{Name: "threads", Aliases: []string{"t"}, Usage: "CPU threads (0: one per CPU)"},
 			&cli.IntFlag{Name: "ctx", Usage: "context length (0: the model's, at most 4096)"},
 			&cli.StringFlag{Name: "kv", Value: "f16", Usage: "KV cache type: f16 or f32"},
+			&cli.StringFlag{Name: "draft", Usage: "decode speculatively with this draft model (a GGUF file or a model's name, with the same vocabulary) or \"lookup\" (prompt lookup)"},
 		},
 		// Flags may come after the model file (meshnode run M.gguf -p …),
 		// which urfave/cli v2 does not parse: the action parses them.
@@ -123,9 +124,15 @@ func runCommand() *cli.Command {
 				return err
 			}
 
+			draft := c.String("draft")
+			if draft != "" && draft != ggufengine.DraftLookup {
+				if draft, _, err = cfg.FindModel(draft); err != nil {
+					return fmt.Errorf("run: --draft: %w", err)
+				}
+			}
 			start := time.Now()
 			m, err := ggufengine.Load(file, ggufengine.Config{
-				Name: name, Threads: c.Int("threads"), Context: c.Int("ctx"), KV: c.String("kv"), Sessions: 1,
+				Name: name, Threads: c.Int("threads"), Context: c.Int("ctx"), KV: c.String("kv"), Sessions: 1, Draft: draft,
 			})
 			if err != nil {
 				return err
@@ -190,6 +197,9 @@ func (r *runner) once(ctx context.Context, text string) error {
 		if st.out.TokensOut > 1 {
 			dt := st.end.Sub(st.first)
 			fmt.Fprintf(r.info, "output: %d tokens, %.1f tok/s after the first\n", st.out.TokensOut, float64(st.out.TokensOut-1)/dt.Seconds())
+		}
+		if st.out.SpecProposed > 0 {
+			fmt.Fprintf(r.info, "speculative: %d of %d drafted tokens accepted\n", st.out.SpecAccepted, st.out.SpecProposed)
 		}
 	}
 	return nil

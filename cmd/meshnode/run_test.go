@@ -111,6 +111,29 @@ func TestRunGreedyMatchesLlamaCpp(t *testing.T) {
 	}
 }
 
+// TestRunDraft: with --draft (here the model itself, and prompt lookup)
+// the greedy output is the same, and the run says what it speculated; a
+// draft that is no model is refused.
+func TestRunDraft(t *testing.T) {
+	const prompt = "A man walks into a bar"
+	want, _, err := meshnodeRun(t, runModel, "-p", prompt, "-n", "16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{runModel, "lookup"} {
+		stdout, stderr, err := meshnodeRun(t, runModel, "-p", prompt, "-n", "16", "--draft", d)
+		if err != nil {
+			t.Fatalf("--draft %s: %v\n%s", d, err, stderr)
+		}
+		if stdout != want {
+			t.Errorf("--draft %s: %q, want %q", d, stdout, want)
+		}
+	}
+	if _, _, err := meshnodeRun(t, runModel, "-p", prompt, "--draft", filepath.Join(t.TempDir(), "none.gguf")); err == nil || !strings.Contains(err.Error(), "--draft") {
+		t.Errorf("a missing draft: %v", err)
+	}
+}
+
 // TestRunSampling: a seeded sampled run repeats itself; another seed
 // gives other text.
 func TestRunSampling(t *testing.T) {

@@ -10,16 +10,21 @@ import (
 const DefaultBatchSeqs = 8
 
 // Seq is one sequence's part of a batched step: tokens evaluated at its
-// session's next positions, and whether the logits after the last of them
-// are wanted (a decode step, or the last chunk of a prompt).
+// session's next positions, and how many of them, counted from the last,
+// the logits after each are wanted of: 0 none (a prompt chunk that is not
+// the last), 1 the last token's (a decode step, or a prompt's last chunk),
+// n the last n tokens' (a speculative window being verified).
 type Seq struct {
 	Session *Session
 	Tokens  []uint32
 	// Count is the number of positions the sequence advances by in a
 	// StepHidden, whose input is hidden rows rather than Tokens (a stage
 	// after the first never sees token ids).
-	Count  int
-	Logits bool
+	Count int
+	// Logits is how many of the sequence's last positions want the
+	// logits after them: 1 for a decode step or a prompt's last chunk,
+	// k+1 to verify k drafted tokens, 0 for none.
+	Logits int
 }
 
 // BatchOptions size a Batch.
@@ -27,8 +32,8 @@ type BatchOptions struct {
 	// Tokens is the most tokens one step evaluates, over all its
 	// sequences; 0 means DefaultBatch.
 	Tokens int
-	// Seqs is the most sequences of one step that want logits; 0 means
-	// DefaultBatchSeqs.
+	// Seqs is the most logits rows of one step (a sequence asking for
+	// the logits after n tokens takes n); 0 means DefaultBatchSeqs.
 	Seqs int
 }
 
@@ -45,7 +50,8 @@ type Batch struct {
 	seqs   int
 	sc     *scratch
 	p      plan
-	row    []int // the logits row of each Seq of the last Step, -1 for none
+	row    []int // the first logits row of each Seq of the last Step
+	nrow   []int // its logits rows, 0 for none
 	rows   int   // logits rows in the last Step
 	total  int   // positions in the last Step
 	zeros  []uint32
@@ -79,7 +85,7 @@ func (m *Model) NewBatch(opt BatchOptions) (*Batch, error) {
 // Tokens is the most tokens a step evaluates.
 func (b *Batch) Tokens() int { return b.tokens }
 
-// Seqs is the most sequences of a step that want logits.
+// Seqs is the most logits rows of a step.
 func (b *Batch) Seqs() int { return b.seqs }
 
 // Step evaluates every sequence's tokens in one forward pass and appends
@@ -151,10 +157,12 @@ func (b *Batch) step(ctx context.Context, seqs []Seq, hidden []float32) error {
 				return fmt.Errorf("model: batch step: a session is named twice")
 			}
 		}
-		total += count(sq)
-		if sq.Logits {
-			want++
+		n := count(sq)
+		if sq.Logits < 0 || sq.Logits > n {
+			return fmt.Errorf("model: batch step: sequence %d asks for the logits after %d of its %d positions", i, sq.Logits, n)
 		}
+		total += n
+		want += sq.Logits
 	}
 	// An earlier stage computes no logits; the last one holds the budget.
 	if total == 0 || total > b.tokens || b.m.Last() && want > b.seqs {
@@ -174,24 +182,20 @@ func (b *Batch) step(ctx context.Context, seqs []Seq, hidden []float32) error {
 	at := 0
 	for _, sq := range seqs {
 		body := tokens(sq)
-		if sq.Logits {
-			body = body[:len(body)-1]
-		}
-		b.p.addBody(sq.Session, body, at)
+		b.p.addBody(sq.Session, body[:len(body)-sq.Logits], at)
 		at += count(sq)
 	}
 	b.p.tail = len(b.p.ids)
-	b.row = b.row[:0]
+	b.row, b.nrow = b.row[:0], b.nrow[:0]
 	at = 0
 	for _, sq := range seqs {
-		n := count(sq)
+		n, k := count(sq), sq.Logits
 		at += n
-		if !sq.Logits {
-			b.row = append(b.row, -1)
-			continue
-		}
 		b.row = append(b.row, len(b.p.ids)-b.p.tail)
-		b.p.addTail(sq.Session, tokens(sq)[n-1], len(sq.Session.tokens)+n-1, at-1)
+		b.nrow = append(b.nrow, k)
+		if k > 0 {
+			b.p.addTail(sq.Session, tokens(sq)[n-k:], len(sq.Session.tokens)+n-k, at-k)
+		}
 	}
 	b.rows, b.found, b.total = want, false, total
 	if !ids {
@@ -225,22 +229,30 @@ func (b *Batch) Hidden(dst []float32) []float32 {
 	return dst
 }
 
-// logitsRow is the logits row of seqs[i] of the last Step.
-func (b *Batch) logitsRow(i int) int {
+// logitsRow is the logits row of row j of seqs[i] of the last Step.
+func (b *Batch) logitsRow(i, j int) int {
 	if !b.m.Last() {
 		panic("model: batch: a stage before the last has no logits")
 	}
-	if i < 0 || i >= len(b.row) || b.row[i] < 0 {
-		panic(fmt.Sprintf("model: batch: sequence %d of the last step has no logits", i))
+	if i < 0 || i >= len(b.row) || j < 0 || j >= b.nrow[i] {
+		panic(fmt.Sprintf("model: batch: sequence %d of the last step has no logits row %d", i, j))
 	}
-	return b.row[i]
+	return b.row[i] + j
 }
 
+// Rows is how many logits rows seqs[i] of the last Step has (its Logits).
+func (b *Batch) Rows(i int) int { return b.nrow[i] }
+
 // Logits returns the logits that follow seqs[i] of the last Step, which
-// must have asked for them. The slice is the batch's, valid until its next
-// call.
-func (b *Batch) Logits(i int) []float32 {
-	r := b.logitsRow(i)
+// must have asked for them: those after its last token. The slice is the
+// batch's, valid until its next call.
+func (b *Batch) Logits(i int) []float32 { return b.LogitsAt(i, b.Rows(i)-1) }
+
+// LogitsAt returns row j of seqs[i]'s logits rows of the last Step: the
+// logits after its token len(Tokens)−Logits+j. The slice is the batch's,
+// valid until its next call.
+func (b *Batch) LogitsAt(i, j int) []float32 {
+	r := b.logitsRow(i, j)
 	b.m.be.Read(b.buf, b.sc.logitsT.Slice(r, r+1))
 	return b.buf
 }
@@ -249,8 +261,11 @@ func (b *Batch) Logits(i int) []float32 {
 // Session.EvalArgMax picks it (on the device where the backend can; on a
 // RowArgMaxer, every row's at the first call, so call ArgMax before
 // Logits for the sequences of a step that want both kinds).
-func (b *Batch) ArgMax(i int) uint32 {
-	r := b.logitsRow(i)
+func (b *Batch) ArgMax(i int) uint32 { return b.ArgMaxAt(i, b.Rows(i)-1) }
+
+// ArgMaxAt is ArgMax of row j of seqs[i]'s logits rows (see LogitsAt).
+func (b *Batch) ArgMaxAt(i, j int) uint32 {
+	r := b.logitsRow(i, j)
 	if ra, ok := b.m.be.(RowArgMaxer); ok {
 		if !b.found {
 			b.argmax = slices.Grow(b.argmax[:0], b.rows)[:b.rows]

@@ -34,15 +34,15 @@ func TestBatchInvariance(t *testing.T) {
 	ctx := context.Background()
 	be := cpu.New(cpu.Options{Threads: 2})
 	defer be.Close()
-	opt := modeltest.MixOptions{Seqs: 4, MaxPrompt: 20, Decode: 4, Context: 64, Mixes: 3}
+	opt := modeltest.MixOptions{Seqs: 4, MaxPrompt: 20, Decode: 6, Context: 64, Mixes: 3}
 	check := func(t *testing.T, m *model.Model, opt modeltest.MixOptions) {
 		rng := rand.New(rand.NewPCG(seedOf(t.Name()), 1))
 		st, err := modeltest.BatchInvariance(ctx, m, rng, opt)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.MaxSeqs < 2 || st.MixedSteps == 0 {
-			t.Errorf("the mixes never batched sequences together, or never mixed prefill with decode: %+v", st)
+		if st.MaxSeqs < 2 || st.MixedSteps == 0 || st.Windows == 0 || st.Trims == 0 {
+			t.Errorf("the mixes never batched sequences together, never mixed prefill with decode, or never verified (and trimmed) a window: %+v", st)
 		}
 		t.Logf("%+v", st)
 	}
@@ -112,7 +112,10 @@ func TestBatchStepErrors(t *testing.T) {
 		{"a token outside the vocabulary", []model.Seq{{Session: s2, Tokens: []uint32{1, 300}}}, model.ErrToken},
 		{"no tokens", []model.Seq{{Session: s2}}, nil},
 		{"more tokens than the batch", []model.Seq{{Session: s2, Tokens: make([]uint32, 9)}}, nil},
-		{"more logits rows than the batch", []model.Seq{{Session: s1, Tokens: []uint32{1}, Logits: true}, {Session: s2, Tokens: []uint32{1}, Logits: true}, {Session: s3, Tokens: []uint32{1}, Logits: true}}, nil},
+		{"logits after more tokens than given", []model.Seq{{Session: s2, Tokens: []uint32{1}, Logits: 2}}, nil},
+		{"a negative logits count", []model.Seq{{Session: s2, Tokens: []uint32{1}, Logits: -1}}, nil},
+		{"a window of more logits rows than the batch", []model.Seq{{Session: s2, Tokens: []uint32{1, 2, 3}, Logits: 3}}, nil},
+		{"more logits rows than the batch", []model.Seq{{Session: s1, Tokens: []uint32{1}, Logits: 1}, {Session: s2, Tokens: []uint32{1}, Logits: 1}, {Session: s3, Tokens: []uint32{1}, Logits: 1}}, nil},
 	} {
 		err := b.Step(ctx, tc.seqs)
 		if err == nil || (tc.want != nil && !errors.Is(err, tc.want)) {
@@ -126,7 +129,7 @@ func TestBatchStepErrors(t *testing.T) {
 	// A cancelled step changes no session either, and the next one runs.
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	step := []model.Seq{{Session: s2, Tokens: []uint32{1, 2, 3}, Logits: true}, {Session: s3, Tokens: []uint32{4}}}
+	step := []model.Seq{{Session: s2, Tokens: []uint32{1, 2, 3}, Logits: 1}, {Session: s3, Tokens: []uint32{4}}}
 	if err := b.Step(cancelled, step); !errors.Is(err, context.Canceled) || s2.Len() != 0 {
 		t.Fatalf("cancelled step: %v, %d tokens cached", err, s2.Len())
 	}

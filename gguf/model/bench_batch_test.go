@@ -318,7 +318,7 @@ func TestBatchBenchChild(t *testing.T) {
 		run := func() (pp, tg time.Duration) {
 			for i, s := range sessions {
 				s.Truncate(0)
-				seqs[i] = model.Seq{Session: s, Tokens: prompts[i], Logits: true}
+				seqs[i] = model.Seq{Session: s, Tokens: prompts[i], Logits: 1}
 			}
 			start := time.Now()
 			if err := bt.Step(ctx, seqs); err != nil {

@@ -48,10 +48,12 @@ type piece struct {
 }
 
 // plan lays out a step's rows. The tokens of every sequence come first,
-// in the order given, except the last token of each sequence whose logits
-// are wanted: those rows form the tail, rows [tail, len(ids)), one per
+// in the order given, except the last tokens of each sequence whose logits
+// are wanted: those rows form the tail, rows [tail, len(ids)), a piece per
 // such sequence in order. So the rows that reach the output layer are
-// contiguous, and a sequence's rows are at most two pieces.
+// contiguous, and a sequence's rows are at most two pieces. Attention in a
+// piece is causal, as for a prompt chunk, so a tail of n rows (a
+// speculative window) gives each row the logits it gets alone.
 type plan struct {
 	ids    []uint32
 	pieces []piece
@@ -73,10 +75,11 @@ func (p *plan) addBody(s *Session, tokens []uint32, at int) {
 	p.ids = append(p.ids, tokens...)
 }
 
-// addTail lays out one token of s at pos as a logits row.
-func (p *plan) addTail(s *Session, tok uint32, pos, at int) {
-	p.pieces = append(p.pieces, piece{s: s, row: len(p.ids), n: 1, pos: pos, at: at})
-	p.ids = append(p.ids, tok)
+// addTail lays out tokens of s from pos on as logits rows; at is where the
+// first of them is in the step's input order.
+func (p *plan) addTail(s *Session, tokens []uint32, pos, at int) {
+	p.pieces = append(p.pieces, piece{s: s, row: len(p.ids), n: len(tokens), pos: pos, at: at})
+	p.ids = append(p.ids, tokens...)
 }
 
 // forward evaluates the plan's tokens through the model's blocks,

@@ -289,7 +289,7 @@ func (s *Session) eval(ctx context.Context, tokens []uint32) error {
 		} else {
 			s.p.addBody(s, tokens[:n-1], 0)
 			s.p.tail = n - 1
-			s.p.addTail(s, tokens[n-1], len(s.tokens)+n-1, n-1)
+			s.p.addTail(s, tokens[n-1:n], len(s.tokens)+n-1, n-1)
 		}
 		if err := s.m.forward(ctx, s.sc, &s.p); err != nil {
 			return err

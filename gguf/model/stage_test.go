@@ -211,7 +211,7 @@ func stagesGreedy(t *testing.T, ctx context.Context, f *gguf.File, be backend.Ba
 	in := prompt
 	for len(out) < n {
 		for i, b := range batches {
-			seq := []model.Seq{{Session: sessions[i], Logits: true}}
+			seq := []model.Seq{{Session: sessions[i], Logits: 1}}
 			var err error
 			if i == 0 {
 				seq[0].Tokens = in

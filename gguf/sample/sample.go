@@ -117,6 +117,67 @@ func (s *Sampler) Sample(logits []float32, history []uint32) uint32 {
 	if s.p.Greedy() {
 		return s.greedy(logits)
 	}
+	c, sum := s.weights(logits)
+	r := s.rng.Float64() * sum
+	for _, x := range c {
+		if r < x.v {
+			return x.id
+		}
+		r -= x.v
+	}
+	return c[len(c)-1].id // r met the rounding of sum
+}
+
+// Prob is a token and its probability.
+type Prob struct {
+	ID uint32
+	P  float64
+}
+
+// Dist is the distribution Sample draws from, given the same logits and
+// history: after the penalties, top-k, top-p, min-p and temperature, as
+// (token, probability) pairs in the order Sample walks them, the tokens
+// with no mass left out. Greedy parameters give their pick with
+// probability 1. It appends to dst and draws nothing from the stream.
+// (Speculative decoding's rejection rule needs the distributions, not a
+// draw.)
+func (s *Sampler) Dist(dst []Prob, logits []float32, history []uint32) []Prob {
+	s.countHistory(history)
+	if s.p.Greedy() {
+		return append(dst, Prob{s.greedy(logits), 1})
+	}
+	c, sum := s.weights(logits)
+	for _, x := range c {
+		dst = append(dst, Prob{x.id, x.v / sum})
+	}
+	return dst
+}
+
+// Float64 is the next draw in [0, 1) of the sampler's seeded stream (the
+// stream Sample draws from).
+func (s *Sampler) Float64() float64 { return s.rng.Float64() }
+
+// Draw picks a token from d (probabilities that sum to about 1, walked
+// in order) with one draw of the sampler's stream.
+func (s *Sampler) Draw(d []Prob) uint32 {
+	var sum float64
+	for _, x := range d {
+		sum += x.P
+	}
+	r := s.rng.Float64() * sum
+	for _, x := range d {
+		if r < x.P {
+			return x.ID
+		}
+		r -= x.P
+	}
+	return d[len(d)-1].ID
+}
+
+// weights runs the filters and the temperature over the (penalised)
+// logits, returning the candidates left with their weights, and the sum
+// of the weights. The history must be counted.
+func (s *Sampler) weights(logits []float32) ([]candidate, float64) {
 	c := s.cands[:0]
 	top := math.Inf(-1)
 	for id, l := range logits {
@@ -143,22 +204,14 @@ func (s *Sampler) Sample(logits []float32, history []uint32) uint32 {
 		c = kept
 	}
 
-	// Temperature, then draw from the softmax of what is left, walking
-	// the candidates in the order the filters left them (by id, or
-	// likeliest first).
+	// Temperature: the softmax weights of what is left, in the order the
+	// filters left the candidates (by id, or likeliest first).
 	var sum float64
 	for i := range c {
 		c[i].v = math.Exp((c[i].v - top) / s.p.Temperature)
 		sum += c[i].v
 	}
-	r := s.rng.Float64() * sum
-	for _, x := range c {
-		if r < x.v {
-			return x.id
-		}
-		r -= x.v
-	}
-	return c[len(c)-1].id // r met the rounding of sum
+	return c, sum
 }
 
 // before orders candidates likeliest first, then by id, a total order.

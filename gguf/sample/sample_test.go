@@ -2,6 +2,7 @@ package sample
 
 import (
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 )
@@ -213,4 +214,50 @@ func fmtParams(p Params) string {
 		return "top-p+min-p"
 	}
 	return "temperature"
+}
+
+// TestDistIsWhatSampleDraws: Dist is the distribution Sample draws from:
+// drawing from it with Draw, on a stream seeded alike, picks Sample's
+// token every time, under every filter and penalty; its probabilities
+// sum to 1; greedy parameters give their pick alone, and Dist draws
+// nothing from the stream.
+func TestDistIsWhatSampleDraws(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	logits := make([]float32, 50)
+	for i := range logits {
+		logits[i] = float32(rng.NormFloat64() * 3)
+	}
+	history := []uint32{3, 3, 7, 11, 40}
+	for _, p := range []Params{
+		{Temperature: 0.8, Seed: 1},
+		{Temperature: 1.3, TopK: 10, Seed: 2},
+		{Temperature: 0.7, TopP: 0.9, Seed: 3},
+		{Temperature: 1, MinP: 0.05, RepeatPenalty: 1.3, Seed: 4},
+		{Temperature: 1, TopK: 20, TopP: 0.8, MinP: 0.02, FrequencyPenalty: 0.5, PresencePenalty: 0.3, Seed: 5},
+	} {
+		a, b := New(p), New(p)
+		var d []Prob
+		for i := range 200 {
+			d = b.Dist(d[:0], logits, history)
+			var sum float64
+			for _, x := range d {
+				sum += x.P
+			}
+			if math.Abs(sum-1) > 1e-9 {
+				t.Fatalf("%+v: Dist sums to %v", p, sum)
+			}
+			if got, want := b.Draw(d), a.Sample(logits, history); got != want {
+				t.Fatalf("%+v, draw %d: Draw(Dist) %d, Sample %d", p, i, got, want)
+			}
+		}
+	}
+	g := New(Params{RepeatPenalty: 2, Seed: 9})
+	d := g.Dist(nil, logits, history)
+	if len(d) != 1 || d[0].P != 1 || d[0].ID != g.Sample(logits, history) {
+		t.Errorf("greedy Dist %v, Sample %d", d, g.Sample(logits, history))
+	}
+	// Dist drew nothing: the stream is where a fresh one starts.
+	if g.Float64() != New(Params{Seed: 9}).Float64() {
+		t.Error("Dist or greedy Sample drew from the stream")
+	}
 }

@@ -29,7 +29,7 @@ func TestChatCompletion(t *testing.T) {
 	resp := h.post(t, "/v1/chat/completions", `{"model":"tiny","messages":[{"role":"system","content":"be brief"},
 		{"role":"user","content":[{"type":"text","text":"hi "},{"type":"text","text":"there"}]}],
 		"temperature":0.5,"top_p":0.9,"seed":-1,"stop":["\n"],"max_completion_tokens":10,"max_tokens":3,
-		"presence_penalty":0.1,"frequency_penalty":-0.2,"top_k":40,"min_p":0.05,"repeat_penalty":1.1,
+		"presence_penalty":0.1,"frequency_penalty":-0.2,"top_k":40,"min_p":0.05,"repeat_penalty":1.1,"speculative":false,
 		"metadata":{"fidelity_floor":"2","joule_ceiling_uj":5000000}}`)
 	defer resp.Body.Close()
 	if resp.StatusCode != 200 {
@@ -71,7 +71,8 @@ func TestChatCompletion(t *testing.T) {
 		t.Errorf("messages = %+v", g.Messages)
 	}
 	if g.MaxTokens != 10 || *g.Temperature != 0.5 || *g.TopP != 0.9 || *g.Seed != ^uint64(0) || len(g.Stop) != 1 ||
-		g.PresencePenalty != 0.1 || g.FrequencyPenalty != -0.2 || g.TopK != 40 || g.MinP != 0.05 || g.RepeatPenalty != 1.1 || *g.FidelityFloor != 2 || *g.JouleCeilingUJ != 5000000 {
+		g.PresencePenalty != 0.1 || g.FrequencyPenalty != -0.2 || g.TopK != 40 || g.MinP != 0.05 || g.RepeatPenalty != 1.1 || *g.FidelityFloor != 2 || *g.JouleCeilingUJ != 5000000 ||
+		g.Speculative == nil || *g.Speculative {
 		t.Errorf("generation = %+v", g)
 	}
 }

@@ -57,6 +57,9 @@ type Generation struct {
 	TopK          int
 	MinP          float64
 	RepeatPenalty float64
+	// Speculative switches speculative decoding for this request: nil
+	// is the model's default (on where it has a draft), false off.
+	Speculative *bool
 
 	// mesh/1 bounds from metadata.fidelity_floor and
 	// metadata.joule_ceiling_uj; nil means the node's default.

@@ -30,6 +30,9 @@ type sampling struct {
 	TopK          *int64   `json:"top_k"`
 	MinP          *float64 `json:"min_p"`
 	RepeatPenalty *float64 `json:"repeat_penalty"`
+
+	// meshnode's: false decodes without the model's speculative draft.
+	Speculative *bool `json:"speculative"`
 }
 
 type streamOptions struct {
@@ -115,6 +118,7 @@ func (s *sampling) apply(g *Generation) error {
 		}
 		*f.dst = *f.v
 	}
+	g.Speculative = s.Speculative
 	if s.Seed != nil {
 		seed, err := parseSeed(*s.Seed)
 		if err != nil {

@@ -112,3 +112,22 @@ type Outcome struct {
 // ErrRefused is wrapped by the error of a serve an engine declined before
 // doing any work.
 var ErrRefused = errors.New("engine: request refused")
+
+// speculationKey carries a serve's speculation switch in its context.
+type speculationKey struct{}
+
+// WithSpeculation returns ctx carrying the request's switch for
+// speculative decoding (on by default where an engine has a proposer).
+// It is not in the request's identity: a greedy serve's tokens do not
+// depend on it, and a sampled request names its proposer in
+// receipt.Sampling.Draft.
+func WithSpeculation(ctx context.Context, on bool) context.Context {
+	return context.WithValue(ctx, speculationKey{}, on)
+}
+
+// Speculation is ctx's speculation switch: true unless WithSpeculation
+// turned it off.
+func Speculation(ctx context.Context) bool {
+	on, ok := ctx.Value(speculationKey{}).(bool)
+	return !ok || on
+}

@@ -84,7 +84,18 @@ type Sampling struct {
 	// Stop ends the output at the first of these strings (at most
 	// [MaxStops], each 1 … [MaxStopBytes] bytes of UTF-8).
 	Stop []string `cbor:"stop,omitempty" json:"stop,omitempty"`
+	// Draft names the proposer a sampled request may speculate with:
+	// "lookup" (prompt lookup), or a draft model by its weights digest.
+	// Speculation draws a sampled request's tokens differently (from
+	// the same distribution), so what it speculated with is part of the
+	// request's identity: a replay without that draft replays another
+	// request. Empty: no speculation. Greedy requests do not carry it
+	// (speculating does not change their tokens).
+	Draft string `cbor:"draft,omitempty" json:"draft,omitempty"`
 }
+
+// MaxDraftBytes bounds Sampling.Draft.
+const MaxDraftBytes = 128
 
 // Bounds on Sampling.Stop, which an outside party writes.
 const (
@@ -103,7 +114,7 @@ func PromptHash(prompt []byte) ContentID { return Sum(prompt) }
 // IsZero reports whether s asks for nothing beyond greedy decoding.
 func (s *Sampling) IsZero() bool {
 	return s == nil || s.TemperatureE6 == 0 && s.TopPE6 == 0 && s.TopK == 0 && s.MinPE6 == 0 &&
-		s.PresencePenaltyE6 == 0 && s.FrequencyPenaltyE6 == 0 && s.RepeatPenaltyE6 == 0 && s.Seed == nil && len(s.Stop) == 0
+		s.PresencePenaltyE6 == 0 && s.FrequencyPenaltyE6 == 0 && s.RepeatPenaltyE6 == 0 && s.Seed == nil && len(s.Stop) == 0 && s.Draft == ""
 }
 
 // Unseeded reports whether s samples with randomness the request does not
@@ -144,6 +155,19 @@ func (r *ServeRequest) Validate() error {
 		for i, st := range s.Stop {
 			if len(st) == 0 || len(st) > MaxStopBytes || !utf8.ValidString(st) {
 				return fmt.Errorf("%w: stop string %d must be 1 … %d bytes of UTF-8", ErrInvalid, i, MaxStopBytes)
+			}
+		}
+		if s.Draft != "" {
+			if s.TemperatureE6 == 0 {
+				return fmt.Errorf("%w: a draft names how a sampled request speculates; a greedy one's tokens do not depend on it, so it carries none", ErrInvalid)
+			}
+			if len(s.Draft) > MaxDraftBytes {
+				return fmt.Errorf("%w: a draft name of %d bytes, at most %d", ErrInvalid, len(s.Draft), MaxDraftBytes)
+			}
+			for _, r := range s.Draft {
+				if r <= 0x20 || r >= 0x7f {
+					return fmt.Errorf("%w: draft %q: printable ASCII only", ErrInvalid, s.Draft)
+				}
 			}
 		}
 	}

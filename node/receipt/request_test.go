@@ -84,6 +84,7 @@ func TestRequestIdentity(t *testing.T) {
 		{"repeat", func(r *ServeRequest) { r.Sampling = &Sampling{RepeatPenaltyE6: 1_100_000} }},
 		{"seed zero", func(r *ServeRequest) { r.Sampling = &Sampling{Seed: ptr(uint64(0))} }},
 		{"stop", func(r *ServeRequest) { r.Sampling = &Sampling{Stop: []string{"\n\n"}} }},
+		{"draft", func(r *ServeRequest) { r.Sampling = &Sampling{TemperatureE6: 700_000, Draft: "lookup"} }},
 	}
 	seen := map[ContentID]string{base: "base"}
 	for _, tt := range differ {
@@ -113,6 +114,11 @@ func TestRequestValidate(t *testing.T) {
 		{"empty stop", func(r *ServeRequest) { r.Sampling = &Sampling{Stop: []string{""}} }},
 		{"long stop", func(r *ServeRequest) { r.Sampling = &Sampling{Stop: []string{strings.Repeat("x", MaxStopBytes+1)}} }},
 		{"invalid utf-8 stop", func(r *ServeRequest) { r.Sampling = &Sampling{Stop: []string{"\xff"}} }},
+		{"draft on a greedy request", func(r *ServeRequest) { r.Sampling = &Sampling{Draft: "lookup"} }},
+		{"long draft", func(r *ServeRequest) {
+			r.Sampling = &Sampling{TemperatureE6: 1, Draft: strings.Repeat("x", MaxDraftBytes+1)}
+		}},
+		{"draft with a space", func(r *ServeRequest) { r.Sampling = &Sampling{TemperatureE6: 1, Draft: "a b"} }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -259,7 +259,7 @@ func (p *Pipeline) Step(ctx context.Context, seqs []Seq) ([]Result, error) {
 			}
 			p.sessions[q.Request] = s
 		}
-		mseqs[i] = model.Seq{Session: s, Tokens: q.Tokens, Logits: q.Out != stagewire.OutNone}
+		mseqs[i] = model.Seq{Session: s, Tokens: q.Tokens, Logits: outRows(q.Out)}
 		act.Seqs = append(act.Seqs, stagewire.ActSeq{Request: q.Request, Start: uint32(s.Len()), Count: uint32(len(q.Tokens)), Out: q.Out})
 		if q.Out != stagewire.OutNone {
 			want[q.Request] = len(want)

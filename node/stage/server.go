@@ -385,7 +385,7 @@ func (srv *Server) activate(ctx context.Context, st *stream, a *stagewire.Activa
 			}
 			fresh = append(fresh, q.Request)
 		}
-		seqs[i] = model.Seq{Count: int(q.Count), Logits: q.Out != stagewire.OutNone}
+		seqs[i] = model.Seq{Count: int(q.Count), Logits: outRows(q.Out)}
 	}
 	kv := model.KVF16
 	if s.ls.KV == stagewire.KVF32 {
@@ -479,4 +479,13 @@ func growF32(b []float32, n int) []float32 {
 		return make([]float32, n)
 	}
 	return b[:n]
+}
+
+// outRows is how many logits rows a sequence whose output is out wants:
+// the one after its last position, or none.
+func outRows(out stagewire.Output) int {
+	if out == stagewire.OutNone {
+		return 0
+	}
+	return 1
 }

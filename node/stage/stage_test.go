@@ -123,7 +123,7 @@ func whole(t *testing.T, f *gguf.File) stepper {
 						return nil, err
 					}
 				}
-				ms[i] = model.Seq{Session: sessions[q.Request], Tokens: q.Tokens, Logits: q.Out != stagewire.OutNone}
+				ms[i] = model.Seq{Session: sessions[q.Request], Tokens: q.Tokens, Logits: outRows(q.Out)}
 			}
 			if err := b.Step(context.Background(), ms); err != nil {
 				return nil, err

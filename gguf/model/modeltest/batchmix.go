@@ -27,6 +27,8 @@ type MixStats struct {
 	MixedSteps  int // steps holding both a prompt chunk and a decode token
 	LogitsRows  int // logits rows compared, bit for bit
 	ArgMaxCalls int // of which also compared through Batch.ArgMax
+	Windows     int // decode steps verifying a window of several tokens
+	Trims       int // of which ended with a wrong token, trimmed after
 }
 
 // BatchInvariance holds m's batched forward step to its sessions alone:
@@ -36,8 +38,12 @@ type MixStats struct {
 // random arrival steps, random order within each step, prompts cut into
 // random chunks under a random per-step token budget, decode tokens
 // sometimes held back a step, prefill chunks and decode tokens in the same
-// step — and every logits row must be the alone run's, bit for bit (so
-// the greedy tokens are too). It returns the first difference as an error.
+// step, decode steps that verify a window of several tokens at once (the
+// greedy continuation, as a speculative draft that is right would
+// propose it), some ending with a wrong token that is then trimmed with
+// Session.Truncate and evaluated again — and every logits row must be the
+// alone run's, bit for bit (so the greedy tokens are too). It returns the
+// first difference as an error.
 func BatchInvariance(ctx context.Context, m *model.Model, rng *rand.Rand, opt MixOptions) (MixStats, error) {
 	var st MixStats
 	vocab := opt.Vocab
@@ -119,8 +125,9 @@ func mixOnce(ctx context.Context, m *model.Model, rng *rand.Rand, opt MixOptions
 	}
 	var step []model.Seq
 	var who []*mixSeq
+	var wrong []bool // the step's window ends with a wrong token
 	for t := 0; ; t++ {
-		step, who = step[:0], who[:0]
+		step, who, wrong = step[:0], who[:0], wrong[:0]
 		left, logits, done, prefill, decode := budget, 0, true, false, false
 		for _, i := range rng.Perm(len(seqs)) {
 			q := seqs[i]
@@ -137,7 +144,12 @@ func mixOnce(ctx context.Context, m *model.Model, rng *rand.Rand, opt MixOptions
 				if end && logits == b.Seqs() {
 					continue
 				}
-				step = append(step, model.Seq{Session: q.s, Tokens: q.prompt[q.fed : q.fed+n], Logits: end})
+				k := 0
+				if end {
+					k = 1
+				}
+				step = append(step, model.Seq{Session: q.s, Tokens: q.prompt[q.fed : q.fed+n], Logits: k})
+				wrong = append(wrong, false)
 				q.fed += n
 				left -= n
 				prefill = true
@@ -145,13 +157,30 @@ func mixOnce(ctx context.Context, m *model.Model, rng *rand.Rand, opt MixOptions
 				if rng.IntN(7) == 0 || logits == b.Seqs() {
 					continue // held back a step, as a client still taking its last token would be
 				}
-				step = append(step, model.Seq{Session: q.s, Tokens: []uint32{q.next}, Logits: true})
-				left--
+				// A window of w tokens: the next token and the greedy
+				// continuation after it, the last one sometimes wrong.
+				seq := indexOf(seqs, q)
+				w := 1
+				if rng.IntN(2) == 0 {
+					w = 1 + rng.IntN(min(left, b.Seqs()-logits, opt.Decode-q.rows, 4))
+				}
+				win := []uint32{q.next}
+				for j := 1; j < w; j++ {
+					win = append(win, argmax(want[seq][q.rows+j-1]))
+				}
+				bad := w > 1 && rng.IntN(2) == 0
+				if bad {
+					win[w-1] = (win[w-1] + 1) % uint32(m.Config().VocabSize)
+				}
+				if w > 1 {
+					st.Windows++
+				}
+				step = append(step, model.Seq{Session: q.s, Tokens: win, Logits: w})
+				wrong = append(wrong, bad)
+				left -= w
 				decode = true
 			}
-			if step[len(step)-1].Logits {
-				logits++
-			}
+			logits += step[len(step)-1].Logits
 			who = append(who, q)
 		}
 		if done {
@@ -169,27 +198,34 @@ func mixOnce(ctx context.Context, m *model.Model, rng *rand.Rand, opt MixOptions
 			st.MixedSteps++
 		}
 		for i, q := range who {
-			if !step[i].Logits {
-				continue
+			k := step[i].Logits
+			if wrong[i] {
+				// The row after the wrong token has no reference; its
+				// position is trimmed and evaluated again next time.
+				k--
+				q.s.Truncate(q.s.Len() - 1)
+				st.Trims++
 			}
 			seq := indexOf(seqs, q)
-			ref := want[seq][q.rows]
-			got := b.Logits(i)
-			for j := range ref {
-				if math.Float32bits(got[j]) != math.Float32bits(ref[j]) {
-					return fmt.Errorf("step %d (%d sequences, %d tokens, position %d of %d in it): sequence %d's logits row %d differs from its run alone at id %d: %v, alone %v",
-						t, len(step), budget-left, i, len(step), seq, q.rows, j, got[j], ref[j])
+			for r := 0; r < k && q.rows < opt.Decode; r++ {
+				ref := want[seq][q.rows]
+				got := b.LogitsAt(i, r)
+				for j := range ref {
+					if math.Float32bits(got[j]) != math.Float32bits(ref[j]) {
+						return fmt.Errorf("step %d (%d sequences, %d tokens, position %d of %d in it): sequence %d's logits row %d (row %d of %d of its window) differs from its run alone at id %d: %v, alone %v",
+							t, len(step), budget-left, i, len(step), seq, q.rows, r, step[i].Logits, j, got[j], ref[j])
+					}
 				}
-			}
-			q.next = argmax(ref)
-			if rng.IntN(2) == 0 {
-				st.ArgMaxCalls++
-				if a := b.ArgMax(i); a != q.next {
-					return fmt.Errorf("step %d: sequence %d: Batch.ArgMax %d, the logits' argmax %d", t, seq, a, q.next)
+				q.next = argmax(ref)
+				if rng.IntN(2) == 0 {
+					st.ArgMaxCalls++
+					if a := b.ArgMaxAt(i, r); a != q.next {
+						return fmt.Errorf("step %d: sequence %d: Batch.ArgMaxAt %d, the logits' argmax %d", t, seq, a, q.next)
+					}
 				}
+				q.rows++
+				st.LogitsRows++
 			}
-			q.rows++
-			st.LogitsRows++
 		}
 	}
 }

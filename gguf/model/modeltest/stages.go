@@ -89,7 +89,10 @@ func (p *pipeline) step(ctx context.Context, in []stepSeq) ([][]float32, error) 
 	for i, b := range p.batches {
 		seqs := make([]model.Seq, len(in))
 		for j, sq := range in {
-			seqs[j] = model.Seq{Session: p.sessions[i][sq.seq], Logits: sq.logits}
+			seqs[j] = model.Seq{Session: p.sessions[i][sq.seq]}
+			if sq.logits {
+				seqs[j].Logits = 1
+			}
 			if i == 0 {
 				seqs[j].Tokens = sq.tokens
 			} else {

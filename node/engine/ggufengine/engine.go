@@ -9,6 +9,7 @@ import (
 
 	"github.com/meshnode/meshnode/gguf/model"
 	"github.com/meshnode/meshnode/gguf/sample"
+	"github.com/meshnode/meshnode/gguf/spec"
 	"github.com/meshnode/meshnode/hw"
 	"github.com/meshnode/meshnode/node/engine"
 	"github.com/meshnode/meshnode/node/receipt"
@@ -35,6 +36,10 @@ var (
 	_ engine.WorkReporter = (*Engine)(nil)
 )
 
+// fullWindows is how many speculating slots' full windows a step's
+// logits rows are sized for.
+const fullWindows = 4
+
 func newEngine(m *Model, cfg Config, opt model.SessionOptions, sessions int) (*Engine, error) {
 	e := &Engine{m: m, recipe: m.name, fidelity: cfg.Fidelity, ujTok: cfg.UJPerToken, opt: opt}
 	e.pool = pool{max: sessions, wake: make(chan struct{}), open: func() (*model.Session, error) {
@@ -49,9 +54,16 @@ func newEngine(m *Model, cfg Config, opt model.SessionOptions, sessions int) (*E
 		budget = model.DefaultBatch
 	}
 	// Every slot's decode token and a prompt chunk fit one step, so that
-	// no prompt waits for decoding to end.
-	budget = max(budget, sessions+chunk)
-	b, err := m.model.NewBatch(model.BatchOptions{Tokens: budget, Seqs: sessions})
+	// no prompt waits for decoding to end; so do the full windows of up
+	// to fullWindows speculating slots (the logits rows are the step's
+	// biggest scratch: a vocabulary each), and a window that does not fit
+	// goes first in the next step.
+	rows := sessions
+	if m.draft != nil {
+		rows += m.draft.maxK * min(sessions, fullWindows)
+	}
+	budget = max(budget, rows+chunk)
+	b, err := m.model.NewBatch(model.BatchOptions{Tokens: budget, Seqs: rows})
 	if err != nil {
 		return nil, fmt.Errorf("ggufengine: %w", err)
 	}
@@ -113,7 +125,10 @@ func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []u
 	if err != nil {
 		return engine.Outcome{}, err
 	}
-	return e.generate(ctx, prompt, Generation{Sampling: params, Stop: stops, MaxTokens: int(req.MaxTokens)}, emit)
+	// A sampled request speculates only with the proposer it names: its
+	// tokens depend on it, and its identity must say so.
+	noSpec := !engine.Speculation(ctx) || !params.Greedy() && (req.Sampling.Draft == "" || req.Sampling.Draft != e.m.Draft())
+	return e.generate(ctx, prompt, Generation{Sampling: params, Stop: stops, MaxTokens: int(req.MaxTokens), NoSpeculation: noSpec}, emit)
 }
 
 // Generation is how Generate generates: the sampler's parameters, the stop
@@ -122,6 +137,8 @@ type Generation struct {
 	Sampling  sample.Params
 	Stop      []string
 	MaxTokens int
+	// NoSpeculation decodes without the model's proposer (Config.Draft).
+	NoSpeculation bool
 }
 
 // Generate is Serve for a caller outside the steward (meshnode run): no
@@ -156,7 +173,15 @@ func (e *Engine) generate(ctx context.Context, prompt []uint32, g Generation, em
 
 	delivered := e.fidelity
 	out := engine.Outcome{TokensIn: uint32(len(prompt)), Delivered: &delivered}
-	d := decoder{seq: seq, s: s, sampler: sample.New(g.Sampling), argMax: g.Sampling.ArgMax()}
+	d := decoder{seq: seq, s: s, sampler: sample.New(g.Sampling), argMax: g.Sampling.ArgMax(), work: hw.WorkFrom(ctx)}
+	if dr := e.m.draft; dr != nil && !g.NoSpeculation {
+		prop, release, err := dr.proposer(g.Sampling)
+		if err != nil {
+			return out, err
+		}
+		defer release()
+		d.prop, d.win, d.draftUnit = prop, dr.window(), dr.unit
+	}
 	reused, next, err := d.prefill(ctx, prompt)
 	if err != nil {
 		return out, err
@@ -174,12 +199,25 @@ func (e *Engine) generate(ctx context.Context, prompt []uint32, g Generation, em
 				return fmt.Errorf("ggufengine: emit: %w", err)
 			}
 			out.TokensOut++
+			// Every token out is one the target accepted: its own, or a
+			// draft it verified (SpecAccepted counts those).
 			out.TokensAccepted++
 		}
 		return nil
 	}
 	var generated []uint32
+	// The session never keeps a token beyond those handed out (a
+	// window's accepted drafts past a stop, an end or the ceiling): as
+	// after plain decoding, it holds the prompt and the output.
+	defer func() { s.Truncate(len(prompt) + len(generated)) }()
+	pending := []uint32{next} // picked, not yet handed out; all but the last evaluated
 	for len(generated) < g.MaxTokens {
+		if len(pending) == 0 {
+			if pending, err = d.eval(ctx, prompt, generated, g.MaxTokens-len(generated), &out); err != nil {
+				return out, err
+			}
+		}
+		next, pending = pending[0], pending[1:]
 		if tok.IsEOG(next) {
 			break
 		}
@@ -194,11 +232,8 @@ func (e *Engine) generate(ctx context.Context, prompt []uint32, g Generation, em
 		if stop {
 			return out, nil
 		}
-		if len(generated) == g.MaxTokens || s.Len() == s.Context() {
+		if len(generated) == g.MaxTokens || len(pending) == 0 && s.Len() == s.Context() {
 			break // no need to evaluate a token nothing follows
-		}
-		if next, err = d.eval(ctx, generated); err != nil {
-			return out, err
 		}
 	}
 	return out, send(stopper.Flush())
@@ -214,6 +249,14 @@ type decoder struct {
 	// the batch finds where the logits are: on the GPU, one int copied
 	// back per token rather than the vocabulary's logits.
 	argMax bool
+	work   hw.WorkRecorder // the serve's, for the draft's work; may be nil
+
+	// Speculation (nil prop: none): the proposer, the window sizing its
+	// rounds, and the work units of a drafted token.
+	prop      spec.Proposer
+	win       *spec.Window
+	draftUnit uint64
+	drafted   int // tokens the draft model has evaluated, reported
 }
 
 // pick returns how the next token is chosen from a step's logits: the
@@ -239,10 +282,71 @@ func (d *decoder) prefill(ctx context.Context, prompt []uint32) (reused int, nex
 	return reused, next, err
 }
 
-// eval evaluates the token generated last and picks the next; generated
-// is the generation so far, the penalties' history.
-func (d *decoder) eval(ctx context.Context, generated []uint32) (uint32, error) {
-	return d.seq.run(ctx, d.s, generated[len(generated)-1:], d.pick(generated))
+// eval evaluates the token generated last and returns the tokens that
+// follow: the next one picked; or, speculating, the drafts the target
+// accepted and its own pick after them (at most left tokens in all).
+// generated is the generation so far, the penalties' history.
+func (d *decoder) eval(ctx context.Context, prompt, generated []uint32, left int, out *engine.Outcome) ([]uint32, error) {
+	last := generated[len(generated)-1:]
+	k := 0
+	if d.prop != nil {
+		// The last token generated is never evaluated, and the window
+		// must fit the context.
+		k = min(d.win.Size(), left-1, d.s.Context()-d.s.Len()-1)
+	}
+	var drafts []spec.Draft
+	if k > 0 {
+		seq := append(append(make([]uint32, 0, len(prompt)+len(generated)), prompt...), generated...)
+		var err error
+		if drafts, err = d.prop.Propose(ctx, seq, len(prompt), k); err != nil {
+			return nil, err
+		}
+		d.reportDraft()
+		if len(drafts) < k {
+			d.win.Declined()
+		}
+	}
+	if len(drafts) == 0 {
+		next, err := d.seq.run(ctx, d.s, last, d.pick(generated))
+		return []uint32{next}, err
+	}
+	window := append(make([]uint32, 0, len(drafts)+1), last...)
+	for _, dr := range drafts {
+		window = append(window, dr.Token)
+	}
+	base := d.s.Len()
+	var accepted int
+	next, err := d.seq.runRows(ctx, d.s, window, len(window), func(b *model.Batch, i int) uint32 {
+		var next uint32
+		accepted, next = spec.Verify(d.sampler, d.argMax, spec.BatchRows{B: b, I: i}, drafts, generated)
+		return next
+	})
+	if err != nil {
+		return nil, err
+	}
+	// The rejected drafts' keys and values go.
+	d.s.Truncate(base + 1 + accepted)
+	d.win.Record(len(drafts), accepted)
+	out.SpecProposed += uint32(len(drafts))
+	out.SpecAccepted += uint32(accepted)
+	pending := make([]uint32, 0, accepted+1)
+	for _, dr := range drafts[:accepted] {
+		pending = append(pending, dr.Token)
+	}
+	return append(pending, next), nil
+}
+
+// reportDraft reports the draft model's new work to the serve's meter:
+// its tokens run inside the serve's span, on the same machine.
+func (d *decoder) reportDraft() {
+	mp, ok := d.prop.(*spec.ModelProposer)
+	if !ok || d.work == nil {
+		return
+	}
+	if n := mp.Evaluated(); n > d.drafted {
+		d.work.AddWork(uint64(n-d.drafted) * d.draftUnit)
+		d.drafted = n
+	}
 }
 
 // check validates a request before any work, returning the sampler's

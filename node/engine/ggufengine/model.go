@@ -70,6 +70,22 @@ type Config struct {
 	// where the CUDA backend can run the model, else the CPU),
 	// BackendCPU or BackendCUDA. See backend.go.
 	Backend string
+	// Draft turns on speculative decoding: the path of a GGUF draft
+	// model with the same vocabulary (a smaller model of the family, or a
+	// more quantised copy), or DraftLookup for prompt lookup. Empty: off.
+	Draft string
+	// DraftMax is the most tokens drafted per step; 0:
+	// spec.DefaultMaxWindow.
+	DraftMax int
+	// DraftCost is c, a drafted token's cost relative to a target token,
+	// which sizes the windows (spec.Window); 0: the draft file's size
+	// over the target's (the bytes a token reads). A fixed figure, so
+	// that the speculation of a seeded sampled serve replays.
+	DraftCost float64
+	// DraftThreshold stops a round's drafting where the draft model's
+	// top probability falls below it; 0: spec.DefaultThreshold; negative:
+	// never.
+	DraftThreshold float64
 }
 
 // DefaultSessions is the slots of a model whose memory is unknown, and
@@ -92,6 +108,7 @@ type Model struct {
 	facts   gguf.Facts
 	weights receipt.Weights
 	ctx     int
+	draft   *drafter // nil: no speculation
 	eng     *Engine
 	log     *slog.Logger
 }
@@ -147,6 +164,12 @@ func Load(path string, cfg Config) (*Model, error) {
 	var sessions int
 	m.ctx, sessions = slots(cfg, mc, kv)
 	opt := model.SessionOptions{Context: m.ctx, Batch: cfg.Batch, KV: kv}
+	if cfg.Draft != "" {
+		if m.draft, err = loadDraft(m, cfg); err != nil {
+			return nil, fmt.Errorf("ggufengine: %s: %w", path, err)
+		}
+		log.Info("speculative decoding", "model", m.name, "draft", cfg.Draft, "id", m.draft.id, "cost", m.draft.cost, "max_window", m.draft.maxK)
+	}
 	if m.eng, err = newEngine(m, cfg, opt, sessions); err != nil {
 		return nil, err
 	}
@@ -284,12 +307,23 @@ func (m *Model) Facts() gguf.Facts { return m.facts }
 // Size is the file's size in bytes.
 func (m *Model) Size() int64 { return m.file.Size() }
 
+// Draft names the model's speculative proposer as a sampled request
+// names it (receipt.Sampling.Draft): DraftLookup, or the draft model's
+// weights digest; empty when the model does not speculate.
+func (m *Model) Draft() string {
+	if m.draft == nil {
+		return ""
+	}
+	return m.draft.id
+}
+
 // Close releases the backend's workers and the file's mapping. The model
 // and its engine must not be used afterwards.
 func (m *Model) Close() error {
 	if m.eng != nil {
 		m.eng.close()
 	}
+	m.draft.close()
 	if m.be != nil {
 		m.be.Close()
 	}

@@ -71,11 +71,14 @@ type SchedStats struct {
 }
 
 // job is one serve's work: tokens to evaluate on its session, then the
-// next token picked from the logits after them.
+// next token picked from the logits after them. A speculative window
+// (rows > 1) wants the logits after each of its last rows tokens, and is
+// evaluated whole in one step, as a decode token is.
 type job struct {
 	seq    *seqHandle
 	s      *model.Session
 	tokens []uint32
+	rows   int
 	fed    int
 	pick   func(b *model.Batch, i int) uint32 // nil: the logits' argmax
 	work   hw.WorkRecorder
@@ -84,6 +87,10 @@ type job struct {
 	inStep    bool // in the step running now (guarded by sched.mu)
 	cancelled bool // its serve has given up on it
 }
+
+// logitsRows is how many logits rows j's last step wants (1 unless a
+// window).
+func (j *job) logitsRows() int { return max(j.rows, 1) }
 
 type jobResult struct {
 	next uint32
@@ -141,11 +148,18 @@ func (h *seqHandle) close() {
 // that the caller may reuse s; s then holds the tokens of the steps that
 // ran.
 func (h *seqHandle) run(ctx context.Context, s *model.Session, tokens []uint32, pick func(*model.Batch, int) uint32) (uint32, error) {
+	return h.runRows(ctx, s, tokens, 1, pick)
+}
+
+// runRows is run for a speculative window: tokens evaluated in one step,
+// with the logits after each of the last rows of them for pick
+// (model.Batch's LogitsAt and ArgMaxAt).
+func (h *seqHandle) runRows(ctx context.Context, s *model.Session, tokens []uint32, rows int, pick func(*model.Batch, int) uint32) (uint32, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
 	sc := h.sc
-	j := &job{seq: h, s: s, tokens: tokens, pick: pick, work: hw.WorkFrom(ctx), res: make(chan jobResult, 1)}
+	j := &job{seq: h, s: s, tokens: tokens, rows: rows, pick: pick, work: hw.WorkFrom(ctx), res: make(chan jobResult, 1)}
 	sc.mu.Lock()
 	h.back()
 	if sc.closed {
@@ -259,12 +273,12 @@ func (sc *sched) step(seqs []model.Seq, jobs []*job, next []uint32) (_ []uint32,
 	// The argmaxes first: on a device that finds them all at once, the
 	// step and its argmaxes are then one recording, the same every step.
 	for i, sq := range seqs {
-		if sq.Logits && jobs[i].pick == nil {
+		if sq.Logits > 0 && jobs[i].pick == nil {
 			next[i] = sc.batch.ArgMax(i)
 		}
 	}
 	for i, sq := range seqs {
-		if sq.Logits && jobs[i].pick != nil {
+		if sq.Logits > 0 && jobs[i].pick != nil {
 			next[i] = jobs[i].pick(sc.batch, i)
 		}
 	}
@@ -310,18 +324,20 @@ func (sc *sched) gather() bool {
 func (sc *sched) compose(seqs []model.Seq, jobs []*job) ([]model.Seq, []*job) {
 	left, rows := sc.budget, 0
 	add := func(j *job, n int) {
-		final := j.fed+n == len(j.tokens)
-		seqs = append(seqs, model.Seq{Session: j.s, Tokens: j.tokens[j.fed : j.fed+n], Logits: final})
+		k := 0
+		if j.fed+n == len(j.tokens) {
+			k = j.logitsRows()
+		}
+		seqs = append(seqs, model.Seq{Session: j.s, Tokens: j.tokens[j.fed : j.fed+n], Logits: k})
 		jobs = append(jobs, j)
 		j.inStep = true
 		left -= n
-		if final {
-			rows++
-		}
+		rows += k
 	}
+	// Decode tokens and speculative windows, whole.
 	for _, j := range sc.queue {
-		if len(j.tokens)-j.fed == 1 && left > 0 && rows < sc.batch.Seqs() {
-			add(j, 1)
+		if rem := len(j.tokens) - j.fed; rem == j.logitsRows() && left >= rem && rows+rem <= sc.batch.Seqs() {
+			add(j, rem)
 		}
 	}
 	// Fair shares: while sequences decode, the prompts waiting get as
@@ -333,11 +349,11 @@ func (sc *sched) compose(seqs []model.Seq, jobs []*job) ([]model.Seq, []*job) {
 	}
 	for _, j := range sc.queue {
 		rem := len(j.tokens) - j.fed
-		if rem < 2 || prompt == 0 {
+		if rem < 2 || j.logitsRows() > 1 || prompt == 0 {
 			continue
 		}
 		n := min(rem, prompt)
-		if n == rem && rows == sc.batch.Seqs() {
+		if n == rem && rows >= sc.batch.Seqs() {
 			n-- // no logits row left: all but the last token now
 		}
 		prompt -= n
@@ -370,7 +386,7 @@ func (sc *sched) account(seqs []model.Seq, err error) {
 	decode, prompt := false, false
 	for _, sq := range seqs {
 		st.Tokens += int64(len(sq.Tokens))
-		if len(sq.Tokens) == 1 && sq.Logits {
+		if sq.Logits == len(sq.Tokens) {
 			decode = true
 		} else {
 			prompt = true

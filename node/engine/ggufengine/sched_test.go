@@ -279,7 +279,7 @@ func TestComposeShares(t *testing.T) {
 	shape := func(seqs []model.Seq) (got []int) {
 		for _, sq := range seqs {
 			n := len(sq.Tokens)
-			if sq.Logits {
+			if sq.Logits > 0 {
 				n = -n // a logits row
 			}
 			got = append(got, n)

@@ -1,0 +1,413 @@
+package spec_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/cpu"
+	"github.com/meshnode/meshnode/gguf/model"
+	"github.com/meshnode/meshnode/gguf/model/modeltest"
+	"github.com/meshnode/meshnode/gguf/sample"
+	"github.com/meshnode/meshnode/gguf/spec"
+)
+
+// timedProposer counts the time a proposer takes and the tokens it
+// drafts: its measured cost per drafted token.
+type timedProposer struct {
+	p      spec.Proposer
+	took   time.Duration
+	drafts int
+}
+
+func (t *timedProposer) Propose(ctx context.Context, seq []uint32, gen, k int) ([]spec.Draft, error) {
+	start := time.Now()
+	d, err := t.p.Propose(ctx, seq, gen, k)
+	t.took += time.Since(start)
+	t.drafts += len(d)
+	return d, err
+}
+
+// specRun is one case's figures.
+type specRun struct {
+	plainTPS, specTPS float64 // decode tokens per second
+	st                spec.Stats
+	tokens            int
+	c                 float64 // measured in the runs: the proposer's time per drafted token over a target token's
+	cDecode           float64 // measured alone: the draft's one-token decode time over the target's
+	v                 float64 // measured: an extra row of a 5-row window over a one-token step
+}
+
+// rowCost times the target's steps of one token and of a window of 5
+// (the best of two runs of 8 steps each) and returns what each extra
+// row costs, relative to the one-token step.
+func rowCost(b *testing.B, m *model.Model, prompt []uint32) float64 {
+	bt, err := m.NewBatch(model.BatchOptions{Tokens: 16, Seqs: 16})
+	if err != nil {
+		b.Fatal(err)
+	}
+	per := func(rows int) float64 {
+		best := 0.0
+		for range 2 {
+			s, err := m.NewSession(model.SessionOptions{Context: len(prompt) + 8*rows + 1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := s.Eval(context.Background(), prompt); err != nil {
+				b.Fatal(err)
+			}
+			win := make([]uint32, rows)
+			for i := range win {
+				win[i] = uint32(100 + i)
+			}
+			start := time.Now()
+			for range 8 {
+				if err := bt.Step(context.Background(), []model.Seq{{Session: s, Tokens: win, Logits: rows}}); err != nil {
+					b.Fatal(err)
+				}
+				bt.ArgMaxAt(0, rows-1)
+			}
+			d := time.Since(start).Seconds() / 8
+			if best == 0 || d < best {
+				best = d
+			}
+			s.Close()
+		}
+		return best
+	}
+	one := per(1)
+	return (per(5) - one) / 4 / one
+}
+
+// decodeCost times one-token decoding on the draft and on the target
+// (the best of two runs of 16 tokens each) and returns the ratio.
+func decodeCost(b *testing.B, target, draft *model.Model, prompt []uint32) float64 {
+	per := func(m *model.Model) float64 {
+		best := 0.0
+		for range 2 {
+			s, err := m.NewSession(model.SessionOptions{Context: len(prompt) + 40})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := s.Eval(context.Background(), prompt); err != nil {
+				b.Fatal(err)
+			}
+			start := time.Now()
+			for i := range 16 {
+				if _, err := s.EvalArgMax(context.Background(), []uint32{uint32(100 + i)}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			d := time.Since(start).Seconds() / 16
+			if best == 0 || d < best {
+				best = d
+			}
+			s.Close()
+		}
+		return best
+	}
+	return per(draft) / per(target)
+}
+
+// benchThreshold is BENCH_THRESHOLD, the draft's stopping probability (0:
+// spec.DefaultThreshold; negative: never stop).
+func benchThreshold() float64 {
+	v, _ := strconv.ParseFloat(os.Getenv("BENCH_THRESHOLD"), 64)
+	return v
+}
+
+func envInt(key string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(key)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// BenchmarkSpeculative is make bench-spec: greedy decode speed without
+// and with speculation, on the same prompts and thread count, for
+//   - the built-in model's F16 with its Q8_0 as draft, and with
+//     meshnode-fortunes-draft (both in $MESHNODE_MODELS, ../shared/models);
+//   - the built-in Q8_0 with prompt lookup, on prompts that repeat
+//     themselves (a prompt, the model's own continuation, the prompt
+//     again);
+//   - the 1B-shaped Q8_0 with its Q4_0 as draft (BENCH_CACHE's
+//     llama-3.2-1b-shape-{q8_0,q4_0}.gguf; see bench-batch), when present.
+//
+// For each: decode tok/s plain and speculating (prefill excluded; best of
+// BENCH_REPS rounds, the two alternating which goes first), the
+// acceptance rate, tokens
+// per round E and drafts per round K, c (the proposer's measured time per
+// drafted token over the target's per token), the ideal speedup
+// E / (K·c + 1) and ours as a share of it, and, with v the measured cost
+// of an extra verified row, E / (K·(c+v) + 1). Each case runs twice:
+// speculating as the engine does (spec.Window with c fixed from the
+// files' sizes, the default threshold), and with a fixed window of 4
+// (spec.Fixed), which shows what speculation does where the adaptive
+// window declines it. The speculative tokens must equal the plain ones.
+// Knobs: BENCH_THREADS (default all CPUs), BENCH_TG (64), BENCH_REPS (2),
+// BENCH_CASE (run the cases whose name holds it), BENCH_THRESHOLD (the
+// draft's stopping probability; default spec.DefaultThreshold, negative:
+// never stop).
+func BenchmarkSpeculative(b *testing.B) {
+	if os.Getenv("MESHNODE_BENCH_SPEC") == "" {
+		b.Skip("set MESHNODE_BENCH_SPEC=1 (make bench-spec): takes minutes")
+	}
+	threads := envInt("BENCH_THREADS", runtime.NumCPU())
+	tg, reps := envInt("BENCH_TG", 64), envInt("BENCH_REPS", 2)
+	be := cpu.New(cpu.Options{Threads: threads})
+	defer be.Close()
+	shared := os.Getenv("MESHNODE_MODELS")
+	cacheDir := os.Getenv("BENCH_CACHE")
+	if cacheDir == "" {
+		if d, err := os.UserCacheDir(); err == nil {
+			cacheDir = filepath.Join(d, "meshnode-bench")
+		}
+	}
+	refs, err := modeltest.ReadGreedyReference(filepath.Join("..", "..", "models", "reference-greedy.txt"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var fortunePrompts [][]uint32
+	for _, c := range refs[:3] {
+		fortunePrompts = append(fortunePrompts, c.Prompt)
+	}
+	type benchCase struct {
+		name, target, draft string // draft: a path, or "lookup"
+		ctx                 int
+		tg                  int
+		prompts             func(m *model.Model) [][]uint32
+		// threshold: the draft's stopping probability for this case (0:
+		// BENCH_THRESHOLD or the default).
+		threshold float64
+	}
+	fixed := func([][]uint32) func(*model.Model) [][]uint32 {
+		return func(*model.Model) [][]uint32 { return fortunePrompts }
+	}(nil)
+	repeating := func(m *model.Model) [][]uint32 {
+		var out [][]uint32
+		for _, p := range fortunePrompts {
+			g := greedyTokens(b, m, p, 48)
+			out = append(out, slices.Concat(p, g, p[1:]))
+		}
+		return out
+	}
+	oneB := func(*model.Model) [][]uint32 {
+		p := []uint32{128000}
+		for i := range 15 {
+			p = append(p, uint32(1000+i*37))
+		}
+		return [][]uint32{p}
+	}
+	cases := []benchCase{
+		{"fortunes F16 + Q8_0 draft", filepath.Join(shared, "meshnode-fortunes-f16.gguf"), filepath.Join(shared, "meshnode-fortunes-q8_0.gguf"), 256, tg, fixed, 0},
+		{"fortunes F16 + fortunes-draft", filepath.Join(shared, "meshnode-fortunes-f16.gguf"), filepath.Join(shared, "meshnode-fortunes-draft-q8_0.gguf"), 256, tg, fixed, 0},
+		{"fortunes Q8_0 + lookup, repeating prompt", filepath.Join("..", "..", "models", "meshnode-fortunes-q8_0.gguf"), "lookup", 256, tg, repeating, 0},
+		// Random weights give every next token a probability near
+		// 1/128256: no draft would pass a threshold, so none is set.
+		{"1B-shape Q8_0 + Q4_0 draft", filepath.Join(cacheDir, "llama-3.2-1b-shape-q8_0.gguf"), filepath.Join(cacheDir, "llama-3.2-1b-shape-q4_0.gguf"), 512, min(tg, 32), oneB, -1},
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "case\tthreads\ttokens\tplain tok/s\tspec tok/s\tspeedup\taccept\tE\tK\tc\tc decode\tc sizes\tv\tideal\t%% of ideal\tideal+v\t%% of it\t\n")
+	for _, bc := range cases {
+		if f := os.Getenv("BENCH_CASE"); f != "" && !strings.Contains(bc.name, f) {
+			continue
+		}
+		if _, err := os.Stat(bc.target); err != nil {
+			b.Logf("%s: skipped, no %s (set MESHNODE_MODELS / BENCH_CACHE)", bc.name, bc.target)
+			continue
+		}
+		if bc.draft != "lookup" {
+			if _, err := os.Stat(bc.draft); err != nil {
+				b.Logf("%s: skipped, no %s", bc.name, bc.draft)
+				continue
+			}
+		}
+		th := bc.threshold
+		if th == 0 {
+			th = benchThreshold()
+		}
+		for _, fixed := range []int{0, 4} {
+			r, cSizes := runSpecCase(b, be, bc.target, bc.draft, bc.ctx, bc.tg, reps, th, fixed, bc.prompts)
+			e := float64(r.tokens) / float64(r.st.Rounds)
+			k := float64(r.st.Proposed) / float64(r.st.Rounds)
+			accept := float64(r.st.Accepted) / float64(max(1, r.st.Proposed))
+			ideal := e / (k*r.c + 1)
+			idealV := e / (k*(r.c+r.v) + 1)
+			speedup := r.specTPS / r.plainTPS
+			name := bc.name + ", adaptive"
+			if fixed > 0 {
+				name = fmt.Sprintf("%s, K=%d fixed", bc.name, fixed)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.1f\t%.2f×\t%.2f\t%.2f\t%.2f\t%.3f\t%.3f\t%.3f\t%.2f\t%.2f×\t%.0f%%\t%.2f×\t%.0f%%\t\n",
+				name, threads, r.tokens, r.plainTPS, r.specTPS, speedup, accept, e, k, r.c, r.cDecode, cSizes, r.v, ideal, 100*speedup/ideal, idealV, 100*speedup/idealV)
+		}
+	}
+	tw.Flush()
+}
+
+// greedyTokens decodes n greedy tokens after prompt.
+func greedyTokens(b *testing.B, m *model.Model, prompt []uint32, n int) []uint32 {
+	s, err := m.NewSession(model.SessionOptions{Context: 256})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	bt, err := m.NewBatch(model.BatchOptions{Tokens: 16, Seqs: 16})
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, _, err := spec.Generate(context.Background(), bt, s, prompt, n, sample.Params{}, nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return out
+}
+
+// runSpecCase measures one target and proposer over the prompts, and
+// returns the figures and c as the engine fixes it from the files' sizes.
+func runSpecCase(b *testing.B, be *cpu.Backend, targetPath, draftPath string, ctxLen, tg, reps int, threshold float64, fixed int, prompts func(*model.Model) [][]uint32) (specRun, float64) {
+	ctx := context.Background()
+	tf, err := gguf.Open(targetPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tf.Close()
+	target, err := model.Load(tf, be)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var draft *model.Model
+	cSizes := 0.0
+	if draftPath != "lookup" {
+		df, err := gguf.Open(draftPath)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer df.Close()
+		if draft, err = model.Load(df, be); err != nil {
+			b.Fatal(err)
+		}
+		if err := spec.CheckVocab(tf.Metadata, df.Metadata, target.Config().VocabSize, draft.Config().VocabSize); err != nil {
+			b.Fatal(err)
+		}
+		cSizes = float64(df.Size()) / float64(tf.Size())
+	}
+	s, err := target.NewSession(model.SessionOptions{Context: ctxLen})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	bt, err := target.NewBatch(model.BatchOptions{Tokens: 16, Seqs: 16})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var ds *model.Session
+	if draft != nil {
+		if ds, err = draft.NewSession(model.SessionOptions{Context: ctxLen}); err != nil {
+			b.Fatal(err)
+		}
+		defer ds.Close()
+	}
+	ps := prompts(target)
+	// prefill is the time of evaluating each prompt, taken out of the
+	// generations' times.
+	prefill := func(p []uint32) time.Duration {
+		s.Truncate(0)
+		start := time.Now()
+		if _, err := s.Eval(ctx, p); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	var best specRun
+	for round := range reps {
+		var plainT, specT, propT time.Duration
+		var st spec.Stats
+		tokens, drafts := 0, 0
+		for _, p := range ps {
+			var want, got []uint32
+			plain := func() {
+				pre := prefill(p)
+				start := time.Now()
+				var err error
+				if want, _, err = spec.Generate(ctx, bt, s, p, tg, sample.Params{}, nil, nil); err != nil {
+					b.Fatal(err)
+				}
+				plainT += time.Since(start) - pre
+			}
+			speculative := func() {
+				var prop *timedProposer
+				if draft != nil {
+					ds.Truncate(0)
+					prop = &timedProposer{p: spec.NewModelProposer(ds, sample.Params{}, threshold)}
+				} else {
+					prop = &timedProposer{p: spec.Lookup{}}
+				}
+				w := spec.NewWindow(0, cSizes, 0)
+				if fixed > 0 {
+					w = spec.Fixed(fixed)
+				} else if draft != nil {
+					w.LimitProbes(0) // as the engine sizes a draft model's windows
+				}
+				pre := prefill(p)
+				start := time.Now()
+				var rs spec.Stats
+				var err error
+				if got, rs, err = spec.Generate(ctx, bt, s, p, tg, sample.Params{}, prop, w); err != nil {
+					b.Fatal(err)
+				}
+				specT += time.Since(start) - pre
+				propT += prop.took
+				drafts += prop.drafts
+				st.Rounds += rs.Rounds
+				st.Proposed += rs.Proposed
+				st.Accepted += rs.Accepted
+			}
+			// The two alternate which goes first, so that neither always
+			// runs in the other's wake.
+			if round%2 == 0 {
+				plain()
+				speculative()
+			} else {
+				speculative()
+				plain()
+			}
+			if !slices.Equal(got, want) {
+				b.Fatalf("speculative tokens %v differ from plain %v", got, want)
+			}
+			tokens += len(got)
+		}
+		r := specRun{
+			plainTPS: float64(tokens) / plainT.Seconds(),
+			specTPS:  float64(tokens) / specT.Seconds(),
+			st:       st, tokens: tokens,
+		}
+		if drafts > 0 {
+			perTarget := plainT.Seconds() / float64(tokens)
+			r.c = propT.Seconds() / float64(drafts) / perTarget
+		}
+		b.Logf("%s: plain %.1f tok/s, speculative %.1f tok/s, %+v, c %.3f", filepath.Base(targetPath)+"+"+filepath.Base(draftPath), r.plainTPS, r.specTPS, st, r.c)
+		// Each side's best round: a shared machine's bursts skew
+		// neither more than the other. The counts are the same every
+		// round (greedy, deterministic).
+		if best.tokens == 0 {
+			best = r
+		}
+		best.plainTPS, best.specTPS = max(best.plainTPS, r.plainTPS), max(best.specTPS, r.specTPS)
+		best.c = min(best.c, r.c)
+	}
+	if draft != nil {
+		best.cDecode = decodeCost(b, target, draft, ps[0])
+	}
+	best.v = rowCost(b, target, ps[0])
+	return best, cSizes
+}

@@ -1,0 +1,144 @@
+package spec
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/model"
+	"github.com/meshnode/meshnode/gguf/sample"
+)
+
+// DefaultThreshold is the draft's top probability below which a
+// ModelProposer stops drafting: past it, a draft is more likely wrong
+// than worth its cost.
+const DefaultThreshold = 0.4
+
+// CheckVocab refuses a draft model whose vocabulary is not the target's:
+// the same number of tokens (in the output layer and the tokenizer), each
+// with the same text. Drafts are token ids; with another vocabulary they
+// would be verified as other words.
+func CheckVocab(target, draft *gguf.Metadata, targetVocab, draftVocab int) error {
+	if targetVocab != draftVocab {
+		return fmt.Errorf("spec: the draft's vocabulary has %d tokens, the target's %d", draftVocab, targetVocab)
+	}
+	const key = "tokenizer.ggml.tokens"
+	tt, ok1 := target.Strings(key)
+	dt, ok2 := draft.Strings(key)
+	if !ok1 || !ok2 {
+		return fmt.Errorf("spec: the target or the draft has no %s to compare", key)
+	}
+	if len(tt) != len(dt) {
+		return fmt.Errorf("spec: the draft's tokenizer has %d tokens, the target's %d", len(dt), len(tt))
+	}
+	for i := range tt {
+		if tt[i] != dt[i] {
+			return fmt.Errorf("spec: token %d is %q in the draft, %q in the target", i, dt[i], tt[i])
+		}
+	}
+	return nil
+}
+
+// ModelProposer drafts with a smaller model of the same vocabulary, on a
+// session of its own that follows the sequence (its KV cache keeps the
+// prefix it shares with the last proposal). For a sampled request it
+// samples its drafts from its own distribution under the request's
+// pipeline, with a stream seeded from the request's seed; for a greedy
+// one it drafts its own greedy picks. It is not safe for concurrent use.
+type ModelProposer struct {
+	s         *model.Session
+	smp       *sample.Sampler
+	threshold float64
+	evaluated int
+	hist      []uint32
+}
+
+// draftSeed separates the draft's random stream from the target's.
+const draftSeed = 0x9e3779b97f4a7c15
+
+// NewModelProposer drafts on s (a session of the draft model, which the
+// proposer uses but does not own) under the request's sampling parameters
+// p, stopping where the draft's top probability falls below threshold
+// (0: DefaultThreshold; negative: never).
+func NewModelProposer(s *model.Session, p sample.Params, threshold float64) *ModelProposer {
+	if threshold == 0 {
+		threshold = DefaultThreshold
+	}
+	p.Seed ^= draftSeed
+	return &ModelProposer{s: s, smp: sample.New(p), threshold: threshold}
+}
+
+// Evaluated is how many tokens the draft model has evaluated (its work).
+func (mp *ModelProposer) Evaluated() int { return mp.evaluated }
+
+// Propose implements Proposer.
+func (mp *ModelProposer) Propose(ctx context.Context, seq []uint32, gen, k int) ([]Draft, error) {
+	s := mp.s
+	// The draft's context may be shorter than the target's: where the
+	// sequence no longer fits, it proposes nothing.
+	k = min(k, s.Context()-len(seq))
+	if k <= 0 || len(seq) == 0 {
+		return nil, nil
+	}
+	reused := min(s.CommonPrefix(seq), len(seq)-1)
+	s.Truncate(reused)
+	logits, err := s.Eval(ctx, seq[reused:])
+	if err != nil {
+		return nil, fmt.Errorf("spec: draft: %w", err)
+	}
+	mp.evaluated += len(seq) - reused
+	mp.hist = append(mp.hist[:0], seq[gen:]...)
+	var drafts []Draft
+	for {
+		var d Draft
+		var top float64
+		if mp.smp.Params().Greedy() {
+			d.Token = mp.smp.Sample(logits, mp.hist)
+			top = softmaxAt(logits, d.Token)
+		} else {
+			d.Q = mp.smp.Dist(nil, logits, mp.hist)
+			d.Token = mp.smp.Draw(d.Q)
+			for _, x := range d.Q {
+				top = max(top, x.P)
+			}
+		}
+		if top < mp.threshold {
+			return drafts, nil
+		}
+		drafts = append(drafts, d)
+		mp.hist = append(mp.hist, d.Token)
+		if len(drafts) == k {
+			return drafts, nil
+		}
+		if logits, err = s.Eval(ctx, []uint32{d.Token}); err != nil {
+			return nil, fmt.Errorf("spec: draft: %w", err)
+		}
+		mp.evaluated++
+	}
+}
+
+// softmaxAt is the probability of id under the softmax of logits, to
+// within a few parts in a million: logits more than softmaxSpan below the
+// top are left out of the sum (each weighs under e^-16 of the top's), so
+// that a vocabulary of logits costs comparisons, not exponentials. It
+// only decides when drafting stops.
+func softmaxAt(logits []float32, id uint32) float64 {
+	top := float32(math.Inf(-1))
+	for _, l := range logits {
+		top = max(top, l)
+	}
+	var sum float64
+	for _, l := range logits {
+		if l > top-softmaxSpan {
+			sum += math.Exp(float64(l - top))
+		}
+	}
+	if logits[id] <= top-softmaxSpan {
+		return 0
+	}
+	return math.Exp(float64(logits[id]-top)) / sum
+}
+
+// softmaxSpan is how far below the top logit softmaxAt still counts.
+const softmaxSpan = 16

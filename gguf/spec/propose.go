@@ -1,0 +1,42 @@
+package spec
+
+import (
+	"context"
+
+	"github.com/meshnode/meshnode/gguf/sample"
+)
+
+// Draft is one proposed token.
+type Draft struct {
+	Token uint32
+	// Q is the distribution the proposer drew Token from, after the
+	// request's sampling pipeline; nil for a deterministic proposal
+	// (one-hot on Token).
+	Q []sample.Prob
+}
+
+// q is the probability the proposal gave its token: Q's entry for it, 1
+// for a deterministic proposal.
+func (d Draft) q(id uint32) float64 {
+	if d.Q == nil {
+		if id == d.Token {
+			return 1
+		}
+		return 0
+	}
+	for _, x := range d.Q {
+		if x.ID == id {
+			return x.P
+		}
+	}
+	return 0
+}
+
+// Proposer drafts the tokens likely to follow a sequence.
+type Proposer interface {
+	// Propose drafts at most k tokens to follow seq, the sequence so far:
+	// the prompt, then from seq[gen] on the tokens generated (the
+	// penalties' history). It may propose fewer, or none, where it is
+	// unsure.
+	Propose(ctx context.Context, seq []uint32, gen, k int) ([]Draft, error)
+}

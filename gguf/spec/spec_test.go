@@ -1,0 +1,445 @@
+package spec_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/cpu"
+	"github.com/meshnode/meshnode/gguf/model"
+	"github.com/meshnode/meshnode/gguf/model/modeltest"
+	"github.com/meshnode/meshnode/gguf/sample"
+	"github.com/meshnode/meshnode/gguf/spec"
+)
+
+// vocabSource is the committed model whose tokenizer the fixtures carry.
+var vocabSource = sync.OnceValues(func() (*gguf.File, error) {
+	return gguf.Open(filepath.Join("..", "..", "models", "meshnode-fortunes-q8_0.gguf"))
+})
+
+// modelPath finds a model file in the repository's models/ or
+// $MESHNODE_MODELS (where the F16 and draft files are).
+func modelPath(name string) (string, bool) {
+	dirs := []string{filepath.Join("..", "..", "models")}
+	if d := os.Getenv("MESHNODE_MODELS"); d != "" {
+		dirs = append(dirs, d)
+	}
+	for _, d := range dirs {
+		p := filepath.Join(d, name)
+		if _, err := os.Stat(p); err == nil {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+// loaded is a model and its file.
+type loaded struct {
+	f *gguf.File
+	m *model.Model
+}
+
+func fixture(t *testing.T, be *cpu.Backend, arch, ft string) loaded {
+	t.Helper()
+	src, err := vocabSource()
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, err := modeltest.Generate(modeltest.Fixture(arch, ft), src.Metadata)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Parse(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.Load(f, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return loaded{f, m}
+}
+
+func open(t *testing.T, be *cpu.Backend, path string) loaded {
+	t.Helper()
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	m, err := model.Load(f, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return loaded{f, m}
+}
+
+// plainGreedy decodes n tokens token by token, with the sampler's greedy
+// pick (penalties included).
+func plainGreedy(t *testing.T, m *model.Model, prompt []uint32, n int, p sample.Params) []uint32 {
+	t.Helper()
+	ctx := context.Background()
+	s, err := m.NewSession(model.SessionOptions{Context: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	smp := sample.New(p)
+	logits, err := s.Eval(ctx, prompt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []uint32
+	for {
+		out = append(out, smp.Sample(logits, out))
+		if len(out) == n {
+			return out
+		}
+		if logits, err = s.Eval(ctx, out[len(out)-1:]); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// speculate runs spec.Generate and checks that the session's cache holds
+// exactly the prompt and the tokens before the last (rejected drafts
+// trimmed).
+func speculate(t *testing.T, m *model.Model, prompt []uint32, n int, p sample.Params, prop spec.Proposer, w *spec.Window) ([]uint32, spec.Stats) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := m.NewSession(model.SessionOptions{Context: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	b, err := m.NewBatch(model.BatchOptions{Tokens: 16, Seqs: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, st, err := spec.Generate(ctx, b, s, prompt, n, p, prop, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := append(slices.Clone(prompt), out[:n-1]...); !slices.Equal(s.Tokens(), want) {
+		t.Fatalf("the session holds %d tokens %v, want the prompt and the output but its last (%d): rejected drafts not trimmed", s.Len(), s.Tokens(), len(want))
+	}
+	return out, st
+}
+
+// repeating is a prompt that says the same thing twice, so that prompt
+// lookup has something to find.
+func repeating(vocab, n int) []uint32 {
+	var p []uint32
+	for i := range n {
+		p = append(p, uint32((i*37+5)%vocab))
+	}
+	return append(append([]uint32{1}, p...), p...)
+}
+
+// TestGreedyExact: greedy speculative decoding gives plain greedy
+// decoding's tokens, one for one, on every parity fixture — with the same
+// weights in another quantisation as the draft, with prompt lookup, and
+// with drafts that are mostly wrong —
+// with and without penalties (which make verification read the logits
+// rather than their argmax), and trims rejected drafts' KV.
+func TestGreedyExact(t *testing.T) {
+	be := cpu.New(cpu.Options{Threads: 2})
+	defer be.Close()
+	const n = 20
+	for _, arch := range modeltest.Archs {
+		for i, ft := range modeltest.FileTypes {
+			dft := modeltest.FileTypes[(i+1)%len(modeltest.FileTypes)]
+			t.Run(arch+"-"+strings.ToLower(ft)+"-draft-"+strings.ToLower(dft), func(t *testing.T) {
+				target, draft := fixture(t, be, arch, ft), fixture(t, be, arch, dft)
+				if err := spec.CheckVocab(target.f.Metadata, draft.f.Metadata, target.m.Config().VocabSize, draft.m.Config().VocabSize); err != nil {
+					t.Fatal(err)
+				}
+				prompt := repeating(1000, 6)
+				for _, p := range []sample.Params{{}, {RepeatPenalty: 1.3}} {
+					want := plainGreedy(t, target.m, prompt, n, p)
+					ds, err := draft.m.NewSession(model.SessionOptions{Context: 256})
+					if err != nil {
+						t.Fatal(err)
+					}
+					got, st := speculate(t, target.m, prompt, n, p, spec.NewModelProposer(ds, p, -1), spec.NewWindow(4, 0.25, 0))
+					ds.Close()
+					if !slices.Equal(got, want) {
+						t.Fatalf("%+v, draft model: speculative %v, plain %v", p, got, want)
+					}
+					if st.Proposed == 0 {
+						t.Fatalf("%+v: the draft proposed nothing: %+v", p, st)
+					}
+					got, st2 := speculate(t, target.m, prompt, n, p, spec.Lookup{}, spec.Fixed(4))
+					if !slices.Equal(got, want) {
+						t.Fatalf("%+v, prompt lookup: speculative %v, plain %v", p, got, want)
+					}
+					// Drafts mostly wrong, every round: rejections and
+					// trims at every position of the window.
+					got, st3 := speculate(t, target.m, prompt, n, p, junk{}, spec.Fixed(3))
+					if !slices.Equal(got, want) || st3.Proposed == 0 {
+						t.Fatalf("%+v, junk drafts: speculative %v, plain %v (%+v)", p, got, want, st3)
+					}
+					t.Logf("%+v: draft %+v, lookup %+v", p, st, st2)
+				}
+			})
+		}
+	}
+}
+
+// junk proposes the last token plus 1, 2, … : mostly wrong drafts.
+type junk struct{}
+
+func (junk) Propose(_ context.Context, seq []uint32, _, k int) ([]spec.Draft, error) {
+	d := make([]spec.Draft, k)
+	for i := range d {
+		d[i] = spec.Draft{Token: (seq[len(seq)-1] + uint32(i) + 1) % 1000}
+	}
+	return d, nil
+}
+
+// TestGreedyExactFortunes: the same on the trained built-in model, with
+// the trained draft model (meshnode-fortunes-draft) and, where the F16
+// file is present, F16 as the target with Q8_0 as its draft. The draft
+// files are in $MESHNODE_MODELS (../shared/models).
+func TestGreedyExactFortunes(t *testing.T) {
+	be := cpu.New(cpu.Options{Threads: 2})
+	defer be.Close()
+	cases, err := modeltest.ReadGreedyReference(filepath.Join("..", "..", "models", "reference-greedy.txt"))
+	if err != nil || len(cases) == 0 {
+		t.Fatalf("reference: %d cases, %v", len(cases), err)
+	}
+	pairs := [][2]string{
+		{"meshnode-fortunes-q8_0.gguf", "meshnode-fortunes-draft-q8_0.gguf"},
+		{"meshnode-fortunes-f16.gguf", "meshnode-fortunes-q8_0.gguf"},
+	}
+	ran := 0
+	for _, pair := range pairs {
+		tp, ok1 := modelPath(pair[0])
+		dp, ok2 := modelPath(pair[1])
+		if !ok1 || !ok2 {
+			t.Logf("%s with %s: not found (set MESHNODE_MODELS)", pair[0], pair[1])
+			continue
+		}
+		ran++
+		t.Run(pair[0]+"+"+pair[1], func(t *testing.T) {
+			target, draft := open(t, be, tp), open(t, be, dp)
+			if err := spec.CheckVocab(target.f.Metadata, draft.f.Metadata, target.m.Config().VocabSize, draft.m.Config().VocabSize); err != nil {
+				t.Fatal(err)
+			}
+			var prop, acc int
+			for _, c := range cases[:3] {
+				want := plainGreedy(t, target.m, c.Prompt, 40, sample.Params{})
+				ds, err := draft.m.NewSession(model.SessionOptions{Context: 256})
+				if err != nil {
+					t.Fatal(err)
+				}
+				// Full windows every step, so that many drafts are verified.
+				got, st := speculate(t, target.m, c.Prompt, 40, sample.Params{}, spec.NewModelProposer(ds, sample.Params{}, -1), spec.Fixed(4))
+				ds.Close()
+				if !slices.Equal(got, want) {
+					t.Fatalf("prompt %v: speculative %v, plain %v", c.Prompt, got, want)
+				}
+				prop, acc = prop+st.Proposed, acc+st.Accepted
+			}
+			if prop == 0 {
+				t.Fatal("the draft proposed nothing")
+			}
+			t.Logf("acceptance %d/%d", acc, prop)
+		})
+	}
+	if ran == 0 {
+		t.Skip("no draft model found; set MESHNODE_MODELS to ../shared/models")
+	}
+}
+
+// TestCheckVocab: a draft whose vocabulary differs from the target's in
+// size or in any token's text is refused, naming the difference.
+func TestCheckVocab(t *testing.T) {
+	src, err := vocabSource()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens, _ := src.Metadata.Strings("tokenizer.ggml.tokens")
+	md := func(toks []string) *gguf.Metadata {
+		v, err := gguf.ValueOf(toks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := gguf.NewMetadata([]gguf.KV{{Key: "tokenizer.ggml.tokens", Value: v}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	n := len(tokens)
+	if err := spec.CheckVocab(src.Metadata, md(tokens), n, n); err != nil {
+		t.Fatalf("the same vocabulary: %v", err)
+	}
+	if err := spec.CheckVocab(src.Metadata, md(tokens), n, n-1); err == nil || !strings.Contains(err.Error(), "tokens") {
+		t.Errorf("another output size: %v", err)
+	}
+	if err := spec.CheckVocab(src.Metadata, md(tokens[:n-1]), n, n); err == nil {
+		t.Error("a shorter tokenizer was accepted")
+	}
+	other := slices.Clone(tokens)
+	other[500] = "▁something-else"
+	if err := spec.CheckVocab(src.Metadata, md(other), n, n); err == nil || !strings.Contains(err.Error(), "token 500") {
+		t.Errorf("a token with other text: %v", err)
+	}
+}
+
+// TestLookup: prompt lookup proposes what followed the latest earlier
+// occurrence of the longest suffix it finds, at most k tokens, and
+// nothing where the suffix never occurred.
+func TestLookup(t *testing.T) {
+	ctx := context.Background()
+	toks := func(d []spec.Draft) (out []uint32) {
+		for _, x := range d {
+			if x.Q != nil {
+				t.Error("a lookup draft with a distribution")
+			}
+			out = append(out, x.Token)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		seq  []uint32
+		k    int
+		want []uint32
+	}{
+		{[]uint32{1, 2, 3, 4, 1, 2}, 3, []uint32{3, 4, 1}},
+		{[]uint32{1, 2, 3, 4, 1, 2}, 8, []uint32{3, 4, 1, 2}},
+		// The longest suffix wins over a later, shorter match.
+		{[]uint32{7, 8, 9, 5, 3, 9, 6, 7, 8, 9}, 2, []uint32{5, 3}},
+		// The latest occurrence of the same suffix.
+		{[]uint32{5, 1, 5, 2, 5}, 1, []uint32{2}},
+		{[]uint32{1, 2, 3}, 4, nil},
+		{[]uint32{1}, 4, nil},
+	} {
+		d, err := spec.Lookup{}.Propose(ctx, tc.seq, 0, tc.k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := toks(d); !slices.Equal(got, tc.want) {
+			t.Errorf("%v, k %d: %v, want %v", tc.seq, tc.k, got, tc.want)
+		}
+	}
+}
+
+// TestWindow: the window grows to its maximum while drafts stand, shrinks
+// as they fall, and stops speculating — probing with one draft every so
+// often — when no size pays; and a costlier draft stops sooner.
+func TestWindow(t *testing.T) {
+	w := spec.NewWindow(6, 0.1, -1)
+	for range 20 {
+		w.Record(w.Size(), w.Size())
+	}
+	if k := w.Size(); k != 6 {
+		t.Errorf("every draft accepted: window %d, want 6 (rate %.2f)", k, w.Rate())
+	}
+	// Half accepted: a smaller window.
+	for range 20 {
+		k := w.Size()
+		w.Record(2*k, k)
+	}
+	if k := w.Size(); k < 1 || k >= 6 {
+		t.Errorf("half accepted: window %d (rate %.2f)", k, w.Rate())
+	}
+	// None accepted: off, with a probe of one draft after 16 plain rounds.
+	w = spec.NewWindow(6, 0.25, -1)
+	for i := 0; w.Size() > 0; i++ {
+		if i == 10 {
+			t.Fatalf("10 rounds with no draft accepted and still speculating (rate %.2f)", w.Rate())
+		}
+		w.Record(6, 0)
+	}
+	plain, probes := 0, 0
+	for range 34 {
+		switch w.Size() {
+		case 0:
+			plain++
+		case 1:
+			probes++
+			w.Record(1, 0)
+		default:
+			t.Fatal("a window of several drafts while none is accepted")
+		}
+	}
+	if plain != 32 || probes != 2 {
+		t.Errorf("none accepted: %d plain rounds and %d probes in 34, want 32 and 2 (rate %.3f)", plain, probes, w.Rate())
+	}
+	// With probes limited, it gives up for good.
+	w.LimitProbes(2)
+	for range 200 {
+		if k := w.Size(); k > 0 {
+			w.Record(k, 0)
+		}
+	}
+	for range 100 {
+		if k := w.Size(); k != 0 {
+			t.Fatalf("a window of %d after its probes ran out", k)
+		}
+	}
+	// A declined draft counts as a rejection where drafting costs
+	// something, and not where it is free.
+	free, paid := spec.NewWindow(4, 0, 0), spec.NewWindow(4, 0.2, 0)
+	for range 5 {
+		free.Declined()
+		paid.Declined()
+	}
+	if free.Rate() != 0.7 || paid.Rate() >= 0.7 {
+		t.Errorf("after declines: free proposer's rate %.2f (want the prior 0.70), paid one's %.2f", free.Rate(), paid.Rate())
+	}
+	// A fixed window drafts its size whatever happens.
+	f := spec.Fixed(3)
+	for range 50 {
+		if k := f.Size(); k != 3 {
+			t.Fatalf("a fixed window of 3 asked for %d", k)
+		}
+		f.Record(3, 0)
+		f.Declined()
+	}
+	// At a rate of 0.7 a cheap draft pays, a draft as costly as the
+	// target does not.
+	cheap, dear := spec.NewWindow(4, 0.1, -1), spec.NewWindow(4, 1, -1)
+	if cheap.Size() == 0 || dear.Size() != 0 {
+		t.Errorf("at the prior rate %.2f: cheap draft window %d, dear draft window %d", cheap.Rate(), cheap.Size(), dear.Size())
+	}
+}
+
+// TestSampledGenerateRepeats: a seeded sampled speculative generation on
+// a real forward pass repeats exactly with the same draft — the replay of
+// a serve that speculated — and differs under another seed.
+func TestSampledGenerateRepeats(t *testing.T) {
+	be := cpu.New(cpu.Options{Threads: 2})
+	defer be.Close()
+	target, draft := fixture(t, be, "llama", "Q8_0"), fixture(t, be, "llama", "Q4_0")
+	prompt := repeating(1000, 5)
+	run := func(seed uint64) ([]uint32, spec.Stats) {
+		p := sample.Params{Temperature: 0.8, TopK: 40, Seed: seed}
+		ds, err := draft.m.NewSession(model.SessionOptions{Context: 256})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ds.Close()
+		return speculate(t, target.m, prompt, 24, p, spec.NewModelProposer(ds, p, -1), spec.NewWindow(4, 0.25, 0))
+	}
+	a, st := run(3)
+	b, _ := run(3)
+	c, _ := run(4)
+	if !slices.Equal(a, b) {
+		t.Fatalf("the same seed: %v, then %v", a, b)
+	}
+	if slices.Equal(a, c) {
+		t.Errorf("seeds 3 and 4 gave the same %v", a)
+	}
+	if st.Proposed == 0 {
+		t.Errorf("nothing was proposed: %+v", st)
+	}
+	t.Logf("%+v", st)
+}

@@ -1,0 +1,96 @@
+package spec
+
+import (
+	"github.com/meshnode/meshnode/gguf/sample"
+)
+
+// Rows are the target's logits over a verified window: row j follows the
+// window's token j (the last token generated, then each draft).
+type Rows interface {
+	Logits(j int) []float32
+	// ArgMax is the likeliest token of row j (found where the logits
+	// are, on a device backend).
+	ArgMax(j int) uint32
+}
+
+// Verify decides how many of drafts the target accepts, given its rows
+// over the window [last token, drafts...], and picks the token that
+// follows the accepted ones: the target's correction where a draft fell,
+// or one more token after them all. history is the penalties' history up
+// to the window's first token (the tokens generated); drafts extend it
+// row by row. smp is the request's sampler: greedy parameters accept
+// while the draft is the target's pick (argMax: the pick is the row's
+// argmax, Params.ArgMax), and take no draw; sampled ones apply the
+// rejection rule (see the package doc), drawing from smp's stream.
+func Verify(smp *sample.Sampler, argMax bool, rows Rows, drafts []Draft, history []uint32) (accepted int, next uint32) {
+	hist := append([]uint32(nil), history...)
+	if smp.Params().Greedy() {
+		for j := 0; ; j++ {
+			var pick uint32
+			if argMax {
+				pick = rows.ArgMax(j)
+			} else {
+				pick = smp.Sample(rows.Logits(j), hist)
+			}
+			if j == len(drafts) || pick != drafts[j].Token {
+				return j, pick
+			}
+			hist = append(hist, pick)
+		}
+	}
+	var p []sample.Prob
+	for j, d := range drafts {
+		p = smp.Dist(p[:0], rows.Logits(j), hist)
+		px, qx := probOf(p, d.Token), d.q(d.Token)
+		// Accept with probability min(1, p(x)/q(x)); a draw is taken
+		// whatever the odds, so the stream's use depends only on how
+		// many drafts were looked at.
+		if smp.Float64()*qx < px {
+			hist = append(hist, d.Token)
+			continue
+		}
+		return j, smp.Draw(residual(p, d))
+	}
+	return len(drafts), smp.Sample(rows.Logits(len(drafts)), hist)
+}
+
+// probOf is id's probability in d.
+func probOf(d []sample.Prob, id uint32) float64 {
+	for _, x := range d {
+		if x.ID == id {
+			return x.P
+		}
+	}
+	return 0
+}
+
+// residual is max(0, p − q) over p's tokens (unnormalised: Draw
+// normalises), the distribution a rejected draft is replaced from; p
+// itself where it has no mass left (p = q, up to rounding).
+func residual(p []sample.Prob, d Draft) []sample.Prob {
+	var q map[uint32]float64
+	if d.Q != nil {
+		q = make(map[uint32]float64, len(d.Q))
+		for _, x := range d.Q {
+			q[x.ID] = x.P
+		}
+	}
+	r := make([]sample.Prob, 0, len(p))
+	var sum float64
+	for _, x := range p {
+		qx := 0.0
+		if q != nil {
+			qx = q[x.ID]
+		} else if x.ID == d.Token {
+			qx = 1
+		}
+		if v := x.P - qx; v > 0 {
+			r = append(r, sample.Prob{ID: x.ID, P: v})
+			sum += v
+		}
+	}
+	if sum <= 0 {
+		return p
+	}
+	return r
+}

@@ -1,0 +1,305 @@
+package ggufengine
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/model/modeltest"
+	"github.com/meshnode/meshnode/hw"
+	"github.com/meshnode/meshnode/node/engine"
+	"github.com/meshnode/meshnode/node/receipt"
+)
+
+// speculating loads the built-in model with a proposer: prompt lookup,
+// the file itself as its own draft (the same vocabulary, all but every
+// draft accepted), or the trained draft model where $MESHNODE_MODELS has
+// it.
+func speculating(t *testing.T) map[string]*Model {
+	t.Helper()
+	drafts := map[string]string{"lookup": DraftLookup, "self": fortunesPath}
+	if d := os.Getenv("MESHNODE_MODELS"); d != "" {
+		if p := filepath.Join(d, "meshnode-fortunes-draft-q8_0.gguf"); fileExists(p) {
+			drafts["fortunes-draft"] = p
+		}
+	}
+	out := map[string]*Model{}
+	for name, d := range drafts {
+		cfg := Config{Fidelity: receipt.F1, UJPerToken: 250, Context: 256, Draft: d, DraftMax: 4}
+		if d != DraftLookup {
+			// Windows kept on and full, so that the tests see many, and
+			// stops and ends fall inside them: the file's own size would
+			// say a self-draft never pays.
+			cfg.DraftCost, cfg.DraftThreshold = 0.05, -1
+		}
+		m, err := Load(fortunesPath, cfg)
+		if err != nil {
+			t.Fatalf("draft %s: %v", name, err)
+		}
+		t.Cleanup(func() { m.Close() })
+		out[name] = m
+	}
+	return out
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// TestSpeculativeGreedyMatchesPlain: with any proposer, a greedy serve
+// emits plain decoding's tokens (llama.cpp's reference ids), with and
+// without a penalty, and reports what it speculated.
+func TestSpeculativeGreedyMatchesPlain(t *testing.T) {
+	plain := fortunes(t)
+	refs := q8References(t)
+	for name, m := range speculating(t) {
+		if m.Draft() == "" {
+			t.Fatalf("%s: no draft named", name)
+		}
+		var proposed, accepted uint32
+		for _, s := range []*receipt.Sampling{nil, {RepeatPenaltyE6: 1_300_000}} {
+			for _, ref := range refs {
+				want, _ := serve(t, plain.Engine(), request(40, s), ref.Prompt)
+				got, out := serve(t, m.Engine(), request(40, s), ref.Prompt)
+				if !slices.Equal(got, want) {
+					t.Fatalf("%s, %+v: speculative %v, plain %v", name, s, got, want)
+				}
+				if out.TokensOut != uint32(len(got)) || out.TokensAccepted != out.TokensOut || out.SpecAccepted > out.SpecProposed {
+					t.Fatalf("%s: outcome %+v for %d tokens", name, out, len(got))
+				}
+				proposed, accepted = proposed+out.SpecProposed, accepted+out.SpecAccepted
+			}
+		}
+		if proposed == 0 {
+			t.Errorf("%s: nothing was proposed", name)
+		}
+		if name == "self" && accepted != proposed {
+			t.Errorf("self-draft: %d of %d drafts accepted; a model agrees with itself", accepted, proposed)
+		}
+		t.Logf("%s: %d of %d drafts accepted", name, accepted, proposed)
+	}
+}
+
+// TestSpeculativeNoTokenPastTheEnd: a stop string, max_tokens or an emit
+// that fails (the joule ceiling) inside a window of accepted drafts ends
+// the output exactly where plain decoding ends it, with no token beyond,
+// and the session keeps no token the serve did not hand out.
+func TestSpeculativeNoTokenPastTheEnd(t *testing.T) {
+	plain := fortunes(t)
+	m := speculating(t)["self"]
+	ref := q8References(t)[0]
+	for _, n := range []uint32{1, 2, 5, 7} {
+		want, _ := serve(t, plain.Engine(), request(n, nil), ref.Prompt)
+		got, _ := serve(t, m.Engine(), request(n, nil), ref.Prompt)
+		if !slices.Equal(got, want) {
+			t.Errorf("max_tokens %d: %v, want %v", n, got, want)
+		}
+	}
+	stop := request(40, &receipt.Sampling{Stop: []string{"little"}})
+	want, _ := serve(t, plain.Engine(), stop, ref.Prompt)
+	got, out := serve(t, m.Engine(), stop, ref.Prompt)
+	if !slices.Equal(got, want) || out.SpecProposed == 0 {
+		t.Errorf("stop string: %v, want %v (%+v)", got, want, out)
+	}
+	// The ceiling: emit fails at the 4th token.
+	ceiling := errors.New("joule ceiling")
+	var emitted []uint32
+	_, err := m.Engine().Serve(context.Background(), request(40, nil), ref.Prompt, func(tok uint32) error {
+		if len(emitted) == 3 {
+			return ceiling
+		}
+		emitted = append(emitted, tok)
+		return nil
+	})
+	if !errors.Is(err, ceiling) || !slices.Equal(emitted, ref.Generated[:3]) {
+		t.Errorf("a failing emit: %v after %v, want %v", err, emitted, ref.Generated[:3])
+	}
+	// Every session holds a prompt and at most the tokens handed out.
+	m.eng.pool.mu.Lock()
+	defer m.eng.pool.mu.Unlock()
+	for _, is := range m.eng.pool.idle {
+		toks := is.s.Tokens()
+		if len(toks) < len(ref.Prompt) || !slices.Equal(toks[:len(ref.Prompt)], ref.Prompt) {
+			continue
+		}
+		if gen := toks[len(ref.Prompt):]; !slices.Equal(gen, ref.Generated[:len(gen)]) || len(gen) > 40 {
+			t.Errorf("an idle session holds %v after the prompt", gen)
+		}
+	}
+}
+
+// TestSpeculativeSampled: a seeded sampled request speculates only when
+// it names the model's draft (receipt.Sampling.Draft), and then repeats
+// exactly — a replay with the same draft; naming no draft, or another,
+// decodes plainly; the per-request switch turns speculation off.
+func TestSpeculativeSampled(t *testing.T) {
+	m := speculating(t)["self"]
+	prompt := q8References(t)[1].Prompt
+	sampling := func(draft string) *receipt.Sampling {
+		seed := uint64(11)
+		return &receipt.Sampling{TemperatureE6: 900_000, TopPE6: 950_000, Seed: &seed, Draft: draft}
+	}
+	a, oa := serve(t, m.Engine(), request(24, sampling(m.Draft())), prompt)
+	b, ob := serve(t, m.Engine(), request(24, sampling(m.Draft())), prompt)
+	oa.Delivered, ob.Delivered = nil, nil
+	if !slices.Equal(a, b) || oa != ob {
+		t.Fatalf("the same seeded speculative request twice:\n%v %+v\n%v %+v", a, oa, b, ob)
+	}
+	if oa.SpecProposed == 0 {
+		t.Fatalf("a request naming the draft did not speculate: %+v", oa)
+	}
+	plain, _ := serve(t, fortunes(t).Engine(), request(24, sampling("")), prompt)
+	for _, d := range []string{"", "lookup"} {
+		got, out := serve(t, m.Engine(), request(24, sampling(d)), prompt)
+		if out.SpecProposed != 0 || !slices.Equal(got, plain) {
+			t.Errorf("naming draft %q: %+v, tokens %v, plain %v", d, out, got, plain)
+		}
+	}
+	var got []uint32
+	out, err := m.Engine().Serve(engine.WithSpeculation(context.Background(), false), request(24, nil), prompt, func(tok uint32) error {
+		got = append(got, tok)
+		return nil
+	})
+	if err != nil || out.SpecProposed != 0 {
+		t.Errorf("speculation switched off: %v, %+v", err, out)
+	}
+}
+
+// TestSpeculativeConcurrentServes: serves speculating together share the
+// scheduler's steps (windows batched with each other and with plain
+// serves) and each gets plain decoding's tokens.
+func TestSpeculativeConcurrentServes(t *testing.T) {
+	plain := fortunes(t)
+	m := speculating(t)["lookup"]
+	refs := q8References(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*len(refs))
+	for i := range 2 * len(refs) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ref := refs[i%len(refs)]
+			e := m.Engine()
+			if i%3 == 0 {
+				e = plain.Engine()
+			}
+			var got []uint32
+			if _, err := e.Serve(context.Background(), request(40, nil), ref.Prompt, func(tok uint32) error {
+				got = append(got, tok)
+				return nil
+			}); err != nil {
+				errs <- err
+				return
+			}
+			if want := untilEOS(plain, ref.Generated); !slices.Equal(got, want) {
+				errs <- errors.New("a concurrent serve's tokens differ from plain decoding's")
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// workCount is a hw.WorkRecorder that sums.
+type workCount struct{ n atomic.Uint64 }
+
+func (w *workCount) AddWork(u uint64) { w.n.Add(u) }
+
+// TestSpeculativeWork: a serve that drafts with a model reports the
+// draft's tokens as work too (they run inside its span), more than the
+// same serve without speculation reports for the target's alone.
+func TestSpeculativeWork(t *testing.T) {
+	m := speculating(t)["self"]
+	prompt := q8References(t)[0].Prompt
+	work := func(on bool) uint64 {
+		var w workCount
+		ctx := engine.WithSpeculation(hw.WithWork(context.Background(), &w), on)
+		if _, err := m.Engine().Serve(ctx, request(20, nil), prompt, func(uint32) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return w.n.Load()
+	}
+	off, on := work(false), work(true)
+	if on <= off {
+		t.Errorf("work with the draft %d, without %d", on, off)
+	}
+}
+
+// TestDraftVocabularyRefused: a draft whose vocabulary is not the
+// target's is refused at load, saying so.
+func TestDraftVocabularyRefused(t *testing.T) {
+	f, err := gguf.Open(fortunesPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	file, err := modeltest.Generate(modeltest.Fixture("llama", "Q8_0"), f.Metadata) // 2048 tokens
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "small.gguf")
+	if err := os.WriteFile(p, file, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Load(fortunesPath, Config{Context: 256, Draft: p})
+	if err == nil || !strings.Contains(err.Error(), "vocabulary") {
+		t.Fatalf("a draft of another vocabulary: %v", err)
+	}
+}
+
+// TestSpeculativeWindowsWait: with more speculating serves than full
+// windows fit a step's logits rows, the windows that do not fit wait a
+// step, and every serve still gets plain decoding's tokens.
+func TestSpeculativeWindowsWait(t *testing.T) {
+	plain := fortunes(t)
+	m, err := Load(fortunesPath, Config{Fidelity: receipt.F1, UJPerToken: 250, Context: 256, Sessions: 8,
+		Draft: fortunesPath, DraftMax: 4, DraftCost: 0.05, DraftThreshold: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if rows := m.eng.sched.batch.Seqs(); rows >= 8*5 {
+		t.Fatalf("%d logits rows: every window fits, nothing waits", rows)
+	}
+	refs := q8References(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	var proposed atomic.Uint32
+	for i := range 8 {
+		wg.Go(func() {
+			ref := refs[i%len(refs)]
+			var got []uint32
+			out, err := m.Engine().Serve(context.Background(), request(40, nil), ref.Prompt, func(tok uint32) error {
+				got = append(got, tok)
+				return nil
+			})
+			if err != nil {
+				errs <- err
+				return
+			}
+			proposed.Add(out.SpecProposed)
+			if want := untilEOS(plain, ref.Generated); !slices.Equal(got, want) {
+				errs <- errors.New("a serve's tokens differ from plain decoding's")
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if proposed.Load() == 0 {
+		t.Error("nothing was proposed")
+	}
+}

@@ -1,0 +1,119 @@
+package node
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/meshnode/meshnode/node/api"
+)
+
+// specCounts reads spec_proposed and spec_accepted from a usage.energy.
+func specCounts(t *testing.T, energy json.RawMessage) (proposed, accepted int) {
+	t.Helper()
+	var e struct {
+		Receipt struct {
+			SpecProposed int `json:"spec_proposed"`
+			SpecAccepted int `json:"spec_accepted"`
+		} `json:"receipt"`
+	}
+	if err := json.Unmarshal(energy, &e); err != nil {
+		t.Fatal(err)
+	}
+	return e.Receipt.SpecProposed, e.Receipt.SpecAccepted
+}
+
+// TestSpeculativeServesReplay: a model configured with a draft (here
+// prompt lookup) speculates, and its receipts say how much; a seeded
+// sampled serve that speculated replays verified with the same draft,
+// and is not replayable — never diverged — on a node that no longer has
+// it; "speculative": false turns it off for one request; greedy serves
+// replay verified either way.
+func TestSpeculativeServesReplay(t *testing.T) {
+	state := t.TempDir()
+	cfg := Config{StateDir: state, Model: []ModelConfig{{Path: fortunesPath(t), Draft: DraftLookup}}}
+	n, stop := startNode(t, cfg)
+	// A prompt the model's continuation draws on, so that lookup finds
+	// drafts.
+	const prompt = "The cat sat on the mat. The cat sat on the mat. The cat sat on the mat. The cat sat on the mat."
+	sampled := `{"model":"` + fortunesModel + `","max_tokens":24,"prompt":"` + prompt + `","temperature":0.7,"seed":5}`
+	greedy := `{"model":"` + fortunesModel + `","max_tokens":24,"prompt":"` + prompt + `"}`
+	off := `{"model":"` + fortunesModel + `","max_tokens":24,"prompt":"` + prompt + `","speculative":false}`
+	_, se := generate(t, n, "/v1/completions", sampled)
+	_, ge := generate(t, n, "/v1/completions", greedy)
+	_, oe := generate(t, n, "/v1/completions", off)
+	if p, a := specCounts(t, se); p == 0 || a > p {
+		t.Fatalf("the sampled serve: %d proposed, %d accepted", p, a)
+	}
+	if p, _ := specCounts(t, ge); p == 0 {
+		t.Fatal("the greedy serve did not speculate")
+	}
+	if p, _ := specCounts(t, oe); p != 0 {
+		t.Fatalf(`"speculative": false speculated %d drafts`, p)
+	}
+	replay := func(n *Node, request string, energy json.RawMessage) api.ReplayResult {
+		t.Helper()
+		body, _ := json.Marshal(map[string]any{"request": json.RawMessage(request), "energy": energy})
+		status, res, raw := replayRaw(t, n, string(body))
+		if status != http.StatusOK {
+			t.Fatalf("replay: %d %s", status, raw)
+		}
+		return res
+	}
+	for name, c := range map[string][2]string{"sampled": {sampled, string(se)}, "greedy": {greedy, string(ge)}, "off": {off, string(oe)}} {
+		if res := replay(n, c[0], json.RawMessage(c[1])); res.Verdict != api.VerdictVerified {
+			t.Errorf("%s: replay with the draft: %+v", name, res)
+		}
+	}
+	if err := stop(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		t.Fatal(err)
+	}
+
+	// The same node without its draft.
+	cfg.Model[0].Draft = ""
+	n2, _ := startNode(t, cfg)
+	if res := replay(n2, sampled, se); res.Verdict != api.VerdictNotReplayable {
+		t.Errorf("the sampled serve that speculated, replayed without the draft: %+v, want not replayable", res)
+	}
+	if res := replay(n2, greedy, ge); res.Verdict != api.VerdictVerified {
+		t.Errorf("the greedy serve that speculated, replayed without the draft: %+v", res)
+	}
+}
+
+// TestDraftConfig: a model's draft is "lookup" or a model of the models
+// dir by name, never a path; a staged config may not name a path either.
+func TestDraftConfig(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "small.gguf"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := Config{ModelsDir: dir}
+	for _, tc := range []struct {
+		draft, want string
+		ok          bool
+	}{
+		{"", "", true},
+		{"lookup", DraftLookup, true},
+		{"small", filepath.Join(dir, "small.gguf"), true},
+		{"small.gguf", filepath.Join(dir, "small.gguf"), true},
+		{"../small.gguf", "", false},
+		{filepath.Join(dir, "small.gguf"), "", false},
+		{"missing", "", false},
+	} {
+		got, err := c.draftOf(ModelConfig{Name: "m", Draft: tc.draft})
+		if tc.ok != (err == nil) || err == nil && got != tc.want {
+			if real, _ := filepath.EvalSymlinks(tc.want); got != real || err != nil {
+				t.Errorf("draft %q: %q, %v", tc.draft, got, err)
+			}
+		}
+	}
+	if err := CheckStagedConfig([]byte("[[model]]\npath = \"a\"\ndraft = \"/tmp/x.gguf\"\n")); !errors.Is(err, ErrNotStageable) {
+		t.Errorf("a staged draft path: %v", err)
+	}
+	if err := CheckStagedConfig([]byte("[[model]]\npath = \"a\"\ndraft = \"lookup\"\n")); err != nil {
+		t.Errorf("a staged lookup draft: %v", err)
+	}
+}
