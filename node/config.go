@@ -50,7 +50,14 @@ type Config struct {
 	// DrainTimeout bounds how long shutdown waits for in-flight requests.
 	DrainTimeout Duration `toml:"drain_timeout"`
 
+	// MemoryBudget is the most memory the node's models and the stages
+	// it serves for peers may hold (0: no budget beyond the machine's).
+	// A configured model that does not fit it is split across peers
+	// (ModelConfig.Split; docs/mesh.md, "Split models").
+	MemoryBudget ByteSize `toml:"memory_budget"`
+
 	API     APIConfig     `toml:"api"`
+	Stages  StagesConfig  `toml:"stages"`
 	Control ControlConfig `toml:"control"`
 	Steward StewardConfig `toml:"steward"`
 	Energy  EnergyConfig  `toml:"energy"`
@@ -82,6 +89,13 @@ type ModelConfig struct {
 	Draft string `toml:"draft"`
 	// DraftMax is the most tokens drafted per step; 0: 8.
 	DraftMax int `toml:"draft_max"`
+	// Split is whether the model may be split in layer stages across
+	// peers: "auto" (default: only when it fits no single node, this one
+	// first), "always" or "never".
+	Split string `toml:"split"`
+	// Pins fix layer ranges on named nodes when the model is split:
+	// "NODE:LO-HI", NODE an endpoint id or "self" (which runs layer 0).
+	Pins []string `toml:"pins"`
 }
 
 // APIConfig tunes the HTTP API.
@@ -420,6 +434,7 @@ func (c *Config) Resolve() error {
 	if c.Steward.ReceiptLogBytes == 0 {
 		c.Steward.ReceiptLogBytes = DefaultReceiptLogBytes
 	}
+	c.resolveSplit()
 	var errs []error
 	if keyErr != nil {
 		errs = append(errs, keyErr)
@@ -443,6 +458,7 @@ func (c *Config) Resolve() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.checkBounds()...)
+	errs = append(errs, c.checkSplit()...)
 	switch c.API.MeshAccess {
 	case MeshAccessAny, MeshAccessOwner, MeshAccessNone:
 	default:
