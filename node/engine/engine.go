@@ -113,6 +113,12 @@ type Outcome struct {
 // doing any work.
 var ErrRefused = errors.New("engine: request refused")
 
+// ErrUnavailable is wrapped by the error of a serve an engine could not
+// finish, or start, for a reason that may clear by itself (a model split
+// across nodes lost a stage and is being placed again): the request may
+// be retried. The API answers it with 503 and Retry-After.
+var ErrUnavailable = errors.New("engine: temporarily unavailable")
+
 // speculationKey carries a serve's speculation switch in its context.
 type speculationKey struct{}
 

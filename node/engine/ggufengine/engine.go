@@ -509,3 +509,11 @@ func (e *Engine) close() {
 	e.sched.close()
 	e.pool.close()
 }
+
+// SamplingParams maps a request's sampling block to the sampler's
+// parameters and its stop strings, as Serve does (a sampled request
+// without a seed gets a random one): for engines that serve the same
+// models another way (a model split across nodes).
+func SamplingParams(s *receipt.Sampling) (sample.Params, []string, error) {
+	return samplingParams(s)
+}

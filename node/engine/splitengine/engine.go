@@ -1,0 +1,281 @@
+// Package splitengine serves a model split in layer stages across mesh
+// nodes as a steward backend (engine.Engine): this node, the head, runs
+// the first stage and drives the others through a stage.Pipeline, one
+// token per step, greedy or sampled.
+//
+// A pipeline that fails (a stage dies, leaves, or does not answer within
+// the step timeout) is dropped at once: the serves on it end with an
+// error wrapping engine.ErrUnavailable, which the API answers with 503
+// and Retry-After, and the engine calls Config.Lost so that its owner
+// places the model again and hands it the new pipeline (Set). Until then
+// every serve is refused the same way.
+package splitengine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/meshnode/meshnode/gguf/sample"
+	"github.com/meshnode/meshnode/node/engine"
+	"github.com/meshnode/meshnode/node/engine/ggufengine"
+	"github.com/meshnode/meshnode/node/receipt"
+	"github.com/meshnode/meshnode/node/stage"
+	"github.com/meshnode/meshnode/node/wire/stagewire"
+)
+
+// Pipeline is what the engine drives: a *stage.Pipeline.
+type Pipeline interface {
+	Step(ctx context.Context, seqs []stage.Seq) ([]stage.Result, error)
+	Trim(ctx context.Context, request uint64, n int) error
+	Close(ctx context.Context) error
+}
+
+// Tokens is what the engine needs of the model's vocabulary.
+type Tokens interface {
+	IsEOG(id uint32) bool
+	Piece(id uint32, special bool) (string, error)
+}
+
+// Config describes the split model.
+type Config struct {
+	Recipe     string
+	Fidelity   receipt.Fidelity
+	UJPerToken uint64
+	Weights    receipt.Weights
+	// Vocab is the model's vocabulary size, Context the positions a
+	// request may hold (the pipeline's context).
+	Vocab, Context int
+	Tokens         Tokens
+	// StepTimeout bounds one step through every stage (default
+	// DefaultStepTimeout): a stage that does not answer is taken for
+	// lost.
+	StepTimeout time.Duration
+	// Lost, if set, is called (on its own goroutine) once for each
+	// pipeline that fails, with why.
+	Lost func(err error)
+}
+
+// DefaultStepTimeout bounds a step: a token through a few stages takes
+// milliseconds, a prompt's prefill seconds on a slow CPU.
+const DefaultStepTimeout = 60 * time.Second
+
+// Engine is a split model's engine. It is safe for concurrent use: the
+// pipeline runs one step at a time, and concurrent serves take turns by
+// the step.
+type Engine struct {
+	cfg  Config
+	next atomic.Uint64 // request ids
+
+	mu sync.Mutex // one step at a time; guards p
+	p  Pipeline
+}
+
+// New returns an engine serving on p (nil: none yet; serves are refused
+// as unavailable until Set).
+func New(cfg Config, p Pipeline) *Engine {
+	if cfg.StepTimeout <= 0 {
+		cfg.StepTimeout = DefaultStepTimeout
+	}
+	return &Engine{cfg: cfg, p: p}
+}
+
+// Set makes p the pipeline serves run on (nil: none), closing the one it
+// replaces.
+func (e *Engine) Set(p Pipeline) {
+	e.mu.Lock()
+	old := e.p
+	e.p = p
+	e.mu.Unlock()
+	if old != nil && old != p {
+		old.Close(context.Background())
+	}
+}
+
+// Serving reports whether the engine has a pipeline.
+func (e *Engine) Serving() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.p != nil
+}
+
+// Close drops the pipeline.
+func (e *Engine) Close() { e.Set(nil) }
+
+func (e *Engine) Recipe() string                   { return e.cfg.Recipe }
+func (e *Engine) Fidelity() receipt.Fidelity       { return e.cfg.Fidelity }
+func (e *Engine) UJPerToken() uint64               { return e.cfg.UJPerToken }
+func (e *Engine) UJPerOptionScored() uint64        { return 0 }
+func (e *Engine) Weights() (receipt.Weights, bool) { return e.cfg.Weights, true }
+
+// Deterministic: with f32 activations a split model's logits are the
+// whole model's bit for bit, so a greedy or seeded serve repeats.
+func (e *Engine) Deterministic() bool { return true }
+
+func refuse(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", engine.ErrRefused, fmt.Sprintf(format, args...))
+}
+
+// ErrLost wraps the cause of a pipeline's failure in a serve's error
+// (with engine.ErrUnavailable).
+var ErrLost = errors.New("splitengine: the split model lost a stage; it is being placed again")
+
+// Serve implements engine.Engine.
+func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []uint32, emit func(uint32) error) (engine.Outcome, error) {
+	if req.Decision != nil {
+		return engine.Outcome{}, refuse("typed decisions are not served by a split model (it generates text)")
+	}
+	if len(prompt) == 0 {
+		return engine.Outcome{}, refuse("empty prompt")
+	}
+	if len(prompt) >= e.cfg.Context {
+		return engine.Outcome{}, refuse("a prompt of %d tokens does not fit the context of %d", len(prompt), e.cfg.Context)
+	}
+	for _, t := range prompt {
+		if int64(t) >= int64(e.cfg.Vocab) {
+			return engine.Outcome{}, refuse("prompt token %d is outside the vocabulary of %d", t, e.cfg.Vocab)
+		}
+	}
+	params, stops, err := ggufengine.SamplingParams(req.Sampling)
+	if err != nil {
+		return engine.Outcome{}, refuse("%v", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return engine.Outcome{}, err
+	}
+	return e.generate(ctx, prompt, params, stops, int(req.MaxTokens), emit)
+}
+
+func (e *Engine) generate(ctx context.Context, prompt []uint32, params sample.Params, stops []string, maxTokens int, emit func(uint32) error) (engine.Outcome, error) {
+	delivered := e.cfg.Fidelity
+	out := engine.Outcome{TokensIn: uint32(len(prompt)), Delivered: &delivered}
+	r := &run{e: e, id: e.next.Add(1), want: stagewire.OutToken}
+	defer r.forget()
+	var sampler *sample.Sampler
+	if !params.ArgMax() {
+		sampler, r.want = sample.New(params), stagewire.OutLogits
+	}
+	var generated []uint32
+	pick := func(res stage.Result) uint32 {
+		if sampler == nil {
+			return res.Token
+		}
+		return sampler.Sample(res.Logits, generated)
+	}
+	res, err := r.step(ctx, prompt)
+	if err != nil {
+		return out, err
+	}
+	next := pick(res)
+	stopper := sample.NewStopper(stops, func(id uint32) ([]byte, error) {
+		p, err := e.cfg.Tokens.Piece(id, false)
+		return []byte(p), err
+	})
+	send := func(ids []uint32) error {
+		for _, id := range ids {
+			if err := emit(id); err != nil {
+				return fmt.Errorf("splitengine: emit: %w", err)
+			}
+			out.TokensOut++
+			out.TokensAccepted++
+		}
+		return nil
+	}
+	held := len(prompt)
+	for len(generated) < maxTokens {
+		if e.cfg.Tokens.IsEOG(next) {
+			break
+		}
+		generated = append(generated, next)
+		ready, stop, err := stopper.Push(next)
+		if err != nil {
+			return out, fmt.Errorf("splitengine: %w", err)
+		}
+		if err := send(ready); err != nil {
+			return out, err
+		}
+		if stop {
+			return out, nil
+		}
+		if len(generated) == maxTokens || held == e.cfg.Context {
+			break // no need to evaluate a token nothing follows
+		}
+		if res, err = r.step(ctx, []uint32{next}); err != nil {
+			return out, err
+		}
+		held++
+		next = pick(res)
+	}
+	return out, send(stopper.Flush())
+}
+
+// run is one serve's request on the pipeline it started on.
+type run struct {
+	e    *Engine
+	id   uint64
+	want stagewire.Output
+	p    Pipeline // the pipeline its positions are on; nil before the first step
+}
+
+// step evaluates tokens after the request's positions and returns the
+// last stage's answer. Cancellation is honoured between steps, not
+// within one: a step cut off half-sent would leave the chain's streams in
+// an unknown state, and a step is short.
+func (r *run) step(ctx context.Context, tokens []uint32) (stage.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return stage.Result{}, err
+	}
+	e := r.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.p == nil || r.p != nil && r.p != e.p {
+		return stage.Result{}, fmt.Errorf("%w: %w", engine.ErrUnavailable, ErrLost)
+	}
+	r.p = e.p
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.StepTimeout)
+	defer cancel()
+	res, err := r.p.Step(sctx, []stage.Seq{{Request: r.id, Tokens: tokens, Out: r.want}})
+	if err == nil && (len(res) != 1 || r.want == stagewire.OutLogits && len(res[0].Logits) != e.cfg.Vocab) {
+		err = fmt.Errorf("splitengine: the last stage answered %d results", len(res))
+	}
+	if err != nil {
+		// The chain's state is unknown after a failed step: drop the
+		// pipeline rather than go on with it.
+		lost := e.p
+		e.p = nil
+		go func() {
+			lost.Close(context.Background())
+			if e.cfg.Lost != nil {
+				e.cfg.Lost(err)
+			}
+		}()
+		return stage.Result{}, fmt.Errorf("%w: %w: %w", engine.ErrUnavailable, ErrLost, err)
+	}
+	return res[0], nil
+}
+
+// forget releases the request's positions on its pipeline, if that is
+// still the one serving.
+func (r *run) forget() {
+	e := r.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if r.p == nil || r.p != e.p {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.StepTimeout)
+	defer cancel()
+	if err := r.p.Trim(ctx, r.id, 0); err != nil {
+		lost := e.p
+		e.p = nil
+		go func() {
+			lost.Close(context.Background())
+			if e.cfg.Lost != nil {
+				e.cfg.Lost(err)
+			}
+		}()
+	}
+}

@@ -1,0 +1,200 @@
+package splitengine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
+	"testing"
+
+	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/cpu"
+	"github.com/meshnode/meshnode/gguf/model"
+	"github.com/meshnode/meshnode/node/engine"
+	"github.com/meshnode/meshnode/node/engine/ggufengine"
+	"github.com/meshnode/meshnode/node/receipt"
+	"github.com/meshnode/meshnode/node/stage"
+	"github.com/meshnode/meshnode/node/wire/stagewire"
+)
+
+var fortunesPath = filepath.Join("..", "..", "..", "models", "meshnode-fortunes-q8_0.gguf")
+
+// whole is a hand-written Pipeline over the whole model in this process:
+// what a split pipeline answers, bit for bit, with f32 activations. It
+// fails every step from failAt on (0: never).
+type whole struct {
+	m        *model.Model
+	sessions map[uint64]*model.Session
+	steps    int
+	failAt   int
+	trims    []uint64
+	closed   atomic.Bool
+}
+
+var errGone = fmt.Errorf("%w: layers 2-4 on test: connection closed", stage.ErrStageLost)
+
+func (w *whole) Step(ctx context.Context, seqs []stage.Seq) ([]stage.Result, error) {
+	w.steps++
+	if w.failAt > 0 && w.steps >= w.failAt {
+		return nil, errGone
+	}
+	var out []stage.Result
+	for _, q := range seqs {
+		s := w.sessions[q.Request]
+		if s == nil {
+			var err error
+			if s, err = w.m.NewSession(model.SessionOptions{Context: 256}); err != nil {
+				return nil, err
+			}
+			w.sessions[q.Request] = s
+		}
+		r := stage.Result{Request: q.Request}
+		var err error
+		if q.Out == stagewire.OutToken {
+			r.Token, err = s.EvalArgMax(ctx, q.Tokens)
+		} else {
+			var l []float32
+			l, err = s.Eval(ctx, q.Tokens)
+			r.Logits = slices.Clone(l)
+		}
+		if err != nil {
+			return nil, err
+		}
+		r.Pos = s.Len()
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func (w *whole) Trim(ctx context.Context, request uint64, n int) error {
+	w.trims = append(w.trims, request)
+	if s := w.sessions[request]; s != nil && n == 0 {
+		s.Close()
+		delete(w.sessions, request)
+	}
+	return nil
+}
+
+func (w *whole) Close(ctx context.Context) error { w.closed.Store(true); return nil }
+
+func setup(t *testing.T) (*ggufengine.Model, *model.Model) {
+	t.Helper()
+	ref, err := ggufengine.Load(fortunesPath, ggufengine.Config{Fidelity: receipt.F1, UJPerToken: 250, Context: 256, Sessions: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ref.Close() })
+	be := cpu.New(cpu.Options{Threads: 2})
+	t.Cleanup(func() { be.Close() })
+	m, err := model.Load(openFile(t), be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ref, m
+}
+
+func newEngine(ref *ggufengine.Model, p Pipeline, lost func(error)) *Engine {
+	w, _ := ref.Engine().Weights()
+	return New(Config{Recipe: "fortunes", Fidelity: receipt.F1, UJPerToken: 250, Weights: w,
+		Vocab: ref.Config().VocabSize, Context: 256, Tokens: ref.Tokenizer(), Lost: lost}, p)
+}
+
+func serve(e engine.Engine, prompt []uint32, req receipt.ServeRequest) ([]uint32, engine.Outcome, error) {
+	var got []uint32
+	out, err := e.Serve(context.Background(), req, prompt, func(t uint32) error { got = append(got, t); return nil })
+	return got, out, err
+}
+
+// TestSameTokens: greedy and seeded sampled serves on a pipeline give the
+// single-node engine's tokens, and the counters agree.
+func TestSameTokens(t *testing.T) {
+	ref, m := setup(t)
+	prompt := ref.Tokenize("Q: Why did the chicken cross the road?\nA:", true, false)
+	seed := uint64(7)
+	for _, req := range []receipt.ServeRequest{
+		{MaxTokens: 24},
+		{MaxTokens: 24, Sampling: &receipt.Sampling{TemperatureE6: 800_000, TopK: 40, Seed: &seed}},
+	} {
+		want, wantOut, err := serve(ref.Engine(), prompt, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := &whole{m: m, sessions: map[uint64]*model.Session{}}
+		got, out, err := serve(newEngine(ref, w, nil), prompt, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("sampling %v: tokens %v, want %v", req.Sampling, got, want)
+		}
+		if out.TokensIn != wantOut.TokensIn || out.TokensOut != wantOut.TokensOut || out.TokensAccepted != wantOut.TokensAccepted {
+			t.Errorf("outcome %+v, want %+v", out, wantOut)
+		}
+		if len(w.sessions) != 0 || len(w.trims) != 1 {
+			t.Errorf("the request was not trimmed away: %d sessions, trims %v", len(w.sessions), w.trims)
+		}
+	}
+}
+
+// TestLost: a step that fails ends the serve with ErrUnavailable, drops
+// and closes the pipeline and reports it once; serves are refused the
+// same way until a new pipeline is Set.
+func TestLost(t *testing.T) {
+	ref, m := setup(t)
+	prompt := ref.Tokenize("Q: Why?\nA:", true, false)
+	lost := make(chan error, 4)
+	w := &whole{m: m, sessions: map[uint64]*model.Session{}, failAt: 3}
+	e := newEngine(ref, w, func(err error) { lost <- err })
+	got, out, err := serve(e, prompt, receipt.ServeRequest{MaxTokens: 24})
+	if !errors.Is(err, engine.ErrUnavailable) || !errors.Is(err, ErrLost) || !errors.Is(err, stage.ErrStageLost) {
+		t.Fatalf("err %v", err)
+	}
+	if len(got) != 2 || out.TokensOut != 2 {
+		t.Errorf("%d tokens before the loss (outcome %+v), want 2", len(got), out)
+	}
+	if why := <-lost; !errors.Is(why, stage.ErrStageLost) {
+		t.Errorf("Lost(%v)", why)
+	}
+	if !w.closed.Load() || e.Serving() {
+		t.Errorf("closed %v, serving %v", w.closed.Load(), e.Serving())
+	}
+	if _, _, err := serve(e, prompt, receipt.ServeRequest{MaxTokens: 4}); !errors.Is(err, engine.ErrUnavailable) {
+		t.Errorf("a serve without a pipeline: %v", err)
+	}
+	e.Set(&whole{m: m, sessions: map[uint64]*model.Session{}})
+	if got, _, err := serve(e, prompt, receipt.ServeRequest{MaxTokens: 4}); err != nil || len(got) != 4 {
+		t.Errorf("after Set: %v, %v", got, err)
+	}
+	select {
+	case err := <-lost:
+		t.Errorf("Lost called again: %v", err)
+	default:
+	}
+}
+
+func TestRefuses(t *testing.T) {
+	ref, m := setup(t)
+	e := newEngine(ref, &whole{m: m, sessions: map[uint64]*model.Session{}}, nil)
+	for name, prompt := range map[string][]uint32{"empty": nil, "long": make([]uint32, 256), "vocab": {1 << 30}} {
+		if _, _, err := serve(e, prompt, receipt.ServeRequest{MaxTokens: 4}); !errors.Is(err, engine.ErrRefused) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := e.Serve(ctx, receipt.ServeRequest{MaxTokens: 4}, []uint32{1}, func(uint32) error { return nil }); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: %v", err)
+	}
+}
+
+func openFile(t *testing.T) *gguf.File {
+	t.Helper()
+	f, err := gguf.Open(fortunesPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
