@@ -90,7 +90,7 @@ const (
 	MaxMemoryBudget = 1 << 50
 	// MinMemoryBudget is the least non-zero budget: below it no stage of
 	// any model fits, and the figure is a mistake (bytes for MiB).
-	MinMemoryBudget = 16 << 20
+	MinMemoryBudget = 1 << 20
 	MaxPins         = 64
 )
 

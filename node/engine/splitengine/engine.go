@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meshnode/meshnode/gguf/model"
 	"github.com/meshnode/meshnode/gguf/sample"
 	"github.com/meshnode/meshnode/node/engine"
 	"github.com/meshnode/meshnode/node/engine/ggufengine"
@@ -49,7 +50,10 @@ type Config struct {
 	// Vocab is the model's vocabulary size, Context the positions a
 	// request may hold (the pipeline's context).
 	Vocab, Context int
-	Tokens         Tokens
+	// Batch is the most tokens one step carries (the pipeline's batch;
+	// default model.DefaultBatch): a longer prompt goes in several.
+	Batch  int
+	Tokens Tokens
 	// StepTimeout bounds one step through every stage (default
 	// DefaultStepTimeout): a stage that does not answer is taken for
 	// lost.
@@ -79,6 +83,9 @@ type Engine struct {
 func New(cfg Config, p Pipeline) *Engine {
 	if cfg.StepTimeout <= 0 {
 		cfg.StepTimeout = DefaultStepTimeout
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = model.DefaultBatch
 	}
 	return &Engine{cfg: cfg, p: p}
 }
@@ -165,7 +172,16 @@ func (e *Engine) generate(ctx context.Context, prompt []uint32, params sample.Pa
 		}
 		return sampler.Sample(res.Logits, generated)
 	}
-	res, err := r.step(ctx, prompt)
+	// The prompt goes in steps of at most a batch; only the last asks
+	// for an answer.
+	rest := prompt
+	for len(rest) > e.cfg.Batch {
+		if _, err := r.step(ctx, rest[:e.cfg.Batch], stagewire.OutNone); err != nil {
+			return out, err
+		}
+		rest = rest[e.cfg.Batch:]
+	}
+	res, err := r.step(ctx, rest, r.want)
 	if err != nil {
 		return out, err
 	}
@@ -203,7 +219,7 @@ func (e *Engine) generate(ctx context.Context, prompt []uint32, params sample.Pa
 		if len(generated) == maxTokens || held == e.cfg.Context {
 			break // no need to evaluate a token nothing follows
 		}
-		if res, err = r.step(ctx, []uint32{next}); err != nil {
+		if res, err = r.step(ctx, []uint32{next}, r.want); err != nil {
 			return out, err
 		}
 		held++
@@ -224,7 +240,7 @@ type run struct {
 // last stage's answer. Cancellation is honoured between steps, not
 // within one: a step cut off half-sent would leave the chain's streams in
 // an unknown state, and a step is short.
-func (r *run) step(ctx context.Context, tokens []uint32) (stage.Result, error) {
+func (r *run) step(ctx context.Context, tokens []uint32, want stagewire.Output) (stage.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return stage.Result{}, err
 	}
@@ -237,8 +253,11 @@ func (r *run) step(ctx context.Context, tokens []uint32) (stage.Result, error) {
 	r.p = e.p
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.StepTimeout)
 	defer cancel()
-	res, err := r.p.Step(sctx, []stage.Seq{{Request: r.id, Tokens: tokens, Out: r.want}})
-	if err == nil && (len(res) != 1 || r.want == stagewire.OutLogits && len(res[0].Logits) != e.cfg.Vocab) {
+	res, err := r.p.Step(sctx, []stage.Seq{{Request: r.id, Tokens: tokens, Out: want}})
+	if err == nil && want == stagewire.OutNone {
+		return stage.Result{}, nil
+	}
+	if err == nil && (len(res) != 1 || want == stagewire.OutLogits && len(res[0].Logits) != e.cfg.Vocab) {
 		err = fmt.Errorf("splitengine: the last stage answered %d results", len(res))
 	}
 	if err != nil {
