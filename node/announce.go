@@ -23,13 +23,17 @@ func (n *Node) announcement(httpPort uint32) *nodev1.PeerAnnouncement {
 		AvailableModelSizes:     map[string]uint64{},
 	}
 	seen := map[string]bool{}
-	for i, in := range n.models.all() {
+	for _, in := range n.models.all() {
 		name := in.m.Name()
-		if i == 0 {
-			a.PrimaryServing = proto.String(name)
+		// A split model is routable only while its stages are loaded:
+		// its route is withdrawn while it is placed again.
+		if sm := n.splitModel(name); sm == nil || sm.Serving() {
+			if a.PrimaryServing == nil {
+				a.PrimaryServing = proto.String(name)
+			}
+			a.HostedModels = append(a.HostedModels, name)
+			a.ServingModels = append(a.ServingModels, name)
 		}
-		a.HostedModels = append(a.HostedModels, name)
-		a.ServingModels = append(a.ServingModels, name)
 		if f := in.m.Facts(); f != nil {
 			a.AvailableModelMetadata = append(a.AvailableModelMetadata, compactMetadata(name, f))
 			a.AvailableModelSizes[name] = uint64(in.m.Size())
@@ -47,7 +51,11 @@ func (n *Node) announcement(httpPort uint32) *nodev1.PeerAnnouncement {
 	}
 	n.mu.Lock()
 	a.OwnerAttestation = n.ownership
+	srv := n.stageSrv
 	n.mu.Unlock()
+	if srv != nil {
+		a.Subprotocols = append(a.Subprotocols, n.stageAdvertisement())
+	}
 	if f := n.hardware; f != nil {
 		a.Hardware = hardwareInfo(f)
 		// The pre-v0.60 fields, which older peers still read.

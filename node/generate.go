@@ -329,6 +329,12 @@ func serveError(err error) error {
 		return e
 	case errors.Is(err, steward.ErrInvalidRequest):
 		return api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_request", "%v", se.Err)
+	case errors.Is(err, engine.ErrUnavailable):
+		// A split model lost a stage: it is being placed again, and the
+		// same request may succeed in a moment, here or on another node.
+		e := api.Errorf(http.StatusServiceUnavailable, "server_error", "model_unavailable", "%v", se.Err)
+		e.RetryAfter = 2 * time.Second
+		return e
 	case errors.Is(err, engine.ErrRefused):
 		return api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option", "%v", se.Err)
 	}

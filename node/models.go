@@ -340,8 +340,29 @@ func (n *Node) loadModels(stack *closers) error {
 		}
 		specs = []modelSpec{b}
 	}
+	var used int64
 	for _, s := range specs {
 		start := time.Now()
+		split, err := n.wantSplit(s, used)
+		if err != nil {
+			return err
+		}
+		if split {
+			sm, err := openSplit(s)
+			if err != nil {
+				return fmt.Errorf("model %s: %w", s.Path, err)
+			}
+			wm := n.wrapped(sm)
+			if _, err := n.models.add(wm); err != nil {
+				sm.Close()
+				return err
+			}
+			n.splits = append(n.splits, sm)
+			stack.push("model "+sm.Name(), func() error { return n.closeModel(wm) })
+			n.log.Info("serving model split across peers: placing its stages", "model", sm.Name(), "file", s.Path,
+				"layers", len(sm.costs.Layers), "budget", int64(n.cfg.MemoryBudget), "split", s.Split)
+			continue
+		}
 		m, err := n.openSpec(s, n.cfg.API.Concurrency)
 		if err != nil {
 			return err
@@ -352,6 +373,7 @@ func (n *Node) loadModels(stack *closers) error {
 			return err
 		}
 		stack.push("model "+m.Name(), func() error { return n.closeModel(wm) })
+		used += m.Size()
 		if s.reference {
 			n.log.Info("serving the reference engine, as configured: its answers are words derived from hashes, for tests", "model", m.Name())
 			continue

@@ -29,6 +29,7 @@ import (
 	"github.com/meshnode/meshnode/node/engine"
 	"github.com/meshnode/meshnode/node/identity"
 	"github.com/meshnode/meshnode/node/mesh"
+	"github.com/meshnode/meshnode/node/stage"
 	"github.com/meshnode/meshnode/node/sdnotify"
 	"github.com/meshnode/meshnode/node/steward"
 	"github.com/meshnode/meshnode/node/steward/grant"
@@ -55,6 +56,9 @@ type Node struct {
 	// certificate (defaultOwnershipPoll).
 	revocationPoll time.Duration
 	ownershipPoll  time.Duration
+	// splitRetry is the first wait before a split model that found no
+	// plan tries again (default 1s).
+	splitRetry time.Duration
 
 	mu        sync.Mutex
 	ready     chan struct{}
@@ -76,7 +80,14 @@ type Node struct {
 	ownMu     sync.Mutex
 	ownStamp  fileStamp
 	mesh      *mesh.Node
-	invite    string
+	// stageSrv serves peers' stages (nil when stages.serve is off), and
+	// stageDigests are the weights digests it loads stages of (guarded
+	// by mu).
+	stageSrv     *stage.Server
+	stageDigests [][32]byte
+	// splits are the models served split across peers (set at start).
+	splits []*splitModel
+	invite       string
 	httpAddr  net.Addr
 	startedAt time.Time
 }
@@ -240,6 +251,9 @@ func (n *Node) Serve(ctx context.Context) (err error) {
 		}()
 	}
 	run("meters", sel.Serve, late)
+	if err := n.startStages(ctx, &stack, run); err != nil {
+		return err
+	}
 	run("mesh", mn.Serve, late)
 	if err := n.startDiscovery(ctx, run); err != nil {
 		return err
@@ -509,6 +523,9 @@ func (n *Node) Status() Status {
 		if sm, ok := in.m.(interface{ Slots() int }); ok {
 			ms.Slots = sm.Slots()
 		}
+		if sm := n.splitModel(in.m.Name()); sm != nil {
+			ms.Split = sm.status()
+		}
 		st.Models = append(st.Models, ms)
 	}
 	for _, p := range n.mesh.Peers() {
@@ -564,6 +581,9 @@ type ModelStatus struct {
 	// what its serves use: the meter grades them by Meter.Serves' line
 	// for these devices.
 	Backend string    `json:"backend"`
+	// Split is the plan of a model split across peers, nil for a model
+	// served whole.
+	Split *SplitStatus `json:"split,omitempty"`
 	Devices hw.Domain `json:"devices"`
 
 	// Slots is how many generations run at once, batched together.

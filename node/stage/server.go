@@ -489,3 +489,10 @@ func outRows(out stagewire.Output) int {
 	}
 	return 1
 }
+
+// Used is the bytes of weights and KV cache the node's stages hold now.
+func (srv *Server) Used() int64 {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	return srv.used
+}

@@ -1,0 +1,569 @@
+package node
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/chat"
+	"github.com/meshnode/meshnode/gguf/cpu"
+	"github.com/meshnode/meshnode/gguf/digest"
+	"github.com/meshnode/meshnode/gguf/model"
+	"github.com/meshnode/meshnode/gguf/tokenizer"
+	"github.com/meshnode/meshnode/node/api"
+	"github.com/meshnode/meshnode/node/engine"
+	"github.com/meshnode/meshnode/node/engine/ggufengine"
+	"github.com/meshnode/meshnode/node/engine/splitengine"
+	"github.com/meshnode/meshnode/node/identity"
+	"github.com/meshnode/meshnode/node/receipt"
+	"github.com/meshnode/meshnode/node/stage"
+	"github.com/meshnode/meshnode/node/stageplan"
+	"github.com/meshnode/meshnode/node/wire/nodev1"
+	"github.com/meshnode/meshnode/node/wire/stagewire"
+)
+
+// Split models (docs/mesh.md, "Split models"). A configured model that
+// fits no single node under the memory budget (this one first), or whose
+// config says split = "always", is not loaded whole: this node loads the
+// first stage, places the others on peers that hold the same file (by
+// weights digest) and serve meshnode-stage/1, and serves the model through
+// a splitengine.Engine. Peers run stages with a stage.Server over the
+// GGUF files they hold, within their budget.
+//
+// What peers need to plan is gossiped in the features of this node's
+// meshnode-stage/1 advertisement: "free-bytes=N" (memory the node gives
+// to stages now) and "model=HEX" per weights digest it can load a stage
+// of. Peers that do not know them ignore them.
+
+const (
+	featureFree  = "free-bytes="
+	featureModel = "model="
+	// maxAdvertisedModels bounds the digests gossiped.
+	maxAdvertisedModels = 32
+	// splitSeqs is how many requests' KV a stage holds at once.
+	splitSeqs = 4
+	// splitStartTimeout bounds loading every stage of a plan.
+	splitStartTimeout = 2 * time.Minute
+	// splitExclusion is how long the peers of a plan that failed are
+	// left out of the next plans, unless nothing fits without them.
+	splitExclusion = time.Minute
+)
+
+// splitModel is a model served split across peers, this node running
+// stage 0. It is a localModel; its engine refuses serves, as
+// unavailable, while no plan is loaded.
+type splitModel struct {
+	spec   modelSpec
+	file   *gguf.File
+	digest [32]byte
+	tok    *tokenizer.Tokenizer
+	tmpl   *chat.Template
+	facts  gguf.Facts
+	vocab  int
+	ctx    int
+	costs  stageplan.Model
+	be     *cpu.Backend
+	eng    *splitengine.Engine
+	lost   chan error
+
+	mu    sync.Mutex
+	plan  stageplan.Plan // the loaded plan; none while placing
+	state string         // "serving", or what it waits for
+}
+
+// openSplit prepares spec's model for serving split: the tokenizer,
+// template, digest and costs; no stage is loaded.
+func openSplit(s modelSpec) (*splitModel, error) {
+	f, err := gguf.Open(s.Path)
+	if err != nil {
+		return nil, err
+	}
+	sm := &splitModel{spec: s, file: f, facts: f.Facts(), lost: make(chan error, 1), state: "placing"}
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+		}
+	}()
+	mc, err := model.ParseConfig(f.Metadata)
+	if err != nil {
+		return nil, err
+	}
+	if sm.tok, err = tokenizer.FromGGUF(f.Metadata); err != nil {
+		return nil, err
+	}
+	if sm.tmpl, err = chat.FromGGUF(f.Metadata); err != nil {
+		return nil, err
+	}
+	sm.vocab = mc.VocabSize
+	if t, ok := f.Tensor("token_embd.weight"); ok && len(t.Dims) == 2 {
+		sm.vocab = int(t.Dims[1])
+	}
+	sm.ctx = s.Context
+	if sm.ctx <= 0 {
+		sm.ctx = model.DefaultContext
+	}
+	sm.ctx = min(sm.ctx, mc.TrainContext)
+	sm.costs = stageCosts(f, mc, sm.ctx)
+	sum, err := digest.Files(filepath.Dir(s.Path), filepath.Base(s.Path))
+	if err != nil {
+		return nil, err
+	}
+	sm.digest = [32]byte(sum.Digest)
+	uj := s.UJPerToken
+	if uj == 0 {
+		uj = max(1, uint64(f.Size())/1000) // as openGGUF derives it
+	}
+	sm.be = cpu.New(cpu.Options{Threads: s.Threads})
+	sm.eng = splitengine.New(splitengine.Config{
+		Recipe: s.Name, Fidelity: s.fidelity(), UJPerToken: uj,
+		Weights: receipt.Weights{Digest: receipt.ContentID(sum.Digest), Precision: ggufengine.Precision(sm.facts.QuantizationType)},
+		Vocab:   sm.vocab, Context: sm.ctx, Batch: model.DefaultBatch, Tokens: sm.tok,
+		Lost: func(err error) {
+			select {
+			case sm.lost <- err:
+			default:
+			}
+		},
+	}, nil)
+	ok = true
+	return sm, nil
+}
+
+// stageCosts is what placing the model in f costs: each block's tensors,
+// the embeddings, the head (the embeddings again when tied), and the KV
+// of splitSeqs requests at ctx positions per block, in f16.
+func stageCosts(f *gguf.File, mc model.Config, ctx int) stageplan.Model {
+	c := stageplan.Model{Layers: make([]int64, mc.Layers)}
+	_, hasOut := f.Tensor("output.weight")
+	for _, t := range f.Tensors {
+		size := int64(t.Size)
+		switch t.Name {
+		case "token_embd.weight":
+			c.Embed += size
+			if !hasOut {
+				c.Head += size
+			}
+			continue
+		case "output_norm.weight", "output.weight", "output.bias":
+			c.Head += size
+			continue
+		}
+		rest, ok := strings.CutPrefix(t.Name, "blk.")
+		num, _, ok2 := strings.Cut(rest, ".")
+		l, err := strconv.Atoi(num)
+		if ok && ok2 && err == nil && l >= 0 && l < mc.Layers {
+			c.Layers[l] += size
+		} else {
+			c.Embed += size // rope factors and the like: small, counted once
+		}
+	}
+	c.KVPerLayer = int64(splitSeqs) * int64(ctx) * int64(mc.KVHeads) * int64(mc.HeadDimK+mc.HeadDimV) * 2
+	return c
+}
+
+func (sm *splitModel) Name() string          { return sm.spec.Name }
+func (sm *splitModel) Engine() engine.Engine { return sm.eng }
+func (sm *splitModel) ContextLength() int    { return sm.ctx }
+func (sm *splitModel) Facts() *gguf.Facts    { return &sm.facts }
+func (sm *splitModel) Size() int64           { return sm.file.Size() }
+func (sm *splitModel) Path() string          { return sm.spec.Path }
+func (sm *splitModel) Backend() string       { return "cpu" }
+func (sm *splitModel) Decoder() decoder {
+	return tokenDecoder{sm.tok.NewDecoder(tokenizer.DecodeOptions{Continue: true})}
+}
+
+func (sm *splitModel) Close() error {
+	sm.eng.Close()
+	sm.be.Close()
+	return sm.file.Close()
+}
+
+// Prompt is ggufModel's, over the file's tokenizer and template.
+func (sm *splitModel) Prompt(gen *api.Generation, limit int) (string, []uint32, error) {
+	opt := tokenizer.EncodeOptions{AddSpecial: true}
+	text := gen.Prompt
+	if gen.Messages != nil {
+		msgs := make([]chat.Message, len(gen.Messages))
+		for i, m := range gen.Messages {
+			msgs[i] = chat.Message{Role: m.Role, Content: m.Content}
+		}
+		var err error
+		if text, err = sm.tmpl.Apply(msgs, true); err != nil {
+			var rejected *chat.RejectedError
+			if errors.As(err, &rejected) {
+				return "", nil, fmt.Errorf("the model's chat template rejects this conversation: %s", rejected.Reason)
+			}
+			return "", nil, err
+		}
+		opt.ParseSpecial = true
+	}
+	ids, err := tokenizeWithin(sm.tok, text, opt, limit)
+	return text, ids, err
+}
+
+// Serving reports whether a plan is loaded.
+func (sm *splitModel) Serving() bool { return sm.eng.Serving() }
+
+func (sm *splitModel) setState(plan stageplan.Plan, state string) {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	sm.plan, sm.state = plan, state
+}
+
+// SplitStatus is a split model's plan in /api/status.
+type SplitStatus struct {
+	// State is "serving", or what the model waits for (a plan that fits,
+	// or stages being placed again after one was lost).
+	State  string        `json:"state"`
+	Stages []StageStatus `json:"stages,omitempty"`
+}
+
+// StageStatus is one stage of a split model's plan.
+type StageStatus struct {
+	Node        string `json:"node"`
+	Layers      string `json:"layers"` // "lo-hi", half-open
+	MemoryBytes int64  `json:"memory_bytes"`
+}
+
+func (sm *splitModel) status() *SplitStatus {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	st := &SplitStatus{State: sm.state}
+	for _, s := range sm.plan.Stages {
+		st.Stages = append(st.Stages, StageStatus{Node: s.Host, Layers: fmt.Sprintf("%d-%d", s.Lo, s.Hi), MemoryBytes: s.Bytes})
+	}
+	return st
+}
+
+// wantSplit reports whether spec's model is to be served split. used is
+// what the models loaded before it hold.
+func (n *Node) wantSplit(s modelSpec, used int64) (bool, error) {
+	if s.reference {
+		return false, nil
+	}
+	switch s.Split {
+	case SplitNever:
+		return false, nil
+	case SplitAlways:
+		return true, nil
+	}
+	if len(s.Pins) > 0 {
+		return true, nil
+	}
+	if n.cfg.MemoryBudget == 0 {
+		return false, nil // no budget: the machine's memory decides, as for any model
+	}
+	f, err := gguf.Open(s.Path)
+	if err != nil {
+		return false, fmt.Errorf("model %s: %w", s.Path, err)
+	}
+	defer f.Close()
+	mc, err := model.ParseConfig(f.Metadata)
+	if err != nil {
+		return false, fmt.Errorf("model %s: %w", s.Path, err)
+	}
+	ctx := s.Context
+	if ctx <= 0 {
+		ctx = model.DefaultContext
+	}
+	c := stageCosts(f, mc, min(ctx, mc.TrainContext))
+	_, err = stageplan.Make(c, stageplan.Host{ID: "self", Free: int64(n.cfg.MemoryBudget) - used}, nil,
+		stageplan.Options{Headroom: int64(n.cfg.Stages.Headroom)})
+	return err != nil, nil
+}
+
+// selfFree is the memory this node gives to a split model's first stage
+// or to peers' stages now: the budget (else the machine's available
+// memory) less what the whole models, the stages it serves and the other
+// split models' first stages hold.
+func (n *Node) selfFree(except *splitModel) int64 {
+	var free int64
+	if n.cfg.MemoryBudget > 0 {
+		free = int64(n.cfg.MemoryBudget)
+	} else if n.hardware != nil {
+		free = int64(n.hardware.Memory.AvailableBytes)
+	}
+	for _, in := range n.models.all() {
+		if n.splitModel(in.m.Name()) == nil {
+			free -= in.m.Size()
+		}
+	}
+	for _, sm := range n.splits {
+		if sm != except {
+			sm.mu.Lock()
+			if len(sm.plan.Stages) > 0 {
+				free -= sm.plan.Stages[0].Bytes
+			}
+			sm.mu.Unlock()
+		}
+	}
+	if n.stageSrv != nil {
+		free -= n.stageSrv.Used()
+	}
+	return max(free, 0)
+}
+
+// startStages serves stages to peers (unless the config turns it off)
+// and places the split models, on the mesh node mn before it serves.
+func (n *Node) startStages(ctx context.Context, stack *closers, run func(string, func(context.Context) error, context.Context)) error {
+	if n.cfg.Stages.StageServe() {
+		paths := n.stagePaths()
+		files := &stage.Files{Paths: paths}
+		be := cpu.New(cpu.Options{})
+		var budget int64
+		if n.cfg.MemoryBudget > 0 {
+			budget = max(1, n.selfFree(nil))
+		}
+		srv := &stage.Server{Models: files, Backend: be, Dial: stage.MeshDialer{Node: n.mesh}, Budget: budget, Log: n.log}
+		if err := stage.Register(n.mesh, srv); err != nil {
+			return fmt.Errorf("stages: %w", err)
+		}
+		n.mu.Lock()
+		n.stageSrv = srv
+		n.mu.Unlock()
+		stack.push("stage server", func() error {
+			srv.Stop()
+			be.Close()
+			return files.Close()
+		})
+		// The digests peers plan with are hashed once, off the start
+		// path: a large file takes a while.
+		run("stage digests", func(ctx context.Context) error {
+			var ds [][32]byte
+			for _, p := range paths {
+				if ctx.Err() != nil {
+					return nil
+				}
+				sum, err := digest.Files(filepath.Dir(p), filepath.Base(p))
+				if err != nil {
+					n.log.Debug("stages: not offering a file", "file", p, "err", err)
+					continue
+				}
+				if d := [32]byte(sum.Digest); !slices.Contains(ds, d) {
+					ds = append(ds, d)
+				}
+			}
+			n.mu.Lock()
+			n.stageDigests = ds
+			n.mu.Unlock()
+			return n.mesh.UpdateSelf()
+		}, ctx)
+	}
+	for _, sm := range n.splits {
+		run("split model "+sm.Name(), func(ctx context.Context) error { n.placeSplit(ctx, sm); return nil }, ctx)
+	}
+	return nil
+}
+
+// splitModel is the split model served as name, or nil.
+func (n *Node) splitModel(name string) *splitModel {
+	for _, sm := range n.splits {
+		if sm.Name() == name {
+			return sm
+		}
+	}
+	return nil
+}
+
+// stagePaths are the GGUF files peers may load stages of: the models
+// dir's and the configured models'.
+func (n *Node) stagePaths() []string {
+	var paths []string
+	if entries, err := os.ReadDir(n.cfg.ModelsDir); err == nil {
+		for _, e := range entries {
+			if !e.IsDir() && strings.EqualFold(filepath.Ext(e.Name()), ".gguf") {
+				paths = append(paths, filepath.Join(n.cfg.ModelsDir, e.Name()))
+			}
+		}
+	}
+	for _, in := range n.models.all() {
+		if p := in.m.Path(); p != "" && !slices.Contains(paths, p) {
+			paths = append(paths, p)
+		}
+	}
+	return paths
+}
+
+// stageAdvertisement is this node's meshnode-stage/1 entry: the
+// protocol's features, the memory it gives to stages and the digests it
+// loads stages of.
+func (n *Node) stageAdvertisement() *nodev1.MeshSubprotocol {
+	adv := stagewire.Advertisement()
+	adv.Features = append(adv.Features, featureFree+strconv.FormatInt(n.selfFree(nil), 10))
+	n.mu.Lock()
+	ds := n.stageDigests
+	n.mu.Unlock()
+	for i, d := range ds {
+		if i == maxAdvertisedModels {
+			break
+		}
+		adv.Features = append(adv.Features, featureModel+hex.EncodeToString(d[:]))
+	}
+	return adv
+}
+
+// stageOffer is what a peer's meshnode-stage/1 entry offers.
+type stageOffer struct {
+	free   int64
+	models [][32]byte
+}
+
+// stageOfferOf reads a peer's offer from its announcement; false when it
+// does not serve meshnode-stage/1 or says nothing of its memory.
+func stageOfferOf(a *nodev1.PeerAnnouncement) (stageOffer, bool) {
+	for _, sp := range a.GetSubprotocols() {
+		if !stagewire.Matches(sp.GetName(), sp.GetMajor()) {
+			continue
+		}
+		var o stageOffer
+		haveFree := false
+		for _, f := range sp.GetFeatures() {
+			if v, ok := strings.CutPrefix(f, featureFree); ok {
+				if b, err := strconv.ParseInt(v, 10, 64); err == nil && b >= 0 {
+					o.free, haveFree = b, true
+				}
+			} else if v, ok := strings.CutPrefix(f, featureModel); ok {
+				var d [32]byte
+				if b, err := hex.DecodeString(v); err == nil && len(b) == 32 && len(o.models) < maxAdvertisedModels {
+					copy(d[:], b)
+					o.models = append(o.models, d)
+				}
+			}
+		}
+		return o, haveFree
+	}
+	return stageOffer{}, false
+}
+
+// planSplit plans sm over the peers that offer it, leaving out the
+// excluded ones unless nothing fits without them.
+func (n *Node) planSplit(sm *splitModel, excluded map[string]time.Time) (stageplan.Plan, error) {
+	self := stageplan.Host{ID: n.key.ID().String(), Free: n.selfFree(sm)}
+	var all, fresh []stageplan.Host
+	now := time.Now()
+	for _, p := range n.mesh.Peers() {
+		o, ok := stageOfferOf(p.Announcement)
+		if !ok || !slices.Contains(o.models, sm.digest) {
+			continue
+		}
+		h := stageplan.Host{ID: p.ID.String(), Free: o.free, RTT: p.RTT}
+		all = append(all, h)
+		if until, ex := excluded[h.ID]; !ex || now.After(until) {
+			fresh = append(fresh, h)
+		}
+	}
+	opt := stageplan.Options{
+		Headroom: int64(n.cfg.Stages.Headroom), MaxRTT: n.cfg.Stages.MaxRTT.Duration,
+		// Planned split from the start: even a model that would fit this
+		// node now (a peer's stage ended) keeps the split it was
+		// configured for.
+		Force: true,
+	}
+	for _, ps := range sm.spec.Pins {
+		p, err := ParsePin(ps)
+		if err != nil {
+			return stageplan.Plan{}, err
+		}
+		if p.Node == "self" {
+			p.Node = self.ID
+		}
+		opt.Pins = append(opt.Pins, stageplan.Pin{Host: p.Node, Lo: p.Lo, Hi: p.Hi})
+	}
+	plan, err := stageplan.Make(sm.costs, self, fresh, opt)
+	if err != nil && len(fresh) < len(all) {
+		plan, err = stageplan.Make(sm.costs, self, all, opt)
+	}
+	return plan, err
+}
+
+// placeSplit keeps sm placed until ctx ends: it plans, loads the stages
+// (the last first), serves, and when a stage is lost withdraws the model
+// from gossip, plans again without that stage's peer and loads the new
+// plan.
+func (n *Node) placeSplit(ctx context.Context, sm *splitModel) {
+	excluded := map[string]time.Time{}
+	first := n.splitRetry
+	if first <= 0 {
+		first = time.Second
+	}
+	wait := first
+	for {
+		plan, err := n.planSplit(sm, excluded)
+		if err == nil {
+			var p *stage.Pipeline
+			if p, err = n.startSplit(ctx, sm, plan); err == nil {
+				select {
+				case <-sm.lost: // a loss of an earlier pipeline
+				default:
+				}
+				sm.setState(plan, "serving")
+				sm.eng.Set(p)
+				n.updateSelf()
+				n.log.Info("split model serving", "model", sm.Name(), "plan", plan.String())
+				select {
+				case <-ctx.Done():
+					sm.eng.Set(nil)
+					return
+				case why := <-sm.lost:
+					n.log.Warn("split model lost a stage: placing it again", "model", sm.Name(), "err", why)
+					sm.setState(stageplan.Plan{}, "placing again: "+why.Error())
+					n.updateSelf()
+					for _, s := range plan.Stages[1:] {
+						excluded[s.Host] = time.Now().Add(splitExclusion)
+					}
+					wait = first
+					continue
+				}
+			}
+			for _, s := range plan.Stages[1:] {
+				excluded[s.Host] = time.Now().Add(splitExclusion)
+			}
+			err = fmt.Errorf("loading plan %v: %w", plan, err)
+		}
+		sm.setState(stageplan.Plan{}, "waiting for a plan: "+err.Error())
+		n.log.Debug("split model not placed", "model", sm.Name(), "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 10*time.Second)
+	}
+}
+
+// startSplit loads plan's stages, the last first.
+func (n *Node) startSplit(ctx context.Context, sm *splitModel, plan stageplan.Plan) (*stage.Pipeline, error) {
+	var places []stage.Placement
+	for _, s := range plan.Stages {
+		id, err := identity.ParseEndpointID(s.Host)
+		if err != nil {
+			return nil, err
+		}
+		places = append(places, stage.Placement{Peer: id, Range: model.LayerRange{Lo: s.Lo, Hi: s.Hi}})
+	}
+	ctx, cancel := context.WithTimeout(ctx, splitStartTimeout)
+	defer cancel()
+	return stage.Start(ctx, stage.PipelineConfig{
+		File: sm.file, Digest: sm.digest, Self: n.key.ID(), Stages: places,
+		Context: sm.ctx, KV: model.KVF16, Batch: model.DefaultBatch, Seqs: splitSeqs,
+		Backend: sm.be, Dial: stage.MeshDialer{Node: n.mesh},
+	})
+}
+
+// updateSelf gossips the announcement again at once (a split model's
+// route appears or is withdrawn).
+func (n *Node) updateSelf() {
+	if err := n.mesh.UpdateSelf(); err != nil {
+		n.log.Debug("mesh: announcement not updated", "err", err)
+	}
+}

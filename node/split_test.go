@@ -1,0 +1,179 @@
+package node
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/model"
+)
+
+// splitBudget is a memory budget under which the built-in model fits no
+// single node but half of it, with either its embeddings or its head,
+// fits one.
+func splitBudget(t *testing.T, headroom int64) ByteSize {
+	t.Helper()
+	f, err := gguf.Open(fortunesPath(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	mc, err := model.ParseConfig(f.Metadata)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := stageCosts(f, mc, splitContext)
+	half := int64(0)
+	for _, b := range c.Layers[:len(c.Layers)/2] {
+		half += b + c.KVPerLayer
+	}
+	return ByteSize(max(c.Embed, c.Head) + half + headroom + 4096)
+}
+
+const splitContext = 256
+
+// stageHost starts a node that serves only the reference engine and
+// offers stages of the built-in model, which is in its models dir, under
+// budget.
+func stageHost(t *testing.T, budget ByteSize, join ...string) (*Node, func() error) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Symlink(fortunesPath(t), filepath.Join(dir, BuiltinModelFile)); err != nil {
+		t.Fatal(err)
+	}
+	return startNode(t, Config{ModelsDir: dir, Models: []string{ReferenceModel}, MemoryBudget: budget,
+		Stages: StagesConfig{Headroom: 64 << 10}, Join: join})
+}
+
+// completion posts a greedy completion and returns the status, the
+// Retry-After header and the text.
+func completion(t *testing.T, n *Node, prompt string, maxTokens int) (int, string, string) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"model": fortunesModel, "prompt": prompt, "max_tokens": maxTokens, "temperature": 0})
+	resp := post(t, n, "/v1/completions", string(body))
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var answer struct {
+		Choices []struct {
+			Text string `json:"text"`
+		} `json:"choices"`
+	}
+	json.Unmarshal(b, &answer)
+	text := ""
+	if len(answer.Choices) == 1 {
+		text = answer.Choices[0].Text
+	} else if resp.StatusCode == http.StatusOK {
+		t.Fatalf("200 without a choice: %s", b)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Logf("%d: %s", resp.StatusCode, b)
+	}
+	return resp.StatusCode, resp.Header.Get("Retry-After"), text
+}
+
+func splitStatus(n *Node) *SplitStatus {
+	for _, m := range n.Status().Models {
+		if m.Name == fortunesModel && m.Split != nil {
+			return m.Split
+		}
+	}
+	return nil
+}
+
+// TestSplitServeAndRecover: three nodes on loopback QUIC, each with a
+// memory budget the built-in model does not fit. The head plans it over
+// the two peers that offer it, serves it through its first stage, and
+// answers as a single node does, token for token (greedy), to a request
+// sent to it or relayed by a peer. A stage node that stops in the middle
+// of a generation ends that request with 503 and Retry-After; the head
+// places the model again on the other peer, and the next request is
+// answered as before.
+func TestSplitServeAndRecover(t *testing.T) {
+	const prompt, maxTokens = "Love is", 24
+	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
+	single, stopSingle := startNode(t, Config{Model: []ModelConfig{{Path: fortunesPath(t), Context: splitContext, Split: SplitNever}}})
+	code, _, want := completion(t, single, prompt, maxTokens)
+	if code != http.StatusOK || want == "" {
+		t.Fatalf("the single node answered %d %q", code, want)
+	}
+	stopSingle()
+
+	headroom := int64(64 << 10)
+	budget := splitBudget(t, headroom)
+	b, stopB := stageHost(t, budget)
+	c, stopC := stageHost(t, budget)
+	gate := newStreamGate()
+	a, _ := startNodeWith(t, Config{Model: []ModelConfig{{Path: fortunesPath(t), Context: splitContext}}, MemoryBudget: budget,
+		Stages: StagesConfig{Headroom: ByteSize(headroom)}, Join: []string{b.invite, c.invite}},
+		func(n *Node) {
+			n.splitRetry = 50e6 // 50ms
+			n.wrapModel = func(m localModel) localModel { return gatedModel{m, gate} }
+		})
+	if a.splitModel(fortunesModel) == nil {
+		t.Fatalf("the head serves %v whole under a budget of %d", a.models.names(), budget)
+	}
+	waitFor(t, "the split model to be placed", func() bool {
+		s := splitStatus(a)
+		return s != nil && s.State == "serving"
+	})
+	plan := splitStatus(a)
+	t.Logf("plan %+v", plan)
+	if len(plan.Stages) != 2 || plan.Stages[0].Node != a.key.ID().String() || !strings.HasPrefix(plan.Stages[0].Layers, "0-") {
+		t.Fatalf("plan %+v: want two stages, the first on the head", plan)
+	}
+	first := plan.Stages[1].Node
+
+	// The gate holds generations after their first token until opened:
+	// open it for the requests that are to run through.
+	close(gate.open)
+	if code, _, got := completion(t, a, prompt, maxTokens); code != http.StatusOK || got != want {
+		t.Fatalf("split: %d %q, want %q", code, got, want)
+	}
+	waitFor(t, "b to see the head serve the model", func() bool { return len(b.mesh.PeersHosting(fortunesModel)) == 1 })
+	if code, _, got := completion(t, b, prompt, maxTokens); code != http.StatusOK || got != want {
+		t.Fatalf("relayed by a peer: %d %q, want %q", code, got, want)
+	}
+
+	// A stage node stops while a generation is held after its first
+	// token.
+	*gate = *newStreamGate()
+	type answer struct {
+		code        int
+		retry, text string
+	}
+	done := make(chan answer, 1)
+	go func() {
+		code, retry, text := completion(t, a, prompt, maxTokens)
+		done <- answer{code, retry, text}
+	}()
+	<-gate.started
+	stop, other := stopB, c
+	if first == c.key.ID().String() {
+		stop, other = stopC, b
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	close(gate.open)
+	got := <-done
+	if got.code != http.StatusServiceUnavailable || got.retry == "" {
+		t.Fatalf("the request across the lost stage: %d, Retry-After %q, %q; want 503 with Retry-After", got.code, got.retry, got.text)
+	}
+	waitFor(t, "the model to be placed again without the lost node", func() bool {
+		s := splitStatus(a)
+		return s != nil && s.State == "serving"
+	})
+	plan = splitStatus(a)
+	t.Logf("new plan %+v", plan)
+	if len(plan.Stages) != 2 || plan.Stages[1].Node != other.key.ID().String() {
+		t.Fatalf("new plan %+v, want its second stage on %s", plan, other.key.ID().Short())
+	}
+	if code, _, got := completion(t, a, prompt, maxTokens); code != http.StatusOK || got != want {
+		t.Fatalf("after recovery: %d %q, want %q", code, got, want)
+	}
+}
