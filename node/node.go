@@ -29,8 +29,8 @@ import (
 	"github.com/meshnode/meshnode/node/engine"
 	"github.com/meshnode/meshnode/node/identity"
 	"github.com/meshnode/meshnode/node/mesh"
-	"github.com/meshnode/meshnode/node/stage"
 	"github.com/meshnode/meshnode/node/sdnotify"
+	"github.com/meshnode/meshnode/node/stage"
 	"github.com/meshnode/meshnode/node/steward"
 	"github.com/meshnode/meshnode/node/steward/grant"
 	"github.com/meshnode/meshnode/node/steward/journal"
@@ -77,17 +77,17 @@ type Node struct {
 	receipts *receiptLog     // the steward's receipt log
 	// ownMu orders the reloads of the ownership certificate, whose file
 	// was last seen as ownStamp.
-	ownMu     sync.Mutex
-	ownStamp  fileStamp
-	mesh      *mesh.Node
+	ownMu    sync.Mutex
+	ownStamp fileStamp
+	mesh     *mesh.Node
 	// stageSrv serves peers' stages (nil when stages.serve is off), and
 	// stageDigests are the weights digests it loads stages of (guarded
 	// by mu).
 	stageSrv     *stage.Server
 	stageDigests [][32]byte
 	// splits are the models served split across peers (set at start).
-	splits []*splitModel
-	invite       string
+	splits    []*splitModel
+	invite    string
 	httpAddr  net.Addr
 	startedAt time.Time
 }
@@ -580,11 +580,11 @@ type ModelStatus struct {
 	// Backend is where the forward pass runs ("cpu", "cuda", "metal"), and Devices
 	// what its serves use: the meter grades them by Meter.Serves' line
 	// for these devices.
-	Backend string    `json:"backend"`
+	Backend string `json:"backend"`
 	// Split is the plan of a model split across peers, nil for a model
 	// served whole.
-	Split *SplitStatus `json:"split,omitempty"`
-	Devices hw.Domain `json:"devices"`
+	Split   *SplitStatus `json:"split,omitempty"`
+	Devices hw.Domain    `json:"devices"`
 
 	// Slots is how many generations run at once, batched together.
 	Slots int `json:"slots"`
