@@ -127,6 +127,16 @@ func TestSplitServeAndRecover(t *testing.T) {
 		t.Fatalf("plan %+v: want two stages, the first on the head", plan)
 	}
 	first := plan.Stages[1].Node
+	// /api/status shows the plan.
+	r, err := http.Get("http://" + a.HTTPAddr().String() + "/api/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(r.Body)
+	r.Body.Close()
+	if !strings.Contains(string(raw), `"split":{"state":"serving","stages":[{"node":"`+a.key.ID().String()+`","layers":"0-`) {
+		t.Errorf("/api/status shows no plan: %s", raw)
+	}
 
 	// The gate holds generations after their first token until opened:
 	// open it for the requests that are to run through.

@@ -22,6 +22,8 @@ type statusDoc struct {
 		Name      string `json:"name"`
 		Context   int    `json:"context"`
 		SizeBytes uint64 `json:"size_bytes"`
+		// Split is the plan of a model split across peers (node.SplitStatus).
+		Split *splitDoc `json:"split"`
 	} `json:"models"`
 	// NoModel, from a node that serves no model, says how to get one.
 	NoModel string    `json:"no_model"`
@@ -43,6 +45,16 @@ type statusDoc struct {
 			At        string `json:"authorised_at"`
 		} `json:"unresolved"`
 	} `json:"grants"`
+}
+
+// splitDoc is a split model's plan: its state and stages.
+type splitDoc struct {
+	State  string `json:"state"`
+	Stages []struct {
+		Node        string `json:"node"`
+		Layers      string `json:"layers"`
+		MemoryBytes uint64 `json:"memory_bytes"`
+	} `json:"stages"`
 }
 
 type peerDoc struct {
@@ -122,6 +134,26 @@ func printStatus(c *cli.Context, st *statusDoc) error {
 		}
 		if err := t.flush(); err != nil {
 			return err
+		}
+		for _, m := range st.Models {
+			if m.Split == nil {
+				continue
+			}
+			fmt.Fprintf(w, "\nSplit %s: %s\n", m.Name, m.Split.State)
+			if len(m.Split.Stages) == 0 {
+				continue
+			}
+			t := newTable(w, "STAGE", "NODE", "LAYERS", "MEMORY")
+			for i, s := range m.Split.Stages {
+				who := short(s.Node)
+				if s.Node == st.NodeID {
+					who += " (this node)"
+				}
+				t.row(strconv.Itoa(i), who, s.Layers, humanBytes(s.MemoryBytes))
+			}
+			if err := t.flush(); err != nil {
+				return err
+			}
 		}
 	}
 	fmt.Fprintln(w)
