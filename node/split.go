@@ -24,6 +24,7 @@ import (
 	"github.com/meshnode/meshnode/node/engine/ggufengine"
 	"github.com/meshnode/meshnode/node/engine/splitengine"
 	"github.com/meshnode/meshnode/node/identity"
+	"github.com/meshnode/meshnode/node/mesh"
 	"github.com/meshnode/meshnode/node/receipt"
 	"github.com/meshnode/meshnode/node/stage"
 	"github.com/meshnode/meshnode/node/stageplan"
@@ -73,11 +74,17 @@ type splitModel struct {
 	costs  stageplan.Model
 	be     *cpu.Backend
 	eng    *splitengine.Engine
-	lost   chan error
+	lost   chan lostPipeline
 
 	mu    sync.Mutex
 	plan  stageplan.Plan // the loaded plan; none while placing
 	state string         // "serving", or what it waits for
+}
+
+// lostPipeline is a pipeline the engine dropped, and why.
+type lostPipeline struct {
+	p   splitengine.Pipeline
+	err error
 }
 
 // openSplit prepares spec's model for serving split: the tokenizer,
@@ -87,7 +94,7 @@ func openSplit(s modelSpec) (*splitModel, error) {
 	if err != nil {
 		return nil, err
 	}
-	sm := &splitModel{spec: s, file: f, facts: f.Facts(), lost: make(chan error, 1), state: "placing"}
+	sm := &splitModel{spec: s, file: f, facts: f.Facts(), lost: make(chan lostPipeline, 4), state: "placing"}
 	ok := false
 	defer func() {
 		if !ok {
@@ -128,9 +135,9 @@ func openSplit(s modelSpec) (*splitModel, error) {
 		Recipe: s.Name, Fidelity: s.fidelity(), UJPerToken: uj,
 		Weights: receipt.Weights{Digest: receipt.ContentID(sum.Digest), Precision: ggufengine.Precision(sm.facts.QuantizationType)},
 		Vocab:   sm.vocab, Context: sm.ctx, Batch: model.DefaultBatch, Tokens: sm.tok,
-		Lost: func(err error) {
+		Lost: func(p splitengine.Pipeline, err error) {
 			select {
-			case sm.lost <- err:
+			case sm.lost <- lostPipeline{p, err}:
 			default:
 			}
 		},
@@ -487,10 +494,11 @@ func (n *Node) planSplit(sm *splitModel, excluded map[string]time.Time) (stagepl
 }
 
 // placeSplit keeps sm placed until ctx ends: it plans, loads the stages
-// (the last first), serves, and when a stage is lost withdraws the model
-// from gossip, plans again without that stage's peer and loads the new
-// plan.
+// (the last first), serves, and when a stage is lost (a step fails, or
+// its node leaves or goes down) withdraws the model from gossip, plans
+// again without that stage's peer and loads the new plan.
 func (n *Node) placeSplit(ctx context.Context, sm *splitModel) {
+	events := n.mesh.Subscribe(ctx, 64)
 	excluded := map[string]time.Time{}
 	first := n.splitRetry
 	if first <= 0 {
@@ -502,28 +510,23 @@ func (n *Node) placeSplit(ctx context.Context, sm *splitModel) {
 		if err == nil {
 			var p *stage.Pipeline
 			if p, err = n.startSplit(ctx, sm, plan); err == nil {
-				select {
-				case <-sm.lost: // a loss of an earlier pipeline
-				default:
-				}
 				sm.setState(plan, "serving")
 				sm.eng.Set(p)
 				n.updateSelf()
 				n.log.Info("split model serving", "model", sm.Name(), "plan", plan.String())
-				select {
-				case <-ctx.Done():
+				why := n.awaitLoss(ctx, sm, p, plan, &events)
+				if why == nil {
 					sm.eng.Set(nil)
 					return
-				case why := <-sm.lost:
-					n.log.Warn("split model lost a stage: placing it again", "model", sm.Name(), "err", why)
-					sm.setState(stageplan.Plan{}, "placing again: "+why.Error())
-					n.updateSelf()
-					for _, s := range plan.Stages[1:] {
-						excluded[s.Host] = time.Now().Add(splitExclusion)
-					}
-					wait = first
-					continue
 				}
+				n.log.Warn("split model lost a stage: placing it again", "model", sm.Name(), "err", why)
+				sm.setState(stageplan.Plan{}, "placing again: "+why.Error())
+				n.updateSelf()
+				for _, s := range plan.Stages[1:] {
+					excluded[s.Host] = time.Now().Add(splitExclusion)
+				}
+				wait = first
+				continue
 			}
 			for _, s := range plan.Stages[1:] {
 				excluded[s.Host] = time.Now().Add(splitExclusion)
@@ -538,6 +541,36 @@ func (n *Node) placeSplit(ctx context.Context, sm *splitModel) {
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, 10*time.Second)
+	}
+}
+
+// awaitLoss waits until p is lost, and says why; nil when ctx ends. A
+// stage's node that leaves or goes down takes p out of service at once,
+// so that no request is sent to it.
+func (n *Node) awaitLoss(ctx context.Context, sm *splitModel, p *stage.Pipeline, plan stageplan.Plan, events *<-chan mesh.Event) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case l := <-sm.lost:
+			if l.p == splitengine.Pipeline(p) {
+				return l.err
+			}
+		case ev, ok := <-*events:
+			if !ok {
+				*events = nil
+				continue
+			}
+			if ev.Kind != mesh.PeerLeft && ev.Kind != mesh.PeerDown {
+				continue
+			}
+			for _, s := range plan.Stages[1:] {
+				if s.Host == ev.Peer.String() {
+					sm.eng.Set(nil)
+					return fmt.Errorf("%w: layers %d-%d: node %s %v (%s)", stage.ErrStageLost, s.Lo, s.Hi, ev.Peer.Short(), ev.Kind, ev.Reason)
+				}
+			}
+		}
 	}
 }
 

@@ -186,4 +186,27 @@ func TestSplitServeAndRecover(t *testing.T) {
 	if code, _, got := completion(t, a, prompt, maxTokens); code != http.StatusOK || got != want {
 		t.Fatalf("after recovery: %d %q, want %q", code, got, want)
 	}
+
+	// A stage that ends while its node stays in the mesh (as when its
+	// process fails): the step that reaches it fails, the request ends
+	// with 503, and the model is placed again, here on the same node, the
+	// only one left that fits.
+	*gate = *newStreamGate()
+	go func() {
+		code, retry, text := completion(t, a, prompt, maxTokens)
+		done <- answer{code, retry, text}
+	}()
+	<-gate.started
+	other.stageSrv.Stop()
+	close(gate.open)
+	if got := <-done; got.code != http.StatusServiceUnavailable || got.retry == "" {
+		t.Fatalf("the request across the ended stage: %d, Retry-After %q, %q; want 503 with Retry-After", got.code, got.retry, got.text)
+	}
+	waitFor(t, "the model to be placed again", func() bool {
+		s := splitStatus(a)
+		return s != nil && s.State == "serving"
+	})
+	if code, _, got := completion(t, a, prompt, maxTokens); code != http.StatusOK || got != want {
+		t.Fatalf("after the second recovery: %d %q, want %q", code, got, want)
+	}
 }

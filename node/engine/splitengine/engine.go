@@ -59,8 +59,8 @@ type Config struct {
 	// lost.
 	StepTimeout time.Duration
 	// Lost, if set, is called (on its own goroutine) once for each
-	// pipeline that fails, with why.
-	Lost func(err error)
+	// pipeline that fails, with the pipeline and why.
+	Lost func(p Pipeline, err error)
 }
 
 // DefaultStepTimeout bounds a step: a token through a few stages takes
@@ -98,8 +98,32 @@ func (e *Engine) Set(p Pipeline) {
 	e.p = p
 	e.mu.Unlock()
 	if old != nil && old != p {
-		old.Close(context.Background())
+		closeQuietly(old)
 	}
+}
+
+// closeTimeout bounds closing a pipeline whose stages may be gone.
+const closeTimeout = 10 * time.Second
+
+func closeQuietly(p Pipeline) {
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	p.Close(ctx)
+}
+
+// drop takes the failed pipeline out of service; e.mu held.
+func (e *Engine) drop(err error) {
+	lost := e.p
+	e.p = nil
+	if lost == nil {
+		return
+	}
+	go func() {
+		closeQuietly(lost)
+		if e.cfg.Lost != nil {
+			e.cfg.Lost(lost, err)
+		}
+	}()
 }
 
 // Serving reports whether the engine has a pipeline.
@@ -263,14 +287,7 @@ func (r *run) step(ctx context.Context, tokens []uint32, want stagewire.Output) 
 	if err != nil {
 		// The chain's state is unknown after a failed step: drop the
 		// pipeline rather than go on with it.
-		lost := e.p
-		e.p = nil
-		go func() {
-			lost.Close(context.Background())
-			if e.cfg.Lost != nil {
-				e.cfg.Lost(err)
-			}
-		}()
+		e.drop(err)
 		return stage.Result{}, fmt.Errorf("%w: %w: %w", engine.ErrUnavailable, ErrLost, err)
 	}
 	return res[0], nil
@@ -288,13 +305,6 @@ func (r *run) forget() {
 	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.StepTimeout)
 	defer cancel()
 	if err := r.p.Trim(ctx, r.id, 0); err != nil {
-		lost := e.p
-		e.p = nil
-		go func() {
-			lost.Close(context.Background())
-			if e.cfg.Lost != nil {
-				e.cfg.Lost(err)
-			}
-		}()
+		e.drop(err)
 	}
 }

@@ -101,7 +101,7 @@ func setup(t *testing.T) (*ggufengine.Model, *model.Model) {
 	return ref, m
 }
 
-func newEngine(ref *ggufengine.Model, p Pipeline, lost func(error)) *Engine {
+func newEngine(ref *ggufengine.Model, p Pipeline, lost func(Pipeline, error)) *Engine {
 	w, _ := ref.Engine().Weights()
 	// A batch of 5 makes the prompts go in several steps.
 	return New(Config{Recipe: "fortunes", Fidelity: receipt.F1, UJPerToken: 250, Weights: w,
@@ -153,7 +153,12 @@ func TestLost(t *testing.T) {
 	prompt := ref.Tokenize("Q: Why?\nA:", true, false)
 	lost := make(chan error, 4)
 	w := &whole{m: m, sessions: map[uint64]*model.Session{}, failAt: 5}
-	e := newEngine(ref, w, func(err error) { lost <- err })
+	e := newEngine(ref, w, func(p Pipeline, err error) {
+		if p != w {
+			err = fmt.Errorf("Lost reported %v, not the pipeline that failed", p)
+		}
+		lost <- err
+	})
 	got, out, err := serve(e, prompt, receipt.ServeRequest{MaxTokens: 24})
 	if !errors.Is(err, engine.ErrUnavailable) || !errors.Is(err, ErrLost) || !errors.Is(err, stage.ErrStageLost) {
 		t.Fatalf("err %v", err)
