@@ -1,6 +1,7 @@
 package node
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/model"
+	"github.com/meshnode/meshnode/node/wire/nodev1"
+	"github.com/meshnode/meshnode/node/wire/stagewire"
 )
 
 // splitBudget is a memory budget under which the built-in model fits no
@@ -208,5 +211,57 @@ func TestSplitServeAndRecover(t *testing.T) {
 	})
 	if code, _, got := completion(t, a, prompt, maxTokens); code != http.StatusOK || got != want {
 		t.Fatalf("after the second recovery: %d %q, want %q", code, got, want)
+	}
+}
+
+// TestStageOffer: the memory and digests a node gossips in its
+// meshnode-stage/1 features read back; entries that are not ours, or
+// malformed, are ignored.
+func TestStageOffer(t *testing.T) {
+	d := [32]byte{1, 2, 3}
+	a := &nodev1.PeerAnnouncement{Subprotocols: []*nodev1.MeshSubprotocol{
+		{Name: "other", Major: 1, Features: []string{"free-bytes=1"}},
+		{Name: stagewire.Name, Major: stagewire.Major, Features: []string{stagewire.FeatureF16, "free-bytes=12345",
+			"model=" + hex.EncodeToString(d[:]), "model=zz", "model=abcd", "free-bytes=-1"}},
+	}}
+	o, ok := stageOfferOf(a)
+	if !ok || o.free != 12345 || len(o.models) != 1 || o.models[0] != d {
+		t.Errorf("offer %+v, %v", o, ok)
+	}
+	if _, ok := stageOfferOf(&nodev1.PeerAnnouncement{Subprotocols: []*nodev1.MeshSubprotocol{stagewire.Advertisement()}}); ok {
+		t.Error("an advertisement without free-bytes is an offer")
+	}
+	if _, ok := stageOfferOf(&nodev1.PeerAnnouncement{}); ok {
+		t.Error("no advertisement is an offer")
+	}
+}
+
+// TestWantSplit: under split = "auto" a model is split only when it fits
+// no single node under the budget, this one first; "always" and pins
+// split it, "never" and no budget do not.
+func TestWantSplit(t *testing.T) {
+	budget := splitBudget(t, 64<<10)
+	path := fortunesPath(t)
+	for _, tc := range []struct {
+		name   string
+		budget ByteSize
+		used   int64
+		m      ModelConfig
+		want   bool
+	}{
+		{"no budget", 0, 0, ModelConfig{Split: SplitAuto}, false},
+		{"fits alone", 1 << 30, 0, ModelConfig{Split: SplitAuto}, false},
+		{"fits no single node", budget, 0, ModelConfig{Split: SplitAuto}, true},
+		{"others hold the budget", 1 << 30, 1<<30 - int64(budget), ModelConfig{Split: SplitAuto}, true},
+		{"never", budget, 0, ModelConfig{Split: SplitNever}, false},
+		{"always", 1 << 30, 0, ModelConfig{Split: SplitAlways}, true},
+		{"pins", 1 << 30, 0, ModelConfig{Split: SplitAuto, Pins: []string{"self:0-2"}}, true},
+	} {
+		n := &Node{cfg: Config{MemoryBudget: tc.budget, Stages: StagesConfig{Headroom: 64 << 10}}}
+		tc.m.Path, tc.m.Context = path, splitContext
+		got, err := n.wantSplit(modelSpec{ModelConfig: tc.m}, tc.used)
+		if err != nil || got != tc.want {
+			t.Errorf("%s: %v, %v; want %v", tc.name, got, err, tc.want)
+		}
 	}
 }
