@@ -364,6 +364,19 @@ func (r *ownerRuntime) Load(ctx context.Context, name, profile string) (string, 
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", control.ErrUnknownModel, err)
 	}
+	// A model that fits no single node under the budget is served split
+	// across peers, as at start.
+	if split, err := r.n.wantSplit(spec, r.n.wholeModelBytes()); err != nil {
+		return "", err
+	} else if split {
+		in, err := r.n.loadSplit(spec)
+		if err != nil {
+			return "", err
+		}
+		r.n.log.Info("model loaded by its owner, split across peers", "model", name, "instance", in.id)
+		r.n.announceChange()
+		return in.id, nil
+	}
 	m, err := r.n.openSpec(spec, r.n.cfg.API.Concurrency)
 	if err != nil {
 		return "", err

@@ -357,7 +357,7 @@ func (n *Node) loadModels(stack *closers) error {
 				sm.Close()
 				return err
 			}
-			n.splits = append(n.splits, sm)
+			n.addSplit(sm)
 			stack.push("model "+sm.Name(), func() error { return n.closeModel(wm) })
 			n.log.Info("serving model split across peers: placing its stages", "model", sm.Name(), "file", s.Path,
 				"layers", len(sm.costs.Layers), "budget", int64(n.cfg.MemoryBudget), "split", s.Split)

@@ -85,8 +85,11 @@ type Node struct {
 	// by mu).
 	stageSrv     *stage.Server
 	stageDigests [][32]byte
-	// splits are the models served split across peers (set at start).
+	// splits are the models served split across peers, and splitCtx
+	// the context they are placed under once the mesh runs (both
+	// guarded by mu).
 	splits    []*splitModel
+	splitCtx  context.Context
 	invite    string
 	httpAddr  net.Addr
 	startedAt time.Time

@@ -75,6 +75,9 @@ type splitModel struct {
 	be     *cpu.Backend
 	eng    *splitengine.Engine
 	lost   chan lostPipeline
+	// closed is closed by Close: its placement stops.
+	closed    chan struct{}
+	closeOnce sync.Once
 
 	mu    sync.Mutex
 	plan  stageplan.Plan // the loaded plan; none while placing
@@ -94,7 +97,7 @@ func openSplit(s modelSpec) (*splitModel, error) {
 	if err != nil {
 		return nil, err
 	}
-	sm := &splitModel{spec: s, file: f, facts: f.Facts(), lost: make(chan lostPipeline, 4), state: "placing"}
+	sm := &splitModel{spec: s, file: f, facts: f.Facts(), lost: make(chan lostPipeline, 4), closed: make(chan struct{}), state: "placing"}
 	ok := false
 	defer func() {
 		if !ok {
@@ -190,9 +193,23 @@ func (sm *splitModel) Decoder() decoder {
 }
 
 func (sm *splitModel) Close() error {
-	sm.eng.Close()
-	sm.be.Close()
-	return sm.file.Close()
+	err := errors.New("split model closed twice")
+	sm.closeOnce.Do(func() {
+		close(sm.closed)
+		sm.eng.Close()
+		sm.be.Close()
+		err = sm.file.Close()
+	})
+	return err
+}
+
+func (sm *splitModel) isClosed() bool {
+	select {
+	case <-sm.closed:
+		return true
+	default:
+		return false
+	}
 }
 
 // Prompt is ggufModel's, over the file's tokenizer and template.
@@ -300,12 +317,8 @@ func (n *Node) selfFree(except *splitModel) int64 {
 	} else if n.hardware != nil {
 		free = int64(n.hardware.Memory.AvailableBytes)
 	}
-	for _, in := range n.models.all() {
-		if n.splitModel(in.m.Name()) == nil {
-			free -= in.m.Size()
-		}
-	}
-	for _, sm := range n.splits {
+	free -= n.wholeModelBytes()
+	for _, sm := range n.splitList() {
 		if sm != except {
 			sm.mu.Lock()
 			if len(sm.plan.Stages) > 0 {
@@ -366,20 +379,90 @@ func (n *Node) startStages(ctx context.Context, stack *closers, run func(string,
 			return n.mesh.UpdateSelf()
 		}, ctx)
 	}
-	for _, sm := range n.splits {
+	n.mu.Lock()
+	n.splitCtx = ctx
+	n.mu.Unlock()
+	for _, sm := range n.splitList() {
 		run("split model "+sm.Name(), func(ctx context.Context) error { n.placeSplit(ctx, sm); return nil }, ctx)
 	}
 	return nil
 }
 
+// splitList is the split models being served (not closed).
+func (n *Node) splitList() []*splitModel {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out []*splitModel
+	for _, sm := range n.splits {
+		if !sm.isClosed() {
+			out = append(out, sm)
+		}
+	}
+	return out
+}
+
+// addSplit records sm as served, dropping closed ones.
+func (n *Node) addSplit(sm *splitModel) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.splits = slices.DeleteFunc(n.splits, (*splitModel).isClosed)
+	n.splits = append(n.splits, sm)
+}
+
 // splitModel is the split model served as name, or nil.
 func (n *Node) splitModel(name string) *splitModel {
-	for _, sm := range n.splits {
+	for _, sm := range n.splitList() {
 		if sm.Name() == name {
 			return sm
 		}
 	}
 	return nil
+}
+
+// loadSplit serves spec's model split, for owner control: registered
+// with the steward, its weights recorded, and placed from now on, until
+// the node stops or the model is unloaded.
+func (n *Node) loadSplit(s modelSpec) (*instance, error) {
+	n.mu.Lock()
+	ctx := n.splitCtx
+	n.mu.Unlock()
+	if ctx == nil {
+		return nil, errors.New("split models are placed once the mesh runs")
+	}
+	sm, err := openSplit(s)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*instance, error) {
+		n.steward.RemoveBackend(backendOf(sm).Name)
+		sm.Close()
+		return nil, err
+	}
+	if err := n.steward.AddBackend(backendOf(sm)); err != nil {
+		sm.Close()
+		return nil, err
+	}
+	if err := n.recordWeights(sm); err != nil {
+		return fail(err)
+	}
+	in, err := n.models.add(sm)
+	if err != nil {
+		return fail(err)
+	}
+	n.addSplit(sm)
+	go n.placeSplit(ctx, sm)
+	return in, nil
+}
+
+// wholeModelBytes is what the models served whole hold.
+func (n *Node) wholeModelBytes() int64 {
+	var used int64
+	for _, in := range n.models.all() {
+		if n.splitModel(in.m.Name()) == nil {
+			used += in.m.Size()
+		}
+	}
+	return used
 }
 
 // stagePaths are the GGUF files peers may load stages of: the models
@@ -498,6 +581,16 @@ func (n *Node) planSplit(sm *splitModel, excluded map[string]time.Time) (stagepl
 // its node leaves or goes down) withdraws the model from gossip, plans
 // again without that stage's peer and loads the new plan.
 func (n *Node) placeSplit(ctx context.Context, sm *splitModel) {
+	// An unloaded model's placement ends with it.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-sm.closed:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	events := n.mesh.Subscribe(ctx, 64)
 	excluded := map[string]time.Time{}
 	first := n.splitRetry

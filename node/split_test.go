@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"io"
@@ -211,6 +212,38 @@ func TestSplitServeAndRecover(t *testing.T) {
 	})
 	if code, _, got := completion(t, a, prompt, maxTokens); code != http.StatusOK || got != want {
 		t.Fatalf("after the second recovery: %d %q, want %q", code, got, want)
+	}
+
+	// Owner control unloads it, which frees its stages, and loads it
+	// again, split as at start.
+	in, _ := a.models.get(fortunesModel)
+	rt := &ownerRuntime{n: a}
+	if err := rt.Unload(context.Background(), in.id); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the peer's stage to be freed", func() bool { return other.stageSrv.Used() == 0 })
+	if a.splitModel(fortunesModel) != nil {
+		t.Fatal("an unloaded split model is still listed")
+	}
+	if _, err := rt.Load(context.Background(), fortunesPath(t), ""); err == nil {
+		t.Fatal("owner control loaded a model by path")
+	}
+	dir := a.cfg.ModelsDir
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(fortunesPath(t), filepath.Join(dir, BuiltinModelFile)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.Load(context.Background(), fortunesModel, ""); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the reloaded model to be placed", func() bool {
+		s := splitStatus(a)
+		return s != nil && s.State == "serving"
+	})
+	if code, _, got := completion(t, a, prompt, maxTokens); code != http.StatusOK || got != want {
+		t.Fatalf("after reloading: %d %q, want %q", code, got, want)
 	}
 }
 
