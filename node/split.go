@@ -376,7 +376,8 @@ func (n *Node) startStages(ctx context.Context, stack *closers, run func(string,
 			n.mu.Lock()
 			n.stageDigests = ds
 			n.mu.Unlock()
-			return n.mesh.UpdateSelf()
+			n.updateSelf()
+			return nil
 		}, ctx)
 	}
 	n.mu.Lock()
