@@ -137,7 +137,7 @@ func openSplit(s modelSpec) (*splitModel, error) {
 	sm.eng = splitengine.New(splitengine.Config{
 		Recipe: s.Name, Fidelity: s.fidelity(), UJPerToken: uj,
 		Weights: receipt.Weights{Digest: receipt.ContentID(sum.Digest), Precision: ggufengine.Precision(sm.facts.QuantizationType)},
-		Vocab:   sm.vocab, Context: sm.ctx, Batch: model.DefaultBatch, Tokens: sm.tok,
+		Vocab:   sm.vocab, Context: sm.ctx, Batch: model.DefaultBatch, Sessions: splitSeqs, Tokens: sm.tok,
 		Lost: func(p splitengine.Pipeline, err error) {
 			select {
 			case sm.lost <- lostPipeline{p, err}:
@@ -188,6 +188,10 @@ func (sm *splitModel) Facts() *gguf.Facts    { return &sm.facts }
 func (sm *splitModel) Size() int64           { return sm.file.Size() }
 func (sm *splitModel) Path() string          { return sm.spec.Path }
 func (sm *splitModel) Backend() string       { return "cpu" }
+
+// Slots is how many generations run at once: as many as the stages hold
+// sessions for.
+func (sm *splitModel) Slots() int { return splitSeqs }
 func (sm *splitModel) Decoder() decoder {
 	return tokenDecoder{sm.tok.NewDecoder(tokenizer.DecodeOptions{Continue: true})}
 }

@@ -52,8 +52,12 @@ type Config struct {
 	Vocab, Context int
 	// Batch is the most tokens one step carries (the pipeline's batch;
 	// default model.DefaultBatch): a longer prompt goes in several.
-	Batch  int
-	Tokens Tokens
+	Batch int
+	// Sessions bounds the serves on the pipeline at once (default 4): each
+	// holds a KV session on every stage, and the stages were sized for so
+	// many. More wait for a turn.
+	Sessions int
+	Tokens   Tokens
 	// StepTimeout bounds one step through every stage (default
 	// DefaultStepTimeout): a stage that does not answer is taken for
 	// lost.
@@ -71,8 +75,9 @@ const DefaultStepTimeout = 60 * time.Second
 // pipeline runs one step at a time, and concurrent serves take turns by
 // the step.
 type Engine struct {
-	cfg  Config
-	next atomic.Uint64 // request ids
+	cfg   Config
+	next  atomic.Uint64 // request ids
+	slots chan struct{} // a token per serve running
 
 	mu sync.Mutex // one step at a time; guards p
 	p  Pipeline
@@ -87,7 +92,10 @@ func New(cfg Config, p Pipeline) *Engine {
 	if cfg.Batch <= 0 {
 		cfg.Batch = model.DefaultBatch
 	}
-	return &Engine{cfg: cfg, p: p}
+	if cfg.Sessions <= 0 {
+		cfg.Sessions = 4
+	}
+	return &Engine{cfg: cfg, p: p, slots: make(chan struct{}, cfg.Sessions)}
 }
 
 // Set makes p the pipeline serves run on (nil: none), closing the one it
@@ -181,6 +189,12 @@ func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []u
 }
 
 func (e *Engine) generate(ctx context.Context, prompt []uint32, params sample.Params, stops []string, maxTokens int, emit func(uint32) error) (engine.Outcome, error) {
+	select {
+	case e.slots <- struct{}{}:
+		defer func() { <-e.slots }()
+	case <-ctx.Done():
+		return engine.Outcome{}, ctx.Err()
+	}
 	delivered := e.cfg.Fidelity
 	out := engine.Outcome{TokensIn: uint32(len(prompt)), Delivered: &delivered}
 	r := &run{e: e, id: e.next.Add(1), want: stagewire.OutToken}

@@ -210,3 +210,48 @@ func openFile(t *testing.T) *gguf.File {
 	t.Cleanup(func() { f.Close() })
 	return f
 }
+
+// TestConcurrentServes: serves at once take turns by the step, at most
+// Sessions of them holding positions, and each gets the tokens it would
+// alone.
+func TestConcurrentServes(t *testing.T) {
+	ref, m := setup(t)
+	prompt := ref.Tokenize("Q: What is love?\nA:", true, false)
+	want, _, err := serve(ref.Engine(), prompt, receipt.ServeRequest{MaxTokens: 12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &countingWhole{whole: whole{m: m, sessions: map[uint64]*model.Session{}}}
+	e := newEngine(ref, w, nil)
+	errs := make(chan error, 10)
+	for range 10 {
+		go func() {
+			got, _, err := serve(e, prompt, receipt.ServeRequest{MaxTokens: 12})
+			if err == nil && !slices.Equal(got, want) {
+				err = fmt.Errorf("tokens %v, want %v", got, want)
+			}
+			errs <- err
+		}()
+	}
+	for range 10 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if w.most > 4 {
+		t.Errorf("%d requests held positions at once, want at most 4", w.most)
+	}
+}
+
+// countingWhole counts the requests holding positions (the engine runs
+// one step at a time, so no lock is needed).
+type countingWhole struct {
+	whole
+	most int
+}
+
+func (c *countingWhole) Step(ctx context.Context, seqs []stage.Seq) ([]stage.Result, error) {
+	res, err := c.whole.Step(ctx, seqs)
+	c.most = max(c.most, len(c.sessions))
+	return res, err
+}
