@@ -3,6 +3,7 @@ package stage
 import (
 	"net"
 	"net/netip"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,10 +16,11 @@ import (
 // through exactly one relay (the one of the node that was dialled), so a
 // delay of RTT/2 gives the pair that round-trip time.
 //
-// It delays in user space, with Go timers: on a loaded machine its delay
-// jitters by some tens of microseconds more than netem's would, and each
-// datagram costs a copy and a context switch, which the loopback (zero
-// delay) figures include as well.
+// It delays in user space (sleeping, then spinning for the last
+// spinWindow): on a loaded machine its delay jitters more than netem's
+// would, the spinning takes CPU from the nodes' own work, and each
+// datagram costs a copy and two context switches, which the figures with
+// no added delay include as well.
 type delayRelay struct {
 	front  *net.UDPConn
 	target *net.UDPAddr // the node's own socket
@@ -121,6 +123,10 @@ type delayQueue struct {
 	done chan struct{}
 }
 
+// spinWindow is how long before a datagram is due its queue stops
+// sleeping and spins.
+const spinWindow = 2 * time.Millisecond
+
 type delayed struct {
 	at time.Time
 	b  []byte
@@ -131,8 +137,15 @@ func newDelayQueue(send func([]byte)) *delayQueue {
 	go func() {
 		defer close(q.done)
 		for d := range q.ch {
-			if w := time.Until(d.at); w > 0 {
+			// Go's timers wake a millisecond or more late here (the
+			// runtime's poller sleeps in whole milliseconds, and the
+			// machine is loaded), which would add that to every hop:
+			// sleep to within spinWindow of the time, then spin.
+			if w := time.Until(d.at) - spinWindow; w > 0 {
 				time.Sleep(w)
+			}
+			for time.Now().Before(d.at) {
+				runtime.Gosched()
 			}
 			q.send(d.b)
 		}

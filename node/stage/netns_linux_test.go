@@ -268,7 +268,7 @@ func (h *netnsHead) do(t *testing.T, cmd []string) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		return fmt.Sprintf("parity %d %s %d", s, resultsHash(res), len(res)), nil
+		return fmt.Sprintf("parity %d %s %d", s, netnsResultsHash(res), len(res)), nil
 	case "ping":
 		var out []string
 		for _, st := range h.stages {
@@ -320,13 +320,20 @@ func (h *netnsHead) do(t *testing.T, cmd []string) (string, error) {
 		h.held = len(netnsPrompt)
 		return "ready", nil
 	case "decode":
+		// The total, and the fastest, median and slowest step: the spread
+		// tells load and late timers from the path's own cost.
 		start := time.Now()
+		steps := make([]time.Duration, 0, arg(1))
 		for range arg(1) {
+			t0 := time.Now()
 			if err := h.decode(ctx); err != nil {
 				return "", err
 			}
+			steps = append(steps, time.Since(t0))
 		}
-		return fmt.Sprintf("done %d", time.Since(start).Nanoseconds()), nil
+		total := time.Since(start)
+		slices.Sort(steps)
+		return fmt.Sprintf("done %d %d %d %d", total.Nanoseconds(), steps[0].Nanoseconds(), steps[len(steps)/2].Nanoseconds(), steps[len(steps)-1].Nanoseconds()), nil
 	case "close":
 		h.close()
 		return "closed", nil
@@ -398,8 +405,8 @@ func stagePing(ctx context.Context, n *mesh.Node, peer identity.EndpointID, coun
 	return rtts[len(rtts)/2], nil
 }
 
-// resultsHash digests every result bit for bit: the run's identity.
-func resultsHash(res []Result) string {
+// netnsResultsHash digests every result bit for bit: the run's identity.
+func netnsResultsHash(res []Result) string {
 	h := sha256.New()
 	for _, r := range res {
 		var b [8]byte
@@ -428,8 +435,8 @@ type netnsLab struct {
 	nodes []*netnsChild
 }
 
-// ipCmd runs an iproute2 (or, with "tc" first, a tc) command.
-func ipCmd(args ...string) error {
+// netnsIP runs an iproute2 (or, with "tc" first, a tc) command.
+func netnsIP(args ...string) error {
 	name := "ip"
 	if args[0] == "tc" {
 		name, args = "tc", args[1:]
@@ -457,25 +464,25 @@ func newNetnsLab(t testing.TB, count int) *netnsLab {
 	}
 	tag := fmt.Sprintf("%d%03x", os.Getpid()%100000, rand.IntN(0x1000))
 	sw := "ms-" + tag + "-sw"
-	if err := ipCmd("netns", "add", sw); err != nil {
+	if err := netnsIP("netns", "add", sw); err != nil {
 		t.Skipf("skipping: cannot create a network namespace here: %v", err)
 	}
-	t.Cleanup(func() { ipCmd("netns", "del", sw) })
-	if err := ipCmd("-n", sw, "link", "add", "br0", "type", "bridge"); err != nil {
+	t.Cleanup(func() { netnsIP("netns", "del", sw) })
+	if err := netnsIP("-n", sw, "link", "add", "br0", "type", "bridge"); err != nil {
 		t.Skipf("skipping: cannot create a bridge here: %v", err)
 	}
-	if err := ipCmd("-n", sw, "link", "set", "br0", "up"); err != nil {
+	if err := netnsIP("-n", sw, "link", "set", "br0", "up"); err != nil {
 		t.Fatal(err)
 	}
 	lab := &netnsLab{t: t}
 	for i := range count {
 		ns := fmt.Sprintf("ms-%s-%d", tag, i+1)
-		if err := ipCmd("netns", "add", ns); err != nil {
+		if err := netnsIP("netns", "add", ns); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { ipCmd("netns", "del", ns) })
+		t.Cleanup(func() { netnsIP("netns", "del", ns) })
 		port := fmt.Sprintf("p%d", i+1)
-		if err := ipCmd("link", "add", "name", "eth0", "netns", ns, "type", "veth", "peer", "name", port, "netns", sw); err != nil {
+		if err := netnsIP("link", "add", "name", "eth0", "netns", ns, "type", "veth", "peer", "name", port, "netns", sw); err != nil {
 			t.Skipf("skipping: cannot create a veth pair here: %v", err)
 		}
 		for _, cmd := range [][]string{
@@ -485,14 +492,14 @@ func newNetnsLab(t testing.TB, count int) *netnsLab {
 			{"-n", ns, "link", "set", "eth0", "up"},
 			{"-n", ns, "link", "set", "lo", "up"},
 		} {
-			if err := ipCmd(cmd...); err != nil {
+			if err := netnsIP(cmd...); err != nil {
 				t.Fatal(err)
 			}
 		}
 		lab.ns = append(lab.ns, ns)
 	}
 	// netem if the kernel has it; the relay otherwise.
-	lab.netem = ipCmd("tc", "-n", lab.ns[0], "qdisc", "replace", "dev", "eth0", "root", "netem", "delay", "0ms") == nil
+	lab.netem = netnsIP("tc", "-n", lab.ns[0], "qdisc", "replace", "dev", "eth0", "root", "netem", "delay", "0ms") == nil
 	lab.nodes = make([]*netnsChild, count)
 	// The last stage first, each later one joining those before it: the
 	// stages know one another before the head arrives.
@@ -568,7 +575,7 @@ func (l *netnsLab) setRTT(rtt time.Duration) {
 	half := rtt / 2
 	for i, ns := range l.ns {
 		if l.netem {
-			if err := ipCmd("tc", "-n", ns, "qdisc", "replace", "dev", "eth0", "root", "netem", "delay", fmt.Sprintf("%dus", half.Microseconds())); err != nil {
+			if err := netnsIP("tc", "-n", ns, "qdisc", "replace", "dev", "eth0", "root", "netem", "delay", fmt.Sprintf("%dus", half.Microseconds())); err != nil {
 				l.t.Fatal(err)
 			}
 			continue
@@ -596,7 +603,7 @@ type netnsChild struct {
 	name  string
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
-	out   lockedBuffer // its stderr and the lines not for the parent
+	out   netnsBuffer // its stderr and the lines not for the parent
 	lines chan string
 }
 
@@ -664,18 +671,18 @@ func (c *netnsChild) stop(t testing.TB) {
 	}
 }
 
-type lockedBuffer struct {
+type netnsBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (s *lockedBuffer) Write(b []byte) (int, error) {
+func (s *netnsBuffer) Write(b []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(b)
 }
 
-func (s *lockedBuffer) String() string {
+func (s *netnsBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
@@ -696,7 +703,7 @@ func TestPipelineNetns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := fmt.Sprintf("%s %d", resultsHash(res), len(res))
+	want := fmt.Sprintf("%s %d", netnsResultsHash(res), len(res))
 	for _, s := range []int{2, 3} {
 		got := lab.head(fmt.Sprintf("parity %d", s))
 		if got != fmt.Sprintf("parity %d %s", s, want) {
