@@ -15,8 +15,9 @@ import (
 // network namespace (newNetnsLab), with no added delay and with 1 ms and
 // 5 ms round trips between nodes (netem, or the relay where there is no
 // netem). Each sub-benchmark reports tok/s, ms/tok and the median and
-// fastest step; the summary sets the median steps against the cost model of docs/spec/p2p-transport.md,
-// t ≈ C + (S−1)(2·RTT + P), and against the chain the pipeline runs,
+// fastest step; the summary sets the median steps against the cost model
+// of issue 20, t ≈ C + (S−1)(2·RTT + P), and against the chain the
+// pipeline runs,
 // t ≈ C + (S−1)·P' + S·RTT/2 (the hidden row crosses S−1 boundaries one
 // way and the token comes back to the head: S one-way trips per token).
 //
@@ -96,7 +97,7 @@ func BenchmarkStagesNetns(b *testing.B) {
 	}
 	c := netnsMedian(ones)
 	rtt0 := netnsMedian(pings[0])
-	// P (the spec's form) and P' (the chain's), fitted to the runs with
+	// P (the 2·RTT model's) and P' (the chain's), fitted to the runs with
 	// no added delay: the mean over 2 and 3 stages.
 	var p, pc float64
 	for _, s := range []int{2, 3} {
@@ -110,8 +111,8 @@ func BenchmarkStagesNetns(b *testing.B) {
 		mech = "the user-space relay (no netem in this kernel)"
 	}
 	fmt.Fprintf(&sb, "delay by %s; %d round(s), medians of rounds; load average before %s, after %s\n", mech, rounds, load[0], load[1])
-	fmt.Fprintf(&sb, "C = %.3f ms (1 stage, median step), P = %.3f ms (spec form), P' = %.3f ms (chain form)\n", c*1e3, p*1e3, pc*1e3)
-	fmt.Fprintf(&sb, "%-6s %-9s %-2s %-9s %-8s %-7s %-10s %-6s %-11s %-6s\n", "delay", "RTT", "S", "mean ms", "p50 ms", "tok/s", "spec ms", "ratio", "chain ms", "ratio")
+	fmt.Fprintf(&sb, "C = %.3f ms (1 stage, median step), P = %.3f ms (2·RTT model), P' = %.3f ms (chain model)\n", c*1e3, p*1e3, pc*1e3)
+	fmt.Fprintf(&sb, "%-6s %-9s %-2s %-9s %-8s %-7s %-10s %-6s %-11s %-6s\n", "delay", "RTT", "S", "mean ms", "p50 ms", "tok/s", "2rtt ms", "ratio", "chain ms", "ratio")
 	for _, rtt := range delays {
 		m := netnsMedian(pings[rtt])
 		for _, s := range []int{1, 2, 3} {
@@ -120,13 +121,13 @@ func BenchmarkStagesNetns(b *testing.B) {
 				continue
 			}
 			t, tm := netnsMedian(p50[k]), netnsMedian(mean[k])
-			spec := c + float64(s-1)*(2*m+p)
+			twoRTT := c + float64(s-1)*(2*m+p)
 			chain := c
 			if s > 1 {
 				chain = c + float64(s-1)*pc + float64(s)*m/2
 			}
 			fmt.Fprintf(&sb, "%-6s %-9s %-2d %-9.3f %-8.3f %-7.1f %-10.3f %-6.2f %-11.3f %-6.2f\n", netnsRTTLabel(rtt),
-				fmt.Sprintf("%.3fms", m*1e3), s, tm*1e3, t*1e3, 1/tm, spec*1e3, t/spec, chain*1e3, t/chain)
+				fmt.Sprintf("%.3fms", m*1e3), s, tm*1e3, t*1e3, 1/tm, twoRTT*1e3, t/twoRTT, chain*1e3, t/chain)
 		}
 	}
 	// Printed, not logged: a parent benchmark's log is not shown.
