@@ -204,11 +204,10 @@ type netnsHead struct {
 	relay  *delayRelay
 
 	// One open run: a Pipeline, or the whole model's session for 1 stage.
-	p       *Pipeline
-	s       *model.Session
-	tok     uint32
-	held    int
-	started time.Time
+	p    *Pipeline
+	s    *model.Session
+	tok  uint32
+	held int
 }
 
 func (h *netnsHead) meshed() bool {
@@ -710,5 +709,5 @@ func TestPipelineNetns(t *testing.T) {
 			t.Errorf("%d stages across namespaces: %q, want the single-node run's %q", s, got, want)
 		}
 	}
-	t.Logf("delay by %s; logits bit for bit in 2 and 3 stages", map[bool]string{true: "netem", false: "the user-space relay"}[lab.netem])
+	t.Logf("delay by %s; logits bit for bit in 2 and 3 stages (%d results, sha256 %s)", map[bool]string{true: "netem", false: "the user-space relay"}[lab.netem], len(res), want[:16])
 }
