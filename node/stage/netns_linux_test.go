@@ -709,5 +709,8 @@ func TestPipelineNetns(t *testing.T) {
 			t.Errorf("%d stages across namespaces: %q, want the single-node run's %q", s, got, want)
 		}
 	}
+	if t.Failed() {
+		return
+	}
 	t.Logf("delay by %s; logits bit for bit in 2 and 3 stages (%d results, sha256 %s)", map[bool]string{true: "netem", false: "the user-space relay"}[lab.netem], len(res), want[:16])
 }
