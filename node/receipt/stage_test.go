@@ -12,7 +12,7 @@ import (
 // splitReceipt is a valid generation receipt of steward 1 whose model ran
 // in stages on ranges [0,2) (steward 1), [2,3) (node 2) and [3,4) (node 3),
 // with parts graded as given; its energy is their total.
-func splitReceipt(t *testing.T, parts ...hw.Energy) (Receipt, []*Sealer) {
+func splitReceipt(t testing.TB, parts ...hw.Energy) (Receipt, []*Sealer) {
 	t.Helper()
 	head := testSealer(t, 1)
 	r := generation(t, head)
@@ -232,4 +232,27 @@ func TestSplitReceiptRefused(t *testing.T) {
 	if _, err := r.Core(); !errors.Is(err, ErrStageRange) {
 		t.Fatalf("one stage: %v", err)
 	}
+}
+
+// FuzzOpenStageReport: whatever opens re-encodes to the very core its
+// envelope signs, and its envelope is the bytes given.
+func FuzzOpenStageReport(f *testing.F) {
+	r, _ := splitReceipt(f, hw.Measured(700, 650), hw.Modelled(300, nil), hw.Estimated(9))
+	for _, s := range r.Stages {
+		f.Add(s.Envelope)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, err := OpenStageReport(b)
+		if err != nil {
+			return
+		}
+		payload, _, err := OpenPayload(b, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := s.Core()
+		if err != nil || !bytes.Equal(again, payload) || !bytes.Equal(s.Envelope, b) {
+			t.Fatalf("opened report does not re-encode: %v", err)
+		}
+	})
 }
