@@ -248,16 +248,24 @@ func SumEnergy(parts ...hw.Energy) (hw.Energy, error) {
 	return hw.NewEnergy(prov, m, est)
 }
 
-// checkStages verifies a receipt's stage reports: each envelope opens
-// under the node it names and says what the receipt holds for it, the
-// first is the steward's own (stage 0), the ranges start at layer 0 and
-// follow one another, every report is for the receipt's request and
-// weights, and the receipt's energy is their total.
+// checkStages verifies a receipt's stage reports (VerifyStages).
 func (r *Receipt) checkStages() error {
-	n := len(r.Stages)
-	if n == 0 {
+	if len(r.Stages) == 0 {
 		return nil
 	}
+	return VerifyStages(r.RequestID, r.Weights, r.Steward, r.Stages, r.Energy)
+}
+
+// VerifyStages verifies the stage reports of a split serve of request
+// on weights, sealed by steward with energy: each envelope opens under
+// the node it names and says what the struct holds, the first is the
+// steward's own (stage 0), the ranges start at layer 0 and follow one
+// another, every report is for the request and weights, and energy is
+// their total (SumEnergy). Errors wrap ErrInvalid and a *StageError
+// naming the report, which wraps ErrSignature, ErrEnvelope,
+// ErrStageSigner, ErrStageRange, ErrStageMismatch or ErrStageTotal.
+func VerifyStages(request ContentID, weights *Weights, steward string, stages []SignedStageReport, energy hw.Energy) error {
+	n := len(stages)
 	set := func(err error) error { return fmt.Errorf("%w: %w", ErrInvalid, &StageError{Index: -1, Err: err}) }
 	one := func(i int, err error) error { return fmt.Errorf("%w: %w", ErrInvalid, &StageError{Index: i, Err: err}) }
 	switch {
@@ -265,12 +273,12 @@ func (r *Receipt) checkStages() error {
 		return set(fmt.Errorf("%w: one stage is not a split", ErrStageRange))
 	case n > MaxStageReports:
 		return set(fmt.Errorf("%d reports, limit %d", n, MaxStageReports))
-	case r.Weights == nil:
+	case weights == nil:
 		return set(fmt.Errorf("%w: stage reports without weights_digest", ErrStageMismatch))
 	}
 	parts := make([]hw.Energy, n)
 	var hi uint32
-	for i, s := range r.Stages {
+	for i, s := range stages {
 		opened, err := OpenStageReport(s.Envelope)
 		if err != nil {
 			return one(i, err)
@@ -279,12 +287,12 @@ func (r *Receipt) checkStages() error {
 			return one(i, fmt.Errorf("%w: the report does not say what its envelope signs", ErrStageMismatch))
 		}
 		switch {
-		case s.RequestID != r.RequestID:
-			return one(i, fmt.Errorf("%w: request %s, the receipt's is %s", ErrStageMismatch, s.RequestID, r.RequestID))
-		case s.Weights != r.Weights.Digest:
-			return one(i, fmt.Errorf("%w: weights %s, the receipt's are %s", ErrStageMismatch, s.Weights, r.Weights.Digest))
-		case i == 0 && s.Node != r.Steward:
-			return one(i, fmt.Errorf("%w: stage 0 is signed by %s, not the steward %s", ErrStageSigner, truncate(s.Node), truncate(r.Steward)))
+		case s.RequestID != request:
+			return one(i, fmt.Errorf("%w: request %s, the receipt's is %s", ErrStageMismatch, s.RequestID, request))
+		case s.Weights != weights.Digest:
+			return one(i, fmt.Errorf("%w: weights %s, the receipt's are %s", ErrStageMismatch, s.Weights, weights.Digest))
+		case i == 0 && s.Node != steward:
+			return one(i, fmt.Errorf("%w: stage 0 is signed by %s, not the steward %s", ErrStageSigner, truncate(s.Node), truncate(steward)))
 		case s.Lo != hi:
 			return one(i, fmt.Errorf("%w: layers [%d, %d) after layer %d", ErrStageRange, s.Lo, s.Hi, hi))
 		}
@@ -295,8 +303,8 @@ func (r *Receipt) checkStages() error {
 	if err != nil {
 		return set(err)
 	}
-	if total != r.Energy {
-		return set(fmt.Errorf("%w: the receipt says %v, the reports add up to %v", ErrStageTotal, r.Energy, total))
+	if total != energy {
+		return set(fmt.Errorf("%w: the receipt says %v, the reports add up to %v", ErrStageTotal, energy, total))
 	}
 	return nil
 }
