@@ -116,21 +116,18 @@ func (srv *Server) finish(ctx context.Context, st *stream, f *stagewire.Finish) 
 		ss.Close()
 		delete(s.sessions, f.Request)
 	}
-	rep := s.report(srv, f, mt)
+	var failed *stagewire.Error
+	if err := s.owner.send(ctx, s.report(srv, f, mt)); err != nil {
+		failed = stagewire.Errorf(stagewire.CodeInternal, s.id, f.Request, "head unreachable: %v", err)
+	}
 	if !s.m.Last() {
 		fwd := *f
 		fwd.Stage = s.ls.NextStage
-		if e := s.forward(ctx, srv, &fwd, f.Request); e != nil {
-			return e
+		if e := s.forward(ctx, srv, &fwd, f.Request); e != nil && failed == nil {
+			failed = e
 		}
 	}
-	if rep == nil {
-		return nil
-	}
-	if err := s.owner.send(ctx, rep); err != nil {
-		return stagewire.Errorf(stagewire.CodeInternal, s.id, f.Request, "head unreachable: %v", err)
-	}
-	return nil
+	return failed
 }
 
 // report closes mt (nil: the stage never saw the request, which then did

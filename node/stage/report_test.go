@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -303,4 +304,109 @@ func TestFinishRefusesBadReports(t *testing.T) {
 			t.Fatalf("%v after %v, want ErrReport on the deadline", err, time.Since(start))
 		}
 	})
+}
+
+// countingMeter is a hand-written meter that bills every span a fixed
+// figure and counts what is opened and closed.
+type countingMeter struct {
+	mu             sync.Mutex
+	opened, closed int
+}
+
+func (m *countingMeter) Open() (hw.Span, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.opened++
+	return countingSpan{m}, nil
+}
+func (m *countingMeter) MinWindow() time.Duration { return 0 }
+func (m *countingMeter) Name() string             { return "counting" }
+func (m *countingMeter) counts() (int, int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.opened, m.closed
+}
+
+type countingSpan struct{ m *countingMeter }
+
+func (s countingSpan) Close() (hw.Energy, error) {
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	s.m.closed++
+	return hw.Estimated(77), nil
+}
+
+// TestServerFinish: a stage answers Finish only from its prev; reports a
+// request it never saw as no work; closes the span of a request trimmed to
+// 0 or stopped without reporting it; and a finished request is gone.
+func TestServerFinish(t *testing.T) {
+	f := fortunes(t)
+	head, k2 := keyOf(t, 1), keyOf(t, 2)
+	pn := newPipeNet(t, f, k2.ID())
+	srv := pn.servers[k2.ID()]
+	meter := &countingMeter{}
+	srv.Meter, srv.Signer = meter, sealerOf(t, k2)
+	h := dialRaw(t, pn, head.ID(), k2.ID())
+	h.send(&stagewire.LoadStage{Stage: 1, Model: fortunesDigest, Lo: 2, Hi: 4, Context: 64, Batch: 16, Seqs: 2,
+		Out: stagewire.DTypeF32, Prev: head.ID(), Head: head.ID()})
+	if _, ok := h.read().(*stagewire.Ready); !ok {
+		t.Fatal("not loaded")
+	}
+	c, err := model.ParseConfig(f.Metadata)
+	if err != nil {
+		t.Fatal(err)
+	}
+	act := func(request uint64, start, count uint32) *stagewire.Activation {
+		return &stagewire.Activation{Stage: 1, DType: stagewire.DTypeF32, Width: uint32(c.Embd),
+			Seqs: []stagewire.ActSeq{{Request: request, Start: start, Count: count, Out: stagewire.OutToken}}, F32: make([]float32, int(count)*c.Embd)}
+	}
+	serve := receipt.Sum([]byte("serve"))
+	report := func(what string, request uint64) receipt.SignedStageReport {
+		t.Helper()
+		m, ok := h.read().(*stagewire.Report)
+		if !ok || m.Stage != 1 || m.Request != request {
+			t.Fatalf("%s: %+v", what, m)
+		}
+		r, err := receipt.OpenStageReport(m.Envelope)
+		if err != nil || !r.SignedBy(k2.Public()) || r.RequestID != serve || r.Lo != 2 || r.Hi != 4 {
+			t.Fatalf("%s: report %+v, %v", what, r.StageReport, err)
+		}
+		return r
+	}
+
+	stranger := dialRaw(t, pn, keyOf(t, 9).ID(), k2.ID())
+	stranger.send(&stagewire.Finish{Stage: 1, Request: 5, Serve: serve})
+	stranger.wantCode("a Finish from a node that is not the prev", stagewire.CodeRefused)
+
+	h.send(&stagewire.Finish{Stage: 1, Request: 5, Serve: serve})
+	if r := report("a request never seen", 5); r.Tokens != 0 || r.Energy != hw.Estimated(0) {
+		t.Fatalf("a request never seen reported %+v", r.StageReport)
+	}
+
+	h.send(act(6, 0, 3))
+	h.read() // its NextToken
+	h.send(act(6, 3, 1))
+	h.read()
+	h.send(&stagewire.Finish{Stage: 1, Request: 6, Serve: serve})
+	if r := report("a request run", 6); r.Tokens != 4 || r.Energy != hw.Estimated(77) {
+		t.Fatalf("a request of 4 positions reported %+v", r.StageReport)
+	}
+	if o, cl := meter.counts(); o != 1 || cl != 1 {
+		t.Fatalf("%d spans opened, %d closed", o, cl)
+	}
+	h.send(act(6, 4, 1))
+	h.wantCode("a finished request's old positions", stagewire.CodePosition)
+
+	h.send(act(7, 0, 2))
+	h.read()
+	h.send(&stagewire.Trim{Stage: 1, Request: 7, Length: 0})
+	h.send(act(8, 0, 2))
+	h.read()
+	if o, cl := meter.counts(); o != 3 || cl != 2 {
+		t.Fatalf("after a trim to 0: %d spans opened, %d closed", o, cl)
+	}
+	srv.Stop()
+	if o, cl := meter.counts(); o != 3 || cl != 3 {
+		t.Fatalf("after a stop: %d spans opened, %d closed", o, cl)
+	}
 }
