@@ -410,3 +410,33 @@ func TestServerFinish(t *testing.T) {
 		t.Fatalf("after a stop: %d spans opened, %d closed", o, cl)
 	}
 }
+
+// TestStageWithoutCoveringCounter: a stage node whose only live counter
+// does not cover the devices its stage runs on (a GPU counter, a CPU
+// stage) bills its part by the estimator, graded Estimator, and a serve
+// total over it claims no measurement.
+func TestStageWithoutCoveringCounter(t *testing.T) {
+	mt := newMetering()
+	head, k2 := keyOf(t, 1), keyOf(t, 2)
+	pn := reportingNet(t, mt, k2)
+	gpuOnly := hwtest.NewCounter("fake-nvml", hw.DomainGPU, 100*time.Millisecond, mt.clock, 60)
+	pn.servers[k2.ID()].Meter = hw.NewCounterMeter(gpuOnly, hw.PowerModel{Watts: 25, Source: "test"}, mt.clock, nil)
+	p := startPipeline(t, fortunes(t), pipeDialer{pn, head.ID()}, head.ID(),
+		[]Placement{{head.ID(), model.LayerRange{Lo: 0, Hi: 2}}, {k2.ID(), model.LayerRange{Lo: 2, Hi: 4}}}, stagewire.DTypeF32)
+	if _, err := p.Step(t.Context(), []Seq{{1, []uint32{1, 319, 767}, stagewire.OutToken}}); err != nil {
+		t.Fatal(err)
+	}
+	mt.clock.Advance(200 * time.Millisecond)
+	sp, err := p.Finish(t.Context(), 1, receipt.Sum([]byte("serve")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	part := sp.Reports[0].Energy
+	if part != hw.Estimated(5_000_000) { // 25 W for 200 ms
+		t.Fatalf("uncovered stage billed %v, want the estimator's 5 J", part)
+	}
+	total, err := receipt.SumEnergy(hw.Measured(9_000_000, 8_000_000), part)
+	if err != nil || total != hw.Estimated(13_000_000) {
+		t.Fatalf("total %v, %v", total, err)
+	}
+}
