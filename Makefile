@@ -16,7 +16,7 @@ PROTOC_WANT   := libprotoc 3.21.12
 
 CROSS_TARGETS := linux/amd64 linux/arm64 darwin/arm64
 
-.PHONY: all build test race lint cross fuzz proto proto-check bench bench-node clean security
+.PHONY: all build test race lint cross fuzz proto proto-check bench bench-node bench-stages clean security
 
 all: build
 
@@ -71,6 +71,17 @@ bench:
 # requests/s with the reference engine.
 bench-node:
 	scripts/node-bench.sh
+
+# Decode tok/s of the built-in model whole and in 2 and 3 stages: on
+# loopback in one process, and across network namespaces (root; skipped
+# otherwise) with 0, 1 and 5 ms RTT, against the cost model
+# (docs/mesh.md, "Split-model costs"). Every configuration runs
+# STAGE_ROUNDS times, alternating the order.
+STAGE_BENCHTIME ?= 200x
+STAGE_ROUNDS    ?= 3
+bench-stages:
+	MESHNODE_STAGE_BENCH_ROUNDS=$(STAGE_ROUNDS) CGO_ENABLED=0 $(GO) test -run '^$$' \
+		-bench '^(BenchmarkPipelineDecode|BenchmarkStagesNetns)$$' -benchtime $(STAGE_BENCHTIME) ./node/stage/
 
 clean:
 	rm -rf $(BIN)

@@ -403,7 +403,19 @@ func verifyReceipt(c *cli.Context) error {
 	if r.CutShort != "" {
 		t.row("Cut short", cutWhy(r.CutShort))
 	}
-	t.row("Energy", fmt.Sprintf("%d µJ (%s)", r.Energy.UJ(), r.Energy.Provenance()))
+	if len(r.Stages) == 0 {
+		t.row("Energy", fmt.Sprintf("%d µJ (%s)", r.Energy.UJ(), r.Energy.Provenance()))
+	} else {
+		// A split serve: Open has verified every report's signature under
+		// the node it names, the ranges and the total (receipt.VerifyStages).
+		// The total sums like with like: the measurements when every stage
+		// has one, else only the estimates; graded as the weakest stage.
+		t.row("Energy", fmt.Sprintf("%s, the total of %d stages:", r.Energy, len(r.Stages)))
+		for i, s := range r.Stages {
+			t.row(fmt.Sprintf("  stage %d", i), fmt.Sprintf("layers %d-%d on %s, %d positions: %s; signature valid",
+				s.Lo, s.Hi, short(s.Node), s.Tokens, s.Energy))
+		}
+	}
 	fid := "floor " + r.FidelityFloor.String()
 	if r.Fidelity != nil {
 		fid = fmt.Sprintf("%s delivered, %s advertised, %s", r.Fidelity.Delivered, r.Fidelity.Advertised, fid)

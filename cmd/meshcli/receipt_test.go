@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
@@ -9,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/fxamacker/cbor/v2"
 
 	"github.com/meshnode/meshnode/hw"
 	"github.com/meshnode/meshnode/node/control/controltest"
@@ -106,6 +109,104 @@ func TestReceiptVerify(t *testing.T) {
 		[]string{"receipt", "verify", write("no-usage.txt", []byte(noUsage))},
 		[]string{"receipt", "verify", write("responses.txt", []byte(responses))},
 		[]string{"receipt", "verify", "--log", late, filepath.Join(dir, "envelope.hex")},
+	))
+}
+
+// TestReceiptVerifyStages: a split serve's receipt verifies with each
+// stage's part printed; one whose report was tampered with, or signed by
+// another node than it names, does not.
+func TestReceiptVerifyStages(t *testing.T) {
+	head, err := receipt.NewSealer(controltest.Key(t, controltest.SeedNode))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := receipt.NewSealer(controltest.Key(t, 41))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := receipt.ServeRequest{PromptHash: receipt.PromptHash([]byte("split")), PromptTokens: 5, MaxTokens: 16,
+		FidelityFloor: receipt.F2, JouleCeilingUJ: 10_000}
+	id, err := req.ID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	weights := receipt.Weights{Digest: receipt.Sum([]byte("weights")), Precision: "q8_0"}
+	build := func(second receipt.SignedStageReport) []byte {
+		first, err := head.SignStageReport(receipt.StageReport{RequestID: id, Weights: weights.Digest, Lo: 0, Hi: 2, Tokens: 7,
+			Energy: hw.Measured(1200, 1100)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		total, err := receipt.SumEnergy(first.Energy, second.Energy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var nonce receipt.Nonce
+		commit := receipt.Commit(head.Opening(id, nonce), id, receipt.PayloadDigest([]uint32{1, 2}), []uint32{7, 8, 9})
+		r := receipt.Receipt{RequestID: id, Backend: "cpu:big-model", Recipe: "big-model", Weights: &weights, Route: "cheapest admissible",
+			TokensIn: 5, TokensOut: 3, TokensAccepted: 3, FidelityFloor: receipt.F2, FidelityMet: true, Energy: total,
+			OutputCommitment: &commit, Stages: []receipt.SignedStageReport{first, second}}
+		sealed, err := head.Seal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sealed.Envelope
+	}
+	second, err := other.SignStageReport(receipt.StageReport{RequestID: id, Weights: weights.Digest, Lo: 2, Hi: 4, Tokens: 7,
+		Energy: hw.Modelled(800, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newCLI(t, "http://127.0.0.1:1")
+	dir := t.TempDir()
+	c.files = dir
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := build(second)
+	// forge re-seals good's core under the head's key with its second
+	// report replaced, as a head that altered it would: Seal refuses that.
+	forge := func(report []byte) []byte {
+		sealed, err := receipt.Open(good, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := cbor.Unmarshal(sealed.Core, &m); err != nil {
+			t.Fatal(err)
+		}
+		m["stages"].([]any)[1] = report
+		core, err := receipt.MarshalCanonical(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		env, err := head.SealPayload(core)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return env
+	}
+	tampered := bytes.Clone(second.Envelope)
+	i := bytes.Index(tampered, []byte("tokens")) + len("tokens")
+	tampered[i]++ // 7 positions become 8, under the stage's old signature
+	misnamed := second.StageReport
+	misnamed.Node = controltest.Key(t, 42).DIDKey() // names node 42, signed by node 41
+	misnamedCore, err := misnamed.Core()
+	if err != nil {
+		t.Fatal(err)
+	}
+	misnamedEnv, err := other.SealPayload(misnamedCore)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "receipt-stages.txt", c.transcript(
+		[]string{"receipt", "verify", write("split.cbor", good)},
+		[]string{"receipt", "verify", write("tampered-stage.cbor", forge(tampered))},
+		[]string{"receipt", "verify", write("misnamed-stage.cbor", forge(misnamedEnv))},
 	))
 }
 

@@ -107,6 +107,21 @@ type Outcome struct {
 	// Delivered is the fidelity the engine says it served, nil if it
 	// reports none (§3.2.1). It must not exceed the advertised level.
 	Delivered *receipt.Fidelity
+	// Split is set by an engine that ran the serve's model split into
+	// layer stages across nodes (node/stage), as the head: the steward
+	// then signs the head's own part under its key, its metered span, and
+	// seals the receipt with every stage's report and their total
+	// (receipt.Receipt.Stages). Nil for a serve that ran on one node.
+	Split *Split
+}
+
+// Split is what a serve's head knows of a split run: its own layer range
+// [Lo, Hi) and the positions it ran through them, and every other
+// stage's signed report in layer order, each already checked against the
+// plan (stage.Pipeline.Finish gives exactly this).
+type Split struct {
+	Lo, Hi, Tokens uint32
+	Reports        []receipt.SignedStageReport
 }
 
 // ErrRefused is wrapped by the error of a serve an engine declined before

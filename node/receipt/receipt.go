@@ -70,6 +70,12 @@ type Receipt struct {
 	// and a replay judges it so. A meshnode extension: absent, the core is
 	// mesh/1's, byte for byte.
 	CutShort string
+	// Stages are the signed reports of a serve whose model ran split into
+	// layer stages across nodes, in layer order, the first this steward's
+	// own; Energy is then their total (stage.go). A meshnode extension:
+	// nil on a serve that was not split, whose core is mesh/1's byte for
+	// byte.
+	Stages []SignedStageReport
 
 	// Sequence and Prev are the hash-chain position (§6.3): Prev is the
 	// content id of the previous envelope, nil exactly at sequence 0.
@@ -257,6 +263,9 @@ func (r *Receipt) Validate() error {
 	default:
 		return bad("cut_short %q is not %s, %s or %s", truncate(r.CutShort), CutClient, CutCeiling, CutEngine)
 	}
+	if err := r.checkStages(); err != nil {
+		return err
+	}
 	if (r.Prev == nil) != (r.Sequence == 0) {
 		return bad("prev must be absent exactly at sequence 0 (sequence %d)", r.Sequence)
 	}
@@ -270,42 +279,43 @@ func (r *Receipt) Validate() error {
 // form. Optional keys are pointers or strings with omitempty: absent, never
 // null.
 type wireReceipt struct {
-	MeshReceipt        string     `cbor:"mesh_receipt" json:"mesh_receipt"`
-	RequestID          ContentID  `cbor:"request_id" json:"request_id"`
-	GrantID            *ContentID `cbor:"grant_id,omitempty" json:"grant_id,omitempty"`
-	Backend            string     `cbor:"backend" json:"backend"`
-	Recipe             string     `cbor:"recipe" json:"recipe"`
-	WeightsDigest      *ContentID `cbor:"weights_digest,omitempty" json:"weights_digest,omitempty"`
-	Precision          string     `cbor:"precision,omitempty" json:"precision,omitempty"`
-	TrainingDigest     *ContentID `cbor:"training_digest,omitempty" json:"training_digest,omitempty"`
-	TrainingAuthority  string     `cbor:"training_authority,omitempty" json:"training_authority,omitempty"`
-	Route              string     `cbor:"route" json:"route"`
-	TokensIn           uint32     `cbor:"tokens_in" json:"tokens_in"`
-	TokensOut          uint32     `cbor:"tokens_out" json:"tokens_out"`
-	TokensAccepted     uint32     `cbor:"tokens_accepted" json:"tokens_accepted"`
-	CacheHitTokens     uint32     `cbor:"cache_hit_tokens" json:"cache_hit_tokens"`
-	SpecProposed       uint32     `cbor:"spec_proposed" json:"spec_proposed"`
-	SpecAccepted       uint32     `cbor:"spec_accepted" json:"spec_accepted"`
-	FidelityFloor      Fidelity   `cbor:"fidelity_floor" json:"fidelity_floor"`
-	FidelityAdvertised *Fidelity  `cbor:"fidelity_advertised,omitempty" json:"fidelity_advertised,omitempty"`
-	FidelityDelivered  *Fidelity  `cbor:"fidelity_delivered,omitempty" json:"fidelity_delivered,omitempty"`
-	FidelityMet        uint8      `cbor:"fidelity_met" json:"fidelity_met"`
-	EstimatedUJ        uint64     `cbor:"estimated_uj" json:"estimated_uj"`
-	MeasuredUJ         *uint64    `cbor:"measured_uj,omitempty" json:"measured_uj,omitempty"`
-	UJPerAcceptedToken *uint64    `cbor:"uj_per_accepted_token,omitempty" json:"uj_per_accepted_token,omitempty"`
-	QuestionsAnswered  *uint32    `cbor:"questions_answered,omitempty" json:"questions_answered,omitempty"`
-	OptionsScored      *uint32    `cbor:"options_scored,omitempty" json:"options_scored,omitempty"`
-	SchemaTokens       *uint32    `cbor:"schema_tokens,omitempty" json:"schema_tokens,omitempty"`
-	UJPerDecision      *uint64    `cbor:"uj_per_decision,omitempty" json:"uj_per_decision,omitempty"`
-	UJPerOptionScored  *uint64    `cbor:"uj_per_option_scored,omitempty" json:"uj_per_option_scored,omitempty"`
-	EnergyProvenance   string     `cbor:"energy_provenance" json:"energy_provenance"`
-	GrantBreach        string     `cbor:"grant_breach,omitempty" json:"grant_breach,omitempty"`
-	OutputCommitment   *ContentID `cbor:"output_commitment,omitempty" json:"output_commitment,omitempty"`
-	CutShort           string     `cbor:"cut_short,omitempty" json:"cut_short,omitempty"`
-	Sequence           uint64     `cbor:"sequence" json:"sequence"`
-	Prev               *ContentID `cbor:"prev,omitempty" json:"prev,omitempty"`
-	Nonce              Nonce      `cbor:"nonce" json:"nonce"`
-	Steward            string     `cbor:"steward" json:"steward"`
+	MeshReceipt        string          `cbor:"mesh_receipt" json:"mesh_receipt"`
+	RequestID          ContentID       `cbor:"request_id" json:"request_id"`
+	GrantID            *ContentID      `cbor:"grant_id,omitempty" json:"grant_id,omitempty"`
+	Backend            string          `cbor:"backend" json:"backend"`
+	Recipe             string          `cbor:"recipe" json:"recipe"`
+	WeightsDigest      *ContentID      `cbor:"weights_digest,omitempty" json:"weights_digest,omitempty"`
+	Precision          string          `cbor:"precision,omitempty" json:"precision,omitempty"`
+	TrainingDigest     *ContentID      `cbor:"training_digest,omitempty" json:"training_digest,omitempty"`
+	TrainingAuthority  string          `cbor:"training_authority,omitempty" json:"training_authority,omitempty"`
+	Route              string          `cbor:"route" json:"route"`
+	TokensIn           uint32          `cbor:"tokens_in" json:"tokens_in"`
+	TokensOut          uint32          `cbor:"tokens_out" json:"tokens_out"`
+	TokensAccepted     uint32          `cbor:"tokens_accepted" json:"tokens_accepted"`
+	CacheHitTokens     uint32          `cbor:"cache_hit_tokens" json:"cache_hit_tokens"`
+	SpecProposed       uint32          `cbor:"spec_proposed" json:"spec_proposed"`
+	SpecAccepted       uint32          `cbor:"spec_accepted" json:"spec_accepted"`
+	FidelityFloor      Fidelity        `cbor:"fidelity_floor" json:"fidelity_floor"`
+	FidelityAdvertised *Fidelity       `cbor:"fidelity_advertised,omitempty" json:"fidelity_advertised,omitempty"`
+	FidelityDelivered  *Fidelity       `cbor:"fidelity_delivered,omitempty" json:"fidelity_delivered,omitempty"`
+	FidelityMet        uint8           `cbor:"fidelity_met" json:"fidelity_met"`
+	EstimatedUJ        uint64          `cbor:"estimated_uj" json:"estimated_uj"`
+	MeasuredUJ         *uint64         `cbor:"measured_uj,omitempty" json:"measured_uj,omitempty"`
+	UJPerAcceptedToken *uint64         `cbor:"uj_per_accepted_token,omitempty" json:"uj_per_accepted_token,omitempty"`
+	QuestionsAnswered  *uint32         `cbor:"questions_answered,omitempty" json:"questions_answered,omitempty"`
+	OptionsScored      *uint32         `cbor:"options_scored,omitempty" json:"options_scored,omitempty"`
+	SchemaTokens       *uint32         `cbor:"schema_tokens,omitempty" json:"schema_tokens,omitempty"`
+	UJPerDecision      *uint64         `cbor:"uj_per_decision,omitempty" json:"uj_per_decision,omitempty"`
+	UJPerOptionScored  *uint64         `cbor:"uj_per_option_scored,omitempty" json:"uj_per_option_scored,omitempty"`
+	EnergyProvenance   string          `cbor:"energy_provenance" json:"energy_provenance"`
+	GrantBreach        string          `cbor:"grant_breach,omitempty" json:"grant_breach,omitempty"`
+	OutputCommitment   *ContentID      `cbor:"output_commitment,omitempty" json:"output_commitment,omitempty"`
+	CutShort           string          `cbor:"cut_short,omitempty" json:"cut_short,omitempty"`
+	Stages             []stageEnvelope `cbor:"stages,omitempty" json:"stages,omitempty"`
+	Sequence           uint64          `cbor:"sequence" json:"sequence"`
+	Prev               *ContentID      `cbor:"prev,omitempty" json:"prev,omitempty"`
+	Nonce              Nonce           `cbor:"nonce" json:"nonce"`
+	Steward            string          `cbor:"steward" json:"steward"`
 }
 
 func optional[T any](v T, ok bool) *T {
@@ -336,6 +346,7 @@ func (r *Receipt) wire() wireReceipt {
 		GrantBreach:      r.GrantBreach,
 		OutputCommitment: r.OutputCommitment,
 		CutShort:         r.CutShort,
+		Stages:           wireStages(r.Stages),
 		Sequence:         r.Sequence,
 		Prev:             r.Prev,
 		Nonce:            r.Nonce,
@@ -436,6 +447,9 @@ func (w *wireReceipt) receipt() (Receipt, error) {
 		r.Decision = &DecisionFigures{QuestionsAnswered: *w.QuestionsAnswered, OptionsScored: *w.OptionsScored, SchemaTokens: *w.SchemaTokens}
 	default:
 		return bad("the decision keys come all together or not at all (%d of 5 present)", decisionKeys)
+	}
+	if r.Stages, err = openStages(w.Stages); err != nil {
+		return Receipt{}, err
 	}
 	if err := r.Validate(); err != nil {
 		return Receipt{}, err

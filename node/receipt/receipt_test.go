@@ -348,7 +348,8 @@ func FuzzDecodeCore(f *testing.F) {
 	s := testSealer(f, 1)
 	cut := generation(f, s)
 	cut.CutShort = CutCeiling
-	for _, r := range []Receipt{generation(f, s), decision(f, s), cut} {
+	split, _ := splitReceipt(f, hw.Measured(700, 650), hw.Estimated(300))
+	for _, r := range []Receipt{generation(f, s), decision(f, s), cut, split} {
 		b, err := r.Core()
 		if err != nil {
 			f.Fatal(err)

@@ -14,7 +14,11 @@
 // the chain. With f32 hidden rows its logits are the single-node model's
 // bit for bit.
 //
-// Not here yet: the planner that places ranges, recovery from a stage
-// that dies mid-request (a Step then fails with ErrStageLost), and
-// per-stage receipts.
+// Each stage meters a request on its own node's meter from its first
+// Activation to its Finish and answers the Finish with a report of its
+// part signed under its node key (receipt.StageReport); Pipeline.Finish
+// collects and checks them for the serve's receipt (engine.Split).
+//
+// Not here yet: the planner that places ranges, and recovery from a stage
+// that dies mid-request (a Step then fails with ErrStageLost).
 package stage

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"time"
 
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/backend"
@@ -41,6 +42,9 @@ type PipelineConfig struct {
 	DType   stagewire.DType
 	Backend backend.Backend
 	Dial    Dialer
+	// ReportTimeout bounds how long Finish waits for the stages' reports
+	// (0: DefaultReportTimeout).
+	ReportTimeout time.Duration
 }
 
 // Pipeline is the head of a split model: the first stage, run here, and a
@@ -57,6 +61,13 @@ type Pipeline struct {
 	msgs     chan linkMsg
 	done     chan struct{}
 	hidden   []float32
+
+	// For the reports (Finish): the weights digest, the head's range, the
+	// positions each request has run through it, and the wait.
+	digest        [32]byte
+	place         model.LayerRange
+	tokens        map[uint64]uint32
+	reportTimeout time.Duration
 }
 
 // link is the head's stream to one other stage.
@@ -127,6 +138,10 @@ func Start(ctx context.Context, cfg PipelineConfig) (*Pipeline, error) {
 		m: m, batch: b, sessions: map[uint64]*model.Session{},
 		opt:   model.SessionOptions{Context: ctxLen, Batch: bopt.Tokens, KV: cfg.KV},
 		dtype: cfg.DType, msgs: make(chan linkMsg, 64), done: make(chan struct{}),
+		digest: cfg.Digest, place: cfg.Stages[0].Range, tokens: map[uint64]uint32{}, reportTimeout: cfg.ReportTimeout,
+	}
+	if p.reportTimeout <= 0 {
+		p.reportTimeout = DefaultReportTimeout
 	}
 	// Stage ids are random so that a restarted head does not collide
 	// with stages a node still holds from before.
@@ -238,7 +253,7 @@ type Result struct {
 // Step runs one batched step through every stage and returns the results
 // of the sequences that asked for one, in their order. A request is new
 // at its first Step; it holds its positions, on every stage, until Trim
-// to 0. A step the first stage refuses (model.ErrContext, a bad token,
+// to 0 or Finish. A step the first stage refuses (model.ErrContext, a bad token,
 // more than the batch) changes nothing; any later error leaves the step's
 // requests in an unknown state on the other stages: Close the pipeline.
 func (p *Pipeline) Step(ctx context.Context, seqs []Seq) ([]Result, error) {
@@ -267,6 +282,9 @@ func (p *Pipeline) Step(ctx context.Context, seqs []Seq) ([]Result, error) {
 	}
 	if err := p.batch.Step(ctx, mseqs); err != nil {
 		return nil, err
+	}
+	for _, q := range seqs {
+		p.tokens[q.Request] = uint32(min(uint64(p.tokens[q.Request])+uint64(len(q.Tokens)), 1<<32-1))
 	}
 	p.hidden = p.batch.Hidden(p.hidden)
 	if p.dtype == stagewire.DTypeF16 {
@@ -325,6 +343,7 @@ func (p *Pipeline) Trim(ctx context.Context, request uint64, n int) error {
 	if n == 0 {
 		s.Close()
 		delete(p.sessions, request)
+		delete(p.tokens, request)
 	}
 	return p.links[0].st.send(ctx, &stagewire.Trim{Stage: p.links[0].id, Request: request, Length: uint32(n)})
 }

@@ -10,7 +10,9 @@ import (
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/backend"
 	"github.com/meshnode/meshnode/gguf/model"
+	"github.com/meshnode/meshnode/hw"
 	"github.com/meshnode/meshnode/node/identity"
+	"github.com/meshnode/meshnode/node/receipt"
 	"github.com/meshnode/meshnode/node/wire/stagewire"
 )
 
@@ -40,15 +42,31 @@ type Server struct {
 	// KV of Seqs requests at its full context).
 	Budget int64
 	Log    *slog.Logger
+	// Meter meters each request's work on this node, from its first
+	// Activation to its Finish, under the rules a serve is metered by
+	// (docs/meters.md): the node's meter, so that requests and serves
+	// running at once share its counters' energy. Uses is the devices
+	// Backend runs on (0: any). Signer signs the report of each finished
+	// request: the node key's receipt.Sealer. Without both, a Finish is
+	// answered with a refusal and no report.
+	Meter  hw.Meter
+	Uses   hw.Domain
+	Signer Signer
 
 	mu     sync.Mutex
 	stages map[uint64]*stage
 	used   int64
 }
 
+// Signer signs a stage's report of its part of a request under the node
+// key (*receipt.Sealer).
+type Signer interface {
+	SignStageReport(receipt.StageReport) (receipt.SignedStageReport, error)
+}
+
 // maxSessions bounds the requests one stage holds at once, beyond the
 // sequences of one step: a request lives from its first Activation to a
-// Trim to 0 or the stage's Stop.
+// Trim to 0, its Finish or the stage's Stop.
 const maxSessionsPerSeq = 4
 
 // stage is one loaded stage.
@@ -62,7 +80,8 @@ type stage struct {
 
 	mu       sync.Mutex // one step at a time; guards what follows
 	sessions map[uint64]*model.Session
-	next     *stream // to ls.Next, opened at the first forward
+	metered  map[uint64]*metered // beside sessions, for the same requests
+	next     *stream             // to ls.Next, opened at the first forward
 	hidden   []float32
 	stopped  bool
 }
@@ -150,6 +169,8 @@ func (srv *Server) handle(ctx context.Context, st *stream, m stagewire.Message) 
 		return srv.trim(ctx, st, m)
 	case *stagewire.Activation:
 		return srv.activate(ctx, st, m)
+	case *stagewire.Finish:
+		return srv.finish(ctx, st, m)
 	}
 	return stagewire.Errorf(stagewire.CodeRefused, 0, 0, "%v is not a message a stage takes", m.Kind())
 }
@@ -191,7 +212,8 @@ func (srv *Server) load(ctx context.Context, st *stream, ls *stagewire.LoadStage
 	if err != nil {
 		return fail(stagewire.CodeBadRange, "%v", err)
 	}
-	s := &stage{id: ls.Stage, ls: *ls, m: m, batch: b, memory: mem, owner: st, sessions: map[uint64]*model.Session{}}
+	s := &stage{id: ls.Stage, ls: *ls, m: m, batch: b, memory: mem, owner: st,
+		sessions: map[uint64]*model.Session{}, metered: map[uint64]*metered{}}
 	srv.mu.Lock()
 	switch {
 	case srv.stages[ls.Stage] != nil:
@@ -228,6 +250,10 @@ func (srv *Server) stop(s *stage) {
 		ss.Close()
 	}
 	s.sessions = nil
+	for _, mt := range s.metered {
+		mt.discard()
+	}
+	s.metered = nil
 	if s.next != nil {
 		s.next.rw.Close()
 		s.next = nil
@@ -300,6 +326,7 @@ func (srv *Server) trim(ctx context.Context, st *stream, t *stagewire.Trim) *sta
 		if t.Length == 0 {
 			ss.Close()
 			delete(s.sessions, t.Request)
+			s.forget(t.Request)
 		}
 	}
 	if s.m.Last() {
@@ -397,6 +424,8 @@ func (srv *Server) activate(ctx context.Context, st *stream, a *stagewire.Activa
 			return bad(stagewire.CodeInternal, r, "%v", err)
 		}
 		s.sessions[r] = ss
+		// The request's meter opens before its first step runs.
+		s.metered[r] = srv.openMeter()
 	}
 	for i, q := range a.Seqs {
 		seqs[i].Session = s.sessions[q.Request]
@@ -422,6 +451,7 @@ func (srv *Server) activate(ctx context.Context, st *stream, a *stagewire.Activa
 			if ss := s.sessions[r]; ss != nil && ss.Len() == 0 {
 				ss.Close()
 				delete(s.sessions, r)
+				s.forget(r)
 			}
 		}
 		code := stagewire.CodeInternal
@@ -432,6 +462,9 @@ func (srv *Server) activate(ctx context.Context, st *stream, a *stagewire.Activa
 			code = stagewire.CodeBadInput
 		}
 		return bad(code, first, "%v", err)
+	}
+	for _, q := range a.Seqs {
+		s.metered[q.Request].add(q.Count, s.m.WeightBytes())
 	}
 	if !s.m.Last() {
 		out := &stagewire.Activation{Stage: s.ls.NextStage, DType: s.ls.Out, Width: uint32(embd), Seqs: a.Seqs}

@@ -407,6 +407,11 @@ func (s *Steward) Serve(ctx context.Context, req receipt.ServeRequest, prompt []
 	}
 
 	run, err := s.meterServe(ctx, b.Engine, req, prompt, emit, debit)
+	if err == nil && run.out.Split != nil {
+		// A split serve's energy is every stage's: the grant is debited,
+		// and the receipt sealed with, the total.
+		err = s.addStages(&run, id, weights)
+	}
 	if err != nil {
 		if debit != nil {
 			// No work ran when the meter would not open. When it would not
@@ -487,6 +492,40 @@ type engineRun struct {
 	ceiling error    // set when the steward stopped the engine at the joule ceiling
 	emitErr bool     // emit refused a token: the client stopped taking them
 	energy  hw.Energy
+	stages  []receipt.SignedStageReport // a split serve's reports, the head's first; energy is then their total
+}
+
+// addStages makes a split serve's run whole: the head's own part, the
+// span just metered, is signed as stage 0's report under the steward key,
+// the other stages' reports follow it, and the run's energy becomes their
+// total (receipt.SumEnergy: graded as the weakest part), once the set
+// verifies as a receipt's must (receipt.VerifyStages).
+func (s *Steward) addStages(run *engineRun, id receipt.ContentID, weights *receipt.Weights) error {
+	sp := run.out.Split
+	if weights == nil {
+		return fmt.Errorf("%w: a split serve's engine names no weights, which its stage reports must", ErrMeter)
+	}
+	head, err := s.sealer.SignStageReport(receipt.StageReport{RequestID: id, Weights: weights.Digest,
+		Lo: sp.Lo, Hi: sp.Hi, Tokens: sp.Tokens, Energy: run.energy})
+	if err != nil {
+		return fmt.Errorf("%w: stage 0's report: %w", ErrMeter, err)
+	}
+	stages := append([]receipt.SignedStageReport{head}, sp.Reports...)
+	parts := make([]hw.Energy, len(stages))
+	for i, st := range stages {
+		parts[i] = st.Energy
+	}
+	total, err := receipt.SumEnergy(parts...)
+	if err == nil {
+		// Checked before the grant is debited: a report missing or not
+		// holding leaves the serve's energy unknown.
+		err = receipt.VerifyStages(id, weights, s.sealer.DID(), stages, total)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrMeter, err)
+	}
+	run.stages, run.energy = stages, total
+	return nil
 }
 
 // cutShort is why a run that did not end by itself ended, as its receipt
@@ -657,6 +696,7 @@ func buildReceipt(id receipt.ContentID, req *receipt.ServeRequest, b Backend, ca
 		SpecAccepted:   out.SpecAccepted,
 		FidelityFloor:  req.FidelityFloor,
 		Energy:         run.energy,
+		Stages:         run.stages,
 	}
 	if run.err == nil {
 		switch {

@@ -123,6 +123,12 @@ func TestRefuseToEncode(t *testing.T) {
 		{"error without a code", &Error{Text: "x"}, "code"},
 		{"error text too long", &Error{Code: CodeBusy, Text: strings.Repeat("x", MaxErrorText+1)}, "text"},
 		{"error text not UTF-8", &Error{Code: CodeBusy, Text: "\xff"}, "text"},
+		{"finish without a stage", &Finish{Request: 1, Serve: id(1)}, "stage"},
+		{"finish without a request", &Finish{Stage: 1, Serve: id(1)}, "request"},
+		{"finish without the serve", &Finish{Stage: 1, Request: 1}, "serve"},
+		{"report without a request", &Report{Stage: 1, Envelope: []byte{1}}, "request"},
+		{"empty report", &Report{Stage: 1, Request: 1}, "envelope"},
+		{"report over MaxReport", &Report{Stage: 1, Request: 1, Envelope: make([]byte, MaxReport+1)}, "envelope"},
 	} {
 		dst := []byte("keep")
 		out, err := Append(dst, tc.m)
@@ -231,6 +237,22 @@ func TestRefuseToParse(t *testing.T) {
 			le.PutUint16(b[1:], 3)
 			return b
 		}(), wire.ErrInvalidMessage, "stages"},
+		{"a report longer than MaxReport", func() []byte {
+			b := body(sampleReport())
+			le.PutUint16(b[1+16:], MaxReport+1)
+			return b
+		}(), wire.ErrInvalidMessage, "envelope"},
+		{"a report longer than its bytes", func() []byte {
+			b := body(sampleReport())
+			le.PutUint16(b[1+16:], 8)
+			return b
+		}(), wire.ErrInvalidMessage, "envelope"},
+		{"a report of 0 bytes", func() []byte {
+			b := body(sampleReport())
+			le.PutUint16(b[1+16:], 0)
+			return b[:1+18]
+		}(), wire.ErrInvalidMessage, "envelope"},
+		{"a finish for the zero serve", append(body(sampleFinish())[:17], make([]byte, 32)...), wire.ErrInvalidMessage, "serve"},
 		{"a bad output", func() []byte {
 			b := append([]byte(nil), tokens...)
 			b[seqCount+2+16] = 9 // seqs[0].out

@@ -74,3 +74,7 @@ func FuzzParseNextToken(f *testing.F) { fuzzParse(f, sampleNextToken()) }
 func FuzzParseLogits(f *testing.F) { fuzzParse(f, sampleLogits()) }
 
 func FuzzParseError(f *testing.F) { fuzzParse(f, sampleError(), &Error{Code: CodeBusy}) }
+
+func FuzzParseFinish(f *testing.F) { fuzzParse(f, sampleFinish()) }
+
+func FuzzParseReport(f *testing.F) { fuzzParse(f, sampleReport()) }

@@ -65,12 +65,15 @@ const (
 	KindNextToken        Kind = 0x08
 	KindLogits           Kind = 0x09
 	KindError            Kind = 0x0a
+	KindFinish           Kind = 0x0b
+	KindReport           Kind = 0x0c
 )
 
 var kindNames = map[Kind]string{
 	KindLoadStage: "LoadStage", KindReady: "Ready", KindStop: "Stop",
 	KindInventoryRequest: "InventoryRequest", KindInventory: "Inventory", KindTrim: "Trim",
 	KindActivation: "Activation", KindNextToken: "NextToken", KindLogits: "Logits", KindError: "Error",
+	KindFinish: "Finish", KindReport: "Report",
 }
 
 func (k Kind) String() string {
@@ -81,8 +84,8 @@ func (k Kind) String() string {
 }
 
 // Message is one of this package's messages: *LoadStage, *Ready, *Stop,
-// *InventoryRequest, *Inventory, *Trim, *Activation, *NextToken, *Logits
-// or *Error.
+// *InventoryRequest, *Inventory, *Trim, *Activation, *NextToken, *Logits,
+// *Error, *Finish or *Report.
 type Message interface {
 	Kind() Kind
 	// appendBody appends the fields after the kind byte, or fails with
@@ -152,6 +155,10 @@ func ParseBody(body []byte) (Message, error) {
 		m = parseLogits(r)
 	case KindError:
 		m = parseError(r)
+	case KindFinish:
+		m = parseFinish(r)
+	case KindReport:
+		m = parseReport(r)
 	default:
 		return nil, &wire.FrameError{Kind: wire.ErrInvalidMessage, Field: "kind", Reason: fmt.Sprintf("unknown %v", k)}
 	}

@@ -63,8 +63,14 @@ func sampleError() *Error {
 	return &Error{Stage: 7, Request: 42, Code: CodePosition, Text: "start 5, request at 4"}
 }
 
+func sampleFinish() *Finish { return &Finish{Stage: 7, Request: 42, Serve: id(90)} }
+
+func sampleReport() *Report {
+	return &Report{Stage: 7, Request: 42, Envelope: []byte{0xd2, 0x84, 0x43, 0xa1, 0x01, 0x27, 0xa0}}
+}
+
 func samples() []Message {
 	return []Message{sampleLoadStage(), sampleReady(), &Stop{Stage: 7}, &InventoryRequest{}, sampleInventory(),
 		&Inventory{}, sampleTrim(), sampleTokens(), sampleF32(), sampleF16(), sampleNextToken(), sampleLogits(),
-		sampleError(), &Error{Code: CodeBusy}}
+		sampleError(), &Error{Code: CodeBusy}, sampleFinish(), sampleReport()}
 }
