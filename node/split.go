@@ -19,6 +19,7 @@ import (
 	"github.com/meshnode/meshnode/gguf/digest"
 	"github.com/meshnode/meshnode/gguf/model"
 	"github.com/meshnode/meshnode/gguf/tokenizer"
+	"github.com/meshnode/meshnode/hw"
 	"github.com/meshnode/meshnode/node/api"
 	"github.com/meshnode/meshnode/node/engine"
 	"github.com/meshnode/meshnode/node/engine/ggufengine"
@@ -348,7 +349,14 @@ func (n *Node) startStages(ctx context.Context, stack *closers, run func(string,
 		if n.cfg.MemoryBudget > 0 {
 			budget = max(1, n.selfFree(nil))
 		}
-		srv := &stage.Server{Models: files, Backend: be, Dial: stage.MeshDialer{Node: n.mesh}, Budget: budget, Log: n.log}
+		// Each stage meters its part on this node's meter and signs its
+		// report under the node key, for the head's receipt.
+		sealer, err := receipt.NewSealer(n.key)
+		if err != nil {
+			return fmt.Errorf("stages: %w", err)
+		}
+		srv := &stage.Server{Models: files, Backend: be, Dial: stage.MeshDialer{Node: n.mesh}, Budget: budget, Log: n.log,
+			Meter: n.meters.Meter, Uses: hw.DomainCPU, Signer: sealer}
 		if err := stage.Register(n.mesh, srv); err != nil {
 			return fmt.Errorf("stages: %w", err)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/model"
+	"github.com/meshnode/meshnode/node/receipt"
 	"github.com/meshnode/meshnode/node/wire/nodev1"
 	"github.com/meshnode/meshnode/node/wire/stagewire"
 )
@@ -58,6 +59,13 @@ func stageHost(t *testing.T, budget ByteSize, join ...string) (*Node, func() err
 // Retry-After header and the text.
 func completion(t *testing.T, n *Node, prompt string, maxTokens int) (int, string, string) {
 	t.Helper()
+	code, retry, text, _ := completionReceipt(t, n, prompt, maxTokens)
+	return code, retry, text
+}
+
+// completionReceipt is completion with the answer's receipt envelope.
+func completionReceipt(t *testing.T, n *Node, prompt string, maxTokens int) (int, string, string, []byte) {
+	t.Helper()
 	body, _ := json.Marshal(map[string]any{"model": fortunesModel, "prompt": prompt, "max_tokens": maxTokens, "temperature": 0})
 	resp := post(t, n, "/v1/completions", string(body))
 	defer resp.Body.Close()
@@ -66,8 +74,12 @@ func completion(t *testing.T, n *Node, prompt string, maxTokens int) (int, strin
 		Choices []struct {
 			Text string `json:"text"`
 		} `json:"choices"`
+		Usage struct {
+			Energy streamEnergy `json:"energy"`
+		} `json:"usage"`
 	}
 	json.Unmarshal(b, &answer)
+	env, _ := hex.DecodeString(answer.Usage.Energy.EnvelopeHex)
 	text := ""
 	if len(answer.Choices) == 1 {
 		text = answer.Choices[0].Text
@@ -77,7 +89,7 @@ func completion(t *testing.T, n *Node, prompt string, maxTokens int) (int, strin
 	if resp.StatusCode != http.StatusOK {
 		t.Logf("%d: %s", resp.StatusCode, b)
 	}
-	return resp.StatusCode, resp.Header.Get("Retry-After"), text
+	return resp.StatusCode, resp.Header.Get("Retry-After"), text, env
 }
 
 func splitStatus(n *Node) *SplitStatus {
@@ -145,8 +157,22 @@ func TestSplitServeAndRecover(t *testing.T) {
 	// The gate holds generations after their first token until opened:
 	// open it for the requests that are to run through.
 	close(gate.open)
-	if code, _, got := completion(t, a, prompt, maxTokens); code != http.StatusOK || got != want {
-		t.Fatalf("split: %d %q, want %q", code, got, want)
+	code, _, text, env := completionReceipt(t, a, prompt, maxTokens)
+	if code != http.StatusOK || text != want {
+		t.Fatalf("split: %d %q, want %q", code, text, want)
+	}
+	// The receipt carries each stage's signed report: the head's under
+	// its key, the other's under its node's.
+	sealed, err := receipt.Open(env, a.key.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	peerKey := b.key
+	if first == c.key.ID().String() {
+		peerKey = c.key
+	}
+	if st := sealed.Receipt.Stages; len(st) != 2 || !st[0].SignedBy(a.key.Public()) || !st[1].SignedBy(peerKey.Public()) || st[1].Lo != 2 || st[1].Hi != 4 {
+		t.Fatalf("receipt stages %+v", st)
 	}
 	waitFor(t, "b to see the head serve the model", func() bool { return len(b.mesh.PeersHosting(fortunesModel)) == 1 })
 	if code, _, got := completion(t, b, prompt, maxTokens); code != http.StatusOK || got != want {

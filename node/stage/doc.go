@@ -19,6 +19,8 @@
 // part signed under its node key (receipt.StageReport); Pipeline.Finish
 // collects and checks them for the serve's receipt (engine.Split).
 //
-// Not here yet: the planner that places ranges, and recovery from a stage
-// that dies mid-request (a Step then fails with ErrStageLost).
+// The ranges are placed by node/stageplan; the node drives a Pipeline
+// through node/engine/splitengine, and places the model again when a
+// stage is lost (a Step then fails with ErrStageLost; docs/mesh.md,
+// "Split models").
 package stage

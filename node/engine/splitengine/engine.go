@@ -21,6 +21,7 @@ import (
 
 	"github.com/meshnode/meshnode/gguf/model"
 	"github.com/meshnode/meshnode/gguf/sample"
+	"github.com/meshnode/meshnode/hw"
 	"github.com/meshnode/meshnode/node/engine"
 	"github.com/meshnode/meshnode/node/engine/ggufengine"
 	"github.com/meshnode/meshnode/node/receipt"
@@ -32,6 +33,9 @@ import (
 type Pipeline interface {
 	Step(ctx context.Context, seqs []stage.Seq) ([]stage.Result, error)
 	Trim(ctx context.Context, request uint64, n int) error
+	// Finish ends a request on every stage and gathers their signed
+	// reports for the serve's receipt.
+	Finish(ctx context.Context, request uint64, serve receipt.ContentID) (*engine.Split, error)
 	Close(ctx context.Context) error
 }
 
@@ -150,6 +154,10 @@ func (e *Engine) UJPerToken() uint64               { return e.cfg.UJPerToken }
 func (e *Engine) UJPerOptionScored() uint64        { return 0 }
 func (e *Engine) Weights() (receipt.Weights, bool) { return e.cfg.Weights, true }
 
+// Devices is the head's: its first stage runs on the CPU backend; the
+// other stages meter their own parts.
+func (e *Engine) Devices() hw.Domain { return hw.DomainCPU }
+
 // Deterministic: with f32 activations a split model's logits are the
 // whole model's bit for bit, so a greedy or seeded serve repeats.
 func (e *Engine) Deterministic() bool { return true }
@@ -182,23 +190,39 @@ func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []u
 	if err != nil {
 		return engine.Outcome{}, refuse("%v", err)
 	}
+	serve, err := req.ID()
+	if err != nil {
+		return engine.Outcome{}, refuse("%v", err)
+	}
 	if err := ctx.Err(); err != nil {
 		return engine.Outcome{}, err
 	}
-	return e.generate(ctx, prompt, params, stops, int(req.MaxTokens), emit)
+	return e.generate(ctx, serve, prompt, params, stops, int(req.MaxTokens), emit)
 }
 
-func (e *Engine) generate(ctx context.Context, prompt []uint32, params sample.Params, stops []string, maxTokens int, emit func(uint32) error) (engine.Outcome, error) {
+// generate runs a serve; one that ends well ends with its stages'
+// reports (Outcome.Split), which the steward seals into its receipt.
+func (e *Engine) generate(ctx context.Context, serve receipt.ContentID, prompt []uint32, params sample.Params, stops []string, maxTokens int, emit func(uint32) error) (out engine.Outcome, err error) {
 	select {
 	case e.slots <- struct{}{}:
 		defer func() { <-e.slots }()
 	case <-ctx.Done():
 		return engine.Outcome{}, ctx.Err()
 	}
+	r := &run{e: e, id: e.next.Add(1), want: stagewire.OutToken}
+	defer func() {
+		if err != nil {
+			r.forget()
+			return
+		}
+		out.Split, err = r.finish(serve)
+	}()
+	return e.decode(ctx, r, prompt, params, stops, maxTokens, emit)
+}
+
+func (e *Engine) decode(ctx context.Context, r *run, prompt []uint32, params sample.Params, stops []string, maxTokens int, emit func(uint32) error) (engine.Outcome, error) {
 	delivered := e.cfg.Fidelity
 	out := engine.Outcome{TokensIn: uint32(len(prompt)), Delivered: &delivered}
-	r := &run{e: e, id: e.next.Add(1), want: stagewire.OutToken}
-	defer r.forget()
 	var sampler *sample.Sampler
 	if !params.ArgMax() {
 		sampler, r.want = sample.New(params), stagewire.OutLogits
@@ -305,6 +329,30 @@ func (r *run) step(ctx context.Context, tokens []uint32, want stagewire.Output) 
 		return stage.Result{}, fmt.Errorf("%w: %w: %w", engine.ErrUnavailable, ErrLost, err)
 	}
 	return res[0], nil
+}
+
+// finish ends the request on every stage and returns their reports. A
+// stage that does not report leaves the serve's energy unknown: the
+// serve fails as unavailable, and the pipeline, whose state is then
+// unknown, is dropped.
+func (r *run) finish(serve receipt.ContentID) (*engine.Split, error) {
+	e := r.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if r.p == nil {
+		return nil, nil // nothing ran
+	}
+	if r.p != e.p {
+		return nil, fmt.Errorf("%w: %w", engine.ErrUnavailable, ErrLost)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.StepTimeout)
+	defer cancel()
+	split, err := r.p.Finish(ctx, r.id, serve)
+	if err != nil {
+		e.drop(err)
+		return nil, fmt.Errorf("%w: the stages' reports: %w", engine.ErrUnavailable, err)
+	}
+	return split, nil
 }
 
 // forget releases the request's positions on its pipeline, if that is

@@ -25,12 +25,14 @@ var fortunesPath = filepath.Join("..", "..", "..", "models", "meshnode-fortunes-
 // what a split pipeline answers, bit for bit, with f32 activations. It
 // fails every step from failAt on (0: never).
 type whole struct {
-	m        *model.Model
-	sessions map[uint64]*model.Session
-	steps    int
-	failAt   int
-	trims    []uint64
-	closed   atomic.Bool
+	m         *model.Model
+	sessions  map[uint64]*model.Session
+	steps     int
+	failAt    int
+	trims     []uint64
+	finished  []receipt.ContentID
+	noReports bool // Finish fails, as when a stage does not report
+	closed    atomic.Bool
 }
 
 var errGone = fmt.Errorf("%w: layers 2-4 on test: connection closed", stage.ErrStageLost)
@@ -84,6 +86,23 @@ func (w *whole) Trim(ctx context.Context, request uint64, n int) error {
 }
 
 func (w *whole) Close(ctx context.Context) error { w.closed.Store(true); return nil }
+
+// Finish forgets the request and reports the whole model as one stage's
+// part: there are no other stages to report.
+func (w *whole) Finish(ctx context.Context, request uint64, serve receipt.ContentID) (*engine.Split, error) {
+	if w.noReports {
+		return nil, fmt.Errorf("%w: none from [layers 2-4 on test]: %w", stage.ErrReport, context.DeadlineExceeded)
+	}
+	s := w.sessions[request]
+	if s == nil {
+		return nil, fmt.Errorf("finish of request %d, which holds no positions", request)
+	}
+	w.finished = append(w.finished, serve)
+	tokens := uint32(s.Len())
+	s.Close()
+	delete(w.sessions, request)
+	return &engine.Split{Lo: 0, Hi: uint32(w.m.Config().Layers), Tokens: tokens}, nil
+}
 
 func setup(t *testing.T) (*ggufengine.Model, *model.Model) {
 	t.Helper()
@@ -139,8 +158,12 @@ func TestSameTokens(t *testing.T) {
 		if out.TokensIn != wantOut.TokensIn || out.TokensOut != wantOut.TokensOut || out.TokensAccepted != wantOut.TokensAccepted {
 			t.Errorf("outcome %+v, want %+v", out, wantOut)
 		}
-		if len(w.sessions) != 0 || len(w.trims) != 1 {
-			t.Errorf("the request was not trimmed away: %d sessions, trims %v", len(w.sessions), w.trims)
+		id, _ := req.ID()
+		if len(w.sessions) != 0 || len(w.trims) != 0 || len(w.finished) != 1 || w.finished[0] != id {
+			t.Errorf("the request was not finished as its serve: %d sessions, trims %v, finished %v", len(w.sessions), w.trims, w.finished)
+		}
+		if out.Split == nil || out.Split.Hi != 4 || int(out.Split.Tokens) != len(prompt)+len(got)-1 {
+			t.Errorf("split %+v for %d prompt and %d generated tokens", out.Split, len(prompt), len(got))
 		}
 	}
 }
@@ -183,6 +206,18 @@ func TestLost(t *testing.T) {
 	case err := <-lost:
 		t.Errorf("Lost called again: %v", err)
 	default:
+	}
+
+	// A serve whose stages do not report cannot be sealed: it fails as
+	// unavailable, and the pipeline is dropped.
+	nr := &whole{m: m, sessions: map[uint64]*model.Session{}, noReports: true}
+	e.Set(nr)
+	if _, _, err := serve(e, prompt, receipt.ServeRequest{MaxTokens: 4}); !errors.Is(err, engine.ErrUnavailable) || !errors.Is(err, stage.ErrReport) {
+		t.Errorf("a serve without reports: %v", err)
+	}
+	<-lost
+	if e.Serving() || !nr.closed.Load() {
+		t.Error("the pipeline whose stages did not report still serves")
 	}
 }
 
