@@ -600,11 +600,20 @@ func stageOfferOf(a *nodev1.PeerAnnouncement) (stageOffer, bool) {
 	return stageOffer{}, false
 }
 
-// planSplit plans sm over the peers that offer it, leaving out the
-// excluded ones unless nothing fits without them.
-func (n *Node) planSplit(sm *splitModel, excluded map[string]time.Time, pins []string) (stageplan.Plan, error) {
+// planSplit plans sm under pins over the peers that offer it, leaving
+// out the excluded ones unless nothing fits without them. The memory of
+// held's stages (sm's plan being replaced) counts as free on their peers,
+// which gossip it as used.
+func (n *Node) planSplit(sm *splitModel, excluded map[string]time.Time, pins []string, held stageplan.Plan) (stageplan.Plan, error) {
 	self := stageplan.Host{ID: n.key.ID().String(), Free: n.selfFree(sm), Bandwidth: n.memBandwidth()}
 	all := splitHosts(n.mesh.Peers(), sm.digest)
+	for i := range all {
+		for _, s := range held.Stages[min(1, len(held.Stages)):] {
+			if s.Host == all[i].ID {
+				all[i].Free += s.Bytes
+			}
+		}
+	}
 	var fresh []stageplan.Host
 	now := time.Now()
 	for _, h := range all {
@@ -709,7 +718,7 @@ func (n *Node) placeSplit(ctx context.Context, sm *splitModel) {
 	}
 	wait := first
 	for {
-		plan, err := n.planSplit(sm, excluded, sm.pins())
+		plan, err := n.planSplit(sm, excluded, sm.pins(), stageplan.Plan{})
 		if err == nil {
 			var p *stage.Pipeline
 			if p, err = n.startSplit(ctx, sm, plan); err == nil {
@@ -750,7 +759,7 @@ func (n *Node) placeSplit(ctx context.Context, sm *splitModel) {
 			case r := <-sm.repins:
 				// Nothing is loaded: new pins that plan are taken, and
 				// placed at once.
-				if _, err := n.planSplit(sm, nil, r.pins); err != nil {
+				if _, err := n.planSplit(sm, nil, r.pins, stageplan.Plan{}); err != nil {
 					r.done <- err
 					continue
 				}
@@ -809,7 +818,7 @@ func (n *Node) awaitLoss(ctx context.Context, sm *splitModel, p **stage.Pipeline
 // the old plan is stopped first, and loaded again if the new one fails;
 // it returns why the model is left with no plan, nil when it has one.
 func (n *Node) repinSplit(ctx context.Context, sm *splitModel, r repin, p **stage.Pipeline, plan *stageplan.Plan) error {
-	np, err := n.planSplit(sm, nil, r.pins)
+	np, err := n.planSplit(sm, nil, r.pins, *plan)
 	if err != nil {
 		r.done <- err
 		return nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/meshnode/meshnode/node/control"
 	"github.com/meshnode/meshnode/node/stageplan"
 )
 
@@ -58,4 +59,25 @@ func (n *Node) SetSplitPins(ctx context.Context, name string, pins []string) (Sp
 	case <-ctx.Done():
 		return SplitStatus{}, fmt.Errorf("model %q: still placing: %w", name, ctx.Err())
 	}
+}
+
+// SetSplitPins implements control.SplitPinner over Node.SetSplitPins:
+// pins the planner refuses or cannot fit, and a model not served split,
+// are the owner's to change (control.ErrBadPins, control.ErrNotSplit).
+func (r *ownerRuntime) SetSplitPins(ctx context.Context, model string, pins []string) (control.SplitPlan, error) {
+	st, err := r.n.SetSplitPins(ctx, model, pins)
+	var nofit *stageplan.NoFitError
+	switch {
+	case errors.Is(err, stageplan.ErrPin) || errors.As(err, &nofit):
+		return control.SplitPlan{}, fmt.Errorf("%w: %w", control.ErrBadPins, err)
+	case errors.Is(err, ErrNotSplit):
+		return control.SplitPlan{}, fmt.Errorf("%w: %w", control.ErrNotSplit, err)
+	case err != nil:
+		return control.SplitPlan{}, err
+	}
+	plan := control.SplitPlan{Model: canonicalModelName(model), State: st.State, Pins: st.Pins}
+	for _, s := range st.Stages {
+		plan.Stages = append(plan.Stages, control.SplitStage{Node: s.Node, Layers: s.Layers, MemoryBytes: s.MemoryBytes})
+	}
+	return plan, nil
 }

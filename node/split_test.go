@@ -16,6 +16,7 @@ import (
 
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/model"
+	"github.com/meshnode/meshnode/node/control"
 	"github.com/meshnode/meshnode/node/identity"
 	"github.com/meshnode/meshnode/node/mesh"
 	"github.com/meshnode/meshnode/node/receipt"
@@ -413,11 +414,28 @@ func TestSplitPins(t *testing.T) {
 		t.Errorf("unknown model: %v, want ErrNotSplit", err)
 	}
 
+	// Through owner control's facade: refused without the node's
+	// credential, or with a bad pin; then the pin moves the plan.
 	pin := other.key.ID().String() + ":2-4"
-	st, err := a.SetSplitPins(ctx, fortunesModel, []string{pin})
+	anon := control.NewHTTPClient("http://"+a.HTTPAddr().String(), control.HTTPAuth{}, nil, control.ClientTimeouts{})
+	if _, err := anon.SplitPins(ctx, fortunesModel, []string{pin}); !errors.Is(err, control.ErrUnauthorized) {
+		t.Fatalf("pins without the credential: %v, want UNAUTHORIZED", err)
+	}
+	owner := facadeOf(t, a)
+	if _, err := owner.SplitPins(ctx, fortunesModel, []string{other.key.ID().String() + ":1-4"}); !errors.Is(err, control.ErrBadRequest) || !strings.Contains(err.Error(), "bad pin") {
+		t.Fatalf("a bad pin through the facade: %v, want BAD_REQUEST naming the pin", err)
+	}
+	if got := splitStatus(a); !slices.Equal(got.Stages, before.Stages) {
+		t.Fatalf("refused pins changed the plan: %+v", got)
+	}
+	plan, err := owner.SplitPins(ctx, fortunesModel, []string{pin})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(plan.Stages) != 2 || plan.Stages[1].Node != other.key.ID().String() {
+		t.Fatalf("the facade's plan %+v", plan)
+	}
+	st := *splitStatus(a)
 	if len(st.Stages) != 2 || st.Stages[1].Node != other.key.ID().String() || st.Stages[1].Layers != "2-4" || !slices.Equal(st.Pins, []string{pin}) {
 		t.Fatalf("pinned plan %+v, want the second stage on %s", st, other.key.ID().Short())
 	}
