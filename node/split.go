@@ -717,8 +717,15 @@ func (n *Node) placeSplit(ctx context.Context, sm *splitModel) {
 		first = time.Second
 	}
 	wait := first
+	// pending is the owner's new pins while nothing is loaded: the next
+	// plan is made under them, and they are kept only if it loads.
+	var pending *repin
 	for {
-		plan, err := n.planSplit(sm, excluded, sm.pins(), stageplan.Plan{})
+		pins, excl := sm.pins(), excluded
+		if pending != nil {
+			pins, excl = pending.pins, nil
+		}
+		plan, err := n.planSplit(sm, excl, pins, stageplan.Plan{})
 		if err == nil {
 			var p *stage.Pipeline
 			if p, err = n.startSplit(ctx, sm, plan); err == nil {
@@ -726,6 +733,11 @@ func (n *Node) placeSplit(ctx context.Context, sm *splitModel) {
 				sm.eng.Set(p)
 				n.updateSelf()
 				n.log.Info("split model serving", "model", sm.Name(), "plan", plan.String())
+				if pending != nil {
+					sm.setPins(pending.pins)
+					pending.done <- nil
+					pending = nil
+				}
 				why := n.awaitLoss(ctx, sm, &p, &plan, &events)
 				if why == nil {
 					sm.eng.Set(nil)
@@ -744,6 +756,15 @@ func (n *Node) placeSplit(ctx context.Context, sm *splitModel) {
 				excluded[s.Host] = time.Now().Add(splitExclusion)
 			}
 			err = fmt.Errorf("loading plan %v: %w", plan, err)
+			if pending != nil {
+				err = fmt.Errorf("%w: %w", ErrRepin, err)
+			}
+		}
+		if pending != nil {
+			// Refused: plan again at once under the pins there were.
+			pending.done <- err
+			pending = nil
+			continue
 		}
 		sm.setState(stageplan.Plan{}, "waiting for a plan: "+err.Error())
 		n.log.Debug("split model not placed", "model", sm.Name(), "err", err)
@@ -757,14 +778,8 @@ func (n *Node) placeSplit(ctx context.Context, sm *splitModel) {
 			case <-timer.C:
 				break waiting
 			case r := <-sm.repins:
-				// Nothing is loaded: new pins that plan are taken, and
-				// placed at once.
-				if _, err := n.planSplit(sm, nil, r.pins, stageplan.Plan{}); err != nil {
-					r.done <- err
-					continue
-				}
-				sm.setPins(r.pins)
-				r.done <- nil
+				// Nothing is loaded: new pins are placed at once.
+				pending = &r
 				timer.Stop()
 				wait = first
 				break waiting

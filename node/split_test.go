@@ -477,3 +477,29 @@ func TestSplitPins(t *testing.T) {
 		t.Fatalf("unpinned plan %+v", st)
 	}
 }
+
+// TestSplitPinsWaiting: while a split model waits for a plan (no peer
+// offers it), new pins are planned at once: pins the planner refuses,
+// or under which nothing fits, are answered with the planner's error,
+// and the model keeps waiting under the pins it had.
+func TestSplitPinsWaiting(t *testing.T) {
+	headroom := int64(64 << 10)
+	a, _ := startNodeWith(t, Config{Model: []ModelConfig{{Path: fortunesPath(t), Context: splitContext}}, MemoryBudget: splitBudget(t, headroom),
+		Stages: StagesConfig{Headroom: ByteSize(headroom)}}, func(n *Node) { n.splitRetry = 50e6 })
+	waitFor(t, "the split model to wait for a plan", func() bool {
+		s := splitStatus(a)
+		return s != nil && strings.HasPrefix(s.State, "waiting for a plan")
+	})
+	ctx := context.Background()
+	if _, err := a.SetSplitPins(ctx, fortunesModel, []string{strings.Repeat("cd", 32) + ":2-4"}); !errors.Is(err, stageplan.ErrPin) {
+		t.Errorf("a pin on no peer: %v, want ErrPin", err)
+	}
+	_, err := a.SetSplitPins(ctx, fortunesModel, []string{"self:0-1"})
+	var nofit *stageplan.NoFitError
+	if !errors.As(err, &nofit) {
+		t.Errorf("pins under which nothing fits: %v, want a NoFitError", err)
+	}
+	if s := splitStatus(a); len(s.Pins) != 0 || len(s.Stages) != 0 {
+		t.Errorf("refused pins changed the model: %+v", s)
+	}
+}
