@@ -897,6 +897,11 @@ func (n *Node) startSplit(ctx context.Context, sm *splitModel, plan stageplan.Pl
 		File: sm.file, Digest: sm.digest, Self: n.key.ID(), Stages: places,
 		Context: sm.ctx, KV: model.KVF16, Batch: model.DefaultBatch, Seqs: splitSeqs,
 		Backend: sm.be, Dial: stage.MeshDialer{Node: n.mesh},
+		// A stage's node that died without a word (killed, powered off)
+		// is found out by a probe within seconds: its connection closes
+		// and the step fails, rather than waiting out the connection's
+		// idle timeout.
+		Suspect: n.mesh.Probe,
 	})
 }
 
