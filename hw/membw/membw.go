@@ -17,8 +17,9 @@ import (
 )
 
 // DefaultSize is the buffer size: larger than the last-level caches of
-// the boxes meshnode runs on (a few MiB to 96 MiB of L3 on a large EPYC
-// is rare on the edge; 64 MiB copies take a few ms at 10–50 GB/s).
+// the edge boxes meshnode runs on (a few MiB to 32 MiB); on a server part
+// with more cache than that the figure is partly the cache's. A copy
+// takes a few ms at 10–50 GB/s.
 const DefaultSize = 64 << 20
 
 // DefaultRounds is how many copies Measure times; it keeps the fastest.
