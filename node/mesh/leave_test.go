@@ -281,7 +281,7 @@ func TestTunnelOpenedBeforeLeaving(t *testing.T) {
 			t.Fatalf("round %d: rest of the answer: %d bytes, %v", i, len(rest), err)
 		}
 	}
-	waitFor(t, 5*time.Second, "the leavers' connections to close", func() bool { return conns(n.Node) == 0 })
+	waitFor(t, 15*time.Second, "the leavers' connections to close", func() bool { return conns(n.Node) == 0 })
 }
 
 // TestShutdownFlushesTunnels: a response the local API has finished
