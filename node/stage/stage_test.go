@@ -123,7 +123,7 @@ func whole(t *testing.T, f *gguf.File) stepper {
 						return nil, err
 					}
 				}
-				ms[i] = model.Seq{Session: sessions[q.Request], Tokens: q.Tokens, Logits: outRows(q.Out)}
+				ms[i] = model.Seq{Session: sessions[q.Request], Tokens: q.Tokens, Logits: stagewire.ActSeq{Out: q.Out}.OutRows()}
 			}
 			if err := b.Step(context.Background(), ms); err != nil {
 				return nil, err
@@ -183,18 +183,18 @@ func script(s stepper, out stagewire.Output) ([]Result, error) {
 		}
 		return toks, nil
 	}
-	t, err := run([]Seq{{1, promptA, out}, {2, promptB[:3], stagewire.OutNone}})
+	t, err := run([]Seq{{1, promptA, out, 0}, {2, promptB[:3], stagewire.OutNone, 0}})
 	if err != nil {
 		return nil, err
 	}
 	a := t[0]
-	if t, err = run([]Seq{{2, promptB[3:], out}, {1, []uint32{a}, out}}); err != nil {
+	if t, err = run([]Seq{{2, promptB[3:], out, 0}, {1, []uint32{a}, out, 0}}); err != nil {
 		return nil, err
 	}
 	b, a := t[0], t[1]
 	lenA, lenB := len(promptA)+1, len(promptB)
 	for range 3 {
-		if t, err = run([]Seq{{1, []uint32{a}, out}, {2, []uint32{b}, out}}); err != nil {
+		if t, err = run([]Seq{{1, []uint32{a}, out, 0}, {2, []uint32{b}, out, 0}}); err != nil {
 			return nil, err
 		}
 		a, b, lenA, lenB = t[0], t[1], lenA+1, lenB+1
@@ -206,7 +206,7 @@ func script(s stepper, out stagewire.Output) ([]Result, error) {
 		return nil, err
 	}
 	for range 2 {
-		if t, err = run([]Seq{{2, []uint32{b ^ 1}, out}, {1, []uint32{a ^ 1}, out}}); err != nil {
+		if t, err = run([]Seq{{2, []uint32{b ^ 1}, out, 0}, {1, []uint32{a ^ 1}, out, 0}}); err != nil {
 			return nil, err
 		}
 		b, a = t[0], t[1]
@@ -288,7 +288,7 @@ func TestPipelineF16(t *testing.T) {
 	pn := newPipeNet(t, f, b)
 	p := startPipeline(t, f, pipeDialer{pn, head}, head, []Placement{{head, model.LayerRange{Lo: 0, Hi: 2}}, {b, model.LayerRange{Lo: 2, Hi: 4}}}, stagewire.DTypeF16)
 	// The first step only: later tokens may differ once f16 flips a tie.
-	got, err := p.Step(context.Background(), []Seq{{1, []uint32{1, 319, 767, 17042, 2039, 964, 263, 2594}, stagewire.OutLogits}})
+	got, err := p.Step(context.Background(), []Seq{{1, []uint32{1, 319, 767, 17042, 2039, 964, 263, 2594}, stagewire.OutLogits, 0}})
 	if err != nil {
 		t.Fatal(err)
 	}
