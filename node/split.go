@@ -74,6 +74,7 @@ type splitModel struct {
 	ctx    int
 	costs  stageplan.Model
 	be     *cpu.Backend
+	draft  *splitengine.Drafter // nil: no speculation
 	eng    *splitengine.Engine
 	lost   chan lostPipeline
 	// closed is closed by Close: its placement stops.
@@ -135,10 +136,20 @@ func openSplit(s modelSpec) (*splitModel, error) {
 		uj = max(1, uint64(f.Size())/1000) // as openGGUF derives it
 	}
 	sm.be = cpu.New(cpu.Options{Threads: s.Threads})
+	if s.draftPath != "" {
+		// The draft runs whole on this node, beside the first stage.
+		if sm.draft, err = splitengine.LoadDraft(splitengine.DraftConfig{Path: s.draftPath, Max: s.DraftMax}, f, sm.vocab, sm.ctx, sm.be); err != nil {
+			sm.be.Close()
+			return nil, fmt.Errorf("model %q: %w", s.Name, err)
+		}
+	}
 	sm.eng = splitengine.New(splitengine.Config{
 		Recipe: s.Name, Fidelity: s.fidelity(), UJPerToken: uj,
 		Weights: receipt.Weights{Digest: receipt.ContentID(sum.Digest), Precision: ggufengine.Precision(sm.facts.QuantizationType)},
 		Vocab:   sm.vocab, Context: sm.ctx, Batch: model.DefaultBatch, Sessions: splitSeqs, Tokens: sm.tok,
+		// A window's rows count against the stages' logits rows, which
+		// the pipeline sizes by its Seqs.
+		Rows: splitSeqs, Draft: sm.draft,
 		Lost: func(p splitengine.Pipeline, err error) {
 			select {
 			case sm.lost <- lostPipeline{p, err}:
@@ -190,6 +201,10 @@ func (sm *splitModel) Size() int64           { return sm.file.Size() }
 func (sm *splitModel) Path() string          { return sm.spec.Path }
 func (sm *splitModel) Backend() string       { return "cpu" }
 
+// Draft names the model's speculative proposer ("" for none), as a
+// sampled request that may speculate names it.
+func (sm *splitModel) Draft() string { return sm.eng.Draft() }
+
 // Slots is how many generations run at once: as many as the stages hold
 // sessions for.
 func (sm *splitModel) Slots() int { return splitSeqs }
@@ -202,6 +217,7 @@ func (sm *splitModel) Close() error {
 	sm.closeOnce.Do(func() {
 		close(sm.closed)
 		sm.eng.Close()
+		sm.draft.Close()
 		sm.be.Close()
 		err = sm.file.Close()
 	})
@@ -519,6 +535,8 @@ func (n *Node) stageAdvertisement() *nodev1.MeshSubprotocol {
 type stageOffer struct {
 	free   int64
 	models [][32]byte
+	// rows: its stages answer windows (stagewire.FeatureRows).
+	rows bool
 }
 
 // stageOfferOf reads a peer's offer from its announcement; false when it
@@ -535,6 +553,8 @@ func stageOfferOf(a *nodev1.PeerAnnouncement) (stageOffer, bool) {
 				if b, err := strconv.ParseInt(v, 10, 64); err == nil && b >= 0 {
 					o.free, haveFree = b, true
 				}
+			} else if f == stagewire.FeatureRows {
+				o.rows = true
 			} else if v, ok := strings.CutPrefix(f, featureModel); ok {
 				var d [32]byte
 				if b, err := hex.DecodeString(v); err == nil && len(b) == 32 && len(o.models) < maxAdvertisedModels {
@@ -557,6 +577,11 @@ func (n *Node) planSplit(sm *splitModel, excluded map[string]time.Time) (stagepl
 	for _, p := range n.mesh.Peers() {
 		o, ok := stageOfferOf(p.Announcement)
 		if !ok || !slices.Contains(o.models, sm.digest) {
+			continue
+		}
+		// A speculating model sends windows down the chain: a node whose
+		// stages predate them would refuse every one.
+		if sm.draft != nil && !o.rows {
 			continue
 		}
 		h := stageplan.Host{ID: p.ID.String(), Free: o.free, RTT: p.RTT}

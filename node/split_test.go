@@ -284,8 +284,14 @@ func TestStageOffer(t *testing.T) {
 			"model=" + hex.EncodeToString(d[:]), "model=zz", "model=abcd", "free-bytes=-1"}},
 	}}
 	o, ok := stageOfferOf(a)
-	if !ok || o.free != 12345 || len(o.models) != 1 || o.models[0] != d {
+	if !ok || o.free != 12345 || len(o.models) != 1 || o.models[0] != d || o.rows {
 		t.Errorf("offer %+v, %v", o, ok)
+	}
+	// A node whose stages answer windows says so; a speculating head
+	// plans only over such nodes.
+	a.Subprotocols[1].Features = append(a.Subprotocols[1].Features, stagewire.FeatureRows)
+	if o, ok := stageOfferOf(a); !ok || !o.rows {
+		t.Errorf("offer %+v with %s: rows not seen", o, stagewire.FeatureRows)
 	}
 	if _, ok := stageOfferOf(&nodev1.PeerAnnouncement{Subprotocols: []*nodev1.MeshSubprotocol{stagewire.Advertisement()}}); ok {
 		t.Error("an advertisement without free-bytes is an offer")
@@ -322,5 +328,38 @@ func TestWantSplit(t *testing.T) {
 		if err != nil || got != tc.want {
 			t.Errorf("%s: %v, %v; want %v", tc.name, got, err, tc.want)
 		}
+	}
+}
+
+// TestSplitSpeculates: a split model configured with prompt lookup
+// speculates through its stages (the head drafts and verifies, the
+// stage trims): its greedy text is the single node's, and its receipt
+// counts the drafts.
+func TestSplitSpeculates(t *testing.T) {
+	const prompt, maxTokens = "A man walks into a bar, and a man who has a little to be a man who walks into a bar", 32
+	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
+	single, stopSingle := startNode(t, Config{Model: []ModelConfig{{Path: fortunesPath(t), Context: splitContext, Split: SplitNever}}})
+	code, _, want := completion(t, single, prompt, maxTokens)
+	if code != http.StatusOK || want == "" {
+		t.Fatalf("the single node answered %d %q", code, want)
+	}
+	stopSingle()
+	b, _ := stageHost(t, 0)
+	a, _ := startNodeWith(t, Config{Model: []ModelConfig{{Path: fortunesPath(t), Context: splitContext, Split: SplitAlways, Draft: DraftLookup}},
+		Join: []string{b.invite}}, func(n *Node) { n.splitRetry = 50e6 })
+	waitFor(t, "the split model to be placed", func() bool {
+		s := splitStatus(a)
+		return s != nil && s.State == "serving"
+	})
+	code, _, text, env := completionReceipt(t, a, prompt, maxTokens)
+	if code != http.StatusOK || text != want {
+		t.Fatalf("split, speculating: %d %q, want %q", code, text, want)
+	}
+	sealed, err := receipt.Open(env, a.key.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := sealed.Receipt; r.SpecProposed == 0 || r.SpecAccepted > r.SpecProposed || len(r.Stages) != 2 {
+		t.Fatalf("receipt: %d of %d drafts accepted, %d stages", r.SpecAccepted, r.SpecProposed, len(r.Stages))
 	}
 }
