@@ -146,7 +146,7 @@ func (w *whole) Finish(ctx context.Context, request uint64, serve receipt.Conten
 	return &engine.Split{Lo: 0, Hi: uint32(w.m.Config().Layers), Tokens: tokens}, nil
 }
 
-func setup(t *testing.T) (*ggufengine.Model, *model.Model) {
+func setup(t testing.TB) (*ggufengine.Model, *model.Model) {
 	t.Helper()
 	ref, err := ggufengine.Load(fortunesPath, ggufengine.Config{Fidelity: receipt.F1, UJPerToken: 250, Context: 256, Sessions: 1})
 	if err != nil {

@@ -1,6 +1,8 @@
 package splitengine
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"fmt"
@@ -27,8 +29,9 @@ import (
 )
 
 // sharedModels holds the built-in model's other files (its F16, the
-// trained 2-layer draft); the cases that need them skip without them.
-var sharedModels = filepath.Join("..", "..", "..", "..", "shared", "models")
+// trained 2-layer draft): $MESHNODE_MODELS, else the project's shared
+// data beside the checkout; the cases that need them skip without them.
+var sharedModels = cmp.Or(os.Getenv("MESHNODE_MODELS"), filepath.Join("..", "..", "..", "..", "shared", "models"))
 
 var referencePath = filepath.Join("..", "..", "..", "models", "reference-greedy.txt")
 
@@ -40,6 +43,7 @@ func (m stageModels) Open([32]byte) (*gguf.File, error) { return m.f, nil }
 // pipeNet is an in-process mesh of stage Servers joined by net.Pipe.
 type pipeNet struct {
 	ctx     context.Context
+	delay   time.Duration // each frame's one-way latency
 	servers map[identity.EndpointID]*stage.Server
 	wg      sync.WaitGroup
 }
@@ -55,21 +59,74 @@ func (d pipeDialer) Open(ctx context.Context, peer identity.EndpointID) (io.Read
 		return nil, fmt.Errorf("no route to %s", peer.Short())
 	}
 	a, b := net.Pipe()
+	var head, tail net.Conn = a, b
+	if d.net.delay > 0 {
+		head, tail = delay(a, d.net.delay), delay(b, d.net.delay)
+	}
 	d.net.wg.Add(1)
 	go func() {
 		defer d.net.wg.Done()
-		srv.ServeStream(d.net.ctx, d.from, b)
-		b.Close()
+		srv.ServeStream(d.net.ctx, d.from, tail)
+		tail.Close()
 	}()
-	return a, nil
+	return head, nil
+}
+
+// delayed is a link whose every write arrives delay later: a network's
+// one-way latency, without its bandwidth limit. A write returns at once,
+// as a socket's does; the writes arrive in order.
+type delayed struct {
+	net.Conn
+	delay  time.Duration
+	writes chan delayedWrite
+	done   chan struct{}
+	once   sync.Once
+}
+
+type delayedWrite struct {
+	due  time.Time
+	data []byte
+}
+
+func delay(c net.Conn, d time.Duration) *delayed {
+	l := &delayed{Conn: c, delay: d, writes: make(chan delayedWrite, 1024), done: make(chan struct{})}
+	go func() {
+		for {
+			select {
+			case w := <-l.writes:
+				time.Sleep(time.Until(w.due))
+				if _, err := c.Write(w.data); err != nil {
+					return
+				}
+			case <-l.done:
+				return
+			}
+		}
+	}()
+	return l
+}
+
+func (l *delayed) Write(b []byte) (int, error) {
+	select {
+	case l.writes <- delayedWrite{time.Now().Add(l.delay), bytes.Clone(b)}:
+		return len(b), nil
+	case <-l.done:
+		return 0, net.ErrClosed
+	}
+}
+
+func (l *delayed) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return l.Conn.Close()
 }
 
 // startSplit loads f in stages of layout over an in-process pipeNet, the
-// head being the first node, with rows logits rows per step.
-func startSplit(t testing.TB, f *gguf.File, layout []model.LayerRange, batch, rows int) *stage.Pipeline {
+// head being the first node, with rows logits rows per step, each frame
+// taking delay to cross a link.
+func startSplit(t testing.TB, f *gguf.File, layout []model.LayerRange, batch, rows int, delay time.Duration) *stage.Pipeline {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	pn := &pipeNet{ctx: ctx, servers: map[identity.EndpointID]*stage.Server{}}
+	pn := &pipeNet{ctx: ctx, servers: map[identity.EndpointID]*stage.Server{}, delay: delay}
 	be := cpu.New(cpu.Options{Threads: 1})
 	clock := hwtest.NewClock(time.Unix(1_800_000_000, 0))
 	var places []stage.Placement
@@ -157,7 +214,7 @@ func specEngine(t testing.TB, ref *ggufengine.Model, layout []model.LayerRange, 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close() })
-	tc := &trimCounter{Pipeline: startSplit(t, f, layout, 16, 5)}
+	tc := &trimCounter{Pipeline: startSplit(t, f, layout, 16, 5, 0)}
 	w, _ := ref.Engine().Weights()
 	e := New(Config{Recipe: "fortunes", Fidelity: receipt.F1, UJPerToken: 250, Weights: w,
 		Vocab: ref.Config().VocabSize, Context: 256, Batch: 16, Rows: 5, Draft: d, Tokens: ref.Tokenizer()}, tc)
@@ -378,7 +435,7 @@ func TestSpeculativeFixtures(t *testing.T) {
 			defer d.Close()
 			for lname, layout := range layouts {
 				e := New(Config{Recipe: arch, Fidelity: receipt.F1, Vocab: vocab, Context: 256, Batch: 16, Rows: 5,
-					Draft: d, Tokens: noText{}}, startSplit(t, f, layout, 16, 5))
+					Draft: d, Tokens: noText{}}, startSplit(t, f, layout, 16, 5, 0))
 				got, out, err := serve(e, prompt, greedy(n, nil))
 				if err != nil {
 					t.Fatalf("%s, %s, %s: %v", arch, dname, lname, err)
