@@ -273,10 +273,17 @@ func (p *Pipeline) Step(ctx context.Context, seqs []Seq) ([]Result, error) {
 	}
 	act := &stagewire.Activation{Stage: p.links[0].id, DType: p.dtype, Width: uint32(p.m.Config().Embd)}
 	mseqs := make([]model.Seq, len(seqs))
+	// Refused here, before any stage changes: a step whose rows the
+	// last stage could not compute would fail there, after the others ran.
+	rows := 0
 	for i, q := range seqs {
 		if q.Rows < 0 || q.Rows > len(q.Tokens) || q.Rows > 1 && q.Out == stagewire.OutNone {
 			return nil, fmt.Errorf("stage: step: sequence %d asks for %d rows of %d tokens with output %d", i, q.Rows, len(q.Tokens), q.Out)
 		}
+		rows += stagewire.ActSeq{Out: q.Out, Rows: uint32(max(q.Rows, 0))}.OutRows()
+	}
+	if rows > p.batch.Seqs() {
+		return nil, fmt.Errorf("stage: step: %d output rows, the stages compute at most %d a step", rows, p.batch.Seqs())
 	}
 	for i, q := range seqs {
 		s := p.sessions[q.Request]

@@ -397,6 +397,13 @@ func (srv *Server) activate(ctx context.Context, st *stream, a *stagewire.Activa
 	// Every sequence is checked before any session changes.
 	seqs := make([]model.Seq, len(a.Seqs))
 	var fresh []uint64
+	rows := 0
+	for _, q := range a.Seqs {
+		rows += q.OutRows()
+	}
+	if s.m.Last() && rows > int(s.ls.Seqs) {
+		return bad(stagewire.CodeBadInput, first, "%d output rows in a step, the stage computes at most %d", rows, s.ls.Seqs)
+	}
 	for i, q := range a.Seqs {
 		ss := s.sessions[q.Request]
 		held := 0

@@ -418,6 +418,10 @@ func TestServerRefusals(t *testing.T) {
 	wide.Width, wide.F32 = 8, make([]float32, 8)
 	h.send(wide)
 	h.wantCode("rows of the wrong width", stagewire.CodeBadInput)
+	window := act(0, 3)
+	window.Seqs[0].Rows = 3
+	h.send(window)
+	h.wantCode("a window of more rows than the stage's seqs", stagewire.CodeBadInput)
 	h.send(act(0, 65))
 	h.wantCode("past the context", stagewire.CodeContext)
 	h.send(act(0, 2))

@@ -109,6 +109,13 @@ func TestPipelineWindows(t *testing.T) {
 		}
 		check(res, want2, 10)
 		waitHeld(t, pn, p, map[uint64]int{1: 15, 2: 15})
+		// More rows than the stages compute in a step are refused
+		// before anything runs.
+		if _, err := p.Step(ctx, []Seq{{Request: 1, Tokens: seq, Out: stagewire.OutToken, Rows: 12},
+			{Request: 2, Tokens: seq[:5], Out: stagewire.OutToken, Rows: 5}}); err == nil {
+			t.Fatal("a step of 17 rows on stages of 16")
+		}
+		waitHeld(t, pn, p, map[uint64]int{1: 15, 2: 15})
 		cancel()
 		p.Close(context.Background())
 	}
