@@ -24,6 +24,10 @@ type Facts struct {
 type Memory struct {
 	TotalBytes     uint64 `json:"total_bytes"`
 	AvailableBytes uint64 `json:"available_bytes"`
+	// BandwidthGBps is the copy bandwidth the node measured at start
+	// (package hw/membw: one core, buffers past the caches), in GB/s; 0
+	// when not measured (a node that serves no stages does not).
+	BandwidthGBps float64 `json:"bandwidth_gbps,omitempty"`
 }
 
 // GPU is one GPU and what it can do.

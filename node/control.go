@@ -172,6 +172,7 @@ func (n *Node) startControl(ctx context.Context, stack *closers, run func(string
 		Store:       store,
 		Scanner:     rt,
 		Lifecycle:   recon,
+		Splits:      rt,
 		LocalSecret: secret,
 		Recheck:     n.checkOwnership,
 		Logger:      n.log,

@@ -59,6 +59,9 @@ type Node struct {
 	// splitRetry is the first wait before a split model that found no
 	// plan tries again (default 1s).
 	splitRetry time.Duration
+	// memProbe measures this node's memory bandwidth in bytes/s, at
+	// start, when it serves stages (default: membw.Measure).
+	memProbe func(context.Context) (float64, error)
 
 	mu        sync.Mutex
 	ready     chan struct{}
@@ -166,6 +169,11 @@ func (n *Node) Serve(ctx context.Context) (err error) {
 	facts, err := host.Gather(host.Options{})
 	if err != nil {
 		n.log.Debug("some hardware facts are unknown", "err", err)
+	}
+	if n.cfg.Stages.StageServe() {
+		// Peers rank the nodes that run their stages by it: measured
+		// once here, before anything serves, in a few tens of ms.
+		facts.Memory.BandwidthGBps = n.measureBandwidth(ctx) / 1e9
 	}
 	n.hardware = &facts
 

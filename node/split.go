@@ -20,6 +20,7 @@ import (
 	"github.com/meshnode/meshnode/gguf/model"
 	"github.com/meshnode/meshnode/gguf/tokenizer"
 	"github.com/meshnode/meshnode/hw"
+	"github.com/meshnode/meshnode/hw/membw"
 	"github.com/meshnode/meshnode/node/api"
 	"github.com/meshnode/meshnode/node/engine"
 	"github.com/meshnode/meshnode/node/engine/ggufengine"
@@ -43,12 +44,19 @@ import (
 //
 // What peers need to plan is gossiped in the features of this node's
 // meshnode-stage/1 advertisement: "free-bytes=N" (memory the node gives
-// to stages now) and "model=HEX" per weights digest it can load a stage
-// of. Peers that do not know them ignore them.
+// to stages now), "mem-bandwidth=N" (the memory bandwidth it measured at
+// start, bytes/s: package hw/membw) and "model=HEX" per weights digest it
+// can load a stage of. Peers that do not know them ignore them.
+//
+// The bandwidth travels here rather than in PeerAnnouncement.hardware:
+// the spec's only non-deprecated bandwidth field is GpuInfo's, a GPU's
+// nominal peak, while stages run on the CPU over system memory, for
+// which MemoryInfo has no field.
 
 const (
-	featureFree  = "free-bytes="
-	featureModel = "model="
+	featureFree      = "free-bytes="
+	featureBandwidth = "mem-bandwidth="
+	featureModel     = "model="
 	// maxAdvertisedModels bounds the digests gossiped.
 	maxAdvertisedModels = 32
 	// splitSeqs is how many requests' KV a stage holds at once.
@@ -77,6 +85,8 @@ type splitModel struct {
 	draft  *splitengine.Drafter // nil: no speculation
 	eng    *splitengine.Engine
 	lost   chan lostPipeline
+	// repins carries the owner's new pins to the placement (SetSplitPins).
+	repins chan repin
 	// closed is closed by Close: its placement stops.
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -84,6 +94,25 @@ type splitModel struct {
 	mu    sync.Mutex
 	plan  stageplan.Plan // the loaded plan; none while placing
 	state string         // "serving", or what it waits for
+	// pinned is the owner's pins, set at runtime; nil: the config's.
+	pinned []string
+}
+
+// repin is a request to place a split model under new pins; done gets
+// the outcome.
+type repin struct {
+	pins []string
+	done chan error
+}
+
+// pins are the pins the model is placed under now.
+func (sm *splitModel) pins() []string {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	if sm.pinned != nil {
+		return sm.pinned
+	}
+	return sm.spec.Pins
 }
 
 // lostPipeline is a pipeline the engine dropped, and why.
@@ -99,7 +128,7 @@ func openSplit(s modelSpec) (*splitModel, error) {
 	if err != nil {
 		return nil, err
 	}
-	sm := &splitModel{spec: s, file: f, facts: f.Facts(), lost: make(chan lostPipeline, 4), closed: make(chan struct{}), state: "placing"}
+	sm := &splitModel{spec: s, file: f, facts: f.Facts(), lost: make(chan lostPipeline, 4), repins: make(chan repin), closed: make(chan struct{}), state: "placing"}
 	ok := false
 	defer func() {
 		if !ok {
@@ -259,6 +288,15 @@ func (sm *splitModel) Prompt(gen *api.Generation, limit int) (string, []uint32, 
 // Serving reports whether a plan is loaded.
 func (sm *splitModel) Serving() bool { return sm.eng.Serving() }
 
+func (sm *splitModel) setPins(pins []string) {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	sm.pinned = slices.Clone(pins)
+	if sm.pinned == nil {
+		sm.pinned = []string{} // cleared: not the config's
+	}
+}
+
 func (sm *splitModel) setState(plan stageplan.Plan, state string) {
 	sm.mu.Lock()
 	defer sm.mu.Unlock()
@@ -271,6 +309,9 @@ type SplitStatus struct {
 	// or stages being placed again after one was lost).
 	State  string        `json:"state"`
 	Stages []StageStatus `json:"stages,omitempty"`
+	// Pins are the pins the plan was made under ("NODE:LO-HI"): the
+	// config's, or the owner's since SetSplitPins.
+	Pins []string `json:"pins,omitempty"`
 }
 
 // StageStatus is one stage of a split model's plan.
@@ -283,7 +324,10 @@ type StageStatus struct {
 func (sm *splitModel) status() *SplitStatus {
 	sm.mu.Lock()
 	defer sm.mu.Unlock()
-	st := &SplitStatus{State: sm.state}
+	st := &SplitStatus{State: sm.state, Pins: sm.pinned}
+	if sm.pinned == nil {
+		st.Pins = sm.spec.Pins
+	}
 	for _, s := range sm.plan.Stages {
 		st.Stages = append(st.Stages, StageStatus{Node: s.Host, Layers: fmt.Sprintf("%d-%d", s.Lo, s.Hi), MemoryBytes: s.Bytes})
 	}
@@ -519,6 +563,9 @@ func (n *Node) stagePaths() []string {
 func (n *Node) stageAdvertisement() *nodev1.MeshSubprotocol {
 	adv := stagewire.Advertisement()
 	adv.Features = append(adv.Features, featureFree+strconv.FormatInt(n.selfFree(nil), 10))
+	if bw := n.memBandwidth(); bw > 0 {
+		adv.Features = append(adv.Features, featureBandwidth+strconv.FormatInt(int64(bw), 10))
+	}
 	n.mu.Lock()
 	ds := n.stageDigests
 	n.mu.Unlock()
@@ -533,8 +580,9 @@ func (n *Node) stageAdvertisement() *nodev1.MeshSubprotocol {
 
 // stageOffer is what a peer's meshnode-stage/1 entry offers.
 type stageOffer struct {
-	free   int64
-	models [][32]byte
+	free      int64
+	bandwidth float64 // bytes/s; 0 when not said
+	models    [][32]byte
 	// rows: its stages answer windows (stagewire.FeatureRows).
 	rows bool
 }
@@ -555,6 +603,10 @@ func stageOfferOf(a *nodev1.PeerAnnouncement) (stageOffer, bool) {
 				}
 			} else if f == stagewire.FeatureRows {
 				o.rows = true
+			} else if v, ok := strings.CutPrefix(f, featureBandwidth); ok {
+				if b, err := strconv.ParseInt(v, 10, 64); err == nil && b > 0 {
+					o.bandwidth = float64(b)
+				}
 			} else if v, ok := strings.CutPrefix(f, featureModel); ok {
 				var d [32]byte
 				if b, err := hex.DecodeString(v); err == nil && len(b) == 32 && len(o.models) < maxAdvertisedModels {
@@ -568,28 +620,58 @@ func stageOfferOf(a *nodev1.PeerAnnouncement) (stageOffer, bool) {
 	return stageOffer{}, false
 }
 
-// planSplit plans sm over the peers that offer it, leaving out the
-// excluded ones unless nothing fits without them.
-func (n *Node) planSplit(sm *splitModel, excluded map[string]time.Time) (stageplan.Plan, error) {
-	self := stageplan.Host{ID: n.key.ID().String(), Free: n.selfFree(sm)}
-	var all, fresh []stageplan.Host
+// planSplit plans sm under pins over the peers that offer it, leaving
+// out the excluded ones unless nothing fits without them. The memory of
+// held's stages (sm's plan being replaced) counts as free on their peers,
+// which gossip it as used.
+func (n *Node) planSplit(sm *splitModel, excluded map[string]time.Time, pins []string, held stageplan.Plan) (stageplan.Plan, error) {
+	self := stageplan.Host{ID: n.key.ID().String(), Free: n.selfFree(sm), Bandwidth: n.memBandwidth()}
+	// A speculating model sends windows down the chain: a node whose
+	// stages predate them would refuse every one.
+	all := splitHosts(n.mesh.Peers(), sm.digest, sm.draft != nil)
+	for i := range all {
+		for _, s := range held.Stages[min(1, len(held.Stages)):] {
+			if s.Host == all[i].ID {
+				all[i].Free += s.Bytes
+			}
+		}
+	}
+	var fresh []stageplan.Host
 	now := time.Now()
-	for _, p := range n.mesh.Peers() {
-		o, ok := stageOfferOf(p.Announcement)
-		if !ok || !slices.Contains(o.models, sm.digest) {
-			continue
-		}
-		// A speculating model sends windows down the chain: a node whose
-		// stages predate them would refuse every one.
-		if sm.draft != nil && !o.rows {
-			continue
-		}
-		h := stageplan.Host{ID: p.ID.String(), Free: o.free, RTT: p.RTT}
-		all = append(all, h)
+	for _, h := range all {
 		if until, ex := excluded[h.ID]; !ex || now.After(until) {
 			fresh = append(fresh, h)
 		}
 	}
+	opt, err := n.splitOptions(self.ID, pins)
+	if err != nil {
+		return stageplan.Plan{}, err
+	}
+	plan, err := stageplan.Make(sm.costs, self, fresh, opt)
+	if err != nil && len(fresh) < len(all) {
+		plan, err = stageplan.Make(sm.costs, self, all, opt)
+	}
+	return plan, err
+}
+
+// splitHosts are the peers that offer stages of the model with digest
+// d (and, with rows, answer windows: stagewire.FeatureRows), with their
+// free memory and bandwidth from gossip and their RTT.
+func splitHosts(peers []mesh.Peer, d [32]byte, rows bool) []stageplan.Host {
+	var hosts []stageplan.Host
+	for _, p := range peers {
+		o, ok := stageOfferOf(p.Announcement)
+		if !ok || !slices.Contains(o.models, d) || rows && !o.rows {
+			continue
+		}
+		hosts = append(hosts, stageplan.Host{ID: p.ID.String(), Free: o.free, RTT: p.RTT, Bandwidth: o.bandwidth})
+	}
+	return hosts
+}
+
+// splitOptions are the planner's options for a split model with pins
+// ("NODE:LO-HI", NODE "self" for this node, whose id is self).
+func (n *Node) splitOptions(self string, pins []string) (stageplan.Options, error) {
 	opt := stageplan.Options{
 		Headroom: int64(n.cfg.Stages.Headroom), MaxRTT: n.cfg.Stages.MaxRTT.Duration,
 		// Planned split from the start: even a model that would fit this
@@ -597,21 +679,43 @@ func (n *Node) planSplit(sm *splitModel, excluded map[string]time.Time) (stagepl
 		// configured for.
 		Force: true,
 	}
-	for _, ps := range sm.spec.Pins {
+	for _, ps := range pins {
 		p, err := ParsePin(ps)
 		if err != nil {
-			return stageplan.Plan{}, err
+			return stageplan.Options{}, err
 		}
 		if p.Node == "self" {
-			p.Node = self.ID
+			p.Node = self
 		}
 		opt.Pins = append(opt.Pins, stageplan.Pin{Host: p.Node, Lo: p.Lo, Hi: p.Hi})
 	}
-	plan, err := stageplan.Make(sm.costs, self, fresh, opt)
-	if err != nil && len(fresh) < len(all) {
-		plan, err = stageplan.Make(sm.costs, self, all, opt)
+	return opt, nil
+}
+
+// measureBandwidth is this node's memory bandwidth in bytes/s, 0 when
+// it cannot be measured.
+func (n *Node) measureBandwidth(ctx context.Context) float64 {
+	probe := n.memProbe
+	if probe == nil {
+		probe = func(ctx context.Context) (float64, error) {
+			return membw.Measure(ctx, membw.DefaultSize, membw.DefaultRounds)
+		}
 	}
-	return plan, err
+	bw, err := probe(ctx)
+	if err != nil {
+		n.log.Debug("memory bandwidth not measured", "err", err)
+		return 0
+	}
+	n.log.Debug("memory bandwidth", "GB/s", bw/1e9)
+	return bw
+}
+
+// memBandwidth is the bandwidth measured at start, in bytes/s (0: none).
+func (n *Node) memBandwidth() float64 {
+	if n.hardware == nil {
+		return 0
+	}
+	return n.hardware.Memory.BandwidthGBps * 1e9
 }
 
 // placeSplit keeps sm placed until ctx ends: it plans, loads the stages
@@ -636,8 +740,15 @@ func (n *Node) placeSplit(ctx context.Context, sm *splitModel) {
 		first = time.Second
 	}
 	wait := first
+	// pending is the owner's new pins while nothing is loaded: the next
+	// plan is made under them, and they are kept only if it loads.
+	var pending *repin
 	for {
-		plan, err := n.planSplit(sm, excluded)
+		pins, excl := sm.pins(), excluded
+		if pending != nil {
+			pins, excl = pending.pins, nil
+		}
+		plan, err := n.planSplit(sm, excl, pins, stageplan.Plan{})
 		if err == nil {
 			var p *stage.Pipeline
 			if p, err = n.startSplit(ctx, sm, plan); err == nil {
@@ -645,7 +756,12 @@ func (n *Node) placeSplit(ctx context.Context, sm *splitModel) {
 				sm.eng.Set(p)
 				n.updateSelf()
 				n.log.Info("split model serving", "model", sm.Name(), "plan", plan.String())
-				why := n.awaitLoss(ctx, sm, p, plan, &events)
+				if pending != nil {
+					sm.setPins(pending.pins)
+					pending.done <- nil
+					pending = nil
+				}
+				why := n.awaitLoss(ctx, sm, &p, &plan, &events)
 				if why == nil {
 					sm.eng.Set(nil)
 					return
@@ -663,13 +779,34 @@ func (n *Node) placeSplit(ctx context.Context, sm *splitModel) {
 				excluded[s.Host] = time.Now().Add(splitExclusion)
 			}
 			err = fmt.Errorf("loading plan %v: %w", plan, err)
+			if pending != nil {
+				err = fmt.Errorf("%w: %w", ErrRepin, err)
+			}
+		}
+		if pending != nil {
+			// Refused: plan again at once under the pins there were.
+			pending.done <- err
+			pending = nil
+			continue
 		}
 		sm.setState(stageplan.Plan{}, "waiting for a plan: "+err.Error())
 		n.log.Debug("split model not placed", "model", sm.Name(), "err", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
+		timer := time.NewTimer(wait)
+	waiting:
+		for {
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+				return
+			case <-timer.C:
+				break waiting
+			case r := <-sm.repins:
+				// Nothing is loaded: new pins are placed at once.
+				pending = &r
+				timer.Stop()
+				wait = first
+				break waiting
+			}
 		}
 		wait = min(2*wait, 10*time.Second)
 	}
@@ -678,13 +815,19 @@ func (n *Node) placeSplit(ctx context.Context, sm *splitModel) {
 // awaitLoss waits until p is lost, and says why; nil when ctx ends. A
 // stage's node that leaves or goes down takes p out of service at once,
 // so that no request is sent to it.
-func (n *Node) awaitLoss(ctx context.Context, sm *splitModel, p *stage.Pipeline, plan stageplan.Plan, events *<-chan mesh.Event) error {
+//
+// New pins from the owner are placed here (repinSplit).
+func (n *Node) awaitLoss(ctx context.Context, sm *splitModel, p **stage.Pipeline, plan *stageplan.Plan, events *<-chan mesh.Event) error {
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case r := <-sm.repins:
+			if lost := n.repinSplit(ctx, sm, r, p, plan); lost != nil {
+				return lost
+			}
 		case l := <-sm.lost:
-			if l.p == splitengine.Pipeline(p) {
+			if l.p == splitengine.Pipeline(*p) {
 				return l.err
 			}
 		case ev, ok := <-*events:
@@ -705,6 +848,62 @@ func (n *Node) awaitLoss(ctx context.Context, sm *splitModel, p *stage.Pipeline,
 	}
 }
 
+// repinSplit places sm under r's pins while *p serves *plan, and answers
+// r. A new plan on other peers is loaded (downstream first) before it
+// replaces *p, so that pins that cannot be placed leave the model served
+// as it was. A new plan that keeps a peer of the old one on another range
+// cannot be loaded beside it (the peer's budget holds the old stage), so
+// the old plan is stopped first, and loaded again if the new one fails;
+// it returns why the model is left with no plan, nil when it has one.
+func (n *Node) repinSplit(ctx context.Context, sm *splitModel, r repin, p **stage.Pipeline, plan *stageplan.Plan) error {
+	np, err := n.planSplit(sm, nil, r.pins, *plan)
+	if err != nil {
+		r.done <- err
+		return nil
+	}
+	if slices.EqualFunc(np.Stages, plan.Stages, func(a, b stageplan.Stage) bool { return a.Host == b.Host && a.Lo == b.Lo && a.Hi == b.Hi }) {
+		sm.setPins(r.pins)
+		sm.setState(*plan, "serving")
+		r.done <- nil
+		return nil
+	}
+	shares := slices.ContainsFunc(np.Stages[1:], func(s stageplan.Stage) bool {
+		return slices.ContainsFunc(plan.Stages[1:], func(o stageplan.Stage) bool { return o.Host == s.Host })
+	})
+	if shares {
+		// Requests in flight end with a retryable 503, as when a stage
+		// is lost.
+		sm.eng.Set(nil)
+		sm.setState(stageplan.Plan{}, "placing under new pins")
+		n.updateSelf()
+	}
+	pl, err := n.startSplit(ctx, sm, np)
+	if err != nil {
+		err = fmt.Errorf("%w: loading plan %v: %w", ErrRepin, np, err)
+		if shares {
+			old, rerr := n.startSplit(ctx, sm, *plan)
+			if rerr != nil {
+				r.done <- fmt.Errorf("%w; the old plan did not load again either (%v): placing the model anew", err, rerr)
+				return fmt.Errorf("%w: the old plan did not load again after new pins failed: %w", stage.ErrStageLost, rerr)
+			}
+			*p = old
+			sm.setState(*plan, "serving")
+			sm.eng.Set(old)
+			n.updateSelf()
+		}
+		r.done <- err
+		return nil
+	}
+	sm.setPins(r.pins)
+	sm.setState(np, "serving")
+	sm.eng.Set(pl) // closes the old plan's stages
+	*p, *plan = pl, np
+	n.log.Info("split model placed under new pins", "model", sm.Name(), "pins", r.pins, "plan", np.String())
+	n.updateSelf()
+	r.done <- nil
+	return nil
+}
+
 // startSplit loads plan's stages, the last first.
 func (n *Node) startSplit(ctx context.Context, sm *splitModel, plan stageplan.Plan) (*stage.Pipeline, error) {
 	var places []stage.Placement
@@ -721,6 +920,11 @@ func (n *Node) startSplit(ctx context.Context, sm *splitModel, plan stageplan.Pl
 		File: sm.file, Digest: sm.digest, Self: n.key.ID(), Stages: places,
 		Context: sm.ctx, KV: model.KVF16, Batch: model.DefaultBatch, Seqs: splitSeqs,
 		Backend: sm.be, Dial: stage.MeshDialer{Node: n.mesh},
+		// A stage's node that died without a word (killed, powered off)
+		// is found out by a probe within seconds: its connection closes
+		// and the step fails, rather than waiting out the connection's
+		// idle timeout.
+		Suspect: n.mesh.Probe,
 	})
 }
 

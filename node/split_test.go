@@ -4,16 +4,23 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/model"
+	"github.com/meshnode/meshnode/node/control"
+	"github.com/meshnode/meshnode/node/identity"
+	"github.com/meshnode/meshnode/node/mesh"
 	"github.com/meshnode/meshnode/node/receipt"
+	"github.com/meshnode/meshnode/node/stageplan"
 	"github.com/meshnode/meshnode/node/wire/nodev1"
 	"github.com/meshnode/meshnode/node/wire/stagewire"
 )
@@ -280,11 +287,11 @@ func TestStageOffer(t *testing.T) {
 	d := [32]byte{1, 2, 3}
 	a := &nodev1.PeerAnnouncement{Subprotocols: []*nodev1.MeshSubprotocol{
 		{Name: "other", Major: 1, Features: []string{"free-bytes=1"}},
-		{Name: stagewire.Name, Major: stagewire.Major, Features: []string{stagewire.FeatureF16, "free-bytes=12345",
+		{Name: stagewire.Name, Major: stagewire.Major, Features: []string{stagewire.FeatureF16, "free-bytes=12345", "mem-bandwidth=2500000000", "mem-bandwidth=x",
 			"model=" + hex.EncodeToString(d[:]), "model=zz", "model=abcd", "free-bytes=-1"}},
 	}}
 	o, ok := stageOfferOf(a)
-	if !ok || o.free != 12345 || len(o.models) != 1 || o.models[0] != d || o.rows {
+	if !ok || o.free != 12345 || o.bandwidth != 2.5e9 || len(o.models) != 1 || o.models[0] != d || o.rows {
 		t.Errorf("offer %+v, %v", o, ok)
 	}
 	// A node whose stages answer windows says so; a speculating head
@@ -328,6 +335,178 @@ func TestWantSplit(t *testing.T) {
 		if err != nil || got != tc.want {
 			t.Errorf("%s: %v, %v; want %v", tc.name, got, err, tc.want)
 		}
+	}
+}
+
+// TestSplitHostsBandwidth: two peers that offer the model with the same
+// RTT and memory, one faster: the faster one gets the stage, whichever
+// order gossip lists them in.
+func TestSplitHostsBandwidth(t *testing.T) {
+	d := [32]byte{7}
+	offer := func(id byte, bw string) mesh.Peer {
+		var eid identity.EndpointID
+		eid[0] = id
+		return mesh.Peer{ID: eid, RTT: 2 * time.Millisecond, Announcement: &nodev1.PeerAnnouncement{Subprotocols: []*nodev1.MeshSubprotocol{
+			{Name: stagewire.Name, Major: stagewire.Major, Features: []string{"free-bytes=1000", "mem-bandwidth=" + bw, "model=" + hex.EncodeToString(d[:])}},
+		}}}
+	}
+	slow, fast := offer(1, "10000000000"), offer(2, "20000000000")
+	m := stageplan.Model{Layers: []int64{100, 100, 100, 100}}
+	self := stageplan.Host{ID: "self", Free: 300}
+	for _, peers := range [][]mesh.Peer{{slow, fast}, {fast, slow}} {
+		hosts := splitHosts(peers, d, false)
+		if len(hosts) != 2 || hosts[0].Bandwidth == 0 {
+			t.Fatalf("hosts %+v", hosts)
+		}
+		plan, err := stageplan.Make(m, self, hosts, stageplan.Options{Force: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(plan.Stages) != 2 || plan.Stages[1].Host != fast.ID.String() {
+			t.Errorf("plan %v: want the second stage on the faster peer %s", plan, fast.ID.Short())
+		}
+	}
+}
+
+// TestSplitPins: three nodes; the owner pins the head's second stage to
+// the peer that does not run it, and the plan moves there while the
+// model serves, answering as before; pins that keep that peer on another
+// range move the plan to three stages. A bad pin is refused with
+// stageplan.ErrPin and changes nothing; unpinning lets the planner place
+// the stage again; a model not served split is ErrNotSplit.
+func TestSplitPins(t *testing.T) {
+	const prompt, maxTokens = "Love is", 8
+	headroom := int64(64 << 10)
+	budget := splitBudget(t, headroom)
+	b, _ := stageHost(t, budget)
+	c, _ := stageHost(t, budget)
+	a, _ := startNodeWith(t, Config{Model: []ModelConfig{{Path: fortunesPath(t), Context: splitContext}}, MemoryBudget: budget,
+		Stages: StagesConfig{Headroom: ByteSize(headroom)}, Join: []string{b.invite, c.invite}},
+		func(n *Node) { n.splitRetry = 50e6 })
+	waitFor(t, "the split model to be placed", func() bool {
+		s := splitStatus(a)
+		return s != nil && s.State == "serving"
+	})
+	waitFor(t, "both peers to offer the model", func() bool {
+		return len(splitHosts(a.mesh.Peers(), a.splitModel(fortunesModel).digest, false)) == 2
+	})
+	code, _, want := completion(t, a, prompt, maxTokens)
+	if code != http.StatusOK {
+		t.Fatalf("before pinning: %d", code)
+	}
+	before := splitStatus(a)
+	other := b
+	if before.Stages[1].Node == b.key.ID().String() {
+		other = c
+	}
+	ctx := context.Background()
+
+	// Bad pins: refused, and the plan stays.
+	for _, pins := range [][]string{
+		{other.key.ID().String() + ":0-2"},  // layer 0 is this node's
+		{other.key.ID().String() + ":2-99"}, // past the model
+		{strings.Repeat("ab", 32) + ":2-4"}, // no such peer
+		{"not-a-pin"},                       // unreadable
+	} {
+		_, err := a.SetSplitPins(ctx, fortunesModel, pins)
+		if !errors.Is(err, stageplan.ErrPin) {
+			t.Errorf("pins %v: %v, want ErrPin", pins, err)
+		}
+	}
+	if got := splitStatus(a); !slices.Equal(got.Stages, before.Stages) || len(got.Pins) != 0 {
+		t.Fatalf("bad pins changed the plan: %+v, was %+v", got, before)
+	}
+	if _, err := a.SetSplitPins(ctx, "no-such-model", nil); !errors.Is(err, ErrNotSplit) {
+		t.Errorf("unknown model: %v, want ErrNotSplit", err)
+	}
+
+	// Through owner control's facade: refused without the node's
+	// credential, or with a bad pin; then the pin moves the plan.
+	pin := other.key.ID().String() + ":2-4"
+	anon := control.NewHTTPClient("http://"+a.HTTPAddr().String(), control.HTTPAuth{}, nil, control.ClientTimeouts{})
+	if _, err := anon.SplitPins(ctx, fortunesModel, []string{pin}); !errors.Is(err, control.ErrUnauthorized) {
+		t.Fatalf("pins without the credential: %v, want UNAUTHORIZED", err)
+	}
+	owner := facadeOf(t, a)
+	if _, err := owner.SplitPins(ctx, fortunesModel, []string{other.key.ID().String() + ":1-4"}); !errors.Is(err, control.ErrBadRequest) || !strings.Contains(err.Error(), "bad pin") {
+		t.Fatalf("a bad pin through the facade: %v, want BAD_REQUEST naming the pin", err)
+	}
+	if got := splitStatus(a); !slices.Equal(got.Stages, before.Stages) {
+		t.Fatalf("refused pins changed the plan: %+v", got)
+	}
+	plan, err := owner.SplitPins(ctx, fortunesModel, []string{pin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Stages) != 2 || plan.Stages[1].Node != other.key.ID().String() {
+		t.Fatalf("the facade's plan %+v", plan)
+	}
+	st := *splitStatus(a)
+	if len(st.Stages) != 2 || st.Stages[1].Node != other.key.ID().String() || st.Stages[1].Layers != "2-4" || !slices.Equal(st.Pins, []string{pin}) {
+		t.Fatalf("pinned plan %+v, want the second stage on %s", st, other.key.ID().Short())
+	}
+	if got := splitStatus(a); got.State != "serving" || got.Stages[1].Node != other.key.ID().String() {
+		t.Fatalf("/api/status plan %+v", got)
+	}
+	if code, _, got := completion(t, a, prompt, maxTokens); code != http.StatusOK || got != want {
+		t.Fatalf("after pinning: %d %q, want %q", code, got, want)
+	}
+
+	// Pins that keep a peer of the plan on another range: the old plan
+	// is stopped before the new one loads (the peer's budget holds its
+	// stage), and the model serves in three stages.
+	first := before.Stages[1].Node
+	waitFor(t, "the peer the stage left to gossip its memory free", func() bool {
+		for _, h := range splitHosts(a.mesh.Peers(), a.splitModel(fortunesModel).digest, false) {
+			if h.ID == first {
+				return h.Free > int64(budget)/2
+			}
+		}
+		return false
+	})
+	three := []string{other.key.ID().String() + ":2-3", first + ":3-4"}
+	if st, err = a.SetSplitPins(ctx, fortunesModel, three); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Stages) != 3 || st.Stages[1].Node != other.key.ID().String() || st.Stages[2].Node != first {
+		t.Fatalf("three-stage plan %+v", st)
+	}
+	if code, _, got := completion(t, a, prompt, maxTokens); code != http.StatusOK || got != want {
+		t.Fatalf("in three stages: %d %q, want %q", code, got, want)
+	}
+
+	// Unpinned: the planner places the stage; the pins shown are none.
+	if st, err = a.SetSplitPins(ctx, fortunesModel, nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Stages) != 2 || len(st.Pins) != 0 || st.State != "serving" {
+		t.Fatalf("unpinned plan %+v", st)
+	}
+}
+
+// TestSplitPinsWaiting: while a split model waits for a plan (no peer
+// offers it), new pins are planned at once: pins the planner refuses,
+// or under which nothing fits, are answered with the planner's error,
+// and the model keeps waiting under the pins it had.
+func TestSplitPinsWaiting(t *testing.T) {
+	headroom := int64(64 << 10)
+	a, _ := startNodeWith(t, Config{Model: []ModelConfig{{Path: fortunesPath(t), Context: splitContext}}, MemoryBudget: splitBudget(t, headroom),
+		Stages: StagesConfig{Headroom: ByteSize(headroom)}}, func(n *Node) { n.splitRetry = 50e6 })
+	waitFor(t, "the split model to wait for a plan", func() bool {
+		s := splitStatus(a)
+		return s != nil && strings.HasPrefix(s.State, "waiting for a plan")
+	})
+	ctx := context.Background()
+	if _, err := a.SetSplitPins(ctx, fortunesModel, []string{strings.Repeat("cd", 32) + ":2-4"}); !errors.Is(err, stageplan.ErrPin) {
+		t.Errorf("a pin on no peer: %v, want ErrPin", err)
+	}
+	_, err := a.SetSplitPins(ctx, fortunesModel, []string{"self:0-1"})
+	var nofit *stageplan.NoFitError
+	if !errors.As(err, &nofit) {
+		t.Errorf("pins under which nothing fits: %v, want a NoFitError", err)
+	}
+	if s := splitStatus(a); len(s.Pins) != 0 || len(s.Stages) != 0 {
+		t.Errorf("refused pins changed the model: %+v", s)
 	}
 }
 

@@ -101,6 +101,7 @@ func newApp(e *env) *cli.App {
 			ensureCommand(),
 			drainCommand(),
 			configCommand(),
+			splitCommand(),
 			scanRefreshCommand(),
 			inviteCommand(),
 			authCommand(),

@@ -55,6 +55,7 @@ type splitDoc struct {
 		Layers      string `json:"layers"`
 		MemoryBytes uint64 `json:"memory_bytes"`
 	} `json:"stages"`
+	Pins []string `json:"pins"`
 }
 
 type peerDoc struct {
@@ -140,6 +141,9 @@ func printStatus(c *cli.Context, st *statusDoc) error {
 				continue
 			}
 			fmt.Fprintf(w, "\nSplit %s: %s\n", m.Name, m.Split.State)
+			if len(m.Split.Pins) > 0 {
+				fmt.Fprintf(w, "Pinned: %s\n", strings.Join(m.Split.Pins, " "))
+			}
 			if len(m.Split.Stages) == 0 {
 				continue
 			}

@@ -70,6 +70,7 @@ func (s *Server) HTTPHandler() http.Handler {
 			s.serveHTTP(w, r, rt.cmd)
 		})
 	}
+	mux.HandleFunc(http.MethodPost+" "+HTTPPrefix+SplitPinsPath, s.serveSplitPins)
 	mux.HandleFunc(HTTPPrefix+"/", func(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, errorf(ErrUnknownCommand.Code, "no owner-control route %s %s", r.Method, r.URL.Path))
 	})

@@ -81,12 +81,7 @@ func (c *HTTPClient) send(ctx context.Context, req *nodev1.OwnerControlRequest) 
 	if body != nil {
 		hr.Header.Set("Content-Type", "application/json")
 	}
-	if c.auth.Secret != "" {
-		hr.Header.Set(SecretHeader, c.auth.Secret)
-	}
-	if c.auth.APIKey != "" {
-		hr.Header.Set("Authorization", "Bearer "+c.auth.APIKey)
-	}
+	c.authorize(hr)
 	resp, err := c.hc.Do(hr)
 	if err != nil {
 		return nil, fmt.Errorf("control: %s %s: %w", rt.method, url, err)
@@ -103,6 +98,16 @@ func (c *HTTPClient) send(ctx context.Context, req *nodev1.OwnerControlRequest) 
 		return nil, &Error{Code: ErrUnsupported.Code, Message: "the node's API has no owner-control facade (" + url + ")"}
 	}
 	return nil, fmt.Errorf("control: %s %s: %s: %s", rt.method, url, resp.Status, strings.TrimSpace(string(b)))
+}
+
+// authorize puts the credentials on hr.
+func (c *HTTPClient) authorize(hr *http.Request) {
+	if c.auth.Secret != "" {
+		hr.Header.Set(SecretHeader, c.auth.Secret)
+	}
+	if c.auth.APIKey != "" {
+		hr.Header.Set("Authorization", "Bearer "+c.auth.APIKey)
+	}
 }
 
 func (c *HTTPClient) call(ctx context.Context, req *nodev1.OwnerControlRequest) (*nodev1.OwnerControlResponse, error) {

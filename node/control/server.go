@@ -64,6 +64,10 @@ type Config struct {
 	// CONTROL_UNAVAILABLE.
 	Scanner   Scanner
 	Lifecycle Lifecycle
+	// Splits, when set, pins the ranges of split models (the REST
+	// facade's /split/pins); without it that route is refused
+	// CONTROL_UNAVAILABLE.
+	Splits SplitPinner
 	// MaxStreams is the most streams served at once per connection
 	// (DefaultMaxStreams).
 	MaxStreams int

@@ -231,6 +231,20 @@ func (n *Node) peerDownReported(pc *peerConn, target identity.EndpointID) {
 	n.log.Debug("mesh: PeerDown received", "from", pc.id.Short(), "target", target.Short(), "known", p != nil)
 }
 
+// Probe has an admitted peer's reachability confirmed now, as a PeerDown
+// naming it would: one gossip exchange within Timeouts.Confirm; if the
+// peer does not answer, its connection is closed (streams on it fail at
+// once), and a peer that cannot be redialled within Confirm is evicted
+// with PeerDown. A peer that answers is left as it was. Probe does not
+// wait; probes of a peer already being checked are one check.
+func (n *Node) Probe(id identity.EndpointID) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if p := n.peers[id]; p != nil && p.admitted && !p.evicted {
+		signal(p.probe)
+	}
+}
+
 // broadcastPeerDown tells every admitted peer that down is unreachable.
 func (n *Node) broadcastPeerDown(down identity.EndpointID) {
 	msg := &nodev1.PeerDown{PeerId: down[:], Gen: wire.ProtocolGeneration}

@@ -66,6 +66,26 @@ func TestKilledNode(t *testing.T) {
 	}
 }
 
+// TestProbe: a node that notices a dead peer only slowly by itself finds
+// it out at once when it probes it (as a split model's head does when a
+// stage does not answer): a probed live peer stays, a probed dead one is
+// confirmed unreachable and evicted with PeerDown, and its connection is
+// closed, which ends the streams on it.
+func TestProbe(t *testing.T) {
+	checkLeaks(t)
+	a, b, c := threeNodes(t, slowDetection(fastConfig()))
+	ev := a.Subscribe(t.Context(), 256)
+	a.Probe(b.ID())
+	a.Probe(identity.EndpointID{1}) // not a peer: nothing
+	c.kill()
+	a.Probe(c.ID())
+	// Far less than the minute a would take to notice alone.
+	nextEvent(t, ev, PeerDown, c.ID(), 10*time.Second)
+	if !hasPeer(a.Node, b.ID()) {
+		t.Fatal("a probed live peer was dropped")
+	}
+}
+
 // TestRejoin: a node that left can come back under the same identity.
 func TestRejoin(t *testing.T) {
 	checkLeaks(t)

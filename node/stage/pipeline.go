@@ -45,7 +45,22 @@ type PipelineConfig struct {
 	// ReportTimeout bounds how long Finish waits for the stages' reports
 	// (0: DefaultReportTimeout).
 	ReportTimeout time.Duration
+	// Suspect, if set, is called with every other stage's node each time
+	// a step or a Finish has waited SuspectAfter (0: DefaultSuspectAfter)
+	// for an answer: the caller checks that the node is still there (a
+	// mesh node's Probe), so that one that died without a word (killed,
+	// powered off) is found out in seconds rather than when its
+	// connection times out, and the wait ends with ErrStageLost as the
+	// connection closes.
+	Suspect      func(identity.EndpointID)
+	SuspectAfter time.Duration
 }
+
+// DefaultSuspectAfter is how long a step waits for an answer before the
+// stages' nodes are checked: a token step takes milliseconds; a long
+// prefill on a slow CPU may take longer, and costs a check of each node
+// per period, nothing more.
+const DefaultSuspectAfter = 2 * time.Second
 
 // Pipeline is the head of a split model: the first stage, run here, and a
 // stream to each other stage. Steps go down the chain and their tokens
@@ -68,6 +83,9 @@ type Pipeline struct {
 	place         model.LayerRange
 	tokens        map[uint64]uint32
 	reportTimeout time.Duration
+
+	suspect      func(identity.EndpointID)
+	suspectAfter time.Duration
 }
 
 // link is the head's stream to one other stage.
@@ -142,6 +160,10 @@ func Start(ctx context.Context, cfg PipelineConfig) (*Pipeline, error) {
 	}
 	if p.reportTimeout <= 0 {
 		p.reportTimeout = DefaultReportTimeout
+	}
+	p.suspect, p.suspectAfter = cfg.Suspect, cfg.SuspectAfter
+	if p.suspectAfter <= 0 {
+		p.suspectAfter = DefaultSuspectAfter
 	}
 	// Stage ids are random so that a restarted head does not collide
 	// with stages a node still holds from before.
@@ -364,11 +386,9 @@ func (p *Pipeline) collect(ctx context.Context, seqs []stagewire.ActSeq) ([]Resu
 		return w, j, true
 	}
 	for left > 0 {
-		var lm linkMsg
-		select {
-		case lm = <-p.msgs:
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		lm, err := p.await(ctx)
+		if err != nil {
+			return nil, err
 		}
 		if lm.err != nil {
 			return nil, lm.err
@@ -401,6 +421,29 @@ func (p *Pipeline) collect(ctx context.Context, seqs []stagewire.ActSeq) ([]Resu
 		}
 	}
 	return out, nil
+}
+
+// await waits for what a stage sends the head, suspecting the stages'
+// nodes each time it has waited suspectAfter.
+func (p *Pipeline) await(ctx context.Context) (linkMsg, error) {
+	var tick <-chan time.Time
+	if p.suspect != nil {
+		t := time.NewTicker(p.suspectAfter)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case lm := <-p.msgs:
+			return lm, nil
+		case <-ctx.Done():
+			return linkMsg{}, ctx.Err()
+		case <-tick:
+			for _, l := range p.links {
+				p.suspect(l.place.Peer)
+			}
+		}
+	}
 }
 
 // Trim rewinds request to its first n positions on every stage (after a

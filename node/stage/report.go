@@ -198,17 +198,15 @@ func (p *Pipeline) Finish(ctx context.Context, request uint64, serve receipt.Con
 	split.Reports = make([]receipt.SignedStageReport, len(p.links))
 	got := 0
 	for got < len(p.links) {
-		var lm linkMsg
-		select {
-		case lm = <-p.msgs:
-		case <-ctx.Done():
+		lm, err := p.await(ctx)
+		if err != nil {
 			var missing []string
 			for i, l := range p.links {
 				if split.Reports[i].Envelope == nil {
 					missing = append(missing, fmt.Sprintf("layers %v on %s", l.place.Range, l.place.Peer.Short()))
 				}
 			}
-			return nil, fmt.Errorf("%w: none from %v: %w", ErrReport, missing, ctx.Err())
+			return nil, fmt.Errorf("%w: none from %v: %w", ErrReport, missing, err)
 		}
 		if lm.err != nil {
 			return nil, lm.err

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -518,4 +519,91 @@ func TestBatchFitsAFrame(t *testing.T) {
 	h.send(&stagewire.LoadStage{Stage: 1, Model: fortunesDigest, Lo: 1, Hi: 2, Context: 64, Batch: uint32(over), Seqs: 1,
 		Out: stagewire.DTypeF32, Next: b, NextStage: 2, Prev: head, Head: head})
 	h.wantCode("a stage whose step cannot fit a frame", stagewire.CodeBadInput)
+}
+
+// silentDialer is pipeDialer whose streams, once silent is set, swallow
+// what is written to them, as a connection to a node that died without a
+// word accepts writes until it times out.
+type silentDialer struct {
+	pipeDialer
+	silent  *atomic.Bool
+	mu      sync.Mutex
+	streams map[identity.EndpointID][]io.Closer
+}
+
+type silentStream struct {
+	io.ReadWriteCloser
+	silent *atomic.Bool
+}
+
+func (s silentStream) Write(b []byte) (int, error) {
+	if s.silent.Load() {
+		return len(b), nil
+	}
+	return s.ReadWriteCloser.Write(b)
+}
+
+func (d *silentDialer) Open(ctx context.Context, peer identity.EndpointID) (io.ReadWriteCloser, error) {
+	rw, err := d.pipeDialer.Open(ctx, peer)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	d.streams[peer] = append(d.streams[peer], rw)
+	d.mu.Unlock()
+	return silentStream{rw, d.silent}, nil
+}
+
+// TestPipelineSuspectsSilentStage: a step that waits for an answer past
+// SuspectAfter names every other stage's node to Suspect, and goes on
+// waiting: a live pipeline answers as before; when a stage's node has gone
+// silent, the check (here: closing its streams, as the mesh closes the
+// connection of a peer that does not answer a probe) ends the step with
+// ErrStageLost, long before the step's own deadline.
+func TestPipelineSuspectsSilentStage(t *testing.T) {
+	f := fortunes(t)
+	head, b := nodeID(1), nodeID(2)
+	pn := newPipeNet(t, f, b)
+	d := &silentDialer{pipeDialer: pipeDialer{pn, head}, silent: new(atomic.Bool), streams: map[identity.EndpointID][]io.Closer{}}
+	var mu sync.Mutex
+	suspected := map[identity.EndpointID]int{}
+	suspect := func(id identity.EndpointID) {
+		mu.Lock()
+		suspected[id]++
+		mu.Unlock()
+		if d.silent.Load() {
+			d.mu.Lock()
+			for _, c := range d.streams[id] {
+				c.Close()
+			}
+			d.mu.Unlock()
+		}
+	}
+	be := cpu.New(cpu.Options{Threads: 2})
+	t.Cleanup(func() { be.Close() })
+	p, err := Start(context.Background(), PipelineConfig{File: f, Digest: fortunesDigest, Self: head,
+		Stages:  []Placement{{head, model.LayerRange{Lo: 0, Hi: 2}}, {b, model.LayerRange{Lo: 2, Hi: 4}}},
+		Context: 128, Batch: 32, Seqs: 4, Backend: be, Dial: d, Suspect: suspect, SuspectAfter: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close(context.Background()) })
+	// Alive: suspicion changes nothing.
+	for i := range 4 {
+		if _, err := p.Step(context.Background(), []Seq{{1, []uint32{1, 450 + uint32(i)}, stagewire.OutToken, 0}}); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+	}
+	d.silent.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = p.Step(ctx, []Seq{{1, []uint32{263}, stagewire.OutToken, 0}})
+	if !errors.Is(err, ErrStageLost) {
+		t.Fatalf("a step to a silent stage: %v, want ErrStageLost", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if suspected[b] == 0 || len(suspected) != 1 {
+		t.Fatalf("suspected %v, want the stage's node %s", suspected, b.Short())
+	}
 }
