@@ -451,3 +451,31 @@ func TestSpeculativeFixtures(t *testing.T) {
 		}
 	}
 }
+
+// TestSpeculativeNoTokenPastTheEnd: max_tokens or a stop string inside a
+// window of accepted drafts ends a split model's output exactly where
+// plain decoding ends it, with nothing beyond.
+func TestSpeculativeNoTokenPastTheEnd(t *testing.T) {
+	ref, _ := setup(t)
+	prompt := specPrompts(t, ref)[0]
+	ds := drafts(t)
+	dc, ok := ds["f16"] // full windows, nearly all accepted
+	if !ok {
+		dc = ds["lookup"]
+	}
+	e, _ := specEngine(t, ref, layouts["2 stages"], dc)
+	for _, req := range []receipt.ServeRequest{greedy(1, nil), greedy(2, nil), greedy(5, nil), greedy(7, nil),
+		greedy(40, &receipt.Sampling{Stop: []string{" man who"}}), greedy(40, &receipt.Sampling{Stop: []string{"little"}})} {
+		want, _, err := serve(ref.Engine(), prompt, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, out, err := serve(e, prompt, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) || out.TokensOut != uint32(len(want)) {
+			t.Fatalf("max %d, sampling %+v: speculative %v (%d out), plain %v", req.MaxTokens, req.Sampling, got, out.TokensOut, want)
+		}
+	}
+}
