@@ -180,3 +180,10 @@ qemu-arm64:
 .PHONY: bench-spec
 bench-spec:
 	MESHNODE_BENCH_SPEC=1 MESHNODE_MODELS=$${MESHNODE_MODELS:-$(abspath ../shared/models)} CGO_ENABLED=0 $(GO) test ./gguf/spec/ -run '^$$' -bench '^BenchmarkSpeculative$$' -benchtime 1x -timeout 60m -v
+
+# Decode tok/s of the built-in model split in 2 and 3 stages over in-process
+# pipes (and with 1 ms of one-way latency per frame), plain and with prompt
+# lookup (docs/engine.md, "Speculative decoding").
+.PHONY: bench-spec-split
+bench-spec-split:
+	CGO_ENABLED=0 $(GO) test ./node/engine/splitengine/ -run '^$$' -bench '^BenchmarkSplitSpeculation$$' -benchtime 20x

@@ -85,7 +85,8 @@ type ModelConfig struct {
 	// a draft model in the models dir with the same vocabulary (a
 	// smaller model of the family, or a more quantised copy), or
 	// "lookup" for prompt lookup, which needs no second model. Requests
-	// may turn it off ("speculative": false).
+	// may turn it off ("speculative": false). A split model drafts on
+	// its head, the draft model loaded there whole.
 	Draft string `toml:"draft"`
 	// DraftMax is the most tokens drafted per step; 0: 8.
 	DraftMax int `toml:"draft_max"`

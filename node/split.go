@@ -82,6 +82,7 @@ type splitModel struct {
 	ctx    int
 	costs  stageplan.Model
 	be     *cpu.Backend
+	draft  *splitengine.Drafter // nil: no speculation
 	eng    *splitengine.Engine
 	lost   chan lostPipeline
 	// repins carries the owner's new pins to the placement (SetSplitPins).
@@ -164,10 +165,20 @@ func openSplit(s modelSpec) (*splitModel, error) {
 		uj = max(1, uint64(f.Size())/1000) // as openGGUF derives it
 	}
 	sm.be = cpu.New(cpu.Options{Threads: s.Threads})
+	if s.draftPath != "" {
+		// The draft runs whole on this node, beside the first stage.
+		if sm.draft, err = splitengine.LoadDraft(splitengine.DraftConfig{Path: s.draftPath, Max: s.DraftMax}, f, sm.vocab, sm.ctx, sm.be); err != nil {
+			sm.be.Close()
+			return nil, fmt.Errorf("model %q: %w", s.Name, err)
+		}
+	}
 	sm.eng = splitengine.New(splitengine.Config{
 		Recipe: s.Name, Fidelity: s.fidelity(), UJPerToken: uj,
 		Weights: receipt.Weights{Digest: receipt.ContentID(sum.Digest), Precision: ggufengine.Precision(sm.facts.QuantizationType)},
 		Vocab:   sm.vocab, Context: sm.ctx, Batch: model.DefaultBatch, Sessions: splitSeqs, Tokens: sm.tok,
+		// A window's rows count against the stages' logits rows, which
+		// the pipeline sizes by its Seqs.
+		Rows: splitSeqs, Draft: sm.draft,
 		Lost: func(p splitengine.Pipeline, err error) {
 			select {
 			case sm.lost <- lostPipeline{p, err}:
@@ -219,6 +230,10 @@ func (sm *splitModel) Size() int64           { return sm.file.Size() }
 func (sm *splitModel) Path() string          { return sm.spec.Path }
 func (sm *splitModel) Backend() string       { return "cpu" }
 
+// Draft names the model's speculative proposer ("" for none), as a
+// sampled request that may speculate names it.
+func (sm *splitModel) Draft() string { return sm.eng.Draft() }
+
 // Slots is how many generations run at once: as many as the stages hold
 // sessions for.
 func (sm *splitModel) Slots() int { return splitSeqs }
@@ -231,6 +246,7 @@ func (sm *splitModel) Close() error {
 	sm.closeOnce.Do(func() {
 		close(sm.closed)
 		sm.eng.Close()
+		sm.draft.Close()
 		sm.be.Close()
 		err = sm.file.Close()
 	})
@@ -567,6 +583,8 @@ type stageOffer struct {
 	free      int64
 	bandwidth float64 // bytes/s; 0 when not said
 	models    [][32]byte
+	// rows: its stages answer windows (stagewire.FeatureRows).
+	rows bool
 }
 
 // stageOfferOf reads a peer's offer from its announcement; false when it
@@ -583,6 +601,8 @@ func stageOfferOf(a *nodev1.PeerAnnouncement) (stageOffer, bool) {
 				if b, err := strconv.ParseInt(v, 10, 64); err == nil && b >= 0 {
 					o.free, haveFree = b, true
 				}
+			} else if f == stagewire.FeatureRows {
+				o.rows = true
 			} else if v, ok := strings.CutPrefix(f, featureBandwidth); ok {
 				if b, err := strconv.ParseInt(v, 10, 64); err == nil && b > 0 {
 					o.bandwidth = float64(b)
@@ -606,7 +626,9 @@ func stageOfferOf(a *nodev1.PeerAnnouncement) (stageOffer, bool) {
 // which gossip it as used.
 func (n *Node) planSplit(sm *splitModel, excluded map[string]time.Time, pins []string, held stageplan.Plan) (stageplan.Plan, error) {
 	self := stageplan.Host{ID: n.key.ID().String(), Free: n.selfFree(sm), Bandwidth: n.memBandwidth()}
-	all := splitHosts(n.mesh.Peers(), sm.digest)
+	// A speculating model sends windows down the chain: a node whose
+	// stages predate them would refuse every one.
+	all := splitHosts(n.mesh.Peers(), sm.digest, sm.draft != nil)
 	for i := range all {
 		for _, s := range held.Stages[min(1, len(held.Stages)):] {
 			if s.Host == all[i].ID {
@@ -633,12 +655,13 @@ func (n *Node) planSplit(sm *splitModel, excluded map[string]time.Time, pins []s
 }
 
 // splitHosts are the peers that offer stages of the model with digest
-// d, with their free memory and bandwidth from gossip and their RTT.
-func splitHosts(peers []mesh.Peer, d [32]byte) []stageplan.Host {
+// d (and, with rows, answer windows: stagewire.FeatureRows), with their
+// free memory and bandwidth from gossip and their RTT.
+func splitHosts(peers []mesh.Peer, d [32]byte, rows bool) []stageplan.Host {
 	var hosts []stageplan.Host
 	for _, p := range peers {
 		o, ok := stageOfferOf(p.Announcement)
-		if !ok || !slices.Contains(o.models, d) {
+		if !ok || !slices.Contains(o.models, d) || rows && !o.rows {
 			continue
 		}
 		hosts = append(hosts, stageplan.Host{ID: p.ID.String(), Free: o.free, RTT: p.RTT, Bandwidth: o.bandwidth})

@@ -291,8 +291,14 @@ func TestStageOffer(t *testing.T) {
 			"model=" + hex.EncodeToString(d[:]), "model=zz", "model=abcd", "free-bytes=-1"}},
 	}}
 	o, ok := stageOfferOf(a)
-	if !ok || o.free != 12345 || o.bandwidth != 2.5e9 || len(o.models) != 1 || o.models[0] != d {
+	if !ok || o.free != 12345 || o.bandwidth != 2.5e9 || len(o.models) != 1 || o.models[0] != d || o.rows {
 		t.Errorf("offer %+v, %v", o, ok)
+	}
+	// A node whose stages answer windows says so; a speculating head
+	// plans only over such nodes.
+	a.Subprotocols[1].Features = append(a.Subprotocols[1].Features, stagewire.FeatureRows)
+	if o, ok := stageOfferOf(a); !ok || !o.rows {
+		t.Errorf("offer %+v with %s: rows not seen", o, stagewire.FeatureRows)
 	}
 	if _, ok := stageOfferOf(&nodev1.PeerAnnouncement{Subprotocols: []*nodev1.MeshSubprotocol{stagewire.Advertisement()}}); ok {
 		t.Error("an advertisement without free-bytes is an offer")
@@ -348,7 +354,7 @@ func TestSplitHostsBandwidth(t *testing.T) {
 	m := stageplan.Model{Layers: []int64{100, 100, 100, 100}}
 	self := stageplan.Host{ID: "self", Free: 300}
 	for _, peers := range [][]mesh.Peer{{slow, fast}, {fast, slow}} {
-		hosts := splitHosts(peers, d)
+		hosts := splitHosts(peers, d, false)
 		if len(hosts) != 2 || hosts[0].Bandwidth == 0 {
 			t.Fatalf("hosts %+v", hosts)
 		}
@@ -382,7 +388,7 @@ func TestSplitPins(t *testing.T) {
 		return s != nil && s.State == "serving"
 	})
 	waitFor(t, "both peers to offer the model", func() bool {
-		return len(splitHosts(a.mesh.Peers(), a.splitModel(fortunesModel).digest)) == 2
+		return len(splitHosts(a.mesh.Peers(), a.splitModel(fortunesModel).digest, false)) == 2
 	})
 	code, _, want := completion(t, a, prompt, maxTokens)
 	if code != http.StatusOK {
@@ -451,7 +457,7 @@ func TestSplitPins(t *testing.T) {
 	// stage), and the model serves in three stages.
 	first := before.Stages[1].Node
 	waitFor(t, "the peer the stage left to gossip its memory free", func() bool {
-		for _, h := range splitHosts(a.mesh.Peers(), a.splitModel(fortunesModel).digest) {
+		for _, h := range splitHosts(a.mesh.Peers(), a.splitModel(fortunesModel).digest, false) {
 			if h.ID == first {
 				return h.Free > int64(budget)/2
 			}
@@ -501,5 +507,38 @@ func TestSplitPinsWaiting(t *testing.T) {
 	}
 	if s := splitStatus(a); len(s.Pins) != 0 || len(s.Stages) != 0 {
 		t.Errorf("refused pins changed the model: %+v", s)
+	}
+}
+
+// TestSplitSpeculates: a split model configured with prompt lookup
+// speculates through its stages (the head drafts and verifies, the
+// stage trims): its greedy text is the single node's, and its receipt
+// counts the drafts.
+func TestSplitSpeculates(t *testing.T) {
+	const prompt, maxTokens = "A man walks into a bar, and a man who has a little to be a man who walks into a bar", 32
+	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
+	single, stopSingle := startNode(t, Config{Model: []ModelConfig{{Path: fortunesPath(t), Context: splitContext, Split: SplitNever}}})
+	code, _, want := completion(t, single, prompt, maxTokens)
+	if code != http.StatusOK || want == "" {
+		t.Fatalf("the single node answered %d %q", code, want)
+	}
+	stopSingle()
+	b, _ := stageHost(t, 0)
+	a, _ := startNodeWith(t, Config{Model: []ModelConfig{{Path: fortunesPath(t), Context: splitContext, Split: SplitAlways, Draft: DraftLookup}},
+		Join: []string{b.invite}}, func(n *Node) { n.splitRetry = 50e6 })
+	waitFor(t, "the split model to be placed", func() bool {
+		s := splitStatus(a)
+		return s != nil && s.State == "serving"
+	})
+	code, _, text, env := completionReceipt(t, a, prompt, maxTokens)
+	if code != http.StatusOK || text != want {
+		t.Fatalf("split, speculating: %d %q, want %q", code, text, want)
+	}
+	sealed, err := receipt.Open(env, a.key.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := sealed.Receipt; r.SpecProposed == 0 || r.SpecAccepted > r.SpecProposed || len(r.Stages) != 2 {
+		t.Fatalf("receipt: %d of %d drafts accepted, %d stages", r.SpecAccepted, r.SpecProposed, len(r.Stages))
 	}
 }

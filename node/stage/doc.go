@@ -12,7 +12,9 @@
 // A Pipeline is the head: it runs the first stage itself, loads the
 // others (the last first), and drives batched steps and trims through
 // the chain. With f32 hidden rows its logits are the single-node model's
-// bit for bit.
+// bit for bit. A step's sequence may ask for its output after each of its
+// last n positions (Seq.Rows: a speculative window, which the head
+// verifies and trims), one round trip for the window.
 //
 // Each stage meters a request on its own node's meter from its first
 // Activation to its Finish and answers the Finish with a report of its

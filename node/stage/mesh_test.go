@@ -181,7 +181,7 @@ func BenchmarkPipelineDecode(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer p.Close(ctx)
-			res, err := p.Step(ctx, []Seq{{1, prompt, stagewire.OutToken}})
+			res, err := p.Step(ctx, []Seq{{1, prompt, stagewire.OutToken, 0}})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -194,7 +194,7 @@ func BenchmarkPipelineDecode(b *testing.B) {
 					}
 					held = len(prompt)
 				}
-				if res, err = p.Step(ctx, []Seq{{1, []uint32{tok}, stagewire.OutToken}}); err != nil {
+				if res, err = p.Step(ctx, []Seq{{1, []uint32{tok}, stagewire.OutToken, 0}}); err != nil {
 					b.Fatal(err)
 				}
 				tok, held = res[0].Token, held+1

@@ -310,7 +310,7 @@ func (h *netnsHead) do(t *testing.T, cmd []string) (string, error) {
 				return "", err
 			}
 			h.p = p
-			res, err := p.Step(ctx, []Seq{{1, netnsPrompt, stagewire.OutToken}})
+			res, err := p.Step(ctx, []Seq{{1, netnsPrompt, stagewire.OutToken, 0}})
 			if err != nil {
 				return "", err
 			}
@@ -357,7 +357,7 @@ func (h *netnsHead) decode(ctx context.Context) error {
 		}
 		h.held = len(netnsPrompt)
 	}
-	res, err := h.p.Step(ctx, []Seq{{1, []uint32{h.tok}, stagewire.OutToken}})
+	res, err := h.p.Step(ctx, []Seq{{1, []uint32{h.tok}, stagewire.OutToken, 0}})
 	if err != nil {
 		return err
 	}

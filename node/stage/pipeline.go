@@ -260,16 +260,25 @@ type Seq struct {
 	Request uint64
 	Tokens  []uint32
 	Out     stagewire.Output
+	// Rows is how many of the last tokens Out follows: 0 or 1 the last
+	// only; n, up to len(Tokens), each of the last n (a speculative
+	// window [last token, drafts…], verified in one step). The rows of
+	// one step, over all its sequences, must fit the stages' Seqs.
+	Rows int
 }
 
 // Result is the last stage's answer for one sequence of a Step: Token
-// for OutToken, Logits for OutLogits. Pos is the position the next token
-// takes.
+// for OutToken, Logits for OutLogits, after its last token. Pos is the
+// position the next token takes. For a sequence of Rows n > 1, Tokens or
+// Rows hold every row's answer in order (the row after the sequence's
+// token len(Tokens)−n+j), the last of which is Token or Logits.
 type Result struct {
 	Request uint64
 	Pos     int
 	Token   uint32
 	Logits  []float32
+	Tokens  []uint32
+	Rows    [][]float32
 }
 
 // Step runs one batched step through every stage and returns the results
@@ -286,7 +295,18 @@ func (p *Pipeline) Step(ctx context.Context, seqs []Seq) ([]Result, error) {
 	}
 	act := &stagewire.Activation{Stage: p.links[0].id, DType: p.dtype, Width: uint32(p.m.Config().Embd)}
 	mseqs := make([]model.Seq, len(seqs))
-	want := map[uint64]int{} // request → index of its result
+	// Refused here, before any stage changes: a step whose rows the
+	// last stage could not compute would fail there, after the others ran.
+	rows := 0
+	for i, q := range seqs {
+		if q.Rows < 0 || q.Rows > len(q.Tokens) || q.Rows > 1 && q.Out == stagewire.OutNone {
+			return nil, fmt.Errorf("stage: step: sequence %d asks for %d rows of %d tokens with output %d", i, q.Rows, len(q.Tokens), q.Out)
+		}
+		rows += stagewire.ActSeq{Out: q.Out, Rows: uint32(max(q.Rows, 0))}.OutRows()
+	}
+	if rows > p.batch.Seqs() {
+		return nil, fmt.Errorf("stage: step: %d output rows, the stages compute at most %d a step", rows, p.batch.Seqs())
+	}
 	for i, q := range seqs {
 		s := p.sessions[q.Request]
 		if s == nil {
@@ -296,11 +316,12 @@ func (p *Pipeline) Step(ctx context.Context, seqs []Seq) ([]Result, error) {
 			}
 			p.sessions[q.Request] = s
 		}
-		mseqs[i] = model.Seq{Session: s, Tokens: q.Tokens, Logits: outRows(q.Out)}
-		act.Seqs = append(act.Seqs, stagewire.ActSeq{Request: q.Request, Start: uint32(s.Len()), Count: uint32(len(q.Tokens)), Out: q.Out})
-		if q.Out != stagewire.OutNone {
-			want[q.Request] = len(want)
+		aq := stagewire.ActSeq{Request: q.Request, Start: uint32(s.Len()), Count: uint32(len(q.Tokens)), Out: q.Out}
+		if q.Rows > 1 {
+			aq.Rows = uint32(q.Rows)
 		}
+		mseqs[i] = model.Seq{Session: s, Tokens: q.Tokens, Logits: aq.OutRows()}
+		act.Seqs = append(act.Seqs, aq)
 	}
 	if err := p.batch.Step(ctx, mseqs); err != nil {
 		return nil, err
@@ -317,13 +338,54 @@ func (p *Pipeline) Step(ctx context.Context, seqs []Seq) ([]Result, error) {
 	if err := p.links[0].st.send(ctx, act); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrStageLost, err)
 	}
-	out := make([]Result, len(want))
-	got := 0
-	pos := map[uint64]uint32{}
-	for _, q := range act.Seqs {
-		pos[q.Request] = q.Start + q.Count
+	return p.collect(ctx, act.Seqs)
+}
+
+// collect gathers the last stage's answers to a step of seqs: every row
+// of every sequence that asked, matched by request and position, so that
+// an answer to a step since trimmed is not taken for one of this step.
+func (p *Pipeline) collect(ctx context.Context, seqs []stagewire.ActSeq) ([]Result, error) {
+	type pending struct {
+		at   int // the result's index
+		q    stagewire.ActSeq
+		have []bool
 	}
-	for got < len(want) {
+	want := map[uint64]*pending{}
+	var out []Result
+	left := 0
+	for _, q := range seqs {
+		n := q.OutRows()
+		if n == 0 {
+			continue
+		}
+		r := Result{Request: q.Request, Pos: int(q.Start + q.Count)}
+		if n > 1 {
+			if q.Out == stagewire.OutToken {
+				r.Tokens = make([]uint32, n)
+			} else {
+				r.Rows = make([][]float32, n)
+			}
+		}
+		want[q.Request] = &pending{at: len(out), q: q, have: make([]bool, n)}
+		out = append(out, r)
+		left += n
+	}
+	// row finds the row of request's answer at pos, if it is one asked
+	// for and not yet had.
+	row := func(request uint64, pos uint32, out stagewire.Output) (*pending, int, bool) {
+		w := want[request]
+		if w == nil || w.q.Out != out {
+			return nil, 0, false
+		}
+		j := int(pos) - int(w.q.RowPos(0))
+		if j < 0 || j >= len(w.have) || w.have[j] {
+			return nil, 0, false
+		}
+		w.have[j] = true
+		left--
+		return w, j, true
+	}
+	for left > 0 {
 		lm, err := p.await(ctx)
 		if err != nil {
 			return nil, err
@@ -334,15 +396,25 @@ func (p *Pipeline) Step(ctx context.Context, seqs []Seq) ([]Result, error) {
 		switch m := lm.m.(type) {
 		case *stagewire.NextToken:
 			for _, t := range m.Tokens {
-				if i, ok := want[t.Request]; ok && t.Pos == pos[t.Request] && out[i].Request == 0 {
-					out[i] = Result{Request: t.Request, Pos: int(t.Pos), Token: t.Token}
-					got++
+				if w, j, ok := row(t.Request, t.Pos, stagewire.OutToken); ok {
+					r := &out[w.at]
+					if r.Tokens != nil {
+						r.Tokens[j] = t.Token
+					}
+					if j == len(w.have)-1 {
+						r.Token = t.Token
+					}
 				}
 			}
 		case *stagewire.Logits:
-			if i, ok := want[m.Request]; ok && m.Pos == pos[m.Request] && out[i].Request == 0 {
-				out[i] = Result{Request: m.Request, Pos: int(m.Pos), Logits: m.Values}
-				got++
+			if w, j, ok := row(m.Request, m.Pos, stagewire.OutLogits); ok {
+				r := &out[w.at]
+				if r.Rows != nil {
+					r.Rows[j] = m.Values
+				}
+				if j == len(w.have)-1 {
+					r.Logits = m.Values
+				}
 			}
 		case *stagewire.Error:
 			return nil, fmt.Errorf("stage: layers %v on %s: %w", lm.from.place.Range, lm.from.place.Peer.Short(), m)

@@ -208,9 +208,9 @@ func TestFinishBatchedRequests(t *testing.T) {
 		}
 		mt.clock.Advance(40 * time.Millisecond)
 	}
-	step(Seq{1, []uint32{1, 319, 767}, stagewire.OutToken}, Seq{2, []uint32{1, 450}, stagewire.OutToken})
-	step(Seq{1, []uint32{5}, stagewire.OutToken}, Seq{2, []uint32{6}, stagewire.OutToken})
-	step(Seq{2, []uint32{7, 8}, stagewire.OutToken})
+	step(Seq{1, []uint32{1, 319, 767}, stagewire.OutToken, 0}, Seq{2, []uint32{1, 450}, stagewire.OutToken, 0})
+	step(Seq{1, []uint32{5}, stagewire.OutToken, 0}, Seq{2, []uint32{6}, stagewire.OutToken, 0})
+	step(Seq{2, []uint32{7, 8}, stagewire.OutToken, 0})
 	serve1, serve2 := receipt.Sum([]byte("serve 1")), receipt.Sum([]byte("serve 2"))
 	s1, err := p.Finish(ctx, 1, serve1)
 	if err != nil {
@@ -246,7 +246,7 @@ func TestFinishBatchedRequests(t *testing.T) {
 	}
 	// A finished request is gone from the stage: its next Activation
 	// starts it anew at position 0.
-	if _, err := p.Step(ctx, []Seq{{1, []uint32{1}, stagewire.OutToken}}); err != nil {
+	if _, err := p.Step(ctx, []Seq{{1, []uint32{1}, stagewire.OutToken, 0}}); err != nil {
 		t.Fatalf("a finished request's id reused: %v", err)
 	}
 }
@@ -277,7 +277,7 @@ func TestFinishRefusesBadReports(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { p.Close(context.Background()) })
-		if _, err := p.Step(t.Context(), []Seq{{1, []uint32{1, 319}, stagewire.OutToken}}); err != nil {
+		if _, err := p.Step(t.Context(), []Seq{{1, []uint32{1, 319}, stagewire.OutToken, 0}}); err != nil {
 			t.Fatal(err)
 		}
 		_, err = p.Finish(t.Context(), 1, receipt.Sum([]byte("serve")))
@@ -423,7 +423,7 @@ func TestStageWithoutCoveringCounter(t *testing.T) {
 	pn.servers[k2.ID()].Meter = hw.NewCounterMeter(gpuOnly, hw.PowerModel{Watts: 25, Source: "test"}, mt.clock, nil)
 	p := startPipeline(t, fortunes(t), pipeDialer{pn, head.ID()}, head.ID(),
 		[]Placement{{head.ID(), model.LayerRange{Lo: 0, Hi: 2}}, {k2.ID(), model.LayerRange{Lo: 2, Hi: 4}}}, stagewire.DTypeF32)
-	if _, err := p.Step(t.Context(), []Seq{{1, []uint32{1, 319, 767}, stagewire.OutToken}}); err != nil {
+	if _, err := p.Step(t.Context(), []Seq{{1, []uint32{1, 319, 767}, stagewire.OutToken, 0}}); err != nil {
 		t.Fatal(err)
 	}
 	mt.clock.Advance(200 * time.Millisecond)

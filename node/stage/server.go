@@ -397,6 +397,13 @@ func (srv *Server) activate(ctx context.Context, st *stream, a *stagewire.Activa
 	// Every sequence is checked before any session changes.
 	seqs := make([]model.Seq, len(a.Seqs))
 	var fresh []uint64
+	rows := 0
+	for _, q := range a.Seqs {
+		rows += q.OutRows()
+	}
+	if s.m.Last() && rows > int(s.ls.Seqs) {
+		return bad(stagewire.CodeBadInput, first, "%d output rows in a step, the stage computes at most %d", rows, s.ls.Seqs)
+	}
 	for i, q := range a.Seqs {
 		ss := s.sessions[q.Request]
 		held := 0
@@ -412,7 +419,7 @@ func (srv *Server) activate(ctx context.Context, st *stream, a *stagewire.Activa
 			}
 			fresh = append(fresh, q.Request)
 		}
-		seqs[i] = model.Seq{Count: int(q.Count), Logits: outRows(q.Out)}
+		seqs[i] = model.Seq{Count: int(q.Count), Logits: q.OutRows()}
 	}
 	kv := model.KVF16
 	if s.ls.KV == stagewire.KVF32 {
@@ -481,17 +488,24 @@ func (srv *Server) activate(ctx context.Context, st *stream, a *stagewire.Activa
 
 // answer sends the last stage's results of a step to the head: one
 // NextToken for the sequences that want tokens, a Logits each for those
-// that want logits.
+// that want logits — a row each, in order, for a window (Rows n).
 func (s *stage) answer(ctx context.Context, a *stagewire.Activation) *stagewire.Error {
 	var next stagewire.NextToken
 	var logits []*stagewire.Logits
+	// Every token row first: on a RowArgMaxer the first ArgMax finds all
+	// the step's rows, and a Logits read after it leaves them be.
 	for i, q := range a.Seqs {
-		pos := q.Start + q.Count
-		switch q.Out {
-		case stagewire.OutToken:
-			next.Tokens = append(next.Tokens, stagewire.TokenOut{Request: q.Request, Pos: pos, Token: s.batch.ArgMax(i)})
-		case stagewire.OutLogits:
-			logits = append(logits, &stagewire.Logits{Request: q.Request, Pos: pos, Values: append([]float32(nil), s.batch.Logits(i)...)})
+		if q.Out == stagewire.OutToken {
+			for j := range q.OutRows() {
+				next.Tokens = append(next.Tokens, stagewire.TokenOut{Request: q.Request, Pos: q.RowPos(j), Token: s.batch.ArgMaxAt(i, j)})
+			}
+		}
+	}
+	for i, q := range a.Seqs {
+		if q.Out == stagewire.OutLogits {
+			for j := range q.OutRows() {
+				logits = append(logits, &stagewire.Logits{Request: q.Request, Pos: q.RowPos(j), Values: append([]float32(nil), s.batch.LogitsAt(i, j)...)})
+			}
 		}
 	}
 	if len(next.Tokens) > 0 {
@@ -512,15 +526,6 @@ func growF32(b []float32, n int) []float32 {
 		return make([]float32, n)
 	}
 	return b[:n]
-}
-
-// outRows is how many logits rows a sequence whose output is out wants:
-// the one after its last position, or none.
-func outRows(out stagewire.Output) int {
-	if out == stagewire.OutNone {
-		return 0
-	}
-	return 1
 }
 
 // Used is the bytes of weights and KV cache the node's stages hold now.

@@ -124,7 +124,7 @@ func whole(t *testing.T, f *gguf.File) stepper {
 						return nil, err
 					}
 				}
-				ms[i] = model.Seq{Session: sessions[q.Request], Tokens: q.Tokens, Logits: outRows(q.Out)}
+				ms[i] = model.Seq{Session: sessions[q.Request], Tokens: q.Tokens, Logits: stagewire.ActSeq{Out: q.Out}.OutRows()}
 			}
 			if err := b.Step(context.Background(), ms); err != nil {
 				return nil, err
@@ -184,18 +184,18 @@ func script(s stepper, out stagewire.Output) ([]Result, error) {
 		}
 		return toks, nil
 	}
-	t, err := run([]Seq{{1, promptA, out}, {2, promptB[:3], stagewire.OutNone}})
+	t, err := run([]Seq{{1, promptA, out, 0}, {2, promptB[:3], stagewire.OutNone, 0}})
 	if err != nil {
 		return nil, err
 	}
 	a := t[0]
-	if t, err = run([]Seq{{2, promptB[3:], out}, {1, []uint32{a}, out}}); err != nil {
+	if t, err = run([]Seq{{2, promptB[3:], out, 0}, {1, []uint32{a}, out, 0}}); err != nil {
 		return nil, err
 	}
 	b, a := t[0], t[1]
 	lenA, lenB := len(promptA)+1, len(promptB)
 	for range 3 {
-		if t, err = run([]Seq{{1, []uint32{a}, out}, {2, []uint32{b}, out}}); err != nil {
+		if t, err = run([]Seq{{1, []uint32{a}, out, 0}, {2, []uint32{b}, out, 0}}); err != nil {
 			return nil, err
 		}
 		a, b, lenA, lenB = t[0], t[1], lenA+1, lenB+1
@@ -207,7 +207,7 @@ func script(s stepper, out stagewire.Output) ([]Result, error) {
 		return nil, err
 	}
 	for range 2 {
-		if t, err = run([]Seq{{2, []uint32{b ^ 1}, out}, {1, []uint32{a ^ 1}, out}}); err != nil {
+		if t, err = run([]Seq{{2, []uint32{b ^ 1}, out, 0}, {1, []uint32{a ^ 1}, out, 0}}); err != nil {
 			return nil, err
 		}
 		b, a = t[0], t[1]
@@ -289,7 +289,7 @@ func TestPipelineF16(t *testing.T) {
 	pn := newPipeNet(t, f, b)
 	p := startPipeline(t, f, pipeDialer{pn, head}, head, []Placement{{head, model.LayerRange{Lo: 0, Hi: 2}}, {b, model.LayerRange{Lo: 2, Hi: 4}}}, stagewire.DTypeF16)
 	// The first step only: later tokens may differ once f16 flips a tie.
-	got, err := p.Step(context.Background(), []Seq{{1, []uint32{1, 319, 767, 17042, 2039, 964, 263, 2594}, stagewire.OutLogits}})
+	got, err := p.Step(context.Background(), []Seq{{1, []uint32{1, 319, 767, 17042, 2039, 964, 263, 2594}, stagewire.OutLogits, 0}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -419,6 +419,10 @@ func TestServerRefusals(t *testing.T) {
 	wide.Width, wide.F32 = 8, make([]float32, 8)
 	h.send(wide)
 	h.wantCode("rows of the wrong width", stagewire.CodeBadInput)
+	window := act(0, 3)
+	window.Seqs[0].Rows = 3
+	h.send(window)
+	h.wantCode("a window of more rows than the stage's seqs", stagewire.CodeBadInput)
 	h.send(act(0, 65))
 	h.wantCode("past the context", stagewire.CodeContext)
 	h.send(act(0, 2))
@@ -586,14 +590,14 @@ func TestPipelineSuspectsSilentStage(t *testing.T) {
 	t.Cleanup(func() { p.Close(context.Background()) })
 	// Alive: suspicion changes nothing.
 	for i := range 4 {
-		if _, err := p.Step(context.Background(), []Seq{{1, []uint32{1, 450 + uint32(i)}, stagewire.OutToken}}); err != nil {
+		if _, err := p.Step(context.Background(), []Seq{{1, []uint32{1, 450 + uint32(i)}, stagewire.OutToken, 0}}); err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
 	}
 	d.silent.Store(true)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err = p.Step(ctx, []Seq{{1, []uint32{263}, stagewire.OutToken}})
+	_, err = p.Step(ctx, []Seq{{1, []uint32{263}, stagewire.OutToken, 0}})
 	if !errors.Is(err, ErrStageLost) {
 		t.Fatalf("a step to a silent stage: %v, want ErrStageLost", err)
 	}

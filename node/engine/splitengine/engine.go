@@ -3,6 +3,17 @@
 // the first stage and drives the others through a stage.Pipeline, one
 // token per step, greedy or sampled.
 //
+// With a proposer (Config.Draft: a draft model run here whole, or prompt
+// lookup) the head speculates as a whole model's engine does
+// (ggufengine, gguf/spec): each step sends the last token and the drafts
+// down the chain as one window whose rows the last stage answers
+// (stage.Seq.Rows), the head accepts by spec.Verify — greedy exactly,
+// sampled by the rejection rule on the request's seeded stream — and
+// trims the rejected drafts' positions on every stage (Pipeline.Trim,
+// which follows the chain behind the step). A window costs one round
+// trip through the stages however many of its drafts stand, so a split
+// model, whose steps wait on the network, gains the most from it.
+//
 // A pipeline that fails (a stage dies, leaves, or does not answer within
 // the step timeout) is dropped at once: the serves on it end with an
 // error wrapping engine.ErrUnavailable, which the API answers with 503
@@ -21,6 +32,7 @@ import (
 
 	"github.com/meshnode/meshnode/gguf/model"
 	"github.com/meshnode/meshnode/gguf/sample"
+	"github.com/meshnode/meshnode/gguf/spec"
 	"github.com/meshnode/meshnode/hw"
 	"github.com/meshnode/meshnode/node/engine"
 	"github.com/meshnode/meshnode/node/engine/ggufengine"
@@ -57,6 +69,14 @@ type Config struct {
 	// Batch is the most tokens one step carries (the pipeline's batch;
 	// default model.DefaultBatch): a longer prompt goes in several.
 	Batch int
+	// Rows is the most logits rows one step may ask of the last stage
+	// (the pipeline's Seqs; default model.DefaultBatchSeqs): a window of
+	// k drafts takes k+1.
+	Rows int
+	// Draft, if set, is the proposer serves speculate with (on by
+	// default: engine.Speculation; a sampled request only when it names
+	// it, receipt.Sampling.Draft). The engine does not close it.
+	Draft *Drafter
 	// Sessions bounds the serves on the pipeline at once (default 4): each
 	// holds a KV session on every stage, and the stages were sized for so
 	// many. More wait for a turn.
@@ -98,6 +118,9 @@ func New(cfg Config, p Pipeline) *Engine {
 	}
 	if cfg.Sessions <= 0 {
 		cfg.Sessions = 4
+	}
+	if cfg.Rows <= 0 {
+		cfg.Rows = model.DefaultBatchSeqs
 	}
 	return &Engine{cfg: cfg, p: p, slots: make(chan struct{}, cfg.Sessions)}
 }
@@ -154,6 +177,15 @@ func (e *Engine) UJPerToken() uint64               { return e.cfg.UJPerToken }
 func (e *Engine) UJPerOptionScored() uint64        { return 0 }
 func (e *Engine) Weights() (receipt.Weights, bool) { return e.cfg.Weights, true }
 
+// Draft names the proposer as a sampled request speculating with it
+// names it (receipt.Sampling.Draft); "" without one.
+func (e *Engine) Draft() string {
+	if e.cfg.Draft == nil {
+		return ""
+	}
+	return e.cfg.Draft.ID()
+}
+
 // Devices is the head's: its first stage runs on the CPU backend; the
 // other stages meter their own parts.
 func (e *Engine) Devices() hw.Domain { return hw.DomainCPU }
@@ -197,12 +229,23 @@ func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []u
 	if err := ctx.Err(); err != nil {
 		return engine.Outcome{}, err
 	}
-	return e.generate(ctx, serve, prompt, params, stops, int(req.MaxTokens), emit)
+	// A sampled request speculates only with the proposer it names: its
+	// tokens depend on it, and its identity must say so.
+	speculate := e.cfg.Draft != nil && engine.Speculation(ctx) && (params.Greedy() || req.Sampling.Draft != "" && req.Sampling.Draft == e.Draft())
+	return e.generate(ctx, serve, prompt, gen{params: params, stops: stops, maxTokens: int(req.MaxTokens), speculate: speculate}, emit)
+}
+
+// gen is how a serve generates.
+type gen struct {
+	params    sample.Params
+	stops     []string
+	maxTokens int
+	speculate bool
 }
 
 // generate runs a serve; one that ends well ends with its stages'
 // reports (Outcome.Split), which the steward seals into its receipt.
-func (e *Engine) generate(ctx context.Context, serve receipt.ContentID, prompt []uint32, params sample.Params, stops []string, maxTokens int, emit func(uint32) error) (out engine.Outcome, err error) {
+func (e *Engine) generate(ctx context.Context, serve receipt.ContentID, prompt []uint32, g gen, emit func(uint32) error) (out engine.Outcome, err error) {
 	select {
 	case e.slots <- struct{}{}:
 		defer func() { <-e.slots }()
@@ -217,38 +260,39 @@ func (e *Engine) generate(ctx context.Context, serve receipt.ContentID, prompt [
 		}
 		out.Split, err = r.finish(serve)
 	}()
-	return e.decode(ctx, r, prompt, params, stops, maxTokens, emit)
+	return e.decode(ctx, r, prompt, g, emit)
 }
 
-func (e *Engine) decode(ctx context.Context, r *run, prompt []uint32, params sample.Params, stops []string, maxTokens int, emit func(uint32) error) (engine.Outcome, error) {
+func (e *Engine) decode(ctx context.Context, r *run, prompt []uint32, g gen, emit func(uint32) error) (engine.Outcome, error) {
 	delivered := e.cfg.Fidelity
 	out := engine.Outcome{TokensIn: uint32(len(prompt)), Delivered: &delivered}
-	var sampler *sample.Sampler
-	if !params.ArgMax() {
-		sampler, r.want = sample.New(params), stagewire.OutLogits
+	d := &decoder{r: r, sampler: sample.New(g.params), argMax: g.params.ArgMax()}
+	if !d.argMax {
+		r.want = stagewire.OutLogits
 	}
-	var generated []uint32
-	pick := func(res stage.Result) uint32 {
-		if sampler == nil {
-			return res.Token
+	if g.speculate {
+		prop, release, err := e.cfg.Draft.proposer(g.params)
+		if err != nil {
+			return out, err
 		}
-		return sampler.Sample(res.Logits, generated)
+		defer release()
+		d.prop, d.win = prop, e.cfg.Draft.window()
 	}
 	// The prompt goes in steps of at most a batch; only the last asks
 	// for an answer.
 	rest := prompt
 	for len(rest) > e.cfg.Batch {
-		if _, err := r.step(ctx, rest[:e.cfg.Batch], stagewire.OutNone); err != nil {
+		if _, err := r.step(ctx, rest[:e.cfg.Batch], stagewire.OutNone, 1); err != nil {
 			return out, err
 		}
 		rest = rest[e.cfg.Batch:]
 	}
-	res, err := r.step(ctx, rest, r.want)
+	res, err := r.step(ctx, rest, r.want, 1)
 	if err != nil {
 		return out, err
 	}
-	next := pick(res)
-	stopper := sample.NewStopper(stops, func(id uint32) ([]byte, error) {
+	d.held = len(prompt)
+	stopper := sample.NewStopper(g.stops, func(id uint32) ([]byte, error) {
 		p, err := e.cfg.Tokens.Piece(id, false)
 		return []byte(p), err
 	})
@@ -258,12 +302,24 @@ func (e *Engine) decode(ctx context.Context, r *run, prompt []uint32, params sam
 				return fmt.Errorf("splitengine: emit: %w", err)
 			}
 			out.TokensOut++
+			// Every token out is one the target accepted: its own, or a
+			// draft it verified (SpecAccepted counts those).
 			out.TokensAccepted++
 		}
 		return nil
 	}
-	held := len(prompt)
-	for len(generated) < maxTokens {
+	var generated []uint32
+	// Picked, not yet handed out: a window's accepted drafts and the
+	// target's token after them, all but the last evaluated.
+	pending := []uint32{d.pick(res, nil)}
+	for len(generated) < g.maxTokens {
+		if len(pending) == 0 {
+			if pending, err = d.eval(ctx, prompt, generated, g.maxTokens-len(generated), &out); err != nil {
+				return out, err
+			}
+		}
+		var next uint32
+		next, pending = pending[0], pending[1:]
 		if e.cfg.Tokens.IsEOG(next) {
 			break
 		}
@@ -278,17 +334,105 @@ func (e *Engine) decode(ctx context.Context, r *run, prompt []uint32, params sam
 		if stop {
 			return out, nil
 		}
-		if len(generated) == maxTokens || held == e.cfg.Context {
+		if len(generated) == g.maxTokens || len(pending) == 0 && d.held == e.cfg.Context {
 			break // no need to evaluate a token nothing follows
 		}
-		if res, err = r.step(ctx, []uint32{next}, r.want); err != nil {
-			return out, err
-		}
-		held++
-		next = pick(res)
 	}
 	return out, send(stopper.Flush())
 }
+
+// decoder evaluates a serve's tokens on the pipeline and picks each next
+// one, speculating where it has a proposer.
+type decoder struct {
+	r       *run
+	sampler *sample.Sampler
+	// argMax: the pick is the last stage's greedy token (greedy, no
+	// penalty), so no logits cross the network.
+	argMax bool
+	held   int // positions the request holds on every stage
+
+	// Speculation (nil prop: none): the proposer and the window sizing
+	// its rounds.
+	prop spec.Proposer
+	win  *spec.Window
+}
+
+// pick is the token after a one-row result: the last stage's greedy
+// token, or the sampler's pick from its logits with generated as the
+// penalties' history.
+func (d *decoder) pick(res stage.Result, generated []uint32) uint32 {
+	if d.argMax {
+		return res.Token
+	}
+	return d.sampler.Sample(res.Logits, generated)
+}
+
+// eval evaluates the token generated last and returns the tokens that
+// follow: the next one picked; or, speculating, the drafts accepted and
+// the target's pick after them (at most left tokens in all), the
+// rejected drafts trimmed from every stage.
+func (d *decoder) eval(ctx context.Context, prompt, generated []uint32, left int, out *engine.Outcome) ([]uint32, error) {
+	e := d.r.e
+	last := generated[len(generated)-1:]
+	k := 0
+	if d.prop != nil {
+		// The last token generated is never evaluated; the window fits
+		// the context, a step and the last stage's logits rows.
+		k = min(d.win.Size(), left-1, e.cfg.Context-d.held-1, e.cfg.Rows-1, e.cfg.Batch-1)
+	}
+	var drafts []spec.Draft
+	if k > 0 {
+		seq := append(append(make([]uint32, 0, len(prompt)+len(generated)), prompt...), generated...)
+		var err error
+		if drafts, err = d.prop.Propose(ctx, seq, len(prompt), k); err != nil {
+			return nil, fmt.Errorf("splitengine: %w", err)
+		}
+		if len(drafts) < k {
+			d.win.Declined()
+		}
+	}
+	if len(drafts) == 0 {
+		res, err := d.r.step(ctx, last, d.r.want, 1)
+		if err != nil {
+			return nil, err
+		}
+		d.held++
+		return []uint32{d.pick(res, generated)}, nil
+	}
+	window := append(make([]uint32, 0, len(drafts)+1), last...)
+	for _, dr := range drafts {
+		window = append(window, dr.Token)
+	}
+	res, err := d.r.step(ctx, window, d.r.want, len(window))
+	if err != nil {
+		return nil, err
+	}
+	accepted, next := spec.Verify(d.sampler, d.argMax, resultRows{res}, drafts, generated)
+	d.held += 1 + accepted
+	if accepted < len(drafts) {
+		// The rejected drafts' keys and values go, on every stage.
+		if err := d.r.trim(ctx, d.held); err != nil {
+			return nil, err
+		}
+	}
+	d.win.Record(len(drafts), accepted)
+	out.SpecProposed += uint32(len(drafts))
+	out.SpecAccepted += uint32(accepted)
+	pending := make([]uint32, 0, accepted+1)
+	for _, dr := range drafts[:accepted] {
+		pending = append(pending, dr.Token)
+	}
+	return append(pending, next), nil
+}
+
+// resultRows are a window's rows as the last stage answered them.
+type resultRows struct{ res stage.Result }
+
+// Logits implements spec.Rows.
+func (r resultRows) Logits(j int) []float32 { return r.res.Rows[j] }
+
+// ArgMax implements spec.Rows.
+func (r resultRows) ArgMax(j int) uint32 { return r.res.Tokens[j] }
 
 // run is one serve's request on the pipeline it started on.
 type run struct {
@@ -299,10 +443,11 @@ type run struct {
 }
 
 // step evaluates tokens after the request's positions and returns the
-// last stage's answer. Cancellation is honoured between steps, not
-// within one: a step cut off half-sent would leave the chain's streams in
-// an unknown state, and a step is short.
-func (r *run) step(ctx context.Context, tokens []uint32, want stagewire.Output) (stage.Result, error) {
+// last stage's answer, after each of the last rows tokens. Cancellation
+// is honoured between steps, not within one: a step cut off half-sent
+// would leave the chain's streams in an unknown state, and a step is
+// short.
+func (r *run) step(ctx context.Context, tokens []uint32, want stagewire.Output, rows int) (stage.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return stage.Result{}, err
 	}
@@ -315,12 +460,12 @@ func (r *run) step(ctx context.Context, tokens []uint32, want stagewire.Output) 
 	r.p = e.p
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.StepTimeout)
 	defer cancel()
-	res, err := r.p.Step(sctx, []stage.Seq{{Request: r.id, Tokens: tokens, Out: want}})
+	res, err := r.p.Step(sctx, []stage.Seq{{Request: r.id, Tokens: tokens, Out: want, Rows: rows}})
 	if err == nil && want == stagewire.OutNone {
 		return stage.Result{}, nil
 	}
-	if err == nil && (len(res) != 1 || want == stagewire.OutLogits && len(res[0].Logits) != e.cfg.Vocab) {
-		err = fmt.Errorf("splitengine: the last stage answered %d results", len(res))
+	if err == nil {
+		err = e.checkResult(res, want, rows)
 	}
 	if err != nil {
 		// The chain's state is unknown after a failed step: drop the
@@ -329,6 +474,51 @@ func (r *run) step(ctx context.Context, tokens []uint32, want stagewire.Output) 
 		return stage.Result{}, fmt.Errorf("%w: %w: %w", engine.ErrUnavailable, ErrLost, err)
 	}
 	return res[0], nil
+}
+
+// trim rewinds the request to its first n positions on every stage.
+func (r *run) trim(ctx context.Context, n int) error {
+	e := r.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.p == nil || r.p != e.p {
+		return fmt.Errorf("%w: %w", engine.ErrUnavailable, ErrLost)
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.StepTimeout)
+	defer cancel()
+	if err := r.p.Trim(sctx, r.id, n); err != nil {
+		e.drop(err)
+		return fmt.Errorf("%w: %w: %w", engine.ErrUnavailable, ErrLost, err)
+	}
+	return nil
+}
+
+// checkResult refuses an answer that is not one result of rows rows of
+// the asked kind, logits vocabulary-wide.
+func (e *Engine) checkResult(res []stage.Result, want stagewire.Output, rows int) error {
+	if len(res) != 1 {
+		return fmt.Errorf("splitengine: the last stage answered %d results", len(res))
+	}
+	r := res[0]
+	if want == stagewire.OutToken {
+		if rows > 1 && len(r.Tokens) != rows {
+			return fmt.Errorf("splitengine: the last stage answered %d token rows of %d", len(r.Tokens), rows)
+		}
+		return nil
+	}
+	all := [][]float32{r.Logits}
+	if rows > 1 {
+		if len(r.Rows) != rows {
+			return fmt.Errorf("splitengine: the last stage answered %d logits rows of %d", len(r.Rows), rows)
+		}
+		all = r.Rows
+	}
+	for _, l := range all {
+		if len(l) != e.cfg.Vocab {
+			return fmt.Errorf("splitengine: the last stage answered %d logits, the vocabulary has %d", len(l), e.cfg.Vocab)
+		}
+	}
+	return nil
 }
 
 // finish ends the request on every stage and returns their reports. A

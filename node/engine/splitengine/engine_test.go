@@ -54,6 +54,35 @@ func (w *whole) Step(ctx context.Context, seqs []stage.Seq) ([]stage.Result, err
 		}
 		r := stage.Result{Request: q.Request}
 		var err error
+		if q.Rows > 1 {
+			// A window: the rows of one-token decoding after each of
+			// the last Rows tokens, as a pipeline's are.
+			n := len(q.Tokens) - q.Rows
+			if n > 0 {
+				if _, err := s.Eval(ctx, q.Tokens[:n]); err != nil {
+					return nil, err
+				}
+			}
+			for _, tok := range q.Tokens[n:] {
+				l, err := s.Eval(ctx, []uint32{tok})
+				if err != nil {
+					return nil, err
+				}
+				if q.Out == stagewire.OutToken {
+					r.Tokens = append(r.Tokens, argmax(l))
+				} else {
+					r.Rows = append(r.Rows, slices.Clone(l))
+				}
+			}
+			if q.Out == stagewire.OutToken {
+				r.Token = r.Tokens[len(r.Tokens)-1]
+			} else {
+				r.Logits = r.Rows[len(r.Rows)-1]
+			}
+			r.Pos = s.Len()
+			out = append(out, r)
+			continue
+		}
 		if q.Out == stagewire.OutNone {
 			if _, err := s.Eval(ctx, q.Tokens); err != nil {
 				return nil, err
@@ -78,11 +107,24 @@ func (w *whole) Step(ctx context.Context, seqs []stage.Seq) ([]stage.Result, err
 
 func (w *whole) Trim(ctx context.Context, request uint64, n int) error {
 	w.trims = append(w.trims, request)
-	if s := w.sessions[request]; s != nil && n == 0 {
-		s.Close()
-		delete(w.sessions, request)
+	if s := w.sessions[request]; s != nil {
+		s.Truncate(n)
+		if n == 0 {
+			s.Close()
+			delete(w.sessions, request)
+		}
 	}
 	return nil
+}
+
+func argmax(x []float32) uint32 {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return uint32(best)
 }
 
 func (w *whole) Close(ctx context.Context) error { w.closed.Store(true); return nil }
@@ -104,7 +146,7 @@ func (w *whole) Finish(ctx context.Context, request uint64, serve receipt.Conten
 	return &engine.Split{Lo: 0, Hi: uint32(w.m.Config().Layers), Tokens: tokens}, nil
 }
 
-func setup(t *testing.T) (*ggufengine.Model, *model.Model) {
+func setup(t testing.TB) (*ggufengine.Model, *model.Model) {
 	t.Helper()
 	ref, err := ggufengine.Load(fortunesPath, ggufengine.Config{Fidelity: receipt.F1, UJPerToken: 250, Context: 256, Sessions: 1})
 	if err != nil {
@@ -236,7 +278,7 @@ func TestRefuses(t *testing.T) {
 	}
 }
 
-func openFile(t *testing.T) *gguf.File {
+func openFile(t testing.TB) *gguf.File {
 	t.Helper()
 	f, err := gguf.Open(fortunesPath)
 	if err != nil {

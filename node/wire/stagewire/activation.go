@@ -57,10 +57,46 @@ type ActSeq struct {
 	Start   uint32
 	Count   uint32
 	Out     Output
+	// Rows is how many of the sequence's last positions Out follows: 0
+	// (or 1, which encodes and decodes as 0) the last only; n ≥ 2 each of
+	// the last n, 2 … Count — a speculative window [last token, drafts…]
+	// verified in one step, whose answer is one token or logits row per
+	// position (RowPos).
+	Rows uint32
 }
 
-// actSeqBytes is one ActSeq's encoded size.
-const actSeqBytes = 8 + 4 + 4 + 1
+// outRowsFlag marks, in a sequence's out byte, that a u32 row count
+// follows it. Encodings without it are byte for byte the ones before
+// windows existed, and a stage that predates them refuses the flag as an
+// unknown output rather than answer one row where n were asked for.
+const outRowsFlag = 0x80
+
+// actSeqBytes is one ActSeq's encoded size without a row count;
+// actSeqRowsBytes with one.
+const (
+	actSeqBytes     = 8 + 4 + 4 + 1
+	actSeqRowsBytes = actSeqBytes + 4
+)
+
+// MaxTokenRows is the most token rows (OutToken sequences' Rows, at
+// least 1 each) one Activation may ask for: the count NextToken's u16
+// can carry, so that the last stage answers a step in one frame.
+const MaxTokenRows = 1<<16 - 1
+
+// OutRows is how many outputs the sequence asks for: 0 for none, else
+// max(1, Rows) — the logits rows the last stage computes for it.
+func (s ActSeq) OutRows() int {
+	if s.Out == OutNone {
+		return 0
+	}
+	return int(max(1, s.Rows))
+}
+
+// RowPos is the position the token after the sequence's output row j
+// (0 … rows−1) takes: the answers' Pos. The last row's is Start + Count.
+func (s ActSeq) RowPos(j int) uint32 {
+	return s.Start + s.Count - max(1, s.Rows) + 1 + uint32(j)
+}
 
 // Activation is one batched step's input to a stage: for each sequence,
 // its positions' token ids (DTypeTokens, into the first stage) or hidden
@@ -92,13 +128,13 @@ func (m *Activation) Positions() int {
 }
 
 // MaxPositions is the most positions one Activation of dtype and width
-// fits in a frame, with seqs sequences: a sender cuts a longer prompt
-// into several.
+// fits in a frame, with seqs sequences (each counted with a row count,
+// whether it has one or not): a sender cuts a longer prompt into several.
 func MaxPositions(dtype DType, width, seqs int) int {
 	if dtype == DTypeTokens {
 		width = 1
 	}
-	room := maxFrameBody - activationHead - seqs*actSeqBytes
+	room := maxFrameBody - activationHead - seqs*actSeqRowsBytes
 	return max(room/(width*int(dtype.size())), 0)
 }
 
@@ -130,6 +166,7 @@ func (m *Activation) check() error {
 		return invalid(msg, "seqs", "%d, want 1 … %d", len(m.Seqs), MaxSeqs)
 	}
 	seen := make(map[uint64]struct{}, len(m.Seqs))
+	tokenRows := 0
 	for i, s := range m.Seqs {
 		field := "seqs[" + strconv.Itoa(i) + "]"
 		switch {
@@ -141,6 +178,15 @@ func (m *Activation) check() error {
 			return invalid(msg, field, "positions %d + %d past %d", s.Start, s.Count, MaxPosition)
 		case s.Out > OutLogits:
 			return invalid(msg, field+".out", "unknown output %d", s.Out)
+		case s.Rows > s.Count:
+			return invalid(msg, field+".rows", "%d of %d positions", s.Rows, s.Count)
+		case s.Rows > 1 && s.Out == OutNone:
+			return invalid(msg, field+".rows", "%d with no output", s.Rows)
+		}
+		if s.Out == OutToken {
+			if tokenRows += s.OutRows(); tokenRows > MaxTokenRows {
+				return invalid(msg, field+".rows", "more than %d token rows in one step", MaxTokenRows)
+			}
 		}
 		if _, dup := seen[s.Request]; dup {
 			return invalid(msg, field+".request", "%d named twice", s.Request)
@@ -187,7 +233,12 @@ func (m *Activation) appendBody(dst []byte) ([]byte, error) {
 		dst = le.AppendUint64(dst, s.Request)
 		dst = le.AppendUint32(dst, s.Start)
 		dst = le.AppendUint32(dst, s.Count)
-		dst = append(dst, byte(s.Out))
+		if s.Rows > 1 {
+			dst = append(dst, byte(s.Out)|outRowsFlag)
+			dst = le.AppendUint32(dst, s.Rows)
+		} else {
+			dst = append(dst, byte(s.Out))
+		}
 	}
 	switch m.DType {
 	case DTypeTokens:
@@ -211,7 +262,15 @@ func parseActivation(r *reader) Message {
 		m.Seqs = make([]ActSeq, n)
 	}
 	for i := range m.Seqs {
-		m.Seqs[i] = ActSeq{Request: r.u64("request"), Start: r.u32("start"), Count: r.u32("count"), Out: Output(r.u8("out"))}
+		q := ActSeq{Request: r.u64("request"), Start: r.u32("start"), Count: r.u32("count"), Out: Output(r.u8("out"))}
+		if q.Out&outRowsFlag != 0 {
+			q.Out &^= outRowsFlag
+			// A row count of 0 or 1 has the short form: one encoding.
+			if q.Rows = r.u32("rows"); q.Rows < 2 && r.err == nil {
+				r.fail("rows", "%d with the row count flag, want ≥ 2", q.Rows)
+			}
+		}
+		m.Seqs[i] = q
 	}
 	if r.err != nil {
 		return m

@@ -153,7 +153,9 @@ func TestFrameCap(t *testing.T) {
 			width = 0
 		}
 		n := MaxPositions(dt, max(width, 1), 1)
-		a := &Activation{Stage: 1, DType: dt, Width: uint32(width), Seqs: []ActSeq{{Request: 1, Count: uint32(n)}}}
+		// A window over every position: MaxPositions counts each
+		// sequence with its row count.
+		a := &Activation{Stage: 1, DType: dt, Width: uint32(width), Seqs: []ActSeq{{Request: 1, Count: uint32(n), Out: OutLogits, Rows: uint32(n)}}}
 		fill := func(k int) {
 			switch dt {
 			case DTypeF32:
@@ -173,6 +175,7 @@ func TestFrameCap(t *testing.T) {
 			t.Errorf("%v: %d positions encode to %d bytes: MaxPositions is not the most that fits", dt, n, len(b)-4)
 		}
 		a.Seqs[0].Count++
+		a.Seqs[0].Rows++
 		fill(n + 1)
 		if _, err := Append(nil, a); err == nil {
 			t.Errorf("%v: %d positions encoded past the cap", dt, n+1)
@@ -253,6 +256,21 @@ func TestRefuseToParse(t *testing.T) {
 			return b[:1+18]
 		}(), wire.ErrInvalidMessage, "envelope"},
 		{"a finish for the zero serve", append(body(sampleFinish())[:17], make([]byte, 32)...), wire.ErrInvalidMessage, "serve"},
+		{"a row count of 1 in the long form", func() []byte {
+			b := body(sampleWindow())
+			le.PutUint32(b[seqCount+2+17:], 1) // seqs[0].rows
+			return b
+		}(), wire.ErrInvalidMessage, "rows"},
+		{"more rows than positions", func() []byte {
+			b := body(sampleWindow())
+			le.PutUint32(b[seqCount+2+17:], 5)
+			return b
+		}(), wire.ErrInvalidMessage, "seqs[0].rows"},
+		{"rows with no output", func() []byte {
+			b := body(sampleWindow())
+			b[seqCount+2+16] = outRowsFlag | byte(OutNone)
+			return b
+		}(), wire.ErrInvalidMessage, "seqs[0].rows"},
 		{"a bad output", func() []byte {
 			b := append([]byte(nil), tokens...)
 			b[seqCount+2+16] = 9 // seqs[0].out
@@ -305,5 +323,36 @@ func TestOpen(t *testing.T) {
 	}
 	if err := wire.ValidateMeshSubprotocol(Advertisement()); err != nil || Matches("skippy-stage", 2) || Matches(Name, 2) {
 		t.Errorf("Advertisement: %v", err)
+	}
+}
+
+// TestWindowRows: a window's rows answer positions in order, the last
+// where a one-row sequence's answer is, and a step cannot ask for more
+// token rows than one NextToken carries.
+func TestWindowRows(t *testing.T) {
+	w := sampleWindow()
+	q := w.Seqs[0]
+	for j, want := range []uint32{10, 11, 12, 13} {
+		if got := q.RowPos(j); got != want {
+			t.Errorf("row %d: pos %d, want %d", j, got, want)
+		}
+	}
+	if got := (ActSeq{Start: 9, Count: 4, Out: OutToken}).RowPos(0); got != 13 {
+		t.Errorf("one row: pos %d, want 13 (start + count)", got)
+	}
+	// Rows 1 is the short form: the bytes of a sequence without rows.
+	one, _ := Append(nil, &Activation{Stage: 1, Seqs: []ActSeq{{Request: 1, Count: 2, Out: OutToken, Rows: 1}}, Tokens: []uint32{1, 2}})
+	none, _ := Append(nil, &Activation{Stage: 1, Seqs: []ActSeq{{Request: 1, Count: 2, Out: OutToken}}, Tokens: []uint32{1, 2}})
+	if !bytes.Equal(one, none) {
+		t.Errorf("rows 1 encodes as %x, want %x", one, none)
+	}
+	big := &Activation{Stage: 1, Seqs: []ActSeq{{Request: 1, Count: MaxTokenRows + 1, Out: OutToken, Rows: MaxTokenRows + 1}},
+		Tokens: make([]uint32, MaxTokenRows+1)}
+	if _, err := Append(nil, big); !errors.Is(err, wire.ErrInvalidMessage) {
+		t.Errorf("%d token rows in one step: %v", MaxTokenRows+1, err)
+	}
+	big.Seqs[0].Out = OutLogits // a frame per row: no such bound
+	if _, err := Append(nil, big); err != nil {
+		t.Errorf("%d logits rows: %v", MaxTokenRows+1, err)
 	}
 }

@@ -5,7 +5,8 @@
 // request's positions (Trim), and fed Activation frames — token ids into
 // the first stage, hidden rows between the others — while the last stage
 // sends each request's next token (NextToken) or its logits (Logits)
-// straight back to the first.
+// straight back to the first — after each of a sequence's last n
+// positions when it asks for a window (ActSeq.Rows).
 //
 // It is our own subprotocol, not mesh-llm's stage schema: it is opened on
 // the mesh-llm/1 SUBPROTOCOL stream (0x0d) with a MeshSubprotocolOpen

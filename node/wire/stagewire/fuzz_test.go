@@ -67,9 +67,11 @@ func FuzzParseInventory(f *testing.F) {
 
 func FuzzParseTrim(f *testing.F) { fuzzParse(f, sampleTrim()) }
 
-func FuzzParseActivation(f *testing.F) { fuzzParse(f, sampleTokens(), sampleF32(), sampleF16()) }
+func FuzzParseActivation(f *testing.F) {
+	fuzzParse(f, sampleTokens(), sampleF32(), sampleF16(), sampleWindow())
+}
 
-func FuzzParseNextToken(f *testing.F) { fuzzParse(f, sampleNextToken()) }
+func FuzzParseNextToken(f *testing.F) { fuzzParse(f, sampleNextToken(), sampleNextTokenWindow()) }
 
 func FuzzParseLogits(f *testing.F) { fuzzParse(f, sampleLogits()) }
 

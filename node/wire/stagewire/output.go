@@ -4,7 +4,9 @@ import "strconv"
 
 // NextToken is the last stage's answer to the sequences of an Activation
 // that asked for OutToken, sent straight to the first stage (the Head of
-// LoadStage): each request's greedy next token.
+// LoadStage): each request's greedy next token, or, for a sequence that
+// asked for Rows n, n entries of its request, one per row in order, each
+// with its row's Pos (ActSeq.RowPos).
 type NextToken struct {
 	Tokens []TokenOut
 }
@@ -35,8 +37,8 @@ func checkTokenOut(i int, t TokenOut) error {
 }
 
 func (m *NextToken) appendBody(dst []byte) ([]byte, error) {
-	if len(m.Tokens) == 0 || len(m.Tokens) > MaxSeqs {
-		return dst, invalid("NextToken", "tokens", "%d, want 1 … %d", len(m.Tokens), MaxSeqs)
+	if len(m.Tokens) == 0 || len(m.Tokens) > MaxTokenRows {
+		return dst, invalid("NextToken", "tokens", "%d, want 1 … %d", len(m.Tokens), MaxTokenRows)
 	}
 	dst = le.AppendUint16(dst, uint16(len(m.Tokens)))
 	for i, t := range m.Tokens {
@@ -52,7 +54,7 @@ func (m *NextToken) appendBody(dst []byte) ([]byte, error) {
 
 func parseNextToken(r *reader) Message {
 	m := &NextToken{}
-	n := r.count("tokens", 2, MaxSeqs, tokenOutBytes)
+	n := r.count("tokens", 2, MaxTokenRows, tokenOutBytes)
 	if r.err == nil && n == 0 {
 		r.fail("tokens", "none")
 	}
@@ -71,7 +73,10 @@ func parseNextToken(r *reader) Message {
 
 // Logits is the last stage's answer for one sequence that asked for
 // OutLogits: the logits after its last position, sent to the first stage.
-// Pos is as in TokenOut.
+// Pos is as in TokenOut. A sequence that asked for Rows n gets n Logits
+// frames, one per row in order, each with its row's Pos: a row is
+// vocabulary-wide, so a frame per row keeps every window within the
+// frame cap whatever its size.
 type Logits struct {
 	Request uint64
 	Pos     uint32

@@ -19,10 +19,17 @@ const (
 // FeatureF16 is advertised by a node that accepts f16 hidden rows.
 const FeatureF16 = "f16-activations"
 
+// FeatureRows is advertised by a node whose stages answer a sequence's
+// output after each of its last n positions (ActSeq.Rows): a speculative
+// window verified in one step. A head sends windows only through stages
+// on such nodes; an older one refuses them.
+const FeatureRows = "output-rows"
+
 // Limits on what one frame may declare, checked before anything is
 // allocated; the frame cap bounds the rest.
 const (
-	// MaxSeqs is the most sequences one Activation or NextToken carries.
+	// MaxSeqs is the most sequences one Activation carries (NextToken
+	// carries up to MaxTokenRows rows of them).
 	MaxSeqs = 1024
 	// MaxWidth is the widest hidden row (a model's embedding length).
 	MaxWidth = 1 << 16
@@ -43,7 +50,7 @@ func OpenMessage() *nodev1.MeshSubprotocolOpen {
 // Advertisement is the entry a node serving stages puts in its
 // PeerAnnouncement.subprotocols.
 func Advertisement() *nodev1.MeshSubprotocol {
-	return &nodev1.MeshSubprotocol{Name: Name, Major: Major, Features: []string{FeatureF16}}
+	return &nodev1.MeshSubprotocol{Name: Name, Major: Major, Features: []string{FeatureF16, FeatureRows}}
 }
 
 // Matches reports whether an opened or advertised subprotocol is this

@@ -51,6 +51,23 @@ func sampleF16() *Activation {
 		F16: []uint16{0x3c00, 0xbc00, 0x7bff, 0x0001}}
 }
 
+// sampleWindow is a step of two speculative windows and a plain decode:
+// rows after each of the last 4 and 3 positions.
+func sampleWindow() *Activation {
+	return &Activation{Stage: 7, DType: DTypeTokens, Seqs: []ActSeq{
+		{Request: 42, Start: 9, Count: 4, Out: OutToken, Rows: 4},
+		{Request: 43, Start: 0, Count: 5, Out: OutLogits, Rows: 3},
+		{Request: 44, Start: 5, Count: 1, Out: OutToken},
+	}, Tokens: []uint32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}}
+}
+
+// sampleNextTokenWindow answers sampleWindow's token rows: request 42's
+// four rows, then request 44's one.
+func sampleNextTokenWindow() *NextToken {
+	return &NextToken{Tokens: []TokenOut{{Request: 42, Pos: 10, Token: 5}, {Request: 42, Pos: 11, Token: 6},
+		{Request: 42, Pos: 12, Token: 7}, {Request: 42, Pos: 13, Token: 8}, {Request: 44, Pos: 6, Token: 1}}}
+}
+
 func sampleNextToken() *NextToken {
 	return &NextToken{Tokens: []TokenOut{{Request: 42, Pos: 5, Token: 1234}, {Request: 44, Pos: 7, Token: 0}}}
 }
@@ -71,6 +88,6 @@ func sampleReport() *Report {
 
 func samples() []Message {
 	return []Message{sampleLoadStage(), sampleReady(), &Stop{Stage: 7}, &InventoryRequest{}, sampleInventory(),
-		&Inventory{}, sampleTrim(), sampleTokens(), sampleF32(), sampleF16(), sampleNextToken(), sampleLogits(),
+		&Inventory{}, sampleTrim(), sampleTokens(), sampleF32(), sampleF16(), sampleWindow(), sampleNextToken(), sampleNextTokenWindow(), sampleLogits(),
 		sampleError(), &Error{Code: CodeBusy}, sampleFinish(), sampleReport()}
 }

@@ -1,0 +1,81 @@
+package splitengine
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/gguf/cpu"
+	"github.com/meshnode/meshnode/node/receipt"
+)
+
+// BenchmarkSplitSpeculation is decode tok/s of the built-in model split
+// in 2 and 3 stages over in-process pipes (and over pipes with 1 ms of
+// one-way latency per frame, about a LAN's), plainly and speculating
+// with prompt lookup, on a prompt that repeats itself: the model's own
+// greedy continuation of a line, then the line again, so that the text
+// that follows is one it has seen. A split model's step waits on every
+// stage in turn, so a window — one trip for up to k+1 tokens — pays more
+// than on a whole model. Generation goes on past end-of-text (as
+// llama.cpp's reference runs do): the figure is decoding's, not the tiny
+// model's sense of an ending. Not a timed test: make bench-spec-split.
+func BenchmarkSplitSpeculation(b *testing.B) {
+	ref, _ := setup(b)
+	const n = 64
+	vocab := ref.Config().VocabSize
+	line := ref.Tokenize("A man walks into a bar", true, false)
+	cont, _, err := serve(New(Config{Recipe: "fortunes", Vocab: vocab, Context: 256, Batch: 128, Tokens: noText{}},
+		startSplit(b, openFile(b), layouts["2 stages"], 128, 5, 0)), line, greedy(n, nil))
+	if err != nil {
+		b.Fatal(err)
+	}
+	prompt := slices.Concat(line, cont, line[1:])
+	for _, lname := range []string{"2 stages", "3 stages"} {
+		for _, delay := range []time.Duration{0, time.Millisecond} {
+			for _, mode := range []string{"plain", "lookup"} {
+				b.Run(fmt.Sprintf("%s/latency=%v/%s", lname, delay, mode), func(b *testing.B) {
+					benchSplit(b, lname, delay, mode == "lookup", prompt, n)
+				})
+			}
+		}
+	}
+}
+
+func benchSplit(b *testing.B, layout string, delay time.Duration, lookup bool, prompt []uint32, n uint32) {
+	f := openFile(b)
+	be := cpu.New(cpu.Options{Threads: 1})
+	defer be.Close()
+	cfg := Config{Recipe: "fortunes", Fidelity: receipt.F1, Vocab: 32000, Context: 256, Batch: 128, Rows: 5, Tokens: noText{}}
+	if lookup {
+		d, err := LoadDraft(DraftConfig{Path: DraftLookup, Max: 4}, f, cfg.Vocab, cfg.Context, be)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cfg.Draft = d
+	}
+	e := New(cfg, startSplit(b, f, layouts[layout], 128, 5, delay))
+	var tokens, proposed, accepted uint32
+	var decode time.Duration
+	for b.Loop() {
+		var first time.Time
+		out, err := e.Serve(b.Context(), greedy(n, nil), prompt, func(uint32) error {
+			if first.IsZero() {
+				first = time.Now()
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		// Decoding: from the first token (the prompt's) to the last.
+		decode += time.Since(first)
+		tokens += out.TokensOut - 1
+		proposed, accepted = proposed+out.SpecProposed, accepted+out.SpecAccepted
+	}
+	b.ReportMetric(float64(tokens)/decode.Seconds(), "decode-tok/s")
+	if proposed > 0 {
+		b.ReportMetric(float64(accepted)/float64(proposed), "accepted")
+		b.ReportMetric(float64(tokens)/float64(tokens-accepted), "tok/step")
+	}
+}

@@ -1,0 +1,481 @@
+package splitengine
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/ed25519"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/cpu"
+	"github.com/meshnode/meshnode/gguf/model"
+	"github.com/meshnode/meshnode/gguf/model/modeltest"
+	"github.com/meshnode/meshnode/hw"
+	"github.com/meshnode/meshnode/hw/hwtest"
+	"github.com/meshnode/meshnode/node/engine/ggufengine"
+	"github.com/meshnode/meshnode/node/identity"
+	"github.com/meshnode/meshnode/node/receipt"
+	"github.com/meshnode/meshnode/node/stage"
+)
+
+// sharedModels holds the built-in model's other files (its F16, the
+// trained 2-layer draft): $MESHNODE_MODELS, else the project's shared
+// data beside the checkout; the cases that need them skip without them.
+var sharedModels = cmp.Or(os.Getenv("MESHNODE_MODELS"), filepath.Join("..", "..", "..", "..", "shared", "models"))
+
+var referencePath = filepath.Join("..", "..", "..", "models", "reference-greedy.txt")
+
+// stageModels finds the one model the stages serve.
+type stageModels struct{ f *gguf.File }
+
+func (m stageModels) Open([32]byte) (*gguf.File, error) { return m.f, nil }
+
+// pipeNet is an in-process mesh of stage Servers joined by net.Pipe.
+type pipeNet struct {
+	ctx     context.Context
+	delay   time.Duration // each frame's one-way latency
+	servers map[identity.EndpointID]*stage.Server
+	wg      sync.WaitGroup
+}
+
+type pipeDialer struct {
+	net  *pipeNet
+	from identity.EndpointID
+}
+
+func (d pipeDialer) Open(ctx context.Context, peer identity.EndpointID) (io.ReadWriteCloser, error) {
+	srv, ok := d.net.servers[peer]
+	if !ok {
+		return nil, fmt.Errorf("no route to %s", peer.Short())
+	}
+	a, b := net.Pipe()
+	var head, tail net.Conn = a, b
+	if d.net.delay > 0 {
+		head, tail = delay(a, d.net.delay), delay(b, d.net.delay)
+	}
+	d.net.wg.Add(1)
+	go func() {
+		defer d.net.wg.Done()
+		srv.ServeStream(d.net.ctx, d.from, tail)
+		tail.Close()
+	}()
+	return head, nil
+}
+
+// delayed is a link whose every write arrives delay later: a network's
+// one-way latency, without its bandwidth limit. A write returns at once,
+// as a socket's does; the writes arrive in order.
+type delayed struct {
+	net.Conn
+	delay  time.Duration
+	writes chan delayedWrite
+	done   chan struct{}
+	once   sync.Once
+}
+
+type delayedWrite struct {
+	due  time.Time
+	data []byte
+}
+
+func delay(c net.Conn, d time.Duration) *delayed {
+	l := &delayed{Conn: c, delay: d, writes: make(chan delayedWrite, 1024), done: make(chan struct{})}
+	go func() {
+		for {
+			select {
+			case w := <-l.writes:
+				time.Sleep(time.Until(w.due))
+				if _, err := c.Write(w.data); err != nil {
+					return
+				}
+			case <-l.done:
+				return
+			}
+		}
+	}()
+	return l
+}
+
+func (l *delayed) Write(b []byte) (int, error) {
+	select {
+	case l.writes <- delayedWrite{time.Now().Add(l.delay), bytes.Clone(b)}:
+		return len(b), nil
+	case <-l.done:
+		return 0, net.ErrClosed
+	}
+}
+
+func (l *delayed) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return l.Conn.Close()
+}
+
+// startSplit loads f in stages of layout over an in-process pipeNet, the
+// head being the first node, with rows logits rows per step, each frame
+// taking delay to cross a link.
+func startSplit(t testing.TB, f *gguf.File, layout []model.LayerRange, batch, rows int, delay time.Duration) *stage.Pipeline {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pn := &pipeNet{ctx: ctx, servers: map[identity.EndpointID]*stage.Server{}, delay: delay}
+	be := cpu.New(cpu.Options{Threads: 1})
+	clock := hwtest.NewClock(time.Unix(1_800_000_000, 0))
+	var places []stage.Placement
+	for i, r := range layout {
+		// Each node's id is its key's, so that its stage's report is
+		// held to it; it meters on a fake counter of its own.
+		seed := make([]byte, ed25519.SeedSize)
+		for j := range seed {
+			seed[j] = byte(i*7 + j)
+		}
+		k, err := identity.KeyFromSeed(seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		places = append(places, stage.Placement{Peer: k.ID(), Range: r})
+		if i > 0 {
+			sealer, err := receipt.NewSealer(k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := hwtest.NewCounter("fake-rapl", hw.DomainCPU, 10*time.Millisecond, clock, 20)
+			pn.servers[k.ID()] = &stage.Server{Models: stageModels{f}, Backend: be, Dial: pipeDialer{pn, k.ID()},
+				Meter: hw.NewCounterMeter(c, hw.PowerModel{Watts: 25, Source: "test"}, clock, nil), Uses: hw.DomainCPU, Signer: sealer}
+		}
+	}
+	sctx, scancel := context.WithTimeout(ctx, time.Minute)
+	defer scancel()
+	p, err := stage.Start(sctx, stage.PipelineConfig{File: f, Digest: [32]byte{1}, Self: places[0].Peer, Stages: places,
+		Context: 256, Batch: batch, Seqs: rows, Backend: be, Dial: pipeDialer{pn, places[0].Peer}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.Close(context.Background())
+		cancel()
+		for _, s := range pn.servers {
+			s.Stop()
+		}
+		pn.wg.Wait()
+		be.Close()
+	})
+	return p
+}
+
+// layouts are the built-in model (4 blocks) in 2 and 3 stages.
+var layouts = map[string][]model.LayerRange{
+	"2 stages": {{Lo: 0, Hi: 2}, {Lo: 2, Hi: 4}},
+	"3 stages": {{Lo: 0, Hi: 1}, {Lo: 1, Hi: 3}, {Lo: 3, Hi: 4}},
+}
+
+// drafts are the proposers tried: prompt lookup, and where the shared
+// models are, the built-in model's F16 (another quantisation of it) and
+// the trained 2-layer draft. The F16 keeps its windows full (no
+// threshold, a low cost), so that rejections, trims and stops inside a
+// window are many.
+func drafts(t testing.TB) map[string]DraftConfig {
+	out := map[string]DraftConfig{"lookup": {Path: DraftLookup, Max: 4}}
+	if p := filepath.Join(sharedModels, "meshnode-fortunes-f16.gguf"); exists(p) {
+		out["f16"] = DraftConfig{Path: p, Max: 4, Cost: 0.05, Threshold: -1}
+	}
+	if p := filepath.Join(sharedModels, "meshnode-fortunes-draft-q8_0.gguf"); exists(p) {
+		out["fortunes-draft"] = DraftConfig{Path: p, Max: 4, Cost: 0.1}
+	}
+	if len(out) == 1 {
+		t.Logf("no shared models in %s: prompt lookup only", sharedModels)
+	}
+	return out
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// specEngine serves the built-in model split by layout, speculating with
+// dc, on a pipeline whose steps hold 5 rows (4 drafts and the last
+// token).
+func specEngine(t testing.TB, ref *ggufengine.Model, layout []model.LayerRange, dc DraftConfig) (*Engine, *trimCounter) {
+	t.Helper()
+	f := openFile(t)
+	be := cpu.New(cpu.Options{Threads: 1})
+	t.Cleanup(func() { be.Close() })
+	d, err := LoadDraft(dc, f, ref.Config().VocabSize, 256, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	tc := &trimCounter{Pipeline: startSplit(t, f, layout, 16, 5, 0)}
+	w, _ := ref.Engine().Weights()
+	e := New(Config{Recipe: "fortunes", Fidelity: receipt.F1, UJPerToken: 250, Weights: w,
+		Vocab: ref.Config().VocabSize, Context: 256, Batch: 16, Rows: 5, Draft: d, Tokens: ref.Tokenizer()}, tc)
+	return e, tc
+}
+
+// trimCounter counts the trims of rejected drafts (not the forgetting
+// of a request, a trim to 0).
+type trimCounter struct {
+	*stage.Pipeline
+	trims int
+}
+
+func (c *trimCounter) Trim(ctx context.Context, request uint64, n int) error {
+	if n > 0 {
+		c.trims++
+	}
+	return c.Pipeline.Trim(ctx, request, n)
+}
+
+// specPrompts are the llama.cpp reference prompts and one that repeats
+// itself, which prompt lookup drafts well.
+func specPrompts(t testing.TB, ref *ggufengine.Model) [][]uint32 {
+	all, err := modeltest.ReadGreedyReference(referencePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]uint32
+	for _, c := range all {
+		if strings.Contains(c.File, "q8_0") {
+			out = append(out, c.Prompt)
+		}
+	}
+	return append(out, ref.Tokenize(repeating, true, false))
+}
+
+const repeating = "A man walks into a bar, and a man who has a little to be a man who walks into a bar, and a man who"
+
+func greedy(n uint32, s *receipt.Sampling) receipt.ServeRequest {
+	return receipt.ServeRequest{PromptHash: receipt.PromptHash([]byte("p")), PromptTokens: 8, MaxTokens: n,
+		FidelityFloor: receipt.F1, JouleCeilingUJ: 1 << 40, Sampling: s}
+}
+
+// TestSpeculativeGreedyMatchesPlain: through 2 and 3 stages, with prompt
+// lookup and with drafts of the model's own vocabulary, a greedy serve
+// (with and without a penalty, which needs the windows' logits rather
+// than their tokens) emits the whole model's plain greedy tokens, every
+// stage trimming the rejected drafts (a later step whose start did not
+// match what a stage holds would be refused), and reports what it
+// speculated.
+func TestSpeculativeGreedyMatchesPlain(t *testing.T) {
+	ref, _ := setup(t)
+	prompts := specPrompts(t, ref)
+	for dname, dc := range drafts(t) {
+		for lname, layout := range layouts {
+			e, tc := specEngine(t, ref, layout, dc)
+			var proposed, accepted uint32
+			for _, s := range []*receipt.Sampling{nil, {RepeatPenaltyE6: 1_300_000}} {
+				for _, prompt := range prompts {
+					want, _, err := serve(ref.Engine(), prompt, greedy(40, s))
+					if err != nil {
+						t.Fatal(err)
+					}
+					got, out, err := serve(e, prompt, greedy(40, s))
+					if err != nil {
+						t.Fatalf("%s, %s: %v", dname, lname, err)
+					}
+					if !slices.Equal(got, want) {
+						t.Fatalf("%s, %s, %+v: speculative %v, plain %v", dname, lname, s, got, want)
+					}
+					if out.TokensOut != uint32(len(got)) || out.TokensAccepted != out.TokensOut || out.SpecAccepted > out.SpecProposed {
+						t.Fatalf("%s, %s: outcome %+v for %d tokens", dname, lname, out, len(got))
+					}
+					if out.Split == nil || len(out.Split.Reports) != len(layout)-1 {
+						t.Fatalf("%s, %s: split %+v", dname, lname, out.Split)
+					}
+					proposed, accepted = proposed+out.SpecProposed, accepted+out.SpecAccepted
+				}
+			}
+			if proposed == 0 {
+				t.Errorf("%s, %s: nothing was proposed", dname, lname)
+			}
+			if accepted < proposed && tc.trims == 0 {
+				t.Errorf("%s, %s: %d of %d drafts rejected, and no trim", dname, lname, proposed-accepted, proposed)
+			}
+			t.Logf("%s, %s: %d of %d drafts accepted, %d trims", dname, lname, accepted, proposed, tc.trims)
+		}
+	}
+}
+
+// TestSpeculativeSampledRepeats: a seeded sampled request that names the
+// proposer speculates, repeats exactly, and gives the whole model's
+// speculative engine's tokens with the same proposer (the same windows,
+// verified on the same rows, drawing from the same stream). One that
+// does not name it decodes plainly, as the whole model's plain engine.
+func TestSpeculativeSampledRepeats(t *testing.T) {
+	ref, _ := setup(t)
+	prompt := specPrompts(t, ref)[0]
+	for dname, dc := range drafts(t) {
+		e, _ := specEngine(t, ref, layouts["3 stages"], dc)
+		path := dc.Path
+		if path == DraftLookup {
+			path = ggufengine.DraftLookup
+		}
+		whole, err := ggufengine.Load(fortunesPath, ggufengine.Config{Fidelity: receipt.F1, UJPerToken: 250, Context: 256, Sessions: 1,
+			Draft: path, DraftMax: dc.Max, DraftCost: dc.Cost, DraftThreshold: dc.Threshold})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer whole.Close()
+		if e.Draft() != whole.Draft() {
+			t.Fatalf("%s: the split engine names its draft %q, the whole model's %q", dname, e.Draft(), whole.Draft())
+		}
+		for _, seed := range []uint64{1, 2, 3} {
+			s := &receipt.Sampling{TemperatureE6: 900_000, TopPE6: 950_000, Seed: &seed, Draft: e.Draft()}
+			a, outA, err := serve(e, prompt, greedy(32, s))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _, err := serve(e, prompt, greedy(32, s))
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, outW, err := serve(whole.Engine(), prompt, greedy(32, s))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(a, b) || !slices.Equal(a, w) {
+				t.Fatalf("%s, seed %d: %v, then %v; the whole model's %v", dname, seed, a, b, w)
+			}
+			if outA.SpecProposed != outW.SpecProposed || outA.SpecAccepted != outW.SpecAccepted {
+				t.Errorf("%s, seed %d: %d of %d accepted, the whole model %d of %d", dname, seed, outA.SpecAccepted, outA.SpecProposed, outW.SpecAccepted, outW.SpecProposed)
+			}
+			s2 := *s
+			s2.Draft = ""
+			p, outP, err := serve(e, prompt, greedy(32, &s2))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, _, err := serve(ref.Engine(), prompt, greedy(32, &s2))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if outP.SpecProposed != 0 || !slices.Equal(p, want) {
+				t.Fatalf("%s, seed %d, no draft named: %v (%d proposed), plain %v", dname, seed, p, outP.SpecProposed, want)
+			}
+		}
+	}
+}
+
+// noText is the Tokens of a fixture: no end-of-generation token, and no
+// text (the serves have no stop strings).
+type noText struct{}
+
+func (noText) IsEOG(uint32) bool                  { return false }
+func (noText) Piece(uint32, bool) (string, error) { return "", nil }
+
+// TestSpeculativeFixtures: on every architecture's fixture (random
+// weights, 4 blocks) in 2 and 3 stages, greedy speculation with prompt
+// lookup and with the fixture in another quantisation as the draft emits
+// the whole model's one-token greedy decoding.
+func TestSpeculativeFixtures(t *testing.T) {
+	voc := openFile(t)
+	dir := t.TempDir()
+	be := cpu.New(cpu.Options{Threads: 1})
+	defer be.Close()
+	prompt := []uint32{1, 5, 9, 13, 5, 9, 13, 5, 9, 13, 5}
+	const n = 24
+	for _, arch := range modeltest.Archs {
+		paths := map[string]string{}
+		for _, ft := range []string{"Q8_0", "Q4_0"} {
+			spec := modeltest.Fixture(arch, ft)
+			spec.Layers = 4
+			file, err := modeltest.Generate(spec, voc.Metadata)
+			if err != nil {
+				t.Fatal(err)
+			}
+			paths[ft] = filepath.Join(dir, arch+"-"+ft+".gguf")
+			if err := os.WriteFile(paths[ft], file, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f, err := gguf.Open(paths["Q8_0"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		m, err := model.Load(f, be)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vocab := m.Config().VocabSize
+		// The whole model's greedy decoding, a token at a time.
+		s, err := m.NewSession(model.SessionOptions{Context: 256})
+		if err != nil {
+			t.Fatal(err)
+		}
+		next, err := s.EvalArgMax(context.Background(), prompt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []uint32
+		for len(want) < n {
+			want = append(want, next)
+			if next, err = s.EvalArgMax(context.Background(), []uint32{next}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s.Close()
+		for dname, dc := range map[string]DraftConfig{
+			"lookup": {Path: DraftLookup, Max: 4},
+			"Q4_0":   {Path: paths["Q4_0"], Max: 4, Cost: 0.05, Threshold: -1},
+		} {
+			d, err := LoadDraft(dc, f, vocab, 256, be)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			for lname, layout := range layouts {
+				e := New(Config{Recipe: arch, Fidelity: receipt.F1, Vocab: vocab, Context: 256, Batch: 16, Rows: 5,
+					Draft: d, Tokens: noText{}}, startSplit(t, f, layout, 16, 5, 0))
+				got, out, err := serve(e, prompt, greedy(n, nil))
+				if err != nil {
+					t.Fatalf("%s, %s, %s: %v", arch, dname, lname, err)
+				}
+				if !slices.Equal(got, want) {
+					t.Fatalf("%s, %s, %s: speculative %v, plain %v", arch, dname, lname, got, want)
+				}
+				if out.SpecProposed == 0 {
+					t.Errorf("%s, %s, %s: nothing proposed", arch, dname, lname)
+				}
+				t.Logf("%s, %s, %s: %d of %d drafts accepted", arch, dname, lname, out.SpecAccepted, out.SpecProposed)
+			}
+		}
+	}
+}
+
+// TestSpeculativeNoTokenPastTheEnd: max_tokens or a stop string inside a
+// window of accepted drafts ends a split model's output exactly where
+// plain decoding ends it, with nothing beyond.
+func TestSpeculativeNoTokenPastTheEnd(t *testing.T) {
+	ref, _ := setup(t)
+	prompt := specPrompts(t, ref)[0]
+	ds := drafts(t)
+	dc, ok := ds["f16"] // full windows, nearly all accepted
+	if !ok {
+		dc = ds["lookup"]
+	}
+	e, _ := specEngine(t, ref, layouts["2 stages"], dc)
+	for _, req := range []receipt.ServeRequest{greedy(1, nil), greedy(2, nil), greedy(5, nil), greedy(7, nil),
+		greedy(40, &receipt.Sampling{Stop: []string{" man who"}}), greedy(40, &receipt.Sampling{Stop: []string{"little"}})} {
+		want, _, err := serve(ref.Engine(), prompt, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, out, err := serve(e, prompt, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) || out.TokensOut != uint32(len(want)) {
+			t.Fatalf("max %d, sampling %+v: speculative %v (%d out), plain %v", req.MaxTokens, req.Sampling, got, out.TokensOut, want)
+		}
+	}
+}

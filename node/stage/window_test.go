@@ -1,0 +1,183 @@
+package stage
+
+import (
+	"context"
+	"math"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/gguf/cpu"
+	"github.com/meshnode/meshnode/gguf/model"
+	"github.com/meshnode/meshnode/node/identity"
+	"github.com/meshnode/meshnode/node/wire/stagewire"
+)
+
+// TestPipelineWindows: a sequence asking for the rows after each of its
+// last n positions (a speculative window) gets, through 2 and 3 stages,
+// the logits and greedy tokens one-token decoding of the whole model
+// gets after each of those positions, bit for bit; a Trim after it (a
+// rejected draft) leaves every stage holding exactly the kept positions,
+// and the decoding after it is the whole model's again.
+func TestPipelineWindows(t *testing.T) {
+	f := fortunes(t)
+	be := cpu.New(cpu.Options{Threads: 2})
+	defer be.Close()
+	m, err := model.Load(f, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ref is one-token decoding: the logits after each token of seq.
+	ref := func(seq []uint32) [][]float32 {
+		s, err := m.NewSession(model.SessionOptions{Context: 128})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		var out [][]float32
+		for _, tok := range seq {
+			l, err := s.Eval(context.Background(), []uint32{tok})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, slices.Clone(l))
+		}
+		return out
+	}
+	prompt := []uint32{1, 319, 767, 17042, 2039, 964, 263, 2594}
+	draft := []uint32{29871, 450, 4799, 338}        // a window after the prompt
+	again := []uint32{17042, 2039, 964, 263, 29871} // another after a trim to 10
+	want1 := ref(append(slices.Clone(prompt), draft...))
+	want2 := ref(append(append(slices.Clone(prompt), draft[:2]...), again...))
+
+	head, b, c := nodeID(1), nodeID(2), nodeID(3)
+	for _, places := range [][]Placement{
+		{{head, model.LayerRange{Lo: 0, Hi: 2}}, {b, model.LayerRange{Lo: 2, Hi: 4}}},
+		{{head, model.LayerRange{Lo: 0, Hi: 1}}, {b, model.LayerRange{Lo: 1, Hi: 3}}, {c, model.LayerRange{Lo: 3, Hi: 4}}},
+	} {
+		pn := newPipeNet(t, f, b, c)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		p, err := Start(ctx, PipelineConfig{File: f, Digest: fortunesDigest, Self: head, Stages: places,
+			Context: 128, Batch: 32, Seqs: 16, Backend: be, Dial: pipeDialer{pn, head}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Request 1 asks for logits rows, request 2 (the same tokens)
+		// for token rows, in one step.
+		check := func(res []Result, want [][]float32, from int) {
+			t.Helper()
+			if len(res) != 2 {
+				t.Fatalf("%d results", len(res))
+			}
+			lr, tr := res[0], res[1]
+			if len(lr.Rows) != len(want)-from || len(tr.Tokens) != len(want)-from {
+				t.Fatalf("%d logits rows and %d token rows, want %d", len(lr.Rows), len(tr.Tokens), len(want)-from)
+			}
+			for j, w := range want[from:] {
+				for k := range w {
+					if math.Float32bits(lr.Rows[j][k]) != math.Float32bits(w[k]) {
+						t.Fatalf("%d stages: row %d logit %d is %v, one-token decoding's %v", len(places), j, k, lr.Rows[j][k], w[k])
+					}
+				}
+				if tr.Tokens[j] != argmax(w) {
+					t.Fatalf("%d stages: row %d token %d, one-token decoding's %d", len(places), j, tr.Tokens[j], argmax(w))
+				}
+			}
+			if !slices.Equal(lr.Logits, lr.Rows[len(lr.Rows)-1]) || tr.Token != tr.Tokens[len(tr.Tokens)-1] || lr.Pos != from+len(want)-from {
+				t.Fatalf("the last row is not the result's Token/Logits, or pos %d", lr.Pos)
+			}
+		}
+		// The prompt's last 2 positions and the drafts: 6 rows.
+		seq := append(slices.Clone(prompt), draft...)
+		res, err := p.Step(ctx, []Seq{{Request: 1, Tokens: seq, Out: stagewire.OutLogits, Rows: 6},
+			{Request: 2, Tokens: seq, Out: stagewire.OutToken, Rows: 6}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(res, want1, len(seq)-6)
+		// Two drafts stand: both requests keep 10 positions, on every stage.
+		for _, r := range []uint64{1, 2} {
+			if err := p.Trim(ctx, r, 10); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitHeld(t, pn, p, map[uint64]int{1: 10, 2: 10})
+		res, err = p.Step(ctx, []Seq{{Request: 1, Tokens: again, Out: stagewire.OutLogits, Rows: len(again)},
+			{Request: 2, Tokens: again, Out: stagewire.OutToken, Rows: len(again)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(res, want2, 10)
+		waitHeld(t, pn, p, map[uint64]int{1: 15, 2: 15})
+		// More rows than the stages compute in a step are refused
+		// before anything runs.
+		if _, err := p.Step(ctx, []Seq{{Request: 1, Tokens: seq, Out: stagewire.OutToken, Rows: 12},
+			{Request: 2, Tokens: seq[:5], Out: stagewire.OutToken, Rows: 5}}); err == nil {
+			t.Fatal("a step of 17 rows on stages of 16")
+		}
+		waitHeld(t, pn, p, map[uint64]int{1: 15, 2: 15})
+		cancel()
+		p.Close(context.Background())
+	}
+}
+
+// waitHeld waits until the head and every stage of pn hold want[r]
+// positions of each request r.
+func waitHeld(t *testing.T, pn *pipeNet, p *Pipeline, want map[uint64]int) {
+	t.Helper()
+	for r, n := range want {
+		if got := p.sessions[r].Len(); got != n {
+			t.Fatalf("the head holds %d positions of request %d, want %d", got, r, n)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		bad := ""
+		for id, srv := range pn.servers {
+			for r, n := range want {
+				if got, ok := held(srv, r); ok && got != n {
+					bad = identity.EndpointID(id).Short()
+				}
+			}
+		}
+		if bad == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node %s does not hold %v positions", bad, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// held is the positions srv's stage holds of request (-1: not the
+// request); false when srv runs no stage.
+func held(srv *Server, request uint64) (int, bool) {
+	srv.mu.Lock()
+	var ss []*stage
+	for _, s := range srv.stages {
+		ss = append(ss, s)
+	}
+	srv.mu.Unlock()
+	for _, s := range ss {
+		s.mu.Lock()
+		sess := s.sessions[request]
+		n := -1
+		if sess != nil {
+			n = sess.Len()
+		}
+		s.mu.Unlock()
+		return n, true
+	}
+	return 0, false
+}
+
+func argmax(x []float32) uint32 {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return uint32(best)
+}
