@@ -151,25 +151,24 @@ func waitHeld(t *testing.T, pn *pipeNet, p *Pipeline, want map[uint64]int) {
 }
 
 // held is the positions srv's stage holds of request (-1: not the
-// request); false when srv runs no stage.
+// request); false when srv runs no stage. The servers of these tests run
+// one stage each.
 func held(srv *Server, request uint64) (int, bool) {
 	srv.mu.Lock()
-	var ss []*stage
+	var st *stage
 	for _, s := range srv.stages {
-		ss = append(ss, s)
+		st = s
 	}
 	srv.mu.Unlock()
-	for _, s := range ss {
-		s.mu.Lock()
-		sess := s.sessions[request]
-		n := -1
-		if sess != nil {
-			n = sess.Len()
-		}
-		s.mu.Unlock()
-		return n, true
+	if st == nil {
+		return 0, false
 	}
-	return 0, false
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if sess := st.sessions[request]; sess != nil {
+		return sess.Len(), true
+	}
+	return -1, true
 }
 
 func argmax(x []float32) uint32 {
