@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/spec"
 	"github.com/meshnode/meshnode/node/engine"
 	"github.com/meshnode/meshnode/node/receipt"
 	"github.com/meshnode/meshnode/node/steward/change"
@@ -174,7 +175,7 @@ func (c *Config) specOf(m ModelConfig) (modelSpec, error) {
 }
 
 // DraftLookup is a model's draft setting for prompt lookup.
-const DraftLookup = "lookup"
+const DraftLookup = spec.DraftLookup
 
 // draftOf resolves a model's draft: "lookup", or a model of the models
 // dir by name — never a path, as owner control names models (modelInDir).

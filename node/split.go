@@ -18,6 +18,7 @@ import (
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/digest"
 	"github.com/meshnode/meshnode/gguf/model"
+	"github.com/meshnode/meshnode/gguf/spec"
 	"github.com/meshnode/meshnode/gguf/tokenizer"
 	"github.com/meshnode/meshnode/hw"
 	"github.com/meshnode/meshnode/hw/membw"
@@ -82,7 +83,7 @@ type splitModel struct {
 	ctx    int
 	costs  stageplan.Model
 	be     *cpu.Backend
-	draft  *splitengine.Drafter // nil: no speculation
+	draft  *spec.Drafter // nil: no speculation
 	eng    *splitengine.Engine
 	lost   chan lostPipeline
 	// repins carries the owner's new pins to the placement (SetSplitPins).
@@ -167,7 +168,7 @@ func openSplit(s modelSpec) (*splitModel, error) {
 	sm.be = cpu.New(cpu.Options{Threads: s.Threads})
 	if s.draftPath != "" {
 		// The draft runs whole on this node, beside the first stage.
-		if sm.draft, err = splitengine.LoadDraft(splitengine.DraftConfig{Path: s.draftPath, Max: s.DraftMax}, f, sm.vocab, sm.ctx, sm.be); err != nil {
+		if sm.draft, err = spec.LoadDrafter(spec.DrafterConfig{Path: s.draftPath, Max: s.DraftMax}, f, sm.vocab, sm.ctx, sm.be); err != nil {
 			sm.be.Close()
 			return nil, fmt.Errorf("model %q: %w", s.Name, err)
 		}

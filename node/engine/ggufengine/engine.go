@@ -60,7 +60,7 @@ func newEngine(m *Model, cfg Config, opt model.SessionOptions, sessions int) (*E
 	// goes first in the next step.
 	rows := sessions
 	if m.draft != nil {
-		rows += m.draft.maxK * min(sessions, fullWindows)
+		rows += m.draft.Max() * min(sessions, fullWindows)
 	}
 	budget = max(budget, rows+chunk)
 	b, err := m.model.NewBatch(model.BatchOptions{Tokens: budget, Seqs: rows})
@@ -175,12 +175,12 @@ func (e *Engine) generate(ctx context.Context, prompt []uint32, g Generation, em
 	out := engine.Outcome{TokensIn: uint32(len(prompt)), Delivered: &delivered}
 	d := decoder{seq: seq, s: s, sampler: sample.New(g.Sampling), argMax: g.Sampling.ArgMax(), work: hw.WorkFrom(ctx)}
 	if dr := e.m.draft; dr != nil && !g.NoSpeculation {
-		prop, release, err := dr.proposer(g.Sampling)
+		prop, release, err := dr.Proposer(g.Sampling)
 		if err != nil {
 			return out, err
 		}
 		defer release()
-		d.prop, d.win, d.draftUnit = prop, dr.window(), dr.unit
+		d.prop, d.win, d.draftUnit = prop, dr.Window(), dr.Unit()
 	}
 	reused, next, err := d.prefill(ctx, prompt)
 	if err != nil {

@@ -25,6 +25,7 @@ import (
 	"github.com/meshnode/meshnode/gguf/chat"
 	"github.com/meshnode/meshnode/gguf/digest"
 	"github.com/meshnode/meshnode/gguf/model"
+	"github.com/meshnode/meshnode/gguf/spec"
 	"github.com/meshnode/meshnode/gguf/tokenizer"
 	"github.com/meshnode/meshnode/node/receipt"
 )
@@ -108,7 +109,7 @@ type Model struct {
 	facts   gguf.Facts
 	weights receipt.Weights
 	ctx     int
-	draft   *drafter // nil: no speculation
+	draft   *spec.Drafter // nil: no speculation
 	eng     *Engine
 	log     *slog.Logger
 }
@@ -168,7 +169,7 @@ func Load(path string, cfg Config) (*Model, error) {
 		if m.draft, err = loadDraft(m, cfg); err != nil {
 			return nil, fmt.Errorf("ggufengine: %s: %w", path, err)
 		}
-		log.Info("speculative decoding", "model", m.name, "draft", cfg.Draft, "id", m.draft.id, "cost", m.draft.cost, "max_window", m.draft.maxK)
+		log.Info("speculative decoding", "model", m.name, "draft", cfg.Draft, "id", m.draft.ID(), "cost", m.draft.Cost(), "max_window", m.draft.Max())
 	}
 	if m.eng, err = newEngine(m, cfg, opt, sessions); err != nil {
 		return nil, err
@@ -314,7 +315,7 @@ func (m *Model) Draft() string {
 	if m.draft == nil {
 		return ""
 	}
-	return m.draft.id
+	return m.draft.ID()
 }
 
 // Close releases the backend's workers and the file's mapping. The model
@@ -323,7 +324,7 @@ func (m *Model) Close() error {
 	if m.eng != nil {
 		m.eng.close()
 	}
-	m.draft.close()
+	m.draft.Close()
 	if m.be != nil {
 		m.be.Close()
 	}

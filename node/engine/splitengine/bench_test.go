@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/gguf/cpu"
+	"github.com/meshnode/meshnode/gguf/spec"
 	"github.com/meshnode/meshnode/node/receipt"
 )
 
@@ -48,7 +49,7 @@ func benchSplit(b *testing.B, layout string, delay time.Duration, lookup bool, p
 	defer be.Close()
 	cfg := Config{Recipe: "fortunes", Fidelity: receipt.F1, Vocab: 32000, Context: 256, Batch: 128, Rows: 5, Tokens: noText{}}
 	if lookup {
-		d, err := LoadDraft(DraftConfig{Path: DraftLookup, Max: 4}, f, cfg.Vocab, cfg.Context, be)
+		d, err := spec.LoadDrafter(spec.DrafterConfig{Path: spec.DraftLookup, Max: 4}, f, cfg.Vocab, cfg.Context, be)
 		if err != nil {
 			b.Fatal(err)
 		}

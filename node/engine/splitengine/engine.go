@@ -76,7 +76,7 @@ type Config struct {
 	// Draft, if set, is the proposer serves speculate with (on by
 	// default: engine.Speculation; a sampled request only when it names
 	// it, receipt.Sampling.Draft). The engine does not close it.
-	Draft *Drafter
+	Draft *spec.Drafter
 	// Sessions bounds the serves on the pipeline at once (default 4): each
 	// holds a KV session on every stage, and the stages were sized for so
 	// many. More wait for a turn.
@@ -271,12 +271,12 @@ func (e *Engine) decode(ctx context.Context, r *run, prompt []uint32, g gen, emi
 		r.want = stagewire.OutLogits
 	}
 	if g.speculate {
-		prop, release, err := e.cfg.Draft.proposer(g.params)
+		prop, release, err := e.cfg.Draft.Proposer(g.params)
 		if err != nil {
 			return out, err
 		}
 		defer release()
-		d.prop, d.win = prop, e.cfg.Draft.window()
+		d.prop, d.win = prop, e.cfg.Draft.Window()
 	}
 	// The prompt goes in steps of at most a batch; only the last asks
 	// for an answer.

@@ -20,6 +20,7 @@ import (
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/model"
 	"github.com/meshnode/meshnode/gguf/model/modeltest"
+	"github.com/meshnode/meshnode/gguf/spec"
 	"github.com/meshnode/meshnode/hw"
 	"github.com/meshnode/meshnode/hw/hwtest"
 	"github.com/meshnode/meshnode/node/engine/ggufengine"
@@ -182,13 +183,13 @@ var layouts = map[string][]model.LayerRange{
 // the trained 2-layer draft. The F16 keeps its windows full (no
 // threshold, a low cost), so that rejections, trims and stops inside a
 // window are many.
-func drafts(t testing.TB) map[string]DraftConfig {
-	out := map[string]DraftConfig{"lookup": {Path: DraftLookup, Max: 4}}
+func drafts(t testing.TB) map[string]spec.DrafterConfig {
+	out := map[string]spec.DrafterConfig{"lookup": {Path: spec.DraftLookup, Max: 4}}
 	if p := filepath.Join(sharedModels, "meshnode-fortunes-f16.gguf"); exists(p) {
-		out["f16"] = DraftConfig{Path: p, Max: 4, Cost: 0.05, Threshold: -1}
+		out["f16"] = spec.DrafterConfig{Path: p, Max: 4, Cost: 0.05, Threshold: -1}
 	}
 	if p := filepath.Join(sharedModels, "meshnode-fortunes-draft-q8_0.gguf"); exists(p) {
-		out["fortunes-draft"] = DraftConfig{Path: p, Max: 4, Cost: 0.1}
+		out["fortunes-draft"] = spec.DrafterConfig{Path: p, Max: 4, Cost: 0.1}
 	}
 	if len(out) == 1 {
 		t.Logf("no shared models in %s: prompt lookup only", sharedModels)
@@ -204,12 +205,12 @@ func exists(p string) bool {
 // specEngine serves the built-in model split by layout, speculating with
 // dc, on a pipeline whose steps hold 5 rows (4 drafts and the last
 // token).
-func specEngine(t testing.TB, ref *ggufengine.Model, layout []model.LayerRange, dc DraftConfig) (*Engine, *trimCounter) {
+func specEngine(t testing.TB, ref *ggufengine.Model, layout []model.LayerRange, dc spec.DrafterConfig) (*Engine, *trimCounter) {
 	t.Helper()
 	f := openFile(t)
 	be := cpu.New(cpu.Options{Threads: 1})
 	t.Cleanup(func() { be.Close() })
-	d, err := LoadDraft(dc, f, ref.Config().VocabSize, 256, be)
+	d, err := spec.LoadDrafter(dc, f, ref.Config().VocabSize, 256, be)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +317,7 @@ func TestSpeculativeSampledRepeats(t *testing.T) {
 	for dname, dc := range drafts(t) {
 		e, _ := specEngine(t, ref, layouts["3 stages"], dc)
 		path := dc.Path
-		if path == DraftLookup {
+		if path == spec.DraftLookup {
 			path = ggufengine.DraftLookup
 		}
 		whole, err := ggufengine.Load(fortunesPath, ggufengine.Config{Fidelity: receipt.F1, UJPerToken: 250, Context: 256, Sessions: 1,
@@ -424,11 +425,11 @@ func TestSpeculativeFixtures(t *testing.T) {
 			}
 		}
 		s.Close()
-		for dname, dc := range map[string]DraftConfig{
-			"lookup": {Path: DraftLookup, Max: 4},
+		for dname, dc := range map[string]spec.DrafterConfig{
+			"lookup": {Path: spec.DraftLookup, Max: 4},
 			"Q4_0":   {Path: paths["Q4_0"], Max: 4, Cost: 0.05, Threshold: -1},
 		} {
-			d, err := LoadDraft(dc, f, vocab, 256, be)
+			d, err := spec.LoadDrafter(dc, f, vocab, 256, be)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,0 +1,166 @@
+package spec
+
+import (
+	"encoding/hex"
+	"fmt"
+	"path/filepath"
+	"sync"
+
+	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/backend"
+	"github.com/meshnode/meshnode/gguf/digest"
+	"github.com/meshnode/meshnode/gguf/model"
+	"github.com/meshnode/meshnode/gguf/sample"
+)
+
+// DraftLookup is DrafterConfig.Path for prompt lookup (Lookup): drafts
+// found in the sequence itself, no second model.
+const DraftLookup = "lookup"
+
+// DrafterConfig chooses a model's proposer.
+type DrafterConfig struct {
+	// Path is a GGUF draft model with the target's vocabulary, or
+	// DraftLookup.
+	Path string
+	// Max is the most drafts per window; 0: DefaultMaxWindow.
+	Max int
+	// Cost is c, a drafted token's cost relative to a target token; 0:
+	// the draft file's size over the target's (the bytes each token
+	// reads). Fixed at load, so that the windows it sizes replay.
+	Cost float64
+	// Threshold stops a window's drafting below this top probability
+	// (0: DefaultThreshold; negative: never).
+	Threshold float64
+}
+
+// Drafter is a model's speculative proposer, shared by its serves: prompt
+// lookup, or a draft model loaded on a backend with the sessions it
+// drafts on (one per running serve, kept for the next, as the target's
+// are). It is safe for concurrent use.
+type Drafter struct {
+	id        string
+	file      *gguf.File
+	m         *model.Model // nil for prompt lookup
+	cost      float64
+	maxK      int
+	threshold float64
+	opt       model.SessionOptions
+
+	mu   sync.Mutex
+	idle []*model.Session
+}
+
+// LoadDrafter loads cfg's proposer for a target model (its file, vocab
+// tokens and context positions): prompt lookup, or a draft model loaded
+// whole on be, whose vocabulary must be the target's (CheckVocab).
+func LoadDrafter(cfg DrafterConfig, target *gguf.File, vocab, context int, be backend.Backend) (*Drafter, error) {
+	maxK := cfg.Max
+	if maxK <= 0 {
+		maxK = DefaultMaxWindow
+	}
+	if cfg.Path == DraftLookup {
+		return &Drafter{id: DraftLookup, maxK: maxK}, nil
+	}
+	f, err := gguf.Open(cfg.Path)
+	if err != nil {
+		return nil, fmt.Errorf("draft: %w", err)
+	}
+	d := &Drafter{file: f, maxK: maxK, threshold: cfg.Threshold}
+	ok := false
+	defer func() {
+		if !ok {
+			d.Close()
+		}
+	}()
+	if d.m, err = model.Load(f, be); err != nil {
+		return nil, fmt.Errorf("draft %s: %w", cfg.Path, err)
+	}
+	if err := CheckVocab(target.Metadata, f.Metadata, vocab, d.m.Config().VocabSize); err != nil {
+		return nil, fmt.Errorf("draft %s cannot draft for this model: %w", cfg.Path, err)
+	}
+	sum, err := digest.Files(filepath.Dir(cfg.Path), filepath.Base(cfg.Path))
+	if err != nil {
+		return nil, fmt.Errorf("draft: %w", err)
+	}
+	d.id = hex.EncodeToString(sum.Digest[:])
+	d.cost = cfg.Cost
+	if d.cost <= 0 {
+		d.cost = float64(f.Size()) / float64(max(1, target.Size()))
+	}
+	d.opt = model.SessionOptions{Context: min(context, d.m.Config().TrainContext), KV: model.KVF16}
+	ok = true
+	return d, nil
+}
+
+// ID is what a sampled request speculating with d names (a receipt's
+// sampling.draft): DraftLookup, or the draft file's weights digest in hex.
+func (d *Drafter) ID() string { return d.id }
+
+// Cost is c, a drafted token's cost relative to a target token.
+func (d *Drafter) Cost() float64 { return d.cost }
+
+// Max is the most drafts per window.
+func (d *Drafter) Max() int { return d.maxK }
+
+// Unit is the work a drafted token does, in the units of a target token's
+// file size (the bytes it reads): the draft file's size; 0 for prompt
+// lookup, which reads no weights.
+func (d *Drafter) Unit() uint64 {
+	if d.file == nil {
+		return 0
+	}
+	return uint64(max(1, d.file.Size()))
+}
+
+// Proposer returns a serve's proposer under its sampling parameters, and
+// its release.
+func (d *Drafter) Proposer(p sample.Params) (Proposer, func(), error) {
+	if d.m == nil {
+		return Lookup{}, func() {}, nil
+	}
+	d.mu.Lock()
+	var s *model.Session
+	if n := len(d.idle); n > 0 {
+		s, d.idle = d.idle[n-1], d.idle[:n-1]
+	}
+	d.mu.Unlock()
+	if s == nil {
+		var err error
+		if s, err = d.m.NewSession(d.opt); err != nil {
+			return nil, nil, fmt.Errorf("draft: %w", err)
+		}
+	}
+	return NewModelProposer(s, p, d.threshold), func() {
+		d.mu.Lock()
+		d.idle = append(d.idle, s)
+		d.mu.Unlock()
+	}, nil
+}
+
+// Window sizes a serve's windows. A draft model does not probe once
+// speculation stops paying: a probe first catches the draft up on every
+// token since it last ran, which costs as much as drafting all along.
+func (d *Drafter) Window() *Window {
+	w := NewWindow(d.maxK, d.cost, 0)
+	if d.m != nil {
+		w.LimitProbes(0)
+	}
+	return w
+}
+
+// Close frees the draft model's sessions and file.
+func (d *Drafter) Close() error {
+	if d == nil {
+		return nil
+	}
+	d.mu.Lock()
+	for _, s := range d.idle {
+		s.Close()
+	}
+	d.idle = nil
+	d.mu.Unlock()
+	if d.file != nil {
+		return d.file.Close()
+	}
+	return nil
+}
