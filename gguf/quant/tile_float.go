@@ -1,0 +1,139 @@
+//go:build (amd64 || arm64) && !purego
+
+package quant
+
+import (
+	"encoding/binary"
+	"math"
+	"unsafe"
+)
+
+// Float band kernels
+//
+// The float weight types (F16, BF16, F32) take their activations in their
+// own format, and their row kernels (f16x32, bf16x32, f32x32) add element
+// i's product to lane i mod 32 of an accumulator, then fold the 32 lanes
+// as reduce does. A batch of more than one row is multiplied here with
+// kernels that take four activation rows per weight row load: each weight
+// vector is loaded (and widened) once and multiplied with the same
+// elements of the four rows, each product added to its own row's lane, so
+// every lane of every row sees the row kernel's operations in its order.
+//
+// The activation rows are widened to float32 once per call (exactly: a
+// half or a bfloat16 is a float32 with fewer bits), so that the kernels
+// widen only the weights. The kernels keep their accumulators in memory
+// between calls, so a tile of floatTileRows weight rows is taken
+// floatChunk elements at a time: that much of the tile stays in L1 while
+// every activation row passes over it. The elements past the last whole
+// 32 and the fold are the row kernel's Go code.
+
+// floatBand4 is one type's kernel: it adds the products of the first
+// 32·chunks elements of the weight row at w with each of four float32
+// activation rows (row j at x + j·xs bytes) to row j's 32 lanes at
+// acc + j·as bytes, element i's to lane i mod 32.
+type floatBand4 func(acc *float32, as int, w *byte, x *float32, xs, chunks int)
+
+const (
+	floatTileRows = 8    // weight rows a tile
+	floatChunk    = 1024 // elements of a tile taken at a time
+)
+
+// floatBandFor returns the float band kernel this machine runs for t, if
+// any (the four-rows-at-once kernels, switched with useY).
+func floatBandFor(t Type) floatBand4 {
+	if !useY {
+		return nil
+	}
+	return floatBands[t]
+}
+
+// matMulFloat does MatMul's rows for a float type with the band kernel k,
+// and returns how many it did (all, or none where rows are shorter than
+// one round of 32).
+func matMulFloat(k floatBand4, s *tileScratch, t Type, w []byte, rs, rows int, b *Batch, out []float32, stride int) int {
+	n := b.n
+	whole := n &^ 31
+	if whole == 0 || rows == 0 {
+		return 0
+	}
+	es := t.TypeSize()
+	// The activations, widened, in rows of whole elements.
+	var x []float32
+	if t == F32 {
+		x = unsafe.Slice((*float32)(unsafe.Pointer(&b.data[0])), b.rows*b.rowSize/4)
+	} else {
+		if need := b.rows * whole; len(s.fx) < need {
+			s.fx = make([]float32, need)
+		}
+		x = s.fx[:b.rows*whole]
+		for i := range b.rows {
+			widen(t, x[i*whole:(i+1)*whole], b.data[i*b.rowSize:])
+		}
+	}
+	xs := 4 * whole // bytes between rows of x
+	if t == F32 {
+		xs = b.rowSize
+	}
+	// Accumulators: activation row i, weight row r of the tile at
+	// 32·(floatTileRows·i + r).
+	const as = 4 * 32 * floatTileRows // bytes between activation rows'
+	if need := 32 * floatTileRows * b.rows; len(s.band) < need {
+		s.band = make([]float32, need)
+	}
+	acc := s.band[:32*floatTileRows*b.rows]
+	quads := b.rows &^ 3
+	tail := elemsFor(t)
+	for r0 := 0; r0 < rows; r0 += floatTileRows {
+		h := min(floatTileRows, rows-r0)
+		clear(acc)
+		for c0 := 0; c0 < whole; c0 += floatChunk {
+			chunks := (min(whole, c0+floatChunk) - c0) / 32
+			for i := 0; i < quads; i += 4 {
+				for r := range h {
+					k(&acc[32*(floatTileRows*i+r)], as, &w[(r0+r)*rs+c0*es], &x[i*xs/4+c0], xs, chunks)
+				}
+			}
+		}
+		for i := range b.rows {
+			a := b.acts[i].Data
+			for r := range h {
+				row := w[(r0+r)*rs : (r0+r+1)*rs]
+				if i >= quads {
+					out[i*stride+r0+r] = simdDots[t](row, a, n)
+					continue
+				}
+				l := (*[32]float32)(acc[32*(floatTileRows*i+r):])
+				tail(l, row, a, whole, n)
+				out[i*stride+r0+r] = reduce(l[:])
+			}
+		}
+	}
+	return rows
+}
+
+// elemsFor returns t's Go kernel for elements from..to-1.
+func elemsFor(t Type) func(acc *[32]float32, row, act []byte, from, to int) {
+	switch t {
+	case F16:
+		return elemsF16
+	case BF16:
+		return elemsBF16
+	}
+	return elemsF32
+}
+
+// widen sets x to the float32 values of the first len(x) elements of t
+// (F16 or BF16) at src.
+func widen(t Type, x []float32, src []byte) {
+	src = src[:2*len(x)]
+	if t == F16 {
+		tab := fp16Table()
+		for i := range x {
+			x[i] = tab[binary.LittleEndian.Uint16(src[2*i:])]
+		}
+		return
+	}
+	for i := range x {
+		x[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(src[2*i:])) << 16)
+	}
+}

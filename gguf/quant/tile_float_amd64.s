@@ -1,0 +1,94 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// The float band kernels (tile_float.go): four float32 activation rows per
+// weight row load, for F16, BF16 and F32 weights. Lane l of activation
+// row j's accumulator gets, for each round of 32 elements, the product
+// (VMULPS, weight first) added (VADDPS, accumulator first) exactly as in
+// f16x32, bf16x32 and f32x32 (dot_*_amd64.s). Sixteen accumulators of
+// eight lanes would fill the sixteen registers, so the rows are taken
+// twice: lanes 0-15, then 16-31, each lane still in its own order.
+//
+// Registers: DI acc, R8 as, DX w, SI x, R9 xs, R10 3·xs, CX chunks;
+// BX, AX the walking w and x, R13 the count, R12 acc + 3·as; Y4-Y11 the
+// accumulators (row j's lanes 16h..16h+15 in Y4+2j, Y5+2j), Y0, Y1 the
+// weights, Y2, Y3 the products.
+
+// WF16, WBF16 and WF32 widen the eight weights at OFF(BX) into Y.
+#define WF16(OFF, Y) VCVTPH2PS OFF(BX), Y
+
+#define WBF16(OFF, Y) \
+	VPMOVZXWD OFF(BX), Y \
+	VPSLLD $16, Y, Y
+
+#define WF32(OFF, Y) VMOVUPS OFF(BX), Y
+
+// ROW adds the products of Y0, Y1 with row j's 16 elements at OFF(X) to
+// A0, A1.
+#define ROW(X, OFF, A0, A1) \
+	VMULPS OFF+0 X, Y0, Y2 \
+	VADDPS Y2, A0, A0 \
+	VMULPS OFF+32 X, Y1, Y3 \
+	VADDPS Y3, A1, A1
+
+// PASS does, in a loop at LOOP, lanes 16H..16H+15 of the four rows, weights ES bytes each,
+// WIDEN loading them.
+#define PASS(H, ES, WIDEN, LOOP) \
+	VMOVUPS 64*H(DI), Y4 \
+	VMOVUPS 64*H+32(DI), Y5 \
+	VMOVUPS 64*H(DI)(R8*1), Y6 \
+	VMOVUPS 64*H+32(DI)(R8*1), Y7 \
+	VMOVUPS 64*H(DI)(R8*2), Y8 \
+	VMOVUPS 64*H+32(DI)(R8*2), Y9 \
+	VMOVUPS 64*H(R12), Y10 \
+	VMOVUPS 64*H+32(R12), Y11 \
+	MOVQ DX, BX \
+	MOVQ SI, AX \
+	MOVQ CX, R13 \
+LOOP: \
+	WIDEN(16*ES*H, Y0) \
+	WIDEN(16*ES*H+8*ES, Y1) \
+	ROW((AX), 64*H, Y4, Y5) \
+	ROW((AX)(R9*1), 64*H, Y6, Y7) \
+	ROW((AX)(R9*2), 64*H, Y8, Y9) \
+	ROW((AX)(R10*1), 64*H, Y10, Y11) \
+	ADDQ $(32*ES), BX \
+	ADDQ $128, AX \
+	DECQ R13 \
+	JNZ LOOP \
+	VMOVUPS Y4, 64*H(DI) \
+	VMOVUPS Y5, 64*H+32(DI) \
+	VMOVUPS Y6, 64*H(DI)(R8*1) \
+	VMOVUPS Y7, 64*H+32(DI)(R8*1) \
+	VMOVUPS Y8, 64*H(DI)(R8*2) \
+	VMOVUPS Y9, 64*H+32(DI)(R8*2) \
+	VMOVUPS Y10, 64*H(R12) \
+	VMOVUPS Y11, 64*H+32(R12)
+
+#define BAND4(ES, WIDEN) \
+	MOVQ acc+0(FP), DI \
+	MOVQ as+8(FP), R8 \
+	MOVQ w+16(FP), DX \
+	MOVQ x+24(FP), SI \
+	MOVQ xs+32(FP), R9 \
+	MOVQ chunks+40(FP), CX \
+	LEAQ (R9)(R9*2), R10 \
+	LEAQ (R8)(R8*2), R12 \
+	ADDQ DI, R12 \
+	PASS(0, ES, WIDEN, lanes0) \
+	PASS(1, ES, WIDEN, lanes16) \
+	VZEROUPPER \
+	RET
+
+// func f16Band4(acc *float32, as int, w *byte, x *float32, xs, chunks int)
+TEXT ·f16Band4(SB), NOSPLIT, $0-48
+	BAND4(2, WF16)
+
+// func bf16Band4(acc *float32, as int, w *byte, x *float32, xs, chunks int)
+TEXT ·bf16Band4(SB), NOSPLIT, $0-48
+	BAND4(2, WBF16)
+
+// func f32Band4(acc *float32, as int, w *byte, x *float32, xs, chunks int)
+TEXT ·f32Band4(SB), NOSPLIT, $0-48
+	BAND4(4, WF32)
