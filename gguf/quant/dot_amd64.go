@@ -80,20 +80,3 @@ var yTiles = map[Type]*bandKernel{
 	Q4_0: {h: 8, chunk: 32, packed: 288, pack: q4_0PackY, dot4: q4_0TileY4, dot1: q4_0TileY1},
 	Q4_K: {h: 8, chunk: 8, packed: 2624, pack: q4KPackY, dot4: q4KTileY4, dot1: q4KTileY1},
 }
-
-// floatBands are the float band kernels (tile_float.go,
-// tile_float_amd64.s).
-var floatBands = map[Type]floatBand4{
-	F16:  f16Band4,
-	BF16: bf16Band4,
-	F32:  f32Band4,
-}
-
-//go:noescape
-func f16Band4(acc *float32, as int, w *byte, x *float32, xs, chunks int)
-
-//go:noescape
-func bf16Band4(acc *float32, as int, w *byte, x *float32, xs, chunks int)
-
-//go:noescape
-func f32Band4(acc *float32, as int, w *byte, x *float32, xs, chunks int)

@@ -137,3 +137,20 @@ func widen(t Type, x []float32, src []byte) {
 		x[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(src[2*i:])) << 16)
 	}
 }
+
+// floatBands are the float band kernels (tile_float_amd64.s,
+// tile_float_arm64.s).
+var floatBands = map[Type]floatBand4{
+	F16:  f16Band4,
+	BF16: bf16Band4,
+	F32:  f32Band4,
+}
+
+//go:noescape
+func f16Band4(acc *float32, as int, w *byte, x *float32, xs, chunks int)
+
+//go:noescape
+func bf16Band4(acc *float32, as int, w *byte, x *float32, xs, chunks int)
+
+//go:noescape
+func f32Band4(acc *float32, as int, w *byte, x *float32, xs, chunks int)
