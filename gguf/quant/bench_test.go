@@ -174,8 +174,13 @@ func BenchmarkQuantizeActivation(b *testing.B) {
 // (no band kernels), where this machine has band kernels for the type.
 func BenchmarkMatMul(b *testing.B) {
 	const rows, cols = 2048, 2048
-	for _, typ := range []quant.Type{quant.Q4_0, quant.Q8_0, quant.Q4_K, quant.Q6_K} {
-		for _, batch := range []int{64, 1} {
+	for _, typ := range []quant.Type{quant.Q4_0, quant.Q8_0, quant.Q4_K, quant.Q6_K, quant.F16, quant.BF16, quant.F32} {
+		batches := []int{64, 1}
+		if typ.BlockSize() == 1 {
+			// The float band kernels: a speculative window, prefill.
+			batches = []int{16, 8, 4, 1}
+		}
+		for _, batch := range batches {
 			b.Run(fmt.Sprintf("%s/n=%d", typ, batch), func(b *testing.B) {
 				rng := rand.New(rand.NewPCG(17, 18))
 				w := make([]byte, mustRowSize(b, typ, rows*cols))
@@ -202,7 +207,7 @@ func BenchmarkMatMul(b *testing.B) {
 				}
 				baseline := bestOf(base)
 				tile8 := 0.0
-				if batch > 1 && quant.HaveBand(typ) {
+				if batch > 1 && quant.HaveBand(typ) && typ.BlockSize() > 1 {
 					tile8 = bestOf(func() {
 						defer quant.SetZ(false)()
 						defer quant.SetY(false)()

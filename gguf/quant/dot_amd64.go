@@ -80,3 +80,6 @@ var yTiles = map[Type]*bandKernel{
 	Q4_0: {h: 8, chunk: 32, packed: 288, pack: q4_0PackY, dot4: q4_0TileY4, dot1: q4_0TileY1},
 	Q4_K: {h: 8, chunk: 8, packed: 2624, pack: q4KPackY, dot4: q4KTileY4, dot1: q4KTileY1},
 }
+
+// haveFMA: the F16 float band kernel (tile_float_amd64.s) uses FMA.
+var haveFMA = cpu.X86.HasFMA

@@ -89,3 +89,6 @@ var vnniTiles = map[Type]*tileKernel{}
 const haveZ = false
 
 var zTiles, yTiles = map[Type]*bandKernel{}, map[Type]*bandKernel{}
+
+// haveFMA: every NEON machine has fused multiply-add.
+const haveFMA = true

@@ -41,7 +41,7 @@ const (
 // floatBandFor returns the float band kernel this machine runs for t, if
 // any (the four-rows-at-once kernels, switched with useY).
 func floatBandFor(t Type) floatBand4 {
-	if !useY {
+	if !useY || !haveFMA {
 		return nil
 	}
 	return floatBands[t]

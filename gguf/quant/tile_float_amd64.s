@@ -6,7 +6,9 @@
 // weight row load, for F16, BF16 and F32 weights. Lane l of activation
 // row j's accumulator gets, for each round of 32 elements, the product
 // (VMULPS, weight first) added (VADDPS, accumulator first) exactly as in
-// f16x32, bf16x32 and f32x32 (dot_*_amd64.s). Sixteen accumulators of
+// f16x32, bf16x32 and f32x32 (dot_*_amd64.s), or for F16 the same bits by
+// a fused multiply-add (FMA below). The kernels need FMA besides AVX2
+// (haveFMA). Sixteen accumulators of
 // eight lanes would fill the sixteen registers, so the rows are taken
 // twice: lanes 0-15, then 16-31, each lane still in its own order.
 //
@@ -24,17 +26,25 @@
 
 #define WF32(OFF, Y) VMOVUPS OFF(BX), Y
 
-// ROW adds the products of Y0, Y1 with row j's 16 elements at OFF(X) to
-// A0, A1.
-#define ROW(X, OFF, A0, A1) \
+// MULADD and FMA add the products of Y0, Y1 with row j's 16 elements at
+// OFF X to A0, A1: MULADD rounding the product (VMULPS) before the add
+// (VADDPS), as bf16x32 and f32x32 do; FMA in one fused multiply-add,
+// for F16 only, whose products are exact in float32 (as f16x32 says), so
+// that it rounds once, as f16x32's multiply-then-add does: the same bits,
+// in half the instructions.
+#define MULADD(X, OFF, A0, A1) \
 	VMULPS OFF+0 X, Y0, Y2 \
 	VADDPS Y2, A0, A0 \
 	VMULPS OFF+32 X, Y1, Y3 \
 	VADDPS Y3, A1, A1
 
+#define FMA(X, OFF, A0, A1) \
+	VFMADD231PS OFF+0 X, Y0, A0 \
+	VFMADD231PS OFF+32 X, Y1, A1
+
 // PASS does, in a loop at LOOP, lanes 16H..16H+15 of the four rows, weights ES bytes each,
 // WIDEN loading them.
-#define PASS(H, ES, WIDEN, LOOP) \
+#define PASS(H, ES, WIDEN, ROW, LOOP) \
 	VMOVUPS 64*H(DI), Y4 \
 	VMOVUPS 64*H+32(DI), Y5 \
 	VMOVUPS 64*H(DI)(R8*1), Y6 \
@@ -66,7 +76,7 @@ LOOP: \
 	VMOVUPS Y10, 64*H(R12) \
 	VMOVUPS Y11, 64*H+32(R12)
 
-#define BAND4(ES, WIDEN) \
+#define BAND4(ES, WIDEN, ROW) \
 	MOVQ acc+0(FP), DI \
 	MOVQ as+8(FP), R8 \
 	MOVQ w+16(FP), DX \
@@ -76,19 +86,19 @@ LOOP: \
 	LEAQ (R9)(R9*2), R10 \
 	LEAQ (R8)(R8*2), R12 \
 	ADDQ DI, R12 \
-	PASS(0, ES, WIDEN, lanes0) \
-	PASS(1, ES, WIDEN, lanes16) \
+	PASS(0, ES, WIDEN, ROW, lanes0) \
+	PASS(1, ES, WIDEN, ROW, lanes16) \
 	VZEROUPPER \
 	RET
 
 // func f16Band4(acc *float32, as int, w *byte, x *float32, xs, chunks int)
 TEXT ·f16Band4(SB), NOSPLIT, $0-48
-	BAND4(2, WF16)
+	BAND4(2, WF16, FMA)
 
 // func bf16Band4(acc *float32, as int, w *byte, x *float32, xs, chunks int)
 TEXT ·bf16Band4(SB), NOSPLIT, $0-48
-	BAND4(2, WBF16)
+	BAND4(2, WBF16, MULADD)
 
 // func f32Band4(acc *float32, as int, w *byte, x *float32, xs, chunks int)
 TEXT ·f32Band4(SB), NOSPLIT, $0-48
-	BAND4(4, WF32)
+	BAND4(4, WF32, MULADD)
