@@ -83,3 +83,20 @@ var yTiles = map[Type]*bandKernel{
 
 // haveFMA: the F16 float band kernel (tile_float_amd64.s) uses FMA.
 var haveFMA = cpu.X86.HasFMA
+
+// zFloatBands are the float band kernels' AVX-512 forms, where zTiles run
+// (tile_float_amd64.s).
+var zFloatBands = map[Type]floatBand4{
+	F16:  f16Band4Z,
+	BF16: bf16Band4Z,
+	F32:  f32Band4Z,
+}
+
+//go:noescape
+func f16Band4Z(acc *float32, as int, w *byte, x *float32, xs, chunks int)
+
+//go:noescape
+func bf16Band4Z(acc *float32, as int, w *byte, x *float32, xs, chunks int)
+
+//go:noescape
+func f32Band4Z(acc *float32, as int, w *byte, x *float32, xs, chunks int)

@@ -92,3 +92,6 @@ var zTiles, yTiles = map[Type]*bandKernel{}, map[Type]*bandKernel{}
 
 // haveFMA: every NEON machine has fused multiply-add.
 const haveFMA = true
+
+// zFloatBands: no AVX-512 here.
+var zFloatBands = map[Type]floatBand4{}

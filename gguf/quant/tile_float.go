@@ -39,8 +39,12 @@ const (
 )
 
 // floatBandFor returns the float band kernel this machine runs for t, if
-// any (the four-rows-at-once kernels, switched with useY).
+// any: the AVX-512 ones where the sixteen-row tiles run (switched with
+// useZ), else the AVX2 or NEON ones (switched with useY).
 func floatBandFor(t Type) floatBand4 {
+	if k := zFloatBands[t]; k != nil && useZ {
+		return k
+	}
 	if !useY || !haveFMA {
 		return nil
 	}

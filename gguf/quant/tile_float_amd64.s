@@ -102,3 +102,77 @@ TEXT ·bf16Band4(SB), NOSPLIT, $0-48
 // func f32Band4(acc *float32, as int, w *byte, x *float32, xs, chunks int)
 TEXT ·f32Band4(SB), NOSPLIT, $0-48
 	BAND4(4, WF32, MULADD)
+
+// The AVX-512 kernels take all 32 lanes of the four rows in one pass:
+// row j's lanes 0-15 in Z16+2j, 16-31 in Z17+2j; Z0, Z1 the weights,
+// Z2, Z3 the products. The lanes' arithmetic is the AVX2 kernels'.
+
+#define ZF16(OFF, Z) VCVTPH2PS OFF(BX), Z
+
+#define ZBF16(OFF, Z) \
+	VPMOVZXWD OFF(BX), Z \
+	VPSLLD $16, Z, Z
+
+#define ZF32(OFF, Z) VMOVUPS OFF(BX), Z
+
+#define ZMULADD(X, A0, A1) \
+	VMULPS 0 X, Z0, Z2 \
+	VADDPS Z2, A0, A0 \
+	VMULPS 64 X, Z1, Z3 \
+	VADDPS Z3, A1, A1
+
+#define ZFMA(X, A0, A1) \
+	VFMADD231PS 0 X, Z0, A0 \
+	VFMADD231PS 64 X, Z1, A1
+
+#define ZBAND4(ES, WIDEN, ROW) \
+	MOVQ acc+0(FP), DI \
+	MOVQ as+8(FP), R8 \
+	MOVQ w+16(FP), BX \
+	MOVQ x+24(FP), AX \
+	MOVQ xs+32(FP), R9 \
+	MOVQ chunks+40(FP), CX \
+	LEAQ (R9)(R9*2), R10 \
+	LEAQ (R8)(R8*2), R12 \
+	ADDQ DI, R12 \
+	VMOVUPS 0(DI), Z16 \
+	VMOVUPS 64(DI), Z17 \
+	VMOVUPS 0(DI)(R8*1), Z18 \
+	VMOVUPS 64(DI)(R8*1), Z19 \
+	VMOVUPS 0(DI)(R8*2), Z20 \
+	VMOVUPS 64(DI)(R8*2), Z21 \
+	VMOVUPS 0(R12), Z22 \
+	VMOVUPS 64(R12), Z23 \
+zloop: \
+	WIDEN(0, Z0) \
+	WIDEN(16*ES, Z1) \
+	ROW((AX), Z16, Z17) \
+	ROW((AX)(R9*1), Z18, Z19) \
+	ROW((AX)(R9*2), Z20, Z21) \
+	ROW((AX)(R10*1), Z22, Z23) \
+	ADDQ $(32*ES), BX \
+	ADDQ $128, AX \
+	DECQ CX \
+	JNZ zloop \
+	VMOVUPS Z16, 0(DI) \
+	VMOVUPS Z17, 64(DI) \
+	VMOVUPS Z18, 0(DI)(R8*1) \
+	VMOVUPS Z19, 64(DI)(R8*1) \
+	VMOVUPS Z20, 0(DI)(R8*2) \
+	VMOVUPS Z21, 64(DI)(R8*2) \
+	VMOVUPS Z22, 0(R12) \
+	VMOVUPS Z23, 64(R12) \
+	VZEROUPPER \
+	RET
+
+// func f16Band4Z(acc *float32, as int, w *byte, x *float32, xs, chunks int)
+TEXT ·f16Band4Z(SB), NOSPLIT, $0-48
+	ZBAND4(2, ZF16, ZFMA)
+
+// func bf16Band4Z(acc *float32, as int, w *byte, x *float32, xs, chunks int)
+TEXT ·bf16Band4Z(SB), NOSPLIT, $0-48
+	ZBAND4(2, ZBF16, ZMULADD)
+
+// func f32Band4Z(acc *float32, as int, w *byte, x *float32, xs, chunks int)
+TEXT ·f32Band4Z(SB), NOSPLIT, $0-48
+	ZBAND4(4, ZF32, ZMULADD)
