@@ -93,10 +93,13 @@ var zFloatBands = map[Type]floatBand4{
 }
 
 //go:noescape
-func f16Band4Z(acc *float32, as int, w *byte, x *float32, xs, chunks int)
+func f16Band4Z(acc *float32, as int, w *byte, x *float32, xs, chunks int, out *float32, os, live int)
 
 //go:noescape
-func bf16Band4Z(acc *float32, as int, w *byte, x *float32, xs, chunks int)
+func bf16Band4Z(acc *float32, as int, w *byte, x *float32, xs, chunks int, out *float32, os, live int)
 
 //go:noescape
-func f32Band4Z(acc *float32, as int, w *byte, x *float32, xs, chunks int)
+func f32Band4Z(acc *float32, as int, w *byte, x *float32, xs, chunks int, out *float32, os, live int)
+
+// kernelFold: the float band kernels here fold and store their results.
+const kernelFold = true

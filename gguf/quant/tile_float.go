@@ -30,8 +30,11 @@ import (
 // floatBand4 is one type's kernel: it adds the products of the first
 // 32·chunks elements of the weight row at w with each of four float32
 // activation rows (row j at x + j·xs bytes) to row j's 32 lanes at
-// acc + j·as bytes, element i's to lane i mod 32.
-type floatBand4 func(acc *float32, as int, w *byte, x *float32, xs, chunks int)
+// acc + j·as bytes, element i's to lane i mod 32. With out set (the row's
+// last chunk, where the row has no elements past the last whole 32, and
+// kernelFold), it then folds each row's lanes as reduce does and stores
+// activation row j's result at out + j·os bytes, for j < live, instead.
+type floatBand4 func(acc *float32, as int, w *byte, x *float32, xs, chunks int, out *float32, os, live int)
 
 const (
 	floatTileRows = 8    // weight rows a tile
@@ -53,59 +56,63 @@ func floatBandFor(t Type) floatBand4 {
 
 // matMulFloat does MatMul's rows for a float type with the band kernel k,
 // and returns how many it did (all, or none where rows are shorter than
-// one round of 32).
+// one round of 32, or for one activation row). A batch's
+// last rows short of four are padded with copies of its last row, whose
+// results the kernel does not store.
 func matMulFloat(k floatBand4, s *tileScratch, t Type, w []byte, rs, rows int, b *Batch, out []float32, stride int) int {
 	n := b.n
 	whole := n &^ 31
-	if whole == 0 || rows == 0 {
+	if whole == 0 || rows == 0 || b.rows < 2 {
 		return 0
 	}
 	es := t.TypeSize()
-	// The activations, widened, in rows of whole elements.
-	var x []float32
-	if t == F32 {
-		x = unsafe.Slice((*float32)(unsafe.Pointer(&b.data[0])), b.rows*b.rowSize/4)
-	} else {
-		if need := b.rows * whole; len(s.fx) < need {
-			s.fx = make([]float32, need)
-		}
-		x = s.fx[:b.rows*whole]
-		for i := range b.rows {
-			widen(t, x[i*whole:(i+1)*whole], b.data[i*b.rowSize:])
-		}
+	groups := (b.rows + 3) / 4
+	// The activations, widened, in rows of whole elements (padded).
+	if need := 4 * groups * whole; len(s.fx) < need {
+		s.fx = make([]float32, need)
 	}
-	xs := 4 * whole // bytes between rows of x
-	if t == F32 {
-		xs = b.rowSize
+	x := s.fx[:4*groups*whole]
+	for i := range 4 * groups {
+		widen(t, x[i*whole:(i+1)*whole], b.data[min(i, b.rows-1)*b.rowSize:])
 	}
+	const xs = 4 // bytes between elements of x; rows are whole apart
 	// Accumulators: activation row i, weight row r of the tile at
 	// 32·(floatTileRows·i + r).
 	const as = 4 * 32 * floatTileRows // bytes between activation rows'
-	if need := 32 * floatTileRows * b.rows; len(s.band) < need {
+	if need := 32 * floatTileRows * 4 * groups; len(s.band) < need {
 		s.band = make([]float32, need)
 	}
-	acc := s.band[:32*floatTileRows*b.rows]
-	quads := b.rows &^ 3
+	acc := s.band[:32*floatTileRows*4*groups]
+	fold := kernelFold && whole == n
 	tail := elemsFor(t)
 	for r0 := 0; r0 < rows; r0 += floatTileRows {
 		h := min(floatTileRows, rows-r0)
 		clear(acc)
 		for c0 := 0; c0 < whole; c0 += floatChunk {
 			chunks := (min(whole, c0+floatChunk) - c0) / 32
-			for i := 0; i < quads; i += 4 {
+			last := fold && c0+floatChunk >= whole
+			for i := 0; i < b.rows; i += 4 {
+				live := min(4, b.rows-i)
+				if last {
+					// Bounds of the outputs, checked here.
+					_ = out[(i+live-1)*stride+r0+h-1]
+				}
 				for r := range h {
-					k(&acc[32*(floatTileRows*i+r)], as, &w[(r0+r)*rs+c0*es], &x[i*xs/4+c0], xs, chunks)
+					var o *float32
+					if last {
+						o = &out[i*stride+r0+r]
+					}
+					k(&acc[32*(floatTileRows*i+r)], as, &w[(r0+r)*rs+c0*es], &x[i*whole+c0], xs*whole, chunks, o, 4*stride, live)
 				}
 			}
+		}
+		if fold {
+			continue
 		}
 		for i := range b.rows {
 			a := b.acts[i].Data
 			for r := range h {
 				row := w[(r0+r)*rs : (r0+r+1)*rs]
-				if i >= quads {
-					out[i*stride+r0+r] = simdDots[t](row, a, n)
-					continue
-				}
 				l := (*[32]float32)(acc[32*(floatTileRows*i+r):])
 				tail(l, row, a, whole, n)
 				out[i*stride+r0+r] = reduce(l[:])
@@ -127,8 +134,12 @@ func elemsFor(t Type) func(acc *[32]float32, row, act []byte, from, to int) {
 }
 
 // widen sets x to the float32 values of the first len(x) elements of t
-// (F16 or BF16) at src.
+// at src.
 func widen(t Type, x []float32, src []byte) {
+	if t == F32 {
+		copy(x, unsafe.Slice((*float32)(unsafe.Pointer(&src[0])), len(x)))
+		return
+	}
 	src = src[:2*len(x)]
 	if t == F16 {
 		tab := fp16Table()
@@ -151,10 +162,10 @@ var floatBands = map[Type]floatBand4{
 }
 
 //go:noescape
-func f16Band4(acc *float32, as int, w *byte, x *float32, xs, chunks int)
+func f16Band4(acc *float32, as int, w *byte, x *float32, xs, chunks int, out *float32, os, live int)
 
 //go:noescape
-func bf16Band4(acc *float32, as int, w *byte, x *float32, xs, chunks int)
+func bf16Band4(acc *float32, as int, w *byte, x *float32, xs, chunks int, out *float32, os, live int)
 
 //go:noescape
-func f32Band4(acc *float32, as int, w *byte, x *float32, xs, chunks int)
+func f32Band4(acc *float32, as int, w *byte, x *float32, xs, chunks int, out *float32, os, live int)

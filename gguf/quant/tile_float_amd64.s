@@ -12,6 +12,10 @@
 // eight lanes would fill the sixteen registers, so the rows are taken
 // twice: lanes 0-15, then 16-31, each lane still in its own order.
 //
+// With out set, the kernels then fold each row's 32 lanes as reduce does
+// (FOLD8) and store activation row j's result at out + j·os, for j < live
+// (the rows past live are padding, their accumulators left as they are).
+//
 // Registers: DI acc, R8 as, DX w, SI x, R9 xs, R10 3·xs, CX chunks;
 // BX, AX the walking w and x, R13 the count, R12 acc + 3·as; Y4-Y11 the
 // accumulators (row j's lanes 16h..16h+15 in Y4+2j, Y5+2j), Y0, Y1 the
@@ -88,19 +92,60 @@ LOOP: \
 	ADDQ DI, R12 \
 	PASS(0, ES, WIDEN, ROW, lanes0) \
 	PASS(1, ES, WIDEN, ROW, lanes16) \
+	MOVQ out+48(FP), SI \
+	TESTQ SI, SI \
+	JZ done \
+	MOVQ os+56(FP), DX \
+	MOVQ live+64(FP), R13 \
+	YFOLD(0(DI)) \
+	CMPQ R13, $1 \
+	JLE done \
+	ADDQ DX, SI \
+	YFOLD(0(DI)(R8*1)) \
+	CMPQ R13, $2 \
+	JLE done \
+	ADDQ DX, SI \
+	YFOLD(0(DI)(R8*2)) \
+	CMPQ R13, $3 \
+	JLE done \
+	ADDQ DX, SI \
+	YFOLD(0(R12)) \
+done: \
 	VZEROUPPER \
 	RET
 
-// func f16Band4(acc *float32, as int, w *byte, x *float32, xs, chunks int)
-TEXT ·f16Band4(SB), NOSPLIT, $0-48
+// FOLD8 folds the eight lanes of Y2, a[l] + a[l+8] of a row's 32, as
+// reduce does (a[l] + a[l+4], then (a0+a2) + (a1+a3)), and stores the
+// result at (SI). Clobbers Y3.
+#define FOLD8 \
+	VEXTRACTF128 $1, Y2, X3 \
+	VADDPS X3, X2, X2 \
+	VMOVHLPS X2, X2, X3 \
+	VADDPS X3, X2, X2 \
+	VMOVSHDUP X2, X3 \
+	VADDSS X3, X2, X2 \
+	VMOVSS X2, (SI)
+
+// YFOLD folds the 32 lanes at ACC (a memory operand) into (SI):
+// a[l] + a[l+16], then a[l] + a[l+8], then FOLD8. Clobbers Y0-Y3.
+#define YFOLD(ACC) \
+	VMOVUPS 0+ACC, Y0 \
+	VMOVUPS 32+ACC, Y1 \
+	VADDPS 64+ACC, Y0, Y0 \
+	VADDPS 96+ACC, Y1, Y1 \
+	VADDPS Y1, Y0, Y2 \
+	FOLD8
+
+// func f16Band4(acc *float32, as int, w *byte, x *float32, xs, chunks int, out *float32, os, live int)
+TEXT ·f16Band4(SB), NOSPLIT, $0-72
 	BAND4(2, WF16, FMA)
 
-// func bf16Band4(acc *float32, as int, w *byte, x *float32, xs, chunks int)
-TEXT ·bf16Band4(SB), NOSPLIT, $0-48
+// func bf16Band4(acc *float32, as int, w *byte, x *float32, xs, chunks int, out *float32, os, live int)
+TEXT ·bf16Band4(SB), NOSPLIT, $0-72
 	BAND4(2, WBF16, MULADD)
 
-// func f32Band4(acc *float32, as int, w *byte, x *float32, xs, chunks int)
-TEXT ·f32Band4(SB), NOSPLIT, $0-48
+// func f32Band4(acc *float32, as int, w *byte, x *float32, xs, chunks int, out *float32, os, live int)
+TEXT ·f32Band4(SB), NOSPLIT, $0-72
 	BAND4(4, WF32, MULADD)
 
 // The AVX-512 kernels take all 32 lanes of the four rows in one pass:
@@ -154,6 +199,9 @@ zloop: \
 	ADDQ $128, AX \
 	DECQ CX \
 	JNZ zloop \
+	MOVQ out+48(FP), SI \
+	TESTQ SI, SI \
+	JNZ fold \
 	VMOVUPS Z16, 0(DI) \
 	VMOVUPS Z17, 64(DI) \
 	VMOVUPS Z18, 0(DI)(R8*1) \
@@ -163,16 +211,43 @@ zloop: \
 	VMOVUPS Z22, 0(R12) \
 	VMOVUPS Z23, 64(R12) \
 	VZEROUPPER \
+	RET \
+fold: \
+	MOVQ os+56(FP), DX \
+	MOVQ live+64(FP), R13 \
+	ZFOLD(Z16, Z17) \
+	CMPQ R13, $1 \
+	JLE done \
+	ADDQ DX, SI \
+	ZFOLD(Z18, Z19) \
+	CMPQ R13, $2 \
+	JLE done \
+	ADDQ DX, SI \
+	ZFOLD(Z20, Z21) \
+	CMPQ R13, $3 \
+	JLE done \
+	ADDQ DX, SI \
+	ZFOLD(Z22, Z23) \
+done: \
+	VZEROUPPER \
 	RET
 
-// func f16Band4Z(acc *float32, as int, w *byte, x *float32, xs, chunks int)
-TEXT ·f16Band4Z(SB), NOSPLIT, $0-48
+// ZFOLD folds a row's 32 lanes, 0-15 in A0 and 16-31 in A1, into (SI):
+// a[l] + a[l+16], then a[l] + a[l+8], then FOLD8. Clobbers Z2, Z3.
+#define ZFOLD(A0, A1) \
+	VADDPS A1, A0, Z2 \
+	VEXTRACTF64X4 $1, Z2, Y3 \
+	VADDPS Y3, Y2, Y2 \
+	FOLD8
+
+// func f16Band4Z(acc *float32, as int, w *byte, x *float32, xs, chunks int, out *float32, os, live int)
+TEXT ·f16Band4Z(SB), NOSPLIT, $0-72
 	ZBAND4(2, ZF16, ZFMA)
 
-// func bf16Band4Z(acc *float32, as int, w *byte, x *float32, xs, chunks int)
-TEXT ·bf16Band4Z(SB), NOSPLIT, $0-48
+// func bf16Band4Z(acc *float32, as int, w *byte, x *float32, xs, chunks int, out *float32, os, live int)
+TEXT ·bf16Band4Z(SB), NOSPLIT, $0-72
 	ZBAND4(2, ZBF16, ZMULADD)
 
-// func f32Band4Z(acc *float32, as int, w *byte, x *float32, xs, chunks int)
-TEXT ·f32Band4Z(SB), NOSPLIT, $0-48
+// func f32Band4Z(acc *float32, as int, w *byte, x *float32, xs, chunks int, out *float32, os, live int)
+TEXT ·f32Band4Z(SB), NOSPLIT, $0-72
 	ZBAND4(4, ZF32, ZMULADD)

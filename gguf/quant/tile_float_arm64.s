@@ -15,10 +15,13 @@
 //
 // Registers: R0 acc, R1 as, R2 w, R3 x, R4 xs, R5 chunks; R6-R9 the four
 // rows' accumulators, R10-R13 their activations; R14 the walking w,
-// R19-R22 the walking activations, R23 the count, R24 scratch. V16-V31
-// the accumulators (row j's lanes 16h..16h+15 in V16+4j..V19+4j), V2-V5
-// the widened weights, V6-V9 an activation row's elements and then the
-// products, V0, V1 the loaded halves, V10 zero (BF16).
+// R19-R22 the walking activations, R23 the count, R24 scratch; R15-R17
+// out, os, live. With out set, the kernels then fold each row's 32 lanes
+// as reduce does (FOLD) and store activation row j's result at out + j·os,
+// for j < live. V16-V31 the accumulators (row j's lanes 16h..16h+15 in
+// V16+4j..V19+4j), V2-V5 the widened weights, V6-V9 an activation row's
+// elements and then the products, V0, V1 the loaded halves, V10 zero
+// (BF16).
 
 // WF16, WBF16 and WF32 load 16 weights at R14 into V2-V5, widened, and
 // step R14 past them.
@@ -119,16 +122,53 @@ LOOP: \
 	VEOR V10.B16, V10.B16, V10.B16 \
 	PASS(0, ES, WIDEN, ACCUM, lanes0) \
 	PASS(1, ES, WIDEN, ACCUM, lanes16) \
+	MOVD out+48(FP), R15 \
+	CBZ  R15, done \
+	MOVD os+56(FP), R16 \
+	MOVD live+64(FP), R17 \
+	FOLD(R6) \
+	CMP  $1, R17 \
+	BLE  done \
+	ADD  R16, R15 \
+	FOLD(R7) \
+	CMP  $2, R17 \
+	BLE  done \
+	ADD  R16, R15 \
+	FOLD(R8) \
+	CMP  $3, R17 \
+	BLE  done \
+	ADD  R16, R15 \
+	FOLD(R9) \
+done: \
 	RET
 
-// func f16Band4(acc *float32, as int, w *byte, x *float32, xs, chunks int)
-TEXT ·f16Band4(SB), NOSPLIT, $0-48
+// FOLD folds the 32 lanes of the accumulator at R as reduce does
+// (a[l] + a[l+16], a[l] + a[l+8], a[l] + a[l+4], then (a0+a2) + (a1+a3))
+// and stores the result at (R15). Clobbers R24, V0-V7.
+#define FOLD(R) \
+	VLD1 (R), [V0.S4, V1.S4, V2.S4, V3.S4] \
+	ADD  $64, R, R24 \
+	VLD1 (R24), [V4.S4, V5.S4, V6.S4, V7.S4] \
+	FADD(0, 0, 4) \
+	FADD(1, 1, 5) \
+	FADD(2, 2, 6) \
+	FADD(3, 3, 7) \
+	FADD(0, 0, 2) \
+	FADD(1, 1, 3) \
+	FADD(0, 0, 1) \
+	VEXT $8, V0.B16, V0.B16, V1.B16 \
+	FADD(0, 0, 1) \
+	FADDP_S(0, 0) \
+	FMOVS F0, (R15)
+
+// func f16Band4(acc *float32, as int, w *byte, x *float32, xs, chunks int, out *float32, os, live int)
+TEXT ·f16Band4(SB), NOSPLIT, $0-72
 	BAND4(2, WF16, FMA4)
 
-// func bf16Band4(acc *float32, as int, w *byte, x *float32, xs, chunks int)
-TEXT ·bf16Band4(SB), NOSPLIT, $0-48
+// func bf16Band4(acc *float32, as int, w *byte, x *float32, xs, chunks int, out *float32, os, live int)
+TEXT ·bf16Band4(SB), NOSPLIT, $0-72
 	BAND4(2, WBF16, MULADD4)
 
-// func f32Band4(acc *float32, as int, w *byte, x *float32, xs, chunks int)
-TEXT ·f32Band4(SB), NOSPLIT, $0-48
+// func f32Band4(acc *float32, as int, w *byte, x *float32, xs, chunks int, out *float32, os, live int)
+TEXT ·f32Band4(SB), NOSPLIT, $0-72
 	BAND4(4, WF32, MULADD4)
