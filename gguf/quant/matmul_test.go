@@ -159,11 +159,13 @@ func TestBatchErrors(t *testing.T) {
 // the bits of the Go VecDot. The weight row's bytes make seventeen rows
 // (rotated by a byte each, so they differ: a sixteen-row tile and one
 // more), the activation's a batch of five rows (four at once and one),
-// of two and of one.
+// of two and of one. The float types are fuzzed with the tile types.
 func FuzzMatMulMatchesVecDot(f *testing.F) {
-	addDotSeeds(f, quant.TileTypes(), rand.New(rand.NewPCG(23, 24)))
+	// The tile types, and the float types' band kernels.
+	types := append(quant.TileTypes(), quant.F16, quant.BF16, quant.F32)
+	addDotSeeds(f, types, rand.New(rand.NewPCG(23, 24)))
 	f.Fuzz(func(t *testing.T, pick uint8, row, act []byte) {
-		typ, _, n, rs, as, ok := dotCase(t, quant.TileTypes(), pick, row, act)
+		typ, _, n, rs, as, ok := dotCase(t, types, pick, row, act)
 		if !ok {
 			return
 		}
