@@ -100,6 +100,3 @@ func bf16Band4Z(acc *float32, as int, w *byte, x *float32, xs, chunks int, out *
 
 //go:noescape
 func f32Band4Z(acc *float32, as int, w *byte, x *float32, xs, chunks int, out *float32, os, live int)
-
-// kernelFold: the float band kernels here fold and store their results.
-const kernelFold = true

@@ -95,6 +95,3 @@ const haveFMA = true
 
 // zFloatBands: no AVX-512 here.
 var zFloatBands = map[Type]floatBand4{}
-
-// kernelFold: the float band kernels here fold and store their results.
-const kernelFold = true

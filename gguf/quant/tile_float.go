@@ -24,15 +24,20 @@ import (
 // widen only the weights. The kernels keep their accumulators in memory
 // between calls, so a tile of floatTileRows weight rows is taken
 // floatChunk elements at a time: that much of the tile stays in L1 while
-// every activation row passes over it. The elements past the last whole
-// 32 and the fold are the row kernel's Go code.
+// every activation row passes over it. The kernels fold each output's 32
+// lanes as reduce does and store it; where a row has elements past the
+// last whole 32, those and the fold are the row kernel's Go code
+// (elemsF16 etc., reduce). A batch's last rows short of four are padded
+// with copies of its last row, whose results are not stored: a padded
+// call costs less than the one-row kernel's per-output call and fold on
+// short rows.
 
 // floatBand4 is one type's kernel: it adds the products of the first
 // 32·chunks elements of the weight row at w with each of four float32
 // activation rows (row j at x + j·xs bytes) to row j's 32 lanes at
 // acc + j·as bytes, element i's to lane i mod 32. With out set (the row's
-// last chunk, where the row has no elements past the last whole 32, and
-// kernelFold), it then folds each row's lanes as reduce does and stores
+// last chunk, where the row has no elements past the last whole 32), it
+// then folds each row's lanes as reduce does and stores
 // activation row j's result at out + j·os bytes, for j < live, instead.
 type floatBand4 func(acc *float32, as int, w *byte, x *float32, xs, chunks int, out *float32, os, live int)
 
@@ -56,9 +61,7 @@ func floatBandFor(t Type) floatBand4 {
 
 // matMulFloat does MatMul's rows for a float type with the band kernel k,
 // and returns how many it did (all, or none where rows are shorter than
-// one round of 32, or for one activation row). A batch's
-// last rows short of four are padded with copies of its last row, whose
-// results the kernel does not store.
+// one round of 32, or for one activation row).
 func matMulFloat(k floatBand4, s *tileScratch, t Type, w []byte, rs, rows int, b *Batch, out []float32, stride int) int {
 	n := b.n
 	whole := n &^ 31
@@ -83,7 +86,7 @@ func matMulFloat(k floatBand4, s *tileScratch, t Type, w []byte, rs, rows int, b
 		s.band = make([]float32, need)
 	}
 	acc := s.band[:32*floatTileRows*4*groups]
-	fold := kernelFold && whole == n
+	fold := whole == n
 	tail := elemsFor(t)
 	for r0 := 0; r0 < rows; r0 += floatTileRows {
 		h := min(floatTileRows, rows-r0)
