@@ -100,3 +100,7 @@ func bf16Band4Z(acc *float32, as int, w *byte, x *float32, xs, chunks int, out *
 
 //go:noescape
 func f32Band4Z(acc *float32, as int, w *byte, x *float32, xs, chunks int, out *float32, os, live int)
+
+// floatBandRows: Batch keeps its float rows widened for the float band
+// kernels (tile_float.go) here.
+const floatBandRows = true

@@ -95,3 +95,7 @@ const haveFMA = true
 
 // zFloatBands: no AVX-512 here.
 var zFloatBands = map[Type]floatBand4{}
+
+// floatBandRows: Batch keeps its float rows widened for the float band
+// kernels (tile_float.go) here.
+const floatBandRows = true

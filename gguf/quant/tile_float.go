@@ -2,12 +2,6 @@
 
 package quant
 
-import (
-	"encoding/binary"
-	"math"
-	"unsafe"
-)
-
 // Float band kernels
 //
 // The float weight types (F16, BF16, F32) take their activations in their
@@ -19,16 +13,16 @@ import (
 // elements of the four rows, each product added to its own row's lane, so
 // every lane of every row sees the row kernel's operations in its order.
 //
-// The activation rows are widened to float32 once per call (exactly: a
-// half or a bfloat16 is a float32 with fewer bits), so that the kernels
-// widen only the weights. The kernels keep their accumulators in memory
+// The activation rows are widened to float32 once, by Batch.Quantize
+// (exactly: a half or a bfloat16 is a float32 with fewer bits), so that
+// the kernels widen only the weights. The kernels keep their accumulators in memory
 // between calls, so a tile of floatTileRows weight rows is taken
 // floatChunk elements at a time: that much of the tile stays in L1 while
 // every activation row passes over it. The kernels fold each output's 32
 // lanes as reduce does and store it; where a row has elements past the
 // last whole 32, those and the fold are the row kernel's Go code
 // (elemsF16 etc., reduce). A batch's last rows short of four are padded
-// with copies of its last row, whose results are not stored: a padded
+// with zero rows, whose results are not stored: a padded
 // call costs less than the one-row kernel's per-output call and fold on
 // short rows.
 
@@ -68,16 +62,14 @@ func matMulFloat(k floatBand4, s *tileScratch, t Type, w []byte, rs, rows int, b
 	if whole == 0 || rows == 0 || b.rows < 2 {
 		return 0
 	}
+	if b.wideRow != whole {
+		return 0 // not a batch made for the band kernels
+	}
 	es := t.TypeSize()
 	groups := (b.rows + 3) / 4
-	// The activations, widened, in rows of whole elements (padded).
-	if need := 4 * groups * whole; len(s.fx) < need {
-		s.fx = make([]float32, need)
-	}
-	x := s.fx[:4*groups*whole]
-	for i := range 4 * groups {
-		widen(t, x[i*whole:(i+1)*whole], b.data[min(i, b.rows-1)*b.rowSize:])
-	}
+	// The activations, widened by Batch.Quantize, in rows of whole
+	// elements, padded with zero rows.
+	x := b.wide
 	const xs = 4 // bytes between elements of x; rows are whole apart
 	// Accumulators: activation row i, weight row r of the tile at
 	// 32·(floatTileRows·i + r).
@@ -134,26 +126,6 @@ func elemsFor(t Type) func(acc *[32]float32, row, act []byte, from, to int) {
 		return elemsBF16
 	}
 	return elemsF32
-}
-
-// widen sets x to the float32 values of the first len(x) elements of t
-// at src.
-func widen(t Type, x []float32, src []byte) {
-	if t == F32 {
-		copy(x, unsafe.Slice((*float32)(unsafe.Pointer(&src[0])), len(x)))
-		return
-	}
-	src = src[:2*len(x)]
-	if t == F16 {
-		tab := fp16Table()
-		for i := range x {
-			x[i] = tab[binary.LittleEndian.Uint16(src[2*i:])]
-		}
-		return
-	}
-	for i := range x {
-		x[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(src[2*i:])) << 16)
-	}
 }
 
 // floatBands are the float band kernels (tile_float_amd64.s,

@@ -69,7 +69,6 @@ type tileScratch struct {
 	w    []byte
 	acc  [][64]float32
 	band []float32 // the band kernels' accumulators
-	fx   []float32 // the float band kernels' widened activations
 }
 
 // useVNNI selects vnniTiles where the CPU has them, useZ zTiles and
