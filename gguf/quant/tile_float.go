@@ -65,6 +65,12 @@ func matMulFloat(k floatBand4, s *tileScratch, t Type, w []byte, rs, rows int, b
 	if b.wideRow != whole {
 		return 0 // not a batch made for the band kernels
 	}
+	if b.rows < 4 && whole > floatChunk && !(useZ && zFloatBands[t] != nil) {
+		// Two or three long rows on the two-pass kernels (AVX2, NEON):
+		// padding them to four costs more than it saves (measured on
+		// AVX2: 0.76-0.99x the row kernel at 2048 elements).
+		return 0
+	}
 	es := t.TypeSize()
 	groups := (b.rows + 3) / 4
 	// The activations, widened by Batch.Quantize, in rows of whole
