@@ -174,8 +174,13 @@ func BenchmarkQuantizeActivation(b *testing.B) {
 // (no band kernels), where this machine has band kernels for the type.
 func BenchmarkMatMul(b *testing.B) {
 	const rows, cols = 2048, 2048
-	for _, typ := range []quant.Type{quant.Q4_0, quant.Q8_0, quant.Q4_K, quant.Q6_K} {
-		for _, batch := range []int{64, 1} {
+	for _, typ := range []quant.Type{quant.Q4_0, quant.Q8_0, quant.Q4_K, quant.Q6_K, quant.F16, quant.BF16, quant.F32} {
+		batches := []int{64, 1}
+		if typ.BlockSize() == 1 {
+			// The float band kernels: a speculative window, prefill.
+			batches = []int{16, 8, 4, 1}
+		}
+		for _, batch := range batches {
 			b.Run(fmt.Sprintf("%s/n=%d", typ, batch), func(b *testing.B) {
 				rng := rand.New(rand.NewPCG(17, 18))
 				w := make([]byte, mustRowSize(b, typ, rows*cols))
@@ -202,7 +207,7 @@ func BenchmarkMatMul(b *testing.B) {
 				}
 				baseline := bestOf(base)
 				tile8 := 0.0
-				if batch > 1 && quant.HaveBand(typ) {
+				if batch > 1 && quant.HaveBand(typ) && typ.BlockSize() > 1 {
 					tile8 = bestOf(func() {
 						defer quant.SetZ(false)()
 						defer quant.SetY(false)()
@@ -234,4 +239,56 @@ func bestOf(f func()) float64 {
 		best = min(best, time.Since(t0).Seconds())
 	}
 	return best
+}
+
+// BenchmarkMatMulFloatBand times MatMul of F16, BF16 and F32 matrices
+// (the built-in model's output head, 32000×192, and 2048×2048) by
+// batches of 2 to 16 rows, as a speculative window or a short prefill
+// does, against the one-row kernels (x_rows) and, where the AVX-512
+// forms run, the AVX2 ones against the one-row kernels (x_rows_avx2):
+// each the best of five alternating rounds of bestOf, which a loaded
+// machine disturbs less than b.N runs' mean.
+func BenchmarkMatMulFloatBand(b *testing.B) {
+	for _, sh := range [][2]int{{32000, 192}, {2048, 2048}} {
+		rows, cols := sh[0], sh[1]
+		for _, typ := range []quant.Type{quant.F16, quant.BF16, quant.F32} {
+			for _, batch := range []int{2, 4, 5, 8, 16} {
+				b.Run(fmt.Sprintf("%dx%d/%s/n=%d", rows, cols, typ, batch), func(b *testing.B) {
+					rng := rand.New(rand.NewPCG(17, 18))
+					w := make([]byte, mustRowSize(b, typ, rows*cols))
+					if err := quant.Quantize(typ, normal(rng, rows*cols), w); err != nil {
+						b.Fatal(err)
+					}
+					ab, err := quant.NewBatch(typ, cols, batch)
+					if err != nil {
+						b.Fatal(err)
+					}
+					for i := range batch {
+						if err := ab.Quantize(i, normal(rng, cols)); err != nil {
+							b.Fatal(err)
+						}
+					}
+					out := make([]float32, rows*batch)
+					run := func() { quant.MatMul(typ, w, ab, out, rows) }
+					band, one, avx2 := math.Inf(1), math.Inf(1), math.Inf(1)
+					for range 5 {
+						band = min(band, bestOf(run))
+						one = min(one, bestOf(func() { defer quant.SetTiles(false)(); run() }))
+						if quant.HaveZ() {
+							avx2 = min(avx2, bestOf(func() { defer quant.SetZ(false)(); run() }))
+						}
+					}
+					b.ResetTimer()
+					for b.Loop() {
+						run()
+					}
+					b.ReportMetric(float64(rows*batch)/band/1e6, "Mdots/s")
+					b.ReportMetric(one/band, "x_rows")
+					if quant.HaveZ() {
+						b.ReportMetric(one/avx2, "x_rows_avx2")
+					}
+				})
+			}
+		}
+	}
 }

@@ -80,3 +80,27 @@ var yTiles = map[Type]*bandKernel{
 	Q4_0: {h: 8, chunk: 32, packed: 288, pack: q4_0PackY, dot4: q4_0TileY4, dot1: q4_0TileY1},
 	Q4_K: {h: 8, chunk: 8, packed: 2624, pack: q4KPackY, dot4: q4KTileY4, dot1: q4KTileY1},
 }
+
+// haveFMA: the F16 float band kernel (tile_float_amd64.s) uses FMA.
+var haveFMA = cpu.X86.HasFMA
+
+// zFloatBands are the float band kernels' AVX-512 forms, where zTiles run
+// (tile_float_amd64.s).
+var zFloatBands = map[Type]floatBand4{
+	F16:  f16Band4Z,
+	BF16: bf16Band4Z,
+	F32:  f32Band4Z,
+}
+
+//go:noescape
+func f16Band4Z(acc *float32, as int, w *byte, x *float32, xs, chunks int, out *float32, os, live int)
+
+//go:noescape
+func bf16Band4Z(acc *float32, as int, w *byte, x *float32, xs, chunks int, out *float32, os, live int)
+
+//go:noescape
+func f32Band4Z(acc *float32, as int, w *byte, x *float32, xs, chunks int, out *float32, os, live int)
+
+// floatBandRows: Batch keeps its float rows widened for the float band
+// kernels (tile_float.go) here.
+const floatBandRows = true

@@ -89,3 +89,13 @@ var vnniTiles = map[Type]*tileKernel{}
 const haveZ = false
 
 var zTiles, yTiles = map[Type]*bandKernel{}, map[Type]*bandKernel{}
+
+// haveFMA: every NEON machine has fused multiply-add.
+const haveFMA = true
+
+// zFloatBands: no AVX-512 here.
+var zFloatBands = map[Type]floatBand4{}
+
+// floatBandRows: Batch keeps its float rows widened for the float band
+// kernels (tile_float.go) here.
+const floatBandRows = true

@@ -14,6 +14,7 @@
 #define SMIN(d, n, m)    WORD $(0x4ea06c00|(m)<<16|(n)<<5|(d)) // smin vd.4s, vn.4s, vm.4s
 #define SADDLV(d, n)     WORD $(0x4e303800|(n)<<5|(d))         // saddlv hd, vn.16b
 #define USHL_H(d, n, m)  WORD $(0x6e604400|(m)<<16|(n)<<5|(d)) // ushl vd.8h, vn.8h, vm.8h
+#define FADDP_S(d, n)    WORD $(0x7e30d800|(n)<<5|(d))         // faddp sd, vn.2s
 #define FMLA(d, n, m)    WORD $(0x4e20cc00|(m)<<16|(n)<<5|(d)) // fmla vd.4s, vn.4s, vm.4s
 #define MUL(d, n, m)     WORD $(0x4ea09c00|(m)<<16|(n)<<5|(d)) // mul vd.4s, vn.4s, vm.4s
 #define MLA(d, n, m)     WORD $(0x4ea09400|(m)<<16|(n)<<5|(d)) // mla vd.4s, vn.4s, vm.4s

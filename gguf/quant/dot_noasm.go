@@ -28,3 +28,7 @@ var useVNNI = false
 const haveZ = false
 
 var useZ, useY = false, false
+
+// floatBandRows: Batch keeps its float rows widened for the float band
+// kernels (tile_float.go); none here.
+const floatBandRows = false

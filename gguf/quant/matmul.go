@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"unsafe"
 )
 
 // Batch is a set of activation rows in one format, for the weights of one
@@ -21,6 +22,12 @@ type Batch struct {
 	data, aux []byte
 	pairs     []byte
 	acts      []Activation
+	// wide: for the float types' band kernels (floatBands), each row's
+	// first wideRow elements (its whole rounds of 32) widened to float32,
+	// rows wideRow apart, and zero rows after the last up to a multiple of
+	// four; wideRow is 0 where they do not run.
+	wide    []float32
+	wideRow int
 }
 
 // Per-block figures kept beside a row of a Batch, for the formats whose
@@ -78,6 +85,16 @@ func (b *Batch) Reset(w Type, n, rows int) error {
 		ps = 32 * (nb &^ 7)
 	}
 	b.typ, b.n, b.rows, b.rowSize, b.auxSize, b.pairSize = at, n, rows, rs, as, ps
+	b.wideRow = 0
+	if floatBandRows && rows >= 2 && (at == F16 || at == BF16 || at == F32) {
+		b.wideRow = n &^ 31
+	}
+	padded := (rows + 3) &^ 3
+	if cap(b.wide) < padded*b.wideRow {
+		b.wide = make([]float32, padded*b.wideRow)
+	}
+	b.wide = b.wide[:padded*b.wideRow]
+	clear(b.wide[rows*b.wideRow:])
 	b.data = grow(b.data, rows*rs)
 	b.aux = grow(b.aux, rows*as)
 	b.pairs = grow(b.pairs, rows*ps)
@@ -121,6 +138,9 @@ func (b *Batch) Quantize(i int, x []float32) error {
 // figures computes row i's per-block figures from its quants.
 func (b *Batch) figures(i int) {
 	data := b.acts[i].Data
+	if w := b.wideRow; w > 0 {
+		widen(b.typ, b.wide[i*w:(i+1)*w], data)
+	}
 	aux := b.aux[i*b.auxSize : (i+1)*b.auxSize]
 	switch b.typ {
 	case Q8_0:
@@ -162,8 +182,9 @@ func sumInt8(q []byte) int32 {
 // builds, for Q4_0, Q8_0, Q4_K and Q6_K), a batch of more than one row is
 // multiplied eight weight rows at a time, each weight block loaded once
 // for every activation row, and so are rows too short for the row
-// kernel's SIMD (fewer than eight Q4_0 or Q8_0 blocks); otherwise row by
-// row.
+// kernel's SIMD (fewer than eight Q4_0 or Q8_0 blocks); F16, BF16 and F32
+// take a batch of two or more rows four activation rows per weight row
+// load (tile_float.go); otherwise row by row.
 func MatMul(t Type, w []byte, b *Batch, out []float32, stride int) {
 	f, rs := kernel(t, &Activation{Type: b.typ, N: b.n, Data: b.data[:b.rowSize]})
 	if rs == 0 || len(w)%rs != 0 {
@@ -218,3 +239,23 @@ var useTiles = true
 // rowSpanBytes is the weight bytes MatMul's row-by-row path dots with every
 // activation row before it moves on: they stay in the core's L1/L2 cache.
 const rowSpanBytes = 16 << 10
+
+// widen sets x to the float32 values of the first len(x) elements of t
+// at src.
+func widen(t Type, x []float32, src []byte) {
+	if t == F32 {
+		copy(x, unsafe.Slice((*float32)(unsafe.Pointer(&src[0])), len(x)))
+		return
+	}
+	src = src[:2*len(x)]
+	if t == F16 {
+		tab := fp16Table()
+		for i := range x {
+			x[i] = tab[binary.LittleEndian.Uint16(src[2*i:])]
+		}
+		return
+	}
+	for i := range x {
+		x[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(src[2*i:])) << 16)
+	}
+}

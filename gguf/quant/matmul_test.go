@@ -69,7 +69,7 @@ func TestMatMulMatchesVecDot(t *testing.T) {
 
 func testMatMulMatchesVecDot(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
-	types := append([]quant.Type{quant.Q4_1, quant.F16}, quant.TileTypes()...)
+	types := append([]quant.Type{quant.Q4_1, quant.F16, quant.BF16, quant.F32}, quant.TileTypes()...)
 	t.Logf("tile kernels for %v", quant.TileTypes())
 	for _, typ := range types {
 		at, _ := quant.VecDotType(typ)
@@ -79,8 +79,14 @@ func testMatMulMatchesVecDot(t *testing.T) {
 			// Sixteen-row tiles with four activation rows at a time and
 			// the rest one by one, across repacked chunks.
 			{16, 33, 4}, {40, 70, 9}, {48, 5, 6}, {31, 64, 5},
+			// The float types' band kernels, across their chunks of 1024
+			// elements, with a partial round and a partial tile of rows.
+			{9, 2100, 5},
 		} {
 			n := shape.blocks * qk
+			if n > 2048 && typ.BlockSize() > 1 {
+				continue
+			}
 			w := make([]byte, mustRowSize(t, typ, n*shape.rows))
 			b, err := quant.NewBatch(typ, n, shape.batch)
 			if err != nil {
@@ -153,11 +159,13 @@ func TestBatchErrors(t *testing.T) {
 // the bits of the Go VecDot. The weight row's bytes make seventeen rows
 // (rotated by a byte each, so they differ: a sixteen-row tile and one
 // more), the activation's a batch of five rows (four at once and one),
-// of two and of one.
+// of two and of one. The float types are fuzzed with the tile types.
 func FuzzMatMulMatchesVecDot(f *testing.F) {
-	addDotSeeds(f, quant.TileTypes(), rand.New(rand.NewPCG(23, 24)))
+	// The tile types, and the float types' band kernels.
+	types := append(quant.TileTypes(), quant.F16, quant.BF16, quant.F32)
+	addDotSeeds(f, types, rand.New(rand.NewPCG(23, 24)))
 	f.Fuzz(func(t *testing.T, pick uint8, row, act []byte) {
-		typ, _, n, rs, as, ok := dotCase(t, quant.TileTypes(), pick, row, act)
+		typ, _, n, rs, as, ok := dotCase(t, types, pick, row, act)
 		if !ok {
 			return
 		}
@@ -206,7 +214,7 @@ func FuzzMatMulMatchesVecDot(f *testing.F) {
 func TestMatMulRowInvariance(t *testing.T) {
 	rng := rand.New(rand.NewPCG(25, 26))
 	const rows, maxBatch = 59, 21 // three sixteen-row tiles, an eight-row one, three rows
-	for _, typ := range []quant.Type{quant.Q4_0, quant.Q8_0, quant.Q4_K, quant.Q6_K} {
+	for _, typ := range []quant.Type{quant.Q4_0, quant.Q8_0, quant.Q4_K, quant.Q6_K, quant.F16, quant.BF16, quant.F32} {
 		n := 3 * 256
 		w := make([]byte, mustRowSize(t, typ, n*rows))
 		if err := quant.Quantize(typ, normal(rng, n*rows), w); err != nil {

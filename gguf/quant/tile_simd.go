@@ -89,6 +89,9 @@ func matMulTiles(t Type, w []byte, rs, rows int, b *Batch, out []float32, stride
 	s := tileScratchPool.Get().(*tileScratch)
 	defer tileScratchPool.Put(s)
 	done := 0
+	if fb := floatBandFor(t); fb != nil && b.rows > 1 {
+		return matMulFloat(fb, s, t, w, rs, rows, b, out, stride)
+	}
 	if band := bandFor(t); band != nil && b.rows > 1 {
 		done = matMulBand(band, s, t, w, rs, rows, b, out, stride)
 	}

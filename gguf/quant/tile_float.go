@@ -1,0 +1,152 @@
+//go:build (amd64 || arm64) && !purego
+
+package quant
+
+// Float band kernels
+//
+// The float weight types (F16, BF16, F32) take their activations in their
+// own format, and their row kernels (f16x32, bf16x32, f32x32) add element
+// i's product to lane i mod 32 of an accumulator, then fold the 32 lanes
+// as reduce does. A batch of more than one row is multiplied here with
+// kernels that take four activation rows per weight row load: each weight
+// vector is loaded (and widened) once and multiplied with the same
+// elements of the four rows, each product added to its own row's lane, so
+// every lane of every row sees the row kernel's operations in its order.
+//
+// The activation rows are widened to float32 once, by Batch.Quantize
+// (exactly: a half or a bfloat16 is a float32 with fewer bits), so that
+// the kernels widen only the weights. The kernels keep their accumulators in memory
+// between calls, so a tile of floatTileRows weight rows is taken
+// floatChunk elements at a time: that much of the tile stays in L1 while
+// every activation row passes over it. The kernels fold each output's 32
+// lanes as reduce does and store it; where a row has elements past the
+// last whole 32, those and the fold are the row kernel's Go code
+// (elemsF16 etc., reduce). A batch's last rows short of four are padded
+// with zero rows, whose results are not stored: a padded
+// call costs less than the one-row kernel's per-output call and fold on
+// short rows.
+
+// floatBand4 is one type's kernel: it adds the products of the first
+// 32·chunks elements of the weight row at w with each of four float32
+// activation rows (row j at x + j·xs bytes) to row j's 32 lanes at
+// acc + j·as bytes, element i's to lane i mod 32. With out set (the row's
+// last chunk, where the row has no elements past the last whole 32), it
+// then folds each row's lanes as reduce does and stores
+// activation row j's result at out + j·os bytes, for j < live, instead.
+type floatBand4 func(acc *float32, as int, w *byte, x *float32, xs, chunks int, out *float32, os, live int)
+
+const (
+	floatTileRows = 8    // weight rows a tile
+	floatChunk    = 1024 // elements of a tile taken at a time
+)
+
+// floatBandFor returns the float band kernel this machine runs for t, if
+// any: the AVX-512 ones where the sixteen-row tiles run (switched with
+// useZ), else the AVX2 or NEON ones (switched with useY).
+func floatBandFor(t Type) floatBand4 {
+	if k := zFloatBands[t]; k != nil && useZ {
+		return k
+	}
+	if !useY || !haveFMA {
+		return nil
+	}
+	return floatBands[t]
+}
+
+// matMulFloat does MatMul's rows for a float type with the band kernel k,
+// and returns how many it did (all, or none where rows are shorter than
+// one round of 32, or for one activation row).
+func matMulFloat(k floatBand4, s *tileScratch, t Type, w []byte, rs, rows int, b *Batch, out []float32, stride int) int {
+	n := b.n
+	whole := n &^ 31
+	if whole == 0 || rows == 0 || b.rows < 2 {
+		return 0
+	}
+	if b.wideRow != whole {
+		return 0 // not a batch made for the band kernels
+	}
+	if b.rows < 4 && whole > floatChunk && !(useZ && zFloatBands[t] != nil) {
+		// Two or three long rows on the two-pass kernels (AVX2, NEON):
+		// padding them to four costs more than it saves (measured on
+		// AVX2: 0.76-0.99x the row kernel at 2048 elements).
+		return 0
+	}
+	es := t.TypeSize()
+	groups := (b.rows + 3) / 4
+	// The activations, widened by Batch.Quantize, in rows of whole
+	// elements, padded with zero rows.
+	x := b.wide
+	const xs = 4 // bytes between elements of x; rows are whole apart
+	// Accumulators: activation row i, weight row r of the tile at
+	// 32·(floatTileRows·i + r).
+	const as = 4 * 32 * floatTileRows // bytes between activation rows'
+	if need := 32 * floatTileRows * 4 * groups; len(s.band) < need {
+		s.band = make([]float32, need)
+	}
+	acc := s.band[:32*floatTileRows*4*groups]
+	fold := whole == n
+	tail := elemsFor(t)
+	for r0 := 0; r0 < rows; r0 += floatTileRows {
+		h := min(floatTileRows, rows-r0)
+		clear(acc)
+		for c0 := 0; c0 < whole; c0 += floatChunk {
+			chunks := (min(whole, c0+floatChunk) - c0) / 32
+			last := fold && c0+floatChunk >= whole
+			for i := 0; i < b.rows; i += 4 {
+				live := min(4, b.rows-i)
+				if last {
+					// Bounds of the outputs, checked here.
+					_ = out[(i+live-1)*stride+r0+h-1]
+				}
+				for r := range h {
+					var o *float32
+					if last {
+						o = &out[i*stride+r0+r]
+					}
+					k(&acc[32*(floatTileRows*i+r)], as, &w[(r0+r)*rs+c0*es], &x[i*whole+c0], xs*whole, chunks, o, 4*stride, live)
+				}
+			}
+		}
+		if fold {
+			continue
+		}
+		for i := range b.rows {
+			a := b.acts[i].Data
+			for r := range h {
+				row := w[(r0+r)*rs : (r0+r+1)*rs]
+				l := (*[32]float32)(acc[32*(floatTileRows*i+r):])
+				tail(l, row, a, whole, n)
+				out[i*stride+r0+r] = reduce(l[:])
+			}
+		}
+	}
+	return rows
+}
+
+// elemsFor returns t's Go kernel for elements from..to-1.
+func elemsFor(t Type) func(acc *[32]float32, row, act []byte, from, to int) {
+	switch t {
+	case F16:
+		return elemsF16
+	case BF16:
+		return elemsBF16
+	}
+	return elemsF32
+}
+
+// floatBands are the float band kernels (tile_float_amd64.s,
+// tile_float_arm64.s).
+var floatBands = map[Type]floatBand4{
+	F16:  f16Band4,
+	BF16: bf16Band4,
+	F32:  f32Band4,
+}
+
+//go:noescape
+func f16Band4(acc *float32, as int, w *byte, x *float32, xs, chunks int, out *float32, os, live int)
+
+//go:noescape
+func bf16Band4(acc *float32, as int, w *byte, x *float32, xs, chunks int, out *float32, os, live int)
+
+//go:noescape
+func f32Band4(acc *float32, as int, w *byte, x *float32, xs, chunks int, out *float32, os, live int)

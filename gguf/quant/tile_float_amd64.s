@@ -1,0 +1,253 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// The float band kernels (tile_float.go): four float32 activation rows per
+// weight row load, for F16, BF16 and F32 weights. Lane l of activation
+// row j's accumulator gets, for each round of 32 elements, the product
+// (VMULPS, weight first) added (VADDPS, accumulator first) exactly as in
+// f16x32, bf16x32 and f32x32 (dot_*_amd64.s), or for F16 the same bits by
+// a fused multiply-add (FMA below). The kernels need FMA besides AVX2
+// (haveFMA). Sixteen accumulators of
+// eight lanes would fill the sixteen registers, so the rows are taken
+// twice: lanes 0-15, then 16-31, each lane still in its own order.
+//
+// With out set, the kernels then fold each row's 32 lanes as reduce does
+// (FOLD8) and store activation row j's result at out + j·os, for j < live
+// (the rows past live are padding, their accumulators left as they are).
+//
+// Registers: DI acc, R8 as, DX w, SI x, R9 xs, R10 3·xs, CX chunks;
+// BX, AX the walking w and x, R13 the count, R12 acc + 3·as; Y4-Y11 the
+// accumulators (row j's lanes 16h..16h+15 in Y4+2j, Y5+2j), Y0, Y1 the
+// weights, Y2, Y3 the products.
+
+// WF16, WBF16 and WF32 widen the eight weights at OFF(BX) into Y.
+#define WF16(OFF, Y) VCVTPH2PS OFF(BX), Y
+
+#define WBF16(OFF, Y) \
+	VPMOVZXWD OFF(BX), Y \
+	VPSLLD $16, Y, Y
+
+#define WF32(OFF, Y) VMOVUPS OFF(BX), Y
+
+// MULADD and FMA add the products of Y0, Y1 with row j's 16 elements at
+// OFF X to A0, A1: MULADD rounding the product (VMULPS) before the add
+// (VADDPS), as bf16x32 and f32x32 do; FMA in one fused multiply-add,
+// for F16 only, whose products are exact in float32 (as f16x32 says), so
+// that it rounds once, as f16x32's multiply-then-add does: the same bits,
+// in half the instructions.
+#define MULADD(X, OFF, A0, A1) \
+	VMULPS OFF+0 X, Y0, Y2 \
+	VADDPS Y2, A0, A0 \
+	VMULPS OFF+32 X, Y1, Y3 \
+	VADDPS Y3, A1, A1
+
+#define FMA(X, OFF, A0, A1) \
+	VFMADD231PS OFF+0 X, Y0, A0 \
+	VFMADD231PS OFF+32 X, Y1, A1
+
+// PASS does, in a loop at LOOP, lanes 16H..16H+15 of the four rows, weights ES bytes each,
+// WIDEN loading them.
+#define PASS(H, ES, WIDEN, ROW, LOOP) \
+	VMOVUPS 64*H(DI), Y4 \
+	VMOVUPS 64*H+32(DI), Y5 \
+	VMOVUPS 64*H(DI)(R8*1), Y6 \
+	VMOVUPS 64*H+32(DI)(R8*1), Y7 \
+	VMOVUPS 64*H(DI)(R8*2), Y8 \
+	VMOVUPS 64*H+32(DI)(R8*2), Y9 \
+	VMOVUPS 64*H(R12), Y10 \
+	VMOVUPS 64*H+32(R12), Y11 \
+	MOVQ DX, BX \
+	MOVQ SI, AX \
+	MOVQ CX, R13 \
+LOOP: \
+	WIDEN(16*ES*H, Y0) \
+	WIDEN(16*ES*H+8*ES, Y1) \
+	ROW((AX), 64*H, Y4, Y5) \
+	ROW((AX)(R9*1), 64*H, Y6, Y7) \
+	ROW((AX)(R9*2), 64*H, Y8, Y9) \
+	ROW((AX)(R10*1), 64*H, Y10, Y11) \
+	ADDQ $(32*ES), BX \
+	ADDQ $128, AX \
+	DECQ R13 \
+	JNZ LOOP \
+	VMOVUPS Y4, 64*H(DI) \
+	VMOVUPS Y5, 64*H+32(DI) \
+	VMOVUPS Y6, 64*H(DI)(R8*1) \
+	VMOVUPS Y7, 64*H+32(DI)(R8*1) \
+	VMOVUPS Y8, 64*H(DI)(R8*2) \
+	VMOVUPS Y9, 64*H+32(DI)(R8*2) \
+	VMOVUPS Y10, 64*H(R12) \
+	VMOVUPS Y11, 64*H+32(R12)
+
+#define BAND4(ES, WIDEN, ROW) \
+	MOVQ acc+0(FP), DI \
+	MOVQ as+8(FP), R8 \
+	MOVQ w+16(FP), DX \
+	MOVQ x+24(FP), SI \
+	MOVQ xs+32(FP), R9 \
+	MOVQ chunks+40(FP), CX \
+	LEAQ (R9)(R9*2), R10 \
+	LEAQ (R8)(R8*2), R12 \
+	ADDQ DI, R12 \
+	PASS(0, ES, WIDEN, ROW, lanes0) \
+	PASS(1, ES, WIDEN, ROW, lanes16) \
+	MOVQ out+48(FP), SI \
+	TESTQ SI, SI \
+	JZ done \
+	MOVQ os+56(FP), DX \
+	MOVQ live+64(FP), R13 \
+	YFOLD(0(DI)) \
+	CMPQ R13, $1 \
+	JLE done \
+	ADDQ DX, SI \
+	YFOLD(0(DI)(R8*1)) \
+	CMPQ R13, $2 \
+	JLE done \
+	ADDQ DX, SI \
+	YFOLD(0(DI)(R8*2)) \
+	CMPQ R13, $3 \
+	JLE done \
+	ADDQ DX, SI \
+	YFOLD(0(R12)) \
+done: \
+	VZEROUPPER \
+	RET
+
+// FOLD8 folds the eight lanes of Y2, a[l] + a[l+8] of a row's 32, as
+// reduce does (a[l] + a[l+4], then (a0+a2) + (a1+a3)), and stores the
+// result at (SI). Clobbers Y3.
+#define FOLD8 \
+	VEXTRACTF128 $1, Y2, X3 \
+	VADDPS X3, X2, X2 \
+	VMOVHLPS X2, X2, X3 \
+	VADDPS X3, X2, X2 \
+	VMOVSHDUP X2, X3 \
+	VADDSS X3, X2, X2 \
+	VMOVSS X2, (SI)
+
+// YFOLD folds the 32 lanes at ACC (a memory operand) into (SI):
+// a[l] + a[l+16], then a[l] + a[l+8], then FOLD8. Clobbers Y0-Y3.
+#define YFOLD(ACC) \
+	VMOVUPS 0+ACC, Y0 \
+	VMOVUPS 32+ACC, Y1 \
+	VADDPS 64+ACC, Y0, Y0 \
+	VADDPS 96+ACC, Y1, Y1 \
+	VADDPS Y1, Y0, Y2 \
+	FOLD8
+
+// func f16Band4(acc *float32, as int, w *byte, x *float32, xs, chunks int, out *float32, os, live int)
+TEXT ·f16Band4(SB), NOSPLIT, $0-72
+	BAND4(2, WF16, FMA)
+
+// func bf16Band4(acc *float32, as int, w *byte, x *float32, xs, chunks int, out *float32, os, live int)
+TEXT ·bf16Band4(SB), NOSPLIT, $0-72
+	BAND4(2, WBF16, MULADD)
+
+// func f32Band4(acc *float32, as int, w *byte, x *float32, xs, chunks int, out *float32, os, live int)
+TEXT ·f32Band4(SB), NOSPLIT, $0-72
+	BAND4(4, WF32, MULADD)
+
+// The AVX-512 kernels take all 32 lanes of the four rows in one pass:
+// row j's lanes 0-15 in Z16+2j, 16-31 in Z17+2j; Z0, Z1 the weights,
+// Z2, Z3 the products. The lanes' arithmetic is the AVX2 kernels'.
+
+#define ZF16(OFF, Z) VCVTPH2PS OFF(BX), Z
+
+#define ZBF16(OFF, Z) \
+	VPMOVZXWD OFF(BX), Z \
+	VPSLLD $16, Z, Z
+
+#define ZF32(OFF, Z) VMOVUPS OFF(BX), Z
+
+#define ZMULADD(X, A0, A1) \
+	VMULPS 0 X, Z0, Z2 \
+	VADDPS Z2, A0, A0 \
+	VMULPS 64 X, Z1, Z3 \
+	VADDPS Z3, A1, A1
+
+#define ZFMA(X, A0, A1) \
+	VFMADD231PS 0 X, Z0, A0 \
+	VFMADD231PS 64 X, Z1, A1
+
+#define ZBAND4(ES, WIDEN, ROW) \
+	MOVQ acc+0(FP), DI \
+	MOVQ as+8(FP), R8 \
+	MOVQ w+16(FP), BX \
+	MOVQ x+24(FP), AX \
+	MOVQ xs+32(FP), R9 \
+	MOVQ chunks+40(FP), CX \
+	LEAQ (R9)(R9*2), R10 \
+	LEAQ (R8)(R8*2), R12 \
+	ADDQ DI, R12 \
+	VMOVUPS 0(DI), Z16 \
+	VMOVUPS 64(DI), Z17 \
+	VMOVUPS 0(DI)(R8*1), Z18 \
+	VMOVUPS 64(DI)(R8*1), Z19 \
+	VMOVUPS 0(DI)(R8*2), Z20 \
+	VMOVUPS 64(DI)(R8*2), Z21 \
+	VMOVUPS 0(R12), Z22 \
+	VMOVUPS 64(R12), Z23 \
+zloop: \
+	WIDEN(0, Z0) \
+	WIDEN(16*ES, Z1) \
+	ROW((AX), Z16, Z17) \
+	ROW((AX)(R9*1), Z18, Z19) \
+	ROW((AX)(R9*2), Z20, Z21) \
+	ROW((AX)(R10*1), Z22, Z23) \
+	ADDQ $(32*ES), BX \
+	ADDQ $128, AX \
+	DECQ CX \
+	JNZ zloop \
+	MOVQ out+48(FP), SI \
+	TESTQ SI, SI \
+	JNZ fold \
+	VMOVUPS Z16, 0(DI) \
+	VMOVUPS Z17, 64(DI) \
+	VMOVUPS Z18, 0(DI)(R8*1) \
+	VMOVUPS Z19, 64(DI)(R8*1) \
+	VMOVUPS Z20, 0(DI)(R8*2) \
+	VMOVUPS Z21, 64(DI)(R8*2) \
+	VMOVUPS Z22, 0(R12) \
+	VMOVUPS Z23, 64(R12) \
+	VZEROUPPER \
+	RET \
+fold: \
+	MOVQ os+56(FP), DX \
+	MOVQ live+64(FP), R13 \
+	ZFOLD(Z16, Z17) \
+	CMPQ R13, $1 \
+	JLE done \
+	ADDQ DX, SI \
+	ZFOLD(Z18, Z19) \
+	CMPQ R13, $2 \
+	JLE done \
+	ADDQ DX, SI \
+	ZFOLD(Z20, Z21) \
+	CMPQ R13, $3 \
+	JLE done \
+	ADDQ DX, SI \
+	ZFOLD(Z22, Z23) \
+done: \
+	VZEROUPPER \
+	RET
+
+// ZFOLD folds a row's 32 lanes, 0-15 in A0 and 16-31 in A1, into (SI):
+// a[l] + a[l+16], then a[l] + a[l+8], then FOLD8. Clobbers Z2, Z3.
+#define ZFOLD(A0, A1) \
+	VADDPS A1, A0, Z2 \
+	VEXTRACTF64X4 $1, Z2, Y3 \
+	VADDPS Y3, Y2, Y2 \
+	FOLD8
+
+// func f16Band4Z(acc *float32, as int, w *byte, x *float32, xs, chunks int, out *float32, os, live int)
+TEXT ·f16Band4Z(SB), NOSPLIT, $0-72
+	ZBAND4(2, ZF16, ZFMA)
+
+// func bf16Band4Z(acc *float32, as int, w *byte, x *float32, xs, chunks int, out *float32, os, live int)
+TEXT ·bf16Band4Z(SB), NOSPLIT, $0-72
+	ZBAND4(2, ZBF16, ZMULADD)
+
+// func f32Band4Z(acc *float32, as int, w *byte, x *float32, xs, chunks int, out *float32, os, live int)
+TEXT ·f32Band4Z(SB), NOSPLIT, $0-72
+	ZBAND4(4, ZF32, ZMULADD)
