@@ -12,6 +12,7 @@ type scratch struct {
 	rows                            int
 	x, h, q, k, v, att, o, gate, up backend.Tensor
 	logitsT                         backend.Tensor // logits × vocab
+	moe                             *moeScratch    // mixture-of-experts models only
 }
 
 func (m *Model) newScratch(rows, logits int) *scratch {
@@ -33,6 +34,9 @@ func (m *Model) newScratch(rows, logits int) *scratch {
 	}
 	if logits > 0 {
 		sc.logitsT = be.NewTensor(logits, c.VocabSize)
+	}
+	if c.Experts > 0 {
+		sc.moe = newMoEScratch(be, c, rows)
 	}
 	return sc
 }
@@ -174,6 +178,11 @@ func (m *Model) forward(ctx context.Context, sc *scratch, p *plan) error {
 
 		h = sc.h.Slice(0, rows)
 		be.RMSNorm(h, x, ly.ffnNorm, eps)
+		if ly.router != nil {
+			m.moeFFN(sc.moe, ly, o, h)
+			be.Add(x, o)
+			continue
+		}
 		gate, up := sc.gate.Slice(0, rows), sc.up.Slice(0, rows)
 		project(be, gate, ly.gate, ly.bgate, h)
 		project(be, up, ly.up, ly.bup, h)
