@@ -108,6 +108,14 @@ parity:
 bench-engine:
 	MESHNODE_BENCH_ENGINE=1 CGO_ENABLED=0 $(GO) test ./gguf/model/ -run '^$$' -bench '^BenchmarkEngineVsLlamaCpp$$' -benchtime 1x -timeout 60m
 
+# Decode tok/s of qwen3moe models with 8, 32 and 128 experts (8 used per
+# token) beside a dense qwen3 of the same active size: the time follows the
+# active parameters, not the total (gguf/model/bench_moe_test.go). Knobs:
+# BENCH_THREADS, BENCH_LAYERS.
+.PHONY: bench-moe
+bench-moe:
+	MESHNODE_BENCH_MOE=1 CGO_ENABLED=0 $(GO) test ./gguf/model/ -run '^$$' -bench '^BenchmarkMoEDecode$$' -benchtime 300x -count 2 -timeout 30m
+
 # llama.cpp's llama-batched-bench and this engine's batched forward step
 # (model.Batch) on the same Llama-3.2-1B-shaped Q4_0 file (128k vocabulary),
 # same threads, one run: S_PP and S_TG at B = 1, 2, 4, 8 and the ratios.
