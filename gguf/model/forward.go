@@ -29,8 +29,10 @@ func (m *Model) newScratch(rows, logits int) *scratch {
 		v:    be.NewTensor(rows, c.KVHeads*c.HeadDimV),
 		att:  be.NewTensor(rows, c.Heads*c.HeadDimV),
 		o:    be.NewTensor(rows, c.Embd),
-		gate: be.NewTensor(rows, c.FF),
-		up:   be.NewTensor(rows, c.FF),
+	}
+	if c.Experts == 0 {
+		// A mixture of experts has its own, expert-wide, activations.
+		sc.gate, sc.up = be.NewTensor(rows, c.FF), be.NewTensor(rows, c.FF)
 	}
 	if logits > 0 {
 		sc.logitsT = be.NewTensor(logits, c.VocabSize)

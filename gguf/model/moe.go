@@ -43,7 +43,7 @@ type moeScratch struct {
 
 func newMoEScratch(be backend.Backend, c *Config, rows int) *moeScratch {
 	k := c.ExpertsUsed
-	return &moeScratch{
+	ms := &moeScratch{
 		logits:     be.NewTensor(rows, c.Experts),
 		xe:         be.NewTensor(rows, c.Embd),
 		ye:         be.NewTensor(rows, c.Embd),
@@ -59,6 +59,10 @@ func newMoEScratch(be backend.Backend, c *Config, rows int) *moeScratch {
 		rows:       make([][]int, c.Experts),
 		probs:      make([]float32, c.Experts),
 	}
+	for e := range ms.rows {
+		ms.rows[e] = make([]int, 0, rows)
+	}
+	return ms
 }
 
 // moeFFN sets o to the mixture-of-experts FFN of the normed rows h.
