@@ -96,7 +96,10 @@ goldens-gguf:
 
 # Rebuilds the engine's parity goldens (gguf/model/testdata/parity) from
 # llama.cpp: the build tools/llamacpp-ref/build.sh makes, in $LLAMACPP
-# (default /root/.cache/llamacpp-ref). Then run the tests as usual.
+# (default /root/.cache/llamacpp-ref). Then run the tests as usual. The
+# committed goldens come from a build without AVX-512 (docs/engine.md,
+# "Parity with llama.cpp"): a native build on an AVX-512 FP16 CPU rounds
+# F16 models' logits and misses the tolerances.
 parity:
 	CGO_ENABLED=0 $(GO) test ./gguf/model/ -run '^TestParity$$' -count=1 -update -v
 

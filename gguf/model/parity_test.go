@@ -65,25 +65,6 @@ var tolerances = map[string]float64{
 	"Q6_K":   0.3,
 }
 
-// archTolerance widens the tolerances for the Qwen3 fixtures, measured
-// at up to 0.026 (F16) and 0.315 (Q6_K) over llama.cpp. Their graph is
-// right: with F32 weights (activations not rounded for the products) the
-// qwen3 fixture is within 0.007 of llama.cpp, as qwen2's is. But their
-// per-head Q/K norms make these random networks carry last-bit
-// differences further, and llama.cpp's F16 logits for them come back
-// rounded to half precision (12.625, 9.734375, …), which the other
-// architectures' do not: the cause of that rounding in llama.cpp is not
-// yet found.
-var archTolerance = map[string]float64{"qwen3": 1.5, "qwen3moe": 1.5}
-
-// tolerance is the bound for a fixture of arch in file type ft.
-func tolerance(arch, ft string) float64 {
-	if f, ok := archTolerance[arch]; ok {
-		return f * tolerances[ft]
-	}
-	return tolerances[ft]
-}
-
 // marginFactor: greedy tokens must agree where llama.cpp's top-2 margin is
 // above marginFactor × the tolerance (below it, the error allowed could
 // swap them).
@@ -145,7 +126,7 @@ func TestParity(t *testing.T) {
 				if g.Digest != sum {
 					t.Fatalf("fixture generator drift: %s is %s, the golden was made from %s (run make parity)", name, sum, g.Digest)
 				}
-				checkParity(t, be, file, g, tolerance(arch, ft))
+				checkParity(t, be, file, g, tolerances[ft])
 			})
 		}
 	}
