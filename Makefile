@@ -96,7 +96,10 @@ goldens-gguf:
 
 # Rebuilds the engine's parity goldens (gguf/model/testdata/parity) from
 # llama.cpp: the build tools/llamacpp-ref/build.sh makes, in $LLAMACPP
-# (default /root/.cache/llamacpp-ref). Then run the tests as usual.
+# (default /root/.cache/llamacpp-ref). Then run the tests as usual. The
+# committed goldens come from a build without AVX-512 (docs/engine.md,
+# "Parity with llama.cpp"): a native build on an AVX-512 FP16 CPU rounds
+# F16 models' logits and misses the tolerances.
 parity:
 	CGO_ENABLED=0 $(GO) test ./gguf/model/ -run '^TestParity$$' -count=1 -update -v
 
@@ -107,6 +110,14 @@ parity:
 # BENCH_FIXTURES=0 (see gguf/model/bench_test.go).
 bench-engine:
 	MESHNODE_BENCH_ENGINE=1 CGO_ENABLED=0 $(GO) test ./gguf/model/ -run '^$$' -bench '^BenchmarkEngineVsLlamaCpp$$' -benchtime 1x -timeout 60m
+
+# Decode tok/s of qwen3moe models with 8, 32 and 128 experts (8 used per
+# token) beside a dense qwen3 of the same active size: the time follows the
+# active parameters, not the total (gguf/model/bench_moe_test.go). Knobs:
+# BENCH_THREADS, BENCH_LAYERS.
+.PHONY: bench-moe
+bench-moe:
+	MESHNODE_BENCH_MOE=1 CGO_ENABLED=0 $(GO) test ./gguf/model/ -run '^$$' -bench '^BenchmarkMoEDecode$$' -benchtime 300x -count 2 -timeout 30m
 
 # llama.cpp's llama-batched-bench and this engine's batched forward step
 # (model.Batch) on the same Llama-3.2-1B-shaped Q4_0 file (128k vocabulary),

@@ -17,7 +17,7 @@ type archSpec struct {
 	// neox selects the NeoX RoPE layout (llama_model_rope_type).
 	neox bool
 	glu  backend.GLU
-	// qkNorm: a per-head RMSNorm of Q and K before RoPE (gemma3).
+	// qkNorm: a per-head RMSNorm of Q and K before RoPE (gemma3, qwen3).
 	qkNorm bool
 	// postNorms: RMSNorm of the attention and FFN outputs before each
 	// residual add (gemma3).
@@ -34,6 +34,10 @@ type archSpec struct {
 	swa bool
 	// fullRot: rope.dimension_count must equal the head size (llama).
 	fullRot bool
+	// moe: the FFN is a mixture of experts (ffn_gate_inp routing to
+	// ffn_{gate,up,down}_exps) with a softmax router whose top-k weights
+	// are renormalised (qwen3moe).
+	moe bool
 }
 
 var archs = map[string]archSpec{
@@ -41,6 +45,11 @@ var archs = map[string]archSpec{
 	"qwen2":  {neox: true},
 	"phi3":   {neox: true, fusedGateUp: true, scaleQ: true},
 	"gemma3": {neox: true, glu: backend.GELUTanh, qkNorm: true, postNorms: true, embedScale: true, scaleQ: true, swa: true},
+	// qwen3 is qwen2 without the Q/K/V biases (optional anyway) and with
+	// gemma3's per-head Q/K norms.
+	"qwen3": {neox: true, qkNorm: true},
+	// qwen3moe is qwen3 with a mixture-of-experts FFN in every block.
+	"qwen3moe": {neox: true, qkNorm: true, moe: true},
 }
 
 // Architectures lists the general.architecture values this package runs.
@@ -102,6 +111,13 @@ type Config struct {
 	AttnScale float32
 	// FinalSoftcap caps the logits at ±FinalSoftcap with tanh (0: none).
 	FinalSoftcap float32
+
+	// Experts is the number of experts of a mixture-of-experts FFN (0:
+	// a dense FFN); ExpertsUsed of them run per token, each ExpertFF wide.
+	Experts, ExpertsUsed, ExpertFF int
+	// ExpertNorm renormalises the chosen experts' router probabilities
+	// to sum to 1 (Qwen3's norm_topk_prob).
+	ExpertNorm bool
 
 	spec archSpec
 }
@@ -236,6 +252,12 @@ func ParseConfig(md *gguf.Metadata) (Config, error) {
 		c.FinalSoftcap = 0 // only gemma's graphs apply it
 	}
 
+	if spec.moe {
+		if err := c.parseMoE(m); err != nil {
+			return Config{}, err
+		}
+	}
+
 	c.EmbedScale = 1
 	if spec.embedScale {
 		c.EmbedScale = float32(math.Sqrt(float64(c.Embd)))
@@ -297,6 +319,36 @@ func (c *Config) parseRoPE(m meta) error {
 	}
 	return nil
 }
+
+// parseMoE reads the mixture-of-experts sizes (llama_model_qwen3moe's
+// load_arch_hparams).
+func (c *Config) parseMoE(m meta) error {
+	var err error
+	if c.Experts, err = m.uint("expert_count", 0, true); err != nil {
+		return err
+	}
+	if c.ExpertsUsed, err = m.uint("expert_used_count", 0, true); err != nil {
+		return err
+	}
+	if c.Experts <= 0 || c.Experts > maxExperts || c.ExpertsUsed <= 0 || c.ExpertsUsed > c.Experts {
+		return invalid("%d experts, %d used", c.Experts, c.ExpertsUsed)
+	}
+	if c.ExpertFF, err = m.uint("expert_feed_forward_length", c.FF/c.ExpertsUsed, false); err != nil {
+		return err
+	}
+	if c.ExpertFF <= 0 || c.ExpertFF > maxDim {
+		return invalid("%s = %d", m.key("expert_feed_forward_length"), c.ExpertFF)
+	}
+	// llama.cpp's qwen3moe graph always renormalises the top-k weights
+	// (build_moe_ffn's norm_w is true) and never scales them, whatever
+	// expert_weights_norm or expert_weights_scale say; every released
+	// Qwen3 MoE checkpoint has norm_topk_prob true.
+	c.ExpertNorm = true
+	return nil
+}
+
+// maxExperts is llama.cpp's LLAMA_MAX_EXPERTS.
+const maxExperts = 512
 
 func (c *Config) parseSWA(m meta) error {
 	c.SWA = make([]bool, c.Layers)
@@ -373,6 +425,9 @@ func (c Config) String() string {
 		c.Arch, c.Layers, c.Embd, c.Heads, c.KVHeads, c.HeadDimK, c.FF, c.VocabSize, c.TrainContext, c.ropeLayout(), c.RoPEBase)
 	if c.SlidingWindow > 0 {
 		s += fmt.Sprintf(", window %d", c.SlidingWindow)
+	}
+	if c.Experts > 0 {
+		s += fmt.Sprintf(", %d of %d experts of %d", c.ExpertsUsed, c.Experts, c.ExpertFF)
 	}
 	return s
 }

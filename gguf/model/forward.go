@@ -12,6 +12,7 @@ type scratch struct {
 	rows                            int
 	x, h, q, k, v, att, o, gate, up backend.Tensor
 	logitsT                         backend.Tensor // logits × vocab
+	moe                             *moeScratch    // mixture-of-experts models only
 }
 
 func (m *Model) newScratch(rows, logits int) *scratch {
@@ -28,11 +29,16 @@ func (m *Model) newScratch(rows, logits int) *scratch {
 		v:    be.NewTensor(rows, c.KVHeads*c.HeadDimV),
 		att:  be.NewTensor(rows, c.Heads*c.HeadDimV),
 		o:    be.NewTensor(rows, c.Embd),
-		gate: be.NewTensor(rows, c.FF),
-		up:   be.NewTensor(rows, c.FF),
+	}
+	if c.Experts == 0 {
+		// A mixture of experts has its own, expert-wide, activations.
+		sc.gate, sc.up = be.NewTensor(rows, c.FF), be.NewTensor(rows, c.FF)
 	}
 	if logits > 0 {
 		sc.logitsT = be.NewTensor(logits, c.VocabSize)
+	}
+	if c.Experts > 0 {
+		sc.moe = newMoEScratch(be, c, rows)
 	}
 	return sc
 }
@@ -174,6 +180,11 @@ func (m *Model) forward(ctx context.Context, sc *scratch, p *plan) error {
 
 		h = sc.h.Slice(0, rows)
 		be.RMSNorm(h, x, ly.ffnNorm, eps)
+		if ly.router != nil {
+			m.moeFFN(sc.moe, ly, o, h)
+			be.Add(x, o)
+			continue
+		}
 		gate, up := sc.gate.Slice(0, rows), sc.up.Slice(0, rows)
 		project(be, gate, ly.gate, ly.bgate, h)
 		project(be, up, ly.up, ly.bup, h)

@@ -48,6 +48,12 @@ type layer struct {
 	gate, up, down                       backend.Weight
 	bgate, bup, bdown                    backend.Weight
 	attn                                 backend.Attention
+	// A mixture-of-experts FFN (gate, up and down nil): the router
+	// (Experts × Embd) and each expert's matrices, views of the rows of
+	// the file's 3-D ffn_*_exps tensors, so a token reads only the
+	// experts it is routed to.
+	router                     backend.Weight
+	gateExps, upExps, downExps []backend.Weight
 }
 
 // Config returns the model's hyperparameters.
@@ -264,6 +270,22 @@ func (m *Model) loadLayer(ld *loader, l int) error {
 	}
 
 	vec(&ly.ffnNorm, "ffn_norm.weight", c.Embd, true)
+	if c.spec.moe {
+		if err != nil {
+			return err
+		}
+		if ly.router, err = ld.matrix(name("ffn_gate_inp.weight"), c.Experts, c.Embd, true); err != nil {
+			return err
+		}
+		if ly.gateExps, err = ld.experts(name("ffn_gate_exps.weight"), c.Experts, c.ExpertFF, c.Embd); err != nil {
+			return err
+		}
+		if ly.upExps, err = ld.experts(name("ffn_up_exps.weight"), c.Experts, c.ExpertFF, c.Embd); err != nil {
+			return err
+		}
+		ly.downExps, err = ld.experts(name("ffn_down_exps.weight"), c.Experts, c.Embd, c.ExpertFF)
+		return err
+	}
 	if c.spec.fusedGateUp {
 		// phi3: ffn_up is gate then up, and swiglu takes the halves in
 		// that order.
@@ -361,6 +383,29 @@ func (ld *loader) floats(name string, n int) ([]float32, error) {
 	out := make([]float32, n)
 	if err := quant.Dequantize(t.Type, b, out); err != nil {
 		return nil, fmt.Errorf("%w: tensor %s: %w", ErrUnsupported, name, err)
+	}
+	return out, nil
+}
+
+// experts loads a 3-D tensor of n matrices of rows × cols (ne = {cols,
+// rows, n}) as n weights, each a view of its bytes in the file: no copy,
+// and a backend that reads weights in place (the CPU) touches an expert's
+// pages only when a token is routed to it.
+func (ld *loader) experts(name string, n, rows, cols int) ([]backend.Weight, error) {
+	t, b, _, err := ld.lookup(name, true, cols, rows, n)
+	if err != nil {
+		return nil, err
+	}
+	rs, err := t.Type.RowSize(cols)
+	if err != nil {
+		return nil, errors.Join(ErrInvalid, fmt.Errorf("tensor %s: %w", name, err))
+	}
+	size := rows * rs
+	out := make([]backend.Weight, n)
+	for e := range out {
+		if out[e], err = ld.weight(name, t.Type, rows, cols, b[e*size:(e+1)*size]); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }

@@ -334,6 +334,14 @@ func TestConfig(t *testing.T) {
 			if c.SlidingWindow != 4 || !slices.Equal(c.SWA, []bool{true, false}) || c.RoPEBaseSWA != 10000 || c.FinalSoftcap != 30 || c.EmbedScale != 8 {
 				t.Errorf("gemma3: %+v", c)
 			}
+		case "qwen3":
+			if !c.RoPENeoX || c.RoPEBase != 1e6 || c.Experts != 0 {
+				t.Errorf("qwen3: %+v", c)
+			}
+		case "qwen3moe":
+			if !c.RoPENeoX || c.Experts != 4 || c.ExpertsUsed != 2 || c.ExpertFF != 64 || !c.ExpertNorm {
+				t.Errorf("qwen3moe: %+v", c)
+			}
 		}
 	}
 }

@@ -26,10 +26,18 @@ import (
 
 // Spec describes a random model.
 type Spec struct {
-	Arch     string // llama, qwen2, phi3 or gemma3
+	Arch     string // llama, qwen2, phi3, gemma3, qwen3 or qwen3moe
 	FileType string // F32, F16, Q8_0, Q4_0, Q6_K or Q4_K_M
 
 	Embd, Layers, Heads, KVHeads, FF int
+	// HeadDim is the head size when it is not Embd/Heads (0: Embd/Heads).
+	HeadDim int `json:",omitempty"`
+	// Experts, ExpertsUsed and ExpertFF shape a mixture-of-experts FFN
+	// (qwen3moe): Experts experts of width ExpertFF, ExpertsUsed per token;
+	// all 0 means 4 experts, 2 used, of width FF/2.
+	Experts     int `json:",omitempty"`
+	ExpertsUsed int `json:",omitempty"`
+	ExpertFF    int `json:",omitempty"`
 	// Vocab keeps the first Vocab tokens of the tokenizer (0: all).
 	Vocab   int
 	Context int
@@ -38,7 +46,7 @@ type Spec struct {
 
 // Archs and FileTypes are the fixture matrix the parity tests cover.
 var (
-	Archs     = []string{"llama", "qwen2", "phi3", "gemma3"}
+	Archs     = []string{"llama", "qwen2", "phi3", "gemma3", "qwen3", "qwen3moe"}
 	FileTypes = []string{"F16", "Q8_0", "Q4_0", "Q4_K_M", "Q6_K"}
 )
 
@@ -53,13 +61,25 @@ var (
 //     LongRoPE factors with an attention factor;
 //   - gemma3: Q/K norms, post-norms, GeGLU, √n_embd embedding scale, tied
 //     embeddings, a 4-token sliding window on every other layer with its
-//     own RoPE base, and a final logit softcap.
+//     own RoPE base, and a final logit softcap;
+//   - qwen3: Q/K norms, no biases, tied embeddings, and heads of 128 wider
+//     than n_embd/n_head (Qwen3-0.6B's 16 heads of 128 over 1024);
+//   - qwen3moe: Q/K norms, an untied output head, and a mixture-of-experts
+//     FFN of 8 experts of width 256, 2 per token (Qwen3-30B-A3B has 128
+//     of 768, 8 per token), with an F32 router as llama-quantize leaves it.
 func Fixture(arch, fileType string) Spec {
-	return Spec{
+	s := Spec{
 		Arch: arch, FileType: fileType,
 		Embd: 256, Layers: 2, Heads: 4, KVHeads: 2, FF: 512,
 		Vocab: 2048, Context: 4096, Seed: 1,
 	}
+	switch arch {
+	case "qwen3":
+		s.HeadDim = 128
+	case "qwen3moe":
+		s.Experts, s.ExpertsUsed, s.ExpertFF = 8, 2, 256
+	}
+	return s
 }
 
 // fileTypes maps a file type to general.file_type (llama_ftype) and its
@@ -120,7 +140,7 @@ func WriteRandom(out io.Writer, s Spec, vocab *gguf.Metadata) error {
 	for i := range ts {
 		t := &ts[i]
 		var data []byte
-		if len(t.dims) < 2 {
+		if len(t.dims) < 2 || t.typ == quant.F32 {
 			data, err = t.generate(s.Seed)
 		} else {
 			if base != quant.Q4_K {
@@ -145,7 +165,7 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 	if !ok {
 		return nil, nil, fmt.Errorf("modeltest: file type %q", s.FileType)
 	}
-	if s.Heads <= 0 || s.KVHeads <= 0 || s.Embd%s.Heads != 0 {
+	if s.Heads <= 0 || s.KVHeads <= 0 || s.Embd%s.Heads != 0 && s.HeadDim == 0 {
 		return nil, nil, fmt.Errorf("modeltest: %d heads (%d KV) over %d", s.Heads, s.KVHeads, s.Embd)
 	}
 	w := gguf.NewWriter()
@@ -162,10 +182,13 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 
 	a := s.Arch
 	hd := s.Embd / s.Heads
+	if s.HeadDim > 0 {
+		hd = s.HeadDim
+	}
 	qDim, kvDim := s.Heads*hd, s.KVHeads*hd
-	tied := a == "qwen2" || a == "gemma3"
+	tied := a == "qwen2" || a == "gemma3" || a == "qwen3"
 	eps := float32(1e-5)
-	if a == "qwen2" || a == "gemma3" {
+	if a == "qwen2" || a == "gemma3" || a == "qwen3" || a == "qwen3moe" {
 		eps = 1e-6
 	}
 	set("general.architecture", a)
@@ -212,6 +235,22 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 		set(a+".attention.sliding_window", uint32(4))
 		set(a+".attention.sliding_window_pattern", uint32(2))
 		set(a+".final_logit_softcapping", float32(30))
+	case "qwen3", "qwen3moe":
+		rotDims = hd
+		set(a+".attention.key_length", uint32(hd))
+		set(a+".attention.value_length", uint32(hd))
+		set(a+".rope.freq_base", float32(1000000))
+		if a == "qwen3moe" {
+			if s.Experts == 0 && s.ExpertsUsed == 0 && s.ExpertFF == 0 {
+				s.Experts, s.ExpertsUsed, s.ExpertFF = 4, 2, s.FF/2
+			}
+			if s.Experts <= 0 || s.ExpertsUsed <= 0 || s.ExpertsUsed > s.Experts || s.ExpertFF <= 0 {
+				return nil, nil, fmt.Errorf("modeltest: %d experts, %d used, of width %d", s.Experts, s.ExpertsUsed, s.ExpertFF)
+			}
+			set(a+".expert_count", uint32(s.Experts))
+			set(a+".expert_used_count", uint32(s.ExpertsUsed))
+			set(a+".expert_feed_forward_length", uint32(s.ExpertFF))
+		}
 	default:
 		return nil, nil, fmt.Errorf("modeltest: architecture %q", a)
 	}
@@ -258,7 +297,7 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 			add(p+"attn_k.bias", 0, 0.1, int64(kvDim))
 			add(p+"attn_v.bias", 0, 0.1, int64(kvDim))
 		}
-		if a == "gemma3" {
+		if a == "gemma3" || a == "qwen3" || a == "qwen3moe" {
 			norm(p+"attn_q_norm.weight", hd)
 			norm(p+"attn_k_norm.weight", hd)
 		}
@@ -267,6 +306,16 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 			add(p+"post_attention_norm.weight", 0.3, 0.05, int64(s.Embd))
 		}
 		norm(p+"ffn_norm.weight", s.Embd)
+		if a == "qwen3moe" {
+			// Router scores of std 2 over unit-RMS rows: the top-k
+			// choice is clear, rarely a near tie.
+			add(p+"ffn_gate_inp.weight", 0, 2/math.Sqrt(float64(s.Embd)), int64(s.Embd), int64(s.Experts))
+			x := int64(s.Experts)
+			add(p+"ffn_gate_exps.weight", 0, 1/math.Sqrt(float64(s.Embd)), int64(s.Embd), int64(s.ExpertFF), x)
+			add(p+"ffn_up_exps.weight", 0, 1/math.Sqrt(float64(s.Embd)), int64(s.Embd), int64(s.ExpertFF), x)
+			add(p+"ffn_down_exps.weight", 0, 1/math.Sqrt(float64(s.ExpertFF)), int64(s.ExpertFF), int64(s.Embd), x)
+			continue
+		}
 		if a == "phi3" {
 			mat(p+"ffn_up.weight", 2*s.FF, s.Embd)
 		} else {
@@ -291,12 +340,12 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 }
 
 // tensorType is llama-quantize's type for a tensor of a file of base type
-// (for the file types Generate makes): vectors stay F32; the output head
+// (for the file types Generate makes): vectors and MoE routers stay F32; the output head
 // (the embeddings, when tied) takes Q6_K below 8 bits; Q4_K_M gives Q6_K
 // to attn_v and ffn_down in the layers use_more_bits picks, Q5_K to a
 // fused QKV.
 func tensorType(s Spec, base quant.Type, name string, ndims int, tied bool) quant.Type {
-	if ndims < 2 {
+	if ndims < 2 || strings.HasSuffix(name, "ffn_gate_inp.weight") {
 		return quant.F32
 	}
 	isOutput := name == "output.weight" || (tied && name == "token_embd.weight")
@@ -313,7 +362,7 @@ func tensorType(s Spec, base quant.Type, name string, ndims int, tied bool) quan
 			return quant.Q6_K
 		case strings.HasSuffix(name, "attn_qkv.weight"):
 			return quant.Q5_K
-		case (strings.HasSuffix(name, "attn_v.weight") || strings.HasSuffix(name, "ffn_down.weight")) && useMoreBits(layer, s.Layers):
+		case (strings.HasSuffix(name, "attn_v.weight") || strings.HasSuffix(name, "ffn_down.weight") || strings.HasSuffix(name, "ffn_down_exps.weight")) && useMoreBits(layer, s.Layers):
 			return quant.Q6_K
 		}
 	}

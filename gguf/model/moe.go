@@ -1,0 +1,190 @@
+package model
+
+import (
+	"math"
+
+	"github.com/meshnode/meshnode/gguf/backend"
+)
+
+// The mixture-of-experts FFN (llama.cpp's build_moe_ffn as qwen3moe calls
+// it): a router matrix scores the experts of each row, a softmax over all
+// of them, the top k by probability, their probabilities renormalised to
+// sum to 1; each chosen expert is a SwiGLU FFN, and the row's output is
+// the sum of the experts' outputs times their weights, added in rank
+// order (best first) as ggml adds its views.
+//
+// It is written against the plain kernel set: the experts are separate
+// weights (views of the file's 3-D tensors), the rows routed to an expert
+// are gathered into a contiguous tensor and multiplied by that expert's
+// matrices alone, so a step reads only the experts its rows chose, and any
+// backend that can take a weight runs it with no kernel of its own. The
+// routing and the weighted sum run on the host: they are k·Embd
+// multiply-adds a row, and every backend can Read and Write.
+//
+// Batch invariance: a row's router scores, its choice, its experts'
+// products (MatMul's rows are independent) and its weighted sum (fixed
+// rank order, per row) do not depend on the other rows of the step, so a
+// token's output is the same bits alone or batched.
+
+// moeScratch is the MoE FFN's per-step memory: device activations for one
+// expert's rows, and host copies for the routing and the sum.
+type moeScratch struct {
+	logits                 backend.Tensor // rows × Experts router scores
+	xe, ye                 backend.Tensor // rows × Embd: one expert's input rows and output
+	gate, up               backend.Tensor // rows × ExpertFF
+	hostLogits, hostX, out []float32
+	hostY                  []float32
+	prod                   []float32 // rows × k × Embd: weight · expert output, by rank
+	sel                    []int     // rows × k chosen experts, best first
+	w                      []float32 // rows × k their weights
+	rows                   [][]int   // per expert: the step's rows routed to it
+	probs                  []float32 // one row's probabilities
+}
+
+func newMoEScratch(be backend.Backend, c *Config, rows int) *moeScratch {
+	k := c.ExpertsUsed
+	ms := &moeScratch{
+		logits:     be.NewTensor(rows, c.Experts),
+		xe:         be.NewTensor(rows, c.Embd),
+		ye:         be.NewTensor(rows, c.Embd),
+		gate:       be.NewTensor(rows, c.ExpertFF),
+		up:         be.NewTensor(rows, c.ExpertFF),
+		hostLogits: make([]float32, rows*c.Experts),
+		hostX:      make([]float32, rows*c.Embd),
+		hostY:      make([]float32, rows*c.Embd),
+		out:        make([]float32, rows*c.Embd),
+		prod:       make([]float32, rows*k*c.Embd),
+		sel:        make([]int, rows*k),
+		w:          make([]float32, rows*k),
+		rows:       make([][]int, c.Experts),
+		probs:      make([]float32, c.Experts),
+	}
+	for e := range ms.rows {
+		ms.rows[e] = make([]int, 0, rows)
+	}
+	return ms
+}
+
+// moeFFN sets o to the mixture-of-experts FFN of the normed rows h.
+func (m *Model) moeFFN(ms *moeScratch, ly *layer, o, h backend.Tensor) {
+	be, c := m.be, &m.cfg
+	n, k, e := h.Rows, c.ExpertsUsed, c.Embd
+
+	logits := ms.logits.Slice(0, n)
+	be.MatMul(logits, ly.router, h)
+	be.Read(ms.hostLogits[:n*c.Experts], logits)
+	for i := range ms.rows {
+		ms.rows[i] = ms.rows[i][:0]
+	}
+	for r := range n {
+		route(ms.hostLogits[r*c.Experts:(r+1)*c.Experts], ms.probs, ms.sel[r*k:(r+1)*k], ms.w[r*k:(r+1)*k], c.ExpertNorm)
+		for _, x := range ms.sel[r*k : (r+1)*k] {
+			ms.rows[x] = append(ms.rows[x], r)
+		}
+	}
+
+	gathered := false
+	for x, rows := range ms.rows {
+		if len(rows) == 0 {
+			continue // an expert no row chose is not read
+		}
+		cnt := len(rows)
+		xe := h
+		if cnt != n {
+			// Gather the expert's rows (every row in order needs none:
+			// always so for a single token).
+			if !gathered {
+				be.Read(ms.hostX[:n*e], h)
+				gathered = true
+			}
+			for j, r := range rows {
+				copy(ms.hostY[j*e:(j+1)*e], ms.hostX[r*e:(r+1)*e])
+			}
+			xe = ms.xe.Slice(0, cnt)
+			be.Write(xe, ms.hostY[:cnt*e])
+		}
+		gate, up, ye := ms.gate.Slice(0, cnt), ms.up.Slice(0, cnt), ms.ye.Slice(0, cnt)
+		be.MatMul(gate, ly.gateExps[x], xe)
+		be.MatMul(up, ly.upExps[x], xe)
+		be.GLU(gate, gate, up, backend.SiLU)
+		be.MatMul(ye, ly.downExps[x], gate)
+		be.Read(ms.hostY[:cnt*e], ye)
+		// Scale each row by its weight for this expert, into the slot
+		// of the rank the row gave it (ggml_mul: one rounding).
+		for j, r := range rows {
+			rank := 0
+			for ms.sel[r*k+rank] != x {
+				rank++
+			}
+			wt := ms.w[r*k+rank]
+			dst := ms.prod[(r*k+rank)*e : (r*k+rank+1)*e]
+			for i, y := range ms.hostY[j*e : (j+1)*e] {
+				dst[i] = y * wt
+			}
+		}
+	}
+	// Sum each row's experts best first, as llama.cpp adds its views.
+	out := ms.out[:n*e]
+	for r := range n {
+		dst := out[r*e : (r+1)*e]
+		copy(dst, ms.prod[r*k*e:(r*k+1)*e])
+		for rank := 1; rank < k; rank++ {
+			src := ms.prod[(r*k+rank)*e : (r*k+rank+1)*e]
+			for i := range dst {
+				dst[i] += src[i]
+			}
+		}
+	}
+	be.Write(o, out)
+}
+
+// route picks a row's experts from its router logits as build_moe_ffn does
+// with a softmax gate: probabilities by ggml_soft_max (exp(x − max), the
+// sum in float64, then one scale), the k most probable best first (the
+// lower index first among equals), and their probabilities, divided by
+// their sum (clamped as ggml clamps it) when norm is set.
+func route(logits, probs []float32, sel []int, w []float32, norm bool) {
+	mx := float32(math.Inf(-1))
+	for _, v := range logits {
+		mx = max(mx, v)
+	}
+	var sum float64
+	for i, v := range logits {
+		probs[i] = float32(math.Exp(float64(v - mx)))
+		sum += float64(probs[i])
+	}
+	inv := float32(1 / sum)
+	for i := range probs {
+		probs[i] *= inv
+	}
+	for j := range sel {
+		best := -1
+		for i, p := range probs {
+			if best >= 0 && p <= probs[best] || taken(sel[:j], i) {
+				continue
+			}
+			best = i
+		}
+		sel[j], w[j] = best, probs[best]
+	}
+	if !norm {
+		return
+	}
+	var ws float64
+	for _, v := range w {
+		ws += float64(v)
+	}
+	d := max(float32(ws), 6.103515625e-5)
+	for j := range w {
+		w[j] /= d
+	}
+}
+
+func taken(sel []int, i int) bool {
+	for _, s := range sel {
+		if s == i {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,85 @@
+package model_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/backend"
+	"github.com/meshnode/meshnode/gguf/cpu"
+	"github.com/meshnode/meshnode/gguf/model"
+	"github.com/meshnode/meshnode/gguf/model/modeltest"
+)
+
+// readCounter is a backend that records the weights MatMul reads.
+type readCounter struct {
+	backend.Backend
+	read map[backend.Weight]bool
+}
+
+func (r *readCounter) MatMul(dst backend.Tensor, w backend.Weight, x backend.Tensor) {
+	r.read[w] = true
+	r.Backend.MatMul(dst, w, x)
+}
+
+// TestMoEReadsOnlyRoutedExperts: a decode step of the qwen3moe fixture (8
+// experts, 2 per token, 2 layers) multiplies by exactly 2 experts' gate,
+// up and down matrices in each layer, and a prompt of several tokens by
+// no more than its tokens chose: the other experts' weights are not read.
+func TestMoEReadsOnlyRoutedExperts(t *testing.T) {
+	md, err := vocabSource()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := modeltest.Fixture("qwen3moe", "Q8_0")
+	spec.ExpertFF = 384 // no other matrix of the model has this shape
+	file, err := modeltest.Generate(spec, md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Parse(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb := cpu.New(cpu.Options{Threads: 1})
+	defer cb.Close()
+	be := &readCounter{Backend: cb, read: map[backend.Weight]bool{}}
+	m, err := model.Load(f, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := m.Config()
+	s, err := m.NewSession(model.SessionOptions{Context: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	experts := func() int {
+		n := 0
+		for w := range be.read {
+			// Expert matrices are ExpertFF × Embd (gate, up) or Embd ×
+			// ExpertFF (down); no other weight of the fixture is.
+			if w.Rows() == c.ExpertFF && w.Cols() == c.Embd || w.Rows() == c.Embd && w.Cols() == c.ExpertFF {
+				n++
+			}
+		}
+		clear(be.read)
+		return n
+	}
+	ctx := context.Background()
+	prompt := []uint32{1, 306, 763}
+	if _, err := s.Eval(ctx, prompt); err != nil {
+		t.Fatal(err)
+	}
+	if n, most := experts(), c.Layers*3*min(c.Experts, len(prompt)*c.ExpertsUsed); n > most || n < c.Layers*3*c.ExpertsUsed {
+		t.Errorf("a %d-token prompt read %d expert matrices, want %d … %d", len(prompt), n, c.Layers*3*c.ExpertsUsed, most)
+	}
+	for step := range 4 {
+		if _, err := s.Eval(ctx, []uint32{uint32(100 + step)}); err != nil {
+			t.Fatal(err)
+		}
+		if n, want := experts(), c.Layers*3*c.ExpertsUsed; n != want {
+			t.Errorf("decode step %d read %d expert matrices, want %d (of %d)", step, n, want, c.Layers*3*c.Experts)
+		}
+	}
+}

@@ -1,0 +1,41 @@
+package model
+
+import (
+	"math"
+	"slices"
+	"testing"
+)
+
+// TestRoute: the router's softmax, top-k and renormalisation on small
+// cases worked by hand (build_moe_ffn with a softmax gate and norm_w).
+func TestRoute(t *testing.T) {
+	probs := make([]float32, 4)
+	sel, w := make([]int, 2), make([]float32, 2)
+
+	// exp(0, ln 2, ln 3, ln 4) / 10: the top two are experts 3 and 2,
+	// best first, with 0.4 and 0.3, renormalised to 4/7 and 3/7.
+	logits := []float32{0, float32(math.Log(2)), float32(math.Log(3)), float32(math.Log(4))}
+	route(logits, probs, sel, w, false)
+	if !slices.Equal(sel, []int{3, 2}) || math.Abs(float64(w[0])-0.4) > 1e-6 || math.Abs(float64(w[1])-0.3) > 1e-6 {
+		t.Errorf("unnormalised: experts %v weights %v, want [3 2] [0.4 0.3]", sel, w)
+	}
+	route(logits, probs, sel, w, true)
+	if !slices.Equal(sel, []int{3, 2}) || math.Abs(float64(w[0])-4.0/7) > 1e-6 || math.Abs(float64(w[1])-3.0/7) > 1e-6 {
+		t.Errorf("normalised: experts %v weights %v, want [3 2] [4/7 3/7]", sel, w)
+	}
+
+	// Equal scores: the lower index first, so the choice is a function
+	// of the row alone.
+	route([]float32{1, 5, 5, 5}, probs, sel, w, true)
+	if !slices.Equal(sel, []int{1, 2}) || w[0] != w[1] || w[0] != 0.5 {
+		t.Errorf("ties: experts %v weights %v, want [1 2] [0.5 0.5]", sel, w)
+	}
+
+	// Scores far apart: the other experts' probabilities underflow to 0
+	// and the one chosen weighs exactly 1.
+	sel1, w1 := make([]int, 1), make([]float32, 1)
+	route([]float32{0, -200, -300, -400}, probs, sel1, w1, true)
+	if sel1[0] != 0 || w1[0] != 1 {
+		t.Errorf("one dominant expert: %v %v", sel1, w1)
+	}
+}
