@@ -384,6 +384,12 @@ func TestSpeculativeFixtures(t *testing.T) {
 	defer be.Close()
 	prompt := []uint32{1, 5, 9, 13, 5, 9, 13, 5, 9, 13, 5}
 	const n = 24
+	proposed := map[string]uint32{}
+	defer func() {
+		if proposed["lookup"] == 0 && !t.Failed() {
+			t.Error("prompt lookup proposed nothing on any fixture")
+		}
+	}()
 	for _, arch := range modeltest.Archs {
 		paths := map[string]string{}
 		for _, ft := range []string{"Q8_0", "Q4_0"} {
@@ -444,7 +450,11 @@ func TestSpeculativeFixtures(t *testing.T) {
 				if !slices.Equal(got, want) {
 					t.Fatalf("%s, %s, %s: speculative %v, plain %v", arch, dname, lname, got, want)
 				}
-				if out.SpecProposed == 0 {
+				// Prompt lookup proposes only where the output repeats
+				// the context, which a random model's may never do; a
+				// draft model proposes at every step.
+				proposed[dname] += out.SpecProposed
+				if dname != "lookup" && out.SpecProposed == 0 {
 					t.Errorf("%s, %s, %s: nothing proposed", arch, dname, lname)
 				}
 				t.Logf("%s, %s, %s: %d of %d drafts accepted", arch, dname, lname, out.SpecAccepted, out.SpecProposed)
