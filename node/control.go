@@ -81,11 +81,16 @@ const defaultOwnershipPoll = 2 * time.Second
 // hear the new certificate in its next announcement. Owner control also
 // looks (checkOwnership) before it refuses a handshake.
 func (n *Node) watchOwnership(ctx context.Context) error {
-	poll := n.ownershipPoll
-	if poll <= 0 {
-		poll = defaultOwnershipPoll
+	return pollEvery(ctx, n.ownershipPoll, defaultOwnershipPoll, n.checkOwnership)
+}
+
+// pollEvery calls check every interval (def when interval is not set)
+// until ctx ends: how the node follows the files it reloads.
+func pollEvery(ctx context.Context, interval, def time.Duration, check func()) error {
+	if interval <= 0 {
+		interval = def
 	}
-	t := time.NewTicker(poll)
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
@@ -93,7 +98,7 @@ func (n *Node) watchOwnership(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		n.checkOwnership()
+		check()
 	}
 }
 

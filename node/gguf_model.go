@@ -73,6 +73,12 @@ func (g *ggufModel) Slots() int { return g.m.Slots() }
 // are parsed as such) and tokenizes raw text as text, refusing a prompt
 // that needs more than limit tokens as soon as that is known.
 func (g *ggufModel) Prompt(gen *api.Generation, limit int) (string, []uint32, error) {
+	return renderPrompt(g.m.Tokenizer(), g.m.Template(), gen, limit)
+}
+
+// renderPrompt is Prompt over a model file's tokenizer and chat template,
+// for a model served whole or split.
+func renderPrompt(tok *tokenizer.Tokenizer, tmpl *chat.Template, gen *api.Generation, limit int) (string, []uint32, error) {
 	opt := tokenizer.EncodeOptions{AddSpecial: true}
 	text := gen.Prompt
 	if gen.Messages != nil {
@@ -81,7 +87,7 @@ func (g *ggufModel) Prompt(gen *api.Generation, limit int) (string, []uint32, er
 			msgs[i] = chat.Message{Role: m.Role, Content: m.Content}
 		}
 		var err error
-		if text, err = g.m.ApplyChat(msgs); err != nil {
+		if text, err = tmpl.Apply(msgs, true); err != nil {
 			var rejected *chat.RejectedError
 			if errors.As(err, &rejected) {
 				return "", nil, fmt.Errorf("the model's chat template rejects this conversation: %s", rejected.Reason)
@@ -90,11 +96,17 @@ func (g *ggufModel) Prompt(gen *api.Generation, limit int) (string, []uint32, er
 		}
 		opt.ParseSpecial = true
 	}
-	ids, err := tokenizeWithin(g.m.Tokenizer(), text, opt, limit)
+	ids, err := tokenizeWithin(tok, text, opt, limit)
 	return text, ids, err
 }
 
-func (g *ggufModel) Decoder() decoder { return tokenDecoder{g.m.NewDecoder()} }
+// newTokenDecoder is a generation's streaming detokeniser: its tokens
+// continue the prompt's text.
+func newTokenDecoder(tok *tokenizer.Tokenizer) decoder {
+	return tokenDecoder{tok.NewDecoder(tokenizer.DecodeOptions{Continue: true})}
+}
+
+func (g *ggufModel) Decoder() decoder { return newTokenDecoder(g.m.Tokenizer()) }
 
 // tokenDecoder adapts the tokenizer's streaming decoder; the engine only
 // emits ids of its own vocabulary, so a decode error cannot happen and

@@ -41,23 +41,12 @@ func stampOf(path string) fileStamp {
 func (n *Node) watchRevocations(ctx context.Context) error {
 	path := revocationsPath(n.cfg.StateDir)
 	last := stampOf(path) // read at start by openSteward
-	poll := n.revocationPoll
-	if poll <= 0 {
-		poll = defaultRevocationPoll
-	}
-	t := time.NewTicker(poll)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	return pollEvery(ctx, n.revocationPoll, defaultRevocationPoll, func() {
 		if now := stampOf(path); now != last {
 			last = now
 			n.reloadRevocations(path)
 		}
-	}
+	})
 }
 
 // reloadRevocations takes the revocations in the file at path that the

@@ -239,7 +239,7 @@ func (sm *splitModel) Draft() string { return sm.eng.Draft() }
 // sessions for.
 func (sm *splitModel) Slots() int { return splitSeqs }
 func (sm *splitModel) Decoder() decoder {
-	return tokenDecoder{sm.tok.NewDecoder(tokenizer.DecodeOptions{Continue: true})}
+	return newTokenDecoder(sm.tok)
 }
 
 func (sm *splitModel) Close() error {
@@ -265,25 +265,7 @@ func (sm *splitModel) isClosed() bool {
 
 // Prompt is ggufModel's, over the file's tokenizer and template.
 func (sm *splitModel) Prompt(gen *api.Generation, limit int) (string, []uint32, error) {
-	opt := tokenizer.EncodeOptions{AddSpecial: true}
-	text := gen.Prompt
-	if gen.Messages != nil {
-		msgs := make([]chat.Message, len(gen.Messages))
-		for i, m := range gen.Messages {
-			msgs[i] = chat.Message{Role: m.Role, Content: m.Content}
-		}
-		var err error
-		if text, err = sm.tmpl.Apply(msgs, true); err != nil {
-			var rejected *chat.RejectedError
-			if errors.As(err, &rejected) {
-				return "", nil, fmt.Errorf("the model's chat template rejects this conversation: %s", rejected.Reason)
-			}
-			return "", nil, err
-		}
-		opt.ParseSpecial = true
-	}
-	ids, err := tokenizeWithin(sm.tok, text, opt, limit)
-	return text, ids, err
+	return renderPrompt(sm.tok, sm.tmpl, gen, limit)
 }
 
 // Serving reports whether a plan is loaded.
