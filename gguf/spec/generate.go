@@ -47,33 +47,26 @@ func Generate(ctx context.Context, b *model.Batch, s *model.Session, prompt []ui
 		}
 		var drafts []Draft
 		if k > 0 {
-			if drafts, err = prop.Propose(ctx, seq, gen, k); err != nil {
+			if drafts, err = w.Draft(ctx, prop, seq, gen, k); err != nil {
 				return nil, st, err
 			}
-			if len(drafts) < k {
-				w.Declined()
-			}
 		}
-		window := []uint32{next}
-		for _, d := range drafts {
-			window = append(window, d.Token)
-		}
+		window := Tokens(next, drafts)
 		base := s.Len()
 		if err := b.Step(ctx, []model.Seq{{Session: s, Tokens: window, Logits: len(window)}}); err != nil {
 			return nil, st, fmt.Errorf("spec: %w", err)
 		}
 		acc, nxt := Verify(smp, p.ArgMax(), BatchRows{b, 0}, drafts, seq[gen:])
 		s.Truncate(base + 1 + acc)
-		for _, d := range drafts[:acc] {
-			seq = append(seq, d.Token)
-		}
-		next = nxt
 		st.Rounds++
-		if len(drafts) > 0 {
-			st.Proposed += len(drafts)
-			st.Accepted += acc
-			w.Record(len(drafts), acc)
+		if len(drafts) == 0 {
+			next = nxt
+			continue
 		}
+		kept := w.Keep(drafts, acc, nxt)
+		seq, next = append(seq, kept[:acc]...), kept[acc]
+		st.Proposed += len(drafts)
+		st.Accepted += acc
 	}
 }
 

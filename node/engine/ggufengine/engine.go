@@ -298,22 +298,16 @@ func (d *decoder) eval(ctx context.Context, prompt, generated []uint32, left int
 	if k > 0 {
 		seq := append(append(make([]uint32, 0, len(prompt)+len(generated)), prompt...), generated...)
 		var err error
-		if drafts, err = d.prop.Propose(ctx, seq, len(prompt), k); err != nil {
+		if drafts, err = d.win.Draft(ctx, d.prop, seq, len(prompt), k); err != nil {
 			return nil, err
 		}
 		d.reportDraft()
-		if len(drafts) < k {
-			d.win.Declined()
-		}
 	}
 	if len(drafts) == 0 {
 		next, err := d.seq.run(ctx, d.s, last, d.pick(generated))
 		return []uint32{next}, err
 	}
-	window := append(make([]uint32, 0, len(drafts)+1), last...)
-	for _, dr := range drafts {
-		window = append(window, dr.Token)
-	}
+	window := spec.Tokens(last[0], drafts)
 	base := d.s.Len()
 	var accepted int
 	next, err := d.seq.runRows(ctx, d.s, window, len(window), func(b *model.Batch, i int) uint32 {
@@ -326,14 +320,9 @@ func (d *decoder) eval(ctx context.Context, prompt, generated []uint32, left int
 	}
 	// The rejected drafts' keys and values go.
 	d.s.Truncate(base + 1 + accepted)
-	d.win.Record(len(drafts), accepted)
 	out.SpecProposed += uint32(len(drafts))
 	out.SpecAccepted += uint32(accepted)
-	pending := make([]uint32, 0, accepted+1)
-	for _, dr := range drafts[:accepted] {
-		pending = append(pending, dr.Token)
-	}
-	return append(pending, next), nil
+	return d.win.Keep(drafts, accepted, next), nil
 }
 
 // reportDraft reports the draft model's new work to the serve's meter:

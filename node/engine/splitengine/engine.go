@@ -384,11 +384,8 @@ func (d *decoder) eval(ctx context.Context, prompt, generated []uint32, left int
 	if k > 0 {
 		seq := append(append(make([]uint32, 0, len(prompt)+len(generated)), prompt...), generated...)
 		var err error
-		if drafts, err = d.prop.Propose(ctx, seq, len(prompt), k); err != nil {
+		if drafts, err = d.win.Draft(ctx, d.prop, seq, len(prompt), k); err != nil {
 			return nil, fmt.Errorf("splitengine: %w", err)
-		}
-		if len(drafts) < k {
-			d.win.Declined()
 		}
 	}
 	if len(drafts) == 0 {
@@ -399,10 +396,7 @@ func (d *decoder) eval(ctx context.Context, prompt, generated []uint32, left int
 		d.held++
 		return []uint32{d.pick(res, generated)}, nil
 	}
-	window := append(make([]uint32, 0, len(drafts)+1), last...)
-	for _, dr := range drafts {
-		window = append(window, dr.Token)
-	}
+	window := spec.Tokens(last[0], drafts)
 	res, err := d.r.step(ctx, window, d.r.want, len(window))
 	if err != nil {
 		return nil, err
@@ -415,14 +409,9 @@ func (d *decoder) eval(ctx context.Context, prompt, generated []uint32, left int
 			return nil, err
 		}
 	}
-	d.win.Record(len(drafts), accepted)
 	out.SpecProposed += uint32(len(drafts))
 	out.SpecAccepted += uint32(accepted)
-	pending := make([]uint32, 0, accepted+1)
-	for _, dr := range drafts[:accepted] {
-		pending = append(pending, dr.Token)
-	}
-	return append(pending, next), nil
+	return d.win.Keep(drafts, accepted, next), nil
 }
 
 // resultRows are a window's rows as the last stage answered them.
