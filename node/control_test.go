@@ -180,11 +180,17 @@ func TestOwnershipTakenLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(state, "node.ownership")
-	// Written where others could change it first: not taken.
-	if err := owner.Save(path, nodeCert); err != nil {
+	// Written where others could change it first: not taken. It is made
+	// so beside the state dir's file and renamed into place, so that the
+	// node's poll never sees it with safe permissions.
+	loose := filepath.Join(t.TempDir(), "node.ownership")
+	if err := owner.Save(loose, nodeCert); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chmod(path, 0o666); err != nil {
+	if err := os.Chmod(loose, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(loose, path); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the node to refuse the certificate others could change", func() bool {
