@@ -166,11 +166,11 @@ func ggufIn(t *testing.T, dir string) []string {
 func TestParseRef(t *testing.T) {
 	const ep = "https://huggingface.co"
 	for in, want := range map[string]Ref{
-		"owner/repo/file.gguf":                                            {"owner/repo", "main", "file.gguf"},
-		"owner/repo/dir/file.gguf":                                        {"owner/repo", "main", "dir/file.gguf"},
-		"owner/repo@v1.0/file.gguf":                                       {"owner/repo", "v1.0", "file.gguf"},
-		"https://huggingface.co/owner/repo/resolve/main/file.gguf":        {"owner/repo", "main", "file.gguf"},
-		"https://huggingface.co/owner/repo/blob/abc123/sub/file.gguf":     {"owner/repo", "abc123", "sub/file.gguf"},
+		"owner/repo/file.gguf":                                           {"owner/repo", "main", "file.gguf"},
+		"owner/repo/dir/file.gguf":                                       {"owner/repo", "main", "dir/file.gguf"},
+		"owner/repo@v1.0/file.gguf":                                      {"owner/repo", "v1.0", "file.gguf"},
+		"https://huggingface.co/owner/repo/resolve/main/file.gguf":       {"owner/repo", "main", "file.gguf"},
+		"https://huggingface.co/owner/repo/blob/abc123/sub/file.gguf":    {"owner/repo", "abc123", "sub/file.gguf"},
 		"https://huggingface.co/owner/repo/resolve/refs%2Fpr%2F1/f.gguf": {"owner/repo", "refs/pr/1", "f.gguf"},
 	} {
 		got, err := ParseRef(in, ep)
