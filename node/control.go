@@ -178,6 +178,7 @@ func (n *Node) startControl(ctx context.Context, stack *closers, run func(string
 		Scanner:     rt,
 		Lifecycle:   recon,
 		Splits:      rt,
+		Pulls:       rt,
 		LocalSecret: secret,
 		Recheck:     n.checkOwnership,
 		Logger:      n.log,

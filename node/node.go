@@ -29,6 +29,7 @@ import (
 	"github.com/meshnode/meshnode/node/engine"
 	"github.com/meshnode/meshnode/node/identity"
 	"github.com/meshnode/meshnode/node/mesh"
+	"github.com/meshnode/meshnode/node/modelfetch"
 	"github.com/meshnode/meshnode/node/sdnotify"
 	"github.com/meshnode/meshnode/node/stage"
 	"github.com/meshnode/meshnode/node/steward"
@@ -95,6 +96,9 @@ type Node struct {
 	splitCtx  context.Context
 	invite    string
 	httpAddr  net.Addr
+	// fetch is the fetcher of pulls into the models dir (fetcher()).
+	fetchOnce sync.Once
+	fetch     *modelfetch.Fetcher
 	startedAt time.Time
 }
 

@@ -3,8 +3,7 @@
 //
 // It does what huggingface_hub's hf_hub_download does: a HEAD of the
 // file's resolve URL (ENDPOINT/OWNER/REPO/resolve/REVISION/FILE), following
-// only redirects within the hub (a renamed repo), never the one to the
-// CDN, reads the commit (X-Repo-Commit), the ETag (X-Linked-Etag, else
+// only relative redirects (a renamed repo), never the one to the CDN, reads the commit (X-Repo-Commit), the ETag (X-Linked-Etag, else
 // ETag: for an LFS file, its SHA-256), the size (X-Linked-Size, else
 // Content-Length) and where the bytes are (Location). Where the ETag is no
 // SHA-256, the hub API's tree listing (/api/models/OWNER/REPO/tree/COMMIT)
@@ -231,16 +230,19 @@ func (c *Client) Stat(ctx context.Context, ref Ref, sha256Hex string) (FileInfo,
 	return info, nil
 }
 
-// head sends a HEAD, following redirects within the hub's host (a
-// renamed repo) but not to another (the CDN): where the bytes live is
-// the answer's Location.
+// head sends a HEAD, following relative redirects (a renamed repo) but
+// not absolute ones (the CDN): where the bytes live is the answer's
+// Location.
 func (c *Client) head(ctx context.Context, u string) (*http.Response, error) {
 	hc := *c.http()
 	hc.CheckRedirect = func(req *http.Request, via []*http.Request) error {
 		if len(via) >= 10 {
 			return errors.New("more than 10 redirects")
 		}
-		if req.URL.Host != via[0].URL.Host {
+		// Only a relative Location is the hub's own (a renamed repo), as
+		// huggingface_hub's follow_relative_redirects has it; an absolute
+		// one is where the bytes are.
+		if loc, err := url.Parse(req.Response.Header.Get("Location")); err != nil || loc.IsAbs() || loc.Host != "" {
 			return http.ErrUseLastResponse
 		}
 		return nil

@@ -81,6 +81,13 @@ type Source interface {
 	Origin() string
 }
 
+// Checker is a Source with a check of its own that the complete, hashed
+// file must pass before it is linked into place (a mesh peer's weights
+// digest); an error discards the partial.
+type Checker interface {
+	Check(r Result) error
+}
+
 // Phases of a fetch, as Progress reports them.
 const (
 	PhaseDownload = "download"
@@ -167,10 +174,6 @@ type Fetcher struct {
 	Backoff time.Duration
 	// Every is how often Progress is reported while bytes move (500ms).
 	Every time.Duration
-	// Check, when set, runs on the complete, hashed partial before it is
-	// linked into place; an error discards the partial (a mesh peer's
-	// weights digest is checked this way).
-	Check func(r Result) error
 	// Now is the clock rates are measured on (time.Now).
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -257,8 +260,8 @@ func (f *Fetcher) Fetch(ctx context.Context, name string, src Source, progress f
 		return Result{}, err
 	}
 	res.Resumed = resumed
-	if f.Check != nil {
-		if err := f.Check(res); err != nil {
+	if c, ok := src.(Checker); ok {
+		if err := c.Check(res); err != nil {
 			f.discard(part)
 			return Result{}, err
 		}

@@ -325,10 +325,16 @@ func TestFetchRefusesExistingAndBadNames(t *testing.T) {
 	}
 }
 
+type checkedSource struct{ *fakeSource }
+
+func (checkedSource) Check(r Result) error {
+	return fmt.Errorf("weights digest %s is not the one advertised", r.Weights)
+}
+
 func TestFetchCheckDiscards(t *testing.T) {
 	f := newFetcher(t)
-	f.Check = func(r Result) error { return fmt.Errorf("weights digest %s is not the one advertised", r.Weights) }
-	if _, err := f.Fetch(context.Background(), "m", &fakeSource{data: randomBytes(1000), version: "a"}, nil); err == nil || !strings.Contains(err.Error(), "not the one advertised") {
+	src := &checkedSource{&fakeSource{data: randomBytes(1000), version: "a"}}
+	if _, err := f.Fetch(context.Background(), "m", src, nil); err == nil || !strings.Contains(err.Error(), "not the one advertised") {
 		t.Fatalf("got %v", err)
 	}
 	if fs := ggufFiles(t, f.Dir); len(fs) != 0 {
