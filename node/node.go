@@ -92,10 +92,10 @@ type Node struct {
 	// splits are the models served split across peers, and splitCtx
 	// the context they are placed under once the mesh runs (both
 	// guarded by mu).
-	splits    []*splitModel
-	splitCtx  context.Context
-	invite    string
-	httpAddr  net.Addr
+	splits   []*splitModel
+	splitCtx context.Context
+	invite   string
+	httpAddr net.Addr
 	// fetch is the fetcher of pulls into the models dir (fetcher()).
 	fetchOnce sync.Once
 	fetch     *modelfetch.Fetcher

@@ -45,7 +45,7 @@ type PullRequest struct {
 const (
 	PullResolve = "resolve"
 	PullDone    = "done"
-	PullFailed   = "error"
+	PullFailed  = "error"
 )
 
 // PullEvent is one line of a pull's answer.
