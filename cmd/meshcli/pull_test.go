@@ -1,0 +1,85 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/node/control"
+	"github.com/meshnode/meshnode/node/control/controltest"
+)
+
+// puller pulls "owner/repo/m.gguf" of 3 MiB in three steps and refuses
+// anything else.
+type puller struct{ got control.PullRequest }
+
+func (p *puller) Pull(_ context.Context, req control.PullRequest, progress func(control.PullEvent)) (control.PullEvent, error) {
+	p.got = req
+	if req.Source != "owner/repo/m.gguf" {
+		return control.PullEvent{}, control.ErrBadPull
+	}
+	progress(control.PullEvent{Phase: control.PullResolve, File: "m.gguf", Source: "hub/owner/repo/m.gguf"})
+	for i := int64(1); i <= 3; i++ {
+		progress(control.PullEvent{Phase: "download", File: "m.gguf", Done: i << 20, Total: 3 << 20, Rate: 1 << 20, ETASeconds: float64(3 - i)})
+	}
+	return control.PullEvent{File: "m.gguf", Model: "m", Source: "hub/owner/repo/m.gguf", Total: 3 << 20, Resumed: 1 << 20,
+		SHA256: strings.Repeat("ab", 32), WeightsDigest: strings.Repeat("cd", 32)}, nil
+}
+
+// TestPullCommand: pull passes the source, the hub token and endpoint
+// from HF_TOKEN and HF_ENDPOINT, and prints where the model came from
+// and how to load it; --endpoint is refused.
+func TestPullCommand(t *testing.T) {
+	p := &puller{}
+	n := controltest.Start(t, controltest.Options{Config: func(c *control.Config) { c.Pulls = p }})
+	c := newCLI(t, n.HTTP(t).URL)
+	t.Setenv("HF_TOKEN", "hf_abc")
+	t.Setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+	out := c.ok("pull", "owner/repo/m.gguf")
+	for _, want := range []string{"Pulled m.gguf (3.0 MiB, 1.0 MiB of it from an earlier pull)", strings.Repeat("ab", 32), "meshcli load m"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("pull output lacks %q:\n%s", want, out)
+		}
+	}
+	if p.got.Token != "hf_abc" || p.got.Endpoint != "http://127.0.0.1:9" {
+		t.Fatalf("request %+v: want HF_TOKEN and HF_ENDPOINT passed", p.got)
+	}
+	if msg := c.fail("pull", "owner/repo/other.gguf"); !strings.Contains(msg, "BAD_REQUEST") {
+		t.Errorf("refused pull: %s", msg)
+	}
+	if msg := c.fail("--endpoint", "ctl1.x", "pull", "owner/repo/m.gguf"); !strings.Contains(msg, "local node only") {
+		t.Errorf("--endpoint: %s", msg)
+	}
+}
+
+// TestProgressLine: on a terminal every event redraws one line; elsewhere
+// a line is printed at each phase and then every few seconds.
+func TestProgressLine(t *testing.T) {
+	ev := func(phase string, done int64) control.PullEvent {
+		return control.PullEvent{Phase: phase, File: "m.gguf", Done: done, Total: 4 << 20, Rate: 1 << 20, ETASeconds: float64(4<<20-done) / (1 << 20)}
+	}
+	var term bytes.Buffer
+	p := newProgressLine(&term, true, time.Now)
+	p.show(ev("download", 1<<20))
+	p.show(ev("download", 2<<20))
+	p.end()
+	if got := term.String(); strings.Count(got, "\r") != 2 || strings.Count(got, "\n") != 1 ||
+		!strings.Contains(got, "m.gguf: download 2.0 MiB / 4.0 MiB (50%) at 1.0 MiB/s, 2s left") {
+		t.Fatalf("terminal output %q", got)
+	}
+	var plain bytes.Buffer
+	now := time.Unix(0, 0)
+	p = newProgressLine(&plain, false, func() time.Time { return now })
+	for i := range 12 { // an event a second for 12 s
+		now = time.Unix(int64(i), 0)
+		p.show(ev("download", int64(i)<<18))
+	}
+	now = now.Add(time.Second)
+	p.show(ev("verify", 0))
+	lines := strings.Split(strings.TrimSpace(plain.String()), "\n")
+	if len(lines) != 4 || strings.Contains(plain.String(), "\r") || !strings.Contains(lines[3], "verify") {
+		t.Fatalf("plain output: %q (want lines at 0s, 5s, 10s and the verify phase)", lines)
+	}
+}
