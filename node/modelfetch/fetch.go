@@ -115,8 +115,10 @@ type Result struct {
 	Size       int64
 	SHA256     [32]byte
 	// Weights is the file's weights digest (gguf/digest), as the node
-	// computes it when it loads the model.
+	// computes it when it loads the model; BLAKE3 is the hash of its bytes
+	// that the digest is computed over, with the file's name.
 	Weights digest.Sum
+	BLAKE3  digest.Sum
 	// Resumed is how many bytes an earlier attempt had fetched already.
 	Resumed int64
 }
@@ -324,11 +326,16 @@ func (f *Fetcher) openPartial(part, origin string, meta Meta) (*os.File, *record
 	}
 	var have record
 	var resumed int64
+	// The same version of the same file resumes from wherever it came:
+	// another holder of it in the mesh has the same bytes. A validator is
+	// its origin's own.
 	if b, err := os.ReadFile(recordPath(part)); err == nil && json.Unmarshal(b, &have) == nil &&
-		have.Origin == want.Origin && have.Size == want.Size && have.SHA256 == want.SHA256 && have.Version == want.Version {
+		have.Size == want.Size && have.SHA256 == want.SHA256 && have.Version == want.Version {
 		if st, err := file.Stat(); err == nil && st.Size() <= meta.Size {
 			resumed = st.Size()
-			want.Validator = have.Validator
+			if have.Origin == want.Origin {
+				want.Validator = have.Validator
+			}
 		}
 	} else if err == nil {
 		f.log().Info("restarting a partial download: the file changed at its source, or the partial is another file's", "file", filepath.Base(part), "from", origin)
@@ -509,9 +516,8 @@ func (f *Fetcher) verify(ctx context.Context, file *os.File, name, origin string
 	if !bytes.Equal(res.SHA256[:], meta.SHA256[:]) {
 		return Result{}, &HashError{Origin: origin, What: "SHA-256", Want: hex.EncodeToString(meta.SHA256[:]), Got: hex.EncodeToString(res.SHA256[:])}
 	}
-	var b3 digest.Sum
-	bh.Sum(b3[:0])
-	w, err := digest.Root([]digest.Entry{{Path: name, Sum: b3, Size: meta.Size}})
+	bh.Sum(res.BLAKE3[:0])
+	w, err := digest.Root([]digest.Entry{{Path: name, Sum: res.BLAKE3, Size: meta.Size}})
 	if err != nil {
 		return Result{}, err
 	}
