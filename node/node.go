@@ -30,6 +30,7 @@ import (
 	"github.com/meshnode/meshnode/node/identity"
 	"github.com/meshnode/meshnode/node/mesh"
 	"github.com/meshnode/meshnode/node/modelfetch"
+	"github.com/meshnode/meshnode/node/modelshare"
 	"github.com/meshnode/meshnode/node/sdnotify"
 	"github.com/meshnode/meshnode/node/stage"
 	"github.com/meshnode/meshnode/node/steward"
@@ -99,6 +100,10 @@ type Node struct {
 	// fetch is the fetcher of pulls into the models dir (fetcher()).
 	fetchOnce sync.Once
 	fetch     *modelfetch.Fetcher
+	// share serves the models dir's files to peers while serveFiles is
+	// on (startFileShare).
+	share      *modelshare.Server
+	serveFiles atomic.Bool
 	startedAt time.Time
 }
 
@@ -277,6 +282,8 @@ func (n *Node) Serve(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	access := n.newMeshAccess()
+	n.startFileShare(ctx, access, run)
 	run("grant revocations", n.watchRevocations, ctx)
 	run("ownership certificate", n.watchOwnership, ctx)
 
@@ -289,7 +296,7 @@ func (n *Node) Serve(ctx context.Context) (err error) {
 		QueueWait:      n.cfg.API.QueueWait.Duration,
 		AllowedHosts:   n.allowedHosts(),
 		AllowedOrigins: n.cfg.API.AllowedOrigins,
-		MeshAccess:     n.newMeshAccess(),
+		MeshAccess:     access,
 		Routes:         map[string]http.Handler{control.HTTPPrefix + "/": ctl.HTTPHandler()},
 	}, key.ID(), &registry{n: n}, meshRelay{mn}, &apiNode{n: n}, n.log, nil)
 	drain := n.cfg.DrainTimeout.Duration

@@ -50,13 +50,21 @@ func (n *Node) pull(ctx context.Context, req control.PullRequest, progress func(
 	progress(control.PullEvent{Phase: control.PullResolve, File: file, Model: model, Source: src.Origin()})
 	n.log.Info("pulling a model", "file", file, "from", src.Origin())
 	start := time.Now()
-	res, err := f.Fetch(ctx, file, src, func(p modelfetch.Progress) {
-		if p.Phase == modelfetch.PhaseDone {
-			return // the facade sends the done event, after the inventory scan
-		}
-		progress(control.PullEvent{Phase: p.Phase, File: file, Model: model, Source: src.Origin(), Done: p.Done, Total: p.Total,
-			Rate: p.Rate, ETASeconds: p.ETA.Seconds(), Resumed: p.Resumed})
-	})
+	fetch := func(src modelfetch.Source) (modelfetch.Result, error) {
+		return f.Fetch(ctx, file, src, func(p modelfetch.Progress) {
+			if p.Phase == modelfetch.PhaseDone {
+				return // the facade sends the done event, after the inventory scan
+			}
+			progress(control.PullEvent{Phase: p.Phase, File: file, Model: model, Source: src.Origin(), Done: p.Done, Total: p.Total,
+				Rate: p.Rate, ETASeconds: p.ETA.Seconds(), Resumed: p.Resumed})
+		})
+	}
+	var res modelfetch.Result
+	if ms, ok := src.(*meshSource); ok {
+		res, err = n.meshPull(ctx, ms, fetch)
+	} else {
+		res, err = fetch(src)
+	}
 	if err != nil {
 		n.log.Warn("pull failed", "file", file, "from", src.Origin(), "err", err)
 		if errors.Is(err, modelfetch.ErrExists) || errors.Is(err, modelfetch.ErrBusy) || errors.Is(err, modelfetch.ErrBadName) {
@@ -73,7 +81,20 @@ func (n *Node) pull(ctx context.Context, req control.PullRequest, progress func(
 // pullSource is the source req names and the file name it suggests.
 func (n *Node) pullSource(ctx context.Context, req control.PullRequest) (modelfetch.Source, string, error) {
 	if ref, ok := strings.CutPrefix(req.Source, meshSourcePrefix); ok {
-		return n.meshSource(ctx, ref, req.SHA256)
+		src, err := n.newMeshSource(ref, req.SHA256)
+		if err != nil {
+			return nil, "", err
+		}
+		name := src.want.Name
+		if name == "" {
+			// By weights digest: the file keeps its holder's name, under
+			// which the digest is computed.
+			if _, err := src.Describe(ctx); err != nil {
+				return nil, "", err
+			}
+			name = src.cur.File().Name
+		}
+		return src, name, nil
 	}
 	hub := &hfhub.Client{
 		Endpoint:  cmp.Or(req.Endpoint, os.Getenv("HF_ENDPOINT"), hfhub.DefaultEndpoint),
@@ -93,7 +114,3 @@ func (n *Node) pullSource(ctx context.Context, req control.PullRequest) (modelfe
 	return nil, "", fmt.Errorf("%w: %w", control.ErrBadPull, err)
 }
 
-// meshSource is a file a mesh peer holds.
-func (n *Node) meshSource(ctx context.Context, ref, sha256Hex string) (modelfetch.Source, string, error) {
-	return nil, "", fmt.Errorf("%w: pulling from mesh peers (%s%s) is not available in this build", control.ErrBadPull, meshSourcePrefix, ref)
-}

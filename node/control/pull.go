@@ -230,3 +230,71 @@ func (e *PullError) message() string {
 	}
 	return e.Message
 }
+
+// HoldersPath is the REST facade's route, under HTTPPrefix, that says
+// which mesh peers hold which model files for others to pull (GET; the
+// answer is Holdings). Meshnode's own, like PullPath.
+const HoldersPath = "/models/holders"
+
+// Holdings is what the mesh holds, as this node hears it in gossip: the
+// models on the disks of the admitted peers that serve files.
+type Holdings struct {
+	// ServeFiles is whether this node serves its own files to peers.
+	ServeFiles bool        `json:"serve_files"`
+	Models     []HeldModel `json:"models"`
+}
+
+// HeldModel is one model and the peers holding it.
+type HeldModel struct {
+	Model     string `json:"model"`
+	SizeBytes uint64 `json:"size_bytes"`
+	// Holders are the peers' endpoint ids, hex, lowest round trip first.
+	Holders []string `json:"holders"`
+}
+
+// HolderLister says what the mesh holds.
+type HolderLister interface {
+	Holders(ctx context.Context) (Holdings, error)
+}
+
+func (s *Server) serveHolders(w http.ResponseWriter, r *http.Request) {
+	hl, ok := s.cfg.Pulls.(HolderLister)
+	if !ok {
+		writeHTTPError(w, errorf(ErrUnavailable.Code, "this node does not list the mesh's model files"))
+		return
+	}
+	h, err := hl.Holders(r.Context())
+	if err != nil {
+		writeHTTPError(w, errorf(ErrUnavailable.Code, "%v", err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(h)
+}
+
+// Holders asks the local node which peers hold which model files.
+func (c *HTTPClient) Holders(ctx context.Context) (Holdings, error) {
+	url := c.base + HTTPPrefix + HoldersPath
+	hr, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return Holdings{}, fmt.Errorf("control: %w", err)
+	}
+	c.authorize(hr)
+	resp, err := c.hc.Do(hr)
+	if err != nil {
+		return Holdings{}, fmt.Errorf("control: GET %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxHTTPBody))
+	if resp.StatusCode != http.StatusOK {
+		if e, ok := parseHTTPError(b); ok {
+			return Holdings{}, e
+		}
+		return Holdings{}, fmt.Errorf("control: GET %s: %s", url, resp.Status)
+	}
+	var h Holdings
+	if err := json.Unmarshal(b, &h); err != nil {
+		return Holdings{}, fmt.Errorf("control: the node's holdings do not decode: %w", err)
+	}
+	return h, nil
+}

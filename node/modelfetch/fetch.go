@@ -143,6 +143,12 @@ var (
 // file is gone, access is refused): the fetch fails with err at once.
 func Permanent(err error) error { return &permanentError{err} }
 
+// IsPermanent reports whether err was marked Permanent.
+func IsPermanent(err error) bool {
+	var p *permanentError
+	return errors.As(err, &p)
+}
+
 type permanentError struct{ err error }
 
 func (e *permanentError) Error() string { return e.err.Error() }
@@ -291,6 +297,13 @@ func (f *Fetcher) claim(name string) bool {
 	}
 	f.active[name] = true
 	return true
+}
+
+// Busy reports whether a fetch of name (a file name) runs now.
+func (f *Fetcher) Busy(name string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.active[name]
 }
 
 func (f *Fetcher) release(name string) {
