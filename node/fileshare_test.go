@@ -225,7 +225,9 @@ func TestFileServingRefused(t *testing.T) {
 	if err != nil || !res.GetSuccess() {
 		t.Fatalf("apply: %v %v", res, err)
 	}
-	if !slices.ContainsFunc(res.GetDiagnostics(), func(d *nodev1.ConfigDiagnostic) bool { return strings.Contains(d.GetMessage(), "serve_files = true took effect now") }) {
+	if !slices.ContainsFunc(res.GetDiagnostics(), func(d *nodev1.ConfigDiagnostic) bool {
+		return strings.Contains(d.GetMessage(), "serve_files = true took effect now")
+	}) {
 		t.Fatalf("diagnostics %v", res.GetDiagnostics())
 	}
 	waitHolder(t, a, quiet, "fortunes-other")

@@ -104,7 +104,7 @@ type Node struct {
 	// on (startFileShare).
 	share      *modelshare.Server
 	serveFiles atomic.Bool
-	startedAt time.Time
+	startedAt  time.Time
 }
 
 // New returns a node for cfg; Serve runs it. cfg is resolved here.

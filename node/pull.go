@@ -113,4 +113,3 @@ func (n *Node) pullSource(ctx context.Context, req control.PullRequest) (modelfe
 	}
 	return nil, "", fmt.Errorf("%w: %w", control.ErrBadPull, err)
 }
-
