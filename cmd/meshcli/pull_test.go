@@ -83,3 +83,31 @@ func TestProgressLine(t *testing.T) {
 		t.Fatalf("plain output: %q (want lines at 0s, 5s, 10s and the verify phase)", lines)
 	}
 }
+
+// holdingPuller also lists what the mesh holds.
+type holdingPuller struct{ puller }
+
+func (holdingPuller) Holders(context.Context) (control.Holdings, error) {
+	return control.Holdings{ServeFiles: true, Models: []control.HeldModel{
+		{Model: "qwen2-0.5b", SizeBytes: 400 << 20, Holders: []string{strings.Repeat("ab", 32), strings.Repeat("cd", 32)}}}}, nil
+}
+
+// TestModelsShowsHolders: `meshcli models` lists what mesh peers hold for
+// others to pull, and which peers; a node without the list shows none.
+func TestModelsShowsHolders(t *testing.T) {
+	n := controltest.Start(t, controltest.Options{Config: func(c *control.Config) { c.Pulls = &holdingPuller{} }})
+	c := newCLI(t, fakeAPI(t, n).URL)
+	out := c.ok("models")
+	for _, want := range []string{"Held in the mesh, to pull with `meshcli pull mesh:MODEL`", "qwen2-0.5b", "400.0 MiB", short(strings.Repeat("ab", 32)) + ", " + short(strings.Repeat("cd", 32))} {
+		if !strings.Contains(out, want) {
+			t.Errorf("models lacks %q:\n%s", want, out)
+		}
+	}
+	if out := c.ok("models", "--json"); !strings.Contains(out, `"held_in_mesh"`) || !strings.Contains(out, `"size_bytes": 419430400`) {
+		t.Errorf("models --json:\n%s", out)
+	}
+	plain := controltest.Start(t, controltest.Options{})
+	if out := newCLI(t, fakeAPI(t, plain).URL).ok("models"); strings.Contains(out, "Held in the mesh") {
+		t.Errorf("a node without holders shows a section:\n%s", out)
+	}
+}
