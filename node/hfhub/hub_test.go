@@ -336,6 +336,9 @@ func TestPullIfRangeRestartsAtCDN(t *testing.T) {
 	if got, _ := os.ReadFile(res.Path); !bytes.Equal(got, data) {
 		t.Fatal("file differs")
 	}
+	if r := h.seenRanges(); !strings.HasPrefix(r[len(r)-1], "bytes=") || res.Resumed != 0 {
+		t.Fatalf("ranges %q, resumed %d: want a range refused by If-Range and nothing kept", r, res.Resumed)
+	}
 }
 
 func TestPullWrongHash(t *testing.T) {

@@ -254,7 +254,8 @@ func (f *Fetcher) Fetch(ctx context.Context, name string, src Source, progress f
 	if resumed > 0 {
 		f.log().Info("resuming a partial download", "file", name, "from", src.Origin(), "have", resumed, "size", meta.Size)
 	}
-	if err := f.download(ctx, file, part, rec, src, meta, resumed, progress); err != nil {
+	kept, err := f.download(ctx, file, part, rec, src, meta, resumed, progress)
+	if err != nil {
 		return Result{}, err
 	}
 	if err := file.Sync(); err != nil {
@@ -267,7 +268,7 @@ func (f *Fetcher) Fetch(ctx context.Context, name string, src Source, progress f
 		}
 		return Result{}, err
 	}
-	res.Resumed = resumed
+	res.Resumed = kept
 	if c, ok := src.(Checker); ok {
 		if err := c.Check(res); err != nil {
 			f.discard(part)
@@ -282,7 +283,7 @@ func (f *Fetcher) Fetch(ctx context.Context, name string, src Source, progress f
 	}
 	os.Remove(recordPath(part))
 	res.Path = dest
-	progress(Progress{Phase: PhaseDone, Done: meta.Size, Total: meta.Size, Resumed: resumed})
+	progress(Progress{Phase: PhaseDone, Done: meta.Size, Total: meta.Size, Resumed: kept})
 	return res, nil
 }
 
@@ -390,8 +391,10 @@ func (f *Fetcher) discard(part string) {
 }
 
 // download fills file (positioned at have) up to meta.Size, reopening the
-// source after a cut.
-func (f *Fetcher) download(ctx context.Context, file *os.File, part string, rec *record, src Source, meta Meta, have int64, progress func(Progress)) error {
+// source after a cut, and returns how many of the bytes it started with
+// it kept (0 when the source made it start over).
+func (f *Fetcher) download(ctx context.Context, file *os.File, part string, rec *record, src Source, meta Meta, have int64, progress func(Progress)) (int64, error) {
+	kept := have
 	attempts, backoff := f.Attempts, f.Backoff
 	if attempts <= 0 {
 		attempts = 5
@@ -409,24 +412,24 @@ func (f *Fetcher) download(ctx context.Context, file *os.File, part string, rec 
 			if chunk.Start != have {
 				if chunk.Start != 0 {
 					chunk.Body.Close()
-					return fmt.Errorf("%s: %w: asked for bytes from %d, sent from %d", src.Origin(), ErrSource, have, chunk.Start)
+					return 0, fmt.Errorf("%s: %w: asked for bytes from %d, sent from %d", src.Origin(), ErrSource, have, chunk.Start)
 				}
 				f.log().Info("the source cannot resume: restarting the download", "file", filepath.Base(part), "from", src.Origin(), "had", have)
 				if err := file.Truncate(0); err != nil {
 					chunk.Body.Close()
-					return fmt.Errorf("partial file: %w", err)
+					return 0, fmt.Errorf("partial file: %w", err)
 				}
 				if _, err := file.Seek(0, io.SeekStart); err != nil {
 					chunk.Body.Close()
-					return fmt.Errorf("partial file: %w", err)
+					return 0, fmt.Errorf("partial file: %w", err)
 				}
-				have = 0
+				have, kept = 0, 0
 			}
 			if chunk.Validator != rec.Validator {
 				rec.Validator = chunk.Validator
 				if err := writeRecord(part, rec); err != nil {
 					chunk.Body.Close()
-					return err
+					return 0, err
 				}
 			}
 			var n int64
@@ -437,7 +440,7 @@ func (f *Fetcher) download(ctx context.Context, file *os.File, part string, rec 
 				failures = 0
 			}
 			if errors.Is(err, ErrSource) || errors.Is(err, errWrite) {
-				return fmt.Errorf("%s: %w", src.Origin(), err)
+				return 0, fmt.Errorf("%s: %w", src.Origin(), err)
 			}
 			if err == nil && have < meta.Size {
 				err = fmt.Errorf("the connection ended at byte %d of %d", have, meta.Size)
@@ -447,26 +450,26 @@ func (f *Fetcher) download(ctx context.Context, file *os.File, part string, rec 
 			break
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("download of %s stopped at byte %d of %d (the next pull resumes there): %w", src.Origin(), have, meta.Size, ctx.Err())
+			return 0, fmt.Errorf("download of %s stopped at byte %d of %d (the next pull resumes there): %w", src.Origin(), have, meta.Size, ctx.Err())
 		}
 		var perm *permanentError
 		if errors.As(err, &perm) {
-			return perm.err
+			return 0, perm.err
 		}
 		failures++
 		if failures >= attempts {
-			return fmt.Errorf("download of %s failed %d times in a row, at byte %d of %d (the next pull resumes there): %w", src.Origin(), failures, have, meta.Size, err)
+			return 0, fmt.Errorf("download of %s failed %d times in a row, at byte %d of %d (the next pull resumes there): %w", src.Origin(), failures, have, meta.Size, err)
 		}
 		f.log().Warn("download cut off: resuming", "from", src.Origin(), "at", have, "size", meta.Size, "err", err, "retry_in", backoff)
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("download of %s stopped at byte %d of %d (the next pull resumes there): %w", src.Origin(), have, meta.Size, ctx.Err())
+			return 0, fmt.Errorf("download of %s stopped at byte %d of %d (the next pull resumes there): %w", src.Origin(), have, meta.Size, ctx.Err())
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 30*time.Second)
 	}
 	meter.report(progress, PhaseDownload, have, true)
-	return nil
+	return kept, nil
 }
 
 // errWrite marks a failure to write the partial: the disk's, not the source's.
