@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/meshnode/meshnode/gguf/digest"
@@ -236,5 +237,60 @@ func TestFileServingRefused(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(filepath.Join(models, "fortunes-other.gguf")); !bytes.Equal(got, model) {
 		t.Fatal("file differs")
+	}
+}
+
+// TestPullMovesToAnotherHolder: the holder a transfer comes from leaves
+// the mesh midway; the pull resumes from the other holder of the same
+// file where it stopped, and the file is whole.
+func TestPullMovesToAnotherHolder(t *testing.T) {
+	dir1, model := holderDir(t, "fortunes-copy.gguf")
+	dir2, _ := holderDir(t, "fortunes-copy.gguf")
+	var logs1, logs2 syncBuffer
+	h1, stop1 := startNodeWith(t, Config{ModelsDir: dir1, Models: []string{ReferenceModel}, ServeFilesRate: 4 << 20}, logTo(&logs1))
+	h2, stop2 := startNodeWith(t, Config{ModelsDir: dir2, Models: []string{ReferenceModel}, ServeFilesRate: 4 << 20, Join: []string{h1.invite}}, logTo(&logs2))
+	models := t.TempDir()
+	a, _ := startNode(t, Config{ModelsDir: models, Models: []string{ReferenceModel}, Join: []string{h1.invite, h2.invite}})
+	waitHolder(t, a, h1, "fortunes-copy")
+	waitHolder(t, a, h2, "fortunes-copy")
+
+	var once sync.Once
+	var left *Node
+	stopped := make(chan struct{})
+	done, err := facadeClient(t, a).Pull(context.Background(), control.PullRequest{Source: "mesh:fortunes-copy"}, func(e control.PullEvent) {
+		if e.Phase != "download" || e.Done < 3<<20 {
+			return
+		}
+		once.Do(func() {
+			stop := stop1
+			left = h1
+			if strings.Contains(e.Source, h2.key.ID().Short()) {
+				stop, left = stop2, h2
+			}
+			go func() { stop(); close(stopped) }()
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-stopped
+	other, logs := h2, &logs2
+	if left == h2 {
+		other, logs = h1, &logs1
+	}
+	if !strings.Contains(done.Source, other.key.ID().Short()) {
+		t.Fatalf("finished from %s, want the holder that stayed (%s)", done.Source, other.key.ID().Short())
+	}
+	resumed := false
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, "serving a model file to a peer") && !strings.Contains(line, "from=0 ") {
+			resumed = true
+		}
+	}
+	if !resumed {
+		t.Fatalf("the holder that stayed never served from an offset:\n%s", logs.String())
+	}
+	if got, _ := os.ReadFile(filepath.Join(models, "fortunes-copy.gguf")); !bytes.Equal(got, model) {
+		t.Fatal("the file assembled from two holders differs from theirs")
 	}
 }
