@@ -79,9 +79,12 @@ func pullCommand() *cli.Command {
 				if done.Resumed > 0 {
 					resumed = fmt.Sprintf(", %s of it from an earlier pull", humanBytes(uint64(done.Resumed)))
 				}
-				_, err = fmt.Fprintf(e.stdout, "Pulled %s (%s%s) from %s\nSHA-256 %s, weights digest %s\nLoad it with: meshcli load %s\n",
-					done.File, humanBytes(uint64(done.Total)), resumed, done.Source, done.SHA256, done.WeightsDigest, done.Model)
-				return err
+				fmt.Fprintf(e.stdout, "Pulled %s (%s%s) from %s\nSHA-256 %s, weights digest %s\n",
+					done.File, humanBytes(uint64(done.Total)), resumed, done.Source, done.SHA256, done.WeightsDigest)
+				if !c.Bool("load") {
+					fmt.Fprintf(e.stdout, "Load it with: meshcli load %s\n", done.Model)
+				}
+				return nil
 			})
 		},
 	}

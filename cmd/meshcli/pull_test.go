@@ -13,7 +13,10 @@ import (
 
 // puller pulls "owner/repo/m.gguf" of 3 MiB in three steps and refuses
 // anything else.
-type puller struct{ got control.PullRequest }
+type puller struct {
+	got   control.PullRequest
+	model string // the model the file is served as ("m")
+}
 
 func (p *puller) Pull(_ context.Context, req control.PullRequest, progress func(control.PullEvent)) (control.PullEvent, error) {
 	p.got = req
@@ -24,7 +27,11 @@ func (p *puller) Pull(_ context.Context, req control.PullRequest, progress func(
 	for i := int64(1); i <= 3; i++ {
 		progress(control.PullEvent{Phase: "download", File: "m.gguf", Done: i << 20, Total: 3 << 20, Rate: 1 << 20, ETASeconds: float64(3 - i)})
 	}
-	return control.PullEvent{File: "m.gguf", Model: "m", Source: "hub/owner/repo/m.gguf", Total: 3 << 20, Resumed: 1 << 20,
+	model := p.model
+	if model == "" {
+		model = "m"
+	}
+	return control.PullEvent{File: model + ".gguf", Model: model, Source: "hub/owner/repo/m.gguf", Total: 3 << 20, Resumed: 1 << 20,
 		SHA256: strings.Repeat("ab", 32), WeightsDigest: strings.Repeat("cd", 32)}, nil
 }
 
@@ -52,6 +59,13 @@ func TestPullCommand(t *testing.T) {
 	if msg := c.fail("--endpoint", "ctl1.x", "pull", "owner/repo/m.gguf"); !strings.Contains(msg, "local node only") {
 		t.Errorf("--endpoint: %s", msg)
 	}
+	// --load loads what was pulled, by the name the node gives it.
+	p.model = "alpha"
+	out = c.ok("pull", "--load", "owner/repo/m.gguf")
+	if strings.Contains(out, "Load it with") {
+		t.Errorf("pull --load still says how to load:\n%s", out)
+	}
+	controltest.WaitFor(t, "the pulled model to load", func() bool { inst, _ := n.Runtime.State("alpha"); return inst != "" })
 }
 
 // TestProgressLine: on a terminal every event redraws one line; elsewhere
