@@ -136,11 +136,11 @@ func TestPullFromPeer(t *testing.T) {
 	}
 }
 
-// TestPullFromHostilePeer: a holder whose file changed on disk after it
+// TestAttackHostileFileHolder: a holder whose file changed on disk after it
 // hashed it (same size and mtime) advertises one SHA-256 and sends other
 // bytes. The pull discards them and names the peer; once an honest
 // holder joins, the pull moves past the hostile one and succeeds.
-func TestPullFromHostilePeer(t *testing.T) {
+func TestAttackHostileFileHolder(t *testing.T) {
 	dir, model := holderDir(t, "fortunes-copy.gguf")
 	hostile, _ := startNode(t, Config{ModelsDir: dir, Models: []string{ReferenceModel}})
 	cache := filepath.Join(hostile.cfg.StateDir, fileHashesFile)
@@ -184,11 +184,11 @@ func TestPullFromHostilePeer(t *testing.T) {
 	}
 }
 
-// TestFileServingRefused: a holder under mesh_access = "none" refuses
+// TestAttackFilesWithoutAccess: a holder under mesh_access = "none" refuses
 // the transfer and says why; a holder with serve_files = false does not
 // advertise, until its owner turns serving on through owner control,
 // which takes effect at once.
-func TestFileServingRefused(t *testing.T) {
+func TestAttackFilesWithoutAccess(t *testing.T) {
 	dir, _ := holderDir(t, "fortunes-copy.gguf")
 	closed, _ := startNode(t, Config{ModelsDir: dir, Models: []string{ReferenceModel}, API: APIConfig{MeshAccess: MeshAccessNone}})
 	off := false

@@ -62,6 +62,9 @@ func pullCommand() *cli.Command {
 				}
 				done, err := hc.Pull(c.Context, req, show)
 				bar.end()
+				if err != nil && c.Context.Err() != nil {
+					return fmt.Errorf("pull interrupted: the node keeps what it fetched, and the same pull resumes from there")
+				}
 				if err != nil {
 					return err
 				}
