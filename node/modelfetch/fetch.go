@@ -137,6 +137,8 @@ var (
 	ErrSource = errors.New("the source misbehaved")
 	// ErrMismatch: the bytes do not hash to what the source listed.
 	ErrMismatch = errors.New("hash mismatch")
+	// ErrNoSpace: the models dir's file system cannot hold the file.
+	ErrNoSpace = errors.New("not enough free space in the models dir")
 )
 
 // Permanent marks an error of a Source that reopening cannot cure (the
@@ -251,6 +253,11 @@ func (f *Fetcher) Fetch(ctx context.Context, name string, src Source, progress f
 		return Result{}, err
 	}
 	defer file.Close()
+	// A file the disk cannot hold (or a source that claims an absurd
+	// size) is refused before a byte is written, not when the disk is full.
+	if free, ok := freeSpace(f.Dir); ok && uint64(meta.Size-resumed) > free {
+		return Result{}, fmt.Errorf("%s from %s: %w: it needs %d more bytes, %d are free", name, src.Origin(), ErrNoSpace, meta.Size-resumed, free)
+	}
 	if resumed > 0 {
 		f.log().Info("resuming a partial download", "file", name, "from", src.Origin(), "have", resumed, "size", meta.Size)
 	}

@@ -363,3 +363,24 @@ func TestMeterRate(t *testing.T) {
 		t.Fatalf("ETA %v, want 90s ± 1s", last.ETA)
 	}
 }
+
+// hugeSource claims a file no disk holds.
+type hugeSource struct{ fakeSource }
+
+func (s *hugeSource) Describe(context.Context) (Meta, error) {
+	return Meta{Size: 1 << 60, Version: "a"}, nil
+}
+
+func TestFetchRefusesWhatTheDiskCannotHold(t *testing.T) {
+	if _, ok := freeSpace(t.TempDir()); !ok {
+		t.Skip("free space cannot be told on this system")
+	}
+	f := newFetcher(t)
+	src := &hugeSource{}
+	if _, err := f.Fetch(context.Background(), "m", src, nil); !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("got %v, want ErrNoSpace", err)
+	}
+	if len(src.offsets()) != 0 {
+		t.Fatal("the source was opened for a file the disk cannot hold")
+	}
+}
