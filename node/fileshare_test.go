@@ -238,6 +238,23 @@ func TestAttackFilesWithoutAccess(t *testing.T) {
 	if got, _ := os.ReadFile(filepath.Join(models, "fortunes-other.gguf")); !bytes.Equal(got, model) {
 		t.Fatal("file differs")
 	}
+
+	// And off again: at once, the holder refuses (and then stops
+	// advertising), whatever A still believes of it.
+	snap, err = qc.GetConfig(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = proto.Clone(snap.GetConfig()).(*nodev1.NodeConfigSnapshot)
+	cfg.ConfigToml = proto.String("serve_files = false\n")
+	if res, err := qc.ApplyConfig(context.Background(), snap.GetRevision(), cfg); err != nil || !res.GetSuccess() {
+		t.Fatalf("apply: %v %v", res, err)
+	}
+	os.Remove(filepath.Join(models, "fortunes-other.gguf"))
+	_, err = c.Pull(context.Background(), control.PullRequest{Source: "mesh:fortunes-other"}, nil)
+	if err == nil || !(strings.Contains(err.Error(), "serve_files = false") || strings.Contains(err.Error(), "no admitted peer that serves model files")) {
+		t.Fatalf("pull after the owner turned serving off: %v", err)
+	}
 }
 
 // TestPullMovesToAnotherHolder: the holder a transfer comes from leaves
