@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -98,7 +99,7 @@ func (n *Node) fileHolders(want modelshare.Want) []mesh.Peer {
 		}
 		out = append(out, p)
 	}
-	slices.SortStableFunc(out, func(a, b mesh.Peer) int { return int(a.RTT - b.RTT) })
+	slices.SortStableFunc(out, func(a, b mesh.Peer) int { return cmp.Compare(a.RTT, b.RTT) })
 	return out
 }
 
@@ -167,7 +168,9 @@ func (s *meshSource) next(ctx context.Context, have *modelfetch.Meta) (modelfetc
 		return m, nil
 	}
 	why := "no admitted peer that serves model files lists it"
-	if len(holders) == 0 && s.want.Name != "" {
+	if have != nil {
+		why = "no other holder lists it"
+	} else if len(holders) == 0 && s.want.Name != "" {
 		why = "no admitted peer that serves model files has it on its disk (meshcli models lists what peers hold)"
 	}
 	if len(s.failed) > 0 {
@@ -184,7 +187,6 @@ func (s *meshSource) Open(ctx context.Context, offset int64, m modelfetch.Meta, 
 		if err == nil || !modelfetch.IsPermanent(err) {
 			return c, err
 		}
-		s.failed = append(s.failed, err.Error())
 		s.n.log.Warn("a holder of the file is unavailable: trying the next", "file", s.want.String(), "err", err)
 		if _, nerr := s.next(ctx, &m); nerr != nil {
 			return modelfetch.Chunk{}, modelfetch.Permanent(fmt.Errorf("%w (and no other holder: %w)", err, nerr))
