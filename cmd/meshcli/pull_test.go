@@ -3,10 +3,18 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/meshnode/meshnode/node"
 	"github.com/meshnode/meshnode/node/control"
 	"github.com/meshnode/meshnode/node/control/controltest"
 )
@@ -123,5 +131,56 @@ func TestModelsShowsHolders(t *testing.T) {
 	plain := controltest.Start(t, controltest.Options{})
 	if out := newCLI(t, fakeAPI(t, plain).URL).ok("models"); strings.Contains(out, "Held in the mesh") {
 		t.Errorf("a node without holders shows a section:\n%s", out)
+	}
+}
+
+// TestPullAgainstNode: `meshcli pull --load` against a real node, from a
+// local server that answers as the hub does: the node fetches and
+// verifies the file, meshcli prints plain progress lines (stderr is no
+// terminal) and the result, and the model is loaded and served.
+func TestPullAgainstNode(t *testing.T) {
+	t.Setenv("MESHNODE_DEFAULT_MODEL", "none")
+	model, err := os.ReadFile(filepath.Join("..", "..", "models", node.BuiltinModelFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(model)
+	hub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasPrefix(r.URL.Path, "/owner/repo/resolve/") || !strings.HasSuffix(r.URL.Path, "/fortunes-hub.gguf") {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("X-Repo-Commit", strings.Repeat("ab", 20))
+		w.Header().Set("X-Linked-Etag", `"`+hex.EncodeToString(sum[:])+`"`)
+		w.Header().Set("X-Linked-Size", strconv.Itoa(len(model)))
+		http.ServeContent(w, r, "fortunes-hub.gguf", time.Time{}, bytes.NewReader(model))
+	}))
+	defer hub.Close()
+
+	c := newCLI(t, "http://127.0.0.1:1")
+	models := t.TempDir()
+	n := startDaemon(t, node.Config{StateDir: os.Getenv("MESHNODE_STATE_DIR"), ModelsDir: models, Models: []string{node.ReferenceModel}})
+	c.api = "http://" + n.HTTPAddr().String()
+	t.Setenv("HF_ENDPOINT", hub.URL)
+	stdout, stderr, code := c.run("pull", "--load", "owner/repo/fortunes-hub.gguf")
+	if code != 0 {
+		t.Fatalf("pull: %d\n%s\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "Pulled fortunes-hub.gguf (14.8 MiB) from") || !strings.Contains(stdout, hex.EncodeToString(sum[:])) {
+		t.Fatalf("pull output:\n%s", stdout)
+	}
+	if !strings.Contains(stderr, "fortunes-hub.gguf: from ") || !strings.Contains(stderr, "fortunes-hub.gguf: download ") ||
+		!strings.Contains(stderr, "fortunes-hub.gguf: verify ") || strings.Contains(stderr, "\r") || !strings.Contains(stderr, "load fortunes-hub: ") {
+		t.Fatalf("progress on a non-terminal:\n%s", stderr)
+	}
+	if got, _ := os.ReadFile(filepath.Join(models, "fortunes-hub.gguf")); !bytes.Equal(got, model) {
+		t.Fatal("the pulled file differs")
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(c.ok("models", "--no-scan"), "fortunes-hub") {
+		if time.Now().After(deadline) {
+			t.Fatal("the pulled model is not served")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
