@@ -106,6 +106,17 @@ func newTokenDecoder(tok *tokenizer.Tokenizer) decoder {
 	return tokenDecoder{tok.NewDecoder(tokenizer.DecodeOptions{Continue: true})}
 }
 
+// tokenPiece is a token's bytes as its log-probability names it: its
+// text, a control token's by its name; nothing for an id outside the
+// vocabulary (the engine emits none).
+func tokenPiece(tok *tokenizer.Tokenizer, id uint32) []byte {
+	p, _ := tok.Piece(id, true)
+	return []byte(p)
+}
+
+// Piece implements tokenPieces.
+func (g *ggufModel) Piece(id uint32) []byte { return tokenPiece(g.m.Tokenizer(), id) }
+
 func (g *ggufModel) Decoder() decoder { return newTokenDecoder(g.m.Tokenizer()) }
 
 // tokenDecoder adapts the tokenizer's streaming decoder; the engine only

@@ -57,7 +57,23 @@ type fakeRun struct {
 	g *Generation
 }
 
-func (r *fakeRun) Generate(ctx context.Context, emit func(string) error) (*Result, error) {
+// fakeLogprobs is the fake's record of its i-th piece, a token of its
+// own: bytes the piece's, log-probability −(i+1)/2, and top alternatives
+// the piece and then bytes {'a'+j} at −(i+1)/2 − j.
+func fakeLogprobs(i int, piece string, top int) []TokenLogprob {
+	lp := -float64(i+1) / 2
+	t := TokenLogprob{Bytes: []byte(piece), Logprob: lp}
+	for j := range top {
+		b := []byte(piece)
+		if j > 0 {
+			b = []byte{byte('a' + j)}
+		}
+		t.Top = append(t.Top, TopLogprob{Bytes: b, Logprob: lp - float64(j)})
+	}
+	return []TokenLogprob{t}
+}
+
+func (r *fakeRun) Generate(ctx context.Context, emit func(Delta) error) (*Result, error) {
 	f, g := r.f, r.g
 	f.mu.Lock()
 	block, started := f.block, f.started
@@ -79,7 +95,7 @@ func (r *fakeRun) Generate(ctx context.Context, emit func(string) error) (*Resul
 	if f.finish != "" {
 		res.FinishReason = f.finish
 	}
-	for _, p := range f.pieces {
+	for i, p := range f.pieces {
 		if g.MaxTokens > 0 && res.CompletionTokens == g.MaxTokens {
 			res.FinishReason = "length"
 			break
@@ -87,7 +103,11 @@ func (r *fakeRun) Generate(ctx context.Context, emit func(string) error) (*Resul
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if err := emit(p); err != nil {
+		d := Delta{Text: p}
+		if g.Logprobs {
+			d.Logprobs = fakeLogprobs(i, p, g.TopLogprobs)
+		}
+		if err := emit(d); err != nil {
 			return nil, err
 		}
 		res.CompletionTokens++
