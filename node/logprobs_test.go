@@ -99,7 +99,6 @@ func referenceLogprobs(t *testing.T, in []uint32, n, top int) (ids []uint32, lps
 	return ids, lps, tops, topLps
 }
 
-
 type chatLogprobItem struct {
 	Token       string  `json:"token"`
 	Logprob     float64 `json:"logprob"`
