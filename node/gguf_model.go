@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -62,6 +63,23 @@ func (g *ggufModel) Size() int64           { return g.m.Size() }
 func (g *ggufModel) Path() string          { return g.m.Path() }
 func (g *ggufModel) Backend() string       { return g.m.Backend() }
 func (g *ggufModel) Close() error          { return g.m.Close() }
+
+// EmbeddingSupport implements embedder.
+func (g *ggufModel) EmbeddingSupport() error {
+	_, err := g.m.Pooling()
+	return err
+}
+
+// Dimensions implements embedder.
+func (g *ggufModel) Dimensions() int { return g.m.Dimensions() }
+
+// Tokenizer implements embedder.
+func (g *ggufModel) Tokenizer() *tokenizer.Tokenizer { return g.m.Tokenizer() }
+
+// Embed implements embedder.
+func (g *ggufModel) Embed(ctx context.Context, inputs [][]uint32) ([][]float32, error) {
+	return g.m.Embed(ctx, inputs)
+}
 
 // Draft names the model's speculative proposer ("" for none).
 func (g *ggufModel) Draft() string { return g.m.Draft() }

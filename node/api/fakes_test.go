@@ -35,6 +35,7 @@ type fakeModel struct {
 
 	mu      sync.Mutex
 	calls   []*Generation
+	embeds  []*Embedding
 	started chan struct{}
 }
 
@@ -50,6 +51,32 @@ func (f *fakeModel) Prepare(ctx context.Context, g *Generation) (Prepared, error
 	}
 	return &fakeRun{f: f, g: g}, nil
 }
+
+// Embed implements EmbeddingModel: input i's vector is [i, its length
+// in bytes or tokens, Dimensions − 2 zeros], at least 2 long.
+func (f *fakeModel) Embed(ctx context.Context, e *Embedding) (*EmbeddingResult, error) {
+	f.mu.Lock()
+	f.embeds = append(f.embeds, e)
+	f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
+	res := &EmbeddingResult{}
+	for i, in := range e.Inputs {
+		n := len(in.Text)
+		if in.IsTokens {
+			n = len(in.Tokens)
+		}
+		v := make([]float32, max(2, e.Dimensions))
+		v[0], v[1] = float32(i), float32(n)
+		res.Vectors = append(res.Vectors, v)
+		res.PromptTokens += n
+	}
+	return res, nil
+}
+
+// generateOnly is a model that makes no embeddings.
+type generateOnly struct{ Model }
 
 // fakeRun is a fakeModel's prepared generation.
 type fakeRun struct {

@@ -1,6 +1,9 @@
 package api
 
 import (
+	"os"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -122,4 +125,16 @@ func TestRefusedFieldsDocumented(t *testing.T) {
 			t.Errorf("docs/api.md's field table has no row for `%s`", name)
 		}
 	}
+}
+
+func reflectType(v any) reflect.Type { return reflect.TypeOf(v) }
+
+// readAPIDoc is docs/api.md.
+func readAPIDoc(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "api.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
