@@ -17,6 +17,7 @@ import (
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/model"
 	"github.com/meshnode/meshnode/gguf/tokenizer"
+	"github.com/meshnode/meshnode/node/api"
 )
 
 // logprobTolerance bounds the difference between a served log-probability
@@ -294,6 +295,36 @@ func TestLogprobsAgainstReference(t *testing.T) {
 		}
 	}
 	check(t, "streamed chat", chatRef, text.String(), items)
+}
+
+// TestLogprobsReplay: asking for logprobs leaves the request's identity
+// alone: a serve that asked replays verified, and its receipt is the one
+// the same request without them gets (the same request id).
+func TestLogprobsReplay(t *testing.T) {
+	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
+	n, _ := startNode(t, Config{})
+	const plain = `{"model":"` + fortunesModel + `","max_tokens":6,"temperature":0.7,"seed":4,"messages":[{"role":"user","content":"Love is"}]}`
+	with := strings.Replace(plain, `"max_tokens"`, `"logprobs":true,"top_logprobs":3,"max_tokens"`, 1)
+	requestID := func(energy json.RawMessage) string {
+		var e struct {
+			Receipt struct {
+				RequestID string `json:"request_id"`
+			} `json:"receipt"`
+		}
+		if err := json.Unmarshal(energy, &e); err != nil || e.Receipt.RequestID == "" {
+			t.Fatalf("no request id in %s: %v", energy, err)
+		}
+		return e.Receipt.RequestID
+	}
+	textWith, energyWith := generate(t, n, "/v1/chat/completions", with)
+	textPlain, energyPlain := generate(t, n, "/v1/chat/completions", plain)
+	if textWith != textPlain || requestID(energyWith) != requestID(energyPlain) {
+		t.Fatalf("with logprobs %q (request %s), without %q (request %s)", textWith, requestID(energyWith), textPlain, requestID(energyPlain))
+	}
+	body, _ := json.Marshal(map[string]any{"request": json.RawMessage(with), "energy": energyWith})
+	if status, res, raw := replayRaw(t, n, string(body)); status != http.StatusOK || res.Verdict != api.VerdictVerified {
+		t.Fatalf("replay of a serve that asked for logprobs: %d %s", status, raw)
+	}
 }
 
 // TestLogprobsRefused: a model whose engine has no distribution (the
