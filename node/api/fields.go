@@ -79,7 +79,7 @@ var refusedFields = map[string]refusal{
 	"prompt_cache_key":       {"", anyValue}, // a cache hint: meshnode finds a cached prefix by its tokens
 	"tools":                  {seeTools, isEmpty},
 	"tool_choice":            {seeTools, oneOf(`"none"`, `"auto"`)},
-	"parallel_tool_calls":    {seeTools, anyValue}, // with no tools, nothing to run in parallel
+	"parallel_tool_calls":    {seeTools, oneOf("true", "false")}, // with no tools, nothing to run in parallel
 	"functions":              {seeTools, isEmpty},
 	"function_call":          {seeTools, oneOf(`"none"`, `"auto"`)},
 	"max_tool_calls":         {seeTools, isNull},

@@ -106,6 +106,45 @@ func TestRefusedFields(t *testing.T) {
 	}
 }
 
+// TestEveryRefusedField: each field of the refusal table, sent with a
+// value that asks for something, is a 400 naming it on every endpoint
+// whose request struct does not take it; the fields ignored by design
+// are accepted with any value.
+func TestEveryRefusedField(t *testing.T) {
+	h := newHarness(t, Config{}, nil)
+	for _, ep := range []struct {
+		path, base string
+		req        any
+	}{
+		{"/v1/chat/completions", `"messages":[{"role":"user","content":"x"}]`, &chatRequest{}},
+		{"/v1/completions", `"prompt":"x"`, &completionRequest{}},
+		{"/v1/responses", `"input":"x"`, &responsesRequest{}},
+		{"/v1/embeddings", `"input":"x"`, &embeddingRequest{}},
+	} {
+		known := jsonFields(reflect.TypeOf(ep.req))
+		for name, r := range refusedFields {
+			if known[name] {
+				continue
+			}
+			body := `{"model":"tiny",` + ep.base + `,"` + name + `":{"x":1}}`
+			resp := h.post(t, ep.path, body)
+			var got struct {
+				Error struct {
+					Param string `json:"param"`
+				} `json:"error"`
+			}
+			decodeJSON(t, resp.Body, &got)
+			resp.Body.Close()
+			switch {
+			case r.why == "" && resp.StatusCode != 200:
+				t.Errorf("%s %s: %d, want it accepted (ignored by design)", ep.path, name, resp.StatusCode)
+			case r.why != "" && (resp.StatusCode != 400 || got.Error.Param != name):
+				t.Errorf("%s %s: %d param %q, want 400 naming it", ep.path, name, resp.StatusCode, got.Error.Param)
+			}
+		}
+	}
+}
+
 // TestRefusedFieldsDocumented: every field the refusal table names is in
 // docs/api.md's table of fields, and so is every field the endpoints'
 // request structs honour.
