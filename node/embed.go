@@ -36,7 +36,11 @@ func (s *servedModel) Embed(ctx context.Context, e *api.Embedding) (*api.Embeddi
 	m := s.in.m
 	em, ok := m.(embedder)
 	if !ok {
-		return nil, embedRefusal("model", "model %q cannot make embeddings: it is served by %s, which has no hidden states to pool (only a GGUF model served whole on this node can)", m.Name(), m.Engine().Recipe())
+		why := "it has no hidden states to pool"
+		if n, ok := m.(interface{ noEmbeddings() string }); ok {
+			why = n.noEmbeddings()
+		}
+		return nil, embedRefusal("model", "model %q cannot make embeddings: %s (only a GGUF model served whole on this node can)", m.Name(), why)
 	}
 	if err := em.EmbeddingSupport(); err != nil {
 		return nil, embedRefusal("model", "model %q cannot make embeddings: %v", m.Name(), err)
@@ -72,6 +76,16 @@ func (s *servedModel) Embed(ctx context.Context, e *api.Embedding) (*api.Embeddi
 		return nil, err
 	}
 	return &api.EmbeddingResult{Vectors: vecs, PromptTokens: total}, nil
+}
+
+// noEmbeddings says why the reference engine makes none.
+func (m *referenceModel) noEmbeddings() string {
+	return "the reference engine hashes its tokens and has no hidden states to pool"
+}
+
+// noEmbeddings says why a split model makes none.
+func (sm *splitModel) noEmbeddings() string {
+	return "it is split across nodes, and its last layers' hidden states are on another node"
 }
 
 func embedRefusal(param, format string, args ...any) error {
