@@ -172,6 +172,8 @@ func (p *preparedGeneration) Generate(ctx context.Context, emit func(string) err
 		CompletionTokens: len(served.Output),
 		FinishReason:     finish,
 		Energy:           energy,
+		EnergyUJ:         served.Receipt.Receipt.Energy.UJ(),
+		Receipt:          served.Receipt.ID.String(),
 	}, nil
 }
 

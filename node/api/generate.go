@@ -63,8 +63,13 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m Model, g *Ge
 	}
 
 	start := s.now()
+	updateRecord(ctx, func(ev *RequestEvent) { ev.Route, ev.Stream = "local", st != nil })
+	var first time.Time // emit is called by one goroutine at a time, and not after Generate returns
 	var b strings.Builder
 	emit := func(piece string) error {
+		if first.IsZero() {
+			first = s.now()
+		}
 		if st != nil {
 			return st.delta(piece)
 		}
@@ -76,6 +81,13 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m Model, g *Ge
 		s.fail(w, r, g, err, st, sse)
 		return "", nil, false
 	}
+	updateRecord(ctx, func(ev *RequestEvent) {
+		ev.PromptTokens, ev.CompletionTokens = res.PromptTokens, res.CompletionTokens
+		ev.EnergyUJ, ev.Receipt = res.EnergyUJ, res.Receipt
+		if !first.IsZero() {
+			ev.FirstTokenMS = ms(first.Sub(start))
+		}
+	})
 	s.log.Info("api: served", "model", g.Model, "prompt_tokens", res.PromptTokens,
 		"completion_tokens", res.CompletionTokens, "finish", res.FinishReason,
 		"took", s.now().Sub(start).Round(time.Millisecond), "relayed", r.Header.Get(ForwardedHeader) != "")
@@ -93,8 +105,10 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m Model, g *Ge
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, g *Generation, err error, st stream, sse *sseWriter) {
 	if r.Context().Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		s.log.Info("api: client cancelled", "model", g.Model)
+		updateRecord(r.Context(), func(ev *RequestEvent) { ev.Status, ev.Error = StatusClientClosed, "the client went away" })
 		return
 	}
+	updateRecord(r.Context(), func(ev *RequestEvent) { ev.Error = asError(err).Message })
 	level := slog.LevelInfo // the client's request was at fault
 	switch status := asError(err).Status; {
 	case status >= 500:
