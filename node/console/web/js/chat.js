@@ -87,7 +87,7 @@ async function send(onAuth) {
       const en = usage.energy;
       if (en && en.uj_per_accepted_token) s += ` · ${num(en.uj_per_accepted_token)} µJ/token`;
       if (en && en.receipt) s += ` · receipt #${en.receipt.sequence}`;
-      if (en && en.route) s += ` · ${en.route}`;
+      status.title = en && en.route ? 'route: ' + en.route : '';
     }
     status.textContent = s;
   }

@@ -82,7 +82,7 @@ function renderModels() {
   const where = new Map();
   const add = (m, w) => { if (!where.has(m)) where.set(m, []); where.get(m).push(w); };
   if (status) {
-    for (const m of status.models || []) add(m.name, `here (${m.backend}, ${m.slots} slot${m.slots === 1 ? '' : 's'}, ${m.in_flight} running)`);
+    for (const m of status.models || []) add(m.name, `here (${m.backend})`);
     for (const p of status.peers || []) for (const m of p.models || []) add(m, short(p.hostname || p.id, 12));
   }
   for (const m of stats.keys()) if (!where.has(m)) where.set(m, []);
@@ -90,7 +90,7 @@ function renderModels() {
     const s = stats.get(m) || {};
     return el('tr', { 'data-model': m },
       el('td', {}, m),
-      el('td', {}, where.get(m).join(', ')),
+      el('td', { class: 'wrap' }, where.get(m).join(', ')),
       el('td', { class: 'num' }, num(s.requests || 0)),
       el('td', { class: 'num' }, num(s.served || 0)),
       el('td', { class: 'num tps' }, s.tokens_per_second ? num(s.tokens_per_second, 1) : ''),

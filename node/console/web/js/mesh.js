@@ -42,11 +42,13 @@ export function renderMesh(st) {
 // it, each link labelled with its round trip.
 function drawMap(nodes) {
   const map = $('#map');
-  const cx = 210, cy = 150, r = nodes.length > 1 ? 105 : 0;
   const peers = nodes.slice(1);
+  // One peer sits to the right; more go round, the first to the right.
+  const cx = peers.length === 1 ? 120 : 210, cy = 110;
   const pos = peers.map((_, i) => {
-    const a = -Math.PI / 2 + (2 * Math.PI * i) / peers.length;
-    return [cx + r * Math.cos(a) * 1.45, cy + r * Math.sin(a)];
+    if (peers.length === 1) return [300, cy];
+    const a = (2 * Math.PI * i) / peers.length;
+    return [cx + 150 * Math.cos(a), cy + 75 * Math.sin(a)];
   });
   const parts = [];
   peers.forEach((p, i) => {
