@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -171,5 +172,63 @@ func TestConsoleURL(t *testing.T) {
 		if got := consoleURL(a); got != want {
 			t.Errorf("%s: %s, want %s", addr, got, want)
 		}
+	}
+}
+
+// TestAttackConsole: the web console opens no way around the API's
+// rules. A page that rebinds its name to the node, or runs on another
+// site, gets neither the console nor its feeds; on a node with an API key
+// the console's files, which hold nothing of the node, are all it gets
+// without the key; and the console cannot be framed (clickjacking).
+func TestAttackConsole(t *testing.T) {
+	n, _ := startNode(t, Config{Models: []string{ReferenceModel}, APIKey: "console-secret"})
+	base := "http://" + n.HTTPAddr().String()
+	do := func(path string, header ...string) (int, http.Header, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, base+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i+1 < len(header); i += 2 {
+			if header[i] == "Host" {
+				req.Host = header[i+1]
+			} else {
+				req.Header.Set(header[i], header[i+1])
+			}
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header, string(b)
+	}
+	key := []string{"Authorization", "Bearer console-secret"}
+	for _, tc := range []struct {
+		name   string
+		path   string
+		header []string
+		want   int
+	}{
+		{"rebound console", "/console/", []string{"Host", "evil.example"}, http.StatusForbidden},
+		{"rebound feed", "/api/events", append([]string{"Host", "evil.example"}, key...), http.StatusForbidden},
+		{"feed from another site", "/api/events", append([]string{"Origin", "https://evil.example"}, key...), http.StatusForbidden},
+		{"receipts from another site", "/api/receipts", append([]string{"Sec-Fetch-Site", "cross-site"}, key...), http.StatusForbidden},
+		{"console script from another site", "/console/js/main.js", []string{"Sec-Fetch-Site", "cross-site"}, http.StatusForbidden},
+		{"feed without the key", "/api/events", nil, http.StatusUnauthorized},
+		{"receipts without the key", "/api/receipts", nil, http.StatusUnauthorized},
+		{"status without the key", "/api/status", nil, http.StatusUnauthorized},
+	} {
+		if code, _, body := do(tc.path, tc.header...); code != tc.want {
+			t.Errorf("%s: %d %.200s, want %d", tc.name, code, body, tc.want)
+		}
+	}
+	code, hdr, page := do("/console/")
+	if code != http.StatusOK || strings.Contains(page, n.key.ID().String()) || strings.Contains(page, n.key.DIDKey()) {
+		t.Fatalf("the console without the key: %d, or it names the node", code)
+	}
+	if hdr.Get("X-Frame-Options") != "DENY" || !strings.Contains(hdr.Get("Content-Security-Policy"), "frame-ancestors 'none'") {
+		t.Fatalf("the console may be framed: %v", hdr)
 	}
 }
