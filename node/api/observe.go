@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // RequestEvent is one generation request as the API answered it, for an
@@ -90,20 +91,63 @@ func (s *Server) observed(h http.HandlerFunc) http.HandlerFunc {
 		if ev.Status == 0 {
 			ev.Status = sw.status
 		}
+		if ev.Error == "" {
+			ev.Error = sw.err
+		}
 		if ev.Status == 0 {
 			ev.Status = http.StatusOK
 		}
+		// A client's model name, which errors quote too, can be as long as
+		// a body: an observer that keeps events keeps only so much of it.
+		ev.Model, ev.Error = clip(ev.Model, MaxEventModel), clip(ev.Error, MaxEventError)
 		s.cfg.Observer.ObserveRequest(ev)
 	}
 }
 
+// The longest Model and Error a RequestEvent carries, in bytes; longer
+// ones are cut, and end in "…".
+const (
+	MaxEventModel = 256
+	MaxEventError = 1024
+)
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n-len("…")]
+	for len(s) > 0 && !utf8.ValidString(s) { // not inside a character
+		s = s[:len(s)-1]
+	}
+	return s + "…"
+}
+
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// noteError gives an observed request's event the message of the error it
+// is answered with, where w is (or wraps) its statusWriter.
+func noteError(w http.ResponseWriter, msg string) {
+	for {
+		switch v := w.(type) {
+		case *statusWriter:
+			if v.err == "" {
+				v.err = msg
+			}
+			return
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = v.Unwrap()
+		default:
+			return
+		}
+	}
+}
 
 // statusWriter notes the status a handler sends. Unwrap keeps
 // http.ResponseController's flushes and deadlines reaching the connection.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	err    string // the message of the error answered, if any
 }
 
 func (w *statusWriter) WriteHeader(code int) {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/meshnode/meshnode/node/identity"
 )
@@ -83,24 +84,30 @@ func TestObserverHearsEachRequest(t *testing.T) {
 	}
 
 	drain(h.post(t, "/v1/chat/completions", `{"model":"nope","messages":[{"role":"user","content":"hi"}]}`))
-	if ev := obs.nth(t, 3); ev.Model != "nope" || ev.Route != "" || ev.Status != http.StatusNotFound || ev.Error != "" {
+	if ev := obs.nth(t, 3); ev.Model != "nope" || ev.Route != "" || ev.Status != http.StatusNotFound || !strings.Contains(ev.Error, `model "nope" is not served`) {
 		t.Fatalf("unknown model: %+v", ev)
 	}
 
 	drain(h.post(t, "/v1/chat/completions", `{"model":"tiny","messages":[]}`))
-	if ev := obs.nth(t, 4); ev.Status != http.StatusBadRequest || ev.Model != "" {
+	if ev := obs.nth(t, 4); ev.Status != http.StatusBadRequest || ev.Model != "" || !strings.Contains(ev.Error, "messages") {
 		t.Fatalf("bad request: %+v", ev)
+	}
+
+	long := strings.Repeat("é", 100_000)
+	drain(h.post(t, "/v1/chat/completions", `{"model":"`+long+`","messages":[{"role":"user","content":"hi"}]}`))
+	if ev := obs.nth(t, 5); len(ev.Model) > MaxEventModel || !strings.HasSuffix(ev.Model, "é…") || len(ev.Error) > MaxEventError || !strings.HasSuffix(ev.Error, "é…") || !utf8.ValidString(ev.Error) {
+		t.Fatalf("a huge model name is kept whole: model %d bytes, error %d bytes", len(ev.Model), len(ev.Error))
 	}
 
 	h.model.midErr = errBoom
 	drain(h.post(t, "/v1/chat/completions", `{"model":"tiny","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
-	if ev := obs.nth(t, 5); ev.Status != 200 || ev.Error == "" || !ev.Stream {
+	if ev := obs.nth(t, 6); ev.Status != 200 || ev.Error == "" || !ev.Stream {
 		t.Fatalf("a stream that failed mid-way: %+v", ev)
 	}
 
 	host.reg.local = map[string]Model{"remote": host.model}
 	body := drain(h.post(t, "/v1/chat/completions", `{"model":"remote","messages":[{"role":"user","content":"hi"}]}`))
-	if ev := obs.nth(t, 6); ev.Route != "peer" || ev.Peer != hostID.String() || ev.Status != 200 || ev.Model != "remote" {
+	if ev := obs.nth(t, 7); ev.Route != "peer" || ev.Peer != hostID.String() || ev.Status != 200 || ev.Model != "remote" {
 		t.Fatalf("relayed: %+v (%s)", ev, body)
 	}
 	if ev := hostObs.nth(t, 1); ev.Route != "local" || ev.RelayedFor != testID(1).String() || ev.CompletionTokens != 4 {
