@@ -129,7 +129,8 @@ func TestRequestEvents(t *testing.T) {
 		}
 	})
 	ev := snap.Recent[0]
-	if ev.Receipt != id || ev.EnergyUJ != uj || ev.Route != "local" || ev.CompletionTokens != 3 || ev.Status != 200 || ev.Stats == nil || ev.Stats.Served != 1 {
+	if ev.Receipt != id || ev.EnergyUJ != uj || ev.Route != "local" || ev.CompletionTokens != 3 || ev.Status != 200 || ev.Stats == nil || ev.Stats.Served != 1 ||
+		ev.GenerationMS <= 0 || ev.GenerationMS > ev.DurationMS {
 		t.Fatalf("event %+v, want receipt %s with %d µJ", ev, id, uj)
 	}
 	if len(snap.Models) != 1 || snap.Models[0].Model != ReferenceModel || snap.Models[0].UJPerToken != float64(uj)/3 {

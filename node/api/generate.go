@@ -81,8 +81,10 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m Model, g *Ge
 		s.fail(w, r, g, err, st, sse)
 		return "", nil, false
 	}
+	took := s.now().Sub(start)
 	updateRecord(ctx, func(ev *RequestEvent) {
 		ev.PromptTokens, ev.CompletionTokens = res.PromptTokens, res.CompletionTokens
+		ev.GenerationMS = ms(took)
 		ev.EnergyUJ, ev.Receipt = res.EnergyUJ, res.Receipt
 		if !first.IsZero() {
 			ev.FirstTokenMS = ms(first.Sub(start))
@@ -90,7 +92,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m Model, g *Ge
 	})
 	s.log.Info("api: served", "model", g.Model, "prompt_tokens", res.PromptTokens,
 		"completion_tokens", res.CompletionTokens, "finish", res.FinishReason,
-		"took", s.now().Sub(start).Round(time.Millisecond), "relayed", r.Header.Get(ForwardedHeader) != "")
+		"took", took.Round(time.Millisecond), "relayed", r.Header.Get(ForwardedHeader) != "")
 	if st != nil {
 		if err := st.finish(res); err != nil {
 			s.log.Debug("api: client left before the stream ended", "model", g.Model, "err", err)

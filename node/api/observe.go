@@ -27,12 +27,16 @@ type RequestEvent struct {
 	// the message of a failure, mid-stream ones included.
 	Status int    `json:"status"`
 	Error  string `json:"error,omitempty"`
-	// The tokens, the time to the first piece of text and the energy of
-	// a local serve, and its receipt's envelope id; zero or empty for a
-	// relayed request (its host's receipt rides in its answer).
+	// The tokens, times and energy of a local serve, and its receipt's
+	// envelope id; zero or empty for a relayed request (its host's
+	// receipt rides in its answer).
+	// DurationMS is the whole request's time; GenerationMS the part the
+	// model generated for, from taking its slot, and FirstTokenMS when
+	// within it the first text came.
 	PromptTokens     int     `json:"prompt_tokens"`
 	CompletionTokens int     `json:"completion_tokens"`
 	DurationMS       float64 `json:"duration_ms"`
+	GenerationMS     float64 `json:"generation_ms,omitempty"`
 	FirstTokenMS     float64 `json:"first_token_ms,omitempty"`
 	EnergyUJ         uint64  `json:"energy_uj,omitempty"`
 	Receipt          string  `json:"receipt,omitempty"`

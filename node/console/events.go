@@ -29,14 +29,15 @@ type ModelStats struct {
 	Requests uint64 `json:"requests"`
 	Relayed  uint64 `json:"relayed"`
 	Failed   uint64 `json:"failed"`
-	// Served counts the local serves that completed, whose tokens, time
-	// and energy the rest add up.
+	// Served counts the local serves that completed, whose tokens,
+	// generation time and energy the rest add up.
 	Served           uint64  `json:"served"`
 	PromptTokens     uint64  `json:"prompt_tokens"`
 	CompletionTokens uint64  `json:"completion_tokens"`
-	ServeMS          float64 `json:"serve_ms"`
+	GenerationMS     float64 `json:"generation_ms"`
 	EnergyUJ         uint64  `json:"energy_uj"`
-	// TokensPerSecond is CompletionTokens over ServeMS; UJPerToken is
+	// TokensPerSecond is CompletionTokens over GenerationMS (the prompt's
+	// processing included, the wait in the queue not); UJPerToken is
 	// EnergyUJ over CompletionTokens (the receipts' energy covers the
 	// prompt's processing too). Zero until there is something to divide.
 	TokensPerSecond float64 `json:"tokens_per_second"`
@@ -139,10 +140,10 @@ func (st *ModelStats) add(ev api.RequestEvent) {
 	st.Served++
 	st.PromptTokens += uint64(ev.PromptTokens)
 	st.CompletionTokens += uint64(ev.CompletionTokens)
-	st.ServeMS += ev.DurationMS
+	st.GenerationMS += ev.GenerationMS
 	st.EnergyUJ += ev.EnergyUJ
-	if st.ServeMS > 0 {
-		st.TokensPerSecond = float64(st.CompletionTokens) / (st.ServeMS / 1000)
+	if st.GenerationMS > 0 {
+		st.TokensPerSecond = float64(st.CompletionTokens) / (st.GenerationMS / 1000)
 	}
 	if st.CompletionTokens > 0 {
 		st.UJPerToken = float64(st.EnergyUJ) / float64(st.CompletionTokens)

@@ -19,7 +19,7 @@ import (
 
 func served(model string, out int, ms float64, uj uint64) api.RequestEvent {
 	return api.RequestEvent{Endpoint: "/v1/chat/completions", Model: model, Route: "local", Status: 200,
-		PromptTokens: 4, CompletionTokens: out, DurationMS: ms, EnergyUJ: uj}
+		PromptTokens: 4, CompletionTokens: out, DurationMS: ms + 7, GenerationMS: ms, EnergyUJ: uj}
 }
 
 // TestEventsRing: the feed keeps the last events, oldest first, numbered
@@ -61,7 +61,7 @@ func TestEventsModelStats(t *testing.T) {
 	if st.Requests != 4 || st.Served != 2 || st.Failed != 1 || st.Relayed != 1 || st.CompletionTokens != 40 || st.EnergyUJ != 8000 {
 		t.Fatalf("stats %+v", st)
 	}
-	// 40 tokens in 2 s; 8000 µJ over 40 tokens.
+	// 40 tokens in 2 s of generation; 8000 µJ over 40 tokens.
 	if math.Abs(st.TokensPerSecond-20) > 1e-9 || math.Abs(st.UJPerToken-200) > 1e-9 {
 		t.Fatalf("%.3f tokens/s, %.3f µJ/token; want 20 and 200", st.TokensPerSecond, st.UJPerToken)
 	}
