@@ -48,10 +48,13 @@ async function send(onAuth) {
   const started = performance.now();
   let answer = '', first = 0, usage = null, failed = '';
   try {
+    const req = { model, messages, stream: true, stream_options: { include_usage: true }, max_tokens: Number($('#chat-max').value) || 128 };
+    const temp = $('#chat-temp').value;
+    if (temp !== '') req.temperature = Number(temp); // else the node's default: greedy
     const resp = await api('/v1/chat/completions', {
       method: 'POST',
       headers: { 'Content-Type': 'application/json' },
-      body: JSON.stringify({ model, messages, stream: true, stream_options: { include_usage: true }, max_tokens: Number($('#chat-max').value) || 128 }),
+      body: JSON.stringify(req),
     });
     if (!resp.ok) throw new Error(await errorText(resp));
     out.dataset.state = 'streaming';
