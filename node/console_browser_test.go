@@ -328,3 +328,25 @@ func TestConsoleAPIKeyInBrowser(t *testing.T) {
 		}
 	}
 }
+
+// TestConsoleSSEReader: the console's reader of Server-Sent Events (which
+// both the playground and the live log use) takes events split anywhere
+// across network reads, CRLF line ends, comments and multi-line data.
+func TestConsoleSSEReader(t *testing.T) {
+	ctx, _ := browser(t)
+	n, _ := startNode(t, Config{Models: []string{ReferenceModel}})
+	do(t, ctx, "loading the console", chromedp.Navigate(consoleURL(n.HTTPAddr())), chromedp.WaitReady(chromedp.CSS(`#chat-send`)))
+	got := get(t, ctx, "reading a stream", chromedp.Evaluate[[]string](`(async () => {
+		const { readSSE } = await import('./js/api.js');
+		const chunks = ['event: snap', 'shot\r\nda', 'ta: {"a":', '1}\r\n', '\r', '\n: keepalive\n\ndata: x\ndata:y\n', '\n', 'data: [DONE]\n\n', 'data: cut'];
+		const enc = new TextEncoder();
+		const body = new ReadableStream({ start(c) { for (const s of chunks) c.enqueue(enc.encode(s)); c.close(); } });
+		const got = [];
+		await readSSE(new Response(body), (name, data) => got.push(name + '=' + data));
+		return got;
+	})()`, chromedp.EvalAwaitPromise))
+	want := []string{`snapshot={"a":1}`, "message=x\ny", "message=[DONE]"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("events %q, want %q", got, want)
+	}
+}
