@@ -28,8 +28,8 @@ func usageOf(res *Result) *usage {
 
 // stream is one endpoint's streaming shape.
 type stream interface {
-	// delta sends one piece of generated text.
-	delta(text string) error
+	// delta sends one piece of generated output.
+	delta(d Delta) error
 	// finish sends the closing events of a generation that ended.
 	finish(res *Result) error
 	// fail ends a started stream with the error that cut it short.
@@ -45,12 +45,12 @@ type stream interface {
 // a slot: a prompt that cannot be served is refused at once, without
 // queueing behind running generations or holding a slot while it is
 // tokenized.
-func (s *Server) generate(w http.ResponseWriter, r *http.Request, m Model, g *Generation, st stream, sse *sseWriter) (text string, res *Result, ok bool) {
+func (s *Server) generate(w http.ResponseWriter, r *http.Request, m Model, g *Generation, st stream, sse *sseWriter) (out Delta, res *Result, ok bool) {
 	ctx := r.Context()
 	t, err := s.admit(g.Model, m)
 	if err != nil {
 		s.fail(w, r, g, err, st, sse)
-		return "", nil, false
+		return Delta{}, nil, false
 	}
 	defer t.release()
 	p, err := s.prepare(ctx, m, g)
@@ -59,32 +59,48 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m Model, g *Ge
 	}
 	if err != nil {
 		s.fail(w, r, g, err, st, sse)
-		return "", nil, false
+		return Delta{}, nil, false
 	}
 
 	start := s.now()
+	updateRecord(ctx, func(ev *RequestEvent) { ev.Route, ev.Stream = "local", st != nil })
+	var first time.Time // emit is called by one goroutine at a time, and not after Generate returns
 	var b strings.Builder
-	emit := func(piece string) error {
-		if st != nil {
-			return st.delta(piece)
+	emit := func(d Delta) error {
+		if first.IsZero() {
+			first = s.now()
 		}
-		b.WriteString(piece)
+		if st != nil {
+			return st.delta(d)
+		}
+		b.WriteString(d.Text)
+		out.Logprobs = append(out.Logprobs, d.Logprobs...)
 		return nil
 	}
 	res, err = p.Generate(ctx, emit)
 	if err != nil {
 		s.fail(w, r, g, err, st, sse)
-		return "", nil, false
+		return Delta{}, nil, false
 	}
+	took := s.now().Sub(start)
+	updateRecord(ctx, func(ev *RequestEvent) {
+		ev.PromptTokens, ev.CompletionTokens = res.PromptTokens, res.CompletionTokens
+		ev.GenerationMS = ms(took)
+		ev.EnergyUJ, ev.Receipt = res.EnergyUJ, res.Receipt
+		if !first.IsZero() {
+			ev.FirstTokenMS = ms(first.Sub(start))
+		}
+	})
 	s.log.Info("api: served", "model", g.Model, "prompt_tokens", res.PromptTokens,
 		"completion_tokens", res.CompletionTokens, "finish", res.FinishReason,
-		"took", s.now().Sub(start).Round(time.Millisecond), "relayed", r.Header.Get(ForwardedHeader) != "")
+		"took", took.Round(time.Millisecond), "relayed", r.Header.Get(ForwardedHeader) != "")
 	if st != nil {
 		if err := st.finish(res); err != nil {
 			s.log.Debug("api: client left before the stream ended", "model", g.Model, "err", err)
 		}
 	}
-	return b.String(), res, true
+	out.Text = b.String()
+	return out, res, true
 }
 
 // fail reports a failed generation: as an HTTP error when nothing has been
@@ -93,8 +109,10 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m Model, g *Ge
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, g *Generation, err error, st stream, sse *sseWriter) {
 	if r.Context().Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		s.log.Info("api: client cancelled", "model", g.Model)
+		updateRecord(r.Context(), func(ev *RequestEvent) { ev.Status, ev.Error = StatusClientClosed, "the client went away" })
 		return
 	}
+	updateRecord(r.Context(), func(ev *RequestEvent) { ev.Error = asError(err).Message })
 	level := slog.LevelInfo // the client's request was at fault
 	switch status := asError(err).Status; {
 	case status >= 500:

@@ -24,10 +24,11 @@ type Model interface {
 
 // Prepared is a generation ready to run, on a slot of its model.
 type Prepared interface {
-	// Generate runs the generation, calling emit with each piece of text
-	// as it is produced. It returns when the generation ends, fails, or
-	// ctx is cancelled (the client went away).
-	Generate(ctx context.Context, emit func(text string) error) (*Result, error)
+	// Generate runs the generation, calling emit with each piece of
+	// output as it is produced (with its tokens' log-probabilities when
+	// Generation.Logprobs asked for them). It returns when the generation
+	// ends, fails, or ctx is cancelled (the client went away).
+	Generate(ctx context.Context, emit func(Delta) error) (*Result, error)
 }
 
 // Message is one chat message, its content flattened to text.
@@ -60,6 +61,12 @@ type Generation struct {
 	// Speculative switches speculative decoding for this request: nil
 	// is the model's default (on where it has a draft), false off.
 	Speculative *bool
+	// Logprobs asks for each output token's log-probability, with the
+	// TopLogprobs (0 … 20) likeliest tokens at its position. They are
+	// presentation: they change no token, and are not in the request's
+	// identity. A model that cannot report them refuses the request.
+	Logprobs    bool
+	TopLogprobs int
 
 	// mesh/1 bounds from metadata.fidelity_floor and
 	// metadata.joule_ceiling_uj; nil means the node's default.
@@ -89,6 +96,11 @@ type Result struct {
 	// Energy is the usage.energy object: the receipt, its envelope and its
 	// headline figures, marshalled as given.
 	Energy any
+	// EnergyUJ and Receipt are the serve's energy and its receipt's
+	// envelope id, for the request's event (RequestEvent); the API reads
+	// nothing else of the receipt.
+	EnergyUJ uint64
+	Receipt  string
 }
 
 // ModelInfo describes one model for /v1/models.
@@ -131,6 +143,44 @@ type ReceiptPage struct {
 	// Receipts are {"sequence": N, "envelope_hex": "…"} objects in chain
 	// order, from the sequence asked for.
 	Receipts []json.RawMessage `json:"receipts"`
+}
+
+// ReceiptLister is a Node that shows its steward's latest receipts, each
+// checked: GET /api/receipts (never to mesh peers), which the web console
+// reads.
+type ReceiptLister interface {
+	// RecentReceipts is the latest limit receipts, newest first.
+	RecentReceipts(limit int) (RecentReceipts, error)
+}
+
+// RecentReceipts is the answer of GET /api/receipts.
+type RecentReceipts struct {
+	// Steward is the did:key that sealed them; NextSequence the sequence
+	// the next receipt will take.
+	Steward      string           `json:"steward"`
+	NextSequence uint64           `json:"next_sequence"`
+	Receipts     []ReceiptSummary `json:"receipts"`
+}
+
+// ReceiptSummary is one receipt's headline figures and whether it checks.
+type ReceiptSummary struct {
+	Sequence uint64 `json:"sequence"`
+	// ID is the envelope's content id, which a RequestEvent names.
+	ID         string  `json:"id"`
+	RequestID  string  `json:"request_id"`
+	Backend    string  `json:"backend"`
+	Recipe     string  `json:"recipe"`
+	TokensIn   uint32  `json:"tokens_in"`
+	TokensOut  uint32  `json:"tokens_out"`
+	EnergyUJ   uint64  `json:"energy_uj"`
+	Provenance string  `json:"energy_provenance"`
+	UJPerToken *uint64 `json:"uj_per_accepted_token,omitempty"`
+	CutShort   string  `json:"cut_short,omitempty"`
+	// Verified: the envelope's signature is the steward's and it links to
+	// the receipt before it (sequence and prev), where the log holds that
+	// one. Verification says what was checked, or what failed.
+	Verified     bool   `json:"verified"`
+	Verification string `json:"verification"`
 }
 
 // NoModelHinter is a Registry that can say how to get a model when its
