@@ -35,10 +35,10 @@ func build(t *testing.T, e Expr) *Grammar {
 
 func TestIR(t *testing.T) {
 	for _, tc := range []struct {
-		name     string
-		e        Expr
-		accept   []string
-		reject   []string
+		name   string
+		e      Expr
+		accept []string
+		reject []string
 	}{
 		{"lit", Lit("abc"), []string{"abc"}, []string{"", "ab", "abcd", "abd"}},
 		{"class", Bytes([2]byte{'a', 'c'}), []string{"a", "b", "c"}, []string{"d", "", "ab"}},
