@@ -4,6 +4,8 @@ import (
 	"errors"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/meshnode/meshnode/gguf/grammar/grammartest"
 )
 
 // schemaCases: per feature, a schema, documents it must match and
@@ -91,7 +93,7 @@ func TestSchemaFeatures(t *testing.T) {
 				if !accepts(t, g, doc) {
 					t.Errorf("rejects %s", doc)
 				}
-				if err := validate([]byte(tc.schema), []byte(doc)); err != nil {
+				if err := grammartest.Validate([]byte(tc.schema), []byte(doc)); err != nil {
 					t.Errorf("the table is wrong: %s is invalid: %v", doc, err)
 				}
 			}
@@ -121,7 +123,7 @@ func TestSchemaSamplesValidate(t *testing.T) {
 				continue
 			}
 			ended++
-			if err := validate([]byte(tc.schema), []byte(s)); err != nil {
+			if err := grammartest.Validate([]byte(tc.schema), []byte(s)); err != nil {
 				t.Errorf("%s: sample %q: %v", tc.name, s, err)
 			}
 		}

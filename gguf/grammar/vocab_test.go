@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/meshnode/meshnode/gguf/grammar/grammartest"
 )
 
 // testPieces is a small vocabulary with the overlaps a real one has:
@@ -113,14 +115,14 @@ func TestMaskMatchesBruteForce(t *testing.T) {
 					if !json.Valid(out) {
 						t.Fatalf("%s: ended on invalid JSON %q", schema, out)
 					}
-					if err := validate([]byte(schema), out); err != nil {
+					if err := grammartest.Validate([]byte(schema), out); err != nil {
 						t.Fatalf("%s: %q: %v", schema, out, err)
 					}
 					break
 				}
 				out = append(out, piece(id)...)
 				if c.Done() {
-					if err := validate([]byte(schema), out); err != nil {
+					if err := grammartest.Validate([]byte(schema), out); err != nil {
 						t.Fatalf("%s: %q: %v", schema, out, err)
 					}
 					break

@@ -1,20 +1,22 @@
-package grammar
+// Package grammartest holds a small JSON Schema validator for tests of
+// grammar-constrained output: written from the JSON Schema rules for the
+// subset gguf/grammar compiles, independent of the compiler, so that a
+// test can hold what a grammar lets through to the schema itself.
+package grammartest
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 )
 
-// validate checks a JSON document against a schema of the subset the
-// compiler takes: a small validator written from the JSON Schema rules,
-// independent of the compiler, that the tests hold the grammar's output
-// to.
-func validate(schema, doc []byte) error {
+// Validate checks a JSON document against a schema of the subset the
+// compiler takes: the document must be one valid JSON value in valid
+// UTF-8, and meet the schema.
+func Validate(schema, doc []byte) error {
 	var s any
 	if err := json.Unmarshal(schema, &s); err != nil {
 		return err
@@ -194,41 +196,4 @@ func normal(x any) any {
 		return l
 	}
 	return x
-}
-
-// sample draws a random sentence of g byte by byte, favouring the bytes
-// that close strings and structures so that it ends; it reports false if
-// it had not ended within limit bytes.
-func sample(g *Grammar, rng *rand.Rand, limit int) (string, bool) {
-	m, err := g.NewMatcher()
-	if err != nil {
-		return "", false
-	}
-	var out []byte
-	for len(out) < limit {
-		if m.Done() || m.Accepting() && rng.IntN(4) == 0 {
-			return string(out), true
-		}
-		next := m.Next()
-		var choices []byte
-		for b := 0; b < 256; b++ {
-			if next.Has(byte(b)) {
-				choices = append(choices, byte(b))
-			}
-		}
-		if len(choices) == 0 {
-			return string(out), m.Accepting()
-		}
-		c := choices[rng.IntN(len(choices))]
-		for _, pref := range []byte{'"', '}', ']'} {
-			if next.Has(pref) && rng.IntN(3) == 0 {
-				c = pref
-			}
-		}
-		if err := m.Advance([]byte{c}); err != nil {
-			return string(out), false
-		}
-		out = append(out, c)
-	}
-	return string(out), false
 }
