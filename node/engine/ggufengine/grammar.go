@@ -14,7 +14,7 @@ import (
 // (grammar.Vocab), built on the first constrained serve and kept for
 // the model's life.
 type Constrainer struct {
-	tok  *tokenizer.Tokenizer
+	tok  Pieces
 	size int
 
 	once   sync.Once
@@ -22,21 +22,34 @@ type Constrainer struct {
 	vocab  *grammar.Vocab
 }
 
-// NewConstrainer returns the Constrainer of a tokenizer whose model's
+// Pieces is what a Constrainer reads of a vocabulary (a
+// *tokenizer.Tokenizer): each token's bytes, and the ends of generation.
+type Pieces interface {
+	IsEOG(id uint32) bool
+	Piece(id uint32, special bool) (string, error)
+}
+
+var _ Pieces = (*tokenizer.Tokenizer)(nil)
+
+// NewConstrainer returns the Constrainer of a vocabulary whose model's
 // logits have size entries.
-func NewConstrainer(tok *tokenizer.Tokenizer, size int) *Constrainer {
+func NewConstrainer(tok Pieces, size int) *Constrainer {
 	return &Constrainer{tok: tok, size: size}
 }
 
 func (c *Constrainer) build() {
 	c.once.Do(func() {
-		n := min(c.tok.NumTokens(), c.size)
+		n := c.size
 		c.pieces = make([][]byte, n)
 		var eog []uint32
 		for id := range n {
 			// Control tokens have no bytes, so no grammar allows them;
 			// the ends of generation are allowed where a grammar ends.
-			p, _ := c.tok.Piece(uint32(id), false)
+			// Ids past the tokenizer's have none either.
+			p, err := c.tok.Piece(uint32(id), false)
+			if err != nil {
+				continue
+			}
 			c.pieces[id] = []byte(p)
 			if c.tok.IsEOG(uint32(id)) {
 				eog = append(eog, uint32(id))
