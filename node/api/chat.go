@@ -12,8 +12,9 @@ type chatRequest struct {
 		Role    string          `json:"role"`
 		Content json.RawMessage `json:"content"`
 	} `json:"messages"`
-	MaxTokens           *int `json:"max_tokens"`
-	MaxCompletionTokens *int `json:"max_completion_tokens"`
+	MaxTokens           *int            `json:"max_tokens"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	ResponseFormat      json.RawMessage `json:"response_format"`
 }
 
 func parseChat(body []byte) (*Generation, *chatRequest, error) {
@@ -43,6 +44,9 @@ func parseChat(body []byte) (*Generation, *chatRequest, error) {
 		return nil, nil, err
 	}
 	g.MaxTokens = n
+	if err := parseResponseFormat(req.ResponseFormat, g); err != nil {
+		return nil, nil, err
+	}
 	return g, &req, nil
 }
 
