@@ -242,6 +242,9 @@ func (sm *splitModel) Decoder() decoder {
 	return newTokenDecoder(sm.tok)
 }
 
+// Piece implements tokenPieces.
+func (sm *splitModel) Piece(id uint32) []byte { return tokenPiece(sm.tok, id) }
+
 func (sm *splitModel) Close() error {
 	err := errors.New("split model closed twice")
 	sm.closeOnce.Do(func() {

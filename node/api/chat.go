@@ -14,12 +14,17 @@ type chatRequest struct {
 	} `json:"messages"`
 	MaxTokens           *int            `json:"max_tokens"`
 	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	Logprobs            *bool           `json:"logprobs"`
+	TopLogprobs         *int            `json:"top_logprobs"`
 	ResponseFormat      json.RawMessage `json:"response_format"`
 }
 
 func parseChat(body []byte) (*Generation, *chatRequest, error) {
 	var req chatRequest
 	if err := decodeBody(body, &req); err != nil {
+		return nil, nil, err
+	}
+	if err := checkFields(body, &req, "POST /v1/chat/completions"); err != nil {
 		return nil, nil, err
 	}
 	g := &Generation{Body: body}
@@ -44,18 +49,38 @@ func parseChat(body []byte) (*Generation, *chatRequest, error) {
 		return nil, nil, err
 	}
 	g.MaxTokens = n
+	if err := chatLogprobsRequest(g, req.Logprobs, req.TopLogprobs); err != nil {
+		return nil, nil, err
+	}
 	if err := parseResponseFormat(req.ResponseFormat, g); err != nil {
 		return nil, nil, err
 	}
 	return g, &req, nil
 }
 
+// chatLogprobsRequest reads logprobs and top_logprobs as chat completions
+// define them: top_logprobs (0 … 20) needs logprobs true.
+func chatLogprobsRequest(g *Generation, on *bool, top *int) error {
+	g.Logprobs = on != nil && *on
+	if top == nil {
+		return nil
+	}
+	if *top < 0 || *top > maxTopLogprobs {
+		return badRequest("top_logprobs", "top_logprobs must be between 0 and %d, got %d", maxTopLogprobs, *top)
+	}
+	if *top > 0 && !g.Logprobs {
+		return badRequest("top_logprobs", "top_logprobs needs logprobs set to true")
+	}
+	g.TopLogprobs = *top
+	return nil
+}
+
 type chatChoice struct {
-	Index        int          `json:"index"`
-	Message      *chatMessage `json:"message,omitempty"`
-	Delta        *chatMessage `json:"delta,omitempty"`
-	Logprobs     any          `json:"logprobs"`
-	FinishReason *string      `json:"finish_reason"`
+	Index        int           `json:"index"`
+	Message      *chatMessage  `json:"message,omitempty"`
+	Delta        *chatMessage  `json:"delta,omitempty"`
+	Logprobs     *chatLogprobs `json:"logprobs"`
+	FinishReason *string       `json:"finish_reason"`
 }
 
 type chatMessage struct {
@@ -90,19 +115,23 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 	id, created := newID("chatcmpl-"), s.now().Unix()
 	if !req.Stream {
-		text, res, ok := s.generate(w, r, m, g, nil, nil)
+		out, res, ok := s.generate(w, r, m, g, nil, nil)
 		if !ok {
 			return
 		}
+		choice := chatChoice{Message: &chatMessage{Role: "assistant", Content: &out.Text}, FinishReason: &res.FinishReason}
+		if g.Logprobs {
+			choice.Logprobs = &chatLogprobs{Content: itemsOf(out.Logprobs)}
+		}
 		writeJSON(w, http.StatusOK, chatCompletion{
 			ID: id, Object: "chat.completion", Created: created, Model: g.Model, SystemFingerprint: systemFingerprint,
-			Choices: []chatChoice{{Message: &chatMessage{Role: "assistant", Content: &text}, FinishReason: &res.FinishReason}},
+			Choices: []chatChoice{choice},
 			Usage:   usageOf(res),
 		})
 		return
 	}
 	sse := s.newSSEWriter(w)
-	st := &chatStream{sse: sse, id: id, created: created, model: g.Model,
+	st := &chatStream{sse: sse, id: id, created: created, model: g.Model, logprobs: g.Logprobs,
 		includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage}
 	s.generate(w, r, m, g, st, sse)
 }
@@ -113,6 +142,7 @@ type chatStream struct {
 	created      int64
 	model        string
 	includeUsage bool
+	logprobs     bool
 	sentRole     bool
 }
 
@@ -135,14 +165,18 @@ func (c *chatStream) role() error {
 	return c.chunk([]chatChoice{{Delta: &chatMessage{Role: "assistant", Content: &empty}}}, nil)
 }
 
-func (c *chatStream) delta(text string) error {
+func (c *chatStream) delta(d Delta) error {
 	if err := c.role(); err != nil {
 		return err
 	}
-	if text == "" {
+	if d.Text == "" && len(d.Logprobs) == 0 {
 		return nil
 	}
-	return c.chunk([]chatChoice{{Delta: &chatMessage{Content: &text}}}, nil)
+	choice := chatChoice{Delta: &chatMessage{Content: &d.Text}}
+	if c.logprobs {
+		choice.Logprobs = &chatLogprobs{Content: itemsOf(d.Logprobs)}
+	}
+	return c.chunk([]chatChoice{choice}, nil)
 }
 
 func (c *chatStream) finish(res *Result) error {
