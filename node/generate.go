@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshnode/meshnode/gguf/grammar"
 	"github.com/meshnode/meshnode/node/api"
 	"github.com/meshnode/meshnode/node/engine"
 	"github.com/meshnode/meshnode/node/receipt"
@@ -89,7 +90,7 @@ func (s *servedModel) Prepare(ctx context.Context, g *api.Generation) (api.Prepa
 		req.Sampling.Seed, drawn = &seed, &seed
 	}
 	noSpec := g.Speculative != nil && !*g.Speculative
-	p := &preparedGeneration{s: s, stop: g.Stop, req: req, ids: ids, opts: opts, drawn: drawn, noSpec: noSpec}
+	p := &preparedGeneration{s: s, stop: g.Stop, req: req, ids: ids, opts: opts, drawn: drawn, noSpec: noSpec, grammar: g.Grammar}
 	if g.Logprobs {
 		pieces, ok := s.in.m.(tokenPieces)
 		if !ok || !engine.ReportsLogprobs(s.in.m.Engine()) {
@@ -128,6 +129,9 @@ type preparedGeneration struct {
 	drawn *uint64 // the seed drawn for it, if any
 	// noSpec: the request turned speculative decoding off.
 	noSpec bool
+	// grammar is what the output is held to (nil: nothing); the request
+	// names it (receipt.Sampling.Grammar).
+	grammar *grammar.Grammar
 	// pieces, when set, reports each token's log-probability with top
 	// alternatives.
 	pieces tokenPieces
@@ -153,6 +157,9 @@ func (p *preparedGeneration) Generate(ctx context.Context, emit func(api.Delta) 
 	defer leave()
 	if p.noSpec {
 		ctx = engine.WithSpeculation(ctx, false)
+	}
+	if p.grammar != nil {
+		ctx = engine.WithGrammar(ctx, p.grammar)
 	}
 	m := s.in.m
 	maxTokens := int(p.req.MaxTokens)
@@ -258,6 +265,13 @@ func (s *servedModel) prepare(g *api.Generation) (receipt.ServeRequest, []uint32
 // without one (Generate draws it).
 func (s *servedModel) request(g *api.Generation, prompt string, promptTokens, ctxLen int) (receipt.ServeRequest, []steward.ServeOption, error) {
 	if len(g.Presentation) > 0 {
+		if g.Grammar != nil {
+			// granted_serve_request derives the request from the body
+			// alone and has no place for a grammar: served, the output
+			// would be held to one the signed request id does not cover.
+			return receipt.ServeRequest{}, nil, api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option",
+				"a %s output format (response_format, text.format) is not served on a request that rides on a grant (jcp_presentation): the granted request's binding does not cover a grammar", g.Format)
+		}
 		p, err := grant.ParsePresentation(g.Presentation)
 		if err != nil {
 			return receipt.ServeRequest{}, nil, api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_presentation", "jcp_presentation: %v", err)
@@ -312,9 +326,15 @@ func (s *servedModel) request(g *api.Generation, prompt string, promptTokens, ct
 		// A sampled request that may speculate names the draft: its
 		// tokens depend on it (receipt.Sampling.Draft), so a replay
 		// after the draft changed is another request.
-		if d, ok := s.in.m.(drafting); ok && (g.Speculative == nil || *g.Speculative) {
+		// A constrained request does not speculate (the engines do not
+		// check drafts against the grammar), so it names no draft.
+		if d, ok := s.in.m.(drafting); ok && (g.Speculative == nil || *g.Speculative) && g.Grammar == nil {
 			sp.Draft = d.Draft()
 		}
+	}
+	if g.Grammar != nil {
+		id := engine.GrammarID(g.Grammar)
+		sp.Grammar = &id
 	}
 	if !sp.IsZero() {
 		req.Sampling = sp

@@ -12,10 +12,11 @@ type chatRequest struct {
 		Role    string          `json:"role"`
 		Content json.RawMessage `json:"content"`
 	} `json:"messages"`
-	MaxTokens           *int  `json:"max_tokens"`
-	MaxCompletionTokens *int  `json:"max_completion_tokens"`
-	Logprobs            *bool `json:"logprobs"`
-	TopLogprobs         *int  `json:"top_logprobs"`
+	MaxTokens           *int            `json:"max_tokens"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	Logprobs            *bool           `json:"logprobs"`
+	TopLogprobs         *int            `json:"top_logprobs"`
+	ResponseFormat      json.RawMessage `json:"response_format"`
 }
 
 func parseChat(body []byte) (*Generation, *chatRequest, error) {
@@ -49,6 +50,9 @@ func parseChat(body []byte) (*Generation, *chatRequest, error) {
 	}
 	g.MaxTokens = n
 	if err := chatLogprobsRequest(g, req.Logprobs, req.TopLogprobs); err != nil {
+		return nil, nil, err
+	}
+	if err := parseResponseFormat(req.ResponseFormat, g); err != nil {
 		return nil, nil, err
 	}
 	return g, &req, nil

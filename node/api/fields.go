@@ -47,7 +47,7 @@ func anyValue([]byte) bool { return true }
 
 const (
 	seeTools      = "tool calling is not available on this node (docs/api.md, Tool calls)"
-	seeStructured = "structured outputs are not available on this node (docs/api.md, Structured outputs)"
+	seeStructured = "structured outputs are taken by /v1/chat/completions (response_format) and /v1/responses (text.format), not by this endpoint (docs/api.md, Structured outputs)"
 )
 
 // refusedFields are the fields of OpenAI's request schemas (chat

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net"
 
+	"github.com/meshnode/meshnode/gguf/grammar"
 	"github.com/meshnode/meshnode/node/identity"
 )
 
@@ -61,6 +62,11 @@ type Generation struct {
 	// Speculative switches speculative decoding for this request: nil
 	// is the model's default (on where it has a draft), false off.
 	Speculative *bool
+	// Grammar, when set, is what the output is held to (structured
+	// outputs: response_format, text.format); Format names which,
+	// FormatJSONObject or FormatJSONSchema.
+	Grammar *grammar.Grammar
+	Format  string
 	// Logprobs asks for each output token's log-probability, with the
 	// TopLogprobs (0 … 20) likeliest tokens at its position. They are
 	// presentation: they change no token, and are not in the request's

@@ -12,6 +12,7 @@ type responsesRequest struct {
 	Input           json.RawMessage `json:"input"`
 	Instructions    *string         `json:"instructions"`
 	MaxOutputTokens *int            `json:"max_output_tokens"`
+	Text            json.RawMessage `json:"text"`
 	TopLogprobs     *int            `json:"top_logprobs"`
 	Include         []string        `json:"include"`
 }
@@ -97,6 +98,9 @@ func parseResponses(body []byte) (*Generation, *responsesRequest, error) {
 	}
 	g.MaxTokens = n
 	if err := responsesLogprobs(g, req.Include, req.TopLogprobs); err != nil {
+		return nil, nil, err
+	}
+	if err := parseTextFormat(req.Text, g); err != nil {
 		return nil, nil, err
 	}
 	return g, &req, nil

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/meshnode/meshnode/gguf/grammar"
 	"github.com/meshnode/meshnode/gguf/model"
 	"github.com/meshnode/meshnode/gguf/sample"
 	"github.com/meshnode/meshnode/gguf/spec"
@@ -132,10 +133,14 @@ func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []u
 	if err != nil {
 		return engine.Outcome{}, err
 	}
+	gr, err := engine.GrammarFor(ctx, req)
+	if err != nil {
+		return engine.Outcome{}, err
+	}
 	// A sampled request speculates only with the proposer it names: its
 	// tokens depend on it, and its identity must say so.
 	noSpec := !engine.Speculation(ctx) || !params.Greedy() && (req.Sampling.Draft == "" || req.Sampling.Draft != e.m.Draft())
-	return e.generate(ctx, prompt, Generation{Sampling: params, Stop: stops, MaxTokens: int(req.MaxTokens), NoSpeculation: noSpec}, emit)
+	return e.generate(ctx, prompt, Generation{Sampling: params, Stop: stops, MaxTokens: int(req.MaxTokens), NoSpeculation: noSpec, Grammar: gr}, emit)
 }
 
 // Generation is how Generate generates: the sampler's parameters, the stop
@@ -146,6 +151,11 @@ type Generation struct {
 	MaxTokens int
 	// NoSpeculation decodes without the model's proposer (Config.Draft).
 	NoSpeculation bool
+	// Grammar, when set, holds the output to it: each token is picked
+	// among those the grammar allows next (the end of generation only
+	// where it may end), and the generation ends where the grammar must.
+	// A constrained generation does not speculate.
+	Grammar *grammar.Grammar
 }
 
 // Generate is Serve for a caller outside the steward (meshnode run): no
@@ -184,6 +194,15 @@ func (e *Engine) generate(ctx context.Context, prompt []uint32, g Generation, em
 	// then the sampler's (the same token as the argmax, found there).
 	lq := engine.NewLogprobQueue(engine.LogprobsFrom(ctx))
 	d := decoder{seq: seq, s: s, sampler: sample.New(g.Sampling), argMax: g.Sampling.ArgMax() && lq == nil, work: hw.WorkFrom(ctx), lq: lq}
+	if g.Grammar != nil {
+		// The mask is applied by the sampler, on the logits; drafts are
+		// not verified against it, so a constrained generation does not
+		// speculate.
+		if d.con, d.mask, err = e.m.con.Start(g.Grammar); err != nil {
+			return out, err
+		}
+		d.argMax, g.NoSpeculation = false, true
+	}
 	if dr := e.m.draft; dr != nil && !g.NoSpeculation {
 		prop, release, err := dr.Proposer(g.Sampling)
 		if err != nil {
@@ -235,6 +254,9 @@ func (e *Engine) generate(ctx context.Context, prompt []uint32, g Generation, em
 			break
 		}
 		generated = append(generated, next)
+		if err := d.accept(next); err != nil {
+			return out, err
+		}
 		ready, stop, err := stopper.Push(next)
 		if err != nil {
 			return out, fmt.Errorf("ggufengine: %w", err)
@@ -244,6 +266,9 @@ func (e *Engine) generate(ctx context.Context, prompt []uint32, g Generation, em
 		}
 		if stop {
 			return out, nil
+		}
+		if d.con != nil && d.con.Done() {
+			break // the grammar ends here: nothing may follow
 		}
 		if len(generated) == g.MaxTokens || len(pending) == 0 && s.Len() == s.Context() {
 			break // no need to evaluate a token nothing follows
@@ -272,6 +297,22 @@ type decoder struct {
 	win       *spec.Window
 	draftUnit uint64
 	drafted   int // tokens the draft model has evaluated, reported
+
+	// Grammar-constrained decoding (nil con: none): the constraint and
+	// the mask of the token to pick next.
+	con  *grammar.Constraint
+	mask []uint64
+}
+
+// accept advances the constraint over the token picked.
+func (d *decoder) accept(tok uint32) error {
+	if d.con == nil {
+		return nil
+	}
+	if err := d.con.Accept(tok); err != nil {
+		return fmt.Errorf("ggufengine: %w", err)
+	}
+	return nil
 }
 
 // pick returns how the next token is chosen from a step's logits: the
@@ -282,9 +323,10 @@ func (d *decoder) pick(generated []uint32) func(*model.Batch, int) uint32 {
 	if d.argMax {
 		return nil
 	}
+	mask := d.mask // nil unless constrained: every token
 	return func(b *model.Batch, i int) uint32 {
 		logits := b.Logits(i)
-		next := d.sampler.Sample(logits, generated)
+		next := d.sampler.SampleAllowed(logits, generated, mask)
 		d.lq.Pick(logits, next)
 		return next
 	}
@@ -322,6 +364,9 @@ func (d *decoder) eval(ctx context.Context, prompt, generated []uint32, left int
 		d.reportDraft()
 	}
 	if len(drafts) == 0 {
+		if d.con != nil {
+			return d.evalConstrained(ctx, last, generated)
+		}
 		next, err := d.seq.run(ctx, d.s, last, d.pick(generated))
 		return []uint32{next}, err
 	}
@@ -345,6 +390,46 @@ func (d *decoder) eval(ctx context.Context, prompt, generated []uint32, left int
 	out.SpecProposed += uint32(len(drafts))
 	out.SpecAccepted += uint32(accepted)
 	return d.win.Keep(drafts, accepted, next), nil
+}
+
+// evalConstrained is eval's step under a grammar: the next token's mask
+// is found while the step runs (it needs the grammar's state, not the
+// logits), so that where the forward pass leaves the CPU free (a GPU
+// backend) the mask costs no time; the pick waits for it.
+func (d *decoder) evalConstrained(ctx context.Context, last, generated []uint32) ([]uint32, error) {
+	type found struct {
+		mask []uint64
+		err  error
+	}
+	ready := make(chan found, 1) // the goroutine never blocks, whatever the step does
+	con := d.con
+	go func() {
+		mask, err := con.Mask()
+		ready <- found{mask, err}
+	}()
+	var maskErr error
+	taken := false // pick took the mask; run returns after any pick ends
+	next, err := d.seq.run(ctx, d.s, last, func(b *model.Batch, i int) uint32 {
+		f := <-ready
+		taken = true
+		if f.err != nil {
+			maskErr = f.err
+			return 0
+		}
+		logits := b.Logits(i)
+		next := d.sampler.SampleAllowed(logits, generated, f.mask)
+		d.lq.Pick(logits, next)
+		return next
+	})
+	if !taken {
+		// The step failed or was cancelled before its pick: wait for the
+		// mask, so that nothing is left running on the constraint.
+		<-ready
+	}
+	if err == nil && maskErr != nil {
+		err = fmt.Errorf("ggufengine: %w", maskErr)
+	}
+	return []uint32{next}, err
 }
 
 // reportDraft reports the draft model's new work to the serve's meter:
