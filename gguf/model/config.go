@@ -38,6 +38,10 @@ type archSpec struct {
 	// ffn_{gate,up,down}_exps) with a softmax router whose top-k weights
 	// are renormalised (qwen3moe).
 	moe bool
+	// hybrid: Qwen3.5's gated delta-net blocks beside gated attention
+	// blocks, post_attention_norm as the FFN's norm (hybrid.go); with moe,
+	// a gated shared expert beside the routed ones.
+	hybrid bool
 }
 
 var archs = map[string]archSpec{
@@ -50,6 +54,10 @@ var archs = map[string]archSpec{
 	"qwen3": {neox: true, qkNorm: true},
 	// qwen3moe is qwen3 with a mixture-of-experts FFN in every block.
 	"qwen3moe": {neox: true, qkNorm: true, moe: true},
+	// qwen35 and qwen35moe are hybrids of gated delta nets and gated
+	// attention (hybrid.go).
+	"qwen35":    {neox: true, qkNorm: true, hybrid: true},
+	"qwen35moe": {neox: true, qkNorm: true, hybrid: true, moe: true},
 }
 
 // Architectures lists the general.architecture values this package runs.
@@ -118,6 +126,20 @@ type Config struct {
 	// ExpertNorm renormalises the chosen experts' router probabilities
 	// to sum to 1 (Qwen3's norm_topk_prob).
 	ExpertNorm bool
+	// SharedFF is the width of the shared expert beside the routed ones
+	// (qwen35moe; 0: none).
+	SharedFF int
+
+	// Recurrent marks the gated delta-net blocks of a hybrid (qwen35);
+	// nil for a model of attention blocks only.
+	Recurrent []bool
+	// The delta net: a causal convolution of ConvKernel taps, SSMGroups
+	// key heads and SSMHeads value heads of SSMStateSize, SSMInner the
+	// value heads' width.
+	ConvKernel, SSMInner, SSMStateSize, SSMHeads, SSMGroups int
+	// RoPESections are the M-RoPE sections (qwen35), which for text are
+	// NeoX RoPE (parseSections).
+	RoPESections [4]int
 
 	spec archSpec
 }
@@ -193,7 +215,7 @@ func ParseConfig(md *gguf.Metadata) (Config, error) {
 	}{
 		{&c.Embd, "embedding_length", 0, true},
 		{&c.Layers, "block_count", 0, true},
-		{&c.FF, "feed_forward_length", 0, true},
+		{&c.FF, "feed_forward_length", 0, !(spec.hybrid && spec.moe)},
 		{&c.Heads, "attention.head_count", 0, true},
 		{&c.TrainContext, "context_length", 0, true},
 	}
@@ -206,7 +228,7 @@ func ParseConfig(md *gguf.Metadata) (Config, error) {
 		name string
 		v    int
 	}{{"embedding_length", c.Embd}, {"block_count", c.Layers}, {"feed_forward_length", c.FF}, {"attention.head_count", c.Heads}, {"context_length", c.TrainContext}} {
-		if f.v <= 0 || f.v > maxDim {
+		if f.v <= 0 && !(f.name == "feed_forward_length" && spec.hybrid && spec.moe) || f.v < 0 || f.v > maxDim {
 			return Config{}, invalid("%s.%s = %d", arch, f.name, f.v)
 		}
 	}
@@ -255,6 +277,16 @@ func ParseConfig(md *gguf.Metadata) (Config, error) {
 	if spec.moe {
 		if err := c.parseMoE(m); err != nil {
 			return Config{}, err
+		}
+	}
+	if spec.hybrid {
+		if err := c.parseHybrid(m); err != nil {
+			return Config{}, err
+		}
+		if spec.moe {
+			if err := c.parseShared(m); err != nil {
+				return Config{}, err
+			}
 		}
 	}
 

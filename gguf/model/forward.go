@@ -13,6 +13,7 @@ type scratch struct {
 	x, h, q, k, v, att, o, gate, up backend.Tensor
 	logitsT                         backend.Tensor // logits × vocab
 	moe                             *moeScratch    // mixture-of-experts models only
+	hy                              *hybridScratch // hybrid (qwen35) models only
 }
 
 func (m *Model) newScratch(rows, logits int) *scratch {
@@ -39,6 +40,9 @@ func (m *Model) newScratch(rows, logits int) *scratch {
 	}
 	if c.Experts > 0 {
 		sc.moe = newMoEScratch(be, c, rows)
+	}
+	if c.Recurrent != nil {
+		sc.hy = newHybridScratch(be, c, rows)
 	}
 	return sc
 }
@@ -110,11 +114,20 @@ func (p *plan) addTail(s *Session, tokens []uint32, pos, at int) {
 // and a row's arithmetic does not depend on the others in the call (the
 // backends' contract), so a token's logits are the same bits whatever it
 // is batched with.
-func (m *Model) forward(ctx context.Context, sc *scratch, p *plan) error {
+func (m *Model) forward(ctx context.Context, sc *scratch, p *plan) (err error) {
 	be := m.be
 	c := &m.cfg
 	n := len(p.ids)
 	eps := c.NormEps
+	if c.Recurrent != nil {
+		// A step that fails part-way leaves no delta-net state advanced.
+		checkpoint(p)
+		defer func() {
+			if err != nil {
+				rollback(p)
+			}
+		}()
+	}
 
 	x := sc.x.Slice(0, n)
 	if m.First() {
@@ -136,46 +149,63 @@ func (m *Model) forward(ctx context.Context, sc *scratch, p *plan) error {
 
 		h := sc.h.Slice(0, n)
 		be.RMSNorm(h, x, ly.attnNorm, eps)
-		q, k, v := sc.q.Slice(0, n), sc.k.Slice(0, n), sc.v.Slice(0, n)
-		project(be, q, ly.wq, ly.bq, h)
-		project(be, k, ly.wk, ly.bk, h)
-		project(be, v, ly.wv, ly.bv, h)
-		if ly.qNorm != nil {
-			be.RMSNorm(q, q, ly.qNorm, eps)
-			be.RMSNorm(k, k, ly.kNorm, eps)
-		}
-		for _, pc := range p.pieces {
-			r := &pc.s.ropes[l]
-			be.RoPE(q.Slice(pc.row, pc.row+pc.n), c.HeadDimK, pc.pos, r)
-			be.RoPE(k.Slice(pc.row, pc.row+pc.n), c.HeadDimK, pc.pos, r)
-		}
-		if c.spec.scaleQ {
-			be.Scale(q, c.AttnScale)
-		}
-		// Every piece's keys are stored before any attends: a sequence's
-		// tail row attends to its body's keys.
-		for _, pc := range p.pieces {
-			be.StoreKV(pc.s.kv, l, pc.pos, k.Slice(pc.row, pc.row+pc.n), v.Slice(pc.row, pc.row+pc.n))
-		}
-		if last && p.tail == n {
-			// The last layer's output feeds only the logits: with its
-			// keys and values stored, this step is done.
-			return nil
-		}
-		att := sc.att.Slice(0, n)
-		for _, pc := range p.pieces {
-			if last && pc.row < p.tail {
-				continue // only the logits rows go on (llama.cpp's inp_out_ids)
+		var o backend.Tensor
+		if ly.delta != nil {
+			// A delta-net block advances every row's state, then only
+			// the logits rows go on, as after attention.
+			o = sc.o.Slice(0, n)
+			m.deltaNet(sc.hy, ly, l, p, o, h)
+			if last && p.tail == n {
+				return nil
 			}
-			be.Attend(att.Slice(pc.row, pc.row+pc.n), q.Slice(pc.row, pc.row+pc.n), pc.s.kv, l, pc.pos, &ly.attn)
-		}
-		if last {
-			att, x = att.Slice(p.tail, n), x.Slice(p.tail, n)
+			if last {
+				o, x = o.Slice(p.tail, n), x.Slice(p.tail, n)
+			}
+		} else {
+			q, k, v := sc.q.Slice(0, n), sc.k.Slice(0, n), sc.v.Slice(0, n)
+			project(be, q, ly.wq, ly.bq, h)
+			project(be, k, ly.wk, ly.bk, h)
+			project(be, v, ly.wv, ly.bv, h)
+			if ly.qNorm != nil {
+				be.RMSNorm(q, q, ly.qNorm, eps)
+				be.RMSNorm(k, k, ly.kNorm, eps)
+			}
+			for _, pc := range p.pieces {
+				r := &pc.s.ropes[l]
+				be.RoPE(q.Slice(pc.row, pc.row+pc.n), c.HeadDimK, pc.pos, r)
+				be.RoPE(k.Slice(pc.row, pc.row+pc.n), c.HeadDimK, pc.pos, r)
+			}
+			if c.spec.scaleQ {
+				be.Scale(q, c.AttnScale)
+			}
+			// Every piece's keys are stored before any attends: a sequence's
+			// tail row attends to its body's keys.
+			for _, pc := range p.pieces {
+				be.StoreKV(pc.s.kv, l, pc.pos, k.Slice(pc.row, pc.row+pc.n), v.Slice(pc.row, pc.row+pc.n))
+			}
+			if last && p.tail == n {
+				// The last layer's output feeds only the logits: with its
+				// keys and values stored, this step is done.
+				return nil
+			}
+			att := sc.att.Slice(0, n)
+			for _, pc := range p.pieces {
+				if last && pc.row < p.tail {
+					continue // only the logits rows go on (llama.cpp's inp_out_ids)
+				}
+				be.Attend(att.Slice(pc.row, pc.row+pc.n), q.Slice(pc.row, pc.row+pc.n), pc.s.kv, l, pc.pos, &ly.attn)
+			}
+			if last {
+				att, x, h = att.Slice(p.tail, n), x.Slice(p.tail, n), h.Slice(p.tail, n)
+			}
+			if ly.qGate != nil {
+				m.gateAttention(sc.hy, ly, att, h)
+			}
+
+			o = sc.o.Slice(0, x.Rows)
+			project(be, o, ly.wo, ly.bo, att)
 		}
 		rows := x.Rows
-
-		o := sc.o.Slice(0, rows)
-		project(be, o, ly.wo, ly.bo, att)
 		if ly.postAttnNorm != nil {
 			be.RMSNorm(o, o, ly.postAttnNorm, eps)
 		}
@@ -185,6 +215,9 @@ func (m *Model) forward(ctx context.Context, sc *scratch, p *plan) error {
 		be.RMSNorm(h, x, ly.ffnNorm, eps)
 		if ly.router != nil {
 			m.moeFFN(sc.moe, ly, o, h)
+			if ly.shared != nil {
+				m.sharedFFN(sc.hy, ly.shared, o, h)
+			}
 			be.Add(x, o)
 			continue
 		}

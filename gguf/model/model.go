@@ -54,6 +54,12 @@ type layer struct {
 	// experts it is routed to.
 	router                     backend.Weight
 	gateExps, upExps, downExps []backend.Weight
+	// Qwen3.5 (hybrid.go): a delta-net block has delta and no attention
+	// weights; a gated attention block has qGate, the gate rows of its
+	// joint query projection; shared is qwen35moe's shared expert.
+	delta  *deltaLayer
+	qGate  backend.Weight
+	shared *sharedExpert
 }
 
 // Config returns the model's hyperparameters.
@@ -100,6 +106,11 @@ func load(f *gguf.File, be backend.Backend, stage *LayerRange) (*Model, error) {
 		if r.Lo < 0 || r.Hi <= r.Lo || r.Hi > cfg.Layers {
 			return nil, fmt.Errorf("%w: layers %v of a %d-layer model", ErrRange, r, cfg.Layers)
 		}
+	}
+	if stage != nil && cfg.Recurrent != nil {
+		// A stage after the first could not rewind its recurrent state:
+		// it never sees the token ids it would evaluate again.
+		return nil, unsupported("splitting %s into stages (its delta-net state cannot be rewound)", cfg.Arch)
 	}
 	m.lo = r.Lo
 	first, last := r.Lo == 0, r.Hi == cfg.Layers
@@ -202,8 +213,26 @@ func (m *Model) WeightBytes() int64 { return m.weightBytes }
 // KVBytes is the size of one session's KV cache of ctx positions of type
 // kv over the model's blocks.
 func (m *Model) KVBytes(ctx int, kv KVType) int64 {
+	var n int64
+	for _, s := range m.kvShapes() {
+		n += int64(ctx) * int64(s.KVHeads) * int64(s.HeadDimK+s.HeadDimV) * int64(kv.quant().TypeSize())
+	}
+	return n
+}
+
+// kvShapes is the KV cache geometry of the model's blocks. A delta-net
+// block keeps no keys or values; it gets a one-head slot, the least a
+// backend's cache takes, which it never writes.
+func (m *Model) kvShapes() []backend.KVShape {
 	c := &m.cfg
-	return int64(len(m.layers)) * int64(ctx) * int64(c.KVHeads) * int64(c.HeadDimK+c.HeadDimV) * int64(kv.quant().TypeSize())
+	shapes := make([]backend.KVShape, len(m.layers))
+	for l := range shapes {
+		shapes[l] = backend.KVShape{KVHeads: c.KVHeads, HeadDimK: c.HeadDimK, HeadDimV: c.HeadDimV}
+		if m.layers[l].delta != nil {
+			shapes[l].KVHeads = 1
+		}
+	}
+	return shapes
 }
 
 // Whole reports whether the model runs every block, from token ids to
@@ -212,6 +241,9 @@ func (m *Model) Whole() bool { return m.First() && m.Last() }
 
 func (m *Model) loadLayer(ld *loader, l int) error {
 	c := &m.cfg
+	if c.spec.hybrid {
+		return m.loadHybridLayer(ld, l)
+	}
 	ly := &m.layers[l-m.lo]
 	name := func(s string) string { return fmt.Sprintf("blk.%d.%s", l, s) }
 	qDim, kDim, vDim := c.Heads*c.HeadDimK, c.KVHeads*c.HeadDimK, c.KVHeads*c.HeadDimV
@@ -274,17 +306,7 @@ func (m *Model) loadLayer(ld *loader, l int) error {
 		if err != nil {
 			return err
 		}
-		if ly.router, err = ld.matrix(name("ffn_gate_inp.weight"), c.Experts, c.Embd, true); err != nil {
-			return err
-		}
-		if ly.gateExps, err = ld.experts(name("ffn_gate_exps.weight"), c.Experts, c.ExpertFF, c.Embd); err != nil {
-			return err
-		}
-		if ly.upExps, err = ld.experts(name("ffn_up_exps.weight"), c.Experts, c.ExpertFF, c.Embd); err != nil {
-			return err
-		}
-		ly.downExps, err = ld.experts(name("ffn_down_exps.weight"), c.Experts, c.Embd, c.ExpertFF)
-		return err
+		return m.loadExperts(ld, ly, name)
 	}
 	if c.spec.fusedGateUp {
 		// phi3: ffn_up is gate then up, and swiglu takes the halves in
@@ -303,6 +325,23 @@ func (m *Model) loadLayer(ld *loader, l int) error {
 	}
 	mat(&ly.down, "ffn_down.weight", c.Embd, c.FF, true)
 	vec(&ly.bdown, "ffn_down.bias", c.Embd, false)
+	return err
+}
+
+// loadExperts loads a mixture-of-experts FFN's router and experts.
+func (m *Model) loadExperts(ld *loader, ly *layer, name func(string) string) error {
+	c := &m.cfg
+	var err error
+	if ly.router, err = ld.matrix(name("ffn_gate_inp.weight"), c.Experts, c.Embd, true); err != nil {
+		return err
+	}
+	if ly.gateExps, err = ld.experts(name("ffn_gate_exps.weight"), c.Experts, c.ExpertFF, c.Embd); err != nil {
+		return err
+	}
+	if ly.upExps, err = ld.experts(name("ffn_up_exps.weight"), c.Experts, c.ExpertFF, c.Embd); err != nil {
+		return err
+	}
+	ly.downExps, err = ld.experts(name("ffn_down_exps.weight"), c.Experts, c.Embd, c.ExpertFF)
 	return err
 }
 

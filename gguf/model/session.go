@@ -81,6 +81,11 @@ type Session struct {
 
 	ropes []backend.RoPE // per layer
 
+	// A hybrid model's recurrent memory per block (hybrid.go), and its
+	// copy from before the session's last step, at position ckPos.
+	state, ck []hybridState
+	ckPos     int
+
 	// The scratch of steps the session evaluates alone (batch rows, one
 	// logits row), made at its first such step: a session only ever
 	// evaluated in a Batch needs none.
@@ -105,15 +110,11 @@ func (m *Model) NewSession(opt SessionOptions) (*Session, error) {
 	}
 	batch = min(batch, n)
 	// A stage's cache holds its own blocks only.
-	shapes := make([]backend.KVShape, len(m.layers))
-	for l := range shapes {
-		shapes[l] = backend.KVShape{KVHeads: c.KVHeads, HeadDimK: c.HeadDimK, HeadDimV: c.HeadDimV}
-	}
-	kv, err := m.be.NewKVCache(opt.KV.quant(), n, shapes)
+	kv, err := m.be.NewKVCache(opt.KV.quant(), n, m.kvShapes())
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
-	s := &Session{m: m, ctx: n, batch: batch, kvType: opt.KV, kv: kv}
+	s := &Session{m: m, ctx: n, batch: batch, kvType: opt.KV, kv: kv, state: m.newHybridState()}
 	// LongRoPE uses its long factors when the session's context exceeds
 	// the one the short factors were fitted to (llama_model::get_rope_factors).
 	factors := m.ropeFreqs
@@ -156,9 +157,19 @@ func (s *Session) CommonPrefix(seq []uint32) int {
 
 // Truncate forgets every position from n on (on a stage, the rewind
 // that speculative decoding needs when a draft is rejected).
+//
+// A hybrid model's (qwen35) recurrent state cannot drop positions: it is
+// restored from the checkpoint taken before the session's last step, or
+// from empty when n is before that step, and the tokens from there to n
+// are evaluated again, so Truncate then costs a forward pass over them.
 func (s *Session) Truncate(n int) {
 	if n < len(s.tokens) {
-		s.tokens = s.tokens[:max(n, 0)]
+		n = max(n, 0)
+		if s.state != nil {
+			s.rewind(n)
+			return
+		}
+		s.tokens = s.tokens[:n]
 	}
 }
 

@@ -26,7 +26,7 @@ import (
 
 // Spec describes a random model.
 type Spec struct {
-	Arch     string // llama, qwen2, phi3, gemma3, qwen3 or qwen3moe
+	Arch     string // llama, qwen2, phi3, gemma3, qwen3, qwen3moe, qwen35 or qwen35moe
 	FileType string // F32, F16, Q8_0, Q4_0, Q6_K or Q4_K_M
 
 	Embd, Layers, Heads, KVHeads, FF int
@@ -38,6 +38,15 @@ type Spec struct {
 	Experts     int `json:",omitempty"`
 	ExpertsUsed int `json:",omitempty"`
 	ExpertFF    int `json:",omitempty"`
+	// SharedFF is the width of qwen35moe's shared expert (0: FF/2).
+	SharedFF int `json:",omitempty"`
+	// SSMHeads and SSMGroups are a qwen35 delta net's value and key
+	// heads, of SSMState each (all 0: 4 and 2 of 64), with a 4-tap
+	// convolution; every FullAttn-th block is attention (0: 2).
+	SSMHeads  int `json:",omitempty"`
+	SSMGroups int `json:",omitempty"`
+	SSMState  int `json:",omitempty"`
+	FullAttn  int `json:",omitempty"`
 	// Vocab keeps the first Vocab tokens of the tokenizer (0: all).
 	Vocab   int
 	Context int
@@ -46,7 +55,7 @@ type Spec struct {
 
 // Archs and FileTypes are the fixture matrix the parity tests cover.
 var (
-	Archs     = []string{"llama", "qwen2", "phi3", "gemma3", "qwen3", "qwen3moe"}
+	Archs     = []string{"llama", "qwen2", "phi3", "gemma3", "qwen3", "qwen3moe", "qwen35", "qwen35moe"}
 	FileTypes = []string{"F16", "Q8_0", "Q4_0", "Q4_K_M", "Q6_K"}
 )
 
@@ -66,7 +75,14 @@ var (
 //     than n_embd/n_head (Qwen3-0.6B's 16 heads of 128 over 1024);
 //   - qwen3moe: Q/K norms, an untied output head, and a mixture-of-experts
 //     FFN of 8 experts of width 256, 2 per token (Qwen3-30B-A3B has 128
-//     of 768, 8 per token), with an F32 router as llama-quantize leaves it.
+//     of 768, 8 per token), with an F32 router as llama-quantize leaves it;
+//   - qwen35: 4 blocks alternating a gated delta net (4 value heads of 64
+//     over 2 key heads, a 4-tap convolution) and gated attention with Q/K
+//     norms and M-RoPE sections (3/3/2) over a quarter of the head, an
+//     untied output head (Qwen3.5-0.8B has 3 delta nets per attention
+//     block, 16 value heads of 128 over 16 key heads);
+//   - qwen35moe: qwen35 with 8 experts of 256, 2 per token, and a gated
+//     shared expert of 256 in every block.
 func Fixture(arch, fileType string) Spec {
 	s := Spec{
 		Arch: arch, FileType: fileType,
@@ -78,6 +94,11 @@ func Fixture(arch, fileType string) Spec {
 		s.HeadDim = 128
 	case "qwen3moe":
 		s.Experts, s.ExpertsUsed, s.ExpertFF = 8, 2, 256
+	case "qwen35":
+		s.Layers = 4
+	case "qwen35moe":
+		s.Layers = 4
+		s.Experts, s.ExpertsUsed, s.ExpertFF, s.SharedFF = 8, 2, 256, 256
 	}
 	return s
 }
@@ -188,8 +209,23 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 	qDim, kvDim := s.Heads*hd, s.KVHeads*hd
 	tied := a == "qwen2" || a == "gemma3" || a == "qwen3"
 	eps := float32(1e-5)
-	if a == "qwen2" || a == "gemma3" || a == "qwen3" || a == "qwen3moe" {
+	if a == "qwen2" || a == "gemma3" || a == "qwen3" || a == "qwen3moe" || a == "qwen35" || a == "qwen35moe" {
 		eps = 1e-6
+	}
+	hybrid := a == "qwen35" || a == "qwen35moe"
+	if hybrid {
+		if s.SSMHeads == 0 && s.SSMGroups == 0 && s.SSMState == 0 {
+			s.SSMHeads, s.SSMGroups, s.SSMState = 4, 2, 64
+		}
+		if s.FullAttn == 0 {
+			s.FullAttn = 2
+		}
+		if a == "qwen35moe" && s.SharedFF == 0 {
+			s.SharedFF = s.FF / 2
+		}
+		if s.SSMHeads <= 0 || s.SSMGroups <= 0 || s.SSMHeads%s.SSMGroups != 0 || s.SSMState <= 0 {
+			return nil, nil, fmt.Errorf("modeltest: a delta net of %d heads over %d of %d", s.SSMHeads, s.SSMGroups, s.SSMState)
+		}
 	}
 	set("general.architecture", a)
 	// The name leaves the architecture out: llama.cpp applies special-token
@@ -235,12 +271,31 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 		set(a+".attention.sliding_window", uint32(4))
 		set(a+".attention.sliding_window_pattern", uint32(2))
 		set(a+".final_logit_softcapping", float32(30))
-	case "qwen3", "qwen3moe":
+	case "qwen3", "qwen3moe", "qwen35", "qwen35moe":
 		rotDims = hd
 		set(a+".attention.key_length", uint32(hd))
 		set(a+".attention.value_length", uint32(hd))
-		set(a+".rope.freq_base", float32(1000000))
-		if a == "qwen3moe" {
+		if !hybrid {
+			set(a+".rope.freq_base", float32(1000000))
+		}
+		if hybrid {
+			// Qwen3.5 rotates a quarter of the head, in M-RoPE sections
+			// that for text are NeoX RoPE.
+			rotDims = hd / 4
+			set(a+".rope.dimension_count", uint32(rotDims))
+			p := rotDims / 2
+			w := p / 3
+			hh := (p - w) / 2
+			set(a+".rope.dimension_sections", []int32{int32(p - hh - w), int32(hh), int32(w), 0})
+			set(a+".rope.freq_base", float32(10000000))
+			set(a+".ssm.conv_kernel", uint32(4))
+			set(a+".ssm.state_size", uint32(s.SSMState))
+			set(a+".ssm.group_count", uint32(s.SSMGroups))
+			set(a+".ssm.time_step_rank", uint32(s.SSMHeads))
+			set(a+".ssm.inner_size", uint32(s.SSMHeads*s.SSMState))
+			set(a+".full_attention_interval", uint32(s.FullAttn))
+		}
+		if a == "qwen3moe" || a == "qwen35moe" {
 			if s.Experts == 0 && s.ExpertsUsed == 0 && s.ExpertFF == 0 {
 				s.Experts, s.ExpertsUsed, s.ExpertFF = 4, 2, s.FF/2
 			}
@@ -250,6 +305,9 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 			set(a+".expert_count", uint32(s.Experts))
 			set(a+".expert_used_count", uint32(s.ExpertsUsed))
 			set(a+".expert_feed_forward_length", uint32(s.ExpertFF))
+			if a == "qwen35moe" {
+				set(a+".expert_shared_feed_forward_length", uint32(s.SharedFF))
+			}
 		}
 	default:
 		return nil, nil, fmt.Errorf("modeltest: architecture %q", a)
@@ -284,6 +342,10 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 	}
 	for l := range s.Layers {
 		p := fmt.Sprintf("blk.%d.", l)
+		if hybrid {
+			hybridBlock(add, mat, norm, s, p, (l+1)%s.FullAttn != 0, hd)
+			continue
+		}
 		norm(p+"attn_norm.weight", s.Embd)
 		if a == "phi3" {
 			mat(p+"attn_qkv.weight", qDim+2*kvDim, s.Embd)
@@ -339,13 +401,55 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 	return w, ts, nil
 }
 
+// hybridBlock lists a Qwen3.5 block's tensors: a gated delta net (rec) or
+// gated attention, the post-attention norm and the FFN.
+func hybridBlock(add func(string, float64, float64, ...int64), mat func(string, int, int), norm func(string, int), s Spec, p string, rec bool, hd int) {
+	norm(p+"attn_norm.weight", s.Embd)
+	if rec {
+		kDim, vDim := s.SSMGroups*s.SSMState, s.SSMHeads*s.SSMState
+		mat(p+"attn_qkv.weight", 2*kDim+vDim, s.Embd)
+		mat(p+"attn_gate.weight", vDim, s.Embd)
+		add(p+"ssm_conv1d.weight", 0, 0.5, 4, int64(2*kDim+vDim))
+		add(p+"ssm_dt.bias", 0, 0.5, int64(s.SSMHeads))
+		// A = −exp(A_log): negative, a decay of exp(softplus(…)·A) < 1.
+		add(p+"ssm_a", -0.6, 0.2, int64(s.SSMHeads))
+		mat(p+"ssm_beta.weight", s.SSMHeads, s.Embd)
+		mat(p+"ssm_alpha.weight", s.SSMHeads, s.Embd)
+		norm(p+"ssm_norm.weight", s.SSMState)
+		mat(p+"ssm_out.weight", s.Embd, vDim)
+	} else {
+		mat(p+"attn_q.weight", 2*s.Heads*hd, s.Embd)
+		mat(p+"attn_k.weight", s.KVHeads*hd, s.Embd)
+		mat(p+"attn_v.weight", s.KVHeads*hd, s.Embd)
+		norm(p+"attn_q_norm.weight", hd)
+		norm(p+"attn_k_norm.weight", hd)
+		mat(p+"attn_output.weight", s.Embd, s.Heads*hd)
+	}
+	norm(p+"post_attention_norm.weight", s.Embd)
+	if s.Arch != "qwen35moe" {
+		mat(p+"ffn_gate.weight", s.FF, s.Embd)
+		mat(p+"ffn_up.weight", s.FF, s.Embd)
+		mat(p+"ffn_down.weight", s.Embd, s.FF)
+		return
+	}
+	add(p+"ffn_gate_inp.weight", 0, 2/math.Sqrt(float64(s.Embd)), int64(s.Embd), int64(s.Experts))
+	x := int64(s.Experts)
+	add(p+"ffn_gate_exps.weight", 0, 1/math.Sqrt(float64(s.Embd)), int64(s.Embd), int64(s.ExpertFF), x)
+	add(p+"ffn_up_exps.weight", 0, 1/math.Sqrt(float64(s.Embd)), int64(s.Embd), int64(s.ExpertFF), x)
+	add(p+"ffn_down_exps.weight", 0, 1/math.Sqrt(float64(s.ExpertFF)), int64(s.ExpertFF), int64(s.Embd), x)
+	add(p+"ffn_gate_inp_shexp.weight", 0, 1/math.Sqrt(float64(s.Embd)), int64(s.Embd))
+	mat(p+"ffn_gate_shexp.weight", s.SharedFF, s.Embd)
+	mat(p+"ffn_up_shexp.weight", s.SharedFF, s.Embd)
+	mat(p+"ffn_down_shexp.weight", s.Embd, s.SharedFF)
+}
+
 // tensorType is llama-quantize's type for a tensor of a file of base type
 // (for the file types Generate makes): vectors and MoE routers stay F32; the output head
 // (the embeddings, when tied) takes Q6_K below 8 bits; Q4_K_M gives Q6_K
 // to attn_v and ffn_down in the layers use_more_bits picks, Q5_K to a
 // fused QKV.
 func tensorType(s Spec, base quant.Type, name string, ndims int, tied bool) quant.Type {
-	if ndims < 2 || strings.HasSuffix(name, "ffn_gate_inp.weight") {
+	if ndims < 2 || strings.HasSuffix(name, "ffn_gate_inp.weight") || strings.HasSuffix(name, "ssm_conv1d.weight") {
 		return quant.F32
 	}
 	isOutput := name == "output.weight" || (tied && name == "token_embd.weight")

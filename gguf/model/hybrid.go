@@ -1,0 +1,628 @@
+package model
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/meshnode/meshnode/gguf/backend"
+	"github.com/meshnode/meshnode/gguf/quant"
+)
+
+// Qwen3.5 (llama.cpp's qwen35 and qwen35moe graphs) is a hybrid: most
+// blocks replace attention by a gated delta net, a linear attention whose
+// memory is a fixed-size recurrent state per sequence, and every few
+// blocks one is gated full attention over the KV cache. Each block's
+// attention (either kind) is followed by an RMSNorm (post_attention_norm)
+// and a SwiGLU FFN, dense (qwen35) or a mixture of experts plus a gated
+// shared expert (qwen35moe).
+//
+// A delta-net block, per token t (llm_build_delta_net_base with the CPU's
+// fused ggml_gated_delta_net):
+//
+//	qkv = conv1d(silu) over the last ConvKernel rows of h·Wqkvᵀ (the
+//	      ConvKernel−1 rows before t are the conv state)
+//	q, k = L2-normalised per key head; v per value head
+//	g = softplus(h·Wα + dt_bias) · A, β = sigmoid(h·Wβ)  (per value head)
+//	S = exp(g)·S;  S += k ⊗ β(v − Sᵀk);  o = Sᵀq / √d   (per value head,
+//	      key head = value head mod key heads)
+//	out = (RMSNorm(o) · ssm_norm · silu(h·Wzᵀ)) · Woutᵀ
+//
+// The projections run on the backend; the convolution, the recurrence and
+// the gated norm run on the host over a step's rows, piece by piece (a
+// piece is one sequence's consecutive tokens, so each advances its own
+// session's state in order): they are O(heads·d²) per token, small beside
+// the projections, and every backend can Read and Write. A row's result
+// depends only on its sequence's earlier rows, never on what else shares
+// the step, so batching keeps tokens' logits bit-identical.
+
+// deltaLayer is a delta-net block's weights.
+type deltaLayer struct {
+	wqkv, wz, wBeta, wAlpha, wOut backend.Weight
+	conv                          []float32 // ConvChannels × ConvKernel, a channel's taps together
+	dtBias, a                     []float32 // per value head
+	norm                          []float32 // value head size
+}
+
+// sharedExpert is qwen35moe's shared expert: a SwiGLU FFN whose output is
+// scaled by sigmoid(h·gateInp) and added to the routed experts' sum.
+type sharedExpert struct {
+	gate, up, down, gateInp backend.Weight
+}
+
+// convChannels is the width of a delta-net block's convolved projection:
+// the keys' and queries' heads and the values'.
+func (c *Config) convChannels() int { return 2*c.SSMGroups*c.SSMStateSize + c.SSMInner }
+
+// hybridState is a session's recurrent memory in one delta-net block.
+type hybridState struct {
+	conv []float32 // (ConvKernel−1) × convChannels: the last inputs, oldest first
+	ssm  []float32 // SSMHeads × d × d: per head Sᵀ, row j the j-th value component
+}
+
+// parseHybrid reads Qwen3.5's delta-net sizes and its layer pattern
+// (llama_model_qwen35::load_arch_hparams).
+func (c *Config) parseHybrid(m meta) error {
+	var err error
+	for _, f := range []struct {
+		dst *int
+		key string
+	}{
+		{&c.ConvKernel, "ssm.conv_kernel"}, {&c.SSMInner, "ssm.inner_size"}, {&c.SSMStateSize, "ssm.state_size"},
+		{&c.SSMHeads, "ssm.time_step_rank"}, {&c.SSMGroups, "ssm.group_count"},
+	} {
+		if *f.dst, err = m.uint(f.key, 0, true); err != nil {
+			return err
+		}
+		if *f.dst <= 0 || *f.dst > maxDim {
+			return invalid("%s = %d", m.key(f.key), *f.dst)
+		}
+	}
+	switch {
+	case c.SSMHeads%c.SSMGroups != 0:
+		return invalid("%d delta-net value heads over %d key heads", c.SSMHeads, c.SSMGroups)
+	case c.SSMInner != c.SSMHeads*c.SSMStateSize:
+		// ggml_gated_delta_net needs the value head as wide as the key head.
+		return unsupported("a delta net of inner size %d over %d heads of state %d", c.SSMInner, c.SSMHeads, c.SSMStateSize)
+	case c.ConvKernel < 2 || c.ConvKernel > 64:
+		return invalid("%s = %d", m.key("ssm.conv_kernel"), c.ConvKernel)
+	}
+	if n, err := m.uint("nextn_predict_layers", 0, false); err != nil {
+		return err
+	} else if n > 0 {
+		return unsupported("%d multi-token-prediction layers (%s)", n, m.key("nextn_predict_layers"))
+	}
+
+	c.Recurrent = make([]bool, c.Layers)
+	key := m.key("attention.recurrent_layers")
+	if v, ok := m.md.Lookup(key); ok {
+		vals, isArr := v.Values()
+		if !isArr || len(vals) != c.Layers {
+			return invalid("%s is not %d flags", key, c.Layers)
+		}
+		for l, x := range vals {
+			if c.Recurrent[l], ok = x.AsBool(); !ok {
+				return invalid("%s element of type %s", key, x.Type())
+			}
+		}
+	} else {
+		interval, err := m.uint("full_attention_interval", 4, false)
+		if err != nil {
+			return err
+		}
+		if interval <= 0 {
+			return invalid("%s = %d", m.key("full_attention_interval"), interval)
+		}
+		for l := range c.Recurrent {
+			c.Recurrent[l] = (l+1)%interval != 0
+		}
+	}
+	return c.parseSections(m)
+}
+
+// parseSections reads the M-RoPE sections of Qwen3.5's attention and
+// checks that text positions make it plain NeoX RoPE: llama.cpp rotates
+// interleaved (IMROPE) sections by the temporal, height and width
+// positions, all equal to the token's position for text, so every pair
+// must fall in one of those three sections (the real models' 11/11/10 of
+// 32 pairs do); a pair in the fourth would turn by another position.
+func (c *Config) parseSections(m meta) error {
+	key := m.key("rope.dimension_sections")
+	var sec []int
+	if a, ok := m.md.Int32s(key); ok {
+		for _, v := range a {
+			sec = append(sec, int(v))
+		}
+	} else if a, ok := m.md.Uint32s(key); ok {
+		for _, v := range a {
+			sec = append(sec, int(v))
+		}
+	} else {
+		return invalid("%s is missing", key)
+	}
+	if len(sec) < 3 || len(sec) > 4 {
+		return invalid("%s has %d sections", key, len(sec))
+	}
+	copy(c.RoPESections[:], sec)
+	s := c.RoPESections
+	total := 0
+	for _, v := range s {
+		if v < 0 || v > maxDim {
+			return invalid("%s = %v", key, sec)
+		}
+		total += v
+	}
+	if total <= 0 || total > c.RoPEDims/2 {
+		return invalid("%s = %v for %d rotary pairs", key, sec, c.RoPEDims/2)
+	}
+	for i := range c.RoPEDims / 2 {
+		sector := i % total
+		ok := sector%3 == 0 && sector < 3*s[0] || sector%3 == 1 && sector < 3*s[1] || sector%3 == 2 && sector < 3*s[2]
+		if !ok {
+			return unsupported("%s = %v: rotary pair %d turns by the fourth M-RoPE position", key, sec, i)
+		}
+	}
+	return nil
+}
+
+// loadHybridLayer loads block l of a Qwen3.5 model: a delta net or gated
+// attention, the post-attention norm the FFN starts from, and the FFN.
+func (m *Model) loadHybridLayer(ld *loader, l int) error {
+	c := &m.cfg
+	ly := &m.layers[l-m.lo]
+	name := func(s string) string { return fmt.Sprintf("blk.%d.%s", l, s) }
+	var err error
+	vec := func(dst *backend.Weight, s string, n int) {
+		if err == nil {
+			*dst, err = ld.vector(name(s), n, true)
+		}
+	}
+	mat := func(dst *backend.Weight, s string, rows, cols int) {
+		if err == nil {
+			*dst, err = ld.matrix(name(s), rows, cols, true)
+		}
+	}
+	host := func(dst *[]float32, s string, dims ...int) {
+		if err == nil {
+			*dst, err = ld.hostFloats(name(s), dims...)
+		}
+	}
+	vec(&ly.attnNorm, "attn_norm.weight", c.Embd)
+	vec(&ly.ffnNorm, "post_attention_norm.weight", c.Embd)
+	if c.Recurrent[l] {
+		d := &deltaLayer{}
+		ly.delta = d
+		mat(&d.wqkv, "attn_qkv.weight", c.convChannels(), c.Embd)
+		mat(&d.wz, "attn_gate.weight", c.SSMInner, c.Embd)
+		mat(&d.wBeta, "ssm_beta.weight", c.SSMHeads, c.Embd)
+		mat(&d.wAlpha, "ssm_alpha.weight", c.SSMHeads, c.Embd)
+		mat(&d.wOut, "ssm_out.weight", c.Embd, c.SSMInner)
+		host(&d.conv, "ssm_conv1d.weight", c.ConvKernel, c.convChannels())
+		host(&d.dtBias, "ssm_dt.bias", c.SSMHeads)
+		host(&d.a, "ssm_a", c.SSMHeads)
+		host(&d.norm, "ssm_norm.weight", c.SSMStateSize)
+	} else {
+		qDim, kDim, vDim := c.Heads*c.HeadDimK, c.KVHeads*c.HeadDimK, c.KVHeads*c.HeadDimV
+		ly.attn = backend.Attention{Heads: c.Heads, KVHeads: c.KVHeads, HeadDimK: c.HeadDimK, HeadDimV: c.HeadDimV, Scale: c.AttnScale}
+		if err == nil {
+			ly.wq, ly.qGate, err = ld.headSplit(name("attn_q.weight"), c.Heads, c.HeadDimK, c.Embd)
+		}
+		mat(&ly.wk, "attn_k.weight", kDim, c.Embd)
+		mat(&ly.wv, "attn_v.weight", vDim, c.Embd)
+		mat(&ly.wo, "attn_output.weight", c.Embd, qDim)
+		vec(&ly.qNorm, "attn_q_norm.weight", c.HeadDimK)
+		vec(&ly.kNorm, "attn_k_norm.weight", c.HeadDimK)
+	}
+	if err != nil {
+		return err
+	}
+	if !c.spec.moe {
+		mat(&ly.gate, "ffn_gate.weight", c.FF, c.Embd)
+		mat(&ly.up, "ffn_up.weight", c.FF, c.Embd)
+		mat(&ly.down, "ffn_down.weight", c.Embd, c.FF)
+		return err
+	}
+	if err = m.loadExperts(ld, ly, name); err != nil {
+		return err
+	}
+	sh := &sharedExpert{}
+	ly.shared = sh
+	mat(&sh.gate, "ffn_gate_shexp.weight", c.SharedFF, c.Embd)
+	mat(&sh.up, "ffn_up_shexp.weight", c.SharedFF, c.Embd)
+	mat(&sh.down, "ffn_down_shexp.weight", c.Embd, c.SharedFF)
+	vec(&sh.gateInp, "ffn_gate_inp_shexp.weight", c.Embd)
+	return err
+}
+
+// hostFloats reads a required F32/F16 tensor of exactly dims (row length
+// first) to float32, for the parts of a delta net that run on the host.
+func (ld *loader) hostFloats(name string, dims ...int) ([]float32, error) {
+	t, b, _, err := ld.lookup(name, true, dims...)
+	if err != nil {
+		return nil, err
+	}
+	if t.Type != quant.F32 && t.Type != quant.F16 {
+		return nil, fmt.Errorf("%w: tensor %s has type %s (want F32 or F16)", ErrUnsupported, name, t.Type)
+	}
+	n := 1
+	for _, d := range dims {
+		n *= d
+	}
+	out := make([]float32, n)
+	if err := quant.Dequantize(t.Type, b, out); err != nil {
+		return nil, fmt.Errorf("%w: tensor %s: %w", ErrInvalid, name, err)
+	}
+	return out, nil
+}
+
+// headSplit loads Qwen3.5's joint query-and-gate projection, whose rows
+// are, per head, the head's query rows then its gate rows, as two
+// matrices: all heads' query rows, and all heads' gate rows. Rows are
+// whole quantisation blocks, so moving them is exact; the two are a copy
+// of the file's bytes, in its type.
+func (ld *loader) headSplit(name string, heads, hd, cols int) (q, gate backend.Weight, err error) {
+	t, b, _, err := ld.lookup(name, true, cols, 2*heads*hd)
+	if err != nil {
+		return nil, nil, err
+	}
+	rs, err := t.Type.RowSize(cols)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: tensor %s: %w", ErrInvalid, name, err)
+	}
+	qb, gb := make([]byte, 0, heads*hd*rs), make([]byte, 0, heads*hd*rs)
+	for h := range heads {
+		at := 2 * h * hd * rs
+		qb = append(qb, b[at:at+hd*rs]...)
+		gb = append(gb, b[at+hd*rs:at+2*hd*rs]...)
+	}
+	if q, err = ld.weight(name, t.Type, heads*hd, cols, qb); err != nil {
+		return nil, nil, err
+	}
+	gate, err = ld.weight(name, t.Type, heads*hd, cols, gb)
+	return q, gate, err
+}
+
+// hybridScratch is the delta net's and the gated attention's per-step
+// memory: device rows for the projections, host copies for the scan.
+type hybridScratch struct {
+	qkv, z, beta, alpha, y backend.Tensor
+	qgate                  backend.Tensor // rows × Heads·HeadDimV: the attention's output gate
+	sh                     backend.Tensor // rows × 1: the shared expert's gate
+	shGate, shUp, shOut    backend.Tensor // the shared expert's activations
+
+	hQKV, hZ, hBeta, hAlpha, hY []float32
+	hA, hB                      []float32 // rows × Embd or wider, for host-side combinations
+	win                         []float32 // (ConvKernel−1+1) × channels: one row's convolution window
+	delta                       []float32 // one head's update
+}
+
+func newHybridScratch(be backend.Backend, c *Config, rows int) *hybridScratch {
+	ch := c.convChannels()
+	hs := &hybridScratch{
+		qkv:    be.NewTensor(rows, ch),
+		z:      be.NewTensor(rows, c.SSMInner),
+		beta:   be.NewTensor(rows, c.SSMHeads),
+		alpha:  be.NewTensor(rows, c.SSMHeads),
+		y:      be.NewTensor(rows, c.SSMInner),
+		qgate:  be.NewTensor(rows, c.Heads*c.HeadDimV),
+		hQKV:   make([]float32, rows*ch),
+		hZ:     make([]float32, rows*c.SSMInner),
+		hBeta:  make([]float32, rows*c.SSMHeads),
+		hAlpha: make([]float32, rows*c.SSMHeads),
+		hY:     make([]float32, rows*c.SSMInner),
+		hA:     make([]float32, rows*max(c.Embd, c.Heads*c.HeadDimV)),
+		hB:     make([]float32, rows*max(c.Embd, c.Heads*c.HeadDimV)),
+		delta:  make([]float32, c.SSMStateSize),
+	}
+	if c.SharedFF > 0 {
+		hs.sh = be.NewTensor(rows, 1)
+		hs.shGate, hs.shUp = be.NewTensor(rows, c.SharedFF), be.NewTensor(rows, c.SharedFF)
+		hs.shOut = be.NewTensor(rows, c.Embd)
+	}
+	return hs
+}
+
+// newHybridState is an empty sequence's memory for every delta-net block
+// of the model (nil for attention blocks).
+func (m *Model) newHybridState() []hybridState {
+	c := &m.cfg
+	if c.Recurrent == nil {
+		return nil
+	}
+	st := make([]hybridState, len(m.layers))
+	for l := range st {
+		if m.layers[l].delta != nil {
+			st[l] = hybridState{
+				conv: make([]float32, (c.ConvKernel-1)*c.convChannels()),
+				ssm:  make([]float32, c.SSMHeads*c.SSMStateSize*c.SSMStateSize),
+			}
+		}
+	}
+	return st
+}
+
+// StateBytes is the size of one session's recurrent memory (0 for a model
+// without delta-net blocks): its state and the checkpoint kept beside it.
+func (m *Model) StateBytes() int64 {
+	c := &m.cfg
+	var n int64
+	for _, ly := range m.layers {
+		if ly.delta != nil {
+			n += int64((c.ConvKernel-1)*c.convChannels() + c.SSMHeads*c.SSMStateSize*c.SSMStateSize)
+		}
+	}
+	return 2 * 4 * n
+}
+
+// deltaNet sets o's rows to the delta-net block's output for the normed
+// rows h, advancing each piece's session's state over its rows.
+func (m *Model) deltaNet(hs *hybridScratch, ly *layer, l int, p *plan, o, h backend.Tensor) {
+	be, c := m.be, &m.cfg
+	d := ly.delta
+	n := h.Rows
+	ch, inner, nh := c.convChannels(), c.SSMInner, c.SSMHeads
+	be.MatMul(hs.qkv.Slice(0, n), d.wqkv, h)
+	be.MatMul(hs.z.Slice(0, n), d.wz, h)
+	be.MatMul(hs.beta.Slice(0, n), d.wBeta, h)
+	be.MatMul(hs.alpha.Slice(0, n), d.wAlpha, h)
+	be.Read(hs.hQKV[:n*ch], hs.qkv.Slice(0, n))
+	be.Read(hs.hZ[:n*inner], hs.z.Slice(0, n))
+	be.Read(hs.hBeta[:n*nh], hs.beta.Slice(0, n))
+	be.Read(hs.hAlpha[:n*nh], hs.alpha.Slice(0, n))
+
+	for _, pc := range p.pieces {
+		st := &pc.s.state[l]
+		for r := pc.row; r < pc.row+pc.n; r++ {
+			m.deltaRow(hs, d, st, r)
+		}
+	}
+	be.Write(hs.y.Slice(0, n), hs.hY[:n*inner])
+	be.MatMul(o, d.wOut, hs.y.Slice(0, n))
+}
+
+// deltaRow runs row r of the step through the convolution, the
+// recurrence and the gated norm, with st its sequence's state before it.
+func (m *Model) deltaRow(hs *hybridScratch, d *deltaLayer, st *hybridState, r int) {
+	c := &m.cfg
+	ch, K, S := c.convChannels(), c.ConvKernel, c.SSMStateSize
+	x := hs.hQKV[r*ch : (r+1)*ch]
+	// The window is the conv state's K−1 rows then this row; the new
+	// state drops the oldest (ggml_ssm_conv over the concatenation).
+	if cap(hs.win) < K*ch {
+		hs.win = make([]float32, K*ch)
+	}
+	win := hs.win[:K*ch]
+	copy(win, st.conv)
+	copy(win[(K-1)*ch:], x)
+	for i := range ch {
+		var sum float32
+		w := d.conv[i*K : (i+1)*K]
+		for k := range K {
+			sum += win[k*ch+i] * w[k]
+		}
+		x[i] = silu(sum)
+	}
+	copy(st.conv, win[ch:])
+
+	kh := c.SSMGroups
+	q, k, v := x[:kh*S], x[kh*S:2*kh*S], x[2*kh*S:]
+	for h := range kh {
+		l2Norm(q[h*S:(h+1)*S], c.NormEps)
+		l2Norm(k[h*S:(h+1)*S], c.NormEps)
+	}
+	scale := 1 / float32(math.Sqrt(float64(S)))
+	y := hs.hY[r*c.SSMInner : (r+1)*c.SSMInner]
+	z := hs.hZ[r*c.SSMInner : (r+1)*c.SSMInner]
+	delta := hs.delta
+	for h := range c.SSMHeads {
+		g := softplus(hs.hAlpha[r*c.SSMHeads+h]+d.dtBias[h]) * d.a[h]
+		beta := sigmoid(hs.hBeta[r*c.SSMHeads+h])
+		qh, khd := q[(h%kh)*S:(h%kh+1)*S], k[(h%kh)*S:(h%kh+1)*S]
+		vh := v[h*S : (h+1)*S]
+		M := st.ssm[h*S*S : (h+1)*S*S]
+		decay := float32(math.Exp(float64(g)))
+		for i := range M {
+			M[i] *= decay
+		}
+		for j := range S {
+			delta[j] = (vh[j] - dot(M[j*S:(j+1)*S], khd)) * beta
+		}
+		for j := range S {
+			row, dj := M[j*S:(j+1)*S], delta[j]
+			for i, kv := range khd {
+				row[i] += kv * dj
+			}
+		}
+		out := y[h*S : (h+1)*S]
+		for j := range S {
+			out[j] = dot(M[j*S:(j+1)*S], qh) * scale
+		}
+		// The gated norm: RMSNorm over the head, times ssm_norm, times
+		// silu of the gate.
+		var ss float64
+		for _, o := range out {
+			ss += float64(o * o)
+		}
+		inv := 1 / float32(math.Sqrt(float64(float32(ss/float64(S))+c.NormEps)))
+		for j := range out {
+			out[j] = out[j] * inv * d.norm[j] * silu(z[h*S+j])
+		}
+	}
+}
+
+func dot(a, b []float32) float32 {
+	var s float32
+	for i, x := range a {
+		s += x * b[i]
+	}
+	return s
+}
+
+func silu(x float32) float32    { return x / (1 + float32(math.Exp(float64(-x)))) }
+func sigmoid(x float32) float32 { return 1 / (1 + float32(math.Exp(float64(-x)))) }
+
+// softplus is ggml's: x itself above 20.
+func softplus(x float32) float32 {
+	if x > 20 {
+		return x
+	}
+	return float32(math.Log(1 + math.Exp(float64(x))))
+}
+
+// l2Norm scales x to unit length as ggml_l2_norm does (the sum in
+// float64, the length at least eps).
+func l2Norm(x []float32, eps float32) {
+	var s float64
+	for _, v := range x {
+		s += float64(v * v)
+	}
+	scale := 1 / max(float32(math.Sqrt(s)), eps)
+	for i := range x {
+		x[i] *= scale
+	}
+}
+
+// gateAttention multiplies the attention output att by sigmoid(h·Wgᵀ),
+// Qwen3.5's output gate, before the output projection.
+func (m *Model) gateAttention(hs *hybridScratch, ly *layer, att, h backend.Tensor) {
+	be := m.be
+	n, w := att.Rows, att.Cols
+	g := hs.qgate.Slice(0, n)
+	be.MatMul(g, ly.qGate, h)
+	a, b := hs.hA[:n*w], hs.hB[:n*w]
+	be.Read(a, att)
+	be.Read(b, g)
+	for i := range a {
+		a[i] *= sigmoid(b[i])
+	}
+	be.Write(att, a)
+}
+
+// sharedFFN adds qwen35moe's gated shared expert of the normed rows h to
+// o, which holds the routed experts' sum.
+func (m *Model) sharedFFN(hs *hybridScratch, sh *sharedExpert, o, h backend.Tensor) {
+	be, c := m.be, &m.cfg
+	n := h.Rows
+	gate, up, out, sg := hs.shGate.Slice(0, n), hs.shUp.Slice(0, n), hs.shOut.Slice(0, n), hs.sh.Slice(0, n)
+	be.MatMul(gate, sh.gate, h)
+	be.MatMul(up, sh.up, h)
+	be.GLU(gate, gate, up, backend.SiLU)
+	be.MatMul(out, sh.down, gate)
+	be.MatMul(sg, sh.gateInp, h)
+	e := c.Embd
+	a, b := hs.hA[:n*e], hs.hB[:n*e]
+	be.Read(a, o)
+	be.Read(b, out)
+	gs := hs.hZ[:n] // the delta net's z rows are free here
+	be.Read(gs, sg)
+	for r := range n {
+		s := sigmoid(gs[r])
+		for i := r * e; i < (r+1)*e; i++ {
+			a[i] += b[i] * s
+		}
+	}
+	be.Write(o, a)
+}
+
+// checkpoint records the recurrent state of every hybrid session of the
+// step's plan before the step changes it: a failed step restores it, and
+// Truncate rewinds to it.
+func checkpoint(p *plan) {
+	for i, pc := range p.pieces {
+		s := pc.s
+		if s.state == nil || seenBefore(p.pieces[:i], s) {
+			continue
+		}
+		if s.ck == nil {
+			s.ck = make([]hybridState, len(s.state))
+			for l, st := range s.state {
+				if st.ssm != nil {
+					s.ck[l] = hybridState{conv: make([]float32, len(st.conv)), ssm: make([]float32, len(st.ssm))}
+				}
+			}
+		}
+		copyState(s.ck, s.state)
+		s.ckPos = len(s.tokens)
+	}
+}
+
+func seenBefore(pieces []piece, s *Session) bool {
+	for _, pc := range pieces {
+		if pc.s == s {
+			return true
+		}
+	}
+	return false
+}
+
+func copyState(dst, src []hybridState) {
+	for l := range src {
+		copy(dst[l].conv, src[l].conv)
+		copy(dst[l].ssm, src[l].ssm)
+	}
+}
+
+// rollback restores the checkpoint of every hybrid session of a step that
+// failed part-way, so its state again matches its tokens.
+func rollback(p *plan) {
+	for _, pc := range p.pieces {
+		if s := pc.s; s.state != nil && s.ckPos == len(s.tokens) {
+			copyState(s.state, s.ck)
+		}
+	}
+}
+
+// rewind makes a hybrid session's state that after its first n tokens: a
+// recurrent state cannot drop positions, so it restores the checkpoint
+// taken before the last step (or the empty state, when n is before it)
+// and evaluates the tokens from there to n again. The attention blocks'
+// keys and values at those positions are rewritten with the same bits.
+func (s *Session) rewind(n int) {
+	from := 0
+	if s.ck != nil && s.ckPos <= n {
+		copyState(s.state, s.ck)
+		from = s.ckPos
+	} else {
+		for l := range s.state {
+			clear(s.state[l].conv)
+			clear(s.state[l].ssm)
+		}
+	}
+	redo := append([]uint32(nil), s.tokens[from:n]...)
+	s.tokens = s.tokens[:from]
+	if s.sc == nil {
+		s.sc = s.m.newScratch(s.batch, 1)
+		s.logits = make([]float32, s.m.cfg.VocabSize)
+	}
+	for len(redo) > 0 {
+		k := min(len(redo), s.batch)
+		s.p.reset()
+		s.p.addBody(s, redo[:k], 0)
+		s.p.tail = k // no logits
+		if err := s.m.forward(context.Background(), s.sc, &s.p); err != nil {
+			// forward fails only on its context, which is never done.
+			panic(fmt.Sprintf("model: re-evaluating a rewound sequence: %v", err))
+		}
+		s.tokens = append(s.tokens, redo[:k]...)
+		redo = redo[k:]
+	}
+}
+
+// parseShared reads qwen35moe's shared expert width (its FFN width when
+// absent, as llama.cpp defaults it) and refuses a routing scale, which
+// this engine does not apply.
+func (c *Config) parseShared(m meta) error {
+	var err error
+	if c.SharedFF, err = m.uint("expert_shared_feed_forward_length", c.FF, false); err != nil {
+		return err
+	}
+	if c.SharedFF <= 0 || c.SharedFF > maxDim {
+		return invalid("%s = %d", m.key("expert_shared_feed_forward_length"), c.SharedFF)
+	}
+	if s, err := m.float("expert_weights_scale", 0); err != nil {
+		return err
+	} else if s != 0 && s != 1 {
+		return unsupported("%s = %v", m.key("expert_weights_scale"), s)
+	}
+	return nil
+}
