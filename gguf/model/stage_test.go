@@ -46,6 +46,10 @@ func TestStagesBitExact(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
+					if modeltest.Hybrid(arch) {
+						checkStageRefused(t, f, be)
+						return
+					}
 					if err := modeltest.StagesBitExact(ctx, f, be, modeltest.Splits(layers)); err != nil {
 						t.Fatal(err)
 					}
@@ -121,6 +125,10 @@ func TestStagesF16Close(t *testing.T) {
 			f, err := gguf.Parse(file)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if modeltest.Hybrid(arch) {
+				checkStageRefused(t, f, cpu.New(cpu.Options{}))
+				return
 			}
 			check(t, f, []model.LayerRange{{Lo: 0, Hi: 1}, {Lo: 1, Hi: 3}, {Lo: 3, Hi: 4}})
 		})
@@ -383,5 +391,24 @@ func TestStageErrors(t *testing.T) {
 	}
 	if _, err := model.LoadStage(bf, be, model.LayerRange{Lo: 1, Hi: 2}); !errors.Is(err, model.ErrUnsupported) || !strings.Contains(err.Error(), "blk.1.ffn_gate_inp.weight") {
 		t.Errorf("stage 1-2 with an unknown tensor in its block: %v", err)
+	}
+}
+
+// checkStageRefused: a hybrid model (qwen35) loads whole but refuses to be
+// split, since a later stage could not rewind its delta-net state.
+func checkStageRefused(t *testing.T, f *gguf.File, be backend.Backend) {
+	t.Helper()
+	if _, err := model.Load(f, be); err != nil {
+		t.Fatalf("the whole model: %v", err)
+	}
+	c, err := model.ParseConfig(f.Metadata)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []model.LayerRange{{Lo: 0, Hi: 1}, {Lo: 1, Hi: c.Layers}} {
+		_, err := model.LoadStage(f, be, r)
+		if !errors.Is(err, model.ErrUnsupported) {
+			t.Fatalf("stage %v: %v, want ErrUnsupported", r, err)
+		}
 	}
 }

@@ -103,6 +103,11 @@ func Fixture(arch, fileType string) Spec {
 	return s
 }
 
+// Hybrid reports whether arch is a hybrid of delta-net and attention
+// blocks (qwen35, qwen35moe), whose models run whole, never split into
+// stages.
+func Hybrid(arch string) bool { return arch == "qwen35" || arch == "qwen35moe" }
+
 // fileTypes maps a file type to general.file_type (llama_ftype) and its
 // base tensor type.
 var fileTypes = map[string]struct {
@@ -212,7 +217,7 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 	if a == "qwen2" || a == "gemma3" || a == "qwen3" || a == "qwen3moe" || a == "qwen35" || a == "qwen35moe" {
 		eps = 1e-6
 	}
-	hybrid := a == "qwen35" || a == "qwen35moe"
+	hybrid := Hybrid(a)
 	if hybrid {
 		if s.SSMHeads == 0 && s.SSMGroups == 0 && s.SSMState == 0 {
 			s.SSMHeads, s.SSMGroups, s.SSMState = 4, 2, 64
