@@ -137,6 +137,9 @@ type Config struct {
 	// key heads and SSMHeads value heads of SSMStateSize, SSMInner the
 	// value heads' width.
 	ConvKernel, SSMInner, SSMStateSize, SSMHeads, SSMGroups int
+	// NextN is the number of multi-token-prediction blocks the file
+	// carries after the Layers it runs (nextn_predict_layers), unused.
+	NextN int
 	// RoPESections are the M-RoPE sections (qwen35), which for text are
 	// NeoX RoPE (parseSections).
 	RoPESections [4]int

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 
 	"github.com/meshnode/meshnode/gguf/backend"
 	"github.com/meshnode/meshnode/gguf/quant"
@@ -87,22 +89,30 @@ func (c *Config) parseHybrid(m meta) error {
 	case c.ConvKernel < 2 || c.ConvKernel > 64:
 		return invalid("%s = %d", m.key("ssm.conv_kernel"), c.ConvKernel)
 	}
-	if n, err := m.uint("nextn_predict_layers", 0, false); err != nil {
+	// Multi-token-prediction blocks (llama.cpp's converter appends them
+	// to block_count by default) are a draft head this engine does not
+	// run: the model is the blocks before them, and their tensors are
+	// left alone, as llama.cpp leaves them unless asked for MTP.
+	if c.NextN, err = m.uint("nextn_predict_layers", 0, false); err != nil {
 		return err
-	} else if n > 0 {
-		return unsupported("%d multi-token-prediction layers (%s)", n, m.key("nextn_predict_layers"))
 	}
+	if c.NextN >= c.Layers {
+		return invalid("%s = %d of %d blocks", m.key("nextn_predict_layers"), c.NextN, c.Layers)
+	}
+	all := c.Layers
+	c.Layers -= c.NextN
+	c.SWA = c.SWA[:c.Layers]
 
 	c.Recurrent = make([]bool, c.Layers)
 	key := m.key("attention.recurrent_layers")
 	if v, ok := m.md.Lookup(key); ok {
 		vals, isArr := v.Values()
-		if !isArr || len(vals) != c.Layers {
-			return invalid("%s is not %d flags", key, c.Layers)
+		if !isArr || len(vals) != all {
+			return invalid("%s is not %d flags", key, all)
 		}
-		for l, x := range vals {
-			if c.Recurrent[l], ok = x.AsBool(); !ok {
-				return invalid("%s element of type %s", key, x.Type())
+		for l := range c.Recurrent {
+			if c.Recurrent[l], ok = vals[l].AsBool(); !ok {
+				return invalid("%s element of type %s", key, vals[l].Type())
 			}
 		}
 	} else {
@@ -606,6 +616,15 @@ func (s *Session) rewind(n int) {
 		s.tokens = append(s.tokens, redo[:k]...)
 		redo = redo[k:]
 	}
+}
+
+// mtpTensor reports whether name belongs to a multi-token-prediction
+// block the file carries after the model's (Config.NextN), unused here.
+func (c *Config) mtpTensor(name string) bool {
+	rest, ok := strings.CutPrefix(name, "blk.")
+	num, _, ok2 := strings.Cut(rest, ".")
+	l, err := strconv.Atoi(num)
+	return ok && ok2 && err == nil && strconv.Itoa(l) == num && l >= c.Layers && l < c.Layers+c.NextN
 }
 
 // parseShared reads qwen35moe's shared expert width (its FFN width when

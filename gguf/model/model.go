@@ -169,7 +169,7 @@ func load(f *gguf.File, be backend.Backend, stage *LayerRange) (*Model, error) {
 	}
 	m.weightBytes = ld.bytes
 	for _, t := range f.Tensors {
-		if !ld.used[t.Name] && !otherStage(t.Name, r, c.Layers) {
+		if !ld.used[t.Name] && !otherStage(t.Name, r, c.Layers) && !c.mtpTensor(t.Name) {
 			return nil, unsupported("tensor %s (%s %v) is not part of a %s model this engine runs", t.Name, t.Type, t.Dims, c.Arch)
 		}
 	}

@@ -1,0 +1,197 @@
+package model_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/cpu"
+	"github.com/meshnode/meshnode/gguf/model"
+	"github.com/meshnode/meshnode/gguf/model/modeltest"
+)
+
+// The hybrid (qwen35) state tests beyond the matrix ones: TestWindowLogits
+// and TestBatchInvariance run the qwen35 fixtures too, so a verified
+// window, a trim after it and any batching give plain decoding's bits.
+
+func hybridFixture(t *testing.T, arch string) []byte {
+	t.Helper()
+	md, err := vocabSource()
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, err := modeltest.Generate(modeltest.Fixture(arch, "Q8_0"), md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
+func sameBits(t *testing.T, what string, got, want []float32) {
+	t.Helper()
+	for i := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("%s: id %d is %v, want %v", what, i, got[i], want[i])
+		}
+	}
+}
+
+// TestHybridPrefixReuse: a prompt that shares only a prefix with what a
+// session holds rewinds its recurrent state (from empty, the prefix being
+// before the session's last step) and gets a fresh session's logits, bit
+// for bit; so does a rewind to within the last step (from its
+// checkpoint), and a step refused by a cancelled context changes nothing.
+func TestHybridPrefixReuse(t *testing.T) {
+	be := cpu.New(cpu.Options{Threads: 2})
+	defer be.Close()
+	for _, arch := range []string{"qwen35", "qwen35moe"} {
+		t.Run(arch, func(t *testing.T) {
+			m, err := load(t, hybridFixture(t, arch), be)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			a := []uint32{1, 306, 763, 304, 1101, 278}
+			b := []uint32{1243, 310, 5, 77, 19}
+			c := []uint32{42, 900, 17}
+			fresh := func(prompt []uint32) []float32 {
+				s := session(t, m, model.SessionOptions{Context: 64, Batch: 4})
+				_, l, err := s.Prefill(ctx, prompt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return append([]float32(nil), l...)
+			}
+			s := session(t, m, model.SessionOptions{Context: 64, Batch: 4})
+			if _, _, err := s.Prefill(ctx, append(append([]uint32(nil), a...), b...)); err != nil {
+				t.Fatal(err)
+			}
+			ac := append(append([]uint32(nil), a...), c...)
+			reused, got, err := s.Prefill(ctx, ac)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if reused != len(a) {
+				t.Fatalf("reused %d tokens, want %d", reused, len(a))
+			}
+			sameBits(t, "after a rewind to the shared prefix", got, fresh(ac))
+
+			// Within the last step: one token, then back to before it.
+			if _, err := s.Eval(ctx, []uint32{8}); err != nil {
+				t.Fatal(err)
+			}
+			s.Truncate(len(ac))
+			got, err = s.Eval(ctx, []uint32{9})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameBits(t, "after a rewind of the last step", got, fresh(append(ac, 9)))
+
+			done, cancel := context.WithCancel(ctx)
+			cancel()
+			if _, err := s.Eval(done, []uint32{10, 11}); !errors.Is(err, context.Canceled) {
+				t.Fatalf("a cancelled step: %v", err)
+			}
+			got, err = s.Eval(ctx, []uint32{12})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameBits(t, "after a cancelled step", got, fresh(append(ac, 9, 12)))
+		})
+	}
+}
+
+// TestHybridMTPBlocks: multi-token-prediction blocks after the model's
+// (nextn_predict_layers, as llama.cpp's converter writes Qwen3.5 by
+// default) are left unused: the logits are the file's without them.
+func TestHybridMTPBlocks(t *testing.T) {
+	be := cpu.New(cpu.Options{Threads: 2})
+	defer be.Close()
+	file := hybridFixture(t, "qwen35")
+	f, err := gguf.Parse(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := model.ParseConfig(f.Metadata)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := "blk." + strconv.Itoa(c.Layers-1) + "."
+	withMTP := rewrite(t, file, map[string]any{"qwen35.block_count": uint32(c.Layers + 1), "qwen35.nextn_predict_layers": uint32(1)},
+		func(ts []gguf.TensorInfo) []gguf.TensorInfo {
+			for _, ti := range ts {
+				if rest, ok := strings.CutPrefix(ti.Name, last); ok {
+					extra := ti
+					extra.Name = "blk." + strconv.Itoa(c.Layers) + "." + rest
+					ts = append(ts, extra)
+				}
+			}
+			return ts
+		}, func(ti gguf.TensorInfo) []byte {
+			if rest, ok := strings.CutPrefix(ti.Name, "blk."+strconv.Itoa(c.Layers)+"."); ok {
+				src, _ := f.Tensor(last + rest)
+				b, err := f.TensorData(src)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return b
+			}
+			return nil
+		})
+	logits := func(file []byte) []float32 {
+		m, err := load(t, file, be)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Config().Layers != c.Layers {
+			t.Fatalf("%d blocks run, want %d", m.Config().Layers, c.Layers)
+		}
+		s := session(t, m, model.SessionOptions{Context: 32})
+		l, err := s.Eval(context.Background(), []uint32{1, 306, 763})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append([]float32(nil), l...)
+	}
+	sameBits(t, "with an MTP block", logits(withMTP), logits(file))
+
+	bad := rewrite(t, file, map[string]any{"qwen35.nextn_predict_layers": uint32(c.Layers)}, nil, nil)
+	if _, err := load(t, bad, be); !errors.Is(err, model.ErrInvalid) {
+		t.Fatalf("every block MTP: %v, want ErrInvalid", err)
+	}
+}
+
+// TestHybridConfigErrors: Qwen3.5 metadata this engine cannot run as
+// llama.cpp does is refused, naming the key.
+func TestHybridConfigErrors(t *testing.T) {
+	be := cpu.New(cpu.Options{})
+	defer be.Close()
+	file := hybridFixture(t, "qwen35")
+	for _, tc := range []struct {
+		name string
+		meta map[string]any
+		want error
+		key  string
+	}{
+		// The fixture rotates 8 pairs: with 4/2/2 the last pair falls in
+		// the fourth (image) section, which text does not turn like the
+		// others.
+		{"fourth rope section", map[string]any{"qwen35.rope.dimension_sections": []int32{4, 2, 2, 0}}, model.ErrUnsupported, "rope.dimension_sections"},
+		{"no sections", map[string]any{"qwen35.rope.dimension_sections": nil}, model.ErrInvalid, "rope.dimension_sections"},
+		{"no conv kernel", map[string]any{"qwen35.ssm.conv_kernel": nil}, model.ErrInvalid, "ssm.conv_kernel"},
+		{"value heads not a multiple", map[string]any{"qwen35.ssm.group_count": uint32(3)}, model.ErrInvalid, "heads"},
+		{"value head wider than the state", map[string]any{"qwen35.ssm.inner_size": uint32(512)}, model.ErrUnsupported, "inner size"},
+		{"layer flags of another length", map[string]any{"qwen35.attention.recurrent_layers": []bool{true, false}}, model.ErrInvalid, "recurrent_layers"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := load(t, rewrite(t, file, tc.meta, nil, nil), be)
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.key) {
+				t.Fatalf("%v, want %v naming %q", err, tc.want, tc.key)
+			}
+		})
+	}
+}
