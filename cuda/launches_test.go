@@ -17,9 +17,13 @@ import (
 // and gate+up matrices, qwen2's Q, K and V biases, gemma3's per-head Q/K
 // norms and post-attention and post-FFN norms, qwen3's Q/K norms, and
 // qwen3moe's router and two experts (gate, up, GLU, down each) with the
-// host's copy of their sum. A change that launches more
+// host's copy of their sum; for qwen35 and qwen35moe a pair of blocks, a
+// delta net (its four projections, the host's scan written back, the
+// output projection) and gated attention (qwen3's with the gate's
+// projection and the host's gating written back), and qwen35moe's shared
+// expert. A change that launches more
 // fails here and updates the docs.
-var decodeLaunchesPerLayer = map[string]int64{"llama": 14, "phi3": 15, "qwen2": 19, "gemma3": 19, "qwen3": 16, "qwen3moe": 23}
+var decodeLaunchesPerLayer = map[string]int64{"llama": 14, "phi3": 15, "qwen2": 19, "gemma3": 19, "qwen3": 16, "qwen3moe": 23, "qwen35": 31, "qwen35moe": 59}
 
 // decodeLaunchesOutside bounds those outside the layers: the embedding
 // (and gemma3's scaling of it), the final norm, its quantisation, the
@@ -37,7 +41,13 @@ func TestDecodeLaunches(t *testing.T) {
 	for _, arch := range modeltest.Archs {
 		t.Run(arch, func(t *testing.T) {
 			var n [2]int64
-			for i, layers := range []int{2, 3} {
+			// Qwen3.5's fixture blocks alternate, a delta net then gated
+			// attention: its "layer" is such a pair.
+			sizes := []int{2, 3}
+			if modeltest.Hybrid(arch) {
+				sizes = []int{2, 4}
+			}
+			for i, layers := range sizes {
 				spec := modeltest.Fixture(arch, "Q4_K_M")
 				spec.Layers = layers
 				b, err := modeltest.Generate(spec, md)
@@ -50,7 +60,8 @@ func TestDecodeLaunches(t *testing.T) {
 				}
 				n[i] = decodeLaunches(t, f)
 			}
-			perLayer, outside := n[1]-n[0], n[0]-2*(n[1]-n[0])
+			unit := int64(sizes[1] - sizes[0])
+			perLayer, outside := n[1]-n[0], n[0]-int64(sizes[0])/unit*(n[1]-n[0])
 			t.Logf("%s: %d launches per layer, %d outside the layers", arch, perLayer, outside)
 			if want, ok := decodeLaunchesPerLayer[arch]; !ok || perLayer > want || perLayer <= 0 {
 				t.Errorf("%s: %d launches per layer, want at most %d", arch, perLayer, want)
@@ -91,6 +102,15 @@ func decodeLaunches(t *testing.T, f *gguf.File) int64 {
 	want := int64(1)
 	if c := m.Config(); c.Experts > 0 {
 		want += int64(c.Layers * (1 + c.ExpertsUsed))
+	}
+	// Qwen3.5 (gguf/model/hybrid.go) runs each delta net's convolution
+	// and recurrence, and each attention block's output gate, on the
+	// host, and qwen35moe its shared expert's gated sum: one more each.
+	if c := m.Config(); c.Recurrent != nil {
+		want += int64(c.Layers)
+		if c.SharedFF > 0 {
+			want += int64(c.Layers)
+		}
 	}
 	if steps := after.Steps - before.Steps; steps != want {
 		t.Errorf("a decode step was launched as %d recordings, want %d", steps, want)

@@ -16,10 +16,11 @@ import (
 // gate+up matrices, qwen2's Q, K and V biases, gemma3's per-head Q/K norms
 // and post-attention and post-FFN norms, qwen3's Q/K norms, qwen3moe's
 // router and two experts with the host's copy of their sum — the CUDA
-// backend's counts but for qwen3moe's one fewer.
+// backend's counts but for qwen3moe's one fewer; for qwen35 and qwen35moe
+// a pair of blocks (a delta net and gated attention, see cuda's test).
 // llama.cpp's Metal path dispatches about 15–17 per layer. A change that
 // dispatches more fails here and updates the docs.
-var decodeDispatchesPerLayer = map[string]int64{"llama": 14, "phi3": 15, "qwen2": 19, "gemma3": 19, "qwen3": 16, "qwen3moe": 22}
+var decodeDispatchesPerLayer = map[string]int64{"llama": 14, "phi3": 15, "qwen2": 19, "gemma3": 19, "qwen3": 16, "qwen3moe": 22, "qwen35": 29, "qwen35moe": 53}
 
 // decodeDispatchesOutside bounds those outside the layers: the embedding
 // (and gemma3's scaling of it), the final norm, its quantisation, the
@@ -38,7 +39,13 @@ func TestDecodeDispatches(t *testing.T) {
 	for _, arch := range modeltest.Archs {
 		t.Run(arch, func(t *testing.T) {
 			var n [2]int64
-			for i, layers := range []int{2, 3} {
+			// Qwen3.5's fixture blocks alternate, a delta net then gated
+			// attention: its "layer" is such a pair.
+			sizes := []int{2, 3}
+			if modeltest.Hybrid(arch) {
+				sizes = []int{2, 4}
+			}
+			for i, layers := range sizes {
 				spec := modeltest.Fixture(arch, "Q4_K_M")
 				spec.Layers = layers
 				b, err := modeltest.Generate(spec, md)
@@ -51,7 +58,8 @@ func TestDecodeDispatches(t *testing.T) {
 				}
 				n[i] = decodeDispatches(t, f)
 			}
-			perLayer, outside := n[1]-n[0], n[0]-2*(n[1]-n[0])
+			unit := int64(sizes[1] - sizes[0])
+			perLayer, outside := n[1]-n[0], n[0]-int64(sizes[0])/unit*(n[1]-n[0])
 			t.Logf("%s: %d dispatches per decode layer, %d outside the layers", arch, perLayer, outside)
 			if want, ok := decodeDispatchesPerLayer[arch]; !ok || perLayer > want || perLayer <= 0 {
 				t.Errorf("%s: %d dispatches per layer, want at most %d", arch, perLayer, want)
@@ -91,6 +99,15 @@ func decodeDispatches(t *testing.T, f *gguf.File) int64 {
 	want := int64(1)
 	if c := m.Config(); c.Experts > 0 {
 		want += int64(c.Layers * (1 + c.ExpertsUsed))
+	}
+	// Qwen3.5 (gguf/model/hybrid.go) runs each delta net's scan, and each
+	// attention block's output gate, on the host, and qwen35moe its
+	// shared expert's gated sum: one more each.
+	if c := m.Config(); c.Recurrent != nil {
+		want += int64(c.Layers)
+		if c.SharedFF > 0 {
+			want += int64(c.Layers)
+		}
 	}
 	if steps := after.Steps - before.Steps; steps != want {
 		t.Errorf("a decode step was %d command buffers, want %d", steps, want)
