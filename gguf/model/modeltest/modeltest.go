@@ -79,8 +79,9 @@ var (
 //   - qwen35: 4 blocks alternating a gated delta net (4 value heads of 64
 //     over 2 key heads, a 4-tap convolution) and gated attention with Q/K
 //     norms and M-RoPE sections (3/3/2) over a quarter of the head, an
-//     untied output head (Qwen3.5-0.8B has 3 delta nets per attention
-//     block, 16 value heads of 128 over 16 key heads);
+//     untied output head (the real models have 3 delta nets per attention
+//     block, heads of 128 and a quarter of a 256-wide attention head
+//     rotated);
 //   - qwen35moe: qwen35 with 8 experts of 256, 2 per token, and a gated
 //     shared expert of 256 in every block.
 func Fixture(arch, fileType string) Spec {
