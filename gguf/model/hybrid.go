@@ -62,6 +62,10 @@ type hybridState struct {
 	ssm  []float32 // SSMHeads × d × d: per head Sᵀ, row j the j-th value component
 }
 
+// maxState bounds a delta-net block's recurrent state, in floats (256 MiB;
+// Qwen3.5's is 16 heads of 128×128).
+const maxState = 1 << 26
+
 // parseHybrid reads Qwen3.5's delta-net sizes and its layer pattern
 // (llama_model_qwen35::load_arch_hparams).
 func (c *Config) parseHybrid(m meta) error {
@@ -88,6 +92,12 @@ func (c *Config) parseHybrid(m meta) error {
 		return unsupported("a delta net of inner size %d over %d heads of state %d", c.SSMInner, c.SSMHeads, c.SSMStateSize)
 	case c.ConvKernel < 2 || c.ConvKernel > 64:
 		return invalid("%s = %d", m.key("ssm.conv_kernel"), c.ConvKernel)
+	case c.convChannels() > maxDim:
+		return invalid("a delta net of %d channels", c.convChannels())
+	case int64(c.SSMInner)*int64(c.SSMStateSize) > maxState:
+		// Bounded before any session allocates it: the state's size is
+		// not backed by tensor bytes the loader checks.
+		return unsupported("a delta-net state of %d heads of %d×%d", c.SSMHeads, c.SSMStateSize, c.SSMStateSize)
 	}
 	// Multi-token-prediction blocks (llama.cpp's converter appends them
 	// to block_count by default) are a draft head this engine does not
