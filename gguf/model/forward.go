@@ -149,63 +149,58 @@ func (m *Model) forward(ctx context.Context, sc *scratch, p *plan) (err error) {
 
 		h := sc.h.Slice(0, n)
 		be.RMSNorm(h, x, ly.attnNorm, eps)
-		var o backend.Tensor
 		if ly.delta != nil {
-			// A delta-net block advances every row's state, then only
-			// the logits rows go on, as after attention.
-			o = sc.o.Slice(0, n)
-			m.deltaNet(sc.hy, ly, l, p, o, h)
-			if last && p.tail == n {
+			// Qwen3.5's gated delta net in place of attention (hybrid.go).
+			var done bool
+			if x, done = m.deltaBlock(sc, ly, l, p, x, h, last); done {
 				return nil
 			}
-			if last {
-				o, x = o.Slice(p.tail, n), x.Slice(p.tail, n)
+			continue
+		}
+		q, k, v := sc.q.Slice(0, n), sc.k.Slice(0, n), sc.v.Slice(0, n)
+		project(be, q, ly.wq, ly.bq, h)
+		project(be, k, ly.wk, ly.bk, h)
+		project(be, v, ly.wv, ly.bv, h)
+		if ly.qNorm != nil {
+			be.RMSNorm(q, q, ly.qNorm, eps)
+			be.RMSNorm(k, k, ly.kNorm, eps)
+		}
+		for _, pc := range p.pieces {
+			r := &pc.s.ropes[l]
+			be.RoPE(q.Slice(pc.row, pc.row+pc.n), c.HeadDimK, pc.pos, r)
+			be.RoPE(k.Slice(pc.row, pc.row+pc.n), c.HeadDimK, pc.pos, r)
+		}
+		if c.spec.scaleQ {
+			be.Scale(q, c.AttnScale)
+		}
+		// Every piece's keys are stored before any attends: a sequence's
+		// tail row attends to its body's keys.
+		for _, pc := range p.pieces {
+			be.StoreKV(pc.s.kv, l, pc.pos, k.Slice(pc.row, pc.row+pc.n), v.Slice(pc.row, pc.row+pc.n))
+		}
+		if last && p.tail == n {
+			// The last layer's output feeds only the logits: with its
+			// keys and values stored, this step is done.
+			return nil
+		}
+		att := sc.att.Slice(0, n)
+		for _, pc := range p.pieces {
+			if last && pc.row < p.tail {
+				continue // only the logits rows go on (llama.cpp's inp_out_ids)
 			}
-		} else {
-			q, k, v := sc.q.Slice(0, n), sc.k.Slice(0, n), sc.v.Slice(0, n)
-			project(be, q, ly.wq, ly.bq, h)
-			project(be, k, ly.wk, ly.bk, h)
-			project(be, v, ly.wv, ly.bv, h)
-			if ly.qNorm != nil {
-				be.RMSNorm(q, q, ly.qNorm, eps)
-				be.RMSNorm(k, k, ly.kNorm, eps)
-			}
-			for _, pc := range p.pieces {
-				r := &pc.s.ropes[l]
-				be.RoPE(q.Slice(pc.row, pc.row+pc.n), c.HeadDimK, pc.pos, r)
-				be.RoPE(k.Slice(pc.row, pc.row+pc.n), c.HeadDimK, pc.pos, r)
-			}
-			if c.spec.scaleQ {
-				be.Scale(q, c.AttnScale)
-			}
-			// Every piece's keys are stored before any attends: a sequence's
-			// tail row attends to its body's keys.
-			for _, pc := range p.pieces {
-				be.StoreKV(pc.s.kv, l, pc.pos, k.Slice(pc.row, pc.row+pc.n), v.Slice(pc.row, pc.row+pc.n))
-			}
-			if last && p.tail == n {
-				// The last layer's output feeds only the logits: with its
-				// keys and values stored, this step is done.
-				return nil
-			}
-			att := sc.att.Slice(0, n)
-			for _, pc := range p.pieces {
-				if last && pc.row < p.tail {
-					continue // only the logits rows go on (llama.cpp's inp_out_ids)
-				}
-				be.Attend(att.Slice(pc.row, pc.row+pc.n), q.Slice(pc.row, pc.row+pc.n), pc.s.kv, l, pc.pos, &ly.attn)
-			}
-			if last {
-				att, x, h = att.Slice(p.tail, n), x.Slice(p.tail, n), h.Slice(p.tail, n)
-			}
-			if ly.qGate != nil {
-				m.gateAttention(sc.hy, ly, att, h)
-			}
-
-			o = sc.o.Slice(0, x.Rows)
-			project(be, o, ly.wo, ly.bo, att)
+			be.Attend(att.Slice(pc.row, pc.row+pc.n), q.Slice(pc.row, pc.row+pc.n), pc.s.kv, l, pc.pos, &ly.attn)
+		}
+		if last {
+			att, x = att.Slice(p.tail, n), x.Slice(p.tail, n)
+		}
+		if ly.qGate != nil {
+			// Qwen3.5's output gate, of the rows that go on (the last).
+			m.gateAttention(sc.hy, ly, att, h.Slice(n-att.Rows, n))
 		}
 		rows := x.Rows
+
+		o := sc.o.Slice(0, rows)
+		project(be, o, ly.wo, ly.bo, att)
 		if ly.postAttnNorm != nil {
 			be.RMSNorm(o, o, ly.postAttnNorm, eps)
 		}

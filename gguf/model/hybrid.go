@@ -374,6 +374,40 @@ func (m *Model) StateBytes() int64 {
 	return 2 * 4 * n
 }
 
+// deltaBlock runs a delta-net block of the forward pass on the residual
+// rows x normed into h: the delta net, whose state every row advances,
+// then, for the rows that go on (the logits rows in the model's last
+// block), the residual add and the FFN. It returns those rows of x, and
+// whether the step is done (the last block with no logits wanted).
+func (m *Model) deltaBlock(sc *scratch, ly *layer, l int, p *plan, x, h backend.Tensor, last bool) (backend.Tensor, bool) {
+	be, eps := m.be, m.cfg.NormEps
+	n := x.Rows
+	o := sc.o.Slice(0, n)
+	m.deltaNet(sc.hy, ly, l, p, o, h)
+	if last && p.tail == n {
+		return x, true
+	}
+	if last {
+		o, x = o.Slice(p.tail, n), x.Slice(p.tail, n)
+	}
+	rows := x.Rows
+	be.Add(x, o)
+	h = sc.h.Slice(0, rows)
+	be.RMSNorm(h, x, ly.ffnNorm, eps)
+	if ly.router != nil {
+		m.moeFFN(sc.moe, ly, o, h)
+		m.sharedFFN(sc.hy, ly.shared, o, h)
+	} else {
+		gate, up := sc.gate.Slice(0, rows), sc.up.Slice(0, rows)
+		be.MatMul(gate, ly.gate, h)
+		be.MatMul(up, ly.up, h)
+		be.GLU(gate, gate, up, backend.SiLU)
+		be.MatMul(o, ly.down, gate)
+	}
+	be.Add(x, o)
+	return x, false
+}
+
 // deltaNet sets o's rows to the delta-net block's output for the normed
 // rows h, advancing each piece's session's state over its rows.
 func (m *Model) deltaNet(hs *hybridScratch, ly *layer, l int, p *plan, o, h backend.Tensor) {
