@@ -254,6 +254,24 @@ func (m *Model) loadHybridLayer(ld *loader, l int) error {
 	return err
 }
 
+// loadExperts loads a mixture-of-experts FFN's router and experts (as
+// loadLayer does for qwen3moe).
+func (m *Model) loadExperts(ld *loader, ly *layer, name func(string) string) error {
+	c := &m.cfg
+	var err error
+	if ly.router, err = ld.matrix(name("ffn_gate_inp.weight"), c.Experts, c.Embd, true); err != nil {
+		return err
+	}
+	if ly.gateExps, err = ld.experts(name("ffn_gate_exps.weight"), c.Experts, c.ExpertFF, c.Embd); err != nil {
+		return err
+	}
+	if ly.upExps, err = ld.experts(name("ffn_up_exps.weight"), c.Experts, c.ExpertFF, c.Embd); err != nil {
+		return err
+	}
+	ly.downExps, err = ld.experts(name("ffn_down_exps.weight"), c.Experts, c.Embd, c.ExpertFF)
+	return err
+}
+
 // hostFloats reads a required F32/F16 tensor of exactly dims (row length
 // first) to float32, for the parts of a delta net that run on the host.
 func (ld *loader) hostFloats(name string, dims ...int) ([]float32, error) {

@@ -306,7 +306,17 @@ func (m *Model) loadLayer(ld *loader, l int) error {
 		if err != nil {
 			return err
 		}
-		return m.loadExperts(ld, ly, name)
+		if ly.router, err = ld.matrix(name("ffn_gate_inp.weight"), c.Experts, c.Embd, true); err != nil {
+			return err
+		}
+		if ly.gateExps, err = ld.experts(name("ffn_gate_exps.weight"), c.Experts, c.ExpertFF, c.Embd); err != nil {
+			return err
+		}
+		if ly.upExps, err = ld.experts(name("ffn_up_exps.weight"), c.Experts, c.ExpertFF, c.Embd); err != nil {
+			return err
+		}
+		ly.downExps, err = ld.experts(name("ffn_down_exps.weight"), c.Experts, c.Embd, c.ExpertFF)
+		return err
 	}
 	if c.spec.fusedGateUp {
 		// phi3: ffn_up is gate then up, and swiglu takes the halves in
@@ -325,23 +335,6 @@ func (m *Model) loadLayer(ld *loader, l int) error {
 	}
 	mat(&ly.down, "ffn_down.weight", c.Embd, c.FF, true)
 	vec(&ly.bdown, "ffn_down.bias", c.Embd, false)
-	return err
-}
-
-// loadExperts loads a mixture-of-experts FFN's router and experts.
-func (m *Model) loadExperts(ld *loader, ly *layer, name func(string) string) error {
-	c := &m.cfg
-	var err error
-	if ly.router, err = ld.matrix(name("ffn_gate_inp.weight"), c.Experts, c.Embd, true); err != nil {
-		return err
-	}
-	if ly.gateExps, err = ld.experts(name("ffn_gate_exps.weight"), c.Experts, c.ExpertFF, c.Embd); err != nil {
-		return err
-	}
-	if ly.upExps, err = ld.experts(name("ffn_up_exps.weight"), c.Experts, c.ExpertFF, c.Embd); err != nil {
-		return err
-	}
-	ly.downExps, err = ld.experts(name("ffn_down_exps.weight"), c.Experts, c.Embd, c.ExpertFF)
 	return err
 }
 
