@@ -146,6 +146,19 @@ func BenchmarkEngineVsLlamaCpp(b *testing.B) {
 		}
 	}
 
+	if os.Getenv("BENCH_QWEN35") == "1" {
+		// Qwen3.5-0.8B's blocks (3 delta nets per gated attention block,
+		// 16 delta heads of 128, 8 attention heads of 256 over 2 KV heads),
+		// with the fixtures' small vocabulary.
+		spec := modeltest.Spec{Arch: "qwen35", FileType: "Q8_0", Embd: 1024, Layers: 24, Heads: 8, KVHeads: 2, HeadDim: 256,
+			FF: 3584, SSMHeads: 16, SSMGroups: 16, SSMState: 128, FullAttn: 4, Context: 4096, Seed: 1}
+		path := filepath.Join(dir, "qwen35-0.8b-q8_0.gguf")
+		if err := writeRandom(path, spec, md); err != nil {
+			b.Fatal(err)
+		}
+		jobs = append(jobs, job{"qwen35-0.8b-q8_0", path, envInt("BENCH_PP", 64), envInt("BENCH_TG", 16), envInt("BENCH_REPS", 3)})
+	}
+
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "model\tthreads\tpp\ttg\tours pp t/s\tllama pp t/s\tpp ratio\tours tg t/s\tllama tg t/s\ttg ratio\tours RSS load MB\tours peak MB\tllama peak MB\tload avg\t\n")
 	for _, j := range jobs {
