@@ -330,7 +330,7 @@ type hybridScratch struct {
 
 	hQKV, hZ, hBeta, hAlpha, hY []float32
 	hA, hB                      []float32 // rows × Embd or wider, for host-side combinations
-	win                         []float32 // (ConvKernel−1+1) × channels: one row's convolution window
+	win                         []float32 // ConvKernel × channels: one row's convolution window
 	delta                       []float32 // one head's update
 }
 
