@@ -19,11 +19,11 @@ import (
 // qwen3moe's router and two experts (gate, up, GLU, down each) with the
 // host's copy of their sum; for qwen35 and qwen35moe a pair of blocks, a
 // delta net (its four projections, the host's scan written back, the
-// output projection) and gated attention (qwen3's with the gate's
-// projection and the host's gating written back), and qwen35moe's shared
-// expert. A change that launches more
+// output projection) and gated attention (qwen3's with the joint query
+// and gate projection split on the host, and the host's gating written
+// back), and qwen35moe's shared expert. A change that launches more
 // fails here and updates the docs.
-var decodeLaunchesPerLayer = map[string]int64{"llama": 14, "phi3": 15, "qwen2": 19, "gemma3": 19, "qwen3": 16, "qwen3moe": 23, "qwen35": 31, "qwen35moe": 59}
+var decodeLaunchesPerLayer = map[string]int64{"llama": 14, "phi3": 15, "qwen2": 19, "gemma3": 19, "qwen3": 16, "qwen3moe": 23, "qwen35": 33, "qwen35moe": 61}
 
 // decodeLaunchesOutside bounds those outside the layers: the embedding
 // (and gemma3's scaling of it), the final norm, its quantisation, the
@@ -104,10 +104,18 @@ func decodeLaunches(t *testing.T, f *gguf.File) int64 {
 		want += int64(c.Layers * (1 + c.ExpertsUsed))
 	}
 	// Qwen3.5 (gguf/model/hybrid.go) runs each delta net's convolution
-	// and recurrence, and each attention block's output gate, on the
-	// host, and qwen35moe its shared expert's gated sum: one more each.
+	// and recurrence, and each attention block's query-and-gate split and
+	// output gate, on the host, and qwen35moe its shared expert's gated
+	// sum.
 	if c := m.Config(); c.Recurrent != nil {
-		want += int64(c.Layers)
+		// Attention blocks read back twice: the joint query-and-gate
+		// projection, split on the host, and the gated output.
+		for _, rec := range c.Recurrent {
+			want++
+			if !rec {
+				want++
+			}
+		}
 		if c.SharedFF > 0 {
 			want += int64(c.Layers)
 		}

@@ -20,7 +20,7 @@ import (
 // a pair of blocks (a delta net and gated attention, see cuda's test).
 // llama.cpp's Metal path dispatches about 15–17 per layer. A change that
 // dispatches more fails here and updates the docs.
-var decodeDispatchesPerLayer = map[string]int64{"llama": 14, "phi3": 15, "qwen2": 19, "gemma3": 19, "qwen3": 16, "qwen3moe": 22, "qwen35": 29, "qwen35moe": 53}
+var decodeDispatchesPerLayer = map[string]int64{"llama": 14, "phi3": 15, "qwen2": 19, "gemma3": 19, "qwen3": 16, "qwen3moe": 22, "qwen35": 30, "qwen35moe": 54}
 
 // decodeDispatchesOutside bounds those outside the layers: the embedding
 // (and gemma3's scaling of it), the final norm, its quantisation, the
@@ -100,11 +100,18 @@ func decodeDispatches(t *testing.T, f *gguf.File) int64 {
 	if c := m.Config(); c.Experts > 0 {
 		want += int64(c.Layers * (1 + c.ExpertsUsed))
 	}
-	// Qwen3.5 (gguf/model/hybrid.go) runs each delta net's scan, and each
-	// attention block's output gate, on the host, and qwen35moe its
-	// shared expert's gated sum: one more each.
+	// Qwen3.5 (gguf/model/hybrid.go) runs each delta net's scan, each
+	// attention block's query-and-gate split and output gate, on the
+	// host, and qwen35moe its shared expert's gated sum.
 	if c := m.Config(); c.Recurrent != nil {
-		want += int64(c.Layers)
+		// Attention blocks read back twice: the joint query-and-gate
+		// projection, split on the host, and the gated output.
+		for _, rec := range c.Recurrent {
+			want++
+			if !rec {
+				want++
+			}
+		}
 		if c.SharedFF > 0 {
 			want += int64(c.Layers)
 		}

@@ -158,7 +158,11 @@ func (m *Model) forward(ctx context.Context, sc *scratch, p *plan) (err error) {
 			continue
 		}
 		q, k, v := sc.q.Slice(0, n), sc.k.Slice(0, n), sc.v.Slice(0, n)
-		project(be, q, ly.wq, ly.bq, h)
+		if ly.qGate != nil {
+			m.projectQGate(sc.hy, ly, q, h) // Qwen3.5's joint query and gate
+		} else {
+			project(be, q, ly.wq, ly.bq, h)
+		}
 		project(be, k, ly.wk, ly.bk, h)
 		project(be, v, ly.wv, ly.bv, h)
 		if ly.qNorm != nil {
@@ -195,7 +199,7 @@ func (m *Model) forward(ctx context.Context, sc *scratch, p *plan) (err error) {
 		}
 		if ly.qGate != nil {
 			// Qwen3.5's output gate, of the rows that go on (the last).
-			m.gateAttention(sc.hy, ly, att, h.Slice(n-att.Rows, n))
+			m.gateAttention(sc.hy, att, n-att.Rows)
 		}
 		rows := x.Rows
 

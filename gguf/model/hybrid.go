@@ -224,9 +224,7 @@ func (m *Model) loadHybridLayer(ld *loader, l int) error {
 	} else {
 		qDim, kDim, vDim := c.Heads*c.HeadDimK, c.KVHeads*c.HeadDimK, c.KVHeads*c.HeadDimV
 		ly.attn = backend.Attention{Heads: c.Heads, KVHeads: c.KVHeads, HeadDimK: c.HeadDimK, HeadDimV: c.HeadDimV, Scale: c.AttnScale}
-		if err == nil {
-			ly.wq, ly.qGate, err = ld.headSplit(name("attn_q.weight"), c.Heads, c.HeadDimK, c.Embd)
-		}
+		mat(&ly.qGate, "attn_q.weight", 2*qDim, c.Embd)
 		mat(&ly.wk, "attn_k.weight", kDim, c.Embd)
 		mat(&ly.wv, "attn_v.weight", vDim, c.Embd)
 		mat(&ly.wo, "attn_output.weight", c.Embd, qDim)
@@ -293,43 +291,17 @@ func (ld *loader) hostFloats(name string, dims ...int) ([]float32, error) {
 	return out, nil
 }
 
-// headSplit loads Qwen3.5's joint query-and-gate projection, whose rows
-// are, per head, the head's query rows then its gate rows, as two
-// matrices: all heads' query rows, and all heads' gate rows. Rows are
-// whole quantisation blocks, so moving them is exact; the two are a copy
-// of the file's bytes, in its type.
-func (ld *loader) headSplit(name string, heads, hd, cols int) (q, gate backend.Weight, err error) {
-	t, b, _, err := ld.lookup(name, true, cols, 2*heads*hd)
-	if err != nil {
-		return nil, nil, err
-	}
-	rs, err := t.Type.RowSize(cols)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: tensor %s: %w", ErrInvalid, name, err)
-	}
-	qb, gb := make([]byte, 0, heads*hd*rs), make([]byte, 0, heads*hd*rs)
-	for h := range heads {
-		at := 2 * h * hd * rs
-		qb = append(qb, b[at:at+hd*rs]...)
-		gb = append(gb, b[at+hd*rs:at+2*hd*rs]...)
-	}
-	if q, err = ld.weight(name, t.Type, heads*hd, cols, qb); err != nil {
-		return nil, nil, err
-	}
-	gate, err = ld.weight(name, t.Type, heads*hd, cols, gb)
-	return q, gate, err
-}
-
 // hybridScratch is the delta net's and the gated attention's per-step
 // memory: device rows for the projections, host copies for the scan.
 type hybridScratch struct {
 	qkv, z, beta, alpha, y backend.Tensor
-	qgate                  backend.Tensor // rows × Heads·HeadDimV: the attention's output gate
+	qgate                  backend.Tensor // rows × 2·Heads·HeadDimK: the joint query and gate projection
 	sh                     backend.Tensor // rows × 1: the shared expert's gate
 	shGate, shUp, shOut    backend.Tensor // the shared expert's activations
 
 	hQKV, hZ, hBeta, hAlpha, hY []float32
 	hA, hB                      []float32 // rows × Embd or wider, for host-side combinations
+	hGate                       []float32 // rows × Heads·HeadDimK: the attention's output gate
 	win                         []float32 // ConvKernel × channels: one row's convolution window
 	delta                       []float32 // one head's update
 }
@@ -342,13 +314,14 @@ func newHybridScratch(be backend.Backend, c *Config, rows int) *hybridScratch {
 		beta:   be.NewTensor(rows, c.SSMHeads),
 		alpha:  be.NewTensor(rows, c.SSMHeads),
 		y:      be.NewTensor(rows, c.SSMInner),
-		qgate:  be.NewTensor(rows, c.Heads*c.HeadDimV),
+		qgate:  be.NewTensor(rows, 2*c.Heads*c.HeadDimK),
+		hGate:  make([]float32, rows*c.Heads*c.HeadDimK),
 		hQKV:   make([]float32, rows*ch),
 		hZ:     make([]float32, rows*c.SSMInner),
 		hBeta:  make([]float32, rows*c.SSMHeads),
 		hAlpha: make([]float32, rows*c.SSMHeads),
 		hY:     make([]float32, rows*c.SSMInner),
-		hA:     make([]float32, rows*max(c.Embd, c.Heads*c.HeadDimV)),
+		hA:     make([]float32, rows*max(c.Embd, 2*c.Heads*c.HeadDimK)),
 		hB:     make([]float32, rows*max(c.Embd, c.Heads*c.HeadDimV)),
 		delta:  make([]float32, c.SSMStateSize),
 	}
@@ -554,18 +527,40 @@ func l2Norm(x []float32, eps float32) {
 	}
 }
 
-// gateAttention multiplies the attention output att by sigmoid(h·Wgᵀ),
-// Qwen3.5's output gate, before the output projection.
-func (m *Model) gateAttention(hs *hybridScratch, ly *layer, att, h backend.Tensor) {
+// projectQGate sets q to the query rows of Qwen3.5's joint query-and-gate
+// projection of h, whose output is, per head, the head's query then its
+// gate, and keeps the gates on the host for gateAttention. The weight is
+// used as the file holds it (read in place); the rows are split on the
+// host.
+func (m *Model) projectQGate(hs *hybridScratch, ly *layer, q, h backend.Tensor) {
+	be, c := m.be, &m.cfg
+	n, hd, w := h.Rows, c.HeadDimK, c.Heads*c.HeadDimK
+	qg := hs.qgate.Slice(0, n)
+	be.MatMul(qg, ly.qGate, h)
+	all := hs.hA[:n*2*w]
+	be.Read(all, qg)
+	qs := hs.hB[:n*w]
+	for r := range n {
+		for hh := range c.Heads {
+			src := all[r*2*w+2*hh*hd:]
+			copy(qs[r*w+hh*hd:r*w+(hh+1)*hd], src[:hd])
+			copy(hs.hGate[r*w+hh*hd:r*w+(hh+1)*hd], src[hd:2*hd])
+		}
+	}
+	be.Write(q, qs)
+}
+
+// gateAttention multiplies the attention output att, the step's rows from
+// first on, by sigmoid of their gates (projectQGate), Qwen3.5's output
+// gate, before the output projection.
+func (m *Model) gateAttention(hs *hybridScratch, att backend.Tensor, first int) {
 	be := m.be
 	n, w := att.Rows, att.Cols
-	g := hs.qgate.Slice(0, n)
-	be.MatMul(g, ly.qGate, h)
-	a, b := hs.hA[:n*w], hs.hB[:n*w]
+	a := hs.hB[:n*w]
 	be.Read(a, att)
-	be.Read(b, g)
+	g := hs.hGate[first*w : (first+n)*w]
 	for i := range a {
-		a[i] *= sigmoid(b[i])
+		a[i] *= sigmoid(g[i])
 	}
 	be.Write(att, a)
 }

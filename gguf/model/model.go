@@ -55,8 +55,8 @@ type layer struct {
 	router                     backend.Weight
 	gateExps, upExps, downExps []backend.Weight
 	// Qwen3.5 (hybrid.go): a delta-net block has delta and no attention
-	// weights; a gated attention block has qGate, the gate rows of its
-	// joint query projection; shared is qwen35moe's shared expert.
+	// weights; a gated attention block has qGate, its joint query and
+	// gate projection, for wq; shared is qwen35moe's shared expert.
 	delta  *deltaLayer
 	qGate  backend.Weight
 	shared *sharedExpert
