@@ -2,18 +2,24 @@ package api
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
+
+	"github.com/meshnode/meshnode/gguf/chat/toolcall"
 )
 
 type chatRequest struct {
 	sampling
-	Messages []struct {
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
-	} `json:"messages"`
-	MaxTokens           *int `json:"max_tokens"`
-	MaxCompletionTokens *int `json:"max_completion_tokens"`
+	Messages            []chatMessageIn `json:"messages"`
+	MaxTokens           *int            `json:"max_tokens"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+
+	Tools             json.RawMessage `json:"tools"`
+	ToolChoice        json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
+	Functions         json.RawMessage `json:"functions"`
+	FunctionCall      json.RawMessage `json:"function_call"`
+
+	tools toolChoice // resolved from the four fields above
 }
 
 func parseChat(body []byte) (*Generation, *chatRequest, error) {
@@ -28,15 +34,16 @@ func parseChat(body []byte) (*Generation, *chatRequest, error) {
 	if len(req.Messages) == 0 {
 		return nil, nil, badRequest("messages", "messages must hold at least one message")
 	}
-	for i, m := range req.Messages {
-		if !knownRoles[m.Role] {
-			return nil, nil, badRequest("messages", "messages[%d].role %q is not one of system, developer, user, assistant, tool", i, m.Role)
-		}
-		text, err := messageContent([]byte(m.Content), fmt.Sprintf("messages[%d].content", i))
+	for i := range req.Messages {
+		m, err := req.Messages[i].message(i)
 		if err != nil {
 			return nil, nil, err
 		}
-		g.Messages = append(g.Messages, Message{Role: m.Role, Content: text})
+		g.Messages = append(g.Messages, m)
+	}
+	var err error
+	if req.tools, err = req.parseTools(g); err != nil {
+		return nil, nil, err
 	}
 	n, err := maxTokens("max_completion_tokens", req.MaxCompletionTokens, req.MaxTokens)
 	if err != nil {
@@ -47,16 +54,26 @@ func parseChat(body []byte) (*Generation, *chatRequest, error) {
 }
 
 type chatChoice struct {
-	Index        int          `json:"index"`
-	Message      *chatMessage `json:"message,omitempty"`
-	Delta        *chatMessage `json:"delta,omitempty"`
-	Logprobs     any          `json:"logprobs"`
-	FinishReason *string      `json:"finish_reason"`
+	Index        int           `json:"index"`
+	Message      *replyMessage `json:"message,omitempty"`
+	Delta        *chatMessage  `json:"delta,omitempty"`
+	Logprobs     any           `json:"logprobs"`
+	FinishReason *string       `json:"finish_reason"`
 }
 
+// chatMessage is a stream's delta.
 type chatMessage struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
+	Role      string        `json:"role,omitempty"`
+	Content   *string       `json:"content,omitempty"`
+	ToolCalls []toolCallOut `json:"tool_calls,omitempty"`
+}
+
+// replyMessage is a completion's message: content is null when the reply
+// is only tool calls.
+type replyMessage struct {
+	Role      string        `json:"role"`
+	Content   *string       `json:"content"`
+	ToolCalls []toolCallOut `json:"tool_calls,omitempty"`
 }
 
 // chatCompletion is a completion, or one chunk of a stream. Usage is an
@@ -84,15 +101,27 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	var format toolcall.Format
+	if req.tools.active() {
+		var err error
+		if format, err = toolFormat(m, g.Model); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
 	id, created := newID("chatcmpl-"), s.now().Unix()
 	if !req.Stream {
 		text, res, ok := s.generate(w, r, m, g, nil, nil)
 		if !ok {
 			return
 		}
+		msg := &replyMessage{Role: "assistant", Content: &text}
+		if req.tools.active() {
+			msg.Content, msg.ToolCalls = toolReply(format, req.tools, text)
+		}
 		writeJSON(w, http.StatusOK, chatCompletion{
 			ID: id, Object: "chat.completion", Created: created, Model: g.Model, SystemFingerprint: systemFingerprint,
-			Choices: []chatChoice{{Message: &chatMessage{Role: "assistant", Content: &text}, FinishReason: &res.FinishReason}},
+			Choices: []chatChoice{{Message: msg, FinishReason: finishReason(res, len(msg.ToolCalls))}},
 			Usage:   usageOf(res),
 		})
 		return
@@ -100,6 +129,10 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	sse := s.newSSEWriter(w)
 	st := &chatStream{sse: sse, id: id, created: created, model: g.Model,
 		includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage}
+	if req.tools.active() {
+		st.calls = toolcall.NewParser(format, nil)
+		st.parallel = req.tools.parallel
+	}
 	s.generate(w, r, m, g, st, sse)
 }
 
@@ -110,6 +143,10 @@ type chatStream struct {
 	model        string
 	includeUsage bool
 	sentRole     bool
+	// calls parses the text for tool calls when the request has tools;
+	// parallel false keeps only the first call.
+	calls    *toolcall.Parser
+	parallel bool
 }
 
 func (c *chatStream) chunk(choices []chatChoice, u *usage) error {
@@ -127,13 +164,22 @@ func (c *chatStream) role() error {
 		return nil
 	}
 	c.sentRole = true
-	empty := ""
-	return c.chunk([]chatChoice{{Delta: &chatMessage{Role: "assistant", Content: &empty}}}, nil)
+	d := &chatMessage{Role: "assistant"}
+	if c.calls == nil {
+		// With tools the reply may be calls only, whose content stays
+		// unset (null once accumulated), as OpenAI's is.
+		empty := ""
+		d.Content = &empty
+	}
+	return c.chunk([]chatChoice{{Delta: d}}, nil)
 }
 
 func (c *chatStream) delta(text string) error {
 	if err := c.role(); err != nil {
 		return err
+	}
+	if c.calls != nil {
+		return c.events(c.calls.Feed(text))
 	}
 	if text == "" {
 		return nil
@@ -141,11 +187,43 @@ func (c *chatStream) delta(text string) error {
 	return c.chunk([]chatChoice{{Delta: &chatMessage{Content: &text}}}, nil)
 }
 
+// events sends what the tool-call parser made of the text: content and
+// tool-call deltas, as OpenAI streams them.
+func (c *chatStream) events(evs []toolcall.Event) error {
+	for _, e := range evs {
+		d := &chatMessage{}
+		switch {
+		case e.Call == nil:
+			d.Content = &e.Content
+		case !c.parallel && e.Call.Index > 0:
+			continue
+		default:
+			index := e.Call.Index
+			out := toolCallOut{Index: &index, ID: e.Call.ID, Function: toolFunctionOut{Name: e.Call.Name, Arguments: e.Call.Arguments}}
+			if e.Call.ID != "" {
+				out.Type = "function"
+			}
+			d.ToolCalls = []toolCallOut{out}
+		}
+		if err := c.chunk([]chatChoice{{Delta: d}}, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (c *chatStream) finish(res *Result) error {
 	if err := c.role(); err != nil {
 		return err
 	}
-	if err := c.chunk([]chatChoice{{Delta: &chatMessage{}, FinishReason: &res.FinishReason}}, nil); err != nil {
+	calls := 0
+	if c.calls != nil {
+		if err := c.events(c.calls.Finish()); err != nil {
+			return err
+		}
+		calls = c.calls.Calls()
+	}
+	if err := c.chunk([]chatChoice{{Delta: &chatMessage{}, FinishReason: finishReason(res, calls)}}, nil); err != nil {
 		return err
 	}
 	if c.includeUsage {

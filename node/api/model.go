@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net"
 
+	"github.com/meshnode/meshnode/gguf/chat/toolcall"
 	"github.com/meshnode/meshnode/node/identity"
 )
 
@@ -30,10 +31,31 @@ type Prepared interface {
 	Generate(ctx context.Context, emit func(text string) error) (*Result, error)
 }
 
-// Message is one chat message, its content flattened to text.
+// Message is one chat message, its content flattened to text (a null
+// content is ""). ToolCalls are an assistant's function calls; a "tool"
+// message answers the call ToolCallID. Name is the message's name field
+// (a tool's function name, a participant's name).
 type Message struct {
-	Role    string
-	Content string
+	Role       string
+	Content    string
+	ToolCalls  []ToolCall
+	ToolCallID string
+	Name       string
+}
+
+// ToolCall is one function call of an assistant message: Arguments is the
+// JSON text OpenAI carries.
+type ToolCall struct {
+	ID        string
+	Name      string
+	Arguments string
+}
+
+// ToolModel is a Model that can be given tools: Format is how its chat
+// template has it write calls; ok is false for a model that cannot take
+// tools at all (one without a vocabulary).
+type ToolModel interface {
+	ToolFormat() (f toolcall.Format, ok bool)
 }
 
 // Generation is a request, in the API's terms, as a Model receives it.
@@ -44,6 +66,11 @@ type Generation struct {
 	// a string input and no instructions).
 	Messages []Message
 	Prompt   string
+	// Tools are the request's tool definitions, each the JSON object the
+	// client sent ({"type": "function", "function": {...}}), for the chat
+	// template to render. They are nil when the request has none or its
+	// tool_choice is "none" (the model is then told of no tools).
+	Tools []json.RawMessage
 
 	MaxTokens        int // 0: the model's default
 	Temperature      *float64
