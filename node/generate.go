@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshnode/meshnode/gguf/chat/toolcall"
 	"github.com/meshnode/meshnode/node/api"
 	"github.com/meshnode/meshnode/node/engine"
 	"github.com/meshnode/meshnode/node/receipt"
@@ -89,7 +90,25 @@ func (s *servedModel) Prepare(ctx context.Context, g *api.Generation) (api.Prepa
 		req.Sampling.Seed, drawn = &seed, &seed
 	}
 	noSpec := g.Speculative != nil && !*g.Speculative
-	return &preparedGeneration{s: s, stop: g.Stop, req: req, ids: ids, opts: opts, drawn: drawn, noSpec: noSpec}, nil
+	return &preparedGeneration{s: s, stop: g.Stop, req: req, ids: ids, opts: opts, drawn: drawn, noSpec: noSpec, tools: len(g.Tools) > 0}, nil
+}
+
+// ToolFormat implements api.ToolModel: the model's chat template's call
+// format; a model without a template engine (the reference model) takes
+// no tools.
+func (s *servedModel) ToolFormat() (toolcall.Format, bool) {
+	if tm, ok := s.in.m.(toolModel); ok {
+		return tm.ToolFormat()
+	}
+	return 0, false
+}
+
+// toolModel is a local model that can be given tools.
+type toolModel interface {
+	ToolFormat() (toolcall.Format, bool)
+	// ToolDecoder is Decoder for a generation with tools: it writes the
+	// control tokens that open calls.
+	ToolDecoder() decoder
 }
 
 // draining is the answer to work for a model whose gate is closed.
@@ -110,6 +129,8 @@ type preparedGeneration struct {
 	drawn *uint64 // the seed drawn for it, if any
 	// noSpec: the request turned speculative decoding off.
 	noSpec bool
+	// tools: the request has tools, so the output is read for calls.
+	tools bool
 }
 
 // Generate implements api.Prepared: one serve through the steward.
@@ -126,6 +147,9 @@ func (p *preparedGeneration) Generate(ctx context.Context, emit func(string) err
 	m := s.in.m
 	maxTokens := int(p.req.MaxTokens)
 	dec := m.Decoder()
+	if tm, ok := m.(toolModel); ok && p.tools {
+		dec = tm.ToolDecoder()
+	}
 	stops := &stopFilter{stops: p.stop}
 	send := func(tok uint32) error {
 		if out := stops.push(dec.Next(tok)); out != "" {
@@ -203,6 +227,20 @@ func (s *servedModel) prepare(g *api.Generation) (receipt.ServeRequest, []uint32
 	return req, ids, append(opts, steward.WithPromptTokens(uint32(len(ids)))), err
 }
 
+// hasToolTurns reports whether g's prompt holds anything of tools beyond
+// roles and contents.
+func hasToolTurns(g *api.Generation) bool {
+	if len(g.Tools) > 0 {
+		return true
+	}
+	for _, m := range g.Messages {
+		if len(m.ToolCalls) > 0 || m.ToolCallID != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // request builds the mesh/1 request a generation is served as, with the
 // steward options it needs.
 //
@@ -216,6 +254,16 @@ func (s *servedModel) prepare(g *api.Generation) (receipt.ServeRequest, []uint32
 // without one (Generate draws it).
 func (s *servedModel) request(g *api.Generation, prompt string, promptTokens, ctxLen int) (receipt.ServeRequest, []steward.ServeOption, error) {
 	if len(g.Presentation) > 0 {
+		if hasToolTurns(g) {
+			// The binding's prompt_hash is over the messages' roles and
+			// contents: tools and tool-call turns, which the template
+			// renders into the prompt, would be served outside the id the
+			// presentation is signed for.
+			e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "tools_not_granted",
+				"a granted request cannot carry tools, tool calls or tool results: the OpenAI binding's request id (mesh/1 §2.3) covers only the messages' roles and contents")
+			e.Param = "tools"
+			return receipt.ServeRequest{}, nil, e
+		}
 		p, err := grant.ParsePresentation(g.Presentation)
 		if err != nil {
 			return receipt.ServeRequest{}, nil, api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_presentation", "jcp_presentation: %v", err)
