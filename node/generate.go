@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/gguf/chat/toolcall"
+	"github.com/meshnode/meshnode/gguf/grammar"
 	"github.com/meshnode/meshnode/node/api"
 	"github.com/meshnode/meshnode/node/engine"
 	"github.com/meshnode/meshnode/node/receipt"
@@ -90,7 +91,7 @@ func (s *servedModel) Prepare(ctx context.Context, g *api.Generation) (api.Prepa
 		req.Sampling.Seed, drawn = &seed, &seed
 	}
 	noSpec := g.Speculative != nil && !*g.Speculative
-	return &preparedGeneration{s: s, stop: g.Stop, req: req, ids: ids, opts: opts, drawn: drawn, noSpec: noSpec, tools: len(g.Tools) > 0}, nil
+	return &preparedGeneration{s: s, stop: g.Stop, req: req, ids: ids, opts: opts, drawn: drawn, noSpec: noSpec, grammar: g.Grammar, tools: len(g.Tools) > 0}, nil
 }
 
 // ToolFormat implements api.ToolModel: the model's chat template's call
@@ -129,6 +130,9 @@ type preparedGeneration struct {
 	drawn *uint64 // the seed drawn for it, if any
 	// noSpec: the request turned speculative decoding off.
 	noSpec bool
+	// grammar is what the output is held to (nil: nothing); the request
+	// names it (receipt.Sampling.Grammar).
+	grammar *grammar.Grammar
 	// tools: the request has tools, so the output is read for calls.
 	tools bool
 }
@@ -143,6 +147,9 @@ func (p *preparedGeneration) Generate(ctx context.Context, emit func(string) err
 	defer leave()
 	if p.noSpec {
 		ctx = engine.WithSpeculation(ctx, false)
+	}
+	if p.grammar != nil {
+		ctx = engine.WithGrammar(ctx, p.grammar)
 	}
 	m := s.in.m
 	maxTokens := int(p.req.MaxTokens)
@@ -264,6 +271,13 @@ func (s *servedModel) request(g *api.Generation, prompt string, promptTokens, ct
 			e.Param = "tools"
 			return receipt.ServeRequest{}, nil, e
 		}
+		if g.Grammar != nil {
+			// granted_serve_request derives the request from the body
+			// alone and has no place for a grammar: served, the output
+			// would be held to one the signed request id does not cover.
+			return receipt.ServeRequest{}, nil, api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option",
+				"a %s output format (response_format, text.format) is not served on a request that rides on a grant (jcp_presentation): the granted request's binding does not cover a grammar", g.Format)
+		}
 		p, err := grant.ParsePresentation(g.Presentation)
 		if err != nil {
 			return receipt.ServeRequest{}, nil, api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_presentation", "jcp_presentation: %v", err)
@@ -318,9 +332,15 @@ func (s *servedModel) request(g *api.Generation, prompt string, promptTokens, ct
 		// A sampled request that may speculate names the draft: its
 		// tokens depend on it (receipt.Sampling.Draft), so a replay
 		// after the draft changed is another request.
-		if d, ok := s.in.m.(drafting); ok && (g.Speculative == nil || *g.Speculative) {
+		// A constrained request does not speculate (the engines do not
+		// check drafts against the grammar), so it names no draft.
+		if d, ok := s.in.m.(drafting); ok && (g.Speculative == nil || *g.Speculative) && g.Grammar == nil {
 			sp.Draft = d.Draft()
 		}
+	}
+	if g.Grammar != nil {
+		id := engine.GrammarID(g.Grammar)
+		sp.Grammar = &id
 	}
 	if !sp.IsZero() {
 		req.Sampling = sp

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/meshnode/meshnode/node/api"
+	"github.com/meshnode/meshnode/node/engine"
 	"github.com/meshnode/meshnode/node/receipt"
 )
 
@@ -67,6 +68,11 @@ func (a *apiNode) Replay(ctx context.Context, rp *api.Replay) (*api.ReplayResult
 	}
 	if id, err := req.ID(); err == nil {
 		res.ReplayedRequestID = id.String()
+	}
+	if g.Grammar != nil {
+		// The grammar the request derives, which its id names: the re-run
+		// is held to it as the serve was.
+		ctx = engine.WithGrammar(ctx, g.Grammar)
 	}
 	v, d, err := a.n.steward.ReplayReceipt(ctx, r, req, prompt, rp.Disclosed)
 	if err != nil {

@@ -113,11 +113,20 @@ func (s *Sampler) Params() Params { return s.p }
 // far that the penalties look at (typically the tokens generated). It
 // does not modify logits.
 func (s *Sampler) Sample(logits []float32, history []uint32) uint32 {
+	return s.SampleAllowed(logits, history, nil)
+}
+
+// SampleAllowed is Sample restricted to the tokens a bitset allows (bit
+// id%64 of word id/64; nil allows all), as grammar-constrained decoding
+// needs: the others are dropped before the penalties' and the filters'
+// choices, so top-k, top-p and min-p pick among the allowed tokens. The
+// bitset must allow at least one token below len(logits).
+func (s *Sampler) SampleAllowed(logits []float32, history []uint32, allowed []uint64) uint32 {
 	s.countHistory(history)
 	if s.p.Greedy() {
-		return s.greedy(logits)
+		return s.greedy(logits, allowed)
 	}
-	c, sum := s.weights(logits)
+	c, sum := s.weights(logits, allowed)
 	r := s.rng.Float64() * sum
 	for _, x := range c {
 		if r < x.v {
@@ -144,9 +153,9 @@ type Prob struct {
 func (s *Sampler) Dist(dst []Prob, logits []float32, history []uint32) []Prob {
 	s.countHistory(history)
 	if s.p.Greedy() {
-		return append(dst, Prob{s.greedy(logits), 1})
+		return append(dst, Prob{s.greedy(logits, nil), 1})
 	}
-	c, sum := s.weights(logits)
+	c, sum := s.weights(logits, nil)
 	for _, x := range c {
 		dst = append(dst, Prob{x.id, x.v / sum})
 	}
@@ -177,10 +186,13 @@ func (s *Sampler) Draw(d []Prob) uint32 {
 // weights runs the filters and the temperature over the (penalised)
 // logits, returning the candidates left with their weights, and the sum
 // of the weights. The history must be counted.
-func (s *Sampler) weights(logits []float32) ([]candidate, float64) {
+func (s *Sampler) weights(logits []float32, allowed []uint64) ([]candidate, float64) {
 	c := s.cands[:0]
 	top := math.Inf(-1)
 	for id, l := range logits {
+		if allowed != nil && !has(allowed, id) {
+			continue
+		}
 		v := s.penalised(uint32(id), float64(l))
 		c = append(c, candidate{uint32(id), v})
 		top = max(top, v)
@@ -295,18 +307,26 @@ func nucleus(c []candidate, top, p float64) []candidate {
 
 // greedy is the argmax of the penalised logits, the lowest id on a tie (as
 // llama.cpp's greedy takes the first).
-func (s *Sampler) greedy(logits []float32) uint32 {
-	best, bestV := 0, math.Inf(-1)
+func (s *Sampler) greedy(logits []float32, allowed []uint64) uint32 {
+	best, bestV := -1, math.Inf(-1)
 	for id, l := range logits {
+		if allowed != nil && !has(allowed, id) {
+			continue
+		}
 		v := float64(l)
 		if len(s.counts) > 0 {
 			v = s.penalised(uint32(id), v)
 		}
-		if v > bestV {
+		if v > bestV || best < 0 {
 			best, bestV = id, v
 		}
 	}
-	return uint32(best)
+	return uint32(max(best, 0))
+}
+
+// has reports whether bitset allowed holds id.
+func has(allowed []uint64, id int) bool {
+	return id>>6 < len(allowed) && allowed[id>>6]&(1<<(id&63)) != 0
 }
 
 // countHistory counts the tokens in the penalty window.

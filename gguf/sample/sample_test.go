@@ -261,3 +261,31 @@ func TestDistIsWhatSampleDraws(t *testing.T) {
 		t.Error("Dist or greedy Sample drew from the stream")
 	}
 }
+
+func TestSampleAllowed(t *testing.T) {
+	logits := []float32{5, 1, 4, 3, 2, 0.5, 6, 1.5}
+	allowed := []uint64{1<<1 | 1<<3 | 1<<4} // tokens 1, 3, 4
+	if got := New(Params{}).SampleAllowed(logits, nil, allowed); got != 3 {
+		t.Fatalf("greedy among 1, 3, 4 = %d, want 3", got)
+	}
+	counts := map[uint32]int{}
+	s := New(Params{Temperature: 1, TopK: 2, Seed: 7})
+	for range 2000 {
+		counts[s.SampleAllowed(logits, nil, allowed)]++
+	}
+	// top-k 2 among the allowed keeps 3 and 4: p(3) = e/(e+1).
+	if len(counts) != 2 || counts[3]+counts[4] != 2000 {
+		t.Fatalf("picks %v, want only 3 and 4", counts)
+	}
+	if p := float64(counts[3]) / 2000; math.Abs(p-0.731) > 0.04 {
+		t.Fatalf("p(3) = %.3f, want 0.731 ± 0.04", p)
+	}
+	// Allowing every token is Sample, draw for draw.
+	all := []uint64{0xff}
+	a, b := New(Params{Temperature: 0.8, TopP: 0.9, Seed: 3}), New(Params{Temperature: 0.8, TopP: 0.9, Seed: 3})
+	for range 100 {
+		if x, y := a.Sample(logits, nil), b.SampleAllowed(logits, nil, all); x != y {
+			t.Fatalf("Sample %d, SampleAllowed with all %d", x, y)
+		}
+	}
+}

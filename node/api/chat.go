@@ -12,6 +12,7 @@ type chatRequest struct {
 	Messages            []chatMessageIn `json:"messages"`
 	MaxTokens           *int            `json:"max_tokens"`
 	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	ResponseFormat      json.RawMessage `json:"response_format"`
 
 	Tools             json.RawMessage `json:"tools"`
 	ToolChoice        json.RawMessage `json:"tool_choice"`
@@ -50,6 +51,9 @@ func parseChat(body []byte) (*Generation, *chatRequest, error) {
 		return nil, nil, err
 	}
 	g.MaxTokens = n
+	if err := parseResponseFormat(req.ResponseFormat, g); err != nil {
+		return nil, nil, err
+	}
 	return g, &req, nil
 }
 

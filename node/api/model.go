@@ -6,6 +6,7 @@ import (
 	"net"
 
 	"github.com/meshnode/meshnode/gguf/chat/toolcall"
+	"github.com/meshnode/meshnode/gguf/grammar"
 	"github.com/meshnode/meshnode/node/identity"
 )
 
@@ -87,6 +88,11 @@ type Generation struct {
 	// Speculative switches speculative decoding for this request: nil
 	// is the model's default (on where it has a draft), false off.
 	Speculative *bool
+	// Grammar, when set, is what the output is held to (structured
+	// outputs: response_format, text.format); Format names which,
+	// FormatJSONObject or FormatJSONSchema.
+	Grammar *grammar.Grammar
+	Format  string
 
 	// mesh/1 bounds from metadata.fidelity_floor and
 	// metadata.joule_ceiling_uj; nil means the node's default.

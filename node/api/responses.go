@@ -12,6 +12,7 @@ type responsesRequest struct {
 	Input           json.RawMessage `json:"input"`
 	Instructions    *string         `json:"instructions"`
 	MaxOutputTokens *int            `json:"max_output_tokens"`
+	Text            json.RawMessage `json:"text"`
 }
 
 func parseResponses(body []byte) (*Generation, *responsesRequest, error) {
@@ -64,6 +65,9 @@ func parseResponses(body []byte) (*Generation, *responsesRequest, error) {
 		return nil, nil, err
 	}
 	g.MaxTokens = n
+	if err := parseTextFormat(req.Text, g); err != nil {
+		return nil, nil, err
+	}
 	return g, &req, nil
 }
 

@@ -3,7 +3,9 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 
+	"github.com/meshnode/meshnode/gguf/grammar"
 	"github.com/meshnode/meshnode/hw"
 	"github.com/meshnode/meshnode/node/receipt"
 )
@@ -151,4 +153,44 @@ func WithSpeculation(ctx context.Context, on bool) context.Context {
 func Speculation(ctx context.Context) bool {
 	on, ok := ctx.Value(speculationKey{}).(bool)
 	return !ok || on
+}
+
+// grammarKey carries a constrained serve's grammar in its context.
+type grammarKey struct{}
+
+// WithGrammar returns ctx carrying the grammar a constrained request's
+// output is held to (structured outputs). The request names it by digest
+// (receipt.Sampling.Grammar, GrammarID); the grammar itself travels
+// beside the request, as the prompt's tokens do.
+func WithGrammar(ctx context.Context, g *grammar.Grammar) context.Context {
+	return context.WithValue(ctx, grammarKey{}, g)
+}
+
+// GrammarID is the content id a request names its grammar by: BLAKE3-256
+// of the grammar's canonical text.
+func GrammarID(g *grammar.Grammar) receipt.ContentID { return receipt.Sum([]byte(g.String())) }
+
+// GrammarFor is the grammar req's output is held to: the one ctx carries,
+// which must be the one the request names; nil for a request that names
+// none. A mismatch either way is refused (ErrRefused): an engine must
+// never serve under a grammar the request's identity does not cover, nor
+// ignore one it does.
+func GrammarFor(ctx context.Context, req receipt.ServeRequest) (*grammar.Grammar, error) {
+	g, _ := ctx.Value(grammarKey{}).(*grammar.Grammar)
+	var named *receipt.ContentID
+	if req.Sampling != nil {
+		named = req.Sampling.Grammar
+	}
+	switch {
+	case g == nil && named == nil:
+		return nil, nil
+	case g == nil:
+		return nil, fmt.Errorf("%w: the request names grammar %s, and the serve carries none", ErrRefused, named)
+	case named == nil:
+		return nil, fmt.Errorf("%w: the serve carries a grammar its request does not name", ErrRefused)
+	}
+	if id := GrammarID(g); id != *named {
+		return nil, fmt.Errorf("%w: the request names grammar %s; the serve carries %s", ErrRefused, named, id)
+	}
+	return g, nil
 }

@@ -54,10 +54,13 @@ func (e *Reference) Weights() (receipt.Weights, bool) { return receipt.Weights{}
 func (e *Reference) Devices() hw.Domain { return hw.DomainCPU }
 
 // Serve implements [Engine]. It decodes greedily and has no tokenizer, so
-// it refuses sampling and stop strings rather than ignore them.
+// it refuses sampling, stop strings and grammars rather than ignore them.
 func (e *Reference) Serve(ctx context.Context, req receipt.ServeRequest, prompt []uint32, emit func(uint32) error) (Outcome, error) {
 	if s := req.Sampling; s != nil && (s.TemperatureE6 > 0 || len(s.Stop) > 0) {
 		return Outcome{}, fmt.Errorf("%w: the reference engine decodes greedily and has no stop strings", ErrRefused)
+	}
+	if s := req.Sampling; s != nil && s.Grammar != nil {
+		return Outcome{}, fmt.Errorf("%w: the reference engine has no tokenizer, so it cannot hold output to a grammar", ErrRefused)
 	}
 	if err := ctx.Err(); err != nil {
 		return Outcome{}, err

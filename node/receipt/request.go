@@ -92,6 +92,14 @@ type Sampling struct {
 	// request. Empty: no speculation. Greedy requests do not carry it
 	// (speculating does not change their tokens).
 	Draft string `cbor:"draft,omitempty" json:"draft,omitempty"`
+	// Grammar is the content id of the grammar the output is held to
+	// (structured outputs: BLAKE3-256 of the grammar's canonical text,
+	// gguf/grammar's Grammar.String), nil for none. The grammar decides
+	// which tokens may be picked, so it is part of the request's identity:
+	// a replay re-runs under the grammar it derives from the request's
+	// response_format and gets this request id only if it is the same
+	// grammar. A constrained request does not speculate (no Draft).
+	Grammar *ContentID `cbor:"grammar,omitempty" json:"grammar,omitempty"`
 }
 
 // MaxDraftBytes bounds Sampling.Draft.
@@ -114,7 +122,7 @@ func PromptHash(prompt []byte) ContentID { return Sum(prompt) }
 // IsZero reports whether s asks for nothing beyond greedy decoding.
 func (s *Sampling) IsZero() bool {
 	return s == nil || s.TemperatureE6 == 0 && s.TopPE6 == 0 && s.TopK == 0 && s.MinPE6 == 0 &&
-		s.PresencePenaltyE6 == 0 && s.FrequencyPenaltyE6 == 0 && s.RepeatPenaltyE6 == 0 && s.Seed == nil && len(s.Stop) == 0 && s.Draft == ""
+		s.PresencePenaltyE6 == 0 && s.FrequencyPenaltyE6 == 0 && s.RepeatPenaltyE6 == 0 && s.Seed == nil && len(s.Stop) == 0 && s.Draft == "" && s.Grammar == nil
 }
 
 // Unseeded reports whether s samples with randomness the request does not
@@ -157,7 +165,13 @@ func (r *ServeRequest) Validate() error {
 				return fmt.Errorf("%w: stop string %d must be 1 … %d bytes of UTF-8", ErrInvalid, i, MaxStopBytes)
 			}
 		}
+		if s.Grammar != nil && s.Grammar.IsZero() {
+			return fmt.Errorf("%w: a grammar digest of zeros; omit it for none", ErrInvalid)
+		}
 		if s.Draft != "" {
+			if s.Grammar != nil {
+				return fmt.Errorf("%w: a constrained request does not speculate, so it names no draft", ErrInvalid)
+			}
 			if s.TemperatureE6 == 0 {
 				return fmt.Errorf("%w: a draft names how a sampled request speculates; a greedy one's tokens do not depend on it, so it carries none", ErrInvalid)
 			}

@@ -85,6 +85,8 @@ func TestRequestIdentity(t *testing.T) {
 		{"seed zero", func(r *ServeRequest) { r.Sampling = &Sampling{Seed: ptr(uint64(0))} }},
 		{"stop", func(r *ServeRequest) { r.Sampling = &Sampling{Stop: []string{"\n\n"}} }},
 		{"draft", func(r *ServeRequest) { r.Sampling = &Sampling{TemperatureE6: 700_000, Draft: "lookup"} }},
+		{"grammar", func(r *ServeRequest) { g := Sum([]byte("root ::= \"a\"")); r.Sampling = &Sampling{Grammar: &g} }},
+		{"another grammar", func(r *ServeRequest) { g := Sum([]byte("root ::= \"b\"")); r.Sampling = &Sampling{Grammar: &g} }},
 	}
 	seen := map[ContentID]string{base: "base"}
 	for _, tt := range differ {
@@ -119,6 +121,11 @@ func TestRequestValidate(t *testing.T) {
 			r.Sampling = &Sampling{TemperatureE6: 1, Draft: strings.Repeat("x", MaxDraftBytes+1)}
 		}},
 		{"draft with a space", func(r *ServeRequest) { r.Sampling = &Sampling{TemperatureE6: 1, Draft: "a b"} }},
+		{"zero grammar", func(r *ServeRequest) { r.Sampling = &Sampling{Grammar: &ContentID{}} }},
+		{"draft with a grammar", func(r *ServeRequest) {
+			g := Sum([]byte("g"))
+			r.Sampling = &Sampling{TemperatureE6: 1, Draft: "lookup", Grammar: &g}
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -134,7 +141,8 @@ func TestRequestValidate(t *testing.T) {
 func TestDecodeRequest(t *testing.T) {
 	full := testRequest()
 	full.Decision = &Decision{Questions: 2, OptionsScored: 4, SchemaTokens: 5}
-	full.Sampling = &Sampling{TemperatureE6: 800_000, Seed: ptr(uint64(42)), Stop: []string{"</s>", "\n"}}
+	g := Sum([]byte("grammar"))
+	full.Sampling = &Sampling{TemperatureE6: 800_000, Seed: ptr(uint64(42)), Stop: []string{"</s>", "\n"}, Grammar: &g}
 	for _, r := range []ServeRequest{testRequest(), full} {
 		b, err := r.Canonical()
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/meshnode/meshnode/gguf/grammar"
 	"github.com/meshnode/meshnode/gguf/model"
 	"github.com/meshnode/meshnode/gguf/sample"
 	"github.com/meshnode/meshnode/gguf/spec"
@@ -125,10 +126,14 @@ func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []u
 	if err != nil {
 		return engine.Outcome{}, err
 	}
+	gr, err := engine.GrammarFor(ctx, req)
+	if err != nil {
+		return engine.Outcome{}, err
+	}
 	// A sampled request speculates only with the proposer it names: its
 	// tokens depend on it, and its identity must say so.
 	noSpec := !engine.Speculation(ctx) || !params.Greedy() && (req.Sampling.Draft == "" || req.Sampling.Draft != e.m.Draft())
-	return e.generate(ctx, prompt, Generation{Sampling: params, Stop: stops, MaxTokens: int(req.MaxTokens), NoSpeculation: noSpec}, emit)
+	return e.generate(ctx, prompt, Generation{Sampling: params, Stop: stops, MaxTokens: int(req.MaxTokens), NoSpeculation: noSpec, Grammar: gr}, emit)
 }
 
 // Generation is how Generate generates: the sampler's parameters, the stop
@@ -139,6 +144,11 @@ type Generation struct {
 	MaxTokens int
 	// NoSpeculation decodes without the model's proposer (Config.Draft).
 	NoSpeculation bool
+	// Grammar, when set, holds the output to it: each token is picked
+	// among those the grammar allows next (the end of generation only
+	// where it may end), and the generation ends where the grammar must.
+	// A constrained generation does not speculate.
+	Grammar *grammar.Grammar
 }
 
 // Generate is Serve for a caller outside the steward (meshnode run): no
@@ -174,6 +184,15 @@ func (e *Engine) generate(ctx context.Context, prompt []uint32, g Generation, em
 	delivered := e.fidelity
 	out := engine.Outcome{TokensIn: uint32(len(prompt)), Delivered: &delivered}
 	d := decoder{seq: seq, s: s, sampler: sample.New(g.Sampling), argMax: g.Sampling.ArgMax(), work: hw.WorkFrom(ctx)}
+	if g.Grammar != nil {
+		// The mask is applied by the sampler, on the logits; drafts are
+		// not verified against it, so a constrained generation does not
+		// speculate.
+		if d.con, d.mask, err = e.m.con.Start(g.Grammar); err != nil {
+			return out, err
+		}
+		d.argMax, g.NoSpeculation = false, true
+	}
 	if dr := e.m.draft; dr != nil && !g.NoSpeculation {
 		prop, release, err := dr.Proposer(g.Sampling)
 		if err != nil {
@@ -222,6 +241,9 @@ func (e *Engine) generate(ctx context.Context, prompt []uint32, g Generation, em
 			break
 		}
 		generated = append(generated, next)
+		if err := d.accept(next); err != nil {
+			return out, err
+		}
 		ready, stop, err := stopper.Push(next)
 		if err != nil {
 			return out, fmt.Errorf("ggufengine: %w", err)
@@ -231,6 +253,9 @@ func (e *Engine) generate(ctx context.Context, prompt []uint32, g Generation, em
 		}
 		if stop {
 			return out, nil
+		}
+		if d.con != nil && d.con.Done() {
+			break // the grammar ends here: nothing may follow
 		}
 		if len(generated) == g.MaxTokens || len(pending) == 0 && s.Len() == s.Context() {
 			break // no need to evaluate a token nothing follows
@@ -257,6 +282,22 @@ type decoder struct {
 	win       *spec.Window
 	draftUnit uint64
 	drafted   int // tokens the draft model has evaluated, reported
+
+	// Grammar-constrained decoding (nil con: none): the constraint and
+	// the mask of the token to pick next.
+	con  *grammar.Constraint
+	mask []uint64
+}
+
+// accept advances the constraint over the token picked.
+func (d *decoder) accept(tok uint32) error {
+	if d.con == nil {
+		return nil
+	}
+	if err := d.con.Accept(tok); err != nil {
+		return fmt.Errorf("ggufengine: %w", err)
+	}
+	return nil
 }
 
 // pick returns how the next token is chosen from a step's logits: the
@@ -267,8 +308,9 @@ func (d *decoder) pick(generated []uint32) func(*model.Batch, int) uint32 {
 	if d.argMax {
 		return nil
 	}
+	mask := d.mask // nil unless constrained: every token
 	return func(b *model.Batch, i int) uint32 {
-		return d.sampler.Sample(b.Logits(i), generated)
+		return d.sampler.SampleAllowed(b.Logits(i), generated, mask)
 	}
 }
 
@@ -304,6 +346,14 @@ func (d *decoder) eval(ctx context.Context, prompt, generated []uint32, left int
 		d.reportDraft()
 	}
 	if len(drafts) == 0 {
+		if d.con != nil {
+			// The mask is found before the step, on this goroutine, so
+			// that the step's other sequences do not wait for it.
+			var err error
+			if d.mask, err = d.con.Mask(); err != nil {
+				return nil, fmt.Errorf("ggufengine: %w", err)
+			}
+		}
 		next, err := d.seq.run(ctx, d.s, last, d.pick(generated))
 		return []uint32{next}, err
 	}

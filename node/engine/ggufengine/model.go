@@ -110,6 +110,7 @@ type Model struct {
 	weights receipt.Weights
 	ctx     int
 	draft   *spec.Drafter // nil: no speculation
+	con     *Constrainer  // the vocabulary for constrained decoding
 	eng     *Engine
 	log     *slog.Logger
 }
@@ -151,6 +152,8 @@ func Load(path string, cfg Config) (*Model, error) {
 	if m.tok.NumTokens() > mc.VocabSize {
 		return nil, fmt.Errorf("ggufengine: %s: the tokenizer has %d tokens, the model %d", path, m.tok.NumTokens(), mc.VocabSize)
 	}
+
+	m.con = NewConstrainer(m.tok, mc.VocabSize)
 
 	sum, err := digest.Files(filepath.Dir(path), filepath.Base(path))
 	if err != nil {
@@ -307,6 +310,9 @@ func (m *Model) Facts() gguf.Facts { return m.facts }
 
 // Size is the file's size in bytes.
 func (m *Model) Size() int64 { return m.file.Size() }
+
+// Constrainer is the model's vocabulary for grammar-constrained decoding.
+func (m *Model) Constrainer() *Constrainer { return m.con }
 
 // Draft names the model's speculative proposer as a sampled request
 // names it (receipt.Sampling.Draft): DraftLookup, or the draft model's

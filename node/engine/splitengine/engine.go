@@ -30,6 +30,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meshnode/meshnode/gguf/grammar"
 	"github.com/meshnode/meshnode/gguf/model"
 	"github.com/meshnode/meshnode/gguf/sample"
 	"github.com/meshnode/meshnode/gguf/spec"
@@ -100,8 +101,9 @@ const DefaultStepTimeout = 60 * time.Second
 // the step.
 type Engine struct {
 	cfg   Config
-	next  atomic.Uint64 // request ids
-	slots chan struct{} // a token per serve running
+	con   *ggufengine.Constrainer // nil without Tokens
+	next  atomic.Uint64           // request ids
+	slots chan struct{}           // a token per serve running
 
 	mu sync.Mutex // one step at a time; guards p
 	p  Pipeline
@@ -122,7 +124,11 @@ func New(cfg Config, p Pipeline) *Engine {
 	if cfg.Rows <= 0 {
 		cfg.Rows = model.DefaultBatchSeqs
 	}
-	return &Engine{cfg: cfg, p: p, slots: make(chan struct{}, cfg.Sessions)}
+	e := &Engine{cfg: cfg, p: p, slots: make(chan struct{}, cfg.Sessions)}
+	if cfg.Tokens != nil {
+		e.con = ggufengine.NewConstrainer(cfg.Tokens, cfg.Vocab)
+	}
+	return e
 }
 
 // Set makes p the pipeline serves run on (nil: none), closing the one it
@@ -226,13 +232,22 @@ func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []u
 	if err != nil {
 		return engine.Outcome{}, refuse("%v", err)
 	}
+	gr, err := engine.GrammarFor(ctx, req)
+	if err != nil {
+		return engine.Outcome{}, err
+	}
+	if gr != nil && e.con == nil {
+		return engine.Outcome{}, refuse("the split model has no vocabulary to hold output to a grammar")
+	}
 	if err := ctx.Err(); err != nil {
 		return engine.Outcome{}, err
 	}
 	// A sampled request speculates only with the proposer it names: its
 	// tokens depend on it, and its identity must say so.
-	speculate := e.cfg.Draft != nil && engine.Speculation(ctx) && (params.Greedy() || req.Sampling.Draft != "" && req.Sampling.Draft == e.Draft())
-	return e.generate(ctx, serve, prompt, gen{params: params, stops: stops, maxTokens: int(req.MaxTokens), speculate: speculate}, emit)
+	// A constrained one does not speculate: drafts are not checked
+	// against its grammar.
+	speculate := gr == nil && e.cfg.Draft != nil && engine.Speculation(ctx) && (params.Greedy() || req.Sampling.Draft != "" && req.Sampling.Draft == e.Draft())
+	return e.generate(ctx, serve, prompt, gen{params: params, stops: stops, maxTokens: int(req.MaxTokens), speculate: speculate, grammar: gr}, emit)
 }
 
 // gen is how a serve generates.
@@ -241,6 +256,7 @@ type gen struct {
 	stops     []string
 	maxTokens int
 	speculate bool
+	grammar   *grammar.Grammar // nil: unconstrained
 }
 
 // generate runs a serve; one that ends well ends with its stages'
@@ -267,6 +283,13 @@ func (e *Engine) decode(ctx context.Context, r *run, prompt []uint32, g gen, emi
 	delivered := e.cfg.Fidelity
 	out := engine.Outcome{TokensIn: uint32(len(prompt)), Delivered: &delivered}
 	d := &decoder{r: r, sampler: sample.New(g.params), argMax: g.params.ArgMax()}
+	if g.grammar != nil {
+		var err error
+		if d.con, d.mask, err = e.con.Start(g.grammar); err != nil {
+			return out, err
+		}
+		d.argMax = false // the mask applies to the logits
+	}
 	if !d.argMax {
 		r.want = stagewire.OutLogits
 	}
@@ -324,6 +347,11 @@ func (e *Engine) decode(ctx context.Context, r *run, prompt []uint32, g gen, emi
 			break
 		}
 		generated = append(generated, next)
+		if d.con != nil {
+			if err := d.con.Accept(next); err != nil {
+				return out, fmt.Errorf("splitengine: %w", err)
+			}
+		}
 		ready, stop, err := stopper.Push(next)
 		if err != nil {
 			return out, fmt.Errorf("splitengine: %w", err)
@@ -333,6 +361,9 @@ func (e *Engine) decode(ctx context.Context, r *run, prompt []uint32, g gen, emi
 		}
 		if stop {
 			return out, nil
+		}
+		if d.con != nil && d.con.Done() {
+			break // the grammar ends here: nothing may follow
 		}
 		if len(generated) == g.maxTokens || len(pending) == 0 && d.held == e.cfg.Context {
 			break // no need to evaluate a token nothing follows
@@ -355,6 +386,11 @@ type decoder struct {
 	// its rounds.
 	prop spec.Proposer
 	win  *spec.Window
+
+	// Grammar-constrained decoding (nil con: none): the constraint and
+	// the mask of the token to pick next.
+	con  *grammar.Constraint
+	mask []uint64
 }
 
 // pick is the token after a one-row result: the last stage's greedy
@@ -364,7 +400,7 @@ func (d *decoder) pick(res stage.Result, generated []uint32) uint32 {
 	if d.argMax {
 		return res.Token
 	}
-	return d.sampler.Sample(res.Logits, generated)
+	return d.sampler.SampleAllowed(res.Logits, generated, d.mask)
 }
 
 // eval evaluates the token generated last and returns the tokens that
@@ -389,6 +425,12 @@ func (d *decoder) eval(ctx context.Context, prompt, generated []uint32, left int
 		}
 	}
 	if len(drafts) == 0 {
+		if d.con != nil {
+			var err error
+			if d.mask, err = d.con.Mask(); err != nil {
+				return nil, fmt.Errorf("splitengine: %w", err)
+			}
+		}
 		res, err := d.r.step(ctx, last, d.r.want, 1)
 		if err != nil {
 			return nil, err

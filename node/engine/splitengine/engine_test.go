@@ -11,7 +11,10 @@ import (
 
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/cpu"
+	"github.com/meshnode/meshnode/gguf/grammar"
+	"github.com/meshnode/meshnode/gguf/grammar/grammartest"
 	"github.com/meshnode/meshnode/gguf/model"
+	"github.com/meshnode/meshnode/gguf/tokenizer"
 	"github.com/meshnode/meshnode/node/engine"
 	"github.com/meshnode/meshnode/node/engine/ggufengine"
 	"github.com/meshnode/meshnode/node/receipt"
@@ -331,4 +334,44 @@ func (c *countingWhole) Step(ctx context.Context, seqs []stage.Seq) ([]stage.Res
 	res, err := c.whole.Step(ctx, seqs)
 	c.most = max(c.most, len(c.sessions))
 	return res, err
+}
+
+// TestConstrainedSameTokens: a constrained serve on a pipeline gives the
+// single-node engine's tokens under the same grammar, greedy and seeded,
+// and the JSON meets the schema.
+func TestConstrainedSameTokens(t *testing.T) {
+	ref, m := setup(t)
+	prompt := ref.Tokenize("Q: Why did the chicken cross the road?\nA:", true, false)
+	schema := `{"type":"object","properties":{"why":{"type":"string","maxLength":12},"n":{"type":"integer"},"ok":{"enum":[true,"maybe"]}},"required":["why","ok"],"additionalProperties":false}`
+	g, err := grammar.FromSchema([]byte(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := engine.GrammarID(g)
+	seed := uint64(9)
+	ctx := engine.WithGrammar(context.Background(), g)
+	for _, s := range []*receipt.Sampling{{Grammar: &id}, {TemperatureE6: 900_000, Seed: &seed, Grammar: &id}} {
+		req := receipt.ServeRequest{MaxTokens: 200, Sampling: s}
+		run := func(e engine.Engine) []uint32 {
+			var got []uint32
+			if _, err := e.Serve(ctx, req, prompt, func(t uint32) error { got = append(got, t); return nil }); err != nil {
+				t.Fatal(err)
+			}
+			return got
+		}
+		want := run(ref.Engine())
+		got := run(newEngine(ref, &whole{m: m, sessions: map[uint64]*model.Session{}}, nil))
+		if !slices.Equal(got, want) {
+			t.Errorf("sampling %+v: tokens %v, want %v", s, got, want)
+		}
+		text, _ := ref.Tokenizer().Decode(got, tokenizer.DecodeOptions{Continue: true})
+		if err := grammartest.Validate([]byte(schema), []byte(text)); err != nil {
+			t.Errorf("%q: %v", text, err)
+		}
+	}
+	// A serve naming a grammar it does not carry is refused.
+	if _, _, err := serve(newEngine(ref, &whole{m: m, sessions: map[uint64]*model.Session{}}, nil), prompt,
+		receipt.ServeRequest{MaxTokens: 4, Sampling: &receipt.Sampling{Grammar: &id}}); !errors.Is(err, engine.ErrRefused) {
+		t.Errorf("a grammar named and not carried: %v", err)
+	}
 }

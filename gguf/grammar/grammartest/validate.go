@@ -1,0 +1,199 @@
+// Package grammartest holds a small JSON Schema validator for tests of
+// grammar-constrained output: written from the JSON Schema rules for the
+// subset gguf/grammar compiles, independent of the compiler, so that a
+// test can hold what a grammar lets through to the schema itself.
+package grammartest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Validate checks a JSON document against a schema of the subset the
+// compiler takes: the document must be one valid JSON value in valid
+// UTF-8, and meet the schema.
+func Validate(schema, doc []byte) error {
+	var s any
+	if err := json.Unmarshal(schema, &s); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return fmt.Errorf("not JSON: %v", err)
+	}
+	if dec.More() {
+		return fmt.Errorf("more than one value")
+	}
+	if !utf8.Valid(doc) {
+		return fmt.Errorf("invalid UTF-8")
+	}
+	return validateAt(s, s, v, "")
+}
+
+func validateAt(root, s, v any, at string) error {
+	switch s := s.(type) {
+	case bool:
+		if !s {
+			return fmt.Errorf("%s: false schema", at)
+		}
+		return nil
+	case map[string]any:
+		if ref, ok := s["$ref"].(string); ok {
+			t := root
+			for _, tok := range strings.Split(strings.TrimPrefix(ref, "#"), "/")[1:] {
+				t = t.(map[string]any)[tok]
+			}
+			return validateAt(root, t, v, at)
+		}
+		if c, ok := s["const"]; ok && !jsonEqual(c, v) {
+			return fmt.Errorf("%s: %v is not the const %v", at, v, c)
+		}
+		if e, ok := s["enum"].([]any); ok {
+			found := false
+			for _, x := range e {
+				found = found || jsonEqual(x, v)
+			}
+			if !found {
+				return fmt.Errorf("%s: %v is not in the enum", at, v)
+			}
+		}
+		if any, ok := s["anyOf"].([]any); ok {
+			var errs []string
+			for _, sub := range any {
+				err := validateAt(root, sub, v, at)
+				if err == nil {
+					errs = nil
+					break
+				}
+				errs = append(errs, err.Error())
+			}
+			if errs != nil {
+				return fmt.Errorf("%s: no anyOf branch: %s", at, strings.Join(errs, "; "))
+			}
+		}
+		if t, ok := s["type"]; ok {
+			var types []string
+			switch t := t.(type) {
+			case string:
+				types = []string{t}
+			case []any:
+				for _, x := range t {
+					types = append(types, x.(string))
+				}
+			}
+			ok := false
+			for _, ty := range types {
+				ok = ok || hasType(v, ty)
+			}
+			if !ok {
+				return fmt.Errorf("%s: %v is not of type %v", at, v, types)
+			}
+		}
+		switch v := v.(type) {
+		case map[string]any:
+			props, _ := s["properties"].(map[string]any)
+			for _, r := range asList(s["required"]) {
+				if _, ok := v[r.(string)]; !ok {
+					return fmt.Errorf("%s: required %q missing", at, r)
+				}
+			}
+			for k, x := range v {
+				if ps, ok := props[k]; ok {
+					if err := validateAt(root, ps, x, at+"/"+k); err != nil {
+						return err
+					}
+					continue
+				}
+				if ap, ok := s["additionalProperties"]; ok {
+					if err := validateAt(root, ap, x, at+"/"+k); err != nil {
+						return fmt.Errorf("%s: additional property %q: %v", at, k, err)
+					}
+				}
+			}
+		case []any:
+			if n, ok := s["minItems"].(float64); ok && len(v) < int(n) {
+				return fmt.Errorf("%s: %d items < %v", at, len(v), n)
+			}
+			if n, ok := s["maxItems"].(float64); ok && len(v) > int(n) {
+				return fmt.Errorf("%s: %d items > %v", at, len(v), n)
+			}
+			if it, ok := s["items"]; ok {
+				for i, x := range v {
+					if err := validateAt(root, it, x, at+"/"+strconv.Itoa(i)); err != nil {
+						return err
+					}
+				}
+			}
+		case string:
+			n := utf8.RuneCountInString(v)
+			if m, ok := s["minLength"].(float64); ok && n < int(m) {
+				return fmt.Errorf("%s: length %d < %v", at, n, m)
+			}
+			if m, ok := s["maxLength"].(float64); ok && n > int(m) {
+				return fmt.Errorf("%s: length %d > %v", at, n, m)
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("%s: bad schema %T", at, s)
+}
+
+func asList(x any) []any { l, _ := x.([]any); return l }
+
+func hasType(v any, t string) bool {
+	switch v := v.(type) {
+	case map[string]any:
+		return t == "object"
+	case []any:
+		return t == "array"
+	case string:
+		return t == "string"
+	case json.Number:
+		if t == "number" {
+			return true
+		}
+		if t == "integer" {
+			_, err := strconv.ParseInt(v.String(), 10, 64)
+			return err == nil
+		}
+	case bool:
+		return t == "boolean"
+	case nil:
+		return t == "null"
+	}
+	return false
+}
+
+func jsonEqual(a, b any) bool {
+	ja, _ := json.Marshal(normal(a))
+	jb, _ := json.Marshal(normal(b))
+	return bytes.Equal(ja, jb)
+}
+
+// normal makes numbers comparable whatever decoded them.
+func normal(x any) any {
+	switch x := x.(type) {
+	case json.Number:
+		f, _ := x.Float64()
+		return f
+	case map[string]any:
+		m := map[string]any{}
+		for k, v := range x {
+			m[k] = normal(v)
+		}
+		return m
+	case []any:
+		l := make([]any, len(x))
+		for i, v := range x {
+			l[i] = normal(v)
+		}
+		return l
+	}
+	return x
+}

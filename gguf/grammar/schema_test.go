@@ -1,0 +1,207 @@
+package grammar
+
+import (
+	"errors"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/meshnode/meshnode/gguf/grammar/grammartest"
+)
+
+// schemaCases: per feature, a schema, documents it must match and
+// documents it must not. Each accepted document is also held to the test
+// validator, so the table cannot contradict JSON Schema.
+var schemaCases = []struct {
+	name   string
+	schema string
+	accept []string
+	reject []string
+}{
+	{"string", `{"type":"string"}`,
+		[]string{`""`, `"hi"`, `"a\"b"`, `"\u00e9"`, `"日本"`, `"tab\tx"`},
+		[]string{`hi`, `"a`, `"a"b"`, "\"\x01\"", `"\x"`, ` "a"`, `"a" `}},
+	{"string length", `{"type":"string","minLength":2,"maxLength":3}`,
+		[]string{`"ab"`, `"abc"`, `"é日"`, `"\n\t"`},
+		[]string{`"a"`, `"abcd"`, `""`}},
+	{"integer", `{"type":"integer"}`,
+		[]string{`0`, `-1`, `42`, `1234567890123456`},
+		[]string{`01`, `1.5`, `-`, `+1`, `1e3`, `12345678901234567`}},
+	{"number", `{"type":"number"}`,
+		[]string{`0`, `-0.5`, `3.14`, `1e10`, `2E-3`, `6.02e+23`},
+		[]string{`.5`, `1.`, `1e`, `--1`, `NaN`}},
+	{"boolean and null", `{"type":["boolean","null"]}`,
+		[]string{`true`, `false`, `null`},
+		[]string{`True`, `0`, `"true"`}},
+	{"enum", `{"enum":["red","green",3,null,{"a":[1,true]}]}`,
+		[]string{`"red"`, `"green"`, `3`, `null`, `{"a":[1,true]}`},
+		[]string{`"blue"`, `"Red"`, `4`, `{"a": [1,true]}`}},
+	{"const", `{"const":"x<y"}`, []string{`"x<y"`}, []string{`"x\u003cy"`, `"x"`}},
+	{"object strict", `{"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"}},"required":["name","age"],"additionalProperties":false}`,
+		[]string{`{"name":"Ann","age":3}`, `{ "name": "Ann", "age": 3 }`, "{\n  \"name\": \"Ann\",\n  \"age\": 3\n}"},
+		[]string{`{"name":"Ann"}`, `{"age":3,"name":"Ann"}`, `{"name":"Ann","age":3,"x":1}`, `{}`, `{"name":"Ann","age":"3"}`}},
+	{"object optional", `{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"},"c":{"type":"integer"}},"required":["b"],"additionalProperties":false}`,
+		[]string{`{"b":1}`, `{"a":1,"b":2}`, `{"b":2,"c":3}`, `{"a":1,"b":2,"c":3}`},
+		[]string{`{}`, `{"a":1}`, `{"a":1,,"b":2}`, `{,"b":1}`, `{"b":1,}`, `{"c":1,"b":2}`}},
+	{"object all optional", `{"properties":{"a":{"type":"integer"},"b":{"type":"boolean"}}}`,
+		[]string{`{}`, `{"a":1}`, `{"b":true}`, `{"a":1,"b":false}`, `{ }`},
+		[]string{`{,}`, `{"a":1,}`, `{"b":true,"a":1}`}},
+	{"map", `{"type":"object","additionalProperties":{"type":"integer"}}`,
+		[]string{`{}`, `{"x":1}`, `{"x":1,"y":2}`},
+		[]string{`{"x":"1"}`, `{"x":1,}`}},
+	{"any object", `{"type":"object"}`,
+		[]string{`{}`, `{"a":[1,{"b":null}],"c":"d"}`},
+		[]string{`[]`, `{"a"}`}},
+	{"array bounds", `{"type":"array","items":{"type":"integer"},"minItems":1,"maxItems":3}`,
+		[]string{`[1]`, `[1,2]`, `[1, 2, 3]`},
+		[]string{`[]`, `[1,2,3,4]`, `[1,]`, `["a"]`}},
+	{"array any", `{"type":"array"}`,
+		[]string{`[]`, `[1,"a",null,[true]]`},
+		[]string{`[1,]`, `[`}},
+	{"empty array only", `{"type":"array","maxItems":0}`, []string{`[]`, `[ ]`}, []string{`[1]`}},
+	{"nesting", `{"type":"object","properties":{"items":{"type":"array","items":{"type":"object","properties":{"id":{"type":"integer"},"tags":{"type":"array","items":{"type":"string"}}},"required":["id","tags"],"additionalProperties":false}}},"required":["items"],"additionalProperties":false}`,
+		[]string{`{"items":[]}`, `{"items":[{"id":1,"tags":["a","b"]},{"id":2,"tags":[]}]}`},
+		[]string{`{"items":[{"id":1}]}`, `{"items":[{"id":1,"tags":[1]}]}`}},
+	{"defs and ref", `{"$defs":{"pt":{"type":"object","properties":{"x":{"type":"number"},"y":{"type":"number"}},"required":["x","y"],"additionalProperties":false}},"type":"object","properties":{"from":{"$ref":"#/$defs/pt"},"to":{"$ref":"#/$defs/pt"}},"required":["from","to"],"additionalProperties":false}`,
+		[]string{`{"from":{"x":1,"y":2},"to":{"x":-1.5,"y":0}}`},
+		[]string{`{"from":{"x":1},"to":{"x":1,"y":2}}`}},
+	{"recursive ref", `{"$defs":{"node":{"type":"object","properties":{"v":{"type":"integer"},"kids":{"type":"array","items":{"$ref":"#/$defs/node"}}},"required":["v","kids"],"additionalProperties":false}},"$ref":"#/$defs/node"}`,
+		[]string{`{"v":1,"kids":[]}`, `{"v":1,"kids":[{"v":2,"kids":[{"v":3,"kids":[]}]}]}`},
+		[]string{`{"v":1}`, `{"v":1,"kids":[{"v":2}]}`}},
+	{"anyOf", `{"anyOf":[{"type":"string","maxLength":2},{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"],"additionalProperties":false}]}`,
+		[]string{`"ab"`, `{"n":1}`},
+		[]string{`"abc"`, `{"m":1}`, `1`}},
+	{"annotations", `{"title":"T","description":"d","$schema":"https://json-schema.org/draft/2020-12/schema","type":"boolean","default":true,"examples":[true]}`,
+		[]string{`true`}, []string{`"true"`}},
+	{"true schema", `true`, []string{`1`, `"a"`, `{"a":[]}`}, []string{`{`}},
+	{"escaped key", `{"type":"object","properties":{"a\"b/c":{"type":"null"}},"required":["a\"b/c"],"additionalProperties":false}`,
+		[]string{`{"a\"b/c":null}`}, []string{`{"a"b/c":null}`}},
+	{"required undescribed", `{"type":"object","properties":{"a":{"type":"integer"}},"required":["a","z"]}`,
+		[]string{`{"a":1,"z":"anything"}`}, []string{`{"a":1}`}},
+	{"whitespace bounded", `{"type":"array","items":{"type":"integer"}}`,
+		[]string{"[\n" + "                    1]", `[ 1 , 2 ]`},
+		[]string{"[\n" + "                     1]", `[  1]`, "[\n\n1]"}},
+}
+
+func TestSchemaFeatures(t *testing.T) {
+	for _, tc := range schemaCases {
+		t.Run(tc.name, func(t *testing.T) {
+			g, err := FromSchema([]byte(tc.schema))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, doc := range tc.accept {
+				if !accepts(t, g, doc) {
+					t.Errorf("rejects %s", doc)
+				}
+				if err := grammartest.Validate([]byte(tc.schema), []byte(doc)); err != nil {
+					t.Errorf("the table is wrong: %s is invalid: %v", doc, err)
+				}
+			}
+			for _, doc := range tc.reject {
+				if accepts(t, g, doc) {
+					t.Errorf("accepts %s", doc)
+				}
+			}
+		})
+	}
+}
+
+// TestSchemaSamplesValidate draws random sentences of each schema's
+// grammar and holds them to the validator: whatever the grammar lets
+// through is schema-valid JSON.
+func TestSchemaSamplesValidate(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, tc := range schemaCases {
+		g, err := FromSchema([]byte(tc.schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ended := 0
+		for range 200 {
+			s, ok := sample(g, rng, 4000)
+			if !ok {
+				continue
+			}
+			ended++
+			if err := grammartest.Validate([]byte(tc.schema), []byte(s)); err != nil {
+				t.Errorf("%s: sample %q: %v", tc.name, s, err)
+			}
+		}
+		if ended < 20 {
+			t.Errorf("%s: only %d of 200 samples ended", tc.name, ended)
+		}
+	}
+}
+
+func TestSchemaRefused(t *testing.T) {
+	for _, tc := range []struct {
+		schema  string
+		keyword string
+		pointer string
+	}{
+		{`{"type":"string","pattern":"^a"}`, "pattern", "/pattern"},
+		{`{"type":"string","format":"date-time"}`, "format", "/format"},
+		{`{"type":"object","properties":{"n":{"type":"integer","minimum":0}}}`, "minimum", "/properties/n/minimum"},
+		{`{"oneOf":[{"type":"string"}]}`, "oneOf", "/oneOf"},
+		{`{"allOf":[{"type":"string"}]}`, "allOf", "/allOf"},
+		{`{"type":"array","items":[{"type":"string"}]}`, "items", "/items"},
+		{`{"type":"array","prefixItems":[{"type":"string"}]}`, "prefixItems", "/prefixItems"},
+		{`{"$defs":{"a/b":{"type":"string","nullable":true}},"$ref":"#/$defs/a~1b"}`, "nullable", "/$defs/a~1b/nullable"},
+		{`{"$ref":"https://example.com/s.json"}`, "$ref", "/$ref"},
+		{`{"$ref":"#/$defs/x","type":"string","$defs":{"x":{}}}`, "type", "/type"},
+		{`{"type":"string","maxLength":100000}`, "maxLength", "/maxLength"},
+	} {
+		_, err := FromSchema([]byte(tc.schema))
+		var ue *UnsupportedError
+		if !errors.As(err, &ue) {
+			t.Errorf("%s: got %v, want an UnsupportedError", tc.schema, err)
+			continue
+		}
+		if ue.Keyword != tc.keyword || ue.Pointer != tc.pointer {
+			t.Errorf("%s: got %q at %q, want %q at %q (%v)", tc.schema, ue.Keyword, ue.Pointer, tc.keyword, tc.pointer, err)
+		}
+	}
+}
+
+func TestSchemaInvalid(t *testing.T) {
+	for _, s := range []string{
+		`{"type":"strng"}`, `{"type":[]}`, `{"enum":[]}`, `false`, `{"properties":{"a":false},"required":["a"]}`,
+		`{"type":"array","minItems":3,"maxItems":2}`, `{"type":"string","minLength":-1}`, `{"$ref":"#/$defs/none"}`,
+		`{"type":"object","required":["a"],"additionalProperties":false}`, `{"$ref":"#"}`, `[1]`, `{"a":1,"a":2}`,
+	} {
+		_, err := FromSchema([]byte(s))
+		var se *SchemaError
+		if !errors.As(err, &se) && !errors.Is(err, ErrSchema) {
+			t.Errorf("%s: got %v, want a SchemaError", s, err)
+		}
+	}
+	_, err := FromSchema([]byte(`{"items":` + repeatStr(`{"items":`, 70) + `{}` + repeatStr("}", 71)))
+	if !errors.Is(err, ErrSchema) {
+		t.Errorf("deep schema: %v", err)
+	}
+}
+
+func repeatStr(s string, n int) string {
+	out := ""
+	for range n {
+		out += s
+	}
+	return out
+}
+
+func TestAnyJSONObject(t *testing.T) {
+	g, err := AnyJSONObject()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{`{}`, `{"a":1}`, `{"a":{"b":[1,2,{"c":null}]},"d":"e"}`} {
+		if !accepts(t, g, s) {
+			t.Errorf("rejects %s", s)
+		}
+	}
+	for _, s := range []string{`[]`, `"a"`, `1`, `{"a":1} `, ` {}`, `{"a":1}{}`} {
+		if accepts(t, g, s) {
+			t.Errorf("accepts %s", s)
+		}
+	}
+}

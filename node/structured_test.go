@@ -1,0 +1,138 @@
+package node
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/meshnode/meshnode/gguf/grammar"
+	"github.com/meshnode/meshnode/gguf/grammar/grammartest"
+	"github.com/meshnode/meshnode/node/api"
+)
+
+// TestStructuredOutputs: response_format and text.format hold the built-in
+// model's answer to the schema through the whole node (API, steward,
+// engine); a schema feature that cannot be enforced is a 400 naming it; a
+// too small max_tokens ends with finish_reason "length"; and a
+// constrained serve replays exactly, under the grammar its request names,
+// while the same request with another schema is another request.
+func TestStructuredOutputs(t *testing.T) {
+	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
+	n, _ := startNode(t, Config{})
+
+	const schema = `{"type":"object","properties":{"answer":{"type":"string","maxLength":10},"sure":{"type":"boolean"},"score":{"type":"integer"}},"required":["answer","sure"],"additionalProperties":false}`
+	chat := func(format string, extra string) string {
+		return `{"model":"` + fortunesModel + `","max_tokens":200` + extra + `,"messages":[{"role":"user","content":"Is it true?"}],"response_format":` + format + `}`
+	}
+	withSchema := `{"type":"json_schema","json_schema":{"name":"verdict","strict":true,"schema":` + schema + `}}`
+
+	greedy := chat(withSchema, "")
+	text, greedyEnergy := generate(t, n, "/v1/chat/completions", greedy)
+	if err := grammartest.Validate([]byte(schema), []byte(text)); err != nil {
+		t.Fatalf("chat answer %q: %v", text, err)
+	}
+	seeded := chat(withSchema, `,"temperature":1.2,"seed":5`)
+	text, seededEnergy := generate(t, n, "/v1/chat/completions", seeded)
+	if err := grammartest.Validate([]byte(schema), []byte(text)); err != nil {
+		t.Fatalf("sampled chat answer %q: %v", text, err)
+	}
+	// json_object: an object, or (when max_tokens cut it) the start of
+	// one.
+	text, _ = generate(t, n, "/v1/chat/completions", chat(`{"type":"json_object"}`, ""))
+	obj, _ := grammar.AnyJSONObject()
+	if m, _ := obj.NewMatcher(); !strings.HasPrefix(text, "{") || m.Advance([]byte(text)) != nil {
+		t.Fatalf("json_object answer %q", text)
+	}
+
+	// The responses API's text.format.
+	resp := post(t, n, "/v1/responses", `{"model":"`+fortunesModel+`","max_output_tokens":200,"input":"Is it true?","text":{"format":{"type":"json_schema","name":"verdict","schema":`+schema+`}}}`)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var r struct {
+		Output []struct {
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		} `json:"output"`
+	}
+	if err := json.Unmarshal(b, &r); resp.StatusCode != http.StatusOK || err != nil || len(r.Output) != 1 || len(r.Output[0].Content) != 1 {
+		t.Fatalf("responses: %d %s", resp.StatusCode, b)
+	}
+	if err := grammartest.Validate([]byte(schema), []byte(r.Output[0].Content[0].Text)); err != nil {
+		t.Fatalf("responses answer %q: %v", r.Output[0].Content[0].Text, err)
+	}
+
+	// Too few tokens to finish the JSON: "length", as OpenAI answers.
+	resp = post(t, n, "/v1/chat/completions", strings.Replace(greedy, `"max_tokens":200`, `"max_tokens":3`, 1))
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var c struct {
+		Choices []struct {
+			FinishReason string `json:"finish_reason"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal(b, &c); err != nil || len(c.Choices) != 1 || c.Choices[0].FinishReason != "length" {
+		t.Fatalf("a cut constrained answer: %s", b)
+	}
+
+	// What cannot be enforced is refused, by name and place.
+	for _, tc := range []struct {
+		body, code, param, says string
+	}{
+		{chat(`{"type":"json_schema","json_schema":{"name":"v","schema":{"type":"object","properties":{"d":{"type":"string","format":"date"}}}}}`, ""),
+			"unsupported_schema", "response_format.json_schema.schema", `"format" at /properties/d/format`},
+		{chat(`{"type":"json_schema","json_schema":{"name":"v","schema":{"type":"strng"}}}`, ""), "invalid_schema", "response_format.json_schema.schema", "strng"},
+		{chat(`{"type":"json_schema","json_schema":{"schema":{}}}`, ""), "invalid_request", "response_format.json_schema.name", "name"},
+		{chat(`{"type":"xml"}`, ""), "invalid_request", "response_format.type", "xml"},
+		{chat(`{"type":"json_object","schema":{}}`, ""), "invalid_request", "response_format", "schema"},
+		{`{"model":"` + fortunesModel + `","input":"x","text":{"format":{"type":"json_schema","name":"v","schema":{"oneOf":[]}}}}`,
+			"unsupported_schema", "text.format.schema", "oneOf"},
+	} {
+		path := "/v1/chat/completions"
+		if strings.Contains(tc.body, `"input"`) {
+			path = "/v1/responses"
+		}
+		resp := post(t, n, path, tc.body)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var e struct {
+			Error struct {
+				Code, Param, Message string
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(b, &e); resp.StatusCode != http.StatusBadRequest || err != nil || e.Error.Code != tc.code ||
+			e.Error.Param != tc.param || !strings.Contains(e.Error.Message, tc.says) {
+			t.Errorf("%s: %d %s, want 400 %s %s saying %s", tc.body, resp.StatusCode, b, tc.code, tc.param, tc.says)
+		}
+	}
+
+	// Replay: the constrained serves verify; another schema is another
+	// request.
+	replay := func(request string, energy json.RawMessage) api.ReplayResult {
+		t.Helper()
+		body, _ := json.Marshal(map[string]any{"request": json.RawMessage(request), "energy": energy})
+		status, res, raw := replayRaw(t, n, string(body))
+		if status != http.StatusOK {
+			t.Fatalf("replay: %d %s", status, raw)
+		}
+		return res
+	}
+	for name, tc := range map[string]struct {
+		request string
+		energy  json.RawMessage
+	}{"greedy": {greedy, greedyEnergy}, "seeded": {seeded, seededEnergy}} {
+		if res := replay(tc.request, tc.energy); res.Verdict != api.VerdictVerified || res.Disclosure == nil {
+			t.Errorf("%s constrained replay: %+v", name, res)
+		}
+	}
+	other := strings.Replace(greedy, `"maxLength":10`, `"maxLength":11`, 1)
+	if res := replay(other, greedyEnergy); res.Verdict != api.VerdictNotReplayable || !strings.Contains(res.Reason, "not the receipt's") {
+		t.Errorf("replay under another schema: %+v", res)
+	}
+	plain := strings.Replace(greedy, `,"response_format":`+withSchema, "", 1)
+	if res := replay(plain, greedyEnergy); res.Verdict != api.VerdictNotReplayable {
+		t.Errorf("replay without the schema: %+v", res)
+	}
+}
