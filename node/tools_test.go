@@ -13,6 +13,7 @@ import (
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/chat"
 	"github.com/meshnode/meshnode/gguf/chat/toolcall"
+	"github.com/meshnode/meshnode/gguf/grammar/grammartest"
 	"github.com/meshnode/meshnode/gguf/tokenizer"
 	"github.com/meshnode/meshnode/node/api"
 	"github.com/meshnode/meshnode/node/steward/grant"
@@ -62,6 +63,72 @@ func TestToolRequestReplay(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"code":"tools_not_granted"`) {
 			t.Errorf("granted request with tools: %d %s, want 400 tools_not_granted", resp.StatusCode, b)
+		}
+	}
+}
+
+// TestForcedToolCall: tool_choice required on the built-in model (no
+// template: the generic format) makes it call a tool through the whole
+// node (grammar in the request, the engine's mask), with arguments that
+// meet the tool's schema, greedy and sampled; its replay verifies under
+// the same grammar, and the same request with a tool's schema changed is
+// another request.
+func TestForcedToolCall(t *testing.T) {
+	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
+	n, _ := startNode(t, Config{})
+	// The fortunes model's context is 256 tokens, and the generic prompt
+	// spends most of them: one small tool.
+	const schema = `{"type":"object","properties":{"c":{"enum":["O","P"]}},"required":["c"],"additionalProperties":false}`
+	request := func(extra string) string {
+		return `{"model":"` + fortunesModel + `","tool_choice":"required","parallel_tool_calls":false` + extra + `,
+			"tools":[{"type":"function","function":{"name":"w","parameters":` + schema + `}}],"messages":[{"role":"user","content":"?"}]}`
+	}
+	var greedyEnergy json.RawMessage
+	for _, extra := range []string{"", `,"temperature":1.0,"seed":9`} {
+		resp := post(t, n, "/v1/chat/completions", request(extra))
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var got struct {
+			Choices []struct {
+				Message struct {
+					Content   *string `json:"content"`
+					ToolCalls []struct {
+						ID       string `json:"id"`
+						Function struct {
+							Name      string `json:"name"`
+							Arguments string `json:"arguments"`
+						} `json:"function"`
+					} `json:"tool_calls"`
+				} `json:"message"`
+				FinishReason string `json:"finish_reason"`
+			} `json:"choices"`
+			Usage struct {
+				Energy json.RawMessage `json:"energy"`
+			} `json:"usage"`
+		}
+		if err := json.Unmarshal(b, &got); err != nil || resp.StatusCode != http.StatusOK || len(got.Choices) != 1 {
+			t.Fatalf("%d %s", resp.StatusCode, b)
+		}
+		c := got.Choices[0]
+		if c.FinishReason != "tool_calls" || c.Message.Content != nil || len(c.Message.ToolCalls) != 1 {
+			t.Fatalf("forced call %q: %s", extra, b)
+		}
+		call := c.Message.ToolCalls[0]
+		if err := grammartest.Validate([]byte(schema), []byte(call.Function.Arguments)); err != nil || call.Function.Name != "w" || !strings.HasPrefix(call.ID, "call_") {
+			t.Errorf("call %+v: %v", call, err)
+		}
+		if extra == "" {
+			greedyEnergy = got.Usage.Energy
+		}
+	}
+	for _, tc := range []struct{ name, request, verdict string }{
+		{"the request", request(""), api.VerdictVerified},
+		{"another schema", strings.Replace(request(""), `"P"]`, `"P","Q"]`, 1), api.VerdictNotReplayable},
+	} {
+		body, _ := json.Marshal(map[string]any{"request": json.RawMessage(tc.request), "energy": greedyEnergy})
+		status, res, raw := replayRaw(t, n, string(body))
+		if status != http.StatusOK || res.Verdict != tc.verdict {
+			t.Errorf("replay of %s: %d %s, want %s", tc.name, status, raw, tc.verdict)
 		}
 	}
 }

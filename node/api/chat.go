@@ -54,6 +54,11 @@ func parseChat(body []byte) (*Generation, *chatRequest, error) {
 	if err := parseResponseFormat(req.ResponseFormat, g); err != nil {
 		return nil, nil, err
 	}
+	if g.Grammar != nil && req.tools.active() {
+		// One grammar holds the whole output: a response format would
+		// leave the model no way to write a call in its own format.
+		return nil, nil, badRequest("response_format", "response_format %s cannot be combined with tools (tool_choice %q); send tool_choice \"none\" or no response_format", g.Format, req.tools.mode)
+	}
 	return g, &req, nil
 }
 
@@ -106,9 +111,13 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var format toolcall.Format
+	var prefix string // fed to the call parser before the output
 	if req.tools.active() {
 		var err error
-		if format, err = toolFormat(m, g.Model); err != nil {
+		if format, err = toolFormat(m, g.Model); err == nil {
+			prefix, err = forceTools(g, format)
+		}
+		if err != nil {
 			writeError(w, err)
 			return
 		}
@@ -121,7 +130,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		}
 		msg := &replyMessage{Role: "assistant", Content: &text}
 		if req.tools.active() {
-			msg.Content, msg.ToolCalls = toolReply(format, req.tools, text)
+			msg.Content, msg.ToolCalls = toolReply(format, req.tools, prefix+text)
 		}
 		writeJSON(w, http.StatusOK, chatCompletion{
 			ID: id, Object: "chat.completion", Created: created, Model: g.Model, SystemFingerprint: systemFingerprint,
@@ -135,6 +144,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage}
 	if req.tools.active() {
 		st.calls = toolcall.NewParser(format, nil)
+		st.calls.Feed(prefix) // a marker only: it makes no events
 		st.parallel = req.tools.parallel
 	}
 	s.generate(w, r, m, g, st, sse)

@@ -72,6 +72,14 @@ type Generation struct {
 	// template to render. They are nil when the request has none or its
 	// tool_choice is "none" (the model is then told of no tools).
 	Tools []json.RawMessage
+	// ToolChoice is the tool_choice of a request with Tools: "auto",
+	// "required" or "function" (ToolName is the function);
+	// ParallelToolCalls is parallel_tool_calls. "required" and "function"
+	// hold the output to calls: the API sets Grammar to a grammar of the
+	// model's call format once it knows the model.
+	ToolChoice        string
+	ToolName          string
+	ParallelToolCalls bool
 
 	MaxTokens        int // 0: the model's default
 	Temperature      *float64

@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -82,25 +83,54 @@ func (req *chatRequest) parseTools(g *Generation) (toolChoice, error) {
 	case mode == "function" && !names[name]:
 		return choice, badRequest("tool_choice", "tool_choice names function %q, which is not among the request's tools", name)
 	}
-	if mode == "required" || mode == "function" {
-		// Making the model call a tool needs constrained decoding (a
-		// grammar over the template's call format and the tools'
-		// parameter schemas), which generation does not have yet.
-		return choice, badRequest("tool_choice", "tool_choice %q requires constrained decoding, which is not yet available; send \"auto\" (the model decides) or \"none\"", toolChoiceText(mode, name))
-	}
 	choice.mode, choice.name = mode, name
 	if mode != "none" {
 		g.Tools = tools
+		g.ToolChoice, g.ToolName, g.ParallelToolCalls = mode, name, choice.parallel
 	}
 	return choice, nil
 }
 
-func toolChoiceText(mode, name string) string {
-	if mode == "function" {
-		return "function " + name
+// forceTools holds g's output to calls of its tools when its tool_choice
+// requires one ("required", or a named function): a grammar over the
+// model's call format f and the tools' parameter schemas
+// (toolcall.Grammar). It returns the text to feed the parser before the
+// output (a control token the grammar cannot make the model write).
+func forceTools(g *Generation, f toolcall.Format) (string, error) {
+	if g.ToolChoice != "required" && g.ToolChoice != "function" {
+		return "", nil
 	}
-	return mode
+	tools := make([]toolcall.Tool, len(g.Tools))
+	for i, raw := range g.Tools {
+		var t struct {
+			Function struct {
+				Name       string          `json:"name"`
+				Parameters json.RawMessage `json:"parameters"`
+			} `json:"function"`
+		}
+		if err := json.Unmarshal(raw, &t); err != nil {
+			return "", badRequest(fmt.Sprintf("tools[%d]", i), "tools[%d]: %v", i, err)
+		}
+		tools[i] = toolcall.Tool{Name: t.Function.Name}
+		if !isAbsent(t.Function.Parameters) {
+			tools[i].Parameters = t.Function.Parameters
+		}
+	}
+	gr, prefix, err := toolcall.Grammar(f, tools, g.ToolName, g.ParallelToolCalls)
+	if err != nil {
+		var se *toolcall.SchemaError
+		if errors.As(err, &se) {
+			return "", schemaError(fmt.Sprintf("tools[%d].function.parameters", se.Index), se.Err)
+		}
+		return "", err
+	}
+	g.Grammar, g.Format = gr, FormatToolCalls
+	return prefix, nil
 }
+
+// FormatToolCalls names the grammar of a tool_choice that requires a call
+// (Generation.Format).
+const FormatToolCalls = "tool_calls"
 
 // checkTool validates one tool: {"type": "function", "function": {"name",
 // "description"?, "parameters"? (a JSON Schema object), "strict"?}}.

@@ -238,11 +238,87 @@ func TestToolChoice(t *testing.T) {
 	if !strings.Contains(string(b), `"finish_reason":"tool_calls"`) {
 		t.Errorf("tool_choice auto: %s", b)
 	}
-	for _, choice := range []string{`"required"`, `{"type":"function","function":{"name":"get_time"}}`} {
-		resp := h.post(t, "/v1/chat/completions", `{"model":"tiny","tool_choice":`+choice+`,`+weatherTools+`,"messages":[{"role":"user","content":"hi"}]}`)
-		e := decodeError(t, resp)
-		if resp.StatusCode != 400 || e.Param != "tool_choice" || !strings.Contains(e.Message, "constrained decoding") {
-			t.Errorf("tool_choice %s: %d %+v", choice, resp.StatusCode, e)
+}
+
+// TestToolChoiceForced: tool_choice required and a named function hold
+// the output to a grammar of the model's call format (the model gets it
+// with the request), which takes the calls the template writes and no
+// other text; Mistral's, which cannot force its [TOOL_CALLS] control
+// token, is parsed as though the model had written it. Replaying such a
+// request holds the re-run to the same grammar.
+func TestToolChoiceForced(t *testing.T) {
+	for _, tc := range []struct {
+		f       toolcall.Format
+		choice  string
+		pieces  []string
+		names   []string
+		refused string // text the grammar must not take
+	}{
+		{toolcall.Hermes, `"required"`, append([]string{"<tool"}, hermesCalls[2:]...), []string{"get_weather", "get_time"}, hermesCalls[0]},
+		{toolcall.Mistral, `{"type":"function","function":{"name":"get_time"}}`, []string{`[{"name": "get_time", `, `"arguments": {"city": "Oslo"}}]`}, []string{"get_time"},
+			`[{"name": "get_weather", "arguments": {"city": "Oslo"}}]`},
+		{toolcall.Llama3, `"required"`, []string{`{"name": "get_weather", "parameters": {"city": "Oslo"}}`}, []string{"get_weather"}, `{"name": "get_weather", "parameters": {"town": "Oslo"}}`},
+	} {
+		h := toolHarness(t, tc.f, tc.pieces)
+		for _, stream := range []bool{false, true} {
+			body := fmt.Sprintf(`{"model":"tiny","stream":%v,"tool_choice":%s,%s,"messages":[{"role":"user","content":"hi"}]}`, stream, tc.choice, weatherTools)
+			var names []string
+			if stream {
+				resp := h.post(t, "/v1/chat/completions", body)
+				_, calls, finish := sdkAccumulate(t, readSSE(t, resp.Body))
+				resp.Body.Close()
+				if finish != "tool_calls" {
+					t.Errorf("%v stream: finish %q", tc.f, finish)
+				}
+				for _, c := range calls {
+					names = append(names, *c.Function.Name)
+				}
+			} else {
+				var got toolReplyJSON
+				if err := json.Unmarshal(postOK(t, h, body), &got); err != nil {
+					t.Fatal(err)
+				}
+				for _, c := range got.Choices[0].Message.ToolCalls {
+					names = append(names, *c.Function.Name)
+				}
+			}
+			if fmt.Sprint(names) != fmt.Sprint(tc.names) {
+				t.Errorf("%v %s stream=%v: calls %v, want %v", tc.f, tc.choice, stream, names, tc.names)
+			}
+			g := h.model.lastCall()
+			if g.Grammar == nil || g.Format != FormatToolCalls {
+				t.Fatalf("%v %s: the model got no grammar", tc.f, tc.choice)
+			}
+			m, _ := g.Grammar.NewMatcher()
+			if err := m.Advance([]byte(strings.Join(h.model.pieces, ""))); err != nil || !m.Accepting() {
+				t.Errorf("%v %s: the grammar does not take the model's calls: %v", tc.f, tc.choice, err)
+			}
+			m, _ = g.Grammar.NewMatcher()
+			if err := m.Advance([]byte(tc.refused)); err == nil && m.Accepting() {
+				t.Errorf("%v %s: the grammar takes %q", tc.f, tc.choice, tc.refused)
+			}
+		}
+	}
+
+	// A replay of a forced request is held to the grammar.
+	h := toolHarness(t, toolcall.Hermes, hermesCalls)
+	node := &fakeNode{replay: &ReplayResult{Verdict: VerdictVerified}}
+	h.srv.node = node
+	request := `{"model":"tiny","tool_choice":"required",` + weatherTools + `,"messages":[{"role":"user","content":"hi"}]}`
+	resp := h.post(t, "/v1/mesh/replay", `{"request":`+request+`,"energy":{"envelope_hex":"00"}}`)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || len(node.replays) != 1 || node.replays[0].Generation.Grammar == nil {
+		t.Errorf("replay of a forced request: %d, replays %+v", resp.StatusCode, node.replays)
+	}
+
+	// What cannot be enforced is refused, naming it.
+	for _, tc := range []struct{ body, param, code string }{
+		{`"tool_choice":"required","tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":{"type":"string","pattern":"^x"}}}}}]`, "tools[0].function.parameters", "unsupported_schema"},
+		{`"response_format":{"type":"json_object"},` + weatherTools, "response_format", "invalid_request"},
+	} {
+		resp := h.post(t, "/v1/chat/completions", `{"model":"tiny",`+tc.body+`,"messages":[{"role":"user","content":"hi"}]}`)
+		if e := decodeError(t, resp); resp.StatusCode != 400 || e.Param != tc.param || e.Code != tc.code {
+			t.Errorf("%s: %d %+v", tc.body, resp.StatusCode, e)
 		}
 	}
 }
