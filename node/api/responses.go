@@ -13,8 +13,6 @@ type responsesRequest struct {
 	Instructions    *string         `json:"instructions"`
 	MaxOutputTokens *int            `json:"max_output_tokens"`
 	Text            json.RawMessage `json:"text"`
-	Tools           json.RawMessage `json:"tools"`
-	ToolChoice      json.RawMessage `json:"tool_choice"`
 }
 
 func parseResponses(body []byte) (*Generation, *responsesRequest, error) {
@@ -25,14 +23,6 @@ func parseResponses(body []byte) (*Generation, *responsesRequest, error) {
 	g := &Generation{Body: body}
 	if err := req.apply(g); err != nil {
 		return nil, nil, err
-	}
-	// Tool calling is served on chat completions; the Responses API's
-	// function_call items are not.
-	if !isAbsent(req.Tools) && !bytes.Equal(bytes.TrimSpace(req.Tools), []byte("[]")) {
-		return nil, nil, badRequest("tools", "tools are not supported on /v1/responses; meshnode serves tool calls on /v1/chat/completions")
-	}
-	if !isAbsent(req.ToolChoice) && !bytes.Equal(bytes.TrimSpace(req.ToolChoice), []byte(`"none"`)) && !bytes.Equal(bytes.TrimSpace(req.ToolChoice), []byte(`"auto"`)) {
-		return nil, nil, badRequest("tool_choice", "tool_choice is not supported on /v1/responses; meshnode serves tool calls on /v1/chat/completions")
 	}
 	if req.Instructions != nil && *req.Instructions != "" {
 		g.Messages = append(g.Messages, Message{Role: "system", Content: *req.Instructions})

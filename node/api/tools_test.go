@@ -50,12 +50,7 @@ type toolReplyJSON struct {
 
 func postOK(t *testing.T, h *harness, body string) []byte {
 	t.Helper()
-	return postOKPath(t, h, "/v1/chat/completions", body)
-}
-
-func postOKPath(t *testing.T, h *harness, path, body string) []byte {
-	t.Helper()
-	resp := h.post(t, path, body)
+	resp := h.post(t, "/v1/chat/completions", body)
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != 200 {
@@ -391,14 +386,6 @@ func TestToolValidation(t *testing.T) {
 			t.Errorf("%s reached the model", tc.body)
 		}
 	}
-
-	for _, body := range []string{`"tools":[{"type":"function","name":"f"}]`, `"tool_choice":"required"`} {
-		resp := h.post(t, "/v1/responses", `{"model":"tiny","input":"hi",`+body+`}`)
-		if e := decodeError(t, resp); resp.StatusCode != 400 || (e.Param != "tools" && e.Param != "tool_choice") {
-			t.Errorf("responses with %s: %d %+v", body, resp.StatusCode, e)
-		}
-	}
-	postOKPath(t, h, "/v1/responses", `{"model":"tiny","input":"hi","tools":[],"tool_choice":"auto"}`)
 
 	// A model that cannot take tools says so; without tools (or with
 	// tool_choice none) it serves the request.
