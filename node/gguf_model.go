@@ -91,7 +91,9 @@ func renderPrompt(tok *tokenizer.Tokenizer, tmpl *chat.Template, gen *api.Genera
 			}
 		}
 		var err error
-		if text, err = tmpl.Render(chat.Input{Messages: msgs, Tools: gen.Tools, AddGenerationPrompt: true}); err != nil {
+		if text, err = tmpl.Render(chat.Input{Messages: msgs, Tools: gen.Tools, AddGenerationPrompt: true,
+			// A template whose calls cannot be read back is polyfilled.
+			Generic: toolcall.Detect(tmpl) == toolcall.Generic}); err != nil {
 			var rejected *chat.RejectedError
 			if errors.As(err, &rejected) {
 				return "", nil, fmt.Errorf("the model's chat template rejects this conversation: %s", rejected.Reason)

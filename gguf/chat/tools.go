@@ -29,6 +29,10 @@ type Input struct {
 	// kept, so that tojson renders them as Hugging Face does.
 	Tools               []json.RawMessage
 	AddGenerationPrompt bool
+	// Generic renders tools and tool turns with the generic polyfill even
+	// when the template takes tools: for a template whose call format
+	// the caller cannot read back (toolcall.Detect is Generic).
+	Generic bool
 }
 
 // TakesTools reports whether the template renders tools itself: its
@@ -45,14 +49,14 @@ func (t *Template) TakesTools() bool {
 // Llama 3.x's, Qwen2.5's and Mistral's templates pass to tojson);
 // arguments that are not a JSON object stay the string they were.
 //
-// A template that does not take tools renders them the generic way
-// llama.cpp polyfills them: the tools and the expected answer shape in
+// A template that does not take tools (or any, with Input.Generic)
+// renders them the generic way llama.cpp polyfills them: the tools and the expected answer shape in
 // the system message, an assistant's calls as a JSON {"tool_calls": [...]}
 // content, and tool results as user messages holding a JSON
 // {"tool_response": ...}. toolcall.Generic parses that shape back.
 func (t *Template) Render(in Input) (string, error) {
 	msgs := in.Messages
-	if !t.TakesTools() && (len(in.Tools) > 0 || hasToolTurns(msgs)) {
+	if (!t.TakesTools() || in.Generic) && (len(in.Tools) > 0 || hasToolTurns(msgs)) {
 		var err error
 		if msgs, err = polyfill(msgs, in.Tools); err != nil {
 			return "", err

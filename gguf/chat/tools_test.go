@@ -123,3 +123,21 @@ func TestLineContinuations(t *testing.T) {
 		}
 	}
 }
+
+// TestGenericOverride: Input.Generic polyfills a template that takes
+// tools (one whose call format cannot be read back).
+func TestGenericOverride(t *testing.T) {
+	tpl, err := Compile(`{% for t in tools %}[{{ t.function.name }}]{% endfor %}{% for m in messages %}{{ m.role }}:{{ m.content }};{% endfor %}`, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := Input{Messages: []Message{{Role: "user", Content: "hi"}}, Tools: []json.RawMessage{weatherTool}}
+	if got, _ := tpl.Render(in); got != "[get_weather]user:hi;" {
+		t.Errorf("native: %q", got)
+	}
+	in.Generic = true
+	got, _ := tpl.Render(in)
+	if want := "system:" + GenericToolPrompt + `{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}};user:hi;`; got != want {
+		t.Errorf("generic: %q, want %q", got, want)
+	}
+}

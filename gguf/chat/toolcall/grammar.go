@@ -36,8 +36,8 @@ func (e *SchemaError) Unwrap() error { return e.Err }
 //
 // A control token cannot be forced (the token mask only allows tokens
 // that spell text), so where the format opens its calls with one
-// (Mistral's [TOOL_CALLS]) the grammar starts after it, and prefix is the
-// text to feed the parser before the output.
+// (Mistral's [TOOL_CALLS], Granite's <|tool_call|>) the grammar starts
+// after it, and prefix is the text to feed the parser before the output.
 func Grammar(f Format, tools []Tool, only string, parallel bool) (g *grammar.Grammar, prefix string, err error) {
 	b := grammar.NewBuilder()
 	var calls []grammar.Expr
@@ -83,6 +83,8 @@ func Grammar(f Format, tools []Tool, only string, parallel bool) (g *grammar.Gra
 		root = call
 	case Mistral:
 		root, prefix = grammar.Seq(grammar.Lit("["), list(", "), grammar.Lit("]")), "[TOOL_CALLS]"
+	case Granite:
+		root, prefix = grammar.Seq(grammar.Lit("["), list(", "), grammar.Lit("]")), "<|tool_call|>"
 	default:
 		root = grammar.Seq(grammar.Lit(`{"tool_calls": [`), list(", "), grammar.Lit("]}"))
 	}

@@ -14,9 +14,12 @@
 //     {"name", "arguments"} objects (Mistral v3, Nemo, Small 3.1), or by
 //     name[ARGS]{...} (the newer tokenizers, with an optional
 //     [CALL_ID]id before [ARGS]); each call may have its own [TOOL_CALLS].
-//   - Generic: a template that has no tools gets chat's polyfill, which
-//     asks for {"tool_calls": [{"name", "arguments"}]} or a single
-//     {"name", "arguments"} object as the whole answer.
+//   - Granite: IBM Granite 3.x answers <|tool_call|> followed by a JSON
+//     array of {"name", "arguments"} objects.
+//   - Generic: a template that has no tools, or whose format is none of
+//     the above, gets chat's polyfill, which asks for {"tool_calls":
+//     [{"name", "arguments"}]} or a single {"name", "arguments"} object as
+//     the whole answer.
 //
 // Text around the calls is content. White space next to a call is not:
 // it is held back until what follows shows whether a call comes.
@@ -38,6 +41,7 @@ const (
 	Llama3
 	Hermes
 	Mistral
+	Granite
 )
 
 func (f Format) String() string {
@@ -48,6 +52,8 @@ func (f Format) String() string {
 		return "hermes"
 	case Mistral:
 		return "mistral"
+	case Granite:
+		return "granite"
 	}
 	return "generic"
 }
@@ -63,13 +69,16 @@ func (f Format) Markers() []string {
 		return []string{"<tool_call>", "</tool_call>"}
 	case Mistral:
 		return []string{"[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"}
+	case Granite:
+		return []string{"<|tool_call|>"}
 	}
 	return nil
 }
 
 // Detect picks the format a template's tool-call turns are written in,
-// by the markers in its source; a template that does not take tools is
-// Generic (chat.Template.Render polyfills it).
+// by the markers in its source; a template that does not take tools, or
+// writes calls in none of the formats here, is Generic (and is rendered
+// with chat's polyfill: chat.Input.Generic).
 func Detect(t *chat.Template) Format {
 	if !t.TakesTools() {
 		return Generic
@@ -84,6 +93,8 @@ func DetectSource(src string) Format {
 		return Mistral
 	case strings.Contains(src, "<tool_call>"):
 		return Hermes
+	case strings.Contains(src, "<|tool_call|>"):
+		return Granite
 	case strings.Contains(src, "<|start_header_id|>") && (strings.Contains(src, `"parameters"`) || strings.Contains(src, "<|python_tag|>")):
 		return Llama3
 	}
@@ -171,6 +182,7 @@ const (
 	stTagObj             // after <tool_call>
 	stClose              // after a call object: its closing tag, if any
 	stMistral            // after [TOOL_CALLS]
+	stGranite            // after <|tool_call|>
 	stMistralName        // name[CALL_ID]id[ARGS]
 	stRawArgs            // Mistral's arguments after [ARGS]
 	stArray              // inside [ ... ] of call objects
@@ -376,6 +388,18 @@ func (p *Parser) step(final bool) {
 		default:
 			p.buf, p.st = t, stMistralName
 		}
+	case stGranite:
+		t := trimSpace(p.buf)
+		switch {
+		case t == "":
+			if final {
+				p.buf = ""
+			}
+		case t[0] == '[':
+			p.buf, p.st, p.next = t[1:], stArray, stText
+		default:
+			p.asText("<|tool_call|>")
+		}
 	case stMistralName:
 		p.stepMistralName(final)
 	case stRawArgs:
@@ -452,6 +476,8 @@ func (p *Parser) stepText(final bool) {
 			p.st = stTagObj
 		case "[TOOL_CALLS]":
 			p.st = stMistral
+		case "<|tool_call|>":
+			p.st = stGranite
 		case "<|python_tag|>":
 			p.st = stTopObj
 		}
@@ -473,6 +499,8 @@ func (p *Parser) openers() []string {
 		return []string{"<tool_call>"}
 	case Mistral:
 		return []string{"[TOOL_CALLS]"}
+	case Granite:
+		return []string{"<|tool_call|>"}
 	}
 	return nil
 }

@@ -51,6 +51,9 @@ var cases = []struct {
 	{"mistral name[ARGS]", Mistral, `[TOOL_CALLS]get_weather[ARGS]{"location": "Paris"}[TOOL_CALLS]get_time[CALL_ID]x1y2z3w4v[ARGS]{"city": "Rome"}`,
 		"", []wantCall{{"get_weather", `{"location": "Paris"}`}, {"get_time", `{"city": "Rome"}`}}},
 	{"mistral plain", Mistral, "No tools [TOOL needed.", "No tools [TOOL needed.", nil},
+	{"granite", Granite, `Let me look.<|tool_call|>[{"name": "get_weather", "arguments": {"location": "Paris"}}, {"name": "get_time", "arguments": {"city": "Rome"}}]`,
+		"Let me look.", []wantCall{{"get_weather", `{"location": "Paris"}`}, {"get_time", `{"city": "Rome"}`}}},
+	{"granite not a list", Granite, "<|tool_call|>get_weather", "<|tool_call|>get_weather", nil},
 	{"generic wrapper", Generic, `{"tool_calls": [{"name": "get_weather", "arguments": {"location": "Oslo"}}, {"name": "get_time", "arguments": {"city": "Oslo"}}]}`,
 		"", []wantCall{{"get_weather", `{"location": "Oslo"}`}, {"get_time", `{"city": "Oslo"}`}}},
 	{"generic single", Generic, ` {"name": "get_weather", "arguments": {"location": "Oslo"}}`,
@@ -214,6 +217,7 @@ func TestDetect(t *testing.T) {
 		"llama-3.1.jinja": Llama3, "llama-3.2.jinja": Llama3,
 		"qwen2.5.jinja": Hermes, "qwen3.jinja": Hermes, "hermes-2-pro-tool-use.jinja": Hermes,
 		"mistral-nemo.jinja": Mistral, "mistral-small-3.1.jinja": Mistral,
+		"granite-3.3.jinja": Granite, "gpt-oss.jinja": Generic,
 		"chatml-qwen2.jinja": Generic, "gemma-2.jinja": Generic, "phi-3.jinja": Generic, "llama-3.jinja": Generic,
 	}
 	for name, f := range want {
@@ -307,7 +311,7 @@ func FuzzParser(f *testing.F) {
 		f.Add(tc.text, uint64(len(tc.text)), uint8(tc.f))
 	}
 	f.Fuzz(func(t *testing.T, text string, seed uint64, format uint8) {
-		fm := Format(format % 4)
+		fm := Format(format % 5)
 		wantContent, wantCalls := Parse(fm, text)
 		r := rand.New(rand.NewPCG(seed, 7))
 		content, calls := accumulate(t, feedChunks(NewParser(fm, nil), text, randomCuts(r, len(text))))
