@@ -1,7 +1,11 @@
 package chat
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
+	"os"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -140,4 +144,53 @@ func TestGenericOverride(t *testing.T) {
 	if want := "system:" + GenericToolPrompt + `{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}};user:hi;`; got != want {
 		t.Errorf("generic: %q, want %q", got, want)
 	}
+}
+
+// FuzzJSONValue feeds arbitrary bytes as a client's tool or arguments
+// JSON: JSONValue takes exactly the valid JSON (nested at most
+// maxJSONDepth), and tojson gives back the same value. Seeded from the
+// golden conversations' tools.
+func FuzzJSONValue(f *testing.F) {
+	var convs []conversation
+	b, err := os.ReadFile("testdata/conversations.json")
+	if err != nil {
+		f.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &convs); err != nil {
+		f.Fatal(err)
+	}
+	for _, c := range convs {
+		for _, tool := range c.Tools {
+			f.Add([]byte(tool))
+		}
+	}
+	f.Add([]byte(`[1, -2.5e3, "\u00e9\n", true, null, {"": {}}]`))
+	tpl, err := Compile("{{ tools[0] | tojson }}", Options{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		_, err := JSONValue(doc)
+		deep := bytes.Count(doc, []byte("["))+bytes.Count(doc, []byte("{")) > maxJSONDepth
+		if valid := json.Valid(doc); valid != (err == nil) && !(valid && deep) {
+			t.Fatalf("%q: valid %v, JSONValue error %v", doc, valid, err)
+		}
+		if err != nil {
+			return
+		}
+		out, err := tpl.Render(Input{Tools: []json.RawMessage{json.RawMessage("[" + string(doc) + "]")}})
+		if err != nil {
+			if errors.Is(err, ErrTemplate) && deep {
+				return
+			}
+			t.Fatalf("%q: %v", doc, err)
+		}
+		var want, got any
+		if json.Unmarshal(doc, &want) != nil || json.Unmarshal([]byte(out), &got) != nil {
+			t.Fatalf("%q rendered as %q, not JSON", doc, out)
+		}
+		if !reflect.DeepEqual([]any{want}, got) && !reflect.DeepEqual(want, got) {
+			t.Fatalf("%q rendered as %q", doc, out)
+		}
+	})
 }
