@@ -192,6 +192,15 @@ qemu-arm64:
 bench-spec:
 	MESHNODE_BENCH_SPEC=1 MESHNODE_MODELS=$${MESHNODE_MODELS:-$(abspath ../shared/models)} CGO_ENABLED=0 $(GO) test ./gguf/spec/ -run '^$$' -bench '^BenchmarkSpeculative$$' -benchtime 1x -timeout 60m -v
 
+# Structured outputs: the grammar mask's cost per token against decode time
+# per token on the 1B-shaped Q8_0 (BENCH_CACHE, default the user cache's
+# meshnode-bench; the built-in model, with the reason, when it is absent),
+# and the ratio; the goal is under 10% (node/engine/ggufengine/
+# bench_grammar_test.go, docs/api.md "Structured outputs").
+.PHONY: bench-grammar
+bench-grammar:
+	MESHNODE_BENCH_GRAMMAR=1 CGO_ENABLED=0 $(GO) test ./node/engine/ggufengine/ -run '^$$' -bench '^BenchmarkGrammarMask$$' -benchtime 1x -timeout 30m -v
+
 # Decode tok/s of the built-in model split in 2 and 3 stages over in-process
 # pipes (and with 1 ms of one-way latency per frame), plain and with prompt
 # lookup (docs/engine.md, "Speculative decoding").

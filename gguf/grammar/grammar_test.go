@@ -150,3 +150,36 @@ func TestCanonicalText(t *testing.T) {
 		t.Fatalf("text:\n%s", g1)
 	}
 }
+
+// TestWrappedSchemas: the shape tool calls take, alternatives of a
+// literal prefix, a JSON value of a schema and a literal suffix, built on
+// one Builder.
+func TestWrappedSchemas(t *testing.T) {
+	b := NewBuilder()
+	weather, err := b.Schema([]byte(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"],"additionalProperties":false}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	add, err := b.Schema([]byte(`{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"}},"required":["a","b"],"additionalProperties":false}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(name string, args Expr) Expr {
+		return Seq(Lit(`<tool_call>{"name":"`+name+`","arguments":`), args, Lit(`}</tool_call>`))
+	}
+	b.Define("root", Alt(call("weather", weather), call("add", add)))
+	g, err := b.Build("root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{`<tool_call>{"name":"weather","arguments":{"city":"Oslo"}}</tool_call>`, `<tool_call>{"name":"add","arguments":{"a":1,"b":2}}</tool_call>`} {
+		if !accepts(t, g, s) {
+			t.Errorf("rejects %s", s)
+		}
+	}
+	for _, s := range []string{`<tool_call>{"name":"weather","arguments":{"a":1,"b":2}}</tool_call>`, `<tool_call>{"name":"add","arguments":{"a":1,"b":2}}`, `{"name":"add"}`} {
+		if accepts(t, g, s) {
+			t.Errorf("accepts %s", s)
+		}
+	}
+}

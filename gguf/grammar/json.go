@@ -35,6 +35,11 @@ var (
 	nonZero = Bytes([2]byte{'1', '9'})
 )
 
+// WS is the bounded whitespace the JSON rules allow between two tokens
+// (nothing, a space, or a newline and at most MaxIndent blanks), for a
+// grammar that wraps JSON values in its own text.
+func (b *Builder) WS() Expr { return b.ws() }
+
 // ws is the bounded whitespace between two JSON tokens.
 func (b *Builder) ws() Expr {
 	b.jsonRule(ruleWS, func() Expr {

@@ -36,6 +36,12 @@ type Matcher struct {
 
 	spare []int32 // scratch stack set
 	remap []int32 // compaction scratch
+
+	// The mask walk's: frames interned while interning, and the memo of
+	// where stacks lead (Vocab.Mask); emptied after each walk.
+	interning bool
+	intern    map[frame]int32
+	memo      map[string]*memo
 }
 
 // NewMatcher returns a matcher at the start of g.
@@ -176,7 +182,16 @@ func (m *Matcher) expandAcc(pos, up int32, out []int32, acc *bool) ([]int32, err
 }
 
 func (m *Matcher) push(pos, up int32) int32 {
-	m.arena = append(m.arena, frame{pos, up})
+	f := frame{pos, up}
+	if m.interning {
+		if i, ok := m.intern[f]; ok {
+			return i
+		}
+		m.arena = append(m.arena, f)
+		m.intern[f] = int32(len(m.arena) - 1)
+		return int32(len(m.arena) - 1)
+	}
+	m.arena = append(m.arena, f)
 	return int32(len(m.arena) - 1)
 }
 

@@ -123,8 +123,17 @@ func (v *Vocab) Mask(m *Matcher, dst []uint64) ([]uint64, error) {
 	}
 	w := walker{v: v, m: m, dst: dst}
 	mark := len(m.arena)
-	err := w.walk(0, 0, m.stacks)
+	// The walk's frames are interned, so that equal stacks are the same
+	// stacks and its memo finds them; they go when it ends.
+	if m.intern == nil {
+		m.intern, m.memo = map[frame]int32{}, map[string]*memo{}
+	}
+	m.interning = true
+	err := w.walk(0, m.stacks, m.first(m.stacks))
+	m.interning = false
 	m.arena = m.arena[:mark]
+	clear(m.intern)
+	clear(m.memo)
 	if err != nil {
 		return dst, err
 	}
@@ -135,38 +144,45 @@ func (v *Vocab) Mask(m *Matcher, dst []uint64) ([]uint64, error) {
 }
 
 type walker struct {
-	v      *Vocab
-	m      *Matcher
-	dst    []uint64
-	levels [][]int32 // stack sets by depth, reused across siblings
-	any    bool
+	v   *Vocab
+	m   *Matcher
+	dst []uint64
+	any bool
+	key []byte
+	// The last memo found and its key: consecutive children mostly
+	// share one (a string's characters), and a compare is cheaper than
+	// the map.
+	lastKey []byte
+	last    *memo
+}
+
+// memo is where a set of stacks leads once they take a byte. A stack's
+// advance does not depend on which byte of its class it took, and with
+// the walk's frames interned (Matcher.intern) the same stacks recur all
+// over the trie: inside a string, every node's stacks are the string's,
+// and each character leads back to them. So each distinct set of taking
+// stacks is expanded once per mask.
+type memo struct {
+	stacks []int32 // what they lead to
+	accept bool    // whether one of them empties
+	first  Class   // the bytes the result may take next
 }
 
 // walk visits node's children that the stacks allow: a child's tokens are
 // allowed when its byte leaves a stack, or lets the grammar end; its
 // subtree is walked only if stacks remain.
-func (w *walker) walk(node uint32, depth int, stacks []int32) error {
-	v, m := w.v, w.m
+func (w *walker) walk(node uint32, stacks []int32, first Class) error {
+	v := w.v
 	nd := v.nodes[node]
-	if nd.nEdges == 0 || len(stacks) == 0 {
-		return nil
-	}
-	next := m.first(stacks)
-	if depth == len(w.levels) {
-		w.levels = append(w.levels, nil)
-	}
 	for _, e := range v.edges[nd.edge : nd.edge+nd.nEdges] {
-		if !next.Has(e.b) {
+		if !first.Has(e.b) {
 			continue
 		}
-		mark := len(m.arena)
-		out, acc, err := m.step(stacks, e.b, w.levels[depth][:0])
-		w.levels[depth] = out
+		mo, err := w.advance(stacks, e.b)
 		if err != nil {
 			return err
 		}
-		if len(out) == 0 && !acc {
-			m.arena = m.arena[:mark]
+		if len(mo.stacks) == 0 && !mo.accept {
 			continue
 		}
 		child := v.nodes[e.child]
@@ -176,14 +192,47 @@ func (w *walker) walk(node uint32, depth int, stacks []int32) error {
 				w.dst[id>>6] |= 1 << (id & 63)
 			}
 		}
-		if len(out) > 0 && child.nEdges > 0 {
-			if err := w.walk(e.child, depth+1, out); err != nil {
+		if len(mo.stacks) > 0 && child.nEdges > 0 {
+			if err := w.walk(e.child, mo.stacks, mo.first); err != nil {
 				return err
 			}
 		}
-		m.arena = m.arena[:mark]
 	}
 	return nil
+}
+
+// advance is where stacks lead after byte b, from the memo or expanded
+// into it.
+func (w *walker) advance(stacks []int32, b byte) (*memo, error) {
+	m := w.m
+	elems, arena := m.g.elems, m.arena
+	key := w.key[:0]
+	for _, s := range stacks {
+		if elems[arena[s].pos].class.Has(b) {
+			key = append(key, byte(s), byte(s>>8), byte(s>>16), byte(s>>24))
+		}
+	}
+	w.key = key
+	if w.last != nil && string(key) == string(w.lastKey) {
+		return w.last, nil
+	}
+	if mo, ok := m.memo[string(key)]; ok {
+		w.last, w.lastKey = mo, append(w.lastKey[:0], key...)
+		return mo, nil
+	}
+	mo := &memo{}
+	for i := 0; i < len(key); i += 4 {
+		s := int32(key[i]) | int32(key[i+1])<<8 | int32(key[i+2])<<16 | int32(key[i+3])<<24
+		f := m.arena[s]
+		var err error
+		if mo.stacks, err = m.expandAcc(f.pos+1, f.up, mo.stacks, &mo.accept); err != nil {
+			return nil, err
+		}
+	}
+	mo.first = m.first(mo.stacks)
+	m.memo[string(key)] = mo
+	w.last, w.lastKey = mo, append(w.lastKey[:0], key...)
+	return mo, nil
 }
 
 // Allowed reports whether bitset mask holds token id.

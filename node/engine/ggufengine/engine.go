@@ -347,12 +347,7 @@ func (d *decoder) eval(ctx context.Context, prompt, generated []uint32, left int
 	}
 	if len(drafts) == 0 {
 		if d.con != nil {
-			// The mask is found before the step, on this goroutine, so
-			// that the step's other sequences do not wait for it.
-			var err error
-			if d.mask, err = d.con.Mask(); err != nil {
-				return nil, fmt.Errorf("ggufengine: %w", err)
-			}
+			return d.evalConstrained(ctx, last, generated)
 		}
 		next, err := d.seq.run(ctx, d.s, last, d.pick(generated))
 		return []uint32{next}, err
@@ -373,6 +368,43 @@ func (d *decoder) eval(ctx context.Context, prompt, generated []uint32, left int
 	out.SpecProposed += uint32(len(drafts))
 	out.SpecAccepted += uint32(accepted)
 	return d.win.Keep(drafts, accepted, next), nil
+}
+
+// evalConstrained is eval's step under a grammar: the next token's mask
+// is found while the step runs (it needs the grammar's state, not the
+// logits), so that where the forward pass leaves the CPU free (a GPU
+// backend) the mask costs no time; the pick waits for it.
+func (d *decoder) evalConstrained(ctx context.Context, last, generated []uint32) ([]uint32, error) {
+	type found struct {
+		mask []uint64
+		err  error
+	}
+	ready := make(chan found, 1) // the goroutine never blocks, whatever the step does
+	con := d.con
+	go func() {
+		mask, err := con.Mask()
+		ready <- found{mask, err}
+	}()
+	var maskErr error
+	taken := false // pick took the mask; run returns after any pick ends
+	next, err := d.seq.run(ctx, d.s, last, func(b *model.Batch, i int) uint32 {
+		f := <-ready
+		taken = true
+		if f.err != nil {
+			maskErr = f.err
+			return 0
+		}
+		return d.sampler.SampleAllowed(b.Logits(i), generated, f.mask)
+	})
+	if !taken {
+		// The step failed or was cancelled before its pick: wait for the
+		// mask, so that nothing is left running on the constraint.
+		<-ready
+	}
+	if err == nil && maskErr != nil {
+		err = fmt.Errorf("ggufengine: %w", maskErr)
+	}
+	return []uint32{next}, err
 }
 
 // reportDraft reports the draft model's new work to the serve's meter:

@@ -215,3 +215,23 @@ func TestGrammarIdentityChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestConstrainedCancelled: a constrained serve whose client leaves
+// returns the context's error, its mask's goroutine joined.
+func TestConstrainedCancelled(t *testing.T) {
+	m := fortunes(t)
+	g, _ := grammar.AnyJSONObject()
+	id := engine.GrammarID(g)
+	ctx, cancel := context.WithCancel(engine.WithGrammar(context.Background(), g))
+	defer cancel()
+	n := 0
+	_, err := m.Engine().Serve(ctx, request(100, &receipt.Sampling{Grammar: &id}), m.Tokenize("x", true, false), func(uint32) error {
+		if n++; n == 3 {
+			cancel()
+		}
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v after %d tokens, want context.Canceled", err, n)
+	}
+}

@@ -425,13 +425,23 @@ func (d *decoder) eval(ctx context.Context, prompt, generated []uint32, left int
 		}
 	}
 	if len(drafts) == 0 {
+		var ready chan error
 		if d.con != nil {
-			var err error
-			if d.mask, err = d.con.Mask(); err != nil {
-				return nil, fmt.Errorf("splitengine: %w", err)
-			}
+			// The next token's mask is found while the step crosses the
+			// stages: it needs the grammar's state, not the logits.
+			ready = make(chan error, 1)
+			go func() {
+				var err error
+				d.mask, err = d.con.Mask()
+				ready <- err
+			}()
 		}
 		res, err := d.r.step(ctx, last, d.r.want, 1)
+		if ready != nil {
+			if merr := <-ready; err == nil && merr != nil {
+				err = fmt.Errorf("splitengine: %w", merr)
+			}
+		}
 		if err != nil {
 			return nil, err
 		}
