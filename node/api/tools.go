@@ -52,10 +52,14 @@ func (req *chatRequest) parseTools(g *Generation) (toolChoice, error) {
 		}
 	}
 	names := map[string]bool{}
+	strict := -1 // the first tool with strict: true
 	for i, raw := range tools {
-		name, err := checkTool(raw, i)
+		name, isStrict, err := checkTool(raw, i)
 		if err != nil {
 			return choice, err
+		}
+		if isStrict && strict < 0 {
+			strict = i
 		}
 		if names[name] {
 			return choice, badRequest(fmt.Sprintf("tools[%d].function.name", i), "tools[%d]: function %q is defined twice", i, name)
@@ -82,6 +86,12 @@ func (req *chatRequest) parseTools(g *Generation) (toolChoice, error) {
 		mode = "auto"
 	case mode == "function" && !names[name]:
 		return choice, badRequest("tool_choice", "tool_choice names function %q, which is not among the request's tools", name)
+	}
+	if strict >= 0 && mode != "required" && mode != "function" {
+		// Arguments are held to their schema only by the grammar of a
+		// choice that requires a call.
+		return choice, badRequest(fmt.Sprintf("tools[%d].function.strict", strict),
+			"tools[%d].function.strict: true holds the arguments to the schema, which meshnode does only under tool_choice \"required\" or a named function (constrained decoding), not %q", strict, mode)
 	}
 	choice.mode, choice.name = mode, name
 	if mode != "none" {
@@ -133,18 +143,19 @@ func forceTools(g *Generation, f toolcall.Format) (string, error) {
 const FormatToolCalls = "tool_calls"
 
 // checkTool validates one tool: {"type": "function", "function": {"name",
-// "description"?, "parameters"? (a JSON Schema object), "strict"?}}.
-func checkTool(raw json.RawMessage, i int) (string, error) {
+// "description"?, "parameters"? (a JSON Schema object), "strict"?}}, and
+// returns its name and whether it is strict.
+func checkTool(raw json.RawMessage, i int) (string, bool, error) {
 	field := fmt.Sprintf("tools[%d]", i)
 	var t struct {
 		Type     string          `json:"type"`
 		Function json.RawMessage `json:"function"`
 	}
 	if err := json.Unmarshal(raw, &t); err != nil || bytes.TrimSpace(raw)[0] != '{' {
-		return "", badRequest(field, "%s must be an object {\"type\": \"function\", \"function\": {...}}", field)
+		return "", false, badRequest(field, "%s must be an object {\"type\": \"function\", \"function\": {...}}", field)
 	}
 	if t.Type != "function" {
-		return "", badRequest(field+".type", "%s.type is %q; meshnode takes \"function\" tools only", field, t.Type)
+		return "", false, badRequest(field+".type", "%s.type is %q; meshnode takes \"function\" tools only", field, t.Type)
 	}
 	var fn struct {
 		Name        *string         `json:"name"`
@@ -153,28 +164,25 @@ func checkTool(raw json.RawMessage, i int) (string, error) {
 		Strict      *bool           `json:"strict"`
 	}
 	if isAbsent(t.Function) || bytes.TrimSpace(t.Function)[0] != '{' || json.Unmarshal(t.Function, &fn) != nil {
-		return "", badRequest(field+".function", "%s.function must be an object with a name", field)
+		return "", false, badRequest(field+".function", "%s.function must be an object with a name", field)
 	}
 	if fn.Name == nil || !toolName.MatchString(*fn.Name) {
 		got := "none"
 		if fn.Name != nil {
 			got = fmt.Sprintf("%q", *fn.Name)
 		}
-		return "", badRequest(field+".function.name", "%s.function.name must be 1 to 64 letters, digits, underscores or dashes; got %s", field, got)
+		return "", false, badRequest(field+".function.name", "%s.function.name must be 1 to 64 letters, digits, underscores or dashes; got %s", field, got)
 	}
 	if !isAbsent(fn.Description) {
 		var d string
 		if json.Unmarshal(fn.Description, &d) != nil {
-			return "", badRequest(field+".function.description", "%s.function.description must be a string", field)
+			return "", false, badRequest(field+".function.description", "%s.function.description must be a string", field)
 		}
 	}
 	if !isAbsent(fn.Parameters) && bytes.TrimSpace(fn.Parameters)[0] != '{' {
-		return "", badRequest(field+".function.parameters", "%s.function.parameters must be a JSON Schema object", field)
+		return "", false, badRequest(field+".function.parameters", "%s.function.parameters must be a JSON Schema object", field)
 	}
-	if fn.Strict != nil && *fn.Strict {
-		return "", badRequest(field+".function.strict", "%s.function.strict: true needs constrained decoding to hold the arguments to the schema, which is not yet available", field)
-	}
-	return *fn.Name, nil
+	return *fn.Name, fn.Strict != nil && *fn.Strict, nil
 }
 
 // parseToolChoice reads "none", "auto", "required" or {"type":

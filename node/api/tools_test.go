@@ -358,6 +358,7 @@ func TestToolValidation(t *testing.T) {
 		{fn(`{"name":"f","parameters":"object"}`), "tools[0].function.parameters"},
 		{fn(`{"name":"f","description":7}`), "tools[0].function.description"},
 		{fn(`{"name":"f","strict":true}`), "tools[0].function.strict"},
+		{`"tool_choice":"none","tools":[{"type":"function","function":{"name":"f"}},{"type":"function","function":{"name":"g","strict":true}}],` + user, "tools[1].function.strict"},
 		{`"tools":[{"type":"function","function":{"name":"f"}},{"type":"function","function":{"name":"f"}}],` + user, "tools[1].function.name"},
 		{`"tools":[` + strings.Repeat(`{"type":"function","function":{"name":"f"}},`, 128) + `{"type":"function","function":{"name":"g"}}],` + user, "tools"},
 		{`"tool_choice":"sometimes",` + weatherTools + `,` + user, "tool_choice"},
@@ -385,6 +386,12 @@ func TestToolValidation(t *testing.T) {
 		if len(h.model.calls) != n {
 			t.Errorf("%s reached the model", tc.body)
 		}
+	}
+
+	// strict is honoured where the arguments are held to the schema.
+	postOK(t, h, `{"model":"tiny","tool_choice":"required","tools":[{"type":"function","function":{"name":"f","strict":true,"parameters":{"type":"object"}}}],`+user+`}`)
+	if g := h.model.lastCall(); g.Grammar == nil {
+		t.Error("strict tool under tool_choice required: no grammar")
 	}
 
 	// A model that cannot take tools says so; without tools (or with
