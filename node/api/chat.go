@@ -130,7 +130,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		}
 		msg := &replyMessage{Role: "assistant", Content: &text}
 		if req.tools.active() {
-			msg.Content, msg.ToolCalls = toolReply(format, req.tools, prefix+text)
+			msg.Content, msg.ToolCalls = toolReply(toolParser(format, g), req.tools, prefix+text)
 		}
 		writeJSON(w, http.StatusOK, chatCompletion{
 			ID: id, Object: "chat.completion", Created: created, Model: g.Model, SystemFingerprint: systemFingerprint,
@@ -143,7 +143,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	st := &chatStream{sse: sse, id: id, created: created, model: g.Model,
 		includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage}
 	if req.tools.active() {
-		st.calls = toolcall.NewParser(format, nil)
+		st.calls = toolParser(format, g)
 		st.calls.Feed(prefix) // a marker only: it makes no events
 		st.parallel = req.tools.parallel
 	}

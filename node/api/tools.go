@@ -305,11 +305,41 @@ type toolFunctionOut struct {
 	Arguments string `json:"arguments"`
 }
 
+// toolParser is the call parser of a generation of g in format f.
+func toolParser(f toolcall.Format, g *Generation) *toolcall.Parser {
+	p := toolcall.NewParser(f, nil)
+	types := map[string]map[string]string{}
+	for _, raw := range g.Tools {
+		var t struct {
+			Function struct {
+				Name       string `json:"name"`
+				Parameters struct {
+					Properties map[string]struct {
+						Type any `json:"type"`
+					} `json:"properties"`
+				} `json:"parameters"`
+			} `json:"function"`
+		}
+		if json.Unmarshal(raw, &t) != nil {
+			continue // a schema of another shape: its values are read as JSON where they are JSON
+		}
+		m := map[string]string{}
+		for k, prop := range t.Function.Parameters.Properties {
+			if s, ok := prop.Type.(string); ok {
+				m[k] = s
+			}
+		}
+		types[t.Function.Name] = m
+	}
+	p.ParamType = func(tool, param string) string { return types[tool][param] }
+	return p
+}
+
 // toolReply is a finished generation's text parsed for calls: content
 // (nil when the reply is only calls) and the calls, at most one unless
 // parallel calls are allowed.
-func toolReply(f toolcall.Format, choice toolChoice, text string) (*string, []toolCallOut) {
-	content, calls := toolcall.Parse(f, text)
+func toolReply(p *toolcall.Parser, choice toolChoice, text string) (*string, []toolCallOut) {
+	content, calls := p.Parse(text)
 	if !choice.parallel && len(calls) > 1 {
 		calls = calls[:1]
 	}

@@ -403,3 +403,25 @@ func TestToolValidation(t *testing.T) {
 	}
 	postOK(t, h, `{"model":"tiny","tool_choice":"none",`+weatherTools+`,`+user+`}`)
 }
+
+// TestToolXMLTypes: a Qwen3-Coder-style XML call's parameters become
+// JSON by the tool's schema: a string parameter stays a string even when
+// its text is a number; streamed and whole alike.
+func TestToolXMLTypes(t *testing.T) {
+	h := toolHarness(t, toolcall.Hermes, []string{"<tool_call>\n<function=ship>\n<parameter=zip>\n0", "1234\n</parameter>\n<parameter=count>\n2\n</parameter>\n</function>\n</tool_call>"})
+	tools := `"tools":[{"type":"function","function":{"name":"ship","parameters":{"type":"object","properties":{"zip":{"type":"string"},"count":{"type":"integer"}}}}}]`
+	const want = `{"zip":"01234","count":2}`
+	var got toolReplyJSON
+	if err := json.Unmarshal(postOK(t, h, `{"model":"tiny",`+tools+`,"messages":[{"role":"user","content":"hi"}]}`), &got); err != nil {
+		t.Fatal(err)
+	}
+	if calls := got.Choices[0].Message.ToolCalls; len(calls) != 1 || *calls[0].Function.Arguments != want {
+		t.Errorf("whole: %+v", calls)
+	}
+	resp := h.post(t, "/v1/chat/completions", `{"model":"tiny","stream":true,`+tools+`,"messages":[{"role":"user","content":"hi"}]}`)
+	_, calls, _ := sdkAccumulate(t, readSSE(t, resp.Body))
+	resp.Body.Close()
+	if len(calls) != 1 || *calls[0].Function.Arguments != want {
+		t.Errorf("streamed: %+v", calls)
+	}
+}

@@ -135,23 +135,7 @@ func randomAlnum(n int) string {
 // from NewID. It is the stream's result: Parse(text) equals what a Parser
 // fed text in any pieces accumulates.
 func Parse(f Format, text string) (content string, calls []Call) {
-	p := NewParser(f, nil)
-	var b strings.Builder
-	add := func(evs []Event) {
-		for _, e := range evs {
-			if e.Call == nil {
-				b.WriteString(e.Content)
-				continue
-			}
-			if e.Call.Index == len(calls) {
-				calls = append(calls, Call{ID: e.Call.ID, Name: e.Call.Name})
-			}
-			calls[e.Call.Index].Arguments += e.Call.Arguments
-		}
-	}
-	add(p.Feed(text))
-	add(p.Finish())
-	return b.String(), calls
+	return NewParser(f, nil).Parse(text)
 }
 
 // Event is one piece of a parsed stream: content text, or a tool-call
@@ -185,6 +169,7 @@ const (
 	stGranite            // after <|tool_call|>
 	stMistralName        // name[CALL_ID]id[ARGS]
 	stRawArgs            // Mistral's arguments after [ARGS]
+	stXML                // <function=name><parameter=k>v</parameter>...</function>
 	stArray              // inside [ ... ] of call objects
 	stWrapperClose       // the "}" after Generic's {"tool_calls": [...]
 )
@@ -203,7 +188,13 @@ type Parser struct {
 	calls     int    // calls started
 	afterCall bool   // no content since the last call
 
+	// ParamType, when set, gives the JSON Schema type of a parameter of
+	// a tool ("string", "integer", ...; "" when unknown), by which the
+	// XML format's parameter texts become JSON values.
+	ParamType func(tool, param string) string
+
 	// the call being read
+	name     string
 	open     bool
 	argsSent int  // bytes of raw arguments sent
 	argsRaw  bool // the arguments stream as the model's raw text
@@ -217,6 +208,24 @@ func NewParser(f Format, newID func() string) *Parser {
 		newID = func() string { return NewID(f) }
 	}
 	return &Parser{f: f, newID: newID}
+}
+
+// Parse feeds text and finishes the stream, and returns what the events
+// accumulate to: the content and the calls. It is Parse with p's
+// settings.
+func (p *Parser) Parse(text string) (content string, calls []Call) {
+	var b strings.Builder
+	for _, e := range append(p.Feed(text), p.Finish()...) {
+		if e.Call == nil {
+			b.WriteString(e.Content)
+			continue
+		}
+		if e.Call.Index == len(calls) {
+			calls = append(calls, Call{ID: e.Call.ID, Name: e.Call.Name})
+		}
+		calls[e.Call.Index].Arguments += e.Call.Arguments
+	}
+	return b.String(), calls
 }
 
 // Calls is how many calls the stream has started.
@@ -274,7 +283,7 @@ func (p *Parser) text(s string) {
 }
 
 func (p *Parser) startCall(name string) {
-	p.pendingWS = ""
+	p.pendingWS, p.name = "", name
 	p.open, p.argsSent, p.argsRaw = true, 0, false
 	p.events = append(p.events, Event{Call: &Delta{Index: p.calls, ID: p.newID(), Name: name}})
 	p.calls++
@@ -357,12 +366,19 @@ func (p *Parser) step(final bool) {
 			}
 			return
 		}
-		if t[0] != '{' {
+		switch {
+		case strings.HasPrefix(t, "<function="):
+			p.buf, p.st = t, stXML
+		case strings.HasPrefix("<function=", t) && !final:
+			// an XML call on its way, or not
+		case t[0] != '{':
 			p.asText("<tool_call>")
-			return
+		default:
+			p.buf = t
+			p.stepObject(final, false, stClose)
 		}
-		p.buf = t
-		p.stepObject(final, false, stClose)
+	case stXML:
+		p.stepXML(final)
 	case stClose:
 		t := trimSpace(p.buf)
 		switch {
@@ -868,4 +884,102 @@ func skipValue(s string, i int) (end int, done, ok bool) {
 		return j, true, true
 	}
 	return i, false, false
+}
+
+// stepXML reads a call in Qwen3-Coder's XML form, from buf at
+// "<function=": the name, then each <parameter=k>value</parameter>, up to
+// </function>. The call is named as soon as its name is read; its
+// arguments, a JSON object built from the parameters, go at its end.
+func (p *Parser) stepXML(final bool) {
+	s := p.buf
+	end := strings.IndexByte(s, '>')
+	if end < 0 {
+		if len(s) > maxName || final {
+			p.asText("<tool_call>")
+		}
+		return
+	}
+	name := strings.TrimSpace(s[len("<function="):end])
+	if !p.open {
+		if name == "" || strings.ContainsAny(name, "<\n") {
+			p.asText("<tool_call>")
+			return
+		}
+		p.startCall(name)
+	}
+	var args strings.Builder
+	args.WriteByte('{')
+	n := 0
+	i := end + 1
+	done := func(at int, then state) {
+		args.WriteByte('}')
+		p.finishArgs(args.String(), true)
+		p.buf, p.st = s[at:], then
+	}
+	for {
+		i = skipWS(s, i)
+		rest := s[i:]
+		switch {
+		case strings.HasPrefix(rest, "</function>"):
+			done(i+len("</function>"), stClose)
+			return
+		case strings.HasPrefix(rest, "<parameter="):
+			kend := strings.IndexByte(rest, '>')
+			vend := strings.Index(rest, "</parameter>")
+			if kend < 0 || vend < 0 || vend < kend {
+				if final {
+					done(len(s), stText)
+				}
+				return
+			}
+			key := strings.TrimSpace(rest[len("<parameter="):kend])
+			value := strings.TrimPrefix(rest[kend+1:vend], "\n")
+			value = strings.TrimSuffix(value, "\n")
+			if n > 0 {
+				args.WriteByte(',')
+			}
+			n++
+			args.Write(quoteJSON(key))
+			args.WriteByte(':')
+			args.WriteString(p.xmlValue(key, value))
+			i += vend + len("</parameter>")
+		case !final && (strings.HasPrefix("</function>", rest) || strings.HasPrefix("<parameter=", rest)):
+			return // more to come
+		default:
+			// Not the XML form going on: the call ends here.
+			done(i, stText)
+			return
+		}
+	}
+}
+
+// xmlValue is a parameter's text as a JSON value: a string where the
+// tool's schema says so (or the text is not JSON), else the JSON it spells
+// (Python's True, False and None, as the template's `| string` writes
+// them, included).
+func (p *Parser) xmlValue(key, value string) string {
+	typ := ""
+	if p.ParamType != nil {
+		typ = p.ParamType(p.name, key)
+	}
+	t := strings.TrimSpace(value)
+	if typ != "string" {
+		switch t {
+		case "True":
+			return "true"
+		case "False":
+			return "false"
+		case "None":
+			return "null"
+		}
+		if t != "" && t[0] != '"' && json.Valid([]byte(t)) {
+			return t
+		}
+	}
+	return string(quoteJSON(value))
+}
+
+func quoteJSON(s string) []byte {
+	b, _ := json.Marshal(s) // a string always marshals
+	return b
 }

@@ -46,6 +46,10 @@ var cases = []struct {
 	{"hermes plain", Hermes, "Hello <tool world\n", "Hello <tool world\n", nil},
 	{"hermes arguments first", Hermes, `<tool_call>{"arguments": {"q": "x"}, "name": "search"}</tool_call>`,
 		"", []wantCall{{"search", `{"q": "x"}`}}},
+	{"qwen3-coder xml", Hermes, "I'll look.\n<tool_call>\n<function=get_weather>\n<parameter=location>\nSão Paulo\n</parameter>\n<parameter=days>\n3\n</parameter>\n<parameter=hourly>\nTrue\n</parameter>\n<parameter=note>\nline one\nline \"two\"\n</parameter>\n</function>\n</tool_call>",
+		"I'll look.", []wantCall{{"get_weather", `{"location":"São Paulo","days":3,"hourly":true,"note":"line one\nline \"two\""}`}}},
+	{"qwen3-coder xml, no parameters, cut short", Hermes, "<tool_call>\n<function=now>\n</function>\n</tool_call><tool_call>\n<function=get_weather>\n<parameter=location>\nPa",
+		"", []wantCall{{"now", `{}`}, {"get_weather", `{}`}}},
 	{"mistral array", Mistral, `[TOOL_CALLS] [{"name": "get_weather", "arguments": {"location": "Paris"}, "id": "a1B2c3D4e"}, {"name": "get_time", "arguments": {"city": "Rome"}}]`,
 		"", []wantCall{{"get_weather", `{"location": "Paris"}`}, {"get_time", `{"city": "Rome"}`}}},
 	{"mistral name[ARGS]", Mistral, `[TOOL_CALLS]get_weather[ARGS]{"location": "Paris"}[TOOL_CALLS]get_time[CALL_ID]x1y2z3w4v[ARGS]{"city": "Rome"}`,
@@ -169,7 +173,9 @@ func TestStream(t *testing.T) {
 		evs := feedChunks(NewParser(tc.f, nil), tc.text, every)
 		content, calls := accumulate(t, evs)
 		check(t, tc.name+" (byte by byte)", content, calls, tc.content, tc.calls)
-		if len(tc.calls) > 0 && strings.Contains(tc.calls[0].args, ",") {
+		// JSON arguments stream as written; the XML form's are built, so
+		// they come whole at the call's end.
+		if len(tc.calls) > 0 && strings.Contains(tc.calls[0].args, ",") && !strings.Contains(tc.text, "<function=") {
 			pieces := 0
 			for _, e := range evs {
 				if e.Call != nil && e.Call.Index == 0 && e.Call.Arguments != "" {
@@ -303,6 +309,26 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+// TestXMLParamTypes: the tool's schema decides whether a parameter's text
+// is a string or the JSON it spells.
+func TestXMLParamTypes(t *testing.T) {
+	text := "<tool_call>\n<function=ship>\n<parameter=zip>\n01234\n</parameter>\n<parameter=count>\n2\n</parameter>\n<parameter=tags>\n[\"a\"]\n</parameter>\n</function>\n</tool_call>"
+	types := map[string]string{"zip": "string", "count": "integer"}
+	for _, cuts := range [][]int{nil, {5, 40, 41, 90}} {
+		p := NewParser(Hermes, nil)
+		p.ParamType = func(tool, param string) string {
+			if tool != "ship" {
+				t.Errorf("ParamType asked about tool %q", tool)
+			}
+			return types[param]
+		}
+		content, calls := accumulate(t, feedChunks(p, text, cuts))
+		if content != "" || len(calls) != 1 || calls[0].Arguments != `{"zip":"01234","count":2,"tags":["a"]}` {
+			t.Errorf("cuts %v: %q %+v", cuts, content, calls)
+		}
+	}
+}
+
 // FuzzParser feeds arbitrary output in arbitrary pieces: the stream's
 // deltas are well formed and reassemble to what Parse returns for the
 // whole text, in every format. The seeds are the cases' outputs.
@@ -324,4 +350,49 @@ func FuzzParser(f *testing.F) {
 			}
 		}
 	})
+}
+
+// xmlTemplate writes an assistant's calls as Qwen3-Coder's and Qwen3.5's
+// templates do (their tool-call loop: <function=...>, a <parameter=...>
+// per argument, mappings and lists as JSON, anything else through
+// `| string`).
+const xmlTemplate = `{%- if tools %}{%- endif %}{%- for message in messages %}{%- for tool_call in message.tool_calls %}
+{%- if tool_call.function is defined %}{%- set tool_call = tool_call.function %}{%- endif %}
+{{- '<tool_call>\n<function=' + tool_call.name + '>\n' }}
+{%- for args_name, args_value in tool_call.arguments|items %}
+{{- '<parameter=' + args_name + '>\n' }}
+{%- set args_value = args_value | tojson | safe if args_value is mapping or (args_value is sequence and args_value is not string) else args_value | string %}
+{{- args_value }}
+{{- '\n</parameter>\n' }}
+{%- endfor %}
+{{- '</function>\n</tool_call>' }}
+{%- endfor %}{%- endfor %}`
+
+// TestXMLRoundTrip renders calls in the XML form and parses them back to
+// the same arguments.
+func TestXMLRoundTrip(t *testing.T) {
+	tpl, err := chat.Compile(xmlTemplate, chat.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := `{"city": "São Paulo", "days": 3, "hourly": true, "ratio": 0.5, "opts": {"a": [1, "x"]}, "tags": ["a", "b"], "note": "two\nlines"}`
+	out, err := tpl.Render(chat.Input{Messages: []chat.Message{{Role: "assistant", ToolCalls: []chat.ToolCall{{ID: "c1", Name: "get_weather", Arguments: args}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "<parameter=hourly>\nTrue\n</parameter>") {
+		t.Fatalf("rendered %q", out)
+	}
+	content, calls := Parse(Hermes, out)
+	if content != "" || len(calls) != 1 {
+		t.Fatalf("%q parsed to %q %+v", out, content, calls)
+	}
+	var got, want any
+	if err := json.Unmarshal([]byte(calls[0].Arguments), &got); err != nil {
+		t.Fatalf("arguments %s: %v", calls[0].Arguments, err)
+	}
+	_ = json.Unmarshal([]byte(args), &want)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("arguments %s, want %s", calls[0].Arguments, args)
+	}
 }
