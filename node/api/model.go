@@ -34,8 +34,7 @@ type Prepared interface {
 
 // Message is one chat message, its content flattened to text (a null
 // content is ""). ToolCalls are an assistant's function calls; a "tool"
-// message answers the call ToolCallID. Name is the message's name field
-// (a tool's function name, a participant's name).
+// message answers the call ToolCallID, and Name is its function's name.
 type Message struct {
 	Role       string
 	Content    string

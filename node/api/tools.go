@@ -231,7 +231,11 @@ func (m *chatMessageIn) message(i int) (Message, error) {
 		return Message{}, err
 	}
 	out := Message{Role: m.Role, Content: text}
-	if m.Name != nil {
+	if m.Name != nil && m.Role == "tool" {
+		// A tool result's function name reaches the template. Other
+		// messages' names (OpenAI's participant names) never did: no
+		// template here renders them, and a granted request's id does
+		// not cover them.
 		out.Name = *m.Name
 	}
 	if !isAbsent(m.ToolCalls) {
