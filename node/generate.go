@@ -91,7 +91,18 @@ func (s *servedModel) Prepare(ctx context.Context, g *api.Generation) (api.Prepa
 		req.Sampling.Seed, drawn = &seed, &seed
 	}
 	noSpec := g.Speculative != nil && !*g.Speculative
-	return &preparedGeneration{s: s, stop: g.Stop, req: req, ids: ids, opts: opts, drawn: drawn, noSpec: noSpec, grammar: g.Grammar, tools: len(g.Tools) > 0}, nil
+	p := &preparedGeneration{s: s, stop: g.Stop, req: req, ids: ids, opts: opts, drawn: drawn, noSpec: noSpec, grammar: g.Grammar, tools: len(g.Tools) > 0}
+	if g.Logprobs {
+		pieces, ok := s.in.m.(tokenPieces)
+		if !ok || !engine.ReportsLogprobs(s.in.m.Engine()) {
+			e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option",
+				"model %q cannot report log-probabilities: its engine (%s) has no token distribution to report", s.in.m.Name(), s.in.m.Engine().Recipe())
+			e.Param = "logprobs"
+			return nil, e
+		}
+		p.pieces, p.top = pieces, g.TopLogprobs
+	}
+	return p, nil
 }
 
 // ToolFormat implements api.ToolModel: the model's chat template's call
@@ -110,6 +121,13 @@ type toolModel interface {
 	// ToolDecoder is Decoder for a generation with tools: it writes the
 	// control tokens that open calls.
 	ToolDecoder() decoder
+}
+
+// tokenPieces is a model whose tokens have texts: the log-probabilities
+// name each token by its bytes.
+type tokenPieces interface {
+	// Piece is the bytes of token id (a control token's by its name).
+	Piece(id uint32) []byte
 }
 
 // draining is the answer to work for a model whose gate is closed.
@@ -135,10 +153,23 @@ type preparedGeneration struct {
 	grammar *grammar.Grammar
 	// tools: the request has tools, so the output is read for calls.
 	tools bool
+	// pieces, when set, reports each token's log-probability with top
+	// alternatives.
+	pieces tokenPieces
+	top    int
+}
+
+// logprob is the API's record of a token's log-probabilities.
+func (p *preparedGeneration) logprob(t engine.TokenLogprob) api.TokenLogprob {
+	out := api.TokenLogprob{Bytes: p.pieces.Piece(t.Token), Logprob: t.Logprob}
+	for _, a := range t.Top {
+		out.Top = append(out.Top, api.TopLogprob{Bytes: p.pieces.Piece(a.ID), Logprob: a.LogProb})
+	}
+	return out
 }
 
 // Generate implements api.Prepared: one serve through the steward.
-func (p *preparedGeneration) Generate(ctx context.Context, emit func(string) error) (*api.Result, error) {
+func (p *preparedGeneration) Generate(ctx context.Context, emit func(api.Delta) error) (*api.Result, error) {
 	s := p.s
 	ctx, leave, err := s.in.gate.enter(ctx)
 	if err != nil {
@@ -158,9 +189,25 @@ func (p *preparedGeneration) Generate(ctx context.Context, emit func(string) err
 		dec = tm.ToolDecoder()
 	}
 	stops := &stopFilter{stops: p.stop}
+	// The tokens' log-probabilities (the engine records each just before
+	// it emits the token) wait for the text they make, and go with it.
+	var lps []api.TokenLogprob
+	if p.pieces != nil {
+		ctx = engine.WithLogprobs(ctx, &engine.Logprobs{Top: p.top, Record: func(t engine.TokenLogprob) {
+			lps = append(lps, p.logprob(t))
+		}})
+	}
+	out := func(text string) error {
+		if text == "" && len(lps) == 0 {
+			return nil
+		}
+		d := api.Delta{Text: text, Logprobs: lps}
+		lps = nil
+		return emit(d)
+	}
 	send := func(tok uint32) error {
-		if out := stops.push(dec.Next(tok)); out != "" {
-			return emit(out)
+		if text := stops.push(dec.Next(tok)); text != "" {
+			return out(text)
 		}
 		return nil
 	}
@@ -178,15 +225,8 @@ func (p *preparedGeneration) Generate(ctx context.Context, emit func(string) err
 			return nil, serveError(err)
 		}
 	}
-	if out := stops.push(dec.Flush()); out != "" {
-		if err := emit(out); err != nil {
-			return nil, err
-		}
-	}
-	if out := stops.flush(); out != "" {
-		if err := emit(out); err != nil {
-			return nil, err
-		}
+	if err := out(stops.push(dec.Flush()) + stops.flush()); err != nil {
+		return nil, err
 	}
 	finish := "stop"
 	switch {

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -64,6 +65,23 @@ func (g *ggufModel) Path() string          { return g.m.Path() }
 func (g *ggufModel) Backend() string       { return g.m.Backend() }
 func (g *ggufModel) Close() error          { return g.m.Close() }
 
+// EmbeddingSupport implements embedder.
+func (g *ggufModel) EmbeddingSupport() error {
+	_, err := g.m.Pooling()
+	return err
+}
+
+// Dimensions implements embedder.
+func (g *ggufModel) Dimensions() int { return g.m.Dimensions() }
+
+// Tokenizer implements embedder.
+func (g *ggufModel) Tokenizer() *tokenizer.Tokenizer { return g.m.Tokenizer() }
+
+// Embed implements embedder.
+func (g *ggufModel) Embed(ctx context.Context, inputs [][]uint32) ([][]float32, error) {
+	return g.m.Embed(ctx, inputs)
+}
+
 // Draft names the model's speculative proposer ("" for none).
 func (g *ggufModel) Draft() string { return g.m.Draft() }
 
@@ -111,6 +129,17 @@ func renderPrompt(tok *tokenizer.Tokenizer, tmpl *chat.Template, gen *api.Genera
 func newTokenDecoder(tok *tokenizer.Tokenizer) decoder {
 	return tokenDecoder{tok.NewDecoder(tokenizer.DecodeOptions{Continue: true})}
 }
+
+// tokenPiece is a token's bytes as its log-probability names it: its
+// text, a control token's by its name; nothing for an id outside the
+// vocabulary (the engine emits none).
+func tokenPiece(tok *tokenizer.Tokenizer, id uint32) []byte {
+	p, _ := tok.Piece(id, true)
+	return []byte(p)
+}
+
+// Piece implements tokenPieces.
+func (g *ggufModel) Piece(id uint32) []byte { return tokenPiece(g.m.Tokenizer(), id) }
 
 func (g *ggufModel) Decoder() decoder { return newTokenDecoder(g.m.Tokenizer()) }
 

@@ -421,6 +421,19 @@ func TestRelayAcrossMesh(t *testing.T) {
 	if !found {
 		t.Fatalf("A's /v1/models = %+v, want %s hosted by B", models.Data, fortunesModel)
 	}
+
+	// Logprobs and embeddings pass through the tunnel as B answers them.
+	for _, c := range []struct{ path, body, field string }{
+		{"/v1/chat/completions", `{"model":"` + fortunesModel + `","max_tokens":6,"logprobs":true,"top_logprobs":2,"messages":[{"role":"user","content":"Love is"}]}`, "choices"},
+		{"/v1/embeddings", `{"model":"` + fortunesModel + `","input":["Love is","a bar"]}`, "data"},
+	} {
+		var relayed, direct map[string]json.RawMessage
+		postJSON(t, a, c.path, c.body, &relayed)
+		postJSON(t, b, c.path, c.body, &direct)
+		if len(relayed[c.field]) < 100 || string(relayed[c.field]) != string(direct[c.field]) {
+			t.Fatalf("%s relayed through A: %s\nB's own answer: %s", c.path, relayed[c.field], direct[c.field])
+		}
+	}
 }
 
 // TestConcurrentClientsNoLeak: 50 clients at once against the small model

@@ -251,6 +251,9 @@ func (sm *splitModel) ToolDecoder() decoder {
 	return newToolDecoder(sm.tok, toolcall.Detect(sm.tmpl).Markers())
 }
 
+// Piece implements tokenPieces.
+func (sm *splitModel) Piece(id uint32) []byte { return tokenPiece(sm.tok, id) }
+
 func (sm *splitModel) Close() error {
 	err := errors.New("split model closed twice")
 	sm.closeOnce.Do(func() {

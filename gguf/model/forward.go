@@ -64,11 +64,14 @@ type plan struct {
 	ids    []uint32
 	pieces []piece
 	tail   int
+	// hidden: every row goes through the last block and the output norm,
+	// and stops there (Session.EvalHidden); tail is unused.
+	hidden bool
 }
 
 // reset empties p for reuse.
 func (p *plan) reset() {
-	p.ids, p.pieces, p.tail = p.ids[:0], p.pieces[:0], 0
+	p.ids, p.pieces, p.tail, p.hidden = p.ids[:0], p.pieces[:0], 0, false
 }
 
 // add lays out the tokens of s at its next positions (the body; the caller
@@ -129,7 +132,7 @@ func (m *Model) forward(ctx context.Context, sc *scratch, p *plan) error {
 		ly := &m.layers[l]
 		// Only the model's last block drops the rows that want no
 		// logits: the next stage needs every row.
-		last := m.Last() && l == len(m.layers)-1
+		last := m.Last() && l == len(m.layers)-1 && !p.hidden
 
 		h := sc.h.Slice(0, n)
 		be.RMSNorm(h, x, ly.attnNorm, eps)
@@ -202,6 +205,9 @@ func (m *Model) forward(ctx context.Context, sc *scratch, p *plan) error {
 	rows := x.Rows
 	h := sc.h.Slice(0, rows)
 	be.RMSNorm(h, x, m.outNorm, eps)
+	if p.hidden {
+		return nil // every row's normalised hidden state is in sc.h
+	}
 	logits := sc.logitsT.Slice(0, rows)
 	project(be, logits, m.out, m.outBias, h)
 	if c.FinalSoftcap > 0 {

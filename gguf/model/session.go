@@ -300,6 +300,42 @@ func (s *Session) eval(ctx context.Context, tokens []uint32) error {
 	return nil
 }
 
+// EvalHidden appends tokens to the sequence, evaluating them in steps of
+// at most the session's batch, and appends to dst[:0] the final hidden
+// state of each: the output norm's output, the output head's input,
+// Embd floats per token (what llama.cpp's embeddings pool). It computes
+// no logits. Errors are Eval's.
+func (s *Session) EvalHidden(ctx context.Context, tokens []uint32, dst []float32) ([]float32, error) {
+	if !s.m.Whole() {
+		return nil, s.m.stageErr("tokens to hidden states")
+	}
+	if err := s.check(tokens); err != nil {
+		return nil, err
+	}
+	if s.sc == nil {
+		s.sc = s.m.newScratch(s.batch, 1)
+		s.logits = make([]float32, s.m.cfg.VocabSize)
+	}
+	e := s.m.cfg.Embd
+	dst = dst[:0]
+	for len(tokens) > 0 {
+		n := min(len(tokens), s.batch)
+		s.p.reset()
+		s.p.hidden = true
+		s.p.addBody(s, tokens[:n], 0)
+		s.p.tail = n
+		if err := s.m.forward(ctx, s.sc, &s.p); err != nil {
+			return nil, err
+		}
+		s.tokens = append(s.tokens, tokens[:n]...)
+		at := len(dst)
+		dst = append(dst, make([]float32, n*e)...)
+		s.m.be.Read(dst[at:], s.sc.h.Slice(0, n))
+		tokens = tokens[n:]
+	}
+	return dst, nil
+}
+
 func (s *Session) readLogits() []float32 {
 	s.m.be.Read(s.logits, s.sc.logitsT.Slice(0, 1))
 	return s.logits

@@ -94,3 +94,20 @@ func residual(p []sample.Prob, d Draft) []sample.Prob {
 	}
 	return r
 }
+
+// LogprobRecorder takes the log-probabilities of each token a round
+// yields, in order, from the target's row it was picked from
+// (engine.LogprobQueue).
+type LogprobRecorder interface {
+	Pick(logits []float32, tok uint32)
+}
+
+// RecordLogprobs hands rec the target's row for each token a verified
+// round yields: row j for the accepted draft j, row accepted for next.
+// They are the target's distributions, whatever the draft proposed.
+func RecordLogprobs(rec LogprobRecorder, rows Rows, drafts []Draft, accepted int, next uint32) {
+	for j := range accepted {
+		rec.Pick(rows.Logits(j), drafts[j].Token)
+	}
+	rec.Pick(rows.Logits(accepted), next)
+}

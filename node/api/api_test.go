@@ -280,7 +280,7 @@ func TestErrors(t *testing.T) {
 		{"no admissible backend", "/v1/chat/completions", `{"model":"tiny","messages":[{"role":"user","content":"x"}]}`,
 			&Error{Status: 422, Type: "invalid_request_error", Code: "no_admissible_backend", Message: "no backend", Details: []string{"cpu: over ceiling"}}, 422, "no_admissible_backend", "no backend"},
 		{"internal", "/v1/chat/completions", `{"model":"tiny","messages":[{"role":"user","content":"x"}]}`, errBoom, 500, "internal_error", "boom"},
-		{"unknown url", "/v1/embeddings", `{}`, nil, 404, "unknown_url", "/v1/embeddings"},
+		{"unknown url", "/v1/images/generations", `{}`, nil, 404, "unknown_url", "/v1/images/generations"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -314,7 +314,7 @@ func TestWrongMethod(t *testing.T) {
 		{h.http.URL, http.MethodGet, "/v1/chat/completions", 405, "POST", "method_not_allowed"},
 		{h.http.URL, http.MethodPost, "/v1/models", 405, "GET, HEAD", "method_not_allowed"},
 		{h.http.URL, http.MethodDelete, "/api/status", 405, "GET, HEAD", "method_not_allowed"},
-		{h.http.URL, http.MethodGet, "/v1/embeddings", 404, "", "unknown_url"},
+		{h.http.URL, http.MethodGet, "/v1/images/generations", 404, "", "unknown_url"},
 		{mesh.URL, http.MethodGet, "/v1/completions", 405, "POST", "method_not_allowed"},
 		{mesh.URL, http.MethodGet, "/api/status", 404, "", "unknown_url"},
 	} {

@@ -12,20 +12,23 @@ type chatRequest struct {
 	Messages            []chatMessageIn `json:"messages"`
 	MaxTokens           *int            `json:"max_tokens"`
 	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	Logprobs            *bool           `json:"logprobs"`
+	TopLogprobs         *int            `json:"top_logprobs"`
 	ResponseFormat      json.RawMessage `json:"response_format"`
 
 	Tools             json.RawMessage `json:"tools"`
 	ToolChoice        json.RawMessage `json:"tool_choice"`
 	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
-	Functions         json.RawMessage `json:"functions"`
-	FunctionCall      json.RawMessage `json:"function_call"`
 
-	tools toolChoice // resolved from the four fields above
+	tools toolChoice // resolved from the three fields above
 }
 
 func parseChat(body []byte) (*Generation, *chatRequest, error) {
 	var req chatRequest
 	if err := decodeBody(body, &req); err != nil {
+		return nil, nil, err
+	}
+	if err := checkFields(body, &req, "POST /v1/chat/completions"); err != nil {
 		return nil, nil, err
 	}
 	g := &Generation{Body: body}
@@ -51,8 +54,17 @@ func parseChat(body []byte) (*Generation, *chatRequest, error) {
 		return nil, nil, err
 	}
 	g.MaxTokens = n
+	if err := chatLogprobsRequest(g, req.Logprobs, req.TopLogprobs); err != nil {
+		return nil, nil, err
+	}
 	if err := parseResponseFormat(req.ResponseFormat, g); err != nil {
 		return nil, nil, err
+	}
+	if g.Logprobs && req.tools.active() {
+		// Which of a reply's tokens are content and which make its calls
+		// is known only once it is parsed: log-probabilities are not
+		// split between them.
+		return nil, nil, badRequest("logprobs", "logprobs cannot be combined with tools (tool_choice %q); send tool_choice \"none\" or no logprobs", req.tools.mode)
 	}
 	if g.Grammar != nil && req.tools.active() {
 		// One grammar holds the whole output: a response format would
@@ -62,11 +74,28 @@ func parseChat(body []byte) (*Generation, *chatRequest, error) {
 	return g, &req, nil
 }
 
+// chatLogprobsRequest reads logprobs and top_logprobs as chat completions
+// define them: top_logprobs (0 … 20) needs logprobs true.
+func chatLogprobsRequest(g *Generation, on *bool, top *int) error {
+	g.Logprobs = on != nil && *on
+	if top == nil {
+		return nil
+	}
+	if *top < 0 || *top > maxTopLogprobs {
+		return badRequest("top_logprobs", "top_logprobs must be between 0 and %d, got %d", maxTopLogprobs, *top)
+	}
+	if *top > 0 && !g.Logprobs {
+		return badRequest("top_logprobs", "top_logprobs needs logprobs set to true")
+	}
+	g.TopLogprobs = *top
+	return nil
+}
+
 type chatChoice struct {
 	Index        int           `json:"index"`
 	Message      *replyMessage `json:"message,omitempty"`
 	Delta        *chatMessage  `json:"delta,omitempty"`
-	Logprobs     any           `json:"logprobs"`
+	Logprobs     *chatLogprobs `json:"logprobs"`
 	FinishReason *string       `json:"finish_reason"`
 }
 
@@ -124,23 +153,27 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 	id, created := newID("chatcmpl-"), s.now().Unix()
 	if !req.Stream {
-		text, res, ok := s.generate(w, r, m, g, nil, nil)
+		out, res, ok := s.generate(w, r, m, g, nil, nil)
 		if !ok {
 			return
 		}
-		msg := &replyMessage{Role: "assistant", Content: &text}
+		msg := &replyMessage{Role: "assistant", Content: &out.Text}
 		if req.tools.active() {
-			msg.Content, msg.ToolCalls = toolReply(toolParser(format, g), req.tools, prefix+text)
+			msg.Content, msg.ToolCalls = toolReply(toolParser(format, g), req.tools, prefix+out.Text)
+		}
+		choice := chatChoice{Message: msg, FinishReason: finishReason(res, len(msg.ToolCalls))}
+		if g.Logprobs {
+			choice.Logprobs = &chatLogprobs{Content: itemsOf(out.Logprobs)}
 		}
 		writeJSON(w, http.StatusOK, chatCompletion{
 			ID: id, Object: "chat.completion", Created: created, Model: g.Model, SystemFingerprint: systemFingerprint,
-			Choices: []chatChoice{{Message: msg, FinishReason: finishReason(res, len(msg.ToolCalls))}},
+			Choices: []chatChoice{choice},
 			Usage:   usageOf(res),
 		})
 		return
 	}
 	sse := s.newSSEWriter(w)
-	st := &chatStream{sse: sse, id: id, created: created, model: g.Model,
+	st := &chatStream{sse: sse, id: id, created: created, model: g.Model, logprobs: g.Logprobs,
 		includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage}
 	if req.tools.active() {
 		st.calls = toolParser(format, g)
@@ -156,6 +189,7 @@ type chatStream struct {
 	created      int64
 	model        string
 	includeUsage bool
+	logprobs     bool
 	sentRole     bool
 	// calls parses the text for tool calls when the request has tools;
 	// parallel false keeps only the first call.
@@ -188,17 +222,22 @@ func (c *chatStream) role() error {
 	return c.chunk([]chatChoice{{Delta: d}}, nil)
 }
 
-func (c *chatStream) delta(text string) error {
+func (c *chatStream) delta(d Delta) error {
 	if err := c.role(); err != nil {
 		return err
 	}
 	if c.calls != nil {
-		return c.events(c.calls.Feed(text))
+		// A request with tools asks no logprobs (parseChat).
+		return c.events(c.calls.Feed(d.Text))
 	}
-	if text == "" {
+	if d.Text == "" && len(d.Logprobs) == 0 {
 		return nil
 	}
-	return c.chunk([]chatChoice{{Delta: &chatMessage{Content: &text}}}, nil)
+	choice := chatChoice{Delta: &chatMessage{Content: &d.Text}}
+	if c.logprobs {
+		choice.Logprobs = &chatLogprobs{Content: itemsOf(d.Logprobs)}
+	}
+	return c.chunk([]chatChoice{choice}, nil)
 }
 
 // events sends what the tool-call parser made of the text: content and

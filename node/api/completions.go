@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"unicode/utf8"
 )
 
 type completionRequest struct {
@@ -12,11 +13,15 @@ type completionRequest struct {
 	MaxTokens *int            `json:"max_tokens"`
 	Echo      bool            `json:"echo"`
 	Suffix    *string         `json:"suffix"`
+	Logprobs  *int            `json:"logprobs"`
 }
 
 func parseCompletion(body []byte) (*Generation, *completionRequest, error) {
 	var req completionRequest
 	if err := decodeBody(body, &req); err != nil {
+		return nil, nil, err
+	}
+	if err := checkFields(body, &req, "POST /v1/completions"); err != nil {
 		return nil, nil, err
 	}
 	g := &Generation{Body: body}
@@ -29,7 +34,13 @@ func parseCompletion(body []byte) (*Generation, *completionRequest, error) {
 	}
 	g.Prompt = prompt
 	if req.Echo {
-		return nil, nil, badRequest("echo", "echo is not supported")
+		return nil, nil, badRequest("echo", "echo is not supported: the prompt's log-probabilities are not computed")
+	}
+	if n := req.Logprobs; n != nil {
+		if *n < 0 || *n > maxLegacyLogprobs {
+			return nil, nil, badRequest("logprobs", "logprobs must be between 0 and %d, got %d", maxLegacyLogprobs, *n)
+		}
+		g.Logprobs, g.TopLogprobs = true, *n
 	}
 	if req.Suffix != nil && *req.Suffix != "" {
 		return nil, nil, badRequest("suffix", "suffix (insertion) is not supported")
@@ -61,10 +72,10 @@ func completionPrompt(raw json.RawMessage) (string, error) {
 }
 
 type completionChoice struct {
-	Text         string  `json:"text"`
-	Index        int     `json:"index"`
-	Logprobs     any     `json:"logprobs"`
-	FinishReason *string `json:"finish_reason"`
+	Text         string          `json:"text"`
+	Index        int             `json:"index"`
+	Logprobs     *legacyLogprobs `json:"logprobs"`
+	FinishReason *string         `json:"finish_reason"`
 }
 
 type textCompletion struct {
@@ -87,11 +98,14 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := &completionStream{id: newID("cmpl-"), created: s.now().Unix(), model: g.Model,
-		includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage}
+		includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
+		logprobs:     g.Logprobs, top: g.TopLogprobs, offset: utf8.RuneCountInString(g.Prompt)}
 	if !req.Stream {
-		text, res, ok := s.generate(w, r, m, g, nil, nil)
+		out, res, ok := s.generate(w, r, m, g, nil, nil)
 		if ok {
-			writeJSON(w, http.StatusOK, c.object([]completionChoice{{Text: text, FinishReason: &res.FinishReason}}, usageOf(res)))
+			choice := completionChoice{Text: out.Text, FinishReason: &res.FinishReason}
+			choice.Logprobs = c.legacy(out.Logprobs)
+			writeJSON(w, http.StatusOK, c.object([]completionChoice{choice}, usageOf(res)))
 		}
 		return
 	}
@@ -105,6 +119,23 @@ type completionStream struct {
 	created      int64
 	model        string
 	includeUsage bool
+	// Log-probabilities: asked for, with top alternatives; the next
+	// token's text_offset, and the bytes of a character it began.
+	logprobs bool
+	top      int
+	offset   int
+	carry    []byte
+}
+
+// legacy renders tokens as the choice's logprobs, nil when the request
+// asked for none.
+func (c *completionStream) legacy(tokens []TokenLogprob) *legacyLogprobs {
+	if !c.logprobs {
+		return nil
+	}
+	var l *legacyLogprobs
+	l, c.offset, c.carry = legacyOf(tokens, c.top, c.offset, c.carry)
+	return l
 }
 
 func (c *completionStream) object(choices []completionChoice, u *usage) textCompletion {
@@ -112,11 +143,11 @@ func (c *completionStream) object(choices []completionChoice, u *usage) textComp
 		SystemFingerprint: systemFingerprint, Choices: choices, Usage: u}
 }
 
-func (c *completionStream) delta(text string) error {
-	if text == "" {
+func (c *completionStream) delta(d Delta) error {
+	if d.Text == "" && len(d.Logprobs) == 0 {
 		return nil
 	}
-	return c.sse.event("", c.object([]completionChoice{{Text: text}}, nil))
+	return c.sse.event("", c.object([]completionChoice{{Text: d.Text, Logprobs: c.legacy(d.Logprobs)}}, nil))
 }
 
 func (c *completionStream) finish(res *Result) error {

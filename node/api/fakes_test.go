@@ -39,6 +39,7 @@ type fakeModel struct {
 
 	mu      sync.Mutex
 	calls   []*Generation
+	embeds  []*Embedding
 	started chan struct{}
 }
 
@@ -62,13 +63,55 @@ func (f *fakeModel) ToolFormat() (toolcall.Format, bool) {
 	return *f.tools, true
 }
 
+// Embed implements EmbeddingModel: input i's vector is [i, its length
+// in bytes or tokens, Dimensions − 2 zeros], at least 2 long.
+func (f *fakeModel) Embed(ctx context.Context, e *Embedding) (*EmbeddingResult, error) {
+	f.mu.Lock()
+	f.embeds = append(f.embeds, e)
+	f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
+	res := &EmbeddingResult{}
+	for i, in := range e.Inputs {
+		n := len(in.Text)
+		if in.IsTokens {
+			n = len(in.Tokens)
+		}
+		v := make([]float32, max(2, e.Dimensions))
+		v[0], v[1] = float32(i), float32(n)
+		res.Vectors = append(res.Vectors, v)
+		res.PromptTokens += n
+	}
+	return res, nil
+}
+
+// generateOnly is a model that makes no embeddings.
+type generateOnly struct{ Model }
+
 // fakeRun is a fakeModel's prepared generation.
 type fakeRun struct {
 	f *fakeModel
 	g *Generation
 }
 
-func (r *fakeRun) Generate(ctx context.Context, emit func(string) error) (*Result, error) {
+// fakeLogprobs is the fake's record of its i-th piece, a token of its
+// own: bytes the piece's, log-probability −(i+1)/2, and top alternatives
+// the piece and then bytes {'a'+j} at −(i+1)/2 − j.
+func fakeLogprobs(i int, piece string, top int) []TokenLogprob {
+	lp := -float64(i+1) / 2
+	t := TokenLogprob{Bytes: []byte(piece), Logprob: lp}
+	for j := range top {
+		b := []byte(piece)
+		if j > 0 {
+			b = []byte{byte('a' + j)}
+		}
+		t.Top = append(t.Top, TopLogprob{Bytes: b, Logprob: lp - float64(j)})
+	}
+	return []TokenLogprob{t}
+}
+
+func (r *fakeRun) Generate(ctx context.Context, emit func(Delta) error) (*Result, error) {
 	f, g := r.f, r.g
 	f.mu.Lock()
 	block, started := f.block, f.started
@@ -90,7 +133,7 @@ func (r *fakeRun) Generate(ctx context.Context, emit func(string) error) (*Resul
 	if f.finish != "" {
 		res.FinishReason = f.finish
 	}
-	for _, p := range f.pieces {
+	for i, p := range f.pieces {
 		if g.MaxTokens > 0 && res.CompletionTokens == g.MaxTokens {
 			res.FinishReason = "length"
 			break
@@ -98,7 +141,11 @@ func (r *fakeRun) Generate(ctx context.Context, emit func(string) error) (*Resul
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if err := emit(p); err != nil {
+		d := Delta{Text: p}
+		if g.Logprobs {
+			d.Logprobs = fakeLogprobs(i, p, g.TopLogprobs)
+		}
+		if err := emit(d); err != nil {
 			return nil, err
 		}
 		res.CompletionTokens++

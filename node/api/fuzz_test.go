@@ -14,7 +14,9 @@ func FuzzParseRequest(f *testing.F) {
 			`"temperature":0.5,"top_p":0.9,"seed":-1,"stop":["\n"],"max_completion_tokens":10,"stream":true,` +
 			`"stream_options":{"include_usage":true},"metadata":{"fidelity_floor":"2","joule_ceiling_uj":5000}}`,
 		`{"model":"tiny","prompt":["once"],"max_tokens":3,"stop":"x","n":1,"presence_penalty":-2,"frequency_penalty":2}`,
-		`{"model":"tiny","prompt":"once","temperature":0.8,"top_k":40,"min_p":0.05,"repeat_penalty":1.1}`,
+		`{"model":"tiny","prompt":"once","temperature":0.8,"top_k":40,"min_p":0.05,"repeat_penalty":1.1,"logprobs":3}`,
+		`{"model":"tiny","messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":20,"user":"u","store":false,"tools":[]}`,
+		`{"model":"tiny","input":"x","include":["message.output_text.logprobs"],"top_logprobs":2,"service_tier":"flex"}`,
 		`{"model":"tiny","input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]}],` +
 			`"instructions":"be kind","max_output_tokens":4,"jcp_presentation":{"grant":"x"}}`,
 		`{"model":"tiny","input":"hello"}`,
@@ -67,6 +69,42 @@ func FuzzParseReplay(f *testing.F) {
 		}
 		if r.Generation == nil || r.Generation.Model == "" || len(r.Energy) == 0 || r.Energy[0] != '{' {
 			t.Fatalf("accepted %q as %+v", body, r)
+		}
+	})
+}
+
+// FuzzParseEmbedding: whatever a client sends to /v1/embeddings, the
+// parser answers with inputs that are all text or all token ids, none
+// empty, within the bounds, or a 400 *Error, and never panics.
+func FuzzParseEmbedding(f *testing.F) {
+	for _, seed := range []string{
+		`{"model":"tiny","input":"hello","encoding_format":"base64","dimensions":8,"user":"u"}`,
+		`{"model":"tiny","input":["a","b"],"encoding_format":"float"}`,
+		`{"model":"tiny","input":[1,2,3]}`,
+		`{"model":"tiny","input":[[1],[2,3]]}`,
+		`{"model":"tiny","input":["a",[1]]}`,
+		`{"model":"tiny","input":[4294967296]}`,
+		`{"model":"tiny","input":"x","logit_bias":{"1":2}}`,
+		``, `null`, `[]`, `{"model":"tiny","input":[]}`, `{"model":"tiny","input":[[]]}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		e, _, err := parseEmbedding(body)
+		if err != nil {
+			var he *Error
+			if !errors.As(err, &he) || he.Status != http.StatusBadRequest {
+				t.Fatalf("%v is not a 400", err)
+			}
+			return
+		}
+		if e.Model == "" || len(e.Inputs) == 0 || len(e.Inputs) > maxEmbedInputs {
+			t.Fatalf("accepted %q as %+v", body, e)
+		}
+		for i, in := range e.Inputs {
+			if in.IsTokens != e.Inputs[0].IsTokens || in.IsTokens && (len(in.Tokens) == 0 || len(in.Tokens) > maxEmbedTokens) || !in.IsTokens && in.Text == "" {
+				t.Fatalf("accepted %q with input %d %+v", body, i, in)
+			}
 		}
 	})
 }

@@ -28,8 +28,8 @@ func usageOf(res *Result) *usage {
 
 // stream is one endpoint's streaming shape.
 type stream interface {
-	// delta sends one piece of generated text.
-	delta(text string) error
+	// delta sends one piece of generated output.
+	delta(d Delta) error
 	// finish sends the closing events of a generation that ended.
 	finish(res *Result) error
 	// fail ends a started stream with the error that cut it short.
@@ -45,12 +45,12 @@ type stream interface {
 // a slot: a prompt that cannot be served is refused at once, without
 // queueing behind running generations or holding a slot while it is
 // tokenized.
-func (s *Server) generate(w http.ResponseWriter, r *http.Request, m Model, g *Generation, st stream, sse *sseWriter) (text string, res *Result, ok bool) {
+func (s *Server) generate(w http.ResponseWriter, r *http.Request, m Model, g *Generation, st stream, sse *sseWriter) (out Delta, res *Result, ok bool) {
 	ctx := r.Context()
 	t, err := s.admit(g.Model, m)
 	if err != nil {
 		s.fail(w, r, g, err, st, sse)
-		return "", nil, false
+		return Delta{}, nil, false
 	}
 	defer t.release()
 	p, err := s.prepare(ctx, m, g)
@@ -59,22 +59,23 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m Model, g *Ge
 	}
 	if err != nil {
 		s.fail(w, r, g, err, st, sse)
-		return "", nil, false
+		return Delta{}, nil, false
 	}
 
 	start := s.now()
 	var b strings.Builder
-	emit := func(piece string) error {
+	emit := func(d Delta) error {
 		if st != nil {
-			return st.delta(piece)
+			return st.delta(d)
 		}
-		b.WriteString(piece)
+		b.WriteString(d.Text)
+		out.Logprobs = append(out.Logprobs, d.Logprobs...)
 		return nil
 	}
 	res, err = p.Generate(ctx, emit)
 	if err != nil {
 		s.fail(w, r, g, err, st, sse)
-		return "", nil, false
+		return Delta{}, nil, false
 	}
 	s.log.Info("api: served", "model", g.Model, "prompt_tokens", res.PromptTokens,
 		"completion_tokens", res.CompletionTokens, "finish", res.FinishReason,
@@ -84,7 +85,8 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m Model, g *Ge
 			s.log.Debug("api: client left before the stream ended", "model", g.Model, "err", err)
 		}
 	}
-	return b.String(), res, true
+	out.Text = b.String()
+	return out, res, true
 }
 
 // fail reports a failed generation: as an HTTP error when nothing has been

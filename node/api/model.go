@@ -26,10 +26,11 @@ type Model interface {
 
 // Prepared is a generation ready to run, on a slot of its model.
 type Prepared interface {
-	// Generate runs the generation, calling emit with each piece of text
-	// as it is produced. It returns when the generation ends, fails, or
-	// ctx is cancelled (the client went away).
-	Generate(ctx context.Context, emit func(text string) error) (*Result, error)
+	// Generate runs the generation, calling emit with each piece of
+	// output as it is produced (with its tokens' log-probabilities when
+	// Generation.Logprobs asked for them). It returns when the generation
+	// ends, fails, or ctx is cancelled (the client went away).
+	Generate(ctx context.Context, emit func(Delta) error) (*Result, error)
 }
 
 // Message is one chat message, its content flattened to text (a null
@@ -100,6 +101,12 @@ type Generation struct {
 	// FormatJSONObject or FormatJSONSchema.
 	Grammar *grammar.Grammar
 	Format  string
+	// Logprobs asks for each output token's log-probability, with the
+	// TopLogprobs (0 … 20) likeliest tokens at its position. They are
+	// presentation: they change no token, and are not in the request's
+	// identity. A model that cannot report them refuses the request.
+	Logprobs    bool
+	TopLogprobs int
 
 	// mesh/1 bounds from metadata.fidelity_floor and
 	// metadata.joule_ceiling_uj; nil means the node's default.

@@ -179,7 +179,8 @@ func refused(err error) bool {
 
 // MeshHandler is the handler behind the mesh's HTTP tunnels (ServeMesh):
 // requests other nodes relay here. They are served locally or not at all,
-// and reach only the generation endpoints and the model list. The API key
+// and reach only the generation and embedding endpoints and the model
+// list. The API key
 // does not apply (the relaying node never forwards its client's); instead
 // the peer that opened the tunnel, as its QUIC connection proved it, must
 // pass Config.MeshAccess, or the request is refused with 403
@@ -190,6 +191,7 @@ func (s *Server) MeshHandler() http.Handler {
 	mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
 	mux.HandleFunc("POST /v1/completions", s.handleCompletions)
 	mux.HandleFunc("POST /v1/responses", s.handleResponses)
+	mux.HandleFunc("POST /v1/embeddings", s.handleEmbeddings)
 	mux.HandleFunc("GET /v1/models", s.handleModels)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		unrouted(w, r, mux, "%s %s is not served to mesh peers")

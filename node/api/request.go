@@ -37,6 +37,10 @@ type sampling struct {
 
 type streamOptions struct {
 	IncludeUsage bool `json:"include_usage"`
+	// IncludeObfuscation: OpenAI pads stream events with random
+	// characters against length side channels unless this is false.
+	// meshnode sends no padding, so true is refused.
+	IncludeObfuscation *bool `json:"include_obfuscation"`
 }
 
 // decodeBody parses a JSON request body into v, with errors that say where
@@ -72,6 +76,11 @@ func (s *sampling) apply(g *Generation) error {
 		return badRequest("model", "model is required")
 	}
 	g.Model = s.Model
+	if o := s.StreamOptions; o != nil {
+		if o.IncludeObfuscation != nil && *o.IncludeObfuscation {
+			return badRequest("stream_options.include_obfuscation", "stream_options.include_obfuscation is not supported: meshnode pads no stream events (false is accepted)")
+		}
+	}
 	if s.N != nil && *s.N != 1 {
 		return badRequest("n", "n must be 1 (meshnode returns one choice)")
 	}

@@ -13,11 +13,43 @@ type responsesRequest struct {
 	Instructions    *string         `json:"instructions"`
 	MaxOutputTokens *int            `json:"max_output_tokens"`
 	Text            json.RawMessage `json:"text"`
+	TopLogprobs     *int            `json:"top_logprobs"`
+	Include         []string        `json:"include"`
+}
+
+// includeLogprobs is the include value that asks for the output text's
+// log-probabilities, the only one meshnode has to give.
+const includeLogprobs = "message.output_text.logprobs"
+
+// responsesLogprobs reads include and top_logprobs: the log-probabilities
+// come with include's message.output_text.logprobs, with top_logprobs
+// (0 … 20) alternatives each.
+func responsesLogprobs(g *Generation, include []string, top *int) error {
+	for i, v := range include {
+		if v != includeLogprobs {
+			return badRequest("include", "include[%d] %q is not supported: meshnode can include %q only", i, v, includeLogprobs)
+		}
+		g.Logprobs = true
+	}
+	if top == nil {
+		return nil
+	}
+	if *top < 0 || *top > maxTopLogprobs {
+		return badRequest("top_logprobs", "top_logprobs must be between 0 and %d, got %d", maxTopLogprobs, *top)
+	}
+	if *top > 0 && !g.Logprobs {
+		return badRequest("top_logprobs", "top_logprobs needs include to hold %q", includeLogprobs)
+	}
+	g.TopLogprobs = *top
+	return nil
 }
 
 func parseResponses(body []byte) (*Generation, *responsesRequest, error) {
 	var req responsesRequest
 	if err := decodeBody(body, &req); err != nil {
+		return nil, nil, err
+	}
+	if err := checkFields(body, &req, "POST /v1/responses"); err != nil {
 		return nil, nil, err
 	}
 	g := &Generation{Body: body}
@@ -65,6 +97,9 @@ func parseResponses(body []byte) (*Generation, *responsesRequest, error) {
 		return nil, nil, err
 	}
 	g.MaxTokens = n
+	if err := responsesLogprobs(g, req.Include, req.TopLogprobs); err != nil {
+		return nil, nil, err
+	}
 	if err := parseTextFormat(req.Text, g); err != nil {
 		return nil, nil, err
 	}
@@ -72,9 +107,10 @@ func parseResponses(body []byte) (*Generation, *responsesRequest, error) {
 }
 
 type responseText struct {
-	Type        string `json:"type"`
-	Text        string `json:"text"`
-	Annotations []any  `json:"annotations"`
+	Type        string           `json:"type"`
+	Text        string           `json:"text"`
+	Annotations []any            `json:"annotations"`
+	Logprobs    []logprobItemOut `json:"logprobs,omitempty"`
 }
 
 type responseItem struct {
@@ -114,10 +150,11 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 	}
 	rs := &responseStream{resp: responseObject{ID: newID("resp_"), Object: "response", CreatedAt: s.now().Unix(),
 		Status: "in_progress", Model: g.Model, Output: []responseItem{}}, itemID: newID("msg_")}
+	rs.logprobs = g.Logprobs
 	if !req.Stream {
-		text, res, ok := s.generate(w, r, m, g, nil, nil)
+		out, res, ok := s.generate(w, r, m, g, nil, nil)
 		if ok {
-			rs.complete(text, res)
+			rs.complete(out.Text, itemsOf(out.Logprobs), res)
 			writeJSON(w, http.StatusOK, rs.resp)
 		}
 		return
@@ -130,12 +167,15 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 // in_progress, the item and part opening, text deltas, then the closing
 // events and response.completed.
 type responseStream struct {
-	sse     *sseWriter
-	resp    responseObject
-	itemID  string
-	text    bytes.Buffer
-	seq     int
-	started bool
+	sse    *sseWriter
+	resp   responseObject
+	itemID string
+	text   bytes.Buffer
+	// logprobs: asked for; lps are the tokens' so far.
+	logprobs bool
+	lps      []logprobItemOut
+	seq      int
+	started  bool
 }
 
 func (r *responseStream) send(typ string, fields map[string]any) error {
@@ -148,9 +188,22 @@ func (r *responseStream) send(typ string, fields map[string]any) error {
 func (r *responseStream) item(status string, text *string) responseItem {
 	it := responseItem{Type: "message", ID: r.itemID, Status: status, Role: "assistant", Content: []responseText{}}
 	if text != nil {
-		it.Content = append(it.Content, responseText{Type: "output_text", Text: *text, Annotations: []any{}})
+		it.Content = append(it.Content, r.part(*text))
 	}
 	return it
+}
+
+// part is the output_text content part, with the tokens'
+// log-probabilities when they were asked for.
+func (r *responseStream) part(text string) responseText {
+	p := responseText{Type: "output_text", Text: text, Annotations: []any{}}
+	if r.logprobs {
+		p.Logprobs = r.lps
+		if p.Logprobs == nil {
+			p.Logprobs = []logprobItemOut{}
+		}
+	}
+	return p
 }
 
 func (r *responseStream) open() error {
@@ -176,19 +229,29 @@ func (r *responseStream) open() error {
 	return nil
 }
 
-func (r *responseStream) delta(text string) error {
+func (r *responseStream) delta(d Delta) error {
 	if err := r.open(); err != nil {
 		return err
 	}
-	if text == "" {
+	if d.Text == "" && len(d.Logprobs) == 0 {
 		return nil
 	}
-	r.text.WriteString(text)
-	return r.send("response.output_text.delta", map[string]any{"item_id": r.itemID, "output_index": 0, "content_index": 0, "delta": text})
+	r.text.WriteString(d.Text)
+	fields := map[string]any{"item_id": r.itemID, "output_index": 0, "content_index": 0, "delta": d.Text}
+	if r.logprobs {
+		items := itemsOf(d.Logprobs)
+		r.lps = append(r.lps, items...)
+		fields["logprobs"] = items
+	}
+	return r.send("response.output_text.delta", fields)
 }
 
-// complete fills the response object for a generation that ended.
-func (r *responseStream) complete(text string, res *Result) {
+// complete fills the response object for a generation that ended, with
+// its tokens' log-probabilities when they were asked for.
+func (r *responseStream) complete(text string, lps []logprobItemOut, res *Result) {
+	if r.logprobs {
+		r.lps = lps
+	}
 	r.resp.Status = "completed"
 	switch res.FinishReason {
 	case "length":
@@ -208,7 +271,7 @@ func (r *responseStream) finish(res *Result) error {
 		return err
 	}
 	text := r.text.String()
-	r.complete(text, res)
+	r.complete(text, r.lps, res)
 	final := "response.completed"
 	if r.resp.Status == "incomplete" {
 		final = "response.incomplete"
@@ -217,9 +280,9 @@ func (r *responseStream) finish(res *Result) error {
 		typ    string
 		fields map[string]any
 	}{
-		{"response.output_text.done", map[string]any{"item_id": r.itemID, "output_index": 0, "content_index": 0, "text": text}},
+		{"response.output_text.done", r.textDone(text)},
 		{"response.content_part.done", map[string]any{"item_id": r.itemID, "output_index": 0, "content_index": 0,
-			"part": responseText{Type: "output_text", Text: text, Annotations: []any{}}}},
+			"part": r.part(text)}},
 		{"response.output_item.done", map[string]any{"output_index": 0, "item": r.resp.Output[0]}},
 		{final, map[string]any{"response": r.resp}},
 	}
@@ -229,6 +292,15 @@ func (r *responseStream) finish(res *Result) error {
 		}
 	}
 	return nil
+}
+
+// textDone is the response.output_text.done event's fields.
+func (r *responseStream) textDone(text string) map[string]any {
+	f := map[string]any{"item_id": r.itemID, "output_index": 0, "content_index": 0, "text": text}
+	if r.logprobs {
+		f["logprobs"] = r.part(text).Logprobs
+	}
+	return f
 }
 
 // fail sends the Responses API's typed error event.

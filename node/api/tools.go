@@ -36,12 +36,6 @@ func (c toolChoice) active() bool { return c.mode != "none" }
 // sets g.Tools. Without tools, the choice is "none".
 func (req *chatRequest) parseTools(g *Generation) (toolChoice, error) {
 	choice := toolChoice{mode: "none", parallel: true}
-	if !isAbsent(req.Functions) {
-		return choice, badRequest("functions", "functions (the deprecated function-calling API) is not supported; send tools")
-	}
-	if !isAbsent(req.FunctionCall) {
-		return choice, badRequest("function_call", "function_call (the deprecated function-calling API) is not supported; send tool_choice")
-	}
 	var tools []json.RawMessage
 	if !isAbsent(req.Tools) {
 		if err := json.Unmarshal(req.Tools, &tools); err != nil {
@@ -67,9 +61,7 @@ func (req *chatRequest) parseTools(g *Generation) (toolChoice, error) {
 		names[name] = true
 	}
 	if req.ParallelToolCalls != nil {
-		if len(tools) == 0 {
-			return choice, badRequest("parallel_tool_calls", "parallel_tool_calls is only allowed when tools are specified")
-		}
+		// Without tools it asks nothing.
 		choice.parallel = *req.ParallelToolCalls
 	}
 	mode, name, err := parseToolChoice(req.ToolChoice)

@@ -250,7 +250,11 @@ func TestTunnelOpenedBeforeLeaving(t *testing.T) {
 	open := gatedAPI(t, n.Node)
 	ev := n.Subscribe(t.Context(), 256)
 	const rounds = 20
-	var held []*bufio.Reader
+	type heldTunnel struct {
+		s  interface{ SetReadDeadline(time.Time) error }
+		br *bufio.Reader
+	}
+	var held []heldTunnel
 	for i := range rounds {
 		rc := dialRaw(t, n.EndpointAddr(), identity.ALPNMesh)
 		if _, err := rc.gossip(rc.frame()); err != nil {
@@ -272,12 +276,15 @@ func TestTunnelOpenedBeforeLeaving(t *testing.T) {
 				break
 			}
 		}
-		held = append(held, br)
+		held = append(held, heldTunnel{s, br})
 	}
 	open()
-	for i, br := range held {
-		// The tail, in chunks, then the end of the tunnel.
-		if rest, err := io.ReadAll(br); err != nil || len(rest) < len(gatedTail) {
+	for i, h := range held {
+		// The tail, in chunks, then the end of the tunnel. The deadline
+		// counts from here: the rounds before took as long as the machine
+		// made them.
+		h.s.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if rest, err := io.ReadAll(h.br); err != nil || len(rest) < len(gatedTail) {
 			t.Fatalf("round %d: rest of the answer: %d bytes, %v", i, len(rest), err)
 		}
 	}

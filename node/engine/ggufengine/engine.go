@@ -32,9 +32,10 @@ type Engine struct {
 }
 
 var (
-	_ engine.Engine       = (*Engine)(nil)
-	_ engine.DeviceUser   = (*Engine)(nil)
-	_ engine.WorkReporter = (*Engine)(nil)
+	_ engine.Engine          = (*Engine)(nil)
+	_ engine.DeviceUser      = (*Engine)(nil)
+	_ engine.WorkReporter    = (*Engine)(nil)
+	_ engine.LogprobReporter = (*Engine)(nil)
 )
 
 // fullWindows is how many speculating slots' full windows a step's
@@ -113,6 +114,12 @@ func (e *Engine) Devices() hw.Domain { return devicesOf(e.m.Backend()) }
 // energy by it.
 func (e *Engine) ReportsWork() bool { return true }
 
+// ReportsLogprobs implements engine.LogprobReporter: a serve whose
+// context asks (engine.WithLogprobs) gets each token's log-probability
+// under the target model's distribution, a speculative window's accepted
+// drafts included (each from its row of the target's logits).
+func (e *Engine) ReportsLogprobs() bool { return true }
+
 // Weights implements engine.Engine: the file's digest and precision.
 func (e *Engine) Weights() (receipt.Weights, bool) { return e.m.weights, true }
 
@@ -183,7 +190,10 @@ func (e *Engine) generate(ctx context.Context, prompt []uint32, g Generation, em
 
 	delivered := e.fidelity
 	out := engine.Outcome{TokensIn: uint32(len(prompt)), Delivered: &delivered}
-	d := decoder{seq: seq, s: s, sampler: sample.New(g.Sampling), argMax: g.Sampling.ArgMax(), work: hw.WorkFrom(ctx)}
+	// Log-probabilities need the logits on the host: a greedy pick is
+	// then the sampler's (the same token as the argmax, found there).
+	lq := engine.NewLogprobQueue(engine.LogprobsFrom(ctx))
+	d := decoder{seq: seq, s: s, sampler: sample.New(g.Sampling), argMax: g.Sampling.ArgMax() && lq == nil, work: hw.WorkFrom(ctx), lq: lq}
 	if g.Grammar != nil {
 		// The mask is applied by the sampler, on the logits; drafts are
 		// not verified against it, so a constrained generation does not
@@ -214,6 +224,9 @@ func (e *Engine) generate(ctx context.Context, prompt []uint32, g Generation, em
 	})
 	send := func(ids []uint32) error {
 		for _, id := range ids {
+			if err := lq.Emit(id); err != nil {
+				return err
+			}
 			if err := emit(id); err != nil {
 				return fmt.Errorf("ggufengine: emit: %w", err)
 			}
@@ -275,6 +288,8 @@ type decoder struct {
 	// back per token rather than the vocabulary's logits.
 	argMax bool
 	work   hw.WorkRecorder // the serve's, for the draft's work; may be nil
+	// lq records each pick's log-probabilities (nil: not asked for).
+	lq *engine.LogprobQueue
 
 	// Speculation (nil prop: none): the proposer, the window sizing its
 	// rounds, and the work units of a drafted token.
@@ -310,7 +325,10 @@ func (d *decoder) pick(generated []uint32) func(*model.Batch, int) uint32 {
 	}
 	mask := d.mask // nil unless constrained: every token
 	return func(b *model.Batch, i int) uint32 {
-		return d.sampler.SampleAllowed(b.Logits(i), generated, mask)
+		logits := b.Logits(i)
+		next := d.sampler.SampleAllowed(logits, generated, mask)
+		d.lq.Pick(logits, next)
+		return next
 	}
 }
 
@@ -357,7 +375,11 @@ func (d *decoder) eval(ctx context.Context, prompt, generated []uint32, left int
 	var accepted int
 	next, err := d.seq.runRows(ctx, d.s, window, len(window), func(b *model.Batch, i int) uint32 {
 		var next uint32
-		accepted, next = spec.Verify(d.sampler, d.argMax, spec.BatchRows{B: b, I: i}, drafts, generated)
+		rows := spec.BatchRows{B: b, I: i}
+		accepted, next = spec.Verify(d.sampler, d.argMax, rows, drafts, generated)
+		if d.lq != nil {
+			spec.RecordLogprobs(d.lq, rows, drafts, accepted, next)
+		}
 		return next
 	})
 	if err != nil {
@@ -394,7 +416,10 @@ func (d *decoder) evalConstrained(ctx context.Context, last, generated []uint32)
 			maskErr = f.err
 			return 0
 		}
-		return d.sampler.SampleAllowed(b.Logits(i), generated, f.mask)
+		logits := b.Logits(i)
+		next := d.sampler.SampleAllowed(logits, generated, f.mask)
+		d.lq.Pick(logits, next)
+		return next
 	})
 	if !taken {
 		// The step failed or was cancelled before its pick: wait for the

@@ -112,7 +112,10 @@ type Model struct {
 	draft   *spec.Drafter // nil: no speculation
 	con     *Constrainer  // the vocabulary for constrained decoding
 	eng     *Engine
-	log     *slog.Logger
+	// pooling is how embeddings pool, or poolingErr why there are none.
+	pooling    Pooling
+	poolingErr error
+	log        *slog.Logger
 }
 
 // Load opens the GGUF file at path and prepares it for serving. Every byte
@@ -145,6 +148,7 @@ func Load(path string, cfg Config) (*Model, error) {
 	if m.tmpl, err = chat.FromGGUF(f.Metadata); err != nil {
 		return nil, fmt.Errorf("ggufengine: %s: %w", path, err)
 	}
+	m.pooling, m.poolingErr = embeddingPooling(f.Metadata)
 	if m.be, m.model, cfg.MemoryBytes, err = loadOnBackend(f, cfg, log); err != nil {
 		return nil, fmt.Errorf("ggufengine: %s: %w", path, err)
 	}

@@ -200,6 +200,12 @@ func (e *Engine) Devices() hw.Domain { return hw.DomainCPU }
 // whole model's bit for bit, so a greedy or seeded serve repeats.
 func (e *Engine) Deterministic() bool { return true }
 
+// ReportsLogprobs implements engine.LogprobReporter: a serve that asks
+// has the last stage send its logits (as a sampled serve does), and each
+// token's log-probability is taken from the target's row it was picked
+// from.
+func (e *Engine) ReportsLogprobs() bool { return true }
+
 func refuse(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", engine.ErrRefused, fmt.Sprintf(format, args...))
 }
@@ -282,7 +288,10 @@ func (e *Engine) generate(ctx context.Context, serve receipt.ContentID, prompt [
 func (e *Engine) decode(ctx context.Context, r *run, prompt []uint32, g gen, emit func(uint32) error) (engine.Outcome, error) {
 	delivered := e.cfg.Fidelity
 	out := engine.Outcome{TokensIn: uint32(len(prompt)), Delivered: &delivered}
-	d := &decoder{r: r, sampler: sample.New(g.params), argMax: g.params.ArgMax()}
+	// Log-probabilities need the last stage's logits: a greedy pick is
+	// then the sampler's, from them (the same token as the argmax).
+	lq := engine.NewLogprobQueue(engine.LogprobsFrom(ctx))
+	d := &decoder{r: r, sampler: sample.New(g.params), argMax: g.params.ArgMax() && lq == nil, lq: lq}
 	if g.grammar != nil {
 		var err error
 		if d.con, d.mask, err = e.con.Start(g.grammar); err != nil {
@@ -321,6 +330,9 @@ func (e *Engine) decode(ctx context.Context, r *run, prompt []uint32, g gen, emi
 	})
 	send := func(ids []uint32) error {
 		for _, id := range ids {
+			if err := lq.Emit(id); err != nil {
+				return err
+			}
 			if err := emit(id); err != nil {
 				return fmt.Errorf("splitengine: emit: %w", err)
 			}
@@ -381,6 +393,8 @@ type decoder struct {
 	// penalty), so no logits cross the network.
 	argMax bool
 	held   int // positions the request holds on every stage
+	// lq records each pick's log-probabilities (nil: not asked for).
+	lq *engine.LogprobQueue
 
 	// Speculation (nil prop: none): the proposer and the window sizing
 	// its rounds.
@@ -400,7 +414,9 @@ func (d *decoder) pick(res stage.Result, generated []uint32) uint32 {
 	if d.argMax {
 		return res.Token
 	}
-	return d.sampler.SampleAllowed(res.Logits, generated, d.mask)
+	next := d.sampler.SampleAllowed(res.Logits, generated, d.mask)
+	d.lq.Pick(res.Logits, next)
+	return next
 }
 
 // eval evaluates the token generated last and returns the tokens that
@@ -454,6 +470,9 @@ func (d *decoder) eval(ctx context.Context, prompt, generated []uint32, left int
 		return nil, err
 	}
 	accepted, next := spec.Verify(d.sampler, d.argMax, resultRows{res}, drafts, generated)
+	if d.lq != nil {
+		spec.RecordLogprobs(d.lq, resultRows{res}, drafts, accepted, next)
+	}
 	d.held += 1 + accepted
 	if accepted < len(drafts) {
 		// The rejected drafts' keys and values go, on every stage.

@@ -1,0 +1,95 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/meshnode/meshnode/gguf/tokenizer"
+	"github.com/meshnode/meshnode/node/api"
+	"github.com/meshnode/meshnode/node/engine"
+)
+
+// embedder is a local model that makes embeddings (a GGUF file served
+// whole).
+type embedder interface {
+	// EmbeddingSupport is nil, or why the model cannot embed.
+	EmbeddingSupport() error
+	// Dimensions is its embeddings' length.
+	Dimensions() int
+	Tokenizer() *tokenizer.Tokenizer
+	// Embed is one unit-norm vector per input (ggufengine.Model.Embed).
+	Embed(ctx context.Context, inputs [][]uint32) ([][]float32, error)
+}
+
+// Embed implements api.EmbeddingModel. An embedding is not a mesh/1 serve:
+// the receipt format (spec §3.1) has generations and typed decisions,
+// and an embedding is neither, so it is served by the engine directly,
+// under the model's gate and one of its slots, and seals no receipt
+// (docs/api.md, Embeddings).
+func (s *servedModel) Embed(ctx context.Context, e *api.Embedding) (*api.EmbeddingResult, error) {
+	ctx, leave, err := s.in.gate.enter(ctx)
+	if err != nil {
+		return nil, s.draining(err)
+	}
+	defer leave()
+	m := s.in.m
+	em, ok := m.(embedder)
+	if !ok {
+		why := "it has no hidden states to pool"
+		if n, ok := m.(interface{ noEmbeddings() string }); ok {
+			why = n.noEmbeddings()
+		}
+		return nil, embedRefusal("model", "model %q cannot make embeddings: %s (only a GGUF model served whole on this node can)", m.Name(), why)
+	}
+	if err := em.EmbeddingSupport(); err != nil {
+		return nil, embedRefusal("model", "model %q cannot make embeddings: %v", m.Name(), err)
+	}
+	if d := e.Dimensions; d != 0 && d != em.Dimensions() {
+		return nil, embedRefusal("dimensions", "model %q makes embeddings of %d dimensions; dimensions %d (a shortened embedding) is not supported", m.Name(), em.Dimensions(), d)
+	}
+	ctxLen := m.ContextLength()
+	inputs := make([][]uint32, len(e.Inputs))
+	total := 0
+	for i, in := range e.Inputs {
+		ids := in.Tokens
+		if !in.IsTokens {
+			if ids, err = tokenizeWithin(em.Tokenizer(), in.Text, tokenizer.EncodeOptions{AddSpecial: true}, ctxLen); err != nil {
+				var long *promptTooLongError
+				if errors.As(err, &long) {
+					return nil, embedRefusal("input", "input %d is at least %d tokens; model %q has a context of %d", i, long.AtLeast, m.Name(), ctxLen)
+				}
+				return nil, embedRefusal("input", "input %d: %v", i, err)
+			}
+		}
+		if len(ids) > ctxLen {
+			return nil, embedRefusal("input", "input %d is %d tokens; model %q has a context of %d", i, len(ids), m.Name(), ctxLen)
+		}
+		inputs[i] = ids
+		total += len(ids)
+	}
+	vecs, err := em.Embed(ctx, inputs)
+	if err != nil {
+		if errors.Is(err, engine.ErrRefused) {
+			return nil, embedRefusal("input", "%v", err)
+		}
+		return nil, err
+	}
+	return &api.EmbeddingResult{Vectors: vecs, PromptTokens: total}, nil
+}
+
+// noEmbeddings says why the reference engine makes none.
+func (m *referenceModel) noEmbeddings() string {
+	return "the reference engine hashes its tokens and has no hidden states to pool"
+}
+
+// noEmbeddings says why a split model makes none.
+func (sm *splitModel) noEmbeddings() string {
+	return "it is split across nodes, and its last layers' hidden states are on another node"
+}
+
+func embedRefusal(param, format string, args ...any) error {
+	e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_model", format, args...)
+	e.Param = param
+	return e
+}

@@ -1,0 +1,151 @@
+package ggufengine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/meshnode/meshnode/gguf"
+)
+
+// Pooling is how a model's per-token hidden states make one embedding
+// (llama.cpp's enum llama_pooling_type).
+type Pooling uint32
+
+// The pooling types a GGUF file names in <arch>.pooling_type.
+const (
+	PoolingNone Pooling = 0 // a vector per token, no pooling
+	PoolingMean Pooling = 1
+	PoolingCLS  Pooling = 2 // the first token's
+	PoolingLast Pooling = 3 // the last token's
+	PoolingRank Pooling = 4 // a reranker's score, not an embedding
+)
+
+func (p Pooling) String() string {
+	switch p {
+	case PoolingNone:
+		return "none"
+	case PoolingMean:
+		return "mean"
+	case PoolingCLS:
+		return "cls"
+	case PoolingLast:
+		return "last"
+	case PoolingRank:
+		return "rank"
+	}
+	return fmt.Sprintf("pooling type %d", uint32(p))
+}
+
+// ErrNoEmbeddings is wrapped by the reason a model cannot embed.
+var ErrNoEmbeddings = errors.New("ggufengine: the model cannot make embeddings")
+
+// embeddingPooling reads the file's pooling type (mean when it names
+// none, as llama.cpp's server pools a model without one) and refuses a
+// model whose embeddings the engine cannot make as llama.cpp makes them.
+func embeddingPooling(md *gguf.Metadata) (Pooling, error) {
+	arch, _ := md.String("general.architecture")
+	if causal, ok := md.Bool(arch + ".attention.causal"); ok && !causal {
+		return 0, fmt.Errorf("%w: %s.attention.causal is false (an encoder's bidirectional attention), and the engine attends causally", ErrNoEmbeddings, arch)
+	}
+	v, ok := md.Uint32(arch + ".pooling_type")
+	if !ok {
+		if i, iok := md.Int32(arch + ".pooling_type"); iok && i >= 0 {
+			v, ok = uint32(i), true
+		}
+	}
+	if !ok {
+		return PoolingMean, nil
+	}
+	switch p := Pooling(v); p {
+	case PoolingMean, PoolingCLS, PoolingLast:
+		return p, nil
+	case PoolingNone:
+		return 0, fmt.Errorf("%w: its pooling type is none (a vector per token), and an embedding is one vector per input", ErrNoEmbeddings)
+	case PoolingRank:
+		return 0, fmt.Errorf("%w: its pooling type is rank (a reranker's score)", ErrNoEmbeddings)
+	default:
+		return 0, fmt.Errorf("%w: unknown %s", ErrNoEmbeddings, p)
+	}
+}
+
+// Pooling is how the model pools its embeddings, or why it cannot make
+// them (an error wrapping ErrNoEmbeddings).
+func (m *Model) Pooling() (Pooling, error) { return m.pooling, m.poolingErr }
+
+// Dimensions is the length of the model's embeddings: its hidden size.
+func (m *Model) Dimensions() int { return m.model.Config().Embd }
+
+// Embed returns the embedding of each input: its tokens' final hidden
+// states (the output norm's, the output head's input) pooled as the file
+// says, then scaled to unit L2 norm, as llama.cpp's server returns them.
+// Each input is evaluated from the start of one of the engine's sessions
+// (whose cached conversation it drops); inputs are checked as prompts
+// are, and refused with engine.ErrRefused.
+func (m *Model) Embed(ctx context.Context, inputs [][]uint32) ([][]float32, error) {
+	if m.poolingErr != nil {
+		return nil, refuse("%v", m.poolingErr)
+	}
+	for i, in := range inputs {
+		if err := m.eng.checkPrompt(in); err != nil {
+			return nil, fmt.Errorf("input %d: %w", i, err)
+		}
+	}
+	out := make([][]float32, 0, len(inputs))
+	var hidden []float32
+	for _, in := range inputs {
+		s, err := m.eng.pool.acquire(ctx, nil)
+		if err != nil {
+			return nil, err
+		}
+		s.Truncate(0)
+		hidden, err = s.EvalHidden(ctx, in, hidden)
+		s.Truncate(0) // its cache holds no conversation a prompt continues
+		m.eng.pool.release(s)
+		if err != nil {
+			return nil, fmt.Errorf("ggufengine: embedding: %w", err)
+		}
+		out = append(out, poolHidden(hidden, m.Dimensions(), m.pooling))
+	}
+	return out, nil
+}
+
+// poolHidden pools rows of hidden states (e floats each) and normalises the
+// result to unit L2 norm, summing in float64.
+func poolHidden(hidden []float32, e int, p Pooling) []float32 {
+	n := len(hidden) / e
+	sum := make([]float64, e)
+	switch p {
+	case PoolingCLS:
+		for j, x := range hidden[:e] {
+			sum[j] = float64(x)
+		}
+	case PoolingLast:
+		for j, x := range hidden[(n-1)*e:] {
+			sum[j] = float64(x)
+		}
+	default: // mean
+		for i := range n {
+			for j, x := range hidden[i*e : (i+1)*e] {
+				sum[j] += float64(x)
+			}
+		}
+		for j := range sum {
+			sum[j] /= float64(n)
+		}
+	}
+	var norm float64
+	for _, x := range sum {
+		norm += x * x
+	}
+	norm = math.Sqrt(norm)
+	out := make([]float32, e)
+	for j, x := range sum {
+		if norm > 0 {
+			x /= norm
+		}
+		out[j] = float32(x)
+	}
+	return out
+}

@@ -1,0 +1,15 @@
+// A field meshnode does not honour comes back as the SDK's 400 error,
+// naming it.
+import assert from 'node:assert/strict';
+import OpenAI from 'openai';
+import { client, model } from '../lib.mjs';
+
+await assert.rejects(
+  client.chat.completions.create({ model, messages: [{ role: 'user', content: 'hi' }], logit_bias: { '1': 5 } }),
+  (err) => {
+    assert.ok(err instanceof OpenAI.BadRequestError, `${err}`);
+    assert.equal(err.status, 400);
+    assert.equal(err.param, 'logit_bias');
+    return true;
+  },
+);
