@@ -56,6 +56,15 @@ type Config struct {
 	// (ModelConfig.Split; docs/mesh.md, "Split models").
 	MemoryBudget ByteSize `toml:"memory_budget"`
 
+	// ServeFiles is whether admitted peers may fetch the model files of
+	// the models dir from this node (meshnode-file/1, docs/models.md;
+	// default true). Owner control turns it on and off live.
+	ServeFiles *bool `toml:"serve_files"`
+	// ServeFilesRate paces the bytes this node sends peers' file
+	// transfers, all together, per second (default
+	// DefaultServeFilesRate).
+	ServeFilesRate ByteSize `toml:"serve_files_rate"`
+
 	API     APIConfig     `toml:"api"`
 	Stages  StagesConfig  `toml:"stages"`
 	Control ControlConfig `toml:"control"`
@@ -186,6 +195,10 @@ const (
 	// DefaultJouleCeilingUJ bounds a request that names no ceiling: 1 kJ
 	// is far above any serve on an edge box, so it only stops runaways.
 	DefaultJouleCeilingUJ = 1_000_000_000
+	// DefaultServeFilesRate is 50 MB/s (400 Mbit/s): under half a gigabit
+	// LAN, so that a peer fetching a model leaves room for the requests
+	// this node serves and relays.
+	DefaultServeFilesRate = 50_000_000
 )
 
 // LoadConfig reads a TOML file. Unknown keys are an error, naming them, so
@@ -436,7 +449,17 @@ func (c *Config) Resolve() error {
 		c.Steward.ReceiptLogBytes = DefaultReceiptLogBytes
 	}
 	c.resolveSplit()
+	if c.ServeFiles == nil {
+		on := true
+		c.ServeFiles = &on
+	}
 	var errs []error
+	switch {
+	case c.ServeFilesRate == 0:
+		c.ServeFilesRate = DefaultServeFilesRate
+	case c.ServeFilesRate < 1<<20:
+		errs = append(errs, fmt.Errorf("serve_files_rate %d: want at least 1MiB (a second), or leave it unset for %d", c.ServeFilesRate, DefaultServeFilesRate))
+	}
 	if keyErr != nil {
 		errs = append(errs, keyErr)
 	}

@@ -89,6 +89,8 @@ func TestResolveErrors(t *testing.T) {
 		{"model fidelity", Config{Model: []ModelConfig{{Path: "x", Fidelity: &five}}}, "fidelity 5"},
 		{"floor", Config{Steward: StewardConfig{FidelityFloor: 7}}, "fidelity_floor"},
 		{"mesh access", Config{API: APIConfig{MeshAccess: "friends"}}, `api.mesh_access "friends": want any, owner or none`},
+		{"file rate", Config{ServeFilesRate: 1000}, "serve_files_rate 1000: want at least 1MiB"},
+		{"negative file rate", Config{ServeFilesRate: -1}, "serve_files_rate -1"},
 	}
 	for _, tt := range tests {
 		tt.c.StateDir = "/s"
@@ -100,6 +102,9 @@ func TestResolveErrors(t *testing.T) {
 	ok := Config{StateDir: "/s", HTTPAddr: "0.0.0.0:9337", APIKey: "k"}
 	if err := ok.Resolve(); err != nil {
 		t.Errorf("public http with key: %v", err)
+	}
+	if !*ok.ServeFiles || ok.ServeFilesRate != DefaultServeFilesRate {
+		t.Errorf("file serving defaults: %v, %d", *ok.ServeFiles, ok.ServeFilesRate)
 	}
 }
 

@@ -178,6 +178,7 @@ func (n *Node) startControl(ctx context.Context, stack *closers, run func(string
 		Scanner:     rt,
 		Lifecycle:   recon,
 		Splits:      rt,
+		Pulls:       rt,
 		LocalSecret: secret,
 		Recheck:     n.checkOwnership,
 		Logger:      n.log,
@@ -316,6 +317,14 @@ func (r *ownerRuntime) Activate(ctx context.Context, cfg *nodev1.NodeConfigSnaps
 		}
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			diags = append(diags, diag(sevError, nodev1.ConfigDiagnosticCode_CONFIG_DIAGNOSTIC_CODE_UNSPECIFIED, "config_toml", "could not write %s: %v", path, err))
+		}
+		// serve_files takes effect now: an owner turning serving files
+		// off means it at once, not at the next start.
+		if next, err := r.n.cfg.Staged([]byte(t)); err == nil && r.n.share != nil && *next.ServeFiles != r.n.serveFiles.Load() {
+			r.n.setServeFiles(*next.ServeFiles)
+			r.n.log.Info("serve_files changed by the owner", "serve_files", *next.ServeFiles)
+			diags = append(diags, diag(sevInfo, nodev1.ConfigDiagnosticCode_CONFIG_DIAGNOSTIC_CODE_UNSPECIFIED, "config_toml",
+				"serve_files = %v took effect now", *next.ServeFiles))
 		}
 		return nodev1.ConfigApplyMode_CONFIG_APPLY_MODE_STAGED, append(diags,
 			diag(sevInfo, nodev1.ConfigDiagnosticCode_CONFIG_DIAGNOSTIC_CODE_UNSPECIFIED, "config_toml", "config_toml takes effect when the node next starts"))

@@ -243,6 +243,8 @@ func (p *preparedGeneration) Generate(ctx context.Context, emit func(api.Delta) 
 		CompletionTokens: len(served.Output),
 		FinishReason:     finish,
 		Energy:           energy,
+		EnergyUJ:         served.Receipt.Receipt.Energy.UJ(),
+		Receipt:          served.Receipt.ID.String(),
 	}, nil
 }
 

@@ -2,12 +2,15 @@ package node
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/meshnode/meshnode/node/api"
@@ -156,4 +159,90 @@ func energyEnvelope(energy []byte, what string) ([]byte, error) {
 		return nil, api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_request", "envelope_hex is missing or not hex")
 	}
 	return env, nil
+}
+
+// RecentReceipts implements api.ReceiptLister: the latest receipts of the
+// steward's log, newest first, each opened under the node's key and
+// linked to the one before it (the log's receipt before the page is read
+// for the first link).
+func (a *apiNode) RecentReceipts(limit int) (api.RecentReceipts, error) {
+	_, first, next, err := a.n.receipts.page(0, 0)
+	if err != nil {
+		return api.RecentReceipts{}, err
+	}
+	out := api.RecentReceipts{Steward: a.n.steward.DID(), NextSequence: next}
+	from := first
+	if next-first > uint64(limit) {
+		from = next - uint64(limit) - 1 // one more, for the first one's link
+	}
+	lines, _, _, err := a.n.receipts.page(from, limit+1)
+	if err != nil {
+		return out, err
+	}
+	pub := a.n.key.Public()
+	var prev *receipt.Sealed // the receipt before the current one, if it opened
+	for i, line := range lines {
+		sum, s := summarize(line, pub)
+		seq := sum.Sequence
+		switch {
+		case s == nil:
+		case seq == 0:
+			sum.Verified, sum.Verification = s.Receipt.Prev == nil, "signature ok; genesis"
+			if s.Receipt.Prev != nil {
+				sum.Verification = "genesis receipt has a prev"
+			}
+		case i > 0 && prev != nil:
+			if err := (receipt.Head{Next: prev.Receipt.Sequence + 1, Last: prev.ID}).Check(s); err != nil {
+				sum.Verification = "signature ok; " + err.Error()
+			} else {
+				sum.Verified, sum.Verification = true, "signature ok; links to receipt "+strconv.FormatUint(prev.Receipt.Sequence, 10)
+			}
+		case i > 0:
+			sum.Verification = "signature ok; the receipt before it does not open, so its link is unchecked"
+		default:
+			// The first receipt the log still holds: the one it links to
+			// was dropped with the log's older half.
+			sum.Verified, sum.Verification = true, "signature ok; the receipt before it is no longer in the log"
+		}
+		prev = s
+		if i == 0 && len(lines) > limit {
+			continue // read for the next one's link only
+		}
+		out.Receipts = append(out.Receipts, sum)
+	}
+	slices.Reverse(out.Receipts)
+	return out, nil
+}
+
+// summarize opens one receipt log line under pub; the sealed receipt is
+// nil when it does not open, and the summary then says why.
+func summarize(line json.RawMessage, pub ed25519.PublicKey) (api.ReceiptSummary, *receipt.Sealed) {
+	var rl receiptLine
+	if err := json.Unmarshal(line, &rl); err != nil {
+		return api.ReceiptSummary{Verification: "unreadable log line: " + err.Error()}, nil
+	}
+	sum := api.ReceiptSummary{Sequence: rl.Sequence}
+	env, err := hex.DecodeString(rl.EnvelopeHex)
+	if err != nil {
+		sum.Verification = "envelope_hex is not hex"
+		return sum, nil
+	}
+	sum.ID = receipt.Sum(env).String()
+	s, err := receipt.Open(env, pub)
+	if err != nil {
+		sum.Verification = err.Error()
+		return sum, nil
+	}
+	r := &s.Receipt
+	sum.RequestID, sum.Backend, sum.Recipe = r.RequestID.String(), r.Backend, r.Recipe
+	sum.TokensIn, sum.TokensOut = r.TokensIn, r.TokensOut
+	sum.EnergyUJ, sum.Provenance, sum.CutShort = r.Energy.UJ(), r.Energy.Provenance().String(), r.CutShort
+	if uj, ok := r.UJPerAcceptedToken(); ok {
+		sum.UJPerToken = &uj
+	}
+	if r.Sequence != rl.Sequence {
+		sum.Verification = fmt.Sprintf("the log files receipt %d as %d", r.Sequence, rl.Sequence)
+		return sum, nil
+	}
+	return sum, s
 }

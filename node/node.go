@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,17 +25,21 @@ import (
 	"github.com/meshnode/meshnode/hw/host"
 	"github.com/meshnode/meshnode/hw/meters"
 	"github.com/meshnode/meshnode/node/api"
+	"github.com/meshnode/meshnode/node/console"
 	"github.com/meshnode/meshnode/node/control"
 	"github.com/meshnode/meshnode/node/control/owner"
 	"github.com/meshnode/meshnode/node/engine"
 	"github.com/meshnode/meshnode/node/identity"
 	"github.com/meshnode/meshnode/node/mesh"
+	"github.com/meshnode/meshnode/node/modelfetch"
+	"github.com/meshnode/meshnode/node/modelshare"
 	"github.com/meshnode/meshnode/node/sdnotify"
 	"github.com/meshnode/meshnode/node/stage"
 	"github.com/meshnode/meshnode/node/steward"
 	"github.com/meshnode/meshnode/node/steward/grant"
 	"github.com/meshnode/meshnode/node/steward/journal"
 	"github.com/meshnode/meshnode/node/wire/nodev1"
+	"github.com/meshnode/meshnode/node/wire/stagewire"
 )
 
 // Node is the meshnode daemon: identity, meters, models, steward, mesh,
@@ -91,11 +96,18 @@ type Node struct {
 	// splits are the models served split across peers, and splitCtx
 	// the context they are placed under once the mesh runs (both
 	// guarded by mu).
-	splits    []*splitModel
-	splitCtx  context.Context
-	invite    string
-	httpAddr  net.Addr
-	startedAt time.Time
+	splits   []*splitModel
+	splitCtx context.Context
+	invite   string
+	httpAddr net.Addr
+	// fetch is the fetcher of pulls into the models dir (fetcher()).
+	fetchOnce sync.Once
+	fetch     *modelfetch.Fetcher
+	// share serves the models dir's files to peers while serveFiles is
+	// on (startFileShare).
+	share      *modelshare.Server
+	serveFiles atomic.Bool
+	startedAt  time.Time
 }
 
 // New returns a node for cfg; Serve runs it. cfg is resolved here.
@@ -273,10 +285,18 @@ func (n *Node) Serve(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	access := n.newMeshAccess()
+	n.startFileShare(ctx, access, run)
 	run("grant revocations", n.watchRevocations, ctx)
 	run("ownership certificate", n.watchOwnership, ctx)
 
-	// 8. The API.
+	// 8. The API, and the web console on its listener.
+	files, err := console.NewFiles()
+	if err != nil {
+		return fmt.Errorf("console: %w", err)
+	}
+	events := console.NewEvents(0, 0)
+	run("console events", events.Serve, ctx)
 	srv := api.New(api.Config{
 		APIKey:         n.cfg.APIKey,
 		MaxBodyBytes:   n.cfg.API.MaxBodyBytes,
@@ -285,8 +305,10 @@ func (n *Node) Serve(ctx context.Context) (err error) {
 		QueueWait:      n.cfg.API.QueueWait.Duration,
 		AllowedHosts:   n.allowedHosts(),
 		AllowedOrigins: n.cfg.API.AllowedOrigins,
-		MeshAccess:     n.newMeshAccess(),
-		Routes:         map[string]http.Handler{control.HTTPPrefix + "/": ctl.HTTPHandler()},
+		MeshAccess:     access,
+		Routes:         map[string]http.Handler{control.HTTPPrefix + "/": ctl.HTTPHandler(), "GET /api/events": events},
+		Public:         map[string]http.Handler{console.Prefix: files},
+		Observer:       events,
 	}, key.ID(), &registry{n: n}, meshRelay{mn}, &apiNode{n: n}, n.log, nil)
 	drain := n.cfg.DrainTimeout.Duration
 	apiLn, tunnelAPILn := watchClose(httpLn), watchClose(tunnelLn)
@@ -354,6 +376,7 @@ func (n *Node) announceReady(self mesh.EndpointAddr) {
 	n.log.Info("meshnode serving",
 		"api", "http://"+n.httpAddr.String()+"/v1", "models", n.models.names(),
 		"quic", n.mesh.LocalAddr().String(), "addrs", self.Addrs)
+	n.log.Info("web console: " + consoleURL(n.httpAddr))
 	n.log.Info("invite others with: meshnode --join " + n.invite)
 	if err := os.WriteFile(filepath.Join(n.cfg.StateDir, "invite.token"), []byte(n.invite+"\n"), 0o600); err != nil {
 		n.log.Warn("could not write the invite token to the state dir", "err", err)
@@ -363,6 +386,22 @@ func (n *Node) announceReady(self mesh.EndpointAddr) {
 	} else if sent {
 		n.log.Debug("told systemd the node is ready")
 	}
+}
+
+// consoleURL is where a browser on this machine opens the web console:
+// on loopback when the API listens on every address.
+func consoleURL(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return "http://" + addr.String() + console.Prefix
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+		if ip.To4() == nil {
+			host = "::1"
+		}
+	}
+	return "http://" + net.JoinHostPort(host, port) + console.Prefix
 }
 
 // allowedHosts are the names the API answers to besides IP addresses,
@@ -547,6 +586,7 @@ func (n *Node) Status() Status {
 		for _, a := range p.Addrs {
 			ps.Addrs = append(ps.Addrs, a.String())
 		}
+		peerFacts(&ps, p.Announcement)
 		st.Peers = append(st.Peers, ps)
 	}
 	return st
@@ -616,6 +656,40 @@ type PeerStatus struct {
 	RTTMillis float64  `json:"rtt_ms,omitempty"`
 	Models    []string `json:"models"`
 	Admission string   `json:"admission"`
+	// What its gossip says of it: its role ("host", "worker", "client"),
+	// whether it serves layer stages of split models, its hostname, GPUs
+	// and memory.
+	Role        string    `json:"role,omitempty"`
+	Stages      bool      `json:"stages,omitempty"`
+	Hostname    string    `json:"hostname,omitempty"`
+	GPUs        []PeerGPU `json:"gpus,omitempty"`
+	MemoryBytes uint64    `json:"memory_bytes,omitempty"`
+}
+
+// PeerGPU is one GPU a peer gossips.
+type PeerGPU struct {
+	Name      string `json:"name"`
+	VRAMBytes uint64 `json:"vram_bytes,omitempty"`
+}
+
+// peerFacts fills ps with what announcement a says of its node.
+func peerFacts(ps *PeerStatus, a *nodev1.PeerAnnouncement) {
+	if a == nil {
+		return
+	}
+	if a.GetRole() != nodev1.NodeRole_NODE_ROLE_UNSPECIFIED {
+		ps.Role = strings.ToLower(a.GetRole().String())
+	}
+	for _, sp := range a.GetSubprotocols() {
+		ps.Stages = ps.Stages || stagewire.Matches(sp.GetName(), sp.GetMajor())
+	}
+	h := a.GetHardware()
+	ps.Hostname = cmp.Or(h.GetHostname(), a.GetHostname())
+	ps.MemoryBytes = h.GetMemory().GetTotalBytes()
+	for _, g := range h.GetGpus() {
+		vram, _ := strconv.ParseUint(g.GetVramBytes(), 10, 64) // a decimal string on the wire; unreadable is unknown
+		ps.GPUs = append(ps.GPUs, PeerGPU{Name: g.GetName(), VRAMBytes: vram})
+	}
 }
 
 // closers stops what Serve started, last first.

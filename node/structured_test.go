@@ -46,6 +46,34 @@ func TestStructuredOutputs(t *testing.T) {
 		t.Fatalf("json_object answer %q", text)
 	}
 
+	// Log-probabilities come with a constrained answer too: one a token,
+	// whose bytes spell the answer.
+	resp0 := post(t, n, "/v1/chat/completions", chat(withSchema, `,"logprobs":true`))
+	b0, _ := io.ReadAll(resp0.Body)
+	resp0.Body.Close()
+	var lp struct {
+		Choices []struct {
+			Message struct {
+				Content string `json:"content"`
+			} `json:"message"`
+			Logprobs struct {
+				Content []struct {
+					Bytes []byte `json:"bytes"`
+				} `json:"content"`
+			} `json:"logprobs"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal(b0, &lp); resp0.StatusCode != http.StatusOK || err != nil || len(lp.Choices) != 1 {
+		t.Fatalf("constrained with logprobs: %d %s", resp0.StatusCode, b0)
+	}
+	var spelled []byte
+	for _, c := range lp.Choices[0].Logprobs.Content {
+		spelled = append(spelled, c.Bytes...)
+	}
+	if got := lp.Choices[0].Message.Content; string(spelled) != got || grammartest.Validate([]byte(schema), []byte(got)) != nil {
+		t.Fatalf("constrained with logprobs: %q spelled by its logprobs as %q", got, spelled)
+	}
+
 	// The responses API's text.format.
 	resp := post(t, n, "/v1/responses", `{"model":"`+fortunesModel+`","max_output_tokens":200,"input":"Is it true?","text":{"format":{"type":"json_schema","name":"verdict","schema":`+schema+`}}}`)
 	b, _ := io.ReadAll(resp.Body)

@@ -96,6 +96,7 @@ func newApp(e *env) *cli.App {
 			statusCommand(),
 			peersCommand(),
 			modelsCommand(),
+			pullCommand(),
 			loadCommand(),
 			unloadCommand(),
 			ensureCommand(),

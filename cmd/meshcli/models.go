@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -29,8 +30,10 @@ func modelsCommand() *cli.Command {
 		Name:  "models",
 		Usage: "list models: served here, hosted in the mesh, and on the node's disk",
 		Description: "Served and hosted models come from the local node's API (--api). The on-disk inventory is a\n" +
-			"fresh scan (scan-refresh) of the same node. For a node you reach with --endpoint, use\n" +
-			"`meshcli --endpoint TOKEN config get` (what it serves) and `scan-refresh` (what is on its disk).",
+			"fresh scan (scan-refresh) of the same node, and what mesh peers hold on their disks for others\n" +
+			"to pull (meshcli pull mesh:NAME) is what the node hears from them. For a node you reach with\n" +
+			"--endpoint, use `meshcli --endpoint TOKEN config get` (what it serves) and `scan-refresh` (what\n" +
+			"is on its disk).",
 		Flags: []cli.Flag{jsonFlag, &cli.BoolFlag{Name: "no-scan", Usage: "skip the on-disk inventory"}},
 		Action: func(c *cli.Context) error {
 			var list modelList
@@ -38,17 +41,31 @@ func modelsCommand() *cli.Command {
 				return err
 			}
 			var inv *nodev1.OwnerControlRefreshInventoryResponse
-			var invErr error
+			var held *control.Holdings
+			var invErr, heldErr error
 			if !c.Bool("no-scan") {
 				invErr = withController(c, func(ctl control.Controller) (err error) {
-					inv, err = ctl.RefreshInventory(c.Context)
-					return err
+					if inv, err = ctl.RefreshInventory(c.Context); err != nil {
+						return err
+					}
+					if hc, ok := ctl.(*control.HTTPClient); ok {
+						h, err := hc.Holders(c.Context)
+						held, heldErr = &h, err
+						if errors.Is(err, control.ErrUnavailable) || errors.Is(err, control.ErrUnsupported) || errors.Is(err, control.ErrUnknownCommand) {
+							held, heldErr = nil, nil // a node that lists no holders: nothing to say
+						}
+					}
+					return nil
 				})
 			}
+			w := envOf(c).stdout
 			if c.Bool("json") {
-				return printModelsJSON(envOf(c).stdout, list, inv, invErr)
+				return printModelsJSON(w, list, inv, invErr, held, heldErr)
 			}
-			return printModels(envOf(c).stdout, list, inv, invErr, c.Bool("no-scan"))
+			if err := printModels(w, list, inv, invErr, c.Bool("no-scan")); err != nil || (held == nil && heldErr == nil) {
+				return err
+			}
+			return printHoldings(w, held, heldErr)
 		},
 	}
 }
@@ -107,8 +124,41 @@ func printInventory(w io.Writer, inv *nodev1.OwnerControlRefreshInventoryRespons
 	return t.flush()
 }
 
-func printModelsJSON(w io.Writer, list modelList, inv *nodev1.OwnerControlRefreshInventoryResponse, invErr error) error {
+// printHoldings is what mesh peers hold for others to pull.
+func printHoldings(w io.Writer, held *control.Holdings, err error) error {
+	fmt.Fprintln(w)
+	if err != nil {
+		_, err := fmt.Fprintf(w, "Held in the mesh: unavailable (%s)\n", oneLine(err))
+		return err
+	}
+	serving := "this node serves its own to peers"
+	if !held.ServeFiles {
+		serving = "this node serves none of its own (serve_files = false)"
+	}
+	fmt.Fprintf(w, "Held in the mesh, to pull with `meshcli pull mesh:MODEL` (%s):\n", serving)
+	if len(held.Models) == 0 {
+		_, err := fmt.Fprintln(w, "No peer that serves model files holds any.")
+		return err
+	}
+	t := newTable(w, "MODEL", "SIZE", "HOLDERS")
+	for _, m := range held.Models {
+		hs := make([]string, 0, len(m.Holders))
+		for _, h := range m.Holders {
+			hs = append(hs, short(h))
+		}
+		t.row(m.Model, humanBytes(m.SizeBytes), strings.Join(hs, ", "))
+	}
+	return t.flush()
+}
+
+func printModelsJSON(w io.Writer, list modelList, inv *nodev1.OwnerControlRefreshInventoryResponse, invErr error, held *control.Holdings, heldErr error) error {
 	out := map[string]any{"models": list.Data}
+	switch {
+	case heldErr != nil:
+		out["held_in_mesh_error"] = oneLine(heldErr)
+	case held != nil:
+		out["held_in_mesh"] = held
+	}
 	switch {
 	case invErr != nil:
 		out["inventory_error"] = oneLine(invErr)

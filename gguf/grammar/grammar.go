@@ -126,7 +126,7 @@ func UTF8() Expr {
 const (
 	// MaxElements bounds the flattened grammar's elements (bytes of
 	// literals, classes and references, over every rule).
-	MaxElements = 1 << 20
+	MaxElements = 1 << 18
 	// MaxRules bounds its rules (named and generated).
 	MaxRules = 1 << 16
 )

@@ -153,3 +153,28 @@ func TestMaskRefusals(t *testing.T) {
 		t.Fatal("a mask with no token")
 	}
 }
+
+// BenchmarkMask is the trie walk on the test vocabulary inside a string
+// and between an object's members (make bench-grammar measures a real
+// model's).
+func BenchmarkMask(b *testing.B) {
+	v, _ := testVocab(testPieces())
+	g, err := FromSchema([]byte(`{"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"}},"required":["name","age"],"additionalProperties":false}`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, at := range []string{`{"name":"An`, `{"name":"Ann"`} {
+		b.Run(at, func(b *testing.B) {
+			m, _ := g.NewMatcher()
+			if err := m.Advance([]byte(at)); err != nil {
+				b.Fatal(err)
+			}
+			var dst []uint64
+			for b.Loop() {
+				if dst, err = v.Mask(m, dst); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

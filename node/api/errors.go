@@ -76,6 +76,7 @@ func asError(err error) *Error {
 
 func writeError(w http.ResponseWriter, err error) {
 	e := asError(err)
+	noteError(w, e.Message)
 	if e.RetryAfter > 0 {
 		secs := int((e.RetryAfter + time.Second - 1) / time.Second)
 		w.Header().Set("Retry-After", strconv.Itoa(secs))

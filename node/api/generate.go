@@ -63,8 +63,13 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m Model, g *Ge
 	}
 
 	start := s.now()
+	updateRecord(ctx, func(ev *RequestEvent) { ev.Route, ev.Stream = "local", st != nil })
+	var first time.Time // emit is called by one goroutine at a time, and not after Generate returns
 	var b strings.Builder
 	emit := func(d Delta) error {
+		if first.IsZero() {
+			first = s.now()
+		}
 		if st != nil {
 			return st.delta(d)
 		}
@@ -77,9 +82,18 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m Model, g *Ge
 		s.fail(w, r, g, err, st, sse)
 		return Delta{}, nil, false
 	}
+	took := s.now().Sub(start)
+	updateRecord(ctx, func(ev *RequestEvent) {
+		ev.PromptTokens, ev.CompletionTokens = res.PromptTokens, res.CompletionTokens
+		ev.GenerationMS = ms(took)
+		ev.EnergyUJ, ev.Receipt = res.EnergyUJ, res.Receipt
+		if !first.IsZero() {
+			ev.FirstTokenMS = ms(first.Sub(start))
+		}
+	})
 	s.log.Info("api: served", "model", g.Model, "prompt_tokens", res.PromptTokens,
 		"completion_tokens", res.CompletionTokens, "finish", res.FinishReason,
-		"took", s.now().Sub(start).Round(time.Millisecond), "relayed", r.Header.Get(ForwardedHeader) != "")
+		"took", took.Round(time.Millisecond), "relayed", r.Header.Get(ForwardedHeader) != "")
 	if st != nil {
 		if err := st.finish(res); err != nil {
 			s.log.Debug("api: client left before the stream ended", "model", g.Model, "err", err)
@@ -95,8 +109,10 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m Model, g *Ge
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, g *Generation, err error, st stream, sse *sseWriter) {
 	if r.Context().Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		s.log.Info("api: client cancelled", "model", g.Model)
+		updateRecord(r.Context(), func(ev *RequestEvent) { ev.Status, ev.Error = StatusClientClosed, "the client went away" })
 		return
 	}
+	updateRecord(r.Context(), func(ev *RequestEvent) { ev.Error = asError(err).Message })
 	level := slog.LevelInfo // the client's request was at fault
 	switch status := asError(err).Status; {
 	case status >= 500:

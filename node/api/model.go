@@ -136,6 +136,11 @@ type Result struct {
 	// Energy is the usage.energy object: the receipt, its envelope and its
 	// headline figures, marshalled as given.
 	Energy any
+	// EnergyUJ and Receipt are the serve's energy and its receipt's
+	// envelope id, for the request's event (RequestEvent); the API reads
+	// nothing else of the receipt.
+	EnergyUJ uint64
+	Receipt  string
 }
 
 // ModelInfo describes one model for /v1/models.
@@ -178,6 +183,44 @@ type ReceiptPage struct {
 	// Receipts are {"sequence": N, "envelope_hex": "…"} objects in chain
 	// order, from the sequence asked for.
 	Receipts []json.RawMessage `json:"receipts"`
+}
+
+// ReceiptLister is a Node that shows its steward's latest receipts, each
+// checked: GET /api/receipts (never to mesh peers), which the web console
+// reads.
+type ReceiptLister interface {
+	// RecentReceipts is the latest limit receipts, newest first.
+	RecentReceipts(limit int) (RecentReceipts, error)
+}
+
+// RecentReceipts is the answer of GET /api/receipts.
+type RecentReceipts struct {
+	// Steward is the did:key that sealed them; NextSequence the sequence
+	// the next receipt will take.
+	Steward      string           `json:"steward"`
+	NextSequence uint64           `json:"next_sequence"`
+	Receipts     []ReceiptSummary `json:"receipts"`
+}
+
+// ReceiptSummary is one receipt's headline figures and whether it checks.
+type ReceiptSummary struct {
+	Sequence uint64 `json:"sequence"`
+	// ID is the envelope's content id, which a RequestEvent names.
+	ID         string  `json:"id"`
+	RequestID  string  `json:"request_id"`
+	Backend    string  `json:"backend"`
+	Recipe     string  `json:"recipe"`
+	TokensIn   uint32  `json:"tokens_in"`
+	TokensOut  uint32  `json:"tokens_out"`
+	EnergyUJ   uint64  `json:"energy_uj"`
+	Provenance string  `json:"energy_provenance"`
+	UJPerToken *uint64 `json:"uj_per_accepted_token,omitempty"`
+	CutShort   string  `json:"cut_short,omitempty"`
+	// Verified: the envelope's signature is the steward's and it links to
+	// the receipt before it (sequence and prev), where the log holds that
+	// one. Verification says what was checked, or what failed.
+	Verified     bool   `json:"verified"`
+	Verification string `json:"verification"`
 }
 
 // NoModelHinter is a Registry that can say how to get a model when its

@@ -57,6 +57,13 @@ func newMeshProxy(self identity.EndpointID, mesh Mesh, logger *slog.Logger) *mes
 		},
 		Transport:     &failover{next: transport, log: logger},
 		FlushInterval: -1,
+		// The host that answered, for the request's event.
+		ModifyResponse: func(resp *http.Response) error {
+			if h, ok := resp.Request.Context().Value(hostKey{}).(identity.EndpointID); ok {
+				updateRecord(resp.Request.Context(), func(ev *RequestEvent) { ev.Peer = h.String() })
+			}
+			return nil
+		},
 		// A relayed answer cut mid-way is reported here, in the node's
 		// log rather than the standard logger's.
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
@@ -188,9 +195,9 @@ func refused(err error) bool {
 // listener has no peer and is refused too.
 func (s *Server) MeshHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
-	mux.HandleFunc("POST /v1/completions", s.handleCompletions)
-	mux.HandleFunc("POST /v1/responses", s.handleResponses)
+	mux.HandleFunc("POST /v1/chat/completions", s.observed(s.handleChat))
+	mux.HandleFunc("POST /v1/completions", s.observed(s.handleCompletions))
+	mux.HandleFunc("POST /v1/responses", s.observed(s.handleResponses))
 	mux.HandleFunc("POST /v1/embeddings", s.handleEmbeddings)
 	mux.HandleFunc("GET /v1/models", s.handleModels)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

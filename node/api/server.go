@@ -76,6 +76,14 @@ type Config struct {
 	// MeshAccess decides which mesh peers' tunnelled requests are served
 	// (MeshHandler). Nil refuses them all.
 	MeshAccess PeerPolicy
+	// Public are handlers, by ServeMux pattern, served on the main
+	// listener without the API key (still behind the browser guard):
+	// files that hold no data, the web console's page, which then asks
+	// for the key itself, since a browser cannot send it on a navigation.
+	Public map[string]http.Handler
+	// Observer, when set, hears of every generation request once it is
+	// answered, on either listener (RequestEvent).
+	Observer RequestObserver
 }
 
 // PeerPolicy is the node's policy for requests mesh peers tunnel to it.
@@ -174,15 +182,16 @@ func New(cfg Config, self identity.EndpointID, registry Registry, mesh Mesh, nod
 // Handler returns the API's routes.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
-	mux.HandleFunc("POST /v1/completions", s.handleCompletions)
-	mux.HandleFunc("POST /v1/responses", s.handleResponses)
+	mux.HandleFunc("POST /v1/chat/completions", s.observed(s.handleChat))
+	mux.HandleFunc("POST /v1/completions", s.observed(s.handleCompletions))
+	mux.HandleFunc("POST /v1/responses", s.observed(s.handleResponses))
 	mux.HandleFunc("POST /v1/embeddings", s.handleEmbeddings)
 	mux.HandleFunc("GET /v1/models", s.handleModels)
 	mux.HandleFunc("GET /v1/mesh/steward", s.handleSteward)
 	mux.HandleFunc("POST /v1/mesh/witness", s.handleWitness)
 	mux.HandleFunc("POST /v1/mesh/replay", s.handleReplay)
 	mux.HandleFunc("GET /v1/mesh/receipts", s.handleReceipts)
+	mux.HandleFunc("GET /api/receipts", s.handleRecentReceipts)
 	mux.HandleFunc("GET /api/status", s.handleStatus)
 	mux.HandleFunc("GET /api/invite", s.handleInvite)
 	for pattern, h := range s.cfg.Routes {
@@ -194,7 +203,15 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		unrouted(w, r, mux, "no route for %s %s")
 	})
-	return s.guardBrowser(s.authenticate(mux))
+	if len(s.cfg.Public) == 0 {
+		return s.guardBrowser(s.authenticate(mux))
+	}
+	outer := http.NewServeMux()
+	for pattern, h := range s.cfg.Public {
+		outer.Handle(pattern, h)
+	}
+	outer.Handle("/", s.authenticate(mux))
+	return s.guardBrowser(outer)
 }
 
 // unrouted answers a request no route of mux took: 405 with Allow when
@@ -339,6 +356,7 @@ func (s *Server) accept(w http.ResponseWriter, r *http.Request, parse func(body 
 		writeError(w, err)
 		return nil, nil, false
 	}
+	updateRecord(r.Context(), func(ev *RequestEvent) { ev.Model = g.Model })
 	m, handled := s.route(w, r, g.Model, body)
 	return m, g, !handled
 }
@@ -352,6 +370,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, model string, bod
 	}
 	if r.Header.Get(ForwardedHeader) == "" && s.proxy != nil {
 		if hosts := s.mesh.HostsOf(model); len(hosts) > 0 {
+			updateRecord(r.Context(), func(ev *RequestEvent) { ev.Route = "peer" })
 			s.proxy.relay(s.guard(w), r, body, hosts)
 			return nil, true
 		}
@@ -564,6 +583,48 @@ func (s *Server) handleReceipts(w http.ResponseWriter, r *http.Request) {
 
 // MaxReceiptPage is the most receipts one GET /v1/mesh/receipts answers.
 const MaxReceiptPage = 1000
+
+// Bounds of GET /api/receipts: each receipt is decoded and its signature
+// checked, so the page is kept small.
+const (
+	DefaultRecentReceipts = 20
+	MaxRecentReceipts     = 100
+)
+
+// handleRecentReceipts is GET /api/receipts?limit=N: the steward's latest
+// N receipts (default DefaultRecentReceipts), newest first, each verified.
+func (s *Server) handleRecentReceipts(w http.ResponseWriter, r *http.Request) {
+	rl, ok := s.node.(ReceiptLister)
+	if !ok {
+		writeError(w, Errorf(http.StatusNotFound, "invalid_request_error", "unknown_url", "this node keeps no receipt log"))
+		return
+	}
+	q := r.URL.Query()
+	for k := range q {
+		if k != "limit" {
+			writeError(w, badRequest(k, "unknown parameter %q: GET /api/receipts takes limit", k))
+			return
+		}
+	}
+	limit := DefaultRecentReceipts
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxRecentReceipts {
+			writeError(w, badRequest("limit", "limit %q: want 1…%d", v, MaxRecentReceipts))
+			return
+		}
+		limit = n
+	}
+	page, err := rl.RecentReceipts(limit)
+	if err != nil {
+		writeError(w, Errorf(http.StatusServiceUnavailable, "server_error", "receipt_log_unavailable", "%v", err))
+		return
+	}
+	if page.Receipts == nil {
+		page.Receipts = []ReceiptSummary{}
+	}
+	writeJSON(w, http.StatusOK, page)
+}
 
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.node.Status(r.Context()))

@@ -18,9 +18,11 @@
 // band (EncodeEndpoint, ParseEndpoint): it holds its own QUIC identity and
 // a certificate binding it to the owner. HTTPHandler is the loopback-only
 // REST facade under /api/runtime/control/, and HTTPClient its client; both
-// clients satisfy Controller. The facade also serves one meshnode command
-// the lane's schema has no message for, split/pins (SplitPinner,
-// HTTPClient.SplitPins): a split model's layer pins, set live.
+// clients satisfy Controller. The facade also serves meshnode commands
+// the lane's schema has no message for: split/pins (SplitPinner,
+// HTTPClient.SplitPins), a split model's layer pins, set live; and
+// models/pull (Puller, HTTPClient.Pull), which fetches a model file into
+// the models dir and streams its progress.
 //
 // Every failure a peer reports is an *Error carrying an
 // OwnerControlErrorCode; test for codes with errors.Is against ErrBadRequest,

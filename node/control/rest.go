@@ -71,6 +71,8 @@ func (s *Server) HTTPHandler() http.Handler {
 		})
 	}
 	mux.HandleFunc(http.MethodPost+" "+HTTPPrefix+SplitPinsPath, s.serveSplitPins)
+	mux.HandleFunc(http.MethodPost+" "+HTTPPrefix+PullPath, s.servePull)
+	mux.HandleFunc(http.MethodGet+" "+HTTPPrefix+HoldersPath, s.serveHolders)
 	mux.HandleFunc(HTTPPrefix+"/", func(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, errorf(ErrUnknownCommand.Code, "no owner-control route %s %s", r.Method, r.URL.Path))
 	})

@@ -68,6 +68,10 @@ type Config struct {
 	// facade's /split/pins); without it that route is refused
 	// CONTROL_UNAVAILABLE.
 	Splits SplitPinner
+	// Pulls, when set, fetches model files into the models dir (the REST
+	// facade's /models/pull); without it that route is refused
+	// CONTROL_UNAVAILABLE.
+	Pulls Puller
 	// MaxStreams is the most streams served at once per connection
 	// (DefaultMaxStreams).
 	MaxStreams int
