@@ -365,6 +365,7 @@ func TestToolValidation(t *testing.T) {
 		{`"tool_choice":{"type":"function","function":{"name":"nope"}},` + weatherTools + `,` + user, "tool_choice"},
 		{`"tool_choice":{"type":"function"},` + weatherTools + `,` + user, "tool_choice"},
 		{`"tool_choice":"required",` + user, "tool_choice"},
+		{`"logprobs":true,` + weatherTools + `,` + user, "logprobs"},
 		{`"functions":[{"name":"f"}],` + user, "functions"},
 		{`"function_call":{"name":"f"},` + user, "function_call"},
 		{`"messages":[{"role":"tool","content":"18 C"}]`, "messages[0].tool_call_id"},
