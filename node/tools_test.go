@@ -86,6 +86,7 @@ func TestForcedToolCall(t *testing.T) {
 			"tools":[{"type":"function","function":{"name":"w","parameters":` + schema + `}}],"messages":[{"role":"user","content":"?"}]}`
 	}
 	var greedyEnergy json.RawMessage
+	var greedyCall [2]string // name, arguments
 	for _, extra := range []string{"", `,"temperature":1.0,"seed":9`} {
 		resp := post(t, n, "/v1/chat/completions", request(extra))
 		b, _ := io.ReadAll(resp.Body)
@@ -121,8 +122,62 @@ func TestForcedToolCall(t *testing.T) {
 		}
 		if extra == "" {
 			greedyEnergy = got.Usage.Energy
+			greedyCall = [2]string{call.Function.Name, call.Function.Arguments}
 		}
 	}
+	// Streamed, the greedy call's deltas add up to the same call.
+	resp := post(t, n, "/v1/chat/completions", strings.Replace(request(""), `"tool_choice"`, `"stream":true,"tool_choice"`, 1))
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var name, args, finish string
+	calls := 0
+	for _, line := range strings.Split(string(raw), "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		var chunk struct {
+			Choices []struct {
+				Delta struct {
+					Content   *string `json:"content"`
+					ToolCalls []struct {
+						Index    int    `json:"index"`
+						ID       string `json:"id"`
+						Function struct {
+							Name      string `json:"name"`
+							Arguments string `json:"arguments"`
+						} `json:"function"`
+					} `json:"tool_calls"`
+				} `json:"delta"`
+				FinishReason *string `json:"finish_reason"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(data), &chunk); err != nil {
+			t.Fatalf("chunk %s: %v", data, err)
+		}
+		for _, c := range chunk.Choices {
+			if c.Delta.Content != nil && *c.Delta.Content != "" {
+				t.Errorf("content in a forced call's stream: %s", data)
+			}
+			for _, tc := range c.Delta.ToolCalls {
+				if tc.ID != "" {
+					calls++
+				}
+				if tc.Index != 0 {
+					t.Errorf("a second call with parallel_tool_calls false: %s", data)
+				}
+				name += tc.Function.Name
+				args += tc.Function.Arguments
+			}
+			if c.FinishReason != nil {
+				finish = *c.FinishReason
+			}
+		}
+	}
+	if calls != 1 || name != greedyCall[0] || args != greedyCall[1] || finish != "tool_calls" {
+		t.Errorf("streamed: %d calls, %s(%s), finish %q; whole: %s(%s)", calls, name, args, finish, greedyCall[0], greedyCall[1])
+	}
+
 	for _, tc := range []struct{ name, request, verdict string }{
 		{"the request", request(""), api.VerdictVerified},
 		{"another schema", strings.Replace(request(""), `"P"]`, `"P","Q"]`, 1), api.VerdictNotReplayable},
