@@ -248,62 +248,84 @@ func TestDetect(t *testing.T) {
 // TestRoundTrip renders an assistant's calls with each real template and
 // parses the text the template wrote for them back: what a model trained
 // on the template writes is what the parser reads.
-func TestRoundTrip(t *testing.T) {
-	calls := []chat.ToolCall{
-		{ID: "a1B2c3D4e", Name: "get_weather", Arguments: `{"location": "Paris", "unit": "celsius"}`},
-		{ID: "q1W2e3R4t", Name: "get_time", Arguments: `{"city": "Rome"}`},
-	}
+// roundTripCalls are the calls rendered by renderedTurns.
+var roundTripCalls = []chat.ToolCall{
+	{ID: "a1B2c3D4e", Name: "get_weather", Arguments: `{"location": "Paris", "unit": "celsius"}`},
+	{ID: "q1W2e3R4t", Name: "get_time", Arguments: `{"city": "Rome"}`},
+}
+
+// renderedTurn is an assistant turn of calls as a real template writes it.
+type renderedTurn struct {
+	template string
+	f        Format
+	calls    int
+	text     string
+}
+
+// renderedTurns renders an assistant's calls with each real template that
+// takes tools (two calls, one where the template takes one) and cuts out
+// the assistant's turn: what a model trained on the template writes.
+func renderedTurns(tb testing.TB) []renderedTurn {
 	tool := json.RawMessage(`{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}`)
-	for name, open := range map[string]string{
-		"llama-3.1.jinja":             "<|start_header_id|>assistant<|end_header_id|>\n\n",
-		"llama-3.2.jinja":             "<|start_header_id|>assistant<|end_header_id|>\n\n",
-		"qwen2.5.jinja":               "<|im_start|>assistant",
-		"qwen3.jinja":                 "<|im_start|>assistant\n",
-		"hermes-2-pro-tool-use.jinja": "<|im_start|>assistant",
-		"mistral-nemo.jinja":          "[/INST]",
-		"mistral-small-3.1.jinja":     "[/INST]",
+	var out []renderedTurn
+	for _, tc := range []struct{ name, open string }{
+		{"llama-3.1.jinja", "<|start_header_id|>assistant<|end_header_id|>\n\n"},
+		{"llama-3.2.jinja", "<|start_header_id|>assistant<|end_header_id|>\n\n"},
+		{"qwen2.5.jinja", "<|im_start|>assistant"},
+		{"qwen3.jinja", "<|im_start|>assistant\n"},
+		{"hermes-2-pro-tool-use.jinja", "<|im_start|>assistant"},
+		{"mistral-nemo.jinja", "[/INST]"},
+		{"mistral-small-3.1.jinja", "[/INST]"},
 	} {
-		src, err := os.ReadFile(filepath.Join("../testdata/templates", name))
+		src, err := os.ReadFile(filepath.Join("../testdata/templates", tc.name))
 		if err != nil {
-			t.Fatal(err)
+			tb.Fatal(err)
 		}
 		tpl, err := chat.Compile(string(src), chat.Options{BOS: "<s>", EOS: "</s>", Now: func() time.Time { return time.Unix(0, 0) }})
 		if err != nil {
-			t.Fatal(err)
+			tb.Fatal(err)
 		}
 		n := 2
-		if strings.HasPrefix(name, "llama") {
+		if strings.HasPrefix(tc.name, "llama") {
 			n = 1 // "This model only supports single tool-calls at once!"
 		}
-		out, err := tpl.Render(chat.Input{Tools: []json.RawMessage{tool}, Messages: []chat.Message{
+		rendered, err := tpl.Render(chat.Input{Tools: []json.RawMessage{tool}, Messages: []chat.Message{
 			{Role: "user", Content: "Weather in Paris, time in Rome?"},
-			{Role: "assistant", ToolCalls: calls[:n]},
+			{Role: "assistant", ToolCalls: roundTripCalls[:n]},
 		}})
 		if err != nil {
-			t.Fatalf("%s: %v", name, err)
+			tb.Fatalf("%s: %v", tc.name, err)
 		}
-		i := strings.LastIndex(out, open)
+		i := strings.LastIndex(rendered, tc.open)
 		if i < 0 {
-			t.Fatalf("%s: no %q in %q", name, open, out)
+			tb.Fatalf("%s: no %q in %q", tc.name, tc.open, rendered)
 		}
-		turn := out[i+len(open):]
+		turn := rendered[i+len(tc.open):]
 		for _, end := range []string{"<|eot_id|>", "<|im_end|>", "</s>"} {
 			turn = strings.TrimSuffix(strings.TrimSuffix(turn, "\n"), end)
 		}
 		if _, after, ok := strings.Cut(turn, "</think>"); ok {
 			turn = after // Qwen3 shows the last turn's (empty) reasoning
 		}
-		f := Detect(tpl)
-		content, got := Parse(f, turn)
-		if content != "" || len(got) != n {
-			t.Fatalf("%s (%v): %q parsed to content %q, calls %+v", name, f, turn, content, got)
+		out = append(out, renderedTurn{tc.name, Detect(tpl), n, turn})
+	}
+	return out
+}
+
+// TestRoundTrip parses the calls each real template writes back: what a
+// model trained on the template writes is what the parser reads.
+func TestRoundTrip(t *testing.T) {
+	for _, rt := range renderedTurns(t) {
+		content, got := Parse(rt.f, rt.text)
+		if content != "" || len(got) != rt.calls {
+			t.Fatalf("%s (%v): %q parsed to content %q, calls %+v", rt.template, rt.f, rt.text, content, got)
 		}
 		for j, c := range got {
 			var a, b any
 			_ = json.Unmarshal([]byte(c.Arguments), &a)
-			_ = json.Unmarshal([]byte(calls[j].Arguments), &b)
-			if c.Name != calls[j].Name || fmt.Sprint(a) != fmt.Sprint(b) {
-				t.Errorf("%s: call %d = %s(%s), want %s(%s)", name, j, c.Name, c.Arguments, calls[j].Name, calls[j].Arguments)
+			_ = json.Unmarshal([]byte(roundTripCalls[j].Arguments), &b)
+			if c.Name != roundTripCalls[j].Name || fmt.Sprint(a) != fmt.Sprint(b) {
+				t.Errorf("%s: call %d = %s(%s), want %s", rt.template, j, c.Name, c.Arguments, roundTripCalls[j].Name)
 			}
 		}
 	}
@@ -331,10 +353,14 @@ func TestXMLParamTypes(t *testing.T) {
 
 // FuzzParser feeds arbitrary output in arbitrary pieces: the stream's
 // deltas are well formed and reassemble to what Parse returns for the
-// whole text, in every format. The seeds are the cases' outputs.
+// whole text, in every format. The seeds are the cases' outputs and the
+// calls the real templates write (renderedTurns).
 func FuzzParser(f *testing.F) {
 	for _, tc := range cases {
 		f.Add(tc.text, uint64(len(tc.text)), uint8(tc.f))
+	}
+	for _, rt := range renderedTurns(f) {
+		f.Add(rt.text, uint64(len(rt.text)), uint8(rt.f))
 	}
 	f.Fuzz(func(t *testing.T, text string, seed uint64, format uint8) {
 		fm := Format(format % 5)
