@@ -15,6 +15,7 @@ import (
 	"github.com/meshnode/meshnode/gguf/grammar"
 	"github.com/meshnode/meshnode/node/api"
 	"github.com/meshnode/meshnode/node/engine"
+	"github.com/meshnode/meshnode/node/metrics"
 	"github.com/meshnode/meshnode/node/receipt"
 	"github.com/meshnode/meshnode/node/steward"
 	"github.com/meshnode/meshnode/node/steward/grant"
@@ -26,6 +27,7 @@ import (
 type servedModel struct {
 	in       *instance
 	steward  *steward.Steward
+	metrics  *metrics.Metrics
 	defaults generationDefaults
 }
 
@@ -91,7 +93,8 @@ func (s *servedModel) Prepare(ctx context.Context, g *api.Generation) (api.Prepa
 		req.Sampling.Seed, drawn = &seed, &seed
 	}
 	noSpec := g.Speculative != nil && !*g.Speculative
-	p := &preparedGeneration{s: s, stop: g.Stop, req: req, ids: ids, opts: opts, drawn: drawn, noSpec: noSpec, grammar: g.Grammar, tools: len(g.Tools) > 0}
+	p := &preparedGeneration{s: s, stop: g.Stop, req: req, ids: ids, opts: opts, drawn: drawn, noSpec: noSpec, grammar: g.Grammar,
+		received: g.Received, tools: len(g.Tools) > 0}
 	if g.Logprobs {
 		pieces, ok := s.in.m.(tokenPieces)
 		if !ok || !engine.ReportsLogprobs(s.in.m.Engine()) {
@@ -153,6 +156,8 @@ type preparedGeneration struct {
 	grammar *grammar.Grammar
 	// tools: the request has tools, so the output is read for calls.
 	tools bool
+	// received is when the API received the request (zero: unknown).
+	received time.Time
 	// pieces, when set, reports each token's log-probability with top
 	// alternatives.
 	pieces tokenPieces
@@ -205,7 +210,9 @@ func (p *preparedGeneration) Generate(ctx context.Context, emit func(api.Delta) 
 		lps = nil
 		return emit(d)
 	}
+	tokenAt := p.tokenTimer(m.Name())
 	send := func(tok uint32) error {
+		tokenAt(time.Now())
 		if text := stops.push(dec.Next(tok)); text != "" {
 			return out(text)
 		}
@@ -238,6 +245,7 @@ func (p *preparedGeneration) Generate(ctx context.Context, emit func(api.Delta) 
 	}
 	energy := energyOf(served.Receipt)
 	energy.Seed = p.drawn
+	s.metrics.ObserveTokens(m.Name(), len(p.ids), len(served.Output))
 	return &api.Result{
 		PromptTokens:     len(p.ids),
 		CompletionTokens: len(served.Output),
@@ -246,6 +254,22 @@ func (p *preparedGeneration) Generate(ctx context.Context, emit func(api.Delta) 
 		EnergyUJ:         served.Receipt.Receipt.Energy.UJ(),
 		Receipt:          served.Receipt.ID.String(),
 	}, nil
+}
+
+// tokenTimer returns what each generated token of model is told of, at
+// the time it is produced: its time to first token (from the request's
+// arrival, when known) and the time between tokens.
+func (p *preparedGeneration) tokenTimer(model string) func(at time.Time) {
+	var last time.Time
+	return func(at time.Time) {
+		switch {
+		case !last.IsZero():
+			p.s.metrics.ObserveInterToken(model, at.Sub(last))
+		case !p.received.IsZero():
+			p.s.metrics.ObserveTTFT(model, at.Sub(p.received))
+		}
+		last = at
+	}
 }
 
 // prepare tokenizes a generation's prompt and builds the mesh/1 request

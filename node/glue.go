@@ -36,7 +36,7 @@ func (r *registry) served(name string) (*servedModel, bool) {
 	if !ok {
 		return nil, false
 	}
-	return &servedModel{in: in, steward: r.n.steward, defaults: generationDefaults{
+	return &servedModel{in: in, steward: r.n.steward, metrics: r.n.metrics, defaults: generationDefaults{
 		maxTokens:      r.n.cfg.API.MaxTokens,
 		fidelityFloor:  receipt.Fidelity(r.n.cfg.Steward.FidelityFloor),
 		jouleCeilingUJ: r.n.cfg.Steward.JouleCeilingUJ,

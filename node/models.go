@@ -385,8 +385,19 @@ func (n *Node) loadModels(stack *closers) error {
 	return nil
 }
 
-// openSpec opens the model s names.
+// openSpec opens the model s names, and tells the metrics how long that
+// took.
 func (n *Node) openSpec(s modelSpec, sessions int) (localModel, error) {
+	start := time.Now()
+	m, err := n.open(s, sessions)
+	if err != nil {
+		return nil, err
+	}
+	n.metrics.ObserveModelLoad(m.Name(), time.Since(start))
+	return m, nil
+}
+
+func (n *Node) open(s modelSpec, sessions int) (localModel, error) {
 	if s.reference {
 		uj := s.UJPerToken
 		if uj == 0 {

@@ -31,6 +31,7 @@ import (
 	"github.com/meshnode/meshnode/node/engine"
 	"github.com/meshnode/meshnode/node/identity"
 	"github.com/meshnode/meshnode/node/mesh"
+	"github.com/meshnode/meshnode/node/metrics"
 	"github.com/meshnode/meshnode/node/modelfetch"
 	"github.com/meshnode/meshnode/node/modelshare"
 	"github.com/meshnode/meshnode/node/sdnotify"
@@ -83,6 +84,7 @@ type Node struct {
 	trust    atomic.Pointer[owner.Trust]
 	ctl      *control.Server // owner control, once started
 	receipts *receiptLog     // the steward's receipt log
+	metrics  *metrics.Metrics
 	// ownMu orders the reloads of the ownership certificate, whose file
 	// was last seen as ownStamp.
 	ownMu    sync.Mutex
@@ -122,6 +124,7 @@ func New(cfg Config, logger *slog.Logger) (*Node, error) {
 		cfg:         cfg,
 		log:         logger,
 		ready:       make(chan struct{}),
+		metrics:     metrics.New(Version),
 		meterConfig: meters.Config{Meter: cfg.Energy.Meter, EstimatorWatts: cfg.Energy.EstimatorWatts},
 	}, nil
 }
@@ -306,10 +309,15 @@ func (n *Node) Serve(ctx context.Context) (err error) {
 		AllowedHosts:   n.allowedHosts(),
 		AllowedOrigins: n.cfg.API.AllowedOrigins,
 		MeshAccess:     access,
-		Routes:         map[string]http.Handler{control.HTTPPrefix + "/": ctl.HTTPHandler(), "GET /api/events": events},
-		Public:         map[string]http.Handler{console.Prefix: files},
-		Observer:       events,
+		Routes: map[string]http.Handler{
+			control.HTTPPrefix + "/": ctl.HTTPHandler(),
+			"GET /api/events":        events,
+			"GET /metrics":           n.metrics.Handler(),
+		},
+		Public:   map[string]http.Handler{console.Prefix: files},
+		Observer: requestObservers{events, requestMetrics{n}},
 	}, key.ID(), &registry{n: n}, meshRelay{mn}, &apiNode{n: n}, n.log, nil)
+	n.metrics.SetSources(metricSources(srv, mn))
 	drain := n.cfg.DrainTimeout.Duration
 	apiLn, tunnelAPILn := watchClose(httpLn), watchClose(tunnelLn)
 	apiDone, tunnelDone := make(chan error, 1), make(chan error, 1)
@@ -501,7 +509,7 @@ func JournalPath(stateDir string) string {
 // its receipt chain and its grants' spend where it stopped (mesh/1 §2.2).
 func (n *Node) openSteward(backends []steward.Backend, stack *closers) (*steward.Steward, error) {
 	path := JournalPath(n.cfg.StateDir)
-	j, err := journal.Open(path, journal.Options{Logger: n.log})
+	j, err := journal.Open(path, journal.Options{Logger: n.log, OnSync: n.metrics.ObserveSync})
 	switch {
 	case errors.Is(err, journal.ErrLocked):
 		return nil, fmt.Errorf("%w: another meshnode is running on state dir %s", err, n.cfg.StateDir)
@@ -517,7 +525,7 @@ func (n *Node) openSteward(backends []steward.Backend, stack *closers) (*steward
 	}
 	rl := newReceiptLog(ReceiptLogPath(n.cfg.StateDir), n.cfg.Steward.ReceiptLogBytes, n.log)
 	st, err := steward.New(steward.Config{Key: n.key, Meter: n.meters.Meter, Backends: backends, Durable: j, Revocations: rev,
-		Archive: rl, Logger: n.log})
+		Archive: rl, Observer: sealMetrics{n.metrics}, Logger: n.log})
 	if err != nil {
 		return nil, err
 	}

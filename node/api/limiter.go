@@ -76,3 +76,6 @@ func (l *limiter) slots() int { return cap(l.running) }
 
 // admittedCount is how many generations are running or queued.
 func (l *limiter) admittedCount() int { return len(l.admitted) }
+
+// runningCount is how many generations hold a slot.
+func (l *limiter) runningCount() int { return len(l.running) }

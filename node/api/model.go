@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"time"
 
 	"github.com/meshnode/meshnode/gguf/chat/toolcall"
 	"github.com/meshnode/meshnode/gguf/grammar"
@@ -118,6 +119,9 @@ type Generation struct {
 	// Body is the raw request body, for bindings that derive the request
 	// identity from it (granted_serve_request).
 	Body []byte
+	// Received is when the request arrived (its headers read), from which
+	// the node measures its time to first token.
+	Received time.Time
 }
 
 // FinishJouleCeiling is the finish reason of a generation the steward

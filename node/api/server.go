@@ -346,6 +346,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 // the local model to serve it with, or false when the request has been
 // answered already (an error, or relayed to the peer that hosts its model).
 func (s *Server) accept(w http.ResponseWriter, r *http.Request, parse func(body []byte) (*Generation, error)) (Model, *Generation, bool) {
+	received := s.now()
 	body, err := s.readBody(w, r)
 	if err != nil {
 		writeError(w, err)
@@ -357,6 +358,7 @@ func (s *Server) accept(w http.ResponseWriter, r *http.Request, parse func(body 
 		return nil, nil, false
 	}
 	updateRecord(r.Context(), func(ev *RequestEvent) { ev.Model = g.Model })
+	g.Received = received
 	m, handled := s.route(w, r, g.Model, body)
 	return m, g, !handled
 }

@@ -113,6 +113,7 @@ type servedTunnel struct {
 	local  PeerAddr
 	remote PeerAddr
 	last   atomic.Int64 // unix ns of the last byte either way
+	bytes  *tunnelBytes // the node's count of tunnel bytes
 
 	readMu  sync.Mutex // held by each Read, and by drain, which must follow the server's last
 	writeMu sync.Mutex // held by each Write and CloseWrite
@@ -123,8 +124,8 @@ type servedTunnel struct {
 	ended   chan struct{} // closed at Close or abort
 }
 
-func newServedTunnel(s *quic.Stream, peer identity.EndpointID, from netip.AddrPort, local PeerAddr) *servedTunnel {
-	c := &servedTunnel{s: s, peer: peer, local: local, remote: PeerAddr{ID: peer, UDP: from}, ended: make(chan struct{})}
+func newServedTunnel(s *quic.Stream, peer identity.EndpointID, from netip.AddrPort, local PeerAddr, bytes *tunnelBytes) *servedTunnel {
+	c := &servedTunnel{s: s, peer: peer, local: local, remote: PeerAddr{ID: peer, UDP: from}, bytes: bytes, ended: make(chan struct{})}
 	c.touch()
 	return c
 }
@@ -145,6 +146,7 @@ func (c *servedTunnel) Read(b []byte) (int, error) {
 	n, err := c.s.Read(b)
 	if n > 0 {
 		c.touch()
+		c.bytes.in.Add(uint64(n))
 	}
 	if err != nil && c.closed.Load() && errors.Is(err, os.ErrDeadlineExceeded) {
 		err = net.ErrClosed // Close set the deadline to wake this read
@@ -161,6 +163,7 @@ func (c *servedTunnel) Write(b []byte) (int, error) {
 	n, err := c.s.Write(b)
 	if n > 0 {
 		c.touch()
+		c.bytes.out.Add(uint64(n))
 	}
 	return n, err
 }

@@ -42,6 +42,8 @@ type Node struct {
 	subs    subprotocols
 	httpLn  atomic.Pointer[tunnelListener] // where HTTP tunnels go (ListenHTTP)
 	events  events
+	// tunnelBytes counts what the HTTP tunnels carry (TunnelBytes).
+	tunnelBytes tunnelBytes
 
 	// ctx ends when the node begins to stop; all its work derives from it.
 	// member ends earlier, at Leave: the work of staying in the mesh

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -41,24 +42,40 @@ func (n *Node) DialHTTP(ctx context.Context, peer identity.EndpointID) (net.Conn
 	s.SetWriteDeadline(time.Time{})
 	pc.active.Add(1)
 	closed := pc.tunnelOpened()
-	return &tunnelConn{Stream: s, conn: pc.conn, release: func() { closed(); pc.active.Add(-1) }}, nil
+	return &tunnelConn{Stream: s, conn: pc.conn, bytes: &n.tunnelBytes, release: func() { closed(); pc.active.Add(-1) }}, nil
+}
+
+// tunnelBytes counts the bytes HTTP tunnels carry, both ends of them: a
+// tunnel this node opened and one a peer opened here.
+type tunnelBytes struct {
+	in, out atomic.Uint64
+}
+
+// TunnelBytes is how many bytes this node's HTTP tunnels, in either
+// direction of opening, have received (in) and sent (out) since it
+// started: the tunnel's payload, not QUIC's framing.
+func (n *Node) TunnelBytes() (in, out uint64) {
+	return n.tunnelBytes.in.Load(), n.tunnelBytes.out.Load()
 }
 
 // tunnelConn is the caller's end of an HTTP tunnel.
 type tunnelConn struct {
 	*quic.Stream
 	conn    *quic.Conn
+	bytes   *tunnelBytes
 	once    sync.Once
 	release func()
 }
 
 func (c *tunnelConn) Read(b []byte) (int, error) {
 	n, err := c.Stream.Read(b)
+	c.bytes.in.Add(uint64(n))
 	return n, tunnelError(err)
 }
 
 func (c *tunnelConn) Write(b []byte) (int, error) {
 	n, err := c.Stream.Write(b)
+	c.bytes.out.Add(uint64(n))
 	return n, tunnelError(err)
 }
 
@@ -120,7 +137,7 @@ func (n *Node) serveTunnel(pc *peerConn, s *quic.Stream) {
 		reset(s, StreamCodeTunnelUnavailable)
 		return
 	}
-	c := newServedTunnel(s, pc.id, pc.remote, PeerAddr{ID: n.id, UDP: n.local})
+	c := newServedTunnel(s, pc.id, pc.remote, PeerAddr{ID: n.id, UDP: n.local}, &n.tunnelBytes)
 	if code, err := l.hand(n.ctx, c, n.cfg.Timeouts.TunnelAccept); err != nil {
 		n.log.Warn("mesh: tunnel refused", "peer", pc.id.Short(), "err", err)
 		reset(s, code)

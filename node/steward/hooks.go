@@ -67,3 +67,12 @@ type Journal interface {
 	// and leaves the chain where it was.
 	Sealed(s *receipt.Sealed) error
 }
+
+// SealObserver hears of every receipt the steward hands out, for the
+// node's metrics.
+type SealObserver interface {
+	// ObserveSealed is given each receipt once it is sealed, archived and
+	// journaled, in chain order. It runs under the steward's chain lock:
+	// it must be quick and must not call the steward.
+	ObserveSealed(s *receipt.Sealed)
+}

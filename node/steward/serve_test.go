@@ -544,3 +544,33 @@ func TestReplay(t *testing.T) {
 		t.Fatalf("replay on another backend: %v, %v", v, err)
 	}
 }
+
+// fakeSealObserver keeps the sequences it hears of.
+type fakeSealObserver struct{ seqs []uint64 }
+
+func (o *fakeSealObserver) ObserveSealed(s *receipt.Sealed) {
+	o.seqs = append(o.seqs, s.Receipt.Sequence)
+}
+
+// TestSealObserver: the observer hears of each receipt handed out, once,
+// in chain order, and not of one the journal refused.
+func TestSealObserver(t *testing.T) {
+	j := &fakeJournal{ev: &events{}}
+	obs := &fakeSealObserver{}
+	s := newSteward(t, Config{Backends: referenceBackends(), Journal: j, Observer: obs})
+	req := genRequest(8, 4, receipt.F1, 1_000)
+	if _, err := s.Serve(t.Context(), req, promptOf(8), nil); err != nil {
+		t.Fatal(err)
+	}
+	j.err = errors.New("disk full")
+	if _, err := s.Serve(t.Context(), req, promptOf(8), nil); !errors.Is(err, ErrJournal) {
+		t.Fatalf("Serve: %v, want ErrJournal", err)
+	}
+	j.err = nil
+	if _, err := s.Serve(t.Context(), req, promptOf(8), nil); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(obs.seqs, []uint64{0, 1}) {
+		t.Fatalf("observed sequences %v, want [0 1]", obs.seqs)
+	}
+}

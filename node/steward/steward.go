@@ -59,6 +59,8 @@ type Config struct {
 	// Archive, when set, keeps every receipt's envelope, before the
 	// journal (Durable or Journal) records it.
 	Archive ReceiptArchive
+	// Observer, when set, hears of every receipt handed out.
+	Observer SealObserver
 	// Head is where the receipt chain continues; the zero Head is genesis.
 	Head receipt.Head
 	// Rand supplies receipt nonces; nil is crypto/rand.
@@ -77,6 +79,7 @@ type Steward struct {
 	auth    Authorizer
 	journal Journal
 	archive ReceiptArchive
+	observe SealObserver
 	now     func() time.Time
 	log     *slog.Logger
 	durable *durable // nil without a decision journal
@@ -123,6 +126,7 @@ func New(cfg Config) (*Steward, error) {
 		auth:     cfg.Authorizer,
 		journal:  cfg.Journal,
 		archive:  cfg.Archive,
+		observe:  cfg.Observer,
 		now:      cfg.Now,
 		log:      cfg.Logger,
 		rand:     cfg.Rand,
@@ -769,6 +773,9 @@ func (s *Steward) sealAndRecord(rec receipt.Receipt, payload receipt.ContentID, 
 		}
 	}
 	s.head = s.head.Advance(sealed)
+	if s.observe != nil {
+		s.observe.ObserveSealed(sealed)
+	}
 	return sealed, "", nil
 }
 

@@ -147,13 +147,13 @@ func createHead(path string, c Checkpoint) (*headFile, error) {
 	return &headFile{path: path, f: tmp, gen: 1}, nil
 }
 
-// store writes c into the older slot and syncs it.
-func (h *headFile) store(c Checkpoint) error {
+// store writes c into the older slot and syncs it with sync.
+func (h *headFile) store(c Checkpoint, sync func(*os.File) error) error {
 	gen := h.gen + 1
 	if _, err := h.f.WriteAt(encodeSlot(gen, c), int64(gen%2)*slotStride); err != nil {
 		return err
 	}
-	if err := h.f.Sync(); err != nil {
+	if err := sync(h.f); err != nil {
 		return err
 	}
 	h.gen = gen

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/meshnode/meshnode/node/receipt"
 )
@@ -22,6 +23,10 @@ type Options struct {
 	// durable, before Append returns. The crash tests use it to report
 	// progress; it must not call back into the journal.
 	AfterAppend func(Record)
+	// OnSync, when set, is told how long each fsync of an append took:
+	// of the journal's record ("journal") and of its checkpoint
+	// ("checkpoint"). It runs under the journal's lock and must be quick.
+	OnSync func(file string, took time.Duration)
 	// Logger hears what Open repaired or set up on its own: a torn final
 	// line dropped, a checkpoint created for a journal that had none, a
 	// checkpoint advanced over records appended just before a crash. Nil
@@ -229,7 +234,7 @@ func (j *Journal) open(missing int) error {
 		// Records made durable just before a crash, whose checkpoint
 		// was not: the journal may run ahead of its checkpoint, never
 		// behind.
-		if err := j.head.store(now); err != nil {
+		if err := j.head.store(now, (*os.File).Sync); err != nil {
 			return fmt.Errorf("journal %s: advance the checkpoint %s: %w", j.path, hpath, err)
 		}
 		j.log.Warn("journal: advanced the checkpoint over records appended just before the steward stopped",
@@ -401,7 +406,7 @@ func (j *Journal) Append(e Entry) (Record, error) {
 	if err != nil {
 		return Record{}, err
 	}
-	if err := j.head.store(j.checkpoint()); err != nil {
+	if err := j.head.store(j.checkpoint(), func(f *os.File) error { return j.sync("checkpoint", f) }); err != nil {
 		// The record is durable and a reopen replays it; the checkpoint
 		// behind it is one a reopen accepts.
 		j.failed = fmt.Errorf("checkpoint: %v", err)
@@ -442,13 +447,24 @@ func (j *Journal) appendRecord(e Entry) (Record, error) {
 		}
 		return Record{}, fmt.Errorf("journal: append record %d: %w", j.next, err)
 	}
-	if err := j.f.Sync(); err != nil {
+	if err := j.sync("journal", j.f); err != nil {
 		j.failed = fmt.Errorf("sync: %v", err)
 		return Record{}, fmt.Errorf("journal: sync record %d: %w", j.next, err)
 	}
 	j.state = trial
 	j.next, j.last, j.size = r.Seq+1, r.Hash, j.size+int64(len(buf))
 	return r, nil
+}
+
+// sync syncs f, telling Options.OnSync how long it took.
+func (j *Journal) sync(file string, f *os.File) error {
+	if j.opts.OnSync == nil {
+		return f.Sync()
+	}
+	start := time.Now()
+	err := f.Sync()
+	j.opts.OnSync(file, time.Since(start))
+	return err
 }
 
 func (s *state) clone() state {

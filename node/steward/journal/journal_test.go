@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/meshnode/meshnode/hw"
 	"github.com/meshnode/meshnode/node/receipt"
@@ -351,4 +352,28 @@ func TestLockInProcess(t *testing.T) {
 		t.Fatalf("append after close: %v", err)
 	}
 	open(t, path)
+}
+
+// TestOnSync: each append tells OnSync of its two fsyncs, the record's and
+// then the checkpoint's, and nothing else does.
+func TestOnSync(t *testing.T) {
+	var syncs []string
+	j, err := Open(filepath.Join(t.TempDir(), "j"), Options{OnSync: func(file string, took time.Duration) {
+		if took < 0 {
+			t.Errorf("%s fsync took %v", file, took)
+		}
+		syncs = append(syncs, file)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	if len(syncs) != 0 {
+		t.Fatalf("opening told OnSync of %v", syncs)
+	}
+	appendAll(t, j, serves()[:3]...)
+	want := []string{"journal", "checkpoint", "journal", "checkpoint", "journal", "checkpoint"}
+	if !slices.Equal(syncs, want) {
+		t.Fatalf("OnSync heard %v, want %v", syncs, want)
+	}
 }
