@@ -64,7 +64,6 @@ func NewVocab(size, n int, piece func(id uint32) []byte, eog []uint32) *Vocab {
 		node     uint32
 		lo, hi   int // tokens all[lo:hi] share the node's prefix
 		depth    int
-		children []trieEdge
 	}
 	v.nodes = append(v.nodes, trieNode{})
 	queue := []span{{node: 0, lo: 0, hi: len(all)}}
