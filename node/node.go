@@ -68,6 +68,9 @@ type Node struct {
 	// memProbe measures this node's memory bandwidth in bytes/s, at
 	// start, when it serves stages (default: membw.Measure).
 	memProbe func(context.Context) (float64, error)
+	// claimHook, when set, rewrites each model's load entry this node
+	// gossips (a test's node that under-claims its energy).
+	claimHook func(*nodev1.MeshnodeModelLoad)
 
 	mu        sync.Mutex
 	ready     chan struct{}
@@ -110,6 +113,8 @@ type Node struct {
 	share      *modelshare.Server
 	serveFiles atomic.Bool
 	startedAt  time.Time
+	// place is the node's part in mesh-wide placement.
+	place *placed
 }
 
 // New returns a node for cfg; Serve runs it. cfg is resolved here.
@@ -126,6 +131,7 @@ func New(cfg Config, logger *slog.Logger) (*Node, error) {
 		ready:       make(chan struct{}),
 		metrics:     metrics.New(Version),
 		meterConfig: meters.Config{Meter: cfg.Energy.Meter, EstimatorWatts: cfg.Energy.EstimatorWatts},
+		place:       newPlaced(),
 	}, nil
 }
 
@@ -316,8 +322,9 @@ func (n *Node) Serve(ctx context.Context) (err error) {
 		},
 		Public:   map[string]http.Handler{console.Prefix: files},
 		Observer: requestObservers{events, requestMetrics{n}},
-	}, key.ID(), &registry{n: n}, meshRelay{mn}, &apiNode{n: n}, n.log, nil)
+	}, key.ID(), &registry{n: n}, meshRelay{m: mn, n: n}, &apiNode{n: n}, n.log, nil)
 	n.metrics.SetSources(metricSources(srv, mn))
+	n.place.api.Store(srv)
 	drain := n.cfg.DrainTimeout.Duration
 	apiLn, tunnelAPILn := watchClose(httpLn), watchClose(tunnelLn)
 	apiDone, tunnelDone := make(chan error, 1), make(chan error, 1)
