@@ -72,6 +72,9 @@ func (p *placed) figures(model string, in *instance, load api.LocalLoad) placeme
 // modelLoads are the MeshnodeModelLoad entries of this node's
 // announcement, one per model it serves now; none until the API runs.
 func (n *Node) modelLoads(hosted []string) []*nodev1.MeshnodeModelLoad {
+	if n.place == nil {
+		return nil
+	}
 	srv := n.place.api.Load()
 	if srv == nil {
 		return nil
@@ -137,6 +140,9 @@ func peerFigures(a *nodev1.PeerAnnouncement, model string) (f placement.Figures,
 // places nothing when no peer hosts the model.
 func (r meshRelay) Place(g *api.Generation, local bool, load api.LocalLoad) *api.Placement {
 	n := r.n
+	if n == nil || n.place == nil {
+		return nil
+	}
 	peers := r.m.PeersHosting(g.Model)
 	if len(peers) == 0 {
 		return nil
@@ -195,7 +201,7 @@ func (n *Node) checkClaim(peer identity.EndpointID, model string, claim placemen
 }
 
 // placementRequest is g as placement prices it: its prompt's length
-// estimated at a token per 4 bytes (it is tokenized only where it is
+// estimated at a token per 4 characters (it is tokenized only where it is
 // served), and the node's defaults where g sets none.
 func (n *Node) placementRequest(g *api.Generation) placement.Request {
 	chars := utf8.RuneCountInString(g.Prompt)

@@ -442,6 +442,11 @@ func (p *Placer) explain(d *Decision) {
 	if !best.Admissible {
 		best.Reason += " (the best left)"
 	}
+	for i := range d.Candidates {
+		if c := &d.Candidates[i]; c.Trust > 1 && i != first {
+			c.Reason += fmt.Sprintf("; its receipts ran %.1fx its claims", c.Trust)
+		}
+	}
 	d.Line = fmt.Sprintf("%s: best of %d weighed (%s, est %s uJ x trust %.2f, %d ms, score %.0f); %s",
 		short(best), len(d.Candidates), best.Grade, estimate(best), best.Trust, best.LatencyMS, best.Score, reasons(d.Candidates, first))
 }

@@ -239,8 +239,8 @@ func TestClaimsCheckRanksDown(t *testing.T) {
 	if got := chosen(t, d); got != peerID(2) {
 		t.Fatalf("after its receipt chose %s, want the honest peer: %s", got.Short(), d.Line)
 	}
-	if d.Candidates[0].Trust != 10 {
-		t.Fatalf("liar's trust in the candidates %v", d.Candidates[0].Trust)
+	if c := d.Candidates[0]; c.Trust != 10 || !strings.HasSuffix(c.Reason, "; its receipts ran 10.0x its claims") {
+		t.Fatalf("liar's candidate %+v", c)
 	}
 	// Within the tolerance nothing changes.
 	q := New(Config{})
