@@ -71,6 +71,10 @@ type Node struct {
 	// claimHook, when set, rewrites each model's load entry this node
 	// gossips (a test's node that under-claims its energy).
 	claimHook func(*nodev1.MeshnodeModelLoad)
+	// placeByRTT turns energy-aware placement off: a request for a model
+	// this node hosts is served here, one for a model only peers host goes
+	// to the first by admission state and RTT (the benchmark's reference).
+	placeByRTT bool
 
 	mu        sync.Mutex
 	ready     chan struct{}

@@ -140,7 +140,7 @@ func peerFigures(a *nodev1.PeerAnnouncement, model string) (f placement.Figures,
 // places nothing when no peer hosts the model.
 func (r meshRelay) Place(g *api.Generation, local bool, load api.LocalLoad) *api.Placement {
 	n := r.n
-	if n == nil || n.place == nil {
+	if n == nil || n.place == nil || n.placeByRTT {
 		return nil
 	}
 	peers := r.m.PeersHosting(g.Model)

@@ -8,6 +8,7 @@ package node
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net/netip"
 	"os"
@@ -18,9 +19,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshnode/meshnode/hw/meters"
+	"github.com/meshnode/meshnode/node/engine"
 	"github.com/meshnode/meshnode/node/identity"
 	"github.com/meshnode/meshnode/node/internal/netnslab"
 	"github.com/meshnode/meshnode/node/mesh"
+	"github.com/meshnode/meshnode/node/receipt"
 	"github.com/meshnode/meshnode/node/wire/nodev1"
 )
 
@@ -29,6 +33,12 @@ import (
 const (
 	envPlaceAddr  = "MESHNODE_PLACE_NETNS_ADDR"
 	envPlaceWatts = "MESHNODE_PLACE_NETNS_WATTS"
+	// For the benchmark: a host's time per output token (a paced engine
+	// metered by the estimator on the real clock, in place of the fake
+	// clock), its slots, and whether A places by RTT alone.
+	envPlacePace    = "MESHNODE_PLACE_NETNS_PACE"
+	envPlaceSlots   = "MESHNODE_PLACE_NETNS_SLOTS"
+	envPlaceRTTOnly = "MESHNODE_PLACE_NETNS_RTT_ONLY"
 )
 
 const placeNetnsPort = 9340
@@ -55,14 +65,24 @@ func TestPlacementNetnsHelper(t *testing.T) {
 	gate := make(chan struct{})
 	v := &valve{gate: gate}
 	v.open()
+	pace, _ := time.ParseDuration(os.Getenv(envPlacePace))
+	slots, _ := strconv.Atoi(os.Getenv(envPlaceSlots))
 	if watts > 0 {
 		cfg = meteredConfig(cfg, watts)
-		cfg.API = APIConfig{Concurrency: 1, QueueDepth: -1}
+		cfg.API = APIConfig{Concurrency: max(1, slots), QueueDepth: -1}
+		if pace > 0 {
+			cfg.API.QueueDepth = 0 // the default: load queues
+		}
 	} else {
 		t.Setenv("MESHNODE_DEFAULT_MODEL", "none")
 	}
 	n, _ := startNodeWith(t, cfg, func(n *Node) {
-		if watts > 0 {
+		n.placeByRTT = os.Getenv(envPlaceRTTOnly) != ""
+		switch {
+		case watts > 0 && pace > 0:
+			n.meterConfig = meters.Config{Meter: meters.Estimator, EstimatorWatts: watts}
+			n.wrapModel = func(m localModel) localModel { return pacedModel{m, pace} }
+		case watts > 0:
 			meterHost(n, watts, gate)
 		}
 		n.claimHook = func(l *nodev1.MeshnodeModelLoad) {
@@ -165,6 +185,21 @@ func TestPlacementNetnsHelper(t *testing.T) {
 		case "lie":
 			lie.Store(true)
 			say("ok")
+		case "load":
+			// load K N BUDGET_MS: K clients send N requests in all; the
+			// answer is "load TOKENS NANOSECONDS UJ DID=COUNT...".
+			var k, total, budget int
+			fmt.Sscan(arg, &k, &total, &budget)
+			tokens, took, uj, by, err := placeLoad(n.HTTPAddr().String(), k, total, budget)
+			if err != nil {
+				say("err %v", err)
+				continue
+			}
+			var counts []string
+			for did, c := range by {
+				counts = append(counts, fmt.Sprintf("%s=%d", did, c))
+			}
+			say("load %d %d %d %s", tokens, took.Nanoseconds(), uj, strings.Join(counts, " "))
 		default:
 			say("err unknown command %q", cmd)
 		}
@@ -293,4 +328,63 @@ func TestPlacementNetns(t *testing.T) {
 			t.Fatalf("B's route %q, want it to say why C was ranked down", out)
 		}
 	}
+}
+
+// pacedModel serves its model at pace per output token, as a device that
+// decodes at that rate would, without taking a CPU while it waits.
+type pacedModel struct {
+	localModel
+	pace time.Duration
+}
+
+func (m pacedModel) Engine() engine.Engine { return pacedEngine{m.localModel.Engine(), m.pace} }
+
+type pacedEngine struct {
+	engine.Engine
+	pace time.Duration
+}
+
+func (e pacedEngine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []uint32, emit func(uint32) error) (engine.Outcome, error) {
+	return e.Engine.Serve(ctx, req, prompt, func(tok uint32) error {
+		select {
+		case <-time.After(e.pace):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return emit(tok)
+	})
+}
+
+// placeLoad has k clients send total requests for 16 tokens each to the
+// node at addr, with the latency budget budgetMS (0: none), and sums what
+// came back: output tokens, the receipts' energy, and who served.
+func placeLoad(addr string, k, total, budgetMS int) (tokens int, took time.Duration, uj uint64, by map[string]int, err error) {
+	meta := ""
+	if budgetMS > 0 {
+		meta = fmt.Sprintf(`,"metadata":{"latency_budget_ms":"%d"}`, budgetMS)
+	}
+	var mu sync.Mutex
+	by = map[string]int{}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range k {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := next.Add(1); i <= int64(total); i = next.Add(1) {
+				a, aerr := askWith(addr, fmt.Sprintf(`{"model":"mesh-reference","max_tokens":16,"prompt":"load %d"%s}`, i, meta))
+				mu.Lock()
+				if aerr != nil && err == nil {
+					err = aerr
+				}
+				tokens += a.tokens
+				uj += a.uj
+				by[a.steward]++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return tokens, time.Since(start), uj, by, err
 }

@@ -84,6 +84,8 @@ func (e heldEngine) Serve(ctx context.Context, req receipt.ServeRequest, prompt 
 // receipt, and usage.placement.
 type placedAnswer struct {
 	steward   string
+	tokens    int    // completion tokens
+	uj        uint64 // the receipt's energy: measured, else estimated
 	placement struct {
 		Route      string `json:"route"`
 		Candidates []struct {
@@ -109,7 +111,12 @@ func askPlaced(t *testing.T, n *Node, prompt string) placedAnswer {
 // askAt asks the node whose API is at addr for 8 tokens of the reference
 // model.
 func askAt(addr, prompt string) (placedAnswer, error) {
-	body := fmt.Sprintf(`{"model":"mesh-reference","max_tokens":8,"prompt":%q}`, prompt)
+	return askWith(addr, fmt.Sprintf(`{"model":"mesh-reference","max_tokens":8,"prompt":%q}`, prompt))
+}
+
+// askWith posts body to the completions endpoint of the node whose API
+// is at addr.
+func askWith(addr, body string) (placedAnswer, error) {
 	resp, err := http.Post("http://"+addr+"/v1/completions", "application/json", strings.NewReader(body))
 	if err != nil {
 		return placedAnswer{}, err
@@ -118,20 +125,26 @@ func askAt(addr, prompt string) (placedAnswer, error) {
 	b, _ := io.ReadAll(resp.Body)
 	var answer struct {
 		Usage struct {
-			Energy struct {
+			CompletionTokens int `json:"completion_tokens"`
+			Energy           struct {
 				Receipt struct {
-					Steward string `json:"steward"`
-					Route   string `json:"route"`
+					Steward     string  `json:"steward"`
+					Route       string  `json:"route"`
+					MeasuredUJ  *uint64 `json:"measured_uj"`
+					EstimatedUJ uint64  `json:"estimated_uj"`
 				} `json:"receipt"`
 			} `json:"energy"`
 			Placement json.RawMessage `json:"placement"`
 		} `json:"usage"`
 	}
 	if err := json.Unmarshal(b, &answer); err != nil || resp.StatusCode != http.StatusOK {
-		return placedAnswer{}, fmt.Errorf("%s: %d %s", prompt, resp.StatusCode, b)
+		return placedAnswer{}, fmt.Errorf("%s: %d %s", body, resp.StatusCode, b)
 	}
 	r := answer.Usage.Energy.Receipt
-	a := placedAnswer{steward: r.Steward, route: r.Route}
+	a := placedAnswer{steward: r.Steward, route: r.Route, tokens: answer.Usage.CompletionTokens, uj: r.EstimatedUJ}
+	if r.MeasuredUJ != nil {
+		a.uj = *r.MeasuredUJ
+	}
 	if len(answer.Usage.Placement) > 0 {
 		if err := json.Unmarshal(answer.Usage.Placement, &a.placement); err != nil {
 			return a, fmt.Errorf("usage.placement %s: %v", answer.Usage.Placement, err)
