@@ -283,3 +283,32 @@ func (c *chunked) Read(b []byte) (int, error) {
 	c.s = c.s[n:]
 	return n, nil
 }
+
+// FuzzReceiptTap: whatever a host answers, the tap passes it through
+// unchanged, however it is cut into reads, and reports once, with hex
+// only, within its bound.
+func FuzzReceiptTap(f *testing.F) {
+	f.Add([]byte(`{"usage":{"energy":{"envelope_hex":"d28458"}}}`), uint8(3))
+	f.Add([]byte(`data: {"envelope_hex":"0a"}`+"\n\n"+`data: {"envelope_hex":"zz"}`), uint8(1))
+	f.Add([]byte(`"envelope_hex":"envelope_hex":"12"`), uint8(7))
+	f.Fuzz(func(t *testing.T, answer []byte, size uint8) {
+		var got []string
+		tap := newReceiptTap(io.NopCloser(&chunked{s: string(answer), size: int(size%64) + 1}), func(env string) { got = append(got, env) })
+		out, err := io.ReadAll(tap)
+		tap.Close()
+		if err != nil || string(out) != string(answer) {
+			t.Fatalf("passed %q, %v; want the answer unchanged", out, err)
+		}
+		if len(got) != 1 {
+			t.Fatalf("reported %d times", len(got))
+		}
+		if len(got[0]) > maxEnvelopeHex || strings.IndexFunc(got[0], func(c rune) bool {
+			return !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F')
+		}) >= 0 {
+			t.Fatalf("reported %.40q", got[0])
+		}
+		if got[0] != "" && !strings.Contains(string(answer), envelopeMarker+got[0]+`"`) {
+			t.Fatalf("reported %q, which the answer does not hold as an envelope", got[0])
+		}
+	})
+}
