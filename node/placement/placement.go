@@ -363,7 +363,10 @@ func (p *Placer) weighLocked(model string, req Request, budget time.Duration, h 
 	}
 	c.Grade = f.Grade.String()
 	e := (float64(f.UJPerPromptTokenMilli)*float64(req.PromptTokens) + float64(f.UJPerOutputTokenMilli)*float64(req.MaxTokens)) / 1000
-	est := uint64(math.Min(math.Ceil(e), math.MaxUint64))
+	est := uint64(math.MaxUint64)
+	if e < 1<<63 {
+		est = uint64(math.Ceil(e))
+	}
 	c.EstimateUJ = &est
 	if !h.Self {
 		c.Trust = p.trustLocked(h.ID, model)
@@ -451,12 +454,25 @@ func (p *Placer) explain(d *Decision) {
 		short(best), len(d.Candidates), best.Grade, estimate(best), best.Trust, best.LatencyMS, best.Score, reasons(d.Candidates, first))
 }
 
+// lineHosts bounds how many hosts the line names besides the chosen
+// one, so that it stays well within a header (api.PlacementHeader) however
+// large the mesh; usage.placement lists them all.
+const lineHosts = 8
+
 func reasons(cs []Candidate, skip int) string {
 	var parts []string
+	more := 0
 	for i, c := range cs {
-		if i != skip {
+		switch {
+		case i == skip:
+		case len(parts) == lineHosts:
+			more++
+		default:
 			parts = append(parts, short(&c)+": "+c.Reason)
 		}
+	}
+	if more > 0 {
+		parts = append(parts, fmt.Sprintf("and %d more", more))
 	}
 	if len(parts) == 0 {
 		return "no other host"

@@ -276,3 +276,22 @@ func shorts(ids []identity.EndpointID) []string {
 	}
 	return out
 }
+
+// TestWeighLineBounded: however many hosts, the line names at most
+// lineHosts besides the chosen one, and stays short.
+func TestWeighLineBounded(t *testing.T) {
+	var hosts []Host
+	for i := range 200 {
+		hosts = append(hosts, Host{ID: peerID(byte(i)), Figures: figures(uint64(10+i), GradeHwShunt, 4)})
+	}
+	d := New(Config{Rand: fixed(0)}).Weigh("m", req, hosts)
+	if len(d.Candidates) != 200 || !strings.HasSuffix(d.Line, "; and 191 more") || len(d.Line) > 2048 {
+		t.Fatalf("%d candidates, line of %d bytes: %s", len(d.Candidates), len(d.Line), d.Line)
+	}
+	// An estimate past uint64 saturates.
+	huge := &Figures{UJPerPromptTokenMilli: math.MaxUint64, UJPerOutputTokenMilli: math.MaxUint64, Slots: 1, FreeSlots: 1}
+	d = New(Config{}).Weigh("m", Request{PromptTokens: 1 << 30, MaxTokens: 1 << 30, JouleCeilingUJ: math.MaxUint64}, []Host{{ID: peerID(1), Figures: huge}})
+	if e := d.Candidates[0].EstimateUJ; e == nil || *e != math.MaxUint64 || !strings.HasPrefix(d.Candidates[0].Reason, "over ceiling") {
+		t.Fatalf("huge estimate %v, %q", e, d.Candidates[0].Reason)
+	}
+}
