@@ -50,7 +50,8 @@ const placeNetnsPort = 9340
 // "ask-bg P" then "wait-bg" (the same in the background), "join ID@ADDR",
 // "figures N" (waits until N peers host the model with measured figures),
 // "lower ID1 ID2" (waits until peer ID1 advertises less per output token
-// than ID2), "busy" (waits until this node's one slot is taken), "hold" and
+// than ID2), "free ID" (waits until peer ID advertises a free slot),
+// "busy" (waits until this node's one slot is taken), "hold" and
 // "release" (hold this node's serves before their first token, or let them
 // run), and "lie" (advertise a hundredth of the measured energy).
 func TestPlacementNetnsHelper(t *testing.T) {
@@ -170,6 +171,20 @@ func TestPlacementNetnsHelper(t *testing.T) {
 				continue
 			}
 			say("lower")
+		case "free":
+			id, _ := identity.ParseEndpointID(arg)
+			if !until(func() bool {
+				for _, p := range n.mesh.PeersHosting(ReferenceModel) {
+					if f, ok := peerFigures(p.Announcement, ReferenceModel); ok && p.ID == id && f.FreeSlots > 0 {
+						return true
+					}
+				}
+				return false
+			}) {
+				say("err %s never advertised a free slot", id.Short())
+				continue
+			}
+			say("free")
 		case "busy":
 			if !until(func() bool { l, _ := n.place.api.Load().Load(ReferenceModel); return l.Free == 0 }) {
 				say("err the slot was never taken")
@@ -298,8 +313,10 @@ func TestPlacementNetns(t *testing.T) {
 	ask(a, "figures 2")
 	ask(b, "figures 1")
 
-	// The cheaper host.
+	// The cheaper host. Its one slot is taken while it serves, and its
+	// gossip may show it so for a while after: A waits until it does not.
 	for i := range 4 {
+		ask(a, "free "+b.id)
 		out := servedBy(a, fmt.Sprintf("cheap %d", i), b)
 		if !strings.Contains(out, "placed by ") || !strings.Contains(out, ": costlier") {
 			t.Fatalf("B's route %q does not say how A placed it", out)
@@ -321,8 +338,11 @@ func TestPlacementNetns(t *testing.T) {
 	// C under-claims: believed once, then ranked down.
 	ask(c, "lie")
 	ask(a, "lower "+c.id+" "+b.id)
+	ask(a, "free "+b.id)
+	ask(a, "free "+c.id)
 	servedBy(a, "believe", c)
 	for i := range 3 {
+		ask(a, "free "+b.id)
 		out := servedBy(a, fmt.Sprintf("doubt %d", i), b)
 		if !strings.Contains(out, "; its receipts ran 100.0x its claims") {
 			t.Fatalf("B's route %q, want it to say why C was ranked down", out)
