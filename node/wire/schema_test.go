@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bufio"
+	"bytes"
 	"maps"
 	"os"
 	"regexp"
@@ -10,7 +11,11 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/descriptorpb"
+	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/meshnode/meshnode/node/wire/nodev1"
 )
@@ -318,4 +323,57 @@ func countOptional(md protoreflect.MessageDescriptor) int {
 		}
 	}
 	return n
+}
+
+// TestExtensionSkippedByUpstream: an announcement carrying meshnode's
+// extension decodes under the upstream schema (node.proto without the
+// extension tables of docs/wire.md), which keeps every upstream field and
+// leaves the extension as unknown bytes: what a mesh-llm peer does with
+// it.
+func TestExtensionSkippedByUpstream(t *testing.T) {
+	fdp := protodesc.ToFileDescriptorProto(nodev1.File_meshllm_node_v1_node_proto)
+	ext := readExtensions(t)
+	drop := map[string]bool{}
+	for _, f := range ext.fields {
+		drop[f.message+"."+f.name] = true
+	}
+	var msgs []*descriptorpb.DescriptorProto
+	for _, m := range fdp.MessageType {
+		if strings.HasPrefix(m.GetName(), "Meshnode") {
+			continue
+		}
+		m.Field = slices.DeleteFunc(m.Field, func(f *descriptorpb.FieldDescriptorProto) bool { return drop[m.GetName()+"."+f.GetName()] })
+		msgs = append(msgs, m)
+	}
+	fdp.MessageType = msgs
+	fdp.EnumType = slices.DeleteFunc(fdp.EnumType, func(e *descriptorpb.EnumDescriptorProto) bool {
+		return strings.HasPrefix(e.GetName(), "Meshnode")
+	})
+	upstream, err := protodesc.NewFile(fdp, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	f := sampleGossipFrame()
+	f.Peers[0].MeshnodeModelLoad = sampleModelLoads()
+	b, err := proto.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs := dynamicpb.NewMessage(upstream.Messages().ByName("GossipFrame"))
+	if err := proto.Unmarshal(b, theirs); err != nil {
+		t.Fatalf("the upstream schema does not parse our announcement: %v", err)
+	}
+	// Every upstream field survives; the extension is unknown bytes.
+	f.Peers[0].MeshnodeModelLoad = nil
+	plain, _ := proto.MarshalOptions{Deterministic: true}.Marshal(f)
+	peer := theirs.Get(upstream.Messages().ByName("GossipFrame").Fields().ByName("peers")).List().Get(0).Message()
+	if len(peer.GetUnknown()) == 0 {
+		t.Fatal("the extension did not reach the upstream schema as unknown fields")
+	}
+	peer.SetUnknown(nil)
+	again, _ := proto.MarshalOptions{Deterministic: true}.Marshal(theirs.Interface())
+	if !bytes.Equal(again, plain) {
+		t.Fatal("the upstream schema's view of our announcement differs from the announcement without the extension")
+	}
 }
