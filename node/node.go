@@ -606,6 +606,7 @@ func (n *Node) Status() Status {
 			ps.Addrs = append(ps.Addrs, a.String())
 		}
 		peerFacts(&ps, p.Announcement)
+		ps.Placement = n.peerPlacement(p)
 		st.Peers = append(st.Peers, ps)
 	}
 	return st
@@ -683,6 +684,10 @@ type PeerStatus struct {
 	Hostname    string    `json:"hostname,omitempty"`
 	GPUs        []PeerGPU `json:"gpus,omitempty"`
 	MemoryBytes uint64    `json:"memory_bytes,omitempty"`
+	// Placement is, per model, what the peer advertises for placement and
+	// what this node's claims check makes of it (docs/mesh.md#placement);
+	// absent for a peer that advertises nothing.
+	Placement []PeerPlacement `json:"placement,omitempty"`
 }
 
 // PeerGPU is one GPU a peer gossips.
@@ -709,6 +714,24 @@ func peerFacts(ps *PeerStatus, a *nodev1.PeerAnnouncement) {
 		vram, _ := strconv.ParseUint(g.GetVramBytes(), 10, 64) // a decimal string on the wire; unreadable is unknown
 		ps.GPUs = append(ps.GPUs, PeerGPU{Name: g.GetName(), VRAMBytes: vram})
 	}
+}
+
+// PeerPlacement is one model's placement figures of a peer.
+type PeerPlacement struct {
+	Model                 string  `json:"model"`
+	UJPerPromptToken      float64 `json:"uj_per_prompt_token"`
+	UJPerOutputToken      float64 `json:"uj_per_output_token"`
+	EnergyGrade           string  `json:"energy_grade"`
+	Receipts              uint32  `json:"receipts"`
+	OutputTokensPerSecond float64 `json:"output_tokens_per_second"`
+	Slots                 uint32  `json:"slots"`
+	FreeSlots             uint32  `json:"free_slots"`
+	Queued                uint32  `json:"queued"`
+	// Trust is what this node multiplies the peer's claims by: 1 unless
+	// its receipts exceeded them beyond the tolerance.
+	Trust float64 `json:"trust"`
+	// InFlight is how many of this node's requests the peer is serving.
+	InFlight int `json:"in_flight"`
 }
 
 // closers stops what Serve started, last first.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/meshnode/meshnode/node/api"
 	"github.com/meshnode/meshnode/node/identity"
+	"github.com/meshnode/meshnode/node/mesh"
 	"github.com/meshnode/meshnode/node/placement"
 	"github.com/meshnode/meshnode/node/receipt"
 	"github.com/meshnode/meshnode/node/wire/nodev1"
@@ -133,6 +134,27 @@ func peerFigures(a *nodev1.PeerAnnouncement, model string) (f placement.Figures,
 		}, true
 	}
 	return placement.Figures{}, false
+}
+
+// peerPlacement is what p advertises for placement, per model, with this
+// node's view of its claims.
+func (n *Node) peerPlacement(p mesh.Peer) []PeerPlacement {
+	if n.place == nil {
+		return nil
+	}
+	var out []PeerPlacement
+	for _, l := range p.Announcement.GetMeshnodeModelLoad() {
+		f, _ := peerFigures(p.Announcement, l.GetModelName())
+		out = append(out, PeerPlacement{
+			Model: l.GetModelName(), UJPerPromptToken: float64(f.UJPerPromptTokenMilli) / 1000,
+			UJPerOutputToken: float64(f.UJPerOutputTokenMilli) / 1000, EnergyGrade: f.Grade.String(), Receipts: f.Receipts,
+			OutputTokensPerSecond: float64(f.TokensPerSecondMilli) / 1000,
+			Slots:                 f.Slots, FreeSlots: f.FreeSlots, Queued: f.Queued,
+			Trust:    n.place.placer.Trust(p.ID, l.GetModelName()),
+			InFlight: n.place.placer.InFlight(p.ID),
+		})
+	}
+	return out
 }
 
 // Place implements api.Placer: every host of g's model, this node (when

@@ -324,6 +324,18 @@ func TestPlacementClaimsChecked(t *testing.T) {
 	if tr := a.place.placer.Trust(c.key.ID(), ReferenceModel); tr < 50 {
 		t.Fatalf("A's trust factor for C %v after its receipt, want about 100", tr)
 	}
+	// A's status shows it.
+	var shown bool
+	for _, p := range a.Status().Peers {
+		for _, pl := range p.Placement {
+			if p.ID == c.key.ID().String() && pl.Model == ReferenceModel {
+				shown = pl.Trust >= 50 && pl.UJPerOutputToken == 1000 && pl.EnergyGrade == "Estimator"
+			}
+		}
+	}
+	if !shown {
+		t.Fatalf("A's status peers %+v, want C's placement with its trust factor", a.Status().Peers)
+	}
 	for i := range 4 {
 		got := askPlaced(t, a, fmt.Sprintf("doubt %d", i))
 		if got.steward != b.steward.DID() {
