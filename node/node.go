@@ -316,6 +316,7 @@ func (n *Node) Serve(ctx context.Context) (err error) {
 		Concurrency:    n.cfg.API.Concurrency,
 		QueueDepth:     n.cfg.API.QueueDepth,
 		QueueWait:      n.cfg.API.QueueWait.Duration,
+		LoadChanged:    n.place.loadChanged,
 		AllowedHosts:   n.allowedHosts(),
 		AllowedOrigins: n.cfg.API.AllowedOrigins,
 		MeshAccess:     access,
@@ -329,6 +330,7 @@ func (n *Node) Serve(ctx context.Context) (err error) {
 	}, key.ID(), &registry{n: n}, meshRelay{m: mn, n: n}, &apiNode{n: n}, n.log, nil)
 	n.metrics.SetSources(metricSources(srv, mn))
 	n.place.api.Store(srv)
+	run("placement load", n.pushLoads, ctx)
 	drain := n.cfg.DrainTimeout.Duration
 	apiLn, tunnelAPILn := watchClose(httpLn), watchClose(tunnelLn)
 	apiDone, tunnelDone := make(chan error, 1), make(chan error, 1)

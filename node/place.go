@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"encoding/hex"
 	"sync"
 	"sync/atomic"
@@ -24,10 +25,47 @@ type placed struct {
 	windows map[string]*placement.Window
 	// api is the API server once it runs: it knows the models' queues.
 	api atomic.Pointer[api.Server]
+	// loadMoved is signalled when a model's slots or queue fill or come
+	// free (api.Config.LoadChanged), for pushLoads.
+	loadMoved chan struct{}
 }
 
 func newPlaced() *placed {
-	return &placed{placer: placement.New(placement.Config{}), windows: map[string]*placement.Window{}}
+	return &placed{placer: placement.New(placement.Config{}), windows: map[string]*placement.Window{},
+		loadMoved: make(chan struct{}, 1)}
+}
+
+// loadChanged is api.Config.LoadChanged: it never blocks.
+func (p *placed) loadChanged(string) {
+	select {
+	case p.loadMoved <- struct{}{}:
+	default:
+	}
+}
+
+// pushGap is the least time between two announcements pushLoads sends.
+const pushGap = 100 * time.Millisecond
+
+// pushLoads gossips the node's announcement at once when a model's slots
+// or queue fill or come free, rather than at the next gossip interval
+// (15 s by default), so that peers do not place on a full queue or shun
+// a free one for long; at most once per pushGap, however busy.
+func (n *Node) pushLoads(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-n.place.loadMoved:
+		}
+		if err := n.mesh.UpdateSelf(); err != nil {
+			n.log.Debug("placement: announcing a load change", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(pushGap):
+		}
+	}
 }
 
 // window is model's window of served receipts.

@@ -312,3 +312,55 @@ func FuzzReceiptTap(f *testing.F) {
 		}
 	})
 }
+
+// TestLoadChanged: the server says when a model's slots are all taken or
+// its queue fills, and when either comes free, and not otherwise.
+func TestLoadChanged(t *testing.T) {
+	var mu sync.Mutex
+	var calls []string
+	h := newHarness(t, Config{Concurrency: 2, QueueDepth: 1, LoadChanged: func(model string) {
+		mu.Lock()
+		calls = append(calls, model)
+		mu.Unlock()
+	}}, nil)
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(calls)
+	}
+	block, started := make(chan struct{}), make(chan struct{}, 3)
+	h.model.mu.Lock()
+	h.model.block, h.model.started = block, started
+	h.model.mu.Unlock()
+	codes := make(chan int, 3)
+	ask := func() {
+		resp := h.post(t, "/v1/completions", `{"model":"tiny","prompt":"x"}`)
+		resp.Body.Close()
+		codes <- resp.StatusCode
+	}
+	go ask()
+	<-started
+	if n := count(); n != 0 {
+		t.Fatalf("%d calls with 1 of 2 slots taken, want none", n)
+	}
+	go ask()
+	<-started
+	if n := count(); n != 1 {
+		t.Fatalf("%d calls with both slots taken, want 1", n)
+	}
+	go ask() // waits in the queue of 1, which it fills
+	waitFor(t, "the third to queue", func() bool { l, _ := h.srv.Load("tiny"); return l.Queued == 1 })
+	if n := count(); n != 2 {
+		t.Fatalf("%d calls with the queue full, want 2", n)
+	}
+	close(block)
+	for range 3 {
+		if code := <-codes; code != http.StatusOK {
+			t.Fatalf("status %d", code)
+		}
+	}
+	// Back from full, then from every slot taken: 2 more.
+	if n := count(); n != 4 || calls[0] != "tiny" {
+		t.Fatalf("calls %q, want 4 for tiny", calls)
+	}
+}

@@ -44,6 +44,12 @@ type Config struct {
 	Concurrency int
 	QueueDepth  int
 	QueueWait   time.Duration
+	// LoadChanged, when set, is called with a model's name as its
+	// generations come to take every slot or fill its queue, and as they
+	// fall back from either, so that the node can tell its peers at once
+	// rather than at its next gossip. It is called on the request's
+	// goroutine and must not block.
+	LoadChanged func(model string)
 	// PrepareConcurrency is how many prompts are prepared (rendered,
 	// tokenized and checked against the context) at once, over every
 	// model (default half the CPUs, at least 1). A request is prepared
@@ -522,7 +528,11 @@ func (s *Server) admit(model string, m Model) (*ticket, error) {
 	s.mu.Lock()
 	l, ok := s.limits[model]
 	if !ok {
-		l = newLimiter(s.concurrency(m), s.cfg.QueueDepth)
+		var edge func()
+		if f := s.cfg.LoadChanged; f != nil {
+			edge = func() { f(model) }
+		}
+		l = newLimiter(s.concurrency(m), s.cfg.QueueDepth, edge)
 		s.limits[model] = l
 	}
 	s.mu.Unlock()
