@@ -256,9 +256,10 @@ func (p *Placer) trustLocked(host identity.EndpointID, model string) float64 {
 // slots, then queueing. A host is admissible when its fidelity is at least
 // the floor, E is at most the joule ceiling, its queue is not full and L
 // is within the budget. The hosts to try are the admissible ones by
-// score, the first drawn among those within Band of the best, weighted by
-// free slots; then those over the budget only, by score; then peers that
-// advertise no figures, by RTT.
+// score, the first picked among those within Band of the best (this node
+// if it is one of them, else drawn, weighted by free slots); then those
+// over the budget only, by score; then peers that advertise no figures, by
+// RTT.
 func (p *Placer) Weigh(model string, req Request, hosts []Host) Decision {
 	budget := req.Budget
 	if budget <= 0 {
@@ -319,13 +320,20 @@ func b2i(b bool) int {
 }
 
 // draw picks among the admissible hosts (sorted by score) those within
-// Band of the best, weighted by free slots (equally when none has one),
-// and returns the position of the one drawn.
+// Band of the best: this node when it is one of them (it costs no hop,
+// and no other node sends it this node's requests, so keeping them herds
+// nothing), else one drawn at random, weighted by free slots (equally
+// when none has one). It returns the position of the one picked.
 func (p *Placer) draw(cs []Candidate, sorted []int) int {
 	best := cs[sorted[0]].Score
 	n := 1
 	for n < len(sorted) && cs[sorted[n]].Score <= best*(1+p.cfg.Band) {
 		n++
+	}
+	for i, k := range sorted[:n] {
+		if cs[k].self {
+			return i
+		}
 	}
 	if n == 1 {
 		return 0
@@ -438,6 +446,9 @@ func (p *Placer) explain(d *Decision) {
 		}
 		if c.Score <= best.Score*(1+p.cfg.Band) {
 			c.Reason = fmt.Sprintf("lost the draw within %.0f%% of the best (score %.0f)", p.cfg.Band*100, c.Score)
+			if best.self {
+				c.Reason = fmt.Sprintf("within %.0f%% of this node, which keeps its own requests (score %.0f)", p.cfg.Band*100, c.Score)
+			}
 		} else {
 			c.Reason = fmt.Sprintf("costlier (score %.0f > %.0f)", c.Score, best.Score)
 		}

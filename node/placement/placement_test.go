@@ -295,3 +295,26 @@ func TestWeighLineBounded(t *testing.T) {
 		t.Fatalf("huge estimate %v, %q", e, d.Candidates[0].Reason)
 	}
 }
+
+// TestWeighSelfWithinBand: this node keeps a request when it is within
+// the band of the best, whatever the draw; beyond it, it does not.
+func TestWeighSelfWithinBand(t *testing.T) {
+	for _, x := range []float64{0, 0.5, 0.99} {
+		hosts := []Host{
+			{ID: peerID(1), Figures: figures(10, GradeHwShunt, 4)},
+			{ID: peerID(9), Self: true, Figures: figures(10, GradeHwShunt, 1)},
+		}
+		d := New(Config{Rand: fixed(x)}).Weigh("m", req, hosts)
+		if _, self, _ := d.Chosen(); !self {
+			t.Fatalf("draw %v: chose a peer within the band: %s", x, d.Line)
+		}
+		if r := d.Candidates[1].Reason; !strings.HasPrefix(r, "within 10% of this node, which keeps its own requests") {
+			t.Fatalf("peer's reason %q", r)
+		}
+		hosts[1].Figures = figures(12, GradeHwShunt, 4)
+		d = New(Config{Rand: fixed(x)}).Weigh("m", req, hosts)
+		if _, self, _ := d.Chosen(); self {
+			t.Fatalf("draw %v: kept a request 20%% dearer than a peer", x)
+		}
+	}
+}
