@@ -29,6 +29,8 @@ type servedModel struct {
 	steward  *steward.Steward
 	metrics  *metrics.Metrics
 	defaults generationDefaults
+	// place records each sealed serve for the figures the node gossips.
+	place *placed
 }
 
 type generationDefaults struct {
@@ -93,6 +95,9 @@ func (s *servedModel) Prepare(ctx context.Context, g *api.Generation) (api.Prepa
 		req.Sampling.Seed, drawn = &seed, &seed
 	}
 	noSpec := g.Speculative != nil && !*g.Speculative
+	if g.Placement != "" {
+		opts = append(opts, steward.WithPlacement(g.Placement))
+	}
 	p := &preparedGeneration{s: s, stop: g.Stop, req: req, ids: ids, opts: opts, drawn: drawn, noSpec: noSpec, grammar: g.Grammar,
 		received: g.Received, tools: len(g.Tools) > 0}
 	if g.Logprobs {
@@ -218,7 +223,11 @@ func (p *preparedGeneration) Generate(ctx context.Context, emit func(api.Delta) 
 		}
 		return nil
 	}
+	start := time.Now()
 	served, err := s.steward.Serve(ctx, p.req, p.ids, send, append(p.opts, steward.ForRecipe(m.Name()))...)
+	if served != nil && s.place != nil {
+		s.place.record(m.Name(), &served.Receipt.Receipt, time.Since(start))
+	}
 	ceiling := false
 	if err != nil {
 		switch {

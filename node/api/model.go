@@ -122,6 +122,18 @@ type Generation struct {
 	// Received is when the request arrived (its headers read), from which
 	// the node measures its time to first token.
 	Received time.Time
+
+	// LatencyBudgetMS is metadata.latency_budget_ms: how long the client
+	// will wait for the whole answer, against which placement prices
+	// round trips and queues; nil means the default.
+	LatencyBudgetMS *uint64
+	// Placement is how the mesh placed the request on this node, one line
+	// for the receipt's route: the placing node's decision, or which peer
+	// placed it here ("" when it was not placed).
+	Placement string
+	// placed is the placement this node made, for a spill and for
+	// usage.placement.
+	placed *Placement
 }
 
 // FinishJouleCeiling is the finish reason of a generation the steward
@@ -145,6 +157,8 @@ type Result struct {
 	// nothing else of the receipt.
 	EnergyUJ uint64
 	Receipt  string
+	// Placement is usage.placement, set by the server.
+	Placement any
 }
 
 // ModelInfo describes one model for /v1/models.
@@ -233,6 +247,39 @@ type ReceiptSummary struct {
 type NoModelHinter interface {
 	// NoModelHint is how to get a model, or "" while the node serves one.
 	NoModelHint() string
+}
+
+// Placer is a Mesh that places a request among every host of its model,
+// this node included (node/placement).
+type Placer interface {
+	// Place weighs the hosts of g's model; local says whether this node
+	// serves it, load its queue here. nil: no placement to make (one host
+	// only), and the request goes as without a Placer.
+	Place(g *Generation, local bool, load LocalLoad) *Placement
+}
+
+// LocalLoad is one model's queue on this node.
+type LocalLoad struct {
+	// Slots run at once, Free of them are not taken, Queued wait for one,
+	// and QueueLimit may wait before a request is refused with 429.
+	Slots, Free, Queued, QueueLimit int
+}
+
+// Placement is where a request goes.
+type Placement struct {
+	// Hosts are the hosts to try, best first; this node is among them
+	// under its own id when it may serve.
+	Hosts []identity.EndpointID
+	// Route is the decision in one line of UTF-8, for the receipt's
+	// route (and PlacementHeader when relayed).
+	Route string
+	// Detail is usage.placement on this node's answers, marshalled as
+	// given.
+	Detail any
+	// Sent, when set, is called as the request goes to a peer; done is
+	// called once when that attempt has ended, with the envelope_hex of
+	// the receipt its answer carried ("" when none was seen).
+	Sent func(peer identity.EndpointID) (done func(envelopeHex string))
 }
 
 // Mesh is what the API needs of the mesh to relay a request.
