@@ -16,7 +16,7 @@ PROTOC_WANT   := libprotoc 3.21.12
 
 CROSS_TARGETS := linux/amd64 linux/arm64 darwin/arm64
 
-.PHONY: all build test race lint cross fuzz proto proto-check bench bench-node bench-stages clean security
+.PHONY: all build test race lint cross fuzz proto proto-check bench bench-node bench-stages bench-placement clean security
 
 all: build
 
@@ -82,6 +82,14 @@ STAGE_ROUNDS    ?= 3
 bench-stages:
 	MESHNODE_STAGE_BENCH_ROUNDS=$(STAGE_ROUNDS) CGO_ENABLED=0 $(GO) test -run '^$$' \
 		-bench '^(BenchmarkPipelineDecode|BenchmarkStagesNetns)$$' -benchtime $(STAGE_BENCHTIME) ./node/stage/
+
+# Mesh-wide placement across network namespaces (root; skipped
+# otherwise): aggregate tok/s of a 3-node mesh with the model on 1 and 2
+# hosts, and joules per token with energy-aware against RTT-only
+# placement (docs/mesh.md, "Placement").
+PLACEMENT_BENCHTIME ?= 3x
+bench-placement:
+	CGO_ENABLED=0 $(GO) test -run '^$$' -bench '^BenchmarkPlacementNetns$$' -benchtime $(PLACEMENT_BENCHTIME) ./node/
 
 clean:
 	rm -rf $(BIN)

@@ -126,6 +126,7 @@ type responseUsage struct {
 	OutputTokens int `json:"output_tokens"`
 	TotalTokens  int `json:"total_tokens"`
 	Energy       any `json:"energy,omitempty"`
+	Placement    any `json:"placement,omitempty"`
 }
 
 type responseObject struct {
@@ -263,7 +264,7 @@ func (r *responseStream) complete(text string, lps []logprobItemOut, res *Result
 	}
 	r.resp.Output = []responseItem{r.item("completed", &text)}
 	r.resp.Usage = &responseUsage{InputTokens: res.PromptTokens, OutputTokens: res.CompletionTokens,
-		TotalTokens: res.PromptTokens + res.CompletionTokens, Energy: res.Energy}
+		TotalTokens: res.PromptTokens + res.CompletionTokens, Energy: res.Energy, Placement: res.Placement}
 }
 
 func (r *responseStream) finish(res *Result) error {
