@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"github.com/meshnode/meshnode/gguf/chat/harmony"
 	"github.com/meshnode/meshnode/gguf/chat/toolcall"
 )
 
@@ -99,19 +100,23 @@ type chatChoice struct {
 	FinishReason *string       `json:"finish_reason"`
 }
 
-// chatMessage is a stream's delta.
+// chatMessage is a stream's delta. ReasoningContent is a harmony model's
+// analysis channel, as llama-server streams it.
 type chatMessage struct {
-	Role      string        `json:"role,omitempty"`
-	Content   *string       `json:"content,omitempty"`
-	ToolCalls []toolCallOut `json:"tool_calls,omitempty"`
+	Role             string        `json:"role,omitempty"`
+	Content          *string       `json:"content,omitempty"`
+	ReasoningContent *string       `json:"reasoning_content,omitempty"`
+	ToolCalls        []toolCallOut `json:"tool_calls,omitempty"`
 }
 
 // replyMessage is a completion's message: content is null when the reply
-// is only tool calls.
+// is only tool calls; reasoning_content is there when a harmony model
+// reasoned.
 type replyMessage struct {
-	Role      string        `json:"role"`
-	Content   *string       `json:"content"`
-	ToolCalls []toolCallOut `json:"tool_calls,omitempty"`
+	Role             string        `json:"role"`
+	Content          *string       `json:"content"`
+	ReasoningContent *string       `json:"reasoning_content,omitempty"`
+	ToolCalls        []toolCallOut `json:"tool_calls,omitempty"`
 }
 
 // chatCompletion is a completion, or one chunk of a stream. Usage is an
@@ -151,6 +156,13 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	channels := isHarmony(m)
+	if channels && g.Logprobs {
+		// As with tools: which tokens are reasoning and which content is
+		// known only once the reply is parsed.
+		writeError(w, badRequest("logprobs", "logprobs cannot be given for model %q: its replies come on harmony channels (reasoning and content), which the tokens' log-probabilities are not split between", g.Model))
+		return
+	}
 	id, created := newID("chatcmpl-"), s.now().Unix()
 	if !req.Stream {
 		out, res, ok := s.generate(w, r, m, g, nil, nil)
@@ -158,6 +170,13 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		msg := &replyMessage{Role: "assistant", Content: &out.Text}
+		if channels {
+			reasoning, content := harmony.Split(out.Text)
+			msg.Content = &content
+			if reasoning != "" {
+				msg.ReasoningContent = &reasoning
+			}
+		}
 		if req.tools.active() {
 			msg.Content, msg.ToolCalls = toolReply(toolParser(format, g), req.tools, prefix+out.Text)
 		}
@@ -175,6 +194,9 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	sse := s.newSSEWriter(w)
 	st := &chatStream{sse: sse, id: id, created: created, model: g.Model, logprobs: g.Logprobs,
 		includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage}
+	if channels {
+		st.channels = &harmony.Parser{}
+	}
 	if req.tools.active() {
 		st.calls = toolParser(format, g)
 		st.calls.Feed(prefix) // a marker only: it makes no events
@@ -195,6 +217,8 @@ type chatStream struct {
 	// parallel false keeps only the first call.
 	calls    *toolcall.Parser
 	parallel bool
+	// channels splits a harmony model's reply into reasoning and content.
+	channels *harmony.Parser
 }
 
 func (c *chatStream) chunk(choices []chatChoice, u *usage) error {
@@ -229,6 +253,10 @@ func (c *chatStream) delta(d Delta) error {
 	if c.calls != nil {
 		// A request with tools asks no logprobs (parseChat).
 		return c.events(c.calls.Feed(d.Text))
+	}
+	if c.channels != nil {
+		// Nor does one to a harmony model (handleChat).
+		return c.channelEvents(c.channels.Feed(d.Text))
 	}
 	if d.Text == "" && len(d.Logprobs) == 0 {
 		return nil
@@ -265,9 +293,29 @@ func (c *chatStream) events(evs []toolcall.Event) error {
 	return nil
 }
 
+// channelEvents sends a harmony reply's pieces as reasoning_content or
+// content deltas.
+func (c *chatStream) channelEvents(evs []harmony.Event) error {
+	for _, e := range evs {
+		d := &chatMessage{Content: &e.Text}
+		if e.Reasoning {
+			d = &chatMessage{ReasoningContent: &e.Text}
+		}
+		if err := c.chunk([]chatChoice{{Delta: d}}, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (c *chatStream) finish(res *Result) error {
 	if err := c.role(); err != nil {
 		return err
+	}
+	if c.channels != nil {
+		if err := c.channelEvents(c.channels.Finish()); err != nil {
+			return err
+		}
 	}
 	calls := 0
 	if c.calls != nil {
