@@ -159,12 +159,11 @@ func isHarmony(tok *tokenizer.Tokenizer) bool {
 // Harmony implements api.ReasoningModel.
 func (g *ggufModel) Harmony() bool { return isHarmony(g.m.Tokenizer()) }
 
-// ToolFormat is how the model's chat template has it write tool calls. A
-// harmony model writes them on its commentary channel, which is not read
-// for calls yet: it takes no tools.
+// ToolFormat is how the model's chat template has it write tool calls: a
+// harmony model's on its commentary channel, whatever its template says.
 func (g *ggufModel) ToolFormat() (toolcall.Format, bool) {
 	if isHarmony(g.m.Tokenizer()) {
-		return 0, false
+		return toolcall.Harmony, true
 	}
 	return toolcall.Detect(g.m.Template()), true
 }

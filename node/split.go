@@ -246,7 +246,7 @@ func (sm *splitModel) Decoder() decoder {
 // ToolFormat is how the model's chat template has it write tool calls.
 func (sm *splitModel) ToolFormat() (toolcall.Format, bool) {
 	if isHarmony(sm.tok) {
-		return 0, false // as ggufModel's
+		return toolcall.Harmony, true // as ggufModel's
 	}
 	return toolcall.Detect(sm.tmpl), true
 }

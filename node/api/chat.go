@@ -171,13 +171,22 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		}
 		msg := &replyMessage{Role: "assistant", Content: &out.Text}
 		if channels {
-			reasoning, content := harmony.Split(out.Text)
-			msg.Content = &content
-			if reasoning != "" {
-				msg.ReasoningContent = &reasoning
+			rep := harmony.Parse(out.Text, req.tools.active())
+			msg.Content = &rep.Content
+			if rep.Reasoning != "" {
+				msg.ReasoningContent = &rep.Reasoning
 			}
-		}
-		if req.tools.active() {
+			for _, c := range rep.Calls {
+				if !req.tools.parallel && len(msg.ToolCalls) == 1 {
+					break
+				}
+				msg.ToolCalls = append(msg.ToolCalls, toolCallOut{ID: toolcall.NewID(toolcall.Harmony), Type: "function",
+					Function: toolFunctionOut{Name: c.Name, Arguments: c.Arguments}})
+			}
+			if rep.Content == "" && len(msg.ToolCalls) > 0 {
+				msg.Content = nil
+			}
+		} else if req.tools.active() {
 			msg.Content, msg.ToolCalls = toolReply(toolParser(format, g), req.tools, prefix+out.Text)
 		}
 		choice := chatChoice{Message: msg, FinishReason: finishReason(res, len(msg.ToolCalls))}
@@ -195,9 +204,9 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	st := &chatStream{sse: sse, id: id, created: created, model: g.Model, logprobs: g.Logprobs,
 		includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage}
 	if channels {
-		st.channels = &harmony.Parser{}
-	}
-	if req.tools.active() {
+		st.channels = &harmony.Parser{Calls: req.tools.active()}
+		st.parallel = req.tools.parallel
+	} else if req.tools.active() {
 		st.calls = toolParser(format, g)
 		st.calls.Feed(prefix) // a marker only: it makes no events
 		st.parallel = req.tools.parallel
@@ -217,8 +226,10 @@ type chatStream struct {
 	// parallel false keeps only the first call.
 	calls    *toolcall.Parser
 	parallel bool
-	// channels splits a harmony model's reply into reasoning and content.
-	channels *harmony.Parser
+	// channels splits a harmony model's reply into reasoning, content
+	// and (with tools) calls, of which channelCalls were made.
+	channels     *harmony.Parser
+	channelCalls int
 }
 
 func (c *chatStream) chunk(choices []chatChoice, u *usage) error {
@@ -237,7 +248,7 @@ func (c *chatStream) role() error {
 	}
 	c.sentRole = true
 	d := &chatMessage{Role: "assistant"}
-	if c.calls == nil {
+	if c.calls == nil && (c.channels == nil || !c.channels.Calls) {
 		// With tools the reply may be calls only, whose content stays
 		// unset (null once accumulated), as OpenAI's is.
 		empty := ""
@@ -298,7 +309,19 @@ func (c *chatStream) events(evs []toolcall.Event) error {
 func (c *chatStream) channelEvents(evs []harmony.Event) error {
 	for _, e := range evs {
 		d := &chatMessage{Content: &e.Text}
-		if e.Reasoning {
+		switch {
+		case e.Call != nil && !c.parallel && e.Call.Index > 0:
+			continue
+		case e.Call != nil:
+			index := e.Call.Index
+			out := toolCallOut{Index: &index, Function: toolFunctionOut{Name: e.Call.Name, Arguments: e.Call.Arguments}}
+			if e.Call.Index == c.channelCalls {
+				// The call's first piece: its id and name.
+				out.ID, out.Type = toolcall.NewID(toolcall.Harmony), "function"
+				c.channelCalls++
+			}
+			d = &chatMessage{ToolCalls: []toolCallOut{out}}
+		case e.Reasoning:
 			d = &chatMessage{ReasoningContent: &e.Text}
 		}
 		if err := c.chunk([]chatChoice{{Delta: d}}, nil); err != nil {
@@ -312,12 +335,16 @@ func (c *chatStream) finish(res *Result) error {
 	if err := c.role(); err != nil {
 		return err
 	}
+	calls := 0
 	if c.channels != nil {
 		if err := c.channelEvents(c.channels.Finish()); err != nil {
 			return err
 		}
+		calls = c.channelCalls
+		if !c.parallel {
+			calls = min(calls, 1)
+		}
 	}
-	calls := 0
 	if c.calls != nil {
 		if err := c.events(c.calls.Finish()); err != nil {
 			return err

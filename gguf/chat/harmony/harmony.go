@@ -7,9 +7,11 @@
 // is the reasoning (reasoning_content), the final channel, and commentary
 // addressed to no one (a preamble the user may see), the content. Text
 // before any header is content too (a model that skips the header).
-// A message addressed to a recipient (" to=functions.NAME", a tool call)
-// is reasoning here: this package does not turn harmony calls into
-// tool_calls, and the API refuses tools for harmony models.
+// A message addressed to a function (" to=functions.NAME") is a tool
+// call, its text the arguments, when the parser is told to read calls
+// (Parser.Calls: the request has tools); otherwise, and for any other
+// recipient (gpt-oss's built-in browser and python tools), it is
+// reasoning.
 //
 // The parser works on the text with the markers written out (the
 // tokenizer makes <|channel|>, <|message|>, <|start|>, <|constrain|> and
@@ -36,10 +38,25 @@ const (
 // Markers are the control tokens that structure a reply.
 var Markers = []string{start, channel, message, end, constrain, ret, call}
 
-// Event is a piece of the reply: reasoning or content.
+// Event is a piece of the reply: reasoning, content or a tool call.
 type Event struct {
 	Reasoning bool
 	Text      string
+	// Call, when set, is a piece of a tool call instead: the first piece
+	// of call Index names its function, the rest add to its arguments.
+	Call *CallPiece
+}
+
+// CallPiece is a streamed piece of a tool call.
+type CallPiece struct {
+	Index     int
+	Name      string // on the call's first piece only
+	Arguments string
+}
+
+// Call is a whole tool call: Arguments is the model's JSON text.
+type Call struct {
+	Name, Arguments string
 }
 
 type state int
@@ -52,11 +69,18 @@ const (
 
 // Parser splits a streamed reply. The zero value is ready to use.
 type Parser struct {
+	// Calls makes messages to functions.NAME tool calls (set it before
+	// the first Feed).
+	Calls bool
+
 	st      state
 	pending string          // text not yet handed out: a possible marker's start
 	head    strings.Builder // the current header
 	// reasoning: the current message's text is reasoning.
 	reasoning bool
+	// call: the current message is a tool call, number calls-1.
+	call  bool
+	calls int
 	// seen: a header has been read, so text outside a message is
 	// between messages: white space the model writes there is dropped, so
 	// ws holds it until text or a marker shows which it is.
@@ -93,7 +117,7 @@ func (p *Parser) Feed(text string) []Event {
 			continue
 		}
 		p.pending = p.pending[len(m):]
-		p.marker(m)
+		evs = p.marker(evs, m)
 	}
 }
 
@@ -131,19 +155,23 @@ func (p *Parser) text(evs []Event, s string) []Event {
 		p.ws = s[len(t):]
 		return evs
 	}
+	if p.call {
+		return append(evs, Event{Call: &CallPiece{Index: p.calls - 1, Arguments: s}})
+	}
 	return appendEvent(evs, Event{Reasoning: p.reasoning, Text: s})
 }
 
 func appendEvent(evs []Event, e Event) []Event {
-	if n := len(evs); n > 0 && evs[n-1].Reasoning == e.Reasoning {
+	if n := len(evs); n > 0 && evs[n-1].Call == nil && evs[n-1].Reasoning == e.Reasoning {
 		evs[n-1].Text += e.Text
 		return evs
 	}
 	return append(evs, e)
 }
 
-// marker moves the state on a control token.
-func (p *Parser) marker(m string) {
+// marker moves the state on a control token; a tool call's message
+// opening is an event (its name).
+func (p *Parser) marker(evs []Event, m string) []Event {
 	p.ws = ""
 	switch m {
 	case start, channel:
@@ -159,12 +187,33 @@ func (p *Parser) marker(m string) {
 		}
 	case message:
 		if p.st == header {
-			p.reasoning = isReasoning(p.head.String())
+			h := p.head.String()
+			p.reasoning, p.call = isReasoning(h), false
 			p.st = body
+			if name, ok := function(h); ok && p.Calls {
+				p.call = true
+				p.calls++
+				evs = append(evs, Event{Call: &CallPiece{Index: p.calls - 1, Name: name}})
+			}
 		}
 	case end, ret, call:
 		p.st = outside
+		p.call = false
 	}
+	return evs
+}
+
+// function is the NAME of a header's " to=functions.NAME" recipient.
+func function(h string) (string, bool) {
+	_, after, ok := strings.Cut(h, " to=")
+	if !ok {
+		return "", false
+	}
+	if i := strings.IndexAny(after, " <"); i >= 0 {
+		after = after[:i]
+	}
+	name, ok := strings.CutPrefix(after, "functions.")
+	return name, ok && name != ""
 }
 
 // isReasoning reads a header ("<|start|>assistant<|channel|>final",
@@ -207,14 +256,33 @@ func couldBeMarker(s string) bool {
 
 // Split parses a whole reply into its reasoning and its content.
 func Split(text string) (reasoning, content string) {
-	var p Parser
+	r := Parse(text, false)
+	return r.Reasoning, r.Content
+}
+
+// Reply is a whole reply, parsed.
+type Reply struct {
+	Reasoning, Content string
+	Calls              []Call
+}
+
+// Parse parses a whole reply; calls says whether messages to functions
+// are tool calls (Parser.Calls).
+func Parse(text string, calls bool) Reply {
+	p := Parser{Calls: calls}
 	var r, c strings.Builder
+	var out []Call
 	for _, e := range append(p.Feed(text), p.Finish()...) {
-		if e.Reasoning {
+		switch {
+		case e.Call != nil && e.Call.Index == len(out):
+			out = append(out, Call{Name: e.Call.Name, Arguments: e.Call.Arguments})
+		case e.Call != nil:
+			out[e.Call.Index].Arguments += e.Call.Arguments
+		case e.Reasoning:
 			r.WriteString(e.Text)
-		} else {
+		default:
 			c.WriteString(e.Text)
 		}
 	}
-	return r.String(), c.String()
+	return Reply{Reasoning: r.String(), Content: c.String(), Calls: out}
 }

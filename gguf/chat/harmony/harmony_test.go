@@ -1,6 +1,7 @@
 package harmony
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -109,5 +110,58 @@ func FuzzParser(f *testing.F) {
 		if len(reasoning)+len(content) > len(text) {
 			t.Fatalf("more out (%d) than in (%d)", len(reasoning)+len(content), len(text))
 		}
+		r := Parse(text, true)
+		n := len(r.Reasoning) + len(r.Content)
+		for _, c := range r.Calls {
+			n += len(c.Name) + len(c.Arguments)
+		}
+		if n > len(text) {
+			t.Fatalf("with calls, more out (%d) than in (%d)", n, len(text))
+		}
 	})
+}
+
+// TestCalls: with Calls set, a message to functions.NAME (the recipient
+// after the channel or in the role) is a tool call whose arguments are the
+// message's text, streamed in pieces that add up to Parse's whole call
+// wherever the text is cut; other recipients stay reasoning.
+func TestCalls(t *testing.T) {
+	for _, tc := range []struct {
+		text, reasoning, content string
+		calls                    []Call
+	}{
+		{"<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Oslo\"}<|call|>",
+			"Need weather.", "", []Call{{"get_weather", `{"city":"Oslo"}`}}},
+		{"<|start|>assistant to=functions.f<|channel|>commentary json<|message|>{}", "", "", []Call{{"f", "{}"}}},
+		{"<|channel|>commentary<|message|>Looking.<|end|><|start|>assistant<|channel|>commentary to=functions.a<|message|>{\"x\":1}<|end|><|start|>assistant<|channel|>commentary to=functions.b<|message|>{}",
+			"", "Looking.", []Call{{"a", `{"x":1}`}, {"b", "{}"}}},
+		{"<|channel|>analysis to=browser.search<|message|>{\"q\":\"x\"}<|end|><|start|>assistant<|channel|>final<|message|>ok", `{"q":"x"}`, "ok", nil},
+	} {
+		got := Parse(tc.text, true)
+		if got.Reasoning != tc.reasoning || got.Content != tc.content || !slices.Equal(got.Calls, tc.calls) {
+			t.Errorf("Parse(%q) = %+v, want %q %q %+v", tc.text, got, tc.reasoning, tc.content, tc.calls)
+		}
+		for cut := 0; cut <= len(tc.text); cut++ {
+			p := Parser{Calls: true}
+			var calls []Call
+			for _, e := range slices.Concat(p.Feed(tc.text[:cut]), p.Feed(tc.text[cut:]), p.Finish()) {
+				if e.Call == nil {
+					continue
+				}
+				if e.Call.Index == len(calls) {
+					calls = append(calls, Call{Name: e.Call.Name})
+				} else if e.Call.Name != "" {
+					t.Fatalf("cut %d: a later piece of call %d names it again", cut, e.Call.Index)
+				}
+				calls[e.Call.Index].Arguments += e.Call.Arguments
+			}
+			if !slices.Equal(calls, tc.calls) {
+				t.Fatalf("cut %d of %q: calls %+v, want %+v", cut, tc.text, calls, tc.calls)
+			}
+		}
+		// Without Calls, the call is reasoning.
+		if r := Parse(tc.text, false); len(r.Calls) != 0 || r.Content != tc.content {
+			t.Errorf("Parse(%q, false) = %+v", tc.text, r)
+		}
+	}
 }
