@@ -123,6 +123,13 @@ func (s *servedModel) ToolFormat() (toolcall.Format, bool) {
 	return 0, false
 }
 
+// Harmony implements api.ReasoningModel: the model's replies come on
+// harmony channels.
+func (s *servedModel) Harmony() bool {
+	hm, ok := s.in.m.(interface{ Harmony() bool })
+	return ok && hm.Harmony()
+}
+
 // toolModel is a local model that can be given tools.
 type toolModel interface {
 	ToolFormat() (toolcall.Format, bool)

@@ -143,8 +143,28 @@ func (g *ggufModel) Piece(id uint32) []byte { return tokenPiece(g.m.Tokenizer(),
 
 func (g *ggufModel) Decoder() decoder { return newTokenDecoder(g.m.Tokenizer()) }
 
-// ToolFormat is how the model's chat template has it write tool calls.
+// isHarmony reports whether tok is a harmony vocabulary (gpt-oss): its
+// replies come on channels (<|channel|>analysis<|message|>…). The
+// tokenizer makes those markers user-defined tokens, as llama.cpp does,
+// so they decode as text and the API can split the reply.
+func isHarmony(tok *tokenizer.Tokenizer) bool {
+	for _, m := range []string{"<|channel|>", "<|message|>"} {
+		if _, ok := tok.Lookup(m); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// Harmony implements api.ReasoningModel.
+func (g *ggufModel) Harmony() bool { return isHarmony(g.m.Tokenizer()) }
+
+// ToolFormat is how the model's chat template has it write tool calls: a
+// harmony model's on its commentary channel, whatever its template says.
 func (g *ggufModel) ToolFormat() (toolcall.Format, bool) {
+	if isHarmony(g.m.Tokenizer()) {
+		return toolcall.Harmony, true
+	}
 	return toolcall.Detect(g.m.Template()), true
 }
 

@@ -244,7 +244,15 @@ func (sm *splitModel) Decoder() decoder {
 }
 
 // ToolFormat is how the model's chat template has it write tool calls.
-func (sm *splitModel) ToolFormat() (toolcall.Format, bool) { return toolcall.Detect(sm.tmpl), true }
+func (sm *splitModel) ToolFormat() (toolcall.Format, bool) {
+	if isHarmony(sm.tok) {
+		return toolcall.Harmony, true // as ggufModel's
+	}
+	return toolcall.Detect(sm.tmpl), true
+}
+
+// Harmony implements api.ReasoningModel.
+func (sm *splitModel) Harmony() bool { return isHarmony(sm.tok) }
 
 // ToolDecoder is the decoder of a generation with tools.
 func (sm *splitModel) ToolDecoder() decoder {

@@ -66,6 +66,11 @@ func New(opt Options) *Backend {
 // Name implements backend.Backend.
 func (b *Backend) Name() string { return "cpu" }
 
+// Supports implements backend.Featured: the CPU has every feature.
+func (b *Backend) Supports(f backend.Feature) bool {
+	return f == backend.AttentionSinks || f == backend.GLUSwiOAI
+}
+
 // Threads implements backend.Backend.
 func (b *Backend) Threads() int { return b.threads }
 

@@ -38,6 +38,13 @@ type archSpec struct {
 	// ffn_{gate,up,down}_exps) with a softmax router whose top-k weights
 	// are renormalised (qwen3moe).
 	moe bool
+	// gptoss: gpt-oss's differences (llama_model_openai_moe): attention
+	// sinks, Q/K/V/O and router and expert biases, the FFN norm named
+	// post_attention_norm, a softmax over the chosen experts' logits
+	// rather than all of them, the clamped SwiGLU, a sliding window on
+	// every other layer (period 2) whose layers keep the YaRN scaling,
+	// and scores scaled by 1/√n_rot.
+	gptoss bool
 }
 
 var archs = map[string]archSpec{
@@ -50,6 +57,7 @@ var archs = map[string]archSpec{
 	"qwen3": {neox: true, qkNorm: true},
 	// qwen3moe is qwen3 with a mixture-of-experts FFN in every block.
 	"qwen3moe": {neox: true, qkNorm: true, moe: true},
+	"gpt-oss":  {neox: true, glu: backend.SwiGLUOAI, swa: true, moe: true, gptoss: true},
 }
 
 // Architectures lists the general.architecture values this package runs.
@@ -118,6 +126,10 @@ type Config struct {
 	// ExpertNorm renormalises the chosen experts' router probabilities
 	// to sum to 1 (Qwen3's norm_topk_prob).
 	ExpertNorm bool
+	// ExpertSoftmaxChosen: the experts are chosen by their router logits
+	// and weighted by a softmax over the chosen ones alone (gpt-oss;
+	// llama.cpp's LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX_WEIGHT).
+	ExpertSoftmaxChosen bool
 
 	spec archSpec
 }
@@ -263,6 +275,9 @@ func ParseConfig(md *gguf.Metadata) (Config, error) {
 		c.EmbedScale = float32(math.Sqrt(float64(c.Embd)))
 	}
 	c.AttnScale = 1 / float32(math.Sqrt(float64(c.HeadDimK)))
+	if spec.gptoss {
+		c.AttnScale = 1 / float32(math.Sqrt(float64(c.RoPEDims)))
+	}
 	if arch == "gemma3" && c.Layers == 62 {
 		// Gemma 3 27B scales by the model width per head, not the head
 		// size (llama_model_gemma3::load_arch_hparams).
@@ -339,6 +354,12 @@ func (c *Config) parseMoE(m meta) error {
 	if c.ExpertFF <= 0 || c.ExpertFF > maxDim {
 		return invalid("%s = %d", m.key("expert_feed_forward_length"), c.ExpertFF)
 	}
+	if c.spec.gptoss {
+		// openai-moe.cpp: SOFTMAX_WEIGHT gating, no renormalisation, and
+		// expert_weights_scale is not read (0: no scaling).
+		c.ExpertSoftmaxChosen = true
+		return nil
+	}
 	// llama.cpp's qwen3moe graph always renormalises the top-k weights
 	// (build_moe_ffn's norm_w is true) and never scales them, whatever
 	// expert_weights_norm or expert_weights_scale say; every released
@@ -356,13 +377,17 @@ func (c *Config) parseSWA(m meta) error {
 		return nil
 	}
 	var err error
-	if c.SlidingWindow, err = m.uint("attention.sliding_window", 0, false); err != nil || c.SlidingWindow == 0 {
+	if c.SlidingWindow, err = m.uint("attention.sliding_window", 0, c.spec.gptoss); err != nil || c.SlidingWindow == 0 {
 		return err
 	}
 	// Gemma 3: every layer but the last of each period slides
-	// (llama_hparams::set_swa_pattern); the period defaults to 6.
+	// (llama_hparams::set_swa_pattern); the period defaults to 6, gpt-oss's
+	// to 2 (every even layer slides).
 	key := m.key("attention.sliding_window_pattern")
 	period := 6
+	if c.spec.gptoss {
+		period = 2
+	}
 	if v, ok := m.md.Uint32(key); ok {
 		period = int(v)
 	} else if flags, ok := m.md.Lookup(key); ok {
@@ -382,7 +407,11 @@ func (c *Config) parseSWA(m meta) error {
 			c.SWA[l] = period == 0 || l%period < period-1
 		}
 	}
-	if c.RoPEBaseSWA, err = m.float("rope.freq_base_swa", 10000); err != nil {
+	baseSWA := float32(10000)
+	if c.spec.gptoss {
+		baseSWA = c.RoPEBase // rope_freq_base_train_swa defaults to the base
+	}
+	if c.RoPEBaseSWA, err = m.float("rope.freq_base_swa", baseSWA); err != nil {
 		return err
 	}
 	return nil
@@ -403,7 +432,10 @@ func (c *Config) layerRoPE(l int, factors []float32) backend.RoPE {
 		OrigCtx:    c.RoPEOrigContext,
 	}
 	if c.SWA[l] {
-		r.Base, r.FreqScale = c.RoPEBaseSWA, 1
+		r.Base = c.RoPEBaseSWA
+		if !c.spec.gptoss {
+			r.FreqScale = 1 // gemma3's sliding layers are unscaled; gpt-oss's keep it
+		}
 	}
 	if c.RoPEScaling == ScalingYaRN {
 		// llama_context's YaRN set-up: ramp fully, and correct the

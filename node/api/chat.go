@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"github.com/meshnode/meshnode/gguf/chat/harmony"
 	"github.com/meshnode/meshnode/gguf/chat/toolcall"
 )
 
@@ -99,19 +100,23 @@ type chatChoice struct {
 	FinishReason *string       `json:"finish_reason"`
 }
 
-// chatMessage is a stream's delta.
+// chatMessage is a stream's delta. ReasoningContent is a harmony model's
+// analysis channel, as llama-server streams it.
 type chatMessage struct {
-	Role      string        `json:"role,omitempty"`
-	Content   *string       `json:"content,omitempty"`
-	ToolCalls []toolCallOut `json:"tool_calls,omitempty"`
+	Role             string        `json:"role,omitempty"`
+	Content          *string       `json:"content,omitempty"`
+	ReasoningContent *string       `json:"reasoning_content,omitempty"`
+	ToolCalls        []toolCallOut `json:"tool_calls,omitempty"`
 }
 
 // replyMessage is a completion's message: content is null when the reply
-// is only tool calls.
+// is only tool calls; reasoning_content is there when a harmony model
+// reasoned.
 type replyMessage struct {
-	Role      string        `json:"role"`
-	Content   *string       `json:"content"`
-	ToolCalls []toolCallOut `json:"tool_calls,omitempty"`
+	Role             string        `json:"role"`
+	Content          *string       `json:"content"`
+	ReasoningContent *string       `json:"reasoning_content,omitempty"`
+	ToolCalls        []toolCallOut `json:"tool_calls,omitempty"`
 }
 
 // chatCompletion is a completion, or one chunk of a stream. Usage is an
@@ -151,6 +156,13 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	channels := isHarmony(m)
+	if channels && g.Logprobs {
+		// As with tools: which tokens are reasoning and which content is
+		// known only once the reply is parsed.
+		writeError(w, badRequest("logprobs", "logprobs cannot be given for model %q: its replies come on harmony channels (reasoning and content), which the tokens' log-probabilities are not split between", g.Model))
+		return
+	}
 	id, created := newID("chatcmpl-"), s.now().Unix()
 	if !req.Stream {
 		out, res, ok := s.generate(w, r, m, g, nil, nil)
@@ -158,7 +170,23 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		msg := &replyMessage{Role: "assistant", Content: &out.Text}
-		if req.tools.active() {
+		if channels {
+			rep := harmony.Parse(out.Text, req.tools.active())
+			msg.Content = &rep.Content
+			if rep.Reasoning != "" {
+				msg.ReasoningContent = &rep.Reasoning
+			}
+			for _, c := range rep.Calls {
+				if !req.tools.parallel && len(msg.ToolCalls) == 1 {
+					break
+				}
+				msg.ToolCalls = append(msg.ToolCalls, toolCallOut{ID: toolcall.NewID(toolcall.Harmony), Type: "function",
+					Function: toolFunctionOut{Name: c.Name, Arguments: c.Arguments}})
+			}
+			if rep.Content == "" && len(msg.ToolCalls) > 0 {
+				msg.Content = nil
+			}
+		} else if req.tools.active() {
 			msg.Content, msg.ToolCalls = toolReply(toolParser(format, g), req.tools, prefix+out.Text)
 		}
 		choice := chatChoice{Message: msg, FinishReason: finishReason(res, len(msg.ToolCalls))}
@@ -175,7 +203,10 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	sse := s.newSSEWriter(w)
 	st := &chatStream{sse: sse, id: id, created: created, model: g.Model, logprobs: g.Logprobs,
 		includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage}
-	if req.tools.active() {
+	if channels {
+		st.channels = &harmony.Parser{Calls: req.tools.active()}
+		st.parallel = req.tools.parallel
+	} else if req.tools.active() {
 		st.calls = toolParser(format, g)
 		st.calls.Feed(prefix) // a marker only: it makes no events
 		st.parallel = req.tools.parallel
@@ -195,6 +226,10 @@ type chatStream struct {
 	// parallel false keeps only the first call.
 	calls    *toolcall.Parser
 	parallel bool
+	// channels splits a harmony model's reply into reasoning, content
+	// and (with tools) calls, of which channelCalls were made.
+	channels     *harmony.Parser
+	channelCalls int
 }
 
 func (c *chatStream) chunk(choices []chatChoice, u *usage) error {
@@ -213,7 +248,7 @@ func (c *chatStream) role() error {
 	}
 	c.sentRole = true
 	d := &chatMessage{Role: "assistant"}
-	if c.calls == nil {
+	if c.calls == nil && (c.channels == nil || !c.channels.Calls) {
 		// With tools the reply may be calls only, whose content stays
 		// unset (null once accumulated), as OpenAI's is.
 		empty := ""
@@ -229,6 +264,10 @@ func (c *chatStream) delta(d Delta) error {
 	if c.calls != nil {
 		// A request with tools asks no logprobs (parseChat).
 		return c.events(c.calls.Feed(d.Text))
+	}
+	if c.channels != nil {
+		// Nor does one to a harmony model (handleChat).
+		return c.channelEvents(c.channels.Feed(d.Text))
 	}
 	if d.Text == "" && len(d.Logprobs) == 0 {
 		return nil
@@ -265,11 +304,47 @@ func (c *chatStream) events(evs []toolcall.Event) error {
 	return nil
 }
 
+// channelEvents sends a harmony reply's pieces as reasoning_content or
+// content deltas.
+func (c *chatStream) channelEvents(evs []harmony.Event) error {
+	for _, e := range evs {
+		d := &chatMessage{Content: &e.Text}
+		switch {
+		case e.Call != nil && !c.parallel && e.Call.Index > 0:
+			continue
+		case e.Call != nil:
+			index := e.Call.Index
+			out := toolCallOut{Index: &index, Function: toolFunctionOut{Name: e.Call.Name, Arguments: e.Call.Arguments}}
+			if e.Call.Index == c.channelCalls {
+				// The call's first piece: its id and name.
+				out.ID, out.Type = toolcall.NewID(toolcall.Harmony), "function"
+				c.channelCalls++
+			}
+			d = &chatMessage{ToolCalls: []toolCallOut{out}}
+		case e.Reasoning:
+			d = &chatMessage{ReasoningContent: &e.Text}
+		}
+		if err := c.chunk([]chatChoice{{Delta: d}}, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (c *chatStream) finish(res *Result) error {
 	if err := c.role(); err != nil {
 		return err
 	}
 	calls := 0
+	if c.channels != nil {
+		if err := c.channelEvents(c.channels.Finish()); err != nil {
+			return err
+		}
+		calls = c.channelCalls
+		if !c.parallel {
+			calls = min(calls, 1)
+		}
+	}
 	if c.calls != nil {
 		if err := c.events(c.calls.Finish()); err != nil {
 			return err

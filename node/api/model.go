@@ -60,6 +60,20 @@ type ToolModel interface {
 	ToolFormat() (f toolcall.Format, ok bool)
 }
 
+// ReasoningModel is a Model whose replies come in OpenAI's harmony format
+// (gpt-oss), the channel markers written out: the chat API splits them
+// into reasoning_content (the analysis channel) and content (package
+// harmony).
+type ReasoningModel interface {
+	Harmony() bool
+}
+
+// isHarmony reports whether m's replies are harmony messages.
+func isHarmony(m Model) bool {
+	rm, ok := m.(ReasoningModel)
+	return ok && rm.Harmony()
+}
+
 // Generation is a request, in the API's terms, as a Model receives it.
 type Generation struct {
 	Model string

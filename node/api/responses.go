@@ -149,6 +149,15 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if isHarmony(m) {
+		// Its reasoning would need the Responses API's reasoning items,
+		// which this endpoint does not make yet; chat completions split it.
+		e := Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_model",
+			"model %q answers in harmony channels (reasoning and content), which /v1/responses does not split yet: use /v1/chat/completions, whose replies carry reasoning_content", g.Model)
+		e.Param = "model"
+		writeError(w, e)
+		return
+	}
 	rs := &responseStream{resp: responseObject{ID: newID("resp_"), Object: "response", CreatedAt: s.now().Unix(),
 		Status: "in_progress", Model: g.Model, Output: []responseItem{}}, itemID: newID("msg_")}
 	rs.logprobs = g.Logprobs

@@ -1,6 +1,7 @@
 package toolcall
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/meshnode/meshnode/gguf/grammar"
@@ -39,6 +40,9 @@ func (e *SchemaError) Unwrap() error { return e.Err }
 // (Mistral's [TOOL_CALLS], Granite's <|tool_call|>) the grammar starts
 // after it, and prefix is the text to feed the parser before the output.
 func Grammar(f Format, tools []Tool, only string, parallel bool) (g *grammar.Grammar, prefix string, err error) {
+	if f == Harmony {
+		return nil, "", errors.New("toolcall: harmony calls are not forced by a grammar")
+	}
 	b := grammar.NewBuilder()
 	var calls []grammar.Expr
 	for i, t := range tools {

@@ -16,6 +16,10 @@
 //     [CALL_ID]id before [ARGS]); each call may have its own [TOOL_CALLS].
 //   - Granite: IBM Granite 3.x answers <|tool_call|> followed by a JSON
 //     array of {"name", "arguments"} objects.
+//   - Harmony: gpt-oss addresses a message to functions.NAME on its
+//     commentary channel, the arguments as its text; package harmony
+//     parses those replies (channels and calls), not this package's
+//     Parser, and no grammar forces them.
 //   - Generic: a template that has no tools, or whose format is none of
 //     the above, gets chat's polyfill, which asks for {"tool_calls":
 //     [{"name", "arguments"}]} or a single {"name", "arguments"} object as
@@ -42,6 +46,7 @@ const (
 	Hermes
 	Mistral
 	Granite
+	Harmony
 )
 
 func (f Format) String() string {
@@ -54,6 +59,8 @@ func (f Format) String() string {
 		return "mistral"
 	case Granite:
 		return "granite"
+	case Harmony:
+		return "harmony"
 	}
 	return "generic"
 }
@@ -89,6 +96,8 @@ func Detect(t *chat.Template) Format {
 // DetectSource is Detect on a template's text.
 func DetectSource(src string) Format {
 	switch {
+	case strings.Contains(src, "<|channel|>") && strings.Contains(src, "functions."):
+		return Harmony
 	case strings.Contains(src, "[TOOL_CALLS]"):
 		return Mistral
 	case strings.Contains(src, "<tool_call>"):

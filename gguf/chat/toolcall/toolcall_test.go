@@ -223,7 +223,7 @@ func TestDetect(t *testing.T) {
 		"llama-3.1.jinja": Llama3, "llama-3.2.jinja": Llama3,
 		"qwen2.5.jinja": Hermes, "qwen3.jinja": Hermes, "hermes-2-pro-tool-use.jinja": Hermes,
 		"mistral-nemo.jinja": Mistral, "mistral-small-3.1.jinja": Mistral,
-		"granite-3.3.jinja": Granite, "gpt-oss.jinja": Generic,
+		"granite-3.3.jinja": Granite, "gpt-oss.jinja": Harmony,
 		"chatml-qwen2.jinja": Generic, "gemma-2.jinja": Generic, "phi-3.jinja": Generic, "llama-3.jinja": Generic,
 	}
 	for name, f := range want {
