@@ -40,6 +40,8 @@ func (t *timedProposer) Propose(ctx context.Context, seq []uint32, gen, k int) (
 // specRun is one case's figures.
 type specRun struct {
 	plainTPS, specTPS float64 // decode tokens per second
+	whole             float64 // plain time over speculative, prefill included (median of rounds)
+	median            float64 // the rounds' median speedup (each round's two runs adjacent in time)
 	st                spec.Stats
 	tokens            int
 	c                 float64 // measured in the runs: the proposer's time per drafted token over a target token's
@@ -125,6 +127,21 @@ func benchThreshold() float64 {
 	return v
 }
 
+// benchWindows is BENCH_WINDOWS, the windows each case runs with, comma
+// separated (0: adaptive; default "0,4").
+func benchWindows() []int {
+	var out []int
+	for _, f := range strings.Split(os.Getenv("BENCH_WINDOWS"), ",") {
+		if k, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && k >= 0 {
+			out = append(out, k)
+		}
+	}
+	if len(out) == 0 {
+		return []int{0, 4}
+	}
+	return out
+}
+
 func envInt(key string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(key)); err == nil && v > 0 {
 		return v
@@ -154,7 +171,8 @@ func envInt(key string, def int) int {
 // (spec.Fixed), which shows what speculation does where the adaptive
 // window declines it. The speculative tokens must equal the plain ones.
 // Knobs: BENCH_THREADS (default all CPUs), BENCH_TG (64), BENCH_REPS (2),
-// BENCH_CASE (run the cases whose name holds it), BENCH_THRESHOLD (the
+// BENCH_CASE (run the cases whose name holds it), BENCH_WINDOWS (the
+// windows, comma separated, 0 for adaptive; default "0,4"), BENCH_THRESHOLD (the
 // draft's stopping probability; default spec.DefaultThreshold, negative:
 // never stop).
 func BenchmarkSpeculative(b *testing.B) {
@@ -216,7 +234,7 @@ func BenchmarkSpeculative(b *testing.B) {
 		{"1B-shape Q8_0 + Q4_0 draft", filepath.Join(cacheDir, "llama-3.2-1b-shape-q8_0.gguf"), filepath.Join(cacheDir, "llama-3.2-1b-shape-q4_0.gguf"), 512, min(tg, 32), oneB, -1},
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "case\tthreads\ttokens\tplain tok/s\tspec tok/s\tspeedup\taccept\tE\tK\tc\tc decode\tc sizes\tv\tideal\t%% of ideal\tideal+v\t%% of it\t\n")
+	fmt.Fprintf(tw, "case\tthreads\ttokens\tplain tok/s\tspec tok/s\tspeedup\tmedian\twith prefill\taccept\tE\tK\tc\tc decode\tc sizes\tv\tideal\t%% of ideal\tideal+v\t%% of it\t\n")
 	for _, bc := range cases {
 		if f := os.Getenv("BENCH_CASE"); f != "" && !strings.Contains(bc.name, f) {
 			continue
@@ -235,7 +253,7 @@ func BenchmarkSpeculative(b *testing.B) {
 		if th == 0 {
 			th = benchThreshold()
 		}
-		for _, fixed := range []int{0, 4} {
+		for _, fixed := range benchWindows() {
 			r, cSizes := runSpecCase(b, be, bc.target, bc.draft, bc.ctx, bc.tg, reps, th, fixed, bc.prompts)
 			e := float64(r.tokens) / float64(r.st.Rounds)
 			k := float64(r.st.Proposed) / float64(r.st.Rounds)
@@ -247,11 +265,21 @@ func BenchmarkSpeculative(b *testing.B) {
 			if fixed > 0 {
 				name = fmt.Sprintf("%s, K=%d fixed", bc.name, fixed)
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.1f\t%.2f×\t%.2f\t%.2f\t%.2f\t%.3f\t%.3f\t%.3f\t%.2f\t%.2f×\t%.0f%%\t%.2f×\t%.0f%%\t\n",
-				name, threads, r.tokens, r.plainTPS, r.specTPS, speedup, accept, e, k, r.c, r.cDecode, cSizes, r.v, ideal, 100*speedup/ideal, idealV, 100*speedup/idealV)
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.1f\t%.2f×\t%.2f×\t%.2f×\t%.2f\t%.2f\t%.2f\t%.3f\t%.3f\t%.3f\t%.2f\t%.2f×\t%.0f%%\t%.2f×\t%.0f%%\t\n",
+				name, threads, r.tokens, r.plainTPS, r.specTPS, speedup, r.median, r.whole, accept, e, k, r.c, r.cDecode, cSizes, r.v, ideal, 100*speedup/ideal, idealV, 100*speedup/idealV)
 		}
 	}
 	tw.Flush()
+}
+
+func median(v []float64) float64 {
+	v = slices.Clone(v)
+	slices.Sort(v)
+	if n := len(v); n%2 == 1 {
+		return v[n/2]
+	} else {
+		return (v[n/2-1] + v[n/2]) / 2
+	}
 }
 
 // greedyTokens decodes n greedy tokens after prompt.
@@ -329,8 +357,9 @@ func runSpecCase(b *testing.B, be *cpu.Backend, targetPath, draftPath string, ct
 		return time.Since(start)
 	}
 	var best specRun
+	var ratios, wholes []float64
 	for round := range reps {
-		var plainT, specT, propT time.Duration
+		var plainT, specT, propT, plainAll, specAll time.Duration
 		var st spec.Stats
 		tokens, drafts := 0, 0
 		for _, p := range ps {
@@ -343,6 +372,7 @@ func runSpecCase(b *testing.B, be *cpu.Backend, targetPath, draftPath string, ct
 					b.Fatal(err)
 				}
 				plainT += time.Since(start) - pre
+				plainAll += time.Since(start)
 			}
 			speculative := func() {
 				var prop *timedProposer
@@ -359,6 +389,17 @@ func runSpecCase(b *testing.B, be *cpu.Backend, targetPath, draftPath string, ct
 					w.LimitProbes(0) // as the engine sizes a draft model's windows
 				}
 				pre := prefill(p)
+				if draft != nil && w.Speculates() {
+					// The draft's prefill, which Generate does after the
+					// target's: prompt work too.
+					ds.Truncate(0)
+					start := time.Now()
+					if _, err := ds.Eval(ctx, p); err != nil {
+						b.Fatal(err)
+					}
+					pre += time.Since(start)
+					ds.Truncate(0)
+				}
 				start := time.Now()
 				var rs spec.Stats
 				var err error
@@ -366,6 +407,7 @@ func runSpecCase(b *testing.B, be *cpu.Backend, targetPath, draftPath string, ct
 					b.Fatal(err)
 				}
 				specT += time.Since(start) - pre
+				specAll += time.Since(start)
 				propT += prop.took
 				drafts += prop.drafts
 				st.Rounds += rs.Rounds
@@ -388,6 +430,7 @@ func runSpecCase(b *testing.B, be *cpu.Backend, targetPath, draftPath string, ct
 		}
 		r := specRun{
 			plainTPS: float64(tokens) / plainT.Seconds(),
+			whole:    plainAll.Seconds() / specAll.Seconds(),
 			specTPS:  float64(tokens) / specT.Seconds(),
 			st:       st, tokens: tokens,
 		}
@@ -395,7 +438,7 @@ func runSpecCase(b *testing.B, be *cpu.Backend, targetPath, draftPath string, ct
 			perTarget := plainT.Seconds() / float64(tokens)
 			r.c = propT.Seconds() / float64(drafts) / perTarget
 		}
-		b.Logf("%s: plain %.1f tok/s, speculative %.1f tok/s, %+v, c %.3f", filepath.Base(targetPath)+"+"+filepath.Base(draftPath), r.plainTPS, r.specTPS, st, r.c)
+		b.Logf("%s: plain %.1f tok/s, speculative %.1f tok/s (%.2f×; %.2f× with prefill), %+v, c %.3f", filepath.Base(targetPath)+"+"+filepath.Base(draftPath), r.plainTPS, r.specTPS, r.specTPS/r.plainTPS, r.whole, st, r.c)
 		// Each side's best round: a shared machine's bursts skew
 		// neither more than the other. The counts are the same every
 		// round (greedy, deterministic).
@@ -404,7 +447,9 @@ func runSpecCase(b *testing.B, be *cpu.Backend, targetPath, draftPath string, ct
 		}
 		best.plainTPS, best.specTPS = max(best.plainTPS, r.plainTPS), max(best.specTPS, r.specTPS)
 		best.c = min(best.c, r.c)
+		ratios, wholes = append(ratios, r.specTPS/r.plainTPS), append(wholes, r.whole)
 	}
+	best.median, best.whole = median(ratios), median(wholes)
 	if draft != nil {
 		best.cDecode = decodeCost(b, target, draft, ps[0])
 	}

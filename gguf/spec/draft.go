@@ -72,6 +72,26 @@ func NewModelProposer(s *model.Session, p sample.Params, threshold float64) *Mod
 // Evaluated is how many tokens the draft model has evaluated (its work).
 func (mp *ModelProposer) Evaluated() int { return mp.evaluated }
 
+// Prefill implements Prefiller: the draft evaluates the prompt (past
+// the prefix its session already holds), so that the first round
+// evaluates only the tokens generated since.
+func (mp *ModelProposer) Prefill(ctx context.Context, prompt []uint32) error {
+	s := mp.s
+	if len(prompt) >= s.Context() {
+		return nil // Propose will propose nothing: no room for a draft
+	}
+	reused := s.CommonPrefix(prompt)
+	s.Truncate(reused)
+	if reused == len(prompt) {
+		return nil
+	}
+	if _, err := s.Eval(ctx, prompt[reused:]); err != nil {
+		return fmt.Errorf("spec: draft prefill: %w", err)
+	}
+	mp.evaluated += len(prompt) - reused
+	return nil
+}
+
 // Propose implements Proposer.
 func (mp *ModelProposer) Propose(ctx context.Context, seq []uint32, gen, k int) ([]Draft, error) {
 	s := mp.s
@@ -92,18 +112,29 @@ func (mp *ModelProposer) Propose(ctx context.Context, seq []uint32, gen, k int) 
 	var drafts []Draft
 	for {
 		var d Draft
-		var top float64
-		if mp.smp.Params().Greedy() {
+		sure := true
+		switch p := mp.smp.Params(); {
+		case p.ArgMax():
+			// One pass finds the pick and the top logit; a second
+			// weighs the rest only until it rules the pick out. For a
+			// small draft, these passes over the vocabulary cost as much
+			// as its forward pass.
+			var top float32
+			d.Token, top = argMax(logits)
+			sure = mp.threshold <= 0 || confident(logits, logits[d.Token]-top, top, mp.threshold)
+		case p.Greedy():
 			d.Token = mp.smp.Sample(logits, mp.hist)
-			top = softmaxAt(logits, d.Token)
-		} else {
+			sure = mp.threshold <= 0 || softmaxAt(logits, d.Token) >= mp.threshold
+		default:
 			d.Q = mp.smp.Dist(nil, logits, mp.hist)
 			d.Token = mp.smp.Draw(d.Q)
+			var top float64
 			for _, x := range d.Q {
 				top = max(top, x.P)
 			}
+			sure = top >= mp.threshold
 		}
-		if top < mp.threshold {
+		if !sure {
 			return drafts, nil
 		}
 		drafts = append(drafts, d)
@@ -138,6 +169,40 @@ func softmaxAt(logits []float32, id uint32) float64 {
 		return 0
 	}
 	return math.Exp(float64(logits[id]-top)) / sum
+}
+
+// argMax is the first largest logit's id (the greedy sampler's pick
+// with no penalty) and its value.
+func argMax(logits []float32) (uint32, float32) {
+	best, top := 0, float32(math.Inf(-1))
+	for id, l := range logits {
+		if l > top {
+			best, top = id, l
+		}
+	}
+	return uint32(best), top
+}
+
+// confident reports whether a token whose logit lies at rel (≤ 0) from
+// the top logit top has a softmax probability of at least threshold, to
+// softmaxAt's precision. p = e^rel / S with S the sum of e^(l−top), so p
+// ≥ threshold while S ≤ e^rel / threshold: the sum stops as soon as it
+// passes that bound, which for an unsure draft is after a few terms.
+func confident(logits []float32, rel, top float32, threshold float64) bool {
+	if rel <= -softmaxSpan {
+		return false
+	}
+	bound := math.Exp(float64(rel)) / threshold
+	floor := top - softmaxSpan
+	var sum float64
+	for _, l := range logits {
+		if l > floor {
+			if sum += math.Exp(float64(l - top)); sum > bound {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // softmaxSpan is how far below the top logit softmaxAt still counts.

@@ -338,7 +338,16 @@ func (d *decoder) pick(generated []uint32) func(*model.Batch, int) uint32 {
 func (d *decoder) prefill(ctx context.Context, prompt []uint32) (reused int, next uint32, err error) {
 	reused = min(d.s.CommonPrefix(prompt), len(prompt)-1)
 	d.s.Truncate(reused)
+	// A draft model takes in the prompt while the target does (on a
+	// backend that runs both at once, in the target's time), so that
+	// the first round drafts at once.
+	drafted := make(chan error, 1)
+	go func() { drafted <- spec.Prefill(ctx, d.prop, d.win, prompt) }()
 	next, err = d.seq.run(ctx, d.s, prompt[reused:], d.pick(nil))
+	if derr := <-drafted; err == nil {
+		err = derr
+	}
+	d.reportDraft()
 	return reused, next, err
 }
 
