@@ -52,6 +52,38 @@ type ModelProposer struct {
 	threshold float64
 	evaluated int
 	hist      []uint32
+	step      Stepper // nil: the session's own Eval
+}
+
+// Stepper evaluates tokens on a draft session in a step it may share with
+// other sequences (an engine's batched scheduler for the draft model, so
+// that concurrent serves draft together), and calls judge with the logits
+// after them before the step's scratch is reused. A step's logits do not
+// depend on what shares it (model.Batch), so neither do the drafts.
+type Stepper func(ctx context.Context, s *model.Session, tokens []uint32, judge func(logits []float32)) error
+
+// StepWith has mp evaluate through st rather than its session's Eval,
+// and returns mp.
+func (mp *ModelProposer) StepWith(st Stepper) *ModelProposer {
+	mp.step = st
+	return mp
+}
+
+// eval evaluates tokens on the draft's session and calls judge (nil:
+// none) with the logits after them.
+func (mp *ModelProposer) eval(ctx context.Context, tokens []uint32, judge func([]float32)) error {
+	if judge == nil {
+		judge = func([]float32) {}
+	}
+	if mp.step != nil {
+		return mp.step(ctx, mp.s, tokens, judge)
+	}
+	logits, err := mp.s.Eval(ctx, tokens)
+	if err != nil {
+		return err
+	}
+	judge(logits)
+	return nil
 }
 
 // draftSeed separates the draft's random stream from the target's.
@@ -85,7 +117,7 @@ func (mp *ModelProposer) Prefill(ctx context.Context, prompt []uint32) error {
 	if reused == len(prompt) {
 		return nil
 	}
-	if _, err := s.Eval(ctx, prompt[reused:]); err != nil {
+	if err := mp.eval(ctx, prompt[reused:], nil); err != nil {
 		return fmt.Errorf("spec: draft prefill: %w", err)
 	}
 	mp.evaluated += len(prompt) - reused
@@ -103,37 +135,16 @@ func (mp *ModelProposer) Propose(ctx context.Context, seq []uint32, gen, k int) 
 	}
 	reused := min(s.CommonPrefix(seq), len(seq)-1)
 	s.Truncate(reused)
-	logits, err := s.Eval(ctx, seq[reused:])
-	if err != nil {
+	mp.hist = append(mp.hist[:0], seq[gen:]...)
+	var d Draft
+	sure := false
+	judge := func(logits []float32) { d, sure = mp.judge(logits) }
+	if err := mp.eval(ctx, seq[reused:], judge); err != nil {
 		return nil, fmt.Errorf("spec: draft: %w", err)
 	}
 	mp.evaluated += len(seq) - reused
-	mp.hist = append(mp.hist[:0], seq[gen:]...)
 	var drafts []Draft
 	for {
-		var d Draft
-		sure := true
-		switch p := mp.smp.Params(); {
-		case p.ArgMax():
-			// One pass finds the pick and the top logit; a second
-			// weighs the rest only until it rules the pick out. For a
-			// small draft, these passes over the vocabulary cost as much
-			// as its forward pass.
-			var top float32
-			d.Token, top = argMax(logits)
-			sure = mp.threshold <= 0 || confident(logits, logits[d.Token]-top, top, mp.threshold)
-		case p.Greedy():
-			d.Token = mp.smp.Sample(logits, mp.hist)
-			sure = mp.threshold <= 0 || softmaxAt(logits, d.Token) >= mp.threshold
-		default:
-			d.Q = mp.smp.Dist(nil, logits, mp.hist)
-			d.Token = mp.smp.Draw(d.Q)
-			var top float64
-			for _, x := range d.Q {
-				top = max(top, x.P)
-			}
-			sure = top >= mp.threshold
-		}
 		if !sure {
 			return drafts, nil
 		}
@@ -142,10 +153,38 @@ func (mp *ModelProposer) Propose(ctx context.Context, seq []uint32, gen, k int) 
 		if len(drafts) == k {
 			return drafts, nil
 		}
-		if logits, err = s.Eval(ctx, []uint32{d.Token}); err != nil {
+		if err := mp.eval(ctx, []uint32{d.Token}, judge); err != nil {
 			return nil, fmt.Errorf("spec: draft: %w", err)
 		}
 		mp.evaluated++
+	}
+}
+
+// judge picks a draft from the logits after the sequence (mp.hist its
+// generated part), and reports whether the draft is sure enough of it to
+// propose it.
+func (mp *ModelProposer) judge(logits []float32) (Draft, bool) {
+	var d Draft
+	switch p := mp.smp.Params(); {
+	case p.ArgMax():
+		// One pass finds the pick and the top logit; a second weighs
+		// the rest only until it rules the pick out. For a small draft,
+		// these passes over the vocabulary cost as much as its forward
+		// pass.
+		var top float32
+		d.Token, top = argMax(logits)
+		return d, mp.threshold <= 0 || confident(logits, logits[d.Token]-top, top, mp.threshold)
+	case p.Greedy():
+		d.Token = mp.smp.Sample(logits, mp.hist)
+		return d, mp.threshold <= 0 || softmaxAt(logits, d.Token) >= mp.threshold
+	default:
+		d.Q = mp.smp.Dist(nil, logits, mp.hist)
+		d.Token = mp.smp.Draw(d.Q)
+		var top float64
+		for _, x := range d.Q {
+			top = max(top, x.P)
+		}
+		return d, top >= mp.threshold
 	}
 }
 
