@@ -200,6 +200,14 @@ qemu-arm64:
 bench-spec:
 	MESHNODE_BENCH_SPEC=1 MESHNODE_MODELS=$${MESHNODE_MODELS:-$(abspath ../shared/models)} CGO_ENABLED=0 $(GO) test ./gguf/spec/ -run '^$$' -bench '^BenchmarkSpeculative$$' -benchtime 1x -timeout 60m -v
 
+# Concurrent speculating serves with their drafts stepped together on the
+# draft model's scheduler against each on its own session, beside plain
+# decoding (node/engine/ggufengine/bench_spec_test.go; docs/engine.md,
+# "Speculative decoding").
+.PHONY: bench-spec-batch
+bench-spec-batch:
+	MESHNODE_BENCH_SPEC=1 MESHNODE_MODELS=$${MESHNODE_MODELS:-$(abspath ../shared/models)} CGO_ENABLED=0 $(GO) test ./node/engine/ggufengine/ -run '^$$' -bench '^BenchmarkSpeculativeBatch$$' -benchtime 1x -timeout 30m
+
 # Structured outputs: the grammar mask's cost per token against decode time
 # per token on the 1B-shaped Q8_0 (BENCH_CACHE, default the user cache's
 # meshnode-bench; the built-in model, with the reason, when it is absent),

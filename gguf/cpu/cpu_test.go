@@ -477,3 +477,31 @@ func TestShapeMisfitPanics(t *testing.T) {
 	}()
 	be.MatMul(be.NewTensor(1, 4), w, be.NewTensor(1, 7))
 }
+
+// TestArgMax: the in-place argmax picks the lowest index on a tie, skips
+// NaN, and returns 0 for a row with nothing above -Inf, on a row of a
+// tensor (its offset honoured).
+func TestArgMax(t *testing.T) {
+	be := cpu.New(cpu.Options{Threads: 1})
+	defer be.Close()
+	inf, nan := float32(math.Inf(1)), float32(math.NaN())
+	cases := []struct {
+		row  []float32
+		want int
+	}{
+		{[]float32{1, 3, 2, 3}, 1},
+		{[]float32{nan, -5, nan, -4}, 3},
+		{[]float32{-inf, -inf, -inf, -inf}, 0},
+		{[]float32{nan, nan, nan, nan}, 0},
+		{[]float32{0, 0, inf, inf}, 2},
+	}
+	ten := be.NewTensor(len(cases)+1, 4)
+	for i, c := range cases {
+		be.Write(ten.Slice(i+1, i+2), c.row)
+	}
+	for i, c := range cases {
+		if got := be.ArgMax(ten.Slice(i+1, i+2)); got != c.want {
+			t.Errorf("ArgMax(%v) = %d, want %d", c.row, got, c.want)
+		}
+	}
+}
