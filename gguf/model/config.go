@@ -38,6 +38,9 @@ type archSpec struct {
 	// ffn_{gate,up,down}_exps) with a softmax router whose top-k weights
 	// are renormalised (qwen3moe).
 	moe bool
+	// gemma4: per-layer token embeddings, KV shared by the last layers,
+	// SWA layers with their own head size, V RMS-normalised (gemma4.go).
+	gemma4 bool
 }
 
 var archs = map[string]archSpec{
@@ -50,6 +53,9 @@ var archs = map[string]archSpec{
 	"qwen3": {neox: true, qkNorm: true},
 	// qwen3moe is qwen3 with a mixture-of-experts FFN in every block.
 	"qwen3moe": {neox: true, qkNorm: true, moe: true},
+	// gemma4 is gemma3 with no Q pre-scaling (the Q/K norms replace it)
+	// and the features gemma4.go reads.
+	"gemma4": {neox: true, glu: backend.GELUTanh, qkNorm: true, postNorms: true, embedScale: true, swa: true, gemma4: true},
 }
 
 // Architectures lists the general.architecture values this package runs.
@@ -118,6 +124,13 @@ type Config struct {
 	// ExpertNorm renormalises the chosen experts' router probabilities
 	// to sum to 1 (Qwen3's norm_topk_prob).
 	ExpertNorm bool
+
+	// Gemma 4 (zero elsewhere): the head and rotary sizes of the SWA
+	// layers, the first block whose KV is another block's (Layers: none
+	// shared), and the width of the per-layer token embeddings (0: none).
+	HeadDimKSWA, HeadDimVSWA, RoPEDimsSWA int
+	KVLayers                              int
+	PerLayerEmbd                          int
 
 	spec archSpec
 }
@@ -248,12 +261,18 @@ func ParseConfig(md *gguf.Metadata) (Config, error) {
 	if c.FinalSoftcap, err = m.float("final_logit_softcapping", 0); err != nil {
 		return Config{}, err
 	}
-	if arch != "gemma3" {
+	if arch != "gemma3" && arch != "gemma4" {
 		c.FinalSoftcap = 0 // only gemma's graphs apply it
 	}
 
 	if spec.moe {
 		if err := c.parseMoE(m); err != nil {
+			return Config{}, err
+		}
+	}
+	c.HeadDimKSWA, c.HeadDimVSWA, c.RoPEDimsSWA, c.KVLayers = c.HeadDimK, c.HeadDimV, c.RoPEDims, c.Layers
+	if spec.gemma4 {
+		if err := c.parseGemma4(m); err != nil {
 			return Config{}, err
 		}
 	}
@@ -263,6 +282,9 @@ func ParseConfig(md *gguf.Metadata) (Config, error) {
 		c.EmbedScale = float32(math.Sqrt(float64(c.Embd)))
 	}
 	c.AttnScale = 1 / float32(math.Sqrt(float64(c.HeadDimK)))
+	if spec.gemma4 {
+		c.AttnScale = 1 // f_attention_scale: the Q/K norms stand in for it
+	}
 	if arch == "gemma3" && c.Layers == 62 {
 		// Gemma 3 27B scales by the model width per head, not the head
 		// size (llama_model_gemma3::load_arch_hparams).
@@ -359,31 +381,54 @@ func (c *Config) parseSWA(m meta) error {
 	if c.SlidingWindow, err = m.uint("attention.sliding_window", 0, false); err != nil || c.SlidingWindow == 0 {
 		return err
 	}
-	// Gemma 3: every layer but the last of each period slides
-	// (llama_hparams::set_swa_pattern); the period defaults to 6.
-	key := m.key("attention.sliding_window_pattern")
-	period := 6
-	if v, ok := m.md.Uint32(key); ok {
-		period = int(v)
-	} else if flags, ok := m.md.Lookup(key); ok {
-		vals, isArr := flags.Values()
-		if !isArr || len(vals) != c.Layers {
-			return unsupported("%s of type %s", key, flags.Type())
-		}
-		for l, v := range vals {
-			if c.SWA[l], ok = v.AsBool(); !ok {
-				return unsupported("%s element of type %s", key, v.Type())
-			}
-		}
-		period = -1
-	}
-	if period >= 0 {
-		for l := range c.SWA {
-			c.SWA[l] = period == 0 || l%period < period-1
-		}
+	if err := c.parseSWAPattern(m); err != nil {
+		return err
 	}
 	if c.RoPEBaseSWA, err = m.float("rope.freq_base_swa", 10000); err != nil {
 		return err
+	}
+	return nil
+}
+
+// parseSWAPattern sets c.SWA from attention.sliding_window_pattern: a
+// period (gemma3: every layer but the last of each period slides; 6 when
+// absent), or one flag per layer (an array of bools, as converters write
+// it). llama.cpp reads gemma4's key with get_key_or_arr, so there a
+// scalar is every layer's flag rather than a period.
+func (c *Config) parseSWAPattern(m meta) error {
+	key := m.key("attention.sliding_window_pattern")
+	flags, ok := m.md.Lookup(key)
+	if !ok {
+		for l := range c.SWA {
+			c.SWA[l] = l%6 < 5
+		}
+		return nil
+	}
+	if v, ok := m.md.Uint32(key); ok {
+		for l := range c.SWA {
+			if c.spec.gemma4 {
+				c.SWA[l] = v != 0
+			} else {
+				c.SWA[l] = v == 0 || l%int(v) < int(v)-1
+			}
+		}
+		return nil
+	}
+	if bs, ok := flags.Interface().([]bool); ok {
+		if len(bs) != c.Layers {
+			return invalid("%s has %d flags for %d layers", key, len(bs), c.Layers)
+		}
+		copy(c.SWA, bs)
+		return nil
+	}
+	vals, isArr := flags.Values()
+	if !isArr || len(vals) != c.Layers {
+		return unsupported("%s of type %s", key, flags.Type())
+	}
+	for l, v := range vals {
+		if c.SWA[l], ok = v.AsBool(); !ok {
+			return unsupported("%s element of type %s", key, v.Type())
+		}
 	}
 	return nil
 }
@@ -392,7 +437,7 @@ func (c *Config) parseSWA(m meta) error {
 // positions (LongRoPE picks its factors by context size).
 func (c *Config) layerRoPE(l int, factors []float32) backend.RoPE {
 	r := backend.RoPE{
-		Dims:       c.RoPEDims,
+		Dims:       c.ropeDims(l),
 		NeoX:       c.RoPENeoX,
 		Base:       c.RoPEBase,
 		FreqScale:  c.RoPEScale,
@@ -404,6 +449,9 @@ func (c *Config) layerRoPE(l int, factors []float32) backend.RoPE {
 	}
 	if c.SWA[l] {
 		r.Base, r.FreqScale = c.RoPEBaseSWA, 1
+		if c.spec.gemma4 {
+			r.Factors = nil // rope_freqs are the full-attention layers'
+		}
 	}
 	if c.RoPEScaling == ScalingYaRN {
 		// llama_context's YaRN set-up: ramp fully, and correct the

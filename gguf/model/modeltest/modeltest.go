@@ -26,7 +26,7 @@ import (
 
 // Spec describes a random model.
 type Spec struct {
-	Arch     string // llama, qwen2, phi3, gemma3, qwen3 or qwen3moe
+	Arch     string // llama, qwen2, phi3, gemma3, qwen3, qwen3moe or gemma4
 	FileType string // F32, F16, Q8_0, Q4_0, Q6_K or Q4_K_M
 
 	Embd, Layers, Heads, KVHeads, FF int
@@ -38,6 +38,11 @@ type Spec struct {
 	Experts     int `json:",omitempty"`
 	ExpertsUsed int `json:",omitempty"`
 	ExpertFF    int `json:",omitempty"`
+	// Gemma 4: the SWA layers' head size (0: HeadDim), the width of the
+	// per-layer token embeddings, and how many last layers share KV.
+	SWAHeadDim   int `json:",omitempty"`
+	PerLayerEmbd int `json:",omitempty"`
+	SharedKV     int `json:",omitempty"`
 	// Vocab keeps the first Vocab tokens of the tokenizer (0: all).
 	Vocab   int
 	Context int
@@ -46,7 +51,7 @@ type Spec struct {
 
 // Archs and FileTypes are the fixture matrix the parity tests cover.
 var (
-	Archs     = []string{"llama", "qwen2", "phi3", "gemma3", "qwen3", "qwen3moe"}
+	Archs     = []string{"llama", "qwen2", "phi3", "gemma3", "qwen3", "qwen3moe", "gemma4"}
 	FileTypes = []string{"F16", "Q8_0", "Q4_0", "Q4_K_M", "Q6_K"}
 )
 
@@ -66,7 +71,13 @@ var (
 //     than n_embd/n_head (Qwen3-0.6B's 16 heads of 128 over 1024);
 //   - qwen3moe: Q/K norms, an untied output head, and a mixture-of-experts
 //     FFN of 8 experts of width 256, 2 per token (Qwen3-30B-A3B has 128
-//     of 768, 8 per token), with an F32 router as llama-quantize leaves it.
+//     of 768, 8 per token), with an F32 router as llama-quantize leaves it;
+//   - gemma4: 4 layers alternating SWA (heads of 64, window 4, rotary
+//     base 10⁴, 64 rotated) and full attention (heads of 128 with
+//     rope_freqs), the last two sharing the first two's KV, per-layer
+//     token embeddings 256 wide, layer output scales, V from K's
+//     projection in layer 1 (no attn_v), tied embeddings and a final
+//     logit softcap.
 func Fixture(arch, fileType string) Spec {
 	s := Spec{
 		Arch: arch, FileType: fileType,
@@ -78,6 +89,8 @@ func Fixture(arch, fileType string) Spec {
 		s.HeadDim = 128
 	case "qwen3moe":
 		s.Experts, s.ExpertsUsed, s.ExpertFF = 8, 2, 256
+	case "gemma4":
+		s.Layers, s.HeadDim, s.SWAHeadDim, s.PerLayerEmbd, s.SharedKV = 4, 128, 64, 256, 2
 	}
 	return s
 }
@@ -186,9 +199,9 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 		hd = s.HeadDim
 	}
 	qDim, kvDim := s.Heads*hd, s.KVHeads*hd
-	tied := a == "qwen2" || a == "gemma3" || a == "qwen3"
+	tied := a == "qwen2" || a == "gemma3" || a == "qwen3" || a == "gemma4"
 	eps := float32(1e-5)
-	if a == "qwen2" || a == "gemma3" || a == "qwen3" || a == "qwen3moe" {
+	if a == "qwen2" || a == "gemma3" || a == "qwen3" || a == "qwen3moe" || a == "gemma4" {
 		eps = 1e-6
 	}
 	set("general.architecture", a)
@@ -251,6 +264,31 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 			set(a+".expert_used_count", uint32(s.ExpertsUsed))
 			set(a+".expert_feed_forward_length", uint32(s.ExpertFF))
 		}
+	case "gemma4":
+		rotDims = hd
+		if s.SWAHeadDim == 0 {
+			s.SWAHeadDim = hd
+		}
+		if s.SharedKV > 0 && (s.Layers-s.SharedKV < 2 || (s.Layers-s.SharedKV)%2 != 0) {
+			return nil, nil, fmt.Errorf("modeltest: %d of %d layers sharing KV (the last two with KV must be SWA, full)", s.SharedKV, s.Layers)
+		}
+		set(a+".attention.key_length", uint32(hd))
+		set(a+".attention.value_length", uint32(hd))
+		set(a+".attention.key_length_swa", uint32(s.SWAHeadDim))
+		set(a+".attention.value_length_swa", uint32(s.SWAHeadDim))
+		set(a+".rope.dimension_count", uint32(hd))
+		set(a+".rope.dimension_count_swa", uint32(s.SWAHeadDim))
+		set(a+".rope.freq_base", float32(1000000))
+		set(a+".rope.freq_base_swa", float32(10000))
+		set(a+".attention.sliding_window", uint32(4))
+		pattern := make([]bool, s.Layers)
+		for l := range pattern {
+			pattern[l] = l%2 == 0 // SWA, full, SWA, full, …
+		}
+		set(a+".attention.sliding_window_pattern", pattern)
+		set(a+".attention.shared_kv_layers", uint32(s.SharedKV))
+		set(a+".embedding_length_per_layer_input", uint32(s.PerLayerEmbd))
+		set(a+".final_logit_softcapping", float32(30))
 	default:
 		return nil, nil, fmt.Errorf("modeltest: architecture %q", a)
 	}
@@ -281,10 +319,22 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 	case "phi3":
 		add("rope_factors_long.weight", 3, 0.8, int64(rotDims/2))
 		add("rope_factors_short.weight", 1.2, 0.1, int64(rotDims/2))
+	case "gemma4":
+		add("rope_freqs.weight", 2.5, 0.8, int64(hd/2))
+		if s.PerLayerEmbd > 0 {
+			pl := int64(s.PerLayerEmbd * s.Layers)
+			add("per_layer_token_embd.weight", 0, 1/math.Sqrt(float64(s.PerLayerEmbd)), pl, int64(nVocab))
+			add("per_layer_model_proj.weight", 0, 1/math.Sqrt(float64(s.Embd)), int64(s.Embd), pl)
+			norm("per_layer_proj_norm.weight", s.PerLayerEmbd)
+		}
 	}
 	for l := range s.Layers {
 		p := fmt.Sprintf("blk.%d.", l)
 		norm(p+"attn_norm.weight", s.Embd)
+		if a == "gemma4" {
+			g4Layer(s, l, add, mat, norm)
+			continue
+		}
 		if a == "phi3" {
 			mat(p+"attn_qkv.weight", qDim+2*kvDim, s.Embd)
 		} else {
@@ -337,6 +387,40 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 		ts[i].typ = tensorType(s, ft.base, ts[i].name, len(ts[i].dims), tied)
 	}
 	return w, ts, nil
+}
+
+// g4Layer lists gemma4 block l's tensors (after attn_norm).
+func g4Layer(s Spec, l int, add func(string, float64, float64, ...int64), mat func(string, int, int), norm func(string, int)) {
+	p := fmt.Sprintf("blk.%d.", l)
+	hd := s.HeadDim
+	if l%2 == 0 {
+		hd = s.SWAHeadDim
+	}
+	hasKV := l < s.Layers-s.SharedKV
+	mat(p+"attn_q.weight", s.Heads*hd, s.Embd)
+	if hasKV {
+		mat(p+"attn_k.weight", s.KVHeads*hd, s.Embd)
+		if l != 1 { // layer 1's V is its K projection
+			mat(p+"attn_v.weight", s.KVHeads*hd, s.Embd)
+		}
+	}
+	norm(p+"attn_q_norm.weight", hd)
+	if hasKV {
+		norm(p+"attn_k_norm.weight", hd)
+	}
+	mat(p+"attn_output.weight", s.Embd, s.Heads*hd)
+	add(p+"post_attention_norm.weight", 0.3, 0.05, int64(s.Embd))
+	norm(p+"ffn_norm.weight", s.Embd)
+	mat(p+"ffn_gate.weight", s.FF, s.Embd)
+	mat(p+"ffn_up.weight", s.FF, s.Embd)
+	mat(p+"ffn_down.weight", s.Embd, s.FF)
+	add(p+"post_ffw_norm.weight", 0.3, 0.05, int64(s.Embd))
+	if s.PerLayerEmbd > 0 {
+		mat(p+"inp_gate.weight", s.PerLayerEmbd, s.Embd)
+		mat(p+"proj.weight", s.Embd, s.PerLayerEmbd)
+		add(p+"post_norm.weight", 0.3, 0.05, int64(s.Embd))
+	}
+	add(p+"layer_output_scale.weight", 0.8, 0.05, 1)
 }
 
 // tensorType is llama-quantize's type for a tensor of a file of base type
