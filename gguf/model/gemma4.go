@@ -116,11 +116,17 @@ func (c *Config) maxHeadDims() (k, v int) {
 	return max(c.HeadDimK, c.HeadDimKSWA), max(c.HeadDimV, c.HeadDimVSWA)
 }
 
-// checkGemma4Stage refuses a stage Gemma 4's graph cannot run apart: one
-// holding a block whose KV is in another stage's block, or any proper
-// stage of a model with per-layer embeddings, whose blocks all need the
-// token ids and input embeddings only the first stage has.
-func (c *Config) checkGemma4Stage(r LayerRange) error {
+// CheckStage reports whether LoadStage can load the blocks r as a stage
+// (so a planner can pick split points): an error wrapping ErrUnsupported
+// for a Gemma 4 stage holding a block whose KV is in another stage's
+// block (attention.shared_kv_layers), or for any proper stage of a model
+// with per-layer embeddings, whose blocks all need the token ids and input
+// embeddings only the first stage has. Every other range of the model's
+// blocks is fine.
+func (c *Config) CheckStage(r LayerRange) error {
+	if r.Lo < 0 || r.Hi <= r.Lo || r.Hi > c.Layers {
+		return fmt.Errorf("%w: layers %v of a %d-layer model", ErrRange, r, c.Layers)
+	}
 	for l := r.Lo; l < r.Hi; l++ {
 		if src := c.KVSource(l); src < r.Lo {
 			return fmt.Errorf("%w: layers %v: layer %d attends over layer %d's KV cache (attention.shared_kv_layers), which is in another stage; split at %d or before",

@@ -114,10 +114,8 @@ func load(f *gguf.File, be backend.Backend, stage *LayerRange) (*Model, error) {
 	}
 	m.lo = r.Lo
 	first, last := r.Lo == 0, r.Hi == cfg.Layers
-	if cfg.spec.gemma4 {
-		if err := cfg.checkGemma4Stage(r); err != nil {
-			return nil, err
-		}
+	if err := cfg.CheckStage(r); err != nil {
+		return nil, err
 	}
 
 	// The vocabulary is the embedding table's height; a tokenizer, if

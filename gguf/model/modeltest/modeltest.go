@@ -95,6 +95,23 @@ func Fixture(arch, fileType string) Spec {
 	return s
 }
 
+// StageFixture is Fixture(arch, fileType) with layers blocks, as the
+// stage tests split it. gemma4's leaves out the per-layer embeddings,
+// which keep a model whole (as the 26B-A4B and 31B have none), and from 6
+// layers on has its last 2 sharing KV, so that both allowed and refused
+// split points exist.
+func StageFixture(arch, fileType string, layers int) Spec {
+	s := Fixture(arch, fileType)
+	s.Layers = layers
+	if arch == "gemma4" {
+		s.PerLayerEmbd, s.SharedKV = 0, 0
+		if layers >= 6 {
+			s.SharedKV = 2
+		}
+	}
+	return s
+}
+
 // fileTypes maps a file type to general.file_type (llama_ftype) and its
 // base tensor type.
 var fileTypes = map[string]struct {
@@ -266,6 +283,7 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 		}
 	case "gemma4":
 		rotDims = hd
+		s.HeadDim = hd
 		if s.SWAHeadDim == 0 {
 			s.SWAHeadDim = hd
 		}
