@@ -17,6 +17,8 @@ type scratch struct {
 	// a rows × PerLayerEmbd temporary, and the per-layer table's row ids.
 	ple, pleTmp backend.Tensor
 	pleIDs      []uint32
+	// Gemma 4's routed experts' input and output rows.
+	moeIn, moeOut backend.Tensor
 }
 
 func (m *Model) newScratch(rows, logits int) *scratch {
@@ -41,8 +43,9 @@ func (m *Model) newScratch(rows, logits int) *scratch {
 		sc.ple = be.NewTensor(c.Layers*rows, c.PerLayerEmbd)
 		sc.pleTmp = be.NewTensor(rows, c.PerLayerEmbd)
 	}
-	if c.Experts == 0 {
-		// A mixture of experts has its own, expert-wide, activations.
+	if c.Experts == 0 || c.spec.gemma4 {
+		// A mixture of experts has its own, expert-wide, activations
+		// (gemma4's shared expert is FF wide).
 		sc.gate, sc.up = be.NewTensor(rows, c.FF), be.NewTensor(rows, c.FF)
 	}
 	if logits > 0 {
@@ -50,6 +53,9 @@ func (m *Model) newScratch(rows, logits int) *scratch {
 	}
 	if c.Experts > 0 {
 		sc.moe = newMoEScratch(be, c, rows)
+		if c.spec.gemma4 {
+			sc.moeIn, sc.moeOut = be.NewTensor(rows, c.Embd), be.NewTensor(rows, c.Embd)
+		}
 	}
 	return sc
 }
@@ -223,20 +229,23 @@ func (m *Model) forward(ctx context.Context, sc *scratch, p *plan) error {
 
 		h = sc.h.Slice(0, rows)
 		be.RMSNorm(h, x, ly.ffnNorm, eps)
-		if ly.router != nil {
-			m.moeFFN(sc.moe, ly, o, h)
+		if ly.preFFN2 != nil {
+			m.gemma4MoE(sc, ly, x, h) // a shared and a routed FFN
+		} else if ly.router != nil {
+			m.moeFFN(sc.moe, ly, o, h, h)
 			be.Add(x, o)
 			continue
+		} else {
+			gate, up := sc.gate.Slice(0, rows), sc.up.Slice(0, rows)
+			project(be, gate, ly.gate, ly.bgate, h)
+			project(be, up, ly.up, ly.bup, h)
+			be.GLU(gate, gate, up, c.spec.glu)
+			project(be, o, ly.down, ly.bdown, gate)
+			if ly.postFFNNorm != nil {
+				be.RMSNorm(o, o, ly.postFFNNorm, eps)
+			}
+			be.Add(x, o)
 		}
-		gate, up := sc.gate.Slice(0, rows), sc.up.Slice(0, rows)
-		project(be, gate, ly.gate, ly.bgate, h)
-		project(be, up, ly.up, ly.bup, h)
-		be.GLU(gate, gate, up, c.spec.glu)
-		project(be, o, ly.down, ly.bdown, gate)
-		if ly.postFFNNorm != nil {
-			be.RMSNorm(o, o, ly.postFFNNorm, eps)
-		}
-		be.Add(x, o)
 		if ly.pleGate != nil {
 			m.perLayerBlock(sc, ly, x, ple)
 		}

@@ -24,11 +24,13 @@ import (
 //     Layers × embedding_length_per_layer_input per token, mixed with a
 //     projection of the scaled input embeddings, gated into each block's
 //     output;
-//   - an optional per-block output scale (layer_output_scale).
-//
-// The mixture-of-experts FFN of the 26B-A4B (a shared expert beside a
-// routed one, each with its own norms) is not run yet: such a file is
-// refused by name.
+//   - an optional per-block output scale (layer_output_scale);
+//   - in the blocks that have a router (the 26B-A4B), a mixture of
+//     experts beside the dense FFN (its shared expert): each has its own
+//     input and output norms, the router scores its own norm of the
+//     block's input, the experts are GeGLU with optional per-expert output
+//     scales and gate and up possibly fused in one tensor, and the sum of
+//     both goes through post_ffw_norm.
 
 // parseGemma4 reads Gemma 4's own hyperparameters
 // (llama_model_gemma4::load_arch_hparams and the SWA head sizes of
@@ -42,7 +44,11 @@ func (c *Config) parseGemma4(m meta) error {
 		return invalid("%s is missing", m.key("attention.sliding_window_pattern"))
 	}
 	if _, ok := m.md.Lookup(m.key("expert_count")); ok {
-		return unsupported("gemma4 mixture-of-experts FFN (%s): the 26B-A4B's shared and routed experts are not implemented", m.key("expert_count"))
+		// The 26B-A4B: blocks with an ffn_gate_inp run the experts
+		// beside the dense FFN.
+		if err := c.parseMoE(m); err != nil {
+			return err
+		}
 	}
 	if c.HeadDimKSWA, err = m.uint("attention.key_length_swa", 0, true); err != nil {
 		return err
@@ -208,16 +214,128 @@ func (m *Model) loadGemma4Layer(ld *loader, ly *layer, l int) error {
 		ly.outScale = s[0]
 	}
 	_, hdV := c.headDims(l)
-	ones := make([]byte, 4*hdV)
-	for i := range hdV {
-		binary.LittleEndian.PutUint32(ones[4*i:], math.Float32bits(1))
+	ones := make([]float32, hdV)
+	for i := range ones {
+		ones[i] = 1
 	}
-	// A weight the backend holds, not the file's: it is not counted in
-	// the model's weight bytes.
-	if ly.vNorm, err = m.be.Weight(quant.F32, 1, hdV, ones); err != nil {
+	if ly.vNorm, err = m.hostVector(ones); err != nil {
 		return fmt.Errorf("model: V norm: %w", err)
 	}
+	if _, ok := ld.f.Tensor(name("ffn_gate_inp.weight")); ok {
+		return m.loadGemma4MoE(ld, ly, l)
+	}
 	return nil
+}
+
+// hostVector hands the backend a vector computed here, not the file's: it
+// is not counted in the model's weight bytes.
+func (m *Model) hostVector(v []float32) (backend.Weight, error) {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return m.be.Weight(quant.F32, 1, len(v), b)
+}
+
+// loadGemma4MoE loads block l's routed experts and their norms.
+func (m *Model) loadGemma4MoE(ld *loader, ly *layer, l int) error {
+	c := &m.cfg
+	name := func(s string) string { return fmt.Sprintf("blk.%d.%s", l, s) }
+	if c.Experts == 0 {
+		return invalid("%s without %s.expert_count", name("ffn_gate_inp.weight"), c.Arch)
+	}
+	var err error
+	for _, v := range []struct {
+		dst *backend.Weight
+		s   string
+	}{{&ly.preFFN2, "pre_ffw_norm_2.weight"}, {&ly.postFFN1, "post_ffw_norm_1.weight"}, {&ly.postFFN2, "post_ffw_norm_2.weight"}} {
+		if *v.dst, err = ld.vector(name(v.s), c.Embd, true); err != nil {
+			return err
+		}
+	}
+	if ly.router, err = ld.matrix(name("ffn_gate_inp.weight"), c.Experts, c.Embd, true); err != nil {
+		return err
+	}
+	// The router scores rms_norm(x) / √Embd ⊙ scale: one weight.
+	scale, err := ld.floats(name("ffn_gate_inp.scale"), c.Embd)
+	if err != nil {
+		return err
+	}
+	if scale == nil {
+		return invalid("tensor %s is missing", name("ffn_gate_inp.scale"))
+	}
+	inv := 1 / float32(math.Sqrt(float64(c.Embd)))
+	for i := range scale {
+		scale[i] *= inv
+	}
+	if ly.routerNorm, err = m.hostVector(scale); err != nil {
+		return fmt.Errorf("model: router norm: %w", err)
+	}
+	if _, fused := ld.f.Tensor(name("ffn_gate_up_exps.weight")); fused {
+		// Each expert's matrix is its gate rows then its up rows: views
+		// of both halves, as ld.experts views whole experts.
+		t, b, _, err := ld.lookup(name("ffn_gate_up_exps.weight"), true, c.Embd, 2*c.ExpertFF, c.Experts)
+		if err != nil {
+			return err
+		}
+		rs, err := t.Type.RowSize(c.Embd)
+		if err != nil {
+			return invalid("tensor %s: %v", t.Name, err)
+		}
+		half := c.ExpertFF * rs
+		for x := range c.Experts {
+			eb := b[2*x*half : 2*(x+1)*half]
+			g, err := ld.weight(t.Name, t.Type, c.ExpertFF, c.Embd, eb[:half])
+			if err != nil {
+				return err
+			}
+			u, err := ld.weight(t.Name, t.Type, c.ExpertFF, c.Embd, eb[half:])
+			if err != nil {
+				return err
+			}
+			ly.gateExps, ly.upExps = append(ly.gateExps, g), append(ly.upExps, u)
+		}
+	} else {
+		if ly.gateExps, err = ld.experts(name("ffn_gate_exps.weight"), c.Experts, c.ExpertFF, c.Embd); err != nil {
+			return err
+		}
+		if ly.upExps, err = ld.experts(name("ffn_up_exps.weight"), c.Experts, c.ExpertFF, c.Embd); err != nil {
+			return err
+		}
+	}
+	if ly.downExps, err = ld.experts(name("ffn_down_exps.weight"), c.Experts, c.Embd, c.ExpertFF); err != nil {
+		return err
+	}
+	if ly.downScale, err = ld.floats(name("ffn_down_exps.scale"), c.Experts); err != nil {
+		return err
+	}
+	return nil
+}
+
+// gemma4MoE adds a Gemma 4 MoE block's FFN to x, whose ffn_norm'd rows
+// are h: post_ffw_norm(post_ffw_norm_1(dense(h)) +
+// post_ffw_norm_2(experts(pre_ffw_norm_2(x)))), the experts routed by
+// their router's own norm of x.
+func (m *Model) gemma4MoE(sc *scratch, ly *layer, x, h backend.Tensor) {
+	be, eps := m.be, m.cfg.NormEps
+	rows := x.Rows
+	o := sc.o.Slice(0, rows)
+	gate, up := sc.gate.Slice(0, rows), sc.up.Slice(0, rows)
+	be.MatMul(gate, ly.gate, h)
+	be.MatMul(up, ly.up, h)
+	be.GLU(gate, gate, up, backend.GELUTanh)
+	be.MatMul(o, ly.down, gate)
+	be.RMSNorm(o, o, ly.postFFN1, eps)
+
+	be.RMSNorm(h, x, ly.routerNorm, eps) // h is free: the router's input
+	in, out := sc.moeIn.Slice(0, rows), sc.moeOut.Slice(0, rows)
+	be.RMSNorm(in, x, ly.preFFN2, eps)
+	m.moeFFN(sc.moe, ly, out, in, h)
+	be.RMSNorm(out, out, ly.postFFN2, eps)
+
+	be.Add(o, out)
+	be.RMSNorm(o, o, ly.postFFNNorm, eps)
+	be.Add(x, o)
 }
 
 // perLayerInputs computes every block's per-layer input for the step's n

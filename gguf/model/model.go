@@ -65,6 +65,11 @@ type layer struct {
 	// gate, projection and norm, and the output scale (0: none).
 	vNorm, pleGate, pleProj, pleNorm backend.Weight
 	outScale                         float32
+	// Gemma 4's MoE blocks: the routed experts' input norm, the shared
+	// and routed outputs' norms, the router's input norm (its scale over
+	// √Embd) and the optional per-expert output scales.
+	preFFN2, postFFN1, postFFN2, routerNorm backend.Weight
+	downScale                               []float32
 }
 
 // Config returns the model's hyperparameters.

@@ -77,7 +77,10 @@ var (
 //     rope_freqs), the last two sharing the first two's KV, per-layer
 //     token embeddings 256 wide, layer output scales, V from K's
 //     projection in layer 1 (no attn_v), tied embeddings and a final
-//     logit softcap.
+//     logit softcap; and in layers 0 and 3 the 26B-A4B's mixture of 8
+//     experts of width 256, 2 per token, beside the dense FFN, with
+//     separate gate and up in layer 0, fused gate_up and per-expert
+//     output scales in layer 3.
 func Fixture(arch, fileType string) Spec {
 	s := Spec{
 		Arch: arch, FileType: fileType,
@@ -91,6 +94,7 @@ func Fixture(arch, fileType string) Spec {
 		s.Experts, s.ExpertsUsed, s.ExpertFF = 8, 2, 256
 	case "gemma4":
 		s.Layers, s.HeadDim, s.SWAHeadDim, s.PerLayerEmbd, s.SharedKV = 4, 128, 64, 256, 2
+		s.Experts, s.ExpertsUsed, s.ExpertFF = 8, 2, 256
 	}
 	return s
 }
@@ -307,6 +311,11 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 		set(a+".attention.shared_kv_layers", uint32(s.SharedKV))
 		set(a+".embedding_length_per_layer_input", uint32(s.PerLayerEmbd))
 		set(a+".final_logit_softcapping", float32(30))
+		if s.Experts > 0 {
+			set(a+".expert_count", uint32(s.Experts))
+			set(a+".expert_used_count", uint32(s.ExpertsUsed))
+			set(a+".expert_feed_forward_length", uint32(s.ExpertFF))
+		}
 	default:
 		return nil, nil, fmt.Errorf("modeltest: architecture %q", a)
 	}
@@ -432,6 +441,25 @@ func g4Layer(s Spec, l int, add func(string, float64, float64, ...int64), mat fu
 	mat(p+"ffn_gate.weight", s.FF, s.Embd)
 	mat(p+"ffn_up.weight", s.FF, s.Embd)
 	mat(p+"ffn_down.weight", s.Embd, s.FF)
+	if s.Experts > 0 && l%3 == 0 {
+		add(p+"pre_ffw_norm_2.weight", 1, 0.1, int64(s.Embd))
+		add(p+"post_ffw_norm_1.weight", 0.3, 0.05, int64(s.Embd))
+		add(p+"post_ffw_norm_2.weight", 0.3, 0.05, int64(s.Embd))
+		// Router scores of std ≈ 2: the top-k choice is clear.
+		add(p+"ffn_gate_inp.weight", 0, 2, int64(s.Embd), int64(s.Experts))
+		add(p+"ffn_gate_inp.scale", 1, 0.1, int64(s.Embd))
+		x, e, f := int64(s.Experts), int64(s.Embd), int64(s.ExpertFF)
+		if l == 0 {
+			add(p+"ffn_gate_exps.weight", 0, 1/math.Sqrt(float64(s.Embd)), e, f, x)
+			add(p+"ffn_up_exps.weight", 0, 1/math.Sqrt(float64(s.Embd)), e, f, x)
+		} else {
+			add(p+"ffn_gate_up_exps.weight", 0, 1/math.Sqrt(float64(s.Embd)), e, 2*f, x)
+		}
+		add(p+"ffn_down_exps.weight", 0, 1/math.Sqrt(float64(s.ExpertFF)), f, e, x)
+		if l != 0 {
+			add(p+"ffn_down_exps.scale", 1, 0.2, x)
+		}
+	}
 	add(p+"post_ffw_norm.weight", 0.3, 0.05, int64(s.Embd))
 	if s.PerLayerEmbd > 0 {
 		mat(p+"inp_gate.weight", s.PerLayerEmbd, s.Embd)
