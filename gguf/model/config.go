@@ -131,6 +131,10 @@ type Config struct {
 	HeadDimKSWA, HeadDimVSWA, RoPEDimsSWA int
 	KVLayers                              int
 	PerLayerEmbd                          int
+	// LayerKVHeads and LayerFF are each block's KV heads and FFN width
+	// where they vary by layer (gemma4; nil otherwise): KVHeads and FF are
+	// then their largest.
+	LayerKVHeads, LayerFF []int
 
 	spec archSpec
 }
@@ -139,6 +143,9 @@ type Config struct {
 type meta struct {
 	md   *gguf.Metadata
 	arch string
+	// varying: per-layer arrays may vary, and uint returns their largest
+	// (gemma4, which reads the arrays themselves: layerUints).
+	varying bool
 }
 
 func (m meta) key(k string) string { return m.arch + "." + k }
@@ -151,10 +158,10 @@ func (m meta) uint(k string, def int, required bool) (int, error) {
 		return int(v), nil
 	}
 	if a, ok := m.md.Uint32s(key); ok && len(a) > 0 {
-		if slices.Min(a) != slices.Max(a) {
+		if slices.Min(a) != slices.Max(a) && !m.varying {
 			return 0, unsupported("%s varies by layer (%d … %d)", key, slices.Min(a), slices.Max(a))
 		}
-		return int(a[0]), nil
+		return int(slices.Max(a)), nil
 	}
 	if _, present := m.md.Lookup(key); present {
 		return 0, invalid("%s is not an unsigned integer", key)
@@ -195,7 +202,7 @@ func ParseConfig(md *gguf.Metadata) (Config, error) {
 	}
 	c := Config{Arch: arch, spec: spec, RoPENeoX: spec.neox}
 	c.Name, _ = md.String("general.name")
-	m := meta{md, arch}
+	m := meta{md: md, arch: arch, varying: spec.gemma4}
 
 	var err error
 	ints := []struct {

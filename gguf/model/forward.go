@@ -163,7 +163,8 @@ func (m *Model) forward(ctx context.Context, sc *scratch, p *plan) error {
 		h := sc.h.Slice(0, n)
 		be.RMSNorm(h, x, ly.attnNorm, eps)
 		q := view(sc.q, n, c.Heads*hdK)
-		k, v := view(sc.k, n, c.KVHeads*hdK), view(sc.v, n, c.KVHeads*hdV)
+		kvh := ly.attn.KVHeads
+		k, v := view(sc.k, n, kvh*hdK), view(sc.v, n, kvh*hdV)
 		project(be, q, ly.wq, ly.bq, h)
 		if ownKV {
 			project(be, k, ly.wk, ly.bk, h)
@@ -236,7 +237,8 @@ func (m *Model) forward(ctx context.Context, sc *scratch, p *plan) error {
 			be.Add(x, o)
 			continue
 		} else {
-			gate, up := sc.gate.Slice(0, rows), sc.up.Slice(0, rows)
+			ff := ly.gate.Rows() // gemma4's may vary by layer
+			gate, up := view(sc.gate, rows, ff), view(sc.up, rows, ff)
 			project(be, gate, ly.gate, ly.bgate, h)
 			project(be, up, ly.up, ly.bup, h)
 			be.GLU(gate, gate, up, c.spec.glu)

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/meshnode/meshnode/gguf/backend"
 	"github.com/meshnode/meshnode/gguf/quant"
@@ -79,6 +80,22 @@ func (c *Config) parseGemma4(m meta) error {
 			return invalid("%s = %d of %d layers: the last two layers with KV must be an SWA and a full-attention one", m.key("attention.shared_kv_layers"), shared, c.Layers)
 		}
 	}
+	if c.LayerKVHeads, err = m.layerUints("attention.head_count_kv", c.Layers); err != nil {
+		return err
+	}
+	for l, n := range c.LayerKVHeads {
+		if n <= 0 || c.Heads%n != 0 {
+			return invalid("layer %d: %d KV heads for %d heads", l, n, c.Heads)
+		}
+	}
+	if c.LayerFF, err = m.layerUints("feed_forward_length", c.Layers); err != nil {
+		return err
+	}
+	for l, n := range c.LayerFF {
+		if n <= 0 {
+			return invalid("layer %d: feed_forward_length %d", l, n)
+		}
+	}
 	if c.PerLayerEmbd, err = m.uint("embedding_length_per_layer_input", 0, true); err != nil {
 		return err
 	}
@@ -86,6 +103,39 @@ func (c *Config) parseGemma4(m meta) error {
 		return invalid("%s = %d", m.key("embedding_length_per_layer_input"), c.PerLayerEmbd)
 	}
 	return nil
+}
+
+// layerUints reads a per-layer array of n counts, or nil when the key is
+// a scalar or its values are all equal.
+func (m meta) layerUints(k string, n int) ([]int, error) {
+	a, ok := m.md.Uint32s(m.key(k))
+	if !ok || len(a) == 0 || slices.Min(a) == slices.Max(a) {
+		return nil, nil
+	}
+	if len(a) != n {
+		return nil, invalid("%s has %d values for %d layers", m.key(k), len(a), n)
+	}
+	out := make([]int, n)
+	for i, v := range a {
+		out[i] = int(v)
+	}
+	return out, nil
+}
+
+// kvHeads is block l's KV head count.
+func (c *Config) kvHeads(l int) int {
+	if c.LayerKVHeads != nil {
+		return c.LayerKVHeads[l]
+	}
+	return c.KVHeads
+}
+
+// ffn is block l's FFN width.
+func (c *Config) ffn(l int) int {
+	if c.LayerFF != nil {
+		return c.LayerFF[l]
+	}
+	return c.FF
 }
 
 // headDims is block l's K and V head sizes.
@@ -318,9 +368,9 @@ func (m *Model) loadGemma4MoE(ld *loader, ly *layer, l int) error {
 // their router's own norm of x.
 func (m *Model) gemma4MoE(sc *scratch, ly *layer, x, h backend.Tensor) {
 	be, eps := m.be, m.cfg.NormEps
-	rows := x.Rows
+	rows, ff := x.Rows, ly.gate.Rows()
 	o := sc.o.Slice(0, rows)
-	gate, up := sc.gate.Slice(0, rows), sc.up.Slice(0, rows)
+	gate, up := view(sc.gate, rows, ff), view(sc.up, rows, ff)
 	be.MatMul(gate, ly.gate, h)
 	be.MatMul(up, ly.up, h)
 	be.GLU(gate, gate, up, backend.GELUTanh)

@@ -196,7 +196,7 @@ func load(f *gguf.File, be backend.Backend, stage *LayerRange) (*Model, error) {
 		}
 		hdK, hdV := c.headDims(l)
 		m.kvIdx = append(m.kvIdx, len(m.kvShape))
-		m.kvShape = append(m.kvShape, backend.KVShape{KVHeads: c.KVHeads, HeadDimK: hdK, HeadDimV: hdV})
+		m.kvShape = append(m.kvShape, backend.KVShape{KVHeads: c.kvHeads(l), HeadDimK: hdK, HeadDimV: hdV})
 	}
 	for _, t := range f.Tensors {
 		if !ld.used[t.Name] && !otherStage(t.Name, r, c.Layers) {
@@ -259,9 +259,10 @@ func (m *Model) loadLayer(ld *loader, l int) error {
 	ly := &m.layers[l-m.lo]
 	name := func(s string) string { return fmt.Sprintf("blk.%d.%s", l, s) }
 	hdK, hdV := c.headDims(l)
-	qDim, kDim, vDim := c.Heads*hdK, c.KVHeads*hdK, c.KVHeads*hdV
+	kvh, ff := c.kvHeads(l), c.ffn(l)
+	qDim, kDim, vDim := c.Heads*hdK, kvh*hdK, kvh*hdV
 	ly.attn = backend.Attention{
-		Heads: c.Heads, KVHeads: c.KVHeads, HeadDimK: hdK, HeadDimV: hdV,
+		Heads: c.Heads, KVHeads: kvh, HeadDimK: hdK, HeadDimV: hdV,
 		Scale: c.AttnScale,
 	}
 	// A block that shares another's KV (gemma4) may omit K and V; Gemma 4
@@ -353,12 +354,12 @@ func (m *Model) loadLayer(ld *loader, l int) error {
 			}
 		}
 	} else {
-		mat(&ly.gate, "ffn_gate.weight", c.FF, c.Embd, true)
-		mat(&ly.up, "ffn_up.weight", c.FF, c.Embd, true)
-		vec(&ly.bgate, "ffn_gate.bias", c.FF, false)
-		vec(&ly.bup, "ffn_up.bias", c.FF, false)
+		mat(&ly.gate, "ffn_gate.weight", ff, c.Embd, true)
+		mat(&ly.up, "ffn_up.weight", ff, c.Embd, true)
+		vec(&ly.bgate, "ffn_gate.bias", ff, false)
+		vec(&ly.bup, "ffn_up.bias", ff, false)
 	}
-	mat(&ly.down, "ffn_down.weight", c.Embd, c.FF, true)
+	mat(&ly.down, "ffn_down.weight", c.Embd, ff, true)
 	vec(&ly.bdown, "ffn_down.bias", c.Embd, false)
 	return err
 }

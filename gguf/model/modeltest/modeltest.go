@@ -43,6 +43,12 @@ type Spec struct {
 	SWAHeadDim   int `json:",omitempty"`
 	PerLayerEmbd int `json:",omitempty"`
 	SharedKV     int `json:",omitempty"`
+	// FullKVHeads is gemma4's full-attention layers' KV heads where they
+	// differ from the SWA layers' KVHeads (0: the same); WideFF doubles
+	// the FFN of the layers that share KV (use_double_wide_mlp). Either
+	// makes its key a per-layer array.
+	FullKVHeads int  `json:",omitempty"`
+	WideFF      bool `json:",omitempty"`
 	// Vocab keeps the first Vocab tokens of the tokenizer (0: all).
 	Vocab   int
 	Context int
@@ -80,7 +86,9 @@ var (
 //     logit softcap; and in layers 0 and 3 the 26B-A4B's mixture of 8
 //     experts of width 256, 2 per token, beside the dense FFN, with
 //     separate gate and up in layer 0, fused gate_up and per-expert
-//     output scales in layer 3.
+//     output scales in layer 3; 2 KV heads on SWA layers and 1 on full
+//     ones, and the KV-sharing layers' FFN twice as wide (E2B's
+//     use_double_wide_mlp), both per-layer arrays.
 func Fixture(arch, fileType string) Spec {
 	s := Spec{
 		Arch: arch, FileType: fileType,
@@ -95,6 +103,7 @@ func Fixture(arch, fileType string) Spec {
 	case "gemma4":
 		s.Layers, s.HeadDim, s.SWAHeadDim, s.PerLayerEmbd, s.SharedKV = 4, 128, 64, 256, 2
 		s.Experts, s.ExpertsUsed, s.ExpertFF = 8, 2, 256
+		s.FullKVHeads, s.WideFF = 1, true
 	}
 	return s
 }
@@ -238,9 +247,19 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 	set(a+".context_length", uint32(s.Context))
 	set(a+".embedding_length", uint32(s.Embd))
 	set(a+".block_count", uint32(s.Layers))
-	set(a+".feed_forward_length", uint32(s.FF))
+	set(a+".feed_forward_length", layerCounts(s, s.FF, s.WideFF, func(l int) int {
+		if l >= s.Layers-s.SharedKV {
+			return 2 * s.FF
+		}
+		return s.FF
+	}))
 	set(a+".attention.head_count", uint32(s.Heads))
-	set(a+".attention.head_count_kv", uint32(s.KVHeads))
+	set(a+".attention.head_count_kv", layerCounts(s, s.KVHeads, s.FullKVHeads != 0 && s.FullKVHeads != s.KVHeads, func(l int) int {
+		if l%2 == 1 {
+			return s.FullKVHeads
+		}
+		return s.KVHeads
+	}))
 	set(a+".attention.layer_norm_rms_epsilon", eps)
 	var rotDims int
 	switch a {
@@ -416,6 +435,19 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 	return w, ts, nil
 }
 
+// layerCounts is a count key's value: v, or with perLayer (gemma4 only) an
+// array of at(l) over the layers.
+func layerCounts(s Spec, v int, perLayer bool, at func(int) int) any {
+	if !perLayer || s.Arch != "gemma4" {
+		return uint32(v)
+	}
+	a := make([]uint32, s.Layers)
+	for l := range a {
+		a[l] = uint32(at(l))
+	}
+	return a
+}
+
 // g4Layer lists gemma4 block l's tensors (after attn_norm).
 func g4Layer(s Spec, l int, add func(string, float64, float64, ...int64), mat func(string, int, int), norm func(string, int)) {
 	p := fmt.Sprintf("blk.%d.", l)
@@ -424,11 +456,18 @@ func g4Layer(s Spec, l int, add func(string, float64, float64, ...int64), mat fu
 		hd = s.SWAHeadDim
 	}
 	hasKV := l < s.Layers-s.SharedKV
+	kvh, ff := s.KVHeads, s.FF
+	if l%2 == 1 && s.FullKVHeads != 0 {
+		kvh = s.FullKVHeads
+	}
+	if s.WideFF && !hasKV {
+		ff *= 2
+	}
 	mat(p+"attn_q.weight", s.Heads*hd, s.Embd)
 	if hasKV {
-		mat(p+"attn_k.weight", s.KVHeads*hd, s.Embd)
+		mat(p+"attn_k.weight", kvh*hd, s.Embd)
 		if l != 1 { // layer 1's V is its K projection
-			mat(p+"attn_v.weight", s.KVHeads*hd, s.Embd)
+			mat(p+"attn_v.weight", kvh*hd, s.Embd)
 		}
 	}
 	norm(p+"attn_q_norm.weight", hd)
@@ -438,9 +477,9 @@ func g4Layer(s Spec, l int, add func(string, float64, float64, ...int64), mat fu
 	mat(p+"attn_output.weight", s.Embd, s.Heads*hd)
 	add(p+"post_attention_norm.weight", 0.3, 0.05, int64(s.Embd))
 	norm(p+"ffn_norm.weight", s.Embd)
-	mat(p+"ffn_gate.weight", s.FF, s.Embd)
-	mat(p+"ffn_up.weight", s.FF, s.Embd)
-	mat(p+"ffn_down.weight", s.Embd, s.FF)
+	mat(p+"ffn_gate.weight", ff, s.Embd)
+	mat(p+"ffn_up.weight", ff, s.Embd)
+	mat(p+"ffn_down.weight", s.Embd, ff)
 	if s.Experts > 0 && l%3 == 0 {
 		add(p+"pre_ffw_norm_2.weight", 1, 0.1, int64(s.Embd))
 		add(p+"post_ffw_norm_1.weight", 0.3, 0.05, int64(s.Embd))
