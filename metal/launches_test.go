@@ -39,8 +39,13 @@ func TestDecodeDispatches(t *testing.T) {
 		t.Run(arch, func(t *testing.T) {
 			var n [2]int64
 			for i, layers := range []int{2, 3} {
-				spec := modeltest.Fixture(arch, "Q4_K_M")
-				spec.Layers = layers
+				// gemma4's as stages have it (no per-layer embeddings or
+				// shared KV below 6 layers), and dense, so that every
+				// block is of one kind and depth tells them apart.
+				spec := modeltest.StageFixture(arch, "Q4_K_M", layers)
+				if arch == "gemma4" {
+					spec.Experts = 0
+				}
 				b, err := modeltest.Generate(spec, md)
 				if err != nil {
 					t.Fatal(err)
