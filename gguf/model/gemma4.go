@@ -167,6 +167,16 @@ func (c *Config) KVSource(l int) int {
 	return c.KVLayers - 1
 }
 
+// LayerKVElems is the floats one position takes in block l's own KV
+// cache: its keys and values, or 0 for a block that shares another's.
+func (c *Config) LayerKVElems(l int) int {
+	if c.KVSource(l) != l {
+		return 0
+	}
+	k, v := c.headDims(l)
+	return c.kvHeads(l) * (k + v)
+}
+
 // maxHeadDims is the widest K and V heads of any block.
 func (c *Config) maxHeadDims() (k, v int) {
 	return max(c.HeadDimK, c.HeadDimKSWA), max(c.HeadDimV, c.HeadDimVSWA)
