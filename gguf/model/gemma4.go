@@ -138,9 +138,13 @@ func (c *Config) ffn(l int) int {
 	return c.FF
 }
 
+// isSWA reports whether block l slides (false for a Config built by hand,
+// without SWA flags).
+func (c *Config) isSWA(l int) bool { return l < len(c.SWA) && c.SWA[l] }
+
 // headDims is block l's K and V head sizes.
 func (c *Config) headDims(l int) (k, v int) {
-	if c.SWA[l] {
+	if c.isSWA(l) && c.HeadDimKSWA > 0 {
 		return c.HeadDimKSWA, c.HeadDimVSWA
 	}
 	return c.HeadDimK, c.HeadDimV
@@ -148,7 +152,7 @@ func (c *Config) headDims(l int) (k, v int) {
 
 // ropeDims is block l's rotated dimensions per head.
 func (c *Config) ropeDims(l int) int {
-	if c.SWA[l] {
+	if c.isSWA(l) && c.RoPEDimsSWA > 0 {
 		return c.RoPEDimsSWA
 	}
 	return c.RoPEDims
@@ -158,10 +162,10 @@ func (c *Config) ropeDims(l int) int {
 // itself, or for a Gemma 4 block that shares KV, the last block of its
 // kind (SWA or full attention) that has its own (llama.cpp's layer_reuse).
 func (c *Config) KVSource(l int) int {
-	if l < c.KVLayers {
-		return l
+	if c.KVLayers == 0 || l < c.KVLayers {
+		return l // a Config not from ParseConfig has no sharing
 	}
-	if c.SWA[l] {
+	if c.isSWA(l) {
 		return c.KVLayers - 2
 	}
 	return c.KVLayers - 1
