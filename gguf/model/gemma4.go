@@ -292,14 +292,20 @@ func (m *Model) loadGemma4Layer(ld *loader, ly *layer, l int) error {
 }
 
 // hostVector hands the backend a vector computed here, not the file's: it
-// is not counted in the model's weight bytes.
+// is not counted in the model's weight bytes but in MadeBytes.
 func (m *Model) hostVector(v []float32) (backend.Weight, error) {
 	b := make([]byte, 4*len(v))
 	for i, x := range v {
 		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
 	}
+	m.madeBytes += int64(len(b))
 	return m.be.Weight(quant.F32, 1, len(v), b)
 }
+
+// MadeBytes is the size of the weights the model computed rather than
+// read from the file (gemma4's V norm vectors of ones): a backend that
+// reads file weights in place (Metal's mapped files) copies these.
+func (m *Model) MadeBytes() int64 { return m.madeBytes }
 
 // loadGemma4MoE loads block l's routed experts and their norms.
 func (m *Model) loadGemma4MoE(ld *loader, ly *layer, l int) error {
@@ -320,20 +326,9 @@ func (m *Model) loadGemma4MoE(ld *loader, ly *layer, l int) error {
 	if ly.router, err = ld.matrix(name("ffn_gate_inp.weight"), c.Experts, c.Embd, true); err != nil {
 		return err
 	}
-	// The router scores rms_norm(x) / √Embd ⊙ scale: one weight.
-	scale, err := ld.floats(name("ffn_gate_inp.scale"), c.Embd)
-	if err != nil {
+	// The router scores rms_norm(x) ⊙ scale / √Embd.
+	if ly.routerNorm, err = ld.vector(name("ffn_gate_inp.scale"), c.Embd, true); err != nil {
 		return err
-	}
-	if scale == nil {
-		return invalid("tensor %s is missing", name("ffn_gate_inp.scale"))
-	}
-	inv := 1 / float32(math.Sqrt(float64(c.Embd)))
-	for i := range scale {
-		scale[i] *= inv
-	}
-	if ly.routerNorm, err = m.hostVector(scale); err != nil {
-		return fmt.Errorf("model: router norm: %w", err)
 	}
 	if _, fused := ld.f.Tensor(name("ffn_gate_up_exps.weight")); fused {
 		// Each expert's matrix is its gate rows then its up rows: views
@@ -392,6 +387,7 @@ func (m *Model) gemma4MoE(sc *scratch, ly *layer, x, h backend.Tensor) {
 	be.RMSNorm(o, o, ly.postFFN1, eps)
 
 	be.RMSNorm(h, x, ly.routerNorm, eps) // h is free: the router's input
+	be.Scale(h, 1/float32(math.Sqrt(float64(m.cfg.Embd))))
 	in, out := sc.moeIn.Slice(0, rows), sc.moeOut.Slice(0, rows)
 	be.RMSNorm(in, x, ly.preFFN2, eps)
 	m.moeFFN(sc.moe, ly, out, in, h)

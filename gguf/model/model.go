@@ -30,8 +30,8 @@ type Model struct {
 	lo     int
 	layers []layer
 	// weightBytes is the size of the file's tensor data the model handed
-	// its backend.
-	weightBytes int64
+	// its backend; madeBytes that of weights it computed (MadeBytes).
+	weightBytes, madeBytes int64
 
 	// LongRoPE's two factor sets (phi3); nil elsewhere.
 	ropeLong, ropeShort []float32
@@ -66,8 +66,8 @@ type layer struct {
 	vNorm, pleGate, pleProj, pleNorm backend.Weight
 	outScale                         float32
 	// Gemma 4's MoE blocks: the routed experts' input norm, the shared
-	// and routed outputs' norms, the router's input norm (its scale over
-	// √Embd) and the optional per-expert output scales.
+	// and routed outputs' norms, the router's input norm
+	// (ffn_gate_inp.scale) and the optional per-expert output scales.
 	preFFN2, postFFN1, postFFN2, routerNorm backend.Weight
 	downScale                               []float32
 }
