@@ -41,6 +41,13 @@ type archSpec struct {
 	// gemma4: per-layer token embeddings, KV shared by the last layers,
 	// SWA layers with their own head size, V RMS-normalised (gemma4.go).
 	gemma4 bool
+	// gptoss: gpt-oss's differences (llama_model_openai_moe): attention
+	// sinks, Q/K/V/O and router and expert biases, the FFN norm named
+	// post_attention_norm, a softmax over the chosen experts' logits
+	// rather than all of them, the clamped SwiGLU, a sliding window on
+	// every other layer (period 2) whose layers keep the YaRN scaling,
+	// and scores scaled by 1/√n_rot.
+	gptoss bool
 }
 
 var archs = map[string]archSpec{
@@ -56,6 +63,7 @@ var archs = map[string]archSpec{
 	// gemma4 is gemma3 with no Q pre-scaling (the Q/K norms replace it)
 	// and the features gemma4.go reads.
 	"gemma4": {neox: true, glu: backend.GELUTanh, qkNorm: true, postNorms: true, embedScale: true, swa: true, gemma4: true},
+	"gpt-oss":  {neox: true, glu: backend.SwiGLUOAI, swa: true, moe: true, gptoss: true},
 }
 
 // Architectures lists the general.architecture values this package runs.
@@ -124,6 +132,10 @@ type Config struct {
 	// ExpertNorm renormalises the chosen experts' router probabilities
 	// to sum to 1 (Qwen3's norm_topk_prob).
 	ExpertNorm bool
+	// ExpertSoftmaxChosen: the experts are chosen by their router logits
+	// and weighted by a softmax over the chosen ones alone (gpt-oss;
+	// llama.cpp's LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX_WEIGHT).
+	ExpertSoftmaxChosen bool
 
 	// Gemma 4 (zero elsewhere): the head and rotary sizes of the SWA
 	// layers, the first block whose KV is another block's (Layers: none
@@ -292,6 +304,9 @@ func ParseConfig(md *gguf.Metadata) (Config, error) {
 	if spec.gemma4 {
 		c.AttnScale = 1 // f_attention_scale: the Q/K norms stand in for it
 	}
+	if spec.gptoss {
+		c.AttnScale = 1 / float32(math.Sqrt(float64(c.RoPEDims)))
+	}
 	if arch == "gemma3" && c.Layers == 62 {
 		// Gemma 3 27B scales by the model width per head, not the head
 		// size (llama_model_gemma3::load_arch_hparams).
@@ -368,6 +383,12 @@ func (c *Config) parseMoE(m meta) error {
 	if c.ExpertFF <= 0 || c.ExpertFF > maxDim {
 		return invalid("%s = %d", m.key("expert_feed_forward_length"), c.ExpertFF)
 	}
+	if c.spec.gptoss {
+		// openai-moe.cpp: SOFTMAX_WEIGHT gating, no renormalisation, and
+		// expert_weights_scale is not read (0: no scaling).
+		c.ExpertSoftmaxChosen = true
+		return nil
+	}
 	// llama.cpp's qwen3moe graph always renormalises the top-k weights
 	// (build_moe_ffn's norm_w is true) and never scales them, whatever
 	// expert_weights_norm or expert_weights_scale say; every released
@@ -385,29 +406,38 @@ func (c *Config) parseSWA(m meta) error {
 		return nil
 	}
 	var err error
-	if c.SlidingWindow, err = m.uint("attention.sliding_window", 0, false); err != nil || c.SlidingWindow == 0 {
+	if c.SlidingWindow, err = m.uint("attention.sliding_window", 0, c.spec.gptoss); err != nil || c.SlidingWindow == 0 {
 		return err
 	}
 	if err := c.parseSWAPattern(m); err != nil {
 		return err
 	}
-	if c.RoPEBaseSWA, err = m.float("rope.freq_base_swa", 10000); err != nil {
+	baseSWA := float32(10000)
+	if c.spec.gptoss {
+		baseSWA = c.RoPEBase // rope_freq_base_train_swa defaults to the base
+	}
+	if c.RoPEBaseSWA, err = m.float("rope.freq_base_swa", baseSWA); err != nil {
 		return err
 	}
 	return nil
 }
 
 // parseSWAPattern sets c.SWA from attention.sliding_window_pattern: a
-// period (gemma3: every layer but the last of each period slides; 6 when
-// absent), or one flag per layer (an array of bools, as converters write
-// it). llama.cpp reads gemma4's key with get_key_or_arr, so there a
-// scalar is every layer's flag rather than a period.
+// period (every layer but the last of each period slides,
+// llama_hparams::set_swa_pattern; when absent 6, gpt-oss's 2), or one flag
+// per layer (an array of bools, as converters write it). llama.cpp reads
+// gemma4's key with get_key_or_arr, so there a scalar is every layer's
+// flag rather than a period.
 func (c *Config) parseSWAPattern(m meta) error {
 	key := m.key("attention.sliding_window_pattern")
 	flags, ok := m.md.Lookup(key)
 	if !ok {
+		period := 6
+		if c.spec.gptoss {
+			period = 2
+		}
 		for l := range c.SWA {
-			c.SWA[l] = l%6 < 5
+			c.SWA[l] = l%period < period-1
 		}
 		return nil
 	}
@@ -455,7 +485,10 @@ func (c *Config) layerRoPE(l int, factors []float32) backend.RoPE {
 		OrigCtx:    c.RoPEOrigContext,
 	}
 	if c.SWA[l] {
-		r.Base, r.FreqScale = c.RoPEBaseSWA, 1
+		r.Base = c.RoPEBaseSWA
+		if !c.spec.gptoss {
+			r.FreqScale = 1 // gemma3's sliding layers are unscaled; gpt-oss's keep it
+		}
 		if c.spec.gemma4 {
 			r.Factors = nil // rope_freqs are the full-attention layers'
 		}

@@ -70,6 +70,9 @@ type layer struct {
 	// (ffn_gate_inp.scale) and the optional per-expert output scales.
 	preFFN2, postFFN1, postFFN2, routerNorm backend.Weight
 	downScale                               []float32
+	// gpt-oss's biases of the router and of each expert (nil elsewhere).
+	routerBias                    backend.Weight
+	gateExpsB, upExpsB, downExpsB []backend.Weight
 }
 
 // Config returns the model's hyperparameters.
@@ -107,6 +110,18 @@ func load(f *gguf.File, be backend.Backend, stage *LayerRange) (*Model, error) {
 	cfg, err := ParseConfig(f.Metadata)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.spec.gptoss {
+		// Attention sinks and the clamped SwiGLU are kernels a backend
+		// may lack: refuse here rather than compute without them.
+		for _, need := range []struct {
+			f    backend.Feature
+			what string
+		}{{backend.AttentionSinks, "attention sinks"}, {backend.GLUSwiOAI, "gpt-oss's clamped SwiGLU"}} {
+			if !backend.Supports(be, need.f) {
+				return nil, unsupported("%s needs %s, which the %s backend does not have", cfg.Arch, need.what, be.Name())
+			}
+		}
 	}
 	ld := &loader{f: f, be: be, used: map[string]bool{}}
 	m := &Model{cfg: cfg, be: be}
@@ -319,7 +334,18 @@ func (m *Model) loadLayer(ld *loader, l int) error {
 		vec(&ly.postFFNNorm, "post_ffw_norm.weight", c.Embd, true)
 	}
 
-	vec(&ly.ffnNorm, "ffn_norm.weight", c.Embd, true)
+	if c.spec.gptoss {
+		if err == nil {
+			ly.attn.Sinks, err = ld.floats(name("attn_sinks.weight"), c.Heads)
+			if err == nil && ly.attn.Sinks == nil {
+				err = invalid("tensor %s is missing", name("attn_sinks.weight"))
+			}
+		}
+		// gpt-oss calls its FFN norm the post-attention norm.
+		vec(&ly.ffnNorm, "post_attention_norm.weight", c.Embd, true)
+	} else {
+		vec(&ly.ffnNorm, "ffn_norm.weight", c.Embd, true)
+	}
 	if c.spec.gemma4 && err == nil {
 		if err = m.loadGemma4Layer(ld, ly, l); err != nil {
 			return err
@@ -334,6 +360,11 @@ func (m *Model) loadLayer(ld *loader, l int) error {
 		}
 		if ly.router, err = ld.matrix(name("ffn_gate_inp.weight"), c.Experts, c.Embd, true); err != nil {
 			return err
+		}
+		if c.spec.gptoss {
+			if err := m.loadExpertBiases(ld, ly, name); err != nil {
+				return err
+			}
 		}
 		if ly.gateExps, err = ld.experts(name("ffn_gate_exps.weight"), c.Experts, c.ExpertFF, c.Embd); err != nil {
 			return err
@@ -361,6 +392,24 @@ func (m *Model) loadLayer(ld *loader, l int) error {
 	}
 	mat(&ly.down, "ffn_down.weight", c.Embd, ff, true)
 	vec(&ly.bdown, "ffn_down.bias", c.Embd, false)
+	return err
+}
+
+// loadExpertBiases loads gpt-oss's router bias and each expert's biases
+// (2-D tensors, a row per expert), all required as llama.cpp requires them.
+func (m *Model) loadExpertBiases(ld *loader, ly *layer, name func(string) string) error {
+	c := &m.cfg
+	var err error
+	if ly.routerBias, err = ld.vector(name("ffn_gate_inp.bias"), c.Experts, true); err != nil {
+		return err
+	}
+	if ly.gateExpsB, err = ld.experts(name("ffn_gate_exps.bias"), c.Experts, 1, c.ExpertFF); err != nil {
+		return err
+	}
+	if ly.upExpsB, err = ld.experts(name("ffn_up_exps.bias"), c.Experts, 1, c.ExpertFF); err != nil {
+		return err
+	}
+	ly.downExpsB, err = ld.experts(name("ffn_down_exps.bias"), c.Experts, 1, c.Embd)
 	return err
 }
 
@@ -450,7 +499,11 @@ func (ld *loader) floats(name string, n int) ([]float32, error) {
 // and a backend that reads weights in place (the CPU) touches an expert's
 // pages only when a token is routed to it.
 func (ld *loader) experts(name string, n, rows, cols int) ([]backend.Weight, error) {
-	t, b, _, err := ld.lookup(name, true, cols, rows, n)
+	want := []int{cols, rows, n}
+	if rows == 1 {
+		want = []int{cols, n} // a vector per expert: a 2-D tensor
+	}
+	t, b, _, err := ld.lookup(name, true, want...)
 	if err != nil {
 		return nil, err
 	}

@@ -342,6 +342,14 @@ func TestConfig(t *testing.T) {
 			if !c.RoPENeoX || c.Experts != 4 || c.ExpertsUsed != 2 || c.ExpertFF != 64 || !c.ExpertNorm {
 				t.Errorf("qwen3moe: %+v", c)
 			}
+		case "gpt-oss":
+			// Every even layer slides, with the global base and the YaRN
+			// scale; the chosen experts' logits are softmaxed, unnormalised.
+			if !c.RoPENeoX || c.SlidingWindow != 4 || !slices.Equal(c.SWA, []bool{true, false}) || c.RoPEBaseSWA != 1e6 ||
+				c.RoPEScaling != model.ScalingYaRN || c.RoPEScale != 1.0/32 || c.Experts != 4 || c.ExpertsUsed != 2 ||
+				c.ExpertNorm || !c.ExpertSoftmaxChosen {
+				t.Errorf("gpt-oss: %+v", c)
+			}
 		}
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"sync"
 
 	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/backend"
 	"github.com/meshnode/meshnode/gguf/quant"
 )
 
@@ -57,7 +58,7 @@ type Spec struct {
 
 // Archs and FileTypes are the fixture matrix the parity tests cover.
 var (
-	Archs     = []string{"llama", "qwen2", "phi3", "gemma3", "qwen3", "qwen3moe", "gemma4"}
+	Archs     = []string{"llama", "qwen2", "phi3", "gemma3", "qwen3", "qwen3moe", "gpt-oss", "gemma4"}
 	FileTypes = []string{"F16", "Q8_0", "Q4_0", "Q4_K_M", "Q6_K"}
 )
 
@@ -78,6 +79,12 @@ var (
 //   - qwen3moe: Q/K norms, an untied output head, and a mixture-of-experts
 //     FFN of 8 experts of width 256, 2 per token (Qwen3-30B-A3B has 128
 //     of 768, 8 per token), with an F32 router as llama-quantize leaves it;
+//   - gpt-oss: attention sinks, Q/K/V/O biases, a 4-token sliding window on
+//     every other layer (the default period, 2), YaRN (factor 32 over an
+//     original context of 1024, as gpt-oss's 32 over 4096), an untied head,
+//     and 8 experts of width 256, 4 per token (gpt-oss-20b: 32 of 2880, 4
+//     per token), in MXFP4 whatever the file type, as the published files
+//     have them, with router and expert biases;
 //   - gemma4: 4 layers alternating SWA (heads of 64, window 4, rotary
 //     base 10⁴, 64 rotated) and full attention (heads of 128 with
 //     rope_freqs), the last two sharing the first two's KV, per-layer
@@ -100,6 +107,8 @@ func Fixture(arch, fileType string) Spec {
 		s.HeadDim = 128
 	case "qwen3moe":
 		s.Experts, s.ExpertsUsed, s.ExpertFF = 8, 2, 256
+	case "gpt-oss":
+		s.Experts, s.ExpertsUsed, s.ExpertFF = 8, 4, 256
 	case "gemma4":
 		s.Layers, s.HeadDim, s.SWAHeadDim, s.PerLayerEmbd, s.SharedKV = 4, 128, 64, 256, 2
 		s.Experts, s.ExpertsUsed, s.ExpertFF = 8, 2, 256
@@ -234,6 +243,7 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 	if a == "qwen2" || a == "gemma3" || a == "qwen3" || a == "qwen3moe" || a == "gemma4" {
 		eps = 1e-6
 	}
+	moe := a == "qwen3moe" || a == "gpt-oss"
 	set("general.architecture", a)
 	// The name leaves the architecture out: llama.cpp applies special-token
 	// fixes to vocabularies by model name ("phi3"), and these carry
@@ -288,12 +298,19 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 		set(a+".attention.sliding_window", uint32(4))
 		set(a+".attention.sliding_window_pattern", uint32(2))
 		set(a+".final_logit_softcapping", float32(30))
-	case "qwen3", "qwen3moe":
+	case "qwen3", "qwen3moe", "gpt-oss":
 		rotDims = hd
 		set(a+".attention.key_length", uint32(hd))
 		set(a+".attention.value_length", uint32(hd))
 		set(a+".rope.freq_base", float32(1000000))
-		if a == "qwen3moe" {
+		if a == "gpt-oss" {
+			set(a+".rope.dimension_count", uint32(hd))
+			set(a+".rope.scaling.type", "yarn")
+			set(a+".rope.scaling.factor", float32(32))
+			set(a+".rope.scaling.original_context_length", uint32(1024))
+			set(a+".attention.sliding_window", uint32(4))
+		}
+		if moe {
 			if s.Experts == 0 && s.ExpertsUsed == 0 && s.ExpertFF == 0 {
 				s.Experts, s.ExpertsUsed, s.ExpertFF = 4, 2, s.FF/2
 			}
@@ -388,7 +405,7 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 			mat(p+"attn_k.weight", kvDim, s.Embd)
 			mat(p+"attn_v.weight", kvDim, s.Embd)
 		}
-		if a == "qwen2" {
+		if a == "qwen2" || a == "gpt-oss" {
 			add(p+"attn_q.bias", 0, 0.1, int64(qDim))
 			add(p+"attn_k.bias", 0, 0.1, int64(kvDim))
 			add(p+"attn_v.bias", 0, 0.1, int64(kvDim))
@@ -398,18 +415,39 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 			norm(p+"attn_k_norm.weight", hd)
 		}
 		mat(p+"attn_output.weight", s.Embd, qDim)
-		if a == "gemma3" {
-			add(p+"post_attention_norm.weight", 0.3, 0.05, int64(s.Embd))
+		if a == "gpt-oss" {
+			add(p+"attn_output.bias", 0, 0.1, int64(s.Embd))
+			// Sinks about the scores' size: some heads give the sink a
+			// good share, some little.
+			add(p+"attn_sinks.weight", 0, 1.5, int64(s.Heads))
+			norm(p+"post_attention_norm.weight", s.Embd)
+		} else {
+			if a == "gemma3" {
+				add(p+"post_attention_norm.weight", 0.3, 0.05, int64(s.Embd))
+			}
+			norm(p+"ffn_norm.weight", s.Embd)
 		}
-		norm(p+"ffn_norm.weight", s.Embd)
-		if a == "qwen3moe" {
+		if moe {
 			// Router scores of std 2 over unit-RMS rows: the top-k
 			// choice is clear, rarely a near tie.
-			add(p+"ffn_gate_inp.weight", 0, 2/math.Sqrt(float64(s.Embd)), int64(s.Embd), int64(s.Experts))
+			routerStd := 2.0
+			if a == "gpt-oss" {
+				// Four of eight chosen puts the 4th and 5th logits closer
+				// than qwen3moe's 2nd and 3rd: wider scores keep the cut
+				// clear.
+				routerStd = 4
+			}
+			add(p+"ffn_gate_inp.weight", 0, routerStd/math.Sqrt(float64(s.Embd)), int64(s.Embd), int64(s.Experts))
 			x := int64(s.Experts)
 			add(p+"ffn_gate_exps.weight", 0, 1/math.Sqrt(float64(s.Embd)), int64(s.Embd), int64(s.ExpertFF), x)
 			add(p+"ffn_up_exps.weight", 0, 1/math.Sqrt(float64(s.Embd)), int64(s.Embd), int64(s.ExpertFF), x)
 			add(p+"ffn_down_exps.weight", 0, 1/math.Sqrt(float64(s.ExpertFF)), int64(s.ExpertFF), int64(s.Embd), x)
+			if a == "gpt-oss" {
+				add(p+"ffn_gate_inp.bias", 0, 0.5, x)
+				add(p+"ffn_gate_exps.bias", 0, 0.1, int64(s.ExpertFF), x)
+				add(p+"ffn_up_exps.bias", 0, 0.1, int64(s.ExpertFF), x)
+				add(p+"ffn_down_exps.bias", 0, 0.1, int64(s.Embd), x)
+			}
 			continue
 		}
 		if a == "phi3" {
@@ -509,13 +547,18 @@ func g4Layer(s Spec, l int, add func(string, float64, float64, ...int64), mat fu
 }
 
 // tensorType is llama-quantize's type for a tensor of a file of base type
-// (for the file types Generate makes): vectors and MoE routers stay F32; the output head
+// (for the file types Generate makes): vectors, biases and MoE routers stay
+// F32; gpt-oss's experts are MXFP4 (as published, and as llama-quantize
+// keeps them under MXFP4_MOE); the output head
 // (the embeddings, when tied) takes Q6_K below 8 bits; Q4_K_M gives Q6_K
 // to attn_v and ffn_down in the layers use_more_bits picks, Q5_K to a
 // fused QKV.
 func tensorType(s Spec, base quant.Type, name string, ndims int, tied bool) quant.Type {
-	if ndims < 2 || strings.HasSuffix(name, "ffn_gate_inp.weight") {
+	if ndims < 2 || strings.HasSuffix(name, "ffn_gate_inp.weight") || strings.HasSuffix(name, ".bias") {
 		return quant.F32
+	}
+	if s.Arch == "gpt-oss" && strings.HasSuffix(name, "_exps.weight") {
+		return quant.MXFP4
 	}
 	isOutput := name == "output.weight" || (tied && name == "token_embd.weight")
 	switch base {
@@ -722,4 +765,19 @@ func parallel(n int, f func(int) error) error {
 	close(next)
 	wg.Wait()
 	return err
+}
+
+// Unsupported says why be cannot run arch's fixtures, or "" when it can:
+// gpt-oss needs attention sinks and the clamped SwiGLU, optional backend
+// features (backend.Supports) that model.Load checks for.
+func Unsupported(arch string, be backend.Backend) string {
+	if arch != "gpt-oss" {
+		return ""
+	}
+	for _, f := range []backend.Feature{backend.AttentionSinks, backend.GLUSwiOAI} {
+		if !backend.Supports(be, f) {
+			return fmt.Sprintf("the %s backend has no attention sinks or clamped SwiGLU, which gpt-oss needs", be.Name())
+		}
+	}
+	return ""
 }
