@@ -62,8 +62,8 @@ var archs = map[string]archSpec{
 	"qwen3moe": {neox: true, qkNorm: true, moe: true},
 	// gemma4 is gemma3 with no Q pre-scaling (the Q/K norms replace it)
 	// and the features gemma4.go reads.
-	"gemma4": {neox: true, glu: backend.GELUTanh, qkNorm: true, postNorms: true, embedScale: true, swa: true, gemma4: true},
-	"gpt-oss":  {neox: true, glu: backend.SwiGLUOAI, swa: true, moe: true, gptoss: true},
+	"gemma4":  {neox: true, glu: backend.GELUTanh, qkNorm: true, postNorms: true, embedScale: true, swa: true, gemma4: true},
+	"gpt-oss": {neox: true, glu: backend.SwiGLUOAI, swa: true, moe: true, gptoss: true},
 }
 
 // Architectures lists the general.architecture values this package runs.
