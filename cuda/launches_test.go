@@ -17,9 +17,10 @@ import (
 // and gate+up matrices, qwen2's Q, K and V biases, gemma3's per-head Q/K
 // norms and post-attention and post-FFN norms, qwen3's Q/K norms, and
 // qwen3moe's router and two experts (gate, up, GLU, down each) with the
-// host's copy of their sum. A change that launches more
+// host's copy of their sum, and a dense gemma4 block's V norm and output
+// scale. A change that launches more
 // fails here and updates the docs.
-var decodeLaunchesPerLayer = map[string]int64{"llama": 14, "phi3": 15, "qwen2": 19, "gemma3": 19, "qwen3": 16, "qwen3moe": 23}
+var decodeLaunchesPerLayer = map[string]int64{"llama": 14, "phi3": 15, "qwen2": 19, "gemma3": 19, "qwen3": 16, "qwen3moe": 23, "gemma4": 22}
 
 // decodeLaunchesOutside bounds those outside the layers: the embedding
 // (and gemma3's scaling of it), the final norm, its quantisation, the
@@ -38,8 +39,13 @@ func TestDecodeLaunches(t *testing.T) {
 		t.Run(arch, func(t *testing.T) {
 			var n [2]int64
 			for i, layers := range []int{2, 3} {
-				spec := modeltest.Fixture(arch, "Q4_K_M")
-				spec.Layers = layers
+				// gemma4's as stages have it (no per-layer embeddings or
+				// shared KV below 6 layers), and dense, so that every
+				// block is of one kind and depth tells them apart.
+				spec := modeltest.StageFixture(arch, "Q4_K_M", layers)
+				if arch == "gemma4" {
+					spec.Experts = 0
+				}
 				b, err := modeltest.Generate(spec, md)
 				if err != nil {
 					t.Fatal(err)

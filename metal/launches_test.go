@@ -19,7 +19,7 @@ import (
 // backend's counts but for qwen3moe's one fewer.
 // llama.cpp's Metal path dispatches about 15–17 per layer. A change that
 // dispatches more fails here and updates the docs.
-var decodeDispatchesPerLayer = map[string]int64{"llama": 14, "phi3": 15, "qwen2": 19, "gemma3": 19, "qwen3": 16, "qwen3moe": 22}
+var decodeDispatchesPerLayer = map[string]int64{"llama": 14, "phi3": 15, "qwen2": 19, "gemma3": 19, "qwen3": 16, "qwen3moe": 22, "gemma4": 22}
 
 // decodeDispatchesOutside bounds those outside the layers: the embedding
 // (and gemma3's scaling of it), the final norm, its quantisation, the
@@ -45,8 +45,13 @@ func TestDecodeDispatches(t *testing.T) {
 			}
 			var n [2]int64
 			for i, layers := range []int{2, 3} {
-				spec := modeltest.Fixture(arch, "Q4_K_M")
-				spec.Layers = layers
+				// gemma4's as stages have it (no per-layer embeddings or
+				// shared KV below 6 layers), and dense, so that every
+				// block is of one kind and depth tells them apart.
+				spec := modeltest.StageFixture(arch, "Q4_K_M", layers)
+				if arch == "gemma4" {
+					spec.Experts = 0
+				}
 				b, err := modeltest.Generate(spec, md)
 				if err != nil {
 					t.Fatal(err)

@@ -68,13 +68,15 @@ func newMoEScratch(be backend.Backend, c *Config, rows int) *moeScratch {
 	return ms
 }
 
-// moeFFN sets o to the mixture-of-experts FFN of the normed rows h.
-func (m *Model) moeFFN(ms *moeScratch, ly *layer, o, h backend.Tensor) {
+// moeFFN sets o to the mixture-of-experts FFN of the normed rows h,
+// routed by the scores of the rows routeIn (h itself, or gemma4's own
+// router input).
+func (m *Model) moeFFN(ms *moeScratch, ly *layer, o, h, routeIn backend.Tensor) {
 	be, c := m.be, &m.cfg
 	n, k, e := h.Rows, c.ExpertsUsed, c.Embd
 
 	logits := ms.logits.Slice(0, n)
-	project(be, logits, ly.router, ly.routerBias, h)
+	project(be, logits, ly.router, ly.routerBias, routeIn)
 	be.Read(ms.hostLogits[:n*c.Experts], logits)
 	for i := range ms.rows {
 		ms.rows[i] = ms.rows[i][:0]
@@ -126,6 +128,14 @@ func (m *Model) moeFFN(ms *moeScratch, ly *layer, o, h backend.Tensor) {
 			}
 			wt := ms.w[r*k+rank]
 			dst := ms.prod[(r*k+rank)*e : (r*k+rank+1)*e]
+			if ly.downScale != nil {
+				// gemma4's per-expert output scale, its own ggml_mul.
+				s := ly.downScale[x]
+				for i, y := range ms.hostY[j*e : (j+1)*e] {
+					dst[i] = (y * s) * wt
+				}
+				continue
+			}
 			for i, y := range ms.hostY[j*e : (j+1)*e] {
 				dst[i] = y * wt
 			}

@@ -104,12 +104,9 @@ func (m *Model) NewSession(opt SessionOptions) (*Session, error) {
 		batch = DefaultBatch
 	}
 	batch = min(batch, n)
-	// A stage's cache holds its own blocks only.
-	shapes := make([]backend.KVShape, len(m.layers))
-	for l := range shapes {
-		shapes[l] = backend.KVShape{KVHeads: c.KVHeads, HeadDimK: c.HeadDimK, HeadDimV: c.HeadDimV}
-	}
-	kv, err := m.be.NewKVCache(opt.KV.quant(), n, shapes)
+	// A stage's cache holds its own blocks only, and of those only the
+	// ones with KV of their own (m.kvShape).
+	kv, err := m.be.NewKVCache(opt.KV.quant(), n, m.kvShape)
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
