@@ -37,6 +37,12 @@ func TestDecodeLaunches(t *testing.T) {
 	}
 	for _, arch := range modeltest.Archs {
 		t.Run(arch, func(t *testing.T) {
+			be, _ := newEmu(t, cuda.Options{NoGraphs: true})
+			why := modeltest.Unsupported(arch, be)
+			be.Close()
+			if why != "" {
+				t.Skip(why)
+			}
 			var n [2]int64
 			for i, layers := range []int{2, 3} {
 				// gemma4's as stages have it (no per-layer embeddings or
