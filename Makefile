@@ -16,7 +16,7 @@ PROTOC_WANT   := libprotoc 3.21.12
 
 CROSS_TARGETS := linux/amd64 linux/arm64 darwin/arm64
 
-.PHONY: all build test race lint cross fuzz proto proto-check bench bench-node bench-stages clean security
+.PHONY: all build test race lint cross fuzz proto proto-check bench bench-node bench-stages bench-placement clean security
 
 all: build
 
@@ -82,6 +82,14 @@ STAGE_ROUNDS    ?= 3
 bench-stages:
 	MESHNODE_STAGE_BENCH_ROUNDS=$(STAGE_ROUNDS) CGO_ENABLED=0 $(GO) test -run '^$$' \
 		-bench '^(BenchmarkPipelineDecode|BenchmarkStagesNetns)$$' -benchtime $(STAGE_BENCHTIME) ./node/stage/
+
+# Mesh-wide placement across network namespaces (root; skipped
+# otherwise): aggregate tok/s of a 3-node mesh with the model on 1 and 2
+# hosts, and joules per token with energy-aware against RTT-only
+# placement (docs/mesh.md, "Placement").
+PLACEMENT_BENCHTIME ?= 3x
+bench-placement:
+	CGO_ENABLED=0 $(GO) test -run '^$$' -bench '^BenchmarkPlacementNetns$$' -benchtime $(PLACEMENT_BENCHTIME) ./node/
 
 clean:
 	rm -rf $(BIN)
@@ -192,6 +200,14 @@ qemu-arm64:
 .PHONY: bench-spec
 bench-spec:
 	MESHNODE_BENCH_SPEC=1 MESHNODE_MODELS=$${MESHNODE_MODELS:-$(abspath ../shared/models)} CGO_ENABLED=0 $(GO) test ./gguf/spec/ -run '^$$' -bench '^BenchmarkSpeculative$$' -benchtime 1x -timeout 60m -v
+
+# Concurrent speculating serves with their drafts stepped together on the
+# draft model's scheduler against each on its own session, beside plain
+# decoding (node/engine/ggufengine/bench_spec_test.go; docs/engine.md,
+# "Speculative decoding").
+.PHONY: bench-spec-batch
+bench-spec-batch:
+	MESHNODE_BENCH_SPEC=1 MESHNODE_MODELS=$${MESHNODE_MODELS:-$(abspath ../shared/models)} CGO_ENABLED=0 $(GO) test ./node/engine/ggufengine/ -run '^$$' -bench '^BenchmarkSpeculativeBatch$$' -benchtime 1x -timeout 30m
 
 # Structured outputs: the grammar mask's cost per token against decode time
 # per token on the 1B-shaped Q8_0 (BENCH_CACHE, default the user cache's

@@ -122,6 +122,9 @@ func testModels(t *testing.T, dev backend.Backend) {
 	for _, arch := range modeltest.Archs {
 		for _, ft := range modeltest.FileTypes {
 			t.Run(arch+"-"+ft, func(t *testing.T) {
+				if why := modeltest.Unsupported(arch, dev); why != "" {
+					t.Skip(why)
+				}
 				f := fixture(t, arch, ft)
 				want, wantToks := greedy(t, ref, f, modelSteps)
 				got, gotToks := greedy(t, dev, f, modelSteps)

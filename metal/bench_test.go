@@ -65,6 +65,10 @@ func BenchmarkMetal(b *testing.B) {
 	var jobs []job
 	if os.Getenv("BENCH_FIXTURES") != "0" {
 		for _, arch := range modeltest.Archs {
+			if why := modeltest.Unsupported(arch, be); why != "" {
+				fmt.Printf("%s: skipped (%s)\n", arch, why)
+				continue
+			}
 			for _, ft := range modeltest.FileTypes {
 				jobs = append(jobs, job{arch + "-" + strings.ToLower(ft), fixture(b, arch, ft),
 					envInt("BENCH_FIXTURE_PP", 64), envInt("BENCH_FIXTURE_TG", 64), 2})

@@ -49,6 +49,7 @@ func (n *Node) announcement(httpPort uint32) *nodev1.PeerAnnouncement {
 		a.AvailableModelMetadata = append(a.AvailableModelMetadata, e.Metadata)
 		a.AvailableModelSizes[e.CanonicalModelRef] = e.TotalSizeBytes
 	}
+	a.MeshnodeModelLoad = n.modelLoads(a.HostedModels)
 	n.mu.Lock()
 	a.OwnerAttestation = n.ownership
 	srv := n.stageSrv

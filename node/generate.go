@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshnode/meshnode/gguf/chat/toolcall"
 	"github.com/meshnode/meshnode/gguf/grammar"
 	"github.com/meshnode/meshnode/node/api"
 	"github.com/meshnode/meshnode/node/engine"
@@ -28,6 +29,8 @@ type servedModel struct {
 	steward  *steward.Steward
 	metrics  *metrics.Metrics
 	defaults generationDefaults
+	// place records each sealed serve for the figures the node gossips.
+	place *placed
 }
 
 type generationDefaults struct {
@@ -92,8 +95,11 @@ func (s *servedModel) Prepare(ctx context.Context, g *api.Generation) (api.Prepa
 		req.Sampling.Seed, drawn = &seed, &seed
 	}
 	noSpec := g.Speculative != nil && !*g.Speculative
+	if g.Placement != "" {
+		opts = append(opts, steward.WithPlacement(g.Placement))
+	}
 	p := &preparedGeneration{s: s, stop: g.Stop, req: req, ids: ids, opts: opts, drawn: drawn, noSpec: noSpec, grammar: g.Grammar,
-		received: g.Received}
+		received: g.Received, tools: len(g.Tools) > 0}
 	if g.Logprobs {
 		pieces, ok := s.in.m.(tokenPieces)
 		if !ok || !engine.ReportsLogprobs(s.in.m.Engine()) {
@@ -105,6 +111,31 @@ func (s *servedModel) Prepare(ctx context.Context, g *api.Generation) (api.Prepa
 		p.pieces, p.top = pieces, g.TopLogprobs
 	}
 	return p, nil
+}
+
+// ToolFormat implements api.ToolModel: the model's chat template's call
+// format; a model without a template engine (the reference model) takes
+// no tools.
+func (s *servedModel) ToolFormat() (toolcall.Format, bool) {
+	if tm, ok := s.in.m.(toolModel); ok {
+		return tm.ToolFormat()
+	}
+	return 0, false
+}
+
+// Harmony implements api.ReasoningModel: the model's replies come on
+// harmony channels.
+func (s *servedModel) Harmony() bool {
+	hm, ok := s.in.m.(interface{ Harmony() bool })
+	return ok && hm.Harmony()
+}
+
+// toolModel is a local model that can be given tools.
+type toolModel interface {
+	ToolFormat() (toolcall.Format, bool)
+	// ToolDecoder is Decoder for a generation with tools: it writes the
+	// control tokens that open calls.
+	ToolDecoder() decoder
 }
 
 // tokenPieces is a model whose tokens have texts: the log-probabilities
@@ -135,6 +166,8 @@ type preparedGeneration struct {
 	// grammar is what the output is held to (nil: nothing); the request
 	// names it (receipt.Sampling.Grammar).
 	grammar *grammar.Grammar
+	// tools: the request has tools, so the output is read for calls.
+	tools bool
 	// received is when the API received the request (zero: unknown).
 	received time.Time
 	// pieces, when set, reports each token's log-probability with top
@@ -169,6 +202,9 @@ func (p *preparedGeneration) Generate(ctx context.Context, emit func(api.Delta) 
 	m := s.in.m
 	maxTokens := int(p.req.MaxTokens)
 	dec := m.Decoder()
+	if tm, ok := m.(toolModel); ok && p.tools {
+		dec = tm.ToolDecoder()
+	}
 	stops := &stopFilter{stops: p.stop}
 	// The tokens' log-probabilities (the engine records each just before
 	// it emits the token) wait for the text they make, and go with it.
@@ -194,7 +230,11 @@ func (p *preparedGeneration) Generate(ctx context.Context, emit func(api.Delta) 
 		}
 		return nil
 	}
+	start := time.Now()
 	served, err := s.steward.Serve(ctx, p.req, p.ids, send, append(p.opts, steward.ForRecipe(m.Name()))...)
+	if served != nil && s.place != nil {
+		s.place.record(m.Name(), &served.Receipt.Receipt, time.Since(start))
+	}
 	ceiling := false
 	if err != nil {
 		switch {
@@ -276,6 +316,20 @@ func (s *servedModel) prepare(g *api.Generation) (receipt.ServeRequest, []uint32
 	return req, ids, append(opts, steward.WithPromptTokens(uint32(len(ids)))), err
 }
 
+// hasToolTurns reports whether g's prompt holds anything of tools beyond
+// roles and contents.
+func hasToolTurns(g *api.Generation) bool {
+	if len(g.Tools) > 0 {
+		return true
+	}
+	for _, m := range g.Messages {
+		if len(m.ToolCalls) > 0 || m.ToolCallID != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // request builds the mesh/1 request a generation is served as, with the
 // steward options it needs.
 //
@@ -289,6 +343,16 @@ func (s *servedModel) prepare(g *api.Generation) (receipt.ServeRequest, []uint32
 // without one (Generate draws it).
 func (s *servedModel) request(g *api.Generation, prompt string, promptTokens, ctxLen int) (receipt.ServeRequest, []steward.ServeOption, error) {
 	if len(g.Presentation) > 0 {
+		if hasToolTurns(g) {
+			// The binding's prompt_hash is over the messages' roles and
+			// contents: tools and tool-call turns, which the template
+			// renders into the prompt, would be served outside the id the
+			// presentation is signed for.
+			e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "tools_not_granted",
+				"a granted request cannot carry tools, tool calls or tool results: the OpenAI binding's request id (mesh/1 §2.3) covers only the messages' roles and contents")
+			e.Param = "tools"
+			return receipt.ServeRequest{}, nil, e
+		}
 		if g.Grammar != nil {
 			// granted_serve_request derives the request from the body
 			// alone and has no place for a grammar: served, the output

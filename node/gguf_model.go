@@ -9,6 +9,7 @@ import (
 
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/chat"
+	"github.com/meshnode/meshnode/gguf/chat/toolcall"
 	"github.com/meshnode/meshnode/gguf/tokenizer"
 	"github.com/meshnode/meshnode/node/api"
 	"github.com/meshnode/meshnode/node/engine"
@@ -102,10 +103,15 @@ func renderPrompt(tok *tokenizer.Tokenizer, tmpl *chat.Template, gen *api.Genera
 	if gen.Messages != nil {
 		msgs := make([]chat.Message, len(gen.Messages))
 		for i, m := range gen.Messages {
-			msgs[i] = chat.Message{Role: m.Role, Content: m.Content}
+			msgs[i] = chat.Message{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID, Name: m.Name}
+			for _, c := range m.ToolCalls {
+				msgs[i].ToolCalls = append(msgs[i].ToolCalls, chat.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+			}
 		}
 		var err error
-		if text, err = tmpl.Apply(msgs, true); err != nil {
+		if text, err = tmpl.Render(chat.Input{Messages: msgs, Tools: gen.Tools, AddGenerationPrompt: true,
+			// A template whose calls cannot be read back is polyfilled.
+			Generic: toolcall.Detect(tmpl) == toolcall.Generic}); err != nil {
 			var rejected *chat.RejectedError
 			if errors.As(err, &rejected) {
 				return "", nil, fmt.Errorf("the model's chat template rejects this conversation: %s", rejected.Reason)
@@ -136,6 +142,67 @@ func tokenPiece(tok *tokenizer.Tokenizer, id uint32) []byte {
 func (g *ggufModel) Piece(id uint32) []byte { return tokenPiece(g.m.Tokenizer(), id) }
 
 func (g *ggufModel) Decoder() decoder { return newTokenDecoder(g.m.Tokenizer()) }
+
+// isHarmony reports whether tok is a harmony vocabulary (gpt-oss): its
+// replies come on channels (<|channel|>analysis<|message|>…). The
+// tokenizer makes those markers user-defined tokens, as llama.cpp does,
+// so they decode as text and the API can split the reply.
+func isHarmony(tok *tokenizer.Tokenizer) bool {
+	for _, m := range []string{"<|channel|>", "<|message|>"} {
+		if _, ok := tok.Lookup(m); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// Harmony implements api.ReasoningModel.
+func (g *ggufModel) Harmony() bool { return isHarmony(g.m.Tokenizer()) }
+
+// ToolFormat is how the model's chat template has it write tool calls: a
+// harmony model's on its commentary channel, whatever its template says.
+func (g *ggufModel) ToolFormat() (toolcall.Format, bool) {
+	if isHarmony(g.m.Tokenizer()) {
+		return toolcall.Harmony, true
+	}
+	return toolcall.Detect(g.m.Template()), true
+}
+
+// ToolDecoder is the decoder of a generation with tools.
+func (g *ggufModel) ToolDecoder() decoder {
+	return newToolDecoder(g.m.Tokenizer(), toolcall.Detect(g.m.Template()).Markers())
+}
+
+// newToolDecoder is newTokenDecoder that writes the control tokens which
+// mark a format's calls (toolcall.Format.Markers: [TOOL_CALLS],
+// <|python_tag|>, ...) as their text, as llama.cpp does for a request
+// with tools: otherwise they decode to nothing and the calls cannot be
+// told from text.
+func newToolDecoder(tok *tokenizer.Tokenizer, markers []string) decoder {
+	keep := map[uint32]string{}
+	for _, m := range markers {
+		if id, ok := tok.Lookup(m); ok && tok.IsControl(id) {
+			keep[id] = m
+		}
+	}
+	d := newTokenDecoder(tok).(tokenDecoder)
+	if len(keep) == 0 {
+		return d
+	}
+	return markerDecoder{tokenDecoder: d, keep: keep}
+}
+
+type markerDecoder struct {
+	tokenDecoder
+	keep map[uint32]string
+}
+
+func (m markerDecoder) Next(tok uint32) string {
+	if text, ok := m.keep[tok]; ok {
+		return m.d.Flush() + text
+	}
+	return m.tokenDecoder.Next(tok)
+}
 
 // tokenDecoder adapts the tokenizer's streaming decoder; the engine only
 // emits ids of its own vocabulary, so a decode error cannot happen and

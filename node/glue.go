@@ -36,7 +36,7 @@ func (r *registry) served(name string) (*servedModel, bool) {
 	if !ok {
 		return nil, false
 	}
-	return &servedModel{in: in, steward: r.n.steward, metrics: r.n.metrics, defaults: generationDefaults{
+	return &servedModel{in: in, steward: r.n.steward, metrics: r.n.metrics, place: r.n.place, defaults: generationDefaults{
 		maxTokens:      r.n.cfg.API.MaxTokens,
 		fidelityFloor:  receipt.Fidelity(r.n.cfg.Steward.FidelityFloor),
 		jouleCeilingUJ: r.n.cfg.Steward.JouleCeilingUJ,
@@ -82,7 +82,10 @@ func (r *registry) List() []api.ModelInfo {
 }
 
 // meshRelay is the API's relay through the mesh.
-type meshRelay struct{ m *mesh.Node }
+type meshRelay struct {
+	m *mesh.Node
+	n *Node
+}
 
 func (r meshRelay) HostsOf(model string) []identity.EndpointID {
 	peers := r.m.PeersHosting(model)

@@ -68,6 +68,13 @@ type Node struct {
 	// memProbe measures this node's memory bandwidth in bytes/s, at
 	// start, when it serves stages (default: membw.Measure).
 	memProbe func(context.Context) (float64, error)
+	// claimHook, when set, rewrites each model's load entry this node
+	// gossips (a test's node that under-claims its energy).
+	claimHook func(*nodev1.MeshnodeModelLoad)
+	// placeByRTT turns energy-aware placement off: a request for a model
+	// this node hosts is served here, one for a model only peers host goes
+	// to the first by admission state and RTT (the benchmark's reference).
+	placeByRTT bool
 
 	mu        sync.Mutex
 	ready     chan struct{}
@@ -110,6 +117,8 @@ type Node struct {
 	share      *modelshare.Server
 	serveFiles atomic.Bool
 	startedAt  time.Time
+	// place is the node's part in mesh-wide placement.
+	place *placed
 }
 
 // New returns a node for cfg; Serve runs it. cfg is resolved here.
@@ -126,6 +135,7 @@ func New(cfg Config, logger *slog.Logger) (*Node, error) {
 		ready:       make(chan struct{}),
 		metrics:     metrics.New(Version),
 		meterConfig: meters.Config{Meter: cfg.Energy.Meter, EstimatorWatts: cfg.Energy.EstimatorWatts},
+		place:       newPlaced(),
 	}, nil
 }
 
@@ -306,6 +316,7 @@ func (n *Node) Serve(ctx context.Context) (err error) {
 		Concurrency:    n.cfg.API.Concurrency,
 		QueueDepth:     n.cfg.API.QueueDepth,
 		QueueWait:      n.cfg.API.QueueWait.Duration,
+		LoadChanged:    n.place.loadChanged,
 		AllowedHosts:   n.allowedHosts(),
 		AllowedOrigins: n.cfg.API.AllowedOrigins,
 		MeshAccess:     access,
@@ -316,8 +327,10 @@ func (n *Node) Serve(ctx context.Context) (err error) {
 		},
 		Public:   map[string]http.Handler{console.Prefix: files},
 		Observer: requestObservers{events, requestMetrics{n}},
-	}, key.ID(), &registry{n: n}, meshRelay{mn}, &apiNode{n: n}, n.log, nil)
+	}, key.ID(), &registry{n: n}, meshRelay{m: mn, n: n}, &apiNode{n: n}, n.log, nil)
 	n.metrics.SetSources(metricSources(srv, mn))
+	n.place.api.Store(srv)
+	run("placement load", n.pushLoads, ctx)
 	drain := n.cfg.DrainTimeout.Duration
 	apiLn, tunnelAPILn := watchClose(httpLn), watchClose(tunnelLn)
 	apiDone, tunnelDone := make(chan error, 1), make(chan error, 1)
@@ -595,6 +608,7 @@ func (n *Node) Status() Status {
 			ps.Addrs = append(ps.Addrs, a.String())
 		}
 		peerFacts(&ps, p.Announcement)
+		ps.Placement = n.peerPlacement(p)
 		st.Peers = append(st.Peers, ps)
 	}
 	return st
@@ -672,6 +686,10 @@ type PeerStatus struct {
 	Hostname    string    `json:"hostname,omitempty"`
 	GPUs        []PeerGPU `json:"gpus,omitempty"`
 	MemoryBytes uint64    `json:"memory_bytes,omitempty"`
+	// Placement is, per model, what the peer advertises for placement and
+	// what this node's claims check makes of it (docs/mesh.md#placement);
+	// absent for a peer that advertises nothing.
+	Placement []PeerPlacement `json:"placement,omitempty"`
 }
 
 // PeerGPU is one GPU a peer gossips.
@@ -698,6 +716,24 @@ func peerFacts(ps *PeerStatus, a *nodev1.PeerAnnouncement) {
 		vram, _ := strconv.ParseUint(g.GetVramBytes(), 10, 64) // a decimal string on the wire; unreadable is unknown
 		ps.GPUs = append(ps.GPUs, PeerGPU{Name: g.GetName(), VRAMBytes: vram})
 	}
+}
+
+// PeerPlacement is one model's placement figures of a peer.
+type PeerPlacement struct {
+	Model                 string  `json:"model"`
+	UJPerPromptToken      float64 `json:"uj_per_prompt_token"`
+	UJPerOutputToken      float64 `json:"uj_per_output_token"`
+	EnergyGrade           string  `json:"energy_grade"`
+	Receipts              uint32  `json:"receipts"`
+	OutputTokensPerSecond float64 `json:"output_tokens_per_second"`
+	Slots                 uint32  `json:"slots"`
+	FreeSlots             uint32  `json:"free_slots"`
+	Queued                uint32  `json:"queued"`
+	// Trust is what this node multiplies the peer's claims by: 1 unless
+	// its receipts exceeded them beyond the tolerance.
+	Trust float64 `json:"trust"`
+	// InFlight is how many of this node's requests the peer is serving.
+	InFlight int `json:"in_flight"`
 }
 
 // closers stops what Serve started, last first.

@@ -33,13 +33,16 @@ func startNode(t testing.TB, cfg Config) (*Node, func() error) {
 }
 
 // startNodeWith is startNode with setup run on the node before it serves.
+// A QUICAddr cfg sets is kept (a node in a network namespace).
 func startNodeWith(t testing.TB, cfg Config, setup func(*Node)) (*Node, func() error) {
 	t.Helper()
 	if cfg.StateDir == "" {
 		cfg.StateDir = t.TempDir()
 	}
 	cfg.HTTPAddr = "127.0.0.1:0"
-	cfg.QUICAddr = "127.0.0.1:0"
+	if cfg.QUICAddr == "" {
+		cfg.QUICAddr = "127.0.0.1:0"
+	}
 	cfg.Discovery = "none"
 	if cfg.DrainTimeout.Duration == 0 {
 		cfg.DrainTimeout.Duration = 5 * time.Second

@@ -15,6 +15,7 @@ import (
 
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/chat"
+	"github.com/meshnode/meshnode/gguf/chat/toolcall"
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/digest"
 	"github.com/meshnode/meshnode/gguf/model"
@@ -240,6 +241,22 @@ func (sm *splitModel) Draft() string { return sm.eng.Draft() }
 func (sm *splitModel) Slots() int { return splitSeqs }
 func (sm *splitModel) Decoder() decoder {
 	return newTokenDecoder(sm.tok)
+}
+
+// ToolFormat is how the model's chat template has it write tool calls.
+func (sm *splitModel) ToolFormat() (toolcall.Format, bool) {
+	if isHarmony(sm.tok) {
+		return toolcall.Harmony, true // as ggufModel's
+	}
+	return toolcall.Detect(sm.tmpl), true
+}
+
+// Harmony implements api.ReasoningModel.
+func (sm *splitModel) Harmony() bool { return isHarmony(sm.tok) }
+
+// ToolDecoder is the decoder of a generation with tools.
+func (sm *splitModel) ToolDecoder() decoder {
+	return newToolDecoder(sm.tok, toolcall.Detect(sm.tmpl).Markers())
 }
 
 // Piece implements tokenPieces.

@@ -79,7 +79,34 @@ const (
 	// GELUTanh: gelu(gate) · up with GELU's tanh approximation, evaluated
 	// as ggml does through a table over fp16 inputs (GeGLU: gemma).
 	GELUTanh
+	// SwiGLUOAI: gpt-oss's clamped SwiGLU (ggml_swiglu_oai with α = 1.702,
+	// limit 7, as llama.cpp fixes them): g = min(gate, 7), u = clamp(up,
+	// ±7), g·σ(α·g)·(u + 1).
+	SwiGLUOAI
 )
+
+// Feature is a kernel capability that not every backend has; a model that
+// needs one checks for it when it loads rather than computing without it.
+type Feature int
+
+// The optional features.
+const (
+	// AttentionSinks: Attend honours Attention.Sinks.
+	AttentionSinks Feature = iota
+	// GLUSwiOAI: GLU takes SwiGLUOAI.
+	GLUSwiOAI
+)
+
+// Featured is implemented by a backend that has optional features.
+type Featured interface {
+	Supports(f Feature) bool
+}
+
+// Supports reports whether be has the feature f.
+func Supports(be Backend, f Feature) bool {
+	fb, ok := be.(Featured)
+	return ok && fb.Supports(f)
+}
 
 // RoPE describes one rotary position embedding, as ggml_rope_ext takes it.
 type RoPE struct {
@@ -117,6 +144,11 @@ type Attention struct {
 	Window int
 	// Softcap, when > 0, caps the scores at ±Softcap with tanh.
 	Softcap float32
+	// Sinks, when set, holds a learned logit per head (gpt-oss) that joins
+	// the softmax's denominator, and its max, but weights no value: the
+	// head may attend to nothing. Only a backend that Supports
+	// AttentionSinks honours it.
+	Sinks []float32
 }
 
 // Backend is the kernel set. Its methods may be called from several

@@ -11,6 +11,7 @@
 package chat
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -20,10 +21,16 @@ import (
 )
 
 // Message is one turn of a conversation. Content is plain text: the API
-// layer flattens OpenAI content-part arrays before it gets here.
+// layer flattens OpenAI content-part arrays before it gets here (and a
+// null content is ""). ToolCalls are an assistant's function calls; a
+// "tool" message answers the call ToolCallID, and may carry the
+// function's Name.
 type Message struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
+	Role       string     `json:"role"`
+	Content    string     `json:"content"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+	Name       string     `json:"name,omitempty"`
 }
 
 // Options carry what a template may refer to besides the messages.
@@ -71,7 +78,7 @@ func Compile(src string, opt Options) (*Template, error) {
 		t.builtin, t.kind = f, "builtin:"+src
 		return t, nil
 	}
-	tpl, err := compileJinja(src)
+	tpl, err := compileJinja(rewriteIndentedJSON(rewriteLineContinuations(src)))
 	if err != nil {
 		if name, f, ok := detect(src); ok {
 			t.builtin, t.kind = f, "builtin:"+name
@@ -92,23 +99,9 @@ func (t *Template) Source() string { return t.src }
 
 // Apply renders messages. With addGenerationPrompt the text ends with the
 // opening of an assistant turn, so the model's continuation is the reply.
+// It is Render without tools.
 func (t *Template) Apply(messages []Message, addGenerationPrompt bool) (string, error) {
-	var out string
-	if t.jinja == nil {
-		out = t.builtin(messages, addGenerationPrompt)
-	} else {
-		var err error
-		if out, err = t.render(messages, addGenerationPrompt); err != nil {
-			return "", err
-		}
-	}
-	if t.opt.StripBOS && t.opt.BOS != "" {
-		out = strings.TrimPrefix(out, t.opt.BOS)
-	}
-	if t.opt.StripEOS && t.opt.EOS != "" {
-		out = strings.TrimSuffix(out, t.opt.EOS)
-	}
-	return out, nil
+	return t.Render(Input{Messages: messages, AddGenerationPrompt: addGenerationPrompt})
 }
 
 // compileJinja compiles src, turning a panic in the engine (a template from
@@ -122,7 +115,7 @@ func compileJinja(src string) (tpl *jinja.Template, err error) {
 	return jinja.Compile(src)
 }
 
-func (t *Template) render(messages []Message, addGenerationPrompt bool) (out string, err error) {
+func (t *Template) render(messages []Message, tools []json.RawMessage, addGenerationPrompt bool) (out string, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			out, err = "", fmt.Errorf("%w: cannot render: jinja engine failure: %v", ErrTemplate, r)
@@ -130,7 +123,18 @@ func (t *Template) render(messages []Message, addGenerationPrompt bool) (out str
 	}()
 	msgs := make([]jinja.Value, len(messages))
 	for i, m := range messages {
-		msgs[i] = jinja.FromGoValue(map[string]any{"role": m.Role, "content": m.Content})
+		msgs[i] = messageValue(m)
+	}
+	// transformers passes tools=None when there are none.
+	toolsValue := jinja.None()
+	if len(tools) > 0 {
+		list := make([]jinja.Value, len(tools))
+		for i, raw := range tools {
+			if list[i], err = JSONValue(raw); err != nil {
+				return "", fmt.Errorf("%w: tools[%d]: %w", ErrTemplate, i, err)
+			}
+		}
+		toolsValue = jinja.NewList(list)
 	}
 	now := t.opt.Now
 	if now == nil {
@@ -138,10 +142,12 @@ func (t *Template) render(messages []Message, addGenerationPrompt bool) (out str
 	}
 	out, err = t.jinja.RenderValues(map[string]jinja.Value{
 		"messages":              jinja.NewList(msgs),
+		"tools":                 toolsValue,
 		"add_generation_prompt": jinja.NewBool(addGenerationPrompt),
 		"bos_token":             jinja.NewString(t.opt.BOS),
 		"eos_token":             jinja.NewString(t.opt.EOS),
 		"raise_exception":       jinja.NewCallable("raise_exception", raiseException),
+		indentedJSONName:        jinja.NewCallable(indentedJSONName, indentedJSON),
 		"range":                 jinja.NewCallable("range", boundedRange),
 		"strftime_now": jinja.NewCallable("strftime_now", func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
 			format := "%Y-%m-%d"

@@ -13,10 +13,41 @@ import (
 var goldenNow = time.Date(2026, 1, 15, 9, 30, 0, 0, time.UTC)
 
 type conversation struct {
-	Name     string    `json:"name"`
-	BOS      string    `json:"bos_token"`
-	EOS      string    `json:"eos_token"`
-	Messages []Message `json:"messages"`
+	Name     string            `json:"name"`
+	BOS      string            `json:"bos_token"`
+	EOS      string            `json:"eos_token"`
+	Tools    []json.RawMessage `json:"tools"`
+	Messages []openAIMessage   `json:"messages"`
+}
+
+// openAIMessage is a chat message as an OpenAI request carries it.
+type openAIMessage struct {
+	Role       string  `json:"role"`
+	Content    *string `json:"content"`
+	ToolCallID string  `json:"tool_call_id"`
+	Name       string  `json:"name"`
+	ToolCalls  []struct {
+		ID       string `json:"id"`
+		Function struct {
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		} `json:"function"`
+	} `json:"tool_calls"`
+}
+
+// messages converts c's messages as node/api does: a null content is "".
+func (c conversation) messages() []Message {
+	out := make([]Message, len(c.Messages))
+	for i, m := range c.Messages {
+		out[i] = Message{Role: m.Role, ToolCallID: m.ToolCallID, Name: m.Name}
+		if m.Content != nil {
+			out[i].Content = *m.Content
+		}
+		for _, tc := range m.ToolCalls {
+			out[i].ToolCalls = append(out[i].ToolCalls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+		}
+	}
+	return out
 }
 
 func readJSON(t *testing.T, path string, v any) {
@@ -31,10 +62,13 @@ func readJSON(t *testing.T, path string, v any) {
 }
 
 // TestGolden renders every template under testdata/templates (Llama 2,
-// Llama 3 and 3.1, ChatML/Qwen2, Qwen2.5, Qwen3, Phi-3 and 3.5, Gemma and
-// Gemma 2, Mistral, Command-R, DeepSeek-R1, Granite, Hermes, gpt-oss) over
+// Llama 3 and 3.1, ChatML/Qwen2, Qwen2.5, Qwen3, Phi-3 and 3.5, Gemma,
+// Gemma 2 and Gemma 4, Mistral, Command-R, DeepSeek-R1, Granite, Hermes, gpt-oss) over
 // the conversations in testdata/conversations.json and compares with
-// Python jinja2's output (testdata/gen-golden.py), errors included.
+// Python jinja2's output (testdata/gen-golden.py), errors included. The
+// conversations with tools (calls, results, parallel calls, OpenAI-style
+// ids) are rendered by every template that takes tools: Llama 3.1 and
+// 3.2, Qwen2.5 and 3, Hermes 2 Pro, Mistral Nemo and Small 3.1, ...)
 func TestGolden(t *testing.T) {
 	var convs []conversation
 	readJSON(t, "testdata/conversations.json", &convs)
@@ -80,7 +114,10 @@ func TestGolden(t *testing.T) {
 			}
 			compiled[c.Template][conv.Name] = tpl
 		}
-		got, err := tpl.Apply(conv.Messages, c.AddGenerationPrompt)
+		if len(conv.Tools) > 0 && !tpl.TakesTools() {
+			t.Fatalf("%s/%s: golden renders tools, but TakesTools is false", c.Template, c.Conversation)
+		}
+		got, err := tpl.Render(Input{Messages: conv.messages(), Tools: conv.Tools, AddGenerationPrompt: c.AddGenerationPrompt})
 		switch {
 		case c.Error != nil:
 			var rej *RejectedError

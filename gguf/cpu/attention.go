@@ -106,7 +106,8 @@ type attendJob struct {
 // Attend implements backend.Backend. It follows llama.cpp's attention
 // without flash attention: scores Q·K (the query converted to the cache's
 // type, as ggml converts it for the product), softcap, scale, the causal
-// and sliding-window mask, softmax with the sum in float64, and the
+// and sliding-window mask, softmax with the sum in float64 (and the head's
+// sink, if it has one), and the
 // weighted sum of values (the weights converted to the cache's type).
 func (b *Backend) Attend(dst, q backend.Tensor, cache backend.KVCache, layer, pos int, a *backend.Attention) {
 	c := asCache(cache)
@@ -156,11 +157,21 @@ func (j *attendJob) do(w, t int) {
 		scores[k] = s
 		maxScore = max(maxScore, s)
 	}
+	// A sink (ggml_soft_max_ext's third source) joins the max and the
+	// sum, unscaled, and weights no value.
+	var sink float32
+	if a.Sinks != nil {
+		sink = a.Sinks[h]
+		maxScore = max(maxScore, sink)
+	}
 	var sum float64
 	for k, s := range scores {
 		e := expf(s - maxScore)
 		scores[k] = e
 		sum += float64(e)
+	}
+	if a.Sinks != nil {
+		sum += float64(libmExpf(sink - maxScore)) // ggml calls the C library's expf here
 	}
 	inv := float32(1 / sum)
 	for k := range scores {

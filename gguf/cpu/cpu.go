@@ -15,6 +15,7 @@ package cpu
 import (
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 
@@ -66,6 +67,11 @@ func New(opt Options) *Backend {
 // Name implements backend.Backend.
 func (b *Backend) Name() string { return "cpu" }
 
+// Supports implements backend.Featured: the CPU has every feature.
+func (b *Backend) Supports(f backend.Feature) bool {
+	return f == backend.AttentionSinks || f == backend.GLUSwiOAI
+}
+
 // Threads implements backend.Backend.
 func (b *Backend) Threads() int { return b.threads }
 
@@ -101,6 +107,20 @@ func data(t backend.Tensor) []float32 {
 
 // Read implements backend.Backend.
 func (b *Backend) Read(dst []float32, t backend.Tensor) { copy(dst[:t.Len()], data(t)) }
+
+// ArgMax implements model.ArgMaxer: the largest element's index, the
+// lowest on a tie, 0 when none exceeds -Inf (NaN never wins), found in
+// place. Greedy decoding and every verified row of a speculative window
+// would otherwise copy the vocabulary's logits out to scan them.
+func (b *Backend) ArgMax(t backend.Tensor) int {
+	best, at := float32(math.Inf(-1)), 0
+	for i, l := range data(t) {
+		if l > best {
+			best, at = l, i
+		}
+	}
+	return at
+}
 
 // Write implements backend.Backend.
 func (b *Backend) Write(t backend.Tensor, src []float32) { copy(data(t), src[:t.Len()]) }

@@ -291,6 +291,11 @@ func attentionRef(q []float32, k, v [][]float32, a *backend.Attention, pos, head
 			scores[j] = math.Exp(scores[j] - top)
 			sum += scores[j]
 		}
+		if a.Sinks != nil {
+			// The sink is one more term of the denominator (the shift by
+			// top cancels).
+			sum += math.Exp(float64(a.Sinks[h]) - top)
+		}
 		for j := lo; j <= pos; j++ {
 			for d := range a.HeadDimV {
 				out[h*a.HeadDimV+d] += scores[j] / sum * float64(v[j][kh*a.HeadDimV+d])
@@ -314,6 +319,11 @@ func TestAttention(t *testing.T) {
 		{"f16 gqa", quant.F16, backend.Attention{Heads: 4, KVHeads: 2, HeadDimK: 32, HeadDimV: 32, Scale: 0.18}, 3e-3},
 		{"f32 window", quant.F32, backend.Attention{Heads: 2, KVHeads: 1, HeadDimK: 16, HeadDimV: 24, Scale: 0.25, Window: 5}, 1e-5},
 		{"f32 softcap mha", quant.F32, backend.Attention{Heads: 3, KVHeads: 3, HeadDimK: 16, HeadDimV: 16, Scale: 0.25, Softcap: 2}, 1e-5},
+		// Sinks from negligible to dominant (above every score: the max is
+		// the sink's), with a window, as gpt-oss has them.
+		{"f32 sinks window", quant.F32, backend.Attention{Heads: 4, KVHeads: 2, HeadDimK: 16, HeadDimV: 16, Scale: 0.25, Window: 4,
+			Sinks: []float32{-30, 0, 1.5, 40}}, 1e-5},
+		{"f16 sinks", quant.F16, backend.Attention{Heads: 4, KVHeads: 2, HeadDimK: 32, HeadDimV: 32, Scale: 0.18, Sinks: []float32{-2, 0.5, 3, 9}}, 3e-3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := tc.a
@@ -382,13 +392,27 @@ func TestGLUAndElementwise(t *testing.T) {
 		{backend.GELUTanh, func(x float64) float64 {
 			return 0.5 * x * (1 + math.Tanh(math.Sqrt(2/math.Pi)*x*(1+0.044715*x*x)))
 		}, 1.5e-3},
+		// SwiGLUOAI's ref is the gate's factor; its up is clamped and
+		// shifted below. The gate's std of 3 crosses the limit of 7.
+		{backend.SwiGLUOAI, func(x float64) float64 {
+			x = min(x, 7)
+			return x / (1 + math.Exp(-1.702*x))
+		}, 1e-6},
 	} {
 		dst := tensor(be, rows, cols, nil)
-		be.GLU(dst, tensor(be, rows, cols, g), tensor(be, rows, cols, u), tc.f)
+		up := u
+		if tc.f == backend.SwiGLUOAI {
+			up = slices.Clone(u)
+			up[2], up[3] = 9, -8 // beyond the clamp both ways
+		}
+		be.GLU(dst, tensor(be, rows, cols, g), tensor(be, rows, cols, up), tc.f)
 		got := read(be, dst)
 		for i := range got {
-			want := tc.ref(float64(g[i])) * float64(u[i])
-			if d := math.Abs(float64(got[i]) - want); d > tc.tol*math.Abs(float64(g[i])*float64(u[i]))+1e-6 {
+			want := tc.ref(float64(g[i])) * float64(up[i])
+			if tc.f == backend.SwiGLUOAI {
+				want = tc.ref(float64(g[i])) * (max(-7, min(float64(up[i]), 7)) + 1)
+			}
+			if d := math.Abs(float64(got[i]) - want); d > tc.tol*math.Abs(want)+tc.tol*math.Abs(float64(g[i])*float64(up[i]))+1e-6 {
 				t.Fatalf("GLU %d [%d]: %v, want %v", tc.f, i, got[i], want)
 			}
 		}
@@ -452,4 +476,32 @@ func TestShapeMisfitPanics(t *testing.T) {
 		}
 	}()
 	be.MatMul(be.NewTensor(1, 4), w, be.NewTensor(1, 7))
+}
+
+// TestArgMax: the in-place argmax picks the lowest index on a tie, skips
+// NaN, and returns 0 for a row with nothing above -Inf, on a row of a
+// tensor (its offset honoured).
+func TestArgMax(t *testing.T) {
+	be := cpu.New(cpu.Options{Threads: 1})
+	defer be.Close()
+	inf, nan := float32(math.Inf(1)), float32(math.NaN())
+	cases := []struct {
+		row  []float32
+		want int
+	}{
+		{[]float32{1, 3, 2, 3}, 1},
+		{[]float32{nan, -5, nan, -4}, 3},
+		{[]float32{-inf, -inf, -inf, -inf}, 0},
+		{[]float32{nan, nan, nan, nan}, 0},
+		{[]float32{0, 0, inf, inf}, 2},
+	}
+	ten := be.NewTensor(len(cases)+1, 4)
+	for i, c := range cases {
+		be.Write(ten.Slice(i+1, i+2), c.row)
+	}
+	for i, c := range cases {
+		if got := be.ArgMax(ten.Slice(i+1, i+2)); got != c.want {
+			t.Errorf("ArgMax(%v) = %d, want %d", c.row, got, c.want)
+		}
+	}
 }

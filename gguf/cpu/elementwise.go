@@ -149,7 +149,7 @@ func (b *Backend) Softcap(x backend.Tensor, c float32) {
 // GLU implements backend.Backend.
 func (b *Backend) GLU(dst, gate, up backend.Tensor, f backend.GLU) {
 	sameShape("GLU", dst, gate, up)
-	if f != backend.SiLU && f != backend.GELUTanh {
+	if f != backend.SiLU && f != backend.GELUTanh && f != backend.SwiGLUOAI {
 		panic(fmt.Sprintf("cpu: GLU %d", f))
 	}
 	b.runElem(elemJob{op: opGLU, dst: data(dst), a: data(gate), b: data(up), rows: dst.Rows, cols: dst.Cols, glu: f})
@@ -171,7 +171,22 @@ func glu(dst, gate, up []float32, f backend.GLU) {
 				dst[i] = tab[quant.FP32ToFP16(x)] * up[i]
 			}
 		}
+	case backend.SwiGLUOAI:
+		for i, g := range gate {
+			dst[i] = swigluOAI(g, up[i])
+		}
 	}
+}
+
+// swigluOAI is ggml_compute_forward_swiglu_oai_f32's element: the gate
+// capped above, the up clamped both ways, each product rounded, and the
+// C library's expf (not ggml's vectorised one).
+func swigluOAI(g, u float32) float32 {
+	const alpha, limit = 1.702, 7
+	x := min(g, limit)
+	y := max(min(u, limit), -limit)
+	out := x / float32(1+libmExpf(float32(alpha*-x)))
+	return float32(out * float32(y+1))
 }
 
 // silu is x·σ(x), as ggml_v_silu computes it.
@@ -198,3 +213,7 @@ var geluTable = sync.OnceValue(func() *[1 << 16]float32 {
 	}
 	return &t
 })
+
+// libmExpf is the C library's expf: glibc's is correctly rounded in all but
+// rare cases, as the float64 exponential rounded to float32 is.
+func libmExpf(x float32) float32 { return float32(math.Exp(float64(x))) }

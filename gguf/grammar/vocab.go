@@ -61,10 +61,9 @@ func NewVocab(size, n int, piece func(id uint32) []byte, eog []uint32) *Vocab {
 	// sorted tokens under a node share its prefix, so each level splits
 	// a node's range by the next byte.
 	type span struct {
-		node     uint32
-		lo, hi   int // tokens all[lo:hi] share the node's prefix
-		depth    int
-		children []trieEdge
+		node   uint32
+		lo, hi int // tokens all[lo:hi] share the node's prefix
+		depth  int
 	}
 	v.nodes = append(v.nodes, trieNode{})
 	queue := []span{{node: 0, lo: 0, hi: len(all)}}

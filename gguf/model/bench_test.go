@@ -90,8 +90,9 @@ func benchTokens(n, vocab int) []uint32 {
 //
 // It needs MESHNODE_BENCH_ENGINE=1 (it takes minutes) and llama.cpp in
 // $LLAMACPP. Knobs: BENCH_THREADS (default: all CPUs), BENCH_PP/BENCH_TG/
-// BENCH_REPS (rounds) for the 1B models (default 64/16/3), BENCH_1B=0 to
-// skip them, BENCH_FIXTURES=0 to skip the fixtures. Each round's figures
+// BENCH_REPS (rounds) for the 1B and MoE models (default 64/16/3), BENCH_1B=0
+// to skip the 1B models, BENCH_MOE=0 the Qwen3-30B-A3B-shaped MoE (Q4_0,
+// BENCH_MOE_LAYERS layers, default 2), BENCH_FIXTURES=0 the fixtures. Each round's figures
 // are logged too, beside the best (which the table and metrics give).
 func BenchmarkEngineVsLlamaCpp(b *testing.B) {
 	if os.Getenv("MESHNODE_BENCH_ENGINE") == "" {
@@ -157,6 +158,23 @@ func BenchmarkEngineVsLlamaCpp(b *testing.B) {
 			b.Fatal(err)
 		}
 		jobs = append(jobs, job{"qwen35-0.8b-q8_0", path, envInt("BENCH_PP", 64), envInt("BENCH_TG", 16), envInt("BENCH_REPS", 3)})
+	}
+	if os.Getenv("BENCH_MOE") != "0" {
+		// Qwen3-30B-A3B's layout (width 2048, 32 query heads of 128, 4 KV
+		// heads, 128 experts of width 768, 8 per token) with fewer layers
+		// (48 in the real model), so that it fits a small machine: a
+		// decode step reads its 8 experts of each layer, not the 128.
+		layers := envInt("BENCH_MOE_LAYERS", 2)
+		spec := modeltest.Spec{Arch: "qwen3moe", FileType: "Q4_0", Embd: 2048, Layers: layers, Heads: 32, KVHeads: 4,
+			HeadDim: 128, Experts: 128, ExpertsUsed: 8, ExpertFF: 768, FF: 8 * 768, Context: 4096, Seed: 1}
+		name := fmt.Sprintf("qwen3moe-30b-a3b-shape-%dl-q4_0", layers)
+		path := filepath.Join(dir, name+".gguf")
+		start := time.Now()
+		if err := writeRandom(path, spec, md); err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("made %s in %v", filepath.Base(path), time.Since(start).Round(time.Millisecond))
+		jobs = append(jobs, job{name, path, envInt("BENCH_PP", 64), envInt("BENCH_TG", 16), envInt("BENCH_REPS", 3)})
 	}
 
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)

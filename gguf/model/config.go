@@ -42,6 +42,16 @@ type archSpec struct {
 	// blocks, post_attention_norm as the FFN's norm (hybrid.go); with moe,
 	// a gated shared expert beside the routed ones.
 	hybrid bool
+	// gemma4: per-layer token embeddings, KV shared by the last layers,
+	// SWA layers with their own head size, V RMS-normalised (gemma4.go).
+	gemma4 bool
+	// gptoss: gpt-oss's differences (llama_model_openai_moe): attention
+	// sinks, Q/K/V/O and router and expert biases, the FFN norm named
+	// post_attention_norm, a softmax over the chosen experts' logits
+	// rather than all of them, the clamped SwiGLU, a sliding window on
+	// every other layer (period 2) whose layers keep the YaRN scaling,
+	// and scores scaled by 1/√n_rot.
+	gptoss bool
 }
 
 var archs = map[string]archSpec{
@@ -58,6 +68,10 @@ var archs = map[string]archSpec{
 	// attention (hybrid.go).
 	"qwen35":    {neox: true, qkNorm: true, hybrid: true},
 	"qwen35moe": {neox: true, qkNorm: true, hybrid: true, moe: true},
+	// gemma4 is gemma3 with no Q pre-scaling (the Q/K norms replace it)
+	// and the features gemma4.go reads.
+	"gemma4":  {neox: true, glu: backend.GELUTanh, qkNorm: true, postNorms: true, embedScale: true, swa: true, gemma4: true},
+	"gpt-oss": {neox: true, glu: backend.SwiGLUOAI, swa: true, moe: true, gptoss: true},
 }
 
 // Architectures lists the general.architecture values this package runs.
@@ -143,6 +157,21 @@ type Config struct {
 	// RoPESections are the M-RoPE sections (qwen35), which for text are
 	// NeoX RoPE (parseSections).
 	RoPESections [4]int
+	// ExpertSoftmaxChosen: the experts are chosen by their router logits
+	// and weighted by a softmax over the chosen ones alone (gpt-oss;
+	// llama.cpp's LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX_WEIGHT).
+	ExpertSoftmaxChosen bool
+
+	// Gemma 4 (zero elsewhere): the head and rotary sizes of the SWA
+	// layers, the first block whose KV is another block's (Layers: none
+	// shared), and the width of the per-layer token embeddings (0: none).
+	HeadDimKSWA, HeadDimVSWA, RoPEDimsSWA int
+	KVLayers                              int
+	PerLayerEmbd                          int
+	// LayerKVHeads and LayerFF are each block's KV heads and FFN width
+	// where they vary by layer (gemma4; nil otherwise): KVHeads and FF are
+	// then their largest.
+	LayerKVHeads, LayerFF []int
 
 	spec archSpec
 }
@@ -151,6 +180,9 @@ type Config struct {
 type meta struct {
 	md   *gguf.Metadata
 	arch string
+	// varying: per-layer arrays may vary, and uint returns their largest
+	// (gemma4, which reads the arrays themselves: layerUints).
+	varying bool
 }
 
 func (m meta) key(k string) string { return m.arch + "." + k }
@@ -163,10 +195,10 @@ func (m meta) uint(k string, def int, required bool) (int, error) {
 		return int(v), nil
 	}
 	if a, ok := m.md.Uint32s(key); ok && len(a) > 0 {
-		if slices.Min(a) != slices.Max(a) {
+		if slices.Min(a) != slices.Max(a) && !m.varying {
 			return 0, unsupported("%s varies by layer (%d … %d)", key, slices.Min(a), slices.Max(a))
 		}
-		return int(a[0]), nil
+		return int(slices.Max(a)), nil
 	}
 	if _, present := m.md.Lookup(key); present {
 		return 0, invalid("%s is not an unsigned integer", key)
@@ -207,7 +239,7 @@ func ParseConfig(md *gguf.Metadata) (Config, error) {
 	}
 	c := Config{Arch: arch, spec: spec, RoPENeoX: spec.neox}
 	c.Name, _ = md.String("general.name")
-	m := meta{md, arch}
+	m := meta{md: md, arch: arch, varying: spec.gemma4}
 
 	var err error
 	ints := []struct {
@@ -273,7 +305,7 @@ func ParseConfig(md *gguf.Metadata) (Config, error) {
 	if c.FinalSoftcap, err = m.float("final_logit_softcapping", 0); err != nil {
 		return Config{}, err
 	}
-	if arch != "gemma3" {
+	if arch != "gemma3" && arch != "gemma4" {
 		c.FinalSoftcap = 0 // only gemma's graphs apply it
 	}
 
@@ -292,12 +324,24 @@ func ParseConfig(md *gguf.Metadata) (Config, error) {
 			}
 		}
 	}
+	c.HeadDimKSWA, c.HeadDimVSWA, c.RoPEDimsSWA, c.KVLayers = c.HeadDimK, c.HeadDimV, c.RoPEDims, c.Layers
+	if spec.gemma4 {
+		if err := c.parseGemma4(m); err != nil {
+			return Config{}, err
+		}
+	}
 
 	c.EmbedScale = 1
 	if spec.embedScale {
 		c.EmbedScale = float32(math.Sqrt(float64(c.Embd)))
 	}
 	c.AttnScale = 1 / float32(math.Sqrt(float64(c.HeadDimK)))
+	if spec.gemma4 {
+		c.AttnScale = 1 // f_attention_scale: the Q/K norms stand in for it
+	}
+	if spec.gptoss {
+		c.AttnScale = 1 / float32(math.Sqrt(float64(c.RoPEDims)))
+	}
 	if arch == "gemma3" && c.Layers == 62 {
 		// Gemma 3 27B scales by the model width per head, not the head
 		// size (llama_model_gemma3::load_arch_hparams).
@@ -374,6 +418,12 @@ func (c *Config) parseMoE(m meta) error {
 	if c.ExpertFF <= 0 || c.ExpertFF > maxDim {
 		return invalid("%s = %d", m.key("expert_feed_forward_length"), c.ExpertFF)
 	}
+	if c.spec.gptoss {
+		// openai-moe.cpp: SOFTMAX_WEIGHT gating, no renormalisation, and
+		// expert_weights_scale is not read (0: no scaling).
+		c.ExpertSoftmaxChosen = true
+		return nil
+	}
 	// llama.cpp's qwen3moe graph always renormalises the top-k weights
 	// (build_moe_ffn's norm_w is true) and never scales them, whatever
 	// expert_weights_norm or expert_weights_scale say; every released
@@ -391,34 +441,66 @@ func (c *Config) parseSWA(m meta) error {
 		return nil
 	}
 	var err error
-	if c.SlidingWindow, err = m.uint("attention.sliding_window", 0, false); err != nil || c.SlidingWindow == 0 {
+	if c.SlidingWindow, err = m.uint("attention.sliding_window", 0, c.spec.gptoss); err != nil || c.SlidingWindow == 0 {
 		return err
 	}
-	// Gemma 3: every layer but the last of each period slides
-	// (llama_hparams::set_swa_pattern); the period defaults to 6.
+	if err := c.parseSWAPattern(m); err != nil {
+		return err
+	}
+	baseSWA := float32(10000)
+	if c.spec.gptoss {
+		baseSWA = c.RoPEBase // rope_freq_base_train_swa defaults to the base
+	}
+	if c.RoPEBaseSWA, err = m.float("rope.freq_base_swa", baseSWA); err != nil {
+		return err
+	}
+	return nil
+}
+
+// parseSWAPattern sets c.SWA from attention.sliding_window_pattern: a
+// period (every layer but the last of each period slides,
+// llama_hparams::set_swa_pattern; when absent 6, gpt-oss's 2), or one flag
+// per layer (an array of bools, as converters write it). llama.cpp reads
+// gemma4's key with get_key_or_arr, so there a scalar is every layer's
+// flag rather than a period.
+func (c *Config) parseSWAPattern(m meta) error {
 	key := m.key("attention.sliding_window_pattern")
-	period := 6
-	if v, ok := m.md.Uint32(key); ok {
-		period = int(v)
-	} else if flags, ok := m.md.Lookup(key); ok {
-		vals, isArr := flags.Values()
-		if !isArr || len(vals) != c.Layers {
-			return unsupported("%s of type %s", key, flags.Type())
+	flags, ok := m.md.Lookup(key)
+	if !ok {
+		period := 6
+		if c.spec.gptoss {
+			period = 2
 		}
-		for l, v := range vals {
-			if c.SWA[l], ok = v.AsBool(); !ok {
-				return unsupported("%s element of type %s", key, v.Type())
+		for l := range c.SWA {
+			c.SWA[l] = l%period < period-1
+		}
+		return nil
+	}
+	if v, ok := m.md.Uint32(key); ok {
+		for l := range c.SWA {
+			if c.spec.gemma4 {
+				c.SWA[l] = v != 0
+			} else {
+				c.SWA[l] = v == 0 || l%int(v) < int(v)-1
 			}
 		}
-		period = -1
+		return nil
 	}
-	if period >= 0 {
-		for l := range c.SWA {
-			c.SWA[l] = period == 0 || l%period < period-1
+	if bs, ok := flags.Interface().([]bool); ok {
+		if len(bs) != c.Layers {
+			return invalid("%s has %d flags for %d layers", key, len(bs), c.Layers)
 		}
+		copy(c.SWA, bs)
+		return nil
 	}
-	if c.RoPEBaseSWA, err = m.float("rope.freq_base_swa", 10000); err != nil {
-		return err
+	vals, isArr := flags.Values()
+	if !isArr || len(vals) != c.Layers {
+		return unsupported("%s of type %s", key, flags.Type())
+	}
+	for l, v := range vals {
+		if c.SWA[l], ok = v.AsBool(); !ok {
+			return unsupported("%s element of type %s", key, v.Type())
+		}
 	}
 	return nil
 }
@@ -427,7 +509,7 @@ func (c *Config) parseSWA(m meta) error {
 // positions (LongRoPE picks its factors by context size).
 func (c *Config) layerRoPE(l int, factors []float32) backend.RoPE {
 	r := backend.RoPE{
-		Dims:       c.RoPEDims,
+		Dims:       c.ropeDims(l),
 		NeoX:       c.RoPENeoX,
 		Base:       c.RoPEBase,
 		FreqScale:  c.RoPEScale,
@@ -438,7 +520,13 @@ func (c *Config) layerRoPE(l int, factors []float32) backend.RoPE {
 		OrigCtx:    c.RoPEOrigContext,
 	}
 	if c.SWA[l] {
-		r.Base, r.FreqScale = c.RoPEBaseSWA, 1
+		r.Base = c.RoPEBaseSWA
+		if !c.spec.gptoss {
+			r.FreqScale = 1 // gemma3's sliding layers are unscaled; gpt-oss's keep it
+		}
+		if c.spec.gemma4 {
+			r.Factors = nil // rope_freqs are the full-attention layers'
+		}
 	}
 	if c.RoPEScaling == ScalingYaRN {
 		// llama_context's YaRN set-up: ramp fully, and correct the

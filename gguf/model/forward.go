@@ -14,6 +14,12 @@ type scratch struct {
 	logitsT                         backend.Tensor // logits × vocab
 	moe                             *moeScratch    // mixture-of-experts models only
 	hy                              *hybridScratch // hybrid (qwen35) models only
+	// Gemma 4's per-layer inputs (Layers blocks of rows × PerLayerEmbd),
+	// a rows × PerLayerEmbd temporary, and the per-layer table's row ids.
+	ple, pleTmp backend.Tensor
+	pleIDs      []uint32
+	// Gemma 4's routed experts' input and output rows.
+	moeIn, moeOut backend.Tensor
 }
 
 func (m *Model) newScratch(rows, logits int) *scratch {
@@ -21,18 +27,26 @@ func (m *Model) newScratch(rows, logits int) *scratch {
 	if !m.Last() {
 		logits = 0 // an earlier stage's output is x
 	}
+	// Blocks' heads may differ in size (gemma4): the head activations
+	// are sized for the widest, and each block views them at its own.
+	hdK, hdV := c.maxHeadDims()
 	sc := &scratch{
 		rows: rows,
 		x:    be.NewTensor(rows, c.Embd),
 		h:    be.NewTensor(rows, c.Embd),
-		q:    be.NewTensor(rows, c.Heads*c.HeadDimK),
-		k:    be.NewTensor(rows, c.KVHeads*c.HeadDimK),
-		v:    be.NewTensor(rows, c.KVHeads*c.HeadDimV),
-		att:  be.NewTensor(rows, c.Heads*c.HeadDimV),
+		q:    be.NewTensor(rows, c.Heads*hdK),
+		k:    be.NewTensor(rows, c.KVHeads*hdK),
+		v:    be.NewTensor(rows, c.KVHeads*hdV),
+		att:  be.NewTensor(rows, c.Heads*hdV),
 		o:    be.NewTensor(rows, c.Embd),
 	}
-	if c.Experts == 0 {
-		// A mixture of experts has its own, expert-wide, activations.
+	if m.perLayer != nil {
+		sc.ple = be.NewTensor(c.Layers*rows, c.PerLayerEmbd)
+		sc.pleTmp = be.NewTensor(rows, c.PerLayerEmbd)
+	}
+	if c.Experts == 0 || c.spec.gemma4 {
+		// A mixture of experts has its own, expert-wide, activations
+		// (gemma4's shared expert is FF wide).
 		sc.gate, sc.up = be.NewTensor(rows, c.FF), be.NewTensor(rows, c.FF)
 	}
 	if logits > 0 {
@@ -40,6 +54,9 @@ func (m *Model) newScratch(rows, logits int) *scratch {
 	}
 	if c.Experts > 0 {
 		sc.moe = newMoEScratch(be, c, rows)
+		if c.spec.gemma4 {
+			sc.moeIn, sc.moeOut = be.NewTensor(rows, c.Embd), be.NewTensor(rows, c.Embd)
+		}
 	}
 	if c.Recurrent != nil {
 		sc.hy = newHybridScratch(be, c, rows)
@@ -135,6 +152,9 @@ func (m *Model) forward(ctx context.Context, sc *scratch, p *plan) (err error) {
 		if c.EmbedScale != 1 {
 			be.Scale(x, c.EmbedScale)
 		}
+		if m.perLayer != nil {
+			m.perLayerInputs(sc, x, p.ids)
+		}
 	}
 	// l indexes the model's own blocks, its sessions' caches and RoPEs:
 	// block m.lo+l of the whole model.
@@ -147,6 +167,12 @@ func (m *Model) forward(ctx context.Context, sc *scratch, p *plan) (err error) {
 		// logits: the next stage needs every row.
 		last := m.Last() && l == len(m.layers)-1 && !p.hidden
 
+		hdK, hdV := ly.attn.HeadDimK, ly.attn.HeadDimV
+		// A block that shares another block's KV (gemma4) computes no
+		// keys or values: its cache layer was filled by that block.
+		ownKV := ly.wk != nil && c.KVSource(m.lo+l) == m.lo+l
+		kvl := m.kvIdx[l]
+
 		h := sc.h.Slice(0, n)
 		be.RMSNorm(h, x, ly.attnNorm, eps)
 		if ly.delta != nil {
@@ -157,45 +183,66 @@ func (m *Model) forward(ctx context.Context, sc *scratch, p *plan) (err error) {
 			}
 			continue
 		}
-		q, k, v := sc.q.Slice(0, n), sc.k.Slice(0, n), sc.v.Slice(0, n)
+		q := view(sc.q, n, c.Heads*hdK)
+		kvh := ly.attn.KVHeads
+		k, v := view(sc.k, n, kvh*hdK), view(sc.v, n, kvh*hdV)
 		if ly.qGate != nil {
 			m.projectQGate(sc.hy, ly, q, h) // Qwen3.5's joint query and gate
 		} else {
 			project(be, q, ly.wq, ly.bq, h)
 		}
-		project(be, k, ly.wk, ly.bk, h)
-		project(be, v, ly.wv, ly.bv, h)
+		if ownKV {
+			project(be, k, ly.wk, ly.bk, h)
+			project(be, v, ly.wv, ly.bv, h)
+		}
 		if ly.qNorm != nil {
 			be.RMSNorm(q, q, ly.qNorm, eps)
-			be.RMSNorm(k, k, ly.kNorm, eps)
+			if ownKV {
+				be.RMSNorm(k, k, ly.kNorm, eps)
+			}
+		}
+		if ly.vNorm != nil && ownKV {
+			be.RMSNorm(v, v, ly.vNorm, eps)
 		}
 		for _, pc := range p.pieces {
 			r := &pc.s.ropes[l]
-			be.RoPE(q.Slice(pc.row, pc.row+pc.n), c.HeadDimK, pc.pos, r)
-			be.RoPE(k.Slice(pc.row, pc.row+pc.n), c.HeadDimK, pc.pos, r)
+			be.RoPE(q.Slice(pc.row, pc.row+pc.n), hdK, pc.pos, r)
+			if ownKV {
+				be.RoPE(k.Slice(pc.row, pc.row+pc.n), hdK, pc.pos, r)
+			}
 		}
 		if c.spec.scaleQ {
 			be.Scale(q, c.AttnScale)
 		}
 		// Every piece's keys are stored before any attends: a sequence's
 		// tail row attends to its body's keys.
-		for _, pc := range p.pieces {
-			be.StoreKV(pc.s.kv, l, pc.pos, k.Slice(pc.row, pc.row+pc.n), v.Slice(pc.row, pc.row+pc.n))
+		if ownKV {
+			for _, pc := range p.pieces {
+				be.StoreKV(pc.s.kv, kvl, pc.pos, k.Slice(pc.row, pc.row+pc.n), v.Slice(pc.row, pc.row+pc.n))
+			}
 		}
 		if last && p.tail == n {
 			// The last layer's output feeds only the logits: with its
 			// keys and values stored, this step is done.
 			return nil
 		}
-		att := sc.att.Slice(0, n)
+		att := view(sc.att, n, c.Heads*hdV)
 		for _, pc := range p.pieces {
 			if last && pc.row < p.tail {
 				continue // only the logits rows go on (llama.cpp's inp_out_ids)
 			}
-			be.Attend(att.Slice(pc.row, pc.row+pc.n), q.Slice(pc.row, pc.row+pc.n), pc.s.kv, l, pc.pos, &ly.attn)
+			be.Attend(att.Slice(pc.row, pc.row+pc.n), q.Slice(pc.row, pc.row+pc.n), pc.s.kv, kvl, pc.pos, &ly.attn)
+		}
+		// This block's per-layer inputs (gemma4), row for row with x.
+		var ple backend.Tensor
+		if m.perLayer != nil {
+			ple = sc.ple.Slice((m.lo+l)*sc.rows, (m.lo+l)*sc.rows+n)
 		}
 		if last {
 			att, x = att.Slice(p.tail, n), x.Slice(p.tail, n)
+			if m.perLayer != nil {
+				ple = ple.Slice(p.tail, n)
+			}
 		}
 		if ly.qGate != nil {
 			// Qwen3.5's output gate, of the rows that go on (the last).
@@ -212,23 +259,33 @@ func (m *Model) forward(ctx context.Context, sc *scratch, p *plan) (err error) {
 
 		h = sc.h.Slice(0, rows)
 		be.RMSNorm(h, x, ly.ffnNorm, eps)
-		if ly.router != nil {
-			m.moeFFN(sc.moe, ly, o, h)
+		if ly.preFFN2 != nil {
+			m.gemma4MoE(sc, ly, x, h) // a shared and a routed FFN
+		} else if ly.router != nil {
+			m.moeFFN(sc.moe, ly, o, h, h)
 			if ly.shared != nil {
 				m.sharedFFN(sc.hy, ly.shared, o, h)
 			}
 			be.Add(x, o)
 			continue
+		} else {
+			ff := ly.gate.Rows() // gemma4's may vary by layer
+			gate, up := view(sc.gate, rows, ff), view(sc.up, rows, ff)
+			project(be, gate, ly.gate, ly.bgate, h)
+			project(be, up, ly.up, ly.bup, h)
+			be.GLU(gate, gate, up, c.spec.glu)
+			project(be, o, ly.down, ly.bdown, gate)
+			if ly.postFFNNorm != nil {
+				be.RMSNorm(o, o, ly.postFFNNorm, eps)
+			}
+			be.Add(x, o)
 		}
-		gate, up := sc.gate.Slice(0, rows), sc.up.Slice(0, rows)
-		project(be, gate, ly.gate, ly.bgate, h)
-		project(be, up, ly.up, ly.bup, h)
-		be.GLU(gate, gate, up, c.spec.glu)
-		project(be, o, ly.down, ly.bdown, gate)
-		if ly.postFFNNorm != nil {
-			be.RMSNorm(o, o, ly.postFFNNorm, eps)
+		if ly.pleGate != nil {
+			m.perLayerBlock(sc, ly, x, ple)
 		}
-		be.Add(x, o)
+		if ly.outScale != 0 {
+			be.Scale(x, ly.outScale)
+		}
 	}
 	if !m.Last() {
 		return nil

@@ -386,7 +386,7 @@ func (m *Model) deltaBlock(sc *scratch, ly *layer, l int, p *plan, x, h backend.
 	h = sc.h.Slice(0, rows)
 	be.RMSNorm(h, x, ly.ffnNorm, eps)
 	if ly.router != nil {
-		m.moeFFN(sc.moe, ly, o, h)
+		m.moeFFN(sc.moe, ly, o, h, h)
 		m.sharedFFN(sc.hy, ly.shared, o, h)
 	} else {
 		gate, up := sc.gate.Slice(0, rows), sc.up.Slice(0, rows)

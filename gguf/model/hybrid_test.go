@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -193,5 +194,44 @@ func TestHybridConfigErrors(t *testing.T) {
 				t.Fatalf("%v, want %v naming %q", err, tc.want, tc.key)
 			}
 		})
+	}
+}
+
+// TestHybridKV: a delta-net block's KV cache slot is one head, never
+// written, and the engine's per-position count (Config.LayerKVElems)
+// agrees with the cache the model makes (KVBytes); a proper stage is
+// refused by Config.CheckStage as by LoadStage.
+func TestHybridKV(t *testing.T) {
+	be := cpu.New(cpu.Options{Threads: 2})
+	defer be.Close()
+	m, err := load(t, hybridFixture(t, "qwen35"), be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := m.Config()
+	head, attn := c.HeadDimK+c.HeadDimV, c.KVHeads*(c.HeadDimK+c.HeadDimV)
+	if c.KVHeads == 1 {
+		t.Fatalf("the fixture has 1 KV head: a delta-net block's slot would not differ")
+	}
+	want := []int{head, attn, head, attn} // delta net, attention, …
+	var got []int
+	sum := 0
+	for l := range c.Layers {
+		got = append(got, c.LayerKVElems(l))
+		sum += c.LayerKVElems(l)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("floats per position by block %v, want %v", got, want)
+	}
+	if got, want := m.KVBytes(64, model.KVF16), int64(64*2*sum); got != want {
+		t.Errorf("KVBytes(64, f16) = %d, want %d", got, want)
+	}
+	for _, r := range []model.LayerRange{{Lo: 0, Hi: 1}, {Lo: 1, Hi: c.Layers}} {
+		if err := c.CheckStage(r); !errors.Is(err, model.ErrUnsupported) {
+			t.Errorf("CheckStage(%v) = %v, want ErrUnsupported", r, err)
+		}
+	}
+	if err := c.CheckStage(model.LayerRange{Lo: 0, Hi: c.Layers}); err != nil {
+		t.Errorf("CheckStage of the whole model: %v", err)
 	}
 }

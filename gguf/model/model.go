@@ -30,13 +30,20 @@ type Model struct {
 	lo     int
 	layers []layer
 	// weightBytes is the size of the file's tensor data the model handed
-	// its backend.
-	weightBytes int64
+	// its backend; madeBytes that of weights it computed (MadeBytes).
+	weightBytes, madeBytes int64
 
 	// LongRoPE's two factor sets (phi3); nil elsewhere.
 	ropeLong, ropeShort []float32
 	// rope_freqs (llama 3), used by every layer; nil if absent.
 	ropeFreqs []float32
+
+	// kvIdx[l] is the cache layer block lo+l stores to and attends over:
+	// blocks that share another's KV (gemma4) have none of their own.
+	kvIdx   []int
+	kvShape []backend.KVShape
+	// perLayer is Gemma 4's per-layer token embeddings; nil elsewhere.
+	perLayer *perLayer
 }
 
 // layer is one block's weights. Optional weights are nil.
@@ -60,6 +67,18 @@ type layer struct {
 	delta  *deltaLayer
 	qGate  backend.Weight
 	shared *sharedExpert
+	// Gemma 4: V's weightless norm (ones), the per-layer embedding's
+	// gate, projection and norm, and the output scale (0: none).
+	vNorm, pleGate, pleProj, pleNorm backend.Weight
+	outScale                         float32
+	// Gemma 4's MoE blocks: the routed experts' input norm, the shared
+	// and routed outputs' norms, the router's input norm
+	// (ffn_gate_inp.scale) and the optional per-expert output scales.
+	preFFN2, postFFN1, postFFN2, routerNorm backend.Weight
+	downScale                               []float32
+	// gpt-oss's biases of the router and of each expert (nil elsewhere).
+	routerBias                    backend.Weight
+	gateExpsB, upExpsB, downExpsB []backend.Weight
 }
 
 // Config returns the model's hyperparameters.
@@ -98,6 +117,18 @@ func load(f *gguf.File, be backend.Backend, stage *LayerRange) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.spec.gptoss {
+		// Attention sinks and the clamped SwiGLU are kernels a backend
+		// may lack: refuse here rather than compute without them.
+		for _, need := range []struct {
+			f    backend.Feature
+			what string
+		}{{backend.AttentionSinks, "attention sinks"}, {backend.GLUSwiOAI, "gpt-oss's clamped SwiGLU"}} {
+			if !backend.Supports(be, need.f) {
+				return nil, unsupported("%s needs %s, which the %s backend does not have", cfg.Arch, need.what, be.Name())
+			}
+		}
+	}
 	ld := &loader{f: f, be: be, used: map[string]bool{}}
 	m := &Model{cfg: cfg, be: be}
 	r := LayerRange{0, cfg.Layers}
@@ -114,6 +145,9 @@ func load(f *gguf.File, be backend.Backend, stage *LayerRange) (*Model, error) {
 	}
 	m.lo = r.Lo
 	first, last := r.Lo == 0, r.Hi == cfg.Layers
+	if err := cfg.CheckStage(r); err != nil {
+		return nil, err
+	}
 
 	// The vocabulary is the embedding table's height; a tokenizer, if
 	// the file has one, must agree.
@@ -151,7 +185,20 @@ func load(f *gguf.File, be backend.Backend, stage *LayerRange) (*Model, error) {
 			return nil, err
 		}
 	}
-	if m.ropeFreqs, err = ld.floats("rope_freqs.weight", c.RoPEDims/2); err != nil {
+	if c.spec.gemma4 {
+		// Gemma 4's rope_freqs cover the full-attention head (n_embd_head/2).
+		if m.ropeFreqs, err = ld.floats("rope_freqs.weight", c.HeadDimK/2); err != nil {
+			return nil, err
+		}
+		if m.ropeFreqs != nil {
+			m.ropeFreqs = m.ropeFreqs[:c.RoPEDims/2]
+		}
+		if first && c.PerLayerEmbd > 0 {
+			if err := m.loadPerLayer(ld); err != nil {
+				return nil, err
+			}
+		}
+	} else if m.ropeFreqs, err = ld.floats("rope_freqs.weight", c.RoPEDims/2); err != nil {
 		return nil, err
 	}
 	if m.ropeLong, err = ld.floats("rope_factors_long.weight", c.RoPEDims/2); err != nil {
@@ -168,6 +215,22 @@ func load(f *gguf.File, be backend.Backend, stage *LayerRange) (*Model, error) {
 		}
 	}
 	m.weightBytes = ld.bytes
+	for l := r.Lo; l < r.Hi; l++ {
+		if src := c.KVSource(l); src != l {
+			m.kvIdx = append(m.kvIdx, m.kvIdx[src-r.Lo])
+			continue
+		}
+		hdK, hdV := c.headDims(l)
+		kvh := c.kvHeads(l)
+		if m.layers[l-r.Lo].delta != nil {
+			// A delta-net block (qwen35) keeps no keys or values; it gets
+			// a one-head slot, the least a backend's cache takes, which it
+			// never writes.
+			kvh = 1
+		}
+		m.kvIdx = append(m.kvIdx, len(m.kvShape))
+		m.kvShape = append(m.kvShape, backend.KVShape{KVHeads: kvh, HeadDimK: hdK, HeadDimV: hdV})
+	}
 	for _, t := range f.Tensors {
 		if !ld.used[t.Name] && !otherStage(t.Name, r, c.Layers) && !c.mtpTensor(t.Name) {
 			return nil, unsupported("tensor %s (%s %v) is not part of a %s model this engine runs", t.Name, t.Type, t.Dims, c.Arch)
@@ -214,25 +277,10 @@ func (m *Model) WeightBytes() int64 { return m.weightBytes }
 // kv over the model's blocks.
 func (m *Model) KVBytes(ctx int, kv KVType) int64 {
 	var n int64
-	for _, s := range m.kvShapes() {
+	for _, s := range m.kvShape {
 		n += int64(ctx) * int64(s.KVHeads) * int64(s.HeadDimK+s.HeadDimV) * int64(kv.quant().TypeSize())
 	}
 	return n
-}
-
-// kvShapes is the KV cache geometry of the model's blocks. A delta-net
-// block keeps no keys or values; it gets a one-head slot, the least a
-// backend's cache takes, which it never writes.
-func (m *Model) kvShapes() []backend.KVShape {
-	c := &m.cfg
-	shapes := make([]backend.KVShape, len(m.layers))
-	for l := range shapes {
-		shapes[l] = backend.KVShape{KVHeads: c.KVHeads, HeadDimK: c.HeadDimK, HeadDimV: c.HeadDimV}
-		if m.layers[l].delta != nil {
-			shapes[l].KVHeads = 1
-		}
-	}
-	return shapes
 }
 
 // Whole reports whether the model runs every block, from token ids to
@@ -246,11 +294,17 @@ func (m *Model) loadLayer(ld *loader, l int) error {
 	}
 	ly := &m.layers[l-m.lo]
 	name := func(s string) string { return fmt.Sprintf("blk.%d.%s", l, s) }
-	qDim, kDim, vDim := c.Heads*c.HeadDimK, c.KVHeads*c.HeadDimK, c.KVHeads*c.HeadDimV
+	hdK, hdV := c.headDims(l)
+	kvh, ff := c.kvHeads(l), c.ffn(l)
+	qDim, kDim, vDim := c.Heads*hdK, kvh*hdK, kvh*hdV
 	ly.attn = backend.Attention{
-		Heads: c.Heads, KVHeads: c.KVHeads, HeadDimK: c.HeadDimK, HeadDimV: c.HeadDimV,
+		Heads: c.Heads, KVHeads: kvh, HeadDimK: hdK, HeadDimV: hdV,
 		Scale: c.AttnScale,
 	}
+	// A block that shares another's KV (gemma4) may omit K and V; Gemma 4
+	// may omit V anywhere (V is then K's projection).
+	hasKV := c.KVSource(l) == l
+	needV := hasKV && !c.spec.gemma4
 	if c.spec.scaleQ {
 		ly.attn.Scale = 1
 	}
@@ -284,30 +338,54 @@ func (m *Model) loadLayer(ld *loader, l int) error {
 		}
 	} else {
 		mat(&ly.wq, "attn_q.weight", qDim, c.Embd, true)
-		mat(&ly.wk, "attn_k.weight", kDim, c.Embd, true)
-		mat(&ly.wv, "attn_v.weight", vDim, c.Embd, true)
+		mat(&ly.wk, "attn_k.weight", kDim, c.Embd, hasKV)
+		mat(&ly.wv, "attn_v.weight", vDim, c.Embd, needV)
 		vec(&ly.bq, "attn_q.bias", qDim, false)
 		vec(&ly.bk, "attn_k.bias", kDim, false)
 		vec(&ly.bv, "attn_v.bias", vDim, false)
 	}
-	mat(&ly.wo, "attn_output.weight", c.Embd, c.Heads*c.HeadDimV, true)
+	mat(&ly.wo, "attn_output.weight", c.Embd, c.Heads*hdV, true)
 	vec(&ly.bo, "attn_output.bias", c.Embd, false)
 	if c.spec.qkNorm {
-		vec(&ly.qNorm, "attn_q_norm.weight", c.HeadDimK, true)
-		vec(&ly.kNorm, "attn_k_norm.weight", c.HeadDimK, true)
+		vec(&ly.qNorm, "attn_q_norm.weight", hdK, true)
+		vec(&ly.kNorm, "attn_k_norm.weight", hdK, hasKV)
 	}
 	if c.spec.postNorms {
 		vec(&ly.postAttnNorm, "post_attention_norm.weight", c.Embd, true)
 		vec(&ly.postFFNNorm, "post_ffw_norm.weight", c.Embd, true)
 	}
 
-	vec(&ly.ffnNorm, "ffn_norm.weight", c.Embd, true)
+	if c.spec.gptoss {
+		if err == nil {
+			ly.attn.Sinks, err = ld.floats(name("attn_sinks.weight"), c.Heads)
+			if err == nil && ly.attn.Sinks == nil {
+				err = invalid("tensor %s is missing", name("attn_sinks.weight"))
+			}
+		}
+		// gpt-oss calls its FFN norm the post-attention norm.
+		vec(&ly.ffnNorm, "post_attention_norm.weight", c.Embd, true)
+	} else {
+		vec(&ly.ffnNorm, "ffn_norm.weight", c.Embd, true)
+	}
+	if c.spec.gemma4 && err == nil {
+		if err = m.loadGemma4Layer(ld, ly, l); err != nil {
+			return err
+		}
+		if hasKV && ly.wv == nil {
+			ly.wv = ly.wk
+		}
+	}
 	if c.spec.moe {
 		if err != nil {
 			return err
 		}
 		if ly.router, err = ld.matrix(name("ffn_gate_inp.weight"), c.Experts, c.Embd, true); err != nil {
 			return err
+		}
+		if c.spec.gptoss {
+			if err := m.loadExpertBiases(ld, ly, name); err != nil {
+				return err
+			}
 		}
 		if ly.gateExps, err = ld.experts(name("ffn_gate_exps.weight"), c.Experts, c.ExpertFF, c.Embd); err != nil {
 			return err
@@ -328,13 +406,31 @@ func (m *Model) loadLayer(ld *loader, l int) error {
 			}
 		}
 	} else {
-		mat(&ly.gate, "ffn_gate.weight", c.FF, c.Embd, true)
-		mat(&ly.up, "ffn_up.weight", c.FF, c.Embd, true)
-		vec(&ly.bgate, "ffn_gate.bias", c.FF, false)
-		vec(&ly.bup, "ffn_up.bias", c.FF, false)
+		mat(&ly.gate, "ffn_gate.weight", ff, c.Embd, true)
+		mat(&ly.up, "ffn_up.weight", ff, c.Embd, true)
+		vec(&ly.bgate, "ffn_gate.bias", ff, false)
+		vec(&ly.bup, "ffn_up.bias", ff, false)
 	}
-	mat(&ly.down, "ffn_down.weight", c.Embd, c.FF, true)
+	mat(&ly.down, "ffn_down.weight", c.Embd, ff, true)
 	vec(&ly.bdown, "ffn_down.bias", c.Embd, false)
+	return err
+}
+
+// loadExpertBiases loads gpt-oss's router bias and each expert's biases
+// (2-D tensors, a row per expert), all required as llama.cpp requires them.
+func (m *Model) loadExpertBiases(ld *loader, ly *layer, name func(string) string) error {
+	c := &m.cfg
+	var err error
+	if ly.routerBias, err = ld.vector(name("ffn_gate_inp.bias"), c.Experts, true); err != nil {
+		return err
+	}
+	if ly.gateExpsB, err = ld.experts(name("ffn_gate_exps.bias"), c.Experts, 1, c.ExpertFF); err != nil {
+		return err
+	}
+	if ly.upExpsB, err = ld.experts(name("ffn_up_exps.bias"), c.Experts, 1, c.ExpertFF); err != nil {
+		return err
+	}
+	ly.downExpsB, err = ld.experts(name("ffn_down_exps.bias"), c.Experts, 1, c.Embd)
 	return err
 }
 
@@ -424,7 +520,11 @@ func (ld *loader) floats(name string, n int) ([]float32, error) {
 // and a backend that reads weights in place (the CPU) touches an expert's
 // pages only when a token is routed to it.
 func (ld *loader) experts(name string, n, rows, cols int) ([]backend.Weight, error) {
-	t, b, _, err := ld.lookup(name, true, cols, rows, n)
+	want := []int{cols, rows, n}
+	if rows == 1 {
+		want = []int{cols, n} // a vector per expert: a 2-D tensor
+	}
+	t, b, _, err := ld.lookup(name, true, want...)
 	if err != nil {
 		return nil, err
 	}

@@ -342,6 +342,14 @@ func TestConfig(t *testing.T) {
 			if !c.RoPENeoX || c.Experts != 4 || c.ExpertsUsed != 2 || c.ExpertFF != 64 || !c.ExpertNorm {
 				t.Errorf("qwen3moe: %+v", c)
 			}
+		case "gpt-oss":
+			// Every even layer slides, with the global base and the YaRN
+			// scale; the chosen experts' logits are softmaxed, unnormalised.
+			if !c.RoPENeoX || c.SlidingWindow != 4 || !slices.Equal(c.SWA, []bool{true, false}) || c.RoPEBaseSWA != 1e6 ||
+				c.RoPEScaling != model.ScalingYaRN || c.RoPEScale != 1.0/32 || c.Experts != 4 || c.ExpertsUsed != 2 ||
+				c.ExpertNorm || !c.ExpertSoftmaxChosen {
+				t.Errorf("gpt-oss: %+v", c)
+			}
 		}
 	}
 }
@@ -362,6 +370,16 @@ func FuzzLoad(f *testing.F) {
 		}
 		f.Add(b)
 	}
+	// gemma4 with every feature on: per-layer embeddings, shared KV,
+	// SWA heads of their own size, per-layer KV heads and FFN widths,
+	// experts.
+	b, err := modeltest.Generate(modeltest.Spec{Arch: "gemma4", FileType: "Q8_0", Embd: 32, Layers: 4, Heads: 2, KVHeads: 1,
+		FF: 64, HeadDim: 32, SWAHeadDim: 16, PerLayerEmbd: 32, SharedKV: 2, FullKVHeads: 2, WideFF: true,
+		Experts: 4, ExpertsUsed: 2, ExpertFF: 32, Vocab: 16, Context: 64, Seed: 3}, md)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b)
 	be := cpu.New(cpu.Options{Threads: 1})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		gf, err := gguf.Parse(b)

@@ -11,7 +11,10 @@ import (
 // of them, the top k by probability, their probabilities renormalised to
 // sum to 1; each chosen expert is a SwiGLU FFN, and the row's output is
 // the sum of the experts' outputs times their weights, added in rank
-// order (best first) as ggml adds its views.
+// order (best first) as ggml adds its views. gpt-oss adds a bias to the
+// router and to each expert's three products, chooses by logit and
+// weights by a softmax over the chosen (routeChosen), and gates with the
+// clamped SwiGLU.
 //
 // It is written against the plain kernel set: the experts are separate
 // weights (views of the file's 3-D tensors), the rows routed to an expert
@@ -65,19 +68,26 @@ func newMoEScratch(be backend.Backend, c *Config, rows int) *moeScratch {
 	return ms
 }
 
-// moeFFN sets o to the mixture-of-experts FFN of the normed rows h.
-func (m *Model) moeFFN(ms *moeScratch, ly *layer, o, h backend.Tensor) {
+// moeFFN sets o to the mixture-of-experts FFN of the normed rows h,
+// routed by the scores of the rows routeIn (h itself, or gemma4's own
+// router input).
+func (m *Model) moeFFN(ms *moeScratch, ly *layer, o, h, routeIn backend.Tensor) {
 	be, c := m.be, &m.cfg
 	n, k, e := h.Rows, c.ExpertsUsed, c.Embd
 
 	logits := ms.logits.Slice(0, n)
-	be.MatMul(logits, ly.router, h)
+	project(be, logits, ly.router, ly.routerBias, routeIn)
 	be.Read(ms.hostLogits[:n*c.Experts], logits)
 	for i := range ms.rows {
 		ms.rows[i] = ms.rows[i][:0]
 	}
 	for r := range n {
-		route(ms.hostLogits[r*c.Experts:(r+1)*c.Experts], ms.probs, ms.sel[r*k:(r+1)*k], ms.w[r*k:(r+1)*k], c.ExpertNorm)
+		lg, sel, w := ms.hostLogits[r*c.Experts:(r+1)*c.Experts], ms.sel[r*k:(r+1)*k], ms.w[r*k:(r+1)*k]
+		if c.ExpertSoftmaxChosen {
+			routeChosen(lg, sel, w)
+		} else {
+			route(lg, ms.probs, sel, w, c.ExpertNorm)
+		}
 		for _, x := range ms.sel[r*k : (r+1)*k] {
 			ms.rows[x] = append(ms.rows[x], r)
 		}
@@ -104,10 +114,10 @@ func (m *Model) moeFFN(ms *moeScratch, ly *layer, o, h backend.Tensor) {
 			be.Write(xe, ms.hostY[:cnt*e])
 		}
 		gate, up, ye := ms.gate.Slice(0, cnt), ms.up.Slice(0, cnt), ms.ye.Slice(0, cnt)
-		be.MatMul(gate, ly.gateExps[x], xe)
-		be.MatMul(up, ly.upExps[x], xe)
-		be.GLU(gate, gate, up, backend.SiLU)
-		be.MatMul(ye, ly.downExps[x], gate)
+		project(be, gate, ly.gateExps[x], expertBias(ly.gateExpsB, x), xe)
+		project(be, up, ly.upExps[x], expertBias(ly.upExpsB, x), xe)
+		be.GLU(gate, gate, up, c.spec.glu)
+		project(be, ye, ly.downExps[x], expertBias(ly.downExpsB, x), gate)
 		be.Read(ms.hostY[:cnt*e], ye)
 		// Scale each row by its weight for this expert, into the slot
 		// of the rank the row gave it (ggml_mul: one rounding).
@@ -118,6 +128,14 @@ func (m *Model) moeFFN(ms *moeScratch, ly *layer, o, h backend.Tensor) {
 			}
 			wt := ms.w[r*k+rank]
 			dst := ms.prod[(r*k+rank)*e : (r*k+rank+1)*e]
+			if ly.downScale != nil {
+				// gemma4's per-expert output scale, its own ggml_mul.
+				s := ly.downScale[x]
+				for i, y := range ms.hostY[j*e : (j+1)*e] {
+					dst[i] = (y * s) * wt
+				}
+				continue
+			}
 			for i, y := range ms.hostY[j*e : (j+1)*e] {
 				dst[i] = y * wt
 			}
@@ -178,6 +196,41 @@ func route(logits, probs []float32, sel []int, w []float32, norm bool) {
 	for j := range w {
 		w[j] /= d
 	}
+}
+
+// routeChosen picks a row's experts as build_moe_ffn does with
+// SOFTMAX_WEIGHT gating (gpt-oss): the k largest logits, best first (the
+// lower index first among equals), weighted by a softmax over those k
+// alone, computed as route's is.
+func routeChosen(logits []float32, sel []int, w []float32) {
+	for j := range sel {
+		best := -1
+		for i, v := range logits {
+			if best >= 0 && v <= logits[best] || taken(sel[:j], i) {
+				continue
+			}
+			best = i
+		}
+		sel[j], w[j] = best, logits[best]
+	}
+	mx := w[0] // the largest: sel is best first
+	var sum float64
+	for j, v := range w {
+		w[j] = float32(math.Exp(float64(v - mx)))
+		sum += float64(w[j])
+	}
+	inv := float32(1 / sum)
+	for j := range w {
+		w[j] *= inv
+	}
+}
+
+// expertBias is expert x's bias, or nil when the model has none.
+func expertBias(b []backend.Weight, x int) backend.Weight {
+	if b == nil {
+		return nil
+	}
+	return b[x]
 }
 
 func taken(sel []int, i int) bool {

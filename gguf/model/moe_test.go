@@ -2,6 +2,8 @@ package model_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/meshnode/meshnode/gguf"
@@ -17,6 +19,9 @@ type readCounter struct {
 	read map[backend.Weight]bool
 }
 
+// Supports forwards the wrapped backend's features (gpt-oss needs them).
+func (r *readCounter) Supports(f backend.Feature) bool { return backend.Supports(r.Backend, f) }
+
 func (r *readCounter) MatMul(dst backend.Tensor, w backend.Weight, x backend.Tensor) {
 	r.read[w] = true
 	r.Backend.MatMul(dst, w, x)
@@ -26,12 +31,19 @@ func (r *readCounter) MatMul(dst backend.Tensor, w backend.Weight, x backend.Ten
 // experts, 2 per token, 2 layers) multiplies by exactly 2 experts' gate,
 // up and down matrices in each layer, and a prompt of several tokens by
 // no more than its tokens chose: the other experts' weights are not read.
+// So for gpt-oss's (8 experts, 4 per token, MXFP4).
 func TestMoEReadsOnlyRoutedExperts(t *testing.T) {
+	for _, arch := range []string{"qwen3moe", "gpt-oss"} {
+		t.Run(arch, func(t *testing.T) { testMoEReads(t, arch) })
+	}
+}
+
+func testMoEReads(t *testing.T, arch string) {
 	md, err := vocabSource()
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := modeltest.Fixture("qwen3moe", "Q8_0")
+	spec := modeltest.Fixture(arch, "Q8_0")
 	spec.ExpertFF = 384 // no other matrix of the model has this shape
 	file, err := modeltest.Generate(spec, md)
 	if err != nil {
@@ -81,5 +93,36 @@ func TestMoEReadsOnlyRoutedExperts(t *testing.T) {
 		if n, want := experts(), c.Layers*3*c.ExpertsUsed; n != want {
 			t.Errorf("decode step %d read %d expert matrices, want %d (of %d)", step, n, want, c.Layers*3*c.Experts)
 		}
+	}
+}
+
+// plainBackend hides the CPU backend's optional features.
+type plainBackend struct{ backend.Backend }
+
+// TestGptOssNeedsFeatures: a backend without attention sinks (or the
+// clamped SwiGLU) is refused when gpt-oss loads, naming what it lacks,
+// rather than running the model without them.
+func TestGptOssNeedsFeatures(t *testing.T) {
+	md, err := vocabSource()
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, err := modeltest.Generate(modeltest.Spec{Arch: "gpt-oss", FileType: "Q8_0", Embd: 64, Layers: 2, Heads: 2, KVHeads: 1,
+		FF: 128, Vocab: 300, Context: 256, Seed: 1}, md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Parse(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb := cpu.New(cpu.Options{Threads: 1})
+	defer cb.Close()
+	_, err = model.Load(f, plainBackend{cb})
+	if !errors.Is(err, model.ErrUnsupported) || !strings.Contains(err.Error(), "attention sinks") {
+		t.Fatalf("Load on a backend without sinks: %v", err)
+	}
+	if _, err := model.Load(f, cb); err != nil {
+		t.Fatalf("Load on the CPU: %v", err)
 	}
 }

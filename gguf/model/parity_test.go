@@ -65,6 +65,18 @@ var tolerances = map[string]float64{
 	"Q6_K":   0.3,
 }
 
+// parityTolerance is the bound for a fixture. gpt-oss's experts are MXFP4
+// in every file type, so even its F16 fixture quantises activations to 8
+// bits for most of its products and takes the quantised types' bound:
+// measured against llama.cpp, its F16 fixture is 0.048 off (0.006 with F16
+// experts), its Q8_0 one 2e-6.
+func parityTolerance(arch, ft string) float64 {
+	if arch == "gpt-oss" {
+		return tolerances["Q8_0"]
+	}
+	return tolerances[ft]
+}
+
 // marginFactor: greedy tokens must agree where llama.cpp's top-2 margin is
 // above marginFactor × the tolerance (below it, the error allowed could
 // swap them).
@@ -126,7 +138,7 @@ func TestParity(t *testing.T) {
 				if g.Digest != sum {
 					t.Fatalf("fixture generator drift: %s is %s, the golden was made from %s (run make parity)", name, sum, g.Digest)
 				}
-				checkParity(t, be, file, g, tolerances[ft])
+				checkParity(t, be, file, g, parityTolerance(arch, ft))
 			})
 		}
 	}

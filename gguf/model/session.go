@@ -109,8 +109,9 @@ func (m *Model) NewSession(opt SessionOptions) (*Session, error) {
 		batch = DefaultBatch
 	}
 	batch = min(batch, n)
-	// A stage's cache holds its own blocks only.
-	kv, err := m.be.NewKVCache(opt.KV.quant(), n, m.kvShapes())
+	// A stage's cache holds its own blocks only, and of those only the
+	// ones with KV of their own (m.kvShape).
+	kv, err := m.be.NewKVCache(opt.KV.quant(), n, m.kvShape)
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}

@@ -34,10 +34,13 @@ func TestStagesBitExact(t *testing.T) {
 	defer be.Close()
 	for _, arch := range modeltest.Archs {
 		for _, ft := range modeltest.FileTypes {
-			for _, layers := range []int{2, 4} {
+			counts := []int{2, 4}
+			if arch == "gemma4" {
+				counts = []int{2, 6} // 6: the last 2 share KV (modeltest.StageFixture)
+			}
+			for _, layers := range counts {
 				t.Run(fixtureName(arch, ft)+"/"+strconv.Itoa(layers)+"-layers", func(t *testing.T) {
-					spec := modeltest.Fixture(arch, ft)
-					spec.Layers = layers
+					spec := modeltest.StageFixture(arch, ft, layers)
 					file, err := modeltest.Generate(spec, md)
 					if err != nil {
 						t.Fatal(err)
@@ -116,9 +119,12 @@ func TestStagesF16Close(t *testing.T) {
 	}
 	for _, arch := range modeltest.Archs {
 		t.Run(arch, func(t *testing.T) {
-			spec := modeltest.Fixture(arch, "Q8_0")
-			spec.Layers = 4
-			file, err := modeltest.Generate(spec, md)
+			layers, layout := 4, []model.LayerRange{{Lo: 0, Hi: 1}, {Lo: 1, Hi: 3}, {Lo: 3, Hi: 4}}
+			if arch == "gemma4" {
+				// Blocks 4 and 5 read 2's and 3's KV: split before 2.
+				layers, layout = 6, []model.LayerRange{{Lo: 0, Hi: 1}, {Lo: 1, Hi: 2}, {Lo: 2, Hi: 6}}
+			}
+			file, err := modeltest.Generate(modeltest.StageFixture(arch, "Q8_0", layers), md)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -130,7 +136,7 @@ func TestStagesF16Close(t *testing.T) {
 				checkStageRefused(t, f, cpu.New(cpu.Options{}))
 				return
 			}
-			check(t, f, []model.LayerRange{{Lo: 0, Hi: 1}, {Lo: 1, Hi: 3}, {Lo: 3, Hi: 4}})
+			check(t, f, layout)
 		})
 	}
 	t.Run("fortunes-q8_0", func(t *testing.T) {
@@ -410,5 +416,69 @@ func checkStageRefused(t *testing.T, f *gguf.File, be backend.Backend) {
 		if !errors.Is(err, model.ErrUnsupported) {
 			t.Fatalf("stage %v: %v, want ErrUnsupported", r, err)
 		}
+	}
+}
+
+// TestGemma4Stages: a gemma4 model splits only where no block's shared KV
+// (attention.shared_kv_layers) is in another stage, and not at all with
+// per-layer embeddings; LoadStage refuses the rest with a clear error,
+// and the allowed splits are bit-exact.
+func TestGemma4Stages(t *testing.T) {
+	md, err := vocabSource()
+	if err != nil {
+		t.Fatal(err)
+	}
+	be := cpu.New(cpu.Options{Threads: 2})
+	defer be.Close()
+	load := func(spec modeltest.Spec) *gguf.File {
+		file, err := modeltest.Generate(spec, md)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := gguf.Parse(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+
+	// 6 layers, 4 and 5 reading 2's (SWA) and 3's (full) KV.
+	f := load(modeltest.StageFixture("gemma4", "Q8_0", 6))
+	cfg, err := model.ParseConfig(f.Metadata)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := []int{cfg.KVSource(3), cfg.KVSource(4), cfg.KVSource(5)}; !slices.Equal(got, []int{3, 2, 3}) {
+		t.Fatalf("KV sources of layers 3-5: %v, want [3 2 3]", got)
+	}
+	for at := 1; at < 6; at++ {
+		_, err := model.LoadStage(f, be, model.LayerRange{Lo: at, Hi: 6})
+		if at <= 2 {
+			if err != nil {
+				t.Errorf("split at %d: %v", at, err)
+			}
+			continue
+		}
+		if !errors.Is(err, model.ErrUnsupported) || !strings.Contains(err.Error(), "KV cache") {
+			t.Errorf("split at %d: %v, want a refusal naming the shared KV", at, err)
+		}
+		if cerr := cfg.CheckStage(model.LayerRange{Lo: at, Hi: 6}); cerr == nil {
+			t.Errorf("split at %d: CheckStage allows what LoadStage refuses", at)
+		}
+	}
+	layouts := [][]model.LayerRange{{{Lo: 0, Hi: 1}, {Lo: 1, Hi: 6}}, {{Lo: 0, Hi: 2}, {Lo: 2, Hi: 6}}}
+	if err := modeltest.StagesBitExact(context.Background(), f, be, layouts); err != nil {
+		t.Fatal(err)
+	}
+
+	// The parity fixture has per-layer embeddings: only whole.
+	f = load(modeltest.Fixture("gemma4", "Q8_0"))
+	for _, r := range []model.LayerRange{{Lo: 0, Hi: 1}, {Lo: 1, Hi: 2}} {
+		if _, err := model.LoadStage(f, be, r); !errors.Is(err, model.ErrUnsupported) || !strings.Contains(err.Error(), "per-layer") {
+			t.Errorf("stage %v of a model with per-layer embeddings: %v", r, err)
+		}
+	}
+	if _, err := model.LoadStage(f, be, model.LayerRange{Lo: 0, Hi: 4}); err != nil {
+		t.Errorf("the whole range as a stage: %v", err)
 	}
 }

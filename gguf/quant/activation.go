@@ -4,13 +4,13 @@ import "fmt"
 
 // VecDotType is the format an activation vector is quantised to before it is
 // dotted with a row of weights of type t: ggml's vec_dot_type (ggml-cpu.c).
-// Q8_0 for Q4_0, Q5_0, Q8_0 and IQ4_NL; Q8_1 for Q4_1 and Q5_1; Q8_K for the
+// Q8_0 for Q4_0, Q5_0, Q8_0, IQ4_NL and MXFP4; Q8_1 for Q4_1 and Q5_1; Q8_K for the
 // K-quants and IQ4_XS; F32, F16 and BF16 dot their own type.
 func VecDotType(t Type) (Type, bool) {
 	switch t {
 	case F32, F16, BF16:
 		return t, true
-	case Q4_0, Q5_0, Q8_0, IQ4_NL:
+	case Q4_0, Q5_0, Q8_0, IQ4_NL, MXFP4:
 		return Q8_0, true
 	case Q4_1, Q5_1:
 		return Q8_1, true

@@ -9,6 +9,19 @@ import (
 // kvaluesIQ4NL is the IQ4_NL / IQ4_XS codebook (ggml-common.h kvalues_iq4nl).
 var kvaluesIQ4NL = [16]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
 
+// kvaluesMXFP4 are the sixteen FP4 E2M1 values, doubled so they are
+// integers (ggml-common.h kvalues_mxfp4); the block scale is halved to match.
+var kvaluesMXFP4 = [16]int8{0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12}
+
+// e8m0Half is half the E8M0 scale e, 2^(e-128), as ggml_e8m0_to_fp32_half
+// builds it: the two smallest are float32 subnormals.
+func e8m0Half(e byte) float32 {
+	if e < 2 {
+		return math.Float32frombits(0x00200000 << e)
+	}
+	return math.Float32frombits(uint32(e-1) << 23)
+}
+
 // Dequantize decodes len(dst) elements of type t from src, which must hold
 // exactly that many. Results are bit-identical to ggml's dequantize_row_*:
 // each product and sum is rounded to float32 as ggml's (non-FMA) code does.
@@ -45,7 +58,7 @@ var dequantizers = map[Type]func(src []byte, dst []float32){
 	Q4_0: dequantQ4_0, Q4_1: dequantQ4_1, Q5_0: dequantQ5_0, Q5_1: dequantQ5_1,
 	Q8_0: dequantQ8_0, Q8_1: dequantQ8_1, Q2_K: dequantQ2_K, Q3_K: dequantQ3_K,
 	Q4_K: dequantQ4_K, Q5_K: dequantQ5_K, Q6_K: dequantQ6_K, Q8_K: dequantQ8_K,
-	IQ4_NL: dequantIQ4_NL, IQ4_XS: dequantIQ4_XS,
+	IQ4_NL: dequantIQ4_NL, IQ4_XS: dequantIQ4_XS, MXFP4: dequantMXFP4,
 }
 
 // checkRow checks that b holds exactly n elements of t.
@@ -302,6 +315,19 @@ func dequantIQ4_NL(src []byte, dst []float32) {
 		for j := range 16 {
 			y[j] = d * float32(kvaluesIQ4NL[b[2+j]&0xf])
 			y[j+16] = d * float32(kvaluesIQ4NL[b[2+j]>>4])
+		}
+	}
+}
+
+// MXFP4: e (E8M0) | qs[16], low nibbles the first 16 elements.
+func dequantMXFP4(src []byte, dst []float32) {
+	for i := range len(dst) / 32 {
+		b := (*[17]byte)(src[17*i:])
+		y := (*[32]float32)(dst[32*i:])
+		d := e8m0Half(b[0])
+		for j := range 16 {
+			y[j] = float32(kvaluesMXFP4[b[1+j]&0xf]) * d
+			y[j+16] = float32(kvaluesMXFP4[b[1+j]>>4]) * d
 		}
 	}
 }

@@ -44,6 +44,7 @@ var dots = map[Type]dotFunc{
 	Q5_1:   dotQ5_1,
 	Q8_0:   dotQ8_0,
 	IQ4_NL: dotIQ4_NL,
+	MXFP4:  dotMXFP4,
 	Q2_K:   dotQ2_K,
 	Q3_K:   dotQ3_K,
 	Q4_K:   dotQ4_K,
@@ -318,6 +319,25 @@ func blocksIQ4_NL(acc *[8]float32, row, act []byte, from, to int) {
 			sumi += int32(kvaluesIQ4NL[x[2+j]&0xf])*i8(y[:], 2+j) + int32(kvaluesIQ4NL[x[2+j]>>4])*i8(y[:], 18+j)
 		}
 		acc[i&7] += scaled(sumi, x[:], y[:])
+	}
+}
+
+func dotMXFP4(row, act []byte, n int) float32 {
+	var acc [8]float32
+	blocksMXFP4(&acc, row, act, 0, n/32)
+	return reduce(acc[:])
+}
+
+// blocksMXFP4 scales each block's integer sum by fp16(dy)·e8m0Half(e), the
+// product ggml_vec_dot_mxfp4_q8_0 forms.
+func blocksMXFP4(acc *[8]float32, row, act []byte, from, to int) {
+	for i := from; i < to; i++ {
+		x, y := (*[17]byte)(row[17*i:]), (*[34]byte)(act[34*i:])
+		var sumi int32
+		for j := range 16 {
+			sumi += int32(kvaluesMXFP4[x[1+j]&0xf])*i8(y[:], 2+j) + int32(kvaluesMXFP4[x[1+j]>>4])*i8(y[:], 18+j)
+		}
+		acc[i&7] += float32(float32(sumi) * float32(half(y[:])*e8m0Half(x[0])))
 	}
 }
 

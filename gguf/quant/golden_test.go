@@ -57,7 +57,7 @@ func (g *goldens) floats(t *testing.T, name string) []float32 {
 
 // goldenTypes are the weight types the goldens cover.
 var goldenTypes = []quant.Type{quant.F32, quant.F16, quant.BF16, quant.Q4_0, quant.Q4_1, quant.Q5_0, quant.Q5_1,
-	quant.Q8_0, quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ4_NL, quant.IQ4_XS}
+	quant.Q8_0, quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ4_NL, quant.IQ4_XS, quant.MXFP4}
 
 func ggmlName(t quant.Type) string {
 	s := strings.ToLower(t.String())
@@ -270,5 +270,38 @@ func TestVecDotMatchesGGML(t *testing.T) {
 			}
 		}
 		t.Logf("%-6s worst |Δ|/Σ|w·x|: %.2g vs ggml on the same activation, %.2g vs ggml's SIMD-quantised activation", typ, worst, worstCPU)
+	}
+}
+
+// TestMXFP4Spec decodes hand-made blocks against the OCP MX spec: element =
+// E2M1(code) × 2^(e−127), E2M1 codes 0..7 being 0, ½, 1, 1½, 2, 3, 4, 6 and
+// bit 3 the sign; low nibbles are elements 0..15, high nibbles 16..31.
+// Products beyond float32 are ±Inf, and e = 255 (the spec's NaN) is 2^128,
+// as ggml decodes it.
+func TestMXFP4Spec(t *testing.T) {
+	e2m1 := [8]float64{0, 0.5, 1, 1.5, 2, 3, 4, 6}
+	for _, e := range []byte{0, 1, 2, 100, 127, 128, 200, 254, 255} {
+		b := make([]byte, 17)
+		b[0] = e
+		for j := range 16 {
+			b[1+j] = byte(j) | byte(15-j)<<4
+		}
+		got := make([]float32, 32)
+		if err := quant.Dequantize(quant.MXFP4, b, got); err != nil {
+			t.Fatal(err)
+		}
+		for i, g := range got {
+			code := i
+			if i >= 16 {
+				code = 15 - (i - 16)
+			}
+			want := e2m1[code&7] * math.Ldexp(1, int(e)-127)
+			if code&8 != 0 {
+				want = -want
+			}
+			if g != float32(want) {
+				t.Errorf("e=%d element %d (code %d): %g, want %g", e, i, code, g, want)
+			}
+		}
 	}
 }

@@ -54,7 +54,7 @@ var blockQuantizers = map[Type]func(x []float32, y []byte){
 	Q4_0: quantBlockQ4_0, Q4_1: quantBlockQ4_1, Q5_0: quantBlockQ5_0, Q5_1: quantBlockQ5_1,
 	Q8_0: quantBlockQ8_0, Q8_1: quantBlockQ8_1, Q2_K: quantBlockQ2_K, Q3_K: quantBlockQ3_K,
 	Q4_K: quantBlockQ4_K, Q5_K: quantBlockQ5_K, Q6_K: quantBlockQ6_K, Q8_K: quantBlockQ8_K,
-	IQ4_NL: quantBlockIQ4_NL, IQ4_XS: quantBlockIQ4_XS,
+	IQ4_NL: quantBlockIQ4_NL, IQ4_XS: quantBlockIQ4_XS, MXFP4: quantBlockMXFP4,
 }
 
 // nearestInt rounds to nearest, ties to even, for |f| < 2^22, by ggml's
@@ -787,4 +787,39 @@ func quantBlockIQ4_XS(x []float32, y []byte) {
 	}
 	putLE16(y[2:], scalesH)
 	packIQ4(L[:], y[8:136])
+}
+
+// MXFP4: e | qs[16] (quantize_row_mxfp4_ref). The shared exponent is
+// floor(log2 amax) - 2, so amax over the halved scale lies in [8, 16), the
+// codebook's top values; each element then takes the nearest codebook value,
+// the first on a tie, as ggml's linear search does. (A block whose amax is
+// below 2^-125 wraps the byte, as ggml's cast does on amd64 and arm64.)
+func quantBlockMXFP4(x []float32, y []byte) {
+	var amax float32
+	for _, v := range x {
+		if a := float32(math.Abs(float64(v))); amax < a {
+			amax = a
+		}
+	}
+	var e byte
+	if amax > 0 {
+		// log2f is correctly rounded in glibc; the float64 log rounded to
+		// float32 is the same value, floor included.
+		e = byte(int32(math.Floor(float64(float32(math.Log2(float64(amax)))))) - 2 + 127)
+	}
+	d := e8m0Half(e)
+	y[0] = e
+	for j := range 16 {
+		y[1+j] = bestIndexMXFP4(x[j], d) | bestIndexMXFP4(x[16+j], d)<<4
+	}
+}
+
+func bestIndexMXFP4(x, d float32) byte {
+	best, bestErr := byte(0), float32(math.Abs(float64(float32(float32(kvaluesMXFP4[0])*d)-x)))
+	for i := 1; i < 16; i++ {
+		if err := float32(math.Abs(float64(float32(float32(kvaluesMXFP4[i])*d) - x))); err < bestErr {
+			best, bestErr = byte(i), err
+		}
+	}
+	return best
 }

@@ -31,6 +31,7 @@ var tolerances = map[quant.Type]struct{ rmse, act, exact float64 }{
 	quant.Q5_K:   {0.043, 2e-3, 1e-6},
 	quant.Q6_K:   {0.021, 2e-3, 1e-6},
 	quant.IQ4_XS: {0.09, 2e-3, 1e-6},
+	quant.MXFP4:  {0.2, 2e-3, 1e-6},
 }
 
 func normal(rng *rand.Rand, n int) []float32 {

@@ -295,3 +295,33 @@ func dotCase(t *testing.T, types []quant.Type, pick uint8, row, act []byte) (typ
 	as, _ = at.RowSize(n)
 	return typ, at, n, rs, as, n > 0 && len(act) >= as
 }
+
+// TestSIMDMXFP4SmallExponents: MXFP4 blocks whose exponents are 0 … 3,
+// whose halved scales are float32 subnormals (e < 2) or the smallest
+// normals, which random blocks almost never give, dot the same in the
+// assembly kernel as in Go.
+func TestSIMDMXFP4SmallExponents(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	const n = 32 * 24
+	row := make([]byte, mustRowSize(t, quant.MXFP4, n))
+	a, err := quant.NewActivation(quant.MXFP4, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for trial := range 8 {
+		randomBlocks(rng, quant.MXFP4, row, true)
+		for b := 0; b < len(row); b += 17 {
+			row[b] = byte((b/17 + trial) % 4)
+		}
+		if err := a.Quantize(normal(rng, n)); err != nil {
+			t.Fatal(err)
+		}
+		asm, pure := dotBoth(quant.MXFP4, row, a)
+		if !sameFloat(asm, pure) {
+			t.Fatalf("trial %d: assembly %g (%#08x), Go %g (%#08x)", trial, asm, math.Float32bits(asm), pure, math.Float32bits(pure))
+		}
+		if pure == 0 {
+			t.Fatalf("trial %d: a zero dot: the test exercises nothing", trial)
+		}
+	}
+}

@@ -40,9 +40,12 @@ func (t *timedProposer) Propose(ctx context.Context, seq []uint32, gen, k int) (
 // specRun is one case's figures.
 type specRun struct {
 	plainTPS, specTPS float64 // decode tokens per second
+	whole             float64 // plain time over speculative, prefill included (median of the pairs)
+	median            float64 // the median speedup of the runs' pairs (each pair back to back)
 	st                spec.Stats
 	tokens            int
 	c                 float64 // measured in the runs: the proposer's time per drafted token over a target token's
+	prop              float64 // the proposer's time over plain decoding's (median of the rounds): what drafting adds
 	cDecode           float64 // measured alone: the draft's one-token decode time over the target's
 	v                 float64 // measured: an extra row of a 5-row window over a one-token step
 }
@@ -125,6 +128,21 @@ func benchThreshold() float64 {
 	return v
 }
 
+// benchWindows is BENCH_WINDOWS, the windows each case runs with, comma
+// separated (0: adaptive; default "0,4").
+func benchWindows() []int {
+	var out []int
+	for _, f := range strings.Split(os.Getenv("BENCH_WINDOWS"), ",") {
+		if k, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && k >= 0 {
+			out = append(out, k)
+		}
+	}
+	if len(out) == 0 {
+		return []int{0, 4}
+	}
+	return out
+}
+
 func envInt(key string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(key)); err == nil && v > 0 {
 		return v
@@ -142,10 +160,12 @@ func envInt(key string, def int) int {
 //   - the 1B-shaped Q8_0 with its Q4_0 as draft (BENCH_CACHE's
 //     llama-3.2-1b-shape-{q8_0,q4_0}.gguf; see bench-batch), when present.
 //
-// For each: decode tok/s plain and speculating (prefill excluded; best of
-// BENCH_REPS rounds, the two alternating which goes first), the
-// acceptance rate, tokens
-// per round E and drafts per round K, c (the proposer's measured time per
+// For each: decode tok/s plain and speculating (prefill excluded, the
+// draft model's included; each prompt's fastest of BENCH_REPS rounds, the
+// two alternating which goes first), the median speedup of the runs'
+// pairs (each pair back to back, so under the same load) and with
+// prefill counted, the proposer's time as a share of plain decoding's
+// (what drafting adds, measured in the run), the acceptance rate, tokens per round E and drafts per round K, c (the proposer's measured time per
 // drafted token over the target's per token), the ideal speedup
 // E / (K·c + 1) and ours as a share of it, and, with v the measured cost
 // of an extra verified row, E / (K·(c+v) + 1). Each case runs twice:
@@ -154,7 +174,8 @@ func envInt(key string, def int) int {
 // (spec.Fixed), which shows what speculation does where the adaptive
 // window declines it. The speculative tokens must equal the plain ones.
 // Knobs: BENCH_THREADS (default all CPUs), BENCH_TG (64), BENCH_REPS (2),
-// BENCH_CASE (run the cases whose name holds it), BENCH_THRESHOLD (the
+// BENCH_CASE (run the cases whose name holds it), BENCH_WINDOWS (the
+// windows, comma separated, 0 for adaptive; default "0,4"), BENCH_THRESHOLD (the
 // draft's stopping probability; default spec.DefaultThreshold, negative:
 // never stop).
 func BenchmarkSpeculative(b *testing.B) {
@@ -216,7 +237,7 @@ func BenchmarkSpeculative(b *testing.B) {
 		{"1B-shape Q8_0 + Q4_0 draft", filepath.Join(cacheDir, "llama-3.2-1b-shape-q8_0.gguf"), filepath.Join(cacheDir, "llama-3.2-1b-shape-q4_0.gguf"), 512, min(tg, 32), oneB, -1},
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "case\tthreads\ttokens\tplain tok/s\tspec tok/s\tspeedup\taccept\tE\tK\tc\tc decode\tc sizes\tv\tideal\t%% of ideal\tideal+v\t%% of it\t\n")
+	fmt.Fprintf(tw, "case\tthreads\ttokens\tplain tok/s\tspec tok/s\tspeedup\tmedian\twith prefill\tdrafting\taccept\tE\tK\tc\tc decode\tc sizes\tv\tideal\t%% of ideal\tideal+v\t%% of it\t\n")
 	for _, bc := range cases {
 		if f := os.Getenv("BENCH_CASE"); f != "" && !strings.Contains(bc.name, f) {
 			continue
@@ -235,7 +256,7 @@ func BenchmarkSpeculative(b *testing.B) {
 		if th == 0 {
 			th = benchThreshold()
 		}
-		for _, fixed := range []int{0, 4} {
+		for _, fixed := range benchWindows() {
 			r, cSizes := runSpecCase(b, be, bc.target, bc.draft, bc.ctx, bc.tg, reps, th, fixed, bc.prompts)
 			e := float64(r.tokens) / float64(r.st.Rounds)
 			k := float64(r.st.Proposed) / float64(r.st.Rounds)
@@ -247,11 +268,21 @@ func BenchmarkSpeculative(b *testing.B) {
 			if fixed > 0 {
 				name = fmt.Sprintf("%s, K=%d fixed", bc.name, fixed)
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.1f\t%.2f×\t%.2f\t%.2f\t%.2f\t%.3f\t%.3f\t%.3f\t%.2f\t%.2f×\t%.0f%%\t%.2f×\t%.0f%%\t\n",
-				name, threads, r.tokens, r.plainTPS, r.specTPS, speedup, accept, e, k, r.c, r.cDecode, cSizes, r.v, ideal, 100*speedup/ideal, idealV, 100*speedup/idealV)
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.1f\t%.2f×\t%.2f×\t%.2f×\t%.1f%%\t%.2f\t%.2f\t%.2f\t%.3f\t%.3f\t%.3f\t%.2f\t%.2f×\t%.0f%%\t%.2f×\t%.0f%%\t\n",
+				name, threads, r.tokens, r.plainTPS, r.specTPS, speedup, r.median, r.whole, 100*r.prop, accept, e, k, r.c, r.cDecode, cSizes, r.v, ideal, 100*speedup/ideal, idealV, 100*speedup/idealV)
 		}
 	}
 	tw.Flush()
+}
+
+func median(v []float64) float64 {
+	v = slices.Clone(v)
+	slices.Sort(v)
+	if n := len(v); n%2 == 1 {
+		return v[n/2]
+	} else {
+		return (v[n/2-1] + v[n/2]) / 2
+	}
 }
 
 // greedyTokens decodes n greedy tokens after prompt.
@@ -320,29 +351,52 @@ func runSpecCase(b *testing.B, be *cpu.Backend, targetPath, draftPath string, ct
 	ps := prompts(target)
 	// prefill is the time of evaluating each prompt, taken out of the
 	// generations' times.
-	prefill := func(p []uint32) time.Duration {
-		s.Truncate(0)
-		start := time.Now()
-		if _, err := s.Eval(ctx, p); err != nil {
-			b.Fatal(err)
+	// A shared machine's load only ever adds time, so each figure is
+	// built from fastest runs: a prompt's prefill (the fastest of all its
+	// measurements, three at a time), the draft's prefill likewise where
+	// Generate has the draft take in the prompt, and each generation's
+	// whole time; decode time is a generation's time less the prefills.
+	prefillOf := func(sess *model.Session, p []uint32) time.Duration {
+		var best time.Duration
+		for range 3 {
+			sess.Truncate(0)
+			start := time.Now()
+			if _, err := sess.Eval(ctx, p); err != nil {
+				b.Fatal(err)
+			}
+			if d := time.Since(start); best == 0 || d < best {
+				best = d
+			}
 		}
-		return time.Since(start)
+		sess.Truncate(0)
+		return best
 	}
+	fastest := func(cur, d time.Duration) time.Duration {
+		if cur == 0 || d < cur {
+			return d
+		}
+		return cur
+	}
+	pre, dpre := make([]time.Duration, len(ps)), make([]time.Duration, len(ps))
+	plainAll, specAll := make([][]time.Duration, len(ps)), make([][]time.Duration, len(ps))
+	var propTs []time.Duration
 	var best specRun
+	drafts := 0
 	for round := range reps {
-		var plainT, specT, propT time.Duration
+		var propT time.Duration
 		var st spec.Stats
-		tokens, drafts := 0, 0
-		for _, p := range ps {
+		tokens := 0
+		drafts = 0
+		for pi, p := range ps {
 			var want, got []uint32
 			plain := func() {
-				pre := prefill(p)
+				pre[pi] = fastest(pre[pi], prefillOf(s, p))
 				start := time.Now()
 				var err error
 				if want, _, err = spec.Generate(ctx, bt, s, p, tg, sample.Params{}, nil, nil); err != nil {
 					b.Fatal(err)
 				}
-				plainT += time.Since(start) - pre
+				plainAll[pi] = append(plainAll[pi], time.Since(start))
 			}
 			speculative := func() {
 				var prop *timedProposer
@@ -358,14 +412,19 @@ func runSpecCase(b *testing.B, be *cpu.Backend, targetPath, draftPath string, ct
 				} else if draft != nil {
 					w.LimitProbes(0) // as the engine sizes a draft model's windows
 				}
-				pre := prefill(p)
+				pre[pi] = fastest(pre[pi], prefillOf(s, p))
+				if draft != nil && w.Speculates() {
+					// The draft's prefill, which Generate does after the
+					// target's: prompt work too.
+					dpre[pi] = fastest(dpre[pi], prefillOf(ds, p))
+				}
 				start := time.Now()
 				var rs spec.Stats
 				var err error
 				if got, rs, err = spec.Generate(ctx, bt, s, p, tg, sample.Params{}, prop, w); err != nil {
 					b.Fatal(err)
 				}
-				specT += time.Since(start) - pre
+				specAll[pi] = append(specAll[pi], time.Since(start))
 				propT += prop.took
 				drafts += prop.drafts
 				st.Rounds += rs.Rounds
@@ -386,25 +445,44 @@ func runSpecCase(b *testing.B, be *cpu.Backend, targetPath, draftPath string, ct
 			}
 			tokens += len(got)
 		}
-		r := specRun{
-			plainTPS: float64(tokens) / plainT.Seconds(),
-			specTPS:  float64(tokens) / specT.Seconds(),
-			st:       st, tokens: tokens,
-		}
-		if drafts > 0 {
-			perTarget := plainT.Seconds() / float64(tokens)
-			r.c = propT.Seconds() / float64(drafts) / perTarget
-		}
-		b.Logf("%s: plain %.1f tok/s, speculative %.1f tok/s, %+v, c %.3f", filepath.Base(targetPath)+"+"+filepath.Base(draftPath), r.plainTPS, r.specTPS, st, r.c)
-		// Each side's best round: a shared machine's bursts skew
-		// neither more than the other. The counts are the same every
-		// round (greedy, deterministic).
-		if best.tokens == 0 {
-			best = r
-		}
-		best.plainTPS, best.specTPS = max(best.plainTPS, r.plainTPS), max(best.specTPS, r.specTPS)
-		best.c = min(best.c, r.c)
+		propTs = append(propTs, propT)
+		// The counts are the same every round (greedy, deterministic).
+		best.st, best.tokens = st, tokens
 	}
+	decode := func(pi int, d time.Duration, speculative bool) float64 {
+		d -= pre[pi]
+		if speculative {
+			d -= dpre[pi]
+		}
+		return d.Seconds()
+	}
+	var ratios, wholes, props []float64
+	var sumPlain, sumSpec float64
+	for pi := range ps {
+		sumPlain += decode(pi, slices.Min(plainAll[pi]), false)
+		sumSpec += decode(pi, slices.Min(specAll[pi]), true)
+		for r := range reps {
+			// Each pair ran back to back: its ratio sees the same load.
+			ratios = append(ratios, decode(pi, plainAll[pi][r], false)/decode(pi, specAll[pi][r], true))
+			wholes = append(wholes, plainAll[pi][r].Seconds()/specAll[pi][r].Seconds())
+		}
+	}
+	for r, propT := range propTs {
+		var plainT float64
+		for pi := range ps {
+			plainT += decode(pi, plainAll[pi][r], false)
+		}
+		props = append(props, propT.Seconds()/plainT)
+		if drafts > 0 {
+			c := propT.Seconds() / float64(drafts) / (plainT / float64(best.tokens))
+			if r == 0 || c < best.c {
+				best.c = c
+			}
+		}
+	}
+	best.plainTPS, best.specTPS = float64(best.tokens)/sumPlain, float64(best.tokens)/sumSpec
+	best.median, best.whole, best.prop = median(ratios), median(wholes), median(props)
+	b.Logf("%s: pairs' speedups %.2f", filepath.Base(targetPath)+"+"+filepath.Base(draftPath), ratios)
 	if draft != nil {
 		best.cDecode = decodeCost(b, target, draft, ps[0])
 	}

@@ -96,6 +96,10 @@ func LoadDrafter(cfg DrafterConfig, target *gguf.File, vocab, context int, be ba
 // sampling.draft): DraftLookup, or the draft file's weights digest in hex.
 func (d *Drafter) ID() string { return d.id }
 
+// Model is the draft model, nil for prompt lookup: for an engine that
+// steps its serves' drafts together (ModelProposer.StepWith).
+func (d *Drafter) Model() *model.Model { return d.m }
+
 // Cost is c, a drafted token's cost relative to a target token.
 func (d *Drafter) Cost() float64 { return d.cost }
 

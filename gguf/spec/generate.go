@@ -19,7 +19,8 @@ type Stats struct {
 // speculating with prop under w (a nil prop or w decodes plainly): each
 // round drafts, verifies [last, drafts…] as one window in a step of b,
 // keeps the accepted drafts and the target's next token, and trims the
-// rejected drafts from s's cache. Generation goes on past end-of-text
+// rejected drafts from s's cache. A proposer with prompt work of its own
+// (a draft model) does it after the target's prefill. Generation goes on past end-of-text
 // tokens (the engine stops at them). With greedy p the tokens are plain
 // greedy decoding's; with sampled p they are distributed as plain
 // sampling's (see the package doc). It is the engine's algorithm with one
@@ -33,6 +34,11 @@ func Generate(ctx context.Context, b *model.Batch, s *model.Session, prompt []ui
 		return nil, st, err
 	}
 	next := smp.Sample(logits, nil)
+	if prop != nil {
+		if err := Prefill(ctx, prop, w, prompt); err != nil {
+			return nil, st, err
+		}
+	}
 	seq := append([]uint32(nil), prompt...)
 	gen := len(prompt)
 	for {

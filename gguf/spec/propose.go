@@ -40,3 +40,24 @@ type Proposer interface {
 	// unsure.
 	Propose(ctx context.Context, seq []uint32, gen, k int) ([]Draft, error)
 }
+
+// Prefiller is a Proposer with work of its own to do on the prompt (a
+// draft model's prefill). Done beside the target's prefill, it is prompt
+// work, batched as the prompt is; left to the first round, the first
+// draft waits on it.
+type Prefiller interface {
+	// Prefill takes in the prompt ahead of the first Propose, whose seq
+	// begins with it.
+	Prefill(ctx context.Context, prompt []uint32) error
+}
+
+// Prefill has p take in the prompt if it is a Prefiller and w expects to
+// speculate at all (a draft too dear for any window to pay is left
+// idle, and never costs its prefill).
+func Prefill(ctx context.Context, p Proposer, w *Window, prompt []uint32) error {
+	pf, ok := p.(Prefiller)
+	if !ok || w == nil || !w.Speculates() {
+		return nil
+	}
+	return pf.Prefill(ctx, prompt)
+}

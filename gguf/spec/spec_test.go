@@ -443,3 +443,52 @@ func TestSampledGenerateRepeats(t *testing.T) {
 	}
 	t.Logf("%+v", st)
 }
+
+// TestDraftPrefill: a draft model that took in the prompt with the
+// target's prefill evaluates only the tokens generated since in its first
+// round, and drafts what a draft catching up in that round drafts; a
+// window that expects no draft to pay leaves the draft idle.
+func TestDraftPrefill(t *testing.T) {
+	be := cpu.New(cpu.Options{Threads: 2})
+	defer be.Close()
+	draft := fixture(t, be, "llama", "Q8_0")
+	ctx := context.Background()
+	prompt := repeating(1000, 6)
+	seq := append(slices.Clone(prompt), prompt[1])
+	propose := func(prefill bool, w *spec.Window) (*spec.ModelProposer, int, []spec.Draft) {
+		t.Helper()
+		ds, err := draft.m.NewSession(model.SessionOptions{Context: 256})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(ds.Close)
+		mp := spec.NewModelProposer(ds, sample.Params{}, -1)
+		if prefill {
+			if err := spec.Prefill(ctx, mp, w, prompt); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := mp.Evaluated()
+		d, err := mp.Propose(ctx, seq, len(prompt), 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return mp, before, d
+	}
+	_, _, want := propose(false, nil)
+	mp, before, got := propose(true, spec.NewWindow(4, 0.1, 0))
+	if before != len(prompt) {
+		t.Errorf("the draft's prefill evaluated %d tokens, want the prompt's %d", before, len(prompt))
+	}
+	// The first round: the token generated, then one per draft after it.
+	if n := mp.Evaluated() - before; n != len(got) {
+		t.Errorf("after the prefill the first round evaluated %d tokens for %d drafts, want %d", n, len(got), len(got))
+	}
+	if len(want) != 3 || !slices.Equal(spec.Tokens(0, got), spec.Tokens(0, want)) {
+		t.Errorf("drafts after the prefill %v, without %v", got, want)
+	}
+	// A draft as dear as the target: no window pays, no prefill.
+	if _, before, _ = propose(true, spec.NewWindow(4, 1, 0).LimitProbes(0)); before != 0 {
+		t.Errorf("a window that never speculates had the draft evaluate %d prompt tokens", before)
+	}
+}

@@ -91,6 +91,19 @@ func (w *Window) Size() int {
 	return 1
 }
 
+// Speculates reports whether w would speculate now, by size or probe,
+// without counting a round: whether a proposer's prompt work is worth
+// doing.
+func (w *Window) Speculates() bool {
+	if w.fixed > 0 {
+		return true
+	}
+	if _, gain := w.best(); gain > minGain {
+		return true
+	}
+	return w.maxProbes < 0 || w.probes < w.maxProbes
+}
+
 // LimitProbes makes w give up after n probes in a row that do not bring
 // speculation back (negative: never give up, the default), and returns w. A draft model
 // catches up on every token since it last drafted before it probes, so

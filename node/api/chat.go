@@ -2,21 +2,26 @@ package api
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
+
+	"github.com/meshnode/meshnode/gguf/chat/harmony"
+	"github.com/meshnode/meshnode/gguf/chat/toolcall"
 )
 
 type chatRequest struct {
 	sampling
-	Messages []struct {
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
-	} `json:"messages"`
+	Messages            []chatMessageIn `json:"messages"`
 	MaxTokens           *int            `json:"max_tokens"`
 	MaxCompletionTokens *int            `json:"max_completion_tokens"`
 	Logprobs            *bool           `json:"logprobs"`
 	TopLogprobs         *int            `json:"top_logprobs"`
 	ResponseFormat      json.RawMessage `json:"response_format"`
+
+	Tools             json.RawMessage `json:"tools"`
+	ToolChoice        json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
+
+	tools toolChoice // resolved from the three fields above
 }
 
 func parseChat(body []byte) (*Generation, *chatRequest, error) {
@@ -34,15 +39,16 @@ func parseChat(body []byte) (*Generation, *chatRequest, error) {
 	if len(req.Messages) == 0 {
 		return nil, nil, badRequest("messages", "messages must hold at least one message")
 	}
-	for i, m := range req.Messages {
-		if !knownRoles[m.Role] {
-			return nil, nil, badRequest("messages", "messages[%d].role %q is not one of system, developer, user, assistant, tool", i, m.Role)
-		}
-		text, err := messageContent([]byte(m.Content), fmt.Sprintf("messages[%d].content", i))
+	for i := range req.Messages {
+		m, err := req.Messages[i].message(i)
 		if err != nil {
 			return nil, nil, err
 		}
-		g.Messages = append(g.Messages, Message{Role: m.Role, Content: text})
+		g.Messages = append(g.Messages, m)
+	}
+	var err error
+	if req.tools, err = req.parseTools(g); err != nil {
+		return nil, nil, err
 	}
 	n, err := maxTokens("max_completion_tokens", req.MaxCompletionTokens, req.MaxTokens)
 	if err != nil {
@@ -54,6 +60,17 @@ func parseChat(body []byte) (*Generation, *chatRequest, error) {
 	}
 	if err := parseResponseFormat(req.ResponseFormat, g); err != nil {
 		return nil, nil, err
+	}
+	if g.Logprobs && req.tools.active() {
+		// Which of a reply's tokens are content and which make its calls
+		// is known only once it is parsed: log-probabilities are not
+		// split between them.
+		return nil, nil, badRequest("logprobs", "logprobs cannot be combined with tools (tool_choice %q); send tool_choice \"none\" or no logprobs", req.tools.mode)
+	}
+	if g.Grammar != nil && req.tools.active() {
+		// One grammar holds the whole output: a response format would
+		// leave the model no way to write a call in its own format.
+		return nil, nil, badRequest("response_format", "response_format %s cannot be combined with tools (tool_choice %q); send tool_choice \"none\" or no response_format", g.Format, req.tools.mode)
 	}
 	return g, &req, nil
 }
@@ -77,15 +94,29 @@ func chatLogprobsRequest(g *Generation, on *bool, top *int) error {
 
 type chatChoice struct {
 	Index        int           `json:"index"`
-	Message      *chatMessage  `json:"message,omitempty"`
+	Message      *replyMessage `json:"message,omitempty"`
 	Delta        *chatMessage  `json:"delta,omitempty"`
 	Logprobs     *chatLogprobs `json:"logprobs"`
 	FinishReason *string       `json:"finish_reason"`
 }
 
+// chatMessage is a stream's delta. ReasoningContent is a harmony model's
+// analysis channel, as llama-server streams it.
 type chatMessage struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
+	Role             string        `json:"role,omitempty"`
+	Content          *string       `json:"content,omitempty"`
+	ReasoningContent *string       `json:"reasoning_content,omitempty"`
+	ToolCalls        []toolCallOut `json:"tool_calls,omitempty"`
+}
+
+// replyMessage is a completion's message: content is null when the reply
+// is only tool calls; reasoning_content is there when a harmony model
+// reasoned.
+type replyMessage struct {
+	Role             string        `json:"role"`
+	Content          *string       `json:"content"`
+	ReasoningContent *string       `json:"reasoning_content,omitempty"`
+	ToolCalls        []toolCallOut `json:"tool_calls,omitempty"`
 }
 
 // chatCompletion is a completion, or one chunk of a stream. Usage is an
@@ -113,13 +144,52 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	var format toolcall.Format
+	var prefix string // fed to the call parser before the output
+	if req.tools.active() {
+		var err error
+		if format, err = toolFormat(m, g.Model); err == nil {
+			prefix, err = forceTools(g, format)
+		}
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	channels := isHarmony(m)
+	if channels && g.Logprobs {
+		// As with tools: which tokens are reasoning and which content is
+		// known only once the reply is parsed.
+		writeError(w, badRequest("logprobs", "logprobs cannot be given for model %q: its replies come on harmony channels (reasoning and content), which the tokens' log-probabilities are not split between", g.Model))
+		return
+	}
 	id, created := newID("chatcmpl-"), s.now().Unix()
 	if !req.Stream {
 		out, res, ok := s.generate(w, r, m, g, nil, nil)
 		if !ok {
 			return
 		}
-		choice := chatChoice{Message: &chatMessage{Role: "assistant", Content: &out.Text}, FinishReason: &res.FinishReason}
+		msg := &replyMessage{Role: "assistant", Content: &out.Text}
+		if channels {
+			rep := harmony.Parse(out.Text, req.tools.active())
+			msg.Content = &rep.Content
+			if rep.Reasoning != "" {
+				msg.ReasoningContent = &rep.Reasoning
+			}
+			for _, c := range rep.Calls {
+				if !req.tools.parallel && len(msg.ToolCalls) == 1 {
+					break
+				}
+				msg.ToolCalls = append(msg.ToolCalls, toolCallOut{ID: toolcall.NewID(toolcall.Harmony), Type: "function",
+					Function: toolFunctionOut{Name: c.Name, Arguments: c.Arguments}})
+			}
+			if rep.Content == "" && len(msg.ToolCalls) > 0 {
+				msg.Content = nil
+			}
+		} else if req.tools.active() {
+			msg.Content, msg.ToolCalls = toolReply(toolParser(format, g), req.tools, prefix+out.Text)
+		}
+		choice := chatChoice{Message: msg, FinishReason: finishReason(res, len(msg.ToolCalls))}
 		if g.Logprobs {
 			choice.Logprobs = &chatLogprobs{Content: itemsOf(out.Logprobs)}
 		}
@@ -133,6 +203,14 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	sse := s.newSSEWriter(w)
 	st := &chatStream{sse: sse, id: id, created: created, model: g.Model, logprobs: g.Logprobs,
 		includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage}
+	if channels {
+		st.channels = &harmony.Parser{Calls: req.tools.active()}
+		st.parallel = req.tools.parallel
+	} else if req.tools.active() {
+		st.calls = toolParser(format, g)
+		st.calls.Feed(prefix) // a marker only: it makes no events
+		st.parallel = req.tools.parallel
+	}
 	s.generate(w, r, m, g, st, sse)
 }
 
@@ -144,6 +222,14 @@ type chatStream struct {
 	includeUsage bool
 	logprobs     bool
 	sentRole     bool
+	// calls parses the text for tool calls when the request has tools;
+	// parallel false keeps only the first call.
+	calls    *toolcall.Parser
+	parallel bool
+	// channels splits a harmony model's reply into reasoning, content
+	// and (with tools) calls, of which channelCalls were made.
+	channels     *harmony.Parser
+	channelCalls int
 }
 
 func (c *chatStream) chunk(choices []chatChoice, u *usage) error {
@@ -161,13 +247,27 @@ func (c *chatStream) role() error {
 		return nil
 	}
 	c.sentRole = true
-	empty := ""
-	return c.chunk([]chatChoice{{Delta: &chatMessage{Role: "assistant", Content: &empty}}}, nil)
+	d := &chatMessage{Role: "assistant"}
+	if c.calls == nil && (c.channels == nil || !c.channels.Calls) {
+		// With tools the reply may be calls only, whose content stays
+		// unset (null once accumulated), as OpenAI's is.
+		empty := ""
+		d.Content = &empty
+	}
+	return c.chunk([]chatChoice{{Delta: d}}, nil)
 }
 
 func (c *chatStream) delta(d Delta) error {
 	if err := c.role(); err != nil {
 		return err
+	}
+	if c.calls != nil {
+		// A request with tools asks no logprobs (parseChat).
+		return c.events(c.calls.Feed(d.Text))
+	}
+	if c.channels != nil {
+		// Nor does one to a harmony model (handleChat).
+		return c.channelEvents(c.channels.Feed(d.Text))
 	}
 	if d.Text == "" && len(d.Logprobs) == 0 {
 		return nil
@@ -179,11 +279,79 @@ func (c *chatStream) delta(d Delta) error {
 	return c.chunk([]chatChoice{choice}, nil)
 }
 
+// events sends what the tool-call parser made of the text: content and
+// tool-call deltas, as OpenAI streams them.
+func (c *chatStream) events(evs []toolcall.Event) error {
+	for _, e := range evs {
+		d := &chatMessage{}
+		switch {
+		case e.Call == nil:
+			d.Content = &e.Content
+		case !c.parallel && e.Call.Index > 0:
+			continue
+		default:
+			index := e.Call.Index
+			out := toolCallOut{Index: &index, ID: e.Call.ID, Function: toolFunctionOut{Name: e.Call.Name, Arguments: e.Call.Arguments}}
+			if e.Call.ID != "" {
+				out.Type = "function"
+			}
+			d.ToolCalls = []toolCallOut{out}
+		}
+		if err := c.chunk([]chatChoice{{Delta: d}}, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// channelEvents sends a harmony reply's pieces as reasoning_content or
+// content deltas.
+func (c *chatStream) channelEvents(evs []harmony.Event) error {
+	for _, e := range evs {
+		d := &chatMessage{Content: &e.Text}
+		switch {
+		case e.Call != nil && !c.parallel && e.Call.Index > 0:
+			continue
+		case e.Call != nil:
+			index := e.Call.Index
+			out := toolCallOut{Index: &index, Function: toolFunctionOut{Name: e.Call.Name, Arguments: e.Call.Arguments}}
+			if e.Call.Index == c.channelCalls {
+				// The call's first piece: its id and name.
+				out.ID, out.Type = toolcall.NewID(toolcall.Harmony), "function"
+				c.channelCalls++
+			}
+			d = &chatMessage{ToolCalls: []toolCallOut{out}}
+		case e.Reasoning:
+			d = &chatMessage{ReasoningContent: &e.Text}
+		}
+		if err := c.chunk([]chatChoice{{Delta: d}}, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (c *chatStream) finish(res *Result) error {
 	if err := c.role(); err != nil {
 		return err
 	}
-	if err := c.chunk([]chatChoice{{Delta: &chatMessage{}, FinishReason: &res.FinishReason}}, nil); err != nil {
+	calls := 0
+	if c.channels != nil {
+		if err := c.channelEvents(c.channels.Finish()); err != nil {
+			return err
+		}
+		calls = c.channelCalls
+		if !c.parallel {
+			calls = min(calls, 1)
+		}
+	}
+	if c.calls != nil {
+		if err := c.events(c.calls.Finish()); err != nil {
+			return err
+		}
+		calls = c.calls.Calls()
+	}
+	if err := c.chunk([]chatChoice{{Delta: &chatMessage{}, FinishReason: finishReason(res, calls)}}, nil); err != nil {
 		return err
 	}
 	if c.includeUsage {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshnode/meshnode/gguf/chat/toolcall"
 	"github.com/meshnode/meshnode/node/identity"
 )
 
@@ -32,6 +33,9 @@ type fakeModel struct {
 	// finish is the finish reason when every piece was emitted ("" is
 	// "stop").
 	finish string
+	// tools, when set, is the tool-call format the model writes; nil: it
+	// takes no tools.
+	tools *toolcall.Format
 
 	mu      sync.Mutex
 	calls   []*Generation
@@ -50,6 +54,13 @@ func (f *fakeModel) Prepare(ctx context.Context, g *Generation) (Prepared, error
 		}
 	}
 	return &fakeRun{f: f, g: g}, nil
+}
+
+func (f *fakeModel) ToolFormat() (toolcall.Format, bool) {
+	if f.tools == nil {
+		return 0, false
+	}
+	return *f.tools, true
 }
 
 // Embed implements EmbeddingModel: input i's vector is [i, its length

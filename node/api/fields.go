@@ -46,7 +46,8 @@ func oneOf(vals ...string) func([]byte) bool {
 func anyValue([]byte) bool { return true }
 
 const (
-	seeTools      = "tool calling is not available on this node (docs/api.md, Tool calls)"
+	seeTools      = "tool calls are served on /v1/chat/completions (docs/api.md, Tool calls)"
+	seeFunctions  = "the deprecated function-calling API is not supported: send tools and tool_choice (docs/api.md, Tool calls)"
 	seeStructured = "structured outputs are taken by /v1/chat/completions (response_format) and /v1/responses (text.format), not by this endpoint (docs/api.md, Structured outputs)"
 )
 
@@ -80,8 +81,8 @@ var refusedFields = map[string]refusal{
 	"tools":                  {seeTools, isEmpty},
 	"tool_choice":            {seeTools, oneOf(`"none"`, `"auto"`)},
 	"parallel_tool_calls":    {seeTools, oneOf("true", "false")}, // with no tools, nothing to run in parallel
-	"functions":              {seeTools, isEmpty},
-	"function_call":          {seeTools, oneOf(`"none"`, `"auto"`)},
+	"functions":              {seeFunctions, isEmpty},
+	"function_call":          {seeFunctions, oneOf(`"none"`, `"auto"`)},
 	"max_tool_calls":         {seeTools, isNull},
 	"response_format":        {seeStructured, oneOf(`{"type":"text"}`)},
 	"text":                   {seeStructured, oneOf(`{"format":{"type":"text"}}`)},

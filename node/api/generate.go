@@ -15,6 +15,9 @@ type usage struct {
 	CompletionTokens int `json:"completion_tokens"`
 	TotalTokens      int `json:"total_tokens"`
 	Energy           any `json:"energy,omitempty"`
+	// Placement is how the mesh placed the request (Placement.Detail on
+	// the node that placed it; the route line on a host it was relayed to).
+	Placement any `json:"placement,omitempty"`
 }
 
 func usageOf(res *Result) *usage {
@@ -23,6 +26,7 @@ func usageOf(res *Result) *usage {
 		CompletionTokens: res.CompletionTokens,
 		TotalTokens:      res.PromptTokens + res.CompletionTokens,
 		Energy:           res.Energy,
+		Placement:        res.Placement,
 	}
 }
 
@@ -49,7 +53,9 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m Model, g *Ge
 	ctx := r.Context()
 	t, err := s.admit(g.Model, m)
 	if err != nil {
-		s.fail(w, r, g, err, st, sse)
+		if !s.spill(w, r, g, err, sse) {
+			s.fail(w, r, g, err, st, sse)
+		}
 		return Delta{}, nil, false
 	}
 	defer t.release()
@@ -91,6 +97,12 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m Model, g *Ge
 			ev.FirstTokenMS = ms(first.Sub(start))
 		}
 	})
+	switch {
+	case g.placed != nil:
+		res.Placement = g.placed.Detail
+	case g.Placement != "":
+		res.Placement = map[string]string{"route": g.Placement}
+	}
 	s.log.Info("api: served", "model", g.Model, "prompt_tokens", res.PromptTokens,
 		"completion_tokens", res.CompletionTokens, "finish", res.FinishReason,
 		"took", took.Round(time.Millisecond), "relayed", r.Header.Get(ForwardedHeader) != "")
@@ -101,6 +113,24 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m Model, g *Ge
 	}
 	out.Text = b.String()
 	return out, res, true
+}
+
+// spill relays a request placed on this node to the peers placed after
+// it when this node's queue turned out full (err is admit's 429), before
+// anything was sent: a full queue here spills to a peer rather than
+// answering 429. It reports whether it took the request.
+func (s *Server) spill(w http.ResponseWriter, r *http.Request, g *Generation, err error, sse *sseWriter) bool {
+	if g.placed == nil || s.proxy == nil || asError(err).Status != http.StatusTooManyRequests || sse != nil && sse.started {
+		return false
+	}
+	peers := g.placed.peersBut(s.self)
+	if len(peers) == 0 {
+		return false
+	}
+	s.log.Debug("api: queue full, spilling to a peer", "model", g.Model, "peer", peers[0].Short())
+	updateRecord(r.Context(), func(ev *RequestEvent) { ev.Route = "peer" })
+	s.proxy.relay(s.guard(w), r, g.Body, peers, g.placed, "spilled, the queue here being full: "+g.placed.Route)
+	return true
 }
 
 // fail reports a failed generation: as an HTTP error when nothing has been

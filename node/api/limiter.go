@@ -17,11 +17,18 @@ var (
 type limiter struct {
 	admitted chan struct{} // running + queued
 	running  chan struct{}
+	// edge, when set, is called as the admitted reach the slots or fill
+	// the queue, and as they fall back from either (Config.LoadChanged).
+	edge func()
 }
 
-func newLimiter(running, queued int) *limiter {
-	return &limiter{admitted: make(chan struct{}, running+queued), running: make(chan struct{}, running)}
+func newLimiter(running, queued int, edge func()) *limiter {
+	return &limiter{admitted: make(chan struct{}, running+queued), running: make(chan struct{}, running), edge: edge}
 }
+
+// atEdge reports whether n admitted is where the load changes as peers
+// see it: every slot taken, or the queue full.
+func (l *limiter) atEdge(n int) bool { return n == cap(l.running) || n == cap(l.admitted) }
 
 // ticket is one admitted generation: a place among the running and queued
 // ones, and, once run returns nil, a running slot.
@@ -37,6 +44,9 @@ type ticket struct {
 func (l *limiter) admit() (*ticket, error) {
 	select {
 	case l.admitted <- struct{}{}:
+		if l.edge != nil && l.atEdge(len(l.admitted)) {
+			l.edge()
+		}
 		return &ticket{l: l}, nil
 	default:
 		return nil, errQueueFull
@@ -68,7 +78,11 @@ func (t *ticket) release() {
 	if t.running {
 		<-t.l.running
 	}
+	edge := t.l.edge != nil && t.l.atEdge(len(t.l.admitted))
 	<-t.l.admitted
+	if edge {
+		t.l.edge()
+	}
 }
 
 // slots is how many generations run at once.

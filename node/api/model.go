@@ -6,6 +6,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/meshnode/meshnode/gguf/chat/toolcall"
 	"github.com/meshnode/meshnode/gguf/grammar"
 	"github.com/meshnode/meshnode/node/identity"
 )
@@ -33,10 +34,44 @@ type Prepared interface {
 	Generate(ctx context.Context, emit func(Delta) error) (*Result, error)
 }
 
-// Message is one chat message, its content flattened to text.
+// Message is one chat message, its content flattened to text (a null
+// content is ""). ToolCalls are an assistant's function calls; a "tool"
+// message answers the call ToolCallID, and Name is its function's name.
 type Message struct {
-	Role    string
-	Content string
+	Role       string
+	Content    string
+	ToolCalls  []ToolCall
+	ToolCallID string
+	Name       string
+}
+
+// ToolCall is one function call of an assistant message: Arguments is the
+// JSON text OpenAI carries.
+type ToolCall struct {
+	ID        string
+	Name      string
+	Arguments string
+}
+
+// ToolModel is a Model that can be given tools: Format is how its chat
+// template has it write calls; ok is false for a model that cannot take
+// tools at all (one without a vocabulary).
+type ToolModel interface {
+	ToolFormat() (f toolcall.Format, ok bool)
+}
+
+// ReasoningModel is a Model whose replies come in OpenAI's harmony format
+// (gpt-oss), the channel markers written out: the chat API splits them
+// into reasoning_content (the analysis channel) and content (package
+// harmony).
+type ReasoningModel interface {
+	Harmony() bool
+}
+
+// isHarmony reports whether m's replies are harmony messages.
+func isHarmony(m Model) bool {
+	rm, ok := m.(ReasoningModel)
+	return ok && rm.Harmony()
 }
 
 // Generation is a request, in the API's terms, as a Model receives it.
@@ -47,6 +82,19 @@ type Generation struct {
 	// a string input and no instructions).
 	Messages []Message
 	Prompt   string
+	// Tools are the request's tool definitions, each the JSON object the
+	// client sent ({"type": "function", "function": {...}}), for the chat
+	// template to render. They are nil when the request has none or its
+	// tool_choice is "none" (the model is then told of no tools).
+	Tools []json.RawMessage
+	// ToolChoice is the tool_choice of a request with Tools: "auto",
+	// "required" or "function" (ToolName is the function);
+	// ParallelToolCalls is parallel_tool_calls. "required" and "function"
+	// hold the output to calls: the API sets Grammar to a grammar of the
+	// model's call format once it knows the model.
+	ToolChoice        string
+	ToolName          string
+	ParallelToolCalls bool
 
 	MaxTokens        int // 0: the model's default
 	Temperature      *float64
@@ -88,6 +136,18 @@ type Generation struct {
 	// Received is when the request arrived (its headers read), from which
 	// the node measures its time to first token.
 	Received time.Time
+
+	// LatencyBudgetMS is metadata.latency_budget_ms: how long the client
+	// will wait for the whole answer, against which placement prices
+	// round trips and queues; nil means the default.
+	LatencyBudgetMS *uint64
+	// Placement is how the mesh placed the request on this node, one line
+	// for the receipt's route: the placing node's decision, or which peer
+	// placed it here ("" when it was not placed).
+	Placement string
+	// placed is the placement this node made, for a spill and for
+	// usage.placement.
+	placed *Placement
 }
 
 // FinishJouleCeiling is the finish reason of a generation the steward
@@ -111,6 +171,8 @@ type Result struct {
 	// nothing else of the receipt.
 	EnergyUJ uint64
 	Receipt  string
+	// Placement is usage.placement, set by the server.
+	Placement any
 }
 
 // ModelInfo describes one model for /v1/models.
@@ -199,6 +261,39 @@ type ReceiptSummary struct {
 type NoModelHinter interface {
 	// NoModelHint is how to get a model, or "" while the node serves one.
 	NoModelHint() string
+}
+
+// Placer is a Mesh that places a request among every host of its model,
+// this node included (node/placement).
+type Placer interface {
+	// Place weighs the hosts of g's model; local says whether this node
+	// serves it, load its queue here. nil: no placement to make (one host
+	// only), and the request goes as without a Placer.
+	Place(g *Generation, local bool, load LocalLoad) *Placement
+}
+
+// LocalLoad is one model's queue on this node.
+type LocalLoad struct {
+	// Slots run at once, Free of them are not taken, Queued wait for one,
+	// and QueueLimit may wait before a request is refused with 429.
+	Slots, Free, Queued, QueueLimit int
+}
+
+// Placement is where a request goes.
+type Placement struct {
+	// Hosts are the hosts to try, best first; this node is among them
+	// under its own id when it may serve.
+	Hosts []identity.EndpointID
+	// Route is the decision in one line of UTF-8, for the receipt's
+	// route (and PlacementHeader when relayed).
+	Route string
+	// Detail is usage.placement on this node's answers, marshalled as
+	// given.
+	Detail any
+	// Sent, when set, is called as the request goes to a peer; done is
+	// called once when that attempt has ended, with the envelope_hex of
+	// the receipt its answer carried ("" when none was seen).
+	Sent func(peer identity.EndpointID) (done func(envelopeHex string))
 }
 
 // Mesh is what the API needs of the mesh to relay a request.

@@ -12,6 +12,7 @@ import (
 	"net/http/httptrace"
 	"net/http/httputil"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -27,8 +28,9 @@ type meshProxy struct {
 }
 
 type (
-	hostsKey struct{} // the hosts to try, best first
-	hostKey  struct{} // the host of one attempt
+	hostsKey  struct{} // the hosts to try, best first
+	hostKey   struct{} // the host of one attempt
+	placedKey struct{} // the *Placement the hosts came from, if any
 )
 
 func newMeshProxy(self identity.EndpointID, mesh Mesh, logger *slog.Logger) *meshProxy {
@@ -92,8 +94,19 @@ func newMeshProxy(self identity.EndpointID, mesh Mesh, logger *slog.Logger) *mes
 // relay answers r from the first host that takes it. The answer streams
 // through w, whose writes are bounded so that a local client that stops
 // reading cannot hold the tunnel, and the peer's generation, open.
-func (p *meshProxy) relay(w *stallGuard, r *http.Request, body []byte, hosts []identity.EndpointID) {
-	out := r.Clone(context.WithValue(r.Context(), hostsKey{}, hosts))
+// placed, when the hosts come from a placement, is told of each attempt
+// and of the receipt its answer carried; route, when set, goes to the host
+// in PlacementHeader.
+func (p *meshProxy) relay(w *stallGuard, r *http.Request, body []byte, hosts []identity.EndpointID, placed *Placement, route string) {
+	ctx := context.WithValue(r.Context(), hostsKey{}, hosts)
+	if placed != nil {
+		ctx = context.WithValue(ctx, placedKey{}, placed)
+	}
+	out := r.Clone(ctx)
+	out.Header.Del(PlacementHeader)
+	if route != "" {
+		out.Header.Set(PlacementHeader, route)
+	}
 	out.Body = io.NopCloser(bytes.NewReader(body))
 	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	out.ContentLength = int64(len(body))
@@ -122,6 +135,7 @@ type failover struct {
 
 func (f *failover) RoundTrip(req *http.Request) (*http.Response, error) {
 	hosts, _ := req.Context().Value(hostsKey{}).([]identity.EndpointID)
+	placed, _ := req.Context().Value(placedKey{}).(*Placement)
 	var errs []error
 	untouched := true // no host got any of the request's answer or failed it otherwise
 	for i, h := range hosts {
@@ -136,18 +150,34 @@ func (f *failover) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			out.Body = body
 		}
+		done := func(string) {}
+		if placed != nil && placed.Sent != nil {
+			done = placed.Sent(h)
+		}
 		resp, err := f.next.RoundTrip(out)
-		if err == nil && resp.StatusCode == http.StatusForbidden && resp.Header.Get(RefusedHeader) == refusedMeshAccess &&
-			i < len(hosts)-1 && req.GetBody != nil && req.Context().Err() == nil {
-			// Its mesh access policy turned this node down before serving
-			// anything: another host of the model may take it.
-			resp.Body.Close()
-			f.log.Debug("api: host's mesh access policy refused the relayed request, trying the next", "peer", h.Short())
-			continue
+		if err == nil && i < len(hosts)-1 && req.GetBody != nil && req.Context().Err() == nil {
+			switch {
+			case resp.StatusCode == http.StatusForbidden && resp.Header.Get(RefusedHeader) == refusedMeshAccess:
+				// Its mesh access policy turned this node down before
+				// serving anything: another host of the model may take it.
+				resp.Body.Close()
+				done("")
+				f.log.Debug("api: host's mesh access policy refused the relayed request, trying the next", "peer", h.Short())
+				continue
+			case resp.StatusCode == http.StatusTooManyRequests && placed != nil:
+				// Its queue was full (its gossip had not caught up): the
+				// request ran nowhere, so it spills to the next host.
+				resp.Body.Close()
+				done("")
+				f.log.Debug("api: host's queue is full, trying the next", "peer", h.Short())
+				continue
+			}
 		}
 		if err == nil {
+			resp.Body = newReceiptTap(resp.Body, done)
 			return resp, nil
 		}
+		done("")
 		errs = append(errs, fmt.Errorf("%s: %w", h.Short(), err))
 		if answered.Load() || !(errors.As(err, new(dialError)) || refused(err)) {
 			untouched = false
@@ -230,4 +260,74 @@ func (s *Server) allowPeer(peer identity.EndpointID) error {
 		return errors.New("this node has no policy for mesh peers' requests, so it serves none")
 	}
 	return s.cfg.MeshAccess.AllowPeer(peer)
+}
+
+// envelopeMarker starts the envelope_hex member of a usage.energy object
+// as the API encodes it (encoding/json writes no spaces).
+const envelopeMarker = `"envelope_hex":"`
+
+// maxEnvelopeHex bounds the envelope a tap keeps: a receipt with a split
+// serve's stage reports is a few KiB.
+const maxEnvelopeHex = 1 << 20
+
+// receiptTap passes a relayed answer through and picks the last
+// envelope_hex out of it as it goes (the answer may be a stream, so it is
+// never buffered), then hands it to done when the answer ends: at its end,
+// its failure or its closing, whichever comes first.
+type receiptTap struct {
+	io.ReadCloser
+	done  func(envelopeHex string)
+	once  sync.Once
+	match int  // bytes of envelopeMarker matched
+	in    bool // inside the hex value
+	hex   []byte
+	got   string
+}
+
+func newReceiptTap(rc io.ReadCloser, done func(string)) *receiptTap {
+	return &receiptTap{ReadCloser: rc, done: done}
+}
+
+func (t *receiptTap) Read(p []byte) (int, error) {
+	n, err := t.ReadCloser.Read(p)
+	t.scan(p[:n])
+	if err != nil {
+		t.end()
+	}
+	return n, err
+}
+
+func (t *receiptTap) Close() error {
+	err := t.ReadCloser.Close()
+	t.end()
+	return err
+}
+
+func (t *receiptTap) end() { t.once.Do(func() { t.done(t.got) }) }
+
+func (t *receiptTap) scan(b []byte) {
+	for _, c := range b {
+		if t.in {
+			switch {
+			case c == '"':
+				t.got, t.in = string(t.hex), false
+			case len(t.hex) < maxEnvelopeHex && ('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'):
+				t.hex = append(t.hex, c)
+			default: // not an envelope after all
+				t.in = false
+			}
+			continue
+		}
+		switch {
+		case c == envelopeMarker[t.match]:
+			t.match++
+		case c == envelopeMarker[0]:
+			t.match = 1
+		default:
+			t.match = 0
+		}
+		if t.match == len(envelopeMarker) {
+			t.in, t.match, t.hex = true, 0, t.hex[:0]
+		}
+	}
 }

@@ -137,6 +137,18 @@ func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) {
 	// why), so only a local one is queued for, and the limiter is never
 	// keyed by a name a client made up.
 	if m, local := s.registry.Local(rp.Generation.Model); local {
+		// A tool_choice that requires a call was held to a grammar of
+		// the model's call format: the re-run is held to it too.
+		if g := rp.Generation; g.ToolChoice != "" {
+			f, err := toolFormat(m, g.Model)
+			if err == nil {
+				_, err = forceTools(g, f)
+			}
+			if err != nil {
+				writeError(w, err)
+				return
+			}
+		}
 		release, err := s.acquire(r.Context(), rp.Generation.Model, m)
 		if err != nil {
 			writeError(w, err)

@@ -195,13 +195,16 @@ func parseStop(raw json.RawMessage) ([]string, error) {
 	return out, nil
 }
 
+// maxLatencyBudgetMS bounds metadata.latency_budget_ms: a day.
+const maxLatencyBudgetMS = 24 * 60 * 60 * 1000
+
 // applyMetadata reads meshnode's mesh/1 bounds from metadata. OpenAI's
 // metadata values are strings; numbers are accepted too.
 func (s *sampling) applyMetadata(g *Generation) error {
 	for _, f := range []struct {
 		key string
 		dst **uint64
-	}{{"fidelity_floor", &g.FidelityFloor}, {"joule_ceiling_uj", &g.JouleCeilingUJ}} {
+	}{{"fidelity_floor", &g.FidelityFloor}, {"joule_ceiling_uj", &g.JouleCeilingUJ}, {"latency_budget_ms", &g.LatencyBudgetMS}} {
 		v, ok := s.Metadata[f.key]
 		if !ok || v == nil {
 			continue
@@ -220,6 +223,9 @@ func (s *sampling) applyMetadata(g *Generation) error {
 			return badRequest("metadata."+f.key, "metadata.%s must be a non-negative integer, got %q", f.key, text)
 		}
 		*f.dst = &u
+	}
+	if b := g.LatencyBudgetMS; b != nil && (*b == 0 || *b > maxLatencyBudgetMS) {
+		return badRequest("metadata.latency_budget_ms", "metadata.latency_budget_ms must be 1..%d (milliseconds), got %d", maxLatencyBudgetMS, *b)
 	}
 	if g.FidelityFloor != nil && *g.FidelityFloor > 4 {
 		return badRequest("metadata.fidelity_floor", "metadata.fidelity_floor must be 0..4 (F0..F4), got %d", *g.FidelityFloor)

@@ -126,6 +126,7 @@ type responseUsage struct {
 	OutputTokens int `json:"output_tokens"`
 	TotalTokens  int `json:"total_tokens"`
 	Energy       any `json:"energy,omitempty"`
+	Placement    any `json:"placement,omitempty"`
 }
 
 type responseObject struct {
@@ -146,6 +147,15 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 		return g, err
 	})
 	if !ok {
+		return
+	}
+	if isHarmony(m) {
+		// Its reasoning would need the Responses API's reasoning items,
+		// which this endpoint does not make yet; chat completions split it.
+		e := Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_model",
+			"model %q answers in harmony channels (reasoning and content), which /v1/responses does not split yet: use /v1/chat/completions, whose replies carry reasoning_content", g.Model)
+		e.Param = "model"
+		writeError(w, e)
 		return
 	}
 	rs := &responseStream{resp: responseObject{ID: newID("resp_"), Object: "response", CreatedAt: s.now().Unix(),
@@ -263,7 +273,7 @@ func (r *responseStream) complete(text string, lps []logprobItemOut, res *Result
 	}
 	r.resp.Output = []responseItem{r.item("completed", &text)}
 	r.resp.Usage = &responseUsage{InputTokens: res.PromptTokens, OutputTokens: res.CompletionTokens,
-		TotalTokens: res.PromptTokens + res.CompletionTokens, Energy: res.Energy}
+		TotalTokens: res.PromptTokens + res.CompletionTokens, Energy: res.Energy, Placement: res.Placement}
 }
 
 func (r *responseStream) finish(res *Result) error {

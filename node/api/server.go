@@ -44,6 +44,12 @@ type Config struct {
 	Concurrency int
 	QueueDepth  int
 	QueueWait   time.Duration
+	// LoadChanged, when set, is called with a model's name as its
+	// generations come to take every slot or fill its queue, and as they
+	// fall back from either, so that the node can tell its peers at once
+	// rather than at its next gossip. It is called on the request's
+	// goroutine and must not block.
+	LoadChanged func(model string)
 	// PrepareConcurrency is how many prompts are prepared (rendered,
 	// tokenized and checked against the context) at once, over every
 	// model (default half the CPUs, at least 1). A request is prepared
@@ -359,26 +365,126 @@ func (s *Server) accept(w http.ResponseWriter, r *http.Request, parse func(body 
 	}
 	updateRecord(r.Context(), func(ev *RequestEvent) { ev.Model = g.Model })
 	g.Received = received
-	m, handled := s.route(w, r, g.Model, body)
+	if err := s.placedBy(r, g); err != nil {
+		writeError(w, err)
+		return nil, nil, false
+	}
+	m, handled := s.place(w, r, g, body)
 	return m, g, !handled
 }
 
-// route serves a parsed generation locally, or relays the request to a
-// peer that hosts its model. It reports whether it handled the request
-// itself (false: serve locally with the returned model).
+// PlacementHeader carries a relaying node's placement line (the
+// Placement's Route) to the host it chose, which records it in the
+// receipt's route as "placed by <relaying node>: <line>".
+const PlacementHeader = "X-Meshnode-Placement"
+
+// maxPlacementHeader bounds PlacementHeader.
+const maxPlacementHeader = 4096
+
+// placedBy takes PlacementHeader from a request a peer relayed here over
+// the mesh into g.Placement. Only a relaying node sets it: on a request
+// that did not come over the mesh, or one that is not one line of
+// printable ASCII within maxPlacementHeader bytes, it is refused.
+func (s *Server) placedBy(r *http.Request, g *Generation) error {
+	v, ok := r.Header[PlacementHeader]
+	if !ok {
+		return nil
+	}
+	peer, mesh := meshPeer(r.Context())
+	if !mesh {
+		return badRequest("", "%s is set only by a node relaying a request over the mesh", PlacementHeader)
+	}
+	if len(v) != 1 || len(v[0]) > maxPlacementHeader || strings.IndexFunc(v[0], func(c rune) bool { return c < 0x20 || c > 0x7e }) >= 0 {
+		return badRequest("", "%s must be one line of printable ASCII of at most %d bytes", PlacementHeader, maxPlacementHeader)
+	}
+	g.Placement = "placed by " + peer.Short() + ": " + v[0]
+	return nil
+}
+
+// place routes a parsed generation: with a Placer, the node weighs every
+// host of the model, itself included, and the request goes to the best:
+// served here when that is this node, else relayed to the peers in the
+// placement's order. Without a placement to make (no Placer, a request
+// relayed here, one host only) it is routed as route does. It reports
+// whether it handled the request itself (false: serve locally with the
+// returned model).
+func (s *Server) place(w http.ResponseWriter, r *http.Request, g *Generation, body []byte) (Model, bool) {
+	pl, ok := s.mesh.(Placer)
+	if !ok || s.proxy == nil || r.Header.Get(ForwardedHeader) != "" {
+		return s.route(w, r, g.Model, body)
+	}
+	m, local := s.registry.Local(g.Model)
+	var load LocalLoad
+	if local {
+		load = s.load(g.Model, m)
+	}
+	p := pl.Place(g, local, load)
+	if p == nil || len(p.Hosts) == 0 {
+		return s.route(w, r, g.Model, body)
+	}
+	g.placed, g.Placement = p, p.Route
+	if p.Hosts[0] == s.self && local {
+		return m, false
+	}
+	if peers := p.peersBut(s.self); len(peers) > 0 {
+		updateRecord(r.Context(), func(ev *RequestEvent) { ev.Route = "peer" })
+		s.proxy.relay(s.guard(w), r, body, peers, p, p.Route)
+		return nil, true
+	}
+	return s.route(w, r, g.Model, body)
+}
+
+// route serves a request locally, or relays it to a peer that hosts its
+// model. It reports whether it handled the request itself (false: serve
+// locally with the returned model). A request relayed here is served
+// here or not at all.
 func (s *Server) route(w http.ResponseWriter, r *http.Request, model string, body []byte) (Model, bool) {
 	if m, ok := s.registry.Local(model); ok {
 		return m, false
 	}
-	if r.Header.Get(ForwardedHeader) == "" && s.proxy != nil {
+	forwarded := r.Header.Get(ForwardedHeader) != ""
+	if !forwarded && s.proxy != nil {
 		if hosts := s.mesh.HostsOf(model); len(hosts) > 0 {
 			updateRecord(r.Context(), func(ev *RequestEvent) { ev.Route = "peer" })
-			s.proxy.relay(s.guard(w), r, body, hosts)
+			s.proxy.relay(s.guard(w), r, body, hosts, nil, "")
 			return nil, true
 		}
 	}
-	writeError(w, s.unknownModel(model, r.Header.Get(ForwardedHeader) != ""))
+	writeError(w, s.unknownModel(model, forwarded))
 	return nil, true
+}
+
+// peersBut are the placement's hosts but self, in order.
+func (p *Placement) peersBut(self identity.EndpointID) []identity.EndpointID {
+	var out []identity.EndpointID
+	for _, h := range p.Hosts {
+		if h != self {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// Load is model's queue on this node, as placement and gossip see it: a
+// request admitted and preparing takes a slot, so that Free reaches 0 and
+// Queued QueueLimit exactly when the next request would be refused.
+func (s *Server) Load(model string) (LocalLoad, bool) {
+	m, ok := s.registry.Local(model)
+	if !ok {
+		return LocalLoad{}, false
+	}
+	return s.load(model, m), true
+}
+
+func (s *Server) load(model string, m Model) LocalLoad {
+	s.mu.Lock()
+	l := s.limits[model]
+	s.mu.Unlock()
+	slots, admitted := s.concurrency(m), 0
+	if l != nil {
+		slots, admitted = l.slots(), l.admittedCount()
+	}
+	return LocalLoad{Slots: slots, Free: max(0, slots-admitted), Queued: max(0, admitted-slots), QueueLimit: s.cfg.QueueDepth}
 }
 
 func (s *Server) unknownModel(model string, forwarded bool) *Error {
@@ -422,7 +528,11 @@ func (s *Server) admit(model string, m Model) (*ticket, error) {
 	s.mu.Lock()
 	l, ok := s.limits[model]
 	if !ok {
-		l = newLimiter(s.concurrency(m), s.cfg.QueueDepth)
+		var edge func()
+		if f := s.cfg.LoadChanged; f != nil {
+			edge = func() { f(model) }
+		}
+		l = newLimiter(s.concurrency(m), s.cfg.QueueDepth, edge)
 		s.limits[model] = l
 	}
 	s.mu.Unlock()

@@ -470,10 +470,9 @@ func (c *Client) URLSource(u, sha256Hex string) modelfetch.Source {
 }
 
 type urlSource struct {
-	c    *Client
-	u    string
-	sha  string
-	etag string
+	c   *Client
+	u   string
+	sha string
 }
 
 func (s *urlSource) Origin() string { return s.u }

@@ -41,6 +41,9 @@ var (
 	ErrUnknownPeer = errors.New("mesh: no such admitted peer")
 	ErrNoAddress   = errors.New("mesh: no dialable address")
 	ErrNotAdmitted = errors.New("mesh: peer did not admit this node")
+	// ErrSubprotocolUnsupported: the peer reset a SUBPROTOCOL stream as
+	// one it does not serve (now: a subprotocol can be switched off).
+	ErrSubprotocolUnsupported = errors.New("mesh: the peer does not serve that subprotocol")
 	// ErrTunnelRefused says that the peer turned an HTTP tunnel down before
 	// relaying any of it to its HTTP target, so another host may be asked
 	// instead. It has a method TunnelRefused() bool, reporting true, by

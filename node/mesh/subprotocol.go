@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -155,8 +156,21 @@ func (n *Node) serveSubprotocol(pc *peerConn, s *quic.Stream) {
 // ends both directions; CloseWrite only ours.
 type SubprotocolStream struct {
 	*quic.Stream
+	name    string
+	major   uint32
 	once    sync.Once
 	release func()
+}
+
+// Read reads the peer's replies. A peer that does not serve the
+// subprotocol is ErrSubprotocolUnsupported, not a bare stream reset.
+func (s *SubprotocolStream) Read(p []byte) (int, error) {
+	n, err := s.Stream.Read(p)
+	var se *quic.StreamError
+	if err != nil && errors.As(err, &se) && se.Remote && se.ErrorCode == StreamCodeUnsupported {
+		err = fmt.Errorf("%w: %s/%d: %w", ErrSubprotocolUnsupported, s.name, s.major, err)
+	}
+	return n, err
 }
 
 // CloseWrite ends what we send; the peer's replies can still be read.
@@ -176,7 +190,7 @@ func (s *SubprotocolStream) Close() error {
 // writes its opening: the type byte and a MeshSubprotocolOpen naming name
 // and major. What follows is the subprotocol's. A peer that does not
 // serve it resets the stream (StreamCodeUnsupported), which the first
-// Read reports.
+// Read reports as ErrSubprotocolUnsupported.
 func (n *Node) OpenSubprotocol(ctx context.Context, peer identity.EndpointID, name string, major uint32) (*SubprotocolStream, error) {
 	if !n.serving() {
 		return nil, fmt.Errorf("mesh: subprotocol %s/%d to %s: %w", name, major, peer.Short(), ErrNotServing)
@@ -198,5 +212,5 @@ func (n *Node) OpenSubprotocol(ctx context.Context, peer identity.EndpointID, na
 		return nil, fmt.Errorf("mesh: subprotocol %s/%d to %s: %w", name, major, peer.Short(), err)
 	}
 	pc.active.Add(1)
-	return &SubprotocolStream{Stream: s, release: func() { pc.active.Add(-1) }}, nil
+	return &SubprotocolStream{Stream: s, name: name, major: major, release: func() { pc.active.Add(-1) }}, nil
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,6 +106,9 @@ func TestSubprotocol(t *testing.T) {
 		}
 		_, err = s.Read(make([]byte, 1))
 		wantStreamCode(t, err, StreamCodeUnsupported)
+		if !errors.Is(err, ErrSubprotocolUnsupported) || !strings.Contains(err.Error(), fmt.Sprintf("%s/%d", tc.name, tc.major)) {
+			t.Errorf("%s/%d: %v, want ErrSubprotocolUnsupported naming it", tc.name, tc.major, err)
+		}
 		s.Close()
 	}
 	if _, err := a.OpenSubprotocol(ctx, b.ID(), "echo", 0); !errors.Is(err, wire.ErrInvalidMessage) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/meshnode/meshnode/gguf/digest"
 	"github.com/meshnode/meshnode/node/identity"
+	"github.com/meshnode/meshnode/node/mesh"
 	"github.com/meshnode/meshnode/node/modelfetch"
 	"github.com/meshnode/meshnode/node/wire/filewire"
 )
@@ -114,6 +115,11 @@ func request(ctx context.Context, st io.ReadWriter, req filewire.Message) (filew
 		wc.CloseWrite()
 	}
 	m, err := filewire.Read(rctx, st)
+	if errors.Is(err, mesh.ErrSubprotocolUnsupported) {
+		// Its owner turned serve_files off since it last said so in
+		// gossip (or it is a node without meshnode-file/1).
+		return nil, modelfetch.Permanent(fmt.Errorf("%w: it serves no model files now (serve_files = false): %w", ErrPeer, err))
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -14,22 +14,17 @@ package stage
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"math"
-	"math/rand/v2"
 	"net/netip"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -37,6 +32,7 @@ import (
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/model"
 	"github.com/meshnode/meshnode/node/identity"
+	"github.com/meshnode/meshnode/node/internal/netnslab"
 	"github.com/meshnode/meshnode/node/mesh"
 	"github.com/meshnode/meshnode/node/wire/stagewire"
 )
@@ -425,103 +421,45 @@ func netnsResultsHash(res []Result) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// netnsLab is a LAN of nodes, each a process in its own namespace; node 0
-// is the head.
+// netnsLab is a LAN of nodes, each a process in its own namespace
+// (netnslab); node 0 is the head.
 type netnsLab struct {
+	*netnslab.Lab
 	t     testing.TB
-	ns    []string // the nodes' namespaces
-	netem bool     // delay by netem; otherwise by each node's relay
-	nodes []*netnsChild
+	netem bool // delay by netem; otherwise by each node's relay
+	nodes []*netnslab.Child
 }
 
-// netnsIP runs an iproute2 (or, with "tc" first, a tc) command.
-func netnsIP(args ...string) error {
-	name := "ip"
-	if args[0] == "tc" {
-		name, args = "tc", args[1:]
-	}
-	out, err := exec.Command(name, args...).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, bytes.TrimSpace(out))
-	}
-	return nil
-}
-
-// newNetnsLab builds a bridge in a namespace of its own and count node
-// namespaces on it (10.78.0.1, .2, ...), starts a stage node in each but
-// the first, then the head in the first, and waits until all have
-// admitted one another. Everything is removed when the test ends. It
-// skips where namespaces cannot be made.
+// newNetnsLab builds count node namespaces on one segment, starts a stage
+// node in each but the first, then the head in the first, and waits until
+// all have admitted one another. It skips where namespaces cannot be
+// made.
 func newNetnsLab(t testing.TB, count int) *netnsLab {
-	if os.Geteuid() != 0 {
-		t.Skip("skipping: creating network namespaces needs root")
-	}
-	for _, c := range []string{"ip", "tc"} {
-		if _, err := exec.LookPath(c); err != nil {
-			t.Skipf("skipping: iproute2's %s command is not installed", c)
-		}
-	}
-	tag := fmt.Sprintf("%d%03x", os.Getpid()%100000, rand.IntN(0x1000))
-	sw := "ms-" + tag + "-sw"
-	if err := netnsIP("netns", "add", sw); err != nil {
-		t.Skipf("skipping: cannot create a network namespace here: %v", err)
-	}
-	t.Cleanup(func() { netnsIP("netns", "del", sw) })
-	if err := netnsIP("-n", sw, "link", "add", "br0", "type", "bridge"); err != nil {
-		t.Skipf("skipping: cannot create a bridge here: %v", err)
-	}
-	if err := netnsIP("-n", sw, "link", "set", "br0", "up"); err != nil {
-		t.Fatal(err)
-	}
-	lab := &netnsLab{t: t}
-	for i := range count {
-		ns := fmt.Sprintf("ms-%s-%d", tag, i+1)
-		if err := netnsIP("netns", "add", ns); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { netnsIP("netns", "del", ns) })
-		port := fmt.Sprintf("p%d", i+1)
-		if err := netnsIP("link", "add", "name", "eth0", "netns", ns, "type", "veth", "peer", "name", port, "netns", sw); err != nil {
-			t.Skipf("skipping: cannot create a veth pair here: %v", err)
-		}
-		for _, cmd := range [][]string{
-			{"-n", sw, "link", "set", port, "master", "br0"},
-			{"-n", sw, "link", "set", port, "up"},
-			{"-n", ns, "addr", "add", fmt.Sprintf("10.78.0.%d/24", i+1), "dev", "eth0"},
-			{"-n", ns, "link", "set", "eth0", "up"},
-			{"-n", ns, "link", "set", "lo", "up"},
-		} {
-			if err := netnsIP(cmd...); err != nil {
-				t.Fatal(err)
-			}
-		}
-		lab.ns = append(lab.ns, ns)
-	}
-	// netem if the kernel has it; the relay otherwise.
-	lab.netem = netnsIP("tc", "-n", lab.ns[0], "qdisc", "replace", "dev", "eth0", "root", "netem", "delay", "0ms") == nil
-	lab.nodes = make([]*netnsChild, count)
+	lab := &netnsLab{Lab: netnslab.New(t, count), t: t}
+	lab.netem = lab.Netem // the relay otherwise
+	lab.nodes = make([]*netnslab.Child, count)
 	// The last stage first, each later one joining those before it: the
 	// stages know one another before the head arrives.
 	var boot []string
 	for i := count - 1; i >= 1; i-- {
 		c := lab.start(i, "stage", boot)
-		id, ok := c.expect("id ")
+		id, ok := c.Expect("id ")
 		if !ok {
-			t.Fatalf("stage node %d did not start\n%s", i, c.log())
+			t.Fatalf("stage node %d did not start\n%s", i, c.Log())
 		}
 		boot = append([]string{id}, boot...)
 		lab.nodes[i] = c
 	}
 	lab.nodes[0] = lab.start(0, "head", boot)
-	if _, ok := lab.nodes[0].expect("ready"); !ok {
-		t.Fatalf("the head did not start or mesh\n%s", lab.nodes[0].log())
+	if _, ok := lab.nodes[0].Expect("ready"); !ok {
+		t.Fatalf("the head did not start or mesh\n%s", lab.nodes[0].Log())
 	}
 	for i := 1; i < count; i++ {
 		c := lab.nodes[i]
 		for {
-			v, ok := c.expect("peers ")
+			v, ok := c.Expect("peers ")
 			if !ok {
-				t.Fatalf("stage node %d did not admit the other %d nodes\n%s", i, count-1, c.log())
+				t.Fatalf("stage node %d did not admit the other %d nodes\n%s", i, count-1, c.Log())
 			}
 			if n, _ := strconv.Atoi(v); n >= count-1 {
 				break
@@ -531,57 +469,27 @@ func newNetnsLab(t testing.TB, count int) *netnsLab {
 	return lab
 }
 
-func (l *netnsLab) start(i int, role string, boot []string) *netnsChild {
-	exe, err := os.Executable()
-	if err != nil {
-		l.t.Fatal(err)
-	}
-	c := &netnsChild{name: fmt.Sprintf("%s node %d", role, i), lines: make(chan string, 256)}
-	c.cmd = exec.Command("ip", "netns", "exec", l.ns[i], exe, "-test.run=^TestStageNetnsHelper$", "-test.count=1", "-test.timeout=0")
-	c.cmd.Env = append(os.Environ(), envRole+"="+role, fmt.Sprintf("%s=10.78.0.%d", envAddr, i+1), envBoot+"="+strings.Join(boot, ","))
+func (l *netnsLab) start(i int, role string, boot []string) *netnslab.Child {
+	env := []string{envRole + "=" + role, envAddr + "=" + netnslab.Addr(i), envBoot + "=" + strings.Join(boot, ",")}
 	if !l.netem {
-		c.cmd.Env = append(c.cmd.Env, envRelay+"=1")
+		env = append(env, envRelay+"=1")
 	}
-	c.cmd.Stderr = &c.out
-	if c.stdin, err = c.cmd.StdinPipe(); err != nil {
-		l.t.Fatal(err)
-	}
-	out, err := c.cmd.StdoutPipe()
-	if err != nil {
-		l.t.Fatal(err)
-	}
-	if err := c.cmd.Start(); err != nil {
-		l.t.Fatal(err)
-	}
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if s, ok := strings.CutPrefix(sc.Text(), "@ "); ok {
-				c.lines <- s
-			} else {
-				c.out.Write(append(sc.Bytes(), '\n'))
-			}
-		}
-		close(c.lines)
-	}()
-	l.t.Cleanup(func() { c.stop(l.t) })
+	c := l.Start(i, fmt.Sprintf("%s node %d", role, i), "TestStageNetnsHelper", env...)
+	c.Skip = []string{"peers "}
 	return c
 }
 
 // setRTT gives every pair of nodes a round trip of rtt more than the
 // bridge's own: half of it on each side.
 func (l *netnsLab) setRTT(rtt time.Duration) {
-	half := rtt / 2
-	for i, ns := range l.ns {
-		if l.netem {
-			if err := netnsIP("tc", "-n", ns, "qdisc", "replace", "dev", "eth0", "root", "netem", "delay", fmt.Sprintf("%dus", half.Microseconds())); err != nil {
-				l.t.Fatal(err)
-			}
-			continue
-		}
-		// A connection passes one relay, the dialled node's, which delays
-		// both ways: half the round trip each.
-		if _, err := l.nodes[i].ask("delay " + half.String()); err != nil {
+	if l.netem {
+		l.SetRTT(rtt)
+		return
+	}
+	// A connection passes one relay, the dialled node's, which delays
+	// both ways: half the round trip each.
+	for i := range l.NS {
+		if _, err := l.nodes[i].Ask("delay " + (rtt / 2).String()); err != nil {
 			l.t.Fatal(err)
 		}
 	}
@@ -590,101 +498,11 @@ func (l *netnsLab) setRTT(rtt time.Duration) {
 // head sends the head a command and returns its answer.
 func (l *netnsLab) head(cmd string) string {
 	l.t.Helper()
-	out, err := l.nodes[0].ask(cmd)
+	out, err := l.nodes[0].Ask(cmd)
 	if err != nil {
-		l.t.Fatalf("%s: %v\n%s", cmd, err, l.nodes[0].log())
+		l.t.Fatalf("%s: %v\n%s", cmd, err, l.nodes[0].Log())
 	}
 	return out
-}
-
-// netnsChild is one node's process.
-type netnsChild struct {
-	name  string
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	out   netnsBuffer // its stderr and the lines not for the parent
-	lines chan string
-}
-
-// expect waits for a line starting with prefix, skipping others, and
-// returns the rest.
-func (c *netnsChild) expect(prefix string) (string, bool) {
-	timeout := time.After(30 * time.Second)
-	for {
-		select {
-		case s, ok := <-c.lines:
-			if !ok {
-				return "", false
-			}
-			if rest, ok := strings.CutPrefix(s, prefix); ok {
-				return rest, true
-			}
-			if rest, ok := strings.CutPrefix(s, "err "); ok {
-				c.out.Write([]byte("error: " + rest + "\n"))
-				return "", false
-			}
-		case <-timeout:
-			return "", false
-		}
-	}
-}
-
-// ask sends a command and returns the next answer line (an "err" one as
-// an error).
-func (c *netnsChild) ask(cmd string) (string, error) {
-	if _, err := fmt.Fprintln(c.stdin, cmd); err != nil {
-		return "", err
-	}
-	for s := range c.lines {
-		if strings.HasPrefix(s, "peers ") {
-			continue
-		}
-		if rest, ok := strings.CutPrefix(s, "err "); ok {
-			return "", fmt.Errorf("%s", rest)
-		}
-		return s, nil
-	}
-	return "", fmt.Errorf("%s exited", c.name)
-}
-
-func (c *netnsChild) log() string { return c.name + ":\n" + c.out.String() }
-
-// stop closes the child's stdin, which ends it cleanly, and kills it if
-// it has not ended a few seconds later.
-func (c *netnsChild) stop(t testing.TB) {
-	if c.cmd.ProcessState != nil {
-		return
-	}
-	c.stdin.Close()
-	done := make(chan error, 1)
-	go func() { done <- c.cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil && !t.Failed() {
-			t.Errorf("%s: %v\n%s", c.name, err, c.out.String())
-		}
-	case <-time.After(10 * time.Second):
-		c.cmd.Process.Kill()
-		<-done
-		t.Errorf("%s did not stop when asked", c.name)
-	}
-}
-
-type netnsBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *netnsBuffer) Write(b []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(b)
-}
-
-func (s *netnsBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestPipelineNetns: three nodes, each a process in its own network

@@ -574,3 +574,29 @@ func TestSealObserver(t *testing.T) {
 		t.Fatalf("observed sequences %v, want [0 1]", obs.seqs)
 	}
 }
+
+// TestServePlacement: the mesh's placement follows the router's
+// justification in the sealed route; one that is not a single line is
+// refused before any work.
+func TestServePlacement(t *testing.T) {
+	meter := &fakeMeter{energy: hw.Measured(5_000, 4_000)}
+	s := newSteward(t, Config{Backends: referenceBackends(), Meter: meter, Journal: &fakeJournal{}})
+	req := genRequest(24, 16, receipt.F2, 1_000)
+	line := "self: best of 2 weighed (HwShunt, est 9 uJ); 0a0b0c0d0e0f: costlier (score 90 > 9)"
+	served, err := s.Serve(t.Context(), req, promptOf(24), nil, WithPlacement(line))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "ref-mid: cheapest admissible of 3 weighed (1 admissible): F3 >= floor F2, est 360 uJ <= ceiling 1000 uJ; mesh: " + line
+	if got := served.Receipt.Receipt.Route; got != want || served.Route.Justification != want {
+		t.Fatalf("route %q, want %q", got, want)
+	}
+	opened, err := receipt.Open(served.Receipt.Envelope, nil)
+	if err != nil || opened.Receipt.Route != want {
+		t.Fatalf("sealed route %q, %v", opened.Receipt.Route, err)
+	}
+	_, err = s.Serve(t.Context(), req, promptOf(24), nil, WithPlacement("two\nlines"))
+	if !errors.Is(err, ErrInvalidRequest) || meter.open != 1 {
+		t.Fatalf("a two-line placement: %v (meter opened %d times, want 1)", err, meter.open)
+	}
+}

@@ -256,6 +256,7 @@ type serveOptions struct {
 	recipe       string
 	presentation *grant.Presentation
 	promptTokens uint32
+	placement    string
 }
 
 // ForRecipe restricts routing to the backends running recipe: a request
@@ -281,6 +282,15 @@ func WithPresentation(p *grant.Presentation) ServeOption {
 // figure priced.
 func WithPromptTokens(n uint32) ServeOption {
 	return func(o *serveOptions) { o.promptTokens = n }
+}
+
+// WithPlacement records how the mesh placed the request on this node
+// (node/placement: every host weighed and why each lost, or which peer
+// placed it here) after the router's justification in the receipt's
+// route: "<justification>; mesh: <placement>". It must be one line of
+// UTF-8; a serve whose placement is not is refused as an invalid request.
+func WithPlacement(line string) ServeOption {
+	return func(o *serveOptions) { o.placement = line }
 }
 
 func options(opts []ServeOption) serveOptions {
@@ -376,8 +386,14 @@ func (s *Steward) Serve(ctx context.Context, req receipt.ServeRequest, prompt []
 			return nil, &ServeError{Stage: StageAuthorise, RequestID: id, Err: err}
 		}
 	}
+	if p := o.placement; p != "" && (!utf8.ValidString(p) || strings.ContainsAny(p, "\r\n")) {
+		return nil, &ServeError{Stage: StageRequest, RequestID: id, Err: fmt.Errorf("%w: the mesh placement is not one line of UTF-8", ErrInvalidRequest)}
+	}
 	backends := s.candidates(o)
 	rt := route(backends, &req, o.promptTokens, s.admit(verified))
+	if rt.Chosen >= 0 && o.placement != "" {
+		rt.Justification += "; mesh: " + o.placement
+	}
 	fail := func(stage Stage, err error) error {
 		level := slog.LevelInfo
 		if stage == StageCheck || stage == StageMeter || stage == StageJournal {

@@ -76,7 +76,9 @@ func fuzzDecoder[M proto.Message](f *testing.F, decode func([]byte) (M, error), 
 func FuzzDecodeGossipFrame(f *testing.F) {
 	bad := sampleGossipFrame()
 	bad.Peers[0].HttpPort = nil
-	fuzzDecoder(f, DecodeGossipFrame, sampleGossipFrame(), bad, &nodev1.GossipFrame{Gen: 1, SenderId: id(1)})
+	loads := sampleGossipFrame()
+	loads.Peers[0].MeshnodeModelLoad = sampleModelLoads()
+	fuzzDecoder(f, DecodeGossipFrame, sampleGossipFrame(), bad, loads, &nodev1.GossipFrame{Gen: 1, SenderId: id(1)})
 }
 
 func FuzzDecodeRouteTableRequest(f *testing.F) {

@@ -29,8 +29,9 @@ func ValidateGossipFrame(f *nodev1.GossipFrame) error {
 }
 
 // ValidatePeerAnnouncement checks one announced peer: endpoint_id is 32
-// bytes, a HOST has an http_port, and each advertised subprotocol passes
-// ValidateMeshSubprotocol.
+// bytes, a HOST has an http_port, each advertised subprotocol passes
+// ValidateMeshSubprotocol, and each meshnode model load passes
+// ValidateMeshnodeModelLoad.
 func ValidatePeerAnnouncement(pa *nodev1.PeerAnnouncement) error {
 	const msg = "PeerAnnouncement"
 	if err := checkID(msg, "endpoint_id", pa.GetEndpointId()); err != nil {
@@ -43,6 +44,33 @@ func ValidatePeerAnnouncement(pa *nodev1.PeerAnnouncement) error {
 		if err := ValidateMeshSubprotocol(sp); err != nil {
 			return within(err, msg, index("subprotocols", i))
 		}
+	}
+	seen := make(map[string]bool, len(pa.GetMeshnodeModelLoad()))
+	for i, l := range pa.GetMeshnodeModelLoad() {
+		if err := ValidateMeshnodeModelLoad(l); err != nil {
+			return within(err, msg, index("meshnode_model_load", i))
+		}
+		if seen[l.GetModelName()] {
+			return invalid(msg, index("meshnode_model_load", i)+".model_name", "%q listed twice", l.GetModelName())
+		}
+		seen[l.GetModelName()] = true
+	}
+	return nil
+}
+
+// ValidateMeshnodeModelLoad checks a meshnode extension entry: a model
+// name that is not blank, a fidelity level F0..F4, and no more free slots
+// than slots.
+func ValidateMeshnodeModelLoad(l *nodev1.MeshnodeModelLoad) error {
+	const msg = "MeshnodeModelLoad"
+	if blank(l.GetModelName()) {
+		return invalid(msg, "model_name", "blank")
+	}
+	if f := l.GetFidelity(); f > 4 {
+		return invalid(msg, "fidelity", "%d, want 0..4", f)
+	}
+	if l.GetFreeSlots() > l.GetSlots() {
+		return invalid(msg, "free_slots", "%d free of %d slots", l.GetFreeSlots(), l.GetSlots())
 	}
 	return nil
 }

@@ -46,6 +46,17 @@ func sampleGossipFrame() *nodev1.GossipFrame {
 	}
 }
 
+// sampleModelLoads are meshnode extension entries (MeshnodeModelLoad), kept
+// out of sampleGossipFrame so that its golden bytes stay upstream's.
+func sampleModelLoads() []*nodev1.MeshnodeModelLoad {
+	return []*nodev1.MeshnodeModelLoad{
+		{ModelName: "meshnode-fortunes-Q8_0", UjPerPromptTokenMilli: 1500, UjPerOutputTokenMilli: 4200,
+			EnergyGrade: nodev1.MeshnodeEnergyGrade_MESHNODE_ENERGY_GRADE_HW_SHUNT, Receipts: 32,
+			OutputTokensPerSecondMilli: 25000, Slots: 4, FreeSlots: 1, Queued: 0, QueueLimit: 512, Fidelity: 2},
+		{ModelName: "b-model", EnergyGrade: nodev1.MeshnodeEnergyGrade_MESHNODE_ENERGY_GRADE_ESTIMATOR, Slots: 1},
+	}
+}
+
 func sampleRouteTableRequest() *nodev1.RouteTableRequest {
 	return &nodev1.RouteTableRequest{Gen: ProtocolGeneration, RequesterId: id(0xc3)}
 }

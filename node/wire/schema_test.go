@@ -2,13 +2,20 @@ package wire
 
 import (
 	"bufio"
+	"bytes"
+	"maps"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/descriptorpb"
+	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/meshnode/meshnode/node/wire/nodev1"
 )
@@ -81,6 +88,54 @@ func readTable(t *testing.T) table {
 	return tb
 }
 
+// extensionsDoc is the page whose "meshnode extensions" section lists, in
+// the table's own format, the fields and enums meshnode adds to the
+// upstream schema.
+const extensionsDoc = "../../docs/wire.md"
+
+// readExtensions reads the extension tables of extensionsDoc: field rows
+// (six cells) and enum rows (two), between its "## meshnode extensions"
+// heading and the next heading of that level.
+func readExtensions(t *testing.T) table {
+	t.Helper()
+	b, err := os.ReadFile(extensionsDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := table{enums: map[string][]string{}}
+	in := false
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "## ") {
+			in = strings.EqualFold(strings.TrimSpace(line[3:]), "meshnode extensions")
+			continue
+		}
+		if !in || !strings.HasPrefix(line, "| ") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "|"), "|")
+		for i := range cells {
+			cells[i] = strings.TrimSpace(cells[i])
+		}
+		switch {
+		case len(cells) == 6 && cells[0] != "Message":
+			tag, err := strconv.Atoi(cells[2])
+			if err != nil {
+				t.Fatalf("%s: bad tag in %q", extensionsDoc, line)
+			}
+			tb.fields = append(tb.fields, tableField{cells[0], cells[1], cells[3], cells[4], tag})
+		case len(cells) == 2 && cells[0] != "Enum":
+			for _, v := range strings.Split(cells[1], ",") {
+				tb.enums[cells[0]] = append(tb.enums[cells[0]], strings.TrimSpace(v))
+			}
+			tb.order = append(tb.order, cells[0])
+		}
+	}
+	if len(tb.fields) == 0 {
+		t.Fatalf("%s: no meshnode extensions table", extensionsDoc)
+	}
+	return tb
+}
+
 // typeName renders a field's type as the table writes it.
 func typeName(fd protoreflect.FieldDescriptor) string {
 	switch {
@@ -109,8 +164,39 @@ func labelName(fd protoreflect.FieldDescriptor) string {
 // TestSchemaMatchesTable holds node.proto, through the descriptor compiled
 // into nodev1, to the upstream field table: every message, field, tag,
 // type, label, reserved tag and enum value, and nothing more.
+//
+// meshnode's own additions are held to docs/wire.md's extension table the
+// same way: a field added to an upstream message takes a tag of 1000 or
+// more, clear of any upstream adds, and a message or enum of its own is
+// named Meshnode*.
 func TestSchemaMatchesTable(t *testing.T) {
-	tb := readTable(t)
+	up := readTable(t)
+	ext := readExtensions(t)
+	upstreamMessages := map[string]bool{}
+	for _, f := range up.fields {
+		upstreamMessages[f.message] = true
+	}
+	for _, f := range ext.fields {
+		if upstreamMessages[f.message] && f.tag < 1000 {
+			t.Errorf("extension %s.%s: tag %d, want 1000 or more in an upstream message", f.message, f.name, f.tag)
+		}
+		if !upstreamMessages[f.message] && !strings.HasPrefix(f.message, "Meshnode") {
+			t.Errorf("extension message %s: want a Meshnode prefix", f.message)
+		}
+	}
+	for _, e := range ext.order {
+		if !strings.HasPrefix(e, "Meshnode") {
+			t.Errorf("extension enum %s: want a Meshnode prefix", e)
+		}
+	}
+	if want := [4]int{74, 377, 15, 77}; up.totals != want {
+		t.Errorf("upstream table totals %v, the issue states %v", up.totals, want)
+	}
+	tb := up
+	tb.fields = append(slices.Clone(up.fields), ext.fields...)
+	tb.order = append(slices.Clone(up.order), ext.order...)
+	tb.enums = maps.Clone(up.enums)
+	maps.Copy(tb.enums, ext.enums)
 	fd := nodev1.File_meshllm_node_v1_node_proto
 	if fd.Package() != "meshllm.node.v1" || fd.Syntax() != protoreflect.Proto3 {
 		t.Fatalf("file is %s %v, want proto3 package meshllm.node.v1", fd.Package(), fd.Syntax())
@@ -207,11 +293,24 @@ func TestSchemaMatchesTable(t *testing.T) {
 	}
 
 	got := [4]int{len(messageOrder), nFields, len(tb.order), nValues}
-	if got != tb.totals {
-		t.Errorf("table rows count %v (messages, fields, enums, values), its Totals line says %v", got, tb.totals)
+	extMessages, extValues := 0, 0
+	seen := map[string]bool{}
+	for _, f := range ext.fields {
+		if !upstreamMessages[f.message] && !seen[f.message] {
+			seen[f.message] = true
+			extMessages++
+		}
 	}
-	if want := [4]int{74, 377, 15, 77}; got != want {
-		t.Errorf("counts %v, the issue states %v", got, want)
+	for _, v := range ext.enums {
+		extValues += len(v)
+	}
+	want := up.totals
+	want[0] += extMessages
+	want[1] += len(ext.fields)
+	want[2] += len(ext.order)
+	want[3] += extValues
+	if got != want {
+		t.Errorf("rows count %v (messages, fields, enums, values), the upstream Totals line and the extensions make %v", got, want)
 	}
 }
 
@@ -224,4 +323,57 @@ func countOptional(md protoreflect.MessageDescriptor) int {
 		}
 	}
 	return n
+}
+
+// TestExtensionSkippedByUpstream: an announcement carrying meshnode's
+// extension decodes under the upstream schema (node.proto without the
+// extension tables of docs/wire.md), which keeps every upstream field and
+// leaves the extension as unknown bytes: what a mesh-llm peer does with
+// it.
+func TestExtensionSkippedByUpstream(t *testing.T) {
+	fdp := protodesc.ToFileDescriptorProto(nodev1.File_meshllm_node_v1_node_proto)
+	ext := readExtensions(t)
+	drop := map[string]bool{}
+	for _, f := range ext.fields {
+		drop[f.message+"."+f.name] = true
+	}
+	var msgs []*descriptorpb.DescriptorProto
+	for _, m := range fdp.MessageType {
+		if strings.HasPrefix(m.GetName(), "Meshnode") {
+			continue
+		}
+		m.Field = slices.DeleteFunc(m.Field, func(f *descriptorpb.FieldDescriptorProto) bool { return drop[m.GetName()+"."+f.GetName()] })
+		msgs = append(msgs, m)
+	}
+	fdp.MessageType = msgs
+	fdp.EnumType = slices.DeleteFunc(fdp.EnumType, func(e *descriptorpb.EnumDescriptorProto) bool {
+		return strings.HasPrefix(e.GetName(), "Meshnode")
+	})
+	upstream, err := protodesc.NewFile(fdp, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	f := sampleGossipFrame()
+	f.Peers[0].MeshnodeModelLoad = sampleModelLoads()
+	b, err := proto.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs := dynamicpb.NewMessage(upstream.Messages().ByName("GossipFrame"))
+	if err := proto.Unmarshal(b, theirs); err != nil {
+		t.Fatalf("the upstream schema does not parse our announcement: %v", err)
+	}
+	// Every upstream field survives; the extension is unknown bytes.
+	f.Peers[0].MeshnodeModelLoad = nil
+	plain, _ := proto.MarshalOptions{Deterministic: true}.Marshal(f)
+	peer := theirs.Get(upstream.Messages().ByName("GossipFrame").Fields().ByName("peers")).List().Get(0).Message()
+	if len(peer.GetUnknown()) == 0 {
+		t.Fatal("the extension did not reach the upstream schema as unknown fields")
+	}
+	peer.SetUnknown(nil)
+	again, _ := proto.MarshalOptions{Deterministic: true}.Marshal(theirs.Interface())
+	if !bytes.Equal(again, plain) {
+		t.Fatal("the upstream schema's view of our announcement differs from the announcement without the extension")
+	}
 }

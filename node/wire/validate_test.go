@@ -74,6 +74,23 @@ func TestDecodeGossipFrame(t *testing.T) {
 		{"subprotocol name empty", func(f *nodev1.GossipFrame) { f.Peers[0].Subprotocols[0].Name = "" }, ErrInvalidMessage, "peers[0].subprotocols[0].name"},
 		{"subprotocol name blank", func(f *nodev1.GossipFrame) { f.Peers[0].Subprotocols[0].Name = " \t" }, ErrInvalidMessage, "peers[0].subprotocols[0].name"},
 		{"subprotocol major 0", func(f *nodev1.GossipFrame) { f.Peers[0].Subprotocols[0].Major = 0 }, ErrInvalidMessage, "peers[0].subprotocols[0].major"},
+		{"model load", func(f *nodev1.GossipFrame) { f.Peers[0].MeshnodeModelLoad = sampleModelLoads() }, nil, ""},
+		{"model load name blank", func(f *nodev1.GossipFrame) {
+			f.Peers[0].MeshnodeModelLoad = sampleModelLoads()
+			f.Peers[0].MeshnodeModelLoad[1].ModelName = " "
+		}, ErrInvalidMessage, "peers[0].meshnode_model_load[1].model_name"},
+		{"model load fidelity 5", func(f *nodev1.GossipFrame) {
+			f.Peers[0].MeshnodeModelLoad = sampleModelLoads()
+			f.Peers[0].MeshnodeModelLoad[0].Fidelity = 5
+		}, ErrInvalidMessage, "peers[0].meshnode_model_load[0].fidelity"},
+		{"model load free over slots", func(f *nodev1.GossipFrame) {
+			f.Peers[0].MeshnodeModelLoad = sampleModelLoads()
+			f.Peers[0].MeshnodeModelLoad[0].FreeSlots = 5
+		}, ErrInvalidMessage, "peers[0].meshnode_model_load[0].free_slots"},
+		{"model load twice", func(f *nodev1.GossipFrame) {
+			f.Peers[0].MeshnodeModelLoad = sampleModelLoads()
+			f.Peers[0].MeshnodeModelLoad[1].ModelName = f.Peers[0].MeshnodeModelLoad[0].ModelName
+		}, ErrInvalidMessage, "peers[0].meshnode_model_load[1].model_name"},
 	})
 }
 

@@ -9,6 +9,17 @@ raise_exception, a tojson that keeps non-ASCII, and strftime_now (pinned to
     gen-golden.py [TEMPLATE_DIR] > golden.json
 
 TEMPLATE_DIR defaults to templates/ beside this script.
+
+Conversations with "tools" are OpenAI requests: their messages are handed
+to the template the way meshnode's chat.Render hands them (and the way
+Hugging Face documents tool use): a null content as "", tool_calls,
+tool_call_id and name only when present, and each call's arguments, which
+OpenAI sends as JSON text, as the object they decode to. They are rendered
+only by templates that take tools (whose source mentions them); the others
+get meshnode's generic polyfill, which chat's own tests pin. A conversation
+without tools leaves tools undefined (transformers passes None, on which
+the Hermes tool-use template fails to iterate; every other template here
+renders the same either way).
 """
 import datetime, json, os, sys
 
@@ -41,6 +52,28 @@ def environment():
     return env
 
 
+def hf_message(m):
+    out = {"role": m["role"], "content": m.get("content") or ""}
+    if m.get("tool_calls"):
+        calls = []
+        for c in m["tool_calls"]:
+            args = c["function"]["arguments"]
+            try:
+                decoded = json.loads(args)
+                if isinstance(decoded, dict):
+                    args = decoded
+            except ValueError:
+                pass
+            calls.append({"id": c["id"], "type": "function",
+                          "function": {"name": c["function"]["name"], "arguments": args}})
+        out["tool_calls"] = calls
+    if m.get("tool_call_id"):
+        out["tool_call_id"] = m["tool_call_id"]
+    if m.get("name"):
+        out["name"] = m["name"]
+    return out
+
+
 def main():
     env = environment()
     convs = json.load(open(os.path.join(HERE, "conversations.json")))
@@ -56,11 +89,15 @@ def main():
             print("skipping %s: %s" % (name, e), file=sys.stderr)
             continue
         for conv in convs:
+            if "tools" in conv and "tools" not in src:
+                continue
             for agp in (True, False):
                 case = {"template": name, "conversation": conv["name"], "add_generation_prompt": agp}
                 try:
-                    case["output"] = tmpl.render(messages=conv["messages"], add_generation_prompt=agp,
-                                                 bos_token=conv["bos_token"], eos_token=conv["eos_token"])
+                    kw = {"tools": conv["tools"]} if "tools" in conv else {}
+                    case["output"] = tmpl.render(messages=[hf_message(m) for m in conv["messages"]],
+                                                 add_generation_prompt=agp, bos_token=conv["bos_token"],
+                                                 eos_token=conv["eos_token"], **kw)
                 except TemplateError as e:
                     case["error"] = str(e)
                 except Exception as e:  # a template bug jinja2 itself trips on

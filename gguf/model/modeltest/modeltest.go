@@ -21,12 +21,13 @@ import (
 	"sync"
 
 	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/backend"
 	"github.com/meshnode/meshnode/gguf/quant"
 )
 
 // Spec describes a random model.
 type Spec struct {
-	Arch     string // llama, qwen2, phi3, gemma3, qwen3, qwen3moe, qwen35 or qwen35moe
+	Arch     string // llama, qwen2, phi3, gemma3, qwen3, qwen3moe, gpt-oss, gemma4, qwen35 or qwen35moe
 	FileType string // F32, F16, Q8_0, Q4_0, Q6_K or Q4_K_M
 
 	Embd, Layers, Heads, KVHeads, FF int
@@ -47,6 +48,17 @@ type Spec struct {
 	SSMGroups int `json:",omitempty"`
 	SSMState  int `json:",omitempty"`
 	FullAttn  int `json:",omitempty"`
+	// Gemma 4: the SWA layers' head size (0: HeadDim), the width of the
+	// per-layer token embeddings, and how many last layers share KV.
+	SWAHeadDim   int `json:",omitempty"`
+	PerLayerEmbd int `json:",omitempty"`
+	SharedKV     int `json:",omitempty"`
+	// FullKVHeads is gemma4's full-attention layers' KV heads where they
+	// differ from the SWA layers' KVHeads (0: the same); WideFF doubles
+	// the FFN of the layers that share KV (use_double_wide_mlp). Either
+	// makes its key a per-layer array.
+	FullKVHeads int  `json:",omitempty"`
+	WideFF      bool `json:",omitempty"`
 	// Vocab keeps the first Vocab tokens of the tokenizer (0: all).
 	Vocab   int
 	Context int
@@ -55,7 +67,7 @@ type Spec struct {
 
 // Archs and FileTypes are the fixture matrix the parity tests cover.
 var (
-	Archs     = []string{"llama", "qwen2", "phi3", "gemma3", "qwen3", "qwen3moe", "qwen35", "qwen35moe"}
+	Archs     = []string{"llama", "qwen2", "phi3", "gemma3", "qwen3", "qwen3moe", "gpt-oss", "gemma4", "qwen35", "qwen35moe"}
 	FileTypes = []string{"F16", "Q8_0", "Q4_0", "Q4_K_M", "Q6_K"}
 )
 
@@ -76,6 +88,23 @@ var (
 //   - qwen3moe: Q/K norms, an untied output head, and a mixture-of-experts
 //     FFN of 8 experts of width 256, 2 per token (Qwen3-30B-A3B has 128
 //     of 768, 8 per token), with an F32 router as llama-quantize leaves it;
+//   - gpt-oss: attention sinks, Q/K/V/O biases, a 4-token sliding window on
+//     every other layer (the default period, 2), YaRN (factor 32 over an
+//     original context of 1024, as gpt-oss's 32 over 4096), an untied head,
+//     and 8 experts of width 256, 4 per token (gpt-oss-20b: 32 of 2880, 4
+//     per token), in MXFP4 whatever the file type, as the published files
+//     have them, with router and expert biases;
+//   - gemma4: 4 layers alternating SWA (heads of 64, window 4, rotary
+//     base 10⁴, 64 rotated) and full attention (heads of 128 with
+//     rope_freqs), the last two sharing the first two's KV, per-layer
+//     token embeddings 256 wide, layer output scales, V from K's
+//     projection in layer 1 (no attn_v), tied embeddings and a final
+//     logit softcap; and in layers 0 and 3 the 26B-A4B's mixture of 8
+//     experts of width 256, 2 per token, beside the dense FFN, with
+//     separate gate and up in layer 0, fused gate_up and per-expert
+//     output scales in layer 3; 2 KV heads on SWA layers and 1 on full
+//     ones, and the KV-sharing layers' FFN twice as wide (E2B's
+//     use_double_wide_mlp), both per-layer arrays;
 //   - qwen35: 4 blocks alternating a gated delta net (4 value heads of 64
 //     over 2 key heads, a 4-tap convolution) and gated attention with Q/K
 //     norms and M-RoPE sections (3/3/2) over a quarter of the head, an
@@ -100,6 +129,29 @@ func Fixture(arch, fileType string) Spec {
 	case "qwen35moe":
 		s.Layers = 4
 		s.Experts, s.ExpertsUsed, s.ExpertFF, s.SharedFF = 8, 2, 256, 256
+	case "gpt-oss":
+		s.Experts, s.ExpertsUsed, s.ExpertFF = 8, 4, 256
+	case "gemma4":
+		s.Layers, s.HeadDim, s.SWAHeadDim, s.PerLayerEmbd, s.SharedKV = 4, 128, 64, 256, 2
+		s.Experts, s.ExpertsUsed, s.ExpertFF = 8, 2, 256
+		s.FullKVHeads, s.WideFF = 1, true
+	}
+	return s
+}
+
+// StageFixture is Fixture(arch, fileType) with layers blocks, as the
+// stage tests split it. gemma4's leaves out the per-layer embeddings,
+// which keep a model whole (as the 26B-A4B and 31B have none), and from 6
+// layers on has its last 2 sharing KV, so that both allowed and refused
+// split points exist.
+func StageFixture(arch, fileType string, layers int) Spec {
+	s := Fixture(arch, fileType)
+	s.Layers = layers
+	if arch == "gemma4" {
+		s.PerLayerEmbd, s.SharedKV = 0, 0
+		if layers >= 6 {
+			s.SharedKV = 2
+		}
 	}
 	return s
 }
@@ -213,11 +265,12 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 		hd = s.HeadDim
 	}
 	qDim, kvDim := s.Heads*hd, s.KVHeads*hd
-	tied := a == "qwen2" || a == "gemma3" || a == "qwen3"
+	tied := a == "qwen2" || a == "gemma3" || a == "qwen3" || a == "gemma4"
 	eps := float32(1e-5)
-	if a == "qwen2" || a == "gemma3" || a == "qwen3" || a == "qwen3moe" || a == "qwen35" || a == "qwen35moe" {
+	if a == "qwen2" || a == "gemma3" || a == "qwen3" || a == "qwen3moe" || a == "gemma4" || a == "qwen35" || a == "qwen35moe" {
 		eps = 1e-6
 	}
+	moe := a == "qwen3moe" || a == "gpt-oss" || a == "qwen35moe"
 	hybrid := Hybrid(a)
 	if hybrid {
 		if s.SSMHeads == 0 && s.SSMGroups == 0 && s.SSMState == 0 {
@@ -246,9 +299,19 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 	set(a+".context_length", uint32(s.Context))
 	set(a+".embedding_length", uint32(s.Embd))
 	set(a+".block_count", uint32(s.Layers))
-	set(a+".feed_forward_length", uint32(s.FF))
+	set(a+".feed_forward_length", layerCounts(s, s.FF, s.WideFF, func(l int) int {
+		if l >= s.Layers-s.SharedKV {
+			return 2 * s.FF
+		}
+		return s.FF
+	}))
 	set(a+".attention.head_count", uint32(s.Heads))
-	set(a+".attention.head_count_kv", uint32(s.KVHeads))
+	set(a+".attention.head_count_kv", layerCounts(s, s.KVHeads, s.FullKVHeads != 0 && s.FullKVHeads != s.KVHeads, func(l int) int {
+		if l%2 == 1 {
+			return s.FullKVHeads
+		}
+		return s.KVHeads
+	}))
 	set(a+".attention.layer_norm_rms_epsilon", eps)
 	var rotDims int
 	switch a {
@@ -277,12 +340,19 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 		set(a+".attention.sliding_window", uint32(4))
 		set(a+".attention.sliding_window_pattern", uint32(2))
 		set(a+".final_logit_softcapping", float32(30))
-	case "qwen3", "qwen3moe", "qwen35", "qwen35moe":
+	case "qwen3", "qwen3moe", "gpt-oss", "qwen35", "qwen35moe":
 		rotDims = hd
 		set(a+".attention.key_length", uint32(hd))
 		set(a+".attention.value_length", uint32(hd))
 		if !hybrid {
 			set(a+".rope.freq_base", float32(1000000))
+		}
+		if a == "gpt-oss" {
+			set(a+".rope.dimension_count", uint32(hd))
+			set(a+".rope.scaling.type", "yarn")
+			set(a+".rope.scaling.factor", float32(32))
+			set(a+".rope.scaling.original_context_length", uint32(1024))
+			set(a+".attention.sliding_window", uint32(4))
 		}
 		if hybrid {
 			// Qwen3.5 rotates a quarter of the head, in M-RoPE sections
@@ -301,7 +371,7 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 			set(a+".ssm.inner_size", uint32(s.SSMHeads*s.SSMState))
 			set(a+".full_attention_interval", uint32(s.FullAttn))
 		}
-		if a == "qwen3moe" || a == "qwen35moe" {
+		if moe {
 			if s.Experts == 0 && s.ExpertsUsed == 0 && s.ExpertFF == 0 {
 				s.Experts, s.ExpertsUsed, s.ExpertFF = 4, 2, s.FF/2
 			}
@@ -314,6 +384,37 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 			if a == "qwen35moe" {
 				set(a+".expert_shared_feed_forward_length", uint32(s.SharedFF))
 			}
+		}
+	case "gemma4":
+		rotDims = hd
+		s.HeadDim = hd
+		if s.SWAHeadDim == 0 {
+			s.SWAHeadDim = hd
+		}
+		if s.SharedKV > 0 && (s.Layers-s.SharedKV < 2 || (s.Layers-s.SharedKV)%2 != 0) {
+			return nil, nil, fmt.Errorf("modeltest: %d of %d layers sharing KV (the last two with KV must be SWA, full)", s.SharedKV, s.Layers)
+		}
+		set(a+".attention.key_length", uint32(hd))
+		set(a+".attention.value_length", uint32(hd))
+		set(a+".attention.key_length_swa", uint32(s.SWAHeadDim))
+		set(a+".attention.value_length_swa", uint32(s.SWAHeadDim))
+		set(a+".rope.dimension_count", uint32(hd))
+		set(a+".rope.dimension_count_swa", uint32(s.SWAHeadDim))
+		set(a+".rope.freq_base", float32(1000000))
+		set(a+".rope.freq_base_swa", float32(10000))
+		set(a+".attention.sliding_window", uint32(4))
+		pattern := make([]bool, s.Layers)
+		for l := range pattern {
+			pattern[l] = l%2 == 0 // SWA, full, SWA, full, …
+		}
+		set(a+".attention.sliding_window_pattern", pattern)
+		set(a+".attention.shared_kv_layers", uint32(s.SharedKV))
+		set(a+".embedding_length_per_layer_input", uint32(s.PerLayerEmbd))
+		set(a+".final_logit_softcapping", float32(30))
+		if s.Experts > 0 {
+			set(a+".expert_count", uint32(s.Experts))
+			set(a+".expert_used_count", uint32(s.ExpertsUsed))
+			set(a+".expert_feed_forward_length", uint32(s.ExpertFF))
 		}
 	default:
 		return nil, nil, fmt.Errorf("modeltest: architecture %q", a)
@@ -345,6 +446,14 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 	case "phi3":
 		add("rope_factors_long.weight", 3, 0.8, int64(rotDims/2))
 		add("rope_factors_short.weight", 1.2, 0.1, int64(rotDims/2))
+	case "gemma4":
+		add("rope_freqs.weight", 2.5, 0.8, int64(hd/2))
+		if s.PerLayerEmbd > 0 {
+			pl := int64(s.PerLayerEmbd * s.Layers)
+			add("per_layer_token_embd.weight", 0, 1/math.Sqrt(float64(s.PerLayerEmbd)), pl, int64(nVocab))
+			add("per_layer_model_proj.weight", 0, 1/math.Sqrt(float64(s.Embd)), int64(s.Embd), pl)
+			norm("per_layer_proj_norm.weight", s.PerLayerEmbd)
+		}
 	}
 	for l := range s.Layers {
 		p := fmt.Sprintf("blk.%d.", l)
@@ -353,6 +462,10 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 			continue
 		}
 		norm(p+"attn_norm.weight", s.Embd)
+		if a == "gemma4" {
+			g4Layer(s, l, add, mat, norm)
+			continue
+		}
 		if a == "phi3" {
 			mat(p+"attn_qkv.weight", qDim+2*kvDim, s.Embd)
 		} else {
@@ -360,7 +473,7 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 			mat(p+"attn_k.weight", kvDim, s.Embd)
 			mat(p+"attn_v.weight", kvDim, s.Embd)
 		}
-		if a == "qwen2" {
+		if a == "qwen2" || a == "gpt-oss" {
 			add(p+"attn_q.bias", 0, 0.1, int64(qDim))
 			add(p+"attn_k.bias", 0, 0.1, int64(kvDim))
 			add(p+"attn_v.bias", 0, 0.1, int64(kvDim))
@@ -370,18 +483,39 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 			norm(p+"attn_k_norm.weight", hd)
 		}
 		mat(p+"attn_output.weight", s.Embd, qDim)
-		if a == "gemma3" {
-			add(p+"post_attention_norm.weight", 0.3, 0.05, int64(s.Embd))
+		if a == "gpt-oss" {
+			add(p+"attn_output.bias", 0, 0.1, int64(s.Embd))
+			// Sinks about the scores' size: some heads give the sink a
+			// good share, some little.
+			add(p+"attn_sinks.weight", 0, 1.5, int64(s.Heads))
+			norm(p+"post_attention_norm.weight", s.Embd)
+		} else {
+			if a == "gemma3" {
+				add(p+"post_attention_norm.weight", 0.3, 0.05, int64(s.Embd))
+			}
+			norm(p+"ffn_norm.weight", s.Embd)
 		}
-		norm(p+"ffn_norm.weight", s.Embd)
-		if a == "qwen3moe" {
+		if moe {
 			// Router scores of std 2 over unit-RMS rows: the top-k
 			// choice is clear, rarely a near tie.
-			add(p+"ffn_gate_inp.weight", 0, 2/math.Sqrt(float64(s.Embd)), int64(s.Embd), int64(s.Experts))
+			routerStd := 2.0
+			if a == "gpt-oss" {
+				// Four of eight chosen puts the 4th and 5th logits closer
+				// than qwen3moe's 2nd and 3rd: wider scores keep the cut
+				// clear.
+				routerStd = 4
+			}
+			add(p+"ffn_gate_inp.weight", 0, routerStd/math.Sqrt(float64(s.Embd)), int64(s.Embd), int64(s.Experts))
 			x := int64(s.Experts)
 			add(p+"ffn_gate_exps.weight", 0, 1/math.Sqrt(float64(s.Embd)), int64(s.Embd), int64(s.ExpertFF), x)
 			add(p+"ffn_up_exps.weight", 0, 1/math.Sqrt(float64(s.Embd)), int64(s.Embd), int64(s.ExpertFF), x)
 			add(p+"ffn_down_exps.weight", 0, 1/math.Sqrt(float64(s.ExpertFF)), int64(s.ExpertFF), int64(s.Embd), x)
+			if a == "gpt-oss" {
+				add(p+"ffn_gate_inp.bias", 0, 0.5, x)
+				add(p+"ffn_gate_exps.bias", 0, 0.1, int64(s.ExpertFF), x)
+				add(p+"ffn_up_exps.bias", 0, 0.1, int64(s.ExpertFF), x)
+				add(p+"ffn_down_exps.bias", 0, 0.1, int64(s.Embd), x)
+			}
 			continue
 		}
 		if a == "phi3" {
@@ -449,14 +583,92 @@ func hybridBlock(add func(string, float64, float64, ...int64), mat func(string, 
 	mat(p+"ffn_down_shexp.weight", s.Embd, s.SharedFF)
 }
 
+// layerCounts is a count key's value: v, or with perLayer (gemma4 only) an
+// array of at(l) over the layers.
+func layerCounts(s Spec, v int, perLayer bool, at func(int) int) any {
+	if !perLayer || s.Arch != "gemma4" {
+		return uint32(v)
+	}
+	a := make([]uint32, s.Layers)
+	for l := range a {
+		a[l] = uint32(at(l))
+	}
+	return a
+}
+
+// g4Layer lists gemma4 block l's tensors (after attn_norm).
+func g4Layer(s Spec, l int, add func(string, float64, float64, ...int64), mat func(string, int, int), norm func(string, int)) {
+	p := fmt.Sprintf("blk.%d.", l)
+	hd := s.HeadDim
+	if l%2 == 0 {
+		hd = s.SWAHeadDim
+	}
+	hasKV := l < s.Layers-s.SharedKV
+	kvh, ff := s.KVHeads, s.FF
+	if l%2 == 1 && s.FullKVHeads != 0 {
+		kvh = s.FullKVHeads
+	}
+	if s.WideFF && !hasKV {
+		ff *= 2
+	}
+	mat(p+"attn_q.weight", s.Heads*hd, s.Embd)
+	if hasKV {
+		mat(p+"attn_k.weight", kvh*hd, s.Embd)
+		if l != 1 { // layer 1's V is its K projection
+			mat(p+"attn_v.weight", kvh*hd, s.Embd)
+		}
+	}
+	norm(p+"attn_q_norm.weight", hd)
+	if hasKV {
+		norm(p+"attn_k_norm.weight", hd)
+	}
+	mat(p+"attn_output.weight", s.Embd, s.Heads*hd)
+	add(p+"post_attention_norm.weight", 0.3, 0.05, int64(s.Embd))
+	norm(p+"ffn_norm.weight", s.Embd)
+	mat(p+"ffn_gate.weight", ff, s.Embd)
+	mat(p+"ffn_up.weight", ff, s.Embd)
+	mat(p+"ffn_down.weight", s.Embd, ff)
+	if s.Experts > 0 && l%3 == 0 {
+		add(p+"pre_ffw_norm_2.weight", 1, 0.1, int64(s.Embd))
+		add(p+"post_ffw_norm_1.weight", 0.3, 0.05, int64(s.Embd))
+		add(p+"post_ffw_norm_2.weight", 0.3, 0.05, int64(s.Embd))
+		// Router scores of std ≈ 2: the top-k choice is clear.
+		add(p+"ffn_gate_inp.weight", 0, 2, int64(s.Embd), int64(s.Experts))
+		add(p+"ffn_gate_inp.scale", 1, 0.1, int64(s.Embd))
+		x, e, f := int64(s.Experts), int64(s.Embd), int64(s.ExpertFF)
+		if l == 0 {
+			add(p+"ffn_gate_exps.weight", 0, 1/math.Sqrt(float64(s.Embd)), e, f, x)
+			add(p+"ffn_up_exps.weight", 0, 1/math.Sqrt(float64(s.Embd)), e, f, x)
+		} else {
+			add(p+"ffn_gate_up_exps.weight", 0, 1/math.Sqrt(float64(s.Embd)), e, 2*f, x)
+		}
+		add(p+"ffn_down_exps.weight", 0, 1/math.Sqrt(float64(s.ExpertFF)), f, e, x)
+		if l != 0 {
+			add(p+"ffn_down_exps.scale", 1, 0.2, x)
+		}
+	}
+	add(p+"post_ffw_norm.weight", 0.3, 0.05, int64(s.Embd))
+	if s.PerLayerEmbd > 0 {
+		mat(p+"inp_gate.weight", s.PerLayerEmbd, s.Embd)
+		mat(p+"proj.weight", s.Embd, s.PerLayerEmbd)
+		add(p+"post_norm.weight", 0.3, 0.05, int64(s.Embd))
+	}
+	add(p+"layer_output_scale.weight", 0.8, 0.05, 1)
+}
+
 // tensorType is llama-quantize's type for a tensor of a file of base type
-// (for the file types Generate makes): vectors and MoE routers stay F32; the output head
+// (for the file types Generate makes): vectors, biases and MoE routers stay
+// F32; gpt-oss's experts are MXFP4 (as published, and as llama-quantize
+// keeps them under MXFP4_MOE); the output head
 // (the embeddings, when tied) takes Q6_K below 8 bits; Q4_K_M gives Q6_K
 // to attn_v and ffn_down in the layers use_more_bits picks, Q5_K to a
 // fused QKV.
 func tensorType(s Spec, base quant.Type, name string, ndims int, tied bool) quant.Type {
-	if ndims < 2 || strings.HasSuffix(name, "ffn_gate_inp.weight") || strings.HasSuffix(name, "ssm_conv1d.weight") {
+	if ndims < 2 || strings.HasSuffix(name, "ffn_gate_inp.weight") || strings.HasSuffix(name, "ssm_conv1d.weight") || strings.HasSuffix(name, ".bias") {
 		return quant.F32
+	}
+	if s.Arch == "gpt-oss" && strings.HasSuffix(name, "_exps.weight") {
+		return quant.MXFP4
 	}
 	isOutput := name == "output.weight" || (tied && name == "token_embd.weight")
 	switch base {
@@ -663,4 +875,19 @@ func parallel(n int, f func(int) error) error {
 	close(next)
 	wg.Wait()
 	return err
+}
+
+// Unsupported says why be cannot run arch's fixtures, or "" when it can:
+// gpt-oss needs attention sinks and the clamped SwiGLU, optional backend
+// features (backend.Supports) that model.Load checks for.
+func Unsupported(arch string, be backend.Backend) string {
+	if arch != "gpt-oss" {
+		return ""
+	}
+	for _, f := range []backend.Feature{backend.AttentionSinks, backend.GLUSwiOAI} {
+		if !backend.Supports(be, f) {
+			return fmt.Sprintf("the %s backend has no attention sinks or clamped SwiGLU, which gpt-oss needs", be.Name())
+		}
+	}
+	return ""
 }

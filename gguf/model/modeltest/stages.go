@@ -2,6 +2,7 @@ package modeltest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -209,7 +210,23 @@ func StagesBitExact(ctx context.Context, f *gguf.File, be backend.Backend, layou
 	if err != nil {
 		return fmt.Errorf("whole model: %w", err)
 	}
+	cfg, err := model.ParseConfig(f.Metadata)
+	if err != nil {
+		return err
+	}
+layouts:
 	for _, layout := range layouts {
+		// A layout the model cannot run (gemma4's shared KV across
+		// stages, its per-layer embeddings) must be refused as
+		// Config.CheckStage says, by LoadStage itself.
+		for _, r := range layout {
+			if cerr := cfg.CheckStage(r); cerr != nil {
+				if _, err := model.LoadStage(f, be, r); !errors.Is(err, model.ErrUnsupported) {
+					return fmt.Errorf("stages %v: CheckStage refuses %v (%v), LoadStage gives %v", layout, r, cerr, err)
+				}
+				continue layouts
+			}
+		}
 		got, err := StageScript(ctx, f, be, layout, nil, nil)
 		if err != nil {
 			return fmt.Errorf("stages %v: %w", layout, err)

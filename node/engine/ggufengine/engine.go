@@ -29,6 +29,9 @@ type Engine struct {
 	opt      model.SessionOptions
 	pool     pool
 	sched    *sched
+	// draftSched steps the serves' draft model together (nil: no draft
+	// model; each serve's draft then evaluates on its own).
+	draftSched *sched
 }
 
 var (
@@ -73,7 +76,27 @@ func newEngine(m *Model, cfg Config, opt model.SessionOptions, sessions int) (*E
 	// through: across models sharing a meter, a bigger model's token
 	// counts for more (hw.SharedMeter splits energy by it).
 	e.sched = newSched(b, chunk, uint64(max(1, m.file.Size())))
+	if dm := m.draftModel(); dm != nil {
+		// The serves' draft steps share steps of the draft model as
+		// their windows share the target's: a token each, and prompt
+		// chunks.
+		db, err := dm.NewBatch(model.BatchOptions{Tokens: max(budget, sessions+chunk), Seqs: sessions})
+		if err != nil {
+			e.sched.close()
+			return nil, fmt.Errorf("ggufengine: draft: %w", err)
+		}
+		e.draftSched = newSched(db, chunk, m.draft.Unit())
+	}
 	return e, nil
+}
+
+// DraftSchedStats returns the draft model's scheduler's counters (zero
+// without a draft model).
+func (e *Engine) DraftSchedStats() SchedStats {
+	if e.draftSched == nil {
+		return SchedStats{}
+	}
+	return e.draftSched.Stats()
 }
 
 // Slots is how many serves run at once; further serves wait for one.
@@ -210,6 +233,21 @@ func (e *Engine) generate(ctx context.Context, prompt []uint32, g Generation, em
 		}
 		defer release()
 		d.prop, d.win, d.draftUnit = prop, dr.Window(), dr.Unit()
+		if mp, ok := prop.(*spec.ModelProposer); ok && e.draftSched != nil {
+			// The draft's steps go through the draft model's
+			// scheduler, batched with the other serves' (which counts
+			// their work, as the target's scheduler does).
+			dseq := e.draftSched.open()
+			defer dseq.close()
+			mp.StepWith(func(ctx context.Context, s *model.Session, tokens []uint32, judge func([]float32)) error {
+				_, err := dseq.run(ctx, s, tokens, func(b *model.Batch, i int) uint32 {
+					judge(b.Logits(i))
+					return 0
+				})
+				return err
+			})
+			d.draftSeq, d.draftUnit = dseq, 0
+		}
 	}
 	reused, next, err := d.prefill(ctx, prompt)
 	if err != nil {
@@ -295,8 +333,12 @@ type decoder struct {
 	// rounds, and the work units of a drafted token.
 	prop      spec.Proposer
 	win       *spec.Window
-	draftUnit uint64
-	drafted   int // tokens the draft model has evaluated, reported
+	draftUnit uint64 // 0: the draft's work is counted where it runs (draftSeq)
+	drafted   int    // tokens the draft model has evaluated, reported
+	// draftSeq is the serve's place in the draft model's scheduler (nil:
+	// none), handed back whenever the serve stops drafting for a while,
+	// so that the draft's steps do not wait for it meanwhile.
+	draftSeq *seqHandle
 
 	// Grammar-constrained decoding (nil con: none): the constraint and
 	// the mask of the token to pick next.
@@ -338,7 +380,16 @@ func (d *decoder) pick(generated []uint32) func(*model.Batch, int) uint32 {
 func (d *decoder) prefill(ctx context.Context, prompt []uint32) (reused int, next uint32, err error) {
 	reused = min(d.s.CommonPrefix(prompt), len(prompt)-1)
 	d.s.Truncate(reused)
+	// A draft model takes in the prompt while the target does (on a
+	// backend that runs both at once, in the target's time), so that
+	// the first round drafts at once.
+	drafted := make(chan error, 1)
+	go func() { drafted <- spec.Prefill(ctx, d.prop, d.win, prompt) }()
 	next, err = d.seq.run(ctx, d.s, prompt[reused:], d.pick(nil))
+	if derr := <-drafted; err == nil {
+		err = derr
+	}
+	d.draftDone()
 	return reused, next, err
 }
 
@@ -361,7 +412,7 @@ func (d *decoder) eval(ctx context.Context, prompt, generated []uint32, left int
 		if drafts, err = d.win.Draft(ctx, d.prop, seq, len(prompt), k); err != nil {
 			return nil, err
 		}
-		d.reportDraft()
+		d.draftDone()
 	}
 	if len(drafts) == 0 {
 		if d.con != nil {
@@ -432,11 +483,17 @@ func (d *decoder) evalConstrained(ctx context.Context, last, generated []uint32)
 	return []uint32{next}, err
 }
 
-// reportDraft reports the draft model's new work to the serve's meter:
-// its tokens run inside the serve's span, on the same machine.
-func (d *decoder) reportDraft() {
+// draftDone follows a round's drafting (or the draft's prefill): the
+// serve's place in the draft model's scheduler is handed back while the
+// serve verifies, and a draft that evaluates on its own reports its new
+// work to the serve's meter (its tokens run inside the serve's span, on
+// the same machine).
+func (d *decoder) draftDone() {
+	if d.draftSeq != nil {
+		d.draftSeq.close()
+	}
 	mp, ok := d.prop.(*spec.ModelProposer)
-	if !ok || d.work == nil {
+	if !ok || d.work == nil || d.draftUnit == 0 {
 		return
 	}
 	if n := mp.Evaluated(); n > d.drafted {
@@ -603,6 +660,9 @@ func (p *pool) close() {
 
 func (e *Engine) close() {
 	e.sched.close()
+	if e.draftSched != nil {
+		e.draftSched.close()
+	}
 	e.pool.close()
 }
 

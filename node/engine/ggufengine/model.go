@@ -208,13 +208,18 @@ func slots(cfg Config, mc model.Config, kv model.KVType) (ctx, n int) {
 }
 
 // kvBytesPerPosition is what one position of a sequence takes in the KV
-// cache: keys and values of every layer.
+// cache: keys and values of every layer that has its own (gemma4's
+// KV-sharing layers have none, and its layers' heads differ).
 func kvBytesPerPosition(mc model.Config, kv model.KVType) uint64 {
 	elem := uint64(2)
 	if kv == model.KVF32 {
 		elem = 4
 	}
-	return elem * uint64(mc.Layers) * uint64(mc.KVHeads) * uint64(mc.HeadDimK+mc.HeadDimV)
+	var elems uint64
+	for l := range mc.Layers {
+		elems += uint64(mc.LayerKVElems(l))
+	}
+	return elem * elems
 }
 
 // contextLength resolves Config.Context (see there) for sessions

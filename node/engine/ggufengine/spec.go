@@ -3,6 +3,7 @@ package ggufengine
 import (
 	"fmt"
 
+	"github.com/meshnode/meshnode/gguf/model"
 	"github.com/meshnode/meshnode/gguf/spec"
 )
 
@@ -20,4 +21,13 @@ func loadDraft(m *Model, cfg Config) (*spec.Drafter, error) {
 		return nil, fmt.Errorf("ggufengine: %s: %w", m.path, err)
 	}
 	return d, nil
+}
+
+// draftModel is m's draft model, nil without one (no speculation, or
+// prompt lookup).
+func (m *Model) draftModel() *model.Model {
+	if m.draft == nil {
+		return nil
+	}
+	return m.draft.Model()
 }

@@ -3,6 +3,7 @@ package ggufengine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -301,5 +302,71 @@ func TestSpeculativeWindowsWait(t *testing.T) {
 	}
 	if proposed.Load() == 0 {
 		t.Error("nothing was proposed")
+	}
+}
+
+// TestSpeculativeBatchedDrafts: concurrent serves drafting with a model
+// share the draft model's steps, and each drafts, accepts and emits
+// exactly what it does alone (greedy; a step's rows do not depend on what
+// shares it). The serves run together until the draft's scheduler has
+// carried at least two of them in one step.
+func TestSpeculativeBatchedDrafts(t *testing.T) {
+	m := speculating(t)["self"]
+	e := m.Engine()
+	refs := q8References(t)
+	type result struct {
+		tokens             []uint32
+		proposed, accepted uint32
+	}
+	serve := func(prompt []uint32) (result, error) {
+		var r result
+		out, err := e.Serve(context.Background(), request(40, nil), prompt, func(tok uint32) error {
+			r.tokens = append(r.tokens, tok)
+			return nil
+		})
+		r.proposed, r.accepted = out.SpecProposed, out.SpecAccepted
+		return r, err
+	}
+	alone := make([]result, len(refs))
+	for i, ref := range refs {
+		r, err := serve(ref.Prompt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.proposed == 0 {
+			t.Fatalf("prompt %d: the draft proposed nothing alone", i)
+		}
+		alone[i] = r
+	}
+	if n := e.DraftSchedStats().MaxSeqs; n != 1 {
+		t.Fatalf("serves one at a time: the draft's steps carried up to %d sequences, want 1", n)
+	}
+	for attempt := 0; e.DraftSchedStats().MaxSeqs < 2; attempt++ {
+		if attempt == 10 {
+			t.Fatalf("10 rounds of %d concurrent serves never shared a draft step", 2*len(refs))
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, 2*len(refs))
+		for i := range 2 * len(refs) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				k := i % len(refs)
+				r, err := serve(refs[k].Prompt)
+				switch {
+				case err != nil:
+					errs <- err
+				case !slices.Equal(r.tokens, alone[k].tokens):
+					errs <- fmt.Errorf("prompt %d: batched drafts emitted %v, alone %v", k, r.tokens, alone[k].tokens)
+				case r.proposed != alone[k].proposed || r.accepted != alone[k].accepted:
+					errs <- fmt.Errorf("prompt %d: batched drafts proposed %d and accepted %d, alone %d and %d", k, r.proposed, r.accepted, alone[k].proposed, alone[k].accepted)
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
 	}
 }

@@ -310,16 +310,25 @@ func (e *Engine) decode(ctx context.Context, r *run, prompt []uint32, g gen, emi
 		defer release()
 		d.prop, d.win = prop, e.cfg.Draft.Window()
 	}
+	// A draft model takes in the prompt while the prompt travels the
+	// stages, so that its first round drafts at once.
+	drafted := make(chan error, 1)
+	go func() { drafted <- spec.Prefill(ctx, d.prop, d.win, prompt) }()
 	// The prompt goes in steps of at most a batch; only the last asks
 	// for an answer.
-	rest := prompt
-	for len(rest) > e.cfg.Batch {
-		if _, err := r.step(ctx, rest[:e.cfg.Batch], stagewire.OutNone, 1); err != nil {
-			return out, err
+	res, err := func() (stage.Result, error) {
+		rest := prompt
+		for len(rest) > e.cfg.Batch {
+			if _, err := r.step(ctx, rest[:e.cfg.Batch], stagewire.OutNone, 1); err != nil {
+				return stage.Result{}, err
+			}
+			rest = rest[e.cfg.Batch:]
 		}
-		rest = rest[e.cfg.Batch:]
+		return r.step(ctx, rest, r.want, 1)
+	}()
+	if derr := <-drafted; err == nil {
+		err = derr
 	}
-	res, err := r.step(ctx, rest, r.want, 1)
 	if err != nil {
 		return out, err
 	}

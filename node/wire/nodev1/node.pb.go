@@ -866,6 +866,59 @@ func (OwnerControlRefreshInventoryDisposition) EnumDescriptor() ([]byte, []int) 
 	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{14}
 }
 
+// A meshnode extension: mesh/1's energy provenance grades (docs/meters.md).
+type MeshnodeEnergyGrade int32
+
+const (
+	MeshnodeEnergyGrade_MESHNODE_ENERGY_GRADE_UNSPECIFIED MeshnodeEnergyGrade = 0
+	MeshnodeEnergyGrade_MESHNODE_ENERGY_GRADE_ESTIMATOR   MeshnodeEnergyGrade = 1
+	MeshnodeEnergyGrade_MESHNODE_ENERGY_GRADE_MODEL_BASED MeshnodeEnergyGrade = 2
+	MeshnodeEnergyGrade_MESHNODE_ENERGY_GRADE_HW_SHUNT    MeshnodeEnergyGrade = 3
+)
+
+// Enum value maps for MeshnodeEnergyGrade.
+var (
+	MeshnodeEnergyGrade_name = map[int32]string{
+		0: "MESHNODE_ENERGY_GRADE_UNSPECIFIED",
+		1: "MESHNODE_ENERGY_GRADE_ESTIMATOR",
+		2: "MESHNODE_ENERGY_GRADE_MODEL_BASED",
+		3: "MESHNODE_ENERGY_GRADE_HW_SHUNT",
+	}
+	MeshnodeEnergyGrade_value = map[string]int32{
+		"MESHNODE_ENERGY_GRADE_UNSPECIFIED": 0,
+		"MESHNODE_ENERGY_GRADE_ESTIMATOR":   1,
+		"MESHNODE_ENERGY_GRADE_MODEL_BASED": 2,
+		"MESHNODE_ENERGY_GRADE_HW_SHUNT":    3,
+	}
+)
+
+func (x MeshnodeEnergyGrade) Enum() *MeshnodeEnergyGrade {
+	p := new(MeshnodeEnergyGrade)
+	*p = x
+	return p
+}
+
+func (x MeshnodeEnergyGrade) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (MeshnodeEnergyGrade) Descriptor() protoreflect.EnumDescriptor {
+	return file_meshllm_node_v1_node_proto_enumTypes[15].Descriptor()
+}
+
+func (MeshnodeEnergyGrade) Type() protoreflect.EnumType {
+	return &file_meshllm_node_v1_node_proto_enumTypes[15]
+}
+
+func (x MeshnodeEnergyGrade) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use MeshnodeEnergyGrade.Descriptor instead.
+func (MeshnodeEnergyGrade) EnumDescriptor() ([]byte, []int) {
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{15}
+}
+
 // Stream 0x01 (GOSSIP). Both sides send one and read the other's.
 type GossipFrame struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -978,8 +1031,11 @@ type PeerAnnouncement struct {
 	CacheAffinity             *CacheAffinityAdvertisement  `protobuf:"bytes,50,opt,name=cache_affinity,json=cacheAffinity,proto3,oneof" json:"cache_affinity,omitempty"`
 	ClaimedLogHead            *ClaimedLogHead              `protobuf:"bytes,51,opt,name=claimed_log_head,json=claimedLogHead,proto3,oneof" json:"claimed_log_head,omitempty"` // advisory; never verified by the mesh
 	LightningOffers           []*LightningOffer            `protobuf:"bytes,52,rep,name=lightning_offers,json=lightningOffers,proto3" json:"lightning_offers,omitempty"`      // an offer means payment is required for its model
-	unknownFields             protoimpl.UnknownFields
-	sizeCache                 protoimpl.SizeCache
+	// meshnode extensions (docs/wire.md), at tags upstream does not use:
+	// mesh-llm peers skip them as unknown fields.
+	MeshnodeModelLoad []*MeshnodeModelLoad `protobuf:"bytes,1000,rep,name=meshnode_model_load,json=meshnodeModelLoad,proto3" json:"meshnode_model_load,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *PeerAnnouncement) Reset() {
@@ -1355,6 +1411,140 @@ func (x *PeerAnnouncement) GetLightningOffers() []*LightningOffer {
 	return nil
 }
 
+func (x *PeerAnnouncement) GetMeshnodeModelLoad() []*MeshnodeModelLoad {
+	if x != nil {
+		return x.MeshnodeModelLoad
+	}
+	return nil
+}
+
+// A meshnode extension (docs/wire.md): what the announcing node measured
+// serving one model, and how busy the model is there, for placement
+// (docs/mesh.md). Energies and rates are in thousandths.
+type MeshnodeModelLoad struct {
+	state                      protoimpl.MessageState `protogen:"open.v1"`
+	ModelName                  string                 `protobuf:"bytes,1,opt,name=model_name,json=modelName,proto3" json:"model_name,omitempty"`
+	UjPerPromptTokenMilli      uint64                 `protobuf:"varint,2,opt,name=uj_per_prompt_token_milli,json=ujPerPromptTokenMilli,proto3" json:"uj_per_prompt_token_milli,omitempty"`
+	UjPerOutputTokenMilli      uint64                 `protobuf:"varint,3,opt,name=uj_per_output_token_milli,json=ujPerOutputTokenMilli,proto3" json:"uj_per_output_token_milli,omitempty"`
+	EnergyGrade                MeshnodeEnergyGrade    `protobuf:"varint,4,opt,name=energy_grade,json=energyGrade,proto3,enum=meshllm.node.v1.MeshnodeEnergyGrade" json:"energy_grade,omitempty"` // the weakest grade of the receipts the figures came from
+	Receipts                   uint32                 `protobuf:"varint,5,opt,name=receipts,proto3" json:"receipts,omitempty"`                                                                   // how many receipts; 0: the engine's modelled figure
+	OutputTokensPerSecondMilli uint64                 `protobuf:"varint,6,opt,name=output_tokens_per_second_milli,json=outputTokensPerSecondMilli,proto3" json:"output_tokens_per_second_milli,omitempty"`
+	Slots                      uint32                 `protobuf:"varint,7,opt,name=slots,proto3" json:"slots,omitempty"`
+	FreeSlots                  uint32                 `protobuf:"varint,8,opt,name=free_slots,json=freeSlots,proto3" json:"free_slots,omitempty"`
+	Queued                     uint32                 `protobuf:"varint,9,opt,name=queued,proto3" json:"queued,omitempty"`
+	QueueLimit                 uint32                 `protobuf:"varint,10,opt,name=queue_limit,json=queueLimit,proto3" json:"queue_limit,omitempty"`
+	Fidelity                   uint32                 `protobuf:"varint,11,opt,name=fidelity,proto3" json:"fidelity,omitempty"` // the advertised level, 0..4 (F0..F4)
+	unknownFields              protoimpl.UnknownFields
+	sizeCache                  protoimpl.SizeCache
+}
+
+func (x *MeshnodeModelLoad) Reset() {
+	*x = MeshnodeModelLoad{}
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MeshnodeModelLoad) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MeshnodeModelLoad) ProtoMessage() {}
+
+func (x *MeshnodeModelLoad) ProtoReflect() protoreflect.Message {
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MeshnodeModelLoad.ProtoReflect.Descriptor instead.
+func (*MeshnodeModelLoad) Descriptor() ([]byte, []int) {
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *MeshnodeModelLoad) GetModelName() string {
+	if x != nil {
+		return x.ModelName
+	}
+	return ""
+}
+
+func (x *MeshnodeModelLoad) GetUjPerPromptTokenMilli() uint64 {
+	if x != nil {
+		return x.UjPerPromptTokenMilli
+	}
+	return 0
+}
+
+func (x *MeshnodeModelLoad) GetUjPerOutputTokenMilli() uint64 {
+	if x != nil {
+		return x.UjPerOutputTokenMilli
+	}
+	return 0
+}
+
+func (x *MeshnodeModelLoad) GetEnergyGrade() MeshnodeEnergyGrade {
+	if x != nil {
+		return x.EnergyGrade
+	}
+	return MeshnodeEnergyGrade_MESHNODE_ENERGY_GRADE_UNSPECIFIED
+}
+
+func (x *MeshnodeModelLoad) GetReceipts() uint32 {
+	if x != nil {
+		return x.Receipts
+	}
+	return 0
+}
+
+func (x *MeshnodeModelLoad) GetOutputTokensPerSecondMilli() uint64 {
+	if x != nil {
+		return x.OutputTokensPerSecondMilli
+	}
+	return 0
+}
+
+func (x *MeshnodeModelLoad) GetSlots() uint32 {
+	if x != nil {
+		return x.Slots
+	}
+	return 0
+}
+
+func (x *MeshnodeModelLoad) GetFreeSlots() uint32 {
+	if x != nil {
+		return x.FreeSlots
+	}
+	return 0
+}
+
+func (x *MeshnodeModelLoad) GetQueued() uint32 {
+	if x != nil {
+		return x.Queued
+	}
+	return 0
+}
+
+func (x *MeshnodeModelLoad) GetQueueLimit() uint32 {
+	if x != nil {
+		return x.QueueLimit
+	}
+	return 0
+}
+
+func (x *MeshnodeModelLoad) GetFidelity() uint32 {
+	if x != nil {
+		return x.Fidelity
+	}
+	return 0
+}
+
 // Self-reported head of the announcing peer's append-only log; carried
 // opaquely and never verified by the mesh.
 type ClaimedLogHead struct {
@@ -1371,7 +1561,7 @@ type ClaimedLogHead struct {
 
 func (x *ClaimedLogHead) Reset() {
 	*x = ClaimedLogHead{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[2]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1383,7 +1573,7 @@ func (x *ClaimedLogHead) String() string {
 func (*ClaimedLogHead) ProtoMessage() {}
 
 func (x *ClaimedLogHead) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[2]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1396,7 +1586,7 @@ func (x *ClaimedLogHead) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimedLogHead.ProtoReflect.Descriptor instead.
 func (*ClaimedLogHead) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{2}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ClaimedLogHead) GetLogId() string {
@@ -1454,7 +1644,7 @@ type LightningOffer struct {
 
 func (x *LightningOffer) Reset() {
 	*x = LightningOffer{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[3]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1466,7 +1656,7 @@ func (x *LightningOffer) String() string {
 func (*LightningOffer) ProtoMessage() {}
 
 func (x *LightningOffer) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[3]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1479,7 +1669,7 @@ func (x *LightningOffer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LightningOffer.ProtoReflect.Descriptor instead.
 func (*LightningOffer) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{3}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *LightningOffer) GetModel() string {
@@ -1524,7 +1714,7 @@ type SignedMeshGenesisPolicy struct {
 
 func (x *SignedMeshGenesisPolicy) Reset() {
 	*x = SignedMeshGenesisPolicy{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[4]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1536,7 +1726,7 @@ func (x *SignedMeshGenesisPolicy) String() string {
 func (*SignedMeshGenesisPolicy) ProtoMessage() {}
 
 func (x *SignedMeshGenesisPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[4]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1549,7 +1739,7 @@ func (x *SignedMeshGenesisPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignedMeshGenesisPolicy.ProtoReflect.Descriptor instead.
 func (*SignedMeshGenesisPolicy) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{4}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SignedMeshGenesisPolicy) GetVersion() uint32 {
@@ -1599,7 +1789,7 @@ type MeshGenesisPolicy struct {
 
 func (x *MeshGenesisPolicy) Reset() {
 	*x = MeshGenesisPolicy{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[5]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1611,7 +1801,7 @@ func (x *MeshGenesisPolicy) String() string {
 func (*MeshGenesisPolicy) ProtoMessage() {}
 
 func (x *MeshGenesisPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[5]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1624,7 +1814,7 @@ func (x *MeshGenesisPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MeshGenesisPolicy.ProtoReflect.Descriptor instead.
 func (*MeshGenesisPolicy) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{5}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *MeshGenesisPolicy) GetVersion() uint32 {
@@ -1666,7 +1856,7 @@ type MeshRequirements struct {
 
 func (x *MeshRequirements) Reset() {
 	*x = MeshRequirements{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[6]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1678,7 +1868,7 @@ func (x *MeshRequirements) String() string {
 func (*MeshRequirements) ProtoMessage() {}
 
 func (x *MeshRequirements) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[6]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1691,7 +1881,7 @@ func (x *MeshRequirements) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MeshRequirements.ProtoReflect.Descriptor instead.
 func (*MeshRequirements) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{6}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *MeshRequirements) GetNodeVersion() *NodeVersionBounds {
@@ -1725,7 +1915,7 @@ type NodeVersionBounds struct {
 
 func (x *NodeVersionBounds) Reset() {
 	*x = NodeVersionBounds{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[7]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1737,7 +1927,7 @@ func (x *NodeVersionBounds) String() string {
 func (*NodeVersionBounds) ProtoMessage() {}
 
 func (x *NodeVersionBounds) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[7]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1750,7 +1940,7 @@ func (x *NodeVersionBounds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeVersionBounds.ProtoReflect.Descriptor instead.
 func (*NodeVersionBounds) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{7}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *NodeVersionBounds) GetMin() string {
@@ -1777,7 +1967,7 @@ type ProtocolGenerationBounds struct {
 
 func (x *ProtocolGenerationBounds) Reset() {
 	*x = ProtocolGenerationBounds{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[8]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1789,7 +1979,7 @@ func (x *ProtocolGenerationBounds) String() string {
 func (*ProtocolGenerationBounds) ProtoMessage() {}
 
 func (x *ProtocolGenerationBounds) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[8]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1802,7 +1992,7 @@ func (x *ProtocolGenerationBounds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProtocolGenerationBounds.ProtoReflect.Descriptor instead.
 func (*ProtocolGenerationBounds) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{8}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ProtocolGenerationBounds) GetMin() uint32 {
@@ -1829,7 +2019,7 @@ type ReleaseAttestationRequirement struct {
 
 func (x *ReleaseAttestationRequirement) Reset() {
 	*x = ReleaseAttestationRequirement{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[9]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1841,7 +2031,7 @@ func (x *ReleaseAttestationRequirement) String() string {
 func (*ReleaseAttestationRequirement) ProtoMessage() {}
 
 func (x *ReleaseAttestationRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[9]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1854,7 +2044,7 @@ func (x *ReleaseAttestationRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseAttestationRequirement.ProtoReflect.Descriptor instead.
 func (*ReleaseAttestationRequirement) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{9}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReleaseAttestationRequirement) GetRequired() bool {
@@ -1888,7 +2078,7 @@ type SignedBootstrapToken struct {
 
 func (x *SignedBootstrapToken) Reset() {
 	*x = SignedBootstrapToken{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[10]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1900,7 +2090,7 @@ func (x *SignedBootstrapToken) String() string {
 func (*SignedBootstrapToken) ProtoMessage() {}
 
 func (x *SignedBootstrapToken) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[10]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1913,7 +2103,7 @@ func (x *SignedBootstrapToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignedBootstrapToken.ProtoReflect.Descriptor instead.
 func (*SignedBootstrapToken) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{10}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SignedBootstrapToken) GetVersion() uint32 {
@@ -1998,7 +2188,7 @@ type ReleaseBuildAttestation struct {
 
 func (x *ReleaseBuildAttestation) Reset() {
 	*x = ReleaseBuildAttestation{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[11]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2010,7 +2200,7 @@ func (x *ReleaseBuildAttestation) String() string {
 func (*ReleaseBuildAttestation) ProtoMessage() {}
 
 func (x *ReleaseBuildAttestation) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[11]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2023,7 +2213,7 @@ func (x *ReleaseBuildAttestation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseBuildAttestation.ProtoReflect.Descriptor instead.
 func (*ReleaseBuildAttestation) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{11}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReleaseBuildAttestation) GetVersion() uint32 {
@@ -2119,7 +2309,7 @@ type DirectNodeAdmissionProof struct {
 
 func (x *DirectNodeAdmissionProof) Reset() {
 	*x = DirectNodeAdmissionProof{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[12]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2131,7 +2321,7 @@ func (x *DirectNodeAdmissionProof) String() string {
 func (*DirectNodeAdmissionProof) ProtoMessage() {}
 
 func (x *DirectNodeAdmissionProof) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[12]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2144,7 +2334,7 @@ func (x *DirectNodeAdmissionProof) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DirectNodeAdmissionProof.ProtoReflect.Descriptor instead.
 func (*DirectNodeAdmissionProof) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{12}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DirectNodeAdmissionProof) GetVersion() uint32 {
@@ -2214,7 +2404,7 @@ type AdvertisedModelThroughput struct {
 
 func (x *AdvertisedModelThroughput) Reset() {
 	*x = AdvertisedModelThroughput{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[13]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2226,7 +2416,7 @@ func (x *AdvertisedModelThroughput) String() string {
 func (*AdvertisedModelThroughput) ProtoMessage() {}
 
 func (x *AdvertisedModelThroughput) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[13]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2239,7 +2429,7 @@ func (x *AdvertisedModelThroughput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdvertisedModelThroughput.ProtoReflect.Descriptor instead.
 func (*AdvertisedModelThroughput) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{13}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AdvertisedModelThroughput) GetModelName() string {
@@ -2277,7 +2467,7 @@ type CacheAffinityAdvertisement struct {
 
 func (x *CacheAffinityAdvertisement) Reset() {
 	*x = CacheAffinityAdvertisement{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[14]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2289,7 +2479,7 @@ func (x *CacheAffinityAdvertisement) String() string {
 func (*CacheAffinityAdvertisement) ProtoMessage() {}
 
 func (x *CacheAffinityAdvertisement) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[14]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2302,7 +2492,7 @@ func (x *CacheAffinityAdvertisement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CacheAffinityAdvertisement.ProtoReflect.Descriptor instead.
 func (*CacheAffinityAdvertisement) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{14}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CacheAffinityAdvertisement) GetSalt() []byte {
@@ -2356,7 +2546,7 @@ type CacheAffinityEntry struct {
 
 func (x *CacheAffinityEntry) Reset() {
 	*x = CacheAffinityEntry{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[15]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2368,7 +2558,7 @@ func (x *CacheAffinityEntry) String() string {
 func (*CacheAffinityEntry) ProtoMessage() {}
 
 func (x *CacheAffinityEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[15]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2381,7 +2571,7 @@ func (x *CacheAffinityEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CacheAffinityEntry.ProtoReflect.Descriptor instead.
 func (*CacheAffinityEntry) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{15}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CacheAffinityEntry) GetModelName() string {
@@ -2452,7 +2642,7 @@ type MeshSubprotocol struct {
 
 func (x *MeshSubprotocol) Reset() {
 	*x = MeshSubprotocol{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[16]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2464,7 +2654,7 @@ func (x *MeshSubprotocol) String() string {
 func (*MeshSubprotocol) ProtoMessage() {}
 
 func (x *MeshSubprotocol) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[16]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2477,7 +2667,7 @@ func (x *MeshSubprotocol) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MeshSubprotocol.ProtoReflect.Descriptor instead.
 func (*MeshSubprotocol) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{16}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *MeshSubprotocol) GetName() string {
@@ -2514,7 +2704,7 @@ type MeshSubprotocolOpen struct {
 
 func (x *MeshSubprotocolOpen) Reset() {
 	*x = MeshSubprotocolOpen{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[17]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2526,7 +2716,7 @@ func (x *MeshSubprotocolOpen) String() string {
 func (*MeshSubprotocolOpen) ProtoMessage() {}
 
 func (x *MeshSubprotocolOpen) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[17]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2539,7 +2729,7 @@ func (x *MeshSubprotocolOpen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MeshSubprotocolOpen.ProtoReflect.Descriptor instead.
 func (*MeshSubprotocolOpen) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{17}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *MeshSubprotocolOpen) GetGen() uint32 {
@@ -2577,7 +2767,7 @@ type HardwareInfo struct {
 
 func (x *HardwareInfo) Reset() {
 	*x = HardwareInfo{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[18]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2589,7 +2779,7 @@ func (x *HardwareInfo) String() string {
 func (*HardwareInfo) ProtoMessage() {}
 
 func (x *HardwareInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[18]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2602,7 +2792,7 @@ func (x *HardwareInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HardwareInfo.ProtoReflect.Descriptor instead.
 func (*HardwareInfo) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{18}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *HardwareInfo) GetIsSoc() bool {
@@ -2647,7 +2837,7 @@ type GpuInfo struct {
 
 func (x *GpuInfo) Reset() {
 	*x = GpuInfo{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[19]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2659,7 +2849,7 @@ func (x *GpuInfo) String() string {
 func (*GpuInfo) ProtoMessage() {}
 
 func (x *GpuInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[19]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2672,7 +2862,7 @@ func (x *GpuInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GpuInfo.ProtoReflect.Descriptor instead.
 func (*GpuInfo) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{19}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GpuInfo) GetName() string {
@@ -2732,7 +2922,7 @@ type MemoryInfo struct {
 
 func (x *MemoryInfo) Reset() {
 	*x = MemoryInfo{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[20]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2744,7 +2934,7 @@ func (x *MemoryInfo) String() string {
 func (*MemoryInfo) ProtoMessage() {}
 
 func (x *MemoryInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[20]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2757,7 +2947,7 @@ func (x *MemoryInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemoryInfo.ProtoReflect.Descriptor instead.
 func (*MemoryInfo) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{20}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *MemoryInfo) GetTotalBytes() uint64 {
@@ -2828,7 +3018,7 @@ type SignedNodeOwnership struct {
 
 func (x *SignedNodeOwnership) Reset() {
 	*x = SignedNodeOwnership{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[21]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2840,7 +3030,7 @@ func (x *SignedNodeOwnership) String() string {
 func (*SignedNodeOwnership) ProtoMessage() {}
 
 func (x *SignedNodeOwnership) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[21]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2853,7 +3043,7 @@ func (x *SignedNodeOwnership) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignedNodeOwnership.ProtoReflect.Descriptor instead.
 func (*SignedNodeOwnership) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{21}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SignedNodeOwnership) GetVersion() uint32 {
@@ -2940,7 +3130,7 @@ type ServedModelDescriptor struct {
 
 func (x *ServedModelDescriptor) Reset() {
 	*x = ServedModelDescriptor{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[22]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2952,7 +3142,7 @@ func (x *ServedModelDescriptor) String() string {
 func (*ServedModelDescriptor) ProtoMessage() {}
 
 func (x *ServedModelDescriptor) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[22]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2965,7 +3155,7 @@ func (x *ServedModelDescriptor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServedModelDescriptor.ProtoReflect.Descriptor instead.
 func (*ServedModelDescriptor) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{22}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ServedModelDescriptor) GetIdentity() *ServedModelIdentity {
@@ -3024,7 +3214,7 @@ type ServedModelMetadata struct {
 
 func (x *ServedModelMetadata) Reset() {
 	*x = ServedModelMetadata{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[23]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3036,7 +3226,7 @@ func (x *ServedModelMetadata) String() string {
 func (*ServedModelMetadata) ProtoMessage() {}
 
 func (x *ServedModelMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[23]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3049,7 +3239,7 @@ func (x *ServedModelMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServedModelMetadata.ProtoReflect.Descriptor instead.
 func (*ServedModelMetadata) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{23}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ServedModelMetadata) GetArchitecture() string {
@@ -3160,7 +3350,7 @@ type ServedModelIdentity struct {
 
 func (x *ServedModelIdentity) Reset() {
 	*x = ServedModelIdentity{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[24]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3172,7 +3362,7 @@ func (x *ServedModelIdentity) String() string {
 func (*ServedModelIdentity) ProtoMessage() {}
 
 func (x *ServedModelIdentity) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[24]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3185,7 +3375,7 @@ func (x *ServedModelIdentity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServedModelIdentity.ProtoReflect.Descriptor instead.
 func (*ServedModelIdentity) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{24}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ServedModelIdentity) GetModelName() string {
@@ -3265,7 +3455,7 @@ type ModelCapabilities struct {
 
 func (x *ModelCapabilities) Reset() {
 	*x = ModelCapabilities{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[25]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3277,7 +3467,7 @@ func (x *ModelCapabilities) String() string {
 func (*ModelCapabilities) ProtoMessage() {}
 
 func (x *ModelCapabilities) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[25]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3290,7 +3480,7 @@ func (x *ModelCapabilities) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelCapabilities.ProtoReflect.Descriptor instead.
 func (*ModelCapabilities) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{25}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ModelCapabilities) GetVision() CapabilityLevel {
@@ -3344,7 +3534,7 @@ type ModelTopology struct {
 
 func (x *ModelTopology) Reset() {
 	*x = ModelTopology{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[26]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3356,7 +3546,7 @@ func (x *ModelTopology) String() string {
 func (*ModelTopology) ProtoMessage() {}
 
 func (x *ModelTopology) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[26]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3369,7 +3559,7 @@ func (x *ModelTopology) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelTopology.ProtoReflect.Descriptor instead.
 func (*ModelTopology) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{26}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ModelTopology) GetMoe() *ModelMoeInfo {
@@ -3391,7 +3581,7 @@ type ModelRuntimeDescriptor struct {
 
 func (x *ModelRuntimeDescriptor) Reset() {
 	*x = ModelRuntimeDescriptor{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[27]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3403,7 +3593,7 @@ func (x *ModelRuntimeDescriptor) String() string {
 func (*ModelRuntimeDescriptor) ProtoMessage() {}
 
 func (x *ModelRuntimeDescriptor) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[27]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3416,7 +3606,7 @@ func (x *ModelRuntimeDescriptor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelRuntimeDescriptor.ProtoReflect.Descriptor instead.
 func (*ModelRuntimeDescriptor) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{27}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ModelRuntimeDescriptor) GetModelName() string {
@@ -3465,7 +3655,7 @@ type ModelMoeInfo struct {
 
 func (x *ModelMoeInfo) Reset() {
 	*x = ModelMoeInfo{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[28]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3477,7 +3667,7 @@ func (x *ModelMoeInfo) String() string {
 func (*ModelMoeInfo) ProtoMessage() {}
 
 func (x *ModelMoeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[28]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3490,7 +3680,7 @@ func (x *ModelMoeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelMoeInfo.ProtoReflect.Descriptor instead.
 func (*ModelMoeInfo) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{28}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ModelMoeInfo) GetExpertCount() uint32 {
@@ -3592,7 +3782,7 @@ type CompactModelMetadata struct {
 
 func (x *CompactModelMetadata) Reset() {
 	*x = CompactModelMetadata{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[29]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3604,7 +3794,7 @@ func (x *CompactModelMetadata) String() string {
 func (*CompactModelMetadata) ProtoMessage() {}
 
 func (x *CompactModelMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[29]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3617,7 +3807,7 @@ func (x *CompactModelMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactModelMetadata.ProtoReflect.Descriptor instead.
 func (*CompactModelMetadata) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{29}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CompactModelMetadata) GetModelKey() string {
@@ -3770,7 +3960,7 @@ type SpecialToken struct {
 
 func (x *SpecialToken) Reset() {
 	*x = SpecialToken{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[30]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3782,7 +3972,7 @@ func (x *SpecialToken) String() string {
 func (*SpecialToken) ProtoMessage() {}
 
 func (x *SpecialToken) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[30]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3795,7 +3985,7 @@ func (x *SpecialToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpecialToken.ProtoReflect.Descriptor instead.
 func (*SpecialToken) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{30}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SpecialToken) GetName() string {
@@ -3823,7 +4013,7 @@ type ExpertsSummary struct {
 
 func (x *ExpertsSummary) Reset() {
 	*x = ExpertsSummary{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[31]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3835,7 +4025,7 @@ func (x *ExpertsSummary) String() string {
 func (*ExpertsSummary) ProtoMessage() {}
 
 func (x *ExpertsSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[31]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3848,7 +4038,7 @@ func (x *ExpertsSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpertsSummary.ProtoReflect.Descriptor instead.
 func (*ExpertsSummary) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{31}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ExpertsSummary) GetTotalExperts() uint32 {
@@ -3883,7 +4073,7 @@ type ModelDemandEntry struct {
 
 func (x *ModelDemandEntry) Reset() {
 	*x = ModelDemandEntry{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[32]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3895,7 +4085,7 @@ func (x *ModelDemandEntry) String() string {
 func (*ModelDemandEntry) ProtoMessage() {}
 
 func (x *ModelDemandEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[32]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3908,7 +4098,7 @@ func (x *ModelDemandEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelDemandEntry.ProtoReflect.Descriptor instead.
 func (*ModelDemandEntry) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{32}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ModelDemandEntry) GetModelName() string {
@@ -3943,7 +4133,7 @@ type TunnelMap struct {
 
 func (x *TunnelMap) Reset() {
 	*x = TunnelMap{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[33]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3955,7 +4145,7 @@ func (x *TunnelMap) String() string {
 func (*TunnelMap) ProtoMessage() {}
 
 func (x *TunnelMap) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[33]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3968,7 +4158,7 @@ func (x *TunnelMap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TunnelMap.ProtoReflect.Descriptor instead.
 func (*TunnelMap) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{33}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *TunnelMap) GetOwnerPeerId() []byte {
@@ -3996,7 +4186,7 @@ type TunnelEntry struct {
 
 func (x *TunnelEntry) Reset() {
 	*x = TunnelEntry{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[34]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4008,7 +4198,7 @@ func (x *TunnelEntry) String() string {
 func (*TunnelEntry) ProtoMessage() {}
 
 func (x *TunnelEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[34]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4021,7 +4211,7 @@ func (x *TunnelEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TunnelEntry.ProtoReflect.Descriptor instead.
 func (*TunnelEntry) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{34}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *TunnelEntry) GetTargetPeerId() []byte {
@@ -4057,7 +4247,7 @@ type RouteTableRequest struct {
 
 func (x *RouteTableRequest) Reset() {
 	*x = RouteTableRequest{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[35]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4069,7 +4259,7 @@ func (x *RouteTableRequest) String() string {
 func (*RouteTableRequest) ProtoMessage() {}
 
 func (x *RouteTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[35]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4082,7 +4272,7 @@ func (x *RouteTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteTableRequest.ProtoReflect.Descriptor instead.
 func (*RouteTableRequest) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{35}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RouteTableRequest) GetRequesterId() []byte {
@@ -4110,7 +4300,7 @@ type RouteTable struct {
 
 func (x *RouteTable) Reset() {
 	*x = RouteTable{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[36]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4122,7 +4312,7 @@ func (x *RouteTable) String() string {
 func (*RouteTable) ProtoMessage() {}
 
 func (x *RouteTable) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[36]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4135,7 +4325,7 @@ func (x *RouteTable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteTable.ProtoReflect.Descriptor instead.
 func (*RouteTable) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{36}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RouteTable) GetEntries() []*RouteEntry {
@@ -4169,7 +4359,7 @@ type RouteEntry struct {
 
 func (x *RouteEntry) Reset() {
 	*x = RouteEntry{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[37]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4181,7 +4371,7 @@ func (x *RouteEntry) String() string {
 func (*RouteEntry) ProtoMessage() {}
 
 func (x *RouteEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[37]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4194,7 +4384,7 @@ func (x *RouteEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteEntry.ProtoReflect.Descriptor instead.
 func (*RouteEntry) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{37}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RouteEntry) GetEndpointId() []byte {
@@ -4222,7 +4412,7 @@ type PeerDown struct {
 
 func (x *PeerDown) Reset() {
 	*x = PeerDown{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[38]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4234,7 +4424,7 @@ func (x *PeerDown) String() string {
 func (*PeerDown) ProtoMessage() {}
 
 func (x *PeerDown) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[38]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4247,7 +4437,7 @@ func (x *PeerDown) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerDown.ProtoReflect.Descriptor instead.
 func (*PeerDown) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{38}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PeerDown) GetPeerId() []byte {
@@ -4275,7 +4465,7 @@ type PeerLeaving struct {
 
 func (x *PeerLeaving) Reset() {
 	*x = PeerLeaving{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[39]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4287,7 +4477,7 @@ func (x *PeerLeaving) String() string {
 func (*PeerLeaving) ProtoMessage() {}
 
 func (x *PeerLeaving) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[39]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4300,7 +4490,7 @@ func (x *PeerLeaving) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerLeaving.ProtoReflect.Descriptor instead.
 func (*PeerLeaving) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{39}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *PeerLeaving) GetPeerId() []byte {
@@ -4329,7 +4519,7 @@ type DirectPathRequest struct {
 
 func (x *DirectPathRequest) Reset() {
 	*x = DirectPathRequest{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[40]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4341,7 +4531,7 @@ func (x *DirectPathRequest) String() string {
 func (*DirectPathRequest) ProtoMessage() {}
 
 func (x *DirectPathRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[40]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4354,7 +4544,7 @@ func (x *DirectPathRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DirectPathRequest.ProtoReflect.Descriptor instead.
 func (*DirectPathRequest) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{40}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DirectPathRequest) GetRequesterId() []byte {
@@ -4394,7 +4584,7 @@ type NodeConfigSnapshot struct {
 
 func (x *NodeConfigSnapshot) Reset() {
 	*x = NodeConfigSnapshot{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[41]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4406,7 +4596,7 @@ func (x *NodeConfigSnapshot) String() string {
 func (*NodeConfigSnapshot) ProtoMessage() {}
 
 func (x *NodeConfigSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[41]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4419,7 +4609,7 @@ func (x *NodeConfigSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeConfigSnapshot.ProtoReflect.Descriptor instead.
 func (*NodeConfigSnapshot) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{41}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *NodeConfigSnapshot) GetVersion() uint32 {
@@ -4480,7 +4670,7 @@ type NodeGpuConfig struct {
 
 func (x *NodeGpuConfig) Reset() {
 	*x = NodeGpuConfig{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[42]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4492,7 +4682,7 @@ func (x *NodeGpuConfig) String() string {
 func (*NodeGpuConfig) ProtoMessage() {}
 
 func (x *NodeGpuConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[42]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4505,7 +4695,7 @@ func (x *NodeGpuConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeGpuConfig.ProtoReflect.Descriptor instead.
 func (*NodeGpuConfig) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{42}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *NodeGpuConfig) GetAssignment() GpuAssignment {
@@ -4526,7 +4716,7 @@ type ConfiguredModelRef struct {
 
 func (x *ConfiguredModelRef) Reset() {
 	*x = ConfiguredModelRef{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[43]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4538,7 +4728,7 @@ func (x *ConfiguredModelRef) String() string {
 func (*ConfiguredModelRef) ProtoMessage() {}
 
 func (x *ConfiguredModelRef) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[43]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4551,7 +4741,7 @@ func (x *ConfiguredModelRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfiguredModelRef.ProtoReflect.Descriptor instead.
 func (*ConfiguredModelRef) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{43}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ConfiguredModelRef) GetDeclaredRef() string {
@@ -4589,7 +4779,7 @@ type NodeModelEntry struct {
 
 func (x *NodeModelEntry) Reset() {
 	*x = NodeModelEntry{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[44]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4601,7 +4791,7 @@ func (x *NodeModelEntry) String() string {
 func (*NodeModelEntry) ProtoMessage() {}
 
 func (x *NodeModelEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[44]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4614,7 +4804,7 @@ func (x *NodeModelEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeModelEntry.ProtoReflect.Descriptor instead.
 func (*NodeModelEntry) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{44}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *NodeModelEntry) GetModel() string {
@@ -4671,7 +4861,7 @@ type NodePluginEntry struct {
 
 func (x *NodePluginEntry) Reset() {
 	*x = NodePluginEntry{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[45]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4683,7 +4873,7 @@ func (x *NodePluginEntry) String() string {
 func (*NodePluginEntry) ProtoMessage() {}
 
 func (x *NodePluginEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[45]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4696,7 +4886,7 @@ func (x *NodePluginEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodePluginEntry.ProtoReflect.Descriptor instead.
 func (*NodePluginEntry) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{45}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *NodePluginEntry) GetName() string {
@@ -4743,7 +4933,7 @@ type ConfigDiagnostic struct {
 
 func (x *ConfigDiagnostic) Reset() {
 	*x = ConfigDiagnostic{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[46]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4755,7 +4945,7 @@ func (x *ConfigDiagnostic) String() string {
 func (*ConfigDiagnostic) ProtoMessage() {}
 
 func (x *ConfigDiagnostic) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[46]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4768,7 +4958,7 @@ func (x *ConfigDiagnostic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigDiagnostic.ProtoReflect.Descriptor instead.
 func (*ConfigDiagnostic) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{46}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ConfigDiagnostic) GetCode() ConfigDiagnosticCode {
@@ -4843,7 +5033,7 @@ type OwnerControlEnvelope struct {
 
 func (x *OwnerControlEnvelope) Reset() {
 	*x = OwnerControlEnvelope{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[47]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4855,7 +5045,7 @@ func (x *OwnerControlEnvelope) String() string {
 func (*OwnerControlEnvelope) ProtoMessage() {}
 
 func (x *OwnerControlEnvelope) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[47]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4868,7 +5058,7 @@ func (x *OwnerControlEnvelope) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerControlEnvelope.ProtoReflect.Descriptor instead.
 func (*OwnerControlEnvelope) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{47}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *OwnerControlEnvelope) GetGen() uint32 {
@@ -4915,7 +5105,7 @@ type OwnerControlHandshake struct {
 
 func (x *OwnerControlHandshake) Reset() {
 	*x = OwnerControlHandshake{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[48]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4927,7 +5117,7 @@ func (x *OwnerControlHandshake) String() string {
 func (*OwnerControlHandshake) ProtoMessage() {}
 
 func (x *OwnerControlHandshake) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[48]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4940,7 +5130,7 @@ func (x *OwnerControlHandshake) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerControlHandshake.ProtoReflect.Descriptor instead.
 func (*OwnerControlHandshake) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{48}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *OwnerControlHandshake) GetOwnership() *SignedNodeOwnership {
@@ -4967,7 +5157,7 @@ type OwnerControlRequest struct {
 
 func (x *OwnerControlRequest) Reset() {
 	*x = OwnerControlRequest{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[49]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4979,7 +5169,7 @@ func (x *OwnerControlRequest) String() string {
 func (*OwnerControlRequest) ProtoMessage() {}
 
 func (x *OwnerControlRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[49]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4992,7 +5182,7 @@ func (x *OwnerControlRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerControlRequest.ProtoReflect.Descriptor instead.
 func (*OwnerControlRequest) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{49}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *OwnerControlRequest) GetRequestId() uint64 {
@@ -5075,7 +5265,7 @@ type OwnerControlResponse struct {
 
 func (x *OwnerControlResponse) Reset() {
 	*x = OwnerControlResponse{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[50]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5087,7 +5277,7 @@ func (x *OwnerControlResponse) String() string {
 func (*OwnerControlResponse) ProtoMessage() {}
 
 func (x *OwnerControlResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[50]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5100,7 +5290,7 @@ func (x *OwnerControlResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerControlResponse.ProtoReflect.Descriptor instead.
 func (*OwnerControlResponse) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{50}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *OwnerControlResponse) GetRequestId() uint64 {
@@ -5178,7 +5368,7 @@ type OwnerControlError struct {
 
 func (x *OwnerControlError) Reset() {
 	*x = OwnerControlError{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[51]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5190,7 +5380,7 @@ func (x *OwnerControlError) String() string {
 func (*OwnerControlError) ProtoMessage() {}
 
 func (x *OwnerControlError) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[51]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5203,7 +5393,7 @@ func (x *OwnerControlError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerControlError.ProtoReflect.Descriptor instead.
 func (*OwnerControlError) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{51}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *OwnerControlError) GetCode() OwnerControlErrorCode {
@@ -5244,7 +5434,7 @@ type OwnerControlGetConfigRequest struct {
 
 func (x *OwnerControlGetConfigRequest) Reset() {
 	*x = OwnerControlGetConfigRequest{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[52]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5256,7 +5446,7 @@ func (x *OwnerControlGetConfigRequest) String() string {
 func (*OwnerControlGetConfigRequest) ProtoMessage() {}
 
 func (x *OwnerControlGetConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[52]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5269,7 +5459,7 @@ func (x *OwnerControlGetConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerControlGetConfigRequest.ProtoReflect.Descriptor instead.
 func (*OwnerControlGetConfigRequest) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{52}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *OwnerControlGetConfigRequest) GetRequesterNodeId() []byte {
@@ -5295,7 +5485,7 @@ type OwnerControlGetConfigResponse struct {
 
 func (x *OwnerControlGetConfigResponse) Reset() {
 	*x = OwnerControlGetConfigResponse{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[53]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5307,7 +5497,7 @@ func (x *OwnerControlGetConfigResponse) String() string {
 func (*OwnerControlGetConfigResponse) ProtoMessage() {}
 
 func (x *OwnerControlGetConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[53]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5320,7 +5510,7 @@ func (x *OwnerControlGetConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerControlGetConfigResponse.ProtoReflect.Descriptor instead.
 func (*OwnerControlGetConfigResponse) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{53}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *OwnerControlGetConfigResponse) GetSnapshot() *OwnerControlConfigSnapshot {
@@ -5341,7 +5531,7 @@ type OwnerControlWatchConfigRequest struct {
 
 func (x *OwnerControlWatchConfigRequest) Reset() {
 	*x = OwnerControlWatchConfigRequest{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[54]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5353,7 +5543,7 @@ func (x *OwnerControlWatchConfigRequest) String() string {
 func (*OwnerControlWatchConfigRequest) ProtoMessage() {}
 
 func (x *OwnerControlWatchConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[54]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5366,7 +5556,7 @@ func (x *OwnerControlWatchConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerControlWatchConfigRequest.ProtoReflect.Descriptor instead.
 func (*OwnerControlWatchConfigRequest) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{54}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *OwnerControlWatchConfigRequest) GetRequesterNodeId() []byte {
@@ -5401,7 +5591,7 @@ type OwnerControlWatchConfigResponse struct {
 
 func (x *OwnerControlWatchConfigResponse) Reset() {
 	*x = OwnerControlWatchConfigResponse{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[55]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5413,7 +5603,7 @@ func (x *OwnerControlWatchConfigResponse) String() string {
 func (*OwnerControlWatchConfigResponse) ProtoMessage() {}
 
 func (x *OwnerControlWatchConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[55]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5426,7 +5616,7 @@ func (x *OwnerControlWatchConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerControlWatchConfigResponse.ProtoReflect.Descriptor instead.
 func (*OwnerControlWatchConfigResponse) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{55}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *OwnerControlWatchConfigResponse) GetAccepted() *OwnerControlWatchAccepted {
@@ -5459,7 +5649,7 @@ type OwnerControlWatchAccepted struct {
 
 func (x *OwnerControlWatchAccepted) Reset() {
 	*x = OwnerControlWatchAccepted{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[56]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5471,7 +5661,7 @@ func (x *OwnerControlWatchAccepted) String() string {
 func (*OwnerControlWatchAccepted) ProtoMessage() {}
 
 func (x *OwnerControlWatchAccepted) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[56]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5484,7 +5674,7 @@ func (x *OwnerControlWatchAccepted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerControlWatchAccepted.ProtoReflect.Descriptor instead.
 func (*OwnerControlWatchAccepted) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{56}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *OwnerControlWatchAccepted) GetTargetNodeId() []byte {
@@ -5506,7 +5696,7 @@ type OwnerControlApplyConfigRequest struct {
 
 func (x *OwnerControlApplyConfigRequest) Reset() {
 	*x = OwnerControlApplyConfigRequest{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[57]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5518,7 +5708,7 @@ func (x *OwnerControlApplyConfigRequest) String() string {
 func (*OwnerControlApplyConfigRequest) ProtoMessage() {}
 
 func (x *OwnerControlApplyConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[57]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5531,7 +5721,7 @@ func (x *OwnerControlApplyConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerControlApplyConfigRequest.ProtoReflect.Descriptor instead.
 func (*OwnerControlApplyConfigRequest) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{57}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *OwnerControlApplyConfigRequest) GetRequesterNodeId() []byte {
@@ -5576,7 +5766,7 @@ type OwnerControlApplyConfigResponse struct {
 
 func (x *OwnerControlApplyConfigResponse) Reset() {
 	*x = OwnerControlApplyConfigResponse{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[58]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5588,7 +5778,7 @@ func (x *OwnerControlApplyConfigResponse) String() string {
 func (*OwnerControlApplyConfigResponse) ProtoMessage() {}
 
 func (x *OwnerControlApplyConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[58]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5601,7 +5791,7 @@ func (x *OwnerControlApplyConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerControlApplyConfigResponse.ProtoReflect.Descriptor instead.
 func (*OwnerControlApplyConfigResponse) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{58}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *OwnerControlApplyConfigResponse) GetSuccess() bool {
@@ -5656,7 +5846,7 @@ type OwnerControlRefreshInventoryRequest struct {
 
 func (x *OwnerControlRefreshInventoryRequest) Reset() {
 	*x = OwnerControlRefreshInventoryRequest{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[59]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5668,7 +5858,7 @@ func (x *OwnerControlRefreshInventoryRequest) String() string {
 func (*OwnerControlRefreshInventoryRequest) ProtoMessage() {}
 
 func (x *OwnerControlRefreshInventoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[59]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5681,7 +5871,7 @@ func (x *OwnerControlRefreshInventoryRequest) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use OwnerControlRefreshInventoryRequest.ProtoReflect.Descriptor instead.
 func (*OwnerControlRefreshInventoryRequest) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{59}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *OwnerControlRefreshInventoryRequest) GetRequesterNodeId() []byte {
@@ -5708,7 +5898,7 @@ type OwnerControlModelRef struct {
 
 func (x *OwnerControlModelRef) Reset() {
 	*x = OwnerControlModelRef{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[60]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5720,7 +5910,7 @@ func (x *OwnerControlModelRef) String() string {
 func (*OwnerControlModelRef) ProtoMessage() {}
 
 func (x *OwnerControlModelRef) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[60]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5733,7 +5923,7 @@ func (x *OwnerControlModelRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerControlModelRef.ProtoReflect.Descriptor instead.
 func (*OwnerControlModelRef) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{60}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *OwnerControlModelRef) GetCanonicalModelRef() string {
@@ -5762,7 +5952,7 @@ type OwnerControlLoadModelRequest struct {
 
 func (x *OwnerControlLoadModelRequest) Reset() {
 	*x = OwnerControlLoadModelRequest{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[61]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5774,7 +5964,7 @@ func (x *OwnerControlLoadModelRequest) String() string {
 func (*OwnerControlLoadModelRequest) ProtoMessage() {}
 
 func (x *OwnerControlLoadModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[61]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5787,7 +5977,7 @@ func (x *OwnerControlLoadModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerControlLoadModelRequest.ProtoReflect.Descriptor instead.
 func (*OwnerControlLoadModelRequest) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{61}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *OwnerControlLoadModelRequest) GetRequesterNodeId() []byte {
@@ -5829,7 +6019,7 @@ type OwnerControlUnloadModelRequest struct {
 
 func (x *OwnerControlUnloadModelRequest) Reset() {
 	*x = OwnerControlUnloadModelRequest{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[62]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5841,7 +6031,7 @@ func (x *OwnerControlUnloadModelRequest) String() string {
 func (*OwnerControlUnloadModelRequest) ProtoMessage() {}
 
 func (x *OwnerControlUnloadModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[62]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5854,7 +6044,7 @@ func (x *OwnerControlUnloadModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerControlUnloadModelRequest.ProtoReflect.Descriptor instead.
 func (*OwnerControlUnloadModelRequest) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{62}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *OwnerControlUnloadModelRequest) GetRequesterNodeId() []byte {
@@ -5890,7 +6080,7 @@ type OwnerControlEnsureModelRequest struct {
 
 func (x *OwnerControlEnsureModelRequest) Reset() {
 	*x = OwnerControlEnsureModelRequest{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[63]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5902,7 +6092,7 @@ func (x *OwnerControlEnsureModelRequest) String() string {
 func (*OwnerControlEnsureModelRequest) ProtoMessage() {}
 
 func (x *OwnerControlEnsureModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[63]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5915,7 +6105,7 @@ func (x *OwnerControlEnsureModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerControlEnsureModelRequest.ProtoReflect.Descriptor instead.
 func (*OwnerControlEnsureModelRequest) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{63}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *OwnerControlEnsureModelRequest) GetRequesterNodeId() []byte {
@@ -5958,7 +6148,7 @@ type OwnerControlDrainModelRequest struct {
 
 func (x *OwnerControlDrainModelRequest) Reset() {
 	*x = OwnerControlDrainModelRequest{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[64]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5970,7 +6160,7 @@ func (x *OwnerControlDrainModelRequest) String() string {
 func (*OwnerControlDrainModelRequest) ProtoMessage() {}
 
 func (x *OwnerControlDrainModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[64]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5983,7 +6173,7 @@ func (x *OwnerControlDrainModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerControlDrainModelRequest.ProtoReflect.Descriptor instead.
 func (*OwnerControlDrainModelRequest) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{64}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *OwnerControlDrainModelRequest) GetRequesterNodeId() []byte {
@@ -6025,7 +6215,7 @@ type OwnerControlLoadModelResponse struct {
 
 func (x *OwnerControlLoadModelResponse) Reset() {
 	*x = OwnerControlLoadModelResponse{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[65]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6037,7 +6227,7 @@ func (x *OwnerControlLoadModelResponse) String() string {
 func (*OwnerControlLoadModelResponse) ProtoMessage() {}
 
 func (x *OwnerControlLoadModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[65]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6050,7 +6240,7 @@ func (x *OwnerControlLoadModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerControlLoadModelResponse.ProtoReflect.Descriptor instead.
 func (*OwnerControlLoadModelResponse) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{65}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *OwnerControlLoadModelResponse) GetIntentId() string {
@@ -6085,7 +6275,7 @@ type OwnerControlUnloadModelResponse struct {
 
 func (x *OwnerControlUnloadModelResponse) Reset() {
 	*x = OwnerControlUnloadModelResponse{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[66]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6097,7 +6287,7 @@ func (x *OwnerControlUnloadModelResponse) String() string {
 func (*OwnerControlUnloadModelResponse) ProtoMessage() {}
 
 func (x *OwnerControlUnloadModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[66]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6110,7 +6300,7 @@ func (x *OwnerControlUnloadModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerControlUnloadModelResponse.ProtoReflect.Descriptor instead.
 func (*OwnerControlUnloadModelResponse) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{66}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *OwnerControlUnloadModelResponse) GetIntentId() string {
@@ -6145,7 +6335,7 @@ type OwnerControlEnsureModelResponse struct {
 
 func (x *OwnerControlEnsureModelResponse) Reset() {
 	*x = OwnerControlEnsureModelResponse{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[67]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6157,7 +6347,7 @@ func (x *OwnerControlEnsureModelResponse) String() string {
 func (*OwnerControlEnsureModelResponse) ProtoMessage() {}
 
 func (x *OwnerControlEnsureModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[67]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6170,7 +6360,7 @@ func (x *OwnerControlEnsureModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerControlEnsureModelResponse.ProtoReflect.Descriptor instead.
 func (*OwnerControlEnsureModelResponse) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{67}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *OwnerControlEnsureModelResponse) GetIntentId() string {
@@ -6205,7 +6395,7 @@ type OwnerControlDrainModelResponse struct {
 
 func (x *OwnerControlDrainModelResponse) Reset() {
 	*x = OwnerControlDrainModelResponse{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[68]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6217,7 +6407,7 @@ func (x *OwnerControlDrainModelResponse) String() string {
 func (*OwnerControlDrainModelResponse) ProtoMessage() {}
 
 func (x *OwnerControlDrainModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[68]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6230,7 +6420,7 @@ func (x *OwnerControlDrainModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerControlDrainModelResponse.ProtoReflect.Descriptor instead.
 func (*OwnerControlDrainModelResponse) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{68}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *OwnerControlDrainModelResponse) GetIntentId() string {
@@ -6264,7 +6454,7 @@ type OwnerControlRefreshInventoryResponse struct {
 
 func (x *OwnerControlRefreshInventoryResponse) Reset() {
 	*x = OwnerControlRefreshInventoryResponse{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[69]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6276,7 +6466,7 @@ func (x *OwnerControlRefreshInventoryResponse) String() string {
 func (*OwnerControlRefreshInventoryResponse) ProtoMessage() {}
 
 func (x *OwnerControlRefreshInventoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[69]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6289,7 +6479,7 @@ func (x *OwnerControlRefreshInventoryResponse) ProtoReflect() protoreflect.Messa
 
 // Deprecated: Use OwnerControlRefreshInventoryResponse.ProtoReflect.Descriptor instead.
 func (*OwnerControlRefreshInventoryResponse) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{69}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *OwnerControlRefreshInventoryResponse) GetSnapshot() *OwnerControlConfigSnapshot {
@@ -6316,7 +6506,7 @@ type OwnerControlRefreshInventory struct {
 
 func (x *OwnerControlRefreshInventory) Reset() {
 	*x = OwnerControlRefreshInventory{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[70]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6328,7 +6518,7 @@ func (x *OwnerControlRefreshInventory) String() string {
 func (*OwnerControlRefreshInventory) ProtoMessage() {}
 
 func (x *OwnerControlRefreshInventory) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[70]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6341,7 +6531,7 @@ func (x *OwnerControlRefreshInventory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerControlRefreshInventory.ProtoReflect.Descriptor instead.
 func (*OwnerControlRefreshInventory) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{70}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *OwnerControlRefreshInventory) GetEntries() []*OwnerControlInventoryEntry {
@@ -6370,7 +6560,7 @@ type OwnerControlInventoryEntry struct {
 
 func (x *OwnerControlInventoryEntry) Reset() {
 	*x = OwnerControlInventoryEntry{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[71]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6382,7 +6572,7 @@ func (x *OwnerControlInventoryEntry) String() string {
 func (*OwnerControlInventoryEntry) ProtoMessage() {}
 
 func (x *OwnerControlInventoryEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[71]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6395,7 +6585,7 @@ func (x *OwnerControlInventoryEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerControlInventoryEntry.ProtoReflect.Descriptor instead.
 func (*OwnerControlInventoryEntry) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{71}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *OwnerControlInventoryEntry) GetCanonicalModelRef() string {
@@ -6439,7 +6629,7 @@ type OwnerControlConfigSnapshot struct {
 
 func (x *OwnerControlConfigSnapshot) Reset() {
 	*x = OwnerControlConfigSnapshot{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[72]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6451,7 +6641,7 @@ func (x *OwnerControlConfigSnapshot) String() string {
 func (*OwnerControlConfigSnapshot) ProtoMessage() {}
 
 func (x *OwnerControlConfigSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[72]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6464,7 +6654,7 @@ func (x *OwnerControlConfigSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerControlConfigSnapshot.ProtoReflect.Descriptor instead.
 func (*OwnerControlConfigSnapshot) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{72}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *OwnerControlConfigSnapshot) GetNodeId() []byte {
@@ -6514,7 +6704,7 @@ type OwnerControlConfigUpdate struct {
 
 func (x *OwnerControlConfigUpdate) Reset() {
 	*x = OwnerControlConfigUpdate{}
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[73]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6526,7 +6716,7 @@ func (x *OwnerControlConfigUpdate) String() string {
 func (*OwnerControlConfigUpdate) ProtoMessage() {}
 
 func (x *OwnerControlConfigUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_meshllm_node_v1_node_proto_msgTypes[73]
+	mi := &file_meshllm_node_v1_node_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6539,7 +6729,7 @@ func (x *OwnerControlConfigUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerControlConfigUpdate.ProtoReflect.Descriptor instead.
 func (*OwnerControlConfigUpdate) Descriptor() ([]byte, []int) {
-	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{73}
+	return file_meshllm_node_v1_node_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *OwnerControlConfigUpdate) GetNodeId() []byte {
@@ -6578,7 +6768,7 @@ const file_meshllm_node_v1_node_proto_rawDesc = "" +
 	"\vGossipFrame\x12\x10\n" +
 	"\x03gen\x18\x01 \x01(\rR\x03gen\x127\n" +
 	"\x05peers\x18\x02 \x03(\v2!.meshllm.node.v1.PeerAnnouncementR\x05peers\x12\x1b\n" +
-	"\tsender_id\x18\x03 \x01(\fR\bsenderId\"\xb9\x1c\n" +
+	"\tsender_id\x18\x03 \x01(\fR\bsenderId\"\x8e\x1d\n" +
 	"\x10PeerAnnouncement\x12\x1f\n" +
 	"\vendpoint_id\x18\x01 \x01(\fR\n" +
 	"endpointId\x12-\n" +
@@ -6633,7 +6823,8 @@ const file_meshllm_node_v1_node_proto_rawDesc = "" +
 	"\x19inference_admission_state\x181 \x01(\x0e2(.meshllm.node.v1.InferenceAdmissionStateH\x1bR\x17inferenceAdmissionState\x88\x01\x01\x12W\n" +
 	"\x0ecache_affinity\x182 \x01(\v2+.meshllm.node.v1.CacheAffinityAdvertisementH\x1cR\rcacheAffinity\x88\x01\x01\x12N\n" +
 	"\x10claimed_log_head\x183 \x01(\v2\x1f.meshllm.node.v1.ClaimedLogHeadH\x1dR\x0eclaimedLogHead\x88\x01\x01\x12J\n" +
-	"\x10lightning_offers\x184 \x03(\v2\x1f.meshllm.node.v1.LightningOfferR\x0flightningOffers\x1aF\n" +
+	"\x10lightning_offers\x184 \x03(\v2\x1f.meshllm.node.v1.LightningOfferR\x0flightningOffers\x12S\n" +
+	"\x13meshnode_model_load\x18\xe8\a \x03(\v2\".meshllm.node.v1.MeshnodeModelLoadR\x11meshnodeModelLoad\x1aF\n" +
 	"\x18AvailableModelSizesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01B\f\n" +
@@ -6669,7 +6860,23 @@ const file_meshllm_node_v1_node_proto_rawDesc = "" +
 	"\x17_direct_admission_proofB\x1c\n" +
 	"\x1a_inference_admission_stateB\x11\n" +
 	"\x0f_cache_affinityB\x13\n" +
-	"\x11_claimed_log_headJ\x04\b$\x10%R\x1bartifact_transfer_supported\"\xd9\x01\n" +
+	"\x11_claimed_log_headJ\x04\b$\x10%R\x1bartifact_transfer_supported\"\xd9\x03\n" +
+	"\x11MeshnodeModelLoad\x12\x1d\n" +
+	"\n" +
+	"model_name\x18\x01 \x01(\tR\tmodelName\x128\n" +
+	"\x19uj_per_prompt_token_milli\x18\x02 \x01(\x04R\x15ujPerPromptTokenMilli\x128\n" +
+	"\x19uj_per_output_token_milli\x18\x03 \x01(\x04R\x15ujPerOutputTokenMilli\x12G\n" +
+	"\fenergy_grade\x18\x04 \x01(\x0e2$.meshllm.node.v1.MeshnodeEnergyGradeR\venergyGrade\x12\x1a\n" +
+	"\breceipts\x18\x05 \x01(\rR\breceipts\x12B\n" +
+	"\x1eoutput_tokens_per_second_milli\x18\x06 \x01(\x04R\x1aoutputTokensPerSecondMilli\x12\x14\n" +
+	"\x05slots\x18\a \x01(\rR\x05slots\x12\x1d\n" +
+	"\n" +
+	"free_slots\x18\b \x01(\rR\tfreeSlots\x12\x16\n" +
+	"\x06queued\x18\t \x01(\rR\x06queued\x12\x1f\n" +
+	"\vqueue_limit\x18\n" +
+	" \x01(\rR\n" +
+	"queueLimit\x12\x1a\n" +
+	"\bfidelity\x18\v \x01(\rR\bfidelity\"\xd9\x01\n" +
 	"\x0eClaimedLogHead\x12\x15\n" +
 	"\x06log_id\x18\x01 \x01(\tR\x05logId\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x04R\x04size\x12\x12\n" +
@@ -7306,7 +7513,12 @@ const file_meshllm_node_v1_node_proto_rawDesc = "" +
 	"'OwnerControlRefreshInventoryDisposition\x12;\n" +
 	"7OWNER_CONTROL_REFRESH_INVENTORY_DISPOSITION_UNSPECIFIED\x10\x00\x128\n" +
 	"4OWNER_CONTROL_REFRESH_INVENTORY_DISPOSITION_EXECUTED\x10\x01\x129\n" +
-	"5OWNER_CONTROL_REFRESH_INVENTORY_DISPOSITION_COALESCED\x10\x02B6Z4github.com/meshnode/meshnode/node/wire/nodev1;nodev1b\x06proto3"
+	"5OWNER_CONTROL_REFRESH_INVENTORY_DISPOSITION_COALESCED\x10\x02*\xac\x01\n" +
+	"\x13MeshnodeEnergyGrade\x12%\n" +
+	"!MESHNODE_ENERGY_GRADE_UNSPECIFIED\x10\x00\x12#\n" +
+	"\x1fMESHNODE_ENERGY_GRADE_ESTIMATOR\x10\x01\x12%\n" +
+	"!MESHNODE_ENERGY_GRADE_MODEL_BASED\x10\x02\x12\"\n" +
+	"\x1eMESHNODE_ENERGY_GRADE_HW_SHUNT\x10\x03B6Z4github.com/meshnode/meshnode/node/wire/nodev1;nodev1b\x06proto3"
 
 var (
 	file_meshllm_node_v1_node_proto_rawDescOnce sync.Once
@@ -7320,8 +7532,8 @@ func file_meshllm_node_v1_node_proto_rawDescGZIP() []byte {
 	return file_meshllm_node_v1_node_proto_rawDescData
 }
 
-var file_meshllm_node_v1_node_proto_enumTypes = make([]protoimpl.EnumInfo, 15)
-var file_meshllm_node_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
+var file_meshllm_node_v1_node_proto_enumTypes = make([]protoimpl.EnumInfo, 16)
+var file_meshllm_node_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
 var file_meshllm_node_v1_node_proto_goTypes = []any{
 	(InferenceAdmissionState)(0),                 // 0: meshllm.node.v1.InferenceAdmissionState
 	(LatencySource)(0),                           // 1: meshllm.node.v1.LatencySource
@@ -7338,188 +7550,192 @@ var file_meshllm_node_v1_node_proto_goTypes = []any{
 	(ConfigDiagnosticCode)(0),                    // 12: meshllm.node.v1.ConfigDiagnosticCode
 	(OwnerControlErrorCode)(0),                   // 13: meshllm.node.v1.OwnerControlErrorCode
 	(OwnerControlRefreshInventoryDisposition)(0), // 14: meshllm.node.v1.OwnerControlRefreshInventoryDisposition
-	(*GossipFrame)(nil),                          // 15: meshllm.node.v1.GossipFrame
-	(*PeerAnnouncement)(nil),                     // 16: meshllm.node.v1.PeerAnnouncement
-	(*ClaimedLogHead)(nil),                       // 17: meshllm.node.v1.ClaimedLogHead
-	(*LightningOffer)(nil),                       // 18: meshllm.node.v1.LightningOffer
-	(*SignedMeshGenesisPolicy)(nil),              // 19: meshllm.node.v1.SignedMeshGenesisPolicy
-	(*MeshGenesisPolicy)(nil),                    // 20: meshllm.node.v1.MeshGenesisPolicy
-	(*MeshRequirements)(nil),                     // 21: meshllm.node.v1.MeshRequirements
-	(*NodeVersionBounds)(nil),                    // 22: meshllm.node.v1.NodeVersionBounds
-	(*ProtocolGenerationBounds)(nil),             // 23: meshllm.node.v1.ProtocolGenerationBounds
-	(*ReleaseAttestationRequirement)(nil),        // 24: meshllm.node.v1.ReleaseAttestationRequirement
-	(*SignedBootstrapToken)(nil),                 // 25: meshllm.node.v1.SignedBootstrapToken
-	(*ReleaseBuildAttestation)(nil),              // 26: meshllm.node.v1.ReleaseBuildAttestation
-	(*DirectNodeAdmissionProof)(nil),             // 27: meshllm.node.v1.DirectNodeAdmissionProof
-	(*AdvertisedModelThroughput)(nil),            // 28: meshllm.node.v1.AdvertisedModelThroughput
-	(*CacheAffinityAdvertisement)(nil),           // 29: meshllm.node.v1.CacheAffinityAdvertisement
-	(*CacheAffinityEntry)(nil),                   // 30: meshllm.node.v1.CacheAffinityEntry
-	(*MeshSubprotocol)(nil),                      // 31: meshllm.node.v1.MeshSubprotocol
-	(*MeshSubprotocolOpen)(nil),                  // 32: meshllm.node.v1.MeshSubprotocolOpen
-	(*HardwareInfo)(nil),                         // 33: meshllm.node.v1.HardwareInfo
-	(*GpuInfo)(nil),                              // 34: meshllm.node.v1.GpuInfo
-	(*MemoryInfo)(nil),                           // 35: meshllm.node.v1.MemoryInfo
-	(*SignedNodeOwnership)(nil),                  // 36: meshllm.node.v1.SignedNodeOwnership
-	(*ServedModelDescriptor)(nil),                // 37: meshllm.node.v1.ServedModelDescriptor
-	(*ServedModelMetadata)(nil),                  // 38: meshllm.node.v1.ServedModelMetadata
-	(*ServedModelIdentity)(nil),                  // 39: meshllm.node.v1.ServedModelIdentity
-	(*ModelCapabilities)(nil),                    // 40: meshllm.node.v1.ModelCapabilities
-	(*ModelTopology)(nil),                        // 41: meshllm.node.v1.ModelTopology
-	(*ModelRuntimeDescriptor)(nil),               // 42: meshllm.node.v1.ModelRuntimeDescriptor
-	(*ModelMoeInfo)(nil),                         // 43: meshllm.node.v1.ModelMoeInfo
-	(*CompactModelMetadata)(nil),                 // 44: meshllm.node.v1.CompactModelMetadata
-	(*SpecialToken)(nil),                         // 45: meshllm.node.v1.SpecialToken
-	(*ExpertsSummary)(nil),                       // 46: meshllm.node.v1.ExpertsSummary
-	(*ModelDemandEntry)(nil),                     // 47: meshllm.node.v1.ModelDemandEntry
-	(*TunnelMap)(nil),                            // 48: meshllm.node.v1.TunnelMap
-	(*TunnelEntry)(nil),                          // 49: meshllm.node.v1.TunnelEntry
-	(*RouteTableRequest)(nil),                    // 50: meshllm.node.v1.RouteTableRequest
-	(*RouteTable)(nil),                           // 51: meshllm.node.v1.RouteTable
-	(*RouteEntry)(nil),                           // 52: meshllm.node.v1.RouteEntry
-	(*PeerDown)(nil),                             // 53: meshllm.node.v1.PeerDown
-	(*PeerLeaving)(nil),                          // 54: meshllm.node.v1.PeerLeaving
-	(*DirectPathRequest)(nil),                    // 55: meshllm.node.v1.DirectPathRequest
-	(*NodeConfigSnapshot)(nil),                   // 56: meshllm.node.v1.NodeConfigSnapshot
-	(*NodeGpuConfig)(nil),                        // 57: meshllm.node.v1.NodeGpuConfig
-	(*ConfiguredModelRef)(nil),                   // 58: meshllm.node.v1.ConfiguredModelRef
-	(*NodeModelEntry)(nil),                       // 59: meshllm.node.v1.NodeModelEntry
-	(*NodePluginEntry)(nil),                      // 60: meshllm.node.v1.NodePluginEntry
-	(*ConfigDiagnostic)(nil),                     // 61: meshllm.node.v1.ConfigDiagnostic
-	(*OwnerControlEnvelope)(nil),                 // 62: meshllm.node.v1.OwnerControlEnvelope
-	(*OwnerControlHandshake)(nil),                // 63: meshllm.node.v1.OwnerControlHandshake
-	(*OwnerControlRequest)(nil),                  // 64: meshllm.node.v1.OwnerControlRequest
-	(*OwnerControlResponse)(nil),                 // 65: meshllm.node.v1.OwnerControlResponse
-	(*OwnerControlError)(nil),                    // 66: meshllm.node.v1.OwnerControlError
-	(*OwnerControlGetConfigRequest)(nil),         // 67: meshllm.node.v1.OwnerControlGetConfigRequest
-	(*OwnerControlGetConfigResponse)(nil),        // 68: meshllm.node.v1.OwnerControlGetConfigResponse
-	(*OwnerControlWatchConfigRequest)(nil),       // 69: meshllm.node.v1.OwnerControlWatchConfigRequest
-	(*OwnerControlWatchConfigResponse)(nil),      // 70: meshllm.node.v1.OwnerControlWatchConfigResponse
-	(*OwnerControlWatchAccepted)(nil),            // 71: meshllm.node.v1.OwnerControlWatchAccepted
-	(*OwnerControlApplyConfigRequest)(nil),       // 72: meshllm.node.v1.OwnerControlApplyConfigRequest
-	(*OwnerControlApplyConfigResponse)(nil),      // 73: meshllm.node.v1.OwnerControlApplyConfigResponse
-	(*OwnerControlRefreshInventoryRequest)(nil),  // 74: meshllm.node.v1.OwnerControlRefreshInventoryRequest
-	(*OwnerControlModelRef)(nil),                 // 75: meshllm.node.v1.OwnerControlModelRef
-	(*OwnerControlLoadModelRequest)(nil),         // 76: meshllm.node.v1.OwnerControlLoadModelRequest
-	(*OwnerControlUnloadModelRequest)(nil),       // 77: meshllm.node.v1.OwnerControlUnloadModelRequest
-	(*OwnerControlEnsureModelRequest)(nil),       // 78: meshllm.node.v1.OwnerControlEnsureModelRequest
-	(*OwnerControlDrainModelRequest)(nil),        // 79: meshllm.node.v1.OwnerControlDrainModelRequest
-	(*OwnerControlLoadModelResponse)(nil),        // 80: meshllm.node.v1.OwnerControlLoadModelResponse
-	(*OwnerControlUnloadModelResponse)(nil),      // 81: meshllm.node.v1.OwnerControlUnloadModelResponse
-	(*OwnerControlEnsureModelResponse)(nil),      // 82: meshllm.node.v1.OwnerControlEnsureModelResponse
-	(*OwnerControlDrainModelResponse)(nil),       // 83: meshllm.node.v1.OwnerControlDrainModelResponse
-	(*OwnerControlRefreshInventoryResponse)(nil), // 84: meshllm.node.v1.OwnerControlRefreshInventoryResponse
-	(*OwnerControlRefreshInventory)(nil),         // 85: meshllm.node.v1.OwnerControlRefreshInventory
-	(*OwnerControlInventoryEntry)(nil),           // 86: meshllm.node.v1.OwnerControlInventoryEntry
-	(*OwnerControlConfigSnapshot)(nil),           // 87: meshllm.node.v1.OwnerControlConfigSnapshot
-	(*OwnerControlConfigUpdate)(nil),             // 88: meshllm.node.v1.OwnerControlConfigUpdate
-	nil,                                          // 89: meshllm.node.v1.PeerAnnouncement.AvailableModelSizesEntry
+	(MeshnodeEnergyGrade)(0),                     // 15: meshllm.node.v1.MeshnodeEnergyGrade
+	(*GossipFrame)(nil),                          // 16: meshllm.node.v1.GossipFrame
+	(*PeerAnnouncement)(nil),                     // 17: meshllm.node.v1.PeerAnnouncement
+	(*MeshnodeModelLoad)(nil),                    // 18: meshllm.node.v1.MeshnodeModelLoad
+	(*ClaimedLogHead)(nil),                       // 19: meshllm.node.v1.ClaimedLogHead
+	(*LightningOffer)(nil),                       // 20: meshllm.node.v1.LightningOffer
+	(*SignedMeshGenesisPolicy)(nil),              // 21: meshllm.node.v1.SignedMeshGenesisPolicy
+	(*MeshGenesisPolicy)(nil),                    // 22: meshllm.node.v1.MeshGenesisPolicy
+	(*MeshRequirements)(nil),                     // 23: meshllm.node.v1.MeshRequirements
+	(*NodeVersionBounds)(nil),                    // 24: meshllm.node.v1.NodeVersionBounds
+	(*ProtocolGenerationBounds)(nil),             // 25: meshllm.node.v1.ProtocolGenerationBounds
+	(*ReleaseAttestationRequirement)(nil),        // 26: meshllm.node.v1.ReleaseAttestationRequirement
+	(*SignedBootstrapToken)(nil),                 // 27: meshllm.node.v1.SignedBootstrapToken
+	(*ReleaseBuildAttestation)(nil),              // 28: meshllm.node.v1.ReleaseBuildAttestation
+	(*DirectNodeAdmissionProof)(nil),             // 29: meshllm.node.v1.DirectNodeAdmissionProof
+	(*AdvertisedModelThroughput)(nil),            // 30: meshllm.node.v1.AdvertisedModelThroughput
+	(*CacheAffinityAdvertisement)(nil),           // 31: meshllm.node.v1.CacheAffinityAdvertisement
+	(*CacheAffinityEntry)(nil),                   // 32: meshllm.node.v1.CacheAffinityEntry
+	(*MeshSubprotocol)(nil),                      // 33: meshllm.node.v1.MeshSubprotocol
+	(*MeshSubprotocolOpen)(nil),                  // 34: meshllm.node.v1.MeshSubprotocolOpen
+	(*HardwareInfo)(nil),                         // 35: meshllm.node.v1.HardwareInfo
+	(*GpuInfo)(nil),                              // 36: meshllm.node.v1.GpuInfo
+	(*MemoryInfo)(nil),                           // 37: meshllm.node.v1.MemoryInfo
+	(*SignedNodeOwnership)(nil),                  // 38: meshllm.node.v1.SignedNodeOwnership
+	(*ServedModelDescriptor)(nil),                // 39: meshllm.node.v1.ServedModelDescriptor
+	(*ServedModelMetadata)(nil),                  // 40: meshllm.node.v1.ServedModelMetadata
+	(*ServedModelIdentity)(nil),                  // 41: meshllm.node.v1.ServedModelIdentity
+	(*ModelCapabilities)(nil),                    // 42: meshllm.node.v1.ModelCapabilities
+	(*ModelTopology)(nil),                        // 43: meshllm.node.v1.ModelTopology
+	(*ModelRuntimeDescriptor)(nil),               // 44: meshllm.node.v1.ModelRuntimeDescriptor
+	(*ModelMoeInfo)(nil),                         // 45: meshllm.node.v1.ModelMoeInfo
+	(*CompactModelMetadata)(nil),                 // 46: meshllm.node.v1.CompactModelMetadata
+	(*SpecialToken)(nil),                         // 47: meshllm.node.v1.SpecialToken
+	(*ExpertsSummary)(nil),                       // 48: meshllm.node.v1.ExpertsSummary
+	(*ModelDemandEntry)(nil),                     // 49: meshllm.node.v1.ModelDemandEntry
+	(*TunnelMap)(nil),                            // 50: meshllm.node.v1.TunnelMap
+	(*TunnelEntry)(nil),                          // 51: meshllm.node.v1.TunnelEntry
+	(*RouteTableRequest)(nil),                    // 52: meshllm.node.v1.RouteTableRequest
+	(*RouteTable)(nil),                           // 53: meshllm.node.v1.RouteTable
+	(*RouteEntry)(nil),                           // 54: meshllm.node.v1.RouteEntry
+	(*PeerDown)(nil),                             // 55: meshllm.node.v1.PeerDown
+	(*PeerLeaving)(nil),                          // 56: meshllm.node.v1.PeerLeaving
+	(*DirectPathRequest)(nil),                    // 57: meshllm.node.v1.DirectPathRequest
+	(*NodeConfigSnapshot)(nil),                   // 58: meshllm.node.v1.NodeConfigSnapshot
+	(*NodeGpuConfig)(nil),                        // 59: meshllm.node.v1.NodeGpuConfig
+	(*ConfiguredModelRef)(nil),                   // 60: meshllm.node.v1.ConfiguredModelRef
+	(*NodeModelEntry)(nil),                       // 61: meshllm.node.v1.NodeModelEntry
+	(*NodePluginEntry)(nil),                      // 62: meshllm.node.v1.NodePluginEntry
+	(*ConfigDiagnostic)(nil),                     // 63: meshllm.node.v1.ConfigDiagnostic
+	(*OwnerControlEnvelope)(nil),                 // 64: meshllm.node.v1.OwnerControlEnvelope
+	(*OwnerControlHandshake)(nil),                // 65: meshllm.node.v1.OwnerControlHandshake
+	(*OwnerControlRequest)(nil),                  // 66: meshllm.node.v1.OwnerControlRequest
+	(*OwnerControlResponse)(nil),                 // 67: meshllm.node.v1.OwnerControlResponse
+	(*OwnerControlError)(nil),                    // 68: meshllm.node.v1.OwnerControlError
+	(*OwnerControlGetConfigRequest)(nil),         // 69: meshllm.node.v1.OwnerControlGetConfigRequest
+	(*OwnerControlGetConfigResponse)(nil),        // 70: meshllm.node.v1.OwnerControlGetConfigResponse
+	(*OwnerControlWatchConfigRequest)(nil),       // 71: meshllm.node.v1.OwnerControlWatchConfigRequest
+	(*OwnerControlWatchConfigResponse)(nil),      // 72: meshllm.node.v1.OwnerControlWatchConfigResponse
+	(*OwnerControlWatchAccepted)(nil),            // 73: meshllm.node.v1.OwnerControlWatchAccepted
+	(*OwnerControlApplyConfigRequest)(nil),       // 74: meshllm.node.v1.OwnerControlApplyConfigRequest
+	(*OwnerControlApplyConfigResponse)(nil),      // 75: meshllm.node.v1.OwnerControlApplyConfigResponse
+	(*OwnerControlRefreshInventoryRequest)(nil),  // 76: meshllm.node.v1.OwnerControlRefreshInventoryRequest
+	(*OwnerControlModelRef)(nil),                 // 77: meshllm.node.v1.OwnerControlModelRef
+	(*OwnerControlLoadModelRequest)(nil),         // 78: meshllm.node.v1.OwnerControlLoadModelRequest
+	(*OwnerControlUnloadModelRequest)(nil),       // 79: meshllm.node.v1.OwnerControlUnloadModelRequest
+	(*OwnerControlEnsureModelRequest)(nil),       // 80: meshllm.node.v1.OwnerControlEnsureModelRequest
+	(*OwnerControlDrainModelRequest)(nil),        // 81: meshllm.node.v1.OwnerControlDrainModelRequest
+	(*OwnerControlLoadModelResponse)(nil),        // 82: meshllm.node.v1.OwnerControlLoadModelResponse
+	(*OwnerControlUnloadModelResponse)(nil),      // 83: meshllm.node.v1.OwnerControlUnloadModelResponse
+	(*OwnerControlEnsureModelResponse)(nil),      // 84: meshllm.node.v1.OwnerControlEnsureModelResponse
+	(*OwnerControlDrainModelResponse)(nil),       // 85: meshllm.node.v1.OwnerControlDrainModelResponse
+	(*OwnerControlRefreshInventoryResponse)(nil), // 86: meshllm.node.v1.OwnerControlRefreshInventoryResponse
+	(*OwnerControlRefreshInventory)(nil),         // 87: meshllm.node.v1.OwnerControlRefreshInventory
+	(*OwnerControlInventoryEntry)(nil),           // 88: meshllm.node.v1.OwnerControlInventoryEntry
+	(*OwnerControlConfigSnapshot)(nil),           // 89: meshllm.node.v1.OwnerControlConfigSnapshot
+	(*OwnerControlConfigUpdate)(nil),             // 90: meshllm.node.v1.OwnerControlConfigUpdate
+	nil,                                          // 91: meshllm.node.v1.PeerAnnouncement.AvailableModelSizesEntry
 }
 var file_meshllm_node_v1_node_proto_depIdxs = []int32{
-	16,  // 0: meshllm.node.v1.GossipFrame.peers:type_name -> meshllm.node.v1.PeerAnnouncement
+	17,  // 0: meshllm.node.v1.GossipFrame.peers:type_name -> meshllm.node.v1.PeerAnnouncement
 	6,   // 1: meshllm.node.v1.PeerAnnouncement.role:type_name -> meshllm.node.v1.NodeRole
-	44,  // 2: meshllm.node.v1.PeerAnnouncement.available_model_metadata:type_name -> meshllm.node.v1.CompactModelMetadata
-	46,  // 3: meshllm.node.v1.PeerAnnouncement.experts_summary:type_name -> meshllm.node.v1.ExpertsSummary
-	47,  // 4: meshllm.node.v1.PeerAnnouncement.demand:type_name -> meshllm.node.v1.ModelDemandEntry
-	89,  // 5: meshllm.node.v1.PeerAnnouncement.available_model_sizes:type_name -> meshllm.node.v1.PeerAnnouncement.AvailableModelSizesEntry
-	37,  // 6: meshllm.node.v1.PeerAnnouncement.served_model_descriptors:type_name -> meshllm.node.v1.ServedModelDescriptor
-	39,  // 7: meshllm.node.v1.PeerAnnouncement.served_model_identities:type_name -> meshllm.node.v1.ServedModelIdentity
-	42,  // 8: meshllm.node.v1.PeerAnnouncement.served_model_runtime:type_name -> meshllm.node.v1.ModelRuntimeDescriptor
-	36,  // 9: meshllm.node.v1.PeerAnnouncement.owner_attestation:type_name -> meshllm.node.v1.SignedNodeOwnership
-	33,  // 10: meshllm.node.v1.PeerAnnouncement.hardware:type_name -> meshllm.node.v1.HardwareInfo
-	31,  // 11: meshllm.node.v1.PeerAnnouncement.subprotocols:type_name -> meshllm.node.v1.MeshSubprotocol
+	46,  // 2: meshllm.node.v1.PeerAnnouncement.available_model_metadata:type_name -> meshllm.node.v1.CompactModelMetadata
+	48,  // 3: meshllm.node.v1.PeerAnnouncement.experts_summary:type_name -> meshllm.node.v1.ExpertsSummary
+	49,  // 4: meshllm.node.v1.PeerAnnouncement.demand:type_name -> meshllm.node.v1.ModelDemandEntry
+	91,  // 5: meshllm.node.v1.PeerAnnouncement.available_model_sizes:type_name -> meshllm.node.v1.PeerAnnouncement.AvailableModelSizesEntry
+	39,  // 6: meshllm.node.v1.PeerAnnouncement.served_model_descriptors:type_name -> meshllm.node.v1.ServedModelDescriptor
+	41,  // 7: meshllm.node.v1.PeerAnnouncement.served_model_identities:type_name -> meshllm.node.v1.ServedModelIdentity
+	44,  // 8: meshllm.node.v1.PeerAnnouncement.served_model_runtime:type_name -> meshllm.node.v1.ModelRuntimeDescriptor
+	38,  // 9: meshllm.node.v1.PeerAnnouncement.owner_attestation:type_name -> meshllm.node.v1.SignedNodeOwnership
+	35,  // 10: meshllm.node.v1.PeerAnnouncement.hardware:type_name -> meshllm.node.v1.HardwareInfo
+	33,  // 11: meshllm.node.v1.PeerAnnouncement.subprotocols:type_name -> meshllm.node.v1.MeshSubprotocol
 	1,   // 12: meshllm.node.v1.PeerAnnouncement.latency_source:type_name -> meshllm.node.v1.LatencySource
-	28,  // 13: meshllm.node.v1.PeerAnnouncement.advertised_model_throughput:type_name -> meshllm.node.v1.AdvertisedModelThroughput
-	19,  // 14: meshllm.node.v1.PeerAnnouncement.genesis_policy:type_name -> meshllm.node.v1.SignedMeshGenesisPolicy
-	26,  // 15: meshllm.node.v1.PeerAnnouncement.release_attestation:type_name -> meshllm.node.v1.ReleaseBuildAttestation
-	27,  // 16: meshllm.node.v1.PeerAnnouncement.direct_admission_proof:type_name -> meshllm.node.v1.DirectNodeAdmissionProof
+	30,  // 13: meshllm.node.v1.PeerAnnouncement.advertised_model_throughput:type_name -> meshllm.node.v1.AdvertisedModelThroughput
+	21,  // 14: meshllm.node.v1.PeerAnnouncement.genesis_policy:type_name -> meshllm.node.v1.SignedMeshGenesisPolicy
+	28,  // 15: meshllm.node.v1.PeerAnnouncement.release_attestation:type_name -> meshllm.node.v1.ReleaseBuildAttestation
+	29,  // 16: meshllm.node.v1.PeerAnnouncement.direct_admission_proof:type_name -> meshllm.node.v1.DirectNodeAdmissionProof
 	0,   // 17: meshllm.node.v1.PeerAnnouncement.inference_admission_state:type_name -> meshllm.node.v1.InferenceAdmissionState
-	29,  // 18: meshllm.node.v1.PeerAnnouncement.cache_affinity:type_name -> meshllm.node.v1.CacheAffinityAdvertisement
-	17,  // 19: meshllm.node.v1.PeerAnnouncement.claimed_log_head:type_name -> meshllm.node.v1.ClaimedLogHead
-	18,  // 20: meshllm.node.v1.PeerAnnouncement.lightning_offers:type_name -> meshllm.node.v1.LightningOffer
-	20,  // 21: meshllm.node.v1.SignedMeshGenesisPolicy.policy:type_name -> meshllm.node.v1.MeshGenesisPolicy
-	21,  // 22: meshllm.node.v1.MeshGenesisPolicy.requirements:type_name -> meshllm.node.v1.MeshRequirements
-	22,  // 23: meshllm.node.v1.MeshRequirements.node_version:type_name -> meshllm.node.v1.NodeVersionBounds
-	23,  // 24: meshllm.node.v1.MeshRequirements.protocol_generation:type_name -> meshllm.node.v1.ProtocolGenerationBounds
-	24,  // 25: meshllm.node.v1.MeshRequirements.release_attestation:type_name -> meshllm.node.v1.ReleaseAttestationRequirement
-	20,  // 26: meshllm.node.v1.SignedBootstrapToken.genesis_policy:type_name -> meshllm.node.v1.MeshGenesisPolicy
-	30,  // 27: meshllm.node.v1.CacheAffinityAdvertisement.entries:type_name -> meshllm.node.v1.CacheAffinityEntry
-	2,   // 28: meshllm.node.v1.CacheAffinityEntry.tier:type_name -> meshllm.node.v1.CacheTier
-	34,  // 29: meshllm.node.v1.HardwareInfo.gpus:type_name -> meshllm.node.v1.GpuInfo
-	35,  // 30: meshllm.node.v1.HardwareInfo.memory:type_name -> meshllm.node.v1.MemoryInfo
-	39,  // 31: meshllm.node.v1.ServedModelDescriptor.identity:type_name -> meshllm.node.v1.ServedModelIdentity
-	40,  // 32: meshllm.node.v1.ServedModelDescriptor.capabilities:type_name -> meshllm.node.v1.ModelCapabilities
-	41,  // 33: meshllm.node.v1.ServedModelDescriptor.topology:type_name -> meshllm.node.v1.ModelTopology
-	38,  // 34: meshllm.node.v1.ServedModelDescriptor.metadata:type_name -> meshllm.node.v1.ServedModelMetadata
-	3,   // 35: meshllm.node.v1.ServedModelMetadata.workload_class:type_name -> meshllm.node.v1.ModelWorkloadClass
-	5,   // 36: meshllm.node.v1.ServedModelIdentity.source_kind:type_name -> meshllm.node.v1.ModelSourceKind
-	4,   // 37: meshllm.node.v1.ModelCapabilities.vision:type_name -> meshllm.node.v1.CapabilityLevel
-	4,   // 38: meshllm.node.v1.ModelCapabilities.reasoning:type_name -> meshllm.node.v1.CapabilityLevel
-	4,   // 39: meshllm.node.v1.ModelCapabilities.tool_use:type_name -> meshllm.node.v1.CapabilityLevel
-	4,   // 40: meshllm.node.v1.ModelCapabilities.audio:type_name -> meshllm.node.v1.CapabilityLevel
-	43,  // 41: meshllm.node.v1.ModelTopology.moe:type_name -> meshllm.node.v1.ModelMoeInfo
-	45,  // 42: meshllm.node.v1.CompactModelMetadata.special_tokens:type_name -> meshllm.node.v1.SpecialToken
-	49,  // 43: meshllm.node.v1.TunnelMap.entries:type_name -> meshllm.node.v1.TunnelEntry
-	52,  // 44: meshllm.node.v1.RouteTable.entries:type_name -> meshllm.node.v1.RouteEntry
-	57,  // 45: meshllm.node.v1.NodeConfigSnapshot.gpu:type_name -> meshllm.node.v1.NodeGpuConfig
-	59,  // 46: meshllm.node.v1.NodeConfigSnapshot.models:type_name -> meshllm.node.v1.NodeModelEntry
-	60,  // 47: meshllm.node.v1.NodeConfigSnapshot.plugins:type_name -> meshllm.node.v1.NodePluginEntry
-	21,  // 48: meshllm.node.v1.NodeConfigSnapshot.mesh_requirements:type_name -> meshllm.node.v1.MeshRequirements
-	7,   // 49: meshllm.node.v1.NodeGpuConfig.assignment:type_name -> meshllm.node.v1.GpuAssignment
-	58,  // 50: meshllm.node.v1.NodeModelEntry.model_ref:type_name -> meshllm.node.v1.ConfiguredModelRef
-	58,  // 51: meshllm.node.v1.NodeModelEntry.mmproj_ref:type_name -> meshllm.node.v1.ConfiguredModelRef
-	12,  // 52: meshllm.node.v1.ConfigDiagnostic.code:type_name -> meshllm.node.v1.ConfigDiagnosticCode
-	9,   // 53: meshllm.node.v1.ConfigDiagnostic.severity:type_name -> meshllm.node.v1.ConfigDiagnosticSeverity
-	10,  // 54: meshllm.node.v1.ConfigDiagnostic.source:type_name -> meshllm.node.v1.ConfigDiagnosticSource
-	11,  // 55: meshllm.node.v1.ConfigDiagnostic.schema_source:type_name -> meshllm.node.v1.ConfigDiagnosticSchemaSource
-	63,  // 56: meshllm.node.v1.OwnerControlEnvelope.handshake:type_name -> meshllm.node.v1.OwnerControlHandshake
-	64,  // 57: meshllm.node.v1.OwnerControlEnvelope.request:type_name -> meshllm.node.v1.OwnerControlRequest
-	65,  // 58: meshllm.node.v1.OwnerControlEnvelope.response:type_name -> meshllm.node.v1.OwnerControlResponse
-	66,  // 59: meshllm.node.v1.OwnerControlEnvelope.error:type_name -> meshllm.node.v1.OwnerControlError
-	36,  // 60: meshllm.node.v1.OwnerControlHandshake.ownership:type_name -> meshllm.node.v1.SignedNodeOwnership
-	67,  // 61: meshllm.node.v1.OwnerControlRequest.get_config:type_name -> meshllm.node.v1.OwnerControlGetConfigRequest
-	69,  // 62: meshllm.node.v1.OwnerControlRequest.watch_config:type_name -> meshllm.node.v1.OwnerControlWatchConfigRequest
-	72,  // 63: meshllm.node.v1.OwnerControlRequest.apply_config:type_name -> meshllm.node.v1.OwnerControlApplyConfigRequest
-	74,  // 64: meshllm.node.v1.OwnerControlRequest.refresh_inventory:type_name -> meshllm.node.v1.OwnerControlRefreshInventoryRequest
-	76,  // 65: meshllm.node.v1.OwnerControlRequest.load_model:type_name -> meshllm.node.v1.OwnerControlLoadModelRequest
-	77,  // 66: meshllm.node.v1.OwnerControlRequest.unload_model:type_name -> meshllm.node.v1.OwnerControlUnloadModelRequest
-	78,  // 67: meshllm.node.v1.OwnerControlRequest.ensure_model:type_name -> meshllm.node.v1.OwnerControlEnsureModelRequest
-	79,  // 68: meshllm.node.v1.OwnerControlRequest.drain_model:type_name -> meshllm.node.v1.OwnerControlDrainModelRequest
-	68,  // 69: meshllm.node.v1.OwnerControlResponse.get_config:type_name -> meshllm.node.v1.OwnerControlGetConfigResponse
-	70,  // 70: meshllm.node.v1.OwnerControlResponse.watch_config:type_name -> meshllm.node.v1.OwnerControlWatchConfigResponse
-	73,  // 71: meshllm.node.v1.OwnerControlResponse.apply_config:type_name -> meshllm.node.v1.OwnerControlApplyConfigResponse
-	84,  // 72: meshllm.node.v1.OwnerControlResponse.refresh_inventory:type_name -> meshllm.node.v1.OwnerControlRefreshInventoryResponse
-	80,  // 73: meshllm.node.v1.OwnerControlResponse.load_model:type_name -> meshllm.node.v1.OwnerControlLoadModelResponse
-	81,  // 74: meshllm.node.v1.OwnerControlResponse.unload_model:type_name -> meshllm.node.v1.OwnerControlUnloadModelResponse
-	82,  // 75: meshllm.node.v1.OwnerControlResponse.ensure_model:type_name -> meshllm.node.v1.OwnerControlEnsureModelResponse
-	83,  // 76: meshllm.node.v1.OwnerControlResponse.drain_model:type_name -> meshllm.node.v1.OwnerControlDrainModelResponse
-	13,  // 77: meshllm.node.v1.OwnerControlError.code:type_name -> meshllm.node.v1.OwnerControlErrorCode
-	87,  // 78: meshllm.node.v1.OwnerControlGetConfigResponse.snapshot:type_name -> meshllm.node.v1.OwnerControlConfigSnapshot
-	71,  // 79: meshllm.node.v1.OwnerControlWatchConfigResponse.accepted:type_name -> meshllm.node.v1.OwnerControlWatchAccepted
-	87,  // 80: meshllm.node.v1.OwnerControlWatchConfigResponse.snapshot:type_name -> meshllm.node.v1.OwnerControlConfigSnapshot
-	88,  // 81: meshllm.node.v1.OwnerControlWatchConfigResponse.update:type_name -> meshllm.node.v1.OwnerControlConfigUpdate
-	56,  // 82: meshllm.node.v1.OwnerControlApplyConfigRequest.config:type_name -> meshllm.node.v1.NodeConfigSnapshot
-	8,   // 83: meshllm.node.v1.OwnerControlApplyConfigResponse.apply_mode:type_name -> meshllm.node.v1.ConfigApplyMode
-	61,  // 84: meshllm.node.v1.OwnerControlApplyConfigResponse.diagnostics:type_name -> meshllm.node.v1.ConfigDiagnostic
-	75,  // 85: meshllm.node.v1.OwnerControlLoadModelRequest.model:type_name -> meshllm.node.v1.OwnerControlModelRef
-	75,  // 86: meshllm.node.v1.OwnerControlUnloadModelRequest.model:type_name -> meshllm.node.v1.OwnerControlModelRef
-	75,  // 87: meshllm.node.v1.OwnerControlEnsureModelRequest.model:type_name -> meshllm.node.v1.OwnerControlModelRef
-	75,  // 88: meshllm.node.v1.OwnerControlDrainModelRequest.model:type_name -> meshllm.node.v1.OwnerControlModelRef
-	75,  // 89: meshllm.node.v1.OwnerControlLoadModelResponse.target:type_name -> meshllm.node.v1.OwnerControlModelRef
-	75,  // 90: meshllm.node.v1.OwnerControlUnloadModelResponse.target:type_name -> meshllm.node.v1.OwnerControlModelRef
-	75,  // 91: meshllm.node.v1.OwnerControlEnsureModelResponse.target:type_name -> meshllm.node.v1.OwnerControlModelRef
-	75,  // 92: meshllm.node.v1.OwnerControlDrainModelResponse.target:type_name -> meshllm.node.v1.OwnerControlModelRef
-	87,  // 93: meshllm.node.v1.OwnerControlRefreshInventoryResponse.snapshot:type_name -> meshllm.node.v1.OwnerControlConfigSnapshot
-	85,  // 94: meshllm.node.v1.OwnerControlRefreshInventoryResponse.inventory:type_name -> meshllm.node.v1.OwnerControlRefreshInventory
-	86,  // 95: meshllm.node.v1.OwnerControlRefreshInventory.entries:type_name -> meshllm.node.v1.OwnerControlInventoryEntry
-	14,  // 96: meshllm.node.v1.OwnerControlRefreshInventory.disposition:type_name -> meshllm.node.v1.OwnerControlRefreshInventoryDisposition
-	44,  // 97: meshllm.node.v1.OwnerControlInventoryEntry.metadata:type_name -> meshllm.node.v1.CompactModelMetadata
-	56,  // 98: meshllm.node.v1.OwnerControlConfigSnapshot.config:type_name -> meshllm.node.v1.NodeConfigSnapshot
-	56,  // 99: meshllm.node.v1.OwnerControlConfigUpdate.config:type_name -> meshllm.node.v1.NodeConfigSnapshot
-	100, // [100:100] is the sub-list for method output_type
-	100, // [100:100] is the sub-list for method input_type
-	100, // [100:100] is the sub-list for extension type_name
-	100, // [100:100] is the sub-list for extension extendee
-	0,   // [0:100] is the sub-list for field type_name
+	31,  // 18: meshllm.node.v1.PeerAnnouncement.cache_affinity:type_name -> meshllm.node.v1.CacheAffinityAdvertisement
+	19,  // 19: meshllm.node.v1.PeerAnnouncement.claimed_log_head:type_name -> meshllm.node.v1.ClaimedLogHead
+	20,  // 20: meshllm.node.v1.PeerAnnouncement.lightning_offers:type_name -> meshllm.node.v1.LightningOffer
+	18,  // 21: meshllm.node.v1.PeerAnnouncement.meshnode_model_load:type_name -> meshllm.node.v1.MeshnodeModelLoad
+	15,  // 22: meshllm.node.v1.MeshnodeModelLoad.energy_grade:type_name -> meshllm.node.v1.MeshnodeEnergyGrade
+	22,  // 23: meshllm.node.v1.SignedMeshGenesisPolicy.policy:type_name -> meshllm.node.v1.MeshGenesisPolicy
+	23,  // 24: meshllm.node.v1.MeshGenesisPolicy.requirements:type_name -> meshllm.node.v1.MeshRequirements
+	24,  // 25: meshllm.node.v1.MeshRequirements.node_version:type_name -> meshllm.node.v1.NodeVersionBounds
+	25,  // 26: meshllm.node.v1.MeshRequirements.protocol_generation:type_name -> meshllm.node.v1.ProtocolGenerationBounds
+	26,  // 27: meshllm.node.v1.MeshRequirements.release_attestation:type_name -> meshllm.node.v1.ReleaseAttestationRequirement
+	22,  // 28: meshllm.node.v1.SignedBootstrapToken.genesis_policy:type_name -> meshllm.node.v1.MeshGenesisPolicy
+	32,  // 29: meshllm.node.v1.CacheAffinityAdvertisement.entries:type_name -> meshllm.node.v1.CacheAffinityEntry
+	2,   // 30: meshllm.node.v1.CacheAffinityEntry.tier:type_name -> meshllm.node.v1.CacheTier
+	36,  // 31: meshllm.node.v1.HardwareInfo.gpus:type_name -> meshllm.node.v1.GpuInfo
+	37,  // 32: meshllm.node.v1.HardwareInfo.memory:type_name -> meshllm.node.v1.MemoryInfo
+	41,  // 33: meshllm.node.v1.ServedModelDescriptor.identity:type_name -> meshllm.node.v1.ServedModelIdentity
+	42,  // 34: meshllm.node.v1.ServedModelDescriptor.capabilities:type_name -> meshllm.node.v1.ModelCapabilities
+	43,  // 35: meshllm.node.v1.ServedModelDescriptor.topology:type_name -> meshllm.node.v1.ModelTopology
+	40,  // 36: meshllm.node.v1.ServedModelDescriptor.metadata:type_name -> meshllm.node.v1.ServedModelMetadata
+	3,   // 37: meshllm.node.v1.ServedModelMetadata.workload_class:type_name -> meshllm.node.v1.ModelWorkloadClass
+	5,   // 38: meshllm.node.v1.ServedModelIdentity.source_kind:type_name -> meshllm.node.v1.ModelSourceKind
+	4,   // 39: meshllm.node.v1.ModelCapabilities.vision:type_name -> meshllm.node.v1.CapabilityLevel
+	4,   // 40: meshllm.node.v1.ModelCapabilities.reasoning:type_name -> meshllm.node.v1.CapabilityLevel
+	4,   // 41: meshllm.node.v1.ModelCapabilities.tool_use:type_name -> meshllm.node.v1.CapabilityLevel
+	4,   // 42: meshllm.node.v1.ModelCapabilities.audio:type_name -> meshllm.node.v1.CapabilityLevel
+	45,  // 43: meshllm.node.v1.ModelTopology.moe:type_name -> meshllm.node.v1.ModelMoeInfo
+	47,  // 44: meshllm.node.v1.CompactModelMetadata.special_tokens:type_name -> meshllm.node.v1.SpecialToken
+	51,  // 45: meshllm.node.v1.TunnelMap.entries:type_name -> meshllm.node.v1.TunnelEntry
+	54,  // 46: meshllm.node.v1.RouteTable.entries:type_name -> meshllm.node.v1.RouteEntry
+	59,  // 47: meshllm.node.v1.NodeConfigSnapshot.gpu:type_name -> meshllm.node.v1.NodeGpuConfig
+	61,  // 48: meshllm.node.v1.NodeConfigSnapshot.models:type_name -> meshllm.node.v1.NodeModelEntry
+	62,  // 49: meshllm.node.v1.NodeConfigSnapshot.plugins:type_name -> meshllm.node.v1.NodePluginEntry
+	23,  // 50: meshllm.node.v1.NodeConfigSnapshot.mesh_requirements:type_name -> meshllm.node.v1.MeshRequirements
+	7,   // 51: meshllm.node.v1.NodeGpuConfig.assignment:type_name -> meshllm.node.v1.GpuAssignment
+	60,  // 52: meshllm.node.v1.NodeModelEntry.model_ref:type_name -> meshllm.node.v1.ConfiguredModelRef
+	60,  // 53: meshllm.node.v1.NodeModelEntry.mmproj_ref:type_name -> meshllm.node.v1.ConfiguredModelRef
+	12,  // 54: meshllm.node.v1.ConfigDiagnostic.code:type_name -> meshllm.node.v1.ConfigDiagnosticCode
+	9,   // 55: meshllm.node.v1.ConfigDiagnostic.severity:type_name -> meshllm.node.v1.ConfigDiagnosticSeverity
+	10,  // 56: meshllm.node.v1.ConfigDiagnostic.source:type_name -> meshllm.node.v1.ConfigDiagnosticSource
+	11,  // 57: meshllm.node.v1.ConfigDiagnostic.schema_source:type_name -> meshllm.node.v1.ConfigDiagnosticSchemaSource
+	65,  // 58: meshllm.node.v1.OwnerControlEnvelope.handshake:type_name -> meshllm.node.v1.OwnerControlHandshake
+	66,  // 59: meshllm.node.v1.OwnerControlEnvelope.request:type_name -> meshllm.node.v1.OwnerControlRequest
+	67,  // 60: meshllm.node.v1.OwnerControlEnvelope.response:type_name -> meshllm.node.v1.OwnerControlResponse
+	68,  // 61: meshllm.node.v1.OwnerControlEnvelope.error:type_name -> meshllm.node.v1.OwnerControlError
+	38,  // 62: meshllm.node.v1.OwnerControlHandshake.ownership:type_name -> meshllm.node.v1.SignedNodeOwnership
+	69,  // 63: meshllm.node.v1.OwnerControlRequest.get_config:type_name -> meshllm.node.v1.OwnerControlGetConfigRequest
+	71,  // 64: meshllm.node.v1.OwnerControlRequest.watch_config:type_name -> meshllm.node.v1.OwnerControlWatchConfigRequest
+	74,  // 65: meshllm.node.v1.OwnerControlRequest.apply_config:type_name -> meshllm.node.v1.OwnerControlApplyConfigRequest
+	76,  // 66: meshllm.node.v1.OwnerControlRequest.refresh_inventory:type_name -> meshllm.node.v1.OwnerControlRefreshInventoryRequest
+	78,  // 67: meshllm.node.v1.OwnerControlRequest.load_model:type_name -> meshllm.node.v1.OwnerControlLoadModelRequest
+	79,  // 68: meshllm.node.v1.OwnerControlRequest.unload_model:type_name -> meshllm.node.v1.OwnerControlUnloadModelRequest
+	80,  // 69: meshllm.node.v1.OwnerControlRequest.ensure_model:type_name -> meshllm.node.v1.OwnerControlEnsureModelRequest
+	81,  // 70: meshllm.node.v1.OwnerControlRequest.drain_model:type_name -> meshllm.node.v1.OwnerControlDrainModelRequest
+	70,  // 71: meshllm.node.v1.OwnerControlResponse.get_config:type_name -> meshllm.node.v1.OwnerControlGetConfigResponse
+	72,  // 72: meshllm.node.v1.OwnerControlResponse.watch_config:type_name -> meshllm.node.v1.OwnerControlWatchConfigResponse
+	75,  // 73: meshllm.node.v1.OwnerControlResponse.apply_config:type_name -> meshllm.node.v1.OwnerControlApplyConfigResponse
+	86,  // 74: meshllm.node.v1.OwnerControlResponse.refresh_inventory:type_name -> meshllm.node.v1.OwnerControlRefreshInventoryResponse
+	82,  // 75: meshllm.node.v1.OwnerControlResponse.load_model:type_name -> meshllm.node.v1.OwnerControlLoadModelResponse
+	83,  // 76: meshllm.node.v1.OwnerControlResponse.unload_model:type_name -> meshllm.node.v1.OwnerControlUnloadModelResponse
+	84,  // 77: meshllm.node.v1.OwnerControlResponse.ensure_model:type_name -> meshllm.node.v1.OwnerControlEnsureModelResponse
+	85,  // 78: meshllm.node.v1.OwnerControlResponse.drain_model:type_name -> meshllm.node.v1.OwnerControlDrainModelResponse
+	13,  // 79: meshllm.node.v1.OwnerControlError.code:type_name -> meshllm.node.v1.OwnerControlErrorCode
+	89,  // 80: meshllm.node.v1.OwnerControlGetConfigResponse.snapshot:type_name -> meshllm.node.v1.OwnerControlConfigSnapshot
+	73,  // 81: meshllm.node.v1.OwnerControlWatchConfigResponse.accepted:type_name -> meshllm.node.v1.OwnerControlWatchAccepted
+	89,  // 82: meshllm.node.v1.OwnerControlWatchConfigResponse.snapshot:type_name -> meshllm.node.v1.OwnerControlConfigSnapshot
+	90,  // 83: meshllm.node.v1.OwnerControlWatchConfigResponse.update:type_name -> meshllm.node.v1.OwnerControlConfigUpdate
+	58,  // 84: meshllm.node.v1.OwnerControlApplyConfigRequest.config:type_name -> meshllm.node.v1.NodeConfigSnapshot
+	8,   // 85: meshllm.node.v1.OwnerControlApplyConfigResponse.apply_mode:type_name -> meshllm.node.v1.ConfigApplyMode
+	63,  // 86: meshllm.node.v1.OwnerControlApplyConfigResponse.diagnostics:type_name -> meshllm.node.v1.ConfigDiagnostic
+	77,  // 87: meshllm.node.v1.OwnerControlLoadModelRequest.model:type_name -> meshllm.node.v1.OwnerControlModelRef
+	77,  // 88: meshllm.node.v1.OwnerControlUnloadModelRequest.model:type_name -> meshllm.node.v1.OwnerControlModelRef
+	77,  // 89: meshllm.node.v1.OwnerControlEnsureModelRequest.model:type_name -> meshllm.node.v1.OwnerControlModelRef
+	77,  // 90: meshllm.node.v1.OwnerControlDrainModelRequest.model:type_name -> meshllm.node.v1.OwnerControlModelRef
+	77,  // 91: meshllm.node.v1.OwnerControlLoadModelResponse.target:type_name -> meshllm.node.v1.OwnerControlModelRef
+	77,  // 92: meshllm.node.v1.OwnerControlUnloadModelResponse.target:type_name -> meshllm.node.v1.OwnerControlModelRef
+	77,  // 93: meshllm.node.v1.OwnerControlEnsureModelResponse.target:type_name -> meshllm.node.v1.OwnerControlModelRef
+	77,  // 94: meshllm.node.v1.OwnerControlDrainModelResponse.target:type_name -> meshllm.node.v1.OwnerControlModelRef
+	89,  // 95: meshllm.node.v1.OwnerControlRefreshInventoryResponse.snapshot:type_name -> meshllm.node.v1.OwnerControlConfigSnapshot
+	87,  // 96: meshllm.node.v1.OwnerControlRefreshInventoryResponse.inventory:type_name -> meshllm.node.v1.OwnerControlRefreshInventory
+	88,  // 97: meshllm.node.v1.OwnerControlRefreshInventory.entries:type_name -> meshllm.node.v1.OwnerControlInventoryEntry
+	14,  // 98: meshllm.node.v1.OwnerControlRefreshInventory.disposition:type_name -> meshllm.node.v1.OwnerControlRefreshInventoryDisposition
+	46,  // 99: meshllm.node.v1.OwnerControlInventoryEntry.metadata:type_name -> meshllm.node.v1.CompactModelMetadata
+	58,  // 100: meshllm.node.v1.OwnerControlConfigSnapshot.config:type_name -> meshllm.node.v1.NodeConfigSnapshot
+	58,  // 101: meshllm.node.v1.OwnerControlConfigUpdate.config:type_name -> meshllm.node.v1.NodeConfigSnapshot
+	102, // [102:102] is the sub-list for method output_type
+	102, // [102:102] is the sub-list for method input_type
+	102, // [102:102] is the sub-list for extension type_name
+	102, // [102:102] is the sub-list for extension extendee
+	0,   // [0:102] is the sub-list for field type_name
 }
 
 func init() { file_meshllm_node_v1_node_proto_init() }
@@ -7528,44 +7744,44 @@ func file_meshllm_node_v1_node_proto_init() {
 		return
 	}
 	file_meshllm_node_v1_node_proto_msgTypes[1].OneofWrappers = []any{}
-	file_meshllm_node_v1_node_proto_msgTypes[7].OneofWrappers = []any{}
 	file_meshllm_node_v1_node_proto_msgTypes[8].OneofWrappers = []any{}
 	file_meshllm_node_v1_node_proto_msgTypes[9].OneofWrappers = []any{}
 	file_meshllm_node_v1_node_proto_msgTypes[10].OneofWrappers = []any{}
 	file_meshllm_node_v1_node_proto_msgTypes[11].OneofWrappers = []any{}
-	file_meshllm_node_v1_node_proto_msgTypes[18].OneofWrappers = []any{}
+	file_meshllm_node_v1_node_proto_msgTypes[12].OneofWrappers = []any{}
 	file_meshllm_node_v1_node_proto_msgTypes[19].OneofWrappers = []any{}
 	file_meshllm_node_v1_node_proto_msgTypes[20].OneofWrappers = []any{}
 	file_meshllm_node_v1_node_proto_msgTypes[21].OneofWrappers = []any{}
 	file_meshllm_node_v1_node_proto_msgTypes[22].OneofWrappers = []any{}
 	file_meshllm_node_v1_node_proto_msgTypes[23].OneofWrappers = []any{}
 	file_meshllm_node_v1_node_proto_msgTypes[24].OneofWrappers = []any{}
-	file_meshllm_node_v1_node_proto_msgTypes[26].OneofWrappers = []any{}
+	file_meshllm_node_v1_node_proto_msgTypes[25].OneofWrappers = []any{}
 	file_meshllm_node_v1_node_proto_msgTypes[27].OneofWrappers = []any{}
 	file_meshllm_node_v1_node_proto_msgTypes[28].OneofWrappers = []any{}
 	file_meshllm_node_v1_node_proto_msgTypes[29].OneofWrappers = []any{}
-	file_meshllm_node_v1_node_proto_msgTypes[34].OneofWrappers = []any{}
-	file_meshllm_node_v1_node_proto_msgTypes[36].OneofWrappers = []any{}
-	file_meshllm_node_v1_node_proto_msgTypes[41].OneofWrappers = []any{}
-	file_meshllm_node_v1_node_proto_msgTypes[43].OneofWrappers = []any{}
+	file_meshllm_node_v1_node_proto_msgTypes[30].OneofWrappers = []any{}
+	file_meshllm_node_v1_node_proto_msgTypes[35].OneofWrappers = []any{}
+	file_meshllm_node_v1_node_proto_msgTypes[37].OneofWrappers = []any{}
+	file_meshllm_node_v1_node_proto_msgTypes[42].OneofWrappers = []any{}
 	file_meshllm_node_v1_node_proto_msgTypes[44].OneofWrappers = []any{}
 	file_meshllm_node_v1_node_proto_msgTypes[45].OneofWrappers = []any{}
 	file_meshllm_node_v1_node_proto_msgTypes[46].OneofWrappers = []any{}
-	file_meshllm_node_v1_node_proto_msgTypes[51].OneofWrappers = []any{}
-	file_meshllm_node_v1_node_proto_msgTypes[58].OneofWrappers = []any{}
-	file_meshllm_node_v1_node_proto_msgTypes[60].OneofWrappers = []any{}
+	file_meshllm_node_v1_node_proto_msgTypes[47].OneofWrappers = []any{}
+	file_meshllm_node_v1_node_proto_msgTypes[52].OneofWrappers = []any{}
+	file_meshllm_node_v1_node_proto_msgTypes[59].OneofWrappers = []any{}
 	file_meshllm_node_v1_node_proto_msgTypes[61].OneofWrappers = []any{}
-	file_meshllm_node_v1_node_proto_msgTypes[63].OneofWrappers = []any{}
+	file_meshllm_node_v1_node_proto_msgTypes[62].OneofWrappers = []any{}
 	file_meshllm_node_v1_node_proto_msgTypes[64].OneofWrappers = []any{}
-	file_meshllm_node_v1_node_proto_msgTypes[71].OneofWrappers = []any{}
+	file_meshllm_node_v1_node_proto_msgTypes[65].OneofWrappers = []any{}
 	file_meshllm_node_v1_node_proto_msgTypes[72].OneofWrappers = []any{}
+	file_meshllm_node_v1_node_proto_msgTypes[73].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshllm_node_v1_node_proto_rawDesc), len(file_meshllm_node_v1_node_proto_rawDesc)),
-			NumEnums:      15,
-			NumMessages:   75,
+			NumEnums:      16,
+			NumMessages:   76,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

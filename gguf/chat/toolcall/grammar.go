@@ -1,0 +1,101 @@
+package toolcall
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/meshnode/meshnode/gguf/grammar"
+)
+
+// Tool is what a grammar needs of a tool: its name and the JSON Schema of
+// its parameters (nil: any JSON object).
+type Tool struct {
+	Name       string
+	Parameters []byte
+}
+
+// SchemaError is a tool whose parameters' schema the grammar compiler
+// refuses; Err is the compiler's (a *grammar.UnsupportedError for a
+// keyword it cannot enforce).
+type SchemaError struct {
+	Index int // in the tools given
+	Err   error
+}
+
+func (e *SchemaError) Error() string {
+	return fmt.Sprintf("toolcall: tool %d's parameters: %v", e.Index, e.Err)
+}
+
+func (e *SchemaError) Unwrap() error { return e.Err }
+
+// Grammar is the grammar of a reply that calls tools in format f, for
+// tool_choice "required" or a named function: the reply is nothing but
+// the call (of the tool named only, when only is not "", else of any of
+// tools), or several calls where parallel allows and the format has a
+// way to write them; each call's arguments match its tool's schema. The
+// calls are written as the model's template renders them.
+//
+// A control token cannot be forced (the token mask only allows tokens
+// that spell text), so where the format opens its calls with one
+// (Mistral's [TOOL_CALLS], Granite's <|tool_call|>) the grammar starts
+// after it, and prefix is the text to feed the parser before the output.
+func Grammar(f Format, tools []Tool, only string, parallel bool) (g *grammar.Grammar, prefix string, err error) {
+	if f == Harmony {
+		return nil, "", errors.New("toolcall: harmony calls are not forced by a grammar")
+	}
+	b := grammar.NewBuilder()
+	var calls []grammar.Expr
+	for i, t := range tools {
+		if only != "" && t.Name != only {
+			continue
+		}
+		args := b.JSONObject()
+		if len(t.Parameters) > 0 {
+			if args, err = b.Schema(t.Parameters); err != nil {
+				return nil, "", &SchemaError{Index: i, Err: err}
+			}
+		}
+		var call grammar.Expr
+		switch f {
+		case Hermes:
+			call = grammar.Seq(grammar.Lit("<tool_call>\n{\"name\": \""+t.Name+"\", \"arguments\": "), args, grammar.Lit("}\n</tool_call>"))
+		case Llama3:
+			call = grammar.Seq(grammar.Lit(`{"name": "`+t.Name+`", "parameters": `), args, grammar.Lit("}"))
+		default: // Mistral, Generic: an element of a JSON array
+			call = grammar.Seq(grammar.Lit(`{"name": "`+t.Name+`", "arguments": `), args, grammar.Lit("}"))
+		}
+		calls = append(calls, call)
+	}
+	if len(calls) == 0 {
+		return nil, "", fmt.Errorf("toolcall: no tool named %q", only)
+	}
+	b.Define("call", grammar.Alt(calls...))
+	call := grammar.Ref("call")
+	// Llama 3.x's templates take one call per turn.
+	many := parallel && only == "" && f != Llama3
+	list := func(sep string) grammar.Expr {
+		if !many {
+			return call
+		}
+		return grammar.Seq(call, grammar.Star(grammar.Seq(grammar.Lit(sep), call)))
+	}
+	var root grammar.Expr
+	switch f {
+	case Hermes:
+		root = list("\n")
+	case Llama3:
+		root = call
+	case Mistral:
+		root, prefix = grammar.Seq(grammar.Lit("["), list(", "), grammar.Lit("]")), "[TOOL_CALLS]"
+	case Granite:
+		root, prefix = grammar.Seq(grammar.Lit("["), list(", "), grammar.Lit("]")), "<|tool_call|>"
+	default:
+		root = grammar.Seq(grammar.Lit(`{"tool_calls": [`), list(", "), grammar.Lit("]}"))
+	}
+	b.Define("root", root)
+	g, err = b.Build("root")
+	if err != nil {
+		return nil, "", fmt.Errorf("toolcall: building the grammar: %w", err)
+	}
+	return g, prefix, nil
+}

@@ -1,0 +1,94 @@
+package toolcall
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/meshnode/meshnode/gguf/grammar"
+)
+
+var grammarTools = []Tool{
+	{Name: "get_weather", Parameters: []byte(`{"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"], "additionalProperties": false}`)},
+	{Name: "now"},
+}
+
+func matches(t *testing.T, g *grammar.Grammar, s string) bool {
+	t.Helper()
+	m, err := g.NewMatcher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Advance([]byte(s)); err != nil {
+		if !errors.Is(err, grammar.ErrRejected) {
+			t.Fatalf("%q: %v", s, err)
+		}
+		return false
+	}
+	return m.Accepting()
+}
+
+// TestGrammar: for each format the grammar takes exactly the calls the
+// template writes (the arguments held to the tool's schema; the named
+// tool only; one call unless parallel), and what it takes parses back,
+// after the prefix, to those calls.
+func TestGrammar(t *testing.T) {
+	for _, tc := range []struct {
+		f              Format
+		only           string
+		parallel       bool
+		accept, reject []string
+		wantCallsFirst int // calls in accept[0]
+	}{
+		{Hermes, "", true,
+			[]string{"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>",
+				"<tool_call>\n{\"name\": \"now\", \"arguments\": {\"any\": [1, 2]}}\n</tool_call>"},
+			[]string{"Sure.", "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"days\": 2}}\n</tool_call>",
+				"<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>",
+				"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"x\": 1}}\n</tool_call>"}, 2},
+		{Hermes, "", false,
+			[]string{"<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>"},
+			[]string{"<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>"}, 1},
+		{Llama3, "get_weather", true,
+			[]string{`{"name": "get_weather", "parameters": {"city": "Oslo", "days": 3}}`},
+			[]string{`{"name": "now", "parameters": {}}`, `{"name": "get_weather", "parameters": {"city": "Oslo", "days": 1.5}}`}, 1},
+		{Mistral, "", true,
+			[]string{`[{"name": "now", "arguments": {}}, {"name": "get_weather", "arguments": {"city": "Rome"}}]`},
+			[]string{`[TOOL_CALLS][{"name": "now", "arguments": {}}]`, `[]`}, 2},
+		{Granite, "", false,
+			[]string{`[{"name": "now", "arguments": {}}]`},
+			[]string{`<|tool_call|>[{"name": "now", "arguments": {}}]`, `[{"name": "now", "arguments": {}}, {"name": "now", "arguments": {}}]`}, 1},
+		{Generic, "now", true,
+			[]string{`{"tool_calls": [{"name": "now", "arguments": {}}]}`},
+			[]string{`{"tool_calls": [{"name": "now", "arguments": {}}, {"name": "now", "arguments": {}}]}`}, 1},
+	} {
+		g, prefix, err := Grammar(tc.f, grammarTools, tc.only, tc.parallel)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.f, err)
+		}
+		for i, s := range tc.accept {
+			if !matches(t, g, s) {
+				t.Errorf("%v only=%q parallel=%v rejects %q", tc.f, tc.only, tc.parallel, s)
+				continue
+			}
+			content, calls := Parse(tc.f, prefix+s)
+			if content != "" || len(calls) == 0 || i == 0 && len(calls) != tc.wantCallsFirst {
+				t.Errorf("%v: %q parses to %q %+v", tc.f, prefix+s, content, calls)
+			}
+		}
+		for _, s := range tc.reject {
+			if matches(t, g, s) {
+				t.Errorf("%v only=%q parallel=%v takes %q", tc.f, tc.only, tc.parallel, s)
+			}
+		}
+	}
+
+	if _, _, err := Grammar(Hermes, grammarTools, "missing", true); err == nil {
+		t.Error("a grammar for a tool not given")
+	}
+	_, _, err := Grammar(Hermes, []Tool{{Name: "ok"}, {Name: "f", Parameters: []byte(`{"type": "string", "pattern": "^a+$"}`)}}, "", true)
+	var se *SchemaError
+	var ue *grammar.UnsupportedError
+	if !errors.As(err, &se) || se.Index != 1 || !errors.As(err, &ue) || ue.Keyword != "pattern" {
+		t.Errorf("unsupported keyword: %v", err)
+	}
+}

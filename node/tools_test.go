@@ -1,0 +1,293 @@
+package node
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/chat"
+	"github.com/meshnode/meshnode/gguf/chat/toolcall"
+	"github.com/meshnode/meshnode/gguf/grammar/grammartest"
+	"github.com/meshnode/meshnode/gguf/tokenizer"
+	"github.com/meshnode/meshnode/node/api"
+	"github.com/meshnode/meshnode/node/steward/grant"
+)
+
+// toolRequest is a chat with tools and a finished call in its history.
+const toolRequest = `{"model":"` + fortunesModel + `","max_tokens":8,
+	"tools":` + weatherTool + `,
+	"messages":[{"role":"user","content":"Weather in Oslo?"},
+		{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}}]},
+		{"role":"tool","tool_call_id":"call_1","content":"-3 C"}],
+	"metadata":{"joule_ceiling_uj":"100000000"}}`
+
+const weatherTool = `[{"type":"function","function":{"name":"get_weather","description":"Current weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}]`
+
+// TestToolRequestReplay: a request with tools on the built-in model (no
+// chat template: the generic polyfill) is served, and its replay verifies;
+// the tools are in the prompt, so the same request with other tools, or
+// none, is not the receipt's. A granted request cannot carry tools: the
+// binding's request id would not cover them.
+func TestToolRequestReplay(t *testing.T) {
+	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
+	n, _ := startNode(t, Config{})
+	_, energy := generate(t, n, "/v1/chat/completions", toolRequest)
+	for _, tc := range []struct{ name, request, verdict string }{
+		{"the request", toolRequest, api.VerdictVerified},
+		{"another tool description", strings.Replace(toolRequest, "Current weather", "The weather", 1), api.VerdictNotReplayable},
+		{"no tools", strings.Replace(toolRequest, weatherTool, `[]`, 1), api.VerdictNotReplayable},
+		{"another call id", strings.ReplaceAll(toolRequest, "call_1", "call_2"), api.VerdictNotReplayable},
+	} {
+		body, _ := json.Marshal(map[string]any{"request": json.RawMessage(tc.request), "energy": energy})
+		status, res, raw := replayRaw(t, n, string(body))
+		if status != http.StatusOK || res.Verdict != tc.verdict {
+			t.Errorf("%s: %d %s, want %s", tc.name, status, raw, tc.verdict)
+		}
+		if tc.verdict == api.VerdictVerified && res.ReplayedRequestID != res.RequestID {
+			t.Errorf("%s: replayed request id %s, receipt's %s", tc.name, res.ReplayedRequestID, res.RequestID)
+		}
+	}
+
+	caller, chain := issueGrant(t, n)
+	for _, body := range []string{toolRequest, strings.Replace(toolRequest, `"max_tokens":8,`, `"max_tokens":8,"tool_choice":"none",`, 1)} {
+		presented, _, err := grant.PresentBody([]byte(body), chain, caller, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp := post(t, n, "/v1/chat/completions", string(presented))
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"code":"tools_not_granted"`) {
+			t.Errorf("granted request with tools: %d %s, want 400 tools_not_granted", resp.StatusCode, b)
+		}
+	}
+}
+
+// TestForcedToolCall: tool_choice required on the built-in model (no
+// template: the generic format) makes it call a tool through the whole
+// node (grammar in the request, the engine's mask), with arguments that
+// meet the tool's schema, greedy and sampled; its replay verifies under
+// the same grammar, and the same request with a tool's schema changed is
+// another request.
+func TestForcedToolCall(t *testing.T) {
+	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
+	n, _ := startNode(t, Config{})
+	// The fortunes model's context is 256 tokens, and the generic prompt
+	// spends most of them: one small tool.
+	const schema = `{"type":"object","properties":{"c":{"enum":["O","P"]}},"required":["c"],"additionalProperties":false}`
+	request := func(extra string) string {
+		return `{"model":"` + fortunesModel + `","tool_choice":"required","parallel_tool_calls":false` + extra + `,
+			"tools":[{"type":"function","function":{"name":"w","parameters":` + schema + `}}],"messages":[{"role":"user","content":"?"}]}`
+	}
+	var greedyEnergy json.RawMessage
+	var greedyCall [2]string // name, arguments
+	for _, extra := range []string{"", `,"temperature":1.0,"seed":9`} {
+		resp := post(t, n, "/v1/chat/completions", request(extra))
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var got struct {
+			Choices []struct {
+				Message struct {
+					Content   *string `json:"content"`
+					ToolCalls []struct {
+						ID       string `json:"id"`
+						Function struct {
+							Name      string `json:"name"`
+							Arguments string `json:"arguments"`
+						} `json:"function"`
+					} `json:"tool_calls"`
+				} `json:"message"`
+				FinishReason string `json:"finish_reason"`
+			} `json:"choices"`
+			Usage struct {
+				Energy json.RawMessage `json:"energy"`
+			} `json:"usage"`
+		}
+		if err := json.Unmarshal(b, &got); err != nil || resp.StatusCode != http.StatusOK || len(got.Choices) != 1 {
+			t.Fatalf("%d %s", resp.StatusCode, b)
+		}
+		c := got.Choices[0]
+		if c.FinishReason != "tool_calls" || c.Message.Content != nil || len(c.Message.ToolCalls) != 1 {
+			t.Fatalf("forced call %q: %s", extra, b)
+		}
+		call := c.Message.ToolCalls[0]
+		if err := grammartest.Validate([]byte(schema), []byte(call.Function.Arguments)); err != nil || call.Function.Name != "w" || !strings.HasPrefix(call.ID, "call_") {
+			t.Errorf("call %+v: %v", call, err)
+		}
+		if extra == "" {
+			greedyEnergy = got.Usage.Energy
+			greedyCall = [2]string{call.Function.Name, call.Function.Arguments}
+		}
+	}
+	// Streamed, the greedy call's deltas add up to the same call.
+	resp := post(t, n, "/v1/chat/completions", strings.Replace(request(""), `"tool_choice"`, `"stream":true,"tool_choice"`, 1))
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var name, args, finish string
+	calls := 0
+	for _, line := range strings.Split(string(raw), "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		var chunk struct {
+			Choices []struct {
+				Delta struct {
+					Content   *string `json:"content"`
+					ToolCalls []struct {
+						Index    int    `json:"index"`
+						ID       string `json:"id"`
+						Function struct {
+							Name      string `json:"name"`
+							Arguments string `json:"arguments"`
+						} `json:"function"`
+					} `json:"tool_calls"`
+				} `json:"delta"`
+				FinishReason *string `json:"finish_reason"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(data), &chunk); err != nil {
+			t.Fatalf("chunk %s: %v", data, err)
+		}
+		for _, c := range chunk.Choices {
+			if c.Delta.Content != nil && *c.Delta.Content != "" {
+				t.Errorf("content in a forced call's stream: %s", data)
+			}
+			for _, tc := range c.Delta.ToolCalls {
+				if tc.ID != "" {
+					calls++
+				}
+				if tc.Index != 0 {
+					t.Errorf("a second call with parallel_tool_calls false: %s", data)
+				}
+				name += tc.Function.Name
+				args += tc.Function.Arguments
+			}
+			if c.FinishReason != nil {
+				finish = *c.FinishReason
+			}
+		}
+	}
+	if calls != 1 || name != greedyCall[0] || args != greedyCall[1] || finish != "tool_calls" {
+		t.Errorf("streamed: %d calls, %s(%s), finish %q; whole: %s(%s)", calls, name, args, finish, greedyCall[0], greedyCall[1])
+	}
+
+	for _, tc := range []struct{ name, request, verdict string }{
+		{"the request", request(""), api.VerdictVerified},
+		{"another schema", strings.Replace(request(""), `"P"]`, `"P","Q"]`, 1), api.VerdictNotReplayable},
+	} {
+		body, _ := json.Marshal(map[string]any{"request": json.RawMessage(tc.request), "energy": greedyEnergy})
+		status, res, raw := replayRaw(t, n, string(body))
+		if status != http.StatusOK || res.Verdict != tc.verdict {
+			t.Errorf("replay of %s: %d %s, want %s", tc.name, status, raw, tc.verdict)
+		}
+	}
+}
+
+func llamaVocab(t *testing.T) *tokenizer.Tokenizer {
+	t.Helper()
+	gz, err := os.ReadFile("../gguf/tokenizer/testdata/ggml-vocab-llama-bpe.gguf.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(gz))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenizer.FromGGUF(f.Metadata)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// TestToolPromptAndDecoder: with Llama 3.1's template and a Llama 3
+// vocabulary, a request's tools and tool turns are rendered into the
+// prompt (its control tokens parsed as such), and the decoder of a
+// generation with tools writes a marker that is a control token, which
+// the plain decoder drops, so that the call after it is found. (This
+// Llama 3.0 vocabulary names id 128010, Llama 3.1's <|python_tag|>,
+// <|reserved_special_token_5|>, so that name stands in for it.)
+func TestToolPromptAndDecoder(t *testing.T) {
+	tok := llamaVocab(t)
+	src, err := os.ReadFile("../gguf/chat/testdata/templates/llama-3.1.jinja")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := chat.Compile(string(src), chat.Options{BOS: "<|begin_of_text|>", StripBOS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen := &api.Generation{
+		Tools: []json.RawMessage{json.RawMessage(`{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}`)},
+		Messages: []api.Message{
+			{Role: "user", Content: "Weather in Oslo?"},
+			{Role: "assistant", ToolCalls: []api.ToolCall{{ID: "call_1", Name: "get_weather", Arguments: `{"city": "Oslo"}`}}},
+			{Role: "tool", ToolCallID: "call_1", Content: "-3 C"},
+		},
+	}
+	text, ids, err := renderPrompt(tok, tmpl, gen, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Environment: ipython\n", "{\n    \"type\": \"function\",\n    \"function\": {\n        \"name\": \"get_weather\"",
+		`<|start_header_id|>assistant<|end_header_id|>` + "\n\n" + `{"name": "get_weather", "parameters": {"city": "Oslo"}}<|eot_id|>`,
+		"<|start_header_id|>ipython<|end_header_id|>\n\n\"-3 C\"<|eot_id|>"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("prompt lacks %q:\n%s", want, text)
+		}
+	}
+	eot, _ := tok.Lookup("<|eot_id|>")
+	n := 0
+	for _, id := range ids {
+		if id == eot {
+			n++
+		}
+	}
+	if n != 4 {
+		t.Errorf("prompt has %d <|eot_id|> tokens, want 4 (system, user, call, result)", n)
+	}
+	if f := toolcall.Detect(tmpl); f != toolcall.Llama3 {
+		t.Fatalf("format %v", f)
+	}
+
+	const marker = "<|reserved_special_token_5|>"
+	out := tok.Encode(marker+`{"name": "get_weather", "parameters": {"city": "Rome"}}`, tokenizer.EncodeOptions{ParseSpecial: true})
+	tag, _ := tok.Lookup(marker)
+	if out[0] != tag || tag != 128010 || !tok.IsControl(tag) {
+		t.Fatalf("%s is not control token 128010: %v", marker, out)
+	}
+	decode := func(d decoder) string {
+		var b strings.Builder
+		for _, id := range out {
+			b.WriteString(d.Next(id))
+		}
+		b.WriteString(d.Flush())
+		return b.String()
+	}
+	if plain := decode(newTokenDecoder(tok)); strings.Contains(plain, "special_token") {
+		t.Errorf("the plain decoder writes control tokens: %q", plain)
+	}
+	withTools := decode(newToolDecoder(tok, []string{marker, "<|not_in_the_vocabulary|>"}))
+	if !strings.HasPrefix(withTools, marker+"{") {
+		t.Fatalf("the tool decoder gave %q", withTools)
+	}
+	content, calls := toolcall.Parse(toolcall.Llama3, strings.Replace(withTools, marker, "<|python_tag|>", 1))
+	if content != "" || len(calls) != 1 || calls[0].Name != "get_weather" || calls[0].Arguments != `{"city": "Rome"}` {
+		t.Errorf("parsed %q %+v", content, calls)
+	}
+}
