@@ -252,8 +252,9 @@ func (m *Model) loadHybridLayer(ld *loader, l int) error {
 	return err
 }
 
-// loadExperts loads a mixture-of-experts FFN's router and experts (as
-// loadLayer does for qwen3moe).
+// loadExperts loads a mixture-of-experts FFN's router and experts, for
+// loadLayer (qwen3moe, gpt-oss, gemma4's routed experts aside) and the
+// hybrid blocks alike.
 func (m *Model) loadExperts(ld *loader, ly *layer, name func(string) string) error {
 	c := &m.cfg
 	var err error

@@ -379,22 +379,13 @@ func (m *Model) loadLayer(ld *loader, l int) error {
 		if err != nil {
 			return err
 		}
-		if ly.router, err = ld.matrix(name("ffn_gate_inp.weight"), c.Experts, c.Embd, true); err != nil {
+		if err := m.loadExperts(ld, ly, name); err != nil {
 			return err
 		}
 		if c.spec.gptoss {
-			if err := m.loadExpertBiases(ld, ly, name); err != nil {
-				return err
-			}
+			return m.loadExpertBiases(ld, ly, name)
 		}
-		if ly.gateExps, err = ld.experts(name("ffn_gate_exps.weight"), c.Experts, c.ExpertFF, c.Embd); err != nil {
-			return err
-		}
-		if ly.upExps, err = ld.experts(name("ffn_up_exps.weight"), c.Experts, c.ExpertFF, c.Embd); err != nil {
-			return err
-		}
-		ly.downExps, err = ld.experts(name("ffn_down_exps.weight"), c.Experts, c.Embd, c.ExpertFF)
-		return err
+		return nil
 	}
 	if c.spec.fusedGateUp {
 		// phi3: ffn_up is gate then up, and swiglu takes the halves in

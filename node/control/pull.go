@@ -96,15 +96,8 @@ func (s *Server) servePull(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, errorf(ErrUnavailable.Code, "this node does not pull models"))
 		return
 	}
-	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
-		writeHTTPError(w, errorf(ErrBadRequest.Code, "Content-Type %q: send application/json", ct))
-		return
-	}
 	var req PullRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxHTTPBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		writeHTTPError(w, errorf(ErrBadRequest.Code, "body is not a pull request: %v", err))
+	if !decodeFacadeJSON(w, r, &req, "a pull request") {
 		return
 	}
 	if req.Source == "" {

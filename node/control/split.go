@@ -58,6 +58,22 @@ var (
 	ErrNotSplit = errors.New("not a split model")
 )
 
+// decodeFacadeJSON reads a facade command's JSON body into v (bounded,
+// no unknown fields), or answers BAD_REQUEST naming what it is not.
+func decodeFacadeJSON(w http.ResponseWriter, r *http.Request, v any, what string) bool {
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		writeHTTPError(w, errorf(ErrBadRequest.Code, "Content-Type %q: send application/json", ct))
+		return false
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxHTTPBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeHTTPError(w, errorf(ErrBadRequest.Code, "body is not %s: %v", what, err))
+		return false
+	}
+	return true
+}
+
 // splitPinsTimeout bounds a re-plan: loading a stage reads its layers
 // from disk on every node of the plan.
 const splitPinsTimeout = 3 * time.Minute
@@ -67,15 +83,8 @@ func (s *Server) serveSplitPins(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, errorf(ErrUnavailable.Code, "this node does not serve split models"))
 		return
 	}
-	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
-		writeHTTPError(w, errorf(ErrBadRequest.Code, "Content-Type %q: send application/json", ct))
-		return
-	}
 	var req SplitPinsRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxHTTPBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		writeHTTPError(w, errorf(ErrBadRequest.Code, "body is not a split pins request: %v", err))
+	if !decodeFacadeJSON(w, r, &req, "a split pins request") {
 		return
 	}
 	if req.Model == "" {
