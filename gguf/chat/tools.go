@@ -194,7 +194,17 @@ func decodeValue(dec *json.Decoder, depth int) (jinja.Value, error) {
 		}
 		return jinja.Undefined(), fmt.Errorf("chat: JSON: unexpected %v", tok)
 	case json.Number:
-		return jinja.FromGoValue(tok), nil
+		if i, err := tok.Int64(); err == nil {
+			return jinja.FromGoValue(i), nil
+		}
+		// Past float64's range a number has no value a template could
+		// print back as JSON (Python would give Infinity, which is not
+		// JSON), so it is refused rather than turned into a string.
+		f, err := tok.Float64()
+		if err != nil {
+			return jinja.Undefined(), fmt.Errorf("chat: JSON number %s is out of range", tok)
+		}
+		return jinja.FromGoValue(f), nil
 	case string:
 		return jinja.NewString(tok), nil
 	case bool:
