@@ -44,10 +44,10 @@ type PipelineConfig struct {
 	Batch, Seqs int
 	// Rows is the most output rows a step may ask of the last stage (a
 	// speculative window of k drafts takes k+1), set apart from Seqs,
-	// which sizes the requests whose KV each stage holds (0: Seqs; at
-	// most Batch). It takes effect only where the last stage's node
-	// takes it (Placement.LoadRows); Pipeline.Rows is what a step may
-	// ask.
+	// which sizes the requests whose KV each stage holds (Seqs where it
+	// is not more; at most Batch). It takes effect only where the last
+	// stage's node takes it (Placement.LoadRows); Pipeline.Rows is what
+	// a step may ask.
 	Rows int
 	// DType is how hidden rows travel: stagewire.DTypeF32 (the default,
 	// exact) or DTypeF16.
