@@ -178,9 +178,8 @@ func openSplit(s modelSpec) (*splitModel, error) {
 		Recipe: s.Name, Fidelity: s.fidelity(), UJPerToken: uj,
 		Weights: receipt.Weights{Digest: receipt.ContentID(sum.Digest), Precision: ggufengine.Precision(sm.facts.QuantizationType)},
 		Vocab:   sm.vocab, Context: sm.ctx, Batch: model.DefaultBatch, Sessions: splitSeqs, Tokens: sm.tok,
-		// A window's rows count against the stages' logits rows, which
-		// the pipeline sizes by its Seqs.
-		Rows: splitSeqs, Draft: sm.draft,
+		// A window's rows are the pipeline's to bound (startSplit).
+		Draft: sm.draft,
 		Lost: func(p splitengine.Pipeline, err error) {
 			select {
 			case sm.lost <- lostPipeline{p, err}:
@@ -586,8 +585,9 @@ type stageOffer struct {
 	free      int64
 	bandwidth float64 // bytes/s; 0 when not said
 	models    [][32]byte
-	// rows: its stages answer windows (stagewire.FeatureRows).
-	rows bool
+	// rows: its stages answer windows (stagewire.FeatureRows); loadRows:
+	// it takes LoadStage.Rows (stagewire.FeatureLoadRows).
+	rows, loadRows bool
 }
 
 // stageOfferOf reads a peer's offer from its announcement; false when it
@@ -606,6 +606,8 @@ func stageOfferOf(a *nodev1.PeerAnnouncement) (stageOffer, bool) {
 				}
 			} else if f == stagewire.FeatureRows {
 				o.rows = true
+			} else if f == stagewire.FeatureLoadRows {
+				o.loadRows = true
 			} else if v, ok := strings.CutPrefix(f, featureBandwidth); ok {
 				if b, err := strconv.ParseInt(v, 10, 64); err == nil && b > 0 {
 					o.bandwidth = float64(b)
@@ -909,19 +911,36 @@ func (n *Node) repinSplit(ctx context.Context, sm *splitModel, r repin, p **stag
 
 // startSplit loads plan's stages, the last first.
 func (n *Node) startSplit(ctx context.Context, sm *splitModel, plan stageplan.Plan) (*stage.Pipeline, error) {
+	// Which peers take LoadStage.Rows, from their announcements: the
+	// last stage's node decides how many drafts a window holds.
+	loadRows := map[identity.EndpointID]bool{}
+	for _, p := range n.mesh.Peers() {
+		if o, ok := stageOfferOf(p.Announcement); ok && o.loadRows {
+			loadRows[p.ID] = true
+		}
+	}
 	var places []stage.Placement
 	for _, s := range plan.Stages {
 		id, err := identity.ParseEndpointID(s.Host)
 		if err != nil {
 			return nil, err
 		}
-		places = append(places, stage.Placement{Peer: id, Range: model.LayerRange{Lo: s.Lo, Hi: s.Hi}})
+		places = append(places, stage.Placement{Peer: id, Range: model.LayerRange{Lo: s.Lo, Hi: s.Hi}, LoadRows: loadRows[id]})
+	}
+	// A speculating model's windows hold the draft's most drafts and
+	// the last token, apart from the requests the stages hold KV for; a
+	// last stage on a node that predates the field holds them to
+	// splitSeqs rows (splitSeqs-1 drafts).
+	rows := splitSeqs
+	if sm.draft != nil {
+		// A window is one step: at most a step's positions.
+		rows = min(max(rows, sm.draft.Max()+1), model.DefaultBatch)
 	}
 	ctx, cancel := context.WithTimeout(ctx, splitStartTimeout)
 	defer cancel()
 	return stage.Start(ctx, stage.PipelineConfig{
 		File: sm.file, Digest: sm.digest, Self: n.key.ID(), Stages: places,
-		Context: sm.ctx, KV: model.KVF16, Batch: model.DefaultBatch, Seqs: splitSeqs,
+		Context: sm.ctx, KV: model.KVF16, Batch: model.DefaultBatch, Seqs: splitSeqs, Rows: rows,
 		Backend: sm.be, Dial: stage.MeshDialer{Node: n.mesh},
 		// A stage's node that died without a word (killed, powered off)
 		// is found out by a probe within seconds: its connection closes

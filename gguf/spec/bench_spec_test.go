@@ -409,8 +409,6 @@ func runSpecCase(b *testing.B, be *cpu.Backend, targetPath, draftPath string, ct
 				w := spec.NewWindow(0, cSizes, 0)
 				if fixed > 0 {
 					w = spec.Fixed(fixed)
-				} else if draft != nil {
-					w.LimitProbes(0) // as the engine sizes a draft model's windows
 				}
 				pre[pi] = fastest(pre[pi], prefillOf(s, p))
 				if draft != nil && w.Speculates() {

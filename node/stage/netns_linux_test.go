@@ -223,7 +223,7 @@ func (h *netnsHead) places(s int) []Placement {
 	}
 	var out []Placement
 	for i, r := range netnsSplits[s] {
-		out = append(out, Placement{ids[i], r})
+		out = append(out, Placement{Peer: ids[i], Range: r})
 	}
 	return out
 }

@@ -44,6 +44,24 @@ type LoadStage struct {
 	Next       [32]byte
 	NextStage  uint64
 	Prev, Head [32]byte
+	// Rows, when not 0, is the most output rows a step may ask of the
+	// stage (ActSeq.OutRows over its sequences; a speculative window of
+	// k drafts takes k+1), Seqs < Rows: the last stage computes that
+	// many logits rows per step while Seqs still counts the requests
+	// whose KV it holds. 0 (the short form, with no field on the wire)
+	// is Seqs rows, as before the field. It goes only to a node that
+	// advertises FeatureLoadRows: an older one refuses it as bytes after
+	// the last field.
+	Rows uint16
+}
+
+// StepRows is the most output rows a step may ask of the stage: Rows,
+// or Seqs where Rows is 0.
+func (m *LoadStage) StepRows() int {
+	if m.Rows != 0 {
+		return int(m.Rows)
+	}
+	return int(m.Seqs)
 }
 
 // Kind is KindLoadStage.
@@ -68,6 +86,9 @@ func (m *LoadStage) check() error {
 		return invalid(msg, "out", "%v, want f32 or f16", m.Out)
 	case (m.Next == [32]byte{}) != (m.NextStage == 0):
 		return invalid(msg, "next_stage", "%d with next %x…: both set, or neither (the last stage)", m.NextStage, m.Next[:4])
+	case m.Rows != 0 && m.Rows <= m.Seqs:
+		// Rows equal to Seqs has only the short form: one encoding.
+		return invalid(msg, "rows", "%d, want 0 (as many as seqs) or more than seqs (%d)", m.Rows, m.Seqs)
 	}
 	return nil
 }
@@ -87,7 +108,11 @@ func (m *LoadStage) appendBody(dst []byte) ([]byte, error) {
 	dst = append(dst, m.Next[:]...)
 	dst = le.AppendUint64(dst, m.NextStage)
 	dst = append(dst, m.Prev[:]...)
-	return append(dst, m.Head[:]...), nil
+	dst = append(dst, m.Head[:]...)
+	if m.Rows != 0 {
+		dst = le.AppendUint16(dst, m.Rows)
+	}
+	return dst, nil
 }
 
 func parseLoadStage(r *reader) Message {
@@ -95,6 +120,12 @@ func parseLoadStage(r *reader) Message {
 		Context: r.u32("context"), Batch: r.u32("batch"), Seqs: r.u16("seqs"),
 		KV: KVType(r.u8("kv")), Out: DType(r.u8("out")), Next: r.id("next"), NextStage: r.u64("next_stage"),
 		Prev: r.id("prev"), Head: r.id("head")}
+	// rows is the one optional field: present only when not 0.
+	if r.err == nil && r.off < len(r.b) {
+		if m.Rows = r.u16("rows"); r.err == nil && m.Rows == 0 {
+			r.fail("rows", "0 in the long form (a LoadStage of seqs rows has no rows field)")
+		}
+	}
 	if r.err == nil {
 		r.err = m.check()
 	}
