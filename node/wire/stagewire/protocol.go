@@ -147,7 +147,7 @@ func ParseBody(body []byte) (Message, error) {
 		return nil, &wire.FrameError{Kind: wire.ErrInvalidMessage, Field: "kind", Reason: "empty body"}
 	}
 	k := Kind(body[0])
-	r := &reader{b: body, off: 1, msg: k.String()}
+	r := &reader{wire.NewBodyReader(body, 1, k.String())}
 	var m Message
 	switch k {
 	case KindLoadStage:
@@ -177,7 +177,7 @@ func ParseBody(body []byte) (Message, error) {
 	default:
 		return nil, &wire.FrameError{Kind: wire.ErrInvalidMessage, Field: "kind", Reason: fmt.Sprintf("unknown %v", k)}
 	}
-	if err := r.end(); err != nil {
+	if err := r.End(); err != nil {
 		return nil, err
 	}
 	return m, nil
