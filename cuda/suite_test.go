@@ -261,11 +261,26 @@ func testMatMul(t *testing.T, p *pair) {
 // (gguf/model/moe.go): each expert a weight viewing its slice of one 3-D
 // MXFP4 tensor (here 255 bytes each, so every expert but the first starts
 // at an odd offset of the tensor), multiplied with the rows routed to it
-// gathered into a tensor of their own, one row (decode) or several.
+// gathered into a tensor of their own, one row (decode) or several. The
+// blocks are random bytes with E8M0 scales among the smallest (the
+// float32 subnormals 2^-128 and 2^-127 that e8m0_half makes of 0 and 1)
+// and about 1.
 func testExperts(t *testing.T, p *pair) {
 	const experts, rows, cols, n = 4, 5, 96, 9
-	data := p.encode(quant.MXFP4, experts*rows, cols, 1)
+	data := make([]byte, experts*rows*cols/32*17)
+	for i := range data {
+		data[i] = byte(p.rng.Uint32())
+		if i%17 == 0 {
+			data[i] = []byte{0, 1, 2, 3, 125, 126, 127, 128}[p.rng.IntN(8)]
+		}
+	}
 	size := len(data) / experts
+	all := p.weight(quant.MXFP4, experts*rows, cols, data)
+	ids := []uint32{0, 19, 7, 3, 12}
+	emb := p.tensor(len(ids), cols, nil)
+	p.cpu.Embed(emb.c, all.c, ids)
+	p.dev.Embed(emb.d, all.d, ids)
+	p.compare("embed", "MXFP4 small scales", emb)
 	x := p.random(n*cols, 2)
 	route := [][]int{{0, 3, 4, 8}, {2}, {}, {1, 2, 5, 6, 7, 8}}
 	for e, routed := range route {
