@@ -67,6 +67,10 @@ const (
 	AttendF16
 	AttendF32
 	ArgMax
+	// gpt-oss's (gptoss.cuh).
+	GLUOAI
+	AttendSinksF16
+	AttendSinksF32
 	numFixed
 )
 
@@ -89,6 +93,10 @@ var fixed = [numFixed]struct{ name, params string }{
 	AttendF16:    {"attend_f16", "ppppppiiiiiiffi"},
 	AttendF32:    {"attend_f32", "ppppppiiiiiiffi"},
 	ArgMax:       {"argmax", "pip"},
+
+	GLUOAI:         {"glu_oai", "pppi"},
+	AttendSinksF16: {"attend_sinks_f16", "ppppppiiiiiiffip"},
+	AttendSinksF32: {"attend_sinks_f32", "ppppppiiiiiiffip"},
 }
 
 // WeightKind is one of a weight type's kernels.
@@ -111,6 +119,7 @@ var weightTypes = []struct {
 	{quant.IQ4_NL, "iq4_nl"}, {quant.Q2_K, "q2_k"}, {quant.Q3_K, "q3_k"}, {quant.Q4_K, "q4_k"}, {quant.Q5_K, "q5_k"},
 	{quant.Q6_K, "q6_k"}, {quant.IQ4_XS, "iq4_xs"},
 	{quant.F32, "f32"}, {quant.F16, "f16"}, {quant.BF16, "bf16"},
+	{quant.MXFP4, "mxfp4"},
 }
 
 const (

@@ -884,9 +884,12 @@ func Unsupported(arch string, be backend.Backend) string {
 	if arch != "gpt-oss" {
 		return ""
 	}
-	for _, f := range []backend.Feature{backend.AttentionSinks, backend.GLUSwiOAI} {
-		if !backend.Supports(be, f) {
-			return fmt.Sprintf("the %s backend has no attention sinks or clamped SwiGLU, which gpt-oss needs", be.Name())
+	for _, need := range []struct {
+		f    backend.Feature
+		what string
+	}{{backend.AttentionSinks, "attention sinks"}, {backend.GLUSwiOAI, "clamped SwiGLU (swiglu_oai)"}} {
+		if !backend.Supports(be, need.f) {
+			return fmt.Sprintf("the %s backend has no %s, which gpt-oss needs", be.Name(), need.what)
 		}
 	}
 	return ""
