@@ -194,8 +194,8 @@ func TestHarmonyForcedToolChoice(t *testing.T) {
 	}{
 		{`"required"`, map[string]bool{
 			reply: true,
-			`<|channel|>commentary to=functions.get_time <|constrain|>json<|message|>{}`: true,
-			"<|channel|>final<|message|>It is sunny.":                                     false,
+			`<|channel|>commentary to=functions.get_time <|constrain|>json<|message|>{}`:    true,
+			"<|channel|>final<|message|>It is sunny.":                                       false,
 			`<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{}`: false, // city is required
 		}},
 		{`{"type":"function","function":{"name":"get_weather"}}`, map[string]bool{
