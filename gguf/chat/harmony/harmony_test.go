@@ -118,6 +118,24 @@ func FuzzParser(f *testing.F) {
 		if n > len(text) {
 			t.Fatalf("with calls, more out (%d) than in (%d)", n, len(text))
 		}
+		// Fed as two tokens, FeedToken's events are Feed's.
+		var p Parser
+		var evs []Event
+		for _, tok := range []string{text[:c], text[c:]} {
+			e, _ := p.FeedToken(tok)
+			evs = append(evs, e...)
+		}
+		var by [2]strings.Builder
+		for _, e := range append(evs, p.Finish()...) {
+			if e.Reasoning {
+				by[0].WriteString(e.Text)
+			} else {
+				by[1].WriteString(e.Text)
+			}
+		}
+		if by[0].String() != reasoning || by[1].String() != content {
+			t.Fatalf("FeedToken cut at %d: %q / %q, whole %q / %q", c, by[0].String(), by[1].String(), reasoning, content)
+		}
 	})
 }
 
