@@ -32,7 +32,9 @@ func (e *SchemaError) Unwrap() error { return e.Err }
 // the call (of the tool named only, when only is not "", else of any of
 // tools), or several calls where parallel allows and the format has a
 // way to write them; each call's arguments match its tool's schema. The
-// calls are written as the model's template renders them.
+// calls are written as the model's template renders them. A harmony
+// model (gpt-oss) may first reason in an analysis message, as it would
+// unforced; its call is one message to functions.NAME, one a turn.
 //
 // A control token cannot be forced (the token mask only allows tokens
 // that spell text), so where the format opens its calls with one
