@@ -3,7 +3,6 @@ package ggufengine
 import (
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -26,21 +25,7 @@ func harmonyFixture(t *testing.T) string {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	kvs := f.Metadata.KVs()
-	for i, kv := range kvs {
-		if kv.Key != "tokenizer.ggml.tokens" {
-			continue
-		}
-		toks, _ := f.Metadata.Strings(kv.Key)
-		toks = slices.Clone(toks)
-		for j, m := range harmony.Markers {
-			toks[1990+j] = m
-		}
-		if kvs[i].Value, err = gguf.ValueOf(toks); err != nil {
-			t.Fatal(err)
-		}
-	}
-	md, err := gguf.NewMetadata(kvs)
+	md, err := modeltest.HarmonyVocab(f.Metadata, harmony.Markers)
 	if err != nil {
 		t.Fatal(err)
 	}
