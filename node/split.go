@@ -377,7 +377,11 @@ func (n *Node) wantSplit(s modelSpec, used int64) (bool, error) {
 			pins = append(pins, stageplan.Pin{Host: p.Node, Lo: p.Lo, Hi: p.Hi})
 		}
 		if err := stageplan.CheckSplit(c, pins); err != nil {
-			return false, fmt.Errorf("model %s: split %q: %w", s.Path, s.Split, err)
+			why := fmt.Sprintf("pins %q", s.Pins)
+			if len(s.Pins) == 0 {
+				why = `split = "always"`
+			}
+			return false, fmt.Errorf("model %s: %s: %w", s.Path, why, err)
 		}
 		return true, nil
 	}

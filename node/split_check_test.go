@@ -162,6 +162,7 @@ func TestWantSplitUnsplittable(t *testing.T) {
 		if !errors.Is(err, tc.want) || !errors.Is(err, model.ErrUnsupported) {
 			t.Errorf("%s: %v, %v; want %v with the model's reason", tc.name, split, err, tc.want)
 		}
+		t.Logf("%s: %v", tc.name, err)
 	}
 	// Pins the model allows split it.
 	if split, err := n.wantSplit(modelSpec{ModelConfig: ModelConfig{Path: gemma, Context: splitContext, Pins: []string{"self:0-2"}}}, 0); !split || err != nil {
