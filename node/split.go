@@ -220,6 +220,9 @@ func stageCosts(f *gguf.File, mc model.Config, ctx int) stageplan.Model {
 		}
 	}
 	c.KVPerLayer = int64(splitSeqs) * int64(ctx) * int64(mc.KVHeads) * int64(mc.HeadDimK+mc.HeadDimV) * 2
+	// The planner cuts only where LoadStage will load the stages (gemma4's
+	// shared KV, per-layer embeddings and hybrid layers forbid cuts).
+	c.Check = func(lo, hi int) error { return mc.CheckStage(model.LayerRange{Lo: lo, Hi: hi}) }
 	return c
 }
 
@@ -337,21 +340,16 @@ func (sm *splitModel) status() *SplitStatus {
 }
 
 // wantSplit reports whether spec's model is to be served split. used is
-// what the models loaded before it hold.
+// what the models loaded before it hold. A model that cannot be split
+// (model.Config.CheckStage) is refused under split = "always" or pins,
+// with the reason; under "auto" it is loaded whole, the budget
+// notwithstanding, as a model is with no budget.
 func (n *Node) wantSplit(s modelSpec, used int64) (bool, error) {
-	if s.reference {
+	if s.reference || s.Split == SplitNever {
 		return false, nil
 	}
-	switch s.Split {
-	case SplitNever:
-		return false, nil
-	case SplitAlways:
-		return true, nil
-	}
-	if len(s.Pins) > 0 {
-		return true, nil
-	}
-	if n.cfg.MemoryBudget == 0 {
+	forced := s.Split == SplitAlways || len(s.Pins) > 0
+	if !forced && n.cfg.MemoryBudget == 0 {
 		return false, nil // no budget: the machine's memory decides, as for any model
 	}
 	f, err := gguf.Open(s.Path)
@@ -368,8 +366,32 @@ func (n *Node) wantSplit(s modelSpec, used int64) (bool, error) {
 		ctx = model.DefaultContext
 	}
 	c := stageCosts(f, mc, min(ctx, mc.TrainContext))
+	if forced {
+		var pins []stageplan.Pin
+		for _, ps := range s.Pins {
+			p, err := ParsePin(ps)
+			if err != nil {
+				return false, fmt.Errorf("model %s: %w", s.Path, err)
+			}
+			pins = append(pins, stageplan.Pin{Host: p.Node, Lo: p.Lo, Hi: p.Hi})
+		}
+		if err := stageplan.CheckSplit(c, pins); err != nil {
+			why := fmt.Sprintf("pins %q", s.Pins)
+			if len(s.Pins) == 0 {
+				why = `split = "always"`
+			}
+			return false, fmt.Errorf("model %s: %s: %w", s.Path, why, err)
+		}
+		return true, nil
+	}
 	_, err = stageplan.Make(c, stageplan.Host{ID: "self", Free: int64(n.cfg.MemoryBudget) - used}, nil,
 		stageplan.Options{Headroom: int64(n.cfg.Stages.Headroom)})
+	if errors.Is(err, stageplan.ErrUnsplittable) {
+		if n.log != nil {
+			n.log.Warn("model fits no single node under the memory budget but cannot be split: loading it whole", "model", s.Path, "err", err)
+		}
+		return false, nil
+	}
 	return err != nil, nil
 }
 
