@@ -100,7 +100,7 @@ clean:
 goldens-gguf:
 	gguf/quant/testdata/goldens.sh $(LLAMACPP_REF)
 
-.PHONY: parity bench-engine
+.PHONY: parity parity-heldout bench-engine
 
 # Rebuilds the engine's parity goldens (gguf/model/testdata/parity) from
 # llama.cpp: the build tools/llamacpp-ref/build.sh makes, in $LLAMACPP
@@ -110,6 +110,13 @@ goldens-gguf:
 # F16 models' logits and misses the tolerances.
 parity:
 	CGO_ENABLED=0 $(GO) test ./gguf/model/ -run '^TestParity$$' -count=1 -update -v
+
+# The parity gate on fixtures the goldens never saw: every architecture and
+# weight type with seeds and shapes drawn from PARITY_SEED (a new one each
+# run unless given; the log names it), against the llama.cpp build in
+# $LLAMACPP run now. Nothing is written.
+parity-heldout:
+	PARITY_HELDOUT=1 CGO_ENABLED=0 $(GO) test ./gguf/model/ -run '^TestParityHeldOut$$' -count=1 -timeout 60m -v
 
 # llama.cpp's llama-bench and this engine on the same files (the parity
 # fixtures and Llama-3.2-1B-shaped random Q4_0, Q8_0 and Q4_K_M models),

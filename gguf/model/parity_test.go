@@ -8,14 +8,17 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/cpu"
@@ -137,6 +140,53 @@ func TestParity(t *testing.T) {
 				g := readGolden(t, path)
 				if g.Digest != sum {
 					t.Fatalf("fixture generator drift: %s is %s, the golden was made from %s (run make parity)", name, sum, g.Digest)
+				}
+				checkParity(t, be, file, g, parityTolerance(arch, ft))
+			})
+		}
+	}
+}
+
+// TestParityHeldOut is the parity gate on fixtures the goldens never saw
+// (modeltest.HeldOut: seeds and shapes drawn from PARITY_SEED, a new one
+// each run unless given), against llama.cpp run now. It needs llama.cpp's
+// build (LLAMACPP, as make parity) and runs only when asked:
+// `make parity-heldout` (PARITY_SEED=n repeats a run).
+func TestParityHeldOut(t *testing.T) {
+	if os.Getenv("PARITY_HELDOUT") == "" {
+		t.Skip("skipping: runs llama.cpp on new fixtures; make parity-heldout")
+	}
+	if _, err := os.Stat(filepath.Join(llamaCppDir(), "bin", "greedy")); err != nil {
+		t.Skipf("skipping: no llama.cpp build at %s (LLAMACPP; tools/llamacpp-ref/build.sh): %v", llamaCppDir(), err)
+	}
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv("PARITY_SEED"); v != "" {
+		var err error
+		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
+			t.Fatalf("PARITY_SEED: %v", err)
+		}
+	}
+	t.Logf("PARITY_SEED=%d", seed)
+	md, err := vocabSource()
+	if err != nil {
+		t.Fatal(err)
+	}
+	be := cpu.New(cpu.Options{})
+	defer be.Close()
+	rng := rand.New(rand.NewPCG(seed, 0x6d657368))
+	for _, arch := range modeltest.Archs {
+		for _, ft := range modeltest.FileTypes {
+			spec := modeltest.HeldOut(arch, ft, rng)
+			name := fixtureName(arch, ft)
+			t.Run(name, func(t *testing.T) {
+				t.Logf("%+v", spec)
+				file, err := modeltest.Generate(spec, md)
+				if err != nil {
+					t.Fatal(err)
+				}
+				g, err := runLlamaCpp(t, name, spec, file)
+				if err != nil {
+					t.Fatal(err)
 				}
 				checkParity(t, be, file, g, parityTolerance(arch, ft))
 			})

@@ -139,6 +139,42 @@ func Fixture(arch, fileType string) Spec {
 	return s
 }
 
+// HeldOut is a fixture of arch in fileType that the committed goldens
+// never saw: Fixture's features with its weights' seed, width, depth,
+// heads, FFN and expert counts drawn from rng (within what the K-quants
+// and each architecture's generator allow), for checking the engine
+// against llama.cpp on shapes and seeds chosen after the fact.
+func HeldOut(arch, fileType string, rng *rand.Rand) Spec {
+	s := Fixture(arch, fileType)
+	pick := func(xs ...int) int { return xs[rng.IntN(len(xs))] }
+	s.Seed = rng.Uint64()
+	s.Embd = pick(256, 512)
+	s.Heads = pick(4, 8)
+	s.KVHeads = pick(1, 2, 4)
+	s.FF = pick(512, 768)
+	switch arch {
+	case "gemma4":
+		// Its layer pattern (SWA, full, then KV sharing) and head sizes
+		// are the fixture's; depth grows by whole SWA/full pairs.
+		s.Heads, s.Layers = 4, pick(4, 6)
+		s.KVHeads = pick(1, 2)
+	case "qwen35", "qwen35moe":
+		s.Layers = pick(4, 6)
+		s.SSMHeads, s.SSMGroups, s.SSMState = pick(4, 8), 2, 64
+	default:
+		s.Layers = pick(2, 3, 4)
+	}
+	if s.Experts > 0 {
+		s.Experts = pick(8, 16)
+		s.ExpertsUsed = pick(2, 4)
+		s.ExpertFF = pick(256, 512)
+		if s.SharedFF > 0 {
+			s.SharedFF = pick(256, 512)
+		}
+	}
+	return s
+}
+
 // StageFixture is Fixture(arch, fileType) with layers blocks, as the
 // stage tests split it. gemma4's leaves out the per-layer embeddings,
 // which keep a model whole (as the 26B-A4B and 31B have none), and from 6
