@@ -378,3 +378,58 @@ func BenchmarkMatMulRows(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMatMulOneRow times a one-row batch (a decoded token) times
+// matrices of several row widths, by MatMul's rule (t_us), against the
+// kernels it took before the rule (the eight-row tiles or the row kernel:
+// x_before, that time over this one) and against the band kernels
+// always (x_band): each the least thread CPU time of four alternating
+// rounds of bestCPU.
+func BenchmarkMatMulOneRow(b *testing.B) {
+	shapes := [][2]int{{32, 192}, {4000, 192}, {32, 512}}
+	for _, cols := range []int{256, 512, 768, 1024, 1536, 2048, 4096} {
+		shapes = append(shapes, [2]int{1024, cols})
+	}
+	for _, typ := range []quant.Type{quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q6_K} {
+		for _, sh := range shapes {
+			rows, cols := sh[0], sh[1]
+			if cols%typ.BlockSize() != 0 || !quant.HaveBand(typ) {
+				continue
+			}
+			b.Run(fmt.Sprintf("%dx%d/%s", rows, cols, typ), func(b *testing.B) {
+				rng := rand.New(rand.NewPCG(21, 22))
+				w := make([]byte, mustRowSize(b, typ, rows*cols))
+				if err := quant.Quantize(typ, normal(rng, rows*cols), w); err != nil {
+					b.Fatal(err)
+				}
+				ab, err := quant.NewBatch(typ, cols, 1)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := ab.Quantize(0, normal(rng, cols)); err != nil {
+					b.Fatal(err)
+				}
+				out := make([]float32, rows)
+				run := func() { quant.MatMul(typ, w, ab, out, rows) }
+				with := func(mode int) func() {
+					return func() { defer quant.SetOneRowBand(mode)(); run() }
+				}
+				tr, tb, tn, tp := math.Inf(1), math.Inf(1), math.Inf(1), math.Inf(1)
+				for range 6 {
+					tn = min(tn, bestCPU(with(-1)))
+					tr = min(tr, bestCPU(run))
+					tb = min(tb, bestCPU(with(1)))
+					tp = min(tp, bestCPU(func() { ab.SetCached(true); defer ab.SetCached(false); with(1)() }))
+				}
+				b.ResetTimer()
+				for b.Loop() {
+					run()
+				}
+				b.ReportMetric(tr*1e6, "t_us")
+				b.ReportMetric(tn/tr, "x_before")
+				b.ReportMetric(tn/tb, "x_band")
+				b.ReportMetric(tn/tp, "x_band_nopf")
+			})
+		}
+	}
+}

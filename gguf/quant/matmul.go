@@ -28,7 +28,19 @@ type Batch struct {
 	// four; wideRow is 0 where they do not run.
 	wide    []float32
 	wideRow int
+	// cached: the weights MatMul multiplies this batch by are expected in
+	// cache (SetCached), so the band kernels do not prefetch them.
+	cached bool
 }
+
+// SetCached tells MatMul whether the weights it will multiply b by are
+// expected to be in the CPU's cache (a model that fits in its last-level
+// cache, read again every token) rather than coming from memory. MatMul's
+// band kernels prefetch the next weight rows while they work on the
+// current ones: that overlaps the reads of weights streaming from memory,
+// and only costs instructions where they are already cached. It does not
+// change any result. Reset keeps the setting; a new Batch prefetches.
+func (b *Batch) SetCached(on bool) { b.cached = on }
 
 // Per-block figures kept beside a row of a Batch, for the formats whose
 // matrix kernels use them:
