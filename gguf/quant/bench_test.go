@@ -318,7 +318,10 @@ func BenchmarkMatMulFloatBand(b *testing.B) {
 // the one-row product ((t − t1)/((k − 1)·t1)); with _before, the same
 // with the band kernels' two- and three-row forms off (a batch's last
 // rows one at a time, as before they existed), where this machine has
-// them. Each time is the least thread CPU time (bestCPU: MatMul runs on
+// them; t/t1_cached, t/t1 with both batches told their weights are
+// cached (Batch.SetCached: no prefetching), and t1_cached/t1, the one-row
+// product's time so over its time prefetching. Each time is the least
+// thread CPU time (bestCPU: MatMul runs on
 // the calling thread) over four alternating rounds, which other jobs on a
 // loaded machine disturb far less than wall time.
 func BenchmarkMatMulRows(b *testing.B) {
@@ -353,12 +356,22 @@ func BenchmarkMatMulRows(b *testing.B) {
 					ab := batch(k)
 					run := func() { quant.MatMul(typ, w, ab, out, rows) }
 					before := func() { defer quant.SetBandTails(false)(); run() }
+					cached := func(b *quant.Batch) func() {
+						return func() {
+							b.SetCached(true)
+							defer b.SetCached(false)
+							quant.MatMul(typ, w, b, out, rows)
+						}
+					}
 					t1, tk, tb := math.Inf(1), math.Inf(1), math.Inf(1)
+					t1c, tkc := math.Inf(1), math.Inf(1)
 					for range 4 {
 						t1 = min(t1, bestCPU(func() { quant.MatMul(typ, w, one, out, rows) }))
 						tk = min(tk, bestCPU(run))
 						if quant.HaveBand(typ) && typ.BlockSize() > 1 {
 							tb = min(tb, bestCPU(before))
+							t1c = min(t1c, bestCPU(cached(one)))
+							tkc = min(tkc, bestCPU(cached(ab)))
 						}
 					}
 					b.ResetTimer()
@@ -372,6 +385,10 @@ func BenchmarkMatMulRows(b *testing.B) {
 					if !math.IsInf(tb, 1) {
 						b.ReportMetric(tb/t1, "t/t1_before")
 						b.ReportMetric(v(tb), "v_before")
+						// Without prefetching (weights in cache), k rows
+						// and one, against one with it.
+						b.ReportMetric(tkc/t1c, "t/t1_cached")
+						b.ReportMetric(t1c/t1, "t1_cached/t1")
 					}
 				})
 			}
@@ -381,10 +398,12 @@ func BenchmarkMatMulRows(b *testing.B) {
 
 // BenchmarkMatMulOneRow times a one-row batch (a decoded token) times
 // matrices of several row widths, by MatMul's rule (t_us), against the
-// kernels it took before the rule (the eight-row tiles or the row kernel:
-// x_before, that time over this one) and against the band kernels
-// always (x_band): each the least thread CPU time of four alternating
-// rounds of bestCPU.
+// kernels it took before the rule (the eight-row tiles or the row kernel),
+// as that time over this one (x_rule), and against the band kernels at
+// every width (x_band); _cached: with the batch told its weights are
+// cached (Batch.SetCached: no prefetching), as the CPU backend does for a
+// model that fits in the last-level cache. Each is the least thread CPU
+// time of six alternating rounds of bestCPU; the weights are in cache.
 func BenchmarkMatMulOneRow(b *testing.B) {
 	shapes := [][2]int{{32, 192}, {4000, 192}, {32, 512}}
 	for _, cols := range []int{256, 512, 768, 1024, 1536, 2048, 4096} {
@@ -411,24 +430,34 @@ func BenchmarkMatMulOneRow(b *testing.B) {
 				}
 				out := make([]float32, rows)
 				run := func() { quant.MatMul(typ, w, ab, out, rows) }
-				with := func(mode int) func() {
-					return func() { defer quant.SetOneRowBand(mode)(); run() }
+				with := func(mode int, cached bool) func() {
+					return func() {
+						defer quant.SetOneRowBand(mode)()
+						ab.SetCached(cached)
+						defer ab.SetCached(false)
+						run()
+					}
 				}
-				tr, tb, tn, tp := math.Inf(1), math.Inf(1), math.Inf(1), math.Inf(1)
+				var t [5]float64 // before, rule, rule cached, band, band cached
+				for i := range t {
+					t[i] = math.Inf(1)
+				}
 				for range 6 {
-					tn = min(tn, bestCPU(with(-1)))
-					tr = min(tr, bestCPU(run))
-					tb = min(tb, bestCPU(with(1)))
-					tp = min(tp, bestCPU(func() { ab.SetCached(true); defer ab.SetCached(false); with(1)() }))
+					t[0] = min(t[0], bestCPU(with(-1, false)))
+					t[1] = min(t[1], bestCPU(with(0, false)))
+					t[2] = min(t[2], bestCPU(with(0, true)))
+					t[3] = min(t[3], bestCPU(with(1, false)))
+					t[4] = min(t[4], bestCPU(with(1, true)))
 				}
 				b.ResetTimer()
 				for b.Loop() {
 					run()
 				}
-				b.ReportMetric(tr*1e6, "t_us")
-				b.ReportMetric(tn/tr, "x_before")
-				b.ReportMetric(tn/tb, "x_band")
-				b.ReportMetric(tn/tp, "x_band_nopf")
+				b.ReportMetric(t[1]*1e6, "t_us")
+				b.ReportMetric(t[0]/t[1], "x_rule")
+				b.ReportMetric(t[0]/t[2], "x_rule_cached")
+				b.ReportMetric(t[0]/t[3], "x_band")
+				b.ReportMetric(t[0]/t[4], "x_band_cached")
 			})
 		}
 	}
