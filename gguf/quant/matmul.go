@@ -194,7 +194,9 @@ func sumInt8(q []byte) int32 {
 // builds, for Q4_0, Q8_0, Q4_K and Q6_K), a batch of more than one row is
 // multiplied eight weight rows at a time, each weight block loaded once
 // for every activation row, and so are rows too short for the row
-// kernel's SIMD (fewer than eight Q4_0 or Q8_0 blocks); F16, BF16 and F32
+// kernel's SIMD (fewer than eight Q4_0 or Q8_0 blocks); a one-row batch
+// takes the band kernels (sixteen weight rows at a time) on the row
+// widths where they are faster (bandKernel.oneMin, oneMax); F16, BF16 and F32
 // take a batch of two or more rows four activation rows per weight row
 // load (tile_float.go); otherwise row by row.
 func MatMul(t Type, w []byte, b *Batch, out []float32, stride int) {
