@@ -18,6 +18,7 @@ import (
 	"math"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/meshnode/meshnode/gguf/backend"
 	"github.com/meshnode/meshnode/gguf/quant"
@@ -28,6 +29,12 @@ type Options struct {
 	// Threads is the number of worker threads; 0 means one per CPU
 	// (runtime.GOMAXPROCS).
 	Threads int
+	// CacheBytes is the size of the last-level cache, which decides
+	// whether MatMul prefetches weight rows: not while all the weights
+	// made so far fit in half of it (weightsCached), where they stay
+	// cached from one token to the next and prefetching only costs.
+	// 0 reads it from the system; negative or unknown: always prefetch.
+	CacheBytes int64
 }
 
 // Backend is the CPU implementation of backend.Backend. Its kernels may be
@@ -35,6 +42,9 @@ type Options struct {
 // worker.
 type Backend struct {
 	threads int
+
+	cacheBytes  int64        // Options.CacheBytes, resolved
+	weightBytes atomic.Int64 // bytes of the weights made so far
 
 	mu     sync.Mutex // serialises kernels: the pool and the scratch below
 	pool   *pool
@@ -61,7 +71,11 @@ func New(opt Options) *Backend {
 	if n <= 0 {
 		n = runtime.GOMAXPROCS(0)
 	}
-	return &Backend{threads: n, pool: newPool(n), scratch: make([][]float32, n), bytes: make([][]byte, n)}
+	cache := opt.CacheBytes
+	if cache == 0 {
+		cache = systemCacheBytes()
+	}
+	return &Backend{threads: n, cacheBytes: cache, pool: newPool(n), scratch: make([][]float32, n), bytes: make([][]byte, n)}
 }
 
 // Name implements backend.Backend.
@@ -165,6 +179,7 @@ func (b *Backend) Weight(typ quant.Type, rows, cols int, data []byte) (backend.W
 		return nil, fmt.Errorf("cpu: %d × %d %s weight is %d bytes, got %d", rows, cols, typ, rows*rs, len(data))
 	}
 	w := &weight{typ: typ, act: act, rows: rows, cols: cols, rowSize: rs, data: data}
+	b.weightBytes.Add(int64(len(data)))
 	if rows == 1 {
 		w.vec = make([]float32, cols)
 		if err := quant.Dequantize(typ, data, w.vec); err != nil {

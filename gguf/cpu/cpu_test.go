@@ -505,3 +505,46 @@ func TestArgMax(t *testing.T) {
 		}
 	}
 }
+
+// TestMatMulCacheSize: whether MatMul prefetches follows the weights made
+// against Options.CacheBytes, and does not change a bit of its results.
+func TestMatMulCacheSize(t *testing.T) {
+	const rows, cols = 70, 512
+	rng := rand.New(rand.NewPCG(5, 6))
+	x := normals(rng, 3*cols, 1)
+	for _, typ := range []quant.Type{quant.Q8_0, quant.Q4_0, quant.Q4_K} {
+		data := quantized(t, typ, normals(rng, rows*cols, 0.05))
+		var got [][]float32
+		for _, c := range []struct {
+			cache  int64
+			cached []bool // after each of two weights
+		}{
+			{-1, []bool{false, false}},
+			{1 << 40, []bool{true, true}},
+			{2*int64(len(data)) + 1, []bool{true, false}},
+		} {
+			be := cpu.New(cpu.Options{Threads: 2, CacheBytes: c.cache})
+			t.Cleanup(func() { be.Close() })
+			var wt backend.Weight
+			for i, want := range c.cached {
+				var err error
+				if wt, err = be.Weight(typ, rows, cols, data); err != nil {
+					t.Fatal(err)
+				}
+				if got := be.WeightsCached(); got != want {
+					t.Fatalf("%s, cache of %d bytes, %d weights of %d: cached %v, want %v", typ, c.cache, i+1, len(data), got, want)
+				}
+			}
+			for _, n := range []int{1, 3} {
+				dst := tensor(be, n, rows, nil)
+				be.MatMul(dst, wt, tensor(be, n, cols, x[:n*cols]))
+				got = append(got, read(be, dst))
+			}
+		}
+		for i := 2; i < len(got); i++ {
+			if !slices.Equal(got[i], got[i%2]) {
+				t.Fatalf("%s: results differ with the cache size (run %d)", typ, i)
+			}
+		}
+	}
+}

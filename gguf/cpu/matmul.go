@@ -57,6 +57,7 @@ func (b *Backend) MatMul(dst backend.Tensor, wt backend.Weight, x backend.Tensor
 	if err := b.batch.Reset(w.typ, w.cols, n); err != nil {
 		panic(err) // checked when the weight was made
 	}
+	b.batch.SetCached(b.WeightsCached())
 	b.quan = quantJob{x: data(x), cols: w.cols, batch: &b.batch}
 	b.pool.run(n, &b.quan)
 
@@ -64,4 +65,11 @@ func (b *Backend) MatMul(dst backend.Tensor, wt backend.Weight, x backend.Tensor
 	b.mm = matmulJob{w: w, batch: &b.batch, dst: data(dst), chunk: chunk}
 	b.pool.run(ceilDiv(w.rows, chunk), &b.mm)
 	b.mm, b.quan = matmulJob{}, quantJob{}
+}
+
+// WeightsCached says whether the weights made so far are expected to
+// stay in the last-level cache between tokens (Options.CacheBytes), so
+// that MatMul does not prefetch them.
+func (b *Backend) WeightsCached() bool {
+	return weightsCached(b.weightBytes.Load(), b.cacheBytes)
 }

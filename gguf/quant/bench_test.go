@@ -318,7 +318,10 @@ func BenchmarkMatMulFloatBand(b *testing.B) {
 // the one-row product ((t − t1)/((k − 1)·t1)); with _before, the same
 // with the band kernels' two- and three-row forms off (a batch's last
 // rows one at a time, as before they existed), where this machine has
-// them. Each time is the least thread CPU time (bestCPU: MatMul runs on
+// them; t/t1_cached, t/t1 with both batches told their weights are
+// cached (Batch.SetCached: no prefetching), and t1_cached/t1, the one-row
+// product's time so over its time prefetching. Each time is the least
+// thread CPU time (bestCPU: MatMul runs on
 // the calling thread) over four alternating rounds, which other jobs on a
 // loaded machine disturb far less than wall time.
 func BenchmarkMatMulRows(b *testing.B) {
@@ -353,12 +356,22 @@ func BenchmarkMatMulRows(b *testing.B) {
 					ab := batch(k)
 					run := func() { quant.MatMul(typ, w, ab, out, rows) }
 					before := func() { defer quant.SetBandTails(false)(); run() }
+					cached := func(b *quant.Batch) func() {
+						return func() {
+							b.SetCached(true)
+							defer b.SetCached(false)
+							quant.MatMul(typ, w, b, out, rows)
+						}
+					}
 					t1, tk, tb := math.Inf(1), math.Inf(1), math.Inf(1)
+					t1c, tkc := math.Inf(1), math.Inf(1)
 					for range 4 {
 						t1 = min(t1, bestCPU(func() { quant.MatMul(typ, w, one, out, rows) }))
 						tk = min(tk, bestCPU(run))
 						if quant.HaveBand(typ) && typ.BlockSize() > 1 {
 							tb = min(tb, bestCPU(before))
+							t1c = min(t1c, bestCPU(cached(one)))
+							tkc = min(tkc, bestCPU(cached(ab)))
 						}
 					}
 					b.ResetTimer()
@@ -372,9 +385,87 @@ func BenchmarkMatMulRows(b *testing.B) {
 					if !math.IsInf(tb, 1) {
 						b.ReportMetric(tb/t1, "t/t1_before")
 						b.ReportMetric(v(tb), "v_before")
+						// Without prefetching (weights in cache), k rows
+						// and one, against one with it.
+						b.ReportMetric(tkc/t1c, "t/t1_cached")
+						b.ReportMetric(t1c/t1, "t1_cached/t1")
 					}
 				})
 			}
+		}
+	}
+}
+
+// BenchmarkMatMulOneRow times a one-row batch (a decoded token) times
+// matrices of several row widths, by MatMul's rule (t_us), against the
+// kernels it took before the rule (the eight-row tiles or the row kernel),
+// as that time over this one (x_rule), and against the band kernels at
+// every width (x_band); _cached: with the batch told its weights are
+// cached (Batch.SetCached: no prefetching), as the CPU backend does for a
+// model that fits in the last-level cache. Each is the least thread CPU
+// time of six alternating rounds of bestCPU; the weights are in cache.
+func BenchmarkMatMulOneRow(b *testing.B) {
+	shapes := [][2]int{{32, 192}, {4000, 192}, {32, 512}}
+	for _, cols := range []int{256, 512, 768, 1024, 1536, 2048, 4096} {
+		shapes = append(shapes, [2]int{1024, cols})
+	}
+	for _, typ := range []quant.Type{quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q6_K} {
+		for _, sh := range shapes {
+			rows, cols := sh[0], sh[1]
+			if cols%typ.BlockSize() != 0 || !quant.HaveBand(typ) {
+				continue
+			}
+			b.Run(fmt.Sprintf("%dx%d/%s", rows, cols, typ), func(b *testing.B) {
+				rng := rand.New(rand.NewPCG(21, 22))
+				w := make([]byte, mustRowSize(b, typ, rows*cols))
+				if err := quant.Quantize(typ, normal(rng, rows*cols), w); err != nil {
+					b.Fatal(err)
+				}
+				ab, err := quant.NewBatch(typ, cols, 1)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := ab.Quantize(0, normal(rng, cols)); err != nil {
+					b.Fatal(err)
+				}
+				out := make([]float32, rows)
+				// Enough products a timing that the thread CPU clock's
+				// resolution does not show.
+				reps := max(1, (1<<22)/(rows*cols))
+				run := func() {
+					for range reps {
+						quant.MatMul(typ, w, ab, out, rows)
+					}
+				}
+				with := func(mode int, cached bool) func() {
+					return func() {
+						defer quant.SetOneRowBand(mode)()
+						ab.SetCached(cached)
+						defer ab.SetCached(false)
+						run()
+					}
+				}
+				var t [5]float64 // before, rule, rule cached, band, band cached
+				for i := range t {
+					t[i] = math.Inf(1)
+				}
+				for range 6 {
+					t[0] = min(t[0], bestCPU(with(-1, false)))
+					t[1] = min(t[1], bestCPU(with(0, false)))
+					t[2] = min(t[2], bestCPU(with(0, true)))
+					t[3] = min(t[3], bestCPU(with(1, false)))
+					t[4] = min(t[4], bestCPU(with(1, true)))
+				}
+				b.ResetTimer()
+				for b.Loop() {
+					run()
+				}
+				b.ReportMetric(t[1]*1e6/float64(reps), "t_us")
+				b.ReportMetric(t[0]/t[1], "x_rule")
+				b.ReportMetric(t[0]/t[2], "x_rule_cached")
+				b.ReportMetric(t[0]/t[3], "x_band")
+				b.ReportMetric(t[0]/t[4], "x_band_cached")
+			})
 		}
 	}
 }

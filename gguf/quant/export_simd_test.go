@@ -14,3 +14,12 @@ func SetBandTails(on bool) (restore func()) {
 	useBandTails = on
 	return func() { useBandTails = old }
 }
+
+// SetOneRowBand makes MatMul take a one-row batch by the band kernels
+// always (mode 1), never (-1) or by its rule (0), and returns a function
+// that restores the previous setting.
+func SetOneRowBand(mode int) (restore func()) {
+	old := oneRowBandMode
+	oneRowBandMode = mode
+	return func() { oneRowBandMode = old }
+}

@@ -28,7 +28,19 @@ type Batch struct {
 	// four; wideRow is 0 where they do not run.
 	wide    []float32
 	wideRow int
+	// cached: the weights MatMul multiplies this batch by are expected in
+	// cache (SetCached), so the band kernels do not prefetch them.
+	cached bool
 }
+
+// SetCached tells MatMul whether the weights it will multiply b by are
+// expected to be in the CPU's cache (a model that fits in its last-level
+// cache, read again every token) rather than coming from memory. MatMul's
+// band kernels prefetch the next weight rows while they work on the
+// current ones: that overlaps the reads of weights streaming from memory,
+// and only costs instructions where they are already cached. It does not
+// change any result. Reset keeps the setting; a new Batch prefetches.
+func (b *Batch) SetCached(on bool) { b.cached = on }
 
 // Per-block figures kept beside a row of a Batch, for the formats whose
 // matrix kernels use them:
@@ -182,7 +194,9 @@ func sumInt8(q []byte) int32 {
 // builds, for Q4_0, Q8_0, Q4_K and Q6_K), a batch of more than one row is
 // multiplied eight weight rows at a time, each weight block loaded once
 // for every activation row, and so are rows too short for the row
-// kernel's SIMD (fewer than eight Q4_0 or Q8_0 blocks); F16, BF16 and F32
+// kernel's SIMD (fewer than eight Q4_0 or Q8_0 blocks); a one-row batch
+// takes the band kernels (sixteen weight rows at a time) on the row
+// widths where they are faster (bandKernel.oneMin, oneMax); F16, BF16 and F32
 // take a batch of two or more rows four activation rows per weight row
 // load (tile_float.go); otherwise row by row.
 func MatMul(t Type, w []byte, b *Batch, out []float32, stride int) {

@@ -79,6 +79,10 @@ func testMatMulMatchesVecDot(t *testing.T) {
 			// Sixteen-row tiles with four activation rows at a time and
 			// the rest one by one, across repacked chunks.
 			{16, 33, 4}, {40, 70, 9}, {48, 5, 6}, {31, 64, 5},
+			// One activation row by the band kernels (oneRowBand): a
+			// tile of sixteen and the rest by the eight-row tiles or the
+			// row kernel.
+			{20, 2, 1}, {33, 64, 1}, {25, 8, 1},
 			// The float types' band kernels, across their chunks of 1024
 			// elements, with a partial round and a partial tile of rows.
 			{9, 2100, 5},
@@ -92,6 +96,7 @@ func testMatMulMatchesVecDot(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			b.SetCached(cachedBatches)
 			for _, kind := range []string{"quantised", "random", "raw", "specials"} {
 				if kind == "quantised" {
 					if err := quant.Quantize(typ, normal(rng, n*shape.rows), w); err != nil {
@@ -252,6 +257,7 @@ func matMulRows(t *testing.T, typ quant.Type, w []byte, rows int, x []float32, n
 		if err != nil {
 			t.Fatal(err)
 		}
+		b.SetCached(cachedBatches)
 		for i := range m {
 			if err := b.Quantize(i, x[(i0+i)*n:(i0+i+1)*n]); err != nil {
 				t.Fatal(err)
@@ -261,6 +267,10 @@ func matMulRows(t *testing.T, typ quant.Type, w []byte, rows int, x []float32, n
 	}
 	return out
 }
+
+// cachedBatches makes matMulRows's batches expect their weights in cache
+// (Batch.SetCached): the band kernels do not prefetch.
+var cachedBatches bool
 
 type kernelConfig struct {
 	name string
@@ -285,8 +295,15 @@ func kernelConfigs() []kernelConfig {
 			}
 		}
 	}
+	oneRowBand := func(mode int) func() func() { return func() func() { return quant.SetOneRowBand(mode) } }
 	return []kernelConfig{
 		{"all kernels", off()},
+		{"weights in cache (no prefetching)", func() func() {
+			cachedBatches = true
+			return func() { cachedBatches = false }
+		}},
+		{"one-row batches by the band kernels at every width", oneRowBand(1)},
+		{"one-row batches never by the band kernels", oneRowBand(-1)},
 		{"no band kernels of two or three rows", off(quant.SetBandTails)},
 		{"no AVX-512 tiles", off(quant.SetZ)},
 		{"one activation row a tile", off(quant.SetZ, quant.SetY)},

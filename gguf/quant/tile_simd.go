@@ -54,6 +54,11 @@ type bandKernel struct {
 	h      int // weight rows a tile
 	chunk  int // blocks repacked at a time
 	packed int // bytes of one block of h rows, repacked
+	// oneMin, oneMax: a one-row batch (a decoded token) takes this kernel
+	// (dot1) for rows of oneMin to oneMax blocks, where it was measured
+	// faster than the eight-row tiles or the row kernel it would take
+	// otherwise (BenchmarkMatMulOneRow); oneMax 0: never.
+	oneMin, oneMax int
 	// pack repacks the first blocks blocks of the h rows at w (rs bytes
 	// apart) into dst.
 	pack func(dst, w []byte, rs, blocks int)
@@ -112,7 +117,8 @@ func matMulTiles(t Type, w []byte, rs, rows int, b *Batch, out []float32, stride
 	if fb := floatBandFor(t); fb != nil && b.rows > 1 {
 		return matMulFloat(fb, s, t, w, rs, rows, b, out, stride)
 	}
-	if band := bandFor(t); band != nil && b.rows > 1 {
+	nb := b.n / t.BlockSize()
+	if band := bandFor(t); band != nil && (b.rows > 1 || oneRowBand(band, nb)) {
 		done = matMulBand(band, s, t, w, rs, rows, b, out, stride)
 	}
 	k := simdTiles[t]
@@ -120,7 +126,6 @@ func matMulTiles(t Type, w []byte, rs, rows int, b *Batch, out []float32, stride
 		k = v
 	}
 	full := rows &^ 7
-	nb := b.n / t.BlockSize()
 	if k == nil || full <= done || b.rows == 1 && nb >= k.short {
 		return done
 	}
@@ -147,6 +152,24 @@ func matMulTiles(t Type, w []byte, rs, rows int, b *Batch, out []float32, stride
 		}
 	}
 	return full
+}
+
+// oneRowBandMode: 0 takes a one-row batch (a decoded token) by the band
+// kernel where its oneMin and oneMax say, 1 always, -1 never (the
+// eight-row tiles or the row kernel, as before); tests and benchmarks set
+// it to compare.
+var oneRowBandMode = 0
+
+// oneRowBand says whether a one-row batch of rows of nb blocks takes the
+// band kernel k.
+func oneRowBand(k *bandKernel, nb int) bool {
+	switch oneRowBandMode {
+	case 1:
+		return true
+	case -1:
+		return false
+	}
+	return nb >= k.oneMin && nb <= k.oneMax
 }
 
 // bandFor returns the band kernel this machine runs for t, if any.
@@ -192,13 +215,14 @@ func matMulBand(k *bandKernel, s *tileScratch, t Type, w []byte, rs, rows int, b
 			// The next chunk's rows (or the next tile's first), read by
 			// its pack from the mapping, are asked for a few at each
 			// kernel call meanwhile, so that reading them overlaps this
-			// chunk's arithmetic.
+			// chunk's arithmetic; not where they are expected in cache
+			// (Batch.SetCached), where asking costs more than it saves.
 			next, nextBlocks := r*rs+(b0+blocks)*wb, min(nb-b0-blocks, k.chunk)
 			if last {
 				next, nextBlocks = (r+h)*rs, min(nb, k.chunk)
 			}
 			per, ahead := (h+calls-1)/calls, 0
-			if r+h == full && last {
+			if r+h == full && last || b.cached {
 				ahead = h // nothing to prefetch
 			}
 			for i := 0; i < b.rows; {
