@@ -31,8 +31,8 @@ import (
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/model"
-	"github.com/meshnode/meshnode/node/identity"
 	"github.com/meshnode/meshnode/internal/netnslab"
+	"github.com/meshnode/meshnode/node/identity"
 	"github.com/meshnode/meshnode/node/mesh"
 	"github.com/meshnode/meshnode/node/wire/stagewire"
 )
