@@ -17,5 +17,3 @@ func threadTime() time.Duration {
 	return time.Duration(ts.Nano())
 }
 
-// threadTimed says whether threadTime counts the thread's CPU time.
-const threadTimed = true
