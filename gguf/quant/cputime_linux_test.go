@@ -16,4 +16,3 @@ func threadTime() time.Duration {
 	}
 	return time.Duration(ts.Nano())
 }
-

@@ -8,4 +8,3 @@ var wallStart = time.Now()
 
 // threadTime: wall time where the thread's CPU time is not read.
 func threadTime() time.Duration { return time.Since(wallStart) }
-
