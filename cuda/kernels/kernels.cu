@@ -3,3 +3,4 @@
 // host C++). Every kernel is extern "C", so its PTX entry is its name.
 #include "quantize.cuh"
 #include "ops.cuh"
+#include "delta.cuh"

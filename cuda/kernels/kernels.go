@@ -67,6 +67,8 @@ const (
 	AttendF16
 	AttendF32
 	ArgMax
+	ShortConv
+	DeltaScan
 	numFixed
 )
 
@@ -89,6 +91,8 @@ var fixed = [numFixed]struct{ name, params string }{
 	AttendF16:    {"attend_f16", "ppppppiiiiiiffi"},
 	AttendF32:    {"attend_f32", "ppppppiiiiiiffi"},
 	ArgMax:       {"argmax", "pip"},
+	ShortConv:    {"short_conv", "pppii"},
+	DeltaScan:    {"delta_scan", "pppppppppiiif"},
 }
 
 // WeightKind is one of a weight type's kernels.
