@@ -142,6 +142,8 @@ func (m *Model) forward(ctx context.Context, sc *scratch, p *plan) (err error) {
 		defer func() {
 			if err != nil {
 				rollback(p)
+			} else {
+				commit(p)
 			}
 		}()
 	}

@@ -2,8 +2,10 @@ package model
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -30,13 +32,22 @@ import (
 //	      key head = value head mod key heads)
 //	out = (RMSNorm(o) · ssm_norm · silu(h·Wzᵀ)) · Woutᵀ
 //
-// The projections run on the backend; the convolution, the recurrence and
-// the gated norm run on the host over a step's rows, piece by piece (a
-// piece is one sequence's consecutive tokens, so each advances its own
-// session's state in order): they are O(heads·d²) per token, small beside
-// the projections, and every backend can Read and Write. A row's result
-// depends only on its sequence's earlier rows, never on what else shares
-// the step, so batching keeps tokens' logits bit-identical.
+// The projections run on the backend. The convolution, the recurrence and
+// the gated norm run on the backend too where it implements
+// backend.DeltaNetter (the CPU and CUDA do): two kernels per block over
+// the step's sequences, each session's state in the backend's memory, so
+// a block reads nothing back. Elsewhere they run on the host over the
+// step's rows, piece by piece (a piece is one sequence's consecutive
+// tokens, so each advances its own session's state in order), with the
+// same arithmetic. A row's result depends only on its sequence's earlier
+// rows, never on what else shares the step, so batching keeps tokens'
+// logits bit-identical.
+//
+// The state's checkpoint (Truncate's rewind, a failed step's restore):
+// on the backend a session keeps two states per block, and a step reads
+// one and writes the other, so the state before the step is kept without
+// a copy and a rewind only swaps back; on the host the state is copied
+// before each step.
 
 // deltaLayer is a delta-net block's weights.
 type deltaLayer struct {
@@ -44,6 +55,11 @@ type deltaLayer struct {
 	conv                          []float32 // ConvChannels × ConvKernel, a channel's taps together
 	dtBias, a                     []float32 // per value head
 	norm                          []float32 // value head size
+
+	// With the backend's kernels (Model.dn): conv as an F32 weight, and
+	// the scan's shape and vectors.
+	convW  backend.Weight
+	params backend.DeltaNet
 }
 
 // sharedExpert is qwen35moe's shared expert: a SwiGLU FFN whose output is
@@ -56,7 +72,19 @@ type sharedExpert struct {
 // the keys' and queries' heads and the values'.
 func (c *Config) convChannels() int { return 2*c.SSMGroups*c.SSMStateSize + c.SSMInner }
 
-// hybridState is a session's recurrent memory in one delta-net block.
+// deltaNetter is be's delta-net kernels when it has them for c's shapes.
+func deltaNetter(c *Config, be backend.Backend) backend.DeltaNetter {
+	if c.Recurrent == nil {
+		return nil
+	}
+	if dn, ok := be.(backend.DeltaNetter); ok && dn.DeltaNetFits(c.SSMStateSize, c.ConvKernel) {
+		return dn
+	}
+	return nil
+}
+
+// hybridState is a session's recurrent memory in one delta-net block, on
+// the host.
 type hybridState struct {
 	conv []float32 // (ConvKernel−1) × convChannels: the last inputs, oldest first
 	ssm  []float32 // SSMHeads × d × d: per head Sᵀ, row j the j-th value component
@@ -221,6 +249,9 @@ func (m *Model) loadHybridLayer(ld *loader, l int) error {
 		host(&d.dtBias, "ssm_dt.bias", c.SSMHeads)
 		host(&d.a, "ssm_a", c.SSMHeads)
 		host(&d.norm, "ssm_norm.weight", c.SSMStateSize)
+		if err == nil && m.dn != nil {
+			err = m.deltaWeights(d)
+		}
 	} else {
 		qDim, kDim, vDim := c.Heads*c.HeadDimK, c.KVHeads*c.HeadDimK, c.KVHeads*c.HeadDimV
 		ly.attn = backend.Attention{Heads: c.Heads, KVHeads: c.KVHeads, HeadDimK: c.HeadDimK, HeadDimV: c.HeadDimV, Scale: c.AttnScale}
@@ -271,6 +302,35 @@ func (m *Model) loadExperts(ld *loader, ly *layer, name func(string) string) err
 	return err
 }
 
+// deltaWeights hands the backend a delta-net block's small weights, which
+// the host reads as float32 (MadeBytes counts them).
+func (m *Model) deltaWeights(d *deltaLayer) error {
+	c := &m.cfg
+	var err error
+	w := func(dst *backend.Weight, v []float32, rows, cols int) {
+		if err == nil {
+			*dst, err = m.hostMatrix(v, rows, cols)
+		}
+	}
+	w(&d.convW, d.conv, c.convChannels(), c.ConvKernel)
+	d.params = backend.DeltaNet{KeyHeads: c.SSMGroups, Heads: c.SSMHeads, HeadDim: c.SSMStateSize, Eps: c.NormEps}
+	w(&d.params.DTBias, d.dtBias, 1, c.SSMHeads)
+	w(&d.params.A, d.a, 1, c.SSMHeads)
+	w(&d.params.Norm, d.norm, 1, c.SSMStateSize)
+	return err
+}
+
+// hostMatrix hands the backend an F32 rows × cols matrix of v, counted in
+// MadeBytes.
+func (m *Model) hostMatrix(v []float32, rows, cols int) (backend.Weight, error) {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	m.madeBytes += int64(len(b))
+	return m.be.Weight(quant.F32, rows, cols, b)
+}
+
 // hostFloats reads a required F32/F16 tensor of exactly dims (row length
 // first) to float32, for the parts of a delta net that run on the host.
 func (ld *loader) hostFloats(name string, dims ...int) ([]float32, error) {
@@ -305,6 +365,10 @@ type hybridScratch struct {
 	hGate                       []float32 // rows × Heads·HeadDimK: the attention's output gate
 	win                         []float32 // ConvKernel × channels: one row's convolution window
 	delta                       []float32 // one head's update
+
+	// The step's sequences for the backend's kernels, and their sessions.
+	seqs  []backend.DeltaSeq
+	owner []*Session
 }
 
 func newHybridScratch(be backend.Backend, c *Config, rows int) *hybridScratch {
@@ -334,27 +398,57 @@ func newHybridScratch(be backend.Backend, c *Config, rows int) *hybridScratch {
 	return hs
 }
 
-// newHybridState is an empty sequence's memory for every delta-net block
-// of the model (nil for attention blocks).
-func (m *Model) newHybridState() []hybridState {
+// recurrent is a hybrid session's delta-net memory, one of two kinds.
+type recurrent struct {
+	// On the host: the state per block (nil for attention blocks), and
+	// its copy from before the last step.
+	host, ck []hybridState
+	// On the backend (Model.dn): two states per block (zero values for
+	// attention blocks). dev[cur] is the state; a step reads it, writes
+	// dev[1-cur] and, done, makes that current.
+	dev [2][]backend.DeltaState
+	cur int
+	// ckPos is the position the checkpoint is at, -1 when there is none:
+	// on the host, ck; on the backend, dev[ckAt] (cur itself after a
+	// rewind).
+	ckPos, ckAt int
+}
+
+// newRecurrent is an empty sequence's memory for every delta-net block of
+// the model (nil for a model without).
+func (m *Model) newRecurrent() *recurrent {
 	c := &m.cfg
 	if c.Recurrent == nil {
 		return nil
 	}
-	st := make([]hybridState, len(m.layers))
-	for l := range st {
-		if m.layers[l].delta != nil {
-			st[l] = hybridState{
-				conv: make([]float32, (c.ConvKernel-1)*c.convChannels()),
-				ssm:  make([]float32, c.SSMHeads*c.SSMStateSize*c.SSMStateSize),
+	r := &recurrent{ckPos: -1}
+	conv, ssm := (c.ConvKernel-1)*c.convChannels(), c.SSMHeads*c.SSMStateSize*c.SSMStateSize
+	if m.dn != nil {
+		for i := range r.dev {
+			r.dev[i] = make([]backend.DeltaState, len(m.layers))
+			for l, ly := range m.layers {
+				if ly.delta != nil {
+					r.dev[i][l] = backend.DeltaState{
+						Conv: m.be.NewTensor(c.ConvKernel-1, c.convChannels()),
+						SSM:  m.be.NewTensor(c.SSMHeads*c.SSMStateSize, c.SSMStateSize),
+					}
+				}
 			}
 		}
+		return r
 	}
-	return st
+	r.host = make([]hybridState, len(m.layers))
+	for l, ly := range m.layers {
+		if ly.delta != nil {
+			r.host[l] = hybridState{conv: make([]float32, conv), ssm: make([]float32, ssm)}
+		}
+	}
+	return r
 }
 
 // StateBytes is the size of one session's recurrent memory (0 for a model
-// without delta-net blocks): its state and the checkpoint kept beside it.
+// without delta-net blocks): its state and the checkpoint kept beside it
+// (the backend's second state).
 func (m *Model) StateBytes() int64 {
 	c := &m.cfg
 	var n int64
@@ -411,19 +505,50 @@ func (m *Model) deltaNet(hs *hybridScratch, ly *layer, l int, p *plan, o, h back
 	be.MatMul(hs.z.Slice(0, n), d.wz, h)
 	be.MatMul(hs.beta.Slice(0, n), d.wBeta, h)
 	be.MatMul(hs.alpha.Slice(0, n), d.wAlpha, h)
+	if m.dn != nil {
+		seqs := hs.deltaSeqs(p, l)
+		x, y := hs.qkv.Slice(0, n), hs.y.Slice(0, n)
+		m.dn.ShortConv(x, d.convW, seqs)
+		m.dn.DeltaScan(y, x, hs.z.Slice(0, n), hs.beta.Slice(0, n), hs.alpha.Slice(0, n), &d.params, seqs)
+		be.MatMul(o, d.wOut, y)
+		return
+	}
 	be.Read(hs.hQKV[:n*ch], hs.qkv.Slice(0, n))
 	be.Read(hs.hZ[:n*inner], hs.z.Slice(0, n))
 	be.Read(hs.hBeta[:n*nh], hs.beta.Slice(0, n))
 	be.Read(hs.hAlpha[:n*nh], hs.alpha.Slice(0, n))
 
 	for _, pc := range p.pieces {
-		st := &pc.s.state[l]
+		st := &pc.s.rec.host[l]
 		for r := pc.row; r < pc.row+pc.n; r++ {
 			m.deltaRow(hs, d, st, r)
 		}
 	}
 	be.Write(hs.y.Slice(0, n), hs.hY[:n*inner])
 	be.MatMul(o, d.wOut, hs.y.Slice(0, n))
+}
+
+// deltaSeqs lays out the step's sequences for the backend's kernels in
+// block l: a sequence's pieces (its body rows, then its tail) as its
+// spans, read from its current state into the other.
+func (hs *hybridScratch) deltaSeqs(p *plan, l int) []backend.DeltaSeq {
+	hs.seqs, hs.owner = hs.seqs[:0], hs.owner[:0]
+	for _, pc := range p.pieces {
+		i := slices.Index(hs.owner, pc.s)
+		if i < 0 {
+			r := pc.s.rec
+			hs.owner = append(hs.owner, pc.s)
+			hs.seqs = append(hs.seqs, backend.DeltaSeq{Prev: r.dev[r.cur][l], Next: r.dev[1-r.cur][l]})
+			i = len(hs.seqs) - 1
+		}
+		sq := &hs.seqs[i]
+		k := 0
+		if sq.Spans[0].N > 0 {
+			k = 1
+		}
+		sq.Spans[k] = backend.RowSpan{Row: pc.row, N: pc.n}
+	}
+	return hs.seqs
 }
 
 // deltaRow runs row r of the step through the convolution, the
@@ -593,24 +718,41 @@ func (m *Model) sharedFFN(hs *hybridScratch, sh *sharedExpert, o, h backend.Tens
 }
 
 // checkpoint records the recurrent state of every hybrid session of the
-// step's plan before the step changes it: a failed step restores it, and
-// Truncate rewinds to it.
+// step's plan before the step changes it, on the host: a failed step
+// restores it, and Truncate rewinds to it. On the backend the step writes
+// the sessions' other states, and commit makes them current.
 func checkpoint(p *plan) {
 	for i, pc := range p.pieces {
 		s := pc.s
-		if s.state == nil || seenBefore(p.pieces[:i], s) {
+		r := s.rec
+		if r == nil || r.host == nil || seenBefore(p.pieces[:i], s) {
 			continue
 		}
-		if s.ck == nil {
-			s.ck = make([]hybridState, len(s.state))
-			for l, st := range s.state {
+		if r.ck == nil {
+			r.ck = make([]hybridState, len(r.host))
+			for l, st := range r.host {
 				if st.ssm != nil {
-					s.ck[l] = hybridState{conv: make([]float32, len(st.conv)), ssm: make([]float32, len(st.ssm))}
+					r.ck[l] = hybridState{conv: make([]float32, len(st.conv)), ssm: make([]float32, len(st.ssm))}
 				}
 			}
 		}
-		copyState(s.ck, s.state)
-		s.ckPos = len(s.tokens)
+		copyState(r.ck, r.host)
+		r.ckPos = len(s.tokens)
+	}
+}
+
+// commit ends a step that succeeded: each hybrid session on the backend
+// takes the states the step wrote as current, and the ones it read as
+// its checkpoint.
+func commit(p *plan) {
+	for i, pc := range p.pieces {
+		s := pc.s
+		r := s.rec
+		if r == nil || r.host != nil || seenBefore(p.pieces[:i], s) {
+			continue
+		}
+		r.ckAt, r.ckPos = r.cur, len(s.tokens)
+		r.cur = 1 - r.cur
 	}
 }
 
@@ -631,11 +773,12 @@ func copyState(dst, src []hybridState) {
 }
 
 // rollback restores the checkpoint of every hybrid session of a step that
-// failed part-way, so its state again matches its tokens.
+// failed part-way, so its state again matches its tokens. (On the backend
+// the current states were only read: nothing to restore.)
 func rollback(p *plan) {
 	for _, pc := range p.pieces {
-		if s := pc.s; s.state != nil && s.ckPos == len(s.tokens) {
-			copyState(s.state, s.ck)
+		if r := pc.s.rec; r != nil && r.host != nil && r.ckPos == len(pc.s.tokens) {
+			copyState(r.host, r.ck)
 		}
 	}
 }
@@ -646,15 +789,23 @@ func rollback(p *plan) {
 // and evaluates the tokens from there to n again. The attention blocks'
 // keys and values at those positions are rewritten with the same bits.
 func (s *Session) rewind(n int) {
+	r := s.rec
 	from := 0
-	if s.ck != nil && s.ckPos <= n {
-		copyState(s.state, s.ck)
-		from = s.ckPos
-	} else {
-		for l := range s.state {
-			clear(s.state[l].conv)
-			clear(s.state[l].ssm)
+	switch {
+	case r.ckPos >= 0 && r.ckPos <= n && r.host != nil:
+		copyState(r.host, r.ck)
+		from = r.ckPos
+	case r.ckPos >= 0 && r.ckPos <= n:
+		r.cur = r.ckAt // the swap back
+		from = r.ckPos
+	case r.host != nil:
+		for l := range r.host {
+			clear(r.host[l].conv)
+			clear(r.host[l].ssm)
 		}
+	default:
+		s.m.clearStates(r.dev[r.cur])
+		r.ckAt, r.ckPos = r.cur, 0
 	}
 	redo := append([]uint32(nil), s.tokens[from:n]...)
 	s.tokens = s.tokens[:from]
@@ -673,6 +824,23 @@ func (s *Session) rewind(n int) {
 		}
 		s.tokens = append(s.tokens, redo[:k]...)
 		redo = redo[k:]
+	}
+}
+
+// clearStates empties a session's backend states: zero is the empty state
+// in every backend's layout.
+func (m *Model) clearStates(st []backend.DeltaState) {
+	var zero []float32
+	for _, d := range st {
+		for _, t := range []backend.Tensor{d.Conv, d.SSM} {
+			if t.Buf == nil {
+				continue
+			}
+			if len(zero) < t.Len() {
+				zero = make([]float32, t.Len())
+			}
+			m.be.Write(t, zero)
+		}
 	}
 }
 

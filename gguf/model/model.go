@@ -44,6 +44,9 @@ type Model struct {
 	kvShape []backend.KVShape
 	// perLayer is Gemma 4's per-layer token embeddings; nil elsewhere.
 	perLayer *perLayer
+	// dn runs a hybrid's delta nets on the backend, when it can
+	// (hybrid.go); nil: on the host.
+	dn backend.DeltaNetter
 }
 
 // layer is one block's weights. Optional weights are nil.
@@ -131,6 +134,7 @@ func load(f *gguf.File, be backend.Backend, stage *LayerRange) (*Model, error) {
 	}
 	ld := &loader{f: f, be: be, used: map[string]bool{}}
 	m := &Model{cfg: cfg, be: be}
+	m.dn = deltaNetter(&cfg, be)
 	r := LayerRange{0, cfg.Layers}
 	if stage != nil {
 		r = *stage
