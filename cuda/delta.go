@@ -113,3 +113,19 @@ func (b *Backend) DeltaScan(y, x, z, beta, alpha backend.Tensor, d *backend.Delt
 		yp, xp, zp, bp, ap, dt, a, norm, tab, i32(kh), i32(nh), i32(sz), f32(d.Eps))
 	b.wrote(y)
 }
+
+// SigmoidMul implements backend.DeltaNetter.
+func (b *Backend) SigmoidMul(x, g backend.Tensor) {
+	if g.Rows != x.Rows || g.Cols != x.Cols && g.Cols != 1 {
+		panic(fmt.Sprintf("cuda: SigmoidMul of %d × %d by %d × %d", x.Rows, x.Cols, g.Rows, g.Cols))
+	}
+	n := x.Len()
+	if n == 0 {
+		return
+	}
+	xp, gp := ptr(x), ptr(g)
+	b.lock()
+	defer b.unlock()
+	b.launch(kernels.SigmoidMul, kernels.Elementwise(n), xp, gp, i32(n), i32(x.Cols), i32(g.Cols))
+	b.wrote(x)
+}

@@ -37,7 +37,7 @@ var tolerance = map[string]float64{
 	// its own series (no libdevice): within an ulp of float64, which moves
 	// a float32 result by one ulp about once in 2²⁹, and the recurrence
 	// carries that on. Its Σ of squares are in order, as the CPU's.
-	"shortconv": 1e-6, "deltascan": 1e-5,
+	"shortconv": 1e-6, "deltascan": 1e-5, "sigmoidmul": 1e-6,
 }
 
 // newEmu opens a backend on the CPU stand-in.

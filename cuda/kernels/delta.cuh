@@ -219,3 +219,15 @@ KERNEL BOUNDS(DELTA_MAX_DIM) void delta_scan(float *y, const float *x, const flo
 		}
 	}
 }
+
+// sigmoid_mul sets x *= σ(g) elementwise over n elements of rows cols
+// wide, g as wide (gcols = cols) or a gate per row (gcols = 1): Qwen3.5's
+// attention output gate and shared-expert gate. grid = ⌈n/256⌉, block 256.
+KERNEL BOUNDS(256) void sigmoid_mul(float *x, const float *g, int n, int cols, int gcols) {
+	i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= n) {
+		return;
+	}
+	i64 r = i / cols, c = gcols == 1 ? 0 : i % cols;
+	x[i] = x[i] * d_sigmoid(g[r * gcols + c]);
+}

@@ -69,6 +69,7 @@ const (
 	ArgMax
 	ShortConv
 	DeltaScan
+	SigmoidMul
 	numFixed
 )
 
@@ -93,6 +94,7 @@ var fixed = [numFixed]struct{ name, params string }{
 	ArgMax:       {"argmax", "pip"},
 	ShortConv:    {"short_conv", "pppii"},
 	DeltaScan:    {"delta_scan", "pppppppppiiif"},
+	SigmoidMul:   {"sigmoid_mul", "ppiii"},
 }
 
 // WeightKind is one of a weight type's kernels.

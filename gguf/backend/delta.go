@@ -79,4 +79,8 @@ type DeltaNetter interface {
 	//	S = e^g·S; S += k ⊗ β(v − Sᵀk); o = Sᵀq / √HeadDim
 	//	y = RMSNorm(o)·Norm·silu(z)
 	DeltaScan(y, x, z, beta, alpha Tensor, d *DeltaNet, seqs []DeltaSeq)
+	// SigmoidMul sets x *= σ(g) elementwise, g as wide as x or one
+	// column (a gate per row), σ(v) = 1/(1 + e^−v) with e^−v in float64:
+	// the hybrid's attention output gate and its shared expert's gate.
+	SigmoidMul(x, g Tensor)
 }

@@ -234,3 +234,24 @@ func l2Norm(x []float32, eps float32) {
 		x[i] *= scale
 	}
 }
+
+// SigmoidMul implements backend.DeltaNetter.
+func (b *Backend) SigmoidMul(x, g backend.Tensor) {
+	if g.Rows != x.Rows || g.Cols != x.Cols && g.Cols != 1 {
+		panic(fmt.Sprintf("cpu: SigmoidMul of %d × %d by %d × %d", x.Rows, x.Cols, g.Rows, g.Cols))
+	}
+	xs, gs := data(x), data(g)
+	for r := range x.Rows {
+		row := xs[r*x.Cols : (r+1)*x.Cols]
+		if g.Cols == 1 {
+			s := hostSigmoid(gs[r])
+			for i := range row {
+				row[i] *= s
+			}
+			continue
+		}
+		for i, v := range gs[r*g.Cols : (r+1)*g.Cols] {
+			row[i] *= hostSigmoid(v)
+		}
+	}
+}

@@ -255,7 +255,13 @@ func (m *Model) loadHybridLayer(ld *loader, l int) error {
 	} else {
 		qDim, kDim, vDim := c.Heads*c.HeadDimK, c.KVHeads*c.HeadDimK, c.KVHeads*c.HeadDimV
 		ly.attn = backend.Attention{Heads: c.Heads, KVHeads: c.KVHeads, HeadDimK: c.HeadDimK, HeadDimV: c.HeadDimV, Scale: c.AttnScale}
-		mat(&ly.qGate, "attn_q.weight", 2*qDim, c.Embd)
+		if m.dn != nil {
+			if err == nil {
+				ly.wq, ly.attnGate, err = m.splitQGate(ld, name("attn_q.weight"))
+			}
+		} else {
+			mat(&ly.qGate, "attn_q.weight", 2*qDim, c.Embd)
+		}
 		mat(&ly.wk, "attn_k.weight", kDim, c.Embd)
 		mat(&ly.wv, "attn_v.weight", vDim, c.Embd)
 		mat(&ly.wo, "attn_output.weight", c.Embd, qDim)
@@ -331,6 +337,34 @@ func (m *Model) hostMatrix(v []float32, rows, cols int) (backend.Weight, error) 
 	return m.be.Weight(quant.F32, rows, cols, b)
 }
 
+// splitQGate loads Qwen3.5's joint query-and-gate projection (per head,
+// the head's query rows then its gate rows) as two weights, the queries'
+// rows and the gates', copied out of the file's rows: the backend then
+// projects both with no host split between (each row's product is the
+// same bits).
+func (m *Model) splitQGate(ld *loader, name string) (q, gate backend.Weight, err error) {
+	c := &m.cfg
+	hd, w := c.HeadDimK, c.Heads*c.HeadDimK
+	t, b, _, err := ld.lookup(name, true, c.Embd, 2*w)
+	if err != nil {
+		return nil, nil, err
+	}
+	rs, err := t.Type.RowSize(c.Embd)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: tensor %s: %w", ErrInvalid, name, err)
+	}
+	qb, gb := make([]byte, 0, w*rs), make([]byte, 0, w*rs)
+	for h := range c.Heads {
+		qb = append(qb, b[2*h*hd*rs:(2*h+1)*hd*rs]...)
+		gb = append(gb, b[(2*h+1)*hd*rs:(2*h+2)*hd*rs]...)
+	}
+	if q, err = ld.weight(name, t.Type, w, c.Embd, qb); err != nil {
+		return nil, nil, err
+	}
+	gate, err = ld.weight(name, t.Type, w, c.Embd, gb)
+	return q, gate, err
+}
+
 // hostFloats reads a required F32/F16 tensor of exactly dims (row length
 // first) to float32, for the parts of a delta net that run on the host.
 func (ld *loader) hostFloats(name string, dims ...int) ([]float32, error) {
@@ -357,6 +391,7 @@ func (ld *loader) hostFloats(name string, dims ...int) ([]float32, error) {
 type hybridScratch struct {
 	qkv, z, beta, alpha, y backend.Tensor
 	qgate                  backend.Tensor // rows × 2·Heads·HeadDimK: the joint query and gate projection
+	gate                   backend.Tensor // rows × Heads·HeadDimK: the attention's output gate (backend path)
 	sh                     backend.Tensor // rows × 1: the shared expert's gate
 	shGate, shUp, shOut    backend.Tensor // the shared expert's activations
 
@@ -380,6 +415,7 @@ func newHybridScratch(be backend.Backend, c *Config, rows int) *hybridScratch {
 		alpha:  be.NewTensor(rows, c.SSMHeads),
 		y:      be.NewTensor(rows, c.SSMInner),
 		qgate:  be.NewTensor(rows, 2*c.Heads*c.HeadDimK),
+		gate:   be.NewTensor(rows, c.Heads*c.HeadDimK),
 		hGate:  make([]float32, rows*c.Heads*c.HeadDimK),
 		hQKV:   make([]float32, rows*ch),
 		hZ:     make([]float32, rows*c.SSMInner),
@@ -661,6 +697,11 @@ func l2Norm(x []float32, eps float32) {
 func (m *Model) projectQGate(hs *hybridScratch, ly *layer, q, h backend.Tensor) {
 	be, c := m.be, &m.cfg
 	n, hd, w := h.Rows, c.HeadDimK, c.Heads*c.HeadDimK
+	if ly.attnGate != nil { // split at load: no host split
+		be.MatMul(q, ly.wq, h)
+		be.MatMul(hs.gate.Slice(0, n), ly.attnGate, h)
+		return
+	}
 	qg := hs.qgate.Slice(0, n)
 	be.MatMul(qg, ly.qGate, h)
 	all := hs.hA[:n*2*w]
@@ -682,6 +723,10 @@ func (m *Model) projectQGate(hs *hybridScratch, ly *layer, q, h backend.Tensor) 
 func (m *Model) gateAttention(hs *hybridScratch, att backend.Tensor, first int) {
 	be := m.be
 	n, w := att.Rows, att.Cols
+	if m.dn != nil {
+		m.dn.SigmoidMul(att, hs.gate.Slice(first, first+n))
+		return
+	}
 	a := hs.hB[:n*w]
 	be.Read(a, att)
 	g := hs.hGate[first*w : (first+n)*w]
@@ -702,6 +747,11 @@ func (m *Model) sharedFFN(hs *hybridScratch, sh *sharedExpert, o, h backend.Tens
 	be.GLU(gate, gate, up, backend.SiLU)
 	be.MatMul(out, sh.down, gate)
 	be.MatMul(sg, sh.gateInp, h)
+	if m.dn != nil {
+		m.dn.SigmoidMul(out, sg)
+		be.Add(o, out)
+		return
+	}
 	e := c.Embd
 	a, b := hs.hA[:n*e], hs.hB[:n*e]
 	be.Read(a, o)

@@ -67,9 +67,12 @@ type layer struct {
 	// Qwen3.5 (hybrid.go): a delta-net block has delta and no attention
 	// weights; a gated attention block has qGate, its joint query and
 	// gate projection, for wq; shared is qwen35moe's shared expert.
-	delta  *deltaLayer
-	qGate  backend.Weight
-	shared *sharedExpert
+	// With the backend's hybrid kernels (Model.dn) the joint projection
+	// is split at load into wq and attnGate, its gate rows.
+	delta    *deltaLayer
+	qGate    backend.Weight
+	attnGate backend.Weight
+	shared   *sharedExpert
 	// Gemma 4: V's weightless norm (ones), the per-layer embedding's
 	// gate, projection and norm, and the output scale (0: none).
 	vNorm, pleGate, pleProj, pleNorm backend.Weight
