@@ -546,6 +546,8 @@ func (m *Model) deltaNet(hs *hybridScratch, ly *layer, l int, p *plan, o, h back
 		x, y := hs.qkv.Slice(0, n), hs.y.Slice(0, n)
 		m.dn.ShortConv(x, d.convW, seqs)
 		m.dn.DeltaScan(y, x, hs.z.Slice(0, n), hs.beta.Slice(0, n), hs.alpha.Slice(0, n), &d.params, seqs)
+		clear(hs.seqs) // holds no session or state past the step
+		clear(hs.owner)
 		be.MatMul(o, d.wOut, y)
 		return
 	}
@@ -823,11 +825,18 @@ func copyState(dst, src []hybridState) {
 }
 
 // rollback restores the checkpoint of every hybrid session of a step that
-// failed part-way, so its state again matches its tokens. (On the backend
-// the current states were only read: nothing to restore.)
+// failed part-way, so its state again matches its tokens. On the backend
+// the current states were only read, but the step may have written over
+// the checkpoint in the other states: the checkpoint is now the current
+// state, as on the host.
 func rollback(p *plan) {
 	for _, pc := range p.pieces {
-		if r := pc.s.rec; r != nil && r.host != nil && r.ckPos == len(pc.s.tokens) {
+		r := pc.s.rec
+		switch {
+		case r == nil:
+		case r.host == nil:
+			r.ckAt, r.ckPos = r.cur, len(pc.s.tokens)
+		case r.ckPos == len(pc.s.tokens):
 			copyState(r.host, r.ck)
 		}
 	}

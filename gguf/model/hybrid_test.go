@@ -313,3 +313,72 @@ func TestHybridKernelsMatchHost(t *testing.T) {
 		})
 	}
 }
+
+// failAfter is a context whose Err is Canceled from its n+1-th call on:
+// a step that forward checks once per block fails after n blocks.
+type failAfter struct {
+	context.Context
+	n int
+}
+
+func (c *failAfter) Err() error {
+	if c.n--; c.n < 0 {
+		return context.Canceled
+	}
+	return nil
+}
+
+// TestHybridFailedStepRewind: a step that fails after its first block (a
+// delta net, which has written its next state over the checkpoint's on the
+// backend) leaves the state its tokens had, and a rewind right after it
+// to the last checkpoint's position still gets a fresh session's logits.
+func TestHybridFailedStepRewind(t *testing.T) {
+	cb := cpu.New(cpu.Options{Threads: 2})
+	defer cb.Close()
+	for _, be := range []backend.Backend{cb, hostDelta{cb}} {
+		t.Run(pathName(be), func(t *testing.T) {
+			m, err := load(t, hybridFixture(t, "qwen35"), be)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			fresh := func(prompt []uint32) []float32 {
+				s := session(t, m, model.SessionOptions{Context: 64, Batch: 4})
+				_, l, err := s.Prefill(ctx, prompt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return slices.Clone(l)
+			}
+			a := []uint32{1, 306, 763, 304}
+			s := session(t, m, model.SessionOptions{Context: 64, Batch: 4})
+			if _, _, err := s.Prefill(ctx, a); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Eval(ctx, []uint32{8}); err != nil {
+				t.Fatal(err)
+			}
+			fail := func() {
+				t.Helper()
+				if _, err := s.Eval(&failAfter{ctx, 1}, []uint32{9, 10}); !errors.Is(err, context.Canceled) {
+					t.Fatalf("a step cancelled after one block: %v", err)
+				}
+			}
+			fail()
+			// Back to before the last successful step (the checkpoint's
+			// position, the 8).
+			s.Truncate(len(a))
+			got, err := s.Eval(ctx, []uint32{12})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameBits(t, "after a rewind past the failed step", got, fresh(append(slices.Clone(a), 12)))
+			fail()
+			got, err = s.Eval(ctx, []uint32{13})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameBits(t, "after the failed step", got, fresh(append(slices.Clone(a), 12, 13)))
+		})
+	}
+}
