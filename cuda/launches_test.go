@@ -22,9 +22,14 @@ import (
 // delta net (its four projections, the short convolution and the scan,
 // the output projection) and gated attention (qwen3's with the query and
 // gate projections split at load, and the sigmoid gate), and qwen35moe's
-// shared expert and its gate. A change that launches more
-// fails here and updates the docs.
-var decodeLaunchesPerLayer = map[string]int64{"llama": 14, "phi3": 15, "qwen2": 19, "gemma3": 19, "qwen3": 16, "qwen3moe": 23, "gemma4": 22, "qwen35": 32, "qwen35moe": 62}
+// shared expert and its gate; gpt-oss's 54: llama's attention
+// with Q, K, V and output biases (the sinks in the attention kernel), the
+// router and its bias, and for each of its 4 chosen experts the input's
+// quantisation (the previous expert's down projection took the scratch),
+// gate and up each with its bias, the clamped SwiGLU, quantise, and down
+// with its bias. A change that launches more fails here and updates the
+// docs.
+var decodeLaunchesPerLayer = map[string]int64{"llama": 14, "phi3": 15, "qwen2": 19, "gemma3": 19, "qwen3": 16, "qwen3moe": 23, "gemma4": 22, "qwen35": 32, "qwen35moe": 62, "gpt-oss": 54}
 
 // decodeLaunchesOutside bounds those outside the layers: the embedding
 // (and gemma3's scaling of it), the final norm, its quantisation, the

@@ -311,6 +311,9 @@ func (b *Backend) GLU(dst, gate, up backend.Tensor, f backend.GLU) {
 	case backend.SiLU:
 	case backend.GELUTanh:
 		kind = 1
+	case backend.SwiGLUOAI:
+		b.gluOAI(dst, gate, up)
+		return
 	default:
 		panic(fmt.Sprintf("cuda: GLU %d", f))
 	}
@@ -396,11 +399,19 @@ func (b *Backend) Attend(dst, q backend.Tensor, cache backend.KVCache, layer, po
 	if c.typ == quant.F32 {
 		id = kernels.AttendF32
 	}
+	var sinks uint64
+	if a.Sinks != nil {
+		id, sinks = b.sinkKernel(c.typ, a)
+	}
 	posp := b.argPos(pos)
 	for r0 := 0; r0 < q.Rows; r0 += chunk {
 		rows := min(chunk, q.Rows-r0)
-		b.launch(id, kernels.AttendShape(a.Heads, rows), qp, op, uint64(c.k[layer].ptr), uint64(c.v[layer].ptr), uint64(b.att.ptr), posp,
-			i32(a.Heads), i32(a.KVHeads), i32(a.HeadDimK), i32(a.HeadDimV), i32(c.capacity), i32(a.Window), f32(a.Scale), f32(a.Softcap), i32(r0))
+		args := []uint64{qp, op, uint64(c.k[layer].ptr), uint64(c.v[layer].ptr), uint64(b.att.ptr), posp,
+			i32(a.Heads), i32(a.KVHeads), i32(a.HeadDimK), i32(a.HeadDimV), i32(c.capacity), i32(a.Window), f32(a.Scale), f32(a.Softcap), i32(r0)}
+		if a.Sinks != nil {
+			args = append(args, sinks)
+		}
+		b.launch(id, kernels.AttendShape(a.Heads, rows), args...)
 	}
 	b.wrote(dst)
 }

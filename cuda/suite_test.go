@@ -221,6 +221,7 @@ var weightCases = []struct {
 	{quant.Q2_K, []int{256, 2304}}, {quant.Q3_K, []int{512}}, {quant.Q4_K, []int{256, 2304}}, {quant.Q5_K, []int{512}},
 	{quant.Q6_K, []int{256, 2304}}, {quant.IQ4_XS, []int{256, 1280}},
 	{quant.F32, []int{40}}, {quant.F16, []int{72, 1000}}, {quant.BF16, []int{72}},
+	{quant.MXFP4, []int{64, 1056}},
 }
 
 func testMatMul(t *testing.T, p *pair) {
@@ -259,6 +260,50 @@ func testMatMul(t *testing.T, p *pair) {
 	p.compare("matmul", "shared input, first", y1)
 	p.compare("matmul", "other input between", y2)
 	p.compare("matmul", "input rewritten", y3)
+	testExperts(t, p)
+}
+
+// testExperts is the mixture-of-experts path as gpt-oss takes it
+// (gguf/model/moe.go): each expert a weight viewing its slice of one 3-D
+// MXFP4 tensor (here 255 bytes each, so every expert but the first starts
+// at an odd offset of the tensor), multiplied with the rows routed to it
+// gathered into a tensor of their own, one row (decode) or several. The
+// blocks are random bytes with E8M0 scales among the smallest (the
+// float32 subnormals 2^-128 and 2^-127 that e8m0_half makes of 0 and 1)
+// and about 1.
+func testExperts(t *testing.T, p *pair) {
+	const experts, rows, cols, n = 4, 5, 96, 9
+	data := make([]byte, experts*rows*cols/32*17)
+	for i := range data {
+		data[i] = byte(p.rng.Uint32())
+		if i%17 == 0 {
+			data[i] = []byte{0, 1, 2, 3, 125, 126, 127, 128}[p.rng.IntN(8)]
+		}
+	}
+	size := len(data) / experts
+	all := p.weight(quant.MXFP4, experts*rows, cols, data)
+	ids := []uint32{0, 19, 7, 3, 12}
+	emb := p.tensor(len(ids), cols, nil)
+	p.cpu.Embed(emb.c, all.c, ids)
+	p.dev.Embed(emb.d, all.d, ids)
+	p.compare("embed", "MXFP4 small scales", emb)
+	x := p.random(n*cols, 2)
+	route := [][]int{{0, 3, 4, 8}, {2}, {}, {1, 2, 5, 6, 7, 8}}
+	for e, routed := range route {
+		if len(routed) == 0 {
+			continue // an expert no row chose is not read
+		}
+		w := p.weight(quant.MXFP4, rows, cols, data[e*size:(e+1)*size])
+		var g []float32
+		for _, r := range routed {
+			g = append(g, x[r*cols:(r+1)*cols]...)
+		}
+		xe := p.tensor(len(routed), cols, g)
+		y := p.tensor(len(routed), rows, nil)
+		p.cpu.MatMul(y.c, w.c, xe.c)
+		p.dev.MatMul(y.d, w.d, xe.d)
+		p.compare("matmul", fmt.Sprintf("expert %d of %d, %d rows", e, experts, len(routed)), y)
+	}
 }
 
 func (w weights) pick(b backend.Backend, p *pair) backend.Weight {
@@ -319,6 +364,7 @@ func testElementwise(t *testing.T, p *pair) {
 		{"softcap", func(be backend.Backend, a, _ backend.Tensor, _ backend.Weight) { be.Softcap(a, 3) }},
 		{"silu", func(be backend.Backend, a, b backend.Tensor, _ backend.Weight) { be.GLU(b, a, b, backend.SiLU) }},
 		{"gelu", func(be backend.Backend, a, b backend.Tensor, _ backend.Weight) { be.GLU(a, a, b, backend.GELUTanh) }},
+		{"swiglu_oai", func(be backend.Backend, a, b backend.Tensor, _ backend.Weight) { be.GLU(b, a, b, backend.SwiGLUOAI) }},
 	}
 	for _, s := range steps {
 		s.do(p.cpu, a.c, b.c, bias.c)
@@ -326,6 +372,38 @@ func testElementwise(t *testing.T, p *pair) {
 		p.compare("elementwise", s.name+" a", a)
 		p.compare("elementwise", s.name+" b", b)
 	}
+	testSwiGLUOAI(t, p)
+}
+
+// testSwiGLUOAI holds gpt-oss's clamped SwiGLU to the CPU's: gates and ups
+// on both sides of the clamps (±7) and at them, NaN, signed zeros, and a
+// sweep of gates over [-64, 8) with up 0, which compares the kernel's
+// exponential (the C library's expf, as the CPU takes it) on 2^16 inputs,
+// the sigmoid's underflow and the gate's large negative values included.
+func testSwiGLUOAI(t *testing.T, p *pair) {
+	const n = 1 << 16
+	nan := float32(math.NaN())
+	negZero := float32(math.Copysign(0, -1))
+	gate, up := p.random(n, 10), p.random(n, 10)
+	edges := [][2]float32{{7, 7}, {7.0000005, -7}, {6.9999995, -7.0000005}, {-7, 7.5}, {100, -100}, {-100, 100},
+		{nan, 1}, {1, nan}, {negZero, negZero}, {0, -1}, {-88, 3}, {-1e30, 1}, {1e-30, 2}}
+	for i, e := range edges {
+		gate[i], up[i] = e[0], e[1]
+	}
+	g, u := p.tensor(1, n, gate), p.tensor(1, n, up)
+	p.cpu.GLU(u.c, g.c, u.c, backend.SwiGLUOAI)
+	p.dev.GLU(u.d, g.d, u.d, backend.SwiGLUOAI)
+	p.compare("elementwise", "swiglu_oai edges", u)
+
+	for i := range gate {
+		gate[i] = -64 + 72*float32(i)/n
+		up[i] = 0
+	}
+	g, u = p.tensor(1, n, gate), p.tensor(1, n, up)
+	out := p.tensor(1, n, nil)
+	p.cpu.GLU(out.c, g.c, u.c, backend.SwiGLUOAI)
+	p.dev.GLU(out.d, g.d, u.d, backend.SwiGLUOAI)
+	p.compare("elementwise", "swiglu_oai sweep", out)
 }
 
 func testRoPE(t *testing.T, p *pair) {
@@ -365,6 +443,13 @@ func testAttention(t *testing.T, p *pair) {
 		{"f32 gqa", quant.F32, backend.Attention{Heads: 8, KVHeads: 2, HeadDimK: 32, HeadDimV: 32, Scale: 0.17}},
 		{"window softcap", quant.F16, backend.Attention{Heads: 4, KVHeads: 2, HeadDimK: 128, HeadDimV: 128, Scale: 1, Window: 5, Softcap: 50}},
 		{"wide head", quant.F16, backend.Attention{Heads: 2, KVHeads: 1, HeadDimK: 256, HeadDimV: 256, Scale: 0.0625}},
+		// gpt-oss's sinks: one about the scores' size, one that
+		// outweighs them all (it sets the max), one too small to count
+		// (its exponential underflows), one negative.
+		{"sinks window", quant.F16, backend.Attention{Heads: 4, KVHeads: 2, HeadDimK: 64, HeadDimV: 64, Scale: 0.125, Window: 4,
+			Sinks: []float32{0.7, 40, -1e4, -2.5}}},
+		{"sinks f32", quant.F32, backend.Attention{Heads: 4, KVHeads: 1, HeadDimK: 32, HeadDimV: 32, Scale: 0.17,
+			Sinks: []float32{1.5, -0.3, 12, 0}}},
 	}
 	for _, c := range cases {
 		a := c.a

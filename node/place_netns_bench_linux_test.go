@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/meshnode/meshnode/node/internal/netnslab"
+	"github.com/meshnode/meshnode/internal/netnslab"
 )
 
 // BenchmarkPlacementNetns: a 3-node mesh, each node a process in its own

@@ -22,7 +22,7 @@ import (
 	"github.com/meshnode/meshnode/hw/meters"
 	"github.com/meshnode/meshnode/node/engine"
 	"github.com/meshnode/meshnode/node/identity"
-	"github.com/meshnode/meshnode/node/internal/netnslab"
+	"github.com/meshnode/meshnode/internal/netnslab"
 	"github.com/meshnode/meshnode/node/mesh"
 	"github.com/meshnode/meshnode/node/receipt"
 	"github.com/meshnode/meshnode/node/wire/nodev1"

@@ -178,9 +178,8 @@ func openSplit(s modelSpec) (*splitModel, error) {
 		Recipe: s.Name, Fidelity: s.fidelity(), UJPerToken: uj,
 		Weights: receipt.Weights{Digest: receipt.ContentID(sum.Digest), Precision: ggufengine.Precision(sm.facts.QuantizationType)},
 		Vocab:   sm.vocab, Context: sm.ctx, Batch: model.DefaultBatch, Sessions: splitSeqs, Tokens: sm.tok,
-		// A window's rows count against the stages' logits rows, which
-		// the pipeline sizes by its Seqs.
-		Rows: splitSeqs, Draft: sm.draft,
+		// A window's rows are the pipeline's to bound (startSplit).
+		Draft: sm.draft,
 		Lost: func(p splitengine.Pipeline, err error) {
 			select {
 			case sm.lost <- lostPipeline{p, err}:
@@ -221,6 +220,9 @@ func stageCosts(f *gguf.File, mc model.Config, ctx int) stageplan.Model {
 		}
 	}
 	c.KVPerLayer = int64(splitSeqs) * int64(ctx) * int64(mc.KVHeads) * int64(mc.HeadDimK+mc.HeadDimV) * 2
+	// The planner cuts only where LoadStage will load the stages (gemma4's
+	// shared KV, per-layer embeddings and hybrid layers forbid cuts).
+	c.Check = func(lo, hi int) error { return mc.CheckStage(model.LayerRange{Lo: lo, Hi: hi}) }
 	return c
 }
 
@@ -338,21 +340,16 @@ func (sm *splitModel) status() *SplitStatus {
 }
 
 // wantSplit reports whether spec's model is to be served split. used is
-// what the models loaded before it hold.
+// what the models loaded before it hold. A model that cannot be split
+// (model.Config.CheckStage) is refused under split = "always" or pins,
+// with the reason; under "auto" it is loaded whole, the budget
+// notwithstanding, as a model is with no budget.
 func (n *Node) wantSplit(s modelSpec, used int64) (bool, error) {
-	if s.reference {
+	if s.reference || s.Split == SplitNever {
 		return false, nil
 	}
-	switch s.Split {
-	case SplitNever:
-		return false, nil
-	case SplitAlways:
-		return true, nil
-	}
-	if len(s.Pins) > 0 {
-		return true, nil
-	}
-	if n.cfg.MemoryBudget == 0 {
+	forced := s.Split == SplitAlways || len(s.Pins) > 0
+	if !forced && n.cfg.MemoryBudget == 0 {
 		return false, nil // no budget: the machine's memory decides, as for any model
 	}
 	f, err := gguf.Open(s.Path)
@@ -369,8 +366,32 @@ func (n *Node) wantSplit(s modelSpec, used int64) (bool, error) {
 		ctx = model.DefaultContext
 	}
 	c := stageCosts(f, mc, min(ctx, mc.TrainContext))
+	if forced {
+		var pins []stageplan.Pin
+		for _, ps := range s.Pins {
+			p, err := ParsePin(ps)
+			if err != nil {
+				return false, fmt.Errorf("model %s: %w", s.Path, err)
+			}
+			pins = append(pins, stageplan.Pin{Host: p.Node, Lo: p.Lo, Hi: p.Hi})
+		}
+		if err := stageplan.CheckSplit(c, pins); err != nil {
+			why := fmt.Sprintf("pins %q", s.Pins)
+			if len(s.Pins) == 0 {
+				why = `split = "always"`
+			}
+			return false, fmt.Errorf("model %s: %s: %w", s.Path, why, err)
+		}
+		return true, nil
+	}
 	_, err = stageplan.Make(c, stageplan.Host{ID: "self", Free: int64(n.cfg.MemoryBudget) - used}, nil,
 		stageplan.Options{Headroom: int64(n.cfg.Stages.Headroom)})
+	if errors.Is(err, stageplan.ErrUnsplittable) {
+		if n.log != nil {
+			n.log.Warn("model fits no single node under the memory budget but cannot be split: loading it whole", "model", s.Path, "err", err)
+		}
+		return false, nil
+	}
 	return err != nil, nil
 }
 
@@ -586,8 +607,9 @@ type stageOffer struct {
 	free      int64
 	bandwidth float64 // bytes/s; 0 when not said
 	models    [][32]byte
-	// rows: its stages answer windows (stagewire.FeatureRows).
-	rows bool
+	// rows: its stages answer windows (stagewire.FeatureRows); loadRows:
+	// it takes LoadStage.Rows (stagewire.FeatureLoadRows).
+	rows, loadRows bool
 }
 
 // stageOfferOf reads a peer's offer from its announcement; false when it
@@ -606,6 +628,8 @@ func stageOfferOf(a *nodev1.PeerAnnouncement) (stageOffer, bool) {
 				}
 			} else if f == stagewire.FeatureRows {
 				o.rows = true
+			} else if f == stagewire.FeatureLoadRows {
+				o.loadRows = true
 			} else if v, ok := strings.CutPrefix(f, featureBandwidth); ok {
 				if b, err := strconv.ParseInt(v, 10, 64); err == nil && b > 0 {
 					o.bandwidth = float64(b)
@@ -909,19 +933,36 @@ func (n *Node) repinSplit(ctx context.Context, sm *splitModel, r repin, p **stag
 
 // startSplit loads plan's stages, the last first.
 func (n *Node) startSplit(ctx context.Context, sm *splitModel, plan stageplan.Plan) (*stage.Pipeline, error) {
+	// Which peers take LoadStage.Rows, from their announcements: the
+	// last stage's node decides how many drafts a window holds.
+	loadRows := map[identity.EndpointID]bool{}
+	for _, p := range n.mesh.Peers() {
+		if o, ok := stageOfferOf(p.Announcement); ok && o.loadRows {
+			loadRows[p.ID] = true
+		}
+	}
 	var places []stage.Placement
 	for _, s := range plan.Stages {
 		id, err := identity.ParseEndpointID(s.Host)
 		if err != nil {
 			return nil, err
 		}
-		places = append(places, stage.Placement{Peer: id, Range: model.LayerRange{Lo: s.Lo, Hi: s.Hi}})
+		places = append(places, stage.Placement{Peer: id, Range: model.LayerRange{Lo: s.Lo, Hi: s.Hi}, LoadRows: loadRows[id]})
+	}
+	// A speculating model's windows hold the draft's most drafts and
+	// the last token, apart from the requests the stages hold KV for; a
+	// last stage on a node that predates the field holds them to
+	// splitSeqs rows (splitSeqs-1 drafts).
+	rows := splitSeqs
+	if sm.draft != nil {
+		// A window is one step: at most a step's positions.
+		rows = min(max(rows, sm.draft.Max()+1), model.DefaultBatch)
 	}
 	ctx, cancel := context.WithTimeout(ctx, splitStartTimeout)
 	defer cancel()
 	return stage.Start(ctx, stage.PipelineConfig{
 		File: sm.file, Digest: sm.digest, Self: n.key.ID(), Stages: places,
-		Context: sm.ctx, KV: model.KVF16, Batch: model.DefaultBatch, Seqs: splitSeqs,
+		Context: sm.ctx, KV: model.KVF16, Batch: model.DefaultBatch, Seqs: splitSeqs, Rows: rows,
 		Backend: sm.be, Dial: stage.MeshDialer{Node: n.mesh},
 		// A stage's node that died without a word (killed, powered off)
 		// is found out by a probe within seconds: its connection closes

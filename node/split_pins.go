@@ -20,8 +20,9 @@ var ErrRepin = errors.New("split: the new plan did not load")
 // SetSplitPins places the split model name under pins ("NODE:LO-HI",
 // NODE an endpoint id or "self"; none clears the owner's pins and the
 // planner places every stage) while it serves. Pins are checked against
-// the model and the planner (errors wrap stageplan.ErrPin, or are a
-// *stageplan.NoFitError); a plan that fits is loaded, downstream first,
+// the model and the planner (errors wrap stageplan.ErrPin, with
+// model.Config.CheckStage's reason for a range the model cannot be loaded
+// as, or stageplan.ErrUnsplittable, or are a *stageplan.NoFitError); a plan that fits is loaded, downstream first,
 // and replaces the one serving. On any error nothing changes. The pins
 // hold until the node stops: the config's apply again at the next start.
 func (n *Node) SetSplitPins(ctx context.Context, name string, pins []string) (SplitStatus, error) {
@@ -32,10 +33,18 @@ func (n *Node) SetSplitPins(ctx context.Context, name string, pins []string) (Sp
 	if len(pins) > MaxPins {
 		return SplitStatus{}, fmt.Errorf("%w: %d pins, at most %d", stageplan.ErrPin, len(pins), MaxPins)
 	}
+	var ranges []stageplan.Pin
 	for _, p := range pins {
-		if _, err := ParsePin(p); err != nil {
+		pin, err := ParsePin(p)
+		if err != nil {
 			return SplitStatus{}, fmt.Errorf("%w: %w", stageplan.ErrPin, err)
 		}
+		ranges = append(ranges, stageplan.Pin{Host: pin.Node, Lo: pin.Lo, Hi: pin.Hi})
+	}
+	// Ranges the model cannot be loaded as are refused here, with the
+	// model's reason, before any peer is asked.
+	if err := stageplan.CheckSplit(sm.costs, ranges); err != nil {
+		return SplitStatus{}, fmt.Errorf("model %q: %w", name, err)
 	}
 	if pins == nil {
 		pins = []string{}
@@ -68,7 +77,7 @@ func (r *ownerRuntime) SetSplitPins(ctx context.Context, model string, pins []st
 	st, err := r.n.SetSplitPins(ctx, model, pins)
 	var nofit *stageplan.NoFitError
 	switch {
-	case errors.Is(err, stageplan.ErrPin) || errors.As(err, &nofit):
+	case errors.Is(err, stageplan.ErrPin) || errors.Is(err, stageplan.ErrUnsplittable) || errors.As(err, &nofit):
 		return control.SplitPlan{}, fmt.Errorf("%w: %w", control.ErrBadPins, err)
 	case errors.Is(err, ErrNotSplit):
 		return control.SplitPlan{}, fmt.Errorf("%w: %w", control.ErrNotSplit, err)

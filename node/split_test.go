@@ -16,6 +16,7 @@ import (
 
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/model"
+	"github.com/meshnode/meshnode/gguf/spec"
 	"github.com/meshnode/meshnode/node/control"
 	"github.com/meshnode/meshnode/node/identity"
 	"github.com/meshnode/meshnode/node/mesh"
@@ -530,6 +531,12 @@ func TestSplitSpeculates(t *testing.T) {
 		s := splitStatus(a)
 		return s != nil && s.State == "serving"
 	})
+	// The stage node takes LoadStage.Rows: a window holds the draft's
+	// default 8 drafts and the last token, though the stages hold the
+	// KV of splitSeqs requests.
+	if rows := a.splitModel(fortunesModel).eng.Rows(); rows != spec.DefaultMaxWindow+1 {
+		t.Errorf("windows of %d rows, want %d", rows, spec.DefaultMaxWindow+1)
+	}
 	code, _, text, env := completionReceipt(t, a, prompt, maxTokens)
 	if code != http.StatusOK || text != want {
 		t.Fatalf("split, speculating: %d %q, want %q", code, text, want)

@@ -3,4 +3,5 @@
 // host C++). Every kernel is extern "C", so its PTX entry is its name.
 #include "quantize.cuh"
 #include "ops.cuh"
+#include "gptoss.cuh"
 #include "delta.cuh"

@@ -67,6 +67,11 @@ const (
 	AttendF16
 	AttendF32
 	ArgMax
+	// gpt-oss's (gptoss.cuh).
+	GLUOAI
+	AttendSinksF16
+	AttendSinksF32
+	// Qwen3.5's delta net (delta.cuh).
 	ShortConv
 	DeltaScan
 	SigmoidMul
@@ -92,9 +97,13 @@ var fixed = [numFixed]struct{ name, params string }{
 	AttendF16:    {"attend_f16", "ppppppiiiiiiffi"},
 	AttendF32:    {"attend_f32", "ppppppiiiiiiffi"},
 	ArgMax:       {"argmax", "pip"},
-	ShortConv:    {"short_conv", "pppii"},
-	DeltaScan:    {"delta_scan", "pppppppppiiif"},
-	SigmoidMul:   {"sigmoid_mul", "ppiii"},
+
+	GLUOAI:         {"glu_oai", "pppi"},
+	AttendSinksF16: {"attend_sinks_f16", "ppppppiiiiiiffip"},
+	AttendSinksF32: {"attend_sinks_f32", "ppppppiiiiiiffip"},
+	ShortConv:      {"short_conv", "pppii"},
+	DeltaScan:      {"delta_scan", "pppppppppiiif"},
+	SigmoidMul:     {"sigmoid_mul", "ppiii"},
 }
 
 // WeightKind is one of a weight type's kernels.
@@ -117,6 +126,7 @@ var weightTypes = []struct {
 	{quant.IQ4_NL, "iq4_nl"}, {quant.Q2_K, "q2_k"}, {quant.Q3_K, "q3_k"}, {quant.Q4_K, "q4_k"}, {quant.Q5_K, "q5_k"},
 	{quant.Q6_K, "q6_k"}, {quant.IQ4_XS, "iq4_xs"},
 	{quant.F32, "f32"}, {quant.F16, "f16"}, {quant.BF16, "bf16"},
+	{quant.MXFP4, "mxfp4"},
 }
 
 const (

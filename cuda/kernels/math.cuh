@@ -35,6 +35,50 @@ DEV float mesh_expf(float x) {
 	return (float)((double)j * bitcast<double>((u64)((i64)n + 1023) << 52));
 }
 
+// libm_expf is the C library's expf as ggml's swiglu_oai and its
+// softmax's sinks call it, and as the CPU backend evaluates it (gguf/cpu
+// libmExpf: the float64 exponential rounded to float32): e^x in float64 by
+// Go's math.exp (FreeBSD's, under 1 ulp), rounded once. It agrees with a
+// correctly rounded float64 exponential wherever e^x is not within 2^-29
+// of a float32 rounding boundary. Only for x where the float32 result is
+// finite and not 0, plus the edges of that range.
+DEV float libm_expf(float xf) {
+	const double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10, log2e = 1.44269504088896338700e+00;
+	const double p1 = 1.66666666666666657415e-01, p2 = -2.77777777770155933842e-03, p3 = 6.61375632143793436117e-05,
+		     p4 = -1.65339022054652515390e-06, p5 = 4.13813679705723846039e-08;
+	double x = (double)xf;
+	if (x != x) {
+		return xf;
+	}
+	if (x > 89.0) { // e^x > FLT_MAX: +Inf as float32
+		return bitcast<float>(0x7f800000u);
+	}
+	if (x < -110.0) { // e^x < 2^-150: 0 as float32
+		return 0.0f;
+	}
+	if (x > -0x1p-28 && x < 0x1p-28) {
+		return (float)(1.0 + x);
+	}
+	i64 k = x < 0 ? (i64)(log2e * x - 0.5) : (i64)(log2e * x + 0.5);
+	double hi = x - (double)k * ln2_hi, lo = (double)k * ln2_lo;
+	double r = hi - lo, t = r * r;
+	double c = r - t * (p1 + t * (p2 + t * (p3 + t * (p4 + t * p5))));
+	double y = 1.0 - ((lo - (r * c) / (2.0 - c)) - hi);
+	// |k| <= 160 here: 2^k is a normal float64, the product exact.
+	return (float)(y * bitcast<double>((u64)(k + 1023) << 52));
+}
+
+// go_min is Go's min on float32: NaN if either is NaN, -0 under +0.
+DEV float go_min(float a, float b) {
+	if (a != a || b != b) {
+		return a != a ? a : b;
+	}
+	if (a == b) {
+		return bitcast<float>(bitcast<u32>(a) | bitcast<u32>(b));
+	}
+	return a < b ? a : b;
+}
+
 DEV float copysign32(float mag, float sgn) {
 	return bitcast<float>((bitcast<u32>(mag) & 0x7fffffffu) | (bitcast<u32>(sgn) & 0x80000000u));
 }

@@ -246,7 +246,7 @@ KERNEL BOUNDS(256) void store_kv_f32(KV_PARAMS) { store_kv<false>(k, v, kc, vc, 
 // grid = (heads, rows of this launch), block 256.
 template <bool F16>
 DEV void attend(const float *q, float *out, const u8 *kc, const u8 *vc, float *scores, const i32 *pos, int heads, int kvheads,
-		int dk, int dv, int cap, int window, float scale, float cap_soft, int row0) {
+		int dk, int dv, int cap, int window, float scale, float cap_soft, int row0, const float *sinks = nullptr) {
 	SHARED float qs[ATT_MAX_HEAD];
 	int h = blockIdx.x, r = blockIdx.y, i = row0 + r;
 	int p = *pos + i;
@@ -279,6 +279,9 @@ DEV void attend(const float *q, float *out, const u8 *kc, const u8 *vc, float *s
 		wmax = go_max(wmax, s);
 	}
 	float m = block_max(wmax);
+	if (sinks) {
+		m = go_max(m, sinks[h]); // a sink joins the max (gptoss.cuh)
+	}
 
 	double sum = 0;
 	for (int k = threadIdx.x; k < n; k += blockDim.x) {
@@ -287,6 +290,9 @@ DEV void attend(const float *q, float *out, const u8 *kc, const u8 *vc, float *s
 		sum += (double)e;
 	}
 	sum = block_sum_d(sum);
+	if (sinks) {
+		sum += (double)libm_expf(sinks[h] - m); // and the sum, last, weighting no value
+	}
 	float inv = (float)(1.0 / sum);
 	for (int k = threadIdx.x; k < n; k += blockDim.x) {
 		float v = sc[k] * inv;

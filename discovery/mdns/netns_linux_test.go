@@ -1,46 +1,45 @@
 package mdns_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"os"
-	"os/exec"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/meshnode/meshnode/discovery"
 	"github.com/meshnode/meshnode/discovery/mdns"
+	"github.com/meshnode/meshnode/internal/netnslab"
 	"github.com/meshnode/meshnode/node/identity"
 	"github.com/meshnode/meshnode/node/mesh"
 )
 
 // The end-to-end test runs two real nodes, each a child process in its own
-// network namespace, joined by a veth pair: one LAN segment with nothing
-// else on it. Each child is this test binary re-executed in helper mode
-// (a goroutine cannot safely be moved into a namespace: quic-go and the
-// responder start goroutines that may run on any thread).
+// network namespace on one LAN segment with nothing else on it
+// (internal/netnslab: its interfaces are plain eth0s, as a real NIC's name
+// would be, so the node must choose it with no flags). Each child is this
+// test binary re-running TestMDNSNetnsNode.
 
 const helperEnv = "MESHNODE_MDNS_NETNS_HELPER"
 
-func TestMain(m *testing.M) {
-	if os.Getenv(helperEnv) != "" {
-		os.Exit(runHelper())
+// TestMDNSNetnsNode is one node of TestMDNSNetns, run only as its child.
+func TestMDNSNetnsNode(t *testing.T) {
+	if os.Getenv(helperEnv) == "" {
+		t.Skip("a child of TestMDNSNetns")
 	}
-	os.Exit(m.Run())
+	if code := runNode(); code != 0 {
+		t.Fatalf("node exited with %d", code)
+	}
 }
 
-// runHelper is one node: a mesh on UDP 9338 with no flags, a Joiner, and
-// mDNS. It prints "id <hex>", then "peers <hex,...>" whenever its admitted
-// peers change, and stops when its stdin closes.
-func runHelper() int {
+// runNode is one node: a mesh on UDP 9338 with no flags, a Joiner, and
+// mDNS. It prints "@ id <hex>", then "@ peers <hex,...>" whenever its
+// admitted peers change, and stops when its stdin closes.
+func runNode() int {
 	lvl := slog.LevelInfo
 	if os.Getenv("MESHNODE_MDNS_NETNS_DEBUG") != "" {
 		lvl = slog.LevelDebug
@@ -71,7 +70,7 @@ func runHelper() int {
 	go func() { errs <- node.Serve(ctx) }()
 	go func() { errs <- j.Serve(ctx) }()
 	go func() { errs <- md.Serve(ctx) }()
-	fmt.Printf("id %s\n", node.ID())
+	fmt.Printf("@ id %s\n", node.ID())
 	last := "-"
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
@@ -112,174 +111,38 @@ func runHelper() int {
 		}
 		if s := strings.Join(ids, ","); s != last {
 			last = s
-			fmt.Printf("peers %s\n", s)
+			fmt.Printf("@ peers %s\n", s)
 		}
 	}
-}
-
-// ip runs an iproute2 command.
-func ip(args ...string) error {
-	out, err := exec.Command("ip", args...).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
-	}
-	return nil
-}
-
-// lan builds two namespaces joined by a veth pair, eth0 in each, with
-// 10.77.0.1/24 and 10.77.0.2/24, and removes it all when the test ends.
-func lan(t *testing.T) (nsA, nsB string) {
-	if os.Geteuid() != 0 {
-		t.Skip("skipping: creating network namespaces needs root")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("skipping: iproute2's ip command is not installed")
-	}
-	tag := fmt.Sprintf("%d%03x", os.Getpid()%100000, rand.IntN(0x1000))
-	nsA, nsB = "mn-"+tag+"-a", "mn-"+tag+"-b"
-	vethA, vethB := "mnA"+tag, "mnB"+tag // at most 15 characters
-	if err := ip("netns", "add", nsA); err != nil {
-		t.Skipf("skipping: cannot create a network namespace here: %v", err)
-	}
-	t.Cleanup(func() { ip("netns", "del", nsA) })
-	if err := ip("netns", "add", nsB); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ip("netns", "del", nsB) })
-	if err := ip("link", "add", vethA, "type", "veth", "peer", "name", vethB); err != nil {
-		t.Skipf("skipping: cannot create a veth pair here: %v", err)
-	}
-	t.Cleanup(func() { ip("link", "del", vethA) }) // fails, harmlessly, once moved
-	for _, side := range []struct{ ns, veth, addr string }{{nsA, vethA, "10.77.0.1/24"}, {nsB, vethB, "10.77.0.2/24"}} {
-		for _, cmd := range [][]string{
-			{"link", "set", side.veth, "netns", side.ns},
-			// A plain name: the node must choose it with no flags, as it
-			// would a real NIC (a veth name would be skipped as virtual).
-			{"-n", side.ns, "link", "set", side.veth, "name", "eth0"},
-			{"-n", side.ns, "addr", "add", side.addr, "dev", "eth0"},
-			{"-n", side.ns, "link", "set", "eth0", "multicast", "on", "up"},
-			{"-n", side.ns, "link", "set", "lo", "up"},
-		} {
-			if err := ip(cmd...); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	return nsA, nsB
-}
-
-// child is a helper node running in a namespace.
-type child struct {
-	name   string
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	stderr bytes.Buffer
-	lines  chan string
-}
-
-func startChild(t *testing.T, ns string) *child {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &child{name: ns, lines: make(chan string, 64)}
-	c.cmd = exec.Command("ip", "netns", "exec", ns, exe, "-test.run=^$")
-	c.cmd.Env = append(os.Environ(), helperEnv+"=1")
-	c.cmd.Stderr = &syncWriter{w: &c.stderr}
-	if c.stdin, err = c.cmd.StdinPipe(); err != nil {
-		t.Fatal(err)
-	}
-	out, err := c.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			c.lines <- sc.Text()
-		}
-		close(c.lines)
-	}()
-	t.Cleanup(func() { c.stop(t) })
-	return c
-}
-
-// stop closes the child's stdin, which ends it cleanly, and kills it if
-// it has not ended a few seconds later.
-func (c *child) stop(t *testing.T) {
-	if c.cmd.ProcessState != nil {
-		return
-	}
-	c.stdin.Close()
-	done := make(chan error, 1)
-	go func() { done <- c.cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil && !t.Failed() {
-			t.Errorf("node in %s: %v\n%s", c.name, err, c.stderr.String())
-		}
-	case <-time.After(10 * time.Second):
-		c.cmd.Process.Kill()
-		<-done
-		t.Errorf("node in %s did not stop when asked", c.name)
-	}
-}
-
-type syncWriter struct {
-	mu sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (s *syncWriter) Write(b []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(b)
-}
-
-func (s *syncWriter) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.String()
 }
 
 // TestMDNSNetns: two nodes on one LAN segment, given no flags, no token
 // and no address, find each other by mDNS and admit each other into one
 // mesh.
 func TestMDNSNetns(t *testing.T) {
-	nsA, nsB := lan(t)
-	a, b := startChild(t, nsA), startChild(t, nsB)
-	ids := map[*child]string{}
-	peers := map[*child][]string{}
-	deadline := time.After(30 * time.Second)
-	joined := func() bool {
-		return ids[a] != "" && ids[b] != "" &&
-			slices.Contains(peers[a], ids[b]) && slices.Contains(peers[b], ids[a])
+	lab := netnslab.New(t, 2)
+	a := lab.Start(0, "A", "TestMDNSNetnsNode", helperEnv+"=1")
+	b := lab.Start(1, "B", "TestMDNSNetnsNode", helperEnv+"=1")
+	idA, okA := a.Expect("id ")
+	idB, okB := b.Expect("id ")
+	if !okA || !okB {
+		t.Fatalf("a node did not start\n%s\n%s", a.Log(), b.Log())
 	}
-	for !joined() {
-		var c *child
-		var line string
-		var ok bool
-		select {
-		case line, ok = <-a.lines:
-			c = a
-		case line, ok = <-b.lines:
-			c = b
-		case <-deadline:
-			t.Fatalf("the nodes did not admit each other within 30s\nA %s peers=%v\n%s\nB %s peers=%v\n%s",
-				ids[a], peers[a], a.cmd.Stderr, ids[b], peers[b], b.cmd.Stderr)
-		}
-		if !ok {
-			t.Fatalf("node in %s exited\n%s", c.name, c.cmd.Stderr)
-		}
-		switch kind, rest, _ := strings.Cut(line, " "); kind {
-		case "id":
-			ids[c] = rest
-		case "peers":
-			peers[c] = strings.Split(rest, ",")
+	// Expect waits up to 30 s per line; a node prints its peers only when
+	// they change, so the wait ends at the line naming the other.
+	admits := func(c *netnslab.Child, other string) bool {
+		for {
+			peers, ok := c.Expect("peers ")
+			if !ok {
+				return false
+			}
+			if slices.Contains(strings.Split(peers, ","), other) {
+				return true
+			}
 		}
 	}
-	t.Logf("A %s and B %s admitted each other", ids[a][:12], ids[b][:12])
+	if !admits(a, idB) || !admits(b, idA) {
+		t.Fatalf("the nodes did not admit each other (A %s, B %s)\n%s\n%s", idA, idB, a.Log(), b.Log())
+	}
+	t.Logf("A %s and B %s admitted each other", idA[:12], idB[:12])
 }

@@ -164,10 +164,9 @@ func (j *attendJob) do(w, t int) {
 		sink = a.Sinks[h]
 		maxScore = max(maxScore, sink)
 	}
+	expSub(scores, scores, maxScore)
 	var sum float64
-	for k, s := range scores {
-		e := expf(s - maxScore)
-		scores[k] = e
+	for _, e := range scores {
 		sum += float64(e)
 	}
 	if a.Sinks != nil {

@@ -51,3 +51,27 @@ func siluGLU(dst, gate, up []float32) {
 		}
 	}
 }
+
+// expSub8 sets dst[i] = expf(src[i]−m) for the elements of whole chunks
+// of eight, with expf's arithmetic bit for bit, until a chunk where expf
+// leaves its ordinary branch; it returns the chunks it did. dst may be
+// src.
+//
+//go:noescape
+func expSub8(dst, src *float32, chunks int, m float32, k *[16]float64) int
+
+// expSub sets dst[i] = expf(src[i]−m): a softmax's exponentials. dst may
+// be src.
+func expSub(dst, src []float32, m float32) {
+	n := len(src)
+	dst = dst[:n]
+	for i := 0; i < n; {
+		if useSiLU8 && n-i >= 8 {
+			i += 8 * expSub8(&dst[i], &src[i], (n-i)/8, m, &siluConsts)
+		}
+		// A chunk expSub8 stopped at, or the tail.
+		for end := min(n, i+8); i < end; i++ {
+			dst[i] = expf(src[i] - m)
+		}
+	}
+}

@@ -141,3 +141,103 @@ done:
 	MOVQ AX, ret+40(FP)
 	VZEROUPPER
 	RET
+
+// expSub8 (silu_amd64.go): dst[i] = expf(src[i] − m) eight elements at a
+// time, the subtraction in float32 and expf's arithmetic exactly, as
+// siluGLU8 computes expf(−x); a chunk where expf would take another
+// branch stops the loop. dst may be src.
+//
+// Registers: DI dst, SI src, CX chunks left, BX the constants, AX chunks
+// done, Y11 m. Y15 holds the sign mask, Y14 the float32 shift 0x1.8p23.
+
+// func expSub8(dst, src *float32, chunks int, m float32, k *[16]float64) int
+TEXT ·expSub8(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ chunks+16(FP), CX
+	VBROADCASTSS m+24(FP), Y11
+	MOVQ k+32(FP), BX
+	XORQ AX, AX
+	VBROADCASTSS 96(BX), Y15
+	VBROADCASTSS 80(BX), Y14
+	TESTQ CX, CX
+	JZ   edone
+eloop:
+	// a = src − m, as float32 (Y0) and float64 halves (Y1, Y2).
+	VMOVUPS (SI), Y0
+	VSUBPS Y11, Y0, Y0
+	WIDEN(Y0, X0, Y1, Y2)
+	// z = fma(a, log2e, shift); n = z - shift (Y3).
+	VBROADCASTSD 0(BX), Y4
+	VBROADCASTSD 8(BX), Y5
+	VMOVAPD Y1, Y6
+	VMOVAPD Y2, Y7
+	FMA2(Y6, Y7, Y4, Y4, Y5, Y5)
+	NARROW(Y6, Y7, Y3)
+	VSUBPS Y14, Y3, Y3
+	// Every lane in the ordinary branch: -126 <= n <= 127 (false for NaN).
+	VBROADCASTSS 84(BX), Y4
+	VCMPPS $0x1d, Y4, Y3, Y5 // n >= -126, ordered
+	VBROADCASTSS 88(BX), Y4
+	VCMPPS $0x12, Y4, Y3, Y6 // n <= 127, ordered
+	VANDPS Y6, Y5, Y5
+	VMOVMSKPS Y5, R8
+	CMPQ R8, $0xff
+	JNE  edone
+	// -n as float64 halves (Y4, Y5).
+	VXORPS Y15, Y3, Y4
+	WIDEN(Y4, X4, Y4, Y5)
+	// b = fma(-n, ln2lo, fma(-n, ln2hi, a)) (Y6, Y7 halves; Y0 float32).
+	VMOVAPD Y4, Y6
+	VMOVAPD Y5, Y7
+	VBROADCASTSD 16(BX), Y8
+	FMA2(Y6, Y7, Y8, Y8, Y1, Y2)
+	ROUND(Y6, Y7)
+	VBROADCASTSD 24(BX), Y8
+	FMA2(Y4, Y5, Y8, Y8, Y6, Y7)
+	NARROW(Y4, Y5, Y0)
+	WIDEN(Y0, X0, Y1, Y2)
+	// u = b·b in float32, widened (Y4, Y5).
+	VMULPS Y0, Y0, Y4
+	WIDEN(Y4, X4, Y4, Y5)
+	// p1 = fma(c5, b, c4) (Y6, Y7).
+	VBROADCASTSD 32(BX), Y6
+	VMOVAPD Y6, Y7
+	VBROADCASTSD 40(BX), Y8
+	FMA2(Y6, Y7, Y1, Y2, Y8, Y8)
+	ROUND(Y6, Y7)
+	// p2 = fma(c3, b, c2) (Y8, Y9).
+	VBROADCASTSD 48(BX), Y8
+	VMOVAPD Y8, Y9
+	VBROADCASTSD 56(BX), Y10
+	FMA2(Y8, Y9, Y1, Y2, Y10, Y10)
+	ROUND(Y8, Y9)
+	// q = fma(p1, u, p2) (Y6, Y7).
+	FMA2(Y6, Y7, Y4, Y5, Y8, Y9)
+	ROUND(Y6, Y7)
+	// p3 = fma(c1, b, 1) (Y8, Y9).
+	VBROADCASTSD 64(BX), Y8
+	VMOVAPD Y8, Y9
+	VBROADCASTSD 72(BX), Y10
+	FMA2(Y8, Y9, Y1, Y2, Y10, Y10)
+	ROUND(Y8, Y9)
+	// j = fma(q, u, p3), as float32 (Y0).
+	FMA2(Y6, Y7, Y4, Y5, Y8, Y9)
+	NARROW(Y6, Y7, Y0)
+	// e = j·2^n.
+	VCVTTPS2DQ Y3, Y3
+	VPCMPEQD Y4, Y4, Y4
+	VPSRLD $25, Y4, Y4 // 127
+	VPADDD Y4, Y3, Y3
+	VPSLLD $23, Y3, Y3
+	VMULPS Y3, Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	INCQ AX
+	DECQ CX
+	JNZ  eloop
+edone:
+	MOVQ AX, ret+40(FP)
+	VZEROUPPER
+	RET

@@ -21,3 +21,18 @@ func TestSiLUGLU8DoesOrdinaryValues(t *testing.T) {
 		}
 	}
 }
+
+// TestExpSub8DoesOrdinaryValues: the SIMD exponentials hand back no chunk
+// of a softmax's values (x − max ≤ 0, above expf's subnormal edge), so
+// TestExpSubMatchesGo holds the kernel itself to the Go one there.
+func TestExpSub8DoesOrdinaryValues(t *testing.T) {
+	if !haveSiLU8 {
+		t.Skip("no AVX2+FMA here")
+	}
+	_, _, dense, _ := siluValues()
+	n := len(dense) / 8
+	out := make([]float32, 8*n)
+	if done := expSub8(&out[0], &dense[0], n, 30, &siluConsts); done != n {
+		t.Fatalf("expSub8 did %d of %d chunks of ordinary values", done, n)
+	}
+}

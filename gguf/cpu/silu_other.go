@@ -13,3 +13,11 @@ func siluGLU(dst, gate, up []float32) {
 		dst[i] = silu(x) * up[i]
 	}
 }
+
+// expSub sets dst[i] = expf(src[i]−m): a softmax's exponentials. dst may
+// be src.
+func expSub(dst, src []float32, m float32) {
+	for i, x := range src {
+		dst[i] = expf(x - m)
+	}
+}

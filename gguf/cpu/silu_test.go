@@ -101,3 +101,25 @@ func BenchmarkSiLUGLU(b *testing.B) {
 	per := b.Elapsed().Seconds() / float64(b.N)
 	b.ReportMetric(goTime/per, "x_go")
 }
+
+// TestExpSubMatchesGo holds expSub (the softmax's exponentials, SIMD
+// where this machine has it) to the Go expf(x−m) bit for bit on
+// siluValues, with several m and lengths that leave a tail.
+func TestExpSubMatchesGo(t *testing.T) {
+	ordinary, all, dense, edges := siluValues()
+	for _, m := range []float32{0, 3.5, -20, 87.5, float32(math.Inf(1)), float32(math.Inf(-1))} {
+		for _, xs := range [][]float32{ordinary, dense, all, edges} {
+			for _, n := range []int{len(xs), len(xs) - 1, 13, 8, 7, 1, 0} {
+				got := make([]float32, n)
+				expSub(got, xs[:n], m)
+				for i := range n {
+					want := expf(xs[i] - m)
+					if math.Float32bits(got[i]) != math.Float32bits(want) && !(got[i] != got[i] && want != want) {
+						t.Fatalf("m=%g, n=%d: expf(%g−m) = %g (%#08x), Go %g (%#08x)", m, n, xs[i],
+							got[i], math.Float32bits(got[i]), want, math.Float32bits(want))
+					}
+				}
+			}
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -229,6 +230,21 @@ func BenchmarkMatMul(b *testing.B) {
 	}
 }
 
+// bestCPU is the least thread CPU time (threadTime) of f over at least
+// five calls and 30 ms of it, f's goroutine locked to its thread.
+func bestCPU(f func()) float64 {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	best, spent := time.Duration(math.MaxInt64), time.Duration(0)
+	for i := 0; i < 5 || spent < 30*time.Millisecond; i++ {
+		t0 := threadTime()
+		f()
+		d := threadTime() - t0
+		best, spent = min(best, d), spent+d
+	}
+	return best.Seconds()
+}
+
 // bestOf is the least time of f over at least three calls and 50 ms.
 func bestOf(f func()) float64 {
 	best := math.Inf(1)
@@ -286,6 +302,76 @@ func BenchmarkMatMulFloatBand(b *testing.B) {
 					b.ReportMetric(one/band, "x_rows")
 					if quant.HaveZ() {
 						b.ReportMetric(one/avx2, "x_rows_avx2")
+					}
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkMatMulRows times MatMul by a batch of k = 2 to 9 activation
+// rows, a speculative window's verify pass, against one row (a decode
+// step) on the same matrix in the same run: the built-in model's output
+// head (32000×192, its largest matrix; not for Q4_K, whose blocks are
+// 256 wide) and 2048×2048. It reports t/t1, the k-row product's time over
+// the one-row product's, and v, what each extra row costs as a share of
+// the one-row product ((t − t1)/((k − 1)·t1)); with _before, the same
+// with the band kernels' two- and three-row forms off (a batch's last
+// rows one at a time, as before they existed), where this machine has
+// them. Each time is the least thread CPU time (bestCPU: MatMul runs on
+// the calling thread) over four alternating rounds, which other jobs on a
+// loaded machine disturb far less than wall time.
+func BenchmarkMatMulRows(b *testing.B) {
+	for _, sh := range [][2]int{{32000, 192}, {2048, 2048}} {
+		rows, cols := sh[0], sh[1]
+		for _, typ := range []quant.Type{quant.F16, quant.Q8_0, quant.Q4_0, quant.Q4_K} {
+			if cols%typ.BlockSize() != 0 {
+				continue
+			}
+			rng := rand.New(rand.NewPCG(19, 20))
+			w := make([]byte, mustRowSize(b, typ, rows*cols))
+			if err := quant.Quantize(typ, normal(rng, rows*cols), w); err != nil {
+				b.Fatal(err)
+			}
+			x := normal(rng, 9*cols)
+			batch := func(k int) *quant.Batch {
+				ab, err := quant.NewBatch(typ, cols, k)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for i := range k {
+					if err := ab.Quantize(i, x[i*cols:(i+1)*cols]); err != nil {
+						b.Fatal(err)
+					}
+				}
+				return ab
+			}
+			out := make([]float32, rows*9)
+			one := batch(1)
+			for k := 2; k <= 9; k++ {
+				b.Run(fmt.Sprintf("%dx%d/%s/k=%d", rows, cols, typ, k), func(b *testing.B) {
+					ab := batch(k)
+					run := func() { quant.MatMul(typ, w, ab, out, rows) }
+					before := func() { defer quant.SetBandTails(false)(); run() }
+					t1, tk, tb := math.Inf(1), math.Inf(1), math.Inf(1)
+					for range 4 {
+						t1 = min(t1, bestCPU(func() { quant.MatMul(typ, w, one, out, rows) }))
+						tk = min(tk, bestCPU(run))
+						if quant.HaveBand(typ) && typ.BlockSize() > 1 {
+							tb = min(tb, bestCPU(before))
+						}
+					}
+					b.ResetTimer()
+					for b.Loop() {
+						run()
+					}
+					v := func(t float64) float64 { return (t - t1) / float64(k-1) / t1 }
+					b.ReportMetric(t1*1e6, "t1_us")
+					b.ReportMetric(tk/t1, "t/t1")
+					b.ReportMetric(v(tk), "v")
+					if !math.IsInf(tb, 1) {
+						b.ReportMetric(tb/t1, "t/t1_before")
+						b.ReportMetric(v(tb), "v_before")
 					}
 				})
 			}

@@ -68,18 +68,18 @@ var haveZ = haveVNNI
 // zTiles are the sixteen-row tile kernels (tile_z_amd64.s), where the
 // CPU has AVX-512 with VNNI.
 var zTiles = map[Type]*bandKernel{
-	Q4_0: {h: 16, chunk: 32, packed: 576, pack: q4_0PackZ, dot4: q4_0TileZ4, dot1: q4_0TileZ1},
-	Q8_0: {h: 16, chunk: 32, packed: 576, pack: packHalves(q8_0PackUZ), dot4: q8_0TileZ4, dot1: q8_0TileZ1},
-	Q4_K: {h: 16, chunk: 4, packed: 5248, pack: packHalves(q4KPackZ), dot4: q4KTileZ4, dot1: q4KTileZ1},
-	Q6_K: {h: 16, chunk: 4, packed: 5696, pack: packHalves(q6KPackZ), dot4: q6KTileZ4, dot1: q6KTileZ1},
+	Q4_0: {h: 16, chunk: 32, packed: 576, pack: q4_0PackZ, dot4: q4_0TileZ4, dot3: q4_0TileZ3, dot2: q4_0TileZ2, dot1: q4_0TileZ1},
+	Q8_0: {h: 16, chunk: 32, packed: 576, pack: packHalves(q8_0PackUZ), dot4: q8_0TileZ4, dot3: q8_0TileZ3, dot2: q8_0TileZ2, dot1: q8_0TileZ1},
+	Q4_K: {h: 16, chunk: 4, packed: 5248, pack: packHalves(q4KPackZ), dot4: q4KTileZ4, dot3: q4KTileZ3, dot2: q4KTileZ2, dot1: q4KTileZ1},
+	Q6_K: {h: 16, chunk: 4, packed: 5696, pack: packHalves(q6KPackZ), dot4: q6KTileZ4, dot3: q6KTileZ3, dot2: q6KTileZ2, dot1: q6KTileZ1},
 }
 
 // yTiles are the eight-row AVX2 tile kernels of four activation rows at
 // once (tile_y_amd64.s), for batches where zTiles has no kernel (or the
 // CPU no AVX-512).
 var yTiles = map[Type]*bandKernel{
-	Q4_0: {h: 8, chunk: 32, packed: 288, pack: q4_0PackY, dot4: q4_0TileY4, dot1: q4_0TileY1},
-	Q4_K: {h: 8, chunk: 8, packed: 2624, pack: q4KPackY, dot4: q4KTileY4, dot1: q4KTileY1},
+	Q4_0: {h: 8, chunk: 32, packed: 288, pack: q4_0PackY, dot4: q4_0TileY4, dot3: q4_0TileY3, dot2: q4_0TileY2, dot1: q4_0TileY1},
+	Q4_K: {h: 8, chunk: 8, packed: 2624, pack: q4KPackY, dot4: q4KTileY4, dot3: q4KTileY3, dot2: q4KTileY2, dot1: q4KTileY1},
 }
 
 // haveFMA: the F16 float band kernel (tile_float_amd64.s) uses FMA.

@@ -32,6 +32,7 @@ func neonDots(sdot bool) map[Type]dotFunc {
 			Q5_1:   dotQ5_1SIMD,
 			Q8_0:   dotQ8_0SIMD,
 			IQ4_NL: dotIQ4_NLSIMD,
+			MXFP4:  dotMXFP4SIMD,
 			IQ4_XS: dotIQ4_XSSIMD,
 			Q2_K:   dotQ2_KSIMD,
 			Q3_K:   dotQ3_KSIMD,

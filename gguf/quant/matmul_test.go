@@ -287,6 +287,7 @@ func kernelConfigs() []kernelConfig {
 	}
 	return []kernelConfig{
 		{"all kernels", off()},
+		{"no band kernels of two or three rows", off(quant.SetBandTails)},
 		{"no AVX-512 tiles", off(quant.SetZ)},
 		{"one activation row a tile", off(quant.SetZ, quant.SetY)},
 		{"AVX2 one row a tile", off(quant.SetZ, quant.SetY, quant.SetVNNI)},

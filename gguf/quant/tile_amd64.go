@@ -64,10 +64,22 @@ func q4_0TileZ4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *fl
 func q4_0TileZ1(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
 
 //go:noescape
+func q4_0TileZ3(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+
+//go:noescape
+func q4_0TileZ2(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+
+//go:noescape
 func q8_0TileZ4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
 
 //go:noescape
 func q8_0TileZ1(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+
+//go:noescape
+func q8_0TileZ3(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+
+//go:noescape
+func q8_0TileZ2(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
 
 //go:noescape
 func q4_0PackZ16(dst, w *byte, rs, blocks int)
@@ -82,6 +94,12 @@ func q4KTileZ4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *flo
 func q4KTileZ1(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
 
 //go:noescape
+func q4KTileZ3(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+
+//go:noescape
+func q4KTileZ2(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+
+//go:noescape
 func q4KPackZ(dst, w *byte, rs, blocks int)
 
 //go:noescape
@@ -89,6 +107,12 @@ func q6KTileZ4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *flo
 
 //go:noescape
 func q6KTileZ1(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+
+//go:noescape
+func q6KTileZ3(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+
+//go:noescape
+func q6KTileZ2(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
 
 //go:noescape
 func q6KPackZ(dst, w *byte, rs, blocks int)
@@ -120,6 +144,12 @@ func q4_0TileY4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *fl
 //go:noescape
 func q4_0TileY1(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
 
+//go:noescape
+func q4_0TileY3(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+
+//go:noescape
+func q4_0TileY2(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+
 func q4KPackY(dst, w []byte, rs, blocks int) { q4KPack(&dst[0], &w[0], rs, blocks) }
 
 //go:noescape
@@ -127,3 +157,9 @@ func q4KTileY4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *flo
 
 //go:noescape
 func q4KTileY1(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+
+//go:noescape
+func q4KTileY3(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+
+//go:noescape
+func q4KTileY2(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)

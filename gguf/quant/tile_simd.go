@@ -45,7 +45,8 @@ type tileKernel struct {
 // once: h weight rows (sixteen in tile_z_amd64.s's AVX-512 kernels,
 // eight in tile_y_amd64.s's AVX2 ones) repacked so that a vector holds
 // the same four elements of all of them, times four activation rows at a
-// time (dot4) or one (dot1), each weight group loaded once for the four.
+// time (dot4), or three, two or one (dot3, dot2, dot1), each weight group
+// loaded once for the rows of a call.
 // Each activation row keeps its accumulators in its own 8h floats, lane
 // j of the h rows at h·j: block b0+k of a call adds to lane (lane+k) mod 8
 // (lane is b0 mod 8), as VecDot's block b0+k does.
@@ -56,12 +57,26 @@ type bandKernel struct {
 	// pack repacks the first blocks blocks of the h rows at w (rs bytes
 	// apart) into dst.
 	pack func(dst, w []byte, rs, blocks int)
-	// dot4 and dot1 add the partials of blocks 0..blocks-1 of the
+	// dot4 (dot3, dot2, dot1) add the partials of blocks 0..blocks-1 of the
 	// repacked rows at w and the activation rows at y (row i at y+i·ys,
 	// its figures at aux+i·xs) to acc (row i's at acc[8h·i:]). With out
 	// set (the last chunk), they then reduce each row's lanes as reduce
 	// does and store activation row i's h results at out+i·os bytes.
-	dot4, dot1 func(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+	dot4, dot3, dot2, dot1 func(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+}
+
+// dots returns the kernel of n activation rows (1 to 4) and n, or where
+// k has none for n (or the tail kernels are off), dot1 and 1.
+func (k *bandKernel) dots(n int) (func(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int), int) {
+	switch {
+	case n >= 4:
+		return k.dot4, 4
+	case n == 3 && k.dot3 != nil && useBandTails:
+		return k.dot3, 3
+	case n == 2 && k.dot2 != nil && useBandTails:
+		return k.dot2, 2
+	}
+	return k.dot1, 1
 }
 
 // tileScratch is one call's repacked chunk and accumulators.
@@ -78,6 +93,11 @@ var (
 	useVNNI = haveVNNI
 	useZ    = haveZ
 	useY    = haveSIMD
+	// useBandTails lets a band kernel take a batch's last two or three
+	// rows (a speculative window of 2 or 3 is the commonest) in one call
+	// (dot2, dot3) rather than one at a time; benchmarks and tests
+	// switch it off to compare.
+	useBandTails = true
 )
 
 var tileScratchPool = sync.Pool{New: func() any { return new(tileScratch) }}
@@ -142,7 +162,7 @@ func bandFor(t Type) *bandKernel {
 
 // matMulBand does MatMul's rows in whole tiles of k.h with k, and
 // returns how many it did (from row 0). A batch takes its activation
-// rows four at a time, then one at a time.
+// rows four at a time, then the last one to three in one call.
 func matMulBand(k *bandKernel, s *tileScratch, t Type, w []byte, rs, rows int, b *Batch, out []float32, stride int) int {
 	h := k.h
 	full := rows / h * h
@@ -158,6 +178,11 @@ func matMulBand(k *bandKernel, s *tileScratch, t Type, w []byte, rs, rows int, b
 	}
 	acc := s.band[:8*h*b.rows]
 	wb, ab, xb := t.TypeSize(), b.typ.TypeSize(), auxBytes(b.typ)
+	calls := 0 // kernel calls per chunk
+	for i := 0; i < b.rows; calls++ {
+		_, n := k.dots(b.rows - i)
+		i += n
+	}
 	for r := 0; r < full; r += h {
 		clear(acc)
 		for b0 := 0; b0 < nb; b0 += k.chunk {
@@ -172,16 +197,12 @@ func matMulBand(k *bandKernel, s *tileScratch, t Type, w []byte, rs, rows int, b
 			if last {
 				next, nextBlocks = (r+h)*rs, min(nb, k.chunk)
 			}
-			calls := b.rows/4 + b.rows%4
 			per, ahead := (h+calls-1)/calls, 0
 			if r+h == full && last {
 				ahead = h // nothing to prefetch
 			}
 			for i := 0; i < b.rows; {
-				n, dot := 4, k.dot4
-				if b.rows-i < 4 {
-					n, dot = 1, k.dot1
-				}
+				dot, n := k.dots(b.rows - i)
 				if ahead < h {
 					m := min(per, h-ahead)
 					prefetchRows(&w[next+ahead*rs], rs, m, nextBlocks*wb)

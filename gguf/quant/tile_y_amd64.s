@@ -93,6 +93,17 @@
 	YACT(YR2, FG2, 512) \
 	YACT(YR3, FG3, 768)
 
+#define Q40Y3 \
+	YLOAD \
+	YACT(YR0, FG0, 0) \
+	YACT(YR1, FG1, 256) \
+	YACT(YR2, FG2, 512)
+
+#define Q40Y2 \
+	YLOAD \
+	YACT(YR0, FG0, 0) \
+	YACT(YR1, FG1, 256)
+
 #define Q40Y1 \
 	YLOAD \
 	YACT(YR0, FG0, 0)
@@ -102,6 +113,15 @@
 	YOUT(256) \
 	YOUT(512) \
 	YOUT(768)
+
+#define YOUT3 \
+	YOUT(0) \
+	YOUT(256) \
+	YOUT(512)
+
+#define YOUT2 \
+	YOUT(0) \
+	YOUT(256)
 
 // func q4_0TileY4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
 TEXT ·q4_0TileY4(SB), NOSPLIT, $0-80
@@ -114,6 +134,18 @@ TEXT ·q4_0TileY1(SB), NOSPLIT, $0-80
 	BANDARGS(5)
 	ONES
 	BANDLOOP(288, 34, 8, 32, Q40Y1, YOUT(0))
+
+// func q4_0TileY3(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+TEXT ·q4_0TileY3(SB), NOSPLIT, $0-80
+	BANDARGS(5)
+	ONES
+	BANDLOOP(288, 34, 8, 32, Q40Y3, YOUT3)
+
+// func q4_0TileY2(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+TEXT ·q4_0TileY2(SB), NOSPLIT, $0-80
+	BANDARGS(5)
+	ONES
+	BANDLOOP(288, 34, 8, 32, Q40Y2, YOUT2)
 
 // Q4_K (q4KPack's layout, 2624 bytes a block of eight rows): per
 // sub-block, its eight groups loaded once into Y8-Y15 for the four
@@ -223,6 +255,49 @@ TEXT ·q4_0TileY1(SB), NOSPLIT, $0-80
 	KYEND(YR2, Y5, 512) \
 	KYEND(YR3, Y6, 768)
 
+#define KYSUB3(S) \
+	KYGROUPS(256*(S)) \
+	KYSUB(S, YR0, Y3) \
+	KYSUB(S, YR1, Y4) \
+	KYSUB(S, YR2, Y5)
+
+#define Q4KY3 \
+	VPXOR Y3, Y3, Y3 \
+	VPXOR Y4, Y4, Y4 \
+	VPXOR Y5, Y5, Y5 \
+	KYSUB3(0) \
+	KYSUB3(1) \
+	KYSUB3(2) \
+	KYSUB3(3) \
+	KYSUB3(4) \
+	KYSUB3(5) \
+	KYSUB3(6) \
+	KYSUB3(7) \
+	KYGROUPS(2304) \
+	KYEND(YR0, Y3, 0) \
+	KYEND(YR1, Y4, 256) \
+	KYEND(YR2, Y5, 512)
+
+#define KYSUB2(S) \
+	KYGROUPS(256*(S)) \
+	KYSUB(S, YR0, Y3) \
+	KYSUB(S, YR1, Y4)
+
+#define Q4KY2 \
+	VPXOR Y3, Y3, Y3 \
+	VPXOR Y4, Y4, Y4 \
+	KYSUB2(0) \
+	KYSUB2(1) \
+	KYSUB2(2) \
+	KYSUB2(3) \
+	KYSUB2(4) \
+	KYSUB2(5) \
+	KYSUB2(6) \
+	KYSUB2(7) \
+	KYGROUPS(2304) \
+	KYEND(YR0, Y3, 0) \
+	KYEND(YR1, Y4, 256)
+
 #define KYSUB1(S) \
 	KYGROUPS(256*(S)) \
 	KYSUB(S, YR0, Y3)
@@ -249,3 +324,13 @@ TEXT ·q4KTileY4(SB), NOSPLIT, $0-80
 TEXT ·q4KTileY1(SB), NOSPLIT, $0-80
 	BANDARGS(5)
 	BANDLOOP(2624, 292, 32, 32, Q4KY1, YOUT(0))
+
+// func q4KTileY3(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+TEXT ·q4KTileY3(SB), NOSPLIT, $0-80
+	BANDARGS(5)
+	BANDLOOP(2624, 292, 32, 32, Q4KY3, YOUT3)
+
+// func q4KTileY2(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+TEXT ·q4KTileY2(SB), NOSPLIT, $0-80
+	BANDARGS(5)
+	BANDLOOP(2624, 292, 32, 32, Q4KY2, YOUT2)

@@ -6,7 +6,7 @@
 // Sixteen-row tiles for processors with AVX-512 and AVX512-VNNI
 // (tile_simd.go): sixteen weight rows, repacked so that the 64 bytes of
 // a group hold four elements of each row (row r in bytes 4r..4r+3), times
-// four activation rows (or one) at once. VPDPBUSD takes the weights as
+// four activation rows (or three, two or one) at once. VPDPBUSD takes the weights as
 // unsigned bytes from a register and each activation's four bytes by
 // embedded broadcast from memory, so a weight group is loaded once for
 // all the activation rows and each row's sum lands in its own lane. Each
@@ -88,6 +88,28 @@
 	ZACT(YR2, FG2, 1024, Z4, Z5, 7) \
 	ZACT(YR3, FG3, 1536, Z6, Z7, 7)
 
+#define Q40x3 \
+	ZLOAD \
+	ZACT(YR0, FG0, 0, Z0, Z1, 3) \
+	ZACT(YR1, FG1, 512, Z2, Z3, 3) \
+	ZACT(YR2, FG2, 1024, Z4, Z5, 3)
+
+#define Q80x3 \
+	ZLOAD \
+	ZACT(YR0, FG0, 0, Z0, Z1, 7) \
+	ZACT(YR1, FG1, 512, Z2, Z3, 7) \
+	ZACT(YR2, FG2, 1024, Z4, Z5, 7)
+
+#define Q40x2 \
+	ZLOAD \
+	ZACT(YR0, FG0, 0, Z0, Z1, 3) \
+	ZACT(YR1, FG1, 512, Z2, Z3, 3)
+
+#define Q80x2 \
+	ZLOAD \
+	ZACT(YR0, FG0, 0, Z0, Z1, 7) \
+	ZACT(YR1, FG1, 512, Z2, Z3, 7)
+
 #define Q40x1 \
 	ZLOAD \
 	ZACT(YR0, FG0, 0, Z0, Z1, 3)
@@ -101,6 +123,15 @@
 	ZOUT(512) \
 	ZOUT(1024) \
 	ZOUT(1536)
+
+#define OUT3 \
+	ZOUT(0) \
+	ZOUT(512) \
+	ZOUT(1024)
+
+#define OUT2 \
+	ZOUT(0) \
+	ZOUT(512)
 
 // func q4_0TileZ4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
 TEXT ·q4_0TileZ4(SB), NOSPLIT, $0-80
@@ -121,6 +152,26 @@ TEXT ·q8_0TileZ4(SB), NOSPLIT, $0-80
 TEXT ·q8_0TileZ1(SB), NOSPLIT, $0-80
 	BANDARGS(6)
 	BANDLOOP(576, 34, 8, 64, Q80x1, ZOUT(0))
+
+// func q4_0TileZ3(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+TEXT ·q4_0TileZ3(SB), NOSPLIT, $0-80
+	BANDARGS(6)
+	BANDLOOP(576, 34, 8, 64, Q40x3, OUT3)
+
+// func q4_0TileZ2(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+TEXT ·q4_0TileZ2(SB), NOSPLIT, $0-80
+	BANDARGS(6)
+	BANDLOOP(576, 34, 8, 64, Q40x2, OUT2)
+
+// func q8_0TileZ3(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+TEXT ·q8_0TileZ3(SB), NOSPLIT, $0-80
+	BANDARGS(6)
+	BANDLOOP(576, 34, 8, 64, Q80x3, OUT3)
+
+// func q8_0TileZ2(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+TEXT ·q8_0TileZ2(SB), NOSPLIT, $0-80
+	BANDARGS(6)
+	BANDLOOP(576, 34, 8, 64, Q80x2, OUT2)
 
 // ZGROUPS8 loads the eight groups at OFF(SI) into Z16-Z23.
 #define ZGROUPS8(OFF) \
@@ -215,6 +266,58 @@ TEXT ·q8_0TileZ1(SB), NOSPLIT, $0-80
 	KZEND(YR2, Z10, Z2, Z12, Z13, 1024) \
 	KZEND(YR3, Z11, Z3, Z14, Z15, 1536)
 
+#define KZSUB3(S) \
+	ZGROUPS8(512*(S)) \
+	KZSUB(S, YR0, Z0, Z1, Z8) \
+	KZSUB(S, YR1, Z2, Z3, Z9) \
+	KZSUB(S, YR2, Z4, Z5, Z10)
+
+#define Q4Kx3 \
+	VPXORD Z8, Z8, Z8 \
+	VPXORD Z9, Z9, Z9 \
+	VPXORD Z10, Z10, Z10 \
+	KZSUB3(0) \
+	KZSUB3(1) \
+	KZSUB3(2) \
+	KZSUB3(3) \
+	KZSUB3(4) \
+	KZSUB3(5) \
+	KZSUB3(6) \
+	KZSUB3(7) \
+	ZGROUPS8(4608) \
+	KZMINS(YR0, Z0) \
+	KZMINS(YR1, Z1) \
+	KZMINS(YR2, Z2) \
+	VMOVUPS 5120(SI), Z24 \
+	VMOVUPS 5184(SI), Z25 \
+	KZEND(YR0, Z8, Z0, Z12, Z13, 0) \
+	KZEND(YR1, Z9, Z1, Z14, Z15, 512) \
+	KZEND(YR2, Z10, Z2, Z12, Z13, 1024)
+
+#define KZSUB2(S) \
+	ZGROUPS8(512*(S)) \
+	KZSUB(S, YR0, Z0, Z1, Z8) \
+	KZSUB(S, YR1, Z2, Z3, Z9)
+
+#define Q4Kx2 \
+	VPXORD Z8, Z8, Z8 \
+	VPXORD Z9, Z9, Z9 \
+	KZSUB2(0) \
+	KZSUB2(1) \
+	KZSUB2(2) \
+	KZSUB2(3) \
+	KZSUB2(4) \
+	KZSUB2(5) \
+	KZSUB2(6) \
+	KZSUB2(7) \
+	ZGROUPS8(4608) \
+	KZMINS(YR0, Z0) \
+	KZMINS(YR1, Z1) \
+	VMOVUPS 5120(SI), Z24 \
+	VMOVUPS 5184(SI), Z25 \
+	KZEND(YR0, Z8, Z0, Z12, Z13, 0) \
+	KZEND(YR1, Z9, Z1, Z14, Z15, 512)
+
 #define KZSUB1(S) \
 	ZGROUPS8(512*(S)) \
 	KZSUB(S, YR0, Z0, Z1, Z8)
@@ -244,6 +347,16 @@ TEXT ·q4KTileZ4(SB), NOSPLIT, $0-80
 TEXT ·q4KTileZ1(SB), NOSPLIT, $0-80
 	BANDARGS(6)
 	BANDLOOP(5248, 292, 32, 64, Q4Kx1, ZOUT(0))
+
+// func q4KTileZ3(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+TEXT ·q4KTileZ3(SB), NOSPLIT, $0-80
+	BANDARGS(6)
+	BANDLOOP(5248, 292, 32, 64, Q4Kx3, OUT3)
+
+// func q4KTileZ2(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+TEXT ·q4KTileZ2(SB), NOSPLIT, $0-80
+	BANDARGS(6)
+	BANDLOOP(5248, 292, 32, 64, Q4Kx2, OUT2)
 
 // Q6_K (5696 bytes a block repacked, q6KPackZ): per row, isum =
 // Σ_s sc_s·Σ q·a − 32·Σ_s sc_s·Σ_s a over the sixteen sub-blocks of 16,
@@ -327,6 +440,58 @@ TEXT ·q4KTileZ1(SB), NOSPLIT, $0-80
 	Q6ZEND(YR2, Z10, Z12, Z13, 1024) \
 	Q6ZEND(YR3, Z11, Z14, Z15, 1536)
 
+#define Q6ZPAIR3(T) \
+	ZGROUPS8(512*(T)) \
+	Q6ZPAIR(T, YR0, Z0, Z1, Z8) \
+	Q6ZPAIR(T, YR1, Z2, Z3, Z9) \
+	Q6ZPAIR(T, YR2, Z4, Z5, Z10)
+
+#define Q6Kx3 \
+	VPXORD Z8, Z8, Z8 \
+	VPXORD Z9, Z9, Z9 \
+	VPXORD Z10, Z10, Z10 \
+	Q6ZPAIR3(0) \
+	Q6ZPAIR3(1) \
+	Q6ZPAIR3(2) \
+	Q6ZPAIR3(3) \
+	Q6ZPAIR3(4) \
+	Q6ZPAIR3(5) \
+	Q6ZPAIR3(6) \
+	Q6ZPAIR3(7) \
+	ZGROUPS8(5120) \
+	Q6ZFIX(FG0, Z8, Z0) \
+	Q6ZFIX(FG1, Z9, Z1) \
+	Q6ZFIX(FG2, Z10, Z2) \
+	VMOVUPS 5632(SI), Z24 \
+	VPXORD Z26, Z26, Z26 \
+	Q6ZEND(YR0, Z8, Z12, Z13, 0) \
+	Q6ZEND(YR1, Z9, Z14, Z15, 512) \
+	Q6ZEND(YR2, Z10, Z12, Z13, 1024)
+
+#define Q6ZPAIR2(T) \
+	ZGROUPS8(512*(T)) \
+	Q6ZPAIR(T, YR0, Z0, Z1, Z8) \
+	Q6ZPAIR(T, YR1, Z2, Z3, Z9)
+
+#define Q6Kx2 \
+	VPXORD Z8, Z8, Z8 \
+	VPXORD Z9, Z9, Z9 \
+	Q6ZPAIR2(0) \
+	Q6ZPAIR2(1) \
+	Q6ZPAIR2(2) \
+	Q6ZPAIR2(3) \
+	Q6ZPAIR2(4) \
+	Q6ZPAIR2(5) \
+	Q6ZPAIR2(6) \
+	Q6ZPAIR2(7) \
+	ZGROUPS8(5120) \
+	Q6ZFIX(FG0, Z8, Z0) \
+	Q6ZFIX(FG1, Z9, Z1) \
+	VMOVUPS 5632(SI), Z24 \
+	VPXORD Z26, Z26, Z26 \
+	Q6ZEND(YR0, Z8, Z12, Z13, 0) \
+	Q6ZEND(YR1, Z9, Z14, Z15, 512)
+
 #define Q6ZPAIR1(T) \
 	ZGROUPS8(512*(T)) \
 	Q6ZPAIR(T, YR0, Z0, Z1, Z8)
@@ -356,6 +521,16 @@ TEXT ·q6KTileZ4(SB), NOSPLIT, $0-80
 TEXT ·q6KTileZ1(SB), NOSPLIT, $0-80
 	BANDARGS(6)
 	BANDLOOP(5696, 292, 32, 64, Q6Kx1, ZOUT(0))
+
+// func q6KTileZ3(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+TEXT ·q6KTileZ3(SB), NOSPLIT, $0-80
+	BANDARGS(6)
+	BANDLOOP(5696, 292, 32, 64, Q6Kx3, OUT3)
+
+// func q6KTileZ2(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+TEXT ·q6KTileZ2(SB), NOSPLIT, $0-80
+	BANDARGS(6)
+	BANDLOOP(5696, 292, 32, 64, Q6Kx2, OUT2)
 
 // func prefetchRows(w *byte, rs, rows, bytes int)
 //

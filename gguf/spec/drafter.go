@@ -141,16 +141,10 @@ func (d *Drafter) Proposer(p sample.Params) (Proposer, func(), error) {
 	}, nil
 }
 
-// Window sizes a serve's windows. A draft model does not probe once
-// speculation stops paying: a probe first catches the draft up on every
-// token since it last ran, which costs as much as drafting all along.
-func (d *Drafter) Window() *Window {
-	w := NewWindow(d.maxK, d.cost, 0)
-	if d.m != nil {
-		w.LimitProbes(0)
-	}
-	return w
-}
+// Window sizes a serve's windows. Its probes, once speculation stops
+// paying, count a draft model's catch-up on the tokens it skipped, so a
+// draft that is not far cheaper than the target never probes (Window).
+func (d *Drafter) Window() *Window { return NewWindow(d.maxK, d.cost, 0) }
 
 // Close frees the draft model's sessions and file.
 func (d *Drafter) Close() error {

@@ -52,11 +52,16 @@ type Prefiller interface {
 }
 
 // Prefill has p take in the prompt if it is a Prefiller and w expects to
-// speculate at all (a draft too dear for any window to pay is left
-// idle, and never costs its prefill).
+// speculate (a draft too dear for any window to pay at the outset is
+// left idle: w counts the prompt as what a probe would first catch the
+// draft up on, so it is paid for only if a probe is).
 func Prefill(ctx context.Context, p Proposer, w *Window, prompt []uint32) error {
 	pf, ok := p.(Prefiller)
-	if !ok || w == nil || !w.Speculates() {
+	if !ok || w == nil {
+		return nil
+	}
+	if !w.Speculates() {
+		w.behind += len(prompt)
 		return nil
 	}
 	return pf.Prefill(ctx, prompt)

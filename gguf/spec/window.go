@@ -4,18 +4,44 @@ package spec
 // maximise the expected speedup for the acceptance seen so far and the
 // draft's cost, and none — plain decoding, with a probe now and then —
 // while no size pays. Its state is counts of proposed and accepted
-// drafts, so its decisions are a function of the request's own history
-// (replay repeats them), never of timings.
+// drafts and of rounds, so its decisions are a function of the request's
+// own history (replay repeats them), never of timings.
+//
+// Probes. Once no size pays, a round drafts a short window (probeSize
+// drafts) after probeEvery plain rounds, then after twice as many, up to
+// maxProbeGap; a probe whose drafts all stand brings the next one back to
+// probeEvery. A probe halves the counts first — what was measured before
+// the pause says less about the text now — so that a few probes that
+// stand bring speculation back, and a few that fall keep it off. Probes
+// are held to a budget: what they cost since speculation stopped paying,
+// in target passes, stays within probeBudget of the plain rounds since —
+// a probe's drafts and rows, k·(c+v), and for a draft model its catch-up
+// on every token since it last ran, c each (counted as drafted tokens;
+// the catch-up is one batched step, which costs less). So a proposer
+// whose catch-up alone costs more than the budget (c ≥ probeBudget: any
+// draft model but one far smaller than its target) never probes, and
+// prompt lookup, which costs nothing to catch up, probes at most every
+// maxProbeGap rounds once acceptance stays low.
 type Window struct {
 	max  int
 	cost float64 // c: a drafted token's cost relative to a target pass
 	row  float64 // v: a verified row's cost over a one-token pass's
 
 	proposed, accepted int // decayed counts, with a prior
-	idle               int // plain rounds since speculation stopped paying
-	probes             int // probes since it last paid
-	maxProbes          int // negative: probe for ever
 	fixed              int // > 0: every round asks for this many
+
+	// While no size pays: plain rounds since it stopped paying (off) and
+	// what the probes cost since, in target passes (spent); plain rounds
+	// since the last probe (idle) and due before the next (gap); tokens
+	// the proposer has not seen since it last drafted (behind), which a
+	// draft model catches up on before it probes; and whether the last
+	// round was a probe whose outcome is not yet known.
+	off     int
+	spent   float64
+	idle    int
+	gap     int
+	behind  int
+	probing bool
 }
 
 // Fixed is a window of k drafts every round, whatever they yield: for
@@ -38,9 +64,18 @@ const (
 	// bench-batch: 8 rows take 2.6 times one row's step); a model small
 	// enough to be compute-bound costs more (make bench-spec).
 	DefaultRowCost = 0.25
-	// probeEvery is how many plain rounds pass before a round drafts
-	// one token again, to see whether acceptance has come back.
+	// probeEvery is how many plain rounds pass before the first probe
+	// once speculation stops paying (and after a probe that stands).
 	probeEvery = 16
+	// maxProbeGap bounds the plain rounds between probes as the gap
+	// doubles: acceptance that comes back is seen within so many.
+	maxProbeGap = 256
+	// probeSize is a probe's drafts.
+	probeSize = 2
+	// probeBudget is the most the probes since speculation stopped
+	// paying may cost, as a share of the plain rounds since: well within
+	// the 5% that speculation may lose where acceptance is low.
+	probeBudget = 0.02
 	// decayAt halves the counts once this many drafts are counted, so
 	// the estimate follows the text's recent predictability.
 	decayAt = 64
@@ -65,7 +100,7 @@ func NewWindow(max int, cost, row float64) *Window {
 		row = 0
 	}
 	// The prior: 7 of 10 accepted, optimistic enough to try a window.
-	return &Window{max: max, cost: cost, row: row, proposed: 10, accepted: 7, maxProbes: -1}
+	return &Window{max: max, cost: cost, row: row, proposed: 10, accepted: 7, gap: probeEvery}
 }
 
 // Rate is the acceptance estimate: the share of drafts accepted,
@@ -77,41 +112,49 @@ func (w *Window) Size() int {
 	if w.fixed > 0 {
 		return w.fixed
 	}
+	if w.probing {
+		// The last probe drafted nothing, or was never verified.
+		w.probeFailed()
+	}
 	k, gain := w.best()
 	if gain > minGain {
-		w.idle, w.probes = 0, 0
+		w.off, w.spent, w.idle, w.gap, w.behind = 0, 0, 0, probeEvery, 0
 		return k
 	}
-	if w.idle < probeEvery || w.maxProbes >= 0 && w.probes >= w.maxProbes {
+	k = min(probeSize, w.max)
+	// The probe's drafts and rows, and the catch-up: in Size's units,
+	// target passes, with explicit conversions so that the decision
+	// replays on any platform.
+	price := float64(float64(k)*float64(w.cost+w.row)) + float64(w.cost*float64(w.behind))
+	if w.idle < w.gap || float64(w.spent+price) > float64(probeBudget*float64(w.off)) {
+		w.off++
 		w.idle++
+		w.behind++
 		return 0
 	}
-	w.idle = 0
-	w.probes++
-	return 1
+	w.spent += price
+	w.idle, w.behind = 0, 0
+	w.proposed, w.accepted = max(1, w.proposed/2), w.accepted/2
+	w.probing = true
+	return k
 }
 
-// Speculates reports whether w would speculate now, by size or probe,
-// without counting a round: whether a proposer's prompt work is worth
-// doing.
+// probeFailed doubles the gap before the next probe.
+func (w *Window) probeFailed() {
+	w.probing = false
+	w.gap = min(2*w.gap, maxProbeGap)
+}
+
+// Speculates reports whether w would draft in its next round, without
+// counting a round: whether a proposer's prompt work is worth doing
+// now. A window that expects no size to pay leaves it to a probe's
+// catch-up, which counts it (Prefill).
 func (w *Window) Speculates() bool {
 	if w.fixed > 0 {
 		return true
 	}
-	if _, gain := w.best(); gain > minGain {
-		return true
-	}
-	return w.maxProbes < 0 || w.probes < w.maxProbes
-}
-
-// LimitProbes makes w give up after n probes in a row that do not bring
-// speculation back (negative: never give up, the default), and returns w. A draft model
-// catches up on every token since it last drafted before it probes, so
-// its probes cost as much as drafting all along; prompt lookup's cost
-// nothing.
-func (w *Window) LimitProbes(n int) *Window {
-	w.maxProbes = n
-	return w
+	_, gain := w.best()
+	return gain > minGain
 }
 
 // best is the window size with the largest expected speedup, and that
@@ -141,7 +184,13 @@ func (w *Window) best() (int, float64) {
 // often declines yields less per round than its acceptance says. A
 // proposer that costs nothing (cost 0: prompt lookup finding no match)
 // paid nothing, and its refusals are not counted.
+//
+// A probe that drafts fewer than asked has failed, whatever the rest
+// yields.
 func (w *Window) Declined() {
+	if w.probing {
+		w.probeFailed()
+	}
 	if w.cost > 0 {
 		w.Record(1, 0)
 	}
@@ -149,6 +198,14 @@ func (w *Window) Declined() {
 
 // Record counts a round's drafts and how many the target accepted.
 func (w *Window) Record(proposed, accepted int) {
+	if w.probing {
+		if proposed > 0 && accepted == proposed {
+			// The text may have turned predictable: look again soon.
+			w.probing, w.gap = false, probeEvery
+		} else {
+			w.probeFailed()
+		}
+	}
 	w.proposed += proposed
 	w.accepted += accepted
 	if w.proposed >= decayAt {

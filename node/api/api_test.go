@@ -199,7 +199,7 @@ func TestCompletions(t *testing.T) {
 func TestResponses(t *testing.T) {
 	h := newHarness(t, Config{}, nil)
 	resp := h.post(t, "/v1/responses", `{"model":"tiny","instructions":"be kind","input":"hi","max_output_tokens":50}`)
-	var got responseObject
+	var got responseJSON
 	decodeJSON(t, resp.Body, &got)
 	resp.Body.Close()
 	if got.Object != "response" || got.Status != "completed" || got.Output[0].Content[0].Text != "Hello, world!" || got.Usage.OutputTokens != 4 {

@@ -157,12 +157,6 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	channels := isHarmony(m)
-	if channels && g.Logprobs {
-		// As with tools: which tokens are reasoning and which content is
-		// known only once the reply is parsed.
-		writeError(w, badRequest("logprobs", "logprobs cannot be given for model %q: its replies come on harmony channels (reasoning and content), which the tokens' log-probabilities are not split between", g.Model))
-		return
-	}
 	id, created := newID("chatcmpl-"), s.now().Unix()
 	if !req.Stream {
 		out, res, ok := s.generate(w, r, m, g, nil, nil)
@@ -191,7 +185,11 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		}
 		choice := chatChoice{Message: msg, FinishReason: finishReason(res, len(msg.ToolCalls))}
 		if g.Logprobs {
-			choice.Logprobs = &chatLogprobs{Content: itemsOf(out.Logprobs)}
+			lps := out.Logprobs
+			if channels {
+				lps = contentLogprobs(lps)
+			}
+			choice.Logprobs = &chatLogprobs{Content: itemsOf(lps)}
 		}
 		writeJSON(w, http.StatusOK, chatCompletion{
 			ID: id, Object: "chat.completion", Created: created, Model: g.Model, SystemFingerprint: systemFingerprint,
@@ -205,6 +203,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage}
 	if channels {
 		st.channels = &harmony.Parser{Calls: req.tools.active()}
+		st.tokens = &harmony.Parser{}
 		st.parallel = req.tools.parallel
 	} else if req.tools.active() {
 		st.calls = toolParser(format, g)
@@ -230,6 +229,28 @@ type chatStream struct {
 	// and (with tools) calls, of which channelCalls were made.
 	channels     *harmony.Parser
 	channelCalls int
+	// tokens reads the same reply token by token, for the content
+	// tokens' log-probabilities (contentLogprobs).
+	tokens *harmony.Parser
+}
+
+// contentLogprobs is the tokens of a harmony reply that are its content:
+// the analysis channel's (reasoning), the markers and the headers have
+// none in logprobs, as OpenAI gives none for reasoning.
+func contentLogprobs(tokens []TokenLogprob) []TokenLogprob {
+	var p harmony.Parser
+	return filterContent(&p, tokens)
+}
+
+// filterContent feeds tokens to p, one by one, and keeps the content's.
+func filterContent(p *harmony.Parser, tokens []TokenLogprob) []TokenLogprob {
+	var out []TokenLogprob
+	for _, t := range tokens {
+		if _, k := p.FeedToken(string(t.Bytes)); k == harmony.Content {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 func (c *chatStream) chunk(choices []chatChoice, u *usage) error {
@@ -266,8 +287,11 @@ func (c *chatStream) delta(d Delta) error {
 		return c.events(c.calls.Feed(d.Text))
 	}
 	if c.channels != nil {
-		// Nor does one to a harmony model (handleChat).
-		return c.channelEvents(c.channels.Feed(d.Text))
+		var lps []TokenLogprob
+		if c.logprobs {
+			lps = filterContent(c.tokens, d.Logprobs)
+		}
+		return c.channelEvents(c.channels.Feed(d.Text), lps)
 	}
 	if d.Text == "" && len(d.Logprobs) == 0 {
 		return nil
@@ -305,10 +329,12 @@ func (c *chatStream) events(evs []toolcall.Event) error {
 }
 
 // channelEvents sends a harmony reply's pieces as reasoning_content or
-// content deltas.
-func (c *chatStream) channelEvents(evs []harmony.Event) error {
+// content deltas; lps (the content tokens' log-probabilities, when asked
+// for) go with the first content delta, or a content delta of their own.
+func (c *chatStream) channelEvents(evs []harmony.Event, lps []TokenLogprob) error {
 	for _, e := range evs {
 		d := &chatMessage{Content: &e.Text}
+		var choice chatChoice
 		switch {
 		case e.Call != nil && !c.parallel && e.Call.Index > 0:
 			continue
@@ -323,10 +349,18 @@ func (c *chatStream) channelEvents(evs []harmony.Event) error {
 			d = &chatMessage{ToolCalls: []toolCallOut{out}}
 		case e.Reasoning:
 			d = &chatMessage{ReasoningContent: &e.Text}
+		case c.logprobs:
+			choice.Logprobs = &chatLogprobs{Content: itemsOf(lps)}
+			lps = nil
 		}
-		if err := c.chunk([]chatChoice{{Delta: d}}, nil); err != nil {
+		choice.Delta = d
+		if err := c.chunk([]chatChoice{choice}, nil); err != nil {
 			return err
 		}
+	}
+	if len(lps) > 0 {
+		empty := ""
+		return c.chunk([]chatChoice{{Delta: &chatMessage{Content: &empty}, Logprobs: &chatLogprobs{Content: itemsOf(lps)}}}, nil)
 	}
 	return nil
 }
@@ -337,7 +371,7 @@ func (c *chatStream) finish(res *Result) error {
 	}
 	calls := 0
 	if c.channels != nil {
-		if err := c.channelEvents(c.channels.Finish()); err != nil {
+		if err := c.channelEvents(c.channels.Finish(), nil); err != nil {
 			return err
 		}
 		calls = c.channelCalls

@@ -360,3 +360,10 @@ func readSSE(t *testing.T, r io.Reader) []sseEvent {
 }
 
 var errBoom = errors.New("boom")
+
+// responseJSON is a /v1/responses object as a client decodes it, its
+// output items read as messages.
+type responseJSON struct {
+	responseObject
+	Output []responseItem `json:"output"`
+}

@@ -107,29 +107,227 @@ func TestHarmonyStream(t *testing.T) {
 	}
 }
 
-// TestHarmonyRefusals: what a harmony reply cannot give is refused by
-// name: logprobs (not split between channels), a forced tool_choice (no
-// grammar for harmony calls) and the Responses API (no reasoning items
-// yet).
-func TestHarmonyRefusals(t *testing.T) {
+// TestHarmonyLogprobs: logprobs of a harmony reply are its content
+// tokens' (the final channel's), whole and streamed alike: the analysis
+// channel's tokens, the markers and the headers have none.
+func TestHarmonyLogprobs(t *testing.T) {
 	h := harmonyHarness(t)
-	for _, tc := range []struct{ path, body, param string }{
-		{"/v1/chat/completions", `{"model":"oss","logprobs":true,"messages":[{"role":"user","content":"hi"}]}`, "logprobs"},
-		{"/v1/chat/completions", `{"model":"oss","tool_choice":"required",` + weatherTools + `,"messages":[{"role":"user","content":"hi"}]}`, "tool_choice"},
-		{"/v1/responses", `{"model":"oss","input":"hi"}`, "model"},
+	// The content pieces are the fake's tokens 11-13: log-probabilities
+	// −6, −6.5, −7 (fakeLogprobs).
+	want := []wireItem{{Token: "Hel", Logprob: -6}, {Token: "lo there", Logprob: -6.5}, {Token: "!", Logprob: -7}}
+	check := func(how string, got []wireItem) {
+		t.Helper()
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d tokens %+v, want %+v", how, len(got), got, want)
+		}
+		for i, w := range want {
+			if got[i].Token != w.Token || got[i].Logprob != w.Logprob || len(got[i].TopLogprobs) != 2 || got[i].TopLogprobs[0].Token != w.Token {
+				t.Errorf("%s: token %d %+v, want %s at %v with 2 alternatives", how, i, got[i], w.Token, w.Logprob)
+			}
+		}
+	}
+	body := `{"model":"oss","logprobs":true,"top_logprobs":2,"messages":[{"role":"user","content":"hi"}]}`
+	b := postOK(t, h, body)
+	var got struct {
+		Choices []struct {
+			Message struct {
+				Content string `json:"content"`
+			} `json:"message"`
+			Logprobs struct {
+				Content []wireItem `json:"content"`
+			} `json:"logprobs"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Choices[0].Message.Content != "Hello there!" {
+		t.Fatalf("reply %s", b)
+	}
+	check("whole", got.Choices[0].Logprobs.Content)
+
+	resp := h.post(t, "/v1/chat/completions", strings.Replace(body, `"model"`, `"stream":true,"model"`, 1))
+	events := readSSE(t, resp.Body)
+	resp.Body.Close()
+	var streamed []wireItem
+	for _, e := range events {
+		if e.data == "[DONE]" {
+			continue
+		}
+		var ch struct {
+			Choices []struct {
+				Delta struct {
+					ReasoningContent *string `json:"reasoning_content"`
+				} `json:"delta"`
+				Logprobs *struct {
+					Content []wireItem `json:"content"`
+				} `json:"logprobs"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(e.data), &ch); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range ch.Choices {
+			if c.Logprobs == nil {
+				continue
+			}
+			if c.Delta.ReasoningContent != nil {
+				t.Errorf("a reasoning delta has logprobs: %s", e.data)
+			}
+			streamed = append(streamed, c.Logprobs.Content...)
+		}
+	}
+	check("streamed", streamed)
+}
+
+// TestHarmonyForcedToolChoice: tool_choice "required" or a named function
+// holds a harmony model's output to a grammar of one message to that
+// function (after an optional analysis message), its arguments held to
+// the schema; the reply the grammar takes is the tool call.
+func TestHarmonyForcedToolChoice(t *testing.T) {
+	h := harmonyHarness(t)
+	h.model.pieces = harmonyCall
+	reply := strings.Join(harmonyCall, "")
+	for _, tc := range []struct {
+		choice string
+		takes  map[string]bool
+	}{
+		{`"required"`, map[string]bool{
+			reply: true,
+			`<|channel|>commentary to=functions.get_time <|constrain|>json<|message|>{}`:    true,
+			"<|channel|>final<|message|>It is sunny.":                                       false,
+			`<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{}`: false, // city is required
+		}},
+		{`{"type":"function","function":{"name":"get_weather"}}`, map[string]bool{
+			reply: true,
+			`<|channel|>commentary to=functions.get_time <|constrain|>json<|message|>{}`: false,
+		}},
 	} {
-		resp := h.post(t, tc.path, tc.body)
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		var e struct {
-			Error struct {
-				Param string `json:"param"`
-			} `json:"error"`
+		b := postOK(t, h, `{"model":"oss","tool_choice":`+tc.choice+`,`+weatherTools+`,"messages":[{"role":"user","content":"weather in Oslo?"}]}`)
+		g := h.model.lastCall()
+		if g.Grammar == nil || g.Format != FormatToolCalls {
+			t.Fatalf("tool_choice %s: the generation has no tool-call grammar (format %q)", tc.choice, g.Format)
 		}
-		_ = json.Unmarshal(b, &e)
-		if resp.StatusCode != 400 || e.Error.Param != tc.param {
-			t.Errorf("%s %s: %d %s, want 400 naming %s", tc.path, tc.body, resp.StatusCode, b, tc.param)
+		for text, want := range tc.takes {
+			m, err := g.Grammar.NewMatcher()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := m.Advance([]byte(text)) == nil && m.Accepting(); got != want {
+				t.Errorf("tool_choice %s: the grammar takes %q: %v, want %v", tc.choice, text, got, want)
+			}
 		}
+		var got struct {
+			Choices []struct {
+				Message struct {
+					Content   *string        `json:"content"`
+					ToolCalls []toolCallJSON `json:"tool_calls"`
+				} `json:"message"`
+				FinishReason string `json:"finish_reason"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatal(err)
+		}
+		c := got.Choices[0]
+		if c.Message.Content != nil || c.FinishReason != "tool_calls" || len(c.Message.ToolCalls) != 1 ||
+			*c.Message.ToolCalls[0].Function.Name != "get_weather" || *c.Message.ToolCalls[0].Function.Arguments != `{"city": "Oslo"}` {
+			t.Errorf("tool_choice %s: reply %s", tc.choice, b)
+		}
+	}
+	// strict: true needs a forced choice, which a harmony model now has.
+	strict := strings.Replace(weatherTools, `"description"`, `"strict":true,"description"`, 1)
+	postOK(t, h, `{"model":"oss","tool_choice":"required",`+strict+`,"messages":[{"role":"user","content":"weather?"}]}`)
+}
+
+// TestHarmonyResponses: on /v1/responses a harmony model's analysis
+// channel is a reasoning item (reasoning_text content, no summary) before
+// the message, as OpenAI's Responses API gives gpt-oss's; streamed, as
+// response.reasoning_text.delta events on output 0 then
+// response.output_text.delta events on output 1, the markers in neither.
+// The message's logprobs are its tokens'. A reply cut off while reasoning
+// has an empty message.
+func TestHarmonyResponses(t *testing.T) {
+	h := harmonyHarness(t)
+	type output struct {
+		Type    string `json:"type"`
+		ID      string `json:"id"`
+		Summary []any  `json:"summary"`
+		Content []struct {
+			Type     string     `json:"type"`
+			Text     string     `json:"text"`
+			Logprobs []wireItem `json:"logprobs"`
+		} `json:"content"`
+	}
+	var whole struct {
+		Status string   `json:"status"`
+		Output []output `json:"output"`
+	}
+	b := postPathOK(t, h, "/v1/responses", `{"model":"oss","input":"hi","include":["message.output_text.logprobs"]}`)
+	if err := json.Unmarshal(b, &whole); err != nil {
+		t.Fatal(err)
+	}
+	o := whole.Output
+	if len(o) != 2 || o[0].Type != "reasoning" || !strings.HasPrefix(o[0].ID, "rs_") || o[0].Summary == nil ||
+		len(o[0].Content) != 1 || o[0].Content[0].Type != "reasoning_text" || o[0].Content[0].Text != "The user greets me." ||
+		o[1].Type != "message" || o[1].Content[0].Type != "output_text" || o[1].Content[0].Text != "Hello there!" {
+		t.Fatalf("response %s", b)
+	}
+	if lps := o[1].Content[0].Logprobs; len(lps) != 3 || lps[0].Token != "Hel" || lps[2].Token != "!" {
+		t.Errorf("the message's logprobs %+v, want its three tokens'", lps)
+	}
+
+	resp := h.post(t, "/v1/responses", `{"model":"oss","input":"hi","stream":true}`)
+	events := readSSE(t, resp.Body)
+	resp.Body.Close()
+	var names []string
+	var reasoning, content strings.Builder
+	for _, e := range events {
+		if strings.Contains(e.data, "<|") {
+			t.Fatalf("a marker reached the stream: %s", e.data)
+		}
+		if len(names) == 0 || names[len(names)-1] != e.name {
+			names = append(names, e.name)
+		}
+		var ev struct {
+			OutputIndex int    `json:"output_index"`
+			Delta       string `json:"delta"`
+		}
+		if err := json.Unmarshal([]byte(e.data), &ev); err != nil {
+			t.Fatal(err)
+		}
+		switch e.name {
+		case "response.reasoning_text.delta":
+			if ev.OutputIndex != 0 {
+				t.Errorf("reasoning at output %d", ev.OutputIndex)
+			}
+			reasoning.WriteString(ev.Delta)
+		case "response.output_text.delta":
+			if ev.OutputIndex != 1 {
+				t.Errorf("text at output %d", ev.OutputIndex)
+			}
+			content.WriteString(ev.Delta)
+		}
+	}
+	want := "response.created response.in_progress response.output_item.added response.content_part.added response.reasoning_text.delta " +
+		"response.reasoning_text.done response.content_part.done response.output_item.done " +
+		"response.output_item.added response.content_part.added response.output_text.delta " +
+		"response.output_text.done response.content_part.done response.output_item.done response.completed"
+	if got := strings.Join(names, " "); got != want {
+		t.Errorf("events\n %s\nwant\n %s", got, want)
+	}
+	if reasoning.String() != "The user greets me." || content.String() != "Hello there!" {
+		t.Errorf("streamed reasoning %q, content %q", reasoning.String(), content.String())
+	}
+
+	// Cut off while reasoning: the reasoning, and an empty message.
+	b = postPathOK(t, h, "/v1/responses", `{"model":"oss","input":"hi","max_output_tokens":4}`)
+	if err := json.Unmarshal(b, &whole); err != nil {
+		t.Fatal(err)
+	}
+	o = whole.Output
+	if whole.Status != "incomplete" || len(o) != 2 || o[0].Content[0].Text != "The user gre" || o[1].Type != "message" || o[1].Content[0].Text != "" {
+		t.Errorf("cut off: %s", b)
 	}
 }
 
@@ -184,4 +382,16 @@ func TestHarmonyToolCall(t *testing.T) {
 	if strings.Contains(string(b), "tool_calls") || !strings.Contains(string(b), `Need the weather.{\"city\": \"Oslo\"}`) {
 		t.Errorf("without tools: %s", b)
 	}
+}
+
+// postPathOK posts body to path and returns the 200 answer's body.
+func postPathOK(t *testing.T, h *harness, path, body string) []byte {
+	t.Helper()
+	resp := h.post(t, path, body)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("%s: status %d: %s", path, resp.StatusCode, b)
+	}
+	return b
 }

@@ -185,7 +185,7 @@ func TestJouleCeilingFinish(t *testing.T) {
 	}
 
 	resp := h.post(t, "/v1/responses", `{"model":"tiny","input":"hi"}`)
-	var got responseObject
+	var got responseJSON
 	decodeJSON(t, resp.Body, &got)
 	resp.Body.Close()
 	if got.Status != "incomplete" || got.IncompleteDetails["reason"] != "joule_ceiling" || got.Output[0].Content[0].Text != "Hello, world!" {

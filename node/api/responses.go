@@ -5,6 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/meshnode/meshnode/gguf/chat/harmony"
 )
 
 type responsesRequest struct {
@@ -121,6 +125,22 @@ type responseItem struct {
 	Content []responseText `json:"content"`
 }
 
+// reasoningItem is a harmony model's reasoning (its analysis channel) as
+// the Responses API gives gpt-oss's: a reasoning item whose content is
+// reasoning_text parts, before the message, with no summary.
+type reasoningItem struct {
+	Type    string          `json:"type"`
+	ID      string          `json:"id"`
+	Status  string          `json:"status"`
+	Summary []any           `json:"summary"`
+	Content []reasoningText `json:"content"`
+}
+
+type reasoningText struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
 type responseUsage struct {
 	InputTokens  int `json:"input_tokens"`
 	OutputTokens int `json:"output_tokens"`
@@ -135,7 +155,7 @@ type responseObject struct {
 	CreatedAt         int64             `json:"created_at"`
 	Status            string            `json:"status"`
 	Model             string            `json:"model"`
-	Output            []responseItem    `json:"output"`
+	Output            []any             `json:"output"` // responseItem, reasoningItem
 	IncompleteDetails map[string]string `json:"incomplete_details"`
 	Usage             *responseUsage    `json:"usage"`
 }
@@ -149,22 +169,25 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if isHarmony(m) {
-		// Its reasoning would need the Responses API's reasoning items,
-		// which this endpoint does not make yet; chat completions split it.
-		e := Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_model",
-			"model %q answers in harmony channels (reasoning and content), which /v1/responses does not split yet: use /v1/chat/completions, whose replies carry reasoning_content", g.Model)
-		e.Param = "model"
-		writeError(w, e)
-		return
-	}
 	rs := &responseStream{resp: responseObject{ID: newID("resp_"), Object: "response", CreatedAt: s.now().Unix(),
-		Status: "in_progress", Model: g.Model, Output: []responseItem{}}, itemID: newID("msg_")}
-	rs.logprobs = g.Logprobs
+		Status: "in_progress", Model: g.Model, Output: []any{}}, logprobs: g.Logprobs}
+	if isHarmony(m) {
+		// Its analysis channel is a reasoning item, its final channel the
+		// message (chat completions' reasoning_content and content).
+		rs.channels, rs.tokens = &harmony.Parser{}, &harmony.Parser{}
+	}
 	if !req.Stream {
 		out, res, ok := s.generate(w, r, m, g, nil, nil)
 		if ok {
-			rs.complete(out.Text, itemsOf(out.Logprobs), res)
+			// The same steps as a stream's, with no events written.
+			err := rs.delta(Delta{Text: out.Text, Logprobs: out.Logprobs})
+			if err == nil {
+				err = rs.end(res)
+			}
+			if err != nil {
+				writeError(w, Errorf(http.StatusInternalServerError, "server_error", "", "%v", err))
+				return
+			}
 			writeJSON(w, http.StatusOK, rs.resp)
 		}
 		return
@@ -174,41 +197,67 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 }
 
 // responseStream emits the Responses API's typed events: created,
-// in_progress, the item and part opening, text deltas, then the closing
-// events and response.completed.
+// in_progress, then each output item's opening, text deltas and closing
+// (a message; for a harmony model, reasoning items and the message, in
+// the order the reply has them), then response.completed. With no
+// sseWriter (a whole response) it writes no events and only builds the
+// response object.
 type responseStream struct {
-	sse    *sseWriter
-	resp   responseObject
-	itemID string
-	text   bytes.Buffer
-	// logprobs: asked for; lps are the tokens' so far.
+	sse  *sseWriter
+	resp responseObject
+	// logprobs: asked for (the message's tokens').
 	logprobs bool
-	lps      []logprobItemOut
 	seq      int
 	started  bool
+	// channels splits a harmony model's reply into reasoning and
+	// content, and tokens reads it token by token for the content
+	// tokens' log-probabilities (filterContent); nil for other models.
+	channels, tokens *harmony.Parser
+	// items are the output items so far; the last may be open.
+	items []*outItem
+	open  bool
+}
+
+// outItem is an output item being written.
+type outItem struct {
+	reasoning bool
+	id        string
+	text      strings.Builder
+	lps       []logprobItemOut
 }
 
 func (r *responseStream) send(typ string, fields map[string]any) error {
+	if r.sse == nil {
+		return nil
+	}
 	fields["type"] = typ
 	fields["sequence_number"] = r.seq
 	r.seq++
 	return r.sse.event(typ, fields)
 }
 
-func (r *responseStream) item(status string, text *string) responseItem {
-	it := responseItem{Type: "message", ID: r.itemID, Status: status, Role: "assistant", Content: []responseText{}}
-	if text != nil {
-		it.Content = append(it.Content, r.part(*text))
+// itemJSON is it as the output array has it.
+func (r *responseStream) itemJSON(it *outItem, status string, done bool) any {
+	if it.reasoning {
+		ri := reasoningItem{Type: "reasoning", ID: it.id, Status: status, Summary: []any{}, Content: []reasoningText{}}
+		if done {
+			ri.Content = append(ri.Content, reasoningText{Type: "reasoning_text", Text: it.text.String()})
+		}
+		return ri
 	}
-	return it
+	mi := responseItem{Type: "message", ID: it.id, Status: status, Role: "assistant", Content: []responseText{}}
+	if done {
+		mi.Content = append(mi.Content, r.part(it))
+	}
+	return mi
 }
 
-// part is the output_text content part, with the tokens'
+// part is a message's output_text content part, with the tokens'
 // log-probabilities when they were asked for.
-func (r *responseStream) part(text string) responseText {
-	p := responseText{Type: "output_text", Text: text, Annotations: []any{}}
+func (r *responseStream) part(it *outItem) responseText {
+	p := responseText{Type: "output_text", Text: it.text.String(), Annotations: []any{}}
 	if r.logprobs {
-		p.Logprobs = r.lps
+		p.Logprobs = it.lps
 		if p.Logprobs == nil {
 			p.Logprobs = []logprobItemOut{}
 		}
@@ -216,21 +265,71 @@ func (r *responseStream) part(text string) responseText {
 	return p
 }
 
-func (r *responseStream) open() error {
+func (r *responseStream) start() error {
 	if r.started {
 		return nil
 	}
 	r.started = true
-	steps := []struct {
+	if err := r.send("response.created", map[string]any{"response": r.resp}); err != nil {
+		return err
+	}
+	if err := r.send("response.in_progress", map[string]any{"response": r.resp}); err != nil {
+		return err
+	}
+	if r.channels == nil {
+		return r.openItem(false) // the message, at once
+	}
+	return nil
+}
+
+// openItem opens a new output item, a reasoning item or the message.
+func (r *responseStream) openItem(reasoning bool) error {
+	it := &outItem{reasoning: reasoning, id: newID("msg_")}
+	part := any(responseText{Type: "output_text", Annotations: []any{}})
+	if reasoning {
+		it.id = newID("rs_")
+		part = reasoningText{Type: "reasoning_text"}
+	}
+	r.items = append(r.items, it)
+	r.open = true
+	idx := len(r.items) - 1
+	if err := r.send("response.output_item.added", map[string]any{"output_index": idx, "item": r.itemJSON(it, "in_progress", false)}); err != nil {
+		return err
+	}
+	return r.send("response.content_part.added", map[string]any{"item_id": it.id, "output_index": idx, "content_index": 0, "part": part})
+}
+
+// closeItem closes the open item, if any.
+func (r *responseStream) closeItem() error {
+	if !r.open {
+		return nil
+	}
+	r.open = false
+	it, idx := r.items[len(r.items)-1], len(r.items)-1
+	text := it.text.String()
+	var steps []struct {
 		typ    string
 		fields map[string]any
-	}{
-		{"response.created", map[string]any{"response": r.resp}},
-		{"response.in_progress", map[string]any{"response": r.resp}},
-		{"response.output_item.added", map[string]any{"output_index": 0, "item": r.item("in_progress", nil)}},
-		{"response.content_part.added", map[string]any{"item_id": r.itemID, "output_index": 0, "content_index": 0,
-			"part": responseText{Type: "output_text", Annotations: []any{}}}},
 	}
+	add := func(typ string, fields map[string]any) {
+		steps = append(steps, struct {
+			typ    string
+			fields map[string]any
+		}{typ, fields})
+	}
+	if it.reasoning {
+		add("response.reasoning_text.done", map[string]any{"item_id": it.id, "output_index": idx, "content_index": 0, "text": text})
+		add("response.content_part.done", map[string]any{"item_id": it.id, "output_index": idx, "content_index": 0,
+			"part": reasoningText{Type: "reasoning_text", Text: text}})
+	} else {
+		done := map[string]any{"item_id": it.id, "output_index": idx, "content_index": 0, "text": text}
+		if r.logprobs {
+			done["logprobs"] = r.part(it).Logprobs
+		}
+		add("response.output_text.done", done)
+		add("response.content_part.done", map[string]any{"item_id": it.id, "output_index": idx, "content_index": 0, "part": r.part(it)})
+	}
+	add("response.output_item.done", map[string]any{"output_index": idx, "item": r.itemJSON(it, "completed", true)})
 	for _, s := range steps {
 		if err := r.send(s.typ, s.fields); err != nil {
 			return err
@@ -239,28 +338,91 @@ func (r *responseStream) open() error {
 	return nil
 }
 
-func (r *responseStream) delta(d Delta) error {
-	if err := r.open(); err != nil {
-		return err
+// write adds text (and, to the message, its tokens' log-probabilities)
+// to the open item of its kind, opening one when the kind changes.
+func (r *responseStream) write(reasoning bool, text string, lps []TokenLogprob) error {
+	if !r.open || r.items[len(r.items)-1].reasoning != reasoning {
+		if err := r.closeItem(); err != nil {
+			return err
+		}
+		if err := r.openItem(reasoning); err != nil {
+			return err
+		}
 	}
-	if d.Text == "" && len(d.Logprobs) == 0 {
-		return nil
+	it, idx := r.items[len(r.items)-1], len(r.items)-1
+	it.text.WriteString(text)
+	fields := map[string]any{"item_id": it.id, "output_index": idx, "content_index": 0, "delta": text}
+	if reasoning {
+		return r.send("response.reasoning_text.delta", fields)
 	}
-	r.text.WriteString(d.Text)
-	fields := map[string]any{"item_id": r.itemID, "output_index": 0, "content_index": 0, "delta": d.Text}
 	if r.logprobs {
-		items := itemsOf(d.Logprobs)
-		r.lps = append(r.lps, items...)
+		items := itemsOf(lps)
+		it.lps = append(it.lps, items...)
 		fields["logprobs"] = items
 	}
 	return r.send("response.output_text.delta", fields)
 }
 
-// complete fills the response object for a generation that ended, with
-// its tokens' log-probabilities when they were asked for.
-func (r *responseStream) complete(text string, lps []logprobItemOut, res *Result) {
+func (r *responseStream) delta(d Delta) error {
+	if err := r.start(); err != nil {
+		return err
+	}
+	if r.channels == nil {
+		if d.Text == "" && len(d.Logprobs) == 0 {
+			return nil
+		}
+		return r.write(false, d.Text, d.Logprobs)
+	}
+	var lps []TokenLogprob
 	if r.logprobs {
-		r.lps = lps
+		lps = filterContent(r.tokens, d.Logprobs)
+	}
+	return r.channelEvents(r.channels.Feed(d.Text), lps)
+}
+
+// channelEvents writes a harmony reply's pieces to reasoning items and
+// the message; lps (the content tokens') go with the first content piece,
+// or a piece of their own.
+func (r *responseStream) channelEvents(evs []harmony.Event, lps []TokenLogprob) error {
+	for _, e := range evs {
+		if e.Call != nil {
+			continue // the parser reads no calls here (no tools)
+		}
+		var with []TokenLogprob
+		if !e.Reasoning {
+			with, lps = lps, nil
+		}
+		if err := r.write(e.Reasoning, e.Text, with); err != nil {
+			return err
+		}
+	}
+	if len(lps) > 0 {
+		return r.write(false, "", lps)
+	}
+	return nil
+}
+
+// end closes the output (a harmony reply that never reached its final
+// channel gets an empty message) and fills the response object.
+func (r *responseStream) end(res *Result) error {
+	if err := r.start(); err != nil {
+		return err
+	}
+	if r.channels != nil {
+		if err := r.channelEvents(r.channels.Finish(), nil); err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(r.items, func(it *outItem) bool { return !it.reasoning }) {
+			if err := r.closeItem(); err != nil {
+				return err
+			}
+			if err := r.openItem(false); err != nil {
+				return err
+			}
+		}
+	}
+	if err := r.closeItem(); err != nil {
+		return err
 	}
 	r.resp.Status = "completed"
 	switch res.FinishReason {
@@ -271,46 +433,24 @@ func (r *responseStream) complete(text string, lps []logprobItemOut, res *Result
 		r.resp.Status = "incomplete"
 		r.resp.IncompleteDetails = map[string]string{"reason": FinishJouleCeiling}
 	}
-	r.resp.Output = []responseItem{r.item("completed", &text)}
+	r.resp.Output = make([]any, len(r.items))
+	for i, it := range r.items {
+		r.resp.Output[i] = r.itemJSON(it, "completed", true)
+	}
 	r.resp.Usage = &responseUsage{InputTokens: res.PromptTokens, OutputTokens: res.CompletionTokens,
 		TotalTokens: res.PromptTokens + res.CompletionTokens, Energy: res.Energy, Placement: res.Placement}
+	return nil
 }
 
 func (r *responseStream) finish(res *Result) error {
-	if err := r.open(); err != nil {
+	if err := r.end(res); err != nil {
 		return err
 	}
-	text := r.text.String()
-	r.complete(text, r.lps, res)
 	final := "response.completed"
 	if r.resp.Status == "incomplete" {
 		final = "response.incomplete"
 	}
-	steps := []struct {
-		typ    string
-		fields map[string]any
-	}{
-		{"response.output_text.done", r.textDone(text)},
-		{"response.content_part.done", map[string]any{"item_id": r.itemID, "output_index": 0, "content_index": 0,
-			"part": r.part(text)}},
-		{"response.output_item.done", map[string]any{"output_index": 0, "item": r.resp.Output[0]}},
-		{final, map[string]any{"response": r.resp}},
-	}
-	for _, s := range steps {
-		if err := r.send(s.typ, s.fields); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// textDone is the response.output_text.done event's fields.
-func (r *responseStream) textDone(text string) map[string]any {
-	f := map[string]any{"item_id": r.itemID, "output_index": 0, "content_index": 0, "text": text}
-	if r.logprobs {
-		f["logprobs"] = r.part(text).Logprobs
-	}
-	return f
+	return r.send(final, map[string]any{"response": r.resp})
 }
 
 // fail sends the Responses API's typed error event.

@@ -102,9 +102,6 @@ func forceTools(g *Generation, f toolcall.Format) (string, error) {
 	if g.ToolChoice != "required" && g.ToolChoice != "function" {
 		return "", nil
 	}
-	if f == toolcall.Harmony {
-		return "", badRequest("tool_choice", "tool_choice %q needs constrained decoding, which a harmony model's calls (gpt-oss) do not have yet; send \"auto\"", g.ToolChoice)
-	}
 	tools := make([]toolcall.Tool, len(g.Tools))
 	for i, raw := range g.Tools {
 		var t struct {

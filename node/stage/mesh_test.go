@@ -71,7 +71,7 @@ func TestPipelineOverQUIC(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := startPipeline(t, f, MeshDialer{head}, head.ID(), []Placement{
-		{head.ID(), model.LayerRange{Lo: 0, Hi: 1}}, {b.ID(), model.LayerRange{Lo: 1, Hi: 3}}, {c.ID(), model.LayerRange{Lo: 3, Hi: 4}},
+		{Peer: head.ID(), Range: model.LayerRange{Lo: 0, Hi: 1}}, {Peer: b.ID(), Range: model.LayerRange{Lo: 1, Hi: 3}}, {Peer: c.ID(), Range: model.LayerRange{Lo: 3, Hi: 4}},
 	}, stagewire.DTypeF32)
 	got, err := script(pipelineStepper(p), stagewire.OutLogits)
 	if err != nil {
@@ -172,7 +172,7 @@ func BenchmarkPipelineDecode(b *testing.B) {
 			}
 			var places []Placement
 			for i, r := range ranges {
-				places = append(places, Placement{nodes[i].ID(), r})
+				places = append(places, Placement{Peer: nodes[i].ID(), Range: r})
 			}
 			ctx := context.Background()
 			p, err := Start(ctx, PipelineConfig{File: f, Digest: fortunesDigest, Self: nodes[0].ID(), Stages: places,

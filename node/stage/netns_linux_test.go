@@ -32,7 +32,7 @@ import (
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/model"
 	"github.com/meshnode/meshnode/node/identity"
-	"github.com/meshnode/meshnode/node/internal/netnslab"
+	"github.com/meshnode/meshnode/internal/netnslab"
 	"github.com/meshnode/meshnode/node/mesh"
 	"github.com/meshnode/meshnode/node/wire/stagewire"
 )
@@ -223,7 +223,7 @@ func (h *netnsHead) places(s int) []Placement {
 	}
 	var out []Placement
 	for i, r := range netnsSplits[s] {
-		out = append(out, Placement{ids[i], r})
+		out = append(out, Placement{Peer: ids[i], Range: r})
 	}
 	return out
 }

@@ -19,6 +19,11 @@ import (
 type Placement struct {
 	Peer  identity.EndpointID
 	Range model.LayerRange
+	// LoadRows says the node takes LoadStage.Rows (it advertises
+	// stagewire.FeatureLoadRows). Without it the node gets LoadStage
+	// as it was before the field, and if it runs the last stage the
+	// pipeline's steps hold Seqs output rows, whatever Rows asks.
+	LoadRows bool
 }
 
 // PipelineConfig describes a split model to drive from this node, the
@@ -37,6 +42,13 @@ type PipelineConfig struct {
 	Context     int
 	KV          model.KVType
 	Batch, Seqs int
+	// Rows is the most output rows a step may ask of the last stage (a
+	// speculative window of k drafts takes k+1), set apart from Seqs,
+	// which sizes the requests whose KV each stage holds (Seqs where it
+	// is not more; at most Batch). It takes effect only where the last
+	// stage's node takes it (Placement.LoadRows); Pipeline.Rows is what
+	// a step may ask.
+	Rows int
 	// DType is how hidden rows travel: stagewire.DTypeF32 (the default,
 	// exact) or DTypeF16.
 	DType   stagewire.DType
@@ -72,6 +84,7 @@ type Pipeline struct {
 	sessions map[uint64]*model.Session
 	opt      model.SessionOptions
 	dtype    stagewire.DType
+	rows     int     // the most output rows of a step
 	links    []*link // the other stages, in order
 	msgs     chan linkMsg
 	done     chan struct{}
@@ -144,6 +157,15 @@ func Start(ctx context.Context, cfg PipelineConfig) (*Pipeline, error) {
 	if most := stagewire.MaxPositions(cfg.DType, m.Config().Embd, bopt.Tokens); bopt.Tokens > most || bopt.Tokens > stagewire.MaxSeqs {
 		return nil, fmt.Errorf("stage: a batch of %d positions of %d %v elements does not fit one frame (at most %d)", bopt.Tokens, m.Config().Embd, cfg.DType, min(most, stagewire.MaxSeqs))
 	}
+	rows := bopt.Seqs
+	if last := cfg.Stages[len(cfg.Stages)-1]; cfg.Rows > bopt.Seqs && last.LoadRows {
+		// The head's batch never computes output rows (it runs the
+		// first stage, never the last); the last stage's does.
+		if cfg.Rows > bopt.Tokens || cfg.Rows > stagewire.MaxTokenRows {
+			return nil, fmt.Errorf("stage: %d output rows per step, more than a step's %d positions", cfg.Rows, bopt.Tokens)
+		}
+		rows = cfg.Rows
+	}
 	b, err := m.NewBatch(bopt)
 	if err != nil {
 		return nil, err
@@ -155,7 +177,7 @@ func Start(ctx context.Context, cfg PipelineConfig) (*Pipeline, error) {
 	p := &Pipeline{
 		m: m, batch: b, sessions: map[uint64]*model.Session{},
 		opt:   model.SessionOptions{Context: ctxLen, Batch: bopt.Tokens, KV: cfg.KV},
-		dtype: cfg.DType, msgs: make(chan linkMsg, 64), done: make(chan struct{}),
+		dtype: cfg.DType, rows: rows, msgs: make(chan linkMsg, 64), done: make(chan struct{}),
 		digest: cfg.Digest, place: cfg.Stages[0].Range, tokens: map[uint64]uint32{}, reportTimeout: cfg.ReportTimeout,
 	}
 	if p.reportTimeout <= 0 {
@@ -187,6 +209,8 @@ func Start(ctx context.Context, cfg PipelineConfig) (*Pipeline, error) {
 		}
 		if i+1 < len(cfg.Stages) {
 			ls.Next, ls.NextStage = cfg.Stages[i+1].Peer, ids[i+1]
+		} else if rows > bopt.Seqs {
+			ls.Rows = uint16(rows)
 		}
 		l, err := p.load(ctx, cfg.Dial, pl, ls)
 		if err != nil {
@@ -263,7 +287,7 @@ type Seq struct {
 	// Rows is how many of the last tokens Out follows: 0 or 1 the last
 	// only; n, up to len(Tokens), each of the last n (a speculative
 	// window [last token, drafts…], verified in one step). The rows of
-	// one step, over all its sequences, must fit the stages' Seqs.
+	// one step, over all its sequences, must fit Pipeline.Rows.
 	Rows int
 }
 
@@ -304,8 +328,8 @@ func (p *Pipeline) Step(ctx context.Context, seqs []Seq) ([]Result, error) {
 		}
 		rows += stagewire.ActSeq{Out: q.Out, Rows: uint32(max(q.Rows, 0))}.OutRows()
 	}
-	if rows > p.batch.Seqs() {
-		return nil, fmt.Errorf("stage: step: %d output rows, the stages compute at most %d a step", rows, p.batch.Seqs())
+	if rows > p.rows {
+		return nil, fmt.Errorf("stage: step: %d output rows, the stages compute at most %d a step", rows, p.rows)
 	}
 	for i, q := range seqs {
 		s := p.sessions[q.Request]
@@ -445,6 +469,11 @@ func (p *Pipeline) await(ctx context.Context) (linkMsg, error) {
 		}
 	}
 }
+
+// Rows is the most output rows one Step may ask for, over all its
+// sequences: PipelineConfig.Rows where the last stage's node took it,
+// else Seqs.
+func (p *Pipeline) Rows() int { return p.rows }
 
 // Trim rewinds request to its first n positions on every stage (after a
 // rejected speculative draft); n 0 forgets it. The Trim follows the

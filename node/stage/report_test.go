@@ -136,9 +136,9 @@ func TestSplitServeReceipt(t *testing.T) {
 	headKey, k2, k3 := keyOf(t, 1), keyOf(t, 2), keyOf(t, 3)
 	pn := reportingNet(t, mt, k2, k3)
 	places := []Placement{
-		{headKey.ID(), model.LayerRange{Lo: 0, Hi: 1}},
-		{k2.ID(), model.LayerRange{Lo: 1, Hi: 3}},
-		{k3.ID(), model.LayerRange{Lo: 3, Hi: 4}},
+		{Peer: headKey.ID(), Range: model.LayerRange{Lo: 0, Hi: 1}},
+		{Peer: k2.ID(), Range: model.LayerRange{Lo: 1, Hi: 3}},
+		{Peer: k3.ID(), Range: model.LayerRange{Lo: 3, Hi: 4}},
 	}
 	p := startPipeline(t, fortunes(t), pipeDialer{pn, headKey.ID()}, headKey.ID(), places, stagewire.DTypeF32)
 	st, err := steward.New(steward.Config{Key: headKey, Meter: mt.meter(headKey.ID(), 40),
@@ -197,7 +197,7 @@ func TestFinishBatchedRequests(t *testing.T) {
 	head, k2 := keyOf(t, 1), keyOf(t, 2)
 	pn := reportingNet(t, mt, k2)
 	p := startPipeline(t, fortunes(t), pipeDialer{pn, head.ID()}, head.ID(),
-		[]Placement{{head.ID(), model.LayerRange{Lo: 0, Hi: 2}}, {k2.ID(), model.LayerRange{Lo: 2, Hi: 4}}}, stagewire.DTypeF32)
+		[]Placement{{Peer: head.ID(), Range: model.LayerRange{Lo: 0, Hi: 2}}, {Peer: k2.ID(), Range: model.LayerRange{Lo: 2, Hi: 4}}}, stagewire.DTypeF32)
 	ctx := t.Context()
 	c := mt.counters[k2.ID()]
 	before, _ := c.Read()
@@ -265,7 +265,7 @@ func (b blockingSigner) SignStageReport(r receipt.StageReport) (receipt.SignedSt
 func TestFinishRefusesBadReports(t *testing.T) {
 	mt := newMetering()
 	head, k2 := keyOf(t, 1), keyOf(t, 2)
-	places := []Placement{{head.ID(), model.LayerRange{Lo: 0, Hi: 2}}, {k2.ID(), model.LayerRange{Lo: 2, Hi: 4}}}
+	places := []Placement{{Peer: head.ID(), Range: model.LayerRange{Lo: 0, Hi: 2}}, {Peer: k2.ID(), Range: model.LayerRange{Lo: 2, Hi: 4}}}
 	run := func(t *testing.T, signer Signer, timeout time.Duration) error {
 		pn := reportingNet(t, mt, k2)
 		pn.servers[k2.ID()].Signer = signer
@@ -422,7 +422,7 @@ func TestStageWithoutCoveringCounter(t *testing.T) {
 	gpuOnly := hwtest.NewCounter("fake-nvml", hw.DomainGPU, 100*time.Millisecond, mt.clock, 60)
 	pn.servers[k2.ID()].Meter = hw.NewCounterMeter(gpuOnly, hw.PowerModel{Watts: 25, Source: "test"}, mt.clock, nil)
 	p := startPipeline(t, fortunes(t), pipeDialer{pn, head.ID()}, head.ID(),
-		[]Placement{{head.ID(), model.LayerRange{Lo: 0, Hi: 2}}, {k2.ID(), model.LayerRange{Lo: 2, Hi: 4}}}, stagewire.DTypeF32)
+		[]Placement{{Peer: head.ID(), Range: model.LayerRange{Lo: 0, Hi: 2}}, {Peer: k2.ID(), Range: model.LayerRange{Lo: 2, Hi: 4}}}, stagewire.DTypeF32)
 	if _, err := p.Step(t.Context(), []Seq{{1, []uint32{1, 319, 767}, stagewire.OutToken, 0}}); err != nil {
 		t.Fatal(err)
 	}

@@ -207,8 +207,16 @@ func (srv *Server) load(ctx context.Context, st *stream, ls *stagewire.LoadStage
 	if most := stagewire.MaxPositions(ls.Out, m.Config().Embd, int(ls.Batch)); !m.Last() && int(ls.Batch) > most {
 		return fail(stagewire.CodeBadInput, "a step of %d positions of %d %v elements does not fit one frame (at most %d)", ls.Batch, m.Config().Embd, ls.Out, most)
 	}
+	// The last stage computes a step's output rows: Rows of them where
+	// the head set them apart from Seqs (a speculative window's k+1).
+	rows := int(ls.Seqs)
+	if m.Last() {
+		if rows = ls.StepRows(); rows > int(ls.Batch) {
+			return fail(stagewire.CodeBadInput, "%d output rows per step, more than a step's %d positions", rows, ls.Batch)
+		}
+	}
 	mem := m.WeightBytes() + int64(ls.Seqs)*m.KVBytes(int(ls.Context), kv)
-	b, err := m.NewBatch(model.BatchOptions{Tokens: int(ls.Batch), Seqs: int(ls.Seqs)})
+	b, err := m.NewBatch(model.BatchOptions{Tokens: int(ls.Batch), Seqs: rows})
 	if err != nil {
 		return fail(stagewire.CodeBadRange, "%v", err)
 	}
@@ -401,8 +409,8 @@ func (srv *Server) activate(ctx context.Context, st *stream, a *stagewire.Activa
 	for _, q := range a.Seqs {
 		rows += q.OutRows()
 	}
-	if s.m.Last() && rows > int(s.ls.Seqs) {
-		return bad(stagewire.CodeBadInput, first, "%d output rows in a step, the stage computes at most %d", rows, s.ls.Seqs)
+	if s.m.Last() && rows > s.ls.StepRows() {
+		return bad(stagewire.CodeBadInput, first, "%d output rows in a step, the stage computes at most %d", rows, s.ls.StepRows())
 	}
 	for i, q := range a.Seqs {
 		ss := s.sessions[q.Request]

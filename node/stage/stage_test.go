@@ -256,8 +256,8 @@ func TestPipelineBitExact(t *testing.T) {
 	f := fortunes(t)
 	head, b, c := nodeID(1), nodeID(2), nodeID(3)
 	for _, places := range [][]Placement{
-		{{head, model.LayerRange{Lo: 0, Hi: 2}}, {b, model.LayerRange{Lo: 2, Hi: 4}}},
-		{{head, model.LayerRange{Lo: 0, Hi: 1}}, {b, model.LayerRange{Lo: 1, Hi: 3}}, {c, model.LayerRange{Lo: 3, Hi: 4}}},
+		{{Peer: head, Range: model.LayerRange{Lo: 0, Hi: 2}}, {Peer: b, Range: model.LayerRange{Lo: 2, Hi: 4}}},
+		{{Peer: head, Range: model.LayerRange{Lo: 0, Hi: 1}}, {Peer: b, Range: model.LayerRange{Lo: 1, Hi: 3}}, {Peer: c, Range: model.LayerRange{Lo: 3, Hi: 4}}},
 	} {
 		for _, out := range []stagewire.Output{stagewire.OutLogits, stagewire.OutToken} {
 			t.Run(fmt.Sprintf("%d-stages/out-%d", len(places), out), func(t *testing.T) {
@@ -287,7 +287,7 @@ func TestPipelineF16(t *testing.T) {
 		t.Fatal(err)
 	}
 	pn := newPipeNet(t, f, b)
-	p := startPipeline(t, f, pipeDialer{pn, head}, head, []Placement{{head, model.LayerRange{Lo: 0, Hi: 2}}, {b, model.LayerRange{Lo: 2, Hi: 4}}}, stagewire.DTypeF16)
+	p := startPipeline(t, f, pipeDialer{pn, head}, head, []Placement{{Peer: head, Range: model.LayerRange{Lo: 0, Hi: 2}}, {Peer: b, Range: model.LayerRange{Lo: 2, Hi: 4}}}, stagewire.DTypeF16)
 	// The first step only: later tokens may differ once f16 flips a tie.
 	got, err := p.Step(context.Background(), []Seq{{1, []uint32{1, 319, 767, 17042, 2039, 964, 263, 2594}, stagewire.OutLogits, 0}})
 	if err != nil {
@@ -503,7 +503,7 @@ func TestBatchFitsAFrame(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	places := []Placement{{head, model.LayerRange{Lo: 0, Hi: 2}}, {b, model.LayerRange{Lo: 2, Hi: 4}}}
+	places := []Placement{{Peer: head, Range: model.LayerRange{Lo: 0, Hi: 2}}, {Peer: b, Range: model.LayerRange{Lo: 2, Hi: 4}}}
 	// The most positions of f32 rows that fit, when each may be its own
 	// sequence, plus one.
 	over := 1
@@ -582,7 +582,7 @@ func TestPipelineSuspectsSilentStage(t *testing.T) {
 	be := cpu.New(cpu.Options{Threads: 2})
 	t.Cleanup(func() { be.Close() })
 	p, err := Start(context.Background(), PipelineConfig{File: f, Digest: fortunesDigest, Self: head,
-		Stages:  []Placement{{head, model.LayerRange{Lo: 0, Hi: 2}}, {b, model.LayerRange{Lo: 2, Hi: 4}}},
+		Stages:  []Placement{{Peer: head, Range: model.LayerRange{Lo: 0, Hi: 2}}, {Peer: b, Range: model.LayerRange{Lo: 2, Hi: 4}}},
 		Context: 128, Batch: 32, Seqs: 4, Backend: be, Dial: d, Suspect: suspect, SuspectAfter: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

@@ -52,8 +52,8 @@ func TestPipelineWindows(t *testing.T) {
 
 	head, b, c := nodeID(1), nodeID(2), nodeID(3)
 	for _, places := range [][]Placement{
-		{{head, model.LayerRange{Lo: 0, Hi: 2}}, {b, model.LayerRange{Lo: 2, Hi: 4}}},
-		{{head, model.LayerRange{Lo: 0, Hi: 1}}, {b, model.LayerRange{Lo: 1, Hi: 3}}, {c, model.LayerRange{Lo: 3, Hi: 4}}},
+		{{Peer: head, Range: model.LayerRange{Lo: 0, Hi: 2}}, {Peer: b, Range: model.LayerRange{Lo: 2, Hi: 4}}},
+		{{Peer: head, Range: model.LayerRange{Lo: 0, Hi: 1}}, {Peer: b, Range: model.LayerRange{Lo: 1, Hi: 3}}, {Peer: c, Range: model.LayerRange{Lo: 3, Hi: 4}}},
 	} {
 		pn := newPipeNet(t, f, b, c)
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -179,4 +179,113 @@ func argmax(x []float32) uint32 {
 		}
 	}
 	return uint32(best)
+}
+
+// TestPipelineLoadRows: a pipeline's output rows per step are set apart
+// from its sequences where the last stage's node takes LoadStage.Rows —
+// a window of 9 rows on stages sized for 2 requests, its tokens one-token
+// decoding's — and stay at Seqs where it does not (an older node, sent
+// LoadStage without the field, as it was before it). The last stage
+// refuses a step of more rows than it was loaded for, and a LoadStage of
+// more rows than a step's positions.
+func TestPipelineLoadRows(t *testing.T) {
+	f := fortunes(t)
+	be := cpu.New(cpu.Options{Threads: 2})
+	defer be.Close()
+	m, err := model.Load(f, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := []uint32{1, 319, 767, 17042, 2039, 964, 263, 2594, 29871, 450, 4799, 338}
+	var want []uint32 // the greedy token after each position of seq
+	s, err := m.NewSession(model.SessionOptions{Context: 128})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tok := range seq {
+		next, err := s.EvalArgMax(context.Background(), []uint32{tok})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, next)
+	}
+	s.Close()
+	head, b, c := nodeID(1), nodeID(2), nodeID(3)
+	for _, loadRows := range []bool{true, false} {
+		pn := newPipeNet(t, f, b, c)
+		places := []Placement{{Peer: head, Range: model.LayerRange{Lo: 0, Hi: 1}},
+			{Peer: b, Range: model.LayerRange{Lo: 1, Hi: 3}, LoadRows: true},
+			{Peer: c, Range: model.LayerRange{Lo: 3, Hi: 4}, LoadRows: loadRows}}
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		p, err := Start(ctx, PipelineConfig{File: f, Digest: fortunesDigest, Self: head, Stages: places,
+			Context: 128, Batch: 16, Seqs: 2, Rows: 9, Backend: be, Dial: pipeDialer{pn, head}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// What each stage was sent: rows only to the last, and only
+		// where its node takes them.
+		wantRows := map[identity.EndpointID]uint16{b: 0, c: 0}
+		if loadRows {
+			wantRows[c] = 9
+		}
+		for id, srv := range pn.servers {
+			srv.mu.Lock()
+			for _, st := range srv.stages {
+				if st.ls.Rows != wantRows[id] {
+					t.Errorf("load rows %v: node %s's stage was sent rows %d, want %d", loadRows, id.Short(), st.ls.Rows, wantRows[id])
+				}
+			}
+			srv.mu.Unlock()
+		}
+		if !loadRows {
+			if p.Rows() != 2 {
+				t.Fatalf("an older last stage: %d rows per step, want its seqs (2)", p.Rows())
+			}
+			if _, err := p.Step(ctx, []Seq{{Request: 1, Tokens: seq, Out: stagewire.OutToken, Rows: 3}}); err == nil {
+				t.Fatal("a window of 3 rows through a last stage of 2")
+			}
+			res, err := p.Step(ctx, []Seq{{Request: 1, Tokens: seq, Out: stagewire.OutToken, Rows: 2}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(res[0].Tokens, want[len(seq)-2:]) {
+				t.Fatalf("a window of 2 rows: %v, one-token decoding %v", res[0].Tokens, want[len(seq)-2:])
+			}
+		} else {
+			if p.Rows() != 9 {
+				t.Fatalf("%d rows per step, want 9", p.Rows())
+			}
+			res, err := p.Step(ctx, []Seq{{Request: 1, Tokens: seq, Out: stagewire.OutToken, Rows: 9}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(res[0].Tokens, want[len(seq)-9:]) {
+				t.Fatalf("a window of 9 rows: %v, one-token decoding %v", res[0].Tokens, want[len(seq)-9:])
+			}
+			// The last stage itself holds the step to its rows: an
+			// Activation of 10 sent past the head's check is refused.
+			l := p.links[len(p.links)-1]
+			act := &stagewire.Activation{Stage: l.id, DType: stagewire.DTypeF32, Width: uint32(m.Config().Embd),
+				Seqs: []stagewire.ActSeq{{Request: 9, Count: 10, Out: stagewire.OutToken, Rows: 10}}, F32: make([]float32, 10*m.Config().Embd)}
+			srv := pn.servers[c]
+			if e := srv.activate(ctx, &stream{peer: b}, act); e == nil || e.Code != stagewire.CodeBadInput {
+				t.Fatalf("a step of 10 rows on a last stage of 9: %v", e)
+			}
+		}
+		cancel()
+		p.Close(context.Background())
+	}
+	// More rows than a step's positions: the pipeline refuses to start,
+	// and a stage refuses the LoadStage.
+	pn := newPipeNet(t, f, b)
+	places := []Placement{{Peer: head, Range: model.LayerRange{Lo: 0, Hi: 2}}, {Peer: b, Range: model.LayerRange{Lo: 2, Hi: 4}, LoadRows: true}}
+	if _, err := Start(context.Background(), PipelineConfig{File: f, Digest: fortunesDigest, Self: head, Stages: places,
+		Context: 128, Batch: 8, Seqs: 2, Rows: 9, Backend: be, Dial: pipeDialer{pn, head}}); err == nil {
+		t.Fatal("a pipeline of 9 rows per step of 8 positions started")
+	}
+	ls := &stagewire.LoadStage{Stage: 5, Model: fortunesDigest, Lo: 2, Hi: 4, Context: 128, Batch: 8, Seqs: 2, Rows: 9,
+		Out: stagewire.DTypeF32, Prev: head, Head: head}
+	if e := pn.servers[b].load(context.Background(), &stream{peer: head}, ls); e == nil || e.Code != stagewire.CodeBadInput {
+		t.Fatalf("a LoadStage of 9 rows per step of 8 positions: %v", e)
+	}
 }

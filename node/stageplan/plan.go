@@ -15,6 +15,11 @@
 //     requests. A peer whose RTT is above Options.MaxRTT is never a stage.
 //   - Owner pins fix a host's range; the other ranges are fitted by free
 //     memory, each host in turn taking as many blocks as fit it.
+//   - Every stage is a range the model can be loaded as (Model.Check): a
+//     cut the model forbids moves back to the nearest allowed one, and a
+//     model that cannot be split at all, or pins that cross a forbidden
+//     cut, are refused with the model's reason (ErrUnsplittable,
+//     ErrPin).
 //   - Among the placements that fit, the fewest stages win; then the
 //     lower total RTT; then the higher slowest memory bandwidth among the
 //     peers; then the
@@ -41,6 +46,10 @@ type Model struct {
 	// KVPerLayer is one block's KV cache for the context and the sessions
 	// a stage keeps.
 	KVPerLayer int64
+	// Check, when set, says whether the blocks [lo, hi) can be loaded as
+	// one stage (model.Config.CheckStage): nil when they can, else why
+	// not. It must be deterministic; nil allows every range.
+	Check func(lo, hi int) error
 }
 
 // Host is a node that may run a stage.
@@ -130,6 +139,11 @@ var ErrPin = errors.New("stageplan: bad pin")
 
 // ErrModel marks a model description that cannot be planned.
 var ErrModel = errors.New("stageplan: bad model")
+
+// ErrUnsplittable marks a split the model cannot take: no range of its
+// blocks past the first can be a stage of its own (Model.Check refuses
+// every cut). The error wraps Check's reason too.
+var ErrUnsplittable = errors.New("stageplan: the model cannot be split into stages")
 
 // NoFitError says no placement fits: Need is what the whole model takes
 // (weights, KV and one headroom), Free what the eligible hosts offer
@@ -223,6 +237,10 @@ func Make(m Model, self Host, peers []Host, opt Options) (Plan, error) {
 	if err != nil {
 		return Plan{}, err
 	}
+	cuts, err := m.cuts(pins)
+	if err != nil {
+		return Plan{}, err
+	}
 	for _, p := range pins {
 		h := find(self, hosts, p.Host)
 		if !fits(h, p.Lo, p.Hi) {
@@ -231,7 +249,7 @@ func Make(m Model, self Host, peers []Host, opt Options) (Plan, error) {
 		}
 	}
 
-	s := &search{m: &m, self: self, hosts: hosts, pins: pins, fits: fits, force: opt.Force}
+	s := &search{m: &m, self: self, hosts: hosts, pins: pins, fits: fits, force: opt.Force, cuts: cuts}
 	for n := max(2, len(pins)); n <= maxStages; n++ {
 		s.limit = n
 		s.tries = 0
@@ -317,6 +335,7 @@ type search struct {
 	pins  []Pin
 	fits  func(h *Host, lo, hi int) bool
 	force bool
+	cuts  *cuts
 
 	limit int
 	tries int
@@ -373,16 +392,23 @@ func (s *search) pinned(id string) bool {
 	return slices.ContainsFunc(s.pins, func(p Pin) bool { return p.Host == id })
 }
 
-// reach is the furthest hi ≤ end such that h holds [lo, hi), or lo when
-// not even one block fits. Taking the most each stage can never needs
-// more stages than taking less: a later stage's need only falls as its
-// start moves on.
+// reach is the furthest hi ≤ end such that h holds [lo, hi), [lo, hi)
+// is a stage the model allows and the blocks from hi on can be placed in
+// stages it allows, or lo when there is none. Taking the most each stage
+// can never needs more stages than taking less: a later stage's need
+// only falls as its start moves on (a cut the model forbids is passed
+// over, to the nearest allowed one before it).
 func (s *search) reach(h *Host, lo, end int) int {
 	hi := lo
 	for hi < end && s.fits(h, lo, hi+1) {
 		hi++
 	}
-	return hi
+	for ; hi > lo; hi-- {
+		if s.cuts.stage(lo, hi) {
+			return hi
+		}
+	}
+	return lo
 }
 
 func (s *search) place(host string, lo, hi int, stages []Stage) {
@@ -434,4 +460,136 @@ func (s *search) cost(stages []Stage) (rtt time.Duration, slowest float64) {
 		}
 	}
 	return rtt, slowest
+}
+
+// cuts is which stages a model allows, as far as its blocks can still be
+// placed after them: stage(lo, hi) holds when Model.Check allows [lo,
+// hi) and the blocks from hi on can be cut into allowed stages (around
+// the pins, which are fixed).
+type cuts struct {
+	m    *Model
+	pins []Pin
+	// ok[lo]: the blocks from lo on can be cut into allowed stages
+	// (ok[L] is true).
+	ok   []bool
+	memo map[[2]int]error
+}
+
+// check is m.Check, memoised (the search asks the same ranges often).
+func (c *cuts) check(lo, hi int) error {
+	if c.m.Check == nil {
+		return nil
+	}
+	k := [2]int{lo, hi}
+	if err, ok := c.memo[k]; ok {
+		return err
+	}
+	err := c.m.Check(lo, hi)
+	c.memo[k] = err
+	return err
+}
+
+// stage reports whether [lo, hi) may be a stage of a plan.
+func (c *cuts) stage(lo, hi int) bool { return c.ok[hi] && c.check(lo, hi) == nil }
+
+// end is where a free stage from lo must end at the latest: the next
+// pin's start, or the last block; pinned is the pin starting at lo.
+func (c *cuts) end(lo int) (end int, pinned *Pin) {
+	for i, p := range c.pins {
+		if p.Lo == lo {
+			return p.Hi, &c.pins[i]
+		}
+		if p.Lo > lo {
+			return p.Lo, nil
+		}
+	}
+	return len(c.m.Layers), nil
+}
+
+// cuts finds which stages m allows around pins (sorted, checked). A pin
+// that is not a stage m allows, and a model that cannot be cut into
+// allowed stages at all, are refused with Check's reason.
+func (m *Model) cuts(pins []Pin) (*cuts, error) {
+	L := len(m.Layers)
+	c := &cuts{m: m, pins: pins, ok: make([]bool, L+1), memo: map[[2]int]error{}}
+	for _, p := range pins {
+		if err := c.check(p.Lo, p.Hi); err != nil {
+			return nil, fmt.Errorf("%w: layers %d-%d on %s cannot be a stage: %w", ErrPin, p.Lo, p.Hi, short(p.Host), err)
+		}
+	}
+	c.ok[L] = true
+	for lo := L - 1; lo >= 0; lo-- {
+		end, pin := c.end(lo)
+		if pin != nil {
+			c.ok[lo] = c.ok[pin.Hi]
+			continue
+		}
+		for hi := lo + 1; hi <= end && !c.ok[lo]; hi++ {
+			c.ok[lo] = c.stage(lo, hi)
+		}
+	}
+	if !c.ok[0] {
+		why := c.why(0)
+		if len(pins) > 0 {
+			return nil, fmt.Errorf("%w: the blocks around the pins cannot be cut into stages the model allows: %w", ErrPin, why)
+		}
+		return nil, fmt.Errorf("%w: %w", ErrUnsplittable, why)
+	}
+	split := false
+	for hi := 1; hi < L && !split; hi++ {
+		split = c.stage(0, hi)
+	}
+	if len(pins) == 0 && !split {
+		// The model loads only whole: asked to split, say why.
+		why := errors.New("it has one block")
+		if L > 1 {
+			if why = c.check(0, L-1); why == nil {
+				why = c.why(L - 1)
+			}
+		}
+		return nil, fmt.Errorf("%w: %w", ErrUnsplittable, why)
+	}
+	return c, nil
+}
+
+// why is the reason the blocks from lo on cannot be cut into allowed
+// stages (ok[lo] is false): Check's refusal of the longest stage from lo
+// after which the rest could be placed, else the reason of what follows.
+func (c *cuts) why(lo int) error {
+	end, pin := c.end(lo)
+	if pin != nil {
+		return c.why(pin.Hi) // the pin itself was allowed
+	}
+	for hi := end; hi > lo; hi-- {
+		if c.ok[hi] {
+			if err := c.check(lo, hi); err != nil {
+				return err
+			}
+		}
+	}
+	return c.why(end) // end < L, a pin's start: ok[L] is true
+}
+
+// CheckSplit reports whether m can be split into stages under pins
+// (their ranges only: the hosts are Make's to check), before any host is
+// asked: an error wrapping ErrUnsplittable for a model that loads only
+// whole, or ErrPin for pins out of range, overlapping, or crossing a cut
+// the model forbids, with the model's reason (Model.Check).
+func CheckSplit(m Model, pins []Pin) error {
+	L := len(m.Layers)
+	if L == 0 {
+		return fmt.Errorf("%w: no layers", ErrModel)
+	}
+	pins = slices.Clone(pins)
+	slices.SortFunc(pins, func(a, b Pin) int { return cmp.Compare(a.Lo, b.Lo) })
+	for i, p := range pins {
+		if p.Lo < 0 || p.Hi <= p.Lo || p.Hi > L {
+			return fmt.Errorf("%w: layers %d-%d of a %d-layer model", ErrPin, p.Lo, p.Hi, L)
+		}
+		if i > 0 && p.Lo < pins[i-1].Hi {
+			return fmt.Errorf("%w: layers %d-%d overlap %d-%d", ErrPin, p.Lo, p.Hi, pins[i-1].Lo, pins[i-1].Hi)
+		}
+	}
+	_, err := m.cuts(pins)
+	return err
 }

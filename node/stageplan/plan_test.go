@@ -2,6 +2,7 @@ package stageplan
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"testing"
@@ -186,5 +187,126 @@ func TestDeterministic(t *testing.T) {
 		if first.Stages[i].Lo != first.Stages[i-1].Hi {
 			t.Errorf("plan %v is not contiguous", first)
 		}
+	}
+}
+
+// errShared is a fake model's reason for refusing a stage.
+var errShared = errors.New("layer 6 reads layer 3's KV")
+
+// sharedKV is model8 whose blocks 4-7 read the KV of block 3 (as a gemma4
+// model's shared-KV blocks do): a stage may start at block 3 or before,
+// not after.
+func sharedKV() Model {
+	m := model8()
+	m.Check = func(lo, hi int) error {
+		if lo > 3 {
+			return fmt.Errorf("layers %d-%d: %w", lo, hi, errShared)
+		}
+		return nil
+	}
+	return m
+}
+
+// TestCheckMovesCuts: a cut the model forbids moves back to the nearest
+// allowed one, and each stage of the plan is one Check allows.
+func TestCheckMovesCuts(t *testing.T) {
+	big := int64(1 << 20)
+	for _, tc := range []struct {
+		name  string
+		self  Host
+		peers []Host
+		opt   Options
+		want  [][3]any
+	}{
+		// Without Check self takes 0-5 (50 + 5·110 = 600).
+		{"self's cut moves back", Host{ID: "s", Free: 600}, []Host{{ID: "a", Free: 1000}}, Options{},
+			[][3]any{{"s", 0, 3}, {"a", 3, 8}}},
+		{"forced split", Host{ID: "s", Free: big}, []Host{{ID: "a", Free: big}}, Options{Force: true},
+			[][3]any{{"s", 0, 3}, {"a", 3, 8}}},
+		// a could hold 1-5, but the rest must start by block 3: a takes
+		// 1-3 and b the rest.
+		{"a middle cut moves back", Host{ID: "s", Free: 160}, []Host{{ID: "a", Free: 440, RTT: time.Millisecond}, {ID: "b", Free: 580, RTT: 2 * time.Millisecond}}, Options{},
+			[][3]any{{"s", 0, 1}, {"a", 1, 3}, {"b", 3, 8}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := Make(sharedKV(), tc.self, tc.peers, tc.opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := ranges(p); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("plan %v, want %v", got, tc.want)
+			}
+		})
+	}
+	// No host can hold 3-8 whole: the split the memory allows is refused
+	// by the model, so nothing fits.
+	_, err := Make(sharedKV(), Host{ID: "s", Free: 600}, []Host{{ID: "a", Free: 400}, {ID: "b", Free: 400}}, Options{})
+	var nf *NoFitError
+	if !errors.As(err, &nf) {
+		t.Errorf("no allowed placement fits: %v, want a *NoFitError", err)
+	}
+}
+
+// TestUnsplittable: a model that loads only whole is planned whole when it
+// fits, and a split of it is refused with ErrUnsplittable and the model's
+// reason.
+func TestUnsplittable(t *testing.T) {
+	errWhole := errors.New("its recurrent state cannot be split")
+	m := model8()
+	m.Check = func(lo, hi int) error {
+		if lo > 0 || hi < 8 {
+			return fmt.Errorf("layers %d-%d: %w", lo, hi, errWhole)
+		}
+		return nil
+	}
+	big := int64(1 << 20)
+	p, err := Make(m, Host{ID: "s", Free: big}, nil, Options{})
+	if err != nil || p.Split() {
+		t.Fatalf("fits alone: %v %v", p, err)
+	}
+	for name, opt := range map[string]Options{"forced": {Force: true}, "too big for self": {}} {
+		free := big
+		if name == "too big for self" {
+			free = 500
+		}
+		_, err := Make(m, Host{ID: "s", Free: free}, []Host{{ID: "a", Free: big}}, opt)
+		if !errors.Is(err, ErrUnsplittable) || !errors.Is(err, errWhole) {
+			t.Errorf("%s: %v, want ErrUnsplittable wrapping the model's reason", name, err)
+		}
+	}
+	one := Model{Layers: []int64{100}}
+	if _, err := Make(one, Host{ID: "s", Free: 10}, []Host{{ID: "a", Free: big}}, Options{}); !errors.Is(err, ErrUnsplittable) {
+		t.Errorf("one block: %v", err)
+	}
+}
+
+// TestPinsChecked: a pin that is not a stage the model allows, or that
+// leaves blocks around it no allowed stage can hold, is refused up front
+// as a bad pin with the model's reason.
+func TestPinsChecked(t *testing.T) {
+	big := int64(1 << 20)
+	peers := []Host{{ID: "a", Free: big}, {ID: "b", Free: big}}
+	for _, tc := range []struct {
+		name string
+		pins []Pin
+	}{
+		{"the pin itself", []Pin{{"a", 5, 8}}},
+		{"the stage after the pin", []Pin{{"a", 2, 4}}},
+		{"self's pin leaves the rest", []Pin{{"s", 0, 5}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Make(sharedKV(), Host{ID: "s", Free: big}, peers, Options{Pins: tc.pins})
+			if !errors.Is(err, ErrPin) || !errors.Is(err, errShared) {
+				t.Errorf("err %v, want ErrPin wrapping the model's reason", err)
+			}
+		})
+	}
+	// Allowed pins plan as before, the free range fitted around them.
+	p, err := Make(sharedKV(), Host{ID: "s", Free: big}, peers, Options{Pins: []Pin{{"a", 1, 3}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := ranges(p), [][3]any{{"s", 0, 1}, {"a", 1, 3}, {"b", 3, 8}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("plan %v, want %v", got, want)
 	}
 }

@@ -86,6 +86,58 @@ type Parser struct {
 	// ws holds it until text or a marker shows which it is.
 	seen bool
 	ws   string
+	// markers counts the control tokens read (FeedToken).
+	markers int
+}
+
+// Kind is what a token of a reply is (FeedToken).
+type Kind int
+
+const (
+	// Markup is a control token, a header, or white space between
+	// messages: text no event carries.
+	Markup Kind = iota
+	// Content is text of the reply's content.
+	Content
+	// Reasoning is text of the reasoning.
+	Reasoning
+	// Arguments is text of a tool call's arguments.
+	Arguments
+)
+
+// FeedToken is Feed of one token's text, and says what the token is, so
+// that a token's log-probability can follow its text: a token that holds
+// a marker is Markup, else it is what the text fed at its start goes to.
+// (A token that ends a message and starts another, or a "<" held back
+// as a possible marker, is counted where it starts.)
+func (p *Parser) FeedToken(text string) ([]Event, Kind) {
+	k := p.kind(text)
+	n := p.markers
+	evs := p.Feed(text)
+	if p.markers != n {
+		k = Markup
+	}
+	return evs, k
+}
+
+// kind is what text fed now goes to.
+func (p *Parser) kind(text string) Kind {
+	switch p.st {
+	case header:
+		return Markup
+	case outside:
+		if p.seen && strings.TrimSpace(text) == "" {
+			return Markup // dropped, unless text follows
+		}
+		return Content
+	}
+	switch {
+	case p.call:
+		return Arguments
+	case p.reasoning:
+		return Reasoning
+	}
+	return Content
 }
 
 // Feed adds text and returns the events it completes.
@@ -173,6 +225,7 @@ func appendEvent(evs []Event, e Event) []Event {
 // opening is an event (its name).
 func (p *Parser) marker(evs []Event, m string) []Event {
 	p.ws = ""
+	p.markers++
 	switch m {
 	case start, channel:
 		if p.st != header {

@@ -118,6 +118,24 @@ func FuzzParser(f *testing.F) {
 		if n > len(text) {
 			t.Fatalf("with calls, more out (%d) than in (%d)", n, len(text))
 		}
+		// Fed as two tokens, FeedToken's events are Feed's.
+		var p Parser
+		var evs []Event
+		for _, tok := range []string{text[:c], text[c:]} {
+			e, _ := p.FeedToken(tok)
+			evs = append(evs, e...)
+		}
+		var by [2]strings.Builder
+		for _, e := range append(evs, p.Finish()...) {
+			if e.Reasoning {
+				by[0].WriteString(e.Text)
+			} else {
+				by[1].WriteString(e.Text)
+			}
+		}
+		if by[0].String() != reasoning || by[1].String() != content {
+			t.Fatalf("FeedToken cut at %d: %q / %q, whole %q / %q", c, by[0].String(), by[1].String(), reasoning, content)
+		}
 	})
 }
 
@@ -162,6 +180,56 @@ func TestCalls(t *testing.T) {
 		// Without Calls, the call is reasoning.
 		if r := Parse(tc.text, false); len(r.Calls) != 0 || r.Content != tc.content {
 			t.Errorf("Parse(%q, false) = %+v", tc.text, r)
+		}
+	}
+}
+
+// tokens cuts a reply as a harmony tokenizer would, roughly: each marker
+// a token, the text between in pieces of up to 3 bytes.
+func tokens(text string) []string {
+	var out []string
+	for text != "" {
+		if m, ok := marker(text); ok {
+			out = append(out, m)
+			text = text[len(m):]
+			continue
+		}
+		n := min(3, len(text))
+		for _, m := range Markers {
+			if i := strings.Index(text[:n], m[:1]); i > 0 && strings.HasPrefix(text[i:], m) {
+				n = i
+			}
+		}
+		out = append(out, text[:n])
+		text = text[n:]
+	}
+	return out
+}
+
+// TestFeedToken: token by token, the tokens FeedToken calls content,
+// reasoning and arguments spell the reply's content, reasoning and calls'
+// arguments, and the markers are markup.
+func TestFeedToken(t *testing.T) {
+	for _, r := range replies {
+		for _, calls := range []bool{false, true} {
+			p := Parser{Calls: calls}
+			var by [4]strings.Builder
+			for _, tok := range tokens(r.text) {
+				_, k := p.FeedToken(tok)
+				if _, ok := marker(tok); ok && k != Markup {
+					t.Errorf("%s: marker %q is %v", r.name, tok, k)
+				}
+				by[k].WriteString(tok)
+			}
+			want := Parse(r.text, calls)
+			var args strings.Builder
+			for _, c := range want.Calls {
+				args.WriteString(c.Arguments)
+			}
+			if by[Content].String() != want.Content || by[Reasoning].String() != want.Reasoning || by[Arguments].String() != args.String() {
+				t.Errorf("%s (calls %v): content %q reasoning %q arguments %q; want %q %q %q", r.name, calls,
+					by[Content].String(), by[Reasoning].String(), by[Arguments].String(), want.Content, want.Reasoning, args.String())
+			}
 		}
 	}
 }

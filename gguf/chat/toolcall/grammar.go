@@ -1,7 +1,6 @@
 package toolcall
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/meshnode/meshnode/gguf/grammar"
@@ -33,16 +32,15 @@ func (e *SchemaError) Unwrap() error { return e.Err }
 // the call (of the tool named only, when only is not "", else of any of
 // tools), or several calls where parallel allows and the format has a
 // way to write them; each call's arguments match its tool's schema. The
-// calls are written as the model's template renders them.
+// calls are written as the model's template renders them. A harmony
+// model (gpt-oss) may first reason in an analysis message, as it would
+// unforced; its call is one message to functions.NAME, one a turn.
 //
 // A control token cannot be forced (the token mask only allows tokens
 // that spell text), so where the format opens its calls with one
 // (Mistral's [TOOL_CALLS], Granite's <|tool_call|>) the grammar starts
 // after it, and prefix is the text to feed the parser before the output.
 func Grammar(f Format, tools []Tool, only string, parallel bool) (g *grammar.Grammar, prefix string, err error) {
-	if f == Harmony {
-		return nil, "", errors.New("toolcall: harmony calls are not forced by a grammar")
-	}
 	b := grammar.NewBuilder()
 	var calls []grammar.Expr
 	for i, t := range tools {
@@ -57,6 +55,13 @@ func Grammar(f Format, tools []Tool, only string, parallel bool) (g *grammar.Gra
 		}
 		var call grammar.Expr
 		switch f {
+		case Harmony:
+			// The header as gpt-oss writes it (OpenAI's harmony guide):
+			// the recipient on the commentary channel, the arguments'
+			// content type optional.
+			call = grammar.Seq(grammar.Lit("<|channel|>commentary to=functions."+t.Name),
+				grammar.Alt(grammar.Lit(" <|constrain|>json"), grammar.Lit(" json"), grammar.Seq()),
+				grammar.Lit("<|message|>"), args)
 		case Hermes:
 			call = grammar.Seq(grammar.Lit("<tool_call>\n{\"name\": \""+t.Name+"\", \"arguments\": "), args, grammar.Lit("}\n</tool_call>"))
 		case Llama3:
@@ -71,8 +76,9 @@ func Grammar(f Format, tools []Tool, only string, parallel bool) (g *grammar.Gra
 	}
 	b.Define("call", grammar.Alt(calls...))
 	call := grammar.Ref("call")
-	// Llama 3.x's templates take one call per turn.
-	many := parallel && only == "" && f != Llama3
+	// Llama 3.x's templates take one call per turn, and a harmony turn
+	// ends with its call (<|call|>).
+	many := parallel && only == "" && f != Llama3 && f != Harmony
 	list := func(sep string) grammar.Expr {
 		if !many {
 			return call
@@ -85,6 +91,8 @@ func Grammar(f Format, tools []Tool, only string, parallel bool) (g *grammar.Gra
 		root = list("\n")
 	case Llama3:
 		root = call
+	case Harmony:
+		root = grammar.Seq(grammar.Opt(harmonyAnalysis()), call)
 	case Mistral:
 		root, prefix = grammar.Seq(grammar.Lit("["), list(", "), grammar.Lit("]")), "[TOOL_CALLS]"
 	case Granite:
@@ -98,4 +106,20 @@ func Grammar(f Format, tools []Tool, only string, parallel bool) (g *grammar.Gra
 		return nil, "", fmt.Errorf("toolcall: building the grammar: %w", err)
 	}
 	return g, prefix, nil
+}
+
+// harmonyAnalysis is a gpt-oss analysis message before its call: the
+// model reasons as it would unforced, then opens the assistant's next
+// message. Its text is any bytes but a marker's "<|" (a "<" is allowed
+// when no "|" follows; a run of them cannot end the text).
+func harmonyAnalysis() grammar.Expr {
+	var notLT, notLTPipe grammar.Class
+	notLT.Add(0, '<'-1)
+	notLT.Add('<'+1, 0xff)
+	notLTPipe.Add(0, '<'-1)
+	notLTPipe.Add('<'+1, '|'-1)
+	notLTPipe.Add('|'+1, 0xff)
+	text := grammar.Star(grammar.Alt(grammar.ClassOf(notLT),
+		grammar.Seq(grammar.Repeat(grammar.Lit("<"), 1, -1), grammar.ClassOf(notLTPipe))))
+	return grammar.Seq(grammar.Lit("<|channel|>analysis<|message|>"), text, grammar.Lit("<|end|><|start|>assistant"))
 }

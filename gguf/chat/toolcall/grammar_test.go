@@ -1,9 +1,11 @@
 package toolcall
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
 
+	"github.com/meshnode/meshnode/gguf/chat/harmony"
 	"github.com/meshnode/meshnode/gguf/grammar"
 )
 
@@ -90,5 +92,60 @@ func TestGrammar(t *testing.T) {
 	var ue *grammar.UnsupportedError
 	if !errors.As(err, &se) || se.Index != 1 || !errors.As(err, &ue) || ue.Keyword != "pattern" {
 		t.Errorf("unsupported keyword: %v", err)
+	}
+}
+
+// TestHarmonyGrammar: a forced harmony reply is an optional analysis
+// message, then one message to functions.NAME whose text is arguments of
+// the tool's schema, as gpt-oss writes it; package harmony's parser reads
+// what the grammar takes back as that one call, the reasoning apart.
+func TestHarmonyGrammar(t *testing.T) {
+	const call = `<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Oslo"}`
+	for _, tc := range []struct {
+		only           string
+		accept, reject []string
+	}{
+		{"", []string{
+			call,
+			"<|channel|>analysis<|message|>Need the weather; a < b, x<<y.\n<|end|><|start|>assistant" + call,
+			`<|channel|>commentary to=functions.now json<|message|>{}`,
+			`<|channel|>commentary to=functions.now<|message|>{"any": [1]}`,
+		}, []string{
+			"Sure.",
+			"<|channel|>final<|message|>It is sunny.",
+			`<|channel|>commentary to=functions.get_time <|constrain|>json<|message|>{}`,
+			`<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"days": 2}`,
+			// One call a turn: the model ends it with <|call|>.
+			call + "<|end|><|start|>assistant" + call,
+			// The analysis cannot hold a marker, nor end the reply.
+			"<|channel|>analysis<|message|>a<|channel|>final<|message|>b<|end|><|start|>assistant" + call,
+			"<|channel|>analysis<|message|>Thinking.",
+		}},
+		{"now", []string{`<|channel|>commentary to=functions.now <|constrain|>json<|message|>{}`},
+			[]string{call}},
+	} {
+		g, prefix, err := Grammar(Harmony, grammarTools, tc.only, true)
+		if err != nil || prefix != "" {
+			t.Fatalf("only %q: %v, prefix %q", tc.only, err, prefix)
+		}
+		for _, s := range tc.accept {
+			if !matches(t, g, s) {
+				t.Errorf("only %q rejects %q", tc.only, s)
+				continue
+			}
+			rep := harmony.Parse(s, true)
+			if rep.Content != "" || len(rep.Calls) != 1 || !json.Valid([]byte(rep.Calls[0].Arguments)) {
+				t.Errorf("%q parses to %+v", s, rep)
+			}
+		}
+		for _, s := range tc.reject {
+			if matches(t, g, s) {
+				t.Errorf("only %q takes %q", tc.only, s)
+			}
+		}
+	}
+	rep := harmony.Parse("<|channel|>analysis<|message|>Need it.<|end|><|start|>assistant"+call, true)
+	if rep.Reasoning != "Need it." || rep.Calls[0].Name != "get_weather" || rep.Calls[0].Arguments != `{"city": "Oslo"}` {
+		t.Errorf("parsed %+v", rep)
 	}
 }

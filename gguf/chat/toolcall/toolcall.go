@@ -19,7 +19,8 @@
 //   - Harmony: gpt-oss addresses a message to functions.NAME on its
 //     commentary channel, the arguments as its text; package harmony
 //     parses those replies (channels and calls), not this package's
-//     Parser, and no grammar forces them.
+//     Parser; Grammar forces one such call (after an optional analysis
+//     message).
 //   - Generic: a template that has no tools, or whose format is none of
 //     the above, gets chat's polyfill, which asks for {"tool_calls":
 //     [{"name", "arguments"}]} or a single {"name", "arguments"} object as

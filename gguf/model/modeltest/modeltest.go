@@ -180,6 +180,36 @@ type tensor struct {
 	typ       quant.Type
 }
 
+// HarmonyFirst is the first token id HarmonyVocab renames: within the
+// 2048 tokens a Fixture keeps.
+const HarmonyFirst = 1990
+
+// HarmonyVocab is vocab's metadata with the tokens from HarmonyFirst on
+// renamed to markers (harmony's: <|channel|>, <|message|>, ...), so that
+// a Fixture of gpt-oss generated from it has a harmony vocabulary, as
+// o200k_harmony has these tokens of its own: the tokenizer makes them
+// user-defined tokens or ends of generation by their text.
+func HarmonyVocab(vocab *gguf.Metadata, markers []string) (*gguf.Metadata, error) {
+	kvs := vocab.KVs()
+	for i, kv := range kvs {
+		if kv.Key != "tokenizer.ggml.tokens" {
+			continue
+		}
+		toks, ok := vocab.Strings(kv.Key)
+		if !ok || len(toks) < HarmonyFirst+len(markers) {
+			return nil, fmt.Errorf("modeltest: a vocabulary of %d tokens has no room for %d markers from %d", len(toks), len(markers), HarmonyFirst)
+		}
+		toks = slices.Clone(toks)
+		copy(toks[HarmonyFirst:], markers)
+		v, err := gguf.ValueOf(toks)
+		if err != nil {
+			return nil, err
+		}
+		kvs[i].Value = v
+	}
+	return gguf.NewMetadata(kvs)
+}
+
 // Generate writes the model s describes, its tokenizer copied from vocab
 // (the tokenizer.* keys of another model's metadata).
 func Generate(s Spec, vocab *gguf.Metadata) ([]byte, error) {
@@ -884,9 +914,12 @@ func Unsupported(arch string, be backend.Backend) string {
 	if arch != "gpt-oss" {
 		return ""
 	}
-	for _, f := range []backend.Feature{backend.AttentionSinks, backend.GLUSwiOAI} {
-		if !backend.Supports(be, f) {
-			return fmt.Sprintf("the %s backend has no attention sinks or clamped SwiGLU, which gpt-oss needs", be.Name())
+	for _, need := range []struct {
+		f    backend.Feature
+		what string
+	}{{backend.AttentionSinks, "attention sinks"}, {backend.GLUSwiOAI, "clamped SwiGLU (swiglu_oai)"}} {
+		if !backend.Supports(be, need.f) {
+			return fmt.Sprintf("the %s backend has no %s, which gpt-oss needs", be.Name(), need.what)
 		}
 	}
 	return ""

@@ -27,7 +27,7 @@ func BenchmarkSplitSpeculation(b *testing.B) {
 	vocab := ref.Config().VocabSize
 	line := ref.Tokenize("A man walks into a bar", true, false)
 	cont, _, err := serve(New(Config{Recipe: "fortunes", Vocab: vocab, Context: 256, Batch: 128, Tokens: noText{}},
-		startSplit(b, openFile(b), layouts["2 stages"], 128, 5, 0)), line, greedy(n, nil))
+		startSplit(b, openFile(b), layouts["2 stages"], 128, splitSeqs, 0)), line, greedy(n, nil))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -47,15 +47,18 @@ func benchSplit(b *testing.B, layout string, delay time.Duration, lookup bool, p
 	f := openFile(b)
 	be := cpu.New(cpu.Options{Threads: 1})
 	defer be.Close()
-	cfg := Config{Recipe: "fortunes", Fidelity: receipt.F1, Vocab: 32000, Context: 256, Batch: 128, Rows: 5, Tokens: noText{}}
+	cfg := Config{Recipe: "fortunes", Fidelity: receipt.F1, Vocab: 32000, Context: 256, Batch: 128, Tokens: noText{}}
 	if lookup {
-		d, err := spec.LoadDrafter(spec.DrafterConfig{Path: spec.DraftLookup, Max: 4}, f, cfg.Vocab, cfg.Context, be)
+		// The default window, up to 8 drafts: the stages answer 9 rows
+		// a step (LoadStage.Rows), though they hold the KV of
+		// splitSeqs requests.
+		d, err := spec.LoadDrafter(spec.DrafterConfig{Path: spec.DraftLookup}, f, cfg.Vocab, cfg.Context, be)
 		if err != nil {
 			b.Fatal(err)
 		}
 		cfg.Draft = d
 	}
-	e := New(cfg, startSplit(b, f, layouts[layout], 128, 5, delay))
+	e := New(cfg, startSplit(b, f, layouts[layout], 128, spec.DefaultMaxWindow+1, delay))
 	var tokens, proposed, accepted uint32
 	var decode time.Duration
 	for b.Loop() {

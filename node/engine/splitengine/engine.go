@@ -50,6 +50,9 @@ type Pipeline interface {
 	// reports for the serve's receipt.
 	Finish(ctx context.Context, request uint64, serve receipt.ContentID) (*engine.Split, error)
 	Close(ctx context.Context) error
+	// Rows is the most output rows one step may ask for: a window of k
+	// drafts takes k+1.
+	Rows() int
 }
 
 // Tokens is what the engine needs of the model's vocabulary.
@@ -70,9 +73,9 @@ type Config struct {
 	// Batch is the most tokens one step carries (the pipeline's batch;
 	// default model.DefaultBatch): a longer prompt goes in several.
 	Batch int
-	// Rows is the most logits rows one step may ask of the last stage
-	// (the pipeline's Seqs; default model.DefaultBatchSeqs): a window of
-	// k drafts takes k+1.
+	// Rows, if set, bounds the output rows one step asks of the last
+	// stage below what the pipeline computes (Pipeline.Rows, which is
+	// the bound otherwise): a window of k drafts takes k+1.
 	Rows int
 	// Draft, if set, is the proposer serves speculate with (on by
 	// default: engine.Speculation; a sampled request only when it names
@@ -107,6 +110,10 @@ type Engine struct {
 
 	mu sync.Mutex // one step at a time; guards p
 	p  Pipeline
+
+	// window, if set, sizes each serve's windows instead of the draft's
+	// adaptive Window: tests fix it to see full windows cross the stages.
+	window func() *spec.Window
 }
 
 // New returns an engine serving on p (nil: none yet; serves are refused
@@ -120,9 +127,6 @@ func New(cfg Config, p Pipeline) *Engine {
 	}
 	if cfg.Sessions <= 0 {
 		cfg.Sessions = 4
-	}
-	if cfg.Rows <= 0 {
-		cfg.Rows = model.DefaultBatchSeqs
 	}
 	e := &Engine{cfg: cfg, p: p, slots: make(chan struct{}, cfg.Sessions)}
 	if cfg.Tokens != nil {
@@ -165,6 +169,21 @@ func (e *Engine) drop(err error) {
 			e.cfg.Lost(lost, err)
 		}
 	}()
+}
+
+// Rows is the most output rows a step asks now (a window of k drafts
+// takes k+1): its pipeline's, within Config.Rows; 0 without one.
+func (e *Engine) Rows() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.p == nil {
+		return 0
+	}
+	n := e.p.Rows()
+	if e.cfg.Rows > 0 {
+		n = min(n, e.cfg.Rows)
+	}
+	return n
 }
 
 // Serving reports whether the engine has a pipeline.
@@ -309,6 +328,9 @@ func (e *Engine) decode(ctx context.Context, r *run, prompt []uint32, g gen, emi
 		}
 		defer release()
 		d.prop, d.win = prop, e.cfg.Draft.Window()
+		if e.window != nil {
+			d.win = e.window()
+		}
 	}
 	// A draft model takes in the prompt while the prompt travels the
 	// stages, so that its first round drafts at once.
@@ -439,7 +461,7 @@ func (d *decoder) eval(ctx context.Context, prompt, generated []uint32, left int
 	if d.prop != nil {
 		// The last token generated is never evaluated; the window fits
 		// the context, a step and the last stage's logits rows.
-		k = min(d.win.Size(), left-1, e.cfg.Context-d.held-1, e.cfg.Rows-1, e.cfg.Batch-1)
+		k = min(d.win.Size(), left-1, e.cfg.Context-d.held-1, d.r.rows()-1, e.cfg.Batch-1)
 	}
 	var drafts []spec.Draft
 	if k > 0 {
@@ -543,6 +565,21 @@ func (r *run) step(ctx context.Context, tokens []uint32, want stagewire.Output, 
 		return stage.Result{}, fmt.Errorf("%w: %w: %w", engine.ErrUnavailable, ErrLost, err)
 	}
 	return res[0], nil
+}
+
+// rows is the most output rows a step of the request may ask: what its
+// pipeline computes (which its last stage's node decides:
+// stage.Placement.LoadRows), within Config.Rows. Only the serve's own
+// goroutine sets r.p, after the prompt's first step.
+func (r *run) rows() int {
+	n := 1
+	if r.p != nil {
+		n = r.p.Rows()
+	}
+	if r.e.cfg.Rows > 0 {
+		n = min(n, r.e.cfg.Rows)
+	}
+	return n
 }
 
 // trim rewinds the request to its first n positions on every stage.

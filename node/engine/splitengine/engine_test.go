@@ -132,6 +132,9 @@ func argmax(x []float32) uint32 {
 
 func (w *whole) Close(ctx context.Context) error { w.closed.Store(true); return nil }
 
+// Rows: the whole model computes any window.
+func (w *whole) Rows() int { return 1 << 16 }
+
 // Finish forgets the request and reports the whole model as one stage's
 // part: there are no other stages to report.
 func (w *whole) Finish(ctx context.Context, request uint64, serve receipt.ContentID) (*engine.Split, error) {

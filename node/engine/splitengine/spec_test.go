@@ -126,6 +126,18 @@ func (l *delayed) Close() error {
 // taking delay to cross a link.
 func startSplit(t testing.TB, f *gguf.File, layout []model.LayerRange, batch, rows int, delay time.Duration) *stage.Pipeline {
 	t.Helper()
+	return startSplitWith(t, f, layout, batch, rows, true, delay)
+}
+
+// splitSeqs is the requests the test stages hold KV for, as a node's
+// are (node.splitSeqs), whatever their rows per step.
+const splitSeqs = 4
+
+// startSplitWith is startSplit whose last stage's node takes
+// LoadStage.Rows only if loadRows: without it (a node of before the
+// field) a step holds splitSeqs rows.
+func startSplitWith(t testing.TB, f *gguf.File, layout []model.LayerRange, batch, rows int, loadRows bool, delay time.Duration) *stage.Pipeline {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pn := &pipeNet{ctx: ctx, servers: map[identity.EndpointID]*stage.Server{}, delay: delay}
 	be := cpu.New(cpu.Options{Threads: 1})
@@ -142,7 +154,7 @@ func startSplit(t testing.TB, f *gguf.File, layout []model.LayerRange, batch, ro
 		if err != nil {
 			t.Fatal(err)
 		}
-		places = append(places, stage.Placement{Peer: k.ID(), Range: r})
+		places = append(places, stage.Placement{Peer: k.ID(), Range: r, LoadRows: loadRows || i < len(layout)-1})
 		if i > 0 {
 			sealer, err := receipt.NewSealer(k)
 			if err != nil {
@@ -156,7 +168,7 @@ func startSplit(t testing.TB, f *gguf.File, layout []model.LayerRange, batch, ro
 	sctx, scancel := context.WithTimeout(ctx, time.Minute)
 	defer scancel()
 	p, err := stage.Start(sctx, stage.PipelineConfig{File: f, Digest: [32]byte{1}, Self: places[0].Peer, Stages: places,
-		Context: 256, Batch: batch, Seqs: rows, Backend: be, Dial: pipeDialer{pn, places[0].Peer}})
+		Context: 256, Batch: batch, Seqs: splitSeqs, Rows: rows, Backend: be, Dial: pipeDialer{pn, places[0].Peer}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,18 +190,19 @@ var layouts = map[string][]model.LayerRange{
 	"3 stages": {{Lo: 0, Hi: 1}, {Lo: 1, Hi: 3}, {Lo: 3, Hi: 4}},
 }
 
-// drafts are the proposers tried: prompt lookup, and where the shared
-// models are, the built-in model's F16 (another quantisation of it) and
-// the trained 2-layer draft. The F16 keeps its windows full (no
-// threshold, a low cost), so that rejections, trims and stops inside a
-// window are many.
+// drafts are the proposers tried, each with the default window of at
+// most 8 drafts: prompt lookup, and where the shared models are, the
+// built-in model's F16 (another quantisation of it) and the trained
+// 2-layer draft. The F16 keeps its windows full (no threshold, a low
+// cost: its windows grow to 7 rows), so that rejections, trims and stops
+// inside a window are many.
 func drafts(t testing.TB) map[string]spec.DrafterConfig {
-	out := map[string]spec.DrafterConfig{"lookup": {Path: spec.DraftLookup, Max: 4}}
+	out := map[string]spec.DrafterConfig{"lookup": {Path: spec.DraftLookup}}
 	if p := filepath.Join(sharedModels, "meshnode-fortunes-f16.gguf"); exists(p) {
-		out["f16"] = spec.DrafterConfig{Path: p, Max: 4, Cost: 0.05, Threshold: -1}
+		out["f16"] = spec.DrafterConfig{Path: p, Cost: 0.01, Threshold: -1}
 	}
 	if p := filepath.Join(sharedModels, "meshnode-fortunes-draft-q8_0.gguf"); exists(p) {
-		out["fortunes-draft"] = spec.DrafterConfig{Path: p, Max: 4, Cost: 0.1}
+		out["fortunes-draft"] = spec.DrafterConfig{Path: p, Cost: 0.1}
 	}
 	if len(out) == 1 {
 		t.Logf("no shared models in %s: prompt lookup only", sharedModels)
@@ -203,9 +216,16 @@ func exists(p string) bool {
 }
 
 // specEngine serves the built-in model split by layout, speculating with
-// dc, on a pipeline whose steps hold 5 rows (4 drafts and the last
-// token).
+// dc, on a pipeline whose steps hold 9 rows (8 drafts and the last
+// token) on stages sized for splitSeqs requests.
 func specEngine(t testing.TB, ref *ggufengine.Model, layout []model.LayerRange, dc spec.DrafterConfig) (*Engine, *trimCounter) {
+	t.Helper()
+	return specEngineWith(t, ref, layout, dc, true)
+}
+
+// specEngineWith is specEngine whose last stage's node takes
+// LoadStage.Rows only if loadRows.
+func specEngineWith(t testing.TB, ref *ggufengine.Model, layout []model.LayerRange, dc spec.DrafterConfig, loadRows bool) (*Engine, *trimCounter) {
 	t.Helper()
 	f := openFile(t)
 	be := cpu.New(cpu.Options{Threads: 1})
@@ -215,18 +235,26 @@ func specEngine(t testing.TB, ref *ggufengine.Model, layout []model.LayerRange, 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close() })
-	tc := &trimCounter{Pipeline: startSplit(t, f, layout, 16, 5, 0)}
+	tc := &trimCounter{Pipeline: startSplitWith(t, f, layout, 16, spec.DefaultMaxWindow+1, loadRows, 0)}
 	w, _ := ref.Engine().Weights()
 	e := New(Config{Recipe: "fortunes", Fidelity: receipt.F1, UJPerToken: 250, Weights: w,
-		Vocab: ref.Config().VocabSize, Context: 256, Batch: 16, Rows: 5, Draft: d, Tokens: ref.Tokenizer()}, tc)
+		Vocab: ref.Config().VocabSize, Context: 256, Batch: 16, Draft: d, Tokens: ref.Tokenizer()}, tc)
 	return e, tc
 }
 
 // trimCounter counts the trims of rejected drafts (not the forgetting
-// of a request, a trim to 0).
+// of a request, a trim to 0), and the most rows a step asked for.
 type trimCounter struct {
 	*stage.Pipeline
-	trims int
+	trims   int
+	maxRows int
+}
+
+func (c *trimCounter) Step(ctx context.Context, seqs []stage.Seq) ([]stage.Result, error) {
+	for _, q := range seqs {
+		c.maxRows = max(c.maxRows, q.Rows)
+	}
+	return c.Pipeline.Step(ctx, seqs)
 }
 
 func (c *trimCounter) Trim(ctx context.Context, request uint64, n int) error {
@@ -301,7 +329,88 @@ func TestSpeculativeGreedyMatchesPlain(t *testing.T) {
 			if accepted < proposed && tc.trims == 0 {
 				t.Errorf("%s, %s: %d of %d drafts rejected, and no trim", dname, lname, proposed-accepted, proposed)
 			}
-			t.Logf("%s, %s: %d of %d drafts accepted, %d trims", dname, lname, accepted, proposed, tc.trims)
+			// The F16's windows, sized by its acceptance, grow past
+			// the splitSeqs rows the stages hold requests for (the
+			// old cap), within the 8 drafts of the default window.
+			if tc.maxRows > spec.DefaultMaxWindow+1 || dname == "f16" && tc.maxRows <= splitSeqs {
+				t.Errorf("%s, %s: the largest window had %d rows", dname, lname, tc.maxRows)
+			}
+			t.Logf("%s, %s: %d of %d drafts accepted, %d trims, windows of up to %d rows", dname, lname, accepted, proposed, tc.trims, tc.maxRows)
+		}
+	}
+}
+
+// TestSpeculativeWindowsOf8: windows fixed at the default most drafts,
+// 8 — 9 rows a step on stages that hold the KV of splitSeqs requests —
+// cross 2 and 3 stages and give the whole model's plain greedy output,
+// with and without a penalty (which needs the rows' logits).
+func TestSpeculativeWindowsOf8(t *testing.T) {
+	ref, _ := setup(t)
+	prompts := specPrompts(t, ref)
+	for dname, dc := range drafts(t) {
+		if dname == "fortunes-draft" {
+			continue // its threshold declines most of a window
+		}
+		for lname, layout := range layouts {
+			e, tc := specEngine(t, ref, layout, dc)
+			e.window = func() *spec.Window { return spec.Fixed(spec.DefaultMaxWindow) }
+			for _, s := range []*receipt.Sampling{nil, {RepeatPenaltyE6: 1_300_000}} {
+				for _, prompt := range prompts {
+					want, _, err := serve(ref.Engine(), prompt, greedy(40, s))
+					if err != nil {
+						t.Fatal(err)
+					}
+					got, _, err := serve(e, prompt, greedy(40, s))
+					if err != nil {
+						t.Fatalf("%s, %s: %v", dname, lname, err)
+					}
+					if !slices.Equal(got, want) {
+						t.Fatalf("%s, %s, %+v: speculative %v, plain %v", dname, lname, s, got, want)
+					}
+				}
+			}
+			if tc.maxRows != spec.DefaultMaxWindow+1 {
+				t.Errorf("%s, %s: the largest window had %d rows, want %d", dname, lname, tc.maxRows, spec.DefaultMaxWindow+1)
+			}
+		}
+	}
+}
+
+// TestSpeculativeOlderLastStage: where the last stage's node predates
+// LoadStage.Rows (it is sent LoadStage without the field), the split
+// model is still served, speculating with windows held to the stages'
+// splitSeqs rows (3 drafts), and its greedy output is still plain
+// greedy decoding's.
+func TestSpeculativeOlderLastStage(t *testing.T) {
+	ref, _ := setup(t)
+	prompts := specPrompts(t, ref)
+	for dname, dc := range drafts(t) {
+		if dname == "fortunes-draft" {
+			continue // f16 fills its windows; lookup costs nothing
+		}
+		for lname, layout := range layouts {
+			e, tc := specEngineWith(t, ref, layout, dc, false)
+			if r := e.Rows(); r != splitSeqs {
+				t.Fatalf("%s, %s: steps of %d rows through an older last stage, want %d", dname, lname, r, splitSeqs)
+			}
+			var proposed uint32
+			for _, prompt := range prompts {
+				want, _, err := serve(ref.Engine(), prompt, greedy(40, nil))
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, out, err := serve(e, prompt, greedy(40, nil))
+				if err != nil {
+					t.Fatalf("%s, %s: %v", dname, lname, err)
+				}
+				if !slices.Equal(got, want) {
+					t.Fatalf("%s, %s: speculative %v, plain %v", dname, lname, got, want)
+				}
+				proposed += out.SpecProposed
+			}
+			if proposed == 0 || tc.maxRows > splitSeqs || dname == "f16" && tc.maxRows != splitSeqs {
+				t.Errorf("%s, %s: %d drafts proposed, windows of up to %d rows (want up to %d)", dname, lname, proposed, tc.maxRows, splitSeqs)
+			}
 		}
 	}
 }
@@ -439,8 +548,8 @@ func TestSpeculativeFixtures(t *testing.T) {
 		}
 		s.Close()
 		for dname, dc := range map[string]spec.DrafterConfig{
-			"lookup": {Path: spec.DraftLookup, Max: 4},
-			"Q4_0":   {Path: paths["Q4_0"], Max: 4, Cost: 0.05, Threshold: -1},
+			"lookup": {Path: spec.DraftLookup},
+			"Q4_0":   {Path: paths["Q4_0"], Cost: 0.05, Threshold: -1},
 		} {
 			d, err := spec.LoadDrafter(dc, f, vocab, 256, be)
 			if err != nil {
@@ -448,8 +557,8 @@ func TestSpeculativeFixtures(t *testing.T) {
 			}
 			defer d.Close()
 			for lname, layout := range layouts {
-				e := New(Config{Recipe: arch, Fidelity: receipt.F1, Vocab: vocab, Context: 256, Batch: 16, Rows: 5,
-					Draft: d, Tokens: noText{}}, startSplit(t, f, layout, 16, 5, 0))
+				e := New(Config{Recipe: arch, Fidelity: receipt.F1, Vocab: vocab, Context: 256, Batch: 16,
+					Draft: d, Tokens: noText{}}, startSplit(t, f, layout, 16, spec.DefaultMaxWindow+1, 0))
 				got, out, err := serve(e, prompt, greedy(n, nil))
 				if err != nil {
 					t.Fatalf("%s, %s, %s: %v", arch, dname, lname, err)

@@ -172,7 +172,7 @@ func appendFile(dst []byte, msg string, f *File) ([]byte, error) {
 
 func (m *Listing) appendBody(dst []byte) ([]byte, error) {
 	if len(m.Files) > MaxFiles {
-		return nil, invalid("Listing", "n", "%d files, limit %d", len(m.Files), MaxFiles)
+		return nil, wire.Invalid("Listing", "n", "%d files, limit %d", len(m.Files), MaxFiles)
 	}
 	dst = binary.LittleEndian.AppendUint16(dst, uint16(len(m.Files)))
 	var err error
@@ -186,7 +186,7 @@ func (m *Listing) appendBody(dst []byte) ([]byte, error) {
 
 func (m *Header) appendBody(dst []byte) ([]byte, error) {
 	if m.Offset > m.File.Size {
-		return nil, invalid("Header", "offset", "%d past the size %d", m.Offset, m.File.Size)
+		return nil, wire.Invalid("Header", "offset", "%d past the size %d", m.Offset, m.File.Size)
 	}
 	dst, err := appendFile(dst, "Header", &m.File)
 	if err != nil {
@@ -197,10 +197,10 @@ func (m *Header) appendBody(dst []byte) ([]byte, error) {
 
 func (m *Error) appendBody(dst []byte) ([]byte, error) {
 	if m.Code == 0 {
-		return nil, invalid("Error", "code", "zero")
+		return nil, wire.Invalid("Error", "code", "zero")
 	}
 	if len(m.Text) > MaxErrorText || !utf8.ValidString(m.Text) {
-		return nil, invalid("Error", "text", "%d bytes, limit %d, UTF-8", len(m.Text), MaxErrorText)
+		return nil, wire.Invalid("Error", "text", "%d bytes, limit %d, UTF-8", len(m.Text), MaxErrorText)
 	}
 	dst = binary.LittleEndian.AppendUint16(dst, m.Code)
 	dst = binary.LittleEndian.AppendUint16(dst, uint16(len(m.Text)))
@@ -211,14 +211,14 @@ func (m *Error) appendBody(dst []byte) ([]byte, error) {
 // 1 to MaxName bytes of UTF-8, no path, not hidden, no control bytes.
 func checkName(msg, name string) error {
 	if name == "" || len(name) > MaxName {
-		return invalid(msg, "name", "%d bytes, want 1 to %d", len(name), MaxName)
+		return wire.Invalid(msg, "name", "%d bytes, want 1 to %d", len(name), MaxName)
 	}
 	if !utf8.ValidString(name) || name[0] == '.' {
-		return invalid(msg, "name", "%q is not a plain file name", name)
+		return wire.Invalid(msg, "name", "%q is not a plain file name", name)
 	}
 	for _, c := range []byte(name) {
 		if c < 0x20 || c == 0x7f || c == '/' || c == '\\' {
-			return invalid(msg, "name", "%q is not a plain file name", name)
+			return wire.Invalid(msg, "name", "%q is not a plain file name", name)
 		}
 	}
 	return nil
@@ -262,28 +262,28 @@ func ParseBody(body []byte) (Message, error) {
 		return nil, &wire.FrameError{Kind: wire.ErrInvalidMessage, Field: "kind", Reason: "empty body"}
 	}
 	k := Kind(body[0])
-	r := &reader{b: body, off: 1, msg: k.String()}
+	r := &reader{wire.NewBodyReader(body, 1, k.String())}
 	var m Message
 	switch k {
 	case KindGet:
 		g := &Get{}
-		switch by := r.u8("by"); by {
+		switch by := r.U8("by"); by {
 		case byName:
 			g.Name = r.name()
 		case byWeights:
-			copy(g.Weights[:], r.take("weights", 32))
+			copy(g.Weights[:], r.Take("weights", 32))
 		default:
-			if r.err == nil {
-				r.fail("by", "%d, want 1 (name) or 2 (weights digest)", by)
+			if r.Err() == nil {
+				r.Fail("by", "%d, want 1 (name) or 2 (weights digest)", by)
 			}
 		}
-		g.Offset = r.u64("offset")
+		g.Offset = r.U64("offset")
 		m = g
 	case KindList:
 		m = &List{}
 	case KindListing:
 		l := &Listing{}
-		n := r.count("n", MaxFiles, 1+1+8+64)
+		n := r.Count("n", 2, MaxFiles, 1+1+8+64)
 		if n > 0 {
 			l.Files = make([]File, n)
 		}
@@ -293,34 +293,31 @@ func ParseBody(body []byte) (Message, error) {
 		m = l
 	case KindHeader:
 		h := &Header{File: r.file()}
-		h.Offset = r.u64("offset")
-		if r.err == nil && h.Offset > h.File.Size {
-			r.fail("offset", "%d past the size %d", h.Offset, h.File.Size)
+		h.Offset = r.U64("offset")
+		if r.Err() == nil && h.Offset > h.File.Size {
+			r.Fail("offset", "%d past the size %d", h.Offset, h.File.Size)
 		}
 		m = h
 	case KindError:
-		e := &Error{Code: r.u16("code")}
-		if r.err == nil && e.Code == 0 {
-			r.fail("code", "zero")
+		e := &Error{Code: r.U16("code")}
+		if r.Err() == nil && e.Code == 0 {
+			r.Fail("code", "zero")
 		}
-		n := r.u16("length")
-		if r.err == nil && n > MaxErrorText {
-			r.fail("length", "%d, limit %d", n, MaxErrorText)
+		n := r.U16("length")
+		if r.Err() == nil && n > MaxErrorText {
+			r.Fail("length", "%d, limit %d", n, MaxErrorText)
 		}
-		text := r.take("text", int(n))
-		if r.err == nil && !utf8.Valid(text) {
-			r.fail("text", "not UTF-8")
+		text := r.Take("text", uint64(n))
+		if r.Err() == nil && !utf8.Valid(text) {
+			r.Fail("text", "not UTF-8")
 		}
 		e.Text = string(text)
 		m = e
 	default:
 		return nil, &wire.FrameError{Kind: wire.ErrInvalidMessage, Field: "kind", Reason: fmt.Sprintf("unknown %v", k)}
 	}
-	if r.err == nil && r.off != len(r.b) {
-		r.fail("", "%d bytes after the last field", len(r.b)-r.off)
-	}
-	if r.err != nil {
-		return nil, r.err
+	if err := r.End(); err != nil {
+		return nil, err
 	}
 	return m, nil
 }
@@ -344,92 +341,25 @@ func Write(ctx context.Context, w io.Writer, m Message) error {
 	return wire.WriteEncoded(ctx, w, b)
 }
 
-// reader decodes a body's fields; the first failure sticks.
-type reader struct {
-	b   []byte
-	off int
-	msg string
-	err error
-}
-
-func (r *reader) fail(field, format string, args ...any) {
-	if r.err == nil {
-		r.err = invalid(r.msg, field, format, args...)
-	}
-}
-
-func (r *reader) take(field string, n int) []byte {
-	if r.err != nil {
-		return nil
-	}
-	if left := len(r.b) - r.off; n > left {
-		r.fail(field, "needs %d bytes, %d left in the body", n, left)
-		return nil
-	}
-	out := r.b[r.off : r.off+n]
-	r.off += n
-	return out
-}
-
-func (r *reader) u8(field string) uint8 {
-	if b := r.take(field, 1); b != nil {
-		return b[0]
-	}
-	return 0
-}
-
-func (r *reader) u16(field string) uint16 {
-	if b := r.take(field, 2); b != nil {
-		return binary.LittleEndian.Uint16(b)
-	}
-	return 0
-}
-
-func (r *reader) u64(field string) uint64 {
-	if b := r.take(field, 8); b != nil {
-		return binary.LittleEndian.Uint64(b)
-	}
-	return 0
-}
+// reader is the shared body reader with this protocol's compound fields.
+type reader struct{ wire.BodyReader }
 
 func (r *reader) name() string {
-	n := int(r.u8("name length"))
-	b := r.take("name", n)
-	if r.err != nil {
+	n := r.U8("name length")
+	b := r.Take("name", uint64(n))
+	if r.Err() != nil {
 		return ""
 	}
-	if err := checkName(r.msg, string(b)); err != nil {
-		r.err = err
+	if err := checkName(r.Msg(), string(b)); err != nil {
+		r.Check(err)
 		return ""
 	}
 	return string(b)
 }
 
 func (r *reader) file() File {
-	f := File{Name: r.name(), Size: r.u64("size")}
-	copy(f.SHA256[:], r.take("sha256", 32))
-	copy(f.Weights[:], r.take("weights", 32))
+	f := File{Name: r.name(), Size: r.U64("size")}
+	copy(f.SHA256[:], r.Take("sha256", 32))
+	copy(f.Weights[:], r.Take("weights", 32))
 	return f
-}
-
-// count reads a u16 count and checks it against max and the bytes left
-// at least per bytes each, before the caller allocates for it.
-func (r *reader) count(field string, max, per int) int {
-	n := int(r.u16(field))
-	if r.err != nil {
-		return 0
-	}
-	if n > max {
-		r.fail(field, "%d, limit %d", n, max)
-		return 0
-	}
-	if left := len(r.b) - r.off; n*per > left {
-		r.fail(field, "%d entries of at least %d bytes, %d bytes left", n, per, left)
-		return 0
-	}
-	return n
-}
-
-func invalid(msg, field, format string, args ...any) error {
-	return &wire.FrameError{Kind: wire.ErrInvalidMessage, Message: msg, Field: field, Reason: fmt.Sprintf(format, args...)}
 }

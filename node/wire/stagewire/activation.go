@@ -3,6 +3,8 @@ package stagewire
 import (
 	"fmt"
 	"strconv"
+
+	"github.com/meshnode/meshnode/node/wire"
 )
 
 // DType is what an Activation's data holds.
@@ -148,22 +150,22 @@ const maxFrameBody = 8 << 20
 func (m *Activation) check() error {
 	const msg = "Activation"
 	if m.Stage == 0 {
-		return invalid(msg, "stage", "zero")
+		return wire.Invalid(msg, "stage", "zero")
 	}
 	switch m.DType {
 	case DTypeTokens:
 		if m.Width != 0 {
-			return invalid(msg, "width", "%d with token ids, want 0", m.Width)
+			return wire.Invalid(msg, "width", "%d with token ids, want 0", m.Width)
 		}
 	case DTypeF32, DTypeF16:
 		if m.Width == 0 || m.Width > MaxWidth {
-			return invalid(msg, "width", "%d, want 1 … %d", m.Width, MaxWidth)
+			return wire.Invalid(msg, "width", "%d, want 1 … %d", m.Width, MaxWidth)
 		}
 	default:
-		return invalid(msg, "dtype", "unknown %v", m.DType)
+		return wire.Invalid(msg, "dtype", "unknown %v", m.DType)
 	}
 	if len(m.Seqs) == 0 || len(m.Seqs) > MaxSeqs {
-		return invalid(msg, "seqs", "%d, want 1 … %d", len(m.Seqs), MaxSeqs)
+		return wire.Invalid(msg, "seqs", "%d, want 1 … %d", len(m.Seqs), MaxSeqs)
 	}
 	seen := make(map[uint64]struct{}, len(m.Seqs))
 	tokenRows := 0
@@ -171,25 +173,25 @@ func (m *Activation) check() error {
 		field := "seqs[" + strconv.Itoa(i) + "]"
 		switch {
 		case s.Request == 0:
-			return invalid(msg, field+".request", "zero")
+			return wire.Invalid(msg, field+".request", "zero")
 		case s.Count == 0:
-			return invalid(msg, field+".count", "zero")
+			return wire.Invalid(msg, field+".count", "zero")
 		case uint64(s.Start)+uint64(s.Count) > MaxPosition:
-			return invalid(msg, field, "positions %d + %d past %d", s.Start, s.Count, MaxPosition)
+			return wire.Invalid(msg, field, "positions %d + %d past %d", s.Start, s.Count, MaxPosition)
 		case s.Out > OutLogits:
-			return invalid(msg, field+".out", "unknown output %d", s.Out)
+			return wire.Invalid(msg, field+".out", "unknown output %d", s.Out)
 		case s.Rows > s.Count:
-			return invalid(msg, field+".rows", "%d of %d positions", s.Rows, s.Count)
+			return wire.Invalid(msg, field+".rows", "%d of %d positions", s.Rows, s.Count)
 		case s.Rows > 1 && s.Out == OutNone:
-			return invalid(msg, field+".rows", "%d with no output", s.Rows)
+			return wire.Invalid(msg, field+".rows", "%d with no output", s.Rows)
 		}
 		if s.Out == OutToken {
 			if tokenRows += s.OutRows(); tokenRows > MaxTokenRows {
-				return invalid(msg, field+".rows", "more than %d token rows in one step", MaxTokenRows)
+				return wire.Invalid(msg, field+".rows", "more than %d token rows in one step", MaxTokenRows)
 			}
 		}
 		if _, dup := seen[s.Request]; dup {
-			return invalid(msg, field+".request", "%d named twice", s.Request)
+			return wire.Invalid(msg, field+".request", "%d named twice", s.Request)
 		}
 		seen[s.Request] = struct{}{}
 	}
@@ -216,14 +218,14 @@ func (m *Activation) appendBody(dst []byte) ([]byte, error) {
 	have := map[DType]int{DTypeTokens: len(m.Tokens), DTypeF32: len(m.F32), DTypeF16: len(m.F16)}
 	for t, n := range have {
 		if t != m.DType && n != 0 {
-			return dst, invalid("Activation", t.String(), "%d elements in an activation of %v", n, m.DType)
+			return dst, wire.Invalid("Activation", t.String(), "%d elements in an activation of %v", n, m.DType)
 		}
 	}
 	if uint64(have[m.DType]) != want {
-		return dst, invalid("Activation", m.DType.String(), "%d elements, the sequences declare %d", have[m.DType], want)
+		return dst, wire.Invalid("Activation", m.DType.String(), "%d elements, the sequences declare %d", have[m.DType], want)
 	}
 	if want*m.DType.size() > maxFrameBody {
-		return dst, invalid("Activation", m.DType.String(), "%d elements cannot fit a frame (MaxPositions)", want)
+		return dst, wire.Invalid("Activation", m.DType.String(), "%d elements cannot fit a frame (MaxPositions)", want)
 	}
 	dst = le.AppendUint64(dst, m.Stage)
 	dst = append(dst, byte(m.DType))
@@ -256,32 +258,32 @@ func (m *Activation) appendBody(dst []byte) ([]byte, error) {
 }
 
 func parseActivation(r *reader) Message {
-	m := &Activation{Stage: r.u64("stage"), DType: DType(r.u8("dtype")), Width: r.u32("width")}
-	n := r.count("seqs", 2, MaxSeqs, actSeqBytes)
+	m := &Activation{Stage: r.U64("stage"), DType: DType(r.U8("dtype")), Width: r.U32("width")}
+	n := r.Count("seqs", 2, MaxSeqs, actSeqBytes)
 	if n > 0 {
 		m.Seqs = make([]ActSeq, n)
 	}
 	for i := range m.Seqs {
-		q := ActSeq{Request: r.u64("request"), Start: r.u32("start"), Count: r.u32("count"), Out: Output(r.u8("out"))}
+		q := ActSeq{Request: r.U64("request"), Start: r.U32("start"), Count: r.U32("count"), Out: Output(r.U8("out"))}
 		if q.Out&outRowsFlag != 0 {
 			q.Out &^= outRowsFlag
 			// A row count of 0 or 1 has the short form: one encoding.
-			if q.Rows = r.u32("rows"); q.Rows < 2 && r.err == nil {
-				r.fail("rows", "%d with the row count flag, want ≥ 2", q.Rows)
+			if q.Rows = r.U32("rows"); q.Rows < 2 && r.Err() == nil {
+				r.Fail("rows", "%d with the row count flag, want ≥ 2", q.Rows)
 			}
 		}
 		m.Seqs[i] = q
 	}
-	if r.err != nil {
+	if r.Err() != nil {
 		return m
 	}
-	if r.err = m.check(); r.err != nil {
+	if r.Check(m.check()); r.Err() != nil {
 		return m
 	}
 	// The data's length follows from the sequences; checked against what
 	// is left before it is allocated.
 	elems := m.elems()
-	data := r.take(m.DType.String(), elems*m.DType.size())
+	data := r.Take(m.DType.String(), elems*m.DType.size())
 	if data == nil {
 		return m
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -99,6 +100,8 @@ func TestRefuseToEncode(t *testing.T) {
 		{"too many seqs", ls(func(l *LoadStage) { l.Seqs = MaxSeqs + 1 }), "seqs"},
 		{"a next node without its stage", ls(func(l *LoadStage) { l.NextStage = 0 }), "next_stage"},
 		{"a next stage without its node", ls(func(l *LoadStage) { l.Next = [32]byte{} }), "next_stage"},
+		{"rows as many as seqs", ls(func(l *LoadStage) { l.Rows = l.Seqs }), "rows"},
+		{"rows fewer than seqs", ls(func(l *LoadStage) { l.Rows = l.Seqs - 1 }), "rows"},
 		{"ready without a stage", &Ready{Lo: 0, Hi: 1}, "stage"},
 		{"stop without a stage", &Stop{}, "stage"},
 		{"trim without a request", &Trim{Stage: 1}, "request"},
@@ -256,6 +259,17 @@ func TestRefuseToParse(t *testing.T) {
 			return b[:1+18]
 		}(), wire.ErrInvalidMessage, "envelope"},
 		{"a finish for the zero serve", append(body(sampleFinish())[:17], make([]byte, 32)...), wire.ErrInvalidMessage, "serve"},
+		{"load rows of 0 in the long form", append(body(sampleLoadStage()), 0, 0), wire.ErrInvalidMessage, "rows"},
+		{"load rows no more than seqs", func() []byte {
+			b := body(sampleLoadStageRows())
+			le.PutUint16(b[len(b)-2:], 8) // seqs is 8
+			return b
+		}(), wire.ErrInvalidMessage, "rows"},
+		{"load rows cut short", func() []byte {
+			b := body(sampleLoadStageRows())
+			return b[:len(b)-1]
+		}(), wire.ErrInvalidMessage, "rows"},
+		{"a byte after load rows", append(body(sampleLoadStageRows()), 0), wire.ErrInvalidMessage, ""},
 		{"a row count of 1 in the long form", func() []byte {
 			b := body(sampleWindow())
 			le.PutUint32(b[seqCount+2+17:], 1) // seqs[0].rows
@@ -289,6 +303,40 @@ func TestRefuseToParse(t *testing.T) {
 	b, _ := Append(nil, sampleF32())
 	if _, _, err := Parse(b[:len(b)-1]); !errors.Is(err, wire.ErrTruncated) {
 		t.Errorf("a frame cut short: %v, want ErrTruncated", err)
+	}
+}
+
+// TestLoadStageRows: a LoadStage without Rows is byte for byte the
+// message of before the field (what a node that does not advertise
+// FeatureLoadRows parses), Rows adds exactly its two bytes at the end,
+// and StepRows is Rows, else Seqs. Every node now advertises the field.
+func TestLoadStageRows(t *testing.T) {
+	short, err := Append(nil, sampleLoadStage())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The layout of before: kind, stage, model, lo, hi, context, batch,
+	// seqs, kv, out, next, next_stage, prev, head.
+	const old = 1 + 8 + 32 + 4 + 4 + 4 + 4 + 2 + 1 + 1 + 32 + 8 + 32 + 32
+	if len(short) != 4+old {
+		t.Fatalf("a LoadStage without rows is %d bytes, the message of before %d", len(short)-4, old)
+	}
+	long, err := Append(nil, sampleLoadStageRows())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(long) != len(short)+2 || !bytes.Equal(long[4:len(short)], short[4:]) || le.Uint16(long[len(long)-2:]) != 9 {
+		t.Fatalf("with rows 9:\n%x\nwithout:\n%x", long, short)
+	}
+	if r := sampleLoadStage().StepRows(); r != 8 {
+		t.Errorf("StepRows without rows: %d, want seqs (8)", r)
+	}
+	if r := sampleLoadStageRows().StepRows(); r != 9 {
+		t.Errorf("StepRows with rows 9: %d", r)
+	}
+	adv := Advertisement().GetFeatures()
+	if !slices.Contains(adv, FeatureLoadRows) || !slices.Contains(adv, FeatureRows) {
+		t.Errorf("advertised features %v", adv)
 	}
 }
 

@@ -1,6 +1,10 @@
 package stagewire
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/meshnode/meshnode/node/wire"
+)
 
 // MaxLayers bounds a layer range's ends.
 const MaxLayers = 4096
@@ -44,6 +48,24 @@ type LoadStage struct {
 	Next       [32]byte
 	NextStage  uint64
 	Prev, Head [32]byte
+	// Rows, when not 0, is the most output rows a step may ask of the
+	// stage (ActSeq.OutRows over its sequences; a speculative window of
+	// k drafts takes k+1), Seqs < Rows: the last stage computes that
+	// many logits rows per step while Seqs still counts the requests
+	// whose KV it holds. 0 (the short form, with no field on the wire)
+	// is Seqs rows, as before the field. It goes only to a node that
+	// advertises FeatureLoadRows: an older one refuses it as bytes after
+	// the last field.
+	Rows uint16
+}
+
+// StepRows is the most output rows a step may ask of the stage: Rows,
+// or Seqs where Rows is 0.
+func (m *LoadStage) StepRows() int {
+	if m.Rows != 0 {
+		return int(m.Rows)
+	}
+	return int(m.Seqs)
 }
 
 // Kind is KindLoadStage.
@@ -53,21 +75,24 @@ func (m *LoadStage) check() error {
 	const msg = "LoadStage"
 	switch {
 	case m.Stage == 0:
-		return invalid(msg, "stage", "zero")
+		return wire.Invalid(msg, "stage", "zero")
 	case m.Lo >= m.Hi || m.Hi > MaxLayers:
-		return invalid(msg, "layers", "[%d, %d), want lo < hi ≤ %d", m.Lo, m.Hi, MaxLayers)
+		return wire.Invalid(msg, "layers", "[%d, %d), want lo < hi ≤ %d", m.Lo, m.Hi, MaxLayers)
 	case m.Context == 0 || m.Context > MaxPosition:
-		return invalid(msg, "context", "%d, want 1 … %d", m.Context, MaxPosition)
+		return wire.Invalid(msg, "context", "%d, want 1 … %d", m.Context, MaxPosition)
 	case m.Batch == 0 || m.Batch > MaxPosition:
-		return invalid(msg, "batch", "%d, want 1 … %d", m.Batch, MaxPosition)
+		return wire.Invalid(msg, "batch", "%d, want 1 … %d", m.Batch, MaxPosition)
 	case m.Seqs == 0 || m.Seqs > MaxSeqs:
-		return invalid(msg, "seqs", "%d, want 1 … %d", m.Seqs, MaxSeqs)
+		return wire.Invalid(msg, "seqs", "%d, want 1 … %d", m.Seqs, MaxSeqs)
 	case m.KV > KVF32:
-		return invalid(msg, "kv", "unknown type %d", m.KV)
+		return wire.Invalid(msg, "kv", "unknown type %d", m.KV)
 	case m.Out != DTypeF32 && m.Out != DTypeF16:
-		return invalid(msg, "out", "%v, want f32 or f16", m.Out)
+		return wire.Invalid(msg, "out", "%v, want f32 or f16", m.Out)
 	case (m.Next == [32]byte{}) != (m.NextStage == 0):
-		return invalid(msg, "next_stage", "%d with next %x…: both set, or neither (the last stage)", m.NextStage, m.Next[:4])
+		return wire.Invalid(msg, "next_stage", "%d with next %x…: both set, or neither (the last stage)", m.NextStage, m.Next[:4])
+	case m.Rows != 0 && m.Rows <= m.Seqs:
+		// Rows equal to Seqs has only the short form: one encoding.
+		return wire.Invalid(msg, "rows", "%d, want 0 (as many as seqs) or more than seqs (%d)", m.Rows, m.Seqs)
 	}
 	return nil
 }
@@ -87,17 +112,25 @@ func (m *LoadStage) appendBody(dst []byte) ([]byte, error) {
 	dst = append(dst, m.Next[:]...)
 	dst = le.AppendUint64(dst, m.NextStage)
 	dst = append(dst, m.Prev[:]...)
-	return append(dst, m.Head[:]...), nil
+	dst = append(dst, m.Head[:]...)
+	if m.Rows != 0 {
+		dst = le.AppendUint16(dst, m.Rows)
+	}
+	return dst, nil
 }
 
 func parseLoadStage(r *reader) Message {
-	m := &LoadStage{Stage: r.u64("stage"), Model: r.id("model"), Lo: r.u32("lo"), Hi: r.u32("hi"),
-		Context: r.u32("context"), Batch: r.u32("batch"), Seqs: r.u16("seqs"),
-		KV: KVType(r.u8("kv")), Out: DType(r.u8("out")), Next: r.id("next"), NextStage: r.u64("next_stage"),
+	m := &LoadStage{Stage: r.U64("stage"), Model: r.id("model"), Lo: r.U32("lo"), Hi: r.U32("hi"),
+		Context: r.U32("context"), Batch: r.U32("batch"), Seqs: r.U16("seqs"),
+		KV: KVType(r.U8("kv")), Out: DType(r.U8("out")), Next: r.id("next"), NextStage: r.U64("next_stage"),
 		Prev: r.id("prev"), Head: r.id("head")}
-	if r.err == nil {
-		r.err = m.check()
+	// rows is the one optional field: present only when not 0.
+	if r.Err() == nil && r.Left() > 0 {
+		if m.Rows = r.U16("rows"); r.Err() == nil && m.Rows == 0 {
+			r.Fail("rows", "0 in the long form (a LoadStage of seqs rows has no rows field)")
+		}
 	}
+	r.Check(m.check())
 	return m
 }
 
@@ -114,10 +147,10 @@ func (*Ready) Kind() Kind { return KindReady }
 
 func (m *Ready) check() error {
 	if m.Stage == 0 {
-		return invalid("Ready", "stage", "zero")
+		return wire.Invalid("Ready", "stage", "zero")
 	}
 	if m.Lo >= m.Hi || m.Hi > MaxLayers {
-		return invalid("Ready", "layers", "[%d, %d), want lo < hi ≤ %d", m.Lo, m.Hi, MaxLayers)
+		return wire.Invalid("Ready", "layers", "[%d, %d), want lo < hi ≤ %d", m.Lo, m.Hi, MaxLayers)
 	}
 	return nil
 }
@@ -133,10 +166,8 @@ func (m *Ready) appendBody(dst []byte) ([]byte, error) {
 }
 
 func parseReady(r *reader) Message {
-	m := &Ready{Stage: r.u64("stage"), Lo: r.u32("lo"), Hi: r.u32("hi"), Memory: r.u64("memory")}
-	if r.err == nil {
-		r.err = m.check()
-	}
+	m := &Ready{Stage: r.U64("stage"), Lo: r.U32("lo"), Hi: r.U32("hi"), Memory: r.U64("memory")}
+	r.Check(m.check())
 	return m
 }
 
@@ -148,7 +179,7 @@ func (*Stop) Kind() Kind { return KindStop }
 
 func (m *Stop) appendBody(dst []byte) ([]byte, error) {
 	if m.Stage == 0 {
-		return dst, invalid("Stop", "stage", "zero")
+		return dst, wire.Invalid("Stop", "stage", "zero")
 	}
 	return le.AppendUint64(dst, m.Stage), nil
 }
@@ -169,11 +200,11 @@ func (*Trim) Kind() Kind { return KindTrim }
 func (m *Trim) appendBody(dst []byte) ([]byte, error) {
 	switch {
 	case m.Stage == 0:
-		return dst, invalid("Trim", "stage", "zero")
+		return dst, wire.Invalid("Trim", "stage", "zero")
 	case m.Request == 0:
-		return dst, invalid("Trim", "request", "zero")
+		return dst, wire.Invalid("Trim", "request", "zero")
 	case m.Length > MaxPosition:
-		return dst, invalid("Trim", "length", "%d, limit %d", m.Length, MaxPosition)
+		return dst, wire.Invalid("Trim", "length", "%d, limit %d", m.Length, MaxPosition)
 	}
 	dst = le.AppendUint64(dst, m.Stage)
 	dst = le.AppendUint64(dst, m.Request)
@@ -181,9 +212,9 @@ func (m *Trim) appendBody(dst []byte) ([]byte, error) {
 }
 
 func parseTrim(r *reader) Message {
-	m := &Trim{Stage: r.nonzero("stage"), Request: r.nonzero("request"), Length: r.u32("length")}
-	if r.err == nil && m.Length > MaxPosition {
-		r.fail("length", "%d, limit %d", m.Length, MaxPosition)
+	m := &Trim{Stage: r.nonzero("stage"), Request: r.nonzero("request"), Length: r.U32("length")}
+	if r.Err() == nil && m.Length > MaxPosition {
+		r.Fail("length", "%d, limit %d", m.Length, MaxPosition)
 	}
 	return m
 }

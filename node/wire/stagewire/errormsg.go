@@ -3,6 +3,8 @@ package stagewire
 import (
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/meshnode/meshnode/node/wire"
 )
 
 // Code says what went wrong, in an Error message. A Code is an error
@@ -82,11 +84,11 @@ func (e *Error) Unwrap() error { return e.Code }
 func (e *Error) check() error {
 	switch {
 	case e.Code == 0:
-		return invalid("Error", "code", "zero")
+		return wire.Invalid("Error", "code", "zero")
 	case len(e.Text) > MaxErrorText:
-		return invalid("Error", "text", "%d bytes, limit %d", len(e.Text), MaxErrorText)
+		return wire.Invalid("Error", "text", "%d bytes, limit %d", len(e.Text), MaxErrorText)
 	case !utf8.ValidString(e.Text):
-		return invalid("Error", "text", "not UTF-8")
+		return wire.Invalid("Error", "text", "not UTF-8")
 	}
 	return nil
 }
@@ -103,15 +105,13 @@ func (e *Error) appendBody(dst []byte) ([]byte, error) {
 }
 
 func parseError(r *reader) Message {
-	e := &Error{Stage: r.u64("stage"), Request: r.u64("request"), Code: Code(r.u16("code"))}
-	n := r.count("text", 2, MaxErrorText, 1)
-	if r.err != nil {
+	e := &Error{Stage: r.U64("stage"), Request: r.U64("request"), Code: Code(r.U16("code"))}
+	n := r.Count("text", 2, MaxErrorText, 1)
+	if r.Err() != nil {
 		return e
 	}
-	e.Text = string(r.take("text", uint64(n)))
-	if r.err == nil {
-		r.err = e.check()
-	}
+	e.Text = string(r.Take("text", uint64(n)))
+	r.Check(e.check())
 	return e
 }
 

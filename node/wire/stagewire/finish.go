@@ -1,5 +1,7 @@
 package stagewire
 
+import "github.com/meshnode/meshnode/node/wire"
+
 // Finish ends a request on a stage: the stage closes the meter it opened
 // at the request's first Activation, sends the head a Report of its part
 // signed under its node key, forgets the request as a Trim to 0 does, and
@@ -18,11 +20,11 @@ func (*Finish) Kind() Kind { return KindFinish }
 func (m *Finish) check() error {
 	switch {
 	case m.Stage == 0:
-		return invalid("Finish", "stage", "zero")
+		return wire.Invalid("Finish", "stage", "zero")
 	case m.Request == 0:
-		return invalid("Finish", "request", "zero")
+		return wire.Invalid("Finish", "request", "zero")
 	case m.Serve == [32]byte{}:
-		return invalid("Finish", "serve", "zero")
+		return wire.Invalid("Finish", "serve", "zero")
 	}
 	return nil
 }
@@ -37,9 +39,7 @@ func (m *Finish) appendBody(dst []byte) ([]byte, error) {
 }
 
 func parseFinish(r *reader) Message {
-	m := &Finish{Stage: r.u64("stage"), Request: r.u64("request"), Serve: r.id("serve")}
-	if r.err == nil {
-		r.err = m.check()
-	}
+	m := &Finish{Stage: r.U64("stage"), Request: r.U64("request"), Serve: r.id("serve")}
+	r.Check(m.check())
 	return m
 }

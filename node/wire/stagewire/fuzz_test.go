@@ -55,7 +55,7 @@ func fuzzParse(f *testing.F, seeds ...Message) {
 	})
 }
 
-func FuzzParseLoadStage(f *testing.F) { fuzzParse(f, sampleLoadStage()) }
+func FuzzParseLoadStage(f *testing.F) { fuzzParse(f, sampleLoadStage(), sampleLoadStageRows()) }
 
 func FuzzParseReady(f *testing.F) { fuzzParse(f, sampleReady()) }
 

@@ -1,5 +1,7 @@
 package stagewire
 
+import "github.com/meshnode/meshnode/node/wire"
+
 // InventoryRequest asks a node which stages it holds.
 type InventoryRequest struct{}
 
@@ -31,20 +33,20 @@ func (s *StageInfo) check() error {
 	const msg = "StageInfo"
 	switch {
 	case s.Stage == 0:
-		return invalid(msg, "stage", "zero")
+		return wire.Invalid(msg, "stage", "zero")
 	case s.Lo >= s.Hi || s.Hi > MaxLayers:
-		return invalid(msg, "layers", "[%d, %d), want lo < hi ≤ %d", s.Lo, s.Hi, MaxLayers)
+		return wire.Invalid(msg, "layers", "[%d, %d), want lo < hi ≤ %d", s.Lo, s.Hi, MaxLayers)
 	case s.Context == 0 || s.Context > MaxPosition:
-		return invalid(msg, "context", "%d, want 1 … %d", s.Context, MaxPosition)
+		return wire.Invalid(msg, "context", "%d, want 1 … %d", s.Context, MaxPosition)
 	case s.KV > KVF32:
-		return invalid(msg, "kv", "unknown type %d", s.KV)
+		return wire.Invalid(msg, "kv", "unknown type %d", s.KV)
 	}
 	return nil
 }
 
 func (m *Inventory) appendBody(dst []byte) ([]byte, error) {
 	if len(m.Stages) > MaxStages {
-		return dst, invalid("Inventory", "stages", "%d, limit %d", len(m.Stages), MaxStages)
+		return dst, wire.Invalid("Inventory", "stages", "%d, limit %d", len(m.Stages), MaxStages)
 	}
 	dst = le.AppendUint16(dst, uint16(len(m.Stages)))
 	for _, s := range m.Stages {
@@ -64,17 +66,15 @@ func (m *Inventory) appendBody(dst []byte) ([]byte, error) {
 
 func parseInventory(r *reader) Message {
 	m := &Inventory{}
-	n := r.count("stages", 2, MaxStages, stageInfoBytes)
+	n := r.Count("stages", 2, MaxStages, stageInfoBytes)
 	if n > 0 {
 		m.Stages = make([]StageInfo, n)
 	}
 	for i := range m.Stages {
 		s := &m.Stages[i]
-		*s = StageInfo{Stage: r.u64("stage"), Model: r.id("model"), Lo: r.u32("lo"), Hi: r.u32("hi"),
-			Context: r.u32("context"), KV: KVType(r.u8("kv")), Memory: r.u64("memory")}
-		if r.err == nil {
-			r.err = s.check()
-		}
+		*s = StageInfo{Stage: r.U64("stage"), Model: r.id("model"), Lo: r.U32("lo"), Hi: r.U32("hi"),
+			Context: r.U32("context"), KV: KVType(r.U8("kv")), Memory: r.U64("memory")}
+		r.Check(s.check())
 	}
 	return m
 }

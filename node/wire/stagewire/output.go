@@ -1,6 +1,10 @@
 package stagewire
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/meshnode/meshnode/node/wire"
+)
 
 // NextToken is the last stage's answer to the sequences of an Activation
 // that asked for OutToken, sent straight to the first stage (the Head of
@@ -28,17 +32,17 @@ func (*NextToken) Kind() Kind { return KindNextToken }
 func checkTokenOut(i int, t TokenOut) error {
 	field := "tokens[" + strconv.Itoa(i) + "]"
 	if t.Request == 0 {
-		return invalid("NextToken", field+".request", "zero")
+		return wire.Invalid("NextToken", field+".request", "zero")
 	}
 	if t.Pos == 0 || t.Pos > MaxPosition {
-		return invalid("NextToken", field+".pos", "%d, want 1 … %d", t.Pos, MaxPosition)
+		return wire.Invalid("NextToken", field+".pos", "%d, want 1 … %d", t.Pos, MaxPosition)
 	}
 	return nil
 }
 
 func (m *NextToken) appendBody(dst []byte) ([]byte, error) {
 	if len(m.Tokens) == 0 || len(m.Tokens) > MaxTokenRows {
-		return dst, invalid("NextToken", "tokens", "%d, want 1 … %d", len(m.Tokens), MaxTokenRows)
+		return dst, wire.Invalid("NextToken", "tokens", "%d, want 1 … %d", len(m.Tokens), MaxTokenRows)
 	}
 	dst = le.AppendUint16(dst, uint16(len(m.Tokens)))
 	for i, t := range m.Tokens {
@@ -54,19 +58,17 @@ func (m *NextToken) appendBody(dst []byte) ([]byte, error) {
 
 func parseNextToken(r *reader) Message {
 	m := &NextToken{}
-	n := r.count("tokens", 2, MaxTokenRows, tokenOutBytes)
-	if r.err == nil && n == 0 {
-		r.fail("tokens", "none")
+	n := r.Count("tokens", 2, MaxTokenRows, tokenOutBytes)
+	if r.Err() == nil && n == 0 {
+		r.Fail("tokens", "none")
 	}
-	if r.err != nil {
+	if r.Err() != nil {
 		return m
 	}
 	m.Tokens = make([]TokenOut, n)
 	for i := range m.Tokens {
-		m.Tokens[i] = TokenOut{Request: r.u64("request"), Pos: r.u32("pos"), Token: r.u32("token")}
-		if r.err == nil {
-			r.err = checkTokenOut(i, m.Tokens[i])
-		}
+		m.Tokens[i] = TokenOut{Request: r.U64("request"), Pos: r.U32("pos"), Token: r.U32("token")}
+		r.Check(checkTokenOut(i, m.Tokens[i]))
 	}
 	return m
 }
@@ -92,11 +94,11 @@ func (*Logits) Kind() Kind { return KindLogits }
 func (m *Logits) check() error {
 	switch {
 	case m.Request == 0:
-		return invalid("Logits", "request", "zero")
+		return wire.Invalid("Logits", "request", "zero")
 	case m.Pos == 0 || m.Pos > MaxPosition:
-		return invalid("Logits", "pos", "%d, want 1 … %d", m.Pos, MaxPosition)
+		return wire.Invalid("Logits", "pos", "%d, want 1 … %d", m.Pos, MaxPosition)
 	case len(m.Values) == 0 || len(m.Values) > MaxVocab:
-		return invalid("Logits", "values", "%d, want 1 … %d", len(m.Values), MaxVocab)
+		return wire.Invalid("Logits", "values", "%d, want 1 … %d", len(m.Values), MaxVocab)
 	}
 	return nil
 }
@@ -112,14 +114,12 @@ func (m *Logits) appendBody(dst []byte) ([]byte, error) {
 }
 
 func parseLogits(r *reader) Message {
-	m := &Logits{Request: r.u64("request"), Pos: r.u32("pos")}
-	n := r.count("values", 4, MaxVocab, 4)
-	if r.err != nil {
+	m := &Logits{Request: r.U64("request"), Pos: r.U32("pos")}
+	n := r.Count("values", 4, MaxVocab, 4)
+	if r.Err() != nil {
 		return m
 	}
-	m.Values = readF32s(r.take("values", uint64(n)*4))
-	if r.err == nil {
-		r.err = m.check()
-	}
+	m.Values = readF32s(r.Take("values", uint64(n)*4))
+	r.Check(m.check())
 	return m
 }

@@ -25,6 +25,14 @@ const FeatureF16 = "f16-activations"
 // on such nodes; an older one refuses them.
 const FeatureRows = "output-rows"
 
+// FeatureLoadRows is advertised by a node that takes LoadStage.Rows: a
+// stage's output rows per step set apart from its sequences (whose KV
+// it holds), so that a speculative window is not bounded by the
+// requests a stage is sized for. A head sends the field only to such a
+// node; to an older one it sends LoadStage without it, and windows stay
+// within Seqs rows.
+const FeatureLoadRows = "load-rows"
+
 // Limits on what one frame may declare, checked before anything is
 // allocated; the frame cap bounds the rest.
 const (
@@ -50,7 +58,7 @@ func OpenMessage() *nodev1.MeshSubprotocolOpen {
 // Advertisement is the entry a node serving stages puts in its
 // PeerAnnouncement.subprotocols.
 func Advertisement() *nodev1.MeshSubprotocol {
-	return &nodev1.MeshSubprotocol{Name: Name, Major: Major, Features: []string{FeatureF16, FeatureRows}}
+	return &nodev1.MeshSubprotocol{Name: Name, Major: Major, Features: []string{FeatureF16, FeatureRows, FeatureLoadRows}}
 }
 
 // Matches reports whether an opened or advertised subprotocol is this
@@ -139,7 +147,7 @@ func ParseBody(body []byte) (Message, error) {
 		return nil, &wire.FrameError{Kind: wire.ErrInvalidMessage, Field: "kind", Reason: "empty body"}
 	}
 	k := Kind(body[0])
-	r := &reader{b: body, off: 1, msg: k.String()}
+	r := &reader{wire.NewBodyReader(body, 1, k.String())}
 	var m Message
 	switch k {
 	case KindLoadStage:
@@ -169,7 +177,7 @@ func ParseBody(body []byte) (Message, error) {
 	default:
 		return nil, &wire.FrameError{Kind: wire.ErrInvalidMessage, Field: "kind", Reason: fmt.Sprintf("unknown %v", k)}
 	}
-	if err := r.end(); err != nil {
+	if err := r.End(); err != nil {
 		return nil, err
 	}
 	return m, nil

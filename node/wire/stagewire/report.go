@@ -1,5 +1,7 @@
 package stagewire
 
+import "github.com/meshnode/meshnode/node/wire"
+
 // MaxReport is the longest signed report a Report carries, in bytes (a
 // real one is under 1 KiB: receipt.MaxStageEnvelope bounds it).
 const MaxReport = 4096
@@ -19,11 +21,11 @@ func (*Report) Kind() Kind { return KindReport }
 func (m *Report) check() error {
 	switch {
 	case m.Stage == 0:
-		return invalid("Report", "stage", "zero")
+		return wire.Invalid("Report", "stage", "zero")
 	case m.Request == 0:
-		return invalid("Report", "request", "zero")
+		return wire.Invalid("Report", "request", "zero")
 	case len(m.Envelope) == 0 || len(m.Envelope) > MaxReport:
-		return invalid("Report", "envelope", "%d bytes, want 1 … %d", len(m.Envelope), MaxReport)
+		return wire.Invalid("Report", "envelope", "%d bytes, want 1 … %d", len(m.Envelope), MaxReport)
 	}
 	return nil
 }
@@ -39,14 +41,12 @@ func (m *Report) appendBody(dst []byte) ([]byte, error) {
 }
 
 func parseReport(r *reader) Message {
-	m := &Report{Stage: r.u64("stage"), Request: r.u64("request")}
-	n := r.count("envelope", 2, MaxReport, 1)
-	if r.err != nil {
+	m := &Report{Stage: r.U64("stage"), Request: r.U64("request")}
+	n := r.Count("envelope", 2, MaxReport, 1)
+	if r.Err() != nil {
 		return m
 	}
-	m.Envelope = append([]byte(nil), r.take("envelope", uint64(n))...)
-	if r.err == nil {
-		r.err = m.check()
-	}
+	m.Envelope = append([]byte(nil), r.Take("envelope", uint64(n))...)
+	r.Check(m.check())
 	return m
 }

@@ -14,6 +14,14 @@ func sampleLoadStage() *LoadStage {
 		KV: KVF16, Out: DTypeF32, Next: id(40), NextStage: 8, Prev: id(60), Head: id(80)}
 }
 
+// sampleLoadStageRows is sampleLoadStage with output rows per step set
+// apart from its sequences (FeatureLoadRows): the long form.
+func sampleLoadStageRows() *LoadStage {
+	l := sampleLoadStage()
+	l.Rows = 9
+	return l
+}
+
 func sampleReady() *Ready { return &Ready{Stage: 7, Lo: 4, Hi: 12, Memory: 3 << 30} }
 
 func sampleInventory() *Inventory {
@@ -87,7 +95,7 @@ func sampleReport() *Report {
 }
 
 func samples() []Message {
-	return []Message{sampleLoadStage(), sampleReady(), &Stop{Stage: 7}, &InventoryRequest{}, sampleInventory(),
+	return []Message{sampleLoadStage(), sampleLoadStageRows(), sampleReady(), &Stop{Stage: 7}, &InventoryRequest{}, sampleInventory(),
 		&Inventory{}, sampleTrim(), sampleTokens(), sampleF32(), sampleF16(), sampleWindow(), sampleNextToken(), sampleNextTokenWindow(), sampleLogits(),
 		sampleError(), &Error{Code: CodeBusy}, sampleFinish(), sampleReport()}
 }

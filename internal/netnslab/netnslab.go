@@ -1,9 +1,10 @@
 //go:build linux
 
 // Package netnslab runs test processes on one LAN segment of network
-// namespaces, as the mesh's namespace tests and benchmarks need: a bridge
-// in a namespace of its own and a namespace per node (10.78.0.1, .2, ...)
-// joined to it by a veth pair. Each node is the test binary re-executed in
+// namespaces, as the mesh's and discovery's namespace tests and benchmarks
+// need: a bridge in a namespace of its own and a namespace per node
+// (10.78.0.1, .2, ...) joined to it by a veth pair named eth0, as a real
+// NIC would be. Each node is the test binary re-executed in
 // a helper test that speaks a line protocol on stdin and stdout (lines for
 // the parent start with "@ "): a goroutine cannot safely be moved into a
 // namespace, as quic-go's goroutines may run on any thread.
