@@ -10,8 +10,9 @@
 //
 // Arithmetic is the CPU's operation for operation: the host evaluates
 // e^x and log in float64 and rounds to float32, so these do too, with
-// mesh_exp and mesh_log (libdevice is not linked); Σ of squares in float64
-// in element order, by one thread.
+// math.cuh's libm_expf and, for softplus's log(1 + e^x), mesh_exp and
+// mesh_log here (libdevice is not linked); Σ of squares in float64 in
+// element order, by one thread.
 #pragma once
 #include "math.cuh"
 
@@ -27,7 +28,8 @@ struct delta_seq {
 	u64 prev_conv, next_conv, prev_ssm, next_ssm;
 };
 
-// mesh_exp is e^x in float64 to about an ulp (Go's math.Exp within one):
+// mesh_exp is e^x in float64 to about an ulp (Go's math.Exp within one),
+// for softplus, which takes the log of 1 + e^x before any rounding:
 // x = n·ln2 + r, |r| ≤ 0.35, e^r by its Taylor series to r¹³.
 DEV double mesh_exp(double x) {
 	if (x != x) {
@@ -91,8 +93,8 @@ DEV double mesh_log(double x) {
 }
 
 // The host's activations, with e^x in float64.
-DEV float d_silu(float x) { return x / (1.0f + (float)mesh_exp(-(double)x)); }
-DEV float d_sigmoid(float x) { return 1.0f / (1.0f + (float)mesh_exp(-(double)x)); }
+DEV float d_silu(float x) { return x / (1.0f + libm_expf(-x)); }
+DEV float d_sigmoid(float x) { return 1.0f / (1.0f + libm_expf(-x)); }
 DEV float d_softplus(float x) { return x > 20.0f ? x : (float)mesh_log(1.0 + mesh_exp((double)x)); }
 
 // short_conv replaces each sequence's rows of x (n × ch) by silu of their
@@ -182,7 +184,7 @@ KERNEL BOUNDS(DELTA_MAX_DIM) void delta_scan(float *y, const float *x, const flo
 			sync_threads();
 			float g = d_softplus(alpha[(i64)r * nh + h] + dt_bias[h]) * a[h];
 			float b = d_sigmoid(beta[(i64)r * nh + h]);
-			float decay = (float)mesh_exp((double)g);
+			float decay = libm_expf(g);
 			if (j < S) {
 				// Row j of the state: decay it, take its product with
 				// k, then add k·δ_j and take its product with q.
