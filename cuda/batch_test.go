@@ -41,13 +41,14 @@ func testBatchInvariance(t *testing.T, dev backend.Backend, fixtures [][2]string
 
 // TestEmuBatchInvariance runs the batch invariance suite on the stand-in,
 // on four fixtures (a 32-element and a K-quant type, gemma4's per-layer
-// embeddings, shared KV and experts, and gpt-oss's sinks, sliding window
-// and MXFP4 experts, whose gathered rows take the batched kernel) to keep
-// it short.
+// embeddings, shared KV and experts, gpt-oss's sinks, sliding window
+// and MXFP4 experts, whose gathered rows take the batched kernel, and
+// qwen35's delta nets, whose kernels take a step's sequences in one
+// launch) to keep it short.
 func TestEmuBatchInvariance(t *testing.T) {
 	be, _ := newEmu(t, cuda.Options{})
 	defer be.Close()
-	testBatchInvariance(t, be, [][2]string{{"llama", "Q4_0"}, {"gemma3", "Q4_K_M"}, {"gemma4", "Q8_0"}, {"gpt-oss", "Q4_0"}},
+	testBatchInvariance(t, be, [][2]string{{"llama", "Q4_0"}, {"gemma3", "Q4_K_M"}, {"gemma4", "Q8_0"}, {"gpt-oss", "Q4_0"}, {"qwen35", "Q4_K_M"}},
 		modeltest.MixOptions{Seqs: 3, MaxPrompt: 10, Decode: 3, Context: 32, Mixes: 2})
 }
 

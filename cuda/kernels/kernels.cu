@@ -4,3 +4,4 @@
 #include "quantize.cuh"
 #include "ops.cuh"
 #include "gptoss.cuh"
+#include "delta.cuh"

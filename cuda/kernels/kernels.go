@@ -71,6 +71,10 @@ const (
 	GLUOAI
 	AttendSinksF16
 	AttendSinksF32
+	// Qwen3.5's delta net (delta.cuh).
+	ShortConv
+	DeltaScan
+	SigmoidMul
 	numFixed
 )
 
@@ -97,6 +101,9 @@ var fixed = [numFixed]struct{ name, params string }{
 	GLUOAI:         {"glu_oai", "pppi"},
 	AttendSinksF16: {"attend_sinks_f16", "ppppppiiiiiiffip"},
 	AttendSinksF32: {"attend_sinks_f32", "ppppppiiiiiiffip"},
+	ShortConv:      {"short_conv", "pppii"},
+	DeltaScan:      {"delta_scan", "pppppppppiiif"},
+	SigmoidMul:     {"sigmoid_mul", "ppiii"},
 }
 
 // WeightKind is one of a weight type's kernels.

@@ -61,6 +61,8 @@ type Backend struct {
 	ew   elemJob
 	rope ropeJob
 	att  attendJob
+	conv convJob
+	scan scanJob
 }
 
 var _ backend.Backend = (*Backend)(nil)

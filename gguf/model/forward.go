@@ -142,6 +142,8 @@ func (m *Model) forward(ctx context.Context, sc *scratch, p *plan) (err error) {
 		defer func() {
 			if err != nil {
 				rollback(p)
+			} else {
+				commit(p)
 			}
 		}()
 	}
@@ -186,7 +188,7 @@ func (m *Model) forward(ctx context.Context, sc *scratch, p *plan) (err error) {
 		q := view(sc.q, n, c.Heads*hdK)
 		kvh := ly.attn.KVHeads
 		k, v := view(sc.k, n, kvh*hdK), view(sc.v, n, kvh*hdV)
-		if ly.qGate != nil {
+		if ly.qGate != nil || ly.attnGate != nil {
 			m.projectQGate(sc.hy, ly, q, h) // Qwen3.5's joint query and gate
 		} else {
 			project(be, q, ly.wq, ly.bq, h)
@@ -244,7 +246,7 @@ func (m *Model) forward(ctx context.Context, sc *scratch, p *plan) (err error) {
 				ple = ple.Slice(p.tail, n)
 			}
 		}
-		if ly.qGate != nil {
+		if ly.qGate != nil || ly.attnGate != nil {
 			// Qwen3.5's output gate, of the rows that go on (the last).
 			m.gateAttention(sc.hy, att, n-att.Rows)
 		}

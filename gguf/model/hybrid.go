@@ -2,8 +2,10 @@ package model
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -30,13 +32,22 @@ import (
 //	      key head = value head mod key heads)
 //	out = (RMSNorm(o) · ssm_norm · silu(h·Wzᵀ)) · Woutᵀ
 //
-// The projections run on the backend; the convolution, the recurrence and
-// the gated norm run on the host over a step's rows, piece by piece (a
-// piece is one sequence's consecutive tokens, so each advances its own
-// session's state in order): they are O(heads·d²) per token, small beside
-// the projections, and every backend can Read and Write. A row's result
-// depends only on its sequence's earlier rows, never on what else shares
-// the step, so batching keeps tokens' logits bit-identical.
+// The projections run on the backend. The convolution, the recurrence and
+// the gated norm run on the backend too where it implements
+// backend.DeltaNetter (the CPU and CUDA do): two kernels per block over
+// the step's sequences, each session's state in the backend's memory, so
+// a block reads nothing back. Elsewhere they run on the host over the
+// step's rows, piece by piece (a piece is one sequence's consecutive
+// tokens, so each advances its own session's state in order), with the
+// same arithmetic. A row's result depends only on its sequence's earlier
+// rows, never on what else shares the step, so batching keeps tokens'
+// logits bit-identical.
+//
+// The state's checkpoint (Truncate's rewind, a failed step's restore):
+// on the backend a session keeps two states per block, and a step reads
+// one and writes the other, so the state before the step is kept without
+// a copy and a rewind only swaps back; on the host the state is copied
+// before each step.
 
 // deltaLayer is a delta-net block's weights.
 type deltaLayer struct {
@@ -44,6 +55,11 @@ type deltaLayer struct {
 	conv                          []float32 // ConvChannels × ConvKernel, a channel's taps together
 	dtBias, a                     []float32 // per value head
 	norm                          []float32 // value head size
+
+	// With the backend's kernels (Model.dn): conv as an F32 weight, and
+	// the scan's shape and vectors.
+	convW  backend.Weight
+	params backend.DeltaNet
 }
 
 // sharedExpert is qwen35moe's shared expert: a SwiGLU FFN whose output is
@@ -56,7 +72,19 @@ type sharedExpert struct {
 // the keys' and queries' heads and the values'.
 func (c *Config) convChannels() int { return 2*c.SSMGroups*c.SSMStateSize + c.SSMInner }
 
-// hybridState is a session's recurrent memory in one delta-net block.
+// deltaNetter is be's delta-net kernels when it has them for c's shapes.
+func deltaNetter(c *Config, be backend.Backend) backend.DeltaNetter {
+	if c.Recurrent == nil {
+		return nil
+	}
+	if dn, ok := be.(backend.DeltaNetter); ok && dn.DeltaNetFits(c.SSMStateSize, c.ConvKernel) {
+		return dn
+	}
+	return nil
+}
+
+// hybridState is a session's recurrent memory in one delta-net block, on
+// the host.
 type hybridState struct {
 	conv []float32 // (ConvKernel−1) × convChannels: the last inputs, oldest first
 	ssm  []float32 // SSMHeads × d × d: per head Sᵀ, row j the j-th value component
@@ -221,10 +249,19 @@ func (m *Model) loadHybridLayer(ld *loader, l int) error {
 		host(&d.dtBias, "ssm_dt.bias", c.SSMHeads)
 		host(&d.a, "ssm_a", c.SSMHeads)
 		host(&d.norm, "ssm_norm.weight", c.SSMStateSize)
+		if err == nil && m.dn != nil {
+			err = m.deltaWeights(d)
+		}
 	} else {
 		qDim, kDim, vDim := c.Heads*c.HeadDimK, c.KVHeads*c.HeadDimK, c.KVHeads*c.HeadDimV
 		ly.attn = backend.Attention{Heads: c.Heads, KVHeads: c.KVHeads, HeadDimK: c.HeadDimK, HeadDimV: c.HeadDimV, Scale: c.AttnScale}
-		mat(&ly.qGate, "attn_q.weight", 2*qDim, c.Embd)
+		if m.dn != nil {
+			if err == nil {
+				ly.wq, ly.attnGate, err = m.splitQGate(ld, name("attn_q.weight"))
+			}
+		} else {
+			mat(&ly.qGate, "attn_q.weight", 2*qDim, c.Embd)
+		}
 		mat(&ly.wk, "attn_k.weight", kDim, c.Embd)
 		mat(&ly.wv, "attn_v.weight", vDim, c.Embd)
 		mat(&ly.wo, "attn_output.weight", c.Embd, qDim)
@@ -271,6 +308,63 @@ func (m *Model) loadExperts(ld *loader, ly *layer, name func(string) string) err
 	return err
 }
 
+// deltaWeights hands the backend a delta-net block's small weights, which
+// the host reads as float32 (MadeBytes counts them).
+func (m *Model) deltaWeights(d *deltaLayer) error {
+	c := &m.cfg
+	var err error
+	w := func(dst *backend.Weight, v []float32, rows, cols int) {
+		if err == nil {
+			*dst, err = m.hostMatrix(v, rows, cols)
+		}
+	}
+	w(&d.convW, d.conv, c.convChannels(), c.ConvKernel)
+	d.params = backend.DeltaNet{KeyHeads: c.SSMGroups, Heads: c.SSMHeads, HeadDim: c.SSMStateSize, Eps: c.NormEps}
+	w(&d.params.DTBias, d.dtBias, 1, c.SSMHeads)
+	w(&d.params.A, d.a, 1, c.SSMHeads)
+	w(&d.params.Norm, d.norm, 1, c.SSMStateSize)
+	return err
+}
+
+// hostMatrix hands the backend an F32 rows × cols matrix of v, counted in
+// MadeBytes.
+func (m *Model) hostMatrix(v []float32, rows, cols int) (backend.Weight, error) {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	m.madeBytes += int64(len(b))
+	return m.be.Weight(quant.F32, rows, cols, b)
+}
+
+// splitQGate loads Qwen3.5's joint query-and-gate projection (per head,
+// the head's query rows then its gate rows) as two weights, the queries'
+// rows and the gates', copied out of the file's rows: the backend then
+// projects both with no host split between (each row's product is the
+// same bits).
+func (m *Model) splitQGate(ld *loader, name string) (q, gate backend.Weight, err error) {
+	c := &m.cfg
+	hd, w := c.HeadDimK, c.Heads*c.HeadDimK
+	t, b, _, err := ld.lookup(name, true, c.Embd, 2*w)
+	if err != nil {
+		return nil, nil, err
+	}
+	rs, err := t.Type.RowSize(c.Embd)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: tensor %s: %w", ErrInvalid, name, err)
+	}
+	qb, gb := make([]byte, 0, w*rs), make([]byte, 0, w*rs)
+	for h := range c.Heads {
+		qb = append(qb, b[2*h*hd*rs:(2*h+1)*hd*rs]...)
+		gb = append(gb, b[(2*h+1)*hd*rs:(2*h+2)*hd*rs]...)
+	}
+	if q, err = ld.weight(name, t.Type, w, c.Embd, qb); err != nil {
+		return nil, nil, err
+	}
+	gate, err = ld.weight(name, t.Type, w, c.Embd, gb)
+	return q, gate, err
+}
+
 // hostFloats reads a required F32/F16 tensor of exactly dims (row length
 // first) to float32, for the parts of a delta net that run on the host.
 func (ld *loader) hostFloats(name string, dims ...int) ([]float32, error) {
@@ -297,6 +391,7 @@ func (ld *loader) hostFloats(name string, dims ...int) ([]float32, error) {
 type hybridScratch struct {
 	qkv, z, beta, alpha, y backend.Tensor
 	qgate                  backend.Tensor // rows × 2·Heads·HeadDimK: the joint query and gate projection
+	gate                   backend.Tensor // rows × Heads·HeadDimK: the attention's output gate (backend path)
 	sh                     backend.Tensor // rows × 1: the shared expert's gate
 	shGate, shUp, shOut    backend.Tensor // the shared expert's activations
 
@@ -305,6 +400,10 @@ type hybridScratch struct {
 	hGate                       []float32 // rows × Heads·HeadDimK: the attention's output gate
 	win                         []float32 // ConvKernel × channels: one row's convolution window
 	delta                       []float32 // one head's update
+
+	// The step's sequences for the backend's kernels, and their sessions.
+	seqs  []backend.DeltaSeq
+	owner []*Session
 }
 
 func newHybridScratch(be backend.Backend, c *Config, rows int) *hybridScratch {
@@ -316,6 +415,7 @@ func newHybridScratch(be backend.Backend, c *Config, rows int) *hybridScratch {
 		alpha:  be.NewTensor(rows, c.SSMHeads),
 		y:      be.NewTensor(rows, c.SSMInner),
 		qgate:  be.NewTensor(rows, 2*c.Heads*c.HeadDimK),
+		gate:   be.NewTensor(rows, c.Heads*c.HeadDimK),
 		hGate:  make([]float32, rows*c.Heads*c.HeadDimK),
 		hQKV:   make([]float32, rows*ch),
 		hZ:     make([]float32, rows*c.SSMInner),
@@ -334,27 +434,57 @@ func newHybridScratch(be backend.Backend, c *Config, rows int) *hybridScratch {
 	return hs
 }
 
-// newHybridState is an empty sequence's memory for every delta-net block
-// of the model (nil for attention blocks).
-func (m *Model) newHybridState() []hybridState {
+// recurrent is a hybrid session's delta-net memory, one of two kinds.
+type recurrent struct {
+	// On the host: the state per block (nil for attention blocks), and
+	// its copy from before the last step.
+	host, ck []hybridState
+	// On the backend (Model.dn): two states per block (zero values for
+	// attention blocks). dev[cur] is the state; a step reads it, writes
+	// dev[1-cur] and, done, makes that current.
+	dev [2][]backend.DeltaState
+	cur int
+	// ckPos is the position the checkpoint is at, -1 when there is none:
+	// on the host, ck; on the backend, dev[ckAt] (cur itself after a
+	// rewind).
+	ckPos, ckAt int
+}
+
+// newRecurrent is an empty sequence's memory for every delta-net block of
+// the model (nil for a model without).
+func (m *Model) newRecurrent() *recurrent {
 	c := &m.cfg
 	if c.Recurrent == nil {
 		return nil
 	}
-	st := make([]hybridState, len(m.layers))
-	for l := range st {
-		if m.layers[l].delta != nil {
-			st[l] = hybridState{
-				conv: make([]float32, (c.ConvKernel-1)*c.convChannels()),
-				ssm:  make([]float32, c.SSMHeads*c.SSMStateSize*c.SSMStateSize),
+	r := &recurrent{ckPos: -1}
+	conv, ssm := (c.ConvKernel-1)*c.convChannels(), c.SSMHeads*c.SSMStateSize*c.SSMStateSize
+	if m.dn != nil {
+		for i := range r.dev {
+			r.dev[i] = make([]backend.DeltaState, len(m.layers))
+			for l, ly := range m.layers {
+				if ly.delta != nil {
+					r.dev[i][l] = backend.DeltaState{
+						Conv: m.be.NewTensor(c.ConvKernel-1, c.convChannels()),
+						SSM:  m.be.NewTensor(c.SSMHeads*c.SSMStateSize, c.SSMStateSize),
+					}
+				}
 			}
 		}
+		return r
 	}
-	return st
+	r.host = make([]hybridState, len(m.layers))
+	for l, ly := range m.layers {
+		if ly.delta != nil {
+			r.host[l] = hybridState{conv: make([]float32, conv), ssm: make([]float32, ssm)}
+		}
+	}
+	return r
 }
 
 // StateBytes is the size of one session's recurrent memory (0 for a model
-// without delta-net blocks): its state and the checkpoint kept beside it.
+// without delta-net blocks): its state and the checkpoint kept beside it
+// (the backend's second state).
 func (m *Model) StateBytes() int64 {
 	c := &m.cfg
 	var n int64
@@ -411,19 +541,52 @@ func (m *Model) deltaNet(hs *hybridScratch, ly *layer, l int, p *plan, o, h back
 	be.MatMul(hs.z.Slice(0, n), d.wz, h)
 	be.MatMul(hs.beta.Slice(0, n), d.wBeta, h)
 	be.MatMul(hs.alpha.Slice(0, n), d.wAlpha, h)
+	if m.dn != nil {
+		seqs := hs.deltaSeqs(p, l)
+		x, y := hs.qkv.Slice(0, n), hs.y.Slice(0, n)
+		m.dn.ShortConv(x, d.convW, seqs)
+		m.dn.DeltaScan(y, x, hs.z.Slice(0, n), hs.beta.Slice(0, n), hs.alpha.Slice(0, n), &d.params, seqs)
+		clear(hs.seqs) // holds no session or state past the step
+		clear(hs.owner)
+		be.MatMul(o, d.wOut, y)
+		return
+	}
 	be.Read(hs.hQKV[:n*ch], hs.qkv.Slice(0, n))
 	be.Read(hs.hZ[:n*inner], hs.z.Slice(0, n))
 	be.Read(hs.hBeta[:n*nh], hs.beta.Slice(0, n))
 	be.Read(hs.hAlpha[:n*nh], hs.alpha.Slice(0, n))
 
 	for _, pc := range p.pieces {
-		st := &pc.s.state[l]
+		st := &pc.s.rec.host[l]
 		for r := pc.row; r < pc.row+pc.n; r++ {
 			m.deltaRow(hs, d, st, r)
 		}
 	}
 	be.Write(hs.y.Slice(0, n), hs.hY[:n*inner])
 	be.MatMul(o, d.wOut, hs.y.Slice(0, n))
+}
+
+// deltaSeqs lays out the step's sequences for the backend's kernels in
+// block l: a sequence's pieces (its body rows, then its tail) as its
+// spans, read from its current state into the other.
+func (hs *hybridScratch) deltaSeqs(p *plan, l int) []backend.DeltaSeq {
+	hs.seqs, hs.owner = hs.seqs[:0], hs.owner[:0]
+	for _, pc := range p.pieces {
+		i := slices.Index(hs.owner, pc.s)
+		if i < 0 {
+			r := pc.s.rec
+			hs.owner = append(hs.owner, pc.s)
+			hs.seqs = append(hs.seqs, backend.DeltaSeq{Prev: r.dev[r.cur][l], Next: r.dev[1-r.cur][l]})
+			i = len(hs.seqs) - 1
+		}
+		sq := &hs.seqs[i]
+		k := 0
+		if sq.Spans[0].N > 0 {
+			k = 1
+		}
+		sq.Spans[k] = backend.RowSpan{Row: pc.row, N: pc.n}
+	}
+	return hs.seqs
 }
 
 // deltaRow runs row r of the step through the convolution, the
@@ -536,6 +699,11 @@ func l2Norm(x []float32, eps float32) {
 func (m *Model) projectQGate(hs *hybridScratch, ly *layer, q, h backend.Tensor) {
 	be, c := m.be, &m.cfg
 	n, hd, w := h.Rows, c.HeadDimK, c.Heads*c.HeadDimK
+	if ly.attnGate != nil { // split at load: no host split
+		be.MatMul(q, ly.wq, h)
+		be.MatMul(hs.gate.Slice(0, n), ly.attnGate, h)
+		return
+	}
 	qg := hs.qgate.Slice(0, n)
 	be.MatMul(qg, ly.qGate, h)
 	all := hs.hA[:n*2*w]
@@ -557,6 +725,10 @@ func (m *Model) projectQGate(hs *hybridScratch, ly *layer, q, h backend.Tensor) 
 func (m *Model) gateAttention(hs *hybridScratch, att backend.Tensor, first int) {
 	be := m.be
 	n, w := att.Rows, att.Cols
+	if m.dn != nil {
+		m.dn.SigmoidMul(att, hs.gate.Slice(first, first+n))
+		return
+	}
 	a := hs.hB[:n*w]
 	be.Read(a, att)
 	g := hs.hGate[first*w : (first+n)*w]
@@ -577,6 +749,11 @@ func (m *Model) sharedFFN(hs *hybridScratch, sh *sharedExpert, o, h backend.Tens
 	be.GLU(gate, gate, up, backend.SiLU)
 	be.MatMul(out, sh.down, gate)
 	be.MatMul(sg, sh.gateInp, h)
+	if m.dn != nil {
+		m.dn.SigmoidMul(out, sg)
+		be.Add(o, out)
+		return
+	}
 	e := c.Embd
 	a, b := hs.hA[:n*e], hs.hB[:n*e]
 	be.Read(a, o)
@@ -593,24 +770,41 @@ func (m *Model) sharedFFN(hs *hybridScratch, sh *sharedExpert, o, h backend.Tens
 }
 
 // checkpoint records the recurrent state of every hybrid session of the
-// step's plan before the step changes it: a failed step restores it, and
-// Truncate rewinds to it.
+// step's plan before the step changes it, on the host: a failed step
+// restores it, and Truncate rewinds to it. On the backend the step writes
+// the sessions' other states, and commit makes them current.
 func checkpoint(p *plan) {
 	for i, pc := range p.pieces {
 		s := pc.s
-		if s.state == nil || seenBefore(p.pieces[:i], s) {
+		r := s.rec
+		if r == nil || r.host == nil || seenBefore(p.pieces[:i], s) {
 			continue
 		}
-		if s.ck == nil {
-			s.ck = make([]hybridState, len(s.state))
-			for l, st := range s.state {
+		if r.ck == nil {
+			r.ck = make([]hybridState, len(r.host))
+			for l, st := range r.host {
 				if st.ssm != nil {
-					s.ck[l] = hybridState{conv: make([]float32, len(st.conv)), ssm: make([]float32, len(st.ssm))}
+					r.ck[l] = hybridState{conv: make([]float32, len(st.conv)), ssm: make([]float32, len(st.ssm))}
 				}
 			}
 		}
-		copyState(s.ck, s.state)
-		s.ckPos = len(s.tokens)
+		copyState(r.ck, r.host)
+		r.ckPos = len(s.tokens)
+	}
+}
+
+// commit ends a step that succeeded: each hybrid session on the backend
+// takes the states the step wrote as current, and the ones it read as
+// its checkpoint.
+func commit(p *plan) {
+	for i, pc := range p.pieces {
+		s := pc.s
+		r := s.rec
+		if r == nil || r.host != nil || seenBefore(p.pieces[:i], s) {
+			continue
+		}
+		r.ckAt, r.ckPos = r.cur, len(s.tokens)
+		r.cur = 1 - r.cur
 	}
 }
 
@@ -631,11 +825,19 @@ func copyState(dst, src []hybridState) {
 }
 
 // rollback restores the checkpoint of every hybrid session of a step that
-// failed part-way, so its state again matches its tokens.
+// failed part-way, so its state again matches its tokens. On the backend
+// the current states were only read, but the step may have written over
+// the checkpoint in the other states: the checkpoint is now the current
+// state, as on the host.
 func rollback(p *plan) {
 	for _, pc := range p.pieces {
-		if s := pc.s; s.state != nil && s.ckPos == len(s.tokens) {
-			copyState(s.state, s.ck)
+		r := pc.s.rec
+		switch {
+		case r == nil:
+		case r.host == nil:
+			r.ckAt, r.ckPos = r.cur, len(pc.s.tokens)
+		case r.ckPos == len(pc.s.tokens):
+			copyState(r.host, r.ck)
 		}
 	}
 }
@@ -646,15 +848,23 @@ func rollback(p *plan) {
 // and evaluates the tokens from there to n again. The attention blocks'
 // keys and values at those positions are rewritten with the same bits.
 func (s *Session) rewind(n int) {
+	r := s.rec
 	from := 0
-	if s.ck != nil && s.ckPos <= n {
-		copyState(s.state, s.ck)
-		from = s.ckPos
-	} else {
-		for l := range s.state {
-			clear(s.state[l].conv)
-			clear(s.state[l].ssm)
+	switch {
+	case r.ckPos >= 0 && r.ckPos <= n && r.host != nil:
+		copyState(r.host, r.ck)
+		from = r.ckPos
+	case r.ckPos >= 0 && r.ckPos <= n:
+		r.cur = r.ckAt // the swap back
+		from = r.ckPos
+	case r.host != nil:
+		for l := range r.host {
+			clear(r.host[l].conv)
+			clear(r.host[l].ssm)
 		}
+	default:
+		s.m.clearStates(r.dev[r.cur])
+		r.ckAt, r.ckPos = r.cur, 0
 	}
 	redo := append([]uint32(nil), s.tokens[from:n]...)
 	s.tokens = s.tokens[:from]
@@ -673,6 +883,23 @@ func (s *Session) rewind(n int) {
 		}
 		s.tokens = append(s.tokens, redo[:k]...)
 		redo = redo[k:]
+	}
+}
+
+// clearStates empties a session's backend states: zero is the empty state
+// in every backend's layout.
+func (m *Model) clearStates(st []backend.DeltaState) {
+	var zero []float32
+	for _, d := range st {
+		for _, t := range []backend.Tensor{d.Conv, d.SSM} {
+			if t.Buf == nil {
+				continue
+			}
+			if len(zero) < t.Len() {
+				zero = make([]float32, t.Len())
+			}
+			m.be.Write(t, zero)
+		}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/backend"
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/model"
 	"github.com/meshnode/meshnode/gguf/model/modeltest"
@@ -46,63 +47,67 @@ func sameBits(t *testing.T, what string, got, want []float32) {
 // before the session's last step) and gets a fresh session's logits, bit
 // for bit; so does a rewind to within the last step (from its
 // checkpoint), and a step refused by a cancelled context changes nothing.
+// Both ways of running the delta nets are checked: the backend's kernels
+// (the CPU's), with two states per session, and the host's, with a copy.
 func TestHybridPrefixReuse(t *testing.T) {
-	be := cpu.New(cpu.Options{Threads: 2})
-	defer be.Close()
+	cb := cpu.New(cpu.Options{Threads: 2})
+	defer cb.Close()
 	for _, arch := range []string{"qwen35", "qwen35moe"} {
-		t.Run(arch, func(t *testing.T) {
-			m, err := load(t, hybridFixture(t, arch), be)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx := context.Background()
-			a := []uint32{1, 306, 763, 304, 1101, 278}
-			b := []uint32{1243, 310, 5, 77, 19}
-			c := []uint32{42, 900, 17}
-			fresh := func(prompt []uint32) []float32 {
-				s := session(t, m, model.SessionOptions{Context: 64, Batch: 4})
-				_, l, err := s.Prefill(ctx, prompt)
+		for _, be := range []backend.Backend{cb, hostDelta{cb}} {
+			t.Run(arch+"/"+pathName(be), func(t *testing.T) {
+				m, err := load(t, hybridFixture(t, arch), be)
 				if err != nil {
 					t.Fatal(err)
 				}
-				return append([]float32(nil), l...)
-			}
-			s := session(t, m, model.SessionOptions{Context: 64, Batch: 4})
-			if _, _, err := s.Prefill(ctx, append(append([]uint32(nil), a...), b...)); err != nil {
-				t.Fatal(err)
-			}
-			ac := append(append([]uint32(nil), a...), c...)
-			reused, got, err := s.Prefill(ctx, ac)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if reused != len(a) {
-				t.Fatalf("reused %d tokens, want %d", reused, len(a))
-			}
-			sameBits(t, "after a rewind to the shared prefix", got, fresh(ac))
+				ctx := context.Background()
+				a := []uint32{1, 306, 763, 304, 1101, 278}
+				b := []uint32{1243, 310, 5, 77, 19}
+				c := []uint32{42, 900, 17}
+				fresh := func(prompt []uint32) []float32 {
+					s := session(t, m, model.SessionOptions{Context: 64, Batch: 4})
+					_, l, err := s.Prefill(ctx, prompt)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return append([]float32(nil), l...)
+				}
+				s := session(t, m, model.SessionOptions{Context: 64, Batch: 4})
+				if _, _, err := s.Prefill(ctx, append(append([]uint32(nil), a...), b...)); err != nil {
+					t.Fatal(err)
+				}
+				ac := append(append([]uint32(nil), a...), c...)
+				reused, got, err := s.Prefill(ctx, ac)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if reused != len(a) {
+					t.Fatalf("reused %d tokens, want %d", reused, len(a))
+				}
+				sameBits(t, "after a rewind to the shared prefix", got, fresh(ac))
 
-			// Within the last step: one token, then back to before it.
-			if _, err := s.Eval(ctx, []uint32{8}); err != nil {
-				t.Fatal(err)
-			}
-			s.Truncate(len(ac))
-			got, err = s.Eval(ctx, []uint32{9})
-			if err != nil {
-				t.Fatal(err)
-			}
-			sameBits(t, "after a rewind of the last step", got, fresh(append(ac, 9)))
+				// Within the last step: one token, then back to before it.
+				if _, err := s.Eval(ctx, []uint32{8}); err != nil {
+					t.Fatal(err)
+				}
+				s.Truncate(len(ac))
+				got, err = s.Eval(ctx, []uint32{9})
+				if err != nil {
+					t.Fatal(err)
+				}
+				sameBits(t, "after a rewind of the last step", got, fresh(append(ac, 9)))
 
-			done, cancel := context.WithCancel(ctx)
-			cancel()
-			if _, err := s.Eval(done, []uint32{10, 11}); !errors.Is(err, context.Canceled) {
-				t.Fatalf("a cancelled step: %v", err)
-			}
-			got, err = s.Eval(ctx, []uint32{12})
-			if err != nil {
-				t.Fatal(err)
-			}
-			sameBits(t, "after a cancelled step", got, fresh(append(ac, 9, 12)))
-		})
+				done, cancel := context.WithCancel(ctx)
+				cancel()
+				if _, err := s.Eval(done, []uint32{10, 11}); !errors.Is(err, context.Canceled) {
+					t.Fatalf("a cancelled step: %v", err)
+				}
+				got, err = s.Eval(ctx, []uint32{12})
+				if err != nil {
+					t.Fatal(err)
+				}
+				sameBits(t, "after a cancelled step", got, fresh(append(ac, 9, 12)))
+			})
+		}
 	}
 }
 
@@ -233,5 +238,147 @@ func TestHybridKV(t *testing.T) {
 	}
 	if err := c.CheckStage(model.LayerRange{Lo: 0, Hi: c.Layers}); err != nil {
 		t.Errorf("CheckStage of the whole model: %v", err)
+	}
+}
+
+// hostDelta is a backend without delta-net kernels (as Metal is), so a
+// hybrid runs its delta nets on the host.
+type hostDelta struct{ backend.Backend }
+
+func pathName(be backend.Backend) string {
+	if _, ok := be.(backend.DeltaNetter); ok {
+		return "kernels"
+	}
+	return "host"
+}
+
+// TestHybridKernelsMatchHost: the CPU backend's delta-net kernels give the
+// host path's logits bit for bit, through prefill, batched decoding of two
+// sessions and a rewind.
+func TestHybridKernelsMatchHost(t *testing.T) {
+	cb := cpu.New(cpu.Options{Threads: 2})
+	defer cb.Close()
+	for _, arch := range []string{"qwen35", "qwen35moe"} {
+		t.Run(arch, func(t *testing.T) {
+			file := hybridFixture(t, arch)
+			run := func(be backend.Backend) [][]float32 {
+				m, err := load(t, file, be)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx := context.Background()
+				var out [][]float32
+				keep := func(l []float32) { out = append(out, slices.Clone(l)) }
+				s1 := session(t, m, model.SessionOptions{Context: 64, Batch: 4})
+				s2 := session(t, m, model.SessionOptions{Context: 64, Batch: 4})
+				for i, s := range []*model.Session{s1, s2} {
+					_, l, err := s.Prefill(ctx, []uint32{1, 306, 763, 304, 1101, uint32(278 + i)})
+					if err != nil {
+						t.Fatal(err)
+					}
+					keep(l)
+				}
+				b, err := m.NewBatch(model.BatchOptions{Tokens: 8, Seqs: 4})
+				if err != nil {
+					t.Fatal(err)
+				}
+				// s2's three tokens with one logits row are two pieces of
+				// the step, its body rows and its tail.
+				for step := range 3 {
+					err := b.Step(ctx, []model.Seq{
+						{Session: s1, Tokens: []uint32{uint32(40 + step)}, Logits: 1},
+						{Session: s2, Tokens: []uint32{uint32(90 + step), 7, 8}, Logits: 1},
+					})
+					if err != nil {
+						t.Fatal(err)
+					}
+					keep(b.Logits(0))
+					keep(b.Logits(1))
+				}
+				s2.Truncate(s2.Len() - 1)
+				l, err := s2.Eval(ctx, []uint32{5})
+				if err != nil {
+					t.Fatal(err)
+				}
+				keep(l)
+				return out
+			}
+			want, got := run(hostDelta{cb}), run(cb)
+			if len(got) != len(want) {
+				t.Fatalf("%d logit rows, want %d", len(got), len(want))
+			}
+			for i := range want {
+				sameBits(t, "row "+strconv.Itoa(i), got[i], want[i])
+			}
+		})
+	}
+}
+
+// failAfter is a context whose Err is Canceled from its n+1-th call on:
+// a step that forward checks once per block fails after n blocks.
+type failAfter struct {
+	context.Context
+	n int
+}
+
+func (c *failAfter) Err() error {
+	if c.n--; c.n < 0 {
+		return context.Canceled
+	}
+	return nil
+}
+
+// TestHybridFailedStepRewind: a step that fails after its first block (a
+// delta net, which has written its next state over the checkpoint's on the
+// backend) leaves the state its tokens had, and a rewind right after it
+// to the last checkpoint's position still gets a fresh session's logits.
+func TestHybridFailedStepRewind(t *testing.T) {
+	cb := cpu.New(cpu.Options{Threads: 2})
+	defer cb.Close()
+	for _, be := range []backend.Backend{cb, hostDelta{cb}} {
+		t.Run(pathName(be), func(t *testing.T) {
+			m, err := load(t, hybridFixture(t, "qwen35"), be)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			fresh := func(prompt []uint32) []float32 {
+				s := session(t, m, model.SessionOptions{Context: 64, Batch: 4})
+				_, l, err := s.Prefill(ctx, prompt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return slices.Clone(l)
+			}
+			a := []uint32{1, 306, 763, 304}
+			s := session(t, m, model.SessionOptions{Context: 64, Batch: 4})
+			if _, _, err := s.Prefill(ctx, a); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Eval(ctx, []uint32{8}); err != nil {
+				t.Fatal(err)
+			}
+			fail := func() {
+				t.Helper()
+				if _, err := s.Eval(&failAfter{ctx, 1}, []uint32{9, 10}); !errors.Is(err, context.Canceled) {
+					t.Fatalf("a step cancelled after one block: %v", err)
+				}
+			}
+			fail()
+			// Back to before the last successful step (the checkpoint's
+			// position, the 8).
+			s.Truncate(len(a))
+			got, err := s.Eval(ctx, []uint32{12})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameBits(t, "after a rewind past the failed step", got, fresh(append(slices.Clone(a), 12)))
+			fail()
+			got, err = s.Eval(ctx, []uint32{13})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameBits(t, "after the failed step", got, fresh(append(slices.Clone(a), 12, 13)))
+		})
 	}
 }

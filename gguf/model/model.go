@@ -44,6 +44,9 @@ type Model struct {
 	kvShape []backend.KVShape
 	// perLayer is Gemma 4's per-layer token embeddings; nil elsewhere.
 	perLayer *perLayer
+	// dn runs a hybrid's delta nets on the backend, when it can
+	// (hybrid.go); nil: on the host.
+	dn backend.DeltaNetter
 }
 
 // layer is one block's weights. Optional weights are nil.
@@ -64,9 +67,12 @@ type layer struct {
 	// Qwen3.5 (hybrid.go): a delta-net block has delta and no attention
 	// weights; a gated attention block has qGate, its joint query and
 	// gate projection, for wq; shared is qwen35moe's shared expert.
-	delta  *deltaLayer
-	qGate  backend.Weight
-	shared *sharedExpert
+	// With the backend's hybrid kernels (Model.dn) the joint projection
+	// is split at load into wq and attnGate, its gate rows.
+	delta    *deltaLayer
+	qGate    backend.Weight
+	attnGate backend.Weight
+	shared   *sharedExpert
 	// Gemma 4: V's weightless norm (ones), the per-layer embedding's
 	// gate, projection and norm, and the output scale (0: none).
 	vNorm, pleGate, pleProj, pleNorm backend.Weight
@@ -131,6 +137,7 @@ func load(f *gguf.File, be backend.Backend, stage *LayerRange) (*Model, error) {
 	}
 	ld := &loader{f: f, be: be, used: map[string]bool{}}
 	m := &Model{cfg: cfg, be: be}
+	m.dn = deltaNetter(&cfg, be)
 	r := LayerRange{0, cfg.Layers}
 	if stage != nil {
 		r = *stage

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/backend"
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/model"
 	"github.com/meshnode/meshnode/gguf/model/modeltest"
@@ -84,7 +85,7 @@ func rewrite(t testing.TB, file []byte, meta map[string]any, tensors func([]gguf
 	return out
 }
 
-func load(t testing.TB, file []byte, be *cpu.Backend) (*model.Model, error) {
+func load(t testing.TB, file []byte, be backend.Backend) (*model.Model, error) {
 	t.Helper()
 	f, err := gguf.Parse(file)
 	if err != nil {

@@ -81,10 +81,8 @@ type Session struct {
 
 	ropes []backend.RoPE // per layer
 
-	// A hybrid model's recurrent memory per block (hybrid.go), and its
-	// copy from before the session's last step, at position ckPos.
-	state, ck []hybridState
-	ckPos     int
+	// A hybrid model's recurrent memory (hybrid.go); nil for others.
+	rec *recurrent
 
 	// The scratch of steps the session evaluates alone (batch rows, one
 	// logits row), made at its first such step: a session only ever
@@ -115,7 +113,7 @@ func (m *Model) NewSession(opt SessionOptions) (*Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
-	s := &Session{m: m, ctx: n, batch: batch, kvType: opt.KV, kv: kv, state: m.newHybridState()}
+	s := &Session{m: m, ctx: n, batch: batch, kvType: opt.KV, kv: kv, rec: m.newRecurrent()}
 	// LongRoPE uses its long factors when the session's context exceeds
 	// the one the short factors were fitted to (llama_model::get_rope_factors).
 	factors := m.ropeFreqs
@@ -166,7 +164,7 @@ func (s *Session) CommonPrefix(seq []uint32) int {
 func (s *Session) Truncate(n int) {
 	if n < len(s.tokens) {
 		n = max(n, 0)
-		if s.state != nil {
+		if s.rec != nil {
 			s.rewind(n)
 			return
 		}

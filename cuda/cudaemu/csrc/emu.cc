@@ -332,6 +332,7 @@ const std::map<std::string, KernelInfo> &kernel_table() {
 		KERNEL_ENTRY(glu) KERNEL_ENTRY(rope) KERNEL_ENTRY(store_kv_f16) KERNEL_ENTRY(store_kv_f32)
 		KERNEL_ENTRY(attend_f16) KERNEL_ENTRY(attend_f32) KERNEL_ENTRY(argmax)
 		TYPE_ENTRIES(mxfp4) KERNEL_ENTRY(glu_oai) KERNEL_ENTRY(attend_sinks_f16) KERNEL_ENTRY(attend_sinks_f32)
+		KERNEL_ENTRY(short_conv) KERNEL_ENTRY(delta_scan) KERNEL_ENTRY(sigmoid_mul)
 	};
 	return t;
 }
