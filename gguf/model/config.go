@@ -561,3 +561,14 @@ func (c Config) ropeLayout() string {
 	}
 	return "normal"
 }
+
+// gating is the MoE router's gating, as backend.Route takes it.
+func (c *Config) gating() backend.Gating {
+	switch {
+	case c.ExpertSoftmaxChosen:
+		return backend.GateSoftmaxChosen
+	case c.ExpertNorm:
+		return backend.GateSoftmaxNorm
+	}
+	return backend.GateSoftmax
+}

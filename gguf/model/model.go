@@ -47,6 +47,9 @@ type Model struct {
 	// dn runs a hybrid's delta nets on the backend, when it can
 	// (hybrid.go); nil: on the host.
 	dn backend.DeltaNetter
+	// xp runs a mixture of experts' routing, products and sum on the
+	// backend, when it can (moe.go); nil: routed on the host.
+	xp backend.MoE
 }
 
 // layer is one block's weights. Optional weights are nil.
@@ -138,6 +141,9 @@ func load(f *gguf.File, be backend.Backend, stage *LayerRange) (*Model, error) {
 	ld := &loader{f: f, be: be, used: map[string]bool{}}
 	m := &Model{cfg: cfg, be: be}
 	m.dn = deltaNetter(&cfg, be)
+	if xp, ok := be.(backend.MoE); ok && cfg.Experts > 0 {
+		m.xp = xp
+	}
 	r := LayerRange{0, cfg.Layers}
 	if stage != nil {
 		r = *stage

@@ -1,8 +1,6 @@
 package model
 
 import (
-	"math"
-
 	"github.com/meshnode/meshnode/gguf/backend"
 )
 
@@ -24,6 +22,12 @@ import (
 // routing and the weighted sum run on the host: they are k·Embd
 // multiply-adds a row, and every backend can Read and Write.
 //
+// A backend that implements backend.MoE (the CPU and CUDA do) runs the
+// same arithmetic itself (moeDevice): the choice stays in its memory and
+// its expert products read each chosen expert by the stored index, so a
+// step reads nothing back (a CUDA decode step is one graph). The host
+// path remains for backends without it (Metal), with the same bits.
+//
 // Batch invariance: a row's router scores, its choice, its experts'
 // products (MatMul's rows are independent) and its weighted sum (fixed
 // rank order, per row) do not depend on the other rows of the step, so a
@@ -42,10 +46,24 @@ type moeScratch struct {
 	w                      []float32 // rows × k their weights
 	rows                   [][]int   // per expert: the step's rows routed to it
 	probs                  []float32 // one row's probabilities
+
+	// With backend.MoE: the choice and the chosen experts' activations,
+	// a row per (row, rank).
+	dsel, dw   backend.Tensor // rows × k
+	dgate, dup backend.Tensor // rows·k × ExpertFF
+	dy         backend.Tensor // rows·k × Embd
 }
 
 func newMoEScratch(be backend.Backend, c *Config, rows int) *moeScratch {
 	k := c.ExpertsUsed
+	if _, ok := be.(backend.MoE); ok {
+		return &moeScratch{
+			logits: be.NewTensor(rows, c.Experts),
+			dsel:   be.NewTensor(rows, k), dw: be.NewTensor(rows, k),
+			dgate: be.NewTensor(rows*k, c.ExpertFF), dup: be.NewTensor(rows*k, c.ExpertFF),
+			dy: be.NewTensor(rows*k, c.Embd),
+		}
+	}
 	ms := &moeScratch{
 		logits:     be.NewTensor(rows, c.Experts),
 		xe:         be.NewTensor(rows, c.Embd),
@@ -77,17 +95,17 @@ func (m *Model) moeFFN(ms *moeScratch, ly *layer, o, h, routeIn backend.Tensor) 
 
 	logits := ms.logits.Slice(0, n)
 	project(be, logits, ly.router, ly.routerBias, routeIn)
+	if m.xp != nil {
+		m.moeDevice(ms, ly, o, h, logits)
+		return
+	}
 	be.Read(ms.hostLogits[:n*c.Experts], logits)
 	for i := range ms.rows {
 		ms.rows[i] = ms.rows[i][:0]
 	}
 	for r := range n {
 		lg, sel, w := ms.hostLogits[r*c.Experts:(r+1)*c.Experts], ms.sel[r*k:(r+1)*k], ms.w[r*k:(r+1)*k]
-		if c.ExpertSoftmaxChosen {
-			routeChosen(lg, sel, w)
-		} else {
-			route(lg, ms.probs, sel, w, c.ExpertNorm)
-		}
+		backend.Route(lg, ms.probs, sel, w, c.gating())
 		for _, x := range ms.sel[r*k : (r+1)*k] {
 			ms.rows[x] = append(ms.rows[x], r)
 		}
@@ -156,73 +174,18 @@ func (m *Model) moeFFN(ms *moeScratch, ly *layer, o, h, routeIn backend.Tensor) 
 	be.Write(o, out)
 }
 
-// route picks a row's experts from its router logits as build_moe_ffn does
-// with a softmax gate: probabilities by ggml_soft_max (exp(x − max), the
-// sum in float64, then one scale), the k most probable best first (the
-// lower index first among equals), and their probabilities, divided by
-// their sum (clamped as ggml clamps it) when norm is set.
-func route(logits, probs []float32, sel []int, w []float32, norm bool) {
-	mx := float32(math.Inf(-1))
-	for _, v := range logits {
-		mx = max(mx, v)
-	}
-	var sum float64
-	for i, v := range logits {
-		probs[i] = float32(math.Exp(float64(v - mx)))
-		sum += float64(probs[i])
-	}
-	inv := float32(1 / sum)
-	for i := range probs {
-		probs[i] *= inv
-	}
-	for j := range sel {
-		best := -1
-		for i, p := range probs {
-			if best >= 0 && p <= probs[best] || taken(sel[:j], i) {
-				continue
-			}
-			best = i
-		}
-		sel[j], w[j] = best, probs[best]
-	}
-	if !norm {
-		return
-	}
-	var ws float64
-	for _, v := range w {
-		ws += float64(v)
-	}
-	d := max(float32(ws), 6.103515625e-5)
-	for j := range w {
-		w[j] /= d
-	}
-}
-
-// routeChosen picks a row's experts as build_moe_ffn does with
-// SOFTMAX_WEIGHT gating (gpt-oss): the k largest logits, best first (the
-// lower index first among equals), weighted by a softmax over those k
-// alone, computed as route's is.
-func routeChosen(logits []float32, sel []int, w []float32) {
-	for j := range sel {
-		best := -1
-		for i, v := range logits {
-			if best >= 0 && v <= logits[best] || taken(sel[:j], i) {
-				continue
-			}
-			best = i
-		}
-		sel[j], w[j] = best, logits[best]
-	}
-	mx := w[0] // the largest: sel is best first
-	var sum float64
-	for j, v := range w {
-		w[j] = float32(math.Exp(float64(v - mx)))
-		sum += float64(w[j])
-	}
-	inv := float32(1 / sum)
-	for j := range w {
-		w[j] *= inv
-	}
+// moeDevice is moeFFN on a backend.MoE, from the router scores on.
+func (m *Model) moeDevice(ms *moeScratch, ly *layer, o, h, logits backend.Tensor) {
+	c, xp := &m.cfg, m.xp
+	n, k := h.Rows, c.ExpertsUsed
+	sel, w := ms.dsel.Slice(0, n), ms.dw.Slice(0, n)
+	gate, up, y := ms.dgate.Slice(0, n*k), ms.dup.Slice(0, n*k), ms.dy.Slice(0, n*k)
+	xp.MoERoute(sel, w, logits, c.gating())
+	xp.MoEMatMul(gate, ly.gateExps, ly.gateExpsB, h, sel)
+	xp.MoEMatMul(up, ly.upExps, ly.upExpsB, h, sel)
+	m.be.GLU(gate, gate, up, c.spec.glu)
+	xp.MoEMatMul(y, ly.downExps, ly.downExpsB, gate, sel)
+	xp.MoESum(o, y, sel, w, ly.downScale)
 }
 
 // expertBias is expert x's bias, or nil when the model has none.
@@ -231,13 +194,4 @@ func expertBias(b []backend.Weight, x int) backend.Weight {
 		return nil
 	}
 	return b[x]
-}
-
-func taken(sel []int, i int) bool {
-	for _, s := range sel {
-		if s == i {
-			return true
-		}
-	}
-	return false
 }

@@ -1,4 +1,4 @@
-package model
+package backend
 
 import (
 	"math"
@@ -15,18 +15,18 @@ func TestRoute(t *testing.T) {
 	// exp(0, ln 2, ln 3, ln 4) / 10: the top two are experts 3 and 2,
 	// best first, with 0.4 and 0.3, renormalised to 4/7 and 3/7.
 	logits := []float32{0, float32(math.Log(2)), float32(math.Log(3)), float32(math.Log(4))}
-	route(logits, probs, sel, w, false)
+	Route(logits, probs, sel, w, GateSoftmax)
 	if !slices.Equal(sel, []int{3, 2}) || math.Abs(float64(w[0])-0.4) > 1e-6 || math.Abs(float64(w[1])-0.3) > 1e-6 {
 		t.Errorf("unnormalised: experts %v weights %v, want [3 2] [0.4 0.3]", sel, w)
 	}
-	route(logits, probs, sel, w, true)
+	Route(logits, probs, sel, w, GateSoftmaxNorm)
 	if !slices.Equal(sel, []int{3, 2}) || math.Abs(float64(w[0])-4.0/7) > 1e-6 || math.Abs(float64(w[1])-3.0/7) > 1e-6 {
 		t.Errorf("normalised: experts %v weights %v, want [3 2] [4/7 3/7]", sel, w)
 	}
 
 	// Equal scores: the lower index first, so the choice is a function
 	// of the row alone.
-	route([]float32{1, 5, 5, 5}, probs, sel, w, true)
+	Route([]float32{1, 5, 5, 5}, probs, sel, w, GateSoftmaxNorm)
 	if !slices.Equal(sel, []int{1, 2}) || w[0] != w[1] || w[0] != 0.5 {
 		t.Errorf("ties: experts %v weights %v, want [1 2] [0.5 0.5]", sel, w)
 	}
@@ -34,8 +34,23 @@ func TestRoute(t *testing.T) {
 	// Scores far apart: the other experts' probabilities underflow to 0
 	// and the one chosen weighs exactly 1.
 	sel1, w1 := make([]int, 1), make([]float32, 1)
-	route([]float32{0, -200, -300, -400}, probs, sel1, w1, true)
+	Route([]float32{0, -200, -300, -400}, probs, sel1, w1, GateSoftmaxNorm)
 	if sel1[0] != 0 || w1[0] != 1 {
 		t.Errorf("one dominant expert: %v %v", sel1, w1)
+	}
+}
+
+// TestRouteChosen: gpt-oss's gating picks by logit and weighs by a softmax
+// over the chosen alone.
+func TestRouteChosen(t *testing.T) {
+	sel, w := make([]int, 2), make([]float32, 2)
+	logits := []float32{float32(math.Log(3)), 0, 7, 7 + float32(math.Log(3))}
+	Route(logits, make([]float32, 4), sel, w, GateSoftmaxChosen)
+	if !slices.Equal(sel, []int{3, 2}) || math.Abs(float64(w[0])-0.75) > 1e-6 || math.Abs(float64(w[1])-0.25) > 1e-6 {
+		t.Errorf("experts %v weights %v, want [3 2] [0.75 0.25]", sel, w)
+	}
+	Route([]float32{2, 2, 2, 1}, make([]float32, 4), sel, w, GateSoftmaxChosen)
+	if !slices.Equal(sel, []int{0, 1}) || w[0] != 0.5 || w[1] != 0.5 {
+		t.Errorf("ties: experts %v weights %v, want [0 1] [0.5 0.5]", sel, w)
 	}
 }
