@@ -261,49 +261,7 @@ func TestHybridKernelsMatchHost(t *testing.T) {
 	for _, arch := range []string{"qwen35", "qwen35moe"} {
 		t.Run(arch, func(t *testing.T) {
 			file := hybridFixture(t, arch)
-			run := func(be backend.Backend) [][]float32 {
-				m, err := load(t, file, be)
-				if err != nil {
-					t.Fatal(err)
-				}
-				ctx := context.Background()
-				var out [][]float32
-				keep := func(l []float32) { out = append(out, slices.Clone(l)) }
-				s1 := session(t, m, model.SessionOptions{Context: 64, Batch: 4})
-				s2 := session(t, m, model.SessionOptions{Context: 64, Batch: 4})
-				for i, s := range []*model.Session{s1, s2} {
-					_, l, err := s.Prefill(ctx, []uint32{1, 306, 763, 304, 1101, uint32(278 + i)})
-					if err != nil {
-						t.Fatal(err)
-					}
-					keep(l)
-				}
-				b, err := m.NewBatch(model.BatchOptions{Tokens: 8, Seqs: 4})
-				if err != nil {
-					t.Fatal(err)
-				}
-				// s2's three tokens with one logits row are two pieces of
-				// the step, its body rows and its tail.
-				for step := range 3 {
-					err := b.Step(ctx, []model.Seq{
-						{Session: s1, Tokens: []uint32{uint32(40 + step)}, Logits: 1},
-						{Session: s2, Tokens: []uint32{uint32(90 + step), 7, 8}, Logits: 1},
-					})
-					if err != nil {
-						t.Fatal(err)
-					}
-					keep(b.Logits(0))
-					keep(b.Logits(1))
-				}
-				s2.Truncate(s2.Len() - 1)
-				l, err := s2.Eval(ctx, []uint32{5})
-				if err != nil {
-					t.Fatal(err)
-				}
-				keep(l)
-				return out
-			}
-			want, got := run(hostDelta{cb}), run(cb)
+			want, got := mixedRun(t, file, hostDelta{cb}), mixedRun(t, file, cb)
 			if len(got) != len(want) {
 				t.Fatalf("%d logit rows, want %d", len(got), len(want))
 			}
@@ -312,6 +270,52 @@ func TestHybridKernelsMatchHost(t *testing.T) {
 			}
 		})
 	}
+}
+
+// mixedRun is the logits of file's model on be through prefill, batched
+// decoding of two sessions and a rewind.
+func mixedRun(t *testing.T, file []byte, be backend.Backend) [][]float32 {
+	t.Helper()
+	m, err := load(t, file, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var out [][]float32
+	keep := func(l []float32) { out = append(out, slices.Clone(l)) }
+	s1 := session(t, m, model.SessionOptions{Context: 64, Batch: 4})
+	s2 := session(t, m, model.SessionOptions{Context: 64, Batch: 4})
+	for i, s := range []*model.Session{s1, s2} {
+		_, l, err := s.Prefill(ctx, []uint32{1, 306, 763, 304, 1101, uint32(278 + i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		keep(l)
+	}
+	b, err := m.NewBatch(model.BatchOptions{Tokens: 8, Seqs: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// s2's three tokens with one logits row are two pieces of
+	// the step, its body rows and its tail.
+	for step := range 3 {
+		err := b.Step(ctx, []model.Seq{
+			{Session: s1, Tokens: []uint32{uint32(40 + step)}, Logits: 1},
+			{Session: s2, Tokens: []uint32{uint32(90 + step), 7, 8}, Logits: 1},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		keep(b.Logits(0))
+		keep(b.Logits(1))
+	}
+	s2.Truncate(s2.Len() - 1)
+	l, err := s2.Eval(ctx, []uint32{5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep(l)
+	return out
 }
 
 // failAfter is a context whose Err is Canceled from its n+1-th call on:

@@ -3,6 +3,7 @@ package model_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -124,5 +125,35 @@ func TestGptOssNeedsFeatures(t *testing.T) {
 	}
 	if _, err := model.Load(f, cb); err != nil {
 		t.Fatalf("Load on the CPU: %v", err)
+	}
+}
+
+// hostMoE is a backend without the MoE kernels (as Metal is), with the
+// CPU's optional features, so a mixture of experts is routed on the host.
+type hostMoE struct{ backend.Backend }
+
+func (h hostMoE) Supports(f backend.Feature) bool { return backend.Supports(h.Backend, f) }
+
+// TestMoEKernelsMatchHost: the CPU backend's MoE kernels (routing,
+// gathered expert products, weighted sum) give the host path's logits bit
+// for bit for every mixture-of-experts architecture, through prefill,
+// batched decoding of two sessions and a rewind.
+func TestMoEKernelsMatchHost(t *testing.T) {
+	cb := cpu.New(cpu.Options{Threads: 2})
+	defer cb.Close()
+	if _, ok := backend.Backend(hostMoE{cb}).(backend.MoE); ok {
+		t.Fatal("hostMoE offers the MoE kernels")
+	}
+	for _, arch := range []string{"qwen3moe", "gpt-oss", "gemma4", "qwen35moe"} {
+		t.Run(arch, func(t *testing.T) {
+			file := hybridFixture(t, arch)
+			want, got := mixedRun(t, file, hostMoE{cb}), mixedRun(t, file, cb)
+			if len(got) != len(want) {
+				t.Fatalf("%d logit rows, want %d", len(got), len(want))
+			}
+			for i := range want {
+				sameBits(t, "row "+strconv.Itoa(i), got[i], want[i])
+			}
+		})
 	}
 }
