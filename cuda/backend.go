@@ -128,7 +128,7 @@ type Backend struct {
 	att    *devMem // attention scores
 	argOut *devMem // ArgMax's result
 	ropes  map[ropeKey]*ropeTable
-	sinks  map[string]*devMem // attention sinks by value (gptoss.go)
+	consts map[string]*devMem // attention sinks, expert tables and scales by value (constPtr)
 	stats  Stats
 }
 
@@ -157,7 +157,7 @@ func New(opt Options) (*Backend, error) {
 	if opt.Device < 0 || opt.Device >= n {
 		return nil, fmt.Errorf("%w: device %d of %d", ErrNoDevice, opt.Device, n)
 	}
-	b := &Backend{lib: lib, place: opt.Weights, log: log, live: map[driver.DevicePtr]int{}, ropes: map[ropeKey]*ropeTable{}, sinks: map[string]*devMem{}}
+	b := &Backend{lib: lib, place: opt.Weights, log: log, live: map[driver.DevicePtr]int{}, ropes: map[ropeKey]*ropeTable{}, consts: map[string]*devMem{}}
 	if b.dev, err = lib.Device(opt.Device); err != nil {
 		return nil, err
 	}

@@ -41,21 +41,26 @@ func (b *Backend) sinkKernel(typ quant.Type, a *backend.Attention) (kernels.ID, 
 	return id, b.sinksPtr(a.Sinks)
 }
 
-// sinksPtr is the device address of a copy of sinks, uploaded the first
-// time these values are seen. A layer's sinks are the same values every
-// step, so its attention launch is too, and the step replays as a graph.
-// Copies are keyed by value, as RoPE tables are (sessions may hold their
-// own slices), and kept for the backend's life: one per layer. With b
-// locked.
+// sinksPtr is the device address of a copy of sinks (constPtr). A
+// layer's sinks are the same values every step, so its attention launch
+// is too, and the step replays as a graph. With b locked.
 func (b *Backend) sinksPtr(sinks []float32) uint64 {
-	key := unsafe.String((*byte)(unsafe.Pointer(&sinks[0])), 4*len(sinks)) // aliases sinks for the lookup
-	if m, ok := b.sinks[key]; ok {
+	return b.constPtr(unsafe.Slice((*byte)(unsafe.Pointer(&sinks[0])), 4*len(sinks)))
+}
+
+// constPtr is the device address of a copy of data, uploaded the first
+// time these bytes are seen. Copies are keyed by value, as RoPE tables are
+// (sessions may hold their own slices), and kept for the backend's life:
+// a few per layer. With b locked.
+func (b *Backend) constPtr(data []byte) uint64 {
+	key := unsafe.String(&data[0], len(data)) // aliases data for the lookup
+	if m, ok := b.consts[key]; ok {
 		return uint64(m.ptr)
 	}
 	b.bind()
-	m, err := b.alloc(4 * len(sinks))
+	m, err := b.alloc(len(data))
 	must(err)
-	must(b.lib.MemcpyHtoD(m.ptr, unsafe.Pointer(&sinks[0]), 4*len(sinks)))
-	b.sinks[strings.Clone(key)] = m
+	must(b.lib.MemcpyHtoD(m.ptr, unsafe.Pointer(&data[0]), len(data)))
+	b.consts[strings.Clone(key)] = m
 	return uint64(m.ptr)
 }

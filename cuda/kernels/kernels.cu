@@ -5,3 +5,4 @@
 #include "ops.cuh"
 #include "gptoss.cuh"
 #include "delta.cuh"
+#include "moe.cuh"

@@ -48,8 +48,8 @@ func ForDevice(major, minor int) (Arch, error) {
 type ID int
 
 // The kernels that do not depend on a weight type. Each weight type then
-// has three: MatVec (one activation row per warp), MatVecBatch (eight) and
-// Embed; see WeightKernel.
+// has four: MatVec (one activation row per warp), MatVecBatch (eight),
+// Embed and MatVecGather; see WeightKernel.
 const (
 	QuantizeQ8_0 ID = iota
 	QuantizeQ8_1
@@ -75,6 +75,10 @@ const (
 	ShortConv
 	DeltaScan
 	SigmoidMul
+	// A mixture of experts' routing, biases and sum (moe.cuh).
+	MoERoute
+	MoEBias
+	MoESum
 	numFixed
 )
 
@@ -104,6 +108,9 @@ var fixed = [numFixed]struct{ name, params string }{
 	ShortConv:      {"short_conv", "pppii"},
 	DeltaScan:      {"delta_scan", "pppppppppiiif"},
 	SigmoidMul:     {"sigmoid_mul", "ppiii"},
+	MoERoute:       {"moe_route", "pppiiii"},
+	MoEBias:        {"moe_bias", "pppii"},
+	MoESum:         {"moe_sum", "pppppiii"},
 }
 
 // WeightKind is one of a weight type's kernels.
@@ -111,9 +118,10 @@ type WeightKind int
 
 // A weight type's kernels.
 const (
-	MatVec      WeightKind = iota // y = x·wᵀ, one activation row per warp
-	MatVecBatch                   // the same, eight activation rows per warp
-	Embed                         // rows of the table, dequantised
+	MatVec       WeightKind = iota // y = x·wᵀ, one activation row per warp
+	MatVecBatch                    // the same, eight activation rows per warp
+	Embed                          // rows of the table, dequantised
+	MatVecGather                   // y = x·wᵀ by the expert each row chose
 	numWeightKinds
 )
 
@@ -132,6 +140,7 @@ var weightTypes = []struct {
 const (
 	matVecParams = "pppiiiiipppppppi"
 	embedParams  = "piipp"
+	gatherParams = "piiippppppi"
 )
 
 // Count is the number of kernels.
@@ -169,6 +178,8 @@ func (id ID) Name() string {
 		return "mv_" + w.name + "_1"
 	case MatVecBatch:
 		return "mv_" + w.name + "_8"
+	case MatVecGather:
+		return "mvx_" + w.name
 	}
 	return "embed_" + w.name
 }
@@ -178,8 +189,11 @@ func (id ID) Params() string {
 	if id < numFixed {
 		return fixed[id].params
 	}
-	if WeightKind(int(id-numFixed)%int(numWeightKinds)) == Embed {
+	switch WeightKind(int(id-numFixed) % int(numWeightKinds)) {
+	case Embed:
 		return embedParams
+	case MatVecGather:
+		return gatherParams
 	}
 	return matVecParams
 }

@@ -153,7 +153,7 @@ func TestForDevice(t *testing.T) {
 func TestWeightKernels(t *testing.T) {
 	ids := map[kernels.ID]bool{}
 	for _, typ := range kernels.WeightTypes() {
-		for _, k := range []kernels.WeightKind{kernels.MatVec, kernels.MatVecBatch, kernels.Embed} {
+		for _, k := range []kernels.WeightKind{kernels.MatVec, kernels.MatVecBatch, kernels.Embed, kernels.MatVecGather} {
 			id, ok := kernels.WeightKernel(typ, k)
 			if !ok || id < 0 || id >= kernels.Count || ids[id] {
 				t.Errorf("%s kind %d: id %d, %v", typ, k, id, ok)

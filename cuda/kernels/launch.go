@@ -118,3 +118,12 @@ func AttendChunk(rows, heads, capacity, budget int) int {
 
 // ArgMaxShape is one block of 1024.
 func ArgMaxShape() Shape { return Shape{dim(1, 1, 1), dim(1024, 1, 1)} }
+
+// MoERouteShape is a thread per row, in 64-thread blocks.
+func MoERouteShape(rows int) Shape { return Shape{dim(ceilDiv(rows, 64), 1, 1), dim(64, 1, 1)} }
+
+// MatVecGatherShape covers the rows of one expert matrix (a warp per
+// row) for each of pairs (row, rank) pairs.
+func MatVecGatherShape(rows, pairs int) Shape {
+	return Shape{dim(ceilDiv(rows, MatVecRows), pairs, 1), dim(32*MatVecRows, 1, 1)}
+}

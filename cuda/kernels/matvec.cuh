@@ -89,14 +89,14 @@ DEV void store_rows(float *y, int wrows, int row, int x0, int nx, const float *a
 
 // 32-element types: one lane per block.
 template <class T, int R>
-DEV void matvec_q32(Mat m, int row_bytes, int cols, const i8 *aq, const float *ad, const float *as, int nx) {
+DEV void matvec_q32(Mat m, int row_bytes, int cols, const i8 *aq, const float *ad, const float *as, int x0, int nx) {
 	const u8 *w = m.w;
 	float *y = m.y;
 	int wrows = m.rows, row = m.block * MV_ROWS_PER_BLOCK + warp_id();
 	if (row >= wrows) {
 		return;
 	}
-	int lane = lane_id(), x0 = blockIdx.y * R, nb = cols / 32;
+	int lane = lane_id(), nb = cols / 32;
 	const u8 *wr = w + (i64)row * row_bytes;
 	float acc[R];
 	UNROLL for (int r = 0; r < R; r++) {
@@ -130,7 +130,7 @@ DEV void matvec_q32(Mat m, int row_bytes, int cols, const i8 *aq, const float *a
 
 // K-quants: eight lanes per block, four blocks per warp step.
 template <class T, int R>
-DEV void matvec_k(Mat m, int row_bytes, int cols, const i8 *aq, const float *ad, const i32 *bsums, int nx) {
+DEV void matvec_k(Mat m, int row_bytes, int cols, const i8 *aq, const float *ad, const i32 *bsums, int x0, int nx) {
 	const u8 *w = m.w;
 	float *y = m.y;
 	int wrows = m.rows, row = m.block * MV_ROWS_PER_BLOCK + warp_id();
@@ -138,7 +138,7 @@ DEV void matvec_k(Mat m, int row_bytes, int cols, const i8 *aq, const float *ad,
 		return;
 	}
 	const int LPB = T::LPB, BPI = WARP / LPB;
-	int lane = lane_id(), x0 = blockIdx.y * R, nb = cols / 256;
+	int lane = lane_id(), nb = cols / 256;
 	int g = lane / LPB, s = lane % LPB;
 	const u8 *wr = w + (i64)row * row_bytes;
 	float acc[R];
@@ -185,14 +185,14 @@ DEV void matvec_k(Mat m, int row_bytes, int cols, const i8 *aq, const float *ad,
 // Float types: element e of the row in lane e mod 32, the activation
 // rounded to the weight's type as the CPU converts it.
 template <class T, int R>
-DEV void matvec_f(Mat m, int row_bytes, int cols, const float *x, int nx) {
+DEV void matvec_f(Mat m, int row_bytes, int cols, const float *x, int x0, int nx) {
 	const u8 *w = m.w;
 	float *y = m.y;
 	int wrows = m.rows, row = m.block * MV_ROWS_PER_BLOCK + warp_id();
 	if (row >= wrows) {
 		return;
 	}
-	int lane = lane_id(), x0 = blockIdx.y * R;
+	int lane = lane_id();
 	const u8 *wr = w + (i64)row * row_bytes;
 	float acc[R];
 	UNROLL for (int r = 0; r < R; r++) {
@@ -223,15 +223,55 @@ DEV void matvec_f(Mat m, int row_bytes, int cols, const float *x, int nx) {
 
 #define MV_Q32(name, T, R)                                                                       \
 	KERNEL BOUNDS(128) void mv_##name##_##R(MV_PARAMS) {                                     \
-		matvec_q32<T, R>(MV_PICK, row_bytes, cols, aq, ad, (const float *)ax, nx); \
+		matvec_q32<T, R>(MV_PICK, row_bytes, cols, aq, ad, (const float *)ax, blockIdx.y * R, nx); \
 	}
 #define MV_K(name, T, R)                                                                     \
 	KERNEL BOUNDS(128) void mv_##name##_##R(MV_PARAMS) {                                 \
-		matvec_k<T, R>(MV_PICK, row_bytes, cols, aq, ad, (const i32 *)ax, nx); \
+		matvec_k<T, R>(MV_PICK, row_bytes, cols, aq, ad, (const i32 *)ax, blockIdx.y * R, nx); \
 	}
 #define MV_F(name, T, R)                                             \
 	KERNEL BOUNDS(128) void mv_##name##_##R(MV_PARAMS) {         \
-		matvec_f<T, R>(MV_PICK, row_bytes, cols, x, nx); \
+		matvec_f<T, R>(MV_PICK, row_bytes, cols, x, blockIdx.y * R, nx); \
+	}
+
+// ---- Gathered products (a mixture of experts) ----
+//
+// mvx_* multiply each (row, rank) pair p of a step by the expert the
+// router chose for it, read from device memory: y row p = x row p / xdiv
+// (xdiv = k: every rank of a row shares its input; 1: a row per pair) ·
+// experts[sel[p]]ᵀ. The arithmetic is the matrix kernels' with one
+// activation row (mv_*_1), so a pair's output is MatMul's bits.
+// grid = (ceil(rows / 4), pairs), block 128.
+#define MVX_PARAMS                                                                                            \
+	const u64 *experts, int rows, int row_bytes, int cols, const float *x, const i8 *aq, const float *ad, \
+		const void *ax, float *y, const float *sel, int xdiv
+
+// mvx_mat is pair p's matrix and output, and the activation row it reads.
+DEV Mat mvx_mat(const u64 *experts, int rows, float *y, const float *sel, int xdiv, i64 &xrow) {
+	int p = blockIdx.y;
+	xrow = p / xdiv;
+	return Mat{(const u8 *)experts[(int)sel[p]], y + (i64)p * rows, rows, (int)blockIdx.x};
+}
+
+#define MVX_Q32(name, T)                                                                                       \
+	KERNEL BOUNDS(128) void mvx_##name(MVX_PARAMS) {                                                       \
+		i64 xr;                                                                                        \
+		Mat m = mvx_mat(experts, rows, y, sel, xdiv, xr);                                              \
+		i64 nb = cols / 32;                                                                            \
+		const float *as = (const float *)ax;                                                           \
+		matvec_q32<T, 1>(m, row_bytes, cols, aq + xr * cols, ad + xr * nb, as ? as + xr * nb : 0, 0, 1); \
+	}
+#define MVX_K(name, T)                                                                                              \
+	KERNEL BOUNDS(128) void mvx_##name(MVX_PARAMS) {                                                            \
+		i64 xr;                                                                                             \
+		Mat m = mvx_mat(experts, rows, y, sel, xdiv, xr);                                                   \
+		matvec_k<T, 1>(m, row_bytes, cols, aq + xr * cols, ad + xr * (cols / 256), (const i32 *)ax + xr * (cols / 16), 0, 1); \
+	}
+#define MVX_F(name, T)                                                        \
+	KERNEL BOUNDS(128) void mvx_##name(MVX_PARAMS) {                      \
+		i64 xr;                                                       \
+		Mat m = mvx_mat(experts, rows, y, sel, xdiv, xr);             \
+		matvec_f<T, 1>(m, row_bytes, cols, x + xr * cols, 0, 1);      \
 	}
 
 // Embedding rows: dst row i = row ids[i] of the table, dequantised.
@@ -248,9 +288,9 @@ DEV void embed(const u8 *table, int row_bytes, int cols, const i32 *ids, float *
 		embed<T>(table, row_bytes, cols, ids, dst);                                                  \
 	}
 
-#define QTYPE32(name, T) MV_Q32(name, T, 1) MV_Q32(name, T, 8) EMBED(name, T)
-#define QTYPEK(name, T) MV_K(name, T, 1) MV_K(name, T, 8) EMBED(name, T)
-#define FTYPE(name, T) MV_F(name, T, 1) MV_F(name, T, 8) EMBED(name, T)
+#define QTYPE32(name, T) MV_Q32(name, T, 1) MV_Q32(name, T, 8) EMBED(name, T) MVX_Q32(name, T)
+#define QTYPEK(name, T) MV_K(name, T, 1) MV_K(name, T, 8) EMBED(name, T) MVX_K(name, T)
+#define FTYPE(name, T) MV_F(name, T, 1) MV_F(name, T, 8) EMBED(name, T) MVX_F(name, T)
 
 QTYPE32(q4_0, Q4_0)
 QTYPE32(q4_1, Q4_1)

@@ -319,7 +319,7 @@ constexpr int arity(void (*)(A...)) {
 }
 
 #define KERNEL_ENTRY(name) {#name, KernelInfo{[](void **p) { call_with(name, p, seq_of(name)); }, arity(name)}},
-#define TYPE_ENTRIES(t) KERNEL_ENTRY(mv_##t##_1) KERNEL_ENTRY(mv_##t##_8) KERNEL_ENTRY(embed_##t)
+#define TYPE_ENTRIES(t) KERNEL_ENTRY(mv_##t##_1) KERNEL_ENTRY(mv_##t##_8) KERNEL_ENTRY(embed_##t) KERNEL_ENTRY(mvx_##t)
 
 const std::map<std::string, KernelInfo> &kernel_table() {
 	static const std::map<std::string, KernelInfo> t = {
@@ -333,6 +333,7 @@ const std::map<std::string, KernelInfo> &kernel_table() {
 		KERNEL_ENTRY(attend_f16) KERNEL_ENTRY(attend_f32) KERNEL_ENTRY(argmax)
 		TYPE_ENTRIES(mxfp4) KERNEL_ENTRY(glu_oai) KERNEL_ENTRY(attend_sinks_f16) KERNEL_ENTRY(attend_sinks_f32)
 		KERNEL_ENTRY(short_conv) KERNEL_ENTRY(delta_scan) KERNEL_ENTRY(sigmoid_mul)
+		KERNEL_ENTRY(moe_route) KERNEL_ENTRY(moe_bias) KERNEL_ENTRY(moe_sum)
 	};
 	return t;
 }
