@@ -61,6 +61,20 @@ func (b *Backend) MoEMatMul(dst backend.Tensor, experts, biases []backend.Weight
 		if len(ps) == 0 {
 			continue // an expert no row chose is not read
 		}
+		if len(ps) == 1 {
+			// One pair (always so in a single token's step): its rows
+			// in place, nothing to gather.
+			p, src := ps[0], ps[0]
+			if x.Rows == n {
+				src = p / k
+			}
+			ye := dst.Slice(p, p+1)
+			b.MatMul(ye, experts[e], x.Slice(src, src+1))
+			if biases != nil {
+				b.AddBias(ye, biases[e])
+			}
+			continue
+		}
 		xe, ye := b.NewTensor(len(ps), xs), b.NewTensor(len(ps), ys)
 		xed, yed := data(xe), data(ye)
 		for i, p := range ps {
