@@ -40,19 +40,8 @@ func f32Weight(w backend.Weight) []float32 {
 // checkSeqs panics on spans outside rows or states of the wrong size.
 func checkSeqs(op string, rows int, seqs []backend.DeltaSeq, conv, ssm int) {
 	for i, s := range seqs {
-		n := 0
-		for _, sp := range s.Spans {
-			if sp.N < 0 || sp.Row < 0 || sp.Row+sp.N > rows {
-				panic(fmt.Sprintf("cpu: %s: sequence %d's rows %d+%d outside %d", op, i, sp.Row, sp.N, rows))
-			}
-			n += sp.N
-		}
-		if n == 0 {
-			panic(fmt.Sprintf("cpu: %s: sequence %d has no rows", op, i))
-		}
-		if conv > 0 && (s.Prev.Conv.Len() != conv || s.Next.Conv.Len() != conv) ||
-			ssm > 0 && (s.Prev.SSM.Len() != ssm || s.Next.SSM.Len() != ssm) {
-			panic(fmt.Sprintf("cpu: %s: sequence %d's state is not %d and %d floats", op, i, conv, ssm))
+		if err := s.Check(rows, conv, ssm); err != nil {
+			panic(fmt.Sprintf("cpu: %s: sequence %d: %v", op, i, err))
 		}
 	}
 }
