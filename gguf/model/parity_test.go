@@ -334,7 +334,12 @@ func compareParity(t *testing.T, ours [][]float32, g golden, tol float64, noise 
 		t.Logf("own last-bit sensitivity per step: %.3g; %d steps over the tolerance passed as rounding noise", noise, excused)
 	}
 	if clear < len(g.Steps)/3 {
-		t.Errorf("only %d of %d steps have a clear top-2 margin: the fixture does not test greedy agreement", clear, len(g.Steps))
+		msg := fmt.Sprintf("only %d of %d steps have a clear top-2 margin: the fixture does not test greedy agreement", clear, len(g.Steps))
+		if noise == nil {
+			t.Error(msg) // a committed fixture must
+		} else {
+			t.Log(msg + " (a held-out draw; its logits are still compared)")
+		}
 	}
 }
 
