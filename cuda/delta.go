@@ -47,27 +47,14 @@ func (b *Backend) argSeqs(op string, rows int, seqs []backend.DeltaSeq, conv, ss
 	h, d := b.reserve(kernels.DeltaSeqBytes * len(seqs))
 	tab := unsafe.Slice((*deltaSeq)(h), len(seqs))
 	for i, s := range seqs {
-		n := 0
-		for _, sp := range s.Spans {
-			if sp.N < 0 || sp.Row < 0 || sp.Row+sp.N > rows {
-				panic(fmt.Sprintf("cuda: %s: sequence %d's rows %d+%d outside %d", op, i, sp.Row, sp.N, rows))
-			}
-			n += sp.N
-		}
-		if n == 0 {
-			panic(fmt.Sprintf("cuda: %s: sequence %d has no rows", op, i))
+		if err := s.Check(rows, conv, ssm); err != nil {
+			panic(fmt.Sprintf("cuda: %s: sequence %d: %v", op, i, err))
 		}
 		e := deltaSeq{row0: int32(s.Spans[0].Row), n0: int32(s.Spans[0].N), row1: int32(s.Spans[1].Row), n1: int32(s.Spans[1].N)}
 		if conv > 0 {
-			if s.Prev.Conv.Len() != conv || s.Next.Conv.Len() != conv {
-				panic(fmt.Sprintf("cuda: %s: sequence %d's convolution state is not %d floats", op, i, conv))
-			}
 			e.prevConv, e.nextConv = ptr(s.Prev.Conv), ptr(s.Next.Conv)
 		}
 		if ssm > 0 {
-			if s.Prev.SSM.Len() != ssm || s.Next.SSM.Len() != ssm {
-				panic(fmt.Sprintf("cuda: %s: sequence %d's state is not %d floats", op, i, ssm))
-			}
 			e.prevSSM, e.nextSSM = ptr(s.Prev.SSM), ptr(s.Next.SSM)
 		}
 		tab[i] = e

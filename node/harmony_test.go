@@ -96,21 +96,8 @@ func TestHarmonyDecoder(t *testing.T) {
 // and returns its path.
 func harmonyModelPath(t *testing.T) string {
 	t.Helper()
-	src, err := gguf.Open(fortunesPath(t))
+	p, err := modeltest.WriteHarmonyFixture(t.TempDir(), fortunesPath(t), harmony.Markers)
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	md, err := modeltest.HarmonyVocab(src.Metadata, harmony.Markers)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := modeltest.Generate(modeltest.Fixture("gpt-oss", "Q8_0"), md)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(t.TempDir(), "gpt-oss-harmony.gguf")
-	if err := os.WriteFile(p, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return p

@@ -1,5 +1,10 @@
 package backend
 
+import (
+	"errors"
+	"fmt"
+)
+
 // Qwen3.5's gated delta net (gguf/model/hybrid.go) keeps a recurrent
 // state per sequence and block. A backend that implements DeltaNetter runs
 // its short convolution and its scan where the activations are, with the
@@ -32,6 +37,29 @@ type DeltaSeq struct {
 	// that keeps two states per sequence has a checkpoint without
 	// copying.
 	Prev, Next DeltaState
+}
+
+// Check says what is wrong with s as a sequence of a step of rows rows
+// whose states are conv and ssm floats (0: not checked), nil if nothing;
+// backends panic with it, as they do on other misuse.
+func (s DeltaSeq) Check(rows, conv, ssm int) error {
+	n := 0
+	for _, sp := range s.Spans {
+		if sp.N < 0 || sp.Row < 0 || sp.Row+sp.N > rows {
+			return fmt.Errorf("rows %d+%d outside %d", sp.Row, sp.N, rows)
+		}
+		n += sp.N
+	}
+	if n == 0 {
+		return errors.New("no rows")
+	}
+	if conv > 0 && (s.Prev.Conv.Len() != conv || s.Next.Conv.Len() != conv) {
+		return fmt.Errorf("convolution state is not %d floats", conv)
+	}
+	if ssm > 0 && (s.Prev.SSM.Len() != ssm || s.Next.SSM.Len() != ssm) {
+		return fmt.Errorf("recurrent state is not %d floats", ssm)
+	}
+	return nil
 }
 
 // DeltaNet is one delta-net block's shape and its small weights (F32).

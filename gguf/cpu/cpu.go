@@ -35,6 +35,13 @@ type Options struct {
 	// cached from one token to the next and prefetching only costs.
 	// 0 reads it from the system; negative or unknown: always prefetch.
 	CacheBytes int64
+	// Perturb, when nonzero, moves every activation MatMul quantises by
+	// one ulp up or down (a pattern drawn from Perturb and the call)
+	// before quantising it: as valid a rounding of the sums before it as
+	// ours or another engine's. A debugging knob, off in serving: the
+	// held-out parity gate measures with it how far the engine's own
+	// logits move under last-bit noise (gguf/model's TestParityHeldOut).
+	Perturb uint64
 }
 
 // Backend is the CPU implementation of backend.Backend. Its kernels may be
@@ -44,6 +51,8 @@ type Backend struct {
 	threads int
 
 	cacheBytes  int64        // Options.CacheBytes, resolved
+	perturb     uint64       // Options.Perturb
+	calls       uint64       // MatMul calls so far, for Perturb (guarded by mu)
 	weightBytes atomic.Int64 // bytes of the weights made so far
 
 	mu     sync.Mutex // serialises kernels: the pool and the scratch below
@@ -77,7 +86,7 @@ func New(opt Options) *Backend {
 	if cache == 0 {
 		cache = systemCacheBytes()
 	}
-	return &Backend{threads: n, cacheBytes: cache, pool: newPool(n), scratch: make([][]float32, n), bytes: make([][]byte, n)}
+	return &Backend{threads: n, cacheBytes: cache, perturb: opt.Perturb, pool: newPool(n), scratch: make([][]float32, n), bytes: make([][]byte, n)}
 }
 
 // Name implements backend.Backend.

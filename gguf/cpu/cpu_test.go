@@ -118,6 +118,68 @@ func TestMatMul(t *testing.T) {
 	}
 }
 
+// TestMatMulPerturb checks Options.Perturb: the activations move by one
+// ulp, so the products stay within the type's tolerance of unperturbed
+// ones but move (F32 ones anywhere, half-precision and 8-bit ones where a
+// value lies on a rounding boundary), the input stays as it was, and the same
+// seed gives the same bits.
+func TestMatMulPerturb(t *testing.T) {
+	const rows, cols, n = 37, 512, 5
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, typ := range []quant.Type{quant.F32, quant.F16, quant.Q8_0} {
+		t.Run(typ.String(), func(t *testing.T) {
+			x := normals(rng, n*cols, 1) // F32 products move anywhere
+			switch typ {
+			case quant.F16:
+				// Halfway between two halves: one ulp up rounds to the
+				// one above.
+				for i := range x {
+					x[i] = 1 + 1.0/2048
+				}
+			case quant.Q8_0:
+				// Blocks of 32 whose scale is 1 and whose other values
+				// lie on a rounding boundary (15.5), where one ulp down
+				// takes an 8-bit activation to the quantum below.
+				for i := range x {
+					x[i] = 15.5
+					if i%32 == 0 {
+						x[i] = 127
+					}
+				}
+			}
+			data := quantized(t, typ, normals(rng, rows*cols, 0.05))
+			run := func(perturb uint64) []float32 {
+				be := cpu.New(cpu.Options{Threads: 2, Perturb: perturb})
+				defer be.Close()
+				wt, err := be.Weight(typ, rows, cols, data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				dst, in := tensor(be, n, rows, nil), tensor(be, n, cols, x)
+				be.MatMul(dst, wt, in)
+				if !slices.Equal(read(be, in), x) {
+					t.Fatal("MatMul changed its input")
+				}
+				return read(be, dst)
+			}
+			plain, p1 := run(0), run(1)
+			if !slices.Equal(p1, run(1)) {
+				t.Fatal("the same Perturb seed gave other bits")
+			}
+			if slices.Equal(plain, p1) {
+				t.Fatal("Perturb left every product as it was")
+			}
+			for i := range plain {
+				// One ulp of every activation: a relative change of
+				// ~1e-7 in each product, or 8-bit quanta flipped.
+				if d := math.Abs(float64(p1[i] - plain[i])); d > matmulTolerance[typ]*float64(cols)*15.5 {
+					t.Fatalf("[%d]: perturbed %v, plain %v", i, p1[i], plain[i])
+				}
+			}
+		})
+	}
+}
+
 func TestWeightErrors(t *testing.T) {
 	be := newBackend(t, 1)
 	if _, err := be.Weight(quant.IQ2_XXS, 1, 256, make([]byte, 66)); !errors.Is(err, cpu.ErrType) {

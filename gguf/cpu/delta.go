@@ -2,7 +2,7 @@ package cpu
 
 import (
 	"fmt"
-	"math"
+	"github.com/meshnode/meshnode/gguf/deltanet"
 	"unsafe"
 
 	"github.com/meshnode/meshnode/gguf/backend"
@@ -40,19 +40,8 @@ func f32Weight(w backend.Weight) []float32 {
 // checkSeqs panics on spans outside rows or states of the wrong size.
 func checkSeqs(op string, rows int, seqs []backend.DeltaSeq, conv, ssm int) {
 	for i, s := range seqs {
-		n := 0
-		for _, sp := range s.Spans {
-			if sp.N < 0 || sp.Row < 0 || sp.Row+sp.N > rows {
-				panic(fmt.Sprintf("cpu: %s: sequence %d's rows %d+%d outside %d", op, i, sp.Row, sp.N, rows))
-			}
-			n += sp.N
-		}
-		if n == 0 {
-			panic(fmt.Sprintf("cpu: %s: sequence %d has no rows", op, i))
-		}
-		if conv > 0 && (s.Prev.Conv.Len() != conv || s.Next.Conv.Len() != conv) ||
-			ssm > 0 && (s.Prev.SSM.Len() != ssm || s.Next.SSM.Len() != ssm) {
-			panic(fmt.Sprintf("cpu: %s: sequence %d's state is not %d and %d floats", op, i, conv, ssm))
+		if err := s.Check(rows, conv, ssm); err != nil {
+			panic(fmt.Sprintf("cpu: %s: sequence %d: %v", op, i, err))
 		}
 	}
 }
@@ -106,7 +95,7 @@ func (j *convJob) do(w, t int) {
 				for t := range k {
 					sum += win[t] * wt[t]
 				}
-				j.x[r*ch+i] = hostSilu(sum)
+				j.x[r*ch+i] = deltanet.Silu(sum)
 				copy(win, win[1:])
 			}
 		}
@@ -156,82 +145,22 @@ func (j *scanJob) do(w, t int) {
 	// The first row decays Prev into Next (the same tensors in place),
 	// later rows Next in place: no copy of the state.
 	src := data(s.Prev.SSM)[h*S*S : (h+1)*S*S]
-	scale := 1 / float32(math.Sqrt(float64(S)))
 	g0 := h % kh
 	for _, sp := range s.Spans {
 		for r := sp.Row; r < sp.Row+sp.N; r++ {
 			row := j.x[r*ch : (r+1)*ch]
 			copy(q, row[g0*S:(g0+1)*S])
 			copy(k, row[kh*S+g0*S:kh*S+(g0+1)*S])
-			l2Norm(q, d.Eps)
-			l2Norm(k, d.Eps)
+			deltanet.L2Norm(q, d.Eps)
+			deltanet.L2Norm(k, d.Eps)
 			v := row[2*kh*S+h*S : 2*kh*S+(h+1)*S]
-			g := softplus(j.alpha[r*nh+h]+j.dtBias[h]) * j.a[h]
-			beta := hostSigmoid(j.beta[r*nh+h])
-			decay := float32(math.Exp(float64(g)))
-			for i, m := range src {
-				M[i] = m * decay
-			}
-			src = M
-			for jj := range S {
-				delta[jj] = (v[jj] - dot(M[jj*S:(jj+1)*S], k)) * beta
-			}
-			for jj := range S {
-				mr, dj := M[jj*S:(jj+1)*S], delta[jj]
-				for i, kv := range k {
-					mr[i] += kv * dj
-				}
-			}
+			g := deltanet.Softplus(j.alpha[r*nh+h]+j.dtBias[h]) * j.a[h]
+			beta := deltanet.Sigmoid(j.beta[r*nh+h])
 			out := j.y[r*inner+h*S : r*inner+(h+1)*S]
-			for jj := range S {
-				out[jj] = dot(M[jj*S:(jj+1)*S], q) * scale
-			}
-			// The gated norm: RMSNorm over the head, times Norm, times
-			// silu of the gate.
-			var ss float64
-			for _, o := range out {
-				ss += float64(o * o)
-			}
-			inv := 1 / float32(math.Sqrt(float64(float32(ss/float64(S))+d.Eps)))
 			zh := j.z[r*inner+h*S : r*inner+(h+1)*S]
-			for jj := range out {
-				out[jj] = out[jj] * inv * j.norm[jj] * hostSilu(zh[jj])
-			}
+			deltanet.HeadRow(M, src, q, k, v, zh, j.norm, out, delta, g, beta, d.Eps)
+			src = M
 		}
-	}
-}
-
-func dot(a, b []float32) float32 {
-	var s float32
-	for i, x := range a {
-		s += x * b[i]
-	}
-	return s
-}
-
-// hostSilu and hostSigmoid take e^x in float64 (the delta net's, unlike
-// the GLU's ggml expf).
-func hostSilu(x float32) float32    { return x / (1 + float32(math.Exp(float64(-x)))) }
-func hostSigmoid(x float32) float32 { return 1 / (1 + float32(math.Exp(float64(-x)))) }
-
-// softplus is ggml's: x itself above 20.
-func softplus(x float32) float32 {
-	if x > 20 {
-		return x
-	}
-	return float32(math.Log(1 + math.Exp(float64(x))))
-}
-
-// l2Norm scales x to unit length as ggml_l2_norm does (the sum in
-// float64, the length at least eps).
-func l2Norm(x []float32, eps float32) {
-	var s float64
-	for _, v := range x {
-		s += float64(v * v)
-	}
-	scale := 1 / max(float32(math.Sqrt(s)), eps)
-	for i := range x {
-		x[i] *= scale
 	}
 }
 
@@ -244,14 +173,14 @@ func (b *Backend) SigmoidMul(x, g backend.Tensor) {
 	for r := range x.Rows {
 		row := xs[r*x.Cols : (r+1)*x.Cols]
 		if g.Cols == 1 {
-			s := hostSigmoid(gs[r])
+			s := deltanet.Sigmoid(gs[r])
 			for i := range row {
 				row[i] *= s
 			}
 			continue
 		}
 		for i, v := range gs[r*g.Cols : (r+1)*g.Cols] {
-			row[i] *= hostSigmoid(v)
+			row[i] *= deltanet.Sigmoid(v)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/meshnode/meshnode/gguf/backend"
 	"github.com/meshnode/meshnode/gguf/quant"
@@ -22,12 +23,44 @@ type quantJob struct {
 	x     []float32
 	cols  int
 	batch *quant.Batch
+	seed  uint64 // nonzero: Options.Perturb mixed with the call
 }
 
 func (j *quantJob) do(_, t int) {
-	if err := j.batch.Quantize(t, j.x[t*j.cols:(t+1)*j.cols]); err != nil {
+	x := j.x[t*j.cols : (t+1)*j.cols]
+	if j.seed != 0 {
+		x = perturbRow(x, j.seed^uint64(t)*0x9e3779b97f4a7c15)
+	}
+	if err := j.batch.Quantize(t, x); err != nil {
 		panic(err) // sizes are fixed by MatMul
 	}
+}
+
+// perturbRow returns a copy of x with each nonzero element one ulp up or
+// down, by the bits of a splitmix64 stream from seed (Options.Perturb).
+// It allocates; it runs only when debugging.
+func perturbRow(x []float32, seed uint64) []float32 {
+	y := make([]float32, len(x))
+	var bits uint64
+	for i, v := range x {
+		if i%64 == 0 {
+			seed += 0x9e3779b97f4a7c15
+			z := seed
+			z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+			z = (z ^ z>>27) * 0x94d049bb133111eb
+			bits = z ^ z>>31
+		}
+		dir := float32(math.Inf(1))
+		if bits&1 == 0 {
+			dir = float32(math.Inf(-1))
+		}
+		bits >>= 1
+		if v != 0 && !math.IsInf(float64(v), 0) && !math.IsNaN(float64(v)) {
+			v = math.Nextafter32(v, dir)
+		}
+		y[i] = v
+	}
+	return y
 }
 
 // matmulJob multiplies a span of weight rows by every activation row.
@@ -59,6 +92,10 @@ func (b *Backend) MatMul(dst backend.Tensor, wt backend.Weight, x backend.Tensor
 	}
 	b.batch.SetCached(b.WeightsCached())
 	b.quan = quantJob{x: data(x), cols: w.cols, batch: &b.batch}
+	if b.perturb != 0 {
+		b.calls++
+		b.quan.seed = b.perturb ^ b.calls<<32 ^ b.calls
+	}
 	b.pool.run(n, &b.quan)
 
 	chunk := ceilDiv(ceilDiv(w.rows, b.threads*tasksPerThread), tileRows) * tileRows

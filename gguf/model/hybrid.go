@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"github.com/meshnode/meshnode/gguf/deltanet"
 	"math"
 	"slices"
 	"strconv"
@@ -609,85 +610,24 @@ func (m *Model) deltaRow(hs *hybridScratch, d *deltaLayer, st *hybridState, r in
 		for k := range K {
 			sum += win[k*ch+i] * w[k]
 		}
-		x[i] = silu(sum)
+		x[i] = deltanet.Silu(sum)
 	}
 	copy(st.conv, win[ch:])
 
 	kh := c.SSMGroups
 	q, k, v := x[:kh*S], x[kh*S:2*kh*S], x[2*kh*S:]
 	for h := range kh {
-		l2Norm(q[h*S:(h+1)*S], c.NormEps)
-		l2Norm(k[h*S:(h+1)*S], c.NormEps)
+		deltanet.L2Norm(q[h*S:(h+1)*S], c.NormEps)
+		deltanet.L2Norm(k[h*S:(h+1)*S], c.NormEps)
 	}
-	scale := 1 / float32(math.Sqrt(float64(S)))
 	y := hs.hY[r*c.SSMInner : (r+1)*c.SSMInner]
 	z := hs.hZ[r*c.SSMInner : (r+1)*c.SSMInner]
-	delta := hs.delta
 	for h := range c.SSMHeads {
-		g := softplus(hs.hAlpha[r*c.SSMHeads+h]+d.dtBias[h]) * d.a[h]
-		beta := sigmoid(hs.hBeta[r*c.SSMHeads+h])
+		g := deltanet.Softplus(hs.hAlpha[r*c.SSMHeads+h]+d.dtBias[h]) * d.a[h]
+		beta := deltanet.Sigmoid(hs.hBeta[r*c.SSMHeads+h])
 		qh, khd := q[(h%kh)*S:(h%kh+1)*S], k[(h%kh)*S:(h%kh+1)*S]
-		vh := v[h*S : (h+1)*S]
 		M := st.ssm[h*S*S : (h+1)*S*S]
-		decay := float32(math.Exp(float64(g)))
-		for i := range M {
-			M[i] *= decay
-		}
-		for j := range S {
-			delta[j] = (vh[j] - dot(M[j*S:(j+1)*S], khd)) * beta
-		}
-		for j := range S {
-			row, dj := M[j*S:(j+1)*S], delta[j]
-			for i, kv := range khd {
-				row[i] += kv * dj
-			}
-		}
-		out := y[h*S : (h+1)*S]
-		for j := range S {
-			out[j] = dot(M[j*S:(j+1)*S], qh) * scale
-		}
-		// The gated norm: RMSNorm over the head, times ssm_norm, times
-		// silu of the gate.
-		var ss float64
-		for _, o := range out {
-			ss += float64(o * o)
-		}
-		inv := 1 / float32(math.Sqrt(float64(float32(ss/float64(S))+c.NormEps)))
-		for j := range out {
-			out[j] = out[j] * inv * d.norm[j] * silu(z[h*S+j])
-		}
-	}
-}
-
-func dot(a, b []float32) float32 {
-	var s float32
-	for i, x := range a {
-		s += x * b[i]
-	}
-	return s
-}
-
-func silu(x float32) float32    { return x / (1 + float32(math.Exp(float64(-x)))) }
-func sigmoid(x float32) float32 { return 1 / (1 + float32(math.Exp(float64(-x)))) }
-
-// softplus is ggml's: x itself above 20.
-func softplus(x float32) float32 {
-	if x > 20 {
-		return x
-	}
-	return float32(math.Log(1 + math.Exp(float64(x))))
-}
-
-// l2Norm scales x to unit length as ggml_l2_norm does (the sum in
-// float64, the length at least eps).
-func l2Norm(x []float32, eps float32) {
-	var s float64
-	for _, v := range x {
-		s += float64(v * v)
-	}
-	scale := 1 / max(float32(math.Sqrt(s)), eps)
-	for i := range x {
-		x[i] *= scale
+		deltanet.HeadRow(M, M, qh, khd, v[h*S:(h+1)*S], z[h*S:(h+1)*S], d.norm, y[h*S:(h+1)*S], hs.delta, g, beta, c.NormEps)
 	}
 }
 
@@ -733,7 +673,7 @@ func (m *Model) gateAttention(hs *hybridScratch, att backend.Tensor, first int) 
 	be.Read(a, att)
 	g := hs.hGate[first*w : (first+n)*w]
 	for i := range a {
-		a[i] *= sigmoid(g[i])
+		a[i] *= deltanet.Sigmoid(g[i])
 	}
 	be.Write(att, a)
 }
@@ -761,7 +701,7 @@ func (m *Model) sharedFFN(hs *hybridScratch, sh *sharedExpert, o, h backend.Tens
 	gs := hs.hZ[:n] // the delta net's z rows are free here
 	be.Read(gs, sg)
 	for r := range n {
-		s := sigmoid(gs[r])
+		s := deltanet.Sigmoid(gs[r])
 		for i := r * e; i < (r+1)*e; i++ {
 			a[i] += b[i] * s
 		}

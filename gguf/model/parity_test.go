@@ -188,13 +188,52 @@ func TestParityHeldOut(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				checkParity(t, be, file, g, parityTolerance(arch, ft))
+				ours := ourLogits(t, be, file, g)
+				compareParity(t, ours, g, parityTolerance(arch, ft), perturbedNoise(t, file, g, ours))
 			})
 		}
 	}
 }
 
+// noiseRuns and noiseFactor make the held-out gate's allowance for
+// rounding noise: a step whose logits differ from llama.cpp's by more than
+// the tolerance still passes when the difference is within noiseFactor ×
+// the most our own logits move, at that step, over noiseRuns runs with
+// every matrix product's activations moved by one ulp (cpu.Options.Perturb).
+// A last-bit difference from llama.cpp (sum order, expf) is such noise; a
+// structural error is not, and stays large against it.
+const (
+	noiseRuns   = 4
+	noiseFactor = 2
+)
+
+// perturbedNoise is our own sensitivity to last-bit noise at every step:
+// max |perturbed − ours| over the compared ids and noiseRuns perturbed runs.
+func perturbedNoise(t *testing.T, file []byte, g golden, ours [][]float32) []float64 {
+	t.Helper()
+	noise := make([]float64, len(g.Steps))
+	for run := range noiseRuns {
+		be := cpu.New(cpu.Options{Perturb: uint64(run) + 1})
+		rows := ourLogits(t, be, file, g)
+		be.Close()
+		for step, want := range g.Steps {
+			for _, id := range comparedIDs(want) {
+				noise[step] = max(noise[step], math.Abs(float64(rows[step][id]-ours[step][id])))
+			}
+		}
+	}
+	return noise
+}
+
 func checkParity(t *testing.T, be *cpu.Backend, file []byte, g golden, tol float64) {
+	compareParity(t, ourLogits(t, be, file, g), g, tol, nil)
+}
+
+// ourLogits runs the engine on g's sequence, teacher-forced on llama.cpp's
+// tokens so that every step is compared on the same sequence, and returns
+// the logits of every step.
+func ourLogits(t *testing.T, be *cpu.Backend, file []byte, g golden) [][]float32 {
+	t.Helper()
 	f, err := gguf.Parse(file)
 	if err != nil {
 		t.Fatal(err)
@@ -212,40 +251,75 @@ func checkParity(t *testing.T, be *cpu.Backend, file []byte, g golden, tol float
 	if err != nil {
 		t.Fatal(err)
 	}
-	var worst, sum float64
-	var count int
-	agreed, compared, agreedAll := 0, 0, 0
-	for step, want := range g.Steps {
+	rows := make([][]float32, len(g.Steps))
+	for step := range g.Steps {
 		if step > 0 {
-			// Teacher-forced on llama.cpp's tokens, so every step is
-			// compared on the same sequence.
 			if logits, err = s.Eval(ctx, []uint32{g.Greedy[step-1]}); err != nil {
 				t.Fatal(err)
 			}
 		}
+		rows[step] = slices.Clone(logits)
+	}
+	return rows
+}
+
+// comparedIDs are the ids whose logits a golden step keeps: llama.cpp's
+// top ones and every paritySample-th.
+func comparedIDs(want goldenLogits) []int {
+	ids := make([]int, 0, len(want.Top)+len(want.Sample))
+	for _, p := range want.Top {
+		ids = append(ids, int(p[0]))
+	}
+	for i := range want.Sample {
+		ids = append(ids, i*paritySample)
+	}
+	return ids
+}
+
+// compareParity checks our logits against g's: every step within tol or,
+// where noise is given, within noiseFactor × noise[step] (our own
+// sensitivity to last-bit noise at that step, perturbedNoise), and the
+// greedy token wherever llama.cpp's top-2 margin is clear of the bound.
+func compareParity(t *testing.T, ours [][]float32, g golden, tol float64, noise []float64) {
+	t.Helper()
+	var worst, sum float64
+	var count, excused int
+	agreed, compared, agreedAll, clear := 0, 0, 0, 0
+	for step, want := range g.Steps {
+		logits := ours[step]
 		errMax, at := 0.0, -1
-		check := func(id int, ref float64) {
-			d := math.Abs(float64(logits[id]) - ref)
+		for _, id := range comparedIDs(want) {
+			d := math.Abs(float64(logits[id]) - refLogit(want, id))
 			if d > errMax || math.IsNaN(d) {
 				errMax, at = d, id
 			}
 			sum += d
 			count++
 		}
-		for _, p := range want.Top {
-			check(int(p[0]), p[1])
-		}
-		for i, v := range want.Sample {
-			check(i*paritySample, float64(v))
-		}
 		worst = max(worst, errMax)
-		if errMax > tol {
-			t.Errorf("step %d: logit of %d is %v, llama.cpp %v (|Δ| %.4g > %.4g)", step, at, logits[at], refLogit(want, at), errMax, tol)
+		bound := tol
+		if noise != nil {
+			if nb := noiseFactor * noise[step]; nb > tol {
+				bound = nb
+				if errMax > tol && errMax <= bound {
+					excused++
+					t.Logf("step %d: |Δ| %.4g > %.4g, within %g × our own last-bit sensitivity %.4g: rounding noise", step, errMax, tol, float64(noiseFactor), noise[step])
+				}
+			}
+		}
+		if errMax > bound {
+			t.Errorf("step %d: logit of %d is %v, llama.cpp %v (|Δ| %.4g > %.4g)", step, at, logits[at], refLogit(want, at), errMax, bound)
 		}
 		if argmax(logits) == g.Greedy[step] {
 			agreedAll++
 		}
-		if margin := want.Top[0][1] - want.Top[1][1]; margin > marginFactor*tol {
+		margin := want.Top[0][1] - want.Top[1][1]
+		if margin > marginFactor*tol {
+			clear++
+		}
+		// Below marginFactor × the step's bound, the difference allowed
+		// could swap the top two.
+		if margin > marginFactor*bound {
 			compared++
 			if got := argmax(logits); got != g.Greedy[step] {
 				t.Errorf("step %d: greedy token %d, llama.cpp %d (its margin %.3g)", step, got, g.Greedy[step], margin)
@@ -256,8 +330,16 @@ func checkParity(t *testing.T, be *cpu.Backend, file []byte, g golden, tol float
 	}
 	t.Logf("max |Δlogit| %.3g (tolerance %.3g), mean %.3g; greedy agrees on %d/%d clear steps (%d/%d in all)",
 		worst, tol, sum/float64(count), agreed, compared, agreedAll, len(g.Steps))
-	if compared < len(g.Steps)/3 {
-		t.Errorf("only %d of %d steps have a clear top-2 margin: the fixture does not test greedy agreement", compared, len(g.Steps))
+	if noise != nil {
+		t.Logf("own last-bit sensitivity per step: %.3g; %d steps over the tolerance passed as rounding noise", noise, excused)
+	}
+	if clear < len(g.Steps)/3 {
+		msg := fmt.Sprintf("only %d of %d steps have a clear top-2 margin: the fixture does not test greedy agreement", clear, len(g.Steps))
+		if noise == nil {
+			t.Error(msg) // a committed fixture must
+		} else {
+			t.Log(msg + " (a held-out draw; its logits are still compared)")
+		}
 	}
 }
 

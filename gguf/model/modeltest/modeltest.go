@@ -15,6 +15,8 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -244,6 +246,27 @@ func HarmonyVocab(vocab *gguf.Metadata, markers []string) (*gguf.Metadata, error
 		kvs[i].Value = v
 	}
 	return gguf.NewMetadata(kvs)
+}
+
+// WriteHarmonyFixture writes to dir the gpt-oss Q8_0 Fixture whose
+// vocabulary is vocabPath's (a GGUF's) with markers renamed in
+// (HarmonyVocab), and returns the file's path.
+func WriteHarmonyFixture(dir, vocabPath string, markers []string) (string, error) {
+	f, err := gguf.Open(vocabPath)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	md, err := HarmonyVocab(f.Metadata, markers)
+	if err != nil {
+		return "", err
+	}
+	b, err := Generate(Fixture("gpt-oss", "Q8_0"), md)
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(dir, "gpt-oss-harmony.gguf")
+	return p, os.WriteFile(p, b, 0o600)
 }
 
 // Generate writes the model s describes, its tokenizer copied from vocab

@@ -1,12 +1,9 @@
 package ggufengine
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/chat/harmony"
 	"github.com/meshnode/meshnode/gguf/chat/toolcall"
 	"github.com/meshnode/meshnode/gguf/grammar/grammartest"
@@ -20,21 +17,8 @@ import (
 // own), and returns its path.
 func harmonyFixture(t *testing.T) string {
 	t.Helper()
-	f, err := gguf.Open(fortunesPath)
+	p, err := modeltest.WriteHarmonyFixture(t.TempDir(), fortunesPath, harmony.Markers)
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	md, err := modeltest.HarmonyVocab(f.Metadata, harmony.Markers)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := modeltest.Generate(modeltest.Fixture("gpt-oss", "Q8_0"), md)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(t.TempDir(), "gpt-oss-harmony.gguf")
-	if err := os.WriteFile(p, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return p
