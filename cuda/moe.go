@@ -19,6 +19,17 @@ import (
 
 var _ backend.MoE = (*Backend)(nil)
 
+// moeMaxRows bounds the steps routed on the device: MoEMatMul's gathered
+// kernel reads an expert once per (row, rank) pair, which for a decode
+// step (a few rows, each choosing other experts) is what any path reads,
+// but for a long prompt is up to 8× the grouped path's reads (each
+// expert once per 8 of its rows). 16 rows keeps decode steps of several
+// sequences, and speculation's windows, one graph.
+const moeMaxRows = 16
+
+// MoEMaxRows implements backend.MoE.
+func (b *Backend) MoEMaxRows() int { return moeMaxRows }
+
 // MoERoute implements backend.MoE.
 func (b *Backend) MoERoute(sel, w, logits backend.Tensor, g backend.Gating) {
 	n, k, e := logits.Rows, sel.Cols, logits.Cols

@@ -3,9 +3,11 @@ package cuda_test
 import (
 	"context"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/meshnode/meshnode/cuda"
+	"github.com/meshnode/meshnode/gguf/backend"
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/model"
 )
@@ -64,5 +66,66 @@ func TestEmuMoEGraphs(t *testing.T) {
 			}
 			t.Logf("%+v", st)
 		})
+	}
+}
+
+// TestEmuMoELongPrompt: a prompt longer than moeMaxRows takes the grouped
+// host path (each chosen expert read once per batch of its rows) and a
+// decode step after it the device path, with the CPU's bits throughout.
+func TestEmuMoELongPrompt(t *testing.T) {
+	f := fixture(t, "qwen3moe", "Q4_0")
+	prompt := make([]uint32, 40) // over moeMaxRows (16)
+	for i := range prompt {
+		prompt[i] = uint32(1 + (i*37)%2000)
+	}
+	// run gives the prompt's and a decode step's logits, and with the
+	// device the bytes each read back.
+	run := func(be backend.Backend) (first, next []float32, promptRead, stepRead int64) {
+		m, err := model.Load(f, be)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := m.NewSession(model.SessionOptions{Context: modelContext})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		ctx := context.Background()
+		read := func() int64 {
+			if cb, ok := be.(*cuda.Backend); ok {
+				return cb.Stats().ReadBytes
+			}
+			return 0
+		}
+		r0 := read()
+		out, err := s.Eval(ctx, prompt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first = slices.Clone(out)
+		r1 := read()
+		if out, err = s.Eval(ctx, []uint32{7}); err != nil {
+			t.Fatal(err)
+		}
+		return first, slices.Clone(out), r1 - r0, read() - r1
+	}
+	ref := cpu.New(cpu.Options{})
+	defer ref.Close()
+	wantPrompt, wantNext, _, _ := run(ref)
+	be, _ := newEmu(t, cuda.Options{})
+	defer be.Close()
+	gotPrompt, gotNext, promptRead, stepRead := run(be)
+	// The prompt's routing was read back (the grouped path), the decode
+	// step's was not: it reads back its logits alone.
+	vocab := int64(len(wantNext)) * 4
+	if promptRead <= vocab || stepRead != vocab {
+		t.Errorf("read back %d bytes for the prompt and %d for the step, want more than %d and %d", promptRead, stepRead, vocab, vocab)
+	}
+	for name, pair := range map[string][2][]float32{"prompt": {gotPrompt, wantPrompt}, "decode step": {gotNext, wantNext}} {
+		for i := range pair[1] {
+			if math.Float32bits(pair[0][i]) != math.Float32bits(pair[1][i]) {
+				t.Fatalf("%s: logit %d is %v on the device, %v on the CPU", name, i, pair[0][i], pair[1][i])
+			}
+		}
 	}
 }

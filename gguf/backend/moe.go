@@ -46,6 +46,12 @@ type MoE interface {
 	// (the first term is the sum's start, not added to 0); a nil scale
 	// is none.
 	MoESum(dst, y, sel, w Tensor, scale []float32)
+	// MoEMaxRows is the most rows of a step the backend routes itself
+	// (0: any). A backend whose MoEMatMul reads an expert once per
+	// (row, rank) pair sets it, so that a long prompt takes the host's
+	// grouped path, which reads each chosen expert once per batch of its
+	// rows; the bits are the same either way.
+	MoEMaxRows() int
 }
 
 // Route picks one row's experts from its router logits as build_moe_ffn

@@ -14,6 +14,10 @@ import (
 
 var _ backend.MoE = (*Backend)(nil)
 
+// MoEMaxRows implements backend.MoE: any step, as MoEMatMul gathers a
+// step's pairs by expert.
+func (b *Backend) MoEMaxRows() int { return 0 }
+
 // MoERoute implements backend.MoE.
 func (b *Backend) MoERoute(sel, w, logits backend.Tensor, g backend.Gating) {
 	n, k, e := logits.Rows, sel.Cols, logits.Cols

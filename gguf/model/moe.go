@@ -56,30 +56,30 @@ type moeScratch struct {
 
 func newMoEScratch(be backend.Backend, c *Config, rows int) *moeScratch {
 	k := c.ExpertsUsed
-	if _, ok := be.(backend.MoE); ok {
-		return &moeScratch{
-			logits: be.NewTensor(rows, c.Experts),
-			dsel:   be.NewTensor(rows, k), dw: be.NewTensor(rows, k),
-			dgate: be.NewTensor(rows*k, c.ExpertFF), dup: be.NewTensor(rows*k, c.ExpertFF),
-			dy: be.NewTensor(rows*k, c.Embd),
+	ms := &moeScratch{logits: be.NewTensor(rows, c.Experts)}
+	if xp, ok := be.(backend.MoE); ok {
+		// The backend routes steps of up to dr rows; longer ones take
+		// the host path (MoEMaxRows).
+		dr := rows
+		if max := xp.MoEMaxRows(); max > 0 {
+			dr = min(rows, max)
+		}
+		ms.dsel, ms.dw = be.NewTensor(dr, k), be.NewTensor(dr, k)
+		ms.dgate, ms.dup = be.NewTensor(dr*k, c.ExpertFF), be.NewTensor(dr*k, c.ExpertFF)
+		ms.dy = be.NewTensor(dr*k, c.Embd)
+		if dr == rows {
+			return ms
 		}
 	}
-	ms := &moeScratch{
-		logits:     be.NewTensor(rows, c.Experts),
-		xe:         be.NewTensor(rows, c.Embd),
-		ye:         be.NewTensor(rows, c.Embd),
-		gate:       be.NewTensor(rows, c.ExpertFF),
-		up:         be.NewTensor(rows, c.ExpertFF),
-		hostLogits: make([]float32, rows*c.Experts),
-		hostX:      make([]float32, rows*c.Embd),
-		hostY:      make([]float32, rows*c.Embd),
-		out:        make([]float32, rows*c.Embd),
-		prod:       make([]float32, rows*k*c.Embd),
-		sel:        make([]int, rows*k),
-		w:          make([]float32, rows*k),
-		rows:       make([][]int, c.Experts),
-		probs:      make([]float32, c.Experts),
-	}
+	ms.xe, ms.ye = be.NewTensor(rows, c.Embd), be.NewTensor(rows, c.Embd)
+	ms.gate, ms.up = be.NewTensor(rows, c.ExpertFF), be.NewTensor(rows, c.ExpertFF)
+	ms.hostLogits = make([]float32, rows*c.Experts)
+	ms.hostX, ms.hostY = make([]float32, rows*c.Embd), make([]float32, rows*c.Embd)
+	ms.out = make([]float32, rows*c.Embd)
+	ms.prod = make([]float32, rows*k*c.Embd)
+	ms.sel, ms.w = make([]int, rows*k), make([]float32, rows*k)
+	ms.rows = make([][]int, c.Experts)
+	ms.probs = make([]float32, c.Experts)
 	for e := range ms.rows {
 		ms.rows[e] = make([]int, 0, rows)
 	}
@@ -95,7 +95,7 @@ func (m *Model) moeFFN(ms *moeScratch, ly *layer, o, h, routeIn backend.Tensor) 
 
 	logits := ms.logits.Slice(0, n)
 	project(be, logits, ly.router, ly.routerBias, routeIn)
-	if m.xp != nil {
+	if m.xp != nil && n <= ms.dsel.Rows {
 		m.moeDevice(ms, ly, o, h, logits)
 		return
 	}
