@@ -105,6 +105,22 @@ func decode(be backend.Backend, f *gguf.File, steps int) ([][]float32, []uint32,
 	return all, toks, nil
 }
 
+// session loads f on be and opens a session of modelContext, closed when
+// the test ends.
+func session(t testing.TB, be backend.Backend, f *gguf.File) (*model.Model, *model.Session) {
+	t.Helper()
+	m, err := model.Load(f, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := m.NewSession(model.SessionOptions{Context: modelContext})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return m, s
+}
+
 func argmax(x []float32) uint32 {
 	best, at := float32(math.Inf(-1)), 0
 	for i, v := range x {
@@ -179,15 +195,7 @@ func testArgMaxDecode(t *testing.T, dev *cuda.Backend, ref backend.Backend) {
 	f := fixture(t, "llama", "Q4_K_M")
 	_, want := greedy(t, ref, f, argMaxSteps)
 
-	m, err := model.Load(f, dev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := m.NewSession(model.SessionOptions{Context: modelContext})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	m, s := session(t, dev, f)
 	ctx := context.Background()
 	read := func(step func() error) (int64, cuda.Stats) {
 		t.Helper()

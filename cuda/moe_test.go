@@ -9,7 +9,6 @@ import (
 	"github.com/meshnode/meshnode/cuda"
 	"github.com/meshnode/meshnode/gguf/backend"
 	"github.com/meshnode/meshnode/gguf/cpu"
-	"github.com/meshnode/meshnode/gguf/model"
 )
 
 // TestEmuMoEGraphs: a mixture-of-experts decode step (qwen3moe, and
@@ -43,15 +42,7 @@ func TestEmuMoEGraphs(t *testing.T) {
 
 			// One more step, counted: one recording, and no bytes back
 			// but its logits.
-			m, err := model.Load(f, be)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s, err := m.NewSession(model.SessionOptions{Context: modelContext})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
+			m, s := session(t, be, f)
 			ctx := context.Background()
 			if _, err := s.Eval(ctx, modelPrompt); err != nil {
 				t.Fatal(err)
@@ -81,15 +72,7 @@ func TestEmuMoELongPrompt(t *testing.T) {
 	// run gives the prompt's and a decode step's logits, and with the
 	// device the bytes each read back.
 	run := func(be backend.Backend) (first, next []float32, promptRead, stepRead int64) {
-		m, err := model.Load(f, be)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := m.NewSession(model.SessionOptions{Context: modelContext})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
+		_, s := session(t, be, f)
 		ctx := context.Background()
 		read := func() int64 {
 			if cb, ok := be.(*cuda.Backend); ok {
