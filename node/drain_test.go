@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,7 +37,8 @@ func waitEvent(t *testing.T, events <-chan mesh.Event, kind mesh.EventKind, peer
 }
 
 // gatedModel serves its model's engine with a gate: after the first token
-// a generation waits until the gate opens (or its context ends).
+// a generation waits until the gate opens (or its context ends), while
+// the gate is armed (from the start, unless disarmed).
 type gatedModel struct {
 	localModel
 	g *streamGate
@@ -52,7 +54,7 @@ type gatedEngine struct {
 func (e gatedEngine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []uint32, emit func(uint32) error) (engine.Outcome, error) {
 	first := true
 	return e.Engine.Serve(ctx, req, prompt, func(tok uint32) error {
-		if !first {
+		if !first && e.g.armed.Load() {
 			e.g.once.Do(func() { close(e.g.started) })
 			select {
 			case <-e.g.open:
@@ -68,10 +70,13 @@ func (e gatedEngine) Serve(ctx context.Context, req receipt.ServeRequest, prompt
 type streamGate struct {
 	started, open chan struct{}
 	once          sync.Once
+	armed         atomic.Bool
 }
 
 func newStreamGate() *streamGate {
-	return &streamGate{started: make(chan struct{}), open: make(chan struct{})}
+	g := &streamGate{started: make(chan struct{}), open: make(chan struct{})}
+	g.armed.Store(true)
+	return g
 }
 
 // TestShutdownDrainsLocal: a stream in flight when the node is told to

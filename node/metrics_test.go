@@ -99,7 +99,13 @@ func status(t *testing.T, resp *http.Response) int {
 // only slot.
 func TestMetricsServe(t *testing.T) {
 	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
-	n, _ := startNode(t, Config{API: APIConfig{Concurrency: 1, QueueDepth: -1}})
+	// The gate holds the stream below after its first token, so that the
+	// client leaves before its answer ends however fast the model is.
+	g := newStreamGate()
+	g.armed.Store(false)
+	n, _ := startNodeWith(t, Config{API: APIConfig{Concurrency: 1, QueueDepth: -1}}, func(n *Node) {
+		n.wrapModel = func(m localModel) localModel { return gatedModel{m, g} }
+	})
 
 	before := scrapeMetrics(t, n)
 	if v := metricValue(before, "meshnode_model_load_seconds", "model", fortunesModel); v <= 0 || v > 60 {
@@ -175,6 +181,7 @@ func TestMetricsServe(t *testing.T) {
 	}
 	// A stream holds the only slot, with no queue: the next request is
 	// refused with 429.
+	g.armed.Store(true)
 	held := post(t, n, "/v1/completions", `{"model":"`+fortunesModel+`","prompt":"Love is","max_tokens":200,"stream":true}`)
 	if held.StatusCode != http.StatusOK {
 		t.Fatalf("held stream: %d", status(t, held))
