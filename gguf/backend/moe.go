@@ -1,6 +1,9 @@
 package backend
 
-import "math"
+import (
+	"fmt"
+	"math"
+)
 
 // A mixture-of-experts FFN (gguf/model/moe.go) picks each row's experts
 // from its router scores. A backend that implements MoE does the picking,
@@ -52,6 +55,19 @@ type MoE interface {
 	// grouped path, which reads each chosen expert once per batch of its
 	// rows; the bits are the same either way.
 	MoEMaxRows() int
+}
+
+// CheckMoEMatMul says what is wrong with MoEMatMul's operands, nil if
+// nothing; backends panic with it, as they do on other misuse.
+func CheckMoEMatMul(dst Tensor, experts, biases []Weight, x, sel Tensor) error {
+	n, k := sel.Rows, sel.Cols
+	if len(experts) == 0 || dst.Rows != n*k || x.Rows != n && x.Rows != n*k || biases != nil && len(biases) != len(experts) {
+		return fmt.Errorf("MoEMatMul of %d rows (%d × %d chosen) from %d rows", dst.Rows, n, k, x.Rows)
+	}
+	if w := experts[0]; x.Cols != w.Cols() || dst.Cols != w.Rows() {
+		return fmt.Errorf("MoEMatMul %d × %d = (%d × %d) · (%d × %d)ᵀ", dst.Rows, dst.Cols, x.Rows, x.Cols, w.Rows(), w.Cols())
+	}
+	return nil
 }
 
 // Route picks one row's experts from its router logits as build_moe_ffn

@@ -45,14 +45,10 @@ func expertOf(v float32, experts int) int {
 
 // MoEMatMul implements backend.MoE.
 func (b *Backend) MoEMatMul(dst backend.Tensor, experts, biases []backend.Weight, x, sel backend.Tensor) {
+	if err := backend.CheckMoEMatMul(dst, experts, biases, x, sel); err != nil {
+		panic("cpu: " + err.Error())
+	}
 	n, k := sel.Rows, sel.Cols
-	if len(experts) == 0 || dst.Rows != n*k || x.Rows != n && x.Rows != n*k || biases != nil && len(biases) != len(experts) {
-		panic(fmt.Sprintf("cpu: MoEMatMul of %d rows (%d × %d chosen) from %d rows", dst.Rows, n, k, x.Rows))
-	}
-	w0 := asWeight(experts[0])
-	if x.Cols != w0.cols || dst.Cols != w0.rows {
-		panic(fmt.Sprintf("cpu: MoEMatMul %d × %d = (%d × %d) · (%d × %d)ᵀ", dst.Rows, dst.Cols, x.Rows, x.Cols, w0.rows, w0.cols))
-	}
 	sd, xd, yd := data(sel), data(x), data(dst)
 	// The pairs (row, rank) by expert, in pair order.
 	pairs := make([][]int, len(experts))

@@ -808,10 +808,7 @@ func (s *Session) rewind(n int) {
 	}
 	redo := append([]uint32(nil), s.tokens[from:n]...)
 	s.tokens = s.tokens[:from]
-	if s.sc == nil {
-		s.sc = s.m.newScratch(s.batch, 1)
-		s.logits = make([]float32, s.m.cfg.VocabSize)
-	}
+	s.ownScratch()
 	for len(redo) > 0 {
 		k := min(len(redo), s.batch)
 		s.p.reset()

@@ -286,10 +286,7 @@ func (s *Session) eval(ctx context.Context, tokens []uint32) error {
 	if err := s.check(tokens); err != nil {
 		return err
 	}
-	if s.sc == nil {
-		s.sc = s.m.newScratch(s.batch, 1)
-		s.logits = make([]float32, s.m.cfg.VocabSize)
-	}
+	s.ownScratch()
 	for len(tokens) > 0 {
 		n := min(len(tokens), s.batch)
 		s.p.reset()
@@ -322,10 +319,7 @@ func (s *Session) EvalHidden(ctx context.Context, tokens []uint32, dst []float32
 	if err := s.check(tokens); err != nil {
 		return nil, err
 	}
-	if s.sc == nil {
-		s.sc = s.m.newScratch(s.batch, 1)
-		s.logits = make([]float32, s.m.cfg.VocabSize)
-	}
+	s.ownScratch()
 	e := s.m.cfg.Embd
 	dst = dst[:0]
 	for len(tokens) > 0 {
@@ -375,4 +369,13 @@ func argMaxRow(be backend.Backend, row backend.Tensor, buf []float32) uint32 {
 // Close releases the session's cache and scratch.
 func (s *Session) Close() {
 	*s = Session{m: s.m}
+}
+
+// ownScratch gives the session its own one-sequence scratch and logits,
+// made on first use (a session stepped only in batches never needs them).
+func (s *Session) ownScratch() {
+	if s.sc == nil {
+		s.sc = s.m.newScratch(s.batch, 1)
+		s.logits = make([]float32, s.m.cfg.VocabSize)
+	}
 }
