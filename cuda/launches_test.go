@@ -51,33 +51,10 @@ func TestDecodeLaunches(t *testing.T) {
 			if why != "" {
 				t.Skip(why)
 			}
-			var n [2]int64
-			// Qwen3.5's fixture blocks alternate, a delta net then gated
-			// attention: its "layer" is such a pair.
-			sizes := []int{2, 3}
-			if modeltest.Hybrid(arch) {
-				sizes = []int{2, 4}
+			perLayer, outside, err := modeltest.PerLayer(arch, md, func(f *gguf.File) (int64, error) { return decodeLaunches(t, f), nil })
+			if err != nil {
+				t.Fatal(err)
 			}
-			for i, layers := range sizes {
-				// gemma4's as stages have it (no per-layer embeddings or
-				// shared KV below 6 layers), and dense, so that every
-				// block is of one kind and depth tells them apart.
-				spec := modeltest.StageFixture(arch, "Q4_K_M", layers)
-				if arch == "gemma4" {
-					spec.Experts = 0
-				}
-				b, err := modeltest.Generate(spec, md)
-				if err != nil {
-					t.Fatal(err)
-				}
-				f, err := gguf.Parse(b)
-				if err != nil {
-					t.Fatal(err)
-				}
-				n[i] = decodeLaunches(t, f)
-			}
-			unit := int64(sizes[1] - sizes[0])
-			perLayer, outside := n[1]-n[0], n[0]-int64(sizes[0])/unit*(n[1]-n[0])
 			t.Logf("%s: %d launches per layer, %d outside the layers", arch, perLayer, outside)
 			if want, ok := decodeLaunchesPerLayer[arch]; !ok || perLayer > want || perLayer <= 0 {
 				t.Errorf("%s: %d launches per layer, want at most %d", arch, perLayer, want)

@@ -194,6 +194,41 @@ func StageFixture(arch, fileType string, layers int) Spec {
 	return s
 }
 
+// PerLayer tells a decode step's per-layer cost (kernel launches, GPU
+// dispatches) from the rest: count runs on two dense Q4_K_M fixtures of
+// arch with vocab's tokenizer that differ only in depth (by one layer, or
+// for the hybrids by one delta-net/attention pair), and PerLayer returns
+// the count per layer (per pair) and outside the layers.
+func PerLayer(arch string, vocab *gguf.Metadata, count func(*gguf.File) (int64, error)) (perLayer, outside int64, err error) {
+	sizes := [2]int{2, 3}
+	if Hybrid(arch) {
+		sizes = [2]int{2, 4}
+	}
+	var n [2]int64
+	for i, layers := range sizes {
+		// gemma4's as stages have it (no per-layer embeddings or shared
+		// KV below 6 layers), and dense, so that every block is of one
+		// kind and depth tells them apart.
+		spec := StageFixture(arch, "Q4_K_M", layers)
+		if arch == "gemma4" {
+			spec.Experts = 0
+		}
+		b, err := Generate(spec, vocab)
+		if err != nil {
+			return 0, 0, err
+		}
+		f, err := gguf.Parse(b)
+		if err != nil {
+			return 0, 0, err
+		}
+		if n[i], err = count(f); err != nil {
+			return 0, 0, err
+		}
+	}
+	unit := int64(sizes[1] - sizes[0])
+	return n[1] - n[0], n[0] - int64(sizes[0])/unit*(n[1]-n[0]), nil
+}
+
 // Hybrid reports whether arch is a hybrid of delta-net and attention
 // blocks (qwen35, qwen35moe), whose models run whole, never split into
 // stages.
