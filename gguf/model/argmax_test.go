@@ -9,7 +9,6 @@ import (
 	"github.com/meshnode/meshnode/gguf/backend"
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/model"
-	"github.com/meshnode/meshnode/gguf/model/modeltest"
 	"github.com/meshnode/meshnode/gguf/sample"
 )
 
@@ -37,14 +36,7 @@ func (b *argMaxBackend) ArgMax(t backend.Tensor) int {
 // without ArgMax (the host finds it) and on one with it, which the session
 // then asks instead of reading the logits.
 func TestArgMax(t *testing.T) {
-	md, err := vocabSource()
-	if err != nil {
-		t.Fatal(err)
-	}
-	file, err := modeltest.Generate(modeltest.Fixture("qwen2", "Q4_0"), md)
-	if err != nil {
-		t.Fatal(err)
-	}
+	file := fixtureBytes(t, "qwen2", "Q4_0")
 	f, err := gguf.Parse(file)
 	if err != nil {
 		t.Fatal(err)

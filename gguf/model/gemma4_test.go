@@ -8,7 +8,6 @@ import (
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/model"
-	"github.com/meshnode/meshnode/gguf/model/modeltest"
 )
 
 // TestGemma4KV: on the gemma4 parity fixture (SWA layers of 2 KV heads of
@@ -16,14 +15,7 @@ import (
 // each block attends over the right cache, and the cache holds the first
 // two blocks only, at their own sizes.
 func TestGemma4KV(t *testing.T) {
-	md, err := vocabSource()
-	if err != nil {
-		t.Fatal(err)
-	}
-	file, err := modeltest.Generate(modeltest.Fixture("gemma4", "Q8_0"), md)
-	if err != nil {
-		t.Fatal(err)
-	}
+	file := fixtureBytes(t, "gemma4", "Q8_0")
 	f, err := gguf.Parse(file)
 	if err != nil {
 		t.Fatal(err)
@@ -50,14 +42,7 @@ func TestGemma4KV(t *testing.T) {
 // TestGemma4ConfigErrors: gemma4 files whose Gemma 4 keys contradict
 // themselves are refused by name.
 func TestGemma4ConfigErrors(t *testing.T) {
-	md, err := vocabSource()
-	if err != nil {
-		t.Fatal(err)
-	}
-	file, err := modeltest.Generate(modeltest.Fixture("gemma4", "Q8_0"), md)
-	if err != nil {
-		t.Fatal(err)
-	}
+	file := fixtureBytes(t, "gemma4", "Q8_0")
 	for _, tc := range []struct {
 		name string
 		meta map[string]any

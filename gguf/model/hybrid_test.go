@@ -20,13 +20,14 @@ import (
 // and TestBatchInvariance run the qwen35 fixtures too, so a verified
 // window, a trim after it and any batching give plain decoding's bits.
 
-func hybridFixture(t *testing.T, arch string) []byte {
+// fixtureBytes is the parity fixture of arch in fileType, generated.
+func fixtureBytes(t *testing.T, arch, fileType string) []byte {
 	t.Helper()
 	md, err := vocabSource()
 	if err != nil {
 		t.Fatal(err)
 	}
-	file, err := modeltest.Generate(modeltest.Fixture(arch, "Q8_0"), md)
+	file, err := modeltest.Generate(modeltest.Fixture(arch, fileType), md)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +56,7 @@ func TestHybridPrefixReuse(t *testing.T) {
 	for _, arch := range []string{"qwen35", "qwen35moe"} {
 		for _, be := range []backend.Backend{cb, hostDelta{cb}} {
 			t.Run(arch+"/"+pathName(be), func(t *testing.T) {
-				m, err := load(t, hybridFixture(t, arch), be)
+				m, err := load(t, fixtureBytes(t, arch, "Q8_0"), be)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -117,7 +118,7 @@ func TestHybridPrefixReuse(t *testing.T) {
 func TestHybridMTPBlocks(t *testing.T) {
 	be := cpu.New(cpu.Options{Threads: 2})
 	defer be.Close()
-	file := hybridFixture(t, "qwen35")
+	file := fixtureBytes(t, "qwen35", "Q8_0")
 	f, err := gguf.Parse(file)
 	if err != nil {
 		t.Fatal(err)
@@ -176,7 +177,7 @@ func TestHybridMTPBlocks(t *testing.T) {
 func TestHybridConfigErrors(t *testing.T) {
 	be := cpu.New(cpu.Options{})
 	defer be.Close()
-	file := hybridFixture(t, "qwen35")
+	file := fixtureBytes(t, "qwen35", "Q8_0")
 	for _, tc := range []struct {
 		name string
 		meta map[string]any
@@ -209,7 +210,7 @@ func TestHybridConfigErrors(t *testing.T) {
 func TestHybridKV(t *testing.T) {
 	be := cpu.New(cpu.Options{Threads: 2})
 	defer be.Close()
-	m, err := load(t, hybridFixture(t, "qwen35"), be)
+	m, err := load(t, fixtureBytes(t, "qwen35", "Q8_0"), be)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +261,7 @@ func TestHybridKernelsMatchHost(t *testing.T) {
 	defer cb.Close()
 	for _, arch := range []string{"qwen35", "qwen35moe"} {
 		t.Run(arch, func(t *testing.T) {
-			file := hybridFixture(t, arch)
+			file := fixtureBytes(t, arch, "Q8_0")
 			want, got := mixedRun(t, file, hostDelta{cb}), mixedRun(t, file, cb)
 			if len(got) != len(want) {
 				t.Fatalf("%d logit rows, want %d", len(got), len(want))
@@ -341,7 +342,7 @@ func TestHybridFailedStepRewind(t *testing.T) {
 	defer cb.Close()
 	for _, be := range []backend.Backend{cb, hostDelta{cb}} {
 		t.Run(pathName(be), func(t *testing.T) {
-			m, err := load(t, hybridFixture(t, "qwen35"), be)
+			m, err := load(t, fixtureBytes(t, "qwen35", "Q8_0"), be)
 			if err != nil {
 				t.Fatal(err)
 			}

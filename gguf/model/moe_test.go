@@ -146,7 +146,7 @@ func TestMoEKernelsMatchHost(t *testing.T) {
 	}
 	for _, arch := range []string{"qwen3moe", "gpt-oss", "gemma4", "qwen35moe"} {
 		t.Run(arch, func(t *testing.T) {
-			file := hybridFixture(t, arch)
+			file := fixtureBytes(t, arch, "Q8_0")
 			want, got := mixedRun(t, file, hostMoE{cb}), mixedRun(t, file, cb)
 			if len(got) != len(want) {
 				t.Fatalf("%d logit rows, want %d", len(got), len(want))
