@@ -11,8 +11,11 @@ import (
 )
 
 // DefaultThreshold is the draft's top probability below which a
-// ModelProposer stops drafting: past it, a draft is more likely wrong
-// than worth its cost.
+// ModelProposer drafting on its own (Propose, outside a Window's rule)
+// stops: past it, a draft is more likely wrong than worth its cost.
+// Under a Window (Window.Draft) a draft's confidence is priced by how
+// often drafts of that confidence have stood, and the draft's and a
+// verified row's costs, instead.
 const DefaultThreshold = 0.4
 
 // CheckVocab refuses a draft model whose vocabulary is not the target's:
@@ -91,12 +94,11 @@ const draftSeed = 0x9e3779b97f4a7c15
 
 // NewModelProposer drafts on s (a session of the draft model, which the
 // proposer uses but does not own) under the request's sampling parameters
-// p, stopping where the draft's top probability falls below threshold
-// (0: DefaultThreshold; negative: never).
+// p. Threshold 0 drafts under the rule of the Window that asks
+// (ProposeJudged; DefaultThreshold for a bare Propose); a positive
+// threshold stops wherever the draft's top probability falls below it,
+// whatever the window; a negative one never stops.
 func NewModelProposer(s *model.Session, p sample.Params, threshold float64) *ModelProposer {
-	if threshold == 0 {
-		threshold = DefaultThreshold
-	}
 	p.Seed ^= draftSeed
 	return &ModelProposer{s: s, smp: sample.New(p), threshold: threshold}
 }
@@ -124,8 +126,29 @@ func (mp *ModelProposer) Prefill(ctx context.Context, prompt []uint32) error {
 	return nil
 }
 
-// Propose implements Proposer.
+// Propose implements Proposer: drafting stops where the draft's top
+// probability falls below its threshold (DefaultThreshold if none was
+// set).
 func (mp *ModelProposer) Propose(ctx context.Context, seq []uint32, gen, k int) ([]Draft, error) {
+	return mp.ProposeJudged(ctx, seq, gen, k, nil)
+}
+
+// ProposeJudged implements Judged. A proposer made with a threshold of
+// its own keeps to it, and ignores judge.
+func (mp *ModelProposer) ProposeJudged(ctx context.Context, seq []uint32, gen, k int, judge func(conf float64) (take, more bool)) ([]Draft, error) {
+	floor := mp.threshold // confidences below it need not be told apart
+	switch {
+	case mp.threshold != 0 || judge == nil:
+		if floor == 0 {
+			floor = DefaultThreshold
+		}
+		judge = func(conf float64) (bool, bool) {
+			sure := floor < 0 || conf >= floor
+			return sure, sure
+		}
+	default:
+		floor = 1.0 / calBands
+	}
 	s := mp.s
 	// The draft's context may be shorter than the target's: where the
 	// sequence no longer fits, it proposes nothing.
@@ -137,55 +160,54 @@ func (mp *ModelProposer) Propose(ctx context.Context, seq []uint32, gen, k int) 
 	s.Truncate(reused)
 	mp.hist = append(mp.hist[:0], seq[gen:]...)
 	var d Draft
-	sure := false
-	judge := func(logits []float32) { d, sure = mp.judge(logits) }
-	if err := mp.eval(ctx, seq[reused:], judge); err != nil {
+	pick := func(logits []float32) { d = mp.pick(logits, floor) }
+	if err := mp.eval(ctx, seq[reused:], pick); err != nil {
 		return nil, fmt.Errorf("spec: draft: %w", err)
 	}
 	mp.evaluated += len(seq) - reused
 	var drafts []Draft
 	for {
-		if !sure {
+		take, more := judge(d.Conf)
+		if !take {
 			return drafts, nil
 		}
 		drafts = append(drafts, d)
 		mp.hist = append(mp.hist, d.Token)
-		if len(drafts) == k {
+		if !more || len(drafts) == k {
 			return drafts, nil
 		}
-		if err := mp.eval(ctx, []uint32{d.Token}, judge); err != nil {
+		if err := mp.eval(ctx, []uint32{d.Token}, pick); err != nil {
 			return nil, fmt.Errorf("spec: draft: %w", err)
 		}
 		mp.evaluated++
 	}
 }
 
-// judge picks a draft from the logits after the sequence (mp.hist its
-// generated part), and reports whether the draft is sure enough of it to
-// propose it.
-func (mp *ModelProposer) judge(logits []float32) (Draft, bool) {
+// pick drafts from the logits after the sequence (mp.hist its generated
+// part), with its confidence: the draft's top probability, or 0 where it
+// is below floor (negative: never).
+func (mp *ModelProposer) pick(logits []float32, floor float64) Draft {
 	var d Draft
 	switch p := mp.smp.Params(); {
 	case p.ArgMax():
-		// One pass finds the pick and the top logit; a second weighs
-		// the rest only until it rules the pick out. For a small draft,
-		// these passes over the vocabulary cost as much as its forward
-		// pass.
+		// One pass finds the pick and the top logit; a second sums the
+		// softmax only until the pick falls below floor. For a small
+		// draft, these passes over the vocabulary cost as much as its
+		// forward pass.
 		var top float32
 		d.Token, top = argMax(logits)
-		return d, mp.threshold <= 0 || confident(logits, logits[d.Token]-top, top, mp.threshold)
+		d.Conf = confidence(logits, logits[d.Token]-top, top, floor)
 	case p.Greedy():
 		d.Token = mp.smp.Sample(logits, mp.hist)
-		return d, mp.threshold <= 0 || softmaxAt(logits, d.Token) >= mp.threshold
+		d.Conf = softmaxAt(logits, d.Token)
 	default:
 		d.Q = mp.smp.Dist(nil, logits, mp.hist)
 		d.Token = mp.smp.Draw(d.Q)
-		var top float64
 		for _, x := range d.Q {
-			top = max(top, x.P)
+			d.Conf = max(d.Conf, x.P)
 		}
-		return d, top >= mp.threshold
 	}
+	return d
 }
 
 // softmaxAt is the probability of id under the softmax of logits, to
@@ -222,26 +244,51 @@ func argMax(logits []float32) (uint32, float32) {
 	return uint32(best), top
 }
 
-// confident reports whether a token whose logit lies at rel (≤ 0) from
-// the top logit top has a softmax probability of at least threshold, to
-// softmaxAt's precision. p = e^rel / S with S the sum of e^(l−top), so p
-// ≥ threshold while S ≤ e^rel / threshold: the sum stops as soon as it
-// passes that bound, which for an unsure draft is after a few terms.
-func confident(logits []float32, rel, top float32, threshold float64) bool {
+// confidence is the softmax probability of a token whose logit lies at
+// rel (≤ 0) from the top logit top, to softmaxAt's precision, or 0 where
+// it is below floor. p = e^rel / S with S the sum of e^(l−top), so p ≥
+// floor while S ≤ e^rel / floor: the sum stops as soon as it passes that
+// bound, which for an unsure draft is after a few terms.
+func confidence(logits []float32, rel, top float32, floor float64) float64 {
 	if rel <= -softmaxSpan {
-		return false
+		return 0
 	}
-	bound := math.Exp(float64(rel)) / threshold
-	floor := top - softmaxSpan
+	num := expNeg(float64(rel))
+	bound := math.Inf(1)
+	if floor > 0 {
+		bound = num / floor
+	}
+	low := top - softmaxSpan
 	var sum float64
 	for _, l := range logits {
-		if l > floor {
-			if sum += math.Exp(float64(l - top)); sum > bound {
-				return false
+		if l > low {
+			if sum += expNeg(float64(l - top)); sum > bound {
+				return 0
 			}
 		}
 	}
-	return true
+	return num / sum
+}
+
+// expNeg is e^x for x in [−softmaxSpan, 0] to a relative 2e-7: a
+// reduction to r = x − n·ln 2, |r| ≤ ln 2 / 2, a degree-6 Taylor
+// polynomial for e^r and 2^n put in the exponent's bits. It takes
+// under half math.Exp's time (BenchmarkExpNeg), which matters where a small draft model's
+// confidence sums a vocabulary of them per drafted token (confidence
+// need only tell bands of 1/8 apart). Each product is rounded on its own
+// (explicit conversions), so no platform fuses them differently.
+func expNeg(x float64) float64 {
+	ni := int64(float64(x*math.Log2E) - 0.5) // x ≤ 0: to the nearest
+	n := float64(ni)
+	r := float64(x - float64(n*math.Ln2))
+	p := float64(1.0/720)
+	p = float64(float64(p*r) + 1.0/120)
+	p = float64(float64(p*r) + 1.0/24)
+	p = float64(float64(p*r) + 1.0/6)
+	p = float64(float64(p*r) + 0.5)
+	p = float64(float64(p*r) + 1)
+	p = float64(float64(p*r) + 1)
+	return math.Float64frombits(math.Float64bits(p) + uint64(ni)<<52)
 }
 
 // softmaxSpan is how far below the top logit softmaxAt still counts.

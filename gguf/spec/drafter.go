@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/meshnode/meshnode/gguf"
@@ -42,6 +43,7 @@ type Drafter struct {
 	file      *gguf.File
 	m         *model.Model // nil for prompt lookup
 	cost      float64
+	copyOf    bool // the draft is the target's weights in other types
 	maxK      int
 	threshold float64
 	opt       model.SessionOptions
@@ -83,6 +85,7 @@ func LoadDrafter(cfg DrafterConfig, target *gguf.File, vocab, context int, be ba
 		return nil, fmt.Errorf("draft: %w", err)
 	}
 	d.id = hex.EncodeToString(sum.Digest[:])
+	d.copyOf = SameShape(target, f)
 	d.cost = cfg.Cost
 	if d.cost <= 0 {
 		d.cost = float64(f.Size()) / float64(max(1, target.Size()))
@@ -144,7 +147,38 @@ func (d *Drafter) Proposer(p sample.Params) (Proposer, func(), error) {
 // Window sizes a serve's windows. Its probes, once speculation stops
 // paying, count a draft model's catch-up on the tokens it skipped, so a
 // draft that is not far cheaper than the target never probes (Window).
-func (d *Drafter) Window() *Window { return NewWindow(d.maxK, d.cost, 0) }
+//
+// A draft that is a copy of the target in other types (SameShape) is
+// expected to stand as often as CopyPrior from the first round.
+func (d *Drafter) Window() *Window {
+	w := NewWindow(d.maxK, d.cost, 0)
+	if d.copyOf {
+		w.Expect(CopyPrior)
+	}
+	return w
+}
+
+// SameShape reports whether draft holds the target's tensors — the same
+// architecture, names and dimensions, in any types: a quantised copy of
+// the same model, whose drafts are the target's picks but where
+// rounding tips a close call.
+func SameShape(target, draft *gguf.File) bool {
+	ta, _ := target.Metadata.String("general.architecture")
+	da, _ := draft.Metadata.String("general.architecture")
+	if ta != da || len(target.Tensors) != len(draft.Tensors) {
+		return false
+	}
+	dims := make(map[string][]int64, len(draft.Tensors))
+	for _, t := range draft.Tensors {
+		dims[t.Name] = t.Dims
+	}
+	for _, t := range target.Tensors {
+		if d, ok := dims[t.Name]; !ok || !slices.Equal(d, t.Dims) {
+			return false
+		}
+	}
+	return true
+}
 
 // Close frees the draft model's sessions and file.
 func (d *Drafter) Close() error {

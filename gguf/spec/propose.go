@@ -13,6 +13,10 @@ type Draft struct {
 	// request's sampling pipeline; nil for a deterministic proposal
 	// (one-hot on Token).
 	Q []sample.Prob
+	// Conf is the proposer's confidence in Token: a draft model's top
+	// probability (its pick's, for a greedy draft); 0 where it has none
+	// (prompt lookup).
+	Conf float64
 }
 
 // q is the probability the proposal gave its token: Q's entry for it, 1
@@ -39,6 +43,19 @@ type Proposer interface {
 	// penalties' history). It may propose fewer, or none, where it is
 	// unsure.
 	Propose(ctx context.Context, seq []uint32, gen, k int) ([]Draft, error)
+}
+
+// Judged is a Proposer that reports its confidence in each draft and
+// drafts under its caller's rule: a Window, which has learnt how often
+// drafts of each confidence stand in the request and what a draft and a
+// verified row cost, decides draft by draft whether to propose it and
+// whether to draft on (Window.Draft).
+type Judged interface {
+	Proposer
+	// ProposeJudged is Propose with judge deciding, for each draft in
+	// turn given its confidence, whether to propose it (take) and
+	// whether to draft another after it (more).
+	ProposeJudged(ctx context.Context, seq []uint32, gen, k int, judge func(conf float64) (take, more bool)) ([]Draft, error)
 }
 
 // Prefiller is a Proposer with work of its own to do on the prompt (a

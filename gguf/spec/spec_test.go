@@ -13,6 +13,7 @@ import (
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/model"
 	"github.com/meshnode/meshnode/gguf/model/modeltest"
+	"github.com/meshnode/meshnode/gguf/quant"
 	"github.com/meshnode/meshnode/gguf/sample"
 	"github.com/meshnode/meshnode/gguf/spec"
 )
@@ -257,6 +258,63 @@ func TestGreedyExactFortunes(t *testing.T) {
 	}
 }
 
+// TestCopyDraftSpeculates: the built-in model with its own weights in
+// Q4_0 as the draft (modeltest.Requantize), sized and judged as the
+// engine does (Drafter.Window: a copy's prior, c from the files' sizes;
+// the calibrated rule): greedy output equals plain greedy decoding, and
+// the rule drafts at least a quarter more than the fixed threshold of
+// DefaultThreshold, which takes the draft's low confidence at its word
+// (the copy is right when unsure too), with at least 85% of its drafts
+// accepted. The draft costs c = 0.55 of the target here (the sizes'
+// ratio), so windows stay short; the run is deterministic (no timing
+// decides anything).
+func TestCopyDraftSpeculates(t *testing.T) {
+	be := cpu.New(cpu.Options{Threads: 2})
+	defer be.Close()
+	src := filepath.Join("..", "..", "models", "meshnode-fortunes-q8_0.gguf")
+	q4 := filepath.Join(t.TempDir(), "fortunes-q4_0.gguf")
+	if err := modeltest.Requantize(src, q4, quant.Q4_0); err != nil {
+		t.Fatal(err)
+	}
+	target, draft := open(t, be, src), open(t, be, q4)
+	if !spec.SameShape(target.f, draft.f) {
+		t.Fatal("the requantised copy is not the target's shape")
+	}
+	cost := float64(draft.f.Size()) / float64(target.f.Size())
+	refs, err := modeltest.ReadGreedyReference(filepath.Join("..", "..", "models", "reference-greedy.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 64
+	run := func(threshold float64) (drafted, accepted, rounds int) {
+		for _, c := range refs {
+			want := plainGreedy(t, target.m, c.Prompt, n, sample.Params{})
+			ds, err := draft.m.NewSession(model.SessionOptions{Context: 256})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := spec.NewWindow(0, cost, 0).Expect(spec.CopyPrior)
+			got, st := speculate(t, target.m, c.Prompt, n, sample.Params{}, spec.NewModelProposer(ds, sample.Params{}, threshold), w)
+			ds.Close()
+			if !slices.Equal(got, want) {
+				t.Fatalf("threshold %v: speculative %v, plain %v", threshold, got, want)
+			}
+			drafted, accepted, rounds = drafted+st.Proposed, accepted+st.Accepted, rounds+st.Rounds
+		}
+		return drafted, accepted, rounds
+	}
+	d, a, r := run(0)
+	t.Logf("calibrated: %d drafts in %d rounds, %d accepted", d, r, a)
+	if float64(a) < 0.85*float64(d) {
+		t.Errorf("calibrated: %d drafts, %d accepted; want 85%% accepted", d, a)
+	}
+	d0, a0, r0 := run(spec.DefaultThreshold)
+	t.Logf("threshold %v: %d drafts in %d rounds, %d accepted", spec.DefaultThreshold, d0, r0, a0)
+	if 4*d < 5*d0 {
+		t.Errorf("the fixed threshold drafted %d, the calibrated rule %d: want a quarter more at least", d0, d)
+	}
+}
+
 // TestCheckVocab: a draft whose vocabulary differs from the target's in
 // size or in any token's text is refused, naming the difference.
 func TestCheckVocab(t *testing.T) {
@@ -290,6 +348,50 @@ func TestCheckVocab(t *testing.T) {
 	other[500] = "▁something-else"
 	if err := spec.CheckVocab(src.Metadata, md(other), n, n); err == nil || !strings.Contains(err.Error(), "token 500") {
 		t.Errorf("a token with other text: %v", err)
+	}
+}
+
+// TestSameShape: a quantised copy of a model (the same fixture in another
+// type, and the fixture requantised by modeltest.Requantize) has the
+// target's shape; a model of another width or depth, or of another
+// architecture, does not.
+func TestSameShape(t *testing.T) {
+	be := cpu.New(cpu.Options{Threads: 1})
+	defer be.Close()
+	q8 := fixture(t, be, "llama", "Q8_0")
+	if !spec.SameShape(q8.f, fixture(t, be, "llama", "Q4_0").f) {
+		t.Error("the Q4_0 fixture is not the Q8_0 fixture's shape")
+	}
+	path := filepath.Join(t.TempDir(), "q8.gguf")
+	if err := os.WriteFile(path, q8.f.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := modeltest.Requantize(path, path+".q4", quant.Q4_0); err != nil {
+		t.Fatal(err)
+	}
+	rq := open(t, be, path+".q4")
+	if !spec.SameShape(q8.f, rq.f) {
+		t.Error("the requantised copy is not its source's shape")
+	}
+	if spec.SameShape(q8.f, fixture(t, be, "qwen3", "Q8_0").f) {
+		t.Error("a qwen3 fixture has the llama fixture's shape")
+	}
+	src, err := vocabSource()
+	if err != nil {
+		t.Fatal(err)
+	}
+	narrow := modeltest.Fixture("llama", "Q8_0")
+	narrow.Layers = 1
+	file, err := modeltest.Generate(narrow, src.Metadata)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Parse(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec.SameShape(q8.f, f) {
+		t.Error("a one-layer fixture has the two-layer fixture's shape")
 	}
 }
 

@@ -42,6 +42,8 @@ type Window struct {
 	gap     int
 	behind  int
 	probing bool
+
+	cal calibration // how often drafts of each confidence stand
 }
 
 // Fixed is a window of k drafts every round, whatever they yield: for
@@ -101,6 +103,18 @@ func NewWindow(max int, cost, row float64) *Window {
 	}
 	// The prior: 7 of 10 accepted, optimistic enough to try a window.
 	return &Window{max: max, cost: cost, row: row, proposed: 10, accepted: 7, gap: probeEvery}
+}
+
+// CopyPrior is the acceptance a window expects of a draft that is a
+// copy of the target's weights in other types (a more quantised copy):
+// its pick is the target's but where rounding tips a close call.
+const CopyPrior = 0.9
+
+// Expect replaces the prior, 7 of 10 drafts accepted, by a of 10, and
+// returns w.
+func (w *Window) Expect(a float64) *Window {
+	w.proposed, w.accepted = 10, int(a*10+0.5)
+	return w
 }
 
 // Rate is the acceptance estimate: the share of drafts accepted,

@@ -84,8 +84,9 @@ type Config struct {
 	// that the speculation of a seeded sampled serve replays.
 	DraftCost float64
 	// DraftThreshold stops a round's drafting where the draft model's
-	// top probability falls below it; 0: spec.DefaultThreshold; negative:
-	// never.
+	// top probability falls below it; 0: no fixed threshold, each draft
+	// weighed by how often drafts of its confidence have stood in the
+	// request and by what it costs (spec.Window.Draft); negative: never.
 	DraftThreshold float64
 }
 

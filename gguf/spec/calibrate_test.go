@@ -1,0 +1,107 @@
+package spec_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/meshnode/meshnode/gguf/spec"
+)
+
+// confident is a Judged proposer whose every draft comes with the same
+// confidence; it counts its forward passes (one per draft judged).
+type confident struct {
+	conf     float64
+	forwards int
+}
+
+func (c *confident) Propose(ctx context.Context, seq []uint32, gen, k int) ([]spec.Draft, error) {
+	return c.ProposeJudged(ctx, seq, gen, k, func(float64) (bool, bool) { return true, true })
+}
+
+func (c *confident) ProposeJudged(_ context.Context, _ []uint32, _, k int, judge func(float64) (bool, bool)) ([]spec.Draft, error) {
+	var out []spec.Draft
+	for len(out) < k {
+		c.forwards++
+		take, more := judge(c.conf)
+		if !take {
+			break
+		}
+		out = append(out, spec.Draft{Token: uint32(len(out)), Conf: c.conf})
+		if !more {
+			break
+		}
+	}
+	return out, nil
+}
+
+// rounds runs n rounds of w with p, each draft standing where stands(i)
+// (i counting every draft judged so far), and returns the drafts
+// proposed in each round.
+func rounds(t *testing.T, w *spec.Window, p *confident, n int, stands func(i int) bool) []int {
+	t.Helper()
+	var out []int
+	i := 0
+	for range n {
+		k := w.Size()
+		if k == 0 {
+			out = append(out, 0)
+			continue
+		}
+		drafts, err := w.Draft(context.Background(), p, []uint32{1, 2, 3}, 1, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		acc := 0
+		for acc < len(drafts) && stands(i+acc) {
+			acc++
+		}
+		i += len(drafts)
+		w.Keep(drafts, acc, 0)
+		out = append(out, len(drafts))
+	}
+	return out
+}
+
+func mean(v []int) float64 {
+	s := 0
+	for _, x := range v {
+		s += x
+	}
+	return float64(s) / float64(len(v))
+}
+
+// TestJudgedDrafting: under a window, a draft model's confidence is
+// priced by how often drafts of that confidence stood in the request.
+// A draft that is unsure of itself (0.3) but always right — a more
+// quantised copy of the target — soon drafts whole windows, where a
+// fixed threshold of DefaultThreshold would never let it draft; one
+// that is sure of itself (0.9) but right one time in five soon drafts
+// no more than a draft a round, and then none; a fixed window takes
+// every draft it asks for.
+func TestJudgedDrafting(t *testing.T) {
+	humble := &confident{conf: 0.3}
+	got := rounds(t, spec.NewWindow(8, 0.2, 0.1), humble, 60, func(int) bool { return true })
+	if m := mean(got[:3]); m > 2 {
+		t.Errorf("first rounds drafted %.1f a round at confidence 0.3 before any stood; want at most 2 (%v)", m, got)
+	}
+	if m := mean(got[40:]); m < 4 {
+		t.Errorf("an always-right draft at confidence 0.3 drafts %.1f a round after 40 rounds, want ≥ 4 (%v)", m, got)
+	}
+
+	proud := &confident{conf: 0.9}
+	got = rounds(t, spec.NewWindow(8, 0.2, 0.1), proud, 200, func(i int) bool { return i%5 == 0 })
+	if m := mean(got[:3]); m < 1.5 {
+		t.Errorf("first rounds drafted %.1f a round at confidence 0.9, want ≥ 1.5 (%v)", m, got)
+	}
+	if m := mean(got[100:]); m > 0.5 {
+		t.Errorf("a draft right one time in five drafts %.2f a round after 100 rounds, want ≤ 0.5 (%v)", m, got)
+	}
+
+	fixed := &confident{conf: 0.01}
+	got = rounds(t, spec.Fixed(4), fixed, 10, func(int) bool { return false })
+	for i, n := range got {
+		if n != 4 {
+			t.Fatalf("round %d of a window fixed at 4 drafted %d", i, n)
+		}
+	}
+}
