@@ -281,7 +281,7 @@ func expNeg(x float64) float64 {
 	ni := int64(float64(x*math.Log2E) - 0.5) // x ≤ 0: to the nearest
 	n := float64(ni)
 	r := float64(x - float64(n*math.Ln2))
-	p := float64(1.0/720)
+	p := float64(1.0 / 720)
 	p = float64(float64(p*r) + 1.0/120)
 	p = float64(float64(p*r) + 1.0/24)
 	p = float64(float64(p*r) + 1.0/6)
