@@ -272,10 +272,10 @@ func confidence(logits []float32, rel, top float32, floor float64) float64 {
 
 // expNeg is e^x for x in [−softmaxSpan, 0] to a relative 2e-7: a
 // reduction to r = x − n·ln 2, |r| ≤ ln 2 / 2, a degree-6 Taylor
-// polynomial for e^r and 2^n put in the exponent's bits. It takes
-// under half math.Exp's time (BenchmarkExpNeg), which matters where a small draft model's
-// confidence sums a vocabulary of them per drafted token (confidence
-// need only tell bands of 1/8 apart). Each product is rounded on its own
+// polynomial for e^r and 2^n put in the exponent's bits. It takes under
+// half math.Exp's time (BenchmarkExpNeg), which matters where a small
+// draft model's confidence sums a vocabulary of them per drafted token
+// (confidence need only tell bands of 1/8 apart). Each product is rounded on its own
 // (explicit conversions), so no platform fuses them differently.
 func expNeg(x float64) float64 {
 	ni := int64(float64(x*math.Log2E) - 0.5) // x ≤ 0: to the nearest
