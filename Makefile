@@ -205,9 +205,10 @@ qemu-arm64:
 
 # Speculative decoding: greedy decode tok/s with and without speculation,
 # acceptance, the draft's measured cost c and the speedup against the ideal
-# E/(K·c+1), for the built-in F16 with its Q8_0 and with
-# meshnode-fortunes-draft as drafts, prompt lookup on a repeating prompt,
-# and the 1B-shaped Q8_0 with its Q4_0 as draft when present. Knobs:
+# E/(K·c+1), for the built-in F16 with its Q8_0, its Q4_0 (made once in
+# the bench cache) and meshnode-fortunes-draft as drafts, prompt lookup on a
+# repeating prompt, and the 1B-shaped Q8_0 with prompt lookup and with its
+# Q4_0 as draft when present. Knobs:
 # BENCH_THREADS, BENCH_TG, BENCH_REPS, BENCH_CACHE, MESHNODE_MODELS (see
 # gguf/spec/bench_spec_test.go).
 .PHONY: bench-spec

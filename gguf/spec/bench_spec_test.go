@@ -183,12 +183,14 @@ func envInt(key string, def int) int {
 
 // BenchmarkSpeculative is make bench-spec: greedy decode speed without
 // and with speculation, on the same prompts and thread count, for
-//   - the built-in model's F16 with its Q8_0 as draft, and with
-//     meshnode-fortunes-draft (both in $MESHNODE_MODELS, ../shared/models);
+//   - the built-in model's F16 with its Q8_0 as draft, with its Q4_0
+//     (modeltest.Requantize, made once in the bench cache), and with
+//     meshnode-fortunes-draft (in $MESHNODE_MODELS, ../shared/models);
 //   - the built-in Q8_0 with prompt lookup, on prompts that repeat
 //     themselves (a prompt, the model's own continuation, the prompt
 //     again);
-//   - the 1B-shaped Q8_0 with its Q4_0 as draft (BENCH_CACHE's
+//   - the 1B-shaped Q8_0 with prompt lookup on a repeating prompt, and
+//     with its Q4_0 as draft (BENCH_CACHE's
 //     llama-3.2-1b-shape-{q8_0,q4_0}.gguf; see bench-batch), when present.
 //
 // For each: decode tok/s plain and speculating (prefill excluded, the
@@ -201,7 +203,7 @@ func envInt(key string, def int) int {
 // E / (K·c + 1) and ours as a share of it, and, with v the measured cost
 // of an extra verified row, E / (K·(c+v) + 1). Each case runs twice:
 // speculating as the engine does (spec.Window with c fixed from the
-// files' sizes, the default threshold), and with a fixed window of 4
+// files' sizes, a copy's prior, the calibrated rule), and with a fixed window of 4
 // (spec.Fixed), which shows what speculation does where the adaptive
 // window declines it. The speculative tokens must equal the plain ones.
 // Knobs: BENCH_THREADS (default all CPUs), BENCH_TG (64), BENCH_REPS (2),
