@@ -431,6 +431,34 @@ func TestLookup(t *testing.T) {
 			t.Errorf("%v, k %d: %v, want %v", tc.seq, tc.k, got, tc.want)
 		}
 	}
+	// Judged: the judge sees a confidence per draft — one band for the
+	// first token after a match and another for the later ones, and
+	// other bands for another match length — and ends the drafting.
+	seq := []uint32{7, 8, 9, 5, 3, 4, 6, 7, 8, 9}
+	var confs []float64
+	d, err := spec.Lookup{}.ProposeJudged(ctx, seq, 0, 4, func(conf float64) (bool, bool) {
+		confs = append(confs, conf)
+		return true, len(confs) < 3
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := toks(d); !slices.Equal(got, []uint32{5, 3, 4}) {
+		t.Errorf("judged to stop after 3: %v", got)
+	}
+	if len(confs) != 3 || confs[0] == confs[1] || confs[1] != confs[2] {
+		t.Errorf("confidences %v: want the first apart, the later two alike", confs)
+	}
+	one := []uint32{5, 1, 5, 2, 5}
+	d, _ = spec.Lookup{}.ProposeJudged(ctx, one, 0, 1, func(conf float64) (bool, bool) {
+		if conf == confs[0] {
+			t.Errorf("a one-token match counted in the three-token match's band %v", conf)
+		}
+		return false, false
+	})
+	if len(d) != 0 {
+		t.Errorf("a draft the judge refused was proposed: %v", toks(d))
+	}
 }
 
 // TestWindow: the window grows to its maximum while drafts stand, shrinks
