@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/model"
@@ -136,9 +137,8 @@ func (mp *ModelProposer) Propose(ctx context.Context, seq []uint32, gen, k int) 
 // ProposeJudged implements Judged. A proposer made with a threshold of
 // its own keeps to it, and ignores judge.
 func (mp *ModelProposer) ProposeJudged(ctx context.Context, seq []uint32, gen, k int, judge func(conf float64) (take, more bool)) ([]Draft, error) {
-	floor := mp.threshold // confidences below it need not be told apart
-	switch {
-	case mp.threshold != 0 || judge == nil:
+	if mp.threshold != 0 || judge == nil {
+		floor := mp.threshold
 		if floor == 0 {
 			floor = DefaultThreshold
 		}
@@ -146,8 +146,6 @@ func (mp *ModelProposer) ProposeJudged(ctx context.Context, seq []uint32, gen, k
 			sure := floor < 0 || conf >= floor
 			return sure, sure
 		}
-	default:
-		floor = 1.0 / calBands
 	}
 	s := mp.s
 	// The draft's context may be shorter than the target's: where the
@@ -160,7 +158,7 @@ func (mp *ModelProposer) ProposeJudged(ctx context.Context, seq []uint32, gen, k
 	s.Truncate(reused)
 	mp.hist = append(mp.hist[:0], seq[gen:]...)
 	var d Draft
-	pick := func(logits []float32) { d = mp.pick(logits, floor) }
+	pick := func(logits []float32) { d = mp.pick(logits) }
 	if err := mp.eval(ctx, seq[reused:], pick); err != nil {
 		return nil, fmt.Errorf("spec: draft: %w", err)
 	}
@@ -184,19 +182,15 @@ func (mp *ModelProposer) ProposeJudged(ctx context.Context, seq []uint32, gen, k
 }
 
 // pick drafts from the logits after the sequence (mp.hist its generated
-// part), with its confidence: the draft's top probability, or 0 where it
-// is below floor (negative: never).
-func (mp *ModelProposer) pick(logits []float32, floor float64) Draft {
+// part), with its confidence: the draft's top probability.
+func (mp *ModelProposer) pick(logits []float32) Draft {
 	var d Draft
 	switch p := mp.smp.Params(); {
 	case p.ArgMax():
-		// One pass finds the pick and the top logit; a second sums the
-		// softmax only until the pick falls below floor. For a small
-		// draft, these passes over the vocabulary cost as much as its
-		// forward pass.
-		var top float32
-		d.Token, top = argMax(logits)
-		d.Conf = confidence(logits, logits[d.Token]-top, top, floor)
+		// One pass over the vocabulary finds the pick and its
+		// probability: for a small draft, passes over the vocabulary
+		// cost as much as its forward pass.
+		d.Token, d.Conf = topProb(logits)
 	case p.Greedy():
 		d.Token = mp.smp.Sample(logits, mp.hist)
 		d.Conf = softmaxAt(logits, d.Token)
@@ -232,64 +226,60 @@ func softmaxAt(logits []float32, id uint32) float64 {
 	return math.Exp(float64(logits[id]-top)) / sum
 }
 
-// argMax is the first largest logit's id (the greedy sampler's pick
-// with no penalty) and its value.
-func argMax(logits []float32) (uint32, float32) {
-	best, top := 0, float32(math.Inf(-1))
-	for id, l := range logits {
+// topProb is the greedy pick — the first largest logit's id, as the
+// greedy sampler picks with no penalty — and its softmax probability to
+// within 0.2%: the sum of e^(l−top) takes each term from expTable at
+// 1/256 of a nat, in four running sums (no one chain of additions waits
+// on the last), leaving out logits more than softmaxSpan below the top
+// (each weighs under e^-16 of the top's). A draft's confidence is only
+// ever compared with a threshold or placed in a band of 1/8, and for a
+// small draft model a vocabulary of math.Exp cost a third of its forward
+// pass (BenchmarkTopProb).
+func topProb(logits []float32) (uint32, float64) {
+	if len(logits) == 0 {
+		return 0, 0
+	}
+	best, top := 0, logits[0]
+	for i, l := range logits {
 		if l > top {
-			best, top = id, l
+			best, top = i, l
 		}
 	}
-	return uint32(best), top
-}
-
-// confidence is the softmax probability of a token whose logit lies at
-// rel (≤ 0) from the top logit top, to softmaxAt's precision, or 0 where
-// it is below floor. p = e^rel / S with S the sum of e^(l−top), so p ≥
-// floor while S ≤ e^rel / floor: the sum stops as soon as it passes that
-// bound, which for an unsure draft is after a few terms.
-func confidence(logits []float32, rel, top float32, floor float64) float64 {
-	if rel <= -softmaxSpan {
+	tab := expTable()
+	term := func(l float32) float64 {
+		if d := top - l; d < softmaxSpan {
+			return tab[int(d*expSteps)]
+		}
 		return 0
 	}
-	num := expNeg(float64(rel))
-	bound := math.Inf(1)
-	if floor > 0 {
-		bound = num / floor
+	var s0, s1, s2, s3 float64
+	i := 0
+	for ; i+4 <= len(logits); i += 4 {
+		s0 += term(logits[i])
+		s1 += term(logits[i+1])
+		s2 += term(logits[i+2])
+		s3 += term(logits[i+3])
 	}
-	low := top - softmaxSpan
-	var sum float64
-	for _, l := range logits {
-		if l > low {
-			if sum += expNeg(float64(l - top)); sum > bound {
-				return 0
-			}
-		}
+	for ; i < len(logits); i++ {
+		s0 += term(logits[i])
 	}
-	return num / sum
+	// The top's own term is e^0 = 1, not the table's middle of its step.
+	sum := float64(s0+s1) + float64(s2+s3) - tab[0] + 1
+	return uint32(best), 1 / sum
 }
 
-// expNeg is e^x for x in [−softmaxSpan, 0] to a relative 2e-7: a
-// reduction to r = x − n·ln 2, |r| ≤ ln 2 / 2, a degree-6 Taylor
-// polynomial for e^r and 2^n put in the exponent's bits. It takes under
-// half math.Exp's time (BenchmarkExpNeg), which matters where a small
-// draft model's confidence sums a vocabulary of them per drafted token
-// (confidence need only tell bands of 1/8 apart). Each product is rounded on its own
-// (explicit conversions), so no platform fuses them differently.
-func expNeg(x float64) float64 {
-	ni := int64(float64(x*math.Log2E) - 0.5) // x ≤ 0: to the nearest
-	n := float64(ni)
-	r := float64(x - float64(n*math.Ln2))
-	p := float64(1.0 / 720)
-	p = float64(float64(p*r) + 1.0/120)
-	p = float64(float64(p*r) + 1.0/24)
-	p = float64(float64(p*r) + 1.0/6)
-	p = float64(float64(p*r) + 0.5)
-	p = float64(float64(p*r) + 1)
-	p = float64(float64(p*r) + 1)
-	return math.Float64frombits(math.Float64bits(p) + uint64(ni)<<52)
-}
+// expSteps is expTable's steps per nat.
+const expSteps = 256
+
+// expTable holds e^-x at the middle of each step of 1/expSteps in [0,
+// softmaxSpan): within e^(1/512) − 1 ≈ 0.2% of e^-x anywhere in the step.
+var expTable = sync.OnceValue(func() *[softmaxSpan * expSteps]float64 {
+	var t [softmaxSpan * expSteps]float64
+	for i := range t {
+		t[i] = math.Exp(-(float64(i) + 0.5) / expSteps)
+	}
+	return &t
+})
 
 // softmaxSpan is how far below the top logit softmaxAt still counts.
 const softmaxSpan = 16
