@@ -15,7 +15,6 @@ package cpu
 import (
 	"errors"
 	"fmt"
-	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -137,15 +136,7 @@ func (b *Backend) Read(dst []float32, t backend.Tensor) { copy(dst[:t.Len()], da
 // lowest on a tie, 0 when none exceeds -Inf (NaN never wins), found in
 // place. Greedy decoding and every verified row of a speculative window
 // would otherwise copy the vocabulary's logits out to scan them.
-func (b *Backend) ArgMax(t backend.Tensor) int {
-	best, at := float32(math.Inf(-1)), 0
-	for i, l := range data(t) {
-		if l > best {
-			best, at = l, i
-		}
-	}
-	return at
-}
+func (b *Backend) ArgMax(t backend.Tensor) int { return argMax(data(t)) }
 
 // Write implements backend.Backend.
 func (b *Backend) Write(t backend.Tensor, src []float32) { copy(data(t), src[:t.Len()]) }
