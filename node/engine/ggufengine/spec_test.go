@@ -14,6 +14,8 @@ import (
 
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/model/modeltest"
+	"github.com/meshnode/meshnode/gguf/quant"
+	"github.com/meshnode/meshnode/gguf/spec"
 	"github.com/meshnode/meshnode/hw"
 	"github.com/meshnode/meshnode/node/engine"
 	"github.com/meshnode/meshnode/node/receipt"
@@ -86,6 +88,44 @@ func TestSpeculativeGreedyMatchesPlain(t *testing.T) {
 			t.Errorf("self-draft: %d of %d drafts accepted; a model agrees with itself", accepted, proposed)
 		}
 		t.Logf("%s: %d of %d drafts accepted", name, accepted, proposed)
+	}
+}
+
+// TestSpeculativeCopyDraftDefaults: with the draft named and its cost —
+// the built-in model's own weights requantised to Q4_0, a copy the
+// engine recognises (spec.SameShape), at c = 0.3, what that copy costs
+// against the F16 (which is not in the repository; against the Q8_0 it
+// costs 0.55, where a window barely pays) — greedy serves speculate
+// under the default threshold, the calibrated rule, keep plain decoding's
+// tokens, and draft half as much again as under the fixed threshold of
+// spec.DefaultThreshold, with most drafts standing.
+func TestSpeculativeCopyDraftDefaults(t *testing.T) {
+	plain := fortunes(t)
+	q4 := filepath.Join(t.TempDir(), "fortunes-q4_0.gguf")
+	if err := modeltest.Requantize(fortunesPath, q4, quant.Q4_0); err != nil {
+		t.Fatal(err)
+	}
+	run := func(threshold float64) (proposed, accepted uint32) {
+		m, err := Load(fortunesPath, Config{Fidelity: receipt.F1, UJPerToken: 250, Context: 256, Draft: q4, DraftCost: 0.3, DraftThreshold: threshold})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		for _, ref := range q8References(t) {
+			want, _ := serve(t, plain.Engine(), request(64, nil), ref.Prompt)
+			got, out := serve(t, m.Engine(), request(64, nil), ref.Prompt)
+			if !slices.Equal(got, want) {
+				t.Fatalf("threshold %v: speculative %v, plain %v", threshold, got, want)
+			}
+			proposed, accepted = proposed+out.SpecProposed, accepted+out.SpecAccepted
+		}
+		return proposed, accepted
+	}
+	p, a := run(0)
+	p0, a0 := run(spec.DefaultThreshold)
+	t.Logf("defaults: %d of %d drafts accepted; threshold %v: %d of %d", a, p, spec.DefaultThreshold, a0, p0)
+	if 2*p < 3*p0 || 5*a < 4*p {
+		t.Errorf("defaults proposed %d (%d accepted), the fixed threshold %d: want half as many again, 80%% accepted", p, a, p0)
 	}
 }
 
