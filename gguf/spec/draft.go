@@ -193,7 +193,7 @@ func (mp *ModelProposer) pick(logits []float32) Draft {
 		d.Token, d.Conf = topProb(logits)
 	case p.Greedy():
 		d.Token = mp.smp.Sample(logits, mp.hist)
-		d.Conf = softmaxAt(logits, d.Token)
+		d.Conf = probAt(logits, d.Token)
 	default:
 		d.Q = mp.smp.Dist(nil, logits, mp.hist)
 		d.Token = mp.smp.Draw(d.Q)
@@ -204,37 +204,9 @@ func (mp *ModelProposer) pick(logits []float32) Draft {
 	return d
 }
 
-// softmaxAt is the probability of id under the softmax of logits, to
-// within a few parts in a million: logits more than softmaxSpan below the
-// top are left out of the sum (each weighs under e^-16 of the top's), so
-// that a vocabulary of logits costs comparisons, not exponentials. It
-// only decides when drafting stops.
-func softmaxAt(logits []float32, id uint32) float64 {
-	top := float32(math.Inf(-1))
-	for _, l := range logits {
-		top = max(top, l)
-	}
-	var sum float64
-	for _, l := range logits {
-		if l > top-softmaxSpan {
-			sum += math.Exp(float64(l - top))
-		}
-	}
-	if logits[id] <= top-softmaxSpan {
-		return 0
-	}
-	return math.Exp(float64(logits[id]-top)) / sum
-}
-
 // topProb is the greedy pick — the first largest logit's id, as the
-// greedy sampler picks with no penalty — and its softmax probability to
-// within 0.2%: the sum of e^(l−top) takes each term from expTable at
-// 1/256 of a nat, in four running sums (no one chain of additions waits
-// on the last), leaving out logits more than softmaxSpan below the top
-// (each weighs under e^-16 of the top's). A draft's confidence is only
-// ever compared with a threshold or placed in a band of 1/8, and for a
-// small draft model a vocabulary of math.Exp cost a third of its forward
-// pass (BenchmarkTopProb).
+// greedy sampler picks with no penalty — and its softmax probability
+// (expSum's precision).
 func topProb(logits []float32) (uint32, float64) {
 	if len(logits) == 0 {
 		return 0, 0
@@ -245,6 +217,33 @@ func topProb(logits []float32) (uint32, float64) {
 			best, top = i, l
 		}
 	}
+	return uint32(best), 1 / expSum(logits, top)
+}
+
+// probAt is the softmax probability of id among logits (expSum's
+// precision): a penalised greedy draft's pick, which need not be the
+// largest logit.
+func probAt(logits []float32, id uint32) float64 {
+	top := logits[0]
+	for _, l := range logits {
+		top = max(top, l)
+	}
+	d := top - logits[id]
+	if !(d < softmaxSpan) {
+		return 0
+	}
+	return math.Exp(-float64(d)) / expSum(logits, top)
+}
+
+// expSum is the sum of e^(l−top) over logits whose largest is top, to
+// within 0.2%: each term is read from expTable at 1/256 of a nat, in four
+// running sums (no one chain of additions waits on the last), leaving
+// out logits more than softmaxSpan below the top (each weighs under
+// e^-16 of the top's). A draft's confidence is only ever compared with a
+// threshold or placed in a band of 1/8, and for a small draft model a
+// vocabulary of math.Exp cost a third of its forward pass
+// (BenchmarkTopProb).
+func expSum(logits []float32, top float32) float64 {
 	tab := expTable()
 	term := func(l float32) float64 {
 		if d := top - l; d < softmaxSpan {
@@ -264,8 +263,7 @@ func topProb(logits []float32) (uint32, float64) {
 		s0 += term(logits[i])
 	}
 	// The top's own term is e^0 = 1, not the table's middle of its step.
-	sum := float64(s0+s1) + float64(s2+s3) - tab[0] + 1
-	return uint32(best), 1 / sum
+	return float64(s0+s1) + float64(s2+s3) - tab[0] + 1
 }
 
 // expSteps is expTable's steps per nat.
@@ -281,5 +279,5 @@ var expTable = sync.OnceValue(func() *[softmaxSpan * expSteps]float64 {
 	return &t
 })
 
-// softmaxSpan is how far below the top logit softmaxAt still counts.
+// softmaxSpan is how far below the top logit expSum still counts.
 const softmaxSpan = 16

@@ -7,9 +7,9 @@ import (
 	"testing"
 )
 
-// TestTopProb: the one-pass pick and confidence agree with the full
-// softmax (softmaxAt) to 0.2%, and the pick is the first largest logit
-// as the greedy sampler's, over random logits from sure (one logit far
+// TestTopProb: the pick and confidence agree with the full softmax
+// (softmaxAt, math.Exp's) to 0.2%, as does probAt at another logit, and
+// the pick is the first largest logit as the greedy sampler's, over random logits from sure (one logit far
 // ahead) to unsure (all close), with the largest logit anywhere (so the
 // sum is rescaled 0 to many times), and on ties.
 func TestTopProb(t *testing.T) {
@@ -41,6 +41,10 @@ func TestTopProb(t *testing.T) {
 		}
 		if want := softmaxAt(logits, id); math.Abs(p-want) > 2e-3*want {
 			t.Fatalf("trial %d: topProb %.6f, softmax %.6f", trial, p, want)
+		}
+		other := uint32(rng.IntN(n))
+		if got, want := probAt(logits, other), softmaxAt(logits, other); math.Abs(got-want) > 2e-3*want {
+			t.Fatalf("trial %d: probAt %d %.6g, softmax %.6g", trial, other, got, want)
 		}
 	}
 	if id, p := topProb(nil); id != 0 || p != 0 {
@@ -76,4 +80,21 @@ func BenchmarkTopProb(b *testing.B) {
 		}
 	})
 	_ = sink
+}
+
+// softmaxAt is the probability of id under the softmax of logits, with
+// math.Exp: the reference for topProb and probAt. Logits more than
+// softmaxSpan below the top are left out, as they leave them out.
+func softmaxAt(logits []float32, id uint32) float64 {
+	top := slices.Max(logits)
+	var sum float64
+	for _, l := range logits {
+		if l > top-softmaxSpan {
+			sum += math.Exp(float64(l - top))
+		}
+	}
+	if logits[id] <= top-softmaxSpan {
+		return 0
+	}
+	return math.Exp(float64(logits[id]-top)) / sum
 }

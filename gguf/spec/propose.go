@@ -13,9 +13,10 @@ type Draft struct {
 	// request's sampling pipeline; nil for a deterministic proposal
 	// (one-hot on Token).
 	Q []sample.Prob
-	// Conf is the proposer's confidence in Token: a draft model's top
-	// probability (its pick's, for a greedy draft); 0 where it has none
-	// (prompt lookup).
+	// Conf is the proposer's confidence in Token, by which a Window
+	// learns what its drafts are worth: a draft model's probability for
+	// its pick (its top probability, for a sampled draft); for prompt
+	// lookup, a band for how the draft was found (lookupConf).
 	Conf float64
 }
 
