@@ -30,6 +30,11 @@
 // activation's zero-padded tail, SP a 128-byte buffer; CHUNK is a chunk's
 // bytes, LANES(off, acc) adds the products of eight elements at off to an
 // accumulator, TAILCOPY(SI) copies a row's tail from SI to the buffer.
+// A tail of 8, 16 or 24 elements (a head of 48 or 80 dimensions) is read
+// in place, eight at a time, and the zero lanes beyond it are not added:
+// they would add +0 to lanes that are never −0, so the bits are the
+// copied tail's, without the copy (whose narrow reloads of a wide store
+// stall) and the adds of zeros.
 #define ROWS(CHUNK, LANES, TAILCOPY) \
 row: \
 	VXORPS Y12, Y12, Y12 \
@@ -53,6 +58,8 @@ chunk: \
 tail: \
 	TESTQ R11, R11 \
 	JZ   reduce \
+	TESTQ $7, R11 \
+	JZ   eights \
 	TAILCOPY(SI) \
 	MOVQ SP, SI \
 	MOVQ R13, DX \
@@ -60,6 +67,15 @@ tail: \
 	LANES(CHUNK/4, Y13) \
 	LANES(CHUNK/2, Y14) \
 	LANES(3*CHUNK/4, Y15) \
+	JMP  reduce \
+eights: \
+	LANES(0, Y12) \
+	CMPQ R11, $8 \
+	JEQ  reduce \
+	LANES(CHUNK/4, Y13) \
+	CMPQ R11, $16 \
+	JEQ  reduce \
+	LANES(CHUNK/2, Y14) \
 reduce: \
 	REDUCE32 \
 	VMOVSS X12, (DI) \

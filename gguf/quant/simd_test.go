@@ -218,12 +218,13 @@ func FuzzSIMDMatchesGo(f *testing.F) {
 
 // TestMatVecRows holds MatVecRows, whole-row kernels and all, to the Go
 // VecDot of each row: on lengths around the 32 lanes (the last partial
-// chunk is done apart), rows further apart than their length, and
+// chunk is done apart; a tail of whole eights in place), rows further
+// apart than their length, and
 // normal, random and raw elements.
 func TestMatVecRows(t *testing.T) {
 	rng := rand.New(rand.NewPCG(25, 26))
 	for _, typ := range []quant.Type{quant.F16, quant.F32, quant.BF16, quant.Q8_0} {
-		for _, n := range []int{1, 2, 5, 16, 31, 32, 33, 47, 64, 95, 130} {
+		for _, n := range []int{1, 2, 5, 8, 16, 24, 31, 32, 33, 40, 47, 48, 56, 64, 80, 95, 120, 130} {
 			if n%typ.BlockSize() != 0 {
 				continue
 			}
