@@ -644,9 +644,12 @@ func (p *Parser) stepObject(final, top bool, then state) {
 }
 
 func (p *Parser) stepMistralName(final bool) {
+	// A name is looked for within maxName bytes: [ARGS] must begin by
+	// then, whether it came in the same piece or later (so a stream and
+	// the whole text agree).
 	args := strings.Index(p.buf, "[ARGS]")
-	if args < 0 {
-		if len(p.buf) > maxName || final {
+	if args < 0 || args > maxName {
+		if args > maxName || len(p.buf) >= maxName+len("[ARGS]") || final {
 			p.asText("[TOOL_CALLS]")
 		}
 		return
@@ -903,8 +906,9 @@ func skipValue(s string, i int) (end int, done, ok bool) {
 func (p *Parser) stepXML(final bool) {
 	s := p.buf
 	end := strings.IndexByte(s, '>')
-	if end < 0 {
-		if len(s) > maxName || final {
+	if end < 0 || end > maxName {
+		// Not within maxName bytes, however the text came in pieces.
+		if end > maxName || len(s) > maxName || final {
 			p.asText("<tool_call>")
 		}
 		return

@@ -351,6 +351,41 @@ func TestXMLParamTypes(t *testing.T) {
 	}
 }
 
+// TestLongNameIsText: a Mistral call name, or a Qwen3-Coder <function=
+// name, is looked for within maxName bytes; one longer is text, whether
+// the output comes whole (Parse) or in pieces of any size — where a
+// stream once gave up after maxName bytes and the whole text made a call
+// of it (found by FuzzParser) — and one of maxName bytes is a call.
+func TestLongNameIsText(t *testing.T) {
+	long := strings.Repeat("n", maxName+10)
+	fits := strings.Repeat("n", maxName-len("<function="))
+	for _, tc := range []struct {
+		f    Format
+		text string
+		call bool
+	}{
+		{Mistral, "[TOOL_CALLS]" + long + `[ARGS]{"a":1}`, false},
+		{Mistral, "[TOOL_CALLS]" + long[:maxName] + `[ARGS]{"a":1}`, true},
+		{Hermes, "<tool_call><function=" + long + "></function></tool_call>", false},
+		{Hermes, "<tool_call><function=" + fits + "></function></tool_call>", true},
+	} {
+		content, calls := Parse(tc.f, tc.text)
+		if (len(calls) == 1) != tc.call || !tc.call && content != tc.text {
+			t.Errorf("%v, name of %d: Parse %q %+v, want a call %v", tc.f, len(tc.text), content, calls, tc.call)
+		}
+		for _, piece := range []int{1, 7, 64, maxName, len(tc.text)} {
+			var cuts []int
+			for at := piece; at < len(tc.text); at += piece {
+				cuts = append(cuts, at)
+			}
+			c, k := accumulate(t, feedChunks(NewParser(tc.f, nil), tc.text, cuts))
+			if c != content || len(k) != len(calls) {
+				t.Errorf("%v, name of %d, pieces of %d: stream %q %d calls, Parse %q %d", tc.f, len(tc.text), piece, c, len(k), content, len(calls))
+			}
+		}
+	}
+}
+
 // FuzzParser feeds arbitrary output in arbitrary pieces: the stream's
 // deltas are well formed and reassemble to what Parse returns for the
 // whole text, in every format. The seeds are the cases' outputs and the
