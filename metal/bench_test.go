@@ -1,7 +1,6 @@
 package metal_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -86,7 +85,7 @@ func BenchmarkMetal(b *testing.B) {
 			spec := modeltest.Spec{Arch: "llama", FileType: ft, Embd: 2048, Layers: 16, Heads: 32, KVHeads: 8,
 				FF: 8192, Context: 4096, Seed: 1}
 			path := filepath.Join(dir, "llama-1b-"+strings.ToLower(ft)+".gguf")
-			if err := writeRandom(path, spec, md); err != nil {
+			if err := modeltest.WriteRandomFile(path, spec, md); err != nil {
 				b.Fatal(err)
 			}
 			f, err := gguf.Open(path)
@@ -192,23 +191,6 @@ func decodeBytes(f *gguf.File) float64 {
 		n += size
 	}
 	return n
-}
-
-func writeRandom(path string, spec modeltest.Spec, md *gguf.Metadata) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriterSize(f, 1<<20)
-	if err := modeltest.WriteRandom(w, spec, md); err != nil {
-		f.Close()
-		return err
-	}
-	if err := w.Flush(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 func envInt(key string, def int) int {

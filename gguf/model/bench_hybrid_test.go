@@ -28,7 +28,7 @@ func BenchmarkHybridDecode(b *testing.B) {
 	spec := modeltest.Spec{Arch: "qwen35", FileType: "Q8_0", Embd: 1024, Layers: envInt("BENCH_LAYERS", 4), Heads: 8, KVHeads: 2,
 		HeadDim: 256, FF: 3584, SSMHeads: 16, SSMGroups: 16, SSMState: 128, FullAttn: 4, Context: 4096, Seed: 1}
 	path := filepath.Join(b.TempDir(), "qwen35.gguf")
-	if err := writeRandom(path, spec, md); err != nil {
+	if err := modeltest.WriteRandomFile(path, spec, md); err != nil {
 		b.Fatal(err)
 	}
 	f, err := gguf.Open(path)

@@ -64,7 +64,7 @@ func BenchmarkMoEDecode(b *testing.B) {
 	for _, v := range vs {
 		b.Run(v.name, func(b *testing.B) {
 			path := filepath.Join(dir, v.name+".gguf")
-			if err := writeRandom(path, v.spec, md); err != nil {
+			if err := modeltest.WriteRandomFile(path, v.spec, md); err != nil {
 				b.Fatal(err)
 			}
 			f, err := gguf.Open(path)

@@ -1,7 +1,6 @@
 package model_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -138,7 +137,7 @@ func BenchmarkEngineVsLlamaCpp(b *testing.B) {
 				FF: 8192, Context: 4096, Seed: 1}
 			path := filepath.Join(dir, "llama-1b-"+strings.ToLower(ft)+".gguf")
 			start := time.Now()
-			if err := writeRandom(path, spec, md); err != nil {
+			if err := modeltest.WriteRandomFile(path, spec, md); err != nil {
 				b.Fatal(err)
 			}
 			b.Logf("made %s in %v", filepath.Base(path), time.Since(start).Round(time.Millisecond))
@@ -154,7 +153,7 @@ func BenchmarkEngineVsLlamaCpp(b *testing.B) {
 		spec := modeltest.Spec{Arch: "qwen35", FileType: "Q8_0", Embd: 1024, Layers: 24, Heads: 8, KVHeads: 2, HeadDim: 256,
 			FF: 3584, SSMHeads: 16, SSMGroups: 16, SSMState: 128, FullAttn: 4, Context: 4096, Seed: 1}
 		path := filepath.Join(dir, "qwen35-0.8b-q8_0.gguf")
-		if err := writeRandom(path, spec, md); err != nil {
+		if err := modeltest.WriteRandomFile(path, spec, md); err != nil {
 			b.Fatal(err)
 		}
 		jobs = append(jobs, job{"qwen35-0.8b-q8_0", path, envInt("BENCH_PP", 64), envInt("BENCH_TG", 16), envInt("BENCH_REPS", 3)})
@@ -170,7 +169,7 @@ func BenchmarkEngineVsLlamaCpp(b *testing.B) {
 		name := fmt.Sprintf("qwen3moe-30b-a3b-shape-%dl-q4_0", layers)
 		path := filepath.Join(dir, name+".gguf")
 		start := time.Now()
-		if err := writeRandom(path, spec, md); err != nil {
+		if err := modeltest.WriteRandomFile(path, spec, md); err != nil {
 			b.Fatal(err)
 		}
 		b.Logf("made %s in %v", filepath.Base(path), time.Since(start).Round(time.Millisecond))
@@ -233,23 +232,6 @@ func envInt(key string, def int) int {
 		return v
 	}
 	return def
-}
-
-func writeRandom(path string, spec modeltest.Spec, md *gguf.Metadata) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriterSize(f, 1<<20)
-	if err := modeltest.WriteRandom(w, spec, md); err != nil {
-		f.Close()
-		return err
-	}
-	if err := w.Flush(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 // benchResult is one engine's figures on one model.

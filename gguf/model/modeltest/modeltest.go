@@ -10,6 +10,7 @@
 package modeltest
 
 import (
+	"bufio"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -360,6 +361,33 @@ func WriteRandom(out io.Writer, s Spec, vocab *gguf.Metadata) error {
 	}
 	_, err = w.WriteTo(out)
 	return err
+}
+
+// WriteRandomFile writes WriteRandom's model of s's shape to path.
+func WriteRandomFile(path string, s Spec, vocab *gguf.Metadata) error {
+	return writeFile(path, func(out io.Writer) error { return WriteRandom(out, s, vocab) })
+}
+
+// writeFile writes path through a buffer by write, into path.tmp renamed
+// to path once complete, so a file that is there is whole.
+func writeFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path + ".tmp")
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	err = write(w)
+	if err == nil {
+		err = w.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path + ".tmp")
+		return err
+	}
+	return os.Rename(path+".tmp", path)
 }
 
 // build sets up the writer's metadata and lists the tensors to make.

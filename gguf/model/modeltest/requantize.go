@@ -2,7 +2,7 @@ package modeltest
 
 import (
 	"fmt"
-	"os"
+	"io"
 
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/quant"
@@ -52,16 +52,8 @@ func Requantize(src, dst string, typ quant.Type) error {
 			return err
 		}
 	}
-	out, err := os.Create(dst + ".tmp")
-	if err != nil {
+	return writeFile(dst, func(out io.Writer) error {
+		_, err := w.WriteTo(out)
 		return err
-	}
-	if _, err := w.WriteTo(out); err != nil {
-		out.Close()
-		return err
-	}
-	if err := out.Close(); err != nil {
-		return err
-	}
-	return os.Rename(dst+".tmp", dst)
+	})
 }
