@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"github.com/meshnode/meshnode/gguf/deltanet"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/meshnode/meshnode/gguf/backend"
+	"github.com/meshnode/meshnode/gguf/deltanet"
 	"github.com/meshnode/meshnode/gguf/quant"
 )
 
