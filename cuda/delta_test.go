@@ -122,11 +122,7 @@ func TestEmuHybridGraphs(t *testing.T) {
 	defer be.Close()
 	got, _ := greedy(t, be, f, modelSteps)
 	for step := range want {
-		for i := range want[step] {
-			if math.Float32bits(got[step][i]) != math.Float32bits(want[step][i]) {
-				t.Fatalf("step %d: logit %d is %v with graphs, %v launched one by one", step, i, got[step][i], want[step][i])
-			}
-		}
+		sameBits(t, fmt.Sprintf("step %d, with graphs against launched one by one", step), got[step], want[step])
 	}
 	// Steps 1 and 2 differ from the prompt's; step 3 repeats step 2 and
 	// is captured, and the rest replay it.

@@ -121,6 +121,20 @@ func session(t testing.TB, be backend.Backend, f *gguf.File) (*model.Model, *mod
 	return m, s
 }
 
+// sameBits fails t unless got's logits are want's bit for bit; what
+// names them and the two runs compared.
+func sameBits(t testing.TB, what string, got, want []float32) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d logits, want %d", what, len(got), len(want))
+	}
+	for i := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("%s: logit %d is %v, want %v", what, i, got[i], want[i])
+		}
+	}
+}
+
 func argmax(x []float32) uint32 {
 	best, at := float32(math.Inf(-1)), 0
 	for i, v := range x {

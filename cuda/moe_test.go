@@ -2,7 +2,7 @@ package cuda_test
 
 import (
 	"context"
-	"math"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -27,11 +27,7 @@ func TestEmuMoEGraphs(t *testing.T) {
 			defer be.Close()
 			got, toks := greedy(t, be, f, modelSteps)
 			for step := range want {
-				for i := range want[step] {
-					if math.Float32bits(got[step][i]) != math.Float32bits(want[step][i]) {
-						t.Fatalf("step %d: logit %d is %v on the device, %v on the CPU", step, i, got[step][i], want[step][i])
-					}
-				}
+				sameBits(t, fmt.Sprintf("step %d, the device against the CPU", step), got[step], want[step])
 			}
 			// Steps 1 and 2 differ from the prompt's; step 3 repeats
 			// step 2 and is captured, and the rest replay it.
@@ -104,11 +100,6 @@ func TestEmuMoELongPrompt(t *testing.T) {
 	if promptRead <= vocab || stepRead != vocab {
 		t.Errorf("read back %d bytes for the prompt and %d for the step, want more than %d and %d", promptRead, stepRead, vocab, vocab)
 	}
-	for name, pair := range map[string][2][]float32{"prompt": {gotPrompt, wantPrompt}, "decode step": {gotNext, wantNext}} {
-		for i := range pair[1] {
-			if math.Float32bits(pair[0][i]) != math.Float32bits(pair[1][i]) {
-				t.Fatalf("%s: logit %d is %v on the device, %v on the CPU", name, i, pair[0][i], pair[1][i])
-			}
-		}
-	}
+	sameBits(t, "prompt, the device against the CPU", gotPrompt, wantPrompt)
+	sameBits(t, "decode step, the device against the CPU", gotNext, wantNext)
 }
