@@ -259,10 +259,17 @@ func pathName(be backend.Backend) string {
 func TestHybridKernelsMatchHost(t *testing.T) {
 	cb := cpu.New(cpu.Options{Threads: 2})
 	defer cb.Close()
-	for _, arch := range []string{"qwen35", "qwen35moe"} {
+	kernelsMatchHost(t, cb, hostDelta{cb}, "qwen35", "qwen35moe")
+}
+
+// kernelsMatchHost runs each architecture's Q8_0 fixture through
+// mixedRun on kernels and on host (the same backend with kernels hidden)
+// and holds every logit row to the host's bit for bit.
+func kernelsMatchHost(t *testing.T, kernels, host backend.Backend, archs ...string) {
+	for _, arch := range archs {
 		t.Run(arch, func(t *testing.T) {
 			file := fixtureBytes(t, arch, "Q8_0")
-			want, got := mixedRun(t, file, hostDelta{cb}), mixedRun(t, file, cb)
+			want, got := mixedRun(t, file, host), mixedRun(t, file, kernels)
 			if len(got) != len(want) {
 				t.Fatalf("%d logit rows, want %d", len(got), len(want))
 			}
