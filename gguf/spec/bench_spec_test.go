@@ -23,43 +23,26 @@ import (
 )
 
 // timedProposer counts the time a proposer takes and the tokens it
-// drafts: its measured cost per drafted token.
+// drafts: its measured cost per drafted token. Both proposers measured
+// (a draft model, prompt lookup) are Judged, and are judged through it as
+// they would be unwrapped.
 type timedProposer struct {
-	p      spec.Proposer
+	p      spec.Judged
 	took   time.Duration
 	drafts int
 }
 
+// Propose is ProposeJudged with no judge, as the proposers' own Propose.
 func (t *timedProposer) Propose(ctx context.Context, seq []uint32, gen, k int) ([]spec.Draft, error) {
+	return t.ProposeJudged(ctx, seq, gen, k, nil)
+}
+
+func (t *timedProposer) ProposeJudged(ctx context.Context, seq []uint32, gen, k int, judge func(float64) (bool, bool)) ([]spec.Draft, error) {
 	start := time.Now()
-	d, err := t.p.Propose(ctx, seq, gen, k)
+	d, err := t.p.ProposeJudged(ctx, seq, gen, k, judge)
 	t.took += time.Since(start)
 	t.drafts += len(d)
 	return d, err
-}
-
-// timedJudged is a timedProposer over a Judged proposer, judged as it
-// would be unwrapped.
-type timedJudged struct {
-	*timedProposer
-	j spec.Judged
-}
-
-func (t timedJudged) ProposeJudged(ctx context.Context, seq []uint32, gen, k int, judge func(float64) (bool, bool)) ([]spec.Draft, error) {
-	start := time.Now()
-	d, err := t.j.ProposeJudged(ctx, seq, gen, k, judge)
-	t.took += time.Since(start)
-	t.drafts += len(d)
-	return d, err
-}
-
-// timed wraps p to count its time and drafts, keeping it Judged if it is.
-func timed(p spec.Proposer) (spec.Proposer, *timedProposer) {
-	t := &timedProposer{p: p}
-	if j, ok := p.(spec.Judged); ok {
-		return timedJudged{t, j}, t
-	}
-	return t, t
 }
 
 // specRun is one case's figures.
@@ -459,12 +442,11 @@ func runSpecCase(b *testing.B, be *cpu.Backend, targetPath, draftPath string, ct
 				plainAll[pi] = append(plainAll[pi], time.Since(start))
 			}
 			speculative := func() {
-				var proposer spec.Proposer = spec.Lookup{}
+				prop := &timedProposer{p: spec.Lookup{}}
 				if draft != nil {
 					ds.Truncate(0)
-					proposer = spec.NewModelProposer(ds, sample.Params{}, threshold)
+					prop.p = spec.NewModelProposer(ds, sample.Params{}, threshold)
 				}
-				proposer, prop := timed(proposer)
 				// As the engine's Drafter.Window sizes them.
 				w := spec.NewWindow(0, cSizes, 0)
 				if copyOf {
@@ -482,7 +464,7 @@ func runSpecCase(b *testing.B, be *cpu.Backend, targetPath, draftPath string, ct
 				start := time.Now()
 				var rs spec.Stats
 				var err error
-				if got, rs, err = spec.Generate(ctx, bt, s, p, tg, sample.Params{}, proposer, w); err != nil {
+				if got, rs, err = spec.Generate(ctx, bt, s, p, tg, sample.Params{}, prop, w); err != nil {
 					b.Fatal(err)
 				}
 				specAll[pi] = append(specAll[pi], time.Since(start))

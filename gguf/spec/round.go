@@ -39,6 +39,7 @@ type judgeRound struct {
 	w        *Window
 	all      bool    // a fixed window: every draft it asks for
 	stood    float64 // the probability that every draft so far stands
+	taken    int     // drafts proposed so far
 	gain     float64 // the speedup the window expects: what a target pass is worth in tokens
 	declined bool    // a draft was drafted and not proposed
 }
@@ -67,11 +68,12 @@ func (r *judgeRound) judge(conf float64) (take, more bool) {
 	w := r.w
 	a := w.cal.stands(conf)
 	s := float64(r.stood * a)
-	if s < float64(w.row*r.gain) && !(r.stood == 1 && w.cal.unexplored(conf)) {
+	if s < float64(w.row*r.gain) && !(r.taken == 0 && w.cal.unexplored(conf)) {
 		r.declined = true
 		return false, false
 	}
 	r.stood = s
+	r.taken++
 	return true, float64(s*a) >= float64(float64(w.cost+w.row)*r.gain)
 }
 
