@@ -2,7 +2,13 @@
 
 package cpu
 
-import "golang.org/x/sys/cpu"
+import (
+	"math"
+
+	"golang.org/x/sys/cpu"
+
+	"github.com/meshnode/meshnode/gguf/backend"
+)
 
 // haveMax8 gates the AVX2 argmax kernels.
 var haveMax8 = cpu.X86.HasAVX2
@@ -21,17 +27,17 @@ func maxOf32(x *float32, n int) float32
 //go:noescape
 func indexOf8(x *float32, n int, v float32) int
 
-// argMax is the first largest element's index, NaN skipped, 0 where
-// nothing is above −Inf: a greedy step's pick and a verified row's.
+// argMax is backend.ArgMax, a greedy step's pick and a verified row's.
 // With AVX2 it finds the largest value 32 lanes at a time and then its
 // first place 8 at a time, a tenth of the scalar loop's time over a
 // vocabulary (BenchmarkArgMax).
 func argMax(x []float32) int {
 	if !useMax8 {
-		return argMaxGo(x)
+		return backend.ArgMax(x)
 	}
 	n := len(x)
 	head := n &^ 31
+	negInf := float32(math.Inf(-1))
 	m := negInf
 	if head > 0 {
 		m = maxOf32(&x[0], head)

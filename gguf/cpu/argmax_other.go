@@ -2,9 +2,10 @@
 
 package cpu
 
+import "github.com/meshnode/meshnode/gguf/backend"
+
 // useMax8: no SIMD argmax here.
 var useMax8 = false
 
-// argMax is the first largest element's index, NaN skipped, 0 where
-// nothing is above −Inf.
-func argMax(x []float32) int { return argMaxGo(x) }
+// argMax is backend.ArgMax.
+func argMax(x []float32) int { return backend.ArgMax(x) }

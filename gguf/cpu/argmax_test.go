@@ -4,10 +4,12 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/meshnode/meshnode/gguf/backend"
 )
 
 // TestArgMaxMatchesGo holds argMax (the AVX2 kernels where the machine
-// has them) to the Go loop on rows of every length up to 300 and a
+// has them) to backend.ArgMax, the Go loop, on rows of every length up to 300 and a
 // vocabulary's, with ties (the first wins), NaN (never wins), ±0, ±Inf
 // and rows of nothing above −Inf, the largest value placed anywhere.
 func TestArgMaxMatchesGo(t *testing.T) {
@@ -46,14 +48,14 @@ func TestArgMaxMatchesGo(t *testing.T) {
 			case 5: // the largest last
 				x[n-1] = 50
 			}
-			if got, want := argMax(x), argMaxGo(x); got != want {
-				t.Fatalf("length %d (trial %d), variant %d: argMax %d (%v), the Go loop %d (%v)", n, trial, variant, got, x[got], want, x[want])
+			if got, want := argMax(x), backend.ArgMax(x); got != want {
+				t.Fatalf("length %d (trial %d), variant %d: argMax %d (%v), backend.ArgMax %d (%v)", n, trial, variant, got, x[got], want, x[want])
 			}
 		}
 	}
 }
 
-// BenchmarkArgMax times argMax against the Go loop over a 32000-token
+// BenchmarkArgMax times argMax against backend.ArgMax, the Go loop, over a 32000-token
 // vocabulary's logits, the largest in the middle.
 func BenchmarkArgMax(b *testing.B) {
 	rng := rand.New(rand.NewPCG(9, 10))
@@ -70,7 +72,7 @@ func BenchmarkArgMax(b *testing.B) {
 	})
 	b.Run("go", func(b *testing.B) {
 		for range b.N {
-			sink += argMaxGo(x)
+			sink += backend.ArgMax(x)
 		}
 	})
 	_ = sink

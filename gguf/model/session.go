@@ -3,7 +3,6 @@ package model
 import (
 	"context"
 	"fmt"
-	"math"
 
 	"github.com/meshnode/meshnode/gguf/backend"
 	"github.com/meshnode/meshnode/gguf/quant"
@@ -357,13 +356,7 @@ func argMaxRow(be backend.Backend, row backend.Tensor, buf []float32) uint32 {
 		return uint32(a.ArgMax(row))
 	}
 	be.Read(buf, row)
-	best, at := float32(math.Inf(-1)), 0
-	for i, l := range buf[:row.Len()] {
-		if l > best {
-			best, at = l, i
-		}
-	}
-	return uint32(at)
+	return uint32(backend.ArgMax(buf[:row.Len()]))
 }
 
 // Close releases the session's cache and scratch.

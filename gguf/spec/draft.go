@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/backend"
 	"github.com/meshnode/meshnode/gguf/model"
 	"github.com/meshnode/meshnode/gguf/sample"
 )
@@ -211,13 +212,8 @@ func topProb(logits []float32) (uint32, float64) {
 	if len(logits) == 0 {
 		return 0, 0
 	}
-	best, top := 0, logits[0]
-	for i, l := range logits {
-		if l > top {
-			best, top = i, l
-		}
-	}
-	return uint32(best), 1 / expSum(logits, top)
+	best := backend.ArgMax(logits)
+	return uint32(best), 1 / expSum(logits, logits[best])
 }
 
 // probAt is the softmax probability of id among logits (expSum's

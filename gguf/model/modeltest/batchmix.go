@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"github.com/meshnode/meshnode/gguf/backend"
 	"github.com/meshnode/meshnode/gguf/model"
 )
 
@@ -93,7 +94,7 @@ func alone(ctx context.Context, m *model.Model, prompt []uint32, opt MixOptions)
 		if len(rows) == opt.Decode {
 			return rows, nil
 		}
-		if logits, err = s.Eval(ctx, []uint32{argmax(logits)}); err != nil {
+		if logits, err = s.Eval(ctx, []uint32{uint32(backend.ArgMax(logits))}); err != nil {
 			return nil, err
 		}
 	}
@@ -166,7 +167,7 @@ func mixOnce(ctx context.Context, m *model.Model, rng *rand.Rand, opt MixOptions
 				}
 				win := []uint32{q.next}
 				for j := 1; j < w; j++ {
-					win = append(win, argmax(want[seq][q.rows+j-1]))
+					win = append(win, uint32(backend.ArgMax(want[seq][q.rows+j-1])))
 				}
 				bad := w > 1 && rng.IntN(2) == 0
 				if bad {
@@ -216,7 +217,7 @@ func mixOnce(ctx context.Context, m *model.Model, rng *rand.Rand, opt MixOptions
 							t, len(step), budget-left, i, len(step), seq, q.rows, r, step[i].Logits, j, got[j], ref[j])
 					}
 				}
-				q.next = argmax(ref)
+				q.next = uint32(backend.ArgMax(ref))
 				if rng.IntN(2) == 0 {
 					st.ArgMaxCalls++
 					if a := b.ArgMaxAt(i, r); a != q.next {
@@ -237,15 +238,4 @@ func indexOf(seqs []*mixSeq, q *mixSeq) int {
 		}
 	}
 	return -1
-}
-
-// argmax is the greedy pick: the largest logit, the lowest id on a tie.
-func argmax(x []float32) uint32 {
-	best, at := float32(math.Inf(-1)), 0
-	for i, v := range x {
-		if v > best {
-			best, at = v, i
-		}
-	}
-	return uint32(at)
 }

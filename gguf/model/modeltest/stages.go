@@ -166,7 +166,7 @@ func StageScript(ctx context.Context, f *gguf.File, be backend.Backend, layout [
 		all = append(all, out...)
 		var next []uint32
 		for _, l := range pick {
-			next = append(next, argmax(l))
+			next = append(next, uint32(backend.ArgMax(l)))
 		}
 		return next, nil
 	}
