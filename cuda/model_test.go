@@ -2,6 +2,7 @@ package cuda_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"path/filepath"
 	"slices"
@@ -119,6 +120,23 @@ func session(t testing.TB, be backend.Backend, f *gguf.File) (*model.Model, *mod
 	}
 	t.Cleanup(func() { s.Close() })
 	return m, s
+}
+
+// replaysGreedy decodes f greedily on be (a backend with graphs) and
+// holds every step's logits to want's bit for bit (against names where
+// want came from), and the decode steps to one recording replayed: steps
+// 1 and 2 differ from the prompt's, step 3 repeats step 2 and is
+// captured, and the rest replay it. It returns the tokens picked.
+func replaysGreedy(t *testing.T, be *cuda.Backend, f *gguf.File, want [][]float32, against string) []uint32 {
+	t.Helper()
+	got, toks := greedy(t, be, f, modelSteps)
+	for step := range want {
+		sameBits(t, fmt.Sprintf("step %d, against %s", step, against), got[step], want[step])
+	}
+	if st := be.Stats(); st.Captures != 1 || st.Graphs < int64(modelSteps-3) {
+		t.Errorf("decode steps were not replayed as one graph: %+v", st)
+	}
+	return toks
 }
 
 // sameBits fails t unless got's logits are want's bit for bit; what
