@@ -101,6 +101,50 @@ var zFloatBands = map[Type]floatBand4{
 	F32:  f32Band4Z,
 }
 
+// zFloatRows are the float row kernels of one to four activation rows
+// (tile_float_amd64.s), where zTiles run.
+var zFloatRows = map[Type][4]floatRows{
+	F16:  {f16Rows1Z, f16Rows2Z, f16Rows3Z, f16Rows4Z},
+	BF16: {bf16Rows1Z, bf16Rows2Z, bf16Rows3Z, bf16Rows4Z},
+	F32:  {f32Rows1Z, f32Rows2Z, f32Rows3Z, f32Rows4Z},
+}
+
+//go:noescape
+func f16Rows1Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
+
+//go:noescape
+func f16Rows2Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
+
+//go:noescape
+func f16Rows3Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
+
+//go:noescape
+func f16Rows4Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
+
+//go:noescape
+func bf16Rows1Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
+
+//go:noescape
+func bf16Rows2Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
+
+//go:noescape
+func bf16Rows3Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
+
+//go:noescape
+func bf16Rows4Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
+
+//go:noescape
+func f32Rows1Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
+
+//go:noescape
+func f32Rows2Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
+
+//go:noescape
+func f32Rows3Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
+
+//go:noescape
+func f32Rows4Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
+
 //go:noescape
 func f16Band4Z(acc *float32, as int, w *byte, x *float32, xs, chunks int, out *float32, os, live int)
 

@@ -97,6 +97,9 @@ const haveFMA = true
 // zFloatBands: no AVX-512 here.
 var zFloatBands = map[Type]floatBand4{}
 
+// zFloatRows: no AVX-512 here.
+var zFloatRows = map[Type][4]floatRows{}
+
 // floatBandRows: Batch keeps its float rows widened for the float band
 // kernels (tile_float.go) here.
 const floatBandRows = true

@@ -235,6 +235,9 @@ func MatMul(t Type, w []byte, b *Batch, out []float32, stride int) {
 				}
 				continue
 			}
+			if useSIMD && rowsSIMD(t, w[r0*rs:r1*rs], rs, &b.acts[i], o[r0:r1]) {
+				continue // the row kernel's results, without a call per row
+			}
 			for r := r0; r < r1; r++ {
 				o[r] = f(w[r*rs:(r+1)*rs], a, b.n)
 			}

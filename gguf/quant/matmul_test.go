@@ -86,6 +86,9 @@ func testMatMulMatchesVecDot(t *testing.T) {
 			// The float types' band kernels, across their chunks of 1024
 			// elements, with a partial round and a partial tile of rows.
 			{9, 2100, 5},
+			// The float types' row kernels: rows of whole rounds of 32,
+			// up to eight activation rows, four at a time.
+			{19, 192, 3}, {7, 96, 8}, {5, 32, 2},
 		} {
 			n := shape.blocks * qk
 			if n > 2048 && typ.BlockSize() > 1 {

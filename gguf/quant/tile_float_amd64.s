@@ -136,6 +136,104 @@ done: \
 	VADDPS Y1, Y0, Y2 \
 	FOLD8
 
+// Float row kernels (AVX-512): one to four activation rows times a run
+// of weight rows, each weight row whole in one call (rows of whole
+// chunks of 32 elements, no tail). Per weight row the accumulators start
+// at zero, each chunk's weights are widened once for all the activation
+// rows, and each row's 32 lanes are folded as ZFOLD does at the end: the
+// band kernels' arithmetic (row j's lanes 0-15 in Z16+2j, 16-31 in
+// Z17+2j), so every result is the row kernel's to the bit, without a
+// call, an accumulator store and reload per weight row.
+//
+// SI the output cursor, DX the bytes between activation rows' outputs,
+// R14 the weight row, R8 the weight rows' stride, AX the activation rows
+// (R9 apart, R10 = 3·R9), R11 the chunks, R13 the weight rows left; BX
+// and R12 the chunk cursors, CX the chunk count, DI the row's output.
+
+#define ZR_ZERO1 \
+	VXORPS Z16, Z16, Z16 \
+	VXORPS Z17, Z17, Z17
+
+#define ZR_ZERO2 \
+	ZR_ZERO1 \
+	VXORPS Z18, Z18, Z18 \
+	VXORPS Z19, Z19, Z19
+
+#define ZR_ZERO3 \
+	ZR_ZERO2 \
+	VXORPS Z20, Z20, Z20 \
+	VXORPS Z21, Z21, Z21
+
+#define ZR_ZERO4 \
+	ZR_ZERO3 \
+	VXORPS Z22, Z22, Z22 \
+	VXORPS Z23, Z23, Z23
+
+#define ZR_ROWS1(ROW) \
+	ROW((R12), Z16, Z17)
+
+#define ZR_ROWS2(ROW) \
+	ZR_ROWS1(ROW) \
+	ROW((R12)(R9*1), Z18, Z19)
+
+#define ZR_ROWS3(ROW) \
+	ZR_ROWS2(ROW) \
+	ROW((R12)(R9*2), Z20, Z21)
+
+#define ZR_ROWS4(ROW) \
+	ZR_ROWS3(ROW) \
+	ROW((R12)(R10*1), Z22, Z23)
+
+#define ZR_FOLD1 \
+	ZFOLD(Z16, Z17)
+
+#define ZR_FOLD2 \
+	ZR_FOLD1 \
+	ADDQ DX, SI \
+	ZFOLD(Z18, Z19)
+
+#define ZR_FOLD3 \
+	ZR_FOLD2 \
+	ADDQ DX, SI \
+	ZFOLD(Z20, Z21)
+
+#define ZR_FOLD4 \
+	ZR_FOLD3 \
+	ADDQ DX, SI \
+	ZFOLD(Z22, Z23)
+
+#define ZROWS(ZERO, ROWS, FOLD, ES, WIDEN, ROW) \
+	MOVQ out+0(FP), SI \
+	MOVQ os+8(FP), DX \
+	MOVQ w+16(FP), R14 \
+	MOVQ rs+24(FP), R8 \
+	MOVQ x+32(FP), AX \
+	MOVQ xs+40(FP), R9 \
+	MOVQ chunks+48(FP), R11 \
+	MOVQ rows+56(FP), R13 \
+	LEAQ (R9)(R9*2), R10 \
+zrow: \
+	ZERO \
+	MOVQ R14, BX \
+	MOVQ AX, R12 \
+	MOVQ R11, CX \
+zchunk: \
+	WIDEN(0, Z0) \
+	WIDEN(16*ES, Z1) \
+	ROWS(ROW) \
+	ADDQ $(32*ES), BX \
+	ADDQ $128, R12 \
+	DECQ CX \
+	JNZ zchunk \
+	MOVQ SI, DI \
+	FOLD \
+	LEAQ 4(DI), SI \
+	ADDQ R8, R14 \
+	DECQ R13 \
+	JNZ zrow \
+	VZEROUPPER \
+	RET
+
 // func f16Band4(acc *float32, as int, w *byte, x *float32, xs, chunks int, out *float32, os, live int)
 TEXT ·f16Band4(SB), NOSPLIT, $0-72
 	BAND4(2, WF16, FMA)
@@ -251,3 +349,51 @@ TEXT ·bf16Band4Z(SB), NOSPLIT, $0-72
 // func f32Band4Z(acc *float32, as int, w *byte, x *float32, xs, chunks int, out *float32, os, live int)
 TEXT ·f32Band4Z(SB), NOSPLIT, $0-72
 	ZBAND4(4, ZF32, ZMULADD)
+
+// func f16Rows1Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
+TEXT ·f16Rows1Z(SB), NOSPLIT, $0-64
+	ZROWS(ZR_ZERO1, ZR_ROWS1, ZR_FOLD1, 2, ZF16, ZFMA)
+
+// func f16Rows2Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
+TEXT ·f16Rows2Z(SB), NOSPLIT, $0-64
+	ZROWS(ZR_ZERO2, ZR_ROWS2, ZR_FOLD2, 2, ZF16, ZFMA)
+
+// func f16Rows3Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
+TEXT ·f16Rows3Z(SB), NOSPLIT, $0-64
+	ZROWS(ZR_ZERO3, ZR_ROWS3, ZR_FOLD3, 2, ZF16, ZFMA)
+
+// func f16Rows4Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
+TEXT ·f16Rows4Z(SB), NOSPLIT, $0-64
+	ZROWS(ZR_ZERO4, ZR_ROWS4, ZR_FOLD4, 2, ZF16, ZFMA)
+
+// func bf16Rows1Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
+TEXT ·bf16Rows1Z(SB), NOSPLIT, $0-64
+	ZROWS(ZR_ZERO1, ZR_ROWS1, ZR_FOLD1, 2, ZBF16, ZMULADD)
+
+// func bf16Rows2Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
+TEXT ·bf16Rows2Z(SB), NOSPLIT, $0-64
+	ZROWS(ZR_ZERO2, ZR_ROWS2, ZR_FOLD2, 2, ZBF16, ZMULADD)
+
+// func bf16Rows3Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
+TEXT ·bf16Rows3Z(SB), NOSPLIT, $0-64
+	ZROWS(ZR_ZERO3, ZR_ROWS3, ZR_FOLD3, 2, ZBF16, ZMULADD)
+
+// func bf16Rows4Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
+TEXT ·bf16Rows4Z(SB), NOSPLIT, $0-64
+	ZROWS(ZR_ZERO4, ZR_ROWS4, ZR_FOLD4, 2, ZBF16, ZMULADD)
+
+// func f32Rows1Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
+TEXT ·f32Rows1Z(SB), NOSPLIT, $0-64
+	ZROWS(ZR_ZERO1, ZR_ROWS1, ZR_FOLD1, 4, ZF32, ZMULADD)
+
+// func f32Rows2Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
+TEXT ·f32Rows2Z(SB), NOSPLIT, $0-64
+	ZROWS(ZR_ZERO2, ZR_ROWS2, ZR_FOLD2, 4, ZF32, ZMULADD)
+
+// func f32Rows3Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
+TEXT ·f32Rows3Z(SB), NOSPLIT, $0-64
+	ZROWS(ZR_ZERO3, ZR_ROWS3, ZR_FOLD3, 4, ZF32, ZMULADD)
+
+// func f32Rows4Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
+TEXT ·f32Rows4Z(SB), NOSPLIT, $0-64
+	ZROWS(ZR_ZERO4, ZR_ROWS4, ZR_FOLD4, 4, ZF32, ZMULADD)
