@@ -96,7 +96,14 @@ func (b *Backend) MatMul(dst backend.Tensor, wt backend.Weight, x backend.Tensor
 		b.calls++
 		b.quan.seed = b.perturb ^ b.calls<<32 ^ b.calls
 	}
-	b.pool.run(n, &b.quan)
+	if n*w.cols < parallelElems {
+		// A few short rows: waking the workers costs more than the work.
+		for t := range n {
+			b.quan.do(0, t)
+		}
+	} else {
+		b.pool.run(n, &b.quan)
+	}
 
 	chunk := ceilDiv(ceilDiv(w.rows, b.threads*tasksPerThread), tileRows) * tileRows
 	b.mm = matmulJob{w: w, batch: &b.batch, dst: data(dst), chunk: chunk}
