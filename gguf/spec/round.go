@@ -22,6 +22,9 @@ func (w *Window) Draft(ctx context.Context, p Proposer, seq []uint32, prompt, k 
 		if r.declined {
 			w.Declined()
 		}
+		if r.judged {
+			w.judging = true
+		}
 		return drafts, nil
 	}
 	drafts, err := p.Propose(ctx, seq, prompt, k)
@@ -42,6 +45,7 @@ type judgeRound struct {
 	taken    int     // drafts proposed so far
 	gain     float64 // the speedup the window expects: what a target pass is worth in tokens
 	declined bool    // a draft was drafted and not proposed
+	judged   bool    // the proposer asked the judge (one with a threshold of its own does not)
 }
 
 func (w *Window) round() *judgeRound {
@@ -62,6 +66,7 @@ func (w *Window) round() *judgeRound {
 // row is the cheapest way to learn it (a quantised copy of the target,
 // unsure of itself, is right as often when unsure).
 func (r *judgeRound) judge(conf float64) (take, more bool) {
+	r.judged = true
 	if r.all {
 		return true, true
 	}

@@ -43,6 +43,11 @@ type Window struct {
 	behind  int
 	probing bool
 
+	// judging: the proposer lets the window judge its drafts one by one
+	// (Judged, and it called the judge), so a round is offered the whole
+	// window and the judge ends it where one more draft stops paying.
+	judging bool
+
 	cal calibration // how often drafts of each confidence stand
 }
 
@@ -133,6 +138,11 @@ func (w *Window) Size() int {
 	k, gain := w.best()
 	if gain > minGain {
 		w.off, w.spent, w.idle, w.gap, w.behind = 0, 0, 0, probeEvery, 0
+		if w.judging {
+			// best sizes rounds for the drafts' average acceptance; the
+			// judge knows each draft's own.
+			return w.max
+		}
 		return k
 	}
 	k = min(probeSize, w.max)
