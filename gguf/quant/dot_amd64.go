@@ -30,6 +30,7 @@ var simdDots = map[Type]dotFunc{
 
 // simdQuantizers are the quantisers with an assembly version here.
 var simdQuantizers = map[Type]func(x []float32, y []byte){
+	F16:  quantizeF16SIMD,
 	Q8_0: quantizeQ8_0SIMD,
 	Q8_K: quantizeQ8_KSIMD,
 }
@@ -157,3 +158,40 @@ func f32Band4Z(acc *float32, as int, w *byte, x *float32, xs, chunks int, out *f
 // floatBandRows: Batch keeps its float rows widened for the float band
 // kernels (tile_float.go) here.
 const floatBandRows = true
+
+// f32ToF16 narrows n floats (a multiple of 8) at src to halves at dst as
+// FP32ToFP16 does (quant_f16_amd64.s).
+//
+//go:noescape
+func f32ToF16(dst *byte, src *float32, n int)
+
+// quantizeF16SIMD is Quantize's F16 case eight floats at a time: the
+// activations of every float-weight product, and the keys and queries
+// attention keeps and scores as halves.
+func quantizeF16SIMD(x []float32, y []byte) {
+	n := len(x) &^ 7
+	if n > 0 {
+		f32ToF16(&y[0], &x[0], n)
+	}
+	for i := n; i < len(x); i++ {
+		putLE16(y[2*i:], FP32ToFP16(x[i]))
+	}
+}
+
+// f16ToF32 widens n halves (a multiple of 8) at src to floats at dst
+// (quant_f16_amd64.s).
+//
+//go:noescape
+func f16ToF32(dst *float32, src *byte, n int)
+
+// widenF16SIMD sets x to the values of the first len(x) halves at src,
+// eight at a time: a batch's F16 rows widened for the float kernels.
+var widenF16SIMD = func(x []float32, src []byte) {
+	n := len(x) &^ 7
+	if n > 0 {
+		f16ToF32(&x[0], &src[0], n)
+	}
+	for i := n; i < len(x); i++ {
+		x[i] = FP16ToFP32(le16(src[2*i:]))
+	}
+}

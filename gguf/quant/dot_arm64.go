@@ -103,3 +103,6 @@ var zFloatRows = map[Type][4]floatRows{}
 // floatBandRows: Batch keeps its float rows widened for the float band
 // kernels (tile_float.go) here.
 const floatBandRows = true
+
+// widenF16SIMD: the Go loop widens halves here.
+var widenF16SIMD func(x []float32, src []byte)

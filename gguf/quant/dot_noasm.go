@@ -32,3 +32,6 @@ var useZ, useY = false, false
 // floatBandRows: Batch keeps its float rows widened for the float band
 // kernels (tile_float.go); none here.
 const floatBandRows = false
+
+// widenF16SIMD: the Go loop widens halves here.
+var widenF16SIMD func(x []float32, src []byte)

@@ -265,6 +265,10 @@ func widen(t Type, x []float32, src []byte) {
 		return
 	}
 	src = src[:2*len(x)]
+	if t == F16 && widenF16SIMD != nil && useSIMD {
+		widenF16SIMD(x, src)
+		return
+	}
 	if t == F16 {
 		tab := fp16Table()
 		for i := range x {

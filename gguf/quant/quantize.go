@@ -19,6 +19,10 @@ func Quantize(t Type, src []float32, dst []byte) error {
 	if err := checkRow(t, dst, len(src)); err != nil {
 		return err
 	}
+	if q := simdQuantizers[t]; q != nil && useSIMD {
+		q(src, dst)
+		return nil
+	}
 	switch t {
 	case F32:
 		for i, f := range src {
@@ -33,10 +37,6 @@ func Quantize(t Type, src []float32, dst []byte) error {
 			putLE16(dst[2*i:], FP32ToBF16(f))
 		}
 	default:
-		if q := simdQuantizers[t]; q != nil && useSIMD {
-			q(src, dst)
-			return nil
-		}
 		f, ok := blockQuantizers[t]
 		if !ok {
 			return fmt.Errorf("quant: cannot quantise to %s", t)
