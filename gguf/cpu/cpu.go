@@ -59,9 +59,10 @@ type Backend struct {
 	closed bool
 
 	// Scratch, reused across calls (guarded by mu).
-	batch   quant.Batch // MatMul's activations
-	scratch [][]float32 // per worker
-	bytes   [][]byte    // per worker
+	batch      quant.Batch // MatMul's activations
+	ropeAngles ropeCache   // RoPE's angles of the last windows
+	scratch    [][]float32 // per worker
+	bytes      [][]byte    // per worker
 
 	// Kernel jobs, held here so that dispatching one allocates nothing.
 	mm   matmulJob

@@ -294,6 +294,39 @@ func TestRoPE(t *testing.T) {
 	}
 }
 
+// TestRoPEAnglesKept: a window's angles kept from an earlier call (the
+// queries', then the keys' of every layer) rotate to the same bits as
+// angles computed afresh, with two RoPEs (a model's local and global
+// layers) taking turns at the same positions, windows of other lengths
+// at the same position, and a prompt too long to keep.
+func TestRoPEAnglesKept(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	be := newBackend(t, 2)
+	a := backend.RoPE{Dims: 48, Base: 10000, FreqScale: 1, AttnFactor: 1}
+	b := backend.RoPE{Dims: 48, NeoX: true, Base: 1e6, FreqScale: 1, AttnFactor: 1}
+	const hd, heads = 48, 2
+	for i, call := range []struct {
+		r         *backend.RoPE
+		pos, rows int
+	}{
+		{&a, 7, 1}, {&b, 7, 1}, {&a, 7, 1}, {&b, 7, 1}, {&a, 7, 3}, {&a, 7, 1}, {&a, 7, 3},
+		{&a, 8, 1}, {&b, 7, 3}, {&a, 0, 40}, {&a, 0, 40}, {&b, 8, 1}, {&a, 8, 1},
+	} {
+		x := normals(rng, call.rows*heads*hd, 1)
+		xt := tensor(be, call.rows, heads*hd, x)
+		be.RoPE(xt, hd, call.pos, call.r)
+		fresh := newBackend(t, 1)
+		ft := tensor(fresh, call.rows, heads*hd, x)
+		fresh.RoPE(ft, hd, call.pos, call.r)
+		got, want := read(be, xt), read(fresh, ft)
+		for k := range want {
+			if math.Float32bits(got[k]) != math.Float32bits(want[k]) {
+				t.Fatalf("call %d (%d rows at %d): [%d] = %v, afresh %v", i, call.rows, call.pos, k, got[k], want[k])
+			}
+		}
+	}
+}
+
 // TestRoPEYaRN checks YaRN's two ends: dimensions below the ramp rotate as
 // extrapolation (unscaled), those above as interpolation (scaled).
 func TestRoPEYaRN(t *testing.T) {
