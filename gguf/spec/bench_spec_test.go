@@ -54,80 +54,8 @@ type specRun struct {
 	tokens            int
 	c                 float64 // measured in the runs: the proposer's time per drafted token over a target token's
 	prop              float64 // the proposer's time over plain decoding's (median of the rounds): what drafting adds
-	cDecode           float64 // measured alone: the draft's one-token decode time over the target's
-	v                 float64 // measured: an extra row of a 5-row window over a one-token step
-}
-
-// rowCost times the target's steps of one token and of a window of 5
-// at the same position (the session truncated back after each), 32
-// pairs back to back, and returns what each extra row costs relative to
-// the one-token step: the median over the pairs of (t5/t1 − 1)/4. A pair
-// sees one load, and the median passes over the steps a busy machine
-// stretched (the best of a few runs, as before, swung by 2× and more).
-func rowCost(b *testing.B, m *model.Model, prompt []uint32) float64 {
-	bt, err := m.NewBatch(model.BatchOptions{Tokens: 16, Seqs: 16})
-	if err != nil {
-		b.Fatal(err)
-	}
-	s, err := m.NewSession(model.SessionOptions{Context: len(prompt) + 6})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	if _, err := s.Eval(context.Background(), prompt); err != nil {
-		b.Fatal(err)
-	}
-	step := func(rows int) float64 {
-		win := make([]uint32, rows)
-		for i := range win {
-			win[i] = uint32(100 + i)
-		}
-		start := time.Now()
-		if err := bt.Step(context.Background(), []model.Seq{{Session: s, Tokens: win, Logits: rows}}); err != nil {
-			b.Fatal(err)
-		}
-		bt.ArgMaxAt(0, rows-1)
-		d := time.Since(start).Seconds()
-		s.Truncate(len(prompt))
-		return d
-	}
-	step(5) // warm the window's scratch
-	var vs []float64
-	for range 32 {
-		one := step(1)
-		vs = append(vs, (step(5)/one-1)/4)
-	}
-	return median(vs)
-}
-
-// decodeCost times one-token decoding on the draft and on the target
-// (the best of two runs of 16 tokens each) and returns the ratio.
-func decodeCost(b *testing.B, target, draft *model.Model, prompt []uint32) float64 {
-	per := func(m *model.Model) float64 {
-		best := 0.0
-		for range 2 {
-			s, err := m.NewSession(model.SessionOptions{Context: len(prompt) + 40})
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := s.Eval(context.Background(), prompt); err != nil {
-				b.Fatal(err)
-			}
-			start := time.Now()
-			for i := range 16 {
-				if _, err := s.EvalArgMax(context.Background(), []uint32{uint32(100 + i)}); err != nil {
-					b.Fatal(err)
-				}
-			}
-			d := time.Since(start).Seconds() / 16
-			if best == 0 || d < best {
-				best = d
-			}
-			s.Close()
-		}
-		return best
-	}
-	return per(draft) / per(target)
+	cDecode           float64 // measured alone (spec.Measure): the draft's one-token step over the target's
+	v                 float64 // measured alone (spec.Measure): an extra row of a 5-row window over a one-token step
 }
 
 // benchThreshold is BENCH_THRESHOLD, the draft's stopping probability (0:
@@ -185,8 +113,10 @@ func envInt(key string, def int) int {
 // drafted token over the target's per token), the ideal speedup
 // E / (K·c + 1) and ours as a share of it, and, with v the measured cost
 // of an extra verified row, E / (K·(c+v) + 1). Each case runs twice:
-// speculating as the engine does (spec.Window with c fixed from the
-// files' sizes, a copy's prior, the calibrated rule), and with a fixed window of 4
+// speculating as the engine does a greedy serve (spec.Window priced by
+// spec.Measure's c and v, as Drafter.Measure prices them at load — the
+// "c decode" and "v" columns —, a copy's prior, the calibrated rule; "c
+// sizes" is what a sampled serve's window is priced at), and with a fixed window of 4
 // (spec.Fixed), which shows what speculation does where the adaptive
 // window declines it. The speculative tokens must equal the plain ones.
 // Knobs: BENCH_THREADS (default all CPUs), BENCH_TG (64), BENCH_REPS (2),
@@ -262,6 +192,7 @@ func BenchmarkSpeculative(b *testing.B) {
 		{"fortunes F16 + Q8_0 draft", filepath.Join(shared, "meshnode-fortunes-f16.gguf"), filepath.Join(shared, "meshnode-fortunes-q8_0.gguf"), 256, tg, fixed, 0},
 		{"fortunes F16 + Q4_0 draft", filepath.Join(shared, "meshnode-fortunes-f16.gguf"), q4, 256, tg, fixed, 0},
 		{"fortunes F16 + fortunes-draft", filepath.Join(shared, "meshnode-fortunes-f16.gguf"), filepath.Join(shared, "meshnode-fortunes-draft-q8_0.gguf"), 256, tg, fixed, 0},
+		{"fortunes F16 + lookup, repeating prompt", filepath.Join(shared, "meshnode-fortunes-f16.gguf"), "lookup", 256, tg, repeating, 0},
 		{"fortunes Q8_0 + lookup, repeating prompt", filepath.Join("..", "..", "models", "meshnode-fortunes-q8_0.gguf"), "lookup", 256, tg, repeating, 0},
 		// Random weights give every next token a probability near
 		// 1/128256: no draft would pass a threshold, so none is set.
@@ -392,6 +323,12 @@ func runSpecCase(b *testing.B, be *cpu.Backend, targetPath, draftPath string, ct
 		defer ds.Close()
 	}
 	ps := prompts(target)
+	// What the engine measures at load (Drafter.Measure), with more
+	// rounds: the prices a greedy serve's windows are sized by.
+	prices, err := spec.Measure(ctx, target, draft, 32, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
 	// prefill is the time of evaluating each prompt, taken out of the
 	// generations' times.
 	// A shared machine's load only ever adds time, so each figure is
@@ -447,8 +384,8 @@ func runSpecCase(b *testing.B, be *cpu.Backend, targetPath, draftPath string, ct
 					ds.Truncate(0)
 					prop.p = spec.NewModelProposer(ds, sample.Params{}, threshold)
 				}
-				// As the engine's Drafter.Window sizes them.
-				w := spec.NewWindow(0, cSizes, 0)
+				// As the engine's Drafter.Window sizes a greedy serve's.
+				w := prices.Window(0)
 				if copyOf {
 					w.Expect(spec.CopyPrior)
 				}
@@ -526,9 +463,6 @@ func runSpecCase(b *testing.B, be *cpu.Backend, targetPath, draftPath string, ct
 	best.plainTPS, best.specTPS = float64(best.tokens)/sumPlain, float64(best.tokens)/sumSpec
 	best.median, best.whole, best.prop = median(ratios), median(wholes), median(props)
 	b.Logf("%s: pairs' speedups %.2f", filepath.Base(targetPath)+"+"+filepath.Base(draftPath), ratios)
-	if draft != nil {
-		best.cDecode = decodeCost(b, target, draft, ps[0])
-	}
-	best.v = rowCost(b, target, ps[0])
+	best.cDecode, best.v = prices.Cost, prices.Row
 	return best, cSizes
 }

@@ -105,3 +105,53 @@ func TestJudgedDrafting(t *testing.T) {
 		}
 	}
 }
+
+// deaf is a Judged proposer that never asks the judge (a draft model with
+// a threshold of its own): it drafts all it is asked for.
+type deaf struct{}
+
+func (deaf) Propose(_ context.Context, _ []uint32, _, k int) ([]spec.Draft, error) {
+	return make([]spec.Draft, k), nil
+}
+
+func (d deaf) ProposeJudged(ctx context.Context, seq []uint32, gen, k int, _ func(float64) (bool, bool)) ([]spec.Draft, error) {
+	return d.Propose(ctx, seq, gen, k)
+}
+
+// TestJudgedWindowOffersWhole: once its proposer has let it judge the
+// drafts one by one, a window offers its whole size each round and the
+// judge ends the round (so a stretch of sure drafts is not cut at the
+// size the average acceptance makes best); a proposer that does not ask
+// the judge keeps being offered that best size.
+func TestJudgedWindowOffersWhole(t *testing.T) {
+	// At the prior 0.7, c + v = 0.55 makes one draft a round best.
+	for _, tc := range []struct {
+		name string
+		p    spec.Proposer
+		want int
+	}{
+		{"judged", &confident{conf: 0.95}, 8},
+		{"deaf", deaf{}, 1},
+	} {
+		w := spec.NewWindow(8, 0.3, 0.25)
+		if k := w.Size(); k != 1 {
+			t.Fatalf("%s: the first round is offered %d drafts, want the best size 1", tc.name, k)
+		}
+		if _, err := w.Draft(context.Background(), tc.p, []uint32{1, 2}, 1, 1); err != nil {
+			t.Fatal(err)
+		}
+		if k := w.Size(); k != tc.want {
+			t.Errorf("%s: the next round is offered %d drafts, want %d", tc.name, k, tc.want)
+		}
+	}
+	// The judge still ends the rounds: an always-right draft at 0.95
+	// drafts long windows, one right one time in three short ones.
+	sure := rounds(t, spec.NewWindow(8, 0.05, 0.05), &confident{conf: 0.95}, 40, func(int) bool { return true })
+	if m := mean(sure[20:]); m < 6 {
+		t.Errorf("an always-right draft drafts %.1f a round, want ≥ 6 (%v)", m, sure)
+	}
+	shaky := rounds(t, spec.NewWindow(8, 0.05, 0.05), &confident{conf: 0.95}, 200, func(i int) bool { return i%3 == 0 })
+	if m := mean(shaky[100:]); m > 3 {
+		t.Errorf("a draft right one time in three drafts %.1f a round, want ≤ 3 (%v)", m, shaky)
+	}
+}

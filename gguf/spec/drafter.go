@@ -1,11 +1,13 @@
 package spec
 
 import (
+	"context"
 	"encoding/hex"
 	"fmt"
 	"path/filepath"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/backend"
@@ -47,6 +49,11 @@ type Drafter struct {
 	maxK      int
 	threshold float64
 	opt       model.SessionOptions
+	// fixedCost: the configuration set c, which measuring leaves alone.
+	fixedCost bool
+	// prices: what Measure found (measured false before, or without it).
+	prices   Prices
+	measured bool
 
 	mu   sync.Mutex
 	idle []*model.Session
@@ -86,7 +93,7 @@ func LoadDrafter(cfg DrafterConfig, target *gguf.File, vocab, context int, be ba
 	}
 	d.id = hex.EncodeToString(sum.Digest[:])
 	d.copyOf = SameShape(target, f)
-	d.cost = cfg.Cost
+	d.cost, d.fixedCost = cfg.Cost, cfg.Cost > 0
 	if d.cost <= 0 {
 		d.cost = float64(f.Size()) / float64(max(1, target.Size()))
 	}
@@ -144,14 +151,45 @@ func (d *Drafter) Proposer(p sample.Params) (Proposer, func(), error) {
 	}, nil
 }
 
+// Measure times the draft's and target's steps on this machine
+// (Measure) and keeps the prices for greedy serves' windows. It is for
+// the engine to call once both models are loaded, before serving.
+func (d *Drafter) Measure(ctx context.Context, target *model.Model) (Prices, error) {
+	p, err := Measure(ctx, target, d.m, measureReps, measureBudget)
+	if err != nil {
+		return Prices{}, err
+	}
+	if d.fixedCost {
+		p.Cost = d.cost
+	}
+	d.prices, d.measured = p, true
+	return p, nil
+}
+
+// Drafter.Measure's rounds: up to measureReps, and no more once
+// measureBudget has passed (a large model's steps take a tenth of a
+// second, and the load waits for them).
+const (
+	measureReps   = 15
+	measureBudget = 300 * time.Millisecond
+)
+
 // Window sizes a serve's windows. Its probes, once speculation stops
 // paying, count a draft model's catch-up on the tokens it skipped, so a
 // draft that is not far cheaper than the target never probes (Window).
+// A greedy serve's windows are priced by what Measure found, when it has
+// run: its tokens are plain greedy decoding's whatever the windows, so
+// they may follow the machine; a sampled serve's windows decide what it
+// draws, and so are priced by the files' sizes and DefaultRowCost, the
+// same on any machine, so that it replays.
 //
 // A draft that is a copy of the target in other types (SameShape) is
 // expected to stand as often as CopyPrior from the first round.
-func (d *Drafter) Window() *Window {
+func (d *Drafter) Window(greedy bool) *Window {
 	w := NewWindow(d.maxK, d.cost, 0)
+	if greedy && d.measured {
+		w = d.prices.Window(d.maxK)
+	}
 	if d.copyOf {
 		w.Expect(CopyPrior)
 	}

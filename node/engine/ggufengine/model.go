@@ -15,10 +15,12 @@
 package ggufengine
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/backend"
@@ -177,7 +179,15 @@ func Load(path string, cfg Config) (*Model, error) {
 		if m.draft, err = loadDraft(m, cfg); err != nil {
 			return nil, fmt.Errorf("ggufengine: %s: %w", path, err)
 		}
-		log.Info("speculative decoding", "model", m.name, "draft", cfg.Draft, "id", m.draft.ID(), "cost", m.draft.Cost(), "max_window", m.draft.Max())
+		// What drafting and verifying cost on this machine, for greedy
+		// serves' windows (spec.Drafter.Window).
+		start := time.Now()
+		prices, err := m.draft.Measure(context.Background(), m.model)
+		if err != nil {
+			return nil, fmt.Errorf("ggufengine: %s: %w", path, err)
+		}
+		log.Info("speculative decoding", "model", m.name, "draft", cfg.Draft, "id", m.draft.ID(), "cost", m.draft.Cost(), "max_window", m.draft.Max(),
+			"measured_cost", fmt.Sprintf("%.3f", prices.Cost), "measured_row_cost", fmt.Sprintf("%.3f", prices.Row), "measure_took", time.Since(start).Round(time.Millisecond))
 	}
 	if m.eng, err = newEngine(m, cfg, opt, sessions); err != nil {
 		return nil, err

@@ -327,7 +327,7 @@ func (e *Engine) decode(ctx context.Context, r *run, prompt []uint32, g gen, emi
 			return out, err
 		}
 		defer release()
-		d.prop, d.win = prop, e.cfg.Draft.Window()
+		d.prop, d.win = prop, e.cfg.Draft.Window(g.params.Greedy())
 		if e.window != nil {
 			d.win = e.window()
 		}

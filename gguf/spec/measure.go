@@ -1,0 +1,144 @@
+package spec
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/meshnode/meshnode/gguf/model"
+)
+
+// Prices are what speculation costs on this machine, measured: Cost is
+// c, a drafted token's time over a target token's, and Row is v, what
+// one more row of a verified window adds to a one-token step, over that
+// step. The files' sizes stand in for them where a decision must replay
+// anywhere (NewWindow); a greedy serve's tokens are the same whatever
+// its windows, so its windows may be sized by what the machine measured:
+// a draft whose kernels run slower per byte than the target's (a
+// quantised copy of a small float model whose weights sit in cache) costs
+// more than its size says, and the window turns off where it would not
+// pay.
+type Prices struct {
+	Cost, Row float64
+}
+
+// minRowCost is the least v a measured window is priced at: a row is
+// never free (its logits are read and picked), and a measurement that
+// found it so is noise.
+const minRowCost = 0.02
+
+// measureWindow is the window whose rows Measure times: Row is the
+// average over its extra rows, as a window of a few drafts pays.
+const measureWindow = 5
+
+// Measure times the target's one-token steps and its windows of
+// measureWindow rows, and the draft's one-token steps (none for a nil
+// draft: prompt lookup drafts for nothing), on sessions of their own
+// after a short prompt, and returns the prices they make: the medians
+// over up to reps rounds, each round's steps back to back so that its
+// ratios see one load (a busy machine stretches single steps by 2× and
+// more). It stops after budget once three rounds are in (0: no budget).
+func Measure(ctx context.Context, target, draft *model.Model, reps int, budget time.Duration) (Prices, error) {
+	prompt := make([]uint32, 16)
+	for i := range prompt {
+		prompt[i] = uint32(1 + i*7919%max(1, target.Config().VocabSize-1))
+	}
+	step, closeT, err := stepper(ctx, target, prompt)
+	if err != nil {
+		return Prices{}, err
+	}
+	defer closeT()
+	var dstep func(rows int) (time.Duration, error)
+	if draft != nil {
+		var closeD func()
+		if dstep, closeD, err = stepper(ctx, draft, prompt); err != nil {
+			return Prices{}, err
+		}
+		defer closeD()
+	}
+	// A warm-up: the first steps grow scratch and fault pages in.
+	if _, err := step(measureWindow); err != nil {
+		return Prices{}, err
+	}
+	if dstep != nil {
+		if _, err := dstep(1); err != nil {
+			return Prices{}, err
+		}
+	}
+	start := time.Now()
+	var rows, costs []float64
+	for r := 0; r < max(1, reps) && (r < 3 || budget == 0 || time.Since(start) < budget); r++ {
+		one, err := step(1)
+		if err != nil {
+			return Prices{}, err
+		}
+		win, err := step(measureWindow)
+		if err != nil {
+			return Prices{}, err
+		}
+		rows = append(rows, (win.Seconds()/one.Seconds()-1)/(measureWindow-1))
+		if dstep != nil {
+			d, err := dstep(1)
+			if err != nil {
+				return Prices{}, err
+			}
+			costs = append(costs, d.Seconds()/one.Seconds())
+		}
+	}
+	p := Prices{Row: max(0, median(rows))}
+	if draft != nil {
+		p.Cost = median(costs)
+	}
+	return p, nil
+}
+
+// median is the middle of v (the mean of the two middles for an even
+// count); v is reordered.
+func median(v []float64) float64 {
+	slices.Sort(v)
+	n := len(v)
+	if n%2 == 1 {
+		return v[n/2]
+	}
+	return (v[n/2-1] + v[n/2]) / 2
+}
+
+// stepper evaluates prompt on a session of m and returns a timer of one
+// step of rows tokens after it, each row's logits and pick taken as a
+// verified window's are, the session trimmed back after.
+func stepper(ctx context.Context, m *model.Model, prompt []uint32) (func(rows int) (time.Duration, error), func(), error) {
+	s, err := m.NewSession(model.SessionOptions{Context: len(prompt) + measureWindow + 1})
+	if err != nil {
+		return nil, nil, fmt.Errorf("spec: measure: %w", err)
+	}
+	b, err := m.NewBatch(model.BatchOptions{Tokens: measureWindow, Seqs: measureWindow})
+	if err != nil {
+		s.Close()
+		return nil, nil, fmt.Errorf("spec: measure: %w", err)
+	}
+	if _, err := s.Eval(ctx, prompt); err != nil {
+		s.Close()
+		return nil, nil, fmt.Errorf("spec: measure: %w", err)
+	}
+	window := make([]uint32, measureWindow)
+	copy(window, prompt)
+	return func(rows int) (time.Duration, error) {
+		start := time.Now()
+		if err := b.Step(ctx, []model.Seq{{Session: s, Tokens: window[:rows], Logits: rows}}); err != nil {
+			return 0, fmt.Errorf("spec: measure: %w", err)
+		}
+		for j := range rows {
+			b.ArgMaxAt(0, j)
+		}
+		d := time.Since(start)
+		s.Truncate(len(prompt))
+		return d, nil
+	}, func() { s.Close() }, nil
+}
+
+// Window is a window of at most maxK drafts (0: DefaultMaxWindow) priced
+// at p: for a greedy serve, whose tokens do not depend on its windows.
+func (p Prices) Window(maxK int) *Window {
+	return NewWindow(maxK, p.Cost, max(p.Row, minRowCost))
+}

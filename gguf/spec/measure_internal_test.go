@@ -1,0 +1,82 @@
+package spec
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/cpu"
+	"github.com/meshnode/meshnode/gguf/model"
+	"github.com/meshnode/meshnode/gguf/model/modeltest"
+	"github.com/meshnode/meshnode/gguf/quant"
+)
+
+// TestDrafterPrices: a greedy serve's window is priced by what
+// Drafter.Measure found on the machine once it has run (the configured
+// cost, where one is set, stands); a sampled serve's by the files' sizes
+// and DefaultRowCost whatever was measured, so that it replays anywhere.
+// Prompt lookup drafts for nothing (c = 0) and is priced by its rows.
+// The timings themselves are the machine's: only their form is checked.
+func TestDrafterPrices(t *testing.T) {
+	be := cpu.New(cpu.Options{Threads: 2})
+	defer be.Close()
+	src := filepath.Join("..", "..", "models", "meshnode-fortunes-q8_0.gguf")
+	q4 := filepath.Join(t.TempDir(), "fortunes-q4_0.gguf")
+	if err := modeltest.Requantize(src, q4, quant.Q4_0); err != nil {
+		t.Fatal(err)
+	}
+	tf, err := gguf.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tf.Close()
+	target, err := model.Load(tf, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vocab := target.Config().VocabSize
+	for _, tc := range []struct {
+		name string
+		cfg  DrafterConfig
+	}{
+		{"draft", DrafterConfig{Path: q4}},
+		{"draft of a set cost", DrafterConfig{Path: q4, Cost: 0.5}},
+		{"lookup", DrafterConfig{Path: DraftLookup}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := LoadDrafter(tc.cfg, tf, vocab, 256, be)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			sized := d.Cost()
+			for _, greedy := range []bool{true, false} {
+				if w := d.Window(greedy); w.cost != sized || w.row != DefaultRowCost {
+					t.Errorf("before measuring, greedy %v: priced c %v, v %v; want the sizes' %v and %v", greedy, w.cost, w.row, sized, DefaultRowCost)
+				}
+			}
+			p, err := d.Measure(context.Background(), target)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("measured c %.3f, v %.3f (sizes: c %.3f)", p.Cost, p.Row, sized)
+			switch {
+			case tc.cfg.Path == DraftLookup && p.Cost != 0:
+				t.Errorf("lookup measured at c %v, want 0", p.Cost)
+			case tc.cfg.Cost > 0 && p.Cost != tc.cfg.Cost:
+				t.Errorf("a draft set at c %v measured at %v, want the setting", tc.cfg.Cost, p.Cost)
+			case tc.cfg.Path != DraftLookup && p.Cost <= 0:
+				t.Errorf("a draft model measured at c %v, want > 0", p.Cost)
+			case p.Row < 0:
+				t.Errorf("a row measured at v %v, want ≥ 0", p.Row)
+			}
+			if w := d.Window(true); w.cost != p.Cost || w.row != max(p.Row, minRowCost) {
+				t.Errorf("a greedy window priced c %v, v %v; want the measured %v, %v", w.cost, w.row, p.Cost, max(p.Row, minRowCost))
+			}
+			if w := d.Window(false); w.cost != sized || w.row != DefaultRowCost {
+				t.Errorf("a sampled window priced c %v, v %v; want the sizes' %v and %v", w.cost, w.row, sized, DefaultRowCost)
+			}
+		})
+	}
+}
