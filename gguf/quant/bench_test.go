@@ -261,7 +261,9 @@ func bestOf(f func()) float64 {
 // (the built-in model's output head, 32000×192, and 2048×2048) by
 // batches of 2 to 16 rows, as a speculative window or a short prefill
 // does, against the one-row kernels (x_rows) and, where the AVX-512
-// forms run, the AVX2 ones against the one-row kernels (x_rows_avx2):
+// forms run, the AVX2 band kernels against the one-row kernels
+// (x_rows_avx2) and the AVX-512 row kernels against the AVX-512 band
+// kernels they replace on rows of whole rounds of 32 (x_band):
 // each the best of five alternating rounds of bestOf, which a loaded
 // machine disturbs less than b.N runs' mean.
 func BenchmarkMatMulFloatBand(b *testing.B) {
@@ -286,12 +288,13 @@ func BenchmarkMatMulFloatBand(b *testing.B) {
 					}
 					out := make([]float32, rows*batch)
 					run := func() { quant.MatMul(typ, w, ab, out, rows) }
-					band, one, avx2 := math.Inf(1), math.Inf(1), math.Inf(1)
+					band, one, avx2, zband := math.Inf(1), math.Inf(1), math.Inf(1), math.Inf(1)
 					for range 5 {
 						band = min(band, bestOf(run))
 						one = min(one, bestOf(func() { defer quant.SetTiles(false)(); run() }))
 						if quant.HaveZ() {
 							avx2 = min(avx2, bestOf(func() { defer quant.SetZ(false)(); run() }))
+							zband = min(zband, bestOf(func() { defer quant.SetFloatRows(false)(); run() }))
 						}
 					}
 					b.ResetTimer()
@@ -302,6 +305,7 @@ func BenchmarkMatMulFloatBand(b *testing.B) {
 					b.ReportMetric(one/band, "x_rows")
 					if quant.HaveZ() {
 						b.ReportMetric(one/avx2, "x_rows_avx2")
+						b.ReportMetric(zband/band, "x_band")
 					}
 				})
 			}

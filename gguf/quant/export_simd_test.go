@@ -23,3 +23,12 @@ func SetOneRowBand(mode int) (restore func()) {
 	oneRowBandMode = mode
 	return func() { oneRowBandMode = old }
 }
+
+// SetFloatRows turns the AVX-512 float row kernels on or off (off: the
+// band kernels take their batches) and returns a function that restores
+// the previous setting.
+func SetFloatRows(on bool) (restore func()) {
+	old := useFloatRows
+	useFloatRows = on
+	return func() { useFloatRows = old }
+}

@@ -48,6 +48,10 @@ type floatBand4 func(acc *float32, as int, w *byte, x *float32, xs, chunks int, 
 // 32·chunks elements, with none past the last whole 32.
 type floatRows func(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
 
+// useFloatRows lets benchmarks and tests take the band kernels where
+// the row kernels would run, to compare them.
+var useFloatRows = true
+
 // floatRowsSpan is the weight bytes the row kernels take at a time when a
 // batch has more than one group of four rows: they stay in L2 while
 // every group passes.
@@ -89,7 +93,7 @@ func matMulFloat(k floatBand4, s *tileScratch, t Type, w []byte, rs, rows int, b
 		// AVX2: 0.76-0.99x the row kernel at 2048 elements).
 		return 0
 	}
-	if kr, ok := zFloatRows[t]; ok && useZ && whole == n {
+	if kr, ok := zFloatRows[t]; ok && useZ && useFloatRows && whole == n {
 		// A call per weight row and group of four, as the band kernels
 		// make, costs more than the arithmetic on rows of a few hundred
 		// elements, and reloads the accumulators on longer ones: the row
