@@ -5,7 +5,8 @@
 // Q8_0 quantiser (quantize_row_q8_0_ref), one 32-float block a round: the
 // largest magnitude by an integer maximum of the sign-cleared bits (for
 // finite floats the same order; Inf and NaN sort above every finite value,
-// and such a block is left to the Go kernel), d = amax/127 stored as fp16
+// and such a block is left to the Go kernel, as is one whose amax is so
+// small that 1/d overflows), d = amax/127 stored as fp16
 // (VCVTPS2PH rounds to nearest even, as FP32ToFP16 does), id = 1/d or 0,
 // and each x·id rounded to nearest with ties away from zero: truncate,
 // then step one away from zero where the dropped fraction is at least ½
@@ -92,6 +93,9 @@ loop:
 	JZ     scaled
 	VMOVSS X12, X7, X7 // 1.0 (low lane)
 	VDIVSS X5, X7, X7  // id = 1/d
+	VMOVD  X7, R8
+	CMPL   R8, $0x7f800000
+	JAE    out // id overflowed (amax below 127/FLT_MAX): the Go kernel's conversion of x·Inf
 
 scaled:
 	VBROADCASTSS X7, Y7

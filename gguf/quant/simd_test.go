@@ -326,3 +326,46 @@ func TestSIMDMXFP4SmallExponents(t *testing.T) {
 		}
 	}
 }
+
+// FuzzSIMDQuantizeMatchesGo: any floats (any bits: NaNs of every payload,
+// infinities, subnormals, halves' overflow and underflow) quantise to the
+// same bytes with the assembly quantisers as with the Go ones.
+func FuzzSIMDQuantizeMatchesGo(f *testing.F) {
+	types := quant.SIMDQuantTypes()
+	rng := rand.New(rand.NewPCG(31, 32))
+	for i, typ := range types {
+		x := specialFloats(rng, 2*typ.BlockSize()+min(typ.BlockSize(), 8)-1)
+		b := make([]byte, 4*len(x))
+		for j, v := range x {
+			binary.LittleEndian.PutUint32(b[4*j:], math.Float32bits(v))
+		}
+		f.Add(uint8(i), b)
+	}
+	f.Fuzz(func(t *testing.T, pick uint8, b []byte) {
+		if len(types) == 0 {
+			return
+		}
+		typ := types[int(pick)%len(types)]
+		n := len(b) / 4 / typ.BlockSize() * typ.BlockSize()
+		if n == 0 {
+			return
+		}
+		x := make([]float32, n)
+		for j := range x {
+			x[j] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*j:]))
+		}
+		asm := make([]byte, mustRowSize(t, typ, n))
+		pure := make([]byte, len(asm))
+		if err := quant.Quantize(typ, x, asm); err != nil {
+			t.Fatal(err)
+		}
+		restore := quant.SetSIMD(false)
+		defer restore()
+		if err := quant.Quantize(typ, x, pure); err != nil {
+			t.Fatal(err)
+		}
+		if i := firstDiff(asm, pure); i >= 0 {
+			t.Fatalf("%s of %d: byte %d differs: assembly %#x, Go %#x", typ, n, i, asm[i], pure[i])
+		}
+	})
+}
