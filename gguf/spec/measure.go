@@ -44,7 +44,10 @@ func Measure(ctx context.Context, target, draft *model.Model, reps int, budget t
 	for i := range prompt {
 		prompt[i] = uint32(1 + i*7919%max(1, target.Config().VocabSize-1))
 	}
-	step, closeT, err := stepper(ctx, target, prompt)
+	// The target's rows are picked as a greedy verify picks them; the
+	// draft's token with its confidence, as a greedy draft is judged
+	// (topProb over the vocabulary, a good part of a small draft's step).
+	step, closeT, err := stepper(ctx, target, prompt, func(b *model.Batch, j int) { b.ArgMaxAt(0, j) })
 	if err != nil {
 		return Prices{}, err
 	}
@@ -52,7 +55,7 @@ func Measure(ctx context.Context, target, draft *model.Model, reps int, budget t
 	var dstep func(rows int) (time.Duration, error)
 	if draft != nil {
 		var closeD func()
-		if dstep, closeD, err = stepper(ctx, draft, prompt); err != nil {
+		if dstep, closeD, err = stepper(ctx, draft, prompt, func(b *model.Batch, j int) { topProb(b.LogitsAt(0, j)) }); err != nil {
 			return Prices{}, err
 		}
 		defer closeD()
@@ -105,9 +108,9 @@ func median(v []float64) float64 {
 }
 
 // stepper evaluates prompt on a session of m and returns a timer of one
-// step of rows tokens after it, each row's logits and pick taken as a
-// verified window's are, the session trimmed back after.
-func stepper(ctx context.Context, m *model.Model, prompt []uint32) (func(rows int) (time.Duration, error), func(), error) {
+// step of rows tokens after it, each row picked by pick, the session
+// trimmed back after.
+func stepper(ctx context.Context, m *model.Model, prompt []uint32, pick func(b *model.Batch, row int)) (func(rows int) (time.Duration, error), func(), error) {
 	s, err := m.NewSession(model.SessionOptions{Context: len(prompt) + measureWindow + 1})
 	if err != nil {
 		return nil, nil, fmt.Errorf("spec: measure: %w", err)
@@ -129,7 +132,7 @@ func stepper(ctx context.Context, m *model.Model, prompt []uint32) (func(rows in
 			return 0, fmt.Errorf("spec: measure: %w", err)
 		}
 		for j := range rows {
-			b.ArgMaxAt(0, j)
+			pick(b, j)
 		}
 		d := time.Since(start)
 		s.Truncate(len(prompt))
