@@ -40,7 +40,17 @@ const measureWindow = 5
 // ratios see one load (a busy machine stretches single steps by 2× and
 // more). It stops after budget once three rounds are in (0: no budget).
 func Measure(ctx context.Context, target, draft *model.Model, reps int, budget time.Duration) (Prices, error) {
-	prompt := make([]uint32, 16)
+	// A short prompt, so that the steps are decoding's; shorter where a
+	// model's context is.
+	positions := target.Config().TrainContext
+	if draft != nil {
+		positions = min(positions, draft.Config().TrainContext)
+	}
+	n := min(16, positions-measureWindow)
+	if n < 1 {
+		return Prices{}, fmt.Errorf("spec: measure: a context of %d positions holds no window of %d after a prompt", positions, measureWindow)
+	}
+	prompt := make([]uint32, n)
 	for i := range prompt {
 		prompt[i] = uint32(1 + i*7919%max(1, target.Config().VocabSize-1))
 	}
@@ -111,7 +121,7 @@ func median(v []float64) float64 {
 // step of rows tokens after it, each row picked by pick, the session
 // trimmed back after.
 func stepper(ctx context.Context, m *model.Model, prompt []uint32, pick func(b *model.Batch, row int)) (func(rows int) (time.Duration, error), func(), error) {
-	s, err := m.NewSession(model.SessionOptions{Context: len(prompt) + measureWindow + 1})
+	s, err := m.NewSession(model.SessionOptions{Context: len(prompt) + measureWindow})
 	if err != nil {
 		return nil, nil, fmt.Errorf("spec: measure: %w", err)
 	}
