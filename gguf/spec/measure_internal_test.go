@@ -3,6 +3,7 @@ package spec
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/meshnode/meshnode/gguf"
@@ -78,5 +79,50 @@ func TestDrafterPrices(t *testing.T) {
 				t.Errorf("a sampled window priced c %v, v %v; want the sizes' %v and %v", w.cost, w.row, sized, DefaultRowCost)
 			}
 		})
+	}
+}
+
+// TestMeasureShortContext: a model whose context holds no window after a
+// prompt is refused with an error that says so (the engine then keeps the
+// files' prices); one that holds a window after a one-token prompt is
+// measured; and so is a hybrid model, whose recurrent state each timed
+// step rewinds rather than cuts.
+func TestMeasureShortContext(t *testing.T) {
+	be := cpu.New(cpu.Options{Threads: 2})
+	defer be.Close()
+	src, err := gguf.Open(filepath.Join("..", "..", "models", "meshnode-fortunes-q8_0.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	load := func(arch string, context int) *model.Model {
+		spec := modeltest.Fixture(arch, "Q8_0")
+		spec.Context = context
+		file, err := modeltest.Generate(spec, src.Metadata)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := gguf.Parse(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := model.Load(f, be)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	if _, err := Measure(context.Background(), load("llama", measureWindow), nil, 1, 0); err == nil || !strings.Contains(err.Error(), "holds no window") {
+		t.Errorf("a context of %d positions: err %v, want one that says it holds no window", measureWindow, err)
+	}
+	if _, err := Measure(context.Background(), load("llama", 256), load("llama", measureWindow), 1, 0); err == nil {
+		t.Error("a draft whose context holds no window was measured")
+	}
+	if p, err := Measure(context.Background(), load("llama", measureWindow+1), nil, 1, 0); err != nil || p.Row < 0 {
+		t.Errorf("a context of %d positions: %+v, %v; want a measurement", measureWindow+1, p, err)
+	}
+	hybrid := load("qwen35", 256)
+	if p, err := Measure(context.Background(), hybrid, hybrid, 2, 0); err != nil || p.Cost <= 0 {
+		t.Errorf("qwen35: %+v, %v; want a measurement", p, err)
 	}
 }
