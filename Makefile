@@ -207,8 +207,9 @@ qemu-arm64:
 # acceptance, the draft's measured cost c and the speedup against the ideal
 # E/(K·c+1), for the built-in F16 with its Q8_0, its Q4_0 (made once in
 # the bench cache) and meshnode-fortunes-draft as drafts, prompt lookup on a
-# repeating prompt, and the 1B-shaped Q8_0 with prompt lookup and with its
-# Q4_0 as draft when present. Knobs:
+# repeating prompt with the built-in F16 and Q8_0, and the 1B-shaped Q8_0
+# with prompt lookup and with its Q4_0 as draft when present; windows priced
+# as the engine prices a greedy serve's (spec.Measure). Knobs:
 # BENCH_THREADS, BENCH_TG, BENCH_REPS, BENCH_CACHE, MESHNODE_MODELS (see
 # gguf/spec/bench_spec_test.go).
 .PHONY: bench-spec
