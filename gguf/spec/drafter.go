@@ -167,8 +167,9 @@ func (d *Drafter) Measure(ctx context.Context, target *model.Model) (Prices, err
 }
 
 // Drafter.Measure's rounds: up to measureReps, and no more once
-// measureBudget has passed (a large model's steps take a tenth of a
-// second, and the load waits for them).
+// measureBudget has passed (Measure: three rounds within five times it;
+// a large model's steps take a tenth of a second and more, and the load
+// waits for them).
 const (
 	measureReps   = 15
 	measureBudget = 300 * time.Millisecond

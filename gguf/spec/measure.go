@@ -38,7 +38,9 @@ const measureWindow = 5
 // after a short prompt, and returns the prices they make: the medians
 // over up to reps rounds, each round's steps back to back so that its
 // ratios see one load (a busy machine stretches single steps by 2× and
-// more). It stops after budget once three rounds are in (0: no budget).
+// more). It stops once budget has passed (0: no budget), or, to have
+// three rounds to take the median of, five times budget (a large model
+// on a slow machine, whose one round can take seconds, is measured once).
 func Measure(ctx context.Context, target, draft *model.Model, reps int, budget time.Duration) (Prices, error) {
 	// A short prompt, so that the steps are decoding's; shorter where a
 	// model's context is.
@@ -81,7 +83,14 @@ func Measure(ctx context.Context, target, draft *model.Model, reps int, budget t
 	}
 	start := time.Now()
 	var rows, costs []float64
-	for r := 0; r < max(1, reps) && (r < 3 || budget == 0 || time.Since(start) < budget); r++ {
+	more := func(r int) bool {
+		if r == 0 || budget == 0 {
+			return true
+		}
+		took := time.Since(start)
+		return took < budget || r < 3 && took < 5*budget
+	}
+	for r := 0; r < max(1, reps) && more(r); r++ {
 		one, err := step(1)
 		if err != nil {
 			return Prices{}, err
