@@ -297,21 +297,34 @@ func TestRoPE(t *testing.T) {
 // TestRoPEAnglesKept: a window's angles kept from an earlier call (the
 // queries', then the keys' of every layer) rotate to the same bits as
 // angles computed afresh, with two RoPEs (a model's local and global
-// layers) taking turns at the same positions, windows of other lengths
-// at the same position, and a prompt too long to keep.
+// layers) taking turns at the same positions, another layer's RoPE of
+// the same value, windows of other lengths at the same position, a
+// prompt too long to keep, and a RoPE whose value changed at the same
+// address (its base, then its factors).
 func TestRoPEAnglesKept(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	be := newBackend(t, 2)
 	a := backend.RoPE{Dims: 48, Base: 10000, FreqScale: 1, AttnFactor: 1}
+	a2 := a // another layer's
 	b := backend.RoPE{Dims: 48, NeoX: true, Base: 1e6, FreqScale: 1, AttnFactor: 1}
+	c := a
+	f1, f2 := make([]float32, 24), make([]float32, 24)
+	for i := range f1 {
+		f1[i], f2[i] = 1+float32(i)/8, 1+float32(i)/4
+	}
 	const hd, heads = 48, 2
 	for i, call := range []struct {
 		r         *backend.RoPE
 		pos, rows int
+		change    func()
 	}{
-		{&a, 7, 1}, {&b, 7, 1}, {&a, 7, 1}, {&b, 7, 1}, {&a, 7, 3}, {&a, 7, 1}, {&a, 7, 3},
-		{&a, 8, 1}, {&b, 7, 3}, {&a, 0, 40}, {&a, 0, 40}, {&b, 8, 1}, {&a, 8, 1},
+		{&a, 7, 1, nil}, {&b, 7, 1, nil}, {&a, 7, 1, nil}, {&b, 7, 1, nil}, {&a2, 7, 1, nil}, {&a, 7, 3, nil}, {&a, 7, 1, nil}, {&a2, 7, 3, nil},
+		{&a, 8, 1, nil}, {&b, 7, 3, nil}, {&a, 0, 40, nil}, {&a, 0, 40, nil}, {&b, 8, 1, nil}, {&a, 8, 1, nil},
+		{&c, 9, 1, nil}, {&c, 9, 1, func() { c.Base = 5000 }}, {&c, 9, 1, func() { c.Factors = f1 }}, {&c, 9, 1, func() { c.Factors = f2 }},
 	} {
+		if call.change != nil {
+			call.change()
+		}
 		x := normals(rng, call.rows*heads*hd, 1)
 		xt := tensor(be, call.rows, heads*hd, x)
 		be.RoPE(xt, hd, call.pos, call.r)

@@ -24,8 +24,9 @@ type ropeJob struct {
 // RoPE implements backend.Backend, following ggml's rope kernel: per
 // position a cache of (cos, sin) for each pair (backend.RoPEAngles).
 // A decoded token's or a short window's pairs are kept for the calls that
-// follow at the same positions (the queries' and keys' of every layer):
-// they are the same bits, computed once instead of twice a layer.
+// follow at the same positions under a RoPE of the same value (the
+// queries' and keys' of every layer): the same bits, computed once a
+// step instead of twice a layer.
 func (b *Backend) RoPE(x backend.Tensor, headDim, pos int, r *backend.RoPE) {
 	if headDim <= 0 || x.Cols%headDim != 0 || r.Dims > headDim || r.Dims%2 != 0 || (r.Factors != nil && len(r.Factors) < r.Dims/2) {
 		panic(fmt.Sprintf("cpu: RoPE of %d columns, head %d, dims %d, %d factors", x.Cols, headDim, r.Dims, len(r.Factors)))
@@ -47,17 +48,38 @@ func (b *Backend) RoPE(x backend.Tensor, headDim, pos int, r *backend.RoPE) {
 }
 
 // ropeCache keeps the (cos, sin) pairs of the last few (RoPE, positions)
-// a RoPE call rotated, for windows of up to ropeCacheRows rows. A RoPE is
-// a model's, fixed once loaded, so its pointer names its angles.
+// a RoPE call rotated, for windows of up to ropeCacheRows rows. Entries
+// are found by the RoPE's value, not its address: every layer of a
+// session has a RoPE of its own, most of them alike, so a step computes
+// each distinct one's angles once.
 type ropeCache struct {
 	entries [ropeCacheEntries]ropeEntry
 	next    int // the entry replaced next
 }
 
 type ropeEntry struct {
-	r         *backend.RoPE
+	key       ropeKey
 	pos, rows int
 	vals      []float32
+}
+
+// ropeKey is what a RoPE's angles depend on: its fields, the factors by
+// their array (a model's, fixed once loaded).
+type ropeKey struct {
+	dims, origCtx                                        int
+	neox                                                 bool
+	base, freqScale, attnFactor, ext, betaFast, betaSlow float32
+	factors                                              *float32
+	nFactors                                             int
+}
+
+func keyOf(r *backend.RoPE) ropeKey {
+	k := ropeKey{dims: r.Dims, origCtx: r.OrigCtx, neox: r.NeoX, base: r.Base, freqScale: r.FreqScale,
+		attnFactor: r.AttnFactor, ext: r.ExtFactor, betaFast: r.BetaFast, betaSlow: r.BetaSlow, nFactors: len(r.Factors)}
+	if len(r.Factors) > 0 {
+		k.factors = &r.Factors[0]
+	}
+	return k
 }
 
 const (
@@ -76,8 +98,9 @@ func (c *ropeCache) lookup(r *backend.RoPE, pos, rows int) ([]float32, bool) {
 	if rows > ropeCacheRows {
 		return nil, false
 	}
+	key := keyOf(r)
 	for i := range c.entries {
-		if e := &c.entries[i]; e.r == r && e.pos == pos && e.rows == rows {
+		if e := &c.entries[i]; e.vals != nil && e.key == key && e.pos == pos && e.rows == rows {
 			return e.vals, false
 		}
 	}
@@ -87,7 +110,7 @@ func (c *ropeCache) lookup(r *backend.RoPE, pos, rows int) ([]float32, bool) {
 	if cap(e.vals) < n {
 		e.vals = make([]float32, n)
 	}
-	e.r, e.pos, e.rows, e.vals = r, pos, rows, e.vals[:n]
+	e.key, e.pos, e.rows, e.vals = key, pos, rows, e.vals[:n]
 	return e.vals, true
 }
 
