@@ -248,16 +248,6 @@ func BenchmarkSpeculative(b *testing.B) {
 	tw.Flush()
 }
 
-func median(v []float64) float64 {
-	v = slices.Clone(v)
-	slices.Sort(v)
-	if n := len(v); n%2 == 1 {
-		return v[n/2]
-	} else {
-		return (v[n/2-1] + v[n/2]) / 2
-	}
-}
-
 // greedyTokens decodes n greedy tokens after prompt.
 func greedyTokens(b *testing.B, m *model.Model, prompt []uint32, n int) []uint32 {
 	s, err := m.NewSession(model.SessionOptions{Context: 256})
@@ -461,7 +451,7 @@ func runSpecCase(b *testing.B, be *cpu.Backend, targetPath, draftPath string, ct
 		}
 	}
 	best.plainTPS, best.specTPS = float64(best.tokens)/sumPlain, float64(best.tokens)/sumSpec
-	best.median, best.whole, best.prop = median(ratios), median(wholes), median(props)
+	best.median, best.whole, best.prop = spec.Median(ratios), spec.Median(wholes), spec.Median(props)
 	b.Logf("%s: pairs' speedups %.2f", filepath.Base(targetPath)+"+"+filepath.Base(draftPath), ratios)
 	best.cDecode, best.v = prices.Cost, prices.Row
 	return best, cSizes

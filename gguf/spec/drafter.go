@@ -187,9 +187,11 @@ const (
 // A draft that is a copy of the target in other types (SameShape) is
 // expected to stand as often as CopyPrior from the first round.
 func (d *Drafter) Window(greedy bool) *Window {
-	w := NewWindow(d.maxK, d.cost, 0)
+	var w *Window
 	if greedy && d.measured {
 		w = d.prices.Window(d.maxK)
+	} else {
+		w = NewWindow(d.maxK, d.cost, 0)
 	}
 	if d.copyOf {
 		w.Expect(CopyPrior)

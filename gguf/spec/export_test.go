@@ -1,0 +1,4 @@
+package spec
+
+// Median is median, for the benchmark's figures (it reorders v).
+var Median = median
