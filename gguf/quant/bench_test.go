@@ -258,19 +258,20 @@ func bestOf(f func()) float64 {
 }
 
 // BenchmarkMatMulFloatBand times MatMul of F16, BF16 and F32 matrices
-// (the built-in model's output head, 32000×192, and 2048×2048) by
-// batches of 2 to 16 rows, as a speculative window or a short prefill
-// does, against the one-row kernels (x_rows) and, where the AVX-512
+// (the built-in model's output head, 32000×192, and 2048×2048) by one
+// row (a decode step) and batches of 2 to 16 rows, as a speculative
+// window or a short prefill does, against the one-row kernels (x_rows) and, where the AVX-512
 // forms run, the AVX2 band kernels against the one-row kernels
 // (x_rows_avx2) and the AVX-512 row kernels against the AVX-512 band
-// kernels they replace on rows of whole rounds of 32 (x_band):
+// kernels they replace on rows of whole rounds of 32 (x_band; at n=1,
+// the row kernels against the one-row kernels):
 // each the best of five alternating rounds of bestOf, which a loaded
 // machine disturbs less than b.N runs' mean.
 func BenchmarkMatMulFloatBand(b *testing.B) {
 	for _, sh := range [][2]int{{32000, 192}, {2048, 2048}} {
 		rows, cols := sh[0], sh[1]
 		for _, typ := range []quant.Type{quant.F16, quant.BF16, quant.F32} {
-			for _, batch := range []int{2, 4, 5, 8, 16} {
+			for _, batch := range []int{1, 2, 4, 5, 8, 16} {
 				b.Run(fmt.Sprintf("%dx%d/%s/n=%d", rows, cols, typ, batch), func(b *testing.B) {
 					rng := rand.New(rand.NewPCG(17, 18))
 					w := make([]byte, mustRowSize(b, typ, rows*cols))

@@ -33,5 +33,7 @@ var useZ, useY = false, false
 // kernels (tile_float.go); none here.
 const floatBandRows = false
 
+func oneRowFloat(Type, int) bool { return false }
+
 // widenF16SIMD: the Go loop widens halves here.
 var widenF16SIMD func(x []float32, src []byte)

@@ -98,7 +98,7 @@ func (b *Batch) Reset(w Type, n, rows int) error {
 	}
 	b.typ, b.n, b.rows, b.rowSize, b.auxSize, b.pairSize = at, n, rows, rs, as, ps
 	b.wideRow = 0
-	if floatBandRows && rows >= 2 && (at == F16 || at == BF16 || at == F32) {
+	if floatBandRows && (rows >= 2 || rows == 1 && oneRowFloat(w, n)) && (at == F16 || at == BF16 || at == F32) {
 		b.wideRow = n &^ 31
 	}
 	padded := (rows + 3) &^ 3

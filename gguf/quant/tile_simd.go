@@ -114,7 +114,7 @@ func matMulTiles(t Type, w []byte, rs, rows int, b *Batch, out []float32, stride
 	s := tileScratchPool.Get().(*tileScratch)
 	defer tileScratchPool.Put(s)
 	done := 0
-	if fb := floatBandFor(t); fb != nil && b.rows > 1 {
+	if fb := floatBandFor(t); fb != nil && (b.rows > 1 || b.wideRow > 0) {
 		return matMulFloat(fb, s, t, w, rs, rows, b, out, stride)
 	}
 	nb := b.n / t.BlockSize()
