@@ -29,6 +29,9 @@ type kvCache struct {
 	capacity int
 	shapes   []backend.KVShape
 	k, v     [][]byte
+	// nonFinite is set once a value stored is ±Inf or NaN: grouped
+	// attention then groups only a row's own heads (see attGroup).
+	nonFinite bool
 }
 
 func (c *kvCache) Type() quant.Type { return c.typ }
@@ -84,23 +87,44 @@ func (b *Backend) StoreKV(cache backend.KVCache, layer, pos int, k, v backend.Te
 		for d, x := range vx[i*vd : (i+1)*vd] {
 			off := (d*cp + p) * es
 			if c.typ == quant.F16 {
-				binary.LittleEndian.PutUint16(vl[off:], quant.FP32ToFP16(x))
+				h := quant.FP32ToFP16(x)
+				binary.LittleEndian.PutUint16(vl[off:], h)
+				c.nonFinite = c.nonFinite || h&0x7c00 == 0x7c00
 			} else {
 				binary.LittleEndian.PutUint32(vl[off:], math.Float32bits(x))
+				c.nonFinite = c.nonFinite || math.IsInf(float64(x), 0) || x != x
 			}
 		}
 	}
 }
 
-// attendJob computes one (query row, head) pair per task.
+// attendJob computes one (query row, head) pair per task, or, where the
+// cache's type has quant.WideRows kernels, one attGroup.
 type attendJob struct {
 	dst, q  []float32
 	c       *kvCache
 	layer   int
 	pos     int
 	a       *backend.Attention
+	groups  []attGroup // nil: a task per query
 	scratch [][]float32
 	bytes   [][]byte
+}
+
+// attGroup is up to four queries (query row i, head h as i·Heads + h, in
+// order) that share a KV head and their first key (lo, which differs
+// only under a sliding window): their scores are one pass over the keys
+// and their outputs one over the values, each chunk of keys or values
+// widened once for all four (quant.WideRows). A query of an earlier row
+// sees fewer keys than the group's last: its scores past them are not
+// used, and its weights past them are zero, whose products add +0 to
+// lanes that are never −0, so every output is the same bits as alone —
+// unless a value it does not see is ±Inf or NaN (0·Inf is NaN): once the
+// cache has stored one (kvCache.nonFinite), a group holds one row's
+// heads only.
+type attGroup struct {
+	kvh, lo, live int
+	q             [4]int
 }
 
 // Attend implements backend.Backend. It follows llama.cpp's attention
@@ -120,14 +144,60 @@ func (b *Backend) Attend(dst, q backend.Tensor, cache backend.KVCache, layer, po
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	n := pos + q.Rows // the most keys a query sees
-	b.growScratch(n)
-	b.growBytes((n + a.HeadDimK) * c.es)
-	b.att = attendJob{dst: data(dst), q: data(q), c: c, layer: layer, pos: pos, a: a, scratch: b.scratch, bytes: b.bytes}
-	b.pool.run(q.Rows*a.Heads, &b.att)
+	b.att = attendJob{dst: data(dst), q: data(q), c: c, layer: layer, pos: pos, a: a}
+	tasks := q.Rows * a.Heads
+	if groupAttention && quant.WideRowsFor(c.typ) {
+		b.groups = groupQueries(b.groups[:0], c, a, pos, q.Rows)
+		b.att.groups, tasks = b.groups, len(b.groups)
+		b.growScratch(4 * (n + pad32(a.HeadDimK) + pad32(n) + a.HeadDimV))
+		b.growBytes(max(n, a.HeadDimK) * c.es)
+	} else {
+		b.growScratch(n)
+		b.growBytes((n + a.HeadDimK) * c.es)
+	}
+	b.att.scratch, b.att.bytes = b.scratch, b.bytes
+	b.pool.run(tasks, &b.att)
 	b.att = attendJob{}
 }
 
+// groupAttention lets tests take the per-query path where the grouped
+// one would run.
+var groupAttention = true
+
+func pad32(n int) int { return (n + 31) &^ 31 }
+
+// groupQueries appends to gs the groups of rows queries at pos (see
+// attGroup): for each KV head, its queries row by row, four at a time.
+func groupQueries(gs []attGroup, c *kvCache, a *backend.Attention, pos, rows int) []attGroup {
+	per := a.Heads / a.KVHeads
+	for kvh := range a.KVHeads {
+		var g attGroup
+		for i := range rows {
+			p := pos + i
+			lo := 0
+			if a.Window > 0 {
+				lo = max(0, p-a.Window+1)
+			}
+			for h := kvh * per; h < (kvh+1)*per; h++ {
+				if g.live > 0 && (g.live == 4 || g.lo != lo || c.nonFinite && g.q[0]/a.Heads != i) {
+					gs = append(gs, g)
+					g = attGroup{}
+				}
+				g.kvh, g.lo = kvh, lo
+				g.q[g.live] = i*a.Heads + h
+				g.live++
+			}
+		}
+		gs = append(gs, g)
+	}
+	return gs
+}
+
 func (j *attendJob) do(w, t int) {
+	if j.groups != nil {
+		j.doGroup(w, &j.groups[t])
+		return
+	}
 	a, c := j.a, j.c
 	i, h := t/a.Heads, t%a.Heads
 	p := j.pos + i
@@ -147,16 +217,89 @@ func (j *attendJob) do(w, t int) {
 	}
 	keys := c.k[j.layer][(kvh*cp+lo)*dk*es : (kvh*cp+p+1)*dk*es]
 	quant.MatVec(c.typ, keys, &qa, scores)
-
-	maxScore := float32(math.Inf(-1))
-	for k, s := range scores {
-		if a.Softcap > 0 {
-			s = a.Softcap * tanhf(s/a.Softcap)
-		}
-		s *= a.Scale
-		scores[k] = s
-		maxScore = max(maxScore, s)
+	j.softmax(scores, h)
+	pa := quant.Activation{Type: c.typ, N: n, Data: buf[dk*es : (dk+n)*es]}
+	if err := pa.Quantize(scores); err != nil {
+		panic(err)
 	}
+	// Output element d is the dot of the weights with row kvh·dv+d of
+	// the transposed values: dv rows, a capacity apart.
+	out := j.dst[i*a.Heads*dv+h*dv:][:dv]
+	first := (kvh*dv*cp + lo) * es
+	quant.MatVecRows(c.typ, c.v[j.layer][first:], cp*es, &pa, out)
+}
+
+// doGroup is do for a group of queries (attGroup), by quant.WideRows.
+func (j *attendJob) doGroup(w int, g *attGroup) {
+	a, c := j.a, j.c
+	dk, dv, cp, es := a.HeadDimK, a.HeadDimV, c.capacity, c.es
+	last := j.pos + g.q[g.live-1]/a.Heads // the group's last query's position
+	n := last + 1 - g.lo                  // the keys it scores
+	pk, pn := pad32(dk), pad32(n)
+	f := j.scratch[w]
+	scores, f := f[:4*n], f[4*n:]
+	qw, f := f[:4*pk], f[4*pk:]
+	ww, f := f[:4*pn], f[4*pn:]
+	outs := f[:4*dv]
+	buf := j.bytes[w]
+
+	// round puts x, rounded to the cache's type as the product takes it,
+	// widened into row (zero past x, as WideRows wants).
+	round := func(row, x []float32) {
+		act := quant.Activation{Type: c.typ, N: len(x), Data: buf[:len(x)*es]}
+		if err := act.Quantize(x); err != nil {
+			panic(err)
+		}
+		quant.Widen(c.typ, row[:len(x)], act.Data)
+		clear(row[len(x):])
+	}
+	for k, qi := range g.q[:g.live] {
+		i, h := qi/a.Heads, qi%a.Heads
+		round(qw[k*pk:(k+1)*pk], j.q[i*a.Heads*dk+h*dk:][:dk])
+	}
+	keys := c.k[j.layer][(g.kvh*cp+g.lo)*dk*es : (g.kvh*cp+last+1)*dk*es]
+	quant.WideRows(c.typ, keys, dk*es, dk, n, qw, pk, g.live, scores, n)
+	for k, qi := range g.q[:g.live] {
+		i, h := qi/a.Heads, qi%a.Heads
+		seen := j.pos + i + 1 - g.lo
+		s := scores[k*n : k*n+seen]
+		j.softmax(s, h)
+		round(ww[k*pn:(k+1)*pn], s)
+	}
+	first := (g.kvh*dv*cp + g.lo) * es
+	quant.WideRows(c.typ, c.v[j.layer][first:], cp*es, n, dv, ww, pn, g.live, outs, dv)
+	for k, qi := range g.q[:g.live] {
+		i, h := qi/a.Heads, qi%a.Heads
+		copy(j.dst[i*a.Heads*dv+h*dv:][:dv], outs[k*dv:(k+1)*dv])
+	}
+}
+
+// scaleMax multiplies x by s and returns the largest product (−Inf for
+// none; a NaN may be skipped: it makes every weight NaN all the same, as
+// it enters the sum).
+func scaleMax(x []float32, s float32) float32 {
+	m := float32(math.Inf(-1))
+	for k, v := range x {
+		v *= s
+		x[k] = v
+		if v > m {
+			m = v
+		}
+	}
+	return m
+}
+
+// softmax turns head h's scores into its attention weights, in place:
+// softcap, scale, and the softmax with its sum in float64 and the head's
+// sink, if it has one.
+func (j *attendJob) softmax(scores []float32, h int) {
+	a := j.a
+	if a.Softcap > 0 {
+		for k, s := range scores {
+			scores[k] = a.Softcap * tanhf(s/a.Softcap)
+		}
+	}
+	maxScore := scaleMax(scores, a.Scale)
 	// A sink (ggml_soft_max_ext's third source) joins the max and the
 	// sum, unscaled, and weights no value.
 	var sink float32
@@ -176,13 +319,4 @@ func (j *attendJob) do(w, t int) {
 	for k := range scores {
 		scores[k] *= inv
 	}
-	pa := quant.Activation{Type: c.typ, N: n, Data: buf[dk*es : (dk+n)*es]}
-	if err := pa.Quantize(scores); err != nil {
-		panic(err)
-	}
-	// Output element d is the dot of the weights with row kvh·dv+d of
-	// the transposed values: dv rows, a capacity apart.
-	out := j.dst[i*a.Heads*dv+h*dv:][:dv]
-	first := (kvh*dv*cp + lo) * es
-	quant.MatVecRows(c.typ, c.v[j.layer][first:], cp*es, &pa, out)
 }

@@ -65,13 +65,14 @@ type Backend struct {
 	bytes      [][]byte    // per worker
 
 	// Kernel jobs, held here so that dispatching one allocates nothing.
-	mm   matmulJob
-	quan quantJob
-	ew   elemJob
-	rope ropeJob
-	att  attendJob
-	conv convJob
-	scan scanJob
+	mm     matmulJob
+	quan   quantJob
+	ew     elemJob
+	rope   ropeJob
+	att    attendJob
+	groups []attGroup // attention's groups of queries
+	conv   convJob
+	scan   scanJob
 }
 
 var _ backend.Backend = (*Backend)(nil)

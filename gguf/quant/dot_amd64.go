@@ -111,40 +111,40 @@ var zFloatRows = map[Type][4]floatRows{
 }
 
 //go:noescape
-func f16Rows1Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
+func f16Rows1Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
 
 //go:noescape
-func f16Rows2Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
+func f16Rows2Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
 
 //go:noescape
-func f16Rows3Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
+func f16Rows3Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
 
 //go:noescape
-func f16Rows4Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
+func f16Rows4Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
 
 //go:noescape
-func bf16Rows1Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
+func bf16Rows1Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
 
 //go:noescape
-func bf16Rows2Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
+func bf16Rows2Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
 
 //go:noescape
-func bf16Rows3Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
+func bf16Rows3Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
 
 //go:noescape
-func bf16Rows4Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
+func bf16Rows4Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
 
 //go:noescape
-func f32Rows1Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
+func f32Rows1Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
 
 //go:noescape
-func f32Rows2Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
+func f32Rows2Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
 
 //go:noescape
-func f32Rows3Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
+func f32Rows3Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
 
 //go:noescape
-func f32Rows4Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
+func f32Rows4Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
 
 //go:noescape
 func f16Band4Z(acc *float32, as int, w *byte, x *float32, xs, chunks int, out *float32, os, live int)

@@ -35,5 +35,11 @@ const floatBandRows = false
 
 func oneRowFloat(Type, int) bool { return false }
 
+// WideRowsFor: no WideRows kernels here.
+func WideRowsFor(Type) bool { return false }
+
+// WideRows has no kernels here; it reports false.
+func WideRows(Type, []byte, int, int, int, []float32, int, int, []float32, int) bool { return false }
+
 // widenF16SIMD: the Go loop widens halves here.
 var widenF16SIMD func(x []float32, src []byte)

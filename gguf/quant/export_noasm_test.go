@@ -10,3 +10,6 @@ func SetBandTails(bool) (restore func()) { return func() {} }
 
 // SetOneRowBand: no band kernels without the assembly.
 func SetOneRowBand(int) (restore func()) { return func() {} }
+
+// SetFloatRows: no float row kernels without the assembly.
+func SetFloatRows(bool) (restore func()) { return func() {} }

@@ -257,6 +257,17 @@ var useTiles = true
 // activation row before it moves on: they stay in the core's L1/L2 cache.
 const rowSpanBytes = 16 << 10
 
+// Widen sets x to the float32 values of the first len(x) elements of
+// type t (F16, BF16 or F32) at src: the activations WideRows takes.
+func Widen(t Type, x []float32, src []byte) {
+	if t != F16 && t != BF16 && t != F32 {
+		panic(fmt.Sprintf("quant: Widen of %s", t))
+	}
+	if len(x) > 0 {
+		widen(t, x, src)
+	}
+}
+
 // widen sets x to the float32 values of the first len(x) elements of t
 // at src.
 func widen(t Type, x []float32, src []byte) {

@@ -2,6 +2,8 @@
 
 package quant
 
+import "fmt"
+
 // Float band kernels
 //
 // The float weight types (F16, BF16, F32) take their activations in their
@@ -45,8 +47,10 @@ type floatBand4 func(acc *float32, as int, w *byte, x *float32, xs, chunks int, 
 // sets the results of rows weight rows (rs bytes apart, from w) times
 // each activation row j (at x + j·xs bytes, float32), weight row r's at
 // out + j·os + 4r bytes, each the row kernel's to the bit. The rows are
-// 32·chunks elements, with none past the last whole 32.
-type floatRows func(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
+// 32·chunks elements, and then, where mask is not zero, the elements of
+// one more chunk whose bits mask sets (its first ones): the activation
+// rows must be zero past them, to the end of that chunk.
+type floatRows func(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
 
 // useFloatRows lets benchmarks and tests take the band kernels where
 // the row kernels would run, to compare them.
@@ -62,6 +66,39 @@ var useFloatRows = true
 func oneRowFloat(t Type, n int) bool {
 	_, ok := zFloatRows[t]
 	return ok && useZ && useFloatRows && n > 0 && n%32 == 0
+}
+
+// WideRowsFor says whether WideRows runs for weights of type t here.
+func WideRowsFor(t Type) bool {
+	_, ok := zFloatRows[t]
+	return ok && useZ && useFloatRows && useSIMD
+}
+
+// WideRows sets out[j·os+r], for each activation row j < live (one to
+// four) and weight row r < rows, to VecDot of the n-element row r of w
+// (type t, rows rs bytes apart) with activation row j: the float32 values
+// of t's activation type (Widen), rows xs floats apart, each zero from
+// element n to the next multiple of 32. Each weight chunk is widened once
+// for all the activation rows, and the rows may end anywhere (no element
+// past a row's n-th is read), so attention takes it for its keys and its
+// transposed values. It reports false, doing nothing, where WideRowsFor
+// says no.
+func WideRows(t Type, w []byte, rs, n, rows int, x []float32, xs, live int, out []float32, os int) bool {
+	if !WideRowsFor(t) {
+		return false
+	}
+	es, padded := t.TypeSize(), (n+31)&^31
+	if n <= 0 || rows <= 0 || live < 1 || live > 4 || xs < padded || rs < n*es ||
+		len(w) < (rows-1)*rs+n*es || len(x) < (live-1)*xs+padded || os < rows && live > 1 || len(out) < (live-1)*os+rows {
+		panic(fmt.Sprintf("quant: WideRows: %d × %d %s (%d bytes apart, in %d) by %d rows of %d (%d apart, in %d) into %d (%d apart)",
+			rows, n, t, rs, len(w), live, padded, xs, len(x), len(out), os))
+	}
+	var mask uint32
+	if tail := n & 31; tail > 0 {
+		mask = 1<<tail - 1
+	}
+	zFloatRows[t][live-1](&out[0], 4*os, &w[0], rs, &x[0], 4*xs, n/32, rows, mask)
+	return true
 }
 
 // floatRowsSpan is the weight bytes the row kernels take at a time when a
@@ -122,7 +159,7 @@ func matMulFloat(k floatBand4, s *tileScratch, t Type, w []byte, rs, rows int, b
 			for i := 0; i < b.rows; i += 4 {
 				live := min(4, b.rows-i)
 				_ = out[(i+live-1)*stride+r1-1] // bounds of the outputs
-				kr[live-1](&out[i*stride+r0], 4*stride, &w[r0*rs], rs, &b.wide[i*whole], 4*whole, whole/32, r1-r0)
+				kr[live-1](&out[i*stride+r0], 4*stride, &w[r0*rs], rs, &b.wide[i*whole], 4*whole, whole/32, r1-r0, 0)
 			}
 		}
 		return rows

@@ -137,8 +137,14 @@ done: \
 	FOLD8
 
 // Float row kernels (AVX-512): one to four activation rows times a run
-// of weight rows, each weight row whole in one call (rows of whole
-// chunks of 32 elements, no tail). Per weight row the accumulators start
+// of weight rows, each weight row whole in one call: its whole chunks of
+// 32 elements, then, where mask is not zero, one more whose weights are
+// loaded under mask (bit i: element i of the chunk is in the row), the
+// others zero and never read, so a row may end anywhere, even at the end
+// of its memory. The activation rows are zero past the row's end, so the
+// partial chunk adds +0 to its lanes past the end, which leaves them as
+// they are (a lane is never −0): the row kernel's zero-padded tail chunk,
+// to the bit. Per weight row the accumulators start
 // at zero, each chunk's weights are widened once for all the activation
 // rows, and each row's 32 lanes are folded as ZFOLD does at the end: the
 // band kernels' arithmetic (row j's lanes 0-15 in Z16+2j, 16-31 in
@@ -148,7 +154,8 @@ done: \
 // SI the output cursor, DX the bytes between activation rows' outputs,
 // R14 the weight row, R8 the weight rows' stride, AX the activation rows
 // (R9 apart, R10 = 3·R9), R11 the chunks, R13 the weight rows left; BX
-// and R12 the chunk cursors, CX the chunk count, DI the row's output.
+// and R12 the chunk cursors, CX the chunk count, DI the row's output;
+// K1, K2 the tail mask's halves.
 
 #define ZR_ZERO1 \
 	VXORPS Z16, Z16, Z16 \
@@ -202,7 +209,7 @@ done: \
 	ADDQ DX, SI \
 	ZFOLD(Z22, Z23)
 
-#define ZROWS(ZERO, ROWS, FOLD, ES, WIDEN, ROW) \
+#define ZROWS(ZERO, ROWS, FOLD, ES, WIDEN, TWIDEN, ROW) \
 	MOVQ out+0(FP), SI \
 	MOVQ os+8(FP), DX \
 	MOVQ w+16(FP), R14 \
@@ -211,12 +218,18 @@ done: \
 	MOVQ xs+40(FP), R9 \
 	MOVQ chunks+48(FP), R11 \
 	MOVQ rows+56(FP), R13 \
+	MOVL mask+64(FP), CX \
+	KMOVW CX, K1 \
+	SHRL $16, CX \
+	KMOVW CX, K2 \
 	LEAQ (R9)(R9*2), R10 \
 zrow: \
 	ZERO \
 	MOVQ R14, BX \
 	MOVQ AX, R12 \
 	MOVQ R11, CX \
+	TESTQ CX, CX \
+	JZ ztail \
 zchunk: \
 	WIDEN(0, Z0) \
 	WIDEN(16*ES, Z1) \
@@ -225,6 +238,13 @@ zchunk: \
 	ADDQ $128, R12 \
 	DECQ CX \
 	JNZ zchunk \
+ztail: \
+	KORTESTW K1, K1 \
+	JZ zfold \
+	TWIDEN(0, Z0, K1) \
+	TWIDEN(16*ES, Z1, K2) \
+	ROWS(ROW) \
+zfold: \
 	MOVQ SI, DI \
 	FOLD \
 	LEAQ 4(DI), SI \
@@ -257,6 +277,19 @@ TEXT ·f32Band4(SB), NOSPLIT, $0-72
 	VPSLLD $16, Z, Z
 
 #define ZF32(OFF, Z) VMOVUPS OFF(BX), Z
+
+// ZTF16, ZTBF16 and ZTF32 widen the weights at OFF(BX) into D under
+// mask K: the masked-off ones are zero and not read.
+#define ZTF16(OFF, D, K) \
+	VMOVDQU16.Z OFF(BX), K, Y2 \
+	VCVTPH2PS Y2, D
+
+#define ZTBF16(OFF, D, K) \
+	VMOVDQU16.Z OFF(BX), K, Y2 \
+	VPMOVZXWD Y2, D \
+	VPSLLD $16, D, D
+
+#define ZTF32(OFF, D, K) VMOVUPS.Z OFF(BX), K, D
 
 #define ZMULADD(X, A0, A1) \
 	VMULPS 0 X, Z0, Z2 \
@@ -350,50 +383,50 @@ TEXT ·bf16Band4Z(SB), NOSPLIT, $0-72
 TEXT ·f32Band4Z(SB), NOSPLIT, $0-72
 	ZBAND4(4, ZF32, ZMULADD)
 
-// func f16Rows1Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
-TEXT ·f16Rows1Z(SB), NOSPLIT, $0-64
-	ZROWS(ZR_ZERO1, ZR_ROWS1, ZR_FOLD1, 2, ZF16, ZFMA)
+// func f16Rows1Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
+TEXT ·f16Rows1Z(SB), NOSPLIT, $0-68
+	ZROWS(ZR_ZERO1, ZR_ROWS1, ZR_FOLD1, 2, ZF16, ZTF16, ZFMA)
 
-// func f16Rows2Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
-TEXT ·f16Rows2Z(SB), NOSPLIT, $0-64
-	ZROWS(ZR_ZERO2, ZR_ROWS2, ZR_FOLD2, 2, ZF16, ZFMA)
+// func f16Rows2Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
+TEXT ·f16Rows2Z(SB), NOSPLIT, $0-68
+	ZROWS(ZR_ZERO2, ZR_ROWS2, ZR_FOLD2, 2, ZF16, ZTF16, ZFMA)
 
-// func f16Rows3Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
-TEXT ·f16Rows3Z(SB), NOSPLIT, $0-64
-	ZROWS(ZR_ZERO3, ZR_ROWS3, ZR_FOLD3, 2, ZF16, ZFMA)
+// func f16Rows3Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
+TEXT ·f16Rows3Z(SB), NOSPLIT, $0-68
+	ZROWS(ZR_ZERO3, ZR_ROWS3, ZR_FOLD3, 2, ZF16, ZTF16, ZFMA)
 
-// func f16Rows4Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
-TEXT ·f16Rows4Z(SB), NOSPLIT, $0-64
-	ZROWS(ZR_ZERO4, ZR_ROWS4, ZR_FOLD4, 2, ZF16, ZFMA)
+// func f16Rows4Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
+TEXT ·f16Rows4Z(SB), NOSPLIT, $0-68
+	ZROWS(ZR_ZERO4, ZR_ROWS4, ZR_FOLD4, 2, ZF16, ZTF16, ZFMA)
 
-// func bf16Rows1Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
-TEXT ·bf16Rows1Z(SB), NOSPLIT, $0-64
-	ZROWS(ZR_ZERO1, ZR_ROWS1, ZR_FOLD1, 2, ZBF16, ZMULADD)
+// func bf16Rows1Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
+TEXT ·bf16Rows1Z(SB), NOSPLIT, $0-68
+	ZROWS(ZR_ZERO1, ZR_ROWS1, ZR_FOLD1, 2, ZBF16, ZTBF16, ZMULADD)
 
-// func bf16Rows2Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
-TEXT ·bf16Rows2Z(SB), NOSPLIT, $0-64
-	ZROWS(ZR_ZERO2, ZR_ROWS2, ZR_FOLD2, 2, ZBF16, ZMULADD)
+// func bf16Rows2Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
+TEXT ·bf16Rows2Z(SB), NOSPLIT, $0-68
+	ZROWS(ZR_ZERO2, ZR_ROWS2, ZR_FOLD2, 2, ZBF16, ZTBF16, ZMULADD)
 
-// func bf16Rows3Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
-TEXT ·bf16Rows3Z(SB), NOSPLIT, $0-64
-	ZROWS(ZR_ZERO3, ZR_ROWS3, ZR_FOLD3, 2, ZBF16, ZMULADD)
+// func bf16Rows3Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
+TEXT ·bf16Rows3Z(SB), NOSPLIT, $0-68
+	ZROWS(ZR_ZERO3, ZR_ROWS3, ZR_FOLD3, 2, ZBF16, ZTBF16, ZMULADD)
 
-// func bf16Rows4Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
-TEXT ·bf16Rows4Z(SB), NOSPLIT, $0-64
-	ZROWS(ZR_ZERO4, ZR_ROWS4, ZR_FOLD4, 2, ZBF16, ZMULADD)
+// func bf16Rows4Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
+TEXT ·bf16Rows4Z(SB), NOSPLIT, $0-68
+	ZROWS(ZR_ZERO4, ZR_ROWS4, ZR_FOLD4, 2, ZBF16, ZTBF16, ZMULADD)
 
-// func f32Rows1Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
-TEXT ·f32Rows1Z(SB), NOSPLIT, $0-64
-	ZROWS(ZR_ZERO1, ZR_ROWS1, ZR_FOLD1, 4, ZF32, ZMULADD)
+// func f32Rows1Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
+TEXT ·f32Rows1Z(SB), NOSPLIT, $0-68
+	ZROWS(ZR_ZERO1, ZR_ROWS1, ZR_FOLD1, 4, ZF32, ZTF32, ZMULADD)
 
-// func f32Rows2Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
-TEXT ·f32Rows2Z(SB), NOSPLIT, $0-64
-	ZROWS(ZR_ZERO2, ZR_ROWS2, ZR_FOLD2, 4, ZF32, ZMULADD)
+// func f32Rows2Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
+TEXT ·f32Rows2Z(SB), NOSPLIT, $0-68
+	ZROWS(ZR_ZERO2, ZR_ROWS2, ZR_FOLD2, 4, ZF32, ZTF32, ZMULADD)
 
-// func f32Rows3Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
-TEXT ·f32Rows3Z(SB), NOSPLIT, $0-64
-	ZROWS(ZR_ZERO3, ZR_ROWS3, ZR_FOLD3, 4, ZF32, ZMULADD)
+// func f32Rows3Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
+TEXT ·f32Rows3Z(SB), NOSPLIT, $0-68
+	ZROWS(ZR_ZERO3, ZR_ROWS3, ZR_FOLD3, 4, ZF32, ZTF32, ZMULADD)
 
-// func f32Rows4Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int)
-TEXT ·f32Rows4Z(SB), NOSPLIT, $0-64
-	ZROWS(ZR_ZERO4, ZR_ROWS4, ZR_FOLD4, 4, ZF32, ZMULADD)
+// func f32Rows4Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
+TEXT ·f32Rows4Z(SB), NOSPLIT, $0-68
+	ZROWS(ZR_ZERO4, ZR_ROWS4, ZR_FOLD4, 4, ZF32, ZTF32, ZMULADD)
