@@ -71,6 +71,7 @@ type Backend struct {
 	rope   ropeJob
 	att    attendJob
 	groups []attGroup // attention's groups of queries
+	am     argMaxJob
 	conv   convJob
 	scan   scanJob
 }
@@ -139,6 +140,29 @@ func (b *Backend) Read(dst []float32, t backend.Tensor) { copy(dst[:t.Len()], da
 // place. Greedy decoding and every verified row of a speculative window
 // would otherwise copy the vocabulary's logits out to scan them.
 func (b *Backend) ArgMax(t backend.Tensor) int { return argMax(data(t)) }
+
+// ArgMaxRows implements model.RowArgMaxer: ArgMax of every row of t,
+// the rows shared among the workers (a speculative window's rows, a
+// batch's sequences). Only called between kernels, like the others.
+func (b *Backend) ArgMaxRows(t backend.Tensor, dst []int) {
+	if len(dst) < t.Rows {
+		panic(fmt.Sprintf("cpu: ArgMaxRows of %d rows into %d", t.Rows, len(dst)))
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.am = argMaxJob{x: data(t), cols: t.Cols, dst: dst}
+	b.pool.run(t.Rows, &b.am)
+	b.am = argMaxJob{}
+}
+
+// argMaxJob finds one row's argmax per task.
+type argMaxJob struct {
+	x    []float32
+	cols int
+	dst  []int
+}
+
+func (j *argMaxJob) do(_, t int) { j.dst[t] = argMax(j.x[t*j.cols : (t+1)*j.cols]) }
 
 // Write implements backend.Backend.
 func (b *Backend) Write(t backend.Tensor, src []float32) { copy(data(t), src[:t.Len()]) }

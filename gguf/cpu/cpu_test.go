@@ -588,7 +588,7 @@ func TestShapeMisfitPanics(t *testing.T) {
 
 // TestArgMax: the in-place argmax picks the lowest index on a tie, skips
 // NaN, and returns 0 for a row with nothing above -Inf, on a row of a
-// tensor (its offset honoured).
+// tensor (its offset honoured); ArgMaxRows gives each row's.
 func TestArgMax(t *testing.T) {
 	be := cpu.New(cpu.Options{Threads: 1})
 	defer be.Close()
@@ -610,6 +610,20 @@ func TestArgMax(t *testing.T) {
 	for i, c := range cases {
 		if got := be.ArgMax(ten.Slice(i+1, i+2)); got != c.want {
 			t.Errorf("ArgMax(%v) = %d, want %d", c.row, got, c.want)
+		}
+	}
+	// ArgMaxRows: every row's, shared among two workers.
+	be2 := cpu.New(cpu.Options{Threads: 2})
+	defer be2.Close()
+	all := be2.NewTensor(len(cases)+1, 4)
+	for i, c := range cases {
+		be2.Write(all.Slice(i+1, i+2), c.row)
+	}
+	got := make([]int, len(cases))
+	be2.ArgMaxRows(all.Slice(1, len(cases)+1), got)
+	for i, c := range cases {
+		if got[i] != c.want {
+			t.Errorf("ArgMaxRows row %d (%v) = %d, want %d", i, c.row, got[i], c.want)
 		}
 	}
 }
