@@ -382,8 +382,9 @@ func runSpecCase(b *testing.B, be *cpu.Backend, targetPath, draftPath string, ct
 				if fixed > 0 {
 					w = spec.Fixed(fixed)
 				}
+				w.Limit(tg) // as the engine limits it by the request's max_tokens
 				pre[pi] = fastest(pre[pi], prefillOf(s, p))
-				if draft != nil && w.Speculates() {
+				if draft != nil && w.Starts(len(p)) {
 					// The draft's prefill, which Generate does after the
 					// target's: prompt work too.
 					dpre[pi] = fastest(dpre[pi], prefillOf(ds, p))

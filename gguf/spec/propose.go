@@ -70,15 +70,16 @@ type Prefiller interface {
 }
 
 // Prefill has p take in the prompt if it is a Prefiller and w expects to
-// speculate (a draft too dear for any window to pay at the outset is
-// left idle: w counts the prompt as what a probe would first catch the
-// draft up on, so it is paid for only if a probe is).
+// speculate, the prompt's catch-up counted (Window.Limit): a draft too
+// dear for any window to pay at the outset is left idle, w counting the
+// prompt as what a probe would first catch the draft up on, so that it is
+// paid for only if a probe is.
 func Prefill(ctx context.Context, p Proposer, w *Window, prompt []uint32) error {
 	pf, ok := p.(Prefiller)
 	if !ok || w == nil {
 		return nil
 	}
-	if !w.Speculates() {
+	if !w.Starts(len(prompt)) {
 		w.behind += len(prompt)
 		return nil
 	}

@@ -97,6 +97,7 @@ func Tokens(last uint32, drafts []Draft) []uint32 {
 // returns the tokens it yields: those drafts, then the target's next.
 func (w *Window) Keep(drafts []Draft, accepted int, next uint32) []uint32 {
 	w.Record(len(drafts), accepted)
+	w.left = max(0, w.left-accepted-1)
 	w.cal.record(drafts, accepted)
 	kept := make([]uint32, 0, accepted+1)
 	for _, d := range drafts[:accepted] {

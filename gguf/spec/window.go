@@ -43,6 +43,10 @@ type Window struct {
 	behind  int
 	probing bool
 
+	// left is the most tokens the request may still generate (Limit),
+	// 0 where it is not known.
+	left int
+
 	// judging: the proposer lets the window judge its drafts one by one
 	// (Judged, and it called the judge), so a round is offered the whole
 	// window and the judge ends it where one more draft stops paying.
@@ -122,6 +126,30 @@ func (w *Window) Expect(a float64) *Window {
 	return w
 }
 
+// Limit tells w the most tokens the request may generate, and returns
+// w. A draft model that has not taken in the prompt (or has fallen
+// behind) must catch up before it drafts, and w starts it only where the
+// target passes it expects to save over those tokens, n·(1 − 1/gain),
+// pay for the catch-up, c per token as the probes count it: a short
+// request with a dear draft decodes plainly rather than pay the draft's
+// prefill and the rounds it takes to learn that the draft does not pay.
+func (w *Window) Limit(n int) *Window {
+	w.left = max(n, 0)
+	return w
+}
+
+// catchUpPays says whether speculating at gain pays for what the
+// proposer has to catch up on first (see Limit): always where nothing is
+// behind, the proposer costs nothing, or no limit is known.
+func (w *Window) catchUpPays(gain float64) bool {
+	if w.behind == 0 || w.cost == 0 || w.left == 0 {
+		return true
+	}
+	// Explicit conversions: the decision must replay anywhere.
+	save := float64(float64(w.left) * float64(1-1/gain))
+	return save >= float64(w.cost*float64(w.behind))
+}
+
 // Rate is the acceptance estimate: the share of drafts accepted,
 // smoothed by the prior and decayed toward recent rounds.
 func (w *Window) Rate() float64 { return float64(w.accepted) / float64(w.proposed) }
@@ -136,7 +164,7 @@ func (w *Window) Size() int {
 		w.probeFailed()
 	}
 	k, gain := w.best()
-	if gain > minGain {
+	if gain > minGain && w.catchUpPays(gain) {
 		w.off, w.spent, w.idle, w.gap, w.behind = 0, 0, 0, probeEvery, 0
 		if w.judging {
 			// best sizes rounds for the drafts' average acceptance; the
@@ -154,6 +182,9 @@ func (w *Window) Size() int {
 		w.off++
 		w.idle++
 		w.behind++
+		if w.left > 0 {
+			w.left--
+		}
 		return 0
 	}
 	w.spent += price
@@ -178,7 +209,16 @@ func (w *Window) Speculates() bool {
 		return true
 	}
 	_, gain := w.best()
-	return gain > minGain
+	return gain > minGain && w.catchUpPays(gain)
+}
+
+// Starts reports whether w would have a draft model take in a prompt of
+// n tokens (Prefill): whether it speculates with the prompt's catch-up
+// counted (Limit).
+func (w *Window) Starts(n int) bool {
+	w.behind += n
+	defer func() { w.behind -= n }()
+	return w.Speculates()
 }
 
 // best is the window size with the largest expected speedup, and that

@@ -229,3 +229,59 @@ func TestWindowProbeGap(t *testing.T) {
 		}
 	}
 }
+
+// TestLimitPricesCatchUp: a window told how many tokens the request may
+// generate starts a dear draft model only where the passes it expects to
+// save over them pay for the draft's catch-up on the prompt: a 1B-shaped
+// pair's prices (c 0.655, v 0.08, a copy's prior: 1.09× expected) over a
+// 16-token prompt do not pay within 32 tokens, so the draft never takes
+// in the prompt and every round is plain; they do within 1000, or where no
+// limit is known; a proposer that costs nothing (prompt lookup) always
+// starts; and a limit counts down with the tokens generated, so the same
+// window decides the same way as the request nears its end.
+func TestLimitPricesCatchUp(t *testing.T) {
+	const c, v, prompt = 0.655, 0.08, 16
+	start := func(limit int, cost float64) (*spec.Window, *fakeDraft) {
+		w := spec.NewWindow(0, cost, v).Expect(spec.CopyPrior)
+		if limit >= 0 {
+			w.Limit(limit)
+		}
+		f := &fakeDraft{}
+		if err := spec.Prefill(context.Background(), f, w, make([]uint32, prompt)); err != nil {
+			t.Fatal(err)
+		}
+		return w, f
+	}
+	w, f := start(32, c)
+	if f.prefilled {
+		t.Fatal("limit 32: the draft took in the prompt")
+	}
+	for i := range 32 {
+		if k := w.Size(); k != 0 {
+			t.Fatalf("limit 32, round %d: %d drafts asked", i, k)
+		}
+	}
+	for _, limit := range []int{1000, -1} {
+		w, f := start(limit, c)
+		if !f.prefilled || w.Size() == 0 {
+			t.Fatalf("limit %d: prefilled %v; the window does not draft", limit, f.prefilled)
+		}
+	}
+	if w, _ := start(32, 0); w.Size() == 0 {
+		t.Fatal("a proposer that costs nothing does not draft under a limit of 32")
+	}
+	// Counting down: a window started with room to pay, whose draft
+	// fell behind (a plain stretch), does not restart near the end.
+	w = spec.NewWindow(0, c, v).Expect(spec.CopyPrior).Limit(1000)
+	if !w.Starts(prompt) {
+		t.Fatal("limit 1000: the window does not start")
+	}
+	w.Keep(make([]spec.Draft, 2), 2, 0) // 3 tokens
+	if !w.Starts(prompt) {
+		t.Fatal("limit 997: the window does not start")
+	}
+	w.Limit(40)
+	if w.Starts(prompt) {
+		t.Fatal("limit 40: a 16-token catch-up starts the window")
+	}
+}

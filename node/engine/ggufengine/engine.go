@@ -232,7 +232,7 @@ func (e *Engine) generate(ctx context.Context, prompt []uint32, g Generation, em
 			return out, err
 		}
 		defer release()
-		d.prop, d.win, d.draftUnit = prop, dr.Window(g.Sampling.Greedy()), dr.Unit()
+		d.prop, d.win, d.draftUnit = prop, dr.Window(g.Sampling.Greedy()).Limit(g.MaxTokens), dr.Unit()
 		if mp, ok := prop.(*spec.ModelProposer); ok && e.draftSched != nil {
 			// The draft's steps go through the draft model's
 			// scheduler, batched with the other serves' (which counts

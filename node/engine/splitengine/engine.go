@@ -331,6 +331,7 @@ func (e *Engine) decode(ctx context.Context, r *run, prompt []uint32, g gen, emi
 		if e.window != nil {
 			d.win = e.window()
 		}
+		d.win.Limit(g.maxTokens)
 	}
 	// A draft model takes in the prompt while the prompt travels the
 	// stages, so that its first round drafts at once.
