@@ -43,9 +43,10 @@ type Window struct {
 	behind  int
 	probing bool
 
-	// left is the most tokens the request may still generate (Limit),
-	// 0 where it is not known.
-	left int
+	// left is the most tokens the request may still generate, where
+	// Limit has been told (limited).
+	left    int
+	limited bool
 
 	// judging: the proposer lets the window judge its drafts one by one
 	// (Judged, and it called the judge), so a round is offered the whole
@@ -133,8 +134,9 @@ func (w *Window) Expect(a float64) *Window {
 // pay for the catch-up, c per token as the probes count it: a short
 // request with a dear draft decodes plainly rather than pay the draft's
 // prefill and the rounds it takes to learn that the draft does not pay.
+// A limit of 0 or less leaves w unlimited.
 func (w *Window) Limit(n int) *Window {
-	w.left = max(n, 0)
+	w.left, w.limited = max(n, 0), n > 0
 	return w
 }
 
@@ -142,7 +144,7 @@ func (w *Window) Limit(n int) *Window {
 // proposer has to catch up on first (see Limit): always where nothing is
 // behind, the proposer costs nothing, or no limit is known.
 func (w *Window) catchUpPays(gain float64) bool {
-	if w.behind == 0 || w.cost == 0 || w.left == 0 {
+	if w.behind == 0 || w.cost == 0 || !w.limited {
 		return true
 	}
 	// Explicit conversions: the decision must replay anywhere.

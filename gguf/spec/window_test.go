@@ -284,4 +284,10 @@ func TestLimitPricesCatchUp(t *testing.T) {
 	if w.Starts(prompt) {
 		t.Fatal("limit 40: a 16-token catch-up starts the window")
 	}
+	// A limit counted down to nothing is not taken for no limit.
+	w = spec.NewWindow(0, c, v).Expect(spec.CopyPrior).Limit(3)
+	w.Keep(make([]spec.Draft, 2), 2, 0)
+	if w.Starts(1) {
+		t.Fatal("no tokens left: a catch-up starts the window")
+	}
 }
