@@ -875,6 +875,13 @@ func (n *Node) awaitLoss(ctx context.Context, sm *splitModel, p **stage.Pipeline
 	}
 }
 
+// repinRetries and repinRetryWait bound how long new pins wait for a
+// peer of the old plan to free its stage's budget (repinSplit).
+const (
+	repinRetries   = 10
+	repinRetryWait = 100 * time.Millisecond
+)
+
 // repinSplit places sm under r's pins while *p serves *plan, and answers
 // r. A new plan on other peers is loaded (downstream first) before it
 // replaces *p, so that pins that cannot be placed leave the model served
@@ -905,6 +912,22 @@ func (n *Node) repinSplit(ctx context.Context, sm *splitModel, r repin, p **stag
 		n.updateSelf()
 	}
 	pl, err := n.startSplit(ctx, sm, np)
+	// The old plan's stages on a peer the new plan keeps were closed just
+	// now, and that peer frees their budget once it sees their streams
+	// end: a load that finds its budget still held is tried again, a few
+	// times, before the new pins count as failed.
+	for try := 0; shares && errors.Is(err, stagewire.CodeNoMemory) && try < repinRetries; try++ {
+		t := time.NewTimer(repinRetryWait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		pl, err = n.startSplit(ctx, sm, np)
+	}
 	if err != nil {
 		err = fmt.Errorf("%w: loading plan %v: %w", ErrRepin, np, err)
 		if shares {
