@@ -916,17 +916,14 @@ func (n *Node) repinSplit(ctx context.Context, sm *splitModel, r repin, p **stag
 	// now, and that peer frees their budget once it sees their streams
 	// end: a load that finds its budget still held is tried again, a few
 	// times, before the new pins count as failed.
-	for try := 0; shares && errors.Is(err, stagewire.CodeNoMemory) && try < repinRetries; try++ {
+	for try := 0; shares && errors.Is(err, stagewire.CodeNoMemory) && try < repinRetries && ctx.Err() == nil; try++ {
 		t := time.NewTimer(repinRetryWait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 		case <-t.C:
+			pl, err = n.startSplit(ctx, sm, np)
 		}
-		if ctx.Err() != nil {
-			break
-		}
-		pl, err = n.startSplit(ctx, sm, np)
 	}
 	if err != nil {
 		err = fmt.Errorf("%w: loading plan %v: %w", ErrRepin, np, err)

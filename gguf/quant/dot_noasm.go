@@ -33,9 +33,6 @@ var useZ, useY = false, false
 // kernels (tile_float.go); none here.
 const floatBandRows = false
 
-// oneRowFloat: no float row kernels here.
-func oneRowFloat(Type, int) bool { return false }
-
 // WideRowsFor: no WideRows kernels here.
 func WideRowsFor(Type) bool { return false }
 

@@ -56,18 +56,6 @@ type floatRows func(out *float32, os int, w *byte, rs int, x *float32, xs, chunk
 // the row kernels would run, to compare them.
 var useFloatRows = true
 
-// oneRowFloat says whether a one-row batch of n elements for weights of
-// type t takes the row kernels (floatRows) too: with AVX-512 they read
-// 32 weights a step into registers, widened once, where the one-row
-// kernel (rowsF16) widens weights and activation each in 8-lane halves.
-// BenchmarkMatMulFloatBand/n=1, one thread: F16 2.3-2.6x at 32000 × 192
-// (the built-in model's output head), 1.9x at 2048 × 2048; BF16 3-6x;
-// F32 1.15x.
-func oneRowFloat(t Type, n int) bool {
-	_, ok := zFloatRows[t]
-	return ok && useZ && useFloatRows && n > 0 && n%32 == 0
-}
-
 // WideRowsFor says whether WideRows runs for weights of type t here.
 func WideRowsFor(t Type) bool {
 	_, ok := zFloatRows[t]
