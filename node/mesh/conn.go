@@ -127,6 +127,8 @@ type peerConn struct {
 	idle     chan struct{} // signalled when the last tunnel ends
 	mem      *budget       // frame memory it may hold before admission
 	stranger bool          // counted in Node.strangers; Node.mu guards it
+
+	toldLeaving atomic.Bool // PeerLeaving sent on it
 }
 
 func (pc *peerConn) alive() bool { return pc.conn.Context().Err() == nil }

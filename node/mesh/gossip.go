@@ -42,6 +42,14 @@ func decodeGossip(body []byte, from identity.EndpointID) (*nodev1.GossipFrame, e
 func (n *Node) exchange(ctx context.Context, pc *peerConn) error {
 	p := pc.peer
 	n.mu.Lock()
+	if n.member.Err() != nil {
+		// Leaving: no new exchange, or a peer told we are leaving could
+		// admit us again on it.
+		n.mu.Unlock()
+		return ErrNotServing
+	}
+	n.exchanges.Add(1)
+	defer n.exchanges.Done()
 	pre := !p.admitted
 	if pre {
 		p.awaiting++
@@ -120,6 +128,15 @@ func (n *Node) serveGossip(pc *peerConn, s *quic.Stream) {
 	}
 	err = n.acceptGossip(pc, f, 0)
 	mem.release() // before waiting on the peer to take our reply
+	if errors.Is(err, ErrNotServing) && n.isAdmitted(pc.peer) {
+		// Leaving, and this peer missed our PeerLeaving or met us on a
+		// connection it had yet to attach: tell it here, so that it
+		// drops us as having left rather than as not answering (which
+		// would close the connection under the tunnels kept on it).
+		lctx, lcancel := context.WithTimeout(n.ctx, n.cfg.Timeouts.Leave)
+		n.tellLeaving(lctx, pc)
+		lcancel()
+	}
 	if err != nil {
 		reset(s, StreamCodeRejected)
 		if errors.Is(err, errTableFull) {
@@ -159,13 +176,15 @@ func (n *Node) acceptGossip(pc *peerConn, f *nodev1.GossipFrame, gossipRTT time.
 		n.mu.Unlock()
 		return errPeerGone
 	}
+	if !n.serving() {
+		// Leaving: no more gossip. One not yet admitted was never told,
+		// so it must not be admitted; an admitted one would learn that we
+		// are still here.
+		n.mu.Unlock()
+		return ErrNotServing
+	}
 	joined := false
 	if !p.admitted {
-		if !n.serving() {
-			// Leaving: it was never told, so it must not be admitted.
-			n.mu.Unlock()
-			return ErrNotServing
-		}
 		if n.nAdmitted >= n.cfg.Limits.MaxPeers {
 			n.mu.Unlock()
 			return errTableFull
@@ -448,7 +467,9 @@ func (n *Node) dialHeard(h *heardPeer) {
 	n.mu.Lock()
 	addr := h.addr
 	n.mu.Unlock()
-	ctx, cancel := context.WithTimeout(n.member, n.cfg.Timeouts.Handshake+n.cfg.Timeouts.Gossip)
+	// Not n.member: a dial that reaches its exchange finishes it, as
+	// every exchange does, when the node leaves (drainExchanges).
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Timeouts.Handshake+n.cfg.Timeouts.Gossip)
 	_, err := n.Dial(ctx, addr)
 	cancel()
 	n.mu.Lock()

@@ -217,11 +217,17 @@ type rawClient struct {
 
 func dialRaw(t testing.TB, to EndpointAddr, alpn string) *rawClient {
 	t.Helper()
+	return dialRawKey(t, to, alpn, newKey(t))
+}
+
+// dialRawKey is dialRaw under a given identity: a second connection of
+// the same peer.
+func dialRawKey(t testing.TB, to EndpointAddr, alpn string, key *identity.Key) *rawClient {
+	t.Helper()
 	udp, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := newKey(t)
 	tr := &quic.Transport{Conn: udp}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -283,6 +289,23 @@ func (rc *rawClient) gossip(f *nodev1.GossipFrame) (*nodev1.GossipFrame, error) 
 		return nil, err
 	}
 	return wire.DecodeGossipFrame(body)
+}
+
+// acceptFrame takes the next stream the node opens and reads its type and
+// first frame, within d.
+func (rc *rawClient) acceptFrame(d time.Duration) (wire.StreamType, *quic.Stream, []byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	s, err := rc.conn.AcceptStream(ctx)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	st, err := wire.ReadStreamType(ctx, s)
+	if err != nil {
+		return 0, s, nil, err
+	}
+	body, err := wire.ReadFrame(ctx, s, nil)
+	return st, s, body, err
 }
 
 // streamOutcome waits for the node to end the stream and returns how: nil

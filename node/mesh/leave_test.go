@@ -352,3 +352,85 @@ func TestShutdownFlushesTunnels(t *testing.T) {
 		t.Fatalf("the held answer ended cleanly (%d bytes) though its host stopped mid-answer", len(rest))
 	}
 }
+
+// TestLeaveWaitsForExchanges: a node that leaves while its own gossip to a
+// peer awaits the reply sends its PeerLeaving only after the reply. Cut
+// short, that exchange could reach the peer after the PeerLeaving, on a
+// connection the peer had yet to attach, and admit the leaver again as a
+// new peer (TestCleanShutdown failed once so under -race).
+func TestLeaveWaitsForExchanges(t *testing.T) {
+	checkLeaks(t)
+	n := start(t, fastConfig())
+	rc := dialRaw(t, n.EndpointAddr(), identity.ALPNMesh)
+	if _, err := rc.gossip(rc.frame()); err != nil {
+		t.Fatal(err)
+	}
+	// The node gossips with its new peer on schedule: hold that reply.
+	st, s, _, err := rc.acceptFrame(5 * time.Second)
+	if err != nil || st != wire.StreamGossip {
+		t.Fatalf("first stream from the node: %v %v, want its gossip", st, err)
+	}
+	left := make(chan error, 1)
+	go func() { left <- n.Leave(context.Background()) }()
+	if st, _, _, err := rc.acceptFrame(300 * time.Millisecond); err == nil {
+		t.Fatalf("a %v stream while the node's gossip awaited our reply", st)
+	}
+	if err := wire.WriteFrame(t.Context(), s, rc.frame()); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	st, ls, body, err := rc.acceptFrame(5 * time.Second)
+	if err != nil || st != wire.StreamPeerLeaving {
+		t.Fatalf("after our reply: %v %v, want PeerLeaving", st, err)
+	}
+	if _, err := wire.DecodePeerLeaving(body); err != nil {
+		t.Fatal(err)
+	}
+	ls.Close()
+	if err := <-left; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLeaverAnswersGossipWithLeaving: a node that has left gossips with
+// nobody; a peer that asks, on a connection its PeerLeaving did not go on,
+// has the exchange refused and is told there that the node is leaving, so
+// it drops the node as having left rather than as not answering.
+func TestLeaverAnswersGossipWithLeaving(t *testing.T) {
+	checkLeaks(t)
+	n := start(t, fastConfig())
+	key := newKey(t)
+	older := dialRawKey(t, n.EndpointAddr(), identity.ALPNMesh, key)
+	if _, err := older.gossip(older.frame()); err != nil {
+		t.Fatal(err)
+	}
+	// A second connection of the same peer: the newer is preferred, and
+	// the PeerLeaving goes there.
+	newer := dialRawKey(t, n.EndpointAddr(), identity.ALPNMesh, key)
+	waitFor(t, 5*time.Second, "both connections attached", func() bool { return conns(n.Node) == 2 })
+	go func() {
+		for {
+			st, s, _, err := newer.acceptFrame(5 * time.Second)
+			if err != nil {
+				return
+			}
+			if st == wire.StreamPeerLeaving {
+				s.Close()
+			}
+		}
+	}()
+	if err := n.Leave(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	gs := older.openFrame(wire.StreamGossip, older.frame())
+	gs.Close()
+	st, ls, body, err := older.acceptFrame(5 * time.Second)
+	if err != nil || st != wire.StreamPeerLeaving {
+		t.Fatalf("on the other connection: %v %v, want PeerLeaving", st, err)
+	}
+	if _, err := wire.DecodePeerLeaving(body); err != nil {
+		t.Fatal(err)
+	}
+	ls.Close()
+	wantStreamCode(t, streamOutcome(t, gs), StreamCodeRejected)
+}

@@ -73,7 +73,7 @@ func (n *Node) runPeer(p *peer) {
 		if probe {
 			timeout = n.cfg.Timeouts.Confirm
 		}
-		ctx, cancel := context.WithTimeout(n.member, timeout)
+		ctx, cancel := context.WithTimeout(n.ctx, timeout) // not member: see drainExchanges
 		err := n.exchange(ctx, pc)
 		cancel()
 		last = time.Now()
@@ -117,7 +117,7 @@ func (n *Node) recover(p *peer) bool {
 		n.evict(p, PeerLeft, "closed as leaving")
 		return false
 	}
-	ctx, cancel := context.WithTimeout(n.member, n.cfg.Timeouts.Confirm)
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Timeouts.Confirm) // not member: see drainExchanges
 	defer cancel()
 	err := n.redial(ctx, p, addrs)
 	if err == nil {
@@ -264,18 +264,50 @@ func (n *Node) broadcastPeerDown(down identity.EndpointID) {
 func (n *Node) sendLeaving(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.Timeouts.Leave)
 	defer cancel()
-	msg := &nodev1.PeerLeaving{PeerId: n.id[:], Gen: wire.ProtocolGeneration}
+	n.drainExchanges(ctx)
 	var wg sync.WaitGroup
 	for _, pc := range n.admittedConns(identity.EndpointID{}) {
-		wg.Go(func() {
-			err := sendOneWay(ctx, pc, wire.StreamPeerLeaving, msg)
-			var ae *quic.ApplicationError
-			if err != nil && !(errors.As(err, &ae) && ae.Remote && ae.ErrorCode == CodeLeaving) {
-				n.log.Debug("mesh: PeerLeaving not acknowledged", "peer", pc.id.Short(), "err", err)
-			}
-		})
+		wg.Go(func() { n.tellLeaving(ctx, pc) })
 	}
 	wg.Wait()
+}
+
+// tellLeaving sends PeerLeaving on pc, once per connection, and waits
+// within ctx for the peer to take it.
+func (n *Node) tellLeaving(ctx context.Context, pc *peerConn) {
+	if pc.toldLeaving.Swap(true) {
+		return
+	}
+	msg := &nodev1.PeerLeaving{PeerId: n.id[:], Gen: wire.ProtocolGeneration}
+	err := sendOneWay(ctx, pc, wire.StreamPeerLeaving, msg)
+	var ae *quic.ApplicationError
+	if err != nil && !(errors.As(err, &ae) && ae.Remote && ae.ErrorCode == CodeLeaving) {
+		n.log.Debug("mesh: PeerLeaving not acknowledged", "peer", pc.id.Short(), "err", err)
+	}
+}
+
+// drainExchanges waits, within ctx, for the gossip exchanges this node
+// started before it stopped being a member (exchange starts none after).
+// An exchange's reply means the peer has attached the connection it went
+// on, so a PeerLeaving sent after it evicts that connection with the rest.
+// Cut short, an exchange on a connection the peer had yet to attach (one
+// of two dialled at once, say) could still deliver our frame after the
+// PeerLeaving and admit us again there as a new peer.
+func (n *Node) drainExchanges(ctx context.Context) {
+	// Every exchange that saw member live has been counted once Node.mu
+	// is free, and none is counted after: Wait does not race an Add.
+	n.mu.Lock()
+	//lint:ignore SA2001 the empty critical section orders those Adds before Wait
+	n.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		n.exchanges.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }
 
 // admittedConns returns the preferred connection of every admitted peer

@@ -60,6 +60,11 @@ type Node struct {
 	stopping bool
 	wg       sync.WaitGroup
 
+	// exchanges counts the gossip exchanges this node has started; one
+	// starts only while member is live (Node.mu orders the two), and
+	// sendLeaving waits for them (drainExchanges).
+	exchanges sync.WaitGroup
+
 	dialKick chan struct{}
 	tunnels  chan struct{} // a slot per tunnel being served
 	mem      frameMemory
