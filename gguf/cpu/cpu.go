@@ -72,6 +72,7 @@ type Backend struct {
 	att    attendJob
 	groups []attGroup // attention's groups of queries
 	am     argMaxJob
+	fj     funcJob
 	conv   convJob
 	scan   scanJob
 }
@@ -140,6 +141,24 @@ func (b *Backend) Read(dst []float32, t backend.Tensor) { copy(dst[:t.Len()], da
 // place. Greedy decoding and every verified row of a speculative window
 // would otherwise copy the vocabulary's logits out to scan them.
 func (b *Backend) ArgMax(t backend.Tensor) int { return argMax(data(t)) }
+
+// Workers implements model.Hosted: the threads Parallel runs on.
+func (b *Backend) Workers() int { return b.pool.threads }
+
+// Parallel implements model.Hosted: f(t) for every t < n, on the
+// workers, between kernels like them.
+func (b *Backend) Parallel(n int, f func(t int)) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.fj = funcJob{f}
+	b.pool.run(n, &b.fj)
+	b.fj = funcJob{}
+}
+
+// funcJob runs a caller's function per task (Parallel).
+type funcJob struct{ f func(t int) }
+
+func (j *funcJob) do(_, t int) { j.f(t) }
 
 // ArgMaxRows implements model.RowArgMaxer: ArgMax of every row of t,
 // the rows shared among the workers (a speculative window's rows, a

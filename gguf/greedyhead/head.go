@@ -20,27 +20,39 @@ const group = 16
 // ErrUnsupported is New's answer for a head it cannot shadow.
 var ErrUnsupported = errors.New("greedyhead: unsupported head")
 
-// Head is the int8 shadow of a float output head.
+// Head is the int8 shadow of an output head.
 type Head struct {
-	t          quant.Type
-	w          []byte // the head, rows of rs bytes
-	rows, n    int
-	rs         int
-	blocks     int
-	packed     []byte    // blocks of 16 rows: n/4 groups of 64 bytes, row i's four quants+128 at 4i
-	scale      []float32 // a row's quants times its scale are its weights, to within errW
-	errW       float64   // the largest |w − scale·q| of any weight
-	maxScale   float64   // the largest scale
-	maxAbsW    float64   // the largest |w|
-	roundTerms float64   // γ for the exact dot's float32 sums over n terms
+	t       quant.Type
+	w       []byte // the head, rows of rs bytes
+	rows, n int
+	rs      int
+	blocks  int
+	packed  []byte    // blocks of 16 rows: n/4 groups of 64 bytes, row i's four quants+128 at 4i
+	scale   []float32 // a row's quants times its scale are its weights, to within errNorm
+	errNorm float64   // the largest ‖w − scale·q‖₂ of any row
+	normQ   float64   // the largest ‖scale·q‖₂ of any row
+	maxAbsW float64   // the largest |w|
+	gamma   float64   // for the exact dot's float32 sums over n terms
 }
 
+// Available reports whether this machine has the shadow's kernels
+// (amd64 with AVX512-VNNI). Elsewhere the Go arithmetic would be far
+// slower than the head's own kernels, and New refuses.
+func Available() bool { return haveKernels || slowOK }
+
+// slowOK lets the tests build shadows on the Go kernels.
+var slowOK = false
+
 // New builds the shadow of w, rows rows of n elements of type t (F32,
-// F16 or BF16). n must be a multiple of 8 and at most 65536 (the int32
+// F16, BF16 or Q8_0, whose exact dots VecDot takes with the activation
+// in the same format as the head's own product does). n must be a multiple of 8 and at most 65536 (the int32
 // sums stay exact); every weight must be finite.
 func New(t quant.Type, w []byte, rows, n int) (*Head, error) {
+	if !Available() {
+		return nil, fmt.Errorf("%w: no int8 kernels on this CPU", ErrUnsupported)
+	}
 	switch t {
-	case quant.F32, quant.F16, quant.BF16:
+	case quant.F32, quant.F16, quant.BF16, quant.Q8_0:
 	default:
 		return nil, fmt.Errorf("%w: %s weights", ErrUnsupported, t)
 	}
@@ -76,19 +88,23 @@ func New(t quant.Type, w []byte, rows, n int) (*Head, error) {
 		h.maxAbsW = max(h.maxAbsW, m)
 		s := float32(m / 127)
 		h.scale[j] = s
-		h.maxScale = max(h.maxScale, float64(s))
 		base := (j/group)*group*n + (j%group)*4
+		var e2, q2 float64
 		for k, v := range row {
 			q := 0.0
 			if s > 0 {
 				q = max(-127, min(127, math.RoundToEven(float64(v)/float64(s))))
 			}
 			h.packed[base+(k/4)*group*4+k%4] = byte(int(q) + 128)
-			h.errW = max(h.errW, math.Abs(float64(v)-q*float64(s)))
+			d := float64(v) - q*float64(s)
+			e2 += d * d
+			q2 += q * float64(s) * q * float64(s)
 		}
+		h.errNorm = max(h.errNorm, math.Sqrt(e2))
+		h.normQ = max(h.normQ, math.Sqrt(q2))
 	}
 	const u = 0x1p-24
-	h.roundTerms = 2 * float64(n) * u // twice the γ_n of any summation order, for the kernels' own
+	h.gamma = 2 * float64(n) * u // twice the γ_n of any summation order, for the kernels' own
 	return h, nil
 }
 
@@ -98,15 +114,19 @@ func (h *Head) Type() quant.Type { return h.t }
 // Bytes is the shadow's size.
 func (h *Head) Bytes() int { return len(h.packed) + 4*len(h.scale) }
 
-// Scratch is ArgMax's working memory; one per goroutine.
+// Scratch is the working memory of one ArgMax (or Prepare, Approximate
+// and Settle); reuse one across calls.
 type Scratch struct {
-	x      []float32 // an activation's values
-	q      []int8    // the activations' quants, 4 rows
-	corr   [4]int32
-	t      [4]float32
-	approx []float32 // 4 rows of blocks·16
-	max    [4 * group]float32
-	cands  []int32
+	k, pad, parts int       // rows prepared, rounded up to whole fours; parts of the blocks
+	x             []float32 // an activation's values
+	q             []int8    // the activations' quants, pad rows of n
+	corr          []int32
+	t             []float32
+	bound         []float64 // −1: the row is left to the full head
+	approx        []float32 // pad rows of blocks·16
+	lanes         []float32 // per part, per row, each lane's largest approximation
+	cands         [][]int32 // per row
+	dotted        []int     // per row: the rows it dotted exactly
 	// Candidates counts the rows dotted exactly, over every token
 	// settled; Tokens those tokens; Unsettled the ones left to the caller.
 	Candidates, Tokens, Unsettled int
@@ -114,98 +134,155 @@ type Scratch struct {
 
 // ArgMax sets dst[r] to the argmax of the head's logits for acts[r] (an
 // activation of the head's VecDotType, N = n), as the full head followed
-// by backend.ArgMax gives it, or to −1 where it cannot settle it.
+// by backend.ArgMax gives it, or to −1 where it cannot settle it. It is
+// Prepare, Approximate of the one part, and Settle.
 func (h *Head) ArgMax(acts []*quant.Activation, dst []int, s *Scratch) {
-	if len(s.q) != 4*h.n {
+	h.Prepare(acts, s, 1)
+	h.Approximate(s, 0)
+	h.Settle(acts, dst, s)
+}
+
+// Prepare quantises acts into s and splits the shadow into parts for
+// Approximate.
+func (h *Head) Prepare(acts []*quant.Activation, s *Scratch, parts int) {
+	k := len(acts)
+	pad := (k + 3) &^ 3
+	os := h.blocks * group
+	parts = max(1, min(parts, h.blocks))
+	s.k, s.pad, s.parts = k, pad, parts
+	if len(s.x) != h.n {
 		s.x = make([]float32, h.n)
-		s.q = make([]int8, 4*h.n)
-		s.approx = make([]float32, 4*h.blocks*group)
 	}
-	for r0 := 0; r0 < len(acts); {
-		// Two or three rows take the four-row kernel too (the spare
-		// rows' sums are left unread): it reads the shadow once.
-		k := min(4, len(acts)-r0)
-		var bound [4]float64
-		live := [4]bool{}
-		for i := range k {
-			bound[i], live[i] = s.quantize(h, acts[r0+i], i)
-		}
-		h.approximate(s, k)
-		os := h.blocks * group
-		for i := range k {
-			dst[r0+i] = -1
-			if live[i] {
-				dst[r0+i] = h.settle(acts[r0+i], s.approx[i*os:i*os+h.rows], s.max[i*group:(i+1)*group], bound[i], s)
-			}
-			if dst[r0+i] < 0 {
-				s.Unsettled++
-			} else {
-				s.Tokens++
-			}
-		}
-		r0 += k
+	s.q = grow(s.q, pad*h.n)
+	s.corr = grow(s.corr, pad)
+	s.t = grow(s.t, pad)
+	s.bound = grow(s.bound, k)
+	s.dotted = grow(s.dotted, k)
+	for len(s.cands) < k {
+		s.cands = append(s.cands, nil)
+	}
+	s.approx = grow(s.approx, pad*os)
+	s.lanes = grow(s.lanes, parts*pad*group)
+	for i, a := range acts {
+		s.bound[i] = s.quantize(h, a, i)
 	}
 }
 
-// approximate fills s.approx and s.max for the first k activation rows
-// of s.q. The padding rows of a last block that is not full approximate
-// to 0, which must not count as a row's: that block's maxima are taken
-// over its real rows.
-func (h *Head) approximate(s *Scratch, k int) {
-	for i := range s.max {
-		s.max[i] = float32(math.Inf(-1))
+// Parts is how many parts Prepare split the shadow into: fewer than
+// asked where the head has fewer blocks of 16 rows.
+func (s *Scratch) Parts() int { return s.parts }
+
+func grow[T any](b []T, n int) []T {
+	if cap(b) < n {
+		return make([]T, n)
 	}
+	return b[:n]
+}
+
+// Approximate fills the approximations of part p of the shadow's blocks
+// for every prepared row. Distinct parts may run at once.
+func (h *Head) Approximate(s *Scratch, p int) {
+	from, to := p*h.blocks/s.parts, (p+1)*h.blocks/s.parts
 	os := h.blocks * group
-	full := h.blocks
-	if h.rows%group != 0 {
-		full--
+	lanes := s.lanes[p*s.pad*group : (p+1)*s.pad*group]
+	for i := range lanes {
+		lanes[i] = float32(math.Inf(-1))
 	}
-	run := func(from, to int, approx, lanes []float32) {
+	full := to
+	if to == h.blocks && h.rows%group != 0 {
+		full-- // the last block is not full: see below
+	}
+	run := func(c, from, to int, lanes []float32) {
 		if to == from {
 			return
 		}
-		p, sc := h.packed[from*group*h.n:to*group*h.n], h.scale[from*group:to*group]
-		if k > 1 {
-			rows16x4(p, sc, to-from, h.n, s.q, s.corr[:], s.t[:], approx, os, lanes)
-		} else {
-			rows16x1(p, sc, to-from, h.n, s.q, s.corr[0], s.t[0], approx, lanes[:group])
+		pk, sc := h.packed[from*group*h.n:to*group*h.n], h.scale[from*group:to*group]
+		q, out := s.q[c*h.n:(c+4)*h.n], s.approx[c*os+from*group:]
+		if s.k-c == 1 {
+			rows16x1(pk, sc, to-from, h.n, q, s.corr[c], s.t[c], out, lanes[:group])
+			return
+		}
+		// Two or three rows take the four-row kernel too (the spare
+		// rows' sums are left unread): it reads the shadow once.
+		rows16x4(pk, sc, to-from, h.n, q, s.corr[c:c+4], s.t[c:c+4], out, os, lanes)
+	}
+	for c := 0; c < s.k; c += 4 {
+		run(c, from, full, lanes[c*group:(c+4)*group])
+		if full == to {
+			continue
+		}
+		// The padding rows of the last block approximate to 0, which
+		// must not count as a row's: its maxima are its real rows'.
+		var spare [4 * group]float32
+		run(c, full, to, spare[:])
+		for i := c; i < min(c+4, s.k); i++ {
+			for _, v := range s.approx[i*os+full*group : i*os+h.rows] {
+				lanes[i*group] = max(lanes[i*group], v)
+			}
 		}
 	}
-	run(0, full, s.approx, s.max[:])
-	if full == h.blocks {
-		return
+}
+
+// Settle sets dst from the approximations (see ArgMax).
+func (h *Head) Settle(acts []*quant.Activation, dst []int, s *Scratch) {
+	for i, a := range acts {
+		dst[i] = h.SettleRow(a, i, s)
 	}
-	var spare [4 * group]float32
-	run(full, h.blocks, s.approx[full*group:], spare[:])
-	for i := range k {
-		for _, v := range s.approx[i*os+full*group : i*os+h.rows] {
-			if v > s.max[i*group] {
-				s.max[i*group] = v
-			}
+	s.Count(dst)
+}
+
+// SettleRow is Settle's answer for row i alone, acts[i] being a.
+// Distinct rows may settle at once; Count then tallies them.
+func (h *Head) SettleRow(a *quant.Activation, i int, s *Scratch) int {
+	if s.bound[i] < 0 {
+		return -1
+	}
+	top := float32(math.Inf(-1))
+	for p := range s.parts {
+		for _, v := range s.lanes[(p*s.pad+i)*group : (p*s.pad+i+1)*group] {
+			top = max(top, v)
+		}
+	}
+	os := h.blocks * group
+	at, n := h.settle(a, s.approx[i*os:i*os+h.rows], top, s.bound[i], &s.cands[i])
+	s.dotted[i] = n
+	return at
+}
+
+// Count adds the rows of dst, as Settle or SettleRow set them, to the
+// counters.
+func (s *Scratch) Count(dst []int) {
+	for i, d := range dst {
+		if d < 0 {
+			s.Unsettled++
+		} else {
+			s.Tokens++
+			s.Candidates += s.dotted[i]
 		}
 	}
 }
 
 // quantize writes activation a's int8 quants into row i of s.q, with its
 // correction and scale, and returns the bound on |exact − approximate|
-// of every logit, or false where a is not finite or too large to bound.
-func (s *Scratch) quantize(h *Head, a *quant.Activation, i int) (float64, bool) {
+// of every logit, or −1 where a is not finite or too large to bound.
+func (s *Scratch) quantize(h *Head, a *quant.Activation, i int) float64 {
 	x := s.x
 	if err := quant.Dequantize(a.Type, a.Data, x); err != nil {
 		panic(fmt.Sprintf("greedyhead: activation: %v", err))
 	}
-	m, l1 := 0.0, 0.0
+	m, l1, l2 := 0.0, 0.0, 0.0
 	for _, v := range x {
 		a := math.Abs(float64(v))
 		if !(a <= math.MaxFloat32) {
-			return 0, false
+			return -1
 		}
 		m = max(m, a)
 		l1 += a
+		l2 += a * a
 	}
 	q := s.q[i*h.n : (i+1)*h.n]
 	t := float32(m / 127)
-	sum, eta := int32(0), 0.0
+	sum, e2 := int32(0), 0.0
 	for k, v := range x {
 		p := 0.0
 		if t > 0 {
@@ -213,51 +290,58 @@ func (s *Scratch) quantize(h *Head, a *quant.Activation, i int) (float64, bool) 
 		}
 		q[k] = int8(p)
 		sum += int32(p)
-		eta += math.Abs(float64(v) - p*float64(t))
+		d := float64(v) - p*float64(t)
+		e2 += d * d
 	}
 	s.corr[i], s.t[i] = 128*sum, t
 	if h.maxAbsW*l1 > 1e30 {
-		return 0, false // the exact sums could overflow float32
+		return -1 // the exact sums could overflow float32
 	}
-	// |exact − approx| ≤ the weights' quantisation (errW·‖x‖₁), the
-	// activation's (maxScale·127·η), the exact dot's float32 sums
-	// (γ·maxAbsW·‖x‖₁), the approximation's three roundings (4u of its
-	// size) and flushed subnormals; the float64 arithmetic here is
-	// covered by the last factor.
+	// |exact − approx| ≤ the weights' quantisation (errNorm·‖x‖₂), the
+	// activation's (normQ·‖x − t·p‖₂), both by Cauchy–Schwarz; the exact
+	// dot's float32 sums (γ·maxAbsW·‖x‖₁); the approximation's three
+	// roundings (4u of its size, at most normQ·‖t·p‖₂); and flushed
+	// subnormals. The last factor covers this float64 arithmetic.
 	const u = 0x1p-24
-	b := (h.errW+h.roundTerms*h.maxAbsW)*l1 + h.maxScale*127*eta + 4*u*h.maxScale*127*(l1+eta) + float64(h.n)*0x1p-125
-	return b * (1 + 1e-9), true
+	x2, e := math.Sqrt(l2), math.Sqrt(e2)
+	b := h.errNorm*x2 + h.normQ*e + h.gamma*h.maxAbsW*l1 + 4*u*h.normQ*(x2+e) + float64(h.n)*0x1p-125
+	return b * (1 + 1e-9)
 }
 
-// settle finds the argmax among the rows whose approximations come
-// within twice the bound of the largest, or returns −1.
-func (h *Head) settle(a *quant.Activation, approx, lanes []float32, bound float64, s *Scratch) int {
-	top := math.Inf(-1)
-	for _, v := range lanes {
-		top = max(top, float64(v))
+// settle finds the argmax given a row's approximations and their
+// largest, top: the first row at top is dotted exactly (L0), and every
+// row whose approximation is at least L0 − bound is a candidate — one
+// below it has an exact logit below L0 — and the first largest exact
+// logit among them is the token. It returns −1 past MaxCandidates, and
+// how many rows it dotted; buf is its candidates' memory.
+func (h *Head) settle(a *quant.Activation, approx []float32, top float32, bound float64, buf *[]int32) (at, dotted int) {
+	first, ok := above(approx, top, *buf, MaxCandidates)
+	if !ok || len(first) == 0 {
+		return -1, 0
 	}
-	// The row with the largest approximation has an exact logit of at
-	// least top − bound, and a row whose approximation is below
-	// top − 2·bound has one below that.
-	floor := top - 2*bound
+	j0 := int(first[0])
+	l0 := quant.VecDot(h.t, h.w[j0*h.rs:(j0+1)*h.rs], a)
+	floor := float64(l0) - bound
 	// In float32, rounded down: more rows, never fewer.
 	f := float32(floor)
 	if float64(f) > floor {
 		f = math.Nextafter32(f, float32(math.Inf(-1)))
 	}
-	cands, ok := above(approx, f, s.cands, MaxCandidates)
+	cands, ok := above(approx, f, first, MaxCandidates)
 	if !ok {
-		return -1
+		return -1, 0
 	}
-	s.cands = cands
+	*buf = cands
 	best, at := float32(math.Inf(-1)), -1
-	for _, j32 := range s.cands {
+	for _, j32 := range cands {
 		j := int(j32)
-		l := quant.VecDot(h.t, h.w[j*h.rs:(j+1)*h.rs], a)
+		l := l0
+		if j != j0 {
+			l = quant.VecDot(h.t, h.w[j*h.rs:(j+1)*h.rs], a)
+		}
 		if l > best {
 			best, at = l, j
 		}
 	}
-	s.Candidates += len(s.cands)
-	return at
+	return at, len(cands)
 }

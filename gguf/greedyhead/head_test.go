@@ -4,11 +4,20 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"os"
+	"slices"
 	"testing"
 
 	"github.com/meshnode/meshnode/gguf/backend"
 	"github.com/meshnode/meshnode/gguf/quant"
 )
+
+// TestMain builds shadows on the Go kernels too (purego, arm64), which
+// New refuses outside the tests as too slow to pay.
+func TestMain(m *testing.M) {
+	slowOK = true
+	os.Exit(m.Run())
+}
 
 func normal(rng *rand.Rand, n int, scale float64) []float32 {
 	x := make([]float32, n)
@@ -97,14 +106,17 @@ func TestKernelsMatchGo(t *testing.T) {
 }
 
 // TestArgMaxMatchesFullHead: every token the shadow settles is the full
-// head's, on heads of each float type, with rows that are not a whole
+// head's, on heads of each type it takes (F32, F16, BF16, Q8_0), with rows that are not a whole
 // number of blocks, windows of one to seven activations (both kernels),
 // activations aimed at a row (a clear winner), random ones (close
 // calls), and rows tied exactly or within an ulp (the lowest index wins).
 func TestArgMaxMatchesFullHead(t *testing.T) {
-	for _, typ := range []quant.Type{quant.F32, quant.F16, quant.BF16} {
+	for _, typ := range []quant.Type{quant.F32, quant.F16, quant.BF16, quant.Q8_0} {
 		for _, sh := range [][2]int{{1003, 64}, {512, 192}, {7, 8}} {
 			rows, n := sh[0], sh[1]
+			if n%typ.BlockSize() != 0 {
+				continue
+			}
 			rng := rand.New(rand.NewPCG(uint64(rows), uint64(n)))
 			wf := normal(rng, rows*n, 0.1)
 			// Row 5 is row 2 again, and row 4 row 3 nudged by an ulp;
@@ -158,6 +170,17 @@ func TestArgMaxMatchesFullHead(t *testing.T) {
 				}
 				dst := make([]int, k)
 				h.ArgMax(acts, dst, &s)
+				// In parts, as a backend's workers run it: the same.
+				var sp Scratch
+				parted := make([]int, k)
+				h.Prepare(acts, &sp, 3)
+				for p := sp.Parts() - 1; p >= 0; p-- {
+					h.Approximate(&sp, p)
+				}
+				h.Settle(acts, parted, &sp)
+				if !slices.Equal(parted, dst) {
+					t.Fatalf("%s %dx%d trial %d: in three parts %v, in one %v", typ, rows, n, trial, parted, dst)
+				}
 				for i, a := range acts {
 					want := fullArgMax(typ, w, rows, a)
 					total++
@@ -201,8 +224,8 @@ func TestUnsettled(t *testing.T) {
 	if _, err := New(quant.F32, encode(t, quant.F32, wf), 40, 16); !errors.Is(err, ErrUnsupported) {
 		t.Fatalf("an Inf weight: %v, want ErrUnsupported", err)
 	}
-	if _, err := New(quant.Q8_0, make([]byte, 34), 1, 32); !errors.Is(err, ErrUnsupported) {
-		t.Fatalf("Q8_0: %v, want ErrUnsupported", err)
+	if _, err := New(quant.Q4_0, make([]byte, 18), 1, 32); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("Q4_0: %v, want ErrUnsupported", err)
 	}
 	if _, err := New(quant.F32, make([]byte, 4*12), 1, 12); !errors.Is(err, ErrUnsupported) {
 		t.Fatalf("12 columns: %v, want ErrUnsupported", err)

@@ -7,6 +7,9 @@ import "golang.org/x/sys/cpu"
 // haveVNNI: the kernels need AVX-512 with VNNI (512-bit VPDPBUSD).
 var haveVNNI = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VNNI
 
+// haveKernels: the shadow has its assembly here (see Available).
+var haveKernels = haveVNNI
+
 //go:noescape
 func aboveVNNI(x *float32, n int, floor float32, idx *int32, limit int) int
 

@@ -2,6 +2,9 @@
 
 package greedyhead
 
+// haveKernels: no assembly here (see Available).
+const haveKernels = false
+
 func rows16x4(packed []byte, scale []float32, blocks, n int, x []int8, corr []int32, t []float32, approx []float32, os int, lanes []float32) {
 	rows16Go(packed, scale, blocks, n, x, 4, corr, t, approx, os, lanes)
 }

@@ -253,6 +253,7 @@ func (b *Batch) Logits(i int) []float32 { return b.LogitsAt(i, b.Rows(i)-1) }
 // valid until its next call.
 func (b *Batch) LogitsAt(i, j int) []float32 {
 	r := b.logitsRow(i, j)
+	b.m.headLogits(b.sc)
 	b.m.be.Read(b.buf, b.sc.logitsT.Slice(r, r+1))
 	return b.buf
 }
@@ -269,10 +270,14 @@ func (b *Batch) ArgMaxAt(i, j int) uint32 {
 	if ra, ok := b.m.be.(RowArgMaxer); ok {
 		if !b.found {
 			b.argmax = slices.Grow(b.argmax[:0], b.rows)[:b.rows]
-			ra.ArgMaxRows(b.sc.logitsT.Slice(0, b.rows), b.argmax)
+			if !b.m.greedyArgMax(b.sc, b.argmax) {
+				b.m.headLogits(b.sc)
+				ra.ArgMaxRows(b.sc.logitsT.Slice(0, b.rows), b.argmax)
+			}
 			b.found = true
 		}
 		return uint32(b.argmax[r])
 	}
+	b.m.headLogits(b.sc)
 	return argMaxRow(b.m.be, b.sc.logitsT.Slice(r, r+1), b.buf)
 }

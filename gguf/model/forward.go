@@ -20,6 +20,10 @@ type scratch struct {
 	pleIDs      []uint32
 	// Gemma 4's routed experts' input and output rows.
 	moeIn, moeOut backend.Tensor
+	// pendingHead: the last step's first rows whose logits were left to
+	// the output head's shadow (Model.greedy) until they are wanted.
+	pendingHead int
+	greedy      *greedyScratch
 }
 
 func (m *Model) newScratch(rows, logits int) *scratch {
@@ -133,6 +137,7 @@ func (p *plan) addTail(s *Session, tokens []uint32, pos, at int) {
 // is batched with.
 func (m *Model) forward(ctx context.Context, sc *scratch, p *plan) (err error) {
 	be := m.be
+	sc.pendingHead = 0
 	c := &m.cfg
 	n := len(p.ids)
 	eps := c.NormEps
@@ -298,6 +303,11 @@ func (m *Model) forward(ctx context.Context, sc *scratch, p *plan) (err error) {
 	be.RMSNorm(h, x, m.outNorm, eps)
 	if p.hidden {
 		return nil // every row's normalised hidden state is in sc.h
+	}
+	if m.greedy != nil {
+		// Greedy tokens come from the shadow; the logits only if read.
+		sc.pendingHead = rows
+		return nil
 	}
 	logits := sc.logitsT.Slice(0, rows)
 	project(be, logits, m.out, m.outBias, h)

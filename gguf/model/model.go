@@ -9,6 +9,7 @@ import (
 
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/backend"
+	"github.com/meshnode/meshnode/gguf/greedyhead"
 	"github.com/meshnode/meshnode/gguf/quant"
 )
 
@@ -22,8 +23,9 @@ type Model struct {
 
 	embd    backend.Weight // token_embd, vocab × embd
 	outNorm backend.Weight
-	out     backend.Weight // output, or token_embd when tied
-	outBias backend.Weight // optional
+	out     backend.Weight   // output, or token_embd when tied
+	outBias backend.Weight   // optional
+	greedy  *greedyhead.Head // out's int8 shadow, for greedy tokens (greedy.go); nil for none
 	// layers are blocks lo … lo+len(layers)-1 of the model's cfg.Layers:
 	// all of them, or a stage's range (LoadStage). Only the first stage
 	// has embd, only the last outNorm, out and outBias.
@@ -196,6 +198,13 @@ func load(f *gguf.File, be backend.Backend, stage *LayerRange) (*Model, error) {
 		}
 		if m.outBias, err = ld.vector("output.bias", c.VocabSize, false); err != nil {
 			return nil, err
+		}
+		head := "output.weight"
+		if _, ok := f.Tensor(head); !ok {
+			head = "token_embd.weight"
+		}
+		if t, b, ok, err := ld.lookup(head, false, c.Embd, c.VocabSize); ok && err == nil {
+			m.shadowHead(t.Type, b)
 		}
 	}
 	if c.spec.gemma4 {

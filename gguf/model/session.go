@@ -340,12 +340,18 @@ func (s *Session) EvalHidden(ctx context.Context, tokens []uint32, dst []float32
 }
 
 func (s *Session) readLogits() []float32 {
+	s.m.headLogits(s.sc)
 	s.m.be.Read(s.logits, s.sc.logitsT.Slice(0, 1))
 	return s.logits
 }
 
 // argMax picks the likeliest token of the logits in s.sc.logitsT.
 func (s *Session) argMax() uint32 {
+	var one [1]int
+	if s.m.greedyArgMax(s.sc, one[:]) {
+		return uint32(one[0])
+	}
+	s.m.headLogits(s.sc)
 	return argMaxRow(s.m.be, s.sc.logitsT.Slice(0, 1), s.logits)
 }
 

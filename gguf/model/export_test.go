@@ -1,0 +1,17 @@
+package model
+
+// WithoutShadow drops the output head's shadow: the full head alone.
+func (m *Model) WithoutShadow() { m.greedy = nil }
+
+// Shadowed reports whether m's greedy tokens may come from a shadow.
+func (m *Model) Shadowed() bool { return m.greedy != nil }
+
+// ShadowStats is what the shadow of s's own scratch did: the rows it
+// dotted exactly, the tokens it settled and those it left.
+func (s *Session) ShadowStats() (cands, tokens, unsettled int) {
+	if s.sc == nil || s.sc.greedy == nil {
+		return 0, 0, 0
+	}
+	g := &s.sc.greedy.s
+	return g.Candidates, g.Tokens, g.Unsettled
+}
