@@ -38,15 +38,6 @@ func (m *Model) shadowHead(t quant.Type, b []byte) {
 	}
 }
 
-// ShadowBytes is the memory the output head's shadow holds (0 for none),
-// beyond the weights.
-func (m *Model) ShadowBytes() int64 {
-	if m.greedy == nil {
-		return 0
-	}
-	return int64(m.greedy.Bytes())
-}
-
 // greedyScratch is what the shadow needs per scratch: the hidden rows on
 // the host, as activations of the head's type.
 type greedyScratch struct {
