@@ -45,8 +45,9 @@ var slowOK = false
 
 // New builds the shadow of w, rows rows of n elements of type t (F32,
 // F16, BF16 or Q8_0, whose exact dots VecDot takes with the activation
-// in the same format as the head's own product does). n must be a multiple of 8 and at most 65536 (the int32
-// sums stay exact); every weight must be finite.
+// in the format the head's own product uses). n must be a multiple of 8
+// and at most 65536 (the int32 sums stay exact); every weight must be
+// finite.
 func New(t quant.Type, w []byte, rows, n int) (*Head, error) {
 	if !Available() {
 		return nil, fmt.Errorf("%w: no int8 kernels on this CPU", ErrUnsupported)
