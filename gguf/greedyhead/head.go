@@ -78,28 +78,36 @@ func New(t quant.Type, w []byte, rows, n int) (*Head, error) {
 		if err := quant.Dequantize(t, w[j*rs:(j+1)*rs], row); err != nil {
 			return nil, err
 		}
-		m := 0.0
+		var m float32
 		for _, v := range row {
-			a := math.Abs(float64(v))
-			if math.IsInf(a, 0) || math.IsNaN(a) {
+			a := float32(math.Abs(float64(v)))
+			if !(a <= math.MaxFloat32) {
 				return nil, fmt.Errorf("%w: row %d holds %v", ErrUnsupported, j, v)
 			}
 			m = max(m, a)
 		}
-		h.maxAbsW = max(h.maxAbsW, m)
-		s := float32(m / 127)
+		h.maxAbsW = max(h.maxAbsW, float64(m))
+		s := m / 127
 		h.scale[j] = s
-		base := (j/group)*group*n + (j%group)*4
+		// Any rounding of w/s to a quant will do: the errors are measured
+		// from the quants chosen, exactly in float64.
+		inv := float32(0)
+		if s > 0 {
+			inv = 1 / s
+		}
+		out := h.packed[(j/group)*group*n+(j%group)*4:]
 		var e2, q2 float64
-		for k, v := range row {
-			q := 0.0
-			if s > 0 {
-				q = max(-127, min(127, math.RoundToEven(float64(v)/float64(s))))
+		for k := 0; k < n; k += 4 {
+			for e, v := range row[k : k+4] {
+				qf := v * inv
+				q := int32(qf + float32(math.Copysign(0.5, float64(qf))))
+				q = max(-127, min(127, q))
+				out[k*group+e] = byte(q + 128)
+				ws := float64(q) * float64(s)
+				d := float64(v) - ws
+				e2 += d * d
+				q2 += ws * ws
 			}
-			h.packed[base+(k/4)*group*4+k%4] = byte(int(q) + 128)
-			d := float64(v) - q*float64(s)
-			e2 += d * d
-			q2 += q * float64(s) * q * float64(s)
 		}
 		h.errNorm = max(h.errNorm, math.Sqrt(e2))
 		h.normQ = max(h.normQ, math.Sqrt(q2))
