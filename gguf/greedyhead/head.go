@@ -120,9 +120,6 @@ func New(t quant.Type, w []byte, rows, n int) (*Head, error) {
 // Type is the head's weight type (its activations are VecDotType's).
 func (h *Head) Type() quant.Type { return h.t }
 
-// Bytes is the shadow's size.
-func (h *Head) Bytes() int { return len(h.packed) + 4*len(h.scale) }
-
 // Scratch is the working memory of one ArgMax (or Prepare, Approximate
 // and Settle); reuse one across calls.
 type Scratch struct {

@@ -4,11 +4,9 @@ package greedyhead
 
 import "golang.org/x/sys/cpu"
 
-// haveVNNI: the kernels need AVX-512 with VNNI (512-bit VPDPBUSD).
-var haveVNNI = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VNNI
-
-// haveKernels: the shadow has its assembly here (see Available).
-var haveKernels = haveVNNI
+// haveKernels: the shadow's assembly needs AVX-512 with VNNI (512-bit
+// VPDPBUSD; see Available).
+var haveKernels = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VNNI
 
 //go:noescape
 func aboveVNNI(x *float32, n int, floor float32, idx *int32, limit int) int
@@ -17,7 +15,7 @@ func aboveVNNI(x *float32, n int, floor float32, idx *int32, limit int) int
 // false (idx unspecified) once there would be more than limit.
 func above(x []float32, floor float32, idx []int32, limit int) ([]int32, bool) {
 	head := 0
-	if haveVNNI {
+	if haveKernels {
 		head = len(x) &^ (group - 1)
 	}
 	if head > 0 {
@@ -43,7 +41,7 @@ func rows16x4VNNI(packed *byte, scale *float32, blocks, groups int, x *int8, xs 
 func rows16x1VNNI(packed *byte, scale *float32, blocks, groups int, x *int8, corr int32, t float32, approx *float32, lanes *float32)
 
 func rows16x4(packed []byte, scale []float32, blocks, n int, x []int8, corr []int32, t []float32, approx []float32, os int, lanes []float32) {
-	if !haveVNNI {
+	if !haveKernels {
 		rows16Go(packed, scale, blocks, n, x, 4, corr, t, approx, os, lanes)
 		return
 	}
@@ -57,7 +55,7 @@ func rows16x4(packed []byte, scale []float32, blocks, n int, x []int8, corr []in
 }
 
 func rows16x1(packed []byte, scale []float32, blocks, n int, x []int8, corr int32, t float32, approx []float32, lanes []float32) {
-	if !haveVNNI {
+	if !haveKernels {
 		rows16Go(packed, scale, blocks, n, x, 1, []int32{corr}, []float32{t}, approx, 0, lanes)
 		return
 	}

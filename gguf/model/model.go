@@ -193,15 +193,12 @@ func load(f *gguf.File, be backend.Backend, stage *LayerRange) (*Model, error) {
 		if m.out, err = ld.matrix("output.weight", c.VocabSize, c.Embd, false); err != nil {
 			return nil, err
 		}
+		head := "output.weight"
 		if m.out == nil {
-			m.out = embd // tied embeddings
+			m.out, head = embd, "token_embd.weight" // tied embeddings
 		}
 		if m.outBias, err = ld.vector("output.bias", c.VocabSize, false); err != nil {
 			return nil, err
-		}
-		head := "output.weight"
-		if _, ok := f.Tensor(head); !ok {
-			head = "token_embd.weight"
 		}
 		if t, b, ok, err := ld.lookup(head, false, c.Embd, c.VocabSize); ok && err == nil {
 			m.shadowHead(t.Type, b)
