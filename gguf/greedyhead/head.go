@@ -123,9 +123,10 @@ func (h *Head) Type() quant.Type { return h.t }
 // Scratch is the working memory of one ArgMax (or Prepare, Approximate
 // and Settle); reuse one across calls.
 type Scratch struct {
-	k, pad, parts int       // rows prepared, rounded up to whole fours; parts of the blocks
+	k, pad, parts int       // rows prepared, rounded up to whole eights; parts of the blocks
 	x             []float32 // an activation's values
 	q             []int8    // the activations' quants, pad rows of n
+	qi            []int8    // q's eights of rows interleaved (interleave8), where more than four
 	corr          []int32
 	t             []float32
 	bound         []float64 // −1: the row is left to the full head
@@ -152,7 +153,7 @@ func (h *Head) ArgMax(acts []*quant.Activation, dst []int, s *Scratch) {
 // Approximate.
 func (h *Head) Prepare(acts []*quant.Activation, s *Scratch, parts int) {
 	k := len(acts)
-	pad := (k + 3) &^ 3
+	pad := (k + 7) &^ 7
 	os := h.blocks * group
 	parts = max(1, min(parts, h.blocks))
 	s.k, s.pad, s.parts = k, pad, parts
@@ -160,6 +161,7 @@ func (h *Head) Prepare(acts []*quant.Activation, s *Scratch, parts int) {
 		s.x = make([]float32, h.n)
 	}
 	s.q = grow(s.q, pad*h.n)
+	s.qi = grow(s.qi, pad*h.n)
 	s.corr = grow(s.corr, pad)
 	s.t = grow(s.t, pad)
 	s.bound = grow(s.bound, k)
@@ -171,6 +173,9 @@ func (h *Head) Prepare(acts []*quant.Activation, s *Scratch, parts int) {
 	s.lanes = grow(s.lanes, parts*pad*group)
 	for i, a := range acts {
 		s.bound[i] = s.quantize(h, a, i)
+	}
+	for c := 0; c+4 < k; c += 8 {
+		interleave8(s.qi[c*h.n:(c+8)*h.n], s.q[c*h.n:], min(k-c, 8), h.n)
 	}
 }
 
@@ -198,34 +203,33 @@ func (h *Head) Approximate(s *Scratch, p int) {
 	if to == h.blocks && h.rows%group != 0 {
 		full-- // the last block is not full: see below
 	}
-	run := func(c, from, to int, lanes []float32) {
+	// Rows go four at most to a kernel, or eight where more than four
+	// are left (in one pass over the shadow).
+	run := func(c, k, from, to int, lanes []float32) {
 		if to == from {
 			return
 		}
 		pk, sc := h.packed[from*group*h.n:to*group*h.n], h.scale[from*group:to*group]
-		q, out := s.q[c*h.n:(c+4)*h.n], s.approx[c*os+from*group:]
-		if s.k-c == 1 {
-			rows16x1(pk, sc, to-from, h.n, q, s.corr[c], s.t[c], out, lanes[:group])
-			return
-		}
-		// Two or three rows take the four-row kernel too (the spare
-		// rows' sums are left unread): it reads the shadow once.
-		rows16x4(pk, sc, to-from, h.n, q, s.corr[c:c+4], s.t[c:c+4], out, os, lanes)
+		rows16(pk, sc, to-from, h.n, s.q[c*h.n:(c+k)*h.n], s.qi[c*h.n:], k, s.corr[c:c+k], s.t[c:c+k], s.approx[c*os+from*group:], os, lanes)
 	}
-	for c := 0; c < s.k; c += 4 {
-		run(c, from, full, lanes[c*group:(c+4)*group])
-		if full == to {
-			continue
+	for c := 0; c < s.k; {
+		k := s.k - c
+		if k > 4 {
+			k = min(k, 8)
 		}
-		// The padding rows of the last block approximate to 0, which
-		// must not count as a row's: its maxima are its real rows'.
-		var spare [4 * group]float32
-		run(c, full, to, spare[:])
-		for i := c; i < min(c+4, s.k); i++ {
-			for _, v := range s.approx[i*os+full*group : i*os+h.rows] {
-				lanes[i*group] = max(lanes[i*group], v)
+		run(c, k, from, full, lanes[c*group:(c+k)*group])
+		if full != to {
+			// The padding rows of the last block approximate to 0, which
+			// must not count as a row's: its maxima are its real rows'.
+			var spare [8 * group]float32
+			run(c, k, full, to, spare[:])
+			for i := c; i < c+k; i++ {
+				for _, v := range s.approx[i*os+full*group : i*os+h.rows] {
+					lanes[i*group] = max(lanes[i*group], v)
+				}
 			}
 		}
+		c += k
 	}
 }
 

@@ -62,35 +62,34 @@ func fullArgMax(typ quant.Type, w []byte, rows int, a *quant.Activation) int {
 }
 
 // TestKernelsMatchGo: the assembly kernels give rows16Go's bits, sums,
-// roundings and lane maxima alike, for one and four activation rows.
+// roundings and lane maxima alike, for one to eight activation rows.
 func TestKernelsMatchGo(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	for _, n := range []int{8, 64, 192} {
+	// n/4 groups: 2 (the two-group step alone), 6 (it, then four at a
+	// time), 16, 48.
+	for _, n := range []int{8, 24, 64, 192} {
 		blocks := 5
 		packed := make([]byte, blocks*group*n)
 		for i := range packed {
 			packed[i] = byte(1 + rng.IntN(255))
 		}
 		scale := normal(rng, blocks*group, 0.01)
-		x := make([]int8, 4*n)
+		x, xi := make([]int8, 8*n), make([]int8, 8*n)
 		for i := range x {
 			x[i] = int8(rng.IntN(255) - 127)
 		}
-		corr := []int32{rng.Int32N(1000), -rng.Int32N(1000), 7, 0}
-		ts := []float32{0.1, 0.02, 3, 1e-3}
+		corr := []int32{rng.Int32N(1000), -rng.Int32N(1000), 7, 0, 1 << 20, -5, rng.Int32N(1000), 3}
+		ts := []float32{0.1, 0.02, 3, 1e-3, 7e-5, 0.5, 1, 2e-2}
 		os := blocks * group
-		for _, k := range []int{1, 4} {
-			want, got := make([]float32, 4*os), make([]float32, 4*os)
-			wl, gl := make([]float32, 4*group), make([]float32, 4*group)
+		for k := 1; k <= 8; k++ {
+			want, got := make([]float32, 8*os), make([]float32, 8*os)
+			wl, gl := make([]float32, 8*group), make([]float32, 8*group)
 			for i := range wl {
 				wl[i], gl[i] = float32(math.Inf(-1)), float32(math.Inf(-1))
 			}
+			interleave8(xi, x, k, n)
 			rows16Go(packed, scale, blocks, n, x, k, corr, ts, want, os, wl)
-			if k == 4 {
-				rows16x4(packed, scale, blocks, n, x, corr, ts, got, os, gl)
-			} else {
-				rows16x1(packed, scale, blocks, n, x, corr[0], ts[0], got, gl)
-			}
+			rows16(packed, scale, blocks, n, x, xi, k, corr, ts, got, os, gl)
 			for i := range want {
 				if math.Float32bits(want[i]) != math.Float32bits(got[i]) {
 					t.Fatalf("n=%d k=%d: approx[%d] = %v, want %v", n, k, i, got[i], want[i])
@@ -107,7 +106,8 @@ func TestKernelsMatchGo(t *testing.T) {
 
 // TestArgMaxMatchesFullHead: every token the shadow settles is the full
 // head's, on heads of each type it takes (F32, F16, BF16, Q8_0), with rows that are not a whole
-// number of blocks, windows of one to seven activations (both kernels),
+// number of blocks, windows of one to thirteen activations (every kernel,
+// and eight then five),
 // activations aimed at a row (a clear winner), random ones (close
 // calls), and rows tied exactly or within an ulp (the lowest index wins).
 func TestArgMaxMatchesFullHead(t *testing.T) {
@@ -142,8 +142,8 @@ func TestArgMaxMatchesFullHead(t *testing.T) {
 			}
 			var s Scratch
 			settled, total := 0, 0
-			for trial := range 12 {
-				k := 1 + trial%7
+			for trial := range 26 {
+				k := 1 + trial%13
 				acts := make([]*quant.Activation, k)
 				for i := range acts {
 					var x []float32

@@ -29,6 +29,22 @@ func rows16Go(packed []byte, scale []float32, blocks, n int, x []int8, k int, co
 	}
 }
 
+// interleave8 lays k ≤ 8 activation rows of n quants (x, row after row)
+// out for the kernels of five to eight rows: group g's four quants of row
+// i at 32g + 4i, rows past k zero.
+func interleave8(dst, x []int8, k, n int) {
+	for g := range n / 4 {
+		d := dst[32*g : 32*g+32]
+		for i := range 8 {
+			if i < k {
+				copy(d[4*i:4*i+4], x[i*n+4*g:])
+			} else {
+				clear(d[4*i : 4*i+4])
+			}
+		}
+	}
+}
+
 // aboveGo appends to idx the i ≥ from with x[i] ≥ floor, or reports
 // false once idx would hold more than limit.
 func aboveGo(x []float32, from int, floor float32, idx []int32, limit int) ([]int32, bool) {

@@ -34,35 +34,65 @@ func above(x []float32, floor float32, idx []int32, limit int) ([]int32, bool) {
 	return aboveGo(x, head, floor, idx, limit)
 }
 
+// rowsKernel is the signature of the VNNI kernels for one to four
+// activation rows (rows16Go's arithmetic).
+type rowsKernel func(packed *byte, scale *float32, blocks, groups int, x *int8, xs int, corr *int32, t *float32, approx *float32, os int, lanes *float32)
+
+//go:noescape
+func rows16x1VNNI(packed *byte, scale *float32, blocks, groups int, x *int8, xs int, corr *int32, t *float32, approx *float32, os int, lanes *float32)
+
+//go:noescape
+func rows16x2VNNI(packed *byte, scale *float32, blocks, groups int, x *int8, xs int, corr *int32, t *float32, approx *float32, os int, lanes *float32)
+
+//go:noescape
+func rows16x3VNNI(packed *byte, scale *float32, blocks, groups int, x *int8, xs int, corr *int32, t *float32, approx *float32, os int, lanes *float32)
+
 //go:noescape
 func rows16x4VNNI(packed *byte, scale *float32, blocks, groups int, x *int8, xs int, corr *int32, t *float32, approx *float32, os int, lanes *float32)
 
+// wideKernel is the signature of the VNNI kernels for five to eight
+// activation rows, interleaved (interleave8).
+type wideKernel func(packed *byte, scale *float32, blocks, groups int, xi *int8, corr *int32, t *float32, approx *float32, os int, lanes *float32)
+
 //go:noescape
-func rows16x1VNNI(packed *byte, scale *float32, blocks, groups int, x *int8, corr int32, t float32, approx *float32, lanes *float32)
+func rows16x5VNNI(packed *byte, scale *float32, blocks, groups int, xi *int8, corr *int32, t *float32, approx *float32, os int, lanes *float32)
 
-func rows16x4(packed []byte, scale []float32, blocks, n int, x []int8, corr []int32, t []float32, approx []float32, os int, lanes []float32) {
+//go:noescape
+func rows16x6VNNI(packed *byte, scale *float32, blocks, groups int, xi *int8, corr *int32, t *float32, approx *float32, os int, lanes *float32)
+
+//go:noescape
+func rows16x7VNNI(packed *byte, scale *float32, blocks, groups int, xi *int8, corr *int32, t *float32, approx *float32, os int, lanes *float32)
+
+//go:noescape
+func rows16x8VNNI(packed *byte, scale *float32, blocks, groups int, xi *int8, corr *int32, t *float32, approx *float32, os int, lanes *float32)
+
+// rowsKernels[k-1] and wideKernels[k-5] take k activation rows in one
+// pass over the shadow: a window's rows pay for themselves only (three
+// rows once took the four-row kernel's time, five a second pass).
+var (
+	rowsKernels = [4]rowsKernel{rows16x1VNNI, rows16x2VNNI, rows16x3VNNI, rows16x4VNNI}
+	wideKernels = [4]wideKernel{rows16x5VNNI, rows16x6VNNI, rows16x7VNNI, rows16x8VNNI}
+)
+
+// rows16 is rows16Go for k ≤ 8 activation rows (x, and for k > 4 the
+// same rows interleaved in xi), by the kernels where they run.
+func rows16(packed []byte, scale []float32, blocks, n int, x, xi []int8, k int, corr []int32, t []float32, approx []float32, os int, lanes []float32) {
 	if !haveKernels {
-		rows16Go(packed, scale, blocks, n, x, 4, corr, t, approx, os, lanes)
+		rows16Go(packed, scale, blocks, n, x, k, corr, t, approx, os, lanes)
 		return
 	}
 	_ = packed[blocks*group*n-1]
 	_ = scale[blocks*group-1]
-	_ = x[4*n-1]
-	_, _ = corr[3], t[3]
-	_ = approx[3*os+blocks*group-1]
-	_ = lanes[4*group-1]
-	rows16x4VNNI(&packed[0], &scale[0], blocks, n/4, &x[0], n, &corr[0], &t[0], &approx[0], 4*os, &lanes[0])
-}
-
-func rows16x1(packed []byte, scale []float32, blocks, n int, x []int8, corr int32, t float32, approx []float32, lanes []float32) {
-	if !haveKernels {
-		rows16Go(packed, scale, blocks, n, x, 1, []int32{corr}, []float32{t}, approx, 0, lanes)
+	_, _ = corr[k-1], t[k-1]
+	_ = approx[(k-1)*os+blocks*group-1]
+	_ = lanes[k*group-1]
+	if k > 4 {
+		_ = wideKernels[k-5]
+		_ = xi[8*n-1]
+		wideKernels[k-5](&packed[0], &scale[0], blocks, n/4, &xi[0], &corr[0], &t[0], &approx[0], 4*os, &lanes[0])
 		return
 	}
-	_ = packed[blocks*group*n-1]
-	_ = scale[blocks*group-1]
-	_ = x[n-1]
-	_ = approx[blocks*group-1]
-	_ = lanes[group-1]
-	rows16x1VNNI(&packed[0], &scale[0], blocks, n/4, &x[0], corr, t, &approx[0], &lanes[0])
+	_ = rowsKernels[k-1]
+	_ = x[k*n-1]
+	rowsKernels[k-1](&packed[0], &scale[0], blocks, n/4, &x[0], n, &corr[0], &t[0], &approx[0], 4*os, &lanes[0])
 }
