@@ -102,13 +102,49 @@ var zFloatBands = map[Type]floatBand4{
 	F32:  f32Band4Z,
 }
 
-// zFloatRows are the float row kernels of one to four activation rows
+// zFloatRows are the float row kernels of one to eight activation rows
 // (tile_float_amd64.s), where zTiles run.
-var zFloatRows = map[Type][4]floatRows{
-	F16:  {f16Rows1Z, f16Rows2Z, f16Rows3Z, f16Rows4Z},
-	BF16: {bf16Rows1Z, bf16Rows2Z, bf16Rows3Z, bf16Rows4Z},
-	F32:  {f32Rows1Z, f32Rows2Z, f32Rows3Z, f32Rows4Z},
+var zFloatRows = map[Type][maxFloatRows]floatRows{
+	F16:  {f16Rows1Z, f16Rows2Z, f16Rows3Z, f16Rows4Z, f16Rows5Z, f16Rows6Z, f16Rows7Z, f16Rows8Z},
+	BF16: {bf16Rows1Z, bf16Rows2Z, bf16Rows3Z, bf16Rows4Z, bf16Rows5Z, bf16Rows6Z, bf16Rows7Z, bf16Rows8Z},
+	F32:  {f32Rows1Z, f32Rows2Z, f32Rows3Z, f32Rows4Z, f32Rows5Z, f32Rows6Z, f32Rows7Z, f32Rows8Z},
 }
+
+//go:noescape
+func f16Rows5Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
+
+//go:noescape
+func f16Rows6Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
+
+//go:noescape
+func f16Rows7Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
+
+//go:noescape
+func f16Rows8Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
+
+//go:noescape
+func bf16Rows5Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
+
+//go:noescape
+func bf16Rows6Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
+
+//go:noescape
+func bf16Rows7Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
+
+//go:noescape
+func bf16Rows8Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
+
+//go:noescape
+func f32Rows5Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
+
+//go:noescape
+func f32Rows6Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
+
+//go:noescape
+func f32Rows7Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
+
+//go:noescape
+func f32Rows8Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
 
 //go:noescape
 func f16Rows1Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)

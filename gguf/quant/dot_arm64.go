@@ -98,7 +98,7 @@ const haveFMA = true
 var zFloatBands = map[Type]floatBand4{}
 
 // zFloatRows: no AVX-512 here.
-var zFloatRows = map[Type][4]floatRows{}
+var zFloatRows = map[Type][maxFloatRows]floatRows{}
 
 // floatBandRows: Batch keeps its float rows widened for the float band
 // kernels (tile_float.go) here.

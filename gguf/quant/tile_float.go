@@ -43,7 +43,10 @@ import "fmt"
 // activation row j's result at out + j·os bytes, for j < live, instead.
 type floatBand4 func(acc *float32, as int, w *byte, x *float32, xs, chunks int, out *float32, os, live int)
 
-// floatRows is a float row kernel of one to four activation rows: it
+// maxFloatRows is the most activation rows a float row kernel takes.
+const maxFloatRows = 8
+
+// floatRows is a float row kernel of one to eight activation rows: it
 // sets the results of rows weight rows (rs bytes apart, from w) times
 // each activation row j (at x + j·xs bytes, float32), weight row r's at
 // out + j·os + 4r bytes, each the row kernel's to the bit. The rows are
@@ -136,16 +139,18 @@ func matMulFloat(k floatBand4, s *tileScratch, t Type, w []byte, rs, rows int, b
 		// elements, and reloads the accumulators on longer ones: the row
 		// kernels were measured 1.1-2x faster at every batch from 2 to 64
 		// rows, on rows of 192 to 2048 elements.
-		// More than four rows pass over the weights in spans that stay
-		// in L2 while each group of four takes them.
+		// Up to eight rows take one pass over the weights (four and
+		// one took two: the weights widened twice, the one-row pass
+		// waiting on its sums' latency); more pass over the weights in
+		// spans that stay in L2 while each group of eight takes them.
 		span := rows
-		if b.rows > 4 {
+		if b.rows > maxFloatRows {
 			span = max(16, floatRowsSpan/rs)
 		}
 		for r0 := 0; r0 < rows; r0 += span {
 			r1 := min(rows, r0+span)
-			for i := 0; i < b.rows; i += 4 {
-				live := min(4, b.rows-i)
+			for i := 0; i < b.rows; i += maxFloatRows {
+				live := min(maxFloatRows, b.rows-i)
 				_ = out[(i+live-1)*stride+r1-1] // bounds of the outputs
 				kr[live-1](&out[i*stride+r0], 4*stride, &w[r0*rs], rs, &b.wide[i*whole], 4*whole, whole/32, r1-r0, 0)
 			}

@@ -191,6 +191,43 @@ done: \
 	ZR_ROWS3(ROW) \
 	ROW((R12)(R10*1), Z22, Z23)
 
+// Rows 4 to 7 are read through R15, the chunk cursor four rows on.
+#define ZR_ZERO5 \
+	ZR_ZERO4 \
+	VXORPS Z24, Z24, Z24 \
+	VXORPS Z25, Z25, Z25
+
+#define ZR_ZERO6 \
+	ZR_ZERO5 \
+	VXORPS Z26, Z26, Z26 \
+	VXORPS Z27, Z27, Z27
+
+#define ZR_ZERO7 \
+	ZR_ZERO6 \
+	VXORPS Z28, Z28, Z28 \
+	VXORPS Z29, Z29, Z29
+
+#define ZR_ZERO8 \
+	ZR_ZERO7 \
+	VXORPS Z30, Z30, Z30 \
+	VXORPS Z31, Z31, Z31
+
+#define ZR_ROWS5(ROW) \
+	ZR_ROWS4(ROW) \
+	ROW((R15), Z24, Z25)
+
+#define ZR_ROWS6(ROW) \
+	ZR_ROWS5(ROW) \
+	ROW((R15)(R9*1), Z26, Z27)
+
+#define ZR_ROWS7(ROW) \
+	ZR_ROWS6(ROW) \
+	ROW((R15)(R9*2), Z28, Z29)
+
+#define ZR_ROWS8(ROW) \
+	ZR_ROWS7(ROW) \
+	ROW((R15)(R10*1), Z30, Z31)
+
 #define ZR_FOLD1 \
 	ZFOLD(Z16, Z17)
 
@@ -209,7 +246,34 @@ done: \
 	ADDQ DX, SI \
 	ZFOLD(Z22, Z23)
 
-#define ZROWS(ZERO, ROWS, FOLD, ES, WIDEN, TWIDEN, ROW) \
+#define ZR_FOLD5 \
+	ZR_FOLD4 \
+	ADDQ DX, SI \
+	ZFOLD(Z24, Z25)
+
+#define ZR_FOLD6 \
+	ZR_FOLD5 \
+	ADDQ DX, SI \
+	ZFOLD(Z26, Z27)
+
+#define ZR_FOLD7 \
+	ZR_FOLD6 \
+	ADDQ DX, SI \
+	ZFOLD(Z28, Z29)
+
+#define ZR_FOLD8 \
+	ZR_FOLD7 \
+	ADDQ DX, SI \
+	ZFOLD(Z30, Z31)
+
+// ZR_NEAR and ZR_NEXT keep no second cursor (one to four rows);
+// ZR_FAR and ZR_ADVANCE keep R15 four rows on from R12.
+#define ZR_NEAR
+#define ZR_NEXT
+#define ZR_FAR LEAQ (AX)(R9*4), R15
+#define ZR_ADVANCE ADDQ $128, R15
+
+#define ZROWS(ZERO, ROWS, FOLD, ES, WIDEN, TWIDEN, ROW, CUR, STEP) \
 	MOVQ out+0(FP), SI \
 	MOVQ os+8(FP), DX \
 	MOVQ w+16(FP), R14 \
@@ -227,6 +291,7 @@ zrow: \
 	ZERO \
 	MOVQ R14, BX \
 	MOVQ AX, R12 \
+	CUR \
 	MOVQ R11, CX \
 	TESTQ CX, CX \
 	JZ ztail \
@@ -236,6 +301,7 @@ zchunk: \
 	ROWS(ROW) \
 	ADDQ $(32*ES), BX \
 	ADDQ $128, R12 \
+	STEP \
 	DECQ CX \
 	JNZ zchunk \
 ztail: \
@@ -385,48 +451,96 @@ TEXT ·f32Band4Z(SB), NOSPLIT, $0-72
 
 // func f16Rows1Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
 TEXT ·f16Rows1Z(SB), NOSPLIT, $0-68
-	ZROWS(ZR_ZERO1, ZR_ROWS1, ZR_FOLD1, 2, ZF16, ZTF16, ZFMA)
+	ZROWS(ZR_ZERO1, ZR_ROWS1, ZR_FOLD1, 2, ZF16, ZTF16, ZFMA, ZR_NEAR, ZR_NEXT)
 
 // func f16Rows2Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
 TEXT ·f16Rows2Z(SB), NOSPLIT, $0-68
-	ZROWS(ZR_ZERO2, ZR_ROWS2, ZR_FOLD2, 2, ZF16, ZTF16, ZFMA)
+	ZROWS(ZR_ZERO2, ZR_ROWS2, ZR_FOLD2, 2, ZF16, ZTF16, ZFMA, ZR_NEAR, ZR_NEXT)
 
 // func f16Rows3Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
 TEXT ·f16Rows3Z(SB), NOSPLIT, $0-68
-	ZROWS(ZR_ZERO3, ZR_ROWS3, ZR_FOLD3, 2, ZF16, ZTF16, ZFMA)
+	ZROWS(ZR_ZERO3, ZR_ROWS3, ZR_FOLD3, 2, ZF16, ZTF16, ZFMA, ZR_NEAR, ZR_NEXT)
 
 // func f16Rows4Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
 TEXT ·f16Rows4Z(SB), NOSPLIT, $0-68
-	ZROWS(ZR_ZERO4, ZR_ROWS4, ZR_FOLD4, 2, ZF16, ZTF16, ZFMA)
+	ZROWS(ZR_ZERO4, ZR_ROWS4, ZR_FOLD4, 2, ZF16, ZTF16, ZFMA, ZR_NEAR, ZR_NEXT)
+
+// func f16Rows5Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
+TEXT ·f16Rows5Z(SB), NOSPLIT, $0-68
+	ZROWS(ZR_ZERO5, ZR_ROWS5, ZR_FOLD5, 2, ZF16, ZTF16, ZFMA, ZR_FAR, ZR_ADVANCE)
+
+// func f16Rows6Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
+TEXT ·f16Rows6Z(SB), NOSPLIT, $0-68
+	ZROWS(ZR_ZERO6, ZR_ROWS6, ZR_FOLD6, 2, ZF16, ZTF16, ZFMA, ZR_FAR, ZR_ADVANCE)
+
+// func f16Rows7Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
+TEXT ·f16Rows7Z(SB), NOSPLIT, $0-68
+	ZROWS(ZR_ZERO7, ZR_ROWS7, ZR_FOLD7, 2, ZF16, ZTF16, ZFMA, ZR_FAR, ZR_ADVANCE)
+
+// func f16Rows8Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
+TEXT ·f16Rows8Z(SB), NOSPLIT, $0-68
+	ZROWS(ZR_ZERO8, ZR_ROWS8, ZR_FOLD8, 2, ZF16, ZTF16, ZFMA, ZR_FAR, ZR_ADVANCE)
 
 // func bf16Rows1Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
 TEXT ·bf16Rows1Z(SB), NOSPLIT, $0-68
-	ZROWS(ZR_ZERO1, ZR_ROWS1, ZR_FOLD1, 2, ZBF16, ZTBF16, ZMULADD)
+	ZROWS(ZR_ZERO1, ZR_ROWS1, ZR_FOLD1, 2, ZBF16, ZTBF16, ZMULADD, ZR_NEAR, ZR_NEXT)
 
 // func bf16Rows2Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
 TEXT ·bf16Rows2Z(SB), NOSPLIT, $0-68
-	ZROWS(ZR_ZERO2, ZR_ROWS2, ZR_FOLD2, 2, ZBF16, ZTBF16, ZMULADD)
+	ZROWS(ZR_ZERO2, ZR_ROWS2, ZR_FOLD2, 2, ZBF16, ZTBF16, ZMULADD, ZR_NEAR, ZR_NEXT)
 
 // func bf16Rows3Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
 TEXT ·bf16Rows3Z(SB), NOSPLIT, $0-68
-	ZROWS(ZR_ZERO3, ZR_ROWS3, ZR_FOLD3, 2, ZBF16, ZTBF16, ZMULADD)
+	ZROWS(ZR_ZERO3, ZR_ROWS3, ZR_FOLD3, 2, ZBF16, ZTBF16, ZMULADD, ZR_NEAR, ZR_NEXT)
 
 // func bf16Rows4Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
 TEXT ·bf16Rows4Z(SB), NOSPLIT, $0-68
-	ZROWS(ZR_ZERO4, ZR_ROWS4, ZR_FOLD4, 2, ZBF16, ZTBF16, ZMULADD)
+	ZROWS(ZR_ZERO4, ZR_ROWS4, ZR_FOLD4, 2, ZBF16, ZTBF16, ZMULADD, ZR_NEAR, ZR_NEXT)
+
+// func bf16Rows5Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
+TEXT ·bf16Rows5Z(SB), NOSPLIT, $0-68
+	ZROWS(ZR_ZERO5, ZR_ROWS5, ZR_FOLD5, 2, ZBF16, ZTBF16, ZMULADD, ZR_FAR, ZR_ADVANCE)
+
+// func bf16Rows6Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
+TEXT ·bf16Rows6Z(SB), NOSPLIT, $0-68
+	ZROWS(ZR_ZERO6, ZR_ROWS6, ZR_FOLD6, 2, ZBF16, ZTBF16, ZMULADD, ZR_FAR, ZR_ADVANCE)
+
+// func bf16Rows7Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
+TEXT ·bf16Rows7Z(SB), NOSPLIT, $0-68
+	ZROWS(ZR_ZERO7, ZR_ROWS7, ZR_FOLD7, 2, ZBF16, ZTBF16, ZMULADD, ZR_FAR, ZR_ADVANCE)
+
+// func bf16Rows8Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
+TEXT ·bf16Rows8Z(SB), NOSPLIT, $0-68
+	ZROWS(ZR_ZERO8, ZR_ROWS8, ZR_FOLD8, 2, ZBF16, ZTBF16, ZMULADD, ZR_FAR, ZR_ADVANCE)
 
 // func f32Rows1Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
 TEXT ·f32Rows1Z(SB), NOSPLIT, $0-68
-	ZROWS(ZR_ZERO1, ZR_ROWS1, ZR_FOLD1, 4, ZF32, ZTF32, ZMULADD)
+	ZROWS(ZR_ZERO1, ZR_ROWS1, ZR_FOLD1, 4, ZF32, ZTF32, ZMULADD, ZR_NEAR, ZR_NEXT)
 
 // func f32Rows2Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
 TEXT ·f32Rows2Z(SB), NOSPLIT, $0-68
-	ZROWS(ZR_ZERO2, ZR_ROWS2, ZR_FOLD2, 4, ZF32, ZTF32, ZMULADD)
+	ZROWS(ZR_ZERO2, ZR_ROWS2, ZR_FOLD2, 4, ZF32, ZTF32, ZMULADD, ZR_NEAR, ZR_NEXT)
 
 // func f32Rows3Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
 TEXT ·f32Rows3Z(SB), NOSPLIT, $0-68
-	ZROWS(ZR_ZERO3, ZR_ROWS3, ZR_FOLD3, 4, ZF32, ZTF32, ZMULADD)
+	ZROWS(ZR_ZERO3, ZR_ROWS3, ZR_FOLD3, 4, ZF32, ZTF32, ZMULADD, ZR_NEAR, ZR_NEXT)
 
 // func f32Rows4Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
 TEXT ·f32Rows4Z(SB), NOSPLIT, $0-68
-	ZROWS(ZR_ZERO4, ZR_ROWS4, ZR_FOLD4, 4, ZF32, ZTF32, ZMULADD)
+	ZROWS(ZR_ZERO4, ZR_ROWS4, ZR_FOLD4, 4, ZF32, ZTF32, ZMULADD, ZR_NEAR, ZR_NEXT)
+
+// func f32Rows5Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
+TEXT ·f32Rows5Z(SB), NOSPLIT, $0-68
+	ZROWS(ZR_ZERO5, ZR_ROWS5, ZR_FOLD5, 4, ZF32, ZTF32, ZMULADD, ZR_FAR, ZR_ADVANCE)
+
+// func f32Rows6Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
+TEXT ·f32Rows6Z(SB), NOSPLIT, $0-68
+	ZROWS(ZR_ZERO6, ZR_ROWS6, ZR_FOLD6, 4, ZF32, ZTF32, ZMULADD, ZR_FAR, ZR_ADVANCE)
+
+// func f32Rows7Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
+TEXT ·f32Rows7Z(SB), NOSPLIT, $0-68
+	ZROWS(ZR_ZERO7, ZR_ROWS7, ZR_FOLD7, 4, ZF32, ZTF32, ZMULADD, ZR_FAR, ZR_ADVANCE)
+
+// func f32Rows8Z(out *float32, os int, w *byte, rs int, x *float32, xs, chunks, rows int, mask uint32)
+TEXT ·f32Rows8Z(SB), NOSPLIT, $0-68
+	ZROWS(ZR_ZERO8, ZR_ROWS8, ZR_FOLD8, 4, ZF32, ZTF32, ZMULADD, ZR_FAR, ZR_ADVANCE)
