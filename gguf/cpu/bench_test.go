@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/quant"
 )
 
@@ -63,4 +64,49 @@ func singleThread(b *testing.B, typ quant.Type, data []byte, x []float32, n, row
 		best = min(best, time.Since(start))
 	}
 	return best
+}
+
+// BenchmarkSmallMatMul times the products of small models (the built-in
+// model's and its draft's shapes, one to eight activation rows) on two
+// threads as MatMul chooses (alone below parallelProduct) and handed to
+// the workers whatever their size, in the same run: x_workers is the
+// workers' time over the choice's (above 1: the choice is faster).
+func BenchmarkSmallMatMul(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	be := newBackend(b, 2)
+	for _, sh := range [][2]int{{64, 64}, {96, 192}, {192, 192}, {512, 192}, {192, 512}, {1024, 192}, {2048, 192}} {
+		rows, cols := sh[0], sh[1]
+		w := normals(rng, rows*cols, 0.02)
+		for _, typ := range []quant.Type{quant.F16, quant.Q8_0} {
+			wt, err := be.Weight(typ, rows, cols, quantized(b, typ, w))
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, n := range []int{1, 2, 3, 5, 8} {
+				b.Run(fmt.Sprintf("%s/%dx%d/n=%d", typ, rows, cols, n), func(b *testing.B) {
+					x := tensor(be, n, cols, normals(rng, n*cols, 1))
+					dst := be.NewTensor(n, rows)
+					// Each side's best of five rounds of 200, alternating.
+					var chosen, workers time.Duration = 1 << 62, 1 << 62
+					round := func() time.Duration {
+						start := time.Now()
+						for range 200 {
+							be.MatMul(dst, wt, x)
+						}
+						return time.Since(start) / 200
+					}
+					for range 5 {
+						chosen = min(chosen, round())
+						old := cpu.SetParallelProduct(0)
+						workers = min(workers, round())
+						cpu.SetParallelProduct(old)
+					}
+					for b.Loop() {
+						be.MatMul(dst, wt, x)
+					}
+					b.ReportMetric(float64(workers)/float64(chosen), "x_workers")
+				})
+			}
+		}
+	}
 }

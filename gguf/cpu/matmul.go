@@ -12,6 +12,20 @@ import (
 // evens out cores that run at different speeds.
 const tasksPerThread = 4
 
+// parallelProduct is the least product handed to the workers, in weight
+// elements, each activation row past the first counting a quarter (the
+// weights are loaded once for all of them): below it the calling
+// goroutine does it alone. Handing out tasks costs a few µs of cache-line
+// traffic between cores (a 2-thread product of 96×192 F16 took 2.8 µs,
+// alone 0.9), more than a small model's products take
+// (BenchmarkSmallMatMul: for one row alone was faster up to about
+// 1024×192, for two to eight rows of 192×192 at every count, of 512×192
+// up to two rows and even at three). Where the model runs inline for long
+// stretches the helpers may park (spinFor), and the next parallel kernel
+// pays their waking: attention, whose groups are as small, measured
+// slower inline for that.
+var parallelProduct = 1 << 17 // a variable so that BenchmarkSmallMatMul can compare
+
 // tileRows is the granularity of MatMul's tasks: quant.MatMul multiplies
 // a batch by weight rows sixteen at a time where the machine has its
 // AVX-512 tiles (eight where only the others), so a task boundary
@@ -106,6 +120,9 @@ func (b *Backend) MatMul(dst backend.Tensor, wt backend.Weight, x backend.Tensor
 	}
 
 	chunk := ceilDiv(ceilDiv(w.rows, b.threads*tasksPerThread), tileRows) * tileRows
+	if w.rows*w.cols*(n+3)/4 < parallelProduct {
+		chunk = w.rows // one task: the calling goroutine's
+	}
 	b.mm = matmulJob{w: w, batch: &b.batch, dst: data(dst), chunk: chunk}
 	b.pool.run(ceilDiv(w.rows, chunk), &b.mm)
 	b.mm, b.quan = matmulJob{}, quantJob{}

@@ -1,0 +1,9 @@
+package cpu
+
+// SetParallelProduct sets the least product MatMul hands to the workers
+// (0: every product), for benchmarks to compare, and returns the old.
+func SetParallelProduct(n int) int {
+	old := parallelProduct
+	parallelProduct = n
+	return old
+}
