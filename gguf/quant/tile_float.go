@@ -97,6 +97,11 @@ func WideRows(t Type, w []byte, rs, n, rows int, x []float32, xs, live int, out 
 // every group passes.
 const floatRowsSpan = 128 << 10
 
+// floatRowsL1 is the most activation bytes a group of rows the row
+// kernels take at once may hold (L1 is 32-48 KB, and the weights' chunks
+// pass through it too).
+const floatRowsL1 = 40 << 10
+
 const (
 	floatTileRows = 8    // weight rows a tile
 	floatChunk    = 1024 // elements of a tile taken at a time
@@ -141,16 +146,23 @@ func matMulFloat(k floatBand4, s *tileScratch, t Type, w []byte, rs, rows int, b
 		// rows, on rows of 192 to 2048 elements.
 		// Up to eight rows take one pass over the weights (four and
 		// one took two: the weights widened twice, the one-row pass
-		// waiting on its sums' latency); more pass over the weights in
-		// spans that stay in L2 while each group of eight takes them.
+		// waiting on its sums' latency), as many as stay in L1 beside
+		// the weights (floatRowsL1: eight rows of 2048 did not, and ran
+		// 0.9x the band kernels where four ran 1.2x). More rows go in
+		// groups as even as may be (no one-row group after a full one),
+		// over the weights in spans that stay in L2 while each group
+		// takes them.
+		limit := min(maxFloatRows, max(4, floatRowsL1/(4*whole)))
+		groups := (b.rows + limit - 1) / limit
 		span := rows
-		if b.rows > maxFloatRows {
+		if groups > 1 {
 			span = max(16, floatRowsSpan/rs)
 		}
 		for r0 := 0; r0 < rows; r0 += span {
 			r1 := min(rows, r0+span)
-			for i := 0; i < b.rows; i += maxFloatRows {
-				live := min(maxFloatRows, b.rows-i)
+			for g := range groups {
+				i := g * b.rows / groups
+				live := (g+1)*b.rows/groups - i
 				_ = out[(i+live-1)*stride+r1-1] // bounds of the outputs
 				kr[live-1](&out[i*stride+r0], 4*stride, &w[r0*rs], rs, &b.wide[i*whole], 4*whole, whole/32, r1-r0, 0)
 			}
