@@ -87,9 +87,10 @@ func testMatMulMatchesVecDot(t *testing.T) {
 			// elements, with a partial round and a partial tile of rows.
 			{9, 2100, 5},
 			// The float types' row kernels: rows of whole rounds of 32,
-			// up to eight activation rows, four at a time, and one
-			// (oneRowFloat).
-			{19, 192, 3}, {7, 96, 8}, {5, 32, 2}, {21, 192, 1}, {6, 32, 1},
+			// up to eight activation rows at a time, and one
+			// (oneRowFloat); long rows in groups that hold 40 KB
+			// (2048: 3+4+4 of eleven; 1536: 4+5 of nine).
+			{19, 192, 3}, {7, 96, 8}, {5, 32, 2}, {21, 192, 1}, {6, 32, 1}, {6, 2048, 11}, {7, 1536, 9},
 		} {
 			n := shape.blocks * qk
 			if n > 2048 && typ.BlockSize() > 1 {
