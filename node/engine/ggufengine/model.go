@@ -90,6 +90,12 @@ type Config struct {
 	// weighed by how often drafts of its confidence have stood in the
 	// request and by what it costs (spec.Window.Draft); negative: never.
 	DraftThreshold float64
+
+	// unmeasured prices greedy serves' windows by the files' sizes, not by
+	// timing this machine's steps at load: the tests that need windows
+	// to open whatever the machine's load (a loaded machine's timings,
+	// under the race detector, priced prompt lookup's rows out).
+	unmeasured bool
 }
 
 // DefaultSessions is the slots of a model whose memory is unknown, and
@@ -182,7 +188,9 @@ func Load(path string, cfg Config) (*Model, error) {
 		// What drafting and verifying cost on this machine, for greedy
 		// serves' windows (spec.Drafter.Window).
 		start := time.Now()
-		if prices, err := m.draft.Measure(context.Background(), m.model); err != nil {
+		if cfg.unmeasured {
+			log.Info("speculative decoding", "model", m.name, "draft", cfg.Draft, "id", m.draft.ID(), "cost", m.draft.Cost(), "max_window", m.draft.Max())
+		} else if prices, err := m.draft.Measure(context.Background(), m.model); err != nil {
 			// Not fatal: the windows keep the files' prices.
 			log.Warn("speculative decoding: prices not measured; greedy windows priced by the files' sizes", "model", m.name, "draft", cfg.Draft, "err", err)
 		} else {

@@ -35,7 +35,10 @@ func speculating(t *testing.T) map[string]*Model {
 	}
 	out := map[string]*Model{}
 	for name, d := range drafts {
-		cfg := Config{Fidelity: receipt.F1, UJPerToken: 250, Context: 256, Draft: d, DraftMax: 4}
+		// Priced by the files, not by timing this machine: under load
+		// (the race detector, other packages' tests) the measured rows'
+		// cost could keep every window shut, and these tests need them.
+		cfg := Config{Fidelity: receipt.F1, UJPerToken: 250, Context: 256, Draft: d, DraftMax: 4, unmeasured: true}
 		if d != DraftLookup {
 			// Windows kept on and full, so that the tests see many, and
 			// stops and ends fall inside them: the file's own size would
@@ -106,7 +109,9 @@ func TestSpeculativeCopyDraftDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := func(threshold float64) (proposed, accepted uint32) {
-		m, err := Load(fortunesPath, Config{Fidelity: receipt.F1, UJPerToken: 250, Context: 256, Draft: q4, DraftCost: 0.3, DraftThreshold: threshold})
+		// The files' prices (unmeasured, see speculating): the rule's
+		// choices, not this machine's load, decide what is drafted.
+		m, err := Load(fortunesPath, Config{Fidelity: receipt.F1, UJPerToken: 250, Context: 256, Draft: q4, DraftCost: 0.3, DraftThreshold: threshold, unmeasured: true})
 		if err != nil {
 			t.Fatal(err)
 		}
