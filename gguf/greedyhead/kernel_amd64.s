@@ -8,9 +8,171 @@
 // unsigned bytes from a register and an activation's four signed quants
 // by embedded broadcast from memory, so a group is loaded once for every
 // activation row and row l's sum lands in lane l. Each activation row
-// keeps two chains (even and odd groups), joined at the end of a block;
-// then sum − corr, to float32, times scale·t, stored, and the lanes'
-// running maxima kept. groups is n/4, even.
+// keeps two or four chains of sums (below), joined at the end of a
+// block; then sum − corr, to float32, times scale·t, stored, and the
+// lanes' running maxima kept. groups is n/4, even.
+
+// The one- to four-row kernels read activation row i at Ri (R8-R11, xs
+// apart; BX the group offset) and keep its correction and t broadcast in
+// registers. N_ROWi(M) applies M to row i's operands: its pointer, its
+// byte offset in corr and t, its four chains (P_ROWi: two, named twice),
+// its correction and t registers, its approximations' address, its lanes
+// register and its byte offset in lanes. One and
+// two rows keep four chains a row (groups 0-3 mod 4: with two, a block's
+// sum waited on VPDPBUSD's latency, not its throughput; a groups count of
+// 2 mod 4 takes its first two groups alone); three and four keep two
+// (even and odd groups), the four-row kernel's. Integer sums: the chains
+// change no bit. Z8 holds the block's scales, Z9 a row's scale·t.
+#define N_ROW0(M) M(R8, 0, Z0, Z1, Z2, Z3, Z28, Z12, (R14), Z24, 0)
+#define N_ROW1(M) M(R9, 4, Z4, Z5, Z6, Z7, Z29, Z13, (R14)(R15*1), Z25, 64)
+// Three and four rows: chains Zi (even groups) and Z(4+i) (odd).
+#define P_ROW0(M) M(R8, 0, Z0, Z4, Z0, Z4, Z28, Z12, (R14), Z24, 0)
+#define P_ROW1(M) M(R9, 4, Z1, Z5, Z1, Z5, Z29, Z13, (R14)(R15*1), Z25, 64)
+#define P_ROW2(M) M(R10, 8, Z2, Z6, Z2, Z6, Z30, Z14, (R14)(R15*2), Z26, 128)
+#define P_ROW3(M) M(R11, 12, Z3, Z7, Z3, Z7, Z31, Z15, (R14)(R13*1), Z27, 192)
+
+#define N_EACH1(M) N_ROW0(M)
+
+#define N_EACH2(M) \
+	N_ROW0(M) \
+	N_ROW1(M)
+
+#define P_EACH3(M) \
+	P_ROW0(M) \
+	P_ROW1(M) \
+	P_ROW2(M)
+
+#define P_EACH4(M) \
+	P_EACH3(M) \
+	P_ROW3(M)
+
+#define N_CORR(X, O, A0, A1, A2, A3, C, T, OUT, L, LO) VPBROADCASTD O(AX), C
+
+#define N_T(X, O, A0, A1, A2, A3, C, T, OUT, L, LO) VBROADCASTSS O(AX), T
+
+#define N_LANES(X, O, A0, A1, A2, A3, C, T, OUT, L, LO) VMOVUPS LO(AX), L
+
+#define N_STORE(X, O, A0, A1, A2, A3, C, T, OUT, L, LO) VMOVUPS L, LO(AX)
+
+#define N_ZERO2(X, O, A0, A1, A2, A3, C, T, OUT, L, LO) \
+	VPXORD A0, A0, A0 \
+	VPXORD A1, A1, A1
+
+#define N_ZERO4(X, O, A0, A1, A2, A3, C, T, OUT, L, LO) \
+	N_ZERO2(X, O, A0, A1, A2, A3, C, T, OUT, L, LO) \
+	VPXORD A2, A2, A2 \
+	VPXORD A3, A3, A3
+
+// N_TWO: two groups (Z16, Z17), a chain each; N_FOUR: four (Z16-Z19).
+#define N_TWO(X, O, A0, A1, A2, A3, C, T, OUT, L, LO) \
+	VPDPBUSD.BCST (X)(BX*1), Z16, A0 \
+	VPDPBUSD.BCST 4(X)(BX*1), Z17, A1
+
+#define N_FOUR(X, O, A0, A1, A2, A3, C, T, OUT, L, LO) \
+	N_TWO(X, O, A0, A1, A2, A3, C, T, OUT, L, LO) \
+	VPDPBUSD.BCST 8(X)(BX*1), Z18, A2 \
+	VPDPBUSD.BCST 12(X)(BX*1), Z19, A3
+
+#define N_SUM2(X, O, A0, A1, A2, A3, C, T, OUT, L, LO) VPADDD A1, A0, A0
+
+#define N_SUM4(X, O, A0, A1, A2, A3, C, T, OUT, L, LO) \
+	VPADDD A1, A0, A0 \
+	VPADDD A3, A2, A2 \
+	VPADDD A2, A0, A0
+
+// N_FOLD: the row's sum (A0), less the correction, to float32, times
+// scale·t, stored and kept in the lanes' maxima.
+#define N_FOLD(X, O, A0, A1, A2, A3, C, T, OUT, L, LO) \
+	VPSUBD  C, A0, A0 \
+	VCVTDQ2PS A0, A0 \
+	VMULPS  T, Z8, Z9 \
+	VMULPS  Z9, A0, A0 \
+	VMOVUPS A0, OUT \
+	VMAXPS  A0, L, L
+
+#define N_ENTRY(EACH) \
+	MOVQ packed+0(FP), SI \
+	MOVQ scale+8(FP), DI \
+	MOVQ blocks+16(FP), CX \
+	MOVQ groups+24(FP), DX \
+	MOVQ x+32(FP), R8 \
+	MOVQ xs+40(FP), BX \
+	LEAQ (R8)(BX*1), R9 \
+	LEAQ (R9)(BX*1), R10 \
+	LEAQ (R10)(BX*1), R11 \
+	MOVQ corr+48(FP), AX \
+	EACH(N_CORR) \
+	MOVQ t+56(FP), AX \
+	EACH(N_T) \
+	MOVQ approx+64(FP), R14 \
+	MOVQ os+72(FP), R15 \
+	LEAQ (R15)(R15*2), R13 \
+	MOVQ lanes+80(FP), AX \
+	EACH(N_LANES)
+
+// QUAD: one or two rows, four chains a row.
+#define QUAD(EACH) \
+	N_ENTRY(EACH) \
+qblock: \
+	EACH(N_ZERO4) \
+	XORQ BX, BX \
+	MOVQ DX, R12 \
+	TESTQ $2, R12 \
+	JZ   qfour \
+	VMOVDQU32 0(SI), Z16 \
+	VMOVDQU32 64(SI), Z17 \
+	EACH(N_TWO) \
+	ADDQ $128, SI \
+	MOVQ $8, BX \
+	SUBQ $2, R12 \
+	JZ   qsum \
+qfour: \
+	VMOVDQU32 0(SI), Z16 \
+	VMOVDQU32 64(SI), Z17 \
+	VMOVDQU32 128(SI), Z18 \
+	VMOVDQU32 192(SI), Z19 \
+	EACH(N_FOUR) \
+	ADDQ $256, SI \
+	ADDQ $16, BX \
+	SUBQ $4, R12 \
+	JNZ  qfour \
+qsum: \
+	VMOVUPS (DI), Z8 \
+	EACH(N_SUM4) \
+	EACH(N_FOLD) \
+	ADDQ $64, DI \
+	ADDQ $64, R14 \
+	DECQ CX \
+	JNZ  qblock \
+	EACH(N_STORE) \
+	VZEROUPPER \
+	RET
+
+// PAIR: three or four rows, two chains a row.
+#define PAIR(EACH) \
+	N_ENTRY(EACH) \
+pblock: \
+	EACH(N_ZERO2) \
+	XORQ BX, BX \
+	MOVQ DX, R12 \
+pgroup: \
+	VMOVDQU32 0(SI), Z16 \
+	VMOVDQU32 64(SI), Z17 \
+	EACH(N_TWO) \
+	ADDQ $128, SI \
+	ADDQ $8, BX \
+	SUBQ $2, R12 \
+	JNZ  pgroup \
+	VMOVUPS (DI), Z8 \
+	EACH(N_SUM2) \
+	EACH(N_FOLD) \
+	ADDQ $64, DI \
+	ADDQ $64, R14 \
+	DECQ CX \
+	JNZ  pblock \
+	EACH(N_STORE) \
+	VZEROUPPER \
+	RET
 
 // The five- to eight-row kernels read the activations interleaved
 // (interleave8: group g's four quants of row i at 32g+4i), so that every
@@ -109,351 +271,21 @@ wgroup: \
 	VZEROUPPER \
 	RET
 
-// func rows16x4VNNI(packed *byte, scale *float32, blocks, groups int, x *int8, xs int, corr *int32, t *float32, approx *float32, os int, lanes *float32)
-TEXT ·rows16x4VNNI(SB), NOSPLIT, $0-88
-	MOVQ packed+0(FP), SI
-	MOVQ scale+8(FP), DI
-	MOVQ blocks+16(FP), CX
-	MOVQ groups+24(FP), DX
-	MOVQ x+32(FP), R8
-	MOVQ xs+40(FP), BX
-	LEAQ (R8)(BX*1), R9
-	LEAQ (R9)(BX*1), R10
-	LEAQ (R10)(BX*1), R11
-	MOVQ corr+48(FP), AX
-	VPBROADCASTD 0(AX), Z28
-	VPBROADCASTD 4(AX), Z29
-	VPBROADCASTD 8(AX), Z30
-	VPBROADCASTD 12(AX), Z31
-	MOVQ t+56(FP), AX
-	VBROADCASTSS 0(AX), Z12
-	VBROADCASTSS 4(AX), Z13
-	VBROADCASTSS 8(AX), Z14
-	VBROADCASTSS 12(AX), Z15
-	MOVQ approx+64(FP), R14
-	MOVQ os+72(FP), R15
-	LEAQ (R15)(R15*2), R13
-	MOVQ lanes+80(FP), AX
-	VMOVUPS 0(AX), Z24
-	VMOVUPS 64(AX), Z25
-	VMOVUPS 128(AX), Z26
-	VMOVUPS 192(AX), Z27
-
-block4:
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	XORQ BX, BX
-	MOVQ DX, R12
-
-group4:
-	VMOVDQU32 0(SI), Z16
-	VMOVDQU32 64(SI), Z17
-	VPDPBUSD.BCST (R8)(BX*1), Z16, Z0
-	VPDPBUSD.BCST (R9)(BX*1), Z16, Z1
-	VPDPBUSD.BCST (R10)(BX*1), Z16, Z2
-	VPDPBUSD.BCST (R11)(BX*1), Z16, Z3
-	VPDPBUSD.BCST 4(R8)(BX*1), Z17, Z4
-	VPDPBUSD.BCST 4(R9)(BX*1), Z17, Z5
-	VPDPBUSD.BCST 4(R10)(BX*1), Z17, Z6
-	VPDPBUSD.BCST 4(R11)(BX*1), Z17, Z7
-	ADDQ $128, SI
-	ADDQ $8, BX
-	SUBQ $2, R12
-	JNZ  group4
-
-	VMOVUPS (DI), Z8
-	VPADDD  Z4, Z0, Z0
-	VPADDD  Z5, Z1, Z1
-	VPADDD  Z6, Z2, Z2
-	VPADDD  Z7, Z3, Z3
-	VPSUBD  Z28, Z0, Z0
-	VPSUBD  Z29, Z1, Z1
-	VPSUBD  Z30, Z2, Z2
-	VPSUBD  Z31, Z3, Z3
-	VCVTDQ2PS Z0, Z0
-	VCVTDQ2PS Z1, Z1
-	VCVTDQ2PS Z2, Z2
-	VCVTDQ2PS Z3, Z3
-	VMULPS  Z12, Z8, Z9
-	VMULPS  Z9, Z0, Z0
-	VMULPS  Z13, Z8, Z9
-	VMULPS  Z9, Z1, Z1
-	VMULPS  Z14, Z8, Z9
-	VMULPS  Z9, Z2, Z2
-	VMULPS  Z15, Z8, Z9
-	VMULPS  Z9, Z3, Z3
-	VMOVUPS Z0, (R14)
-	VMOVUPS Z1, (R14)(R15*1)
-	VMOVUPS Z2, (R14)(R15*2)
-	VMOVUPS Z3, (R14)(R13*1)
-	VMAXPS  Z0, Z24, Z24
-	VMAXPS  Z1, Z25, Z25
-	VMAXPS  Z2, Z26, Z26
-	VMAXPS  Z3, Z27, Z27
-	ADDQ $64, DI
-	ADDQ $64, R14
-	DECQ CX
-	JNZ  block4
-
-	VMOVUPS Z24, 0(AX)
-	VMOVUPS Z25, 64(AX)
-	VMOVUPS Z26, 128(AX)
-	VMOVUPS Z27, 192(AX)
-	VZEROUPPER
-	RET
-
-// The one- and two-row kernels keep four chains a row (groups 0, 1, 2
-// and 3 mod 4): with two, a block's sum waited on VPDPBUSD's latency,
-// not its throughput. Integer sums, so the chains change no bit.
-// A groups count of 2 mod 4 takes its first two groups alone.
-
 // func rows16x1VNNI(packed *byte, scale *float32, blocks, groups int, x *int8, xs int, corr *int32, t *float32, approx *float32, os int, lanes *float32)
 TEXT ·rows16x1VNNI(SB), NOSPLIT, $0-88
-	MOVQ packed+0(FP), SI
-	MOVQ scale+8(FP), DI
-	MOVQ blocks+16(FP), CX
-	MOVQ groups+24(FP), DX
-	MOVQ x+32(FP), R8
-	MOVQ corr+48(FP), AX
-	VPBROADCASTD 0(AX), Z28
-	MOVQ t+56(FP), AX
-	VBROADCASTSS 0(AX), Z12
-	MOVQ approx+64(FP), R14
-	MOVQ lanes+80(FP), AX
-	VMOVUPS 0(AX), Z24
-
-block1:
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	XORQ BX, BX
-	MOVQ DX, R12
-	TESTQ $2, R12
-	JZ   quad1
-	VMOVDQU32 0(SI), Z16
-	VMOVDQU32 64(SI), Z17
-	VPDPBUSD.BCST (R8), Z16, Z0
-	VPDPBUSD.BCST 4(R8), Z17, Z1
-	ADDQ $128, SI
-	MOVQ $8, BX
-	SUBQ $2, R12
-	JZ   sum1
-
-quad1:
-	VMOVDQU32 0(SI), Z16
-	VMOVDQU32 64(SI), Z17
-	VMOVDQU32 128(SI), Z18
-	VMOVDQU32 192(SI), Z19
-	VPDPBUSD.BCST (R8)(BX*1), Z16, Z0
-	VPDPBUSD.BCST 4(R8)(BX*1), Z17, Z1
-	VPDPBUSD.BCST 8(R8)(BX*1), Z18, Z2
-	VPDPBUSD.BCST 12(R8)(BX*1), Z19, Z3
-	ADDQ $256, SI
-	ADDQ $16, BX
-	SUBQ $4, R12
-	JNZ  quad1
-
-sum1:
-	VMOVUPS (DI), Z8
-	VPADDD  Z1, Z0, Z0
-	VPADDD  Z3, Z2, Z2
-	VPADDD  Z2, Z0, Z0
-	VPSUBD  Z28, Z0, Z0
-	VCVTDQ2PS Z0, Z0
-	VMULPS  Z12, Z8, Z9
-	VMULPS  Z9, Z0, Z0
-	VMOVUPS Z0, (R14)
-	VMAXPS  Z0, Z24, Z24
-	ADDQ $64, DI
-	ADDQ $64, R14
-	DECQ CX
-	JNZ  block1
-
-	VMOVUPS Z24, 0(AX)
-	VZEROUPPER
-	RET
+	QUAD(N_EACH1)
 
 // func rows16x2VNNI(packed *byte, scale *float32, blocks, groups int, x *int8, xs int, corr *int32, t *float32, approx *float32, os int, lanes *float32)
 TEXT ·rows16x2VNNI(SB), NOSPLIT, $0-88
-	MOVQ packed+0(FP), SI
-	MOVQ scale+8(FP), DI
-	MOVQ blocks+16(FP), CX
-	MOVQ groups+24(FP), DX
-	MOVQ x+32(FP), R8
-	MOVQ xs+40(FP), BX
-	LEAQ (R8)(BX*1), R9
-	MOVQ corr+48(FP), AX
-	VPBROADCASTD 0(AX), Z28
-	VPBROADCASTD 4(AX), Z29
-	MOVQ t+56(FP), AX
-	VBROADCASTSS 0(AX), Z12
-	VBROADCASTSS 4(AX), Z13
-	MOVQ approx+64(FP), R14
-	MOVQ os+72(FP), R15
-	MOVQ lanes+80(FP), AX
-	VMOVUPS 0(AX), Z24
-	VMOVUPS 64(AX), Z25
-
-block2:
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	XORQ BX, BX
-	MOVQ DX, R12
-	TESTQ $2, R12
-	JZ   quad2
-	VMOVDQU32 0(SI), Z16
-	VMOVDQU32 64(SI), Z17
-	VPDPBUSD.BCST (R8), Z16, Z0
-	VPDPBUSD.BCST (R9), Z16, Z4
-	VPDPBUSD.BCST 4(R8), Z17, Z1
-	VPDPBUSD.BCST 4(R9), Z17, Z5
-	ADDQ $128, SI
-	MOVQ $8, BX
-	SUBQ $2, R12
-	JZ   sum2
-
-quad2:
-	VMOVDQU32 0(SI), Z16
-	VMOVDQU32 64(SI), Z17
-	VMOVDQU32 128(SI), Z18
-	VMOVDQU32 192(SI), Z19
-	VPDPBUSD.BCST (R8)(BX*1), Z16, Z0
-	VPDPBUSD.BCST (R9)(BX*1), Z16, Z4
-	VPDPBUSD.BCST 4(R8)(BX*1), Z17, Z1
-	VPDPBUSD.BCST 4(R9)(BX*1), Z17, Z5
-	VPDPBUSD.BCST 8(R8)(BX*1), Z18, Z2
-	VPDPBUSD.BCST 8(R9)(BX*1), Z18, Z6
-	VPDPBUSD.BCST 12(R8)(BX*1), Z19, Z3
-	VPDPBUSD.BCST 12(R9)(BX*1), Z19, Z7
-	ADDQ $256, SI
-	ADDQ $16, BX
-	SUBQ $4, R12
-	JNZ  quad2
-
-sum2:
-	VMOVUPS (DI), Z8
-	VPADDD  Z1, Z0, Z0
-	VPADDD  Z3, Z2, Z2
-	VPADDD  Z2, Z0, Z0
-	VPADDD  Z5, Z4, Z4
-	VPADDD  Z7, Z6, Z6
-	VPADDD  Z6, Z4, Z1
-	VPSUBD  Z28, Z0, Z0
-	VPSUBD  Z29, Z1, Z1
-	VCVTDQ2PS Z0, Z0
-	VCVTDQ2PS Z1, Z1
-	VMULPS  Z12, Z8, Z9
-	VMULPS  Z9, Z0, Z0
-	VMULPS  Z13, Z8, Z9
-	VMULPS  Z9, Z1, Z1
-	VMOVUPS Z0, (R14)
-	VMOVUPS Z1, (R14)(R15*1)
-	VMAXPS  Z0, Z24, Z24
-	VMAXPS  Z1, Z25, Z25
-	ADDQ $64, DI
-	ADDQ $64, R14
-	DECQ CX
-	JNZ  block2
-
-	VMOVUPS Z24, 0(AX)
-	VMOVUPS Z25, 64(AX)
-	VZEROUPPER
-	RET
+	QUAD(N_EACH2)
 
 // func rows16x3VNNI(packed *byte, scale *float32, blocks, groups int, x *int8, xs int, corr *int32, t *float32, approx *float32, os int, lanes *float32)
 TEXT ·rows16x3VNNI(SB), NOSPLIT, $0-88
-	MOVQ packed+0(FP), SI
-	MOVQ scale+8(FP), DI
-	MOVQ blocks+16(FP), CX
-	MOVQ groups+24(FP), DX
-	MOVQ x+32(FP), R8
-	MOVQ xs+40(FP), BX
-	LEAQ (R8)(BX*1), R9
-	LEAQ (R9)(BX*1), R10
-	MOVQ corr+48(FP), AX
-	VPBROADCASTD 0(AX), Z28
-	VPBROADCASTD 4(AX), Z29
-	VPBROADCASTD 8(AX), Z30
-	MOVQ t+56(FP), AX
-	VBROADCASTSS 0(AX), Z12
-	VBROADCASTSS 4(AX), Z13
-	VBROADCASTSS 8(AX), Z14
-	MOVQ approx+64(FP), R14
-	MOVQ os+72(FP), R15
-	MOVQ lanes+80(FP), AX
-	VMOVUPS 0(AX), Z24
-	VMOVUPS 64(AX), Z25
-	VMOVUPS 128(AX), Z26
+	PAIR(P_EACH3)
 
-block3:
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	XORQ BX, BX
-	MOVQ DX, R12
-
-group3:
-	VMOVDQU32 0(SI), Z16
-	VMOVDQU32 64(SI), Z17
-	VPDPBUSD.BCST (R8)(BX*1), Z16, Z0
-	VPDPBUSD.BCST (R9)(BX*1), Z16, Z1
-	VPDPBUSD.BCST (R10)(BX*1), Z16, Z2
-	VPDPBUSD.BCST 4(R8)(BX*1), Z17, Z4
-	VPDPBUSD.BCST 4(R9)(BX*1), Z17, Z5
-	VPDPBUSD.BCST 4(R10)(BX*1), Z17, Z6
-	ADDQ $128, SI
-	ADDQ $8, BX
-	SUBQ $2, R12
-	JNZ  group3
-
-	VMOVUPS (DI), Z8
-	VPADDD  Z4, Z0, Z0
-	VPADDD  Z5, Z1, Z1
-	VPADDD  Z6, Z2, Z2
-	VPSUBD  Z28, Z0, Z0
-	VPSUBD  Z29, Z1, Z1
-	VPSUBD  Z30, Z2, Z2
-	VCVTDQ2PS Z0, Z0
-	VCVTDQ2PS Z1, Z1
-	VCVTDQ2PS Z2, Z2
-	VMULPS  Z12, Z8, Z9
-	VMULPS  Z9, Z0, Z0
-	VMULPS  Z13, Z8, Z9
-	VMULPS  Z9, Z1, Z1
-	VMULPS  Z14, Z8, Z9
-	VMULPS  Z9, Z2, Z2
-	VMOVUPS Z0, (R14)
-	VMOVUPS Z1, (R14)(R15*1)
-	VMOVUPS Z2, (R14)(R15*2)
-	VMAXPS  Z0, Z24, Z24
-	VMAXPS  Z1, Z25, Z25
-	VMAXPS  Z2, Z26, Z26
-	ADDQ $64, DI
-	ADDQ $64, R14
-	DECQ CX
-	JNZ  block3
-
-	VMOVUPS Z24, 0(AX)
-	VMOVUPS Z25, 64(AX)
-	VMOVUPS Z26, 128(AX)
-	VZEROUPPER
-	RET
+// func rows16x4VNNI(packed *byte, scale *float32, blocks, groups int, x *int8, xs int, corr *int32, t *float32, approx *float32, os int, lanes *float32)
+TEXT ·rows16x4VNNI(SB), NOSPLIT, $0-88
+	PAIR(P_EACH4)
 
 // func rows16x5VNNI(packed *byte, scale *float32, blocks, groups int, xi *int8, corr *int32, t *float32, approx *float32, os int, lanes *float32)
 TEXT ·rows16x5VNNI(SB), NOSPLIT, $0-80
