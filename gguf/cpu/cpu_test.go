@@ -546,6 +546,49 @@ func TestGLUAndElementwise(t *testing.T) {
 	}
 }
 
+// TestElementwiseSplitMatchesOneThread: an elementwise kernel split
+// between workers — a flat op in runs of elements that cross rows, a
+// row-wise one in runs of rows — gives the bits one worker does, on
+// tensors large enough to split (the exponentials' at a few rows, the
+// additions' at tens of thousands of elements).
+func TestElementwiseSplitMatchesOneThread(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	one, three := newBackend(t, 1), newBackend(t, 3)
+	for _, shape := range [][2]int{{7, 333}, {3, 512}, {9, 4001}} {
+		rows, cols := shape[0], shape[1]
+		g, u := normals(rng, rows*cols, 3), normals(rng, rows*cols, 1)
+		bias := normals(rng, cols, 1)
+		run := func(be *cpu.Backend) [][]float32 {
+			var out [][]float32
+			for _, f := range []backend.GLU{backend.SiLU, backend.GELUTanh, backend.SwiGLUOAI} {
+				dst := tensor(be, rows, cols, nil)
+				be.GLU(dst, tensor(be, rows, cols, g), tensor(be, rows, cols, u), f)
+				out = append(out, read(be, dst))
+			}
+			x := tensor(be, rows, cols, g)
+			be.Add(x, tensor(be, rows, cols, u))
+			be.Scale(x, 0.75)
+			bw, err := be.Weight(quant.F32, 1, cols, f32bytes(bias))
+			if err != nil {
+				t.Fatal(err)
+			}
+			be.AddBias(x, bw)
+			be.Softcap(x, 2)
+			out = append(out, read(be, x))
+			be.RMSNorm(x, x, bw, 1e-5)
+			return append(out, read(be, x))
+		}
+		want, got := run(one), run(three)
+		for k := range want {
+			for i := range want[k] {
+				if math.Float32bits(got[k][i]) != math.Float32bits(want[k][i]) {
+					t.Fatalf("%d × %d, kernel %d [%d]: three workers %v, one %v", rows, cols, k, i, got[k][i], want[k][i])
+				}
+			}
+		}
+	}
+}
+
 func TestEmbed(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	be := newBackend(t, 1)

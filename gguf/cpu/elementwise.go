@@ -37,13 +37,34 @@ type elemJob struct {
 }
 
 func (j *elemJob) do(_, t int) {
+	if j.flat() {
+		// chunk counts elements: the op does not see rows.
+		lo, hi := split(t, j.chunk, j.rows*j.cols)
+		j.doRange(lo, hi)
+		return
+	}
 	r0, r1 := split(t, j.chunk, j.rows)
-	lo, hi := r0*j.cols, r1*j.cols
 	switch j.op {
 	case opRMSNorm:
 		for r := r0; r < r1; r++ {
 			rmsNorm(j.dst[r*j.cols:(r+1)*j.cols], j.a[r*j.cols:(r+1)*j.cols], j.w, j.s)
 		}
+	case opBias:
+		for r := r0; r < r1; r++ {
+			dst := j.dst[r*j.cols : (r+1)*j.cols]
+			for i, v := range j.w {
+				dst[i] += v
+			}
+		}
+	}
+}
+
+// flat: j's op is element by element, so its tasks may split rows.
+func (j *elemJob) flat() bool { return j.op != opRMSNorm && j.op != opBias }
+
+// doRange runs a flat op over elements lo … hi-1.
+func (j *elemJob) doRange(lo, hi int) {
+	switch j.op {
 	case opAdd:
 		dst, a := j.dst[lo:hi], j.a[lo:hi]
 		for i := range dst {
@@ -61,26 +82,37 @@ func (j *elemJob) do(_, t int) {
 		}
 	case opGLU:
 		glu(j.dst[lo:hi], j.a[lo:hi], j.b[lo:hi], j.glu)
-	case opBias:
-		for r := r0; r < r1; r++ {
-			dst := j.dst[r*j.cols : (r+1)*j.cols]
-			for i, v := range j.w {
-				dst[i] += v
-			}
-		}
 	}
 }
 
-// runElem runs j over its rows, in parallel when it is large.
+// weight is what an element of j costs, in additions: an exponential
+// (SiLU, GELU's tanh) costs some tens of them, so the feed-forward gate of
+// a few rows, a speculative window's, is worth splitting where as many
+// additions are not.
+func (j *elemJob) weight() int {
+	switch j.op {
+	case opGLU, opSoftcap:
+		return 24
+	}
+	return 1
+}
+
+// runElem runs j over its rows, in parallel when it is large: a flat op
+// in even runs of elements (multiples of 16, whole vectors), a row-wise
+// one in runs of rows.
 func (b *Backend) runElem(j elemJob) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	j.chunk = j.rows
-	if j.rows > 1 && j.rows*j.cols >= parallelElems {
-		j.chunk = ceilDiv(j.rows, b.threads)
+	n, unit := j.rows, 1
+	if j.flat() {
+		n, unit = j.rows*j.cols, 16
+	}
+	j.chunk = n
+	if n > unit && j.rows*j.cols*j.weight() >= parallelElems {
+		j.chunk = ceilDiv(ceilDiv(n, b.threads), unit) * unit
 	}
 	b.ew = j
-	b.pool.run(ceilDiv(j.rows, j.chunk), &b.ew)
+	b.pool.run(ceilDiv(n, j.chunk), &b.ew)
 	b.ew = elemJob{}
 }
 
