@@ -30,7 +30,8 @@ var tolerance = map[string]float64{
 	// Exact: the same float32 operations in the same order.
 	"matmul": 0, "embed": 0, "elementwise": 0, "rope": 0, "argmax": 0,
 	// RMSNorm's Σx² and the softmax's Σe are float64 sums, a tree on the
-	// GPU and in order on the CPU: they can differ in the last bit of the
+	// GPU, in order (Σx²) or in sixteen running sums (Σe) on the CPU: they
+	// can differ in the last bit of the
 	// float64, and rarely that moves a float32 result by one ulp.
 	"rmsnorm": 1e-6, "attend": 1e-6,
 	// The delta net takes e^x and ln in float64 as the CPU does, but with

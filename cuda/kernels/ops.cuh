@@ -239,7 +239,7 @@ KERNEL BOUNDS(256) void store_kv_f32(KV_PARAMS) { store_kv<false>(k, v, kc, vc, 
 // does (llama.cpp without flash attention): the query rounded to the
 // cache's type; each score a dot product with a key (warp w takes keys w,
 // w+8, …; lane l its elements l, l+32, …); softcap, scale, max; e^(s−max)
-// with the sum in float64 (a tree here, in order on the CPU); the weights
+// with the sum in float64 (a tree here, sixteen running sums on the CPU); the weights
 // scaled by 1/sum and rounded to the cache's type; each output element a
 // dot product of the weights with a row of transposed values. The scores
 // live in global scratch, cap floats per (row, head) of the launch.

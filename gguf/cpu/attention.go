@@ -308,10 +308,7 @@ func (j *attendJob) softmax(scores []float32, h int) {
 		maxScore = max(maxScore, sink)
 	}
 	expSub(scores, scores, maxScore)
-	var sum float64
-	for _, e := range scores {
-		sum += float64(e)
-	}
+	sum := softmaxSum(scores)
 	if a.Sinks != nil {
 		sum += float64(libmExpf(sink - maxScore)) // ggml calls the C library's expf here
 	}

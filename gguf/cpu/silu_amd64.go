@@ -16,11 +16,22 @@ import (
 //go:noescape
 func siluGLU8(dst, gate, up *float32, chunks int, k *[16]float64) int
 
-// haveSiLU8: siluGLU8 needs AVX2 and FMA (its float64 fused multiply-adds).
-var haveSiLU8 = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+// siluGLU16 is siluGLU8 on AVX-512, sixteen elements a chunk: the same
+// operations in the same order, twice the lanes.
+//
+//go:noescape
+func siluGLU16(dst, gate, up *float32, chunks int, k *[16]float64) int
 
-// useSiLU8 lets tests hold siluGLU8 to the Go kernel.
-var useSiLU8 = haveSiLU8
+// haveSiLU8: siluGLU8 needs AVX2 and FMA (its float64 fused multiply-adds);
+// haveSiLU16, AVX-512 (F).
+var (
+	haveSiLU8  = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+	haveSiLU16 = haveSiLU8 && cpu.X86.HasAVX512F
+)
+
+// useSiLU8 and useSiLU16 let tests hold the kernels to each other and to
+// the Go one.
+var useSiLU8, useSiLU16 = haveSiLU8, haveSiLU16
 
 // siluConsts are expf's constants as siluGLU8 reads them: the float32
 // constants widened to float64, then float32 ones (two to a slot).
@@ -42,10 +53,13 @@ func siluGLU(dst, gate, up []float32) {
 	n := len(gate)
 	dst, up = dst[:n], up[:n]
 	for i := 0; i < n; {
+		if useSiLU16 && n-i >= 16 {
+			i += 16 * siluGLU16(&dst[i], &gate[i], &up[i], (n-i)/16, &siluConsts)
+		}
 		if useSiLU8 && n-i >= 8 {
 			i += 8 * siluGLU8(&dst[i], &gate[i], &up[i], (n-i)/8, &siluConsts)
 		}
-		// A chunk siluGLU8 stopped at, or the tail.
+		// A chunk the kernels stopped at, or the tail.
 		for end := min(n, i+8); i < end; i++ {
 			dst[i] = silu(gate[i]) * up[i]
 		}
@@ -60,18 +74,41 @@ func siluGLU(dst, gate, up []float32) {
 //go:noescape
 func expSub8(dst, src *float32, chunks int, m float32, k *[16]float64) int
 
+// expSub16 is expSub8 on AVX-512, sixteen elements a chunk.
+//
+//go:noescape
+func expSub16(dst, src *float32, chunks int, m float32, k *[16]float64) int
+
 // expSub sets dst[i] = expf(src[i]−m): a softmax's exponentials. dst may
 // be src.
 func expSub(dst, src []float32, m float32) {
 	n := len(src)
 	dst = dst[:n]
 	for i := 0; i < n; {
+		if useSiLU16 && n-i >= 16 {
+			i += 16 * expSub16(&dst[i], &src[i], (n-i)/16, m, &siluConsts)
+		}
 		if useSiLU8 && n-i >= 8 {
 			i += 8 * expSub8(&dst[i], &src[i], (n-i)/8, m, &siluConsts)
 		}
-		// A chunk expSub8 stopped at, or the tail.
+		// A chunk the kernels stopped at, or the tail.
 		for end := min(n, i+8); i < end; i++ {
 			dst[i] = expf(src[i] - m)
 		}
 	}
+}
+
+// sumLanes16 adds x[16c+l] to part[l] in float64 for each of chunks
+// chunks of sixteen, chunk by chunk (AVX2).
+//
+//go:noescape
+func sumLanes16(x *float32, chunks int, part *[16]float64)
+
+// sumLanes is sumLanesGo, by sumLanes16 where the machine has AVX2.
+func sumLanes(x []float32, part *[16]float64) {
+	if !useSiLU8 || len(x) < 16 {
+		sumLanesGo(x, part)
+		return
+	}
+	sumLanes16(&x[0], len(x)/16, part)
 }

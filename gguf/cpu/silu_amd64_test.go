@@ -36,3 +36,25 @@ func TestExpSub8DoesOrdinaryValues(t *testing.T) {
 		t.Fatalf("expSub8 did %d of %d chunks of ordinary values", done, n)
 	}
 }
+
+// TestSIMD16DoesOrdinaryValues: the AVX-512 kernels, like the AVX2 ones,
+// hand back no chunk of ordinary values.
+func TestSIMD16DoesOrdinaryValues(t *testing.T) {
+	if !haveSiLU16 {
+		t.Skip("no AVX-512 here")
+	}
+	ordinary, all, dense, _ := siluValues()
+	up := siluUps(len(all))
+	for _, xs := range [][]float32{ordinary, dense} {
+		n := len(xs) / 16
+		out := make([]float32, 16*n)
+		if done := siluGLU16(&out[0], &xs[0], &up[0], n, &siluConsts); done != n {
+			t.Fatalf("siluGLU16 did %d of %d chunks of ordinary values", done, n)
+		}
+	}
+	n := len(dense) / 16
+	out := make([]float32, 16*n)
+	if done := expSub16(&out[0], &dense[0], n, 30, &siluConsts); done != n {
+		t.Fatalf("expSub16 did %d of %d chunks of ordinary values", done, n)
+	}
+}

@@ -3,9 +3,9 @@
 package cpu
 
 // No SIMD SiLU here: the Go kernel serves.
-const haveSiLU8 = false
+const haveSiLU8, haveSiLU16 = false, false
 
-var useSiLU8 = false
+var useSiLU8, useSiLU16 = false, false
 
 // siluGLU sets dst[i] = silu(gate[i])·up[i].
 func siluGLU(dst, gate, up []float32) {
@@ -21,3 +21,5 @@ func expSub(dst, src []float32, m float32) {
 		dst[i] = expf(x - m)
 	}
 }
+
+func sumLanes(x []float32, part *[16]float64) { sumLanesGo(x, part) }
