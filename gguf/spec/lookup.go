@@ -5,14 +5,28 @@ import (
 	"slices"
 )
 
-// Lookup is prompt lookup (n-gram) proposing: it finds the latest earlier
+// Lookup is prompt lookup (n-gram) proposing: it finds an earlier
 // occurrence of the sequence's last MaxN tokens (or fewer, down to MinN)
 // and proposes what followed it. Text that repeats its prompt — code
 // edits, quotations, summaries, structured output — drafts itself, with
-// no second model. Proposals are deterministic (Draft.Q nil).
+// no second model. Of the latest occurrences it takes the one whose
+// match reaches furthest back (the latest of those): text being copied
+// matches at length, and its continuation stands. Proposals are
+// deterministic (Draft.Q nil).
 type Lookup struct {
 	MinN, MaxN int // the n-gram lengths tried, longest first; 0: 1 and 3
 }
+
+const (
+	// lookupOccurrences bounds the occurrences of an n-gram weighed, the
+	// latest first, so a round's work does not grow with the context.
+	lookupOccurrences = 32
+	// lookupReach caps how far back a match is followed.
+	lookupReach = 16
+	// lookupCopying is the reach from which a match is taken for text
+	// being copied (lookupConf's top band).
+	lookupCopying = 8
+)
 
 // Propose implements Proposer.
 func (l Lookup) Propose(ctx context.Context, seq []uint32, gen, k int) ([]Draft, error) {
@@ -20,9 +34,9 @@ func (l Lookup) Propose(ctx context.Context, seq []uint32, gen, k int) ([]Draft,
 }
 
 // ProposeJudged implements Judged: each draft's confidence is a band for
-// how it was found — the length of the n-gram matched and whether it is
-// the first token after the match — which the window learns the worth of
-// as it does a draft model's confidences. A nil judge takes every draft.
+// how it was found (lookupConf), which the window learns the worth of as
+// it does a draft model's confidences. A nil judge takes
+// every draft.
 func (l Lookup) ProposeJudged(_ context.Context, seq []uint32, _, k int, judge func(conf float64) (take, more bool)) ([]Draft, error) {
 	lo, hi := l.MinN, l.MaxN
 	if lo <= 0 {
@@ -32,46 +46,72 @@ func (l Lookup) ProposeJudged(_ context.Context, seq []uint32, _, k int, judge f
 		hi = 3
 	}
 	for n := min(hi, len(seq)-1); n >= lo && k > 0; n-- {
-		suffix := seq[len(seq)-n:]
-		// The latest occurrence that has a token after it, other than
-		// the suffix itself.
-		for i := len(seq) - n - 1; i >= 0; i-- {
-			if !slices.Equal(seq[i:i+n], suffix) {
-				continue
-			}
-			next := seq[i+n : min(i+n+k, len(seq))]
-			d := make([]Draft, 0, len(next))
-			for j, t := range next {
-				conf := lookupConf(n, j)
-				take, more := true, true
-				if judge != nil {
-					take, more = judge(conf)
-				}
-				if !take {
-					break
-				}
-				d = append(d, Draft{Token: t, Conf: conf})
-				if !more {
-					break
-				}
-			}
-			return d, nil
+		at, reach := matchAt(seq, n)
+		if at < 0 {
+			continue
 		}
+		next := seq[at+n : min(at+n+k, len(seq))]
+		d := make([]Draft, 0, len(next))
+		for j, t := range next {
+			conf := lookupConf(n, reach, j)
+			take, more := true, true
+			if judge != nil {
+				take, more = judge(conf)
+			}
+			if !take {
+				break
+			}
+			d = append(d, Draft{Token: t, Conf: conf})
+			if !more {
+				break
+			}
+		}
+		return d, nil
 	}
 	return nil, nil
 }
 
+// matchAt finds, among the latest lookupOccurrences earlier occurrences
+// of seq's last n tokens that have a token after them, the one whose
+// match with the sequence's end reaches furthest back (up to
+// lookupReach tokens; the latest of equals): its start and that reach.
+// -1 if there is none.
+func matchAt(seq []uint32, n int) (at, reach int) {
+	end := len(seq) - n // the suffix's start
+	suffix := seq[end:]
+	at, seen := -1, 0
+	for i := end - 1; i >= 0 && seen < lookupOccurrences && reach < lookupReach; i-- {
+		if !slices.Equal(seq[i:i+n], suffix) {
+			continue
+		}
+		seen++
+		r := n
+		for r < lookupReach && i-(r-n) > 0 && seq[i-(r-n)-1] == seq[end-(r-n)-1] {
+			r++
+		}
+		if r > reach {
+			at, reach = i, r
+		}
+	}
+	return at, reach
+}
+
 // lookupConf is the confidence a lookup draft is counted under: a band
-// for how it was found — its n-gram's length (1, 2, 3 or longer) and
-// whether it is the first token after the match (j = 0) or a later one,
-// which stands more often once the first has (the text is being copied).
-// The bands' middles, the window's priors for them, rank the ways from
-// a first token after a one-token match (0.19) to a later token after a
-// three-token one (0.81); the window learns each one's worth.
-func lookupConf(n, j int) float64 {
+// for how it was found — its n-gram's length (1, 2, 3 or longer), whether
+// it is the first token after the match (j = 0) or a later one, which
+// stands more often once the first has (the text is being copied), and
+// whether the match reaches lookupCopying tokens back or more (reach),
+// where the text is surely being copied. The bands' middles, the
+// window's priors for them, rank the ways from a first token after a
+// one-token match (0.19) to a later token after a three-token one (0.81)
+// and a copy (0.94); the window learns each one's worth.
+func lookupConf(n, reach, j int) float64 {
 	b := 1 + 2*min(max(n, 1)-1, 2) // 1, 3, 5
 	if j > 0 {
 		b++
+	}
+	if reach >= lookupCopying {
+		b = 7
 	}
 	return (float64(b) + 0.5) / calBands
 }

@@ -420,6 +420,11 @@ func TestLookup(t *testing.T) {
 		{[]uint32{7, 8, 9, 5, 3, 9, 6, 7, 8, 9}, 2, []uint32{5, 3}},
 		// The latest occurrence of the same suffix.
 		{[]uint32{5, 1, 5, 2, 5}, 1, []uint32{2}},
+		// Of two occurrences, the one whose match reaches further back
+		// (20 21 22 before 1 2 3), not the later one (9 before it).
+		{[]uint32{20, 21, 22, 1, 2, 3, 40, 9, 1, 2, 3, 50, 20, 21, 22, 1, 2, 3}, 2, []uint32{40, 9}},
+		// Equal reaches: the later.
+		{[]uint32{7, 1, 2, 3, 40, 8, 1, 2, 3, 50, 6, 1, 2, 3}, 1, []uint32{50}},
 		{[]uint32{1, 2, 3}, 4, nil},
 		{[]uint32{1}, 4, nil},
 	} {
@@ -458,6 +463,20 @@ func TestLookup(t *testing.T) {
 	})
 	if len(d) != 0 {
 		t.Errorf("a draft the judge refused was proposed: %v", toks(d))
+	}
+	// A match reaching 8 tokens back is text being copied: every draft
+	// after it in one band, above the three-token match's later drafts.
+	copied := []uint32{30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 99, 30, 31, 32, 33, 34, 35, 36, 37}
+	var copyConfs []float64
+	d, _ = spec.Lookup{}.ProposeJudged(ctx, copied, 0, 3, func(conf float64) (bool, bool) {
+		copyConfs = append(copyConfs, conf)
+		return true, true
+	})
+	if got := toks(d); !slices.Equal(got, []uint32{38, 39, 40}) {
+		t.Errorf("copied text: %v, want 38 39 40", got)
+	}
+	if len(copyConfs) != 3 || copyConfs[0] != copyConfs[2] || copyConfs[0] <= confs[1] {
+		t.Errorf("copied text's confidences %v: want one band above %v", copyConfs, confs[1])
 	}
 }
 
