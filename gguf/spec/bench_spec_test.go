@@ -45,6 +45,18 @@ func (t *timedProposer) ProposeJudged(ctx context.Context, seq []uint32, gen, k 
 	return d, err
 }
 
+// Prefill passes a draft model's prompt work on (spec.Prefiller), as the
+// engine has it done: a wrapper without it would hide the work from
+// spec.Prefill, and the window would then neither count the prompt as
+// the draft's catch-up nor decline a draft too dear to start — the bench
+// would measure a policy the engine does not follow.
+func (t *timedProposer) Prefill(ctx context.Context, prompt []uint32) error {
+	if pf, ok := t.p.(spec.Prefiller); ok {
+		return pf.Prefill(ctx, prompt)
+	}
+	return nil
+}
+
 // specRun is one case's figures.
 type specRun struct {
 	plainTPS, specTPS float64 // decode tokens per second
