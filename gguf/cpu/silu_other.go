@@ -22,4 +22,5 @@ func expSub(dst, src []float32, m float32) {
 	}
 }
 
+// sumLanes is sumLanesGo: no SIMD here.
 func sumLanes(x []float32, part *[16]float64) { sumLanesGo(x, part) }

@@ -35,8 +35,7 @@ func (l Lookup) Propose(ctx context.Context, seq []uint32, gen, k int) ([]Draft,
 
 // ProposeJudged implements Judged: each draft's confidence is a band for
 // how it was found (lookupConf), which the window learns the worth of as
-// it does a draft model's confidences. A nil judge takes
-// every draft.
+// it does a draft model's confidences. A nil judge takes every draft.
 func (l Lookup) ProposeJudged(_ context.Context, seq []uint32, _, k int, judge func(conf float64) (take, more bool)) ([]Draft, error) {
 	lo, hi := l.MinN, l.MaxN
 	if lo <= 0 {
