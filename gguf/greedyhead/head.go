@@ -35,6 +35,10 @@ type Head struct {
 	gamma   float64   // for the exact dot's float32 sums over n terms
 }
 
+// Bytes is the memory the shadow holds beside the head it shadows: its
+// quants (rows padded to whole blocks) and their scales.
+func (h *Head) Bytes() int64 { return int64(len(h.packed)) + 4*int64(len(h.scale)) }
+
 // Available reports whether this machine has the shadow's kernels
 // (amd64 with AVX512-VNNI). Elsewhere the Go arithmetic would be far
 // slower than the head's own kernels, and New refuses.

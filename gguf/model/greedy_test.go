@@ -76,7 +76,17 @@ func shadowSameTokens(t *testing.T, be backend.Backend, f *gguf.File, n int) boo
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The shadow's memory: a byte per weight of the head (rows padded to
+	// blocks of 16) and a scale per row, counted by ShadowBytes.
+	c := with.Config()
+	padded := int64((c.VocabSize + 15) / 16 * 16)
+	if got, want := with.ShadowBytes(), padded*int64(c.Embd)+4*padded; got != want {
+		t.Errorf("ShadowBytes %d, want %d for a %d × %d head", got, want, c.VocabSize, c.Embd)
+	}
 	without.WithoutShadow()
+	if got := without.ShadowBytes(); got != 0 {
+		t.Errorf("ShadowBytes %d without a shadow", got)
+	}
 	sw, err := with.NewSession(model.SessionOptions{Context: 128})
 	if err != nil {
 		t.Fatal(err)

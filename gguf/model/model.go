@@ -292,6 +292,16 @@ func (m *Model) Last() bool { return m.lo+len(m.layers) == m.cfg.Layers }
 // of its blocks, and of the embeddings and head when it has them.
 func (m *Model) WeightBytes() int64 { return m.weightBytes }
 
+// ShadowBytes is the memory the output head's int8 shadow takes beside
+// the weights (greedy.go; 0 without one): at most maxShadow bytes and
+// their scales, part of what the model holds though no file holds it.
+func (m *Model) ShadowBytes() int64 {
+	if m.greedy == nil {
+		return 0
+	}
+	return m.greedy.Bytes()
+}
+
 // KVBytes is the size of one session's KV cache of ctx positions of type
 // kv over the model's blocks.
 func (m *Model) KVBytes(ctx int, kv KVType) int64 {

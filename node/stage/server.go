@@ -215,7 +215,7 @@ func (srv *Server) load(ctx context.Context, st *stream, ls *stagewire.LoadStage
 			return fail(stagewire.CodeBadInput, "%d output rows per step, more than a step's %d positions", rows, ls.Batch)
 		}
 	}
-	mem := m.WeightBytes() + int64(ls.Seqs)*m.KVBytes(int(ls.Context), kv)
+	mem := m.WeightBytes() + m.ShadowBytes() + int64(ls.Seqs)*m.KVBytes(int(ls.Context), kv)
 	b, err := m.NewBatch(model.BatchOptions{Tokens: int(ls.Batch), Seqs: rows})
 	if err != nil {
 		return fail(stagewire.CodeBadRange, "%v", err)

@@ -203,7 +203,7 @@ func Load(path string, cfg Config) (*Model, error) {
 	}
 	log.Info("model loaded", "model", m.name, "arch", mc.Arch, "type", m.facts.QuantizationType,
 		"params", m.facts.ParameterSize, "context", m.ctx, "slots", sessions, "kv", kv, "backend", m.be.Name(), "threads", m.be.Threads(),
-		"digest", m.weights.Digest.String(), "hashed_mbps", int(sum.MBps()))
+		"digest", m.weights.Digest.String(), "hashed_mbps", int(sum.MBps()), "head_shadow_bytes", m.model.ShadowBytes())
 	ok = true
 	return m, nil
 }
