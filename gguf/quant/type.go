@@ -65,8 +65,9 @@ type traits struct {
 	typeSize  int // bytes per block
 }
 
-// table is ggml's type_traits (ggml.c): name, block size, block bytes.
-var table = map[Type]traits{
+// typeTraits is ggml's type_traits (ggml.c): name, block size, block
+// bytes.
+var typeTraits = map[Type]traits{
 	F32:     {"F32", 1, 4},
 	F16:     {"F16", 1, 2},
 	Q4_0:    {"Q4_0", 32, 18},
@@ -104,9 +105,30 @@ var table = map[Type]traits{
 	Q2_0:    {"Q2_0", 64, 18},
 }
 
+// maxType bounds the types ggml defines (every one is below it).
+const maxType = 64
+
+// table is typeTraits indexed by type: the sizes are read on every
+// product and attention task, where a map's hashing showed in profiles.
+var table = func() (a [maxType]traits) {
+	for t, tr := range typeTraits {
+		a[t] = tr
+	}
+	return a
+}()
+
+// traitsOf is t's traits, and whether ggml defines t.
+func traitsOf(t Type) (traits, bool) {
+	if t >= maxType {
+		return traits{}, false
+	}
+	tr := table[t]
+	return tr, tr.blockSize > 0
+}
+
 // Known reports whether t is a type ggml defines, so its block geometry (and
 // hence the byte size of a tensor of it) is known.
-func (t Type) Known() bool { _, ok := table[t]; return ok }
+func (t Type) Known() bool { _, ok := traitsOf(t); return ok }
 
 // Supported reports whether Quantize and Dequantize handle t. (Which types
 // VecDot takes as weights is VecDotType's to say.)
@@ -117,7 +139,7 @@ func (t Type) Supported() bool {
 
 // String is ggml's name for t, or "type(N)" for an unknown value.
 func (t Type) String() string {
-	if tr, ok := table[t]; ok {
+	if tr, ok := traitsOf(t); ok {
 		return tr.name
 	}
 	return fmt.Sprintf("type(%d)", uint32(t))
@@ -125,15 +147,15 @@ func (t Type) String() string {
 
 // BlockSize is the number of elements in one block of t (1 for plain
 // floats), or 0 for an unknown type.
-func (t Type) BlockSize() int { return table[t].blockSize }
+func (t Type) BlockSize() int { tr, _ := traitsOf(t); return tr.blockSize }
 
 // TypeSize is the number of bytes in one block of t, or 0 for an unknown type.
-func (t Type) TypeSize() int { return table[t].typeSize }
+func (t Type) TypeSize() int { tr, _ := traitsOf(t); return tr.typeSize }
 
 // RowSize is the number of bytes n elements of t occupy. n must be a multiple
 // of t's block size.
 func (t Type) RowSize(n int) (int, error) {
-	tr, ok := table[t]
+	tr, ok := traitsOf(t)
 	if !ok {
 		return 0, fmt.Errorf("quant: unknown type %d", uint32(t))
 	}
@@ -145,7 +167,7 @@ func (t Type) RowSize(n int) (int, error) {
 
 // ParseType maps a ggml type name ("Q4_K", "f16", ...) to its Type.
 func ParseType(name string) (Type, bool) {
-	for t, tr := range table {
+	for t, tr := range typeTraits {
 		if strings.EqualFold(tr.name, name) {
 			return t, true
 		}
@@ -156,7 +178,7 @@ func ParseType(name string) (Type, bool) {
 // Types lists every type ggml defines, in enum order.
 func Types() []Type {
 	var ts []Type
-	for t := Type(0); t < 64; t++ {
+	for t := Type(0); t < maxType; t++ {
 		if t.Known() {
 			ts = append(ts, t)
 		}

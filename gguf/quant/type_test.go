@@ -48,6 +48,16 @@ func TestTypeCapabilities(t *testing.T) {
 	if s := quant.Type(4).String(); s != "type(4)" {
 		t.Errorf("removed type prints as %q", s)
 	}
+	// Unknown types, in the table's range and past it (a hostile file's
+	// type field), are unknown with no sizes.
+	for _, typ := range []quant.Type{4, 31, 63, 64, 1 << 31} {
+		if typ.Known() || typ.BlockSize() != 0 || typ.TypeSize() != 0 {
+			t.Errorf("%v: known %v, block %d, bytes %d", typ, typ.Known(), typ.BlockSize(), typ.TypeSize())
+		}
+		if _, err := typ.RowSize(32); err == nil {
+			t.Errorf("%v: RowSize without an error", typ)
+		}
+	}
 }
 
 func TestVecDotRejectsMisuse(t *testing.T) {
