@@ -274,21 +274,6 @@ func (j *attendJob) doGroup(w int, g *attGroup) {
 	}
 }
 
-// scaleMax multiplies x by s and returns the largest product (−Inf for
-// none; a NaN may be skipped: it makes every weight NaN all the same, as
-// it enters the sum).
-func scaleMax(x []float32, s float32) float32 {
-	m := float32(math.Inf(-1))
-	for k, v := range x {
-		v *= s
-		x[k] = v
-		if v > m {
-			m = v
-		}
-	}
-	return m
-}
-
 // softmax turns head h's scores into its attention weights, in place:
 // softcap, scale, and the softmax with its sum in float64 and the head's
 // sink, if it has one.
@@ -312,8 +297,5 @@ func (j *attendJob) softmax(scores []float32, h int) {
 	if a.Sinks != nil {
 		sum += float64(libmExpf(sink - maxScore)) // ggml calls the C library's expf here
 	}
-	inv := float32(1 / sum)
-	for k := range scores {
-		scores[k] *= inv
-	}
+	scaleBy(scores, float32(1/sum))
 }

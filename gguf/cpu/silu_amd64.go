@@ -88,6 +88,17 @@ func expSub(dst, src []float32, m float32) {
 		if useSiLU16 && n-i >= 16 {
 			i += 16 * expSub16(&dst[i], &src[i], (n-i)/16, m, &siluConsts)
 		}
+		if useSiLU16 && n-i > 0 && n-i < 16 {
+			// The tail, as a chunk padded with m (whose e^0 is in the
+			// ordinary branch): a softmax's rows seldom come in sixteens.
+			var pad [16]float32
+			for k := copy(pad[:], src[i:]); k < len(pad); k++ {
+				pad[k] = m
+			}
+			if expSub16(&pad[0], &pad[0], 1, m, &siluConsts) == 1 {
+				i += copy(dst[i:], pad[:n-i])
+			}
+		}
 		if useSiLU8 && n-i >= 8 {
 			i += 8 * expSub8(&dst[i], &src[i], (n-i)/8, m, &siluConsts)
 		}
@@ -111,4 +122,30 @@ func sumLanes(x []float32, part *[16]float64) {
 		return
 	}
 	sumLanes16(&x[0], len(x)/16, part)
+}
+
+// scaleMax16 and scale16 are scaleMaxGo and scaleByGo on AVX-512, a
+// masked last chunk (nothing past x[n-1] is touched).
+//
+//go:noescape
+func scaleMax16(x *float32, n int, s float32) float32
+
+//go:noescape
+func scale16(x *float32, n int, s float32)
+
+// scaleMax is scaleMaxGo, by scaleMax16 where the machine has AVX-512.
+func scaleMax(x []float32, s float32) float32 {
+	if !useSiLU16 || len(x) == 0 {
+		return scaleMaxGo(x, s)
+	}
+	return scaleMax16(&x[0], len(x), s)
+}
+
+// scaleBy is scaleByGo, by scale16 where the machine has AVX-512.
+func scaleBy(x []float32, s float32) {
+	if !useSiLU16 || len(x) == 0 {
+		scaleByGo(x, s)
+		return
+	}
+	scale16(&x[0], len(x), s)
 }

@@ -24,3 +24,9 @@ func expSub(dst, src []float32, m float32) {
 
 // sumLanes is sumLanesGo: no SIMD here.
 func sumLanes(x []float32, part *[16]float64) { sumLanesGo(x, part) }
+
+// scaleMax is scaleMaxGo: no SIMD here.
+func scaleMax(x []float32, s float32) float32 { return scaleMaxGo(x, s) }
+
+// scaleBy is scaleByGo: no SIMD here.
+func scaleBy(x []float32, s float32) { scaleByGo(x, s) }

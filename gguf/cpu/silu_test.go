@@ -3,6 +3,7 @@ package cpu
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -207,4 +208,44 @@ func TestSoftmaxSum(t *testing.T) {
 	if orders == 0 {
 		t.Error("no length's sum depends on the order: the test cannot tell orders apart")
 	}
+}
+
+// TestScaleMatchesGo holds the softmax's scaling (scaleMax, scaleBy; SIMD
+// where the machine has it) to the Go loops bit for bit, the maximum
+// skipping NaNs as Go's does, at every length to 40 and at 1000, with
+// nothing past the slice touched (the SIMD tail is masked).
+func TestScaleMatchesGo(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	simdSets(t, func(t *testing.T) {
+		for _, n := range append([]int{1000}, func() (ns []int) {
+			for n := range 41 {
+				ns = append(ns, n)
+			}
+			return ns
+		}()...) {
+			x := make([]float32, n+16)
+			for i := range x {
+				x[i] = float32(rng.NormFloat64() * 10)
+			}
+			if n > 3 {
+				x[n/2], x[n-2] = float32(math.NaN()), float32(math.NaN())
+				x[1] = float32(math.Inf(-1))
+			}
+			want := slices.Clone(x)
+			got := slices.Clone(x)
+			s := float32(0.1443)
+			wm := scaleMaxGo(want[:n], s)
+			gm := scaleMax(got[:n], s)
+			if math.Float32bits(gm) != math.Float32bits(wm) {
+				t.Fatalf("n=%d: max %v, Go %v", n, gm, wm)
+			}
+			scaleByGo(want[:n], 1/s)
+			scaleBy(got[:n], 1/s)
+			for i := range x {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("n=%d: [%d] %v, Go %v", n, i, got[i], want[i])
+				}
+			}
+		}
+	})
 }

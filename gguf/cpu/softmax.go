@@ -1,5 +1,7 @@
 package cpu
 
+import "math"
+
 // softmaxSum is the sum of a softmax's exponentials in float64, added in
 // an order fixed for every platform, so that attention's weights are the
 // same bits wherever a serve is replayed: sixteen running sums, element
@@ -30,5 +32,27 @@ func sumLanesGo(x []float32, part *[16]float64) {
 		for l := range part {
 			part[l] += float64(x[c+l])
 		}
+	}
+}
+
+// scaleMaxGo multiplies x by s and returns the largest product (−Inf for
+// none; a NaN may be skipped: it makes every weight NaN all the same, as
+// it enters the sum): scaleMax's reference.
+func scaleMaxGo(x []float32, s float32) float32 {
+	m := float32(math.Inf(-1))
+	for k, v := range x {
+		v *= s
+		x[k] = v
+		if v > m {
+			m = v
+		}
+	}
+	return m
+}
+
+// scaleByGo multiplies x by s: scaleBy's reference.
+func scaleByGo(x []float32, s float32) {
+	for k := range x {
+		x[k] *= s
 	}
 }
