@@ -46,9 +46,8 @@ func (j *elemJob) do(_, t int) {
 	r0, r1 := split(t, j.chunk, j.rows)
 	switch j.op {
 	case opRMSNorm:
-		for r := r0; r < r1; r++ {
-			rmsNorm(j.dst[r*j.cols:(r+1)*j.cols], j.a[r*j.cols:(r+1)*j.cols], j.w, j.s)
-		}
+		// The rows are whole groups, one after another.
+		rmsNorm(j.dst[r0*j.cols:r1*j.cols], j.a[r0*j.cols:r1*j.cols], j.w, j.s)
 	case opBias:
 		for r := r0; r < r1; r++ {
 			dst := j.dst[r*j.cols : (r+1)*j.cols]
@@ -121,17 +120,44 @@ func (b *Backend) runElem(j elemJob) {
 // 1/√(mean+eps) in float32, then x·scale·w.
 func rmsNorm(dst, x, w []float32, eps float32) {
 	g := len(w)
-	for o := 0; o < len(x); o += g {
-		xs, ys := x[o:o+g], dst[o:o+g]
+	o := 0
+	// Four groups at a time: each sum still adds its group's squares in
+	// order (the same bits), but four sums in flight hide the latency
+	// that one running sum waits on — a speculative window's rows, or a
+	// row's heads under a per-head norm.
+	for ; o+4*g <= len(x); o += 4 * g {
+		a := x[o : o+g]
+		b, c, d := x[o+g:o+2*g], x[o+2*g:o+3*g], x[o+3*g:o+4*g]
+		b, c, d = b[:len(a)], c[:len(a)], d[:len(a)]
+		var sa, sb, sc, sd float64
+		for i, v := range a {
+			sa += float64(v * v)
+			sb += float64(b[i] * b[i])
+			sc += float64(c[i] * c[i])
+			sd += float64(d[i] * d[i])
+		}
+		for k, sum := range [4]float64{sa, sb, sc, sd} {
+			normGroup(dst[o+k*g:o+(k+1)*g], x[o+k*g:o+(k+1)*g], w, sum, eps)
+		}
+	}
+	for ; o < len(x); o += g {
+		xs := x[o : o+g]
 		var sum float64
 		for _, v := range xs {
 			sum += float64(v * v)
 		}
-		mean := float32(sum / float64(g))
-		scale := 1 / float32(math.Sqrt(float64(mean+eps)))
-		for i, v := range xs {
-			ys[i] = float32(v*scale) * w[i]
-		}
+		normGroup(dst[o:o+g], xs, w, sum, eps)
+	}
+}
+
+// normGroup sets ys to the group xs normalised, its sum of squares sum:
+// the scale 1/√(mean+eps) in float32, then x·scale·w.
+func normGroup(ys, xs, w []float32, sum float64, eps float32) {
+	mean := float32(sum / float64(len(w)))
+	scale := 1 / float32(math.Sqrt(float64(mean+eps)))
+	ys, w = ys[:len(xs)], w[:len(xs)]
+	for i, v := range xs {
+		ys[i] = float32(v*scale) * w[i]
 	}
 }
 
