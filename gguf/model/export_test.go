@@ -1,8 +1,5 @@
 package model
 
-// WithoutShadow drops the output head's shadow: the full head alone.
-func (m *Model) WithoutShadow() { m.greedy = nil }
-
 // Shadowed reports whether m's greedy tokens may come from a shadow.
 func (m *Model) Shadowed() bool { return m.greedy != nil }
 

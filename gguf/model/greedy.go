@@ -38,6 +38,12 @@ func (m *Model) shadowHead(t quant.Type, b []byte) {
 	}
 }
 
+// DropShadow releases the output head's shadow: greedy picks then come
+// from the full head's logits. For a caller whose memory budget cannot
+// hold it (ShadowBytes); call it before the model's sessions and batches
+// step.
+func (m *Model) DropShadow() { m.greedy = nil }
+
 // greedyScratch is what the shadow needs per scratch: the hidden rows on
 // the host, as activations of the head's type.
 type greedyScratch struct {

@@ -83,7 +83,7 @@ func shadowSameTokens(t *testing.T, be backend.Backend, f *gguf.File, n int) boo
 	if got, want := with.ShadowBytes(), padded*int64(c.Embd)+4*padded; got != want {
 		t.Errorf("ShadowBytes %d, want %d for a %d × %d head", got, want, c.VocabSize, c.Embd)
 	}
-	without.WithoutShadow()
+	without.DropShadow()
 	if got := without.ShadowBytes(); got != 0 {
 		t.Errorf("ShadowBytes %d without a shadow", got)
 	}

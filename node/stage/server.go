@@ -215,7 +215,12 @@ func (srv *Server) load(ctx context.Context, st *stream, ls *stagewire.LoadStage
 			return fail(stagewire.CodeBadInput, "%d output rows per step, more than a step's %d positions", rows, ls.Batch)
 		}
 	}
-	mem := m.WeightBytes() + m.ShadowBytes() + int64(ls.Seqs)*m.KVBytes(int(ls.Context), kv)
+	// The head's int8 shadow (a last stage's, on a CPU that builds one)
+	// is counted where the budget holds it and dropped where it does not:
+	// the plan was made from the file, and the shadow only speeds greedy
+	// picks.
+	mem := m.WeightBytes() + int64(ls.Seqs)*m.KVBytes(int(ls.Context), kv)
+	shadow := m.ShadowBytes()
 	b, err := m.NewBatch(model.BatchOptions{Tokens: int(ls.Batch), Seqs: rows})
 	if err != nil {
 		return fail(stagewire.CodeBadRange, "%v", err)
@@ -230,7 +235,12 @@ func (srv *Server) load(ctx context.Context, st *stream, ls *stagewire.LoadStage
 	case srv.Budget > 0 && srv.used+mem > srv.Budget:
 		srv.mu.Unlock()
 		return fail(stagewire.CodeNoMemory, "needs %d bytes, %d of %d free", mem, srv.Budget-srv.used, srv.Budget)
+	case srv.Budget > 0 && srv.used+mem+shadow > srv.Budget:
+		m.DropShadow()
+	default:
+		mem += shadow
 	}
+	s.memory = mem
 	if srv.stages == nil {
 		srv.stages = map[uint64]*stage{}
 	}

@@ -358,6 +358,44 @@ func (r *rawStream) wantCode(what string, code stagewire.Code) {
 	}
 }
 
+// TestServerShadowWithinBudget: a last stage's head shadow (on a CPU that
+// builds one) is counted in the memory a Ready reports where the budget
+// holds it, and dropped — the stage loads all the same, without it —
+// where the budget holds the weights and KV caches but not the shadow.
+func TestServerShadowWithinBudget(t *testing.T) {
+	f := fortunes(t)
+	head, node := nodeID(1), nodeID(2)
+	ls := &stagewire.LoadStage{Stage: 1, Model: fortunesDigest, Lo: 2, Hi: 4, Context: 64, Batch: 16, Seqs: 2,
+		Out: stagewire.DTypeF32, Prev: head, Head: head}
+	be := cpu.New(cpu.Options{Threads: 1})
+	defer be.Close()
+	probe, err := model.LoadStage(f, be, model.LayerRange{Lo: 2, Hi: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shadow := probe.ShadowBytes()
+	if shadow == 0 {
+		t.Skip("this CPU builds no head shadow (greedyhead needs AVX512-VNNI)")
+	}
+	without := probe.WeightBytes() + 2*probe.KVBytes(64, model.KVF16)
+	for _, tc := range []struct {
+		budget, want int64
+	}{
+		{0, without + shadow},                // no budget: all of it counted
+		{without + shadow, without + shadow}, // room for the shadow
+		{without + shadow - 1, without},      // none: dropped, not refused
+	} {
+		pn := newPipeNet(t, f, node)
+		pn.servers[node].Budget = tc.budget
+		h := dialRaw(t, pn, head, node)
+		h.send(ls)
+		ready, ok := h.read().(*stagewire.Ready)
+		if !ok || int64(ready.Memory) != tc.want {
+			t.Errorf("budget %d: Ready %+v, want memory %d (weights and KV %d, shadow %d)", tc.budget, ready, tc.want, without, shadow)
+		}
+	}
+}
+
 // TestServerRefusals: a Server loads only for the head a LoadStage names,
 // only models it has, ranges that fit them and within its budget; takes
 // Activations only from a stage's prev, at the positions a request holds,
