@@ -211,13 +211,6 @@ ldone:
 	VZEROUPPER
 	RET
 
-// TAILMASK sets K1 to the low CX lanes (0 < CX < 16). Clobbers AX.
-#define TAILMASK \
-	MOVL $1, AX \
-	SHLL CX, AX \
-	DECL AX \
-	KMOVW AX, K1
-
 // func scaleMax16(x *float32, n int, s float32) float32
 //
 // x[i] *= s for i < n, in place, and the largest product (−Inf for none):
@@ -242,7 +235,11 @@ mloop:
 mtail:
 	TESTQ CX, CX
 	JZ   mreduce
-	TAILMASK
+	// K1: the low CX lanes.
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K1
 	VMOVUPS.Z (SI), K1, Z2
 	VMULPS Z1, Z2, K1, Z2
 	VMOVUPS Z2, K1, (SI)
@@ -257,31 +254,5 @@ mreduce:
 	VPERMILPS $0xb1, X0, X3
 	VMAXPS X3, X0, X0
 	VMOVSS X0, ret+24(FP)
-	VZEROUPPER
-	RET
-
-// func scale16(x *float32, n int, s float32)
-//
-// x[i] *= s for i < n, in place; a masked last chunk.
-TEXT ·scale16(SB), NOSPLIT, $0-20
-	MOVQ x+0(FP), SI
-	MOVQ n+8(FP), CX
-	VBROADCASTSS s+16(FP), Z1
-sloop2:
-	CMPQ CX, $16
-	JLT  stail2
-	VMULPS (SI), Z1, Z2
-	VMOVUPS Z2, (SI)
-	ADDQ $64, SI
-	SUBQ $16, CX
-	JMP  sloop2
-stail2:
-	TESTQ CX, CX
-	JZ   sdone2
-	TAILMASK
-	VMOVUPS.Z (SI), K1, Z2
-	VMULPS Z1, Z2, K1, Z2
-	VMOVUPS Z2, K1, (SI)
-sdone2:
 	VZEROUPPER
 	RET

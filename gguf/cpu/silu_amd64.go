@@ -124,14 +124,11 @@ func sumLanes(x []float32, part *[16]float64) {
 	sumLanes16(&x[0], len(x)/16, part)
 }
 
-// scaleMax16 and scale16 are scaleMaxGo and scaleByGo on AVX-512, a
-// masked last chunk (nothing past x[n-1] is touched).
+// scaleMax16 is scaleMaxGo on AVX-512, a masked last chunk (nothing past
+// x[n-1] is touched).
 //
 //go:noescape
 func scaleMax16(x *float32, n int, s float32) float32
-
-//go:noescape
-func scale16(x *float32, n int, s float32)
 
 // scaleMax is scaleMaxGo, by scaleMax16 where the machine has AVX-512.
 func scaleMax(x []float32, s float32) float32 {
@@ -141,11 +138,12 @@ func scaleMax(x []float32, s float32) float32 {
 	return scaleMax16(&x[0], len(x), s)
 }
 
-// scaleBy is scaleByGo, by scale16 where the machine has AVX-512.
+// scaleBy is scaleByGo, by scaleMax16 (its maximum unused: one more
+// instruction a chunk) where the machine has AVX-512.
 func scaleBy(x []float32, s float32) {
 	if !useSiLU16 || len(x) == 0 {
 		scaleByGo(x, s)
 		return
 	}
-	scale16(&x[0], len(x), s)
+	scaleMax16(&x[0], len(x), s)
 }

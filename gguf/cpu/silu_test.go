@@ -216,13 +216,12 @@ func TestSoftmaxSum(t *testing.T) {
 // nothing past the slice touched (the SIMD tail is masked).
 func TestScaleMatchesGo(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
+	lengths := []int{1000}
+	for n := range 41 {
+		lengths = append(lengths, n)
+	}
 	simdSets(t, func(t *testing.T) {
-		for _, n := range append([]int{1000}, func() (ns []int) {
-			for n := range 41 {
-				ns = append(ns, n)
-			}
-			return ns
-		}()...) {
+		for _, n := range lengths {
 			x := make([]float32, n+16)
 			for i := range x {
 				x[i] = float32(rng.NormFloat64() * 10)

@@ -225,7 +225,7 @@ func (srv *Server) load(ctx context.Context, st *stream, ls *stagewire.LoadStage
 	if err != nil {
 		return fail(stagewire.CodeBadRange, "%v", err)
 	}
-	s := &stage{id: ls.Stage, ls: *ls, m: m, batch: b, memory: mem, owner: st,
+	s := &stage{id: ls.Stage, ls: *ls, m: m, batch: b, owner: st,
 		sessions: map[uint64]*model.Session{}, metered: map[uint64]*metered{}}
 	srv.mu.Lock()
 	switch {

@@ -187,15 +187,16 @@ func Load(path string, cfg Config) (*Model, error) {
 		}
 		// What drafting and verifying cost on this machine, for greedy
 		// serves' windows (spec.Drafter.Window).
+		info := []any{"model", m.name, "draft", cfg.Draft, "id", m.draft.ID(), "cost", m.draft.Cost(), "max_window", m.draft.Max()}
 		start := time.Now()
 		if cfg.unmeasured {
-			log.Info("speculative decoding", "model", m.name, "draft", cfg.Draft, "id", m.draft.ID(), "cost", m.draft.Cost(), "max_window", m.draft.Max())
+			log.Info("speculative decoding", info...)
 		} else if prices, err := m.draft.Measure(context.Background(), m.model); err != nil {
 			// Not fatal: the windows keep the files' prices.
 			log.Warn("speculative decoding: prices not measured; greedy windows priced by the files' sizes", "model", m.name, "draft", cfg.Draft, "err", err)
 		} else {
-			log.Info("speculative decoding", "model", m.name, "draft", cfg.Draft, "id", m.draft.ID(), "cost", m.draft.Cost(), "max_window", m.draft.Max(),
-				"measured_cost", fmt.Sprintf("%.3f", prices.Cost), "measured_row_cost", fmt.Sprintf("%.3f", prices.Row), "measure_took", time.Since(start).Round(time.Millisecond))
+			log.Info("speculative decoding", append(info, "measured_cost", fmt.Sprintf("%.3f", prices.Cost),
+				"measured_row_cost", fmt.Sprintf("%.3f", prices.Row), "measure_took", time.Since(start).Round(time.Millisecond))...)
 		}
 	}
 	if m.eng, err = newEngine(m, cfg, opt, sessions); err != nil {
