@@ -99,6 +99,12 @@ type ModelConfig struct {
 	Draft string `toml:"draft"`
 	// DraftMax is the most tokens drafted per step; 0: 8.
 	DraftMax int `toml:"draft_max"`
+	// DraftPrices is what a greedy serve's windows are priced by:
+	// "measured" (default: the draft's and a verified row's cost timed on
+	// this machine at load) or "files" (the files' sizes and a fixed row
+	// cost, as sampled serves' are: the same decisions on every machine
+	// and under any load).
+	DraftPrices string `toml:"draft_prices"`
 	// Split is whether the model may be split in layer stages across
 	// peers: "auto" (default: only when it fits no single node, this one
 	// first), "always" or "never".
@@ -184,6 +190,12 @@ func (d *Duration) UnmarshalText(b []byte) error {
 
 // MarshalText writes the Go duration string.
 func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// ModelConfig.DraftPrices' values.
+const (
+	DraftPricesMeasured = "measured"
+	DraftPricesFiles    = "files"
+)
 
 // Defaults.
 const (
@@ -483,6 +495,13 @@ func (c *Config) Resolve() error {
 	}
 	errs = append(errs, c.checkBounds()...)
 	errs = append(errs, c.checkSplit()...)
+	for i, m := range c.Model {
+		switch m.DraftPrices {
+		case "", DraftPricesMeasured, DraftPricesFiles:
+		default:
+			errs = append(errs, fmt.Errorf("model %d: draft_prices %q: want %s or %s", i+1, m.DraftPrices, DraftPricesMeasured, DraftPricesFiles))
+		}
+	}
 	switch c.API.MeshAccess {
 	case MeshAccessAny, MeshAccessOwner, MeshAccessNone:
 	default:

@@ -49,6 +49,9 @@ func openGGUF(s modelSpec, backend string, sessions int, memBytes uint64, log *s
 		Log:         log,
 		Draft:       s.draftPath,
 		DraftMax:    s.DraftMax,
+		// A split model's windows are priced by the files whatever this
+		// says (its draft is not measured).
+		DraftPricesFromFiles: s.DraftPrices == DraftPricesFiles,
 	})
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/meshnode/meshnode/node/api"
@@ -34,7 +35,10 @@ func specCounts(t *testing.T, energy json.RawMessage) (proposed, accepted int) {
 // replay verified either way.
 func TestSpeculativeServesReplay(t *testing.T) {
 	state := t.TempDir()
-	cfg := Config{StateDir: state, Model: []ModelConfig{{Path: fortunesPath(t), Draft: DraftLookup}}}
+	// Windows priced by the files: timed at load on a machine busy with
+	// other packages' tests (make race), a verified row could cost enough
+	// to keep every greedy window shut.
+	cfg := Config{StateDir: state, Model: []ModelConfig{{Path: fortunesPath(t), Draft: DraftLookup, DraftPrices: DraftPricesFiles}}}
 	n, stop := startNode(t, cfg)
 	// A prompt the model's continuation draws on, so that lookup finds
 	// drafts.
@@ -115,5 +119,27 @@ func TestDraftConfig(t *testing.T) {
 	}
 	if err := CheckStagedConfig([]byte("[[model]]\npath = \"a\"\ndraft = \"lookup\"\n")); err != nil {
 		t.Errorf("a staged lookup draft: %v", err)
+	}
+}
+
+// TestDraftPricesConfig: draft_prices is "measured" or "files" (or unset,
+// measured); anything else is refused, naming the key.
+func TestDraftPricesConfig(t *testing.T) {
+	for _, v := range []string{"", DraftPricesMeasured, DraftPricesFiles, "sometimes"} {
+		toml := "state_dir = \"/s\"\n[[model]]\npath = \"x\"\ndraft = \"lookup\"\n"
+		if v != "" {
+			toml += "draft_prices = \"" + v + "\"\n"
+		}
+		c, err := ParseConfig([]byte(toml))
+		if err == nil {
+			err = c.Resolve()
+		}
+		bad := v == "sometimes"
+		if bad != (err != nil) || bad && !strings.Contains(err.Error(), "draft_prices") {
+			t.Errorf("draft_prices %q: %v", v, err)
+		}
+		if !bad && c.Model[0].DraftPrices != v {
+			t.Errorf("draft_prices %q parsed as %q", v, c.Model[0].DraftPrices)
+		}
 	}
 }

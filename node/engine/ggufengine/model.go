@@ -90,12 +90,12 @@ type Config struct {
 	// weighed by how often drafts of its confidence have stood in the
 	// request and by what it costs (spec.Window.Draft); negative: never.
 	DraftThreshold float64
-
-	// unmeasured prices greedy serves' windows by the files' sizes, not by
-	// timing this machine's steps at load: the tests that need windows
-	// to open whatever the machine's load (a loaded machine's timings,
-	// under the race detector, priced prompt lookup's rows out).
-	unmeasured bool
+	// DraftPricesFromFiles prices greedy serves' windows as sampled ones
+	// are — the files' sizes and spec.DefaultRowCost — instead of timing
+	// this machine's steps at load: windows decided the same on every
+	// machine and under any load (a loaded machine's timings can price
+	// every window out), and no measuring at load.
+	DraftPricesFromFiles bool
 }
 
 // DefaultSessions is the slots of a model whose memory is unknown, and
@@ -189,7 +189,7 @@ func Load(path string, cfg Config) (*Model, error) {
 		// serves' windows (spec.Drafter.Window).
 		info := []any{"model", m.name, "draft", cfg.Draft, "id", m.draft.ID(), "cost", m.draft.Cost(), "max_window", m.draft.Max()}
 		start := time.Now()
-		if cfg.unmeasured {
+		if cfg.DraftPricesFromFiles {
 			log.Info("speculative decoding", info...)
 		} else if prices, err := m.draft.Measure(context.Background(), m.model); err != nil {
 			// Not fatal: the windows keep the files' prices.

@@ -38,7 +38,7 @@ func speculating(t *testing.T) map[string]*Model {
 		// Priced by the files, not by timing this machine: under load
 		// (the race detector, other packages' tests) the measured rows'
 		// cost could keep every window shut, and these tests need them.
-		cfg := Config{Fidelity: receipt.F1, UJPerToken: 250, Context: 256, Draft: d, DraftMax: 4, unmeasured: true}
+		cfg := Config{Fidelity: receipt.F1, UJPerToken: 250, Context: 256, Draft: d, DraftMax: 4, DraftPricesFromFiles: true}
 		if d != DraftLookup {
 			// Windows kept on and full, so that the tests see many, and
 			// stops and ends fall inside them: the file's own size would
@@ -109,9 +109,9 @@ func TestSpeculativeCopyDraftDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := func(threshold float64) (proposed, accepted uint32) {
-		// The files' prices (unmeasured, see speculating): the rule's
+		// The files' prices (see speculating): the rule's
 		// choices, not this machine's load, decide what is drafted.
-		m, err := Load(fortunesPath, Config{Fidelity: receipt.F1, UJPerToken: 250, Context: 256, Draft: q4, DraftCost: 0.3, DraftThreshold: threshold, unmeasured: true})
+		m, err := Load(fortunesPath, Config{Fidelity: receipt.F1, UJPerToken: 250, Context: 256, Draft: q4, DraftCost: 0.3, DraftThreshold: threshold, DraftPricesFromFiles: true})
 		if err != nil {
 			t.Fatal(err)
 		}
