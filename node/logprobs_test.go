@@ -125,9 +125,11 @@ func intsToBytes(v []int) []byte {
 // the same top alternatives; the chosen token heads them; the tokens'
 // bytes make the text. Served with prompt lookup speculating and
 // without it, as completions, chat completions and a streamed chat, they
-// agree: speculation reports the target's rows.
+// agree: speculation reports the target's rows. Windows are priced by
+// the files: the load-time timings of a machine busy with other
+// packages' tests (make race) priced every window out.
 func TestLogprobsAgainstReference(t *testing.T) {
-	cfg := Config{Model: []ModelConfig{{Path: fortunesPath(t), Draft: DraftLookup}}}
+	cfg := Config{Model: []ModelConfig{{Path: fortunesPath(t), Draft: DraftLookup, DraftPrices: DraftPricesFiles}}}
 	n, _ := startNode(t, cfg)
 	const prompt = "The cat sat on the mat. The cat sat on the mat. The cat sat on the mat. The cat"
 	const maxTokens, top = 16, 5
