@@ -364,6 +364,7 @@ func runSpecCase(b *testing.B, be *cpu.Backend, targetPath, draftPath string, ct
 	var propTs []time.Duration
 	var best specRun
 	drafts := 0
+	perPrompt := make([]spec.Stats, len(ps))
 	for round := range reps {
 		var propT time.Duration
 		var st spec.Stats
@@ -413,6 +414,7 @@ func runSpecCase(b *testing.B, be *cpu.Backend, targetPath, draftPath string, ct
 				st.Rounds += rs.Rounds
 				st.Proposed += rs.Proposed
 				st.Accepted += rs.Accepted
+				perPrompt[pi] = rs
 			}
 			// The two alternate which goes first, so that neither always
 			// runs in the other's wake.
@@ -466,6 +468,12 @@ func runSpecCase(b *testing.B, be *cpu.Backend, targetPath, draftPath string, ct
 	best.plainTPS, best.specTPS = float64(best.tokens)/sumPlain, float64(best.tokens)/sumSpec
 	best.median, best.whole, best.prop = spec.Median(ratios), spec.Median(wholes), spec.Median(props)
 	b.Logf("%s: pairs' speedups %.2f", filepath.Base(targetPath)+"+"+filepath.Base(draftPath), ratios)
+	for pi, rs := range perPrompt {
+		// Per prompt: where the proposer's drafts are right, and where
+		// they are not (the rounds are the same every rep).
+		b.Logf("  prompt %d: %d rounds, %d of %d drafts accepted, fastest %.2f×", pi, rs.Rounds, rs.Accepted, rs.Proposed,
+			decode(pi, slices.Min(plainAll[pi]), false)/decode(pi, slices.Min(specAll[pi]), true))
+	}
 	best.cDecode, best.v = prices.Cost, prices.Row
 	return best, cSizes
 }
