@@ -112,6 +112,10 @@ func envInt(key string, def int) int {
 //   - the built-in Q8_0 with prompt lookup, on prompts that repeat
 //     themselves (a prompt, the model's own continuation, the prompt
 //     again);
+//   - the built-in model inflated to about Llama-3.2-1B's shape
+//     (modeltest.Inflate, made once in the bench cache from the F16): the
+//     same function at a 1B model's cost, with prompt lookup on the
+//     repeating prompts and with the built-in Q8_0 as draft;
 //   - the 1B-shaped Q8_0 with prompt lookup on a repeating prompt, and
 //     with its Q4_0 as draft (BENCH_CACHE's
 //     llama-3.2-1b-shape-{q8_0,q4_0}.gguf; see bench-batch), when present.
@@ -167,6 +171,9 @@ func BenchmarkSpeculative(b *testing.B) {
 		// threshold: the draft's stopping probability for this case (0:
 		// BENCH_THRESHOLD or the default).
 		threshold float64
+		// prepare, if set, makes the case's files where they are missing
+		// (only for a case that runs).
+		prepare func()
 	}
 	fixed := func([][]uint32) func(*model.Model) [][]uint32 {
 		return func(*model.Model) [][]uint32 { return fortunePrompts }
@@ -200,12 +207,33 @@ func BenchmarkSpeculative(b *testing.B) {
 			}
 		}
 	}
+	// The built-in model inflated to about Llama-3.2-1B's shape (42
+	// heads of its 48 dimensions, 21 KV heads, 8192 feed-forward units, 16
+	// blocks; Q8_0, made once in the bench cache; modeltest.Inflate): its
+	// function — what drafts of it are worth — at a 1B model's cost, whose
+	// windows' rows stream the same weights (v about 0.1), where the
+	// 13.9M model's rows are arithmetic (about 0.3).
+	inflated := filepath.Join(cacheDir, "meshnode-fortunes-1b-shape-q8_0.gguf")
+	inflate := func() {
+		f16 := filepath.Join(shared, "meshnode-fortunes-f16.gguf")
+		if fileExists(inflated) || !fileExists(f16) {
+			return
+		}
+		if err := os.MkdirAll(cacheDir, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		sh := modeltest.InflateShape{Heads: 42, KVHeads: 21, FF: 8192, Layers: 16}
+		if err := modeltest.Inflate(f16, inflated, quant.Q8_0, sh, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	builtinQ8 := filepath.Join("..", "..", "models", "meshnode-fortunes-q8_0.gguf")
 	cases := []benchCase{
-		{"fortunes F16 + Q8_0 draft", filepath.Join(shared, "meshnode-fortunes-f16.gguf"), filepath.Join(shared, "meshnode-fortunes-q8_0.gguf"), 256, tg, fixed, 0},
-		{"fortunes F16 + Q4_0 draft", filepath.Join(shared, "meshnode-fortunes-f16.gguf"), q4, 256, tg, fixed, 0},
-		{"fortunes F16 + fortunes-draft", filepath.Join(shared, "meshnode-fortunes-f16.gguf"), filepath.Join(shared, "meshnode-fortunes-draft-q8_0.gguf"), 256, tg, fixed, 0},
-		{"fortunes F16 + lookup, repeating prompt", filepath.Join(shared, "meshnode-fortunes-f16.gguf"), "lookup", 256, tg, repeating, 0},
-		{"fortunes Q8_0 + lookup, repeating prompt", filepath.Join("..", "..", "models", "meshnode-fortunes-q8_0.gguf"), "lookup", 256, tg, repeating, 0},
+		{"fortunes F16 + Q8_0 draft", filepath.Join(shared, "meshnode-fortunes-f16.gguf"), filepath.Join(shared, "meshnode-fortunes-q8_0.gguf"), 256, tg, fixed, 0, nil},
+		{"fortunes F16 + Q4_0 draft", filepath.Join(shared, "meshnode-fortunes-f16.gguf"), q4, 256, tg, fixed, 0, nil},
+		{"fortunes F16 + fortunes-draft", filepath.Join(shared, "meshnode-fortunes-f16.gguf"), filepath.Join(shared, "meshnode-fortunes-draft-q8_0.gguf"), 256, tg, fixed, 0, nil},
+		{"fortunes F16 + lookup, repeating prompt", filepath.Join(shared, "meshnode-fortunes-f16.gguf"), "lookup", 256, tg, repeating, 0, nil},
+		{"fortunes Q8_0 + lookup, repeating prompt", builtinQ8, "lookup", 256, tg, repeating, 0, nil},
 		// Random weights give every next token a probability near
 		// 1/128256: no draft would pass a threshold, so none is set.
 		// Random weights make little of a repeated prompt (acceptance
@@ -218,14 +246,19 @@ func BenchmarkSpeculative(b *testing.B) {
 				out = append(out, slices.Concat(p, g, p[1:]))
 			}
 			return out
-		}, 0},
-		{"1B-shape Q8_0 + Q4_0 draft", filepath.Join(cacheDir, "llama-3.2-1b-shape-q8_0.gguf"), filepath.Join(cacheDir, "llama-3.2-1b-shape-q4_0.gguf"), 512, min(tg, 32), oneB, -1},
+		}, 0, nil},
+		{"fortunes-1B Q8_0 + lookup, repeating prompt", inflated, "lookup", 256, tg, repeating, 0, inflate},
+		{"fortunes-1B Q8_0 + fortunes Q8_0 draft", inflated, builtinQ8, 256, tg, fixed, 0, inflate},
+		{"1B-shape Q8_0 + Q4_0 draft", filepath.Join(cacheDir, "llama-3.2-1b-shape-q8_0.gguf"), filepath.Join(cacheDir, "llama-3.2-1b-shape-q4_0.gguf"), 512, min(tg, 32), oneB, -1, nil},
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "case\tthreads\ttokens\tplain tok/s\tspec tok/s\tspeedup\tmedian\twith prefill\tdrafting\taccept\tE\tK\tc\tc decode\tc sizes\tv\tideal\t%% of ideal\tideal+v\t%% of it\t\n")
 	for _, bc := range cases {
 		if f := os.Getenv("BENCH_CASE"); f != "" && !strings.Contains(bc.name, f) {
 			continue
+		}
+		if bc.prepare != nil {
+			bc.prepare()
 		}
 		if _, err := os.Stat(bc.target); err != nil {
 			b.Logf("%s: skipped, no %s (set MESHNODE_MODELS / BENCH_CACHE)", bc.name, bc.target)
