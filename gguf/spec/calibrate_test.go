@@ -73,19 +73,25 @@ func mean(v []int) float64 {
 // TestJudgedDrafting: under a window, a draft model's confidence is
 // priced by how often drafts of that confidence stood in the request.
 // A draft that is unsure of itself (0.3) but always right — a more
-// quantised copy of the target — soon drafts whole windows, where a
-// fixed threshold of DefaultThreshold would never let it draft; one
-// that is sure of itself (0.9) but right one time in five soon drafts
-// no more than a draft a round, and then none; a fixed window takes
-// every draft it asks for.
+// quantised copy of the target — drafts whole windows from its second
+// round (its band's prior is the window's acceptance estimate, not its
+// 0.3), where a fixed threshold of DefaultThreshold would never let it
+// draft; unsure and right one time in five, it soon drafts no more than
+// a draft a round, and then none; so does one that is sure of itself
+// (0.9) but right one time in five; a fixed window takes every draft it
+// asks for.
 func TestJudgedDrafting(t *testing.T) {
 	humble := &confident{conf: 0.3}
 	got := rounds(t, spec.NewWindow(8, 0.2, 0.1), humble, 60, func(int) bool { return true })
-	if m := mean(got[:3]); m > 2 {
-		t.Errorf("first rounds drafted %.1f a round at confidence 0.3 before any stood; want at most 2 (%v)", m, got)
+	if got[0] > 2 {
+		t.Errorf("the first round drafted %d at confidence 0.3, before any stood; want at most 2, the prior's window (%v)", got[0], got)
 	}
-	if m := mean(got[40:]); m < 4 {
-		t.Errorf("an always-right draft at confidence 0.3 drafts %.1f a round after 40 rounds, want ≥ 4 (%v)", m, got)
+	if m := mean(got[1:]); m < 6 {
+		t.Errorf("an always-right draft at confidence 0.3 drafts %.1f a round once its first stood, want ≥ 6 (%v)", m, got)
+	}
+	got = rounds(t, spec.NewWindow(8, 0.2, 0.1), humble, 200, func(i int) bool { return i%5 == 0 })
+	if m := mean(got[100:]); m > 0.5 {
+		t.Errorf("a draft unsure and right one time in five drafts %.2f a round after 100 rounds, want ≤ 0.5 (%v)", m, got)
 	}
 
 	proud := &confident{conf: 0.9}

@@ -55,7 +55,8 @@ func (w *Window) round() *judgeRound {
 
 // judge weighs the next draft, of confidence conf. With s the probability
 // that it and every draft before it stand (the calibration's estimate for
-// conf, times the drafts' before), proposing it costs a verified row (v
+// conf, its prior at least the window's acceptance rate, times the
+// drafts' before), proposing it costs a verified row (v
 // target passes) for s tokens, and drafting one more after it costs a
 // drafted token and a row (c + v) for about s·s' tokens, s' its own
 // chance, taken to be this one's (confidence runs in stretches). Each is
@@ -71,7 +72,7 @@ func (r *judgeRound) judge(conf float64) (take, more bool) {
 		return true, true
 	}
 	w := r.w
-	a := w.cal.stands(conf)
+	a := w.cal.stands(conf, w.Rate())
 	s := float64(r.stood * a)
 	if s < float64(w.row*r.gain) && !(r.taken == 0 && w.cal.unexplored(conf)) {
 		r.declined = true
