@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 
 	"github.com/meshnode/meshnode/gguf"
@@ -150,6 +151,12 @@ func Inflate(src, dst string, typ quant.Type, sh InflateShape, seed uint64) erro
 			plan{p + "ffn_down.weight", E, sh.FF, zero, false},
 		)
 	}
+	// A model whose output head is its embedding (no output.weight)
+	// keeps it tied.
+	plans = slices.DeleteFunc(plans, func(p plan) bool {
+		_, ok := f.Tensor(p.name)
+		return p.rows == 0 && !ok
+	})
 	// Every tensor of the model must have a plan: a bias or a tensor of
 	// another kind would be dropped, and the function changed.
 	planned := map[string]bool{}

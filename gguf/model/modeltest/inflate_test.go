@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/backend"
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/model"
 	"github.com/meshnode/meshnode/gguf/model/modeltest"
@@ -85,7 +86,7 @@ func TestInflate(t *testing.T) {
 			if worst > inflateTolerance {
 				t.Fatalf("prompt %v, after %v: logits differ by %.4f (tolerance %v)", c.Prompt, want, worst, inflateTolerance)
 			}
-			wa, wb := argmax(a), argmax(b)
+			wa, wb := uint32(backend.ArgMax(a)), uint32(backend.ArgMax(b))
 			want, got = append(want, wa), append(got, wb)
 			in = []uint32{wa}
 		}
@@ -100,14 +101,4 @@ func TestInflate(t *testing.T) {
 	if err := modeltest.Inflate(src, filepath.Join(t.TempDir(), "bad.gguf"), quant.Q8_0, bad, 1); err == nil || !strings.Contains(err.Error(), "grouping") {
 		t.Errorf("a shape that regroups the heads: %v", err)
 	}
-}
-
-func argmax(x []float32) uint32 {
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
-		}
-	}
-	return uint32(best)
 }
