@@ -193,46 +193,43 @@ func BenchmarkSpeculative(b *testing.B) {
 		}
 		return [][]uint32{p}
 	}
-	// The built-in model's F16 quantised to Q4_0 (made once, in the
-	// bench cache): a more quantised copy of the target, the draft that
-	// costs least for how often it is right.
-	q4 := filepath.Join(cacheDir, "meshnode-fortunes-q4_0.gguf")
-	if _, err := os.Stat(q4); err != nil {
-		if f16 := filepath.Join(shared, "meshnode-fortunes-f16.gguf"); fileExists(f16) {
+	f16 := filepath.Join(shared, "meshnode-fortunes-f16.gguf")
+	// fromF16 is a case's prepare: it makes path from the built-in F16,
+	// once, in the bench cache, where the F16 is present.
+	fromF16 := func(path string, make func(src, dst string) error) func() {
+		return func() {
+			if fileExists(path) || !fileExists(f16) {
+				return
+			}
 			if err := os.MkdirAll(cacheDir, 0o755); err != nil {
 				b.Fatal(err)
 			}
-			if err := modeltest.Requantize(f16, q4, quant.Q4_0); err != nil {
+			if err := make(f16, path); err != nil {
 				b.Fatal(err)
 			}
 		}
 	}
+	// The built-in model's F16 quantised to Q4_0: a more quantised copy of
+	// the target, the draft that costs least for how often it is right.
+	q4 := filepath.Join(cacheDir, "meshnode-fortunes-q4_0.gguf")
+	requantize := fromF16(q4, func(src, dst string) error { return modeltest.Requantize(src, dst, quant.Q4_0) })
 	// The built-in model inflated to about Llama-3.2-1B's shape (42
 	// heads of its 48 dimensions, 21 KV heads, 8192 feed-forward units, 16
-	// blocks; Q8_0, made once in the bench cache; modeltest.Inflate): its
-	// function — what drafts of it are worth — at a 1B model's cost, whose
-	// windows' rows stream the same weights (v about 0.1), where the
-	// 13.9M model's rows are arithmetic (about 0.3).
+	// blocks; Q8_0; modeltest.Inflate): its function — what drafts of it
+	// are worth — at a 1B model's cost, whose windows' rows stream the
+	// same weights (v about 0.1), where the 13.9M model's rows are
+	// arithmetic (about 0.3).
 	inflated := filepath.Join(cacheDir, "meshnode-fortunes-1b-shape-q8_0.gguf")
-	inflate := func() {
-		f16 := filepath.Join(shared, "meshnode-fortunes-f16.gguf")
-		if fileExists(inflated) || !fileExists(f16) {
-			return
-		}
-		if err := os.MkdirAll(cacheDir, 0o755); err != nil {
-			b.Fatal(err)
-		}
+	inflate := fromF16(inflated, func(src, dst string) error {
 		sh := modeltest.InflateShape{Heads: 42, KVHeads: 21, FF: 8192, Layers: 16}
-		if err := modeltest.Inflate(f16, inflated, quant.Q8_0, sh, 1); err != nil {
-			b.Fatal(err)
-		}
-	}
+		return modeltest.Inflate(src, dst, quant.Q8_0, sh, 1)
+	})
 	builtinQ8 := filepath.Join("..", "..", "models", "meshnode-fortunes-q8_0.gguf")
 	cases := []benchCase{
-		{"fortunes F16 + Q8_0 draft", filepath.Join(shared, "meshnode-fortunes-f16.gguf"), filepath.Join(shared, "meshnode-fortunes-q8_0.gguf"), 256, tg, fixed, 0, nil},
-		{"fortunes F16 + Q4_0 draft", filepath.Join(shared, "meshnode-fortunes-f16.gguf"), q4, 256, tg, fixed, 0, nil},
-		{"fortunes F16 + fortunes-draft", filepath.Join(shared, "meshnode-fortunes-f16.gguf"), filepath.Join(shared, "meshnode-fortunes-draft-q8_0.gguf"), 256, tg, fixed, 0, nil},
-		{"fortunes F16 + lookup, repeating prompt", filepath.Join(shared, "meshnode-fortunes-f16.gguf"), "lookup", 256, tg, repeating, 0, nil},
+		{"fortunes F16 + Q8_0 draft", f16, filepath.Join(shared, "meshnode-fortunes-q8_0.gguf"), 256, tg, fixed, 0, nil},
+		{"fortunes F16 + Q4_0 draft", f16, q4, 256, tg, fixed, 0, requantize},
+		{"fortunes F16 + fortunes-draft", f16, filepath.Join(shared, "meshnode-fortunes-draft-q8_0.gguf"), 256, tg, fixed, 0, nil},
+		{"fortunes F16 + lookup, repeating prompt", f16, "lookup", 256, tg, repeating, 0, nil},
 		{"fortunes Q8_0 + lookup, repeating prompt", builtinQ8, "lookup", 256, tg, repeating, 0, nil},
 		// Random weights give every next token a probability near
 		// 1/128256: no draft would pass a threshold, so none is set.

@@ -75,6 +75,7 @@ func Inflate(src, dst string, typ quant.Type, sh InflateShape, seed uint64) erro
 		return fmt.Errorf("inflate %s: rows of %d and %d are not whole %v blocks", src, E, sh.FF, typ)
 	}
 	r := float64(e) / float64(E)
+	normScale := math.Sqrt(r)
 
 	w := gguf.NewWriter()
 	for k, v := range md.All() {
@@ -198,7 +199,7 @@ func Inflate(src, dst string, typ quant.Type, sh InflateShape, seed uint64) erro
 				case row < oldRows && c < oldCols:
 					v = x[row*oldCols+c]
 					if p.norm {
-						v = float32(float64(v) * math.Sqrt(r))
+						v = float32(float64(v) * normScale)
 					}
 				case p.norm:
 					v = 1
