@@ -3,6 +3,7 @@ package spec_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -68,6 +69,7 @@ type specRun struct {
 	prop              float64 // the proposer's time over plain decoding's (median of the rounds): what drafting adds
 	cDecode           float64 // measured alone (spec.Measure): the draft's one-token step over the target's
 	v                 float64 // measured alone (spec.Measure): an extra row of a 5-row window over a one-token step
+	foresight         float64 // prompt lookup only: lookupForesight's bound at v
 }
 
 // benchThreshold is BENCH_THRESHOLD, the draft's stopping probability (0:
@@ -115,7 +117,8 @@ func envInt(key string, def int) int {
 //   - the built-in model inflated to about Llama-3.2-1B's shape
 //     (modeltest.Inflate, made once in the bench cache from the F16): the
 //     same function at a 1B model's cost, with prompt lookup on the
-//     repeating prompts and with the built-in Q8_0 as draft;
+//     repeating prompts, with the built-in Q8_0 as draft and with its own
+//     Q4_0 (inflated alike) as draft;
 //   - the 1B-shaped Q8_0 with prompt lookup on a repeating prompt, and
 //     with its Q4_0 as draft (BENCH_CACHE's
 //     llama-3.2-1b-shape-{q8_0,q4_0}.gguf; see bench-batch), when present.
@@ -128,7 +131,9 @@ func envInt(key string, def int) int {
 // (what drafting adds, measured in the run), the acceptance rate, tokens per round E and drafts per round K, c (the proposer's measured time per
 // drafted token over the target's per token), the ideal speedup
 // E / (K·c + 1) and ours as a share of it, and, with v the measured cost
-// of an extra verified row, E / (K·(c+v) + 1). Each case runs twice:
+// of an extra verified row, E / (K·(c+v) + 1); for prompt lookup, the
+// foresight bound (lookupForesight): what rounds that knew which of
+// lookup's drafts stand would reach at that v. Each case runs twice:
 // speculating as the engine does a greedy serve (spec.Window priced by
 // spec.Measure's c and v, as Drafter.Measure prices them at load — the
 // "c decode" and "v" columns —, a copy's prior, the calibrated rule; "c
@@ -219,11 +224,17 @@ func BenchmarkSpeculative(b *testing.B) {
 	// are worth — at a 1B model's cost, whose windows' rows stream the
 	// same weights (v about 0.1), where the 13.9M model's rows are
 	// arithmetic (about 0.3).
-	inflated := filepath.Join(cacheDir, "meshnode-fortunes-1b-shape-q8_0.gguf")
-	inflate := fromF16(inflated, func(src, dst string) error {
-		sh := modeltest.InflateShape{Heads: 42, KVHeads: 21, FF: 8192, Layers: 16}
-		return modeltest.Inflate(src, dst, quant.Q8_0, sh, 1)
-	})
+	// Its Q4_0 (the same seed, so the same function less Q4_0's error)
+	// is the more quantised copy the issue names as the 1B model's draft.
+	inflatedTo := func(typ quant.Type) (string, func()) {
+		path := filepath.Join(cacheDir, fmt.Sprintf("meshnode-fortunes-1b-shape-%s.gguf", strings.ToLower(typ.String())))
+		return path, fromF16(path, func(src, dst string) error {
+			sh := modeltest.InflateShape{Heads: 42, KVHeads: 21, FF: 8192, Layers: 16}
+			return modeltest.Inflate(src, dst, typ, sh, 1)
+		})
+	}
+	inflated, inflate := inflatedTo(quant.Q8_0)
+	inflatedQ4, inflateQ4 := inflatedTo(quant.Q4_0)
 	builtinQ8 := filepath.Join("..", "..", "models", "meshnode-fortunes-q8_0.gguf")
 	cases := []benchCase{
 		{"fortunes F16 + Q8_0 draft", f16, filepath.Join(shared, "meshnode-fortunes-q8_0.gguf"), 256, tg, fixed, 0, nil},
@@ -246,10 +257,11 @@ func BenchmarkSpeculative(b *testing.B) {
 		}, 0, nil},
 		{"fortunes-1B Q8_0 + lookup, repeating prompt", inflated, "lookup", 256, tg, repeating, 0, inflate},
 		{"fortunes-1B Q8_0 + fortunes Q8_0 draft", inflated, builtinQ8, 256, tg, fixed, 0, inflate},
+		{"fortunes-1B Q8_0 + its Q4_0 draft", inflated, inflatedQ4, 256, tg, fixed, 0, func() { inflate(); inflateQ4() }},
 		{"1B-shape Q8_0 + Q4_0 draft", filepath.Join(cacheDir, "llama-3.2-1b-shape-q8_0.gguf"), filepath.Join(cacheDir, "llama-3.2-1b-shape-q4_0.gguf"), 512, min(tg, 32), oneB, -1, nil},
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "case\tthreads\ttokens\tplain tok/s\tspec tok/s\tspeedup\tmedian\twith prefill\tdrafting\taccept\tE\tK\tc\tc decode\tc sizes\tv\tideal\t%% of ideal\tideal+v\t%% of it\t\n")
+	fmt.Fprintf(tw, "case\tthreads\ttokens\tplain tok/s\tspec tok/s\tspeedup\tmedian\twith prefill\tdrafting\taccept\tE\tK\tc\tc decode\tc sizes\tv\tideal\t%% of ideal\tideal+v\t%% of it\tforesight\t\n")
 	for _, bc := range cases {
 		if f := os.Getenv("BENCH_CASE"); f != "" && !strings.Contains(bc.name, f) {
 			continue
@@ -283,8 +295,12 @@ func BenchmarkSpeculative(b *testing.B) {
 			if fixed > 0 {
 				name = fmt.Sprintf("%s, K=%d fixed", bc.name, fixed)
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.1f\t%.2f×\t%.2f×\t%.2f×\t%.1f%%\t%.2f\t%.2f\t%.2f\t%.3f\t%.3f\t%.3f\t%.2f\t%.2f×\t%.0f%%\t%.2f×\t%.0f%%\t\n",
-				name, threads, r.tokens, r.plainTPS, r.specTPS, speedup, r.median, r.whole, 100*r.prop, accept, e, k, r.c, r.cDecode, cSizes, r.v, ideal, 100*speedup/ideal, idealV, 100*speedup/idealV)
+			foresight := "–"
+			if r.foresight > 0 {
+				foresight = fmt.Sprintf("%.2f×", r.foresight)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.1f\t%.2f×\t%.2f×\t%.2f×\t%.1f%%\t%.2f\t%.2f\t%.2f\t%.3f\t%.3f\t%.3f\t%.2f\t%.2f×\t%.0f%%\t%.2f×\t%.0f%%\t%s\t\n",
+				name, threads, r.tokens, r.plainTPS, r.specTPS, speedup, r.median, r.whole, 100*r.prop, accept, e, k, r.c, r.cDecode, cSizes, r.v, ideal, 100*speedup/ideal, idealV, 100*speedup/idealV, foresight)
 		}
 	}
 	tw.Flush()
@@ -395,6 +411,7 @@ func runSpecCase(b *testing.B, be *cpu.Backend, targetPath, draftPath string, ct
 	var best specRun
 	drafts := 0
 	perPrompt := make([]spec.Stats, len(ps))
+	wants := make([][]uint32, len(ps)) // each prompt's plain tokens
 	for round := range reps {
 		var propT time.Duration
 		var st spec.Stats
@@ -458,6 +475,7 @@ func runSpecCase(b *testing.B, be *cpu.Backend, targetPath, draftPath string, ct
 			if !slices.Equal(got, want) {
 				b.Fatalf("speculative tokens %v differ from plain %v", got, want)
 			}
+			wants[pi] = want
 			tokens += len(got)
 		}
 		propTs = append(propTs, propT)
@@ -505,5 +523,49 @@ func runSpecCase(b *testing.B, be *cpu.Backend, targetPath, draftPath string, ct
 			decode(pi, slices.Min(plainAll[pi]), false)/decode(pi, slices.Min(specAll[pi]), true))
 	}
 	best.cDecode, best.v = prices.Cost, prices.Row
+	if draft == nil {
+		var sum float64
+		for pi, p := range ps {
+			sum += lookupForesight(b, p, wants[pi], best.v, spec.DefaultMaxWindow)
+		}
+		best.foresight = float64(best.tokens) / sum
+	}
 	return best, cSizes
+}
+
+// lookupForesight is the fewest target passes in which rounds of prompt
+// lookup's drafts could yield out (the plain tokens after prompt) if each
+// round knew how many of its drafts will stand: at each point it proposes
+// exactly those (at most max), at 1 + k·v passes for k drafts, or none
+// where the first would fall. No window can do better with lookup's
+// proposals at this v; what separates the engine's rounds from it is
+// drafts that fall, which lookup's figures (the n-gram, its reach) do not
+// foretell.
+func lookupForesight(b *testing.B, prompt, out []uint32, v float64, max int) float64 {
+	n := len(out)
+	seq := slices.Clone(prompt)
+	// stand[i]: the drafts proposed after out[:i] that would stand.
+	stand := make([]int, n)
+	for i := range n {
+		d, err := spec.Lookup{}.Propose(context.Background(), seq, i, max)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for stand[i] < len(d) && i+stand[i] < n && d[stand[i]].Token == out[i+stand[i]] {
+			stand[i]++
+		}
+		seq = append(seq, out[i])
+	}
+	// passes[i]: the fewest passes that yield out[:i].
+	passes := make([]float64, n+1)
+	for i := 1; i <= n; i++ {
+		passes[i] = math.Inf(1)
+	}
+	for i := range n {
+		for k := 0; k <= stand[i]; k++ {
+			j := min(n, i+k+1)
+			passes[j] = min(passes[j], passes[i]+1+float64(k)*v)
+		}
+	}
+	return passes[n]
 }
