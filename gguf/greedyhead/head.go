@@ -39,6 +39,31 @@ type Head struct {
 // quants (rows padded to whole blocks) and their scales.
 func (h *Head) Bytes() int64 { return int64(len(h.packed)) + 4*int64(len(h.scale)) }
 
+// Supports says whether New can shadow a head of rows rows of n
+// elements of type t on this machine, short of its weights: New also
+// refuses a head holding a weight that is not finite.
+func Supports(t quant.Type, rows, n int) error {
+	if !Available() {
+		return fmt.Errorf("%w: no int8 kernels on this CPU", ErrUnsupported)
+	}
+	switch t {
+	case quant.F32, quant.F16, quant.BF16, quant.Q8_0:
+	default:
+		return fmt.Errorf("%w: %s weights", ErrUnsupported, t)
+	}
+	if n <= 0 || n%8 != 0 || n > 1<<16 || rows <= 0 {
+		return fmt.Errorf("%w: %d×%d", ErrUnsupported, rows, n)
+	}
+	return nil
+}
+
+// Size is the memory a shadow of rows rows of n elements holds (its
+// Bytes), known before it is built.
+func Size(rows, n int) int64 {
+	padded := int64((rows + group - 1) / group * group)
+	return padded*int64(n) + 4*padded
+}
+
 // Available reports whether this machine has the shadow's kernels
 // (amd64 with AVX512-VNNI). Elsewhere the Go arithmetic would be far
 // slower than the head's own kernels, and New refuses.
@@ -53,16 +78,8 @@ var slowOK = false
 // and at most 65536 (the int32 sums stay exact); every weight must be
 // finite.
 func New(t quant.Type, w []byte, rows, n int) (*Head, error) {
-	if !Available() {
-		return nil, fmt.Errorf("%w: no int8 kernels on this CPU", ErrUnsupported)
-	}
-	switch t {
-	case quant.F32, quant.F16, quant.BF16, quant.Q8_0:
-	default:
-		return nil, fmt.Errorf("%w: %s weights", ErrUnsupported, t)
-	}
-	if n <= 0 || n%8 != 0 || n > 1<<16 || rows <= 0 {
-		return nil, fmt.Errorf("%w: %d×%d", ErrUnsupported, rows, n)
+	if err := Supports(t, rows, n); err != nil {
+		return nil, err
 	}
 	rs, err := t.RowSize(n)
 	if err != nil {

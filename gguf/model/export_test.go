@@ -12,3 +12,7 @@ func (s *Session) ShadowStats() (cands, tokens, unsettled int) {
 	g := &s.sc.greedy.s
 	return g.Candidates, g.Tokens, g.Unsettled
 }
+
+// DropShadow leaves m without its head's shadow, for as long as the
+// tests need a model without one.
+func (m *Model) DropShadow() { m.greedy, m.headData = nil, nil }

@@ -22,27 +22,35 @@ type Hosted interface {
 // are nearly free anyway, and its shadow would cost its own size again.
 const maxShadow = 32 << 20
 
-// shadowHead builds the int8 shadow of an output head of type t
-// held in b, where the backend is Hosted and nothing follows the product
-// that could reorder or tie the logits (a bias, a final softcap). A head
-// the shadow cannot take is simply left without one.
-func (m *Model) shadowHead(t quant.Type, b []byte) {
+// shadowable notes an output head of type t held in b as one BuildShadow
+// may shadow: where the backend is Hosted, nothing follows the product
+// that could reorder or tie the logits (a bias, a final softcap), the
+// head is at most maxShadow elements and greedyhead takes its type and
+// shape. Any other head is left without one.
+func (m *Model) shadowable(t quant.Type, b []byte) {
 	if _, ok := m.be.(Hosted); !ok || m.outBias != nil || m.cfg.FinalSoftcap > 0 {
 		return
 	}
-	if m.cfg.VocabSize*m.cfg.Embd > maxShadow {
+	if m.cfg.VocabSize*m.cfg.Embd > maxShadow || greedyhead.Supports(t, m.cfg.VocabSize, m.cfg.Embd) != nil {
 		return
 	}
-	if h, err := greedyhead.New(t, b, m.cfg.VocabSize, m.cfg.Embd); err == nil {
-		m.greedy = h
-	}
+	m.headType, m.headData = t, b
 }
 
-// DropShadow releases the output head's shadow: greedy picks then come
-// from the full head's logits. For a caller whose memory budget cannot
-// hold it (ShadowBytes); call it before the model's sessions and batches
-// step.
-func (m *Model) DropShadow() { m.greedy = nil }
+// BuildShadow builds the output head's int8 shadow, where the model may
+// have one and has not yet (Load builds it; LoadStage leaves it to the
+// caller, whose memory budget may not hold it: ShadowBytes), and
+// reports whether the model has one. Call it before the model's
+// sessions and batches step.
+func (m *Model) BuildShadow() bool {
+	if m.greedy == nil && m.headData != nil {
+		if h, err := greedyhead.New(m.headType, m.headData, m.cfg.VocabSize, m.cfg.Embd); err == nil {
+			m.greedy = h
+		}
+		m.headData = nil // built, or refused for good (a weight not finite)
+	}
+	return m.greedy != nil
+}
 
 // greedyScratch is what the shadow needs per scratch: the hidden rows on
 // the host, as activations of the head's type.

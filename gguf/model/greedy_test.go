@@ -164,3 +164,47 @@ func shadowSameTokens(t *testing.T, be backend.Backend, f *gguf.File, n int) boo
 	}
 	return true
 }
+
+// TestStageShadowOnRequest: a last stage's head gets its shadow only from
+// BuildShadow (for a caller whose budget holds it), and ShadowBytes says
+// what it will hold before it is built; Load builds it.
+func TestStageShadowOnRequest(t *testing.T) {
+	if !greedyhead.Available() {
+		t.Skip("this CPU builds no head shadow (greedyhead needs AVX512-VNNI)")
+	}
+	path, _ := modelPath("meshnode-fortunes-q8_0.gguf")
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	be := cpu.New(cpu.Options{Threads: 1})
+	defer be.Close()
+	whole, err := model.Load(f, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := whole.Config()
+	padded := int64((c.VocabSize + 15) / 16 * 16)
+	want := padded*int64(c.Embd) + 4*padded
+	if !whole.Shadowed() || whole.ShadowBytes() != want {
+		t.Fatalf("Load: shadowed %v, %d bytes, want %d", whole.Shadowed(), whole.ShadowBytes(), want)
+	}
+	last, err := model.LoadStage(f, be, model.LayerRange{Lo: 2, Hi: c.Layers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last.Shadowed() || last.ShadowBytes() != want {
+		t.Fatalf("LoadStage: shadowed %v, %d bytes, want none built and %d to come", last.Shadowed(), last.ShadowBytes(), want)
+	}
+	if !last.BuildShadow() || !last.Shadowed() || last.ShadowBytes() != want {
+		t.Fatalf("BuildShadow: shadowed %v, %d bytes, want %d", last.Shadowed(), last.ShadowBytes(), want)
+	}
+	first, err := model.LoadStage(f, be, model.LayerRange{Lo: 0, Hi: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.BuildShadow() || first.ShadowBytes() != 0 {
+		t.Fatalf("a first stage (no head): BuildShadow %v, %d bytes", first.Shadowed(), first.ShadowBytes())
+	}
+}

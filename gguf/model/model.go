@@ -26,6 +26,9 @@ type Model struct {
 	out     backend.Weight   // output, or token_embd when tied
 	outBias backend.Weight   // optional
 	greedy  *greedyhead.Head // out's int8 shadow, for greedy tokens (greedy.go); nil for none
+	// The head BuildShadow may shadow (shadowable), until it has.
+	headType quant.Type
+	headData []byte
 	// layers are blocks lo … lo+len(layers)-1 of the model's cfg.Layers:
 	// all of them, or a stage's range (LoadStage). Only the first stage
 	// has embd, only the last outNorm, out and outBias.
@@ -118,7 +121,9 @@ func (r LayerRange) String() string { return fmt.Sprintf("%d-%d", r.Lo, r.Hi) }
 // and head (the embeddings again when they are tied); every other tensor
 // is left alone, so its bytes are neither read from the file's mapping
 // nor given to the backend. A tensor that no stage would use is refused
-// as Load refuses it, when the stage would have loaded it.
+// as Load refuses it, when the stage would have loaded it. A last stage's
+// output head gets its int8 shadow only from BuildShadow, for a caller
+// whose memory budget holds it (ShadowBytes).
 func LoadStage(f *gguf.File, be backend.Backend, r LayerRange) (*Model, error) {
 	return load(f, be, &r)
 }
@@ -201,7 +206,7 @@ func load(f *gguf.File, be backend.Backend, stage *LayerRange) (*Model, error) {
 			return nil, err
 		}
 		if t, b, ok, err := ld.lookup(head, false, c.Embd, c.VocabSize); ok && err == nil {
-			m.shadowHead(t.Type, b)
+			m.shadowable(t.Type, b)
 		}
 	}
 	if c.spec.gemma4 {
@@ -255,6 +260,9 @@ func load(f *gguf.File, be backend.Backend, stage *LayerRange) (*Model, error) {
 			return nil, unsupported("tensor %s (%s %v) is not part of a %s model this engine runs", t.Name, t.Type, t.Dims, c.Arch)
 		}
 	}
+	if stage == nil {
+		m.BuildShadow()
+	}
 	return m, nil
 }
 
@@ -293,13 +301,18 @@ func (m *Model) Last() bool { return m.lo+len(m.layers) == m.cfg.Layers }
 func (m *Model) WeightBytes() int64 { return m.weightBytes }
 
 // ShadowBytes is the memory the output head's int8 shadow takes beside
-// the weights (greedy.go; 0 without one): at most maxShadow bytes and
-// their scales, part of what the model holds though no file holds it.
+// the weights (greedy.go), or will take once BuildShadow builds it; 0
+// where the model has none and will have none. At most maxShadow bytes
+// and their scales, part of what the model holds though no file holds
+// it.
 func (m *Model) ShadowBytes() int64 {
-	if m.greedy == nil {
-		return 0
+	switch {
+	case m.greedy != nil:
+		return m.greedy.Bytes()
+	case m.headData != nil:
+		return greedyhead.Size(m.cfg.VocabSize, m.cfg.Embd)
 	}
-	return m.greedy.Bytes()
+	return 0
 }
 
 // KVBytes is the size of one session's KV cache of ctx positions of type

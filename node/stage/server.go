@@ -216,9 +216,9 @@ func (srv *Server) load(ctx context.Context, st *stream, ls *stagewire.LoadStage
 		}
 	}
 	// The head's int8 shadow (a last stage's, on a CPU that builds one)
-	// is counted where the budget holds it and dropped where it does not:
-	// the plan was made from the file, and the shadow only speeds greedy
-	// picks.
+	// is built and counted where the budget holds it, and not built where
+	// it does not: the plan was made from the file, and the shadow only
+	// speeds greedy picks.
 	mem := m.WeightBytes() + int64(ls.Seqs)*m.KVBytes(int(ls.Context), kv)
 	shadow := m.ShadowBytes()
 	b, err := m.NewBatch(model.BatchOptions{Tokens: int(ls.Batch), Seqs: rows})
@@ -236,10 +236,11 @@ func (srv *Server) load(ctx context.Context, st *stream, ls *stagewire.LoadStage
 		srv.mu.Unlock()
 		return fail(stagewire.CodeNoMemory, "needs %d bytes, %d of %d free", mem, srv.Budget-srv.used, srv.Budget)
 	case srv.Budget > 0 && srv.used+mem+shadow > srv.Budget:
-		m.DropShadow()
-	default:
-		mem += shadow
+		shadow = 0
 	}
+	// The shadow's bytes are held for it while it is built, outside the
+	// lock (a 32000-token head takes tens of milliseconds).
+	mem += shadow
 	s.memory = mem
 	if srv.stages == nil {
 		srv.stages = map[uint64]*stage{}
@@ -247,6 +248,16 @@ func (srv *Server) load(ctx context.Context, st *stream, ls *stagewire.LoadStage
 	srv.stages[ls.Stage] = s
 	srv.used += mem
 	srv.mu.Unlock()
+	if shadow > 0 && !m.BuildShadow() {
+		// A head it could not take after all (a weight not finite).
+		mem -= shadow
+		srv.mu.Lock()
+		if srv.stages[ls.Stage] == s {
+			srv.used -= shadow
+			s.memory = mem
+		}
+		srv.mu.Unlock()
+	}
 	if err := st.send(ctx, &stagewire.Ready{Stage: ls.Stage, Lo: ls.Lo, Hi: ls.Hi, Memory: uint64(mem)}); err != nil {
 		srv.stop(s)
 	}
