@@ -239,7 +239,8 @@ func (srv *Server) load(ctx context.Context, st *stream, ls *stagewire.LoadStage
 		shadow = 0
 	}
 	// The shadow's bytes are held for it while it is built, outside the
-	// lock (a 32000-token head takes tens of milliseconds).
+	// lock (the built-in model's 32000 × 192 head took 0.2 s on a build
+	// machine's core).
 	mem += shadow
 	s.memory = mem
 	if srv.stages == nil {

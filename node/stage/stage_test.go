@@ -359,9 +359,10 @@ func (r *rawStream) wantCode(what string, code stagewire.Code) {
 }
 
 // TestServerShadowWithinBudget: a last stage's head shadow (on a CPU that
-// builds one) is counted in the memory a Ready reports where the budget
-// holds it, and dropped — the stage loads all the same, without it —
-// where the budget holds the weights and KV caches but not the shadow.
+// builds one) is built and counted in the memory a Ready reports where
+// the budget holds it, and not built — the stage loads all the same,
+// without it — where the budget holds the weights and KV caches but not
+// the shadow.
 func TestServerShadowWithinBudget(t *testing.T) {
 	f := fortunes(t)
 	head, node := nodeID(1), nodeID(2)
