@@ -78,28 +78,15 @@ func Inflate(src, dst string, typ quant.Type, sh InflateShape, seed uint64) erro
 	normScale := math.Sqrt(r)
 
 	w := gguf.NewWriter()
-	for k, v := range md.All() {
-		if k == "general.file_type" {
-			continue
-		}
-		val := v.Interface()
-		switch k {
-		case "llama.embedding_length":
-			val = uint32(E)
-		case "llama.attention.head_count":
-			val = uint32(sh.Heads)
-		case "llama.attention.head_count_kv":
-			val = uint32(sh.KVHeads)
-		case "llama.feed_forward_length":
-			val = uint32(sh.FF)
-		case "llama.block_count":
-			val = uint32(sh.Layers)
-		case "llama.attention.layer_norm_rms_epsilon":
-			val = float32(float64(eps) * r)
-		}
-		if err := w.Set(k, val); err != nil {
-			return fmt.Errorf("inflate %s: %w", src, err)
-		}
+	if err := copyMetadata(w, md, map[string]any{
+		"llama.embedding_length":                 uint32(E),
+		"llama.attention.head_count":             uint32(sh.Heads),
+		"llama.attention.head_count_kv":          uint32(sh.KVHeads),
+		"llama.feed_forward_length":              uint32(sh.FF),
+		"llama.block_count":                      uint32(sh.Layers),
+		"llama.attention.layer_norm_rms_epsilon": float32(float64(eps) * r),
+	}); err != nil {
+		return fmt.Errorf("inflate %s: %w", src, err)
 	}
 
 	// old reads one of the model's tensors as floats (nil where the name

@@ -21,13 +21,8 @@ func Requantize(src, dst string, typ quant.Type) error {
 	}
 	defer f.Close()
 	w := gguf.NewWriter()
-	for k, v := range f.Metadata.All() {
-		if k == "general.file_type" {
-			continue
-		}
-		if err := w.Set(k, v.Interface()); err != nil {
-			return fmt.Errorf("requantize %s: %w", src, err)
-		}
+	if err := copyMetadata(w, f.Metadata, nil); err != nil {
+		return fmt.Errorf("requantize %s: %w", src, err)
 	}
 	for _, t := range f.Tensors {
 		data, err := f.TensorData(t)
@@ -56,4 +51,23 @@ func Requantize(src, dst string, typ quant.Type) error {
 		_, err := w.WriteTo(out)
 		return err
 	})
+}
+
+// copyMetadata sets on w every key of md but general.file_type (a copy
+// whose weights change type says what they are by their types), with
+// rewrite's values in place of md's for the keys it holds.
+func copyMetadata(w *gguf.Writer, md *gguf.Metadata, rewrite map[string]any) error {
+	for k, v := range md.All() {
+		if k == "general.file_type" {
+			continue
+		}
+		val, ok := rewrite[k]
+		if !ok {
+			val = v.Interface()
+		}
+		if err := w.Set(k, val); err != nil {
+			return err
+		}
+	}
+	return nil
 }
