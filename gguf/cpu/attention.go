@@ -3,7 +3,6 @@ package cpu
 import (
 	"encoding/binary"
 	"fmt"
-	"math"
 
 	"github.com/meshnode/meshnode/gguf/backend"
 	"github.com/meshnode/meshnode/gguf/quant"
@@ -32,6 +31,7 @@ type kvCache struct {
 	// nonFinite is set once a value stored is ±Inf or NaN: grouped
 	// attention then groups only a row's own heads (see attGroup).
 	nonFinite bool
+	row       []byte // StoreKV's scratch: a row of values in the cache's type
 }
 
 func (c *kvCache) Type() quant.Type { return c.typ }
@@ -76,6 +76,10 @@ func (b *Backend) StoreKV(cache backend.KVCache, layer, pos int, k, v backend.Te
 	kx, vx := data(k), data(v)
 	dk, cp, es := s.HeadDimK, c.capacity, c.es
 	kl, vl := c.k[layer], c.v[layer]
+	if len(c.row) < vd*es {
+		c.row = make([]byte, vd*es)
+	}
+	row := c.row[:vd*es]
 	for i := range k.Rows {
 		p := pos + i
 		for h := range s.KVHeads {
@@ -84,15 +88,28 @@ func (b *Backend) StoreKV(cache backend.KVCache, layer, pos int, k, v backend.Te
 				panic(err) // sizes fixed above
 			}
 		}
-		for d, x := range vx[i*vd : (i+1)*vd] {
-			off := (d*cp + p) * es
-			if c.typ == quant.F16 {
-				h := quant.FP32ToFP16(x)
-				binary.LittleEndian.PutUint16(vl[off:], h)
-				c.nonFinite = c.nonFinite || h&0x7c00 == 0x7c00
-			} else {
-				binary.LittleEndian.PutUint32(vl[off:], math.Float32bits(x))
-				c.nonFinite = c.nonFinite || math.IsInf(float64(x), 0) || x != x
+		// The values are rounded as a row, by the same conversion as the
+		// keys (vector instructions where there are), and then scattered
+		// to their transposed places: one conversion per element had
+		// cost more than the rest of storing a window's rows.
+		if err := quant.Quantize(c.typ, vx[i*vd:(i+1)*vd], row); err != nil {
+			panic(err)
+		}
+		if c.typ == quant.F16 {
+			for d := range vd {
+				h := binary.LittleEndian.Uint16(row[2*d:])
+				binary.LittleEndian.PutUint16(vl[(d*cp+p)*2:], h)
+				if h&0x7c00 == 0x7c00 {
+					c.nonFinite = true
+				}
+			}
+		} else {
+			for d := range vd {
+				u := binary.LittleEndian.Uint32(row[4*d:])
+				binary.LittleEndian.PutUint32(vl[(d*cp+p)*4:], u)
+				if u&0x7f800000 == 0x7f800000 {
+					c.nonFinite = true
+				}
 			}
 		}
 	}

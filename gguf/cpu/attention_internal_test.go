@@ -161,3 +161,69 @@ func BenchmarkAttend(b *testing.B) {
 		}
 	}
 }
+
+// TestStoreKVRounds: StoreKV keeps each key and value as the cache's type
+// rounds it (quant.FP32ToFP16 for F16, the bits for F32), values at their
+// transposed places, and marks the cache non-finite exactly when a value
+// stored is ±Inf or NaN — a finite float32 past the half's range included.
+func TestStoreKVRounds(t *testing.T) {
+	be := New(Options{Threads: 2})
+	defer be.Close()
+	shape := backend.KVShape{KVHeads: 2, HeadDimK: 12, HeadDimV: 20}
+	kd, vd := shape.KVHeads*shape.HeadDimK, shape.KVHeads*shape.HeadDimV
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, typ := range []quant.Type{quant.F16, quant.F32} {
+		for _, odd := range []float32{0, 1e5, float32(math.Inf(-1)), float32(math.NaN()), 3e-6} {
+			name := fmt.Sprintf("%s/%v", typ, odd)
+			const capacity, pos, rows = 16, 5, 3
+			cache, err := be.NewKVCache(typ, capacity, []backend.KVShape{shape})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ks, vs := normals(rng, rows*kd), normals(rng, rows*vd)
+			vs[rows*vd-3] = odd
+			be.StoreKV(cache, 0, pos, tensorOf(be, rows, kd, ks), tensorOf(be, rows, vd, vs))
+			c := cache.(*kvCache)
+			stored := func(b []byte) uint32 {
+				if typ == quant.F16 {
+					return uint32(b[0]) | uint32(b[1])<<8
+				}
+				return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+			}
+			want := func(x float32) uint32 {
+				if typ == quant.F16 {
+					return uint32(quant.FP32ToFP16(x))
+				}
+				return math.Float32bits(x)
+			}
+			isNaN := func(u uint32) bool {
+				if typ == quant.F16 {
+					return u&0x7c00 == 0x7c00 && u&0x3ff != 0
+				}
+				return u&0x7f800000 == 0x7f800000 && u&0x7fffff != 0
+			}
+			for i := range rows {
+				p := pos + i
+				for h := range shape.KVHeads {
+					for e := range shape.HeadDimK {
+						got := stored(c.k[0][((h*capacity+p)*shape.HeadDimK+e)*c.es:])
+						if x := ks[i*kd+h*shape.HeadDimK+e]; got != want(x) {
+							t.Fatalf("%s: key %d of head %d at %d: %#x, want %#x (%v)", name, e, h, p, got, want(x), x)
+						}
+					}
+				}
+				for d := range vd {
+					got := stored(c.v[0][(d*capacity+p)*c.es:])
+					x := vs[i*vd+d]
+					if w := want(x); got != w && !(isNaN(got) && isNaN(w)) {
+						t.Fatalf("%s: value %d at %d: %#x, want %#x (%v)", name, d, p, got, w, x)
+					}
+				}
+			}
+			inf := typ == quant.F16 && odd == 1e5 || math.IsInf(float64(odd), 0) || odd != odd
+			if c.nonFinite != inf {
+				t.Errorf("%s: non-finite %v, want %v", name, c.nonFinite, inf)
+			}
+		}
+	}
+}
