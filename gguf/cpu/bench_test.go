@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshnode/meshnode/gguf/backend"
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/quant"
 )
@@ -108,5 +109,39 @@ func BenchmarkSmallMatMul(b *testing.B) {
 				})
 			}
 		}
+	}
+}
+
+// BenchmarkGLU times the built-in model's SwiGLU gate (512 units a row)
+// for one to eight rows on two threads as GLU chooses (alone below
+// parallelElems' weighted measure) against split between the workers
+// whatever its size, in the same run: x_split is the split's time over
+// the choice's (above 1: the choice is faster).
+func BenchmarkGLU(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	be := newBackend(b, 2)
+	for _, n := range []int{1, 2, 3, 4, 5, 8} {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			g, u := tensor(be, n, 512, normals(rng, n*512, 1)), tensor(be, n, 512, normals(rng, n*512, 1))
+			dst := be.NewTensor(n, 512)
+			var chosen, split time.Duration = 1 << 62, 1 << 62
+			round := func() time.Duration {
+				start := time.Now()
+				for range 200 {
+					be.GLU(dst, g, u, backend.SiLU)
+				}
+				return time.Since(start) / 200
+			}
+			for range 5 {
+				chosen = min(chosen, round())
+				old := cpu.SetParallelElems(0)
+				split = min(split, round())
+				cpu.SetParallelElems(old)
+			}
+			for b.Loop() {
+				be.GLU(dst, g, u, backend.SiLU)
+			}
+			b.ReportMetric(float64(split)/float64(chosen), "x_split")
+		})
 	}
 }

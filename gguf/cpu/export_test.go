@@ -7,3 +7,11 @@ func SetParallelProduct(n int) int {
 	parallelProduct = n
 	return old
 }
+
+// SetParallelElems sets the least work elementwise kernels hand to the
+// workers (0: all of it), for benchmarks to compare, and returns the old.
+func SetParallelElems(n int) int {
+	old := parallelElems
+	parallelElems = n
+	return old
+}

@@ -26,6 +26,45 @@ const tasksPerThread = 4
 // slower inline for that.
 var parallelProduct = 1 << 17 // a variable so that BenchmarkSmallMatMul can compare
 
+// matmulChunk is the weight rows of each of MatMul's tasks for n
+// activation rows on threads workers: all of them (the calling goroutine
+// alone) below parallelProduct, else tasksPerThread tasks a worker, in
+// whole tiles.
+//
+// Where the float row kernels run (quant.WideRowsFor: F16, BF16 and F32
+// weights on AVX-512), each activation row past the first costs about half
+// the first, not a quarter, and a small product splits best into one task
+// a worker: the tasks' own costs (a call into the kernels each, and their
+// outputs' cache lines) outweigh the evening out. Measured on 2 cores, the
+// built-in model's F16 products alone against split in two tasks: 512×192
+// at 1 to 5 rows 2.4, 3.6, 4.8, 6.1, 7.5 µs alone, 2.7, 3.0, 3.4, 4.4, 5.0
+// split (in eight tasks, as before, 5.1 at 4 rows); 192×192 at 5 rows 2.8
+// alone and 2.7 split, at 8 4.4 and 3.3; 96×192 alone at every count to
+// 8. In the forward pass, where the outputs then cross to the other core,
+// two rows of 512×192 gained nothing split, and the threshold sits above
+// them (a quarter above parallelProduct): windows of 3 to 5 rows, which
+// had taken their feed-forward products alone up to 4 rows, and in eight
+// tasks at 5, step 4–6% faster.
+func matmulChunk(w *weight, n, threads int) int {
+	work, least, per := w.rows*w.cols*(n+3)/4, parallelProduct, tasksPerThread
+	if quant.WideRowsFor(w.typ) {
+		work, least = w.rows*w.cols*(n+1)/2, parallelProduct*5/4
+		if work < bigFloatProduct {
+			per = 1
+		}
+	}
+	if work < least {
+		return w.rows // one task: the calling goroutine's
+	}
+	return ceilDiv(ceilDiv(w.rows, threads*per), tileRows) * tileRows
+}
+
+// bigFloatProduct is the float product (in matmulChunk's measure) from
+// which MatMul oversubscribes the workers again: its tasks take tens of
+// µs, and a core that runs slower then holds up more than a task's own
+// cost.
+const bigFloatProduct = 1 << 20
+
 // tileRows is the granularity of MatMul's tasks: quant.MatMul multiplies
 // a batch by weight rows sixteen at a time where the machine has its
 // AVX-512 tiles (eight where only the others), so a task boundary
@@ -119,10 +158,7 @@ func (b *Backend) MatMul(dst backend.Tensor, wt backend.Weight, x backend.Tensor
 		b.pool.run(n, &b.quan)
 	}
 
-	chunk := ceilDiv(ceilDiv(w.rows, b.threads*tasksPerThread), tileRows) * tileRows
-	if w.rows*w.cols*(n+3)/4 < parallelProduct {
-		chunk = w.rows // one task: the calling goroutine's
-	}
+	chunk := matmulChunk(w, n, b.threads)
 	b.mm = matmulJob{w: w, batch: &b.batch, dst: data(dst), chunk: chunk}
 	b.pool.run(ceilDiv(w.rows, chunk), &b.mm)
 	b.mm, b.quan = matmulJob{}, quantJob{}
