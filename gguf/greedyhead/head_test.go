@@ -234,3 +234,109 @@ func TestUnsettled(t *testing.T) {
 		t.Fatal("a short head was accepted")
 	}
 }
+
+// TestQuantizeAsDefined: Scratch.quantize gives each activation the
+// quants, correction, scale and bound of its definition — the largest
+// magnitude over 127 as the scale, each element's quotient rounded to even
+// and clamped to ±127 (math.RoundToEven and the float min and max), the
+// sums in order — on activations of normal, tiny, subnormal, halfway
+// (k + 0.5 times the scale) and signed-zero elements, and −1 for one
+// holding ±Inf or NaN.
+func TestQuantizeAsDefined(t *testing.T) {
+	const rows, n = 64, 96
+	rng := rand.New(rand.NewPCG(5, 6))
+	// F32 weights, so that the activations keep tiny and subnormal
+	// elements (an F16 head's would round them to zero).
+	w := make([]byte, rows*n*4)
+	if err := quant.Quantize(quant.F32, normalsF32(rng, rows*n), w); err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(quant.F32, w, rows, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := func(x []float32) (q []int8, corr int32, scale float32, bound float64) {
+		m, l1, l2 := 0.0, 0.0, 0.0
+		for _, v := range x {
+			a := math.Abs(float64(v))
+			if !(a <= math.MaxFloat32) {
+				return nil, 0, 0, -1
+			}
+			m = max(m, a)
+			l1 += a
+			l2 += a * a
+		}
+		scale = float32(m / 127)
+		e2 := 0.0
+		for _, v := range x {
+			p := 0.0
+			if scale > 0 {
+				p = max(-127, min(127, math.RoundToEven(float64(v)/float64(scale))))
+			}
+			q = append(q, int8(p))
+			corr += 128 * int32(p)
+			d := float64(v) - p*float64(scale)
+			e2 += d * d
+		}
+		const u = 0x1p-24
+		x2, e := math.Sqrt(l2), math.Sqrt(e2)
+		b := h.errNorm*x2 + h.normQ*e + h.gamma*h.maxAbsW*l1 + 4*u*h.normQ*(x2+e) + float64(h.n)*0x1p-125
+		return q, corr, scale, b * (1 + 1e-9)
+	}
+	cases := map[string]func() []float32{
+		"normal":    func() []float32 { return normalsF32(rng, n) },
+		"tiny":      func() []float32 { x := normalsF32(rng, n); scaleAll(x, 1e-30); return x },
+		"subnormal": func() []float32 { x := normalsF32(rng, n); scaleAll(x, 1e-42); return x },
+		"zeros":     func() []float32 { x := make([]float32, n); x[3] = float32(math.Copysign(0, -1)); return x },
+		"halfway": func() []float32 {
+			// The largest is 127 scales, so the scale is 1 and every
+			// other element is a half: rounding to even decides it.
+			x := make([]float32, n)
+			x[0] = 127
+			for k := 1; k < n; k++ {
+				x[k] = float32(rng.IntN(254)-127) + 0.5
+			}
+			return x
+		},
+		"inf": func() []float32 { x := normalsF32(rng, n); x[7] = float32(math.Inf(-1)); return x },
+		"nan": func() []float32 { x := normalsF32(rng, n); x[9] = float32(math.NaN()); return x },
+	}
+	for name, mk := range cases {
+		for range 20 {
+			x := mk()
+			a, err := quant.NewActivation(h.Type(), n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Quantize(x); err != nil {
+				t.Fatal(err)
+			}
+			var s Scratch
+			h.Prepare([]*quant.Activation{a}, &s, 1)
+			q, corr, scale, bound := want(x)
+			if s.bound[0] != bound {
+				t.Fatalf("%s: bound %v, want %v", name, s.bound[0], bound)
+			}
+			if bound < 0 {
+				continue
+			}
+			if !slices.Equal(s.q[:n], q) || s.corr[0] != corr || s.t[0] != scale {
+				t.Fatalf("%s: quants %v (correction %d, scale %v), want %v (%d, %v)", name, s.q[:n], s.corr[0], s.t[0], q, corr, scale)
+			}
+		}
+	}
+}
+
+func normalsF32(rng *rand.Rand, n int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	return x
+}
+
+func scaleAll(x []float32, s float32) {
+	for i := range x {
+		x[i] *= s
+	}
+}
