@@ -247,11 +247,7 @@ func TestQuantizeAsDefined(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	// F32 weights, so that the activations keep tiny and subnormal
 	// elements (an F16 head's would round them to zero).
-	w := make([]byte, rows*n*4)
-	if err := quant.Quantize(quant.F32, normalsF32(rng, rows*n), w); err != nil {
-		t.Fatal(err)
-	}
-	h, err := New(quant.F32, w, rows, n)
+	h, err := New(quant.F32, encode(t, quant.F32, normal(rng, rows*n, 1)), rows, n)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,9 +280,9 @@ func TestQuantizeAsDefined(t *testing.T) {
 		return q, corr, scale, b * (1 + 1e-9)
 	}
 	cases := map[string]func() []float32{
-		"normal":    func() []float32 { return normalsF32(rng, n) },
-		"tiny":      func() []float32 { x := normalsF32(rng, n); scaleAll(x, 1e-30); return x },
-		"subnormal": func() []float32 { x := normalsF32(rng, n); scaleAll(x, 1e-42); return x },
+		"normal":    func() []float32 { return normal(rng, n, 1) },
+		"tiny":      func() []float32 { return normal(rng, n, 1e-30) },
+		"subnormal": func() []float32 { return normal(rng, n, 1e-42) },
 		"zeros":     func() []float32 { x := make([]float32, n); x[3] = float32(math.Copysign(0, -1)); return x },
 		"halfway": func() []float32 {
 			// The largest is 127 scales, so the scale is 1 and every
@@ -298,19 +294,13 @@ func TestQuantizeAsDefined(t *testing.T) {
 			}
 			return x
 		},
-		"inf": func() []float32 { x := normalsF32(rng, n); x[7] = float32(math.Inf(-1)); return x },
-		"nan": func() []float32 { x := normalsF32(rng, n); x[9] = float32(math.NaN()); return x },
+		"inf": func() []float32 { x := normal(rng, n, 1); x[7] = float32(math.Inf(-1)); return x },
+		"nan": func() []float32 { x := normal(rng, n, 1); x[9] = float32(math.NaN()); return x },
 	}
 	for name, mk := range cases {
 		for range 20 {
 			x := mk()
-			a, err := quant.NewActivation(h.Type(), n)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := a.Quantize(x); err != nil {
-				t.Fatal(err)
-			}
+			a := activation(t, h.Type(), x)
 			var s Scratch
 			h.Prepare([]*quant.Activation{a}, &s, 1)
 			q, corr, scale, bound := want(x)
@@ -324,19 +314,5 @@ func TestQuantizeAsDefined(t *testing.T) {
 				t.Fatalf("%s: quants %v (correction %d, scale %v), want %v (%d, %v)", name, s.q[:n], s.corr[0], s.t[0], q, corr, scale)
 			}
 		}
-	}
-}
-
-func normalsF32(rng *rand.Rand, n int) []float32 {
-	x := make([]float32, n)
-	for i := range x {
-		x[i] = float32(rng.NormFloat64())
-	}
-	return x
-}
-
-func scaleAll(x []float32, s float32) {
-	for i := range x {
-		x[i] *= s
 	}
 }
