@@ -87,25 +87,12 @@ func BenchmarkSmallMatMul(b *testing.B) {
 				b.Run(fmt.Sprintf("%s/%dx%d/n=%d", typ, rows, cols, n), func(b *testing.B) {
 					x := tensor(be, n, cols, normals(rng, n*cols, 1))
 					dst := be.NewTensor(n, rows)
-					// Each side's best of five rounds of 200, alternating.
-					var chosen, workers time.Duration = 1 << 62, 1 << 62
-					round := func() time.Duration {
-						start := time.Now()
-						for range 200 {
-							be.MatMul(dst, wt, x)
-						}
-						return time.Since(start) / 200
-					}
-					for range 5 {
-						chosen = min(chosen, round())
-						old := cpu.SetParallelProduct(0)
-						workers = min(workers, round())
-						cpu.SetParallelProduct(old)
-					}
+					op := func() { be.MatMul(dst, wt, x) }
+					ratio := splitOverChosen(op, cpu.SetParallelProduct)
 					for b.Loop() {
-						be.MatMul(dst, wt, x)
+						op()
 					}
-					b.ReportMetric(float64(workers)/float64(chosen), "x_workers")
+					b.ReportMetric(ratio, "x_workers")
 				})
 			}
 		}
@@ -124,24 +111,34 @@ func BenchmarkGLU(b *testing.B) {
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
 			g, u := tensor(be, n, 512, normals(rng, n*512, 1)), tensor(be, n, 512, normals(rng, n*512, 1))
 			dst := be.NewTensor(n, 512)
-			var chosen, split time.Duration = 1 << 62, 1 << 62
-			round := func() time.Duration {
-				start := time.Now()
-				for range 200 {
-					be.GLU(dst, g, u, backend.SiLU)
-				}
-				return time.Since(start) / 200
-			}
-			for range 5 {
-				chosen = min(chosen, round())
-				old := cpu.SetParallelElems(0)
-				split = min(split, round())
-				cpu.SetParallelElems(old)
-			}
+			op := func() { be.GLU(dst, g, u, backend.SiLU) }
+			ratio := splitOverChosen(op, cpu.SetParallelElems)
 			for b.Loop() {
-				be.GLU(dst, g, u, backend.SiLU)
+				op()
 			}
-			b.ReportMetric(float64(split)/float64(chosen), "x_split")
+			b.ReportMetric(ratio, "x_split")
 		})
 	}
+}
+
+// splitOverChosen times op as the backend chooses and with set(0) (every
+// call handed to the workers, whatever its size), each side's best of five
+// alternating rounds of 200 calls, and returns the second's time over the
+// first's: above 1, the choice is faster.
+func splitOverChosen(op func(), set func(int) int) float64 {
+	var chosen, split time.Duration = 1 << 62, 1 << 62
+	round := func() time.Duration {
+		start := time.Now()
+		for range 200 {
+			op()
+		}
+		return time.Since(start) / 200
+	}
+	for range 5 {
+		chosen = min(chosen, round())
+		old := set(0)
+		split = min(split, round())
+		set(old)
+	}
+	return float64(split) / float64(chosen)
 }
