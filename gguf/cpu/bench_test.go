@@ -69,7 +69,7 @@ func singleThread(b *testing.B, typ quant.Type, data []byte, x []float32, n, row
 
 // BenchmarkSmallMatMul times the products of small models (the built-in
 // model's and its draft's shapes, one to eight activation rows) on two
-// threads as MatMul chooses (alone below parallelProduct) and handed to
+// threads as MatMul chooses (matmulChunk: alone below its threshold) and handed to
 // the workers whatever their size, in the same run: x_workers is the
 // workers' time over the choice's (above 1: the choice is faster).
 func BenchmarkSmallMatMul(b *testing.B) {
