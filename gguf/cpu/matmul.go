@@ -28,8 +28,9 @@ var parallelProduct = 1 << 17 // a variable so that BenchmarkSmallMatMul can com
 
 // matmulChunk is the weight rows of each of MatMul's tasks for n
 // activation rows on threads workers: all of them (the calling goroutine
-// alone) below parallelProduct, else tasksPerThread tasks a worker, in
-// whole tiles.
+// alone) for a product below parallelProduct, else tasksPerThread tasks a
+// worker, in whole tiles; float products are measured, and split, as
+// below.
 //
 // Where the float row kernels run (quant.WideRowsFor: F16, BF16 and F32
 // weights on AVX-512), each activation row past the first costs about half

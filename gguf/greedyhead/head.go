@@ -337,8 +337,15 @@ func (s *Scratch) quantize(h *Head, a *quant.Activation, i int) float64 {
 		e2 += d * d
 	}
 	s.corr[i], s.t[i] = 128*sum, t
+	return h.bound(l1, l2, e2)
+}
+
+// bound is the bound on |exact − approximate| of every logit for an
+// activation x quantised to t·p, given ‖x‖₁ (l1), ‖x‖₂² (l2) and
+// ‖x − t·p‖₂² (e2), or −1 where the exact sums could overflow float32.
+func (h *Head) bound(l1, l2, e2 float64) float64 {
 	if h.maxAbsW*l1 > 1e30 {
-		return -1 // the exact sums could overflow float32
+		return -1
 	}
 	// |exact − approx| ≤ the weights' quantisation (errNorm·‖x‖₂), the
 	// activation's (normQ·‖x − t·p‖₂), both by Cauchy–Schwarz; the exact

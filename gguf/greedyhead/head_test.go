@@ -239,7 +239,7 @@ func TestUnsettled(t *testing.T) {
 // quants, correction, scale and bound of its definition — the largest
 // magnitude over 127 as the scale, each element's quotient rounded to even
 // and clamped to ±127 (math.RoundToEven and the float min and max), the
-// sums in order — on activations of normal, tiny, subnormal, halfway
+// sums in order and Head.bound of them — on activations of normal, tiny, subnormal, halfway
 // (k + 0.5 times the scale) and signed-zero elements, and −1 for one
 // holding ±Inf or NaN.
 func TestQuantizeAsDefined(t *testing.T) {
@@ -274,10 +274,7 @@ func TestQuantizeAsDefined(t *testing.T) {
 			d := float64(v) - p*float64(scale)
 			e2 += d * d
 		}
-		const u = 0x1p-24
-		x2, e := math.Sqrt(l2), math.Sqrt(e2)
-		b := h.errNorm*x2 + h.normQ*e + h.gamma*h.maxAbsW*l1 + 4*u*h.normQ*(x2+e) + float64(h.n)*0x1p-125
-		return q, corr, scale, b * (1 + 1e-9)
+		return q, corr, scale, h.bound(l1, l2, e2)
 	}
 	cases := map[string]func() []float32{
 		"normal":    func() []float32 { return normal(rng, n, 1) },
