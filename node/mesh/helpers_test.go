@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -59,11 +60,46 @@ func slowDetection(c Config) Config {
 	return c
 }
 
+// testLogger logs a node's debug lines to the test as they come with
+// MESH_TEST_LOG set; otherwise it keeps the last of them and prints them
+// only if the test fails, so that a failure seen once in CI says what the
+// nodes did.
 func testLogger(t testing.TB) *slog.Logger {
-	if os.Getenv("MESH_TEST_LOG") == "" {
-		return slog.New(slog.DiscardHandler)
+	opts := &slog.HandlerOptions{Level: slog.LevelDebug}
+	if os.Getenv("MESH_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(tbWriter{t}, opts))
 	}
-	return slog.New(slog.NewTextHandler(tbWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	r := &logRing{max: 2000}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the node's last %d log lines:\n%s", r.max, r.String())
+		}
+	})
+	return slog.New(slog.NewTextHandler(r, opts))
+}
+
+// logRing keeps the last max lines written to it. The nodes' goroutines
+// may write after the test has ended, which t.Log forbids.
+type logRing struct {
+	mu    sync.Mutex
+	max   int
+	lines []string
+}
+
+func (r *logRing) Write(b []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.lines) == r.max {
+		r.lines = r.lines[1:]
+	}
+	r.lines = append(r.lines, strings.TrimRight(string(b), "\n"))
+	return len(b), nil
+}
+
+func (r *logRing) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return strings.Join(r.lines, "\n")
 }
 
 type tbWriter struct{ t testing.TB }
@@ -128,20 +164,17 @@ func (tn *testNode) stop(t testing.TB) {
 }
 
 // kill stops the node without a word to its peers, as a crash would: no
-// PeerLeaving, no CONNECTION_CLOSE, the socket simply goes quiet.
+// PeerLeaving, no CONNECTION_CLOSE, the socket simply goes quiet. The
+// socket closes before anything else: a node that is stopping would refuse
+// a connection whose handshake completed meanwhile with CodeLeaving, and a
+// peer that saw that close last would take the node as having left, not
+// died. Serve's error, if any, is the closed socket's.
 func (tn *testNode) kill() {
-	n := tn.Node
-	n.goMu.Lock()
-	n.stopping = true
-	n.goMu.Unlock()
-	n.state.Store(stateStopping)
-	n.cancel()
-	n.tr.Close() // drops every connection without telling the peers
-	n.udp.Close()
-	n.wg.Wait()
-	n.events.close()
-	n.state.Store(stateClosed)
-	tn.cancel()
+	tn.Node.udp.Close()
+	tn.once.Do(func() {
+		tn.cancel()
+		<-tn.done
+	})
 }
 
 func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
@@ -190,17 +223,19 @@ func checkLeaks(t testing.TB) {
 func nextEvent(t testing.TB, ch <-chan Event, kind EventKind, peer identity.EndpointID, within time.Duration) Event {
 	t.Helper()
 	timeout := time.After(within)
+	var seen []string // what came instead, for the failure's message
 	for {
 		select {
 		case ev, ok := <-ch:
 			if !ok {
-				t.Fatalf("event stream closed waiting for %v of %s", kind, peer.Short())
+				t.Fatalf("event stream closed waiting for %v of %s; saw %v", kind, peer.Short(), seen)
 			}
 			if ev.Kind == kind && ev.Peer == peer {
 				return ev
 			}
+			seen = append(seen, fmt.Sprintf("%v %s %q", ev.Kind, ev.Peer.Short(), ev.Reason))
 		case <-timeout:
-			t.Fatalf("no %v event for %s within %v", kind, peer.Short(), within)
+			t.Fatalf("no %v event for %s within %v; saw %v", kind, peer.Short(), within, seen)
 		}
 	}
 }
