@@ -326,15 +326,30 @@ type StageStatus struct {
 	MemoryBytes int64  `json:"memory_bytes"`
 }
 
+// lostState is a split model's state from the moment its engine drops
+// the pipeline a step failed on until placeSplit, told on its own
+// goroutine, says what it does about it.
+const lostState = "placing again: a stage was lost"
+
 func (sm *splitModel) status() *SplitStatus {
 	sm.mu.Lock()
-	defer sm.mu.Unlock()
 	st := &SplitStatus{State: sm.state, Pins: sm.pinned}
 	if sm.pinned == nil {
 		st.Pins = sm.spec.Pins
 	}
 	for _, s := range sm.plan.Stages {
 		st.Stages = append(st.Stages, StageStatus{Node: s.Host, Layers: fmt.Sprintf("%d-%d", s.Lo, s.Hi), MemoryBytes: s.Bytes})
+	}
+	sm.mu.Unlock()
+	// The engine drops a failed pipeline before the request that failed
+	// on it gets its 503, and placeSplit hears of it only after: a client
+	// that looks at the status on its 503 must not see the lost plan
+	// serving. The state says "serving" only after the engine has the
+	// pipeline, and stops saying it before the engine lets one go, so
+	// the state read first and the engine after cannot disagree but for
+	// a loss.
+	if st.State == "serving" && !sm.eng.Serving() {
+		st.State, st.Stages = lostState, nil
 	}
 	return st
 }
@@ -779,8 +794,8 @@ func (n *Node) placeSplit(ctx context.Context, sm *splitModel) {
 		if err == nil {
 			var p *stage.Pipeline
 			if p, err = n.startSplit(ctx, sm, plan); err == nil {
+				sm.eng.Set(p) // before the state: see status
 				sm.setState(plan, "serving")
-				sm.eng.Set(p)
 				n.updateSelf()
 				n.log.Info("split model serving", "model", sm.Name(), "plan", plan.String())
 				if pending != nil {
@@ -907,8 +922,8 @@ func (n *Node) repinSplit(ctx context.Context, sm *splitModel, r repin, p **stag
 	if shares {
 		// Requests in flight end with a retryable 503, as when a stage
 		// is lost.
+		sm.setState(stageplan.Plan{}, "placing under new pins") // before the engine: see status
 		sm.eng.Set(nil)
-		sm.setState(stageplan.Plan{}, "placing under new pins")
 		n.updateSelf()
 	}
 	pl, err := n.startSplit(ctx, sm, np)
@@ -934,8 +949,8 @@ func (n *Node) repinSplit(ctx context.Context, sm *splitModel, r repin, p **stag
 				return fmt.Errorf("%w: the old plan did not load again after new pins failed: %w", stage.ErrStageLost, rerr)
 			}
 			*p = old
-			sm.setState(*plan, "serving")
 			sm.eng.Set(old)
+			sm.setState(*plan, "serving")
 			n.updateSelf()
 		}
 		r.done <- err

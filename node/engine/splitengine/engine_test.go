@@ -237,6 +237,11 @@ func TestLost(t *testing.T) {
 	if len(got) < 1 || int(out.TokensOut) != len(got) {
 		t.Errorf("%d tokens before the loss (outcome %+v)", len(got), out)
 	}
+	// Dropped before the serve returns, not when Lost is told: the node's
+	// status reads the engine to show a lost plan as lost at once.
+	if e.Serving() {
+		t.Error("still serving the failed pipeline when the serve returned")
+	}
 	if why := <-lost; !errors.Is(why, stage.ErrStageLost) {
 		t.Errorf("Lost(%v)", why)
 	}
