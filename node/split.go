@@ -311,7 +311,8 @@ func (sm *splitModel) setState(plan stageplan.Plan, state string) {
 // SplitStatus is a split model's plan in /api/status.
 type SplitStatus struct {
 	// State is "serving", or what the model waits for (a plan that fits,
-	// or stages being placed again after one was lost).
+	// or stages being placed again after one was lost), or "stopped" once
+	// the node stops placing it (it is being unloaded, or the node stops).
 	State  string        `json:"state"`
 	Stages []StageStatus `json:"stages,omitempty"`
 	// Pins are the pins the plan was made under ("NODE:LO-HI"): the
@@ -805,6 +806,7 @@ func (n *Node) placeSplit(ctx context.Context, sm *splitModel) {
 				}
 				why := n.awaitLoss(ctx, sm, &p, &plan, &events)
 				if why == nil {
+					sm.setState(stageplan.Plan{}, "stopped") // before the engine: see status
 					sm.eng.Set(nil)
 					return
 				}

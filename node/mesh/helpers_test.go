@@ -72,7 +72,7 @@ func testLogger(t testing.TB) *slog.Logger {
 	r := &logRing{max: 2000}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("the node's last %d log lines:\n%s", r.max, r.String())
+			t.Logf("the node's log (its last %d lines at most):\n%s", r.max, r.String())
 		}
 	})
 	return slog.New(slog.NewTextHandler(r, opts))
