@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -186,9 +187,9 @@ func TestStoreKVRounds(t *testing.T) {
 			c := cache.(*kvCache)
 			stored := func(b []byte) uint32 {
 				if typ == quant.F16 {
-					return uint32(b[0]) | uint32(b[1])<<8
+					return uint32(binary.LittleEndian.Uint16(b))
 				}
-				return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+				return binary.LittleEndian.Uint32(b)
 			}
 			want := func(x float32) uint32 {
 				if typ == quant.F16 {
