@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"runtime"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -471,6 +473,93 @@ func BenchmarkMatMulOneRow(b *testing.B) {
 				b.ReportMetric(t[0]/t[3], "x_band")
 				b.ReportMetric(t[0]/t[4], "x_band_cached")
 			})
+		}
+	}
+}
+
+// BenchmarkMatMulStream times MatMul by batches of k activation rows
+// (k=1: a decoded token; more: a speculative window, a batch of decodes)
+// with the weights read from memory: BENCH_STREAM_MB (default 1024, to be
+// well over the last-level cache) of matrices of a 1B model's
+// feed-forward shapes, 8192×2048 and 2048×8192, each multiplied once in
+// turn. For k=1 it reports GB/s and, as x_rows, the time of the kernels a
+// one-row batch took before (the row kernels past oneMax,
+// SetOneRowBand(-1)) over this one's; for k>1, v, what each extra row
+// costs over a one-row pass (about 0.06 of one is a row's arithmetic
+// here, so v near 0 means the reading hides it). For both, x_chunks is
+// the time with each chunk's rows asked for at once (SetStreamAhead(false))
+// over this one's. Each figure is the least wall time of three
+// alternating rounds, on the calling thread.
+func BenchmarkMatMulStream(b *testing.B) {
+	total := 1024
+	if v, err := strconv.Atoi(os.Getenv("BENCH_STREAM_MB")); err == nil && v > 0 {
+		total = v
+	}
+	for _, typ := range []quant.Type{quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q6_K} {
+		if !quant.HaveBand(typ) {
+			continue
+		}
+		for _, sh := range [][2]int{{8192, 2048}, {2048, 8192}} {
+			rows, cols := sh[0], sh[1]
+			rng := rand.New(rand.NewPCG(23, 24))
+			one := make([]byte, mustRowSize(b, typ, rows*cols))
+			if err := quant.Quantize(typ, normal(rng, rows*cols), one); err != nil {
+				b.Fatal(err)
+			}
+			mats := make([][]byte, max(1, (total<<20)/len(one)))
+			for i := range mats {
+				mats[i] = bytes.Clone(one)
+			}
+			x := normal(rng, 8*cols)
+			batch := func(k int) *quant.Batch {
+				ab, err := quant.NewBatch(typ, cols, k)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for i := range k {
+					if err := ab.Quantize(i, x[i*cols:(i+1)*cols]); err != nil {
+						b.Fatal(err)
+					}
+				}
+				return ab
+			}
+			out := make([]float32, rows*8)
+			pass := func(ab *quant.Batch, restore func()) float64 {
+				defer restore()
+				t0 := time.Now()
+				for _, w := range mats {
+					quant.MatMul(typ, w, ab, out, rows)
+				}
+				return time.Since(t0).Seconds()
+			}
+			single := batch(1)
+			for _, k := range []int{1, 2, 4, 8} {
+				b.Run(fmt.Sprintf("%dx%d/%s/k=%d", rows, cols, typ, k), func(b *testing.B) {
+					ab := batch(k)
+					t1, tk, tc, tr := math.Inf(1), math.Inf(1), math.Inf(1), math.Inf(1)
+					for range 3 {
+						t1 = min(t1, pass(single, func() {}))
+						tk = min(tk, pass(ab, func() {}))
+						tc = min(tc, pass(ab, quant.SetStreamAhead(false)))
+						if k == 1 {
+							tr = min(tr, pass(ab, quant.SetOneRowBand(-1)))
+						}
+					}
+					b.ResetTimer()
+					for b.Loop() {
+						pass(ab, func() {})
+					}
+					if k == 1 {
+						b.ReportMetric(float64(len(one)*len(mats))/t1/1e9, "GB/s")
+						b.ReportMetric(tr/tk, "x_rows")
+					} else {
+						b.ReportMetric(tk/t1, "t/t1")
+						b.ReportMetric((tk-t1)/float64(k-1)/t1, "v")
+					}
+					b.ReportMetric(tc/tk, "x_chunks")
+				})
+			}
+			mats = nil
 		}
 	}
 }

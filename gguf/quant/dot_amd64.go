@@ -73,12 +73,13 @@ var haveZ = haveVNNI
 // eight-row VNNI tiles or the row kernels (BenchmarkMatMulOneRow, cached
 // weights, docs/engine.md "One-token products"): rows of Q4_0 up to 2048
 // elements, of Q8_0 from 256 to 2048 (on shorter rows the eight-row tiles
-// cost the same), of Q4_K and Q6_K up to 1024.
+// cost the same), of Q4_K and Q6_K up to 1024; where the weights are
+// read from memory, rows of every width from those least (oneRowBand).
 var zTiles = map[Type]*bandKernel{
-	Q4_0: {h: 16, chunk: 32, packed: 576, oneMin: 1, oneMax: 64, pack: q4_0PackZ, dot4: q4_0TileZ4, dot3: q4_0TileZ3, dot2: q4_0TileZ2, dot1: q4_0TileZ1},
-	Q8_0: {h: 16, chunk: 32, packed: 576, oneMin: 8, oneMax: 64, pack: packHalves(q8_0PackUZ), dot4: q8_0TileZ4, dot3: q8_0TileZ3, dot2: q8_0TileZ2, dot1: q8_0TileZ1},
-	Q4_K: {h: 16, chunk: 4, packed: 5248, oneMin: 1, oneMax: 4, pack: packHalves(q4KPackZ), dot4: q4KTileZ4, dot3: q4KTileZ3, dot2: q4KTileZ2, dot1: q4KTileZ1},
-	Q6_K: {h: 16, chunk: 4, packed: 5696, oneMin: 1, oneMax: 4, pack: packHalves(q6KPackZ), dot4: q6KTileZ4, dot3: q6KTileZ3, dot2: q6KTileZ2, dot1: q6KTileZ1},
+	Q4_0: {h: 16, chunk: 32, packed: 576, oneMin: 1, oneMax: 64, oneStreamed: true, pack: q4_0PackZ, dot4: q4_0TileZ4, dot3: q4_0TileZ3, dot2: q4_0TileZ2, dot1: q4_0TileZ1},
+	Q8_0: {h: 16, chunk: 32, packed: 576, oneMin: 8, oneMax: 64, oneStreamed: true, pack: packHalves(q8_0PackUZ), dot4: q8_0TileZ4, dot3: q8_0TileZ3, dot2: q8_0TileZ2, dot1: q8_0TileZ1},
+	Q4_K: {h: 16, chunk: 4, packed: 5248, oneMin: 1, oneMax: 4, oneStreamed: true, pack: packHalves(q4KPackZ), dot4: q4KTileZ4, dot3: q4KTileZ3, dot2: q4KTileZ2, dot1: q4KTileZ1},
+	Q6_K: {h: 16, chunk: 4, packed: 5696, oneMin: 1, oneMax: 4, oneStreamed: true, pack: packHalves(q6KPackZ), dot4: q6KTileZ4, dot3: q6KTileZ3, dot2: q6KTileZ2, dot1: q6KTileZ1},
 }
 
 // yTiles are the eight-row AVX2 tile kernels of four activation rows at

@@ -13,3 +13,6 @@ func SetOneRowBand(int) (restore func()) { return func() {} }
 
 // SetFloatRows: no float row kernels without the assembly.
 func SetFloatRows(bool) (restore func()) { return func() {} }
+
+// SetStreamAhead: no band kernels without the assembly.
+func SetStreamAhead(bool) (restore func()) { return func() {} }

@@ -32,3 +32,13 @@ func SetFloatRows(on bool) (restore func()) {
 	useFloatRows = on
 	return func() { useFloatRows = old }
 }
+
+// SetStreamAhead turns on or off a band kernel's asking for the next
+// tile's weights while it multiplies a batch of several rows (off: each
+// chunk's rows asked for at once, as a one-row batch's are) and returns a
+// function that restores the previous setting.
+func SetStreamAhead(on bool) (restore func()) {
+	old := streamAhead
+	streamAhead = on
+	return func() { streamAhead = old }
+}

@@ -310,6 +310,7 @@ func kernelConfigs() []kernelConfig {
 		{"one-row batches by the band kernels at every width", oneRowBand(1)},
 		{"one-row batches never by the band kernels", oneRowBand(-1)},
 		{"no band kernels of two or three rows", off(quant.SetBandTails)},
+		{"band kernels asking for each chunk's rows at once", off(quant.SetStreamAhead)},
 		{"no AVX-512 tiles", off(quant.SetZ)},
 		{"one activation row a tile", off(quant.SetZ, quant.SetY)},
 		{"AVX2 one row a tile", off(quant.SetZ, quant.SetY, quant.SetVNNI)},

@@ -275,9 +275,11 @@ ret: \
 // tile_simd.go), whose arguments are acc, w (repacked), y (activation
 // row 0's first block; row i at y + i·ys), aux (its figures; row i at
 // aux + i·xs), ys, xs, blocks, lane, out (row i's results at out + i·os
-// after the last chunk, else nil), os. BANDARGS loads them: DI acc, SI
-// w, DX y, R8 aux, R10 ys, R11 3·ys, R12 xs, R13 3·xs, CX blocks, AX the
-// lane's byte offset in acc (lane << LSHIFT), R9 out, BX os.
+// after the last chunk, else nil), os, pf and pfLines (see BANDLOOP).
+// BANDARGS loads them: DI acc, SI w, DX y, R8 aux, R10 ys, R11 3·ys, R12
+// xs, R13 3·xs, CX blocks, AX the lane's byte offset in acc (lane <<
+// LSHIFT), R9 out, R14 pf, R15 pfLines; BANDLOOP loads os into BX after
+// the loop, which counts prefetched lines in it.
 #define BANDARGS(LSHIFT) \
 	MOVQ acc+0(FP), DI \
 	MOVQ w+8(FP), SI \
@@ -291,7 +293,8 @@ ret: \
 	MOVQ lane+56(FP), AX \
 	SHLQ $LSHIFT, AX \
 	MOVQ out+64(FP), R9 \
-	MOVQ os+72(FP), BX
+	MOVQ pf+80(FP), R14 \
+	MOVQ pfLines+88(FP), R15
 
 // Activation row i's bytes (YRi) and figures (FGi) at OFF.
 #define YR0(OFF) OFF(DX)
@@ -307,10 +310,24 @@ ret: \
 // bytes repacked, YS of activation and XS of figures a block, each to
 // the next lane, LANE bytes of acc apart (eight lanes), then with out set
 // stores the results that OUTS reduces; and returns. Once per function.
+// Before each block it asks for pfLines lines from pf on into L2
+// (PREFETCHT1), pf moving on as it goes: the weights the caller reads
+// next, requested a few at a time while this block's arithmetic runs, so
+// that a window's rows cost arithmetic alone where the weights stream
+// from memory (matMulBand).
 #define BANDLOOP(WS, YS, XS, LANE, BLOCK, OUTS) \
 	TESTQ CX, CX \
 	JZ    done \
 loop: \
+	MOVQ R15, BX \
+	TESTQ BX, BX \
+	JZ    pfdone \
+pfline: \
+	PREFETCHT1 (R14) \
+	ADDQ $64, R14 \
+	DECQ BX \
+	JNZ  pfline \
+pfdone: \
 	BLOCK \
 	ADDQ $WS, SI \
 	ADDQ $YS, DX \
@@ -322,6 +339,7 @@ loop: \
 done: \
 	TESTQ R9, R9 \
 	JZ    ret \
+	MOVQ os+72(FP), BX \
 	OUTS \
 ret: \
 	VZEROUPPER \

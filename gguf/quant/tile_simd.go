@@ -59,6 +59,10 @@ type bandKernel struct {
 	// faster than the eight-row tiles or the row kernel it would take
 	// otherwise (BenchmarkMatMulOneRow); oneMax 0: never.
 	oneMin, oneMax int
+	// oneStreamed: with weights read from memory a one-row batch takes
+	// this kernel at every width from oneMin (oneRowBand), where that was
+	// measured faster.
+	oneStreamed bool
 	// pack repacks the first blocks blocks of the h rows at w (rs bytes
 	// apart) into dst.
 	pack func(dst, w []byte, rs, blocks int)
@@ -67,12 +71,12 @@ type bandKernel struct {
 	// its figures at aux+i·xs) to acc (row i's at acc[8h·i:]). With out
 	// set (the last chunk), they then reduce each row's lanes as reduce
 	// does and store activation row i's h results at out+i·os bytes.
-	dot4, dot3, dot2, dot1 func(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int)
+	dot4, dot3, dot2, dot1 func(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines int)
 }
 
 // dots returns the kernel of n activation rows (1 to 4) and n, or where
 // k has none for n (or the tail kernels are off), dot1 and 1.
-func (k *bandKernel) dots(n int) (func(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int), int) {
+func (k *bandKernel) dots(n int) (func(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines int), int) {
 	switch {
 	case n >= 4:
 		return k.dot4, 4
@@ -103,6 +107,11 @@ var (
 	// (dot2, dot3) rather than one at a time; benchmarks and tests
 	// switch it off to compare.
 	useBandTails = true
+	// streamAhead lets a band kernel taking several activation rows ask
+	// for the next tile's weights a few lines a block (matMulBand);
+	// benchmarks switch it off to compare with asking for each chunk's
+	// rows at once.
+	streamAhead = true
 )
 
 var tileScratchPool = sync.Pool{New: func() any { return new(tileScratch) }}
@@ -118,7 +127,7 @@ func matMulTiles(t Type, w []byte, rs, rows int, b *Batch, out []float32, stride
 		return matMulFloat(fb, s, t, w, rs, rows, b, out, stride)
 	}
 	nb := b.n / t.BlockSize()
-	if band := bandFor(t); band != nil && (b.rows > 1 || oneRowBand(band, nb)) {
+	if band := bandFor(t); band != nil && (b.rows > 1 || oneRowBand(band, nb, b.cached)) {
 		done = matMulBand(band, s, t, w, rs, rows, b, out, stride)
 	}
 	k := simdTiles[t]
@@ -155,21 +164,26 @@ func matMulTiles(t Type, w []byte, rs, rows int, b *Batch, out []float32, stride
 }
 
 // oneRowBandMode: 0 takes a one-row batch (a decoded token) by the band
-// kernel where its oneMin and oneMax say, 1 always, -1 never (the
-// eight-row tiles or the row kernel, as before); tests and benchmarks set
-// it to compare.
+// kernel by oneRowBand's rule, 1 always, -1 never (the eight-row tiles or
+// the row kernel, as before); tests and benchmarks set it to compare.
 var oneRowBandMode = 0
 
 // oneRowBand says whether a one-row batch of rows of nb blocks takes the
-// band kernel k.
-func oneRowBand(k *bandKernel, nb int) bool {
+// band kernel k: from k.oneMin blocks, and where the weights are expected
+// in cache (Batch.SetCached) up to k.oneMax, as measured there. Weights
+// read from memory take it at every width from k.oneMin where
+// k.oneStreamed says (the AVX-512 kernels): its asking for
+// the next chunk's sixteen rows keeps more reads in flight than the row
+// kernels' streams do, 1.04–1.7× their rate from 80 blocks up (1.3× on
+// Q8_0 2048×8192, 1.5× on Q4_K 8192×2048; BenchmarkMatMulStream, k=1).
+func oneRowBand(k *bandKernel, nb int, cached bool) bool {
 	switch oneRowBandMode {
 	case 1:
 		return true
 	case -1:
 		return false
 	}
-	return nb >= k.oneMin && nb <= k.oneMax
+	return nb >= k.oneMin && (nb <= k.oneMax || !cached && k.oneStreamed)
 }
 
 // bandFor returns the band kernel this machine runs for t, if any.
@@ -186,6 +200,19 @@ func bandFor(t Type) *bandKernel {
 // matMulBand does MatMul's rows in whole tiles of k.h with k, and
 // returns how many it did (from row 0). A batch takes its activation
 // rows four at a time, then the last one to three in one call.
+//
+// Where the weights stream from memory (not Batch.SetCached), a tile's
+// reads are asked for ahead of its pack, so that they overlap
+// arithmetic; how depends on how much arithmetic there is. A batch of
+// several rows (a speculative window, a batch of decodes) asks for the
+// next tile, contiguous in the mapping, a few lines before each block
+// of its kernels (BANDLOOP), spread evenly over the tile's blocks and
+// calls: the core then keeps reading while it multiplies, where asking
+// for a chunk's rows all at once stalled it until they came, and each
+// extra row cost its arithmetic on top of the reading (on 1B-shaped Q8_0
+// from memory, 0.055 of a one-row step each, against 0.02 now;
+// BenchmarkMatMulStream). A one-row batch has too little arithmetic to
+// hide anything: it asks for the next chunk's rows a few at each call.
 func matMulBand(k *bandKernel, s *tileScratch, t Type, w []byte, rs, rows int, b *Batch, out []float32, stride int) int {
 	h := k.h
 	full := rows / h * h
@@ -206,24 +233,31 @@ func matMulBand(k *bandKernel, s *tileScratch, t Type, w []byte, rs, rows int, b
 		_, n := k.dots(b.rows - i)
 		i += n
 	}
+	// tileLines: the lines each block of each call asks for, so that a
+	// tile's calls ask for all of the next tile's h·rs bytes.
+	tileLines := 0
+	if !b.cached && streamAhead && nb <= 2*k.chunk {
+		tileLines = (h*rs + 63) / 64
+		tileLines = (tileLines + nb*calls - 1) / (nb * calls)
+	}
 	for r := 0; r < full; r += h {
 		clear(acc)
+		pfAt := (r + h) * rs // the next tile's bytes asked for so far
 		for b0 := 0; b0 < nb; b0 += k.chunk {
 			blocks := min(nb, b0+k.chunk) - b0
 			k.pack(s.w, w[r*rs+b0*wb:], rs, blocks)
 			last := b0+blocks == nb
-			// The next chunk's rows (or the next tile's first), read by
-			// its pack from the mapping, are asked for a few at each
-			// kernel call meanwhile, so that reading them overlaps this
-			// chunk's arithmetic; not where they are expected in cache
-			// (Batch.SetCached), where asking costs more than it saves.
+			// A one-row batch: the next chunk's rows (or the next tile's
+			// first), read by its pack from the mapping, are asked for
+			// meanwhile; not where they are expected in cache, where
+			// asking costs more than it saves.
 			next, nextBlocks := r*rs+(b0+blocks)*wb, min(nb-b0-blocks, k.chunk)
 			if last {
 				next, nextBlocks = (r+h)*rs, min(nb, k.chunk)
 			}
 			per, ahead := (h+calls-1)/calls, 0
-			if r+h == full && last || b.cached {
-				ahead = h // nothing to prefetch
+			if r+h == full && last || b.cached || tileLines > 0 {
+				ahead = h // nothing to prefetch this way
 			}
 			for i := 0; i < b.rows; {
 				dot, n := k.dots(b.rows - i)
@@ -232,6 +266,15 @@ func matMulBand(k *bandKernel, s *tileScratch, t Type, w []byte, rs, rows int, b
 					prefetchRows(&w[next+ahead*rs], rs, m, nextBlocks*wb)
 					ahead += m
 				}
+				var pf *byte
+				pfLines := 0
+				if tileLines > 0 && pfAt < len(w) {
+					// Past the mapping's end (the last tile) the kernel
+					// asks for lines that are not there, which is harmless:
+					// a prefetch never faults.
+					pf, pfLines = &w[pfAt], tileLines
+					pfAt += 64 * blocks * tileLines
+				}
 				var o *float32
 				if last {
 					// Bounds of the n rows' outputs, checked here.
@@ -239,7 +282,7 @@ func matMulBand(k *bandKernel, s *tileScratch, t Type, w []byte, rs, rows int, b
 					o = &out[i*stride+r : i*stride+r+h][0]
 				}
 				dot(&acc[8*h*i], &s.w[0], &b.data[i*b.rowSize+b0*ab], &b.aux[i*b.auxSize+b0*xb],
-					b.rowSize, b.auxSize, blocks, b0&7, o, 4*stride)
+					b.rowSize, b.auxSize, blocks, b0&7, o, 4*stride, pf, pfLines)
 				i += n
 			}
 		}
