@@ -313,8 +313,9 @@ ret: \
 // Before each block it asks for pfLines lines from pf on into L2
 // (PREFETCHT1), pf moving on as it goes: the weights the caller reads
 // next, requested a few at a time while this block's arithmetic runs, so
-// that a window's rows cost arithmetic alone where the weights stream
-// from memory (matMulBand).
+// that reading overlaps it where the weights stream from memory
+// (matMulBand). R14 is free here: these are ABI0 functions, whose
+// callers' wrappers restore it.
 #define BANDLOOP(WS, YS, XS, LANE, BLOCK, OUTS) \
 	TESTQ CX, CX \
 	JZ    done \

@@ -202,17 +202,16 @@ func bandFor(t Type) *bandKernel {
 // rows four at a time, then the last one to three in one call.
 //
 // Where the weights stream from memory (not Batch.SetCached), a tile's
-// reads are asked for ahead of its pack, so that they overlap
-// arithmetic; how depends on how much arithmetic there is. A batch of
-// several rows (a speculative window, a batch of decodes) asks for the
-// next tile, contiguous in the mapping, a few lines before each block
-// of its kernels (BANDLOOP), spread evenly over the tile's blocks and
-// calls: the core then keeps reading while it multiplies, where asking
-// for a chunk's rows all at once stalled it until they came, and each
-// extra row cost its arithmetic on top of the reading (on 1B-shaped Q8_0
-// from memory, 0.055 of a one-row step each, against 0.02 now;
-// BenchmarkMatMulStream). A one-row batch has too little arithmetic to
-// hide anything: it asks for the next chunk's rows a few at each call.
+// reads are asked for ahead of its pack, so that they overlap the
+// arithmetic. Where a tile's rows are at most two chunks, the kernels ask
+// for the next tile, contiguous in the mapping, a few lines before each
+// block (BANDLOOP), spread evenly over the tile's blocks and calls: the
+// core keeps reading while it multiplies, where asking for a chunk's rows
+// all at once stalled it until they came, and a window's extra rows cost
+// their arithmetic on top of the reading (8192×2048 Q8_0 from memory: 0.054
+// of a one-row pass each, 0.032 now at 8 rows; BenchmarkMatMulStream).
+// Longer rows ask for the next chunk's rows a few at each call, which
+// measured faster there.
 func matMulBand(k *bandKernel, s *tileScratch, t Type, w []byte, rs, rows int, b *Batch, out []float32, stride int) int {
 	h := k.h
 	full := rows / h * h
