@@ -344,18 +344,7 @@ func BenchmarkMatMulRows(b *testing.B) {
 				b.Fatal(err)
 			}
 			x := normal(rng, 9*cols)
-			batch := func(k int) *quant.Batch {
-				ab, err := quant.NewBatch(typ, cols, k)
-				if err != nil {
-					b.Fatal(err)
-				}
-				for i := range k {
-					if err := ab.Quantize(i, x[i*cols:(i+1)*cols]); err != nil {
-						b.Fatal(err)
-					}
-				}
-				return ab
-			}
+			batch := func(k int) *quant.Batch { return benchBatch(b, typ, x, cols, k) }
 			out := make([]float32, rows*9)
 			one := batch(1)
 			for k := 2; k <= 9; k++ {
@@ -511,18 +500,7 @@ func BenchmarkMatMulStream(b *testing.B) {
 				mats[i] = bytes.Clone(one)
 			}
 			x := normal(rng, 8*cols)
-			batch := func(k int) *quant.Batch {
-				ab, err := quant.NewBatch(typ, cols, k)
-				if err != nil {
-					b.Fatal(err)
-				}
-				for i := range k {
-					if err := ab.Quantize(i, x[i*cols:(i+1)*cols]); err != nil {
-						b.Fatal(err)
-					}
-				}
-				return ab
-			}
+			batch := func(k int) *quant.Batch { return benchBatch(b, typ, x, cols, k) }
 			out := make([]float32, rows*8)
 			pass := func(ab *quant.Batch, restore func()) float64 {
 				defer restore()
@@ -562,4 +540,19 @@ func BenchmarkMatMulStream(b *testing.B) {
 			mats = nil
 		}
 	}
+}
+
+// benchBatch is a batch of typ's activations of the first k rows of cols
+// elements in x.
+func benchBatch(b *testing.B, typ quant.Type, x []float32, cols, k int) *quant.Batch {
+	ab, err := quant.NewBatch(typ, cols, k)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range k {
+		if err := ab.Quantize(i, x[i*cols:(i+1)*cols]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return ab
 }
