@@ -107,10 +107,10 @@ var (
 	// (dot2, dot3) rather than one at a time; benchmarks and tests
 	// switch it off to compare.
 	useBandTails = true
-	// streamAhead lets a band kernel taking several activation rows ask
-	// for the next tile's weights a few lines a block (matMulBand);
-	// benchmarks switch it off to compare with asking for each chunk's
-	// rows at once.
+	// streamAhead lets the band kernels ask for the next tile's weights
+	// a few lines a block where a tile's rows are at most two chunks
+	// (matMulBand); benchmarks switch it off to compare with asking for
+	// each chunk's rows at once.
 	streamAhead = true
 )
 
@@ -172,10 +172,10 @@ var oneRowBandMode = 0
 // band kernel k: from k.oneMin blocks, and where the weights are expected
 // in cache (Batch.SetCached) up to k.oneMax, as measured there. Weights
 // read from memory take it at every width from k.oneMin where
-// k.oneStreamed says (the AVX-512 kernels): its asking for
-// the next chunk's sixteen rows keeps more reads in flight than the row
-// kernels' streams do, 1.04–1.7× their rate from 80 blocks up (1.3× on
-// Q8_0 2048×8192, 1.5× on Q4_K 8192×2048; BenchmarkMatMulStream, k=1).
+// k.oneStreamed says (the AVX-512 kernels): asking for sixteen rows at a
+// time keeps more reads in flight than a row kernel's stream does
+// (1.14–1.78× the row kernels' rate on 2048×8192 and 8192×2048, Q6_K's
+// 8192×2048 0.93–1.06×; BenchmarkMatMulStream, k=1).
 func oneRowBand(k *bandKernel, nb int, cached bool) bool {
 	switch oneRowBandMode {
 	case 1:
@@ -246,10 +246,10 @@ func matMulBand(k *bandKernel, s *tileScratch, t Type, w []byte, rs, rows int, b
 			blocks := min(nb, b0+k.chunk) - b0
 			k.pack(s.w, w[r*rs+b0*wb:], rs, blocks)
 			last := b0+blocks == nb
-			// A one-row batch: the next chunk's rows (or the next tile's
-			// first), read by its pack from the mapping, are asked for
-			// meanwhile; not where they are expected in cache, where
-			// asking costs more than it saves.
+			// Longer rows: the next chunk's rows (or the next tile's
+			// first), read by its pack from the mapping, are asked for a
+			// few at each call; not where they are expected in cache,
+			// where asking costs more than it saves.
 			next, nextBlocks := r*rs+(b0+blocks)*wb, min(nb-b0-blocks, k.chunk)
 			if last {
 				next, nextBlocks = (r+h)*rs, min(nb, k.chunk)
@@ -268,9 +268,9 @@ func matMulBand(k *bandKernel, s *tileScratch, t Type, w []byte, rs, rows int, b
 				var pf *byte
 				pfLines := 0
 				if tileLines > 0 && pfAt < len(w) {
-					// Past the mapping's end (the last tile) the kernel
-					// asks for lines that are not there, which is harmless:
-					// a prefetch never faults.
+					// Past w's end (a task's last tile) the kernel asks
+					// for lines that are not its own, which is harmless: a
+					// prefetch never faults.
 					pf, pfLines = &w[pfAt], tileLines
 					pfAt += 64 * blocks * tileLines
 				}
