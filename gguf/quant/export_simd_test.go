@@ -33,10 +33,10 @@ func SetFloatRows(on bool) (restore func()) {
 	return func() { useFloatRows = old }
 }
 
-// SetStreamAhead turns on or off the band kernels' asking for the next
-// tile's weights while they multiply (off: each chunk's rows asked for at
-// once, as on longer rows) and returns a function that restores the
-// previous setting.
+// SetStreamAhead turns on or off the band kernels' asking for the
+// weights they read next while they multiply (off: each chunk's rows
+// asked for at once before a call, as before) and returns a function that
+// restores the previous setting.
 func SetStreamAhead(on bool) (restore func()) {
 	old := streamAhead
 	streamAhead = on

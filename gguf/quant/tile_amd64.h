@@ -275,11 +275,12 @@ ret: \
 // tile_simd.go), whose arguments are acc, w (repacked), y (activation
 // row 0's first block; row i at y + i·ys), aux (its figures; row i at
 // aux + i·xs), ys, xs, blocks, lane, out (row i's results at out + i·os
-// after the last chunk, else nil), os, pf and pfLines (see BANDLOOP).
-// BANDARGS loads them: DI acc, SI w, DX y, R8 aux, R10 ys, R11 3·ys, R12
-// xs, R13 3·xs, CX blocks, AX the lane's byte offset in acc (lane <<
-// LSHIFT), R9 out, R14 pf, R15 pfLines; BANDLOOP loads os into BX after
-// the loop, which counts prefetched lines in it.
+// after the last chunk, else nil), os, and pf, pfLines, pfSpan, pfSkip
+// and pfCol (see BANDLOOP). BANDARGS loads them: DI acc, SI w, DX y, R8
+// aux, R10 ys, R11 3·ys, R12 xs, R13 3·xs, CX blocks, AX the lane's byte
+// offset in acc (lane << LSHIFT), R9 out, R14 pf, R15 pfCol; BANDLOOP
+// reads pfLines, pfSpan and pfSkip from the frame, counts lines in BX,
+// and loads os into BX after the loop.
 #define BANDARGS(LSHIFT) \
 	MOVQ acc+0(FP), DI \
 	MOVQ w+8(FP), SI \
@@ -294,7 +295,7 @@ ret: \
 	SHLQ $LSHIFT, AX \
 	MOVQ out+64(FP), R9 \
 	MOVQ pf+80(FP), R14 \
-	MOVQ pfLines+88(FP), R15
+	MOVQ pfCol+112(FP), R15
 
 // Activation row i's bytes (YRi) and figures (FGi) at OFF.
 #define YR0(OFF) OFF(DX)
@@ -311,21 +312,29 @@ ret: \
 // the next lane, LANE bytes of acc apart (eight lanes), then with out set
 // stores the results that OUTS reduces; and returns. Once per function.
 // Before each block it asks for pfLines lines from pf on into L2
-// (PREFETCHT1), pf moving on as it goes: the weights the caller reads
-// next, requested a few at a time while this block's arithmetic runs, so
-// that reading overlaps it where the weights stream from memory
-// (matMulBand). R14 is free here: these are ABI0 functions, whose
-// callers' wrappers restore it.
+// (PREFETCHT1), pf moving on a line at a time and, after every pfSpan
+// lines (counted from pfCol), on by pfSkip more: the weights the caller
+// reads next, in rows of pfSpan lines pfSkip apart, requested a few at a
+// time while this block's arithmetic runs, so that reading overlaps it
+// where the weights stream from memory (matMulBand). R14 and R15 are
+// free here: these are ABI0 functions, whose callers' wrappers restore
+// R14, and no global is read.
 #define BANDLOOP(WS, YS, XS, LANE, BLOCK, OUTS) \
 	TESTQ CX, CX \
 	JZ    done \
 loop: \
-	MOVQ R15, BX \
+	MOVQ pfLines+88(FP), BX \
 	TESTQ BX, BX \
 	JZ    pfdone \
 pfline: \
 	PREFETCHT1 (R14) \
 	ADDQ $64, R14 \
+	INCQ R15 \
+	CMPQ R15, pfSpan+96(FP) \
+	JNE  pfnext \
+	XORQ R15, R15 \
+	ADDQ pfSkip+104(FP), R14 \
+pfnext: \
 	DECQ BX \
 	JNZ  pfline \
 pfdone: \

@@ -2,7 +2,10 @@
 
 package quant
 
-import "sync"
+import (
+	"math"
+	"sync"
+)
 
 // Tile kernels
 //
@@ -71,12 +74,12 @@ type bandKernel struct {
 	// its figures at aux+i·xs) to acc (row i's at acc[8h·i:]). With out
 	// set (the last chunk), they then reduce each row's lanes as reduce
 	// does and store activation row i's h results at out+i·os bytes.
-	dot4, dot3, dot2, dot1 func(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines int)
+	dot4, dot3, dot2, dot1 func(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
 }
 
 // dots returns the kernel of n activation rows (1 to 4) and n, or where
 // k has none for n (or the tail kernels are off), dot1 and 1.
-func (k *bandKernel) dots(n int) (func(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines int), int) {
+func (k *bandKernel) dots(n int) (func(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int), int) {
 	switch {
 	case n >= 4:
 		return k.dot4, 4
@@ -107,10 +110,9 @@ var (
 	// (dot2, dot3) rather than one at a time; benchmarks and tests
 	// switch it off to compare.
 	useBandTails = true
-	// streamAhead lets the band kernels ask for the next tile's weights
-	// a few lines a block where a tile's rows are at most two chunks
-	// (matMulBand); benchmarks switch it off to compare with asking for
-	// each chunk's rows at once.
+	// streamAhead lets the band kernels ask for the weights they read
+	// next a few lines a block (matMulBand); benchmarks switch it off to
+	// compare with asking for each chunk's rows at once before a call.
 	streamAhead = true
 )
 
@@ -210,8 +212,10 @@ func bandFor(t Type) *bandKernel {
 // all at once stalled it until they came, and a window's extra rows cost
 // their arithmetic on top of the reading (8192×2048 Q8_0 from memory: 0.054
 // of a one-row pass each, 0.032 now at 8 rows; BenchmarkMatMulStream).
-// Longer rows ask for the next chunk's rows a few at each call, which
-// measured faster there.
+// Longer rows ask for the next chunk's sixteen row segments the same way,
+// a few lines a block (the tile-ahead asks measured 0.8–0.97× as fast
+// there, the segments 1.05–1.14× the chunk asks on 2048×8192 Q8_0 and
+// Q4_0). A one-row batch asks the same way.
 func matMulBand(k *bandKernel, s *tileScratch, t Type, w []byte, rs, rows int, b *Batch, out []float32, stride int) int {
 	h := k.h
 	full := rows / h * h
@@ -232,10 +236,13 @@ func matMulBand(k *bandKernel, s *tileScratch, t Type, w []byte, rs, rows int, b
 		_, n := k.dots(b.rows - i)
 		i += n
 	}
-	// tileLines: the lines each block of each call asks for, so that a
-	// tile's calls ask for all of the next tile's h·rs bytes.
+	// Asking ahead (above). Rows of at most two chunks: tileLines, the
+	// lines each block of each call asks for, so that a tile's calls ask
+	// for all of the next tile's h·rs bytes. Longer rows: each chunk's
+	// calls ask for the next chunk's h row segments likewise.
+	ask := !b.cached && streamAhead
 	tileLines := 0
-	if !b.cached && streamAhead && nb <= 2*k.chunk {
+	if ask && nb <= 2*k.chunk {
 		tileLines = (h*rs + 63) / 64
 		tileLines = (tileLines + nb*calls - 1) / (nb * calls)
 	}
@@ -246,17 +253,27 @@ func matMulBand(k *bandKernel, s *tileScratch, t Type, w []byte, rs, rows int, b
 			blocks := min(nb, b0+k.chunk) - b0
 			k.pack(s.w, w[r*rs+b0*wb:], rs, blocks)
 			last := b0+blocks == nb
-			// Longer rows: the next chunk's rows (or the next tile's
-			// first), read by its pack from the mapping, are asked for a
-			// few at each call; not where they are expected in cache,
-			// where asking costs more than it saves.
+			// The next chunk's rows (or the next tile's first), read by
+			// its pack from the mapping.
 			next, nextBlocks := r*rs+(b0+blocks)*wb, min(nb-b0-blocks, k.chunk)
 			if last {
 				next, nextBlocks = (r+h)*rs, min(nb, k.chunk)
 			}
+			nothing := r+h == full && last || b.cached
+			// span: the lines of one row's segment (one more than its
+			// bytes need, for where it starts within a line); perBlock:
+			// the lines each block of each call asks for; done: the
+			// segments' lines asked for so far.
+			span, perBlock, done := 0, 0, 0
+			if ask && tileLines == 0 && !nothing {
+				span = (nextBlocks*wb+63)/64 + 1
+				perBlock = (h*span + blocks*calls - 1) / (blocks * calls)
+			}
+			// Without asking ahead (streamAhead off), a few of the next
+			// chunk's rows at a time before each call.
 			per, ahead := (h+calls-1)/calls, 0
-			if r+h == full && last || b.cached || tileLines > 0 {
-				ahead = h // nothing to prefetch this way
+			if nothing || ask {
+				ahead = h
 			}
 			for i := 0; i < b.rows; {
 				dot, n := k.dots(b.rows - i)
@@ -265,14 +282,20 @@ func matMulBand(k *bandKernel, s *tileScratch, t Type, w []byte, rs, rows int, b
 					prefetchRows(&w[next+ahead*rs], rs, m, nextBlocks*wb)
 					ahead += m
 				}
+				// Past w's end (a task's last tile) the kernel asks for
+				// lines that are not its own, which is harmless: a
+				// prefetch never faults.
 				var pf *byte
-				pfLines := 0
-				if tileLines > 0 && pfAt < len(w) {
-					// Past w's end (a task's last tile) the kernel asks
-					// for lines that are not its own, which is harmless: a
-					// prefetch never faults.
+				pfLines, pfSpan, pfSkip, pfCol := 0, math.MaxInt, 0, 0
+				switch {
+				case tileLines > 0 && pfAt < len(w):
 					pf, pfLines = &w[pfAt], tileLines
 					pfAt += 64 * blocks * tileLines
+				case perBlock > 0 && done < h*span:
+					if at := next + done/span*rs + done%span*64; at < len(w) {
+						pf, pfLines, pfSpan, pfSkip, pfCol = &w[at], perBlock, span, rs-64*span, done%span
+					}
+					done += blocks * perBlock
 				}
 				var o *float32
 				if last {
@@ -281,7 +304,7 @@ func matMulBand(k *bandKernel, s *tileScratch, t Type, w []byte, rs, rows int, b
 					o = &out[i*stride+r : i*stride+r+h][0]
 				}
 				dot(&acc[8*h*i], &s.w[0], &b.data[i*b.rowSize+b0*ab], &b.aux[i*b.auxSize+b0*xb],
-					b.rowSize, b.auxSize, blocks, b0&7, o, 4*stride, pf, pfLines)
+					b.rowSize, b.auxSize, blocks, b0&7, o, 4*stride, pf, pfLines, pfSpan, pfSkip, pfCol)
 				i += n
 			}
 		}

@@ -123,26 +123,26 @@
 	YOUT(0) \
 	YOUT(256)
 
-// func q4_0TileY4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines int)
-TEXT ·q4_0TileY4(SB), NOSPLIT, $0-96
+// func q4_0TileY4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+TEXT ·q4_0TileY4(SB), NOSPLIT, $0-120
 	BANDARGS(5)
 	ONES
 	BANDLOOP(288, 34, 8, 32, Q40Y4, YOUT4)
 
-// func q4_0TileY1(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines int)
-TEXT ·q4_0TileY1(SB), NOSPLIT, $0-96
+// func q4_0TileY1(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+TEXT ·q4_0TileY1(SB), NOSPLIT, $0-120
 	BANDARGS(5)
 	ONES
 	BANDLOOP(288, 34, 8, 32, Q40Y1, YOUT(0))
 
-// func q4_0TileY3(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines int)
-TEXT ·q4_0TileY3(SB), NOSPLIT, $0-96
+// func q4_0TileY3(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+TEXT ·q4_0TileY3(SB), NOSPLIT, $0-120
 	BANDARGS(5)
 	ONES
 	BANDLOOP(288, 34, 8, 32, Q40Y3, YOUT3)
 
-// func q4_0TileY2(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines int)
-TEXT ·q4_0TileY2(SB), NOSPLIT, $0-96
+// func q4_0TileY2(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+TEXT ·q4_0TileY2(SB), NOSPLIT, $0-120
 	BANDARGS(5)
 	ONES
 	BANDLOOP(288, 34, 8, 32, Q40Y2, YOUT2)
@@ -315,22 +315,22 @@ TEXT ·q4_0TileY2(SB), NOSPLIT, $0-96
 	KYGROUPS(2304) \
 	KYEND(YR0, Y3, 0)
 
-// func q4KTileY4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines int)
-TEXT ·q4KTileY4(SB), NOSPLIT, $0-96
+// func q4KTileY4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+TEXT ·q4KTileY4(SB), NOSPLIT, $0-120
 	BANDARGS(5)
 	BANDLOOP(2624, 292, 32, 32, Q4KY4, YOUT4)
 
-// func q4KTileY1(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines int)
-TEXT ·q4KTileY1(SB), NOSPLIT, $0-96
+// func q4KTileY1(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+TEXT ·q4KTileY1(SB), NOSPLIT, $0-120
 	BANDARGS(5)
 	BANDLOOP(2624, 292, 32, 32, Q4KY1, YOUT(0))
 
-// func q4KTileY3(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines int)
-TEXT ·q4KTileY3(SB), NOSPLIT, $0-96
+// func q4KTileY3(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+TEXT ·q4KTileY3(SB), NOSPLIT, $0-120
 	BANDARGS(5)
 	BANDLOOP(2624, 292, 32, 32, Q4KY3, YOUT3)
 
-// func q4KTileY2(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines int)
-TEXT ·q4KTileY2(SB), NOSPLIT, $0-96
+// func q4KTileY2(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+TEXT ·q4KTileY2(SB), NOSPLIT, $0-120
 	BANDARGS(5)
 	BANDLOOP(2624, 292, 32, 32, Q4KY2, YOUT2)

@@ -133,43 +133,43 @@
 	ZOUT(0) \
 	ZOUT(512)
 
-// func q4_0TileZ4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines int)
-TEXT ·q4_0TileZ4(SB), NOSPLIT, $0-96
+// func q4_0TileZ4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+TEXT ·q4_0TileZ4(SB), NOSPLIT, $0-120
 	BANDARGS(6)
 	BANDLOOP(576, 34, 8, 64, Q40x4, OUT4)
 
-// func q4_0TileZ1(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines int)
-TEXT ·q4_0TileZ1(SB), NOSPLIT, $0-96
+// func q4_0TileZ1(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+TEXT ·q4_0TileZ1(SB), NOSPLIT, $0-120
 	BANDARGS(6)
 	BANDLOOP(576, 34, 8, 64, Q40x1, ZOUT(0))
 
-// func q8_0TileZ4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines int)
-TEXT ·q8_0TileZ4(SB), NOSPLIT, $0-96
+// func q8_0TileZ4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+TEXT ·q8_0TileZ4(SB), NOSPLIT, $0-120
 	BANDARGS(6)
 	BANDLOOP(576, 34, 8, 64, Q80x4, OUT4)
 
-// func q8_0TileZ1(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines int)
-TEXT ·q8_0TileZ1(SB), NOSPLIT, $0-96
+// func q8_0TileZ1(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+TEXT ·q8_0TileZ1(SB), NOSPLIT, $0-120
 	BANDARGS(6)
 	BANDLOOP(576, 34, 8, 64, Q80x1, ZOUT(0))
 
-// func q4_0TileZ3(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines int)
-TEXT ·q4_0TileZ3(SB), NOSPLIT, $0-96
+// func q4_0TileZ3(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+TEXT ·q4_0TileZ3(SB), NOSPLIT, $0-120
 	BANDARGS(6)
 	BANDLOOP(576, 34, 8, 64, Q40x3, OUT3)
 
-// func q4_0TileZ2(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines int)
-TEXT ·q4_0TileZ2(SB), NOSPLIT, $0-96
+// func q4_0TileZ2(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+TEXT ·q4_0TileZ2(SB), NOSPLIT, $0-120
 	BANDARGS(6)
 	BANDLOOP(576, 34, 8, 64, Q40x2, OUT2)
 
-// func q8_0TileZ3(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines int)
-TEXT ·q8_0TileZ3(SB), NOSPLIT, $0-96
+// func q8_0TileZ3(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+TEXT ·q8_0TileZ3(SB), NOSPLIT, $0-120
 	BANDARGS(6)
 	BANDLOOP(576, 34, 8, 64, Q80x3, OUT3)
 
-// func q8_0TileZ2(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines int)
-TEXT ·q8_0TileZ2(SB), NOSPLIT, $0-96
+// func q8_0TileZ2(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+TEXT ·q8_0TileZ2(SB), NOSPLIT, $0-120
 	BANDARGS(6)
 	BANDLOOP(576, 34, 8, 64, Q80x2, OUT2)
 
@@ -338,23 +338,23 @@ TEXT ·q8_0TileZ2(SB), NOSPLIT, $0-96
 	VMOVUPS 5184(SI), Z25 \
 	KZEND(YR0, Z8, Z0, Z12, Z13, 0)
 
-// func q4KTileZ4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines int)
-TEXT ·q4KTileZ4(SB), NOSPLIT, $0-96
+// func q4KTileZ4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+TEXT ·q4KTileZ4(SB), NOSPLIT, $0-120
 	BANDARGS(6)
 	BANDLOOP(5248, 292, 32, 64, Q4Kx4, OUT4)
 
-// func q4KTileZ1(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines int)
-TEXT ·q4KTileZ1(SB), NOSPLIT, $0-96
+// func q4KTileZ1(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+TEXT ·q4KTileZ1(SB), NOSPLIT, $0-120
 	BANDARGS(6)
 	BANDLOOP(5248, 292, 32, 64, Q4Kx1, ZOUT(0))
 
-// func q4KTileZ3(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines int)
-TEXT ·q4KTileZ3(SB), NOSPLIT, $0-96
+// func q4KTileZ3(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+TEXT ·q4KTileZ3(SB), NOSPLIT, $0-120
 	BANDARGS(6)
 	BANDLOOP(5248, 292, 32, 64, Q4Kx3, OUT3)
 
-// func q4KTileZ2(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines int)
-TEXT ·q4KTileZ2(SB), NOSPLIT, $0-96
+// func q4KTileZ2(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+TEXT ·q4KTileZ2(SB), NOSPLIT, $0-120
 	BANDARGS(6)
 	BANDLOOP(5248, 292, 32, 64, Q4Kx2, OUT2)
 
@@ -512,23 +512,23 @@ TEXT ·q4KTileZ2(SB), NOSPLIT, $0-96
 	VPXORD Z26, Z26, Z26 \
 	Q6ZEND(YR0, Z8, Z12, Z13, 0)
 
-// func q6KTileZ4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines int)
-TEXT ·q6KTileZ4(SB), NOSPLIT, $0-96
+// func q6KTileZ4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+TEXT ·q6KTileZ4(SB), NOSPLIT, $0-120
 	BANDARGS(6)
 	BANDLOOP(5696, 292, 32, 64, Q6Kx4, OUT4)
 
-// func q6KTileZ1(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines int)
-TEXT ·q6KTileZ1(SB), NOSPLIT, $0-96
+// func q6KTileZ1(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+TEXT ·q6KTileZ1(SB), NOSPLIT, $0-120
 	BANDARGS(6)
 	BANDLOOP(5696, 292, 32, 64, Q6Kx1, ZOUT(0))
 
-// func q6KTileZ3(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines int)
-TEXT ·q6KTileZ3(SB), NOSPLIT, $0-96
+// func q6KTileZ3(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+TEXT ·q6KTileZ3(SB), NOSPLIT, $0-120
 	BANDARGS(6)
 	BANDLOOP(5696, 292, 32, 64, Q6Kx3, OUT3)
 
-// func q6KTileZ2(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines int)
-TEXT ·q6KTileZ2(SB), NOSPLIT, $0-96
+// func q6KTileZ2(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+TEXT ·q6KTileZ2(SB), NOSPLIT, $0-120
 	BANDARGS(6)
 	BANDLOOP(5696, 292, 32, 64, Q6Kx2, OUT2)
 
