@@ -190,15 +190,7 @@ func BenchmarkMatMul(b *testing.B) {
 				if err := quant.Quantize(typ, normal(rng, rows*cols), w); err != nil {
 					b.Fatal(err)
 				}
-				ab, err := quant.NewBatch(typ, cols, batch)
-				if err != nil {
-					b.Fatal(err)
-				}
-				for i := range batch {
-					if err := ab.Quantize(i, normal(rng, cols)); err != nil {
-						b.Fatal(err)
-					}
-				}
+				ab := benchBatch(b, typ, normal(rng, batch*cols), cols, batch)
 				out := make([]float32, rows*batch)
 				run := func() { quant.MatMul(typ, w, ab, out, rows) }
 				base := func() { quant.MatVec(typ, w, ab.Row(0), out[:rows]) }
@@ -280,15 +272,7 @@ func BenchmarkMatMulFloatBand(b *testing.B) {
 					if err := quant.Quantize(typ, normal(rng, rows*cols), w); err != nil {
 						b.Fatal(err)
 					}
-					ab, err := quant.NewBatch(typ, cols, batch)
-					if err != nil {
-						b.Fatal(err)
-					}
-					for i := range batch {
-						if err := ab.Quantize(i, normal(rng, cols)); err != nil {
-							b.Fatal(err)
-						}
-					}
+					ab := benchBatch(b, typ, normal(rng, batch*cols), cols, batch)
 					out := make([]float32, rows*batch)
 					run := func() { quant.MatMul(typ, w, ab, out, rows) }
 					band, one, avx2, zband := math.Inf(1), math.Inf(1), math.Inf(1), math.Inf(1)
@@ -417,13 +401,7 @@ func BenchmarkMatMulOneRow(b *testing.B) {
 				if err := quant.Quantize(typ, normal(rng, rows*cols), w); err != nil {
 					b.Fatal(err)
 				}
-				ab, err := quant.NewBatch(typ, cols, 1)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := ab.Quantize(0, normal(rng, cols)); err != nil {
-					b.Fatal(err)
-				}
+				ab := benchBatch(b, typ, normal(rng, cols), cols, 1)
 				out := make([]float32, rows)
 				// Enough products a timing that the thread CPU clock's
 				// resolution does not show.
