@@ -471,17 +471,20 @@ func TestMaxStrangerConns(t *testing.T) {
 		waitFor(t, 5*time.Second, fmt.Sprintf("%d strangers", want), func() bool { return strangers() == want })
 		return rc
 	}
-	refused := func(rc *rawClient) {
+	// refused dials one over the cap: the node closes it, saying why, and
+	// the count stays where it was.
+	refused := func() {
 		t.Helper()
-		rc.connClosedWith(CodeBusy)
-		var ae *quic.ApplicationError
-		if errors.As(context.Cause(rc.conn.Context()), &ae) && ae.ErrorMessage != "too many connections not yet admitted" {
+		if ae := dialRefused(t, n.EndpointAddr(), identity.ALPNMesh, CodeBusy); ae.ErrorMessage != "too many connections not yet admitted" {
 			t.Fatalf("refused with %q, want it to say why", ae.ErrorMessage)
+		}
+		if got := strangers(); got != 2 {
+			t.Fatalf("%d strangers counted after a refusal, want 2", got)
 		}
 	}
 
 	a, b := dial(1), dial(2)
-	refused(dial(2))
+	refused()
 	if !a.alive() || !b.alive() {
 		t.Fatal("a stranger within the cap was closed")
 	}
@@ -492,13 +495,13 @@ func TestMaxStrangerConns(t *testing.T) {
 	}
 	waitFor(t, 5*time.Second, "admission", func() bool { return hasPeer(n.Node, a.id) })
 	c := dial(2)
-	refused(dial(2))
+	refused()
 
 	// b closes: its place frees.
 	b.conn.CloseWithError(0, "")
 	waitFor(t, 5*time.Second, "b's place freed", func() bool { return strangers() == 1 })
 	d := dial(2)
-	refused(dial(2))
+	refused()
 	for _, rc := range []*rawClient{a, c, d} {
 		if !rc.alive() {
 			t.Fatal("a connection within the cap was closed")

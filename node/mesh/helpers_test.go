@@ -259,24 +259,51 @@ func dialRaw(t testing.TB, to EndpointAddr, alpn string) *rawClient {
 // the same peer.
 func dialRawKey(t testing.TB, to EndpointAddr, alpn string, key *identity.Key) *rawClient {
 	t.Helper()
+	rc, err := tryDialRaw(t, to, alpn, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rc
+}
+
+// tryDialRaw is dialRawKey that hands back the dial's error.
+func tryDialRaw(t testing.TB, to EndpointAddr, alpn string, key *identity.Key) (*rawClient, error) {
+	t.Helper()
 	udp, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	tr := &quic.Transport{Conn: udp}
+	t.Cleanup(func() {
+		tr.Close()
+		udp.Close()
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	conn, err := DialQUIC(ctx, tr, key, &quic.Config{MaxIdleTimeout: 10 * time.Second, KeepAlivePeriod: time.Second}, to.ID, alpn, to.Addrs)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	rc := &rawClient{t: t, key: key, id: key.ID(), tr: tr, conn: conn}
-	t.Cleanup(func() {
-		conn.CloseWithError(0, "")
-		tr.Close()
-		udp.Close()
-	})
-	return rc
+	t.Cleanup(func() { conn.CloseWithError(0, "") })
+	return &rawClient{t: t, key: key, id: key.ID(), tr: tr, conn: conn}, nil
+}
+
+// dialRefused dials the node and wants the connection closed by it with
+// code, and returns the close. The node closes a refused connection as
+// soon as its handshake completes, so the close may reach the dialler
+// before its dial returns: then the dial itself fails with it.
+func dialRefused(t testing.TB, to EndpointAddr, alpn string, code quic.ApplicationErrorCode) *quic.ApplicationError {
+	t.Helper()
+	rc, err := tryDialRaw(t, to, alpn, newKey(t))
+	if err == nil {
+		rc.connClosedWith(code)
+		err = context.Cause(rc.conn.Context())
+	}
+	var ae *quic.ApplicationError
+	if !errors.As(err, &ae) || ae.ErrorCode != code || !ae.Remote {
+		t.Fatalf("dial ended with %v, want the connection closed by the node with code %#x", err, code)
+	}
+	return ae
 }
 
 // announce is a valid self announcement for the raw client.

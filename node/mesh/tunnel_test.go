@@ -714,7 +714,7 @@ func TestControlConnLimit(t *testing.T) {
 		held = append(held, dialRaw(t, n.EndpointAddr(), identity.ALPNControl))
 		handled()
 	}
-	dialRaw(t, n.EndpointAddr(), identity.ALPNControl).connClosedWith(CodeBusy)
+	dialRefused(t, n.EndpointAddr(), identity.ALPNControl, CodeBusy)
 	held[0].conn.CloseWithError(0, "")
 	waitFor(t, 3*time.Second, "a control slot freed", func() bool {
 		n.mu.Lock()
