@@ -12,7 +12,7 @@ TEXT ·maxOf32(SB), NOSPLIT, $0-20
 	MOVQ x+0(FP), SI
 	MOVQ n+8(FP), CX
 	MOVL $0xff800000, AX
-	MOVL AX, X0
+	VMOVD AX, X0
 	VBROADCASTSS X0, Y0
 	VMOVAPS Y0, Y1
 	VMOVAPS Y0, Y2
@@ -38,8 +38,8 @@ mloop:
 	VMAXPS X0, X1, X0
 	VPERMILPS $0xb1, X0, X1
 	VMAXPS X0, X1, X0
+	VMOVSS X0, ret+16(FP)
 	VZEROUPPER
-	MOVSS X0, ret+16(FP)
 	RET
 
 // func indexOf8(x *float32, n int, v float32) int

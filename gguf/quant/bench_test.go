@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -152,17 +153,48 @@ func BenchmarkDequantize(b *testing.B) {
 	}
 }
 
+// BenchmarkQuantizeActivation times rounding a row of activations to each
+// activation type, and reports x_go, the rate over the Go conversion's
+// (SetSIMD(false)) in the same run. F16 also runs on rows of 48 and 24
+// floats: attention rounds each query and each head's weights to halves,
+// a short row at a time, so there a call's fixed cost is what counts (a
+// legacy-SSE move among the F16C kernel's VEX instructions made it
+// 130 ns, ten times the 48 conversions; quant_f16_amd64.s).
 func BenchmarkQuantizeActivation(b *testing.B) {
-	for _, typ := range []quant.Type{quant.Q8_0, quant.Q8_1, quant.Q8_K, quant.F16} {
-		b.Run(typ.String(), func(b *testing.B) {
-			x := normal(rand.New(rand.NewPCG(5, 6)), benchCols)
-			dst := make([]byte, mustRowSize(b, typ, benchCols))
-			b.SetBytes(4 * benchCols)
-			for b.Loop() {
-				if err := quant.Quantize(typ, x, dst); err != nil {
+	cases := []struct {
+		typ  quant.Type
+		cols int
+	}{{quant.Q8_0, benchCols}, {quant.Q8_1, benchCols}, {quant.Q8_K, benchCols}, {quant.F16, benchCols}, {quant.F16, 48}, {quant.F16, 24}}
+	for _, c := range cases {
+		b.Run(fmt.Sprintf("%s/n=%d", c.typ, c.cols), func(b *testing.B) {
+			x := normal(rand.New(rand.NewPCG(5, 6)), c.cols)
+			dst := make([]byte, mustRowSize(b, c.typ, c.cols))
+			round := func() {
+				if err := quant.Quantize(c.typ, x, dst); err != nil {
 					b.Fatal(err)
 				}
 			}
+			const reps = 20000
+			timed := func() time.Duration {
+				t0 := time.Now()
+				for range reps {
+					round()
+				}
+				return time.Since(t0)
+			}
+			fast, slow := time.Duration(math.MaxInt64), time.Duration(math.MaxInt64)
+			for range 3 {
+				fast = min(fast, timed())
+				restore := quant.SetSIMD(false)
+				slow = min(slow, timed())
+				restore()
+			}
+			b.SetBytes(int64(4 * c.cols))
+			b.ResetTimer()
+			for b.Loop() {
+				round()
+			}
+			b.ReportMetric(float64(slow)/float64(fast), "x_go")
 		})
 	}
 }
@@ -456,11 +488,17 @@ func BenchmarkMatMulOneRow(b *testing.B) {
 // here, so v near 0 means the reading hides it). For both, x_chunks is
 // the time with each chunk's rows asked for at once (SetStreamAhead(false))
 // over this one's. Each figure is the least wall time of three
-// alternating rounds, on the calling thread.
+// alternating rounds. BENCH_STREAM_THREADS (default 1) runs each product
+// on that many goroutines, as the CPU backend splits it: four tasks a
+// thread in whole sixteen-row tiles, handed out in turn.
 func BenchmarkMatMulStream(b *testing.B) {
 	total := 1024
 	if v, err := strconv.Atoi(os.Getenv("BENCH_STREAM_MB")); err == nil && v > 0 {
 		total = v
+	}
+	threads := 1
+	if v, err := strconv.Atoi(os.Getenv("BENCH_STREAM_THREADS")); err == nil && v > 0 {
+		threads = v
 	}
 	for _, typ := range []quant.Type{quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q6_K} {
 		if !quant.HaveBand(typ) {
@@ -480,11 +518,29 @@ func BenchmarkMatMulStream(b *testing.B) {
 			x := normal(rng, 8*cols)
 			batch := func(k int) *quant.Batch { return benchBatch(b, typ, x, cols, k) }
 			out := make([]float32, rows*8)
+			rs := len(one) / rows
+			chunk := (rows/(4*threads) + 15) &^ 15
 			pass := func(ab *quant.Batch, restore func()) float64 {
 				defer restore()
 				t0 := time.Now()
 				for _, w := range mats {
-					quant.MatMul(typ, w, ab, out, rows)
+					if threads == 1 {
+						quant.MatMul(typ, w, ab, out, rows)
+						continue
+					}
+					var next atomic.Int64
+					work := func() {
+						for r0 := int(next.Add(int64(chunk))) - chunk; r0 < rows; r0 = int(next.Add(int64(chunk))) - chunk {
+							r1 := min(r0+chunk, rows)
+							quant.MatMul(typ, w[r0*rs:r1*rs], ab, out[r0:], rows)
+						}
+					}
+					var wg sync.WaitGroup
+					for range threads - 1 {
+						wg.Go(work)
+					}
+					work()
+					wg.Wait()
 				}
 				return time.Since(t0).Seconds()
 			}
