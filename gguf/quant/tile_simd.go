@@ -74,12 +74,17 @@ type bandKernel struct {
 	// its figures at aux+i·xs) to acc (row i's at acc[8h·i:]). With out
 	// set (the last chunk), they then reduce each row's lanes as reduce
 	// does and store activation row i's h results at out+i·os bytes.
-	dot4, dot3, dot2, dot1 func(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+	dot4, dot3, dot2, dot1 bandDot
 }
+
+// bandDot is a band kernel of one to four activation rows (see
+// bandKernel's dot4), and pf, pfLines, pfSpan, pfSkip and pfCol what it
+// asks for while it multiplies (BANDLOOP in tile_amd64.h, matMulBand).
+type bandDot func(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
 
 // dots returns the kernel of n activation rows (1 to 4) and n, or where
 // k has none for n (or the tail kernels are off), dot1 and 1.
-func (k *bandKernel) dots(n int) (func(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int), int) {
+func (k *bandKernel) dots(n int) (bandDot, int) {
 	switch {
 	case n >= 4:
 		return k.dot4, 4
