@@ -153,7 +153,7 @@ func TestPlacementNetnsHelper(t *testing.T) {
 			say("joined")
 		case "figures":
 			want, _ := strconv.Atoi(arg)
-			if !until(func() bool { return hostsFigures(n, want) }) {
+			if !until(func() bool { return hostsFigures(n, want, 1) }) {
 				say("err no measured figures from %d hosts", want)
 				continue
 			}
