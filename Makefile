@@ -210,7 +210,8 @@ qemu-arm64:
 # repeating prompt with the built-in F16 and Q8_0, and the 1B-shaped Q8_0
 # with prompt lookup and with its Q4_0 as draft when present; windows priced
 # as the engine prices a greedy serve's (spec.Measure). Knobs:
-# BENCH_THREADS, BENCH_TG, BENCH_REPS, BENCH_CACHE, MESHNODE_MODELS (see
+# BENCH_BACKEND (cpu, cuda or metal), BENCH_THREADS, BENCH_TG, BENCH_REPS,
+# BENCH_CASE, BENCH_WINDOWS, BENCH_CACHE, MESHNODE_MODELS (see
 # gguf/spec/bench_spec_test.go).
 .PHONY: bench-spec
 bench-spec:

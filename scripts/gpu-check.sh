@@ -15,32 +15,86 @@
 #                                  stand-in for libcuda (cuda/cudaemu; needs
 #                                  a C++ compiler), fixtures only and short,
 #                                  to rehearse this script
+#   scripts/gpu-check.sh --spec    on the GPU machine, after the checks:
+#                                  make bench-spec on the GPU (speculative
+#                                  decoding's speedups, issue 21), with the
+#                                  built-in model's drafts that --build copies
+#                                  into .gpucheck/models
 #
 # With the device tool: build here, then
 #   run(command="bash scripts/gpu-check.sh", carry=[".gpucheck"], timeout_s=540)
-# It aims to finish in about five minutes on an H200 (tests ≤ 3, bench ≤ 4.5).
+# It aims to finish in about five minutes on an H200 (tests ≤ 3, bench ≤ 4.5);
+# --spec in about four more (the 1B-shaped models are made there first).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 bin=$root/.gpucheck/cuda.test
+specbin=$root/.gpucheck/spec.test
 
+# build makes the test binaries, and copies the built-in model's F16 and
+# its trained draft (make bench-spec's targets and drafts; the Q8_0 is in
+# models/) from MESHNODE_MODELS (default ../shared/models), where they are.
 build() {
-	mkdir -p .gpucheck
-	CGO_ENABLED=0 go test -c -o "$bin" ./cuda
+	mkdir -p .gpucheck/models
+	CGO_ENABLED=0 go test -c -o "$bin" ./cuda || return 1
+	CGO_ENABLED=0 go test -c -o "$specbin" ./gguf/spec || return 1
+	for f in meshnode-fortunes-f16.gguf meshnode-fortunes-draft-q8_0.gguf; do
+		src=${MESHNODE_MODELS:-$root/../shared/models}/$f
+		if [ -f "$src" ]; then cp "$src" .gpucheck/models/; else echo "gpu-check: no $src: bench-spec's cases with it will skip"; fi
+	done
+}
+
+# spec runs make bench-spec's binary on the GPU, one group of cases at a
+# time (a group cut short by its timeout leaves the others' tables), and
+# prints the tables. Adaptive windows only (BENCH_WINDOWS=0: what the
+# engine does) unless BENCH_WINDOWS says otherwise.
+spec() {
+	OUT=${OUT:-$(mktemp -d)}
+	mkdir -p "$OUT"
+	cd "$root/gguf/spec" # the bench reads ../../models
+	rc=0
+	: >"$OUT/spec-summary.txt"
+	for group in "fortunes F16:150" "fortunes Q8_0:60" "fortunes-1B:300"; do
+		name=${group%:*} limit=${group##*:}
+		log="$OUT/bench-spec-$(echo "$name" | tr ' ' '-').log"
+		start=$(date +%s)
+		MESHNODE_BENCH_SPEC=1 BENCH_BACKEND=cuda MESHNODE_MODELS=$root/.gpucheck/models BENCH_CASE="$name" \
+			BENCH_REPS=${BENCH_REPS:-2} BENCH_WINDOWS=${BENCH_WINDOWS:-0} \
+			timeout "$limit" "$specbin" -test.run '^$' -test.bench '^BenchmarkSpeculative$' -test.benchtime 1x -test.v \
+			-test.timeout "$((limit - 10))s" >"$log" 2>&1
+		code=$?
+		[ $code -ne 0 ] && rc=$code
+		{
+			echo "== make bench-spec on the GPU, BENCH_CASE=\"$name\": exit $code, $(($(date +%s) - start)) s"
+			grep -E '^backend:|^ *case |adaptive|fixed|SKIP|skipped|FAIL|panic' "$log"
+			echo
+		} | tee -a "$OUT/spec-summary.txt"
+		grep -q -- '--- SKIP' "$log" && rc=1
+	done
+	return $rc
 }
 
 case "${1:-}" in
 --build)
-	build && ls -l "$bin"
+	build && ls -l .gpucheck .gpucheck/models
 	exit
 	;;
 --stand-in)
 	export MESHNODE_CUDA_LIBRARY=stand-in BENCH_1B=0
 	export BENCH_FIXTURE_PP=${BENCH_FIXTURE_PP:-8} BENCH_FIXTURE_TG=${BENCH_FIXTURE_TG:-4}
 	;;
+--spec)
+	if command -v go >/dev/null 2>&1; then build || exit 1; fi
+	if [ ! -x "$specbin" ]; then
+		echo "gpu-check: no Go here and no $specbin: run scripts/gpu-check.sh --build where Go is, and carry .gpucheck" >&2
+		exit 2
+	fi
+	spec
+	exit
+	;;
 "") ;;
 *)
-	echo "usage: $0 [--build | --stand-in]" >&2
+	echo "usage: $0 [--build | --stand-in | --spec]" >&2
 	exit 2
 	;;
 esac

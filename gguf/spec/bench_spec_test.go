@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/gguf"
-	"github.com/meshnode/meshnode/gguf/cpu"
+	"github.com/meshnode/meshnode/gguf/backend"
 	"github.com/meshnode/meshnode/gguf/model"
 	"github.com/meshnode/meshnode/gguf/model/modeltest"
 	"github.com/meshnode/meshnode/gguf/quant"
@@ -140,7 +140,8 @@ func envInt(key string, def int) int {
 // sizes" is what a sampled serve's window is priced at), and with a fixed window of 4
 // (spec.Fixed), which shows what speculation does where the adaptive
 // window declines it. The speculative tokens must equal the plain ones.
-// Knobs: BENCH_THREADS (default all CPUs), BENCH_TG (64), BENCH_REPS (2),
+// Knobs: BENCH_BACKEND (cpu, cuda or metal: benchBackend), BENCH_THREADS
+// (the CPU's threads, default all CPUs), BENCH_TG (64), BENCH_REPS (2),
 // BENCH_CASE (run the cases whose name holds it), BENCH_WINDOWS (the
 // windows, comma separated, 0 for adaptive; default "0,4"), BENCH_THRESHOLD (the
 // draft's stopping probability; default spec.DefaultThreshold, negative:
@@ -151,7 +152,7 @@ func BenchmarkSpeculative(b *testing.B) {
 	}
 	threads := envInt("BENCH_THREADS", runtime.NumCPU())
 	tg, reps := envInt("BENCH_TG", 64), envInt("BENCH_REPS", 2)
-	be := cpu.New(cpu.Options{Threads: threads})
+	be := benchBackend(b, threads)
 	defer be.Close()
 	shared := os.Getenv("MESHNODE_MODELS")
 	cacheDir := os.Getenv("BENCH_CACHE")
@@ -300,7 +301,7 @@ func BenchmarkSpeculative(b *testing.B) {
 				foresight = fmt.Sprintf("%.2f×", r.foresight)
 			}
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.1f\t%.2f×\t%.2f×\t%.2f×\t%.1f%%\t%.2f\t%.2f\t%.2f\t%.3f\t%.3f\t%.3f\t%.2f\t%.2f×\t%.0f%%\t%.2f×\t%.0f%%\t%s\t\n",
-				name, threads, r.tokens, r.plainTPS, r.specTPS, speedup, r.median, r.whole, 100*r.prop, accept, e, k, r.c, r.cDecode, cSizes, r.v, ideal, 100*speedup/ideal, idealV, 100*speedup/idealV, foresight)
+				name, be.Threads(), r.tokens, r.plainTPS, r.specTPS, speedup, r.median, r.whole, 100*r.prop, accept, e, k, r.c, r.cDecode, cSizes, r.v, ideal, 100*speedup/ideal, idealV, 100*speedup/idealV, foresight)
 		}
 	}
 	tw.Flush()
@@ -326,7 +327,7 @@ func greedyTokens(b *testing.B, m *model.Model, prompt []uint32, n int) []uint32
 
 // runSpecCase measures one target and proposer over the prompts, and
 // returns the figures and c as the engine fixes it from the files' sizes.
-func runSpecCase(b *testing.B, be *cpu.Backend, targetPath, draftPath string, ctxLen, tg, reps int, threshold float64, fixed int, prompts func(*model.Model) [][]uint32) (specRun, float64) {
+func runSpecCase(b *testing.B, be backend.Backend, targetPath, draftPath string, ctxLen, tg, reps int, threshold float64, fixed int, prompts func(*model.Model) [][]uint32) (specRun, float64) {
 	ctx := context.Background()
 	tf, err := gguf.Open(targetPath)
 	if err != nil {
