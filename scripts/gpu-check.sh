@@ -40,7 +40,7 @@ build() {
 	CGO_ENABLED=0 go test -c -o "$specbin" ./gguf/spec || return 1
 	for f in meshnode-fortunes-f16.gguf meshnode-fortunes-draft-q8_0.gguf; do
 		src=${MESHNODE_MODELS:-$root/../shared/models}/$f
-		if [ -f "$src" ]; then cp "$src" .gpucheck/models/; else echo "gpu-check: no $src: bench-spec's cases with it will skip"; fi
+		if [ -f "$src" ]; then cp -f "$src" .gpucheck/models/; else echo "gpu-check: no $src: bench-spec's cases with it will skip"; fi
 	done
 }
 
@@ -66,7 +66,7 @@ spec() {
 		[ $code -ne 0 ] && rc=$code
 		{
 			echo "== make bench-spec on the GPU, BENCH_CASE=\"$name\": exit $code, $(($(date +%s) - start)) s"
-			grep -E '^backend:|^ *case |adaptive|fixed|SKIP|skipped|FAIL|panic' "$log"
+			grep -E '^backend:|^ *case |adaptive|fixed|SKIP|skipped|BENCH_BACKEND|FAIL|panic' "$log"
 			echo
 		} | tee -a "$OUT/spec-summary.txt"
 		grep -q -- '--- SKIP' "$log" && rc=1
