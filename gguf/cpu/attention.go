@@ -128,11 +128,11 @@ type attendJob struct {
 	bytes   [][]byte
 }
 
-// attGroup is up to four queries (query row i, head h as i·Heads + h, in
-// order) that share a KV head and their first key (lo, which differs
-// only under a sliding window): their scores are one pass over the keys
-// and their outputs one over the values, each chunk of keys or values
-// widened once for all four (quant.WideRows). A query of an earlier row
+// attGroup is up to attGroupMax queries (query row i, head h as
+// i·Heads + h, in order) that share a KV head and their first key (lo,
+// which differs only under a sliding window): their scores are one pass
+// over the keys and their outputs one over the values, each chunk of keys
+// or values widened once for all of them (quant.WideRows). A query of an earlier row
 // sees fewer keys than the group's last: its scores past them are not
 // used, and its weights past them are zero, whose products add +0 to
 // lanes that are never −0, so every output is the same bits as alone —
@@ -141,8 +141,33 @@ type attendJob struct {
 // heads only.
 type attGroup struct {
 	kvh, lo, live int
-	q             [4]int
+	q             [attGroupMax]int
 }
+
+// attGroupMax is the most queries a group takes: eight (a verified
+// window's rows of one KV head pass over its keys and values once, where
+// four took two passes), or four where the context is long
+// (attGroupSize).
+const attGroupMax = quant.WideRowsMax
+
+// attGroupSize is the queries a group of attention over n keys takes:
+// attGroupMax while their weights (n floats each, the value pass's
+// activation rows) fit in L1 beside the values' chunks, as the float row
+// kernels' groups of rows do in a product, else four.
+func attGroupSize(n int) int {
+	if attGroupMax*4*pad32(n) <= attGroupL1 {
+		return min(attGroupMax, attGroupLimit)
+	}
+	return min(4, attGroupLimit)
+}
+
+// attGroupLimit caps attGroupSize, so that benchmarks can compare groups
+// of four in the same run.
+var attGroupLimit = attGroupMax
+
+// attGroupL1 is the most bytes of weights a group's queries hold (L1 is
+// 32-48 KB).
+const attGroupL1 = 40 << 10
 
 // Attend implements backend.Backend. It follows llama.cpp's attention
 // without flash attention: scores Q·K (the query converted to the cache's
@@ -164,9 +189,9 @@ func (b *Backend) Attend(dst, q backend.Tensor, cache backend.KVCache, layer, po
 	b.att = attendJob{dst: data(dst), q: data(q), c: c, layer: layer, pos: pos, a: a}
 	tasks := q.Rows * a.Heads
 	if groupAttention && quant.WideRowsFor(c.typ) {
-		b.groups = groupQueries(b.groups[:0], c, a, pos, q.Rows)
+		b.groups = groupQueries(b.groups[:0], c, a, pos, q.Rows, attGroupSize(n))
 		b.att.groups, tasks = b.groups, len(b.groups)
-		b.growScratch(4 * (n + pad32(a.HeadDimK) + pad32(n) + a.HeadDimV))
+		b.growScratch(attGroupMax * (n + pad32(a.HeadDimK) + pad32(n) + a.HeadDimV))
 		b.growBytes(max(n, a.HeadDimK) * c.es)
 	} else {
 		b.growScratch(n)
@@ -184,8 +209,8 @@ var groupAttention = true
 func pad32(n int) int { return (n + 31) &^ 31 }
 
 // groupQueries appends to gs the groups of rows queries at pos (see
-// attGroup): for each KV head, its queries row by row, four at a time.
-func groupQueries(gs []attGroup, c *kvCache, a *backend.Attention, pos, rows int) []attGroup {
+// attGroup): for each KV head, its queries row by row, size at a time.
+func groupQueries(gs []attGroup, c *kvCache, a *backend.Attention, pos, rows, size int) []attGroup {
 	per := a.Heads / a.KVHeads
 	for kvh := range a.KVHeads {
 		var g attGroup
@@ -196,7 +221,7 @@ func groupQueries(gs []attGroup, c *kvCache, a *backend.Attention, pos, rows int
 				lo = max(0, p-a.Window+1)
 			}
 			for h := kvh * per; h < (kvh+1)*per; h++ {
-				if g.live > 0 && (g.live == 4 || g.lo != lo || c.nonFinite && g.q[0]/a.Heads != i) {
+				if g.live > 0 && (g.live == size || g.lo != lo || c.nonFinite && g.q[0]/a.Heads != i) {
 					gs = append(gs, g)
 					g = attGroup{}
 				}
@@ -254,10 +279,11 @@ func (j *attendJob) doGroup(w int, g *attGroup) {
 	n := last + 1 - g.lo                  // the keys it scores
 	pk, pn := pad32(dk), pad32(n)
 	f := j.scratch[w]
-	scores, f := f[:4*n], f[4*n:]
-	qw, f := f[:4*pk], f[4*pk:]
-	ww, f := f[:4*pn], f[4*pn:]
-	outs := f[:4*dv]
+	const m = attGroupMax
+	scores, f := f[:m*n], f[m*n:]
+	qw, f := f[:m*pk], f[m*pk:]
+	ww, f := f[:m*pn], f[m*pn:]
+	outs := f[:m*dv]
 	buf := j.bytes[w]
 
 	// round puts x, rounded to the cache's type as the product takes it,

@@ -46,11 +46,12 @@ func TestGroupedAttentionSameBits(t *testing.T) {
 	} {
 		a := tc.a
 		kd, vd := a.KVHeads*a.HeadDimK, a.KVHeads*a.HeadDimV
-		for _, pos0 := range []int{0, 3, 37, 70} {
+		// 1300 keys make the long context's groups of four (attGroupSize).
+		for _, pos0 := range []int{0, 3, 37, 70, 1300} {
 			for rows := 1; rows <= 7; rows++ {
 				t.Run(fmt.Sprintf("%s/at %d/%d rows", tc.name, pos0, rows), func(t *testing.T) {
 					shape := backend.KVShape{KVHeads: a.KVHeads, HeadDimK: a.HeadDimK, HeadDimV: a.HeadDimV}
-					cache, err := be.NewKVCache(tc.typ, 96, []backend.KVShape{shape})
+					cache, err := be.NewKVCache(tc.typ, pos0+rows, []backend.KVShape{shape})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -110,12 +111,12 @@ func tensorOf(be *Backend, rows, cols int, x []float32) backend.Tensor {
 }
 
 // BenchmarkAttend times attention of a window of rows over an F16 cache,
-// grouped (attGroup) against the per-query path in the same run
-// (x_per_query: the per-query path's time over the grouped one's, each
-// the best of five alternating rounds): the built-in model's heads (4
-// queries over 2 KV heads of 48) and a 1B-shaped model's (32 over 8 of
-// 64), at 150 and 1000 keys, for a decode step, speculative windows and a
-// prefill chunk.
+// grouped (attGroup) against the per-query path and against groups of at
+// most four queries in the same run (x_per_query, x_four: their time over
+// the grouped one's, each the best of five alternating rounds): the
+// built-in model's heads (4 queries over 2 KV heads of 48) and a
+// 1B-shaped model's (32 over 8 of 64), at 150 and 1000 keys, for a decode
+// step, speculative windows and a prefill chunk.
 func BenchmarkAttend(b *testing.B) {
 	be := New(Options{Threads: 2})
 	defer be.Close()
@@ -125,7 +126,7 @@ func BenchmarkAttend(b *testing.B) {
 		{Heads: 32, KVHeads: 8, HeadDimK: 64, HeadDimV: 64, Scale: 0.125},
 	} {
 		for _, keys := range []int{150, 1000} {
-			for _, rows := range []int{1, 2, 5, 32} {
+			for _, rows := range []int{1, 2, 5, 8, 32} {
 				b.Run(fmt.Sprintf("%dx%d/keys=%d/rows=%d", a.Heads, a.HeadDimK, keys, rows), func(b *testing.B) {
 					shape := backend.KVShape{KVHeads: a.KVHeads, HeadDimK: a.HeadDimK, HeadDimV: a.HeadDimV}
 					cache, err := be.NewKVCache(quant.F16, keys+rows, []backend.KVShape{shape})
@@ -137,10 +138,10 @@ func BenchmarkAttend(b *testing.B) {
 					q := tensorOf(be, rows, a.Heads*a.HeadDimK, normals(rng, rows*a.Heads*a.HeadDimK))
 					dst := be.NewTensor(rows, a.Heads*a.HeadDimV)
 					run := func() { be.Attend(dst, q, cache, 0, keys, &a) }
-					best := func(grouped bool) time.Duration {
-						old := groupAttention
-						groupAttention = grouped
-						defer func() { groupAttention = old }()
+					best := func(grouped bool, limit int) time.Duration {
+						old, oldLimit := groupAttention, attGroupLimit
+						groupAttention, attGroupLimit = grouped, limit
+						defer func() { groupAttention, attGroupLimit = old, oldLimit }()
 						d := time.Duration(math.MaxInt64)
 						for range 20 {
 							t0 := time.Now()
@@ -149,14 +150,17 @@ func BenchmarkAttend(b *testing.B) {
 						}
 						return d
 					}
-					grouped, each := time.Duration(math.MaxInt64), time.Duration(math.MaxInt64)
+					grouped, four, each := time.Duration(math.MaxInt64), time.Duration(math.MaxInt64), time.Duration(math.MaxInt64)
 					for range 5 {
-						grouped, each = min(grouped, best(true)), min(each, best(false))
+						grouped = min(grouped, best(true, attGroupMax))
+						four = min(four, best(true, 4))
+						each = min(each, best(false, attGroupMax))
 					}
 					for b.Loop() {
 						run()
 					}
 					b.ReportMetric(float64(each)/float64(grouped), "x_per_query")
+					b.ReportMetric(float64(four)/float64(grouped), "x_four")
 				})
 			}
 		}

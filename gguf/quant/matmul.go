@@ -268,6 +268,9 @@ func oneRowFloat(t Type, n int) bool {
 	return WideRowsFor(t) && n > 0 && n%32 == 0
 }
 
+// WideRowsMax is the most activation rows WideRows takes at once.
+const WideRowsMax = 8
+
 // Widen sets x to the float32 values of the first len(x) elements of
 // type t (F16, BF16 or F32) at src: the activations WideRows takes.
 func Widen(t Type, x []float32, src []byte) {

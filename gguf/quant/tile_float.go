@@ -43,8 +43,9 @@ import "fmt"
 // activation row j's result at out + j·os bytes, for j < live, instead.
 type floatBand4 func(acc *float32, as int, w *byte, x *float32, xs, chunks int, out *float32, os, live int)
 
-// maxFloatRows is the most activation rows a float row kernel takes.
-const maxFloatRows = 8
+// maxFloatRows is the most activation rows a float row kernel takes
+// (WideRows runs them).
+const maxFloatRows = WideRowsMax
 
 // floatRows is a float row kernel of one to eight activation rows: it
 // sets the results of rows weight rows (rs bytes apart, from w) times
@@ -66,7 +67,7 @@ func WideRowsFor(t Type) bool {
 }
 
 // WideRows sets out[j·os+r], for each activation row j < live (one to
-// four) and weight row r < rows, to VecDot of the n-element row r of w
+// WideRowsMax) and weight row r < rows, to VecDot of the n-element row r of w
 // (type t, rows rs bytes apart) with activation row j: the float32 values
 // of t's activation type (Widen), rows xs floats apart, each zero from
 // element n to the next multiple of 32. Each weight chunk is widened once
@@ -79,7 +80,7 @@ func WideRows(t Type, w []byte, rs, n, rows int, x []float32, xs, live int, out 
 		return false
 	}
 	es, padded := t.TypeSize(), (n+31)&^31
-	if n <= 0 || rows <= 0 || live < 1 || live > 4 || xs < padded || rs < n*es ||
+	if n <= 0 || rows <= 0 || live < 1 || live > WideRowsMax || xs < padded || rs < n*es ||
 		len(w) < (rows-1)*rs+n*es || len(x) < (live-1)*xs+padded || os < rows && live > 1 || len(out) < (live-1)*os+rows {
 		panic(fmt.Sprintf("quant: WideRows: %d × %d %s (%d bytes apart, in %d) by %d rows of %d (%d apart, in %d) into %d (%d apart)",
 			rows, n, t, rs, len(w), live, padded, xs, len(x), len(out), os))

@@ -24,7 +24,7 @@ func TestWideRowsMatchesVecDot(t *testing.T) {
 		rng := rand.New(rand.NewPCG(31, 32))
 		es := typ.TypeSize()
 		for _, n := range []int{1, 7, 16, 31, 32, 33, 48, 64, 80, 150, 191, 256, 300} {
-			for live := 1; live <= 4; live++ {
+			for live := 1; live <= quant.WideRowsMax; live++ {
 				for _, kind := range []string{"random", "raw", "specials"} {
 					rows := 1 + rng.IntN(20)
 					rs := n*es + 2*rng.IntN(3)*es // rows may be packed or apart
@@ -66,11 +66,11 @@ func TestWideRowsMatchesVecDot(t *testing.T) {
 }
 
 // FuzzWideRowsMatchesVecDot: any weight and activation bits (NaNs,
-// infinities, subnormals) give WideRows VecDot's bits, for one to four
-// activation rows of any length.
+// infinities, subnormals) give WideRows VecDot's bits, for one to
+// WideRowsMax activation rows of any length.
 func FuzzWideRowsMatchesVecDot(f *testing.F) {
 	rng := rand.New(rand.NewPCG(51, 52))
-	for _, pick := range []uint8{0, 1, 2, 4, 9, 11} {
+	for _, pick := range []uint8{0, 1, 2, 4, 9, 11, 12, 21} {
 		typ, live := wideCase(pick)
 		n := 1 + rng.IntN(200)
 		w := make([]byte, (1+rng.IntN(8))*n*typ.TypeSize())
@@ -116,5 +116,5 @@ func FuzzWideRowsMatchesVecDot(f *testing.F) {
 
 // wideCase is a fuzz input's weight type and activation rows.
 func wideCase(pick uint8) (quant.Type, int) {
-	return []quant.Type{quant.F16, quant.BF16, quant.F32}[pick%3], 1 + int(pick/3)%4
+	return []quant.Type{quant.F16, quant.BF16, quant.F32}[pick%3], 1 + int(pick/3)%quant.WideRowsMax
 }
