@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"testing"
 
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/backend"
@@ -271,4 +272,26 @@ func Builtin(ctx context.Context, be backend.Backend, dir string) ([]Run, error)
 		}
 	}
 	return runs, Exercised(runs)
+}
+
+// Suite is the device backends' test: Files of target and draft on dev
+// against ref (nil: dev alone), then, with builtin set (the repository's
+// models/), Builtin on dev; it fails t on an error and logs every run.
+func Suite(t testing.TB, dev, ref backend.Backend, target, draft *gguf.File, builtin string) {
+	t.Helper()
+	ctx := context.Background()
+	runs, err := Files(ctx, dev, ref, target, draft)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if builtin != "" {
+		more, err := Builtin(ctx, dev, builtin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, more...)
+	}
+	for _, r := range runs {
+		t.Logf("%s %+v: %+v", r.Proposer, r.Params, r.Stats)
+	}
 }
