@@ -21,6 +21,11 @@ import (
 // pay.
 type Prices struct {
 	Cost, Row float64
+	// Steps are the target's step over a window of k drafts (k+1 rows)
+	// in one-token steps, Steps[k], for windows up to measureRows rows:
+	// kernels take rows in groups, so a row past a group costs a pass of
+	// its own, more than Row says (nil: 1 + k·Row).
+	Steps []float64
 }
 
 // minRowCost is the least v a measured window is priced at: a row is
@@ -28,12 +33,16 @@ type Prices struct {
 // found it so is noise.
 const minRowCost = 0.02
 
-// measureWindow is the window whose rows Measure times: Row is the
-// average over its extra rows, as a window of a few drafts pays.
+// measureWindow is the window Row is taken from: the average over its
+// extra rows, as a window of a few drafts pays.
 const measureWindow = 5
 
-// Measure times the target's one-token steps and its windows of
-// measureWindow rows, and the draft's one-token steps (none for a nil
+// measureRows is the largest window Measure times (Steps): a full
+// window of DefaultMaxWindow drafts, where the context holds it.
+const measureRows = DefaultMaxWindow + 1
+
+// Measure times the target's one-token steps and its windows of 2 to
+// measureRows rows, and the draft's one-token steps (none for a nil
 // draft: prompt lookup drafts for nothing), on sessions of their own
 // after a short prompt, and returns the prices they make: the medians
 // over up to reps rounds, each round's steps back to back so that its
@@ -48,8 +57,11 @@ func Measure(ctx context.Context, target, draft *model.Model, reps int, budget t
 	if draft != nil {
 		positions = min(positions, draft.Config().TrainContext)
 	}
-	n := min(16, positions-measureWindow)
-	if n < 1 {
+	// The windows timed: up to measureRows rows, as many as the context
+	// holds after a prompt of one, and at least measureWindow.
+	most := min(measureRows, positions-1)
+	n := min(16, positions-most)
+	if most < measureWindow {
 		return Prices{}, fmt.Errorf("spec: measure: a context of %d positions holds no window of %d after a prompt", positions, measureWindow)
 	}
 	prompt := make([]uint32, n)
@@ -59,7 +71,7 @@ func Measure(ctx context.Context, target, draft *model.Model, reps int, budget t
 	// The target's rows are picked as a greedy verify picks them; the
 	// draft's token with its confidence, as a greedy draft is judged
 	// (topProb over the vocabulary, a good part of a small draft's step).
-	step, closeT, err := stepper(ctx, target, prompt, func(b *model.Batch, j int) { b.ArgMaxAt(0, j) })
+	step, closeT, err := stepper(ctx, target, prompt, most, func(b *model.Batch, j int) { b.ArgMaxAt(0, j) })
 	if err != nil {
 		return Prices{}, err
 	}
@@ -67,13 +79,13 @@ func Measure(ctx context.Context, target, draft *model.Model, reps int, budget t
 	var dstep func(rows int) (time.Duration, error)
 	if draft != nil {
 		var closeD func()
-		if dstep, closeD, err = stepper(ctx, draft, prompt, func(b *model.Batch, j int) { topProb(b.LogitsAt(0, j)) }); err != nil {
+		if dstep, closeD, err = stepper(ctx, draft, prompt, most, func(b *model.Batch, j int) { topProb(b.LogitsAt(0, j)) }); err != nil {
 			return Prices{}, err
 		}
 		defer closeD()
 	}
 	// A warm-up: the first steps grow scratch and fault pages in.
-	if _, err := step(measureWindow); err != nil {
+	if _, err := step(most); err != nil {
 		return Prices{}, err
 	}
 	if dstep != nil {
@@ -83,6 +95,7 @@ func Measure(ctx context.Context, target, draft *model.Model, reps int, budget t
 	}
 	start := time.Now()
 	var rows, costs []float64
+	steps := make([][]float64, most)
 	more := func(r int) bool {
 		if r == 0 || budget == 0 {
 			return true
@@ -95,11 +108,14 @@ func Measure(ctx context.Context, target, draft *model.Model, reps int, budget t
 		if err != nil {
 			return Prices{}, err
 		}
-		win, err := step(measureWindow)
-		if err != nil {
-			return Prices{}, err
+		for k := 1; k < most; k++ {
+			win, err := step(k + 1)
+			if err != nil {
+				return Prices{}, err
+			}
+			steps[k] = append(steps[k], win.Seconds()/one.Seconds())
 		}
-		rows = append(rows, (win.Seconds()/one.Seconds()-1)/(measureWindow-1))
+		rows = append(rows, (steps[measureWindow-1][len(steps[measureWindow-1])-1]-1)/(measureWindow-1))
 		if dstep != nil {
 			d, err := dstep(1)
 			if err != nil {
@@ -108,7 +124,13 @@ func Measure(ctx context.Context, target, draft *model.Model, reps int, budget t
 			costs = append(costs, d.Seconds()/one.Seconds())
 		}
 	}
-	p := Prices{Row: max(0, median(rows))}
+	p := Prices{Row: max(0, median(rows)), Steps: make([]float64, most)}
+	// A step is never cheaper than a smaller window's, nor a row than
+	// minRowCost: a measurement that found otherwise is noise.
+	p.Steps[0] = 1
+	for k := 1; k < most; k++ {
+		p.Steps[k] = max(median(steps[k]), p.Steps[k-1]+minRowCost)
+	}
 	if draft != nil {
 		p.Cost = median(costs)
 	}
@@ -127,14 +149,14 @@ func median(v []float64) float64 {
 }
 
 // stepper evaluates prompt on a session of m and returns a timer of one
-// step of rows tokens after it, each row picked by pick, the session
-// trimmed back after.
-func stepper(ctx context.Context, m *model.Model, prompt []uint32, pick func(b *model.Batch, row int)) (func(rows int) (time.Duration, error), func(), error) {
-	s, err := m.NewSession(model.SessionOptions{Context: len(prompt) + measureWindow})
+// step of rows tokens after it (at most most), each row picked by pick,
+// the session trimmed back after.
+func stepper(ctx context.Context, m *model.Model, prompt []uint32, most int, pick func(b *model.Batch, row int)) (func(rows int) (time.Duration, error), func(), error) {
+	s, err := m.NewSession(model.SessionOptions{Context: len(prompt) + most})
 	if err != nil {
 		return nil, nil, fmt.Errorf("spec: measure: %w", err)
 	}
-	b, err := m.NewBatch(model.BatchOptions{Tokens: measureWindow, Seqs: measureWindow})
+	b, err := m.NewBatch(model.BatchOptions{Tokens: most, Seqs: most})
 	if err != nil {
 		s.Close()
 		return nil, nil, fmt.Errorf("spec: measure: %w", err)
@@ -143,7 +165,7 @@ func stepper(ctx context.Context, m *model.Model, prompt []uint32, pick func(b *
 		s.Close()
 		return nil, nil, fmt.Errorf("spec: measure: %w", err)
 	}
-	window := make([]uint32, measureWindow)
+	window := make([]uint32, most)
 	copy(window, prompt)
 	return func(rows int) (time.Duration, error) {
 		start := time.Now()
@@ -162,5 +184,7 @@ func stepper(ctx context.Context, m *model.Model, prompt []uint32, pick func(b *
 // Window is a window of at most maxK drafts (0: DefaultMaxWindow) priced
 // at p: for a greedy serve, whose tokens do not depend on its windows.
 func (p Prices) Window(maxK int) *Window {
-	return NewWindow(maxK, p.Cost, max(p.Row, minRowCost))
+	w := NewWindow(maxK, p.Cost, max(p.Row, minRowCost))
+	w.steps = p.Steps
+	return w
 }

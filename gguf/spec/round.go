@@ -56,9 +56,10 @@ func (w *Window) round() *judgeRound {
 // judge weighs the next draft, of confidence conf. With s the probability
 // that it and every draft before it stand (the calibration's estimate for
 // conf, its prior at least the window's acceptance rate, times the
-// drafts' before), proposing it costs a verified row (v
-// target passes) for s tokens, and drafting one more after it costs a
-// drafted token and a row (c + v) for about s·s' tokens, s' its own
+// drafts' before), proposing it costs a verified row (v target passes,
+// or what that row adds to the measured step: Window.rowAt) for s
+// tokens, and drafting one more after it costs a drafted token and the
+// next row (c + v) for about s·s' tokens, s' its own
 // chance, taken to be this one's (confidence runs in stretches). Each is
 // done while it yields at least what the window's expected speedup says
 // a target pass yields. A round's first draft is proposed whatever its
@@ -74,13 +75,13 @@ func (r *judgeRound) judge(conf float64) (take, more bool) {
 	w := r.w
 	a := w.cal.stands(conf, w.Rate())
 	s := float64(r.stood * a)
-	if s < float64(w.row*r.gain) && !(r.taken == 0 && w.cal.unexplored(conf)) {
+	if s < float64(w.rowAt(r.taken)*r.gain) && !(r.taken == 0 && w.cal.unexplored(conf)) {
 		r.declined = true
 		return false, false
 	}
 	r.stood = s
 	r.taken++
-	return true, float64(s*a) >= float64(float64(w.cost+w.row)*r.gain)
+	return true, float64(s*a) >= float64(float64(w.cost+w.rowAt(r.taken))*r.gain)
 }
 
 // Tokens is the window a round verifies: the token generated last, which

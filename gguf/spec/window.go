@@ -26,6 +26,11 @@ type Window struct {
 	max  int
 	cost float64 // c: a drafted token's cost relative to a target pass
 	row  float64 // v: a verified row's cost over a one-token pass's
+	// steps, where measured, are each window's pass in one-token
+	// passes: steps[k] for k drafts (k+1 rows). Kernels take rows in
+	// groups (eight float rows, four-row bands), so one row past a group
+	// costs a pass of its own; past len(steps), rows cost v each.
+	steps []float64
 
 	proposed, accepted int // decayed counts, with a prior
 	fixed              int // > 0: every round asks for this many
@@ -180,6 +185,9 @@ func (w *Window) Size() int {
 	// target passes, with explicit conversions so that the decision
 	// replays on any platform.
 	price := float64(float64(k)*float64(w.cost+w.row)) + float64(w.cost*float64(w.behind))
+	if w.steps != nil {
+		price = float64(float64(float64(k)*w.cost)+float64(w.pass(k)-1)) + float64(w.cost*float64(w.behind))
+	}
 	if w.idle < w.gap || float64(w.spent+price) > float64(probeBudget*float64(w.off)) {
 		w.off++
 		w.idle++
@@ -223,11 +231,34 @@ func (w *Window) Starts(n int) bool {
 	return w.Speculates()
 }
 
+// pass is a window of k drafts' target pass (k+1 rows), in one-token
+// passes: its measured step where there is one, else 1 + k·v.
+func (w *Window) pass(k int) float64 {
+	n := len(w.steps)
+	switch {
+	case n == 0:
+		return float64(1 + float64(float64(k)*w.row))
+	case k < n:
+		return w.steps[k]
+	}
+	return float64(w.steps[n-1] + float64(float64(k-n+1)*w.row))
+}
+
+// rowAt is what draft k (from 0) adds to its window's pass: its row (v,
+// where no step was measured).
+func (w *Window) rowAt(k int) float64 {
+	if w.steps == nil {
+		return w.row
+	}
+	return float64(w.pass(k+1) - w.pass(k))
+}
+
 // best is the window size with the largest expected speedup, and that
-// speedup: E(k) / (k·(c+v) + 1), where E(k) = 1 + a + … + a^k is the
+// speedup: E(k) / (k·c + P(k)), where E(k) = 1 + a + … + a^k is the
 // tokens a round of k drafts yields when each stands with probability a
 // (the drafts up to the first rejected, and the target's own token), and
-// the round costs the target's pass, k drafted tokens and k more rows.
+// the round costs k drafted tokens and the target's pass over k+1 rows,
+// P(k) (pass: 1 + k·v, or the step measured).
 func (w *Window) best() (int, float64) {
 	a := w.Rate()
 	bestK, bestGain := 0, 1.0
@@ -237,7 +268,11 @@ func (w *Window) best() (int, float64) {
 		// them differently (the decision must replay anywhere).
 		pow = float64(pow * a)
 		e += pow
-		if gain := e / float64(float64(k)*float64(w.cost+w.row)+1); gain > bestGain {
+		den := float64(float64(k)*float64(w.cost+w.row) + 1)
+		if w.steps != nil {
+			den = float64(float64(float64(k)*w.cost) + w.pass(k))
+		}
+		if gain := e / den; gain > bestGain {
 			bestK, bestGain = k, gain
 		}
 	}

@@ -2,6 +2,7 @@ package spec_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/meshnode/meshnode/gguf/spec"
@@ -289,5 +290,51 @@ func TestLimitPricesCatchUp(t *testing.T) {
 	w.Keep(make([]spec.Draft, 2), 2, 0)
 	if w.Starts(1) {
 		t.Fatal("no tokens left: a catch-up starts the window")
+	}
+}
+
+// TestWindowMeasuredSteps: a window priced by measured steps sizes
+// rounds by them. Steps that grow by v a row size them as v alone does;
+// a row past the kernels' group of eight (a ninth row costing a pass of
+// its own) makes a window of 7 drafts pay more than one of 8, and the
+// judge declines the eighth draft.
+func TestWindowMeasuredSteps(t *testing.T) {
+	const v = 0.1
+	linear := make([]float64, spec.DefaultMaxWindow+1)
+	for k := range linear {
+		linear[k] = 1 + float64(k)*v
+	}
+	cliff := slices.Clone(linear)
+	cliff[8] = cliff[7] + 0.8
+	size := func(p spec.Prices) int { return p.Window(0).Expect(1).Size() }
+	if a, b := size(spec.Prices{Row: v}), size(spec.Prices{Row: v, Steps: linear}); a != spec.DefaultMaxWindow || b != a {
+		t.Errorf("all drafts standing: %d drafts priced by v, %d by steps of v a row; want %d", a, b, spec.DefaultMaxWindow)
+	}
+	if got := size(spec.Prices{Row: v, Steps: cliff}); got != 7 {
+		t.Errorf("a ninth row costing 0.8 of a step: %d drafts, want 7", got)
+	}
+	// The judge: prompt lookup copying a long run, every draft sure.
+	seq := []uint32{1}
+	for i := range 30 {
+		seq = append(seq, uint32(100+i))
+	}
+	seq = append(seq, seq[1:4]...)
+	for _, c := range []struct {
+		steps []float64
+		want  int
+	}{{linear, 8}, {cliff, 7}} {
+		w := spec.Prices{Row: v, Steps: c.steps}.Window(0).Expect(1)
+		var got int
+		for range 20 { // past the calibration's exploring
+			d, err := w.Draft(context.Background(), spec.Lookup{}, seq, 1, w.Size())
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = len(d)
+			w.Keep(d, len(d), 0)
+		}
+		if got != c.want {
+			t.Errorf("steps %v: lookup drafted %d, want %d", c.steps, got, c.want)
+		}
 	}
 }

@@ -196,7 +196,8 @@ func Load(path string, cfg Config) (*Model, error) {
 			log.Warn("speculative decoding: prices not measured; greedy windows priced by the files' sizes", "model", m.name, "draft", cfg.Draft, "err", err)
 		} else {
 			log.Info("speculative decoding", append(info, "measured_cost", fmt.Sprintf("%.3f", prices.Cost),
-				"measured_row_cost", fmt.Sprintf("%.3f", prices.Row), "measure_took", time.Since(start).Round(time.Millisecond))...)
+				"measured_row_cost", fmt.Sprintf("%.3f", prices.Row), "measured_steps", fmt.Sprintf("%.2f", prices.Steps),
+				"measure_took", time.Since(start).Round(time.Millisecond))...)
 		}
 	}
 	if m.eng, err = newEngine(m, cfg, opt, sessions); err != nil {
