@@ -151,11 +151,13 @@ type attGroup struct {
 const attGroupMax = quant.WideRowsMax
 
 // attGroupSize is the queries a group of attention over n keys takes:
-// attGroupMax while their weights (n floats each, the value pass's
-// activation rows) fit in L1 beside the values' chunks, as the float row
-// kernels' groups of rows do in a product, else four.
+// eight where a product would take eight float rows of n elements
+// (quant.WideRowsFit: their weights, n floats each, are the value pass's
+// activation rows, and stay in L1 beside the values' chunks), else four —
+// groups of five at 2000 keys (BenchmarkAttend with keys=2000) ran no
+// faster than groups of four, 0.92–1.02×.
 func attGroupSize(n int) int {
-	if attGroupMax*4*pad32(n) <= attGroupL1 {
+	if quant.WideRowsFit(n) == attGroupMax {
 		return min(attGroupMax, attGroupLimit)
 	}
 	return min(4, attGroupLimit)
@@ -164,10 +166,6 @@ func attGroupSize(n int) int {
 // attGroupLimit caps attGroupSize, so that benchmarks can compare groups
 // of four in the same run.
 var attGroupLimit = attGroupMax
-
-// attGroupL1 is the most bytes of weights a group's queries hold (L1 is
-// 32-48 KB).
-const attGroupL1 = 40 << 10
 
 // Attend implements backend.Backend. It follows llama.cpp's attention
 // without flash attention: scores Q·K (the query converted to the cache's

@@ -271,6 +271,19 @@ func oneRowFloat(t Type, n int) bool {
 // WideRowsMax is the most activation rows WideRows takes at once.
 const WideRowsMax = 8
 
+// WideRowsFit is how many activation rows of n float32 (padded to a
+// whole 32) the float row kernels take in one pass: as many as stay in L1
+// beside the weights' chunks (floatRowsL1), at least four and at most
+// WideRowsMax.
+func WideRowsFit(n int) int {
+	return min(WideRowsMax, max(4, floatRowsL1/(4*((n+31)&^31))))
+}
+
+// floatRowsL1 is the most activation bytes a group of rows the row
+// kernels take at once may hold (L1 is 32-48 KB, and the weights' chunks
+// pass through it too).
+const floatRowsL1 = 40 << 10
+
 // Widen sets x to the float32 values of the first len(x) elements of
 // type t (F16, BF16 or F32) at src: the activations WideRows takes.
 func Widen(t Type, x []float32, src []byte) {

@@ -98,11 +98,6 @@ func WideRows(t Type, w []byte, rs, n, rows int, x []float32, xs, live int, out 
 // every group passes.
 const floatRowsSpan = 128 << 10
 
-// floatRowsL1 is the most activation bytes a group of rows the row
-// kernels take at once may hold (L1 is 32-48 KB, and the weights' chunks
-// pass through it too).
-const floatRowsL1 = 40 << 10
-
 const (
 	floatTileRows = 8    // weight rows a tile
 	floatChunk    = 1024 // elements of a tile taken at a time
@@ -148,12 +143,12 @@ func matMulFloat(k floatBand4, s *tileScratch, t Type, w []byte, rs, rows int, b
 		// Up to eight rows take one pass over the weights (four and
 		// one took two: the weights widened twice, the one-row pass
 		// waiting on its sums' latency), as many as stay in L1 beside
-		// the weights (floatRowsL1: eight rows of 2048 did not, and ran
+		// the weights (WideRowsFit: eight rows of 2048 did not, and ran
 		// 0.9x the band kernels where four ran 1.2x). More rows go in
 		// groups as even as may be (no one-row group after a full one),
 		// over the weights in spans that stay in L2 while each group
 		// takes them.
-		limit := min(maxFloatRows, max(4, floatRowsL1/(4*whole)))
+		limit := WideRowsFit(whole)
 		groups := (b.rows + limit - 1) / limit
 		span := rows
 		if groups > 1 {
