@@ -94,7 +94,7 @@ func Measure(ctx context.Context, target, draft *model.Model, reps int, budget t
 		}
 	}
 	start := time.Now()
-	var rows, costs []float64
+	var costs []float64
 	steps := make([][]float64, most)
 	more := func(r int) bool {
 		if r == 0 || budget == 0 {
@@ -115,7 +115,6 @@ func Measure(ctx context.Context, target, draft *model.Model, reps int, budget t
 			}
 			steps[k] = append(steps[k], win.Seconds()/one.Seconds())
 		}
-		rows = append(rows, (steps[measureWindow-1][len(steps[measureWindow-1])-1]-1)/(measureWindow-1))
 		if dstep != nil {
 			d, err := dstep(1)
 			if err != nil {
@@ -124,9 +123,10 @@ func Measure(ctx context.Context, target, draft *model.Model, reps int, budget t
 			costs = append(costs, d.Seconds()/one.Seconds())
 		}
 	}
-	p := Prices{Row: max(0, median(rows)), Steps: make([]float64, most)}
-	// A step is never cheaper than a smaller window's, nor a row than
-	// minRowCost: a measurement that found otherwise is noise.
+	// Row is the measureWindow-row window's step spread over its extra
+	// rows. A step is never cheaper than a smaller window's, nor a row
+	// than minRowCost: a measurement that found otherwise is noise.
+	p := Prices{Row: max(0, (median(steps[measureWindow-1])-1)/(measureWindow-1)), Steps: make([]float64, most)}
 	p.Steps[0] = 1
 	for k := 1; k < most; k++ {
 		p.Steps[k] = max(median(steps[k]), p.Steps[k-1]+minRowCost)
