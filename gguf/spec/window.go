@@ -185,7 +185,7 @@ func (w *Window) Size() int {
 	// target passes, with explicit conversions so that the decision
 	// replays on any platform.
 	price := float64(float64(k)*float64(w.cost+w.row)) + float64(w.cost*float64(w.behind))
-	if w.steps != nil {
+	if len(w.steps) > 0 {
 		price = float64(float64(float64(k)*w.cost)+float64(w.pass(k)-1)) + float64(w.cost*float64(w.behind))
 	}
 	if w.idle < w.gap || float64(w.spent+price) > float64(probeBudget*float64(w.off)) {
@@ -232,22 +232,22 @@ func (w *Window) Starts(n int) bool {
 }
 
 // pass is a window of k drafts' target pass (k+1 rows), in one-token
-// passes: its measured step where there is one, else 1 + k·v.
+// passes, where steps were measured (w.steps not empty): its measured
+// step, or, past the largest window measured, that step and v a row.
+// Without steps, the callers price a window as 1 + k·v in their own
+// arithmetic, which the decisions of windows priced by the files'
+// sizes (sampled serves, which must replay) were made with.
 func (w *Window) pass(k int) float64 {
-	n := len(w.steps)
-	switch {
-	case n == 0:
-		return float64(1 + float64(float64(k)*w.row))
-	case k < n:
-		return w.steps[k]
+	if n := len(w.steps); k >= n {
+		return float64(w.steps[n-1] + float64(float64(k-n+1)*w.row))
 	}
-	return float64(w.steps[n-1] + float64(float64(k-n+1)*w.row))
+	return w.steps[k]
 }
 
 // rowAt is what draft k (from 0) adds to its window's pass: its row (v,
 // where no step was measured).
 func (w *Window) rowAt(k int) float64 {
-	if w.steps == nil {
+	if len(w.steps) == 0 {
 		return w.row
 	}
 	return float64(w.pass(k+1) - w.pass(k))
@@ -269,7 +269,7 @@ func (w *Window) best() (int, float64) {
 		pow = float64(pow * a)
 		e += pow
 		den := float64(float64(k)*float64(w.cost+w.row) + 1)
-		if w.steps != nil {
+		if len(w.steps) > 0 {
 			den = float64(float64(float64(k)*w.cost) + w.pass(k))
 		}
 		if gain := e / den; gain > bestGain {
