@@ -16,6 +16,7 @@ import (
 	"github.com/meshnode/meshnode/gguf/quant"
 	"github.com/meshnode/meshnode/gguf/sample"
 	"github.com/meshnode/meshnode/gguf/spec"
+	"github.com/meshnode/meshnode/gguf/spec/spectest"
 )
 
 // vocabSource is the committed model whose tokenizer the fixtures carry.
@@ -132,16 +133,6 @@ func speculate(t *testing.T, m *model.Model, prompt []uint32, n int, p sample.Pa
 	return out, st
 }
 
-// repeating is a prompt that says the same thing twice, so that prompt
-// lookup has something to find.
-func repeating(vocab, n int) []uint32 {
-	var p []uint32
-	for i := range n {
-		p = append(p, uint32((i*37+5)%vocab))
-	}
-	return append(append([]uint32{1}, p...), p...)
-}
-
 // TestGreedyExact: greedy speculative decoding gives plain greedy
 // decoding's tokens, one for one, on every parity fixture — with the same
 // weights in another quantisation as the draft, with prompt lookup, and
@@ -160,7 +151,7 @@ func TestGreedyExact(t *testing.T) {
 				if err := spec.CheckVocab(target.f.Metadata, draft.f.Metadata, target.m.Config().VocabSize, draft.m.Config().VocabSize); err != nil {
 					t.Fatal(err)
 				}
-				prompt := repeating(1000, 6)
+				prompt := spectest.Repeating(1000, 6)
 				for _, p := range []sample.Params{{}, {RepeatPenalty: 1.3}} {
 					want := plainGreedy(t, target.m, prompt, n, p)
 					ds, err := draft.m.NewSession(model.SessionOptions{Context: 256})
@@ -541,7 +532,7 @@ func TestSampledGenerateRepeats(t *testing.T) {
 	be := cpu.New(cpu.Options{Threads: 2})
 	defer be.Close()
 	target, draft := fixture(t, be, "llama", "Q8_0"), fixture(t, be, "llama", "Q4_0")
-	prompt := repeating(1000, 5)
+	prompt := spectest.Repeating(1000, 5)
 	run := func(seed uint64) ([]uint32, spec.Stats) {
 		p := sample.Params{Temperature: 0.8, TopK: 40, Seed: seed}
 		ds, err := draft.m.NewSession(model.SessionOptions{Context: 256})
@@ -575,7 +566,7 @@ func TestDraftPrefill(t *testing.T) {
 	defer be.Close()
 	draft := fixture(t, be, "llama", "Q8_0")
 	ctx := context.Background()
-	prompt := repeating(1000, 6)
+	prompt := spectest.Repeating(1000, 6)
 	seq := append(slices.Clone(prompt), prompt[1])
 	propose := func(prefill bool, w *spec.Window) (*spec.ModelProposer, int, []spec.Draft) {
 		t.Helper()
