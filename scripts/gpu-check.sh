@@ -44,6 +44,18 @@ build() {
 	done
 }
 
+# ready builds the binaries where Go is, and exits unless the test binary
+# $1 is there.
+ready() {
+	if command -v go >/dev/null 2>&1; then
+		build || exit 1
+	fi
+	if [ ! -x "$1" ]; then
+		echo "gpu-check: no Go here and no $1: run scripts/gpu-check.sh --build where Go is, and carry .gpucheck" >&2
+		exit 2
+	fi
+}
+
 # spec runs make bench-spec's binary on the GPU, one group of cases at a
 # time (a group cut short by its timeout leaves the others' tables), and
 # prints the tables. Adaptive windows only (BENCH_WINDOWS=0: what the
@@ -84,11 +96,7 @@ case "${1:-}" in
 	export BENCH_FIXTURE_PP=${BENCH_FIXTURE_PP:-8} BENCH_FIXTURE_TG=${BENCH_FIXTURE_TG:-4} GPU_TESTS_LIMIT=${GPU_TESTS_LIMIT:-1200}
 	;;
 --spec)
-	if command -v go >/dev/null 2>&1; then build || exit 1; fi
-	if [ ! -x "$specbin" ]; then
-		echo "gpu-check: no Go here and no $specbin: run scripts/gpu-check.sh --build where Go is, and carry .gpucheck" >&2
-		exit 2
-	fi
+	ready "$specbin"
 	spec
 	exit
 	;;
@@ -98,13 +106,7 @@ case "${1:-}" in
 	exit 2
 	;;
 esac
-if command -v go >/dev/null 2>&1; then
-	build || exit 1
-fi
-if [ ! -x "$bin" ]; then
-	echo "gpu-check: no Go here and no $bin: run scripts/gpu-check.sh --build where Go is, and carry .gpucheck" >&2
-	exit 2
-fi
+ready "$bin"
 
 OUT=${OUT:-$(mktemp -d)}
 mkdir -p "$OUT"
