@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/cuda"
+	"github.com/meshnode/meshnode/cuda/cudaemu"
 	"github.com/meshnode/meshnode/cuda/driver"
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/model"
@@ -36,7 +37,7 @@ func BenchmarkCUDA(b *testing.B) {
 	if os.Getenv("MESHNODE_BENCH_CUDA") == "" {
 		b.Skip("set MESHNODE_BENCH_CUDA=1 (make bench-cuda): needs a GPU, takes a minute or two")
 	}
-	lib := gpuLibrary(b)
+	lib := cudaemu.Library(b)
 	be := newGPU(b, cuda.Options{})
 	info := be.Info()
 	be.Close()

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"runtime"
 	"testing"
 	"time"
@@ -59,22 +58,10 @@ func newEmu(t testing.TB, opt cuda.Options) (*cuda.Backend, *cudaemu.Hooks) {
 	return be, h
 }
 
-// gpuLibrary is the driver library of the GPU tests and the benchmark:
-// libcuda.so.1, or the one MESHNODE_CUDA_LIBRARY names, where "stand-in"
-// is the CPU stand-in (scripts/gpu-check.sh --stand-in rehearses the GPU
-// checks with it on a machine without a GPU).
-func gpuLibrary(tb testing.TB) string {
-	lib := os.Getenv("MESHNODE_CUDA_LIBRARY")
-	if lib == "stand-in" {
-		return cudaemu.Path(tb)
-	}
-	return lib
-}
-
-// newGPU opens a backend on gpuLibrary, or skips where it finds no device.
+// newGPU opens a backend on cudaemu.Library, or skips where it finds no device.
 func newGPU(t testing.TB, opt cuda.Options) *cuda.Backend {
 	t.Helper()
-	opt.Library = gpuLibrary(t)
+	opt.Library = cudaemu.Library(t)
 	be, err := cuda.New(opt)
 	if errors.Is(err, cuda.ErrNoDevice) {
 		t.Skipf("no CUDA device: %v", err)

@@ -125,6 +125,19 @@ func Path(tb testing.TB) string {
 	return p
 }
 
+// Library is the driver library a GPU test or benchmark opens: the one
+// MESHNODE_CUDA_LIBRARY names ("": libcuda.so.1), where "stand-in" is
+// this stand-in (Path; scripts/gpu-check.sh --stand-in rehearses the GPU
+// checks with it on a machine without a GPU).
+func Library(tb testing.TB) string {
+	tb.Helper()
+	lib := os.Getenv("MESHNODE_CUDA_LIBRARY")
+	if lib == "stand-in" {
+		return Path(tb)
+	}
+	return lib
+}
+
 // Hooks are the stand-in's test entry points beyond the driver API.
 type Hooks struct {
 	live      func() int64

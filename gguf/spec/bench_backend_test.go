@@ -31,11 +31,7 @@ func benchBackend(b *testing.B, threads int) backend.Backend {
 	case "", "cpu":
 		return cpu.New(cpu.Options{Threads: threads})
 	case "cuda":
-		lib := os.Getenv("MESHNODE_CUDA_LIBRARY")
-		if lib == "stand-in" {
-			lib = cudaemu.Path(b)
-		}
-		be, err := cuda.New(cuda.Options{Library: lib})
+		be, err := cuda.New(cuda.Options{Library: cudaemu.Library(b)})
 		if errors.Is(err, cuda.ErrNoDevice) {
 			b.Skipf("BENCH_BACKEND=cuda: %v", err)
 		}
