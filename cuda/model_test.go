@@ -54,15 +54,7 @@ func fixture(t testing.TB, arch, ft string) *gguf.File {
 	if err != nil {
 		t.Skipf("vocabulary source: %v", err)
 	}
-	b, err := modeltest.Generate(modeltest.Fixture(arch, ft), md)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := gguf.Parse(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
+	return modeltest.Parsed(t, modeltest.Fixture(arch, ft), md)
 }
 
 // greedy runs the prompt and steps greedy tokens, returning each step's

@@ -1,12 +1,12 @@
 package metal_test
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/spec/spectest"
+	"github.com/meshnode/meshnode/metal/metalemu"
 )
 
 // The speculation suite (spectest.Suite): the llama fixture in Q4_K_M
@@ -30,7 +30,7 @@ func TestGPUSpeculation(t *testing.T) {
 	be := newGPU(t)
 	defer be.Close()
 	builtin := filepath.Join("..", "models")
-	if os.Getenv("MESHNODE_METAL_DEVICE") == "stand-in" {
+	if metalemu.StandIn() {
 		builtin = ""
 	}
 	spectest.Suite(t, be, nil, fixture(t, "llama", "Q4_K_M"), fixture(t, "llama", "Q8_0"), builtin)

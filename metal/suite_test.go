@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"runtime"
 	"testing"
 	"time"
@@ -71,11 +70,10 @@ func newEmu(t testing.TB, cfg metalemu.Config) (*metal.Backend, *metalemu.Device
 }
 
 // gpuDevice is the device of the GPU tests and the benchmark: the
-// system's default Metal device, or, with MESHNODE_METAL_DEVICE=stand-in,
-// the CPU stand-in (scripts/metal-check.sh --stand-in rehearses the Mac's
-// checks with it).
+// system's default Metal device, or the CPU stand-in where
+// metalemu.StandIn says.
 func gpuDevice(tb testing.TB) mtl.Device {
-	if os.Getenv("MESHNODE_METAL_DEVICE") == "stand-in" {
+	if metalemu.StandIn() {
 		return newEmuDevice(tb, emuConfig)
 	}
 	return nil

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/backend"
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/model"
@@ -45,14 +44,7 @@ func testMoEReads(t *testing.T, arch string) {
 	}
 	spec := modeltest.Fixture(arch, "Q8_0")
 	spec.ExpertFF = 384 // no other matrix of the model has this shape
-	file, err := modeltest.Generate(spec, md)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := gguf.Parse(file)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := modeltest.Parsed(t, spec, md)
 	cb := cpu.New(cpu.Options{Threads: 1})
 	defer cb.Close()
 	be := &readCounter{Backend: cb, read: map[backend.Weight]bool{}}
@@ -107,15 +99,8 @@ func TestGptOssNeedsFeatures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	file, err := modeltest.Generate(modeltest.Spec{Arch: "gpt-oss", FileType: "Q8_0", Embd: 64, Layers: 2, Heads: 2, KVHeads: 1,
+	f := modeltest.Parsed(t, modeltest.Spec{Arch: "gpt-oss", FileType: "Q8_0", Embd: 64, Layers: 2, Heads: 2, KVHeads: 1,
 		FF: 128, Vocab: 300, Context: 256, Seed: 1}, md)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := gguf.Parse(file)
-	if err != nil {
-		t.Fatal(err)
-	}
 	cb := cpu.New(cpu.Options{Threads: 1})
 	defer cb.Close()
 	_, err = model.Load(f, plainBackend{cb})

@@ -41,14 +41,7 @@ func TestStagesBitExact(t *testing.T) {
 			for _, layers := range counts {
 				t.Run(fixtureName(arch, ft)+"/"+strconv.Itoa(layers)+"-layers", func(t *testing.T) {
 					spec := modeltest.StageFixture(arch, ft, layers)
-					file, err := modeltest.Generate(spec, md)
-					if err != nil {
-						t.Fatal(err)
-					}
-					f, err := gguf.Parse(file)
-					if err != nil {
-						t.Fatal(err)
-					}
+					f := modeltest.Parsed(t, spec, md)
 					if modeltest.Hybrid(arch) {
 						checkStageRefused(t, f, be)
 						return
@@ -124,14 +117,7 @@ func TestStagesF16Close(t *testing.T) {
 				// Blocks 4 and 5 read 2's and 3's KV: split before 2.
 				layers, layout = 6, []model.LayerRange{{Lo: 0, Hi: 1}, {Lo: 1, Hi: 2}, {Lo: 2, Hi: 6}}
 			}
-			file, err := modeltest.Generate(modeltest.StageFixture(arch, "Q8_0", layers), md)
-			if err != nil {
-				t.Fatal(err)
-			}
-			f, err := gguf.Parse(file)
-			if err != nil {
-				t.Fatal(err)
-			}
+			f := modeltest.Parsed(t, modeltest.StageFixture(arch, "Q8_0", layers), md)
 			if modeltest.Hybrid(arch) {
 				checkStageRefused(t, f, cpu.New(cpu.Options{}))
 				return
@@ -431,15 +417,7 @@ func TestGemma4Stages(t *testing.T) {
 	be := cpu.New(cpu.Options{Threads: 2})
 	defer be.Close()
 	load := func(spec modeltest.Spec) *gguf.File {
-		file, err := modeltest.Generate(spec, md)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := gguf.Parse(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return f
+		return modeltest.Parsed(t, spec, md)
 	}
 
 	// 6 layers, 4 and 5 reading 2's (SWA) and 3's (full) KV.

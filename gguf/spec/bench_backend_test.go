@@ -43,7 +43,7 @@ func benchBackend(b *testing.B, threads int) backend.Backend {
 		return be
 	case "metal":
 		var opt metal.Options
-		if os.Getenv("MESHNODE_METAL_DEVICE") == "stand-in" {
+		if metalemu.StandIn() {
 			d, err := metalemu.Open(metalemu.Path(b), metalemu.Config{})
 			if err != nil {
 				b.Fatal(err)

@@ -98,14 +98,7 @@ func TestMeasureShortContext(t *testing.T) {
 	load := func(arch string, context int) *model.Model {
 		spec := modeltest.Fixture(arch, "Q8_0")
 		spec.Context = context
-		file, err := modeltest.Generate(spec, src.Metadata)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := gguf.Parse(file)
-		if err != nil {
-			t.Fatal(err)
-		}
+		f := modeltest.Parsed(t, spec, src.Metadata)
 		m, err := model.Load(f, be)
 		if err != nil {
 			t.Fatal(err)

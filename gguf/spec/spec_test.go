@@ -52,14 +52,7 @@ func fixture(t *testing.T, be *cpu.Backend, arch, ft string) loaded {
 	if err != nil {
 		t.Fatal(err)
 	}
-	file, err := modeltest.Generate(modeltest.Fixture(arch, ft), src.Metadata)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := gguf.Parse(file)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := modeltest.Parsed(t, modeltest.Fixture(arch, ft), src.Metadata)
 	m, err := model.Load(f, be)
 	if err != nil {
 		t.Fatal(err)
@@ -172,7 +165,7 @@ func TestGreedyExact(t *testing.T) {
 					}
 					// Drafts mostly wrong, every round: rejections and
 					// trims at every position of the window.
-					got, st3 := speculate(t, target.m, prompt, n, p, junk{}, spec.Fixed(3))
+					got, st3 := speculate(t, target.m, prompt, n, p, spectest.JunkDrafts(target.m.Config().VocabSize), spec.Fixed(3))
 					if !slices.Equal(got, want) || st3.Proposed == 0 {
 						t.Fatalf("%+v, junk drafts: speculative %v, plain %v (%+v)", p, got, want, st3)
 					}
@@ -181,17 +174,6 @@ func TestGreedyExact(t *testing.T) {
 			})
 		}
 	}
-}
-
-// junk proposes the last token plus 1, 2, … : mostly wrong drafts.
-type junk struct{}
-
-func (junk) Propose(_ context.Context, seq []uint32, _, k int) ([]spec.Draft, error) {
-	d := make([]spec.Draft, k)
-	for i := range d {
-		d[i] = spec.Draft{Token: (seq[len(seq)-1] + uint32(i) + 1) % 1000}
-	}
-	return d, nil
 }
 
 // TestGreedyExactFortunes: the same on the trained built-in model, with
@@ -373,14 +355,7 @@ func TestSameShape(t *testing.T) {
 	}
 	narrow := modeltest.Fixture("llama", "Q8_0")
 	narrow.Layers = 1
-	file, err := modeltest.Generate(narrow, src.Metadata)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := gguf.Parse(file)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := modeltest.Parsed(t, narrow, src.Metadata)
 	if spec.SameShape(q8.f, f) {
 		t.Error("a one-layer fixture has the two-layer fixture's shape")
 	}

@@ -207,6 +207,12 @@ func Path(tb testing.TB) string {
 	return p
 }
 
+// StandIn says whether MESHNODE_METAL_DEVICE=stand-in asks the GPU tests
+// and benchmarks, which otherwise take the system's Metal device, for the
+// stand-in (scripts/metal-check.sh --stand-in rehearses the Mac's checks
+// with it).
+func StandIn() bool { return os.Getenv("MESHNODE_METAL_DEVICE") == "stand-in" }
+
 // ProgramPath is Path for a library of another program (the stand-in's own
 // tests run kernels that break Metal's rules).
 func ProgramPath(tb testing.TB, files []msl.File) string {

@@ -22,6 +22,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"testing"
 
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/backend"
@@ -326,6 +327,21 @@ func Generate(s Spec, vocab *gguf.Metadata) ([]byte, error) {
 		}
 	}
 	return w.Bytes()
+}
+
+// Parsed is Generate's model of s, parsed: a test's fixture, held in
+// memory. It fails tb where the model cannot be made.
+func Parsed(tb testing.TB, s Spec, vocab *gguf.Metadata) *gguf.File {
+	tb.Helper()
+	b, err := Generate(s, vocab)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	f, err := gguf.Parse(b)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return f
 }
 
 // WriteRandom writes a model of s's shape to out for speed measurements:

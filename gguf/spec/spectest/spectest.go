@@ -137,7 +137,7 @@ func Generate(ctx context.Context, ms Models, prompt []uint32, n int, p sample.P
 	case Lookup:
 		prop = spec.Lookup{}
 	case Junk:
-		prop = junk(m.Config().VocabSize)
+		prop = JunkDrafts(m.Config().VocabSize)
 	case Draft:
 		if ms.Draft == nil {
 			return nil, spec.Stats{}, errors.New("no draft model")
@@ -166,11 +166,13 @@ func Generate(ctx context.Context, ms Models, prompt []uint32, n int, p sample.P
 	return out, st, nil
 }
 
-// junk proposes the last token plus 1, 2, …: drafts that are mostly
-// wrong, so that windows are rejected at every position.
-type junk int
+// JunkDrafts proposes the last token plus 1, 2, … (modulo its value, the
+// vocabulary's size): drafts that are mostly wrong, so that windows are
+// rejected at every position.
+type JunkDrafts int
 
-func (v junk) Propose(_ context.Context, seq []uint32, _, k int) ([]spec.Draft, error) {
+// Propose implements spec.Proposer.
+func (v JunkDrafts) Propose(_ context.Context, seq []uint32, _, k int) ([]spec.Draft, error) {
 	d := make([]spec.Draft, k)
 	for i := range d {
 		d[i] = spec.Draft{Token: (seq[len(seq)-1] + uint32(i) + 1) % uint32(v)}

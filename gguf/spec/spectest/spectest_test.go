@@ -22,15 +22,7 @@ func fixture(t *testing.T, ft string) *gguf.File {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { src.Close() })
-	b, err := modeltest.Generate(modeltest.Fixture("llama", ft), src.Metadata)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := gguf.Parse(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
+	return modeltest.Parsed(t, modeltest.Fixture("llama", ft), src.Metadata)
 }
 
 // TestCPUPasses: the CPU backend passes the checks against itself, on the
