@@ -110,7 +110,29 @@ func (s *servedModel) Prepare(ctx context.Context, g *api.Generation) (api.Prepa
 		}
 		p.pieces, p.top = pieces, g.TopLogprobs
 	}
+	if g.Speculative != nil && *g.Speculative {
+		if why := s.noSpeculation(g); why != "" {
+			e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option", `"speculative": true, but %s`, why)
+			e.Param = "speculative"
+			return nil, e
+		}
+	}
 	return p, nil
+}
+
+// noSpeculation says why a serve of g could not speculate ("" where it
+// may): an explicit "speculative": true that would decode plainly is
+// refused rather than ignored. Replays do not ask (Replay calls
+// prepare): a greedy serve's tokens are the same either way.
+func (s *servedModel) noSpeculation(g *api.Generation) string {
+	if d, ok := s.in.m.(drafting); !ok || d.Draft() == "" {
+		return fmt.Sprintf(`model %q has no draft (draft = "NAME" or "lookup" in its [[model]] section gives it one)`, s.in.m.Name())
+	}
+	if g.Grammar != nil {
+		// The engines do not check drafts against the grammar.
+		return "constrained output (response_format, or tools the reply must call) decodes without speculation"
+	}
+	return ""
 }
 
 // ToolFormat implements api.ToolModel: the model's chat template's call

@@ -3,6 +3,7 @@ package node
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -85,6 +86,36 @@ func TestSpeculativeServesReplay(t *testing.T) {
 	if res := replay(n2, greedy, ge); res.Verdict != api.VerdictVerified {
 		t.Errorf("the greedy serve that speculated, replayed without the draft: %+v", res)
 	}
+}
+
+// TestSpeculativeTrueRefused: "speculative": true is honoured where the
+// serve can speculate, and where it cannot (constrained output, a model
+// without a draft) is a 400 naming the field and saying why, not a plain
+// decode.
+func TestSpeculativeTrueRefused(t *testing.T) {
+	const prompt = "The cat sat on the mat. The cat sat on the mat. The cat sat on the mat."
+	on := `{"model":"` + fortunesModel + `","max_tokens":16,"prompt":"` + prompt + `","speculative":true}`
+	constrained := `{"model":"` + fortunesModel + `","max_tokens":8,"speculative":true,"response_format":{"type":"json_object"},"messages":[{"role":"user","content":"Is it true?"}]}`
+	refused := func(n *Node, path, body, why string) {
+		t.Helper()
+		code, v := answerOf(t, n, path, body)
+		e, _ := v["error"].(map[string]any)
+		if code != http.StatusBadRequest || e["param"] != "speculative" || e["code"] != "unsupported_option" || !strings.Contains(fmt.Sprint(e["message"]), why) {
+			t.Errorf("%s: %d %v, want a 400 on speculative saying %q", body, code, v, why)
+		}
+	}
+
+	n, _ := startNode(t, Config{Model: []ModelConfig{{Path: fortunesPath(t), Draft: DraftLookup, DraftPrices: DraftPricesFiles}}})
+	_, energy := generate(t, n, "/v1/completions", on)
+	if p, _ := specCounts(t, energy); p == 0 {
+		t.Error(`"speculative": true with a draft did not speculate`)
+	}
+	refused(n, "/v1/chat/completions", constrained, "constrained output")
+	generate(t, n, "/v1/chat/completions", strings.Replace(constrained, `"speculative":true`, `"speculative":false`, 1))
+
+	plain, _ := startNode(t, Config{Model: []ModelConfig{{Path: fortunesPath(t)}}})
+	refused(plain, "/v1/completions", on, "has no draft")
+	generate(t, plain, "/v1/completions", strings.Replace(on, `"speculative":true`, `"speculative":false`, 1))
 }
 
 // TestDraftConfig: a model's draft is "lookup" or a model of the models
