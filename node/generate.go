@@ -284,6 +284,9 @@ func (p *preparedGeneration) Generate(ctx context.Context, emit func(api.Delta) 
 	energy := energyOf(served.Receipt)
 	energy.Seed = p.drawn
 	s.metrics.ObserveTokens(m.Name(), len(p.ids), len(served.Output))
+	if r := &served.Receipt.Receipt; r.SpecProposed > 0 {
+		s.metrics.ObserveSpeculation(m.Name(), int(r.SpecProposed), int(r.SpecAccepted))
+	}
 	return &api.Result{
 		PromptTokens:     len(p.ids),
 		CompletionTokens: len(served.Output),

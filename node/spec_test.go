@@ -59,6 +59,13 @@ func TestSpeculativeServesReplay(t *testing.T) {
 	if p, _ := specCounts(t, oe); p != 0 {
 		t.Fatalf(`"speculative": false speculated %d drafts`, p)
 	}
+	// /metrics counts what the receipts say.
+	sp, sa := specCounts(t, se)
+	gp, ga := specCounts(t, ge)
+	m := scrapeMetrics(t, n)
+	if d, a := metricValue(m, "meshnode_spec_draft_tokens_total", "model", fortunesModel), metricValue(m, "meshnode_spec_accepted_tokens_total", "model", fortunesModel); d != float64(sp+gp) || a != float64(sa+ga) {
+		t.Errorf("/metrics: %v drafts, %v accepted; the receipts say %d and %d", d, a, sp+gp, sa+ga)
+	}
 	replay := func(n *Node, request string, energy json.RawMessage) api.ReplayResult {
 		t.Helper()
 		body, _ := json.Marshal(map[string]any{"request": json.RawMessage(request), "energy": energy})

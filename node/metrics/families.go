@@ -14,6 +14,8 @@ const (
 	familyRunning          = "meshnode_generations_running"
 	familyPromptTokens     = "meshnode_prompt_tokens_total"
 	familyCompletionTokens = "meshnode_completion_tokens_total"
+	familySpecDrafts       = "meshnode_spec_draft_tokens_total"
+	familySpecAccepted     = "meshnode_spec_accepted_tokens_total"
 	familyTTFT             = "meshnode_time_to_first_token_seconds"
 	familyITL              = "meshnode_inter_token_latency_seconds"
 	familyReceipts         = "meshnode_receipts_total"
@@ -35,6 +37,8 @@ var families = []family{
 	{familyRunning, "gauge", "Generations holding a slot, by model."},
 	{familyPromptTokens, "counter", "Prompt tokens of the generations served here, by model."},
 	{familyCompletionTokens, "counter", "Completion tokens of the generations served here, by model."},
+	{familySpecDrafts, "counter", "Draft tokens speculative decoding proposed and the model verified (receipts' spec_proposed), by model."},
+	{familySpecAccepted, "counter", "Draft tokens the model accepted (receipts' spec_accepted), by model."},
 	{familyTTFT, "histogram", "Time from a request's arrival to its first generated token, by model."},
 	{familyITL, "histogram", "Time between consecutive generated tokens, by model."},
 	{familyReceipts, "counter", "Receipts sealed, by energy provenance grade."},

@@ -83,6 +83,7 @@ type modelMetrics struct {
 	label              string
 	ttft, itl          *vm.PrometheusHistogram
 	prompt, completion *vm.Counter
+	drafts, accepted   *vm.Counter
 	load               *vm.Gauge
 }
 
@@ -158,6 +159,23 @@ func (m *Metrics) ObserveTokens(model string, prompt, completion int) {
 	m.mu.Unlock()
 	p.Add(prompt)
 	c.Add(completion)
+}
+
+// ObserveSpeculation counts a served generation's speculative drafts: the
+// tokens proposed and verified, and those the model accepted. Their ratio
+// is the acceptance rate the windows were sized by.
+func (m *Metrics) ObserveSpeculation(model string, proposed, accepted int) {
+	m.mu.Lock()
+	mm := m.modelLocked(model)
+	if mm.drafts == nil {
+		l := labels("model", mm.label)
+		mm.drafts = m.set.GetOrCreateCounter(familySpecDrafts + l)
+		mm.accepted = m.set.GetOrCreateCounter(familySpecAccepted + l)
+	}
+	d, a := mm.drafts, mm.accepted
+	m.mu.Unlock()
+	d.Add(proposed)
+	a.Add(accepted)
 }
 
 // ObserveTTFT records a generation's time to its first token, from the
