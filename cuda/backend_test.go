@@ -14,6 +14,7 @@ import (
 	"github.com/meshnode/meshnode/cuda/driver"
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/backend"
+	"github.com/meshnode/meshnode/gguf/backend/backendtest"
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/model/modeltest"
 	"github.com/meshnode/meshnode/gguf/quant"
@@ -75,11 +76,11 @@ func TestArchSelection(t *testing.T) {
 			t.Errorf("%d.%d loaded %s, want %s", c.major, c.minor, got, c.arch)
 		}
 		p := newPair(t, be)
-		w := p.weight(quant.Q4_K, 8, 256, p.encode(quant.Q4_K, 8, 256, 1))
-		x, y := p.tensor(1, 256, p.random(256, 1)), p.tensor(1, 8, nil)
-		p.cpu.MatMul(y.c, w.c, x.c)
-		p.dev.MatMul(y.d, w.d, x.d)
-		p.compare("matmul", c.arch, y)
+		w := p.Weight(quant.Q4_K, 8, 256, p.Encode(quant.Q4_K, 8, 256, 1))
+		x, y := p.Tensor(1, 256, p.Random(256, 1)), p.Tensor(1, 8, nil)
+		p.CPU.MatMul(y.C, w.C, x.C)
+		p.Dev.MatMul(y.D, w.D, x.D)
+		p.Compare("matmul", c.arch, y)
 		be.Close()
 	}
 }
@@ -243,13 +244,13 @@ func TestJoinedLaunches(t *testing.T) {
 	defer be.Close()
 	p := newPair(t, be)
 	const cols = 256
-	wq := p.weight(quant.Q4_K, 64, cols, p.encode(quant.Q4_K, 64, cols, 1))
-	wk := p.weight(quant.Q4_K, 32, cols, p.encode(quant.Q4_K, 32, cols, 1))
-	wv := p.weight(quant.Q4_K, 32, cols, p.encode(quant.Q4_K, 32, cols, 1))
-	w8 := p.weight(quant.Q8_0, 32, cols, p.encode(quant.Q8_0, 32, cols, 1))
+	wq := p.Weight(quant.Q4_K, 64, cols, p.Encode(quant.Q4_K, 64, cols, 1))
+	wk := p.Weight(quant.Q4_K, 32, cols, p.Encode(quant.Q4_K, 32, cols, 1))
+	wv := p.Weight(quant.Q4_K, 32, cols, p.Encode(quant.Q4_K, 32, cols, 1))
+	w8 := p.Weight(quant.Q8_0, 32, cols, p.Encode(quant.Q8_0, 32, cols, 1))
 	for _, n := range []int{1, 5} {
-		x := p.tensor(n, cols, p.random(n*cols, 1))
-		q, k, v, o := p.tensor(n, 64, nil), p.tensor(n, 32, nil), p.tensor(n, 32, nil), p.tensor(n, 32, nil)
+		x := p.Tensor(n, cols, p.Random(n*cols, 1))
+		q, k, v, o := p.Tensor(n, 64, nil), p.Tensor(n, 32, nil), p.Tensor(n, 32, nil), p.Tensor(n, 32, nil)
 		r := backend.RoPE{Dims: 16, Base: 10000, FreqScale: 1}
 		before := be.Stats().Launches
 		for _, side := range []struct {
@@ -259,8 +260,8 @@ func TestJoinedLaunches(t *testing.T) {
 			wq, wk     backend.Weight
 			wv, w8     backend.Weight
 		}{
-			{p.cpu, x.c, q.c, k.c, v.c, o.c, wq.c, wk.c, wv.c, w8.c},
-			{p.dev, x.d, q.d, k.d, v.d, o.d, wq.d, wk.d, wv.d, w8.d},
+			{p.CPU, x.C, q.C, k.C, v.C, o.C, wq.C, wk.C, wv.C, w8.C},
+			{p.Dev, x.D, q.D, k.D, v.D, o.D, wq.D, wk.D, wv.D, w8.D},
 		} {
 			side.be.MatMul(side.q, side.wq, side.x)
 			side.be.MatMul(side.k, side.wk, side.x)
@@ -269,10 +270,10 @@ func TestJoinedLaunches(t *testing.T) {
 			side.be.RoPE(side.q, 16, 3, &r)
 			side.be.RoPE(side.k, 16, 3, &r)
 		}
-		p.compare("matmul", "q", q)
-		p.compare("matmul", "k", k)
-		p.compare("matmul", "v", v)
-		p.compare("matmul", "other type", o)
+		p.Compare("matmul", "q", q)
+		p.Compare("matmul", "k", k)
+		p.Compare("matmul", "v", v)
+		p.Compare("matmul", "other type", o)
 		// Q8_K and Q8_0 quantisations, the joined product, the other
 		// product, the joined rotation (and the writes of x).
 		if got := be.Stats().Launches - before; got != 5+1 {
@@ -288,22 +289,22 @@ func TestAddNorm(t *testing.T) {
 	defer be.Close()
 	p := newPair(t, be)
 	const rows, cols = 3, 320
-	w := p.weight(quant.F32, 1, cols, f32bytes(p.random(cols, 1)))
-	x, a, h := p.tensor(rows, cols, p.random(rows*cols, 1)), p.tensor(rows, cols, p.random(rows*cols, 1)), p.tensor(rows, cols, nil)
+	w := p.Weight(quant.F32, 1, cols, backendtest.F32Bytes(p.Random(cols, 1)))
+	x, a, h := p.Tensor(rows, cols, p.Random(rows*cols, 1)), p.Tensor(rows, cols, p.Random(rows*cols, 1)), p.Tensor(rows, cols, nil)
 	before := be.Stats().Launches
 	for _, s := range []struct {
 		be      backend.Backend
 		x, a, h backend.Tensor
 		w       backend.Weight
-	}{{p.cpu, x.c, a.c, h.c, w.c}, {p.dev, x.d, a.d, h.d, w.d}} {
+	}{{p.CPU, x.C, a.C, h.C, w.C}, {p.Dev, x.D, a.D, h.D, w.D}} {
 		s.be.Add(s.x, s.a)
 		s.be.RMSNorm(s.h, s.x, s.w, 1e-5)
 		s.be.Add(s.x, s.a)
 		s.be.RMSNorm(s.a, s.x, s.w, 1e-6) // into the addend
 	}
-	p.compare("rmsnorm", "sum", x)
-	p.compare("rmsnorm", "norm", h)
-	p.compare("rmsnorm", "norm into the addend", a)
+	p.Compare("rmsnorm", "sum", x)
+	p.Compare("rmsnorm", "norm", h)
+	p.Compare("rmsnorm", "norm into the addend", a)
 	// Two writes (x and a) and two fused launches.
 	if got := be.Stats().Launches - before; got != 2+2 {
 		t.Errorf("%d launches, want 4", got)
