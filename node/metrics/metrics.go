@@ -162,8 +162,8 @@ func (m *Metrics) ObserveTokens(model string, prompt, completion int) {
 }
 
 // ObserveSpeculation counts a served generation's speculative drafts: the
-// tokens proposed and verified, and those the model accepted. Their ratio
-// is the acceptance rate the windows were sized by.
+// tokens proposed and verified, and those the model accepted (their
+// ratio is the share of drafts that stood).
 func (m *Metrics) ObserveSpeculation(model string, proposed, accepted int) {
 	m.mu.Lock()
 	mm := m.modelLocked(model)
