@@ -20,6 +20,7 @@ import (
 type ggufModel struct {
 	m     *ggufengine.Model
 	facts gguf.Facts
+	draft string // the configured draft: a model's name, "lookup" or ""
 }
 
 // openGGUF loads one model: it maps the file, hashes it for the weights
@@ -56,7 +57,7 @@ func openGGUF(s modelSpec, backend string, sessions int, memBytes uint64, log *s
 	if err != nil {
 		return nil, err
 	}
-	return &ggufModel{m: m, facts: m.Facts()}, nil
+	return &ggufModel{m: m, facts: m.Facts(), draft: s.Draft}, nil
 }
 
 func (g *ggufModel) Name() string          { return g.m.Name() }
@@ -87,6 +88,9 @@ func (g *ggufModel) Embed(ctx context.Context, inputs [][]uint32) ([][]float32, 
 
 // Draft names the model's speculative proposer ("" for none).
 func (g *ggufModel) Draft() string { return g.m.Draft() }
+
+// DraftName is the draft as configured ("" for none).
+func (g *ggufModel) DraftName() string { return g.draft }
 
 // Slots is how many generations the engine batches at once.
 func (g *ggufModel) Slots() int { return g.m.Slots() }

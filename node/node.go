@@ -594,6 +594,9 @@ func (n *Node) Status() Status {
 		if sm, ok := in.m.(interface{ Slots() int }); ok {
 			ms.Slots = sm.Slots()
 		}
+		if dm, ok := in.m.(interface{ DraftName() string }); ok {
+			ms.Draft = dm.DraftName()
+		}
 		if sm := n.splitModel(in.m.Name()); sm != nil {
 			ms.Split = sm.status()
 		}
@@ -661,6 +664,9 @@ type ModelStatus struct {
 
 	// Slots is how many generations run at once, batched together.
 	Slots int `json:"slots"`
+	// Draft is the model's speculative proposer as configured: a draft
+	// model's name or "lookup"; absent without one (docs/engine.md).
+	Draft string `json:"draft,omitempty"`
 }
 
 // AdmissionName is a peer's inference admission state as /api/status

@@ -98,7 +98,7 @@ func TestSpeculativeServesReplay(t *testing.T) {
 // TestSpeculativeTrueRefused: "speculative": true is honoured where the
 // serve can speculate, and where it cannot (constrained output, a model
 // without a draft) is a 400 naming the field and saying why, not a plain
-// decode.
+// decode; /api/status names each model's draft.
 func TestSpeculativeTrueRefused(t *testing.T) {
 	const prompt = "The cat sat on the mat. The cat sat on the mat. The cat sat on the mat."
 	on := `{"model":"` + fortunesModel + `","max_tokens":16,"prompt":"` + prompt + `","speculative":true}`
@@ -113,6 +113,9 @@ func TestSpeculativeTrueRefused(t *testing.T) {
 	}
 
 	n, _ := startNode(t, Config{Model: []ModelConfig{{Path: fortunesPath(t), Draft: DraftLookup, DraftPrices: DraftPricesFiles}}})
+	if ms := n.Status().Models; len(ms) != 1 || ms[0].Draft != DraftLookup {
+		t.Errorf("status models %+v, want one with draft %q", ms, DraftLookup)
+	}
 	_, energy := generate(t, n, "/v1/completions", on)
 	if p, _ := specCounts(t, energy); p == 0 {
 		t.Error(`"speculative": true with a draft did not speculate`)
@@ -121,6 +124,9 @@ func TestSpeculativeTrueRefused(t *testing.T) {
 	generate(t, n, "/v1/chat/completions", strings.Replace(constrained, `"speculative":true`, `"speculative":false`, 1))
 
 	plain, _ := startNode(t, Config{Model: []ModelConfig{{Path: fortunesPath(t)}}})
+	if ms := plain.Status().Models; len(ms) != 1 || ms[0].Draft != "" {
+		t.Errorf("status models %+v, want one without a draft", ms)
+	}
 	refused(plain, "/v1/completions", on, "has no draft")
 	generate(t, plain, "/v1/completions", strings.Replace(on, `"speculative":true`, `"speculative":false`, 1))
 }

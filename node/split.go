@@ -238,6 +238,9 @@ func (sm *splitModel) Backend() string       { return "cpu" }
 // sampled request that may speculate names it.
 func (sm *splitModel) Draft() string { return sm.eng.Draft() }
 
+// DraftName is the draft as configured ("" for none).
+func (sm *splitModel) DraftName() string { return sm.spec.Draft }
+
 // Slots is how many generations run at once: as many as the stages hold
 // sessions for.
 func (sm *splitModel) Slots() int { return splitSeqs }

@@ -153,7 +153,8 @@ func fakeAPI(t *testing.T, n *controltest.Node) *httptest.Server {
 	status := map[string]any{
 		"node_id": node.ID().String(), "did": node.DIDKey(), "version": "1.4.0", "uptime": "3h2m1s",
 		"steward": map[string]any{"next_sequence": 42, "last_envelope": "9f8e7d6c5b4a39281706f5e4d3c2b1a09f8e7d6c5b4a39281706f5e4d3c2b1a0"},
-		"models":  []any{map[string]any{"name": "meshnode-fortunes-q8_0", "context": 2048, "size_bytes": 13_107_200}},
+		"models": []any{map[string]any{"name": "meshnode-fortunes-q8_0", "context": 2048, "size_bytes": 13_107_200, "draft": "lookup"},
+			map[string]any{"name": "meshnode-fortunes-f16", "context": 256, "size_bytes": 27_721_728}},
 		"peers": []any{
 			map[string]any{"id": peer.ID().String(), "addrs": []string{"192.168.1.20:9338", "10.0.0.2:9338"}, "rtt_ms": 1.25,
 				"models": []string{"qwen2-0.5b", "tinyllama"}, "admission": "accepting"},

@@ -22,6 +22,8 @@ type statusDoc struct {
 		Name      string `json:"name"`
 		Context   int    `json:"context"`
 		SizeBytes uint64 `json:"size_bytes"`
+		// Draft is the speculative proposer configured (node.ModelStatus).
+		Draft string `json:"draft"`
 		// Split is the plan of a model split across peers (node.SplitStatus).
 		Split *splitDoc `json:"split"`
 	} `json:"models"`
@@ -129,9 +131,9 @@ func printStatus(c *cli.Context, st *statusDoc) error {
 		}
 		fmt.Fprintf(w, "Serving nothing: %s.\n", strings.TrimSuffix(msg, "."))
 	} else {
-		t := newTable(w, "SERVING", "CONTEXT", "SIZE")
+		t := newTable(w, "SERVING", "CONTEXT", "SIZE", "DRAFT")
 		for _, m := range st.Models {
-			t.row(m.Name, strconv.Itoa(m.Context), humanBytes(m.SizeBytes))
+			t.row(m.Name, strconv.Itoa(m.Context), humanBytes(m.SizeBytes), orDash(m.Draft))
 		}
 		if err := t.flush(); err != nil {
 			return err
