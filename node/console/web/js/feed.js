@@ -82,7 +82,7 @@ function renderModels() {
   const where = new Map();
   const add = (m, w) => { if (!where.has(m)) where.set(m, []); where.get(m).push(w); };
   if (status) {
-    for (const m of status.models || []) add(m.name, `here (${m.backend})`);
+    for (const m of status.models || []) add(m.name, `here (${m.backend}${m.draft ? `, drafts by ${m.draft}` : ''})`);
     for (const p of status.peers || []) for (const m of p.models || []) add(m, short(p.hostname || p.id, 12));
   }
   for (const m of stats.keys()) if (!where.has(m)) where.set(m, []);
