@@ -203,6 +203,26 @@ qemu-arm64:
 		echo "model on $$c"; (cd gguf/model && qemu-aarch64-static -cpu $$c $$d/model.test -test.run '^(TestLogitsArePinned|TestParity)$$/^gpt-oss-'); \
 	done
 
+# The amd64 kernels on x86-64 CPUs other than this machine's, under
+# qemu-x86_64-static (Debian's qemu-user-static; its TCG has no AVX-512, so
+# an AVX-512 instruction on these paths would stop the test): Haswell (AVX2,
+# FMA and F16C: the AVX2 tiles and row kernels, the 8-lane exponentials and
+# SiLU, no int8 head shadow; the CPUID bits TCG lacks switched off, so that
+# qemu does not warn) and Nehalem (no AVX: the Go kernels). gguf/quant's
+# kernels against their Go twins, gguf/cpu's tests and gguf/model's pinned
+# logits digest: the same bits as the AVX-512 kernels give. qemu's timings
+# are no speed figures.
+QEMU_AMD64_CPUS = Haswell,-pcid,-x2apic,-tsc-deadline,-hle,-invpcid,-rtm Nehalem
+.PHONY: qemu-amd64
+qemu-amd64:
+	@set -e; d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; \
+	for p in quant cpu model; do CGO_ENABLED=0 GOARCH=amd64 $(GO) test -c -o $$d/$$p.test ./gguf/$$p; done; \
+	for c in $(QEMU_AMD64_CPUS); do \
+		echo "quant on $${c%%,*}"; (cd gguf/quant && qemu-x86_64-static -cpu $$c $$d/quant.test -test.run 'SIMD|MatMul|MatVecRows|NoFused|WideRows'); \
+		echo "cpu on $${c%%,*}"; (cd gguf/cpu && qemu-x86_64-static -cpu $$c $$d/cpu.test); \
+		echo "model on $${c%%,*}"; (cd gguf/model && qemu-x86_64-static -cpu $$c $$d/model.test -test.run '^TestLogitsArePinned$$'); \
+	done
+
 # Speculative decoding: greedy decode tok/s with and without speculation,
 # acceptance, the draft's measured cost c and the speedup against the ideal
 # E/(K·c+1), for the built-in F16 with its Q8_0, its Q4_0 (made once in
