@@ -237,6 +237,16 @@ qemu-amd64:
 bench-spec:
 	MESHNODE_BENCH_SPEC=1 MESHNODE_MODELS=$${MESHNODE_MODELS:-$(abspath ../shared/models)} CGO_ENABLED=0 $(GO) test ./gguf/spec/ -run '^$$' -bench '^BenchmarkSpeculative$$' -benchtime 1x -timeout 60m -v
 
+# Sampled serves (temperature 0.7) of the built-in F16 with each of its
+# proposers: plain, speculating whatever the measured prices say (windows
+# priced by the files), and as the engine serves them (speculating only
+# where spec.Prices.SampledPays says); the sampled prices measured at
+# load and tok/s (gguf/spec/bench_sampled_test.go). Knobs: BENCH_TG,
+# BENCH_SEEDS, BENCH_THREADS, BENCH_BACKEND, MESHNODE_MODELS.
+.PHONY: bench-spec-sampled
+bench-spec-sampled:
+	MESHNODE_BENCH_SPEC=1 MESHNODE_MODELS=$${MESHNODE_MODELS:-$(abspath ../shared/models)} CGO_ENABLED=0 $(GO) test ./gguf/spec/ -run '^$$' -bench '^BenchmarkSampledSpeculation$$' -benchtime 1x -timeout 30m
+
 # Concurrent speculating serves with their drafts stepped together on the
 # draft model's scheduler against each on its own session, beside plain
 # decoding (node/engine/ggufengine/bench_spec_test.go; docs/engine.md,

@@ -50,6 +50,12 @@ type Energy struct {
 	// none. It is part of the receipt's request id, so a replay needs
 	// it: POST /v1/mesh/replay reads it from the energy object shown.
 	Seed *uint64 `json:"seed,omitempty"`
+	// Draft is the draft the node named for a sampled request that may
+	// speculate ("lookup", a draft model's digest, or "" where sampled
+	// speculation does not pay here): part of the request id, and what
+	// the node measured at load decides it, so a replay reads it from
+	// here as it reads Seed.
+	Draft *string `json:"draft,omitempty"`
 }
 
 func energyOf(s *receipt.Sealed) *Energy {
@@ -100,6 +106,10 @@ func (s *servedModel) Prepare(ctx context.Context, g *api.Generation) (api.Prepa
 	}
 	p := &preparedGeneration{s: s, stop: g.Stop, req: req, ids: ids, opts: opts, drawn: drawn, noSpec: noSpec, grammar: g.Grammar,
 		received: g.Received, tools: len(g.Tools) > 0}
+	if s.draftDecided(g) && req.Sampling != nil {
+		d := req.Sampling.Draft
+		p.draft = &d
+	}
 	if g.Logprobs {
 		pieces, ok := s.in.m.(tokenPieces)
 		if !ok || !engine.ReportsLogprobs(s.in.m.Engine()) {
@@ -125,7 +135,7 @@ func (s *servedModel) Prepare(ctx context.Context, g *api.Generation) (api.Prepa
 // refused rather than ignored. Replays do not ask (Replay calls
 // prepare): a greedy serve's tokens are the same either way.
 func (s *servedModel) noSpeculation(g *api.Generation) string {
-	if d, ok := s.in.m.(drafting); !ok || d.Draft() == "" {
+	if d, ok := s.in.m.(interface{ DraftName() string }); !ok || d.DraftName() == "" {
 		return fmt.Sprintf(`model %q has no draft (draft = "NAME" or "lookup" in its [[model]] section gives it one)`, s.in.m.Name())
 	}
 	if g.Grammar != nil {
@@ -185,6 +195,9 @@ type preparedGeneration struct {
 	drawn *uint64 // the seed drawn for it, if any
 	// noSpec: the request turned speculative decoding off.
 	noSpec bool
+	// draft: the draft the node named for the request, handed back in
+	// usage.energy.draft (draftDecided); nil where the node named none.
+	draft *string
 	// grammar is what the output is held to (nil: nothing); the request
 	// names it (receipt.Sampling.Grammar).
 	grammar *grammar.Grammar
@@ -282,7 +295,7 @@ func (p *preparedGeneration) Generate(ctx context.Context, emit func(api.Delta) 
 		finish = "length"
 	}
 	energy := energyOf(served.Receipt)
-	energy.Seed = p.drawn
+	energy.Seed, energy.Draft = p.drawn, p.draft
 	s.metrics.ObserveTokens(m.Name(), len(p.ids), len(served.Output))
 	if r := &served.Receipt.Receipt; r.SpecProposed > 0 {
 		s.metrics.ObserveSpeculation(m.Name(), int(r.SpecProposed), int(r.SpecAccepted))
@@ -441,7 +454,7 @@ func (s *servedModel) request(g *api.Generation, prompt string, promptTokens, ct
 		// after the draft changed is another request.
 		// A constrained request does not speculate (the engines do not
 		// check drafts against the grammar), so it names no draft.
-		if d, ok := s.in.m.(drafting); ok && (g.Speculative == nil || *g.Speculative) && g.Grammar == nil {
+		if d, ok := s.in.m.(drafting); ok && s.draftDecided(g) {
 			sp.Draft = d.Draft()
 		}
 	}
@@ -456,6 +469,18 @@ func (s *servedModel) request(g *api.Generation, prompt string, promptTokens, ct
 		return req, nil, api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_request", "%v", err)
 	}
 	return req, nil, nil
+}
+
+// draftDecided says whether the node decides which draft g's request
+// names: a sampled request that may speculate (not turned off, not held to
+// a grammar) to a model with a proposer configured. The draft named can
+// depend on what the node measured when the model loaded (a proposer whose
+// sampled speculation does not pay is named as none), so the serve hands
+// it back in usage.energy.draft and a replay takes it from there.
+func (s *servedModel) draftDecided(g *api.Generation) bool {
+	dm, ok := s.in.m.(interface{ DraftName() string })
+	return ok && dm.DraftName() != "" && g.Temperature != nil && *g.Temperature > 0 &&
+		(g.Speculative == nil || *g.Speculative) && g.Grammar == nil
 }
 
 // drafting is a model that may decode speculatively.

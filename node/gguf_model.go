@@ -86,8 +86,10 @@ func (g *ggufModel) Embed(ctx context.Context, inputs [][]uint32) ([][]float32, 
 	return g.m.Embed(ctx, inputs)
 }
 
-// Draft names the model's speculative proposer ("" for none).
-func (g *ggufModel) Draft() string { return g.m.Draft() }
+// Draft names the model's speculative proposer as a new sampled request
+// names it: "" for none, or where sampled speculation does not pay here
+// (ggufengine.Model.SampledDraft).
+func (g *ggufModel) Draft() string { return g.m.SampledDraft() }
 
 // DraftName is the draft as configured ("" for none).
 func (g *ggufModel) DraftName() string { return g.draft }

@@ -147,6 +147,22 @@ func energySeed(energy []byte) (*uint64, error) {
 	return e.Seed, nil
 }
 
+// energyDraft is the draft a usage.energy object carries (Energy.Draft),
+// and whether it carries one.
+func energyDraft(energy []byte) (string, bool, error) {
+	var e struct {
+		Draft *string `json:"draft"`
+	}
+	if err := json.Unmarshal(energy, &e); err != nil {
+		return "", false, api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_request",
+			"energy.draft must be the draft the answer's usage.energy carried, a string: %v", err)
+	}
+	if e.Draft == nil {
+		return "", false, nil
+	}
+	return *e.Draft, true, nil
+}
+
 // energyEnvelope reads the envelope out of a usage.energy object; what
 // names the object in errors.
 func energyEnvelope(energy []byte, what string) ([]byte, error) {

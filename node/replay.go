@@ -66,6 +66,20 @@ func (a *apiNode) Replay(ctx context.Context, rp *api.Replay) (*api.ReplayResult
 			return nil, err
 		}
 	}
+	if m.draftDecided(g) && req.Sampling != nil {
+		// The draft the serve named, where its answer says (a model
+		// reloaded since may name another: Energy.Draft).
+		d, ok, err := energyDraft(rp.Energy)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			req.Sampling.Draft = d
+			if err := req.Validate(); err != nil {
+				return nil, api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_request", "energy.draft: %v", err)
+			}
+		}
+	}
 	if id, err := req.ID(); err == nil {
 		res.ReplayedRequestID = id.String()
 	}

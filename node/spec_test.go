@@ -80,6 +80,30 @@ func TestSpeculativeServesReplay(t *testing.T) {
 			t.Errorf("%s: replay with the draft: %+v", name, res)
 		}
 	}
+	// The sampled serve hands back the draft it named, and a replay names
+	// what the energy object says: another draft is another request.
+	draftOf := func(energy json.RawMessage) (string, bool) {
+		var e struct{ Draft *string }
+		if err := json.Unmarshal(energy, &e); err != nil || e.Draft == nil {
+			return "", false
+		}
+		return *e.Draft, true
+	}
+	if d, ok := draftOf(se); !ok || d != DraftLookup {
+		t.Errorf("the sampled serve's usage.energy.draft: %q (present %v), want %q", d, ok, DraftLookup)
+	}
+	if d, ok := draftOf(ge); ok {
+		t.Errorf("the greedy serve's usage.energy carries a draft, %q", d)
+	}
+	var other map[string]any
+	if err := json.Unmarshal(se, &other); err != nil {
+		t.Fatal(err)
+	}
+	other["draft"] = ""
+	otherEnergy, _ := json.Marshal(other)
+	if res := replay(n, sampled, otherEnergy); res.Verdict == api.VerdictVerified {
+		t.Errorf("a replay told the sampled serve named no draft: %+v, want it refused as another request", res)
+	}
 	if err := stop(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		t.Fatal(err)
 	}

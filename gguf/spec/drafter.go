@@ -106,6 +106,22 @@ func LoadDrafter(cfg DrafterConfig, target *gguf.File, vocab, context int, be ba
 // sampling.draft): DraftLookup, or the draft file's weights digest in hex.
 func (d *Drafter) ID() string { return d.id }
 
+// SampledID is what a sampled request names when it may speculate with d:
+// ID, or "" where the prices Measure found say that a sampled serve's
+// speculation cannot pay (Prices.SampledPays, at the prior its window
+// starts from), so that such requests sample plainly. Without measured
+// prices, ID: the files' prices decide, round by round.
+func (d *Drafter) SampledID() string {
+	prior := DefaultPrior
+	if d.copyOf {
+		prior = CopyPrior
+	}
+	if d.measured && !d.prices.SampledPays(d.maxK, prior) {
+		return ""
+	}
+	return d.id
+}
+
 // Model is the draft model, nil for prompt lookup: for an engine that
 // steps its serves' drafts together (ModelProposer.StepWith).
 func (d *Drafter) Model() *model.Model { return d.m }

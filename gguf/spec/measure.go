@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/gguf/model"
+	"github.com/meshnode/meshnode/gguf/sample"
 )
 
 // Prices are what speculation costs on this machine, measured: Cost is
@@ -26,6 +27,14 @@ type Prices struct {
 	// kernels take rows in groups, so a row past a group costs a pass of
 	// its own, more than Row says (nil: 1 + k·Row).
 	Steps []float64
+	// SampledCost and SampledRow are Cost and Row as a sampled serve pays
+	// them: each row's logits computed whole and a distribution drawn
+	// from (the draft's and the target's), where a greedy row takes its
+	// argmax, on a small model most of a token's time. They decide only
+	// whether a sampled serve speculates at all (SampledPays); its
+	// windows are priced by the files' sizes, so that it replays anywhere.
+	// Zero: not measured.
+	SampledCost, SampledRow float64
 }
 
 // minRowCost is the least v a measured window is priced at: a row is
@@ -71,15 +80,21 @@ func Measure(ctx context.Context, target, draft *model.Model, reps int, budget t
 	// The target's rows are picked as a greedy verify picks them; the
 	// draft's token with its confidence, as a greedy draft is judged
 	// (topProb over the vocabulary, a good part of a small draft's step).
-	step, closeT, err := stepper(ctx, target, prompt, most, func(b *model.Batch, j int) { b.ArgMaxAt(0, j) })
+	greedyPick := func(b *model.Batch, j int) { b.ArgMaxAt(0, j) }
+	confidence := func(b *model.Batch, j int) { topProb(b.LogitsAt(0, j)) }
+	// A sampled row: the logits whole and a draw from their distribution.
+	smp := sample.New(sample.Params{Temperature: 1, Seed: 1})
+	drawn := func(b *model.Batch, j int) { smp.Sample(b.LogitsAt(0, j), nil) }
+	tstep, closeT, err := stepper(ctx, target, prompt, most)
 	if err != nil {
 		return Prices{}, err
 	}
 	defer closeT()
-	var dstep func(rows int) (time.Duration, error)
+	step := func(rows int) (time.Duration, error) { return tstep(rows, greedyPick) }
+	var dstep func(rows int, pick func(*model.Batch, int)) (time.Duration, error)
 	if draft != nil {
 		var closeD func()
-		if dstep, closeD, err = stepper(ctx, draft, prompt, most, func(b *model.Batch, j int) { topProb(b.LogitsAt(0, j)) }); err != nil {
+		if dstep, closeD, err = stepper(ctx, draft, prompt, most); err != nil {
 			return Prices{}, err
 		}
 		defer closeD()
@@ -88,13 +103,16 @@ func Measure(ctx context.Context, target, draft *model.Model, reps int, budget t
 	if _, err := step(most); err != nil {
 		return Prices{}, err
 	}
+	if _, err := tstep(measureWindow, drawn); err != nil {
+		return Prices{}, err
+	}
 	if dstep != nil {
-		if _, err := dstep(1); err != nil {
+		if _, err := dstep(1, drawn); err != nil {
 			return Prices{}, err
 		}
 	}
 	start := time.Now()
-	var costs []float64
+	var costs, sampledCosts, sampledRows []float64
 	steps := make([][]float64, most)
 	more := func(r int) bool {
 		if r == 0 || budget == 0 {
@@ -116,11 +134,28 @@ func Measure(ctx context.Context, target, draft *model.Model, reps int, budget t
 			steps[k] = append(steps[k], win.Seconds()/one.Seconds())
 		}
 		if dstep != nil {
-			d, err := dstep(1)
+			d, err := dstep(1, confidence)
 			if err != nil {
 				return Prices{}, err
 			}
 			costs = append(costs, d.Seconds()/one.Seconds())
+		}
+		// The same as a sampled serve pays them.
+		sone, err := tstep(1, drawn)
+		if err != nil {
+			return Prices{}, err
+		}
+		swin, err := tstep(measureWindow, drawn)
+		if err != nil {
+			return Prices{}, err
+		}
+		sampledRows = append(sampledRows, (swin.Seconds()/sone.Seconds()-1)/(measureWindow-1))
+		if dstep != nil {
+			d, err := dstep(1, drawn)
+			if err != nil {
+				return Prices{}, err
+			}
+			sampledCosts = append(sampledCosts, d.Seconds()/sone.Seconds())
 		}
 	}
 	// Row is the measureWindow-row window's step spread over its extra
@@ -131,10 +166,28 @@ func Measure(ctx context.Context, target, draft *model.Model, reps int, budget t
 	for k := 1; k < most; k++ {
 		p.Steps[k] = max(median(steps[k]), p.Steps[k-1]+minRowCost)
 	}
+	p.SampledRow = max(minRowCost, median(sampledRows))
 	if draft != nil {
 		p.Cost = median(costs)
+		p.SampledCost = median(sampledCosts)
 	}
 	return p, nil
+}
+
+// SampledPays says whether a sampled serve's speculation could pay at the
+// sampled prices: whether a window of at most maxK drafts, each standing
+// with probability prior (the acceptance a window expects before it has
+// seen any: its default prior, or CopyPrior for a copy of the target),
+// gains what a window must (minGain). Where it cannot, the window would
+// first learn that on the serve's own rounds, paying for drafts that do
+// not pay: the built-in F16's sampled serves speculating with its trained
+// draft ran at 0.4× plain sampling on 2 cores. Unmeasured prices pay.
+func (p Prices) SampledPays(maxK int, prior float64) bool {
+	if p.SampledRow == 0 {
+		return true
+	}
+	_, gain := NewWindow(maxK, p.SampledCost, p.SampledRow).Expect(prior).best()
+	return gain > minGain
 }
 
 // median is the middle of v (the mean of the two middles for an even
@@ -151,7 +204,7 @@ func median(v []float64) float64 {
 // stepper evaluates prompt on a session of m and returns a timer of one
 // step of rows tokens after it (at most most), each row picked by pick,
 // the session trimmed back after.
-func stepper(ctx context.Context, m *model.Model, prompt []uint32, most int, pick func(b *model.Batch, row int)) (func(rows int) (time.Duration, error), func(), error) {
+func stepper(ctx context.Context, m *model.Model, prompt []uint32, most int) (func(rows int, pick func(b *model.Batch, row int)) (time.Duration, error), func(), error) {
 	s, err := m.NewSession(model.SessionOptions{Context: len(prompt) + most})
 	if err != nil {
 		return nil, nil, fmt.Errorf("spec: measure: %w", err)
@@ -167,7 +220,7 @@ func stepper(ctx context.Context, m *model.Model, prompt []uint32, most int, pic
 	}
 	window := make([]uint32, most)
 	copy(window, prompt)
-	return func(rows int) (time.Duration, error) {
+	return func(rows int, pick func(b *model.Batch, row int)) (time.Duration, error) {
 		start := time.Now()
 		if err := b.Step(ctx, []model.Seq{{Session: s, Tokens: window[:rows], Logits: rows}}); err != nil {
 			return 0, fmt.Errorf("spec: measure: %w", err)

@@ -78,7 +78,44 @@ func TestDrafterPrices(t *testing.T) {
 			if w := d.Window(false); w.cost != sized || w.row != DefaultRowCost {
 				t.Errorf("a sampled window priced c %v, v %v; want the sizes' %v and %v", w.cost, w.row, sized, DefaultRowCost)
 			}
+			// The sampled prices are measured too, and decide only
+			// whether sampled requests name the draft.
+			if p.SampledRow < minRowCost || (tc.cfg.Path == DraftLookup) != (p.SampledCost == 0) {
+				t.Errorf("sampled prices c %v, v %v: want v ≥ %v, and c > 0 for a draft model only", p.SampledCost, p.SampledRow, minRowCost)
+			}
+			prior := DefaultPrior
+			if d.copyOf {
+				prior = CopyPrior
+			}
+			if got, want := d.SampledID(), p.SampledPays(d.maxK, prior); (got != "") != want || got != "" && got != d.ID() {
+				t.Errorf("SampledID %q with sampled speculation paying %v (ID %q)", got, want, d.ID())
+			}
 		})
+	}
+}
+
+// TestSampledPays: sampled speculation pays where some window gains 5% at
+// the prior acceptance: not at the built-in F16's sampled prices with its
+// trained draft (c 0.48, v 0.40) nor with its Q8_0 copy at the copy prior
+// (c 1.1, v 0.34), but with prompt lookup (c 0) and with a draft at 1% of
+// a target whose rows cost 0.06; unmeasured prices always pay.
+func TestSampledPays(t *testing.T) {
+	for _, c := range []struct {
+		p     Prices
+		prior float64
+		want  bool
+	}{
+		{Prices{SampledCost: 0.48, SampledRow: 0.40}, DefaultPrior, false},
+		{Prices{SampledCost: 1.1, SampledRow: 0.34}, CopyPrior, false},
+		{Prices{SampledCost: 0, SampledRow: 0.41}, DefaultPrior, true},
+		{Prices{SampledCost: 0.01, SampledRow: 0.06}, DefaultPrior, true},
+		{Prices{SampledCost: 0.35, SampledRow: 0.35}, DefaultPrior, false},
+		{Prices{SampledCost: 0.35, SampledRow: 0.35}, 0.95, true},
+		{Prices{}, DefaultPrior, true},
+	} {
+		if got := c.p.SampledPays(DefaultMaxWindow, c.prior); got != c.want {
+			t.Errorf("SampledPays(c %v, v %v, prior %v) = %v, want %v", c.p.SampledCost, c.p.SampledRow, c.prior, got, c.want)
+		}
 	}
 }
 

@@ -116,9 +116,13 @@ func NewWindow(max int, cost, row float64) *Window {
 	case row < 0:
 		row = 0
 	}
-	// The prior: 7 of 10 accepted, optimistic enough to try a window.
-	return &Window{max: max, cost: cost, row: row, proposed: 10, accepted: 7, gap: probeEvery}
+	w := &Window{max: max, cost: cost, row: row, gap: probeEvery}
+	return w.Expect(DefaultPrior)
 }
+
+// DefaultPrior is the acceptance a window expects before it has seen any
+// (7 of 10): optimistic enough to try a window.
+const DefaultPrior = 0.7
 
 // CopyPrior is the acceptance a window expects of a draft that is a
 // copy of the target's weights in other types (a more quantised copy):

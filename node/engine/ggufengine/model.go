@@ -197,6 +197,8 @@ func Load(path string, cfg Config) (*Model, error) {
 		} else {
 			log.Info("speculative decoding", append(info, "measured_cost", fmt.Sprintf("%.3f", prices.Cost),
 				"measured_row_cost", fmt.Sprintf("%.3f", prices.Row), "measured_steps", fmt.Sprintf("%.2f", prices.Steps),
+				"sampled_cost", fmt.Sprintf("%.3f", prices.SampledCost), "sampled_row_cost", fmt.Sprintf("%.3f", prices.SampledRow),
+				"sampled_speculates", m.draft.SampledID() != "",
 				"measure_took", time.Since(start).Round(time.Millisecond))...)
 		}
 	}
@@ -353,6 +355,18 @@ func (m *Model) Draft() string {
 		return ""
 	}
 	return m.draft.ID()
+}
+
+// SampledDraft is what a new sampled request to the model names as its
+// draft: Draft, or "" where the prices measured at load say that sampled
+// speculation cannot pay here (spec.Drafter.SampledID), so that it
+// samples plainly. A request that names Draft speculates with it
+// whatever this says: a replay of a serve that did.
+func (m *Model) SampledDraft() string {
+	if m.draft == nil {
+		return ""
+	}
+	return m.draft.SampledID()
 }
 
 // Close releases the backend's workers and the file's mapping. The model

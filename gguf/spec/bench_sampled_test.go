@@ -1,0 +1,139 @@
+package spec_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/model"
+	"github.com/meshnode/meshnode/gguf/model/modeltest"
+	"github.com/meshnode/meshnode/gguf/sample"
+	"github.com/meshnode/meshnode/gguf/spec"
+)
+
+// BenchmarkSampledSpeculation (make bench-spec-sampled) decodes sampled
+// tokens (temperature 0.7, BENCH_SEEDS seeds of BENCH_TG tokens after the
+// reference prompts) on the built-in F16 with each of its proposers:
+// plainly; speculating whatever the measured prices say, its windows
+// priced by the files, as sampled serves did before Prices.SampledPays
+// ("always"); and as the engine now serves them, which speculates only
+// where SampledPays says ("engine"). It prints the sampled prices that
+// Drafter.Measure found, the decision, and tok/s of each with the
+// speedups over plain, each the total of the seeds' runs, the three
+// alternating per seed.
+func BenchmarkSampledSpeculation(b *testing.B) {
+	if os.Getenv("MESHNODE_BENCH_SPEC") == "" {
+		b.Skip("set MESHNODE_BENCH_SPEC=1 (make bench-spec-sampled): takes a minute")
+	}
+	shared := os.Getenv("MESHNODE_MODELS")
+	if shared == "" {
+		shared = filepath.Join("..", "..", "..", "shared", "models")
+	}
+	targetPath := filepath.Join(shared, "meshnode-fortunes-f16.gguf")
+	if _, err := os.Stat(targetPath); err != nil {
+		b.Skipf("no %s (set MESHNODE_MODELS)", targetPath)
+	}
+	tg, seeds := envInt("BENCH_TG", 64), envInt("BENCH_SEEDS", 8)
+	be := benchBackend(b, envInt("BENCH_THREADS", runtime.NumCPU()))
+	defer be.Close()
+	tf, err := gguf.Open(targetPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tf.Close()
+	target, err := model.Load(tf, be)
+	if err != nil {
+		b.Fatal(err)
+	}
+	refs, err := readReferencePrompts()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "draft\tsampled c\tsampled v\tspeculates\tplain tok/s\talways tok/s\talways\taccept\tengine tok/s\tengine\t\n")
+	for _, draft := range []string{"meshnode-fortunes-draft-q8_0.gguf", "meshnode-fortunes-q8_0.gguf", spec.DraftLookup} {
+		path := draft
+		if draft != spec.DraftLookup {
+			if path = filepath.Join(shared, draft); !exists(path) {
+				b.Logf("%s: skipped, no %s", draft, path)
+				continue
+			}
+		}
+		d, err := spec.LoadDrafter(spec.DrafterConfig{Path: path}, tf, target.Config().VocabSize, 256, be)
+		if err != nil {
+			b.Fatal(err)
+		}
+		p, err := d.Measure(ctx, target)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var took [3]time.Duration // plain, always, engine
+		var st spec.Stats
+		for seed := range uint64(seeds) {
+			sp := sample.Params{Temperature: 0.7, Seed: seed + 1}
+			prompt := refs[int(seed)%len(refs)]
+			for i, speculate := range []bool{false, true, d.SampledID() != ""} {
+				var prop spec.Proposer
+				var w *spec.Window
+				release := func() {}
+				if speculate {
+					if prop, release, err = d.Proposer(sp); err != nil {
+						b.Fatal(err)
+					}
+					w = d.Window(false)
+				}
+				s, err := target.NewSession(model.SessionOptions{Context: 256})
+				if err != nil {
+					b.Fatal(err)
+				}
+				bt, err := target.NewBatch(model.BatchOptions{Tokens: 16, Seqs: 16})
+				if err != nil {
+					b.Fatal(err)
+				}
+				start := time.Now()
+				_, rs, err := spec.Generate(ctx, bt, s, prompt, tg, sp, prop, w)
+				took[i] += time.Since(start)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if i == 1 {
+					st.Proposed, st.Accepted = st.Proposed+rs.Proposed, st.Accepted+rs.Accepted
+				}
+				release()
+				s.Close()
+			}
+		}
+		tokens := float64(seeds * tg)
+		tps := func(d time.Duration) float64 { return tokens / d.Seconds() }
+		fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%v\t%.1f\t%.1f\t%.2f×\t%.2f\t%.1f\t%.2f×\t\n", draft, p.SampledCost, p.SampledRow, d.SampledID() != "",
+			tps(took[0]), tps(took[1]), took[0].Seconds()/took[1].Seconds(), float64(st.Accepted)/float64(max(1, st.Proposed)),
+			tps(took[2]), took[0].Seconds()/took[2].Seconds())
+		d.Close()
+	}
+	tw.Flush()
+}
+
+// readReferencePrompts are the built-in model's reference prompts.
+func readReferencePrompts() ([][]uint32, error) {
+	refs, err := modeltest.ReadGreedyReference(filepath.Join("..", "..", "models", "reference-greedy.txt"))
+	if err != nil {
+		return nil, err
+	}
+	var out [][]uint32
+	for _, c := range refs {
+		out = append(out, c.Prompt)
+	}
+	return out, nil
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
