@@ -239,9 +239,10 @@ bench-spec:
 
 # Sampled serves (temperature 0.7) of the built-in F16 with each of its
 # proposers: plain, speculating whatever the measured prices say (windows
-# priced by the files), and as the engine serves them (speculating only
-# where spec.Prices.SampledPays says); the sampled prices measured at
-# load and tok/s (gguf/spec/bench_sampled_test.go). Knobs: BENCH_TG,
+# priced by the files, as before), and as the engine serves them
+# (speculating only where spec.Prices.SampledPays says, windows priced at
+# the sampled prices measured); those prices and tok/s
+# (gguf/spec/bench_sampled_test.go). Knobs: BENCH_TG,
 # BENCH_SEEDS, BENCH_THREADS, BENCH_BACKEND, MESHNODE_MODELS.
 .PHONY: bench-spec-sampled
 bench-spec-sampled:

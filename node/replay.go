@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/meshnode/meshnode/gguf/spec"
 	"github.com/meshnode/meshnode/node/api"
 	"github.com/meshnode/meshnode/node/engine"
 	"github.com/meshnode/meshnode/node/receipt"
@@ -75,7 +76,11 @@ func (a *apiNode) Replay(ctx context.Context, rp *api.Replay) (*api.ReplayResult
 		}
 		if ok {
 			req.Sampling.Draft = d
-			if err := req.Validate(); err != nil {
+			err := req.Validate()
+			if err == nil {
+				_, _, _, _, err = spec.SplitDraft(d)
+			}
+			if err != nil {
 				return nil, api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_request", "energy.draft: %v", err)
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshnode/meshnode/gguf/spec"
 	"github.com/meshnode/meshnode/node/api"
 )
 
@@ -116,6 +117,42 @@ func TestSpeculativeServesReplay(t *testing.T) {
 	}
 	if res := replay(n2, greedy, ge); res.Verdict != api.VerdictVerified {
 		t.Errorf("the greedy serve that speculated, replayed without the draft: %+v", res)
+	}
+}
+
+// TestSampledDraftReplays: with prices measured at load, a sampled
+// request names the draft as the node decided it (none, where sampled
+// speculation does not pay here, or the draft with the prices its windows
+// are priced at), hands that back in usage.energy.draft, and replays
+// verified, on the node and on the node restarted, which measures anew.
+func TestSampledDraftReplays(t *testing.T) {
+	cfg := Config{StateDir: t.TempDir(), Model: []ModelConfig{{Path: fortunesPath(t), Draft: DraftLookup}}}
+	n, stop := startNode(t, cfg)
+	const prompt = "The cat sat on the mat. The cat sat on the mat. The cat sat on the mat."
+	sampled := `{"model":"` + fortunesModel + `","max_tokens":24,"prompt":"` + prompt + `","temperature":0.8,"seed":9}`
+	_, energy := generate(t, n, "/v1/completions", sampled)
+	var e struct{ Draft *string }
+	if err := json.Unmarshal(energy, &e); err != nil || e.Draft == nil {
+		t.Fatalf("usage.energy has no draft: %s", energy)
+	}
+	if id, _, _, priced, err := spec.SplitDraft(*e.Draft); *e.Draft != "" && (err != nil || id != DraftLookup || !priced) {
+		t.Errorf("usage.energy.draft %q: want none, or lookup with the measured prices (%v)", *e.Draft, err)
+	}
+	t.Logf("the node named %q", *e.Draft)
+	body, _ := json.Marshal(map[string]any{"request": json.RawMessage(sampled), "energy": energy})
+	if status, res, raw := replayRaw(t, n, string(body)); status != http.StatusOK || res.Verdict != api.VerdictVerified {
+		t.Fatalf("replay: %d %s", status, raw)
+	}
+	if err := stop(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		t.Fatal(err)
+	}
+	n2, _ := startNode(t, cfg)
+	if status, res, raw := replayRaw(t, n2, string(body)); status != http.StatusOK || res.Verdict != api.VerdictVerified {
+		t.Fatalf("replay on the node restarted: %d %s", status, raw)
+	}
+	bad, _ := json.Marshal(map[string]any{"request": json.RawMessage(sampled), "energy": json.RawMessage(strings.Replace(string(energy), `"draft":`, `"draft":"lookup@c9","x":`, 1))})
+	if status, _, raw := replayRaw(t, n2, string(bad)); status != http.StatusBadRequest || !strings.Contains(raw, "c<cost>v<row>") {
+		t.Errorf("a replay naming malformed prices: %d %s", status, raw)
 	}
 }
 

@@ -23,7 +23,8 @@ import (
 // plainly; speculating whatever the measured prices say, its windows
 // priced by the files, as sampled serves did before Prices.SampledPays
 // ("always"); and as the engine now serves them, which speculates only
-// where SampledPays says ("engine"). It prints the sampled prices that
+// where SampledPays says, its windows priced at the sampled prices its
+// draft name carries ("engine"). It prints the sampled prices that
 // Drafter.Measure found, the decision, and tok/s of each with the
 // speedups over plain, each the total of the seeds' runs, the three
 // alternating per seed.
@@ -87,7 +88,12 @@ func BenchmarkSampledSpeculation(b *testing.B) {
 					if prop, release, err = d.Proposer(sp); err != nil {
 						b.Fatal(err)
 					}
-					w = d.Window(false)
+					// always: the files' prices; engine: the request's.
+					if w = d.Window(false); i == 2 {
+						if w, err = d.SampledWindow(d.SampledID()); err != nil {
+							b.Fatal(err)
+						}
+					}
 				}
 				s, err := target.NewSession(model.SessionOptions{Context: 256})
 				if err != nil {

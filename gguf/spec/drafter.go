@@ -107,19 +107,44 @@ func LoadDrafter(cfg DrafterConfig, target *gguf.File, vocab, context int, be ba
 func (d *Drafter) ID() string { return d.id }
 
 // SampledID is what a sampled request names when it may speculate with d:
-// ID, or "" where the prices Measure found say that a sampled serve's
-// speculation cannot pay (Prices.SampledPays, at the prior its window
-// starts from), so that such requests sample plainly. Without measured
-// prices, ID: the files' prices decide, round by round.
+// without measured prices ID, whose windows are priced by the files;
+// with them "" where a sampled serve's speculation cannot pay
+// (Prices.SampledPays, at the prior its window starts from), so that such
+// requests sample plainly, else ID and the sampled prices measured
+// (PricedDraft), which its windows are priced at. The name is part of
+// the request, so a replay prices its windows alike on any machine.
 func (d *Drafter) SampledID() string {
+	if !d.measured {
+		return d.id
+	}
 	prior := DefaultPrior
 	if d.copyOf {
 		prior = CopyPrior
 	}
-	if d.measured && !d.prices.SampledPays(d.maxK, prior) {
+	if !d.prices.SampledPays(d.maxK, prior) {
 		return ""
 	}
-	return d.id
+	return PricedDraft(d.id, d.prices.SampledCost, d.prices.SampledRow)
+}
+
+// SampledWindow is the window of a sampled serve whose request names
+// draft (SampledID's form): priced as the name says, or, for a name
+// without prices, by the files' sizes (Window).
+func (d *Drafter) SampledWindow(draft string) (*Window, error) {
+	id, cost, row, priced, err := SplitDraft(draft)
+	switch {
+	case err != nil:
+		return nil, err
+	case id != d.id:
+		return nil, fmt.Errorf("spec: the request names draft %q, not this model's %q", id, d.id)
+	case !priced:
+		return d.Window(false), nil
+	}
+	w := NewWindow(d.maxK, cost, row)
+	if d.copyOf {
+		w.Expect(CopyPrior)
+	}
+	return w, nil
 }
 
 // Model is the draft model, nil for prompt lookup: for an engine that

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/meshnode/meshnode/gguf/model"
@@ -30,10 +32,11 @@ type Prices struct {
 	// SampledCost and SampledRow are Cost and Row as a sampled serve pays
 	// them: each row's logits computed whole and a distribution drawn
 	// from (the draft's and the target's), where a greedy row takes its
-	// argmax, on a small model most of a token's time. They decide only
-	// whether a sampled serve speculates at all (SampledPays); its
-	// windows are priced by the files' sizes, so that it replays anywhere.
-	// Zero: not measured.
+	// argmax, on a small model most of a token's time. They decide
+	// whether a sampled serve speculates at all (SampledPays) and price
+	// its windows, through the draft name its request carries
+	// (PricedDraft), so that a replay decides alike anywhere. Zero: not
+	// measured.
 	SampledCost, SampledRow float64
 }
 
@@ -188,6 +191,39 @@ func (p Prices) SampledPays(maxK int, prior float64) bool {
 	}
 	_, gain := NewWindow(maxK, p.SampledCost, p.SampledRow).Expect(prior).best()
 	return gain > minGain
+}
+
+// PricedDraft is the draft name of a sampled request whose windows are
+// priced at cost and row (two decimals each): the proposer's id, then
+// "@c<cost>v<row>", as in "lookup@c0.00v0.56".
+func PricedDraft(id string, cost, row float64) string {
+	return fmt.Sprintf("%s@c%.2fv%.2f", id, min(max(cost, 0), maxPrice), min(max(row, minRowCost), maxPrice))
+}
+
+// maxPrice bounds the prices a draft name carries: a drafted token or a
+// row at a hundred target tokens would never be speculated with.
+const maxPrice = 100
+
+// SplitDraft is the proposer's id in a sampled request's draft name, and
+// the prices it names (priced false: none, so the files' prices). A name
+// whose prices do not parse, or lie outside 0 … maxPrice (a row at least
+// minRowCost), is an error.
+func SplitDraft(name string) (id string, cost, row float64, priced bool, err error) {
+	id, prices, priced := strings.Cut(name, "@")
+	if !priced {
+		return name, 0, 0, false, nil
+	}
+	c, v, ok := strings.Cut(strings.TrimPrefix(prices, "c"), "v")
+	if ok && strings.HasPrefix(prices, "c") {
+		cost, err = strconv.ParseFloat(c, 64)
+		if err == nil {
+			row, err = strconv.ParseFloat(v, 64)
+		}
+	}
+	if !ok || !strings.HasPrefix(prices, "c") || err != nil || !(cost >= 0 && cost <= maxPrice && row >= minRowCost && row <= maxPrice) {
+		return "", 0, 0, false, fmt.Errorf("spec: draft %q: the prices after @ must be c<cost>v<row>, cost 0 … %d and row %v … %d", name, maxPrice, minRowCost, maxPrice)
+	}
+	return id, cost, row, true, nil
 }
 
 // median is the middle of v (the mean of the two middles for an even

@@ -2,6 +2,7 @@ package spec
 
 import (
 	"context"
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -87,11 +88,77 @@ func TestDrafterPrices(t *testing.T) {
 			if d.copyOf {
 				prior = CopyPrior
 			}
-			if got, want := d.SampledID(), p.SampledPays(d.maxK, prior); (got != "") != want || got != "" && got != d.ID() {
-				t.Errorf("SampledID %q with sampled speculation paying %v (ID %q)", got, want, d.ID())
+			want := ""
+			if p.SampledPays(d.maxK, prior) {
+				want = PricedDraft(d.ID(), p.SampledCost, p.SampledRow)
+			}
+			if got := d.SampledID(); got != want {
+				t.Errorf("SampledID %q, want %q", got, want)
+			}
+			// A sampled serve's window is priced as its draft name says.
+			w, err := d.SampledWindow(PricedDraft(d.ID(), 0.31, 0.47))
+			if err != nil || w.cost != 0.31 || w.row != 0.47 {
+				t.Errorf("the window of a request naming c 0.31, v 0.47: c %v, v %v (%v)", w.cost, w.row, err)
+			}
+			if w, err := d.SampledWindow(d.ID()); err != nil || w.cost != sized || w.row != DefaultRowCost {
+				t.Errorf("the window of a request naming no prices: c %v, v %v (%v); want the sizes'", w.cost, w.row, err)
+			}
+			if _, err := d.SampledWindow("another@c0.10v0.20"); err == nil {
+				t.Error("a request naming another draft got a window")
 			}
 		})
 	}
+}
+
+// TestSplitDraft: a priced draft name splits into the id and the prices
+// PricedDraft wrote (two decimals, clamped to their bounds); a name
+// without prices is the id alone; malformed or out-of-range prices are
+// refused, saying what the form is.
+func TestSplitDraft(t *testing.T) {
+	for _, c := range []struct {
+		id        string
+		cost, row float64
+		wantCost  float64
+		wantRow   float64
+	}{
+		{"lookup", 0, 0.555, 0, 0.56},
+		{"ab12", 0.639, 0.486, 0.64, 0.49},
+		{"ab12", -1, 0, 0, minRowCost},
+		{"ab12", 1e9, 1e9, maxPrice, maxPrice},
+	} {
+		name := PricedDraft(c.id, c.cost, c.row)
+		id, cost, row, priced, err := SplitDraft(name)
+		if err != nil || !priced || id != c.id || cost != c.wantCost || row != c.wantRow {
+			t.Errorf("SplitDraft(%q) = %q, %v, %v, %v, %v; want %q, %v, %v", name, id, cost, row, priced, err, c.id, c.wantCost, c.wantRow)
+		}
+	}
+	if id, _, _, priced, err := SplitDraft("lookup"); id != "lookup" || priced || err != nil {
+		t.Errorf("a name without prices: %q, %v, %v", id, priced, err)
+	}
+	for _, bad := range []string{"x@", "x@c0.1", "x@v0.1c0.1", "x@c-1v0.5", "x@c0.1v0", "x@cNaNv0.5", "x@c0.1v1e9", "x@c0.1v0.5@c1v1"} {
+		if _, _, _, _, err := SplitDraft(bad); err == nil || !strings.Contains(err.Error(), "c<cost>v<row>") {
+			t.Errorf("SplitDraft(%q): %v, want a refusal naming the form", bad, err)
+		}
+	}
+}
+
+// FuzzSplitDraft: any name splits or is refused without panicking, and
+// the prices of one that splits write back to a name that splits alike.
+func FuzzSplitDraft(f *testing.F) {
+	f.Add(PricedDraft("lookup", 0, 0.56))
+	f.Add(PricedDraft("0123456789abcdef", 0.64, 0.49))
+	f.Add("lookup")
+	f.Add("x@c1e1v2")
+	f.Fuzz(func(t *testing.T, name string) {
+		id, cost, row, priced, err := SplitDraft(name)
+		if err != nil || !priced {
+			return
+		}
+		id2, cost2, row2, _, err := SplitDraft(PricedDraft(id, cost, row))
+		if err != nil || id2 != id || math.Abs(cost2-cost) > 0.005 || math.Abs(row2-row) > 0.005 {
+			t.Fatalf("%q split as %q %v %v, written back as %q %v %v (%v)", name, id, cost, row, id2, cost2, row2, err)
+		}
+	})
 }
 
 // TestSampledPays: sampled speculation pays where some window gains 5% at

@@ -85,7 +85,9 @@ type Sampling struct {
 	// [MaxStops], each 1 … [MaxStopBytes] bytes of UTF-8).
 	Stop []string `cbor:"stop,omitempty" json:"stop,omitempty"`
 	// Draft names the proposer a sampled request may speculate with:
-	// "lookup" (prompt lookup), or a draft model by its weights digest.
+	// "lookup" (prompt lookup), or a draft model by its weights digest;
+	// after an "@", the prices its windows are priced at
+	// (gguf/spec.PricedDraft).
 	// Speculation draws a sampled request's tokens differently (from
 	// the same distribution), so what it speculated with is part of the
 	// request's identity: a replay without that draft replays another

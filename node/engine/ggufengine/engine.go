@@ -1,6 +1,7 @@
 package ggufengine
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -160,10 +161,20 @@ func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []u
 	if err != nil {
 		return engine.Outcome{}, err
 	}
-	// A sampled request speculates only with the proposer it names: its
-	// tokens depend on it, and its identity must say so.
-	noSpec := !engine.Speculation(ctx) || !params.Greedy() && (req.Sampling.Draft == "" || req.Sampling.Draft != e.m.Draft())
-	return e.generate(ctx, prompt, Generation{Sampling: params, Stop: stops, MaxTokens: int(req.MaxTokens), NoSpeculation: noSpec, Grammar: gr}, emit)
+	// A sampled request speculates only with the proposer it names, its
+	// windows priced as the name says: its tokens depend on both, and its
+	// identity must say so.
+	var draft string
+	noSpec := !engine.Speculation(ctx)
+	if !params.Greedy() && req.Sampling != nil {
+		draft = req.Sampling.Draft
+		id, _, _, _, err := spec.SplitDraft(draft)
+		if err != nil {
+			return engine.Outcome{}, refuse("%v", err)
+		}
+		noSpec = noSpec || draft == "" || id != e.m.Draft()
+	}
+	return e.generate(ctx, prompt, Generation{Sampling: params, Stop: stops, MaxTokens: int(req.MaxTokens), NoSpeculation: noSpec, Draft: draft, Grammar: gr}, emit)
 }
 
 // Generation is how Generate generates: the sampler's parameters, the stop
@@ -174,6 +185,9 @@ type Generation struct {
 	MaxTokens int
 	// NoSpeculation decodes without the model's proposer (Config.Draft).
 	NoSpeculation bool
+	// Draft is a sampled generation's draft name (Model.SampledDraft's
+	// form): the prices in it price its windows; none, the files'.
+	Draft string
 	// Grammar, when set, holds the output to it: each token is picked
 	// among those the grammar allows next (the end of generation only
 	// where it may end), and the generation ends where the grammar must.
@@ -232,7 +246,13 @@ func (e *Engine) generate(ctx context.Context, prompt []uint32, g Generation, em
 			return out, err
 		}
 		defer release()
-		d.prop, d.win, d.draftUnit = prop, dr.Window(g.Sampling.Greedy()).Limit(g.MaxTokens), dr.Unit()
+		win := dr.Window(true)
+		if !g.Sampling.Greedy() {
+			if win, err = dr.SampledWindow(cmp.Or(g.Draft, dr.ID())); err != nil {
+				return out, err
+			}
+		}
+		d.prop, d.win, d.draftUnit = prop, win.Limit(g.MaxTokens), dr.Unit()
 		if mp, ok := prop.(*spec.ModelProposer); ok && e.draftSched != nil {
 			// The draft's steps go through the draft model's
 			// scheduler, batched with the other serves' (which counts
