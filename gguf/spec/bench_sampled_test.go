@@ -3,6 +3,7 @@ package spec_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/backend"
 	"github.com/meshnode/meshnode/gguf/model"
 	"github.com/meshnode/meshnode/gguf/model/modeltest"
 	"github.com/meshnode/meshnode/gguf/sample"
@@ -19,7 +21,9 @@ import (
 
 // BenchmarkSampledSpeculation (make bench-spec-sampled) decodes sampled
 // tokens (temperature 0.7, BENCH_SEEDS seeds of BENCH_TG tokens after the
-// reference prompts) on the built-in F16 with each of its proposers:
+// reference prompts; at most 32 on the 1B shape) on the built-in F16 with
+// each of its proposers, and on make bench-spec's 1B-shaped inflation of
+// the built-in Q8_0 (BENCH_CACHE) with the built-in as draft and lookup:
 // plainly; speculating whatever the measured prices say, its windows
 // priced by the files, as sampled serves did before Prices.SampledPays
 // ("always"); and as the engine now serves them, which speculates only
@@ -36,13 +40,43 @@ func BenchmarkSampledSpeculation(b *testing.B) {
 	if shared == "" {
 		shared = filepath.Join("..", "..", "..", "shared", "models")
 	}
-	targetPath := filepath.Join(shared, "meshnode-fortunes-f16.gguf")
-	if _, err := os.Stat(targetPath); err != nil {
-		b.Skipf("no %s (set MESHNODE_MODELS)", targetPath)
+	cacheDir := os.Getenv("BENCH_CACHE")
+	if cacheDir == "" {
+		if d, err := os.UserCacheDir(); err == nil {
+			cacheDir = filepath.Join(d, "meshnode-bench")
+		}
 	}
 	tg, seeds := envInt("BENCH_TG", 64), envInt("BENCH_SEEDS", 8)
 	be := benchBackend(b, envInt("BENCH_THREADS", runtime.NumCPU()))
 	defer be.Close()
+	refs, err := readReferencePrompts()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "target\tdraft\tsampled c\tsampled v\tspeculates\tplain tok/s\talways tok/s\talways\taccept\tengine tok/s\tengine\t\n")
+	for _, tc := range []struct {
+		target string
+		drafts []string
+		tg     int
+	}{
+		{filepath.Join(shared, "meshnode-fortunes-f16.gguf"), []string{"meshnode-fortunes-draft-q8_0.gguf", "meshnode-fortunes-q8_0.gguf", spec.DraftLookup}, tg},
+		// make bench-spec's inflation of the built-in Q8_0 to a 1B
+		// model's shape, where it has made it; its draft the built-in.
+		{filepath.Join(cacheDir, "meshnode-fortunes-1b-shape-q8_0.gguf"), []string{"meshnode-fortunes-q8_0.gguf", spec.DraftLookup}, min(tg, 32)},
+	} {
+		if !exists(tc.target) {
+			b.Logf("%s: skipped, no such file (set MESHNODE_MODELS; make bench-spec makes the 1B shape)", tc.target)
+			continue
+		}
+		runSampledCase(b, ctx, be, tw, tc.target, shared, tc.drafts, refs, tc.tg, seeds)
+	}
+	tw.Flush()
+}
+
+// runSampledCase is BenchmarkSampledSpeculation's rows for one target.
+func runSampledCase(b *testing.B, ctx context.Context, be backend.Backend, tw io.Writer, targetPath, shared string, drafts []string, refs [][]uint32, tg, seeds int) {
 	tf, err := gguf.Open(targetPath)
 	if err != nil {
 		b.Fatal(err)
@@ -52,14 +86,7 @@ func BenchmarkSampledSpeculation(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	refs, err := readReferencePrompts()
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx := context.Background()
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "draft\tsampled c\tsampled v\tspeculates\tplain tok/s\talways tok/s\talways\taccept\tengine tok/s\tengine\t\n")
-	for _, draft := range []string{"meshnode-fortunes-draft-q8_0.gguf", "meshnode-fortunes-q8_0.gguf", spec.DraftLookup} {
+	for _, draft := range drafts {
 		path := draft
 		if draft != spec.DraftLookup {
 			if path = filepath.Join(shared, draft); !exists(path) {
@@ -118,12 +145,11 @@ func BenchmarkSampledSpeculation(b *testing.B) {
 		}
 		tokens := float64(seeds * tg)
 		tps := func(d time.Duration) float64 { return tokens / d.Seconds() }
-		fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%v\t%.1f\t%.1f\t%.2f×\t%.2f\t%.1f\t%.2f×\t\n", draft, p.SampledCost, p.SampledRow, d.SampledID() != "",
+		fmt.Fprintf(tw, "%s\t%s\t%.3f\t%.3f\t%v\t%.1f\t%.1f\t%.2f×\t%.2f\t%.1f\t%.2f×\t\n", filepath.Base(targetPath), draft, p.SampledCost, p.SampledRow, d.SampledID() != "",
 			tps(took[0]), tps(took[1]), took[0].Seconds()/took[1].Seconds(), float64(st.Accepted)/float64(max(1, st.Proposed)),
 			tps(took[2]), took[0].Seconds()/took[2].Seconds())
 		d.Close()
 	}
-	tw.Flush()
 }
 
 // readReferencePrompts are the built-in model's reference prompts.
