@@ -80,11 +80,11 @@ type Metrics struct {
 // modelMetrics are one model's series, each made on first use and kept
 // so that a per-token observation builds no metric name.
 type modelMetrics struct {
-	label              string
-	ttft, itl          *vm.PrometheusHistogram
-	prompt, completion *vm.Counter
-	drafts, accepted   *vm.Counter
-	load               *vm.Gauge
+	label     string
+	ttft, itl *vm.PrometheusHistogram
+	tokens    [2]*vm.Counter // prompt, completion
+	spec      [2]*vm.Counter // drafts, accepted
+	load      *vm.Gauge
 }
 
 // New returns empty metrics for a node of the given version.
@@ -148,34 +148,30 @@ func (m *Metrics) ObserveRequest(model, route string, status int) {
 
 // ObserveTokens counts a served generation's prompt and completion tokens.
 func (m *Metrics) ObserveTokens(model string, prompt, completion int) {
-	m.mu.Lock()
-	mm := m.modelLocked(model)
-	if mm.prompt == nil {
-		l := labels("model", mm.label)
-		mm.prompt = m.set.GetOrCreateCounter(familyPromptTokens + l)
-		mm.completion = m.set.GetOrCreateCounter(familyCompletionTokens + l)
-	}
-	p, c := mm.prompt, mm.completion
-	m.mu.Unlock()
-	p.Add(prompt)
-	c.Add(completion)
+	m.addPair(model, func(mm *modelMetrics) *[2]*vm.Counter { return &mm.tokens }, familyPromptTokens, familyCompletionTokens, prompt, completion)
 }
 
 // ObserveSpeculation counts a served generation's speculative drafts: the
 // tokens proposed and verified, and those the model accepted (their
 // ratio is the share of drafts that stood).
 func (m *Metrics) ObserveSpeculation(model string, proposed, accepted int) {
+	m.addPair(model, func(mm *modelMetrics) *[2]*vm.Counter { return &mm.spec }, familySpecDrafts, familySpecAccepted, proposed, accepted)
+}
+
+// addPair adds a and b to model's two counters in field, of families fa
+// and fb, made on first use.
+func (m *Metrics) addPair(model string, field func(*modelMetrics) *[2]*vm.Counter, fa, fb string, a, b int) {
 	m.mu.Lock()
 	mm := m.modelLocked(model)
-	if mm.drafts == nil {
+	c := field(mm)
+	if c[0] == nil {
 		l := labels("model", mm.label)
-		mm.drafts = m.set.GetOrCreateCounter(familySpecDrafts + l)
-		mm.accepted = m.set.GetOrCreateCounter(familySpecAccepted + l)
+		c[0], c[1] = m.set.GetOrCreateCounter(fa+l), m.set.GetOrCreateCounter(fb+l)
 	}
-	d, a := mm.drafts, mm.accepted
+	ca, cb := c[0], c[1]
 	m.mu.Unlock()
-	d.Add(proposed)
-	a.Add(accepted)
+	ca.Add(a)
+	cb.Add(b)
 }
 
 // ObserveTTFT records a generation's time to its first token, from the
