@@ -87,7 +87,8 @@ func (g *ggufModel) Embed(ctx context.Context, inputs [][]uint32) ([][]float32, 
 }
 
 // Draft names the model's speculative proposer as a new sampled request
-// names it: "" for none, or where sampled speculation does not pay here
+// names it, with the prices its windows are priced at: "" for none, or
+// where sampled speculation does not pay here
 // (ggufengine.Model.SampledDraft).
 func (g *ggufModel) Draft() string { return g.m.SampledDraft() }
 

@@ -358,10 +358,11 @@ func (m *Model) Draft() string {
 }
 
 // SampledDraft is what a new sampled request to the model names as its
-// draft: Draft, or "" where the prices measured at load say that sampled
-// speculation cannot pay here (spec.Drafter.SampledID), so that it
-// samples plainly. A request that names Draft speculates with it
-// whatever this says: a replay of a serve that did.
+// draft (spec.Drafter.SampledID): Draft with the sampled prices measured
+// at load, which price its windows; Draft alone where none were measured;
+// or "" where sampled speculation cannot pay here, so that it samples
+// plainly. A request that names Draft, with any prices or none,
+// speculates with it whatever this says: a replay of a serve that did.
 func (m *Model) SampledDraft() string {
 	if m.draft == nil {
 		return ""
