@@ -117,11 +117,7 @@ func (d *Drafter) SampledID() string {
 	if !d.measured {
 		return d.id
 	}
-	prior := DefaultPrior
-	if d.copyOf {
-		prior = CopyPrior
-	}
-	if !d.prices.SampledPays(d.maxK, prior) {
+	if !d.prices.SampledPays(d.maxK, d.prior()) {
 		return ""
 	}
 	return PricedDraft(d.id, d.prices.SampledCost, d.prices.SampledRow)
@@ -140,11 +136,16 @@ func (d *Drafter) SampledWindow(draft string) (*Window, error) {
 	case !priced:
 		return d.Window(false), nil
 	}
-	w := NewWindow(d.maxK, cost, row)
+	return NewWindow(d.maxK, cost, row).Expect(d.prior()), nil
+}
+
+// prior is the acceptance d's windows expect before they have seen any:
+// CopyPrior for a copy of the target (SameShape), else DefaultPrior.
+func (d *Drafter) prior() float64 {
 	if d.copyOf {
-		w.Expect(CopyPrior)
+		return CopyPrior
 	}
-	return w, nil
+	return DefaultPrior
 }
 
 // Model is the draft model, nil for prompt lookup: for an engine that
@@ -222,22 +223,17 @@ const (
 // A greedy serve's windows are priced by what Measure found, when it has
 // run: its tokens are plain greedy decoding's whatever the windows, so
 // they may follow the machine; a sampled serve's windows decide what it
-// draws, and so are priced by the files' sizes and DefaultRowCost, the
-// same on any machine, so that it replays.
+// draws, and so are priced by what its request names (SampledWindow),
+// here the files' sizes and DefaultRowCost, the same on any machine, so
+// that it replays.
 //
 // A draft that is a copy of the target in other types (SameShape) is
 // expected to stand as often as CopyPrior from the first round.
 func (d *Drafter) Window(greedy bool) *Window {
-	var w *Window
 	if greedy && d.measured {
-		w = d.prices.Window(d.maxK)
-	} else {
-		w = NewWindow(d.maxK, d.cost, 0)
+		return d.prices.Window(d.maxK).Expect(d.prior())
 	}
-	if d.copyOf {
-		w.Expect(CopyPrior)
-	}
-	return w
+	return NewWindow(d.maxK, d.cost, 0).Expect(d.prior())
 }
 
 // SameShape reports whether draft holds the target's tensors — the same

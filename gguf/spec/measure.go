@@ -213,14 +213,15 @@ func SplitDraft(name string) (id string, cost, row float64, priced bool, err err
 	if !priced {
 		return name, 0, 0, false, nil
 	}
-	c, v, ok := strings.Cut(strings.TrimPrefix(prices, "c"), "v")
-	if ok && strings.HasPrefix(prices, "c") {
+	prices, ok := strings.CutPrefix(prices, "c")
+	c, v, ok2 := strings.Cut(prices, "v")
+	if ok = ok && ok2; ok {
 		cost, err = strconv.ParseFloat(c, 64)
 		if err == nil {
 			row, err = strconv.ParseFloat(v, 64)
 		}
 	}
-	if !ok || !strings.HasPrefix(prices, "c") || err != nil || !(cost >= 0 && cost <= maxPrice && row >= minRowCost && row <= maxPrice) {
+	if !ok || err != nil || !(cost >= 0 && cost <= maxPrice && row >= minRowCost && row <= maxPrice) {
 		return "", 0, 0, false, fmt.Errorf("spec: draft %q: the prices after @ must be c<cost>v<row>, cost 0 … %d and row %v … %d", name, maxPrice, minRowCost, maxPrice)
 	}
 	return id, cost, row, true, nil

@@ -84,12 +84,8 @@ func TestDrafterPrices(t *testing.T) {
 			if p.SampledRow < minRowCost || (tc.cfg.Path == DraftLookup) != (p.SampledCost == 0) {
 				t.Errorf("sampled prices c %v, v %v: want v ≥ %v, and c > 0 for a draft model only", p.SampledCost, p.SampledRow, minRowCost)
 			}
-			prior := DefaultPrior
-			if d.copyOf {
-				prior = CopyPrior
-			}
 			want := ""
-			if p.SampledPays(d.maxK, prior) {
+			if p.SampledPays(d.maxK, d.prior()) {
 				want = PricedDraft(d.ID(), p.SampledCost, p.SampledRow)
 			}
 			if got := d.SampledID(); got != want {
