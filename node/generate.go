@@ -106,7 +106,7 @@ func (s *servedModel) Prepare(ctx context.Context, g *api.Generation) (api.Prepa
 	}
 	p := &preparedGeneration{s: s, stop: g.Stop, req: req, ids: ids, opts: opts, drawn: drawn, noSpec: noSpec, grammar: g.Grammar,
 		received: g.Received, tools: len(g.Tools) > 0}
-	if s.draftDecided(g) && req.Sampling != nil {
+	if _, ok := s.decidedDraft(g); ok && req.Sampling != nil {
 		d := req.Sampling.Draft
 		p.draft = &d
 	}
@@ -135,7 +135,7 @@ func (s *servedModel) Prepare(ctx context.Context, g *api.Generation) (api.Prepa
 // refused rather than ignored. Replays do not ask (Replay calls
 // prepare): a greedy serve's tokens are the same either way.
 func (s *servedModel) noSpeculation(g *api.Generation) string {
-	if d, ok := s.in.m.(interface{ DraftName() string }); !ok || d.DraftName() == "" {
+	if _, ok := draftOf(s.in.m); !ok {
 		return fmt.Sprintf(`model %q has no draft (draft = "NAME" or "lookup" in its [[model]] section gives it one)`, s.in.m.Name())
 	}
 	if g.Grammar != nil {
@@ -196,7 +196,7 @@ type preparedGeneration struct {
 	// noSpec: the request turned speculative decoding off.
 	noSpec bool
 	// draft: the draft the node named for the request, handed back in
-	// usage.energy.draft (draftDecided); nil where the node named none.
+	// usage.energy.draft (decidedDraft); nil where the node named none.
 	draft *string
 	// grammar is what the output is held to (nil: nothing); the request
 	// names it (receipt.Sampling.Grammar).
@@ -454,7 +454,7 @@ func (s *servedModel) request(g *api.Generation, prompt string, promptTokens, ct
 		// after the draft changed is another request.
 		// A constrained request does not speculate (the engines do not
 		// check drafts against the grammar), so it names no draft.
-		if d, ok := s.in.m.(drafting); ok && s.draftDecided(g) {
+		if d, ok := s.decidedDraft(g); ok {
 			sp.Draft = d.Draft()
 		}
 	}
@@ -471,23 +471,33 @@ func (s *servedModel) request(g *api.Generation, prompt string, promptTokens, ct
 	return req, nil, nil
 }
 
-// draftDecided says whether the node decides which draft g's request
-// names: a sampled request that may speculate (not turned off, not held to
-// a grammar) to a model with a proposer configured. The draft named can
-// depend on what the node measured when the model loaded (a proposer whose
-// sampled speculation does not pay is named as none), so the serve hands
-// it back in usage.energy.draft and a replay takes it from there.
-func (s *servedModel) draftDecided(g *api.Generation) bool {
-	dm, ok := s.in.m.(interface{ DraftName() string })
-	return ok && dm.DraftName() != "" && g.Temperature != nil && *g.Temperature > 0 &&
-		(g.Speculative == nil || *g.Speculative) && g.Grammar == nil
+// decidedDraft is the model's proposer where the node decides which
+// draft g's request names: a sampled request that may speculate (not
+// turned off, not held to a grammar) to a model with a proposer
+// configured. The draft named can depend on what the node measured when
+// the model loaded (a proposer whose sampled speculation does not pay is
+// named as none), so the serve hands it back in usage.energy.draft and a
+// replay takes it from there.
+func (s *servedModel) decidedDraft(g *api.Generation) (drafting, bool) {
+	d, ok := draftOf(s.in.m)
+	return d, ok && g.Temperature != nil && *g.Temperature > 0 && (g.Speculative == nil || *g.Speculative) && g.Grammar == nil
 }
 
 // drafting is a model that may decode speculatively.
 type drafting interface {
-	// Draft names its proposer as a sampled request names it, "" for
-	// none.
+	// Draft names its proposer as a new sampled request names it, with
+	// the prices its windows are priced at: "" for none, or where
+	// sampled speculation does not pay.
 	Draft() string
+	// DraftName is its draft as configured: a model's name, "lookup",
+	// or "" for none.
+	DraftName() string
+}
+
+// draftOf is m's proposer, where m has one configured.
+func draftOf(m localModel) (drafting, bool) {
+	d, ok := m.(drafting)
+	return d, ok && d.DraftName() != ""
 }
 
 // serveError maps a steward refusal to the HTTP error it is answered with.

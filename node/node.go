@@ -594,8 +594,8 @@ func (n *Node) Status() Status {
 		if sm, ok := in.m.(interface{ Slots() int }); ok {
 			ms.Slots = sm.Slots()
 		}
-		if dm, ok := in.m.(interface{ DraftName() string }); ok {
-			ms.Draft = dm.DraftName()
+		if d, ok := draftOf(in.m); ok {
+			ms.Draft = d.DraftName()
 		}
 		if sm := n.splitModel(in.m.Name()); sm != nil {
 			ms.Split = sm.status()
