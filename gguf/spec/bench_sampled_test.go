@@ -14,7 +14,6 @@ import (
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/backend"
 	"github.com/meshnode/meshnode/gguf/model"
-	"github.com/meshnode/meshnode/gguf/model/modeltest"
 	"github.com/meshnode/meshnode/gguf/sample"
 	"github.com/meshnode/meshnode/gguf/spec"
 )
@@ -40,19 +39,11 @@ func BenchmarkSampledSpeculation(b *testing.B) {
 	if shared == "" {
 		shared = filepath.Join("..", "..", "..", "shared", "models")
 	}
-	cacheDir := os.Getenv("BENCH_CACHE")
-	if cacheDir == "" {
-		if d, err := os.UserCacheDir(); err == nil {
-			cacheDir = filepath.Join(d, "meshnode-bench")
-		}
-	}
+	cacheDir := benchCacheDir()
 	tg, seeds := envInt("BENCH_TG", 64), envInt("BENCH_SEEDS", 8)
 	be := benchBackend(b, envInt("BENCH_THREADS", runtime.NumCPU()))
 	defer be.Close()
-	refs, err := readReferencePrompts()
-	if err != nil {
-		b.Fatal(err)
-	}
+	refs := referencePrompts(b)
 	ctx := context.Background()
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "target\tdraft\tsampled c\tsampled v\tspeculates\tplain tok/s\talways tok/s\talways\taccept\tengine tok/s\tengine\t\n")
@@ -150,19 +141,6 @@ func runSampledCase(b *testing.B, ctx context.Context, be backend.Backend, tw io
 			tps(took[2]), took[0].Seconds()/took[2].Seconds())
 		d.Close()
 	}
-}
-
-// readReferencePrompts are the built-in model's reference prompts.
-func readReferencePrompts() ([][]uint32, error) {
-	refs, err := modeltest.ReadGreedyReference(filepath.Join("..", "..", "models", "reference-greedy.txt"))
-	if err != nil {
-		return nil, err
-	}
-	var out [][]uint32
-	for _, c := range refs {
-		out = append(out, c.Prompt)
-	}
-	return out, nil
 }
 
 func exists(path string) bool {

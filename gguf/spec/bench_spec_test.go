@@ -156,20 +156,8 @@ func BenchmarkSpeculative(b *testing.B) {
 	be := benchBackend(b, threads)
 	defer be.Close()
 	shared := os.Getenv("MESHNODE_MODELS")
-	cacheDir := os.Getenv("BENCH_CACHE")
-	if cacheDir == "" {
-		if d, err := os.UserCacheDir(); err == nil {
-			cacheDir = filepath.Join(d, "meshnode-bench")
-		}
-	}
-	refs, err := modeltest.ReadGreedyReference(filepath.Join("..", "..", "models", "reference-greedy.txt"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	var fortunePrompts [][]uint32
-	for _, c := range refs[:3] {
-		fortunePrompts = append(fortunePrompts, c.Prompt)
-	}
+	cacheDir := benchCacheDir()
+	fortunePrompts := referencePrompts(b)
 	type benchCase struct {
 		name, target, draft string // draft: a path, or "lookup"
 		ctx                 int
@@ -350,6 +338,32 @@ func TestSpecGoal(t *testing.T) {
 			t.Errorf("specGoal(%v, %v, %v, %v) = %q, want %q", c.speedup, c.ideal, c.accept, c.c, got, c.want)
 		}
 	}
+}
+
+// benchCacheDir is BENCH_CACHE, where the benchmarks keep the models they
+// make: by default the user cache's meshnode-bench.
+func benchCacheDir() string {
+	if dir := os.Getenv("BENCH_CACHE"); dir != "" {
+		return dir
+	}
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "meshnode-bench")
+	}
+	return ""
+}
+
+// referencePrompts are the three prompts of the built-in model's
+// llama.cpp reference (models/reference-greedy.txt).
+func referencePrompts(b *testing.B) [][]uint32 {
+	refs, err := modeltest.ReadGreedyReference(filepath.Join("..", "..", "models", "reference-greedy.txt"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var out [][]uint32
+	for _, c := range refs[:3] {
+		out = append(out, c.Prompt)
+	}
+	return out
 }
 
 // greedyTokens decodes n greedy tokens after prompt.
