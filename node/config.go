@@ -101,8 +101,9 @@ type ModelConfig struct {
 	DraftMax int `toml:"draft_max"`
 	// DraftPrices is what a greedy serve's windows are priced by:
 	// "measured" (default: the draft's and a verified row's cost timed on
-	// this machine at load) or "files" (the files' sizes and a fixed row
-	// cost, as sampled serves' are: the same decisions on every machine
+	// this machine at load, or for a split model on its pipeline once
+	// placed) or "files" (the files' sizes and a fixed row cost, as
+	// unpriced sampled serves' are: the same decisions on every machine
 	// and under any load).
 	DraftPrices string `toml:"draft_prices"`
 	// Split is whether the model may be split in layer stages across

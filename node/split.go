@@ -802,6 +802,7 @@ func (n *Node) placeSplit(ctx context.Context, sm *splitModel) {
 				sm.setState(plan, "serving")
 				n.updateSelf()
 				n.log.Info("split model serving", "model", sm.Name(), "plan", plan.String())
+				n.priceSplitDraft(ctx, sm)
 				if pending != nil {
 					sm.setPins(pending.pins)
 					pending.done <- nil
@@ -968,7 +969,26 @@ func (n *Node) repinSplit(ctx context.Context, sm *splitModel, r repin, p **stag
 	n.log.Info("split model placed under new pins", "model", sm.Name(), "pins", r.pins, "plan", np.String())
 	n.updateSelf()
 	r.done <- nil
+	n.priceSplitDraft(ctx, sm)
 	return nil
+}
+
+// priceSplitDraft measures what speculation costs on the pipeline sm
+// serves on now (splitengine.Engine.Measure), where sm drafts and its
+// windows are not to be priced by the files. Until it has, and where it
+// cannot, windows are priced as before: by the files' sizes, or by the
+// last pipeline measured.
+func (n *Node) priceSplitDraft(ctx context.Context, sm *splitModel) {
+	if sm.draft == nil || sm.spec.DraftPrices == DraftPricesFiles {
+		return
+	}
+	p, err := sm.eng.Measure(ctx)
+	if err != nil {
+		n.log.Warn("speculative decoding: the pipeline's prices not measured", "model", sm.Name(), "draft", sm.spec.Draft, "err", err)
+		return
+	}
+	n.log.Info("speculative decoding: the pipeline's prices measured", "model", sm.Name(), "draft", sm.spec.Draft,
+		"cost", p.Cost, "row", p.Row, "sampled_cost", p.SampledCost, "sampled_row", p.SampledRow, "sampled_draft", sm.eng.Draft())
 }
 
 // startSplit loads plan's stages, the last first.

@@ -534,8 +534,19 @@ func TestSplitSpeculates(t *testing.T) {
 	// The stage node takes LoadStage.Rows: a window holds the draft's
 	// default 8 drafts and the last token, though the stages hold the
 	// KV of splitSeqs requests.
-	if rows := a.splitModel(fortunesModel).eng.Rows(); rows != spec.DefaultMaxWindow+1 {
+	sm := a.splitModel(fortunesModel)
+	if rows := sm.eng.Rows(); rows != spec.DefaultMaxWindow+1 {
 		t.Errorf("windows of %d rows, want %d", rows, spec.DefaultMaxWindow+1)
+	}
+	// Placed, the head prices speculation on the pipeline: greedy windows
+	// are sized by the prices, and new sampled requests name them.
+	waitFor(t, "the pipeline's prices to be measured", func() bool {
+		_, measured := sm.draft.Prices()
+		return measured
+	})
+	p, _ := sm.draft.Prices()
+	if name := sm.Draft(); name != "" && name != spec.PricedDraft(spec.DraftLookup, p.SampledCost, p.SampledRow) {
+		t.Errorf("sampled requests name the draft %q, want the prices measured (%+v) or none", name, p)
 	}
 	code, _, text, env := completionReceipt(t, a, prompt, maxTokens)
 	if code != http.StatusOK || text != want {

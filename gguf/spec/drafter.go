@@ -51,12 +51,14 @@ type Drafter struct {
 	opt       model.SessionOptions
 	// fixedCost: the configuration set c, which measuring leaves alone.
 	fixedCost bool
-	// prices: what Measure found (measured false before, or without it).
+
+	mu sync.Mutex
+	// prices: what Measure or MeasureSteps found last (measured false
+	// before, or without them). A split model measures again on each
+	// pipeline it is placed on.
 	prices   Prices
 	measured bool
-
-	mu   sync.Mutex
-	idle []*model.Session
+	idle     []*model.Session
 }
 
 // LoadDrafter loads cfg's proposer for a target model (its file, vocab
@@ -114,13 +116,14 @@ func (d *Drafter) ID() string { return d.id }
 // (PricedDraft), which its windows are priced at. The name is part of
 // the request, so a replay prices its windows alike on any machine.
 func (d *Drafter) SampledID() string {
-	if !d.measured {
+	p, measured := d.Prices()
+	if !measured {
 		return d.id
 	}
-	if !d.prices.SampledPays(d.maxK, d.prior()) {
+	if !p.SampledPays(d.maxK, d.prior()) {
 		return ""
 	}
-	return PricedDraft(d.id, d.prices.SampledCost, d.prices.SampledRow)
+	return PricedDraft(d.id, p.SampledCost, p.SampledRow)
 }
 
 // SampledWindow is the window of a sampled serve whose request names
@@ -198,14 +201,37 @@ func (d *Drafter) Proposer(p sample.Params) (Proposer, func(), error) {
 // the engine to call once both models are loaded, before serving.
 func (d *Drafter) Measure(ctx context.Context, target *model.Model) (Prices, error) {
 	p, err := Measure(ctx, target, d.m, measureReps, measureBudget)
+	return d.keep(p, err)
+}
+
+// MeasureSteps is Measure for a target timed by step, whose steps take
+// up to most rows (MeasureSteps): a split model's pipeline, measured
+// when it is placed. The prices it keeps replace those kept before.
+func (d *Drafter) MeasureSteps(ctx context.Context, step StepTimer, most int) (Prices, error) {
+	p, err := MeasureSteps(ctx, step, most, d.m, measureReps, measureBudget)
+	return d.keep(p, err)
+}
+
+// keep keeps the prices measured, with the configured cost where one
+// is set.
+func (d *Drafter) keep(p Prices, err error) (Prices, error) {
 	if err != nil {
 		return Prices{}, err
 	}
 	if d.fixedCost {
 		p.Cost = d.cost
 	}
+	d.mu.Lock()
 	d.prices, d.measured = p, true
+	d.mu.Unlock()
 	return p, nil
+}
+
+// Prices are the prices kept, and whether any were measured.
+func (d *Drafter) Prices() (Prices, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.prices, d.measured
 }
 
 // Drafter.Measure's rounds: up to measureReps, and no more once
@@ -230,8 +256,8 @@ const (
 // A draft that is a copy of the target in other types (SameShape) is
 // expected to stand as often as CopyPrior from the first round.
 func (d *Drafter) Window(greedy bool) *Window {
-	if greedy && d.measured {
-		return d.prices.Window(d.maxK).Expect(d.prior())
+	if p, measured := d.Prices(); greedy && measured {
+		return p.Window(d.maxK).Expect(d.prior())
 	}
 	return NewWindow(d.maxK, d.cost, 0).Expect(d.prior())
 }

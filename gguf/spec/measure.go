@@ -56,12 +56,7 @@ const measureRows = DefaultMaxWindow + 1
 // Measure times the target's one-token steps and its windows of 2 to
 // measureRows rows, and the draft's one-token steps (none for a nil
 // draft: prompt lookup drafts for nothing), on sessions of their own
-// after a short prompt, and returns the prices they make: the medians
-// over up to reps rounds, each round's steps back to back so that its
-// ratios see one load (a busy machine stretches single steps by 2× and
-// more). It stops once budget has passed (0: no budget), or, to have
-// three rounds to take the median of, five times budget (a large model
-// on a slow machine, whose one round can take seconds, is measured once).
+// after a short prompt, and returns the prices they make (MeasureSteps).
 func Measure(ctx context.Context, target, draft *model.Model, reps int, budget time.Duration) (Prices, error) {
 	// A short prompt, so that the steps are decoding's; shorter where a
 	// model's context is.
@@ -72,41 +67,74 @@ func Measure(ctx context.Context, target, draft *model.Model, reps int, budget t
 	// The windows timed: up to measureRows rows, as many as the context
 	// holds after a prompt of one, and at least measureWindow.
 	most := min(measureRows, positions-1)
-	n := min(16, positions-most)
 	if most < measureWindow {
 		return Prices{}, fmt.Errorf("spec: measure: a context of %d positions holds no window of %d after a prompt", positions, measureWindow)
 	}
-	prompt := make([]uint32, n)
-	for i := range prompt {
-		prompt[i] = uint32(1 + i*7919%max(1, target.Config().VocabSize-1))
-	}
-	// The target's rows are picked as a greedy verify picks them; the
-	// draft's token with its confidence, as a greedy draft is judged
-	// (topProb over the vocabulary, a good part of a small draft's step).
+	prompt := measurePrompt(min(16, positions-most), target.Config().VocabSize)
+	// The target's rows are picked as a greedy verify picks them, or
+	// drawn as a sampled serve's are (sampledPick).
 	greedyPick := func(b *model.Batch, j int) { b.ArgMaxAt(0, j) }
-	confidence := func(b *model.Batch, j int) { topProb(b.LogitsAt(0, j)) }
-	// A sampled row: the logits whole and a draw from their distribution.
-	smp := sample.New(sample.Params{Temperature: 1, Seed: 1})
-	drawn := func(b *model.Batch, j int) { smp.Sample(b.LogitsAt(0, j), nil) }
+	drawn := sampledPick()
 	tstep, closeT, err := stepper(ctx, target, prompt, most)
 	if err != nil {
 		return Prices{}, err
 	}
 	defer closeT()
-	step := func(rows int) (time.Duration, error) { return tstep(rows, greedyPick) }
+	step := func(ctx context.Context, rows int, sampled bool) (time.Duration, error) {
+		if sampled {
+			return tstep(rows, drawn)
+		}
+		return tstep(rows, greedyPick)
+	}
+	return MeasureSteps(ctx, step, most, draft, reps, budget)
+}
+
+// StepTimer times one step of a target for MeasureSteps: rows tokens
+// after a short prompt the target holds, each row's token picked as a
+// greedy serve picks it, or, sampled, as a sampled serve does (the
+// logits whole and a draw from their distribution), the target trimmed
+// back to the prompt after.
+type StepTimer func(ctx context.Context, rows int, sampled bool) (time.Duration, error)
+
+// MeasureSteps makes the prices of a target timed by step, whose steps
+// may take up to most rows (at least measureWindow), and of the draft's
+// one-token steps, on a session of its own after a short prompt (none
+// for a nil draft: prompt lookup drafts for nothing): the target a whole
+// model (Measure), or a split model's pipeline, whose step is a trip
+// through its stages. The prices are the medians over up to reps rounds,
+// each round's steps back to back so that its ratios see one load (a
+// busy machine stretches single steps by 2× and more). It stops once
+// budget has passed (0: no budget), or, to have three rounds to take the
+// median of, five times budget (a large model on a slow machine, whose
+// one round can take seconds, is measured once).
+func MeasureSteps(ctx context.Context, step StepTimer, most int, draft *model.Model, reps int, budget time.Duration) (Prices, error) {
+	if most < measureWindow {
+		return Prices{}, fmt.Errorf("spec: measure: a target whose steps take %d rows holds no window of %d", most, measureWindow)
+	}
+	most = min(most, measureRows)
+	// The draft's token with its confidence, as a greedy draft is judged
+	// (topProb over the vocabulary, a good part of a small draft's step),
+	// or drawn, as a sampled draft's is.
+	confidence := func(b *model.Batch, j int) { topProb(b.LogitsAt(0, j)) }
+	drawn := sampledPick()
 	var dstep func(rows int, pick func(*model.Batch, int)) (time.Duration, error)
 	if draft != nil {
+		dc := draft.Config()
+		if dc.TrainContext < 2 {
+			return Prices{}, fmt.Errorf("spec: measure: the draft's context of %d positions holds no step after a prompt", dc.TrainContext)
+		}
 		var closeD func()
-		if dstep, closeD, err = stepper(ctx, draft, prompt, most); err != nil {
+		var err error
+		if dstep, closeD, err = stepper(ctx, draft, measurePrompt(min(16, dc.TrainContext-1), dc.VocabSize), 1); err != nil {
 			return Prices{}, err
 		}
 		defer closeD()
 	}
 	// A warm-up: the first steps grow scratch and fault pages in.
-	if _, err := step(most); err != nil {
+	if _, err := step(ctx, most, false); err != nil {
 		return Prices{}, err
 	}
-	if _, err := tstep(measureWindow, drawn); err != nil {
+	if _, err := step(ctx, measureWindow, true); err != nil {
 		return Prices{}, err
 	}
 	if dstep != nil {
@@ -125,12 +153,12 @@ func Measure(ctx context.Context, target, draft *model.Model, reps int, budget t
 		return took < budget || r < 3 && took < 5*budget
 	}
 	for r := 0; r < max(1, reps) && more(r); r++ {
-		one, err := step(1)
+		one, err := step(ctx, 1, false)
 		if err != nil {
 			return Prices{}, err
 		}
 		for k := 1; k < most; k++ {
-			win, err := step(k + 1)
+			win, err := step(ctx, k+1, false)
 			if err != nil {
 				return Prices{}, err
 			}
@@ -144,11 +172,11 @@ func Measure(ctx context.Context, target, draft *model.Model, reps int, budget t
 			costs = append(costs, d.Seconds()/one.Seconds())
 		}
 		// The same as a sampled serve pays them.
-		sone, err := tstep(1, drawn)
+		sone, err := step(ctx, 1, true)
 		if err != nil {
 			return Prices{}, err
 		}
-		swin, err := tstep(measureWindow, drawn)
+		swin, err := step(ctx, measureWindow, true)
 		if err != nil {
 			return Prices{}, err
 		}
@@ -175,6 +203,23 @@ func Measure(ctx context.Context, target, draft *model.Model, reps int, budget t
 		p.SampledCost = median(sampledCosts)
 	}
 	return p, nil
+}
+
+// measurePrompt is a prompt of n tokens spread over a vocabulary of
+// vocab.
+func measurePrompt(n, vocab int) []uint32 {
+	prompt := make([]uint32, n)
+	for i := range prompt {
+		prompt[i] = uint32(1 + i*7919%max(1, vocab-1))
+	}
+	return prompt
+}
+
+// sampledPick draws a row's token as a sampled serve does: from the
+// logits' distribution, computed whole.
+func sampledPick() func(b *model.Batch, j int) {
+	smp := sample.New(sample.Params{Temperature: 1, Seed: 1})
+	return func(b *model.Batch, j int) { smp.Sample(b.LogitsAt(0, j), nil) }
 }
 
 // SampledPays says whether a sampled serve's speculation could pay at the

@@ -2,10 +2,12 @@ package spec
 
 import (
 	"context"
+	"errors"
 	"math"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/cpu"
@@ -217,5 +219,53 @@ func TestMeasureShortContext(t *testing.T) {
 	hybrid := load("qwen35", 256)
 	if p, err := Measure(context.Background(), hybrid, hybrid, 2, 0); err != nil || p.Cost <= 0 {
 		t.Errorf("qwen35: %+v, %v; want a measurement", p, err)
+	}
+}
+
+// TestMeasureSteps: a target timed by a step function (a split model's
+// pipeline) is priced by the ratios of its steps' times: greedy steps of
+// 1 ms and 0.1 ms a row more make v 0.1 and steps 1 + 0.1·k; sampled
+// steps of 2 ms and 1 ms a row more make a sampled v of 0.5. The steps
+// asked never take more rows than the target's steps hold, nor more than
+// a full window; a target that holds no measured window is refused, and
+// a step's error ends the measurement.
+func TestMeasureSteps(t *testing.T) {
+	ms := func(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
+	for _, most := range []int{measureWindow, measureRows, 20} {
+		asked := 0
+		step := func(_ context.Context, rows int, sampled bool) (time.Duration, error) {
+			asked = max(asked, rows)
+			if sampled {
+				return ms(2 + float64(rows-1)), nil
+			}
+			return ms(1 + 0.1*float64(rows-1)), nil
+		}
+		p, err := MeasureSteps(context.Background(), step, most, nil, 3, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rows := min(most, measureRows); asked != rows || len(p.Steps) != rows {
+			t.Errorf("steps of up to %d rows: asked %d rows, priced %d steps; want %d", most, asked, len(p.Steps), rows)
+		}
+		for k, s := range p.Steps {
+			if math.Abs(s-(1+0.1*float64(k))) > 1e-9 {
+				t.Errorf("steps of up to %d rows: step %d priced %v, want %v", most, k, s, 1+0.1*float64(k))
+			}
+		}
+		if math.Abs(p.Row-0.1) > 1e-9 || math.Abs(p.SampledRow-0.5) > 1e-9 || p.Cost != 0 || p.SampledCost != 0 {
+			t.Errorf("steps of up to %d rows: %+v; want v 0.1, sampled v 0.5 and no draft's cost", most, p)
+		}
+	}
+	never := func(context.Context, int, bool) (time.Duration, error) {
+		t.Fatal("a target that holds no window was stepped")
+		return 0, nil
+	}
+	if _, err := MeasureSteps(context.Background(), never, measureWindow-1, nil, 3, 0); err == nil || !strings.Contains(err.Error(), "holds no window") {
+		t.Errorf("steps of %d rows: err %v, want one that says it holds no window", measureWindow-1, err)
+	}
+	lost := errors.New("a stage was lost")
+	failing := func(context.Context, int, bool) (time.Duration, error) { return 0, lost }
+	if _, err := MeasureSteps(context.Background(), failing, measureRows, nil, 3, 0); !errors.Is(err, lost) {
+		t.Errorf("a failing step: err %v, want the step's", err)
 	}
 }

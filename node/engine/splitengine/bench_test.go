@@ -14,13 +14,17 @@ import (
 // BenchmarkSplitSpeculation is decode tok/s of the built-in model split
 // in 2 and 3 stages over in-process pipes (and over pipes with 1 ms of
 // one-way latency per frame, about a LAN's), plainly and speculating
-// with prompt lookup, on a prompt that repeats itself: the model's own
-// greedy continuation of a line, then the line again, so that the text
-// that follows is one it has seen. A split model's step waits on every
-// stage in turn, so a window — one trip for up to k+1 tokens — pays more
-// than on a whole model. Generation goes on past end-of-text (as
-// llama.cpp's reference runs do): the figure is decoding's, not the tiny
-// model's sense of an ending. Not a timed test: make bench-spec-split.
+// with prompt lookup, and with the trained 2-layer draft where the
+// shared models are present, on a prompt that repeats itself: the
+// model's own greedy continuation of a line, then the line again, so
+// that the text that follows is one it has seen. Each proposer's windows
+// are priced by the files ("files") and by the prices Measure finds on
+// the pipeline ("measured"). A split model's step waits on every stage in
+// turn, so a window — one trip for up to k+1 tokens — pays more than on a
+// whole model, and more than the files' sizes say. Generation goes on
+// past end-of-text (as llama.cpp's reference runs do): the figure is
+// decoding's, not the tiny model's sense of an ending. Not a timed test:
+// make bench-spec-split.
 func BenchmarkSplitSpeculation(b *testing.B) {
 	ref, _ := setup(b)
 	const n = 64
@@ -32,33 +36,63 @@ func BenchmarkSplitSpeculation(b *testing.B) {
 		b.Fatal(err)
 	}
 	prompt := slices.Concat(line, cont, line[1:])
+	proposers := []string{"", spec.DraftLookup}
+	if dc, ok := drafts(b)["fortunes-draft"]; ok {
+		proposers = append(proposers, dc.Path)
+	}
 	for _, lname := range []string{"2 stages", "3 stages"} {
 		for _, delay := range []time.Duration{0, time.Millisecond} {
-			for _, mode := range []string{"plain", "lookup"} {
-				b.Run(fmt.Sprintf("%s/latency=%v/%s", lname, delay, mode), func(b *testing.B) {
-					benchSplit(b, lname, delay, mode == "lookup", prompt, n)
-				})
+			for _, prop := range proposers {
+				for _, measured := range []bool{false, true} {
+					name := "plain"
+					switch {
+					case prop == "" && measured:
+						continue
+					case prop == spec.DraftLookup:
+						name = "lookup"
+					case prop != "":
+						name = "fortunes-draft"
+					}
+					if prop != "" {
+						name += map[bool]string{false: ",files", true: ",measured"}[measured]
+					}
+					b.Run(fmt.Sprintf("%s/latency=%v/%s", lname, delay, name), func(b *testing.B) {
+						benchSplit(b, lname, delay, prop, measured, prompt, n)
+					})
+				}
 			}
 		}
 	}
 }
 
-func benchSplit(b *testing.B, layout string, delay time.Duration, lookup bool, prompt []uint32, n uint32) {
+// benchSplit serves prompt n tokens at a time on the built-in model
+// split by layout, speculating with proposer (a draft's path, "lookup",
+// or "" for none), its windows priced by the pipeline's measured prices
+// if measured, else by the files'.
+func benchSplit(b *testing.B, layout string, delay time.Duration, proposer string, measured bool, prompt []uint32, n uint32) {
 	f := openFile(b)
 	be := cpu.New(cpu.Options{Threads: 1})
 	defer be.Close()
 	cfg := Config{Recipe: "fortunes", Fidelity: receipt.F1, Vocab: 32000, Context: 256, Batch: 128, Tokens: noText{}}
-	if lookup {
+	if proposer != "" {
 		// The default window, up to 8 drafts: the stages answer 9 rows
 		// a step (LoadStage.Rows), though they hold the KV of
 		// splitSeqs requests.
-		d, err := spec.LoadDrafter(spec.DrafterConfig{Path: spec.DraftLookup}, f, cfg.Vocab, cfg.Context, be)
+		d, err := spec.LoadDrafter(spec.DrafterConfig{Path: proposer}, f, cfg.Vocab, cfg.Context, be)
 		if err != nil {
 			b.Fatal(err)
 		}
+		defer d.Close()
 		cfg.Draft = d
 	}
 	e := New(cfg, startSplit(b, f, layouts[layout], 128, spec.DefaultMaxWindow+1, delay))
+	var prices spec.Prices
+	if measured {
+		var err error
+		if prices, err = e.Measure(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+	}
 	var tokens, proposed, accepted uint32
 	var decode time.Duration
 	for b.Loop() {
@@ -81,5 +115,9 @@ func benchSplit(b *testing.B, layout string, delay time.Duration, lookup bool, p
 	if proposed > 0 {
 		b.ReportMetric(float64(accepted)/float64(proposed), "accepted")
 		b.ReportMetric(float64(tokens)/float64(tokens-accepted), "tok/step")
+	}
+	if measured {
+		b.ReportMetric(prices.Cost, "c")
+		b.ReportMetric(prices.Row, "v")
 	}
 }

@@ -202,13 +202,18 @@ func (e *Engine) UJPerToken() uint64               { return e.cfg.UJPerToken }
 func (e *Engine) UJPerOptionScored() uint64        { return 0 }
 func (e *Engine) Weights() (receipt.Weights, bool) { return e.cfg.Weights, true }
 
-// Draft names the proposer as a sampled request speculating with it
-// names it (receipt.Sampling.Draft); "" without one.
+// Draft is what a new sampled request names as its draft
+// (receipt.Sampling.Draft; spec.Drafter.SampledID): the proposer's id,
+// with the sampled prices where the pipeline has been measured
+// (Measure), or "" where they say sampled speculation cannot pay, and
+// without one. A request that names the proposer, with any prices or
+// none, speculates with it whatever this says: a replay of a serve that
+// did.
 func (e *Engine) Draft() string {
 	if e.cfg.Draft == nil {
 		return ""
 	}
-	return e.cfg.Draft.ID()
+	return e.cfg.Draft.SampledID()
 }
 
 // Devices is the head's: its first stage runs on the CPU backend; the
@@ -267,12 +272,21 @@ func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []u
 	if err := ctx.Err(); err != nil {
 		return engine.Outcome{}, err
 	}
-	// A sampled request speculates only with the proposer it names: its
-	// tokens depend on it, and its identity must say so.
-	// A constrained one does not speculate: drafts are not checked
-	// against its grammar.
-	speculate := gr == nil && e.cfg.Draft != nil && engine.Speculation(ctx) && (params.Greedy() || req.Sampling.Draft != "" && req.Sampling.Draft == e.Draft())
-	return e.generate(ctx, serve, prompt, gen{params: params, stops: stops, maxTokens: int(req.MaxTokens), speculate: speculate, grammar: gr}, emit)
+	// A sampled request speculates only with the proposer it names, its
+	// windows priced as the name says: its tokens depend on both, and
+	// its identity must say so. A constrained one does not speculate:
+	// drafts are not checked against its grammar.
+	speculate := gr == nil && e.cfg.Draft != nil && engine.Speculation(ctx)
+	var draft string
+	if !params.Greedy() && req.Sampling != nil {
+		draft = req.Sampling.Draft
+		id, _, _, _, err := spec.SplitDraft(draft)
+		if err != nil {
+			return engine.Outcome{}, refuse("%v", err)
+		}
+		speculate = speculate && draft != "" && id == e.cfg.Draft.ID()
+	}
+	return e.generate(ctx, serve, prompt, gen{params: params, stops: stops, maxTokens: int(req.MaxTokens), speculate: speculate, draft: draft, grammar: gr}, emit)
 }
 
 // gen is how a serve generates.
@@ -281,6 +295,7 @@ type gen struct {
 	stops     []string
 	maxTokens int
 	speculate bool
+	draft     string           // a sampled request's draft name, which prices its windows
 	grammar   *grammar.Grammar // nil: unconstrained
 }
 
@@ -327,7 +342,12 @@ func (e *Engine) decode(ctx context.Context, r *run, prompt []uint32, g gen, emi
 			return out, err
 		}
 		defer release()
-		d.prop, d.win = prop, e.cfg.Draft.Window(g.params.Greedy())
+		d.prop, d.win = prop, e.cfg.Draft.Window(true)
+		if !g.params.Greedy() {
+			if d.win, err = e.cfg.Draft.SampledWindow(g.draft); err != nil {
+				return out, err
+			}
+		}
 		if e.window != nil {
 			d.win = e.window()
 		}
