@@ -70,7 +70,7 @@ func Measure(ctx context.Context, target, draft *model.Model, reps int, budget t
 	if most < measureWindow {
 		return Prices{}, fmt.Errorf("spec: measure: a context of %d positions holds no window of %d after a prompt", positions, measureWindow)
 	}
-	prompt := measurePrompt(min(16, positions-most), target.Config().VocabSize)
+	prompt := MeasureTokens(min(16, positions-most), target.Config().VocabSize)
 	// The target's rows are picked as a greedy verify picks them, or
 	// drawn as a sampled serve's are (sampledPick).
 	greedyPick := func(b *model.Batch, j int) { b.ArgMaxAt(0, j) }
@@ -125,7 +125,7 @@ func MeasureSteps(ctx context.Context, step StepTimer, most int, draft *model.Mo
 		}
 		var closeD func()
 		var err error
-		if dstep, closeD, err = stepper(ctx, draft, measurePrompt(min(16, dc.TrainContext-1), dc.VocabSize), 1); err != nil {
+		if dstep, closeD, err = stepper(ctx, draft, MeasureTokens(min(16, dc.TrainContext-1), dc.VocabSize), 1); err != nil {
 			return Prices{}, err
 		}
 		defer closeD()
@@ -205,9 +205,9 @@ func MeasureSteps(ctx context.Context, step StepTimer, most int, draft *model.Mo
 	return p, nil
 }
 
-// measurePrompt is a prompt of n tokens spread over a vocabulary of
-// vocab.
-func measurePrompt(n, vocab int) []uint32 {
+// MeasureTokens are n tokens spread over a vocabulary of vocab: the
+// prompt and windows a measurement steps on.
+func MeasureTokens(n, vocab int) []uint32 {
 	prompt := make([]uint32, n)
 	for i := range prompt {
 		prompt[i] = uint32(1 + i*7919%max(1, vocab-1))

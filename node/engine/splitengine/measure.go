@@ -48,19 +48,12 @@ func (e *Engine) Measure(ctx context.Context) (spec.Prices, error) {
 	}
 	r := &run{e: e, id: e.next.Add(1), want: stagewire.OutToken}
 	defer r.forget()
-	tokens := func(n int) []uint32 {
-		t := make([]uint32, n)
-		for i := range t {
-			t[i] = uint32(1 + i*7919%max(1, e.cfg.Vocab-1))
-		}
-		return t
-	}
-	prompt := tokens(measurePrompt)
+	prompt := spec.MeasureTokens(measurePrompt, e.cfg.Vocab)
 	if _, err := r.step(ctx, prompt, stagewire.OutToken, 1); err != nil {
 		return spec.Prices{}, fmt.Errorf("splitengine: measure: %w", err)
 	}
 	most := min(r.rows(), d.Max()+1, e.cfg.Context-len(prompt), e.cfg.Batch)
-	window := tokens(most)
+	window := spec.MeasureTokens(most, e.cfg.Vocab)
 	smp := sample.New(sample.Params{Temperature: 1, Seed: 1})
 	step := func(ctx context.Context, rows int, sampled bool) (time.Duration, error) {
 		want := stagewire.OutToken
