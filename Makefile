@@ -268,8 +268,8 @@ bench-grammar:
 # Decode tok/s of the built-in model split in 2 and 3 stages over in-process
 # pipes (and with 1 ms of one-way latency per frame), plain, with prompt
 # lookup and with the trained draft (MESHNODE_MODELS), each priced by the
-# files and by the pipeline's measured prices (docs/engine.md, "Speculative
-# decoding").
+# files and by the pipeline's measured prices; BENCH_SAMPLED=1 samples
+# (docs/engine.md, "Speculative decoding").
 .PHONY: bench-spec-split
 bench-spec-split:
 	CGO_ENABLED=0 $(GO) test ./node/engine/splitengine/ -run '^$$' -bench '^BenchmarkSplitSpeculation$$' -benchtime 20x

@@ -189,13 +189,26 @@ func (s *Sampler) Draw(d []Prob) uint32 {
 func (s *Sampler) weights(logits []float32, allowed []uint64) ([]candidate, float64) {
 	c := s.cands[:0]
 	top := math.Inf(-1)
-	for id, l := range logits {
-		if allowed != nil && !has(allowed, id) {
-			continue
+	switch {
+	case allowed == nil && len(s.counts) == 0:
+		// No mask and no penalty: the logits as they are, without a
+		// lookup per token (most of a sampled token's time over a large
+		// vocabulary).
+		c = slices.Grow(c, len(logits))
+		for id, l := range logits {
+			v := float64(l)
+			c = append(c, candidate{uint32(id), v})
+			top = max(top, v)
 		}
-		v := s.penalised(uint32(id), float64(l))
-		c = append(c, candidate{uint32(id), v})
-		top = max(top, v)
+	default:
+		for id, l := range logits {
+			if allowed != nil && !has(allowed, id) {
+				continue
+			}
+			v := s.penalised(uint32(id), float64(l))
+			c = append(c, candidate{uint32(id), v})
+			top = max(top, v)
+		}
 	}
 	s.cands = c
 	if k := s.p.TopK; k > 0 && k < len(c) {

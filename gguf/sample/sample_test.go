@@ -171,6 +171,24 @@ func TestSeedDeterminism(t *testing.T) {
 	if want := []uint32{379, 888, 567, 800, 981, 303, 762, 341}; !slices.Equal(a[:len(want)], want) {
 		t.Fatalf("seed 7 draws %v, pinned %v", a[:len(want)], want)
 	}
+	// Without a penalty the logits skip the penalties' lookup: the same
+	// draws as through it (pinned before the shortcut).
+	for _, c := range []struct {
+		p    Params
+		want []uint32
+	}{
+		{Params{Temperature: 0.8, Seed: 7}, []uint32{598, 655, 83, 623, 838, 234, 235, 203}},
+		{Params{Temperature: 0.8, TopP: 0.95, Seed: 7}, []uint32{379, 178, 567, 90, 981, 385, 303, 14}},
+	} {
+		s := New(c.p)
+		var got []uint32
+		for range len(c.want) {
+			got = append(got, s.Sample(logits, got))
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%+v draws %v, pinned %v", c.p, got, c.want)
+		}
+	}
 }
 
 func TestValidate(t *testing.T) {

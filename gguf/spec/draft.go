@@ -58,6 +58,10 @@ type ModelProposer struct {
 	evaluated int
 	hist      []uint32
 	step      Stepper // nil: the session's own Eval
+	// qs are the sampled drafts' distributions (Draft.Q), reused from
+	// one proposal to the next; nq of them hold this proposal's.
+	qs [][]sample.Prob
+	nq int
 }
 
 // Stepper evaluates tokens on a draft session in a step it may share with
@@ -158,6 +162,7 @@ func (mp *ModelProposer) ProposeJudged(ctx context.Context, seq []uint32, gen, k
 	reused := min(s.CommonPrefix(seq), len(seq)-1)
 	s.Truncate(reused)
 	mp.hist = append(mp.hist[:0], seq[gen:]...)
+	mp.nq = 0
 	var d Draft
 	pick := func(logits []float32) { d = mp.pick(logits) }
 	if err := mp.eval(ctx, seq[reused:], pick); err != nil {
@@ -196,7 +201,12 @@ func (mp *ModelProposer) pick(logits []float32) Draft {
 		d.Token = mp.smp.Sample(logits, mp.hist)
 		d.Conf = probAt(logits, d.Token)
 	default:
-		d.Q = mp.smp.Dist(nil, logits, mp.hist)
+		if mp.nq == len(mp.qs) {
+			mp.qs = append(mp.qs, nil)
+		}
+		d.Q = mp.smp.Dist(mp.qs[mp.nq][:0], logits, mp.hist)
+		mp.qs[mp.nq] = d.Q
+		mp.nq++
 		d.Token = mp.smp.Draw(d.Q)
 		for _, x := range d.Q {
 			d.Conf = max(d.Conf, x.P)

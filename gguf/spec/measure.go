@@ -30,8 +30,9 @@ type Prices struct {
 	// its own, more than Row says (nil: 1 + k·Row).
 	Steps []float64
 	// SampledCost and SampledRow are Cost and Row as a sampled serve pays
-	// them: each row's logits computed whole and a distribution drawn
-	// from (the draft's and the target's), where a greedy row takes its
+	// them: each row's logits computed whole and a distribution made
+	// over them (the draft's, drawn from, and the target's, to judge the
+	// draft by), where a greedy row takes its
 	// argmax, on a small model most of a token's time. They decide
 	// whether a sampled serve speculates at all (SampledPays) and price
 	// its windows, through the draft name its request carries
@@ -72,9 +73,10 @@ func Measure(ctx context.Context, target, draft *model.Model, reps int, budget t
 	}
 	prompt := MeasureTokens(min(16, positions-most), target.Config().VocabSize)
 	// The target's rows are picked as a greedy verify picks them, or
-	// drawn as a sampled serve's are (sampledPick).
+	// judged as a sampled verify judges them (SampledJudge).
 	greedyPick := func(b *model.Batch, j int) { b.ArgMaxAt(0, j) }
-	drawn := sampledPick()
+	judge := SampledJudge()
+	drawn := func(b *model.Batch, j int) { judge(b.LogitsAt(0, j)) }
 	tstep, closeT, err := stepper(ctx, target, prompt, most)
 	if err != nil {
 		return Prices{}, err
@@ -91,9 +93,9 @@ func Measure(ctx context.Context, target, draft *model.Model, reps int, budget t
 
 // StepTimer times one step of a target for MeasureSteps: rows tokens
 // after a short prompt the target holds, each row's token picked as a
-// greedy serve picks it, or, sampled, as a sampled serve does (the
-// logits whole and a draw from their distribution), the target trimmed
-// back to the prompt after.
+// greedy serve picks it, or, sampled, judged as a sampled serve's verify
+// judges it (the logits whole: SampledJudge), the target trimmed back to
+// the prompt after.
 type StepTimer func(ctx context.Context, rows int, sampled bool) (time.Duration, error)
 
 // MeasureSteps makes the prices of a target timed by step, whose steps
@@ -114,9 +116,14 @@ func MeasureSteps(ctx context.Context, step StepTimer, most int, draft *model.Mo
 	most = min(most, measureRows)
 	// The draft's token with its confidence, as a greedy draft is judged
 	// (topProb over the vocabulary, a good part of a small draft's step),
-	// or drawn, as a sampled draft's is.
+	// or drawn, as a sampled draft's is (its distribution kept for the
+	// verify, and its top probability found).
 	confidence := func(b *model.Batch, j int) { topProb(b.LogitsAt(0, j)) }
-	drawn := sampledPick()
+	mp := &ModelProposer{smp: sample.New(sample.Params{Temperature: 1, Seed: 1})}
+	drawn := func(b *model.Batch, j int) {
+		mp.nq = 0
+		mp.pick(b.LogitsAt(0, j))
+	}
 	var dstep func(rows int, pick func(*model.Batch, int)) (time.Duration, error)
 	if draft != nil {
 		dc := draft.Config()
@@ -215,11 +222,17 @@ func MeasureTokens(n, vocab int) []uint32 {
 	return prompt
 }
 
-// sampledPick draws a row's token as a sampled serve does: from the
-// logits' distribution, computed whole.
-func sampledPick() func(b *model.Batch, j int) {
+// SampledJudge judges a row's logits as a sampled Verify does, for
+// timing it (MeasureSteps' sampled rows): the distribution over the
+// vocabulary, the draft's probability in it, and a draw.
+func SampledJudge() func(logits []float32) {
 	smp := sample.New(sample.Params{Temperature: 1, Seed: 1})
-	return func(b *model.Batch, j int) { smp.Sample(b.LogitsAt(0, j), nil) }
+	var p []sample.Prob
+	return func(logits []float32) {
+		p = smp.Dist(p[:0], logits, nil)
+		probOf(p, 0)
+		smp.Float64()
+	}
 }
 
 // SampledPays says whether a sampled serve's speculation could pay at the

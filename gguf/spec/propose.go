@@ -11,7 +11,9 @@ type Draft struct {
 	Token uint32
 	// Q is the distribution the proposer drew Token from, after the
 	// request's sampling pipeline; nil for a deterministic proposal
-	// (one-hot on Token).
+	// (one-hot on Token). It is the proposer's, valid until it proposes
+	// again (a distribution over the vocabulary is too large to make
+	// anew for every draft).
 	Q []sample.Prob
 	// Conf is the proposer's confidence in Token, by which a Window
 	// learns what its drafts are worth: a draft model's probability for

@@ -580,3 +580,51 @@ func TestDraftPrefill(t *testing.T) {
 		t.Errorf("a window that never speculates had the draft evaluate %d prompt tokens", before)
 	}
 }
+
+// TestSampledDraftsKeepTheirDistributions: each sampled draft of a
+// proposal carries the draft model's distribution at its own position —
+// the one it was drawn from and Verify judges it by — though the
+// proposer reuses their storage from one proposal to the next. Each is
+// held, entry for entry, to a distribution computed afresh on a session
+// of its own, in a second proposal as in the first.
+func TestSampledDraftsKeepTheirDistributions(t *testing.T) {
+	be := cpu.New(cpu.Options{Threads: 2})
+	defer be.Close()
+	draft := fixture(t, be, "llama", "Q8_0")
+	ctx := context.Background()
+	p := sample.Params{Temperature: 1.5, TopK: 50, Seed: 9}
+	session := func() *model.Session {
+		s, err := draft.m.NewSession(model.SessionOptions{Context: 256})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		return s
+	}
+	mp := spec.NewModelProposer(session(), p, -1)
+	fresh := session()
+	prompt := spectest.Repeating(1000, 5)
+	for round, seq := range [][]uint32{prompt, append(slices.Clone(prompt), 7, 8)} {
+		drafts, err := mp.Propose(ctx, seq, len(prompt), 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(drafts) != 4 {
+			t.Fatalf("round %d: %d drafts, want 4", round, len(drafts))
+		}
+		smp := sample.New(p)
+		at := slices.Clone(seq)
+		for i, d := range drafts {
+			fresh.Truncate(0)
+			logits, err := fresh.Eval(ctx, at)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := smp.Dist(nil, logits, at[len(prompt):])
+			if !slices.Equal(d.Q, want) {
+				t.Fatalf("round %d, draft %d: its distribution is not the draft model's at its position (%d entries, want %d)", round, i, len(d.Q), len(want))
+			}
+			at = append(at, d.Token)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package spec
 
 import (
 	"github.com/meshnode/meshnode/gguf/sample"
+	"sync"
 )
 
 // Rows are the target's logits over a verified window: row j follows the
@@ -38,7 +39,9 @@ func Verify(smp *sample.Sampler, argMax bool, rows Rows, drafts []Draft, history
 			hist = append(hist, pick)
 		}
 	}
-	var p []sample.Prob
+	pp := dists.Get().(*[]sample.Prob)
+	p := (*pp)[:0]
+	defer func() { *pp = p[:0]; dists.Put(pp) }()
 	for j, d := range drafts {
 		p = smp.Dist(p[:0], rows.Logits(j), hist)
 		px, qx := probOf(p, d.Token), d.q(d.Token)
@@ -54,6 +57,10 @@ func Verify(smp *sample.Sampler, argMax bool, rows Rows, drafts []Draft, history
 	return len(drafts), smp.Sample(rows.Logits(len(drafts)), hist)
 }
 
+// dists are Verify's distributions over the vocabulary, reused: one is
+// hundreds of kilobytes, made for every draft verified.
+var dists = sync.Pool{New: func() any { return new([]sample.Prob) }}
+
 // probOf is id's probability in d.
 func probOf(d []sample.Prob, id uint32) float64 {
 	for _, x := range d {
@@ -68,9 +75,15 @@ func probOf(d []sample.Prob, id uint32) float64 {
 // normalises), the distribution a rejected draft is replaced from; p
 // itself where it has no mass left (p = q, up to rounding).
 func residual(p []sample.Prob, d Draft) []sample.Prob {
-	var q map[uint32]float64
+	// q by token, dense: a draft's distribution spans the vocabulary,
+	// which a map of it took milliseconds to build, every rejection.
+	var q []float64
 	if d.Q != nil {
-		q = make(map[uint32]float64, len(d.Q))
+		var top uint32
+		for _, x := range d.Q {
+			top = max(top, x.ID)
+		}
+		q = make([]float64, int(top)+1)
 		for _, x := range d.Q {
 			q[x.ID] = x.P
 		}
@@ -80,7 +93,9 @@ func residual(p []sample.Prob, d Draft) []sample.Prob {
 	for _, x := range p {
 		qx := 0.0
 		if q != nil {
-			qx = q[x.ID]
+			if int(x.ID) < len(q) {
+				qx = q[x.ID]
+			}
 		} else if x.ID == d.Token {
 			qx = 1
 		}

@@ -2,6 +2,7 @@ package splitengine
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -23,8 +24,9 @@ import (
 // turn, so a window — one trip for up to k+1 tokens — pays more than on a
 // whole model, and more than the files' sizes say. Generation goes on
 // past end-of-text (as llama.cpp's reference runs do): the figure is
-// decoding's, not the tiny model's sense of an ending. Not a timed test:
-// make bench-spec-split.
+// decoding's, not the tiny model's sense of an ending. With
+// BENCH_SAMPLED=1 the serves sample (temperature 0.7, seeds 1, 2, …), naming
+// the draft as the node would. Not a timed test: make bench-spec-split.
 func BenchmarkSplitSpeculation(b *testing.B) {
 	ref, _ := setup(b)
 	const n = 64
@@ -93,11 +95,21 @@ func benchSplit(b *testing.B, layout string, delay time.Duration, proposer strin
 			b.Fatal(err)
 		}
 	}
+	sampled := os.Getenv("BENCH_SAMPLED") != ""
 	var tokens, proposed, accepted uint32
 	var decode time.Duration
+	var seed uint64
 	for b.Loop() {
+		req := greedy(n, nil)
+		if sampled {
+			// As the node sends a sampled request: naming the draft as
+			// the engine names it now (with the prices measured, or
+			// none); a seed a serve.
+			seed++
+			req = greedy(n, &receipt.Sampling{TemperatureE6: 700_000, Seed: &seed, Draft: e.Draft()})
+		}
 		var first time.Time
-		out, err := e.Serve(b.Context(), greedy(n, nil), prompt, func(uint32) error {
+		out, err := e.Serve(b.Context(), req, prompt, func(uint32) error {
 			if first.IsZero() {
 				first = time.Now()
 			}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/meshnode/meshnode/gguf/sample"
 	"github.com/meshnode/meshnode/gguf/spec"
 	"github.com/meshnode/meshnode/node/wire/stagewire"
 )
@@ -24,12 +23,12 @@ const measurePrompt = 16
 // that stands saves a round trip. A request of its own, taking a serve's
 // place, holds a short prompt on the stages and times steps of 1 to
 // Draft.Max()+1 rows through them, greedy and sampled (the logits of
-// every row crossing the links, and drawn from), and the draft's steps
-// here (spec.Drafter.MeasureSteps), then leaves the stages. The draft
-// keeps the prices: greedy serves' windows are sized by them, and new
-// sampled requests name them (spec.Drafter.SampledID), until the next
-// pipeline is measured. It takes a fraction of a second on a LAN; serves
-// step between its steps. A pipeline whose last stage answers fewer rows
+// every row crossing the links, and judged as a verify judges them), and
+// the draft's steps here (spec.Drafter.MeasureSteps), then leaves the
+// stages. The draft keeps the prices: greedy serves' windows are sized
+// by them, and new sampled requests name them (spec.Drafter.SampledID),
+// until the next pipeline is measured. It takes a fraction of a second
+// on a LAN; serves step between its steps. A pipeline whose last stage answers fewer rows
 // than a measured window (a node of before LoadStage's rows) is not
 // measured, and the files' prices stand.
 func (e *Engine) Measure(ctx context.Context) (spec.Prices, error) {
@@ -54,7 +53,7 @@ func (e *Engine) Measure(ctx context.Context) (spec.Prices, error) {
 	}
 	most := min(r.rows(), d.Max()+1, e.cfg.Context-len(prompt), e.cfg.Batch)
 	window := spec.MeasureTokens(most, e.cfg.Vocab)
-	smp := sample.New(sample.Params{Temperature: 1, Seed: 1})
+	judge := spec.SampledJudge()
 	step := func(ctx context.Context, rows int, sampled bool) (time.Duration, error) {
 		want := stagewire.OutToken
 		if sampled {
@@ -67,10 +66,10 @@ func (e *Engine) Measure(ctx context.Context) (spec.Prices, error) {
 		}
 		switch {
 		case sampled && rows == 1:
-			smp.Sample(res.Logits, nil)
+			judge(res.Logits)
 		case sampled:
 			for _, l := range res.Rows {
-				smp.Sample(l, nil)
+				judge(l)
 			}
 		}
 		took := time.Since(start)

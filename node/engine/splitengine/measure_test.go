@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/meshnode/meshnode/gguf/spec"
+	"github.com/meshnode/meshnode/node/engine"
 	"github.com/meshnode/meshnode/node/engine/ggufengine"
 	"github.com/meshnode/meshnode/node/receipt"
 )
@@ -96,6 +97,15 @@ func TestMeasuredPrices(t *testing.T) {
 		}
 		whole.Close()
 	}
+
+	t.Run("malformed prices", func(t *testing.T) {
+		e, _ := specEngine(t, ref, layouts["2 stages"], spec.DrafterConfig{Path: spec.DraftLookup})
+		seed := uint64(1)
+		_, _, err := serve(e, prompt, greedy(8, &receipt.Sampling{TemperatureE6: 900_000, Seed: &seed, Draft: "lookup@c0.1"}))
+		if !errors.Is(err, engine.ErrRefused) || !strings.Contains(err.Error(), "c<cost>v<row>") {
+			t.Fatalf("a draft named with malformed prices: %v, want a refusal that states the form", err)
+		}
+	})
 
 	t.Run("four rows a step", func(t *testing.T) {
 		e, _ := specEngineWith(t, ref, layouts["2 stages"], spec.DrafterConfig{Path: spec.DraftLookup}, false)
