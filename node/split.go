@@ -896,6 +896,10 @@ func (n *Node) awaitLoss(ctx context.Context, sm *splitModel, p **stage.Pipeline
 	}
 }
 
+// splitPriceTimeout bounds priceSplitDraft: the measurement itself takes
+// a fraction of a second on a LAN.
+const splitPriceTimeout = 10 * time.Second
+
 // repinRetries and repinRetryWait bound how long new pins wait for a
 // peer of the old plan to free its stage's budget (repinSplit).
 const (
@@ -977,11 +981,15 @@ func (n *Node) repinSplit(ctx context.Context, sm *splitModel, r repin, p **stag
 // serves on now (splitengine.Engine.Measure), where sm drafts and its
 // windows are not to be priced by the files. Until it has, and where it
 // cannot, windows are priced as before: by the files' sizes, or by the
-// last pipeline measured.
+// last pipeline measured. It runs on the placing goroutine, which it
+// holds for at most splitPriceTimeout (the measuring request waits for a
+// serve's place).
 func (n *Node) priceSplitDraft(ctx context.Context, sm *splitModel) {
 	if sm.draft == nil || sm.spec.DraftPrices == DraftPricesFiles {
 		return
 	}
+	ctx, cancel := context.WithTimeout(ctx, splitPriceTimeout)
+	defer cancel()
 	p, err := sm.eng.Measure(ctx)
 	if err != nil {
 		n.log.Warn("speculative decoding: the pipeline's prices not measured", "model", sm.Name(), "draft", sm.spec.Draft, "err", err)
