@@ -30,14 +30,13 @@ type Prices struct {
 	// its own, more than Row says (nil: 1 + k·Row).
 	Steps []float64
 	// SampledCost and SampledRow are Cost and Row as a sampled serve pays
-	// them: each row's logits computed whole and a distribution made
-	// over them (the draft's, drawn from, and the target's, to judge the
-	// draft by), where a greedy row takes its
-	// argmax, on a small model most of a token's time. They decide
-	// whether a sampled serve speculates at all (SampledPays) and price
-	// its windows, through the draft name its request carries
-	// (PricedDraft), so that a replay decides alike anywhere. Zero: not
-	// measured.
+	// them: each row's logits computed whole and a distribution made over
+	// them (the draft's, drawn from, and the target's, to judge the draft
+	// by), where a greedy row takes its argmax, on a small model most of
+	// a token's time. They decide whether a sampled serve speculates at
+	// all (SampledPays) and price its windows, through the draft name its
+	// request carries (PricedDraft), so that a replay decides alike
+	// anywhere. Zero: not measured.
 	SampledCost, SampledRow float64
 }
 

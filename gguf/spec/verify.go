@@ -1,8 +1,9 @@
 package spec
 
 import (
-	"github.com/meshnode/meshnode/gguf/sample"
 	"sync"
+
+	"github.com/meshnode/meshnode/gguf/sample"
 )
 
 // Rows are the target's logits over a verified window: row j follows the
