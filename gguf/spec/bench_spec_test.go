@@ -575,8 +575,8 @@ func runSpecCase(b *testing.B, be backend.Backend, targetPath, draftPath string,
 	}
 	best.plainTPS, best.specTPS = float64(best.tokens)/sumPlain, float64(best.tokens)/sumSpec
 	best.median, best.whole, best.prop = spec.Median(ratios), spec.Median(wholes), spec.Median(props)
-	b.Logf("%s: pairs' speedups %.2f; the target's step over 1, 2, … rows, in one-token steps (spec.Prices.Steps) %.2f",
-		filepath.Base(targetPath)+"+"+filepath.Base(draftPath), ratios, prices.Steps)
+	b.Logf("%s: pairs' speedups %.2f; the target's step over 1, 2, … rows, in one-token steps (spec.Prices.Steps) %.2f; the draft's step and its two-token catch-up %.3f, %.3f",
+		filepath.Base(targetPath)+"+"+filepath.Base(draftPath), ratios, prices.Steps, prices.Cost, prices.CatchUp)
 	for pi, rs := range perPrompt {
 		// Per prompt: where the proposer's drafts are right, and where
 		// they are not (the rounds are the same every rep).

@@ -213,12 +213,17 @@ func (d *Drafter) MeasureSteps(ctx context.Context, step StepTimer, most int) (P
 }
 
 // keep keeps the prices measured, with the configured cost where one
-// is set.
+// is set (and the catch-up in proportion).
 func (d *Drafter) keep(p Prices, err error) (Prices, error) {
 	if err != nil {
 		return Prices{}, err
 	}
 	if d.fixedCost {
+		// The catch-up in proportion: what the configuration says a
+		// step costs, times what two tokens cost over one.
+		if p.Cost > 0 {
+			p.CatchUp = d.cost * p.CatchUp / p.Cost
+		}
 		p.Cost = d.cost
 	}
 	d.mu.Lock()

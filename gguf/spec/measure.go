@@ -38,6 +38,12 @@ type Prices struct {
 	// request carries (PricedDraft), so that a replay decides alike
 	// anywhere. Zero: not measured.
 	SampledCost, SampledRow float64
+	// CatchUp is a draft model's step over two tokens, the last judged,
+	// in target tokens: the first step of a round after one whose drafts
+	// all stood (its last draft, never evaluated, and the target's token
+	// after it), where a round after a rejection steps over one. Zero
+	// for prompt lookup, or not measured.
+	CatchUp float64
 }
 
 // minRowCost is the least v a measured window is priced at: a row is
@@ -76,7 +82,7 @@ func Measure(ctx context.Context, target, draft *model.Model, reps int, budget t
 	greedyPick := func(b *model.Batch, j int) { b.ArgMaxAt(0, j) }
 	judge := SampledJudge()
 	drawn := func(b *model.Batch, j int) { judge(b.LogitsAt(0, j)) }
-	tstep, closeT, err := stepper(ctx, target, prompt, most)
+	tstep, _, closeT, err := stepper(ctx, target, prompt, most)
 	if err != nil {
 		return Prices{}, err
 	}
@@ -123,15 +129,17 @@ func MeasureSteps(ctx context.Context, step StepTimer, most int, draft *model.Mo
 		mp.nq = 0
 		mp.pick(b.LogitsAt(0, j))
 	}
-	var dstep func(rows int, pick func(*model.Batch, int)) (time.Duration, error)
+	// The draft steps one token, or catches up on two (a round after one
+	// whose drafts all stood: its last draft and the target's token).
+	var dstep, dcatch func(rows int, pick func(*model.Batch, int)) (time.Duration, error)
 	if draft != nil {
 		dc := draft.Config()
-		if dc.TrainContext < 2 {
-			return Prices{}, fmt.Errorf("spec: measure: the draft's context of %d positions holds no step after a prompt", dc.TrainContext)
+		if dc.TrainContext < 3 {
+			return Prices{}, fmt.Errorf("spec: measure: the draft's context of %d positions holds no catch-up after a prompt", dc.TrainContext)
 		}
 		var closeD func()
 		var err error
-		if dstep, closeD, err = stepper(ctx, draft, MeasureTokens(min(16, dc.TrainContext-1), dc.VocabSize), 1); err != nil {
+		if dstep, dcatch, closeD, err = stepper(ctx, draft, MeasureTokens(min(16, dc.TrainContext-2), dc.VocabSize), 2); err != nil {
 			return Prices{}, err
 		}
 		defer closeD()
@@ -149,7 +157,7 @@ func MeasureSteps(ctx context.Context, step StepTimer, most int, draft *model.Mo
 		}
 	}
 	start := time.Now()
-	var costs, sampledCosts, sampledRows []float64
+	var costs, catchUps, sampledCosts, sampledRows []float64
 	steps := make([][]float64, most)
 	more := func(r int) bool {
 		if r == 0 || budget == 0 {
@@ -176,6 +184,11 @@ func MeasureSteps(ctx context.Context, step StepTimer, most int, draft *model.Mo
 				return Prices{}, err
 			}
 			costs = append(costs, d.Seconds()/one.Seconds())
+			d2, err := dcatch(2, confidence)
+			if err != nil {
+				return Prices{}, err
+			}
+			catchUps = append(catchUps, d2.Seconds()/one.Seconds())
 		}
 		// The same as a sampled serve pays them.
 		sone, err := step(ctx, 1, true)
@@ -206,6 +219,7 @@ func MeasureSteps(ctx context.Context, step StepTimer, most int, draft *model.Mo
 	p.SampledRow = max(minRowCost, median(sampledRows))
 	if draft != nil {
 		p.Cost = median(costs)
+		p.CatchUp = max(median(catchUps), p.Cost)
 		p.SampledCost = median(sampledCosts)
 	}
 	return p, nil
@@ -297,35 +311,41 @@ func median(v []float64) float64 {
 
 // stepper evaluates prompt on a session of m and returns a timer of one
 // step of rows tokens after it (at most most), each row picked by pick,
-// the session trimmed back after.
-func stepper(ctx context.Context, m *model.Model, prompt []uint32, most int) (func(rows int, pick func(b *model.Batch, row int)) (time.Duration, error), func(), error) {
+// the session trimmed back after; and a timer of a draft's catch-up, a
+// step of rows tokens whose last alone has its logits, judged by pick.
+func stepper(ctx context.Context, m *model.Model, prompt []uint32, most int) (step, catchUp func(rows int, pick func(b *model.Batch, row int)) (time.Duration, error), closer func(), err error) {
 	s, err := m.NewSession(model.SessionOptions{Context: len(prompt) + most})
 	if err != nil {
-		return nil, nil, fmt.Errorf("spec: measure: %w", err)
+		return nil, nil, nil, fmt.Errorf("spec: measure: %w", err)
 	}
 	b, err := m.NewBatch(model.BatchOptions{Tokens: most, Seqs: most})
 	if err != nil {
 		s.Close()
-		return nil, nil, fmt.Errorf("spec: measure: %w", err)
+		return nil, nil, nil, fmt.Errorf("spec: measure: %w", err)
 	}
 	if _, err := s.Eval(ctx, prompt); err != nil {
 		s.Close()
-		return nil, nil, fmt.Errorf("spec: measure: %w", err)
+		return nil, nil, nil, fmt.Errorf("spec: measure: %w", err)
 	}
 	window := make([]uint32, most)
 	copy(window, prompt)
-	return func(rows int, pick func(b *model.Batch, row int)) (time.Duration, error) {
+	timed := func(rows, logits int, pick func(b *model.Batch, row int)) (time.Duration, error) {
 		start := time.Now()
-		if err := b.Step(ctx, []model.Seq{{Session: s, Tokens: window[:rows], Logits: rows}}); err != nil {
+		if err := b.Step(ctx, []model.Seq{{Session: s, Tokens: window[:rows], Logits: logits}}); err != nil {
 			return 0, fmt.Errorf("spec: measure: %w", err)
 		}
-		for j := range rows {
+		for j := range logits {
 			pick(b, j)
 		}
 		d := time.Since(start)
 		s.Truncate(len(prompt))
 		return d, nil
-	}, func() { s.Close() }, nil
+	}
+	step = func(rows int, pick func(b *model.Batch, row int)) (time.Duration, error) {
+		return timed(rows, rows, pick)
+	}
+	catchUp = func(rows int, pick func(b *model.Batch, row int)) (time.Duration, error) { return timed(rows, 1, pick) }
+	return step, catchUp, func() { s.Close() }, nil
 }
 
 // Window is a window of at most maxK drafts (0: DefaultMaxWindow) priced
@@ -333,5 +353,6 @@ func stepper(ctx context.Context, m *model.Model, prompt []uint32, most int) (fu
 func (p Prices) Window(maxK int) *Window {
 	w := NewWindow(maxK, p.Cost, max(p.Row, minRowCost))
 	w.steps = p.Steps
+	w.catchUp = max(p.CatchUp-p.Cost, 0)
 	return w
 }

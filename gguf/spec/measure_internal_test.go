@@ -74,6 +74,8 @@ func TestDrafterPrices(t *testing.T) {
 				t.Errorf("a draft model measured at c %v, want > 0", p.Cost)
 			case p.Row < 0:
 				t.Errorf("a row measured at v %v, want ≥ 0", p.Row)
+			case (tc.cfg.Path == DraftLookup) != (p.CatchUp == 0) || p.CatchUp < p.Cost:
+				t.Errorf("a two-token catch-up measured at %v (c %v): want one at least c for a draft model, none for lookup", p.CatchUp, p.Cost)
 			}
 			if w := d.Window(true); w.cost != p.Cost || w.row != max(p.Row, minRowCost) {
 				t.Errorf("a greedy window priced c %v, v %v; want the measured %v, %v", w.cost, w.row, p.Cost, max(p.Row, minRowCost))

@@ -338,3 +338,44 @@ func TestWindowMeasuredSteps(t *testing.T) {
 		}
 	}
 }
+
+// TestWindowPricesCatchUp: a draft model's round after one whose drafts
+// all stood first catches up on two tokens, and a greedy window priced
+// with that step (Prices.CatchUp) counts it. A draft at 0.9 of the target
+// whose drafts always stand pays for windows of 8 (9 tokens for 8.36
+// passes) until its catch-up costs 1.5: then no window pays, from the
+// first round (a prior of one round in two catching up on two). A
+// sampled window, priced by its request's name, has no catch-up price
+// and decides as before.
+func TestWindowPricesCatchUp(t *testing.T) {
+	const c, v = 0.9, 0.02
+	steps := make([]float64, spec.DefaultMaxWindow+1)
+	for k := range steps {
+		steps[k] = 1 + float64(k)*v
+	}
+	drafted := func(w *spec.Window) int {
+		rounds := 0
+		for range 20 {
+			k := w.Size()
+			if k == 0 {
+				continue
+			}
+			rounds++
+			d, err := w.Draft(context.Background(), &fakeDraft{}, nil, 0, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.Keep(d, len(d), 0)
+		}
+		return rounds
+	}
+	if n := drafted(spec.Prices{Cost: c, Row: v, Steps: steps, CatchUp: c}.Window(0).Expect(1)); n != 20 {
+		t.Errorf("a catch-up as dear as one step: %d of 20 rounds drafted, want all", n)
+	}
+	if n := drafted(spec.Prices{Cost: c, Row: v, Steps: steps, CatchUp: 1.5}.Window(0).Expect(1)); n != 0 {
+		t.Errorf("a catch-up of 1.5 target passes: %d of 20 rounds drafted, want none", n)
+	}
+	if n := drafted(spec.NewWindow(0, c, v).Expect(1)); n != 20 {
+		t.Errorf("a sampled window: %d of 20 rounds drafted, want all", n)
+	}
+}
