@@ -13,7 +13,6 @@ import "context"
 // request; another proposer drafts as it sees fit, and a round that
 // drafted fewer than k counts as declined.
 func (w *Window) Draft(ctx context.Context, p Proposer, seq []uint32, prompt, k int) ([]Draft, error) {
-	w.drafting()
 	if j, ok := p.(Judged); ok {
 		r := w.round()
 		drafts, err := j.ProposeJudged(ctx, seq, prompt, k, r.judge)
@@ -26,9 +25,6 @@ func (w *Window) Draft(ctx context.Context, p Proposer, seq []uint32, prompt, k 
 		if r.judged {
 			w.judging = true
 		}
-		// A draft judged out was evaluated, and so were those before
-		// it: the next round catches up on the target's token alone.
-		w.evaluated = r.declined
 		return drafts, nil
 	}
 	drafts, err := p.Propose(ctx, seq, prompt, k)
@@ -38,7 +34,6 @@ func (w *Window) Draft(ctx context.Context, p Proposer, seq []uint32, prompt, k 
 	if len(drafts) < k {
 		w.Declined()
 	}
-	w.evaluated = len(drafts) < k
 	return drafts, nil
 }
 
@@ -104,7 +99,6 @@ func Tokens(last uint32, drafts []Draft) []uint32 {
 // returns the tokens it yields: those drafts, then the target's next.
 func (w *Window) Keep(drafts []Draft, accepted int, next uint32) []uint32 {
 	w.Record(len(drafts), accepted)
-	w.twoNext = len(drafts) > 0 && accepted == len(drafts) && !w.evaluated
 	w.left = max(0, w.left-accepted-1)
 	w.cal.record(drafts, accepted)
 	kept := make([]uint32, 0, accepted+1)

@@ -61,17 +61,11 @@ type Window struct {
 	cal calibration // how often drafts of each confidence stand
 
 	// catchUp is what a draft model's round costs more when its first
-	// step catches up on two tokens rather than one — a round after one
-	// whose drafts all stood, the last of them never evaluated — in
-	// target passes (0: not priced: prompt lookup, windows priced by the
-	// files). twoSteps of the drafting rounds counted did (decayed, with
-	// a prior), and the next round will where twoNext.
-	catchUp          float64
-	twoSteps, rounds float64
-	twoNext          bool
-	// evaluated: the last round's drafts were all evaluated (it ended on
-	// a draft judged out), so a round after it catches up on one token.
-	evaluated bool
+	// step catches up on two tokens rather than one, in target passes (0:
+	// not priced: prompt lookup, windows priced by the files). A round
+	// whose drafts all stand leaves its last draft unevaluated, so the
+	// round after it catches up on that draft and the target's token.
+	catchUp float64
 }
 
 // Fixed is a window of k drafts every round, whatever they yield: for
@@ -275,7 +269,8 @@ func (w *Window) rowAt(k int) float64 {
 // tokens a round of k drafts yields when each stands with probability a
 // (the drafts up to the first rejected, and the target's own token), and
 // the round costs k drafted tokens and the target's pass over k+1 rows,
-// P(k) (pass: 1 + k·v, or the step measured).
+// P(k) (pass: 1 + k·v, or the step measured), and, priced by measured
+// steps, the next round's two-token catch-up where all k stand.
 func (w *Window) best() (int, float64) {
 	a := w.Rate()
 	bestK, bestGain := 0, 1.0
@@ -287,38 +282,15 @@ func (w *Window) best() (int, float64) {
 		e += pow
 		den := float64(float64(k)*float64(w.cost+w.row) + 1)
 		if len(w.steps) > 0 {
-			den = float64(float64(float64(k)*w.cost)+w.pass(k)) + w.catchUps()
+			// A round all of whose drafts stand (a^k) costs the next
+			// one's two-token catch-up.
+			den = float64(float64(float64(k)*w.cost)+w.pass(k)) + float64(w.catchUp*pow)
 		}
 		if gain := e / den; gain > bestGain {
 			bestK, bestGain = k, gain
 		}
 	}
 	return bestK, bestGain
-}
-
-// catchUps is what the catch-ups cost a drafting round on average, in
-// target passes: catchUp for the share of rounds that catch up on two
-// tokens (a prior of one in two, worth two rounds).
-func (w *Window) catchUps() float64 {
-	if w.catchUp == 0 {
-		return 0
-	}
-	return float64(w.catchUp * float64(float64(w.twoSteps+catchUpPrior)/float64(w.rounds+2*catchUpPrior)))
-}
-
-// catchUpPrior is the prior's two-step rounds (of twice as many).
-const catchUpPrior = 1
-
-// drafting counts a drafting round's first step: over two tokens where
-// the last round's drafts all stood and its last was not evaluated.
-func (w *Window) drafting() {
-	if w.twoNext {
-		w.twoSteps++
-	}
-	w.rounds++
-	if w.rounds >= decayAt {
-		w.twoSteps, w.rounds = w.twoSteps/2, w.rounds/2
-	}
 }
 
 // Declined counts a round whose proposer drafted fewer tokens than asked

@@ -341,12 +341,12 @@ func TestWindowMeasuredSteps(t *testing.T) {
 
 // TestWindowPricesCatchUp: a draft model's round after one whose drafts
 // all stood first catches up on two tokens, and a greedy window priced
-// with that step (Prices.CatchUp) counts it. A draft at 0.9 of the target
-// whose drafts always stand pays for windows of 8 (9 tokens for 8.36
-// passes) until its catch-up costs 1.5: then no window pays, from the
-// first round (a prior of one round in two catching up on two). A
-// sampled window, priced by its request's name, has no catch-up price
-// and decides as before.
+// with that step (Prices.CatchUp) counts it against the round whose
+// drafts all stand. A draft at 0.9 of the target whose drafts always
+// stand pays for windows of 8 (9 tokens for 8.36 passes) until its
+// catch-up costs 1.5: then no window pays (9 for 8.96). A sampled window,
+// priced by its request's name, has no catch-up price and decides as
+// before.
 func TestWindowPricesCatchUp(t *testing.T) {
 	const c, v = 0.9, 0.02
 	steps := make([]float64, spec.DefaultMaxWindow+1)
