@@ -10,7 +10,7 @@ import (
 	"github.com/meshnode/meshnode/node/wire/stagewire"
 )
 
-// ErrNoDraft: Measure on an engine without a proposer.
+// ErrNoDraft is Measure's error on an engine without a proposer.
 var ErrNoDraft = errors.New("splitengine: the model has no draft to price")
 
 // measurePrompt is the length of the prompt the measuring request holds
@@ -28,9 +28,9 @@ const measurePrompt = 16
 // stages. The draft keeps the prices: greedy serves' windows are sized
 // by them, and new sampled requests name them (spec.Drafter.SampledID),
 // until the next pipeline is measured. It takes a fraction of a second
-// on a LAN; serves step between its steps. A pipeline whose last stage answers fewer rows
-// than a measured window (a node of before LoadStage's rows) is not
-// measured, and the files' prices stand.
+// on a LAN; serves step between its steps. A pipeline whose last stage
+// answers fewer rows than a measured window (a node of before
+// LoadStage's rows) is not measured, and the files' prices stand.
 func (e *Engine) Measure(ctx context.Context) (spec.Prices, error) {
 	d := e.cfg.Draft
 	if d == nil {
@@ -47,7 +47,7 @@ func (e *Engine) Measure(ctx context.Context) (spec.Prices, error) {
 	}
 	r := &run{e: e, id: e.next.Add(1), want: stagewire.OutToken}
 	defer r.forget()
-	prompt := spec.MeasureTokens(measurePrompt, e.cfg.Vocab)
+	prompt := spec.MeasureTokens(min(measurePrompt, e.cfg.Batch), e.cfg.Vocab)
 	if _, err := r.step(ctx, prompt, stagewire.OutToken, 1); err != nil {
 		return spec.Prices{}, fmt.Errorf("splitengine: measure: %w", err)
 	}
