@@ -475,9 +475,9 @@ func (s *servedModel) request(g *api.Generation, prompt string, promptTokens, ct
 // draft g's request names: a sampled request that may speculate (not
 // turned off, not held to a grammar) to a model with a proposer
 // configured. The draft named can depend on what the node measured when
-// the model loaded (a proposer whose sampled speculation does not pay is
-// named as none), so the serve hands it back in usage.energy.draft and a
-// replay takes it from there.
+// the model loaded, or a split model's pipeline was placed (a proposer
+// whose sampled speculation does not pay is named as none), so the serve
+// hands it back in usage.energy.draft and a replay takes it from there.
 func (s *servedModel) decidedDraft(g *api.Generation) (drafting, bool) {
 	d, ok := draftOf(s.in.m)
 	return d, ok && g.Temperature != nil && *g.Temperature > 0 && (g.Speculative == nil || *g.Speculative) && g.Grammar == nil
