@@ -11,7 +11,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/backend"
 	"github.com/meshnode/meshnode/gguf/model"
 	"github.com/meshnode/meshnode/gguf/sample"
@@ -57,7 +56,7 @@ func BenchmarkSampledSpeculation(b *testing.B) {
 		// model's shape, where it has made it; its draft the built-in.
 		{filepath.Join(cacheDir, "meshnode-fortunes-1b-shape-q8_0.gguf"), []string{"meshnode-fortunes-q8_0.gguf", spec.DraftLookup}, min(tg, 32)},
 	} {
-		if !exists(tc.target) {
+		if !fileExists(tc.target) {
 			b.Logf("%s: skipped, no such file (set MESHNODE_MODELS; make bench-spec makes the 1B shape)", tc.target)
 			continue
 		}
@@ -68,19 +67,12 @@ func BenchmarkSampledSpeculation(b *testing.B) {
 
 // runSampledCase is BenchmarkSampledSpeculation's rows for one target.
 func runSampledCase(b *testing.B, ctx context.Context, be backend.Backend, tw io.Writer, targetPath, shared string, drafts []string, refs [][]uint32, tg, seeds int) {
-	tf, err := gguf.Open(targetPath)
-	if err != nil {
-		b.Fatal(err)
-	}
+	tf, target := loadBench(b, targetPath, be)
 	defer tf.Close()
-	target, err := model.Load(tf, be)
-	if err != nil {
-		b.Fatal(err)
-	}
 	for _, draft := range drafts {
 		path := draft
 		if draft != spec.DraftLookup {
-			if path = filepath.Join(shared, draft); !exists(path) {
+			if path = filepath.Join(shared, draft); !fileExists(path) {
 				b.Logf("%s: skipped, no %s", draft, path)
 				continue
 			}
@@ -141,9 +133,4 @@ func runSampledCase(b *testing.B, ctx context.Context, be backend.Backend, tw io
 			tps(took[2]), took[0].Seconds()/took[2].Seconds())
 		d.Close()
 	}
-}
-
-func exists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
 }

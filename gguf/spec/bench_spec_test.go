@@ -99,6 +99,21 @@ func fileExists(p string) bool {
 	return err == nil
 }
 
+// loadBench opens the GGUF file at path and loads its model on be; the
+// caller closes the file.
+func loadBench(b *testing.B, path string, be backend.Backend) (*gguf.File, *model.Model) {
+	f, err := gguf.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := model.Load(f, be)
+	if err != nil {
+		f.Close()
+		b.Fatal(err)
+	}
+	return f, m
+}
+
 func envInt(key string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(key)); err == nil && v > 0 {
 		return v
@@ -388,26 +403,14 @@ func greedyTokens(b *testing.B, m *model.Model, prompt []uint32, n int) []uint32
 // returns the figures and c as the engine fixes it from the files' sizes.
 func runSpecCase(b *testing.B, be backend.Backend, targetPath, draftPath string, ctxLen, tg, reps int, threshold float64, fixed int, prompts func(*model.Model) [][]uint32) (specRun, float64) {
 	ctx := context.Background()
-	tf, err := gguf.Open(targetPath)
-	if err != nil {
-		b.Fatal(err)
-	}
+	tf, target := loadBench(b, targetPath, be)
 	defer tf.Close()
-	target, err := model.Load(tf, be)
-	if err != nil {
-		b.Fatal(err)
-	}
 	var draft *model.Model
 	cSizes, copyOf := 0.0, false
 	if draftPath != "lookup" {
-		df, err := gguf.Open(draftPath)
-		if err != nil {
-			b.Fatal(err)
-		}
+		var df *gguf.File
+		df, draft = loadBench(b, draftPath, be)
 		defer df.Close()
-		if draft, err = model.Load(df, be); err != nil {
-			b.Fatal(err)
-		}
 		if err := spec.CheckVocab(tf.Metadata, df.Metadata, target.Config().VocabSize, draft.Config().VocabSize); err != nil {
 			b.Fatal(err)
 		}
