@@ -864,7 +864,8 @@ func (n *Node) placeSplit(ctx context.Context, sm *splitModel) {
 // stage's node that leaves or goes down takes p out of service at once,
 // so that no request is sent to it.
 //
-// New pins from the owner are placed here (repinSplit).
+// New pins from the owner are placed here (repinSplit), and the
+// pipeline measured again when its steps drift from its prices.
 func (n *Node) awaitLoss(ctx context.Context, sm *splitModel, p **stage.Pipeline, plan *stageplan.Plan, events *<-chan mesh.Event) error {
 	for {
 		select {
@@ -878,6 +879,11 @@ func (n *Node) awaitLoss(ctx context.Context, sm *splitModel, p **stage.Pipeline
 			if l.p == splitengine.Pipeline(*p) {
 				return l.err
 			}
+		case <-sm.eng.Drifted():
+			// A link's latency, or a stage's load, has changed what a
+			// round trip costs against a draft since it was priced.
+			n.log.Info("speculative decoding: the pipeline's steps drifted from its prices; measuring again", "model", sm.Name())
+			n.priceSplitDraft(ctx, sm)
 		case ev, ok := <-*events:
 			if !ok {
 				*events = nil

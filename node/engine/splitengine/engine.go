@@ -93,6 +93,8 @@ type Config struct {
 	// Lost, if set, is called (on its own goroutine) once for each
 	// pipeline that fails, with the pipeline and why.
 	Lost func(p Pipeline, err error)
+	// Now is the clock steps are timed by (default time.Now).
+	Now func() time.Time
 }
 
 // DefaultStepTimeout bounds a step: a token through a few stages takes
@@ -108,8 +110,12 @@ type Engine struct {
 	next  atomic.Uint64           // request ids
 	slots chan struct{}           // a token per serve running
 
-	mu sync.Mutex // one step at a time; guards p
-	p  Pipeline
+	mu   sync.Mutex // one step at a time; guards p and pace
+	p    Pipeline
+	pace pace
+	// drifted has a value when the serves' steps have drifted from the
+	// ones the draft's prices were measured on (Drifted).
+	drifted chan struct{}
 
 	// window, if set, sizes each serve's windows instead of the draft's
 	// adaptive Window: tests fix it to see full windows cross the stages.
@@ -128,7 +134,10 @@ func New(cfg Config, p Pipeline) *Engine {
 	if cfg.Sessions <= 0 {
 		cfg.Sessions = 4
 	}
-	e := &Engine{cfg: cfg, p: p, slots: make(chan struct{}, cfg.Sessions)}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	e := &Engine{cfg: cfg, p: p, slots: make(chan struct{}, cfg.Sessions), drifted: make(chan struct{}, 1)}
 	if cfg.Tokens != nil {
 		e.con = ggufengine.NewConstrainer(cfg.Tokens, cfg.Vocab)
 	}
@@ -141,6 +150,9 @@ func (e *Engine) Set(p Pipeline) {
 	e.mu.Lock()
 	old := e.p
 	e.p = p
+	if old != p {
+		e.pace.reset() // until the new pipeline is measured
+	}
 	e.mu.Unlock()
 	if old != nil && old != p {
 		closeQuietly(old)
@@ -185,6 +197,13 @@ func (e *Engine) Rows() int {
 	}
 	return n
 }
+
+// Drifted has a value when the serves' decoding steps have drifted from
+// the steps the draft's prices were last measured on (a third slower or
+// faster, over some 32 steps): the owner should Measure again. It
+// reports at most once a minute, and less often while measurements find
+// the pipeline unchanged; nothing before a pipeline is measured.
+func (e *Engine) Drifted() <-chan struct{} { return e.drifted }
 
 // Serving reports whether the engine has a pipeline.
 func (e *Engine) Serving() bool {
@@ -552,6 +571,10 @@ type run struct {
 	id   uint64
 	want stagewire.Output
 	p    Pipeline // the pipeline its positions are on; nil before the first step
+	// took is the last step's time through the stages; a measuring
+	// request's steps are not watched for drift (pace).
+	took      time.Duration
+	measuring bool
 }
 
 // step evaluates tokens after the request's positions and returns the
@@ -572,7 +595,18 @@ func (r *run) step(ctx context.Context, tokens []uint32, want stagewire.Output, 
 	r.p = e.p
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.StepTimeout)
 	defer cancel()
+	start := e.cfg.Now()
 	res, err := r.p.Step(sctx, []stage.Seq{{Request: r.id, Tokens: tokens, Out: want, Rows: rows}})
+	r.took = e.cfg.Now().Sub(start)
+	// A decoding step (a token, or a window) is weighed against the
+	// measured ones; a prompt's are not.
+	if err == nil && !r.measuring && len(tokens) == rows && want != stagewire.OutNone &&
+		e.pace.observe(paceKey{want, rows}, r.took, start) {
+		select {
+		case e.drifted <- struct{}{}:
+		default:
+		}
+	}
 	if err == nil && want == stagewire.OutNone {
 		return stage.Result{}, nil
 	}

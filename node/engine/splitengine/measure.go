@@ -27,8 +27,10 @@ const measurePrompt = 16
 // the draft's steps here (spec.Drafter.MeasureSteps), then leaves the
 // stages. The draft keeps the prices: greedy serves' windows are sized
 // by them, and new sampled requests name them (spec.Drafter.SampledID),
-// until the next pipeline is measured. It takes a fraction of a second
-// on a LAN; serves step between its steps. A pipeline whose last stage
+// until the pipeline is measured again. Its steps through the stages are
+// what the serves' steps are then weighed against: when those drift,
+// Drifted says so. It takes a fraction of a second on a LAN; serves step
+// between its steps. A pipeline whose last stage
 // answers fewer rows than a measured window (a node of before
 // LoadStage's rows) is not measured, and the files' prices stand.
 func (e *Engine) Measure(ctx context.Context) (spec.Prices, error) {
@@ -45,7 +47,7 @@ func (e *Engine) Measure(ctx context.Context) (spec.Prices, error) {
 	case <-ctx.Done():
 		return spec.Prices{}, ctx.Err()
 	}
-	r := &run{e: e, id: e.next.Add(1), want: stagewire.OutToken}
+	r := &run{e: e, id: e.next.Add(1), want: stagewire.OutToken, measuring: true}
 	defer r.forget()
 	prompt := spec.MeasureTokens(min(measurePrompt, e.cfg.Batch), e.cfg.Vocab)
 	if _, err := r.step(ctx, prompt, stagewire.OutToken, 1); err != nil {
@@ -54,16 +56,21 @@ func (e *Engine) Measure(ctx context.Context) (spec.Prices, error) {
 	most := min(r.rows(), d.Max()+1, e.cfg.Context-len(prompt), e.cfg.Batch)
 	window := spec.MeasureTokens(most, e.cfg.Vocab)
 	judge := spec.SampledJudge()
+	// The steps through the stages alone, of each kind: what serves'
+	// steps are weighed against (pace).
+	samples := map[paceKey][]time.Duration{}
 	step := func(ctx context.Context, rows int, sampled bool) (time.Duration, error) {
 		want := stagewire.OutToken
 		if sampled {
 			want = stagewire.OutLogits
 		}
-		start := time.Now()
+		start := e.cfg.Now()
 		res, err := r.step(ctx, window[:rows], want, rows)
 		if err != nil {
 			return 0, err
 		}
+		k := paceKey{want, rows}
+		samples[k] = append(samples[k], r.took)
 		switch {
 		case sampled && rows == 1:
 			judge(res.Logits)
@@ -72,12 +79,17 @@ func (e *Engine) Measure(ctx context.Context) (spec.Prices, error) {
 				judge(l)
 			}
 		}
-		took := time.Since(start)
+		took := e.cfg.Now().Sub(start)
 		return took, r.trim(ctx, len(prompt))
 	}
 	p, err := d.MeasureSteps(ctx, step, most)
 	if err != nil {
 		return spec.Prices{}, fmt.Errorf("splitengine: measure: %w", err)
 	}
+	e.mu.Lock()
+	if r.p == e.p {
+		e.pace.measured(samples)
+	}
+	e.mu.Unlock()
 	return p, nil
 }
