@@ -102,7 +102,7 @@ type ModelConfig struct {
 	// DraftPrices is what a greedy serve's windows are priced by:
 	// "measured" (default: the draft's and a verified row's cost timed on
 	// this machine at load, or for a split model on its pipeline once
-	// placed) or "files" (the files' sizes and a fixed row cost, as
+	// placed, and again when its steps drift) or "files" (the files' sizes and a fixed row cost, as
 	// unpriced sampled serves' are: the same decisions on every machine
 	// and under any load).
 	DraftPrices string `toml:"draft_prices"`
