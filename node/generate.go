@@ -13,6 +13,7 @@ import (
 
 	"github.com/meshnode/meshnode/gguf/chat/toolcall"
 	"github.com/meshnode/meshnode/gguf/grammar"
+	"github.com/meshnode/meshnode/gguf/spec"
 	"github.com/meshnode/meshnode/node/api"
 	"github.com/meshnode/meshnode/node/engine"
 	"github.com/meshnode/meshnode/node/metrics"
@@ -492,6 +493,9 @@ type drafting interface {
 	// DraftName is its draft as configured: a model's name, "lookup",
 	// or "" for none.
 	DraftName() string
+	// DraftPrices are the prices its windows are priced by, and whether
+	// they were measured.
+	DraftPrices() (spec.Prices, bool)
 }
 
 // draftOf is m's proposer, where m has one configured.

@@ -10,6 +10,7 @@ import (
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/chat"
 	"github.com/meshnode/meshnode/gguf/chat/toolcall"
+	"github.com/meshnode/meshnode/gguf/spec"
 	"github.com/meshnode/meshnode/gguf/tokenizer"
 	"github.com/meshnode/meshnode/node/api"
 	"github.com/meshnode/meshnode/node/engine"
@@ -94,6 +95,10 @@ func (g *ggufModel) Draft() string { return g.m.SampledDraft() }
 
 // DraftName is the draft as configured ("" for none).
 func (g *ggufModel) DraftName() string { return g.draft }
+
+// DraftPrices are the prices its windows are priced by, and whether they
+// were measured (at load).
+func (g *ggufModel) DraftPrices() (spec.Prices, bool) { return g.m.DraftPrices() }
 
 // Slots is how many generations the engine batches at once.
 func (g *ggufModel) Slots() int { return g.m.Slots() }

@@ -596,6 +596,7 @@ func (n *Node) Status() Status {
 		}
 		if d, ok := draftOf(in.m); ok {
 			ms.Draft = d.DraftName()
+			ms.Speculation = specStatus(d)
 		}
 		if sm := n.splitModel(in.m.Name()); sm != nil {
 			ms.Split = sm.status()
@@ -667,6 +668,46 @@ type ModelStatus struct {
 	// Draft is the model's speculative proposer as configured: a draft
 	// model's name or "lookup"; absent without one (docs/engine.md).
 	Draft string `json:"draft,omitempty"`
+	// Speculation is how the draft's windows are priced now; absent
+	// without a draft.
+	Speculation *SpecStatus `json:"speculation,omitempty"`
+}
+
+// SpecStatus is how a model's draft is priced (docs/engine.md, "Measured
+// prices"): what an operator reads to see why its windows are as they
+// are, or why sampled requests sample plainly.
+type SpecStatus struct {
+	// Prices is "measured" (timed on this machine at load, or on a split
+	// model's pipeline) or "files" (the files' sizes and a fixed row
+	// cost: draft_prices = "files", or not measured yet, or the
+	// measurement failed; the log says why).
+	Prices string `json:"prices"`
+	// Cost is a drafted token's cost in target tokens, Row a verified
+	// row's past the first, CatchUp a draft model's two-token step (0:
+	// not counted); SampledCost and SampledRow are Cost and Row as a
+	// sampled serve pays them.
+	Cost        float64 `json:"cost"`
+	Row         float64 `json:"row"`
+	CatchUp     float64 `json:"catch_up,omitempty"`
+	SampledCost float64 `json:"sampled_cost"`
+	SampledRow  float64 `json:"sampled_row"`
+	// SampledDraft is what a new sampled request names as its draft (a
+	// receipt's sampling.draft): the draft's id with the sampled prices
+	// (lookup@c0.00v0.51), the id alone (files' prices), or "" where the
+	// prices say sampled speculation cannot pay, so that such requests
+	// sample plainly.
+	SampledDraft string `json:"sampled_draft"`
+}
+
+// specStatus is d's SpecStatus.
+func specStatus(d drafting) *SpecStatus {
+	p, measured := d.DraftPrices()
+	s := &SpecStatus{Prices: DraftPricesFiles, Cost: p.Cost, Row: p.Row, CatchUp: p.CatchUp,
+		SampledCost: p.SampledCost, SampledRow: p.SampledRow, SampledDraft: d.Draft()}
+	if measured {
+		s.Prices = DraftPricesMeasured
+	}
+	return s
 }
 
 // AdmissionName is a peer's inference admission state as /api/status

@@ -176,6 +176,8 @@ func TestSpeculativeTrueRefused(t *testing.T) {
 	n, _ := startNode(t, Config{Model: []ModelConfig{{Path: fortunesPath(t), Draft: DraftLookup, DraftPrices: DraftPricesFiles}}})
 	if ms := n.Status().Models; len(ms) != 1 || ms[0].Draft != DraftLookup {
 		t.Errorf("status models %+v, want one with draft %q", ms, DraftLookup)
+	} else if s := ms[0].Speculation; s == nil || *s != (SpecStatus{Prices: DraftPricesFiles, Row: spec.DefaultRowCost, SampledRow: spec.DefaultRowCost, SampledDraft: DraftLookup}) {
+		t.Errorf("status speculation %+v, want lookup priced by the files (c 0, v %v), sampled requests naming it bare", s, spec.DefaultRowCost)
 	}
 	_, energy := generate(t, n, "/v1/completions", on)
 	if p, _ := specCounts(t, energy); p == 0 {

@@ -241,6 +241,15 @@ func (sm *splitModel) Draft() string { return sm.eng.Draft() }
 // DraftName is the draft as configured ("" for none).
 func (sm *splitModel) DraftName() string { return sm.spec.Draft }
 
+// DraftPrices are the prices its windows are priced by, and whether they
+// were measured (on the pipeline: priceSplitDraft).
+func (sm *splitModel) DraftPrices() (spec.Prices, bool) {
+	if sm.draft == nil {
+		return spec.Prices{}, false
+	}
+	return sm.draft.Prices()
+}
+
 // Slots is how many generations run at once: as many as the stages hold
 // sessions for.
 func (sm *splitModel) Slots() int { return splitSeqs }

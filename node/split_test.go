@@ -548,6 +548,11 @@ func TestSplitSpeculates(t *testing.T) {
 	if name := sm.Draft(); name != "" && name != spec.PricedDraft(spec.DraftLookup, p.SampledCost, p.SampledRow) {
 		t.Errorf("sampled requests name the draft %q, want the prices measured (%+v) or none", name, p)
 	}
+	// /api/status shows them.
+	wantSpec := SpecStatus{Prices: DraftPricesMeasured, Cost: p.Cost, Row: p.Row, CatchUp: p.CatchUp, SampledCost: p.SampledCost, SampledRow: p.SampledRow, SampledDraft: sm.Draft()}
+	if ms := a.Status().Models; len(ms) != 1 || ms[0].Speculation == nil || *ms[0].Speculation != wantSpec {
+		t.Errorf("status models %+v, want one whose speculation is %+v", ms, wantSpec)
+	}
 	code, _, text, env := completionReceipt(t, a, prompt, maxTokens)
 	if code != http.StatusOK || text != want {
 		t.Fatalf("split, speculating: %d %q, want %q", code, text, want)

@@ -22,8 +22,10 @@ type statusDoc struct {
 		Name      string `json:"name"`
 		Context   int    `json:"context"`
 		SizeBytes uint64 `json:"size_bytes"`
-		// Draft is the speculative proposer configured (node.ModelStatus).
-		Draft string `json:"draft"`
+		// Draft is the speculative proposer configured (node.ModelStatus),
+		// Speculation how its windows are priced (node.SpecStatus).
+		Draft       string   `json:"draft"`
+		Speculation *specDoc `json:"speculation"`
 		// Split is the plan of a model split across peers (node.SplitStatus).
 		Split *splitDoc `json:"split"`
 	} `json:"models"`
@@ -47,6 +49,31 @@ type statusDoc struct {
 			At        string `json:"authorised_at"`
 		} `json:"unresolved"`
 	} `json:"grants"`
+}
+
+// specDoc is how a model's draft is priced (node.SpecStatus).
+type specDoc struct {
+	Prices       string  `json:"prices"`
+	Cost         float64 `json:"cost"`
+	Row          float64 `json:"row"`
+	CatchUp      float64 `json:"catch_up"`
+	SampledCost  float64 `json:"sampled_cost"`
+	SampledRow   float64 `json:"sampled_row"`
+	SampledDraft string  `json:"sampled_draft"`
+}
+
+// String is the pricing on one line: the greedy and sampled prices, and
+// what sampled requests do with them.
+func (s *specDoc) String() string {
+	greedy := fmt.Sprintf("c %.2f, v %.2f", s.Cost, s.Row)
+	if s.CatchUp > 0 {
+		greedy += fmt.Sprintf(", catch-up %.2f", s.CatchUp)
+	}
+	sampled := "sampled requests sample plainly (the prices say speculation cannot pay)"
+	if s.SampledDraft != "" {
+		sampled = "sampled requests name " + s.SampledDraft
+	}
+	return fmt.Sprintf("prices %s (greedy %s; sampled c %.2f, v %.2f); %s", s.Prices, greedy, s.SampledCost, s.SampledRow, sampled)
 }
 
 // splitDoc is a split model's plan: its state and stages.
@@ -137,6 +164,11 @@ func printStatus(c *cli.Context, st *statusDoc) error {
 		}
 		if err := t.flush(); err != nil {
 			return err
+		}
+		for _, m := range st.Models {
+			if m.Speculation != nil {
+				fmt.Fprintf(w, "\nSpeculation %s (%s): %s\n", m.Name, m.Draft, m.Speculation)
+			}
 		}
 		for _, m := range st.Models {
 			if m.Split == nil {

@@ -232,11 +232,17 @@ func (d *Drafter) keep(p Prices, err error) (Prices, error) {
 	return p, nil
 }
 
-// Prices are the prices kept, and whether any were measured.
+// Prices are the prices windows are priced by, and whether they were
+// measured: those kept, else the files' (a drafted token at the draft
+// file's size over the target's, or the configured cost; a verified row
+// at DefaultRowCost; greedy and sampled alike).
 func (d *Drafter) Prices() (Prices, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.prices, d.measured
+	if !d.measured {
+		return Prices{Cost: d.cost, Row: DefaultRowCost, SampledCost: d.cost, SampledRow: DefaultRowCost}, false
+	}
+	return d.prices, true
 }
 
 // Drafter.Measure's rounds: up to measureReps, and no more once

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -60,9 +61,16 @@ func TestDrafterPrices(t *testing.T) {
 					t.Errorf("before measuring, greedy %v: priced c %v, v %v; want the sizes' %v and %v", greedy, w.cost, w.row, sized, DefaultRowCost)
 				}
 			}
+			files := Prices{Cost: sized, Row: DefaultRowCost, SampledCost: sized, SampledRow: DefaultRowCost}
+			if got, measured := d.Prices(); measured || !reflect.DeepEqual(got, files) {
+				t.Errorf("before measuring, Prices() = %+v, %v; want the files' %+v, false", got, measured, files)
+			}
 			p, err := d.Measure(context.Background(), target)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if got, measured := d.Prices(); !measured || !reflect.DeepEqual(got, p) {
+				t.Errorf("after measuring, Prices() = %+v, %v; want the measured %+v, true", got, measured, p)
 			}
 			t.Logf("measured c %.3f, v %.3f (sizes: c %.3f)", p.Cost, p.Row, sized)
 			switch {

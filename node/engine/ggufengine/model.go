@@ -371,6 +371,15 @@ func (m *Model) SampledDraft() string {
 	return m.draft.SampledID()
 }
 
+// DraftPrices are the prices the draft's windows are priced by, and
+// whether they were measured (spec.Drafter.Prices); nothing without one.
+func (m *Model) DraftPrices() (spec.Prices, bool) {
+	if m.draft == nil {
+		return spec.Prices{}, false
+	}
+	return m.draft.Prices()
+}
+
 // Close releases the backend's workers and the file's mapping. The model
 // and its engine must not be used afterwards.
 func (m *Model) Close() error {
