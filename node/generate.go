@@ -493,9 +493,9 @@ type drafting interface {
 	// DraftName is its draft as configured: a model's name, "lookup",
 	// or "" for none.
 	DraftName() string
-	// DraftPrices are the prices its windows are priced by, and whether
-	// they were measured.
-	DraftPrices() (spec.Prices, bool)
+	// DraftPrices are the prices its windows are priced by, and when
+	// they were measured (zero: the files' prices).
+	DraftPrices() (spec.Prices, time.Time)
 }
 
 // draftOf is m's proposer, where m has one configured.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/chat"
@@ -96,9 +97,9 @@ func (g *ggufModel) Draft() string { return g.m.SampledDraft() }
 // DraftName is the draft as configured ("" for none).
 func (g *ggufModel) DraftName() string { return g.draft }
 
-// DraftPrices are the prices its windows are priced by, and whether they
-// were measured (at load).
-func (g *ggufModel) DraftPrices() (spec.Prices, bool) { return g.m.DraftPrices() }
+// DraftPrices are the prices its windows are priced by, and when they
+// were measured (at load; zero: the files' prices).
+func (g *ggufModel) DraftPrices() (spec.Prices, time.Time) { return g.m.DraftPrices() }
 
 // Slots is how many generations the engine batches at once.
 func (g *ggufModel) Slots() int { return g.m.Slots() }

@@ -65,6 +65,9 @@ type Node struct {
 	// splitRetry is the first wait before a split model that found no
 	// plan tries again (default 1s).
 	splitRetry time.Duration
+	// splitDial, if set, wraps the dialer a split model's head opens its
+	// stages' streams with (tests slow the links).
+	splitDial func(stage.Dialer) stage.Dialer
 	// memProbe measures this node's memory bandwidth in bytes/s, at
 	// start, when it serves stages (default: membw.Measure).
 	memProbe func(context.Context) (float64, error)
@@ -678,10 +681,11 @@ type ModelStatus struct {
 // are, or why sampled requests sample plainly.
 type SpecStatus struct {
 	// Prices is "measured" (timed on this machine at load, or on a split
-	// model's pipeline) or "files" (the files' sizes and a fixed row
-	// cost: draft_prices = "files", or not measured yet, or the
-	// measurement failed; the log says why).
-	Prices string `json:"prices"`
+	// model's pipeline, at MeasuredAt, RFC 3339) or "files" (the files'
+	// sizes and a fixed row cost: draft_prices = "files", or not measured
+	// yet, or the measurement failed; the log says why).
+	Prices     string `json:"prices"`
+	MeasuredAt string `json:"measured_at,omitempty"`
 	// Cost is a drafted token's cost in target tokens, Row a verified
 	// row's past the first, CatchUp a draft model's two-token step (0:
 	// not counted); SampledCost and SampledRow are Cost and Row as a
@@ -701,11 +705,11 @@ type SpecStatus struct {
 
 // specStatus is d's SpecStatus.
 func specStatus(d drafting) *SpecStatus {
-	p, measured := d.DraftPrices()
+	p, at := d.DraftPrices()
 	s := &SpecStatus{Prices: DraftPricesFiles, Cost: p.Cost, Row: p.Row, CatchUp: p.CatchUp,
 		SampledCost: p.SampledCost, SampledRow: p.SampledRow, SampledDraft: d.Draft()}
-	if measured {
-		s.Prices = DraftPricesMeasured
+	if !at.IsZero() {
+		s.Prices, s.MeasuredAt = DraftPricesMeasured, at.UTC().Format(time.RFC3339)
 	}
 	return s
 }

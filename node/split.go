@@ -241,13 +241,15 @@ func (sm *splitModel) Draft() string { return sm.eng.Draft() }
 // DraftName is the draft as configured ("" for none).
 func (sm *splitModel) DraftName() string { return sm.spec.Draft }
 
-// DraftPrices are the prices its windows are priced by, and whether they
-// were measured (on the pipeline: priceSplitDraft).
-func (sm *splitModel) DraftPrices() (spec.Prices, bool) {
+// DraftPrices are the prices its windows are priced by, and when they
+// were measured (on the pipeline: priceSplitDraft; zero: the files'
+// prices).
+func (sm *splitModel) DraftPrices() (spec.Prices, time.Time) {
 	if sm.draft == nil {
-		return spec.Prices{}, false
+		return spec.Prices{}, time.Time{}
 	}
-	return sm.draft.Prices()
+	p, _ := sm.draft.Prices()
+	return p, sm.draft.MeasuredAt()
 }
 
 // Slots is how many generations run at once: as many as the stages hold
@@ -1046,13 +1048,23 @@ func (n *Node) startSplit(ctx context.Context, sm *splitModel, plan stageplan.Pl
 	return stage.Start(ctx, stage.PipelineConfig{
 		File: sm.file, Digest: sm.digest, Self: n.key.ID(), Stages: places,
 		Context: sm.ctx, KV: model.KVF16, Batch: model.DefaultBatch, Seqs: splitSeqs, Rows: rows,
-		Backend: sm.be, Dial: stage.MeshDialer{Node: n.mesh},
+		Backend: sm.be, Dial: n.headDialer(),
 		// A stage's node that died without a word (killed, powered off)
 		// is found out by a probe within seconds: its connection closes
 		// and the step fails, rather than waiting out the connection's
 		// idle timeout.
 		Suspect: n.mesh.Probe,
 	})
+}
+
+// headDialer is what a split model's head opens its stages' streams
+// with: the mesh's (splitDial wrapping it in tests).
+func (n *Node) headDialer() stage.Dialer {
+	var d stage.Dialer = stage.MeshDialer{Node: n.mesh}
+	if n.splitDial != nil {
+		d = n.splitDial(d)
+	}
+	return d
 }
 
 // updateSelf gossips the announcement again at once (a split model's

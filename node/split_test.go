@@ -11,16 +11,19 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/model"
 	"github.com/meshnode/meshnode/gguf/spec"
+	"github.com/meshnode/meshnode/internal/netsim"
 	"github.com/meshnode/meshnode/node/control"
 	"github.com/meshnode/meshnode/node/identity"
 	"github.com/meshnode/meshnode/node/mesh"
 	"github.com/meshnode/meshnode/node/receipt"
+	"github.com/meshnode/meshnode/node/stage"
 	"github.com/meshnode/meshnode/node/stageplan"
 	"github.com/meshnode/meshnode/node/wire/nodev1"
 	"github.com/meshnode/meshnode/node/wire/stagewire"
@@ -549,7 +552,7 @@ func TestSplitSpeculates(t *testing.T) {
 		t.Errorf("sampled requests name the draft %q, want the prices measured (%+v) or none", name, p)
 	}
 	// /api/status shows them.
-	wantSpec := SpecStatus{Prices: DraftPricesMeasured, Cost: p.Cost, Row: p.Row, CatchUp: p.CatchUp, SampledCost: p.SampledCost, SampledRow: p.SampledRow, SampledDraft: sm.Draft()}
+	wantSpec := SpecStatus{Prices: DraftPricesMeasured, MeasuredAt: sm.draft.MeasuredAt().UTC().Format(time.RFC3339), Cost: p.Cost, Row: p.Row, CatchUp: p.CatchUp, SampledCost: p.SampledCost, SampledRow: p.SampledRow, SampledDraft: sm.Draft()}
 	if ms := a.Status().Models; len(ms) != 1 || ms[0].Speculation == nil || *ms[0].Speculation != wantSpec {
 		t.Errorf("status models %+v, want one whose speculation is %+v", ms, wantSpec)
 	}
@@ -564,4 +567,55 @@ func TestSplitSpeculates(t *testing.T) {
 	if r := sealed.Receipt; r.SpecProposed == 0 || r.SpecAccepted > r.SpecProposed || len(r.Stages) != 2 {
 		t.Fatalf("receipt: %d of %d drafts accepted, %d stages", r.SpecAccepted, r.SpecProposed, len(r.Stages))
 	}
+}
+
+// TestSplitMeasuresAgainOnDrift: once the head's links to its stages
+// slow down after the pipeline was priced (here by 15 ms a frame, as
+// place of a route that changed), the serves' steps drift from the
+// measured ones and the head measures the pipeline again.
+func TestSplitMeasuresAgainOnDrift(t *testing.T) {
+	const prompt, maxTokens = "A man walks into a bar, and a man who has a little to be a man who walks into a bar", 32
+	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
+	var slow atomic.Int64
+	b, _ := stageHost(t, 0)
+	a, _ := startNodeWith(t, Config{Model: []ModelConfig{{Path: fortunesPath(t), Context: splitContext, Split: SplitAlways, Draft: DraftLookup}},
+		Join: []string{b.invite}}, func(n *Node) {
+		n.splitRetry = 50e6
+		n.splitDial = func(d stage.Dialer) stage.Dialer { return slowDialer{d, &slow} }
+	})
+	sm := a.splitModel(fortunesModel)
+	waitFor(t, "the split model to be placed and priced", func() bool {
+		s := splitStatus(a)
+		return s != nil && s.State == "serving" && !sm.draft.MeasuredAt().IsZero()
+	})
+	first, _ := sm.draft.Prices()
+	firstAt := sm.draft.MeasuredAt()
+	slow.Store(int64(15 * time.Millisecond))
+	for i := 0; sm.draft.MeasuredAt().Equal(firstAt); i++ {
+		if i == 20 {
+			t.Fatalf("20 requests over links 15 ms slower, and the pipeline was not measured again (prices %+v)", first)
+		}
+		if code, _, text := completion(t, a, prompt, maxTokens); code != http.StatusOK || text == "" {
+			t.Fatalf("request %d: %d %q", i, code, text)
+		}
+	}
+	// What the new prices are is the machine's (a 2-core machine's
+	// measurements swing): TestMeasureAgainOnDrift (splitengine) pins the
+	// new base on a fake clock.
+	again, _ := sm.draft.Prices()
+	t.Logf("measured steps %.2f; again %.2f", first.Steps, again.Steps)
+}
+
+// slowDialer's streams deliver each write *lat later: a slower link.
+type slowDialer struct {
+	stage.Dialer
+	lat *atomic.Int64
+}
+
+func (d slowDialer) Open(ctx context.Context, peer identity.EndpointID) (io.ReadWriteCloser, error) {
+	c, err := d.Dialer.Open(ctx, peer)
+	if err != nil {
+		return nil, err
+	}
+	return netsim.Delay(c, func() time.Duration { return time.Duration(d.lat.Load()) }), nil
 }

@@ -54,6 +54,7 @@ type statusDoc struct {
 // specDoc is how a model's draft is priced (node.SpecStatus).
 type specDoc struct {
 	Prices       string  `json:"prices"`
+	MeasuredAt   string  `json:"measured_at"`
 	Cost         float64 `json:"cost"`
 	Row          float64 `json:"row"`
 	CatchUp      float64 `json:"catch_up"`
@@ -73,7 +74,11 @@ func (s *specDoc) String() string {
 	if s.SampledDraft != "" {
 		sampled = "sampled requests name " + s.SampledDraft
 	}
-	return fmt.Sprintf("prices %s (greedy %s; sampled c %.2f, v %.2f); %s", s.Prices, greedy, s.SampledCost, s.SampledRow, sampled)
+	prices := s.Prices
+	if s.MeasuredAt != "" {
+		prices += " at " + s.MeasuredAt
+	}
+	return fmt.Sprintf("prices %s (greedy %s; sampled c %.2f, v %.2f); %s", prices, greedy, s.SampledCost, s.SampledRow, sampled)
 }
 
 // splitDoc is a split model's plan: its state and stages.

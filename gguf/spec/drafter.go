@@ -53,12 +53,12 @@ type Drafter struct {
 	fixedCost bool
 
 	mu sync.Mutex
-	// prices: what Measure or MeasureSteps found last (measured false
-	// before, or without them). A split model measures again on each
-	// pipeline it is placed on.
-	prices   Prices
-	measured bool
-	idle     []*model.Session
+	// prices: what Measure or MeasureSteps found last, at measuredAt
+	// (zero before, or without them). A split model measures again on
+	// each pipeline it is placed on, and when its steps drift.
+	prices     Prices
+	measuredAt time.Time
+	idle       []*model.Session
 }
 
 // LoadDrafter loads cfg's proposer for a target model (its file, vocab
@@ -227,7 +227,7 @@ func (d *Drafter) keep(p Prices, err error) (Prices, error) {
 		p.Cost = d.cost
 	}
 	d.mu.Lock()
-	d.prices, d.measured = p, true
+	d.prices, d.measuredAt = p, time.Now()
 	d.mu.Unlock()
 	return p, nil
 }
@@ -239,10 +239,17 @@ func (d *Drafter) keep(p Prices, err error) (Prices, error) {
 func (d *Drafter) Prices() (Prices, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if !d.measured {
+	if d.measuredAt.IsZero() {
 		return Prices{Cost: d.cost, Row: DefaultRowCost, SampledCost: d.cost, SampledRow: DefaultRowCost}, false
 	}
 	return d.prices, true
+}
+
+// MeasuredAt is when the prices kept were measured; zero if they were not.
+func (d *Drafter) MeasuredAt() time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.measuredAt
 }
 
 // Drafter.Measure's rounds: up to measureReps, and no more once

@@ -372,12 +372,14 @@ func (m *Model) SampledDraft() string {
 }
 
 // DraftPrices are the prices the draft's windows are priced by, and
-// whether they were measured (spec.Drafter.Prices); nothing without one.
-func (m *Model) DraftPrices() (spec.Prices, bool) {
+// when they were measured (spec.Drafter.Prices; zero: the files'
+// prices); nothing without a draft.
+func (m *Model) DraftPrices() (spec.Prices, time.Time) {
 	if m.draft == nil {
-		return spec.Prices{}, false
+		return spec.Prices{}, time.Time{}
 	}
-	return m.draft.Prices()
+	p, _ := m.draft.Prices()
+	return p, m.draft.MeasuredAt()
 }
 
 // Close releases the backend's workers and the file's mapping. The model

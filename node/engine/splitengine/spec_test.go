@@ -1,7 +1,6 @@
 package splitengine
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/ed25519"
@@ -23,6 +22,7 @@ import (
 	"github.com/meshnode/meshnode/gguf/spec"
 	"github.com/meshnode/meshnode/hw"
 	"github.com/meshnode/meshnode/hw/hwtest"
+	"github.com/meshnode/meshnode/internal/netsim"
 	"github.com/meshnode/meshnode/node/engine/ggufengine"
 	"github.com/meshnode/meshnode/node/identity"
 	"github.com/meshnode/meshnode/node/receipt"
@@ -60,9 +60,10 @@ func (d pipeDialer) Open(ctx context.Context, peer identity.EndpointID) (io.Read
 		return nil, fmt.Errorf("no route to %s", peer.Short())
 	}
 	a, b := net.Pipe()
-	var head, tail net.Conn = a, b
+	var head, tail io.ReadWriteCloser = a, b
 	if d.net.delay > 0 {
-		head, tail = delay(a, d.net.delay), delay(b, d.net.delay)
+		latency := func() time.Duration { return d.net.delay }
+		head, tail = netsim.Delay(a, latency), netsim.Delay(b, latency)
 	}
 	d.net.wg.Add(1)
 	go func() {
@@ -71,54 +72,6 @@ func (d pipeDialer) Open(ctx context.Context, peer identity.EndpointID) (io.Read
 		tail.Close()
 	}()
 	return head, nil
-}
-
-// delayed is a link whose every write arrives delay later: a network's
-// one-way latency, without its bandwidth limit. A write returns at once,
-// as a socket's does; the writes arrive in order.
-type delayed struct {
-	net.Conn
-	delay  time.Duration
-	writes chan delayedWrite
-	done   chan struct{}
-	once   sync.Once
-}
-
-type delayedWrite struct {
-	due  time.Time
-	data []byte
-}
-
-func delay(c net.Conn, d time.Duration) *delayed {
-	l := &delayed{Conn: c, delay: d, writes: make(chan delayedWrite, 1024), done: make(chan struct{})}
-	go func() {
-		for {
-			select {
-			case w := <-l.writes:
-				time.Sleep(time.Until(w.due))
-				if _, err := c.Write(w.data); err != nil {
-					return
-				}
-			case <-l.done:
-				return
-			}
-		}
-	}()
-	return l
-}
-
-func (l *delayed) Write(b []byte) (int, error) {
-	select {
-	case l.writes <- delayedWrite{time.Now().Add(l.delay), bytes.Clone(b)}:
-		return len(b), nil
-	case <-l.done:
-		return 0, net.ErrClosed
-	}
-}
-
-func (l *delayed) Close() error {
-	l.once.Do(func() { close(l.done) })
-	return l.Conn.Close()
 }
 
 // startSplit loads f in stages of layout over an in-process pipeNet, the
