@@ -244,13 +244,7 @@ func (sm *splitModel) DraftName() string { return sm.spec.Draft }
 // DraftPrices are the prices its windows are priced by, and when they
 // were measured (on the pipeline: priceSplitDraft; zero: the files'
 // prices).
-func (sm *splitModel) DraftPrices() (spec.Prices, time.Time) {
-	if sm.draft == nil {
-		return spec.Prices{}, time.Time{}
-	}
-	p, _ := sm.draft.Prices()
-	return p, sm.draft.MeasuredAt()
-}
+func (sm *splitModel) DraftPrices() (spec.Prices, time.Time) { return sm.draft.Pricing() }
 
 // Slots is how many generations run at once: as many as the stages hold
 // sessions for.

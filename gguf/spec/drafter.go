@@ -245,11 +245,16 @@ func (d *Drafter) Prices() (Prices, bool) {
 	return d.prices, true
 }
 
-// MeasuredAt is when the prices kept were measured; zero if they were not.
-func (d *Drafter) MeasuredAt() time.Time {
+// Pricing is Prices with when they were measured (zero: the files'
+// prices); nothing for no drafter (nil).
+func (d *Drafter) Pricing() (Prices, time.Time) {
+	if d == nil {
+		return Prices{}, time.Time{}
+	}
+	p, _ := d.Prices()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.measuredAt
+	return p, d.measuredAt
 }
 
 // Drafter.Measure's rounds: up to measureReps, and no more once

@@ -65,12 +65,18 @@ func TestDrafterPrices(t *testing.T) {
 			if got, measured := d.Prices(); measured || !reflect.DeepEqual(got, files) {
 				t.Errorf("before measuring, Prices() = %+v, %v; want the files' %+v, false", got, measured, files)
 			}
+			if got, at := d.Pricing(); !at.IsZero() || !reflect.DeepEqual(got, files) {
+				t.Errorf("before measuring, Pricing() = %+v, %v; want the files' prices, no time", got, at)
+			}
 			p, err := d.Measure(context.Background(), target)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if got, measured := d.Prices(); !measured || !reflect.DeepEqual(got, p) {
 				t.Errorf("after measuring, Prices() = %+v, %v; want the measured %+v, true", got, measured, p)
+			}
+			if got, at := d.Pricing(); at.IsZero() || !reflect.DeepEqual(got, p) {
+				t.Errorf("after measuring, Pricing() = %+v, %v; want the measured prices and when", got, at)
 			}
 			t.Logf("measured c %.3f, v %.3f (sizes: c %.3f)", p.Cost, p.Row, sized)
 			switch {

@@ -372,15 +372,9 @@ func (m *Model) SampledDraft() string {
 }
 
 // DraftPrices are the prices the draft's windows are priced by, and
-// when they were measured (spec.Drafter.Prices; zero: the files'
+// when they were measured (spec.Drafter.Pricing; zero: the files'
 // prices); nothing without a draft.
-func (m *Model) DraftPrices() (spec.Prices, time.Time) {
-	if m.draft == nil {
-		return spec.Prices{}, time.Time{}
-	}
-	p, _ := m.draft.Prices()
-	return p, m.draft.MeasuredAt()
-}
+func (m *Model) DraftPrices() (spec.Prices, time.Time) { return m.draft.Pricing() }
 
 // Close releases the backend's workers and the file's mapping. The model
 // and its engine must not be used afterwards.
