@@ -269,7 +269,9 @@ bench-grammar:
 # pipes (and with 1 ms of one-way latency per frame), plain, with prompt
 # lookup and with the trained draft (MESHNODE_MODELS), each priced by the
 # files and by the pipeline's measured prices; BENCH_SAMPLED=1 samples
-# (docs/engine.md, "Speculative decoding").
+# (docs/engine.md, "Speculative decoding"). Then a pipeline measured over
+# links of no latency and served over 1 ms ones, on the prices of its
+# placement and measured again on drift (BenchmarkSplitDrift).
 .PHONY: bench-spec-split
 bench-spec-split:
-	CGO_ENABLED=0 $(GO) test ./node/engine/splitengine/ -run '^$$' -bench '^BenchmarkSplitSpeculation$$' -benchtime 20x
+	CGO_ENABLED=0 $(GO) test ./node/engine/splitengine/ -run '^$$' -bench '^BenchmarkSplit(Speculation|Drift)$$' -benchtime 20x

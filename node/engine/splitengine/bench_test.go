@@ -1,9 +1,11 @@
 package splitengine
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -131,5 +133,94 @@ func benchSplit(b *testing.B, layout string, delay time.Duration, proposer strin
 	if measured {
 		b.ReportMetric(prices.Cost, "c")
 		b.ReportMetric(prices.Row, "v")
+	}
+}
+
+// BenchmarkSplitDrift is decode tok/s of the built-in model in 2 stages,
+// speculating with the trained 2-layer draft (prompt lookup without the
+// shared models), on BenchmarkSplitSpeculation's prompt: its pipeline
+// measured over links of no latency (where the draft does not pay), then
+// served over links of 1 ms one way. "kept": on the prices measured at
+// placement, as before a split model measured again; "again": measured
+// again each time Drifted reports, as the node does. The first serves
+// run on the old prices in both (the drift shows over 32 steps). Not a
+// timed test: make bench-spec-split.
+func BenchmarkSplitDrift(b *testing.B) {
+	ref, _ := setup(b)
+	const n = 64
+	line := ref.Tokenize("A man walks into a bar", true, false)
+	cont, _, err := serve(New(Config{Recipe: "fortunes", Vocab: ref.Config().VocabSize, Context: 256, Batch: 128, Tokens: noText{}},
+		startSplit(b, openFile(b), layouts["2 stages"], 128, splitSeqs, 0)), line, greedy(n, nil))
+	if err != nil {
+		b.Fatal(err)
+	}
+	prompt := slices.Concat(line, cont, line[1:])
+	proposer := spec.DraftLookup
+	if dc, ok := drafts(b)["fortunes-draft"]; ok {
+		proposer = dc.Path
+	}
+	for _, again := range []bool{false, true} {
+		b.Run(map[bool]string{false: "kept", true: "again"}[again], func(b *testing.B) {
+			f := openFile(b)
+			be := cpu.New(cpu.Options{Threads: 1})
+			defer be.Close()
+			d, err := spec.LoadDrafter(spec.DrafterConfig{Path: proposer}, f, 32000, 256, be)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer d.Close()
+			var lat atomic.Int64
+			e := New(Config{Recipe: "fortunes", Fidelity: receipt.F1, Vocab: 32000, Context: 256, Batch: 128, Tokens: noText{}, Draft: d},
+				startSplitLinks(b, f, layouts["2 stages"], 128, spec.DefaultMaxWindow+1, true, func() time.Duration { return time.Duration(lat.Load()) }))
+			placed, err := e.Measure(b.Context())
+			if err != nil {
+				b.Fatal(err)
+			}
+			lat.Store(int64(time.Millisecond))
+			var measures atomic.Int32
+			var last atomic.Value
+			last.Store(placed)
+			if again {
+				ctx, cancel := context.WithCancel(b.Context())
+				done := make(chan struct{})
+				defer func() { cancel(); <-done }()
+				go func() {
+					defer close(done)
+					for {
+						select {
+						case <-ctx.Done():
+							return
+						case <-e.Drifted():
+							if p, err := e.Measure(ctx); err == nil {
+								measures.Add(1)
+								last.Store(p)
+							}
+						}
+					}
+				}()
+			}
+			var tokens, accepted uint32
+			var decode time.Duration
+			for b.Loop() {
+				var first time.Time
+				out, err := e.Serve(b.Context(), greedy(n, nil), prompt, func(uint32) error {
+					if first.IsZero() {
+						first = time.Now()
+					}
+					return nil
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+				decode += time.Since(first)
+				tokens += out.TokensOut - 1
+				accepted += out.SpecAccepted
+			}
+			b.ReportMetric(float64(tokens)/decode.Seconds(), "decode-tok/s")
+			b.ReportMetric(float64(tokens)/float64(tokens-accepted), "tok/step")
+			b.ReportMetric(float64(measures.Load()), "measured-again")
+			b.ReportMetric(placed.Cost, "c-placed")
+			b.ReportMetric(last.Load().(spec.Prices).Cost, "c-last")
+		})
 	}
 }

@@ -44,7 +44,7 @@ func (m stageModels) Open([32]byte) (*gguf.File, error) { return m.f, nil }
 // pipeNet is an in-process mesh of stage Servers joined by net.Pipe.
 type pipeNet struct {
 	ctx     context.Context
-	delay   time.Duration // each frame's one-way latency
+	latency func() time.Duration // each frame's one-way latency; nil: none
 	servers map[identity.EndpointID]*stage.Server
 	wg      sync.WaitGroup
 }
@@ -61,9 +61,8 @@ func (d pipeDialer) Open(ctx context.Context, peer identity.EndpointID) (io.Read
 	}
 	a, b := net.Pipe()
 	var head, tail io.ReadWriteCloser = a, b
-	if d.net.delay > 0 {
-		latency := func() time.Duration { return d.net.delay }
-		head, tail = netsim.Delay(a, latency), netsim.Delay(b, latency)
+	if l := d.net.latency; l != nil {
+		head, tail = netsim.Delay(a, l), netsim.Delay(b, l)
 	}
 	d.net.wg.Add(1)
 	go func() {
@@ -91,8 +90,19 @@ const splitSeqs = 4
 // field) a step holds splitSeqs rows.
 func startSplitWith(t testing.TB, f *gguf.File, layout []model.LayerRange, batch, rows int, loadRows bool, delay time.Duration) *stage.Pipeline {
 	t.Helper()
+	var latency func() time.Duration
+	if delay > 0 {
+		latency = func() time.Duration { return delay }
+	}
+	return startSplitLinks(t, f, layout, batch, rows, loadRows, latency)
+}
+
+// startSplitLinks is startSplitWith whose links' latency is latency()
+// at each frame (nil: none), so that a benchmark may change it.
+func startSplitLinks(t testing.TB, f *gguf.File, layout []model.LayerRange, batch, rows int, loadRows bool, latency func() time.Duration) *stage.Pipeline {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	pn := &pipeNet{ctx: ctx, servers: map[identity.EndpointID]*stage.Server{}, delay: delay}
+	pn := &pipeNet{ctx: ctx, servers: map[identity.EndpointID]*stage.Server{}, latency: latency}
 	be := cpu.New(cpu.Options{Threads: 1})
 	clock := hwtest.NewClock(time.Unix(1_800_000_000, 0))
 	var places []stage.Placement
