@@ -11,6 +11,7 @@ import (
 
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/spec"
+	"github.com/meshnode/meshnode/node/engine"
 	"github.com/meshnode/meshnode/node/receipt"
 )
 
@@ -110,18 +111,8 @@ func benchSplit(b *testing.B, layout string, delay time.Duration, proposer strin
 			seed++
 			req = greedy(n, &receipt.Sampling{TemperatureE6: 700_000, Seed: &seed, Draft: e.Draft()})
 		}
-		var first time.Time
-		out, err := e.Serve(b.Context(), req, prompt, func(uint32) error {
-			if first.IsZero() {
-				first = time.Now()
-			}
-			return nil
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		// Decoding: from the first token (the prompt's) to the last.
-		decode += time.Since(first)
+		out, took := decodeServe(b, e, req, prompt)
+		decode += took
 		tokens += out.TokensOut - 1
 		proposed, accepted = proposed+out.SpecProposed, accepted+out.SpecAccepted
 	}
@@ -134,6 +125,22 @@ func benchSplit(b *testing.B, layout string, delay time.Duration, proposer strin
 		b.ReportMetric(prices.Cost, "c")
 		b.ReportMetric(prices.Row, "v")
 	}
+}
+
+// decodeServe serves req on e and returns the outcome and the time
+// decoding took: from the first token (the prompt's) to the last.
+func decodeServe(b *testing.B, e *Engine, req receipt.ServeRequest, prompt []uint32) (engine.Outcome, time.Duration) {
+	var first time.Time
+	out, err := e.Serve(b.Context(), req, prompt, func(uint32) error {
+		if first.IsZero() {
+			first = time.Now()
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return out, time.Since(first)
 }
 
 // BenchmarkSplitDrift is decode tok/s of the built-in model in 2 stages,
@@ -202,17 +209,8 @@ func BenchmarkSplitDrift(b *testing.B) {
 			var tokens, accepted uint32
 			var decode time.Duration
 			for b.Loop() {
-				var first time.Time
-				out, err := e.Serve(b.Context(), greedy(n, nil), prompt, func(uint32) error {
-					if first.IsZero() {
-						first = time.Now()
-					}
-					return nil
-				})
-				if err != nil {
-					b.Fatal(err)
-				}
-				decode += time.Since(first)
+				out, took := decodeServe(b, e, greedy(n, nil), prompt)
+				decode += took
 				tokens += out.TokensOut - 1
 				accepted += out.SpecAccepted
 			}
