@@ -8,6 +8,7 @@ import (
 
 	"github.com/meshnode/meshnode/gguf/spec"
 	"github.com/meshnode/meshnode/hw/hwtest"
+	"github.com/meshnode/meshnode/node/receipt"
 	"github.com/meshnode/meshnode/node/stage"
 	"github.com/meshnode/meshnode/node/wire/stagewire"
 )
@@ -104,7 +105,8 @@ func (p *pacedPipeline) Step(ctx context.Context, seqs []stage.Seq) ([]stage.Res
 // TestMeasureAgainOnDrift: a measured pipeline whose steps keep their
 // time does not report, however many serves run; once its steps take
 // twice as long (a slower link), Drifted reports within a few serves,
-// and a new measurement makes the new time the base.
+// and a new measurement makes the new time the base. Sampled serves'
+// steps are weighed alike.
 func TestMeasureAgainOnDrift(t *testing.T) {
 	ref, _ := setup(t)
 	prompts := specPrompts(t, ref)
@@ -116,10 +118,17 @@ func TestMeasureAgainOnDrift(t *testing.T) {
 	if _, err := e.Measure(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	// serves runs n serves and says whether Drifted reported.
+	// serves runs n serves and says whether Drifted reported; sampled
+	// ones name the draft as the engine does (or none).
+	sampled := false
 	serves := func(n int) bool {
 		for i := range n {
-			if _, _, err := serve(e, prompts[i%len(prompts)], greedy(40, nil)); err != nil {
+			req := greedy(40, nil)
+			if sampled {
+				seed := uint64(i)
+				req = greedy(40, &receipt.Sampling{TemperatureE6: 700_000, Seed: &seed, Draft: e.Draft()})
+			}
+			if _, _, err := serve(e, prompts[i%len(prompts)], req); err != nil {
 				t.Fatal(err)
 			}
 			select {
@@ -143,5 +152,16 @@ func TestMeasureAgainOnDrift(t *testing.T) {
 	clock.Advance(paceMaxGap) // past any gap: only a drift holds a report back now
 	if serves(8) {
 		t.Fatal("measured again at the new time: Drifted reported")
+	}
+	// Sampled serves' steps (the logits of every row crossing) are
+	// weighed against the sampled steps measured.
+	sampled = true
+	if serves(8) {
+		t.Fatal("sampled steps at their measured time: Drifted reported")
+	}
+	pp.lat.Store(int64(16 * time.Millisecond))
+	clock.Advance(paceMaxGap)
+	if !serves(8) {
+		t.Fatal("sampled steps at twice their measured time: Drifted did not report in 8 serves")
 	}
 }
