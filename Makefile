@@ -275,3 +275,10 @@ bench-grammar:
 .PHONY: bench-spec-split
 bench-spec-split:
 	CGO_ENABLED=0 $(GO) test ./node/engine/splitengine/ -run '^$$' -bench '^BenchmarkSplit(Speculation|Drift)$$' -benchtime 20x
+
+# Decode tok/s of 4 serves at once on the built-in model in 2 stages over
+# 1 ms links, plain and with prompt lookup, their steps shared against
+# each stepping alone (docs/mesh.md, "Concurrent serves").
+.PHONY: bench-split
+bench-split:
+	CGO_ENABLED=0 $(GO) test ./node/engine/splitengine/ -run '^$$' -bench '^BenchmarkSplitConcurrent$$' -benchtime 10x

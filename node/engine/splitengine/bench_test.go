@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -111,7 +112,10 @@ func benchSplit(b *testing.B, layout string, delay time.Duration, proposer strin
 			seed++
 			req = greedy(n, &receipt.Sampling{TemperatureE6: 700_000, Seed: &seed, Draft: e.Draft()})
 		}
-		out, took := decodeServe(b, e, req, prompt)
+		out, took, err := decodeServe(b.Context(), e, req, prompt)
+		if err != nil {
+			b.Fatal(err)
+		}
 		decode += took
 		tokens += out.TokensOut - 1
 		proposed, accepted = proposed+out.SpecProposed, accepted+out.SpecAccepted
@@ -129,18 +133,15 @@ func benchSplit(b *testing.B, layout string, delay time.Duration, proposer strin
 
 // decodeServe serves req on e and returns the outcome and the time
 // decoding took: from the first token (the prompt's) to the last.
-func decodeServe(b *testing.B, e *Engine, req receipt.ServeRequest, prompt []uint32) (engine.Outcome, time.Duration) {
+func decodeServe(ctx context.Context, e *Engine, req receipt.ServeRequest, prompt []uint32) (engine.Outcome, time.Duration, error) {
 	var first time.Time
-	out, err := e.Serve(b.Context(), req, prompt, func(uint32) error {
+	out, err := e.Serve(ctx, req, prompt, func(uint32) error {
 		if first.IsZero() {
 			first = time.Now()
 		}
 		return nil
 	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	return out, time.Since(first)
+	return out, time.Since(first), err
 }
 
 // BenchmarkSplitDrift is decode tok/s of the built-in model in 2 stages,
@@ -209,7 +210,10 @@ func BenchmarkSplitDrift(b *testing.B) {
 			var tokens, accepted uint32
 			var decode time.Duration
 			for b.Loop() {
-				out, took := decodeServe(b, e, greedy(n, nil), prompt)
+				out, took, err := decodeServe(b.Context(), e, greedy(n, nil), prompt)
+				if err != nil {
+					b.Fatal(err)
+				}
 				decode += took
 				tokens += out.TokensOut - 1
 				accepted += out.SpecAccepted
@@ -220,5 +224,64 @@ func BenchmarkSplitDrift(b *testing.B) {
 			b.ReportMetric(placed.Cost, "c-placed")
 			b.ReportMetric(last.Load().(spec.Prices).Cost, "c-last")
 		})
+	}
+}
+
+// BenchmarkSplitConcurrent is decode tok/s of 4 serves at once (64 tokens
+// each, greedy) on the built-in model in 2 stages over links of 1 ms one
+// way, plainly and speculating with prompt lookup: their steps shared
+// (what the engine does) against each serve stepping alone (as before
+// serves shared steps). A split model's step waits on its links, so a
+// step that carries every waiting serve's token serves them in one trip.
+// Not a timed test: make bench-split.
+func BenchmarkSplitConcurrent(b *testing.B) {
+	ref, _ := setup(b)
+	prompts := [][]uint32{ref.Tokenize("A man walks into a bar", true, false), ref.Tokenize("Q: What is love?\nA:", true, false),
+		ref.Tokenize("Knock knock.", true, false), ref.Tokenize("The cat sat on the mat.", true, false)}
+	for _, proposer := range []string{"", spec.DraftLookup} {
+		for _, alone := range []bool{true, false} {
+			name := map[bool]string{true: "alone", false: "shared"}[alone]
+			if proposer != "" {
+				name = proposer + "/" + name
+			} else {
+				name = "plain/" + name
+			}
+			b.Run(name, func(b *testing.B) {
+				f := openFile(b)
+				be := cpu.New(cpu.Options{Threads: 1})
+				defer be.Close()
+				cfg := Config{Recipe: "fortunes", Fidelity: receipt.F1, Vocab: 32000, Context: 256, Batch: 128, Sessions: len(prompts), Tokens: noText{}}
+				rows := splitSeqs
+				if proposer != "" {
+					d, err := spec.LoadDrafter(spec.DrafterConfig{Path: proposer}, f, cfg.Vocab, cfg.Context, be)
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer d.Close()
+					cfg.Draft, rows = d, spec.DefaultMaxWindow+1
+				}
+				e := New(cfg, startSplit(b, f, layouts["2 stages"], 128, rows, time.Millisecond))
+				e.alone = alone
+				var tokens atomic.Int64
+				start := time.Now()
+				for b.Loop() {
+					var wg sync.WaitGroup
+					for _, p := range prompts {
+						wg.Go(func() {
+							out, _, err := decodeServe(b.Context(), e, greedy(64, nil), p)
+							if err != nil {
+								b.Error(err)
+							}
+							tokens.Add(int64(out.TokensOut))
+						})
+					}
+					wg.Wait()
+					if b.Failed() {
+						b.FailNow()
+					}
+				}
+				b.ReportMetric(float64(tokens.Load())/time.Since(start).Seconds(), "tok/s")
+			})
+		}
 	}
 }

@@ -102,8 +102,8 @@ type Config struct {
 const DefaultStepTimeout = 60 * time.Second
 
 // Engine is a split model's engine. It is safe for concurrent use: the
-// pipeline runs one step at a time, and concurrent serves take turns by
-// the step.
+// pipeline runs one step at a time, and concurrent serves share the
+// steps (stepShared).
 type Engine struct {
 	cfg   Config
 	con   *ggufengine.Constrainer // nil without Tokens
@@ -113,6 +113,13 @@ type Engine struct {
 	mu   sync.Mutex // one step at a time; guards p and pace
 	p    Pipeline
 	pace pace
+	// turn is held by the serve leading the next step (stepShared), and
+	// queue (guarded by qmu) holds the steps waiting for one; alone, set
+	// by benchmarks, steps each serve alone.
+	turn  chan struct{}
+	qmu   sync.Mutex
+	queue []*stepReq
+	alone bool
 	// drifted has a value when the serves' steps have drifted from the
 	// ones the draft's prices were measured on (Drifted).
 	drifted chan struct{}
@@ -137,7 +144,7 @@ func New(cfg Config, p Pipeline) *Engine {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	e := &Engine{cfg: cfg, p: p, slots: make(chan struct{}, cfg.Sessions), drifted: make(chan struct{}, 1)}
+	e := &Engine{cfg: cfg, p: p, slots: make(chan struct{}, cfg.Sessions), drifted: make(chan struct{}, 1), turn: make(chan struct{}, 1)}
 	if cfg.Tokens != nil {
 		e.con = ggufengine.NewConstrainer(cfg.Tokens, cfg.Vocab)
 	}
@@ -572,60 +579,28 @@ type run struct {
 	want stagewire.Output
 	p    Pipeline // the pipeline its positions are on; nil before the first step
 	// took is the last step's time through the stages; a measuring
-	// request's steps are not watched for drift (pace).
+	// request's steps go alone and are not watched for drift (pace).
 	took      time.Duration
 	measuring bool
 }
 
 // step evaluates tokens after the request's positions and returns the
-// last stage's answer, after each of the last rows tokens. Cancellation
-// is honoured between steps, not within one: a step cut off half-sent
-// would leave the chain's streams in an unknown state, and a step is
-// short.
+// last stage's answer, after each of the last rows tokens; the step may
+// carry other serves' tokens too (stepShared). Cancellation is honoured
+// between steps, not within one: a step cut off half-sent would leave the
+// chain's streams in an unknown state, and a step is short.
 func (r *run) step(ctx context.Context, tokens []uint32, want stagewire.Output, rows int) (stage.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return stage.Result{}, err
 	}
-	e := r.e
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.p == nil || r.p != nil && r.p != e.p {
-		return stage.Result{}, fmt.Errorf("%w: %w", engine.ErrUnavailable, ErrLost)
-	}
-	r.p = e.p
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.StepTimeout)
-	defer cancel()
-	start := e.cfg.Now()
-	res, err := r.p.Step(sctx, []stage.Seq{{Request: r.id, Tokens: tokens, Out: want, Rows: rows}})
-	r.took = e.cfg.Now().Sub(start)
-	// A decoding step (a token, or a window) is weighed against the
-	// measured ones; a prompt's are not.
-	if err == nil && !r.measuring && len(tokens) == rows && want != stagewire.OutNone &&
-		e.pace.observe(paceKey{want, rows}, r.took, start) {
-		select {
-		case e.drifted <- struct{}{}:
-		default:
-		}
-	}
-	if err == nil && want == stagewire.OutNone {
-		return stage.Result{}, nil
-	}
-	if err == nil {
-		err = e.checkResult(res, want, rows)
-	}
-	if err != nil {
-		// The chain's state is unknown after a failed step: drop the
-		// pipeline rather than go on with it.
-		e.drop(err)
-		return stage.Result{}, fmt.Errorf("%w: %w: %w", engine.ErrUnavailable, ErrLost, err)
-	}
-	return res[0], nil
+	return r.e.stepShared(r, stage.Seq{Request: r.id, Tokens: tokens, Out: want, Rows: rows})
 }
 
 // rows is the most output rows a step of the request may ask: what its
 // pipeline computes (which its last stage's node decides:
-// stage.Placement.LoadRows), within Config.Rows. Only the serve's own
-// goroutine sets r.p, after the prompt's first step.
+// stage.Placement.LoadRows), within Config.Rows. r.p is set by the step
+// that carried the prompt's first tokens, before its serve had the
+// answer.
 func (r *run) rows() int {
 	n := 1
 	if r.p != nil {

@@ -299,7 +299,7 @@ func openFile(t testing.TB) *gguf.File {
 	return f
 }
 
-// TestConcurrentServes: serves at once take turns by the step, at most
+// TestConcurrentServes: serves at once share the steps, at most
 // Sessions of them holding positions, and each gets the tokens it would
 // alone.
 func TestConcurrentServes(t *testing.T) {
