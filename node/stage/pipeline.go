@@ -475,6 +475,11 @@ func (p *Pipeline) await(ctx context.Context) (linkMsg, error) {
 // else Seqs.
 func (p *Pipeline) Rows() int { return p.rows }
 
+// WeightBytes is the head's stage's weights in bytes: what a token
+// evaluated here reads, the work units of a split serve on the head's
+// meter (hw.WorkRecorder).
+func (p *Pipeline) WeightBytes() int64 { return p.m.WeightBytes() }
+
 // Trim rewinds request to its first n positions on every stage (after a
 // rejected speculative draft); n 0 forgets it. The Trim follows the
 // chain behind the steps already sent.

@@ -122,7 +122,12 @@ func (e *Engine) lead() {
 		default:
 		}
 	}
+	// Each serve's tokens in the step did the head's share of its work.
+	unit := uint64(max(1, e.p.WeightBytes()))
 	for i, q := range live {
+		if q.r.work != nil {
+			q.r.work.AddWork(uint64(len(q.seq.Tokens)) * unit)
+		}
 		q.done <- stepDone{res: answers[i]}
 	}
 }

@@ -8,6 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshnode/meshnode/gguf/cpu"
+	"github.com/meshnode/meshnode/gguf/model"
+	"github.com/meshnode/meshnode/gguf/spec"
+	"github.com/meshnode/meshnode/hw"
+	"github.com/meshnode/meshnode/node/engine"
 	"github.com/meshnode/meshnode/node/receipt"
 	"github.com/meshnode/meshnode/node/stage"
 )
@@ -91,4 +96,75 @@ func (g *gatedPipeline) Step(ctx context.Context, seqs []stage.Seq) ([]stage.Res
 	}
 	g.most = max(g.most, len(seqs))
 	return g.Pipeline.Step(ctx, seqs)
+}
+
+// TestReportsWork: a serve's work reaches its meter: every token a step
+// carried for it, times the head's stage's weight bytes, and with a draft
+// model, the draft's tokens evaluated, times its file's size; so that
+// serves sharing the head's meter share its energy by their work.
+func TestReportsWork(t *testing.T) {
+	ref, m := setup(t)
+	prompt := ref.Tokenize("Q: What is love?\nA:", true, false)
+	if !engine.ReportsWork(newEngine(ref, &whole{m: m, sessions: map[uint64]*model.Session{}}, nil)) {
+		t.Fatal("the engine does not say it reports work")
+	}
+	be := cpu.New(cpu.Options{Threads: 1})
+	t.Cleanup(func() { be.Close() })
+	for _, draft := range []string{"", spec.DraftLookup, fortunesPath} {
+		w := &steppedWhole{whole: whole{m: m, sessions: map[uint64]*model.Session{}}}
+		e := newEngine(ref, w, nil)
+		var unit uint64
+		if draft != "" {
+			// Priced cheap, so that the model drafts.
+			d, err := spec.LoadDrafter(spec.DrafterConfig{Path: draft, Cost: 0.05}, openFile(t), ref.Config().VocabSize, 256, be)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { d.Close() })
+			e.cfg.Draft, unit = d, d.Unit()
+		}
+		var work workCount
+		var got []uint32
+		out, err := e.Serve(hw.WithWork(context.Background(), &work), greedy(24, nil), prompt, func(id uint32) error { got = append(got, id); return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		head := uint64(w.tokens) * uint64(m.WeightBytes())
+		drafted := work.units - head
+		switch {
+		case w.tokens < len(prompt)+int(out.TokensOut)-1:
+			t.Errorf("draft %q: the steps carried %d tokens, fewer than the prompt's %d and the %d out", draft, w.tokens, len(prompt), out.TokensOut)
+		case work.units < head:
+			t.Errorf("draft %q: %d units of work reported, less than the %d tokens stepped × %d bytes", draft, work.units, w.tokens, m.WeightBytes())
+		case unit == 0 && drafted != 0:
+			t.Errorf("draft %q, which reads no weights: %d units beyond the steps'", draft, drafted)
+		case unit != 0 && (drafted%unit != 0 || drafted/unit < uint64(len(prompt))):
+			t.Errorf("draft model: %d units beyond the steps', want a whole number of its tokens (%d bytes each), at least its prompt's %d", drafted, unit, len(prompt))
+		}
+	}
+}
+
+// steppedWhole counts the tokens its steps carry.
+type steppedWhole struct {
+	whole
+	tokens int
+}
+
+func (s *steppedWhole) Step(ctx context.Context, seqs []stage.Seq) ([]stage.Result, error) {
+	for _, q := range seqs {
+		s.tokens += len(q.Tokens)
+	}
+	return s.whole.Step(ctx, seqs)
+}
+
+// workCount sums the work reported.
+type workCount struct {
+	mu    sync.Mutex
+	units uint64
+}
+
+func (w *workCount) AddWork(units uint64) {
+	w.mu.Lock()
+	w.units += units
+	w.mu.Unlock()
 }

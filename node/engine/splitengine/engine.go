@@ -53,6 +53,9 @@ type Pipeline interface {
 	// Rows is the most output rows one step may ask for: a window of k
 	// drafts takes k+1.
 	Rows() int
+	// WeightBytes is the head's stage's weights: the work a token
+	// evaluated on the head does (ReportsWork).
+	WeightBytes() int64
 }
 
 // Tokens is what the engine needs of the model's vocabulary.
@@ -246,6 +249,14 @@ func (e *Engine) Draft() string {
 // other stages meter their own parts.
 func (e *Engine) Devices() hw.Domain { return hw.DomainCPU }
 
+// ReportsWork implements engine.WorkReporter: each step reports the
+// tokens it carried for each serve, times the head's stage's weight bytes,
+// and each draft round the draft model's tokens, times its file's, to the
+// serve's hw.WorkRecorder, so that serves sharing the head's meter (split
+// serves sharing steps, or whole models' serves beside them) share its
+// energy by the work each did here.
+func (e *Engine) ReportsWork() bool { return true }
+
 // Deterministic: with f32 activations a split model's logits are the
 // whole model's bit for bit, so a greedy or seeded serve repeats.
 func (e *Engine) Deterministic() bool { return true }
@@ -334,7 +345,7 @@ func (e *Engine) generate(ctx context.Context, serve receipt.ContentID, prompt [
 	case <-ctx.Done():
 		return engine.Outcome{}, ctx.Err()
 	}
-	r := &run{e: e, id: e.next.Add(1), want: stagewire.OutToken}
+	r := &run{e: e, id: e.next.Add(1), want: stagewire.OutToken, work: hw.WorkFrom(ctx)}
 	defer func() {
 		if err != nil {
 			r.forget()
@@ -398,6 +409,7 @@ func (e *Engine) decode(ctx context.Context, r *run, prompt []uint32, g gen, emi
 	if derr := <-drafted; err == nil {
 		err = derr
 	}
+	d.draftWork()
 	if err != nil {
 		return out, err
 	}
@@ -478,6 +490,9 @@ type decoder struct {
 	// its rounds.
 	prop spec.Proposer
 	win  *spec.Window
+	// drafted is the draft model's tokens evaluated whose work the
+	// serve's meter has been told (draftWork).
+	drafted int
 
 	// Grammar-constrained decoding (nil con: none): the constraint and
 	// the mask of the token to pick next.
@@ -514,7 +529,9 @@ func (d *decoder) eval(ctx context.Context, prompt, generated []uint32, left int
 	if k > 0 {
 		seq := append(append(make([]uint32, 0, len(prompt)+len(generated)), prompt...), generated...)
 		var err error
-		if drafts, err = d.win.Draft(ctx, d.prop, seq, len(prompt), k); err != nil {
+		drafts, err = d.win.Draft(ctx, d.prop, seq, len(prompt), k)
+		d.draftWork()
+		if err != nil {
 			return nil, fmt.Errorf("splitengine: %w", err)
 		}
 	}
@@ -563,6 +580,20 @@ func (d *decoder) eval(ctx context.Context, prompt, generated []uint32, left int
 	return d.win.Keep(drafts, accepted, next), nil
 }
 
+// draftWork reports a draft model's tokens evaluated since the last
+// report (its prompt's, its catch-ups and its drafts) to the serve's
+// meter: they run on the head, inside the serve's span.
+func (d *decoder) draftWork() {
+	mp, ok := d.prop.(*spec.ModelProposer)
+	if !ok || d.r.work == nil {
+		return
+	}
+	if n := mp.Evaluated(); n > d.drafted {
+		d.r.work.AddWork(uint64(n-d.drafted) * d.r.e.cfg.Draft.Unit())
+		d.drafted = n
+	}
+}
+
 // resultRows are a window's rows as the last stage answered them.
 type resultRows struct{ res stage.Result }
 
@@ -582,6 +613,8 @@ type run struct {
 	// request's steps go alone and are not watched for drift (pace).
 	took      time.Duration
 	measuring bool
+	// work, if set, is told the work each step did for the serve.
+	work hw.WorkRecorder
 }
 
 // step evaluates tokens after the request's positions and returns the

@@ -135,6 +135,9 @@ func (w *whole) Close(ctx context.Context) error { w.closed.Store(true); return 
 // Rows: the whole model computes any window.
 func (w *whole) Rows() int { return 1 << 16 }
 
+// WeightBytes: the whole model's, as if it were the head's stage.
+func (w *whole) WeightBytes() int64 { return w.m.WeightBytes() }
+
 // Finish forgets the request and reports the whole model as one stage's
 // part: there are no other stages to report.
 func (w *whole) Finish(ctx context.Context, request uint64, serve receipt.ContentID) (*engine.Split, error) {
