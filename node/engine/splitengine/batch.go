@@ -112,11 +112,7 @@ func (e *Engine) lead() {
 		}
 		return
 	}
-	// A decoding step (a token, or a window) of one serve alone is
-	// weighed against the measured ones; a prompt's, or a step shared
-	// with others, is not.
-	if q := live[0]; len(live) == 1 && !q.r.measuring && len(q.seq.Tokens) == q.seq.Rows && q.seq.Out != stagewire.OutNone &&
-		e.pace.observe(paceKey{q.seq.Out, q.seq.Rows}, took, start) {
+	if k, ok := decodingStep(live); ok && e.pace.observe(k, took, start) {
 		select {
 		case e.drifted <- struct{}{}:
 		default:
@@ -130,6 +126,24 @@ func (e *Engine) lead() {
 		}
 		q.done <- stepDone{res: answers[i]}
 	}
+}
+
+// decodingStep is the kind of step batch made, where it is weighed
+// against the measured ones (pace): a decoding step, every serve in it
+// sending a token or a window and asking for the same output, weighed as
+// one serve's window of all their rows (a row costs about the same
+// whoever's it is; a step shared by serves that are all decoding is what
+// a busy pipeline makes). A prompt's step, or a measuring request's, is
+// not weighed.
+func decodingStep(batch []*stepReq) (paceKey, bool) {
+	k := paceKey{want: batch[0].seq.Out}
+	for _, q := range batch {
+		if q.r.measuring || q.seq.Out != k.want || k.want == stagewire.OutNone || len(q.seq.Tokens) != q.seq.Rows {
+			return paceKey{}, false
+		}
+		k.rows += q.seq.Rows
+	}
+	return k, true
 }
 
 // take removes the steps the next step carries from the queue: the

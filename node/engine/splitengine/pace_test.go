@@ -2,6 +2,7 @@ package splitengine
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -90,15 +91,20 @@ func TestPace(t *testing.T) {
 }
 
 // pacedPipeline is a pipeline whose every step takes lat on clock (as a
-// link's latency would), and no time otherwise.
+// link's latency would), and no time otherwise; a step carrying more
+// than one serve takes shared instead, where set.
 type pacedPipeline struct {
 	Pipeline
-	clock *hwtest.Clock
-	lat   atomic.Int64
+	clock       *hwtest.Clock
+	lat, shared atomic.Int64
 }
 
 func (p *pacedPipeline) Step(ctx context.Context, seqs []stage.Seq) ([]stage.Result, error) {
-	p.clock.Advance(time.Duration(p.lat.Load()))
+	lat := p.lat.Load()
+	if s := p.shared.Load(); s != 0 && len(seqs) > 1 {
+		lat = s
+	}
+	p.clock.Advance(time.Duration(lat))
 	return p.Pipeline.Step(ctx, seqs)
 }
 
@@ -106,7 +112,7 @@ func (p *pacedPipeline) Step(ctx context.Context, seqs []stage.Seq) ([]stage.Res
 // time does not report, however many serves run; once its steps take
 // twice as long (a slower link), Drifted reports within a few serves,
 // and a new measurement makes the new time the base. Sampled serves'
-// steps are weighed alike.
+// steps are weighed alike, and so are steps shared by serves at once.
 func TestMeasureAgainOnDrift(t *testing.T) {
 	ref, _ := setup(t)
 	prompts := specPrompts(t, ref)
@@ -163,5 +169,39 @@ func TestMeasureAgainOnDrift(t *testing.T) {
 	clock.Advance(paceMaxGap)
 	if !serves(8) {
 		t.Fatal("sampled steps at twice their measured time: Drifted did not report in 8 serves")
+	}
+
+	// A busy pipeline, its steps shared by serves that are all decoding,
+	// is weighed too: as one serve's window of their rows.
+	sampled = false
+	if _, err := e.Measure(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	busy := func() bool {
+		var wg sync.WaitGroup
+		for range splitSeqs {
+			wg.Go(func() {
+				for i := range 2 {
+					if _, _, err := serve(e, prompts[i%len(prompts)], greedy(40, nil)); err != nil {
+						t.Error(err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		select {
+		case <-e.Drifted():
+			return true
+		default:
+			return false
+		}
+	}
+	clock.Advance(paceMaxGap)
+	if busy() {
+		t.Fatal("shared steps at their measured time: Drifted reported")
+	}
+	pp.shared.Store(int64(32 * time.Millisecond)) // a step alone keeps its time
+	if !busy() {
+		t.Fatal("shared steps at twice their measured time: Drifted did not report")
 	}
 }
