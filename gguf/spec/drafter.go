@@ -237,24 +237,22 @@ func (d *Drafter) keep(p Prices, err error) (Prices, error) {
 // file's size over the target's, or the configured cost; a verified row
 // at DefaultRowCost; greedy and sampled alike).
 func (d *Drafter) Prices() (Prices, bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.measuredAt.IsZero() {
-		return Prices{Cost: d.cost, Row: DefaultRowCost, SampledCost: d.cost, SampledRow: DefaultRowCost}, false
-	}
-	return d.prices, true
+	p, at := d.Pricing()
+	return p, !at.IsZero()
 }
 
 // Pricing is Prices with when they were measured (zero: the files'
-// prices); nothing for no drafter (nil).
+// prices), read together; nothing for no drafter (nil).
 func (d *Drafter) Pricing() (Prices, time.Time) {
 	if d == nil {
 		return Prices{}, time.Time{}
 	}
-	p, _ := d.Prices()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return p, d.measuredAt
+	if d.measuredAt.IsZero() {
+		return Prices{Cost: d.cost, Row: DefaultRowCost, SampledCost: d.cost, SampledRow: DefaultRowCost}, time.Time{}
+	}
+	return d.prices, d.measuredAt
 }
 
 // Drafter.Measure's rounds: up to measureReps, and no more once
