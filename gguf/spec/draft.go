@@ -112,6 +112,20 @@ func NewModelProposer(s *model.Session, p sample.Params, threshold float64) *Mod
 // Evaluated is how many tokens the draft model has evaluated (its work).
 func (mp *ModelProposer) Evaluated() int { return mp.evaluated }
 
+// EvaluatedSince is how many tokens p's draft model has evaluated since
+// *seen, which it advances: the draft's work a serve reports to its meter
+// round by round. 0 for a proposer that evaluates no model (prompt
+// lookup).
+func EvaluatedSince(p Proposer, seen *int) int {
+	mp, ok := p.(*ModelProposer)
+	if !ok || mp.evaluated <= *seen {
+		return 0
+	}
+	n := mp.evaluated - *seen
+	*seen = mp.evaluated
+	return n
+}
+
 // Prefill implements Prefiller: the draft evaluates the prompt (past
 // the prefix its session already holds), so that the first round
 // evaluates only the tokens generated since.

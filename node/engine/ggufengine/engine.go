@@ -512,13 +512,11 @@ func (d *decoder) draftDone() {
 	if d.draftSeq != nil {
 		d.draftSeq.close()
 	}
-	mp, ok := d.prop.(*spec.ModelProposer)
-	if !ok || d.work == nil || d.draftUnit == 0 {
+	if d.work == nil || d.draftUnit == 0 {
 		return
 	}
-	if n := mp.Evaluated(); n > d.drafted {
-		d.work.AddWork(uint64(n-d.drafted) * d.draftUnit)
-		d.drafted = n
+	if n := spec.EvaluatedSince(d.prop, &d.drafted); n > 0 {
+		d.work.AddWork(uint64(n) * d.draftUnit)
 	}
 }
 

@@ -584,13 +584,11 @@ func (d *decoder) eval(ctx context.Context, prompt, generated []uint32, left int
 // report (its prompt's, its catch-ups and its drafts) to the serve's
 // meter: they run on the head, inside the serve's span.
 func (d *decoder) draftWork() {
-	mp, ok := d.prop.(*spec.ModelProposer)
-	if !ok || d.r.work == nil {
+	if d.r.work == nil {
 		return
 	}
-	if n := mp.Evaluated(); n > d.drafted {
-		d.r.work.AddWork(uint64(n-d.drafted) * d.r.e.cfg.Draft.Unit())
-		d.drafted = n
+	if n := spec.EvaluatedSince(d.prop, &d.drafted); n > 0 {
+		d.r.work.AddWork(uint64(n) * d.r.e.cfg.Draft.Unit())
 	}
 }
 
