@@ -111,7 +111,7 @@ func TestReportsWork(t *testing.T) {
 	be := cpu.New(cpu.Options{Threads: 1})
 	t.Cleanup(func() { be.Close() })
 	for _, draft := range []string{"", spec.DraftLookup, fortunesPath} {
-		w := &steppedWhole{whole: whole{m: m, sessions: map[uint64]*model.Session{}}}
+		w := &countingWhole{whole: whole{m: m, sessions: map[uint64]*model.Session{}}}
 		e := newEngine(ref, w, nil)
 		var unit uint64
 		if draft != "" {
@@ -142,19 +142,6 @@ func TestReportsWork(t *testing.T) {
 			t.Errorf("draft model: %d units beyond the steps', want a whole number of its tokens (%d bytes each), at least its prompt's %d", drafted, unit, len(prompt))
 		}
 	}
-}
-
-// steppedWhole counts the tokens its steps carry.
-type steppedWhole struct {
-	whole
-	tokens int
-}
-
-func (s *steppedWhole) Step(ctx context.Context, seqs []stage.Seq) ([]stage.Result, error) {
-	for _, q := range seqs {
-		s.tokens += len(q.Tokens)
-	}
-	return s.whole.Step(ctx, seqs)
 }
 
 // workCount sums the work reported.

@@ -334,14 +334,18 @@ func TestConcurrentServes(t *testing.T) {
 	}
 }
 
-// countingWhole counts the requests holding positions (the engine runs
-// one step at a time, so no lock is needed).
+// countingWhole counts the most requests holding positions at once, and
+// the tokens its steps carried (the engine runs one step at a time, so no
+// lock is needed).
 type countingWhole struct {
 	whole
-	most int
+	most, tokens int
 }
 
 func (c *countingWhole) Step(ctx context.Context, seqs []stage.Seq) ([]stage.Result, error) {
+	for _, q := range seqs {
+		c.tokens += len(q.Tokens)
+	}
 	res, err := c.whole.Step(ctx, seqs)
 	c.most = max(c.most, len(c.sessions))
 	return res, err

@@ -30,9 +30,9 @@ const measurePrompt = 16
 // until the pipeline is measured again. Its steps through the stages are
 // what the serves' steps are then weighed against: when those drift,
 // Drifted says so. It takes a fraction of a second on a LAN; serves step
-// between its steps. A pipeline whose last stage
-// answers fewer rows than a measured window (a node of before
-// LoadStage's rows) is not measured, and the files' prices stand.
+// between its steps. A pipeline whose last stage answers fewer rows than
+// a measured window (a node of before LoadStage's rows) is not measured,
+// and the files' prices stand.
 func (e *Engine) Measure(ctx context.Context) (spec.Prices, error) {
 	d := e.cfg.Draft
 	if d == nil {
