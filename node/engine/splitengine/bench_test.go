@@ -13,6 +13,7 @@ import (
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/spec"
 	"github.com/meshnode/meshnode/node/engine"
+	"github.com/meshnode/meshnode/node/engine/ggufengine"
 	"github.com/meshnode/meshnode/node/receipt"
 )
 
@@ -34,14 +35,7 @@ import (
 func BenchmarkSplitSpeculation(b *testing.B) {
 	ref, _ := setup(b)
 	const n = 64
-	vocab := ref.Config().VocabSize
-	line := ref.Tokenize("A man walks into a bar", true, false)
-	cont, _, err := serve(New(Config{Recipe: "fortunes", Vocab: vocab, Context: 256, Batch: 128, Tokens: noText{}},
-		startSplit(b, openFile(b), layouts["2 stages"], 128, splitSeqs, 0)), line, greedy(n, nil))
-	if err != nil {
-		b.Fatal(err)
-	}
-	prompt := slices.Concat(line, cont, line[1:])
+	prompt := repeatingPrompt(b, ref, n)
 	proposers := []string{"", spec.DraftLookup}
 	if dc, ok := drafts(b)["fortunes-draft"]; ok {
 		proposers = append(proposers, dc.Path)
@@ -69,6 +63,19 @@ func BenchmarkSplitSpeculation(b *testing.B) {
 			}
 		}
 	}
+}
+
+// repeatingPrompt is the split benchmarks' prompt, one that repeats
+// itself: the model's own greedy continuation of a line (n tokens, on a
+// pipeline of 2 stages), then the line again.
+func repeatingPrompt(b *testing.B, ref *ggufengine.Model, n uint32) []uint32 {
+	line := ref.Tokenize("A man walks into a bar", true, false)
+	cont, _, err := serve(New(Config{Recipe: "fortunes", Vocab: ref.Config().VocabSize, Context: 256, Batch: 128, Tokens: noText{}},
+		startSplit(b, openFile(b), layouts["2 stages"], 128, splitSeqs, 0)), line, greedy(n, nil))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return slices.Concat(line, cont, line[1:])
 }
 
 // benchSplit serves prompt n tokens at a time on the built-in model
@@ -156,13 +163,7 @@ func decodeServe(ctx context.Context, e *Engine, req receipt.ServeRequest, promp
 func BenchmarkSplitDrift(b *testing.B) {
 	ref, _ := setup(b)
 	const n = 64
-	line := ref.Tokenize("A man walks into a bar", true, false)
-	cont, _, err := serve(New(Config{Recipe: "fortunes", Vocab: ref.Config().VocabSize, Context: 256, Batch: 128, Tokens: noText{}},
-		startSplit(b, openFile(b), layouts["2 stages"], 128, splitSeqs, 0)), line, greedy(n, nil))
-	if err != nil {
-		b.Fatal(err)
-	}
-	prompt := slices.Concat(line, cont, line[1:])
+	prompt := repeatingPrompt(b, ref, n)
 	proposer := spec.DraftLookup
 	if dc, ok := drafts(b)["fortunes-draft"]; ok {
 		proposer = dc.Path
