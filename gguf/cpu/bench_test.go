@@ -1,14 +1,22 @@
 package cpu_test
 
 import (
+	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/backend"
 	"github.com/meshnode/meshnode/gguf/cpu"
+	"github.com/meshnode/meshnode/gguf/model"
+	"github.com/meshnode/meshnode/gguf/model/modeltest"
 	"github.com/meshnode/meshnode/gguf/quant"
+	"github.com/meshnode/meshnode/gguf/sample"
 )
 
 // BenchmarkMatMul measures the threaded matrix product on a 2048 × 2048
@@ -141,4 +149,103 @@ func splitOverChosen(op func(), set func(int) int) float64 {
 		set(old)
 	}
 	return float64(split) / float64(chosen)
+}
+
+// BenchmarkPackedModels times whole models on a backend that packs the
+// rows of weights that stay in cache (weight.packed) against one that
+// repacks them at every product (SetPack(false)), in the same run: the
+// built-in model (models/, Q8_0) decoding 64 tokens after a reference
+// prompt greedily (the engine's batched step and its pick from the head's
+// shadow) and sampled (temperature 0.7, which takes every logit), and the
+// trained draft ($MESHNODE_MODELS/meshnode-fortunes-draft-q8_0.gguf)
+// taking 64 one-token steps with their logits, as it drafts. t_ms is the
+// packed decode's time, x_packed the repacked one's over it; the least
+// wall time of six alternating rounds each, prefill excluded.
+func BenchmarkPackedModels(b *testing.B) {
+	ctx := context.Background()
+	refs, err := modeltest.ReadGreedyReference(filepath.Join("..", "..", "models", "reference-greedy.txt"))
+	if err != nil || len(refs) == 0 {
+		b.Fatalf("reference prompts: %d, %v", len(refs), err)
+	}
+	prompt := refs[0].Prompt
+	builtin := filepath.Join("..", "..", "models", "meshnode-fortunes-q8_0.gguf")
+	draft := filepath.Join(os.Getenv("MESHNODE_MODELS"), "meshnode-fortunes-draft-q8_0.gguf")
+	load := func(b *testing.B, path string, pack bool) *model.Model {
+		defer cpu.SetPack(pack)()
+		be := newBackend(b, 0)
+		f, err := gguf.Open(path)
+		if err != nil {
+			b.Skipf("%s: %v (the draft is in ../shared/models: set MESHNODE_MODELS)", path, err)
+		}
+		b.Cleanup(func() { f.Close() })
+		m, err := model.Load(f, be)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return m
+	}
+	// decode returns a function that decodes 64 tokens on m after the
+	// prompt and returns their time.
+	decode := func(b *testing.B, m *model.Model, p sample.Params, steps bool) func() time.Duration {
+		s, err := m.NewSession(model.SessionOptions{Context: 256})
+		if err != nil {
+			b.Fatal(err)
+		}
+		bt, err := m.NewBatch(model.BatchOptions{Tokens: 1, Seqs: 1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return func() time.Duration {
+			s.Truncate(0)
+			if _, err := s.Eval(ctx, prompt); err != nil {
+				b.Fatal(err)
+			}
+			smp := sample.New(p)
+			tok := prompt[len(prompt)-1]
+			start := time.Now()
+			for range 64 {
+				if !steps {
+					logits, err := s.Eval(ctx, []uint32{tok})
+					if err != nil {
+						b.Fatal(err)
+					}
+					tok = uint32(backend.ArgMax(logits))
+					continue
+				}
+				if err := bt.Step(ctx, []model.Seq{{Session: s, Tokens: []uint32{tok}, Logits: 1}}); err != nil {
+					b.Fatal(err)
+				}
+				if p.ArgMax() {
+					tok = bt.ArgMaxAt(0, 0)
+				} else {
+					tok = smp.Sample(bt.LogitsAt(0, 0), nil)
+				}
+			}
+			return time.Since(start)
+		}
+	}
+	for _, c := range []struct {
+		name  string
+		path  string
+		p     sample.Params
+		steps bool
+	}{
+		{"built-in/greedy", builtin, sample.Params{}, true},
+		{"built-in/sampled", builtin, sample.Params{Temperature: 0.7, Seed: 1}, true},
+		{"draft/steps", draft, sample.Params{}, false},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			packed := decode(b, load(b, c.path, true), c.p, c.steps)
+			repacked := decode(b, load(b, c.path, false), c.p, c.steps)
+			tp, tr := time.Duration(math.MaxInt64), time.Duration(math.MaxInt64)
+			for range 6 {
+				tp, tr = min(tp, packed()), min(tr, repacked())
+			}
+			for b.Loop() {
+				packed()
+			}
+			b.ReportMetric(tp.Seconds()*1e3, "t_ms")
+			b.ReportMetric(tr.Seconds()/tp.Seconds(), "x_packed")
+		})
+	}
 }

@@ -31,8 +31,10 @@ type Options struct {
 	// CacheBytes is the size of the last-level cache, which decides
 	// whether MatMul prefetches weight rows: not while all the weights
 	// made so far fit in half of it (weightsCached), where they stay
-	// cached from one token to the next and prefetching only costs.
-	// 0 reads it from the system; negative or unknown: always prefetch.
+	// cached from one token to the next and prefetching only costs;
+	// there MatMul also packs a weight's rows for its kernels once
+	// (weight.packed). 0 reads it from the system; negative or unknown:
+	// always prefetch, never pack.
 	CacheBytes int64
 	// Perturb, when nonzero, moves every activation MatMul quantises by
 	// one ulp up or down (a pattern drawn from Perturb and the call)
@@ -53,6 +55,7 @@ type Backend struct {
 	perturb     uint64       // Options.Perturb
 	calls       uint64       // MatMul calls so far, for Perturb (guarded by mu)
 	weightBytes atomic.Int64 // bytes of the weights made so far
+	pack        bool         // packWeights when it was made
 
 	mu     sync.Mutex // serialises kernels: the pool and the scratch below
 	pool   *pool
@@ -89,8 +92,12 @@ func New(opt Options) *Backend {
 	if cache == 0 {
 		cache = systemCacheBytes()
 	}
-	return &Backend{threads: n, cacheBytes: cache, perturb: opt.Perturb, pool: newPool(n), scratch: make([][]float32, n), bytes: make([][]byte, n)}
+	return &Backend{threads: n, cacheBytes: cache, perturb: opt.Perturb, pack: packWeights, pool: newPool(n), scratch: make([][]float32, n), bytes: make([][]byte, n)}
 }
+
+// packWeights: backends made while it is set pack the rows of weights
+// that stay in cache (weight.packed); benchmarks clear it to compare.
+var packWeights = true
 
 // Name implements backend.Backend.
 func (b *Backend) Name() string { return "cpu" }
@@ -195,6 +202,18 @@ type weight struct {
 	rowSize    int
 	data       []byte
 	vec        []float32 // rows == 1 only
+	// packed holds the rows packed for the tile kernels (quant.Pack) of
+	// one-row products (packed[0]: decoded tokens) and of more rows
+	// (packed[1]: windows, prompts; the same copy where both take the
+	// same kernels), each made at the first such product while the
+	// weights are expected to stay in cache
+	// (Backend.WeightsCached): there a product is bound by its arithmetic
+	// and its reads from the last-level cache, which repacking the rows at
+	// every call added to (a small draft model's one-token step 27%
+	// faster packed). Weights read from memory are not packed: the pack
+	// overlaps the reads there, and the copy would double their memory.
+	packed   [2]*quant.Packed
+	packDone [2]bool
 }
 
 func (w *weight) Type() quant.Type { return w.typ }

@@ -673,11 +673,19 @@ func TestArgMax(t *testing.T) {
 
 // TestMatMulCacheSize: whether MatMul prefetches follows the weights made
 // against Options.CacheBytes, and does not change a bit of its results.
+//
+// Where the weights are expected in cache, MatMul packs their rows for
+// the kernels of one-row batches and of larger ones (the types quant.Pack
+// packs), and the packed products give the same bits.
 func TestMatMulCacheSize(t *testing.T) {
-	const rows, cols = 70, 512
+	const rows = 70
 	rng := rand.New(rand.NewPCG(5, 6))
-	x := normals(rng, 3*cols, 1)
-	for _, typ := range []quant.Type{quant.Q8_0, quant.Q4_0, quant.Q4_K} {
+	for _, tc := range []struct {
+		typ  quant.Type
+		cols int
+	}{{quant.Q8_0, 512}, {quant.Q8_0, 192}, {quant.Q4_0, 512}, {quant.Q4_K, 512}} {
+		typ, cols := tc.typ, tc.cols
+		x := normals(rng, 3*cols, 1)
 		data := quantized(t, typ, normals(rng, rows*cols, 0.05))
 		var got [][]float32
 		for _, c := range []struct {
@@ -704,11 +712,15 @@ func TestMatMulCacheSize(t *testing.T) {
 				dst := tensor(be, n, rows, nil)
 				be.MatMul(dst, wt, tensor(be, n, cols, x[:n*cols]))
 				got = append(got, read(be, dst))
+				want := c.cached[len(c.cached)-1] && quant.Pack(typ, data, cols, n) != nil
+				if packed := cpu.Packed(wt, n); packed != want {
+					t.Errorf("%s × %d, cache of %d bytes, %d rows: packed %v, want %v", typ, cols, c.cache, n, packed, want)
+				}
 			}
 		}
 		for i := 2; i < len(got); i++ {
 			if !slices.Equal(got[i], got[i%2]) {
-				t.Fatalf("%s: results differ with the cache size (run %d)", typ, i)
+				t.Fatalf("%s × %d: results differ with the cache size (run %d)", typ, cols, i)
 			}
 		}
 	}

@@ -15,3 +15,18 @@ func SetParallelElems(n int) int {
 	parallelElems = n
 	return old
 }
+
+// Packed reports whether MatMul has packed w's rows for batches of one
+// row (rows 1) or more.
+func Packed(w any, rows int) bool {
+	return w.(*weight).packed[min(rows, 2)-1] != nil
+}
+
+// SetPack has the backends made next pack the rows of weights that stay
+// in cache (on) or not, and returns a function that restores the
+// previous setting.
+func SetPack(on bool) (restore func()) {
+	old := packWeights
+	packWeights = on
+	return func() { packWeights = old }
+}

@@ -119,16 +119,17 @@ func perturbRow(x []float32, seed uint64) []float32 {
 
 // matmulJob multiplies a span of weight rows by every activation row.
 type matmulJob struct {
-	w     *weight
-	batch *quant.Batch
-	dst   []float32
-	chunk int
+	w      *weight
+	packed *quant.Packed // w's rows packed for this batch's kernels, or nil
+	batch  *quant.Batch
+	dst    []float32
+	chunk  int
 }
 
 func (j *matmulJob) do(_, t int) {
 	w := j.w
 	r0, r1 := split(t, j.chunk, w.rows)
-	quant.MatMul(w.typ, w.data[r0*w.rowSize:r1*w.rowSize], j.batch, j.dst[r0:], w.rows)
+	quant.MatMulPacked(w.typ, w.data[r0*w.rowSize:r1*w.rowSize], j.packed.Rows(r0, r1), j.batch, j.dst[r0:], w.rows)
 }
 
 // MatMul implements backend.Backend.
@@ -159,8 +160,17 @@ func (b *Backend) MatMul(dst backend.Tensor, wt backend.Weight, x backend.Tensor
 		b.pool.run(n, &b.quan)
 	}
 
+	kind := min(n, 2) - 1 // packed[0] for one row, packed[1] for more
+	if !w.packDone[kind] && b.pack && b.WeightsCached() {
+		if other := w.packed[1-kind]; other.Serves(w.typ, w.cols, n) {
+			w.packed[kind] = other // one copy where both take the same kernels
+		} else {
+			w.packed[kind] = quant.Pack(w.typ, w.data, w.cols, n)
+		}
+		w.packDone[kind] = true
+	}
 	chunk := matmulChunk(w, n, b.threads)
-	b.mm = matmulJob{w: w, batch: &b.batch, dst: data(dst), chunk: chunk}
+	b.mm = matmulJob{w: w, packed: w.packed[kind], batch: &b.batch, dst: data(dst), chunk: chunk}
 	b.pool.run(ceilDiv(w.rows, chunk), &b.mm)
 	b.mm, b.quan = matmulJob{}, quantJob{}
 }

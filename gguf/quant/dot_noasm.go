@@ -13,7 +13,7 @@ var (
 // simdTiles is empty: matMulTiles has no tile kernels to run here.
 var simdTiles = map[Type]struct{}{}
 
-func matMulTiles(Type, []byte, int, int, *Batch, []float32, int) int { return 0 }
+func matMulTiles(Type, []byte, *Packed, int, int, *Batch, []float32, int) int { return 0 }
 
 var figureDots = map[Type]figureDot{}
 
@@ -41,3 +41,18 @@ func WideRows(Type, []byte, int, int, int, []float32, int, int, []float32, int) 
 
 // widenF16SIMD: the Go loop widens halves here.
 var widenF16SIMD func(x []float32, src []byte)
+
+// Packed has nothing here: no kernel repacks rows.
+type Packed struct{}
+
+// Pack returns nil: no kernel here repacks rows.
+func Pack(Type, []byte, int, int) *Packed { return nil }
+
+// Bytes is 0.
+func (*Packed) Bytes() int { return 0 }
+
+// Serves is false.
+func (*Packed) Serves(Type, int, int) bool { return false }
+
+// Rows returns nil.
+func (*Packed) Rows(int, int) *Packed { return nil }

@@ -200,6 +200,14 @@ func sumInt8(q []byte) int32 {
 // take a batch of two or more rows four activation rows per weight row
 // load (tile_float.go); otherwise row by row.
 func MatMul(t Type, w []byte, b *Batch, out []float32, stride int) {
+	MatMulPacked(t, w, nil, b, out, stride)
+}
+
+// MatMulPacked is MatMul with w's rows also packed for the tile kernels
+// (Pack; for a span of w's rows, Packed.Rows): the same bits, without
+// repacking them. A nil p, or one packed for other kernels than this
+// call takes, is MatMul.
+func MatMulPacked(t Type, w []byte, p *Packed, b *Batch, out []float32, stride int) {
 	f, rs := kernel(t, &Activation{Type: b.typ, N: b.n, Data: b.data[:b.rowSize]})
 	if rs == 0 || len(w)%rs != 0 {
 		panic(fmt.Sprintf("quant: MatMul: %d bytes are not whole %d-element %s rows", len(w), b.n, t))
@@ -210,7 +218,7 @@ func MatMul(t Type, w []byte, b *Batch, out []float32, stride int) {
 	}
 	done := 0
 	if b.rows > 0 && useSIMD && useTiles {
-		done = matMulTiles(t, w, rs, rows, b, out, stride)
+		done = matMulTiles(t, w, p, rs, rows, b, out, stride)
 	}
 	if done == rows {
 		return

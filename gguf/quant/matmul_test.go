@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -118,6 +119,7 @@ func testMatMulMatchesVecDot(t *testing.T) {
 				}
 				quant.MatMul(typ, w, b, out, stride)
 				rs := len(w) / shape.rows
+				checkPacked(t, typ, w, n, shape.rows, b, out, stride)
 				restore := quant.SetSIMD(false)
 				for i := range shape.batch {
 					for r := range shape.rows {
@@ -137,6 +139,115 @@ func testMatMulMatchesVecDot(t *testing.T) {
 				restore()
 			}
 		}
+	}
+}
+
+// checkPacked holds MatMulPacked, with w (rows of n elements) packed,
+// to MatMul's outputs out, bit for bit: the whole matrix, and where it
+// has more than one task's tile of rows (16), the span from row 16 with
+// its view of the packed rows, as the CPU backend's tasks take them.
+func checkPacked(t *testing.T, typ quant.Type, w []byte, n, rows int, b *quant.Batch, out []float32, stride int) {
+	t.Helper()
+	p := quant.Pack(typ, w, n, b.Rows())
+	rs := len(w) / rows
+	for _, r0 := range []int{0, 16} {
+		if r0 > 0 && rows <= r0 {
+			continue
+		}
+		got := make([]float32, len(out))
+		quant.MatMulPacked(typ, w[r0*rs:], p.Rows(r0, rows), b, got, stride)
+		for i := range b.Rows() {
+			for r := r0; r < rows; r++ {
+				if g, want := got[i*stride+r-r0], out[i*stride+r]; !sameFloat(g, want) {
+					t.Fatalf("%s %d×%d, batch %d: packed from row %d, out[%d][%d] = %g, MatMul %g", typ, rows, n, b.Rows(), r0, i, r, g, want)
+				}
+			}
+		}
+	}
+}
+
+// TestPack: Q8_0 is packed where it has tile kernels, and the types
+// whose packed rows would be larger than their blocks (Q4_0, Q4_K,
+// Q6_K), or that have none, are not; a packed copy is about the
+// weights' size; and one packed for other kernels than a call takes (a
+// machine's kernels switched since) still gives MatMul's bits.
+func TestPack(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	tiled := quant.TileTypes()
+	// Q8_0's tiles are its blocks' size packed with VNNI's and SDOT's
+	// kernels; AVX2's (without VNNI) take twice that.
+	compact := slices.Contains(tiled, quant.Q8_0) && (runtime.GOARCH == "arm64" || quant.HaveVNNI())
+	for _, typ := range []quant.Type{quant.Q4_0, quant.Q8_0, quant.Q4_K, quant.Q6_K, quant.Q4_1, quant.F16, quant.F32} {
+		n := 256
+		w := make([]byte, mustRowSize(t, typ, n*48))
+		if err := quant.Quantize(typ, normal(rng, n*48), w); err != nil {
+			t.Fatal(err)
+		}
+		p := quant.Pack(typ, w, n, 3)
+		if want := typ == quant.Q8_0 && compact; (p != nil) != want {
+			t.Errorf("%s: packed %v, has tile kernels %v", typ, p != nil, want)
+		}
+		if p == nil {
+			continue
+		}
+		if got := p.Bytes(); got < len(w) || got > 9*len(w)/8 {
+			t.Errorf("%s: %d bytes packed for %d bytes of weights", typ, got, len(w))
+		}
+		if p.Rows(8, 48) != nil && quant.HaveBand(typ) {
+			t.Errorf("%s: a view from row 8, within a band tile, was made", typ)
+		}
+	}
+	if !compact {
+		t.Skip("Q8_0 is not packed on this machine")
+	}
+	// One copy serves one-row and larger batches where both take the
+	// same kernels: with Q8_0 band kernels, rows of 16 blocks (the band's
+	// one-row form), not rows of 6 (the eight-row tiles); without, the
+	// eight-row tiles take both where they take a row (under 8 blocks).
+	for _, cols := range []int{192, 512} {
+		w := make([]byte, mustRowSize(t, quant.Q8_0, cols*32))
+		p := quant.Pack(quant.Q8_0, w, cols, 1)
+		if p == nil {
+			if cols < 256 || quant.HaveBand(quant.Q8_0) {
+				t.Errorf("Q8_0 × %d: nothing packed for one row", cols)
+			}
+			continue // the row kernel takes one row
+		}
+		if !p.Serves(quant.Q8_0, cols, 1) || p.Serves(quant.Q8_0, 2*cols, 1) || p.Serves(quant.Q4_0, cols, 1) {
+			t.Errorf("Q8_0 × %d packed for one row: serves it %v, twice as wide %v, Q4_0 %v",
+				cols, p.Serves(quant.Q8_0, cols, 1), p.Serves(quant.Q8_0, 2*cols, 1), p.Serves(quant.Q4_0, cols, 1))
+		}
+		want := cols == 512 || !quant.HaveBand(quant.Q8_0)
+		if got := p.Serves(quant.Q8_0, cols, 3); got != want {
+			t.Errorf("Q8_0 × %d packed for one row serves batches of 3: %v, want %v", cols, got, want)
+		}
+	}
+	n, rows := 192, 40
+	w := make([]byte, mustRowSize(t, quant.Q8_0, n*rows))
+	if err := quant.Quantize(quant.Q8_0, normal(rng, n*rows), w); err != nil {
+		t.Fatal(err)
+	}
+	// Packed for all of this machine's kernels, used under each setting.
+	packs := map[int]*quant.Packed{1: quant.Pack(quant.Q8_0, w, n, 1), 3: quant.Pack(quant.Q8_0, w, n, 3)}
+	for _, cfg := range kernelConfigs() {
+		t.Run(cfg.name, func(t *testing.T) {
+			defer cfg.set()()
+			for batch, p := range packs {
+				b, err := quant.NewBatch(quant.Q8_0, n, batch)
+				if err != nil {
+					t.Fatal(err)
+				}
+				fillBatch(t, rng, b, "quantised")
+				want, got := make([]float32, batch*rows), make([]float32, batch*rows)
+				quant.MatMul(quant.Q8_0, w, b, want, rows)
+				quant.MatMulPacked(quant.Q8_0, w, p, b, got, rows)
+				for i := range want {
+					if !sameFloat(got[i], want[i]) {
+						t.Fatalf("batch %d: packed out[%d] = %g, MatMul %g", batch, i, got[i], want[i])
+					}
+				}
+			}
+		})
 	}
 }
 

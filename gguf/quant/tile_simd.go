@@ -125,8 +125,8 @@ var tileScratchPool = sync.Pool{New: func() any { return new(tileScratch) }}
 
 // matMulTiles does MatMul's rows in whole tiles of eight, where t has a
 // tile kernel that serves this batch, and returns how many rows it did
-// (from row 0).
-func matMulTiles(t Type, w []byte, rs, rows int, b *Batch, out []float32, stride int) int {
+// (from row 0). p (nil: none) holds w's rows packed for the kernels.
+func matMulTiles(t Type, w []byte, p *Packed, rs, rows int, b *Batch, out []float32, stride int) int {
 	s := tileScratchPool.Get().(*tileScratch)
 	defer tileScratchPool.Put(s)
 	done := 0
@@ -135,17 +135,15 @@ func matMulTiles(t Type, w []byte, rs, rows int, b *Batch, out []float32, stride
 	}
 	nb := b.n / t.BlockSize()
 	if band := bandFor(t); band != nil && (b.rows > 1 || oneRowBand(band, nb, b.cached)) {
-		done = matMulBand(band, s, t, w, rs, rows, b, out, stride)
+		done = matMulBand(band, s, t, w, p.bandsFor(band, rs, rows), rs, rows, b, out, stride)
 	}
-	k := simdTiles[t]
-	if v := vnniTiles[t]; v != nil && useVNNI {
-		k = v
-	}
+	k := tileFor(t)
 	full := rows &^ 7
 	if k == nil || full <= done || b.rows == 1 && nb >= k.short {
 		return done
 	}
-	if need := k.packed * min(k.chunk, nb); len(s.w) < need {
+	packed := p.tilesFor(k, rs, rows)
+	if need := k.packed * min(k.chunk, nb); packed == nil && len(s.w) < need {
 		s.w = make([]byte, need)
 	}
 	if cap(s.acc) < b.rows {
@@ -157,13 +155,18 @@ func matMulTiles(t Type, w []byte, rs, rows int, b *Batch, out []float32, stride
 		clear(acc)
 		for b0 := 0; b0 < nb; b0 += k.chunk {
 			b1 := min(nb, b0+k.chunk)
-			k.pack(&s.w[0], &w[r*rs+b0*wb], rs, b1-b0)
+			src := s.w
+			if packed != nil {
+				src = packed[(r/8*nb+b0)*k.packed:]
+			} else {
+				k.pack(&s.w[0], &w[r*rs+b0*wb], rs, b1-b0)
+			}
 			for i := range acc {
 				var o *float32
 				if b1 == nb {
 					o = &out[i*stride+r : i*stride+r+8][0]
 				}
-				k.dot(&acc[i], &s.w[0], &b.data[i*b.rowSize+b0*ab], &b.aux[i*b.auxSize+b0*xb], b1-b0, o)
+				k.dot(&acc[i], &src[0], &b.data[i*b.rowSize+b0*ab], &b.aux[i*b.auxSize+b0*xb], b1-b0, o)
 			}
 		}
 	}
@@ -221,14 +224,17 @@ func bandFor(t Type) *bandKernel {
 // a few lines a block (the tile-ahead asks measured 0.8–0.97× as fast
 // there, the segments 1.05–1.14× the chunk asks on 2048×8192 Q8_0 and
 // Q4_0). A one-row batch asks the same way.
-func matMulBand(k *bandKernel, s *tileScratch, t Type, w []byte, rs, rows int, b *Batch, out []float32, stride int) int {
+//
+// packed (nil: none) holds w's rows packed for k (Packed): the tiles are
+// read from there, and nothing is asked for ahead.
+func matMulBand(k *bandKernel, s *tileScratch, t Type, w, packed []byte, rs, rows int, b *Batch, out []float32, stride int) int {
 	h := k.h
 	full := rows / h * h
 	nb := b.n / t.BlockSize()
 	if full == 0 || nb == 0 {
 		return 0
 	}
-	if need := k.packed * min(k.chunk, nb); len(s.w) < need {
+	if need := k.packed * min(k.chunk, nb); packed == nil && len(s.w) < need {
 		s.w = make([]byte, need)
 	}
 	if need := 8 * h * b.rows; len(s.band) < need {
@@ -245,7 +251,7 @@ func matMulBand(k *bandKernel, s *tileScratch, t Type, w []byte, rs, rows int, b
 	// lines each block of each call asks for, so that a tile's calls ask
 	// for all of the next tile's h·rs bytes. Longer rows: each chunk's
 	// calls ask for the next chunk's h row segments likewise.
-	ask := !b.cached && streamAhead
+	ask := !b.cached && streamAhead && packed == nil
 	tileLines := 0
 	if ask && nb <= 2*k.chunk {
 		tileLines = (h*rs + 63) / 64
@@ -256,7 +262,12 @@ func matMulBand(k *bandKernel, s *tileScratch, t Type, w []byte, rs, rows int, b
 		pfAt := (r + h) * rs // the next tile's bytes asked for so far
 		for b0 := 0; b0 < nb; b0 += k.chunk {
 			blocks := min(nb, b0+k.chunk) - b0
-			k.pack(s.w, w[r*rs+b0*wb:], rs, blocks)
+			src := s.w
+			if packed != nil {
+				src = packed[(r/h*nb+b0)*k.packed:]
+			} else {
+				k.pack(s.w, w[r*rs+b0*wb:], rs, blocks)
+			}
 			last := b0+blocks == nb
 			// The next chunk's rows (or the next tile's first), read by
 			// its pack from the mapping.
@@ -264,7 +275,7 @@ func matMulBand(k *bandKernel, s *tileScratch, t Type, w []byte, rs, rows int, b
 			if last {
 				next, nextBlocks = (r+h)*rs, min(nb, k.chunk)
 			}
-			nothing := r+h == full && last || b.cached
+			nothing := r+h == full && last || b.cached || packed != nil
 			// span: the lines of one row's segment (one more than its
 			// bytes need, for where it starts within a line); perBlock:
 			// the lines each block of each call asks for; done: the
@@ -308,7 +319,7 @@ func matMulBand(k *bandKernel, s *tileScratch, t Type, w []byte, rs, rows int, b
 					_ = out[(i+n-1)*stride+r+h-1]
 					o = &out[i*stride+r : i*stride+r+h][0]
 				}
-				dot(&acc[8*h*i], &s.w[0], &b.data[i*b.rowSize+b0*ab], &b.aux[i*b.auxSize+b0*xb],
+				dot(&acc[8*h*i], &src[0], &b.data[i*b.rowSize+b0*ab], &b.aux[i*b.auxSize+b0*xb],
 					b.rowSize, b.auxSize, blocks, b0&7, o, 4*stride, pf, pfLines, pfSpan, pfSkip, pfCol)
 				i += n
 			}

@@ -1,0 +1,159 @@
+//go:build (amd64 || arm64) && !purego
+
+package quant
+
+// Packed is a weight matrix's rows repacked once into the layouts its
+// tile and band kernels multiply (tile_simd.go), for MatMulPacked, which
+// then skips the repacking MatMul does at every call. Where the weights
+// stay in cache between calls (a small model), a product is bound by its
+// arithmetic, and repacking the rows was as much again: 29% of a small
+// draft model's one-token step, more than the products themselves (21%).
+// Weights read from memory gain little: the pack overlaps the reads.
+type Packed struct {
+	rs, nb int // source row bytes, blocks a row
+	rows   int // the rows packed
+	tile   *tileKernel
+	tiles  []byte // eight-row tiles: tile j's block b at (j·nb + b)·tile.packed
+	band   *bandKernel
+	bands  []byte // band tiles of band.h rows, laid out alike
+}
+
+// Pack repacks w, rows of cols elements of t, into the layout its
+// products with batches of batch activation rows take on this machine
+// (a batch of one: a decoded token; of more: a window or a prompt's
+// chunk), with the weights expected in cache (Batch.SetCached), and
+// returns nil where those products repack nothing (F16, BF16 and F32
+// are multiplied as they are stored, and so are the other types row by
+// row) or where the packed rows would be larger than the blocks by more
+// than an eighth. w is not retained.
+//
+// Q8_0's packed rows are its blocks' size (eight rows' 272 bytes a block
+// packed into 288), so a product packed reads what it read before and
+// skips the repacking: 1.4–3.2× as fast in cache (BenchmarkMatMulPacked).
+// Q4_0, Q4_K and Q6_K are packed into 1.7–2.3 times their blocks'
+// bytes (4- and 6-bit quants as bytes): small products gained as much,
+// but a product whose blocks fit the core's L2 cache and whose packed
+// rows do not lost (Q4_0, one row of 1024×2048 and of 32000×192:
+// 0.92× and 0.95×), and the copy would double a model's memory.
+func Pack(t Type, w []byte, cols, batch int) *Packed {
+	rs, err := t.RowSize(cols)
+	if err != nil || rs == 0 || len(w)%rs != 0 || batch < 1 || !useSIMD || !useTiles {
+		return nil
+	}
+	p := &Packed{rs: rs, nb: cols / t.BlockSize(), rows: len(w) / rs}
+	wb := t.TypeSize()
+	tile, band := packLayout(t, p.nb, batch)
+	if tile == nil && band == nil {
+		return nil
+	}
+	if tile != nil && p.rows >= 8 {
+		p.tile = tile
+		p.tiles = make([]byte, p.rows/8*p.nb*tile.packed)
+		for j := range p.rows / 8 {
+			for b0 := 0; b0 < p.nb; b0 += tile.chunk {
+				tile.pack(&p.tiles[(j*p.nb+b0)*tile.packed], &w[8*j*rs+b0*wb], rs, min(p.nb, b0+tile.chunk)-b0)
+			}
+		}
+	}
+	if band != nil && p.rows >= band.h {
+		p.band = band
+		p.bands = make([]byte, p.rows/band.h*p.nb*band.packed)
+		for j := range p.rows / band.h {
+			for b0 := 0; b0 < p.nb; b0 += band.chunk {
+				band.pack(p.bands[(j*p.nb+b0)*band.packed:], w[band.h*j*rs+b0*wb:], rs, min(p.nb, b0+band.chunk)-b0)
+			}
+		}
+	}
+	if p.tile == nil && p.band == nil {
+		return nil
+	}
+	return p
+}
+
+// packLayout is the kernel whose layout Pack packs t's rows of nb blocks
+// in for batches of batch rows: a tile or a band kernel, or neither.
+func packLayout(t Type, nb, batch int) (*tileKernel, *bandKernel) {
+	band, tile := bandFor(t), tileFor(t)
+	switch {
+	case band != nil && (batch > 1 || oneRowBand(band, nb, true)):
+		tile = nil
+	case tile != nil && (batch > 1 || nb < tile.short):
+		band = nil
+	default:
+		return nil, nil
+	}
+	if tile != nil && 8*tile.packed > 9*8*t.TypeSize() || band != nil && 8*band.packed > 9*band.h*t.TypeSize() {
+		return nil, nil // packed rows past the blocks' size by more than an eighth
+	}
+	return tile, band
+}
+
+// Serves says whether p holds t's rows of cols elements in the layout
+// their products with batches of batch rows take (Pack): where one-row
+// and larger batches take the same kernels, one packed copy serves both.
+func (p *Packed) Serves(t Type, cols, batch int) bool {
+	if rs, err := t.RowSize(cols); p == nil || err != nil || rs != p.rs {
+		return false
+	}
+	tile, band := packLayout(t, cols/t.BlockSize(), batch)
+	return (tile != nil || band != nil) && p.tile == tile && p.band == band
+}
+
+// Bytes is the memory the packed copies take.
+func (p *Packed) Bytes() int {
+	if p == nil {
+		return 0
+	}
+	return len(p.tiles) + len(p.bands)
+}
+
+// Rows is the view of rows [r0, r1) of p, for a product over those rows
+// of its source (MatMulPacked), or nil where r0 does not start a tile of
+// each layout (the product then repacks, as MatMul does).
+func (p *Packed) Rows(r0, r1 int) *Packed {
+	if p == nil || r0 < 0 || r1 < r0 || r1 > p.rows {
+		return nil
+	}
+	v := *p
+	v.rows = r1 - r0
+	if p.tile != nil {
+		if r0%8 != 0 {
+			return nil
+		}
+		v.tiles = p.tiles[r0/8*p.nb*p.tile.packed:]
+	}
+	if p.band != nil {
+		if r0%p.band.h != 0 {
+			return nil
+		}
+		v.bands = p.bands[r0/p.band.h*p.nb*p.band.packed:]
+	}
+	return &v
+}
+
+// tileFor returns the eight-row tile kernel this machine runs for t, if
+// any.
+func tileFor(t Type) *tileKernel {
+	if v := vnniTiles[t]; v != nil && useVNNI {
+		return v
+	}
+	return simdTiles[t]
+}
+
+// tilesFor returns p's tiles of k, if p holds them for rows rows of rs
+// bytes (nil: the caller repacks).
+func (p *Packed) tilesFor(k *tileKernel, rs, rows int) []byte {
+	if p == nil || p.tile != k || p.rs != rs || p.rows != rows {
+		return nil
+	}
+	return p.tiles
+}
+
+// bandsFor returns p's band tiles of k, if p holds them for rows rows
+// of rs bytes.
+func (p *Packed) bandsFor(k *bandKernel, rs, rows int) []byte {
+	if p == nil || p.band != k || p.rs != rs || p.rows != rows {
+		return nil
+	}
+	return p.bands
+}
