@@ -163,6 +163,12 @@ func load(f *gguf.File, be backend.Backend, stage *LayerRange) (*Model, error) {
 		// it never sees the token ids it would evaluate again.
 		return nil, unsupported("splitting %s into stages (its delta-net state cannot be rewound)", cfg.Arch)
 	}
+	// Every block has tensors of its own: a block count past the file's
+	// tensors is a corrupt or hostile header, refused before the blocks
+	// are allocated (4M claimed blocks were 3 GB of them).
+	if n := r.Hi - r.Lo; n > len(f.Tensors) {
+		return nil, invalid("%s.block_count = %d, and the file holds %d tensors", cfg.Arch, cfg.Layers, len(f.Tensors))
+	}
 	m.lo = r.Lo
 	first, last := r.Lo == 0, r.Hi == cfg.Layers
 	if err := cfg.CheckStage(r); err != nil {

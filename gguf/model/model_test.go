@@ -3,6 +3,7 @@ package model_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -138,11 +139,20 @@ func TestLoadErrors(t *testing.T) {
 		{"per-layer heads", rewrite(t, file, map[string]any{"llama.attention.head_count": []uint32{2, 4}}, nil, nil), model.ErrUnsupported, "varies by layer"},
 		{"rope scaling", rewrite(t, file, map[string]any{"llama.rope.scaling.type": "su"}, nil, nil), model.ErrUnsupported, `"su"`},
 		{"huge width", rewrite(t, file, map[string]any{"llama.embedding_length": uint32(1 << 30)}, nil, nil), model.ErrInvalid, "embedding_length"},
+		// A few kilobytes claiming 4M blocks: refused before they are
+		// allocated (below, the bytes the load allocates).
+		{"blocks past the tensors", rewrite(t, file, map[string]any{"llama.block_count": uint32(1 << 22)}, nil, nil), model.ErrInvalid, "block_count = 4194304"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
 			_, err := load(t, tc.file, be)
+			runtime.ReadMemStats(&after)
 			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.mention) {
 				t.Fatalf("error %v, want %v mentioning %s", err, tc.want, tc.mention)
+			}
+			if got := after.TotalAlloc - before.TotalAlloc; got > 64<<20 {
+				t.Errorf("refusing it allocated %d MB", got>>20)
 			}
 		})
 	}
