@@ -78,7 +78,11 @@ func Compile(src string, opt Options) (*Template, error) {
 		t.builtin, t.kind = f, "builtin:"+src
 		return t, nil
 	}
-	tpl, err := compileJinja(rewriteIndentedJSON(rewriteLineContinuations(src)))
+	err := checkBounds(src)
+	var tpl *jinja.Template
+	if err == nil {
+		tpl, err = compileJinja(rewriteIndentedJSON(rewriteLineContinuations(src)))
+	}
 	if err != nil {
 		if name, f, ok := detect(src); ok {
 			t.builtin, t.kind = f, "builtin:"+name

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -135,4 +136,45 @@ func TestGolden(t *testing.T) {
 		pass++
 	}
 	t.Logf("%d/%d golden renders match jinja2 across %d templates", pass, len(golden.Cases), len(compiled))
+}
+
+// TestTemplateBounds: a template longer or nested deeper than any real
+// one is refused with ErrTemplate, saying which bound and where, before
+// the engine parses it (a deep one had overflowed its stack, which no
+// recover catches); real templates and text in strings, comments and
+// raw blocks are not counted.
+func TestTemplateBounds(t *testing.T) {
+	deep := maxTemplateDepth + 1
+	for _, tc := range []struct {
+		name, src, mention string
+	}{
+		{"long", strings.Repeat("{{ messages }}", 20000), "bytes, more than"},
+		{"parentheses", "{{ " + strings.Repeat("(", deep) + "1" + strings.Repeat(")", deep) + " }}", "brackets nest"},
+		{"lists", "hi\n{{ " + strings.Repeat("[", deep) + strings.Repeat("]", deep) + " }}", "at line 2"},
+		{"ifs", strings.Repeat("{% if 1 %}", deep) + "x" + strings.Repeat("{% endif %}", deep), "blocks nest"},
+		{"fors", strings.Repeat("{%- for m in messages -%}", deep) + strings.Repeat("{%- endfor -%}", deep), "blocks nest"},
+		{"set blocks", strings.Repeat("{% set x %}", deep) + strings.Repeat("{% endset %}", deep), "blocks nest"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Compile(tc.src, Options{})
+			if !errors.Is(err, ErrTemplate) || !strings.Contains(err.Error(), tc.mention) {
+				t.Fatalf("error %v, want ErrTemplate mentioning %q", err, tc.mention)
+			}
+		})
+	}
+	shallow := maxTemplateDepth
+	for _, src := range []string{
+		"{{ " + strings.Repeat("(", shallow) + "1" + strings.Repeat(")", shallow) + " }}",
+		strings.Repeat("{% if 1 %}", shallow) + "x" + strings.Repeat("{% endif %}", shallow),
+		// Many blocks one after another, and a flat template near the
+		// length bound.
+		strings.Repeat("{% if messages %}{% for m in messages %}{{ m.content }}{% endfor %}{% endif %}\n", 2000),
+		// Brackets and tags in strings, comments and raw blocks.
+		"{{ '((((((' ~ \"[[[[\\\"\" }}{# " + strings.Repeat("{% if 1 %}", deep) + " #}x",
+		"{% raw %}" + strings.Repeat("{% if 1 %}", deep) + "{% endraw %}{% set a = 1 %}{% if 1 %}y{% endif %}",
+	} {
+		if _, err := Compile(src, Options{}); err != nil {
+			t.Errorf("%.60q…: %v", src, err)
+		}
+	}
 }

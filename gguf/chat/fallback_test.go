@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -257,6 +258,11 @@ func FuzzCompile(f *testing.F) {
 		f.Add(string(b))
 	}
 	f.Add("{% for m in messages %}{{ m.content")
+	// Nesting at and past the bound (checkBounds).
+	for _, d := range []int{maxTemplateDepth, maxTemplateDepth + 1} {
+		f.Add("{{ " + strings.Repeat("(", d) + "1" + strings.Repeat(")", d) + " }}")
+		f.Add(strings.Repeat("{% if 1 %}", d) + "x" + strings.Repeat("{% endif %}", d))
+	}
 	f.Fuzz(func(t *testing.T, src string) {
 		tpl, err := Compile(src, Options{BOS: "<s>", EOS: "</s>", Now: func() time.Time { return goldenNow }})
 		if err != nil {
