@@ -288,6 +288,9 @@ var ErrNotStageable = errors.New("owner control may not change this")
 // against their bounds by Resolve when the node starts, and by the
 // node's validation before it stages them.
 func CheckStagedConfig(b []byte) error {
+	if err := checkTOMLBounds(b); err != nil {
+		return err
+	}
 	var c Config
 	md, err := toml.NewDecoder(bytes.NewReader(b)).Decode(&c)
 	if err != nil {
@@ -352,6 +355,9 @@ func ParseConfig(b []byte) (Config, error) {
 }
 
 func decodeConfig(c *Config, b []byte) error {
+	if err := checkTOMLBounds(b); err != nil {
+		return err
+	}
 	md, err := toml.NewDecoder(bytes.NewReader(b)).Decode(c)
 	if err != nil {
 		return err
@@ -626,4 +632,61 @@ func isLoopbackHost(host string) bool {
 	}
 	ip, err := netip.ParseAddr(host)
 	return err == nil && ip.IsLoopback()
+}
+
+// A config can come from a remote owner (config_toml, up to a frame's
+// 8 MiB), and the TOML decoder parses arrays and inline tables by
+// recursion with no bound of its own: 1.5 MB of "a = [[[[…" overflowed
+// its goroutine's stack, which no recover catches. So a config longer
+// or nested deeper than any real one is refused before it is decoded.
+const (
+	maxConfigBytes = 1 << 20 // the example config is under 16 KB
+	maxConfigDepth = 32      // this schema's values nest at most 3 deep
+)
+
+// ErrConfigBounds is a config past maxConfigBytes or maxConfigDepth.
+var ErrConfigBounds = errors.New("config: past its bounds")
+
+// checkTOMLBounds refuses a config longer than maxConfigBytes, or whose
+// arrays and inline tables nest deeper than maxConfigDepth, saying where.
+// It reads strings (basic, literal and multi-line) and comments as TOML
+// does, closely enough that brackets within them are not counted.
+func checkTOMLBounds(b []byte) error {
+	if len(b) > maxConfigBytes {
+		return fmt.Errorf("%w: %d bytes, more than %d", ErrConfigBounds, len(b), maxConfigBytes)
+	}
+	depth, line := 0, 1
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; c {
+		case '\n':
+			line++
+		case '#':
+			for i+1 < len(b) && b[i+1] != '\n' {
+				i++
+			}
+		case '"', '\'':
+			delim := []byte{c}
+			if i+2 < len(b) && b[i+1] == c && b[i+2] == c {
+				delim = []byte{c, c, c}
+			}
+			j := i + len(delim)
+			for j < len(b) && !bytes.HasPrefix(b[j:], delim) {
+				switch {
+				case b[j] == '\\' && c == '"':
+					j++
+				case b[j] == '\n':
+					line++
+				}
+				j++
+			}
+			i = j + len(delim) - 1
+		case '[', '{':
+			if depth++; depth > maxConfigDepth {
+				return fmt.Errorf("%w: arrays and tables nest %d deep at line %d, more than %d", ErrConfigBounds, depth, line, maxConfigDepth)
+			}
+		case ']', '}':
+			depth--
+		}
+	}
+	return nil
 }

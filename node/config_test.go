@@ -1,6 +1,7 @@
 package node
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -69,6 +70,55 @@ func TestLoadConfigErrors(t *testing.T) {
 	if _, err := LoadConfig(filepath.Join(t.TempDir(), "missing.toml")); err == nil {
 		t.Error("missing file accepted")
 	}
+}
+
+// TestConfigBounds: a config longer or nested deeper than any real one
+// is refused before the TOML decoder sees it (1.5 MB of nested arrays
+// had overflowed its stack), from a file and staged by owner control;
+// brackets in strings and comments are not counted.
+func TestConfigBounds(t *testing.T) {
+	deep := "models = " + strings.Repeat("[", maxConfigDepth+1) + strings.Repeat("]", maxConfigDepth+1) + "\n"
+	for _, tc := range []struct{ name, body, mention string }{
+		{"nested arrays", "# a config\n\n" + deep, "nest 33 deep at line 3"},
+		{"nested inline tables", "api = " + strings.Repeat("{a = ", maxConfigDepth+1) + "1" + strings.Repeat("}", maxConfigDepth+1), "nest 33 deep at line 1"},
+		{"long", "# " + strings.Repeat("x", maxConfigBytes) + "\n", "bytes, more than"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := LoadConfig(writeConfig(t, tc.body))
+			if !errors.Is(err, ErrConfigBounds) || !strings.Contains(err.Error(), tc.mention) {
+				t.Errorf("LoadConfig: %v, want ErrConfigBounds mentioning %q", err, tc.mention)
+			}
+			if err := CheckStagedConfig([]byte(tc.body)); !errors.Is(err, ErrConfigBounds) {
+				t.Errorf("CheckStagedConfig: %v, want ErrConfigBounds", err)
+			}
+		})
+	}
+	for _, body := range []string{
+		`models = ["a[[[[.gguf", 'b{{{{.gguf', """c` + "\n" + `[[[[""", '''d[[[['''] # [[[[[[[[` + "\n",
+		"# " + strings.Repeat("[", maxConfigDepth+1) + "\nmodels = [[\"x\"]]\n",
+	} {
+		if err := checkTOMLBounds([]byte(body)); err != nil {
+			t.Errorf("%q: %v", body, err)
+		}
+	}
+}
+
+// FuzzParseConfig: no text makes ParseConfig or CheckStagedConfig panic
+// or overflow its stack (the fuzzer's process would die); seeded from the
+// example config and the bounds' cases.
+func FuzzParseConfig(f *testing.F) {
+	example, err := os.ReadFile("config.example.toml")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(example)
+	f.Add([]byte("models = [[[\"a\"]]]\n[api]\nmax_body_bytes = 1\n"))
+	f.Add([]byte("a = " + strings.Repeat("[", maxConfigDepth) + strings.Repeat("]", maxConfigDepth)))
+	f.Add([]byte("a = " + strings.Repeat("{b = ", maxConfigDepth+1)))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ParseConfig(b)
+		CheckStagedConfig(b)
+	})
 }
 
 func TestResolveErrors(t *testing.T) {
