@@ -129,7 +129,8 @@ type matmulJob struct {
 func (j *matmulJob) do(_, t int) {
 	w := j.w
 	r0, r1 := split(t, j.chunk, w.rows)
-	quant.MatMulPacked(w.typ, w.data[r0*w.rowSize:r1*w.rowSize], j.packed.Rows(r0, r1), j.batch, j.dst[r0:], w.rows)
+	view := j.packed.Rows(r0, r1)
+	quant.MatMulPacked(w.typ, w.data[r0*w.rowSize:r1*w.rowSize], &view, j.batch, j.dst[r0:], w.rows)
 }
 
 // MatMul implements backend.Backend.

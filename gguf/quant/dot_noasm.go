@@ -54,5 +54,5 @@ func (*Packed) Bytes() int { return 0 }
 // Serves is false.
 func (*Packed) Serves(Type, int, int) bool { return false }
 
-// Rows returns nil.
-func (*Packed) Rows(int, int) *Packed { return nil }
+// Rows returns the zero Packed.
+func (*Packed) Rows(int, int) Packed { return Packed{} }

@@ -108,27 +108,29 @@ func (p *Packed) Bytes() int {
 }
 
 // Rows is the view of rows [r0, r1) of p, for a product over those rows
-// of its source (MatMulPacked), or nil where r0 does not start a tile of
-// each layout (the product then repacks, as MatMul does).
-func (p *Packed) Rows(r0, r1 int) *Packed {
+// of its source (MatMulPacked), or the zero Packed (nothing packed) where
+// r0 does not start a tile of each layout: the product then repacks, as
+// MatMul does. A value, so that a product's tasks take their views
+// without allocating.
+func (p *Packed) Rows(r0, r1 int) Packed {
 	if p == nil || r0 < 0 || r1 < r0 || r1 > p.rows {
-		return nil
+		return Packed{}
 	}
 	v := *p
 	v.rows = r1 - r0
 	if p.tile != nil {
 		if r0%8 != 0 {
-			return nil
+			return Packed{}
 		}
 		v.tiles = p.tiles[r0/8*p.nb*p.tile.packed:]
 	}
 	if p.band != nil {
 		if r0%p.band.h != 0 {
-			return nil
+			return Packed{}
 		}
 		v.bands = p.bands[r0/p.band.h*p.nb*p.band.packed:]
 	}
-	return &v
+	return v
 }
 
 // tileFor returns the eight-row tile kernel this machine runs for t, if
