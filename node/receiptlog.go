@@ -107,7 +107,15 @@ func (l *receiptLog) open(head receipt.Head) error {
 
 // restart sets the log aside and starts an empty one at head.
 func (l *receiptLog) restart(head receipt.Head, why string) error {
+	// A name of its own: a log set aside in the same second must not
+	// replace the one before it.
 	aside := fmt.Sprintf("%s.%d.old", l.path, time.Now().Unix())
+	for n := 2; ; n++ {
+		if _, err := os.Lstat(aside); err != nil {
+			break // free (or unreadable: the rename then says why)
+		}
+		aside = fmt.Sprintf("%s.%d-%d.old", l.path, time.Now().Unix(), n)
+	}
 	l.f.Close()
 	l.f = nil
 	if err := os.Rename(l.path, aside); err != nil {
@@ -123,6 +131,11 @@ func (l *receiptLog) restart(head receipt.Head, why string) error {
 	return nil
 }
 
+// maxLogLine bounds a line of the log: one receipt, its envelope (at
+// most about 17 KB, receipt's maxEnvelopeSize) in hex and a few fields,
+// with room to spare.
+const maxLogLine = 1 << 20
+
 // scan indexes the lines; a last line without its newline (an append cut
 // short) is cut off.
 func (l *receiptLog) scan() error {
@@ -134,10 +147,20 @@ func (l *receiptLog) scan() error {
 	var off int64
 	for {
 		line, err := r.ReadSlice('\n')
-		for errors.Is(err, bufio.ErrBufferFull) {
-			var more []byte
-			more, err = r.ReadSlice('\n')
-			line = append(append([]byte(nil), line...), more...)
+		if errors.Is(err, bufio.ErrBufferFull) {
+			// A line past the buffer, gathered piece by piece (each
+			// piece is valid only until the next read), up to a
+			// receipt's bound: a damaged log is set aside, not read
+			// whole into memory.
+			long := append([]byte(nil), line...)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				if len(long) > maxLogLine {
+					return fmt.Errorf("line %d: longer than %d bytes", len(l.offsets)+1, maxLogLine)
+				}
+				line, err = r.ReadSlice('\n')
+				long = append(long, line...)
+			}
+			line = long
 		}
 		if errors.Is(err, io.EOF) {
 			if len(line) > 0 {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -194,6 +195,29 @@ func TestReceiptLogRecovery(t *testing.T) {
 	aside, _ := filepath.Glob(path + ".*.old")
 	if len(aside) != 1 {
 		t.Fatalf("the old log was not kept aside: %v", aside)
+	}
+	// A line past a receipt's bound (a damaged log): the same, without
+	// reading it whole.
+	damaged := lines[0] + lines[1] + lines[2] + strings.Repeat("x", 3*maxLogLine) + "\n"
+	if err := os.WriteFile(path, []byte(damaged), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	dl := newReceiptLog(path, DefaultReceiptLogBytes, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err := dl.open(head); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	dl.Close()
+	if len(dl.offsets) != 0 || dl.first != 3 {
+		t.Fatalf("a log with an over-long line: first %d, %d lines", dl.first, len(dl.offsets))
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 8*maxLogLine { // read whole, piece by piece: 174 MB
+		t.Errorf("reading a log with a %d-byte line allocated %d bytes", 3*maxLogLine, got)
+	}
+	if aside, _ := filepath.Glob(path + ".*.old"); len(aside) != 2 {
+		t.Fatalf("the log with an over-long line was not kept aside: %v", aside)
 	}
 	// Another chain's receipt at the head's sequence: the same.
 	other := sealChain(t, key, func() *receiptLog { l, _ := testReceiptLog(t, DefaultReceiptLogBytes); return l }(), 3)
