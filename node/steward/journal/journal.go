@@ -352,10 +352,13 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 		chunk, err := br.ReadSlice('\n')
 		line = append(line, chunk...)
 		if len(line) > MaxLine+1 {
-			if err != nil { // skip to the line's end, if it has one
-				if _, err := br.ReadBytes('\n'); err != nil {
-					return nil, errTorn // an over-long tail never completed
-				}
+			// Skip to the line's end, if it has one, without keeping
+			// what is skipped: a damaged line can be any length.
+			for errors.Is(err, bufio.ErrBufferFull) {
+				_, err = br.ReadSlice('\n')
+			}
+			if err != nil {
+				return nil, errTorn // an over-long tail never completed
 			}
 			return nil, fmt.Errorf("%w: line over %d bytes", ErrCorrupt, MaxLine)
 		}

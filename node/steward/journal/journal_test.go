@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -222,6 +223,7 @@ func TestOpenRefuses(t *testing.T) {
 		{"receipt skipped", rechain(sealed(0), sealed(2)), 1, ErrOutOfSequence},
 		{"receipt repeated", rechain(sealed(0), sealed(0)), 1, ErrOutOfSequence},
 		{"over-long line", join(lines[0], bytes.Repeat([]byte("x"), MaxLine+10), []byte("\n")), 1, ErrCorrupt},
+		{"very long line", join(lines[0], bytes.Repeat([]byte("x"), 8<<20), []byte("\n")), 1, ErrCorrupt},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -229,7 +231,15 @@ func TestOpenRefuses(t *testing.T) {
 			if err := os.WriteFile(path, tc.data, 0o600); err != nil {
 				t.Fatal(err)
 			}
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
 			j, err := Open(path, Options{})
+			runtime.ReadMemStats(&after)
+			// A damaged line is not read whole (the longest here is
+			// 8 MiB).
+			if got := after.TotalAlloc - before.TotalAlloc; got > uint64(4*MaxLine+len(tc.data)/8) {
+				t.Errorf("opening %d bytes allocated %d", len(tc.data), got)
+			}
 			var re *RecordError
 			if !errors.As(err, &re) || !errors.Is(err, tc.want) || re.Seq != tc.seq {
 				if j != nil {
