@@ -321,6 +321,16 @@ func (c *Client) treeSHA256(ctx context.Context, ref Ref, rev string) ([32]byte,
 	if err := statusError(resp, ref.String()+" (tree listing)"); err != nil {
 		return [32]byte{}, false, err
 	}
+	sum, ok, err := listedSHA256(io.LimitReader(resp.Body, maxTree), ref.File)
+	if err != nil {
+		return [32]byte{}, false, fmt.Errorf("hub: %s: %w", ref, err)
+	}
+	return sum, ok, nil
+}
+
+// listedSHA256 reads a tree listing (the hub API's JSON) for file's LFS
+// SHA-256, and whether the listing gives one.
+func listedSHA256(listing io.Reader, file string) ([32]byte, bool, error) {
 	var entries []struct {
 		Type string `json:"type"`
 		Path string `json:"path"`
@@ -329,11 +339,11 @@ func (c *Client) treeSHA256(ctx context.Context, ref Ref, rev string) ([32]byte,
 			SHA256 string `json:"sha256"`
 		} `json:"lfs"`
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxTree)).Decode(&entries); err != nil {
-		return [32]byte{}, false, fmt.Errorf("hub: %s: the tree listing does not decode: %w", ref, err)
+	if err := json.NewDecoder(listing).Decode(&entries); err != nil {
+		return [32]byte{}, false, fmt.Errorf("the tree listing does not decode: %w", err)
 	}
 	for _, e := range entries {
-		if e.Path != ref.File || e.LFS == nil {
+		if e.Path != file || e.LFS == nil {
 			continue
 		}
 		for _, s := range []string{e.LFS.SHA256, e.LFS.OID} {

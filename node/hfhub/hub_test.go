@@ -38,7 +38,7 @@ type fakeHub struct {
 	cdnAuth  []string // Authorization headers the CDN saw
 }
 
-func newFakeHub(t *testing.T) *fakeHub {
+func newFakeHub(t testing.TB) *fakeHub {
 	f := &fakeHub{files: map[string][]byte{}, etag: map[string]string{}, listed: map[string]string{}, lfs: true, commit: strings.Repeat("c0", 20)}
 	f.cdn = httptest.NewServer(http.HandlerFunc(f.serveCDN))
 	f.hub = httptest.NewServer(http.HandlerFunc(f.serveHub))
