@@ -19,7 +19,7 @@ import (
 )
 
 // sealedChain is a steward's log of n receipts from genesis.
-func sealedChain(t *testing.T, n int) (*receipt.Sealer, []*receipt.Sealed) {
+func sealedChain(t testing.TB, n int) (*receipt.Sealer, []*receipt.Sealed) {
 	t.Helper()
 	s, err := receipt.NewSealer(controltest.Key(t, controltest.SeedNode))
 	if err != nil {
@@ -295,4 +295,38 @@ func TestReceiptReplay(t *testing.T) {
 			write("tampered.json", `{"envelope_hex":"`+hex.EncodeToString(tampered)+`"}`)},
 		[]string{"receipt", "replay", "--usage", usage},
 	))
+}
+
+// FuzzReceiptFile: no file makes the receipt readers (a saved stream,
+// a usage.energy object or the answer holding it, a hex or JSON
+// envelope) panic, and an envelope they find reads back the same once
+// written again. Seeded from what the node and meshcli write: an answer's
+// stream and its usage.energy object, and a receipt log's lines.
+func FuzzReceiptFile(f *testing.F) {
+	_, chain := sealedChain(f, 2)
+	for _, s := range chain {
+		energy, err := json.Marshal(s.Usage())
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(energy)
+		f.Add([]byte(`{"usage":{"energy":` + string(energy) + `}}`))
+		f.Add([]byte("data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\ndata: {\"choices\":[],\"usage\":{\"energy\":" + string(energy) + "}}\n\ndata: [DONE]\n\n"))
+		f.Add([]byte(hex.EncodeToString(s.Envelope)))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if data, err := fromStream(b); err == nil {
+			if e, err := energyObject(data); err == nil {
+				envelopeOf(e)
+			}
+		}
+		env, err := envelopeOf(b)
+		if err != nil || bytes.Equal(env, b) {
+			return // not JSON or hex: the file is taken as the envelope itself
+		}
+		again, err := envelopeOf([]byte(`{"envelope_hex":"` + hex.EncodeToString(env) + `"}`))
+		if err != nil || !bytes.Equal(again, env) {
+			t.Fatalf("envelope %x reads back as %x, %v", env, again, err)
+		}
+	})
 }
