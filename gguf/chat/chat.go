@@ -81,7 +81,7 @@ func Compile(src string, opt Options) (*Template, error) {
 	err := checkBounds(src)
 	var tpl *jinja.Template
 	if err == nil {
-		tpl, err = compileJinja(rewriteIndentedJSON(rewriteLineContinuations(src)))
+		tpl, err = compileJinja(guardMacros(rewriteIndentedJSON(rewriteLineContinuations(src))))
 	}
 	if err != nil {
 		if name, f, ok := detect(src); ok {
@@ -153,6 +153,7 @@ func (t *Template) render(messages []Message, tools []json.RawMessage, addGenera
 		"raise_exception":       jinja.NewCallable("raise_exception", raiseException),
 		indentedJSONName:        jinja.NewCallable(indentedJSONName, indentedJSON),
 		"range":                 jinja.NewCallable("range", boundedRange),
+		macroDeeperName:         jinja.NewCallable(macroDeeperName, macroDeeper),
 		"strftime_now": jinja.NewCallable("strftime_now", func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
 			format := "%Y-%m-%d"
 			if len(args) > 0 && args[0].IsString() {

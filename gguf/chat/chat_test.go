@@ -178,3 +178,51 @@ func TestTemplateBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestMacroGuard: every macro takes a depth that each call of a macro
+// passes on, deeper by one (guardMacros), so a template whose macros call
+// themselves, or each other, without end fails to render with
+// ErrTemplate rather than overflow the stack (a crash no recover
+// catches); recursion within the bound renders as before, and the
+// rewrite touches only macros' definitions and calls.
+func TestMacroGuard(t *testing.T) {
+	src := `{%- macro f(a, b=1) -%}{{ f(a) ~ x.f(1) ~ a|f ~ g("f(") }}{% call f() %}{% endcall %}{%- endmacro %}{{ f( f(2) ) }}`
+	d, deeper := macroDepthName, macroDeeperName+"("+macroDepthName+")"
+	want := `{%- macro f(a, b=1, ` + d + `=0) -%}{{ f(a, ` + d + `=` + deeper + `) ~ x.f(1) ~ a|f ~ g("f(") }}{% call f(` + d + `=` + deeper + `) %}{% endcall %}{%- endmacro %}{{ f( f(2, ` + d + `=` + deeper + `) , ` + d + `=` + deeper + `) }}`
+	if got := guardMacros(src); got != want {
+		t.Errorf("guardMacros:\n got %s\nwant %s", got, want)
+	}
+	if plain := "{% for m in messages %}{{ m.content }}{% endfor %}"; guardMacros(plain) != plain {
+		t.Error("a template without macros was rewritten")
+	}
+	for name, src := range map[string]string{
+		"itself":     `{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}`,
+		"each other": `{% macro f() %}{{ g() }}{% endmacro %}{% macro g() %}x{{ f() }}{% endmacro %}{{ f() }}`,
+		"by call":    `{% macro f() %}{% call f() %}{% endcall %}{% endmacro %}{{ f() }}`,
+	} {
+		tpl, err := Compile(src, Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if _, err := tpl.Apply(threeTurns, true); !errors.Is(err, ErrTemplate) || !strings.Contains(err.Error(), "nest deeper than") {
+			t.Errorf("%s: %v, want ErrTemplate: macro calls nest deeper than %d", name, err, maxMacroDepth)
+		}
+	}
+	// Recursion within the bound: a countdown from 300.
+	tpl, err := Compile(`{% macro down(n) %}{% if n > 0 %}.{{ down(n - 1) }}{% endif %}{% endmacro %}{{ down(300) }}`, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := tpl.Apply(threeTurns, true); err != nil || out != strings.Repeat(".", 300) {
+		t.Errorf("a countdown from 300: %d bytes, %v", len(out), err)
+	}
+	// The real templates' recursive macros are guarded too (their
+	// renderings, tools and all, are the golden ones: TestGolden).
+	b, err := os.ReadFile(filepath.Join("testdata", "templates", "gpt-oss.jinja"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := guardMacros(string(b)); !strings.Contains(got, "render_typescript_type(param_spec['items'], required_params, "+d+"="+deeper+")") {
+		t.Error("gpt-oss's recursive call is not guarded")
+	}
+}

@@ -258,6 +258,10 @@ func FuzzCompile(f *testing.F) {
 		f.Add(string(b))
 	}
 	f.Add("{% for m in messages %}{{ m.content")
+	// Macros that call themselves, or each other, without end
+	// (guardMacros).
+	f.Add(`{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}`)
+	f.Add(`{% macro f() %}{{ g() }}{% endmacro %}{% macro g() %}{% call f() %}{% endcall %}{% endmacro %}{{ g() }}`)
 	// Nesting at and past the bound (checkBounds).
 	for _, d := range []int{maxTemplateDepth, maxTemplateDepth + 1} {
 		f.Add("{{ " + strings.Repeat("(", d) + "1" + strings.Repeat(")", d) + " }}")
