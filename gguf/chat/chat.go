@@ -152,7 +152,7 @@ func (t *Template) render(messages []Message, tools []json.RawMessage, addGenera
 		"eos_token":             jinja.NewString(t.opt.EOS),
 		"raise_exception":       jinja.NewCallable("raise_exception", raiseException),
 		indentedJSONName:        jinja.NewCallable(indentedJSONName, indentedJSON),
-		"range":                 jinja.NewCallable("range", boundedRange),
+		"range":                 jinja.NewCallable("range", rangeBudget(maxRange)),
 		macroDeeperName:         jinja.NewCallable(macroDeeperName, macroDeeper),
 		"strftime_now": jinja.NewCallable("strftime_now", func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
 			format := "%Y-%m-%d"
@@ -183,31 +183,47 @@ func raiseException(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, 
 	return jinja.Undefined(), &RejectedError{Reason: reason}
 }
 
-// maxRange bounds range(): the engine would build the whole list, so a
-// template from a hostile file could ask for billions of elements.
+// maxRange bounds the elements range() makes in one render: the engine
+// builds each whole list, so a template from a hostile file could ask for
+// billions of elements, or loop over a million a million times (nested
+// loops over range, which held a core for as long as they ran). Real
+// templates count messages or tools with it.
 const maxRange = 1 << 20
 
-// boundedRange is Python's range over integers, refusing more than maxRange
-// elements.
-func boundedRange(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+// rangeBudget is one render's range(): Python's range over integers,
+// refusing more than budget elements over all its calls.
+func rangeBudget(budget uint64) func([]jinja.Value, map[string]jinja.Value) (jinja.Value, error) {
+	return func(args []jinja.Value, kw map[string]jinja.Value) (jinja.Value, error) {
+		v, n, err := boundedRange(args, budget)
+		if err != nil {
+			return v, err
+		}
+		budget -= n
+		return v, nil
+	}
+}
+
+// boundedRange is Python's range over integers and its length, refusing
+// more than limit elements.
+func boundedRange(args []jinja.Value, limit uint64) (jinja.Value, uint64, error) {
 	var n [3]int64
 	for i, a := range args {
 		if i == 3 || !a.IsInt() {
-			return jinja.Undefined(), fmt.Errorf("range: want 1 to 3 integers, got %d arguments", len(args))
+			return jinja.Undefined(), 0, fmt.Errorf("range: want 1 to 3 integers, got %d arguments", len(args))
 		}
 		n[i] = a.AsInt()
 	}
 	start, stop, step := int64(0), n[0], int64(1)
 	switch len(args) {
 	case 0:
-		return jinja.Undefined(), fmt.Errorf("range: want 1 to 3 integers, got none")
+		return jinja.Undefined(), 0, fmt.Errorf("range: want 1 to 3 integers, got none")
 	case 2:
 		start, stop = n[0], n[1]
 	case 3:
 		start, stop, step = n[0], n[1], n[2]
 	}
 	if step == 0 {
-		return jinja.Undefined(), fmt.Errorf("range: step must not be zero")
+		return jinja.Undefined(), 0, fmt.Errorf("range: step must not be zero")
 	}
 	var count uint64
 	switch {
@@ -216,14 +232,14 @@ func boundedRange(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, er
 	case step < 0 && stop < start:
 		count = (uint64(start-stop) + uint64(-step) - 1) / uint64(-step)
 	}
-	if count > maxRange {
-		return jinja.Undefined(), fmt.Errorf("range: %d elements, more than %d", count, maxRange)
+	if count > limit {
+		return jinja.Undefined(), 0, fmt.Errorf("range: %d elements, more than the %d left of the %d a render may make", count, limit, maxRange)
 	}
 	items := make([]jinja.Value, count)
 	for i := range items {
 		items[i] = jinja.NewInt(start + int64(i)*step)
 	}
-	return jinja.NewList(items), nil
+	return jinja.NewList(items), count, nil
 }
 
 // strftime formats t with the directives chat templates use (Python's

@@ -3,6 +3,7 @@ package chat
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -224,5 +225,36 @@ func TestMacroGuard(t *testing.T) {
 	}
 	if got := guardMacros(string(b)); !strings.Contains(got, "render_typescript_type(param_spec['items'], required_params, "+d+"="+deeper+")") {
 		t.Error("gpt-oss's recursive call is not guarded")
+	}
+}
+
+// TestRangeBudget: range() makes at most maxRange elements over one
+// render, so loops nested over range fail with ErrTemplate at once
+// rather than hold a core (a million by a million had run on without
+// end); each render has its own budget.
+func TestRangeBudget(t *testing.T) {
+	bomb, err := Compile(`{% for i in range(1000000) %}{% for j in range(1000000) %}x{% endfor %}{% endfor %}`, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bomb.Apply(threeTurns, true); !errors.Is(err, ErrTemplate) || !strings.Contains(err.Error(), "range") {
+		t.Fatalf("nested loops over range: %v, want ErrTemplate naming range", err)
+	}
+	half := fmt.Sprint(maxRange / 2)
+	tpl, err := Compile(`{{ range(`+half+`)|length }},{{ range(`+half+`)|length }}{% if messages|length > 5 %}{{ range(1)|length }}{% endif %}`, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // each render its own budget
+		if out, err := tpl.Apply(threeTurns, true); err != nil || out != half+","+half {
+			t.Fatalf("two halves of the budget: %q, %v", out, err)
+		}
+	}
+	over, err := Compile(`{{ range(`+half+`)|length }}{{ range(`+half+`)|length }}{{ range(1)|length }}`, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := over.Apply(threeTurns, true); !errors.Is(err, ErrTemplate) || !strings.Contains(err.Error(), "left of the") {
+		t.Fatalf("one past the budget: %v", err)
 	}
 }
