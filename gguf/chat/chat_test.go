@@ -196,6 +196,12 @@ func TestMacroGuard(t *testing.T) {
 	if plain := "{% for m in messages %}{{ m.content }}{% endfor %}"; guardMacros(plain) != plain {
 		t.Error("a template without macros was rewritten")
 	}
+	// Comments and raw blocks are left alone, an unterminated comment
+	// with all that follows it.
+	tail := `{# f() #}{% raw %}{{ f() }}{% endraw %}{{ f() }}{# f() and no end`
+	if got, want := guardMacros(`{% macro f() %}{% endmacro %}`+tail), `{% macro f(`+d+`=0) %}{% endmacro %}{# f() #}{% raw %}{{ f() }}{% endraw %}{{ f(`+d+`=`+deeper+`) }}{# f() and no end`; got != want {
+		t.Errorf("guardMacros:\n got %s\nwant %s", got, want)
+	}
 	for name, src := range map[string]string{
 		"itself":     `{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}`,
 		"each other": `{% macro f() %}{{ g() }}{% endmacro %}{% macro g() %}x{{ f() }}{% endmacro %}{{ f() }}`,

@@ -84,7 +84,8 @@ func eachTag(src string, edit func(body string, block bool) string) string {
 		case '#':
 			close := strings.Index(src[at+2:], "#}")
 			if close < 0 {
-				break
+				out.WriteString(src[i:]) // unterminated: the engine's error
+				return out.String()
 			}
 			out.WriteString(src[i : at+2+close+2])
 			i = at + 2 + close + 2
