@@ -30,97 +30,50 @@ var blockOpeners = map[string]bool{
 
 // checkBounds refuses src where it is longer than maxTemplateBytes or
 // nests deeper than maxTemplateDepth, saying where. It reads tags as the
-// engine's scanner does — {{ … }}, {% … %}, {# … #}, with their
-// whitespace controls, strings within tags, and {% raw %} left unread —
+// engine's scanner does (eachTag: {{ … }}, {% … %}, {# … #}, with their
+// whitespace controls, strings within tags, and {% raw %} left unread)
 // closely enough to bound what the parser will recurse through.
 func checkBounds(src string) error {
 	if len(src) > maxTemplateBytes {
 		return fmt.Errorf("%d bytes, more than %d", len(src), maxTemplateBytes)
 	}
+	var err error
 	blocks := 0
 	deep := func(at int, what string, depth int) error {
 		return fmt.Errorf("%s nest %d deep at line %d, more than %d", what, depth, 1+strings.Count(src[:at], "\n"), maxTemplateDepth)
 	}
-	for i := 0; i < len(src); {
-		open := strings.Index(src[i:], "{")
-		if open < 0 || i+open+1 >= len(src) {
-			break
+	eachTag(src, func(at int, body string, block bool) string {
+		if err != nil {
+			return body
 		}
-		at := i + open
-		var end string
-		switch src[at+1] {
-		case '{':
-			end = "}}"
-		case '%':
-			end = "%}"
-		case '#':
-			close := strings.Index(src[at+2:], "#}")
-			if close < 0 {
-				return nil // unterminated: the engine's error
-			}
-			i = at + 2 + close + 2
-			continue
-		default:
-			i = at + 1
-			continue
-		}
-		// The tag's body, to its end outside strings, with its bracket
-		// nesting.
-		j, depth, quote := at+2, 0, byte(0)
-		for ; j < len(src); j++ {
-			c := src[j]
-			if quote != 0 {
-				switch c {
-				case '\\':
-					j++
-				case quote:
-					quote = 0
-				}
-				continue
-			}
-			if strings.HasPrefix(src[j:], end) {
-				break
-			}
-			switch c {
+		depth := 0
+		for j := 0; j < len(body); j++ {
+			switch c := body[j]; c {
 			case '\'', '"':
-				quote = c
+				j = stringEnd(body, j)
 			case '(', '[', '{':
 				if depth++; depth > maxTemplateDepth {
-					return deep(j, "brackets", depth)
+					err = deep(at+j, "brackets", depth)
+					return body
 				}
 			case ')', ']', '}':
 				depth--
 			}
 		}
-		if j >= len(src) {
-			return nil // unterminated: the engine's error
+		if !block {
+			return body
 		}
-		body := src[at+2 : j]
-		i = j + len(end)
-		if end != "%}" {
-			continue
-		}
-		word, rest := tagWord(body)
-		switch {
+		switch word, rest := tagWord(body); {
 		case strings.HasPrefix(word, "end"):
 			blocks--
 		case blockOpeners[word] && !(word == "set" && strings.Contains(rest, "=")):
 			if blocks++; blocks > maxTemplateDepth {
-				return deep(at, "blocks", blocks)
-			}
-			if word == "raw" {
-				// Its text is not parsed: on to its {% endraw %}.
-				k := strings.Index(src[i:], "endraw")
-				if k < 0 {
-					return nil
-				}
-				if open := strings.LastIndex(src[i:i+k], "{%"); open >= 0 {
-					i += open
-				}
+				err = deep(at, "blocks", blocks)
 			}
 		}
-	}
-	return nil
+		return body
+	})
+	return err
 }
 
 // tagWord is a {% … %} tag's first word (its whitespace controls and

@@ -45,7 +45,7 @@ func macroDeeper(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, err
 // A template without macros is returned as it is.
 func guardMacros(src string) string {
 	macros := map[string]bool{}
-	eachTag(src, func(body string, block bool) string {
+	eachTag(src, func(_ int, body string, block bool) string {
 		if word, rest := tagWord(body); block && word == "macro" {
 			if name := identAt(strings.TrimLeft(rest, " \t\r\n"), 0); name != "" {
 				macros[name] = true
@@ -56,17 +56,18 @@ func guardMacros(src string) string {
 	if len(macros) == 0 {
 		return src
 	}
-	return eachTag(src, func(body string, block bool) string {
+	return eachTag(src, func(_ int, body string, block bool) string {
 		return guardCalls(body, macros, block)
 	})
 }
 
 // eachTag returns src with the body of each {{ … }} and {% … %} tag
 // (between its delimiters, whitespace controls included) replaced by
-// what edit returns for it; block says which kind it is. Text, comments
-// and {% raw %} blocks are kept as they are. An unterminated tag ends
-// the scan (the engine reports it).
-func eachTag(src string, edit func(body string, block bool) string) string {
+// what edit returns for it; at is where the body starts in src, and
+// block says which kind of tag it is. Text, comments and {% raw %}
+// blocks are kept as they are. An unterminated tag ends the scan (the
+// engine reports it).
+func eachTag(src string, edit func(at int, body string, block bool) string) string {
 	var out strings.Builder
 	i := 0
 	for i < len(src) {
@@ -101,7 +102,7 @@ func eachTag(src string, edit func(body string, block bool) string) string {
 		}
 		body := src[at+2 : j]
 		out.WriteString(src[i : at+2])
-		out.WriteString(edit(body, end == "%}"))
+		out.WriteString(edit(at+2, body, end == "%}"))
 		out.WriteString(end)
 		i = j + len(end)
 		if word, _ := tagWord(body); end == "%}" && word == "raw" {
@@ -120,23 +121,30 @@ func eachTag(src string, edit func(body string, block bool) string) string {
 // tagEnd is the index of end closing the tag whose body starts at j,
 // outside strings, or -1.
 func tagEnd(src string, j int, end string) int {
-	quote := byte(0)
 	for ; j < len(src); j++ {
-		c := src[j]
 		switch {
-		case quote != 0 && c == '\\':
-			j++
-		case quote != 0:
-			if c == quote {
-				quote = 0
-			}
-		case c == '\'' || c == '"':
-			quote = c
+		case src[j] == '\'' || src[j] == '"':
+			j = stringEnd(src, j)
 		case strings.HasPrefix(src[j:], end):
 			return j
 		}
 	}
 	return -1
+}
+
+// stringEnd is the index of the quote closing the string literal that
+// opens at s[i] (its escapes skipped), or len(s) when none does.
+func stringEnd(s string, i int) int {
+	quote := s[i]
+	for i++; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			i++
+		case quote:
+			return i
+		}
+	}
+	return len(s)
 }
 
 // identAt is the identifier starting at s[i], if one does.
@@ -224,21 +232,14 @@ func guardCalls(body string, macros map[string]bool, block bool) string {
 // matchParen is the index of the ')' closing the '(' at s[i], outside
 // strings, or -1.
 func matchParen(s string, i int) int {
-	depth, quote := 0, byte(0)
+	depth := 0
 	for ; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case quote != 0 && c == '\\':
-			i++
-		case quote != 0:
-			if c == quote {
-				quote = 0
-			}
-		case c == '\'' || c == '"':
-			quote = c
-		case c == '(' || c == '[' || c == '{':
+		switch s[i] {
+		case '\'', '"':
+			i = stringEnd(s, i)
+		case '(', '[', '{':
 			depth++
-		case c == ')' || c == ']' || c == '}':
+		case ')', ']', '}':
 			if depth--; depth == 0 {
 				return i
 			}
