@@ -41,33 +41,36 @@ func Pack(t Type, w []byte, cols, batch int) *Packed {
 		return nil
 	}
 	p := &Packed{rs: rs, nb: cols / t.BlockSize(), rows: len(w) / rs}
-	wb := t.TypeSize()
 	tile, band := packLayout(t, p.nb, batch)
-	if tile == nil && band == nil {
-		return nil
-	}
 	if tile != nil && p.rows >= 8 {
 		p.tile = tile
-		p.tiles = make([]byte, p.rows/8*p.nb*tile.packed)
-		for j := range p.rows / 8 {
-			for b0 := 0; b0 < p.nb; b0 += tile.chunk {
-				tile.pack(&p.tiles[(j*p.nb+b0)*tile.packed], &w[8*j*rs+b0*wb], rs, min(p.nb, b0+tile.chunk)-b0)
-			}
-		}
+		p.tiles = p.packTiles(w, t.TypeSize(), 8, tile.chunk, tile.packed, func(dst, src []byte, blocks int) {
+			tile.pack(&dst[0], &src[0], rs, blocks)
+		})
 	}
 	if band != nil && p.rows >= band.h {
 		p.band = band
-		p.bands = make([]byte, p.rows/band.h*p.nb*band.packed)
-		for j := range p.rows / band.h {
-			for b0 := 0; b0 < p.nb; b0 += band.chunk {
-				band.pack(p.bands[(j*p.nb+b0)*band.packed:], w[band.h*j*rs+b0*wb:], rs, min(p.nb, b0+band.chunk)-b0)
-			}
-		}
+		p.bands = p.packTiles(w, t.TypeSize(), band.h, band.chunk, band.packed, func(dst, src []byte, blocks int) {
+			band.pack(dst, src, rs, blocks)
+		})
 	}
 	if p.tile == nil && p.band == nil {
 		return nil
 	}
 	return p
+}
+
+// packTiles packs p's whole tiles of h rows of w (blocks of wb bytes), a
+// chunk of blocks at a time: block b of tile j at (j·nb + b)·size, where a
+// product reads it (matMulTiles, matMulBand).
+func (p *Packed) packTiles(w []byte, wb, h, chunk, size int, pack func(dst, src []byte, blocks int)) []byte {
+	out := make([]byte, p.rows/h*p.nb*size)
+	for j := range p.rows / h {
+		for b0 := 0; b0 < p.nb; b0 += chunk {
+			pack(out[(j*p.nb+b0)*size:], w[h*j*p.rs+b0*wb:], min(p.nb, b0+chunk)-b0)
+		}
+	}
+	return out
 }
 
 // packLayout is the kernel whose layout Pack packs t's rows of nb blocks
