@@ -146,7 +146,8 @@ func (b *Backend) MatMul(dst backend.Tensor, wt backend.Weight, x backend.Tensor
 	if err := b.batch.Reset(w.typ, w.cols, n); err != nil {
 		panic(err) // checked when the weight was made
 	}
-	b.batch.SetCached(b.WeightsCached())
+	cached := b.WeightsCached()
+	b.batch.SetCached(cached)
 	b.quan = quantJob{x: data(x), cols: w.cols, batch: &b.batch}
 	if b.perturb != 0 {
 		b.calls++
@@ -162,7 +163,7 @@ func (b *Backend) MatMul(dst backend.Tensor, wt backend.Weight, x backend.Tensor
 	}
 
 	kind := min(n, 2) - 1 // packed[0] for one row, packed[1] for more
-	if !w.packDone[kind] && b.pack && b.WeightsCached() {
+	if !w.packDone[kind] && b.pack && cached {
 		if other := w.packed[1-kind]; other.Serves(w.typ, w.cols, n) {
 			w.packed[kind] = other // one copy where both take the same kernels
 		} else {
