@@ -193,7 +193,7 @@ const maxRange = 1 << 20
 // rangeBudget is one render's range(): Python's range over integers,
 // refusing more than budget elements over all its calls.
 func rangeBudget(budget uint64) func([]jinja.Value, map[string]jinja.Value) (jinja.Value, error) {
-	return func(args []jinja.Value, kw map[string]jinja.Value) (jinja.Value, error) {
+	return func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
 		v, n, err := boundedRange(args, budget)
 		if err != nil {
 			return v, err
