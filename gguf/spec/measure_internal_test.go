@@ -247,7 +247,8 @@ func TestMeasureShortContext(t *testing.T) {
 // steps of 2 ms and 1 ms a row more make a sampled v of 0.5. The steps
 // asked never take more rows than the target's steps hold, nor more than
 // a full window; a target that holds no measured window is refused, and
-// a step's error ends the measurement.
+// a step's error ends the measurement. One-token steps are timed after
+// one of their own kind, as plain decoding meets them.
 func TestMeasureSteps(t *testing.T) {
 	ms := func(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
 	for _, most := range []int{measureWindow, measureRows, 20} {
@@ -274,6 +275,29 @@ func TestMeasureSteps(t *testing.T) {
 		if math.Abs(p.Row-0.1) > 1e-9 || math.Abs(p.SampledRow-0.5) > 1e-9 || p.Cost != 0 || p.SampledCost != 0 {
 			t.Errorf("steps of up to %d rows: %+v; want v 0.1, sampled v 0.5 and no draft's cost", most, p)
 		}
+	}
+	// A one-token step in another step's wake (a window's, or one of the
+	// other kind's) is 40% slower, as caches holding the other step's
+	// data make it: the prices are still plain decoding's, whose steps
+	// follow one-token steps of their own kind.
+	prevRows, prevSampled := 0, false
+	wake := func(_ context.Context, rows int, sampled bool) (time.Duration, error) {
+		d := ms(1 + 0.1*float64(rows-1))
+		if sampled {
+			d = ms(2 + float64(rows-1))
+		}
+		if rows == 1 && (prevRows != 1 || prevSampled != sampled) {
+			d = d * 14 / 10
+		}
+		prevRows, prevSampled = rows, sampled
+		return d, nil
+	}
+	p, err := MeasureSteps(context.Background(), wake, measureRows, nil, 3, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(p.Steps[measureRows-1]-(1+0.1*float64(measureRows-1))) > 1e-9 || math.Abs(p.Row-0.1) > 1e-9 || math.Abs(p.SampledRow-0.5) > 1e-9 {
+		t.Errorf("one-token steps slower in another step's wake: steps %.3f, v %v, sampled v %v; want 1 + 0.1·k, 0.1 and 0.5", p.Steps, p.Row, p.SampledRow)
 	}
 	never := func(context.Context, int, bool) (time.Duration, error) {
 		t.Fatal("a target that holds no window was stepped")
