@@ -191,15 +191,18 @@ bench-metal:
 # (Debian's qemu-user-static), with SDOT (-cpu max) and without it
 # (cortex-a72: the Go kernels for the quantised types, and no SDOT kernel
 # may be chosen): gguf/quant's kernels against their Go twins, gguf/model's
-# pinned logits digest, and the gpt-oss fixtures (MXFP4 experts) against
-# llama.cpp's logits. qemu's timings are no speed figures.
+# pinned logits digest, the gpt-oss fixtures (MXFP4 experts) against
+# llama.cpp's logits, and gguf/sample's pinned digests of its exponentials
+# and seeded draws. qemu's timings are no speed figures.
 .PHONY: qemu-arm64
 qemu-arm64:
 	@set -e; d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; \
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -c -o $$d/quant.test ./gguf/quant; \
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -c -o $$d/model.test ./gguf/model; \
+	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -c -o $$d/sample.test ./gguf/sample; \
 	for c in max cortex-a72; do \
 		echo "quant on $$c"; (cd gguf/quant && qemu-aarch64-static -cpu $$c $$d/quant.test -test.run 'SIMD|MatMul|MatVecRows|NoFused|Pack'); \
+		echo "sample on $$c"; (cd gguf/sample && qemu-aarch64-static -cpu $$c $$d/sample.test); \
 		echo "model on $$c"; (cd gguf/model && qemu-aarch64-static -cpu $$c $$d/model.test -test.run '^(TestLogitsArePinned|TestParity)$$/^gpt-oss-'); \
 	done
 
@@ -209,16 +212,18 @@ qemu-arm64:
 # FMA and F16C: the AVX2 tiles and row kernels, the 8-lane exponentials and
 # SiLU, no int8 head shadow; the CPUID bits TCG lacks switched off, so that
 # qemu does not warn) and Nehalem (no AVX: the Go kernels). gguf/quant's
-# kernels against their Go twins, gguf/cpu's tests and gguf/model's pinned
-# logits digest: the same bits as the AVX-512 kernels give. qemu's timings
+# kernels against their Go twins, gguf/cpu's tests, gguf/model's pinned
+# logits digest and gguf/sample's tests (its four-lane exponentials on
+# Haswell): the same bits as the AVX-512 kernels give. qemu's timings
 # are no speed figures.
 QEMU_AMD64_CPUS = Haswell,-pcid,-x2apic,-tsc-deadline,-hle,-invpcid,-rtm Nehalem
 .PHONY: qemu-amd64
 qemu-amd64:
 	@set -e; d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; \
-	for p in quant cpu model; do CGO_ENABLED=0 GOARCH=amd64 $(GO) test -c -o $$d/$$p.test ./gguf/$$p; done; \
+	for p in quant cpu model sample; do CGO_ENABLED=0 GOARCH=amd64 $(GO) test -c -o $$d/$$p.test ./gguf/$$p; done; \
 	for c in $(QEMU_AMD64_CPUS); do \
 		echo "quant on $${c%%,*}"; (cd gguf/quant && qemu-x86_64-static -cpu $$c $$d/quant.test -test.run 'SIMD|MatMul|MatVecRows|NoFused|WideRows|Pack'); \
+		echo "sample on $${c%%,*}"; (cd gguf/sample && qemu-x86_64-static -cpu $$c $$d/sample.test); \
 		echo "cpu on $${c%%,*}"; (cd gguf/cpu && qemu-x86_64-static -cpu $$c $$d/cpu.test); \
 		echo "model on $${c%%,*}"; (cd gguf/model && qemu-x86_64-static -cpu $$c $$d/model.test -test.run '^TestLogitsArePinned$$'); \
 	done

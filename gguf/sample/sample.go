@@ -3,7 +3,8 @@
 // repetition, frequency and presence penalties; and Stopper, which ends a
 // generation at a stop string. A Sampler is deterministic: the same
 // parameters (seed included), logits and history give the same tokens on
-// every platform.
+// every platform — its exponentials are its own (exp.go), the same bits
+// everywhere, four at a time on amd64 with AVX2 and FMA.
 //
 // The filters run in llama.cpp's default order: penalties, top-k, top-p,
 // min-p, then temperature. So top-p and min-p see the untempered
@@ -94,6 +95,7 @@ type Sampler struct {
 	p      Params
 	rng    *rand.Rand
 	cands  []candidate
+	exps   []candidate // nucleus's scratch: the candidates' e^(v−top)
 	counts map[uint32]int
 }
 
@@ -188,7 +190,12 @@ func (s *Sampler) Draw(d []Prob) uint32 {
 // of the weights. The history must be counted.
 func (s *Sampler) weights(logits []float32, allowed []uint64) ([]candidate, float64) {
 	c := s.cands[:0]
-	top := math.Inf(-1)
+	// top is the largest v, or NaN if one is: what max would make, but
+	// by a comparison a candidate, where max's handling of NaN and
+	// signed zeros had been most of a pick's time. (A top of −0 where
+	// max gives +0 changes nothing: v − top and every test against it
+	// are the same.)
+	top, nan := math.Inf(-1), false
 	switch {
 	case allowed == nil && len(s.counts) == 0:
 		// No mask and no penalty: the logits as they are, without a
@@ -198,7 +205,11 @@ func (s *Sampler) weights(logits []float32, allowed []uint64) ([]candidate, floa
 		for id, l := range logits {
 			v := float64(l)
 			c = append(c, candidate{uint32(id), v})
-			top = max(top, v)
+			if v > top {
+				top = v
+			} else if v != v {
+				nan = true
+			}
 		}
 	default:
 		for id, l := range logits {
@@ -207,15 +218,22 @@ func (s *Sampler) weights(logits []float32, allowed []uint64) ([]candidate, floa
 			}
 			v := s.penalised(uint32(id), float64(l))
 			c = append(c, candidate{uint32(id), v})
-			top = max(top, v)
+			if v > top {
+				top = v
+			} else if v != v {
+				nan = true
+			}
 		}
+	}
+	if nan {
+		top = math.NaN()
 	}
 	s.cands = c
 	if k := s.p.TopK; k > 0 && k < len(c) {
 		c = topK(c, k)
 	}
 	if p := s.p.TopP; p > 0 && p < 1 {
-		c = nucleus(c, top, p)
+		c = s.nucleus(c, top, p)
 	}
 	if m := s.p.MinP; m > 0 {
 		// p_i ≥ m·p_top ⇔ v_i − top ≥ ln m; the likeliest always stays.
@@ -231,10 +249,10 @@ func (s *Sampler) weights(logits []float32, allowed []uint64) ([]candidate, floa
 
 	// Temperature: the softmax weights of what is left, in the order the
 	// filters left the candidates (by id, or likeliest first).
+	expWeights(c, c, top, s.p.Temperature)
 	var sum float64
-	for i := range c {
-		c[i].v = math.Exp((c[i].v - top) / s.p.Temperature)
-		sum += c[i].v
+	for _, x := range c {
+		sum += x.v
 	}
 	return c, sum
 }
@@ -243,6 +261,19 @@ func (s *Sampler) weights(logits []float32, allowed []uint64) ([]candidate, floa
 func before(a, b candidate) int {
 	if a.v != b.v {
 		return cmp.Compare(b.v, a.v)
+	}
+	return cmp.Compare(a.id, b.id)
+}
+
+// beforeNumber is before for candidates none of which is NaN (a nucleus
+// head's: a NaN passes no threshold), by plain comparisons, which order
+// numbers as cmp.Compare does (−0 and +0 alike) and cost less.
+func beforeNumber(a, b candidate) int {
+	switch {
+	case a.v > b.v:
+		return -1
+	case a.v < b.v:
+		return 1
 	}
 	return cmp.Compare(a.id, b.id)
 }
@@ -286,11 +317,15 @@ func topK(c []candidate, k int) []candidate {
 // softmax over c) first reach p, likeliest first. Only the candidates
 // above a probability threshold are sorted: the threshold starts high and
 // drops until what is above it holds mass p, so the sorted prefix is the
-// one a full sort would give.
-func nucleus(c []candidate, top, p float64) []candidate {
+// one a full sort would give. Each candidate's e^(v−top) is found once
+// (expWeights), in e, which moves with it.
+func (s *Sampler) nucleus(c []candidate, top, p float64) []candidate {
+	s.exps = slices.Grow(s.exps[:0], len(c))[:len(c)]
+	e := s.exps
+	expWeights(e, c, top, 1)
 	var sum float64
-	for _, x := range c {
-		sum += math.Exp(x.v - top)
+	for _, x := range e {
+		sum += x.v
 	}
 	for lnTau := -4.0; ; lnTau -= 8 {
 		// Move the candidates with v − top ≥ lnTau to the front.
@@ -298,24 +333,71 @@ func nucleus(c []candidate, top, p float64) []candidate {
 		for i, x := range c {
 			if x.v-top >= lnTau {
 				c[n], c[i] = c[i], c[n]
-				mass += math.Exp(x.v - top)
+				e[n], e[i] = e[i], e[n]
+				mass += e[n].v
 				n++
 			}
 		}
 		if mass/sum < p && n < len(c) && lnTau > -800 { // below e^-745 nothing has mass
 			continue
 		}
+		n = narrow(c[:n], e, top, lnTau, mass, sum, p)
 		head := c[:n]
-		slices.SortFunc(head, before)
+		slices.SortFunc(head, beforeNumber)
 		var cum float64
 		for i, x := range head {
-			cum += math.Exp(x.v-top) / sum
+			cum += exp(x.v-top) / sum
 			if cum >= p {
 				return head[:i+1]
 			}
 		}
 		return head
 	}
+}
+
+// nucleusMargin is how far past p the mass above a narrowed threshold
+// must be: far more than the rounding by which the sorted walk's running
+// sum can differ from it (n·ε for n candidates), so that the walk still
+// reaches p inside the head and stops where it would in a larger one.
+const nucleusMargin = 1e-6
+
+// narrow raises the threshold lnTau of a head of candidates (c, their
+// exponentials e beside them) holding mass, of sum in all, by halving the
+// gap to the step above (8, where the mass was short of p) while what
+// stays above it holds p and the margin: a flat distribution's first
+// threshold can leave most of a large vocabulary to sort. It moves the
+// candidates kept to the front and returns how many there are; the
+// sorted walk over them stops where it would over the whole head.
+func narrow(c, e []candidate, top, lnTau, mass, sum, p float64) int {
+	n := len(c)
+	if mass/sum < p+nucleusMargin {
+		return n
+	}
+	lo, hi := lnTau, lnTau+8
+	for range 10 {
+		mid := (lo + hi) / 2
+		k, m := 0, 0.0
+		for i, x := range c[:n] {
+			if x.v-top >= mid {
+				m += e[i].v
+				k++
+			}
+		}
+		if m/sum < p+nucleusMargin {
+			hi = mid
+			continue
+		}
+		k = 0
+		for i, x := range c[:n] {
+			if x.v-top >= mid {
+				c[k], c[i] = c[i], c[k]
+				e[k], e[i] = e[i], e[k]
+				k++
+			}
+		}
+		lo, n = mid, k
+	}
+	return n
 }
 
 // greedy is the argmax of the penalised logits, the lowest id on a tie (as

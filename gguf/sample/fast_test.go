@@ -1,0 +1,409 @@
+package sample
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+)
+
+// refWeights is weights as it was before its exponentials took four
+// lanes at once and its maximum a comparison (and nucleus its narrowing):
+// one exp a candidate (math.Exp then, the same bits on amd64 with FMA:
+// TestExpIsMathExpFMA), the builtin max, a full sort of the first
+// threshold's head. The fast paths must give its candidates, order and
+// weights to the bit.
+func (s *Sampler) refWeights(logits []float32, allowed []uint64) ([]candidate, float64) {
+	c := s.cands[:0]
+	defer func() { s.cands = c[:0] }()
+	top := math.Inf(-1)
+	for id, l := range logits {
+		if allowed != nil && !has(allowed, id) {
+			continue
+		}
+		v := s.penalised(uint32(id), float64(l))
+		c = append(c, candidate{uint32(id), v})
+		top = max(top, v)
+	}
+	if k := s.p.TopK; k > 0 && k < len(c) {
+		c = topK(c, k)
+	}
+	if p := s.p.TopP; p > 0 && p < 1 {
+		c = refNucleus(c, top, p)
+	}
+	if m := s.p.MinP; m > 0 {
+		cut := math.Log(m)
+		kept := c[:0]
+		for _, x := range c {
+			if x.v-top >= cut {
+				kept = append(kept, x)
+			}
+		}
+		c = kept
+	}
+	var sum float64
+	for i := range c {
+		c[i].v = exp((c[i].v - top) / s.p.Temperature)
+		sum += c[i].v
+	}
+	return c, sum
+}
+
+func refNucleus(c []candidate, top, p float64) []candidate {
+	var sum float64
+	for _, x := range c {
+		sum += exp(x.v - top)
+	}
+	for lnTau := -4.0; ; lnTau -= 8 {
+		n, mass := 0, 0.0
+		for i, x := range c {
+			if x.v-top >= lnTau {
+				c[n], c[i] = c[i], c[n]
+				mass += exp(x.v - top)
+				n++
+			}
+		}
+		if mass/sum < p && n < len(c) && lnTau > -800 {
+			continue
+		}
+		head := c[:n]
+		slices.SortFunc(head, func(a, b candidate) int {
+			if a.v != b.v {
+				return cmp.Compare(b.v, a.v)
+			}
+			return cmp.Compare(a.id, b.id)
+		})
+		var cum float64
+		for i, x := range head {
+			cum += exp(x.v-top) / sum
+			if cum >= p {
+				return head[:i+1]
+			}
+		}
+		return head
+	}
+}
+
+// TestWeightsMatchReference: the candidates a pick draws from, their
+// order and their weights (and so every draw), are the reference's to
+// the bit, for peaked and flat logits, vocabularies of every length mod
+// 4, logits far enough below the top that the four-lane exponentials
+// hand lanes back to exp (−708 and lower, −Inf), a NaN, masks and
+// penalties, under every filter; with the lanes on and off.
+func TestWeightsMatchReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	shapes := map[string]func(n int) []float32{
+		"peaked": func(n int) []float32 {
+			l := make([]float32, n)
+			for i := range l {
+				l[i] = float32(rng.NormFloat64() * 2)
+			}
+			for range 3 {
+				l[rng.IntN(n)] += 12
+			}
+			return l
+		},
+		"flat": func(n int) []float32 {
+			l := make([]float32, n)
+			for i := range l {
+				l[i] = float32(math.Sin(float64(i)*0.37) * 5)
+			}
+			return l
+		},
+		"far below": func(n int) []float32 {
+			l := make([]float32, n)
+			for i := range l {
+				switch i % 7 {
+				case 1:
+					l[i] = -600 - float32(rng.Float64()*200) // around −708 and past −745
+				case 3:
+					l[i] = float32(math.Inf(-1))
+				default:
+					l[i] = float32(rng.NormFloat64())
+				}
+			}
+			return l
+		},
+		"tied": func(n int) []float32 {
+			l := make([]float32, n)
+			for i := range l {
+				l[i] = float32(rng.IntN(3))
+				if i%5 == 0 {
+					l[i] = float32(math.Copysign(0, -1))
+				}
+			}
+			return l
+		},
+		"nan": func(n int) []float32 {
+			l := make([]float32, n)
+			for i := range l {
+				l[i] = float32(rng.NormFloat64())
+			}
+			l[n/2] = float32(math.NaN())
+			return l
+		},
+	}
+	params := []Params{
+		{Temperature: 0.7},
+		{Temperature: 1.3, TopK: 40},
+		{Temperature: 0.8, TopP: 0.9},
+		{Temperature: 1, TopP: 0.5, MinP: 0.05},
+		{Temperature: 0.9, TopP: 0.999},
+		{Temperature: 2, TopK: 100, TopP: 0.95, MinP: 0.01, RepeatPenalty: 1.2, PresencePenalty: 0.4},
+	}
+	for _, lanes := range []bool{true, false} {
+		if lanes && !useExp4 {
+			continue
+		}
+		was := useExp4
+		useExp4 = lanes
+		for name, shape := range shapes {
+			for _, n := range []int{1, 2, 3, 4, 5, 7, 8, 33, 1000, 32001} {
+				logits := shape(n)
+				var allowed []uint64
+				if n > 8 {
+					allowed = make([]uint64, (n+63)/64)
+					for i := range n {
+						if i%3 != 1 {
+							allowed[i/64] |= 1 << (i % 64)
+						}
+					}
+				}
+				history := []uint32{0, uint32(n - 1), uint32(n / 2)}
+				for _, p := range params {
+					for _, mask := range [][]uint64{nil, allowed} {
+						fast, ref := New(p), New(p)
+						fast.countHistory(history)
+						ref.countHistory(history)
+						fc, fs := fast.weights(logits, mask)
+						rc, rs := ref.refWeights(logits, mask)
+						if math.Float64bits(fs) != math.Float64bits(rs) && !(math.IsNaN(fs) && math.IsNaN(rs)) {
+							t.Fatalf("lanes %v, %s, n %d, %+v, mask %v: sum %v, reference %v", lanes, name, n, p, mask != nil, fs, rs)
+						}
+						if len(fc) != len(rc) {
+							t.Fatalf("lanes %v, %s, n %d, %+v, mask %v: %d candidates, reference %d", lanes, name, n, p, mask != nil, len(fc), len(rc))
+						}
+						for i := range fc {
+							if fc[i].id != rc[i].id || math.Float64bits(fc[i].v) != math.Float64bits(rc[i].v) && !(math.IsNaN(fc[i].v) && math.IsNaN(rc[i].v)) {
+								t.Fatalf("lanes %v, %s, n %d, %+v, mask %v: candidate %d is %+v, reference %+v", lanes, name, n, p, mask != nil, i, fc[i], rc[i])
+							}
+						}
+					}
+				}
+			}
+		}
+		useExp4 = was
+	}
+}
+
+// TestExpWeightsMatchExp: the four-lane exponentials are exp's to the
+// bit over the range they take, at its edges and past them (where
+// they hand the chunk back), for several temperatures and every offset
+// into a chunk.
+func TestExpWeightsMatchExp(t *testing.T) {
+	if !useExp4 {
+		t.Skip("no four-lane exponentials on this CPU or build")
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	var xs []float64
+	for range 20000 {
+		xs = append(xs, -rng.Float64()*40)
+	}
+	for range 2000 {
+		xs = append(xs, -rng.Float64()*800)
+	}
+	for _, x := range []float64{0, math.Copysign(0, -1), -1e-300, -5e-324, -0.5, -1, -708, -707.9999999, -708.0000001, -709, -709.1, -709.8,
+		-744.4, -745.1, -745.2, -746, -1e10, math.Inf(-1), math.NaN(), 1, 709, 709.5, math.Inf(1)} {
+		xs = append(xs, x)
+	}
+	for _, temp := range []float64{1, 0.7, 0.1, 1.3, 2, 1e-3} {
+		for off := range 4 {
+			src := make([]candidate, len(xs)-off)
+			for i := range src {
+				src[i] = candidate{uint32(i), xs[i+off]}
+			}
+			const top = 0.25
+			for i := range src {
+				src[i].v += top
+			}
+			dst := make([]candidate, len(src))
+			expWeights(dst, src, top, temp)
+			for i := range src {
+				want := exp((src[i].v - top) / temp)
+				if math.Float64bits(dst[i].v) != math.Float64bits(want) && !(math.IsNaN(want) && math.IsNaN(dst[i].v)) {
+					t.Fatalf("t %v: e^((%v−%v)/t) = %v (%#x), exp gives %v (%#x)", temp, src[i].v, top, dst[i].v, math.Float64bits(dst[i].v), want, math.Float64bits(want))
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkWeights times the candidates and weights of a sampled pick
+// over a 32000-token vocabulary (a draw's work, less the draw), against
+// the reference (refWeights: one exp a candidate, the builtin max, a
+// full sort of the first threshold's head) in the same run: x_ref is the
+// reference's time over this one's.
+func BenchmarkWeights(b *testing.B) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	peaked := make([]float32, 32000)
+	for i := range peaked {
+		peaked[i] = float32(rng.NormFloat64() * 2)
+	}
+	for range 3 {
+		peaked[rng.IntN(len(peaked))] += 12
+	}
+	flat := make([]float32, 32000)
+	for i := range flat {
+		flat[i] = float32(math.Sin(float64(i)*0.37) * 5)
+	}
+	for _, bc := range []struct {
+		name   string
+		logits []float32
+		p      Params
+	}{
+		{"temperature", peaked, Params{Temperature: 0.8}},
+		{"top-k", peaked, Params{Temperature: 0.8, TopK: 40}},
+		{"top-p/peaked", peaked, Params{Temperature: 0.8, TopP: 0.95}},
+		{"top-p/flat", flat, Params{Temperature: 0.8, TopP: 0.9}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			s, r := New(bc.p), New(bc.p)
+			timed := func(f func()) float64 {
+				best := math.Inf(1)
+				for range 5 {
+					start := nowNano()
+					for range 20 {
+						f()
+					}
+					best = min(best, float64(nowNano()-start)/20)
+				}
+				return best
+			}
+			ref := timed(func() { r.refWeights(bc.logits, nil) })
+			fast := timed(func() { s.weights(bc.logits, nil) })
+			for b.Loop() {
+				s.weights(bc.logits, nil)
+			}
+			b.ReportMetric(ref/fast, "x_ref")
+			b.ReportMetric(fast/1e3, "us")
+		})
+	}
+}
+
+func nowNano() int64 { return time.Now().UnixNano() }
+
+// TestExpIsMathExpFMA: exp is math.Exp's amd64 FMA path to the bit —
+// ordinary arguments, the subnormal results, the range's edges and
+// past them, NaN and the infinities — checked where math.Exp takes that
+// path (useExp4's CPUs).
+func TestExpIsMathExpFMA(t *testing.T) {
+	if !useExp4 {
+		t.Skip("math.Exp takes another path here: TestExpGolden checks exp")
+	}
+	rng := rand.New(rand.NewPCG(11, 12))
+	xs := []float64{0, math.Copysign(0, -1), 1, -1, 0.5, 1e-300, -1e-300, 5e-324, 709.78, 709.7827128933839, 709.79, 710, 1e300,
+		-708.39, -708.4, -709.08, -709.09, -720, -744.44, -745.13, -745.14, -746, -1100, -1e10, -1e300,
+		math.Inf(1), math.Inf(-1), math.NaN()}
+	for range 200000 {
+		xs = append(xs, (rng.Float64()*2-1)*750)
+	}
+	for range 20000 {
+		xs = append(xs, (rng.Float64()*2-1)*1e-3)
+	}
+	for _, x := range xs {
+		got, want := exp(x), math.Exp(x)
+		if math.Float64bits(got) != math.Float64bits(want) && !(math.IsNaN(got) && math.IsNaN(want)) {
+			t.Fatalf("exp(%v) = %v (%#x), math.Exp %v (%#x)", x, got, math.Float64bits(got), want, math.Float64bits(want))
+		}
+	}
+}
+
+// goldenExpInputs are the arguments TestExpGolden digests: a sweep of
+// [−750, 710], small ones, and the special cases.
+func goldenExpInputs() []float64 {
+	xs := []float64{0, math.Copysign(0, -1), 709.78, 710, -708.4, -709.1, -745.1, -745.2, -1e10, math.Inf(1), math.Inf(-1)}
+	// The products are converted so that no platform fuses them into
+	// the sums (arm64's compiler would), and the arguments are the same
+	// everywhere.
+	for i := range 146000 {
+		xs = append(xs, -750+float64(float64(i)*0.01)+float64(float64(i%7)*1e-9))
+	}
+	for i := range 2000 {
+		xs = append(xs, float64(float64(i-1000)*1.7e-7))
+	}
+	return xs
+}
+
+// digest is the SHA-256 of vs' bits, in hex.
+func digest(vs []float64) string {
+	h := sha256.New()
+	var b [8]byte
+	for _, v := range vs {
+		binary.LittleEndian.PutUint64(b[:], math.Float64bits(v))
+		h.Write(b[:])
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// TestExpGolden: exp gives the same bits on every platform — amd64 with
+// or without FMA, arm64, purego builds (make qemu-arm64 and qemu-amd64
+// run it) — as on the amd64 machine that made the digest, where it is
+// math.Exp's to the bit (TestExpIsMathExpFMA); and the four-lane
+// exponentials the same where they run.
+func TestExpGolden(t *testing.T) {
+	const want = "db95e534135cac34b75e4c2e9f3286a9b22b41fc910cdb570b82ff0dd8897128"
+	xs := goldenExpInputs()
+	got := make([]float64, len(xs))
+	for i, x := range xs {
+		got[i] = exp(x)
+	}
+	if d := digest(got); d != want {
+		t.Errorf("exp over %d arguments: digest %s, want %s", len(xs), d, want)
+	}
+	src := make([]candidate, len(xs))
+	for i, x := range xs {
+		src[i].v = x
+	}
+	expWeights(src, src, 0, 1)
+	for i := range got {
+		got[i] = src[i].v
+	}
+	if d := digest(got); d != want {
+		t.Errorf("expWeights over %d arguments (lanes %v): digest %s, want %s", len(xs), useExp4, d, want)
+	}
+}
+
+// TestSampleGolden: seeded draws pick the same tokens on every platform
+// (a receipt's replay needs it): 200 draws under each of several
+// parameter sets, over logits a 32000-token model might give, digested.
+func TestSampleGolden(t *testing.T) {
+	const want = "76adf00854479d109c0c9ef2edd6c99508ad69707df7adcf45cf5b48ab66d17d"
+	rng := rand.New(rand.NewPCG(13, 14))
+	logits := make([]float32, 32000)
+	for i := range logits {
+		logits[i] = float32(rng.NormFloat64() * 3)
+	}
+	var ids []float64
+	for _, p := range []Params{
+		{Temperature: 0.7, Seed: 1},
+		{Temperature: 1, TopK: 40, Seed: 2},
+		{Temperature: 0.8, TopP: 0.95, Seed: 3},
+		{Temperature: 1.2, TopP: 0.9, MinP: 0.05, RepeatPenalty: 1.1, Seed: 4},
+	} {
+		s := New(p)
+		var history []uint32
+		for range 200 {
+			id := s.Sample(logits, history)
+			history = append(history, id)
+			ids = append(ids, float64(id))
+		}
+	}
+	if d := digest(ids); d != want {
+		t.Errorf("seeded draws: digest %s, want %s", d, want)
+	}
+}
