@@ -35,7 +35,7 @@ func LogProbs(dst []LogProb, logits []float32, id uint32, top int) (float64, []L
 	}
 	var sum float64
 	for _, l := range logits {
-		sum += math.Exp(float64(l) - m)
+		sum += exp(float64(l) - m) // the same bits on every platform
 	}
 	// (l − m) − ln sum, not l − (m + ln sum): the latter loses the
 	// digits of ln sum to a large m.
