@@ -15,8 +15,9 @@ func expCands4(dst, src *candidate, n int, top, t float64) int
 // useExp4: the kernel needs FMA and, for its integer steps, AVX2.
 var useExp4 = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
-// expWeights sets dst[i].v to e^((src[i].v−top)/t), as exp computes it, for each of src (dst as long; it may be src): four at a time where
-// the CPU can, the rest one by one.
+// expWeights sets dst[i].v to e^((src[i].v−top)/t), as exp computes it,
+// for each of src (dst as long; it may be src): four at a time where the
+// CPU can, the rest one by one.
 func expWeights(dst, src []candidate, top, t float64) {
 	dst = dst[:len(src)]
 	for i := 0; i < len(src); {

@@ -376,18 +376,17 @@ func narrow(c, e []candidate, top, lnTau, mass, sum, p float64) int {
 	lo, hi := lnTau, lnTau+8
 	for range 10 {
 		mid := (lo + hi) / 2
-		k, m := 0, 0.0
+		var m float64
 		for i, x := range c[:n] {
 			if x.v-top >= mid {
 				m += e[i].v
-				k++
 			}
 		}
 		if m/sum < p+nucleusMargin {
 			hi = mid
 			continue
 		}
-		k = 0
+		k := 0
 		for i, x := range c[:n] {
 			if x.v-top >= mid {
 				c[k], c[i] = c[i], c[k]
