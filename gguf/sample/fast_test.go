@@ -407,3 +407,42 @@ func TestSampleGolden(t *testing.T) {
 		t.Errorf("seeded draws: digest %s, want %s", d, want)
 	}
 }
+
+// FuzzWeights: over arbitrary logits (any float32 bits: NaN, ±Inf,
+// subnormals, huge spreads) and filters, a pick's candidates, order and
+// weights are the reference's to the bit.
+func FuzzWeights(f *testing.F) {
+	seed := func(ls ...float32) []byte {
+		b := make([]byte, 0, 4*len(ls))
+		for _, l := range ls {
+			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(l))
+		}
+		return b
+	}
+	f.Add(seed(1, 2, 3, 4, 5, 6, 7, 8, 9), uint8(0), uint8(70), uint8(0))
+	f.Add(seed(0, -800, -708.5, 3, float32(math.Inf(-1)), 2, 2, 2), uint8(90), uint8(100), uint8(3))
+	f.Add(seed(float32(math.NaN()), 1, 2, 3, 4), uint8(50), uint8(130), uint8(2))
+	f.Fuzz(func(t *testing.T, raw []byte, topP, temp, topK uint8) {
+		if len(raw) < 4 || len(raw) > 4*4096 {
+			return
+		}
+		logits := make([]float32, len(raw)/4)
+		for i := range logits {
+			logits[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+		}
+		p := Params{Temperature: float64(temp%200+1) / 100, TopK: int(topK % 8), TopP: float64(topP%101) / 100}
+		fc, fs := New(p).weights(logits, nil)
+		rc, rs := New(p).refWeights(logits, nil)
+		same := func(a, b float64) bool {
+			return math.Float64bits(a) == math.Float64bits(b) || math.IsNaN(a) && math.IsNaN(b)
+		}
+		if !same(fs, rs) || len(fc) != len(rc) {
+			t.Fatalf("%+v: sum %v over %d candidates, reference %v over %d", p, fs, len(fc), rs, len(rc))
+		}
+		for i := range fc {
+			if fc[i].id != rc[i].id || !same(fc[i].v, rc[i].v) {
+				t.Fatalf("%+v: candidate %d is %+v, reference %+v", p, i, fc[i], rc[i])
+			}
+		}
+	})
+}
