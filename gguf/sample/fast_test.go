@@ -217,10 +217,8 @@ func TestExpWeightsMatchExp(t *testing.T) {
 	for range 2000 {
 		xs = append(xs, -rng.Float64()*800)
 	}
-	for _, x := range []float64{0, math.Copysign(0, -1), -1e-300, -5e-324, -0.5, -1, -708, -707.9999999, -708.0000001, -709, -709.1, -709.8,
-		-744.4, -745.1, -745.2, -746, -1e10, math.Inf(-1), math.NaN(), 1, 709, 709.5, math.Inf(1)} {
-		xs = append(xs, x)
-	}
+	xs = append(xs, 0, math.Copysign(0, -1), -1e-300, -5e-324, -0.5, -1, -708, -707.9999999, -708.0000001, -709, -709.1, -709.8,
+		-744.4, -745.1, -745.2, -746, -1e10, math.Inf(-1), math.NaN(), 1, 709, 709.5, math.Inf(1))
 	for _, temp := range []float64{1, 0.7, 0.1, 1.3, 2, 1e-3} {
 		for off := range 4 {
 			src := make([]candidate, len(xs)-off)
