@@ -244,8 +244,10 @@ func TestExpWeightsMatchExp(t *testing.T) {
 // BenchmarkWeights times the candidates and weights of a sampled pick
 // over a 32000-token vocabulary (a draw's work, less the draw), against
 // the reference (refWeights: one exp a candidate, the builtin max, a
-// full sort of the first threshold's head) in the same run: x_ref is the
-// reference's time over this one's.
+// full sort of the first threshold's head, a penalty lookup a token) in
+// the same run: x_ref is the reference's time over this one's.
+// BenchmarkGreedyPenalised does the same for a greedy pick with a
+// repeat penalty.
 func BenchmarkWeights(b *testing.B) {
 	rng := rand.New(rand.NewPCG(9, 9))
 	peaked := make([]float32, 32000)
@@ -268,9 +270,17 @@ func BenchmarkWeights(b *testing.B) {
 		{"top-k", peaked, Params{Temperature: 0.8, TopK: 40}},
 		{"top-p/peaked", peaked, Params{Temperature: 0.8, TopP: 0.95}},
 		{"top-p/flat", flat, Params{Temperature: 0.8, TopP: 0.9}},
+		{"repeat-penalty", peaked, Params{Temperature: 0.8, RepeatPenalty: 1.1}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			s, r := New(bc.p), New(bc.p)
+			// A window of 200 generated tokens, for the penalties.
+			history := make([]uint32, 200)
+			for i := range history {
+				history[i] = uint32(i * 97 % len(bc.logits))
+			}
+			s.countHistory(history)
+			r.countHistory(history)
 			timed := func(f func()) float64 {
 				best := math.Inf(1)
 				for range 5 {
@@ -407,8 +417,8 @@ func TestSampleGolden(t *testing.T) {
 }
 
 // FuzzWeights: over arbitrary logits (any float32 bits: NaN, ±Inf,
-// subnormals, huge spreads) and filters, a pick's candidates, order and
-// weights are the reference's to the bit.
+// subnormals, huge spreads), filters and penalties, a pick's candidates,
+// order and weights are the reference's to the bit.
 func FuzzWeights(f *testing.F) {
 	seed := func(ls ...float32) []byte {
 		b := make([]byte, 0, 4*len(ls))
@@ -417,10 +427,10 @@ func FuzzWeights(f *testing.F) {
 		}
 		return b
 	}
-	f.Add(seed(1, 2, 3, 4, 5, 6, 7, 8, 9), uint8(0), uint8(70), uint8(0))
-	f.Add(seed(0, -800, -708.5, 3, float32(math.Inf(-1)), 2, 2, 2), uint8(90), uint8(100), uint8(3))
-	f.Add(seed(float32(math.NaN()), 1, 2, 3, 4), uint8(50), uint8(130), uint8(2))
-	f.Fuzz(func(t *testing.T, raw []byte, topP, temp, topK uint8) {
+	f.Add(seed(1, 2, 3, 4, 5, 6, 7, 8, 9), uint8(0), uint8(70), uint8(0), uint8(0))
+	f.Add(seed(0, -800, -708.5, 3, float32(math.Inf(-1)), 2, 2, 2), uint8(90), uint8(100), uint8(3), uint8(5))
+	f.Add(seed(float32(math.NaN()), 1, 2, 3, 4), uint8(50), uint8(130), uint8(2), uint8(77))
+	f.Fuzz(func(t *testing.T, raw []byte, topP, temp, topK, pen uint8) {
 		if len(raw) < 4 || len(raw) > 4*4096 {
 			return
 		}
@@ -428,9 +438,19 @@ func FuzzWeights(f *testing.F) {
 		for i := range logits {
 			logits[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
 		}
-		p := Params{Temperature: float64(temp%200+1) / 100, TopK: int(topK % 8), TopP: float64(topP%101) / 100}
-		fc, fs := New(p).weights(logits, nil)
-		rc, rs := New(p).refWeights(logits, nil)
+		p := Params{Temperature: float64(temp%200+1) / 100, TopK: int(topK % 8), TopP: float64(topP%101) / 100,
+			RepeatPenalty: 1 + float64(pen%4)/10, PresencePenalty: float64(pen%5) - 2}
+		// pen also sets the penalty window: a few of the tokens, and
+		// one past the vocabulary.
+		var history []uint32
+		for i := range int(pen % 9) {
+			history = append(history, uint32(i*7%(len(logits)+1)))
+		}
+		fast, ref := New(p), New(p)
+		fast.countHistory(history)
+		ref.countHistory(history)
+		fc, fs := fast.weights(logits, nil)
+		rc, rs := ref.refWeights(logits, nil)
 		same := func(a, b float64) bool {
 			return math.Float64bits(a) == math.Float64bits(b) || math.IsNaN(a) && math.IsNaN(b)
 		}
@@ -443,4 +463,96 @@ func FuzzWeights(f *testing.F) {
 			}
 		}
 	})
+}
+
+// refGreedy is greedy as it was: a penalty lookup for every token.
+func (s *Sampler) refGreedy(logits []float32, allowed []uint64) uint32 {
+	best, bestV := -1, math.Inf(-1)
+	for id, l := range logits {
+		if allowed != nil && !has(allowed, id) {
+			continue
+		}
+		v := float64(l)
+		if len(s.counts) > 0 {
+			v = s.penalised(uint32(id), v)
+		}
+		if v > bestV || best < 0 {
+			best, bestV = id, v
+		}
+	}
+	return uint32(max(best, 0))
+}
+
+// TestGreedyMatchesReference: a penalised greedy pick, masked or not, is
+// the reference's (refGreedy) — ties to the lowest id, penalties that
+// lift a token (negative ones) or sink it, NaN and −Inf logits, history
+// tokens past the vocabulary.
+func TestGreedyMatchesReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	for trial := range 300 {
+		n := 1 + rng.IntN(3000)
+		logits := make([]float32, n)
+		for i := range logits {
+			logits[i] = float32(rng.IntN(5)) // many ties
+			switch rng.IntN(50) {
+			case 0:
+				logits[i] = float32(math.NaN())
+			case 1:
+				logits[i] = float32(math.Inf(-1))
+			}
+		}
+		var allowed []uint64
+		if trial%2 == 1 {
+			allowed = make([]uint64, (n+63)/64)
+			for i := range n {
+				if rng.IntN(3) > 0 {
+					allowed[i/64] |= 1 << (i % 64)
+				}
+			}
+		}
+		history := make([]uint32, rng.IntN(40))
+		for i := range history {
+			history[i] = uint32(rng.IntN(n + 5))
+		}
+		p := Params{RepeatPenalty: 1 + rng.Float64(), FrequencyPenalty: rng.Float64()*4 - 2, PresencePenalty: rng.Float64()*4 - 2}
+		s, r := New(p), New(p)
+		s.countHistory(history)
+		r.countHistory(history)
+		if got, want := s.greedy(logits, allowed), r.refGreedy(logits, allowed); got != want {
+			t.Fatalf("trial %d (%+v, masked %v): greedy %d, reference %d", trial, p, allowed != nil, got, want)
+		}
+	}
+}
+
+func BenchmarkGreedyPenalised(b *testing.B) {
+	logits := make([]float32, 32000)
+	for i := range logits {
+		logits[i] = float32(math.Sin(float64(i)*0.37) * 5)
+	}
+	history := make([]uint32, 200)
+	for i := range history {
+		history[i] = uint32(i * 97 % len(logits))
+	}
+	p := Params{RepeatPenalty: 1.1}
+	s, r := New(p), New(p)
+	s.countHistory(history)
+	r.countHistory(history)
+	timed := func(f func()) float64 {
+		best := math.Inf(1)
+		for range 5 {
+			start := nowNano()
+			for range 20 {
+				f()
+			}
+			best = min(best, float64(nowNano()-start)/20)
+		}
+		return best
+	}
+	ref := timed(func() { r.refGreedy(logits, nil) })
+	fast := timed(func() { s.greedy(logits, nil) })
+	for b.Loop() {
+		s.greedy(logits, nil)
+	}
+	b.ReportMetric(ref/fast, "x_ref")
+	b.ReportMetric(fast/1e3, "us")
 }

@@ -96,6 +96,7 @@ type Sampler struct {
 	rng    *rand.Rand
 	cands  []candidate
 	exps   []candidate // nucleus's scratch: the candidates' e^(v−top)
+	pen    []float64   // greedy's scratch: the penalised logits
 	counts map[uint32]int
 }
 
@@ -216,11 +217,24 @@ func (s *Sampler) weights(logits []float32, allowed []uint64) ([]candidate, floa
 			if allowed != nil && !has(allowed, id) {
 				continue
 			}
-			v := s.penalised(uint32(id), float64(l))
-			c = append(c, candidate{uint32(id), v})
-			if v > top {
-				top = v
-			} else if v != v {
+			c = append(c, candidate{uint32(id), float64(l)})
+		}
+		// The penalties touch the tokens the window holds, found among
+		// the candidates (in id order) by id: a map lookup for every
+		// token of the vocabulary had cost five times the rest of a pick.
+		for id := range s.counts {
+			i, ok := int(id), int(id) < len(c) && allowed == nil
+			if allowed != nil {
+				i, ok = slices.BinarySearchFunc(c, id, func(x candidate, id uint32) int { return cmp.Compare(x.id, id) })
+			}
+			if ok {
+				c[i].v = s.penalised(id, c[i].v)
+			}
+		}
+		for _, x := range c {
+			if x.v > top {
+				top = x.v
+			} else if x.v != x.v {
 				nan = true
 			}
 		}
@@ -403,13 +417,31 @@ func narrow(c, e []candidate, top, lnTau, mass, sum, p float64) int {
 // llama.cpp's greedy takes the first).
 func (s *Sampler) greedy(logits []float32, allowed []uint64) uint32 {
 	best, bestV := -1, math.Inf(-1)
+	if len(s.counts) == 0 {
+		for id, l := range logits {
+			if allowed != nil && !has(allowed, id) {
+				continue
+			}
+			if v := float64(l); v > bestV || best < 0 {
+				best, bestV = id, v
+			}
+		}
+		return uint32(max(best, 0))
+	}
+	// The penalised logits: the window's tokens changed in a copy, not a
+	// map lookup for every token (see weights).
+	s.pen = slices.Grow(s.pen[:0], len(logits))[:len(logits)]
 	for id, l := range logits {
+		s.pen[id] = float64(l)
+	}
+	for id := range s.counts {
+		if int(id) < len(s.pen) {
+			s.pen[id] = s.penalised(id, s.pen[id])
+		}
+	}
+	for id, v := range s.pen {
 		if allowed != nil && !has(allowed, id) {
 			continue
-		}
-		v := float64(l)
-		if len(s.counts) > 0 {
-			v = s.penalised(uint32(id), v)
 		}
 		if v > bestV || best < 0 {
 			best, bestV = id, v
