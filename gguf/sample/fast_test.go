@@ -281,19 +281,8 @@ func BenchmarkWeights(b *testing.B) {
 			}
 			s.countHistory(history)
 			r.countHistory(history)
-			timed := func(f func()) float64 {
-				best := math.Inf(1)
-				for range 5 {
-					start := nowNano()
-					for range 20 {
-						f()
-					}
-					best = min(best, float64(nowNano()-start)/20)
-				}
-				return best
-			}
-			ref := timed(func() { r.refWeights(bc.logits, nil) })
-			fast := timed(func() { s.weights(bc.logits, nil) })
+			ref := bestNanos(func() { r.refWeights(bc.logits, nil) })
+			fast := bestNanos(func() { s.weights(bc.logits, nil) })
 			for b.Loop() {
 				s.weights(bc.logits, nil)
 			}
@@ -303,7 +292,19 @@ func BenchmarkWeights(b *testing.B) {
 	}
 }
 
-func nowNano() int64 { return time.Now().UnixNano() }
+// bestNanos is f's time in nanoseconds, the least of five rounds of 20
+// calls each (a loaded machine only ever adds time).
+func bestNanos(f func()) float64 {
+	best := math.Inf(1)
+	for range 5 {
+		start := time.Now()
+		for range 20 {
+			f()
+		}
+		best = min(best, float64(time.Since(start).Nanoseconds())/20)
+	}
+	return best
+}
 
 // TestExpIsMathExpFMA: exp is math.Exp's amd64 FMA path to the bit —
 // ordinary arguments, the subnormal results, the range's edges and
@@ -537,19 +538,8 @@ func BenchmarkGreedyPenalised(b *testing.B) {
 	s, r := New(p), New(p)
 	s.countHistory(history)
 	r.countHistory(history)
-	timed := func(f func()) float64 {
-		best := math.Inf(1)
-		for range 5 {
-			start := nowNano()
-			for range 20 {
-				f()
-			}
-			best = min(best, float64(nowNano()-start)/20)
-		}
-		return best
-	}
-	ref := timed(func() { r.refGreedy(logits, nil) })
-	fast := timed(func() { s.greedy(logits, nil) })
+	ref := bestNanos(func() { r.refGreedy(logits, nil) })
+	fast := bestNanos(func() { s.greedy(logits, nil) })
 	for b.Loop() {
 		s.greedy(logits, nil)
 	}
