@@ -3,16 +3,19 @@
 #include "textflag.h"
 
 // expCands4 is exp (exp.go: math.Exp's amd64 FMA path, Shibata's method
-// from SLEEF) on four lanes at once, with AVX2: the reduction by
-// k·ln2 in two fused steps, the Taylor series of e^(r/16) as fused
-// multiply-adds, four squarings through (x+2)·x, and the scaling by 2^k —
-// each operation IEEE-rounded as the scalar path rounds it, so each lane
-// is exp's result to the bit. It sets dst[i].v = e^((src[i].v −
-// top)/t) for whole chunks of four candidates (16 bytes each, v at
-// offset 8; dst may be src)
-// until a chunk holding an x outside [−708, 709] or a NaN, where the
-// scalar path's special cases (overflow, subnormal results, non-finite x)
-// begin; it returns the candidates it did.
+// from SLEEF) on four lanes at once, with AVX2: the reduction by k·ln2 in
+// two fused steps, the Taylor series of e^(r/16) as fused multiply-adds,
+// four squarings through (x+2)·x, and the scaling by 2^k — each operation
+// IEEE-rounded as the scalar path rounds it, so each lane is exp's result
+// to the bit. It sets dst[i].v = e^((src[i].v − top)/t) for whole chunks
+// of four candidates (16 bytes each, v at offset 8; dst may be src) until
+// a chunk holding an x outside [−708, 709] or a NaN, where the scalar
+// path's special cases (overflow, subnormal results, non-finite x) begin;
+// it returns the candidates it did.
+//
+// expw holds each constant four times, for the 256-bit operands: log2e,
+// ln2's two parts, 1/16, the series' coefficients, 0.5, 1, 2, the domain's
+// bounds and the exponent's bias (as int64).
 
 DATA expw<>+0(SB)/8, $1.4426950408889634073599246810018920
 DATA expw<>+8(SB)/8, $1.4426950408889634073599246810018920
