@@ -64,3 +64,19 @@ func exp(x float64) float64 {
 	x = float64(x * math.Float64frombits(uint64(b+0x3fe)<<52))
 	return float64(x * math.Float64frombits(1<<52))
 }
+
+// expWeights sets dst[i].v to e^((src[i].v−top)/t), as exp computes it,
+// for each of src (dst as long; it may be src): four at a time where the
+// CPU can (expCands4), the rest one by one.
+func expWeights(dst, src []candidate, top, t float64) {
+	dst = dst[:len(src)]
+	for i := 0; i < len(src); {
+		if useExp4 && len(src)-i >= 4 {
+			i += expCands4(&dst[i], &src[i], len(src)-i, top, t)
+		}
+		// A chunk the kernel left (or the tail): one at a time.
+		for end := min(i+4, len(src)); i < end; i++ {
+			dst[i].v = exp((src[i].v - top) / t)
+		}
+	}
+}
