@@ -165,7 +165,7 @@ func guardCalls(body string, macros map[string]bool, block bool) string {
 	word, _ := tagWord(body)
 	defining := block && word == "macro" // its first call is the definition
 	var out strings.Builder
-	quote, prev := byte(0), byte(0) // prev: the last byte written outside spaces
+	prev := byte(0) // the last byte written outside spaces
 	write := func(s string) {
 		out.WriteString(s)
 		if t := strings.TrimRight(s, " \t\r\n"); t != "" {
@@ -173,22 +173,10 @@ func guardCalls(body string, macros map[string]bool, block bool) string {
 		}
 	}
 	for i := 0; i < len(body); {
-		c := body[i]
-		switch {
-		case quote != 0:
-			n := 1
-			if c == '\\' && i+1 < len(body) {
-				n = 2
-			} else if c == quote {
-				quote = 0
-			}
-			write(body[i : i+n])
-			i += n
-			continue
-		case c == '\'' || c == '"':
-			quote = c
-			write(body[i : i+1])
-			i++
+		if c := body[i]; c == '\'' || c == '"' {
+			end := min(stringEnd(body, i)+1, len(body))
+			write(body[i:end])
+			i = end
 			continue
 		}
 		name := identAt(body, i)
