@@ -109,12 +109,13 @@ func (l *receiptLog) open(head receipt.Head) error {
 func (l *receiptLog) restart(head receipt.Head, why string) error {
 	// A name of its own: a log set aside in the same second must not
 	// replace the one before it.
-	aside := fmt.Sprintf("%s.%d.old", l.path, time.Now().Unix())
+	now := time.Now().Unix()
+	aside := fmt.Sprintf("%s.%d.old", l.path, now)
 	for n := 2; ; n++ {
 		if _, err := os.Lstat(aside); err != nil {
 			break // free (or unreadable: the rename then says why)
 		}
-		aside = fmt.Sprintf("%s.%d-%d.old", l.path, time.Now().Unix(), n)
+		aside = fmt.Sprintf("%s.%d-%d.old", l.path, now, n)
 	}
 	l.f.Close()
 	l.f = nil
