@@ -1,7 +1,6 @@
 package sample
 
 import (
-	"cmp"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -72,12 +71,7 @@ func refNucleus(c []candidate, top, p float64) []candidate {
 			continue
 		}
 		head := c[:n]
-		slices.SortFunc(head, func(a, b candidate) int {
-			if a.v != b.v {
-				return cmp.Compare(b.v, a.v)
-			}
-			return cmp.Compare(a.id, b.id)
-		})
+		slices.SortFunc(head, before)
 		var cum float64
 		for i, x := range head {
 			cum += exp(x.v-top) / sum
