@@ -460,14 +460,17 @@ func parseContentRange(s string) (start, total int64, err error) {
 	if start, err = strconv.ParseInt(a, 10, 64); err != nil || start < 0 {
 		return 0, 0, fmt.Errorf("bad start")
 	}
-	if end, err := strconv.ParseInt(b, 10, 64); err != nil || end < start {
+	end, err := strconv.ParseInt(b, 10, 64)
+	if err != nil || end < start {
 		return 0, 0, fmt.Errorf("bad end")
 	}
 	if tot == "*" {
 		return start, -1, nil
 	}
-	if total, err = strconv.ParseInt(tot, 10, 64); err != nil {
-		return 0, 0, fmt.Errorf("bad total")
+	// RFC 9110 §14.4: the last byte lies inside the complete length, so a
+	// negative total (or one the span runs past) is a broken header.
+	if total, err = strconv.ParseInt(tot, 10, 64); err != nil || total <= end {
+		return 0, 0, fmt.Errorf("bad total %q for a span ending at %d", tot, end)
 	}
 	return start, total, nil
 }

@@ -422,7 +422,7 @@ func TestParseContentRange(t *testing.T) {
 			t.Errorf("%q: %d %d %v", in, s, tot, err)
 		}
 	}
-	for _, in := range []string{"", "bytes 10-5/100", "items 0-1/2", "bytes x-1/2", "bytes 1-2"} {
+	for _, in := range []string{"", "bytes 10-5/100", "items 0-1/2", "bytes x-1/2", "bytes 1-2", "bytes 0-0/-2", "bytes 0-9/9", "bytes 0-0/0"} {
 		if _, _, err := parseContentRange(in); err == nil {
 			t.Errorf("%q parsed", in)
 		}
