@@ -17,7 +17,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ardanlabs/jinja"
+	"github.com/meshnode/meshnode/gguf/chat/jinja"
 )
 
 // Message is one turn of a conversation. Content is plain text: the API

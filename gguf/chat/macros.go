@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/ardanlabs/jinja"
+	"github.com/meshnode/meshnode/gguf/chat/jinja"
 )
 
 // The Jinja engine calls a macro by recursion with no bound of its own,

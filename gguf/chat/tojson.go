@@ -8,7 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/ardanlabs/jinja"
+	"github.com/meshnode/meshnode/gguf/chat/jinja"
 )
 
 // The Jinja engine's tojson(indent=N) goes through Go maps and

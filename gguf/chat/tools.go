@@ -8,7 +8,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/ardanlabs/jinja"
+	"github.com/meshnode/meshnode/gguf/chat/jinja"
 )
 
 // ToolCall is one function call an assistant message made, as OpenAI
