@@ -81,7 +81,7 @@ func Compile(src string, opt Options) (*Template, error) {
 	err := checkBounds(src)
 	var tpl *jinja.Template
 	if err == nil {
-		tpl, err = compileJinja(guardMacros(rewriteIndentedJSON(rewriteLineContinuations(src))))
+		tpl, err = compileJinja(rewriteIndentedJSON(rewriteLineContinuations(src)))
 	}
 	if err != nil {
 		if name, f, ok := detect(src); ok {
@@ -120,6 +120,11 @@ func compileJinja(src string) (tpl *jinja.Template, err error) {
 }
 
 func (t *Template) render(messages []Message, tools []json.RawMessage, addGenerationPrompt bool) (out string, err error) {
+	return t.renderWithin(messages, tools, addGenerationPrompt, renderLimits(messages, tools))
+}
+
+// renderWithin renders within lim (a *jinja.LimitError past it).
+func (t *Template) renderWithin(messages []Message, tools []json.RawMessage, addGenerationPrompt bool, lim jinja.Limits) (out string, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			out, err = "", fmt.Errorf("%w: cannot render: jinja engine failure: %v", ErrTemplate, r)
@@ -144,24 +149,24 @@ func (t *Template) render(messages []Message, tools []json.RawMessage, addGenera
 	if now == nil {
 		now = time.Now
 	}
-	out, err = t.jinja.RenderValues(map[string]jinja.Value{
+	out, err = t.jinja.RenderLimited(map[string]jinja.Value{
 		"messages":              jinja.NewList(msgs),
 		"tools":                 toolsValue,
 		"add_generation_prompt": jinja.NewBool(addGenerationPrompt),
 		"bos_token":             jinja.NewString(t.opt.BOS),
 		"eos_token":             jinja.NewString(t.opt.EOS),
 		"raise_exception":       jinja.NewCallable("raise_exception", raiseException),
-		indentedJSONName:        jinja.NewCallable(indentedJSONName, indentedJSON),
-		"range":                 jinja.NewCallable("range", rangeBudget(maxRange)),
-		macroDeeperName:         jinja.NewCallable(macroDeeperName, macroDeeper),
-		"strftime_now": jinja.NewCallable("strftime_now", func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+		indentedJSONName:        jinja.NewMeteredCallable(indentedJSONName, indentedJSON),
+		"range":                 jinja.NewMeteredCallable("range", rangeBudget(maxRange)),
+		"strftime_now": jinja.NewMeteredCallable("strftime_now", func(m jinja.Meter, args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
 			format := "%Y-%m-%d"
 			if len(args) > 0 && args[0].IsString() {
 				format = args[0].AsString()
 			}
+			m.Alloc(5 * int64(len(format))) // "%B" is "September"
 			return jinja.NewString(strftime(now(), format)), nil
 		}),
-	})
+	}, lim)
 	if err != nil {
 		if rej, ok := errors.AsType[*RejectedError](err); ok {
 			return "", rej
@@ -183,6 +188,34 @@ func raiseException(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, 
 	return jinja.Undefined(), &RejectedError{Reason: reason}
 }
 
+// maxMacroDepth bounds how deeply macro calls nest. Real templates recurse
+// only as deeply as the tools' JSON nests (gpt-oss's
+// render_typescript_type, hermes's json_to_python_type: at most
+// maxJSONDepth); the engine counts each call, by whatever name.
+const maxMacroDepth = 4 * maxJSONDepth
+
+// renderLimits is what one render of this conversation may spend: the
+// engine's defaults, with room for the bytes to grow with the input, which
+// a template copies some times over (a long conversation is sliced,
+// stripped and concatenated turn by turn).
+func renderLimits(messages []Message, tools []json.RawMessage) jinja.Limits {
+	in := 0
+	for _, m := range messages {
+		in += len(m.Content) + len(m.Role) + len(m.Name) + len(m.ToolCallID)
+		for _, c := range m.ToolCalls {
+			in += len(c.Name) + len(c.Arguments) + len(c.ID)
+		}
+	}
+	for _, raw := range tools {
+		in += len(raw)
+	}
+	lim := jinja.DefaultLimits()
+	lim.Bytes += 32 * int64(in)
+	lim.Work += 4 * int64(in)
+	lim.Depth = maxMacroDepth
+	return lim
+}
+
 // maxRange bounds the elements range() makes in one render: the engine
 // builds each whole list, so a template from a hostile file could ask for
 // billions of elements, or loop over a million a million times (nested
@@ -192,9 +225,9 @@ const maxRange = 1 << 20
 
 // rangeBudget is one render's range(): Python's range over integers,
 // refusing more than budget elements over all its calls.
-func rangeBudget(budget uint64) func([]jinja.Value, map[string]jinja.Value) (jinja.Value, error) {
-	return func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
-		v, n, err := boundedRange(args, budget)
+func rangeBudget(budget uint64) func(jinja.Meter, []jinja.Value, map[string]jinja.Value) (jinja.Value, error) {
+	return func(m jinja.Meter, args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+		v, n, err := boundedRange(m, args, budget)
 		if err != nil {
 			return v, err
 		}
@@ -205,7 +238,7 @@ func rangeBudget(budget uint64) func([]jinja.Value, map[string]jinja.Value) (jin
 
 // boundedRange is Python's range over integers and its length, refusing
 // more than limit elements.
-func boundedRange(args []jinja.Value, limit uint64) (jinja.Value, uint64, error) {
+func boundedRange(m jinja.Meter, args []jinja.Value, limit uint64) (jinja.Value, uint64, error) {
 	var n [3]int64
 	for i, a := range args {
 		if i == 3 || !a.IsInt() {
@@ -235,6 +268,7 @@ func boundedRange(args []jinja.Value, limit uint64) (jinja.Value, uint64, error)
 	if count > limit {
 		return jinja.Undefined(), 0, fmt.Errorf("range: %d elements, more than the %d left of the %d a render may make", count, limit, maxRange)
 	}
+	m.Alloc(int64(count) * 32) // a Value and its box
 	items := make([]jinja.Value, count)
 	for i := range items {
 		items[i] = jinja.NewInt(start + int64(i)*step)

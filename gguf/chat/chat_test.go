@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/meshnode/meshnode/gguf/chat/jinja"
 )
 
 // goldenNow is the clock gen-golden.py pins strftime_now to.
@@ -180,38 +182,28 @@ func TestTemplateBounds(t *testing.T) {
 	}
 }
 
-// TestMacroGuard: every macro takes a depth that each call of a macro
-// passes on, deeper by one (guardMacros), so a template whose macros call
+// TestMacroDepth: the engine counts each macro (and caller()) call,
+// by whatever name it is made, so a template whose macros call
 // themselves, or each other, without end fails to render with
 // ErrTemplate rather than overflow the stack (a crash no recover
-// catches); recursion within the bound renders as before, and the
-// rewrite touches only macros' definitions and calls.
-func TestMacroGuard(t *testing.T) {
-	src := `{%- macro f(a, b=1) -%}{{ f(a) ~ x.f(1) ~ a|f ~ g("f(") }}{% call f() %}{% endcall %}{%- endmacro %}{{ f( f(2) ) }}`
-	d, deeper := macroDepthName, macroDeeperName+"("+macroDepthName+")"
-	want := `{%- macro f(a, b=1, ` + d + `=0) -%}{{ f(a, ` + d + `=` + deeper + `) ~ x.f(1) ~ a|f ~ g("f(") }}{% call f(` + d + `=` + deeper + `) %}{% endcall %}{%- endmacro %}{{ f( f(2, ` + d + `=` + deeper + `) , ` + d + `=` + deeper + `) }}`
-	if got := guardMacros(src); got != want {
-		t.Errorf("guardMacros:\n got %s\nwant %s", got, want)
-	}
-	if plain := "{% for m in messages %}{{ m.content }}{% endfor %}"; guardMacros(plain) != plain {
-		t.Error("a template without macros was rewritten")
-	}
-	// Comments and raw blocks are left alone, an unterminated comment
-	// with all that follows it.
-	tail := `{# f() #}{% raw %}{{ f() }}{% endraw %}{{ f() }}{# f() and no end`
-	if got, want := guardMacros(`{% macro f() %}{% endmacro %}`+tail), `{% macro f(`+d+`=0) %}{% endmacro %}{# f() #}{% raw %}{{ f() }}{% endraw %}{{ f(`+d+`=`+deeper+`) }}{# f() and no end`; got != want {
-		t.Errorf("guardMacros:\n got %s\nwant %s", got, want)
-	}
+// catches); recursion within the bound renders as before. A macro called
+// by another name had escaped the rewrite that guarded calls before the
+// engine counted them.
+func TestMacroDepth(t *testing.T) {
 	for name, src := range map[string]string{
-		"itself":     `{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}`,
-		"each other": `{% macro f() %}{{ g() }}{% endmacro %}{% macro g() %}x{{ f() }}{% endmacro %}{{ f() }}`,
-		"by call":    `{% macro f() %}{% call f() %}{% endcall %}{% endmacro %}{{ f() }}`,
+		"itself":       `{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}`,
+		"each other":   `{% macro f() %}{{ g() }}{% endmacro %}{% macro g() %}x{{ f() }}{% endmacro %}{{ f() }}`,
+		"by call":      `{% macro f() %}{% call f() %}{% endcall %}{% endmacro %}{{ f() }}`,
+		"another name": `{% macro f() %}{{ g() }}{% endmacro %}{% set g = f %}{{ g() }}`,
+		"in a dict":    `{% set ns = namespace() %}{% macro f() %}{{ ns.g() }}{% endmacro %}{% set ns.g = f %}{{ f() }}`,
 	} {
 		tpl, err := Compile(src, Options{})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if _, err := tpl.Apply(threeTurns, true); !errors.Is(err, ErrTemplate) || !strings.Contains(err.Error(), "nest deeper than") {
+		_, err = tpl.Apply(threeTurns, true)
+		var lim *jinja.LimitError
+		if !errors.Is(err, ErrTemplate) || !errors.As(err, &lim) || lim.Limit != "depth" || lim.Max != maxMacroDepth {
 			t.Errorf("%s: %v, want ErrTemplate: macro calls nest deeper than %d", name, err, maxMacroDepth)
 		}
 	}
@@ -222,15 +214,6 @@ func TestMacroGuard(t *testing.T) {
 	}
 	if out, err := tpl.Apply(threeTurns, true); err != nil || out != strings.Repeat(".", 300) {
 		t.Errorf("a countdown from 300: %d bytes, %v", len(out), err)
-	}
-	// The real templates' recursive macros are guarded too (their
-	// renderings, tools and all, are the golden ones: TestGolden).
-	b, err := os.ReadFile(filepath.Join("testdata", "templates", "gpt-oss.jinja"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := guardMacros(string(b)); !strings.Contains(got, "render_typescript_type(param_spec['items'], required_params, "+d+"="+deeper+")") {
-		t.Error("gpt-oss's recursive call is not guarded")
 	}
 }
 
@@ -262,5 +245,54 @@ func TestRangeBudget(t *testing.T) {
 	}
 	if _, err := over.Apply(threeTurns, true); !errors.Is(err, ErrTemplate) || !strings.Contains(err.Error(), "left of the") {
 		t.Fatalf("one past the budget: %v", err)
+	}
+}
+
+// TestRenderHeadroom: every template renders each golden conversation,
+// and a long one (100 turns of 2 KB), exactly as it does within its
+// limits when given a fifth of them: the limits that stop a hostile
+// template (TestMacroDepth, the engine's TestRenderLimits) are well clear
+// of what real ones spend. (The most, on the long conversation: phi-3's
+// values, 4.5 times its 207 KB; gemma-4's work, 88 thousand steps.)
+func TestRenderHeadroom(t *testing.T) {
+	var convs []conversation
+	readJSON(t, "testdata/conversations.json", &convs)
+	long := conversation{Name: "long"}
+	for i := range 100 {
+		role := []string{"user", "assistant"}[i%2]
+		content := strings.Repeat(fmt.Sprintf("turn %d says a few words. ", i), 80)
+		long.Messages = append(long.Messages, openAIMessage{Role: role, Content: &content})
+	}
+	convs = append(convs, long)
+	entries, err := os.ReadDir("testdata/templates")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		src, err := os.ReadFile(filepath.Join("testdata/templates", e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range convs {
+			tpl, err := Compile(string(src), Options{BOS: c.BOS, EOS: c.EOS, Now: func() time.Time { return goldenNow }})
+			if err != nil || tpl.jinja == nil {
+				t.Fatalf("%s: %v, kind %s", e.Name(), err, tpl.Kind())
+			}
+			tools := c.Tools
+			if !tpl.TakesTools() {
+				tools = nil
+			}
+			msgs := c.messages()
+			full := renderLimits(msgs, tools)
+			want, wantErr := tpl.renderWithin(msgs, tools, true, full)
+			if errors.As(wantErr, new(*jinja.LimitError)) {
+				t.Fatalf("%s/%s: %v", e.Name(), c.Name, wantErr)
+			}
+			tight := jinja.Limits{Work: full.Work / 5, Bytes: full.Bytes / 5, Depth: full.Depth}
+			got, err := tpl.renderWithin(msgs, tools, true, tight)
+			if got != want || fmt.Sprint(err) != fmt.Sprint(wantErr) {
+				t.Errorf("%s/%s: within a fifth of its limits: %d bytes, %v; within them: %d bytes, %v", e.Name(), c.Name, len(got), err, len(want), wantErr)
+			}
+		}
 	}
 }

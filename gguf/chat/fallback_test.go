@@ -258,10 +258,14 @@ func FuzzCompile(f *testing.F) {
 		f.Add(string(b))
 	}
 	f.Add("{% for m in messages %}{{ m.content")
-	// Macros that call themselves, or each other, without end
-	// (guardMacros).
+	// Macros that call themselves, or each other, without end, by
+	// another name too (TestMacroDepth).
 	f.Add(`{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}`)
 	f.Add(`{% macro f() %}{{ g() }}{% endmacro %}{% macro g() %}{% call f() %}{% endcall %}{% endmacro %}{{ g() }}`)
+	f.Add(`{% macro f() %}{{ g() }}{% endmacro %}{% set g = f %}{{ g() }}`)
+	// What a render spends (TestRenderLimits).
+	f.Add(`{{ 'x' * 1000000000 }}`)
+	f.Add(`{% set l = [1] %}{% set _ = l.append(l) %}{{ l }}`)
 	// Nesting at and past the bound (checkBounds).
 	for _, d := range []int{maxTemplateDepth, maxTemplateDepth + 1} {
 		f.Add("{{ " + strings.Repeat("(", d) + "1" + strings.Repeat(")", d) + " }}")

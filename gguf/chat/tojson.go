@@ -40,22 +40,30 @@ func rewriteIndentedJSON(src string) string {
 	return b.String()
 }
 
-func indentedJSON(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
-	if len(args) != 2 || !args[1].IsInt() {
-		return jinja.Undefined(), fmt.Errorf("tojson(indent): want a value and an indent")
+func indentedJSON(m jinja.Meter, args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+	if len(args) != 2 || !args[1].IsInt() || args[1].AsInt() < 0 || args[1].AsInt() > 99 {
+		return jinja.Undefined(), fmt.Errorf("tojson(indent): want a value and an indent of 0 to 99")
 	}
 	var b strings.Builder
-	if err := writePyJSON(&b, args[0], strings.Repeat(" ", int(args[1].AsInt())), 0); err != nil {
+	if err := writePyJSON(m, &b, args[0], strings.Repeat(" ", int(args[1].AsInt())), 0); err != nil {
 		return jinja.Undefined(), err
 	}
 	return jinja.NewString(b.String()), nil
 }
 
 // writePyJSON writes v as Python's json.dumps(v, indent=len(ind),
-// ensure_ascii=False).
-func writePyJSON(b *strings.Builder, v jinja.Value, ind string, level int) error {
+// ensure_ascii=False), charging m for each value before it writes it: a
+// template's values may share one another, so the text can be far longer
+// than the values are.
+func writePyJSON(m jinja.Meter, b *strings.Builder, v jinja.Value, ind string, level int) error {
 	if level > maxJSONDepth {
 		return fmt.Errorf("tojson: nested deeper than %d", maxJSONDepth)
+	}
+	// Its line (a newline, the indent, punctuation, a number's digits),
+	// and a string's text, six bytes a byte at most (\u001f).
+	m.Alloc(32 + int64(level+1)*int64(len(ind)))
+	if v.IsString() {
+		m.Alloc(6 * int64(len(v.AsString())))
 	}
 	newline := func(l int) {
 		b.WriteByte('\n')
@@ -90,7 +98,7 @@ func writePyJSON(b *strings.Builder, v jinja.Value, ind string, level int) error
 				b.WriteByte(',')
 			}
 			newline(level + 1)
-			if err := writePyJSON(b, it, ind, level+1); err != nil {
+			if err := writePyJSON(m, b, it, ind, level+1); err != nil {
 				return err
 			}
 		}
@@ -108,10 +116,11 @@ func writePyJSON(b *strings.Builder, v jinja.Value, ind string, level int) error
 				b.WriteByte(',')
 			}
 			newline(level + 1)
+			m.Alloc(6 * int64(len(k)))
 			writePyString(b, k)
 			b.WriteString(": ")
 			val, _ := d.Get(k)
-			if err := writePyJSON(b, val, ind, level+1); err != nil {
+			if err := writePyJSON(m, b, val, ind, level+1); err != nil {
 				return err
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 )
 
 // cachedBuiltins is a read-only scope populated once with all built-in
@@ -29,16 +30,34 @@ var cachedBuiltins = func() *scope {
 // =============================================================================
 
 func registerGlobals(s *scope) {
-	s.set("namespace", NewCallable("namespace", builtinNamespace))
-	s.set("raise_exception", NewCallable("raise_exception", builtinRaiseException))
-	s.set("range", NewCallable("range", builtinRange))
-	s.set("joiner", NewCallable("joiner", builtinJoiner))
-	s.set("dict", NewCallable("dict", builtinDict))
-	s.set("cycler", NewCallable("cycler", builtinCycler))
-	s.set("strftime_now", NewCallable("strftime_now", builtinStrftimeNow))
+	s.set("namespace", newBuiltin("namespace", builtinNamespace))
+	s.set("raise_exception", newBuiltin("raise_exception", builtinRaiseException))
+	s.set("range", newBuiltin("range", builtinRange))
+	s.set("joiner", newBuiltin("joiner", builtinJoiner))
+	s.set("dict", newBuiltin("dict", builtinDict))
+	s.set("cycler", newBuiltin("cycler", builtinCycler))
+	s.set("strftime_now", newBuiltin("strftime_now", builtinStrftimeNow))
 }
 
-func builtinNamespace(args []Value, kwargs map[string]Value) (Value, error) {
+// builtinFunc is a builtin global or filter: it charges what it spends
+// to the render's budget.
+type builtinFunc func(b *budget, args []Value, kwargs map[string]Value) (Value, error)
+
+// newBuiltin is a callable that the evaluator hands its budget; called
+// from outside a render, it spends within DefaultLimits.
+func newBuiltin(name string, f builtinFunc) Value {
+	return Value{kind: KindCallable, v: Callable{
+		Name: name,
+		Fn: func(args []Value, kwargs map[string]Value) (v Value, err error) {
+			defer recoverLimit(&err)
+			return f(newBudget(DefaultLimits()), args, kwargs)
+		},
+		metered: f,
+	}}
+}
+
+func builtinNamespace(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
+	b.allocValues(len(kwargs))
 	d := NewDict()
 	dict := d.AsDict()
 	for k, v := range kwargs {
@@ -47,14 +66,14 @@ func builtinNamespace(args []Value, kwargs map[string]Value) (Value, error) {
 	return d, nil
 }
 
-func builtinRaiseException(args []Value, kwargs map[string]Value) (Value, error) {
+func builtinRaiseException(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	if len(args) == 0 {
 		return Undefined(), fmt.Errorf("raise_exception: missing message")
 	}
-	return Undefined(), fmt.Errorf("%s", printValue(args[0]))
+	return Undefined(), fmt.Errorf("%s", b.print(args[0]))
 }
 
-func builtinRange(args []Value, kwargs map[string]Value) (Value, error) {
+func builtinRange(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	var start, stop, step int64
 	switch len(args) {
 	case 1:
@@ -77,24 +96,46 @@ func builtinRange(args []Value, kwargs map[string]Value) (Value, error) {
 		return Undefined(), fmt.Errorf("range: step must not be zero")
 	}
 
+	b.allocValues(rangeLen(start, stop, step))
 	var items []Value
 	if step > 0 {
 		for i := start; i < stop; i += step {
 			items = append(items, NewInt(i))
+			if i > math.MaxInt64-step {
+				break // the next would wrap
+			}
 		}
 	} else {
 		for i := start; i > stop; i += step {
 			items = append(items, NewInt(i))
+			if i < math.MinInt64-step {
+				break
+			}
 		}
 	}
 
 	return NewList(items), nil
 }
 
-func builtinJoiner(args []Value, kwargs map[string]Value) (Value, error) {
+// rangeLen is how many values range(start, stop, step) makes, saturated
+// at MaxInt32 (more than any budget allows). step is not 0.
+func rangeLen(start, stop, step int64) int {
+	var span, by uint64
+	switch {
+	case step > 0 && stop > start:
+		span, by = uint64(stop)-uint64(start), uint64(step)
+	case step < 0 && stop < start:
+		span, by = uint64(start)-uint64(stop), -uint64(step)
+	default:
+		return 0
+	}
+	return int(min((span-1)/by+1, math.MaxInt32))
+}
+
+func builtinJoiner(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	sep := ""
 	if len(args) > 0 {
-		sep = printValue(args[0])
+		sep = b.print(args[0])
 	}
 
 	first := true
@@ -107,7 +148,8 @@ func builtinJoiner(args []Value, kwargs map[string]Value) (Value, error) {
 	}), nil
 }
 
-func builtinDict(args []Value, kwargs map[string]Value) (Value, error) {
+func builtinDict(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
+	b.allocValues(len(kwargs))
 	d := NewDict()
 	dict := d.AsDict()
 	for k, v := range kwargs {
@@ -116,13 +158,14 @@ func builtinDict(args []Value, kwargs map[string]Value) (Value, error) {
 	return d, nil
 }
 
-func builtinStrftimeNow(args []Value, kwargs map[string]Value) (Value, error) {
+func builtinStrftimeNow(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	format := "%Y-%m-%d"
 	if len(args) > 0 {
-		format = printValue(args[0])
+		format = b.print(args[0])
 	}
 
 	// Convert Python strftime format to Go time format.
+	b.alloc(size(len(format), 4)) // "%B" is "September"
 	now := time.Now()
 	goFmt := strftimeToGo(format)
 	return NewString(now.Format(goFmt)), nil
@@ -149,7 +192,7 @@ func strftimeToGo(format string) string {
 	return r.Replace(format)
 }
 
-func builtinCycler(args []Value, kwargs map[string]Value) (Value, error) {
+func builtinCycler(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	if len(args) == 0 {
 		return Undefined(), fmt.Errorf("cycler: expected at least one argument")
 	}
@@ -181,7 +224,7 @@ func builtinCycler(args []Value, kwargs map[string]Value) (Value, error) {
 // =============================================================================
 
 func registerFilters(s *scope) {
-	filters := map[string]func([]Value, map[string]Value) (Value, error){
+	filters := map[string]builtinFunc{
 		"tojson":     filterTojson,
 		"from_json":  filterFromjson,
 		"fromjson":   filterFromjson,
@@ -226,7 +269,7 @@ func registerFilters(s *scope) {
 	}
 
 	for name, fn := range filters {
-		s.set("__filter_"+name, NewCallable(name, fn))
+		s.set("__filter_"+name, newBuiltin(name, fn))
 	}
 }
 
@@ -239,7 +282,7 @@ func lookupFilter(s *scope, name string) (Value, bool) {
 // Test evaluation
 // =============================================================================
 
-func evalTest(name string, val Value, args []Value) (bool, error) {
+func evalTest(b *budget, name string, val Value, args []Value) (bool, error) {
 	switch name {
 	case "defined":
 		return !val.IsUndefined(), nil
@@ -273,37 +316,37 @@ func evalTest(name string, val Value, args []Value) (bool, error) {
 		if len(args) < 1 {
 			return false, fmt.Errorf("test %q requires an argument", name)
 		}
-		return val.Equals(args[0]), nil
+		return b.equal(val, args[0], 0), nil
 	case "ne", "!=":
 		if len(args) < 1 {
 			return false, fmt.Errorf("test %q requires an argument", name)
 		}
-		return !val.Equals(args[0]), nil
+		return !b.equal(val, args[0], 0), nil
 	case "gt", "greaterthan", ">":
 		if len(args) < 1 {
 			return false, nil
 		}
-		return compareValues(val, args[0]) > 0, nil
+		return compareValues(b, val, args[0]) > 0, nil
 	case "ge", ">=":
 		if len(args) < 1 {
 			return false, nil
 		}
-		return compareValues(val, args[0]) >= 0, nil
+		return compareValues(b, val, args[0]) >= 0, nil
 	case "lt", "lessthan", "<":
 		if len(args) < 1 {
 			return false, nil
 		}
-		return compareValues(val, args[0]) < 0, nil
+		return compareValues(b, val, args[0]) < 0, nil
 	case "le", "<=":
 		if len(args) < 1 {
 			return false, nil
 		}
-		return compareValues(val, args[0]) <= 0, nil
+		return compareValues(b, val, args[0]) <= 0, nil
 	case "in":
 		if len(args) < 1 {
 			return false, nil
 		}
-		return containsValue(args[0], val), nil
+		return containsValue(b, args[0], val), nil
 	case "odd":
 		if val.IsInt() {
 			return val.AsInt()%2 != 0, nil
@@ -330,7 +373,7 @@ func evalTest(name string, val Value, args []Value) (bool, error) {
 		if len(args) < 1 {
 			return false, nil
 		}
-		return val.Equals(args[0]), nil
+		return b.equal(val, args[0], 0), nil
 	}
 
 	return false, fmt.Errorf("unknown test %q", name)
@@ -340,7 +383,7 @@ func evalTest(name string, val Value, args []Value) (bool, error) {
 // Filter implementations
 // =============================================================================
 
-func filterTojson(args []Value, kwargs map[string]Value) (Value, error) {
+func filterTojson(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	if len(args) == 0 {
 		return NewString(""), nil
 	}
@@ -364,8 +407,13 @@ func filterTojson(args []Value, kwargs map[string]Value) (Value, error) {
 	// the reflection-based encoder for correctness instead of duplicating
 	// indent state in the direct encoder.
 	if indent, ok := kwargs["indent"]; ok && !indent.IsNone() && !indent.IsUndefined() {
-		n := int(toInt64(indent))
-		data, err := json.MarshalIndent(valueToGo(args[0]), "", strings.Repeat(" ", n))
+		n := int(min(max(toInt64(indent), 0), math.MaxInt32))
+		var made goValues
+		v := valueToGo(b, args[0], 0, &made)
+		// Each value takes a line at most, indented at most as deep as
+		// the deepest, and MarshalIndent allocates it all at once.
+		b.alloc(size(made.values, made.depth*n+8))
+		data, err := json.MarshalIndent(v, "", strings.Repeat(" ", n))
 		if err != nil {
 			return NewString(""), nil
 		}
@@ -377,8 +425,8 @@ func filterTojson(args []Value, kwargs map[string]Value) (Value, error) {
 	// path. Per-render allocations drop from ~80 (Dict.Set + valueToGo
 	// + reflect) to a handful (one strings.Builder grow + one Marshal
 	// per leaf string for escaping).
-	var sb strings.Builder
-	if err := encodeValueJSON(&sb, args[0], itemSeparator, keySeparator); err != nil {
+	sb := builder{b: b}
+	if err := encodeValueJSON(&sb, args[0], itemSeparator, keySeparator, 0); err != nil {
 		return NewString(""), nil
 	}
 	return NewString(sb.String()), nil
@@ -398,7 +446,8 @@ func filterTojson(args []Value, kwargs map[string]Value) (Value, error) {
 //
 // Both differences would otherwise change the tokenization of every tool
 // definition that ends up in a chat prompt.
-func encodeValueJSON(sb *strings.Builder, v Value, itemSeparator, keySeparator string) error {
+func encodeValueJSON(sb *builder, v Value, itemSeparator, keySeparator string, depth int) error {
+	sb.b.nest(depth)
 	switch v.kind {
 	case KindUndefined, KindNone, KindCallable:
 		sb.WriteString("null")
@@ -435,7 +484,7 @@ func encodeValueJSON(sb *strings.Builder, v Value, itemSeparator, keySeparator s
 			if i > 0 {
 				sb.WriteString(itemSeparator)
 			}
-			if err := encodeValueJSON(sb, item, itemSeparator, keySeparator); err != nil {
+			if err := encodeValueJSON(sb, item, itemSeparator, keySeparator, depth+1); err != nil {
 				return err
 			}
 		}
@@ -453,7 +502,7 @@ func encodeValueJSON(sb *strings.Builder, v Value, itemSeparator, keySeparator s
 				return err
 			}
 			sb.WriteString(keySeparator)
-			if err := encodeValueJSON(sb, d.Data[key], itemSeparator, keySeparator); err != nil {
+			if err := encodeValueJSON(sb, d.Data[key], itemSeparator, keySeparator, depth+1); err != nil {
 				return err
 			}
 		}
@@ -467,7 +516,8 @@ func encodeValueJSON(sb *strings.Builder, v Value, itemSeparator, keySeparator s
 
 // encodeJSONString writes the JSON encoding of s without HTML-escaping (no
 // \u0026 / \u003c / \u003e), matching Python json.dumps's default behaviour.
-func encodeJSONString(sb *strings.Builder, s string) error {
+func encodeJSONString(sb *builder, s string) error {
+	sb.b.alloc(size(len(s), 6)) // the encoder's buffer: \u00XX at most per byte
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
@@ -483,11 +533,14 @@ func encodeJSONString(sb *strings.Builder, s string) error {
 	return nil
 }
 
-func filterFromjson(args []Value, kwargs map[string]Value) (Value, error) {
+func filterFromjson(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	if len(args) == 0 || !args[0].IsString() {
 		return Undefined(), nil
 	}
 
+	// Decoded JSON takes some times its text: a map entry per key, a
+	// boxed value per number.
+	b.alloc(size(len(args[0].AsString()), 16))
 	var result any
 	if err := json.Unmarshal([]byte(args[0].AsString()), &result); err != nil {
 		return Undefined(), fmt.Errorf("fromjson: %w", err)
@@ -496,7 +549,7 @@ func filterFromjson(args []Value, kwargs map[string]Value) (Value, error) {
 	return FromGoValue(result), nil
 }
 
-func filterItems(args []Value, kwargs map[string]Value) (Value, error) {
+func filterItems(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	if len(args) == 0 || args[0].IsUndefined() {
 		return NewList(nil), nil
 	}
@@ -514,6 +567,7 @@ func filterItems(args []Value, kwargs map[string]Value) (Value, error) {
 	}
 
 	d := args[0].AsDict()
+	b.allocValues(3 * d.Len())
 	items := make([]Value, 0, d.Len())
 	for _, key := range d.Keys {
 		pair := NewList([]Value{NewString(key), d.Data[key]})
@@ -523,30 +577,32 @@ func filterItems(args []Value, kwargs map[string]Value) (Value, error) {
 	return NewList(items), nil
 }
 
-func filterJoin(args []Value, kwargs map[string]Value) (Value, error) {
+func filterJoin(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	if len(args) == 0 {
 		return NewString(""), nil
 	}
 
 	if !args[0].IsList() {
-		return NewString(printValue(args[0])), nil
+		return NewString(b.print(args[0])), nil
 	}
 
 	sep := ""
 	if len(args) > 1 {
-		sep = printValue(args[1])
+		sep = b.print(args[1])
 	}
 	if s, ok := kwargs["d"]; ok {
-		sep = printValue(s)
+		sep = b.print(s)
 	}
 
 	attr := ""
 	if a, ok := kwargs["attribute"]; ok {
-		attr = printValue(a)
+		attr = b.print(a)
 	}
 
 	list := args[0].AsList()
+	b.allocValues(list.Len())
 	parts := make([]string, list.Len())
+	total := size(len(sep), list.Len()-1)
 	for i, item := range list.Items {
 		if attr != "" && item.IsDict() {
 			v, ok := item.AsDict().Get(attr)
@@ -554,13 +610,14 @@ func filterJoin(args []Value, kwargs map[string]Value) (Value, error) {
 				item = v
 			}
 		}
-		parts[i] = printValue(item)
+		parts[i] = b.print(item)
+		total += int64(len(parts[i]))
 	}
-
+	b.alloc(total)
 	return NewString(strings.Join(parts, sep)), nil
 }
 
-func filterDefault(args []Value, kwargs map[string]Value) (Value, error) {
+func filterDefault(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	if len(args) == 0 {
 		return Undefined(), nil
 	}
@@ -574,8 +631,8 @@ func filterDefault(args []Value, kwargs map[string]Value) (Value, error) {
 	boolean := false
 	if len(args) > 2 && args[2].IsBool() {
 		boolean = args[2].AsBool()
-	} else if b, ok := kwargs["boolean"]; ok && b.IsBool() {
-		boolean = b.AsBool()
+	} else if bv, ok := kwargs["boolean"]; ok && bv.IsBool() {
+		boolean = bv.AsBool()
 	}
 
 	if val.IsUndefined() {
@@ -589,13 +646,14 @@ func filterDefault(args []Value, kwargs map[string]Value) (Value, error) {
 	return val, nil
 }
 
-func filterTrim(args []Value, kwargs map[string]Value) (Value, error) {
+func filterTrim(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	if len(args) == 0 {
 		return NewString(""), nil
 	}
-	s := printValue(args[0])
+	s := b.print(args[0])
+	b.scan(int64(len(s)))
 	if len(args) > 1 {
-		chars := printValue(args[1])
+		chars := b.print(args[1])
 		s = strings.Trim(s, chars)
 	} else {
 		s = strings.TrimSpace(s)
@@ -603,26 +661,31 @@ func filterTrim(args []Value, kwargs map[string]Value) (Value, error) {
 	return NewString(s), nil
 }
 
-func filterLower(args []Value, kwargs map[string]Value) (Value, error) {
+func filterLower(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	if len(args) == 0 {
 		return NewString(""), nil
 	}
-	return NewString(strings.ToLower(printValue(args[0]))), nil
+	s := b.print(args[0])
+	b.alloc(size(len(s), 3)) // a case change can grow a rune from 1 byte to 3
+	return NewString(strings.ToLower(s)), nil
 }
 
-func filterUpper(args []Value, kwargs map[string]Value) (Value, error) {
+func filterUpper(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	if len(args) == 0 {
 		return NewString(""), nil
 	}
-	return NewString(strings.ToUpper(printValue(args[0]))), nil
+	s := b.print(args[0])
+	b.alloc(size(len(s), 3))
+	return NewString(strings.ToUpper(s)), nil
 }
 
-func filterTitle(args []Value, kwargs map[string]Value) (Value, error) {
+func filterTitle(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	if len(args) == 0 {
 		return NewString(""), nil
 	}
 
-	s := printValue(args[0])
+	s := b.print(args[0])
+	b.alloc(size(len(s), 8)) // the runes, then the string
 	runes := []rune(s)
 	inWord := false
 	for i, r := range runes {
@@ -640,14 +703,15 @@ func filterTitle(args []Value, kwargs map[string]Value) (Value, error) {
 	return NewString(string(runes)), nil
 }
 
-func filterCapitalize(args []Value, kwargs map[string]Value) (Value, error) {
+func filterCapitalize(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	if len(args) == 0 {
 		return NewString(""), nil
 	}
-	s := printValue(args[0])
+	s := b.print(args[0])
 	if len(s) == 0 {
 		return NewString(""), nil
 	}
+	b.alloc(size(len(s), 8))
 	runes := []rune(s)
 	runes[0] = unicode.ToUpper(runes[0])
 	for i := 1; i < len(runes); i++ {
@@ -656,7 +720,7 @@ func filterCapitalize(args []Value, kwargs map[string]Value) (Value, error) {
 	return NewString(string(runes)), nil
 }
 
-func filterFirst(args []Value, kwargs map[string]Value) (Value, error) {
+func filterFirst(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	if len(args) == 0 || !args[0].IsList() {
 		return Undefined(), nil
 	}
@@ -667,7 +731,7 @@ func filterFirst(args []Value, kwargs map[string]Value) (Value, error) {
 	return l.Get(0), nil
 }
 
-func filterLast(args []Value, kwargs map[string]Value) (Value, error) {
+func filterLast(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	if len(args) == 0 || !args[0].IsList() {
 		return Undefined(), nil
 	}
@@ -678,7 +742,7 @@ func filterLast(args []Value, kwargs map[string]Value) (Value, error) {
 	return l.Get(l.Len() - 1), nil
 }
 
-func filterLength(args []Value, kwargs map[string]Value) (Value, error) {
+func filterLength(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	if len(args) == 0 {
 		return NewInt(0), nil
 	}
@@ -690,19 +754,21 @@ func filterLength(args []Value, kwargs map[string]Value) (Value, error) {
 	case v.IsDict():
 		return NewInt(int64(v.AsDict().Len())), nil
 	case v.IsString():
-		return NewInt(int64(len([]rune(v.AsString())))), nil
+		b.scan(int64(len(v.AsString())))
+		return NewInt(int64(utf8.RuneCountInString(v.AsString()))), nil
 	}
 
 	return NewInt(0), nil
 }
 
-func filterReverse(args []Value, kwargs map[string]Value) (Value, error) {
+func filterReverse(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	if len(args) == 0 {
 		return NewList(nil), nil
 	}
 
 	v := args[0]
 	if v.IsString() {
+		b.alloc(size(len(v.AsString()), 8))
 		runes := []rune(v.AsString())
 		for i, j := 0, len(runes)-1; i < j; i, j = i+1, j-1 {
 			runes[i], runes[j] = runes[j], runes[i]
@@ -712,6 +778,7 @@ func filterReverse(args []Value, kwargs map[string]Value) (Value, error) {
 
 	if v.IsList() {
 		src := v.AsList().Items
+		b.allocValues(len(src))
 		items := make([]Value, len(src))
 		for i, item := range src {
 			items[len(src)-1-i] = item
@@ -722,12 +789,13 @@ func filterReverse(args []Value, kwargs map[string]Value) (Value, error) {
 	return v, nil
 }
 
-func filterSort(args []Value, kwargs map[string]Value) (Value, error) {
+func filterSort(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	if len(args) == 0 || !args[0].IsList() {
 		return NewList(nil), nil
 	}
 
 	src := args[0].AsList().Items
+	b.allocValues(len(src))
 	items := make([]Value, len(src))
 	copy(items, src)
 
@@ -737,7 +805,7 @@ func filterSort(args []Value, kwargs map[string]Value) (Value, error) {
 	}
 
 	sort.SliceStable(items, func(i, j int) bool {
-		cmp := compareValues(items[i], items[j])
+		cmp := compareValues(b, items[i], items[j])
 		if reverse {
 			return cmp > 0
 		}
@@ -747,16 +815,17 @@ func filterSort(args []Value, kwargs map[string]Value) (Value, error) {
 	return NewList(items), nil
 }
 
-func filterUnique(args []Value, kwargs map[string]Value) (Value, error) {
+func filterUnique(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	if len(args) == 0 || !args[0].IsList() {
 		return NewList(nil), nil
 	}
 
 	src := args[0].AsList().Items
+	b.allocValues(2 * len(src)) // the seen set and the result
 	seen := make(map[string]bool)
 	var items []Value
 	for _, item := range src {
-		key := printValue(item)
+		key := b.print(item)
 		if !seen[key] {
 			seen[key] = true
 			items = append(items, item)
@@ -766,7 +835,7 @@ func filterUnique(args []Value, kwargs map[string]Value) (Value, error) {
 	return NewList(items), nil
 }
 
-func filterList(args []Value, kwargs map[string]Value) (Value, error) {
+func filterList(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	if len(args) == 0 {
 		return NewList(nil), nil
 	}
@@ -776,6 +845,8 @@ func filterList(args []Value, kwargs map[string]Value) (Value, error) {
 		return v, nil
 	}
 	if v.IsString() {
+		b.alloc(size(len(v.AsString()), 4))
+		b.allocValues(utf8.RuneCountInString(v.AsString()))
 		runes := []rune(v.AsString())
 		items := make([]Value, len(runes))
 		for i, r := range runes {
@@ -787,41 +858,41 @@ func filterList(args []Value, kwargs map[string]Value) (Value, error) {
 	return NewList([]Value{v}), nil
 }
 
-func filterInt(args []Value, kwargs map[string]Value) (Value, error) {
+func filterInt(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	if len(args) == 0 {
 		return NewInt(0), nil
 	}
 	return NewInt(toInt64(args[0])), nil
 }
 
-func filterFloatConv(args []Value, kwargs map[string]Value) (Value, error) {
+func filterFloatConv(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	if len(args) == 0 {
 		return NewFloat(0), nil
 	}
 	return NewFloat(toFloat64(args[0])), nil
 }
 
-func filterString(args []Value, kwargs map[string]Value) (Value, error) {
+func filterString(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	if len(args) == 0 {
 		return NewString(""), nil
 	}
-	return NewString(printValue(args[0])), nil
+	return NewString(b.print(args[0])), nil
 }
 
-func filterSafe(args []Value, kwargs map[string]Value) (Value, error) {
+func filterSafe(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	if len(args) == 0 {
 		return NewString(""), nil
 	}
 	return args[0], nil
 }
 
-func filterReplace(args []Value, kwargs map[string]Value) (Value, error) {
+func filterReplace(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	if len(args) < 3 {
 		return NewString(""), fmt.Errorf("replace: expected at least 3 arguments")
 	}
-	s := printValue(args[0])
-	old := printValue(args[1])
-	newStr := printValue(args[2])
+	s := b.print(args[0])
+	old := b.print(args[1])
+	newStr := b.print(args[2])
 
 	count := -1
 	if len(args) > 3 {
@@ -831,10 +902,11 @@ func filterReplace(args []Value, kwargs map[string]Value) (Value, error) {
 		count = int(toInt64(c))
 	}
 
+	b.alloc(replacedSize(s, old, newStr, count))
 	return NewString(strings.Replace(s, old, newStr, count)), nil
 }
 
-func filterRound(args []Value, kwargs map[string]Value) (Value, error) {
+func filterRound(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	if len(args) == 0 {
 		return NewFloat(0), nil
 	}
@@ -857,7 +929,7 @@ func filterRound(args []Value, kwargs map[string]Value) (Value, error) {
 	return NewFloat(rounded), nil
 }
 
-func filterAbs(args []Value, kwargs map[string]Value) (Value, error) {
+func filterAbs(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	if len(args) == 0 {
 		return NewInt(0), nil
 	}
@@ -877,7 +949,7 @@ func filterAbs(args []Value, kwargs map[string]Value) (Value, error) {
 	return NewInt(0), nil
 }
 
-func filterMap(args []Value, kwargs map[string]Value) (Value, error) {
+func filterMap(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	if len(args) == 0 || !args[0].IsList() {
 		return NewList(nil), nil
 	}
@@ -886,12 +958,13 @@ func filterMap(args []Value, kwargs map[string]Value) (Value, error) {
 
 	// map(attribute="name") form
 	if attr, ok := kwargs["attribute"]; ok {
-		attrName := printValue(attr)
+		attrName := b.print(attr)
 		defVal := Undefined()
 		if d, ok := kwargs["default"]; ok {
 			defVal = d
 		}
 
+		b.allocValues(list.Len())
 		items := make([]Value, list.Len())
 		for i, item := range list.Items {
 			if item.IsDict() {
@@ -908,10 +981,11 @@ func filterMap(args []Value, kwargs map[string]Value) (Value, error) {
 		return NewList(items), nil
 	}
 
+	b.allocValues(list.Len())
 	return NewList(list.Items), nil
 }
 
-func filterSelect(args []Value, kwargs map[string]Value) (Value, error) {
+func filterSelect(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	if len(args) == 0 || !args[0].IsList() {
 		return NewList(nil), nil
 	}
@@ -924,6 +998,7 @@ func filterSelect(args []Value, kwargs map[string]Value) (Value, error) {
 
 	testArgs := args[2:]
 
+	b.allocValues(list.Len())
 	var items []Value
 	for _, item := range list.Items {
 		if testName == "" {
@@ -931,7 +1006,7 @@ func filterSelect(args []Value, kwargs map[string]Value) (Value, error) {
 				items = append(items, item)
 			}
 		} else {
-			result, err := evalTest(testName, item, testArgs)
+			result, err := evalTest(b, testName, item, testArgs)
 			if err != nil {
 				return Undefined(), err
 			}
@@ -944,7 +1019,7 @@ func filterSelect(args []Value, kwargs map[string]Value) (Value, error) {
 	return NewList(items), nil
 }
 
-func filterReject(args []Value, kwargs map[string]Value) (Value, error) {
+func filterReject(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	if len(args) == 0 || !args[0].IsList() {
 		return NewList(nil), nil
 	}
@@ -957,6 +1032,7 @@ func filterReject(args []Value, kwargs map[string]Value) (Value, error) {
 
 	testArgs := args[2:]
 
+	b.allocValues(list.Len())
 	var items []Value
 	for _, item := range list.Items {
 		if testName == "" {
@@ -964,7 +1040,7 @@ func filterReject(args []Value, kwargs map[string]Value) (Value, error) {
 				items = append(items, item)
 			}
 		} else {
-			result, err := evalTest(testName, item, testArgs)
+			result, err := evalTest(b, testName, item, testArgs)
 			if err != nil {
 				return Undefined(), err
 			}
@@ -977,20 +1053,21 @@ func filterReject(args []Value, kwargs map[string]Value) (Value, error) {
 	return NewList(items), nil
 }
 
-func filterSelectattr(args []Value, kwargs map[string]Value) (Value, error) {
+func filterSelectattr(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	if len(args) < 2 || !args[0].IsList() {
 		return NewList(nil), nil
 	}
 
 	list := args[0].AsList()
-	attrName := printValue(args[1])
+	attrName := b.print(args[1])
 	testName := "truthy"
 	if len(args) > 2 {
-		testName = printValue(args[2])
+		testName = b.print(args[2])
 	}
 
 	testArgs := args[3:]
 
+	b.allocValues(list.Len())
 	var items []Value
 	for _, item := range list.Items {
 		attrVal := Undefined()
@@ -1005,7 +1082,7 @@ func filterSelectattr(args []Value, kwargs map[string]Value) (Value, error) {
 				items = append(items, item)
 			}
 		} else {
-			result, err := evalTest(testName, attrVal, testArgs)
+			result, err := evalTest(b, testName, attrVal, testArgs)
 			if err != nil {
 				return Undefined(), err
 			}
@@ -1018,20 +1095,21 @@ func filterSelectattr(args []Value, kwargs map[string]Value) (Value, error) {
 	return NewList(items), nil
 }
 
-func filterRejectattr(args []Value, kwargs map[string]Value) (Value, error) {
+func filterRejectattr(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	if len(args) < 2 || !args[0].IsList() {
 		return NewList(nil), nil
 	}
 
 	list := args[0].AsList()
-	attrName := printValue(args[1])
+	attrName := b.print(args[1])
 	testName := "truthy"
 	if len(args) > 2 {
-		testName = printValue(args[2])
+		testName = b.print(args[2])
 	}
 
 	testArgs := args[3:]
 
+	b.allocValues(list.Len())
 	var items []Value
 	for _, item := range list.Items {
 		attrVal := Undefined()
@@ -1046,7 +1124,7 @@ func filterRejectattr(args []Value, kwargs map[string]Value) (Value, error) {
 				items = append(items, item)
 			}
 		} else {
-			result, err := evalTest(testName, attrVal, testArgs)
+			result, err := evalTest(b, testName, attrVal, testArgs)
 			if err != nil {
 				return Undefined(), err
 			}
@@ -1059,12 +1137,12 @@ func filterRejectattr(args []Value, kwargs map[string]Value) (Value, error) {
 	return NewList(items), nil
 }
 
-func filterIndent(args []Value, kwargs map[string]Value) (Value, error) {
+func filterIndent(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	if len(args) == 0 {
 		return NewString(""), nil
 	}
 
-	s := printValue(args[0])
+	s := b.print(args[0])
 	width := 4
 	if len(args) > 1 {
 		width = int(toInt64(args[1]))
@@ -1081,7 +1159,12 @@ func filterIndent(args []Value, kwargs map[string]Value) (Value, error) {
 		indentFirst = f.IsTruthy()
 	}
 
-	pad := strings.Repeat(" ", width)
+	// Every line but the first may gain the pad; the lines are sliced
+	// from s, and joined again.
+	nl := strings.Count(s, "\n")
+	b.allocValues(nl + 1)
+	b.alloc(int64(len(s)) + size(nl+1, width))
+	pad := strings.Repeat(" ", max(width, 0))
 	lines := strings.Split(s, "\n")
 	for i, line := range lines {
 		if i == 0 && !indentFirst {
@@ -1095,19 +1178,31 @@ func filterIndent(args []Value, kwargs map[string]Value) (Value, error) {
 	return NewString(strings.Join(lines, "\n")), nil
 }
 
-func filterWordcount(args []Value, kwargs map[string]Value) (Value, error) {
+func filterWordcount(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	if len(args) == 0 {
 		return NewInt(0), nil
 	}
-	words := strings.Fields(printValue(args[0]))
-	return NewInt(int64(len(words))), nil
+	// Counted as strings.Fields splits, without making the fields.
+	s := b.print(args[0])
+	b.scan(int64(len(s)))
+	words, in := 0, false
+	for _, r := range s {
+		if unicode.IsSpace(r) {
+			in = false
+		} else if !in {
+			in, words = true, words+1
+		}
+	}
+	return NewInt(int64(words)), nil
 }
 
-func filterEscape(args []Value, kwargs map[string]Value) (Value, error) {
+func filterEscape(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	if len(args) == 0 {
 		return NewString(""), nil
 	}
-	s := printValue(args[0])
+	s := b.print(args[0])
+	// Five passes, each at most six times the input ("&#39;" for "'").
+	b.alloc(size(len(s), 5*6))
 	s = strings.ReplaceAll(s, "&", "&amp;")
 	s = strings.ReplaceAll(s, "<", "&lt;")
 	s = strings.ReplaceAll(s, ">", "&gt;")
@@ -1116,7 +1211,7 @@ func filterEscape(args []Value, kwargs map[string]Value) (Value, error) {
 	return NewString(s), nil
 }
 
-func filterDictsort(args []Value, kwargs map[string]Value) (Value, error) {
+func filterDictsort(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	if len(args) == 0 || !args[0].IsDict() {
 		return NewList(nil), nil
 	}
@@ -1127,6 +1222,7 @@ func filterDictsort(args []Value, kwargs map[string]Value) (Value, error) {
 		reverse = r.AsBool()
 	}
 
+	b.allocValues(4 * len(d.Keys)) // the keys, and a pair for each
 	keys := make([]string, len(d.Keys))
 	copy(keys, d.Keys)
 
@@ -1145,7 +1241,7 @@ func filterDictsort(args []Value, kwargs map[string]Value) (Value, error) {
 	return NewList(items), nil
 }
 
-func filterMax(args []Value, kwargs map[string]Value) (Value, error) {
+func filterMax(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	if len(args) == 0 || !args[0].IsList() {
 		return Undefined(), nil
 	}
@@ -1157,7 +1253,7 @@ func filterMax(args []Value, kwargs map[string]Value) (Value, error) {
 
 	maxVal := list.Items[0]
 	for _, item := range list.Items[1:] {
-		if compareValues(item, maxVal) > 0 {
+		if compareValues(b, item, maxVal) > 0 {
 			maxVal = item
 		}
 	}
@@ -1165,7 +1261,7 @@ func filterMax(args []Value, kwargs map[string]Value) (Value, error) {
 	return maxVal, nil
 }
 
-func filterMin(args []Value, kwargs map[string]Value) (Value, error) {
+func filterMin(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	if len(args) == 0 || !args[0].IsList() {
 		return Undefined(), nil
 	}
@@ -1177,7 +1273,7 @@ func filterMin(args []Value, kwargs map[string]Value) (Value, error) {
 
 	minVal := list.Items[0]
 	for _, item := range list.Items[1:] {
-		if compareValues(item, minVal) < 0 {
+		if compareValues(b, item, minVal) < 0 {
 			minVal = item
 		}
 	}
@@ -1185,7 +1281,7 @@ func filterMin(args []Value, kwargs map[string]Value) (Value, error) {
 	return minVal, nil
 }
 
-func filterSum(args []Value, kwargs map[string]Value) (Value, error) {
+func filterSum(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	if len(args) == 0 || !args[0].IsList() {
 		return NewInt(0), nil
 	}
@@ -1193,6 +1289,7 @@ func filterSum(args []Value, kwargs map[string]Value) (Value, error) {
 	list := args[0].AsList()
 	var sumF float64
 	isFloat := false
+	b.scan(size(list.Len(), valueBytes))
 
 	for _, item := range list.Items {
 		if item.IsFloat() {
@@ -1209,7 +1306,7 @@ func filterSum(args []Value, kwargs map[string]Value) (Value, error) {
 	return NewInt(int64(sumF)), nil
 }
 
-func filterBatch(args []Value, kwargs map[string]Value) (Value, error) {
+func filterBatch(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	if len(args) < 2 || !args[0].IsList() {
 		return NewList(nil), nil
 	}
@@ -1220,6 +1317,7 @@ func filterBatch(args []Value, kwargs map[string]Value) (Value, error) {
 		return NewList(nil), nil
 	}
 
+	b.allocValues(list.Len() + list.Len()/linecount + 1)
 	var batches []Value
 	for i := 0; i < list.Len(); i += linecount {
 		end := min(i+linecount, list.Len())
@@ -1275,7 +1373,8 @@ func toFloat64(v Value) float64 {
 	return 0
 }
 
-func compareValues(a, b Value) int {
+func compareValues(bud *budget, a, b Value) int {
+	bud.scan(stringLen(a) + stringLen(b))
 	af := toFloat64(a)
 	bf := toFloat64(b)
 	if af < bf {
@@ -1290,10 +1389,19 @@ func compareValues(a, b Value) int {
 	return 0
 }
 
-func containsValue(container, item Value) bool {
+// stringLen is len(v) for a string, and 0 for anything else.
+func stringLen(v Value) int64 {
+	if v.IsString() {
+		return int64(len(v.AsString()))
+	}
+	return 0
+}
+
+func containsValue(b *budget, container, item Value) bool {
+	b.scan(stringLen(container) + stringLen(item))
 	if container.IsList() {
 		for _, v := range container.AsList().Items {
-			if v.Equals(item) {
+			if b.equal(v, item, 0) {
 				return true
 			}
 		}
@@ -1309,8 +1417,12 @@ func containsValue(container, item Value) bool {
 }
 
 // valueToGo converts a Value back to a plain Go type suitable for
-// json.Marshal.
-func valueToGo(v Value) any {
+// json.Marshal, at nesting depth, counting what it made into n: the values
+// and the deepest nesting.
+func valueToGo(b *budget, v Value, depth int, n *goValues) any {
+	b.nest(depth)
+	n.values++
+	n.depth = max(n.depth, depth)
 	switch v.kind {
 	case KindUndefined, KindNone:
 		return nil
@@ -1321,19 +1433,23 @@ func valueToGo(v Value) any {
 	case KindFloat:
 		return v.AsFloat()
 	case KindString:
+		b.alloc(int64(len(v.AsString())))
 		return v.AsString()
 	case KindList:
 		list := v.AsList()
+		b.allocValues(list.Len())
 		out := make([]any, list.Len())
 		for i, item := range list.Items {
-			out[i] = valueToGo(item)
+			out[i] = valueToGo(b, item, depth+1, n)
 		}
 		return out
 	case KindDict:
 		d := v.AsDict()
+		b.allocValues(2 * d.Len())
 		out := make(map[string]any, d.Len())
 		for _, key := range d.Keys {
-			out[key] = valueToGo(d.Data[key])
+			b.alloc(int64(len(key)))
+			out[key] = valueToGo(b, d.Data[key], depth+1, n)
 		}
 		return out
 	case KindCallable:
@@ -1342,11 +1458,14 @@ func valueToGo(v Value) any {
 	return nil
 }
 
-// printValue converts a Value to its template output string. Unlike
-// String() which returns a Python-style repr, printValue returns the
+// goValues counts what valueToGo made.
+type goValues struct{ values, depth int }
+
+// print converts a Value to its template output string. Unlike
+// String() which returns a Python-style repr, print returns the
 // raw text for template rendering (no quotes around strings, empty
-// string for None/Undefined).
-func printValue(v Value) string {
+// string for None/Undefined). A list or dict is charged as it is written.
+func (b *budget) print(v Value) string {
 	switch v.kind {
 	case KindUndefined:
 		return ""
@@ -1358,17 +1477,15 @@ func printValue(v Value) string {
 		}
 		return "False"
 	case KindInt:
-		return fmt.Sprintf("%d", v.AsInt())
+		return strconv.FormatInt(v.AsInt(), 10)
 	case KindFloat:
 		f := v.AsFloat()
 		s := fmt.Sprintf("%g", f)
 		return s
 	case KindString:
 		return v.AsString()
-	case KindList:
-		return v.String()
-	case KindDict:
-		return v.String()
+	case KindList, KindDict:
+		return b.repr(v)
 	case KindCallable:
 		return ""
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"unicode/utf8"
 )
 
 var (
@@ -46,7 +47,22 @@ func (s *scope) set(name string, val Value) {
 type evaluator struct {
 	scope    *scope
 	builtins *scope
-	output   strings.Builder
+	output   builder
+	b        *budget // the render's, shared by every evaluator it makes
+}
+
+// sub is an evaluator for a body rendered apart (a macro's, a block's)
+// in s, on the same budget.
+func (e *evaluator) sub(s *scope) *evaluator {
+	return &evaluator{scope: s, builtins: e.builtins, output: builder{b: e.b}, b: e.b}
+}
+
+// invoke calls c, handing a builtin the render's budget.
+func (e *evaluator) invoke(c *Callable, args []Value, kwargs map[string]Value) (Value, error) {
+	if c.metered != nil {
+		return c.metered(e.b, args, kwargs)
+	}
+	return c.Fn(args, kwargs)
 }
 
 func (e *evaluator) execNodes(nodes []node) error {
@@ -59,6 +75,7 @@ func (e *evaluator) execNodes(nodes []node) error {
 }
 
 func (e *evaluator) execNode(n node) error {
+	e.b.step()
 	switch nd := n.(type) {
 	case *textNode:
 		e.output.WriteString(nd.text)
@@ -69,7 +86,7 @@ func (e *evaluator) execNode(n node) error {
 		if err != nil {
 			return err
 		}
-		e.output.WriteString(printValue(val))
+		e.output.WriteString(e.b.print(val))
 		return nil
 
 	case *ifNode:
@@ -133,10 +150,12 @@ func (e *evaluator) execFor(n *forNode) error {
 		items = iterVal.AsList().Items
 	case iterVal.IsDict():
 		d := iterVal.AsDict()
+		e.b.allocValues(d.Len())
 		for _, key := range d.Keys {
 			items = append(items, NewString(key))
 		}
 	case iterVal.IsString():
+		e.b.allocValues(utf8.RuneCountInString(iterVal.AsString()))
 		for _, r := range iterVal.AsString() {
 			items = append(items, NewString(string(r)))
 		}
@@ -183,6 +202,7 @@ func (e *evaluator) execFor(n *forNode) error {
 	child.set("loop", loop)
 
 	for i, item := range items {
+		e.b.step() // an empty body takes no step of its own
 		// Set loop variable(s).
 		if n.keyVar != "" {
 			// Destructuring: for key, val in items
@@ -257,19 +277,18 @@ func (e *evaluator) execSet(n *setNode) error {
 		if !ok || !nsVal.IsDict() {
 			return fmt.Errorf("set: namespace %q not found or not a dict", n.namespace)
 		}
+		e.b.allocValues(1)
 		nsVal.AsDict().Set(n.target, val)
 		return nil
 	}
 
+	e.b.allocValues(1)
 	e.scope.set(n.target, val)
 	return nil
 }
 
 func (e *evaluator) execSetBlock(n *setBlockNode) error {
-	bodyEval := evaluator{
-		scope:    e.scope,
-		builtins: e.builtins,
-	}
+	bodyEval := e.sub(e.scope)
 	if err := bodyEval.execNodes(n.body); err != nil {
 		return err
 	}
@@ -284,6 +303,10 @@ func (e *evaluator) execMacro(n *macroNode) error {
 	parentScope := e.scope
 
 	fn := NewCallable(n.name, func(args []Value, kwargs map[string]Value) (Value, error) {
+		// Counted here, in the call, so a macro called by another name
+		// (set g = f) nests no deeper than one called by its own.
+		e.b.enter()
+		defer e.b.leave()
 		child := newScope(parentScope)
 
 		// Bind positional args.
@@ -293,7 +316,7 @@ func (e *evaluator) execMacro(n *macroNode) error {
 			} else if v, ok := kwargs[param.name]; ok {
 				child.set(param.name, v)
 			} else if param.defaultVal != nil {
-				defEval := evaluator{scope: child, builtins: e.builtins}
+				defEval := e.sub(child)
 				defVal, err := defEval.evalExpr(param.defaultVal)
 				if err != nil {
 					return Undefined(), err
@@ -309,10 +332,7 @@ func (e *evaluator) execMacro(n *macroNode) error {
 			child.set("caller", caller)
 		}
 
-		macroEval := evaluator{
-			scope:    child,
-			builtins: e.builtins,
-		}
+		macroEval := e.sub(child)
 
 		if err := macroEval.execNodes(body); err != nil {
 			return Undefined(), err
@@ -332,6 +352,8 @@ func (e *evaluator) execCall(n *callNode) error {
 	parentScope := e.scope
 
 	caller := NewCallable("caller", func(args []Value, kwargs map[string]Value) (Value, error) {
+		e.b.enter()
+		defer e.b.leave()
 		child := newScope(parentScope)
 		for i, argName := range callerArgs {
 			if i < len(args) {
@@ -339,10 +361,7 @@ func (e *evaluator) execCall(n *callNode) error {
 			}
 		}
 
-		callerEval := evaluator{
-			scope:    child,
-			builtins: e.builtins,
-		}
+		callerEval := e.sub(child)
 		if err := callerEval.execNodes(body); err != nil {
 			return Undefined(), err
 		}
@@ -378,11 +397,11 @@ func (e *evaluator) execCall(n *callNode) error {
 			kwargs[kw.name] = v
 		}
 
-		result, err := fn.AsCallable().Fn(args, kwargs)
+		result, err := e.invoke(fn.AsCallable(), args, kwargs)
 		if err != nil {
 			return err
 		}
-		e.output.WriteString(printValue(result))
+		e.output.WriteString(e.b.print(result))
 		return nil
 	}
 
@@ -395,20 +414,17 @@ func (e *evaluator) execCall(n *callNode) error {
 		return fmt.Errorf("call: expression is not callable")
 	}
 
-	result, err := fn.AsCallable().Fn(nil, map[string]Value{"caller": caller})
+	result, err := e.invoke(fn.AsCallable(), nil, map[string]Value{"caller": caller})
 	if err != nil {
 		return err
 	}
-	e.output.WriteString(printValue(result))
+	e.output.WriteString(e.b.print(result))
 	return nil
 }
 
 func (e *evaluator) execFilterBlock(n *filterBlockNode) error {
 	// Render body to string.
-	bodyEval := evaluator{
-		scope:    e.scope,
-		builtins: e.builtins,
-	}
+	bodyEval := e.sub(e.scope)
 	if err := bodyEval.execNodes(n.body); err != nil {
 		return err
 	}
@@ -420,11 +436,11 @@ func (e *evaluator) execFilterBlock(n *filterBlockNode) error {
 		if !ok {
 			return fmt.Errorf("unknown filter %q", fe.name)
 		}
-		result, err := filterVal.AsCallable().Fn([]Value{NewString(bodyStr)}, nil)
+		result, err := e.invoke(filterVal.AsCallable(), []Value{NewString(bodyStr)}, nil)
 		if err != nil {
 			return err
 		}
-		e.output.WriteString(printValue(result))
+		e.output.WriteString(e.b.print(result))
 		return nil
 	}
 
@@ -438,6 +454,7 @@ func (e *evaluator) execFilterBlock(n *filterBlockNode) error {
 // =============================================================================
 
 func (e *evaluator) evalExpr(ex expr) (Value, error) {
+	e.b.step()
 	switch n := ex.(type) {
 	case *litExpr:
 		return n.val, nil
@@ -474,6 +491,7 @@ func (e *evaluator) evalExpr(ex expr) (Value, error) {
 		return e.evalTestExpr(n)
 
 	case *listExpr:
+		e.b.allocValues(len(n.items))
 		items := make([]Value, len(n.items))
 		for i, item := range n.items {
 			v, err := e.evalExpr(item)
@@ -496,7 +514,9 @@ func (e *evaluator) evalExpr(ex expr) (Value, error) {
 			if err != nil {
 				return Undefined(), err
 			}
-			dict.Set(printValue(key), val)
+			k := e.b.print(key)
+			e.b.alloc(int64(len(k)) + valueBytes)
+			dict.Set(k, val)
 		}
 		return d, nil
 
@@ -558,7 +578,7 @@ func (e *evaluator) evalItem(n *itemExpr) (Value, error) {
 	}
 
 	if obj.IsDict() {
-		k := printValue(key)
+		k := e.b.print(key)
 		if v, ok := obj.AsDict().Get(k); ok {
 			return v, nil
 		}
@@ -566,16 +586,9 @@ func (e *evaluator) evalItem(n *itemExpr) (Value, error) {
 	}
 
 	if obj.IsString() {
-		idx := int(toInt64(key))
 		s := obj.AsString()
-		runes := []rune(s)
-		if idx < 0 {
-			idx += len(runes)
-		}
-		if idx < 0 || idx >= len(runes) {
-			return Undefined(), nil
-		}
-		return NewString(string(runes[idx])), nil
+		e.b.scan(int64(len(s)))
+		return runeAt(s, toInt64(key)), nil
 	}
 
 	return Undefined(), nil
@@ -607,6 +620,7 @@ func (e *evaluator) evalSlice(n *sliceExpr) (Value, error) {
 			if start >= stop {
 				return NewList(nil), nil
 			}
+			e.b.allocValues(stop - start)
 			items := make([]Value, stop-start)
 			copy(items, list.Items[start:stop])
 			return NewList(items), nil
@@ -618,7 +632,8 @@ func (e *evaluator) evalSlice(n *sliceExpr) (Value, error) {
 			// avoid append's geometric growth allocations.
 			count := (stop - start + step - 1) / step
 			if count > 0 {
-				items = make([]Value, 0, count)
+				e.b.allocValues(min(count, length))
+				items = make([]Value, 0, min(count, length))
 			}
 			for i := start; i < stop; i += step {
 				if i >= 0 && i < length {
@@ -628,7 +643,8 @@ func (e *evaluator) evalSlice(n *sliceExpr) (Value, error) {
 		} else if step < 0 {
 			count := (start - stop - step - 1) / -step
 			if count > 0 {
-				items = make([]Value, 0, count)
+				e.b.allocValues(min(count, length))
+				items = make([]Value, 0, min(count, length))
 			}
 			for i := start; i > stop; i += step {
 				if i >= 0 && i < length {
@@ -674,6 +690,7 @@ func (e *evaluator) evalSlice(n *sliceExpr) (Value, error) {
 				if start <= stop {
 					return NewString(""), nil
 				}
+				e.b.alloc(int64(start - stop))
 				buf := make([]byte, 0, start-stop)
 				for i := start; i > stop; i-- {
 					buf = append(buf, s[i])
@@ -683,6 +700,7 @@ func (e *evaluator) evalSlice(n *sliceExpr) (Value, error) {
 			// Fall through to the general path for unusual steps.
 		}
 
+		e.b.alloc(size(len(s), 8)) // the runes, and at most as many again for the result
 		runes := []rune(s)
 		length := len(runes)
 		start, stop, step := resolveSlice(n, e, length)
@@ -706,6 +724,25 @@ func (e *evaluator) evalSlice(n *sliceExpr) (Value, error) {
 	return Undefined(), nil
 }
 
+// runeAt is s[idx] by code point, as Python indexes a str (a negative
+// idx counts from the end), or Undefined out of range. It walks s rather
+// than converting it, so indexing a long string allocates nothing.
+func runeAt(s string, idx int64) Value {
+	if idx < 0 {
+		idx += int64(utf8.RuneCountInString(s))
+	}
+	if idx < 0 {
+		return Undefined()
+	}
+	for _, r := range s {
+		if idx == 0 {
+			return NewString(string(r))
+		}
+		idx--
+	}
+	return Undefined()
+}
+
 // isASCII reports whether s contains only 7-bit ASCII bytes. Used to
 // skip the []rune conversion in evalSlice's string branch when byte
 // indexing produces the same result as code-point indexing.
@@ -718,7 +755,18 @@ func isASCII(s string) bool {
 	return true
 }
 
+// resolveSlice is the slice's start, stop and step, clamped as Python
+// clamps them to the sequence, so that a loop from start to stop visits
+// only indexes inside it however large the template's bounds.
 func resolveSlice(n *sliceExpr, e *evaluator, length int) (int, int, int) {
+	start, stop, step := sliceBounds(n, e, length)
+	if step > 0 { // a step past the end takes one item, as any longer one would
+		return min(max(start, 0), length), min(max(stop, 0), length), min(step, length+1)
+	}
+	return min(max(start, -1), length-1), min(max(stop, -1), length-1), max(step, -length-1)
+}
+
+func sliceBounds(n *sliceExpr, e *evaluator, length int) (int, int, int) {
 	step := 1
 	if n.step != nil {
 		v, _ := e.evalExpr(n.step)
@@ -817,11 +865,11 @@ func (e *evaluator) evalBinary(n *binExpr) (Value, error) {
 
 	switch n.op {
 	case "+":
-		return addValues(left, right), nil
+		return addValues(e.b, left, right), nil
 	case "-":
 		return subValues(left, right), nil
 	case "*":
-		return mulValues(left, right), nil
+		return mulValues(e.b, left, right), nil
 	case "/":
 		return divValues(left, right), nil
 	case "//":
@@ -831,23 +879,25 @@ func (e *evaluator) evalBinary(n *binExpr) (Value, error) {
 	case "**":
 		return powValues(left, right), nil
 	case "~":
-		return NewString(printValue(left) + printValue(right)), nil
+		l, r := e.b.print(left), e.b.print(right)
+		e.b.alloc(int64(len(l)) + int64(len(r)))
+		return NewString(l + r), nil
 	case "==":
-		return NewBool(valuesEqual(left, right)), nil
+		return NewBool(valuesEqual(e.b, left, right)), nil
 	case "!=":
-		return NewBool(!valuesEqual(left, right)), nil
+		return NewBool(!valuesEqual(e.b, left, right)), nil
 	case "<":
-		return NewBool(compareValues(left, right) < 0), nil
+		return NewBool(compareValues(e.b, left, right) < 0), nil
 	case ">":
-		return NewBool(compareValues(left, right) > 0), nil
+		return NewBool(compareValues(e.b, left, right) > 0), nil
 	case "<=":
-		return NewBool(compareValues(left, right) <= 0), nil
+		return NewBool(compareValues(e.b, left, right) <= 0), nil
 	case ">=":
-		return NewBool(compareValues(left, right) >= 0), nil
+		return NewBool(compareValues(e.b, left, right) >= 0), nil
 	case "in":
-		return NewBool(containsValue(right, left)), nil
+		return NewBool(containsValue(e.b, right, left)), nil
 	case "not in":
-		return NewBool(!containsValue(right, left)), nil
+		return NewBool(!containsValue(e.b, right, left)), nil
 	}
 
 	return Undefined(), fmt.Errorf("unknown binary operator %q", n.op)
@@ -877,7 +927,7 @@ func (e *evaluator) evalCallExpr(n *callExpr) (Value, error) {
 	}
 
 	if !fn.IsCallable() {
-		return Undefined(), fmt.Errorf("%s is not callable: %s", callableName(n.fn), fn.String())
+		return Undefined(), fmt.Errorf("%s is not callable: %s", callableName(n.fn), e.b.repr(fn))
 	}
 
 	args := make([]Value, len(n.args))
@@ -901,7 +951,7 @@ func (e *evaluator) evalCallExpr(n *callExpr) (Value, error) {
 		}
 	}
 
-	return fn.AsCallable().Fn(args, kwargs)
+	return e.invoke(fn.AsCallable(), args, kwargs)
 }
 
 func callableName(ex expr) string {
@@ -963,7 +1013,7 @@ func (e *evaluator) evalFilter(n *filterExpr) (Value, error) {
 		}
 	}
 
-	return filterVal.AsCallable().Fn(args, kwargs)
+	return e.invoke(filterVal.AsCallable(), args, kwargs)
 }
 
 func (e *evaluator) evalTestExpr(n *testExpr) (Value, error) {
@@ -981,7 +1031,7 @@ func (e *evaluator) evalTestExpr(n *testExpr) (Value, error) {
 		testArgs = append(testArgs, v)
 	}
 
-	result, err := evalTest(n.name, val, testArgs)
+	result, err := evalTest(e.b, n.name, val, testArgs)
 	if err != nil {
 		return Undefined(), err
 	}
@@ -999,12 +1049,14 @@ func (e *evaluator) evalTestExpr(n *testExpr) (Value, error) {
 
 func (e *evaluator) stringMethod(obj Value, method string) (Value, error) {
 	s := obj.AsString()
+	b := e.b
+	b.scan(int64(len(s))) // every method reads s once, at least
 
 	switch method {
 	case "strip":
 		return e.makeStringFunc("strip", func(args []Value, kwargs map[string]Value) (Value, error) {
 			if len(args) > 0 {
-				return NewString(strings.Trim(s, printValue(args[0]))), nil
+				return NewString(strings.Trim(s, b.print(args[0]))), nil
 			}
 			return NewString(strings.TrimSpace(s)), nil
 		}), nil
@@ -1012,7 +1064,7 @@ func (e *evaluator) stringMethod(obj Value, method string) (Value, error) {
 	case "lstrip":
 		return e.makeStringFunc("lstrip", func(args []Value, kwargs map[string]Value) (Value, error) {
 			if len(args) > 0 {
-				return NewString(strings.TrimLeft(s, printValue(args[0]))), nil
+				return NewString(strings.TrimLeft(s, b.print(args[0]))), nil
 			}
 			return NewString(strings.TrimLeftFunc(s, func(r rune) bool {
 				return r == ' ' || r == '\t' || r == '\n' || r == '\r'
@@ -1022,7 +1074,7 @@ func (e *evaluator) stringMethod(obj Value, method string) (Value, error) {
 	case "rstrip":
 		return e.makeStringFunc("rstrip", func(args []Value, kwargs map[string]Value) (Value, error) {
 			if len(args) > 0 {
-				return NewString(strings.TrimRight(s, printValue(args[0]))), nil
+				return NewString(strings.TrimRight(s, b.print(args[0]))), nil
 			}
 			return NewString(strings.TrimRightFunc(s, func(r rune) bool {
 				return r == ' ' || r == '\t' || r == '\n' || r == '\r'
@@ -1031,15 +1083,22 @@ func (e *evaluator) stringMethod(obj Value, method string) (Value, error) {
 
 	case "split":
 		return e.makeStringFunc("split", func(args []Value, kwargs map[string]Value) (Value, error) {
+			b.alloc(int64(len(s)))
 			if len(args) == 0 {
 				parts := strings.Fields(s)
+				b.allocValues(len(parts))
 				items := make([]Value, len(parts))
 				for i, p := range parts {
 					items[i] = NewString(p)
 				}
 				return NewList(items), nil
 			}
-			sep := printValue(args[0])
+			sep := b.print(args[0])
+			n := len(s) + 1
+			if sep != "" {
+				n = strings.Count(s, sep) + 1
+			}
+			b.allocValues(n)
 			parts := strings.Split(s, sep)
 			items := make([]Value, len(parts))
 			for i, p := range parts {
@@ -1053,7 +1112,7 @@ func (e *evaluator) stringMethod(obj Value, method string) (Value, error) {
 			if len(args) == 0 {
 				return NewBool(false), nil
 			}
-			return NewBool(strings.HasPrefix(s, printValue(args[0]))), nil
+			return NewBool(strings.HasPrefix(s, b.print(args[0]))), nil
 		}), nil
 
 	case "endswith":
@@ -1061,7 +1120,7 @@ func (e *evaluator) stringMethod(obj Value, method string) (Value, error) {
 			if len(args) == 0 {
 				return NewBool(false), nil
 			}
-			return NewBool(strings.HasSuffix(s, printValue(args[0]))), nil
+			return NewBool(strings.HasSuffix(s, b.print(args[0]))), nil
 		}), nil
 
 	case "replace":
@@ -1069,28 +1128,32 @@ func (e *evaluator) stringMethod(obj Value, method string) (Value, error) {
 			if len(args) < 2 {
 				return NewString(s), nil
 			}
-			old := printValue(args[0])
-			newStr := printValue(args[1])
+			old := b.print(args[0])
+			newStr := b.print(args[1])
 			count := -1
 			if len(args) > 2 {
 				count = int(toInt64(args[2]))
 			}
+			b.alloc(replacedSize(s, old, newStr, count))
 			return NewString(strings.Replace(s, old, newStr, count)), nil
 		}), nil
 
 	case "upper":
 		return e.makeStringFunc("upper", func(args []Value, kwargs map[string]Value) (Value, error) {
+			b.alloc(size(len(s), 3)) // a case change can grow a rune from 1 byte to 3
 			return NewString(strings.ToUpper(s)), nil
 		}), nil
 
 	case "lower":
 		return e.makeStringFunc("lower", func(args []Value, kwargs map[string]Value) (Value, error) {
+			b.alloc(size(len(s), 3))
 			return NewString(strings.ToLower(s)), nil
 		}), nil
 
 	case "title":
 		return e.makeStringFunc("title", func(args []Value, kwargs map[string]Value) (Value, error) {
 			// Simple title case: capitalize first letter of each word.
+			b.alloc(size(len(s), 8))
 			runes := []rune(s)
 			inWord := false
 			for i, r := range runes {
@@ -1109,6 +1172,7 @@ func (e *evaluator) stringMethod(obj Value, method string) (Value, error) {
 			if len(s) == 0 {
 				return NewString(""), nil
 			}
+			b.alloc(size(len(s), 8))
 			runes := []rune(s)
 			runes[0] = []rune(strings.ToUpper(string(runes[0])))[0]
 			return NewString(string(runes)), nil
@@ -1119,7 +1183,7 @@ func (e *evaluator) stringMethod(obj Value, method string) (Value, error) {
 			if len(args) == 0 {
 				return NewInt(0), nil
 			}
-			return NewInt(int64(strings.Count(s, printValue(args[0])))), nil
+			return NewInt(int64(strings.Count(s, b.print(args[0])))), nil
 		}), nil
 
 	case "find":
@@ -1127,7 +1191,7 @@ func (e *evaluator) stringMethod(obj Value, method string) (Value, error) {
 			if len(args) == 0 {
 				return NewInt(-1), nil
 			}
-			return NewInt(int64(strings.Index(s, printValue(args[0])))), nil
+			return NewInt(int64(strings.Index(s, b.print(args[0])))), nil
 		}), nil
 
 	case "format":
@@ -1135,8 +1199,11 @@ func (e *evaluator) stringMethod(obj Value, method string) (Value, error) {
 			result := s
 			for i, arg := range args {
 				placeholder := fmt.Sprintf("{%d}", i)
-				result = strings.ReplaceAll(result, placeholder, printValue(arg))
-				result = strings.Replace(result, "{}", printValue(arg), 1)
+				a := b.print(arg)
+				b.alloc(replacedSize(result, placeholder, a, -1))
+				result = strings.ReplaceAll(result, placeholder, a)
+				b.alloc(replacedSize(result, "{}", a, 1))
+				result = strings.Replace(result, "{}", a, 1)
 			}
 			return NewString(result), nil
 		}), nil
@@ -1159,6 +1226,7 @@ func (e *evaluator) listMethod(obj Value, method string) (Value, error) {
 	switch method {
 	case "append":
 		return NewCallable("list.append", func(args []Value, kwargs map[string]Value) (Value, error) {
+			e.b.allocValues(1)
 			if len(args) > 0 {
 				list.Append(args[0])
 			}
@@ -1180,6 +1248,7 @@ func (e *evaluator) listMethod(obj Value, method string) (Value, error) {
 			if idx < 0 || idx >= list.Len() {
 				return Undefined(), fmt.Errorf("pop index out of range")
 			}
+			e.b.scan(size(list.Len()-idx, valueBytes))
 			val := list.Items[idx]
 			list.Items = append(list.Items[:idx], list.Items[idx+1:]...)
 			return val, nil
@@ -1191,6 +1260,8 @@ func (e *evaluator) listMethod(obj Value, method string) (Value, error) {
 				return None(), nil
 			}
 			idx := min(max(int(toInt64(args[0])), 0), list.Len())
+			e.b.allocValues(1)
+			e.b.scan(size(list.Len()-idx, valueBytes))
 			list.Items = append(list.Items, Undefined())
 			copy(list.Items[idx+1:], list.Items[idx:])
 			list.Items[idx] = args[1]
@@ -1207,10 +1278,12 @@ func (e *evaluator) listMethod(obj Value, method string) (Value, error) {
 
 func (e *evaluator) dictMethod(obj Value, method string) (Value, error) {
 	d := obj.AsDict()
+	b := e.b
 
 	switch method {
 	case "items":
 		return NewCallable("dict.items", func(args []Value, kwargs map[string]Value) (Value, error) {
+			b.allocValues(3 * d.Len())
 			items := make([]Value, 0, d.Len())
 			for _, key := range d.Keys {
 				pair := NewList([]Value{NewString(key), d.Data[key]})
@@ -1221,6 +1294,7 @@ func (e *evaluator) dictMethod(obj Value, method string) (Value, error) {
 
 	case "keys":
 		return NewCallable("dict.keys", func(args []Value, kwargs map[string]Value) (Value, error) {
+			b.allocValues(d.Len())
 			items := make([]Value, 0, d.Len())
 			for _, key := range d.Keys {
 				items = append(items, NewString(key))
@@ -1230,6 +1304,7 @@ func (e *evaluator) dictMethod(obj Value, method string) (Value, error) {
 
 	case "values":
 		return NewCallable("dict.values", func(args []Value, kwargs map[string]Value) (Value, error) {
+			b.allocValues(d.Len())
 			items := make([]Value, 0, d.Len())
 			for _, key := range d.Keys {
 				items = append(items, d.Data[key])
@@ -1242,7 +1317,7 @@ func (e *evaluator) dictMethod(obj Value, method string) (Value, error) {
 			if len(args) == 0 {
 				return Undefined(), nil
 			}
-			key := printValue(args[0])
+			key := b.print(args[0])
 			if v, ok := d.Get(key); ok {
 				return v, nil
 			}
@@ -1257,9 +1332,10 @@ func (e *evaluator) dictMethod(obj Value, method string) (Value, error) {
 			if len(args) == 0 {
 				return Undefined(), nil
 			}
-			key := printValue(args[0])
+			key := b.print(args[0])
 			v, ok := d.Get(key)
 			if ok {
+				b.allocValues(d.Len())
 				delete(d.Data, key)
 				newKeys := make([]string, 0, len(d.Keys)-1)
 				for _, k := range d.Keys {
@@ -1280,6 +1356,7 @@ func (e *evaluator) dictMethod(obj Value, method string) (Value, error) {
 		return NewCallable("dict.update", func(args []Value, kwargs map[string]Value) (Value, error) {
 			if len(args) > 0 && args[0].IsDict() {
 				other := args[0].AsDict()
+				b.allocValues(other.Len())
 				for _, key := range other.Keys {
 					d.Set(key, other.Data[key])
 				}
@@ -1295,11 +1372,14 @@ func (e *evaluator) dictMethod(obj Value, method string) (Value, error) {
 // Arithmetic helpers
 // =============================================================================
 
-func addValues(a, b Value) Value {
+func addValues(bud *budget, a, b Value) Value {
 	if a.IsString() || b.IsString() {
-		return NewString(printValue(a) + printValue(b))
+		l, r := bud.print(a), bud.print(b)
+		bud.alloc(int64(len(l)) + int64(len(r)))
+		return NewString(l + r)
 	}
 	if a.IsList() && b.IsList() {
+		bud.allocValues(a.AsList().Len() + b.AsList().Len())
 		items := make([]Value, 0, a.AsList().Len()+b.AsList().Len())
 		items = append(items, a.AsList().Items...)
 		items = append(items, b.AsList().Items...)
@@ -1318,9 +1398,11 @@ func subValues(a, b Value) Value {
 	return NewInt(toInt64(a) - toInt64(b))
 }
 
-func mulValues(a, b Value) Value {
+func mulValues(bud *budget, a, b Value) Value {
 	if a.IsString() && b.IsInt() {
-		return NewString(strings.Repeat(a.AsString(), int(b.AsInt())))
+		n := max(b.AsInt(), 0) // Python repeats a string a negative number of times as ""
+		bud.alloc(size(len(a.AsString()), int(min(n, math.MaxInt32))))
+		return NewString(strings.Repeat(a.AsString(), int(n)))
 	}
 	if a.IsFloat() || b.IsFloat() {
 		return NewFloat(toFloat64(a) * toFloat64(b))
@@ -1356,7 +1438,7 @@ func powValues(a, b Value) Value {
 	return NewFloat(math.Pow(toFloat64(a), toFloat64(b)))
 }
 
-func valuesEqual(a, b Value) bool {
+func valuesEqual(bud *budget, a, b Value) bool {
 	// Cross-type numeric comparison.
 	if a.IsNumber() && b.IsNumber() {
 		return toFloat64(a) == toFloat64(b)
@@ -1365,5 +1447,5 @@ func valuesEqual(a, b Value) bool {
 	if a.IsNone() && b.IsNone() {
 		return true
 	}
-	return a.Equals(b)
+	return bud.equal(a, b, 0)
 }

@@ -2,7 +2,6 @@ package jinja
 
 import (
 	"fmt"
-	"strings"
 )
 
 // Template is a compiled Jinja template ready for rendering.
@@ -28,8 +27,8 @@ func Compile(source string) (*Template, error) {
 }
 
 // Render executes the template with the provided data and returns the
-// rendered string. Each call creates an isolated scope so templates are
-// safe to render concurrently after compilation.
+// rendered string, within DefaultLimits. Each call creates an isolated
+// scope so templates are safe to render concurrently after compilation.
 func (t *Template) Render(data map[string]any) (string, error) {
 	// Convert Go data to Value types.
 	vals := make(map[string]Value, len(data))
@@ -37,21 +36,27 @@ func (t *Template) Render(data map[string]any) (string, error) {
 		vals[k] = FromGoValue(v)
 	}
 
-	return render(t.nodes, vals)
+	return render(t.nodes, vals, DefaultLimits())
 }
 
 // RenderValues is like Render but accepts pre-converted Value data.
 func (t *Template) RenderValues(data map[string]Value) (string, error) {
-	return render(t.nodes, data)
+	return render(t.nodes, data, DefaultLimits())
+}
+
+// RenderLimited is RenderValues within lim. A render that would spend
+// more stops with a *LimitError.
+func (t *Template) RenderLimited(data map[string]Value, lim Limits) (string, error) {
+	return render(t.nodes, data, lim)
 }
 
 // =============================================================================
 
 // render executes the AST with the given data and returns the result.
-func render(nodes []node, data map[string]Value) (string, error) {
-	e := evaluator{
-		output: strings.Builder{},
-	}
+func render(nodes []node, data map[string]Value, lim Limits) (out string, err error) {
+	defer recoverLimit(&err)
+	b := newBudget(lim)
+	e := evaluator{b: b, output: builder{b: b}}
 
 	// Use the cached builtins scope directly. The scope is initialized
 	// once at package init and is only read after that (lookupFilter,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -166,66 +167,89 @@ func (v Value) AsCallable() *Callable {
 
 // =============================================================================
 
-// String returns a Python-style string representation of the value.
+// String returns a Python-style string representation of the value,
+// within DefaultLimits: a value too large or too deeply nested (one that
+// holds itself) panics with a *LimitError.
 func (v Value) String() string {
-	switch v.kind {
-	case KindUndefined:
-		return "Undefined"
+	return newBudget(DefaultLimits()).repr(v)
+}
 
+// repr is v.String() charged to b.
+func (b *budget) repr(v Value) string {
+	w := builder{b: b}
+	b.writeRepr(&w, v, 0)
+	return w.String()
+}
+
+func (b *budget) writeRepr(w *builder, v Value, depth int) {
+	b.nest(depth)
+	switch v.kind {
 	case KindNone:
-		return "None"
+		w.WriteString("None")
 
 	case KindBool:
 		if v.v.(bool) {
-			return "True"
+			w.WriteString("True")
+		} else {
+			w.WriteString("False")
 		}
-		return "False"
 
 	case KindInt:
-		return fmt.Sprintf("%d", v.v.(int64))
+		w.WriteString(strconv.FormatInt(v.v.(int64), 10))
 
 	case KindFloat:
-		return fmt.Sprintf("%g", v.v.(float64))
+		w.WriteString(fmt.Sprintf("%g", v.v.(float64)))
 
 	case KindString:
-		return fmt.Sprintf("'%s'", v.v.(string))
+		w.WriteByte('\'')
+		w.WriteString(v.v.(string))
+		w.WriteByte('\'')
 
 	case KindList:
 		list := v.v.(*List)
-		var b strings.Builder
-		b.WriteByte('[')
+		w.WriteByte('[')
 		for i, item := range list.Items {
 			if i > 0 {
-				b.WriteString(", ")
+				w.WriteString(", ")
 			}
-			b.WriteString(item.String())
+			b.writeRepr(w, item, depth+1)
 		}
-		b.WriteByte(']')
-		return b.String()
+		w.WriteByte(']')
 
 	case KindDict:
 		d := v.v.(*Dict)
-		var b strings.Builder
-		b.WriteByte('{')
+		w.WriteByte('{')
 		for i, key := range d.Keys {
 			if i > 0 {
-				b.WriteString(", ")
+				w.WriteString(", ")
 			}
-			fmt.Fprintf(&b, "'%s': %s", key, d.Data[key].String())
+			w.WriteByte('\'')
+			w.WriteString(key)
+			w.WriteString("': ")
+			b.writeRepr(w, d.Data[key], depth+1)
 		}
-		b.WriteByte('}')
-		return b.String()
+		w.WriteByte('}')
 
 	case KindCallable:
-		c := v.v.(Callable)
-		return fmt.Sprintf("<callable %s>", c.Name)
-	}
+		w.WriteString("<callable ")
+		w.WriteString(v.v.(Callable).Name)
+		w.WriteByte('>')
 
-	return "Undefined"
+	default:
+		w.WriteString("Undefined")
+	}
 }
 
-// Equals reports whether v and other hold the same value.
+// Equals reports whether v and other hold the same value, within
+// DefaultLimits: values too large or too deeply nested (ones that hold
+// themselves) panic with a *LimitError.
 func (v Value) Equals(other Value) bool {
+	return newBudget(DefaultLimits()).equal(v, other, 0)
+}
+
+// equal is v.Equals(other) charged to b, at nesting depth.
+func (b *budget) equal(v, other Value, depth int) bool {
+	b.nest(depth)
 	if v.kind != other.kind {
 		return false
 	}
@@ -244,33 +268,34 @@ func (v Value) Equals(other Value) bool {
 		return v.v.(float64) == other.v.(float64)
 
 	case KindString:
+		b.scan(int64(len(v.v.(string))))
 		return v.v.(string) == other.v.(string)
 
 	case KindList:
-		a := v.v.(*List)
-		b := other.v.(*List)
-		if a.Len() != b.Len() {
+		x := v.v.(*List)
+		y := other.v.(*List)
+		if x.Len() != y.Len() {
 			return false
 		}
-		for i := range a.Items {
-			if !a.Items[i].Equals(b.Items[i]) {
+		for i := range x.Items {
+			if !b.equal(x.Items[i], y.Items[i], depth+1) {
 				return false
 			}
 		}
 		return true
 
 	case KindDict:
-		a := v.v.(*Dict)
-		b := other.v.(*Dict)
-		if a.Len() != b.Len() {
+		x := v.v.(*Dict)
+		y := other.v.(*Dict)
+		if x.Len() != y.Len() {
 			return false
 		}
-		for _, key := range a.Keys {
-			bv, ok := b.Get(key)
+		for _, key := range x.Keys {
+			yv, ok := y.Get(key)
 			if !ok {
 				return false
 			}
-			if !a.Data[key].Equals(bv) {
+			if !b.equal(x.Data[key], yv, depth+1) {
 				return false
 			}
 		}
@@ -345,6 +370,8 @@ func (d *Dict) OrderedKeys() []string {
 type Callable struct {
 	Name string
 	Fn   func(args []Value, kwargs map[string]Value) (Value, error)
+	// metered, on a builtin, is Fn charging the render's budget.
+	metered builtinFunc
 }
 
 // =============================================================================

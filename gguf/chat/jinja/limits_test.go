@@ -1,0 +1,157 @@
+package jinja
+
+import (
+	"errors"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// small are limits a test can exhaust quickly: a hostile template must
+// stop at them having allocated about Bytes, not what it asked for.
+var small = Limits{Work: 1 << 18, Bytes: 1 << 20, Depth: 32}
+
+// mostAllocated is what a render within small may allocate: what it
+// charges, some times over (a builder's growth, a value's box), and the
+// garbage of its steps (a loop's counters, a call's scope), which the
+// collector takes back as it goes.
+const mostAllocated = 8*(1<<20) + 128*(1<<18)
+
+// allocated runs f and returns the bytes the process allocated meanwhile.
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// TestRenderLimits: each way a template can spend without bound (the
+// ones docs/security.md names, and the builtins that multiply a string's
+// length) stops at the limit it passes with a *LimitError saying which,
+// having allocated no more than mostAllocated; before the limits,
+// each of these allocated gigabytes, recursed until the stack overflowed
+// (a crash no recover catches), or ran for hours.
+func TestRenderLimits(t *testing.T) {
+	const (
+		dag     = `{% set ns = namespace(v='x', w='x') %}{% for i in range(60) %}{% set ns.v = [ns.v, ns.v] %}{% set ns.w = [ns.w, ns.w] %}{% endfor %}`
+		cycle   = `{% set l = [1] %}{% set _ = l.append(l) %}`
+		shared  = `{% set s = 'x' * 10000 %}{% set ns = namespace(l=[]) %}{% for i in range(1000) %}{% set _ = ns.l.append(s) %}{% endfor %}`
+		nothing = `{% set r = range(100) %}{% for i in r %}{% for j in r %}{% for k in r %}{% endfor %}{% endfor %}{% endfor %}`
+	)
+	for _, tc := range []struct{ name, src, limit string }{
+		{"string repeated", `{{ 'x' * 10000000000 }}`, "bytes"},
+		{"string doubled", `{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}`, "bytes"},
+		{"string doubled by +", `{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s + ns.s %}{% endfor %}`, "bytes"},
+		{"list doubled", `{% set ns = namespace(l=[1]) %}{% for i in range(64) %}{% set ns.l = ns.l + ns.l %}{% endfor %}`, "bytes"},
+		{"range", `{{ range(10000000000) | length }}`, "bytes"},
+		{"indent", `{{ 'a\nb' | indent(10000000000) }}`, "bytes"},
+		{"replace", `{{ ('x' * 1000) | replace('', 'y' * 10000) }}`, "bytes"},
+		{"str.replace", `{{ ('x' * 1000).replace('', 'y' * 10000) }}`, "bytes"},
+		{"str.format", `{{ ('{0}' * 1000).format('y' * 10000) }}`, "bytes"},
+		{"join of one string", shared + `{{ ns.l | join }}`, "bytes"},
+		{"printed list of one string", shared + `{{ ns.l }}`, "bytes"},
+		{"tojson of one string", shared + `{{ ns.l | tojson }}`, "bytes"},
+		{"tojson indented", shared + `{{ ns.l | tojson(indent=4) }}`, "bytes"},
+		{"list of a string", `{{ ('x' * 100000) | list | length }}`, "bytes"},
+		{"loop over a string", `{% for c in 'x' * 100000 %}{% endfor %}`, "bytes"},
+		{"fromjson", `{{ ('[' ~ '1,' * 100000 ~ '1]') | fromjson | length }}`, "bytes"},
+		{"printed shared lists", dag + `{{ ns.v }}`, "work"},
+		{"shared lists compared", dag + `{{ ns.v == ns.w }}`, "work"},
+		{"shared lists in a list", dag + `{{ ns.w in [ns.v] }}`, "work"},
+		{"shared lists as JSON", dag + `{{ ns.v | tojson }}`, "work"},
+		{"list printed that holds itself", cycle + `{{ l }}`, "nesting"},
+		{"list compared that holds itself", cycle + `{{ l == l }}`, "nesting"},
+		{"list as JSON that holds itself", cycle + `{{ l | tojson }}`, "nesting"},
+		{"list as indented JSON that holds itself", cycle + `{{ l | tojson(indent=2) }}`, "nesting"},
+		{"loops that do nothing", nothing + nothing, "work"},
+		{"macro calling itself", `{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}`, "depth"},
+		{"macro called by another name", `{% macro f() %}{{ g() }}{% endmacro %}{% set g = f %}{{ g() }}`, "depth"},
+		{"caller calling itself", `{% macro f() %}{% call f() %}{% endcall %}{% endmacro %}{{ f() }}`, "depth"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tpl, err := Compile(tc.src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out string
+			spent := allocated(func() { out, err = tpl.RenderLimited(nil, small) })
+			var le *LimitError
+			if !errors.As(err, &le) || le.Limit != tc.limit {
+				t.Fatalf("rendered %d bytes, err %v; want the %s limit", len(out), err, tc.limit)
+			}
+			if spent > mostAllocated {
+				t.Errorf("allocated %d bytes, more than %d", spent, mostAllocated)
+			}
+		})
+	}
+}
+
+// TestRenderWithinLimits: what the limits stop short of renders as
+// before, with the same spending sites charged: Python's results for
+// slices with bounds far past the sequence (clamped, not looped over),
+// for indexing a string by code point, for repeating a string a negative
+// number of times, and the engine's own bounded forms of the cases above.
+func TestRenderWithinLimits(t *testing.T) {
+	for src, want := range map[string]string{
+		`{{ [1, 2, 3, 4, 5][0:10000000000000:2] }}`:                                     "[1, 3, 5]",
+		`{{ [1, 2, 3, 4, 5][10000000000000:0:-2] }}`:                                    "[5, 3]",
+		`{{ [1, 2, 3][::-10000000000000] }}`:                                            "[3]",
+		`{{ 'abcdef'[-10000000000000:10000000000000:4] }}`:                              "ae",
+		`{{ 'né'[1] }}{{ 'né'[-1] }}{{ 'né'[5] is defined }}`:                           "ééFalse",
+		`{{ 'ab' * 3 }}|{{ 'ab' * -1 }}|`:                                               "ababab||",
+		`{{ 'a\nb' | indent(2) }}`:                                                      "a\n  b",
+		`{{ 'a b' | replace(' ', '--') }}{{ 'x'.replace('x', 'yz') }}`:                  "a--byz",
+		`{{ '{0}-{0}'.format('y') }}`:                                                   "y-y",
+		`{{ ['a', 'b'] | join(', ') }}`:                                                 "a, b",
+		`{{ 'one two  three' | wordcount }}`:                                            "3",
+		`{{ 'Hé' | length }}`:                                                           "2",
+		`{{ range(3) | list }}{{ range(5, 0, -2) | list }}`:                             "[0, 1, 2][5, 3, 1]",
+		`{{ {'a': [1, 'b']} }}`:                                                         "{'a': [1, 'b']}",
+		`{% macro f(n) %}{% if n %}{{ f(n - 1) }}.{% endif %}{% endmacro %}{{ f(31) }}`: strings.Repeat(".", 31),
+	} {
+		tpl, err := Compile(src)
+		if err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		if got, err := tpl.RenderLimited(nil, small); err != nil || got != want {
+			t.Errorf("%s: %q, %v; want %q", src, got, err, want)
+		}
+	}
+}
+
+// TestLimitsPerRender: each render has its own budget, so renders that
+// each fit fit any number of times over.
+func TestLimitsPerRender(t *testing.T) {
+	tpl, err := Compile(`{{ 'x' * 400000 }}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		if out, err := tpl.RenderLimited(nil, small); err != nil || len(out) != 400000 {
+			t.Fatalf("%d bytes, %v", len(out), err)
+		}
+	}
+}
+
+// TestValueWalksBounded: String and Equals, called outside a render on a
+// value that holds itself, stop with a *LimitError (as a panic: they have
+// no error to return) instead of recursing until the stack overflows.
+func TestValueWalksBounded(t *testing.T) {
+	l := NewList(nil)
+	l.AsList().Append(l)
+	for name, walk := range map[string]func(){
+		"String": func() { _ = l.String() },
+		"Equals": func() { _ = l.Equals(l) },
+	} {
+		func() {
+			defer func() {
+				le, ok := recover().(*LimitError)
+				if !ok || le.Limit != "nesting" {
+					t.Errorf("%s: recovered %v, want the nesting limit", name, le)
+				}
+			}()
+			walk()
+		}()
+	}
+}
