@@ -360,12 +360,14 @@ func evalTest(b *budget, name string, val Value, args []Value) (bool, error) {
 	case "upper":
 		if val.IsString() {
 			s := val.AsString()
+			b.alloc(size(len(s), 3))
 			return s == strings.ToUpper(s), nil
 		}
 		return false, nil
 	case "lower":
 		if val.IsString() {
 			s := val.AsString()
+			b.alloc(size(len(s), 3))
 			return s == strings.ToLower(s), nil
 		}
 		return false, nil
@@ -1345,9 +1347,8 @@ func toInt64(v Value) int64 {
 		}
 		return 0
 	case v.IsString():
-		s := v.AsString()
 		var n int64
-		fmt.Sscanf(s, "%d", &n)
+		fmt.Sscanf(numberPrefix(v.AsString()), "%d", &n)
 		return n
 	}
 	return 0
@@ -1365,12 +1366,23 @@ func toFloat64(v Value) float64 {
 		}
 		return 0
 	case v.IsString():
-		s := v.AsString()
 		var f float64
-		fmt.Sscanf(s, "%f", &f)
+		fmt.Sscanf(numberPrefix(v.AsString()), "%f", &f)
 		return f
 	}
 	return 0
+}
+
+// numberPrefix is the part of s a number is scanned from. Sscanf reads
+// as many digits as there are, and the callers of toInt64 and toFloat64
+// charge no budget (they read slice bounds, counts, widths); no number
+// that fits an int64 or a float64's precision is longer than this, so a
+// long string costs what a short one does.
+func numberPrefix(s string) string {
+	if len(s) > 400 {
+		return s[:400]
+	}
+	return s
 }
 
 func compareValues(bud *budget, a, b Value) int {

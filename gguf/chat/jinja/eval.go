@@ -165,8 +165,10 @@ func (e *evaluator) execFor(n *forNode) error {
 
 	// Apply filter if present.
 	if n.filterExpr != nil {
+		e.b.allocValues(len(items))
 		var filtered []Value
 		for _, item := range items {
+			e.b.steps(iterationSteps)
 			child := newScope(e.scope)
 			child.set(n.valVar, item)
 			old := e.scope
@@ -202,7 +204,7 @@ func (e *evaluator) execFor(n *forNode) error {
 	child.set("loop", loop)
 
 	for i, item := range items {
-		e.b.step() // an empty body takes no step of its own
+		e.b.steps(iterationSteps)
 		// Set loop variable(s).
 		if n.keyVar != "" {
 			// Destructuring: for key, val in items

@@ -38,6 +38,16 @@ func DefaultLimits() Limits {
 // far less deeply than this.
 const maxNesting = 512
 
+// iterationSteps and callSteps are what a loop's iteration (its loop
+// variables, set afresh) and a macro's call (its scope and output) cost
+// beyond the steps of their bodies, in steps of an expression's cost:
+// without them a loop of empty loops ran some ten times as long as the
+// work limit means.
+const (
+	iterationSteps = 16
+	callSteps      = 16
+)
+
 // valueBytes is what one Value slot of a list or dict is charged: the
 // tagged union and the box its payload lives in.
 const valueBytes = 32
@@ -75,8 +85,11 @@ type budget struct {
 func newBudget(l Limits) *budget { return &budget{lim: l} }
 
 // step charges one step of work.
-func (b *budget) step() {
-	if b.work++; b.work > b.lim.Work {
+func (b *budget) step() { b.steps(1) }
+
+// steps charges n steps of work.
+func (b *budget) steps(n int64) {
+	if b.work += n; b.work > b.lim.Work {
 		panic(&LimitError{Limit: "work", Max: b.lim.Work})
 	}
 }
@@ -100,8 +113,10 @@ func (b *budget) alloc(n int64) {
 // allocValues charges n list or dict slots.
 func (b *budget) allocValues(n int) { b.alloc(size(n, valueBytes)) }
 
-// enter charges one level of call nesting; leave returns it.
+// enter charges one level of call nesting, and the call's work; leave
+// returns the level.
 func (b *budget) enter() {
+	b.steps(callSteps)
 	if b.depth++; b.depth > b.lim.Depth {
 		panic(&LimitError{Limit: "depth", Max: int64(b.lim.Depth)})
 	}
