@@ -89,24 +89,28 @@ func (b *budget) step() { b.steps(1) }
 
 // steps charges n steps of work.
 func (b *budget) steps(n int64) {
-	if b.work += n; b.work > b.lim.Work {
+	if n > b.lim.Work-b.work {
 		panic(&LimitError{Limit: "work", Max: b.lim.Work})
 	}
+	b.work += n
 }
 
 // scan charges the work of reading or writing n bytes.
 func (b *budget) scan(n int64) {
-	if b.work += n/64 + 1; b.work > b.lim.Work || n < 0 {
+	if n < 0 || n/64+1 > b.lim.Work-b.work {
 		panic(&LimitError{Limit: "work", Max: b.lim.Work})
 	}
+	b.work += n/64 + 1
 }
 
 // alloc charges n bytes about to be allocated (and the work of writing
-// them). n saturates rather than wraps: see size.
+// them). Each charge is checked against what is left, not added first,
+// so a size that saturated at MaxInt64 (see size) cannot wrap the count.
 func (b *budget) alloc(n int64) {
-	if b.bytes += n; b.bytes > b.lim.Bytes || n < 0 {
+	if n < 0 || n > b.lim.Bytes-b.bytes {
 		panic(&LimitError{Limit: "bytes", Max: b.lim.Bytes})
 	}
+	b.bytes += n
 	b.scan(n)
 }
 

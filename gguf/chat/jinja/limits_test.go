@@ -2,6 +2,7 @@ package jinja
 
 import (
 	"errors"
+	"math"
 	"runtime"
 	"strings"
 	"testing"
@@ -152,6 +153,30 @@ func TestValueWalksBounded(t *testing.T) {
 				}
 			}()
 			walk()
+		}()
+	}
+}
+
+// TestBudgetSaturated: a charge of a size that saturated at MaxInt64
+// (size, for a count or width from a template) stops the render, after
+// other charges too; added first, it had wrapped the count negative and
+// passed.
+func TestBudgetSaturated(t *testing.T) {
+	for _, charge := range []func(b *budget){
+		func(b *budget) { b.alloc(size(3, math.MaxInt64/2)) },
+		func(b *budget) { b.scan(math.MaxInt64) },
+		func(b *budget) { b.steps(math.MaxInt64) },
+	} {
+		func() {
+			defer func() {
+				if _, ok := recover().(*LimitError); !ok {
+					t.Error("a saturated charge passed")
+				}
+			}()
+			b := newBudget(small)
+			b.alloc(1)
+			b.step()
+			charge(b)
 		}()
 	}
 }
