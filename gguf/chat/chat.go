@@ -81,7 +81,7 @@ func Compile(src string, opt Options) (*Template, error) {
 	err := checkBounds(src)
 	var tpl *jinja.Template
 	if err == nil {
-		tpl, err = compileJinja(rewriteIndentedJSON(rewriteLineContinuations(src)))
+		tpl, err = compileJinja(rewriteLineContinuations(src))
 	}
 	if err != nil {
 		if name, f, ok := detect(src); ok {
@@ -156,7 +156,6 @@ func (t *Template) renderWithin(messages []Message, tools []json.RawMessage, add
 		"bos_token":             jinja.NewString(t.opt.BOS),
 		"eos_token":             jinja.NewString(t.opt.EOS),
 		"raise_exception":       jinja.NewCallable("raise_exception", raiseException),
-		indentedJSONName:        jinja.NewMeteredCallable(indentedJSONName, indentedJSON),
 		"range":                 jinja.NewMeteredCallable("range", rangeBudget(maxRange)),
 		"strftime_now": jinja.NewMeteredCallable("strftime_now", func(m jinja.Meter, args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
 			format := "%Y-%m-%d"
