@@ -1295,9 +1295,7 @@ func (b *budget) print(v Value) string {
 	case KindInt:
 		return strconv.FormatInt(v.AsInt(), 10)
 	case KindFloat:
-		f := v.AsFloat()
-		s := fmt.Sprintf("%g", f)
-		return s
+		return pyStr(v.AsFloat())
 	case KindString:
 		return v.AsString()
 	case KindList, KindDict:

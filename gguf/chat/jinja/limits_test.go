@@ -95,20 +95,22 @@ func TestRenderLimits(t *testing.T) {
 // number of times, and the engine's own bounded forms of the cases above.
 func TestRenderWithinLimits(t *testing.T) {
 	for src, want := range map[string]string{
-		`{{ [1, 2, 3, 4, 5][0:10000000000000:2] }}`:                                     "[1, 3, 5]",
-		`{{ [1, 2, 3, 4, 5][10000000000000:0:-2] }}`:                                    "[5, 3]",
-		`{{ [1, 2, 3][::-10000000000000] }}`:                                            "[3]",
-		`{{ 'abcdef'[-10000000000000:10000000000000:4] }}`:                              "ae",
-		`{{ 'né'[1] }}{{ 'né'[-1] }}{{ 'né'[5] is defined }}`:                           "ééFalse",
-		`{{ 'ab' * 3 }}|{{ 'ab' * -1 }}|`:                                               "ababab||",
-		`{{ 'a\nb' | indent(2) }}`:                                                      "a\n  b",
-		`{{ 'a b' | replace(' ', '--') }}{{ 'x'.replace('x', 'yz') }}`:                  "a--byz",
-		`{{ '{0}-{0}'.format('y') }}`:                                                   "y-y",
-		`{{ ['a', 'b'] | join(', ') }}`:                                                 "a, b",
-		`{{ 'one two  three' | wordcount }}`:                                            "3",
-		`{{ 'Hé' | length }}`:                                                           "2",
-		`{{ range(3) | list }}{{ range(5, 0, -2) | list }}`:                             "[0, 1, 2][5, 3, 1]",
-		`{{ {'a': [1, 'b']} }}`:                                                         "{'a': [1, 'b']}",
+		`{{ [1, 2, 3, 4, 5][0:10000000000000:2] }}`:                    "[1, 3, 5]",
+		`{{ [1, 2, 3, 4, 5][10000000000000:0:-2] }}`:                   "[5, 3]",
+		`{{ [1, 2, 3][::-10000000000000] }}`:                           "[3]",
+		`{{ 'abcdef'[-10000000000000:10000000000000:4] }}`:             "ae",
+		`{{ 'né'[1] }}{{ 'né'[-1] }}{{ 'né'[5] is defined }}`:          "ééFalse",
+		`{{ 'ab' * 3 }}|{{ 'ab' * -1 }}|`:                              "ababab||",
+		`{{ 'a\nb' | indent(2) }}`:                                     "a\n  b",
+		`{{ 'a b' | replace(' ', '--') }}{{ 'x'.replace('x', 'yz') }}`: "a--byz",
+		`{{ '{0}-{0}'.format('y') }}`:                                  "y-y",
+		`{{ ['a', 'b'] | join(', ') }}`:                                "a, b",
+		`{{ 'one two  three' | wordcount }}`:                           "3",
+		`{{ 'Hé' | length }}`:                                          "2",
+		`{{ range(3) | list }}{{ range(5, 0, -2) | list }}`:            "[0, 1, 2][5, 3, 1]",
+		`{{ {'a': [1, 'b']} }}`:                                        "{'a': [1, 'b']}",
+		// Python's str and repr of floats (Go's %g had printed 1 and 1e+06).
+		`{{ 1.0 }} {{ 1000000.0 }} {{ 1.0e16 }} {{ 0.0001 }} {{ [2.5, 0.00001] }}`:      "1.0 1000000.0 1e+16 0.0001 [2.5, 1e-05]",
 		`{% macro f(n) %}{% if n %}{{ f(n - 1) }}.{% endif %}{% endmacro %}{{ f(31) }}`: strings.Repeat(".", 31),
 	} {
 		tpl, err := Compile(src)

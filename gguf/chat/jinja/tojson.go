@@ -151,6 +151,21 @@ func pyFloat(f float64) (string, error) {
 	return s, nil
 }
 
+// pyStr is Python's str of a float, as a template prints one: its repr,
+// and inf, -inf and nan.
+func pyStr(f float64) string {
+	switch {
+	case math.IsNaN(f):
+		return "nan"
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	}
+	s, _ := pyFloat(f)
+	return s
+}
+
 // str quotes s as json.dumps(ensure_ascii=False) does: only the quote,
 // the backslash and control characters are escaped.
 func (e *jsonEncoder) str(s string) {

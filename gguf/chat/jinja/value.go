@@ -2,7 +2,6 @@ package jinja
 
 import (
 	"encoding/json"
-	"fmt"
 	"reflect"
 	"sort"
 	"strconv"
@@ -198,7 +197,7 @@ func (b *budget) writeRepr(w *builder, v Value, depth int) {
 		w.WriteString(strconv.FormatInt(v.v.(int64), 10))
 
 	case KindFloat:
-		w.WriteString(fmt.Sprintf("%g", v.v.(float64)))
+		w.WriteString(pyStr(v.v.(float64)))
 
 	case KindString:
 		w.WriteByte('\'')
