@@ -4,7 +4,19 @@
 // here; copyright 2026 Ardan Labs), carried in this tree so that a render
 // is bounded: a chat template comes from a GGUF file, which is outside
 // input, and the engine as published bounds neither the memory nor the
-// time nor the stack a template may spend. limits.go says what a render
-// may spend and how it stops; the rest is the engine as published, with
-// its spending sites charged to that budget.
+// time nor the stack a template may spend. What changed from it:
+//
+//   - limits.go: what a render may spend (Limits) and how it stops
+//     (LimitError); every spending site of the engine charges the render's
+//     budget before it spends, builtins through the budget they are
+//     handed, callables from outside through NewMeteredCallable.
+//   - tojson.go: tojson prints as Python's json.dumps does in every form
+//     (it had printed floats and some escapes as Go does, and gone through
+//     Go maps for indent), and floats print as Python's str.
+//   - Slices clamp their bounds as Python does before looping over them,
+//     indexing a string by code point walks it rather than converting it,
+//     and a string repeated a negative number of times is "" (each had
+//     looped, allocated or panicked on a template's numbers).
+//
+// BenchmarkRender compares it with the engine as published.
 package jinja
