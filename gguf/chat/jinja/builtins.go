@@ -1286,7 +1286,7 @@ func (b *budget) print(v Value) string {
 	case KindUndefined:
 		return ""
 	case KindNone:
-		return ""
+		return "None"
 	case KindBool:
 		if v.AsBool() {
 			return "True"

@@ -12,7 +12,8 @@
 //     handed, callables from outside through NewMeteredCallable.
 //   - tojson.go: tojson prints as Python's json.dumps does in every form
 //     (it had printed floats and some escapes as Go does, and gone through
-//     Go maps for indent), and floats print as Python's str.
+//     Go maps for indent), and floats and None print as Python's str
+//     (1.0, not 1; None, not "").
 //   - Slices clamp their bounds as Python does before looping over them,
 //     indexing a string by code point walks it rather than converting it,
 //     and a string repeated a negative number of times is "" (each had

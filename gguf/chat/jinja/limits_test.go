@@ -109,6 +109,8 @@ func TestRenderWithinLimits(t *testing.T) {
 		`{{ 'Hé' | length }}`:                                          "2",
 		`{{ range(3) | list }}{{ range(5, 0, -2) | list }}`:            "[0, 1, 2][5, 3, 1]",
 		`{{ {'a': [1, 'b']} }}`:                                        "{'a': [1, 'b']}",
+		// Python's str of None, which Jinja prints (the engine had printed "").
+		`{{ none }}|{{ 'a' ~ None }}|{{ [none, 1] | join(',') }}|{{ [none] }}`: "None|aNone|None,1|[None]",
 		// Python's str and repr of floats (Go's %g had printed 1 and 1e+06).
 		`{{ 1.0 }} {{ 1000000.0 }} {{ 1.0e16 }} {{ 0.0001 }} {{ [2.5, 0.00001] }}`:      "1.0 1000000.0 1e+16 0.0001 [2.5, 1e-05]",
 		`{% macro f(n) %}{% if n %}{{ f(n - 1) }}.{% endif %}{% endmacro %}{{ f(31) }}`: strings.Repeat(".", 31),
