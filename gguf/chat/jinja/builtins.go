@@ -265,6 +265,7 @@ func registerFilters(s *scope) {
 		"min":        filterMin,
 		"sum":        filterSum,
 		"batch":      filterBatch,
+		"center":     filterCenter,
 	}
 
 	for name, fn := range filters {
@@ -346,6 +347,11 @@ func evalTest(b *budget, name string, val Value, args []Value) (bool, error) {
 			return false, nil
 		}
 		return containsValue(b, args[0], val), nil
+	case "divisibleby":
+		if len(args) < 1 || toInt64(args[0]) == 0 {
+			return false, nil
+		}
+		return toInt64(val)%toInt64(args[0]) == 0, nil
 	case "odd":
 		if val.IsInt() {
 			return val.AsInt()%2 != 0, nil
@@ -770,14 +776,61 @@ func filterRound(b *budget, args []Value, kwargs map[string]Value) (Value, error
 		precision = toInt64(p)
 	}
 
-	f := toFloat64(args[0])
-	pow := math.Pow(10, float64(precision))
-	rounded := math.Round(f*pow) / pow
-
-	if precision == 0 {
-		return NewFloat(rounded), nil
+	method := "common"
+	if len(args) > 2 {
+		method = b.print(args[2])
 	}
-	return NewFloat(rounded), nil
+	if m, ok := kwargs["method"]; ok {
+		method = b.print(m)
+	}
+	// Jinja's methods: common is Python's round, half to even
+	// (round(2.5) is 2.0); ceil and floor always go their way.
+	round := math.RoundToEven
+	switch method {
+	case "common":
+	case "ceil":
+		round = math.Ceil
+	case "floor":
+		round = math.Floor
+	default:
+		return Undefined(), fmt.Errorf("round: method must be common, ceil or floor, not %q", method)
+	}
+	f := toFloat64(args[0])
+	if method == "common" && precision >= 0 && precision <= 17 {
+		// Python rounds the float's exact value to that many decimals
+		// (round(2.675, 2) is 2.67: 2.675 is a little under), as
+		// formatting it does; scaling first would round 267.49999...
+		// up.
+		r, err := strconv.ParseFloat(strconv.FormatFloat(f, 'f', int(precision), 64), 64)
+		if err == nil {
+			return NewFloat(r), nil
+		}
+	}
+	pow := math.Pow(10, float64(precision))
+	return NewFloat(round(f*pow) / pow), nil
+}
+
+// filterCenter is Python's str.center(width) (Jinja's default width 80):
+// the padding split as Python splits it.
+func filterCenter(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
+	if len(args) == 0 {
+		return NewString(""), nil
+	}
+	s := b.print(args[0])
+	width := int64(80)
+	if len(args) > 1 {
+		width = toInt64(args[1])
+	}
+	if w, ok := kwargs["width"]; ok {
+		width = toInt64(w)
+	}
+	pad := width - int64(utf8.RuneCountInString(s))
+	if pad <= 0 {
+		return NewString(s), nil
+	}
+	b.alloc(int64(len(s)) + pad)
+	left := pad/2 + (pad & width & 1)
+	return NewString(strings.Repeat(" ", int(left)) + s + strings.Repeat(" ", int(pad-left))), nil
 }
 
 func filterAbs(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
@@ -832,6 +885,7 @@ func filterMap(b *budget, args []Value, kwargs map[string]Value) (Value, error) 
 		return NewList(items), nil
 	}
 
+	b.allocValues(list.Len())
 	b.allocValues(list.Len())
 	return NewList(list.Items), nil
 }

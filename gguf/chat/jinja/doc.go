@@ -14,6 +14,13 @@
 //     (it had printed floats and some escapes as Go does, and gone through
 //     Go maps for indent), and floats and None print as Python's str
 //     (1.0, not 1; None, not "").
+//   - Where it differed from Python's jinja2 on what chat templates use
+//     (TestParity, against jinja2's own output): // and % floor as Python
+//     does, an int to an int power is an int, a filter takes a signed
+//     value (-3 | abs), a test takes one argument without parentheses
+//     (x is in [...]), {{ }} closes only outside brackets, find counts
+//     code points, split takes maxsplit, round halves to even, map takes
+//     a filter's name, and center and divisibleby exist.
 //   - Slices clamp their bounds as Python does before looping over them,
 //     indexing a string by code point walks it rather than converting it,
 //     and a string repeated a negative number of times is "" (each had

@@ -1015,7 +1015,30 @@ func (e *evaluator) evalFilter(n *filterExpr) (Value, error) {
 		}
 	}
 
+	if n.name == "map" && len(args) > 1 && args[1].IsString() && input.IsList() {
+		return e.mapFilter(input.AsList(), args[1].AsString(), args[2:], kwargs)
+	}
 	return e.invoke(filterVal.AsCallable(), args, kwargs)
+}
+
+// mapFilter is map('name', args...): the filter name applied to each
+// item with args (the builtin map takes only attribute=).
+func (e *evaluator) mapFilter(list *List, name string, args []Value, kwargs map[string]Value) (Value, error) {
+	f, ok := lookupFilter(e.builtins, name)
+	if !ok {
+		return Undefined(), fmt.Errorf("map: unknown filter %q", name)
+	}
+	e.b.allocValues(list.Len())
+	items := make([]Value, list.Len())
+	for i, item := range list.Items {
+		e.b.step()
+		v, err := e.invoke(f.AsCallable(), append([]Value{item}, args...), kwargs)
+		if err != nil {
+			return Undefined(), err
+		}
+		items[i] = v
+	}
+	return NewList(items), nil
 }
 
 func (e *evaluator) evalTestExpr(n *testExpr) (Value, error) {
@@ -1096,12 +1119,17 @@ func (e *evaluator) stringMethod(obj Value, method string) (Value, error) {
 				return NewList(items), nil
 			}
 			sep := b.print(args[0])
-			n := len(s) + 1
-			if sep != "" {
-				n = strings.Count(s, sep) + 1
+			if sep == "" {
+				return Undefined(), fmt.Errorf("split: empty separator")
 			}
+			n := strings.Count(s, sep) + 1
 			b.allocValues(n)
 			parts := strings.Split(s, sep)
+			if len(args) > 1 { // maxsplit: at most that many cuts (Python's)
+				if m := toInt64(args[1]); m >= 0 && m < int64(len(parts)-1) {
+					parts = strings.SplitN(s, sep, int(m)+1)
+				}
+			}
 			items := make([]Value, len(parts))
 			for i, p := range parts {
 				items[i] = NewString(p)
@@ -1193,7 +1221,12 @@ func (e *evaluator) stringMethod(obj Value, method string) (Value, error) {
 			if len(args) == 0 {
 				return NewInt(-1), nil
 			}
-			return NewInt(int64(strings.Index(s, b.print(args[0])))), nil
+			// Python counts code points, not bytes.
+			i := strings.Index(s, b.print(args[0]))
+			if i > 0 {
+				i = utf8.RuneCountInString(s[:i])
+			}
+			return NewInt(int64(i)), nil
 		}), nil
 
 	case "format":
@@ -1420,24 +1453,93 @@ func divValues(a, b Value) Value {
 	return NewFloat(toFloat64(a) / bf)
 }
 
+// floorDivValues is Python's //: it floors, toward negative infinity
+// (-7 // 2 is -4), and is a float when either side is. By zero it is 0
+// (Python raises).
 func floorDivValues(a, b Value) Value {
-	bi := toInt64(b)
+	if a.IsFloat() || b.IsFloat() {
+		bf := toFloat64(b)
+		if bf == 0 {
+			return NewFloat(0)
+		}
+		return NewFloat(math.Floor(toFloat64(a) / bf))
+	}
+	ai, bi := toInt64(a), toInt64(b)
 	if bi == 0 {
 		return NewInt(0)
 	}
-	return NewInt(toInt64(a) / bi)
+	q := ai / bi
+	if ai%bi != 0 && (ai < 0) != (bi < 0) {
+		q--
+	}
+	return NewInt(q)
 }
 
+// modValues is Python's %: the remainder takes the divisor's sign
+// (-7 % 3 is 2), and is a float when either side is. By zero it is 0.
 func modValues(a, b Value) Value {
-	bi := toInt64(b)
+	if a.IsFloat() || b.IsFloat() {
+		bf := toFloat64(b)
+		if bf == 0 {
+			return NewFloat(0)
+		}
+		r := math.Mod(toFloat64(a), bf)
+		if r != 0 && (r < 0) != (bf < 0) {
+			r += bf
+		}
+		return NewFloat(r)
+	}
+	ai, bi := toInt64(a), toInt64(b)
 	if bi == 0 {
 		return NewInt(0)
 	}
-	return NewInt(toInt64(a) % bi)
+	r := ai % bi
+	if r != 0 && (r < 0) != (bi < 0) {
+		r += bi
+	}
+	return NewInt(r)
 }
 
+// powValues is Python's **: an integer to a non-negative integer power is
+// an integer (while it fits in one), else a float.
 func powValues(a, b Value) Value {
+	if a.IsInt() && b.IsInt() && b.AsInt() >= 0 {
+		if r, ok := intPow(a.AsInt(), b.AsInt()); ok {
+			return NewInt(r)
+		}
+	}
 	return NewFloat(math.Pow(toFloat64(a), toFloat64(b)))
+}
+
+// intPow is base**exp by squaring, and false if it overflows an int64.
+func intPow(base, exp int64) (int64, bool) {
+	r := int64(1)
+	for ; exp > 0; exp >>= 1 {
+		if exp&1 == 1 {
+			if !mulFits(r, base) {
+				return 0, false
+			}
+			r *= base
+		}
+		if exp > 1 {
+			if !mulFits(base, base) {
+				return 0, false
+			}
+			base *= base
+		}
+	}
+	return r, true
+}
+
+// mulFits is whether a·b fits in an int64.
+func mulFits(a, b int64) bool {
+	if a == 0 || b == 0 {
+		return true
+	}
+	if a == -1 || b == -1 {
+		return a != math.MinInt64 && b != math.MinInt64
+	}
+	return (a*b)/b == a
 }
 
 func valuesEqual(bud *budget, a, b Value) bool {

@@ -408,6 +408,14 @@ func (p *exprParser) parseComparison() (expr, error) {
 				if _, err := p.expect(tokRParen, ")"); err != nil {
 					return nil, err
 				}
+			} else if p.startsTestArg() {
+				// One argument without parentheses, as Jinja takes it:
+				// x is in ['a', 'b'], n is divisibleby 3.
+				arg, err := p.parseSigned()
+				if err != nil {
+					return nil, err
+				}
+				testArgs = append(testArgs, arg)
 			}
 
 			left = &testExpr{
@@ -423,6 +431,24 @@ func (p *exprParser) parseComparison() (expr, error) {
 	}
 
 	return left, nil
+}
+
+// startsTestArg is whether the next token starts a test's argument
+// written without parentheses: Jinja's rule, a name (but for the
+// keywords that may follow a test), a literal, a list or a dict.
+func (p *exprParser) startsTestArg() bool {
+	t := p.peek()
+	switch t.kind {
+	case tokString, tokInt, tokFloat, tokLBracket, tokLBrace:
+		return true
+	case tokName:
+		switch t.val {
+		case "else", "or", "and", "not", "if", "is", "in", "recursive":
+			return false
+		}
+		return true
+	}
+	return false
 }
 
 func (p *exprParser) parseConcat() (expr, error) {
@@ -511,24 +537,38 @@ func (p *exprParser) parsePower() (expr, error) {
 	return base, nil
 }
 
+// parseUnary parses a sign and what it applies to, then the filters
+// that follow: as in Jinja, a filter takes the signed value (-3 | abs is
+// 3).
 func (p *exprParser) parseUnary() (expr, error) {
+	e, err := p.parseSigned()
+	if err != nil {
+		return nil, err
+	}
+	return p.parseTrailers(e, true)
+}
+
+// parseSigned is parseUnary without the filters after it.
+func (p *exprParser) parseSigned() (expr, error) {
 	if p.peek().kind == tokOp && (p.peek().val == "-" || p.peek().val == "+") {
 		op := p.advance().val
-		operand, err := p.parseUnary()
+		operand, err := p.parseSigned()
 		if err != nil {
 			return nil, err
 		}
 		return &unaryExpr{op: op, operand: operand}, nil
 	}
-
-	return p.parsePostfix()
-}
-
-func (p *exprParser) parsePostfix() (expr, error) {
 	e, err := p.parseAtom()
 	if err != nil {
 		return nil, err
 	}
+	return p.parseTrailers(e, false)
+}
+
+// parseTrailers parses what follows e: attributes, subscripts, calls
+// and, withFilters, filters.
+func (p *exprParser) parseTrailers(e expr, withFilters bool) (expr, error) {
+	var err error
 
 	for {
 		t := p.peek()
@@ -623,7 +663,7 @@ func (p *exprParser) parsePostfix() (expr, error) {
 		}
 
 		// Filter: e | filtername or e | filtername(args)
-		if t.kind == tokPipe {
+		if t.kind == tokPipe && withFilters {
 			p.advance()
 			filterTok := p.advance()
 			if filterTok.kind != tokName {

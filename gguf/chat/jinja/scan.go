@@ -100,9 +100,12 @@ func scan(source string) ([]segment, error) {
 
 		contentStart := i
 
-		// Scan forward for the matching closer, respecting quoted strings.
+		// Scan forward for the matching closer, respecting quoted strings
+		// and, as Jinja's lexer does, brackets: {{ {'a': {'b': 1}} }}
+		// closes at the last }}.
 		trimRight := false
 		found := false
+		depth := 0
 
 		for i < len(source) {
 			ch := source[i]
@@ -143,6 +146,20 @@ func scan(source string) ([]segment, error) {
 					i++
 				}
 				continue
+			}
+
+			if kind != segComment {
+				open, close := ch == '{' || ch == '[' || ch == '(', ch == '}' || ch == ']' || ch == ')'
+				if open || close && depth > 0 {
+					if open {
+						depth++
+					} else {
+						depth--
+					}
+					col++
+					i++
+					continue
+				}
 			}
 
 			// Check for trim-right flag followed by the closer.
