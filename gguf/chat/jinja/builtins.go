@@ -304,8 +304,8 @@ func evalTest(b *budget, name string, val Value, args []Value) (bool, error) {
 		return val.IsDict(), nil
 	case "iterable":
 		return val.IsList() || val.IsDict() || val.IsString(), nil
-	case "sequence":
-		return val.IsList(), nil
+	case "sequence": // what has a length and items: Python's dicts and strings too
+		return val.IsList() || val.IsDict() || val.IsString(), nil
 	case "callable":
 		return val.IsCallable(), nil
 	case "true":
@@ -656,20 +656,58 @@ func filterSort(b *budget, args []Value, kwargs map[string]Value) (Value, error)
 	items := make([]Value, len(src))
 	copy(items, src)
 
-	reverse := false
-	if r, ok := kwargs["reverse"]; ok && r.IsBool() {
-		reverse = r.AsBool()
+	// Jinja's sort(reverse, case_sensitive, attribute): strings compare
+	// case-folded unless case_sensitive, by an item's attribute when
+	// one is named.
+	reverse, caseSensitive, attr := false, false, ""
+	if len(args) > 1 {
+		reverse = args[1].IsTruthy()
 	}
-
-	sort.SliceStable(items, func(i, j int) bool {
-		cmp := compareValues(b, items[i], items[j])
+	if len(args) > 2 {
+		caseSensitive = args[2].IsTruthy()
+	}
+	if len(args) > 3 {
+		attr = b.print(args[3])
+	}
+	if r, ok := kwargs["reverse"]; ok {
+		reverse = r.IsTruthy()
+	}
+	if c, ok := kwargs["case_sensitive"]; ok {
+		caseSensitive = c.IsTruthy()
+	}
+	if a, ok := kwargs["attribute"]; ok {
+		attr = b.print(a)
+	}
+	key := func(v Value) Value {
+		if attr != "" && v.IsDict() {
+			v, _ = v.AsDict().Get(attr)
+		}
+		if !caseSensitive && v.IsString() {
+			b.alloc(size(len(v.AsString()), 3))
+			v = NewString(strings.ToLower(v.AsString()))
+		}
+		return v
+	}
+	keys := make([]Value, len(items))
+	for i, item := range items {
+		keys[i] = key(item)
+	}
+	order := make([]int, len(items))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(i, j int) bool {
+		cmp := compareValues(b, keys[order[i]], keys[order[j]])
 		if reverse {
 			return cmp > 0
 		}
 		return cmp < 0
 	})
-
-	return NewList(items), nil
+	sorted := make([]Value, len(items))
+	for i, o := range order {
+		sorted[i] = items[o]
+	}
+	return NewList(sorted), nil
 }
 
 func filterUnique(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
@@ -717,6 +755,18 @@ func filterList(b *budget, args []Value, kwargs map[string]Value) (Value, error)
 
 func filterInt(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	if len(args) == 0 {
+		return NewInt(0), nil
+	}
+	// Jinja's int: the whole string as an integer, else as a float
+	// truncated, else 0 ('12abc' is 0).
+	if args[0].IsString() {
+		t := strings.TrimSpace(numberPrefix(args[0].AsString()))
+		if n, err := strconv.ParseInt(t, 10, 64); err == nil {
+			return NewInt(n), nil
+		}
+		if f, err := strconv.ParseFloat(t, 64); err == nil && !math.IsInf(f, 0) && !math.IsNaN(f) {
+			return NewInt(int64(f)), nil
+		}
 		return NewInt(0), nil
 	}
 	return NewInt(toInt64(args[0])), nil
@@ -901,7 +951,7 @@ func filterSelect(b *budget, args []Value, kwargs map[string]Value) (Value, erro
 		testName = args[1].AsString()
 	}
 
-	testArgs := args[2:]
+	testArgs := args[min(2, len(args)):]
 
 	b.allocValues(list.Len())
 	var items []Value
@@ -935,7 +985,7 @@ func filterReject(b *budget, args []Value, kwargs map[string]Value) (Value, erro
 		testName = args[1].AsString()
 	}
 
-	testArgs := args[2:]
+	testArgs := args[min(2, len(args)):]
 
 	b.allocValues(list.Len())
 	var items []Value
@@ -970,7 +1020,7 @@ func filterSelectattr(b *budget, args []Value, kwargs map[string]Value) (Value, 
 		testName = b.print(args[2])
 	}
 
-	testArgs := args[3:]
+	testArgs := args[min(3, len(args)):]
 
 	b.allocValues(list.Len())
 	var items []Value
@@ -1012,7 +1062,7 @@ func filterRejectattr(b *budget, args []Value, kwargs map[string]Value) (Value, 
 		testName = b.print(args[2])
 	}
 
-	testArgs := args[3:]
+	testArgs := args[min(3, len(args)):]
 
 	b.allocValues(list.Len())
 	var items []Value

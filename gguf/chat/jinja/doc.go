@@ -20,7 +20,10 @@
 //     value (-3 | abs), a test takes one argument without parentheses
 //     (x is in [...]), {{ }} closes only outside brackets, find counts
 //     code points, split takes maxsplit, round halves to even, map takes
-//     a filter's name, and center and divisibleby exist.
+//     a filter's name, sort folds case and takes attribute, int reads the
+//     whole string, startswith takes a tuple, lists repeat, a string %
+//     args formats, selectattr with no test does not panic, and center
+//     and divisibleby exist.
 //   - Slices clamp their bounds as Python does before looping over them,
 //     indexing a string by code point walks it rather than converting it,
 //     and a string repeated a negative number of times is "" (each had

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -877,6 +878,13 @@ func (e *evaluator) evalBinary(n *binExpr) (Value, error) {
 	case "//":
 		return floorDivValues(left, right), nil
 	case "%":
+		if left.IsString() {
+			s, err := pyPercent(e.b, left.AsString(), right)
+			if err != nil {
+				return Undefined(), err
+			}
+			return NewString(s), nil
+		}
 		return modValues(left, right), nil
 	case "**":
 		return powValues(left, right), nil
@@ -1142,12 +1150,30 @@ func (e *evaluator) stringMethod(obj Value, method string) (Value, error) {
 			if len(args) == 0 {
 				return NewBool(false), nil
 			}
+			// A tuple (a list here) of candidates: any of them.
+			if args[0].IsList() {
+				for _, c := range args[0].AsList().Items {
+					if strings.HasPrefix(s, b.print(c)) {
+						return NewBool(true), nil
+					}
+				}
+				return NewBool(false), nil
+			}
 			return NewBool(strings.HasPrefix(s, b.print(args[0]))), nil
 		}), nil
 
 	case "endswith":
 		return e.makeStringFunc("endswith", func(args []Value, kwargs map[string]Value) (Value, error) {
 			if len(args) == 0 {
+				return NewBool(false), nil
+			}
+			// A tuple (a list here) of candidates: any of them.
+			if args[0].IsList() {
+				for _, c := range args[0].AsList().Items {
+					if strings.HasSuffix(s, b.print(c)) {
+						return NewBool(true), nil
+					}
+				}
 				return NewBool(false), nil
 			}
 			return NewBool(strings.HasSuffix(s, b.print(args[0]))), nil
@@ -1434,6 +1460,22 @@ func subValues(a, b Value) Value {
 }
 
 func mulValues(bud *budget, a, b Value) Value {
+	if a.IsInt() && (b.IsString() || b.IsList()) {
+		a, b = b, a // 3 * 'ab' is 'ab' * 3
+	}
+	if a.IsList() && b.IsInt() {
+		n := int(min(max(b.AsInt(), 0), math.MaxInt32))
+		items := a.AsList().Items
+		if len(items) == 0 {
+			return NewList(nil)
+		}
+		bud.allocValues(int(min(size(len(items), n), math.MaxInt32)))
+		out := make([]Value, 0, len(items)*n)
+		for range n {
+			out = append(out, items...)
+		}
+		return NewList(out)
+	}
 	if a.IsString() && b.IsInt() {
 		n := max(b.AsInt(), 0) // Python repeats a string a negative number of times as ""
 		bud.alloc(size(len(a.AsString()), int(min(n, math.MaxInt32))))
@@ -1451,6 +1493,56 @@ func divValues(a, b Value) Value {
 		return NewFloat(0)
 	}
 	return NewFloat(toFloat64(a) / bf)
+}
+
+// pyPercent is Python's printf-style format % args (a list for a
+// tuple): %s, %d and %i, %f, %r and %%, which is what templates use.
+func pyPercent(b *budget, format string, args Value) (string, error) {
+	vals := []Value{args}
+	if args.IsList() {
+		vals = args.AsList().Items
+	}
+	w := builder{b: b}
+	next := 0
+	for i := 0; i < len(format); i++ {
+		c := format[i]
+		if c != '%' {
+			w.WriteByte(c)
+			continue
+		}
+		if i++; i == len(format) {
+			return "", fmt.Errorf("%%: incomplete format")
+		}
+		verb := format[i]
+		if verb == '%' {
+			w.WriteByte('%')
+			continue
+		}
+		if next == len(vals) {
+			return "", fmt.Errorf("%%: not enough arguments for format string")
+		}
+		v := vals[next]
+		next++
+		switch verb {
+		case 's':
+			w.WriteString(b.print(v))
+		case 'r':
+			w.WriteString(b.repr(v))
+		case 'd', 'i':
+			if v.IsFloat() {
+				v = NewInt(int64(v.AsFloat()))
+			}
+			w.WriteString(strconv.FormatInt(toInt64(v), 10))
+		case 'f':
+			w.WriteString(strconv.FormatFloat(toFloat64(v), 'f', 6, 64))
+		default:
+			return "", fmt.Errorf("%%: unsupported format character %q", verb)
+		}
+	}
+	if next < len(vals) && args.IsList() {
+		return "", fmt.Errorf("%%: not all arguments converted during string formatting")
+	}
+	return w.String(), nil
 }
 
 // floorDivValues is Python's //: it floors, toward negative infinity

@@ -31,6 +31,7 @@ func FuzzRender(f *testing.F) {
 		`{% set l = [1] %}{% set _ = l.append(l) %}{{ l }}{{ l == l }}{{ l | tojson }}`,
 		`{% macro f() %}{{ g() }}{% endmacro %}{% set g = f %}{{ g() }}`,
 		`{{ ('{0}' * 1000).format('y' * 10000) }}{{ 'a\nb' | indent(10000000000) }}`,
+		`{{ '%s %r %d %f %%' % ([1] * 4) }}{{ [0] * 3 | map('string') | join }}{{ -7 // 2 }}{{ 2 ** 62 }}`,
 	} {
 		f.Add(src)
 	}

@@ -42,6 +42,7 @@ func TestRenderLimits(t *testing.T) {
 	)
 	for _, tc := range []struct{ name, src, limit string }{
 		{"string repeated", `{{ 'x' * 10000000000 }}`, "bytes"},
+		{"list repeated", `{{ [1, 2] * 10000000000 }}`, "bytes"},
 		{"string doubled", `{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}`, "bytes"},
 		{"string doubled by +", `{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s + ns.s %}{% endfor %}`, "bytes"},
 		{"list doubled", `{% set ns = namespace(l=[1]) %}{% for i in range(64) %}{% set ns.l = ns.l + ns.l %}{% endfor %}`, "bytes"},
@@ -95,20 +96,21 @@ func TestRenderLimits(t *testing.T) {
 // number of times, and the engine's own bounded forms of the cases above.
 func TestRenderWithinLimits(t *testing.T) {
 	for src, want := range map[string]string{
-		`{{ [1, 2, 3, 4, 5][0:10000000000000:2] }}`:                    "[1, 3, 5]",
-		`{{ [1, 2, 3, 4, 5][10000000000000:0:-2] }}`:                   "[5, 3]",
-		`{{ [1, 2, 3][::-10000000000000] }}`:                           "[3]",
-		`{{ 'abcdef'[-10000000000000:10000000000000:4] }}`:             "ae",
-		`{{ 'né'[1] }}{{ 'né'[-1] }}{{ 'né'[5] is defined }}`:          "ééFalse",
-		`{{ 'ab' * 3 }}|{{ 'ab' * -1 }}|`:                              "ababab||",
-		`{{ 'a\nb' | indent(2) }}`:                                     "a\n  b",
-		`{{ 'a b' | replace(' ', '--') }}{{ 'x'.replace('x', 'yz') }}`: "a--byz",
-		`{{ '{0}-{0}'.format('y') }}`:                                  "y-y",
-		`{{ ['a', 'b'] | join(', ') }}`:                                "a, b",
-		`{{ 'one two  three' | wordcount }}`:                           "3",
-		`{{ 'Hé' | length }}`:                                          "2",
-		`{{ range(3) | list }}{{ range(5, 0, -2) | list }}`:            "[0, 1, 2][5, 3, 1]",
-		`{{ {'a': [1, 'b']} }}`:                                        "{'a': [1, 'b']}",
+		`{{ [1, 2, 3, 4, 5][0:10000000000000:2] }}`:                     "[1, 3, 5]",
+		`{{ [1, 2, 3, 4, 5][10000000000000:0:-2] }}`:                    "[5, 3]",
+		`{{ [1, 2, 3][::-10000000000000] }}`:                            "[3]",
+		`{{ 'abcdef'[-10000000000000:10000000000000:4] }}`:              "ae",
+		`{{ 'né'[1] }}{{ 'né'[-1] }}{{ 'né'[5] is defined }}`:           "ééFalse",
+		`{{ 'ab' * 3 }}|{{ 'ab' * -1 }}|`:                               "ababab||",
+		`{{ 'a\nb' | indent(2) }}`:                                      "a\n  b",
+		`{{ 'a b' | replace(' ', '--') }}{{ 'x'.replace('x', 'yz') }}`:  "a--byz",
+		`{{ '{0}-{0}'.format('y') }}`:                                   "y-y",
+		`{{ ['a', 'b'] | join(', ') }}`:                                 "a, b",
+		`{{ 'one two  three' | wordcount }}`:                            "3",
+		`{{ 'Hé' | length }}`:                                           "2",
+		`{{ range(3) | list }}{{ range(5, 0, -2) | list }}`:             "[0, 1, 2][5, 3, 1]",
+		`{{ {'a': [1, 'b']} }}`:                                         "{'a': [1, 'b']}",
+		"{{ [] * 10000000000 }}|{{ 2 * [1] }}|{{ '%s:%d' % ('a', 7) }}": "[]|[1, 1]|a:7",
 		// Python's str of None, which Jinja prints (the engine had printed "").
 		`{{ none }}|{{ 'a' ~ None }}|{{ [none, 1] | join(',') }}|{{ [none] }}`: "None|aNone|None,1|[None]",
 		// Python's str and repr of floats (Go's %g had printed 1 and 1e+06).
