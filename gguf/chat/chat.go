@@ -81,7 +81,7 @@ func Compile(src string, opt Options) (*Template, error) {
 	err := checkBounds(src)
 	var tpl *jinja.Template
 	if err == nil {
-		tpl, err = compileJinja(rewriteLineContinuations(src))
+		tpl, err = compileJinja(src)
 	}
 	if err != nil {
 		if name, f, ok := detect(src); ok {

@@ -125,21 +125,6 @@ func TestIndentedJSON(t *testing.T) {
 	}
 }
 
-func TestLineContinuations(t *testing.T) {
-	for src, want := range map[string]string{
-		"{{ 'a\\\nb' }}":                      "{{ 'ab' }}",
-		"{%- set s = \"x\\\n\\\ny\" %}":       "{%- set s = \"xy\" %}",
-		"text \\\n {{ 'q\\'\\\n' }} \\\n":     "text \\\n {{ 'q\\'' }} \\\n",
-		"{# 'a\\\nb' #}{{ \"\\\\\" }}":        "{# 'a\\\nb' #}{{ \"\\\\\" }}",
-		"{% raw %}{{ 'a\\\nb' }}{% endraw %}": "{% raw %}{{ 'a\\\nb' }}{% endraw %}",
-		"{{ 'open":                            "{{ 'open",
-	} {
-		if got := rewriteLineContinuations(src); got != want {
-			t.Errorf("rewrite %q = %q, want %q", src, got, want)
-		}
-	}
-}
-
 // TestGenericOverride: Input.Generic polyfills a template that takes
 // tools (one whose call format cannot be read back).
 func TestGenericOverride(t *testing.T) {

@@ -22,8 +22,9 @@
 //     code points, split takes maxsplit, round halves to even, map takes
 //     a filter's name, sort folds case and takes attribute, int reads the
 //     whole string, startswith takes a tuple, lists repeat, a string %
-//     args formats, selectattr with no test does not panic, and center
-//     and divisibleby exist.
+//     args formats, selectattr with no test does not panic, center and
+//     divisibleby exist, and string literals decode Python's escapes
+//     (\x, \u, octal, and a backslash that continues the line).
 //   - Slices clamp their bounds as Python does before looping over them,
 //     indexing a string by code point walks it rather than converting it,
 //     and a string repeated a negative number of times is "" (each had

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // =============================================================================
@@ -61,25 +62,10 @@ func tokenizeExpr(s string) []tok {
 			var b strings.Builder
 			for i < len(s) && s[i] != quote {
 				if s[i] == '\\' && i+1 < len(s) {
-					i++
-					switch s[i] {
-					case 'n':
-						b.WriteByte('\n')
-					case 't':
-						b.WriteByte('\t')
-					case '\\':
-						b.WriteByte('\\')
-					case '\'':
-						b.WriteByte('\'')
-					case '"':
-						b.WriteByte('"')
-					default:
-						b.WriteByte('\\')
-						b.WriteByte(s[i])
-					}
-				} else {
-					b.WriteByte(s[i])
+					i += unescape(&b, s[i:])
+					continue
 				}
+				b.WriteByte(s[i])
 				i++
 			}
 			if i < len(s) {
@@ -192,6 +178,47 @@ type exprParser struct {
 	tokens []tok
 	pos    int
 }
+
+// unescape writes the escape sequence at the start of s (s[0] is the
+// backslash) as Python decodes it in a string literal, which is how
+// Jinja reads a template's strings, and returns its length: \n \t \r
+// \b \f \v \a \\ \' \", \xHH, \uXXXX, \UXXXXXXXX, octal \ooo, and a
+// backslash before a newline, which continues the line (Mistral Small
+// 3.1's template breaks its long strings so). Any other stays as written.
+func unescape(b *strings.Builder, s string) int {
+	c := s[1]
+	if r, ok := simpleEscapes[c]; ok {
+		b.WriteByte(r)
+		return 2
+	}
+	switch {
+	case c == '\n':
+		return 2
+	case c == '\r' && len(s) > 2 && s[2] == '\n':
+		return 3
+	case c == 'x' || c == 'u' || c == 'U':
+		n := map[byte]int{'x': 2, 'u': 4, 'U': 8}[c]
+		if len(s) >= 2+n {
+			if v, err := strconv.ParseUint(s[2:2+n], 16, 32); err == nil && v <= utf8.MaxRune {
+				b.WriteRune(rune(v))
+				return 2 + n
+			}
+		}
+	case c >= '0' && c <= '7':
+		n := 1
+		for n < 3 && 1+n < len(s) && s[1+n] >= '0' && s[1+n] <= '7' {
+			n++
+		}
+		v, _ := strconv.ParseUint(s[1:1+n], 8, 32)
+		b.WriteRune(rune(v))
+		return 1 + n
+	}
+	b.WriteByte('\\')
+	return 1
+}
+
+// simpleEscapes are Python's one-letter escapes.
+var simpleEscapes = map[byte]byte{'n': '\n', 't': '\t', 'r': '\r', 'b': '\b', 'f': '\f', 'v': '\v', 'a': '\a', '\\': '\\', '\'': '\'', '"': '"'}
 
 func newExprParser(tokens []tok) *exprParser {
 	return &exprParser{tokens: tokens, pos: 0}
