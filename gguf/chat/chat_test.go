@@ -275,8 +275,11 @@ func TestRenderHeadroom(t *testing.T) {
 		}
 		for _, c := range convs {
 			tpl, err := Compile(string(src), Options{BOS: c.BOS, EOS: c.EOS, Now: func() time.Time { return goldenNow }})
-			if err != nil || tpl.jinja == nil {
-				t.Fatalf("%s: %v, kind %s", e.Name(), err, tpl.Kind())
+			if err != nil {
+				t.Fatalf("%s: %v", e.Name(), err)
+			}
+			if tpl.jinja == nil {
+				t.Fatalf("%s: renders as %s, not jinja", e.Name(), tpl.Kind())
 			}
 			tools := c.Tools
 			if !tpl.TakesTools() {
