@@ -253,7 +253,7 @@ func TestRangeBudget(t *testing.T) {
 // limits when given a fifth of them: the limits that stop a hostile
 // template (TestMacroDepth, the engine's TestRenderLimits) are well clear
 // of what real ones spend. (The most, on the long conversation: phi-3's
-// values, 4.5 times its 207 KB; gemma-4's work, 88 thousand steps.)
+// values, 4.5 times its 207 KB; gemma-4's work, 167 thousand steps.)
 func TestRenderHeadroom(t *testing.T) {
 	var convs []conversation
 	readJSON(t, "testdata/conversations.json", &convs)
