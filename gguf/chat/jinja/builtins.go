@@ -365,14 +365,14 @@ func evalTest(b *budget, name string, val Value, args []Value) (bool, error) {
 	case "upper":
 		if val.IsString() {
 			s := val.AsString()
-			b.alloc(size(len(s), 3))
+			b.allocCased(s)
 			return s == strings.ToUpper(s), nil
 		}
 		return false, nil
 	case "lower":
 		if val.IsString() {
 			s := val.AsString()
-			b.alloc(size(len(s), 3))
+			b.allocCased(s)
 			return s == strings.ToLower(s), nil
 		}
 		return false, nil
@@ -423,15 +423,18 @@ func filterItems(b *budget, args []Value, kwargs map[string]Value) (Value, error
 		return Undefined(), fmt.Errorf("Can only get item pairs from a mapping.")
 	}
 
-	d := args[0].AsDict()
+	return dictItems(b, args[0].AsDict()), nil
+}
+
+// dictItems is d's [key, value] pairs in order (the items filter's and
+// the items method's).
+func dictItems(b *budget, d *Dict) Value {
 	b.allocValues(3 * d.Len())
 	items := make([]Value, 0, d.Len())
 	for _, key := range d.Keys {
-		pair := NewList([]Value{NewString(key), d.Data[key]})
-		items = append(items, pair)
+		items = append(items, NewList([]Value{NewString(key), d.Data[key]}))
 	}
-
-	return NewList(items), nil
+	return NewList(items)
 }
 
 func filterJoin(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
@@ -523,7 +526,7 @@ func filterLower(b *budget, args []Value, kwargs map[string]Value) (Value, error
 		return NewString(""), nil
 	}
 	s := b.print(args[0])
-	b.alloc(size(len(s), 3)) // a case change can grow a rune from 1 byte to 3
+	b.allocCased(s)
 	return NewString(strings.ToLower(s)), nil
 }
 
@@ -532,7 +535,7 @@ func filterUpper(b *budget, args []Value, kwargs map[string]Value) (Value, error
 		return NewString(""), nil
 	}
 	s := b.print(args[0])
-	b.alloc(size(len(s), 3))
+	b.allocCased(s)
 	return NewString(strings.ToUpper(s)), nil
 }
 
@@ -542,7 +545,7 @@ func filterTitle(b *budget, args []Value, kwargs map[string]Value) (Value, error
 	}
 
 	s := b.print(args[0])
-	b.alloc(size(len(s), 8)) // the runes, then the string
+	b.allocRunes(s)
 	runes := []rune(s)
 	inWord := false
 	for i, r := range runes {
@@ -568,7 +571,7 @@ func filterCapitalize(b *budget, args []Value, kwargs map[string]Value) (Value, 
 	if len(s) == 0 {
 		return NewString(""), nil
 	}
-	b.alloc(size(len(s), 8))
+	b.allocRunes(s)
 	runes := []rune(s)
 	runes[0] = unicode.ToUpper(runes[0])
 	for i := 1; i < len(runes); i++ {
@@ -625,7 +628,7 @@ func filterReverse(b *budget, args []Value, kwargs map[string]Value) (Value, err
 
 	v := args[0]
 	if v.IsString() {
-		b.alloc(size(len(v.AsString()), 8))
+		b.allocRunes(v.AsString())
 		runes := []rune(v.AsString())
 		for i, j := 0, len(runes)-1; i < j; i, j = i+1, j-1 {
 			runes[i], runes[j] = runes[j], runes[i]
@@ -683,7 +686,7 @@ func filterSort(b *budget, args []Value, kwargs map[string]Value) (Value, error)
 			v, _ = v.AsDict().Get(attr)
 		}
 		if !caseSensitive && v.IsString() {
-			b.alloc(size(len(v.AsString()), 3))
+			b.allocCased(v.AsString())
 			v = NewString(strings.ToLower(v.AsString()))
 		}
 		return v

@@ -703,7 +703,7 @@ func (e *evaluator) evalSlice(n *sliceExpr) (Value, error) {
 			// Fall through to the general path for unusual steps.
 		}
 
-		e.b.alloc(size(len(s), 8)) // the runes, and at most as many again for the result
+		e.b.allocRunes(s)
 		runes := []rune(s)
 		length := len(runes)
 		start, stop, step := resolveSlice(n, e, length)
@@ -1131,13 +1131,13 @@ func (e *evaluator) stringMethod(obj Value, method string) (Value, error) {
 				return Undefined(), fmt.Errorf("split: empty separator")
 			}
 			n := strings.Count(s, sep) + 1
-			b.allocValues(n)
-			parts := strings.Split(s, sep)
 			if len(args) > 1 { // maxsplit: at most that many cuts (Python's)
-				if m := toInt64(args[1]); m >= 0 && m < int64(len(parts)-1) {
-					parts = strings.SplitN(s, sep, int(m)+1)
+				if m := toInt64(args[1]); m >= 0 && m < int64(n-1) {
+					n = int(m) + 1
 				}
 			}
+			b.allocValues(n)
+			parts := strings.SplitN(s, sep, n)
 			items := make([]Value, len(parts))
 			for i, p := range parts {
 				items[i] = NewString(p)
@@ -1150,16 +1150,7 @@ func (e *evaluator) stringMethod(obj Value, method string) (Value, error) {
 			if len(args) == 0 {
 				return NewBool(false), nil
 			}
-			// A tuple (a list here) of candidates: any of them.
-			if args[0].IsList() {
-				for _, c := range args[0].AsList().Items {
-					if strings.HasPrefix(s, b.print(c)) {
-						return NewBool(true), nil
-					}
-				}
-				return NewBool(false), nil
-			}
-			return NewBool(strings.HasPrefix(s, b.print(args[0]))), nil
+			return NewBool(hasAny(b, s, args[0], strings.HasPrefix)), nil
 		}), nil
 
 	case "endswith":
@@ -1167,16 +1158,7 @@ func (e *evaluator) stringMethod(obj Value, method string) (Value, error) {
 			if len(args) == 0 {
 				return NewBool(false), nil
 			}
-			// A tuple (a list here) of candidates: any of them.
-			if args[0].IsList() {
-				for _, c := range args[0].AsList().Items {
-					if strings.HasSuffix(s, b.print(c)) {
-						return NewBool(true), nil
-					}
-				}
-				return NewBool(false), nil
-			}
-			return NewBool(strings.HasSuffix(s, b.print(args[0]))), nil
+			return NewBool(hasAny(b, s, args[0], strings.HasSuffix)), nil
 		}), nil
 
 	case "replace":
@@ -1196,20 +1178,20 @@ func (e *evaluator) stringMethod(obj Value, method string) (Value, error) {
 
 	case "upper":
 		return e.makeStringFunc("upper", func(args []Value, kwargs map[string]Value) (Value, error) {
-			b.alloc(size(len(s), 3)) // a case change can grow a rune from 1 byte to 3
+			b.allocCased(s)
 			return NewString(strings.ToUpper(s)), nil
 		}), nil
 
 	case "lower":
 		return e.makeStringFunc("lower", func(args []Value, kwargs map[string]Value) (Value, error) {
-			b.alloc(size(len(s), 3))
+			b.allocCased(s)
 			return NewString(strings.ToLower(s)), nil
 		}), nil
 
 	case "title":
 		return e.makeStringFunc("title", func(args []Value, kwargs map[string]Value) (Value, error) {
 			// Simple title case: capitalize first letter of each word.
-			b.alloc(size(len(s), 8))
+			b.allocRunes(s)
 			runes := []rune(s)
 			inWord := false
 			for i, r := range runes {
@@ -1228,7 +1210,7 @@ func (e *evaluator) stringMethod(obj Value, method string) (Value, error) {
 			if len(s) == 0 {
 				return NewString(""), nil
 			}
-			b.alloc(size(len(s), 8))
+			b.allocRunes(s)
 			runes := []rune(s)
 			runes[0] = []rune(strings.ToUpper(string(runes[0])))[0]
 			return NewString(string(runes)), nil
@@ -1271,6 +1253,20 @@ func (e *evaluator) stringMethod(obj Value, method string) (Value, error) {
 	}
 
 	return Undefined(), nil
+}
+
+// hasAny is has(s, arg), or for a tuple (a list here) of candidates,
+// has(s, c) for any of them, as Python's startswith and endswith take.
+func hasAny(b *budget, s string, arg Value, has func(s, affix string) bool) bool {
+	if !arg.IsList() {
+		return has(s, b.print(arg))
+	}
+	for _, c := range arg.AsList().Items {
+		if has(s, b.print(c)) {
+			return true
+		}
+	}
+	return false
 }
 
 func (e *evaluator) makeStringFunc(name string, fn func([]Value, map[string]Value) (Value, error)) Value {
@@ -1344,13 +1340,7 @@ func (e *evaluator) dictMethod(obj Value, method string) (Value, error) {
 	switch method {
 	case "items":
 		return NewCallable("dict.items", func(args []Value, kwargs map[string]Value) (Value, error) {
-			b.allocValues(3 * d.Len())
-			items := make([]Value, 0, d.Len())
-			for _, key := range d.Keys {
-				pair := NewList([]Value{NewString(key), d.Data[key]})
-				items = append(items, pair)
-			}
-			return NewList(items), nil
+			return dictItems(b, d), nil
 		}), nil
 
 	case "keys":

@@ -114,6 +114,14 @@ func (b *budget) alloc(n int64) {
 	b.scan(n)
 }
 
+// allocCased charges a case change of s (strings.ToUpper, ToLower): a
+// rune can grow from one byte to three.
+func (b *budget) allocCased(s string) { b.alloc(size(len(s), 3)) }
+
+// allocRunes charges s converted to runes (four bytes a rune at most)
+// and the string made back from them.
+func (b *budget) allocRunes(s string) { b.alloc(size(len(s), 8)) }
+
 // allocValues charges n list or dict slots.
 func (b *budget) allocValues(n int) { b.alloc(size(n, valueBytes)) }
 

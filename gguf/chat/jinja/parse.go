@@ -197,7 +197,12 @@ func unescape(b *strings.Builder, s string) int {
 	case c == '\r' && len(s) > 2 && s[2] == '\n':
 		return 3
 	case c == 'x' || c == 'u' || c == 'U':
-		n := map[byte]int{'x': 2, 'u': 4, 'U': 8}[c]
+		n := 2 // \xHH
+		if c == 'u' {
+			n = 4
+		} else if c == 'U' {
+			n = 8
+		}
 		if len(s) >= 2+n {
 			if v, err := strconv.ParseUint(s[2:2+n], 16, 32); err == nil && v <= utf8.MaxRune {
 				b.WriteRune(rune(v))
