@@ -16,7 +16,7 @@ type MixOptions struct {
 	MaxPrompt int // prompt lengths are 1 … MaxPrompt
 	Decode    int // greedy tokens generated per sequence
 	Context   int // each session's context
-	Mixes     int // mixes, each with its own step budget and arrivals
+	Mixes     int // mixes (at least), each with its own step budget and arrivals
 	// Vocab bounds the prompt ids drawn (0: the model's vocabulary).
 	Vocab int
 }
@@ -67,7 +67,11 @@ func BatchInvariance(ctx context.Context, m *model.Model, rng *rand.Rand, opt Mi
 		}
 		want[i] = rows
 	}
-	for mix := range opt.Mixes {
+	// A draw can miss what the suite is for (three mixes of a one-token
+	// budget batch nothing; arrivals far apart mix no prefill with
+	// decode), so up to three times opt.Mixes are drawn until a step has
+	// batched sequences together and one has mixed the two.
+	for mix := 0; mix < opt.Mixes || mix < 3*opt.Mixes && (st.MaxSeqs < 2 || st.MixedSteps == 0); mix++ {
 		if err := mixOnce(ctx, m, rng, opt, prompts, want, &st); err != nil {
 			return st, fmt.Errorf("mix %d: %w", mix, err)
 		}
