@@ -31,14 +31,18 @@ root=$(pwd)
 bin=$root/.gpucheck/cuda.test
 specbin=$root/.gpucheck/spec.test
 
-# build makes the test binaries, and copies the built-in model's F16 and
-# its trained draft (make bench-spec's targets and drafts; the Q8_0 is in
-# models/) from MESHNODE_MODELS (default ../shared/models), where they are.
+# build makes the test binaries, and copies the built-in model's trained
+# draft (a make bench-spec draft; the Q8_0 is in models/) from
+# MESHNODE_MODELS (default ../shared/models), where it is. Not the F16:
+# the device tool carries at most 64 MiB, the tracked tree and the
+# binaries take 55 of them, so the F16 cases skip on the GPU machine and
+# the 1B-shaped models are inflated from the built-in Q8_0 there.
 build() {
 	mkdir -p .gpucheck/models
+	rm -f .gpucheck/models/meshnode-fortunes-f16.gguf
 	CGO_ENABLED=0 go test -c -o "$bin" ./cuda || return 1
 	CGO_ENABLED=0 go test -c -o "$specbin" ./gguf/spec || return 1
-	for f in meshnode-fortunes-f16.gguf meshnode-fortunes-draft-q8_0.gguf; do
+	for f in meshnode-fortunes-draft-q8_0.gguf; do
 		src=${MESHNODE_MODELS:-$root/../shared/models}/$f
 		if [ -f "$src" ]; then cp -f "$src" .gpucheck/models/; else echo "gpu-check: no $src: bench-spec's cases with it will skip"; fi
 	done
@@ -66,7 +70,7 @@ spec() {
 	cd "$root/gguf/spec" # the bench reads ../../models
 	rc=0
 	: >"$OUT/spec-summary.txt"
-	for group in "fortunes F16:150" "fortunes Q8_0:60" "fortunes-1B:300"; do
+	for group in "fortunes Q8_0:60" "fortunes-1B:300"; do
 		name=${group%:*} limit=${group##*:}
 		log="$OUT/bench-spec-$(echo "$name" | tr ' ' '-').log"
 		start=$(date +%s)
