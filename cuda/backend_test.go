@@ -1,6 +1,7 @@
 package cuda_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"github.com/meshnode/meshnode/gguf/backend"
 	"github.com/meshnode/meshnode/gguf/backend/backendtest"
 	"github.com/meshnode/meshnode/gguf/cpu"
+	"github.com/meshnode/meshnode/gguf/model"
 	"github.com/meshnode/meshnode/gguf/model/modeltest"
 	"github.com/meshnode/meshnode/gguf/quant"
 )
@@ -109,6 +111,59 @@ func TestGraphs(t *testing.T) {
 	for step := range eager {
 		if !slices.Equal(eager[step], graphed[step]) || !slices.Equal(eager[step], refused[step]) {
 			t.Fatalf("step %d: logits differ between eager and graph launches", step)
+		}
+	}
+}
+
+// TestGraphsInterleaved: steps that recur between others, as a
+// speculative window does between the draft's steps, are captured when
+// seen again and then replayed, with the eager launches' logits.
+func TestGraphsInterleaved(t *testing.T) {
+	f := fixture(t, "llama", "Q4_0")
+	// rounds of a three-token window and a one-token step, each on a
+	// session of its own and trimmed back after, as spec.Measure times
+	// them; the logits of every step.
+	run := func(opt cuda.Options, rounds int) ([][]float32, cuda.Stats) {
+		be, _ := newEmu(t, opt)
+		defer be.Close()
+		m, err := model.Load(f, be)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		var sessions [2]*model.Session
+		for i := range sessions {
+			if sessions[i], err = m.NewSession(model.SessionOptions{Context: modelContext}); err != nil {
+				t.Fatal(err)
+			}
+			defer sessions[i].Close()
+			if _, err := sessions[i].Eval(ctx, modelPrompt); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var all [][]float32
+		for range rounds {
+			for i, toks := range [][]uint32{{5, 6, 7}, {9}} {
+				s := sessions[i]
+				logits, err := s.Eval(ctx, toks)
+				if err != nil {
+					t.Fatal(err)
+				}
+				all = append(all, append([]float32(nil), logits...))
+				s.Truncate(len(modelPrompt))
+			}
+		}
+		return all, be.Stats()
+	}
+	eager, _ := run(cuda.Options{NoGraphs: true}, 4)
+	graphed, st := run(cuda.Options{}, 4)
+	// Rounds 2 to 4 launch both steps as graphs, 2 capturing them.
+	if st.Captures != 2 || st.Graphs != 6 {
+		t.Errorf("four rounds: %+v, want 2 captures and 6 graph launches", st)
+	}
+	for i := range eager {
+		if !slices.Equal(eager[i], graphed[i]) {
+			t.Fatalf("step %d: logits differ between eager and graph launches", i)
 		}
 	}
 }

@@ -21,9 +21,22 @@ const (
 	maxOps = 8192
 	// minGraphOps is the shortest step worth a graph.
 	minGraphOps = 8
-	// maxGraphs is how many captured steps are kept (a decode step per
-	// session that decodes in turn with others).
-	maxGraphs = 4
+	// maxGraphs is how many captured steps are kept: a decode step per
+	// session that decodes in turn with others, and speculation's steps —
+	// the draft's one-token step and catch-up, the target's one-token step
+	// and its windows of 2 to 9 rows.
+	maxGraphs = 16
+	// maxSeen is how many recent uncaptured steps a step is compared
+	// with; one seen again among them is captured. Speculation
+	// interleaves the draft's steps with the target's windows, so a window
+	// never follows its like: compared with the previous step alone, every
+	// window launched its kernels one by one (2 rows cost 1.6 one-row
+	// steps of a 1B model on an H200, in graphs 1.4), and so did the
+	// draft's first step of each round. Capturing on the third sighting
+	// instead left the draft's steps dearer (c 0.31–0.34 against 0.25,
+	// speculation 1.8–1.9× against 2.0–2.1×) for the sake of a prompt
+	// evaluated twice, whose capture costs it a millisecond once.
+	maxSeen = 16
 )
 
 type opKind uint8
@@ -180,11 +193,19 @@ func (b *Backend) sync(free bool) error {
 // executor launches recordings, by graph where a step repeats.
 type executor struct {
 	graphs bool
-	prev   []op
-	prevAt [2]int // arena bytes used and its generation, of prev
+	seen   []seenStep // recent steps launched eagerly
 	cache  []*graphEntry
 	dead   []*graphEntry // evicted, destroyed at the next sync
-	clock  int64
+	clock  int64         // steps flushed
+}
+
+// seenStep is a step launched eagerly: its ops, its argument arena's
+// bytes used and generation (a graph replays the arena's device copy),
+// and when it was seen.
+type seenStep struct {
+	ops  []op
+	at   [2]int
+	last int64
 }
 
 type graphEntry struct {
@@ -204,6 +225,7 @@ func (b *Backend) flushErr() error {
 	b.act.valid = false // the next step quantises its own inputs
 	b.stats.Steps++
 	e := &b.exec
+	e.clock++
 	at := [2]int{b.rec.arena.used, b.rec.arena.gen}
 	var err error
 	switch {
@@ -211,19 +233,42 @@ func (b *Backend) flushErr() error {
 		err = b.runEager(ops)
 	case e.find(ops, at) != nil:
 		g := e.find(ops, at)
-		e.clock++
 		g.used = e.clock
 		err = b.lib.GraphLaunch(g.exec, b.stream)
 		b.stats.Graphs++
-	case e.prevAt == at && slices.Equal(ops, e.prev):
+	case e.repeats(ops, at):
 		err = b.capture(ops, at)
 	default:
 		err = b.runEager(ops)
 	}
-	e.prev = append(e.prev[:0], ops...)
-	e.prevAt = at
 	b.rec.ops = ops[:0]
 	return err
+}
+
+// repeats reports whether the step is one of the recent eager ones (see
+// maxSeen), and forgets it there, as it is about to be captured;
+// otherwise it remembers the step, forgetting the least recent past
+// maxSeen.
+func (e *executor) repeats(ops []op, at [2]int) bool {
+	for i, s := range e.seen {
+		if s.at == at && slices.Equal(s.ops, ops) {
+			e.seen = slices.Delete(e.seen, i, i+1)
+			return true
+		}
+	}
+	var reuse []op
+	if len(e.seen) == maxSeen {
+		lru := 0
+		for i, s := range e.seen {
+			if s.last < e.seen[lru].last {
+				lru = i
+			}
+		}
+		reuse = e.seen[lru].ops[:0]
+		e.seen = slices.Delete(e.seen, lru, lru+1)
+	}
+	e.seen = append(e.seen, seenStep{ops: append(reuse, ops...), at: at, last: e.clock})
+	return false
 }
 
 func (e *executor) find(ops []op, at [2]int) *graphEntry {
@@ -306,7 +351,6 @@ func (b *Backend) capture(ops []op, at [2]int) error {
 		return fail(err)
 	}
 	e := &b.exec
-	e.clock++
 	e.cache = append(e.cache, &graphEntry{ops: slices.Clone(ops), at: at, graph: g, exec: x, used: e.clock})
 	if len(e.cache) > maxGraphs {
 		lru := 0
