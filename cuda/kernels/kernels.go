@@ -48,8 +48,8 @@ func ForDevice(major, minor int) (Arch, error) {
 type ID int
 
 // The kernels that do not depend on a weight type. Each weight type then
-// has four: MatVec (one activation row per warp), MatVecBatch (eight),
-// Embed and MatVecGather; see WeightKernel.
+// has six: MatVec (one activation row per warp), MatVec2 (two), MatVec4
+// (four), MatVecBatch (eight), Embed and MatVecGather; see WeightKernel.
 const (
 	QuantizeQ8_0 ID = iota
 	QuantizeQ8_1
@@ -122,6 +122,8 @@ const (
 	MatVecBatch                    // the same, eight activation rows per warp
 	Embed                          // rows of the table, dequantised
 	MatVecGather                   // y = x·wᵀ by the expert each row chose
+	MatVec2                        // MatVec, two activation rows per warp
+	MatVec4                        // MatVec, four activation rows per warp
 	numWeightKinds
 )
 
@@ -178,6 +180,10 @@ func (id ID) Name() string {
 		return "mv_" + w.name + "_1"
 	case MatVecBatch:
 		return "mv_" + w.name + "_8"
+	case MatVec2:
+		return "mv_" + w.name + "_2"
+	case MatVec4:
+		return "mv_" + w.name + "_4"
 	case MatVecGather:
 		return "mvx_" + w.name
 	}

@@ -3,6 +3,7 @@ package kernels_test
 import (
 	"bufio"
 	"bytes"
+	"math/bits"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -153,7 +154,7 @@ func TestForDevice(t *testing.T) {
 func TestWeightKernels(t *testing.T) {
 	ids := map[kernels.ID]bool{}
 	for _, typ := range kernels.WeightTypes() {
-		for _, k := range []kernels.WeightKind{kernels.MatVec, kernels.MatVecBatch, kernels.Embed, kernels.MatVecGather} {
+		for _, k := range []kernels.WeightKind{kernels.MatVec, kernels.MatVec2, kernels.MatVec4, kernels.MatVecBatch, kernels.Embed, kernels.MatVecGather} {
 			id, ok := kernels.WeightKernel(typ, k)
 			if !ok || id < 0 || id >= kernels.Count || ids[id] {
 				t.Errorf("%s kind %d: id %d, %v", typ, k, id, ok)
@@ -170,15 +171,16 @@ func TestShapes(t *testing.T) {
 	// Matrix products cover every weight row (a warp each) and activation
 	// row, from one row to a vocabulary of 256k and a batch of 512.
 	for _, rows := range []int{1, 3, 4, 5, 37, 4096, 262144} {
-		for _, nx := range []int{1, 2, 8, 9, 128, 512} {
+		for _, nx := range []int{1, 2, 3, 4, 5, 8, 9, 128, 512} {
 			s := kernels.MatVecShape([kernels.MaxMats]int{rows}, nx)
 			if err := s.Check(); err != nil {
 				t.Fatal(err)
 			}
 			warps := int(s.Block.X) / 32
-			per := 1
-			if kernels.MatVecKind(nx) == kernels.MatVecBatch {
-				per = kernels.BatchRows
+			per := kernels.MatVecRowsPerWarp(kernels.MatVecKind(nx))
+			// The fewest rows a warp takes that cover nx, up to BatchRows.
+			if want := min(kernels.BatchRows, 1<<bits.Len(uint(nx-1))); per != want {
+				t.Errorf("%d activation rows: kernel of %d rows a warp, want %d", nx, per, want)
 			}
 			if int(s.Grid.X)*warps < rows || int(s.Grid.X-1)*warps >= rows || warps != kernels.MatVecRows {
 				t.Errorf("MatVecShape(%d, %d) = %+v does not cover the rows exactly", rows, nx, s)

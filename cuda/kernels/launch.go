@@ -60,26 +60,42 @@ func Quantize(id ID, nblocks int) Shape {
 	return Shape{dim(ceilDiv(nblocks, 8), 1, 1), dim(256, 1, 1)}
 }
 
-// MatVecKind is the kernel for nx activation rows: the batched one from
-// two rows on.
+// MatVecKind is the kernel for nx activation rows: the one whose warps
+// take the fewest rows that cover nx, up to BatchRows (a speculative
+// window of two rows pays for two, not eight).
 func MatVecKind(nx int) WeightKind {
-	if nx > 1 {
-		return MatVecBatch
+	switch {
+	case nx <= 1:
+		return MatVec
+	case nx == 2:
+		return MatVec2
+	case nx <= 4:
+		return MatVec4
 	}
-	return MatVec
+	return MatVecBatch
+}
+
+// MatVecRowsPerWarp is the activation rows a warp of kind k takes.
+func MatVecRowsPerWarp(k WeightKind) int {
+	switch k {
+	case MatVec2:
+		return 2
+	case MatVec4:
+		return 4
+	case MatVecBatch:
+		return BatchRows
+	}
+	return 1
 }
 
 // MaxMats is how many matrices one matrix launch covers.
 const MaxMats = 3
 
 // MatVecShape covers the rows of up to MaxMats matrices (a warp per row,
-// each matrix's in whole blocks) and nx activation rows (one or BatchRows
+// each matrix's in whole blocks) and nx activation rows (one to BatchRows
 // per warp, as MatVecKind picks).
 func MatVecShape(rows [MaxMats]int, nx int) Shape {
-	r := 1
-	if MatVecKind(nx) == MatVecBatch {
-		r = BatchRows
-	}
+	r := MatVecRowsPerWarp(MatVecKind(nx))
 	blocks := 0
 	for _, n := range rows {
 		blocks += ceilDiv(n, MatVecRows)

@@ -2,8 +2,10 @@
 // lookups.
 //
 // One warp per weight row, four rows per 128-thread block; each warp dots
-// its row with R activation rows (R = 1 for decode, 8 for prefill, so a
-// weight block loaded once serves eight tokens). A launch covers up to
+// its row with R activation rows (R = 1 for decode; 2 or 4 for a
+// speculative window of that many rows or fewer; 8 for prefill and wider
+// windows), so a weight block loaded once serves R tokens and a window of
+// two does not pay for eight rows' registers and shuffles. A launch covers up to
 // three matrices of one type and width that share the activation (Q, K and
 // V; gate and up): grid = (Σ ceil(rows_m / 4), ceil(nx / R)), the blocks
 // of matrix 0 first.
@@ -115,7 +117,8 @@ DEV void matvec_q32(Mat m, int row_bytes, int cols, const i8 *aq, const float *a
 			UNROLL for (int r = 0; r < R; r++) {
 				if (x0 + r < nx) {
 					i64 xi = (i64)(x0 + r) * nb + i;
-					const u32 *a = (const u32 *)(aq + xi * 32);
+					u32 a[8];
+					ld128x2(aq + xi * 32, a);
 					part[r] = T::partial(b, wq, a, ad[xi], as ? as[xi] : 0.0f);
 				}
 			}
@@ -158,7 +161,8 @@ DEV void matvec_k(Mat m, int row_bytes, int cols, const i8 *aq, const float *ad,
 			UNROLL for (int r = 0; r < R; r++) {
 				if (x0 + r < nx) {
 					i64 xi = (i64)(x0 + r) * nb + i;
-					const u32 *a = (const u32 *)(aq + xi * 256 + 32 * s);
+					u32 a[8];
+					ld128x2(aq + xi * 256 + 32 * s, a);
 					T::ints(b, s, wq, a, bsums + xi * 16, isum[r], summs[r]);
 				}
 			}
@@ -288,9 +292,9 @@ DEV void embed(const u8 *table, int row_bytes, int cols, const i32 *ids, float *
 		embed<T>(table, row_bytes, cols, ids, dst);                                                  \
 	}
 
-#define QTYPE32(name, T) MV_Q32(name, T, 1) MV_Q32(name, T, 8) EMBED(name, T) MVX_Q32(name, T)
-#define QTYPEK(name, T) MV_K(name, T, 1) MV_K(name, T, 8) EMBED(name, T) MVX_K(name, T)
-#define FTYPE(name, T) MV_F(name, T, 1) MV_F(name, T, 8) EMBED(name, T) MVX_F(name, T)
+#define QTYPE32(name, T) MV_Q32(name, T, 1) MV_Q32(name, T, 2) MV_Q32(name, T, 4) MV_Q32(name, T, 8) EMBED(name, T) MVX_Q32(name, T)
+#define QTYPEK(name, T) MV_K(name, T, 1) MV_K(name, T, 2) MV_K(name, T, 4) MV_K(name, T, 8) EMBED(name, T) MVX_K(name, T)
+#define FTYPE(name, T) MV_F(name, T, 1) MV_F(name, T, 2) MV_F(name, T, 4) MV_F(name, T, 8) EMBED(name, T) MVX_F(name, T)
 
 QTYPE32(q4_0, Q4_0)
 QTYPE32(q4_1, Q4_1)

@@ -58,6 +58,15 @@ To bitcast(From v) {
 // bar.sync 0: every thread of the block.
 DEV void sync_threads() { __syncthreads(); }
 
+// ld128x2 loads 32 bytes at p, 16-byte aligned (a quantised activation
+// block), as two 128-bit loads.
+typedef u32 u32x4 __attribute__((ext_vector_type(4)));
+DEV void ld128x2(const void *p, u32 *w) {
+	u32x4 a = ((const u32x4 *)p)[0], b = ((const u32x4 *)p)[1];
+	w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w;
+	w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
+}
+
 // Warp shuffles over the full warp (every kernel keeps whole warps
 // converged where it shuffles).
 DEV u32 shfl_xor(u32 v, int m) { return (u32)__nvvm_shfl_sync_bfly_i32(FULL_MASK, (int)v, m, 31); }
@@ -112,6 +121,11 @@ u32 emu_shfl(u32 v, int mode, int arg);
 #define gridDim emu_gridDim
 
 DEV void sync_threads() { emu_syncthreads(); }
+DEV void ld128x2(const void *p, u32 *w) {
+	for (int t = 0; t < 8; t++) {
+		w[t] = ((const u32 *)p)[t];
+	}
+}
 DEV u32 shfl_xor(u32 v, int m) { return emu_shfl(v, 0, m); }
 DEV u32 shfl_down(u32 v, int d) { return emu_shfl(v, 1, d); }
 DEV u32 shfl_idx(u32 v, int src) { return emu_shfl(v, 2, src); }
@@ -177,6 +191,25 @@ DEV u32 warp_id() { return threadIdx.x / WARP; }
 DEV u16 ld16(const u8 *p) { return *(const u16 *)p; }
 DEV u32 ld32_a2(const u8 *p) { return (u32)ld16(p) | (u32)ld16(p + 2) << 16; }
 DEV u32 ld32(const u8 *p) { return *(const u32 *)p; }
+
+// ldw_a2 loads N little-endian words from p, 2-byte aligned, by aligned
+// 32-bit loads: N of them, and one more where p is not 4-byte aligned,
+// whose words are shifted into place. A lane's block of 34 or 18 bytes
+// took 2N 16-bit loads, and a matrix kernel is bound by its load
+// instructions, not by bytes. The extra word ends within 2 bytes of the
+// last one wanted, so it never touches another page.
+template <int N>
+DEV void ldw_a2(const u8 *p, u32 *w) {
+	int off = (int)((u64)p & 2);
+	const u32 *q = (const u32 *)(p - off); // from p, so that it stays a global load
+	int sh = off * 8;
+	u32 lo = q[0];
+	UNROLL for (int t = 0; t < N; t++) {
+		u32 hi = t + 1 < N || sh ? q[t + 1] : 0;
+		w[t] = (u32)(((u64)hi << 32 | lo) >> sh);
+		lo = hi;
+	}
+}
 DEV float ld_half(const u8 *p) { return half_to_float(ld16(p)); }
 DEV float round_half(float f) { return half_to_float(float_to_half(f)); }
 

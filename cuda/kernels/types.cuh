@@ -43,10 +43,11 @@ DEV u32 spread4(u32 v) { return (v & 1) << 4 | (v & 2) << 11 | (v & 4) << 18 | (
 // load_nibbles splits 16 bytes of packed quants: the low nibbles are
 // elements 0-15 (words 0-3), the high ones 16-31 (words 4-7).
 DEV void load_nibbles(const u8 *qs, u32 *w) {
+	u32 q[4];
+	ldw_a2<4>(qs, q);
 	for (int t = 0; t < 4; t++) {
-		u32 q = ld32_a2(qs + 4 * t);
-		w[t] = q & 0x0f0f0f0fu;
-		w[4 + t] = (q >> 4) & 0x0f0f0f0fu;
+		w[t] = q[t] & 0x0f0f0f0fu;
+		w[4 + t] = (q[t] >> 4) & 0x0f0f0f0fu;
 	}
 }
 
@@ -82,10 +83,11 @@ struct Q4_1 {
 
 // Q5_0/Q5_1 fifth bits: bit j of qh for low nibble j, bit j+16 for high.
 DEV void load_q5(const u8 *qsp, u32 qh, u32 *w) {
+	u32 q[4];
+	ldw_a2<4>(qsp, q);
 	for (int t = 0; t < 4; t++) {
-		u32 q = ld32_a2(qsp + 4 * t);
-		w[t] = (q & 0x0f0f0f0fu) | spread4((qh >> (4 * t)) & 0xf);
-		w[4 + t] = ((q >> 4) & 0x0f0f0f0fu) | spread4((qh >> (16 + 4 * t)) & 0xf);
+		w[t] = (q[t] & 0x0f0f0f0fu) | spread4((qh >> (4 * t)) & 0xf);
+		w[4 + t] = ((q[t] >> 4) & 0x0f0f0f0fu) | spread4((qh >> (16 + 4 * t)) & 0xf);
 	}
 }
 
@@ -124,11 +126,7 @@ struct Q8_0 {
 		const u8 *b = row + (e / 32) * BYTES;
 		return (float)(i8)b[2 + e % 32] * ld_half(b);
 	}
-	DEV void load(const u8 *b, u32 *w) {
-		for (int t = 0; t < 8; t++) {
-			w[t] = ld32_a2(b + 2 + 4 * t);
-		}
-	}
+	DEV void load(const u8 *b, u32 *w) { ldw_a2<8>(b + 2, w); }
 	DEV float partial(const u8 *b, const u32 *w, const u32 *a, float da, float) { return scaled(dot8(w, a), ld_half(b), da); }
 };
 
@@ -155,10 +153,11 @@ struct IQ4_NL {
 		return ld_half(b) * (float)iq4_value(j < 16 ? b[2 + j] & 0xf : b[2 + j - 16] >> 4);
 	}
 	DEV void load(const u8 *b, u32 *w) {
+		u32 q[4];
+		ldw_a2<4>(b + 2, q);
 		for (int t = 0; t < 4; t++) {
-			u32 q = ld32_a2(b + 2 + 4 * t);
-			w[t] = iq4_word(q, 0);
-			w[4 + t] = iq4_word(q, 4);
+			w[t] = iq4_word(q[t], 0);
+			w[4 + t] = iq4_word(q[t], 4);
 		}
 	}
 	DEV float partial(const u8 *b, const u32 *w, const u32 *a, float da, float) { return scaled(dot8(w, a), ld_half(b), da); }
@@ -232,11 +231,12 @@ struct Q6_K {
 	}
 	DEV void load(const u8 *b, int s, u32 *w) {
 		int c = s / 4, qt = s % 4;
-		const u8 *ql = b + 64 * c + (qt & 1) * 32, *qh = b + 128 + 32 * c;
+		u32 ql[8], qh[8];
+		ldw_a2<8>(b + 64 * c + (qt & 1) * 32, ql);
+		ldw_a2<8>(b + 128 + 32 * c, qh);
 		for (int t = 0; t < 8; t++) {
-			u32 lv = ld32_a2(ql + 4 * t);
-			lv = qt < 2 ? lv & 0x0f0f0f0fu : (lv >> 4) & 0x0f0f0f0fu;
-			w[t] = lv | ((ld32_a2(qh + 4 * t) >> (2 * qt)) & 0x03030303u) << 4;
+			u32 lv = qt < 2 ? ql[t] & 0x0f0f0f0fu : (ql[t] >> 4) & 0x0f0f0f0fu;
+			w[t] = lv | ((qh[t] >> (2 * qt)) & 0x03030303u) << 4;
 		}
 	}
 	DEV void ints(const u8 *b, int s, const u32 *w, const u32 *a, const i32 *, i32 &isum, i32 &summs) {
@@ -308,10 +308,12 @@ struct Q3_K {
 		return dl * (float)v;
 	}
 	DEV void load(const u8 *b, int s, u32 *w) {
-		const u8 *q = b + 32 + 32 * (s / 4);
+		u32 q[8], hm[8];
+		ldw_a2<8>(b + 32 + 32 * (s / 4), q);
+		ldw_a2<8>(b, hm);
 		for (int t = 0; t < 8; t++) {
-			u32 v = (ld32_a2(q + 4 * t) >> (2 * (s % 4))) & 0x03030303u;
-			u32 h = (ld32_a2(b + 4 * t) >> s) & 0x01010101u;
+			u32 v = (q[t] >> (2 * (s % 4))) & 0x03030303u;
+			u32 h = (hm[t] >> s) & 0x01010101u;
 			w[t] = v | h << 2; // the quant + 4 where the bit is set
 		}
 	}

@@ -319,7 +319,7 @@ constexpr int arity(void (*)(A...)) {
 }
 
 #define KERNEL_ENTRY(name) {#name, KernelInfo{[](void **p) { call_with(name, p, seq_of(name)); }, arity(name)}},
-#define TYPE_ENTRIES(t) KERNEL_ENTRY(mv_##t##_1) KERNEL_ENTRY(mv_##t##_8) KERNEL_ENTRY(embed_##t) KERNEL_ENTRY(mvx_##t)
+#define TYPE_ENTRIES(t) KERNEL_ENTRY(mv_##t##_1) KERNEL_ENTRY(mv_##t##_2) KERNEL_ENTRY(mv_##t##_4) KERNEL_ENTRY(mv_##t##_8) KERNEL_ENTRY(embed_##t) KERNEL_ENTRY(mvx_##t)
 
 const std::map<std::string, KernelInfo> &kernel_table() {
 	static const std::map<std::string, KernelInfo> t = {
