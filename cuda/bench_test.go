@@ -74,16 +74,7 @@ func BenchmarkCUDA(b *testing.B) {
 	if os.Getenv("BENCH_1B") != "0" {
 		dir := b.TempDir()
 		for _, ft := range []string{"Q4_0", "Q8_0"} {
-			spec := modeltest.Spec{Arch: "llama", FileType: ft, Embd: 2048, Layers: 16, Heads: 32, KVHeads: 8,
-				FF: 8192, Context: 4096, Seed: 1}
-			path := filepath.Join(dir, "llama-1b-"+strings.ToLower(ft)+".gguf")
-			if err := modeltest.WriteRandomFile(path, spec, md); err != nil {
-				b.Fatal(err)
-			}
-			f, err := gguf.Open(path)
-			if err != nil {
-				b.Fatal(err)
-			}
+			f := oneB(b, dir, ft, md)
 			defer f.Close()
 			jobs = append(jobs, job{"llama-1b-" + strings.ToLower(ft), f, envInt("BENCH_PP", 512), envInt("BENCH_TG", 128), 3})
 		}
@@ -159,6 +150,22 @@ func benchModel(lib string, f *gguf.File, pp, tg, reps int) (benchResult, error)
 	}
 	r.stats = be.Stats()
 	return r, nil
+}
+
+// oneB writes a random llama model of Llama-3.2-1B's shape with weights of
+// type ft into dir, and opens it.
+func oneB(b *testing.B, dir, ft string, md *gguf.Metadata) *gguf.File {
+	spec := modeltest.Spec{Arch: "llama", FileType: ft, Embd: 2048, Layers: 16, Heads: 32, KVHeads: 8,
+		FF: 8192, Context: 4096, Seed: 1}
+	path := filepath.Join(dir, "llama-1b-"+strings.ToLower(ft)+".gguf")
+	if err := modeltest.WriteRandomFile(path, spec, md); err != nil {
+		b.Fatal(err)
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return f
 }
 
 // decodeBytes is the weight bytes one decoded token reads: every matrix,

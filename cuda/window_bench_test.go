@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,9 +13,7 @@ import (
 
 	"github.com/meshnode/meshnode/cuda"
 	"github.com/meshnode/meshnode/cuda/cudaemu"
-	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/model"
-	"github.com/meshnode/meshnode/gguf/model/modeltest"
 )
 
 // BenchmarkWindows is the GPU's price of a speculative window: the step
@@ -48,15 +45,7 @@ func BenchmarkWindows(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		path := filepath.Join(b.TempDir(), "llama-1b-q8_0.gguf")
-		spec := modeltest.Spec{Arch: "llama", FileType: "Q8_0", Embd: 2048, Layers: 16, Heads: 32, KVHeads: 8,
-			FF: 8192, Context: 4096, Seed: 1}
-		if err := modeltest.WriteRandomFile(path, spec, md); err != nil {
-			b.Fatal(err)
-		}
-		if f, err = gguf.Open(path); err != nil {
-			b.Fatal(err)
-		}
+		f = oneB(b, b.TempDir(), "Q8_0", md)
 		defer f.Close()
 		name = "Llama-3.2-1B-shaped random Q8_0"
 	}
