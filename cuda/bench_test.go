@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -152,13 +151,10 @@ func benchModel(lib string, f *gguf.File, pp, tg, reps int) (benchResult, error)
 	return r, nil
 }
 
-// oneB writes a random llama model of Llama-3.2-1B's shape with weights of
-// type ft into dir, and opens it.
+// oneB writes modeltest.WriteLlama1B's model into dir, and opens it.
 func oneB(b *testing.B, dir, ft string, md *gguf.Metadata) *gguf.File {
-	spec := modeltest.Spec{Arch: "llama", FileType: ft, Embd: 2048, Layers: 16, Heads: 32, KVHeads: 8,
-		FF: 8192, Context: 4096, Seed: 1}
-	path := filepath.Join(dir, "llama-1b-"+strings.ToLower(ft)+".gguf")
-	if err := modeltest.WriteRandomFile(path, spec, md); err != nil {
+	path, err := modeltest.WriteLlama1B(dir, ft, md)
+	if err != nil {
 		b.Fatal(err)
 	}
 	f, err := gguf.Open(path)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -82,10 +81,8 @@ func BenchmarkMetal(b *testing.B) {
 			b.Fatal(err)
 		}
 		for _, ft := range []string{"Q4_0", "Q8_0"} {
-			spec := modeltest.Spec{Arch: "llama", FileType: ft, Embd: 2048, Layers: 16, Heads: 32, KVHeads: 8,
-				FF: 8192, Context: 4096, Seed: 1}
-			path := filepath.Join(dir, "llama-1b-"+strings.ToLower(ft)+".gguf")
-			if err := modeltest.WriteRandomFile(path, spec, md); err != nil {
+			path, err := modeltest.WriteLlama1B(dir, ft, md)
+			if err != nil {
 				b.Fatal(err)
 			}
 			f, err := gguf.Open(path)

@@ -133,11 +133,9 @@ func BenchmarkEngineVsLlamaCpp(b *testing.B) {
 	}
 	if os.Getenv("BENCH_1B") != "0" {
 		for _, ft := range []string{"Q4_0", "Q8_0", "Q4_K_M"} {
-			spec := modeltest.Spec{Arch: "llama", FileType: ft, Embd: 2048, Layers: 16, Heads: 32, KVHeads: 8,
-				FF: 8192, Context: 4096, Seed: 1}
-			path := filepath.Join(dir, "llama-1b-"+strings.ToLower(ft)+".gguf")
 			start := time.Now()
-			if err := modeltest.WriteRandomFile(path, spec, md); err != nil {
+			path, err := modeltest.WriteLlama1B(dir, ft, md)
+			if err != nil {
 				b.Fatal(err)
 			}
 			b.Logf("made %s in %v", filepath.Base(path), time.Since(start).Round(time.Millisecond))

@@ -384,6 +384,16 @@ func WriteRandomFile(path string, s Spec, vocab *gguf.Metadata) error {
 	return writeFile(path, func(out io.Writer) error { return WriteRandom(out, s, vocab) })
 }
 
+// WriteLlama1B writes a random llama model of Llama-3.2-1B's shape (2048
+// wide, 16 blocks, 32 heads, 8 KV heads, 8192 feed-forward units) with
+// weights of file type ft to dir/llama-1b-<ft>.gguf, the benchmarks' 1B
+// model, and returns its path.
+func WriteLlama1B(dir, ft string, vocab *gguf.Metadata) (string, error) {
+	s := Spec{Arch: "llama", FileType: ft, Embd: 2048, Layers: 16, Heads: 32, KVHeads: 8, FF: 8192, Context: 4096, Seed: 1}
+	path := filepath.Join(dir, "llama-1b-"+strings.ToLower(ft)+".gguf")
+	return path, WriteRandomFile(path, s, vocab)
+}
+
 // writeFile writes path through a buffer by write, into path.tmp renamed
 // to path once complete, so a file that is there is whole.
 func writeFile(path string, write func(io.Writer) error) error {
