@@ -939,156 +939,76 @@ func filterMap(b *budget, args []Value, kwargs map[string]Value) (Value, error) 
 	}
 
 	b.allocValues(list.Len())
-	b.allocValues(list.Len())
 	return NewList(list.Items), nil
 }
 
-func filterSelect(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
-	if len(args) == 0 || !args[0].IsList() {
+func filterSelect(b *budget, args []Value, _ map[string]Value) (Value, error) {
+	return filterTested(b, args, false, true)
+}
+
+func filterReject(b *budget, args []Value, _ map[string]Value) (Value, error) {
+	return filterTested(b, args, false, false)
+}
+
+func filterSelectattr(b *budget, args []Value, _ map[string]Value) (Value, error) {
+	return filterTested(b, args, true, true)
+}
+
+func filterRejectattr(b *budget, args []Value, _ map[string]Value) (Value, error) {
+	return filterTested(b, args, true, false)
+}
+
+// filterTested is select and reject (attr false: list, test, test args)
+// and selectattr and rejectattr (attr true: list, attribute, test, test
+// args): the items whose value — the item, or its attribute — passes the
+// test (keep) or fails it. Without a test, truthiness decides: select's
+// test name absent or not a string, selectattr's absent or "truthy".
+func filterTested(b *budget, args []Value, attr, keep bool) (Value, error) {
+	at := 1 // the test name's index
+	if attr {
+		at = 2
+	}
+	if len(args) < at || !args[0].IsList() {
 		return NewList(nil), nil
 	}
 
 	list := args[0].AsList()
-	testName := ""
-	if len(args) > 1 && args[1].IsString() {
+	var attrName, testName, truthy string
+	if attr {
+		attrName = b.print(args[1])
+		testName, truthy = "truthy", "truthy"
+		if len(args) > 2 {
+			testName = b.print(args[2])
+		}
+	} else if len(args) > 1 && args[1].IsString() {
 		testName = args[1].AsString()
 	}
 
-	testArgs := args[min(2, len(args)):]
+	testArgs := args[min(at+1, len(args)):]
 
 	b.allocValues(list.Len())
 	var items []Value
 	for _, item := range list.Items {
-		if testName == "" {
-			if item.IsTruthy() {
-				items = append(items, item)
+		v := item
+		if attr {
+			v = Undefined()
+			if item.IsDict() {
+				if a, ok := item.AsDict().Get(attrName); ok {
+					v = a
+				}
 			}
+		}
+		var pass bool
+		if testName == truthy {
+			pass = v.IsTruthy()
 		} else {
-			result, err := evalTest(b, testName, item, testArgs)
-			if err != nil {
+			var err error
+			if pass, err = evalTest(b, testName, v, testArgs); err != nil {
 				return Undefined(), err
 			}
-			if result {
-				items = append(items, item)
-			}
 		}
-	}
-
-	return NewList(items), nil
-}
-
-func filterReject(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
-	if len(args) == 0 || !args[0].IsList() {
-		return NewList(nil), nil
-	}
-
-	list := args[0].AsList()
-	testName := ""
-	if len(args) > 1 && args[1].IsString() {
-		testName = args[1].AsString()
-	}
-
-	testArgs := args[min(2, len(args)):]
-
-	b.allocValues(list.Len())
-	var items []Value
-	for _, item := range list.Items {
-		if testName == "" {
-			if !item.IsTruthy() {
-				items = append(items, item)
-			}
-		} else {
-			result, err := evalTest(b, testName, item, testArgs)
-			if err != nil {
-				return Undefined(), err
-			}
-			if !result {
-				items = append(items, item)
-			}
-		}
-	}
-
-	return NewList(items), nil
-}
-
-func filterSelectattr(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
-	if len(args) < 2 || !args[0].IsList() {
-		return NewList(nil), nil
-	}
-
-	list := args[0].AsList()
-	attrName := b.print(args[1])
-	testName := "truthy"
-	if len(args) > 2 {
-		testName = b.print(args[2])
-	}
-
-	testArgs := args[min(3, len(args)):]
-
-	b.allocValues(list.Len())
-	var items []Value
-	for _, item := range list.Items {
-		attrVal := Undefined()
-		if item.IsDict() {
-			if v, ok := item.AsDict().Get(attrName); ok {
-				attrVal = v
-			}
-		}
-
-		if testName == "truthy" {
-			if attrVal.IsTruthy() {
-				items = append(items, item)
-			}
-		} else {
-			result, err := evalTest(b, testName, attrVal, testArgs)
-			if err != nil {
-				return Undefined(), err
-			}
-			if result {
-				items = append(items, item)
-			}
-		}
-	}
-
-	return NewList(items), nil
-}
-
-func filterRejectattr(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
-	if len(args) < 2 || !args[0].IsList() {
-		return NewList(nil), nil
-	}
-
-	list := args[0].AsList()
-	attrName := b.print(args[1])
-	testName := "truthy"
-	if len(args) > 2 {
-		testName = b.print(args[2])
-	}
-
-	testArgs := args[min(3, len(args)):]
-
-	b.allocValues(list.Len())
-	var items []Value
-	for _, item := range list.Items {
-		attrVal := Undefined()
-		if item.IsDict() {
-			if v, ok := item.AsDict().Get(attrName); ok {
-				attrVal = v
-			}
-		}
-
-		if testName == "truthy" {
-			if !attrVal.IsTruthy() {
-				items = append(items, item)
-			}
-		} else {
-			result, err := evalTest(b, testName, attrVal, testArgs)
-			if err != nil {
-				return Undefined(), err
-			}
-			if !result {
-				items = append(items, item)
-			}
+		if pass == keep {
+			items = append(items, item)
 		}
 	}
 
