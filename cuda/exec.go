@@ -227,12 +227,16 @@ func (b *Backend) flushErr() error {
 	e := &b.exec
 	e.clock++
 	at := [2]int{b.rec.arena.used, b.rec.arena.gen}
+	graphed := e.graphs && len(ops) >= minGraphOps
+	var g *graphEntry
+	if graphed {
+		g = e.find(ops, at)
+	}
 	var err error
 	switch {
-	case !e.graphs || len(ops) < minGraphOps:
+	case !graphed:
 		err = b.runEager(ops)
-	case e.find(ops, at) != nil:
-		g := e.find(ops, at)
+	case g != nil:
 		g.used = e.clock
 		err = b.lib.GraphLaunch(g.exec, b.stream)
 		b.stats.Graphs++
