@@ -126,7 +126,7 @@ type Backend struct {
 	exec   executor
 	act    actScratch
 	att    *devMem // attention scores
-	argOut *devMem // ArgMax's result
+	argOut *devMem // ArgMax's, ArgMaxRows' and TopProbRows' results
 	ropes  map[ropeKey]*ropeTable
 	consts map[string]*devMem // attention sinks, expert tables and scales by value (constPtr)
 	stats  Stats

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"unsafe"
 
@@ -339,16 +340,18 @@ func (b *Backend) RoPE(x backend.Tensor, headDim, pos int, r *backend.RoPE) {
 	if r.NeoX {
 		neox = 1
 	}
-	o := op{kind: opLaunch, id: kernels.RoPE, n: 9, shape: kernels.RoPEShape(x.Rows, 1)}
+	pairs := x.Cols / headDim * r.Dims / 2
+	o := op{kind: opLaunch, id: kernels.RoPE, n: 9, shape: kernels.RoPEShape(x.Rows, 1, pairs)}
 	o.args = [maxParams]uint64{xp, 0, uint64(table.ptr), b.argPos(pos), i32(x.Cols), 0, i32(headDim), i32(r.Dims), i32(neox)}
 	// Q then K, the same rotation: one launch.
 	if ops := b.rec.ops; len(ops) > 0 {
 		last := &ops[len(ops)-1]
-		if last.kind == opLaunch && last.id == kernels.RoPE && last.shape == o.shape && last.args[2] == o.args[2] &&
+		if last.kind == opLaunch && last.id == kernels.RoPE && last.shape.Grid.X == o.shape.Grid.X && last.shape.Grid.Z == 1 && last.args[2] == o.args[2] &&
 			last.args[3] == o.args[3] && last.args[6] == o.args[6] && last.args[7] == o.args[7] && last.args[8] == o.args[8] &&
 			(xp+uint64(4*x.Len()) <= last.args[0] || last.args[0]+4*uint64(x.Rows)*last.args[4] <= xp) {
 			last.args[1], last.args[5] = xp, o.args[4]
-			last.shape = kernels.RoPEShape(x.Rows, 2)
+			lastPairs := int(last.args[4]/last.args[6]) * r.Dims / 2
+			last.shape = kernels.RoPEShape(x.Rows, 2, max(pairs, lastPairs))
 			b.wrote(x)
 			return
 		}
@@ -425,25 +428,13 @@ func (b *Backend) ArgMax(t backend.Tensor) int {
 	p := ptr(t)
 	b.lock()
 	defer b.unlock()
-	b.bind()
-	if b.argOut == nil {
-		m, err := b.alloc(4)
-		must(err)
-		b.argOut = m
-	}
-	b.launch(kernels.ArgMax, kernels.ArgMaxShape(), p, i32(t.Len()), uint64(b.argOut.ptr))
-	must(b.sync(false))
-	var v int32
-	must(b.lib.MemcpyDtoH(unsafe.Pointer(&v), b.argOut.ptr, 4))
-	b.stats.ReadBytes += 4
-	runtime.KeepAlive(t)
-	b.freeReleased()
-	return int(v)
+	b.launch(kernels.ArgMax, kernels.ArgMaxShape(1), p, i32(t.Len()), b.rowsOut(1, 1))
+	return int(b.readOut(t, 1)[0])
 }
 
 // ArgMaxRows sets dst[r] to the index of row r's largest element of t, as
-// ArgMax finds it, for every row, with one launch per row in the recorded
-// step and one copy back (model.RowArgMaxer): a batched decode step's
+// ArgMax finds it, for every row, with one launch (a block per row) in the
+// recorded step and one copy back (model.RowArgMaxer): a batched decode step's
 // greedy tokens come back together, and the step, its argmaxes included,
 // is the same recording every step, which the executor replays as a graph.
 func (b *Backend) ArgMaxRows(t backend.Tensor, dst []int) {
@@ -455,23 +446,56 @@ func (b *Backend) ArgMaxRows(t backend.Tensor, dst []int) {
 	}
 	b.lock()
 	defer b.unlock()
-	b.bind()
-	if b.argOut == nil || b.argOut.size < 4*t.Rows {
-		m, err := b.alloc(max(4*t.Rows, 64))
-		must(err)
-		b.argOut = m
-	}
-	out := uint64(b.argOut.ptr)
-	for r := range t.Rows {
-		b.launch(kernels.ArgMax, kernels.ArgMaxShape(), ptr(t.Slice(r, r+1)), i32(t.Cols), out+uint64(4*r))
-	}
-	must(b.sync(false))
-	v := make([]int32, t.Rows)
-	must(b.lib.MemcpyDtoH(unsafe.Pointer(&v[0]), b.argOut.ptr, 4*t.Rows))
-	b.stats.ReadBytes += int64(4 * t.Rows)
-	runtime.KeepAlive(t)
-	b.freeReleased()
+	out := b.rowsOut(t.Rows, 1)
+	b.launch(kernels.ArgMax, kernels.ArgMaxShape(t.Rows), ptr(t), i32(t.Cols), out)
+	v := b.readOut(t, t.Rows)
 	for r, x := range v {
 		dst[r] = int(x)
 	}
+}
+
+// TopProbRows sets ids[r] to ArgMaxRows' pick of row r of t and probs[r]
+// to its softmax probability (the top's term 1 and the others' e^(x−top),
+// those more than 16 below it left out, summed in float64), with one
+// launch and 8 bytes back a row (model.TopProber): a greedy draft's
+// token and confidence without the logits.
+func (b *Backend) TopProbRows(t backend.Tensor, ids []int, probs []float64) {
+	if len(ids) < t.Rows || len(probs) < t.Rows {
+		panic(fmt.Sprintf("cuda: TopProbRows of %d rows into %d and %d", t.Rows, len(ids), len(probs)))
+	}
+	if t.Rows == 0 {
+		return
+	}
+	b.lock()
+	defer b.unlock()
+	out := b.rowsOut(t.Rows, 2)
+	b.launch(kernels.TopProb, kernels.ArgMaxShape(t.Rows), ptr(t), i32(t.Cols), out, out+uint64(4*t.Rows))
+	v := b.readOut(t, 2*t.Rows)
+	for r := range t.Rows {
+		ids[r], probs[r] = int(v[r]), float64(math.Float32frombits(uint32(v[t.Rows+r])))
+	}
+}
+
+// rowsOut makes the device area for n words of each of rows rows, and
+// returns it; the caller holds the lock.
+func (b *Backend) rowsOut(rows, n int) uint64 {
+	b.bind()
+	if b.argOut == nil || b.argOut.size < 4*n*rows {
+		m, err := b.alloc(max(4*n*rows, 64))
+		must(err)
+		b.argOut = m
+	}
+	return uint64(b.argOut.ptr)
+}
+
+// readOut launches the recording, which reads t, and copies back the
+// first n words of rowsOut's area.
+func (b *Backend) readOut(t backend.Tensor, n int) []int32 {
+	must(b.sync(false))
+	v := make([]int32, n)
+	must(b.lib.MemcpyDtoH(unsafe.Pointer(&v[0]), b.argOut.ptr, 4*len(v)))
+	b.stats.ReadBytes += int64(4 * len(v))
+	runtime.KeepAlive(t)
+	b.freeReleased()
+	return v
 }

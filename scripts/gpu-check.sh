@@ -45,8 +45,8 @@ specbin=$root/.gpucheck/spec.test
 build() {
 	mkdir -p .gpucheck/models
 	rm -f .gpucheck/models/meshnode-fortunes-f16.gguf
-	CGO_ENABLED=0 go test -c -o "$bin" ./cuda || return 1
-	CGO_ENABLED=0 go test -c -o "$specbin" ./gguf/spec || return 1
+	CGO_ENABLED=0 go test -c -ldflags="-s -w" -o "$bin" ./cuda || return 1
+	CGO_ENABLED=0 go test -c -ldflags="-s -w" -o "$specbin" ./gguf/spec || return 1
 	for f in meshnode-fortunes-draft-q8_0.gguf; do
 		src=${MESHNODE_MODELS:-$root/../shared/models}/$f
 		if [ -f "$src" ]; then cp -f "$src" .gpucheck/models/; else echo "gpu-check: no $src: bench-spec's cases with it will skip"; fi

@@ -67,6 +67,7 @@ const (
 	AttendF16
 	AttendF32
 	ArgMax
+	TopProb
 	// gpt-oss's (gptoss.cuh).
 	GLUOAI
 	AttendSinksF16
@@ -101,6 +102,7 @@ var fixed = [numFixed]struct{ name, params string }{
 	AttendF16:    {"attend_f16", "ppppppiiiiiiffi"},
 	AttendF32:    {"attend_f32", "ppppppiiiiiiffi"},
 	ArgMax:       {"argmax", "pip"},
+	TopProb:      {"top_prob", "pipp"},
 
 	GLUOAI:         {"glu_oai", "pppi"},
 	AttendSinksF16: {"attend_sinks_f16", "ppppppiiiiiiffip"},

@@ -209,7 +209,7 @@ func TestShapes(t *testing.T) {
 	if s := kernels.MatVecShape([kernels.MaxMats]int{2048, 512, 5}, 1); s.Grid.X != 512+128+2 {
 		t.Errorf("MatVecShape of three matrices = %+v", s)
 	}
-	if s := kernels.RoPEShape(7, 2); s.Grid != (driver.Dim3{X: 7, Y: 1, Z: 2}) {
+	if s := kernels.RoPEShape(7, 2, 1024); s.Grid != (driver.Dim3{X: 7, Y: 8, Z: 2}) {
 		t.Errorf("RoPEShape = %+v", s)
 	}
 	s := kernels.StoreKVShape(128, 1024, 512)
@@ -222,8 +222,8 @@ func TestShapes(t *testing.T) {
 	if s := kernels.RMSNormShape(128, 4096, 128); s.Grid != (driver.Dim3{X: 32, Y: 128, Z: 1}) {
 		t.Errorf("RMSNormShape = %+v", s)
 	}
-	if err := kernels.ArgMaxShape().Check(); err != nil {
-		t.Error(err)
+	if s := kernels.ArgMaxShape(9); s.Grid != (driver.Dim3{X: 9, Y: 1, Z: 1}) || s.Check() != nil {
+		t.Errorf("ArgMaxShape = %+v", s)
 	}
 	// Attention launches: the scores of a chunk fit the budget, at least
 	// one row goes, and no chunk exceeds the rows.

@@ -111,9 +111,12 @@ func RMSNormShape(rows, cols, group int) Shape {
 	return Shape{dim(cols/group, rows, 1), dim(256, 1, 1)}
 }
 
-// RoPEShape is a 128-thread block per row of each of tensors (1 or 2)
+// RoPEShape is a thread per rotated pair (pairs: the most of any of the
+// tensors), in 128-thread blocks, for each row of each of tensors (1 or 2)
 // tensors.
-func RoPEShape(rows, tensors int) Shape { return Shape{dim(rows, 1, tensors), dim(128, 1, 1)} }
+func RoPEShape(rows, tensors, pairs int) Shape {
+	return Shape{dim(rows, ceilDiv(pairs, 128), tensors), dim(128, 1, 1)}
+}
 
 // StoreKVShape covers the wider of a row's keys and values, for each row,
 // keys and values apart (z).
@@ -132,8 +135,8 @@ func AttendChunk(rows, heads, capacity, budget int) int {
 	return max(1, min(rows, budget/max(per, 1), MaxGridYZ))
 }
 
-// ArgMaxShape is one block of 1024.
-func ArgMaxShape() Shape { return Shape{dim(1, 1, 1), dim(1024, 1, 1)} }
+// ArgMaxShape is a block of 1024 per row.
+func ArgMaxShape(rows int) Shape { return Shape{dim(rows, 1, 1), dim(1024, 1, 1)} }
 
 // MoERouteShape is a thread per row, in 64-thread blocks.
 func MoERouteShape(rows int) Shape { return Shape{dim(ceilDiv(rows, 64), 1, 1), dim(64, 1, 1)} }

@@ -56,8 +56,8 @@ type weightCase struct {
 // MXFP4.
 func weightCases(f Features) []weightCase {
 	cases := []weightCase{
-		{quant.Q4_0, []int{64, 1056}}, {quant.Q4_1, []int{96}}, {quant.Q5_0, []int{64}}, {quant.Q5_1, []int{96}},
-		{quant.Q8_0, []int{32, 1056}}, {quant.IQ4_NL, []int{96}},
+		{quant.Q4_0, []int{64, 1056, 2080}}, {quant.Q4_1, []int{96, 4128}}, {quant.Q5_0, []int{64}}, {quant.Q5_1, []int{96}},
+		{quant.Q8_0, []int{32, 1056, 4640}}, {quant.IQ4_NL, []int{96}},
 		{quant.Q2_K, []int{256, 2304}}, {quant.Q3_K, []int{512}}, {quant.Q4_K, []int{256, 2304}}, {quant.Q5_K, []int{512}},
 		{quant.Q6_K, []int{256, 2304}}, {quant.IQ4_XS, []int{256, 1280}},
 		{quant.F32, []int{40}}, {quant.F16, []int{72, 1000}}, {quant.BF16, []int{72}},
@@ -71,8 +71,11 @@ func weightCases(f Features) []weightCase {
 func testMatMul(t *testing.T, p *Pair, f Features) {
 	for _, wc := range weightCases(f) {
 		for _, cols := range wc.cols {
-			// 37 rows: not a whole number of 4-row blocks; 1056 and 2304
-			// columns: more than one warp step, with a partial one.
+			// 37 rows: not a whole number of 4-row blocks; 1056, 2080 and
+			// 2304 columns: more than one warp step, with a partial one;
+			// 4128 and 4640: past the 128 blocks a row from which CUDA's
+			// block of threads shares its rows, in two passes, the last
+			// partial.
 			rows := 37
 			w := p.Weight(wc.typ, rows, cols, p.Encode(wc.typ, rows, cols, 1))
 			for _, n := range []int{1, 3, 8, 11} {
@@ -165,7 +168,7 @@ func testEmbed(t *testing.T, p *Pair, f Features) {
 }
 
 func testRMSNorm(t *testing.T, p *Pair) {
-	for _, c := range []struct{ rows, cols, group int }{{1, 2048, 2048}, {5, 256, 256}, {3, 512, 64}, {2, 100, 100}} {
+	for _, c := range []struct{ rows, cols, group int }{{1, 2048, 2048}, {5, 256, 256}, {3, 512, 64}, {2, 100, 100}, {2, 4100, 4100}} {
 		w := p.Weight(quant.F32, 1, c.group, F32Bytes(p.Random(c.group, 0.5)))
 		x := p.Tensor(c.rows, c.cols, p.Random(c.rows*c.cols, 3))
 		y := p.Tensor(c.rows, c.cols, nil)
@@ -176,6 +179,20 @@ func testRMSNorm(t *testing.T, p *Pair) {
 		p.CPU.RMSNorm(x.C, x.C, w.C, 1e-5)
 		p.Dev.RMSNorm(x.D, x.D, w.D, 1e-5)
 		p.Compare("rmsnorm", "in place", x)
+	}
+	// The residual add just before a norm, which the GPU backends launch as
+	// one kernel: a row that fits its threads' registers and a wider one.
+	for _, cols := range []int{2048, 4100} {
+		w := p.Weight(quant.F32, 1, cols, F32Bytes(p.Random(cols, 0.5)))
+		x := p.Tensor(2, cols, p.Random(2*cols, 3))
+		a := p.Tensor(2, cols, p.Random(2*cols, 1))
+		y := p.Tensor(2, cols, nil)
+		p.CPU.Add(x.C, a.C)
+		p.CPU.RMSNorm(y.C, x.C, w.C, 1e-6)
+		p.Dev.Add(x.D, a.D)
+		p.Dev.RMSNorm(y.D, x.D, w.D, 1e-6)
+		p.Compare("rmsnorm", fmt.Sprintf("after an add, %d wide", cols), y)
+		p.Compare("rmsnorm", fmt.Sprintf("the add before it, %d wide", cols), x)
 	}
 	// A norm weight stored as F16 is dequantised for the kernel.
 	w := p.Weight(quant.F16, 1, 64, p.Encode(quant.F16, 1, 64, 1))
@@ -275,6 +292,22 @@ func testRoPE(t *testing.T, p *Pair) {
 			p.Compare("rope", fmt.Sprintf("%s at %d", c.name, pos), x)
 		}
 	}
+	// Q then K, as attention rotates them (one launch on the GPU
+	// backends): 12 query heads and 2 key heads, more pairs than a block's
+	// threads in one and fewer in the other.
+	q := p.Tensor(3, 12*64, p.Random(3*12*64, 1))
+	k := p.Tensor(3, 2*64, p.Random(3*2*64, 1))
+	r := cases[1].r
+	for _, b := range []backend.Backend{p.CPU, p.Dev} {
+		qt, kt := q.C, k.C
+		if b == p.Dev {
+			qt, kt = q.D, k.D
+		}
+		b.RoPE(qt, 64, 7, &r)
+		b.RoPE(kt, 64, 7, &r)
+	}
+	p.Compare("rope", "queries of 12 heads", q)
+	p.Compare("rope", "keys of 2 heads after them", k)
 }
 
 func testAttention(t *testing.T, p *Pair, f Features) {
@@ -302,17 +335,18 @@ func testAttention(t *testing.T, p *Pair, f Features) {
 	for _, c := range cases {
 		a := c.a
 		shapes := []backend.KVShape{{KVHeads: a.KVHeads, HeadDimK: a.HeadDimK, HeadDimV: a.HeadDimV}, {KVHeads: a.KVHeads, HeadDimK: a.HeadDimK, HeadDimV: a.HeadDimV}}
-		cc, err := p.CPU.NewKVCache(c.kv, 80, shapes)
+		cc, err := p.CPU.NewKVCache(c.kv, 160, shapes)
 		if err != nil {
 			t.Fatal(err)
 		}
-		dc, err := p.Dev.NewKVCache(c.kv, 80, shapes)
+		dc, err := p.Dev.NewKVCache(c.kv, 160, shapes)
 		if err != nil {
 			t.Fatal(err)
 		}
 		pos := 0
-		// A prompt of 37 tokens, then single-token steps, in layer 1.
-		for _, n := range []int{37, 1, 1, 5, 1} {
+		// A prompt of 37 tokens, then single-token steps, in layer 1; then
+		// 100 more and one, past the 128 keys a lane's four loads cover.
+		for _, n := range []int{37, 1, 1, 5, 1, 100, 1} {
 			k := p.Tensor(n, a.KVHeads*a.HeadDimK, p.Random(n*a.KVHeads*a.HeadDimK, 1))
 			v := p.Tensor(n, a.KVHeads*a.HeadDimV, p.Random(n*a.KVHeads*a.HeadDimV, 1))
 			q := p.Tensor(n, a.Heads*a.HeadDimK, p.Random(n*a.Heads*a.HeadDimK, 1))
@@ -356,6 +390,60 @@ func testArgMax(t *testing.T, dev Device) {
 		dev.Write(x, c.vals)
 		if got := dev.ArgMax(x); got != c.want {
 			t.Errorf("ArgMax of %d values = %d, want %d", len(c.vals), got, c.want)
+		}
+	}
+	// Every row of a tensor at once, where the device can (a batched
+	// step's greedy tokens, model.RowArgMaxer); the last row ties.
+	want := []int{31337, 7, len(long) - 1, 0, 20000}
+	all := make([]float32, 0, len(want)*len(long))
+	for r, at := range want {
+		row := slices.Clone(long)
+		row[at] = 3 + float32(r)
+		if r == len(want)-1 {
+			row[30000] = row[at]
+		}
+		all = append(all, row...)
+	}
+	x := dev.NewTensor(len(want), len(long))
+	dev.Write(x, all)
+	if rd, ok := dev.(interface{ ArgMaxRows(backend.Tensor, []int) }); ok {
+		got := make([]int, len(want))
+		rd.ArgMaxRows(x, got)
+		if !slices.Equal(got, want) {
+			t.Errorf("ArgMaxRows of %d rows of %d = %v, want %v", len(want), len(long), got, want)
+		}
+	}
+	// And each row's pick with its softmax probability (model.TopProber):
+	// those rows, a peaked row with logits more than 16 below its top, and
+	// a tie between two of four, the rest -Inf.
+	tp, ok := dev.(interface {
+		TopProbRows(backend.Tensor, []int, []float64)
+	})
+	if !ok {
+		return
+	}
+	inf32 := float32(math.Inf(-1))
+	small := []float32{0, 20, 1, 19.5, inf32, 5, inf32, 5}
+	for _, c := range []struct {
+		x    backend.Tensor
+		vals []float32
+		want []int
+	}{{x, all, want}, {dev.NewTensor(2, 4), small, []int{1, 1}}} {
+		dev.Write(c.x, c.vals)
+		n := len(c.vals) / len(c.want)
+		ids, probs := make([]int, len(c.want)), make([]float64, len(c.want))
+		tp.TopProbRows(c.x, ids, probs)
+		for r, at := range c.want {
+			row := c.vals[r*n : (r+1)*n]
+			sum := 1.0 // the top's own term; those more than 16 below it left out
+			for i, l := range row {
+				if d := float64(row[at] - l); i != at && d < 16 {
+					sum += math.Exp(-d)
+				}
+			}
+			if ids[r] != at || math.Abs(probs[r]-1/sum) > 1e-6/sum {
+				t.Errorf("TopProbRows row %d of %d = %d, %.7f; want %d, %.7f", r, n, ids[r], probs[r], at, 1/sum)
+			}
 		}
 	}
 }
