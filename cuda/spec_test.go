@@ -1,12 +1,19 @@
 package cuda_test
 
 import (
+	"context"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/meshnode/meshnode/cuda"
+	"github.com/meshnode/meshnode/gguf/backend"
 	"github.com/meshnode/meshnode/gguf/cpu"
+	"github.com/meshnode/meshnode/gguf/model"
+	"github.com/meshnode/meshnode/gguf/sample"
+	"github.com/meshnode/meshnode/gguf/spec"
 	"github.com/meshnode/meshnode/gguf/spec/spectest"
 )
 
@@ -35,4 +42,48 @@ func TestGPUSpeculation(t *testing.T) {
 		builtin = ""
 	}
 	spectest.Suite(t, be, nil, fixture(t, "llama", "Q4_K_M"), fixture(t, "llama", "Q8_0"), builtin)
+}
+
+// TestEmuDraftTop: a greedy draft on the device judges its tokens there
+// (model.TopProber): each draft step copies back 8 bytes, not its logits,
+// and proposes the CPU draft's tokens with its confidences (the host's to
+// within its table's 0.2%).
+func TestEmuDraftTop(t *testing.T) {
+	be, _ := newEmu(t, cuda.Options{})
+	defer be.Close()
+	ref := cpu.New(cpu.Options{})
+	defer ref.Close()
+	f := fixture(t, "llama", "Q8_0")
+	prompt := []uint32{1, 450, 1996, 17, 1701}
+	propose := func(b backend.Backend) []spec.Draft {
+		m, err := model.Load(f, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := m.NewSession(model.SessionOptions{Context: 32})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		read := be.Stats().ReadBytes
+		drafts, err := spec.NewModelProposer(s, sample.Params{}, -1).Propose(context.Background(), prompt, len(prompt), 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b == backend.Backend(be) {
+			if got := be.Stats().ReadBytes - read; got != 8*4 {
+				t.Errorf("the device's four draft steps copied back %d bytes, want 8 each", got)
+			}
+		}
+		return slices.Clone(drafts)
+	}
+	got, want := propose(be), propose(ref)
+	if len(got) != 4 || len(want) != 4 {
+		t.Fatalf("%d and %d drafts, want 4", len(got), len(want))
+	}
+	for i := range got {
+		if got[i].Token != want[i].Token || math.Abs(got[i].Conf-want[i].Conf) > 0.003*want[i].Conf {
+			t.Errorf("draft %d: %d at %.5f on the device, %d at %.5f on the CPU", i, got[i].Token, got[i].Conf, want[i].Token, want[i].Conf)
+		}
+	}
 }

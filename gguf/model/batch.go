@@ -60,6 +60,11 @@ type Batch struct {
 	// found at the first ArgMax after it.
 	argmax []int
 	found  bool
+	// On a TopProber, every row's pick and probability, found at the
+	// first TopProbAt after the last Step.
+	tops     []int
+	probs    []float64
+	topFound bool
 }
 
 // NewBatch makes a batch's scratch: opt.Tokens rows of activations and
@@ -197,7 +202,7 @@ func (b *Batch) step(ctx context.Context, seqs []Seq, hidden []float32) error {
 			b.p.addTail(sq.Session, tokens(sq)[n-k:], len(sq.Session.tokens)+n-k, at-k)
 		}
 	}
-	b.rows, b.found, b.total = want, false, total
+	b.rows, b.found, b.topFound, b.total = want, false, false, total
 	if !ids {
 		x, e := b.sc.x, b.m.cfg.Embd
 		for _, pc := range b.p.pieces {
@@ -280,4 +285,24 @@ func (b *Batch) ArgMaxAt(i, j int) uint32 {
 	}
 	b.m.headLogits(b.sc)
 	return argMaxRow(b.m.be, b.sc.logitsT.Slice(r, r+1), b.buf)
+}
+
+// TopProbAt is row j of seqs[i]'s likeliest token, as ArgMaxAt picks it,
+// and its softmax probability, found on the device for every row of the
+// last Step at the first call, where the backend is a TopProber; ok is
+// false elsewhere, and the caller reads LogitsAt instead.
+func (b *Batch) TopProbAt(i, j int) (id uint32, p float64, ok bool) {
+	tp, ok := b.m.be.(TopProber)
+	if !ok {
+		return 0, 0, false
+	}
+	r := b.logitsRow(i, j)
+	if !b.topFound {
+		b.tops = slices.Grow(b.tops[:0], b.rows)[:b.rows]
+		b.probs = slices.Grow(b.probs[:0], b.rows)[:b.rows]
+		b.m.headLogits(b.sc)
+		tp.TopProbRows(b.sc.logitsT.Slice(0, b.rows), b.tops, b.probs)
+		b.topFound = true
+	}
+	return uint32(b.tops[r]), b.probs[r], true
 }

@@ -228,6 +228,31 @@ func (s *Session) EvalArgMax(ctx context.Context, tokens []uint32) (uint32, erro
 	return s.argMax(), nil
 }
 
+// EvalDeferred is Eval leaving the logits after tokens on the backend,
+// for LastLogits to read or LastTopProb to judge, until this session or
+// another of the model evaluates again: a greedy draft's judge wants no
+// more than the likeliest token and its probability.
+func (s *Session) EvalDeferred(ctx context.Context, tokens []uint32) error { return s.eval(ctx, tokens) }
+
+// LastLogits reads the logits after EvalDeferred's tokens.
+func (s *Session) LastLogits() []float32 { return s.readLogits() }
+
+// LastTopProb is the likeliest token after EvalDeferred's tokens, as
+// EvalArgMax picks it, and its softmax probability, found on the device
+// where the backend is a TopProber; ok is false elsewhere, and the caller
+// reads LastLogits instead.
+func (s *Session) LastTopProb() (id uint32, p float64, ok bool) {
+	tp, ok := s.m.be.(TopProber)
+	if !ok {
+		return 0, 0, false
+	}
+	var ids [1]int
+	var probs [1]float64
+	s.m.headLogits(s.sc)
+	tp.TopProbRows(s.sc.logitsT.Slice(0, 1), ids[:], probs[:])
+	return uint32(ids[0]), probs[0], true
+}
+
 // ArgMaxer is a backend that finds the largest element of a tensor in its
 // own memory (the CUDA backend), so that greedy decoding copies one token
 // id back per step rather than the vocabulary's logits.
@@ -273,6 +298,16 @@ type RowArgMaxer interface {
 	ArgMaxer
 	// ArgMaxRows sets dst[r] to ArgMax of row r of t, for every row.
 	ArgMaxRows(t backend.Tensor, dst []int)
+}
+
+// TopProber is a backend that finds every row's ArgMax and its softmax
+// probability on the device (the CUDA backend): a greedy draft's pick and
+// confidence then come back in 8 bytes a row, not the row's logits.
+type TopProber interface {
+	// TopProbRows sets ids[r] to ArgMax of row r of t and probs[r] to
+	// 1 / Σ e^(x−top) over the row (terms more than 16 below the top
+	// left out), for every row.
+	TopProbRows(t backend.Tensor, ids []int, probs []float64)
 }
 
 // eval is Eval leaving the logits in the first row of s.sc.logitsT: steps

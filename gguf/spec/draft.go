@@ -69,7 +69,34 @@ type ModelProposer struct {
 // that concurrent serves draft together), and calls judge with the logits
 // after them before the step's scratch is reused. A step's logits do not
 // depend on what shares it (model.Batch), so neither do the drafts.
-type Stepper func(ctx context.Context, s *model.Session, tokens []uint32, judge func(logits []float32)) error
+type Stepper func(ctx context.Context, s *model.Session, tokens []uint32, judge func(Logits)) error
+
+// Logits is a draft step's logits row, for its judge: read whole (Row),
+// or, for a greedy draft, only its likeliest token and that token's
+// probability (Top), which a backend that can finds on the device
+// (model.TopProber): a small draft's step paid as much again for copying
+// its row back and summing its softmax on the host.
+type Logits interface {
+	Row() []float32
+	Top() (id uint32, p float64)
+}
+
+// BatchLogits is logits row J of sequence I of B's last step.
+type BatchLogits struct {
+	B    *model.Batch
+	I, J int
+}
+
+// Row implements Logits.
+func (l BatchLogits) Row() []float32 { return l.B.LogitsAt(l.I, l.J) }
+
+// Top implements Logits: on the device where the backend can.
+func (l BatchLogits) Top() (uint32, float64) {
+	if id, p, ok := l.B.TopProbAt(l.I, l.J); ok {
+		return id, p
+	}
+	return topProb(l.Row())
+}
 
 // StepWith has mp evaluate through st rather than its session's Eval,
 // and returns mp.
@@ -80,19 +107,31 @@ func (mp *ModelProposer) StepWith(st Stepper) *ModelProposer {
 
 // eval evaluates tokens on the draft's session and calls judge (nil:
 // none) with the logits after them.
-func (mp *ModelProposer) eval(ctx context.Context, tokens []uint32, judge func([]float32)) error {
+func (mp *ModelProposer) eval(ctx context.Context, tokens []uint32, judge func(Logits)) error {
 	if judge == nil {
-		judge = func([]float32) {}
+		judge = func(Logits) {}
 	}
 	if mp.step != nil {
 		return mp.step(ctx, mp.s, tokens, judge)
 	}
-	logits, err := mp.s.Eval(ctx, tokens)
-	if err != nil {
+	if err := mp.s.EvalDeferred(ctx, tokens); err != nil {
 		return err
 	}
-	judge(logits)
+	judge(sessionLogits{mp.s})
 	return nil
+}
+
+// sessionLogits is the row after a draft session's last EvalDeferred,
+// read only as far as its judge asks.
+type sessionLogits struct{ s *model.Session }
+
+func (l sessionLogits) Row() []float32 { return l.s.LastLogits() }
+
+func (l sessionLogits) Top() (uint32, float64) {
+	if id, p, ok := l.s.LastTopProb(); ok {
+		return id, p
+	}
+	return topProb(l.Row())
 }
 
 // draftSeed separates the draft's random stream from the target's.
@@ -178,7 +217,7 @@ func (mp *ModelProposer) ProposeJudged(ctx context.Context, seq []uint32, gen, k
 	mp.hist = append(mp.hist[:0], seq[gen:]...)
 	mp.nq = 0
 	var d Draft
-	pick := func(logits []float32) { d = mp.pick(logits) }
+	pick := func(l Logits) { d = mp.pick(l) }
 	if err := mp.eval(ctx, seq[reused:], pick); err != nil {
 		return nil, fmt.Errorf("spec: draft: %w", err)
 	}
@@ -203,14 +242,19 @@ func (mp *ModelProposer) ProposeJudged(ctx context.Context, seq []uint32, gen, k
 
 // pick drafts from the logits after the sequence (mp.hist its generated
 // part), with its confidence: the draft's top probability.
-func (mp *ModelProposer) pick(logits []float32) Draft {
+func (mp *ModelProposer) pick(l Logits) Draft {
 	var d Draft
-	switch p := mp.smp.Params(); {
-	case p.ArgMax():
+	p := mp.smp.Params()
+	if p.ArgMax() {
 		// One pass over the vocabulary finds the pick and its
-		// probability: for a small draft, passes over the vocabulary
-		// cost as much as its forward pass.
-		d.Token, d.Conf = topProb(logits)
+		// probability (on the device where it can): for a small
+		// draft, passes over the vocabulary cost as much as its
+		// forward pass.
+		d.Token, d.Conf = l.Top()
+		return d
+	}
+	logits := l.Row()
+	switch {
 	case p.Greedy():
 		d.Token = mp.smp.Sample(logits, mp.hist)
 		d.Conf = probAt(logits, d.Token)

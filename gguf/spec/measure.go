@@ -123,11 +123,11 @@ func MeasureSteps(ctx context.Context, step StepTimer, most int, draft *model.Mo
 	// (topProb over the vocabulary, a good part of a small draft's step),
 	// or drawn, as a sampled draft's is (its distribution kept for the
 	// verify, and its top probability found).
-	confidence := func(b *model.Batch, j int) { topProb(b.LogitsAt(0, j)) }
+	confidence := func(b *model.Batch, j int) { BatchLogits{b, 0, j}.Top() }
 	mp := &ModelProposer{smp: sample.New(sample.Params{Temperature: 1, Seed: 1})}
 	drawn := func(b *model.Batch, j int) {
 		mp.nq = 0
-		mp.pick(b.LogitsAt(0, j))
+		mp.pick(BatchLogits{b, 0, j})
 	}
 	// The draft steps one token, or catches up on two (a round after one
 	// whose drafts all stood: its last draft and the target's token).

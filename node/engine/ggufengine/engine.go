@@ -259,9 +259,9 @@ func (e *Engine) generate(ctx context.Context, prompt []uint32, g Generation, em
 			// their work, as the target's scheduler does).
 			dseq := e.draftSched.open()
 			defer dseq.close()
-			mp.StepWith(func(ctx context.Context, s *model.Session, tokens []uint32, judge func([]float32)) error {
+			mp.StepWith(func(ctx context.Context, s *model.Session, tokens []uint32, judge func(spec.Logits)) error {
 				_, err := dseq.run(ctx, s, tokens, func(b *model.Batch, i int) uint32 {
-					judge(b.Logits(i))
+					judge(spec.BatchLogits{B: b, I: i, J: b.Rows(i) - 1})
 					return 0
 				})
 				return err
