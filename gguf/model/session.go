@@ -232,7 +232,9 @@ func (s *Session) EvalArgMax(ctx context.Context, tokens []uint32) (uint32, erro
 // for LastLogits to read or LastTopProb to judge, until this session or
 // another of the model evaluates again: a greedy draft's judge wants no
 // more than the likeliest token and its probability.
-func (s *Session) EvalDeferred(ctx context.Context, tokens []uint32) error { return s.eval(ctx, tokens) }
+func (s *Session) EvalDeferred(ctx context.Context, tokens []uint32) error {
+	return s.eval(ctx, tokens)
+}
 
 // LastLogits reads the logits after EvalDeferred's tokens.
 func (s *Session) LastLogits() []float32 { return s.readLogits() }
