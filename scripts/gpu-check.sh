@@ -18,8 +18,8 @@
 #   scripts/gpu-check.sh --profile on the GPU machine: what a speculative
 #                                  window costs (BenchmarkWindows: a 1B
 #                                  model's step over 1 … 9 rows) and, where
-#                                  Nsight Systems (nsys) is installed, each
-#                                  kernel's time a step at 1, 2, 4 and 8 rows
+#                                  Nsight Compute (ncu) is installed, each
+#                                  kernel's time in a step of 1 and 8 rows
 #   scripts/gpu-check.sh --spec    on the GPU machine, after the checks:
 #                                  make bench-spec on the GPU (speculative
 #                                  decoding's speedups, issue 21), with the
@@ -95,15 +95,17 @@ spec() {
 	return $rc
 }
 
-# profile prints BenchmarkWindows' table and, with nsys, the kernels that
-# take most of a step at 1, 2, 4 and 8 rows (each count a process of its
-# own; the sums include the 64-token prompt's one step and three warm-up
-# steps, so the per-step figures divide by the steps run).
+# profile prints BenchmarkWindows' table and, where Nsight Compute (ncu)
+# is, each kernel's time in a one-row and an eight-row step of the same
+# model (scripts/ncu-steps.py): each kernel run alone with cold caches,
+# the clocks left as they are, so the sum exceeds a graph's step but the
+# kernels rank as they cost. (Nsight Systems would time them in the
+# stream; the nsys that Nsight Compute ships on the device lacks its
+# importer, so ncu it is.) About a minute on an H200.
 profile() {
 	OUT=${OUT:-$(mktemp -d)}
 	mkdir -p "$OUT"
 	cd "$root/cuda" # the bench reads ../models
-	steps=100
 	MESHNODE_BENCH_CUDA=1 BENCH_STEPS=${BENCH_STEPS:-200} timeout 150 "$bin" -test.run '^$' -test.bench '^BenchmarkWindows$' -test.benchtime 1x \
 		-test.v -test.timeout 140s >"$OUT/windows.log" 2>&1
 	rc=$?
@@ -111,29 +113,17 @@ profile() {
 		echo "== BenchmarkWindows: exit $rc"
 		grep -E '^device:|^ *rows|^ +[0-9]+ +[0-9]|^stats:|SKIP|FAIL|panic' "$OUT/windows.log"
 	} | tee "$OUT/profile-summary.txt"
-	nsys=$(command -v nsys || ls /usr/local/cuda*/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -n 1)
-	if [ -z "$nsys" ]; then
-		echo "no nsys here: the per-kernel profile needs Nsight Systems" | tee -a "$OUT/profile-summary.txt"
+	ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
+	if [ -z "$ncu" ]; then
+		echo "no ncu here: the per-kernel profile needs Nsight Compute" | tee -a "$OUT/profile-summary.txt"
 		return $rc
 	fi
-	for r in 1 2 4 8; do
-		MESHNODE_BENCH_CUDA=1 BENCH_ROWS=$r BENCH_STEPS=$steps timeout 150 "$nsys" profile -t cuda --cuda-graph-trace=node \
-			-f true -o "$OUT/window-$r" "$bin" -test.run '^$' -test.bench '^BenchmarkWindows$' -test.benchtime 1x \
-			>"$OUT/nsys-$r.log" 2>&1 || rc=1
-		"$nsys" stats -q -f csv -r cuda_gpu_kern_sum -o "$OUT/kernels-$r" "$OUT/window-$r.nsys-rep" >>"$OUT/nsys-$r.log" 2>&1 || rc=1
-		csv=$(ls "$OUT"/kernels-"$r"*.csv 2>/dev/null | head -n 1)
-		{
-			echo "== kernels at $r rows: µs a step (of $((steps + 4)) steps), launches a step, name"
-			[ -n "$csv" ] && python3 - "$csv" $((steps + 4)) <<-'EOF'
-				import csv, sys
-				rows = list(csv.DictReader(open(sys.argv[1])))
-				n = int(sys.argv[2])
-				col = lambda r, k: next(v for c, v in r.items() if c and c.startswith(k))
-				for r in rows[:14]:
-				    print("%9.1f %6.1f  %s" % (float(col(r, "Total Time")) / 1000 / n, float(col(r, "Instances")) / n, col(r, "Name")))
-			EOF
-		} | tee -a "$OUT/profile-summary.txt"
-	done
+	# The prompt, then four one-row and four eight-row steps (BENCH_STEPS=1
+	# after three to warm up), about 2,100 kernels.
+	MESHNODE_BENCH_CUDA=1 BENCH_ROWS=1,8 BENCH_STEPS=1 timeout 240 "$ncu" --clock-control none --graph-profiling node \
+		--metrics gpu__time_duration.sum,dram__bytes_read.sum --csv --log-file "$OUT/ncu.csv" \
+		"$bin" -test.run '^$' -test.bench '^BenchmarkWindows$' -test.benchtime 1x >"$OUT/ncu.log" 2>&1 || rc=1
+	python3 "$root/scripts/ncu-steps.py" "$OUT/ncu.csv" 2>&1 | tee -a "$OUT/profile-summary.txt"
 	return $rc
 }
 
