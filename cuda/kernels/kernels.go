@@ -68,6 +68,14 @@ const (
 	AttendF32
 	ArgMax
 	TopProb
+	// rms_norm of whole rows and add_rms_norm, each then quantising its
+	// output for the next product: Q8_0, Q8_1, Q8_K, in this order.
+	RMSNormQ8_0
+	RMSNormQ8_1
+	RMSNormQ8_K
+	AddRMSNormQ8_0
+	AddRMSNormQ8_1
+	AddRMSNormQ8_K
 	// gpt-oss's (gptoss.cuh).
 	GLUOAI
 	AttendSinksF16
@@ -103,6 +111,13 @@ var fixed = [numFixed]struct{ name, params string }{
 	AttendF32:    {"attend_f32", "ppppppiiiiiiffi"},
 	ArgMax:       {"argmax", "pip"},
 	TopProb:      {"top_prob", "pipp"},
+
+	RMSNormQ8_0:    {"rms_norm_q8_0", "pppifppp"},
+	RMSNormQ8_1:    {"rms_norm_q8_1", "pppifppp"},
+	RMSNormQ8_K:    {"rms_norm_q8_k", "pppifppp"},
+	AddRMSNormQ8_0: {"add_rms_norm_q8_0", "ppppifppp"},
+	AddRMSNormQ8_1: {"add_rms_norm_q8_1", "ppppifppp"},
+	AddRMSNormQ8_K: {"add_rms_norm_q8_k", "ppppifppp"},
 
 	GLUOAI:         {"glu_oai", "pppi"},
 	AttendSinksF16: {"attend_sinks_f16", "ppppppiiiiiiffip"},

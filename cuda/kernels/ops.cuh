@@ -8,6 +8,7 @@
 #pragma once
 #include "math.cuh"
 #include "matvec.cuh"
+#include "quantize.cuh"
 
 // ---- Block reductions (blocks of up to 32 warps) ----
 
@@ -71,15 +72,11 @@ DEV float block_max(float v) {
 // the result is the loop's bit for bit.
 #define NORM_CHUNK 8
 
-// rms_norm normalises each group-element group of each row as ggml's
-// rms_norm then mul: Σx² in float64 (here summed as a tree; the CPU sums
-// in order, which can differ in the last bit of a float64 and so, rarely,
-// in the float32 mean), scale 1/√(mean+eps) in float32, x·scale·w.
-// grid = (cols / group, rows), block 256. y may be x.
-KERNEL BOUNDS(256) void rms_norm(const float *x, float *y, const float *w, int cols, int group, float eps) {
-	i64 off = (i64)blockIdx.y * cols + (i64)blockIdx.x * group;
-	const float *xs = x + off;
-	float *ys = y + off;
+// norm_row normalises the n elements at xs into ys as ggml's rms_norm
+// then mul: Σx² in float64 (here summed as a tree; the CPU sums in order,
+// which can differ in the last bit of a float64 and so, rarely, in the
+// float32 mean), scale 1/√(mean+eps) in float32, x·scale·w. ys may be xs.
+DEV void norm_row(const float *xs, float *ys, const float *w, int group, float eps) {
 	int n = blockDim.x;
 	double sum = 0;
 	for (int e0 = threadIdx.x; e0 < group; e0 += n * NORM_CHUNK) {
@@ -111,15 +108,10 @@ KERNEL BOUNDS(256) void rms_norm(const float *x, float *y, const float *w, int c
 	}
 }
 
-// add_rms_norm is add then rms_norm over whole rows: x += a, y =
-// norm(x)·w, one launch for the residual add and the next norm. grid = (1,
-// rows), block 256. y may be x, or a. A row of up to 256·NORM_CHUNK
-// elements stays in registers between the sum and the scaling.
-KERNEL BOUNDS(256) void add_rms_norm(float *x, const float *a, float *y, const float *w, int cols, float eps) {
-	i64 off = (i64)blockIdx.y * cols;
-	float *xs = x + off;
-	const float *as = a + off;
-	float *ys = y + off;
+// add_norm_row is xs += as, then norm_row of xs into ys. A row of up to
+// 256·NORM_CHUNK elements stays in registers between the sum and the
+// scaling. ys may be xs, or as.
+DEV void add_norm_row(float *xs, const float *as, float *ys, const float *w, int cols, float eps) {
 	int n = blockDim.x;
 	double sum = 0;
 	float v[NORM_CHUNK];
@@ -159,6 +151,43 @@ KERNEL BOUNDS(256) void add_rms_norm(float *x, const float *a, float *y, const f
 		}
 	}
 }
+
+// rms_norm normalises each group-element group of each row (norm_row).
+// grid = (cols / group, rows), block 256. y may be x.
+KERNEL BOUNDS(256) void rms_norm(const float *x, float *y, const float *w, int cols, int group, float eps) {
+	i64 off = (i64)blockIdx.y * cols + (i64)blockIdx.x * group;
+	norm_row(x + off, y + off, w, group, eps);
+}
+
+// add_rms_norm is add then rms_norm over whole rows: x += a, y =
+// norm(x)·w, one launch for the residual add and the next norm. grid = (1,
+// rows), block 256. y may be x, or a.
+KERNEL BOUNDS(256) void add_rms_norm(float *x, const float *a, float *y, const float *w, int cols, float eps) {
+	i64 off = (i64)blockIdx.y * cols;
+	add_norm_row(x + off, a + off, y + off, w, cols, eps);
+}
+
+// The norms with the quantisation of their output for the next product
+// (quantize.cuh's blocks of the row, after a barrier that makes the row's
+// stores visible): a 1B model's step launched 33 of these pairs, and a
+// launch in a graph costs about as much as either kernel. grid = (1,
+// rows), block 256; qs, d and ext as the quantize kernel's of the type.
+#define NORM_Q(name, ACT)                                                                                          \
+	KERNEL BOUNDS(256) void rms_norm_##name(const float *x, float *y, const float *w, int cols, float eps, i8 *qs, \
+						float *d, void *ext) {                                             \
+		i64 off = (i64)blockIdx.y * cols;                                                                  \
+		norm_row(x + off, y + off, w, cols, eps);                                                          \
+		quantize_row<ACT>(y, off, qs, d, ext, cols);                                                       \
+	}                                                                                                          \
+	KERNEL BOUNDS(256) void add_rms_norm_##name(float *x, const float *a, float *y, const float *w, int cols,     \
+						    float eps, i8 *qs, float *d, void *ext) {                      \
+		i64 off = (i64)blockIdx.y * cols;                                                                  \
+		add_norm_row(x + off, a + off, y + off, w, cols, eps);                                             \
+		quantize_row<ACT>(y, off, qs, d, ext, cols);                                                       \
+	}
+NORM_Q(q8_0, 0)
+NORM_Q(q8_1, 1)
+NORM_Q(q8_k, 2)
 
 // ---- Elementwise: grid = ceil(n / 256), block 256 ----
 

@@ -21,13 +21,8 @@ DEV i32 round_away(float f) {
 }
 
 // Q8_0 and Q8_1: one warp per 32-element block, one element per lane.
-// grid.x = ceil(blocks / 8), block 256.
 template <bool Q81>
-DEV void quantize_q8(const float *x, i8 *qs, float *d, float *s, int nblocks) {
-	int blk = blockIdx.x * 8 + warp_id();
-	if (blk >= nblocks) {
-		return;
-	}
+DEV void quantize_block_q8(const float *x, i8 *qs, float *d, float *s, int blk) {
 	int lane = lane_id();
 	float v = x[blk * 32 + lane];
 	float amax = __builtin_fabsf(v);
@@ -53,21 +48,23 @@ DEV void quantize_q8(const float *x, i8 *qs, float *d, float *s, int nblocks) {
 	}
 }
 
+// grid.x = ceil(blocks / 8), block 256.
 KERNEL BOUNDS(256) void quantize_q8_0(const float *x, i8 *qs, float *d, int nblocks) {
-	quantize_q8<false>(x, qs, d, nullptr, nblocks);
+	int blk = blockIdx.x * 8 + warp_id();
+	if (blk < nblocks) {
+		quantize_block_q8<false>(x, qs, d, nullptr, blk);
+	}
 }
 
 KERNEL BOUNDS(256) void quantize_q8_1(const float *x, i8 *qs, float *d, float *s, int nblocks) {
-	quantize_q8<true>(x, qs, d, s, nblocks);
+	int blk = blockIdx.x * 8 + warp_id();
+	if (blk < nblocks) {
+		quantize_block_q8<true>(x, qs, d, s, blk);
+	}
 }
 
 // Q8_K: one warp per 256-element block; lane l holds elements l + 32k.
-// grid.x = ceil(blocks / 4), block 128.
-KERNEL BOUNDS(128) void quantize_q8_k(const float *x, i8 *qs, float *d, i32 *bsums, int nblocks) {
-	int blk = blockIdx.x * 4 + warp_id();
-	if (blk >= nblocks) {
-		return;
-	}
+DEV void quantize_block_q8_k(const float *x, i8 *qs, float *d, i32 *bsums, int blk) {
 	int lane = lane_id();
 	const float *xb = x + blk * 256;
 	float v[8];
@@ -125,5 +122,30 @@ KERNEL BOUNDS(128) void quantize_q8_k(const float *x, i8 *qs, float *d, i32 *bsu
 	}
 	if (lane == 0) {
 		d[blk] = 1.0f / iscale;
+	}
+}
+
+// grid.x = ceil(blocks / 4), block 128.
+KERNEL BOUNDS(128) void quantize_q8_k(const float *x, i8 *qs, float *d, i32 *bsums, int nblocks) {
+	int blk = blockIdx.x * 4 + warp_id();
+	if (blk < nblocks) {
+		quantize_block_q8_k(x, qs, d, bsums, blk);
+	}
+}
+
+// quantize_row quantises the row of cols elements at x (element off of
+// its tensor) to activation type ACT (0 Q8_0, 1 Q8_1, 2 Q8_K), a warp a
+// block, after a barrier: a norm kernel's output, which its block's
+// threads have just stored, for the product after it.
+template <int ACT>
+DEV void quantize_row(const float *x, i64 off, i8 *qs, float *d, void *ext, int cols) {
+	sync_threads();
+	const int B = ACT == 2 ? 256 : 32;
+	for (int blk = warp_id(); blk < cols / B; blk += blockDim.x / WARP) {
+		if (ACT == 2) {
+			quantize_block_q8_k(x + off, qs + off, d + off / 256, (i32 *)ext + off / 16, blk);
+		} else {
+			quantize_block_q8<ACT == 1>(x + off, qs + off, d + off / 32, ACT == 1 ? (float *)ext + off / 32 : nullptr, blk);
+		}
 	}
 }

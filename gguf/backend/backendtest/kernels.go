@@ -181,18 +181,42 @@ func testRMSNorm(t *testing.T, p *Pair) {
 		p.Compare("rmsnorm", "in place", x)
 	}
 	// The residual add just before a norm, which the GPU backends launch as
-	// one kernel: a row that fits its threads' registers and a wider one.
-	for _, cols := range []int{2048, 4100} {
+	// one kernel (a row that fits its threads' registers and a wider one),
+	// and the products each norm feeds (Q8_0, Q4_1 and Q4_K weights: the
+	// three activation types), whose quantisation CUDA launches with the
+	// norm: each product is compared with the CPU's of the device's norm
+	// output, since the norms may differ by an ulp.
+	q8 := func(what string, y, out Tensors, wq Weights) {
+		yd := make([]float32, y.D.Len())
+		p.Dev.MatMul(out.D, wq.D, y.D)
+		p.Dev.Read(yd, y.D)
+		p.CPU.Write(y.C, yd)
+		p.CPU.MatMul(out.C, wq.C, y.C)
+		p.Compare("matmul", what, out)
+	}
+	for _, cols := range []int{2048, 4100, 4128} {
 		w := p.Weight(quant.F32, 1, cols, F32Bytes(p.Random(cols, 0.5)))
 		x := p.Tensor(2, cols, p.Random(2*cols, 3))
 		a := p.Tensor(2, cols, p.Random(2*cols, 1))
 		y := p.Tensor(2, cols, nil)
+		out := p.Tensor(2, 5, nil)
 		p.CPU.Add(x.C, a.C)
 		p.CPU.RMSNorm(y.C, x.C, w.C, 1e-6)
 		p.Dev.Add(x.D, a.D)
 		p.Dev.RMSNorm(y.D, x.D, w.D, 1e-6)
 		p.Compare("rmsnorm", fmt.Sprintf("after an add, %d wide", cols), y)
 		p.Compare("rmsnorm", fmt.Sprintf("the add before it, %d wide", cols), x)
+		for _, typ := range []quant.Type{quant.Q8_0, quant.Q4_1, quant.Q4_K} {
+			if cols%typ.BlockSize() != 0 {
+				continue
+			}
+			wq := p.Weight(typ, 5, cols, p.Encode(typ, 5, cols, 1))
+			p.Dev.Add(x.D, a.D)
+			p.Dev.RMSNorm(y.D, x.D, w.D, 1e-6)
+			q8(fmt.Sprintf("%s after an add and a norm, %d wide", typ, cols), y, out, wq)
+			p.Dev.RMSNorm(y.D, x.D, w.D, 1e-5)
+			q8(fmt.Sprintf("%s after a norm, %d wide", typ, cols), y, out, wq)
+		}
 	}
 	// A norm weight stored as F16 is dequantised for the kernel.
 	w := p.Weight(quant.F16, 1, 64, p.Encode(quant.F16, 1, 64, 1))
