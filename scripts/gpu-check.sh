@@ -20,6 +20,9 @@
 #                                  model's step over 1 … 9 rows) and, where
 #                                  Nsight Compute (ncu) is installed, each
 #                                  kernel's time in a step of 1 and 8 rows
+#   scripts/gpu-check.sh --all     on the GPU machine: the checks, then
+#                                  --profile, then --spec, in one call
+#                                  (about three minutes on an H200)
 #   scripts/gpu-check.sh --spec    on the GPU machine, after the checks:
 #                                  make bench-spec on the GPU (speculative
 #                                  decoding's speedups, issue 21), with the
@@ -27,9 +30,9 @@
 #                                  into .gpucheck/models
 #
 # With the device tool: build here, then
-#   run(command="bash scripts/gpu-check.sh", carry=[".gpucheck"], timeout_s=540)
-# It aims to finish in about five minutes on an H200 (tests ≤ 3, bench ≤ 4.5);
-# --spec in about four more (the 1B-shaped models are made there first).
+#   run(command="bash scripts/gpu-check.sh --all", carry=[".gpucheck"], timeout_s=400)
+# On an H200 the checks took about a minute (limits: tests 200 s, bench
+# 280 s), --profile about one and a half, --spec about 15 s.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -146,9 +149,10 @@ case "${1:-}" in
 	spec
 	exit
 	;;
+--all) all=1 ;;
 "") ;;
 *)
-	echo "usage: $0 [--build | --stand-in | --spec | --profile]" >&2
+	echo "usage: $0 [--build | --stand-in | --spec | --profile | --all]" >&2
 	exit 2
 	;;
 esac
@@ -198,4 +202,11 @@ if grep -qE '^ *--- SKIP' "$OUT/gpu-tests.log" "$OUT/bench.log"; then skipped=1;
 	fi
 } | tee "$OUT/summary.txt"
 
-[ $tests -eq 0 ] && [ $bench -eq 0 ] && [ $skipped -eq 0 ]
+ok=0
+[ $tests -eq 0 ] && [ $bench -eq 0 ] && [ $skipped -eq 0 ] || ok=1
+if [ "${all:-0}" = 1 ]; then
+	# Each in a subshell: they change directory.
+	(ready "$bin" && profile) || ok=1
+	(ready "$specbin" && spec) || ok=1
+fi
+exit $ok
