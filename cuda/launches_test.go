@@ -11,9 +11,9 @@ import (
 )
 
 // decodeLaunchesPerLayer bounds the kernels one layer of a decode step
-// launches, by architecture, as docs/cuda.md lists them: llama's 12 (add+
+// launches, by architecture, as docs/cuda.md lists them: llama's 11 (add+
 // norm+quantise, QKV, RoPE, store K/V, attention, quantise, output,
-// add+norm+quantise, gate+up, GLU, quantise, down), phi3's fused QKV
+// add+norm+quantise, gate+up, GLU+quantise, down), phi3's fused QKV
 // and gate+up matrices, qwen2's Q, K and V biases, gemma3's per-head Q/K
 // norms and post-attention and post-FFN norms, qwen3's Q/K norms, and
 // qwen3moe's router and its experts on the device (the routing, the
@@ -28,7 +28,7 @@ import (
 // its bias, and qwen3moe's expert launches with a bias after each
 // gathered product and the clamped SwiGLU. A change that launches more
 // fails here and updates the docs.
-var decodeLaunchesPerLayer = map[string]int64{"llama": 12, "phi3": 13, "qwen2": 17, "gemma3": 17, "qwen3": 14, "qwen3moe": 19, "gemma4": 20, "qwen35": 28, "qwen35moe": 54, "gpt-oss": 27}
+var decodeLaunchesPerLayer = map[string]int64{"llama": 11, "phi3": 12, "qwen2": 16, "gemma3": 16, "qwen3": 13, "qwen3moe": 18, "gemma4": 19, "qwen35": 26, "qwen35moe": 50, "gpt-oss": 27}
 
 // decodeLaunchesOutside bounds those outside the layers: the embedding
 // (and gemma3's scaling of it), the final norm with its quantisation, the

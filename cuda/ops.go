@@ -241,20 +241,21 @@ func (b *Backend) quantized(x backend.Tensor, act quant.Type) (qs, d, ext uint64
 	return a.qs, a.d, a.ext
 }
 
-// fuseQuantize turns the norm just recorded, whose output is all of x,
-// into its twin that also quantises that output to act in a's scratch,
-// and reports whether it did: a norm and the quantisation the next
-// product wants were two launches, and a launch in a graph costs about
-// what either kernel does (33 pairs a step of a 1B model).
+// fuseQuantize turns the norm or GLU just recorded, whose output is all
+// of x, into its twin that also quantises that output to act in a's
+// scratch, and reports whether it did: the kernel and the quantisation
+// the next product wants were two launches, and a launch in a graph costs
+// about what either kernel does (49 pairs a step of a 1B model).
 func (b *Backend) fuseQuantize(x backend.Tensor, xp uint64, act quant.Type, a *actScratch) bool {
 	ops := b.rec.ops
 	if len(ops) == 0 || x.Cols%act.BlockSize() != 0 {
 		return false
 	}
 	last := &ops[len(ops)-1]
-	if last.kind != opLaunch || last.shape.Grid.Y != uint32(x.Rows) {
+	if last.kind != opLaunch {
 		return false
 	}
+	rows := last.shape.Grid.Y == uint32(x.Rows) // a norm's block rows
 	var k kernels.ID // the type's offset among the fused kernels (kernels.RMSNormQ8_0 …)
 	switch act {
 	case quant.Q8_1:
@@ -264,12 +265,15 @@ func (b *Backend) fuseQuantize(x backend.Tensor, xp uint64, act quant.Type, a *a
 	}
 	cols := i32(x.Cols)
 	switch {
-	case last.id == kernels.AddRMSNorm && last.args[2] == xp && last.args[4] == cols:
+	case last.id == kernels.AddRMSNorm && rows && last.args[2] == xp && last.args[4] == cols:
 		last.id, last.n = kernels.AddRMSNormQ8_0+k, 9
 		last.args[6], last.args[7], last.args[8] = a.qs, a.d, a.ext
-	case last.id == kernels.RMSNorm && last.args[1] == xp && last.args[3] == cols && last.args[4] == cols:
+	case last.id == kernels.RMSNorm && rows && last.args[1] == xp && last.args[3] == cols && last.args[4] == cols:
 		last.id, last.n = kernels.RMSNormQ8_0+k, 8
 		last.args = [maxParams]uint64{last.args[0], xp, last.args[2], cols, last.args[5], a.qs, a.d, a.ext}
+	case last.id == kernels.GLU && last.args[0] == xp && last.args[3] == i32(x.Len()):
+		last.id, last.n = kernels.GLUQ8_0+k, 8
+		last.args[5], last.args[6], last.args[7] = a.qs, a.d, a.ext
 	default:
 		return false
 	}

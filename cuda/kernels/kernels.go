@@ -76,6 +76,9 @@ const (
 	AddRMSNormQ8_0
 	AddRMSNormQ8_1
 	AddRMSNormQ8_K
+	GLUQ8_0 // glu, then quantising its output: Q8_0, Q8_1, Q8_K, in this order
+	GLUQ8_1
+	GLUQ8_K
 	// gpt-oss's (gptoss.cuh).
 	GLUOAI
 	AttendSinksF16
@@ -118,6 +121,9 @@ var fixed = [numFixed]struct{ name, params string }{
 	AddRMSNormQ8_0: {"add_rms_norm_q8_0", "ppppifppp"},
 	AddRMSNormQ8_1: {"add_rms_norm_q8_1", "ppppifppp"},
 	AddRMSNormQ8_K: {"add_rms_norm_q8_k", "ppppifppp"},
+	GLUQ8_0:        {"glu_q8_0", "pppiippp"},
+	GLUQ8_1:        {"glu_q8_1", "pppiippp"},
+	GLUQ8_K:        {"glu_q8_k", "pppiippp"},
 
 	GLUOAI:         {"glu_oai", "pppi"},
 	AttendSinksF16: {"attend_sinks_f16", "ppppppiiiiiiffip"},

@@ -223,22 +223,56 @@ KERNEL BOUNDS(256) void add_bias(float *x, const float *b, int cols, int n) {
 
 // glu: dst = f(gate)·up; kind 0 SiLU, 1 GELU (tanh) through ggml's fp16
 // table. dst may be gate or up.
+DEV float glu_value(float x, float u, int kind) {
+	if (kind == 0) {
+		return silu(x) * u;
+	}
+	if (x <= -10.0f) {
+		return 0;
+	}
+	if (x >= 10.0f) {
+		return x * u;
+	}
+	return gelu_table(x) * u;
+}
+
 KERNEL BOUNDS(256) void glu(float *dst, const float *gate, const float *up, int n, int kind) {
 	i64 i = elem_index();
-	if (i >= n) {
-		return;
-	}
-	float x = gate[i], u = up[i];
-	if (kind == 0) {
-		dst[i] = silu(x) * u;
-	} else if (x <= -10.0f) {
-		dst[i] = 0;
-	} else if (x >= 10.0f) {
-		dst[i] = x * u;
-	} else {
-		dst[i] = gelu_table(x) * u;
+	if (i < n) {
+		dst[i] = glu_value(gate[i], up[i], kind);
 	}
 }
+
+// glu with the quantisation of its output for the down product (as the
+// norms have theirs): after a barrier, a block's 256 elements are eight
+// Q8_0 or Q8_1 blocks, a warp each, or one Q8_K block, its first warp's.
+// n is a whole number of quantisation blocks.
+template <int ACT>
+DEV void glu_q(float *dst, const float *gate, const float *up, int n, int kind, i8 *qs, float *d, void *ext) {
+	i64 i = elem_index();
+	if (i < n) {
+		dst[i] = glu_value(gate[i], up[i], kind);
+	}
+	sync_threads();
+	if (ACT == 2) {
+		if (warp_id() == 0) {
+			quantize_block_q8_k(dst, qs, d, (i32 *)ext, blockIdx.x);
+		}
+	} else {
+		int blk = blockIdx.x * 8 + warp_id();
+		if (blk < n / 32) {
+			quantize_block_q8<ACT == 1>(dst, qs, d, ACT == 1 ? (float *)ext : nullptr, blk);
+		}
+	}
+}
+#define GLU_Q(name, ACT)                                                                                                   \
+	KERNEL BOUNDS(256) void glu_##name(float *dst, const float *gate, const float *up, int n, int kind, i8 *qs, float *d, \
+					   void *ext) {                                                                        \
+		glu_q<ACT>(dst, gate, up, n, kind, qs, d, ext);                                                            \
+	}
+GLU_Q(q8_0, 0)
+GLU_Q(q8_1, 1)
+GLU_Q(q8_k, 2)
 
 // ---- RoPE ----
 

@@ -255,6 +255,29 @@ func testElementwise(t *testing.T, p *Pair, f Features) {
 		p.Compare("elementwise", s.name+" a", a)
 		p.Compare("elementwise", s.name+" b", b)
 	}
+	// A GLU and the product it feeds, whose quantisation CUDA launches with
+	// the GLU: rows of whole 256-element blocks and rows whose last block of
+	// threads is partial, for each activation type (Q8_0, Q4_1 and Q4_K
+	// weights).
+	for _, c := range []struct{ rows, cols int }{{3, 512}, {3, 96}} {
+		g := p.Tensor(c.rows, c.cols, p.Random(c.rows*c.cols, 4))
+		u := p.Tensor(c.rows, c.cols, p.Random(c.rows*c.cols, 1))
+		h := p.Tensor(c.rows, c.cols, nil)
+		out := p.Tensor(c.rows, 7, nil)
+		for _, typ := range []quant.Type{quant.Q8_0, quant.Q4_1, quant.Q4_K} {
+			if c.cols%typ.BlockSize() != 0 {
+				continue
+			}
+			w := p.Weight(typ, 7, c.cols, p.Encode(typ, 7, c.cols, 1))
+			for _, fn := range []backend.GLU{backend.SiLU, backend.GELUTanh} {
+				p.CPU.GLU(h.C, g.C, u.C, fn)
+				p.CPU.MatMul(out.C, w.C, h.C)
+				p.Dev.GLU(h.D, g.D, u.D, fn)
+				p.Dev.MatMul(out.D, w.D, h.D)
+				p.Compare("matmul", fmt.Sprintf("%s after a GLU of %d×%d", typ, c.rows, c.cols), out)
+			}
+		}
+	}
 	if f.GptOss {
 		testSwiGLUOAI(t, p)
 	}
