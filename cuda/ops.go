@@ -256,7 +256,7 @@ func (b *Backend) fuseQuantize(x backend.Tensor, xp uint64, act quant.Type, a *a
 		return false
 	}
 	rows := last.shape.Grid.Y == uint32(x.Rows) // a norm's block rows
-	var k kernels.ID // the type's offset among the fused kernels (kernels.RMSNormQ8_0 …)
+	var k kernels.ID                            // the type's offset among the fused kernels (kernels.RMSNormQ8_0 …)
 	switch act {
 	case quant.Q8_1:
 		k = 1

@@ -43,8 +43,9 @@ specbin=$root/.gpucheck/spec.test
 # draft (a make bench-spec draft; the Q8_0 is in models/) from
 # MESHNODE_MODELS (default ../shared/models), where it is. Not the F16:
 # the device tool carries at most 64 MiB, the tracked tree and the
-# binaries take 55 of them, so the F16 cases skip on the GPU machine and
-# the 1B-shaped models are inflated from the built-in Q8_0 there.
+# binaries (stripped) take about 46 of them and the F16 is 28.5 MB, so the
+# F16 cases skip on the GPU machine and the 1B-shaped models are inflated
+# from the built-in Q8_0 there.
 build() {
 	mkdir -p .gpucheck/models
 	rm -f .gpucheck/models/meshnode-fortunes-f16.gguf

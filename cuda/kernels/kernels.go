@@ -8,17 +8,44 @@
 package kernels
 
 import (
+	"bytes"
+	"compress/gzip"
 	_ "embed"
 	"fmt"
+	"io"
+	"sync"
 
 	"github.com/meshnode/meshnode/gguf/quant"
 )
 
-//go:embed kernels.sm_72.ptx
-var ptx72 []byte
+// The PTX is committed gzipped: 3 MB of text a target, half a megabyte so.
+// The CUDA device tool carries at most 64 MiB, the tree and two test
+// binaries that each embed both targets.
+var (
+	//go:embed kernels.sm_72.ptx.gz
+	ptx72gz []byte
+	//go:embed kernels.sm_80.ptx.gz
+	ptx80gz []byte
+)
 
-//go:embed kernels.sm_80.ptx
-var ptx80 []byte
+// archs unpacks the targets once, at first use.
+var archs = sync.OnceValue(func() []Arch {
+	return []Arch{{"sm_80", 8, 0, gunzip(ptx80gz)}, {"sm_72", 7, 2, gunzip(ptx72gz)}}
+})
+
+// gunzip unpacks an embedded module; the build's own file, so a failure is
+// a broken build.
+func gunzip(b []byte) []byte {
+	r, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		panic(fmt.Sprintf("kernels: embedded PTX: %v", err))
+	}
+	out, err := io.ReadAll(r)
+	if err != nil {
+		panic(fmt.Sprintf("kernels: embedded PTX: %v", err))
+	}
+	return out
+}
 
 // Arch is a PTX target the module is built for.
 type Arch struct {
@@ -29,7 +56,7 @@ type Arch struct {
 
 // Archs are the built targets, newest first.
 func Archs() []Arch {
-	return []Arch{{"sm_80", 8, 0, ptx80}, {"sm_72", 7, 2, ptx72}}
+	return append([]Arch(nil), archs()...)
 }
 
 // ForDevice picks the newest target a device of compute capability

@@ -2,7 +2,8 @@
 # Compiles kernels.cu to the committed PTX (make ptx), or checks that the
 # committed PTX is what the sources compile to (make ptx-check).
 #
-#   ptx.sh            write kernels.sm_72.ptx and kernels.sm_80.ptx here
+#   ptx.sh            write kernels.sm_72.ptx.gz and kernels.sm_80.ptx.gz here
+#                     (gzip -9 -n: the same bytes for the same text)
 #   ptx.sh --check    compile into a temporary directory and diff
 #
 # The compiler is Debian's clang-14 (CLANG overrides the command, not the
@@ -36,11 +37,8 @@ case "$version" in
 	;;
 esac
 
-out=$here
-if $check; then
-	out=$(mktemp -d)
-	trap 'rm -rf "$out"' EXIT
-fi
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
 
 flags="-x cuda --cuda-device-only -nocudainc -nocudalib -std=c++17 -O3 -ffp-contract=off -Wall -Werror"
 for target in sm_72:ptx61 sm_80:ptx70; do
@@ -57,12 +55,15 @@ done
 if $check; then
 	status=0
 	for f in kernels.sm_72.ptx kernels.sm_80.ptx; do
-		if ! diff -q "$here/$f" "$out/$f" >/dev/null; then
-			echo "ptx-check: cuda/kernels/$f differs from what the sources compile to; run make ptx and commit it"
-			diff -u "$here/$f" "$out/$f" | head -n 40
+		if ! gzip -dc "$here/$f.gz" >"$out/$f.committed" 2>/dev/null || ! diff -q "$out/$f.committed" "$out/$f" >/dev/null; then
+			echo "ptx-check: cuda/kernels/$f.gz differs from what the sources compile to; run make ptx and commit it"
+			diff -u "$out/$f.committed" "$out/$f" | head -n 40
 			status=1
 		fi
 	done
 	[ $status -eq 0 ] && echo "ptx-check: the committed PTX matches the sources ($version)"
 	exit $status
 fi
+for f in kernels.sm_72.ptx kernels.sm_80.ptx; do
+	gzip -9 -n -c "$out/$f" >"$here/$f.gz"
+done
