@@ -87,3 +87,55 @@ func TestEmuDraftTop(t *testing.T) {
 		}
 	}
 }
+
+// TestEmuBatchTop: a batched step's rows judged on the device (Batch.
+// TopProbAt, as spec.Measure and a serve's batched draft steps judge
+// them) copy back 8 bytes a row, once for the step, and give the CPU's
+// picks with its confidences within the host table's 0.2%.
+func TestEmuBatchTop(t *testing.T) {
+	be, _ := newEmu(t, cuda.Options{})
+	defer be.Close()
+	ref := cpu.New(cpu.Options{})
+	defer ref.Close()
+	f := fixture(t, "llama", "Q8_0")
+	type top struct {
+		id uint32
+		p  float64
+	}
+	judge := func(b backend.Backend) []top {
+		m, err := model.Load(f, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := m.NewSession(model.SessionOptions{Context: 32})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		bt, err := m.NewBatch(model.BatchOptions{Tokens: 8, Seqs: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := bt.Step(context.Background(), []model.Seq{{Session: s, Tokens: []uint32{1, 450, 1996, 17, 1701}, Logits: 3}}); err != nil {
+			t.Fatal(err)
+		}
+		read := be.Stats().ReadBytes
+		var tops []top
+		for j := range 3 {
+			id, p := spec.BatchLogits{B: bt, I: 0, J: j}.Top()
+			tops = append(tops, top{id, p})
+		}
+		if b == backend.Backend(be) {
+			if got := be.Stats().ReadBytes - read; got != 8*3 {
+				t.Errorf("judging a step's three rows copied back %d bytes, want 8 a row", got)
+			}
+		}
+		return tops
+	}
+	got, want := judge(be), judge(ref)
+	for j := range want {
+		if got[j].id != want[j].id || math.Abs(got[j].p-want[j].p) > 0.003*want[j].p {
+			t.Errorf("row %d: %d at %.5f on the device, %d at %.5f on the CPU", j, got[j].id, got[j].p, want[j].id, want[j].p)
+		}
+	}
+}
