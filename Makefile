@@ -161,7 +161,7 @@ package release:
 	GO='$(GO)' VERSION='$(VERSION)' LDFLAGS='$(LDFLAGS)' NFPM='$(NFPM)' packaging/build.sh $@
 
 # CUDA kernels: cuda/kernels/*.cu compiled to PTX (sm_72, sm_80) by Debian's
-# clang-14, committed and embedded in the binary. ptx-check fails when the
+# clang-14, committed gzipped and embedded in the binary. ptx-check fails when the
 # committed PTX is not what the sources compile to (it skips, saying so,
 # where clang-14 is not installed).
 .PHONY: ptx ptx-check bench-cuda
