@@ -5,7 +5,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 
 	"github.com/meshnode/meshnode/cuda"
@@ -44,18 +43,24 @@ func TestGPUSpeculation(t *testing.T) {
 	spectest.Suite(t, be, nil, fixture(t, "llama", "Q4_K_M"), fixture(t, "llama", "Q8_0"), builtin)
 }
 
-// TestEmuDraftTop: a greedy draft on the device judges its tokens there
-// (model.TopProber): each draft step copies back 8 bytes, not its logits,
-// and proposes the CPU draft's tokens with its confidences (the host's to
-// within its table's 0.2%).
-func TestEmuDraftTop(t *testing.T) {
+// top is a token judged likeliest and its probability.
+type top struct {
+	id uint32
+	p  float64
+}
+
+// topsAgree runs judge on a session of the llama Q8_0 fixture on the
+// stand-in and on the CPU, and checks that the device copied back
+// readBack bytes for it (the judged tokens, not their logits) and that
+// both judged the same tokens, the confidences within the host table's
+// 0.2% (spec.topProb on the CPU, model.TopProber on the device).
+func topsAgree(t *testing.T, what string, readBack int64, judge func(m *model.Model, s *model.Session) []top) {
 	be, _ := newEmu(t, cuda.Options{})
 	defer be.Close()
 	ref := cpu.New(cpu.Options{})
 	defer ref.Close()
 	f := fixture(t, "llama", "Q8_0")
-	prompt := []uint32{1, 450, 1996, 17, 1701}
-	propose := func(b backend.Backend) []spec.Draft {
+	run := func(b backend.Backend) []top {
 		m, err := model.Load(f, b)
 		if err != nil {
 			t.Fatal(err)
@@ -66,76 +71,62 @@ func TestEmuDraftTop(t *testing.T) {
 		}
 		defer s.Close()
 		read := be.Stats().ReadBytes
-		drafts, err := spec.NewModelProposer(s, sample.Params{}, -1).Propose(context.Background(), prompt, len(prompt), 4)
+		tops := judge(m, s)
+		if b == backend.Backend(be) {
+			if got := be.Stats().ReadBytes - read; got != readBack {
+				t.Errorf("%s copied back %d bytes, want %d", what, got, readBack)
+			}
+		}
+		return tops
+	}
+	got, want := run(be), run(ref)
+	for i := range want {
+		if got[i].id != want[i].id || math.Abs(got[i].p-want[i].p) > 0.003*want[i].p {
+			t.Errorf("%s, %d: %d at %.5f on the device, %d at %.5f on the CPU", what, i, got[i].id, got[i].p, want[i].id, want[i].p)
+		}
+	}
+}
+
+var topPrompt = []uint32{1, 450, 1996, 17, 1701}
+
+// TestEmuDraftTop: a greedy draft on the device judges its tokens there
+// (model.TopProber): each draft step copies back 8 bytes, not its logits,
+// and proposes the CPU draft's tokens with its confidences.
+func TestEmuDraftTop(t *testing.T) {
+	topsAgree(t, "four draft steps", 8*4, func(_ *model.Model, s *model.Session) []top {
+		drafts, err := spec.NewModelProposer(s, sample.Params{}, -1).Propose(context.Background(), topPrompt, len(topPrompt), 4)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if b == backend.Backend(be) {
-			if got := be.Stats().ReadBytes - read; got != 8*4 {
-				t.Errorf("the device's four draft steps copied back %d bytes, want 8 each", got)
-			}
+		if len(drafts) != 4 {
+			t.Fatalf("%d drafts, want 4", len(drafts))
 		}
-		return slices.Clone(drafts)
-	}
-	got, want := propose(be), propose(ref)
-	if len(got) != 4 || len(want) != 4 {
-		t.Fatalf("%d and %d drafts, want 4", len(got), len(want))
-	}
-	for i := range got {
-		if got[i].Token != want[i].Token || math.Abs(got[i].Conf-want[i].Conf) > 0.003*want[i].Conf {
-			t.Errorf("draft %d: %d at %.5f on the device, %d at %.5f on the CPU", i, got[i].Token, got[i].Conf, want[i].Token, want[i].Conf)
+		tops := make([]top, len(drafts))
+		for i, d := range drafts {
+			tops[i] = top{d.Token, d.Conf}
 		}
-	}
+		return tops
+	})
 }
 
 // TestEmuBatchTop: a batched step's rows judged on the device (Batch.
 // TopProbAt, as spec.Measure and a serve's batched draft steps judge
 // them) copy back 8 bytes a row, once for the step, and give the CPU's
-// picks with its confidences within the host table's 0.2%.
+// picks with its confidences.
 func TestEmuBatchTop(t *testing.T) {
-	be, _ := newEmu(t, cuda.Options{})
-	defer be.Close()
-	ref := cpu.New(cpu.Options{})
-	defer ref.Close()
-	f := fixture(t, "llama", "Q8_0")
-	type top struct {
-		id uint32
-		p  float64
-	}
-	judge := func(b backend.Backend) []top {
-		m, err := model.Load(f, b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := m.NewSession(model.SessionOptions{Context: 32})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
+	topsAgree(t, "a step of three rows judged", 8*3, func(m *model.Model, s *model.Session) []top {
 		bt, err := m.NewBatch(model.BatchOptions{Tokens: 8, Seqs: 8})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := bt.Step(context.Background(), []model.Seq{{Session: s, Tokens: []uint32{1, 450, 1996, 17, 1701}, Logits: 3}}); err != nil {
+		if err := bt.Step(context.Background(), []model.Seq{{Session: s, Tokens: topPrompt, Logits: 3}}); err != nil {
 			t.Fatal(err)
 		}
-		read := be.Stats().ReadBytes
 		var tops []top
 		for j := range 3 {
 			id, p := spec.BatchLogits{B: bt, I: 0, J: j}.Top()
 			tops = append(tops, top{id, p})
 		}
-		if b == backend.Backend(be) {
-			if got := be.Stats().ReadBytes - read; got != 8*3 {
-				t.Errorf("judging a step's three rows copied back %d bytes, want 8 a row", got)
-			}
-		}
 		return tops
-	}
-	got, want := judge(be), judge(ref)
-	for j := range want {
-		if got[j].id != want[j].id || math.Abs(got[j].p-want[j].p) > 0.003*want[j].p {
-			t.Errorf("row %d: %d at %.5f on the device, %d at %.5f on the CPU", j, got[j].id, got[j].p, want[j].id, want[j].p)
-		}
-	}
+	})
 }
