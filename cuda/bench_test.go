@@ -73,7 +73,7 @@ func BenchmarkCUDA(b *testing.B) {
 	if os.Getenv("BENCH_1B") != "0" {
 		dir := b.TempDir()
 		for _, ft := range []string{"Q4_0", "Q8_0"} {
-			f := oneB(b, dir, ft, md)
+			f := modeltest.OpenLlama1B(b, dir, ft, md)
 			defer f.Close()
 			jobs = append(jobs, job{"llama-1b-" + strings.ToLower(ft), f, envInt("BENCH_PP", 512), envInt("BENCH_TG", 128), 3})
 		}
@@ -130,7 +130,7 @@ func benchModel(lib string, f *gguf.File, pp, tg, reps int) (benchResult, error)
 	for i := range prompt {
 		prompt[i] = uint32(1 + (i*7919)%(c.VocabSize-1))
 	}
-	r := benchResult{weightBytes: decodeBytes(f)}
+	r := benchResult{weightBytes: modeltest.DecodeBytes(f)}
 	for range reps {
 		s.Truncate(0)
 		start := time.Now()
@@ -149,34 +149,6 @@ func benchModel(lib string, f *gguf.File, pp, tg, reps int) (benchResult, error)
 	}
 	r.stats = be.Stats()
 	return r, nil
-}
-
-// oneB writes modeltest.WriteLlama1B's model into dir, and opens it.
-func oneB(b *testing.B, dir, ft string, md *gguf.Metadata) *gguf.File {
-	path, err := modeltest.WriteLlama1B(dir, ft, md)
-	if err != nil {
-		b.Fatal(err)
-	}
-	f, err := gguf.Open(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return f
-}
-
-// decodeBytes is the weight bytes one decoded token reads: every matrix,
-// and of the embedding table one row, unless it is also the output head.
-func decodeBytes(f *gguf.File) float64 {
-	_, hasOutput := f.Tensor("output.weight")
-	var n float64
-	for _, t := range f.Tensors {
-		size := float64(t.Size)
-		if t.Name == "token_embd.weight" && hasOutput {
-			size /= float64(t.Dims[len(t.Dims)-1])
-		}
-		n += size
-	}
-	return n
 }
 
 // copyBandwidth times device-to-device copies of size bytes and returns

@@ -14,6 +14,7 @@ import (
 	"github.com/meshnode/meshnode/cuda"
 	"github.com/meshnode/meshnode/cuda/cudaemu"
 	"github.com/meshnode/meshnode/gguf/model"
+	"github.com/meshnode/meshnode/gguf/model/modeltest"
 )
 
 // BenchmarkWindows is the GPU's price of a speculative window: the step
@@ -45,7 +46,7 @@ func BenchmarkWindows(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		f = oneB(b, b.TempDir(), "Q8_0", md)
+		f = modeltest.OpenLlama1B(b, b.TempDir(), "Q8_0", md)
 		defer f.Close()
 		name = "Llama-3.2-1B-shaped random Q8_0"
 	}

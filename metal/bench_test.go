@@ -81,14 +81,7 @@ func BenchmarkMetal(b *testing.B) {
 			b.Fatal(err)
 		}
 		for _, ft := range []string{"Q4_0", "Q8_0"} {
-			path, err := modeltest.WriteLlama1B(dir, ft, md)
-			if err != nil {
-				b.Fatal(err)
-			}
-			f, err := gguf.Open(path)
-			if err != nil {
-				b.Fatal(err)
-			}
+			f := modeltest.OpenLlama1B(b, dir, ft, md)
 			defer f.Close()
 			jobs = append(jobs, job{"llama-1b-" + strings.ToLower(ft), f, envInt("BENCH_PP", 512), envInt("BENCH_TG", 128), 3})
 		}
@@ -153,7 +146,7 @@ func benchModel(b *testing.B, f *gguf.File, pp, tg, reps int) (benchResult, erro
 	for i := range prompt {
 		prompt[i] = uint32(1 + (i*7919)%(c.VocabSize-1))
 	}
-	r := benchResult{weightBytes: decodeBytes(f)}
+	r := benchResult{weightBytes: modeltest.DecodeBytes(f)}
 	for range reps {
 		s.Truncate(0)
 		start := time.Now()
@@ -173,21 +166,6 @@ func benchModel(b *testing.B, f *gguf.File, pp, tg, reps int) (benchResult, erro
 		r.dispatchesPerToken = float64(be.Stats().Dispatches-before) / float64(tg)
 	}
 	return r, nil
-}
-
-// decodeBytes is the weight bytes one decoded token reads: every matrix,
-// and of the embedding table one row, unless it is also the output head.
-func decodeBytes(f *gguf.File) float64 {
-	_, hasOutput := f.Tensor("output.weight")
-	var n float64
-	for _, t := range f.Tensors {
-		size := float64(t.Size)
-		if t.Name == "token_embd.weight" && hasOutput {
-			size /= float64(t.Dims[len(t.Dims)-1])
-		}
-		n += size
-	}
-	return n
 }
 
 func envInt(key string, def int) int {

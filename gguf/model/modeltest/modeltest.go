@@ -394,6 +394,21 @@ func WriteLlama1B(dir, ft string, vocab *gguf.Metadata) (string, error) {
 	return path, WriteRandomFile(path, s, vocab)
 }
 
+// OpenLlama1B writes WriteLlama1B's model into dir and opens it; the
+// caller closes it.
+func OpenLlama1B(tb testing.TB, dir, ft string, vocab *gguf.Metadata) *gguf.File {
+	tb.Helper()
+	path, err := WriteLlama1B(dir, ft, vocab)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return f
+}
+
 // writeFile writes path through a buffer by write, into path.tmp renamed
 // to path once complete, so a file that is there is whole.
 func writeFile(path string, write func(io.Writer) error) error {
@@ -1071,4 +1086,20 @@ func Unsupported(arch string, be backend.Backend) string {
 		}
 	}
 	return ""
+}
+
+// DecodeBytes is the weight bytes one decoded token of f reads: every
+// matrix, and of the embedding table one row, unless it is also the
+// output head. The GPU benchmarks divide it by a token's time.
+func DecodeBytes(f *gguf.File) float64 {
+	_, hasOutput := f.Tensor("output.weight")
+	var n float64
+	for _, t := range f.Tensors {
+		size := float64(t.Size)
+		if t.Name == "token_embd.weight" && hasOutput {
+			size /= float64(t.Dims[len(t.Dims)-1])
+		}
+		n += size
+	}
+	return n
 }
