@@ -127,6 +127,7 @@ type Backend struct {
 	act    actScratch
 	att    *devMem // attention scores
 	argOut *devMem // ArgMax's, ArgMaxRows' and TopProbRows' results
+	outBuf []int32 // and their host copy (readOut)
 	ropes  map[ropeKey]*ropeTable
 	consts map[string]*devMem // attention sinks, expert tables and scales by value (constPtr)
 	stats  Stats

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"unsafe"
 
 	"github.com/meshnode/meshnode/cuda/driver"
@@ -531,10 +532,13 @@ func (b *Backend) rowsOut(rows, n int) uint64 {
 }
 
 // readOut launches the recording, which reads t, and copies back the
-// first n words of rowsOut's area.
+// first n words of rowsOut's area into a buffer the next call reuses (a
+// greedy decode reads its token this way every step); the caller holds
+// the lock.
 func (b *Backend) readOut(t backend.Tensor, n int) []int32 {
 	must(b.sync(false))
-	v := make([]int32, n)
+	b.outBuf = slices.Grow(b.outBuf[:0], n)[:n]
+	v := b.outBuf
 	must(b.lib.MemcpyDtoH(unsafe.Pointer(&v[0]), b.argOut.ptr, 4*len(v)))
 	b.stats.ReadBytes += int64(4 * len(v))
 	runtime.KeepAlive(t)
