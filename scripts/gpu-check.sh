@@ -31,6 +31,9 @@
 #
 # With the device tool: build here, then
 #   run(command="bash scripts/gpu-check.sh --all", carry=[".gpucheck"], timeout_s=400)
+# and for make bench-spec's F16 cases, first (it starts the machine; the
+# F16 stays there while the machine is warm, for the second call):
+#   run(command="ls -l .gpucheck-f16", carry=[".gpucheck-f16"], timeout_s=60)
 # On an H200 the checks took about a minute (limits: tests 200 s, bench
 # 280 s), --profile about one and a half, --spec about 15 s.
 set -uo pipefail
@@ -41,20 +44,45 @@ specbin=$root/.gpucheck/spec.test
 
 # build makes the test binaries, and copies the built-in model's trained
 # draft (a make bench-spec draft; the Q8_0 is in models/) from
-# MESHNODE_MODELS (default ../shared/models), where it is. Not the F16:
-# the device tool carries at most 64 MiB, the tracked tree and the
-# binaries (stripped) take about 46 of them and the F16 is 28.5 MB, so the
-# F16 cases skip on the GPU machine and the 1B-shaped models are inflated
-# from the built-in Q8_0 there.
+# MESHNODE_MODELS (default ../shared/models), where it is, and the
+# built-in model's F16 into .gpucheck-f16/ (git-ignored). The device tool
+# carries at most 64 MiB a call: the tracked tree and .gpucheck/ take
+# about 51 of them and the F16 is 28.5 MB (25 compressed), so the F16
+# travels in a call of its own and stays on the warm machine (see the
+# usage above). Without it the F16 cases skip on the GPU machine and the
+# 1B-shaped models are inflated from the built-in Q8_0 there.
 build() {
-	mkdir -p .gpucheck/models
+	mkdir -p .gpucheck/models .gpucheck-f16
 	rm -f .gpucheck/models/meshnode-fortunes-f16.gguf
 	CGO_ENABLED=0 go test -c -ldflags="-s -w" -o "$bin" ./cuda || return 1
 	CGO_ENABLED=0 go test -c -ldflags="-s -w" -o "$specbin" ./gguf/spec || return 1
+	models=${MESHNODE_MODELS:-$root/../shared/models}
 	for f in meshnode-fortunes-draft-q8_0.gguf; do
-		src=${MESHNODE_MODELS:-$root/../shared/models}/$f
-		if [ -f "$src" ]; then cp -f "$src" .gpucheck/models/; else echo "gpu-check: no $src: bench-spec's cases with it will skip"; fi
+		if [ -f "$models/$f" ]; then cp -f "$models/$f" .gpucheck/models/; else echo "gpu-check: no $models/$f: bench-spec's cases with it will skip"; fi
 	done
+	if [ -f "$models/meshnode-fortunes-f16.gguf" ]; then
+		cp -f "$models/meshnode-fortunes-f16.gguf" .gpucheck-f16/
+	else
+		echo "gpu-check: no $models/meshnode-fortunes-f16.gguf: bench-spec's F16 cases will skip"
+	fi
+}
+
+# models links into .gpucheck/models what bench-spec's F16 cases read
+# beside the F16, where a call carried it (.gpucheck-f16): the F16 and
+# the built-in Q8_0 (their Q8_0 draft), and prints the groups of cases
+# to run, comma separated, each NAME:LIMIT (BENCH_CASE and seconds).
+models() {
+	f16=$root/.gpucheck-f16/meshnode-fortunes-f16.gguf
+	groups="fortunes Q8_0:60,fortunes-1B:300"
+	if [ -f "$f16" ]; then
+		ln -sf "$f16" "$root/.gpucheck/models/"
+		ln -sf "$root/models/meshnode-fortunes-q8_0.gguf" "$root/.gpucheck/models/"
+		groups="fortunes F16:150,$groups"
+	else
+		rm -f "$root/.gpucheck/models/meshnode-fortunes-f16.gguf"
+		echo "gpu-check: no .gpucheck-f16 here: the F16 cases skip (carry it first; see the usage)" >&2
+	fi
+	echo "$groups"
 }
 
 # ready builds the binaries where Go is, and exits unless the test binary
@@ -79,7 +107,8 @@ spec() {
 	cd "$root/gguf/spec" # the bench reads ../../models
 	rc=0
 	: >"$OUT/spec-summary.txt"
-	for group in "fortunes Q8_0:60" "fortunes-1B:300"; do
+	IFS=, read -r -a groups <<<"$(models)"
+	for group in "${groups[@]}"; do
 		name=${group%:*} limit=${group##*:}
 		log="$OUT/bench-spec-$(echo "$name" | tr ' ' '-').log"
 		start=$(date +%s)
