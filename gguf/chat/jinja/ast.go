@@ -45,8 +45,8 @@ func (n *ifNode) nodeType() string { return "if" }
 
 // forNode represents a for loop.
 type forNode struct {
-	keyVar     string
-	valVar     string
+	targets    []string // the loop variable, or the names each item unpacks into
+	unpack     bool
 	iter       expr
 	body       []node
 	elseBody   []node
@@ -58,8 +58,9 @@ func (n *forNode) nodeType() string { return "for" }
 
 // setNode represents variable assignment.
 type setNode struct {
-	target    string
-	namespace string
+	targets   []string // the name, or the names the value unpacks into
+	unpack    bool
+	namespace string // set ns.attr: targets[0] is attr
 	value     expr
 }
 
@@ -224,6 +225,7 @@ func (n *testExpr) exprNode()        {}
 // listExpr represents an array literal [a, b, c].
 type listExpr struct {
 	items []expr
+	tuple bool // (a, b), or a bare a, b where jinja2 takes a tuple
 }
 
 func (n *listExpr) nodeType() string { return "list" }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -426,13 +427,13 @@ func filterItems(b *budget, args []Value, kwargs map[string]Value) (Value, error
 	return dictItems(b, args[0].AsDict()), nil
 }
 
-// dictItems is d's [key, value] pairs in order (the items filter's and
+// dictItems is d's (key, value) pairs in order (the items filter's and
 // the items method's).
 func dictItems(b *budget, d *Dict) Value {
 	b.allocValues(3 * d.Len())
 	items := make([]Value, 0, d.Len())
 	for _, key := range d.Keys {
-		items = append(items, NewList([]Value{NewString(key), d.Data[key]}))
+		items = append(items, NewTuple([]Value{NewString(key), d.Data[key]}))
 	}
 	return NewList(items)
 }
@@ -739,10 +740,14 @@ func filterList(b *budget, args []Value, kwargs map[string]Value) (Value, error)
 	}
 
 	v := args[0]
-	if v.IsList() {
-		return v, nil
-	}
-	if v.IsString() {
+	switch {
+	case v.IsList():
+		if !v.AsList().Tuple {
+			return v, nil
+		}
+		b.allocValues(v.AsList().Len())
+		return NewList(slices.Clone(v.AsList().Items)), nil
+	case v.IsString():
 		b.alloc(size(len(v.AsString()), 4))
 		b.allocValues(utf8.RuneCountInString(v.AsString()))
 		runes := []rune(v.AsString())
@@ -751,9 +756,18 @@ func filterList(b *budget, args []Value, kwargs map[string]Value) (Value, error)
 			items[i] = NewString(string(r))
 		}
 		return NewList(items), nil
+	case v.IsDict():
+		// Python's list(d) is d's keys.
+		b.allocValues(v.AsDict().Len())
+		items := make([]Value, 0, v.AsDict().Len())
+		for _, k := range v.AsDict().Keys {
+			items = append(items, NewString(k))
+		}
+		return NewList(items), nil
+	case v.IsUndefined():
+		return NewList(nil), nil
 	}
-
-	return NewList([]Value{v}), nil
+	return Undefined(), fmt.Errorf("list: %s object is not iterable", typeName(v))
 }
 
 func filterInt(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
@@ -1113,7 +1127,7 @@ func filterDictsort(b *budget, args []Value, kwargs map[string]Value) (Value, er
 
 	items := make([]Value, len(keys))
 	for i, key := range keys {
-		items[i] = NewList([]Value{NewString(key), d.Data[key]})
+		items[i] = NewTuple([]Value{NewString(key), d.Data[key]})
 	}
 
 	return NewList(items), nil

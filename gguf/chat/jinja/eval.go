@@ -171,7 +171,9 @@ func (e *evaluator) execFor(n *forNode) error {
 		for _, item := range items {
 			e.b.steps(iterationSteps)
 			child := newScope(e.scope)
-			child.set(n.valVar, item)
+			if err := e.assign(child, n.targets, n.unpack, item); err != nil {
+				return fmt.Errorf("for: %w", err)
+			}
 			old := e.scope
 			e.scope = child
 			fv, err := e.evalExpr(n.filterExpr)
@@ -206,18 +208,8 @@ func (e *evaluator) execFor(n *forNode) error {
 
 	for i, item := range items {
 		e.b.steps(iterationSteps)
-		// Set loop variable(s).
-		if n.keyVar != "" {
-			// Destructuring: for key, val in items
-			if item.IsList() && item.AsList().Len() >= 2 {
-				child.set(n.keyVar, item.AsList().Get(0))
-				child.set(n.valVar, item.AsList().Get(1))
-			} else {
-				child.set(n.keyVar, NewInt(int64(i)))
-				child.set(n.valVar, item)
-			}
-		} else {
-			child.set(n.valVar, item)
+		if err := e.assign(child, n.targets, n.unpack, item); err != nil {
+			return fmt.Errorf("for: %w", err)
 		}
 
 		// Update loop object for this iteration.
@@ -281,12 +273,55 @@ func (e *evaluator) execSet(n *setNode) error {
 			return fmt.Errorf("set: namespace %q not found or not a dict", n.namespace)
 		}
 		e.b.allocValues(1)
-		nsVal.AsDict().Set(n.target, val)
+		nsVal.AsDict().Set(n.targets[0], val)
 		return nil
 	}
+	if err := e.assign(e.scope, n.targets, n.unpack, val); err != nil {
+		return fmt.Errorf("set: %w", err)
+	}
+	return nil
+}
 
-	e.b.allocValues(1)
-	e.scope.set(n.target, val)
+// assign sets targets in sc to v, or, unpacking, to v's items in turn as
+// Python unpacks: a list's or tuple's items, a string's characters, a
+// dict's keys, exactly as many as there are targets.
+func (e *evaluator) assign(sc *scope, targets []string, unpack bool, v Value) error {
+	e.b.allocValues(len(targets))
+	if !unpack {
+		sc.set(targets[0], v)
+		return nil
+	}
+	var items []Value
+	switch {
+	case v.IsList():
+		items = v.AsList().Items
+	case v.IsString():
+		e.b.scan(int64(len(v.AsString())))
+		for _, r := range v.AsString() {
+			if len(items) > len(targets) {
+				break
+			}
+			items = append(items, NewString(string(r)))
+		}
+	case v.IsDict():
+		for _, k := range v.AsDict().Keys {
+			if len(items) > len(targets) {
+				break
+			}
+			items = append(items, NewString(k))
+		}
+	default:
+		return fmt.Errorf("cannot unpack non-iterable %s into %d names", typeName(v), len(targets))
+	}
+	if len(items) > len(targets) {
+		return fmt.Errorf("too many values to unpack (expected %d)", len(targets))
+	}
+	if len(items) < len(targets) {
+		return fmt.Errorf("not enough values to unpack (expected %d, got %d)", len(targets), len(items))
+	}
+	for i, t := range targets {
+		sc.set(t, items[i])
+	}
 	return nil
 }
 
@@ -503,6 +538,9 @@ func (e *evaluator) evalExpr(ex expr) (Value, error) {
 			}
 			items[i] = v
 		}
+		if n.tuple {
+			return NewTuple(items), nil
+		}
 		return NewList(items), nil
 
 	case *dictExpr:
@@ -621,12 +659,12 @@ func (e *evaluator) evalSlice(n *sliceExpr) (Value, error) {
 				stop = length
 			}
 			if start >= stop {
-				return NewList(nil), nil
+				return list.slice(nil), nil
 			}
 			e.b.allocValues(stop - start)
 			items := make([]Value, stop-start)
 			copy(items, list.Items[start:stop])
-			return NewList(items), nil
+			return list.slice(items), nil
 		}
 
 		var items []Value
@@ -655,7 +693,7 @@ func (e *evaluator) evalSlice(n *sliceExpr) (Value, error) {
 				}
 			}
 		}
-		return NewList(items), nil
+		return list.slice(items), nil
 	}
 
 	if obj.IsString() {
@@ -868,7 +906,7 @@ func (e *evaluator) evalBinary(n *binExpr) (Value, error) {
 
 	switch n.op {
 	case "+":
-		return addValues(e.b, left, right), nil
+		return addValues(e.b, left, right)
 	case "-":
 		return subValues(left, right), nil
 	case "*":
@@ -1279,6 +1317,9 @@ func (e *evaluator) makeStringFunc(name string, fn func([]Value, map[string]Valu
 
 func (e *evaluator) listMethod(obj Value, method string) (Value, error) {
 	list := obj.AsList()
+	if list.Tuple {
+		return Undefined(), nil // a tuple has no methods that change it
+	}
 
 	switch method {
 	case "append":
@@ -1423,23 +1464,26 @@ func (e *evaluator) dictMethod(obj Value, method string) (Value, error) {
 // Arithmetic helpers
 // =============================================================================
 
-func addValues(bud *budget, a, b Value) Value {
+func addValues(bud *budget, a, b Value) (Value, error) {
 	if a.IsString() || b.IsString() {
 		l, r := bud.print(a), bud.print(b)
 		bud.alloc(int64(len(l)) + int64(len(r)))
-		return NewString(l + r)
+		return NewString(l + r), nil
 	}
 	if a.IsList() && b.IsList() {
+		if a.AsList().Tuple != b.AsList().Tuple {
+			return Undefined(), fmt.Errorf("can only concatenate %s (not %q) to %s", typeName(a), typeName(b), typeName(a))
+		}
 		bud.allocValues(a.AsList().Len() + b.AsList().Len())
 		items := make([]Value, 0, a.AsList().Len()+b.AsList().Len())
 		items = append(items, a.AsList().Items...)
 		items = append(items, b.AsList().Items...)
-		return NewList(items)
+		return a.AsList().slice(items), nil
 	}
 	if a.IsFloat() || b.IsFloat() {
-		return NewFloat(toFloat64(a) + toFloat64(b))
+		return NewFloat(toFloat64(a) + toFloat64(b)), nil
 	}
-	return NewInt(toInt64(a) + toInt64(b))
+	return NewInt(toInt64(a) + toInt64(b)), nil
 }
 
 func subValues(a, b Value) Value {
@@ -1457,14 +1501,14 @@ func mulValues(bud *budget, a, b Value) Value {
 		n := int(min(max(b.AsInt(), 0), math.MaxInt32))
 		items := a.AsList().Items
 		if len(items) == 0 {
-			return NewList(nil)
+			return a.AsList().slice(nil)
 		}
 		bud.allocValues(int(min(size(len(items), n), math.MaxInt32)))
 		out := make([]Value, 0, len(items)*n)
 		for range n {
 			out = append(out, items...)
 		}
-		return NewList(out)
+		return a.AsList().slice(out)
 	}
 	if a.IsString() && b.IsInt() {
 		n := max(b.AsInt(), 0) // Python repeats a string a negative number of times as ""
@@ -1489,7 +1533,8 @@ func divValues(a, b Value) Value {
 // tuple): %s, %d and %i, %f, %r and %%, which is what templates use.
 func pyPercent(b *budget, format string, args Value) (string, error) {
 	vals := []Value{args}
-	if args.IsList() {
+	tuple := args.IsList() && args.AsList().Tuple // a list is one argument
+	if tuple {
 		vals = args.AsList().Items
 	}
 	w := builder{b: b}
@@ -1529,7 +1574,7 @@ func pyPercent(b *budget, format string, args Value) (string, error) {
 			return "", fmt.Errorf("%%: unsupported format character %q", verb)
 		}
 	}
-	if next < len(vals) && args.IsList() {
+	if next < len(vals) && tuple {
 		return "", fmt.Errorf("%%: not all arguments converted during string formatting")
 	}
 	return w.String(), nil

@@ -282,6 +282,82 @@ func parseExpr(s string) (expr, error) {
 	return e, nil
 }
 
+// parseTupleExpr is parseExpr where jinja2 reads a bare tuple: in {{ }},
+// a set's value and a for loop's iterable, a, b is (a, b), and a, is
+// (a,).
+func parseTupleExpr(s string) (expr, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return &litExpr{val: None()}, nil
+	}
+	p := newExprParser(tokenizeExpr(s))
+	e, err := p.parseExpression()
+	if err != nil {
+		return nil, err
+	}
+	if p.peek().kind == tokComma {
+		items := []expr{e}
+		for p.peek().kind == tokComma {
+			p.advance()
+			if p.peek().kind == tokEOF {
+				break
+			}
+			item, err := p.parseExpression()
+			if err != nil {
+				return nil, err
+			}
+			items = append(items, item)
+		}
+		e = &listExpr{items: items, tuple: true}
+	}
+	if p.peek().kind != tokEOF {
+		return nil, fmt.Errorf("unexpected token %q after expression", p.peek().val)
+	}
+	return e, nil
+}
+
+// parseTargets reads the names a for loop or a set assigns: one name, or
+// several to unpack a sequence into (a, b or (a, b); a, or (a,) unpacks
+// a sequence of one), and whether they unpack.
+func parseTargets(s string) (names []string, unpack bool, err error) {
+	s = strings.TrimSpace(s)
+	if strings.HasPrefix(s, "(") && strings.HasSuffix(s, ")") {
+		s, unpack = strings.TrimSpace(s[1:len(s)-1]), true
+	}
+	parts := strings.Split(s, ",")
+	if len(parts) > 1 {
+		unpack = true
+		if strings.TrimSpace(parts[len(parts)-1]) == "" {
+			parts = parts[:len(parts)-1] // a trailing comma
+		}
+	}
+	for _, part := range parts {
+		name := strings.TrimSpace(part)
+		if !isIdentifier(name) {
+			return nil, false, fmt.Errorf("cannot assign to %q", s)
+		}
+		names = append(names, name)
+	}
+	return names, unpack, nil
+}
+
+// isIdentifier reports whether s is a name a template may assign.
+func isIdentifier(s string) bool {
+	if s == "" || (s[0] >= '0' && s[0] <= '9') {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isIdentChar(s[i]) {
+			return false
+		}
+	}
+	switch s {
+	case "true", "false", "none", "True", "False", "None", "and", "or", "not", "in", "is", "if", "else":
+		return false
+	}
+	return true
+}
+
 // parseExpression handles the lowest precedence: inline if/else.
 func (p *exprParser) parseExpression() (expr, error) {
 	e, err := p.parseOr()
@@ -779,7 +855,7 @@ func (p *exprParser) parseAtom() (expr, error) {
 		p.advance()
 		if p.peek().kind == tokRParen {
 			p.advance()
-			return &listExpr{items: nil}, nil
+			return &listExpr{items: nil, tuple: true}, nil
 		}
 		e, err := p.parseExpression()
 		if err != nil {
@@ -803,7 +879,7 @@ func (p *exprParser) parseAtom() (expr, error) {
 			if _, err := p.expect(tokRParen, ")"); err != nil {
 				return nil, err
 			}
-			return &listExpr{items: items}, nil
+			return &listExpr{items: items, tuple: true}, nil
 		}
 
 		if _, err := p.expect(tokRParen, ")"); err != nil {
@@ -1111,7 +1187,7 @@ func (p *templateParser) parseUntil(stopKeywords ...string) ([]node, error) {
 
 		case segExpr:
 			p.advance()
-			e, err := parseExpr(seg.text)
+			e, err := parseTupleExpr(seg.text)
 			if err != nil {
 				return nil, fmt.Errorf("line %d: %w", seg.line, err)
 			}
@@ -1277,17 +1353,12 @@ func (p *templateParser) parseFor() (*forNode, error) {
 	varPart := strings.TrimSpace(forExpr[:inIdx])
 	iterPart := strings.TrimSpace(forExpr[inIdx+2:])
 
-	// Parse variables: key, val or just val
-	vars := splitVars(varPart)
-	switch len(vars) {
-	case 1:
-		n.valVar = vars[0]
-	case 2:
-		n.keyVar = vars[0]
-		n.valVar = vars[1]
-	default:
-		return nil, fmt.Errorf("line %d: invalid for loop variables: %q", seg.line, varPart)
+	// The loop's variables: a name, or names an item unpacks into.
+	targets, unpack, err := parseTargets(varPart)
+	if err != nil {
+		return nil, fmt.Errorf("line %d: for: %w", seg.line, err)
 	}
+	n.targets, n.unpack = targets, unpack
 
 	// Check for "if" filter clause and "recursive" keyword at the end.
 	ifIdx := findKeyword(iterPart, "if")
@@ -1310,7 +1381,7 @@ func (p *templateParser) parseFor() (*forNode, error) {
 		n.filterExpr = fe
 	}
 
-	iter, err := parseExpr(iterPart)
+	iter, err := parseTupleExpr(iterPart)
 	if err != nil {
 		return nil, fmt.Errorf("line %d: for iterable: %w", seg.line, err)
 	}
@@ -1356,6 +1427,9 @@ func (p *templateParser) parseSet() (node, error) {
 			return nil, fmt.Errorf("line %d: unclosed set block", seg.line)
 		}
 		p.advance()
+		if !isIdentifier(target) {
+			return nil, fmt.Errorf("line %d: set block: cannot assign to %q", seg.line, target)
+		}
 		return &setBlockNode{target: target, body: body}, nil
 	}
 
@@ -1368,21 +1442,25 @@ func (p *templateParser) parseSet() (node, error) {
 	target := strings.TrimSpace(before)
 	valueStr := strings.TrimSpace(after)
 
-	val, err := parseExpr(valueStr)
+	val, err := parseTupleExpr(valueStr)
 	if err != nil {
 		return nil, fmt.Errorf("line %d: set value: %w", seg.line, err)
 	}
 
 	// Check for namespace: ns.attr = value
 	if before, after, ok := strings.Cut(target, "."); ok {
-		return &setNode{
-			namespace: before,
-			target:    after,
-			value:     val,
-		}, nil
+		ns, attr := strings.TrimSpace(before), strings.TrimSpace(after)
+		if !isIdentifier(ns) || !isIdentifier(attr) {
+			return nil, fmt.Errorf("line %d: set: cannot assign to %q", seg.line, target)
+		}
+		return &setNode{namespace: ns, targets: []string{attr}, value: val}, nil
 	}
 
-	return &setNode{target: target, value: val}, nil
+	targets, unpack, err := parseTargets(target)
+	if err != nil {
+		return nil, fmt.Errorf("line %d: set: %w", seg.line, err)
+	}
+	return &setNode{targets: targets, unpack: unpack, value: val}, nil
 }
 
 func (p *templateParser) parseMacro() (*macroNode, error) {
@@ -1605,19 +1683,6 @@ func findKeyword(s string, kw string) int {
 
 func isIdentChar(b byte) bool {
 	return (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') || (b >= '0' && b <= '9') || b == '_'
-}
-
-// splitVars splits a comma-separated variable list, trimming whitespace.
-func splitVars(s string) []string {
-	parts := strings.Split(s, ",")
-	var vars []string
-	for _, part := range parts {
-		v := strings.TrimSpace(part)
-		if v != "" {
-			vars = append(vars, v)
-		}
-	}
-	return vars
 }
 
 // trimLeadingWhitespace strips all leading whitespace (spaces, tabs, and

@@ -70,6 +70,12 @@ func NewList(items []Value) Value {
 	return Value{kind: KindList, v: &List{Items: items}}
 }
 
+// NewTuple returns a tuple value: a list that prints as Python's tuples
+// do, (a, b), and is never equal to a list.
+func NewTuple(items []Value) Value {
+	return Value{kind: KindList, v: &List{Items: items, Tuple: true}}
+}
+
 // NewDict returns an empty dict value.
 func NewDict() Value {
 	return Value{kind: KindDict, v: &Dict{Data: make(map[string]Value)}}
@@ -206,14 +212,21 @@ func (b *budget) writeRepr(w *builder, v Value, depth int) {
 
 	case KindList:
 		list := v.v.(*List)
-		w.WriteByte('[')
+		open, close := byte('['), byte(']')
+		if list.Tuple {
+			open, close = '(', ')'
+		}
+		w.WriteByte(open)
 		for i, item := range list.Items {
 			if i > 0 {
 				w.WriteString(", ")
 			}
 			b.writeRepr(w, item, depth+1)
 		}
-		w.WriteByte(']')
+		if list.Tuple && len(list.Items) == 1 {
+			w.WriteByte(',') // (x,): Python's one-tuple
+		}
+		w.WriteByte(close)
 
 	case KindDict:
 		d := v.v.(*Dict)
@@ -273,7 +286,7 @@ func (b *budget) equal(v, other Value, depth int) bool {
 	case KindList:
 		x := v.v.(*List)
 		y := other.v.(*List)
-		if x.Len() != y.Len() {
+		if x.Len() != y.Len() || x.Tuple != y.Tuple {
 			return false
 		}
 		for i := range x.Items {
@@ -309,9 +322,11 @@ func (b *budget) equal(v, other Value, depth int) bool {
 
 // =============================================================================
 
-// List holds an ordered sequence of values.
+// List holds an ordered sequence of values: a Python list, or, with
+// Tuple, a tuple (a literal (a, b), a dict's items).
 type List struct {
 	Items []Value
+	Tuple bool
 }
 
 // Len returns the number of items in the list.
@@ -319,6 +334,15 @@ func (l *List) Len() int { return len(l.Items) }
 
 // Get returns the item at position i. It panics if i is out of range.
 func (l *List) Get(i int) Value { return l.Items[i] }
+
+// slice is items as a sequence of l's kind: a slice of a tuple is a
+// tuple.
+func (l *List) slice(items []Value) Value {
+	if l.Tuple {
+		return NewTuple(items)
+	}
+	return NewList(items)
+}
 
 // Append adds a value to the end of the list.
 func (l *List) Append(v Value) { l.Items = append(l.Items, v) }
@@ -479,4 +503,30 @@ func FromGoValue(v any) Value {
 	}
 
 	return Undefined()
+}
+
+// typeName is Python's name for v's type, for errors.
+func typeName(v Value) string {
+	switch v.kind {
+	case KindUndefined:
+		return "Undefined"
+	case KindNone:
+		return "NoneType"
+	case KindBool:
+		return "bool"
+	case KindInt:
+		return "int"
+	case KindFloat:
+		return "float"
+	case KindString:
+		return "str"
+	case KindList:
+		if v.AsList().Tuple {
+			return "tuple"
+		}
+		return "list"
+	case KindDict:
+		return "dict"
+	}
+	return "function"
 }
