@@ -194,8 +194,14 @@ func decodeValue(dec *json.Decoder, depth int) (jinja.Value, error) {
 		}
 		return jinja.Undefined(), fmt.Errorf("chat: JSON: unexpected %v", tok)
 	case json.Number:
-		if i, err := tok.Int64(); err == nil {
-			return jinja.FromGoValue(i), nil
+		if !strings.ContainsAny(string(tok), ".eE") {
+			// An integer, past int64 too: json.loads keeps every digit,
+			// and tojson prints them back; up to the engine's bound on
+			// an integer's size (tens of thousands of digits).
+			if v := jinja.FromGoValue(tok); v.IsInt() {
+				return v, nil
+			}
+			return jinja.Undefined(), fmt.Errorf("chat: JSON integer of %d digits is out of range", len(tok))
 		}
 		// Past float64's range a number has no value a template could
 		// print back as JSON (Python would give Infinity, which is not

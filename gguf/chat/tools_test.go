@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
+	"math/big"
 	"os"
 	"reflect"
 	"strings"
@@ -96,12 +98,20 @@ func TestJSONValueNumberRange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := tpl.Render(Input{Tools: []json.RawMessage{json.RawMessage(`[9007199254740993, 1.5e300, -0.25]`)}})
+	// Integers keep every digit, past int64 and float64 too, as
+	// json.loads keeps them.
+	huge := "1" + strings.Repeat("0", 400)
+	out, err := tpl.Render(Input{Tools: []json.RawMessage{json.RawMessage(`[9007199254740993, 1.5e300, -0.25, 123456789012345678901234567890, -9223372036854775809, ` + huge + `]`)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := `[9007199254740993, 1.5e+300, -0.25]`; out != want {
+	if want := `[9007199254740993, 1.5e+300, -0.25, 123456789012345678901234567890, -9223372036854775809, ` + huge + `]`; out != want {
 		t.Errorf("rendered %s, want %s", out, want)
+	}
+	// Past the engine's bound on an integer, refused, not read as
+	// something else.
+	if _, err := JSONValue([]byte("[" + strings.Repeat("9", 30000) + "]")); err == nil || !strings.Contains(err.Error(), "out of range") {
+		t.Errorf("a 30000-digit integer: err %v, want out of range", err)
 	}
 }
 
@@ -170,9 +180,10 @@ func FuzzJSONValue(f *testing.F) {
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		_, err := JSONValue(doc)
 		deep := bytes.Count(doc, []byte("["))+bytes.Count(doc, []byte("{")) > maxJSONDepth
-		// Valid JSON whose numbers fit a float64 (1e1000 is refused).
-		var probe any
-		if valid := json.Unmarshal(doc, &probe) == nil; valid != (err == nil) && !(valid && deep) {
+		// Valid JSON whose numbers are in range: a float's in float64's
+		// (1e1000 is refused), an integer's any up to the engine's bound.
+		probe, perr := decodeNumbers(doc)
+		if valid := perr == nil && numbersInRange(probe); valid != (err == nil) && !(valid && deep) {
 			t.Fatalf("%q: valid %v, JSONValue error %v", doc, valid, err)
 		}
 		if err != nil {
@@ -185,12 +196,81 @@ func FuzzJSONValue(f *testing.F) {
 			}
 			t.Fatalf("%q: %v", doc, err)
 		}
-		var want, got any
-		if json.Unmarshal(doc, &want) != nil || json.Unmarshal([]byte(out), &got) != nil {
+		got, err := decodeNumbers([]byte(out))
+		if err != nil {
 			t.Fatalf("%q rendered as %q, not JSON", doc, out)
 		}
-		if !reflect.DeepEqual([]any{want}, got) && !reflect.DeepEqual(want, got) {
+		if want := normalNumbers(probe); !reflect.DeepEqual([]any{want}, normalNumbers(got)) {
 			t.Fatalf("%q rendered as %q", doc, out)
 		}
 	})
+}
+
+// decodeNumbers decodes one JSON value with its numbers as written.
+func decodeNumbers(doc []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("more after the value")
+	}
+	return v, nil
+}
+
+// numbersInRange reports whether every number in v is one JSONValue
+// takes: a float in float64's range, an integer of at most 65,536 bits
+// (the engine's bound).
+func numbersInRange(v any) bool {
+	switch v := v.(type) {
+	case json.Number:
+		if strings.ContainsAny(string(v), ".eE") {
+			_, err := v.Float64()
+			return err == nil
+		}
+		n, ok := new(big.Int).SetString(string(v), 10)
+		return ok && n.BitLen() <= 1<<16
+	case []any:
+		for _, x := range v {
+			if !numbersInRange(x) {
+				return false
+			}
+		}
+	case map[string]any:
+		for _, x := range v {
+			if !numbersInRange(x) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// normalNumbers is v with each number as the value it stands for: an
+// integer's digits (-0 is 0), a float's float64.
+func normalNumbers(v any) any {
+	switch v := v.(type) {
+	case json.Number:
+		if strings.ContainsAny(string(v), ".eE") {
+			f, _ := v.Float64()
+			return f
+		}
+		n, _ := new(big.Int).SetString(string(v), 10)
+		return n.String()
+	case []any:
+		out := make([]any, len(v))
+		for i, x := range v {
+			out[i] = normalNumbers(x)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, x := range v {
+			out[k] = normalNumbers(x)
+		}
+		return out
+	}
+	return v
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/big"
 	"slices"
 	"sort"
 	"strconv"
@@ -776,13 +777,23 @@ func filterInt(b *budget, args []Value, kwargs map[string]Value) (Value, error) 
 	}
 	// Jinja's int: the whole string as an integer, else as a float
 	// truncated, else 0 ('12abc' is 0).
-	if args[0].IsString() {
-		t := strings.TrimSpace(numberPrefix(args[0].AsString()))
-		if n, err := strconv.ParseInt(t, 10, 64); err == nil {
-			return NewInt(n), nil
+	switch v := args[0]; {
+	case v.IsString():
+		t := strings.TrimSpace(v.AsString())
+		if n, ok := parseInt(strings.TrimPrefix(t, "+")); ok {
+			return n, nil
 		}
-		if f, err := strconv.ParseFloat(t, 64); err == nil && !math.IsInf(f, 0) && !math.IsNaN(f) {
-			return NewInt(int64(f)), nil
+		if f, err := strconv.ParseFloat(numberPrefix(t), 64); err == nil {
+			if n, ok := floatInt(f); ok {
+				return n, nil
+			}
+		}
+		return NewInt(0), nil
+	case v.IsInt():
+		return v, nil
+	case v.IsFloat():
+		if n, ok := floatInt(v.AsFloat()); ok {
+			return n, nil
 		}
 		return NewInt(0), nil
 	}
@@ -862,6 +873,9 @@ func filterRound(b *budget, args []Value, kwargs map[string]Value) (Value, error
 	default:
 		return Undefined(), fmt.Errorf("round: method must be common, ceil or floor, not %q", method)
 	}
+	if args[0].IsInt() && method == "common" {
+		return roundInt(args[0], precision), nil
+	}
 	f := toFloat64(args[0])
 	if method == "common" && precision >= 0 && precision <= 17 {
 		// Python rounds the float's exact value to that many decimals
@@ -875,6 +889,25 @@ func filterRound(b *budget, args []Value, kwargs map[string]Value) (Value, error
 	}
 	pow := math.Pow(10, float64(precision))
 	return NewFloat(round(f*pow) / pow), nil
+}
+
+// roundInt is Python's round(n, digits) of an int: n itself for digits
+// ≥ 0, else n to the nearest multiple of 10^−digits, ties to even, an
+// int.
+func roundInt(n Value, digits int64) Value {
+	if digits >= 0 {
+		return n
+	}
+	if digits < -maxIntBits/3 {
+		return NewInt(0) // 10^−digits is past any integer maxIntBits holds
+	}
+	m := new(big.Int).Exp(big.NewInt(10), big.NewInt(-digits), nil)
+	q, r := new(big.Int).DivMod(intBig(n), m, new(big.Int)) // floor: 0 ≤ r < m
+	switch c := new(big.Int).Lsh(r, 1).Cmp(m); {
+	case c > 0, c == 0 && q.Bit(0) == 1:
+		q.Add(q, big.NewInt(1))
+	}
+	return newIntBig(q.Mul(q, m))
 }
 
 // filterCenter is Python's str.center(width) (Jinja's default width 80):
@@ -907,11 +940,7 @@ func filterAbs(b *budget, args []Value, kwargs map[string]Value) (Value, error) 
 
 	v := args[0]
 	if v.IsInt() {
-		n := v.AsInt()
-		if n < 0 {
-			n = -n
-		}
-		return NewInt(n), nil
+		return intAbs(v), nil
 	}
 	if v.IsFloat() {
 		return NewFloat(math.Abs(v.AsFloat())), nil
@@ -1179,23 +1208,20 @@ func filterSum(b *budget, args []Value, kwargs map[string]Value) (Value, error) 
 	}
 
 	list := args[0].AsList()
-	var sumF float64
-	isFloat := false
 	b.scan(size(list.Len(), valueBytes))
-
+	// As Python's sum: from 0, each number added in turn, integers
+	// exactly until a float comes.
+	sum := NewInt(0)
 	for _, item := range list.Items {
-		if item.IsFloat() {
-			isFloat = true
-			sumF += item.AsFloat()
-		} else if item.IsInt() {
-			sumF += float64(item.AsInt())
+		if !item.IsNumber() && !item.IsBool() {
+			continue
+		}
+		var err error
+		if sum, err = addValues(b, sum, item); err != nil {
+			return Undefined(), fmt.Errorf("sum: %w", err)
 		}
 	}
-
-	if isFloat {
-		return NewFloat(sumF), nil
-	}
-	return NewInt(int64(sumF)), nil
+	return sum, nil
 }
 
 func filterBatch(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
@@ -1230,7 +1256,16 @@ func toInt64(v Value) int64 {
 	case v.IsInt():
 		return v.AsInt()
 	case v.IsFloat():
-		return int64(v.AsFloat())
+		f := v.AsFloat()
+		switch {
+		case f != f:
+			return 0
+		case f <= math.MinInt64:
+			return math.MinInt64
+		case f >= math.MaxInt64:
+			return math.MaxInt64
+		}
+		return int64(f)
 	case v.IsBool():
 		if v.AsBool() {
 			return 1
@@ -1249,7 +1284,7 @@ func toFloat64(v Value) float64 {
 	case v.IsFloat():
 		return v.AsFloat()
 	case v.IsInt():
-		return float64(v.AsInt())
+		return intFloat(v)
 	case v.IsBool():
 		if v.AsBool() {
 			return 1
@@ -1277,6 +1312,9 @@ func numberPrefix(s string) string {
 
 func compareValues(bud *budget, a, b Value) int {
 	bud.scan(stringLen(a) + stringLen(b))
+	if isIntegral(a) && isIntegral(b) {
+		return intCmp(a, b) // exactly, past float64's 53 bits
+	}
 	af := toFloat64(a)
 	bf := toFloat64(b)
 	if af < bf {
@@ -1334,7 +1372,7 @@ func (b *budget) print(v Value) string {
 		}
 		return "False"
 	case KindInt:
-		return strconv.FormatInt(v.AsInt(), 10)
+		return intString(v)
 	case KindFloat:
 		return pyStr(v.AsFloat())
 	case KindString:

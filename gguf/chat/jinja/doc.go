@@ -25,6 +25,17 @@
 //     args formats, selectattr with no test does not panic, center and
 //     divisibleby exist, and string literals decode Python's escapes
 //     (\x, \u, octal, and a backslash that continues the line).
+//   - ints.go: integers are Python's, exact past int64 (a *big.Int beyond
+//     it, to maxIntBits), where they had wrapped, turned into floats or
+//     clamped (12345678901234567890 read as 9223372036854775807).
+//   - Tuples are tuples: (a, b) and a bare a, b print as Python's, slice,
+//     add and repeat to tuples and equal no list, and a dict's items are
+//     (key, value) pairs; set and for unpack into any number of names
+//     and refuse a count that differs, as Python does (for k, v had bound
+//     an item's index where the item did not unpack, and a two-name
+//     loop's if clause saw the whole pair); list of a dict is its keys;
+//     ** reads left to right and 1e3 and 1_000 are numbers, as jinja2's
+//     lexer and parser have them.
 //   - Slices clamp their bounds as Python does before looping over them,
 //     indexing a string by code point walks it rather than converting it,
 //     and a string repeated a negative number of times is "" (each had

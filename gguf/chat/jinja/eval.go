@@ -857,7 +857,7 @@ func (e *evaluator) evalUnary(n *unaryExpr) (Value, error) {
 		return NewBool(!operand.IsTruthy()), nil
 	case "-":
 		if operand.IsInt() {
-			return NewInt(-operand.AsInt()), nil
+			return intNeg(operand), nil
 		}
 		if operand.IsFloat() {
 			return NewFloat(-operand.AsFloat()), nil
@@ -908,13 +908,13 @@ func (e *evaluator) evalBinary(n *binExpr) (Value, error) {
 	case "+":
 		return addValues(e.b, left, right)
 	case "-":
-		return subValues(left, right), nil
+		return subValues(e.b, left, right)
 	case "*":
-		return mulValues(e.b, left, right), nil
+		return mulValues(e.b, left, right)
 	case "/":
 		return divValues(left, right), nil
 	case "//":
-		return floorDivValues(left, right), nil
+		return floorDivValues(e.b, left, right)
 	case "%":
 		if left.IsString() {
 			s, err := pyPercent(e.b, left.AsString(), right)
@@ -923,9 +923,9 @@ func (e *evaluator) evalBinary(n *binExpr) (Value, error) {
 			}
 			return NewString(s), nil
 		}
-		return modValues(left, right), nil
+		return modValues(e.b, left, right)
 	case "**":
-		return powValues(left, right), nil
+		return powValues(e.b, left, right)
 	case "~":
 		l, r := e.b.print(left), e.b.print(right)
 		e.b.alloc(int64(len(l)) + int64(len(r)))
@@ -1483,17 +1483,27 @@ func addValues(bud *budget, a, b Value) (Value, error) {
 	if a.IsFloat() || b.IsFloat() {
 		return NewFloat(toFloat64(a) + toFloat64(b)), nil
 	}
-	return NewInt(toInt64(a) + toInt64(b)), nil
+	return intArith(bud, "+", intOperand(a), intOperand(b))
 }
 
-func subValues(a, b Value) Value {
-	if a.IsFloat() || b.IsFloat() {
-		return NewFloat(toFloat64(a) - toFloat64(b))
+// intOperand is v where integer arithmetic takes it: an int, or a bool
+// (Python's are ints); anything else counts as its toInt64, as this
+// engine has always counted it.
+func intOperand(v Value) Value {
+	if isIntegral(v) {
+		return v
 	}
-	return NewInt(toInt64(a) - toInt64(b))
+	return NewInt(toInt64(v))
 }
 
-func mulValues(bud *budget, a, b Value) Value {
+func subValues(bud *budget, a, b Value) (Value, error) {
+	if a.IsFloat() || b.IsFloat() {
+		return NewFloat(toFloat64(a) - toFloat64(b)), nil
+	}
+	return intArith(bud, "-", intOperand(a), intOperand(b))
+}
+
+func mulValues(bud *budget, a, b Value) (Value, error) {
 	if a.IsInt() && (b.IsString() || b.IsList()) {
 		a, b = b, a // 3 * 'ab' is 'ab' * 3
 	}
@@ -1501,24 +1511,24 @@ func mulValues(bud *budget, a, b Value) Value {
 		n := int(min(max(b.AsInt(), 0), math.MaxInt32))
 		items := a.AsList().Items
 		if len(items) == 0 {
-			return a.AsList().slice(nil)
+			return a.AsList().slice(nil), nil
 		}
 		bud.allocValues(int(min(size(len(items), n), math.MaxInt32)))
 		out := make([]Value, 0, len(items)*n)
 		for range n {
 			out = append(out, items...)
 		}
-		return a.AsList().slice(out)
+		return a.AsList().slice(out), nil
 	}
 	if a.IsString() && b.IsInt() {
 		n := max(b.AsInt(), 0) // Python repeats a string a negative number of times as ""
 		bud.alloc(size(len(a.AsString()), int(min(n, math.MaxInt32))))
-		return NewString(strings.Repeat(a.AsString(), int(n)))
+		return NewString(strings.Repeat(a.AsString(), int(n))), nil
 	}
 	if a.IsFloat() || b.IsFloat() {
-		return NewFloat(toFloat64(a) * toFloat64(b))
+		return NewFloat(toFloat64(a) * toFloat64(b)), nil
 	}
-	return NewInt(toInt64(a) * toInt64(b))
+	return intArith(bud, "*", intOperand(a), intOperand(b))
 }
 
 func divValues(a, b Value) Value {
@@ -1564,10 +1574,14 @@ func pyPercent(b *budget, format string, args Value) (string, error) {
 		case 'r':
 			w.WriteString(b.repr(v))
 		case 'd', 'i':
+			n, ok := v, v.IsInt()
 			if v.IsFloat() {
-				v = NewInt(int64(v.AsFloat()))
+				n, ok = floatInt(v.AsFloat())
 			}
-			w.WriteString(strconv.FormatInt(toInt64(v), 10))
+			if !ok {
+				n = NewInt(toInt64(v))
+			}
+			w.WriteString(intString(n))
 		case 'f':
 			w.WriteString(strconv.FormatFloat(toFloat64(v), 'f', 6, 64))
 		default:
@@ -1583,94 +1597,48 @@ func pyPercent(b *budget, format string, args Value) (string, error) {
 // floorDivValues is Python's //: it floors, toward negative infinity
 // (-7 // 2 is -4), and is a float when either side is. By zero it is 0
 // (Python raises).
-func floorDivValues(a, b Value) Value {
+func floorDivValues(bud *budget, a, b Value) (Value, error) {
 	if a.IsFloat() || b.IsFloat() {
 		bf := toFloat64(b)
 		if bf == 0 {
-			return NewFloat(0)
+			return NewFloat(0), nil
 		}
-		return NewFloat(math.Floor(toFloat64(a) / bf))
+		return NewFloat(math.Floor(toFloat64(a) / bf)), nil
 	}
-	ai, bi := toInt64(a), toInt64(b)
-	if bi == 0 {
-		return NewInt(0)
-	}
-	q := ai / bi
-	if ai%bi != 0 && (ai < 0) != (bi < 0) {
-		q--
-	}
-	return NewInt(q)
+	return intArith(bud, "//", intOperand(a), intOperand(b))
 }
 
 // modValues is Python's %: the remainder takes the divisor's sign
 // (-7 % 3 is 2), and is a float when either side is. By zero it is 0.
-func modValues(a, b Value) Value {
+func modValues(bud *budget, a, b Value) (Value, error) {
 	if a.IsFloat() || b.IsFloat() {
 		bf := toFloat64(b)
 		if bf == 0 {
-			return NewFloat(0)
+			return NewFloat(0), nil
 		}
 		r := math.Mod(toFloat64(a), bf)
 		if r != 0 && (r < 0) != (bf < 0) {
 			r += bf
 		}
-		return NewFloat(r)
+		return NewFloat(r), nil
 	}
-	ai, bi := toInt64(a), toInt64(b)
-	if bi == 0 {
-		return NewInt(0)
-	}
-	r := ai % bi
-	if r != 0 && (r < 0) != (bi < 0) {
-		r += bi
-	}
-	return NewInt(r)
+	return intArith(bud, "%", intOperand(a), intOperand(b))
 }
 
 // powValues is Python's **: an integer to a non-negative integer power is
-// an integer (while it fits in one), else a float.
-func powValues(a, b Value) Value {
-	if a.IsInt() && b.IsInt() && b.AsInt() >= 0 {
-		if r, ok := intPow(a.AsInt(), b.AsInt()); ok {
-			return NewInt(r)
-		}
+// an integer, exactly; otherwise a float.
+func powValues(bud *budget, a, b Value) (Value, error) {
+	if isIntegral(a) && isIntegral(b) && intCmp(b, NewInt(0)) >= 0 {
+		return intArith(bud, "**", a, b)
 	}
-	return NewFloat(math.Pow(toFloat64(a), toFloat64(b)))
-}
-
-// intPow is base**exp by squaring, and false if it overflows an int64.
-func intPow(base, exp int64) (int64, bool) {
-	r := int64(1)
-	for ; exp > 0; exp >>= 1 {
-		if exp&1 == 1 {
-			if !mulFits(r, base) {
-				return 0, false
-			}
-			r *= base
-		}
-		if exp > 1 {
-			if !mulFits(base, base) {
-				return 0, false
-			}
-			base *= base
-		}
-	}
-	return r, true
-}
-
-// mulFits is whether a·b fits in an int64.
-func mulFits(a, b int64) bool {
-	if a == 0 || b == 0 {
-		return true
-	}
-	if a == -1 || b == -1 {
-		return a != math.MinInt64 && b != math.MinInt64
-	}
-	return (a*b)/b == a
+	return NewFloat(math.Pow(toFloat64(a), toFloat64(b))), nil
 }
 
 func valuesEqual(bud *budget, a, b Value) bool {
-	// Cross-type numeric comparison.
+	// Cross-type numeric comparison; integers exactly.
+	if isIntegral(a) && isIntegral(b) && (a.IsInt() || b.IsInt()) {
+		return intCmp(a, b) == 0
+	}
 	if a.IsNumber() && b.IsNumber() {
 		return toFloat64(a) == toFloat64(b)
 	}

@@ -186,3 +186,43 @@ func TestBudgetSaturated(t *testing.T) {
 		}()
 	}
 }
+
+// TestIntegerBound: integers are exact past int64 (parity.json holds
+// Python's digits), up to maxIntBits; a product, power or literal past
+// that stops with errIntTooLarge at once, where Python would go on
+// computing (10 ** (10 ** 10) is ten gigabytes of digits).
+func TestIntegerBound(t *testing.T) {
+	tpl, err := Compile(`{{ (2 ** 65535) | string | length }}|{{ 2 ** 65535 // 2 ** 65534 }}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := tpl.RenderLimited(nil, small); err != nil || out != "19729|2" {
+		t.Errorf("2 ** 65535: %q, %v; want 19729 digits", out, err)
+	}
+	for _, src := range []string{
+		`{{ 2 ** 65536 }}`,
+		`{{ 10 ** (10 ** 10) }}`,
+		`{{ 3 ** 18446744073709551616 }}`,
+		`{{ (2 ** 40000) * (2 ** 40000) }}`,
+		`{% set ns = namespace(n=2) %}{% for i in range(20) %}{% set ns.n = ns.n * ns.n %}{% endfor %}`,
+	} {
+		tpl, err := Compile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out, err := tpl.RenderLimited(nil, small); !errors.Is(err, errIntTooLarge) {
+			t.Errorf("%s: rendered %d bytes, err %v; want %v", src, len(out), err, errIntTooLarge)
+		}
+	}
+	// 1 and -1 to any power, and 0, stay small.
+	tpl, err = Compile(`{{ 1 ** 18446744073709551616 }}|{{ (-1) ** 18446744073709551617 }}|{{ 0 ** 18446744073709551616 }}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := tpl.RenderLimited(nil, small); err != nil || out != "1|-1|0" {
+		t.Errorf("powers of 1, -1 and 0: %q, %v", out, err)
+	}
+	if _, err := Compile("{{ " + strings.Repeat("9", 30000) + " }}"); !errors.Is(err, errIntTooLarge) {
+		t.Errorf("a 30000-digit literal: %v, want %v", err, errIntTooLarge)
+	}
+}

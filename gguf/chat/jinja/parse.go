@@ -77,26 +77,25 @@ func tokenizeExpr(s string) []tok {
 
 		// Numbers.
 		if ch >= '0' && ch <= '9' {
+			// As jinja2's lexer: digits (an underscore may join two),
+			// then a fraction, an exponent, or both for a float.
 			start := i
-			for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-				i++
+			i = scanDigits(s, i)
+			float := false
+			if i+1 < len(s) && s[i] == '.' && isDigit(s[i+1]) {
+				i, float = scanDigits(s, i+1), true
 			}
-			if i < len(s) && s[i] == '.' && i+1 < len(s) && s[i+1] >= '0' && s[i+1] <= '9' {
-				i++
-				for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-					i++
+			if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+				j := i + 1
+				if j < len(s) && (s[j] == '+' || s[j] == '-') {
+					j++
 				}
-				// Handle scientific notation.
-				if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
-					i++
-					if i < len(s) && (s[i] == '+' || s[i] == '-') {
-						i++
-					}
-					for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-						i++
-					}
+				if j < len(s) && isDigit(s[j]) {
+					i, float = scanDigits(s, j), true
 				}
-				tokens = append(tokens, tok{kind: tokFloat, val: s[start:i]})
+			}
+			if float {
+				tokens = append(tokens, tok{kind: tokFloat, val: strings.ReplaceAll(s[start:i], "_", "")})
 			} else {
 				tokens = append(tokens, tok{kind: tokInt, val: s[start:i]})
 			}
@@ -177,6 +176,18 @@ func tokenizeExpr(s string) []tok {
 type exprParser struct {
 	tokens []tok
 	pos    int
+}
+
+// isDigit reports whether c is an ASCII digit.
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// scanDigits is the end of the run of digits at s[i:], an underscore
+// allowed between two.
+func scanDigits(s string, i int) int {
+	for i < len(s) && (isDigit(s[i]) || s[i] == '_' && i+1 < len(s) && isDigit(s[i+1]) && i > 0 && isDigit(s[i-1])) {
+		i++
+	}
+	return i
 }
 
 // unescape writes the escape sequence at the start of s (s[0] is the
@@ -633,13 +644,14 @@ func (p *exprParser) parsePower() (expr, error) {
 		return nil, err
 	}
 
-	if p.peek().kind == tokPower {
+	// Left to right, as jinja2 reads it: 2 ** 3 ** 2 is 64.
+	for p.peek().kind == tokPower {
 		p.advance()
 		exp, err := p.parseUnary()
 		if err != nil {
 			return nil, err
 		}
-		return &binExpr{op: "**", left: base, right: exp}, nil
+		base = &binExpr{op: "**", left: base, right: exp}
 	}
 
 	return base, nil
@@ -827,8 +839,11 @@ func (p *exprParser) parseAtom() (expr, error) {
 	// Integer literal.
 	if t.kind == tokInt {
 		p.advance()
-		n, _ := strconv.ParseInt(t.val, 10, 64)
-		return &litExpr{val: NewInt(n)}, nil
+		n, ok := parseInt(strings.ReplaceAll(t.val, "_", ""))
+		if !ok {
+			return nil, fmt.Errorf("integer literal %.20s…: %w", t.val, errIntTooLarge)
+		}
+		return &litExpr{val: n}, nil
 	}
 
 	// Float literal.

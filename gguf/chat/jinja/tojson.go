@@ -74,7 +74,7 @@ func (e *jsonEncoder) value(v Value, level int) error {
 	case KindBool:
 		e.w.WriteString(strconv.FormatBool(v.AsBool()))
 	case KindInt:
-		e.w.WriteString(strconv.FormatInt(v.AsInt(), 10))
+		e.w.WriteString(intString(v))
 	case KindFloat:
 		s, err := pyFloat(v.AsFloat())
 		if err != nil {

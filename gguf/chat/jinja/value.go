@@ -2,9 +2,10 @@ package jinja
 
 import (
 	"encoding/json"
+	"math"
+	"math/big"
 	"reflect"
 	"sort"
-	"strconv"
 	"strings"
 )
 
@@ -128,7 +129,8 @@ func (v Value) IsTruthy() bool {
 	case KindBool:
 		return v.v.(bool)
 	case KindInt:
-		return v.v.(int64) != 0
+		n, ok := v.v.(int64)
+		return !ok || n != 0 // a big.Int is past int64: never 0
 	case KindFloat:
 		return v.v.(float64) != 0.0
 	case KindString:
@@ -149,8 +151,17 @@ func (v Value) IsTruthy() bool {
 // AsBool returns the bool held by v. It panics if v is not a bool.
 func (v Value) AsBool() bool { return v.v.(bool) }
 
-// AsInt returns the int64 held by v. It panics if v is not an int.
-func (v Value) AsInt() int64 { return v.v.(int64) }
+// AsInt returns the int64 held by v, saturated for an integer past
+// int64's range. It panics if v is not an int.
+func (v Value) AsInt() int64 {
+	if n, ok := v.v.(int64); ok {
+		return n
+	}
+	if v.v.(*big.Int).Sign() < 0 {
+		return math.MinInt64
+	}
+	return math.MaxInt64
+}
 
 // AsFloat returns the float64 held by v. It panics if v is not a float.
 func (v Value) AsFloat() float64 { return v.v.(float64) }
@@ -200,7 +211,7 @@ func (b *budget) writeRepr(w *builder, v Value, depth int) {
 		}
 
 	case KindInt:
-		w.WriteString(strconv.FormatInt(v.v.(int64), 10))
+		w.WriteString(intString(v))
 
 	case KindFloat:
 		w.WriteString(pyStr(v.v.(float64)))
@@ -274,7 +285,7 @@ func (b *budget) equal(v, other Value, depth int) bool {
 		return v.v.(bool) == other.v.(bool)
 
 	case KindInt:
-		return v.v.(int64) == other.v.(int64)
+		return intCmp(v, other) == 0
 
 	case KindFloat:
 		return v.v.(float64) == other.v.(float64)
@@ -420,6 +431,9 @@ func FromGoValue(v any) Value {
 	case float64:
 		return NewFloat(val)
 
+	case *big.Int:
+		return newIntBig(new(big.Int).Set(val))
+
 	case json.Number:
 		// json.Number preserves whether the source JSON used a decimal
 		// point or exponent. Integers (no '.', 'e', 'E') become Int so
@@ -429,8 +443,8 @@ func FromGoValue(v any) Value {
 		// 9.007199254740991e+15 and breaks chat-template tokenization.
 		s := string(val)
 		if !strings.ContainsAny(s, ".eE") {
-			if i, err := val.Int64(); err == nil {
-				return NewInt(i)
+			if i, ok := parseInt(s); ok {
+				return i // past int64 too, as json.loads keeps it
 			}
 		}
 		if f, err := val.Float64(); err == nil {
