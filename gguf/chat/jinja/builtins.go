@@ -367,15 +367,15 @@ func evalTest(b *budget, name string, val Value, args []Value) (bool, error) {
 	case "upper":
 		if val.IsString() {
 			s := val.AsString()
-			b.allocCased(s)
-			return s == strings.ToUpper(s), nil
+			b.scan(int64(len(s)))
+			return pyIsUpper(s), nil
 		}
 		return false, nil
 	case "lower":
 		if val.IsString() {
 			s := val.AsString()
-			b.allocCased(s)
-			return s == strings.ToLower(s), nil
+			b.scan(int64(len(s)))
+			return pyIsLower(s), nil
 		}
 		return false, nil
 	case "sameas":
@@ -529,7 +529,7 @@ func filterLower(b *budget, args []Value, kwargs map[string]Value) (Value, error
 	}
 	s := b.print(args[0])
 	b.allocCased(s)
-	return NewString(strings.ToLower(s)), nil
+	return NewString(pyLower(s)), nil
 }
 
 func filterUpper(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
@@ -538,31 +538,16 @@ func filterUpper(b *budget, args []Value, kwargs map[string]Value) (Value, error
 	}
 	s := b.print(args[0])
 	b.allocCased(s)
-	return NewString(strings.ToUpper(s)), nil
+	return NewString(pyUpper(s)), nil
 }
 
 func filterTitle(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	if len(args) == 0 {
 		return NewString(""), nil
 	}
-
 	s := b.print(args[0])
-	b.allocRunes(s)
-	runes := []rune(s)
-	inWord := false
-	for i, r := range runes {
-		if unicode.IsLetter(r) || unicode.IsDigit(r) {
-			if !inWord {
-				runes[i] = unicode.ToUpper(r)
-				inWord = true
-			} else {
-				runes[i] = unicode.ToLower(r)
-			}
-		} else {
-			inWord = false
-		}
-	}
-	return NewString(string(runes)), nil
+	b.allocCased(s)
+	return NewString(jinjaTitle(s)), nil
 }
 
 func filterCapitalize(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
@@ -570,16 +555,8 @@ func filterCapitalize(b *budget, args []Value, kwargs map[string]Value) (Value, 
 		return NewString(""), nil
 	}
 	s := b.print(args[0])
-	if len(s) == 0 {
-		return NewString(""), nil
-	}
-	b.allocRunes(s)
-	runes := []rune(s)
-	runes[0] = unicode.ToUpper(runes[0])
-	for i := 1; i < len(runes); i++ {
-		runes[i] = unicode.ToLower(runes[i])
-	}
-	return NewString(string(runes)), nil
+	b.allocCased(s)
+	return NewString(pyCapitalize(s)), nil
 }
 
 func filterFirst(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
@@ -689,7 +666,7 @@ func filterSort(b *budget, args []Value, kwargs map[string]Value) (Value, error)
 		}
 		if !caseSensitive && v.IsString() {
 			b.allocCased(v.AsString())
-			v = NewString(strings.ToLower(v.AsString()))
+			v = NewString(pyLower(v.AsString()))
 		}
 		return v
 	}

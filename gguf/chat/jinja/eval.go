@@ -1214,44 +1214,11 @@ func (e *evaluator) stringMethod(obj Value, method string) (Value, error) {
 			return NewString(strings.Replace(s, old, newStr, count)), nil
 		}), nil
 
-	case "upper":
-		return e.makeStringFunc("upper", func(args []Value, kwargs map[string]Value) (Value, error) {
+	case "upper", "lower", "title", "capitalize":
+		change := map[string]func(string) string{"upper": pyUpper, "lower": pyLower, "title": pyTitle, "capitalize": pyCapitalize}[method]
+		return e.makeStringFunc(method, func(args []Value, kwargs map[string]Value) (Value, error) {
 			b.allocCased(s)
-			return NewString(strings.ToUpper(s)), nil
-		}), nil
-
-	case "lower":
-		return e.makeStringFunc("lower", func(args []Value, kwargs map[string]Value) (Value, error) {
-			b.allocCased(s)
-			return NewString(strings.ToLower(s)), nil
-		}), nil
-
-	case "title":
-		return e.makeStringFunc("title", func(args []Value, kwargs map[string]Value) (Value, error) {
-			// Simple title case: capitalize first letter of each word.
-			b.allocRunes(s)
-			runes := []rune(s)
-			inWord := false
-			for i, r := range runes {
-				if r == ' ' || r == '\t' || r == '\n' {
-					inWord = false
-				} else if !inWord {
-					runes[i] = []rune(strings.ToUpper(string(r)))[0]
-					inWord = true
-				}
-			}
-			return NewString(string(runes)), nil
-		}), nil
-
-	case "capitalize":
-		return e.makeStringFunc("capitalize", func(args []Value, kwargs map[string]Value) (Value, error) {
-			if len(s) == 0 {
-				return NewString(""), nil
-			}
-			b.allocRunes(s)
-			runes := []rune(s)
-			runes[0] = []rune(strings.ToUpper(string(runes[0])))[0]
-			return NewString(string(runes)), nil
+			return NewString(change(s)), nil
 		}), nil
 
 	case "count":

@@ -1,0 +1,134 @@
+package jinja
+
+import (
+	"regexp"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/text/cases"
+	"golang.org/x/text/language"
+)
+
+// Case changes as Python's str methods make them: Unicode's full case
+// mappings (ß upper is SS, İ lower is i̇, ﬁ title is Fi) and the final
+// sigma (ΟΔΟΣ lower is οδος), where Go's strings.ToUpper maps rune to
+// rune. A Caser holds state, so each call makes its own: renders run
+// concurrently.
+
+// pyUpper is Python's s.upper().
+func pyUpper(s string) string { return cases.Upper(language.Und).String(s) }
+
+// pyLower is Python's s.lower().
+func pyLower(s string) string { return cases.Lower(language.Und).String(s) }
+
+// titleRune is Python's title case of one character (ǆ is ǅ, ß is Ss).
+func titleRune(r rune) string {
+	return cases.Title(language.Und, cases.NoLower).String(string(r))
+}
+
+// lowerAfter is s lowered with its first character left out: Python
+// lowers the rest of a word with the word around it (a sigma after the
+// first letter may be final), so the whole is lowered and the first
+// character's lower case taken off the front.
+func lowerAfter(s string, first rune) string {
+	whole, head := pyLower(s), pyLower(string(first))
+	if rest, ok := strings.CutPrefix(whole, head); ok {
+		return rest
+	}
+	return pyLower(s[utf8.RuneLen(first):])
+}
+
+// pyCapitalize is Python's s.capitalize() (and Jinja's capitalize): the
+// first character title cased, the rest lower.
+func pyCapitalize(s string) string {
+	first, n := utf8.DecodeRuneInString(s)
+	if n == 0 {
+		return ""
+	}
+	return titleRune(first) + lowerAfter(s, first)
+}
+
+// pyTitle is Python's s.title(): a character after a cased one lowered,
+// any other title cased ("they're" is "They'Re").
+func pyTitle(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for len(s) > 0 {
+		// A word: its first character, then each that follows a cased
+		// one.
+		first, n := utf8.DecodeRuneInString(s)
+		end, prev := n, first
+		for end < len(s) && isCased(prev) {
+			r, m := utf8.DecodeRuneInString(s[end:])
+			end, prev = end+m, r
+		}
+		if isCased(first) || end > n {
+			b.WriteString(titleRune(first))
+			b.WriteString(lowerAfter(s[:end], first))
+		} else {
+			b.WriteString(s[:end]) // uncased: its title case is itself
+		}
+		s = s[end:]
+	}
+	return b.String()
+}
+
+// titleSplit is where Jinja's title filter begins words: after dashes,
+// spaces and opening brackets.
+var titleSplit = regexp.MustCompile(`[-\t\n\v\f\r\x1c-\x1f \x{85}\p{Z}({\[<]+`) // Python's \s is str.isspace
+
+// jinjaTitle is Jinja's title filter: each word's first character upper
+// cased (Python's upper: ß is SS) and the rest lowered, words beginning
+// after runs of titleSplit, which are kept.
+func jinjaTitle(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	word := func(w string) {
+		if first, n := utf8.DecodeRuneInString(w); n > 0 {
+			b.WriteString(pyUpper(string(first)))
+			b.WriteString(pyLower(w[n:]))
+		}
+	}
+	at := 0
+	for _, loc := range titleSplit.FindAllStringIndex(s, -1) {
+		word(s[at:loc[0]])
+		word(s[loc[0]:loc[1]]) // Jinja cases the separators too: no change
+		at = loc[1]
+	}
+	word(s[at:])
+	return b.String()
+}
+
+// isCased is Unicode's Cased property, as Python reads it.
+func isCased(r rune) bool { return isLowerPy(r) || isUpperPy(r) || unicode.IsTitle(r) }
+
+// isLowerPy and isUpperPy are Unicode's Lowercase and Uppercase
+// properties (the letter categories and Other_Lowercase/Uppercase: ª,
+// ʰ, Ⓐ), as Python's str.islower and isupper read them.
+func isLowerPy(r rune) bool { return unicode.IsLower(r) || unicode.Is(unicode.Other_Lowercase, r) }
+func isUpperPy(r rune) bool { return unicode.IsUpper(r) || unicode.Is(unicode.Other_Uppercase, r) }
+
+// pyIsUpper is Python's s.isupper(): a cased character, and none lower
+// or title cased. pyIsLower likewise.
+func pyIsUpper(s string) bool {
+	cased := false
+	for _, r := range s {
+		if isLowerPy(r) || unicode.IsTitle(r) {
+			return false
+		}
+		cased = cased || isUpperPy(r)
+	}
+	return cased
+}
+
+func pyIsLower(s string) bool {
+	cased := false
+	for _, r := range s {
+		if isUpperPy(r) || unicode.IsTitle(r) {
+			return false
+		}
+		cased = cased || isLowerPy(r)
+	}
+	return cased
+}
