@@ -19,7 +19,6 @@ require (
 	golang.org/x/net v0.56.0
 	golang.org/x/sync v0.22.0
 	golang.org/x/sys v0.50.0
-	golang.org/x/text v0.40.0
 	google.golang.org/protobuf v1.36.12
 )
 

@@ -5,26 +5,89 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
-
-	"golang.org/x/text/cases"
-	"golang.org/x/text/language"
 )
 
 // Case changes as Python's str methods make them: Unicode's full case
-// mappings (ß upper is SS, İ lower is i̇, ﬁ title is Fi) and the final
-// sigma (ΟΔΟΣ lower is οδος), where Go's strings.ToUpper maps rune to
-// rune. A Caser holds state, so each call makes its own: renders run
-// concurrently.
+// mappings (ß upper is SS, İ lower is i̇, ﬁ title is Fi: Go's
+// unicode.ToUpper maps a rune to one rune, so the mappings to more are
+// tabled in casing_table.go) and the final sigma (ΟΔΟΣ lower is οδος).
 
 // pyUpper is Python's s.upper().
-func pyUpper(s string) string { return cases.Upper(language.Und).String(s) }
+func pyUpper(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s {
+		if m, ok := specialUpper[r]; ok {
+			b.WriteString(m)
+		} else {
+			b.WriteRune(unicode.ToUpper(r))
+		}
+	}
+	return b.String()
+}
 
-// pyLower is Python's s.lower().
-func pyLower(s string) string { return cases.Lower(language.Und).String(s) }
+// pyLower is Python's s.lower(): a capital sigma lowers to the final ς
+// where it ends a word (a cased character before it, none after it,
+// case-ignorable ones skipped), to σ elsewhere.
+func pyLower(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for i, r := range s {
+		switch m, ok := specialLower[r]; {
+		case ok:
+			b.WriteString(m)
+		case r == 'Σ' && finalSigma(s, i):
+			b.WriteRune('ς')
+		default:
+			b.WriteRune(unicode.ToLower(r))
+		}
+	}
+	return b.String()
+}
+
+// finalSigma reports whether the sigma at s[i] ends a word: Unicode's
+// Final_Sigma context, as Python tests it.
+func finalSigma(s string, i int) bool {
+	before := s[:i]
+	for len(before) > 0 {
+		r, n := utf8.DecodeLastRuneInString(before)
+		if !caseIgnorable(r) {
+			if !isCased(r) {
+				return false
+			}
+			break
+		}
+		before = before[:len(before)-n]
+	}
+	if len(before) == 0 {
+		return false
+	}
+	for _, r := range s[i+len("Σ"):] {
+		if !caseIgnorable(r) {
+			return !isCased(r)
+		}
+	}
+	return true
+}
+
+// caseIgnorable is Unicode's Case_Ignorable property: marks, format
+// characters, modifier letters and symbols, and the characters that
+// join a word (Word_Break MidLetter, MidNumLet and Single_Quote).
+func caseIgnorable(r rune) bool {
+	switch r {
+	case '\'', '.', ':', '·', '\u0387', '\u055F', '\u05F4', '\u2018', '\u2019', '\u2024', '\u2027',
+		'\uFE13', '\uFE52', '\uFE55', '\uFF07', '\uFF0E', '\uFF1A':
+		return true
+	}
+	return unicode.In(r, unicode.Mn, unicode.Me, unicode.Cf, unicode.Lm, unicode.Sk)
+}
 
 // titleRune is Python's title case of one character (ǆ is ǅ, ß is Ss).
 func titleRune(r rune) string {
-	return cases.Title(language.Und, cases.NoLower).String(string(r))
+	if m, ok := specialTitle[r]; ok {
+		return m
+	}
+	return string(unicode.ToTitle(r))
 }
 
 // lowerAfter is s lowered with its first character left out: Python

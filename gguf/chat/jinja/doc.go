@@ -38,11 +38,11 @@
 //     lexer and parser have them.
 //   - casing.go: upper, lower, title and capitalize (filters and methods)
 //     and the upper and lower tests change case as Python does, by
-//     Unicode's full mappings and the final sigma (golang.org/x/text/
-//     cases), where they had mapped rune to rune (straße upper was
-//     STRAßE), the title and capitalize methods had left the rest of a
-//     word as it was, and the title filter had begun words where jinja2
-//     does not ("they're" is "They're").
+//     Unicode's full mappings (casing_table.go, generated from Python's
+//     unicodedata) and the final sigma, where they had mapped rune to
+//     rune (straße upper was STRAßE), the title and capitalize methods
+//     had left the rest of a word as it was, and the title filter had
+//     begun words where jinja2 does not ("they're" is "They're").
 //   - Slices clamp their bounds as Python does before looping over them,
 //     indexing a string by code point walks it rather than converting it,
 //     and a string repeated a negative number of times is "" (each had
