@@ -28,6 +28,10 @@
 //   - ints.go: integers are Python's, exact past int64 (a *big.Int beyond
 //     it, to maxIntBits), where they had wrapped, turned into floats or
 //     clamped (12345678901234567890 read as 9223372036854775807).
+//   - Arithmetic takes the operands Python takes and refuses the rest
+//     (1 + "a" had been "1a", "a" + none "aNone", -"abc" 0) and division
+//     by zero (it had been 0); an undefined operand alone is still let
+//     through, empty or 0 (checkArith says why).
 //   - Tuples are tuples: (a, b) and a bare a, b print as Python's, slice,
 //     add and repeat to tuples and equal no list, and a dict's items are
 //     (key, value) pairs; set and for unpack into any number of names

@@ -856,15 +856,21 @@ func (e *evaluator) evalUnary(n *unaryExpr) (Value, error) {
 	case "not":
 		return NewBool(!operand.IsTruthy()), nil
 	case "-":
-		if operand.IsInt() {
+		if isIntegral(operand) {
 			return intNeg(operand), nil
 		}
 		if operand.IsFloat() {
 			return NewFloat(-operand.AsFloat()), nil
 		}
-		return NewInt(0), nil
+		return Undefined(), fmt.Errorf("bad operand type for unary -: '%s'", typeName(operand))
 	case "+":
-		return operand, nil
+		if isIntegral(operand) {
+			return intValue(operand), nil // an int: +True is 1
+		}
+		if operand.IsFloat() {
+			return operand, nil
+		}
+		return Undefined(), fmt.Errorf("bad operand type for unary +: '%s'", typeName(operand))
 	}
 
 	return Undefined(), fmt.Errorf("unknown unary operator %q", n.op)
@@ -905,6 +911,13 @@ func (e *evaluator) evalBinary(n *binExpr) (Value, error) {
 	}
 
 	switch n.op {
+	case "+", "-", "*", "/", "//", "%", "**":
+		if err := checkArith(n.op, left, right); err != nil {
+			return Undefined(), err
+		}
+	}
+
+	switch n.op {
 	case "+":
 		return addValues(e.b, left, right)
 	case "-":
@@ -912,7 +925,7 @@ func (e *evaluator) evalBinary(n *binExpr) (Value, error) {
 	case "*":
 		return mulValues(e.b, left, right)
 	case "/":
-		return divValues(left, right), nil
+		return divValues(left, right)
 	case "//":
 		return floorDivValues(e.b, left, right)
 	case "%":
@@ -1471,6 +1484,8 @@ func subValues(bud *budget, a, b Value) (Value, error) {
 }
 
 func mulValues(bud *budget, a, b Value) (Value, error) {
+	// A bool counts as the int it is: 'ab' * True is 'ab'.
+	a, b = intValue(a), intValue(b)
 	if a.IsInt() && (b.IsString() || b.IsList()) {
 		a, b = b, a // 3 * 'ab' is 'ab' * 3
 	}
@@ -1498,12 +1513,51 @@ func mulValues(bud *budget, a, b Value) (Value, error) {
 	return intArith(bud, "*", intOperand(a), intOperand(b))
 }
 
-func divValues(a, b Value) Value {
+func divValues(a, b Value) (Value, error) {
 	bf := toFloat64(b)
 	if bf == 0 {
-		return NewFloat(0)
+		return Undefined(), fmt.Errorf("/: %w", errZeroDivision)
 	}
-	return NewFloat(toFloat64(a) / bf)
+	return NewFloat(toFloat64(a) / bf), nil
+}
+
+// errZeroDivision is Python's ZeroDivisionError: /, // or % by zero
+// (the engine had given 0).
+var errZeroDivision = errors.New("division by zero")
+
+// checkArith is Python's TypeError for an arithmetic operator on operands
+// it does not take, which jinja2 raises: numbers (bools among them) take
+// any; + also joins two strings or two sequences, * repeats a string or
+// a sequence an int number of times, and % formats a string. The engine
+// had computed something (1 + "a" was "1a", "a" + none was "aNone").
+//
+// An undefined operand is let through, as the engine has always let it
+// (empty in a string, 0 in a sum), where jinja2 raises: templates add
+// optional fields unguarded (Hermes-2-Pro adds a tool's description,
+// which OpenAI's API leaves optional), and failing such a request helps
+// no one.
+func checkArith(op string, a, b Value) error {
+	num := func(v Value) bool { return v.IsNumber() || v.IsBool() }
+	if num(a) && num(b) || a.IsUndefined() || b.IsUndefined() {
+		return nil
+	}
+	switch op {
+	case "+":
+		if a.IsString() && b.IsString() || a.IsList() && b.IsList() {
+			return nil
+		}
+	case "*":
+		seq := func(v Value) bool { return v.IsString() || v.IsList() }
+		count := func(v Value) bool { return v.IsInt() || v.IsBool() }
+		if seq(a) && count(b) || count(a) && seq(b) {
+			return nil
+		}
+	case "%":
+		if a.IsString() {
+			return nil
+		}
+	}
+	return fmt.Errorf("unsupported operand type(s) for %s: '%s' and '%s'", op, typeName(a), typeName(b))
 }
 
 // pyPercent is Python's printf-style format % args (a list for a
@@ -1562,13 +1616,12 @@ func pyPercent(b *budget, format string, args Value) (string, error) {
 }
 
 // floorDivValues is Python's //: it floors, toward negative infinity
-// (-7 // 2 is -4), and is a float when either side is. By zero it is 0
-// (Python raises).
+// (-7 // 2 is -4), and is a float when either side is.
 func floorDivValues(bud *budget, a, b Value) (Value, error) {
 	if a.IsFloat() || b.IsFloat() {
 		bf := toFloat64(b)
 		if bf == 0 {
-			return NewFloat(0), nil
+			return Undefined(), fmt.Errorf("//: %w", errZeroDivision)
 		}
 		return NewFloat(math.Floor(toFloat64(a) / bf)), nil
 	}
@@ -1576,12 +1629,12 @@ func floorDivValues(bud *budget, a, b Value) (Value, error) {
 }
 
 // modValues is Python's %: the remainder takes the divisor's sign
-// (-7 % 3 is 2), and is a float when either side is. By zero it is 0.
+// (-7 % 3 is 2), and is a float when either side is.
 func modValues(bud *budget, a, b Value) (Value, error) {
 	if a.IsFloat() || b.IsFloat() {
 		bf := toFloat64(b)
 		if bf == 0 {
-			return NewFloat(0), nil
+			return Undefined(), fmt.Errorf("%%: %w", errZeroDivision)
 		}
 		r := math.Mod(toFloat64(a), bf)
 		if r != 0 && (r < 0) != (bf < 0) {

@@ -65,6 +65,15 @@ func int64Of(v Value) (int64, bool) {
 	return 0, false
 }
 
+// intValue is v, a bool made the int it counts as (True is 1).
+func intValue(v Value) Value {
+	if v.IsBool() {
+		n, _ := int64Of(v)
+		return NewInt(n)
+	}
+	return v
+}
+
 // intString is an int's decimal digits.
 func intString(v Value) string {
 	if n, ok := v.v.(int64); ok {
@@ -130,9 +139,11 @@ func parseInt(s string) (Value, bool) {
 
 // intArith is a op b for integral a and b: + - * // % and ** (b ≥ 0), as
 // Python computes them, in int64 where the result fits and exactly past
-// it. // and % by zero are 0 (Python raises; this engine has always
-// given 0).
+// it; // and % by zero are errZeroDivision.
 func intArith(bud *budget, op string, a, b Value) (Value, error) {
+	if (op == "//" || op == "%") && intCmp(b, NewInt(0)) == 0 {
+		return Undefined(), fmt.Errorf("%s: %w", op, errZeroDivision)
+	}
 	x, okx := int64Of(a)
 	y, oky := int64Of(b)
 	if okx && oky {
@@ -173,9 +184,6 @@ func intArith(bud *budget, op string, a, b Value) (Value, error) {
 	case "*":
 		r.Mul(bx, by)
 	case "//", "%":
-		if by.Sign() == 0 {
-			return NewInt(0), nil
-		}
 		// Python floors: the remainder takes the divisor's sign.
 		q, m := new(big.Int).DivMod(bx, by, new(big.Int)) // Euclidean: m ≥ 0
 		if m.Sign() != 0 && by.Sign() < 0 {
@@ -214,9 +222,6 @@ func smallArith(op string, x, y int64) (int64, bool) {
 		}
 		return x * y, true
 	case "//":
-		if y == 0 {
-			return 0, true
-		}
 		if x == math.MinInt64 && y == -1 {
 			return 0, false
 		}
@@ -226,7 +231,7 @@ func smallArith(op string, x, y int64) (int64, bool) {
 		}
 		return q, true
 	case "%":
-		if y == 0 || y == -1 {
+		if y == -1 {
 			return 0, true
 		}
 		r := x % y

@@ -225,4 +225,14 @@ func TestIntegerBound(t *testing.T) {
 	if _, err := Compile("{{ " + strings.Repeat("9", 30000) + " }}"); !errors.Is(err, errIntTooLarge) {
 		t.Errorf("a 30000-digit literal: %v, want %v", err, errIntTooLarge)
 	}
+	// By zero: refused, small or not, as Python refuses it.
+	for _, src := range []string{`{{ 1 // 0 }}`, `{{ 10 ** 20 % 0 }}`, `{{ 1 / 0.0 }}`, `{{ 2.5 // false }}`} {
+		tpl, err := Compile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out, err := tpl.Render(nil); !errors.Is(err, errZeroDivision) {
+			t.Errorf("%s: %q, %v; want %v", src, out, err, errZeroDivision)
+		}
+	}
 }

@@ -97,3 +97,30 @@ func orderedJSON(dec *json.Decoder) (Value, error) {
 		return FromGoValue(tok), nil
 	}
 }
+
+// TestUndefinedArithmetic: an undefined operand counts as empty in a
+// string and 0 in a sum, where jinja2 raises (checkArith says why), and
+// only an undefined one: None, a defined value, is refused as Python
+// refuses it (TestParity).
+func TestUndefinedArithmetic(t *testing.T) {
+	for src, want := range map[string]string{
+		`{{ " - " + tool.description + "!" }}`: " - !",
+		`{{ nothing + 1 }}|{{ 2 * nothing }}`:  "1|0",
+	} {
+		tpl, err := Compile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := tpl.Render(map[string]any{"tool": map[string]any{"name": "f"}})
+		if err != nil || got != want {
+			t.Errorf("%s: %q, %v; want %q", src, got, err, want)
+		}
+	}
+	tpl, err := Compile(`{{ " - " + tool.description }}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := tpl.Render(map[string]any{"tool": map[string]any{"description": nil}}); err == nil {
+		t.Errorf("a None description rendered %q", got)
+	}
+}
