@@ -4,7 +4,7 @@ as Python's str.upper, lower and title make them) and testdata/casing.txt.gz
 (every character Python cases, for TestCasing), from this Python's
 unicodedata:
 
-    gen-casing.py && gofmt -w ../casing_table.go
+    gen-casing.py
 
 casing.txt.gz: a line a character, hex code points: the character, its
 upper, lower and title case (a dash where it is itself), and flags:
@@ -12,7 +12,7 @@ U it is upper case (str.isupper), L lower (str.islower), T title case
 (category Lt), I case-ignorable (it leaves a sigma final: 'AxΣ'.lower()
 ends in ς though x is not cased).
 """
-import gzip, os, sys, unicodedata
+import gzip, os, subprocess, sys, unicodedata
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -67,8 +67,10 @@ def main():
         table("specialTitle", "are those whose title case is (ß is Ss).", title),
         "",
     ]
-    with open(os.path.join(HERE, "..", "casing_table.go"), "w") as f:
+    path = os.path.join(HERE, "..", "casing_table.go")
+    with open(path, "w") as f:
         f.write("\n".join(src))
+    subprocess.run(["gofmt", "-w", path], check=True)  # aligns the comments
 
 
 main()
