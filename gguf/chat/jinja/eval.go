@@ -1560,8 +1560,9 @@ func checkArith(op string, a, b Value) error {
 	return fmt.Errorf("unsupported operand type(s) for %s: '%s' and '%s'", op, typeName(a), typeName(b))
 }
 
-// pyPercent is Python's printf-style format % args (a list for a
-// tuple): %s, %d and %i, %f, %r and %%, which is what templates use.
+// pyPercent is Python's printf-style format % args (a tuple spreads
+// over the format; anything else, a list too, is one argument): %s, %d
+// and %i, %f, %r and %%, which is what templates use.
 func pyPercent(b *budget, format string, args Value) (string, error) {
 	vals := []Value{args}
 	tuple := args.IsList() && args.AsList().Tuple // a list is one argument
