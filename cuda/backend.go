@@ -126,6 +126,7 @@ type Backend struct {
 	exec   executor
 	act    actScratch
 	att    *devMem // attention scores
+	attMax *devMem // and their chunks' maxima, over a long context
 	argOut *devMem // ArgMax's, ArgMaxRows' and TopProbRows' results
 	outBuf []int32 // and their host copy (readOut)
 	ropes  map[ropeKey]*ropeTable

@@ -17,6 +17,23 @@ import (
 // are attended in launches of as many rows as fit.
 const attBudget = 64 << 20
 
+// attSplitKeys is the most keys a launch's rows attend to in one kernel
+// (a block per row and head, walking every key); past it attention runs
+// as three launches that spread the keys and the output elements over
+// many blocks (attend_scores, attend_softmax, attend_values in ops.cuh),
+// the same arithmetic in the same order. On an H200 the one kernel took
+// 13.5 µs a layer at 73 keys, and a 1B model decoded at 0.999 ms a token
+// after 64 positions but 1.76 after 512: the walk over the keys is the
+// difference. Where the split starts to pay has not yet been measured on
+// a device; two key chunks is the guess. Only a decode step's or a
+// window's few rows are split (attSplitRows): a prompt's many rows keep
+// the device busy a block each.
+var attSplitKeys = 2 * kernels.AttendKeysChunk
+
+// attSplitRows is the most rows a split attention launch takes: a
+// speculative window's.
+const attSplitRows = 16
+
 // wrote notes that t's buffer changed, which invalidates a quantised copy
 // of it.
 func (b *Backend) wrote(t backend.Tensor) {
@@ -452,6 +469,15 @@ func (b *Backend) Attend(dst, q backend.Tensor, cache backend.KVCache, layer, po
 	posp := b.argPos(pos)
 	for r0 := 0; r0 < q.Rows; r0 += chunk {
 		rows := min(chunk, q.Rows-r0)
+		// The most keys a row of this launch attends to: its last row's.
+		keys := pos + r0 + rows
+		if a.Window > 0 {
+			keys = min(keys, a.Window)
+		}
+		if keys > attSplitKeys && rows <= attSplitRows {
+			b.attendSplit(c, layer, a, qp, op, posp, sinks, r0, rows, keys)
+			continue
+		}
 		args := []uint64{qp, op, uint64(c.k[layer].ptr), uint64(c.v[layer].ptr), uint64(b.att.ptr), posp,
 			i32(a.Heads), i32(a.KVHeads), i32(a.HeadDimK), i32(a.HeadDimV), i32(c.capacity), i32(a.Window), f32(a.Scale), f32(a.Softcap), i32(r0)}
 		if a.Sinks != nil {
@@ -460,6 +486,37 @@ func (b *Backend) Attend(dst, q backend.Tensor, cache backend.KVCache, layer, po
 		b.launch(id, kernels.AttendShape(a.Heads, rows), args...)
 	}
 	b.wrote(dst)
+}
+
+// attendSplit records attention of rows query rows from r0 over up to
+// keys keys as three launches (attSplitKeys): the keys scored a chunk a
+// block, the softmax a block per row and head, the values eight output
+// elements a block. The chunk count is part of the launch's shape, so a
+// step's graph is captured anew each AttendKeysChunk positions. With b
+// locked.
+func (b *Backend) attendSplit(c *kvCache, layer int, a *backend.Attention, qp, op, posp, sinks uint64, r0, rows, keys int) {
+	chunks := (keys + kernels.AttendKeysChunk - 1) / kernels.AttendKeysChunk
+	if need := rows * a.Heads * chunks * 4; sizeOf(b.attMax) < need {
+		b.bind()
+		m, err := b.alloc(max(need, 4<<10))
+		must(err)
+		b.attMax = m
+	}
+	scores, cmax := uint64(b.att.ptr), uint64(b.attMax.ptr)
+	f16 := c.typ == quant.F16
+	pick := func(f16ID, f32ID kernels.ID) kernels.ID {
+		if f16 {
+			return f16ID
+		}
+		return f32ID
+	}
+	b.launch(pick(kernels.AttendScoresF16, kernels.AttendScoresF32), kernels.AttendScoresShape(a.Heads, rows, chunks),
+		qp, uint64(c.k[layer].ptr), scores, posp, i32(a.Heads), i32(a.KVHeads), i32(a.HeadDimK), i32(c.capacity), i32(a.Window),
+		f32(a.Scale), f32(a.Softcap), i32(r0), cmax)
+	b.launch(pick(kernels.AttendSoftmaxF16, kernels.AttendSoftmaxF32), kernels.AttendShape(a.Heads, rows),
+		scores, posp, i32(a.Heads), i32(a.KVHeads), i32(c.capacity), i32(a.Window), i32(r0), cmax, i32(chunks), sinks)
+	b.launch(pick(kernels.AttendValuesF16, kernels.AttendValuesF32), kernels.AttendValuesShape(a.Heads, rows, a.HeadDimV),
+		op, uint64(c.v[layer].ptr), scores, posp, i32(a.Heads), i32(a.KVHeads), i32(a.HeadDimV), i32(c.capacity), i32(a.Window), i32(r0))
 }
 
 // ArgMax returns the index of t's largest element, the lowest on a tie

@@ -118,6 +118,14 @@ const (
 	MoERoute
 	MoEBias
 	MoESum
+	// Attention over a long context in three launches (ops.cuh): F16
+	// then F32 cache, each.
+	AttendScoresF16
+	AttendScoresF32
+	AttendSoftmaxF16
+	AttendSoftmaxF32
+	AttendValuesF16
+	AttendValuesF32
 	numFixed
 )
 
@@ -161,6 +169,13 @@ var fixed = [numFixed]struct{ name, params string }{
 	MoERoute:       {"moe_route", "pppiiii"},
 	MoEBias:        {"moe_bias", "pppii"},
 	MoESum:         {"moe_sum", "pppppiii"},
+
+	AttendScoresF16:  {"attend_scores_f16", "ppppiiiiiffip"},
+	AttendScoresF32:  {"attend_scores_f32", "ppppiiiiiffip"},
+	AttendSoftmaxF16: {"attend_softmax_f16", "ppiiiiipip"},
+	AttendSoftmaxF32: {"attend_softmax_f32", "ppiiiiipip"},
+	AttendValuesF16:  {"attend_values_f16", "ppppiiiiii"},
+	AttendValuesF32:  {"attend_values_f32", "ppppiiiiii"},
 }
 
 // WeightKind is one of a weight type's kernels.

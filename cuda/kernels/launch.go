@@ -127,6 +127,22 @@ func StoreKVShape(rows, kd, vd int) Shape {
 // AttendShape is a 256-thread block per head and query row.
 func AttendShape(heads, rows int) Shape { return Shape{dim(heads, rows, 1), dim(256, 1, 1)} }
 
+// AttendKeysChunk is how many keys one block of attend_scores takes
+// (ATT_CHUNK in ops.cuh).
+const AttendKeysChunk = 128
+
+// AttendScoresShape is a 256-thread block per head, query row and chunk
+// of AttendKeysChunk keys (chunks of them).
+func AttendScoresShape(heads, rows, chunks int) Shape {
+	return Shape{dim(heads, rows, chunks), dim(256, 1, 1)}
+}
+
+// AttendValuesShape is a 256-thread block per head, query row and eight
+// of a head's dv output elements (a warp each).
+func AttendValuesShape(heads, rows, dv int) Shape {
+	return Shape{dim(heads, rows, ceilDiv(dv, 8)), dim(256, 1, 1)}
+}
+
 // AttendChunk is how many query rows one attention launch takes so that
 // their scores (capacity floats per row and head) fit budget bytes: at
 // least one.

@@ -362,36 +362,61 @@ KERNEL BOUNDS(256) void store_kv_f32(KV_PARAMS) { store_kv<false>(k, v, kc, vc, 
 // dot product of the weights with a row of transposed values. The scores
 // live in global scratch, cap floats per (row, head) of the launch.
 // grid = (heads, rows of this launch), block 256.
+//
+// Over a long context one block per (row, head) leaves most of the device
+// idle while it walks the keys twice, so there it runs as three launches
+// (attend_scores, attend_softmax, attend_values: ATT_CHUNK keys, and one
+// output element a warp, per block), each of them the same arithmetic on
+// the same values in the same order: only which block does what moves,
+// and the max, the one reduction that crosses blocks, is exact in any
+// order.
+
+// AttRow is the (row, head) a block attends: its query row i, the first
+// key lo (a sliding window's start) and the keys n, and the KV head.
+struct AttRow {
+	int h, r, i, lo, n, kvh;
+};
+
+DEV AttRow att_row(const i32 *pos, int heads, int kvheads, int window, int row0) {
+	AttRow a;
+	a.h = blockIdx.x;
+	a.r = blockIdx.y;
+	a.i = row0 + a.r;
+	int p = *pos + a.i;
+	a.lo = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
+	a.n = p + 1 - a.lo;
+	a.kvh = a.h / (heads / kvheads);
+	return a;
+}
+
+// att_query loads the row's query, rounded to the cache's type, into qs.
 template <bool F16>
-DEV void attend(const float *q, float *out, const u8 *kc, const u8 *vc, float *scores, const i32 *pos, int heads, int kvheads,
-		int dk, int dv, int cap, int window, float scale, float cap_soft, int row0, const float *sinks = nullptr) {
-	SHARED float qs[ATT_MAX_HEAD];
-	int h = blockIdx.x, r = blockIdx.y, i = row0 + r;
-	int p = *pos + i;
-	int lo = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
-	int n = p + 1 - lo;
-	int kvh = h / (heads / kvheads);
-	const float *qrow = q + ((i64)i * heads + h) * dk;
+DEV void att_query(float *qs, const float *q, AttRow a, int heads, int dk) {
+	const float *qrow = q + ((i64)a.i * heads + a.h) * dk;
 	for (int e = threadIdx.x; e < dk; e += blockDim.x) {
 		qs[e] = F16 ? round_half(qrow[e]) : qrow[e];
 	}
 	sync_threads();
+}
 
-	float *sc = scores + ((i64)r * heads + h) * cap;
+// att_scores writes the scores of keys [k0, k1) into sc and returns the
+// largest this thread's warp saw (-Inf if none).
+template <bool F16>
+DEV float att_scores(const float *qs, const u8 *kc, float *sc, AttRow a, int dk, int cap, float scale, float cap_soft, int k0, int k1) {
 	int w = warp_id(), lane = lane_id();
 	float wmax = bitcast<float>(0xff800000u);
-	i64 kbase = ((i64)kvh * cap + lo) * dk;
+	i64 kbase = ((i64)a.kvh * cap + a.lo) * dk;
 	// Two keys a warp at a time (k and k + ATT_WARPS), their folds
 	// interleaved: one key's fold is five dependent shuffles.
-	for (int k = w; k < n; k += 2 * ATT_WARPS) {
+	for (int k = k0 + w; k < k1; k += 2 * ATT_WARPS) {
 		int k2 = k + ATT_WARPS;
-		bool two = k2 < n;
+		bool two = k2 < k1;
 		float acc[2] = {0, 0};
 		for (int e = lane; e < dk; e += WARP) {
 			float q = qs[e];
-			float a = kv_get<F16>(kc, kbase + (i64)k * dk + e), b = two ? kv_get<F16>(kc, kbase + (i64)k2 * dk + e) : 0.0f;
-			acc[0] += a * q;
-			acc[1] += b * q;
+			float x = kv_get<F16>(kc, kbase + (i64)k * dk + e), y = two ? kv_get<F16>(kc, kbase + (i64)k2 * dk + e) : 0.0f;
+			acc[0] += x * q;
+			acc[1] += y * q;
 		}
 		acc[0] = fold(acc[0], WARP);
 		acc[1] = fold(acc[1], WARP);
@@ -409,11 +434,14 @@ DEV void attend(const float *q, float *out, const u8 *kc, const u8 *vc, float *s
 			}
 		}
 	}
-	float m = block_max(wmax);
-	if (sinks) {
-		m = go_max(m, sinks[h]); // a sink joins the max (gptoss.cuh)
-	}
+	return wmax;
+}
 
+// att_softmax turns the n scores in sc into the weights, given their max
+// m (a sink's included): e^(s−m), their float64 sum (and a sink's, last),
+// each scaled by 1/sum and rounded to the cache's type.
+template <bool F16>
+DEV void att_softmax(float *sc, int n, float m, const float *sinks, int h) {
 	double sum = 0;
 	for (int k = threadIdx.x; k < n; k += blockDim.x) {
 		float e = mesh_expf(sc[k] - m);
@@ -422,7 +450,7 @@ DEV void attend(const float *q, float *out, const u8 *kc, const u8 *vc, float *s
 	}
 	sum = block_sum_d(sum);
 	if (sinks) {
-		sum += (double)libm_expf(sinks[h] - m); // and the sum, last, weighting no value
+		sum += (double)libm_expf(sinks[h] - m); // weighting no value
 	}
 	float inv = (float)(1.0 / sum);
 	for (int k = threadIdx.x; k < n; k += blockDim.x) {
@@ -430,31 +458,131 @@ DEV void attend(const float *q, float *out, const u8 *kc, const u8 *vc, float *s
 		sc[k] = F16 ? round_half(v) : v;
 	}
 	sync_threads();
+}
 
-	float *o = out + ((i64)i * heads + h) * dv;
-	for (int d = w; d < dv; d += ATT_WARPS) {
-		i64 vbase = ((i64)kvh * dv + d) * cap + lo;
-		float acc = 0;
-		// Four loads before their adds, which stay in order.
-		for (int j0 = lane; j0 < n; j0 += 4 * WARP) {
-			float v[4], s[4];
-			UNROLL for (int u = 0; u < 4; u++) {
-				int j = j0 + u * WARP;
-				v[u] = j < n ? kv_get<F16>(vc, vbase + j) : 0.0f;
-				s[u] = j < n ? sc[j] : 0.0f;
-			}
-			UNROLL for (int u = 0; u < 4; u++) {
-				if (j0 + u * WARP < n) {
-					acc += v[u] * s[u];
-				}
-			}
+// att_value is output element d: the weights' dot product with that row
+// of transposed values, lane l taking keys l, l+32, …, as the CPU's
+// lanes do. A warp's lanes all call it.
+template <bool F16>
+DEV void att_value(const u8 *vc, const float *sc, float *o, AttRow a, int dv, int cap, int d) {
+	int lane = lane_id(), n = a.n;
+	i64 vbase = ((i64)a.kvh * dv + d) * cap + a.lo;
+	float acc = 0;
+	// Four loads before their adds, which stay in order.
+	for (int j0 = lane; j0 < n; j0 += 4 * WARP) {
+		float v[4], s[4];
+		UNROLL for (int u = 0; u < 4; u++) {
+			int j = j0 + u * WARP;
+			v[u] = j < n ? kv_get<F16>(vc, vbase + j) : 0.0f;
+			s[u] = j < n ? sc[j] : 0.0f;
 		}
-		acc = fold(acc, WARP);
-		if (lane == 0) {
-			o[d] = acc;
+		UNROLL for (int u = 0; u < 4; u++) {
+			if (j0 + u * WARP < n) {
+				acc += v[u] * s[u];
+			}
 		}
 	}
+	acc = fold(acc, WARP);
+	if (lane == 0) {
+		o[d] = acc;
+	}
 }
+
+template <bool F16>
+DEV void attend(const float *q, float *out, const u8 *kc, const u8 *vc, float *scores, const i32 *pos, int heads, int kvheads,
+		int dk, int dv, int cap, int window, float scale, float cap_soft, int row0, const float *sinks = nullptr) {
+	SHARED float qs[ATT_MAX_HEAD];
+	AttRow a = att_row(pos, heads, kvheads, window, row0);
+	att_query<F16>(qs, q, a, heads, dk);
+	float *sc = scores + ((i64)a.r * heads + a.h) * cap;
+	float m = block_max(att_scores<F16>(qs, kc, sc, a, dk, cap, scale, cap_soft, 0, a.n));
+	if (sinks) {
+		m = go_max(m, sinks[a.h]); // a sink joins the max (gptoss.cuh)
+	}
+	att_softmax<F16>(sc, a.n, m, sinks, a.h);
+	float *o = out + ((i64)a.i * heads + a.h) * dv;
+	for (int d = warp_id(); d < dv; d += ATT_WARPS) {
+		att_value<F16>(vc, sc, o, a, dv, cap, d);
+	}
+}
+
+// ---- Attention over a long context, in three launches ----
+
+#define ATT_CHUNK 128
+
+// attend_scores: keys [c·ATT_CHUNK, (c+1)·ATT_CHUNK) of the row's, c =
+// blockIdx.z, scored into the scratch, and their max into cmax[(r·heads +
+// h)·gridDim.z + c]. A chunk past the row's keys does nothing (the rows
+// of a window attend to different counts).
+// grid = (heads, rows of this launch, chunks), block 256.
+template <bool F16>
+DEV void attend_scores(const float *q, const u8 *kc, float *scores, const i32 *pos, int heads, int kvheads, int dk, int cap,
+		       int window, float scale, float cap_soft, int row0, float *cmax) {
+	SHARED float qs[ATT_MAX_HEAD];
+	AttRow a = att_row(pos, heads, kvheads, window, row0);
+	int k0 = blockIdx.z * ATT_CHUNK;
+	if (k0 >= a.n) {
+		return; // uniform across the block: before any barrier
+	}
+	att_query<F16>(qs, q, a, heads, dk);
+	float *sc = scores + ((i64)a.r * heads + a.h) * cap;
+	float m = block_max(att_scores<F16>(qs, kc, sc, a, dk, cap, scale, cap_soft, k0, k0 + ATT_CHUNK < a.n ? k0 + ATT_CHUNK : a.n));
+	if (threadIdx.x == 0) {
+		cmax[((i64)a.r * heads + a.h) * gridDim.z + blockIdx.z] = m;
+	}
+}
+
+// attend_softmax: the max of the row's chunks (and a sink), then
+// att_softmax. chunks is attend_scores' grid z.
+// grid = (heads, rows of this launch), block 256.
+template <bool F16>
+DEV void attend_softmax(float *scores, const i32 *pos, int heads, int kvheads, int cap, int window, int row0, const float *cmax,
+			int chunks, const float *sinks) {
+	AttRow a = att_row(pos, heads, kvheads, window, row0);
+	const float *cm = cmax + ((i64)a.r * heads + a.h) * chunks;
+	float m = bitcast<float>(0xff800000u);
+	for (int c = threadIdx.x; c * ATT_CHUNK < a.n; c += blockDim.x) {
+		m = go_max(m, cm[c]);
+	}
+	m = block_max(m);
+	if (sinks) {
+		m = go_max(m, sinks[a.h]);
+	}
+	att_softmax<F16>(scores + ((i64)a.r * heads + a.h) * cap, a.n, m, sinks, a.h);
+}
+
+// attend_values: output elements blockIdx.z·8 + w of the row's, warp w
+// each, from the weights attend_softmax left.
+// grid = (heads, rows of this launch, ceil(dv / 8)), block 256.
+template <bool F16>
+DEV void attend_values(float *out, const u8 *vc, const float *scores, const i32 *pos, int heads, int kvheads, int dv, int cap,
+		       int window, int row0) {
+	AttRow a = att_row(pos, heads, kvheads, window, row0);
+	int d = blockIdx.z * ATT_WARPS + warp_id();
+	if (d < dv) {
+		att_value<F16>(vc, scores + ((i64)a.r * heads + a.h) * cap, out + ((i64)a.i * heads + a.h) * dv, a, dv, cap, d);
+	}
+}
+
+#define ATT_SCORES_PARAMS                                                                                              \
+	const float *q, const u8 *kc, float *scores, const i32 *pos, int heads, int kvheads, int dk, int cap, int window, \
+		float scale, float cap_soft, int row0, float *cmax
+#define ATT_SCORES_ARGS q, kc, scores, pos, heads, kvheads, dk, cap, window, scale, cap_soft, row0, cmax
+KERNEL BOUNDS(ATT_THREADS) void attend_scores_f16(ATT_SCORES_PARAMS) { attend_scores<true>(ATT_SCORES_ARGS); }
+KERNEL BOUNDS(ATT_THREADS) void attend_scores_f32(ATT_SCORES_PARAMS) { attend_scores<false>(ATT_SCORES_ARGS); }
+
+#define ATT_SOFTMAX_PARAMS                                                                                                \
+	float *scores, const i32 *pos, int heads, int kvheads, int cap, int window, int row0, const float *cmax, int chunks, \
+		const float *sinks
+#define ATT_SOFTMAX_ARGS scores, pos, heads, kvheads, cap, window, row0, cmax, chunks, sinks
+KERNEL BOUNDS(ATT_THREADS) void attend_softmax_f16(ATT_SOFTMAX_PARAMS) { attend_softmax<true>(ATT_SOFTMAX_ARGS); }
+KERNEL BOUNDS(ATT_THREADS) void attend_softmax_f32(ATT_SOFTMAX_PARAMS) { attend_softmax<false>(ATT_SOFTMAX_ARGS); }
+
+#define ATT_VALUES_PARAMS \
+	float *out, const u8 *vc, const float *scores, const i32 *pos, int heads, int kvheads, int dv, int cap, int window, int row0
+#define ATT_VALUES_ARGS out, vc, scores, pos, heads, kvheads, dv, cap, window, row0
+KERNEL BOUNDS(ATT_THREADS) void attend_values_f16(ATT_VALUES_PARAMS) { attend_values<true>(ATT_VALUES_ARGS); }
+KERNEL BOUNDS(ATT_THREADS) void attend_values_f32(ATT_VALUES_PARAMS) { attend_values<false>(ATT_VALUES_ARGS); }
 
 #define ATT_PARAMS                                                                                                      \
 	const float *q, float *out, const u8 *kc, const u8 *vc, float *scores, const i32 *pos, int heads, int kvheads, int dk, \

@@ -334,6 +334,8 @@ const std::map<std::string, KernelInfo> &kernel_table() {
 		TYPE_ENTRIES(mxfp4) KERNEL_ENTRY(glu_oai) KERNEL_ENTRY(attend_sinks_f16) KERNEL_ENTRY(attend_sinks_f32)
 		KERNEL_ENTRY(short_conv) KERNEL_ENTRY(delta_scan) KERNEL_ENTRY(sigmoid_mul)
 		KERNEL_ENTRY(moe_route) KERNEL_ENTRY(moe_bias) KERNEL_ENTRY(moe_sum)
+		KERNEL_ENTRY(attend_scores_f16) KERNEL_ENTRY(attend_scores_f32) KERNEL_ENTRY(attend_softmax_f16) KERNEL_ENTRY(attend_softmax_f32)
+		KERNEL_ENTRY(attend_values_f16) KERNEL_ENTRY(attend_values_f32)
 	};
 	return t;
 }

@@ -368,6 +368,7 @@ func testAttention(t *testing.T, p *Pair, f Features) {
 		{"f32 gqa", quant.F32, backend.Attention{Heads: 8, KVHeads: 2, HeadDimK: 32, HeadDimV: 32, Scale: 0.17}},
 		{"window softcap", quant.F16, backend.Attention{Heads: 4, KVHeads: 2, HeadDimK: 128, HeadDimV: 128, Scale: 1, Window: 5, Softcap: 50}},
 		{"wide head", quant.F16, backend.Attention{Heads: 2, KVHeads: 1, HeadDimK: 256, HeadDimV: 256, Scale: 0.0625}},
+		{"long window", quant.F16, backend.Attention{Heads: 4, KVHeads: 2, HeadDimK: 64, HeadDimV: 64, Scale: 0.125, Window: 300}},
 	}
 	if f.GptOss {
 		// gpt-oss's sinks: one about the scores' size, one that
@@ -382,18 +383,22 @@ func testAttention(t *testing.T, p *Pair, f Features) {
 	for _, c := range cases {
 		a := c.a
 		shapes := []backend.KVShape{{KVHeads: a.KVHeads, HeadDimK: a.HeadDimK, HeadDimV: a.HeadDimV}, {KVHeads: a.KVHeads, HeadDimK: a.HeadDimK, HeadDimV: a.HeadDimV}}
-		cc, err := p.CPU.NewKVCache(c.kv, 160, shapes)
+		cc, err := p.CPU.NewKVCache(c.kv, 400, shapes)
 		if err != nil {
 			t.Fatal(err)
 		}
-		dc, err := p.Dev.NewKVCache(c.kv, 160, shapes)
+		dc, err := p.Dev.NewKVCache(c.kv, 400, shapes)
 		if err != nil {
 			t.Fatal(err)
 		}
 		pos := 0
 		// A prompt of 37 tokens, then single-token steps, in layer 1; then
-		// 100 more and one, past the 128 keys a lane's four loads cover.
-		for _, n := range []int{37, 1, 1, 5, 1, 100, 1} {
+		// 100 more and one, past the 128 keys a lane's four loads cover;
+		// then a long context, which a GPU may attend otherwise (CUDA
+		// splits a step's keys over blocks past 256): 200 more, one (past
+		// a window of 300), 34, and a window of 5 whose last rows reach a
+		// chunk of 128 keys its first do not.
+		for _, n := range []int{37, 1, 1, 5, 1, 100, 1, 200, 1, 34, 5} {
 			k := p.Tensor(n, a.KVHeads*a.HeadDimK, p.Random(n*a.KVHeads*a.HeadDimK, 1))
 			v := p.Tensor(n, a.KVHeads*a.HeadDimV, p.Random(n*a.KVHeads*a.HeadDimV, 1))
 			q := p.Tensor(n, a.Heads*a.HeadDimK, p.Random(n*a.Heads*a.HeadDimK, 1))
