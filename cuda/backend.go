@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"runtime"
 	"sync"
 	"time"
@@ -65,6 +66,11 @@ type Options struct {
 	// NoGraphs disables CUDA graph capture (every step is launched
 	// kernel by kernel).
 	NoGraphs bool
+	// AttendSplitKeys: a decode step's attention over more keys than
+	// this runs in three launches that spread the keys over blocks (see
+	// attSplitKeys); 0 is the default, 256, and a negative value keeps it
+	// in one kernel (make bench-cuda compares the two).
+	AttendSplitKeys int
 	// Log receives the backend's few messages; nil discards them.
 	Log *slog.Logger
 }
@@ -127,11 +133,14 @@ type Backend struct {
 	act    actScratch
 	att    *devMem // attention scores
 	attMax *devMem // and their chunks' maxima, over a long context
-	argOut *devMem // ArgMax's, ArgMaxRows' and TopProbRows' results
-	outBuf []int32 // and their host copy (readOut)
-	ropes  map[ropeKey]*ropeTable
-	consts map[string]*devMem // attention sinks, expert tables and scales by value (constPtr)
-	stats  Stats
+	// attSplit is the most keys a step attends to in one kernel
+	// (Options.AttendSplitKeys).
+	attSplit int
+	argOut   *devMem // ArgMax's, ArgMaxRows' and TopProbRows' results
+	outBuf   []int32 // and their host copy (readOut)
+	ropes    map[ropeKey]*ropeTable
+	consts   map[string]*devMem // attention sinks, expert tables and scales by value (constPtr)
+	stats    Stats
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -212,6 +221,14 @@ func New(opt Options) (*Backend, error) {
 	}
 	b.bound = false
 	b.info.Graphs = lib.HasGraphs() && !opt.NoGraphs
+	switch {
+	case opt.AttendSplitKeys == 0:
+		b.attSplit = attSplitKeys
+	case opt.AttendSplitKeys < 0:
+		b.attSplit = math.MaxInt
+	default:
+		b.attSplit = opt.AttendSplitKeys
+	}
 	b.exec.graphs = b.info.Graphs
 	if b.place == PlaceAuto && b.info.Integrated && b.info.Major*10+b.info.Minor >= 87 && lib.HasHostRegister() {
 		b.place = PlaceHostMapped

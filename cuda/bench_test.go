@@ -24,7 +24,10 @@ import (
 // shape (random Q4_0 and Q8_0 blocks, made at bench time), and the memory
 // bandwidth a decode achieves — the weight bytes one token reads × tokens
 // per second — against the device's measured device-to-device copy
-// bandwidth. The goal is half of it at batch 1.
+// bandwidth. The goal is half of it at batch 1. Each 1B model runs again
+// with its attention in one kernel however long the context (the -att1
+// rows), and the decode ratio of the two says what splitting a long
+// context's attention over blocks (Options.AttendSplitKeys) buys.
 //
 // It needs MESHNODE_BENCH_CUDA=1 and a device. Knobs: BENCH_PP, BENCH_TG
 // (prompt and generated tokens for the 1B models, default 512 and 128),
@@ -56,6 +59,7 @@ func BenchmarkCUDA(b *testing.B) {
 		name         string
 		f            *gguf.File
 		pp, tg, reps int
+		opt          cuda.Options
 	}
 	var jobs []job
 	if os.Getenv("BENCH_FIXTURES") != "0" {
@@ -66,7 +70,7 @@ func BenchmarkCUDA(b *testing.B) {
 			}
 			for _, ft := range modeltest.FileTypes {
 				jobs = append(jobs, job{arch + "-" + strings.ToLower(ft), fixture(b, arch, ft),
-					envInt("BENCH_FIXTURE_PP", 64), envInt("BENCH_FIXTURE_TG", 64), 2})
+					envInt("BENCH_FIXTURE_PP", 64), envInt("BENCH_FIXTURE_TG", 64), 2, cuda.Options{}})
 			}
 		}
 	}
@@ -75,26 +79,42 @@ func BenchmarkCUDA(b *testing.B) {
 		for _, ft := range []string{"Q4_0", "Q8_0"} {
 			f := modeltest.OpenLlama1B(b, dir, ft, md)
 			defer f.Close()
-			jobs = append(jobs, job{"llama-1b-" + strings.ToLower(ft), f, envInt("BENCH_PP", 512), envInt("BENCH_TG", 128), 3})
+			name, pp, tg := "llama-1b-"+strings.ToLower(ft), envInt("BENCH_PP", 512), envInt("BENCH_TG", 128)
+			jobs = append(jobs, job{name, f, pp, tg, 3, cuda.Options{}},
+				// The same with attention in one kernel however long the
+				// context (the split's reference: Options.AttendSplitKeys).
+				job{name + "-att1", f, pp, tg, 3, cuda.Options{AttendSplitKeys: -1}})
 		}
 	}
 
 	tw := tabwriter.NewWriter(os.Stdout, 2, 8, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "model\tweights MB\tpp\tprefill tok/s\ttg\tdecode tok/s\tdecode GB/s\tof copy BW\tgraphs\t")
+	decode := map[string]float64{}
 	for _, j := range jobs {
-		r, err := benchModel(lib, j.f, j.pp, j.tg, j.reps)
+		opt := j.opt
+		opt.Library = lib
+		r, err := benchModel(opt, j.f, j.pp, j.tg, j.reps)
 		if err != nil {
 			b.Fatalf("%s: %v", j.name, err)
 		}
 		bw := r.weightBytes * r.decode
 		fmt.Fprintf(tw, "%s\t%.1f\t%d\t%.0f\t%d\t%.1f\t%.0f\t%.0f%%\t%d/%d\t\n", j.name, r.weightBytes/1e6, j.pp, r.prefill, j.tg, r.decode,
 			bw/1e9, 100*bw/copyBW, r.stats.Graphs, r.stats.Steps)
-		if strings.HasPrefix(j.name, "llama-1b") {
+		decode[j.name] = r.decode
+		if strings.HasPrefix(j.name, "llama-1b") && !strings.HasSuffix(j.name, "-att1") {
 			b.ReportMetric(r.decode, j.name+"-decode-tok/s")
 			b.ReportMetric(100*bw/copyBW, j.name+"-%copyBW")
 		}
 	}
 	tw.Flush()
+	// The long context's attention in three launches against one kernel,
+	// in this run: what attSplitKeys buys a decode after the prompt.
+	for _, j := range jobs {
+		if one, ok := decode[j.name+"-att1"]; ok && one > 0 {
+			fmt.Printf("%s: decode after %d positions, attention split / one kernel: %.2f×\n", j.name, j.pp, decode[j.name]/one)
+			b.ReportMetric(decode[j.name]/one, j.name+"-att-split-x")
+		}
+	}
 }
 
 type benchResult struct {
@@ -106,8 +126,8 @@ type benchResult struct {
 // benchModel loads f on a fresh backend and times reps rounds of a pp-token
 // prefill and tg greedy decode steps, each copying back only its token
 // (Session.EvalArgMax, as the engine's greedy decode does).
-func benchModel(lib string, f *gguf.File, pp, tg, reps int) (benchResult, error) {
-	be, err := cuda.New(cuda.Options{Library: lib})
+func benchModel(opt cuda.Options, f *gguf.File, pp, tg, reps int) (benchResult, error) {
+	be, err := cuda.New(opt)
 	if err != nil {
 		return benchResult{}, err
 	}

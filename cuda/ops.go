@@ -18,6 +18,7 @@ import (
 const attBudget = 64 << 20
 
 // attSplitKeys is the most keys a launch's rows attend to in one kernel
+// by default (Options.AttendSplitKeys)
 // (a block per row and head, walking every key); past it attention runs
 // as three launches that spread the keys and the output elements over
 // many blocks (attend_scores, attend_softmax, attend_values in ops.cuh),
@@ -28,7 +29,7 @@ const attBudget = 64 << 20
 // a device; two key chunks is the guess. Only a decode step's or a
 // window's few rows are split (attSplitRows): a prompt's many rows keep
 // the device busy a block each.
-var attSplitKeys = 2 * kernels.AttendKeysChunk
+const attSplitKeys = 2 * kernels.AttendKeysChunk
 
 // attSplitRows is the most rows a split attention launch takes: a
 // speculative window's.
@@ -474,7 +475,7 @@ func (b *Backend) Attend(dst, q backend.Tensor, cache backend.KVCache, layer, po
 		if a.Window > 0 {
 			keys = min(keys, a.Window)
 		}
-		if keys > attSplitKeys && rows <= attSplitRows {
+		if keys > b.attSplit && rows <= attSplitRows {
 			b.attendSplit(c, layer, a, qp, op, posp, sinks, r0, rows, keys)
 			continue
 		}
