@@ -27,8 +27,11 @@ import (
 //
 // It needs MESHNODE_BENCH_CUDA=1 and a device. BENCH_ROWS picks the row
 // counts (default 1,2,3,4,5,6,8,9; the ratios need 1 first), BENCH_STEPS
-// the steps timed for each (default 200). scripts/gpu-check.sh --profile runs it under Nsight
-// Systems one count at a time, for each kernel's share of a step.
+// the steps timed for each (default 200), BENCH_PROMPT the prompt's
+// tokens (default 64), BENCH_ATT_SPLIT the backend's
+// Options.AttendSplitKeys (1: every step's attention in three launches,
+// -1: in one kernel). scripts/gpu-check.sh --profile runs it so, and under
+// Nsight Compute, for each kernel's share of a step.
 func BenchmarkWindows(b *testing.B) {
 	if os.Getenv("MESHNODE_BENCH_CUDA") == "" {
 		b.Skip("set MESHNODE_BENCH_CUDA=1: needs a GPU")
@@ -50,7 +53,8 @@ func BenchmarkWindows(b *testing.B) {
 		defer f.Close()
 		name = "Llama-3.2-1B-shaped random Q8_0"
 	}
-	be, err := cuda.New(cuda.Options{Library: cudaemu.Library(b)})
+	split, _ := strconv.Atoi(os.Getenv("BENCH_ATT_SPLIT"))
+	be, err := cuda.New(cuda.Options{Library: cudaemu.Library(b), AttendSplitKeys: split})
 	if err != nil {
 		b.Skipf("no CUDA device: %v", err)
 	}
@@ -63,7 +67,7 @@ func BenchmarkWindows(b *testing.B) {
 	for _, r := range rows {
 		most = max(most, r)
 	}
-	const promptLen = 64
+	promptLen := envInt("BENCH_PROMPT", 64)
 	s, err := m.NewSession(model.SessionOptions{Context: promptLen + most})
 	if err != nil {
 		b.Fatal(err)
@@ -94,8 +98,8 @@ func BenchmarkWindows(b *testing.B) {
 		return d, nil
 	}
 	info := be.Info()
-	fmt.Printf("device: %s (cc %d.%d, %s); %s, %d-token prompt, %d steps a count\n", info.Name, info.Major, info.Minor,
-		info.Arch, name, promptLen, steps)
+	fmt.Printf("device: %s (cc %d.%d, %s); %s, %d-token prompt, %d steps a count, AttendSplitKeys %d\n", info.Name, info.Major, info.Minor,
+		info.Arch, name, promptLen, steps, split)
 	tw := tabwriter.NewWriter(os.Stdout, 2, 8, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "rows\tmedian step µs\tof a one-row step\tper extra row\t")
 	var one float64

@@ -17,7 +17,9 @@
 #                                  to rehearse this script
 #   scripts/gpu-check.sh --profile on the GPU machine: what a speculative
 #                                  window costs (BenchmarkWindows: a 1B
-#                                  model's step over 1 … 9 rows) and, where
+#                                  model's step over 1 … 9 rows; and with
+#                                  attention split over blocks or not,
+#                                  after 64 and 512 positions) and, where
 #                                  Nsight Compute (ncu) is installed, each
 #                                  kernel's time in a step of 1 and 8 rows
 #   scripts/gpu-check.sh --all     on the GPU machine: the checks, then
@@ -146,6 +148,15 @@ profile() {
 		echo "== BenchmarkWindows: exit $rc"
 		grep -E '^device:|^ *rows|^ +[0-9]+ +[0-9]|^stats:|SKIP|FAIL|panic' "$OUT/windows.log"
 	} | tee "$OUT/profile-summary.txt"
+	# Attention split over blocks against one kernel (Options.
+	# AttendSplitKeys): every step split after the short prompt, and a
+	# 512-token prompt split (the default past 256 keys) and not.
+	for run in "64 1" "512 0" "512 -1"; do
+		set -- $run
+		MESHNODE_BENCH_CUDA=1 BENCH_STEPS=${BENCH_STEPS:-200} BENCH_ROWS=1,2,4,8 BENCH_PROMPT=$1 BENCH_ATT_SPLIT=$2 timeout 100 "$bin" \
+			-test.run '^$' -test.bench '^BenchmarkWindows$' -test.benchtime 1x -test.v -test.timeout 90s >"$OUT/windows-$1-$2.log" 2>&1 || rc=1
+		grep -E '^device:|^ +[0-9]+ +[0-9]|SKIP|FAIL|panic' "$OUT/windows-$1-$2.log" | tee -a "$OUT/profile-summary.txt"
+	done
 	ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
 	if [ -z "$ncu" ]; then
 		echo "no ncu here: the per-kernel profile needs Nsight Compute" | tee -a "$OUT/profile-summary.txt"
