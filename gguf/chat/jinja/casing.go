@@ -174,24 +174,18 @@ func isUpperPy(r rune) bool { return unicode.IsUpper(r) || unicode.Is(unicode.Ot
 
 // pyIsUpper is Python's s.isupper(): a cased character, and none lower
 // or title cased. pyIsLower likewise.
-func pyIsUpper(s string) bool {
-	cased := false
-	for _, r := range s {
-		if isLowerPy(r) || unicode.IsTitle(r) {
-			return false
-		}
-		cased = cased || isUpperPy(r)
-	}
-	return cased
-}
+func pyIsUpper(s string) bool { return allCased(s, isUpperPy, isLowerPy) }
+func pyIsLower(s string) bool { return allCased(s, isLowerPy, isUpperPy) }
 
-func pyIsLower(s string) bool {
+// allCased reports whether s holds a character that is and none that is
+// other or title cased.
+func allCased(s string, is, other func(rune) bool) bool {
 	cased := false
 	for _, r := range s {
-		if isUpperPy(r) || unicode.IsTitle(r) {
+		if other(r) || unicode.IsTitle(r) {
 			return false
 		}
-		cased = cased || isLowerPy(r)
+		cased = cased || is(r)
 	}
 	return cased
 }

@@ -306,20 +306,8 @@ func parseTupleExpr(s string) (expr, error) {
 	if err != nil {
 		return nil, err
 	}
-	if p.peek().kind == tokComma {
-		items := []expr{e}
-		for p.peek().kind == tokComma {
-			p.advance()
-			if p.peek().kind == tokEOF {
-				break
-			}
-			item, err := p.parseExpression()
-			if err != nil {
-				return nil, err
-			}
-			items = append(items, item)
-		}
-		e = &listExpr{items: items, tuple: true}
+	if e, err = p.tupleRest(e, tokEOF); err != nil {
+		return nil, err
 	}
 	if p.peek().kind != tokEOF {
 		return nil, fmt.Errorf("unexpected token %q after expression", p.peek().val)
@@ -350,6 +338,28 @@ func parseTargets(s string) (names []string, unpack bool, err error) {
 		names = append(names, name)
 	}
 	return names, unpack, nil
+}
+
+// tupleRest reads, after a tuple's first item, the rest (", b, c", a
+// trailing comma allowed before end, which it leaves unread) and returns
+// the tuple; first alone where no comma follows it.
+func (p *exprParser) tupleRest(first expr, end tokKind) (expr, error) {
+	if p.peek().kind != tokComma {
+		return first, nil
+	}
+	items := []expr{first}
+	for p.peek().kind == tokComma {
+		p.advance()
+		if p.peek().kind == end {
+			break
+		}
+		item, err := p.parseExpression()
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, item)
+	}
+	return &listExpr{items: items, tuple: true}, nil
 }
 
 // isIdentifier reports whether s is a name a template may assign.
@@ -877,26 +887,10 @@ func (p *exprParser) parseAtom() (expr, error) {
 			return nil, err
 		}
 
-		// Check if tuple: (a, b, ...)
-		if p.peek().kind == tokComma {
-			items := []expr{e}
-			for p.peek().kind == tokComma {
-				p.advance()
-				if p.peek().kind == tokRParen {
-					break
-				}
-				item, err := p.parseExpression()
-				if err != nil {
-					return nil, err
-				}
-				items = append(items, item)
-			}
-			if _, err := p.expect(tokRParen, ")"); err != nil {
-				return nil, err
-			}
-			return &listExpr{items: items, tuple: true}, nil
+		// (a, b, ...) is a tuple; (a) is a.
+		if e, err = p.tupleRest(e, tokRParen); err != nil {
+			return nil, err
 		}
-
 		if _, err := p.expect(tokRParen, ")"); err != nil {
 			return nil, err
 		}
