@@ -18,9 +18,9 @@ import (
 const attBudget = 64 << 20
 
 // attSplitKeys is the most keys a launch's rows attend to in one kernel
-// by default (Options.AttendSplitKeys)
-// (a block per row and head, walking every key); past it attention runs
-// as three launches that spread the keys and the output elements over
+// (a block per row and head, walking every key) unless
+// Options.AttendSplitKeys says otherwise; past it attention runs as three
+// launches that spread the keys and the output elements over
 // many blocks (attend_scores, attend_softmax, attend_values in ops.cuh),
 // the same arithmetic in the same order. On an H200 the one kernel took
 // 13.5 µs a layer at 73 keys, and a 1B model decoded at 0.999 ms a token
@@ -497,9 +497,12 @@ func (b *Backend) Attend(dst, q backend.Tensor, cache backend.KVCache, layer, po
 // locked.
 func (b *Backend) attendSplit(c *kvCache, layer int, a *backend.Attention, qp, op, posp, sinks uint64, r0, rows, keys int) {
 	chunks := (keys + kernels.AttendKeysChunk - 1) / kernels.AttendKeysChunk
-	if need := rows * a.Heads * chunks * 4; sizeOf(b.attMax) < need {
+	// Sized for the cache's whole capacity at once, not regrown as the
+	// positions go by.
+	most := (c.capacity + kernels.AttendKeysChunk - 1) / kernels.AttendKeysChunk
+	if need := rows * a.Heads * most * 4; sizeOf(b.attMax) < need {
 		b.bind()
-		m, err := b.alloc(max(need, 4<<10))
+		m, err := b.alloc(attSplitRows * a.Heads * most * 4)
 		must(err)
 		b.attMax = m
 	}
