@@ -1,6 +1,7 @@
 package jinja
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -660,16 +661,7 @@ func filterSort(b *budget, args []Value, kwargs map[string]Value) (Value, error)
 	if a, ok := kwargs["attribute"]; ok {
 		attr = b.print(a)
 	}
-	key := func(v Value) Value {
-		if attr != "" && v.IsDict() {
-			v, _ = v.AsDict().Get(attr)
-		}
-		if !caseSensitive && v.IsString() {
-			b.allocCased(v.AsString())
-			v = NewString(pyLower(v.AsString()))
-		}
-		return v
-	}
+	key := orderKey(b, caseSensitive, attr)
 	keys := make([]Value, len(items))
 	for i, item := range items {
 		keys[i] = key(item)
@@ -1139,44 +1131,59 @@ func filterDictsort(b *budget, args []Value, kwargs map[string]Value) (Value, er
 	return NewList(items), nil
 }
 
-func filterMax(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
-	if len(args) == 0 || !args[0].IsList() {
-		return Undefined(), nil
-	}
-
-	list := args[0].AsList()
-	if list.Len() == 0 {
-		return Undefined(), nil
-	}
-
-	maxVal := list.Items[0]
-	for _, item := range list.Items[1:] {
-		if compareValues(b, item, maxVal) > 0 {
-			maxVal = item
+// orderKey is what Jinja's sort, min and max order an item by: its
+// attribute attr where one is named, a string case-folded unless
+// caseSensitive.
+func orderKey(b *budget, caseSensitive bool, attr string) func(Value) Value {
+	return func(v Value) Value {
+		if attr != "" && v.IsDict() {
+			v, _ = v.AsDict().Get(attr)
 		}
+		if !caseSensitive && v.IsString() {
+			b.allocCased(v.AsString())
+			v = NewString(pyLower(v.AsString()))
+		}
+		return v
 	}
+}
 
-	return maxVal, nil
+func filterMax(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
+	return extreme(b, args, kwargs, 1)
 }
 
 func filterMin(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
-	if len(args) == 0 || !args[0].IsList() {
+	return extreme(b, args, kwargs, -1)
+}
+
+// extreme is Jinja's max (sign 1) or min (-1) filter, (case_sensitive,
+// attribute) as sort takes them: the first item whose key orders past
+// every other's, undefined for an empty list.
+func extreme(b *budget, args []Value, kwargs map[string]Value, sign int) (Value, error) {
+	if len(args) == 0 || !args[0].IsList() || args[0].AsList().Len() == 0 {
 		return Undefined(), nil
 	}
-
-	list := args[0].AsList()
-	if list.Len() == 0 {
-		return Undefined(), nil
+	caseSensitive, attr := false, ""
+	if len(args) > 1 {
+		caseSensitive = args[1].IsTruthy()
 	}
-
-	minVal := list.Items[0]
-	for _, item := range list.Items[1:] {
-		if compareValues(b, item, minVal) < 0 {
-			minVal = item
+	if len(args) > 2 {
+		attr = b.print(args[2])
+	}
+	if c, ok := kwargs["case_sensitive"]; ok {
+		caseSensitive = c.IsTruthy()
+	}
+	if a, ok := kwargs["attribute"]; ok {
+		attr = b.print(a)
+	}
+	key := orderKey(b, caseSensitive, attr)
+	items := args[0].AsList().Items
+	best, bestKey := items[0], key(items[0])
+	for _, item := range items[1:] {
+		if k := key(item); sign*compareValues(b, k, bestKey) > 0 {
+			best, bestKey = item, k
 		}
 	}
-
-	return minVal, nil
+	return best, nil
 }
 
 func filterSum(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
@@ -1287,21 +1294,36 @@ func numberPrefix(s string) string {
 	return s
 }
 
-func compareValues(bud *budget, a, b Value) int {
-	bud.scan(stringLen(a) + stringLen(b))
-	if isIntegral(a) && isIntegral(b) {
+func compareValues(bud *budget, a, b Value) int { return bud.compare(a, b, 0) }
+
+// compare orders a and b as Python does: integers exactly, strings by
+// code point (not by a number they start with: "10" < "9"), lists and
+// tuples item by item then by length; any other pair as numbers (the
+// engine's way with what Python would refuse to order).
+func (bud *budget) compare(a, b Value, depth int) int {
+	bud.nest(depth)
+	switch {
+	case isIntegral(a) && isIntegral(b):
 		return intCmp(a, b) // exactly, past float64's 53 bits
+	case a.IsString() && b.IsString():
+		bud.scan(stringLen(a) + stringLen(b))
+		return strings.Compare(a.AsString(), b.AsString()) // UTF-8's byte order is code point order
+	case a.IsList() && b.IsList():
+		x, y := a.AsList().Items, b.AsList().Items
+		for i := 0; i < len(x) && i < len(y); i++ {
+			if c := bud.compare(x[i], y[i], depth+1); c != 0 {
+				return c
+			}
+		}
+		return cmp.Compare(len(x), len(y))
 	}
-	af := toFloat64(a)
-	bf := toFloat64(b)
-	if af < bf {
+	bud.scan(stringLen(a) + stringLen(b))
+	af, bf := toFloat64(a), toFloat64(b)
+	switch {
+	case af < bf:
 		return -1
-	}
-	if af > bf {
+	case af > bf:
 		return 1
-	}
-	if a.IsString() && b.IsString() {
-		return strings.Compare(a.AsString(), b.AsString())
 	}
 	return 0
 }

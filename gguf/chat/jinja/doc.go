@@ -32,6 +32,10 @@
 //     (1 + "a" had been "1a", "a" + none "aNone", -"abc" 0) and division
 //     by zero (it had been 0); an undefined operand alone is still let
 //     through, empty or 0 (checkArith says why).
+//   - Ordering is Python's: strings by code point (they had compared by
+//     a number they began with: "10" < "9" was false), lists and tuples
+//     item by item, integers exactly; min and max fold case and take an
+//     attribute, as sort does.
 //   - Tuples are tuples: (a, b) and a bare a, b print as Python's, slice,
 //     add and repeat to tuples and equal no list, and a dict's items are
 //     (key, value) pairs; set and for unpack into any number of names
