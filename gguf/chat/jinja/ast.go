@@ -222,6 +222,17 @@ type testExpr struct {
 func (n *testExpr) nodeType() string { return "test" }
 func (n *testExpr) exprNode()        {}
 
+// chainExpr is a run of two or more comparisons, a op0 b op1 c …: each
+// operand evaluated once, true when every comparison holds.
+type chainExpr struct {
+	first expr
+	ops   []string
+	rest  []expr
+}
+
+func (n *chainExpr) nodeType() string { return "chain" }
+func (n *chainExpr) exprNode()        {}
+
 // listExpr represents an array literal [a, b, c].
 type listExpr struct {
 	items []expr

@@ -740,33 +740,51 @@ func filterList(b *budget, args []Value, kwargs map[string]Value) (Value, error)
 	return Undefined(), fmt.Errorf("list: %s object is not iterable", typeName(v))
 }
 
+// filterInt is Jinja's int(default=0, base=10): a string as Python's
+// int(s, base) reads it (sign, underscores between digits, the base's
+// prefix, base 0 taking it from the prefix), else as a float truncated
+// ("3.9" is 3), else default; a number truncated; anything else default.
 func filterInt(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	if len(args) == 0 {
 		return NewInt(0), nil
 	}
-	// Jinja's int: the whole string as an integer, else as a float
-	// truncated, else 0 ('12abc' is 0).
+	def, base := NewInt(0), int64(10)
+	if len(args) > 1 {
+		def = args[1]
+	}
+	if len(args) > 2 {
+		base = toInt64(args[2])
+	}
+	if d, ok := kwargs["default"]; ok {
+		def = d
+	}
+	if v, ok := kwargs["base"]; ok {
+		base = toInt64(v)
+	}
+	if base != 0 && (base < 2 || base > 36) {
+		return Undefined(), fmt.Errorf("int: base must be 0 or 2 to 36, not %d", base)
+	}
 	switch v := args[0]; {
 	case v.IsString():
-		t := strings.TrimSpace(v.AsString())
-		if n, ok := parseInt(strings.TrimPrefix(t, "+")); ok {
+		if n, ok := pyParseInt(v.AsString(), int(base)); ok {
 			return n, nil
 		}
-		if f, err := strconv.ParseFloat(numberPrefix(t), 64); err == nil {
+		if f, err := strconv.ParseFloat(strings.TrimSpace(numberPrefix(v.AsString())), 64); err == nil {
 			if n, ok := floatInt(f); ok {
 				return n, nil
 			}
 		}
-		return NewInt(0), nil
+		return def, nil
 	case v.IsInt():
 		return v, nil
+	case v.IsBool():
+		return intValue(v), nil
 	case v.IsFloat():
 		if n, ok := floatInt(v.AsFloat()); ok {
 			return n, nil
 		}
-		return NewInt(0), nil
 	}
-	return NewInt(toInt64(args[0])), nil
+	return def, nil
 }
 
 func filterFloatConv(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
@@ -1101,34 +1119,65 @@ func filterEscape(b *budget, args []Value, kwargs map[string]Value) (Value, erro
 	return NewString(s), nil
 }
 
+// filterDictsort is Jinja's dictsort(case_sensitive=False, by='key',
+// reverse=False): the (key, value) pairs ordered by key or value, a
+// string case-folded unless case_sensitive.
 func filterDictsort(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	if len(args) == 0 || !args[0].IsDict() {
 		return NewList(nil), nil
 	}
-
+	caseSensitive, by, reverse := false, "key", false
+	if len(args) > 1 {
+		caseSensitive = args[1].IsTruthy()
+	}
+	if len(args) > 2 {
+		by = b.print(args[2])
+	}
+	if len(args) > 3 {
+		reverse = args[3].IsTruthy()
+	}
+	if c, ok := kwargs["case_sensitive"]; ok {
+		caseSensitive = c.IsTruthy()
+	}
+	if v, ok := kwargs["by"]; ok {
+		by = b.print(v)
+	}
+	if r, ok := kwargs["reverse"]; ok {
+		reverse = r.IsTruthy()
+	}
+	if by != "key" && by != "value" {
+		return Undefined(), fmt.Errorf(`dictsort: you can only sort by either "key" or "value", not %q`, by)
+	}
 	d := args[0].AsDict()
-	reverse := false
-	if r, ok := kwargs["reverse"]; ok && r.IsBool() {
-		reverse = r.AsBool()
-	}
-
 	b.allocValues(4 * len(d.Keys)) // the keys, and a pair for each
-	keys := make([]string, len(d.Keys))
-	copy(keys, d.Keys)
-
-	sort.SliceStable(keys, func(i, j int) bool {
-		if reverse {
-			return keys[i] > keys[j]
+	key := orderKey(b, caseSensitive, "")
+	items := make([]Value, len(d.Keys))
+	keys := make([]Value, len(d.Keys))
+	for i, k := range d.Keys {
+		items[i] = NewTuple([]Value{NewString(k), d.Data[k]})
+		if by == "key" {
+			keys[i] = key(NewString(k))
+		} else {
+			keys[i] = key(d.Data[k])
 		}
-		return keys[i] < keys[j]
-	})
-
-	items := make([]Value, len(keys))
-	for i, key := range keys {
-		items[i] = NewTuple([]Value{NewString(key), d.Data[key]})
 	}
-
-	return NewList(items), nil
+	order := make([]int, len(items))
+	for i := range order {
+		order[i] = i
+	}
+	// Python's sorted(reverse=True) keeps equal items in order too.
+	sort.SliceStable(order, func(i, j int) bool {
+		c := compareValues(b, keys[order[i]], keys[order[j]])
+		if reverse {
+			return c > 0
+		}
+		return c < 0
+	})
+	sorted := make([]Value, len(items))
+	for i, o := range order {
+		sorted[i] = items[o]
+	}
+	return NewList(sorted), nil
 }
 
 // orderKey is what Jinja's sort, min and max order an item by: its
@@ -1186,22 +1235,43 @@ func extreme(b *budget, args []Value, kwargs map[string]Value, sign int) (Value,
 	return best, nil
 }
 
+// filterSum is Jinja's sum(attribute=None, start=0): Python's sum of
+// the items (or their attribute), from start, integers exactly until a
+// float comes; what Python cannot add is refused.
 func filterSum(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	if len(args) == 0 || !args[0].IsList() {
 		return NewInt(0), nil
 	}
-
+	attr, sum := "", NewInt(0)
+	if len(args) > 1 {
+		attr = b.print(args[1])
+	}
+	if len(args) > 2 {
+		sum = args[2]
+	}
+	if a, ok := kwargs["attribute"]; ok {
+		attr = b.print(a)
+	}
+	if s, ok := kwargs["start"]; ok {
+		sum = s
+	}
 	list := args[0].AsList()
 	b.scan(size(list.Len(), valueBytes))
-	// As Python's sum: from 0, each number added in turn, integers
-	// exactly until a float comes.
-	sum := NewInt(0)
 	for _, item := range list.Items {
-		if !item.IsNumber() && !item.IsBool() {
-			continue
+		if attr != "" {
+			if !item.IsDict() {
+				return Undefined(), fmt.Errorf("sum: a %s has no attribute %q", typeName(item), attr)
+			}
+			item, _ = item.AsDict().Get(attr)
 		}
-		var err error
-		if sum, err = addValues(b, sum, item); err != nil {
+		if item.IsString() || sum.IsString() {
+			return Undefined(), fmt.Errorf("sum: unsupported operand type(s) for +: '%s' and '%s'", typeName(sum), typeName(item))
+		}
+		err := checkArith("+", sum, item)
+		if err == nil {
+			sum, err = addValues(b, sum, item)
+		}
+		if err != nil {
 			return Undefined(), fmt.Errorf("sum: %w", err)
 		}
 	}

@@ -32,6 +32,11 @@
 //     (1 + "a" had been "1a", "a" + none "aNone", -"abc" 0) and division
 //     by zero (it had been 0); an undefined operand alone is still let
 //     through, empty or 0 (checkArith says why).
+//   - Comparisons chain as Python's (3 > 2 > 1 had been (3 > 2) > 1,
+//     false), and a test binds as a filter does, tighter than any
+//     operator (a == b is defined is a == (b is defined), as jinja2 reads
+//     it); int takes default and base, sum attribute and start, dictsort
+//     case_sensitive, by and reverse (each had been ignored).
 //   - Ordering is Python's: strings by code point (they had compared by
 //     a number they began with: "10" < "9" was false), lists and tuples
 //     item by item, integers exactly; min and max fold case and take an

@@ -528,6 +528,9 @@ func (e *evaluator) evalExpr(ex expr) (Value, error) {
 	case *testExpr:
 		return e.evalTestExpr(n)
 
+	case *chainExpr:
+		return e.evalChain(n)
+
 	case *listExpr:
 		e.b.allocValues(len(n.items))
 		items := make([]Value, len(n.items))
@@ -943,25 +946,53 @@ func (e *evaluator) evalBinary(n *binExpr) (Value, error) {
 		l, r := e.b.print(left), e.b.print(right)
 		e.b.alloc(int64(len(l)) + int64(len(r)))
 		return NewString(l + r), nil
-	case "==":
-		return NewBool(valuesEqual(e.b, left, right)), nil
-	case "!=":
-		return NewBool(!valuesEqual(e.b, left, right)), nil
-	case "<":
-		return NewBool(compareValues(e.b, left, right) < 0), nil
-	case ">":
-		return NewBool(compareValues(e.b, left, right) > 0), nil
-	case "<=":
-		return NewBool(compareValues(e.b, left, right) <= 0), nil
-	case ">=":
-		return NewBool(compareValues(e.b, left, right) >= 0), nil
-	case "in":
-		return NewBool(containsValue(e.b, right, left)), nil
-	case "not in":
-		return NewBool(!containsValue(e.b, right, left)), nil
+	case "==", "!=", "<", ">", "<=", ">=", "in", "not in":
+		return NewBool(e.holds(n.op, left, right)), nil
 	}
 
 	return Undefined(), fmt.Errorf("unknown binary operator %q", n.op)
+}
+
+// holds reports whether left op right, for a comparison op.
+func (e *evaluator) holds(op string, left, right Value) bool {
+	switch op {
+	case "==":
+		return valuesEqual(e.b, left, right)
+	case "!=":
+		return !valuesEqual(e.b, left, right)
+	case "<":
+		return compareValues(e.b, left, right) < 0
+	case ">":
+		return compareValues(e.b, left, right) > 0
+	case "<=":
+		return compareValues(e.b, left, right) <= 0
+	case ">=":
+		return compareValues(e.b, left, right) >= 0
+	case "in":
+		return containsValue(e.b, right, left)
+	default: // "not in"
+		return !containsValue(e.b, right, left)
+	}
+}
+
+// evalChain is a run of comparisons: false at the first that fails, the
+// operands after it not evaluated, as Python's.
+func (e *evaluator) evalChain(n *chainExpr) (Value, error) {
+	left, err := e.evalExpr(n.first)
+	if err != nil {
+		return Undefined(), err
+	}
+	for i, op := range n.ops {
+		right, err := e.evalExpr(n.rest[i])
+		if err != nil {
+			return Undefined(), err
+		}
+		if !e.holds(op, left, right) {
+			return NewBool(false), nil
+		}
+		left = right
+	}
+	return NewBool(true), nil
 }
 
 func (e *evaluator) evalCond(n *condExpr) (Value, error) {

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/big"
 	"strconv"
+	"strings"
 )
 
 // Integers are Python's: unbounded. A value is an int64 while it fits
@@ -133,6 +134,41 @@ func parseInt(s string) (Value, bool) {
 	x, ok := new(big.Int).SetString(s, 10)
 	if !ok || x.BitLen() > maxIntBits {
 		return Undefined(), false
+	}
+	return newIntBig(x), true
+}
+
+// pyParseInt is Python's int(s, base) of a string: spaces around, a
+// sign, the base's prefix (0x, 0o, 0b; base 0 takes the base from it, and
+// decimal then has no leading zeros), single underscores between digits;
+// false where Python raises.
+func pyParseInt(s string, base int) (Value, bool) {
+	s = strings.TrimSpace(s)
+	neg := false
+	if s != "" && (s[0] == '+' || s[0] == '-') {
+		neg, s = s[0] == '-', s[1:]
+	}
+	if len(s) >= 2 && s[0] == '0' {
+		prefixed := map[byte]int{'x': 16, 'X': 16, 'o': 8, 'O': 8, 'b': 2, 'B': 2}[s[1]]
+		if prefixed != 0 && (base == 0 || base == prefixed) {
+			base, s = prefixed, strings.TrimPrefix(s[2:], "_")
+		}
+	}
+	if base == 0 {
+		base = 10
+		if strings.TrimLeft(s, "0_") != "" && s[0] == '0' {
+			return Undefined(), false // 010 is no base-0 literal
+		}
+	}
+	if s == "" || strings.ContainsAny(s[:1], "_+-") || s[len(s)-1] == '_' || strings.Contains(s, "__") || len(s) > maxIntBits {
+		return Undefined(), false
+	}
+	x, ok := new(big.Int).SetString(strings.ReplaceAll(s, "_", ""), base)
+	if !ok || x.BitLen() > maxIntBits {
+		return Undefined(), false
+	}
+	if neg {
+		x.Neg(x)
 	}
 	return newIntBig(x), true
 }

@@ -466,6 +466,27 @@ func (p *exprParser) parseComparison() (expr, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A run of comparisons chains as Python's does: a < b < c is a < b
+	// and b < c, b evaluated once (it had been (a < b) < c).
+	var chain *chainExpr
+	link := func(op string, right expr) {
+		if chain == nil {
+			chain = &chainExpr{first: left}
+		}
+		chain.ops = append(chain.ops, op)
+		chain.rest = append(chain.rest, right)
+	}
+	// fold ends the run: one comparison is a binExpr, more a chainExpr.
+	fold := func() {
+		switch {
+		case chain == nil:
+		case len(chain.ops) == 1:
+			left = &binExpr{op: chain.ops[0], left: chain.first, right: chain.rest[0]}
+		default:
+			left = chain
+		}
+		chain = nil
+	}
 
 	for {
 		t := p.peek()
@@ -479,7 +500,7 @@ func (p *exprParser) parseComparison() (expr, error) {
 				if err != nil {
 					return nil, err
 				}
-				left = &binExpr{op: t.val, left: left, right: right}
+				link(t.val, right)
 				continue
 			}
 		}
@@ -491,7 +512,7 @@ func (p *exprParser) parseComparison() (expr, error) {
 			if err != nil {
 				return nil, err
 			}
-			left = &binExpr{op: "in", left: left, right: right}
+			link("in", right)
 			continue
 		}
 
@@ -503,62 +524,13 @@ func (p *exprParser) parseComparison() (expr, error) {
 			if err != nil {
 				return nil, err
 			}
-			left = &binExpr{op: "not in", left: left, right: right}
-			continue
-		}
-
-		// "is" / "is not" test.
-		if t.kind == tokName && t.val == "is" {
-			p.advance()
-			negated := false
-			if p.peek().kind == tokName && p.peek().val == "not" {
-				p.advance()
-				negated = true
-			}
-
-			// Parse test name.
-			testTok := p.advance()
-			testName := testTok.val
-
-			// Parse optional arguments.
-			var testArgs []expr
-			if p.peek().kind == tokLParen {
-				p.advance()
-				for p.peek().kind != tokRParen && p.peek().kind != tokEOF {
-					arg, err := p.parseExpression()
-					if err != nil {
-						return nil, err
-					}
-					testArgs = append(testArgs, arg)
-					if p.peek().kind == tokComma {
-						p.advance()
-					}
-				}
-				if _, err := p.expect(tokRParen, ")"); err != nil {
-					return nil, err
-				}
-			} else if p.startsTestArg() {
-				// One argument without parentheses, as Jinja takes it:
-				// x is in ['a', 'b'], n is divisibleby 3.
-				arg, err := p.parseSigned()
-				if err != nil {
-					return nil, err
-				}
-				testArgs = append(testArgs, arg)
-			}
-
-			left = &testExpr{
-				expr:    left,
-				name:    testName,
-				negated: negated,
-				args:    testArgs,
-			}
+			link("not in", right)
 			continue
 		}
 
 		break
 	}
-
+	fold()
 	return left, nil
 }
 
@@ -695,8 +667,58 @@ func (p *exprParser) parseSigned() (expr, error) {
 	return p.parseTrailers(e, false)
 }
 
+// parseTest parses the test after "is" (is [not] name, with its
+// arguments in parentheses or one without) applied to e. A test binds as a
+// filter does, tighter than any operator: a == b is defined is a == (b
+// is defined), as jinja2 reads it.
+func (p *exprParser) parseTest(e expr) (expr, error) {
+	negated := false
+	if p.peek().kind == tokName && p.peek().val == "not" {
+		p.advance()
+		negated = true
+	}
+
+	// Parse test name.
+	testTok := p.advance()
+	testName := testTok.val
+
+	// Parse optional arguments.
+	var testArgs []expr
+	if p.peek().kind == tokLParen {
+		p.advance()
+		for p.peek().kind != tokRParen && p.peek().kind != tokEOF {
+			arg, err := p.parseExpression()
+			if err != nil {
+				return nil, err
+			}
+			testArgs = append(testArgs, arg)
+			if p.peek().kind == tokComma {
+				p.advance()
+			}
+		}
+		if _, err := p.expect(tokRParen, ")"); err != nil {
+			return nil, err
+		}
+	} else if p.startsTestArg() {
+		// One argument without parentheses, as Jinja takes it:
+		// x is in ['a', 'b'], n is divisibleby 3.
+		arg, err := p.parseSigned()
+		if err != nil {
+			return nil, err
+		}
+		testArgs = append(testArgs, arg)
+	}
+
+	return &testExpr{
+		expr:    e,
+		name:    testName,
+		negated: negated,
+		args:    testArgs,
+	}, nil
+}
+
 // parseTrailers parses what follows e: attributes, subscripts, calls
-// and, withFilters, filters.
+// and, withFilters, filters and tests.
 func (p *exprParser) parseTrailers(e expr, withFilters bool) (expr, error) {
 	var err error
 
@@ -789,6 +811,14 @@ func (p *exprParser) parseTrailers(e expr, withFilters bool) (expr, error) {
 				return nil, err
 			}
 			e = &callExpr{fn: e, args: args, kwargs: kwargs}
+			continue
+		}
+
+		if t.kind == tokName && t.val == "is" && withFilters {
+			p.advance()
+			if e, err = p.parseTest(e); err != nil {
+				return nil, err
+			}
 			continue
 		}
 
