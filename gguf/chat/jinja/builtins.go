@@ -269,6 +269,7 @@ func registerFilters(s *scope) {
 		"sum":        filterSum,
 		"batch":      filterBatch,
 		"center":     filterCenter,
+		"format":     filterFormat,
 	}
 
 	for name, fn := range filters {
@@ -895,6 +896,31 @@ func roundInt(n Value, digits int64) Value {
 		q.Add(q, big.NewInt(1))
 	}
 	return newIntBig(q.Mul(q, m))
+}
+
+// filterFormat is Jinja's format filter: the value, as text, % its
+// arguments (a tuple of them) or its keyword arguments (a dict), not
+// both.
+func filterFormat(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
+	if len(args) == 0 {
+		return NewString(""), nil
+	}
+	if len(args) > 1 && len(kwargs) > 0 {
+		return Undefined(), fmt.Errorf("format: can't handle positional and keyword arguments at the same time")
+	}
+	with := NewTuple(args[1:])
+	if len(kwargs) > 0 {
+		d := NewDict()
+		for k, v := range kwargs {
+			d.AsDict().Set(k, v)
+		}
+		with = d
+	}
+	out, err := pyPercent(b, b.print(args[0]), with)
+	if err != nil {
+		return Undefined(), err
+	}
+	return NewString(out), nil
 }
 
 // filterCenter is Python's str.center(width) (Jinja's default width 80):

@@ -32,6 +32,13 @@
 //     (1 + "a" had been "1a", "a" + none "aNone", -"abc" 0) and division
 //     by zero (it had been 0); an undefined operand alone is still let
 //     through, empty or 0 (checkArith says why).
+//   - format.go: str.format and printf-style % are Python's: fields by
+//     position, keyword, attribute and index, !r and !s, the format-spec
+//     mini-language (fill, alignment, sign, #, 0, width, grouping,
+//     precision, every type), and printf's flags, widths, precisions and
+//     conversions, % a dict's %(key)s fields; Jinja's format filter too.
+//     str.format had replaced {0} and {} only (leaving {x} and {:>4} as
+//     written), and % had taken %s %r %d and %f alone.
 //   - Comparisons chain as Python's (3 > 2 > 1 had been (3 > 2) > 1,
 //     false), and a test binds as a filter does, tighter than any
 //     operator (a == b is defined is a == (b is defined), as jinja2 reads

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -1288,16 +1287,11 @@ func (e *evaluator) stringMethod(obj Value, method string) (Value, error) {
 
 	case "format":
 		return e.makeStringFunc("format", func(args []Value, kwargs map[string]Value) (Value, error) {
-			result := s
-			for i, arg := range args {
-				placeholder := fmt.Sprintf("{%d}", i)
-				a := b.print(arg)
-				b.alloc(replacedSize(result, placeholder, a, -1))
-				result = strings.ReplaceAll(result, placeholder, a)
-				b.alloc(replacedSize(result, "{}", a, 1))
-				result = strings.Replace(result, "{}", a, 1)
+			out, err := strFormat(b, s, args, kwargs)
+			if err != nil {
+				return Undefined(), err
 			}
-			return NewString(result), nil
+			return NewString(out), nil
 		}), nil
 	}
 
@@ -1589,62 +1583,6 @@ func checkArith(op string, a, b Value) error {
 		}
 	}
 	return fmt.Errorf("unsupported operand type(s) for %s: '%s' and '%s'", op, typeName(a), typeName(b))
-}
-
-// pyPercent is Python's printf-style format % args (a tuple spreads
-// over the format; anything else, a list too, is one argument): %s, %d
-// and %i, %f, %r and %%, which is what templates use.
-func pyPercent(b *budget, format string, args Value) (string, error) {
-	vals := []Value{args}
-	tuple := args.IsList() && args.AsList().Tuple // a list is one argument
-	if tuple {
-		vals = args.AsList().Items
-	}
-	w := builder{b: b}
-	next := 0
-	for i := 0; i < len(format); i++ {
-		c := format[i]
-		if c != '%' {
-			w.WriteByte(c)
-			continue
-		}
-		if i++; i == len(format) {
-			return "", fmt.Errorf("%%: incomplete format")
-		}
-		verb := format[i]
-		if verb == '%' {
-			w.WriteByte('%')
-			continue
-		}
-		if next == len(vals) {
-			return "", fmt.Errorf("%%: not enough arguments for format string")
-		}
-		v := vals[next]
-		next++
-		switch verb {
-		case 's':
-			w.WriteString(b.print(v))
-		case 'r':
-			w.WriteString(b.repr(v))
-		case 'd', 'i':
-			n, ok := v, v.IsInt()
-			if v.IsFloat() {
-				n, ok = floatInt(v.AsFloat())
-			}
-			if !ok {
-				n = NewInt(toInt64(v))
-			}
-			w.WriteString(intString(n))
-		case 'f':
-			w.WriteString(strconv.FormatFloat(toFloat64(v), 'f', 6, 64))
-		default:
-			return "", fmt.Errorf("%%: unsupported format character %q", verb)
-		}
-	}
-	if next < len(vals) && tuple {
-		return "", fmt.Errorf("%%: not all arguments converted during string formatting")
-	}
-	return w.String(), nil
 }
 
 // floorDivValues is Python's //: it floors, toward negative infinity
