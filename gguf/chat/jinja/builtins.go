@@ -227,49 +227,52 @@ func builtinCycler(b *budget, args []Value, kwargs map[string]Value) (Value, err
 
 func registerFilters(s *scope) {
 	filters := map[string]builtinFunc{
-		"tojson":     filterTojson,
-		"from_json":  filterFromjson,
-		"fromjson":   filterFromjson,
-		"items":      filterItems,
-		"join":       filterJoin,
-		"default":    filterDefault,
-		"d":          filterDefault,
-		"trim":       filterTrim,
-		"lower":      filterLower,
-		"upper":      filterUpper,
-		"title":      filterTitle,
-		"capitalize": filterCapitalize,
-		"first":      filterFirst,
-		"last":       filterLast,
-		"length":     filterLength,
-		"count":      filterLength,
-		"reverse":    filterReverse,
-		"sort":       filterSort,
-		"unique":     filterUnique,
-		"list":       filterList,
-		"int":        filterInt,
-		"float":      filterFloatConv,
-		"string":     filterString,
-		"safe":       filterSafe,
-		"replace":    filterReplace,
-		"round":      filterRound,
-		"abs":        filterAbs,
-		"map":        filterMap,
-		"select":     filterSelect,
-		"reject":     filterReject,
-		"selectattr": filterSelectattr,
-		"rejectattr": filterRejectattr,
-		"indent":     filterIndent,
-		"wordcount":  filterWordcount,
-		"escape":     filterEscape,
-		"e":          filterEscape,
-		"dictsort":   filterDictsort,
-		"max":        filterMax,
-		"min":        filterMin,
-		"sum":        filterSum,
-		"batch":      filterBatch,
-		"center":     filterCenter,
-		"format":     filterFormat,
+		"tojson":      filterTojson,
+		"from_json":   filterFromjson,
+		"fromjson":    filterFromjson,
+		"items":       filterItems,
+		"join":        filterJoin,
+		"default":     filterDefault,
+		"d":           filterDefault,
+		"trim":        filterTrim,
+		"lower":       filterLower,
+		"upper":       filterUpper,
+		"title":       filterTitle,
+		"capitalize":  filterCapitalize,
+		"first":       filterFirst,
+		"last":        filterLast,
+		"length":      filterLength,
+		"count":       filterLength,
+		"reverse":     filterReverse,
+		"sort":        filterSort,
+		"unique":      filterUnique,
+		"list":        filterList,
+		"int":         filterInt,
+		"float":       filterFloatConv,
+		"string":      filterString,
+		"safe":        filterSafe,
+		"replace":     filterReplace,
+		"round":       filterRound,
+		"abs":         filterAbs,
+		"map":         filterMap,
+		"select":      filterSelect,
+		"reject":      filterReject,
+		"selectattr":  filterSelectattr,
+		"rejectattr":  filterRejectattr,
+		"indent":      filterIndent,
+		"wordcount":   filterWordcount,
+		"escape":      filterEscape,
+		"forceescape": filterEscape, // no Markup here: escape always escapes
+		"truncate":    filterTruncate,
+		"slice":       filterSlice,
+		"e":           filterEscape,
+		"dictsort":    filterDictsort,
+		"max":         filterMax,
+		"min":         filterMin,
+		"sum":         filterSum,
+		"batch":       filterBatch,
+		"center":      filterCenter,
+		"format":      filterFormat,
 	}
 
 	for name, fn := range filters {
@@ -896,6 +899,88 @@ func roundInt(n Value, digits int64) Value {
 		q.Add(q, big.NewInt(1))
 	}
 	return newIntBig(q.Mul(q, m))
+}
+
+// filterTruncate is Jinja's truncate(length=255, killwords=False,
+// end='...', leeway=5): a string longer than length + leeway cut to
+// length with end, at the last space before the cut unless killwords.
+func filterTruncate(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
+	if len(args) == 0 {
+		return NewString(""), nil
+	}
+	s := b.print(args[0])
+	length, killwords, end, leeway := int64(255), false, "...", int64(5)
+	params := []func(Value){
+		func(v Value) { length = toInt64(v) },
+		func(v Value) { killwords = v.IsTruthy() },
+		func(v Value) { end = b.print(v) },
+		func(v Value) { leeway = toInt64(v) },
+	}
+	for i, v := range args[1:] {
+		if i < len(params) {
+			params[i](v)
+		}
+	}
+	for i, name := range []string{"length", "killwords", "end", "leeway"} {
+		if v, ok := kwargs[name]; ok {
+			params[i](v)
+		}
+	}
+	endLen := int64(utf8.RuneCountInString(end))
+	if length < endLen || leeway < 0 {
+		return Undefined(), fmt.Errorf("truncate: length %d shorter than end %q, or leeway %d below 0", length, end, leeway)
+	}
+	runes := []rune(s)
+	if int64(len(runes)) <= length+leeway {
+		return NewString(s), nil
+	}
+	cut := string(runes[:length-endLen])
+	if !killwords {
+		if i := strings.LastIndexByte(cut, ' '); i >= 0 {
+			cut = cut[:i]
+		}
+	}
+	b.alloc(int64(len(cut) + len(end)))
+	return NewString(cut + end), nil
+}
+
+// filterSlice is Jinja's slice(slices, fill_with=None): the items in
+// slices lists, the first length % slices of them one longer, the others
+// padded with fill_with where it is given.
+func filterSlice(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
+	if len(args) < 2 || !args[0].IsList() {
+		return Undefined(), fmt.Errorf("slice: wants a list and a count")
+	}
+	items := args[0].AsList().Items
+	n := toInt64(args[1])
+	if n <= 0 || n > int64(max(len(items), 1))*16 {
+		return Undefined(), fmt.Errorf("slice: %d slices of %d items", n, len(items))
+	}
+	fill, filled := Undefined(), false
+	if len(args) > 2 {
+		fill, filled = args[2], true
+	}
+	if v, ok := kwargs["fill_with"]; ok {
+		fill, filled = v, true
+	}
+	filled = filled && !fill.IsNone()
+	slices := int(n)
+	b.allocValues(len(items) + 2*slices)
+	per, extra := len(items)/slices, len(items)%slices
+	out := make([]Value, 0, slices)
+	offset := 0
+	for i := range slices {
+		start := offset + i*per
+		if i < extra {
+			offset++
+		}
+		part := append([]Value(nil), items[start:offset+(i+1)*per]...)
+		if filled && i >= extra {
+			part = append(part, fill)
+		}
+		out = append(out, NewList(part))
+	}
+	return NewList(out), nil
 }
 
 // filterFormat is Jinja's format filter: the value, as text, % its

@@ -39,6 +39,11 @@
 //     conversions, % a dict's %(key)s fields; Jinja's format filter too.
 //     str.format had replaced {0} and {} only (leaving {x} and {:>4} as
 //     written), and % had taken %s %r %d and %f alone.
+//   - strmethods.go: the rest of the str methods templates call (rsplit,
+//     splitlines, partition, zfill, join, ljust, the is… tests and
+//     others), and the truncate, slice and forceescape filters; a
+//     string's repr escapes as Python's (quotes, \n, what is not
+//     printable), where it had written the text as it was.
 //   - Comparisons chain as Python's (3 > 2 > 1 had been (3 > 2) > 1,
 //     false), and a test binds as a filter does, tighter than any
 //     operator (a == b is defined is a == (b is defined), as jinja2 reads

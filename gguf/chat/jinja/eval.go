@@ -1295,6 +1295,11 @@ func (e *evaluator) stringMethod(obj Value, method string) (Value, error) {
 		}), nil
 	}
 
+	if fn, ok := strMethods[method]; ok {
+		return e.makeStringFunc(method, func(args []Value, kwargs map[string]Value) (Value, error) {
+			return fn(b, s, args)
+		}), nil
+	}
 	return Undefined(), nil
 }
 

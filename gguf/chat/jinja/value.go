@@ -2,11 +2,14 @@ package jinja
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/big"
 	"reflect"
 	"sort"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // =============================================================================
@@ -217,9 +220,7 @@ func (b *budget) writeRepr(w *builder, v Value, depth int) {
 		w.WriteString(pyStr(v.v.(float64)))
 
 	case KindString:
-		w.WriteByte('\'')
-		w.WriteString(v.v.(string))
-		w.WriteByte('\'')
+		writeStringRepr(w, v.v.(string))
 
 	case KindList:
 		list := v.v.(*List)
@@ -246,9 +247,8 @@ func (b *budget) writeRepr(w *builder, v Value, depth int) {
 			if i > 0 {
 				w.WriteString(", ")
 			}
-			w.WriteByte('\'')
-			w.WriteString(key)
-			w.WriteString("': ")
+			writeStringRepr(w, key)
+			w.WriteString(": ")
 			b.writeRepr(w, d.Data[key], depth+1)
 		}
 		w.WriteByte('}')
@@ -543,4 +543,44 @@ func typeName(v Value) string {
 		return "dict"
 	}
 	return "function"
+}
+
+// writeStringRepr writes Python's repr of s: in single quotes, or double
+// where s holds a single quote and no double one; the quote and the
+// backslash escaped, \t \n \r, and what Python does not print as \xNN,
+// \uNNNN or \UNNNNNNNN.
+func writeStringRepr(w *builder, s string) {
+	quote := byte('\'')
+	if strings.IndexByte(s, '\'') >= 0 && strings.IndexByte(s, '"') < 0 {
+		quote = '"'
+	}
+	w.WriteByte(quote)
+	start := 0 // the run of characters written as they are
+	for i, r := range s {
+		var esc string
+		switch {
+		case r == rune(quote) || r == '\\':
+			esc = `\` + string(r)
+		case r == '\t':
+			esc = `\t`
+		case r == '\n':
+			esc = `\n`
+		case r == '\r':
+			esc = `\r`
+		case unicode.IsPrint(r):
+			continue
+		case r < 0x100:
+			esc = fmt.Sprintf(`\x%02x`, r)
+		case r < 0x10000:
+			esc = fmt.Sprintf(`\u%04x`, r)
+		default:
+			esc = fmt.Sprintf(`\U%08x`, r)
+		}
+		w.WriteString(s[start:i])
+		w.WriteString(esc)
+		_, n := utf8.DecodeRuneInString(s[i:])
+		start = i + n
+	}
+	w.WriteString(s[start:])
+	w.WriteByte(quote)
 }
