@@ -85,6 +85,9 @@ type macroNode struct {
 	name   string
 	params []macroParam
 	body   []node
+	// varargs, kwargs: the body names them, so the macro takes extra
+	// positional or keyword arguments there, as jinja2's macros do.
+	varargs, kwargs bool
 }
 
 func (n *macroNode) nodeType() string { return "macro" }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"math/big"
 	"slices"
@@ -58,12 +59,26 @@ func newBuiltin(name string, f builtinFunc) Value {
 	}}
 }
 
+// builtinNamespace is jinja2's namespace(mapping, **kwargs) (and dict's):
+// the mapping's entries, then the keyword arguments, in name order where
+// Python keeps the order they are written in (a call's keywords reach a
+// builtin as a map).
 func builtinNamespace(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
-	b.allocValues(len(kwargs))
 	d := NewDict()
 	dict := d.AsDict()
-	for k, v := range kwargs {
-		dict.Set(k, v)
+	if len(args) > 1 || len(args) == 1 && !args[0].IsDict() {
+		return Undefined(), fmt.Errorf("namespace: takes one mapping and keyword arguments")
+	}
+	if len(args) == 1 {
+		src := args[0].AsDict()
+		b.allocValues(src.Len())
+		for _, k := range src.Keys {
+			dict.Set(k, src.Data[k])
+		}
+	}
+	b.allocValues(len(kwargs))
+	for _, k := range slices.Sorted(maps.Keys(kwargs)) {
+		dict.Set(k, kwargs[k])
 	}
 	return d, nil
 }
@@ -150,14 +165,9 @@ func builtinJoiner(b *budget, args []Value, kwargs map[string]Value) (Value, err
 	}), nil
 }
 
+// builtinDict is dict(mapping, **kwargs), as namespace makes it.
 func builtinDict(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
-	b.allocValues(len(kwargs))
-	d := NewDict()
-	dict := d.AsDict()
-	for k, v := range kwargs {
-		dict.Set(k, v)
-	}
-	return d, nil
+	return builtinNamespace(b, args, kwargs)
 }
 
 func builtinStrftimeNow(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
@@ -471,11 +481,8 @@ func filterJoin(b *budget, args []Value, kwargs map[string]Value) (Value, error)
 	parts := make([]string, list.Len())
 	total := size(len(sep), list.Len()-1)
 	for i, item := range list.Items {
-		if attr != "" && item.IsDict() {
-			v, ok := item.AsDict().Get(attr)
-			if ok {
-				item = v
-			}
+		if attr != "" {
+			item = attrPath(item, attr)
 		}
 		parts[i] = b.print(item)
 		total += int64(len(parts[i]))
@@ -1065,13 +1072,10 @@ func filterMap(b *budget, args []Value, kwargs map[string]Value) (Value, error) 
 		b.allocValues(list.Len())
 		items := make([]Value, list.Len())
 		for i, item := range list.Items {
-			if item.IsDict() {
-				v, found := item.AsDict().Get(attrName)
-				if found {
-					items[i] = v
-				} else {
-					items[i] = defVal
-				}
+			if v := attrPath(item, attrName); !v.IsUndefined() {
+				items[i] = v
+			} else if item.IsDict() {
+				items[i] = defVal
 			} else {
 				items[i] = defVal
 			}
@@ -1132,12 +1136,7 @@ func filterTested(b *budget, args []Value, attr, keep bool) (Value, error) {
 	for _, item := range list.Items {
 		v := item
 		if attr {
-			v = Undefined()
-			if item.IsDict() {
-				if a, ok := item.AsDict().Get(attrName); ok {
-					v = a
-				}
-			}
+			v = attrPath(item, attrName)
 		}
 		var pass bool
 		if testName == truthy {
@@ -1292,12 +1291,12 @@ func filterDictsort(b *budget, args []Value, kwargs map[string]Value) (Value, er
 }
 
 // orderKey is what Jinja's sort, min and max order an item by: its
-// attribute attr where one is named, a string case-folded unless
-// caseSensitive.
+// attribute attr where one is named (attrPath), a string case-folded
+// unless caseSensitive.
 func orderKey(b *budget, caseSensitive bool, attr string) func(Value) Value {
 	return func(v Value) Value {
-		if attr != "" && v.IsDict() {
-			v, _ = v.AsDict().Get(attr)
+		if attr != "" {
+			v = attrPath(v, attr)
 		}
 		if !caseSensitive && v.IsString() {
 			b.allocCased(v.AsString())
@@ -1370,10 +1369,7 @@ func filterSum(b *budget, args []Value, kwargs map[string]Value) (Value, error) 
 	b.scan(size(list.Len(), valueBytes))
 	for _, item := range list.Items {
 		if attr != "" {
-			if !item.IsDict() {
-				return Undefined(), fmt.Errorf("sum: a %s has no attribute %q", typeName(item), attr)
-			}
-			item, _ = item.AsDict().Get(attr)
+			item = attrPath(item, attr)
 		}
 		if item.IsString() || sum.IsString() {
 			return Undefined(), fmt.Errorf("sum: unsupported operand type(s) for +: '%s' and '%s'", typeName(sum), typeName(item))
@@ -1563,4 +1559,28 @@ func (b *budget) print(v Value) string {
 		return ""
 	}
 	return ""
+}
+
+// attrPath is what Jinja's attribute= arguments name in an item: a dotted
+// path of keys, a part that is a number indexing a list ("a.0.b"); an
+// item without it gives Undefined, as jinja2's attribute getter does.
+func attrPath(v Value, path string) Value {
+	for part := range strings.SplitSeq(path, ".") {
+		switch {
+		case v.IsDict():
+			var ok bool
+			if v, ok = v.AsDict().Get(part); !ok {
+				return Undefined()
+			}
+		case v.IsList():
+			i, err := strconv.Atoi(part)
+			if err != nil || i < 0 || i >= v.AsList().Len() {
+				return Undefined()
+			}
+			v = v.AsList().Items[i]
+		default:
+			return Undefined()
+		}
+	}
+	return v
 }

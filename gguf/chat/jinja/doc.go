@@ -44,6 +44,12 @@
 //     others), and the truncate, slice and forceescape filters; a
 //     string's repr escapes as Python's (quotes, \n, what is not
 //     printable), where it had written the text as it was.
+//   - Macros take extra arguments as varargs and kwargs where their body
+//     names them and refuse them otherwise; loops have changed() and
+//     depth, and a recursive loop's loop(items) recurses (the keyword
+//     had been parsed and ignored); namespace and dict take a mapping;
+//     attribute= arguments follow dotted paths ("a.b", "a.0"); ~ binds
+//     between * and +, as jinja2 parses it.
 //   - Comparisons chain as Python's (3 > 2 > 1 had been (3 > 2) > 1,
 //     false), and a test binds as a filter does, tighter than any
 //     operator (a == b is defined is a == (b is defined), as jinja2 reads

@@ -3,7 +3,9 @@ package jinja
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -143,7 +145,16 @@ func (e *evaluator) execFor(n *forNode) error {
 	if err != nil {
 		return err
 	}
+	return e.runFor(n, iterVal, 1)
+}
 
+// loopCall is the loop variable's entry that a recursive loop's
+// loop(items) calls: loop is a dict of its attributes here.
+const loopCall = "__call__"
+
+// runFor runs loop n over iterVal at depth (1, deeper for a recursive
+// loop's loop(items) calls).
+func (e *evaluator) runFor(n *forNode, iterVal Value, depth int) error {
 	var items []Value
 	switch {
 	case iterVal.IsList():
@@ -204,6 +215,34 @@ func (e *evaluator) execFor(n *forNode) error {
 
 	child := newScope(e.scope)
 	child.set("loop", loop)
+	ld.Set("depth", NewInt(int64(depth)))
+	ld.Set("depth0", NewInt(int64(depth-1)))
+	// loop.changed(*values): whether they differ from the last call's.
+	var last []Value
+	called := false
+	ld.Set("changed", NewCallable("loop.changed", func(args []Value, kwargs map[string]Value) (Value, error) {
+		changed := !called || len(args) != len(last)
+		for i := 0; !changed && i < len(args); i++ {
+			changed = !e.b.equal(args[i], last[i], 0)
+		}
+		called, last = true, slices.Clone(args)
+		return NewBool(changed), nil
+	}))
+	if n.recursive {
+		// loop(items) renders the loop's body over items, one deeper.
+		ld.Set(loopCall, NewCallable("loop", func(args []Value, kwargs map[string]Value) (Value, error) {
+			if len(args) != 1 {
+				return Undefined(), fmt.Errorf("loop() takes the items to recurse into")
+			}
+			e.b.enter()
+			defer e.b.leave()
+			inner := e.sub(e.scope)
+			if err := inner.runFor(n, args[0], depth+1); err != nil {
+				return Undefined(), err
+			}
+			return NewString(inner.output.String()), nil
+		}))
+	}
 
 	for i, item := range items {
 		e.b.steps(iterationSteps)
@@ -338,6 +377,8 @@ func (e *evaluator) execMacro(n *macroNode) error {
 	params := n.params
 	body := n.body
 	parentScope := e.scope
+	name := n.name
+	takesVarargs, takesKwargs := n.varargs, n.kwargs
 
 	fn := NewCallable(n.name, func(args []Value, kwargs map[string]Value) (Value, error) {
 		// Counted here, in the call, so a macro called by another name
@@ -368,6 +409,29 @@ func (e *evaluator) execMacro(n *macroNode) error {
 		if caller, ok := kwargs["caller"]; ok {
 			child.set("caller", caller)
 		}
+
+		// What the parameters do not take: varargs and kwargs, where the
+		// body names them, else refused as jinja2 refuses it.
+		var extra []Value
+		if len(args) > len(params) {
+			if !takesVarargs {
+				return Undefined(), fmt.Errorf("macro %q takes not more than %d argument(s)", name, len(params))
+			}
+			extra = args[len(params):]
+		}
+		e.b.allocValues(len(extra) + len(kwargs))
+		child.set("varargs", NewTuple(slices.Clone(extra)))
+		kw := NewDict()
+		for _, k := range slices.Sorted(maps.Keys(kwargs)) {
+			if k == "caller" || slices.ContainsFunc(params, func(p macroParam) bool { return p.name == k }) {
+				continue
+			}
+			if !takesKwargs {
+				return Undefined(), fmt.Errorf("macro %q takes no keyword argument %q", name, k)
+			}
+			kw.AsDict().Set(k, kwargs[k])
+		}
+		child.set("kwargs", kw)
 
 		macroEval := e.sub(child)
 
@@ -1017,6 +1081,11 @@ func (e *evaluator) evalCallExpr(n *callExpr) (Value, error) {
 		return Undefined(), err
 	}
 
+	if fn.IsDict() {
+		if c, ok := fn.AsDict().Get(loopCall); ok {
+			fn = c // a recursive loop's loop(items)
+		}
+	}
 	if !fn.IsCallable() {
 		return Undefined(), fmt.Errorf("%s is not callable: %s", callableName(n.fn), e.b.repr(fn))
 	}

@@ -70,6 +70,7 @@ func TestRenderLimits(t *testing.T) {
 		{"macro calling itself", `{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}`, "depth"},
 		{"macro called by another name", `{% macro f() %}{{ g() }}{% endmacro %}{% set g = f %}{{ g() }}`, "depth"},
 		{"caller calling itself", `{% macro f() %}{% call f() %}{% endcall %}{% endmacro %}{{ f() }}`, "depth"},
+		{"recursive loop into itself", cycle + `{% for x in l recursive %}{{ loop(l) }}{% endfor %}`, "depth"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tpl, err := Compile(tc.src)

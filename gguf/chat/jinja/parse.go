@@ -462,7 +462,7 @@ func (p *exprParser) parseNot() (expr, error) {
 }
 
 func (p *exprParser) parseComparison() (expr, error) {
-	left, err := p.parseConcat()
+	left, err := p.parseAddSub()
 	if err != nil {
 		return nil, err
 	}
@@ -496,7 +496,7 @@ func (p *exprParser) parseComparison() (expr, error) {
 			switch t.val {
 			case "==", "!=", "<", ">", "<=", ">=":
 				p.advance()
-				right, err := p.parseConcat()
+				right, err := p.parseAddSub()
 				if err != nil {
 					return nil, err
 				}
@@ -508,7 +508,7 @@ func (p *exprParser) parseComparison() (expr, error) {
 		// "in" operator.
 		if t.kind == tokName && t.val == "in" {
 			p.advance()
-			right, err := p.parseConcat()
+			right, err := p.parseAddSub()
 			if err != nil {
 				return nil, err
 			}
@@ -520,7 +520,7 @@ func (p *exprParser) parseComparison() (expr, error) {
 		if t.kind == tokName && t.val == "not" && p.pos+1 < len(p.tokens) && p.tokens[p.pos+1].kind == tokName && p.tokens[p.pos+1].val == "in" {
 			p.advance() // not
 			p.advance() // in
-			right, err := p.parseConcat()
+			right, err := p.parseAddSub()
 			if err != nil {
 				return nil, err
 			}
@@ -552,15 +552,17 @@ func (p *exprParser) startsTestArg() bool {
 	return false
 }
 
+// parseConcat is ~, which binds as jinja2 binds it: tighter than + and -,
+// looser than *, so "a" ~ 1 + 2 is ("a" ~ 1) + 2.
 func (p *exprParser) parseConcat() (expr, error) {
-	left, err := p.parseAddSub()
+	left, err := p.parseMulDiv()
 	if err != nil {
 		return nil, err
 	}
 
 	for p.peek().kind == tokTilde {
 		p.advance()
-		right, err := p.parseAddSub()
+		right, err := p.parseMulDiv()
 		if err != nil {
 			return nil, err
 		}
@@ -571,14 +573,14 @@ func (p *exprParser) parseConcat() (expr, error) {
 }
 
 func (p *exprParser) parseAddSub() (expr, error) {
-	left, err := p.parseMulDiv()
+	left, err := p.parseConcat()
 	if err != nil {
 		return nil, err
 	}
 
 	for p.peek().kind == tokOp && (p.peek().val == "+" || p.peek().val == "-") {
 		op := p.advance().val
-		right, err := p.parseMulDiv()
+		right, err := p.parseConcat()
 		if err != nil {
 			return nil, err
 		}
@@ -1535,6 +1537,7 @@ func (p *templateParser) parseMacro() (*macroNode, error) {
 		}
 	}
 
+	start := p.pos
 	body, err := p.parseUntil("endmacro")
 	if err != nil {
 		return nil, err
@@ -1543,9 +1546,34 @@ func (p *templateParser) parseMacro() (*macroNode, error) {
 	if p.done() || stmtKeyword(p.peek().text) != "endmacro" {
 		return nil, fmt.Errorf("unclosed macro block")
 	}
+	n := &macroNode{name: name, params: params, body: body}
+	// Whether the body names varargs or kwargs, read off its tags' text
+	// (jinja2 reads it off the names the body looks up; a string that
+	// holds the word lets extra arguments through, no more).
+	for _, s := range p.segs[start:p.pos] {
+		if s.kind == segExpr || s.kind == segStmt {
+			n.varargs = n.varargs || hasWord(s.text, "varargs")
+			n.kwargs = n.kwargs || hasWord(s.text, "kwargs")
+		}
+	}
 	p.advance()
+	return n, nil
+}
 
-	return &macroNode{name: name, params: params, body: body}, nil
+// hasWord reports whether s holds word as a whole identifier.
+func hasWord(s, word string) bool {
+	for i := 0; ; {
+		j := strings.Index(s[i:], word)
+		if j < 0 {
+			return false
+		}
+		j += i
+		end := j + len(word)
+		if (j == 0 || !isIdentChar(s[j-1])) && (end == len(s) || !isIdentChar(s[end])) {
+			return true
+		}
+		i = j + 1
+	}
 }
 
 func (p *templateParser) parseCall() (*callNode, error) {
