@@ -274,6 +274,7 @@ func registerFilters(s *scope) {
 		"escape":      filterEscape,
 		"forceescape": filterEscape, // no Markup here: escape always escapes
 		"truncate":    filterTruncate,
+		"groupby":     filterGroupby,
 		"slice":       filterSlice,
 		"e":           filterEscape,
 		"dictsort":    filterDictsort,
@@ -949,6 +950,71 @@ func filterTruncate(b *budget, args []Value, kwargs map[string]Value) (Value, er
 	}
 	b.alloc(int64(len(cut) + len(end)))
 	return NewString(cut + end), nil
+}
+
+// filterGroupby is Jinja's groupby(attribute, default=None,
+// case_sensitive=False): the items sorted by their attribute (attrPath,
+// default where they lack it, case-folded unless case_sensitive) and
+// grouped where it is equal, each group a tuple (grouper, list) whose
+// items are also .grouper and .list; the grouper is the first item's own
+// value.
+func filterGroupby(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
+	if len(args) < 2 && kwargs["attribute"].IsUndefined() {
+		return Undefined(), fmt.Errorf("groupby: wants an attribute")
+	}
+	if !args[0].IsList() {
+		return Undefined(), fmt.Errorf("groupby: wants a list, not %s", typeName(args[0]))
+	}
+	attr, def, caseSensitive := "", Undefined(), false
+	if len(args) > 1 {
+		attr = b.print(args[1])
+	}
+	if len(args) > 2 {
+		def = args[2]
+	}
+	if len(args) > 3 {
+		caseSensitive = args[3].IsTruthy()
+	}
+	if v, ok := kwargs["attribute"]; ok {
+		attr = b.print(v)
+	}
+	if v, ok := kwargs["default"]; ok {
+		def = v
+	}
+	if v, ok := kwargs["case_sensitive"]; ok {
+		caseSensitive = v.IsTruthy()
+	}
+	value := func(item Value) Value {
+		if v := attrPath(item, attr); !v.IsUndefined() {
+			return v
+		}
+		return def
+	}
+	fold := orderKey(b, caseSensitive, "")
+	items := args[0].AsList().Items
+	b.allocValues(3 * len(items))
+	keys := make([]Value, len(items))
+	order := make([]int, len(items))
+	for i, item := range items {
+		keys[i], order[i] = fold(value(item)), i
+	}
+	sort.SliceStable(order, func(i, j int) bool { return compareValues(b, keys[order[i]], keys[order[j]]) < 0 })
+	var groups []Value
+	for start := 0; start < len(order); {
+		end := start + 1
+		for end < len(order) && b.equal(keys[order[end]], keys[order[start]], 0) {
+			end++
+		}
+		members := make([]Value, 0, end-start)
+		for _, o := range order[start:end] {
+			members = append(members, items[o])
+		}
+		g := NewTuple([]Value{value(items[order[start]]), NewList(members)})
+		g.AsList().Fields = []string{"grouper", "list"}
+		groups = append(groups, g)
+		start = end
+	}
+	return NewList(groups), nil
 }
 
 // filterSlice is Jinja's slice(slices, fill_with=None): the items in

@@ -1396,6 +1396,9 @@ func (e *evaluator) makeStringFunc(name string, fn func([]Value, map[string]Valu
 
 func (e *evaluator) listMethod(obj Value, method string) (Value, error) {
 	list := obj.AsList()
+	if i := slices.Index(list.Fields, method); i >= 0 && i < len(list.Items) {
+		return list.Items[i], nil
+	}
 	if list.Tuple {
 		return Undefined(), nil // a tuple has no methods that change it
 	}

@@ -338,6 +338,9 @@ func (b *budget) equal(v, other Value, depth int) bool {
 type List struct {
 	Items []Value
 	Tuple bool
+	// Fields name a named tuple's items (groupby's grouper and list),
+	// which attribute access reads.
+	Fields []string
 }
 
 // Len returns the number of items in the list.
