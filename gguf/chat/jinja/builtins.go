@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"html"
 	"maps"
 	"math"
 	"math/big"
@@ -275,6 +276,7 @@ func registerFilters(s *scope) {
 		"forceescape": filterEscape, // no Markup here: escape always escapes
 		"truncate":    filterTruncate,
 		"groupby":     filterGroupby,
+		"striptags":   filterStriptags,
 		"slice":       filterSlice,
 		"e":           filterEscape,
 		"dictsort":    filterDictsort,
@@ -1015,6 +1017,36 @@ func filterGroupby(b *budget, args []Value, kwargs map[string]Value) (Value, err
 		start = end
 	}
 	return NewList(groups), nil
+}
+
+// filterStriptags is Jinja's striptags, markupsafe's: comments, then
+// tags, cut out (an unclosed one left), runs of white space made one
+// space, and HTML's character references read.
+func filterStriptags(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
+	if len(args) == 0 {
+		return NewString(""), nil
+	}
+	s := b.print(args[0])
+	b.alloc(int64(2 * len(s)))
+	cut := func(s, open, close string) string {
+		var out strings.Builder
+		for {
+			start := strings.Index(s, open)
+			if start < 0 {
+				break
+			}
+			end := strings.Index(s[start:], close)
+			if end < 0 {
+				break
+			}
+			out.WriteString(s[:start])
+			s = s[start+end+len(close):]
+		}
+		out.WriteString(s)
+		return out.String()
+	}
+	s = cut(cut(s, "<!--", "-->"), "<", ">")
+	return NewString(html.UnescapeString(strings.Join(strings.FieldsFunc(s, pySpace), " "))), nil
 }
 
 // filterSlice is Jinja's slice(slices, fill_with=None): the items in

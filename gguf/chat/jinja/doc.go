@@ -41,7 +41,8 @@
 //     written), and % had taken %s %r %d and %f alone.
 //   - strmethods.go: the rest of the str methods templates call (rsplit,
 //     splitlines, partition, zfill, join, ljust, the is… tests and
-//     others), and the truncate, slice, groupby and forceescape filters; a
+//     others), and the truncate, slice, groupby, striptags and forceescape
+//     filters; a
 //     string's repr escapes as Python's (quotes, \n, what is not
 //     printable), where it had written the text as it was.
 //   - Macros take extra arguments as varargs and kwargs where their body
