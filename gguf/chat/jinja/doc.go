@@ -41,10 +41,10 @@
 //     written), and % had taken %s %r %d and %f alone.
 //   - strmethods.go: the rest of the str methods templates call (rsplit,
 //     splitlines, partition, zfill, join, ljust, the is… tests and
-//     others), and the truncate, slice, groupby, striptags and forceescape
-//     filters; a
-//     string's repr escapes as Python's (quotes, \n, what is not
-//     printable), where it had written the text as it was.
+//     others), and the truncate, slice, groupby, striptags and
+//     forceescape filters; a string's repr escapes as Python's (quotes,
+//     \n, what is not printable), where it had written the text as it
+//     was.
 //   - Macros take extra arguments as varargs and kwargs where their body
 //     names them and refuse them otherwise; loops have changed() and
 //     depth, and a recursive loop's loop(items) recurses (the keyword
