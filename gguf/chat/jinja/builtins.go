@@ -466,17 +466,12 @@ func filterJoin(b *budget, args []Value, kwargs map[string]Value) (Value, error)
 		return NewString(b.print(args[0])), nil
 	}
 
-	sep := ""
-	if len(args) > 1 {
-		sep = b.print(args[1])
+	sep, attr := "", ""
+	if v, ok := param(args, kwargs, 1, "d"); ok {
+		sep = b.print(v)
 	}
-	if s, ok := kwargs["d"]; ok {
-		sep = b.print(s)
-	}
-
-	attr := ""
-	if a, ok := kwargs["attribute"]; ok {
-		attr = b.print(a)
+	if v, ok := kwargs["attribute"]; ok {
+		attr = b.print(v)
 	}
 
 	list := args[0].AsList()
@@ -648,51 +643,25 @@ func filterSort(b *budget, args []Value, kwargs map[string]Value) (Value, error)
 		return NewList(nil), nil
 	}
 
-	src := args[0].AsList().Items
-	b.allocValues(len(src))
-	items := make([]Value, len(src))
-	copy(items, src)
-
 	// Jinja's sort(reverse, case_sensitive, attribute): strings compare
 	// case-folded unless case_sensitive, by an item's attribute when
 	// one is named.
-	reverse, caseSensitive, attr := false, false, ""
-	if len(args) > 1 {
-		reverse = args[1].IsTruthy()
-	}
-	if len(args) > 2 {
-		caseSensitive = args[2].IsTruthy()
-	}
-	if len(args) > 3 {
-		attr = b.print(args[3])
-	}
-	if r, ok := kwargs["reverse"]; ok {
-		reverse = r.IsTruthy()
-	}
-	if c, ok := kwargs["case_sensitive"]; ok {
-		caseSensitive = c.IsTruthy()
-	}
-	if a, ok := kwargs["attribute"]; ok {
-		attr = b.print(a)
+	items := args[0].AsList().Items
+	b.allocValues(len(items))
+	v, _ := param(args, kwargs, 1, "reverse")
+	reverse := v.IsTruthy()
+	v, _ = param(args, kwargs, 2, "case_sensitive")
+	caseSensitive, attr := v.IsTruthy(), ""
+	if v, ok := param(args, kwargs, 3, "attribute"); ok {
+		attr = b.print(v)
 	}
 	key := orderKey(b, caseSensitive, attr)
 	keys := make([]Value, len(items))
 	for i, item := range items {
 		keys[i] = key(item)
 	}
-	order := make([]int, len(items))
-	for i := range order {
-		order[i] = i
-	}
-	sort.SliceStable(order, func(i, j int) bool {
-		cmp := compareValues(b, keys[order[i]], keys[order[j]])
-		if reverse {
-			return cmp > 0
-		}
-		return cmp < 0
-	})
 	sorted := make([]Value, len(items))
-	for i, o := range order {
+	for i, o := range sortedOrder(b, keys, reverse) {
 		sorted[i] = items[o]
 	}
 	return NewList(sorted), nil
@@ -763,16 +732,10 @@ func filterInt(b *budget, args []Value, kwargs map[string]Value) (Value, error) 
 		return NewInt(0), nil
 	}
 	def, base := NewInt(0), int64(10)
-	if len(args) > 1 {
-		def = args[1]
+	if v, ok := param(args, kwargs, 1, "default"); ok {
+		def = v
 	}
-	if len(args) > 2 {
-		base = toInt64(args[2])
-	}
-	if d, ok := kwargs["default"]; ok {
-		def = d
-	}
-	if v, ok := kwargs["base"]; ok {
+	if v, ok := param(args, kwargs, 2, "base"); ok {
 		base = toInt64(v)
 	}
 	if base != 0 && (base < 2 || base > 36) {
@@ -847,20 +810,12 @@ func filterRound(b *budget, args []Value, kwargs map[string]Value) (Value, error
 		return NewFloat(0), nil
 	}
 
-	precision := int64(0)
-	if len(args) > 1 {
-		precision = toInt64(args[1])
+	precision, method := int64(0), "common"
+	if v, ok := param(args, kwargs, 1, "precision"); ok {
+		precision = toInt64(v)
 	}
-	if p, ok := kwargs["precision"]; ok {
-		precision = toInt64(p)
-	}
-
-	method := "common"
-	if len(args) > 2 {
-		method = b.print(args[2])
-	}
-	if m, ok := kwargs["method"]; ok {
-		method = b.print(m)
+	if v, ok := param(args, kwargs, 2, "method"); ok {
+		method = b.print(v)
 	}
 	// Jinja's methods: common is Python's round, half to even
 	// (round(2.5) is 2.0); ceil and floor always go their way.
@@ -919,22 +874,17 @@ func filterTruncate(b *budget, args []Value, kwargs map[string]Value) (Value, er
 		return NewString(""), nil
 	}
 	s := b.print(args[0])
-	length, killwords, end, leeway := int64(255), false, "...", int64(5)
-	params := []func(Value){
-		func(v Value) { length = toInt64(v) },
-		func(v Value) { killwords = v.IsTruthy() },
-		func(v Value) { end = b.print(v) },
-		func(v Value) { leeway = toInt64(v) },
+	length, end, leeway := int64(255), "...", int64(5)
+	if v, ok := param(args, kwargs, 1, "length"); ok {
+		length = toInt64(v)
 	}
-	for i, v := range args[1:] {
-		if i < len(params) {
-			params[i](v)
-		}
+	v, _ := param(args, kwargs, 2, "killwords")
+	killwords := v.IsTruthy()
+	if v, ok := param(args, kwargs, 3, "end"); ok {
+		end = b.print(v)
 	}
-	for i, name := range []string{"length", "killwords", "end", "leeway"} {
-		if v, ok := kwargs[name]; ok {
-			params[i](v)
-		}
+	if v, ok := param(args, kwargs, 4, "leeway"); ok {
+		leeway = toInt64(v)
 	}
 	endLen := int64(utf8.RuneCountInString(end))
 	if length < endLen || leeway < 0 {
@@ -961,31 +911,17 @@ func filterTruncate(b *budget, args []Value, kwargs map[string]Value) (Value, er
 // items are also .grouper and .list; the grouper is the first item's own
 // value.
 func filterGroupby(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
-	if len(args) < 2 && kwargs["attribute"].IsUndefined() {
+	a, ok := param(args, kwargs, 1, "attribute")
+	if !ok {
 		return Undefined(), fmt.Errorf("groupby: wants an attribute")
 	}
 	if !args[0].IsList() {
 		return Undefined(), fmt.Errorf("groupby: wants a list, not %s", typeName(args[0]))
 	}
-	attr, def, caseSensitive := "", Undefined(), false
-	if len(args) > 1 {
-		attr = b.print(args[1])
-	}
-	if len(args) > 2 {
-		def = args[2]
-	}
-	if len(args) > 3 {
-		caseSensitive = args[3].IsTruthy()
-	}
-	if v, ok := kwargs["attribute"]; ok {
-		attr = b.print(v)
-	}
-	if v, ok := kwargs["default"]; ok {
-		def = v
-	}
-	if v, ok := kwargs["case_sensitive"]; ok {
-		caseSensitive = v.IsTruthy()
-	}
+	attr := b.print(a)
+	def, _ := param(args, kwargs, 2, "default")
+	cs, _ := param(args, kwargs, 3, "case_sensitive")
+	caseSensitive := cs.IsTruthy()
 	value := func(item Value) Value {
 		if v := attrPath(item, attr); !v.IsUndefined() {
 			return v
@@ -996,11 +932,10 @@ func filterGroupby(b *budget, args []Value, kwargs map[string]Value) (Value, err
 	items := args[0].AsList().Items
 	b.allocValues(3 * len(items))
 	keys := make([]Value, len(items))
-	order := make([]int, len(items))
 	for i, item := range items {
-		keys[i], order[i] = fold(value(item)), i
+		keys[i] = fold(value(item))
 	}
-	sort.SliceStable(order, func(i, j int) bool { return compareValues(b, keys[order[i]], keys[order[j]]) < 0 })
+	order := sortedOrder(b, keys, false)
 	var groups []Value
 	for start := 0; start < len(order); {
 		end := start + 1
@@ -1061,13 +996,7 @@ func filterSlice(b *budget, args []Value, kwargs map[string]Value) (Value, error
 	if n <= 0 || n > int64(max(len(items), 1))*16 {
 		return Undefined(), fmt.Errorf("slice: %d slices of %d items", n, len(items))
 	}
-	fill, filled := Undefined(), false
-	if len(args) > 2 {
-		fill, filled = args[2], true
-	}
-	if v, ok := kwargs["fill_with"]; ok {
-		fill, filled = v, true
-	}
+	fill, filled := param(args, kwargs, 2, "fill_with")
 	filled = filled && !fill.IsNone()
 	slices := int(n)
 	b.allocValues(len(items) + 2*slices)
@@ -1121,11 +1050,8 @@ func filterCenter(b *budget, args []Value, kwargs map[string]Value) (Value, erro
 	}
 	s := b.print(args[0])
 	width := int64(80)
-	if len(args) > 1 {
-		width = toInt64(args[1])
-	}
-	if w, ok := kwargs["width"]; ok {
-		width = toInt64(w)
+	if v, ok := param(args, kwargs, 1, "width"); ok {
+		width = toInt64(v)
 	}
 	pad := width - int64(utf8.RuneCountInString(s))
 	if pad <= 0 {
@@ -1334,25 +1260,13 @@ func filterDictsort(b *budget, args []Value, kwargs map[string]Value) (Value, er
 	if len(args) == 0 || !args[0].IsDict() {
 		return NewList(nil), nil
 	}
-	caseSensitive, by, reverse := false, "key", false
-	if len(args) > 1 {
-		caseSensitive = args[1].IsTruthy()
-	}
-	if len(args) > 2 {
-		by = b.print(args[2])
-	}
-	if len(args) > 3 {
-		reverse = args[3].IsTruthy()
-	}
-	if c, ok := kwargs["case_sensitive"]; ok {
-		caseSensitive = c.IsTruthy()
-	}
-	if v, ok := kwargs["by"]; ok {
+	cs, _ := param(args, kwargs, 1, "case_sensitive")
+	by := "key"
+	if v, ok := param(args, kwargs, 2, "by"); ok {
 		by = b.print(v)
 	}
-	if r, ok := kwargs["reverse"]; ok {
-		reverse = r.IsTruthy()
-	}
+	rev, _ := param(args, kwargs, 3, "reverse")
+	caseSensitive, reverse := cs.IsTruthy(), rev.IsTruthy()
 	if by != "key" && by != "value" {
 		return Undefined(), fmt.Errorf(`dictsort: you can only sort by either "key" or "value", not %q`, by)
 	}
@@ -1369,11 +1283,33 @@ func filterDictsort(b *budget, args []Value, kwargs map[string]Value) (Value, er
 			keys[i] = key(d.Data[k])
 		}
 	}
-	order := make([]int, len(items))
+	sorted := make([]Value, len(items))
+	for i, o := range sortedOrder(b, keys, reverse) {
+		sorted[i] = items[o]
+	}
+	return NewList(sorted), nil
+}
+
+// param is a filter's parameter as jinja2 passes it: at position i of
+// args (args[0] is the value filtered) or by keyword name, the keyword
+// winning; false where it is neither.
+func param(args []Value, kwargs map[string]Value, i int, name string) (Value, bool) {
+	if v, ok := kwargs[name]; ok {
+		return v, true
+	}
+	if i < len(args) {
+		return args[i], true
+	}
+	return Undefined(), false
+}
+
+// sortedOrder is the indices of keys in the order Python's sorted gives
+// them (compareValues; reverse descending), equal keys in their order.
+func sortedOrder(b *budget, keys []Value, reverse bool) []int {
+	order := make([]int, len(keys))
 	for i := range order {
 		order[i] = i
 	}
-	// Python's sorted(reverse=True) keeps equal items in order too.
 	sort.SliceStable(order, func(i, j int) bool {
 		c := compareValues(b, keys[order[i]], keys[order[j]])
 		if reverse {
@@ -1381,11 +1317,7 @@ func filterDictsort(b *budget, args []Value, kwargs map[string]Value) (Value, er
 		}
 		return c < 0
 	})
-	sorted := make([]Value, len(items))
-	for i, o := range order {
-		sorted[i] = items[o]
-	}
-	return NewList(sorted), nil
+	return order
 }
 
 // orderKey is what Jinja's sort, min and max order an item by: its
@@ -1419,20 +1351,12 @@ func extreme(b *budget, args []Value, kwargs map[string]Value, sign int) (Value,
 	if len(args) == 0 || !args[0].IsList() || args[0].AsList().Len() == 0 {
 		return Undefined(), nil
 	}
-	caseSensitive, attr := false, ""
-	if len(args) > 1 {
-		caseSensitive = args[1].IsTruthy()
+	cs, _ := param(args, kwargs, 1, "case_sensitive")
+	attr := ""
+	if v, ok := param(args, kwargs, 2, "attribute"); ok {
+		attr = b.print(v)
 	}
-	if len(args) > 2 {
-		attr = b.print(args[2])
-	}
-	if c, ok := kwargs["case_sensitive"]; ok {
-		caseSensitive = c.IsTruthy()
-	}
-	if a, ok := kwargs["attribute"]; ok {
-		attr = b.print(a)
-	}
-	key := orderKey(b, caseSensitive, attr)
+	key := orderKey(b, cs.IsTruthy(), attr)
 	items := args[0].AsList().Items
 	best, bestKey := items[0], key(items[0])
 	for _, item := range items[1:] {
@@ -1451,17 +1375,11 @@ func filterSum(b *budget, args []Value, kwargs map[string]Value) (Value, error) 
 		return NewInt(0), nil
 	}
 	attr, sum := "", NewInt(0)
-	if len(args) > 1 {
-		attr = b.print(args[1])
+	if v, ok := param(args, kwargs, 1, "attribute"); ok {
+		attr = b.print(v)
 	}
-	if len(args) > 2 {
-		sum = args[2]
-	}
-	if a, ok := kwargs["attribute"]; ok {
-		attr = b.print(a)
-	}
-	if s, ok := kwargs["start"]; ok {
-		sum = s
+	if v, ok := param(args, kwargs, 2, "start"); ok {
+		sum = v
 	}
 	list := args[0].AsList()
 	b.scan(size(list.Len(), valueBytes))
