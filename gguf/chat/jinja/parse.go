@@ -340,6 +340,26 @@ func parseTargets(s string) (names []string, unpack bool, err error) {
 	return names, unpack, nil
 }
 
+// parseItems reads expressions separated by commas up to and including
+// the closing token (a test's arguments, a list literal's items).
+func (p *exprParser) parseItems(close tokKind, text string) ([]expr, error) {
+	var items []expr
+	for p.peek().kind != close && p.peek().kind != tokEOF {
+		item, err := p.parseExpression()
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, item)
+		if p.peek().kind == tokComma {
+			p.advance()
+		}
+	}
+	if _, err := p.expect(close, text); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 // tupleRest reads, after a tuple's first item, the rest (", b, c", a
 // trailing comma allowed before end, which it leaves unread) and returns
 // the tuple; first alone where no comma follows it.
@@ -688,17 +708,8 @@ func (p *exprParser) parseTest(e expr) (expr, error) {
 	var testArgs []expr
 	if p.peek().kind == tokLParen {
 		p.advance()
-		for p.peek().kind != tokRParen && p.peek().kind != tokEOF {
-			arg, err := p.parseExpression()
-			if err != nil {
-				return nil, err
-			}
-			testArgs = append(testArgs, arg)
-			if p.peek().kind == tokComma {
-				p.advance()
-			}
-		}
-		if _, err := p.expect(tokRParen, ")"); err != nil {
+		var err error
+		if testArgs, err = p.parseItems(tokRParen, ")"); err != nil {
 			return nil, err
 		}
 	} else if p.startsTestArg() {
@@ -932,18 +943,8 @@ func (p *exprParser) parseAtom() (expr, error) {
 	// List literal: [a, b, ...]
 	if t.kind == tokLBracket {
 		p.advance()
-		var items []expr
-		for p.peek().kind != tokRBracket && p.peek().kind != tokEOF {
-			item, err := p.parseExpression()
-			if err != nil {
-				return nil, err
-			}
-			items = append(items, item)
-			if p.peek().kind == tokComma {
-				p.advance()
-			}
-		}
-		if _, err := p.expect(tokRBracket, "]"); err != nil {
+		items, err := p.parseItems(tokRBracket, "]")
+		if err != nil {
 			return nil, err
 		}
 		return &listExpr{items: items}, nil
