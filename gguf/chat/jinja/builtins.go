@@ -1053,13 +1053,7 @@ func filterCenter(b *budget, args []Value, kwargs map[string]Value) (Value, erro
 	if v, ok := param(args, kwargs, 1, "width"); ok {
 		width = toInt64(v)
 	}
-	pad := width - int64(utf8.RuneCountInString(s))
-	if pad <= 0 {
-		return NewString(s), nil
-	}
-	b.alloc(int64(len(s)) + pad)
-	left := pad/2 + (pad & width & 1)
-	return NewString(strings.Repeat(" ", int(left)) + s + strings.Repeat(" ", int(pad-left))), nil
+	return NewString(justify(b, s, width, ' ', '^')), nil
 }
 
 func filterAbs(b *budget, args []Value, kwargs map[string]Value) (Value, error) {

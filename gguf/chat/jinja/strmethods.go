@@ -258,18 +258,25 @@ func strJustify(b *budget, s string, args []Value, align byte) (Value, error) {
 		}
 		fill, _ = utf8.DecodeRuneInString(f)
 	}
-	n := width - utf8.RuneCountInString(s)
+	return NewString(justify(b, s, int64(width), fill, align)), nil
+}
+
+// justify pads s with fill to width characters: on the right (align
+// '<'), the left ('>'), or both ('^'), the odd one where Python's
+// str.center puts it. The padding is charged to b before it is made.
+func justify(b *budget, s string, width int64, fill rune, align byte) string {
+	n := width - int64(utf8.RuneCountInString(s))
 	if n <= 0 {
-		return NewString(s), nil
+		return s
 	}
-	b.alloc(int64(len(s) + n*utf8.RuneLen(fill)))
+	b.alloc(int64(len(s)) + n*int64(utf8.RuneLen(fill)))
 	f := string(fill)
 	switch align {
 	case '<':
-		return NewString(s + strings.Repeat(f, n)), nil
+		return s + strings.Repeat(f, int(n))
 	case '>':
-		return NewString(strings.Repeat(f, n) + s), nil
+		return strings.Repeat(f, int(n)) + s
 	}
-	left := n/2 + (n & width & 1) // Python's str.center
-	return NewString(strings.Repeat(f, left) + s + strings.Repeat(f, n-left)), nil
+	left := n/2 + (n & width & 1)
+	return strings.Repeat(f, int(left)) + s + strings.Repeat(f, int(n-left))
 }
