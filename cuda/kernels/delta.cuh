@@ -144,6 +144,34 @@ DEV float l2_scale(const float *v, int n, float eps) {
 	return 1.0f / go_max((float)__builtin_sqrt(s), eps);
 }
 
+// delta_lanes_clear and delta_lanes_fold keep a dot product's 32 lanes
+// (registers, the loops being unrolled) and fold them by halving: lane l
+// += lane l+w for w = 16, 8, 4, 2, 1.
+DEV void delta_lanes_clear(float *lanes) {
+#pragma unroll
+	for (int l = 0; l < 32; l++) {
+		lanes[l] = 0;
+	}
+}
+
+DEV float delta_lanes_fold(float *lanes) {
+#pragma unroll
+	for (int l = 0; l < 16; l++) {
+		lanes[l] += lanes[l + 16];
+	}
+#pragma unroll
+	for (int l = 0; l < 8; l++) {
+		lanes[l] += lanes[l + 8];
+	}
+#pragma unroll
+	for (int l = 0; l < 4; l++) {
+		lanes[l] += lanes[l + 4];
+	}
+	lanes[0] += lanes[2];
+	lanes[1] += lanes[3];
+	return lanes[0] + lanes[1];
+}
+
 // delta_scan runs the gated delta rule of value head blockIdx.x over
 // sequence blockIdx.y's rows of the convolved x (n × (2·kh+nh)·S: queries,
 // keys, values), from prev_ssm into next_ssm, and writes the gated RMSNorm
@@ -187,21 +215,36 @@ KERNEL BOUNDS(DELTA_MAX_DIM) void delta_scan(float *y, const float *x, const flo
 			float decay = libm_expf(g);
 			if (j < S) {
 				// Row j of the state: decay it, take its product with
-				// k, then add k·δ_j and take its product with q.
-				float acc = 0;
-				for (int i = 0; i < S; i++) {
-					float m = src[(i64)i * S + j] * decay;
-					dst[(i64)i * S + j] = m;
-					acc += m * sk[i];
+				// k, then add k·δ_j and take its product with q. Each
+				// product goes to lane i mod 32 and the lanes fold by
+				// halving, the CPU's order (gguf/deltanet/kernel.go).
+				float lanes[32];
+				delta_lanes_clear(lanes);
+				for (int i0 = 0; i0 < S; i0 += 32) {
+#pragma unroll
+					for (int l = 0; l < 32; l++) {
+						int i = i0 + l;
+						if (i < S) {
+							float m = src[(i64)i * S + j] * decay;
+							dst[(i64)i * S + j] = m;
+							lanes[l] += m * sk[i];
+						}
+					}
 				}
-				float dj = (xr[(i64)2 * kh * S + (i64)h * S + j] - acc) * b;
-				float o = 0;
-				for (int i = 0; i < S; i++) {
-					float m = dst[(i64)i * S + j] + sk[i] * dj;
-					dst[(i64)i * S + j] = m;
-					o += m * sq[i];
+				float dj = (xr[(i64)2 * kh * S + (i64)h * S + j] - delta_lanes_fold(lanes)) * b;
+				delta_lanes_clear(lanes);
+				for (int i0 = 0; i0 < S; i0 += 32) {
+#pragma unroll
+					for (int l = 0; l < 32; l++) {
+						int i = i0 + l;
+						if (i < S) {
+							float m = dst[(i64)i * S + j] + sk[i] * dj;
+							dst[(i64)i * S + j] = m;
+							lanes[l] += m * sq[i];
+						}
+					}
 				}
-				so[j] = o * scale;
+				so[j] = delta_lanes_fold(lanes) * scale;
 			}
 			src = dst;
 			sync_threads();

@@ -93,7 +93,7 @@ func (j *convJob) do(w, t int) {
 				win[k-1] = j.x[r*ch+i]
 				var sum float32
 				for t := range k {
-					sum += win[t] * wt[t]
+					sum += float32(win[t] * wt[t]) // rounded: no FMA on arm64 either
 				}
 				j.x[r*ch+i] = deltanet.Silu(sum)
 				copy(win, win[1:])
@@ -119,7 +119,7 @@ func (b *Backend) DeltaScan(y, x, z, beta, alpha backend.Tensor, d *backend.Delt
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.growScratch(3 * sz)
+	b.growScratch(2 * sz)
 	b.scan = scanJob{y: data(y), x: data(x), z: data(z), beta: data(beta), alpha: data(alpha), d: d,
 		dtBias: f32Weight(d.DTBias), a: f32Weight(d.A), norm: f32Weight(d.Norm), seqs: seqs, scratch: b.scratch}
 	b.pool.run(len(seqs)*nh, &b.scan)
@@ -140,7 +140,7 @@ func (j *scanJob) do(w, t int) {
 	s, h := &j.seqs[t/nh], t%nh
 	ch, inner := (2*kh+nh)*S, nh*S
 	sc := j.scratch[w]
-	q, k, delta := sc[:S], sc[S:2*S], sc[2*S:3*S]
+	q, k := sc[:S], sc[S:2*S]
 	M := data(s.Next.SSM)[h*S*S : (h+1)*S*S]
 	// The first row decays Prev into Next (the same tensors in place),
 	// later rows Next in place: no copy of the state.
@@ -158,7 +158,7 @@ func (j *scanJob) do(w, t int) {
 			beta := deltanet.Sigmoid(j.beta[r*nh+h])
 			out := j.y[r*inner+h*S : r*inner+(h+1)*S]
 			zh := j.z[r*inner+h*S : r*inner+(h+1)*S]
-			deltanet.HeadRow(M, src, q, k, v, zh, j.norm, out, delta, g, beta, d.Eps)
+			deltanet.HeadRow(M, src, q, k, v, zh, j.norm, out, g, beta, d.Eps)
 			src = M
 		}
 	}

@@ -11,25 +11,19 @@ import "math"
 // gated output: the state src (which may be m itself) decays by e^g into m,
 // takes the delta rule's update of key k towards value v at rate beta, and
 // out = RMSNorm(m·q / √S) · norm · silu(z). q and k must already be
-// L2-normalised; delta is S floats of scratch.
-func HeadRow(m, src, q, k, v, z, norm, out, delta []float32, g, beta, eps float32) {
+// L2-normalised.
+//
+// Row j of the state (value component j) alone decides its delta, its
+// update and output j, so each row is done in two visits while it is in
+// L1 (kernel.go), where ggml makes four passes over the whole state.
+func HeadRow(m, src, q, k, v, z, norm, out []float32, g, beta, eps float32) {
 	S := len(q)
 	decay := float32(math.Exp(float64(g)))
-	for i, x := range src {
-		m[i] = x * decay
-	}
-	for j := range S {
-		delta[j] = (v[j] - Dot(m[j*S:(j+1)*S], k)) * beta
-	}
-	for j := range S {
-		row, dj := m[j*S:(j+1)*S], delta[j]
-		for i, kv := range k {
-			row[i] += kv * dj
-		}
-	}
 	scale := 1 / float32(math.Sqrt(float64(S)))
 	for j := range S {
-		out[j] = Dot(m[j*S:(j+1)*S], q) * scale
+		row := m[j*S : (j+1)*S]
+		dj := (v[j] - decayRow(row, src[j*S:(j+1)*S], k, decay)) * beta
+		out[j] = updateRow(row, k, q, dj) * scale
 	}
 	// The gated norm: RMSNorm over the head, times norm, times silu of
 	// the gate.
@@ -41,15 +35,6 @@ func HeadRow(m, src, q, k, v, z, norm, out, delta []float32, g, beta, eps float3
 	for j := range out {
 		out[j] = out[j] * inv * norm[j] * Silu(z[j])
 	}
-}
-
-// Dot is a float32 dot product summed in order.
-func Dot(a, b []float32) float32 {
-	var s float32
-	for i, x := range a {
-		s += x * b[i]
-	}
-	return s
 }
 
 // Silu and Sigmoid take e^x in float64 (the delta net's, unlike the

@@ -1,6 +1,7 @@
 package deltanet
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -8,10 +9,16 @@ import (
 )
 
 // TestHeadRow: decaying a separate source gives the same bits as decaying
-// in place, and the output is the float64 delta rule's within 1e-5.
+// in place, and the output is the float64 delta rule's within 1e-5, at
+// head sizes below, at and past the row kernels' 32-element chunk.
 func TestHeadRow(t *testing.T) {
-	const S = 16
-	rng := rand.New(rand.NewPCG(1, 2))
+	for _, S := range []int{16, 40, 128} {
+		t.Run(fmt.Sprint(S), func(t *testing.T) { testHeadRow(t, S) })
+	}
+}
+
+func testHeadRow(t *testing.T, S int) {
+	rng := rand.New(rand.NewPCG(1, uint64(S)))
 	vec := func(n int) []float32 {
 		v := make([]float32, n)
 		for i := range v {
@@ -25,9 +32,9 @@ func TestHeadRow(t *testing.T) {
 	g, beta := float32(-0.3), float32(0.7)
 
 	m1, out1 := make([]float32, S*S), make([]float32, S)
-	HeadRow(m1, src, q, k, v, z, norm, out1, make([]float32, S), g, beta, 1e-6)
+	HeadRow(m1, src, q, k, v, z, norm, out1, g, beta, 1e-6)
 	m2, out2 := slices.Clone(src), make([]float32, S)
-	HeadRow(m2, m2, q, k, v, z, norm, out2, make([]float32, S), g, beta, 1e-6)
+	HeadRow(m2, m2, q, k, v, z, norm, out2, g, beta, 1e-6)
 	if !slices.Equal(m1, m2) || !slices.Equal(out1, out2) {
 		t.Fatal("decaying in place differs from decaying a separate source")
 	}
@@ -53,10 +60,10 @@ func TestHeadRow(t *testing.T) {
 		for i := range S {
 			o[j] += m[j*S+i] * float64(q[i])
 		}
-		o[j] /= math.Sqrt(S)
+		o[j] /= math.Sqrt(float64(S))
 		ss += o[j] * o[j]
 	}
-	inv := 1 / math.Sqrt(ss/S+1e-6)
+	inv := 1 / math.Sqrt(ss/float64(S)+1e-6)
 	for j := range S {
 		zj := float64(z[j])
 		want := o[j] * inv * float64(norm[j]) * zj / (1 + math.Exp(-zj))
@@ -92,5 +99,56 @@ func TestScalars(t *testing.T) {
 	}
 	if Sigmoid(0) != 0.5 || Silu(0) != 0 {
 		t.Errorf("Sigmoid(0) %v, Silu(0) %v", Sigmoid(0), Silu(0))
+	}
+}
+
+// TestRowKernelsMatchGo: the assembly row kernels give the Go loops' bits
+// (the returned dot and every element of the row), in place and not, at
+// lengths that leave no tail, a tail, or no whole chunk.
+func TestRowKernelsMatchGo(t *testing.T) {
+	if !haveKernels {
+		t.Skip("no row kernels on this machine: the Go loops are all there is")
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	vec := func(n int, scale float64) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64() * scale)
+		}
+		return v
+	}
+	both := func(f func() float32) (asm, pure float32) {
+		asm = f()
+		useKernels = false
+		defer func() { useKernels = haveKernels }()
+		return asm, f()
+	}
+	for _, n := range []int{1, 31, 32, 33, 64, 100, 128, 256} {
+		old, k, q := vec(n, 3), vec(n, 0.2), vec(n, 0.2)
+		decay, d := float32(0.93), float32(-0.71)
+		for _, inPlace := range []bool{false, true} {
+			rows := [2][]float32{make([]float32, n), make([]float32, n)}
+			if inPlace {
+				rows = [2][]float32{slices.Clone(old), slices.Clone(old)}
+			}
+			i := 0
+			src := func() []float32 {
+				if inPlace {
+					return rows[i]
+				}
+				return old
+			}
+			decayed := func() float32 { r := decayRow(rows[i], src(), k, decay); i++; return r }
+			da, dp := both(decayed)
+			if math.Float32bits(da) != math.Float32bits(dp) || !slices.Equal(rows[0], rows[1]) {
+				t.Fatalf("n=%d in place %v: decayRow's kernel gives %v, the Go %v (rows equal: %v)", n, inPlace, da, dp, slices.Equal(rows[0], rows[1]))
+			}
+			i = 0
+			updated := func() float32 { r := updateRow(rows[i], k, q, d); i++; return r }
+			ua, up := both(updated)
+			if math.Float32bits(ua) != math.Float32bits(up) || !slices.Equal(rows[0], rows[1]) {
+				t.Fatalf("n=%d in place %v: updateRow's kernel gives %v, the Go %v (rows equal: %v)", n, inPlace, ua, up, slices.Equal(rows[0], rows[1]))
+			}
+		}
 	}
 }

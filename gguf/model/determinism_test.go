@@ -23,30 +23,49 @@ import (
 // earlier receipts, and needs a deliberate new pin.
 const pinnedLogits = "c4f62391398a466e9254f5f834e8952bb2d3103c773800c0ca5c1049f929708c"
 
+// pinnedLaterLogits is the same for the families added after the first
+// pin (each pinned group leaves the others' pins alone).
+const pinnedLaterLogits = "4754420c8006dff2dbcf625684dddad9c0c9ba5ada65d9e3da8b8f9e3409c9fc"
+
+// pinnedHybridLogits is the same for the hybrid families (Qwen3.5's delta
+// nets, dense and MoE), pinned apart so that a change to their kernels
+// leaves the other families' pin, and the replay of their receipts, alone.
+const pinnedHybridLogits = "883372393dc412d7c750c1eedae970ddee48128aa86b75e7da7ee09c38bbdc3d"
+
 func TestLogitsArePinned(t *testing.T) {
 	md, err := vocabSource()
 	if err != nil {
 		t.Fatal(err)
 	}
-	all := blake3.New()
-	for _, fx := range []struct{ arch, ft string }{
-		{"llama", "Q4_0"}, {"qwen2", "Q4_K_M"}, {"phi3", "Q8_0"}, {"gemma3", "F16"}, {"llama", "Q6_K"},
+	for _, pin := range []struct {
+		name, want string
+		fixtures   []struct{ arch, ft string }
+	}{
+		{"dense and MoE transformers", pinnedLogits, []struct{ arch, ft string }{
+			{"llama", "Q4_0"}, {"qwen2", "Q4_K_M"}, {"phi3", "Q8_0"}, {"gemma3", "F16"}, {"llama", "Q6_K"}}},
+		{"hybrid delta nets", pinnedHybridLogits, []struct{ arch, ft string }{
+			{"qwen35", "Q8_0"}, {"qwen35moe", "Q4_K_M"}}},
+		{"qwen3, gemma4, gpt-oss and qwen3moe", pinnedLaterLogits, []struct{ arch, ft string }{
+			{"qwen3", "Q8_0"}, {"gemma4", "Q4_K_M"}, {"gpt-oss", "Q8_0"}, {"qwen3moe", "Q6_K"}}},
 	} {
-		file, err := modeltest.Generate(modeltest.Fixture(fx.arch, fx.ft), md)
-		if err != nil {
-			t.Fatal(err)
+		all := blake3.New()
+		for _, fx := range pin.fixtures {
+			file, err := modeltest.Generate(modeltest.Fixture(fx.arch, fx.ft), md)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sums []string
+			for _, threads := range []int{1, 3} {
+				sums = append(sums, logitsDigest(t, file, threads))
+			}
+			if sums[0] != sums[1] {
+				t.Fatalf("%s %s: 1 and 3 threads give different logits", fx.arch, fx.ft)
+			}
+			all.WriteString(sums[0])
 		}
-		var sums []string
-		for _, threads := range []int{1, 3} {
-			sums = append(sums, logitsDigest(t, file, threads))
+		if got := hex.EncodeToString(all.Sum(nil)); got != pin.want {
+			t.Errorf("%s: logits digest %s, pinned %s: the forward pass's arithmetic changed, or differs on this platform", pin.name, got, pin.want)
 		}
-		if sums[0] != sums[1] {
-			t.Fatalf("%s %s: 1 and 3 threads give different logits", fx.arch, fx.ft)
-		}
-		all.WriteString(sums[0])
-	}
-	if got := hex.EncodeToString(all.Sum(nil)); got != pinnedLogits {
-		t.Fatalf("logits digest %s, pinned %s: the forward pass's arithmetic changed, or differs on this platform", got, pinnedLogits)
 	}
 }
 

@@ -400,7 +400,6 @@ type hybridScratch struct {
 	hA, hB                      []float32 // rows × Embd or wider, for host-side combinations
 	hGate                       []float32 // rows × Heads·HeadDimK: the attention's output gate
 	win                         []float32 // ConvKernel × channels: one row's convolution window
-	delta                       []float32 // one head's update
 
 	// The step's sequences for the backend's kernels, and their sessions.
 	seqs  []backend.DeltaSeq
@@ -425,7 +424,6 @@ func newHybridScratch(be backend.Backend, c *Config, rows int) *hybridScratch {
 		hY:     make([]float32, rows*c.SSMInner),
 		hA:     make([]float32, rows*max(c.Embd, 2*c.Heads*c.HeadDimK)),
 		hB:     make([]float32, rows*max(c.Embd, c.Heads*c.HeadDimV)),
-		delta:  make([]float32, c.SSMStateSize),
 	}
 	if c.SharedFF > 0 {
 		hs.sh = be.NewTensor(rows, 1)
@@ -608,7 +606,7 @@ func (m *Model) deltaRow(hs *hybridScratch, d *deltaLayer, st *hybridState, r in
 		var sum float32
 		w := d.conv[i*K : (i+1)*K]
 		for k := range K {
-			sum += win[k*ch+i] * w[k]
+			sum += float32(win[k*ch+i] * w[k]) // rounded: no FMA on arm64 either
 		}
 		x[i] = deltanet.Silu(sum)
 	}
@@ -627,7 +625,7 @@ func (m *Model) deltaRow(hs *hybridScratch, d *deltaLayer, st *hybridState, r in
 		beta := deltanet.Sigmoid(hs.hBeta[r*c.SSMHeads+h])
 		qh, khd := q[(h%kh)*S:(h%kh+1)*S], k[(h%kh)*S:(h%kh+1)*S]
 		M := st.ssm[h*S*S : (h+1)*S*S]
-		deltanet.HeadRow(M, M, qh, khd, v[h*S:(h+1)*S], z[h*S:(h+1)*S], d.norm, y[h*S:(h+1)*S], hs.delta, g, beta, c.NormEps)
+		deltanet.HeadRow(M, M, qh, khd, v[h*S:(h+1)*S], z[h*S:(h+1)*S], d.norm, y[h*S:(h+1)*S], g, beta, c.NormEps)
 	}
 }
 
