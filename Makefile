@@ -190,8 +190,9 @@ bench-metal:
 # The arm64 (NEON) kernels on an amd64 machine under qemu-aarch64-static
 # (Debian's qemu-user-static), with SDOT (-cpu max) and without it
 # (cortex-a72: the Go kernels for the quantised types, and no SDOT kernel
-# may be chosen): gguf/quant's kernels against their Go twins, gguf/model's
-# pinned logits digest, the gpt-oss fixtures (MXFP4 experts) against
+# may be chosen): gguf/quant's and gguf/deltanet's kernels against their Go
+# twins, gguf/model's pinned logits digests, the delta nets' host path
+# against the CPU kernels, the gpt-oss and Qwen3.5 fixtures against
 # llama.cpp's logits, and gguf/sample's pinned digests of its exponentials
 # and seeded draws. qemu's timings are no speed figures.
 .PHONY: qemu-arm64
@@ -200,10 +201,12 @@ qemu-arm64:
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -c -o $$d/quant.test ./gguf/quant; \
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -c -o $$d/model.test ./gguf/model; \
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -c -o $$d/sample.test ./gguf/sample; \
+	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -c -o $$d/deltanet.test ./gguf/deltanet; \
 	for c in max cortex-a72; do \
 		echo "quant on $$c"; (cd gguf/quant && qemu-aarch64-static -cpu $$c $$d/quant.test -test.run 'SIMD|MatMul|MatVecRows|NoFused|Pack'); \
 		echo "sample on $$c"; (cd gguf/sample && qemu-aarch64-static -cpu $$c $$d/sample.test); \
-		echo "model on $$c"; (cd gguf/model && qemu-aarch64-static -cpu $$c $$d/model.test -test.run '^(TestLogitsArePinned|TestParity)$$/^gpt-oss-'); \
+		echo "deltanet on $$c"; (cd gguf/deltanet && qemu-aarch64-static -cpu $$c $$d/deltanet.test); \
+		echo "model on $$c"; (cd gguf/model && qemu-aarch64-static -cpu $$c $$d/model.test -test.run '^(TestLogitsArePinned|TestHybridKernelsMatchHost|TestParity)$$/^(gpt-oss-|qwen35)'); \
 	done
 
 # The amd64 kernels on x86-64 CPUs other than this machine's, under

@@ -701,7 +701,7 @@ func (m *Model) sharedFFN(hs *hybridScratch, sh *sharedExpert, o, h backend.Tens
 	for r := range n {
 		s := deltanet.Sigmoid(gs[r])
 		for i := r * e; i < (r+1)*e; i++ {
-			a[i] += b[i] * s
+			a[i] += float32(b[i] * s) // rounded, as SigmoidMul then Add (no FMA on arm64)
 		}
 	}
 	be.Write(o, a)

@@ -137,7 +137,7 @@ func poolHidden(hidden []float32, e int, p Pooling) []float32 {
 	}
 	var norm float64
 	for _, x := range sum {
-		norm += x * x
+		norm += float64(x * x) // rounded: arm64 would fuse it, and the bits must replay anywhere
 	}
 	norm = math.Sqrt(norm)
 	out := make([]float32, e)
