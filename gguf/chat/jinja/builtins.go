@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"html"
-	"maps"
 	"math"
 	"math/big"
 	"slices"
@@ -34,11 +33,11 @@ var cachedBuiltins = func() *scope {
 // =============================================================================
 
 func registerGlobals(s *scope) {
-	s.set("namespace", newBuiltin("namespace", builtinNamespace))
+	s.set("namespace", newOrderedBuiltin("namespace", builtinNamespace))
 	s.set("raise_exception", newBuiltin("raise_exception", builtinRaiseException))
 	s.set("range", newBuiltin("range", builtinRange))
 	s.set("joiner", newBuiltin("joiner", builtinJoiner))
-	s.set("dict", newBuiltin("dict", builtinDict))
+	s.set("dict", newOrderedBuiltin("dict", builtinNamespace)) // the same dict a namespace is
 	s.set("cycler", newBuiltin("cycler", builtinCycler))
 	s.set("strftime_now", newBuiltin("strftime_now", builtinStrftimeNow))
 }
@@ -46,6 +45,11 @@ func registerGlobals(s *scope) {
 // builtinFunc is a builtin global or filter: it charges what it spends
 // to the render's budget.
 type builtinFunc func(b *budget, args []Value, kwargs map[string]Value) (Value, error)
+
+// orderedFunc is a builtinFunc also given the keyword arguments' names in
+// the order written (nil, or not naming exactly kwargs' keys, from Go:
+// then kwOrder sorts them).
+type orderedFunc func(b *budget, args []Value, kwargs map[string]Value, order []string) (Value, error)
 
 // newBuiltin is a callable that the evaluator hands its budget; called
 // from outside a render, it spends within DefaultLimits.
@@ -60,11 +64,19 @@ func newBuiltin(name string, f builtinFunc) Value {
 	}}
 }
 
+// newOrderedBuiltin is newBuiltin for an orderedFunc.
+func newOrderedBuiltin(name string, f orderedFunc) Value {
+	v := newBuiltin(name, func(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
+		return f(b, args, kwargs, nil)
+	})
+	c := v.v.(Callable)
+	c.ordered = f
+	return Value{kind: KindCallable, v: c}
+}
+
 // builtinNamespace is jinja2's namespace(mapping, **kwargs) (and dict's):
-// the mapping's entries, then the keyword arguments, in name order where
-// Python keeps the order they are written in (a call's keywords reach a
-// builtin as a map).
-func builtinNamespace(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
+// the mapping's entries, then the keyword arguments in the order written.
+func builtinNamespace(b *budget, args []Value, kwargs map[string]Value, order []string) (Value, error) {
 	d := NewDict()
 	dict := d.AsDict()
 	if len(args) > 1 || len(args) == 1 && !args[0].IsDict() {
@@ -78,7 +90,7 @@ func builtinNamespace(b *budget, args []Value, kwargs map[string]Value) (Value, 
 		}
 	}
 	b.allocValues(len(kwargs))
-	for _, k := range slices.Sorted(maps.Keys(kwargs)) {
+	for _, k := range kwOrder(kwargs, order) {
 		dict.Set(k, kwargs[k])
 	}
 	return d, nil
@@ -164,11 +176,6 @@ func builtinJoiner(b *budget, args []Value, kwargs map[string]Value) (Value, err
 		}
 		return NewString(sep), nil
 	}), nil
-}
-
-// builtinDict is dict(mapping, **kwargs), as namespace makes it.
-func builtinDict(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
-	return builtinNamespace(b, args, kwargs)
 }
 
 func builtinStrftimeNow(b *budget, args []Value, kwargs map[string]Value) (Value, error) {

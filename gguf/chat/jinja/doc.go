@@ -49,6 +49,9 @@
 //     names them and refuse them otherwise; loops have changed() and
 //     depth, and a recursive loop's loop(items) recurses (the keyword
 //     had been parsed and ignored); namespace and dict take a mapping;
+//     keyword arguments keep the order written, in dict, namespace and a
+//     macro's kwargs (they had been sorted by name), and a repeated
+//     keyword or a positional argument after one is refused;
 //     attribute= arguments follow dotted paths ("a.b", "a.0"); ~ binds
 //     between * and +, as jinja2 parses it.
 //   - Comparisons chain as Python's (3 > 2 > 1 had been (3 > 2) > 1,

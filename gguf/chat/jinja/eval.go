@@ -59,12 +59,44 @@ func (e *evaluator) sub(s *scope) *evaluator {
 	return &evaluator{scope: s, builtins: e.builtins, output: builder{b: e.b}, b: e.b}
 }
 
-// invoke calls c, handing a builtin the render's budget.
-func (e *evaluator) invoke(c *Callable, args []Value, kwargs map[string]Value) (Value, error) {
-	if c.metered != nil {
+// invoke calls c, handing a builtin the render's budget and dict,
+// namespace and macros the keyword arguments' order.
+func (e *evaluator) invoke(c *Callable, args []Value, kwargs map[string]Value, order []string) (Value, error) {
+	switch {
+	case c.ordered != nil:
+		return c.ordered(e.b, args, kwargs, order)
+	case c.metered != nil:
 		return c.metered(e.b, args, kwargs)
 	}
 	return c.Fn(args, kwargs)
+}
+
+// evalKwargs evaluates a call's keyword arguments and lists their names
+// in the order written.
+func (e *evaluator) evalKwargs(kws []kwarg) (map[string]Value, []string, error) {
+	if len(kws) == 0 {
+		return nil, nil, nil
+	}
+	kwargs, order := make(map[string]Value, len(kws)), make([]string, 0, len(kws))
+	for _, kw := range kws {
+		v, err := e.evalExpr(kw.value)
+		if err != nil {
+			return nil, nil, err
+		}
+		kwargs[kw.name] = v
+		order = append(order, kw.name)
+	}
+	return kwargs, order, nil
+}
+
+// kwOrder is order where it names exactly kwargs' keys (a call from a
+// template), else kwargs' keys sorted (a call from Go, whose map has no
+// order).
+func kwOrder(kwargs map[string]Value, order []string) []string {
+	if len(order) == len(kwargs) && !slices.ContainsFunc(order, func(k string) bool { _, ok := kwargs[k]; return !ok }) {
+		return order
+	}
+	return slices.Sorted(maps.Keys(kwargs))
 }
 
 func (e *evaluator) execNodes(nodes []node) error {
@@ -380,7 +412,7 @@ func (e *evaluator) execMacro(n *macroNode) error {
 	name := n.name
 	takesVarargs, takesKwargs := n.varargs, n.kwargs
 
-	fn := NewCallable(n.name, func(args []Value, kwargs map[string]Value) (Value, error) {
+	call := func(args []Value, kwargs map[string]Value, order []string) (Value, error) {
 		// Counted here, in the call, so a macro called by another name
 		// (set g = f) nests no deeper than one called by its own.
 		e.b.enter()
@@ -422,7 +454,7 @@ func (e *evaluator) execMacro(n *macroNode) error {
 		e.b.allocValues(len(extra) + len(kwargs))
 		child.set("varargs", NewTuple(slices.Clone(extra)))
 		kw := NewDict()
-		for _, k := range slices.Sorted(maps.Keys(kwargs)) {
+		for _, k := range kwOrder(kwargs, order) {
 			if k == "caller" || slices.ContainsFunc(params, func(p macroParam) bool { return p.name == k }) {
 				continue
 			}
@@ -440,9 +472,14 @@ func (e *evaluator) execMacro(n *macroNode) error {
 		}
 
 		return NewString(macroEval.output.String()), nil
-	})
-
-	e.scope.set(n.name, fn)
+	}
+	e.scope.set(n.name, Value{kind: KindCallable, v: Callable{
+		Name: n.name,
+		Fn:   func(args []Value, kwargs map[string]Value) (Value, error) { return call(args, kwargs, nil) },
+		ordered: func(_ *budget, args []Value, kwargs map[string]Value, order []string) (Value, error) {
+			return call(args, kwargs, order)
+		},
+	}})
 	return nil
 }
 
@@ -489,16 +526,15 @@ func (e *evaluator) execCall(n *callNode) error {
 			args = append(args, av)
 		}
 
-		kwargs := map[string]Value{"caller": caller}
-		for _, kw := range callEx.kwargs {
-			v, err := e.evalExpr(kw.value)
-			if err != nil {
-				return err
-			}
-			kwargs[kw.name] = v
+		kwargs, order, err := e.evalKwargs(callEx.kwargs)
+		if err != nil {
+			return err
 		}
-
-		result, err := e.invoke(fn.AsCallable(), args, kwargs)
+		if kwargs == nil {
+			kwargs = map[string]Value{}
+		}
+		kwargs["caller"] = caller
+		result, err := e.invoke(fn.AsCallable(), args, kwargs, append(order, "caller"))
 		if err != nil {
 			return err
 		}
@@ -515,7 +551,7 @@ func (e *evaluator) execCall(n *callNode) error {
 		return fmt.Errorf("call: expression is not callable")
 	}
 
-	result, err := e.invoke(fn.AsCallable(), nil, map[string]Value{"caller": caller})
+	result, err := e.invoke(fn.AsCallable(), nil, map[string]Value{"caller": caller}, nil)
 	if err != nil {
 		return err
 	}
@@ -537,7 +573,7 @@ func (e *evaluator) execFilterBlock(n *filterBlockNode) error {
 		if !ok {
 			return fmt.Errorf("unknown filter %q", fe.name)
 		}
-		result, err := e.invoke(filterVal.AsCallable(), []Value{NewString(bodyStr)}, nil)
+		result, err := e.invoke(filterVal.AsCallable(), []Value{NewString(bodyStr)}, nil, nil)
 		if err != nil {
 			return err
 		}
@@ -1099,19 +1135,11 @@ func (e *evaluator) evalCallExpr(n *callExpr) (Value, error) {
 		args[i] = v
 	}
 
-	var kwargs map[string]Value
-	if len(n.kwargs) > 0 {
-		kwargs = make(map[string]Value, len(n.kwargs))
-		for _, kw := range n.kwargs {
-			v, err := e.evalExpr(kw.value)
-			if err != nil {
-				return Undefined(), err
-			}
-			kwargs[kw.name] = v
-		}
+	kwargs, order, err := e.evalKwargs(n.kwargs)
+	if err != nil {
+		return Undefined(), err
 	}
-
-	return e.invoke(fn.AsCallable(), args, kwargs)
+	return e.invoke(fn.AsCallable(), args, kwargs, order)
 }
 
 func callableName(ex expr) string {
@@ -1161,22 +1189,14 @@ func (e *evaluator) evalFilter(n *filterExpr) (Value, error) {
 		args[i+1] = v
 	}
 
-	var kwargs map[string]Value
-	if len(n.kwargs) > 0 {
-		kwargs = make(map[string]Value, len(n.kwargs))
-		for _, kw := range n.kwargs {
-			v, err := e.evalExpr(kw.value)
-			if err != nil {
-				return Undefined(), err
-			}
-			kwargs[kw.name] = v
-		}
+	kwargs, order, err := e.evalKwargs(n.kwargs)
+	if err != nil {
+		return Undefined(), err
 	}
-
 	if n.name == "map" && len(args) > 1 && args[1].IsString() && input.IsList() {
 		return e.mapFilter(input.AsList(), args[1].AsString(), args[2:], kwargs)
 	}
-	return e.invoke(filterVal.AsCallable(), args, kwargs)
+	return e.invoke(filterVal.AsCallable(), args, kwargs, order)
 }
 
 // mapFilter is map('name', args...): the filter name applied to each
@@ -1190,7 +1210,7 @@ func (e *evaluator) mapFilter(list *List, name string, args []Value, kwargs map[
 	items := make([]Value, list.Len())
 	for i, item := range list.Items {
 		e.b.step()
-		v, err := e.invoke(f.AsCallable(), append([]Value{item}, args...), kwargs)
+		v, err := e.invoke(f.AsCallable(), append([]Value{item}, args...), kwargs, nil)
 		if err != nil {
 			return Undefined(), err
 		}

@@ -999,12 +999,18 @@ func (p *exprParser) parseCallArgs() ([]expr, []kwarg, error) {
 		if p.peek().kind == tokName && p.pos+1 < len(p.tokens) && p.tokens[p.pos+1].kind == tokOp && p.tokens[p.pos+1].val == "=" {
 			name := p.advance().val
 			p.advance() // skip =
+			if slices.ContainsFunc(kwargs, func(k kwarg) bool { return k.name == name }) {
+				return nil, nil, fmt.Errorf("keyword argument repeated: %s", name)
+			}
 			val, err := p.parseExpression()
 			if err != nil {
 				return nil, nil, err
 			}
 			kwargs = append(kwargs, kwarg{name: name, value: val})
 		} else {
+			if len(kwargs) > 0 {
+				return nil, nil, fmt.Errorf("invalid syntax for function call expression: a positional argument after a keyword argument")
+			}
 			arg, err := p.parseExpression()
 			if err != nil {
 				return nil, nil, err

@@ -409,6 +409,10 @@ type Callable struct {
 	Fn   func(args []Value, kwargs map[string]Value) (Value, error)
 	// metered, on a builtin, is Fn charging the render's budget.
 	metered builtinFunc
+	// ordered, on dict, namespace and macros, is Fn also told the order
+	// the keyword arguments were written in, which Python keeps (dict(b=1,
+	// a=2) iterates b first) and a map loses.
+	ordered orderedFunc
 }
 
 // =============================================================================
