@@ -48,9 +48,11 @@ func ropeYaRN(thetaExtrap, freqScale float32, corr [2]float32, i0 int, extFactor
 	theta := thetaInterp
 	if extFactor != 0 {
 		y := (float32(i0/2) - corr[0]) / max(0.001, corr[1]-corr[0])
-		rampMix := (1 - min(1, max(0, y))) * extFactor
+		// Every product rounded (float32(…)): Go fuses a·b+c into one
+		// FMA on arm64 and at GOAMD64=v3, even across statements.
+		rampMix := float32((1 - min(1, max(0, y))) * extFactor)
 		theta = float32(thetaInterp*(1-rampMix)) + float32(thetaExtrap*rampMix)
-		mscale *= 1 + 0.1*float32(math.Log(float64(1/freqScale)))
+		mscale *= 1 + float32(0.1*float32(math.Log(float64(1/freqScale))))
 	}
 	return float32(math.Cos(float64(theta))) * mscale, float32(math.Sin(float64(theta))) * mscale
 }

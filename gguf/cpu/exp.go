@@ -61,7 +61,7 @@ func tanhf(x float32) float32 {
 		return float32(math.Copysign(float64(t), float64(x)))
 	}
 	z := x * x
-	p := float32(float32(float32(float32(-5.70498872745e-3*z)+2.06390887954e-2)*z)-5.37397155531e-2)*z + 1.33314422036e-1
+	p := float32(float32(float32(float32(float32(-5.70498872745e-3*z)+2.06390887954e-2)*z)-5.37397155531e-2)*z) + 1.33314422036e-1
 	p = float32(float32(p*z)-3.33332819422e-1) * z
 	return float32(float32(p*x) + x)
 }

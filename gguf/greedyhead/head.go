@@ -120,14 +120,14 @@ func New(t quant.Type, w []byte, rows, n int) (*Head, error) {
 		var e2, q2 float64
 		for k := 0; k < n; k += 4 {
 			for e, v := range row[k : k+4] {
-				qf := v * inv
+				qf := float32(v * inv) // rounded: Go would fuse it into the add on arm64
 				q := int32(qf + float32(math.Copysign(0.5, float64(qf))))
 				q = max(-127, min(127, q))
 				out[k*group+e] = byte(q + 128)
-				ws := float64(q) * float64(s)
+				ws := float64(float64(q) * float64(s))
 				d := float64(v) - ws
-				e2 += d * d
-				q2 += ws * ws
+				e2 += float64(d * d)
+				q2 += float64(ws * ws)
 			}
 		}
 		h.errNorm = max(h.errNorm, math.Sqrt(e2))
@@ -313,7 +313,7 @@ func (s *Scratch) quantize(h *Head, a *quant.Activation, i int) float64 {
 			m = a
 		}
 		l1 += a
-		l2 += a * a
+		l2 += float64(a * a)
 	}
 	if !(l1 <= math.MaxFloat64) {
 		return -1 // an infinite or NaN element
@@ -333,8 +333,8 @@ func (s *Scratch) quantize(h *Head, a *quant.Activation, i int) float64 {
 		}
 		q[k] = int8(p)
 		sum += int32(p)
-		d := float64(v) - p*float64(t)
-		e2 += d * d
+		d := float64(v) - float64(p*float64(t))
+		e2 += float64(d * d)
 	}
 	s.corr[i], s.t[i] = 128*sum, t
 	return h.bound(l1, l2, e2)
@@ -354,7 +354,7 @@ func (h *Head) bound(l1, l2, e2 float64) float64 {
 	// subnormals. The last factor covers this float64 arithmetic.
 	const u = 0x1p-24
 	x2, e := math.Sqrt(l2), math.Sqrt(e2)
-	b := h.errNorm*x2 + h.normQ*e + h.gamma*h.maxAbsW*l1 + 4*u*h.normQ*(x2+e) + float64(h.n)*0x1p-125
+	b := float64(h.errNorm*x2) + float64(h.normQ*e) + float64(h.gamma*h.maxAbsW*l1) + float64(4*u*h.normQ*(x2+e)) + float64(float64(h.n)*0x1p-125)
 	return b * (1 + 1e-9)
 }
 

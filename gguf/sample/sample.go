@@ -483,5 +483,5 @@ func (s *Sampler) penalised(id uint32, l float64) float64 {
 			l *= rp
 		}
 	}
-	return l - float64(n)*s.p.FrequencyPenalty - s.p.PresencePenalty
+	return l - float64(float64(n)*s.p.FrequencyPenalty) - s.p.PresencePenalty
 }

@@ -139,7 +139,7 @@ const CopyPrior = 0.9
 // Expect replaces the prior, 7 of 10 drafts accepted, by a of 10, and
 // returns w.
 func (w *Window) Expect(a float64) *Window {
-	w.proposed, w.accepted = 10, int(a*10+0.5)
+	w.proposed, w.accepted = 10, int(float64(a*10)+0.5)
 	return w
 }
 
@@ -280,7 +280,7 @@ func (w *Window) best() (int, float64) {
 		// them differently (the decision must replay anywhere).
 		pow = float64(pow * a)
 		e += pow
-		den := float64(float64(k)*float64(w.cost+w.row) + 1)
+		den := float64(float64(k)*(w.cost+w.row)) + 1
 		if len(w.steps) > 0 {
 			// A round all of whose drafts stand (a^k) costs the next
 			// one's two-token catch-up.

@@ -304,7 +304,7 @@ func testSwiGLUOAI(t *testing.T, p *Pair) {
 	p.Compare("elementwise", "swiglu_oai edges", u)
 
 	for i := range gate {
-		gate[i] = -64 + 72*float32(i)/n
+		gate[i] = -64 + float32(72*float32(i)/n)
 		up[i] = 0
 	}
 	g, u = p.Tensor(1, n, gate), p.Tensor(1, n, up)
@@ -317,7 +317,7 @@ func testSwiGLUOAI(t *testing.T, p *Pair) {
 func testRoPE(t *testing.T, p *Pair) {
 	factors := make([]float32, 16)
 	for i := range factors {
-		factors[i] = 1 + float32(i)/4
+		factors[i] = 1 + float32(float32(i)/4)
 	}
 	cases := []struct {
 		name    string

@@ -93,7 +93,7 @@ func (p *pace) observe(k paceKey, took time.Duration, now time.Time) bool {
 	if p.seen == 0 {
 		p.drift = x
 	} else {
-		p.drift += (x - p.drift) / paceSpan
+		p.drift += float64((x - p.drift) / paceSpan)
 	}
 	p.seen++
 	if p.seen < paceSpan || math.Abs(p.drift) < math.Log(paceDrift) || !p.last.IsZero() && now.Sub(p.last) < p.gap {
