@@ -191,7 +191,7 @@ bench-metal:
 # (Debian's qemu-user-static), with SDOT (-cpu max) and without it
 # (cortex-a72: the Go kernels for the quantised types, and no SDOT kernel
 # may be chosen): gguf/quant's and gguf/deltanet's kernels against their Go
-# twins, gguf/model's pinned logits digests, the delta nets' host path
+# twins, gguf/detmath's digests, gguf/model's pinned logits digests, the delta nets' host path
 # against the CPU kernels, the gpt-oss and Qwen3.5 fixtures against
 # llama.cpp's logits, and gguf/sample's pinned digests of its exponentials
 # and seeded draws. qemu's timings are no speed figures.
@@ -202,10 +202,11 @@ qemu-arm64:
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -c -o $$d/model.test ./gguf/model; \
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -c -o $$d/sample.test ./gguf/sample; \
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -c -o $$d/deltanet.test ./gguf/deltanet; \
+	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -c -o $$d/detmath.test ./gguf/detmath; \
 	for c in max cortex-a72; do \
 		echo "quant on $$c"; (cd gguf/quant && qemu-aarch64-static -cpu $$c $$d/quant.test -test.run 'SIMD|MatMul|MatVecRows|Pack'); \
 		echo "sample on $$c"; (cd gguf/sample && qemu-aarch64-static -cpu $$c $$d/sample.test); \
-		echo "deltanet on $$c"; (cd gguf/deltanet && qemu-aarch64-static -cpu $$c $$d/deltanet.test); \
+		echo "deltanet and detmath on $$c"; (cd gguf/deltanet && qemu-aarch64-static -cpu $$c $$d/deltanet.test) && (cd gguf/detmath && qemu-aarch64-static -cpu $$c $$d/detmath.test); \
 		echo "model on $$c"; (cd gguf/model && qemu-aarch64-static -cpu $$c $$d/model.test -test.run '^(TestLogitsArePinned|TestHybridKernelsMatchHost|TestParity)$$/^(gpt-oss-|qwen35)'); \
 	done
 
@@ -215,17 +216,18 @@ qemu-arm64:
 # FMA and F16C: the AVX2 tiles and row kernels, the 8-lane exponentials and
 # SiLU, no int8 head shadow; the CPUID bits TCG lacks switched off, so that
 # qemu does not warn) and Nehalem (no AVX: the Go kernels). gguf/quant's
-# kernels against their Go twins, gguf/cpu's tests, gguf/model's pinned
-# logits digest and gguf/sample's tests (its four-lane exponentials on
+# kernels against their Go twins, gguf/cpu's, gguf/deltanet's and
+# gguf/detmath's tests, gguf/model's pinned logits digest and gguf/sample's tests (its four-lane exponentials on
 # Haswell): the same bits as the AVX-512 kernels give. qemu's timings
 # are no speed figures.
 QEMU_AMD64_CPUS = Haswell,-pcid,-x2apic,-tsc-deadline,-hle,-invpcid,-rtm Nehalem
 .PHONY: qemu-amd64
 qemu-amd64:
 	@set -e; d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; \
-	for p in quant cpu model sample; do CGO_ENABLED=0 GOARCH=amd64 $(GO) test -c -o $$d/$$p.test ./gguf/$$p; done; \
+	for p in quant cpu model sample deltanet detmath; do CGO_ENABLED=0 GOARCH=amd64 $(GO) test -c -o $$d/$$p.test ./gguf/$$p; done; \
 	for c in $(QEMU_AMD64_CPUS); do \
 		echo "quant on $${c%%,*}"; (cd gguf/quant && qemu-x86_64-static -cpu $$c $$d/quant.test -test.run 'SIMD|MatMul|MatVecRows|WideRows|Pack'); \
+		echo "deltanet and detmath on $${c%%,*}"; (cd gguf/deltanet && qemu-x86_64-static -cpu $$c $$d/deltanet.test) && (cd gguf/detmath && qemu-x86_64-static -cpu $$c $$d/detmath.test); \
 		echo "sample on $${c%%,*}"; (cd gguf/sample && qemu-x86_64-static -cpu $$c $$d/sample.test); \
 		echo "cpu on $${c%%,*}"; (cd gguf/cpu && qemu-x86_64-static -cpu $$c $$d/cpu.test); \
 		echo "model on $${c%%,*}"; (cd gguf/model && qemu-x86_64-static -cpu $$c $$d/model.test -test.run '^TestLogitsArePinned$$'); \

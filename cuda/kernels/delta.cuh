@@ -9,9 +9,9 @@
 // CUDA graph.
 //
 // Arithmetic is the CPU's operation for operation: the host evaluates
-// e^x and log in float64 and rounds to float32, so these do too, with
-// math.cuh's libm_expf and, for softplus's log(1 + e^x), mesh_exp and
-// mesh_log here (libdevice is not linked); Σ of squares in float64 in
+// e^x and log in float64 by gguf/detmath and rounds to float32, so these
+// do too, with math.cuh's det_exp and, for softplus's log(1 + e^x),
+// det_log here (libdevice is not linked); Σ of squares in float64 in
 // element order, by one thread.
 #pragma once
 #include "math.cuh"
@@ -28,74 +28,46 @@ struct delta_seq {
 	u64 prev_conv, next_conv, prev_ssm, next_ssm;
 };
 
-// mesh_exp is e^x in float64 to about an ulp (Go's math.Exp within one),
-// for softplus, which takes the log of 1 + e^x before any rounding:
-// x = n·ln2 + r, |r| ≤ 0.35, e^r by its Taylor series to r¹³.
-DEV double mesh_exp(double x) {
-	if (x != x) {
+// det_log is ln x in float64 as gguf/detmath.Log computes it (fdlibm's
+// e_log.c, every product rounded on its own), for softplus.
+DEV double det_log(double x) {
+	const double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10, l1 = 6.666666666666735130e-01,
+		     l2 = 3.999999999940941908e-01, l3 = 2.857142874366239149e-01, l4 = 2.222219843214978396e-01,
+		     l5 = 1.818357216161805012e-01, l6 = 1.531383769920937332e-01, l7 = 1.479819860511658591e-01;
+	if (x != x || x == bitcast<double>(0x7ff0000000000000ull)) {
 		return x;
 	}
-	if (x > 709.782712893384) {
-		return bitcast<double>(0x7ff0000000000000ull);
+	if (x < 0) {
+		return bitcast<double>(0x7ff8000000000001ull);
 	}
-	if (x < -745.1332191019412) {
-		return 0;
+	if (x == 0) {
+		return bitcast<double>(0xfff0000000000000ull);
 	}
-	const double shift = 0x1.8p52;
-	double n = (x * 1.4426950408889634 + shift) - shift;
-	// ln2's high half has 32 significant bits: n·hi is exact.
-	double r = (x - n * 6.93147180369123816490e-01) - n * 1.90821492927058770002e-10;
-	double p = 1.0 / 6227020800.0;
-	p = p * r + 1.0 / 479001600.0;
-	p = p * r + 1.0 / 39916800.0;
-	p = p * r + 1.0 / 3628800.0;
-	p = p * r + 1.0 / 362880.0;
-	p = p * r + 1.0 / 40320.0;
-	p = p * r + 1.0 / 5040.0;
-	p = p * r + 1.0 / 720.0;
-	p = p * r + 1.0 / 120.0;
-	p = p * r + 1.0 / 24.0;
-	p = p * r + 1.0 / 6.0;
-	p = p * r + 0.5;
-	p = p * r + 1.0;
-	p = p * r + 1.0;
-	// 2ⁿ in two halves, each a normal double, so a subnormal result is
-	// rounded once.
-	i64 k = (i64)n, k1 = k / 2, k2 = k - k1;
-	return p * bitcast<double>((u64)(k1 + 1023) << 52) * bitcast<double>((u64)(k2 + 1023) << 52);
-}
-
-// mesh_log is ln x for a positive normal x in float64 to about an ulp:
-// x = 2ᵉ·m, m in [√½, √2), ln m = 2·atanh((m−1)/(m+1)) by its series.
-DEV double mesh_log(double x) {
+	// Frexp: x = f1·2^ki with f1 in [1/2, 1), subnormals normalised first.
+	i64 ki = 0;
+	if (x < 0x1p-1022) {
+		x *= 0x1p52;
+		ki = -52;
+	}
 	u64 bits = bitcast<u64>(x);
-	i64 e = (i64)((bits >> 52) & 0x7ff) - 1023;
-	double m = bitcast<double>((bits & 0x000fffffffffffffull) | 0x3ff0000000000000ull);
-	if (m > 1.4142135623730951) {
-		m *= 0.5;
-		e++;
+	ki += (i64)((bits >> 52) & 0x7ff) - 1022;
+	double f1 = bitcast<double>((bits & 0x000fffffffffffffull) | 0x3fe0000000000000ull);
+	if (f1 < 0x1.6a09e667f3bcdp-1) { // √2/2
+		f1 *= 2;
+		ki--;
 	}
-	double s = (m - 1) / (m + 1), s2 = s * s;
-	double p = 1.0 / 23;
-	p = p * s2 + 1.0 / 21;
-	p = p * s2 + 1.0 / 19;
-	p = p * s2 + 1.0 / 17;
-	p = p * s2 + 1.0 / 15;
-	p = p * s2 + 1.0 / 13;
-	p = p * s2 + 1.0 / 11;
-	p = p * s2 + 1.0 / 9;
-	p = p * s2 + 1.0 / 7;
-	p = p * s2 + 1.0 / 5;
-	p = p * s2 + 1.0 / 3;
-	p = p * s2 + 1.0;
-	double de = (double)e;
-	return de * 6.93147180369123816490e-01 + (de * 1.90821492927058770002e-10 + 2 * s * p);
+	double f = f1 - 1, k = (double)ki;
+	double s = f / (2 + f), s2 = s * s, s4 = s2 * s2;
+	double t1 = s2 * (l1 + s4 * (l3 + s4 * (l5 + s4 * l7)));
+	double t2 = s4 * (l2 + s4 * (l4 + s4 * l6));
+	double R = t1 + t2, hfsq = 0.5 * f * f;
+	return k * ln2_hi - ((hfsq - (s * (hfsq + R) + k * ln2_lo)) - f);
 }
 
 // The host's activations, with e^x in float64.
 DEV float d_silu(float x) { return x / (1.0f + libm_expf(-x)); }
 DEV float d_sigmoid(float x) { return 1.0f / (1.0f + libm_expf(-x)); }
-DEV float d_softplus(float x) { return x > 20.0f ? x : (float)mesh_log(1.0 + mesh_exp((double)x)); }
+DEV float d_softplus(float x) { return x > 20.0f ? x : (float)det_log(1.0 + det_exp((double)x)); }
 
 // short_conv replaces each sequence's rows of x (n × ch) by silu of their
 // causal convolution with w (ch × k, a channel's taps oldest first) over

@@ -35,38 +35,63 @@ DEV float mesh_expf(float x) {
 	return (float)((double)j * bitcast<double>((u64)((i64)n + 1023) << 52));
 }
 
+// det_exp is e^x in float64 as gguf/detmath.Exp computes it (math.Exp's
+// amd64 FMA path: x reduced by k·ln2 in two fused steps, the Taylor series
+// of e^(r/16) in fused multiply-adds, four squarings through (y+2)·y, and
+// 2^k applied in two steps where the result is subnormal), operation for
+// operation, so the same bits as the CPU's.
+DEV double det_exp(double x) {
+	const double log2e = 1.4426950408889634073599246810018920, ln2u = 0.69314718055966295651160180568695068359375,
+		     ln2l = 0.28235290563031577122588448175013436025525412068e-12;
+	if (x != x) {
+		return x;
+	}
+	if (x > 7.09782712893384e+02) { // past float64's range (+Inf too)
+		return bitcast<double>(0x7ff0000000000000ull);
+	}
+	if (x == bitcast<double>(0xfff0000000000000ull)) {
+		return 0;
+	}
+	double kf = log2e * x;
+	// Rounded to nearest even; outside int32's range, int32's least (the
+	// x86 conversion's "indefinite"), which ends below as an underflow.
+	double r = __builtin_rint(kf);
+	i64 k = r >= -2147483648.0 && r <= 2147483647.0 ? (i64)r : -2147483648ll;
+	kf = (double)k;
+	x = __builtin_fma(-kf, ln2u, x);
+	x = __builtin_fma(-kf, ln2l, x);
+	x = x * 0.0625;
+	double p = 2.4801587301587301587e-5;
+	p = __builtin_fma(p, x, 1.9841269841269841270e-4);
+	p = __builtin_fma(p, x, 1.3888888888888888889e-3);
+	p = __builtin_fma(p, x, 8.3333333333333333333e-3);
+	p = __builtin_fma(p, x, 4.1666666666666666667e-2);
+	p = __builtin_fma(p, x, 1.6666666666666666667e-1);
+	p = __builtin_fma(p, x, 0.5);
+	p = __builtin_fma(p, x, 1);
+	x = x * p;
+	for (int i = 0; i < 3; i++) {
+		x = x * (x + 2);
+	}
+	x = __builtin_fma(x, x + 2, 1);
+	i64 b = k + 0x3ff;
+	if (b >= 0x7ff) {
+		return bitcast<double>(0x7ff0000000000000ull);
+	}
+	if (b > 0) {
+		return x * bitcast<double>((u64)b << 52);
+	}
+	if (b < -52) {
+		return 0;
+	}
+	x = x * bitcast<double>((u64)(b + 0x3fe) << 52);
+	return x * bitcast<double>(1ull << 52);
+}
+
 // libm_expf is the C library's expf as ggml's swiglu_oai and its
 // softmax's sinks call it, and as the CPU backend evaluates it (gguf/cpu
-// libmExpf: the float64 exponential rounded to float32): e^x in float64 by
-// Go's math.exp (FreeBSD's, under 1 ulp), rounded once. It agrees with a
-// correctly rounded float64 exponential wherever e^x is not within 2^-29
-// of a float32 rounding boundary. Only for x where the float32 result is
-// finite and not 0, plus the edges of that range.
-DEV float libm_expf(float xf) {
-	const double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10, log2e = 1.44269504088896338700e+00;
-	const double p1 = 1.66666666666666657415e-01, p2 = -2.77777777770155933842e-03, p3 = 6.61375632143793436117e-05,
-		     p4 = -1.65339022054652515390e-06, p5 = 4.13813679705723846039e-08;
-	double x = (double)xf;
-	if (x != x) {
-		return xf;
-	}
-	if (x > 89.0) { // e^x > FLT_MAX: +Inf as float32
-		return bitcast<float>(0x7f800000u);
-	}
-	if (x < -110.0) { // e^x < 2^-150: 0 as float32
-		return 0.0f;
-	}
-	if (x > -0x1p-28 && x < 0x1p-28) {
-		return (float)(1.0 + x);
-	}
-	i64 k = x < 0 ? (i64)(log2e * x - 0.5) : (i64)(log2e * x + 0.5);
-	double hi = x - (double)k * ln2_hi, lo = (double)k * ln2_lo;
-	double r = hi - lo, t = r * r;
-	double c = r - t * (p1 + t * (p2 + t * (p3 + t * (p4 + t * p5))));
-	double y = 1.0 - ((lo - (r * c) / (2.0 - c)) - hi);
-	// |k| <= 160 here: 2^k is a normal float64, the product exact.
-	return (float)(y * bitcast<double>((u64)(k + 1023) << 52));
-}
+// libmExpf): det_exp rounded once to float32.
+DEV float libm_expf(float xf) { return (float)det_exp((double)xf); }
 
 // go_min is Go's min on float32: NaN if either is NaN, -0 under +0.
 DEV float go_min(float a, float b) {

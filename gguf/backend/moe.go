@@ -2,6 +2,7 @@ package backend
 
 import (
 	"fmt"
+	"github.com/meshnode/meshnode/gguf/detmath"
 	"math"
 )
 
@@ -112,7 +113,7 @@ func Route(logits, probs []float32, sel []int, w []float32, g Gating) {
 func softmax(v []float32, mx float32) {
 	var sum float64
 	for i, x := range v {
-		v[i] = float32(math.Exp(float64(x - mx)))
+		v[i] = float32(detmath.Exp(float64(x - mx)))
 		sum += float64(v[i])
 	}
 	inv := float32(1 / sum)

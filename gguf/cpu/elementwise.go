@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/meshnode/meshnode/gguf/backend"
+	"github.com/meshnode/meshnode/gguf/detmath"
 	"github.com/meshnode/meshnode/gguf/quant"
 )
 
@@ -275,5 +276,6 @@ var geluTable = sync.OnceValue(func() *[1 << 16]float32 {
 })
 
 // libmExpf is the C library's expf: glibc's is correctly rounded in all but
-// rare cases, as the float64 exponential rounded to float32 is.
-func libmExpf(x float32) float32 { return float32(math.Exp(float64(x))) }
+// rare cases, as the float64 exponential rounded to float32 is (detmath's:
+// the same bits on every platform).
+func libmExpf(x float32) float32 { return float32(detmath.Exp(float64(x))) }

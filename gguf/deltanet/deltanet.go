@@ -5,7 +5,11 @@
 // same bits.
 package deltanet
 
-import "math"
+import (
+	"math"
+
+	"github.com/meshnode/meshnode/gguf/detmath"
+)
 
 // HeadRow advances one head's S×S state by one token and writes the head's
 // gated output: the state src (which may be m itself) decays by e^g into m,
@@ -18,7 +22,7 @@ import "math"
 // L1 (kernel.go), where ggml makes four passes over the whole state.
 func HeadRow(m, src, q, k, v, z, norm, out []float32, g, beta, eps float32) {
 	S := len(q)
-	decay := float32(math.Exp(float64(g)))
+	decay := float32(detmath.Exp(float64(g)))
 	scale := 1 / float32(math.Sqrt(float64(S)))
 	for j := range S {
 		row := m[j*S : (j+1)*S]
@@ -39,15 +43,15 @@ func HeadRow(m, src, q, k, v, z, norm, out []float32, g, beta, eps float32) {
 
 // Silu and Sigmoid take e^x in float64 (the delta net's, unlike the
 // GLU's ggml expf).
-func Silu(x float32) float32    { return x / (1 + float32(math.Exp(float64(-x)))) }
-func Sigmoid(x float32) float32 { return 1 / (1 + float32(math.Exp(float64(-x)))) }
+func Silu(x float32) float32    { return x / (1 + float32(detmath.Exp(float64(-x)))) }
+func Sigmoid(x float32) float32 { return 1 / (1 + float32(detmath.Exp(float64(-x)))) }
 
 // Softplus is ggml's: x itself above 20.
 func Softplus(x float32) float32 {
 	if x > 20 {
 		return x
 	}
-	return float32(math.Log(1 + math.Exp(float64(x))))
+	return float32(detmath.Log(1 + detmath.Exp(float64(x))))
 }
 
 // L2Norm scales x to unit length as ggml_l2_norm does (the sum in

@@ -4,7 +4,7 @@ package sample
 
 import "golang.org/x/sys/cpu"
 
-// expCands4 sets dst[i].v = exp((src[i].v−top)/t) for whole chunks of
+// expCands4 sets dst[i].v = detmath.Exp((src[i].v−top)/t) for whole chunks of
 // four of the first n candidates, to the bit, until a chunk where exp
 // leaves its ordinary path; it returns the candidates it did
 // (exp_amd64.s). dst may be src.

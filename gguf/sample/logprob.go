@@ -2,6 +2,8 @@ package sample
 
 import (
 	"math"
+
+	"github.com/meshnode/meshnode/gguf/detmath"
 )
 
 // LogProb is a token and its natural-log probability.
@@ -35,11 +37,11 @@ func LogProbs(dst []LogProb, logits []float32, id uint32, top int) (float64, []L
 	}
 	var sum float64
 	for _, l := range logits {
-		sum += exp(float64(l) - m) // the same bits on every platform
+		sum += detmath.Exp(float64(l) - m) // the same bits on every platform
 	}
 	// (l − m) − ln sum, not l − (m + ln sum): the latter loses the
 	// digits of ln sum to a large m.
-	lnSum := math.Log(sum)
+	lnSum := detmath.Log(sum)
 	lp := math.Inf(-1)
 	if int(id) < len(logits) {
 		lp = (float64(logits[id]) - m) - lnSum

@@ -17,6 +17,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+
+	"github.com/meshnode/meshnode/gguf/detmath"
 )
 
 // Params choose how tokens are picked. The zero value is greedy decoding
@@ -251,7 +253,7 @@ func (s *Sampler) weights(logits []float32, allowed []uint64) ([]candidate, floa
 	}
 	if m := s.p.MinP; m > 0 {
 		// p_i ≥ m·p_top ⇔ v_i − top ≥ ln m; the likeliest always stays.
-		cut := math.Log(m)
+		cut := detmath.Log(m)
 		kept := c[:0]
 		for _, x := range c {
 			if x.v-top >= cut {
@@ -360,7 +362,7 @@ func (s *Sampler) nucleus(c []candidate, top, p float64) []candidate {
 		slices.SortFunc(head, beforeNumber)
 		var cum float64
 		for i, x := range head {
-			cum += exp(x.v-top) / sum
+			cum += detmath.Exp(x.v-top) / sum
 			if cum >= p {
 				return head[:i+1]
 			}

@@ -3,11 +3,11 @@ package spec
 import (
 	"context"
 	"fmt"
-	"math"
 	"sync"
 
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/backend"
+	"github.com/meshnode/meshnode/gguf/detmath"
 	"github.com/meshnode/meshnode/gguf/model"
 	"github.com/meshnode/meshnode/gguf/sample"
 )
@@ -296,7 +296,7 @@ func probAt(logits []float32, id uint32) float64 {
 	if !(d < softmaxSpan) {
 		return 0
 	}
-	return math.Exp(-float64(d)) / expSum(logits, top)
+	return detmath.Exp(-float64(d)) / expSum(logits, top)
 }
 
 // expSum is the sum of e^(l−top) over logits whose largest is top, to
@@ -338,7 +338,7 @@ const expSteps = 256
 var expTable = sync.OnceValue(func() *[softmaxSpan * expSteps]float64 {
 	var t [softmaxSpan * expSteps]float64
 	for i := range t {
-		t[i] = math.Exp(-(float64(i) + 0.5) / expSteps)
+		t[i] = detmath.Exp(-(float64(i) + 0.5) / expSteps)
 	}
 	return &t
 })
