@@ -1,11 +1,16 @@
 package backend
 
-import "math"
+import (
+	"math"
+
+	"github.com/meshnode/meshnode/gguf/detmath"
+)
 
 // RoPEAngles computes a RoPE's (cos, sin) per rotated pair as ggml's rope
 // kernel caches them: θ advancing by base^(-2/dims) per pair in float32,
 // divided by the pair's factor, then YaRN's ramp and the magnitude
-// scaling. Backends share it so that their angles agree bit for bit.
+// scaling. Backends share it so that their angles agree bit for bit, and
+// its functions are gguf/detmath's, so that they agree on every platform.
 type RoPEAngles struct {
 	r          *RoPE
 	thetaScale float32
@@ -16,7 +21,7 @@ type RoPEAngles struct {
 // Angles prepares r's angle computation (what does not depend on the
 // position).
 func (r *RoPE) Angles() RoPEAngles {
-	a := RoPEAngles{r: r, thetaScale: float32(math.Pow(float64(r.Base), float64(-2/float32(r.Dims)))), mscale: r.AttnFactor}
+	a := RoPEAngles{r: r, thetaScale: float32(detmath.Pow(float64(r.Base), float64(-2/float32(r.Dims)))), mscale: r.AttnFactor}
 	if r.ExtFactor != 0 {
 		a.corr = yarnCorrDims(r.Dims, r.OrigCtx, r.Base, r.BetaFast, r.BetaSlow)
 	}
@@ -52,16 +57,16 @@ func ropeYaRN(thetaExtrap, freqScale float32, corr [2]float32, i0 int, extFactor
 		// FMA on arm64 and at GOAMD64=v3, even across statements.
 		rampMix := float32((1 - min(1, max(0, y))) * extFactor)
 		theta = float32(thetaInterp*(1-rampMix)) + float32(thetaExtrap*rampMix)
-		mscale *= 1 + float32(0.1*float32(math.Log(float64(1/freqScale))))
+		mscale *= 1 + float32(0.1*float32(detmath.Log(float64(1/freqScale))))
 	}
-	return float32(math.Cos(float64(theta))) * mscale, float32(math.Sin(float64(theta))) * mscale
+	return float32(detmath.Cos(float64(theta))) * mscale, float32(detmath.Sin(float64(theta))) * mscale
 }
 
 // yarnCorrDims is ggml_rope_yarn_corr_dims: the first and last dimension
 // YaRN's ramp covers.
 func yarnCorrDims(dims, origCtx int, base, betaFast, betaSlow float32) [2]float32 {
 	corrDim := func(nRot float32) float32 {
-		return float32(dims) * float32(math.Log(float64(float32(origCtx)/(nRot*2*math.Pi)))) / (2 * float32(math.Log(float64(base))))
+		return float32(dims) * float32(detmath.Log(float64(float32(origCtx)/(nRot*2*math.Pi)))) / (2 * float32(detmath.Log(float64(base))))
 	}
 	start := float32(math.Floor(float64(corrDim(betaFast))))
 	end := float32(math.Ceil(float64(corrDim(betaSlow))))

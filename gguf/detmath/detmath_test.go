@@ -114,10 +114,80 @@ func bigLog(x float64) *big.Float {
 	return r.Add(r, new(big.Float).SetPrec(prec).Mul(ln2, new(big.Float).SetPrec(prec).SetInt64(int64(e))))
 }
 
+// TestSinCos: Sin and Cos are math.Sin and math.Cos to the bit where Go
+// compiles math without fused multiply-adds (amd64 below v3), over the
+// special cases and random arguments below 2^29; past it, within 1e-7 of
+// them (both reduce exactly; the polynomials round alike).
+func TestSinCos(t *testing.T) {
+	if !mathUnfused {
+		t.Skip("Go's math is fused here: TestGolden checks Sin and Cos")
+	}
+	same := func(a, b float64) bool { return math.Float64bits(a) == math.Float64bits(b) || a != a && b != b }
+	rng := rand.New(rand.NewPCG(5, 6))
+	xs := []float64{0, math.Copysign(0, -1), math.Pi / 4, math.Pi / 2, math.Pi, -math.Pi, 1e-300, 5e-324, math.Inf(1), math.Inf(-1), math.NaN(), reduceThreshold - 1}
+	for range 200000 {
+		xs = append(xs, (rng.Float64()*2-1)*math.Ldexp(1, rng.IntN(30)))
+	}
+	for _, x := range xs {
+		if !same(Sin(x), math.Sin(x)) || !same(Cos(x), math.Cos(x)) {
+			t.Fatalf("x = %v: Sin %v Cos %v, math %v %v", x, Sin(x), Cos(x), math.Sin(x), math.Cos(x))
+		}
+	}
+	for _, x := range []float64{reduceThreshold, 1e10, -3e12, 1e15, 1e300, math.MaxFloat64} {
+		if math.Abs(Sin(x)-math.Sin(x)) > 1e-15 || math.Abs(Cos(x)-math.Cos(x)) > 1e-15 {
+			t.Errorf("x = %v: Sin %v Cos %v, math %v %v", x, Sin(x), Cos(x), math.Sin(x), math.Cos(x))
+		}
+	}
+}
+
+// TestPow: the special cases are math.Pow's, and, where math.Exp is
+// Exp (amd64 with FMA), Pow is within 1 ulp of math.Pow elsewhere (equal
+// but where Log and math.Log differ), over RoPE's bases and exponents and
+// random arguments. (On arm64 math.Pow takes math.Exp's other algorithm:
+// TestGolden checks Pow there.)
+func TestPow(t *testing.T) {
+	for _, c := range [][2]float64{{0, -1}, {math.Copysign(0, -1), -3}, {2, 0}, {1, math.NaN()}, {math.NaN(), 2}, {-2, 3}, {-2, 0.5},
+		{2, math.Inf(1)}, {0.5, math.Inf(1)}, {math.Inf(-1), -3}, {4, 0.5}, {4, -0.5}, {-1, math.Inf(1)}, {3, 1 << 63}} {
+		got, want := Pow(c[0], c[1]), math.Pow(c[0], c[1])
+		if math.Float64bits(got) != math.Float64bits(want) && !(got != got && want != want) {
+			t.Errorf("Pow(%v, %v) = %v, math.Pow %v", c[0], c[1], got, want)
+		}
+	}
+	if !mathExpIsFMA {
+		t.Skip("math.Pow takes another exponential here: TestGolden checks Pow")
+	}
+	ulps := func(got, want float64) float64 {
+		if got == want {
+			return 0
+		}
+		return math.Abs(got-want) / math.Abs(math.Nextafter(want, math.Inf(1))-want)
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	differ := 0
+	check := func(x, y float64) {
+		got, want := Pow(x, y), math.Pow(x, y)
+		if got != want {
+			differ++
+		}
+		if u := ulps(got, want); u > 1 && !math.IsInf(want, 0) && want != 0 {
+			t.Fatalf("Pow(%v, %v) = %v, %.1f ulp from math.Pow %v", x, y, got, u, want)
+		}
+	}
+	for _, base := range []float64{10000, 500000, 1e6, 5e6, 8e6, 1e4 * 4} {
+		for dims := 2; dims <= 512; dims += 2 {
+			check(base, float64(-2/float32(dims)))
+		}
+	}
+	for range 100000 {
+		check(rng.Float64()*1000, (rng.Float64()*2-1)*20)
+	}
+	t.Logf("Pow differs from math.Pow in %d cases, each by 1 ulp", differ)
+}
+
 // goldenInputs are the arguments TestGolden digests. The products are
 // converted so that no platform fuses them into the sums, and the
 // arguments are the same everywhere.
-func goldenInputs() (exps, logs []float64) {
+func goldenInputs() (exps, logs, trig []float64) {
 	exps = []float64{0, math.Copysign(0, -1), 709.78, 710, -708.4, -709.1, -745.1, -745.2, -1e10, math.Inf(1), math.Inf(-1)}
 	for i := range 146000 {
 		exps = append(exps, -750+float64(float64(i)*0.01)+float64(float64(i%7)*1e-9))
@@ -132,7 +202,13 @@ func goldenInputs() (exps, logs []float64) {
 	for i := range 2000 {
 		logs = append(logs, 1+float64(float64(i-1000)*1.3e-7))
 	}
-	return exps, logs
+	for i := range 100000 {
+		trig = append(trig, float64(float64(i-50000)*0.0123)+float64(float64(i%13)*1e-9))
+	}
+	for i := range 2000 {
+		trig = append(trig, math.Ldexp(1+float64(float64(i)*1e-3), i%60))
+	}
+	return exps, logs, trig
 }
 
 // digest is the SHA-256 of vs' bits, in hex.
@@ -146,15 +222,24 @@ func digest(vs []float64) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// TestGolden: Exp and Log give the same bits on every platform — amd64
+// TestGolden: Exp, Log, Sin, Cos and Pow give the same bits on every platform — amd64
 // with or without FMA, arm64, purego builds (make qemu-arm64 and
 // qemu-amd64 run it) — as on the amd64 machine that made the digests.
 func TestGolden(t *testing.T) {
 	const (
-		wantExp = "db95e534135cac34b75e4c2e9f3286a9b22b41fc910cdb570b82ff0dd8897128"
-		wantLog = "a36e06a31f5eb32e9406bc01e6e0de3adf1ee8e79dc34ff8b4e0586bd685ecdd"
+		wantExp  = "db95e534135cac34b75e4c2e9f3286a9b22b41fc910cdb570b82ff0dd8897128"
+		wantLog  = "a36e06a31f5eb32e9406bc01e6e0de3adf1ee8e79dc34ff8b4e0586bd685ecdd"
+		wantTrig = "3784b7028b34c2f770087e7402768a56c3220f2dbd527ab3854bffb3aff88894"
 	)
-	exps, logs := goldenInputs()
+	exps, logs, trig := goldenInputs()
+	var trigOut []float64
+	for i, x := range trig {
+		trigOut = append(trigOut, Sin(x), Cos(x), Pow(math.Abs(x)+1e-3, float64(x*1e-3)),
+			Pow(0.3+float64(math.Abs(x)*1e-5), float64(i%40)+0.25)) // the squarings too
+	}
+	if d := digest(trigOut); d != wantTrig {
+		t.Errorf("Sin, Cos and Pow over %d arguments: digest %s, want %s", len(trig), d, wantTrig)
+	}
 	for i, x := range exps {
 		exps[i] = Exp(x)
 	}

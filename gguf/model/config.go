@@ -9,6 +9,7 @@ import (
 
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/backend"
+	"github.com/meshnode/meshnode/gguf/detmath"
 )
 
 // archSpec is what distinguishes the architectures' graphs (llama.cpp's
@@ -535,9 +536,9 @@ func (c *Config) layerRoPE(l int, factors []float32) backend.RoPE {
 		factor := 1 / r.FreqScale
 		mscale := float32(1)
 		if factor > 1 {
-			mscale = float32(0.1*float32(math.Log(float64(factor)))) + 1
+			mscale = float32(0.1*float32(detmath.Log(float64(factor)))) + 1
 		}
-		r.AttnFactor *= mscale / (1 + float32(0.1*float32(math.Log(float64(factor)))))
+		r.AttnFactor *= mscale / (1 + float32(0.1*float32(detmath.Log(float64(factor)))))
 	}
 	return r
 }
