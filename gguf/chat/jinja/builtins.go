@@ -245,54 +245,57 @@ func builtinCycler(b *budget, args []Value, kwargs map[string]Value) (Value, err
 
 func registerFilters(s *scope) {
 	filters := map[string]builtinFunc{
-		"tojson":      filterTojson,
-		"from_json":   filterFromjson,
-		"fromjson":    filterFromjson,
-		"items":       filterItems,
-		"join":        filterJoin,
-		"default":     filterDefault,
-		"d":           filterDefault,
-		"trim":        filterTrim,
-		"lower":       filterLower,
-		"upper":       filterUpper,
-		"title":       filterTitle,
-		"capitalize":  filterCapitalize,
-		"first":       filterFirst,
-		"last":        filterLast,
-		"length":      filterLength,
-		"count":       filterLength,
-		"reverse":     filterReverse,
-		"sort":        filterSort,
-		"unique":      filterUnique,
-		"list":        filterList,
-		"int":         filterInt,
-		"float":       filterFloatConv,
-		"string":      filterString,
-		"safe":        filterSafe,
-		"replace":     filterReplace,
-		"round":       filterRound,
-		"abs":         filterAbs,
-		"map":         filterMap,
-		"select":      filterSelect,
-		"reject":      filterReject,
-		"selectattr":  filterSelectattr,
-		"rejectattr":  filterRejectattr,
-		"indent":      filterIndent,
-		"wordcount":   filterWordcount,
-		"escape":      filterEscape,
-		"forceescape": filterEscape, // no Markup here: escape always escapes
-		"truncate":    filterTruncate,
-		"groupby":     filterGroupby,
-		"striptags":   filterStriptags,
-		"slice":       filterSlice,
-		"e":           filterEscape,
-		"dictsort":    filterDictsort,
-		"max":         filterMax,
-		"min":         filterMin,
-		"sum":         filterSum,
-		"batch":       filterBatch,
-		"center":      filterCenter,
-		"format":      filterFormat,
+		"tojson":         filterTojson,
+		"from_json":      filterFromjson,
+		"fromjson":       filterFromjson,
+		"items":          filterItems,
+		"join":           filterJoin,
+		"default":        filterDefault,
+		"d":              filterDefault,
+		"trim":           filterTrim,
+		"lower":          filterLower,
+		"upper":          filterUpper,
+		"title":          filterTitle,
+		"capitalize":     filterCapitalize,
+		"first":          filterFirst,
+		"last":           filterLast,
+		"length":         filterLength,
+		"count":          filterLength,
+		"reverse":        filterReverse,
+		"sort":           filterSort,
+		"unique":         filterUnique,
+		"list":           filterList,
+		"int":            filterInt,
+		"float":          filterFloatConv,
+		"string":         filterString,
+		"safe":           filterSafe,
+		"replace":        filterReplace,
+		"round":          filterRound,
+		"abs":            filterAbs,
+		"map":            filterMap,
+		"select":         filterSelect,
+		"reject":         filterReject,
+		"selectattr":     filterSelectattr,
+		"rejectattr":     filterRejectattr,
+		"indent":         filterIndent,
+		"wordcount":      filterWordcount,
+		"escape":         filterEscape,
+		"forceescape":    filterEscape, // no Markup here: escape always escapes
+		"truncate":       filterTruncate,
+		"groupby":        filterGroupby,
+		"striptags":      filterStriptags,
+		"slice":          filterSlice,
+		"e":              filterEscape,
+		"dictsort":       filterDictsort,
+		"max":            filterMax,
+		"min":            filterMin,
+		"sum":            filterSum,
+		"batch":          filterBatch,
+		"center":         filterCenter,
+		"format":         filterFormat,
+		"filesizeformat": filterFilesizeformat,
+		"urlencode":      filterUrlencode,
+		"xmlattr":        filterXmlattr,
 	}
 
 	for name, fn := range filters {
@@ -1243,15 +1246,19 @@ func filterEscape(b *budget, args []Value, kwargs map[string]Value) (Value, erro
 	if len(args) == 0 {
 		return NewString(""), nil
 	}
-	s := b.print(args[0])
+	return NewString(htmlEscape(b, b.print(args[0]))), nil
+}
+
+// htmlEscape is markupsafe's escape, as jinja2's: & < > " ' as &amp;
+// &lt; &gt; &#34; &#39;.
+func htmlEscape(b *budget, s string) string {
 	// Five passes, each at most six times the input ("&#39;" for "'").
 	b.alloc(size(len(s), 5*6))
 	s = strings.ReplaceAll(s, "&", "&amp;")
 	s = strings.ReplaceAll(s, "<", "&lt;")
 	s = strings.ReplaceAll(s, ">", "&gt;")
-	s = strings.ReplaceAll(s, `"`, "&quot;")
-	s = strings.ReplaceAll(s, "'", "&#39;")
-	return NewString(s), nil
+	s = strings.ReplaceAll(s, `"`, "&#34;")
+	return strings.ReplaceAll(s, "'", "&#39;")
 }
 
 // filterDictsort is Jinja's dictsort(case_sensitive=False, by='key',

@@ -78,6 +78,12 @@
 //     rune (straße upper was STRAßE), the title and capitalize methods
 //     had left the rest of a word as it was, and the title filter had
 //     begun words where jinja2 does not ("they're" is "They're").
+//   - webfilters.go and format.go: urlencode, xmlattr (refusing the
+//     attribute names jinja2 3.1.3 refuses) and filesizeformat, with
+//     Python's float() of its argument; attr(name) gives a method, never
+//     a dict's item; lists and tuples have count and index; escape writes
+//     " as &#34;, markupsafe's, where it had written &quot;. Still refused
+//     as unknown: wordwrap, urlize, pprint and random.
 //   - Slices clamp their bounds as Python does before looping over them,
 //     indexing a string by code point walks it rather than converting it,
 //     and a string repeated a negative number of times is "" (each had

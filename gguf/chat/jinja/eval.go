@@ -1164,6 +1164,10 @@ func (e *evaluator) evalFilter(n *filterExpr) (Value, error) {
 		return Undefined(), err
 	}
 
+	if n.name == "attr" {
+		return e.attrFilter(input, n)
+	}
+
 	// Look up filter in builtins.
 	filterVal, ok := lookupFilter(e.builtins, n.name)
 	if !ok {
@@ -1197,6 +1201,31 @@ func (e *evaluator) evalFilter(n *filterExpr) (Value, error) {
 		return e.mapFilter(input.AsList(), args[1].AsString(), args[2:], kwargs)
 	}
 	return e.invoke(filterVal.AsCallable(), args, kwargs, order)
+}
+
+// attrFilter is jinja2's attr(name): input's attribute, never its item (a
+// dict's keys are items, its methods attributes): the methods of strings,
+// lists and dicts; anything else undefined.
+func (e *evaluator) attrFilter(input Value, n *filterExpr) (Value, error) {
+	if len(n.args) != 1 || len(n.kwargs) != 0 {
+		return Undefined(), fmt.Errorf("attr: takes one attribute name")
+	}
+	name, err := e.evalExpr(n.args[0])
+	if err != nil {
+		return Undefined(), err
+	}
+	if !name.IsString() {
+		return Undefined(), fmt.Errorf("attr: the attribute name must be a string, not %s", e.b.repr(name))
+	}
+	switch {
+	case input.IsDict():
+		return e.dictMethod(input, name.AsString())
+	case input.IsString():
+		return e.stringMethod(input, name.AsString())
+	case input.IsList():
+		return e.listMethod(input, name.AsString())
+	}
+	return Undefined(), nil
 }
 
 // mapFilter is map('name', args...): the filter name applied to each
@@ -1418,6 +1447,50 @@ func (e *evaluator) listMethod(obj Value, method string) (Value, error) {
 	list := obj.AsList()
 	if i := slices.Index(list.Fields, method); i >= 0 && i < len(list.Items) {
 		return list.Items[i], nil
+	}
+	switch method {
+	case "count":
+		return NewCallable(method, func(args []Value, kwargs map[string]Value) (Value, error) {
+			if len(args) != 1 || len(kwargs) != 0 {
+				return Undefined(), fmt.Errorf("count() takes exactly one argument")
+			}
+			e.b.scan(size(list.Len(), valueBytes))
+			n := 0
+			for _, it := range list.Items {
+				if e.b.equal(it, args[0], 0) {
+					n++
+				}
+			}
+			return NewInt(int64(n)), nil
+		}), nil
+	case "index":
+		return NewCallable(method, func(args []Value, kwargs map[string]Value) (Value, error) {
+			if len(args) < 1 || len(args) > 3 || len(kwargs) != 0 {
+				return Undefined(), fmt.Errorf("index() takes from 1 to 3 positional arguments")
+			}
+			// start and end as a slice's bounds: negative from the end.
+			bound := func(i int, def int) int {
+				if i >= len(args) {
+					return def
+				}
+				v := int(toInt64(args[i]))
+				if v < 0 {
+					v += list.Len()
+				}
+				return min(max(v, 0), list.Len())
+			}
+			from, to := bound(1, 0), bound(2, list.Len())
+			e.b.scan(size(max(to-from, 0), valueBytes))
+			for i := from; i < to; i++ {
+				if e.b.equal(list.Items[i], args[0], 0) {
+					return NewInt(int64(i)), nil
+				}
+			}
+			if list.Tuple {
+				return Undefined(), fmt.Errorf("tuple.index(x): x not in tuple")
+			}
+			return Undefined(), fmt.Errorf("%s is not in list", e.b.repr(args[0]))
+		}), nil
 	}
 	if list.Tuple {
 		return Undefined(), nil // a tuple has no methods that change it

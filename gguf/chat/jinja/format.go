@@ -1,6 +1,7 @@
 package jinja
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/big"
@@ -666,4 +667,102 @@ func zeroExtend(s string, n int) string {
 		return s[:start] + strings.Repeat("0", n-d) + s[start:]
 	}
 	return s
+}
+
+// filterFilesizeformat is filesizeformat(value, binary=False): float(value)
+// bytes as "1 Byte", "N Bytes" below the base (1000, or 1024 where
+// binary), else with one decimal in the first unit it is under (kB, MB, …
+// YB; KiB, MiB, … YiB), or in YB past them all.
+func filterFilesizeformat(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
+	if len(args) == 0 {
+		return NewString(""), nil
+	}
+	n, err := pyFloatOf(b, args[0])
+	if err != nil {
+		return Undefined(), fmt.Errorf("filesizeformat: %w", err)
+	}
+	base, prefixes := 1000.0, []string{"kB", "MB", "GB", "TB", "PB", "EB", "ZB", "YB"}
+	if v, ok := param(args, kwargs, 1, "binary"); ok && v.IsTruthy() {
+		base, prefixes = 1024, []string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB"}
+	}
+	switch {
+	case n == 1:
+		return NewString("1 Byte"), nil
+	case n < base:
+		iv, _ := floatInt(n) // n < base: finite or −Inf, which floatInt refuses as Python's int() does
+		if !iv.IsInt() {
+			return Undefined(), fmt.Errorf("filesizeformat: cannot convert float %s to integer", pyFixed(n, 0))
+		}
+		return NewString(b.print(iv) + " Bytes"), nil
+	}
+	unit := base
+	for i, p := range prefixes {
+		unit *= base // base^(i+2)
+		if n < unit || i == len(prefixes)-1 {
+			return NewString(pyFixed(base*n/unit, 1) + " " + p), nil
+		}
+	}
+	panic("unreachable")
+}
+
+// pyFloatOf is Python's float(v): a number, a bool, or a string of a
+// decimal float (white space around it, digits grouped by single
+// underscores, "inf", "infinity" and "nan" in any case); anything else is
+// refused with Python's message.
+func pyFloatOf(b *budget, v Value) (float64, error) {
+	switch {
+	case v.IsFloat():
+		return v.AsFloat(), nil
+	case v.IsInt():
+		f := intFloat(v)
+		if math.IsInf(f, 0) {
+			return 0, fmt.Errorf("int too large to convert to float")
+		}
+		return f, nil
+	case v.IsBool():
+		if v.AsBool() {
+			return 1, nil
+		}
+		return 0, nil
+	case v.IsString():
+		s := strings.TrimSpace(v.AsString())
+		if f, ok := parsePyFloat(s); ok {
+			return f, nil
+		}
+		return 0, fmt.Errorf("could not convert string to float: %s", b.repr(v))
+	}
+	return 0, fmt.Errorf("float() argument must be a string or a real number, not '%s'", typeName(v))
+}
+
+// parsePyFloat parses Python's float literal syntax: ParseFloat's decimal
+// forms (inf, infinity and nan in any case among them), with underscores
+// only between digits, and no hexadecimal.
+func parsePyFloat(s string) (float64, bool) {
+	if s == "" || strings.ContainsAny(s, "xX") {
+		return 0, false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] == '_' && (i == 0 || i == len(s)-1 || !isDigit(s[i-1]) || !isDigit(s[i+1])) {
+			return 0, false
+		}
+	}
+	f, err := strconv.ParseFloat(strings.ReplaceAll(s, "_", ""), 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		return 0, false
+	}
+	return f, true
+}
+
+// pyFixed is Python's "{:.Nf}" of f: nan, inf and -inf spelt as Python
+// spells them.
+func pyFixed(f float64, prec int) string {
+	switch {
+	case math.IsNaN(f):
+		return "nan"
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	}
+	return strconv.FormatFloat(f, 'f', prec, 64)
 }
