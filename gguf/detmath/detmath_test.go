@@ -116,8 +116,8 @@ func bigLog(x float64) *big.Float {
 
 // TestSinCos: Sin and Cos are math.Sin and math.Cos to the bit where Go
 // compiles math without fused multiply-adds (amd64 below v3), over the
-// special cases and random arguments below 2^29; past it, within 1e-7 of
-// them (both reduce exactly; the polynomials round alike).
+// special cases and random arguments below 2^29; past it, within 1e-15
+// of them (both reduce exactly, by other means).
 func TestSinCos(t *testing.T) {
 	if !mathUnfused {
 		t.Skip("Go's math is fused here: TestGolden checks Sin and Cos")
@@ -137,6 +137,20 @@ func TestSinCos(t *testing.T) {
 		if math.Abs(Sin(x)-math.Sin(x)) > 1e-15 || math.Abs(Cos(x)-math.Cos(x)) > 1e-15 {
 			t.Errorf("x = %v: Sin %v Cos %v, math %v %v", x, Sin(x), Cos(x), math.Sin(x), math.Cos(x))
 		}
+	}
+}
+
+// TestQuarterPi: Machin's 1300-bit π/4 rounds to math.Pi/4 and begins
+// with π's known bits.
+func TestQuarterPi(t *testing.T) {
+	if f, _ := quarterPi().Float64(); f != math.Pi/4 {
+		t.Fatalf("quarterPi rounds to %v, want %v", f, math.Pi/4)
+	}
+	// Its first 128 bits against π's known binary digits.
+	want, _ := new(big.Int).SetString("c90fdaa22168c234c4c6628b80dc1cd1", 16)
+	got, _ := new(big.Float).SetMantExp(quarterPi(), 128).Int(nil) // ⌊π/4·2^128⌋ = ⌊π·2^126⌋
+	if got.Cmp(want) != 0 {
+		t.Errorf("π's first 128 bits: %x, want %x", got, want)
 	}
 }
 
