@@ -756,13 +756,8 @@ func parsePyFloat(s string) (float64, bool) {
 // pyFixed is Python's "{:.Nf}" of f: nan, inf and -inf spelt as Python
 // spells them.
 func pyFixed(f float64, prec int) string {
-	switch {
-	case math.IsNaN(f):
-		return "nan"
-	case math.IsInf(f, 1):
-		return "inf"
-	case math.IsInf(f, -1):
-		return "-inf"
+	if s, ok := pyNonFinite(f); ok {
+		return s
 	}
 	return strconv.FormatFloat(f, 'f', prec, 64)
 }

@@ -154,16 +154,24 @@ func pyFloat(f float64) (string, error) {
 // pyStr is Python's str of a float, as a template prints one: its repr,
 // and inf, -inf and nan.
 func pyStr(f float64) string {
-	switch {
-	case math.IsNaN(f):
-		return "nan"
-	case math.IsInf(f, 1):
-		return "inf"
-	case math.IsInf(f, -1):
-		return "-inf"
+	if s, ok := pyNonFinite(f); ok {
+		return s
 	}
 	s, _ := pyFloat(f)
 	return s
+}
+
+// pyNonFinite is how Python writes f if it is nan, inf or -inf.
+func pyNonFinite(f float64) (string, bool) {
+	switch {
+	case math.IsNaN(f):
+		return "nan", true
+	case math.IsInf(f, 1):
+		return "inf", true
+	case math.IsInf(f, -1):
+		return "-inf", true
+	}
+	return "", false
 }
 
 // str quotes s as json.dumps(ensure_ascii=False) does: only the quote,
