@@ -67,7 +67,8 @@ func readJSON(t *testing.T, path string, v any) {
 
 // TestGolden renders every template under testdata/templates (Llama 2,
 // Llama 3 and 3.1, ChatML/Qwen2, Qwen2.5, Qwen3, Phi-3 and 3.5, Gemma,
-// Gemma 2 and Gemma 4, Mistral, Command-R, DeepSeek-R1, Granite, Hermes, gpt-oss) over
+// Gemma 2 and Gemma 4, Mistral, Command-R, DeepSeek-R1, Granite, Hermes,
+// gpt-oss, and llama.cpp's collection of 64 more: templates-SOURCES.md) over
 // the conversations in testdata/conversations.json and compares with
 // Python jinja2's output (testdata/gen-golden.py), errors included. The
 // conversations with tools (calls, results, parallel calls, OpenAI-style
@@ -94,8 +95,15 @@ func TestGolden(t *testing.T) {
 		t.Fatal("no golden cases")
 	}
 	compiled := map[string]map[string]*Template{} // template → conversation → compiled
-	pass := 0
+	pass, broken := 0, 0
 	for _, c := range golden.Cases {
+		if c.Output == nil && c.Error == nil {
+			// jinja2 itself fails (jinja2_failure): the template's own bug
+			// under transformers' environment, such as list.append in a
+			// sandbox that forbids it. This engine may render it.
+			broken++
+			continue
+		}
 		conv, ok := byName[c.Conversation]
 		if !ok {
 			t.Fatalf("golden case names unknown conversation %q", c.Conversation)
@@ -138,7 +146,7 @@ func TestGolden(t *testing.T) {
 		}
 		pass++
 	}
-	t.Logf("%d/%d golden renders match jinja2 across %d templates", pass, len(golden.Cases), len(compiled))
+	t.Logf("%d/%d golden renders match jinja2 across %d templates (%d that jinja2 fails on not compared)", pass, len(golden.Cases)-broken, len(compiled), broken)
 }
 
 // TestTemplateBounds: a template longer or nested deeper than any real

@@ -280,7 +280,7 @@ func registerFilters(s *scope) {
 		"indent":         filterIndent,
 		"wordcount":      filterWordcount,
 		"escape":         filterEscape,
-		"forceescape":    filterEscape, // no Markup here: escape always escapes
+		"forceescape":    filterForceescape,
 		"truncate":       filterTruncate,
 		"groupby":        filterGroupby,
 		"striptags":      filterStriptags,
@@ -788,11 +788,15 @@ func filterString(b *budget, args []Value, kwargs map[string]Value) (Value, erro
 	return NewString(b.print(args[0])), nil
 }
 
+// filterSafe is safe: its argument's text marked safe (markup).
 func filterSafe(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	if len(args) == 0 {
-		return NewString(""), nil
+		return newMarkup(""), nil
 	}
-	return args[0], nil
+	if args[0].isMarkup() {
+		return args[0], nil
+	}
+	return newMarkup(b.print(args[0])), nil
 }
 
 func filterReplace(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
@@ -1244,9 +1248,21 @@ func filterWordcount(b *budget, args []Value, kwargs map[string]Value) (Value, e
 
 func filterEscape(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
 	if len(args) == 0 {
-		return NewString(""), nil
+		return newMarkup(""), nil
 	}
-	return NewString(htmlEscape(b, b.print(args[0]))), nil
+	if args[0].isMarkup() {
+		return args[0], nil // already safe: escaped once, not again
+	}
+	return newMarkup(htmlEscape(b, b.print(args[0]))), nil
+}
+
+// filterForceescape is forceescape: escape of the text even where it is
+// marked safe.
+func filterForceescape(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
+	if len(args) == 0 {
+		return newMarkup(""), nil
+	}
+	return newMarkup(htmlEscape(b, b.print(args[0]))), nil
 }
 
 // htmlEscape is markupsafe's escape, as jinja2's: & < > " ' as &amp;

@@ -84,6 +84,16 @@
 //     a dict's item; lists and tuples have count and index; escape writes
 //     " as &#34;, markupsafe's, where it had written &quot;. Still refused
 //     as unknown: wordwrap, urlize, pprint and random.
+//   - safe and escape return Markup (value.go's markup): added to a plain
+//     string it escapes that string, escaping it again leaves it, % on it
+//     escapes the arguments and its str methods keep it, as markupsafe
+//     has it (functionary's template adds tojson's text to a safe string,
+//     which transformers renders escaped).
+//   - concat.go: a string built by ~ or + grows its buffer in place, so
+//     output accumulated in a loop ({% set ns.out = ns.out ~ part %}, as
+//     Reka's template does) costs linear bytes and work, where a copy a
+//     step had made long conversations quadratic and, past a few hundred
+//     turns, over the render's limits.
 //   - Slices clamp their bounds as Python does before looping over them,
 //     indexing a string by code point walks it rather than converting it,
 //     and a string repeated a negative number of times is "" (each had

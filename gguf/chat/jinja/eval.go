@@ -686,7 +686,11 @@ func (e *evaluator) evalAttr(n *attrExpr) (Value, error) {
 
 	// String methods.
 	if obj.IsString() {
-		return e.stringMethod(obj, n.attr)
+		m, err := e.stringMethod(obj, n.attr)
+		if obj.isMarkup() && m.IsCallable() {
+			return markupMethod(m), err
+		}
+		return m, err
 	}
 
 	// List methods.
@@ -1032,9 +1036,15 @@ func (e *evaluator) evalBinary(n *binExpr) (Value, error) {
 		return floorDivValues(e.b, left, right)
 	case "%":
 		if left.IsString() {
+			if left.isMarkup() {
+				right = escapeArgs(e.b, right) // Markup % escapes its arguments
+			}
 			s, err := pyPercent(e.b, left.AsString(), right)
 			if err != nil {
 				return Undefined(), err
+			}
+			if left.isMarkup() {
+				return newMarkup(s), nil
 			}
 			return NewString(s), nil
 		}
@@ -1042,9 +1052,7 @@ func (e *evaluator) evalBinary(n *binExpr) (Value, error) {
 	case "**":
 		return powValues(e.b, left, right)
 	case "~":
-		l, r := e.b.print(left), e.b.print(right)
-		e.b.alloc(int64(len(l)) + int64(len(r)))
-		return NewString(l + r), nil
+		return concat(e.b, left, e.b.print(left), e.b.print(right)), nil
 	case "==", "!=", "<", ">", "<=", ">=", "in", "not in":
 		return NewBool(e.holds(n.op, left, right)), nil
 	}
@@ -1642,8 +1650,19 @@ func (e *evaluator) dictMethod(obj Value, method string) (Value, error) {
 func addValues(bud *budget, a, b Value) (Value, error) {
 	if a.IsString() || b.IsString() {
 		l, r := bud.print(a), bud.print(b)
-		bud.alloc(int64(len(l)) + int64(len(r)))
-		return NewString(l + r), nil
+		if a.isMarkup() || b.isMarkup() {
+			// Markup + str escapes the str (markupsafe's __add__ and
+			// __radd__), and is Markup.
+			if !a.isMarkup() {
+				l = htmlEscape(bud, l)
+			}
+			if !b.isMarkup() {
+				r = htmlEscape(bud, r)
+			}
+			bud.alloc(int64(len(l)) + int64(len(r)))
+			return newMarkup(l + r), nil
+		}
+		return concat(bud, a, l, r), nil
 	}
 	if a.IsList() && b.IsList() {
 		if a.AsList().Tuple != b.AsList().Tuple {
@@ -1807,4 +1826,57 @@ func valuesEqual(bud *budget, a, b Value) bool {
 		return true
 	}
 	return bud.equal(a, b, 0)
+}
+
+// escapeArgs is v with its strings escaped (and marked safe), as Markup's
+// % escapes its arguments: v itself, a tuple's items or a dict's values.
+func escapeArgs(b *budget, v Value) Value {
+	esc := func(x Value) Value {
+		if x.IsString() && !x.isMarkup() {
+			return newMarkup(htmlEscape(b, x.AsString()))
+		}
+		return x
+	}
+	switch {
+	case v.IsList() && v.AsList().Tuple:
+		items := make([]Value, len(v.AsList().Items))
+		for i, it := range v.AsList().Items {
+			items[i] = esc(it)
+		}
+		return NewTuple(items)
+	case v.IsDict():
+		d := NewDict()
+		src := v.AsDict()
+		for _, k := range src.Keys {
+			d.AsDict().Set(k, esc(src.Data[k]))
+		}
+		return d
+	}
+	return esc(v)
+}
+
+// markupMethod is a str method of a Markup: what it returns as a string
+// is marked safe too, and a list of strings (split) a list of them, as
+// markupsafe's overrides return Markup.
+func markupMethod(m Value) Value {
+	c := m.AsCallable()
+	fn := c.Fn
+	return NewCallable(c.Name, func(args []Value, kwargs map[string]Value) (Value, error) {
+		v, err := fn(args, kwargs)
+		switch {
+		case err != nil:
+			return v, err
+		case v.IsString():
+			return newMarkup(v.AsString()), nil
+		case v.IsList():
+			items := slices.Clone(v.AsList().Items)
+			for i, it := range items {
+				if it.IsString() {
+					items[i] = newMarkup(it.AsString())
+				}
+			}
+			return v.AsList().slice(items), nil
+		}
+		return v, nil
+	})
 }

@@ -237,3 +237,35 @@ func TestIntegerBound(t *testing.T) {
 		}
 	}
 }
+
+// TestAccumulateLinear: output accumulated a part at a time ({% set
+// ns.out = ns.out ~ part %}, + alike) costs bytes in proportion to its
+// length, not its square: two strings of 20,000 parts of 100 bytes, 2 MB
+// each, render within a 64 MB byte limit (their buffers, doubling, and the
+// parts; copying the whole each time would make 40 GB). Strings grown from a shared prefix keep their own text.
+func TestAccumulateLinear(t *testing.T) {
+	src := `{% set ns = namespace(out="", plus="") %}{% for i in range(20000) %}` +
+		`{% set ns.out = ns.out ~ part %}{% set ns.plus = ns.plus + part %}{% endfor %}` +
+		`{{ ns.out | length }} {{ ns.plus | length }} {{ ns.out == ns.plus }}`
+	tpl, err := Compile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := Limits{Work: 1 << 30, Bytes: 64 << 20, Depth: 64}
+	got, err := tpl.RenderLimited(map[string]Value{"part": NewString(strings.Repeat("x", 100))}, lim)
+	if err != nil || got != "2000000 2000000 True" {
+		t.Fatalf("%q, %v", got, err)
+	}
+	for src, want := range map[string]string{
+		`{% set a = "x" ~ "y" %}{% set b = a ~ "1" %}{% set c = a ~ "2" %}{{ a }} {{ b }} {{ c }} {{ b ~ "3" }} {{ a ~ "4" }} {{ b }}`: "xy xy1 xy2 xy13 xy4 xy1",
+		`{% set s = "" %}{% for w in ["a", "b", "c"] %}{% set s = s ~ w %}{{ s }},{% endfor %}`:                                  "a,ab,abc,",
+	} {
+		tpl, err := Compile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := tpl.RenderLimited(nil, small); err != nil || got != want {
+			t.Errorf("%s: %q, %v; want %q", src, got, err, want)
+		}
+	}
+}

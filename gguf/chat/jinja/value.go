@@ -137,7 +137,7 @@ func (v Value) IsTruthy() bool {
 	case KindFloat:
 		return v.v.(float64) != 0.0
 	case KindString:
-		return len(v.v.(string)) > 0
+		return len(v.AsString()) > 0
 	case KindList:
 		return v.v.(*List).Len() > 0
 	case KindDict:
@@ -170,7 +170,30 @@ func (v Value) AsInt() int64 {
 func (v Value) AsFloat() float64 { return v.v.(float64) }
 
 // AsString returns the string held by v. It panics if v is not a string.
-func (v Value) AsString() string { return v.v.(string) }
+func (v Value) AsString() string {
+	switch s := v.v.(type) {
+	case builtString:
+		return s.s
+	case markup:
+		return string(s)
+	}
+	return v.v.(string)
+}
+
+// markup is a string marked safe, markupsafe's Markup: what the safe and
+// escape filters return. Added to a plain string it escapes that string
+// (Markup.__add__, __radd__), and escaping it again leaves it as it is;
+// every other operation treats it as its text, and gives plain strings.
+type markup string
+
+// newMarkup is s marked safe.
+func newMarkup(s string) Value { return Value{kind: KindString, v: markup(s)} }
+
+// isMarkup says whether v is a string marked safe.
+func (v Value) isMarkup() bool {
+	_, ok := v.v.(markup)
+	return ok
+}
 
 // AsList returns the *List held by v. It panics if v is not a list.
 func (v Value) AsList() *List { return v.v.(*List) }
@@ -220,7 +243,13 @@ func (b *budget) writeRepr(w *builder, v Value, depth int) {
 		w.WriteString(pyStr(v.v.(float64)))
 
 	case KindString:
-		writeStringRepr(w, v.v.(string))
+		if v.isMarkup() {
+			w.WriteString("Markup(")
+			writeStringRepr(w, v.AsString())
+			w.WriteString(")")
+			break
+		}
+		writeStringRepr(w, v.AsString())
 
 	case KindList:
 		list := v.v.(*List)
@@ -291,8 +320,8 @@ func (b *budget) equal(v, other Value, depth int) bool {
 		return v.v.(float64) == other.v.(float64)
 
 	case KindString:
-		b.scan(int64(len(v.v.(string))))
-		return v.v.(string) == other.v.(string)
+		b.scan(int64(len(v.AsString())))
+		return v.AsString() == other.AsString()
 
 	case KindList:
 		x := v.v.(*List)
