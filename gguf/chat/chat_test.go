@@ -68,7 +68,7 @@ func readJSON(t *testing.T, path string, v any) {
 // TestGolden renders every template under testdata/templates (Llama 2,
 // Llama 3 and 3.1, ChatML/Qwen2, Qwen2.5, Qwen3, Phi-3 and 3.5, Gemma,
 // Gemma 2 and Gemma 4, Mistral, Command-R, DeepSeek-R1, Granite, Hermes,
-// gpt-oss, and llama.cpp's collection of 64 more: templates-SOURCES.md) over
+// gpt-oss, and llama.cpp's collection of 68 more: templates-SOURCES.md) over
 // the conversations in testdata/conversations.json and compares with
 // Python jinja2's output (testdata/gen-golden.py), errors included. The
 // conversations with tools (calls, results, parallel calls, OpenAI-style

@@ -3,7 +3,7 @@
 conversations in conversations.json by Python's jinja2, set up the way
 Hugging Face transformers renders chat templates (apply_chat_template):
 a sandboxed environment with trim_blocks and lstrip_blocks, loop controls,
-raise_exception, a tojson that keeps non-ASCII, and strftime_now (pinned to
+the {% generation %} block (transformers' AssistantTracker), raise_exception, a tojson that keeps non-ASCII, and strftime_now (pinned to
 2026-01-15 so the output is reproducible). Run with Debian's python3-jinja2:
 
     gen-golden.py [TEMPLATE_DIR] > golden.json
@@ -43,9 +43,23 @@ def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False)
     return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
 
+class AssistantTracker(jinja2.ext.Extension):
+    """transformers' {% generation %} … {% endgeneration %}: it marks the
+    assistant's tokens for training masks and renders its body as it is."""
+    tags = {"generation"}
+
+    def parse(self, parser):
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(["name:endgeneration"], drop_needle=True)
+        return jinja2.nodes.CallBlock(self.call_method("_render", []), [], [], body).set_lineno(lineno)
+
+    def _render(self, caller):
+        return caller()
+
+
 def environment():
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                        extensions=[jinja2.ext.loopcontrols])
+                                        extensions=[jinja2.ext.loopcontrols, AssistantTracker])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = lambda fmt: NOW.strftime(fmt)
