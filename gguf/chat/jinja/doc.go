@@ -85,9 +85,10 @@
 //     " as &#34;, markupsafe's, where it had written &quot;. Still refused
 //     as unknown: wordwrap, urlize, pprint and random.
 //   - safe and escape return Markup (value.go's markup): added to a plain
-//     string it escapes that string, escaping it again leaves it, % on it
-//     escapes the arguments and its str methods keep it, as markupsafe
-//     has it (functionary's template adds tojson's text to a safe string,
+//     string it escapes that string, escaping it again leaves it, % and
+//     format on it escape their arguments (replace its new text, join its
+//     items, the justifiers their fill), and its str methods keep it, as
+//     markupsafe 3 has it (functionary's template adds tojson's text to a safe string,
 //     which transformers renders escaped).
 //   - concat.go: a string built by ~ or + grows its buffer in place, so
 //     output accumulated in a loop ({% set ns.out = ns.out ~ part %}, as

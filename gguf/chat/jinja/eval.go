@@ -688,7 +688,7 @@ func (e *evaluator) evalAttr(n *attrExpr) (Value, error) {
 	if obj.IsString() {
 		m, err := e.stringMethod(obj, n.attr)
 		if obj.isMarkup() && m.IsCallable() {
-			return markupMethod(m), err
+			return markupMethod(e.b, m), err
 		}
 		return m, err
 	}
@@ -1855,13 +1855,44 @@ func escapeArgs(b *budget, v Value) Value {
 	return esc(v)
 }
 
+// markupEscapes are the str methods a Markup escapes arguments of
+// (markupsafe 3's): the position of the one it escapes (replace's new,
+// the justifiers' fill character), or −1 for all (format, and join's
+// items); the others take theirs as they are.
+var markupEscapes = map[string]int{"format": -1, "join": -1, "replace": 1, "center": 1, "ljust": 1, "rjust": 1}
+
 // markupMethod is a str method of a Markup: what it returns as a string
 // is marked safe too, and a list of strings (split) a list of them, as
-// markupsafe's overrides return Markup.
-func markupMethod(m Value) Value {
+// markupsafe's overrides return Markup; markupEscapes says which
+// arguments it escapes.
+func markupMethod(b *budget, m Value) Value {
 	c := m.AsCallable()
 	fn := c.Fn
 	return NewCallable(c.Name, func(args []Value, kwargs map[string]Value) (Value, error) {
+		method := strings.TrimPrefix(c.Name, "str.")
+		if esc, ok := markupEscapes[method]; ok { // what it is given, escaped
+			args = slices.Clone(args)
+			for i, a := range args {
+				switch {
+				case esc >= 0 && i != esc:
+				case method == "join" && a.IsList():
+					items := slices.Clone(a.AsList().Items)
+					for j, it := range items {
+						items[j] = escapeArgs(b, it)
+					}
+					args[i] = a.AsList().slice(items)
+				default:
+					args[i] = escapeArgs(b, a)
+				}
+			}
+			if esc < 0 {
+				kw := make(map[string]Value, len(kwargs))
+				for k, a := range kwargs {
+					kw[k] = escapeArgs(b, a)
+				}
+				kwargs = kw
+			}
+		}
 		v, err := fn(args, kwargs)
 		switch {
 		case err != nil:

@@ -258,7 +258,7 @@ func TestAccumulateLinear(t *testing.T) {
 	}
 	for src, want := range map[string]string{
 		`{% set a = "x" ~ "y" %}{% set b = a ~ "1" %}{% set c = a ~ "2" %}{{ a }} {{ b }} {{ c }} {{ b ~ "3" }} {{ a ~ "4" }} {{ b }}`: "xy xy1 xy2 xy13 xy4 xy1",
-		`{% set s = "" %}{% for w in ["a", "b", "c"] %}{% set s = s ~ w %}{{ s }},{% endfor %}`:                                  "a,ab,abc,",
+		`{% set s = "" %}{% for w in ["a", "b", "c"] %}{% set s = s ~ w %}{{ s }},{% endfor %}`:                                        "a,ab,abc,",
 	} {
 		tpl, err := Compile(src)
 		if err != nil {
