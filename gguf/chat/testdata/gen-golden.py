@@ -3,8 +3,11 @@
 conversations in conversations.json by Python's jinja2, set up the way
 Hugging Face transformers renders chat templates (apply_chat_template):
 a sandboxed environment with trim_blocks and lstrip_blocks, loop controls,
-the {% generation %} block (transformers' AssistantTracker), raise_exception, a tojson that keeps non-ASCII, and strftime_now (pinned to
-2026-01-15 so the output is reproducible). Run with Debian's python3-jinja2:
+the {% generation %} block (transformers' AssistantTracker),
+raise_exception, a tojson that keeps non-ASCII, and strftime_now (pinned
+to 2026-01-15 so the output is reproducible). Run with jinja2 3.1 and
+markupsafe 3, as transformers installs them (golden.json: jinja2 3.1.6,
+markupsafe 3.0.3; Debian 12's python3-markupsafe 2.1 escapes otherwise):
 
     gen-golden.py [TEMPLATE_DIR] > golden.json
 

@@ -4,7 +4,9 @@ rendered by Python's jinja2 set up as Hugging Face transformers renders
 chat templates (a sandboxed environment with trim_blocks and
 lstrip_blocks, loop controls, and a tojson that keeps non-ASCII), over
 the data below. A snippet jinja2 refuses is recorded as an error. Run with
-Debian's python3-jinja2 (3.1):
+jinja2 3.1 and markupsafe 3, as transformers installs them (parity.json:
+jinja2 3.1.6, markupsafe 3.0.3; Debian 12's markupsafe 2.1 escapes a Markup's
+strip and partition arguments too):
 
     gen-parity.py > parity.json
 
