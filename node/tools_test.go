@@ -291,3 +291,40 @@ func TestToolPromptAndDecoder(t *testing.T) {
 		t.Errorf("parsed %q %+v", content, calls)
 	}
 }
+
+// TestGemma4ToolPrompt: Gemma 4's template renders a request's tools and
+// earlier calls in its own notation (its format is read back by
+// toolcall.Gemma4), not the generic polyfill's JSON instruction.
+func TestGemma4ToolPrompt(t *testing.T) {
+	src, err := os.ReadFile("../gguf/chat/testdata/templates/gemma-4.jinja")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := chat.Compile(string(src), chat.Options{BOS: "<bos>"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := toolcall.Detect(tmpl); f != toolcall.Gemma4 {
+		t.Fatalf("format %v, want gemma4", f)
+	}
+	gen := &api.Generation{
+		Tools: []json.RawMessage{json.RawMessage(`{"type": "function", "function": {"name": "get_weather", "description": "Weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}`)},
+		Messages: []api.Message{
+			{Role: "user", Content: "Weather in Oslo?"},
+			{Role: "assistant", ToolCalls: []api.ToolCall{{ID: "call_1", Name: "get_weather", Arguments: `{"city": "Oslo"}`}}},
+			{Role: "tool", ToolCallID: "call_1", Content: "-3 C"},
+		},
+	}
+	text, _, err := renderPrompt(llamaVocab(t), tmpl, gen, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"declaration:get_weather{", `<|tool_call>call:get_weather{city:<|"|>Oslo<|"|>}<tool_call|>`} {
+		if !strings.Contains(text, want) {
+			t.Errorf("prompt lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, `"tool_calls"`) {
+		t.Errorf("the generic polyfill's instruction is in the prompt:\n%s", text)
+	}
+}

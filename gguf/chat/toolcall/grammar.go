@@ -2,6 +2,7 @@ package toolcall
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/meshnode/meshnode/gguf/grammar"
 )
@@ -66,6 +67,10 @@ func Grammar(f Format, tools []Tool, only string, parallel bool) (g *grammar.Gra
 			call = grammar.Seq(grammar.Lit("<tool_call>\n{\"name\": \""+t.Name+"\", \"arguments\": "), args, grammar.Lit("}\n</tool_call>"))
 		case Llama3:
 			call = grammar.Seq(grammar.Lit(`{"name": "`+t.Name+`", "parameters": `), args, grammar.Lit("}"))
+		case Gemma4:
+			// Gemma's notation, not JSON, so the arguments follow its
+			// grammar but not the tool's schema (as llama.cpp's).
+			call = grammar.Seq(grammar.Lit("call:"+t.Name), gemmaObject(b))
 		default: // Mistral, Generic: an element of a JSON array
 			call = grammar.Seq(grammar.Lit(`{"name": "`+t.Name+`", "arguments": `), args, grammar.Lit("}"))
 		}
@@ -78,7 +83,9 @@ func Grammar(f Format, tools []Tool, only string, parallel bool) (g *grammar.Gra
 	call := grammar.Ref("call")
 	// Llama 3.x's templates take one call per turn, and a harmony turn
 	// ends with its call (<|call|>).
-	many := parallel && only == "" && f != Llama3 && f != Harmony
+	// Gemma 4's calls are separated by control tokens (<tool_call|>
+	// <|tool_call>), which cannot be forced: one call.
+	many := parallel && only == "" && f != Llama3 && f != Harmony && f != Gemma4
 	list := func(sep string) grammar.Expr {
 		if !many {
 			return call
@@ -97,6 +104,8 @@ func Grammar(f Format, tools []Tool, only string, parallel bool) (g *grammar.Gra
 		root, prefix = grammar.Seq(grammar.Lit("["), list(", "), grammar.Lit("]")), "[TOOL_CALLS]"
 	case Granite:
 		root, prefix = grammar.Seq(grammar.Lit("["), list(", "), grammar.Lit("]")), "<|tool_call|>"
+	case Gemma4:
+		root, prefix = call, gemmaOpen
 	default:
 		root = grammar.Seq(grammar.Lit(`{"tool_calls": [`), list(", "), grammar.Lit("]}"))
 	}
@@ -122,4 +131,46 @@ func harmonyAnalysis() grammar.Expr {
 	text := grammar.Star(grammar.Alt(grammar.ClassOf(notLT),
 		grammar.Seq(grammar.Repeat(grammar.Lit("<"), 1, -1), grammar.ClassOf(notLTPipe))))
 	return grammar.Seq(grammar.Lit("<|channel|>analysis<|message|>"), text, grammar.Lit("<|end|><|start|>assistant"))
+}
+
+// gemmaObject is an object in Gemma 4's notation (the parser's
+// gemmaValue): {key:value,…} with bare keys, strings between <|"|>
+// markers (holding no "<|"), JSON numbers, true, false, null, arrays and
+// objects.
+func gemmaObject(b *grammar.Builder) grammar.Expr {
+	if !b.Defined("gemma-value") {
+		var notLT, notLTPipe, key grammar.Class
+		notLT.Add(0, '<'-1)
+		notLT.Add('<'+1, 0xff)
+		notLTPipe.Add(0, '<'-1)
+		notLTPipe.Add('<'+1, '|'-1)
+		notLTPipe.Add('|'+1, 0xff)
+		for c := 0; c < 256; c++ {
+			if !strings.ContainsRune(":{}[],<\" \t\r\n", rune(c)) {
+				key.Add(byte(c), byte(c))
+			}
+		}
+		text := grammar.Star(grammar.Alt(grammar.ClassOf(notLT),
+			grammar.Seq(grammar.Repeat(grammar.Lit("<"), 1, -1), grammar.ClassOf(notLTPipe))))
+		scalar := func(schema string) grammar.Expr {
+			e, err := b.Schema([]byte(schema))
+			if err != nil {
+				panic("toolcall: " + err.Error()) // constant schemas
+			}
+			return e
+		}
+		ws := b.WS()
+		list := func(open, item, close string) grammar.Expr {
+			it := grammar.Ref(item)
+			return grammar.Seq(grammar.Lit(open), ws, grammar.Alt(grammar.Lit(close),
+				grammar.Seq(it, grammar.Star(grammar.Seq(grammar.Lit(","), ws, it)), ws, grammar.Lit(close))))
+		}
+		b.Define("gemma-string", grammar.Seq(grammar.Lit(gemmaQuote), text, grammar.Lit(gemmaQuote)))
+		b.Define("gemma-member", grammar.Seq(grammar.Repeat(grammar.ClassOf(key), 1, -1), grammar.Lit(":"), ws, grammar.Ref("gemma-value")))
+		b.Define("gemma-object", list("{", "gemma-member", "}"))
+		b.Define("gemma-array", list("[", "gemma-value", "]"))
+		b.Define("gemma-value", grammar.Alt(grammar.Ref("gemma-string"), grammar.Ref("gemma-object"), grammar.Ref("gemma-array"),
+			scalar(`{"type": "number"}`), scalar(`{"type": "boolean"}`), scalar(`{"type": "null"}`)))
+	}
+	return grammar.Ref("gemma-object")
 }

@@ -62,6 +62,13 @@ func TestGrammar(t *testing.T) {
 		{Generic, "now", true,
 			[]string{`{"tool_calls": [{"name": "now", "arguments": {}}]}`},
 			[]string{`{"tool_calls": [{"name": "now", "arguments": {}}, {"name": "now", "arguments": {}}]}`}, 1},
+		// Gemma 4: its notation, one call (the separators are control
+		// tokens), the schema not enforced.
+		{Gemma4, "", true,
+			[]string{`call:get_weather{city:<|"|>Paris <b><|"|>,days:3,opts:{deep:[true,null,-1.5e2,<|"|><|"|>]}}`, `call:now{}`,
+				`call:get_weather{days: 2}`},
+			[]string{`<|tool_call>call:now{}`, `call:now{}<tool_call|>`, `call:get_time{}`, `call:now{a:<|"|>x<|y<|"|>}`,
+				`call:now{a:b}`, `call:now{}call:now{}`, `call:now{"a":1}`}, 1},
 	} {
 		g, prefix, err := Grammar(tc.f, grammarTools, tc.only, tc.parallel)
 		if err != nil {

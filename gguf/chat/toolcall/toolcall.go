@@ -16,6 +16,9 @@
 //     [CALL_ID]id before [ARGS]); each call may have its own [TOOL_CALLS].
 //   - Granite: IBM Granite 3.x answers <|tool_call|> followed by a JSON
 //     array of {"name", "arguments"} objects.
+//   - Gemma4: Gemma 4 writes <|tool_call>call:NAME{key:value,…}<tool_call|>,
+//     its arguments in Gemma's notation: bare keys, strings between
+//     <|"|> markers, numbers, true, false, null, {…} and […].
 //   - Harmony: gpt-oss addresses a message to functions.NAME on its
 //     commentary channel, the arguments as its text; package harmony
 //     parses those replies (channels and calls), not this package's
@@ -48,6 +51,7 @@ const (
 	Mistral
 	Granite
 	Harmony
+	Gemma4
 )
 
 func (f Format) String() string {
@@ -62,6 +66,8 @@ func (f Format) String() string {
 		return "granite"
 	case Harmony:
 		return "harmony"
+	case Gemma4:
+		return "gemma4"
 	}
 	return "generic"
 }
@@ -79,9 +85,19 @@ func (f Format) Markers() []string {
 		return []string{"[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"}
 	case Granite:
 		return []string{"<|tool_call|>"}
+	case Gemma4:
+		return []string{gemmaOpen, gemmaClose, gemmaQuote}
 	}
 	return nil
 }
+
+// Gemma 4's markers: a call's opening and closing tokens and its strings'
+// delimiter.
+const (
+	gemmaOpen  = "<|tool_call>"
+	gemmaClose = "<tool_call|>"
+	gemmaQuote = `<|"|>`
+)
 
 // Detect picks the format a template's tool-call turns are written in,
 // by the markers in its source; a template that does not take tools, or
@@ -99,6 +115,8 @@ func DetectSource(src string) Format {
 	switch {
 	case strings.Contains(src, "<|channel|>") && strings.Contains(src, "functions."):
 		return Harmony
+	case strings.Contains(src, gemmaOpen+"call:"):
+		return Gemma4
 	case strings.Contains(src, "[TOOL_CALLS]"):
 		return Mistral
 	case strings.Contains(src, "<tool_call>"):
@@ -180,6 +198,7 @@ const (
 	stMistralName        // name[CALL_ID]id[ARGS]
 	stRawArgs            // Mistral's arguments after [ARGS]
 	stXML                // <function=name><parameter=k>v</parameter>...</function>
+	stGemma              // after <|tool_call>: call:NAME{…} up to <tool_call|>
 	stArray              // inside [ ... ] of call objects
 	stWrapperClose       // the "}" after Generic's {"tool_calls": [...]
 )
@@ -389,6 +408,8 @@ func (p *Parser) step(final bool) {
 		}
 	case stXML:
 		p.stepXML(final)
+	case stGemma:
+		p.stepGemma(final)
 	case stClose:
 		t := trimSpace(p.buf)
 		switch {
@@ -506,6 +527,8 @@ func (p *Parser) stepText(final bool) {
 			p.st = stGranite
 		case "<|python_tag|>":
 			p.st = stTopObj
+		case gemmaOpen:
+			p.st = stGemma
 		}
 		return
 	}
@@ -527,6 +550,8 @@ func (p *Parser) openers() []string {
 		return []string{"[TOOL_CALLS]"}
 	case Granite:
 		return []string{"<|tool_call|>"}
+	case Gemma4:
+		return []string{gemmaOpen}
 	}
 	return nil
 }
@@ -996,4 +1021,165 @@ func (p *Parser) xmlValue(key, value string) string {
 func quoteJSON(s string) []byte {
 	b, _ := json.Marshal(s) // a string always marshals
 	return b
+}
+
+// stepGemma reads a Gemma 4 call after <|tool_call>: call:NAME{…} up to
+// <tool_call|> (or the stream's end, where a forced call's grammar stops
+// before that control token). The arguments come whole, as JSON, once the
+// call is complete; text that is not a call stays content.
+func (p *Parser) stepGemma(final bool) {
+	const head = "call:"
+	t := p.buf
+	if len(t) < len(head) && strings.HasPrefix(head, t) && !final {
+		return // the call's head on its way
+	}
+	if !strings.HasPrefix(t, head) {
+		p.asText(gemmaOpen)
+		return
+	}
+	body, rest := t, ""
+	if end := strings.Index(t, gemmaClose); end >= 0 {
+		body, rest = t[:end], t[end+len(gemmaClose):]
+	} else if !final {
+		if brace := strings.IndexByte(t, '{'); brace < 0 && len(t) > len(head)+maxName {
+			p.asText(gemmaOpen) // no arguments within a name's length
+		}
+		return
+	}
+	name, args, ok := gemmaCall(body[len(head):])
+	if !ok {
+		p.asText(gemmaOpen)
+		return
+	}
+	p.startCall(name)
+	p.args(args)
+	p.open, p.afterCall = false, true
+	p.buf, p.st = rest, stText
+}
+
+// gemmaCall reads NAME{…} and returns the name and the arguments as
+// JSON; false where s is not that, whole.
+func gemmaCall(s string) (name, args string, ok bool) {
+	brace := strings.IndexByte(s, '{')
+	if brace <= 0 || brace > maxName {
+		return "", "", false
+	}
+	name = s[:brace]
+	if strings.ContainsAny(name, " \t\r\n<>{}:,\"") {
+		return "", "", false
+	}
+	var b strings.Builder
+	end, ok := gemmaValue(&b, s, brace, 0)
+	if !ok || skipWS(s, end) != len(s) {
+		return "", "", false
+	}
+	return name, b.String(), true
+}
+
+// maxGemmaDepth bounds how deeply a call's arguments nest.
+const maxGemmaDepth = 64
+
+// gemmaValue writes as JSON the Gemma-notation value at s[i] and returns
+// where it ends: a string between <|"|> markers (its text as it is), an
+// object of bare or <|"|>-quoted keys, an array, or a JSON number, true,
+// false or null.
+func gemmaValue(b *strings.Builder, s string, i, depth int) (int, bool) {
+	if depth > maxGemmaDepth {
+		return 0, false
+	}
+	i = skipWS(s, i)
+	switch {
+	case strings.HasPrefix(s[i:], gemmaQuote):
+		start := i + len(gemmaQuote)
+		n := strings.Index(s[start:], gemmaQuote)
+		if n < 0 {
+			return 0, false
+		}
+		b.Write(quoteJSON(s[start : start+n]))
+		return start + n + len(gemmaQuote), true
+	case i < len(s) && (s[i] == '{' || s[i] == '['):
+		obj := s[i] == '{'
+		closer := byte(']')
+		if obj {
+			closer = '}'
+		}
+		b.WriteByte(s[i])
+		i = skipWS(s, i+1)
+		if i < len(s) && s[i] == closer {
+			b.WriteByte(closer)
+			return i + 1, true
+		}
+		for n := 0; ; n++ {
+			if n > 0 {
+				b.WriteByte(',')
+			}
+			if obj {
+				key, end, ok := gemmaKey(s, i)
+				if !ok {
+					return 0, false
+				}
+				b.Write(quoteJSON(key))
+				b.WriteByte(':')
+				i = end
+			}
+			var ok bool
+			if i, ok = gemmaValue(b, s, i, depth+1); !ok {
+				return 0, false
+			}
+			i = skipWS(s, i)
+			switch {
+			case i < len(s) && s[i] == ',':
+				i = skipWS(s, i+1)
+			case i < len(s) && s[i] == closer:
+				b.WriteByte(closer)
+				return i + 1, true
+			default:
+				return 0, false
+			}
+		}
+	}
+	// A scalar: up to the next delimiter, and JSON's own spelling.
+	end := i
+	for end < len(s) && !strings.ContainsRune(",}] \t\r\n", rune(s[end])) {
+		end++
+	}
+	tok := s[i:end]
+	var v any
+	if tok == "" || json.Unmarshal([]byte(tok), &v) != nil {
+		return 0, false
+	}
+	switch v.(type) {
+	case float64, bool, nil:
+		b.WriteString(tok)
+		return end, true
+	}
+	return 0, false
+}
+
+// gemmaKey reads an object key at s[i] and the colon after it: bare text
+// up to the colon, or a <|"|>-quoted one; it returns the key and where
+// its value begins.
+func gemmaKey(s string, i int) (key string, next int, ok bool) {
+	if strings.HasPrefix(s[i:], gemmaQuote) {
+		start := i + len(gemmaQuote)
+		n := strings.Index(s[start:], gemmaQuote)
+		if n < 0 {
+			return "", 0, false
+		}
+		key, i = s[start:start+n], start+n+len(gemmaQuote)
+	} else {
+		end := i
+		for end < len(s) && s[end] != ':' && s[end] != '}' && s[end] != ',' {
+			end++
+		}
+		key, i = strings.TrimSpace(s[i:end]), end
+		if key == "" {
+			return "", 0, false
+		}
+	}
+	i = skipWS(s, i)
+	if i >= len(s) || s[i] != ':' {
+		return "", 0, false
+	}
+	return key, i + 1, true
 }

@@ -63,6 +63,15 @@ var cases = []struct {
 	{"generic single", Generic, ` {"name": "get_weather", "arguments": {"location": "Oslo"}}`,
 		"", []wantCall{{"get_weather", `{"location": "Oslo"}`}}},
 	{"generic plain", Generic, "It is cold in Oslo.", "It is cold in Oslo.", nil},
+	{"gemma4 call", Gemma4, `<|tool_call>call:get_weather{location:<|"|>Paris<|"|>,unit:<|"|>celsius<|"|>}<tool_call|>`,
+		"", []wantCall{{"get_weather", `{"location":"Paris","unit":"celsius"}`}}},
+	{"gemma4 content, nesting and two calls", Gemma4, "Let me check.<|tool_call>call:f{a:1,b:-2.5e3,c:true,d:null,e:[1,<|\"|>x \"y\"\n\\<|\"|>],g:{<|\"|>k k<|\"|>:{z:[]}}}<tool_call|><|tool_call>call:now{}<tool_call|>",
+		"Let me check.", []wantCall{{"f", `{"a":1,"b":-2.5e3,"c":true,"d":null,"e":[1,"x \"y\"\n\\"],"g":{"k k":{"z":[]}}}`}, {"now", `{}`}}},
+	{"gemma4 forced, no closing token", Gemma4, `<|tool_call>call:get_time{city:<|"|>Rome<|"|>}`,
+		"", []wantCall{{"get_time", `{"city":"Rome"}`}}},
+	{"gemma4 malformed arguments", Gemma4, `<|tool_call>call:f{a:}<tool_call|>`, `<|tool_call>call:f{a:}<tool_call|>`, nil},
+	{"gemma4 not a call", Gemma4, "A <|tool_call>note", "A <|tool_call>note", nil},
+	{"gemma4 plain", Gemma4, "Sunny, 21 degrees.", "Sunny, 21 degrees.", nil},
 }
 
 func check(t *testing.T, label string, content string, calls []Call, wantContent string, want []wantCall) {
@@ -173,9 +182,9 @@ func TestStream(t *testing.T) {
 		evs := feedChunks(NewParser(tc.f, nil), tc.text, every)
 		content, calls := accumulate(t, evs)
 		check(t, tc.name+" (byte by byte)", content, calls, tc.content, tc.calls)
-		// JSON arguments stream as written; the XML form's are built, so
-		// they come whole at the call's end.
-		if len(tc.calls) > 0 && strings.Contains(tc.calls[0].args, ",") && !strings.Contains(tc.text, "<function=") {
+		// JSON arguments stream as written; the XML form's and Gemma 4's
+		// are built, so they come whole at the call's end.
+		if len(tc.calls) > 0 && strings.Contains(tc.calls[0].args, ",") && !strings.Contains(tc.text, "<function=") && tc.f != Gemma4 {
 			pieces := 0
 			for _, e := range evs {
 				if e.Call != nil && e.Call.Index == 0 && e.Call.Arguments != "" {
@@ -223,7 +232,7 @@ func TestDetect(t *testing.T) {
 		"llama-3.1.jinja": Llama3, "llama-3.2.jinja": Llama3,
 		"qwen2.5.jinja": Hermes, "qwen3.jinja": Hermes, "hermes-2-pro-tool-use.jinja": Hermes,
 		"mistral-nemo.jinja": Mistral, "mistral-small-3.1.jinja": Mistral,
-		"granite-3.3.jinja": Granite, "gpt-oss.jinja": Harmony,
+		"granite-3.3.jinja": Granite, "gpt-oss.jinja": Harmony, "gemma-4.jinja": Gemma4,
 		"chatml-qwen2.jinja": Generic, "gemma-2.jinja": Generic, "phi-3.jinja": Generic, "llama-3.jinja": Generic,
 	}
 	for name, f := range want {
@@ -276,6 +285,7 @@ func renderedTurns(tb testing.TB) []renderedTurn {
 		{"hermes-2-pro-tool-use.jinja", "<|im_start|>assistant"},
 		{"mistral-nemo.jinja", "[/INST]"},
 		{"mistral-small-3.1.jinja", "[/INST]"},
+		{"gemma-4.jinja", "<|turn>model\n"},
 	} {
 		src, err := os.ReadFile(filepath.Join("../testdata/templates", tc.name))
 		if err != nil {
@@ -301,7 +311,7 @@ func renderedTurns(tb testing.TB) []renderedTurn {
 			tb.Fatalf("%s: no %q in %q", tc.name, tc.open, rendered)
 		}
 		turn := rendered[i+len(tc.open):]
-		for _, end := range []string{"<|eot_id|>", "<|im_end|>", "</s>"} {
+		for _, end := range []string{"<|eot_id|>", "<|im_end|>", "</s>", "<|tool_response>"} {
 			turn = strings.TrimSuffix(strings.TrimSuffix(turn, "\n"), end)
 		}
 		if _, after, ok := strings.Cut(turn, "</think>"); ok {
@@ -398,7 +408,7 @@ func FuzzParser(f *testing.F) {
 		f.Add(rt.text, uint64(len(rt.text)), uint8(rt.f))
 	}
 	f.Fuzz(func(t *testing.T, text string, seed uint64, format uint8) {
-		fm := Format(format % 5)
+		fm := []Format{Generic, Llama3, Hermes, Mistral, Granite, Gemma4}[format%6]
 		wantContent, wantCalls := Parse(fm, text)
 		r := rand.New(rand.NewPCG(seed, 7))
 		content, calls := accumulate(t, feedChunks(NewParser(fm, nil), text, randomCuts(r, len(text))))
