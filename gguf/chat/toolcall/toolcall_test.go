@@ -286,6 +286,10 @@ func renderedTurns(tb testing.TB) []renderedTurn {
 		{"mistral-nemo.jinja", "[/INST]"},
 		{"mistral-small-3.1.jinja", "[/INST]"},
 		{"gemma-4.jinja", "<|turn>model\n"},
+		{"Qwen3.5-4B.jinja", "<|im_start|>assistant\n"},
+		{"Qwen3-Coder.jinja", "<|im_start|>assistant\n"},
+		{"Mistral-Small-3.2-24B-Instruct-2506.jinja", "[/INST]"},
+		{"meta-llama-Llama-3.3-70B-Instruct.jinja", "<|start_header_id|>assistant<|end_header_id|>\n\n"},
 	} {
 		src, err := os.ReadFile(filepath.Join("../testdata/templates", tc.name))
 		if err != nil {
@@ -296,7 +300,7 @@ func renderedTurns(tb testing.TB) []renderedTurn {
 			tb.Fatal(err)
 		}
 		n := 2
-		if strings.HasPrefix(tc.name, "llama") {
+		if strings.HasPrefix(tc.name, "llama") || strings.HasPrefix(tc.name, "meta-llama") {
 			n = 1 // "This model only supports single tool-calls at once!"
 		}
 		rendered, err := tpl.Render(chat.Input{Tools: []json.RawMessage{tool}, Messages: []chat.Message{
