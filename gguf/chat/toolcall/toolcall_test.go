@@ -286,6 +286,8 @@ func renderedTurns(tb testing.TB) []renderedTurn {
 		{"mistral-nemo.jinja", "[/INST]"},
 		{"mistral-small-3.1.jinja", "[/INST]"},
 		{"gemma-4.jinja", "<|turn>model\n"},
+		{"google-gemma-4-31B-it.jinja", "<|turn>model\n"},
+		{"google-gemma-4-31B-it-interleaved.jinja", "<|turn>model\n"},
 		{"Qwen3.5-4B.jinja", "<|im_start|>assistant\n"},
 		{"Qwen3-Coder.jinja", "<|im_start|>assistant\n"},
 		{"Mistral-Small-3.2-24B-Instruct-2506.jinja", "[/INST]"},
@@ -315,7 +317,7 @@ func renderedTurns(tb testing.TB) []renderedTurn {
 			tb.Fatalf("%s: no %q in %q", tc.name, tc.open, rendered)
 		}
 		turn := rendered[i+len(tc.open):]
-		for _, end := range []string{"<|eot_id|>", "<|im_end|>", "</s>", "<|tool_response>"} {
+		for _, end := range []string{"<|eot_id|>", "<|im_end|>", "</s>", "<|tool_response>", "<turn|>"} {
 			turn = strings.TrimSuffix(strings.TrimSuffix(turn, "\n"), end)
 		}
 		if _, after, ok := strings.Cut(turn, "</think>"); ok {
