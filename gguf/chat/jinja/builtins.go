@@ -299,7 +299,27 @@ func registerFilters(s *scope) {
 	}
 
 	for name, fn := range filters {
+		if keepsMarkup[name] {
+			fn = markupKept(fn)
+		}
 		s.set("__filter_"+name, newBuiltin(name, fn))
+	}
+}
+
+// keepsMarkup are the filters whose result is a Markup when their input
+// is one (jinja2's soft_str(s).upper() and the like); the others give
+// plain strings (title, replace, join, striptags, …).
+var keepsMarkup = map[string]bool{"upper": true, "lower": true, "capitalize": true, "trim": true, "center": true,
+	"indent": true, "truncate": true, "string": true, "format": true, "reverse": true}
+
+// markupKept is f marking its string result safe where its input was.
+func markupKept(f builtinFunc) builtinFunc {
+	return func(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
+		v, err := f(b, args, kwargs)
+		if err == nil && len(args) > 0 && args[0].isMarkup() && v.IsString() {
+			return newMarkup(v.AsString()), nil
+		}
+		return v, err
 	}
 }
 
@@ -580,25 +600,53 @@ func filterCapitalize(b *budget, args []Value, kwargs map[string]Value) (Value, 
 }
 
 func filterFirst(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
-	if len(args) == 0 || !args[0].IsList() {
-		return Undefined(), nil
-	}
-	l := args[0].AsList()
-	if l.Len() == 0 {
-		return Undefined(), nil
-	}
-	return l.Get(0), nil
+	return edgeItem(b, args, true), nil
 }
 
 func filterLast(b *budget, args []Value, kwargs map[string]Value) (Value, error) {
-	if len(args) == 0 || !args[0].IsList() {
-		return Undefined(), nil
+	return edgeItem(b, args, false), nil
+}
+
+// edgeItem is first's or last's item of args[0]: a list's, a string's
+// character (as a plain string) or a dict's key; undefined when there is
+// none.
+func edgeItem(b *budget, args []Value, first bool) Value {
+	if len(args) == 0 {
+		return Undefined()
 	}
-	l := args[0].AsList()
-	if l.Len() == 0 {
-		return Undefined(), nil
+	v := args[0]
+	switch {
+	case v.IsList():
+		l := v.AsList()
+		if l.Len() == 0 {
+			return Undefined()
+		}
+		if first {
+			return l.Get(0)
+		}
+		return l.Get(l.Len() - 1)
+	case v.IsString():
+		s := v.AsString()
+		if s == "" {
+			return Undefined()
+		}
+		if first {
+			_, n := utf8.DecodeRuneInString(s)
+			return NewString(s[:n])
+		}
+		_, n := utf8.DecodeLastRuneInString(s)
+		return NewString(s[len(s)-n:])
+	case v.IsDict():
+		keys := v.AsDict().Keys
+		if len(keys) == 0 {
+			return Undefined()
+		}
+		if first {
+			return NewString(keys[0])
+		}
+		return NewString(keys[len(keys)-1])
 	}
-	return l.Get(l.Len() - 1), nil
+	return Undefined()
 }
 
 func filterLength(b *budget, args []Value, kwargs map[string]Value) (Value, error) {

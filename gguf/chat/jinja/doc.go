@@ -81,14 +81,17 @@
 //   - webfilters.go and format.go: urlencode, xmlattr (refusing the
 //     attribute names jinja2 3.1.3 refuses) and filesizeformat, with
 //     Python's float() of its argument; attr(name) gives a method, never
-//     a dict's item; lists and tuples have count and index; escape writes
+//     a dict's item; lists and tuples have count and index; first and
+//     last take a string's characters and a dict's keys too; escape writes
 //     " as &#34;, markupsafe's, where it had written &quot;. Still refused
 //     as unknown: wordwrap, urlize, pprint and random.
 //   - safe and escape return Markup (value.go's markup): added to a plain
 //     string it escapes that string, escaping it again leaves it, % and
 //     format on it escape their arguments (replace its new text, join its
-//     items, the justifiers their fill), and its str methods keep it, as
-//     markupsafe 3 has it (functionary's template adds tojson's text to a safe string,
+//     items, the justifiers their fill), and its str methods and the
+//     filters that keep it (upper, lower, capitalize, trim, center, indent,
+//     truncate, string, format, reverse) keep it, as markupsafe 3 and
+//     jinja2 have it (functionary's template adds tojson's text to a safe string,
 //     which transformers renders escaped).
 //   - concat.go: a string built by ~ or + grows its buffer in place, so
 //     output accumulated in a loop ({% set ns.out = ns.out ~ part %}, as
