@@ -119,18 +119,22 @@ func Grammar(f Format, tools []Tool, only string, parallel bool) (g *grammar.Gra
 
 // harmonyAnalysis is a gpt-oss analysis message before its call: the
 // model reasons as it would unforced, then opens the assistant's next
-// message. Its text is any bytes but a marker's "<|" (a "<" is allowed
-// when no "|" follows; a run of them cannot end the text).
+// message, its text holding no marker (markerFree).
 func harmonyAnalysis() grammar.Expr {
+	return grammar.Seq(grammar.Lit("<|channel|>analysis<|message|>"), markerFree(), grammar.Lit("<|end|><|start|>assistant"))
+}
+
+// markerFree is any bytes but a marker's "<|": a "<" is allowed when no
+// "|" follows, so a run of them cannot end the text.
+func markerFree() grammar.Expr {
 	var notLT, notLTPipe grammar.Class
 	notLT.Add(0, '<'-1)
 	notLT.Add('<'+1, 0xff)
 	notLTPipe.Add(0, '<'-1)
 	notLTPipe.Add('<'+1, '|'-1)
 	notLTPipe.Add('|'+1, 0xff)
-	text := grammar.Star(grammar.Alt(grammar.ClassOf(notLT),
+	return grammar.Star(grammar.Alt(grammar.ClassOf(notLT),
 		grammar.Seq(grammar.Repeat(grammar.Lit("<"), 1, -1), grammar.ClassOf(notLTPipe))))
-	return grammar.Seq(grammar.Lit("<|channel|>analysis<|message|>"), text, grammar.Lit("<|end|><|start|>assistant"))
 }
 
 // gemmaObject is an object in Gemma 4's notation (the parser's
@@ -139,19 +143,12 @@ func harmonyAnalysis() grammar.Expr {
 // objects.
 func gemmaObject(b *grammar.Builder) grammar.Expr {
 	if !b.Defined("gemma-value") {
-		var notLT, notLTPipe, key grammar.Class
-		notLT.Add(0, '<'-1)
-		notLT.Add('<'+1, 0xff)
-		notLTPipe.Add(0, '<'-1)
-		notLTPipe.Add('<'+1, '|'-1)
-		notLTPipe.Add('|'+1, 0xff)
+		var key grammar.Class
 		for c := 0; c < 256; c++ {
 			if !strings.ContainsRune(":{}[],<\" \t\r\n", rune(c)) {
 				key.Add(byte(c), byte(c))
 			}
 		}
-		text := grammar.Star(grammar.Alt(grammar.ClassOf(notLT),
-			grammar.Seq(grammar.Repeat(grammar.Lit("<"), 1, -1), grammar.ClassOf(notLTPipe))))
 		scalar := func(schema string) grammar.Expr {
 			e, err := b.Schema([]byte(schema))
 			if err != nil {
@@ -165,7 +162,7 @@ func gemmaObject(b *grammar.Builder) grammar.Expr {
 			return grammar.Seq(grammar.Lit(open), ws, grammar.Alt(grammar.Lit(close),
 				grammar.Seq(it, grammar.Star(grammar.Seq(grammar.Lit(","), ws, it)), ws, grammar.Lit(close))))
 		}
-		b.Define("gemma-string", grammar.Seq(grammar.Lit(gemmaQuote), text, grammar.Lit(gemmaQuote)))
+		b.Define("gemma-string", grammar.Seq(grammar.Lit(gemmaQuote), markerFree(), grammar.Lit(gemmaQuote)))
 		b.Define("gemma-member", grammar.Seq(grammar.Repeat(grammar.ClassOf(key), 1, -1), grammar.Lit(":"), ws, grammar.Ref("gemma-value")))
 		b.Define("gemma-object", list("{", "gemma-member", "}"))
 		b.Define("gemma-array", list("[", "gemma-value", "]"))

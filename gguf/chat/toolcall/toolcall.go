@@ -1090,13 +1090,11 @@ func gemmaValue(b *strings.Builder, s string, i, depth int) (int, bool) {
 	i = skipWS(s, i)
 	switch {
 	case strings.HasPrefix(s[i:], gemmaQuote):
-		start := i + len(gemmaQuote)
-		n := strings.Index(s[start:], gemmaQuote)
-		if n < 0 {
-			return 0, false
+		text, end, ok := gemmaString(s, i)
+		if ok {
+			b.Write(quoteJSON(text))
 		}
-		b.Write(quoteJSON(s[start : start+n]))
-		return start + n + len(gemmaQuote), true
+		return end, ok
 	case i < len(s) && (s[i] == '{' || s[i] == '['):
 		obj := s[i] == '{'
 		closer := byte(']')
@@ -1161,12 +1159,9 @@ func gemmaValue(b *strings.Builder, s string, i, depth int) (int, bool) {
 // its value begins.
 func gemmaKey(s string, i int) (key string, next int, ok bool) {
 	if strings.HasPrefix(s[i:], gemmaQuote) {
-		start := i + len(gemmaQuote)
-		n := strings.Index(s[start:], gemmaQuote)
-		if n < 0 {
+		if key, i, ok = gemmaString(s, i); !ok {
 			return "", 0, false
 		}
-		key, i = s[start:start+n], start+n+len(gemmaQuote)
 	} else {
 		end := i
 		for end < len(s) && s[end] != ':' && s[end] != '}' && s[end] != ',' {
@@ -1182,4 +1177,15 @@ func gemmaKey(s string, i int) (key string, next int, ok bool) {
 		return "", 0, false
 	}
 	return key, i + 1, true
+}
+
+// gemmaString reads the <|"|>-quoted string at s[i]: its text, as it is,
+// and where it ends.
+func gemmaString(s string, i int) (text string, end int, ok bool) {
+	start := i + len(gemmaQuote)
+	n := strings.Index(s[start:], gemmaQuote)
+	if n < 0 {
+		return "", 0, false
+	}
+	return s[start : start+n], start + n + len(gemmaQuote), true
 }
