@@ -12,8 +12,10 @@ import "unsafe"
 // A buffer only grows: the bytes under any string made from it never
 // change once written, so a string appends in place only when it ends
 // where the buffer's written bytes end (no other string has grown it
-// since) and the capacity holds the addition; otherwise the result gets a
-// new buffer of twice its length.
+// since) and the capacity holds the addition. Otherwise the result gets a
+// new buffer: of its own length where the left side was not built (a
+// one-off "a" ~ b), of twice that where it was (a string being grown,
+// which will likely grow again).
 
 // strBuf is the bytes behind built strings.
 type strBuf struct{ b []byte }
@@ -28,7 +30,8 @@ type builtString struct {
 // is a built string at its buffer's end with room, else copied into a
 // new buffer.
 func concat(b *budget, left Value, l, r string) Value {
-	if bs, ok := left.v.(builtString); ok && len(bs.s) == len(bs.buf.b) && cap(bs.buf.b)-len(bs.buf.b) >= len(r) {
+	bs, built := left.v.(builtString)
+	if built && len(bs.s) == len(bs.buf.b) && cap(bs.buf.b)-len(bs.buf.b) >= len(r) {
 		b.alloc(int64(len(r)))
 		bs.buf.b = append(bs.buf.b, r...) // within capacity: the same array
 		return Value{kind: KindString, v: builtString{s: unsafe.String(unsafe.SliceData(bs.buf.b), len(bs.buf.b)), buf: bs.buf}}
@@ -37,7 +40,10 @@ func concat(b *budget, left Value, l, r string) Value {
 	if n == 0 {
 		return NewString("")
 	}
-	c := max(2*n, 64)
+	c := n
+	if built {
+		c = max(2*n, 64)
+	}
 	b.alloc(int64(c))
 	buf := make([]byte, n, c)
 	copy(buf[copy(buf, l):], r)
