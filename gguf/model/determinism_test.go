@@ -37,15 +37,15 @@ func TestLogitsArePinned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	type fixture struct{ arch, ft string }
 	for _, pin := range []struct {
 		name, want string
-		fixtures   []struct{ arch, ft string }
+		fixtures   []fixture
 	}{
-		{"dense and MoE transformers", pinnedLogits, []struct{ arch, ft string }{
+		{"dense and MoE transformers", pinnedLogits, []fixture{
 			{"llama", "Q4_0"}, {"qwen2", "Q4_K_M"}, {"phi3", "Q8_0"}, {"gemma3", "F16"}, {"llama", "Q6_K"}}},
-		{"hybrid delta nets", pinnedHybridLogits, []struct{ arch, ft string }{
-			{"qwen35", "Q8_0"}, {"qwen35moe", "Q4_K_M"}}},
-		{"qwen3, gemma4, gpt-oss and qwen3moe", pinnedLaterLogits, []struct{ arch, ft string }{
+		{"hybrid delta nets", pinnedHybridLogits, []fixture{{"qwen35", "Q8_0"}, {"qwen35moe", "Q4_K_M"}}},
+		{"qwen3, gemma4, gpt-oss and qwen3moe", pinnedLaterLogits, []fixture{
 			{"qwen3", "Q8_0"}, {"gemma4", "Q4_K_M"}, {"gpt-oss", "Q8_0"}, {"qwen3moe", "Q6_K"}}},
 	} {
 		all := blake3.New()
