@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -399,6 +401,14 @@ func (s *servedModel) request(g *api.Generation, prompt string, promptTokens, ct
 			return receipt.ServeRequest{}, nil, api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option",
 				"a %s output format (response_format, text.format) is not served on a request that rides on a grant (jcp_presentation): the granted request's binding does not cover a grammar", g.Format)
 		}
+		if len(g.LogitBias) > 0 {
+			// Nor for logit biases: the binding derives sampling from
+			// the fields it names, and logit_bias is not one of them.
+			e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option",
+				"logit_bias is not served on a request that rides on a grant (jcp_presentation): the granted request's binding (mesh/1 §2.3) does not cover it")
+			e.Param = "logit_bias"
+			return receipt.ServeRequest{}, nil, e
+		}
 		p, err := grant.ParsePresentation(g.Presentation)
 		if err != nil {
 			return receipt.ServeRequest{}, nil, api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_presentation", "jcp_presentation: %v", err)
@@ -436,6 +446,7 @@ func (s *servedModel) request(g *api.Generation, prompt string, promptTokens, ct
 		FrequencyPenaltyE6: int32(math.Round(g.FrequencyPenalty * 1e6)),
 		RepeatPenaltyE6:    repeatPenaltyE6(g.RepeatPenalty),
 		Stop:               g.Stop,
+		LogitBias:          logitBiasE6(g.LogitBias),
 	}
 	if t := g.Temperature; t != nil && *t > 0 {
 		// The truncations change only what is drawn from: greedy ignores
@@ -615,4 +626,17 @@ func repeatPenaltyE6(p float64) uint32 {
 		return 0
 	}
 	return e6
+}
+
+// logitBiasE6 is the request's logit biases as the receipt holds them:
+// in millionths, by token id, those that round to no bias left out.
+func logitBiasE6(bias map[uint32]float64) []receipt.LogitBias {
+	var out []receipt.LogitBias
+	for id, b := range bias {
+		if e6 := int32(math.Round(b * 1e6)); e6 != 0 {
+			out = append(out, receipt.LogitBias{Token: id, BiasE6: e6})
+		}
+	}
+	slices.SortFunc(out, func(a, b receipt.LogitBias) int { return cmp.Compare(a.Token, b.Token) })
+	return out
 }

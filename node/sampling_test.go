@@ -2,11 +2,13 @@ package node
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/meshnode/meshnode/node/api"
+	"github.com/meshnode/meshnode/node/steward/grant"
 )
 
 // TestSamplingOptions: llama.cpp's top_k, min_p and repeat_penalty reach
@@ -58,5 +60,64 @@ func TestSamplingOptions(t *testing.T) {
 		if status != http.StatusOK || res.Verdict != tc.verdict || (tc.verdict != api.VerdictVerified && !strings.Contains(res.Reason, "not the receipt's")) {
 			t.Errorf("replay %s: %d %s, want %s", tc.name, status, raw, tc.verdict)
 		}
+	}
+}
+
+// TestLogitBiasServed: logit_bias reaches the sampler through the API
+// and is part of the request a receipt seals: banning the greedy
+// answer's words changes it, the same bias gives the same answer, a
+// bias that rounds to nothing changes nothing, the receipt replays only
+// with the bias shown, and a request riding on a grant, whose binding
+// has no place for a bias, is refused, as is a bias for a token past
+// the model's vocabulary.
+func TestLogitBiasServed(t *testing.T) {
+	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
+	n, _ := startNode(t, Config{})
+	const request = `{"model":"` + fortunesModel + `","max_tokens":16,"prompt":"A man walks into a bar"`
+	greedy, _ := generate(t, n, "/v1/completions", request+`}`)
+	// "," (29892) and "▁a" (263) held back: the greedy answer starts
+	// ", and a man who".
+	const bias = `,"logit_bias":{"29892":-100,"263":-100}`
+	banned, energy := generate(t, n, "/v1/completions", request+bias+`}`)
+	if banned == greedy || strings.HasPrefix(banned, ",") || strings.Contains(banned, " a ") {
+		t.Fatalf("with , and a banned: %q (greedy %q)", banned, greedy)
+	}
+	if again, _ := generate(t, n, "/v1/completions", request+bias+`}`); again != banned {
+		t.Fatalf("a biased greedy answer is not deterministic: %q, then %q", banned, again)
+	}
+	if tiny, _ := generate(t, n, "/v1/completions", request+`,"logit_bias":{"29892":1e-9}}`); tiny != greedy {
+		t.Fatalf("a bias that rounds to no bias changed the answer: %q, want %q", tiny, greedy)
+	}
+	for _, tc := range []struct {
+		name, request, verdict string
+	}{
+		{"with the bias", request + bias + `}`, api.VerdictVerified},
+		{"without it", request + `}`, api.VerdictNotReplayable},
+		{"with another", request + `,"logit_bias":{"29892":-100}}`, api.VerdictNotReplayable},
+	} {
+		body, _ := json.Marshal(map[string]any{"request": json.RawMessage(tc.request), "energy": energy})
+		status, res, raw := replayRaw(t, n, string(body))
+		if status != http.StatusOK || res.Verdict != tc.verdict {
+			t.Errorf("replay %s: %d %s, want %s", tc.name, status, raw, tc.verdict)
+		}
+	}
+
+	resp := post(t, n, "/v1/completions", request+`,"logit_bias":{"32000":1}}`)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"code":"unsupported_option"`) || !strings.Contains(string(b), "outside the vocabulary of 32000") {
+		t.Errorf("a bias past the vocabulary: %d %s", resp.StatusCode, b)
+	}
+
+	caller, chain := issueGrant(t, n)
+	presented, _, err := grant.PresentBody([]byte(request+bias+`,"metadata":{"joule_ceiling_uj":1000000000}}`), chain, caller, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp = post(t, n, "/v1/completions", string(presented))
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"param":"logit_bias"`) {
+		t.Errorf("granted request with logit_bias: %d %s, want 400 naming logit_bias", resp.StatusCode, b)
 	}
 }

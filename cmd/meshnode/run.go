@@ -7,9 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/signal"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -50,6 +53,7 @@ func runCommand() *cli.Command {
 			&cli.IntFlag{Name: "repeat-last-n", Value: 64, Usage: "how many of the latest generated tokens the penalties look at (0: all)"},
 			&cli.Uint64Flag{Name: "seed", Usage: "sampling seed (default: random)"},
 			&cli.StringSliceFlag{Name: "stop", Usage: "stop at this string (repeatable)"},
+			&cli.StringSliceFlag{Name: "logit-bias", Usage: "add BIAS (-100 … 100) to token ID's logit, as ID+BIAS or ID-BIAS (repeatable; llama.cpp's --logit-bias)"},
 			&cli.IntFlag{Name: "threads", Aliases: []string{"t"}, Usage: "CPU threads (0: one per CPU)"},
 			&cli.IntFlag{Name: "ctx", Usage: "context length (0: the model's, at most 4096)"},
 			&cli.StringFlag{Name: "kv", Value: "f16", Usage: "KV cache type: f16 or f32"},
@@ -120,6 +124,9 @@ func runCommand() *cli.Command {
 			if r.seeded {
 				r.gen.Sampling.Seed = c.Uint64("seed")
 			}
+			if r.gen.Sampling.LogitBias, err = parseLogitBiasFlags(c.StringSlice("logit-bias")); err != nil {
+				return err
+			}
 			if err := r.gen.Sampling.Validate(); err != nil { // before any output
 				return err
 			}
@@ -138,6 +145,11 @@ func runCommand() *cli.Command {
 				return err
 			}
 			defer m.Close()
+			for _, b := range r.gen.Sampling.LogitBias {
+				if v := m.Config().VocabSize; int64(b.Token) >= int64(v) {
+					return fmt.Errorf("run: --logit-bias: token %d is outside the vocabulary of %d", b.Token, v)
+				}
+			}
 			r.m, r.loaded = m, time.Since(start)
 			r.chat = c.Bool("chat") || interactive && m.Template().Kind() != "transcript"
 			if interactive {
@@ -148,6 +160,31 @@ func runCommand() *cli.Command {
 			return r.once(ctx, text)
 		},
 	}
+}
+
+// parseLogitBiasFlags reads --logit-bias values, llama.cpp's ID+BIAS and
+// ID-BIAS, each token once.
+func parseLogitBiasFlags(vals []string) ([]sample.Bias, error) {
+	var out []sample.Bias
+	for _, v := range vals {
+		i := strings.IndexAny(v, "+-")
+		if i <= 0 {
+			return nil, fmt.Errorf("run: --logit-bias %q: want TOKEN+BIAS or TOKEN-BIAS, as 15043+1 or 2-100", v)
+		}
+		id, err := strconv.ParseUint(v[:i], 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("run: --logit-bias %q: %q is not a token id", v, v[:i])
+		}
+		bias, err := strconv.ParseFloat(v[i:], 64)
+		if err != nil || math.IsNaN(bias) || bias < -100 || bias > 100 {
+			return nil, fmt.Errorf("run: --logit-bias %q: the bias must be a number from -100 to 100", v)
+		}
+		if slices.ContainsFunc(out, func(b sample.Bias) bool { return b.Token == uint32(id) }) {
+			return nil, fmt.Errorf("run: --logit-bias: token %d is biased twice", id)
+		}
+		out = append(out, sample.Bias{Token: uint32(id), Bias: bias})
+	}
+	return out, nil
 }
 
 // maxRunPrompt bounds a prompt read from stdin.

@@ -153,6 +153,33 @@ func TestRunSampling(t *testing.T) {
 	}
 }
 
+// TestRunLogitBias: --logit-bias forces a token (+100) or bans one
+// (−100) from the greedy continuation.
+func TestRunLogitBias(t *testing.T) {
+	// 278 is "▁the", 263 "▁a".
+	if got := runWith(t, "Love is", "4", "--logit-bias", "278+100"); got != "Love is the the the the\n" {
+		t.Errorf("the forced: %q", got)
+	}
+	greedy := greedyRun(t, "Love is", "8")
+	if !strings.Contains(greedy, " a ") {
+		t.Fatalf("the greedy continuation %q holds no \" a \" to ban", greedy)
+	}
+	if got := runWith(t, "Love is", "8", "--logit-bias", "263-100"); got == greedy || strings.Contains(got, " a ") {
+		t.Errorf("a banned: %q (greedy %q)", got, greedy)
+	}
+}
+
+// runWith is `meshnode run` of the built-in model on prompt, n tokens,
+// with more flags.
+func runWith(t *testing.T, prompt, n string, flags ...string) string {
+	t.Helper()
+	stdout, stderr, err := meshnodeRun(t, append([]string{runModel, "-p", prompt, "-n", n}, flags...)...)
+	if err != nil {
+		t.Fatalf("run %q: %v\n%s", flags, err, stderr)
+	}
+	return stdout
+}
+
 func TestRunErrors(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -168,6 +195,11 @@ func TestRunErrors(t *testing.T) {
 		{[]string{runModel, "-p", "hi", "--kv", "q4"}, "q4"},
 		{[]string{runModel, "-p", "hi", "--temp", "0.5", "--top-p", "2"}, "top_p"},
 		{[]string{runModel, "-p", "hi", "--repeat-penalty", "-1"}, "repeat penalty"},
+		{[]string{runModel, "-p", "hi", "--logit-bias", "278"}, "want TOKEN+BIAS or TOKEN-BIAS"},
+		{[]string{runModel, "-p", "hi", "--logit-bias", "the+1"}, `"the" is not a token id`},
+		{[]string{runModel, "-p", "hi", "--logit-bias", "278+101"}, "from -100 to 100"},
+		{[]string{runModel, "-p", "hi", "--logit-bias", "278+1", "--logit-bias", "278-1"}, "biased twice"},
+		{[]string{runModel, "-p", "hi", "--logit-bias", "32000+1"}, "outside the vocabulary of 32000"},
 	} {
 		stdout, _, err := meshnodeRun(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

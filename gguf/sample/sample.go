@@ -6,8 +6,8 @@
 // every platform — its exponentials are its own (exp.go), the same bits
 // everywhere, four at a time on amd64 with AVX2 and FMA.
 //
-// The filters run in llama.cpp's default order: penalties, top-k, top-p,
-// min-p, then temperature. So top-p and min-p see the untempered
+// The filters run in llama.cpp's default order: logit biases, penalties,
+// top-k, top-p, min-p, then temperature. So top-p and min-p see the untempered
 // distribution, as in llama.cpp.
 package sample
 
@@ -46,17 +46,29 @@ type Params struct {
 	// PenaltyWindow is how many of the latest history tokens the penalties
 	// look at; 0 means all of them.
 	PenaltyWindow int
+	// LogitBias adds a constant to the logits of the tokens it names, at
+	// most once each, before the penalties (OpenAI's and llama.cpp's
+	// logit_bias); greedy picks see it too.
+	LogitBias []Bias
 	// Seed fixes the random draws.
 	Seed uint64
 }
 
-// Greedy reports whether p picks the likeliest token (after penalties).
+// Bias is a constant added to one token's logit.
+type Bias struct {
+	Token uint32
+	Bias  float64
+}
+
+// Greedy reports whether p picks the likeliest token (after biases and
+// penalties).
 func (p Params) Greedy() bool { return p.Temperature <= 0 }
 
 // ArgMax reports whether p picks the likeliest token of the logits as
-// they are: greedy, with no penalty. Such a pick needs no Sampler; a
-// caller may find it where the logits are (model.Session.EvalArgMax).
-func (p Params) ArgMax() bool { return p.Greedy() && !p.penalised() }
+// they are: greedy, with no bias or penalty. Such a pick needs no
+// Sampler; a caller may find it where the logits are
+// (model.Session.EvalArgMax).
+func (p Params) ArgMax() bool { return p.Greedy() && !p.penalised() && len(p.LogitBias) == 0 }
 
 // penalised reports whether any penalty is on.
 func (p Params) penalised() bool {
@@ -81,6 +93,16 @@ func (p Params) Validate() error {
 		return fmt.Errorf("sample: penalties %v, %v", p.FrequencyPenalty, p.PresencePenalty)
 	case p.PenaltyWindow < 0:
 		return fmt.Errorf("sample: penalty window %d", p.PenaltyWindow)
+	}
+	seen := make(map[uint32]bool, len(p.LogitBias))
+	for _, b := range p.LogitBias {
+		if math.IsNaN(b.Bias) || math.IsInf(b.Bias, 0) {
+			return fmt.Errorf("sample: logit bias %v for token %d", b.Bias, b.Token)
+		}
+		if seen[b.Token] {
+			return fmt.Errorf("sample: two logit biases for token %d", b.Token)
+		}
+		seen[b.Token] = true
 	}
 	return nil
 }
@@ -200,8 +222,8 @@ func (s *Sampler) weights(logits []float32, allowed []uint64) ([]candidate, floa
 	// are the same.)
 	top, nan := math.Inf(-1), false
 	switch {
-	case allowed == nil && len(s.counts) == 0:
-		// No mask and no penalty: the logits as they are, without a
+	case allowed == nil && len(s.counts) == 0 && len(s.p.LogitBias) == 0:
+		// No mask, bias or penalty: the logits as they are, without a
 		// lookup per token (most of a sampled token's time over a large
 		// vocabulary).
 		c = slices.Grow(c, len(logits))
@@ -221,15 +243,18 @@ func (s *Sampler) weights(logits []float32, allowed []uint64) ([]candidate, floa
 			}
 			c = append(c, candidate{uint32(id), float64(l)})
 		}
-		// The penalties touch the tokens the window holds, found among
-		// the candidates (in id order) by id: a map lookup for every
-		// token of the vocabulary had cost five times the rest of a pick.
-		for id := range s.counts {
-			i, ok := int(id), int(id) < len(c) && allowed == nil
-			if allowed != nil {
-				i, ok = slices.BinarySearchFunc(c, id, func(x candidate, id uint32) int { return cmp.Compare(x.id, id) })
+		// The biases and penalties touch the tokens they name and the
+		// window holds, found among the candidates (in id order) by id:
+		// a map lookup for every token of the vocabulary had cost five
+		// times the rest of a pick. Biases first, as llama.cpp's chain
+		// has them: a penalty scales the biased logit.
+		for _, b := range s.p.LogitBias {
+			if i, ok := find(c, b.Token, allowed); ok {
+				c[i].v += b.Bias
 			}
-			if ok {
+		}
+		for id := range s.counts {
+			if i, ok := find(c, id, allowed); ok {
 				c[i].v = s.penalised(id, c[i].v)
 			}
 		}
@@ -271,6 +296,15 @@ func (s *Sampler) weights(logits []float32, allowed []uint64) ([]candidate, floa
 		sum += x.v
 	}
 	return c, sum
+}
+
+// find is the index of token id among candidates c, which hold every
+// token in id order where allowed is nil, and the allowed ones otherwise.
+func find(c []candidate, id uint32, allowed []uint64) (int, bool) {
+	if allowed == nil {
+		return int(id), int(id) < len(c)
+	}
+	return slices.BinarySearchFunc(c, id, func(x candidate, id uint32) int { return cmp.Compare(x.id, id) })
 }
 
 // before orders candidates likeliest first, then by id, a total order.
@@ -415,11 +449,11 @@ func narrow(c, e []candidate, top, lnTau, mass, sum, p float64) int {
 	return n
 }
 
-// greedy is the argmax of the penalised logits, the lowest id on a tie (as
-// llama.cpp's greedy takes the first).
+// greedy is the argmax of the biased and penalised logits, the lowest id
+// on a tie (as llama.cpp's greedy takes the first).
 func (s *Sampler) greedy(logits []float32, allowed []uint64) uint32 {
 	best, bestV := -1, math.Inf(-1)
-	if len(s.counts) == 0 {
+	if len(s.counts) == 0 && len(s.p.LogitBias) == 0 {
 		for id, l := range logits {
 			if allowed != nil && !has(allowed, id) {
 				continue
@@ -430,11 +464,16 @@ func (s *Sampler) greedy(logits []float32, allowed []uint64) uint32 {
 		}
 		return uint32(max(best, 0))
 	}
-	// The penalised logits: the window's tokens changed in a copy, not a
-	// map lookup for every token (see weights).
+	// The biased and penalised logits: the tokens named and the window's
+	// changed in a copy, not a map lookup for every token (see weights).
 	s.pen = slices.Grow(s.pen[:0], len(logits))[:len(logits)]
 	for id, l := range logits {
 		s.pen[id] = float64(l)
+	}
+	for _, b := range s.p.LogitBias {
+		if int(b.Token) < len(s.pen) {
+			s.pen[b.Token] += b.Bias
+		}
 	}
 	for id := range s.counts {
 		if int(id) < len(s.pen) {

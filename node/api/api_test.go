@@ -24,13 +24,35 @@ func decodeJSON(t *testing.T, r io.Reader, v any) {
 	}
 }
 
+// TestLogitBiasBound: logit_bias takes OpenAI's 300 tokens, not one
+// more.
+func TestLogitBiasBound(t *testing.T) {
+	h := newHarness(t, Config{}, nil)
+	for _, n := range []int{300, 301} {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, `,"%d":-1`, i)
+		}
+		resp := h.post(t, "/v1/completions", `{"model":"tiny","prompt":"x","logit_bias":{`+b.String()[1:]+`}}`)
+		var got errResp
+		decodeJSON(t, resp.Body, &got)
+		resp.Body.Close()
+		switch {
+		case n == 300 && (resp.StatusCode != 200 || len(h.model.lastCall().LogitBias) != 300):
+			t.Fatalf("300 tokens: %d %+v", resp.StatusCode, got.Error)
+		case n == 301 && (resp.StatusCode != 400 || !strings.Contains(got.Error.Message, "names 301 tokens, at most 300")):
+			t.Fatalf("301 tokens: %d %+v", resp.StatusCode, got.Error)
+		}
+	}
+}
+
 func TestChatCompletion(t *testing.T) {
 	h := newHarness(t, Config{}, nil)
 	resp := h.post(t, "/v1/chat/completions", `{"model":"tiny","messages":[{"role":"system","content":"be brief"},
 		{"role":"user","content":[{"type":"text","text":"hi "},{"type":"text","text":"there"}]}],
 		"temperature":0.5,"top_p":0.9,"seed":-1,"stop":["\n"],"max_completion_tokens":10,"max_tokens":3,
 		"presence_penalty":0.1,"frequency_penalty":-0.2,"top_k":40,"min_p":0.05,"repeat_penalty":1.1,"speculative":false,
-		"metadata":{"fidelity_floor":"2","joule_ceiling_uj":5000000}}`)
+		"logit_bias":{"50256":-100,"7":2.5},"metadata":{"fidelity_floor":"2","joule_ceiling_uj":5000000}}`)
 	defer resp.Body.Close()
 	if resp.StatusCode != 200 {
 		b, _ := io.ReadAll(resp.Body)
@@ -72,7 +94,7 @@ func TestChatCompletion(t *testing.T) {
 	}
 	if g.MaxTokens != 10 || *g.Temperature != 0.5 || *g.TopP != 0.9 || *g.Seed != ^uint64(0) || len(g.Stop) != 1 ||
 		g.PresencePenalty != 0.1 || g.FrequencyPenalty != -0.2 || g.TopK != 40 || g.MinP != 0.05 || g.RepeatPenalty != 1.1 || *g.FidelityFloor != 2 || *g.JouleCeilingUJ != 5000000 ||
-		g.Speculative == nil || *g.Speculative {
+		g.Speculative == nil || *g.Speculative || len(g.LogitBias) != 2 || g.LogitBias[50256] != -100 || g.LogitBias[7] != 2.5 {
 		t.Errorf("generation = %+v", g)
 	}
 }
@@ -235,16 +257,18 @@ func TestResponses(t *testing.T) {
 	}
 }
 
+// errResp is an error answer's body.
+type errResp struct {
+	Error struct {
+		Message string `json:"message"`
+		Type    string `json:"type"`
+		Code    string `json:"code"`
+		Param   any    `json:"param"`
+		Details any    `json:"details"`
+	} `json:"error"`
+}
+
 func TestErrors(t *testing.T) {
-	type errResp struct {
-		Error struct {
-			Message string `json:"message"`
-			Type    string `json:"type"`
-			Code    string `json:"code"`
-			Param   any    `json:"param"`
-			Details any    `json:"details"`
-		} `json:"error"`
-	}
 	tests := []struct {
 		name       string
 		path, body string
@@ -267,6 +291,13 @@ func TestErrors(t *testing.T) {
 		{"min_p above one", "/v1/chat/completions", `{"model":"tiny","min_p":1.5,"messages":[{"role":"user","content":"x"}]}`, nil, 400, "invalid_request", "min_p must be"},
 		{"repeat_penalty negative", "/v1/chat/completions", `{"model":"tiny","repeat_penalty":-1,"messages":[{"role":"user","content":"x"}]}`, nil, 400, "invalid_request", "repeat_penalty must be"},
 		{"repeat_penalty huge", "/v1/chat/completions", `{"model":"tiny","repeat_penalty":1e9,"messages":[{"role":"user","content":"x"}]}`, nil, 400, "invalid_request", "repeat_penalty must be"},
+		{"logit_bias array", "/v1/chat/completions", `{"model":"tiny","logit_bias":[[1,5]],"messages":[{"role":"user","content":"x"}]}`, nil, 400, "invalid_request", "an object from token ids"},
+		{"logit_bias word key", "/v1/completions", `{"model":"tiny","logit_bias":{"hello":5},"prompt":"x"}`, nil, 400, "invalid_request", `key "hello" is not a token id`},
+		{"logit_bias negative key", "/v1/completions", `{"model":"tiny","logit_bias":{"-1":5},"prompt":"x"}`, nil, 400, "invalid_request", `key "-1"`},
+		{"logit_bias padded key", "/v1/completions", `{"model":"tiny","logit_bias":{"07":5},"prompt":"x"}`, nil, 400, "invalid_request", `key "07"`},
+		{"logit_bias key past 32 bits", "/v1/completions", `{"model":"tiny","logit_bias":{"4294967296":5},"prompt":"x"}`, nil, 400, "invalid_request", `key "4294967296"`},
+		{"logit_bias past 100", "/v1/responses", `{"model":"tiny","logit_bias":{"3":-100.5},"input":"x"}`, nil, 400, "invalid_request", "between -100 and 100, got -100.5"},
+		{"logit_bias false", "/v1/chat/completions", `{"model":"tiny","logit_bias":{"3":false},"messages":[{"role":"user","content":"x"}]}`, nil, 400, "invalid_request", "map token ids to numbers"},
 		{"max tokens 0", "/v1/chat/completions", `{"model":"tiny","max_tokens":0,"messages":[{"role":"user","content":"x"}]}`, nil, 400, "invalid_request", "at least 1"},
 		{"five stops", "/v1/chat/completions", `{"model":"tiny","stop":["a","b","c","d","e"],"messages":[{"role":"user","content":"x"}]}`, nil, 400, "invalid_request", "at most 4"},
 		{"fidelity floor", "/v1/chat/completions", `{"model":"tiny","metadata":{"fidelity_floor":"9"},"messages":[{"role":"user","content":"x"}]}`, nil, 400, "invalid_request", "F0..F4"},

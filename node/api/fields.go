@@ -10,8 +10,8 @@ import (
 )
 
 // A request field meshnode does not honour is refused with a 400 naming
-// it, never dropped: a client that asks for logit_bias must not get an
-// answer that silently lacks it. checkFields does this for every
+// it, never dropped: a client that asks for predicted outputs must not
+// get an answer that silently lacks them. checkFields does this for every
 // generation and embedding body, before any other check.
 //
 // A field is honoured when the endpoint's request struct has a JSON tag
@@ -56,7 +56,6 @@ const (
 // structs do not take, by name. One table serves every endpoint: a name
 // means the same in each schema that has it.
 var refusedFields = map[string]refusal{
-	"logit_bias":             {"logit_bias is not supported: the sampler takes no per-token bias", isEmpty},
 	"service_tier":           {"service_tier is not supported: a node has one tier (auto and default are accepted)", oneOf(`"auto"`, `"default"`)},
 	"store":                  {"store is not supported: meshnode keeps no completions or responses to retrieve (false is accepted)", isFalse},
 	"modalities":             {"modalities other than text are not supported: meshnode's models read and write text", oneOf(`["text"]`)},

@@ -108,6 +108,10 @@ type Generation struct {
 	TopK          int
 	MinP          float64
 	RepeatPenalty float64
+	// LogitBias adds each bias (−100 … 100) to its token's logit before
+	// the penalties, greedy requests included (OpenAI's logit_bias), by
+	// token id; nil is none.
+	LogitBias map[uint32]float64
 	// Speculative switches speculative decoding for this request: nil
 	// is the model's default (on where it has a draft), false off.
 	Speculative *bool

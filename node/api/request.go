@@ -31,6 +31,8 @@ type sampling struct {
 	MinP          *float64 `json:"min_p"`
 	RepeatPenalty *float64 `json:"repeat_penalty"`
 
+	LogitBias json.RawMessage `json:"logit_bias"`
+
 	// meshnode's: false decodes without the model's speculative draft.
 	Speculative *bool `json:"speculative"`
 }
@@ -127,6 +129,11 @@ func (s *sampling) apply(g *Generation) error {
 		}
 		*f.dst = *f.v
 	}
+	bias, err := parseLogitBias(s.LogitBias)
+	if err != nil {
+		return err
+	}
+	g.LogitBias = bias
 	g.Speculative = s.Speculative
 	if s.Seed != nil {
 		seed, err := parseSeed(*s.Seed)
@@ -162,6 +169,52 @@ func parseSeed(n json.Number) (uint64, error) {
 }
 
 const maxStops = 4
+
+// Bounds on logit_bias, OpenAI's: at most 300 tokens, each biased by at
+// most ±100.
+const (
+	maxLogitBias      = 300
+	maxLogitBiasValue = 100
+)
+
+// parseLogitBias reads logit_bias, OpenAI's form: an object from token
+// ids, as decimal strings, to a bias of −100 … 100 added to the token's
+// logit. Null and {} ask for nothing. Token ids are checked against the
+// model's vocabulary when it serves.
+func parseLogitBias(raw json.RawMessage) (map[uint32]float64, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return nil, nil
+	}
+	if raw[0] != '{' {
+		return nil, badRequest("logit_bias", "logit_bias must be an object from token ids to biases, as {\"50256\": -100}")
+	}
+	var m map[string]json.Number
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&m); err != nil {
+		return nil, badRequest("logit_bias", "logit_bias must map token ids to numbers: %v", err)
+	}
+	if len(m) > maxLogitBias {
+		return nil, badRequest("logit_bias", "logit_bias names %d tokens, at most %d", len(m), maxLogitBias)
+	}
+	var out map[uint32]float64
+	for k, v := range m {
+		id, err := strconv.ParseUint(k, 10, 32)
+		if err != nil || strconv.FormatUint(id, 10) != k {
+			return nil, badRequest("logit_bias", "logit_bias key %q is not a token id (a decimal integer, as the tokenizer numbers tokens)", k)
+		}
+		b, err := v.Float64()
+		if err != nil || math.IsNaN(b) || b < -maxLogitBiasValue || b > maxLogitBiasValue {
+			return nil, badRequest("logit_bias", "logit_bias of token %s must be between -%d and %d, got %s", k, maxLogitBiasValue, maxLogitBiasValue, v)
+		}
+		if out == nil {
+			out = make(map[uint32]float64, len(m))
+		}
+		out[uint32(id)] = b
+	}
+	return out, nil
+}
 
 // maxRepeatPenalty bounds repeat_penalty well past any useful value (1.1
 // to 1.5 are usual), so that its millionths fit the receipt.

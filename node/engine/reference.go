@@ -53,11 +53,15 @@ func (e *Reference) Weights() (receipt.Weights, bool) { return receipt.Weights{}
 // Devices implements [DeviceUser]: the reference engine hashes on the CPU.
 func (e *Reference) Devices() hw.Domain { return hw.DomainCPU }
 
-// Serve implements [Engine]. It decodes greedily and has no tokenizer, so
-// it refuses sampling, stop strings and grammars rather than ignore them.
+// Serve implements [Engine]. It decodes greedily from hashes, with no
+// logits and no tokenizer, so it refuses sampling, penalties, logit
+// biases, stop strings and grammars rather than ignore them.
 func (e *Reference) Serve(ctx context.Context, req receipt.ServeRequest, prompt []uint32, emit func(uint32) error) (Outcome, error) {
 	if s := req.Sampling; s != nil && (s.TemperatureE6 > 0 || len(s.Stop) > 0) {
 		return Outcome{}, fmt.Errorf("%w: the reference engine decodes greedily and has no stop strings", ErrRefused)
+	}
+	if s := req.Sampling; s != nil && (s.PresencePenaltyE6 != 0 || s.FrequencyPenaltyE6 != 0 || s.RepeatPenaltyE6 != 0 || len(s.LogitBias) > 0) {
+		return Outcome{}, fmt.Errorf("%w: the reference engine has no logits, so no penalty or logit bias can change its picks", ErrRefused)
 	}
 	if s := req.Sampling; s != nil && s.Grammar != nil {
 		return Outcome{}, fmt.Errorf("%w: the reference engine has no tokenizer, so it cannot hold output to a grammar", ErrRefused)

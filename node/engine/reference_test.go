@@ -137,6 +137,10 @@ func TestReferenceStops(t *testing.T) {
 	refusals := []*receipt.Sampling{
 		{TemperatureE6: 1},
 		{Stop: []string{"x"}},
+		{PresencePenaltyE6: 1},
+		{FrequencyPenaltyE6: -1},
+		{RepeatPenaltyE6: 1_100_000},
+		{LogitBias: []receipt.LogitBias{{Token: 1, BiasE6: -100_000_000}}},
 	}
 	for _, s := range refusals {
 		req := request(4)

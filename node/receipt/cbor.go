@@ -36,7 +36,7 @@ var decMode = func() cbor.DecMode {
 		IndefLength:       cbor.IndefLengthForbidden,
 		TagsMd:            cbor.TagsForbidden,
 		MaxNestedLevels:   4,
-		MaxArrayElements:  maxStops,
+		MaxArrayElements:  maxArray,
 		MaxMapPairs:       64,
 		ExtraReturnErrors: cbor.ExtraDecErrorUnknownField,
 		FieldNameMatching: cbor.FieldNameMatchingCaseSensitive,

@@ -94,6 +94,11 @@ type Sampling struct {
 	// request. Empty: no speculation. Greedy requests do not carry it
 	// (speculating does not change their tokens).
 	Draft string `cbor:"draft,omitempty" json:"draft,omitempty"`
+	// LogitBias adds a constant to the logits of the tokens it names
+	// before the penalties (OpenAI's logit_bias), greedy requests
+	// included: by token id, ascending, at most [MaxLogitBias] of them,
+	// each bias in millionths, non-zero and at most ±[MaxLogitBiasE6].
+	LogitBias []LogitBias `cbor:"logit_bias,omitempty" json:"logit_bias,omitempty"`
 	// Grammar is the content id of the grammar the output is held to
 	// (structured outputs: BLAKE3-256 of the grammar's canonical text,
 	// gguf/grammar's Grammar.String), nil for none. The grammar decides
@@ -104,18 +109,33 @@ type Sampling struct {
 	Grammar *ContentID `cbor:"grammar,omitempty" json:"grammar,omitempty"`
 }
 
+// LogitBias is one token's bias: a [token, bias_e6] pair.
+type LogitBias struct {
+	_      struct{} `cbor:",toarray"`
+	Token  uint32   `json:"token"`
+	BiasE6 int32    `json:"bias_e6"`
+}
+
 // MaxDraftBytes bounds Sampling.Draft.
 const MaxDraftBytes = 128
+
+// Bounds on Sampling.LogitBias: OpenAI's 300 tokens, each biased by at
+// most ±100.
+const (
+	MaxLogitBias   = 300
+	MaxLogitBiasE6 = 100 * e6
+)
 
 // Bounds on Sampling.Stop, which an outside party writes.
 const (
 	MaxStops     = 16
 	MaxStopBytes = 256
-	maxStops     = MaxStops // decoder's array bound
+	maxArray     = MaxLogitBias // decoder's array bound: the longest list is a request's biases
 	e6           = 1_000_000
 	// maxRequestSize bounds an encoded request: fixed fields, a decision
-	// and a sampling block with the largest stop list fit well within it.
-	maxRequestSize = 8 << 10
+	// and a sampling block with the largest stop list (4.2 KB) and the
+	// most logit biases (300 × at most 12 bytes) fit within it.
+	maxRequestSize = 12 << 10
 )
 
 // PromptHash is the prompt_hash of a prompt: BLAKE3-256 of its bytes.
@@ -124,7 +144,7 @@ func PromptHash(prompt []byte) ContentID { return Sum(prompt) }
 // IsZero reports whether s asks for nothing beyond greedy decoding.
 func (s *Sampling) IsZero() bool {
 	return s == nil || s.TemperatureE6 == 0 && s.TopPE6 == 0 && s.TopK == 0 && s.MinPE6 == 0 &&
-		s.PresencePenaltyE6 == 0 && s.FrequencyPenaltyE6 == 0 && s.RepeatPenaltyE6 == 0 && s.Seed == nil && len(s.Stop) == 0 && s.Draft == "" && s.Grammar == nil
+		s.PresencePenaltyE6 == 0 && s.FrequencyPenaltyE6 == 0 && s.RepeatPenaltyE6 == 0 && s.Seed == nil && len(s.Stop) == 0 && len(s.LogitBias) == 0 && s.Draft == "" && s.Grammar == nil
 }
 
 // Unseeded reports whether s samples with randomness the request does not
@@ -165,6 +185,19 @@ func (r *ServeRequest) Validate() error {
 		for i, st := range s.Stop {
 			if len(st) == 0 || len(st) > MaxStopBytes || !utf8.ValidString(st) {
 				return fmt.Errorf("%w: stop string %d must be 1 … %d bytes of UTF-8", ErrInvalid, i, MaxStopBytes)
+			}
+		}
+		if len(s.LogitBias) > MaxLogitBias {
+			return fmt.Errorf("%w: %d logit biases, at most %d", ErrInvalid, len(s.LogitBias), MaxLogitBias)
+		}
+		for i, b := range s.LogitBias {
+			switch {
+			case b.BiasE6 == 0:
+				return fmt.Errorf("%w: logit bias of token %d is 0, no bias; omit it", ErrInvalid, b.Token)
+			case b.BiasE6 > MaxLogitBiasE6 || b.BiasE6 < -MaxLogitBiasE6:
+				return fmt.Errorf("%w: logit bias of token %d is %d millionths, at most ±%d", ErrInvalid, b.Token, b.BiasE6, MaxLogitBiasE6)
+			case i > 0 && b.Token <= s.LogitBias[i-1].Token:
+				return fmt.Errorf("%w: logit biases must be by token id, ascending, each once (token %d after %d)", ErrInvalid, b.Token, s.LogitBias[i-1].Token)
 			}
 		}
 		if s.Grammar != nil && s.Grammar.IsZero() {

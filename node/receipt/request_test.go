@@ -44,6 +44,21 @@ func TestRequestCanonicalForm(t *testing.T) {
 	if got, _ = req.Canonical(); hex.EncodeToString(got) != hex.EncodeToString(want) {
 		t.Fatalf("canonical decision request\n got %x\nwant %x", got, want)
 	}
+
+	// Logit biases are [token, bias_e6] pairs in an array.
+	req.Decision = nil
+	req.Sampling = &Sampling{LogitBias: []LogitBias{{Token: 7, BiasE6: -100 * e6}, {Token: 300, BiasE6: 1}}}
+	want = canonicalOf(t, map[string]any{
+		"prompt_hash":      req.PromptHash.String(),
+		"prompt_tokens":    uint64(req.PromptTokens),
+		"max_tokens":       uint64(req.MaxTokens),
+		"fidelity_floor":   uint64(req.FidelityFloor),
+		"joule_ceiling_uj": req.JouleCeilingUJ,
+		"sampling":         map[string]any{"logit_bias": []any{[]any{uint64(7), int64(-100 * e6)}, []any{uint64(300), uint64(1)}}},
+	})
+	if got, _ = req.Canonical(); hex.EncodeToString(got) != hex.EncodeToString(want) {
+		t.Fatalf("canonical request with logit biases\n got %x\nwant %x", got, want)
+	}
 }
 
 // TestRequestIdentity: everything that changes an engine's output changes
@@ -85,6 +100,9 @@ func TestRequestIdentity(t *testing.T) {
 		{"seed zero", func(r *ServeRequest) { r.Sampling = &Sampling{Seed: ptr(uint64(0))} }},
 		{"stop", func(r *ServeRequest) { r.Sampling = &Sampling{Stop: []string{"\n\n"}} }},
 		{"draft", func(r *ServeRequest) { r.Sampling = &Sampling{TemperatureE6: 700_000, Draft: "lookup"} }},
+		{"logit bias", func(r *ServeRequest) { r.Sampling = &Sampling{LogitBias: []LogitBias{{Token: 7, BiasE6: -100 * e6}}} }},
+		{"another token's bias", func(r *ServeRequest) { r.Sampling = &Sampling{LogitBias: []LogitBias{{Token: 8, BiasE6: -100 * e6}}} }},
+		{"another bias", func(r *ServeRequest) { r.Sampling = &Sampling{LogitBias: []LogitBias{{Token: 7, BiasE6: 1}}} }},
 		{"grammar", func(r *ServeRequest) { g := Sum([]byte("root ::= \"a\"")); r.Sampling = &Sampling{Grammar: &g} }},
 		{"another grammar", func(r *ServeRequest) { g := Sum([]byte("root ::= \"b\"")); r.Sampling = &Sampling{Grammar: &g} }},
 	}
@@ -122,6 +140,17 @@ func TestRequestValidate(t *testing.T) {
 		}},
 		{"draft with a space", func(r *ServeRequest) { r.Sampling = &Sampling{TemperatureE6: 1, Draft: "a b"} }},
 		{"zero grammar", func(r *ServeRequest) { r.Sampling = &Sampling{Grammar: &ContentID{}} }},
+		{"zero logit bias", func(r *ServeRequest) { r.Sampling = &Sampling{LogitBias: []LogitBias{{Token: 1}}} }},
+		{"logit bias past 100", func(r *ServeRequest) {
+			r.Sampling = &Sampling{LogitBias: []LogitBias{{Token: 1, BiasE6: -MaxLogitBiasE6 - 1}}}
+		}},
+		{"logit biases out of order", func(r *ServeRequest) {
+			r.Sampling = &Sampling{LogitBias: []LogitBias{{Token: 2, BiasE6: 1}, {Token: 1, BiasE6: 1}}}
+		}},
+		{"a token biased twice", func(r *ServeRequest) {
+			r.Sampling = &Sampling{LogitBias: []LogitBias{{Token: 2, BiasE6: 1}, {Token: 2, BiasE6: 3}}}
+		}},
+		{"too many logit biases", func(r *ServeRequest) { r.Sampling = &Sampling{LogitBias: manyBiases(MaxLogitBias + 1)} }},
 		{"draft with a grammar", func(r *ServeRequest) {
 			g := Sum([]byte("g"))
 			r.Sampling = &Sampling{TemperatureE6: 1, Draft: "lookup", Grammar: &g}
@@ -142,11 +171,23 @@ func TestDecodeRequest(t *testing.T) {
 	full := testRequest()
 	full.Decision = &Decision{Questions: 2, OptionsScored: 4, SchemaTokens: 5}
 	g := Sum([]byte("grammar"))
-	full.Sampling = &Sampling{TemperatureE6: 800_000, Seed: ptr(uint64(42)), Stop: []string{"</s>", "\n"}, Grammar: &g}
-	for _, r := range []ServeRequest{testRequest(), full} {
+	full.Sampling = &Sampling{TemperatureE6: 800_000, Seed: ptr(uint64(42)), Stop: []string{"</s>", "\n"}, Grammar: &g,
+		LogitBias: []LogitBias{{Token: 0, BiasE6: -MaxLogitBiasE6}, {Token: 50256, BiasE6: 2_500_000}}}
+	// The largest sampling block there is: every bound at once.
+	largest := testRequest()
+	largest.Sampling = &Sampling{TemperatureE6: 2 * e6, TopPE6: 999_999, TopK: 1 << 31, MinPE6: 999_999,
+		PresencePenaltyE6: -2 * e6, FrequencyPenaltyE6: -2 * e6, RepeatPenaltyE6: 10 * e6, Seed: ptr(uint64(1 << 63)),
+		Stop: make([]string, MaxStops), Draft: strings.Repeat("d", MaxDraftBytes), LogitBias: manyBiases(MaxLogitBias)}
+	for i := range largest.Sampling.Stop {
+		largest.Sampling.Stop[i] = strings.Repeat("s", MaxStopBytes-1) + string(rune('a'+i))
+	}
+	for _, r := range []ServeRequest{testRequest(), full, largest} {
 		b, err := r.Canonical()
 		if err != nil {
 			t.Fatal(err)
+		}
+		if len(b) > maxRequestSize {
+			t.Fatalf("a valid request of %d bytes exceeds the decoder's %d", len(b), maxRequestSize)
 		}
 		got, err := DecodeRequest(b)
 		if err != nil {
@@ -178,6 +219,12 @@ func TestDecodeRequest(t *testing.T) {
 			return append(append(append([]byte{}, b[:i]...), 0x18), b[i:]...)
 		}, ErrNonCanonical},
 		{"trailing byte", func() []byte { return append(mustCanonical(t, testRequest()), 0) }, ErrMalformed},
+		{"logit bias as a map", func() []byte {
+			return withKey(t, base, "sampling", map[string]any{"logit_bias": map[string]any{"7": int64(-1)}})
+		}, ErrMalformed},
+		{"logit bias pair of three", func() []byte {
+			return withKey(t, base, "sampling", map[string]any{"logit_bias": []any{[]any{uint64(7), int64(-1), uint64(0)}}})
+		}, ErrMalformed},
 		{"too large", func() []byte { return make([]byte, maxRequestSize+1) }, ErrTooLarge},
 	}
 	for _, tt := range tests {
@@ -187,6 +234,15 @@ func TestDecodeRequest(t *testing.T) {
 			}
 		})
 	}
+}
+
+// manyBiases is n logit biases, tokens spread wide, biases large.
+func manyBiases(n int) []LogitBias {
+	b := make([]LogitBias, n)
+	for i := range b {
+		b[i] = LogitBias{Token: uint32(i) * 14_000_000, BiasE6: -MaxLogitBiasE6 + int32(i)}
+	}
+	return b
 }
 
 func mustCanonical(t testing.TB, r ServeRequest) []byte {
@@ -217,7 +273,8 @@ func withKey(t testing.TB, m map[string]any, key string, v any) []byte {
 func FuzzDecodeRequest(f *testing.F) {
 	full := testRequest()
 	full.Decision = &Decision{Questions: 2, OptionsScored: 4, SchemaTokens: 5}
-	full.Sampling = &Sampling{TemperatureE6: 800_000, TopK: 40, Seed: ptr(uint64(42)), Stop: []string{"</s>"}}
+	full.Sampling = &Sampling{TemperatureE6: 800_000, TopK: 40, Seed: ptr(uint64(42)), Stop: []string{"</s>"},
+		LogitBias: []LogitBias{{Token: 3, BiasE6: -100 * e6}, {Token: 70000, BiasE6: 5}}}
 	f.Add(mustCanonical(f, testRequest()))
 	f.Add(mustCanonical(f, full))
 	f.Fuzz(func(t *testing.T, b []byte) {

@@ -529,7 +529,7 @@ func (e *Engine) check(req receipt.ServeRequest, prompt []uint32) (sample.Params
 	if err := e.checkPrompt(prompt); err != nil {
 		return sample.Params{}, nil, err
 	}
-	params, stops, err := samplingParams(req.Sampling)
+	params, stops, err := samplingParams(req.Sampling, e.m.model.Config().VocabSize)
 	if err != nil {
 		return sample.Params{}, nil, refuse("%v", err)
 	}
@@ -554,9 +554,9 @@ func (e *Engine) checkPrompt(prompt []uint32) error {
 }
 
 // samplingParams maps the request's sampling block (millionths) to the
-// sampler's parameters. A sampled request without a seed gets a random
-// one.
-func samplingParams(s *receipt.Sampling) (sample.Params, []string, error) {
+// sampler's parameters, for a model of vocab tokens. A sampled request
+// without a seed gets a random one.
+func samplingParams(s *receipt.Sampling, vocab int) (sample.Params, []string, error) {
 	if s == nil {
 		return sample.Params{}, nil, nil
 	}
@@ -569,6 +569,12 @@ func samplingParams(s *receipt.Sampling) (sample.Params, []string, error) {
 		FrequencyPenalty: float64(s.FrequencyPenaltyE6) / e6,
 		PresencePenalty:  float64(s.PresencePenaltyE6) / e6,
 		RepeatPenalty:    float64(s.RepeatPenaltyE6) / e6,
+	}
+	for _, b := range s.LogitBias {
+		if int64(b.Token) >= int64(vocab) {
+			return p, nil, fmt.Errorf("logit_bias names token %d, outside the vocabulary of %d", b.Token, vocab)
+		}
+		p.LogitBias = append(p.LogitBias, sample.Bias{Token: b.Token, Bias: float64(b.BiasE6) / e6})
 	}
 	switch {
 	case s.Seed != nil:
@@ -687,7 +693,8 @@ func (e *Engine) close() {
 // SamplingParams maps a request's sampling block to the sampler's
 // parameters and its stop strings, as Serve does (a sampled request
 // without a seed gets a random one): for engines that serve the same
-// models another way (a model split across nodes).
-func SamplingParams(s *receipt.Sampling) (sample.Params, []string, error) {
-	return samplingParams(s)
+// models another way (a model split across nodes), for a model of vocab
+// tokens.
+func SamplingParams(s *receipt.Sampling, vocab int) (sample.Params, []string, error) {
+	return samplingParams(s, vocab)
 }

@@ -60,9 +60,14 @@ func fileExists(p string) bool {
 	return err == nil
 }
 
+// penaltyBias are logit biases the speculative tests serve with, beside
+// a repeat penalty: "▁the" (278) and "," (29892) held back, "." (29889)
+// urged on.
+var penaltyBias = []receipt.LogitBias{{Token: 278, BiasE6: -2_000_000}, {Token: 29889, BiasE6: 1_500_000}, {Token: 29892, BiasE6: -3_000_000}}
+
 // TestSpeculativeGreedyMatchesPlain: with any proposer, a greedy serve
 // emits plain decoding's tokens (llama.cpp's reference ids), with and
-// without a penalty, and reports what it speculated.
+// without a penalty and logit biases, and reports what it speculated.
 func TestSpeculativeGreedyMatchesPlain(t *testing.T) {
 	plain := fortunes(t)
 	refs := q8References(t)
@@ -71,7 +76,7 @@ func TestSpeculativeGreedyMatchesPlain(t *testing.T) {
 			t.Fatalf("%s: no draft named", name)
 		}
 		var proposed, accepted uint32
-		for _, s := range []*receipt.Sampling{nil, {RepeatPenaltyE6: 1_300_000}} {
+		for _, s := range []*receipt.Sampling{nil, {RepeatPenaltyE6: 1_300_000, LogitBias: penaltyBias}} {
 			for _, ref := range refs {
 				want, _ := serve(t, plain.Engine(), request(40, s), ref.Prompt)
 				got, out := serve(t, m.Engine(), request(40, s), ref.Prompt)

@@ -291,7 +291,7 @@ func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []u
 			return engine.Outcome{}, refuse("prompt token %d is outside the vocabulary of %d", t, e.cfg.Vocab)
 		}
 	}
-	params, stops, err := ggufengine.SamplingParams(req.Sampling)
+	params, stops, err := ggufengine.SamplingParams(req.Sampling, e.cfg.Vocab)
 	if err != nil {
 		return engine.Outcome{}, refuse("%v", err)
 	}

@@ -250,13 +250,17 @@ func greedy(n uint32, s *receipt.Sampling) receipt.ServeRequest {
 		FidelityFloor: receipt.F1, JouleCeilingUJ: 1 << 40, Sampling: s}
 }
 
+// penaltyBias are logit biases served beside a repeat penalty: "▁the"
+// (278) and "," (29892) held back, "." (29889) urged on.
+var penaltyBias = []receipt.LogitBias{{Token: 278, BiasE6: -2_000_000}, {Token: 29889, BiasE6: 1_500_000}, {Token: 29892, BiasE6: -3_000_000}}
+
 // TestSpeculativeGreedyMatchesPlain: through 2 and 3 stages, with prompt
 // lookup and with drafts of the model's own vocabulary, a greedy serve
-// (with and without a penalty, which needs the windows' logits rather
-// than their tokens) emits the whole model's plain greedy tokens, every
-// stage trimming the rejected drafts (a later step whose start did not
-// match what a stage holds would be refused), and reports what it
-// speculated.
+// (with and without a penalty and logit biases, which need the windows'
+// logits rather than their tokens) emits the whole model's plain greedy
+// tokens, every stage trimming the rejected drafts (a later step whose
+// start did not match what a stage holds would be refused), and reports
+// what it speculated.
 func TestSpeculativeGreedyMatchesPlain(t *testing.T) {
 	ref, _ := setup(t)
 	prompts := specPrompts(t, ref)
@@ -264,7 +268,7 @@ func TestSpeculativeGreedyMatchesPlain(t *testing.T) {
 		for lname, layout := range layouts {
 			e, tc := specEngine(t, ref, layout, dc)
 			var proposed, accepted uint32
-			for _, s := range []*receipt.Sampling{nil, {RepeatPenaltyE6: 1_300_000}} {
+			for _, s := range []*receipt.Sampling{nil, {RepeatPenaltyE6: 1_300_000, LogitBias: penaltyBias}} {
 				for _, prompt := range prompts {
 					want, _, err := serve(ref.Engine(), prompt, greedy(40, s))
 					if err != nil {
@@ -306,7 +310,8 @@ func TestSpeculativeGreedyMatchesPlain(t *testing.T) {
 // TestSpeculativeWindowsOf8: windows fixed at the default most drafts,
 // 8 — 9 rows a step on stages that hold the KV of splitSeqs requests —
 // cross 2 and 3 stages and give the whole model's plain greedy output,
-// with and without a penalty (which needs the rows' logits).
+// with and without a penalty and logit biases (which need the rows'
+// logits).
 func TestSpeculativeWindowsOf8(t *testing.T) {
 	ref, _ := setup(t)
 	prompts := specPrompts(t, ref)
@@ -317,7 +322,7 @@ func TestSpeculativeWindowsOf8(t *testing.T) {
 		for lname, layout := range layouts {
 			e, tc := specEngine(t, ref, layout, dc)
 			e.window = func() *spec.Window { return spec.Fixed(spec.DefaultMaxWindow) }
-			for _, s := range []*receipt.Sampling{nil, {RepeatPenaltyE6: 1_300_000}} {
+			for _, s := range []*receipt.Sampling{nil, {RepeatPenaltyE6: 1_300_000, LogitBias: penaltyBias}} {
 				for _, prompt := range prompts {
 					want, _, err := serve(ref.Engine(), prompt, greedy(40, s))
 					if err != nil {
