@@ -15,6 +15,7 @@ func FuzzParseRequest(f *testing.F) {
 			`"stream_options":{"include_usage":true},"metadata":{"fidelity_floor":"2","joule_ceiling_uj":5000}}`,
 		`{"model":"tiny","prompt":["once"],"max_tokens":3,"stop":"x","n":1,"presence_penalty":-2,"frequency_penalty":2}`,
 		`{"model":"tiny","prompt":"once","temperature":0.8,"top_k":40,"min_p":0.05,"repeat_penalty":1.1,"logprobs":3}`,
+		`{"model":"tiny","prompt":"once","logit_bias":{"50256":-100,"7":2.5,"0":100}}`,
 		`{"model":"tiny","messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":20,"user":"u","store":false,"tools":[]}`,
 		`{"model":"tiny","input":"x","include":["message.output_text.logprobs"],"top_logprobs":2,"service_tier":"flex"}`,
 		`{"model":"tiny","input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]}],` +
@@ -40,6 +41,14 @@ func FuzzParseRequest(f *testing.F) {
 			}
 			if g == nil || g.Model == "" {
 				t.Fatalf("%s: accepted %q as %+v", name, body, g)
+			}
+			if len(g.LogitBias) > maxLogitBias {
+				t.Fatalf("%s: accepted %d logit biases", name, len(g.LogitBias))
+			}
+			for id, b := range g.LogitBias {
+				if !(b >= -maxLogitBiasValue && b <= maxLogitBiasValue) {
+					t.Fatalf("%s: accepted a bias of %v for token %d", name, b, id)
+				}
 			}
 		}
 	})
