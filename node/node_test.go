@@ -425,10 +425,13 @@ func TestRelayAcrossMesh(t *testing.T) {
 		t.Fatalf("A's /v1/models = %+v, want %s hosted by B", models.Data, fortunesModel)
 	}
 
-	// Logprobs and embeddings pass through the tunnel as B answers them.
+	// Logprobs, embeddings and the tokenizer pass through the tunnel as
+	// B answers them.
 	for _, c := range []struct{ path, body, field string }{
 		{"/v1/chat/completions", `{"model":"` + fortunesModel + `","max_tokens":6,"logprobs":true,"top_logprobs":2,"messages":[{"role":"user","content":"Love is"}]}`, "choices"},
 		{"/v1/embeddings", `{"model":"` + fortunesModel + `","input":["Love is","a bar"]}`, "data"},
+		{"/tokenize", `{"model":"` + fortunesModel + `","content":"Love is a bar, and a man walks into it","with_pieces":true}`, "tokens"},
+		{"/detokenize", `{"model":"` + fortunesModel + `","tokens":[1,319,767,17042,2039,964,263,2594,29892,322,263,767,1058,756,263,2217,304,367,263,767,1058,13,29893,483,29876,29915,29873,505,263,2217,304,437,29889,13,12,12,489,5122,13337,28548]}`, "content"},
 	} {
 		var relayed, direct map[string]json.RawMessage
 		postJSON(t, a, c.path, c.body, &relayed)

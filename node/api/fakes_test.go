@@ -86,6 +86,40 @@ func (f *fakeModel) Embed(ctx context.Context, e *Embedding) (*EmbeddingResult, 
 	return res, nil
 }
 
+// The fake's vocabulary: <unk>, <s> and </s> (control tokens), then a
+// token for each byte, its id the byte + 3.
+const fakeVocab = 3 + 256
+
+// Tokenize implements TokenizingModel over the fake vocabulary: BOS 1
+// where addSpecial, "</s>" as token 2 where parseSpecial, each other
+// byte its own token.
+func (f *fakeModel) Tokenize(text string, addSpecial, parseSpecial bool) ([]uint32, error) {
+	var ids []uint32
+	if addSpecial {
+		ids = append(ids, 1)
+	}
+	for i := 0; i < len(text); i++ {
+		if parseSpecial && strings.HasPrefix(text[i:], "</s>") {
+			ids = append(ids, 2)
+			i += len("</s>") - 1
+			continue
+		}
+		ids = append(ids, uint32(text[i])+3)
+	}
+	return ids, nil
+}
+
+// Piece implements TokenizingModel.
+func (f *fakeModel) Piece(id uint32) ([]byte, error) {
+	switch {
+	case id >= fakeVocab:
+		return nil, fmt.Errorf("token %d is outside the vocabulary of %d", id, fakeVocab)
+	case id < 3:
+		return []byte([]string{"<unk>", "<s>", "</s>"}[id]), nil
+	}
+	return []byte{byte(id - 3)}, nil
+}
+
 // generateOnly is a model that makes no embeddings.
 type generateOnly struct{ Model }
 

@@ -117,3 +117,35 @@ func FuzzParseEmbedding(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseTokenize: whatever a client sends to /tokenize or
+// /detokenize, the parsers answer with what they read or a 400 *Error,
+// and never panic; what they accept is within their bounds.
+func FuzzParseTokenize(f *testing.F) {
+	for _, seed := range []string{
+		`{"model":"tiny","content":"Love is","add_special":true,"parse_special":false,"with_pieces":true}`,
+		`{"content":["a",7,"b"]}`,
+		`{"model":"tiny","tokens":[1,319,767]}`,
+		`{"tokens":[]}`, `{"content":[4294967296]}`, `{"tokens":[-1]}`, ``, `null`, `[]`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		is400 := func(err error) {
+			var e *Error
+			if !errors.As(err, &e) || e.Status != http.StatusBadRequest {
+				t.Fatalf("%v is not a 400", err)
+			}
+		}
+		if _, parts, err := parseTokenize(body); err != nil {
+			is400(err)
+		} else if len(parts) > maxTokenizeParts {
+			t.Fatalf("accepted content of %d parts", len(parts))
+		}
+		if _, ids, err := parseDetokenize(body); err != nil {
+			is400(err)
+		} else if len(ids) > maxDetokenize {
+			t.Fatalf("accepted %d ids", len(ids))
+		}
+	})
+}

@@ -229,6 +229,8 @@ func (s *Server) MeshHandler() http.Handler {
 	mux.HandleFunc("POST /v1/completions", s.observed(s.handleCompletions))
 	mux.HandleFunc("POST /v1/responses", s.observed(s.handleResponses))
 	mux.HandleFunc("POST /v1/embeddings", s.handleEmbeddings)
+	mux.HandleFunc("POST /tokenize", s.handleTokenize)
+	mux.HandleFunc("POST /detokenize", s.handleDetokenize)
 	mux.HandleFunc("GET /v1/models", s.handleModels)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		unrouted(w, r, mux, "%s %s is not served to mesh peers")

@@ -1,0 +1,52 @@
+package node
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/meshnode/meshnode/gguf/tokenizer"
+	"github.com/meshnode/meshnode/node/api"
+)
+
+// tokenizing is a local model with a GGUF vocabulary (served whole or
+// split), whose tokenizer the API lends out.
+type tokenizing interface {
+	Tokenizer() *tokenizer.Tokenizer
+}
+
+// tokenizerOf is the model's tokenizer, or the API's answer for a model
+// that has none (the reference engine hashes ids and has no text).
+func (s *servedModel) tokenizerOf() (*tokenizer.Tokenizer, error) {
+	if t, ok := s.in.m.(tokenizing); ok {
+		return t.Tokenizer(), nil
+	}
+	e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_model", "model %q has no tokenizer (only a GGUF model has one)", s.in.m.Name())
+	e.Param = "model"
+	return nil, e
+}
+
+// Tokenize implements api.TokenizingModel.
+func (s *servedModel) Tokenize(text string, addSpecial, parseSpecial bool) ([]uint32, error) {
+	tok, err := s.tokenizerOf()
+	if err != nil {
+		return nil, err
+	}
+	return tok.Encode(text, tokenizer.EncodeOptions{AddSpecial: addSpecial, ParseSpecial: parseSpecial}), nil
+}
+
+// Piece implements api.TokenizingModel: llama.cpp's token_to_piece with
+// special tokens rendered.
+func (s *servedModel) Piece(id uint32) ([]byte, error) {
+	tok, err := s.tokenizerOf()
+	if err != nil {
+		return nil, err
+	}
+	if n := tok.NumTokens(); int64(id) >= int64(n) {
+		return nil, fmt.Errorf("token %d is outside the vocabulary of %d", id, n)
+	}
+	p, err := tok.Piece(id, true)
+	return []byte(p), err
+}
+
+// Tokenizer implements tokenizing.
+func (sm *splitModel) Tokenizer() *tokenizer.Tokenizer { return sm.tok }

@@ -1,0 +1,78 @@
+package node
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// llamaPrompts are the prompts of the built-in model's llama.cpp
+// reference (models/reference-greedy.txt) with llama.cpp's ids for them.
+func llamaPrompts(t *testing.T) map[string][]uint32 {
+	t.Helper()
+	f, err := os.Open(filepath.Join("..", "models", "reference-greedy.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	header := regexp.MustCompile(`^### meshnode-fortunes-q8_0\.gguf  prompt: "(.*)"  \(`)
+	out := map[string][]uint32{}
+	var prompt string
+	for sc := bufio.NewScanner(f); sc.Scan(); {
+		line := sc.Text()
+		if m := header.FindStringSubmatch(line); m != nil {
+			prompt = m[1]
+			continue
+		}
+		if rest, ok := strings.CutPrefix(line, "prompt ids "); ok && prompt != "" {
+			fields := strings.Fields(rest)[1:] // after "(n):"
+			ids := make([]uint32, len(fields))
+			for i, s := range fields {
+				if _, err := fmt.Sscan(s, &ids[i]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			out[prompt], prompt = ids, ""
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("no prompts in the reference")
+	}
+	return out
+}
+
+// TestTokenizeMatchesLlamaCpp: POST /tokenize on the built-in model,
+// with add_special, answers llama.cpp's ids for the reference prompts,
+// and /detokenize of them gives the text back after BOS (llama.cpp's
+// pieces, the first with its SentencePiece space); the reference model,
+// which has no tokenizer, says so.
+func TestTokenizeMatchesLlamaCpp(t *testing.T) {
+	n, _ := startNode(t, Config{Models: []string{fortunesPath(t), ReferenceModel}})
+	for text, want := range llamaPrompts(t) {
+		var got struct {
+			Tokens []uint32 `json:"tokens"`
+		}
+		postJSON(t, n, "/tokenize", fmt.Sprintf(`{"model":%q,"content":%q,"add_special":true}`, fortunesModel, text), &got)
+		if !slices.Equal(got.Tokens, want) {
+			t.Errorf("%q: %v, llama.cpp's %v", text, got.Tokens, want)
+		}
+		ids, _ := json.Marshal(want)
+		var back struct {
+			Content string `json:"content"`
+		}
+		postJSON(t, n, "/detokenize", fmt.Sprintf(`{"model":%q,"tokens":%s}`, fortunesModel, ids), &back)
+		if back.Content != "<s> "+text {
+			t.Errorf("%v: %q, want %q", want, back.Content, "<s> "+text)
+		}
+	}
+	code, v := answerOf(t, n, "/tokenize", fmt.Sprintf(`{"model":%q,"content":"x"}`, ReferenceModel))
+	if e, _ := v["error"].(map[string]any); code != 400 || e["code"] != "unsupported_model" || !strings.Contains(fmt.Sprint(e["message"]), "has no tokenizer") {
+		t.Errorf("the reference model: %d %v", code, v)
+	}
+}
