@@ -5,11 +5,11 @@ import OpenAI from 'openai';
 import { client, model } from '../lib.mjs';
 
 await assert.rejects(
-  client.chat.completions.create({ model, messages: [{ role: 'user', content: 'hi' }], logit_bias: { '1': 5 } }),
+  client.chat.completions.create({ model, messages: [{ role: 'user', content: 'hi' }], store: true }),
   (err) => {
     assert.ok(err instanceof OpenAI.BadRequestError, `${err}`);
     assert.equal(err.status, 400);
-    assert.equal(err.param, 'logit_bias');
+    assert.equal(err.param, 'store');
     return true;
   },
 );
