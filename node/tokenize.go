@@ -1,7 +1,9 @@
 package node
 
 import (
+	"context"
 	"fmt"
+	"math"
 	"net/http"
 
 	"github.com/meshnode/meshnode/gguf/tokenizer"
@@ -50,3 +52,19 @@ func (s *servedModel) Piece(id uint32) ([]byte, error) {
 
 // Tokenizer implements tokenizing.
 func (sm *splitModel) Tokenizer() *tokenizer.Tokenizer { return sm.tok }
+
+// Render implements api.TemplateModel: the prompt text Prepare would
+// tokenize for g, however long (a prompt past the context is shown, not
+// refused: nothing is served).
+func (s *servedModel) Render(ctx context.Context, g *api.Generation) (string, error) {
+	_, leave, err := s.in.gate.enter(ctx)
+	if err != nil {
+		return "", s.draining(err)
+	}
+	defer leave()
+	text, _, err := s.in.m.Prompt(g, math.MaxInt)
+	if err != nil {
+		return "", api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_prompt", "%v", err)
+	}
+	return text, nil
+}

@@ -76,3 +76,38 @@ func TestTokenizeMatchesLlamaCpp(t *testing.T) {
 		t.Errorf("the reference model: %d %v", code, v)
 	}
 }
+
+// TestApplyTemplateIsTheServedPrompt: POST /apply-template on the
+// built-in model answers the very prompt a chat completion is served
+// with — tokenized as a prompt is, it is as many tokens as the
+// completion's usage counts — with tools (here the generic polyfill's
+// instruction) as the request has them.
+func TestApplyTemplateIsTheServedPrompt(t *testing.T) {
+	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
+	n, _ := startNode(t, Config{})
+	const tool = `{"type":"function","function":{"name":"get_weather","description":"Weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}`
+	for _, extra := range []string{"", `,"tools":[` + tool + `]`} {
+		body := `{"model":"` + fortunesModel + `","max_tokens":2,"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"A man walks into a bar"}]` + extra + `}`
+		var tmpl struct {
+			Prompt string `json:"prompt"`
+		}
+		postJSON(t, n, "/apply-template", body, &tmpl)
+		if !strings.Contains(tmpl.Prompt, "A man walks into a bar") || extra != "" && !strings.Contains(tmpl.Prompt, "get_weather") {
+			t.Fatalf("prompt %q", tmpl.Prompt)
+		}
+		content, _ := json.Marshal(tmpl.Prompt)
+		var tok struct {
+			Tokens []uint32 `json:"tokens"`
+		}
+		postJSON(t, n, "/tokenize", `{"content":`+string(content)+`,"add_special":true}`, &tok)
+		var chat struct {
+			Usage struct {
+				PromptTokens int `json:"prompt_tokens"`
+			} `json:"usage"`
+		}
+		postJSON(t, n, "/v1/chat/completions", body, &chat)
+		if len(tok.Tokens) != chat.Usage.PromptTokens || chat.Usage.PromptTokens == 0 {
+			t.Errorf("tools %v: the rendered prompt is %d tokens; the completion's, %d", extra != "", len(tok.Tokens), chat.Usage.PromptTokens)
+		}
+	}
+}

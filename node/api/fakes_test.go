@@ -120,6 +120,20 @@ func (f *fakeModel) Piece(id uint32) ([]byte, error) {
 	return []byte{byte(id - 3)}, nil
 }
 
+// Render implements TemplateModel: "role: content" lines, then
+// "assistant:", with "[tools: n]" first where the request has tools.
+func (f *fakeModel) Render(ctx context.Context, g *Generation) (string, error) {
+	var b strings.Builder
+	if len(g.Tools) > 0 {
+		fmt.Fprintf(&b, "[tools: %d]\n", len(g.Tools))
+	}
+	for _, m := range g.Messages {
+		fmt.Fprintf(&b, "%s: %s\n", m.Role, m.Content)
+	}
+	b.WriteString("assistant:")
+	return b.String(), nil
+}
+
 // generateOnly is a model that makes no embeddings.
 type generateOnly struct{ Model }
 

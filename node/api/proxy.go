@@ -231,6 +231,7 @@ func (s *Server) MeshHandler() http.Handler {
 	mux.HandleFunc("POST /v1/embeddings", s.handleEmbeddings)
 	mux.HandleFunc("POST /tokenize", s.handleTokenize)
 	mux.HandleFunc("POST /detokenize", s.handleDetokenize)
+	mux.HandleFunc("POST /apply-template", s.handleApplyTemplate)
 	mux.HandleFunc("GET /v1/models", s.handleModels)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		unrouted(w, r, mux, "%s %s is not served to mesh peers")

@@ -101,3 +101,42 @@ func TestTokenizeErrors(t *testing.T) {
 		t.Errorf("a model with no tokenizer: %d %+v", status, got.Error)
 	}
 }
+
+// TestApplyTemplate: POST /apply-template answers the prompt a chat
+// completions body renders to, validated as that body is, and
+// generates nothing.
+func TestApplyTemplate(t *testing.T) {
+	h := newHarness(t, Config{}, nil)
+	var got struct {
+		Prompt string `json:"prompt"`
+	}
+	body := `{"model":"tiny","messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}],"max_tokens":3}`
+	if status := postJSON(t, h, "/apply-template", body, &got); status != 200 || got.Prompt != "system: be brief\nuser: hi\nassistant:" {
+		t.Errorf("%d %q", status, got.Prompt)
+	}
+	if n := len(h.model.calls); n != 0 {
+		t.Errorf("apply-template prepared %d generations", n)
+	}
+	for _, tc := range []struct {
+		body   string
+		status int
+		want   string
+	}{
+		{`{"model":"tiny","messages":[]}`, 400, "at least one"},
+		{`{"model":"tiny","messages":[{"role":"user","content":"x"}],"store":true}`, 400, "store"},
+		{`{"model":"gpt-9","messages":[{"role":"user","content":"x"}]}`, 404, "gpt-9"},
+		// The fake writes no tool format, so tools are refused as a chat
+		// completion refuses them.
+		{`{"model":"tiny","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}]}`, 400, "cannot take tools"},
+	} {
+		var e errResp
+		if status := postJSON(t, h, "/apply-template", tc.body, &e); status != tc.status || !strings.Contains(e.Error.Message, tc.want) {
+			t.Errorf("%s: %d %q, want %d containing %q", tc.body, status, e.Error.Message, tc.status, tc.want)
+		}
+	}
+	h.reg.local["plain"] = generateOnly{&fakeModel{}}
+	var e errResp
+	if status := postJSON(t, h, "/apply-template", `{"model":"plain","messages":[{"role":"user","content":"x"}]}`, &e); status != 400 || e.Error.Code != "unsupported_model" {
+		t.Errorf("a model with no template: %d %+v", status, e.Error)
+	}
+}
