@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -199,7 +201,8 @@ func parseLogitBias(raw json.RawMessage) (map[uint32]float64, error) {
 		return nil, badRequest("logit_bias", "logit_bias names %d tokens, at most %d", len(m), maxLogitBias)
 	}
 	var out map[uint32]float64
-	for k, v := range m {
+	for _, k := range slices.Sorted(maps.Keys(m)) { // the same error for the same body
+		v := m[k]
 		id, err := strconv.ParseUint(k, 10, 32)
 		if err != nil || strconv.FormatUint(id, 10) != k {
 			return nil, badRequest("logit_bias", "logit_bias key %q is not a token id (a decimal integer, as the tokenizer numbers tokens)", k)

@@ -75,7 +75,8 @@ func parseContent(raw json.RawMessage) ([]contentPart, error) {
 	}
 	parts := make([]contentPart, len(items))
 	for i, it := range items {
-		if err := json.Unmarshal(it, &parts[i].text); err == nil {
+		// (A null would unmarshal into a string as nothing.)
+		if err := json.Unmarshal(it, &parts[i].text); err == nil && !bytes.Equal(bytes.TrimSpace(it), []byte("null")) {
 			parts[i].index = i
 			continue
 		}

@@ -80,6 +80,7 @@ func TestTokenizeErrors(t *testing.T) {
 		{"/tokenize", `{"model":"tiny","content":{"a":1}}`, 400, "content must be a string or an array"},
 		{"/tokenize", `{"model":"tiny","content":["a",-1]}`, 400, "content[1] is neither a string nor a token id"},
 		{"/tokenize", `{"model":"tiny","content":["a",1.5]}`, 400, "content[1] is neither"},
+		{"/tokenize", `{"model":"tiny","content":["a",null]}`, 400, "content[1] is neither"},
 		{"/tokenize", `{"model":"tiny","content":[259]}`, 400, "content[0]: token 259 is outside the vocabulary of 259"},
 		{"/tokenize", `{"model":"tiny","content":"a","add_bos":true}`, 400, `unknown field "add_bos"`},
 		{"/tokenize", `{"model":"gpt-9","content":"a"}`, 404, "gpt-9"},
