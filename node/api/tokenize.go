@@ -7,6 +7,7 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -165,7 +166,7 @@ func (s *Server) tokenizerOf(w http.ResponseWriter, r *http.Request, model strin
 			}
 		}
 		if len(local) != 1 {
-			writeError(w, badRequest("model", "model is required: this node serves %d models (%s)", len(local), listOr(local, "none")))
+			writeError(w, badRequest("model", "model is required: this node serves %d models (%s)", len(local), strings.Join(local, ", ")))
 			return nil, true
 		}
 		model = local[0]
@@ -180,21 +181,6 @@ func (s *Server) tokenizerOf(w http.ResponseWriter, r *http.Request, model strin
 		return nil, true
 	}
 	return tm, false
-}
-
-// listOr is names joined by commas, or none when there are none.
-func listOr(names []string, none string) string {
-	if len(names) == 0 {
-		return none
-	}
-	var b bytes.Buffer
-	for i, n := range names {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(n)
-	}
-	return b.String()
 }
 
 // handleTokenize is POST /tokenize: {"tokens": [ids]}, or with
