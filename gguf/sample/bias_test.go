@@ -19,10 +19,7 @@ func TestLogitBiasIsAddedLogits(t *testing.T) {
 		logits[i] = float32(math.Round(rng.NormFloat64()*2*256) / 256)
 	}
 	bias := []Bias{{Token: 5, Bias: 3.5}, {Token: 0, Bias: -100}, {Token: 63, Bias: 1.25}, {Token: 17, Bias: -0.75}}
-	added := make([]float32, len(logits))
-	for i, l := range logits {
-		added[i] = l
-	}
+	added := append([]float32(nil), logits...)
 	for _, b := range bias {
 		added[b.Token] = float32(float64(logits[b.Token]) + b.Bias)
 	}
