@@ -401,6 +401,13 @@ func (s *servedModel) request(g *api.Generation, prompt string, promptTokens, ct
 			return receipt.ServeRequest{}, nil, api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option",
 				"a %s output format (response_format, text.format) is not served on a request that rides on a grant (jcp_presentation): the granted request's binding does not cover a grammar", g.Format)
 		}
+		if g.PromptIDs != nil {
+			// The binding's prompt_hash is over a prompt's text.
+			e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option",
+				"a prompt of token ids is not served on a request that rides on a grant (jcp_presentation): the granted request's binding (mesh/1 §2.3) hashes a prompt's text")
+			e.Param = "prompt"
+			return receipt.ServeRequest{}, nil, e
+		}
 		if len(g.LogitBias) > 0 {
 			// Nor for logit biases: the binding derives sampling from
 			// the fields it names, and logit_bias is not one of them.
@@ -428,8 +435,12 @@ func (s *servedModel) request(g *api.Generation, prompt string, promptTokens, ct
 		maxTokens = s.defaults.maxTokens
 	}
 	maxTokens = min(maxTokens, ctxLen-promptTokens)
+	hash := receipt.PromptHash([]byte(prompt))
+	if g.PromptIDs != nil {
+		hash = receipt.TokenPromptHash(g.PromptIDs)
+	}
 	req := receipt.ServeRequest{
-		PromptHash:     receipt.PromptHash([]byte(prompt)),
+		PromptHash:     hash,
 		PromptTokens:   uint32(promptTokens),
 		MaxTokens:      uint32(maxTokens),
 		FidelityFloor:  s.defaults.fidelityFloor,

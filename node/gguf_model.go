@@ -114,6 +114,9 @@ func (g *ggufModel) Prompt(gen *api.Generation, limit int) (string, []uint32, er
 // renderPrompt is Prompt over a model file's tokenizer and chat template,
 // for a model served whole or split.
 func renderPrompt(tok *tokenizer.Tokenizer, tmpl *chat.Template, gen *api.Generation, limit int) (string, []uint32, error) {
+	if gen.PromptIDs != nil {
+		return "", gen.PromptIDs, checkPromptIDs(gen.PromptIDs, tok.NumTokens(), limit)
+	}
 	opt := tokenizer.EncodeOptions{AddSpecial: true}
 	text := gen.Prompt
 	if gen.Messages != nil {

@@ -67,6 +67,20 @@ func tokenizeWithin(tok *tokenizer.Tokenizer, text string, opt tokenizer.EncodeO
 	return ids, nil
 }
 
+// checkPromptIDs refuses a prompt given as token ids that a model of
+// vocab tokens cannot be given, or that needs more than limit tokens.
+func checkPromptIDs(ids []uint32, vocab, limit int) error {
+	if len(ids) > limit {
+		return &promptTooLongError{AtLeast: len(ids), Limit: limit}
+	}
+	for i, id := range ids {
+		if int64(id) >= int64(vocab) {
+			return fmt.Errorf("prompt token %d (at %d) is outside the vocabulary of %d", id, i, vocab)
+		}
+	}
+	return nil
+}
+
 // decoder turns token ids into text as they arrive, holding back bytes
 // of a character split across tokens.
 type decoder interface {
@@ -97,6 +111,10 @@ func (m *referenceModel) Close() error          { return nil }
 func (m *referenceModel) Decoder() decoder      { return referenceDecoder{} }
 
 func (m *referenceModel) Prompt(g *api.Generation, limit int) (string, []uint32, error) {
+	if g.PromptIDs != nil {
+		// Its vocabulary is the bytes.
+		return "", g.PromptIDs, checkPromptIDs(g.PromptIDs, 256, limit)
+	}
 	text := g.Prompt
 	if g.Messages != nil {
 		text = transcript(g.Messages)

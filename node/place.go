@@ -268,8 +268,9 @@ func (n *Node) placementRequest(g *api.Generation) placement.Request {
 	for _, m := range g.Messages {
 		chars += utf8.RuneCountInString(m.Content)
 	}
+	tokens := (chars+3)/4 + len(g.PromptIDs) // token ids are counted, not estimated
 	req := placement.Request{
-		PromptTokens:   uint32(min((chars+3)/4, 1<<30)),
+		PromptTokens:   uint32(min(tokens, 1<<30)),
 		MaxTokens:      uint32(max(0, min(g.MaxTokens, 1<<30))),
 		FidelityFloor:  uint8(n.cfg.Steward.FidelityFloor),
 		JouleCeilingUJ: n.cfg.Steward.JouleCeilingUJ,

@@ -10,6 +10,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/meshnode/meshnode/node/api"
+	"github.com/meshnode/meshnode/node/receipt"
+	"github.com/meshnode/meshnode/node/steward/grant"
 )
 
 // llamaPrompts are the prompts of the built-in model's llama.cpp
@@ -108,6 +112,74 @@ func TestApplyTemplateIsTheServedPrompt(t *testing.T) {
 		postJSON(t, n, "/v1/chat/completions", body, &chat)
 		if len(tok.Tokens) != chat.Usage.PromptTokens || chat.Usage.PromptTokens == 0 {
 			t.Errorf("tools %v: the rendered prompt is %d tokens; the completion's, %d", extra != "", len(tok.Tokens), chat.Usage.PromptTokens)
+		}
+	}
+}
+
+// TestTokenPrompt: a completion's prompt may be token ids, given as they
+// are: llama.cpp's ids for a reference prompt (BOS included) answer what
+// the text answers; the receipt's prompt_hash is the ids' (their
+// canonical CBOR array) and the serve replays; an id past the
+// vocabulary, or more ids than the context holds, is refused.
+func TestTokenPrompt(t *testing.T) {
+	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
+	n, _ := startNode(t, Config{})
+	const text = "A man walks into a bar"
+	ids := llamaPrompts(t)[text]
+	list, _ := json.Marshal(ids)
+	want, _ := generate(t, n, "/v1/completions", `{"model":"`+fortunesModel+`","max_tokens":12,"prompt":"`+text+`"}`)
+	body := `{"model":"` + fortunesModel + `","max_tokens":12,"prompt":` + string(list) + `}`
+	got, energy := generate(t, n, "/v1/completions", body)
+	if got != want {
+		t.Fatalf("the ids answered %q; the text, %q", got, want)
+	}
+	var e struct {
+		Receipt struct {
+			RequestID string `json:"request_id"`
+		} `json:"receipt"`
+	}
+	if err := json.Unmarshal(energy, &e); err != nil {
+		t.Fatal(err)
+	}
+	req := receipt.ServeRequest{PromptHash: receipt.TokenPromptHash(ids), PromptTokens: uint32(len(ids)), MaxTokens: 12, JouleCeilingUJ: 1_000_000_000}
+	if id, err := req.ID(); err != nil || id.String() != e.Receipt.RequestID {
+		t.Errorf("request id %s, want the ids' request %s (%v)", e.Receipt.RequestID, id, err)
+	}
+	replay, _ := json.Marshal(map[string]any{"request": json.RawMessage(body), "energy": energy})
+	if status, res, raw := replayRaw(t, n, string(replay)); status != 200 || res.Verdict != api.VerdictVerified {
+		t.Errorf("replay: %d %s", status, raw)
+	}
+
+	// On a grant: the binding hashes a prompt's text, so ids are refused
+	// (here a presentation made for the text, the body then given ids).
+	caller, chain := issueGrant(t, n)
+	presented, _, err := grant.PresentBody([]byte(`{"model":"`+fortunesModel+`","max_tokens":12,"prompt":"`+text+`","metadata":{"joule_ceiling_uj":1000000000}}`), chain, caller, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(presented, &fields); err != nil {
+		t.Fatal(err)
+	}
+	fields["prompt"] = list
+	swapped, _ := json.Marshal(fields)
+	if code, v := answerOf(t, n, "/v1/completions", string(swapped)); code != 400 || !strings.Contains(fmt.Sprint(v), "param:prompt") {
+		t.Errorf("a granted prompt of ids: %d %v", code, v)
+	}
+
+	long := make([]uint32, 300)
+	for i := range long {
+		long[i] = 319
+	}
+	longList, _ := json.Marshal(long)
+	for _, tc := range []struct{ prompt, code, msg string }{
+		{`[1,32000]`, "invalid_prompt", "prompt token 32000 (at 1) is outside the vocabulary of 32000"},
+		{string(longList), "context_length_exceeded", "at least 300 tokens"},
+	} {
+		code, v := answerOf(t, n, "/v1/completions", `{"model":"`+fortunesModel+`","prompt":`+tc.prompt+`}`)
+		e, _ := v["error"].(map[string]any)
+		if code != 400 || e["code"] != tc.code || !strings.Contains(fmt.Sprint(e["message"]), tc.msg) {
+			t.Errorf("%.40s: %d %v", tc.prompt, code, v)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -201,6 +202,14 @@ func TestCompletions(t *testing.T) {
 	if h.model.lastCall().Prompt != "Once" || h.model.lastCall().Messages != nil {
 		t.Fatalf("generation = %+v", h.model.lastCall())
 	}
+	// A prompt of token ids, bare or as the one prompt of an array.
+	for _, prompt := range []string{`[1,319,767]`, `[[1,319,767]]`} {
+		resp := h.post(t, "/v1/completions", `{"model":"tiny","prompt":`+prompt+`,"max_tokens":2}`)
+		resp.Body.Close()
+		if g := h.model.lastCall(); resp.StatusCode != 200 || g.Prompt != "" || !slices.Equal(g.PromptIDs, []uint32{1, 319, 767}) {
+			t.Fatalf("prompt %s: %d, generation %+v", prompt, resp.StatusCode, g)
+		}
+	}
 
 	resp = h.post(t, "/v1/completions", `{"model":"tiny","prompt":"Once","stream":true}`)
 	defer resp.Body.Close()
@@ -303,7 +312,12 @@ func TestErrors(t *testing.T) {
 		{"fidelity floor", "/v1/chat/completions", `{"model":"tiny","metadata":{"fidelity_floor":"9"},"messages":[{"role":"user","content":"x"}]}`, nil, 400, "invalid_request", "F0..F4"},
 		{"ceiling", "/v1/chat/completions", `{"model":"tiny","metadata":{"joule_ceiling_uj":"lots"},"messages":[{"role":"user","content":"x"}]}`, nil, 400, "invalid_request", "non-negative integer"},
 		{"unknown model", "/v1/chat/completions", `{"model":"gpt-9","messages":[{"role":"user","content":"x"}]}`, nil, 404, "model_not_found", "available: tiny"},
-		{"token prompt", "/v1/completions", `{"model":"tiny","prompt":[1,2,3]}`, nil, 400, "invalid_request", "token-id"},
+		{"token prompt of strings and ids", "/v1/completions", `{"model":"tiny","prompt":[1,"a"]}`, nil, 400, "invalid_request", "exactly one prompt"},
+		{"batched token prompts", "/v1/completions", `{"model":"tiny","prompt":[[1,2],[3]]}`, nil, 400, "invalid_request", "exactly one prompt"},
+		{"negative token", "/v1/completions", `{"model":"tiny","prompt":[1,-2]}`, nil, 400, "invalid_request", "prompt[1] -2 is not a token id"},
+		{"empty token prompt", "/v1/completions", `{"model":"tiny","prompt":[[]]}`, nil, 400, "invalid_request", "prompt[0] is an empty token array"},
+		{"null prompt item", "/v1/completions", `{"model":"tiny","prompt":[null]}`, nil, 400, "invalid_request", "prompt[0] null is not a token id"},
+		{"nested prompt", "/v1/completions", `{"model":"tiny","prompt":[["a"]]}`, nil, 400, "invalid_request", "prompt[0] must be a string or an array of token ids"},
 		{"responses bad item", "/v1/responses", `{"model":"tiny","input":[{"type":"function_call"}]}`, nil, 400, "invalid_request", "function_call"},
 		{"too large", "/v1/chat/completions", `{"model":"tiny","messages":[{"role":"user","content":"` + strings.Repeat("x", 2048) + `"}]}`, nil, 413, "request_too_large", "larger than 1024"},
 		{"context overflow", "/v1/chat/completions", `{"model":"tiny","messages":[{"role":"user","content":"x"}]}`,

@@ -28,11 +28,11 @@ func parseCompletion(body []byte) (*Generation, *completionRequest, error) {
 	if err := req.apply(g); err != nil {
 		return nil, nil, err
 	}
-	prompt, err := completionPrompt(req.Prompt)
+	prompt, ids, err := completionPrompt(req.Prompt)
 	if err != nil {
 		return nil, nil, err
 	}
-	g.Prompt = prompt
+	g.Prompt, g.PromptIDs = prompt, ids
 	if req.Echo {
 		return nil, nil, badRequest("echo", "echo is not supported: the prompt's log-probabilities are not computed")
 	}
@@ -51,24 +51,38 @@ func parseCompletion(body []byte) (*Generation, *completionRequest, error) {
 	return g, &req, nil
 }
 
-// completionPrompt accepts a string or an array of exactly one string.
-func completionPrompt(raw json.RawMessage) (string, error) {
+// completionPrompt reads one prompt: a string, an array of token ids, or
+// an array holding exactly one of either.
+func completionPrompt(raw json.RawMessage) (string, []uint32, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
-		return "", badRequest("prompt", "prompt is required")
+		return "", nil, badRequest("prompt", "prompt is required")
 	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
-		return s, nil
+	if text, ids, ok, err := onePrompt(raw, "prompt"); ok {
+		return text, ids, err
 	}
-	var many []string
+	var many []json.RawMessage
 	if err := json.Unmarshal(raw, &many); err != nil {
-		return "", badRequest("prompt", "prompt must be a string (token-id prompts are not supported)")
+		return "", nil, badRequest("prompt", "prompt must be a string or an array of token ids")
 	}
 	if len(many) != 1 {
-		return "", badRequest("prompt", "prompt must hold exactly one string (batched prompts are not supported), got %d", len(many))
+		return "", nil, badRequest("prompt", "prompt must hold exactly one prompt (batched prompts are not supported), got %d", len(many))
 	}
-	return many[0], nil
+	if text, ids, ok, err := onePrompt(many[0], "prompt[0]"); ok {
+		return text, ids, err
+	}
+	return "", nil, badRequest("prompt", "prompt[0] must be a string or an array of token ids")
+}
+
+// onePrompt reads raw as a string or an array of token ids; ok is false
+// when it is neither kind.
+func onePrompt(raw json.RawMessage, field string) (string, []uint32, bool, error) {
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil && !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		return s, nil, true, nil
+	}
+	ids, ok, err := tokenIDs(raw, "prompt", field)
+	return "", ids, ok, err
 }
 
 type completionChoice struct {

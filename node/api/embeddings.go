@@ -118,7 +118,7 @@ func embedInputs(raw json.RawMessage) ([]EmbedInput, error) {
 		return nil, badRequest("input", "input holds %d items; at most %d", len(items), maxEmbedInputs)
 	}
 	// An array of numbers is one input of token ids.
-	if ids, ok, err := tokenIDs(raw, "input"); ok || err != nil {
+	if ids, ok, err := tokenIDs(raw, "input", "input"); ok || err != nil {
 		if err != nil {
 			return nil, err
 		}
@@ -135,7 +135,7 @@ func embedInputs(raw json.RawMessage) ([]EmbedInput, error) {
 			out[i] = EmbedInput{Text: s}
 			continue
 		}
-		ids, ok, err := tokenIDs(it, field)
+		ids, ok, err := tokenIDs(it, "input", field)
 		if err != nil {
 			return nil, err
 		}
@@ -152,9 +152,10 @@ func embedInputs(raw json.RawMessage) ([]EmbedInput, error) {
 	return out, nil
 }
 
-// tokenIDs reads raw as a non-empty array of token ids; ok is false when
-// raw is not an array of numbers at all.
-func tokenIDs(raw json.RawMessage, field string) ([]uint32, bool, error) {
+// tokenIDs reads raw, field of the request's param, as a non-empty array
+// of at most maxEmbedTokens token ids; ok is false when raw is not an
+// array of numbers at all.
+func tokenIDs(raw json.RawMessage, param, field string) ([]uint32, bool, error) {
 	var nums []json.Number
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
@@ -162,16 +163,19 @@ func tokenIDs(raw json.RawMessage, field string) ([]uint32, bool, error) {
 		return nil, false, nil
 	}
 	if len(nums) == 0 {
-		return nil, true, badRequest("input", "%s is an empty token array", field)
+		return nil, true, badRequest(param, "%s is an empty token array", field)
 	}
 	if len(nums) > maxEmbedTokens {
-		return nil, true, badRequest("input", "%s holds %d tokens; at most %d", field, len(nums), maxEmbedTokens)
+		return nil, true, badRequest(param, "%s holds %d tokens; at most %d", field, len(nums), maxEmbedTokens)
 	}
 	ids := make([]uint32, len(nums))
 	for i, n := range nums {
 		v, err := n.Int64()
 		if err != nil || v < 0 || v > math.MaxUint32 {
-			return nil, true, badRequest("input", "%s[%d] %s is not a token id", field, i, n)
+			if n == "" {
+				n = "null" // a null item decodes to no number
+			}
+			return nil, true, badRequest(param, "%s[%d] %s is not a token id", field, i, n)
 		}
 		ids[i] = uint32(v)
 	}

@@ -82,6 +82,10 @@ type Generation struct {
 	// a string input and no instructions).
 	Messages []Message
 	Prompt   string
+	// PromptIDs is a completion's prompt given as token ids of the
+	// model's vocabulary (Prompt is then empty): the model is given them
+	// as they are, with no BOS added.
+	PromptIDs []uint32
 	// Tools are the request's tool definitions, each the JSON object the
 	// client sent ({"type": "function", "function": {...}}), for the chat
 	// template to render. They are nil when the request has none or its

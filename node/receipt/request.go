@@ -141,6 +141,18 @@ const (
 // PromptHash is the prompt_hash of a prompt: BLAKE3-256 of its bytes.
 func PromptHash(prompt []byte) ContentID { return Sum(prompt) }
 
+// TokenPromptHash is the prompt_hash of a prompt a client gave as token
+// ids: BLAKE3-256 of its bytes, which for ids are their canonical
+// det-CBOR array (the payload the engine is handed, so no text stands
+// in for it).
+func TokenPromptHash(ids []uint32) ContentID {
+	b, err := encMode.Marshal(ids)
+	if err != nil {
+		panic(err) // an array of integers always encodes
+	}
+	return Sum(b)
+}
+
 // IsZero reports whether s asks for nothing beyond greedy decoding.
 func (s *Sampling) IsZero() bool {
 	return s == nil || s.TemperatureE6 == 0 && s.TopPE6 == 0 && s.TopK == 0 && s.MinPE6 == 0 &&
