@@ -16,6 +16,7 @@ func FuzzParseRequest(f *testing.F) {
 		`{"model":"tiny","prompt":["once"],"max_tokens":3,"stop":"x","n":1,"presence_penalty":-2,"frequency_penalty":2}`,
 		`{"model":"tiny","prompt":"once","temperature":0.8,"top_k":40,"min_p":0.05,"repeat_penalty":1.1,"logprobs":3}`,
 		`{"model":"tiny","prompt":"once","logit_bias":{"50256":-100,"7":2.5,"0":100}}`,
+		`{"model":"tiny","prompt":[[1,319,767]],"max_tokens":2}`, `{"model":"tiny","prompt":[1,2]}`,
 		`{"model":"tiny","messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":20,"user":"u","store":false,"tools":[]}`,
 		`{"model":"tiny","input":"x","include":["message.output_text.logprobs"],"top_logprobs":2,"service_tier":"flex"}`,
 		`{"model":"tiny","input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]}],` +
@@ -41,6 +42,9 @@ func FuzzParseRequest(f *testing.F) {
 			}
 			if g == nil || g.Model == "" {
 				t.Fatalf("%s: accepted %q as %+v", name, body, g)
+			}
+			if len(g.PromptIDs) > maxEmbedTokens || g.PromptIDs != nil && (len(g.PromptIDs) == 0 || g.Prompt != "") {
+				t.Fatalf("%s: accepted a prompt of %d ids beside %q", name, len(g.PromptIDs), g.Prompt)
 			}
 			if len(g.LogitBias) > maxLogitBias {
 				t.Fatalf("%s: accepted %d logit biases", name, len(g.LogitBias))
