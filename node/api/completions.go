@@ -51,6 +51,10 @@ func parseCompletion(body []byte) (*Generation, *completionRequest, error) {
 	return g, &req, nil
 }
 
+// maxPromptIDs bounds a prompt of token ids as it is read, past any
+// model's context (which the model then holds it to).
+const maxPromptIDs = 1 << 20
+
 // completionPrompt reads one prompt: a string, an array of token ids, or
 // an array holding exactly one of either.
 func completionPrompt(raw json.RawMessage) (string, []uint32, error) {
@@ -81,7 +85,7 @@ func onePrompt(raw json.RawMessage, field string) (string, []uint32, bool, error
 	if err := json.Unmarshal(raw, &s); err == nil && !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
 		return s, nil, true, nil
 	}
-	ids, ok, err := tokenIDs(raw, "prompt", field)
+	ids, ok, err := tokenIDs(raw, "prompt", field, maxPromptIDs)
 	return "", ids, ok, err
 }
 

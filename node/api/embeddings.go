@@ -118,7 +118,7 @@ func embedInputs(raw json.RawMessage) ([]EmbedInput, error) {
 		return nil, badRequest("input", "input holds %d items; at most %d", len(items), maxEmbedInputs)
 	}
 	// An array of numbers is one input of token ids.
-	if ids, ok, err := tokenIDs(raw, "input", "input"); ok || err != nil {
+	if ids, ok, err := tokenIDs(raw, "input", "input", maxEmbedTokens); ok || err != nil {
 		if err != nil {
 			return nil, err
 		}
@@ -135,7 +135,7 @@ func embedInputs(raw json.RawMessage) ([]EmbedInput, error) {
 			out[i] = EmbedInput{Text: s}
 			continue
 		}
-		ids, ok, err := tokenIDs(it, "input", field)
+		ids, ok, err := tokenIDs(it, "input", field, maxEmbedTokens)
 		if err != nil {
 			return nil, err
 		}
@@ -153,9 +153,9 @@ func embedInputs(raw json.RawMessage) ([]EmbedInput, error) {
 }
 
 // tokenIDs reads raw, field of the request's param, as a non-empty array
-// of at most maxEmbedTokens token ids; ok is false when raw is not an
-// array of numbers at all.
-func tokenIDs(raw json.RawMessage, param, field string) ([]uint32, bool, error) {
+// of at most most token ids; ok is false when raw is not an array of
+// numbers at all.
+func tokenIDs(raw json.RawMessage, param, field string, most int) ([]uint32, bool, error) {
 	var nums []json.Number
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
@@ -165,8 +165,8 @@ func tokenIDs(raw json.RawMessage, param, field string) ([]uint32, bool, error) 
 	if len(nums) == 0 {
 		return nil, true, badRequest(param, "%s is an empty token array", field)
 	}
-	if len(nums) > maxEmbedTokens {
-		return nil, true, badRequest(param, "%s holds %d tokens; at most %d", field, len(nums), maxEmbedTokens)
+	if len(nums) > most {
+		return nil, true, badRequest(param, "%s holds %d tokens; at most %d", field, len(nums), most)
 	}
 	ids := make([]uint32, len(nums))
 	for i, n := range nums {

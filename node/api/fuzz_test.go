@@ -43,7 +43,7 @@ func FuzzParseRequest(f *testing.F) {
 			if g == nil || g.Model == "" {
 				t.Fatalf("%s: accepted %q as %+v", name, body, g)
 			}
-			if len(g.PromptIDs) > maxEmbedTokens || g.PromptIDs != nil && (len(g.PromptIDs) == 0 || g.Prompt != "") {
+			if len(g.PromptIDs) > maxPromptIDs || g.PromptIDs != nil && (len(g.PromptIDs) == 0 || g.Prompt != "") {
 				t.Fatalf("%s: accepted a prompt of %d ids beside %q", name, len(g.PromptIDs), g.Prompt)
 			}
 			if len(g.LogitBias) > maxLogitBias {
