@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 )
 
@@ -20,6 +21,11 @@ type limiter struct {
 	// edge, when set, is called as the admitted reach the slots or fill
 	// the queue, and as they fall back from either (Config.LoadChanged).
 	edge func()
+	// count is the admitted, counted apart from the channel: each change
+	// returns a value of its own, so a crossing is called once, where
+	// releases that read the channel's length together had each seen
+	// the same edge.
+	count atomic.Int32
 }
 
 func newLimiter(running, queued int, edge func()) *limiter {
@@ -44,7 +50,7 @@ type ticket struct {
 func (l *limiter) admit() (*ticket, error) {
 	select {
 	case l.admitted <- struct{}{}:
-		if l.edge != nil && l.atEdge(len(l.admitted)) {
+		if n := l.count.Add(1); l.edge != nil && l.atEdge(int(n)) {
 			l.edge()
 		}
 		return &ticket{l: l}, nil
@@ -78,9 +84,9 @@ func (t *ticket) release() {
 	if t.running {
 		<-t.l.running
 	}
-	edge := t.l.edge != nil && t.l.atEdge(len(t.l.admitted))
+	n := t.l.count.Add(-1)
 	<-t.l.admitted
-	if edge {
+	if t.l.edge != nil && t.l.atEdge(int(n)+1) {
 		t.l.edge()
 	}
 }
