@@ -328,6 +328,24 @@ func lookupFilter(s *scope, name string) (Value, bool) {
 	return s.get("__filter_" + name)
 }
 
+// unsupportedFilters are jinja2's builtin filters this engine lacks, and
+// why, so that a template using one is told so rather than that no such
+// filter exists. None of the chat templates collected uses them.
+var unsupportedFilters = map[string]string{
+	"wordwrap": "Python's textwrap line breaking is not reproduced",
+	"urlize":   "its URL-finding rules are not reproduced",
+	"pprint":   "Python's pprint layout is not reproduced",
+	"random":   "it draws at random, and a prompt must render the same every time a request is served or replayed",
+}
+
+// unknownFilter is the error for a filter name nothing defines.
+func unknownFilter(name string) error {
+	if why, ok := unsupportedFilters[name]; ok {
+		return fmt.Errorf("filter %q is jinja2's but not supported here: %s", name, why)
+	}
+	return fmt.Errorf("unknown filter %q", name)
+}
+
 // =============================================================================
 // Test evaluation
 // =============================================================================

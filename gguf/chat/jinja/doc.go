@@ -83,8 +83,9 @@
 //     Python's float() of its argument; attr(name) gives a method, never
 //     a dict's item; lists and tuples have count and index; first and
 //     last take a string's characters and a dict's keys too; escape writes
-//     " as &#34;, markupsafe's, where it had written &quot;. Still refused
-//     as unknown: wordwrap, urlize, pprint and random.
+//     " as &#34;, markupsafe's, where it had written &quot;. Still refused,
+//     with the reason (unsupportedFilters): wordwrap, urlize, pprint and
+//     random.
 //   - safe and escape return Markup (value.go's markup): added to a plain
 //     string it escapes that string, escaping it again leaves it, % and
 //     format on it escape their arguments (replace its new text, join its

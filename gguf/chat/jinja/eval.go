@@ -571,7 +571,7 @@ func (e *evaluator) execFilterBlock(n *filterBlockNode) error {
 	if fe, ok := n.filter.(*nameExpr); ok {
 		filterVal, ok := lookupFilter(e.builtins, fe.name)
 		if !ok {
-			return fmt.Errorf("unknown filter %q", fe.name)
+			return unknownFilter(fe.name)
 		}
 		result, err := e.invoke(filterVal.AsCallable(), []Value{NewString(bodyStr)}, nil, nil)
 		if err != nil {
@@ -1182,7 +1182,7 @@ func (e *evaluator) evalFilter(n *filterExpr) (Value, error) {
 		// Also check scope for user-defined filters.
 		filterVal, ok = e.scope.get(n.name)
 		if !ok {
-			return Undefined(), fmt.Errorf("unknown filter %q", n.name)
+			return Undefined(), unknownFilter(n.name)
 		}
 	}
 
@@ -1241,7 +1241,7 @@ func (e *evaluator) attrFilter(input Value, n *filterExpr) (Value, error) {
 func (e *evaluator) mapFilter(list *List, name string, args []Value, kwargs map[string]Value) (Value, error) {
 	f, ok := lookupFilter(e.builtins, name)
 	if !ok {
-		return Undefined(), fmt.Errorf("map: unknown filter %q", name)
+		return Undefined(), fmt.Errorf("map: %w", unknownFilter(name))
 	}
 	e.b.allocValues(list.Len())
 	items := make([]Value, list.Len())

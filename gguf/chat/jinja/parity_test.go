@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -122,5 +123,28 @@ func TestUndefinedArithmetic(t *testing.T) {
 	}
 	if got, err := tpl.Render(map[string]any{"tool": map[string]any{"description": nil}}); err == nil {
 		t.Errorf("a None description rendered %q", got)
+	}
+}
+
+// TestUnsupportedFilters: jinja2's builtin filters this engine lacks
+// are refused saying so and why, in every place a filter is named; a
+// name jinja2 lacks too is unknown.
+func TestUnsupportedFilters(t *testing.T) {
+	for src, want := range map[string]string{
+		`{{ "a b" | wordwrap(1) }}`:           `filter "wordwrap" is jinja2's but not supported here: Python's textwrap`,
+		`{% filter urlize %}x{% endfilter %}`: `filter "urlize" is jinja2's but not supported here`,
+		`{{ [1, 2] | map("random") | list }}`: `map: filter "random" is jinja2's but not supported here: it draws at random`,
+		`{{ {"a": 1} | pprint }}`:             `filter "pprint" is jinja2's`,
+		`{{ "x" | no_such_filter }}`:          `unknown filter "no_such_filter"`,
+	} {
+		var err error
+		if tpl, cerr := Compile(src); cerr != nil {
+			err = cerr
+		} else {
+			_, err = tpl.Render(nil)
+		}
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error holding %q", src, err, want)
+		}
 	}
 }
