@@ -26,6 +26,12 @@ type TokenLogprob struct {
 type Logprobs struct {
 	Top    int
 	Record func(TokenLogprob)
+	// Prompt, when set, asks for the prompt's tokens' log-probabilities
+	// too, each under the distribution after the tokens before it (the
+	// first, which has none, left out), handed over once, before the
+	// first output token, on the serve's goroutine. Only an engine that
+	// is a PromptLogprobReporter honours it; the caller checks.
+	Prompt func([]TokenLogprob)
 }
 
 type logprobsKey struct{}
@@ -53,6 +59,20 @@ type LogprobReporter interface {
 func ReportsLogprobs(e Engine) bool {
 	r, ok := e.(LogprobReporter)
 	return ok && r.ReportsLogprobs()
+}
+
+// PromptLogprobReporter is an engine that reports its prompts' tokens'
+// log-probabilities when its serve's Logprobs asks (Logprobs.Prompt).
+type PromptLogprobReporter interface {
+	Engine
+	ReportsPromptLogprobs() bool
+}
+
+// ReportsPromptLogprobs is whether e reports its prompts'
+// log-probabilities.
+func ReportsPromptLogprobs(e Engine) bool {
+	r, ok := e.(PromptLogprobReporter)
+	return ok && r.ReportsPromptLogprobs()
 }
 
 // LogprobQueue keeps a generation's log-probabilities between the pick of

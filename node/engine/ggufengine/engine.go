@@ -144,6 +144,11 @@ func (e *Engine) ReportsWork() bool { return true }
 // drafts included (each from its row of the target's logits).
 func (e *Engine) ReportsLogprobs() bool { return true }
 
+// ReportsPromptLogprobs implements engine.PromptLogprobReporter: a serve
+// that asks evaluates its whole prompt a window of rows at a time, every
+// row's logits scoring the token after it (decoder.prefillScored).
+func (e *Engine) ReportsPromptLogprobs() bool { return true }
+
 // Weights implements engine.Engine: the file's digest and precision.
 func (e *Engine) Weights() (receipt.Weights, bool) { return e.m.weights, true }
 
@@ -269,7 +274,13 @@ func (e *Engine) generate(ctx context.Context, prompt []uint32, g Generation, em
 			d.draftSeq, d.draftUnit = dseq, 0
 		}
 	}
-	reused, next, err := d.prefill(ctx, prompt)
+	var reused int
+	var next uint32
+	if lp := engine.LogprobsFrom(ctx); lp != nil && lp.Prompt != nil {
+		next, err = d.prefillScored(ctx, prompt, lp)
+	} else {
+		reused, next, err = d.prefill(ctx, prompt)
+	}
 	if err != nil {
 		return out, err
 	}
@@ -411,6 +422,57 @@ func (d *decoder) prefill(ctx context.Context, prompt []uint32) (reused int, nex
 	}
 	d.draftDone()
 	return reused, next, err
+}
+
+// scoreWindow is the most prompt tokens a scored prefill evaluates in one
+// step: each is a row of logits over the vocabulary, and a step has as
+// many rows as the engine's slots (and speculative windows) need, no more.
+const scoreWindow = 32
+
+// prefillScored is prefill for a serve that asks for its prompt's
+// log-probabilities (lp.Prompt): the whole prompt evaluated, none of it
+// taken from the cache (whose logits are not kept), in windows of rows
+// whose every logits row scores the token after it, and the first token
+// picked from the last row, as prefill picks it.
+func (d *decoder) prefillScored(ctx context.Context, prompt []uint32, lp *engine.Logprobs) (next uint32, err error) {
+	d.s.Truncate(0)
+	drafted := make(chan error, 1)
+	go func() { drafted <- spec.Prefill(ctx, d.prop, d.win, prompt) }()
+	defer func() {
+		if derr := <-drafted; err == nil {
+			err = derr
+		}
+		d.draftDone()
+	}()
+	scored := make([]engine.TokenLogprob, 0, len(prompt)-1)
+	pick := d.pick(nil)
+	// A window takes every row it asks for in one step (as a speculative
+	// window does, it goes first in the step after one it did not fit).
+	w := max(1, min(scoreWindow, d.seq.sc.batch.Seqs(), d.seq.sc.budget))
+	for at := 0; at < len(prompt); at += w {
+		window := prompt[at:min(at+w, len(prompt))]
+		last := at+len(window) == len(prompt)
+		next, err = d.seq.runRows(ctx, d.s, window, len(window), func(b *model.Batch, i int) uint32 {
+			for j := range b.Rows(i) {
+				if p := at + j + 1; p < len(prompt) {
+					l, top := sample.LogProbs(nil, b.LogitsAt(i, j), prompt[p], lp.Top)
+					scored = append(scored, engine.TokenLogprob{Token: prompt[p], Logprob: l, Top: top})
+				}
+			}
+			switch {
+			case !last:
+				return 0
+			case pick == nil:
+				return b.ArgMaxAt(i, b.Rows(i)-1)
+			}
+			return pick(b, i)
+		})
+		if err != nil {
+			return 0, err
+		}
+	}
+	lp.Prompt(scored)
+	return next, nil
 }
 
 // eval evaluates the token generated last and returns the tokens that

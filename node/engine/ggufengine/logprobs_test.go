@@ -3,9 +3,11 @@ package ggufengine
 import (
 	"context"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/meshnode/meshnode/gguf/model"
+	"github.com/meshnode/meshnode/gguf/sample"
 	"github.com/meshnode/meshnode/node/engine"
 	"github.com/meshnode/meshnode/node/receipt"
 )
@@ -100,6 +102,68 @@ func checkAgainstSession(t *testing.T, m *Model, prompt, toks []uint32, recs []e
 		}
 		if logits, err = s.Eval(context.Background(), []uint32{tok}); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestPromptLogprobs: a serve that asks for its prompt's
+// log-probabilities gets each prompt token's (but the first) once, before
+// its first output token, the very numbers a session of the model's own
+// fed the prompt a token at a time gives (sample.LogProbs of the same
+// logits bits: a batch row is the one-token step's); its output is
+// plain decoding's, speculating or not, and on an engine whose steps
+// hold one logits row (one slot: a window of one). A prompt the cache
+// holds is evaluated whole again.
+func TestPromptLogprobs(t *testing.T) {
+	models := speculating(t)
+	models["plain"] = fortunes(t)
+	one, err := Load(fortunesPath, Config{Fidelity: receipt.F1, UJPerToken: 250, Context: 256, Sessions: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { one.Close() })
+	models["one slot"] = one
+	prompt := q8References(t)[0].Prompt
+	// The reference: the prompt a token at a time.
+	s, err := fortunes(t).model.NewSession(model.SessionOptions{Context: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const top = 3
+	var want []engine.TokenLogprob
+	for i, tok := range prompt[:len(prompt)-1] {
+		logits, err := s.Eval(context.Background(), []uint32{tok})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lp, alts := sample.LogProbs(nil, logits, prompt[i+1], top)
+		want = append(want, engine.TokenLogprob{Token: prompt[i+1], Logprob: lp, Top: alts})
+	}
+	plain, _ := serve(t, fortunes(t).Engine(), request(12, nil), prompt)
+	for name, m := range models {
+		for range 2 { // the second time, the cache holds the prompt
+			var got []engine.TokenLogprob
+			var toks []uint32
+			ctx := engine.WithLogprobs(context.Background(), &engine.Logprobs{Top: top,
+				Record: func(engine.TokenLogprob) {},
+				Prompt: func(p []engine.TokenLogprob) {
+					if got != nil || toks != nil {
+						t.Fatalf("%s: the prompt's records handed over twice, or after a token", name)
+					}
+					got = p
+				}})
+			if _, err := m.Engine().Serve(ctx, request(12, nil), prompt, func(tok uint32) error { toks = append(toks, tok); return nil }); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(toks, plain) {
+				t.Fatalf("%s: %v, plain decoding's %v", name, toks, plain)
+			}
+			if !slices.EqualFunc(got, want, func(a, b engine.TokenLogprob) bool {
+				return a.Token == b.Token && a.Logprob == b.Logprob && slices.Equal(a.Top, b.Top)
+			}) {
+				t.Fatalf("%s: the prompt's records\n%+v\nwant\n%+v", name, got, want)
+			}
 		}
 	}
 }
