@@ -123,6 +123,11 @@ func (s *servedModel) Prepare(ctx context.Context, g *api.Generation) (api.Prepa
 		}
 		p.pieces, p.top = pieces, g.TopLogprobs
 	}
+	if g.Echo {
+		if err := p.prepareEcho(g); err != nil {
+			return nil, err
+		}
+	}
 	if g.Speculative != nil && *g.Speculative {
 		if why := s.noSpeculation(g); why != "" {
 			e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option", `"speculative": true, but %s`, why)
@@ -208,10 +213,55 @@ type preparedGeneration struct {
 	tools bool
 	// received is when the API received the request (zero: unknown).
 	received time.Time
-	// pieces, when set, reports each token's log-probability with top
+	// pieces, when set, reports each token's log-probabilities with top
 	// alternatives.
 	pieces tokenPieces
 	top    int
+	// echo, when set, goes before the answer (completions' echo): the
+	// prompt's text, and with pieces its tokens' log-probabilities, the
+	// first unscored, less the BOS the node added (echoFrom 1).
+	echo     *string
+	echoFrom int
+}
+
+// prepareEcho readies g's echo: its prompt's text, or the text of its
+// token ids; with log-probabilities, an engine that scores prompts.
+func (p *preparedGeneration) prepareEcho(g *api.Generation) error {
+	m := p.s.in.m
+	text := g.Prompt
+	if g.PromptIDs != nil {
+		dec := m.Decoder()
+		var b strings.Builder
+		for _, id := range g.PromptIDs {
+			b.WriteString(dec.Next(id))
+		}
+		b.WriteString(dec.Flush())
+		text = b.String()
+	} else if t, ok := m.(tokenizing); ok && len(p.ids) > 0 && t.Tokenizer().AddsBOS() && p.ids[0] == t.Tokenizer().BOS() {
+		p.echoFrom = 1 // the client's prompt is the text after it
+	}
+	p.echo = &text
+	if p.pieces != nil && !engine.ReportsPromptLogprobs(m.Engine()) {
+		e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option",
+			"model %q cannot report its prompt's log-probabilities (echo with logprobs): its engine (%s) does not score prompts", m.Name(), m.Engine().Recipe())
+		e.Param = "echo"
+		return e
+	}
+	return nil
+}
+
+// promptLogprobs is the echo's log-probabilities: the prompt's tokens the
+// client gave, each scored by the engine (scored covers all but the
+// first of the prompt's ids), the first unscored.
+func (p *preparedGeneration) promptLogprobs(scored []engine.TokenLogprob) []api.TokenLogprob {
+	var out []api.TokenLogprob
+	if p.echoFrom == 0 && len(p.ids) > 0 {
+		out = append(out, api.TokenLogprob{Bytes: p.pieces.Piece(p.ids[0]), Unscored: true})
+	}
+	for _, t := range scored {
+		out = append(out, p.logprob(t))
+	}
+	return out
 }
 
 // logprob is the API's record of a token's log-probabilities.
@@ -248,11 +298,19 @@ func (p *preparedGeneration) Generate(ctx context.Context, emit func(api.Delta) 
 	// it emits the token) wait for the text they make, and go with it.
 	var lps []api.TokenLogprob
 	if p.pieces != nil {
-		ctx = engine.WithLogprobs(ctx, &engine.Logprobs{Top: p.top, Record: func(t engine.TokenLogprob) {
+		lp := &engine.Logprobs{Top: p.top, Record: func(t engine.TokenLogprob) {
 			lps = append(lps, p.logprob(t))
-		}})
+		}}
+		if p.echo != nil {
+			lp.Prompt = func(scored []engine.TokenLogprob) { lps = append(p.promptLogprobs(scored), lps...) }
+		}
+		ctx = engine.WithLogprobs(ctx, lp)
 	}
+	echo := p.echo // goes out with the first text, ahead of it
 	out := func(text string) error {
+		if echo != nil {
+			text, echo = *echo+text, nil
+		}
 		if text == "" && len(lps) == 0 {
 			return nil
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/model"
 	"github.com/meshnode/meshnode/gguf/model/modeltest"
+	"github.com/meshnode/meshnode/node/api"
 	"github.com/meshnode/meshnode/node/control"
 	"github.com/meshnode/meshnode/node/stageplan"
 )
@@ -194,5 +195,27 @@ func TestSetSplitPinsChecked(t *testing.T) {
 	t.Log(err)
 	if st := sm.status(); st.Pins != nil {
 		t.Errorf("refused pins changed the model's: %v", st.Pins)
+	}
+}
+
+// TestSplitEchoLogprobsRefused: a model split across nodes cannot score
+// its prompt (its last stage, with the head, is on another node), so an
+// echo asking for logprobs is refused, naming echo; an echo alone is its
+// prompt's text.
+func TestSplitEchoLogprobsRefused(t *testing.T) {
+	sm, err := openSplit(modelSpec{ModelConfig: ModelConfig{Name: "llama", Path: splitFixture(t, "llama", modeltest.StageFixture("llama", "Q8_0", 4)), Context: splitContext}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sm.Close()
+	s := &servedModel{in: &instance{m: sm}}
+	p := &preparedGeneration{s: s, pieces: sm}
+	var e *api.Error
+	if err := p.prepareEcho(&api.Generation{Prompt: "x", Echo: true}); !errors.As(err, &e) || e.Code != "unsupported_option" || e.Param != "echo" {
+		t.Fatalf("echo with logprobs on a split model: %v", err)
+	}
+	p = &preparedGeneration{s: s}
+	if err := p.prepareEcho(&api.Generation{Prompt: "x", Echo: true}); err != nil || p.echo == nil || *p.echo != "x" {
+		t.Fatalf("echo alone: %v, %v", err, p.echo)
 	}
 }

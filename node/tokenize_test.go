@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -19,6 +20,13 @@ import (
 // llamaPrompts are the prompts of the built-in model's llama.cpp
 // reference (models/reference-greedy.txt) with llama.cpp's ids for them.
 func llamaPrompts(t *testing.T) map[string][]uint32 {
+	prompts, _ := llamaReference(t)
+	return prompts
+}
+
+// llamaReference is llamaPrompts, and llama.cpp's greedy ids after each
+// prompt.
+func llamaReference(t *testing.T) (prompts, generated map[string][]uint32) {
 	t.Helper()
 	f, err := os.Open(filepath.Join("..", "models", "reference-greedy.txt"))
 	if err != nil {
@@ -26,7 +34,17 @@ func llamaPrompts(t *testing.T) map[string][]uint32 {
 	}
 	defer f.Close()
 	header := regexp.MustCompile(`^### meshnode-fortunes-q8_0\.gguf  prompt: "(.*)"  \(`)
-	out := map[string][]uint32{}
+	prompts, generated = map[string][]uint32{}, map[string][]uint32{}
+	ids := func(rest string) []uint32 {
+		fields := strings.Fields(rest)[1:] // after "(n):"
+		out := make([]uint32, len(fields))
+		for i, s := range fields {
+			if _, err := fmt.Sscan(s, &out[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return out
+	}
 	var prompt string
 	for sc := bufio.NewScanner(f); sc.Scan(); {
 		line := sc.Text()
@@ -34,21 +52,20 @@ func llamaPrompts(t *testing.T) map[string][]uint32 {
 			prompt = m[1]
 			continue
 		}
-		if rest, ok := strings.CutPrefix(line, "prompt ids "); ok && prompt != "" {
-			fields := strings.Fields(rest)[1:] // after "(n):"
-			ids := make([]uint32, len(fields))
-			for i, s := range fields {
-				if _, err := fmt.Sscan(s, &ids[i]); err != nil {
-					t.Fatal(err)
-				}
-			}
-			out[prompt], prompt = ids, ""
+		if prompt == "" {
+			continue
+		}
+		if rest, ok := strings.CutPrefix(line, "prompt ids "); ok {
+			prompts[prompt] = ids(rest)
+		}
+		if rest, ok := strings.CutPrefix(line, "generated ids "); ok {
+			generated[prompt] = ids(rest)
 		}
 	}
-	if len(out) == 0 {
-		t.Fatal("no prompts in the reference")
+	if len(prompts) == 0 || len(generated) != len(prompts) {
+		t.Fatalf("%d prompts and %d continuations in the reference", len(prompts), len(generated))
 	}
-	return out
+	return prompts, generated
 }
 
 // TestTokenizeMatchesLlamaCpp: POST /tokenize on the built-in model,
@@ -181,5 +198,82 @@ func TestTokenPrompt(t *testing.T) {
 		if code != 400 || e["code"] != tc.code || !strings.Contains(fmt.Sprint(e["message"]), tc.msg) {
 			t.Errorf("%.40s: %d %v", tc.prompt, code, v)
 		}
+	}
+}
+
+// completionLogprobs is a completion's text and legacy logprobs.
+type completionLogprobs struct {
+	Choices []struct {
+		Text     string `json:"text"`
+		Logprobs struct {
+			Tokens        []string              `json:"tokens"`
+			TokenLogprobs []*float64            `json:"token_logprobs"`
+			TopLogprobs   []map[string]*float64 `json:"top_logprobs"`
+			TextOffset    []int                 `json:"text_offset"`
+		} `json:"logprobs"`
+	} `json:"choices"`
+}
+
+// TestEcho: echo puts the prompt before the answer; with logprobs, its
+// tokens' log-probabilities come first — the first unscored, a BOS the
+// node added left out — and they are the numbers the same tokens get
+// when generated: lm-evaluation-harness's loglikelihood request (token
+// ids, echo, logprobs 1, max_tokens 1) scores a continuation as the
+// model generates it.
+func TestEcho(t *testing.T) {
+	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
+	n, _ := startNode(t, Config{})
+	const text = "A man walks into a bar"
+	req := func(extra string) string { return `{"model":"` + fortunesModel + `"` + extra + `}` }
+
+	plain, _ := generate(t, n, "/v1/completions", req(`,"prompt":"`+text+`","max_tokens":8`))
+	echoed, _ := generate(t, n, "/v1/completions", req(`,"prompt":"`+text+`","max_tokens":8,"echo":true`))
+	if echoed != text+plain {
+		t.Fatalf("echoed %q, want %q", echoed, text+plain)
+	}
+
+	// The model's greedy continuation of llama.cpp's ids (llama.cpp's
+	// own), with logprobs.
+	prompts, generated := llamaReference(t)
+	ids, cont := prompts[text], generated[text][:3]
+	list := func(ids []uint32) string { b, _ := json.Marshal(ids); return string(b) }
+	var gen completionLogprobs
+	postJSON(t, n, "/v1/completions", req(`,"prompt":`+list(ids)+`,"max_tokens":4,"logprobs":1`), &gen)
+	g := gen.Choices[0].Logprobs
+	if len(g.Tokens) != 4 {
+		t.Fatalf("generated %q in %d tokens", gen.Choices[0].Text, len(g.Tokens))
+	}
+	// lm-eval's request: context and continuation as ids, one prompt.
+	var ll completionLogprobs
+	postJSON(t, n, "/v1/completions", req(`,"prompt":[`+list(append(slices.Clone(ids), cont...))+`],"temperature":0,"max_tokens":1,"logprobs":1,"seed":1234,"echo":true`), &ll)
+	l := ll.Choices[0].Logprobs
+	if len(l.TokenLogprobs) != len(ids)+len(cont)+1 || l.TokenLogprobs[0] != nil || l.TopLogprobs[0] != nil || l.Tokens[0] != "<s>" {
+		t.Fatalf("echo of %d ids and 1 more: %d entries, first %v %v %q", len(ids)+len(cont), len(l.TokenLogprobs), l.TokenLogprobs[0], l.TopLogprobs[0], l.Tokens[0])
+	}
+	for i := range cont {
+		got, want := l.TokenLogprobs[len(ids)+i], g.TokenLogprobs[i]
+		if got == nil || *got != *want || l.Tokens[len(ids)+i] != g.Tokens[i] {
+			t.Fatalf("continuation token %d %q: scored %v, generated %q at %v", i, l.Tokens[len(ids)+i], got, g.Tokens[i], *want)
+		}
+		// lm-eval's is_greedy: the token's is the likeliest of its top.
+		best := math.Inf(-1)
+		for _, v := range l.TopLogprobs[len(ids)+i] {
+			best = max(best, *v)
+		}
+		if best != *got {
+			t.Errorf("continuation token %d: %v, but its alternatives' best is %v", i, *got, best)
+		}
+	}
+	// The ids' text, control tokens hidden as in an answer.
+	if want := " " + text + gen.Choices[0].Text; !strings.HasPrefix(ll.Choices[0].Text, want[:len(want)-len(g.Tokens[3])]) {
+		t.Errorf("echoed text %q, want it to begin %q", ll.Choices[0].Text, want)
+	}
+
+	// A text prompt: the node's BOS is not the client's, so not echoed.
+	var tl completionLogprobs
+	postJSON(t, n, "/v1/completions", req(`,"prompt":"`+text+`","max_tokens":1,"logprobs":0,"echo":true`), &tl)
+	e := tl.Choices[0].Logprobs
+	if len(e.Tokens) != len(ids) || e.TokenLogprobs[0] == nil || e.Tokens[0] != " A" || e.TextOffset[0] != 0 {
+		t.Errorf("a text prompt's echo: %d tokens (want %d, its BOS left out), first %q at %d scored %v", len(e.Tokens), len(ids), e.Tokens[0], e.TextOffset[0], e.TokenLogprobs[0])
 	}
 }

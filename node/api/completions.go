@@ -32,10 +32,7 @@ func parseCompletion(body []byte) (*Generation, *completionRequest, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	g.Prompt, g.PromptIDs = prompt, ids
-	if req.Echo {
-		return nil, nil, badRequest("echo", "echo is not supported: the prompt's log-probabilities are not computed")
-	}
+	g.Prompt, g.PromptIDs, g.Echo = prompt, ids, req.Echo
 	if n := req.Logprobs; n != nil {
 		if *n < 0 || *n > maxLegacyLogprobs {
 			return nil, nil, badRequest("logprobs", "logprobs must be between 0 and %d, got %d", maxLegacyLogprobs, *n)
@@ -117,7 +114,12 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	c := &completionStream{id: newID("cmpl-"), created: s.now().Unix(), model: g.Model,
 		includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
-		logprobs:     g.Logprobs, top: g.TopLogprobs, offset: utf8.RuneCountInString(g.Prompt)}
+		logprobs:     g.Logprobs, top: g.TopLogprobs}
+	if !g.Echo {
+		// The answer's offsets count on from its prompt's text (which an
+		// echo's text holds).
+		c.offset = utf8.RuneCountInString(g.Prompt)
+	}
 	if !req.Stream {
 		out, res, ok := s.generate(w, r, m, g, nil, nil)
 		if ok {

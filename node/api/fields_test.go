@@ -43,7 +43,7 @@ func TestRefusedFields(t *testing.T) {
 		{chat, "web_search_options", `{}`, "web search"},
 		{completions, "best_of", `3`, "best_of"},
 		{completions, "best_of", `1`, ""},
-		{completions, "echo", `true`, "echo"},
+		{completions, "echo", `true`, ""},
 		{completions, "suffix", `"end"`, "suffix"},
 		{chat, "prompt_cache_retention", `"24h"`, "prompt_cache_retention"},
 		{responses, "background", `true`, "background"},

@@ -25,6 +25,9 @@ type TokenLogprob struct {
 	Bytes   []byte
 	Logprob float64
 	Top     []TopLogprob
+	// Unscored: an echoed prompt's first token, which nothing precedes
+	// (its log-probability and alternatives are null).
+	Unscored bool
 }
 
 // TopLogprob is one of the likeliest tokens at a position.
@@ -114,7 +117,7 @@ type chatLogprobs struct {
 // likeliest first (the sampled token among them, so up to logprobs+1).
 type legacyLogprobs struct {
 	Tokens        []string      `json:"tokens"`
-	TokenLogprobs []float64     `json:"token_logprobs"`
+	TokenLogprobs []*float64    `json:"token_logprobs"` // nil: an echoed prompt's first token, unscored
 	TopLogprobs   []orderedLogp `json:"top_logprobs"`
 	TextOffset    []int         `json:"text_offset"`
 }
@@ -128,6 +131,9 @@ type orderedLogp []struct {
 }
 
 func (o orderedLogp) MarshalJSON() ([]byte, error) {
+	if o == nil {
+		return []byte("null"), nil // an unscored token's
+	}
 	b := []byte{'{'}
 	for i, e := range o {
 		if i > 0 {
@@ -161,18 +167,22 @@ func (o orderedLogp) add(text string, lp float64) orderedLogp {
 // is returned. A character split across tokens counts at the token that
 // ends it.
 func legacyOf(tokens []TokenLogprob, top int, offset int, carry []byte) (*legacyLogprobs, int, []byte) {
-	l := &legacyLogprobs{Tokens: []string{}, TokenLogprobs: []float64{}, TopLogprobs: []orderedLogp{}, TextOffset: []int{}}
+	l := &legacyLogprobs{Tokens: []string{}, TokenLogprobs: []*float64{}, TopLogprobs: []orderedLogp{}, TextOffset: []int{}}
 	for _, t := range tokens {
 		text, lp := tokenText(t.Bytes), reportable(t.Logprob)
 		l.Tokens = append(l.Tokens, text)
-		l.TokenLogprobs = append(l.TokenLogprobs, lp)
 		l.TextOffset = append(l.TextOffset, offset)
-		var alts orderedLogp
-		for _, a := range t.Top[:min(top, len(t.Top))] {
-			alts = alts.add(tokenText(a.Bytes), reportable(a.Logprob))
+		if t.Unscored {
+			l.TokenLogprobs = append(l.TokenLogprobs, nil)
+			l.TopLogprobs = append(l.TopLogprobs, nil)
+		} else {
+			l.TokenLogprobs = append(l.TokenLogprobs, &lp)
+			var alts orderedLogp
+			for _, a := range t.Top[:min(top, len(t.Top))] {
+				alts = alts.add(tokenText(a.Bytes), reportable(a.Logprob))
+			}
+			l.TopLogprobs = append(l.TopLogprobs, alts.add(text, lp))
 		}
-		alts = alts.add(text, lp)
-		l.TopLogprobs = append(l.TopLogprobs, alts)
 		var n int
 		n, carry = completeRunes(append(carry, t.Bytes...))
 		offset += n

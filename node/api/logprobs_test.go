@@ -157,6 +157,22 @@ func TestLegacyOffsetsSplitCharacter(t *testing.T) {
 	}
 }
 
+// TestLegacyUnscored: an echoed prompt's first token, which nothing
+// precedes, shows null for its log-probability and alternatives, and
+// still counts in the offsets.
+func TestLegacyUnscored(t *testing.T) {
+	toks := []TokenLogprob{{Bytes: []byte("Once"), Unscored: true}, {Bytes: []byte(" upon"), Logprob: -2, Top: []TopLogprob{{Bytes: []byte(" a"), Logprob: -1}}}}
+	l, end, _ := legacyOf(toks, 1, 0, nil)
+	b, err := json.Marshal(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `{"tokens":["Once"," upon"],"token_logprobs":[null,-2],"top_logprobs":[null,{" a":-1," upon":-2}],"text_offset":[0,4]}`
+	if string(b) != want || end != 9 {
+		t.Fatalf("%s, end %d\nwant %s, end 9", b, end, want)
+	}
+}
+
 // TestResponsesLogprobs: include's message.output_text.logprobs and
 // top_logprobs put the tokens on the output_text part, and a stream's
 // text deltas carry their own.

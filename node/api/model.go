@@ -86,6 +86,11 @@ type Generation struct {
 	// model's vocabulary (Prompt is then empty): the model is given them
 	// as they are, with no BOS added.
 	PromptIDs []uint32
+	// Echo puts the prompt before the answer (completions' echo), and,
+	// with Logprobs, its tokens' log-probabilities before the answer's:
+	// each under the distribution after the tokens before it, the
+	// first's unscored.
+	Echo bool
 	// Tools are the request's tool definitions, each the JSON object the
 	// client sent ({"type": "function", "function": {...}}), for the chat
 	// template to render. They are nil when the request has none or its
