@@ -440,6 +440,23 @@ func TestRelayAcrossMesh(t *testing.T) {
 			t.Fatalf("%s relayed through A: %s\nB's own answer: %s", c.path, relayed[c.field], direct[c.field])
 		}
 	}
+	// A GET too: the tokenizer's description.
+	var infos [2]string
+	for i, n := range []*Node{a, b} {
+		resp, err := http.Get("http://" + n.HTTPAddr().String() + "/tokenizer_info?model=" + fortunesModel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("tokenizer_info: %d %s", resp.StatusCode, body)
+		}
+		infos[i] = string(body)
+	}
+	if infos[0] != infos[1] || !strings.Contains(infos[0], `"eos_token":"</s>"`) {
+		t.Fatalf("tokenizer_info relayed through A: %s\nB's own: %s", infos[0], infos[1])
+	}
 }
 
 // TestConcurrentClientsNoLeak: 50 clients at once against the small model

@@ -6,14 +6,16 @@ import (
 	"math"
 	"net/http"
 
+	"github.com/meshnode/meshnode/gguf/chat"
 	"github.com/meshnode/meshnode/gguf/tokenizer"
 	"github.com/meshnode/meshnode/node/api"
 )
 
 // tokenizing is a local model with a GGUF vocabulary (served whole or
-// split), whose tokenizer the API lends out.
+// split), whose tokenizer the API lends out, and its chat template.
 type tokenizing interface {
 	Tokenizer() *tokenizer.Tokenizer
+	Template() *chat.Template
 }
 
 // tokenizerOf is the model's tokenizer, or the API's answer for a model
@@ -50,8 +52,38 @@ func (s *servedModel) Piece(id uint32) ([]byte, error) {
 	return []byte(p), err
 }
 
+// TokenizerInfo implements api.TokenizingModel.
+func (s *servedModel) TokenizerInfo() (api.TokenizerInfo, error) {
+	tok, err := s.tokenizerOf()
+	if err != nil {
+		return api.TokenizerInfo{}, err
+	}
+	text := func(id uint32) *string {
+		if t, err := tok.Text(id); err == nil && id != tokenizer.NoToken {
+			return &t
+		}
+		return nil
+	}
+	info := api.TokenizerInfo{Class: "gguf", BOSToken: text(tok.BOS()), EOSToken: text(tok.EOS()), UNKToken: text(tok.UNK()),
+		AddBOS: tok.AddsBOS(), ModelMaxLength: s.in.m.ContextLength(), VocabSize: tok.NumTokens()}
+	// The template the file carries (one llama.cpp reads as a built-in
+	// format included), not a format's bare name or the plain
+	// transcript, which stand for no template text.
+	tmpl := s.in.m.(tokenizing).Template()
+	if src := tmpl.Source(); tmpl.Kind() != "transcript" && tmpl.Kind() != "builtin:"+src {
+		info.ChatTemplate = &src
+	}
+	return info, nil
+}
+
 // Tokenizer implements tokenizing.
 func (sm *splitModel) Tokenizer() *tokenizer.Tokenizer { return sm.tok }
+
+// Template implements tokenizing.
+func (sm *splitModel) Template() *chat.Template { return sm.tmpl }
+
+// Template implements tokenizing.
+func (g *ggufModel) Template() *chat.Template { return g.m.Template() }
 
 // Render implements api.TemplateModel: the prompt text Prepare would
 // tokenize for g, however long (a prompt past the context is shown, not

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -92,6 +93,27 @@ func TestTokenizeMatchesLlamaCpp(t *testing.T) {
 			t.Errorf("%v: %q, want %q", want, back.Content, "<s> "+text)
 		}
 	}
+	// vLLM's dialect, as lm-evaluation-harness's remote tokenizer asks:
+	// its tokenizer_info, and eos_token back to its id.
+	resp, err := http.Get("http://" + n.HTTPAddr().String() + "/tokenizer_info?model=" + fortunesModel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info api.TokenizerInfo
+	err = json.NewDecoder(resp.Body).Decode(&info)
+	resp.Body.Close()
+	if err != nil || info.EOSToken == nil || *info.EOSToken != "</s>" || info.BOSToken == nil || *info.BOSToken != "<s>" || !info.AddBOS ||
+		info.ChatTemplate != nil || info.ModelMaxLength != 256 || info.VocabSize != 32000 {
+		t.Errorf("tokenizer_info: %+v (%v)", info, err)
+	}
+	var eos struct {
+		Tokens []uint32 `json:"tokens"`
+	}
+	postJSON(t, n, "/tokenize", fmt.Sprintf(`{"model":%q,"prompt":"</s>","add_special_tokens":false}`, fortunesModel), &eos)
+	if !slices.Equal(eos.Tokens, []uint32{2}) {
+		t.Errorf("</s> is %v, want [2]", eos.Tokens)
+	}
+
 	code, v := answerOf(t, n, "/tokenize", fmt.Sprintf(`{"model":%q,"content":"x"}`, ReferenceModel))
 	if e, _ := v["error"].(map[string]any); code != 400 || e["code"] != "unsupported_model" || !strings.Contains(fmt.Sprint(e["message"]), "has no tokenizer") {
 		t.Errorf("the reference model: %d %v", code, v)

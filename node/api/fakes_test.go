@@ -120,6 +120,12 @@ func (f *fakeModel) Piece(id uint32) ([]byte, error) {
 	return []byte{byte(id - 3)}, nil
 }
 
+// TokenizerInfo implements TokenizingModel.
+func (f *fakeModel) TokenizerInfo() (TokenizerInfo, error) {
+	bos, eos := "<s>", "</s>"
+	return TokenizerInfo{Class: "fake", BOSToken: &bos, EOSToken: &eos, ModelMaxLength: 256, VocabSize: fakeVocab}, nil
+}
+
 // Render implements TemplateModel: "role: content" lines, then
 // "assistant:", with "[tools: n]" first where the request has tools.
 func (f *fakeModel) Render(ctx context.Context, g *Generation) (string, error) {

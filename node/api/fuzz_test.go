@@ -131,6 +131,7 @@ func FuzzParseTokenize(f *testing.F) {
 		`{"content":["a",7,"b"]}`,
 		`{"model":"tiny","tokens":[1,319,767]}`,
 		`{"tokens":[]}`, `{"content":[4294967296]}`, `{"tokens":[-1]}`, ``, `null`, `[]`,
+		`{"prompt":"test","add_special_tokens":false}`, `{"prompt":"a","content":"b"}`,
 	} {
 		f.Add([]byte(seed))
 	}

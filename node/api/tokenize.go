@@ -26,6 +26,25 @@ type TokenizingModel interface {
 	// token_to_piece writes it (it may be part of a UTF-8 character); an
 	// error for an id outside the vocabulary, or as Tokenize's.
 	Piece(id uint32) ([]byte, error)
+	// TokenizerInfo describes the tokenizer (GET /tokenizer_info); an
+	// error as Tokenize's.
+	TokenizerInfo() (TokenizerInfo, error)
+}
+
+// TokenizerInfo is GET /tokenizer_info's answer, vLLM's: what a client
+// that tokenizes for itself needs (lm-evaluation-harness's remote
+// tokenizer reads it). A special token the vocabulary lacks is null.
+type TokenizerInfo struct {
+	Class    string  `json:"tokenizer_class"`
+	BOSToken *string `json:"bos_token"`
+	EOSToken *string `json:"eos_token"`
+	UNKToken *string `json:"unk_token"`
+	PadToken *string `json:"pad_token"`
+	AddBOS   bool    `json:"add_bos_token"`
+	// ChatTemplate is the model's own template (null: it has none).
+	ChatTemplate   *string `json:"chat_template"`
+	ModelMaxLength int     `json:"model_max_length"`
+	VocabSize      int     `json:"vocab_size"`
 }
 
 // Bounds on a tokenize request: its content's parts, and the ids a
@@ -35,12 +54,32 @@ const (
 	maxDetokenize    = 1 << 20
 )
 
+// tokenizeRequest is llama.cpp server's /tokenize body, or vLLM's:
+// prompt (a string) and add_special_tokens (default true) for content
+// and add_special (default false).
 type tokenizeRequest struct {
-	Model        string          `json:"model"`
-	Content      json.RawMessage `json:"content"`
-	AddSpecial   *bool           `json:"add_special"`
-	ParseSpecial *bool           `json:"parse_special"`
-	WithPieces   bool            `json:"with_pieces"`
+	Model            string          `json:"model"`
+	Content          json.RawMessage `json:"content"`
+	AddSpecial       *bool           `json:"add_special"`
+	ParseSpecial     *bool           `json:"parse_special"`
+	WithPieces       bool            `json:"with_pieces"`
+	Prompt           *string         `json:"prompt"`
+	AddSpecialTokens *bool           `json:"add_special_tokens"`
+}
+
+// addSpecial is whether BOS goes before the first part: as the request
+// says, by either name, else each server's default (llama.cpp's none,
+// vLLM's, for a prompt, BOS).
+func (r *tokenizeRequest) addSpecial() (bool, error) {
+	switch {
+	case r.AddSpecial != nil && r.AddSpecialTokens != nil && *r.AddSpecial != *r.AddSpecialTokens:
+		return false, badRequest("add_special", "add_special and add_special_tokens disagree")
+	case r.AddSpecial != nil:
+		return *r.AddSpecial, nil
+	case r.AddSpecialTokens != nil:
+		return *r.AddSpecialTokens, nil
+	}
+	return r.Prompt != nil, nil
 }
 
 type detokenizeRequest struct {
@@ -115,8 +154,20 @@ func parseTokenize(body []byte) (*tokenizeRequest, []contentPart, error) {
 	if err := checkFields(body, &req, "POST /tokenize"); err != nil {
 		return nil, nil, err
 	}
+	if req.Prompt != nil {
+		if len(req.Content) > 0 {
+			return nil, nil, badRequest("prompt", "give content (llama.cpp's) or prompt (vLLM's), not both")
+		}
+		if _, err := req.addSpecial(); err != nil {
+			return nil, nil, err
+		}
+		return &req, []contentPart{{text: *req.Prompt}}, nil
+	}
 	parts, err := parseContent(req.Content)
 	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := req.addSpecial(); err != nil {
 		return nil, nil, err
 	}
 	return &req, parts, nil
@@ -201,9 +252,8 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 	if handled {
 		return
 	}
-	// llama.cpp's defaults: no BOS, control tokens' text matched.
-	addSpecial := req.AddSpecial != nil && *req.AddSpecial
-	parseSpecial := req.ParseSpecial == nil || *req.ParseSpecial
+	addSpecial, _ := req.addSpecial() // checked by parseTokenize
+	parseSpecial := req.ParseSpecial == nil || *req.ParseSpecial // both servers match control tokens
 	var ids []uint32
 	for i, p := range parts {
 		if p.isID {
@@ -223,7 +273,13 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 		ids = append(ids, got...)
 	}
 	if !req.WithPieces {
-		writeJSON(w, http.StatusOK, map[string]any{"tokens": nonNil(ids)})
+		// vLLM's count and max_model_len beside llama.cpp's tokens.
+		info, err := m.TokenizerInfo()
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"tokens": nonNil(ids), "count": len(ids), "max_model_len": info.ModelMaxLength})
 		return
 	}
 	type withPiece struct {
@@ -277,8 +333,24 @@ func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request) {
 		text = append(text, p...)
 	}
 	// Pieces that split a character make invalid UTF-8, which JSON
-	// carries as U+FFFD, as llama.cpp's JSON library does.
-	writeJSON(w, http.StatusOK, map[string]string{"content": string(text)})
+	// carries as U+FFFD, as llama.cpp's JSON library does. vLLM calls the
+	// text prompt.
+	writeJSON(w, http.StatusOK, map[string]string{"content": string(text), "prompt": string(text)})
+}
+
+// handleTokenizerInfo is GET /tokenizer_info?model=NAME, vLLM's (model
+// may be left out on a node that serves one).
+func (s *Server) handleTokenizerInfo(w http.ResponseWriter, r *http.Request) {
+	m, handled := s.tokenizerOf(w, r, r.URL.Query().Get("model"), nil)
+	if handled {
+		return
+	}
+	info, err := m.TokenizerInfo()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, info)
 }
 
 // pieceError is err as the answer to part i of a request's param: a

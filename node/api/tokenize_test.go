@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -139,5 +140,54 @@ func TestApplyTemplate(t *testing.T) {
 	var e errResp
 	if status := postJSON(t, h, "/apply-template", `{"model":"plain","messages":[{"role":"user","content":"x"}]}`, &e); status != 400 || e.Error.Code != "unsupported_model" {
 		t.Errorf("a model with no template: %d %+v", status, e.Error)
+	}
+}
+
+// TestTokenizeVLLM: vLLM's dialect, which lm-evaluation-harness's remote
+// tokenizer speaks: /tokenize's prompt and add_special_tokens (BOS by
+// default), count and max_model_len in the answer, /detokenize's text as
+// prompt too, and GET /tokenizer_info.
+func TestTokenizeVLLM(t *testing.T) {
+	h := newHarness(t, Config{}, nil)
+	var got struct {
+		Tokens      []uint32 `json:"tokens"`
+		Count       int      `json:"count"`
+		MaxModelLen int      `json:"max_model_len"`
+	}
+	for body, want := range map[string][]uint32{
+		`{"prompt":"ab</s>"}`:                                          {1, 100, 101, 2},
+		`{"prompt":"ab","add_special_tokens":false}`:                   {100, 101},
+		`{"content":"ab","add_special_tokens":true}`:                   {1, 100, 101},
+		`{"content":"a","add_special":true,"add_special_tokens":true}`: {1, 100},
+	} {
+		if status := postJSON(t, h, "/tokenize", body, &got); status != 200 || !slices.Equal(got.Tokens, want) || got.Count != len(want) || got.MaxModelLen != 256 {
+			t.Errorf("%s: %d %+v, want %v", body, status, got, want)
+		}
+	}
+	for body, msg := range map[string]string{
+		`{"prompt":"a","content":"b"}`:                                  "not both",
+		`{"content":"a","add_special":true,"add_special_tokens":false}`: "disagree",
+		`{"prompt":["a"]}`:                                              "wrong type",
+	} {
+		var e errResp
+		if status := postJSON(t, h, "/tokenize", body, &e); status != 400 || !strings.Contains(e.Error.Message, msg) {
+			t.Errorf("%s: %d %q, want 400 saying %q", body, status, e.Error.Message, msg)
+		}
+	}
+	var text map[string]string
+	if status := postJSON(t, h, "/detokenize", `{"tokens":[100,101]}`, &text); status != 200 || text["prompt"] != "ab" || text["content"] != "ab" {
+		t.Errorf("detokenize: %d %v", status, text)
+	}
+	resp, err := http.Get(h.http.URL + "/tokenizer_info")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || string(b) != `{"tokenizer_class":"fake","bos_token":"<s>","eos_token":"</s>","unk_token":null,"pad_token":null,"add_bos_token":false,"chat_template":null,"model_max_length":256,"vocab_size":259}`+"\n" {
+		t.Errorf("tokenizer_info: %d %s", resp.StatusCode, b)
+	}
+	if resp, err := http.Get(h.http.URL + "/tokenizer_info?model=gpt-9"); err != nil || resp.StatusCode != 404 {
+		t.Errorf("tokenizer_info of an unknown model: %v %v", resp.StatusCode, err)
 	}
 }
