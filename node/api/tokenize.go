@@ -252,7 +252,7 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 	if handled {
 		return
 	}
-	addSpecial, _ := req.addSpecial() // checked by parseTokenize
+	addSpecial, _ := req.addSpecial()                            // checked by parseTokenize
 	parseSpecial := req.ParseSpecial == nil || *req.ParseSpecial // both servers match control tokens
 	var ids []uint32
 	for i, p := range parts {
