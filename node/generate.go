@@ -411,7 +411,7 @@ func (s *servedModel) prepare(g *api.Generation) (receipt.ServeRequest, []uint32
 	if err != nil {
 		return receipt.ServeRequest{}, nil, nil, api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_prompt", "%v", err)
 	}
-	req, opts, err := s.request(g, text, len(ids), ctxLen)
+	req, opts, err := s.request(g, text, ids, ctxLen)
 	return req, ids, append(opts, steward.WithPromptTokens(uint32(len(ids)))), err
 }
 
@@ -440,7 +440,8 @@ func hasToolTurns(g *api.Generation) bool {
 // default, cut to what the context leaves; sampling options are in its
 // identity (receipt.Sampling); a sampled request without a seed is left
 // without one (Generate draws it).
-func (s *servedModel) request(g *api.Generation, prompt string, promptTokens, ctxLen int) (receipt.ServeRequest, []steward.ServeOption, error) {
+func (s *servedModel) request(g *api.Generation, prompt string, ids []uint32, ctxLen int) (receipt.ServeRequest, []steward.ServeOption, error) {
+	promptTokens := len(ids)
 	if len(g.Presentation) > 0 {
 		if hasToolTurns(g) {
 			// The binding's prompt_hash is over the messages' roles and
@@ -464,6 +465,14 @@ func (s *servedModel) request(g *api.Generation, prompt string, promptTokens, ct
 			e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option",
 				"a prompt of token ids is not served on a request that rides on a grant (jcp_presentation): the granted request's binding (mesh/1 §2.3) hashes a prompt's text")
 			e.Param = "prompt"
+			return receipt.ServeRequest{}, nil, e
+		}
+		if g.Suffix != "" {
+			// Nor its suffix: served, the model would be given more than
+			// the signed request id covers.
+			e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option",
+				"suffix is not served on a request that rides on a grant (jcp_presentation): the granted request's binding (mesh/1 §2.3) hashes the prompt alone")
+			e.Param = "suffix"
 			return receipt.ServeRequest{}, nil, e
 		}
 		if len(g.LogitBias) > 0 {
@@ -494,8 +503,10 @@ func (s *servedModel) request(g *api.Generation, prompt string, promptTokens, ct
 	}
 	maxTokens = min(maxTokens, ctxLen-promptTokens)
 	hash := receipt.PromptHash([]byte(prompt))
-	if g.PromptIDs != nil {
-		hash = receipt.TokenPromptHash(g.PromptIDs)
+	if g.PromptIDs != nil || g.Suffix != "" {
+		// The model is handed ids no text is: given as ids, or a fill in
+		// the middle's composed of two texts and its tokens.
+		hash = receipt.TokenPromptHash(ids)
 	}
 	req := receipt.ServeRequest{
 		PromptHash:     hash,

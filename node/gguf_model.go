@@ -117,6 +117,10 @@ func renderPrompt(tok *tokenizer.Tokenizer, tmpl *chat.Template, gen *api.Genera
 	if gen.PromptIDs != nil {
 		return "", gen.PromptIDs, checkPromptIDs(gen.PromptIDs, tok.NumTokens(), limit)
 	}
+	if gen.Suffix != "" {
+		ids, err := fillInTheMiddle(tok, gen.Prompt, gen.Suffix, limit)
+		return "", ids, err
+	}
 	opt := tokenizer.EncodeOptions{AddSpecial: true}
 	text := gen.Prompt
 	if gen.Messages != nil {
@@ -142,6 +146,33 @@ func renderPrompt(tok *tokenizer.Tokenizer, tmpl *chat.Template, gen *api.Genera
 	ids, err := tokenizeWithin(tok, text, opt, limit)
 	return text, ids, err
 }
+
+// fillInTheMiddle is the prompt that has the model write what goes
+// between prefix and suffix, in the prefix-suffix-middle order llama.cpp's
+// infill uses: BOS where the vocabulary adds it, then FIM_PRE, the
+// prefix, FIM_SUF, the suffix and FIM_MID, the texts tokenized as they are
+// (no control token read from them, nothing added). It needs more than
+// limit tokens: a *promptTooLongError.
+func fillInTheMiddle(tok *tokenizer.Tokenizer, prefix, suffix string, limit int) ([]uint32, error) {
+	pre, suf, mid, ok := tok.FIM()
+	if !ok {
+		return nil, errNoFIM
+	}
+	var ids []uint32
+	if tok.AddsBOS() {
+		ids = append(ids, tok.BOS())
+	}
+	plain := tokenizer.EncodeOptions{}
+	ids = append(tok.AppendEncode(append(ids, pre), prefix, plain), suf)
+	ids = append(tok.AppendEncode(ids, suffix, plain), mid)
+	if len(ids) > limit {
+		return nil, &promptTooLongError{AtLeast: len(ids), Limit: limit}
+	}
+	return ids, nil
+}
+
+// errNoFIM: the model has no fill-in-the-middle tokens.
+var errNoFIM = errors.New("the model has no fill-in-the-middle tokens (tokenizer.ggml.fim_pre_token_id and the like, or their texts), so it cannot take a suffix")
 
 // newTokenDecoder is a generation's streaming detokeniser: its tokens
 // continue the prompt's text.

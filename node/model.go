@@ -115,6 +115,9 @@ func (m *referenceModel) Prompt(g *api.Generation, limit int) (string, []uint32,
 		// Its vocabulary is the bytes.
 		return "", g.PromptIDs, checkPromptIDs(g.PromptIDs, 256, limit)
 	}
+	if g.Suffix != "" {
+		return "", nil, errNoFIM
+	}
 	text := g.Prompt
 	if g.Messages != nil {
 		text = transcript(g.Messages)

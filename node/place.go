@@ -264,7 +264,7 @@ func (n *Node) checkClaim(peer identity.EndpointID, model string, claim placemen
 // estimated at a token per 4 characters (it is tokenized only where it is
 // served), and the node's defaults where g sets none.
 func (n *Node) placementRequest(g *api.Generation) placement.Request {
-	chars := utf8.RuneCountInString(g.Prompt)
+	chars := utf8.RuneCountInString(g.Prompt) + utf8.RuneCountInString(g.Suffix)
 	for _, m := range g.Messages {
 		chars += utf8.RuneCountInString(m.Content)
 	}

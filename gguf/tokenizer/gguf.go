@@ -35,7 +35,7 @@ func FromGGUF(md *gguf.Metadata) (*Tokenizer, error) {
 // 11, BOS added only for the llama3 pre-tokenizer family. Special ids the
 // file gives out of range are ignored, as llama.cpp does.
 func VocabFromGGUF(md *gguf.Metadata) (*Vocab, error) {
-	v := &Vocab{BOS: NoToken, EOS: NoToken, EOT: NoToken, EOM: NoToken, UNK: NoToken, PAD: NoToken}
+	v := &Vocab{BOS: NoToken, EOS: NoToken, EOT: NoToken, EOM: NoToken, UNK: NoToken, PAD: NoToken, FIMPre: NoToken, FIMSuf: NoToken, FIMMid: NoToken}
 	var ok bool
 	if v.Model, ok = md.String(keyModel); !ok {
 		return nil, fmt.Errorf("%w: %s missing or not a string", ErrInvalidVocab, keyModel)
@@ -101,8 +101,22 @@ func VocabFromGGUF(md *gguf.Metadata) (*Vocab, error) {
 		"tokenizer.ggml.eom_token_id":     &v.EOM,
 		"tokenizer.ggml.unknown_token_id": &v.UNK,
 		"tokenizer.ggml.padding_token_id": &v.PAD,
+		"tokenizer.ggml.fim_pre_token_id": &v.FIMPre,
+		"tokenizer.ggml.fim_suf_token_id": &v.FIMSuf,
+		"tokenizer.ggml.fim_mid_token_id": &v.FIMMid,
 	} {
 		if x, ok := md.Uint32(key); ok && x < uint32(n) {
+			*id = x
+		}
+	}
+	// The FIM tokens' names before llama.cpp's FIM rework (CodeLlama's
+	// files), where the file has no newer one.
+	for key, id := range map[string]*uint32{
+		"tokenizer.ggml.prefix_token_id": &v.FIMPre,
+		"tokenizer.ggml.suffix_token_id": &v.FIMSuf,
+		"tokenizer.ggml.middle_token_id": &v.FIMMid,
+	} {
+		if x, ok := md.Uint32(key); ok && x < uint32(n) && *id == NoToken {
 			*id = x
 		}
 	}

@@ -55,6 +55,10 @@ type Vocab struct {
 	Merges []string    // BPE merges "left right", rank = index
 
 	BOS, EOS, EOT, EOM, UNK, PAD uint32 // NoToken when absent
+	// FIMPre, FIMSuf and FIMMid are fill-in-the-middle's prefix, suffix
+	// and middle tokens (NoToken when the file names none: they are then
+	// found by their text, as llama.cpp finds them).
+	FIMPre, FIMSuf, FIMMid uint32
 
 	AddBOS         bool // Encode with AddSpecial prepends BOS
 	AddEOS         bool // Encode with AddSpecial appends EOS
@@ -103,6 +107,7 @@ type Tokenizer struct {
 	ranks  map[string]int32 // "left right" → merge rank
 
 	bos, eos, eot, eom, unk, pad uint32
+	fim                          [3]uint32 // prefix, suffix, middle
 	eog                          map[uint32]bool
 
 	addBOS, addEOS, addSpacePrefix bool
@@ -198,6 +203,7 @@ func New(v *Vocab) (*Tokenizer, error) {
 		return id
 	}
 	t.bos, t.eos, t.eot, t.eom, t.unk, t.pad = inRange(v.BOS), inRange(v.EOS), inRange(v.EOT), inRange(v.EOM), inRange(v.UNK), inRange(v.PAD)
+	t.fim = [3]uint32{inRange(v.FIMPre), inRange(v.FIMSuf), inRange(v.FIMMid)}
 	if t.kind == kindBPE && t.pre.noBOS {
 		t.bos = NoToken
 	}
@@ -275,10 +281,15 @@ func (t *Tokenizer) fixSpecialTokens(name string) {
 		}
 	}
 	for i, names := range fimTexts {
+		if i < 3 && t.fim[i] != NoToken {
+			continue // named by the file
+		}
 		for _, s := range names {
 			if id, ok := t.ids[s]; ok {
 				forceControl(id)
-				if i >= 3 { // pad, repo and file separator end generation
+				if i < 3 {
+					t.fim[i] = id
+				} else { // pad, repo and file separator end generation
 					t.eog[id] = true
 				}
 				break
@@ -448,6 +459,13 @@ func (t *Tokenizer) BOS() uint32 { return t.bos }
 func (t *Tokenizer) EOS() uint32 { return t.eos }
 func (t *Tokenizer) EOT() uint32 { return t.eot }
 func (t *Tokenizer) UNK() uint32 { return t.unk }
+
+// FIM returns fill-in-the-middle's prefix, suffix and middle tokens; ok
+// is false unless the vocabulary has all three.
+func (t *Tokenizer) FIM() (pre, suf, mid uint32, ok bool) {
+	pre, suf, mid = t.fim[0], t.fim[1], t.fim[2]
+	return pre, suf, mid, pre != NoToken && suf != NoToken && mid != NoToken
+}
 
 // AddsBOS reports whether Encode with AddSpecial prepends BOS.
 func (t *Tokenizer) AddsBOS() bool { return t.addBOS }

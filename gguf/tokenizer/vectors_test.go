@@ -162,3 +162,90 @@ func equalIDs(a, b []uint32) bool {
 	}
 	return true
 }
+
+// TestFIM: the fill-in-the-middle tokens are the file's where it names
+// them, else found by their texts (llama.cpp's lists, in order): on
+// DeepSeek-Coder's and StarCoder's vocabularies the ids llama-tokenize
+// reads for their FIM texts; none on Llama's. A file's ids win over the
+// texts.
+func TestFIM(t *testing.T) {
+	for name, want := range map[string][3]uint32{
+		"deepseek-coder": {32016, 32015, 32017},
+		"starcoder":      {1, 3, 2},
+	} {
+		tk, _, _ := loadVocab(t, name)
+		pre, suf, mid, ok := tk.FIM()
+		if !ok || [3]uint32{pre, suf, mid} != want {
+			t.Errorf("%s: %d %d %d %v, want %v", name, pre, suf, mid, ok, want)
+		}
+	}
+	if tk, _, _ := loadVocab(t, "llama-spm"); func() bool { _, _, _, ok := tk.FIM(); return ok }() {
+		t.Error("llama-spm has FIM tokens")
+	}
+	v := &Vocab{Model: ModelSPM, Tokens: []string{"a", "<PRE>", "<SUF>", "<MID>", "x", "y", "z"}, BOS: NoToken, EOS: NoToken, EOT: NoToken, EOM: NoToken, UNK: NoToken, PAD: NoToken,
+		FIMPre: 4, FIMSuf: 5, FIMMid: 6}
+	tk, err := New(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pre, suf, mid, ok := tk.FIM(); !ok || pre != 4 || suf != 5 || mid != 6 {
+		t.Errorf("the file's ids: %d %d %d %v", pre, suf, mid, ok)
+	}
+	v.FIMPre, v.FIMSuf, v.FIMMid = NoToken, NoToken, NoToken
+	if tk, err = New(v); err != nil {
+		t.Fatal(err)
+	}
+	if pre, suf, mid, ok := tk.FIM(); !ok || pre != 1 || suf != 2 || mid != 3 {
+		t.Errorf("by their texts: %d %d %d %v", pre, suf, mid, ok)
+	}
+}
+
+// TestFIMFromGGUF: the FIM ids a file names (llama.cpp's keys, and
+// CodeLlama's older ones where the newer are absent) are the
+// tokenizer's, over the ones its texts would give.
+func TestFIMFromGGUF(t *testing.T) {
+	model, _, _ := vocabFiles(t, "starcoder")
+	f, err := gguf.Parse(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	with := func(extra map[string]uint32) *Tokenizer {
+		w := gguf.NewWriter()
+		for _, kv := range f.Metadata.KVs() {
+			if err := w.Set(kv.Key, kv.Value.Interface()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for k, v := range extra {
+			if err := w.Set(k, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b, err := w.Bytes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := gguf.Parse(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk, err := FromGGUF(g.Metadata)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tk
+	}
+	for _, tc := range []struct {
+		keys map[string]uint32
+		want [3]uint32
+	}{
+		{map[string]uint32{"tokenizer.ggml.fim_pre_token_id": 10, "tokenizer.ggml.fim_suf_token_id": 11, "tokenizer.ggml.fim_mid_token_id": 12}, [3]uint32{10, 11, 12}},
+		{map[string]uint32{"tokenizer.ggml.prefix_token_id": 20, "tokenizer.ggml.suffix_token_id": 21, "tokenizer.ggml.middle_token_id": 22}, [3]uint32{20, 21, 22}},
+		{map[string]uint32{"tokenizer.ggml.fim_pre_token_id": 10, "tokenizer.ggml.prefix_token_id": 20}, [3]uint32{10, 3, 2}},
+	} {
+		pre, suf, mid, ok := with(tc.keys).FIM()
+		if !ok || [3]uint32{pre, suf, mid} != tc.want {
+			t.Errorf("%v: %d %d %d %v, want %v", tc.keys, pre, suf, mid, ok, tc.want)
+		}
+	}
+}

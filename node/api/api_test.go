@@ -202,6 +202,12 @@ func TestCompletions(t *testing.T) {
 	if h.model.lastCall().Prompt != "Once" || h.model.lastCall().Messages != nil {
 		t.Fatalf("generation = %+v", h.model.lastCall())
 	}
+	// A suffix: the model fills in the middle.
+	resp = h.post(t, "/v1/completions", `{"model":"tiny","prompt":"def f():","suffix":"\nf()","max_tokens":2}`)
+	resp.Body.Close()
+	if g := h.model.lastCall(); resp.StatusCode != 200 || g.Prompt != "def f():" || g.Suffix != "\nf()" {
+		t.Fatalf("suffix: %d, generation %+v", resp.StatusCode, g)
+	}
 	// A prompt of token ids, bare or as the one prompt of an array.
 	for _, prompt := range []string{`[1,319,767]`, `[[1,319,767]]`} {
 		resp := h.post(t, "/v1/completions", `{"model":"tiny","prompt":`+prompt+`,"max_tokens":2}`)
@@ -317,6 +323,8 @@ func TestErrors(t *testing.T) {
 		{"negative token", "/v1/completions", `{"model":"tiny","prompt":[1,-2]}`, nil, 400, "invalid_request", "prompt[1] -2 is not a token id"},
 		{"empty token prompt", "/v1/completions", `{"model":"tiny","prompt":[[]]}`, nil, 400, "invalid_request", "prompt[0] is an empty token array"},
 		{"null prompt item", "/v1/completions", `{"model":"tiny","prompt":[null]}`, nil, 400, "invalid_request", "prompt[0] null is not a token id"},
+		{"suffix after ids", "/v1/completions", `{"model":"tiny","prompt":[1,2],"suffix":"x"}`, nil, 400, "invalid_request", "takes a text prompt"},
+		{"suffix with echo", "/v1/completions", `{"model":"tiny","prompt":"a","suffix":"x","echo":true}`, nil, 400, "invalid_request", "do not go together"},
 		{"nested prompt", "/v1/completions", `{"model":"tiny","prompt":[["a"]]}`, nil, 400, "invalid_request", "prompt[0] must be a string or an array of token ids"},
 		{"responses bad item", "/v1/responses", `{"model":"tiny","input":[{"type":"function_call"}]}`, nil, 400, "invalid_request", "function_call"},
 		{"too large", "/v1/chat/completions", `{"model":"tiny","messages":[{"role":"user","content":"` + strings.Repeat("x", 2048) + `"}]}`, nil, 413, "request_too_large", "larger than 1024"},

@@ -40,7 +40,13 @@ func parseCompletion(body []byte) (*Generation, *completionRequest, error) {
 		g.Logprobs, g.TopLogprobs = true, *n
 	}
 	if req.Suffix != nil && *req.Suffix != "" {
-		return nil, nil, badRequest("suffix", "suffix (insertion) is not supported")
+		switch {
+		case g.PromptIDs != nil:
+			return nil, nil, badRequest("suffix", "suffix (fill in the middle) takes a text prompt, the text before the middle, not token ids")
+		case g.Echo:
+			return nil, nil, badRequest("suffix", "suffix (fill in the middle) and echo do not go together: the prompt is not the text before the answer")
+		}
+		g.Suffix = *req.Suffix
 	}
 	if g.MaxTokens, err = maxTokens("max_tokens", req.MaxTokens); err != nil {
 		return nil, nil, err

@@ -44,7 +44,7 @@ func TestRefusedFields(t *testing.T) {
 		{completions, "best_of", `3`, "best_of"},
 		{completions, "best_of", `1`, ""},
 		{completions, "echo", `true`, ""},
-		{completions, "suffix", `"end"`, "suffix"},
+		{completions, "suffix", `"end"`, ""},
 		{chat, "prompt_cache_retention", `"24h"`, "prompt_cache_retention"},
 		{responses, "background", `true`, "background"},
 		{responses, "conversation", `"conv_1"`, "conversation"},

@@ -86,6 +86,10 @@ type Generation struct {
 	// model's vocabulary (Prompt is then empty): the model is given them
 	// as they are, with no BOS added.
 	PromptIDs []uint32
+	// Suffix, when set, is the text after the answer: the model fills in
+	// the middle between Prompt and it (completions' suffix), through
+	// its fill-in-the-middle tokens.
+	Suffix string
 	// Echo puts the prompt before the answer (completions' echo), and,
 	// with Logprobs, its tokens' log-probabilities before the answer's:
 	// each under the distribution after the tokens before it, the
