@@ -17,6 +17,7 @@ import (
 	"github.com/meshnode/meshnode/gguf/model/modeltest"
 	"github.com/meshnode/meshnode/gguf/tokenizer"
 	"github.com/meshnode/meshnode/node/api"
+	"github.com/meshnode/meshnode/node/steward/grant"
 )
 
 // testVocabFile is one of gguf/tokenizer's vocabulary files (llama.cpp's),
@@ -92,7 +93,8 @@ func TestFillInTheMiddle(t *testing.T) {
 // TestSuffixServed: a completion with a suffix is served by a model with
 // FIM tokens (a fixture on StarCoder's vocabulary), its prompt the
 // infill's (usage counts its tokens), sealed by the ids' hash, and it
-// replays; the built-in model, which has none, refuses it saying so.
+// replays; a request on a grant, whose id covers the prompt alone, and
+// the built-in model, which has no FIM tokens, refuse it saying so.
 func TestSuffixServed(t *testing.T) {
 	tok := testVocab(t, "starcoder")
 	b, err := modeltest.Generate(modeltest.StageFixture("llama", "Q8_0", 2), testVocabFile(t, "starcoder").Metadata)
@@ -120,6 +122,15 @@ func TestSuffixServed(t *testing.T) {
 	replay, _ := json.Marshal(map[string]any{"request": json.RawMessage(body), "energy": got.Usage.Energy})
 	if status, res, raw := replayRaw(t, n, string(replay)); status != 200 || res.Verdict != api.VerdictVerified {
 		t.Errorf("replay: %d %s", status, raw)
+	}
+	// On a grant the binding's request id covers the prompt alone.
+	caller, chain := issueGrant(t, n)
+	presented, _, err := grant.PresentBody([]byte(`{"model":"coder","prompt":"a","suffix":"b","metadata":{"joule_ceiling_uj":1000000000}}`), chain, caller, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, v := answerOf(t, n, "/v1/completions", string(presented)); code != 400 || !strings.Contains(fmt.Sprint(v), "param:suffix") {
+		t.Errorf("a granted suffix: %d %v", code, v)
 	}
 	code, v := answerOf(t, n, "/v1/completions", `{"model":"`+fortunesModel+`","prompt":"a","suffix":"b"}`)
 	if e, _ := v["error"].(map[string]any); code != 400 || !strings.Contains(fmt.Sprint(e["message"]), "no fill-in-the-middle tokens") {
