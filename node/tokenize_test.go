@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"os"
@@ -289,6 +290,17 @@ func TestEcho(t *testing.T) {
 	// The ids' text, control tokens hidden as in an answer.
 	if want := " " + text + gen.Choices[0].Text; !strings.HasPrefix(ll.Choices[0].Text, want[:len(want)-len(g.Tokens[3])]) {
 		t.Errorf("echoed text %q, want it to begin %q", ll.Choices[0].Text, want)
+	}
+
+	// Streamed: the first event carries the prompt, the text and its
+	// tokens' log-probabilities, ahead of the answer's.
+	resp := post(t, n, "/v1/completions", req(`,"prompt":"`+text+`","max_tokens":3,"logprobs":1,"echo":true,"stream":true`))
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	first, _, _ := strings.Cut(strings.TrimPrefix(string(raw), "data: "), "\n")
+	var ev completionLogprobs
+	if err := json.Unmarshal([]byte(first), &ev); err != nil || !strings.HasPrefix(ev.Choices[0].Text, text) || len(ev.Choices[0].Logprobs.Tokens) < len(ids)-1 {
+		t.Errorf("the stream's first event %s (%v)", first, err)
 	}
 
 	// A text prompt: the node's BOS is not the client's, so not echoed.
