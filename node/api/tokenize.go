@@ -2,7 +2,6 @@ package api
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"math"
@@ -12,8 +11,9 @@ import (
 )
 
 // TokenizingModel is a Model whose tokenizer the API lends out: POST
-// /tokenize and /detokenize, llama.cpp server's endpoints, which a client
-// needs to name tokens (logit_bias) or count them.
+// /tokenize and /detokenize (llama.cpp server's endpoints, in its dialect
+// and vLLM's) and GET /tokenizer_info (vLLM's), which a client needs to
+// name tokens (logit_bias), count them or send them as a prompt.
 type TokenizingModel interface {
 	Model
 	// Tokenize returns text's token ids: with BOS (and EOS) where
@@ -370,56 +370,4 @@ func nonNil(ids []uint32) []uint32 {
 		return []uint32{}
 	}
 	return ids
-}
-
-// TemplateModel is a Model that renders a chat as it would serve it,
-// without generating: POST /apply-template.
-type TemplateModel interface {
-	Model
-	// Render is the prompt g is served with: its messages (and tools)
-	// through the model's chat template. An error is the request's
-	// answer.
-	Render(ctx context.Context, g *Generation) (string, error)
-}
-
-// handleApplyTemplate is POST /apply-template, llama.cpp server's: a chat
-// completions body, answered with {"prompt"} — the text the model would
-// be given for it (tools rendered as the request would have them), and
-// nothing generated.
-func (s *Server) handleApplyTemplate(w http.ResponseWriter, r *http.Request) {
-	body, err := s.readBody(w, r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	g, req, err := parseChat(body)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	m, handled := s.route(w, r, g.Model, body)
-	if handled {
-		return
-	}
-	tm, ok := m.(TemplateModel)
-	if !ok {
-		writeError(w, Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_model", "model %q renders no chat template", g.Model))
-		return
-	}
-	if req.tools.active() {
-		format, err := toolFormat(m, g.Model)
-		if err == nil {
-			_, err = forceTools(g, format)
-		}
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-	}
-	prompt, err := tm.Render(r.Context(), g)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]string{"prompt": prompt})
 }
