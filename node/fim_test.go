@@ -1,57 +1,19 @@
 package node
 
 import (
-	"bytes"
-	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/model/modeltest"
-	"github.com/meshnode/meshnode/gguf/tokenizer"
 	"github.com/meshnode/meshnode/node/api"
 	"github.com/meshnode/meshnode/node/steward/grant"
 )
-
-// testVocabFile is one of gguf/tokenizer's vocabulary files (llama.cpp's),
-// parsed.
-func testVocabFile(t *testing.T, name string) *gguf.File {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "gguf", "tokenizer", "testdata", "ggml-vocab-"+name+".gguf.gz"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	zr, err := gzip.NewReader(bytes.NewReader(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := gguf.Parse(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
-}
-
-// testVocab is testVocabFile's tokenizer.
-func testVocab(t *testing.T, name string) *tokenizer.Tokenizer {
-	t.Helper()
-	tok, err := tokenizer.FromGGUF(testVocabFile(t, name).Metadata)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tok
-}
 
 // TestFillInTheMiddle: a suffix's prompt is llama.cpp's infill prompt —
 // BOS where the vocabulary adds it, FIM_PRE, the prefix, FIM_SUF, the

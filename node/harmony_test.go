@@ -1,16 +1,11 @@
 package node
 
 import (
-	"bytes"
-	"compress/gzip"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/chat/harmony"
 	"github.com/meshnode/meshnode/gguf/grammar/grammartest"
 	"github.com/meshnode/meshnode/gguf/model/modeltest"
@@ -21,23 +16,7 @@ import (
 // renamed to harmony's markers, as o200k_harmony names its own.
 func harmonyVocab(t *testing.T) *tokenizer.Tokenizer {
 	t.Helper()
-	gz, err := os.ReadFile("../gguf/tokenizer/testdata/ggml-vocab-llama-bpe.gguf.gz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	zr, err := gzip.NewReader(bytes.NewReader(gz))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := gguf.Parse(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := tokenizer.VocabFromGGUF(f.Metadata)
+	v, err := tokenizer.VocabFromGGUF(testVocabFile(t, "llama-bpe").Metadata)
 	if err != nil {
 		t.Fatal(err)
 	}

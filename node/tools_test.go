@@ -1,8 +1,6 @@
 package node
 
 import (
-	"bytes"
-	"compress/gzip"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -10,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/chat"
 	"github.com/meshnode/meshnode/gguf/chat/toolcall"
 	"github.com/meshnode/meshnode/gguf/grammar/grammartest"
@@ -190,30 +187,7 @@ func TestForcedToolCall(t *testing.T) {
 	}
 }
 
-func llamaVocab(t *testing.T) *tokenizer.Tokenizer {
-	t.Helper()
-	gz, err := os.ReadFile("../gguf/tokenizer/testdata/ggml-vocab-llama-bpe.gguf.gz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	zr, err := gzip.NewReader(bytes.NewReader(gz))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := gguf.Parse(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := tokenizer.FromGGUF(f.Metadata)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tok
-}
+func llamaVocab(t *testing.T) *tokenizer.Tokenizer { return testVocab(t, "llama-bpe") }
 
 // TestToolPromptAndDecoder: with Llama 3.1's template and a Llama 3
 // vocabulary, a request's tools and tool turns are rendered into the
