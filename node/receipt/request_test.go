@@ -3,6 +3,7 @@ package receipt
 import (
 	"encoding/hex"
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 )
@@ -14,13 +15,7 @@ func ptr[T any](v T) *T { return &v }
 // any mesh/1 implementation computes for a plain generation is ours.
 func TestRequestCanonicalForm(t *testing.T) {
 	req := testRequest()
-	want := canonicalOf(t, map[string]any{
-		"prompt_hash":      req.PromptHash.String(),
-		"prompt_tokens":    uint64(req.PromptTokens),
-		"max_tokens":       uint64(req.MaxTokens),
-		"fidelity_floor":   uint64(req.FidelityFloor),
-		"joule_ceiling_uj": req.JouleCeilingUJ,
-	})
+	want := canonicalOf(t, requestKeys(req, nil))
 	got, err := req.Canonical()
 	if err != nil {
 		t.Fatal(err)
@@ -33,14 +28,9 @@ func TestRequestCanonicalForm(t *testing.T) {
 	}
 
 	req.Decision = &Decision{Questions: 1, OptionsScored: 2, SchemaTokens: 3}
-	want = canonicalOf(t, map[string]any{
-		"prompt_hash":      req.PromptHash.String(),
-		"prompt_tokens":    uint64(req.PromptTokens),
-		"max_tokens":       uint64(req.MaxTokens),
-		"fidelity_floor":   uint64(req.FidelityFloor),
-		"joule_ceiling_uj": req.JouleCeilingUJ,
-		"decision":         map[string]any{"questions": uint64(1), "options_scored": uint64(2), "schema_tokens": uint64(3)},
-	})
+	want = canonicalOf(t, requestKeys(req, map[string]any{
+		"decision": map[string]any{"questions": uint64(1), "options_scored": uint64(2), "schema_tokens": uint64(3)},
+	}))
 	if got, _ = req.Canonical(); hex.EncodeToString(got) != hex.EncodeToString(want) {
 		t.Fatalf("canonical decision request\n got %x\nwant %x", got, want)
 	}
@@ -48,17 +38,26 @@ func TestRequestCanonicalForm(t *testing.T) {
 	// Logit biases are [token, bias_e6] pairs in an array.
 	req.Decision = nil
 	req.Sampling = &Sampling{LogitBias: []LogitBias{{Token: 7, BiasE6: -100 * e6}, {Token: 300, BiasE6: 1}}}
-	want = canonicalOf(t, map[string]any{
+	want = canonicalOf(t, requestKeys(req, map[string]any{
+		"sampling": map[string]any{"logit_bias": []any{[]any{uint64(7), int64(-100 * e6)}, []any{uint64(300), uint64(1)}}},
+	}))
+	if got, _ = req.Canonical(); hex.EncodeToString(got) != hex.EncodeToString(want) {
+		t.Fatalf("canonical request with logit biases\n got %x\nwant %x", got, want)
+	}
+}
+
+// requestKeys is req's §3.1 keys, written out independently of the
+// encoder, with the options' keys in extra.
+func requestKeys(req ServeRequest, extra map[string]any) map[string]any {
+	m := map[string]any{
 		"prompt_hash":      req.PromptHash.String(),
 		"prompt_tokens":    uint64(req.PromptTokens),
 		"max_tokens":       uint64(req.MaxTokens),
 		"fidelity_floor":   uint64(req.FidelityFloor),
 		"joule_ceiling_uj": req.JouleCeilingUJ,
-		"sampling":         map[string]any{"logit_bias": []any{[]any{uint64(7), int64(-100 * e6)}, []any{uint64(300), uint64(1)}}},
-	})
-	if got, _ = req.Canonical(); hex.EncodeToString(got) != hex.EncodeToString(want) {
-		t.Fatalf("canonical request with logit biases\n got %x\nwant %x", got, want)
 	}
+	maps.Copy(m, extra)
+	return m
 }
 
 // TestRequestIdentity: everything that changes an engine's output changes
