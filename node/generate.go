@@ -460,28 +460,24 @@ func (s *servedModel) request(g *api.Generation, prompt string, ids []uint32, ct
 			return receipt.ServeRequest{}, nil, api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option",
 				"a %s output format (response_format, text.format) is not served on a request that rides on a grant (jcp_presentation): the granted request's binding does not cover a grammar", g.Format)
 		}
-		if g.PromptIDs != nil {
-			// The binding's prompt_hash is over a prompt's text.
-			e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option",
-				"a prompt of token ids is not served on a request that rides on a grant (jcp_presentation): the granted request's binding (mesh/1 §2.3) hashes a prompt's text")
-			e.Param = "prompt"
-			return receipt.ServeRequest{}, nil, e
-		}
-		if g.Suffix != "" {
-			// Nor its suffix: served, the model would be given more than
-			// the signed request id covers.
-			e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option",
-				"suffix is not served on a request that rides on a grant (jcp_presentation): the granted request's binding (mesh/1 §2.3) hashes the prompt alone")
-			e.Param = "suffix"
-			return receipt.ServeRequest{}, nil, e
-		}
-		if len(g.LogitBias) > 0 {
-			// Nor for logit biases: the binding derives sampling from
-			// the fields it names, and logit_bias is not one of them.
-			e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option",
-				"logit_bias is not served on a request that rides on a grant (jcp_presentation): the granted request's binding (mesh/1 §2.3) does not cover it")
-			e.Param = "logit_bias"
-			return receipt.ServeRequest{}, nil, e
+		// Nor what the binding derives nothing from: served, the model
+		// would be given, or would pick by, more than the signed request
+		// id covers.
+		for _, f := range []struct {
+			set         bool
+			param, what string
+			why         string
+		}{
+			{g.PromptIDs != nil, "prompt", "a prompt of token ids", "hashes a prompt's text"},
+			{g.Suffix != "", "suffix", "suffix", "hashes the prompt alone"},
+			{len(g.LogitBias) > 0, "logit_bias", "logit_bias", "does not cover it"},
+		} {
+			if f.set {
+				e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option",
+					"%s is not served on a request that rides on a grant (jcp_presentation): the granted request's binding (mesh/1 §2.3) %s", f.what, f.why)
+				e.Param = f.param
+				return receipt.ServeRequest{}, nil, e
+			}
 		}
 		p, err := grant.ParsePresentation(g.Presentation)
 		if err != nil {
