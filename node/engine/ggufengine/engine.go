@@ -411,17 +411,25 @@ func (d *decoder) pick(generated []uint32) func(*model.Batch, int) uint32 {
 func (d *decoder) prefill(ctx context.Context, prompt []uint32) (reused int, next uint32, err error) {
 	reused = min(d.s.CommonPrefix(prompt), len(prompt)-1)
 	d.s.Truncate(reused)
-	// A draft model takes in the prompt while the target does (on a
-	// backend that runs both at once, in the target's time), so that
-	// the first round drafts at once.
+	err = d.alongsideDraft(ctx, prompt, func() (err error) {
+		next, err = d.seq.run(ctx, d.s, prompt[reused:], d.pick(nil))
+		return err
+	})
+	return reused, next, err
+}
+
+// alongsideDraft runs target, the prompt's evaluation on the target, while
+// a draft model takes in the prompt (on a backend that runs both at once,
+// in the target's time), so that the first round drafts at once.
+func (d *decoder) alongsideDraft(ctx context.Context, prompt []uint32, target func() error) error {
 	drafted := make(chan error, 1)
 	go func() { drafted <- spec.Prefill(ctx, d.prop, d.win, prompt) }()
-	next, err = d.seq.run(ctx, d.s, prompt[reused:], d.pick(nil))
+	err := target()
 	if derr := <-drafted; err == nil {
 		err = derr
 	}
 	d.draftDone()
-	return reused, next, err
+	return err
 }
 
 // scoreWindow is the most prompt tokens a scored prefill evaluates in one
@@ -436,40 +444,36 @@ const scoreWindow = 32
 // picked from the last row, as prefill picks it.
 func (d *decoder) prefillScored(ctx context.Context, prompt []uint32, lp *engine.Logprobs) (next uint32, err error) {
 	d.s.Truncate(0)
-	drafted := make(chan error, 1)
-	go func() { drafted <- spec.Prefill(ctx, d.prop, d.win, prompt) }()
-	defer func() {
-		if derr := <-drafted; err == nil {
-			err = derr
-		}
-		d.draftDone()
-	}()
 	scored := make([]engine.TokenLogprob, 0, len(prompt)-1)
+	// Never nil: a serve asking for log-probabilities picks on the host.
 	pick := d.pick(nil)
 	// A window takes every row it asks for in one step (as a speculative
 	// window does, it goes first in the step after one it did not fit).
 	w := max(1, min(scoreWindow, d.seq.sc.batch.Seqs(), d.seq.sc.budget))
-	for at := 0; at < len(prompt); at += w {
-		window := prompt[at:min(at+w, len(prompt))]
-		last := at+len(window) == len(prompt)
-		next, err = d.seq.runRows(ctx, d.s, window, len(window), func(b *model.Batch, i int) uint32 {
-			for j := range b.Rows(i) {
-				if p := at + j + 1; p < len(prompt) {
-					l, top := sample.LogProbs(nil, b.LogitsAt(i, j), prompt[p], lp.Top)
-					scored = append(scored, engine.TokenLogprob{Token: prompt[p], Logprob: l, Top: top})
+	err = d.alongsideDraft(ctx, prompt, func() (err error) {
+		for at := 0; at < len(prompt); at += w {
+			window := prompt[at:min(at+w, len(prompt))]
+			last := at+len(window) == len(prompt)
+			next, err = d.seq.runRows(ctx, d.s, window, len(window), func(b *model.Batch, i int) uint32 {
+				for j := range b.Rows(i) {
+					if p := at + j + 1; p < len(prompt) {
+						l, top := sample.LogProbs(nil, b.LogitsAt(i, j), prompt[p], lp.Top)
+						scored = append(scored, engine.TokenLogprob{Token: prompt[p], Logprob: l, Top: top})
+					}
 				}
+				if !last {
+					return 0
+				}
+				return pick(b, i)
+			})
+			if err != nil {
+				return err
 			}
-			switch {
-			case !last:
-				return 0
-			case pick == nil:
-				return b.ArgMaxAt(i, b.Rows(i)-1)
-			}
-			return pick(b, i)
-		})
-		if err != nil {
-			return 0, err
 		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
 	}
 	lp.Prompt(scored)
 	return next, nil
