@@ -59,7 +59,7 @@ func (s *servedModel) TokenizerInfo() (api.TokenizerInfo, error) {
 		return api.TokenizerInfo{}, err
 	}
 	text := func(id uint32) *string {
-		if t, err := tok.Text(id); err == nil && id != tokenizer.NoToken {
+		if t, err := tok.Text(id); err == nil { // NoToken is out of range
 			return &t
 		}
 		return nil
