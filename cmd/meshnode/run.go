@@ -145,10 +145,8 @@ func runCommand() *cli.Command {
 				return err
 			}
 			defer m.Close()
-			for _, b := range r.gen.Sampling.LogitBias {
-				if v := m.Config().VocabSize; int64(b.Token) >= int64(v) {
-					return fmt.Errorf("run: --logit-bias: token %d is outside the vocabulary of %d", b.Token, v)
-				}
+			if err := m.CheckSampling(r.gen.Sampling); err != nil { // before any output
+				return fmt.Errorf("run: --logit-bias: %w", err)
 			}
 			r.m, r.loaded = m, time.Since(start)
 			r.chat = c.Bool("chat") || interactive && m.Template().Kind() != "transcript"

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/meshnode/meshnode/gguf/model"
+	"github.com/meshnode/meshnode/gguf/sample"
 	"github.com/meshnode/meshnode/gguf/tokenizer"
 	"github.com/meshnode/meshnode/node/engine"
 	"github.com/meshnode/meshnode/node/receipt"
@@ -69,5 +70,11 @@ func TestLogitBias(t *testing.T) {
 		func(uint32) error { called = true; return nil })
 	if !errors.Is(err, engine.ErrRefused) || called || out != (engine.Outcome{}) {
 		t.Fatalf("a bias past the vocabulary: %v, emitted %v, outcome %+v", err, called, out)
+	}
+	// Generate (meshnode run's way in) checks as Serve does.
+	out, err = m.Engine().Generate(context.Background(), prompt, Generation{Sampling: sample.Params{LogitBias: []sample.Bias{{Token: 32000, Bias: 1}}}, MaxTokens: 4},
+		func(uint32) error { called = true; return nil })
+	if !errors.Is(err, engine.ErrRefused) || called || out != (engine.Outcome{}) {
+		t.Fatalf("Generate with a bias past the vocabulary: %v, emitted %v, outcome %+v", err, called, out)
 	}
 }

@@ -208,7 +208,7 @@ func (e *Engine) Generate(ctx context.Context, prompt []uint32, g Generation, em
 	if err := e.checkPrompt(prompt); err != nil {
 		return engine.Outcome{}, err
 	}
-	if err := g.Sampling.Validate(); err != nil {
+	if err := e.m.CheckSampling(g.Sampling); err != nil {
 		return engine.Outcome{}, refuse("%v", err)
 	}
 	if g.MaxTokens < 0 {
@@ -637,10 +637,10 @@ func samplingParams(s *receipt.Sampling, vocab int) (sample.Params, []string, er
 		RepeatPenalty:    float64(s.RepeatPenaltyE6) / e6,
 	}
 	for _, b := range s.LogitBias {
-		if int64(b.Token) >= int64(vocab) {
-			return p, nil, fmt.Errorf("logit_bias names token %d, outside the vocabulary of %d", b.Token, vocab)
-		}
 		p.LogitBias = append(p.LogitBias, sample.Bias{Token: b.Token, Bias: float64(b.BiasE6) / e6})
+	}
+	if err := biasesInVocab(p.LogitBias, vocab); err != nil {
+		return p, nil, err
 	}
 	switch {
 	case s.Seed != nil:
@@ -754,6 +754,27 @@ func (e *Engine) close() {
 		e.draftSched.close()
 	}
 	e.pool.close()
+}
+
+// biasesInVocab refuses a logit bias for a token a model of vocab tokens
+// does not have: the sampler would pass it over.
+func biasesInVocab(biases []sample.Bias, vocab int) error {
+	for _, b := range biases {
+		if int64(b.Token) >= int64(vocab) {
+			return fmt.Errorf("logit_bias names token %d, outside the vocabulary of %d", b.Token, vocab)
+		}
+	}
+	return nil
+}
+
+// CheckSampling refuses sampler parameters this model cannot honour, as
+// Generate refuses them: out of range, or biasing a token it does not
+// have.
+func (m *Model) CheckSampling(p sample.Params) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	return biasesInVocab(p.LogitBias, m.model.Config().VocabSize)
 }
 
 // SamplingParams maps a request's sampling block to the sampler's
