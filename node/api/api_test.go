@@ -567,6 +567,19 @@ func TestNodeEndpoints(t *testing.T) {
 	if code, v := get("/v1/models"); code != 200 || v["object"] != "list" || len(v["data"].([]any)) != 1 {
 		t.Errorf("models: %d %v", code, v)
 	}
+	// Retrieve: the list's object, and 404 model_not_found naming those
+	// there are; an id with a slash reaches the handler whole.
+	if code, v := get("/v1/models/tiny"); code != 200 || v["id"] != "tiny" || v["object"] != "model" || v["local"] != true {
+		t.Errorf("retrieve tiny: %d %v", code, v)
+	}
+	for _, id := range []string{"nope", "org/nope"} {
+		code, v := get("/v1/models/" + id)
+		e, _ := v["error"].(map[string]any)
+		if code != 404 || e["code"] != "model_not_found" || e["param"] != "model" ||
+			!strings.Contains(e["message"].(string), `"`+id+`"`) || !strings.Contains(e["message"].(string), "available: tiny") {
+			t.Errorf("retrieve %s: %d %v", id, code, v)
+		}
+	}
 	resp := h.post(t, "/v1/mesh/witness", `{"receipt":{},"envelope_hex":"00"}`)
 	resp.Body.Close()
 	if resp.StatusCode != 200 {

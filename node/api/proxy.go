@@ -234,6 +234,7 @@ func (s *Server) MeshHandler() http.Handler {
 	mux.HandleFunc("POST /apply-template", s.handleApplyTemplate)
 	mux.HandleFunc("GET /tokenizer_info", s.handleTokenizerInfo)
 	mux.HandleFunc("GET /v1/models", s.handleModels)
+	mux.HandleFunc("GET /v1/models/{model...}", s.handleModel)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		unrouted(w, r, mux, "%s %s is not served to mesh peers")
 	})

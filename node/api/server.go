@@ -197,6 +197,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /apply-template", s.handleApplyTemplate)
 	mux.HandleFunc("GET /tokenizer_info", s.handleTokenizerInfo)
 	mux.HandleFunc("GET /v1/models", s.handleModels)
+	mux.HandleFunc("GET /v1/models/{model...}", s.handleModel)
 	mux.HandleFunc("GET /v1/mesh/steward", s.handleSteward)
 	mux.HandleFunc("POST /v1/mesh/witness", s.handleWitness)
 	mux.HandleFunc("POST /v1/mesh/replay", s.handleReplay)
@@ -598,15 +599,18 @@ func newID(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
-func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
-	type modelObject struct {
-		ID      string   `json:"id"`
-		Object  string   `json:"object"`
-		Created int64    `json:"created"`
-		OwnedBy string   `json:"owned_by"`
-		Local   bool     `json:"local"`
-		Hosts   []string `json:"hosts,omitempty"`
-	}
+// modelObject is a model as GET /v1/models lists it: OpenAI's model
+// object, with where it is served added.
+type modelObject struct {
+	ID      string   `json:"id"`
+	Object  string   `json:"object"`
+	Created int64    `json:"created"`
+	OwnedBy string   `json:"owned_by"`
+	Local   bool     `json:"local"`
+	Hosts   []string `json:"hosts,omitempty"`
+}
+
+func (s *Server) modelObjects() []modelObject {
 	data := []modelObject{}
 	for _, m := range s.registry.List() {
 		o := modelObject{ID: m.ID, Object: "model", OwnedBy: m.Owner.String(), Local: m.Local}
@@ -615,11 +619,30 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 		}
 		data = append(data, o)
 	}
-	list := map[string]any{"object": "list", "data": data}
+	return data
+}
+
+func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
+	list := map[string]any{"object": "list", "data": s.modelObjects()}
 	if h := s.noModelHint(r.Header.Get(ForwardedHeader) != ""); h != "" {
 		list["hint"] = h
 	}
 	writeJSON(w, http.StatusOK, list)
+}
+
+// handleModel is OpenAI's retrieve: GET /v1/models/{model}, the one model
+// object of the list, or 404 model_not_found naming those there are. A
+// model's id may hold slashes (an organisation's prefix), so the pattern
+// takes the rest of the path.
+func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("model")
+	for _, o := range s.modelObjects() {
+		if o.ID == id {
+			writeJSON(w, http.StatusOK, o)
+			return
+		}
+	}
+	writeError(w, s.unknownModel(id, r.Header.Get(ForwardedHeader) != ""))
 }
 
 // noModelHint is the registry's NoModelHint, if it has one; never for a
