@@ -365,11 +365,15 @@ func (p *preparedGeneration) Generate(ctx context.Context, emit func(api.Delta) 
 		PromptTokens:     len(p.ids),
 		CompletionTokens: len(served.Output),
 		FinishReason:     finish,
+		StopSequence:     cmp.Or(served.Outcome.StopString, stops.matched),
 		Energy:           energy,
 		EnergyUJ:         served.Receipt.Receipt.Energy.UJ(),
 		Receipt:          served.Receipt.ID.String(),
 	}, nil
 }
+
+// PromptTokens implements api.Prepared.
+func (p *preparedGeneration) PromptTokens() int { return len(p.ids) }
 
 // tokenTimer returns what each generated token of model is told of, at
 // the time it is produced: its time to first token (from the request's
@@ -650,6 +654,7 @@ type stopFilter struct {
 	stops   []string
 	pending string
 	hit     bool
+	matched string // the stop string hit: the earliest in the text, the first listed of those there
 }
 
 // push adds generated text and returns what may be shown now.
@@ -664,7 +669,7 @@ func (f *stopFilter) push(s string) string {
 	cut := -1
 	for _, st := range f.stops {
 		if i := strings.Index(f.pending, st); i >= 0 && (cut < 0 || i < cut) {
-			cut = i
+			cut, f.matched = i, st
 		}
 	}
 	if cut >= 0 {

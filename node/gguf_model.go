@@ -141,6 +141,9 @@ func renderPrompt(tok *tokenizer.Tokenizer, tmpl *chat.Template, gen *api.Genera
 			}
 			return "", nil, err
 		}
+		// A prefill continues the rendered conversation, as a message's
+		// content is read into it.
+		text += gen.Prefill
 		opt.ParseSpecial = true
 	}
 	ids, err := tokenizeWithin(tok, text, opt, limit)

@@ -86,17 +86,17 @@ func (sm *splitModel) Template() *chat.Template { return sm.tmpl }
 func (g *ggufModel) Template() *chat.Template { return g.m.Template() }
 
 // Render implements api.TemplateModel: the prompt text Prepare would
-// tokenize for g, however long (a prompt past the context is shown, not
-// refused: nothing is served).
-func (s *servedModel) Render(ctx context.Context, g *api.Generation) (string, error) {
+// tokenize for g and its length in tokens, however long (a prompt past
+// the context is shown, not refused: nothing is served).
+func (s *servedModel) Render(ctx context.Context, g *api.Generation) (string, int, error) {
 	_, leave, err := s.in.gate.enter(ctx)
 	if err != nil {
-		return "", s.draining(err)
+		return "", 0, s.draining(err)
 	}
 	defer leave()
-	text, _, err := s.in.m.Prompt(g, math.MaxInt)
+	text, ids, err := s.in.m.Prompt(g, math.MaxInt)
 	if err != nil {
-		return "", api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_prompt", "%v", err)
+		return "", 0, api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_prompt", "%v", err)
 	}
-	return text, nil
+	return text, len(ids), nil
 }

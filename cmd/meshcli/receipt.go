@@ -41,16 +41,20 @@ func receiptCommand() *cli.Command {
 		}, {
 			Name:  "replay",
 			Usage: "have the node that served a generation re-run it against its receipt, and check the disclosure",
-			Description: "--request names the request body as it was sent (chat/completions, completions or\n" +
-				"responses JSON); --usage the usage.energy object that came back (or the usage object, or\n" +
-				"the whole response). The node re-tokenizes the prompt as the serve did, re-runs it on\n" +
-				"the backend the receipt names and answers verified, diverged or not replayable; a verified\n" +
-				"replay discloses the receipt (opening, payload digest, output), which is checked here\n" +
-				"against the receipt's output commitment. Exit status 0 only when verified.",
+			Description: "--request names the request body as it was sent (chat/completions, completions,\n" +
+				"responses or Anthropic messages JSON); --usage the usage.energy object that came back (or\n" +
+				"the usage object, or the whole response, or the saved stream). --path names the path it\n" +
+				"was sent to where the body does not say (a /v1/messages request that ends with an\n" +
+				"assistant message); a saved /v1/messages answer says it itself. The node re-tokenizes\n" +
+				"the prompt as the serve did, re-runs it on the backend the receipt names and answers\n" +
+				"verified, diverged or not replayable; a verified replay discloses the receipt (opening,\n" +
+				"payload digest, output), which is checked here against the receipt's output commitment.\n" +
+				"Exit status 0 only when verified.",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "request", Usage: "the request body `FILE`", Required: true},
 				&cli.StringFlag{Name: "usage", Usage: "the usage.energy `FILE`", Required: true},
 				&cli.StringFlag{Name: "node", Usage: "the API `URL` of the node that served it (default: --api)"},
+				&cli.StringFlag{Name: "path", Usage: "the API `PATH` the request was sent to (default: what its fields, or a saved /v1/messages answer, say)"},
 				jsonFlag,
 			},
 			Action: replayReceipt,
@@ -156,6 +160,10 @@ func replayReceipt(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	path := c.String("path")
+	if path == "" && messagesAnswer(raw) {
+		path = "/v1/messages"
+	}
 	if raw, err = fromStream(raw); err != nil {
 		return fmt.Errorf("%s: %w", c.String("usage"), err)
 	}
@@ -173,7 +181,11 @@ func replayReceipt(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", c.String("usage"), err)
 	}
-	body, err := json.Marshal(map[string]json.RawMessage{"request": bytes.TrimSpace(request), "energy": energy})
+	fields := map[string]any{"request": json.RawMessage(bytes.TrimSpace(request)), "energy": energy}
+	if path != "" {
+		fields["endpoint"] = path
+	}
+	body, err := json.Marshal(fields)
 	if err != nil {
 		return err
 	}
@@ -303,6 +315,24 @@ func energyObject(b []byte) (json.RawMessage, error) {
 		return text, nil
 	}
 	return nil, errors.New("the JSON has no usage.energy object (nor energy, nor envelope_hex)")
+}
+
+// messagesAnswer reports whether b is an answer of Anthropic's Messages
+// API, whole (an object of type "message") or a saved stream (one with
+// a message_delta event): its request was sent to /v1/messages.
+func messagesAnswer(b []byte) bool {
+	var doc struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(b, &doc) == nil {
+		return doc.Type == "message"
+	}
+	for line := range bytes.Lines(b) {
+		if bytes.Equal(bytes.TrimSpace(line), []byte("event: message_delta")) {
+			return true
+		}
+	}
+	return false
 }
 
 // fromStream takes the usage.energy object out of a saved

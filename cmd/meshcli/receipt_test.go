@@ -230,6 +230,7 @@ func TestReceiptReplay(t *testing.T) {
 			Energy struct {
 				EnvelopeHex string `json:"envelope_hex"`
 			} `json:"energy"`
+			Endpoint string `json:"endpoint"`
 		}
 		if err := json.NewDecoder(req.Body).Decode(&body); err != nil || req.Header.Get("Content-Type") != "application/json" ||
 			body.Energy.EnvelopeHex != hex.EncodeToString(chain[1].Envelope) {
@@ -239,8 +240,12 @@ func TestReceiptReplay(t *testing.T) {
 		}
 		ans := map[string]any{"receipt": chain[1].ID.String(), "sequence": 1, "steward": r.Steward,
 			"request_id": r.RequestID.String(), "replayed_request_id": r.RequestID.String(), "backend": r.Backend, "recipe": r.Recipe}
-		switch body.Request.Prompt {
-		case "verified":
+		key := body.Request.Prompt
+		if body.Endpoint != "" {
+			key = "endpoint " + body.Endpoint
+		}
+		switch key {
+		case "verified", "endpoint /v1/messages":
 			ans["verdict"], ans["disclosure"] = "verified", disclosure
 		case "lying":
 			lie := disclosure
@@ -248,7 +253,7 @@ func TestReceiptReplay(t *testing.T) {
 			ans["verdict"], ans["disclosure"] = "verified", lie
 		case "diverged":
 			ans["verdict"], ans["first_divergence"] = "diverged", 2
-		case "other":
+		case "other", "":
 			ans["verdict"], ans["reason"] = "not_replayable", "the request is not the receipt's"
 			ans["replayed_request_id"] = strings.Repeat("ab", 32)
 		default:
@@ -277,6 +282,13 @@ func TestReceiptReplay(t *testing.T) {
 	energy, _ := json.Marshal(chain[1].Usage())
 	usage := write("usage.json", string(energy))
 	response := write("response.json", `{"id":"cmpl-1","usage":{"prompt_tokens":2,"energy":`+string(energy)+`}}`)
+	// A Messages request, whose endpoint the answer saved says (whole or
+	// streamed) or the flag names.
+	messages := write("messages.json", `{"model":"meshnode-fortunes-q8_0","max_tokens":3,"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"It"}]}`)
+	msgAnswer := write("messages-answer.json", `{"id":"msg_1","type":"message","usage":{"input_tokens":2,"energy":`+string(energy)+`}}`)
+	msgStream := write("messages-stream.txt", "event: message_start\ndata: {\"type\":\"message_start\"}\n\n"+
+		"event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":3,\"energy\":"+string(energy)+"}}\n\n"+
+		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
 	tampered := append([]byte(nil), chain[1].Envelope...)
 	tampered[len(tampered)-5] ^= 1
 	c.api = srv.URL
@@ -294,6 +306,10 @@ func TestReceiptReplay(t *testing.T) {
 		[]string{"receipt", "replay", "--request", request("verified"), "--usage",
 			write("tampered.json", `{"envelope_hex":"`+hex.EncodeToString(tampered)+`"}`)},
 		[]string{"receipt", "replay", "--usage", usage},
+		[]string{"receipt", "replay", "--request", messages, "--usage", msgAnswer},
+		[]string{"receipt", "replay", "--request", messages, "--usage", msgStream},
+		[]string{"receipt", "replay", "--request", messages, "--usage", usage, "--path", "/v1/messages"},
+		[]string{"receipt", "replay", "--request", messages, "--usage", usage},
 	))
 }
 
@@ -313,8 +329,11 @@ func FuzzReceiptFile(f *testing.F) {
 		f.Add([]byte(`{"usage":{"energy":` + string(energy) + `}}`))
 		f.Add([]byte("data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\ndata: {\"choices\":[],\"usage\":{\"energy\":" + string(energy) + "}}\n\ndata: [DONE]\n\n"))
 		f.Add([]byte(hex.EncodeToString(s.Envelope)))
+		f.Add([]byte(`{"type":"message","usage":{"energy":` + string(energy) + `}}`))
+		f.Add([]byte("event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"energy\":" + string(energy) + "}}\n\n"))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		messagesAnswer(b)
 		if data, err := fromStream(b); err == nil {
 			if e, err := energyObject(data); err == nil {
 				envelopeOf(e)

@@ -23,6 +23,7 @@ type Stopper struct {
 	ends    []int    // end offset of each held token's text in text
 	ready   []uint32 // scratch for Push's result
 	stopped bool
+	matched []byte // the stop string found
 }
 
 // NewStopper returns a Stopper for stops (empty strings are ignored), with
@@ -60,8 +61,8 @@ func (s *Stopper) Push(id uint32) (ready []uint32, stop bool, err error) {
 	s.held = append(s.held, id)
 	s.ends = append(s.ends, len(s.text))
 
-	if at := s.find(); at >= 0 {
-		s.stopped = true
+	if at, st := s.find(); at >= 0 {
+		s.stopped, s.matched = true, st
 		return s.release(at), true, nil
 	}
 	return s.release(len(s.text) - s.partial()), false, nil
@@ -75,17 +76,22 @@ func (s *Stopper) Flush() []uint32 {
 	return s.release(len(s.text))
 }
 
-// find returns the offset of the first stop string in the held text, or
-// -1. The held text is short: released text cannot be part of a match.
-func (s *Stopper) find() int {
-	best := -1
+// find returns the offset of the first stop string in the held text and
+// that string (the first listed, of those starting there), or -1. The
+// held text is short: released text cannot be part of a match.
+func (s *Stopper) find() (int, []byte) {
+	best, which := -1, []byte(nil)
 	for _, st := range s.stops {
 		if i := bytes.Index(s.text, st); i >= 0 && (best < 0 || i < best) {
-			best = i
+			best, which = i, st
 		}
 	}
-	return best
+	return best, which
 }
+
+// Matched is the stop string that ended the generation; "" while none
+// has.
+func (s *Stopper) Matched() string { return string(s.matched) }
 
 // partial is the length of the longest suffix of text that is a proper
 // prefix of a stop string: the text that must wait for what follows.

@@ -19,22 +19,24 @@ func piece(id uint32) ([]byte, error) {
 
 func TestStopper(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		stops  []string
-		tokens []uint32
-		want   []uint32 // released, in order
-		stop   bool
+		name    string
+		stops   []string
+		tokens  []uint32
+		want    []uint32 // released, in order
+		stop    bool
+		matched string
 	}{
-		{"no stops", nil, []uint32{0, 1, 2}, []uint32{0, 1, 2}, false},
-		{"not found", []string{"END"}, []uint32{0, 1, 2, 3}, []uint32{0, 1, 2, 3}, false},
-		{"whole token", []string{"END"}, []uint32{0, 5, 1}, []uint32{0}, true},
-		{"across tokens", []string{"END"}, []uint32{0, 6, 7, 2}, []uint32{0}, true},
-		{"a false start is released", []string{"END"}, []uint32{0, 6, 8, 2}, []uint32{0, 6, 8, 2}, false},
-		{"inside a token drops it", []string{"wo"}, []uint32{0, 1, 2}, []uint32{0}, true},
-		{"first of several", []string{"ld", "\n"}, []uint32{0, 3, 1, 2}, []uint32{0}, true},
-		{"newline pair", []string{"\n\n"}, []uint32{0, 3, 8, 3, 3}, []uint32{0, 3, 8}, true},
-		{"bytes of one character", []string{"é"}, []uint32{0, 9, 10}, []uint32{0}, true},
-		{"empty stop ignored", []string{""}, []uint32{0, 1}, []uint32{0, 1}, false},
+		{"no stops", nil, []uint32{0, 1, 2}, []uint32{0, 1, 2}, false, ""},
+		{"not found", []string{"END"}, []uint32{0, 1, 2, 3}, []uint32{0, 1, 2, 3}, false, ""},
+		{"whole token", []string{"END"}, []uint32{0, 5, 1}, []uint32{0}, true, "END"},
+		{"across tokens", []string{"END"}, []uint32{0, 6, 7, 2}, []uint32{0}, true, "END"},
+		{"a false start is released", []string{"END"}, []uint32{0, 6, 8, 2}, []uint32{0, 6, 8, 2}, false, ""},
+		{"inside a token drops it", []string{"wo"}, []uint32{0, 1, 2}, []uint32{0}, true, "wo"},
+		{"first of several", []string{"ld", "\n"}, []uint32{0, 3, 1, 2}, []uint32{0}, true, "\n"},
+		{"newline pair", []string{"\n\n"}, []uint32{0, 3, 8, 3, 3}, []uint32{0, 3, 8}, true, "\n\n"},
+		{"bytes of one character", []string{"é"}, []uint32{0, 9, 10}, []uint32{0}, true, "é"},
+		{"empty stop ignored", []string{""}, []uint32{0, 1}, []uint32{0, 1}, false, ""},
+		{"the earliest, not the first listed", []string{"ND", "EN"}, []uint32{0, 5}, []uint32{0}, true, "EN"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := NewStopper(tc.stops, piece)
@@ -54,8 +56,8 @@ func TestStopper(t *testing.T) {
 			if !stopped {
 				got = append(got, s.Flush()...)
 			}
-			if stopped != tc.stop || !slices.Equal(got, tc.want) {
-				t.Fatalf("released %v (stop %v), want %v (stop %v)", got, stopped, tc.want, tc.stop)
+			if stopped != tc.stop || !slices.Equal(got, tc.want) || s.Matched() != tc.matched {
+				t.Fatalf("released %v (stop %v, matched %q), want %v (stop %v, matched %q)", got, stopped, s.Matched(), tc.want, tc.stop, tc.matched)
 			}
 		})
 	}

@@ -10,9 +10,9 @@ import (
 type TemplateModel interface {
 	Model
 	// Render is the prompt g is served with: its messages (and tools)
-	// through the model's chat template. An error is the request's
-	// answer.
-	Render(ctx context.Context, g *Generation) (string, error)
+	// through the model's chat template, and its length in tokens. An
+	// error is the request's answer.
+	Render(ctx context.Context, g *Generation) (prompt string, tokens int, err error)
 }
 
 // handleApplyTemplate is POST /apply-template, llama.cpp server's: a chat
@@ -49,7 +49,7 @@ func (s *Server) handleApplyTemplate(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	prompt, err := tm.Render(r.Context(), g)
+	prompt, _, err := tm.Render(r.Context(), g)
 	if err != nil {
 		writeError(w, err)
 		return

@@ -81,7 +81,78 @@ func writeError(w http.ResponseWriter, err error) {
 		secs := int((e.RetryAfter + time.Second - 1) / time.Second)
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
 	}
+	if _, ok := unwrapTo[*anthropicWriter](w); ok {
+		writeJSON(w, e.Status, e.anthropicBody())
+		return
+	}
 	writeJSON(w, e.Status, e.body())
+}
+
+// unwrapTo finds the writer of type T that w is or wraps (through
+// Unwrap, as http.ResponseController finds the connection's).
+func unwrapTo[T http.ResponseWriter](w http.ResponseWriter) (T, bool) {
+	for {
+		if t, ok := w.(T); ok {
+			return t, true
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			var zero T
+			return zero, false
+		}
+		w = u.Unwrap()
+	}
+}
+
+// anthropicWriter marks a response to Anthropic's Messages API
+// (/v1/messages…): every error on its way out, from authentication to
+// the generation, is written in Anthropic's shape, which its SDKs read.
+type anthropicWriter struct{ http.ResponseWriter }
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *anthropicWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// anthropicErrorBody is Anthropic's error object: {"type": "error",
+// "error": {"type", "message"}}, with meshnode's code (and the router's
+// details) beside them.
+type anthropicErrorBody struct {
+	Type  string               `json:"type"`
+	Error anthropicErrorObject `json:"error"`
+}
+
+type anthropicErrorObject struct {
+	Type    string `json:"type"`
+	Message string `json:"message"`
+	Code    string `json:"code,omitempty"`
+	Details any    `json:"details,omitempty"`
+}
+
+func (e *Error) anthropicBody() anthropicErrorBody {
+	return anthropicErrorBody{Type: "error", Error: anthropicErrorObject{Type: anthropicErrorType(e.Status), Message: e.Message, Code: e.Code, Details: e.Details}}
+}
+
+// anthropicErrorType is Anthropic's error type for an HTTP status.
+func anthropicErrorType(status int) string {
+	switch status {
+	case http.StatusUnauthorized:
+		return "authentication_error"
+	case http.StatusForbidden:
+		return "permission_error"
+	case http.StatusNotFound:
+		return "not_found_error"
+	case http.StatusRequestEntityTooLarge:
+		return "request_too_large"
+	case http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case http.StatusServiceUnavailable, 529:
+		return "overloaded_error"
+	case http.StatusGatewayTimeout:
+		return "timeout_error"
+	}
+	if status >= 500 {
+		return "api_error"
+	}
+	return "invalid_request_error"
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -31,8 +31,8 @@ type fakeModel struct {
 	// the request before it takes a slot.
 	prepare func(g *Generation) error
 	// finish is the finish reason when every piece was emitted ("" is
-	// "stop").
-	finish string
+	// "stop"), and stopSeq the stop string it names as having ended it.
+	finish, stopSeq string
 	// tools, when set, is the tool-call format the model writes; nil: it
 	// takes no tools.
 	tools *toolcall.Format
@@ -128,7 +128,7 @@ func (f *fakeModel) TokenizerInfo() (TokenizerInfo, error) {
 
 // Render implements TemplateModel: "role: content" lines, then
 // "assistant:", with "[tools: n]" first where the request has tools.
-func (f *fakeModel) Render(ctx context.Context, g *Generation) (string, error) {
+func (f *fakeModel) Render(ctx context.Context, g *Generation) (string, int, error) {
 	var b strings.Builder
 	if len(g.Tools) > 0 {
 		fmt.Fprintf(&b, "[tools: %d]\n", len(g.Tools))
@@ -136,8 +136,9 @@ func (f *fakeModel) Render(ctx context.Context, g *Generation) (string, error) {
 	for _, m := range g.Messages {
 		fmt.Fprintf(&b, "%s: %s\n", m.Role, m.Content)
 	}
-	b.WriteString("assistant:")
-	return b.String(), nil
+	b.WriteString("assistant:" + g.Prefill)
+	ids, err := f.Tokenize(b.String(), true, true)
+	return b.String(), len(ids), err
 }
 
 // generateOnly is a model that makes no embeddings.
@@ -187,6 +188,7 @@ func (r *fakeRun) Generate(ctx context.Context, emit func(Delta) error) (*Result
 	if f.finish != "" {
 		res.FinishReason = f.finish
 	}
+	res.StopSequence = f.stopSeq
 	for i, p := range f.pieces {
 		if g.MaxTokens > 0 && res.CompletionTokens == g.MaxTokens {
 			res.FinishReason = "length"
@@ -209,6 +211,9 @@ func (r *fakeRun) Generate(ctx context.Context, emit func(Delta) error) (*Result
 	}
 	return res, nil
 }
+
+// PromptTokens implements Prepared: the fake's prompts are 3 tokens.
+func (r *fakeRun) PromptTokens() int { return 3 }
 
 // unblock makes later generations run freely.
 func (f *fakeModel) unblock() {

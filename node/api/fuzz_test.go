@@ -6,8 +6,9 @@ import (
 	"testing"
 )
 
-// FuzzParseRequest: whatever a client sends, the three generation parsers
-// answer with a Generation or a 400 *Error, and never panic.
+// FuzzParseRequest: whatever a client sends, the generation parsers (and
+// the token count's) answer with a Generation or a 400 *Error, and never
+// panic.
 func FuzzParseRequest(f *testing.F) {
 	for _, seed := range []string{
 		`{"model":"tiny","messages":[{"role":"system","content":"be brief"},{"role":"user","content":[{"type":"text","text":"hi"}]}],` +
@@ -22,6 +23,11 @@ func FuzzParseRequest(f *testing.F) {
 		`{"model":"tiny","input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]}],` +
 			`"instructions":"be kind","max_output_tokens":4,"jcp_presentation":{"grant":"x"}}`,
 		`{"model":"tiny","input":"hello"}`,
+		`{"model":"tiny","max_tokens":5,"system":[{"type":"text","text":"be brief"}],"stop_sequences":["END"],"temperature":1,"top_k":5,` +
+			`"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"f","input":{"a":1}}]},` +
+			`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"ok","is_error":true},{"type":"text","text":"go on"}]},` +
+			`{"role":"assistant","content":"Sure"}],"tools":[{"name":"f","input_schema":{"type":"object"}}],` +
+			`"tool_choice":{"type":"tool","name":"f","disable_parallel_tool_use":true},"thinking":{"type":"disabled"},"metadata":{"user_id":"u"}}`,
 		``, `null`, `[]`, `{"model":1}`, `{"model":"m"} {}`,
 	} {
 		f.Add([]byte(seed))
@@ -31,6 +37,8 @@ func FuzzParseRequest(f *testing.F) {
 			"chat":        func(b []byte) (*Generation, error) { g, _, err := parseChat(b); return g, err },
 			"completions": func(b []byte) (*Generation, error) { g, _, err := parseCompletion(b); return g, err },
 			"responses":   func(b []byte) (*Generation, error) { g, _, err := parseResponses(b); return g, err },
+			"messages":    func(b []byte) (*Generation, error) { g, _, err := parseMessages(b); return g, err },
+			"count":       func(b []byte) (*Generation, error) { g, _, err := parseCountTokens(b); return g, err },
 		} {
 			g, err := parse(body)
 			if err != nil {
@@ -45,6 +53,9 @@ func FuzzParseRequest(f *testing.F) {
 			}
 			if len(g.PromptIDs) > maxPromptIDs || g.PromptIDs != nil && (len(g.PromptIDs) == 0 || g.Prompt != "") {
 				t.Fatalf("%s: accepted a prompt of %d ids beside %q", name, len(g.PromptIDs), g.Prompt)
+			}
+			if g.Prefill != "" && g.Messages == nil {
+				t.Fatalf("%s: accepted a prefill with no conversation", name)
 			}
 			if len(g.LogitBias) > maxLogitBias {
 				t.Fatalf("%s: accepted %d logit biases", name, len(g.LogitBias))
@@ -66,6 +77,8 @@ func FuzzParseReplay(f *testing.F) {
 		`{"request":{"model":"tiny","messages":[{"role":"user","content":"hi"}],"max_tokens":3},"energy":{"receipt":{},"envelope_hex":"d284"}}`,
 		`{"request":{"model":"tiny","prompt":"once","seed":7,"temperature":0.5},"energy":{"envelope_hex":"00"},"output":[1,2,3]}`,
 		`{"request":{"model":"tiny","input":"hello"},"energy":{}}`,
+		`{"request":{"model":"tiny","max_tokens":2,"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"It"}]},"energy":{},"endpoint":"/v1/messages"}`,
+		`{"request":{"model":"tiny","max_tokens":2,"stop_sequences":["x"],"messages":[{"role":"user","content":"hi"}]},"energy":{}}`,
 		`{"request":{"model":"tiny","prompt":"x","messages":[]},"energy":{}}`,
 		``, `null`, `[]`, `{"request":null,"energy":null}`, `{"request":{},"energy":{}} {}`,
 	} {

@@ -67,6 +67,9 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m Model, g *Ge
 		s.fail(w, r, g, err, st, sse)
 		return Delta{}, nil, false
 	}
+	if pt, ok := st.(interface{ setPromptTokens(int) }); ok {
+		pt.setPromptTokens(p.PromptTokens())
+	}
 
 	start := s.now()
 	updateRecord(ctx, func(ev *RequestEvent) { ev.Route, ev.Stream = "local", st != nil })

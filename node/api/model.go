@@ -32,6 +32,9 @@ type Prepared interface {
 	// Generation.Logprobs asked for them). It returns when the generation
 	// ends, fails, or ctx is cancelled (the client went away).
 	Generate(ctx context.Context, emit func(Delta) error) (*Result, error)
+	// PromptTokens is the length of the prompt, in tokens, as it will be
+	// served (an answer's opening event may name it before any output).
+	PromptTokens() int
 }
 
 // Message is one chat message, its content flattened to text (a null
@@ -86,6 +89,11 @@ type Generation struct {
 	// model's vocabulary (Prompt is then empty): the model is given them
 	// as they are, with no BOS added.
 	PromptIDs []uint32
+	// Prefill, with Messages, is the start of the assistant's reply, which
+	// the model continues (Anthropic's final assistant message): it
+	// follows the rendered conversation as a message's content would,
+	// and is not part of the answer.
+	Prefill string
 	// Suffix, when set, is the text after the answer: the model fills in
 	// the middle between Prompt and it (completions' suffix), through
 	// its fill-in-the-middle tokens.
@@ -180,6 +188,9 @@ type Result struct {
 	// FinishReason is "stop" (a stop token or string), "length" (the
 	// output ceiling) or FinishJouleCeiling.
 	FinishReason string
+	// StopSequence is the stop string that ended the output, when one
+	// did (FinishReason "stop").
+	StopSequence string
 	// Energy is the usage.energy object: the receipt, its envelope and its
 	// headline figures, marshalled as given.
 	Energy any

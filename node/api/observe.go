@@ -131,18 +131,8 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // noteError gives an observed request's event the message of the error it
 // is answered with, where w is (or wraps) its statusWriter.
 func noteError(w http.ResponseWriter, msg string) {
-	for {
-		switch v := w.(type) {
-		case *statusWriter:
-			if v.err == "" {
-				v.err = msg
-			}
-			return
-		case interface{ Unwrap() http.ResponseWriter }:
-			w = v.Unwrap()
-		default:
-			return
-		}
+	if sw, ok := unwrapTo[*statusWriter](w); ok && sw.err == "" {
+		sw.err = msg
 	}
 }
 

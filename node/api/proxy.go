@@ -228,6 +228,8 @@ func (s *Server) MeshHandler() http.Handler {
 	mux.HandleFunc("POST /v1/chat/completions", s.observed(s.handleChat))
 	mux.HandleFunc("POST /v1/completions", s.observed(s.handleCompletions))
 	mux.HandleFunc("POST /v1/responses", s.observed(s.handleResponses))
+	mux.HandleFunc("POST /v1/messages", s.observed(s.handleMessages))
+	mux.HandleFunc("POST /v1/messages/count_tokens", s.handleCountTokens)
 	mux.HandleFunc("POST /v1/embeddings", s.handleEmbeddings)
 	mux.HandleFunc("POST /tokenize", s.handleTokenize)
 	mux.HandleFunc("POST /detokenize", s.handleDetokenize)
@@ -238,7 +240,7 @@ func (s *Server) MeshHandler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		unrouted(w, r, mux, "%s %s is not served to mesh peers")
 	})
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return anthropicErrors(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		peer, ok := meshPeer(r.Context())
 		if !ok {
 			writeError(w, Errorf(http.StatusForbidden, "invalid_request_error", "mesh_access_denied",
@@ -257,7 +259,7 @@ func (s *Server) MeshHandler() http.Handler {
 		// not relayed again), never who may be served.
 		r.Header.Set(ForwardedHeader, peer.String())
 		mux.ServeHTTP(w, r)
-	})
+	}))
 }
 
 func (s *Server) allowPeer(peer identity.EndpointID) error {

@@ -65,43 +65,47 @@ type replayBody struct {
 	Request json.RawMessage `json:"request"`
 	Energy  json.RawMessage `json:"energy"`
 	Output  []uint32        `json:"output"`
+	// Endpoint names the endpoint the request was sent to; without it,
+	// the request's fields say (replayParsers).
+	Endpoint string `json:"endpoint"`
+}
+
+// replayParsers are the parsers of the endpoints a replay's request may
+// have been sent to.
+var replayParsers = map[string]func([]byte) (*Generation, error){
+	"/v1/chat/completions": func(b []byte) (*Generation, error) { g, _, err := parseChat(b); return g, err },
+	"/v1/completions":      func(b []byte) (*Generation, error) { g, _, err := parseCompletion(b); return g, err },
+	"/v1/responses":        func(b []byte) (*Generation, error) { g, _, err := parseResponses(b); return g, err },
+	"/v1/messages":         func(b []byte) (*Generation, error) { g, _, err := parseMessages(b); return g, err },
 }
 
 // parseReplay parses a replay body; the original request is parsed by
-// the parser of the endpoint its fields name.
+// the parser of its endpoint.
 func parseReplay(body []byte) (*Replay, error) {
 	var b replayBody
 	if err := decodeBody(body, &b); err != nil {
 		return nil, err
 	}
 	if isAbsent(b.Request) || b.Request[0] != '{' {
-		return nil, badRequest("request", "request must be the original request body: a chat/completions, completions or responses JSON object")
+		return nil, badRequest("request", "request must be the original request body: a chat/completions, completions, responses or messages JSON object")
 	}
 	if isAbsent(b.Energy) || b.Energy[0] != '{' {
 		return nil, badRequest("energy", "energy must be the usage.energy object the answer carried: {\"receipt\": ..., \"envelope_hex\": ...}")
 	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(b.Request, &fields); err != nil {
-		return nil, badRequest("request", "request: %v", err)
+	endpoint, err := replayEndpoint(b)
+	if err != nil {
+		return nil, err
 	}
-	var kinds []string
-	for _, k := range []string{"messages", "prompt", "input"} {
-		if _, ok := fields[k]; ok {
-			kinds = append(kinds, k)
+	g, err := replayParsers[endpoint](b.Request)
+	if err != nil && b.Endpoint == "" && endpoint == "/v1/chat/completions" {
+		// Chat completions' and Anthropic's Messages API's bodies both
+		// hold messages: Anthropic's reading is tried where chat's
+		// refuses the body. (A body both take is one generation either
+		// way, but for a final assistant message, which Anthropic's
+		// continues: such a request needs its endpoint named.)
+		if ag, aerr := replayParsers["/v1/messages"](b.Request); aerr == nil {
+			g, err = ag, nil
 		}
-	}
-	if len(kinds) != 1 {
-		return nil, badRequest("request", "request must hold exactly one of messages (chat/completions), prompt (completions) or input (responses); it holds %d", len(kinds))
-	}
-	var g *Generation
-	var err error
-	switch kinds[0] {
-	case "messages":
-		g, _, err = parseChat(b.Request)
-	case "prompt":
-		g, _, err = parseCompletion(b.Request)
-	default:
-		g, _, err = parseResponses(b.Request)
 	}
 	if err != nil {
 		if e := (*Error)(nil); errors.As(err, &e) {
@@ -113,6 +117,31 @@ func parseReplay(body []byte) (*Replay, error) {
 		return nil, err
 	}
 	return &Replay{Generation: g, Energy: b.Energy, Disclosed: b.Output}, nil
+}
+
+// replayEndpoint is the endpoint whose parser reads a replay's request:
+// the one named, else the one its fields name.
+func replayEndpoint(b replayBody) (string, error) {
+	if b.Endpoint != "" {
+		if _, ok := replayParsers[b.Endpoint]; !ok {
+			return "", badRequest("endpoint", "endpoint %q is not a generation endpoint: name /v1/chat/completions, /v1/completions, /v1/responses or /v1/messages", b.Endpoint)
+		}
+		return b.Endpoint, nil
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b.Request, &fields); err != nil {
+		return "", badRequest("request", "request: %v", err)
+	}
+	var endpoints []string
+	for k, endpoint := range map[string]string{"messages": "/v1/chat/completions", "prompt": "/v1/completions", "input": "/v1/responses"} {
+		if _, ok := fields[k]; ok {
+			endpoints = append(endpoints, endpoint)
+		}
+	}
+	if len(endpoints) != 1 {
+		return "", badRequest("request", "request must hold exactly one of messages (chat/completions, messages), prompt (completions) or input (responses); it holds %d", len(endpoints))
+	}
+	return endpoints[0], nil
 }
 
 func isAbsent(raw json.RawMessage) bool {

@@ -191,6 +191,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/chat/completions", s.observed(s.handleChat))
 	mux.HandleFunc("POST /v1/completions", s.observed(s.handleCompletions))
 	mux.HandleFunc("POST /v1/responses", s.observed(s.handleResponses))
+	mux.HandleFunc("POST /v1/messages", s.observed(s.handleMessages))
+	mux.HandleFunc("POST /v1/messages/count_tokens", s.handleCountTokens)
 	mux.HandleFunc("POST /v1/embeddings", s.handleEmbeddings)
 	mux.HandleFunc("POST /tokenize", s.handleTokenize)
 	mux.HandleFunc("POST /detokenize", s.handleDetokenize)
@@ -215,14 +217,25 @@ func (s *Server) Handler() http.Handler {
 		unrouted(w, r, mux, "no route for %s %s")
 	})
 	if len(s.cfg.Public) == 0 {
-		return s.guardBrowser(s.authenticate(mux))
+		return anthropicErrors(s.guardBrowser(s.authenticate(mux)))
 	}
 	outer := http.NewServeMux()
 	for pattern, h := range s.cfg.Public {
 		outer.Handle(pattern, h)
 	}
 	outer.Handle("/", s.authenticate(mux))
-	return s.guardBrowser(outer)
+	return anthropicErrors(s.guardBrowser(outer))
+}
+
+// anthropicErrors answers the errors of Anthropic's Messages API paths
+// (/v1/messages and below) in its shape, whichever layer refuses them.
+func anthropicErrors(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p := r.URL.Path; p == "/v1/messages" || strings.HasPrefix(p, "/v1/messages/") {
+			w = &anthropicWriter{w}
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // unrouted answers a request no route of mux took: 405 with Allow when
@@ -320,9 +333,13 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		got := []byte(r.Header.Get("Authorization"))
+		if key := r.Header.Get("X-Api-Key"); len(got) == 0 && key != "" {
+			// Anthropic's SDKs send the key in x-api-key.
+			got = []byte("Bearer " + key)
+		}
 		if subtle.ConstantTimeCompare(got, want) != 1 {
 			writeError(w, Errorf(http.StatusUnauthorized, "invalid_request_error", "invalid_api_key",
-				"missing or wrong API key: send Authorization: Bearer <key>"))
+				"missing or wrong API key: send Authorization: Bearer <key> (or x-api-key: <key>)"))
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -106,6 +106,10 @@ type Outcome struct {
 	CacheHitTokens uint32
 	// SpecProposed and SpecAccepted are the speculative-decoding counters.
 	SpecProposed, SpecAccepted uint32
+	// StopString is the stop string (receipt.Sampling.Stop) that ended
+	// the output, "" when something else did. It is not sealed: the
+	// API names it to clients that ask which stop was met.
+	StopString string
 	// Delivered is the fidelity the engine says it served, nil if it
 	// reports none (§3.2.1). It must not exceed the advertised level.
 	Delivered *receipt.Fidelity

@@ -334,6 +334,7 @@ func (e *Engine) generate(ctx context.Context, prompt []uint32, g Generation, em
 			return out, err
 		}
 		if stop {
+			out.StopString = stopper.Matched()
 			return out, nil
 		}
 		if d.con != nil && d.con.Done() {

@@ -462,6 +462,7 @@ func (e *Engine) decode(ctx context.Context, r *run, prompt []uint32, g gen, emi
 			return out, err
 		}
 		if stop {
+			out.StopString = stopper.Matched()
 			return out, nil
 		}
 		if d.con != nil && d.con.Done() {

@@ -1,0 +1,139 @@
+package node
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/meshnode/meshnode/node/api"
+)
+
+// messagesAnswer is a /v1/messages answer, its content text blocks'.
+type messagesAnswer struct {
+	Content []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	} `json:"content"`
+	StopReason   string  `json:"stop_reason"`
+	StopSequence *string `json:"stop_sequence"`
+	Usage        struct {
+		InputTokens  int             `json:"input_tokens"`
+		OutputTokens int             `json:"output_tokens"`
+		Energy       json.RawMessage `json:"energy"`
+	} `json:"usage"`
+}
+
+func (a messagesAnswer) text() string {
+	var b strings.Builder
+	for _, c := range a.Content {
+		b.WriteString(c.Text)
+	}
+	return b.String()
+}
+
+// TestMessagesServe: the built-in model served through Anthropic's
+// Messages API says what it says through chat completions for the same
+// conversation, on the same prompt tokens (which count_tokens counts),
+// streamed or not; its receipt replays; a stop sequence ends it and is
+// named; a final assistant message is continued, not repeated, and its
+// replay needs the endpoint named, since chat completions read the same
+// body as a finished turn.
+func TestMessagesServe(t *testing.T) {
+	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
+	n, _ := startNode(t, Config{})
+	const conv = `"messages":[{"role":"user","content":"A man walks into a bar"}]`
+
+	var chat struct {
+		Choices []struct {
+			Message struct {
+				Content string `json:"content"`
+			} `json:"message"`
+		} `json:"choices"`
+		Usage struct {
+			PromptTokens int `json:"prompt_tokens"`
+		} `json:"usage"`
+	}
+	postJSON(t, n, "/v1/chat/completions", `{"model":"`+fortunesModel+`","max_tokens":12,`+conv+`}`, &chat)
+	want := chat.Choices[0].Message.Content
+
+	body := `{"model":"` + fortunesModel + `","max_tokens":12,` + conv + `}`
+	var got messagesAnswer
+	postJSON(t, n, "/v1/messages", body, &got)
+	if got.text() != want || len(got.Content) != 1 || got.Content[0].Type != "text" || got.StopReason != "max_tokens" ||
+		got.Usage.InputTokens != chat.Usage.PromptTokens || got.Usage.OutputTokens != 12 {
+		t.Fatalf("messages answered %+v; chat %q on %d prompt tokens", got, want, chat.Usage.PromptTokens)
+	}
+	var count struct {
+		InputTokens int `json:"input_tokens"`
+	}
+	postJSON(t, n, "/v1/messages/count_tokens", `{"model":"`+fortunesModel+`",`+conv+`}`, &count)
+	if count.InputTokens != got.Usage.InputTokens {
+		t.Fatalf("count_tokens %d, served on %d", count.InputTokens, got.Usage.InputTokens)
+	}
+	if _, res, raw := replayRaw(t, n, `{"request":`+body+`,"energy":`+string(got.Usage.Energy)+`}`); res.Verdict != api.VerdictVerified {
+		t.Fatalf("replay: %s", raw)
+	}
+
+	// Streamed: the same text, the usage in message_delta.
+	resp := post(t, n, "/v1/messages", `{"model":"`+fortunesModel+`","max_tokens":12,"stream":true,`+conv+`}`)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var streamed strings.Builder
+	var stop string
+	for line := range strings.Lines(string(b)) {
+		data, ok := strings.CutPrefix(strings.TrimSpace(line), "data: ")
+		if !ok {
+			continue
+		}
+		var ev struct {
+			Type  string `json:"type"`
+			Delta struct {
+				Text       string `json:"text"`
+				StopReason string `json:"stop_reason"`
+			} `json:"delta"`
+		}
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			t.Fatalf("%v: %s", err, data)
+		}
+		streamed.WriteString(ev.Delta.Text)
+		if ev.Type == "message_delta" {
+			stop = ev.Delta.StopReason
+		}
+	}
+	if resp.StatusCode != http.StatusOK || streamed.String() != want || stop != "max_tokens" {
+		t.Fatalf("streamed %d %q (stop %q), want %q:\n%s", resp.StatusCode, streamed.String(), stop, want, b)
+	}
+
+	// A stop sequence: the text up to it, and which one.
+	cut := strings.Index(want[1:], " ") + 1 // the first word's end
+	if cut <= 0 {
+		t.Fatalf("no word break in %q", want)
+	}
+	seq := want[cut : cut+2]
+	postJSON(t, n, "/v1/messages", `{"model":"`+fortunesModel+`","max_tokens":12,"stop_sequences":["zzz",`+jsonString(seq)+`],`+conv+`}`, &got)
+	if got.text() != want[:strings.Index(want, seq)] || got.StopReason != "stop_sequence" || got.StopSequence == nil || *got.StopSequence != seq {
+		t.Fatalf("stopped at %q: %+v", seq, got)
+	}
+
+	// A prefill: the model continues the reply's first words.
+	prefill := want[:cut]
+	pbody := `{"model":"` + fortunesModel + `","max_tokens":8,"messages":[{"role":"user","content":"A man walks into a bar"},{"role":"assistant","content":` + jsonString(prefill) + `}]}`
+	postJSON(t, n, "/v1/messages", pbody, &got)
+	if cont := got.text(); !strings.HasPrefix(want, prefill+cont) && !strings.HasPrefix(prefill+cont, want) || cont == "" {
+		t.Fatalf("prefill %q continued with %q; the plain answer is %q", prefill, cont, want)
+	}
+	energy := string(got.Usage.Energy)
+	if _, res, raw := replayRaw(t, n, `{"request":`+pbody+`,"energy":`+energy+`,"endpoint":"/v1/messages"}`); res.Verdict != api.VerdictVerified {
+		t.Fatalf("prefill replay: %s", raw)
+	}
+	if _, res, raw := replayRaw(t, n, `{"request":`+pbody+`,"energy":`+energy+`}`); res.Verdict != api.VerdictNotReplayable {
+		t.Fatalf("prefill replayed as a chat completion: %s", raw)
+	}
+}
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
