@@ -664,6 +664,32 @@ func TestRelayThroughMesh(t *testing.T) {
 		t.Fatalf("loop: status %d, B dialled %v", resp2.StatusCode, meshB.dials)
 	}
 
+	// Anthropic's Messages API is relayed the same way, its answer and
+	// the host's refusal in Anthropic's shape, the key sent as its SDKs
+	// send it.
+	for _, tc := range []struct {
+		model  string
+		status int
+		want   string
+	}{
+		{"remote-model", 200, `"content":[{"type":"text","text":"from B"}]`},
+		{"loop-model", 404, `{"type":"error","error":{"type":"not_found_error"`},
+	} {
+		req, _ = http.NewRequest(http.MethodPost, apiA.URL+"/v1/messages",
+			strings.NewReader(`{"model":"`+tc.model+`","max_tokens":5,"messages":[{"role":"user","content":"x"}]}`))
+		req.Header.Set("X-Api-Key", "a-key")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status || !strings.Contains(string(b), tc.want) {
+			t.Fatalf("messages for %s: %d %s", tc.model, resp.StatusCode, b)
+		}
+	}
+
 	// The mesh handler serves only generation endpoints.
 	r3, _ := http.Get(tunnelB.URL + "/api/invite")
 	r3.Body.Close()

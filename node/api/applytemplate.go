@@ -15,6 +15,15 @@ type TemplateModel interface {
 	Render(ctx context.Context, g *Generation) (prompt string, tokens int, err error)
 }
 
+// templateModel is m as a TemplateModel, or why it is not one.
+func templateModel(m Model, name string) (TemplateModel, error) {
+	tm, ok := m.(TemplateModel)
+	if !ok {
+		return nil, Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_model", "model %q renders no chat template", name)
+	}
+	return tm, nil
+}
+
 // handleApplyTemplate is POST /apply-template, llama.cpp server's: a chat
 // completions body, answered with {"prompt"} — the text the model would
 // be given for it (tools rendered as the request would have them), and
@@ -34,9 +43,9 @@ func (s *Server) handleApplyTemplate(w http.ResponseWriter, r *http.Request) {
 	if handled {
 		return
 	}
-	tm, ok := m.(TemplateModel)
-	if !ok {
-		writeError(w, Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_model", "model %q renders no chat template", g.Model))
+	tm, err := templateModel(m, g.Model)
+	if err != nil {
+		writeError(w, err)
 		return
 	}
 	if req.tools.active() {

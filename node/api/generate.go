@@ -118,6 +118,32 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m Model, g *Ge
 	return out, res, true
 }
 
+// builder is an endpoint's stream that also builds a whole answer: fed
+// the output and ended, it writes no events when it has no sseWriter.
+type builder interface {
+	delta(d Delta) error
+	end(res *Result) error
+}
+
+// answerWhole serves g unstreamed: the output goes through b as one
+// delta, the same steps as a stream's, and answer (b's result) is
+// written once b has ended.
+func (s *Server) answerWhole(w http.ResponseWriter, r *http.Request, m Model, g *Generation, b builder, answer func() any) {
+	out, res, ok := s.generate(w, r, m, g, nil, nil)
+	if !ok {
+		return
+	}
+	err := b.delta(out)
+	if err == nil {
+		err = b.end(res)
+	}
+	if err != nil {
+		writeError(w, Errorf(http.StatusInternalServerError, "server_error", "", "%v", err))
+		return
+	}
+	writeJSON(w, http.StatusOK, answer())
+}
+
 // spill relays a request placed on this node to the peers placed after
 // it when this node's queue turned out full (err is admit's 429), before
 // anything was sent: a full queue here spills to a peer rather than

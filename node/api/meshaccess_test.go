@@ -137,8 +137,9 @@ func TestAttackForwardedHeaderIsNotIdentity(t *testing.T) {
 }
 
 // TestAttackRelayForwardsAPIKey: a relaying node never passes its client's
-// Authorization header to the host (the key is for this node alone, and
-// a host must not learn it), and marks the request relayed by itself.
+// key to the host, in Authorization or in Anthropic's x-api-key (the key
+// is for this node alone, and a host must not learn it), and marks the
+// request relayed by itself.
 func TestAttackRelayForwardsAPIKey(t *testing.T) {
 	hostID := testID(0xb)
 	got := make(chan http.Header, 1)
@@ -152,27 +153,32 @@ func TestAttackRelayForwardsAPIKey(t *testing.T) {
 		hosts:   map[string][]identity.EndpointID{"remote": {hostID}},
 		targets: map[identity.EndpointID]string{hostID: host.Listener.Addr().String()},
 	})
-	resp := relay.post(t, "/v1/chat/completions", `{"model":"remote","messages":[{"role":"user","content":"x"}]}`,
-		"Authorization", "Bearer client-secret")
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("relayed request: %d", resp.StatusCode)
-	}
-	var hdr http.Header
-	select {
-	case hdr = <-got:
-	default:
-		t.Fatal("the request never reached the host")
-	}
-	if a := hdr.Values("Authorization"); len(a) != 0 {
-		t.Fatalf("the host received Authorization %q", a)
-	}
-	if f := hdr.Get(ForwardedHeader); f != testID(1).String() {
-		t.Fatalf("%s = %q, want the relaying node's id", ForwardedHeader, f)
-	}
-	if strings.Contains(fmt.Sprint(hdr), "client-secret") {
-		t.Fatal("the client's key reached the host in some header")
+	// The key as OpenAI's clients send it, and as Anthropic's do.
+	for _, tc := range []struct{ path, body, header, value string }{
+		{"/v1/chat/completions", `{"model":"remote","messages":[{"role":"user","content":"x"}]}`, "Authorization", "Bearer client-secret"},
+		{"/v1/messages", `{"model":"remote","max_tokens":5,"messages":[{"role":"user","content":"x"}]}`, "X-Api-Key", "client-secret"},
+	} {
+		resp := relay.post(t, tc.path, tc.body, tc.header, tc.value)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: relayed request: %d", tc.path, resp.StatusCode)
+		}
+		var hdr http.Header
+		select {
+		case hdr = <-got:
+		default:
+			t.Fatalf("%s: the request never reached the host", tc.path)
+		}
+		if a := hdr.Values(tc.header); len(a) != 0 {
+			t.Fatalf("%s: the host received %s %q", tc.path, tc.header, a)
+		}
+		if f := hdr.Get(ForwardedHeader); f != testID(1).String() {
+			t.Fatalf("%s: %s = %q, want the relaying node's id", tc.path, ForwardedHeader, f)
+		}
+		if strings.Contains(fmt.Sprint(hdr), "client-secret") {
+			t.Fatalf("%s: the client's key reached the host in some header", tc.path)
+		}
 	}
 }
 

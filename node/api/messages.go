@@ -465,19 +465,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		ms.calls.Feed(prefix) // a marker only: it makes no events
 	}
 	if !req.Stream {
-		out, res, ok := s.generate(w, r, m, g, nil, nil)
-		if ok {
-			// The same steps as a stream's, with no events written.
-			err := ms.delta(Delta{Text: out.Text})
-			if err == nil {
-				err = ms.end(res)
-			}
-			if err != nil {
-				writeError(w, Errorf(http.StatusInternalServerError, "server_error", "", "%v", err))
-				return
-			}
-			writeJSON(w, http.StatusOK, ms.msg)
-		}
+		s.answerWhole(w, r, m, g, ms, func() any { return ms.msg })
 		return
 	}
 	ms.sse = s.newSSEWriter(w)
@@ -502,9 +490,9 @@ func (s *Server) handleCountTokens(w http.ResponseWriter, r *http.Request) {
 	if handled {
 		return
 	}
-	tm, ok := m.(TemplateModel)
-	if !ok {
-		writeError(w, Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_model", "model %q renders no chat template", g.Model))
+	tm, err := templateModel(m, g.Model)
+	if err != nil {
+		writeError(w, err)
 		return
 	}
 	if err := req.checkModel(m, g); err != nil {

@@ -55,7 +55,10 @@ func newMeshProxy(self identity.EndpointID, mesh Mesh, logger *slog.Logger) *mes
 			pr.Out.URL.Host = "meshnode.internal"
 			pr.Out.Host = "meshnode.internal"
 			pr.Out.Header.Set(ForwardedHeader, self.String())
-			pr.Out.Header.Del("Authorization") // this node's key means nothing there
+			// This node's key means nothing there, in either header it
+			// is taken from.
+			pr.Out.Header.Del("Authorization")
+			pr.Out.Header.Del("X-Api-Key")
 		},
 		Transport:     &failover{next: transport, log: logger},
 		FlushInterval: -1,

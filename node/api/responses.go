@@ -177,19 +177,7 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 		rs.channels, rs.tokens = &harmony.Parser{}, &harmony.Parser{}
 	}
 	if !req.Stream {
-		out, res, ok := s.generate(w, r, m, g, nil, nil)
-		if ok {
-			// The same steps as a stream's, with no events written.
-			err := rs.delta(Delta{Text: out.Text, Logprobs: out.Logprobs})
-			if err == nil {
-				err = rs.end(res)
-			}
-			if err != nil {
-				writeError(w, Errorf(http.StatusInternalServerError, "server_error", "", "%v", err))
-				return
-			}
-			writeJSON(w, http.StatusOK, rs.resp)
-		}
+		s.answerWhole(w, r, m, g, rs, func() any { return rs.resp })
 		return
 	}
 	rs.sse = s.newSSEWriter(w)
