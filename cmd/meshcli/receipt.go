@@ -32,10 +32,12 @@ func receiptCommand() *cli.Command {
 				"for), the envelope in hex, or the raw COSE_Sign1 bytes. --log names the steward's receipt log,\n" +
 				"as `meshcli receipt log` writes it: one envelope a line, in hex or as a JSON object with\n" +
 				"envelope_hex, verified link by link from its first receipt (genesis, unless the node has\n" +
-				"dropped older ones).",
+				"dropped older ones). An answer of several choices (n, a batch of prompts) has a receipt per\n" +
+				"choice: --choice names the one.",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "log", Usage: "the steward's receipt log `FILE`"},
 				&cli.StringFlag{Name: "steward", Usage: "require this steward (did:key)"},
+				choiceFlag,
 			},
 			Action: verifyReceipt,
 		}, {
@@ -55,6 +57,7 @@ func receiptCommand() *cli.Command {
 				&cli.StringFlag{Name: "usage", Usage: "the usage.energy `FILE`", Required: true},
 				&cli.StringFlag{Name: "node", Usage: "the API `URL` of the node that served it (default: --api)"},
 				&cli.StringFlag{Name: "path", Usage: "the API `PATH` the request was sent to (default: what its fields, or a saved /v1/messages answer, say)"},
+				choiceFlag,
 				jsonFlag,
 			},
 			Action: replayReceipt,
@@ -164,6 +167,9 @@ func replayReceipt(c *cli.Context) error {
 	if path == "" && messagesAnswer(raw) {
 		path = "/v1/messages"
 	}
+	if raw, err = choiceEnergy(c, raw); err != nil {
+		return fmt.Errorf("%s: %w", c.String("usage"), err)
+	}
 	if raw, err = fromStream(raw); err != nil {
 		return fmt.Errorf("%s: %w", c.String("usage"), err)
 	}
@@ -184,6 +190,9 @@ func replayReceipt(c *cli.Context) error {
 	fields := map[string]any{"request": json.RawMessage(bytes.TrimSpace(request)), "energy": energy}
 	if path != "" {
 		fields["endpoint"] = path
+	}
+	if c.IsSet("choice") {
+		fields["choice"] = c.Int("choice")
 	}
 	body, err := json.Marshal(fields)
 	if err != nil {
@@ -314,7 +323,59 @@ func energyObject(b []byte) (json.RawMessage, error) {
 	if len(doc.EnvelopeHex) > 0 {
 		return text, nil
 	}
+	if bytes.Contains(text, []byte(`"choices"`)) && bytes.Contains(text, []byte(`"energy"`)) {
+		return nil, errors.New("the JSON has no usage.energy object: an answer of several choices has a receipt per choice (choices[].energy); name one with --choice")
+	}
 	return nil, errors.New("the JSON has no usage.energy object (nor energy, nor envelope_hex)")
+}
+
+// choiceFlag names the choice of an answer of several.
+var choiceFlag = &cli.IntFlag{Name: "choice", Usage: "the `INDEX` of the choice whose receipt it is, in an answer of several choices (n, a batch of prompts)", DefaultText: "the answer's one receipt"}
+
+// choiceEnergy is, with --choice N, the receipt of choice N of the saved
+// answer b (whole or streamed: its choices[].energy, each choice a serve
+// of its own), as an energy object; without it, b.
+func choiceEnergy(c *cli.Context, b []byte) ([]byte, error) {
+	if !c.IsSet("choice") {
+		return b, nil
+	}
+	return choiceEnergyOf(b, c.Int("choice"))
+}
+
+// choiceEnergyOf is choice n's receipt in the saved answer b.
+func choiceEnergyOf(b []byte, n int) ([]byte, error) {
+	type answer struct {
+		Choices []struct {
+			Index  int             `json:"index"`
+			Energy json.RawMessage `json:"energy"`
+		} `json:"choices"`
+	}
+	var found json.RawMessage
+	pick := func(doc []byte) {
+		var a answer
+		if json.Unmarshal(doc, &a) != nil {
+			return
+		}
+		for _, ch := range a.Choices {
+			if ch.Index == n && len(ch.Energy) > 0 && ch.Energy[0] == '{' {
+				found = ch.Energy
+			}
+		}
+	}
+	text := bytes.TrimSpace(b)
+	if len(text) > 0 && text[0] == '{' {
+		pick(text)
+	} else {
+		for line := range bytes.Lines(text) {
+			if data, ok := bytes.CutPrefix(bytes.TrimSpace(line), []byte("data:")); ok {
+				pick(bytes.TrimSpace(data))
+			}
+		}
+	}
+	if found == nil {
+		return nil, fmt.Errorf("no receipt for choice %d: the answer's choices[].energy holds none with index %d", n, n)
+	}
+	return found, nil
 }
 
 // messagesAnswer reports whether b is an answer of Anthropic's Messages
@@ -399,6 +460,9 @@ func verifyReceipt(c *cli.Context) error {
 	raw, err := readBounded(c.Args().First())
 	if err != nil {
 		return err
+	}
+	if raw, err = choiceEnergy(c, raw); err != nil {
+		return fmt.Errorf("%s: %w", c.Args().First(), err)
 	}
 	if raw, err = fromStream(raw); err != nil {
 		return fmt.Errorf("%s: %w", c.Args().First(), err)
@@ -543,6 +607,9 @@ func envelopeOf(b []byte) ([]byte, error) {
 		h := doc.EnvelopeHex
 		if h == "" {
 			h = doc.Usage.Energy.EnvelopeHex
+		}
+		if h == "" && bytes.Contains(text, []byte(`"choices"`)) && bytes.Contains(text, []byte(`"energy"`)) {
+			return nil, errors.New("the JSON has no usage.energy: an answer of several choices has a receipt per choice (choices[].energy); name one with --choice")
 		}
 		if h == "" {
 			return nil, errors.New("the JSON has no envelope_hex (nor usage.energy.envelope_hex)")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -92,6 +93,13 @@ func TestReceiptVerify(t *testing.T) {
 	noUsage := "data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\ndata: [DONE]\n\n"
 	responses := "event: response.created\ndata: {\"type\":\"response.created\"}\n\nevent: response.completed\n" +
 		"data: {\"type\":\"response.completed\",\"response\":{\"usage\":{\"energy\":" + string(energy) + "}}}\n\n"
+	// Answers of several choices, a receipt each: whole, and streamed
+	// (each choice's in its finish chunk).
+	energy0, _ := json.Marshal(chain[0].Usage())
+	choices := `{"choices":[{"index":0,"text":"a","energy":` + string(energy0) + `},{"index":1,"text":"b","energy":` + string(energy) + `}],"usage":{"prompt_tokens":4}}`
+	choicesStream := "data: {\"choices\":[{\"index\":1,\"text\":\"b\"}]}\n\n" +
+		"data: {\"choices\":[{\"index\":1,\"finish_reason\":\"stop\",\"energy\":" + string(energy) + "}]}\n\n" +
+		"data: {\"choices\":[{\"index\":0,\"finish_reason\":\"stop\",\"energy\":" + string(energy0) + "}]}\n\ndata: [DONE]\n\n"
 	// A log that begins past genesis, as a bounded node log does.
 	late := write("late.jsonl", []byte(hex.EncodeToString(chain[1].Envelope)+"\n"+hex.EncodeToString(chain[2].Envelope)+"\n"))
 
@@ -109,6 +117,10 @@ func TestReceiptVerify(t *testing.T) {
 		[]string{"receipt", "verify", write("no-usage.txt", []byte(noUsage))},
 		[]string{"receipt", "verify", write("responses.txt", []byte(responses))},
 		[]string{"receipt", "verify", "--log", late, filepath.Join(dir, "envelope.hex")},
+		[]string{"receipt", "verify", "--log", logPath, "--choice", "1", write("choices.json", []byte(choices))},
+		[]string{"receipt", "verify", "--choice", "0", write("choices-stream.txt", []byte(choicesStream))},
+		[]string{"receipt", "verify", filepath.Join(dir, "choices.json")},
+		[]string{"receipt", "verify", "--choice", "2", filepath.Join(dir, "choices.json")},
 	))
 }
 
@@ -231,6 +243,7 @@ func TestReceiptReplay(t *testing.T) {
 				EnvelopeHex string `json:"envelope_hex"`
 			} `json:"energy"`
 			Endpoint string `json:"endpoint"`
+			Choice   *int   `json:"choice"`
 		}
 		if err := json.NewDecoder(req.Body).Decode(&body); err != nil || req.Header.Get("Content-Type") != "application/json" ||
 			body.Energy.EnvelopeHex != hex.EncodeToString(chain[1].Envelope) {
@@ -244,8 +257,11 @@ func TestReceiptReplay(t *testing.T) {
 		if body.Endpoint != "" {
 			key = "endpoint " + body.Endpoint
 		}
+		if body.Choice != nil {
+			key = fmt.Sprintf("choice %d", *body.Choice)
+		}
 		switch key {
-		case "verified", "endpoint /v1/messages":
+		case "verified", "endpoint /v1/messages", "choice 1":
 			ans["verdict"], ans["disclosure"] = "verified", disclosure
 		case "lying":
 			lie := disclosure
@@ -310,6 +326,8 @@ func TestReceiptReplay(t *testing.T) {
 		[]string{"receipt", "replay", "--request", messages, "--usage", msgStream},
 		[]string{"receipt", "replay", "--request", messages, "--usage", usage, "--path", "/v1/messages"},
 		[]string{"receipt", "replay", "--request", messages, "--usage", usage},
+		[]string{"receipt", "replay", "--request", request("batch"), "--usage", write("choices.json", `{"choices":[{"index":1,"energy":`+string(energy)+`}]}`), "--choice", "1"},
+		[]string{"receipt", "replay", "--request", request("batch"), "--usage", filepath.Join(dir, "choices.json")},
 	))
 }
 
@@ -330,10 +348,15 @@ func FuzzReceiptFile(f *testing.F) {
 		f.Add([]byte("data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\ndata: {\"choices\":[],\"usage\":{\"energy\":" + string(energy) + "}}\n\ndata: [DONE]\n\n"))
 		f.Add([]byte(hex.EncodeToString(s.Envelope)))
 		f.Add([]byte(`{"type":"message","usage":{"energy":` + string(energy) + `}}`))
+		f.Add([]byte(`{"choices":[{"index":0,"energy":{}},{"index":1,"energy":` + string(energy) + `}]}`))
+		f.Add([]byte("data: {\"choices\":[{\"index\":1,\"finish_reason\":\"stop\",\"energy\":" + string(energy) + "}]}\n\ndata: [DONE]\n\n"))
 		f.Add([]byte("event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"energy\":" + string(energy) + "}}\n\n"))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		messagesAnswer(b)
+		if e, err := choiceEnergyOf(b, 1); err == nil && (len(e) == 0 || e[0] != '{') {
+			t.Fatalf("choice 1's receipt %q is not an object", e)
+		}
 		if data, err := fromStream(b); err == nil {
 			if e, err := energyObject(data); err == nil {
 				envelopeOf(e)

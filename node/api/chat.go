@@ -61,6 +61,9 @@ func parseChat(body []byte) (*Generation, *chatRequest, error) {
 	if err := parseResponseFormat(req.ResponseFormat, g); err != nil {
 		return nil, nil, err
 	}
+	if err := checkChoices(g); err != nil {
+		return nil, nil, err
+	}
 	if g.Logprobs && req.tools.active() {
 		// Which of a reply's tokens are content and which make its calls
 		// is known only once it is parsed: log-probabilities are not
@@ -98,6 +101,10 @@ type chatChoice struct {
 	Delta        *chatMessage  `json:"delta,omitempty"`
 	Logprobs     *chatLogprobs `json:"logprobs"`
 	FinishReason *string       `json:"finish_reason"`
+	// Energy is the choice's receipt where the answer has several
+	// choices, each a serve of its own (usage.energy holds the one
+	// receipt of an answer with one).
+	Energy any `json:"energy,omitempty"`
 }
 
 // chatMessage is a stream's delta. ReasoningContent is a harmony model's
@@ -158,62 +165,82 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 	channels := isHarmony(m)
 	id, created := newID("chatcmpl-"), s.now().Unix()
+	gs := g.Choices()
 	if !req.Stream {
-		out, res, ok := s.generate(w, r, m, g, nil, nil)
+		outs, ress, ok := s.generateAll(w, r, m, gs)
 		if !ok {
 			return
 		}
-		msg := &replyMessage{Role: "assistant", Content: &out.Text}
-		if channels {
-			rep := harmony.Parse(out.Text, req.tools.active())
-			msg.Content = &rep.Content
-			if rep.Reasoning != "" {
-				msg.ReasoningContent = &rep.Reasoning
-			}
-			for _, c := range rep.Calls {
-				if !req.tools.parallel && len(msg.ToolCalls) == 1 {
-					break
-				}
-				msg.ToolCalls = append(msg.ToolCalls, toolCallOut{ID: toolcall.NewID(toolcall.Harmony), Type: "function",
-					Function: toolFunctionOut{Name: c.Name, Arguments: c.Arguments}})
-			}
-			if rep.Content == "" && len(msg.ToolCalls) > 0 {
-				msg.Content = nil
-			}
-		} else if req.tools.active() {
-			msg.Content, msg.ToolCalls = toolReply(toolParser(format, g), req.tools, prefix+out.Text)
-		}
-		choice := chatChoice{Message: msg, FinishReason: finishReason(res, len(msg.ToolCalls))}
-		if g.Logprobs {
-			lps := out.Logprobs
-			if channels {
-				lps = contentLogprobs(lps)
-			}
-			choice.Logprobs = &chatLogprobs{Content: itemsOf(lps)}
+		choices := make([]chatChoice, len(gs))
+		for i := range gs {
+			choices[i] = chatReply(outs[i], ress[i], g, req.tools, format, prefix, channels)
+			choices[i].Index = i
 		}
 		writeJSON(w, http.StatusOK, chatCompletion{
 			ID: id, Object: "chat.completion", Created: created, Model: g.Model, SystemFingerprint: systemFingerprint,
-			Choices: []chatChoice{choice},
-			Usage:   usageOf(res),
+			Choices: choices,
+			Usage:   usageOfAll(gs, ress, func(i int, energy any) { choices[i].Energy = energy }),
 		})
 		return
 	}
 	sse := s.newSSEWriter(w)
-	st := &chatStream{sse: sse, id: id, created: created, model: g.Model, logprobs: g.Logprobs,
-		includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage}
-	if channels {
-		st.channels = &harmony.Parser{Calls: req.tools.active()}
-		st.tokens = &harmony.Parser{}
-		st.parallel = req.tools.parallel
-	} else if req.tools.active() {
-		st.calls = toolParser(format, g)
-		st.calls.Feed(prefix) // a marker only: it makes no events
-		st.parallel = req.tools.parallel
+	sts := make([]choiceStream, len(gs))
+	for i := range gs {
+		st := &chatStream{sse: sse, id: id, created: created, model: g.Model, logprobs: g.Logprobs,
+			includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage, index: i, multi: len(gs) > 1}
+		if channels {
+			st.channels = &harmony.Parser{Calls: req.tools.active()}
+			st.tokens = &harmony.Parser{}
+			st.parallel = req.tools.parallel
+		} else if req.tools.active() {
+			st.calls = toolParser(format, g)
+			st.calls.Feed(prefix) // a marker only: it makes no events
+			st.parallel = req.tools.parallel
+		}
+		sts[i] = st
 	}
-	s.generate(w, r, m, g, st, sse)
+	s.streamAll(w, r, m, gs, sts, sse)
+}
+
+// chatReply is a whole answer's choice: its message (for a harmony
+// model, split into reasoning and content; with tools, parsed for calls)
+// and its logprobs.
+func chatReply(out Delta, res *Result, g *Generation, tools toolChoice, format toolcall.Format, prefix string, channels bool) chatChoice {
+	msg := &replyMessage{Role: "assistant", Content: &out.Text}
+	if channels {
+		rep := harmony.Parse(out.Text, tools.active())
+		msg.Content = &rep.Content
+		if rep.Reasoning != "" {
+			msg.ReasoningContent = &rep.Reasoning
+		}
+		for _, c := range rep.Calls {
+			if !tools.parallel && len(msg.ToolCalls) == 1 {
+				break
+			}
+			msg.ToolCalls = append(msg.ToolCalls, toolCallOut{ID: toolcall.NewID(toolcall.Harmony), Type: "function",
+				Function: toolFunctionOut{Name: c.Name, Arguments: c.Arguments}})
+		}
+		if rep.Content == "" && len(msg.ToolCalls) > 0 {
+			msg.Content = nil
+		}
+	} else if tools.active() {
+		msg.Content, msg.ToolCalls = toolReply(toolParser(format, g), tools, prefix+out.Text)
+	}
+	choice := chatChoice{Message: msg, FinishReason: finishReason(res, len(msg.ToolCalls))}
+	if g.Logprobs {
+		lps := out.Logprobs
+		if channels {
+			lps = contentLogprobs(lps)
+		}
+		choice.Logprobs = &chatLogprobs{Content: itemsOf(lps)}
+	}
+	return choice
 }
 
 type chatStream struct {
+	// index is the choice's; multi marks an answer of several choices.
+	index        int
+	multi        bool
 	sse          *sseWriter
 	id           string
 	created      int64
@@ -254,6 +281,9 @@ func filterContent(p *harmony.Parser, tokens []TokenLogprob) []TokenLogprob {
 }
 
 func (c *chatStream) chunk(choices []chatChoice, u *usage) error {
+	for i := range choices {
+		choices[i].Index = c.index
+	}
 	ch := chatCompletion{ID: c.id, Object: "chat.completion.chunk", Created: c.created, Model: c.model,
 		SystemFingerprint: systemFingerprint, Choices: choices}
 	if c.includeUsage {
@@ -366,6 +396,15 @@ func (c *chatStream) channelEvents(evs []harmony.Event, lps []TokenLogprob) erro
 }
 
 func (c *chatStream) finish(res *Result) error {
+	if err := c.finishChoice(res); err != nil {
+		return err
+	}
+	return c.closing([]*Result{res}, nil)
+}
+
+// finishChoice ends the choice's stream: what its parsers held back, and
+// its finish reason (with its receipt, in an answer of several choices).
+func (c *chatStream) finishChoice(res *Result) error {
 	if err := c.role(); err != nil {
 		return err
 	}
@@ -385,11 +424,18 @@ func (c *chatStream) finish(res *Result) error {
 		}
 		calls = c.calls.Calls()
 	}
-	if err := c.chunk([]chatChoice{{Delta: &chatMessage{}, FinishReason: finishReason(res, calls)}}, nil); err != nil {
-		return err
+	end := chatChoice{Delta: &chatMessage{}, FinishReason: finishReason(res, calls)}
+	if c.multi {
+		end.Energy = res.Energy
 	}
+	return c.chunk([]chatChoice{end}, nil)
+}
+
+// closing ends the answer once every choice has: the usage chunk, when
+// asked for, and [DONE].
+func (c *chatStream) closing(ress []*Result, gs []*Generation) error {
 	if c.includeUsage {
-		if err := c.chunk([]chatChoice{}, usageOf(res)); err != nil {
+		if err := c.chunk([]chatChoice{}, usageOfAll(gs, ress, nil)); err != nil {
 			return err
 		}
 	}

@@ -3,7 +3,9 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -28,11 +30,14 @@ func parseCompletion(body []byte) (*Generation, *completionRequest, error) {
 	if err := req.apply(g); err != nil {
 		return nil, nil, err
 	}
-	prompt, ids, err := completionPrompt(req.Prompt)
+	prompts, err := completionPrompts(req.Prompt)
 	if err != nil {
 		return nil, nil, err
 	}
-	g.Prompt, g.PromptIDs, g.Echo = prompt, ids, req.Echo
+	g.Prompt, g.PromptIDs, g.Echo = prompts[0].text, prompts[0].ids, req.Echo
+	if len(prompts) > 1 {
+		g.batch = prompts
+	}
 	if n := req.Logprobs; n != nil {
 		if *n < 0 || *n > maxLegacyLogprobs {
 			return nil, nil, badRequest("logprobs", "logprobs must be between 0 and %d, got %d", maxLegacyLogprobs, *n)
@@ -41,7 +46,7 @@ func parseCompletion(body []byte) (*Generation, *completionRequest, error) {
 	}
 	if req.Suffix != nil && *req.Suffix != "" {
 		switch {
-		case g.PromptIDs != nil:
+		case slices.ContainsFunc(prompts, func(p batchPrompt) bool { return p.ids != nil }):
 			return nil, nil, badRequest("suffix", "suffix (fill in the middle) takes a text prompt, the text before the middle, not token ids")
 		case g.Echo:
 			return nil, nil, badRequest("suffix", "suffix (fill in the middle) and echo do not go together: the prompt is not the text before the answer")
@@ -51,6 +56,9 @@ func parseCompletion(body []byte) (*Generation, *completionRequest, error) {
 	if g.MaxTokens, err = maxTokens("max_tokens", req.MaxTokens); err != nil {
 		return nil, nil, err
 	}
+	if err := checkChoices(g); err != nil {
+		return nil, nil, err
+	}
 	return g, &req, nil
 }
 
@@ -58,27 +66,40 @@ func parseCompletion(body []byte) (*Generation, *completionRequest, error) {
 // model's context (which the model then holds it to).
 const maxPromptIDs = 1 << 20
 
-// completionPrompt reads one prompt: a string, an array of token ids, or
-// an array holding exactly one of either.
-func completionPrompt(raw json.RawMessage) (string, []uint32, error) {
+// completionPrompts reads the prompts: a string or an array of token
+// ids (one prompt), or an array of either (a batch, each prompt served
+// as choices of its own).
+func completionPrompts(raw json.RawMessage) ([]batchPrompt, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
-		return "", nil, badRequest("prompt", "prompt is required")
+		return nil, badRequest("prompt", "prompt is required")
 	}
 	if text, ids, ok, err := onePrompt(raw, "prompt"); ok {
-		return text, ids, err
+		return []batchPrompt{{text, ids}}, err
 	}
 	var many []json.RawMessage
 	if err := json.Unmarshal(raw, &many); err != nil {
-		return "", nil, badRequest("prompt", "prompt must be a string or an array of token ids")
+		return nil, badRequest("prompt", "prompt must be a string, an array of token ids, or an array of either")
 	}
-	if len(many) != 1 {
-		return "", nil, badRequest("prompt", "prompt must hold exactly one prompt (batched prompts are not supported), got %d", len(many))
+	switch {
+	case len(many) == 0:
+		return nil, badRequest("prompt", "prompt must hold at least one prompt")
+	case len(many) > maxChoices:
+		return nil, badRequest("prompt", "prompt holds %d prompts; at most %d are served at once", len(many), maxChoices)
 	}
-	if text, ids, ok, err := onePrompt(many[0], "prompt[0]"); ok {
-		return text, ids, err
+	out := make([]batchPrompt, len(many))
+	for i, p := range many {
+		field := fmt.Sprintf("prompt[%d]", i)
+		text, ids, ok, err := onePrompt(p, field)
+		if !ok {
+			err = badRequest("prompt", "%s must be a string or an array of token ids", field)
+		}
+		if err != nil {
+			return nil, err
+		}
+		out[i] = batchPrompt{text, ids}
 	}
-	return "", nil, badRequest("prompt", "prompt[0] must be a string or an array of token ids")
+	return out, nil
 }
 
 // onePrompt reads raw as a string or an array of token ids; ok is false
@@ -97,6 +118,8 @@ type completionChoice struct {
 	Index        int             `json:"index"`
 	Logprobs     *legacyLogprobs `json:"logprobs"`
 	FinishReason *string         `json:"finish_reason"`
+	// Energy is the choice's receipt in an answer of several (chatChoice's).
+	Energy any `json:"energy,omitempty"`
 }
 
 type textCompletion struct {
@@ -118,28 +141,46 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	c := &completionStream{id: newID("cmpl-"), created: s.now().Unix(), model: g.Model,
-		includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
-		logprobs:     g.Logprobs, top: g.TopLogprobs}
-	if !g.Echo {
-		// The answer's offsets count on from its prompt's text (which an
-		// echo's text holds).
-		c.offset = utf8.RuneCountInString(g.Prompt)
+	gs := g.Choices()
+	id, created := newID("cmpl-"), s.now().Unix()
+	var sse *sseWriter
+	if req.Stream {
+		sse = s.newSSEWriter(w)
+	}
+	cs := make([]*completionStream, len(gs))
+	for i, cg := range gs {
+		cs[i] = &completionStream{sse: sse, id: id, created: created, model: g.Model, index: i, multi: len(gs) > 1,
+			includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
+			logprobs:     g.Logprobs, top: g.TopLogprobs}
+		if !g.Echo {
+			// The answer's offsets count on from its prompt's text (which
+			// an echo's text holds).
+			cs[i].offset = utf8.RuneCountInString(cg.Prompt)
+		}
 	}
 	if !req.Stream {
-		out, res, ok := s.generate(w, r, m, g, nil, nil)
+		outs, ress, ok := s.generateAll(w, r, m, gs)
 		if ok {
-			choice := completionChoice{Text: out.Text, FinishReason: &res.FinishReason}
-			choice.Logprobs = c.legacy(out.Logprobs)
-			writeJSON(w, http.StatusOK, c.object([]completionChoice{choice}, usageOf(res)))
+			choices := make([]completionChoice, len(gs))
+			for i, out := range outs {
+				choices[i] = completionChoice{Index: i, Text: out.Text, FinishReason: &ress[i].FinishReason, Logprobs: cs[i].legacy(out.Logprobs)}
+			}
+			u := usageOfAll(gs, ress, func(i int, energy any) { choices[i].Energy = energy })
+			writeJSON(w, http.StatusOK, cs[0].object(choices, u))
 		}
 		return
 	}
-	c.sse = s.newSSEWriter(w)
-	s.generate(w, r, m, g, c, c.sse)
+	sts := make([]choiceStream, len(cs))
+	for i, c := range cs {
+		sts[i] = c
+	}
+	s.streamAll(w, r, m, gs, sts, sse)
 }
 
 type completionStream struct {
+	// index is the choice's; multi marks an answer of several choices.
+	index        int
+	multi        bool
 	sse          *sseWriter
 	id           string
 	created      int64
@@ -173,15 +214,31 @@ func (c *completionStream) delta(d Delta) error {
 	if d.Text == "" && len(d.Logprobs) == 0 {
 		return nil
 	}
-	return c.sse.event("", c.object([]completionChoice{{Text: d.Text, Logprobs: c.legacy(d.Logprobs)}}, nil))
+	return c.sse.event("", c.object([]completionChoice{{Index: c.index, Text: d.Text, Logprobs: c.legacy(d.Logprobs)}}, nil))
 }
 
 func (c *completionStream) finish(res *Result) error {
-	if err := c.sse.event("", c.object([]completionChoice{{FinishReason: &res.FinishReason}}, nil)); err != nil {
+	if err := c.finishChoice(res); err != nil {
 		return err
 	}
+	return c.closing([]*Result{res}, nil)
+}
+
+// finishChoice ends the choice's stream with its finish reason (and its
+// receipt, in an answer of several choices).
+func (c *completionStream) finishChoice(res *Result) error {
+	end := completionChoice{Index: c.index, FinishReason: &res.FinishReason}
+	if c.multi {
+		end.Energy = res.Energy
+	}
+	return c.sse.event("", c.object([]completionChoice{end}, nil))
+}
+
+// closing ends the answer once every choice has: the usage chunk, when
+// asked for, and [DONE].
+func (c *completionStream) closing(ress []*Result, gs []*Generation) error {
 	if c.includeUsage {
-		if err := c.sse.event("", c.object([]completionChoice{}, usageOf(res))); err != nil {
+		if err := c.sse.event("", c.object([]completionChoice{}, usageOfAll(gs, ress, nil))); err != nil {
 			return err
 		}
 	}

@@ -18,6 +18,7 @@ func FuzzParseRequest(f *testing.F) {
 		`{"model":"tiny","prompt":"once","temperature":0.8,"top_k":40,"min_p":0.05,"repeat_penalty":1.1,"logprobs":3}`,
 		`{"model":"tiny","prompt":"once","logit_bias":{"50256":-100,"7":2.5,"0":100}}`,
 		`{"model":"tiny","prompt":[[1,319,767]],"max_tokens":2}`, `{"model":"tiny","prompt":[1,2]}`,
+		`{"model":"tiny","prompt":["a",[1,2],"b"],"n":3,"seed":9}`, `{"model":"tiny","n":4,"messages":[{"role":"user","content":"x"}]}`,
 		`{"model":"tiny","messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":20,"user":"u","store":false,"tools":[]}`,
 		`{"model":"tiny","input":"x","include":["message.output_text.logprobs"],"top_logprobs":2,"service_tier":"flex"}`,
 		`{"model":"tiny","input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]}],` +
@@ -54,6 +55,9 @@ func FuzzParseRequest(f *testing.F) {
 			if len(g.PromptIDs) > maxPromptIDs || g.PromptIDs != nil && (len(g.PromptIDs) == 0 || g.Prompt != "") {
 				t.Fatalf("%s: accepted a prompt of %d ids beside %q", name, len(g.PromptIDs), g.Prompt)
 			}
+			if cs := g.Choices(); len(cs) == 0 || len(cs) > maxChoices || len(cs) > 1 && g.Presentation != nil {
+				t.Fatalf("%s: accepted %d choices", name, len(cs))
+			}
 			if g.Prefill != "" && g.Messages == nil {
 				t.Fatalf("%s: accepted a prefill with no conversation", name)
 			}
@@ -77,6 +81,7 @@ func FuzzParseReplay(f *testing.F) {
 		`{"request":{"model":"tiny","messages":[{"role":"user","content":"hi"}],"max_tokens":3},"energy":{"receipt":{},"envelope_hex":"d284"}}`,
 		`{"request":{"model":"tiny","prompt":"once","seed":7,"temperature":0.5},"energy":{"envelope_hex":"00"},"output":[1,2,3]}`,
 		`{"request":{"model":"tiny","input":"hello"},"energy":{}}`,
+		`{"request":{"model":"tiny","prompt":["a","b"],"n":2},"energy":{},"choice":3}`,
 		`{"request":{"model":"tiny","max_tokens":2,"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"It"}]},"energy":{},"endpoint":"/v1/messages"}`,
 		`{"request":{"model":"tiny","max_tokens":2,"stop_sequences":["x"],"messages":[{"role":"user","content":"hi"}]},"energy":{}}`,
 		`{"request":{"model":"tiny","prompt":"x","messages":[]},"energy":{}}`,
@@ -93,7 +98,7 @@ func FuzzParseReplay(f *testing.F) {
 			}
 			return
 		}
-		if r.Generation == nil || r.Generation.Model == "" || len(r.Energy) == 0 || r.Energy[0] != '{' {
+		if r.Generation == nil || r.Generation.Model == "" || len(r.Energy) == 0 || r.Energy[0] != '{' || len(r.Generation.Choices()) != 1 {
 			t.Fatalf("accepted %q as %+v", body, r)
 		}
 	})

@@ -100,12 +100,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m Model, g *Ge
 			ev.FirstTokenMS = ms(first.Sub(start))
 		}
 	})
-	switch {
-	case g.placed != nil:
-		res.Placement = g.placed.Detail
-	case g.Placement != "":
-		res.Placement = map[string]string{"route": g.Placement}
-	}
+	placementOf(g, res)
 	s.log.Info("api: served", "model", g.Model, "prompt_tokens", res.PromptTokens,
 		"completion_tokens", res.CompletionTokens, "finish", res.FinishReason,
 		"took", took.Round(time.Millisecond), "relayed", r.Header.Get(ForwardedHeader) != "")
@@ -116,6 +111,18 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m Model, g *Ge
 	}
 	out.Text = b.String()
 	return out, res, true
+}
+
+// placementOf sets res.Placement, usage.placement: how the mesh placed
+// g (the placement's detail on the node that placed it, the route line
+// on a host it was relayed to).
+func placementOf(g *Generation, res *Result) {
+	switch {
+	case g.placed != nil:
+		res.Placement = g.placed.Detail
+	case g.Placement != "":
+		res.Placement = map[string]string{"route": g.Placement}
+	}
 }
 
 // builder is an endpoint's stream that also builds a whole answer: fed

@@ -98,6 +98,13 @@ type Generation struct {
 	// the middle between Prompt and it (completions' suffix), through
 	// its fill-in-the-middle tokens.
 	Suffix string
+	// N is how many choices to answer with (n; 0 is 1), and batch a
+	// completions request's prompts when it sends more than one: such a
+	// request is served as its Choices, each a generation of one.
+	N     int
+	batch []batchPrompt
+	// first marks a choice that is its prompt's first (Choices).
+	first bool
 	// Echo puts the prompt before the answer (completions' echo), and,
 	// with Logprobs, its tokens' log-probabilities before the answer's:
 	// each under the distribution after the tokens before it, the

@@ -68,6 +68,9 @@ type replayBody struct {
 	// Endpoint names the endpoint the request was sent to; without it,
 	// the request's fields say (replayParsers).
 	Endpoint string `json:"endpoint"`
+	// Choice is the index of the choice whose receipt Energy is, for a
+	// request answered with several (n, a batch of prompts).
+	Choice *int `json:"choice"`
 }
 
 // replayParsers are the parsers of the endpoints a replay's request may
@@ -116,7 +119,26 @@ func parseReplay(body []byte) (*Replay, error) {
 		}
 		return nil, err
 	}
+	if g, err = replayChoice(g, b.Choice); err != nil {
+		return nil, err
+	}
 	return &Replay{Generation: g, Energy: b.Energy, Disclosed: b.Output}, nil
+}
+
+// replayChoice is the generation of the choice a replay names: a request
+// answered with several choices was served as its Choices, each sealed
+// on its own.
+func replayChoice(g *Generation, choice *int) (*Generation, error) {
+	gs := g.Choices()
+	switch {
+	case choice == nil && len(gs) > 1:
+		return nil, badRequest("choice", "the request was answered with %d choices (n, or a batch of prompts), each sealed on its own: name the one whose energy this is (choice: its index)", len(gs))
+	case choice == nil:
+		return g, nil
+	case *choice < 0 || *choice >= len(gs):
+		return nil, badRequest("choice", "choice %d is not one of the request's %d choices", *choice, len(gs))
+	}
+	return gs[*choice], nil
 }
 
 // replayEndpoint is the endpoint whose parser reads a replay's request:

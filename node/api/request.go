@@ -85,8 +85,11 @@ func (s *sampling) apply(g *Generation) error {
 			return badRequest("stream_options.include_obfuscation", "stream_options.include_obfuscation is not supported: meshnode pads no stream events (false is accepted)")
 		}
 	}
-	if s.N != nil && *s.N != 1 {
-		return badRequest("n", "n must be 1 (meshnode returns one choice)")
+	if s.N != nil {
+		if *s.N < 1 || *s.N > maxChoices {
+			return badRequest("n", "n must be between 1 and %d, got %d", maxChoices, *s.N)
+		}
+		g.N = *s.N
 	}
 	if t := s.Temperature; t != nil {
 		if math.IsNaN(*t) || *t < 0 || *t > 2 {

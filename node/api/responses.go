@@ -107,6 +107,9 @@ func parseResponses(body []byte) (*Generation, *responsesRequest, error) {
 	if err := parseTextFormat(req.Text, g); err != nil {
 		return nil, nil, err
 	}
+	if g.N > 1 {
+		return nil, nil, badRequest("n", "n must be 1 on /v1/responses: a response has one output (n > 1 is served on chat completions and completions)")
+	}
 	return g, &req, nil
 }
 
