@@ -292,6 +292,27 @@ func TestEcho(t *testing.T) {
 		t.Errorf("echoed text %q, want it to begin %q", ll.Choices[0].Text, want)
 	}
 
+	// lm-eval with batch_size > 1 sends its requests as one batch of
+	// prompts: each choice scores its prompt as that request alone does.
+	other := prompts["Love is"]
+	var one, batch completionLogprobs
+	postJSON(t, n, "/v1/completions", req(`,"prompt":[`+list(other)+`],"max_tokens":1,"logprobs":1,"echo":true`), &one)
+	postJSON(t, n, "/v1/completions", req(`,"prompt":[`+list(append(slices.Clone(ids), cont...))+`,`+list(other)+`],"temperature":0,"max_tokens":1,"logprobs":1,"seed":1234,"echo":true`), &batch)
+	if len(batch.Choices) != 2 {
+		t.Fatalf("a batch of 2 prompts: %d choices", len(batch.Choices))
+	}
+	for i, want := range []completionLogprobs{ll, one} {
+		got, w := batch.Choices[i].Logprobs, want.Choices[0].Logprobs
+		if len(got.TokenLogprobs) != len(w.TokenLogprobs) || batch.Choices[i].Text != want.Choices[0].Text {
+			t.Fatalf("batch choice %d: %d scores, %q; alone %d, %q", i, len(got.TokenLogprobs), batch.Choices[i].Text, len(w.TokenLogprobs), want.Choices[0].Text)
+		}
+		for j := 1; j < len(w.TokenLogprobs); j++ {
+			if *got.TokenLogprobs[j] != *w.TokenLogprobs[j] {
+				t.Fatalf("batch choice %d token %d: %v, alone %v", i, j, *got.TokenLogprobs[j], *w.TokenLogprobs[j])
+			}
+		}
+	}
+
 	// Streamed: the first event carries the prompt, the text and its
 	// tokens' log-probabilities, ahead of the answer's.
 	resp := post(t, n, "/v1/completions", req(`,"prompt":"`+text+`","max_tokens":3,"logprobs":1,"echo":true,"stream":true`))
