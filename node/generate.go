@@ -399,6 +399,9 @@ func (p *preparedGeneration) tokenTimer(model string) func(at time.Time) {
 func (s *servedModel) prepare(g *api.Generation) (receipt.ServeRequest, []uint32, []steward.ServeOption, error) {
 	m := s.in.m
 	ctxLen := m.ContextLength()
+	if g.ContextLimit > 0 {
+		ctxLen = min(ctxLen, g.ContextLimit)
+	}
 	// A prompt of ctxLen tokens or more leaves no room to answer.
 	text, ids, err := m.Prompt(g, ctxLen-1)
 	var long *promptTooLongError

@@ -314,6 +314,7 @@ func (n *Node) Serve(ctx context.Context) (err error) {
 	events := console.NewEvents(0, 0)
 	run("console events", events.Serve, ctx)
 	srv := api.New(api.Config{
+		Version:        Version,
 		APIKey:         n.cfg.APIKey,
 		MaxBodyBytes:   n.cfg.API.MaxBodyBytes,
 		Concurrency:    n.cfg.API.Concurrency,

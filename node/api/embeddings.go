@@ -200,6 +200,45 @@ type embeddingList struct {
 	Usage  embeddingUsage    `json:"usage"`
 }
 
+// embed routes e (relayed to a host when only a peer serves its model)
+// and embeds it on a model slot here; handled reports that the answer,
+// a relayed one or an error, was written.
+func (s *Server) embed(w http.ResponseWriter, r *http.Request, e *Embedding, body []byte) (res *EmbeddingResult, handled bool) {
+	m, handled := s.route(w, r, e.Model, body)
+	if handled {
+		return nil, true
+	}
+	em, ok := m.(EmbeddingModel)
+	if !ok {
+		writeError(w, badRequest("model", "model %q cannot make embeddings", e.Model))
+		return nil, true
+	}
+	// An embedding is a forward pass over its inputs: it takes one of the
+	// model's slots, as a generation does.
+	release, err := s.acquire(r.Context(), e.Model, m)
+	if err != nil {
+		writeError(w, err)
+		return nil, true
+	}
+	defer release()
+	start := s.now()
+	res, err = em.Embed(r.Context(), e)
+	if err != nil {
+		if r.Context().Err() == nil {
+			s.log.Info("api: embedding failed", "model", e.Model, "err", errString(err))
+		}
+		writeError(w, err)
+		return nil, true
+	}
+	if len(res.Vectors) != len(e.Inputs) {
+		writeError(w, fmt.Errorf("api: the model returned %d embeddings for %d inputs", len(res.Vectors), len(e.Inputs)))
+		return nil, true
+	}
+	s.log.Info("api: embedded", "model", e.Model, "inputs", len(e.Inputs), "prompt_tokens", res.PromptTokens,
+		"took", s.now().Sub(start).Round(time.Millisecond), "relayed", r.Header.Get(ForwardedHeader) != "")
+	return res, false
+}
+
 func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 	body, err := s.readBody(w, r)
 	if err != nil {
@@ -211,38 +250,10 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	m, handled := s.route(w, r, e.Model, body)
+	res, handled := s.embed(w, r, e, body)
 	if handled {
 		return
 	}
-	em, ok := m.(EmbeddingModel)
-	if !ok {
-		writeError(w, badRequest("model", "model %q cannot make embeddings", e.Model))
-		return
-	}
-	// An embedding is a forward pass over its inputs: it takes one of the
-	// model's slots, as a generation does.
-	release, err := s.acquire(r.Context(), e.Model, m)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	defer release()
-	start := s.now()
-	res, err := em.Embed(r.Context(), e)
-	if err != nil {
-		if r.Context().Err() == nil {
-			s.log.Info("api: embedding failed", "model", e.Model, "err", errString(err))
-		}
-		writeError(w, err)
-		return
-	}
-	if len(res.Vectors) != len(e.Inputs) {
-		writeError(w, fmt.Errorf("api: the model returned %d embeddings for %d inputs", len(res.Vectors), len(e.Inputs)))
-		return
-	}
-	s.log.Info("api: embedded", "model", e.Model, "inputs", len(e.Inputs), "prompt_tokens", res.PromptTokens,
-		"took", s.now().Sub(start).Round(time.Millisecond), "relayed", r.Header.Get(ForwardedHeader) != "")
 	list := embeddingList{Object: "list", Model: e.Model, Data: make([]embeddingObject, len(res.Vectors)),
 		Usage: embeddingUsage{PromptTokens: res.PromptTokens, TotalTokens: res.PromptTokens}}
 	for i, v := range res.Vectors {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -81,8 +82,8 @@ func writeError(w http.ResponseWriter, err error) {
 		secs := int((e.RetryAfter + time.Second - 1) / time.Second)
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
 	}
-	if _, ok := unwrapTo[*anthropicWriter](w); ok {
-		writeJSON(w, e.Status, e.anthropicBody())
+	if dw, ok := unwrapTo[*dialectWriter](w); ok {
+		writeJSON(w, e.Status, dw.body(e))
 		return
 	}
 	writeJSON(w, e.Status, e.body())
@@ -104,13 +105,31 @@ func unwrapTo[T http.ResponseWriter](w http.ResponseWriter) (T, bool) {
 	}
 }
 
-// anthropicWriter marks a response to Anthropic's Messages API
-// (/v1/messages…): every error on its way out, from authentication to
-// the generation, is written in Anthropic's shape, which its SDKs read.
-type anthropicWriter struct{ http.ResponseWriter }
+// dialectWriter marks a response to an API whose errors have their own
+// shape (Anthropic's Messages API, Ollama's API): every error on its way
+// out, from authentication to the generation, is written as body makes
+// it, which that API's clients read.
+type dialectWriter struct {
+	http.ResponseWriter
+	body func(e *Error) any
+}
 
 // Unwrap lets http.ResponseController reach the connection's writer.
-func (w *anthropicWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+func (w *dialectWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// errorDialects gives the paths of the APIs with their own error shapes
+// their dialect, whichever layer refuses a request.
+func errorDialects(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch p := r.URL.Path; {
+		case p == "/v1/messages" || strings.HasPrefix(p, "/v1/messages/"):
+			w = &dialectWriter{w, func(e *Error) any { return e.anthropicBody() }}
+		case ollamaPath(p):
+			w = &dialectWriter{w, func(e *Error) any { return ollamaError{e.Message} }}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
 
 // anthropicErrorBody is Anthropic's error object: {"type": "error",
 // "error": {"type", "message"}}, with meshnode's code (and the router's

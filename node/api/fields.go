@@ -35,6 +35,12 @@ func isEmpty(raw []byte) bool {
 	return isNull(raw) || bytes.Equal(raw, []byte("{}")) || bytes.Equal(raw, []byte("[]")) || bytes.Equal(raw, []byte(`""`))
 }
 
+// holdsSomething reports whether raw, a field's value, is there and not
+// empty (not null, {}, [] or "").
+func holdsSomething(raw json.RawMessage) bool {
+	return !isAbsent(raw) && !isEmpty(compact(raw))
+}
+
 func isFalse(raw []byte) bool { return isNull(raw) || bytes.Equal(raw, []byte("false")) }
 
 // oneOf accepts null and the JSON values listed.

@@ -213,7 +213,7 @@ func textOf(b anthropicBlock, field string) (string, error) {
 	if b.Text == nil {
 		return "", badRequest(field, "%s is a text block without text", field)
 	}
-	if !isAbsent(b.Citations) && !isEmpty(compact(b.Citations)) {
+	if holdsSomething(b.Citations) {
 		return "", badRequest(field, "%s.citations is not supported: meshnode's answers cite no documents", field)
 	}
 	return *b.Text, nil

@@ -240,10 +240,11 @@ func (s *Server) MeshHandler() http.Handler {
 	mux.HandleFunc("GET /tokenizer_info", s.handleTokenizerInfo)
 	mux.HandleFunc("GET /v1/models", s.handleModels)
 	mux.HandleFunc("GET /v1/models/{model...}", s.handleModel)
+	s.ollamaRoutes(mux, true)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		unrouted(w, r, mux, "%s %s is not served to mesh peers")
 	})
-	return anthropicErrors(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return errorDialects(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		peer, ok := meshPeer(r.Context())
 		if !ok {
 			writeError(w, Errorf(http.StatusForbidden, "invalid_request_error", "mesh_access_denied",

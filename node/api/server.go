@@ -29,6 +29,8 @@ const ForwardedHeader = "X-Meshnode-Forwarded-By"
 
 // Config tunes the API server.
 type Config struct {
+	// Version is the software's, for GET /api/version.
+	Version string
 	// APIKey, when set, is required as "Authorization: Bearer KEY" on
 	// every endpoint but /health. The node requires one when the API is
 	// bound beyond loopback.
@@ -200,6 +202,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /tokenizer_info", s.handleTokenizerInfo)
 	mux.HandleFunc("GET /v1/models", s.handleModels)
 	mux.HandleFunc("GET /v1/models/{model...}", s.handleModel)
+	s.ollamaRoutes(mux, false)
 	mux.HandleFunc("GET /v1/mesh/steward", s.handleSteward)
 	mux.HandleFunc("POST /v1/mesh/witness", s.handleWitness)
 	mux.HandleFunc("POST /v1/mesh/replay", s.handleReplay)
@@ -217,25 +220,14 @@ func (s *Server) Handler() http.Handler {
 		unrouted(w, r, mux, "no route for %s %s")
 	})
 	if len(s.cfg.Public) == 0 {
-		return anthropicErrors(s.guardBrowser(s.authenticate(mux)))
+		return errorDialects(s.guardBrowser(s.authenticate(mux)))
 	}
 	outer := http.NewServeMux()
 	for pattern, h := range s.cfg.Public {
 		outer.Handle(pattern, h)
 	}
 	outer.Handle("/", s.authenticate(mux))
-	return anthropicErrors(s.guardBrowser(outer))
-}
-
-// anthropicErrors answers the errors of Anthropic's Messages API paths
-// (/v1/messages and below) in its shape, whichever layer refuses them.
-func anthropicErrors(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if p := r.URL.Path; p == "/v1/messages" || strings.HasPrefix(p, "/v1/messages/") {
-			w = &anthropicWriter{w}
-		}
-		next.ServeHTTP(w, r)
-	})
+	return errorDialects(s.guardBrowser(outer))
 }
 
 // unrouted answers a request no route of mux took: 405 with Allow when

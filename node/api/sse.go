@@ -16,6 +16,9 @@ type sseWriter struct {
 	w       *stallGuard
 	started bool
 	buf     bytes.Buffer
+	// ndjson writes newline-delimited JSON instead (Ollama's streams):
+	// one object a line, through line.
+	ndjson bool
 }
 
 func (s *Server) newSSEWriter(w http.ResponseWriter) *sseWriter {
@@ -64,6 +67,9 @@ func (s *sseWriter) start() {
 	s.started = true
 	h := s.w.Header()
 	h.Set("Content-Type", "text/event-stream")
+	if s.ndjson {
+		h.Set("Content-Type", "application/x-ndjson")
+	}
 	h.Set("Cache-Control", "no-cache")
 	h.Set("Connection", "keep-alive")
 	h.Set("X-Accel-Buffering", "no") // proxies must not hold tokens back
@@ -87,6 +93,18 @@ func (s *sseWriter) event(name string, v any) error {
 		return err
 	}
 	s.buf.WriteByte('\n')
+	return s.flush()
+}
+
+// line writes v as one line of an NDJSON stream.
+func (s *sseWriter) line(v any) error {
+	s.start()
+	s.buf.Reset()
+	enc := json.NewEncoder(&s.buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil { // Encode ends with '\n'
+		return err
+	}
 	return s.flush()
 }
 

@@ -1,0 +1,34 @@
+package node
+
+import (
+	"os"
+
+	"github.com/meshnode/meshnode/node/api"
+	"github.com/meshnode/meshnode/node/receipt"
+)
+
+// Describe implements api.DescribedModel: what the model's file says of
+// it, for Ollama's /api/tags and /api/show. The digest is the weights'
+// content address (the receipt's weights_digest), not Ollama's SHA-256.
+func (s *servedModel) Describe() api.ModelDescription {
+	m := s.in.m
+	d := api.ModelDescription{Context: m.ContextLength(), SizeBytes: m.Size()}
+	if f := m.Facts(); f != nil {
+		d.Format, d.Architecture, d.Quantization = "gguf", f.Architecture, f.QuantizationType
+		d.Parameters, d.ParameterSize = f.ParameterCount, f.ParameterSize
+	}
+	if p := m.Path(); p != "" {
+		if fi, err := os.Stat(p); err == nil {
+			d.ModifiedAt = fi.ModTime()
+		}
+	}
+	if t, ok := m.(tokenizing); ok && t.Template() != nil {
+		d.Template = t.Template().Source()
+	}
+	if we, ok := m.Engine().(interface{ Weights() (receipt.Weights, bool) }); ok {
+		if w, ok := we.Weights(); ok {
+			d.Digest = w.Digest.String()
+		}
+	}
+	return d
+}
