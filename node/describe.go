@@ -25,7 +25,9 @@ func (s *servedModel) Describe() api.ModelDescription {
 	if t, ok := m.(tokenizing); ok && t.Template() != nil {
 		d.Template = t.Template().Source()
 	}
-	if we, ok := m.Engine().(interface{ Weights() (receipt.Weights, bool) }); ok {
+	if we, ok := m.Engine().(interface {
+		Weights() (receipt.Weights, bool)
+	}); ok {
 		if w, ok := we.Weights(); ok {
 			d.Digest = w.Digest.String()
 		}

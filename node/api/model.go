@@ -124,11 +124,11 @@ type Generation struct {
 	ToolName          string
 	ParallelToolCalls bool
 
-	MaxTokens        int // 0: the model's default
+	MaxTokens int // 0: the model's default
 	// ContextLimit, when set, bounds the prompt and the answer within
 	// the model's context (Ollama's num_ctx): the smaller of the two
 	// holds.
-	ContextLimit int
+	ContextLimit     int
 	Temperature      *float64
 	TopP             *float64
 	Seed             *uint64
