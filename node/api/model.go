@@ -124,11 +124,7 @@ type Generation struct {
 	ToolName          string
 	ParallelToolCalls bool
 
-	MaxTokens int // 0: the model's default
-	// ContextLimit, when set, bounds the prompt and the answer within
-	// the model's context (Ollama's num_ctx): the smaller of the two
-	// holds.
-	ContextLimit     int
+	MaxTokens        int // 0: the model's default
 	Temperature      *float64
 	TopP             *float64
 	Seed             *uint64
@@ -144,6 +140,10 @@ type Generation struct {
 	// the penalties, greedy requests included (OpenAI's logit_bias), by
 	// token id; nil is none.
 	LogitBias map[uint32]float64
+	// ContextLimit, when set, bounds the prompt and the answer within
+	// the model's context (Ollama's num_ctx): the smaller of the two
+	// holds.
+	ContextLimit int
 	// Speculative switches speculative decoding for this request: nil
 	// is the model's default (on where it has a draft), false off.
 	Speculative *bool
