@@ -25,6 +25,13 @@ func TestAnthropicSDK(t *testing.T) {
 	runSDKCases(t, filepath.Join("testdata", "anthropic-sdk"), "@anthropic-ai/sdk", "", "ANTHROPIC_API_KEY=", "ANTHROPIC_BASE_URL=", "ANTHROPIC_AUTH_TOKEN=")
 }
 
+// TestOllamaJS runs every case of the Ollama library harness
+// (testdata/ollama-js), each a Node.js script using the official ollama
+// package, against the node's Ollama API.
+func TestOllamaJS(t *testing.T) {
+	runSDKCases(t, filepath.Join("testdata", "ollama-js"), "ollama", "", "OLLAMA_HOST=")
+}
+
 // runSDKCases starts a node serving the built-in model and runs each
 // cases/*.mjs of the harness in dir with Node.js, MESHNODE_BASE_URL the
 // node's address with basePath. It skips when Node.js or the harness's

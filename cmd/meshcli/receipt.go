@@ -44,19 +44,19 @@ func receiptCommand() *cli.Command {
 			Name:  "replay",
 			Usage: "have the node that served a generation re-run it against its receipt, and check the disclosure",
 			Description: "--request names the request body as it was sent (chat/completions, completions,\n" +
-				"responses or Anthropic messages JSON); --usage the usage.energy object that came back (or\n" +
-				"the usage object, or the whole response, or the saved stream). --path names the path it\n" +
-				"was sent to where the body does not say (a /v1/messages request that ends with an\n" +
-				"assistant message); a saved /v1/messages answer says it itself. The node re-tokenizes\n" +
-				"the prompt as the serve did, re-runs it on the backend the receipt names and answers\n" +
-				"verified, diverged or not replayable; a verified replay discloses the receipt (opening,\n" +
-				"payload digest, output), which is checked here against the receipt's output commitment.\n" +
-				"Exit status 0 only when verified.",
+				"responses, Anthropic messages or Ollama JSON); --usage the usage.energy object that came\n" +
+				"back (or the usage object, or the whole response, or the saved stream). --path names the\n" +
+				"path it was sent to where the body does not say (a /v1/messages request that ends with an\n" +
+				"assistant message, Ollama's /api/generate); a saved answer of those says it itself.\n" +
+				"The node re-tokenizes the prompt as the serve did, re-runs it on the backend the receipt\n" +
+				"names and answers verified, diverged or not replayable; a verified replay discloses the\n" +
+				"receipt (opening, payload digest, output), which is checked here against the receipt's\n" +
+				"output commitment. Exit status 0 only when verified.",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "request", Usage: "the request body `FILE`", Required: true},
 				&cli.StringFlag{Name: "usage", Usage: "the usage.energy `FILE`", Required: true},
 				&cli.StringFlag{Name: "node", Usage: "the API `URL` of the node that served it (default: --api)"},
-				&cli.StringFlag{Name: "path", Usage: "the API `PATH` the request was sent to (default: what its fields, or a saved /v1/messages answer, say)"},
+				&cli.StringFlag{Name: "path", Usage: "the API `PATH` the request was sent to (default: what its fields, or a saved /v1/messages or Ollama answer, say)"},
 				choiceFlag,
 				jsonFlag,
 			},
@@ -164,8 +164,8 @@ func replayReceipt(c *cli.Context) error {
 		return err
 	}
 	path := c.String("path")
-	if path == "" && messagesAnswer(raw) {
-		path = "/v1/messages"
+	if path == "" {
+		path = answerPath(raw)
 	}
 	if raw, err = choiceEnergy(c, raw); err != nil {
 		return fmt.Errorf("%s: %w", c.String("usage"), err)
@@ -378,22 +378,39 @@ func choiceEnergyOf(b []byte, n int) ([]byte, error) {
 	return found, nil
 }
 
-// messagesAnswer reports whether b is an answer of Anthropic's Messages
-// API, whole (an object of type "message") or a saved stream (one with
-// a message_delta event): its request was sent to /v1/messages.
-func messagesAnswer(b []byte) bool {
-	var doc struct {
-		Type string `json:"type"`
+// answerPath is the API path a saved answer says its request was sent to,
+// where the request alone may not: Anthropic's Messages API (an object
+// of type "message", or a stream with a message_delta event) and
+// Ollama's chat and generate (an object, or the last line of a stream,
+// that is done and holds a message or a response). "" for any other.
+func answerPath(b []byte) string {
+	text := bytes.TrimSpace(b)
+	if lines := bytes.Split(text, []byte("\n")); len(lines) > 1 && text[0] == '{' {
+		text = bytes.TrimSpace(lines[len(lines)-1]) // an NDJSON stream: its last line
 	}
-	if json.Unmarshal(b, &doc) == nil {
-		return doc.Type == "message"
+	var doc struct {
+		Type     string          `json:"type"`
+		Done     bool            `json:"done"`
+		Message  json.RawMessage `json:"message"`
+		Response json.RawMessage `json:"response"`
+	}
+	if json.Unmarshal(text, &doc) == nil {
+		switch {
+		case doc.Type == "message":
+			return "/v1/messages"
+		case doc.Done && doc.Message != nil:
+			return "/api/chat"
+		case doc.Done && doc.Response != nil:
+			return "/api/generate"
+		}
+		return ""
 	}
 	for line := range bytes.Lines(b) {
 		if bytes.Equal(bytes.TrimSpace(line), []byte("event: message_delta")) {
-			return true
+			return "/v1/messages"
 		}
 	}
-	return false
+	return ""
 }
 
 // fromStream takes the usage.energy object out of a saved
@@ -403,6 +420,12 @@ func messagesAnswer(b []byte) bool {
 // other input is returned as it is.
 func fromStream(b []byte) ([]byte, error) {
 	text := bytes.TrimSpace(b)
+	if len(text) > 0 && text[0] == '{' && !json.Valid(text) {
+		// An NDJSON stream (Ollama's): its receipt is in its last,
+		// done object's energy.
+		lines := bytes.Split(text, []byte("\n"))
+		return bytes.TrimSpace(lines[len(lines)-1]), nil
+	}
 	if !bytes.HasPrefix(text, []byte("data:")) && !bytes.HasPrefix(text, []byte("event:")) && !bytes.HasPrefix(text, []byte(":")) {
 		return b, nil
 	}

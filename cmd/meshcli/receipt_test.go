@@ -261,7 +261,7 @@ func TestReceiptReplay(t *testing.T) {
 			key = fmt.Sprintf("choice %d", *body.Choice)
 		}
 		switch key {
-		case "verified", "endpoint /v1/messages", "choice 1":
+		case "verified", "endpoint /v1/messages", "choice 1", "endpoint /api/generate":
 			ans["verdict"], ans["disclosure"] = "verified", disclosure
 		case "lying":
 			lie := disclosure
@@ -328,6 +328,8 @@ func TestReceiptReplay(t *testing.T) {
 		[]string{"receipt", "replay", "--request", messages, "--usage", usage},
 		[]string{"receipt", "replay", "--request", request("batch"), "--usage", write("choices.json", `{"choices":[{"index":1,"energy":`+string(energy)+`}]}`), "--choice", "1"},
 		[]string{"receipt", "replay", "--request", request("batch"), "--usage", filepath.Join(dir, "choices.json")},
+		[]string{"receipt", "replay", "--request", request("ollama"), "--usage", write("ollama.ndjson",
+			`{"model":"m","response":"a","done":false}`+"\n"+`{"model":"m","response":"","done":true,"done_reason":"stop","energy":`+string(energy)+`}`+"\n")},
 	))
 }
 
@@ -353,7 +355,7 @@ func FuzzReceiptFile(f *testing.F) {
 		f.Add([]byte("event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"energy\":" + string(energy) + "}}\n\n"))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		messagesAnswer(b)
+		answerPath(b)
 		if e, err := choiceEnergyOf(b, 1); err == nil && (len(e) == 0 || e[0] != '{') {
 			t.Fatalf("choice 1's receipt %q is not an object", e)
 		}

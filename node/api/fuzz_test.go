@@ -29,6 +29,10 @@ func FuzzParseRequest(f *testing.F) {
 			`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"ok","is_error":true},{"type":"text","text":"go on"}]},` +
 			`{"role":"assistant","content":"Sure"}],"tools":[{"name":"f","input_schema":{"type":"object"}}],` +
 			`"tool_choice":{"type":"tool","name":"f","disable_parallel_tool_use":true},"thinking":{"type":"disabled"},"metadata":{"user_id":"u"}}`,
+		`{"model":"tiny","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"","tool_calls":[{"function":{"name":"f","arguments":{"a":1}}}]},` +
+			`{"role":"tool","tool_name":"f","content":"ok"}],"options":{"temperature":0.7,"num_predict":-1,"num_ctx":64,"stop":["x"],"mirostat":0},` +
+			`"format":{"type":"object"},"keep_alive":-1,"think":false,"stream":false,"tools":[{"type":"function","function":{"name":"f"}}]}`,
+		`{"model":"tiny","prompt":"hi","system":"s","raw":false,"suffix":"","options":{"seed":3}}`,
 		``, `null`, `[]`, `{"model":1}`, `{"model":"m"} {}`,
 	} {
 		f.Add([]byte(seed))
@@ -40,6 +44,8 @@ func FuzzParseRequest(f *testing.F) {
 			"responses":   func(b []byte) (*Generation, error) { g, _, err := parseResponses(b); return g, err },
 			"messages":    func(b []byte) (*Generation, error) { g, _, err := parseMessages(b); return g, err },
 			"count":       func(b []byte) (*Generation, error) { g, _, err := parseCountTokens(b); return g, err },
+			"ollama chat": func(b []byte) (*Generation, error) { g, _, err := parseOllamaChat(b); return g, err },
+			"ollama gen":  func(b []byte) (*Generation, error) { g, _, err := parseOllamaGenerate(b); return g, err },
 		} {
 			g, err := parse(body)
 			if err != nil {

@@ -80,6 +80,8 @@ var replayParsers = map[string]func([]byte) (*Generation, error){
 	"/v1/completions":      func(b []byte) (*Generation, error) { g, _, err := parseCompletion(b); return g, err },
 	"/v1/responses":        func(b []byte) (*Generation, error) { g, _, err := parseResponses(b); return g, err },
 	"/v1/messages":         func(b []byte) (*Generation, error) { g, _, err := parseMessages(b); return g, err },
+	"/api/chat":            func(b []byte) (*Generation, error) { g, _, err := parseOllamaChat(b); return g, err },
+	"/api/generate":        func(b []byte) (*Generation, error) { g, _, err := parseOllamaGenerate(b); return g, err },
 }
 
 // parseReplay parses a replay body; the original request is parsed by
@@ -101,13 +103,17 @@ func parseReplay(body []byte) (*Replay, error) {
 	}
 	g, err := replayParsers[endpoint](b.Request)
 	if err != nil && b.Endpoint == "" && endpoint == "/v1/chat/completions" {
-		// Chat completions' and Anthropic's Messages API's bodies both
-		// hold messages: Anthropic's reading is tried where chat's
-		// refuses the body. (A body both take is one generation either
-		// way, but for a final assistant message, which Anthropic's
-		// continues: such a request needs its endpoint named.)
-		if ag, aerr := replayParsers["/v1/messages"](b.Request); aerr == nil {
-			g, err = ag, nil
+		// Chat completions', Anthropic's Messages API's and Ollama's
+		// chat bodies all hold messages: the others' readings are tried
+		// where chat's refuses the body. (A body two take is one
+		// generation either way, but for a final assistant message,
+		// which Anthropic's continues: such a request needs its
+		// endpoint named.)
+		for _, other := range []string{"/v1/messages", "/api/chat"} {
+			if og, oerr := replayParsers[other](b.Request); oerr == nil {
+				g, err = og, nil
+				break
+			}
 		}
 	}
 	if err != nil {
@@ -146,7 +152,7 @@ func replayChoice(g *Generation, choice *int) (*Generation, error) {
 func replayEndpoint(b replayBody) (string, error) {
 	if b.Endpoint != "" {
 		if _, ok := replayParsers[b.Endpoint]; !ok {
-			return "", badRequest("endpoint", "endpoint %q is not a generation endpoint: name /v1/chat/completions, /v1/completions, /v1/responses or /v1/messages", b.Endpoint)
+			return "", badRequest("endpoint", "endpoint %q is not a generation endpoint: name /v1/chat/completions, /v1/completions, /v1/responses, /v1/messages, /api/chat or /api/generate", b.Endpoint)
 		}
 		return b.Endpoint, nil
 	}
