@@ -390,19 +390,19 @@ func (s *Server) handleOllamaChat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	os := s.newOllamaStream(g, false)
+	st := s.newOllamaStream(g, false)
 	if req.tools.active() {
 		format, err := toolFormat(m, g.Model)
 		if err != nil {
 			writeError(w, err)
 			return
 		}
-		os.calls = toolParser(format, g)
+		st.calls = toolParser(format, g)
 	}
 	if isHarmony(m) {
-		os.channels = &harmony.Parser{Calls: req.tools.active()}
+		st.channels = &harmony.Parser{Calls: req.tools.active()}
 	}
-	s.serveOllama(w, r, m, g, os, req.streaming())
+	s.serveOllama(w, r, m, g, st, req.streaming())
 }
 
 func (s *Server) handleOllamaGenerate(w http.ResponseWriter, r *http.Request) {
@@ -418,22 +418,22 @@ func (s *Server) handleOllamaGenerate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	os := s.newOllamaStream(g, true)
+	st := s.newOllamaStream(g, true)
 	if isHarmony(m) && g.Messages != nil {
-		os.channels = &harmony.Parser{}
+		st.channels = &harmony.Parser{}
 	}
-	s.serveOllama(w, r, m, g, os, req.streaming())
+	s.serveOllama(w, r, m, g, st, req.streaming())
 }
 
 // serveOllama answers g: a stream of NDJSON chunks, or one object.
-func (s *Server) serveOllama(w http.ResponseWriter, r *http.Request, m Model, g *Generation, os *ollamaStream, stream bool) {
+func (s *Server) serveOllama(w http.ResponseWriter, r *http.Request, m Model, g *Generation, st *ollamaStream, stream bool) {
 	if !stream {
-		s.answerWhole(w, r, m, g, os, func() any { return os.whole })
+		s.answerWhole(w, r, m, g, st, func() any { return st.whole })
 		return
 	}
-	os.sse = s.newSSEWriter(w)
-	os.sse.ndjson = true
-	s.generate(w, r, m, g, os, os.sse)
+	st.sse = s.newSSEWriter(w)
+	st.sse.ndjson = true
+	s.generate(w, r, m, g, st, st.sse)
 }
 
 // ollamaModel is a model as /api/tags and /api/ps list it.
