@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshnode/meshnode/gguf/grammar/grammartest"
 	"github.com/meshnode/meshnode/node/api"
 )
 
@@ -130,6 +131,33 @@ func TestMessagesServe(t *testing.T) {
 	}
 	if _, res, raw := replayRaw(t, n, `{"request":`+pbody+`,"energy":`+energy+`}`); res.Verdict != api.VerdictNotReplayable {
 		t.Fatalf("prefill replayed as a chat completion: %s", raw)
+	}
+}
+
+// TestStructuredOutputsAcrossAPIs: a JSON Schema held to the output
+// through Anthropic's output_config.format and Ollama's format gives the
+// answer response_format gives on chat completions: the same grammar,
+// the same tokens.
+func TestStructuredOutputsAcrossAPIs(t *testing.T) {
+	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
+	n, _ := startNode(t, Config{})
+	const schema = `{"type":"object","properties":{"answer":{"type":"string","maxLength":10},"sure":{"type":"boolean"}},"required":["answer","sure"],"additionalProperties":false}`
+	conv := `"messages":[{"role":"user","content":"Is it true?"}]`
+	want, _ := generate(t, n, "/v1/chat/completions", `{"model":"`+fortunesModel+`","max_tokens":200,`+conv+
+		`,"response_format":{"type":"json_schema","json_schema":{"name":"v","schema":`+schema+`}}}`)
+	if err := grammartest.Validate([]byte(schema), []byte(want)); err != nil {
+		t.Fatalf("chat answer %q: %v", want, err)
+	}
+	var msg messagesAnswer
+	postJSON(t, n, "/v1/messages", `{"model":"`+fortunesModel+`","max_tokens":200,`+conv+`,"output_config":{"format":{"type":"json_schema","schema":`+schema+`}}}`, &msg)
+	var ollama struct {
+		Message struct {
+			Content string `json:"content"`
+		} `json:"message"`
+	}
+	postJSON(t, n, "/api/chat", `{"model":"`+fortunesModel+`","stream":false,"options":{"num_predict":200},`+conv+`,"format":`+schema+`}`, &ollama)
+	if msg.text() != want || ollama.Message.Content != want {
+		t.Fatalf("messages %q, ollama %q; chat completions %q", msg.text(), ollama.Message.Content, want)
 	}
 }
 

@@ -43,6 +43,9 @@ type messagesRequest struct {
 	TopK          *int64         `json:"top_k"`
 	Metadata      map[string]any `json:"metadata"`
 	ServiceTier   *string        `json:"service_tier"`
+	// OutputConfig's format holds the output to a JSON Schema
+	// (Anthropic's structured outputs).
+	OutputConfig json.RawMessage `json:"output_config"`
 
 	// meshnode's, as on the OpenAI endpoints.
 	Seed            *json.Number    `json:"seed"`
@@ -113,7 +116,54 @@ func parseMessages(body []byte) (*Generation, *messagesRequest, error) {
 	if err := req.apply(g); err != nil {
 		return nil, nil, err
 	}
+	if err := parseOutputConfig(req.OutputConfig, g); err != nil {
+		return nil, nil, err
+	}
+	if g.Grammar != nil && req.tools.active() {
+		// One grammar holds the whole output, as on chat completions.
+		return nil, nil, badRequest("output_config.format", "output_config.format cannot be combined with tools (tool_choice %q); send tool_choice {\"type\": \"none\"} or no output format", req.tools.mode)
+	}
 	return g, &req, nil
+}
+
+// parseOutputConfig reads output_config: its format, a JSON Schema the
+// output is held to as response_format's json_schema is; an effort is
+// refused (meshnode does not steer a model's effort).
+func parseOutputConfig(raw json.RawMessage, g *Generation) error {
+	if isAbsent(raw) {
+		return nil
+	}
+	var c struct {
+		Effort json.RawMessage `json:"effort"`
+		Format *struct {
+			Type   string          `json:"type"`
+			Schema json.RawMessage `json:"schema"`
+		} `json:"format"`
+	}
+	if err := decodeBody(raw, &c); err != nil || bytes.TrimSpace(raw)[0] != '{' {
+		return badRequest("output_config", "output_config must be an object {format, effort}")
+	}
+	if err := checkFields(raw, &c, "output_config"); err != nil {
+		e := asError(err)
+		e.Param = "output_config." + e.Param
+		return e
+	}
+	if !isAbsent(c.Effort) {
+		return badRequest("output_config.effort", "output_config.effort is not supported: meshnode does not steer a model's effort")
+	}
+	if c.Format == nil {
+		return nil
+	}
+	if c.Format.Type != "json_schema" || isAbsent(c.Format.Schema) || bytes.TrimSpace(c.Format.Schema)[0] != '{' {
+		return badRequest("output_config.format", `output_config.format must be {"type": "json_schema", "schema": {...}}`)
+	}
+	rf := mustJSON(map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "output", "schema": c.Format.Schema}})
+	if err := parseResponseFormat(rf, g); err != nil {
+		e := asError(err)
+		e.Param = "output_config.format"
+		return e
+	}
+	return nil
 }
 
 // countTokensRequest is a POST /v1/messages/count_tokens body.
@@ -344,6 +394,7 @@ func (p *anthropicPrompt) parseTools(g *Generation) (toolChoice, error) {
 		Name        string          `json:"name"`
 		Description json.RawMessage `json:"description"`
 		InputSchema json.RawMessage `json:"input_schema"`
+		Strict      *bool           `json:"strict"`
 	}
 	if !isAbsent(p.Tools) && json.Unmarshal(p.Tools, &tools) != nil {
 		return toolChoice{}, badRequest("tools", "tools must be an array of tools {name, description, input_schema}")
@@ -362,6 +413,11 @@ func (p *anthropicPrompt) parseTools(g *Generation) (toolChoice, error) {
 		fn := map[string]json.RawMessage{"name": mustJSON(t.Name), "parameters": t.InputSchema}
 		if !isAbsent(t.Description) {
 			fn["description"] = t.Description
+		}
+		if t.Strict != nil {
+			// Held to its schema as chat completions' strict tools are:
+			// by the grammar of a choice that requires a call.
+			fn["strict"] = mustJSON(*t.Strict)
 		}
 		fns = append(fns, mustJSON(map[string]any{"type": "function", "function": fn}))
 	}

@@ -291,6 +291,9 @@ func TestMessagesErrors(t *testing.T) {
 		{"grant", `{"model":"tiny","max_tokens":5,` + user + `,"jcp_presentation":"x"}`, 400, "invalid_request_error", "jcp_presentation"},
 		{"unknown field", `{"model":"tiny","max_tokens":5,` + user + `,"mcp_servers":[{}]}`, 400, "invalid_request_error", `unknown field "mcp_servers"`},
 		{"service tier", `{"model":"tiny","max_tokens":5,` + user + `,"service_tier":"priority"}`, 400, "invalid_request_error", "one tier"},
+		{"effort", `{"model":"tiny","max_tokens":5,` + user + `,"output_config":{"effort":"high"}}`, 400, "invalid_request_error", "effort is not supported"},
+		{"format type", `{"model":"tiny","max_tokens":5,` + user + `,"output_config":{"format":{"type":"yaml"}}}`, 400, "invalid_request_error", "json_schema"},
+		{"format with tools", `{"model":"tiny","max_tokens":5,` + user + `,"tools":[{"name":"f","input_schema":{"type":"object"}}],"output_config":{"format":{"type":"json_schema","schema":{"type":"object"}}}}`, 400, "invalid_request_error", "cannot be combined with tools"},
 		{"unknown model", `{"model":"nope","max_tokens":5,` + user + `}`, 404, "not_found_error", `model "nope" is not served`},
 	}
 	h := newHarness(t, Config{}, nil)
