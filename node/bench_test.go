@@ -144,3 +144,45 @@ func BenchmarkRejectHugePrompt(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkChoices compares, on the built-in model, a request for k
+// choices with the same k requests sent one after another (choice j is
+// the request with seed+j alone: the same tokens). The choices share the
+// model's slots, so the batched engine decodes them together; the
+// speedup is what that is worth for k. The two alternate, one of each per
+// iteration.
+func BenchmarkChoices(b *testing.B) {
+	b.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(b))
+	n, _ := startNode(b, Config{})
+	url := "http://" + n.HTTPAddr().String() + "/v1/completions"
+	post := func(body string) {
+		resp, err := http.Post(url, "application/json", strings.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if out, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusOK {
+			b.Fatalf("%d %s", resp.StatusCode, out)
+		}
+	}
+	request := func(choices, seed int) string {
+		return fmt.Sprintf(`{"model":%q,"prompt":"A man walks into a bar","max_tokens":64,"temperature":0.8,"seed":%d,"n":%d}`, fortunesModel, seed, choices)
+	}
+	for _, k := range []int{2, 4} {
+		b.Run(fmt.Sprintf("n%d", k), func(b *testing.B) {
+			var together, apart time.Duration
+			for i := range b.N {
+				t0 := time.Now()
+				post(request(k, i*k))
+				t1 := time.Now()
+				for j := range k {
+					post(request(1, i*k+j))
+				}
+				together, apart = together+t1.Sub(t0), apart+time.Since(t1)
+			}
+			b.ReportMetric(float64(together.Milliseconds())/float64(b.N), "choices_ms/req")
+			b.ReportMetric(float64(apart.Milliseconds())/float64(b.N), "one_by_one_ms")
+			b.ReportMetric(float64(apart)/float64(together), "speedup")
+		})
+	}
+}
