@@ -295,6 +295,10 @@ func TestErrors(t *testing.T) {
 		{"bad json", "/v1/chat/completions", `{"model":`, nil, 400, "invalid_request", "not valid JSON"},
 		{"empty body", "/v1/chat/completions", ``, nil, 400, "invalid_request", "empty"},
 		{"wrong type", "/v1/chat/completions", `{"model":"tiny","messages":"hi"}`, nil, 400, "invalid_request", "wrong type"},
+		{"two values", "/v1/chat/completions", `{"model":"tiny","messages":[{"role":"user","content":"x"}]} {}`, nil, 400, "invalid_request", "more than one JSON value"},
+		// A stray bracket after the body had passed, and with it every
+		// field the body named unchecked (found by FuzzParseRequest).
+		{"a stray bracket", "/v1/chat/completions", `{"model":"tiny","prediction":{"x":1},"messages":[{"role":"user","content":"x"}]}}`, nil, 400, "invalid_request", `"}" follows it`},
 		{"missing model", "/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}]}`, nil, 400, "invalid_request", "model is required"},
 		{"no messages", "/v1/chat/completions", `{"model":"tiny","messages":[]}`, nil, 400, "invalid_request", "at least one"},
 		{"bad role", "/v1/chat/completions", `{"model":"tiny","messages":[{"role":"robot","content":"x"}]}`, nil, 400, "invalid_request", "robot"},

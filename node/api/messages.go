@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 
 	"github.com/meshnode/meshnode/gguf/chat/harmony"
 	"github.com/meshnode/meshnode/gguf/chat/toolcall"
@@ -237,6 +238,9 @@ func (p *anthropicPrompt) apply(g *Generation) error {
 		if err != nil {
 			return err
 		}
+	}
+	if g.Prefill != "" && !slices.ContainsFunc(g.Messages, func(m Message) bool { return m.Role != "system" }) {
+		return badRequest("messages", "a final assistant message (a prefill) continues a conversation: send the messages it follows")
 	}
 	var err error
 	p.tools, err = p.parseTools(g)

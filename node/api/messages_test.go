@@ -289,6 +289,7 @@ func TestMessagesErrors(t *testing.T) {
 		{"unanswered call", `{"model":"tiny","max_tokens":5,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_9","content":"x"}]}]}`, 400, "invalid_request_error", "answers no tool_use"},
 		{"call left open", `{"model":"tiny","max_tokens":5,"messages":[{"role":"user","content":"x"},{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{}}]}]}`, 400, "invalid_request_error", "send their results"},
 		{"grant", `{"model":"tiny","max_tokens":5,` + user + `,"jcp_presentation":"x"}`, 400, "invalid_request_error", "jcp_presentation"},
+		{"a prefill alone", `{"model":"tiny","max_tokens":5,"system":"s","messages":[{"role":"assistant","content":"It"}]}`, 400, "invalid_request_error", "continues a conversation"},
 		{"unknown field", `{"model":"tiny","max_tokens":5,` + user + `,"mcp_servers":[{}]}`, 400, "invalid_request_error", `unknown field "mcp_servers"`},
 		{"service tier", `{"model":"tiny","max_tokens":5,` + user + `,"service_tier":"priority"}`, 400, "invalid_request_error", "one tier"},
 		{"effort", `{"model":"tiny","max_tokens":5,` + user + `,"output_config":{"effort":"high"}}`, 400, "invalid_request_error", "effort is not supported"},

@@ -68,10 +68,21 @@ func decodeBody(body []byte, v any) error {
 		}
 		return badRequest("", "request body: %v", err)
 	}
-	if dec.More() {
-		return badRequest("", "request body holds more than one JSON value")
+	// Anything after the value but white space (a second value, or a
+	// stray bracket, which More does not see) is refused: the body must
+	// be read as a whole by every check, the field check included.
+	if rest := bytes.TrimSpace(body[dec.InputOffset():]); len(rest) > 0 {
+		return badRequest("", "request body holds more than one JSON value: %q follows it at byte %d", clipBytes(rest, 16), dec.InputOffset())
 	}
 	return nil
+}
+
+// clipBytes is b, cut to at most n bytes, for an error message.
+func clipBytes(b []byte, n int) string {
+	if len(b) > n {
+		return string(b[:n]) + "…"
+	}
+	return string(b)
 }
 
 // apply validates the shared fields and copies them into g.

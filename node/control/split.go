@@ -71,6 +71,10 @@ func decodeFacadeJSON(w http.ResponseWriter, r *http.Request, v any, what string
 		writeHTTPError(w, errorf(ErrBadRequest.Code, "body is not %s: %v", what, err))
 		return false
 	}
+	if _, err := dec.Token(); err != io.EOF {
+		writeHTTPError(w, errorf(ErrBadRequest.Code, "body is not %s: trailing data after the JSON object", what))
+		return false
+	}
 	return true
 }
 

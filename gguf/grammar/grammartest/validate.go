@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -27,8 +28,8 @@ func Validate(schema, doc []byte) error {
 	if err := dec.Decode(&v); err != nil {
 		return fmt.Errorf("not JSON: %v", err)
 	}
-	if dec.More() {
-		return fmt.Errorf("more than one value")
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("more than one value, or data after it")
 	}
 	if !utf8.Valid(doc) {
 		return fmt.Errorf("invalid UTF-8")

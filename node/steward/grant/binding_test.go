@@ -173,6 +173,11 @@ func TestIssue(t *testing.T) {
 	if err != nil || back.Leaf().ID != chain.Leaf().ID {
 		t.Fatalf("chain file: %v", err)
 	}
+	for _, tail := range []string{"}", " {}", "x"} {
+		if _, err := ParseChainFile([]byte(`{"chain":` + string(b) + `}` + tail)); !errors.Is(err, ErrMalformed) {
+			t.Errorf("a chain file with %q after it: %v", tail, err)
+		}
+	}
 	for name, iss := range map[string]Issuance{
 		"wider budget":    {Issuer: key(t, seedCaller), Subject: key(t, seedSteward).DIDKey(), BudgetUJ: 2000, Expiry: t0, Parent: root},
 		"not the subject": {Issuer: key(t, seedOther), Subject: key(t, seedSteward).DIDKey(), BudgetUJ: 1, Expiry: t0, Parent: root},

@@ -33,6 +33,9 @@ func ParseChainFile(b []byte) (Chain, error) {
 	if err := dec.Decode(&f); err != nil {
 		return nil, fmt.Errorf("%w: chain file: %v", ErrMalformed, err)
 	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("%w: chain file: trailing data after the JSON object", ErrMalformed)
+	}
 	if len(f.Chain) == 0 {
 		return nil, fmt.Errorf("%w: chain file holds no chain", ErrMalformed)
 	}
