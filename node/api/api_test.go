@@ -296,9 +296,6 @@ func TestErrors(t *testing.T) {
 		{"empty body", "/v1/chat/completions", ``, nil, 400, "invalid_request", "empty"},
 		{"wrong type", "/v1/chat/completions", `{"model":"tiny","messages":"hi"}`, nil, 400, "invalid_request", "wrong type"},
 		{"two values", "/v1/chat/completions", `{"model":"tiny","messages":[{"role":"user","content":"x"}]} {}`, nil, 400, "invalid_request", "more than one JSON value"},
-		// A stray bracket after the body had passed, and with it every
-		// field the body named unchecked (found by FuzzParseRequest).
-		{"a stray bracket", "/v1/chat/completions", `{"model":"tiny","prediction":{"x":1},"messages":[{"role":"user","content":"x"}]}}`, nil, 400, "invalid_request", `"}" follows it`},
 		{"missing model", "/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}]}`, nil, 400, "invalid_request", "model is required"},
 		{"no messages", "/v1/chat/completions", `{"model":"tiny","messages":[]}`, nil, 400, "invalid_request", "at least one"},
 		{"bad role", "/v1/chat/completions", `{"model":"tiny","messages":[{"role":"robot","content":"x"}]}`, nil, 400, "invalid_request", "robot"},
@@ -599,6 +596,29 @@ func TestNodeEndpoints(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 409 {
 		t.Errorf("witness not held: %d, want 409", resp.StatusCode)
+	}
+}
+
+// TestAttackTrailingBracket: a body with a stray bracket after it
+// (found by FuzzParseRequest) had passed the JSON reader, whose More
+// check does not see a closing bracket, while the field check's own
+// parse failed on it and let every field through: an option meshnode
+// does not honour (a prediction), or one no API defines, was served
+// without it. Each endpoint now refuses the body as it is.
+func TestAttackTrailingBracket(t *testing.T) {
+	h := newHarness(t, Config{}, nil)
+	for _, tc := range []struct{ path, body string }{
+		{"/v1/chat/completions", `{"model":"tiny","prediction":{"type":"content","content":"x"},"messages":[{"role":"user","content":"x"}]}}`},
+		{"/v1/completions", `{"model":"tiny","prompt":"x","bogus":1}]`},
+		{"/v1/messages", `{"model":"tiny","max_tokens":5,"mcp_servers":[{}],"messages":[{"role":"user","content":"x"}]}}`},
+		{"/api/chat", `{"model":"tiny","stream":false,"bogus":1,"messages":[{"role":"user","content":"x"}]}}`},
+	} {
+		resp := h.post(t, tc.path, tc.body)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || !strings.Contains(string(b), "more than one JSON value") {
+			t.Errorf("%s %s: %d %s", tc.path, tc.body, resp.StatusCode, b)
+		}
 	}
 }
 
