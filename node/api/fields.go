@@ -52,7 +52,7 @@ func oneOf(vals ...string) func([]byte) bool {
 func anyValue([]byte) bool { return true }
 
 const (
-	seeTools      = "tool calls are served on /v1/chat/completions (docs/api.md, Tool calls)"
+	seeTools      = "tool calls are served on /v1/chat/completions and /v1/responses (docs/api.md, Tool calls)"
 	seeFunctions  = "the deprecated function-calling API is not supported: send tools and tool_choice (docs/api.md, Tool calls)"
 	seeStructured = "structured outputs are taken by /v1/chat/completions (response_format) and /v1/responses (text.format), not by this endpoint (docs/api.md, Structured outputs)"
 )
@@ -88,7 +88,7 @@ var refusedFields = map[string]refusal{
 	"parallel_tool_calls":    {seeTools, oneOf("true", "false")}, // with no tools, nothing to run in parallel
 	"functions":              {seeFunctions, isEmpty},
 	"function_call":          {seeFunctions, oneOf(`"none"`, `"auto"`)},
-	"max_tool_calls":         {seeTools, isNull},
+	"max_tool_calls":         {"max_tool_calls is not supported: meshnode does not count a reply's calls against a bound (parallel_tool_calls false keeps the first)", isNull},
 	"response_format":        {seeStructured, oneOf(`{"type":"text"}`)},
 	"text":                   {seeStructured, oneOf(`{"format":{"type":"text"}}`)},
 }

@@ -24,6 +24,9 @@ func FuzzParseRequest(f *testing.F) {
 		`{"model":"tiny","input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]}],` +
 			`"instructions":"be kind","max_output_tokens":4,"jcp_presentation":{"grant":"x"}}`,
 		`{"model":"tiny","input":"hello"}`,
+		`{"model":"tiny","input":[{"role":"user","content":"w?"},{"type":"function_call","call_id":"c1","name":"f","arguments":"{}"},` +
+			`{"type":"function_call_output","call_id":"c1","output":"ok"},{"type":"reasoning"}],"tools":[{"type":"function","name":"f","parameters":{"type":"object"},"strict":false}],` +
+			`"tool_choice":{"type":"function","name":"f"},"parallel_tool_calls":false}`,
 		`{"model":"tiny","max_tokens":5,"system":[{"type":"text","text":"be brief"}],"stop_sequences":["END"],"temperature":1,"top_k":5,` +
 			`"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"f","input":{"a":1}}]},` +
 			`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"ok","is_error":true},{"type":"text","text":"go on"}]},` +

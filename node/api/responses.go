@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/meshnode/meshnode/gguf/chat/harmony"
+	"github.com/meshnode/meshnode/gguf/chat/toolcall"
 )
 
 type responsesRequest struct {
@@ -19,6 +20,12 @@ type responsesRequest struct {
 	Text            json.RawMessage `json:"text"`
 	TopLogprobs     *int            `json:"top_logprobs"`
 	Include         []string        `json:"include"`
+
+	Tools             json.RawMessage `json:"tools"`
+	ToolChoice        json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
+
+	tools toolChoice // resolved from the three fields above
 }
 
 // includeLogprobs is the include value that asks for the output text's
@@ -71,30 +78,11 @@ func parseResponses(body []byte) (*Generation, *responsesRequest, error) {
 	if err := json.Unmarshal(input, &text); err == nil {
 		g.Messages = append(g.Messages, Message{Role: "user", Content: text})
 	} else {
-		var items []struct {
-			Type    string          `json:"type"`
-			Role    string          `json:"role"`
-			Content json.RawMessage `json:"content"`
+		msgs, err := responsesInput(input)
+		if err != nil {
+			return nil, nil, err
 		}
-		if err := json.Unmarshal(input, &items); err != nil {
-			return nil, nil, badRequest("input", "input must be a string or an array of messages")
-		}
-		for i, it := range items {
-			if it.Type != "" && it.Type != "message" {
-				return nil, nil, badRequest("input", "input[%d] has type %q; meshnode accepts messages only", i, it.Type)
-			}
-			if !knownRoles[it.Role] {
-				return nil, nil, badRequest("input", "input[%d].role %q is not one of system, developer, user, assistant", i, it.Role)
-			}
-			content, err := messageContent(it.Content, fmt.Sprintf("input[%d].content", i))
-			if err != nil {
-				return nil, nil, err
-			}
-			g.Messages = append(g.Messages, Message{Role: it.Role, Content: content})
-		}
-		if len(items) == 0 {
-			return nil, nil, badRequest("input", "input must hold at least one message")
-		}
+		g.Messages = append(g.Messages, msgs...)
 	}
 	n, err := maxTokens("max_output_tokens", req.MaxOutputTokens)
 	if err != nil {
@@ -110,7 +98,139 @@ func parseResponses(body []byte) (*Generation, *responsesRequest, error) {
 	if g.N > 1 {
 		return nil, nil, badRequest("n", "n must be 1 on /v1/responses: a response has one output (n > 1 is served on chat completions and completions)")
 	}
+	if req.tools, err = req.parseTools(g); err != nil {
+		return nil, nil, err
+	}
+	if g.Logprobs && req.tools.active() {
+		return nil, nil, badRequest("include", "the output's log-probabilities cannot be combined with tools (tool_choice %q); send tool_choice \"none\" or no include", req.tools.mode)
+	}
+	if g.Grammar != nil && req.tools.active() {
+		return nil, nil, badRequest("text.format", "text.format %s cannot be combined with tools (tool_choice %q); send tool_choice \"none\" or no text.format", g.Format, req.tools.mode)
+	}
 	return g, &req, nil
+}
+
+// responsesInput reads input items: messages, and the function calls
+// a reply made (function_call) and their results (function_call_output),
+// as the Responses API hands them back. A call joins the assistant
+// message before it (or opens one); a result answers its call_id.
+// Reasoning items, a reply's reasoning, are not given back to the model,
+// as a chat template gives earlier turns' reasoning none.
+func responsesInput(input json.RawMessage) ([]Message, error) {
+	var items []struct {
+		Type      string          `json:"type"`
+		Role      string          `json:"role"`
+		Content   json.RawMessage `json:"content"`
+		CallID    string          `json:"call_id"`
+		Name      string          `json:"name"`
+		Arguments *string         `json:"arguments"`
+		Output    json.RawMessage `json:"output"`
+	}
+	if err := json.Unmarshal(input, &items); err != nil {
+		return nil, badRequest("input", "input must be a string or an array of input items")
+	}
+	if len(items) == 0 {
+		return nil, badRequest("input", "input must hold at least one item")
+	}
+	var msgs []Message
+	names := map[string]string{} // call_id → the function called
+	for i, it := range items {
+		field := fmt.Sprintf("input[%d]", i)
+		switch it.Type {
+		case "", "message":
+			if !knownRoles[it.Role] || it.Role == "tool" {
+				return nil, badRequest("input", "%s.role %q is not one of system, developer, user, assistant (a tool's result is a function_call_output item)", field, it.Role)
+			}
+			content, err := messageContent(it.Content, field+".content")
+			if err != nil {
+				return nil, err
+			}
+			msgs = append(msgs, Message{Role: it.Role, Content: content})
+		case "function_call":
+			switch {
+			case it.CallID == "":
+				return nil, badRequest("input", "%s.call_id is required", field)
+			case it.Name == "":
+				return nil, badRequest("input", "%s.name is required", field)
+			case it.Arguments == nil:
+				return nil, badRequest("input", "%s.arguments is required (the arguments' JSON text)", field)
+			}
+			if _, dup := names[it.CallID]; dup {
+				return nil, badRequest("input", "%s.call_id %q is used by an earlier function_call", field, it.CallID)
+			}
+			names[it.CallID] = it.Name
+			if len(msgs) == 0 || msgs[len(msgs)-1].Role != "assistant" {
+				msgs = append(msgs, Message{Role: "assistant"})
+			}
+			last := &msgs[len(msgs)-1]
+			last.ToolCalls = append(last.ToolCalls, ToolCall{ID: it.CallID, Name: it.Name, Arguments: *it.Arguments})
+		case "function_call_output":
+			name, ok := names[it.CallID]
+			if !ok {
+				return nil, badRequest("input", "%s.call_id %q answers no function_call before it", field, it.CallID)
+			}
+			var output string
+			if json.Unmarshal(it.Output, &output) != nil {
+				var err error
+				if output, err = messageContent(it.Output, field+".output"); err != nil {
+					return nil, err
+				}
+			}
+			msgs = append(msgs, Message{Role: "tool", Content: output, ToolCallID: it.CallID, Name: name})
+		case "reasoning":
+		default:
+			return nil, badRequest("input", "%s has type %q; meshnode takes messages, function_call, function_call_output and reasoning items", field, it.Type)
+		}
+	}
+	return msgs, nil
+}
+
+// parseTools reads the Responses API's function tools ({"type":
+// "function", "name", "description", "parameters", "strict"}) and
+// tool_choice into chat completions' (parseTools there), which the chat
+// template renders and the tool-call machinery serves.
+func (req *responsesRequest) parseTools(g *Generation) (toolChoice, error) {
+	var tools []map[string]json.RawMessage
+	if !isAbsent(req.Tools) && json.Unmarshal(req.Tools, &tools) != nil {
+		return toolChoice{}, badRequest("tools", "tools must be an array of function tools {\"type\": \"function\", \"name\", \"parameters\"}")
+	}
+	chat := chatRequest{ParallelToolCalls: req.ParallelToolCalls}
+	var fns []json.RawMessage
+	for i, t := range tools {
+		var typ string
+		if json.Unmarshal(t["type"], &typ) != nil || typ != "function" {
+			return toolChoice{}, badRequest(fmt.Sprintf("tools[%d].type", i), "tools[%d] is a %s tool: meshnode runs no tools; define a function tool", i, compact(t["type"]))
+		}
+		fn := map[string]json.RawMessage{}
+		for _, k := range []string{"name", "description", "parameters", "strict"} {
+			if v, ok := t[k]; ok && !isAbsent(v) {
+				fn[k] = v
+			}
+		}
+		for k := range t {
+			switch k {
+			case "type", "name", "description", "parameters", "strict":
+			default:
+				return toolChoice{}, badRequest(fmt.Sprintf("tools[%d].%s", i, k), "tools[%d].%s is not supported", i, k)
+			}
+		}
+		fns = append(fns, mustJSON(map[string]any{"type": "function", "function": fn}))
+	}
+	if fns != nil {
+		chat.Tools = mustJSON(fns)
+	}
+	if !isAbsent(req.ToolChoice) {
+		chat.ToolChoice = req.ToolChoice
+		var c struct {
+			Type string `json:"type"`
+			Name string `json:"name"`
+		}
+		if json.Unmarshal(req.ToolChoice, &c) == nil && c.Type == "function" {
+			// The Responses API names the function beside its type.
+			chat.ToolChoice = mustJSON(map[string]any{"type": "function", "function": map[string]string{"name": c.Name}})
+		}
+	}
+	return chat.parseTools(g)
 }
 
 type responseText struct {
@@ -173,11 +293,28 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rs := &responseStream{resp: responseObject{ID: newID("resp_"), Object: "response", CreatedAt: s.now().Unix(),
-		Status: "in_progress", Model: g.Model, Output: []any{}}, logprobs: g.Logprobs}
-	if isHarmony(m) {
+		Status: "in_progress", Model: g.Model, Output: []any{}}, logprobs: g.Logprobs, parallel: req.tools.parallel}
+	var format toolcall.Format
+	var prefix string // fed to the call parser before the output
+	if req.tools.active() {
+		var err error
+		if format, err = toolFormat(m, g.Model); err == nil {
+			prefix, err = forceTools(g, format)
+		}
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	switch {
+	case isHarmony(m):
 		// Its analysis channel is a reasoning item, its final channel the
-		// message (chat completions' reasoning_content and content).
-		rs.channels, rs.tokens = &harmony.Parser{}, &harmony.Parser{}
+		// message (chat completions' reasoning_content and content), its
+		// calls function_call items.
+		rs.channels, rs.tokens = &harmony.Parser{Calls: req.tools.active()}, &harmony.Parser{}
+	case req.tools.active():
+		rs.calls = toolParser(format, g)
+		rs.calls.Feed(prefix) // a marker only: it makes no events
 	}
 	if !req.Stream {
 		s.answerWhole(w, r, m, g, rs, func() any { return rs.resp })
@@ -200,21 +337,42 @@ type responseStream struct {
 	logprobs bool
 	seq      int
 	started  bool
-	// channels splits a harmony model's reply into reasoning and
-	// content, and tokens reads it token by token for the content
-	// tokens' log-probabilities (filterContent); nil for other models.
+	// channels splits a harmony model's reply into reasoning, content
+	// and (with tools) calls, and tokens reads it token by token for
+	// the content tokens' log-probabilities (filterContent); nil for
+	// other models.
 	channels, tokens *harmony.Parser
+	// calls parses another model's reply for calls (a request with
+	// tools); parallel false keeps the first call only, of ncalls made.
+	calls    *toolcall.Parser
+	parallel bool
+	ncalls   int
 	// items are the output items so far; the last may be open.
 	items []*outItem
 	open  bool
 }
 
-// outItem is an output item being written.
+// outItem is an output item being written: a message, a reasoning item
+// or a function call (call: its call id and function; text its
+// arguments).
 type outItem struct {
 	reasoning bool
+	call      bool
+	callID    string
+	name      string
 	id        string
 	text      strings.Builder
 	lps       []logprobItemOut
+}
+
+// functionCallItem is a function call output item.
+type functionCallItem struct {
+	Type      string `json:"type"`
+	ID        string `json:"id"`
+	CallID    string `json:"call_id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+	Status    string `json:"status"`
 }
 
 func (r *responseStream) send(typ string, fields map[string]any) error {
@@ -229,6 +387,13 @@ func (r *responseStream) send(typ string, fields map[string]any) error {
 
 // itemJSON is it as the output array has it.
 func (r *responseStream) itemJSON(it *outItem, status string, done bool) any {
+	if it.call {
+		fc := functionCallItem{Type: "function_call", ID: it.id, CallID: it.callID, Name: it.name, Status: status}
+		if done {
+			fc.Arguments = it.text.String()
+		}
+		return fc
+	}
 	if it.reasoning {
 		ri := reasoningItem{Type: "reasoning", ID: it.id, Status: status, Summary: []any{}, Content: []reasoningText{}}
 		if done {
@@ -267,7 +432,7 @@ func (r *responseStream) start() error {
 	if err := r.send("response.in_progress", map[string]any{"response": r.resp}); err != nil {
 		return err
 	}
-	if r.channels == nil {
+	if r.channels == nil && r.calls == nil {
 		return r.openItem(false) // the message, at once
 	}
 	return nil
@@ -290,6 +455,41 @@ func (r *responseStream) openItem(reasoning bool) error {
 	return r.send("response.content_part.added", map[string]any{"item_id": it.id, "output_index": idx, "content_index": 0, "part": part})
 }
 
+// openCall opens a function call item: the call's id (made when the
+// model wrote none) and function.
+func (r *responseStream) openCall(callID, name string) error {
+	if err := r.closeItem(); err != nil {
+		return err
+	}
+	if callID == "" {
+		callID = newID("call_")
+	}
+	it := &outItem{call: true, id: newID("fc_"), callID: callID, name: name}
+	r.items = append(r.items, it)
+	r.open = true
+	return r.send("response.output_item.added", map[string]any{"output_index": len(r.items) - 1, "item": r.itemJSON(it, "in_progress", false)})
+}
+
+// call adds a piece of call index: its first piece opens its item, the
+// rest add to its arguments.
+func (r *responseStream) call(index int, id, name, args string) error {
+	if !r.parallel && index > 0 {
+		return nil
+	}
+	if index == r.ncalls {
+		r.ncalls++
+		if err := r.openCall(id, name); err != nil {
+			return err
+		}
+	}
+	if args == "" {
+		return nil
+	}
+	it, idx := r.items[len(r.items)-1], len(r.items)-1
+	it.text.WriteString(args)
+	return r.send("response.function_call_arguments.delta", map[string]any{"item_id": it.id, "output_index": idx, "delta": args})
+}
+
 // closeItem closes the open item, if any.
 func (r *responseStream) closeItem() error {
 	if !r.open {
@@ -298,6 +498,12 @@ func (r *responseStream) closeItem() error {
 	r.open = false
 	it, idx := r.items[len(r.items)-1], len(r.items)-1
 	text := it.text.String()
+	if it.call {
+		if err := r.send("response.function_call_arguments.done", map[string]any{"item_id": it.id, "output_index": idx, "arguments": text}); err != nil {
+			return err
+		}
+		return r.send("response.output_item.done", map[string]any{"output_index": idx, "item": r.itemJSON(it, "completed", true)})
+	}
 	var steps []struct {
 		typ    string
 		fields map[string]any
@@ -332,7 +538,7 @@ func (r *responseStream) closeItem() error {
 // write adds text (and, to the message, its tokens' log-probabilities)
 // to the open item of its kind, opening one when the kind changes.
 func (r *responseStream) write(reasoning bool, text string, lps []TokenLogprob) error {
-	if !r.open || r.items[len(r.items)-1].reasoning != reasoning {
+	if last := len(r.items) - 1; !r.open || r.items[last].reasoning != reasoning || r.items[last].call {
 		if err := r.closeItem(); err != nil {
 			return err
 		}
@@ -358,6 +564,10 @@ func (r *responseStream) delta(d Delta) error {
 	if err := r.start(); err != nil {
 		return err
 	}
+	if r.calls != nil {
+		// A request with tools asks no logprobs (parseResponses).
+		return r.callEvents(r.calls.Feed(d.Text))
+	}
 	if r.channels == nil {
 		if d.Text == "" && len(d.Logprobs) == 0 {
 			return nil
@@ -377,7 +587,10 @@ func (r *responseStream) delta(d Delta) error {
 func (r *responseStream) channelEvents(evs []harmony.Event, lps []TokenLogprob) error {
 	for _, e := range evs {
 		if e.Call != nil {
-			continue // the parser reads no calls here (no tools)
+			if err := r.call(e.Call.Index, "", e.Call.Name, e.Call.Arguments); err != nil {
+				return err
+			}
+			continue
 		}
 		var with []TokenLogprob
 		if !e.Reasoning {
@@ -393,16 +606,41 @@ func (r *responseStream) channelEvents(evs []harmony.Event, lps []TokenLogprob) 
 	return nil
 }
 
-// end closes the output (a harmony reply that never reached its final
-// channel gets an empty message) and fills the response object.
+// callEvents writes what the call parser made of the text: message text
+// and function calls.
+func (r *responseStream) callEvents(evs []toolcall.Event) error {
+	for _, e := range evs {
+		var err error
+		if e.Call == nil {
+			err = r.write(false, e.Content, nil)
+		} else {
+			err = r.call(e.Call.Index, e.Call.ID, e.Call.Name, e.Call.Arguments)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// end closes the output (a reply with neither text nor calls gets an
+// empty message, a harmony one that never reached its final channel
+// included) and fills the response object.
 func (r *responseStream) end(res *Result) error {
 	if err := r.start(); err != nil {
 		return err
+	}
+	if r.calls != nil {
+		if err := r.callEvents(r.calls.Finish()); err != nil {
+			return err
+		}
 	}
 	if r.channels != nil {
 		if err := r.channelEvents(r.channels.Finish(), nil); err != nil {
 			return err
 		}
+	}
+	if r.channels != nil || r.calls != nil {
 		if !slices.ContainsFunc(r.items, func(it *outItem) bool { return !it.reasoning }) {
 			if err := r.closeItem(); err != nil {
 				return err
