@@ -395,3 +395,58 @@ func postPathOK(t *testing.T, h *harness, path, body string) []byte {
 	}
 	return b
 }
+
+// TestHarmonyToolCallOtherAPIs: the same harmony call through the
+// Responses API (a reasoning item, then a function_call item, no empty
+// message), Anthropic's Messages API (thinking, then tool_use) and
+// Ollama's chat (thinking, then tool_calls).
+func TestHarmonyToolCallOtherAPIs(t *testing.T) {
+	h := harmonyHarness(t)
+	h.model.pieces = harmonyCall
+	var resp responseItemsJSON
+	if err := json.Unmarshal(postPathOK(t, h, "/v1/responses", `{"model":"oss","input":"weather in Oslo?",`+responsesTools+`}`), &resp); err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Output) != 2 || resp.Output[0].Type != "reasoning" || resp.Output[1].Type != "function_call" ||
+		resp.Output[1].Name != "get_weather" || resp.Output[1].Arguments != `{"city": "Oslo"}` {
+		t.Fatalf("responses output %+v", resp.Output)
+	}
+
+	var msg struct {
+		Content []struct {
+			Type     string          `json:"type"`
+			Thinking string          `json:"thinking"`
+			Name     string          `json:"name"`
+			Input    json.RawMessage `json:"input"`
+		} `json:"content"`
+		StopReason string `json:"stop_reason"`
+	}
+	if err := json.Unmarshal(postPathOK(t, h, "/v1/messages", `{"model":"oss","max_tokens":50,"messages":[{"role":"user","content":"weather in Oslo?"}],
+		"tools":[{"name":"get_weather","input_schema":{"type":"object","properties":{"city":{"type":"string"}}}}]}`), &msg); err != nil {
+		t.Fatal(err)
+	}
+	if len(msg.Content) != 2 || msg.Content[0].Type != "thinking" || msg.Content[0].Thinking != "Need the weather." ||
+		msg.Content[1].Type != "tool_use" || msg.Content[1].Name != "get_weather" || string(msg.Content[1].Input) != `{"city":"Oslo"}` || msg.StopReason != "tool_use" {
+		t.Fatalf("messages content %+v", msg)
+	}
+
+	var oll struct {
+		Message struct {
+			Content   string `json:"content"`
+			Thinking  string `json:"thinking"`
+			ToolCalls []struct {
+				Function struct {
+					Name      string          `json:"name"`
+					Arguments json.RawMessage `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(postPathOK(t, h, "/api/chat", `{"model":"oss","stream":false,"messages":[{"role":"user","content":"weather in Oslo?"}],`+weatherTools+`}`), &oll); err != nil {
+		t.Fatal(err)
+	}
+	if oll.Message.Thinking != "Need the weather." || oll.Message.Content != "" || len(oll.Message.ToolCalls) != 1 ||
+		oll.Message.ToolCalls[0].Function.Name != "get_weather" || string(oll.Message.ToolCalls[0].Function.Arguments) != `{"city":"Oslo"}` {
+		t.Fatalf("ollama message %+v", oll.Message)
+	}
+}
