@@ -478,6 +478,7 @@ func (s *servedModel) request(g *api.Generation, prompt string, ids []uint32, ct
 			{g.PromptIDs != nil, "prompt", "a prompt of token ids", "hashes a prompt's text"},
 			{g.Suffix != "", "suffix", "suffix", "hashes the prompt alone"},
 			{len(g.LogitBias) > 0, "logit_bias", "logit_bias", "does not cover it"},
+			{g.ReasoningEffort != "", "reasoning_effort", "a reasoning effort", "hashes the messages alone, not what the template writes for the effort"},
 		} {
 			if f.set {
 				e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option",

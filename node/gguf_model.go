@@ -132,7 +132,7 @@ func renderPrompt(tok *tokenizer.Tokenizer, tmpl *chat.Template, gen *api.Genera
 			}
 		}
 		var err error
-		if text, err = tmpl.Render(chat.Input{Messages: msgs, Tools: gen.Tools, AddGenerationPrompt: true,
+		if text, err = tmpl.Render(chat.Input{Messages: msgs, Tools: gen.Tools, AddGenerationPrompt: true, ReasoningEffort: gen.ReasoningEffort,
 			// A template whose calls cannot be read back is polyfilled.
 			Generic: toolcall.Detect(tmpl) == toolcall.Generic}); err != nil {
 			var rejected *chat.RejectedError

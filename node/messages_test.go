@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -164,4 +166,55 @@ func TestStructuredOutputsAcrossAPIs(t *testing.T) {
 func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// TestReasoningEffort: a reasoning effort reaches a chat template that
+// reads one (gpt-oss's, on a fixture model) through each API's field —
+// chat completions' reasoning_effort, the Responses API's
+// reasoning.effort, Ollama's think level, Anthropic's
+// output_config.effort — and a serve with it replays; a model whose
+// template reads none (the built-in one) refuses it rather than ignore it.
+func TestReasoningEffort(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "gguf", "chat", "testdata", "templates", "gpt-oss.jinja"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
+	path := hostileTemplateModel(t, string(src))
+	n, _ := startNode(t, Config{Models: []string{path, fortunesModel}})
+	name := strings.TrimSuffix(filepath.Base(path), ".gguf")
+	var rendered struct {
+		Prompt string `json:"prompt"`
+	}
+	for effort, want := range map[string]string{"": "Reasoning: medium", `,"reasoning_effort":"low"`: "Reasoning: low", `,"reasoning_effort":"high"`: "Reasoning: high"} {
+		postJSON(t, n, "/apply-template", `{"model":"`+name+`","messages":[{"role":"user","content":"hi"}]`+effort+`}`, &rendered)
+		if !strings.Contains(rendered.Prompt, want) {
+			t.Errorf("effort %q: rendered %q", effort, rendered.Prompt)
+		}
+	}
+	// Each API's field, served: the prompt the template wrote for it
+	// is what the serve was given, so the receipts differ by prompt.
+	chat := `{"model":"` + name + `","max_tokens":4,"reasoning_effort":"high","messages":[{"role":"user","content":"hi"}]}`
+	_, energy := generate(t, n, "/v1/chat/completions", chat)
+	if _, res, raw := replayRaw(t, n, `{"request":`+chat+`,"energy":`+string(energy)+`}`); res.Verdict != api.VerdictVerified {
+		t.Fatalf("replay: %s", raw)
+	}
+	for _, tc := range []struct{ path, body string }{
+		{"/v1/responses", `{"model":"` + name + `","max_output_tokens":4,"reasoning":{"effort":"high"},"input":"hi"}`},
+		{"/v1/messages", `{"model":"` + name + `","max_tokens":4,"output_config":{"effort":"high"},"messages":[{"role":"user","content":"hi"}]}`},
+	} {
+		resp := post(t, n, tc.path, tc.body)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"prompt_hash"`) && !strings.Contains(string(b), `"energy"`) {
+			t.Errorf("%s: %d %s", tc.path, resp.StatusCode, b)
+		}
+	}
+	// The built-in model's template reads no effort.
+	resp := post(t, n, "/v1/chat/completions", `{"model":"`+fortunesModel+`","max_tokens":4,"reasoning_effort":"low","messages":[{"role":"user","content":"hi"}]}`)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "takes no reasoning effort") {
+		t.Errorf("the built-in model: %d %s", resp.StatusCode, b)
+	}
 }

@@ -119,12 +119,13 @@ func compileJinja(src string) (tpl *jinja.Template, err error) {
 	return jinja.Compile(src)
 }
 
-func (t *Template) render(messages []Message, tools []json.RawMessage, addGenerationPrompt bool) (out string, err error) {
-	return t.renderWithin(messages, tools, addGenerationPrompt, renderLimits(messages, tools))
+func (t *Template) render(messages []Message, tools []json.RawMessage, addGenerationPrompt bool, vars map[string]jinja.Value) (out string, err error) {
+	return t.renderWithin(messages, tools, addGenerationPrompt, vars, renderLimits(messages, tools))
 }
 
-// renderWithin renders within lim (a *jinja.LimitError past it).
-func (t *Template) renderWithin(messages []Message, tools []json.RawMessage, addGenerationPrompt bool, lim jinja.Limits) (out string, err error) {
+// renderWithin renders within lim (a *jinja.LimitError past it); vars
+// are further variables the template is given (reasoning_effort).
+func (t *Template) renderWithin(messages []Message, tools []json.RawMessage, addGenerationPrompt bool, vars map[string]jinja.Value, lim jinja.Limits) (out string, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			out, err = "", fmt.Errorf("%w: cannot render: jinja engine failure: %v", ErrTemplate, r)
@@ -149,7 +150,7 @@ func (t *Template) renderWithin(messages []Message, tools []json.RawMessage, add
 	if now == nil {
 		now = time.Now
 	}
-	out, err = t.jinja.RenderLimited(map[string]jinja.Value{
+	ctx := map[string]jinja.Value{
 		"messages":              jinja.NewList(msgs),
 		"tools":                 toolsValue,
 		"add_generation_prompt": jinja.NewBool(addGenerationPrompt),
@@ -165,7 +166,11 @@ func (t *Template) renderWithin(messages []Message, tools []json.RawMessage, add
 			m.Alloc(5 * int64(len(format))) // "%B" is "September"
 			return jinja.NewString(strftime(now(), format)), nil
 		}),
-	}, lim)
+	}
+	for k, v := range vars {
+		ctx[k] = v
+	}
+	out, err = t.jinja.RenderLimited(ctx, lim)
 	if err != nil {
 		if rej, ok := errors.AsType[*RejectedError](err); ok {
 			return "", rej

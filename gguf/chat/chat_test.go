@@ -295,12 +295,12 @@ func TestRenderHeadroom(t *testing.T) {
 			}
 			msgs := c.messages()
 			full := renderLimits(msgs, tools)
-			want, wantErr := tpl.renderWithin(msgs, tools, true, full)
+			want, wantErr := tpl.renderWithin(msgs, tools, true, nil, full)
 			if errors.As(wantErr, new(*jinja.LimitError)) {
 				t.Fatalf("%s/%s: %v", e.Name(), c.Name, wantErr)
 			}
 			tight := jinja.Limits{Work: full.Work / 5, Bytes: full.Bytes / 5, Depth: full.Depth}
-			got, err := tpl.renderWithin(msgs, tools, true, tight)
+			got, err := tpl.renderWithin(msgs, tools, true, nil, tight)
 			if got != want || fmt.Sprint(err) != fmt.Sprint(wantErr) {
 				t.Errorf("%s/%s: within a fifth of its limits: %d bytes, %v; within them: %d bytes, %v", e.Name(), c.Name, len(got), err, len(want), wantErr)
 			}

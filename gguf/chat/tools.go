@@ -33,7 +33,20 @@ type Input struct {
 	// when the template takes tools: for a template whose call format
 	// the caller cannot read back (toolcall.Detect is Generic).
 	Generic bool
+	// ReasoningEffort, when set, is the template's reasoning_effort
+	// (gpt-oss's: "low", "medium" or "high"); a template that reads none
+	// refuses it (TakesReasoningEffort).
+	ReasoningEffort string
 }
+
+// TakesReasoningEffort reports whether the template reads a
+// reasoning_effort (gpt-oss's writes it into its system message).
+func (t *Template) TakesReasoningEffort() bool {
+	return t.jinja != nil && strings.Contains(t.src, "reasoning_effort")
+}
+
+// ErrNoReasoningEffort: the template reads no reasoning effort.
+var ErrNoReasoningEffort = errors.New("the model's chat template takes no reasoning effort")
 
 // TakesTools reports whether the template renders tools itself: its
 // source refers to `tools` (Llama 3.x, Qwen2.5/3, Hermes, Mistral, ...).
@@ -63,12 +76,19 @@ func (t *Template) Render(in Input) (string, error) {
 		}
 		in.Tools = nil
 	}
+	var vars map[string]jinja.Value
+	if in.ReasoningEffort != "" {
+		if !t.TakesReasoningEffort() {
+			return "", ErrNoReasoningEffort
+		}
+		vars = map[string]jinja.Value{"reasoning_effort": jinja.NewString(in.ReasoningEffort)}
+	}
 	var out string
 	if t.jinja == nil {
 		out = t.builtin(msgs, in.AddGenerationPrompt)
 	} else {
 		var err error
-		if out, err = t.render(msgs, in.Tools, in.AddGenerationPrompt); err != nil {
+		if out, err = t.render(msgs, in.Tools, in.AddGenerationPrompt, vars); err != nil {
 			return "", err
 		}
 	}

@@ -22,6 +22,9 @@ type chatRequest struct {
 	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
 
 	tools toolChoice // resolved from the three fields above
+
+	// ReasoningEffort is given to the model's chat template (gpt-oss's).
+	ReasoningEffort *string `json:"reasoning_effort"`
 }
 
 func parseChat(body []byte) (*Generation, *chatRequest, error) {
@@ -63,6 +66,11 @@ func parseChat(body []byte) (*Generation, *chatRequest, error) {
 	}
 	if err := checkChoices(g); err != nil {
 		return nil, nil, err
+	}
+	if req.ReasoningEffort != nil {
+		if g.ReasoningEffort, err = reasoningEffort("reasoning_effort", *req.ReasoningEffort); err != nil {
+			return nil, nil, err
+		}
 	}
 	if g.Logprobs && req.tools.active() {
 		// Which of a reply's tokens are content and which make its calls

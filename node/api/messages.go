@@ -150,7 +150,16 @@ func parseOutputConfig(raw json.RawMessage, g *Generation) error {
 		return e
 	}
 	if !isAbsent(c.Effort) {
-		return badRequest("output_config.effort", "output_config.effort is not supported: meshnode does not steer a model's effort")
+		// The model's reasoning effort, where its chat template takes one
+		// (gpt-oss's); "xhigh" and "max" have no level there.
+		var effort string
+		if json.Unmarshal(c.Effort, &effort) != nil {
+			return badRequest("output_config.effort", "output_config.effort must be a string")
+		}
+		var err error
+		if g.ReasoningEffort, err = reasoningEffort("output_config.effort", effort); err != nil {
+			return err
+		}
 	}
 	if c.Format == nil {
 		return nil

@@ -292,7 +292,7 @@ func TestMessagesErrors(t *testing.T) {
 		{"a prefill alone", `{"model":"tiny","max_tokens":5,"system":"s","messages":[{"role":"assistant","content":"It"}]}`, 400, "invalid_request_error", "continues a conversation"},
 		{"unknown field", `{"model":"tiny","max_tokens":5,` + user + `,"mcp_servers":[{}]}`, 400, "invalid_request_error", `unknown field "mcp_servers"`},
 		{"service tier", `{"model":"tiny","max_tokens":5,` + user + `,"service_tier":"priority"}`, 400, "invalid_request_error", "one tier"},
-		{"effort", `{"model":"tiny","max_tokens":5,` + user + `,"output_config":{"effort":"high"}}`, 400, "invalid_request_error", "effort is not supported"},
+		{"effort", `{"model":"tiny","max_tokens":5,` + user + `,"output_config":{"effort":"max"}}`, 400, "invalid_request_error", `output_config.effort "max" is not one of low, medium, high`},
 		{"format type", `{"model":"tiny","max_tokens":5,` + user + `,"output_config":{"format":{"type":"yaml"}}}`, 400, "invalid_request_error", "json_schema"},
 		{"format with tools", `{"model":"tiny","max_tokens":5,` + user + `,"tools":[{"name":"f","input_schema":{"type":"object"}}],"output_config":{"format":{"type":"json_schema","schema":{"type":"object"}}}}`, 400, "invalid_request_error", "cannot be combined with tools"},
 		{"unknown model", `{"model":"nope","max_tokens":5,` + user + `}`, 404, "not_found_error", `model "nope" is not served`},

@@ -140,6 +140,10 @@ type Generation struct {
 	// the penalties, greedy requests included (OpenAI's logit_bias), by
 	// token id; nil is none.
 	LogitBias map[uint32]float64
+	// ReasoningEffort, when set, is the reasoning effort the model's chat
+	// template is given ("low", "medium" or "high": gpt-oss's
+	// reasoning_effort); a model whose template reads none refuses it.
+	ReasoningEffort string
 	// ContextLimit, when set, bounds the prompt and the answer within
 	// the model's context (Ollama's num_ctx): the smaller of the two
 	// holds.

@@ -145,8 +145,18 @@ func (c *ollamaCommon) apply(g *Generation) error {
 	}
 	if !isAbsent(c.Think) {
 		var on bool
-		if json.Unmarshal(c.Think, &on) != nil {
-			return badRequest("think", "think must be true or false: meshnode does not set a model's reasoning effort")
+		var level string
+		switch {
+		case json.Unmarshal(c.Think, &on) == nil:
+		case json.Unmarshal(c.Think, &level) == nil:
+			// A level (gpt-oss's): the model's reasoning effort.
+			var err error
+			if g.ReasoningEffort, err = reasoningEffort("think", level); err != nil {
+				return err
+			}
+			on = true
+		default:
+			return badRequest("think", `think must be true, false, or a level ("low", "medium", "high")`)
 		}
 		c.think = &on
 	}

@@ -77,6 +77,16 @@ func decodeBody(body []byte, v any) error {
 	return nil
 }
 
+// reasoningEffort checks a reasoning effort: the levels gpt-oss's
+// template takes ("" is none asked for).
+func reasoningEffort(param, effort string) (string, error) {
+	switch effort {
+	case "", "low", "medium", "high":
+		return effort, nil
+	}
+	return "", badRequest(param, "%s %q is not one of low, medium, high (the levels a model's chat template takes, gpt-oss's)", param, effort)
+}
+
 // clipBytes is b, cut to at most n bytes, for an error message.
 func clipBytes(b []byte, n int) string {
 	if len(b) > n {

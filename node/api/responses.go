@@ -26,6 +26,9 @@ type responsesRequest struct {
 	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
 
 	tools toolChoice // resolved from the three fields above
+
+	// Reasoning's effort is given to the model's chat template (gpt-oss's).
+	Reasoning json.RawMessage `json:"reasoning"`
 }
 
 // includeLogprobs is the include value that asks for the output text's
@@ -101,6 +104,9 @@ func parseResponses(body []byte) (*Generation, *responsesRequest, error) {
 	if req.tools, err = req.parseTools(g); err != nil {
 		return nil, nil, err
 	}
+	if err := parseReasoning(req.Reasoning, g); err != nil {
+		return nil, nil, err
+	}
 	if g.Logprobs && req.tools.active() {
 		return nil, nil, badRequest("include", "the output's log-probabilities cannot be combined with tools (tool_choice %q); send tool_choice \"none\" or no include", req.tools.mode)
 	}
@@ -108,6 +114,37 @@ func parseResponses(body []byte) (*Generation, *responsesRequest, error) {
 		return nil, nil, badRequest("text.format", "text.format %s cannot be combined with tools (tool_choice %q); send tool_choice \"none\" or no text.format", g.Format, req.tools.mode)
 	}
 	return g, &req, nil
+}
+
+// parseReasoning reads reasoning: its effort (low, medium, high) is given
+// to the model's chat template; a summary is refused (no summarizer
+// runs: a harmony model's reasoning comes whole, as reasoning items).
+func parseReasoning(raw json.RawMessage, g *Generation) error {
+	if isAbsent(raw) {
+		return nil
+	}
+	var r struct {
+		Effort          *string         `json:"effort"`
+		Summary         json.RawMessage `json:"summary"`
+		GenerateSummary json.RawMessage `json:"generate_summary"`
+	}
+	if err := decodeBody(raw, &r); err != nil || bytes.TrimSpace(raw)[0] != '{' {
+		return badRequest("reasoning", "reasoning must be an object {effort, summary}")
+	}
+	if err := checkFields(raw, &r, "reasoning"); err != nil {
+		e := asError(err)
+		e.Param = "reasoning." + e.Param
+		return e
+	}
+	if !isAbsent(r.Summary) || !isAbsent(r.GenerateSummary) {
+		return badRequest("reasoning.summary", "reasoning.summary is not supported: no summarizer runs (a reasoning model's reasoning comes whole, as reasoning items)")
+	}
+	if r.Effort != nil {
+		var err error
+		g.ReasoningEffort, err = reasoningEffort("reasoning.effort", *r.Effort)
+		return err
+	}
+	return nil
 }
 
 // responsesInput reads input items: messages, and the function calls
