@@ -159,17 +159,10 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var format toolcall.Format
-	var prefix string // fed to the call parser before the output
-	if req.tools.active() {
-		var err error
-		if format, err = toolFormat(m, g.Model); err == nil {
-			prefix, err = forceTools(g, format)
-		}
-		if err != nil {
-			writeError(w, err)
-			return
-		}
+	format, prefix, err := setupTools(m, g, req.tools)
+	if err != nil {
+		writeError(w, err)
+		return
 	}
 	channels := isHarmony(m)
 	id, created := newID("chatcmpl-"), s.now().Unix()

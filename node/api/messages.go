@@ -9,7 +9,6 @@ import (
 	"slices"
 
 	"github.com/meshnode/meshnode/gguf/chat/harmony"
-	"github.com/meshnode/meshnode/gguf/chat/toolcall"
 )
 
 // Anthropic's Messages API: POST /v1/messages and
@@ -492,20 +491,6 @@ func (p *anthropicPrompt) checkModel(m Model, g *Generation) error {
 	return nil
 }
 
-// toolSetup readies the tools of a request on m: the call format, a
-// grammar where a call is required, and the text its parser is fed first.
-func (p *anthropicPrompt) toolSetup(m Model, g *Generation) (toolcall.Format, string, error) {
-	if !p.tools.active() {
-		return 0, "", nil
-	}
-	format, err := toolFormat(m, g.Model)
-	if err != nil {
-		return 0, "", err
-	}
-	prefix, err := forceTools(g, format)
-	return format, prefix, err
-}
-
 func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	var req *messagesRequest
 	m, g, ok := s.accept(w, r, func(body []byte) (g *Generation, err error) {
@@ -519,7 +504,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	format, prefix, err := req.toolSetup(m, g)
+	format, prefix, err := setupTools(m, g, req.tools)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -568,7 +553,7 @@ func (s *Server) handleCountTokens(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if _, _, err := req.toolSetup(m, g); err != nil {
+	if _, _, err := setupTools(m, g, req.tools); err != nil {
 		writeError(w, err)
 		return
 	}

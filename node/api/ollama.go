@@ -402,7 +402,8 @@ func (s *Server) handleOllamaChat(w http.ResponseWriter, r *http.Request) {
 	}
 	st := s.newOllamaStream(g, false)
 	if req.tools.active() {
-		format, err := toolFormat(m, g.Model)
+		// Ollama's tool choice is auto: a format, no grammar.
+		format, _, err := setupTools(m, g, req.tools)
 		if err != nil {
 			writeError(w, err)
 			return

@@ -331,17 +331,10 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 	}
 	rs := &responseStream{resp: responseObject{ID: newID("resp_"), Object: "response", CreatedAt: s.now().Unix(),
 		Status: "in_progress", Model: g.Model, Output: []any{}}, logprobs: g.Logprobs, parallel: req.tools.parallel}
-	var format toolcall.Format
-	var prefix string // fed to the call parser before the output
-	if req.tools.active() {
-		var err error
-		if format, err = toolFormat(m, g.Model); err == nil {
-			prefix, err = forceTools(g, format)
-		}
-		if err != nil {
-			writeError(w, err)
-			return
-		}
+	format, prefix, err := setupTools(m, g, req.tools)
+	if err != nil {
+		writeError(w, err)
+		return
 	}
 	switch {
 	case isHarmony(m):

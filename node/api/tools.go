@@ -130,6 +130,20 @@ func forceTools(g *Generation, f toolcall.Format) (string, error) {
 	return prefix, nil
 }
 
+// setupTools readies a request's tools on m: the call format, the grammar
+// where a call is required (forceTools), and the text its call parser is
+// fed first (prefix). A request without tools needs none.
+func setupTools(m Model, g *Generation, tools toolChoice) (format toolcall.Format, prefix string, err error) {
+	if !tools.active() {
+		return 0, "", nil
+	}
+	if format, err = toolFormat(m, g.Model); err != nil {
+		return 0, "", err
+	}
+	prefix, err = forceTools(g, format)
+	return format, prefix, err
+}
+
 // FormatToolCalls names the grammar of a tool_choice that requires a call
 // (Generation.Format).
 const FormatToolCalls = "tool_calls"
