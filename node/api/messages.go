@@ -27,6 +27,16 @@ type anthropicPrompt struct {
 	Tools      json.RawMessage      `json:"tools"`
 	ToolChoice json.RawMessage      `json:"tool_choice"`
 	Thinking   json.RawMessage      `json:"thinking"`
+	// OutputConfig's format holds the output to a JSON Schema
+	// (Anthropic's structured outputs); its effort is the reasoning
+	// effort.
+	OutputConfig json.RawMessage `json:"output_config"`
+
+	// Anthropic's fields that ask nothing of the answer here: a cache
+	// hint (the KV cache finds a cached prefix by its tokens), and a
+	// speed, of which a node has one (standard).
+	CacheControl json.RawMessage `json:"cache_control"`
+	Speed        *string         `json:"speed"`
 
 	tools       toolChoice // resolved from Tools and ToolChoice
 	thinkingOff bool       // thinking: {"type": "disabled"}
@@ -43,9 +53,15 @@ type messagesRequest struct {
 	TopK          *int64         `json:"top_k"`
 	Metadata      map[string]any `json:"metadata"`
 	ServiceTier   *string        `json:"service_tier"`
-	// OutputConfig's format holds the output to a JSON Schema
-	// (Anthropic's structured outputs).
-	OutputConfig json.RawMessage `json:"output_config"`
+	// Opaque tags of Anthropic's accounts, which ask nothing of the
+	// answer.
+	UserProfileID *string `json:"user_profile_id"`
+	WorkspaceID   *string `json:"workspace_id"`
+	// Refused unless null: where inference must run (a node runs it
+	// here), a code-execution container, diagnostics.
+	InferenceGeo json.RawMessage `json:"inference_geo"`
+	Container    json.RawMessage `json:"container"`
+	Diagnostics  json.RawMessage `json:"diagnostics"`
 
 	// meshnode's, as on the OpenAI endpoints.
 	Seed            *json.Number    `json:"seed"`
@@ -91,6 +107,19 @@ func parseMessages(body []byte) (*Generation, *messagesRequest, error) {
 	if v := req.ServiceTier; v != nil && *v != "auto" && *v != "standard_only" {
 		return nil, nil, badRequest("service_tier", "service_tier %q is not supported: a node has one tier (auto and standard_only are accepted)", *v)
 	}
+	for _, f := range []struct {
+		name string
+		raw  json.RawMessage
+		why  string
+	}{
+		{"inference_geo", req.InferenceGeo, "a node runs inference where it is"},
+		{"container", req.Container, "meshnode runs no code-execution containers"},
+		{"diagnostics", req.Diagnostics, "meshnode returns no diagnostics"},
+	} {
+		if !isAbsent(f.raw) {
+			return nil, nil, badRequest(f.name, "%s is not supported: %s", f.name, f.why)
+		}
+	}
 	g := &Generation{Body: body}
 	smp := sampling{Model: req.Model, Stream: req.Stream, Temperature: req.Temperature, TopP: req.TopP, TopK: req.TopK,
 		Seed: req.Seed, Metadata: req.Metadata, Speculative: req.Speculative}
@@ -114,9 +143,6 @@ func parseMessages(body []byte) (*Generation, *messagesRequest, error) {
 		}
 	}
 	if err := req.apply(g); err != nil {
-		return nil, nil, err
-	}
-	if err := parseOutputConfig(req.OutputConfig, g); err != nil {
 		return nil, nil, err
 	}
 	if g.Grammar != nil && req.tools.active() {
@@ -198,8 +224,14 @@ func parseCountTokens(body []byte) (*Generation, *countTokensRequest, error) {
 	return g, &req, nil
 }
 
-// apply reads the conversation and its tools into g.
+// apply reads the conversation, its tools and its output config into g.
 func (p *anthropicPrompt) apply(g *Generation) error {
+	if v := p.Speed; v != nil && *v != "standard" {
+		return badRequest("speed", "speed %q is not supported: a node has one speed (standard is accepted)", *v)
+	}
+	if err := parseOutputConfig(p.OutputConfig, g); err != nil {
+		return err
+	}
 	if !isAbsent(p.Thinking) {
 		var t struct {
 			Type string `json:"type"`

@@ -292,6 +292,9 @@ func TestMessagesErrors(t *testing.T) {
 		{"a prefill alone", `{"model":"tiny","max_tokens":5,"system":"s","messages":[{"role":"assistant","content":"It"}]}`, 400, "invalid_request_error", "continues a conversation"},
 		{"unknown field", `{"model":"tiny","max_tokens":5,` + user + `,"mcp_servers":[{}]}`, 400, "invalid_request_error", `unknown field "mcp_servers"`},
 		{"service tier", `{"model":"tiny","max_tokens":5,` + user + `,"service_tier":"priority"}`, 400, "invalid_request_error", "one tier"},
+		{"fast", `{"model":"tiny","max_tokens":5,` + user + `,"speed":"fast"}`, 400, "invalid_request_error", "one speed"},
+		{"geo", `{"model":"tiny","max_tokens":5,` + user + `,"inference_geo":"us"}`, 400, "invalid_request_error", "where it is"},
+		{"container", `{"model":"tiny","max_tokens":5,` + user + `,"container":"c1"}`, 400, "invalid_request_error", "containers"},
 		{"effort", `{"model":"tiny","max_tokens":5,` + user + `,"output_config":{"effort":"max"}}`, 400, "invalid_request_error", `output_config.effort "max" is not one of low, medium, high`},
 		{"format type", `{"model":"tiny","max_tokens":5,` + user + `,"output_config":{"format":{"type":"yaml"}}}`, 400, "invalid_request_error", "json_schema"},
 		{"format with tools", `{"model":"tiny","max_tokens":5,` + user + `,"tools":[{"name":"f","input_schema":{"type":"object"}}],"output_config":{"format":{"type":"json_schema","schema":{"type":"object"}}}}`, 400, "invalid_request_error", "cannot be combined with tools"},
@@ -312,6 +315,7 @@ func TestMessagesErrors(t *testing.T) {
 	for _, body := range []string{
 		`{"model":"tiny","max_tokens":5,` + user + `,"thinking":{"type":"disabled"},"service_tier":"standard_only"}`,
 		`{"model":"tiny","max_tokens":5,"messages":[{"role":"user","content":[{"type":"text","text":"x","cache_control":{"type":"ephemeral"}}]}],"tool_choice":{"type":"none"}}`,
+		`{"model":"tiny","max_tokens":5,` + user + `,"cache_control":{"type":"ephemeral"},"speed":"standard","workspace_id":"w","user_profile_id":"u","inference_geo":null}`,
 	} {
 		if code, b := postMessages(t, h, body); code != 200 {
 			t.Errorf("%s: %d %s", body, code, b)
@@ -363,6 +367,12 @@ func TestCountTokens(t *testing.T) {
 	want := 1 + len("system: sys\nuser: hi\nassistant:ok")
 	if resp.StatusCode != 200 || len(got) != 1 || got["input_tokens"] != want {
 		t.Fatalf("%d %v, want %d", resp.StatusCode, got, want)
+	}
+	// A count takes the output config and the cache hint a request has.
+	resp = h.post(t, "/v1/messages/count_tokens", `{"model":"tiny","cache_control":{"type":"ephemeral"},"messages":[{"role":"user","content":"hi"}],"output_config":{"format":{"type":"json_schema","schema":{"type":"object"}}}}`)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("count with output_config: %d", resp.StatusCode)
 	}
 	// Fields a count does not take are refused.
 	resp = h.post(t, "/v1/messages/count_tokens", `{"model":"tiny","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`)
