@@ -609,22 +609,34 @@ func newID(prefix string) string {
 }
 
 // modelObject is a model as GET /v1/models lists it: OpenAI's model
-// object, with where it is served added.
+// object and Anthropic's (type, display_name, created_at) in one, with
+// where it is served added. Created is the model file's time where this
+// node has the file.
 type modelObject struct {
-	ID      string   `json:"id"`
-	Object  string   `json:"object"`
-	Created int64    `json:"created"`
-	OwnedBy string   `json:"owned_by"`
-	Local   bool     `json:"local"`
-	Hosts   []string `json:"hosts,omitempty"`
+	ID          string   `json:"id"`
+	Object      string   `json:"object"`
+	Created     int64    `json:"created"`
+	OwnedBy     string   `json:"owned_by"`
+	Type        string   `json:"type"`
+	DisplayName string   `json:"display_name"`
+	CreatedAt   string   `json:"created_at,omitempty"`
+	Local       bool     `json:"local"`
+	Hosts       []string `json:"hosts,omitempty"`
 }
 
 func (s *Server) modelObjects() []modelObject {
 	data := []modelObject{}
 	for _, m := range s.registry.List() {
-		o := modelObject{ID: m.ID, Object: "model", OwnedBy: m.Owner.String(), Local: m.Local}
+		o := modelObject{ID: m.ID, Object: "model", OwnedBy: m.Owner.String(), Type: "model", DisplayName: m.ID, Local: m.Local}
 		for _, h := range m.Hosts {
 			o.Hosts = append(o.Hosts, h.String())
+		}
+		if lm, ok := s.registry.Local(m.ID); ok {
+			if dm, ok := lm.(DescribedModel); ok {
+				if at := dm.Describe().ModifiedAt; !at.IsZero() {
+					o.Created, o.CreatedAt = at.Unix(), at.UTC().Format(time.RFC3339)
+				}
+			}
 		}
 		data = append(data, o)
 	}
@@ -632,7 +644,12 @@ func (s *Server) modelObjects() []modelObject {
 }
 
 func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
-	list := map[string]any{"object": "list", "data": s.modelObjects()}
+	data := s.modelObjects()
+	// Anthropic's list pages: this one is the whole list.
+	list := map[string]any{"object": "list", "data": data, "has_more": false}
+	if len(data) > 0 {
+		list["first_id"], list["last_id"] = data[0].ID, data[len(data)-1].ID
+	}
 	if h := s.noModelHint(r.Header.Get(ForwardedHeader) != ""); h != "" {
 		list["hint"] = h
 	}
