@@ -15,13 +15,45 @@ type TemplateModel interface {
 	Render(ctx context.Context, g *Generation) (prompt string, tokens int, err error)
 }
 
-// templateModel is m as a TemplateModel, or why it is not one.
-func templateModel(m Model, name string) (TemplateModel, error) {
+// renderBody answers for the prompt a body would be served with, nothing
+// generated: the body read and parsed (parse may give a check of it
+// against the model it names), routed (relayed to a host when only a peer
+// serves its model), its tools readied as a serve readies them, and
+// rendered through the model's chat template. ok is false when the
+// answer, a relayed one or an error, has been written.
+func (s *Server) renderBody(w http.ResponseWriter, r *http.Request, parse func(body []byte) (*Generation, func(Model) error, error)) (prompt string, tokens int, ok bool) {
+	body, err := s.readBody(w, r)
+	if err != nil {
+		writeError(w, err)
+		return "", 0, false
+	}
+	g, check, err := parse(body)
+	if err != nil {
+		writeError(w, err)
+		return "", 0, false
+	}
+	m, handled := s.route(w, r, g.Model, body)
+	if handled {
+		return "", 0, false
+	}
 	tm, ok := m.(TemplateModel)
 	if !ok {
-		return nil, Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_model", "model %q renders no chat template", name)
+		err = Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_model", "model %q renders no chat template", g.Model)
 	}
-	return tm, nil
+	if err == nil && check != nil {
+		err = check(m)
+	}
+	if err == nil {
+		_, _, err = setupTools(m, g)
+	}
+	if err == nil {
+		prompt, tokens, err = tm.Render(r.Context(), g)
+	}
+	if err != nil {
+		writeError(w, err)
+		return "", 0, false
+	}
+	return prompt, tokens, true
 }
 
 // handleApplyTemplate is POST /apply-template, llama.cpp server's: a chat
@@ -29,39 +61,11 @@ func templateModel(m Model, name string) (TemplateModel, error) {
 // be given for it (tools rendered as the request would have them), and
 // nothing generated.
 func (s *Server) handleApplyTemplate(w http.ResponseWriter, r *http.Request) {
-	body, err := s.readBody(w, r)
-	if err != nil {
-		writeError(w, err)
-		return
+	prompt, _, ok := s.renderBody(w, r, func(body []byte) (*Generation, func(Model) error, error) {
+		g, _, err := parseChat(body)
+		return g, nil, err
+	})
+	if ok {
+		writeJSON(w, http.StatusOK, map[string]string{"prompt": prompt})
 	}
-	g, req, err := parseChat(body)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	m, handled := s.route(w, r, g.Model, body)
-	if handled {
-		return
-	}
-	tm, err := templateModel(m, g.Model)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	if req.tools.active() {
-		format, err := toolFormat(m, g.Model)
-		if err == nil {
-			_, err = forceTools(g, format)
-		}
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-	}
-	prompt, _, err := tm.Render(r.Context(), g)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]string{"prompt": prompt})
 }

@@ -159,7 +159,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	format, prefix, err := setupTools(m, g, req.tools)
+	format, prefix, err := setupTools(m, g)
 	if err != nil {
 		writeError(w, err)
 		return

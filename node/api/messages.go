@@ -536,7 +536,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	format, prefix, err := setupTools(m, g, req.tools)
+	format, prefix, err := setupTools(m, g)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -562,37 +562,14 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 // Messages request would be served with, counted in the model's tokens
 // ({"input_tokens"}); nothing is generated.
 func (s *Server) handleCountTokens(w http.ResponseWriter, r *http.Request) {
-	body, err := s.readBody(w, r)
-	if err != nil {
-		writeError(w, err)
-		return
+	_, n, ok := s.renderBody(w, r, func(body []byte) (*Generation, func(Model) error, error) {
+		g, req, err := parseCountTokens(body)
+		if err != nil {
+			return nil, nil, err
+		}
+		return g, func(m Model) error { return req.checkModel(m, g) }, nil
+	})
+	if ok {
+		writeJSON(w, http.StatusOK, map[string]int{"input_tokens": n})
 	}
-	g, req, err := parseCountTokens(body)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	m, handled := s.route(w, r, g.Model, body)
-	if handled {
-		return
-	}
-	tm, err := templateModel(m, g.Model)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	if err := req.checkModel(m, g); err != nil {
-		writeError(w, err)
-		return
-	}
-	if _, _, err := setupTools(m, g, req.tools); err != nil {
-		writeError(w, err)
-		return
-	}
-	_, n, err := tm.Render(r.Context(), g)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]int{"input_tokens": n})
 }

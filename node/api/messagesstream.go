@@ -150,11 +150,15 @@ func (m *messagesStream) closeBlock() error {
 	return m.send("content_block_stop", map[string]any{"index": len(m.blocks) - 1})
 }
 
-// write adds text or thinking to the open block of its kind, opening
+// text adds text or thinking to the open block of its kind, opening
 // one when the kind changes.
-func (m *messagesStream) write(kind, text string) error {
+func (m *messagesStream) text(thinking bool, text string) error {
 	if text == "" {
 		return nil
+	}
+	kind := blockText
+	if thinking {
+		kind = blockThinking
 	}
 	if !m.open || m.blocks[len(m.blocks)-1].kind != kind {
 		if err := m.openBlock(&outBlock{kind: kind}); err != nil {
@@ -199,44 +203,11 @@ func (m *messagesStream) delta(d Delta) error {
 	}
 	switch {
 	case m.channels != nil:
-		return m.channelEvents(m.channels.Feed(d.Text))
+		return writeChannels(m, m.channels.Feed(d.Text))
 	case m.calls != nil:
-		return m.callEvents(m.calls.Feed(d.Text))
+		return writeCalls(m, m.calls.Feed(d.Text))
 	}
-	return m.write(blockText, d.Text)
-}
-
-func (m *messagesStream) callEvents(evs []toolcall.Event) error {
-	for _, e := range evs {
-		var err error
-		if e.Call == nil {
-			err = m.write(blockText, e.Content)
-		} else {
-			err = m.call(e.Call.Index, e.Call.ID, e.Call.Name, e.Call.Arguments)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (m *messagesStream) channelEvents(evs []harmony.Event) error {
-	for _, e := range evs {
-		var err error
-		switch {
-		case e.Call != nil:
-			err = m.call(e.Call.Index, "", e.Call.Name, e.Call.Arguments)
-		case e.Reasoning:
-			err = m.write(blockThinking, e.Text)
-		default:
-			err = m.write(blockText, e.Text)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return m.text(false, d.Text)
 }
 
 // end closes the content and fills in the message.
@@ -247,9 +218,9 @@ func (m *messagesStream) end(res *Result) error {
 	var err error
 	switch {
 	case m.channels != nil:
-		err = m.channelEvents(m.channels.Finish())
+		err = writeChannels(m, m.channels.Finish())
 	case m.calls != nil:
-		err = m.callEvents(m.calls.Finish())
+		err = writeCalls(m, m.calls.Finish())
 	}
 	if err == nil {
 		err = m.closeBlock()

@@ -400,18 +400,18 @@ func (s *Server) handleOllamaChat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	st := s.newOllamaStream(g, false)
-	if req.tools.active() {
-		// Ollama's tool choice is auto: a format, no grammar.
-		format, _, err := setupTools(m, g, req.tools)
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		st.calls = toolParser(format, g)
+	// Ollama's tool choice is auto: a call format, no grammar.
+	format, _, err := setupTools(m, g)
+	if err != nil {
+		writeError(w, err)
+		return
 	}
-	if isHarmony(m) {
+	st := s.newOllamaStream(g, false)
+	switch {
+	case isHarmony(m):
 		st.channels = &harmony.Parser{Calls: req.tools.active()}
+	case req.tools.active():
+		st.calls = toolParser(format, g)
 	}
 	s.serveOllama(w, r, m, g, st, req.streaming())
 }
@@ -469,29 +469,38 @@ type ollamaModelDetails struct {
 }
 
 // ollamaModelOf describes a model as Ollama's lists do, from what this
-// node knows of it: a local GGUF model's file, a peer's name only.
-func (s *Server) ollamaModelOf(info ModelInfo) ollamaModel {
-	o := ollamaModel{Name: info.ID, Model: info.ID, Local: info.Local, Details: ollamaModelDetails{Format: "gguf"}}
+// node knows of it: a local GGUF model's file (d, where described), a
+// peer's name only.
+func (s *Server) ollamaModelOf(info ModelInfo) (o ollamaModel, d ModelDescription, described bool) {
+	o = ollamaModel{Name: info.ID, Model: info.ID, Local: info.Local, Details: ollamaModelDetails{Format: "gguf"}}
 	for _, h := range info.Hosts {
 		o.Hosts = append(o.Hosts, h.String())
 	}
-	if m, ok := s.registry.Local(info.ID); ok {
-		if dm, ok := m.(DescribedModel); ok {
-			d := dm.Describe()
-			o.Size, o.Digest = d.SizeBytes, d.Digest
-			if !d.ModifiedAt.IsZero() {
-				o.ModifiedAt = d.ModifiedAt.UTC().Format(time.RFC3339Nano)
-			}
-			o.Details.Family, o.Details.ParameterSize, o.Details.QuantizationLevel = d.Architecture, d.ParameterSize, d.Quantization
-			if d.Architecture != "" {
-				o.Details.Families = []string{d.Architecture}
-			}
-			if d.Format != "" {
-				o.Details.Format = d.Format
-			}
+	if d, described = s.described(info.ID); described {
+		o.Size, o.Digest = d.SizeBytes, d.Digest
+		if !d.ModifiedAt.IsZero() {
+			o.ModifiedAt = d.ModifiedAt.UTC().Format(time.RFC3339Nano)
+		}
+		o.Details.Family, o.Details.ParameterSize, o.Details.QuantizationLevel = d.Architecture, d.ParameterSize, d.Quantization
+		if d.Architecture != "" {
+			o.Details.Families = []string{d.Architecture}
+		}
+		if d.Format != "" {
+			o.Details.Format = d.Format
 		}
 	}
-	return o
+	return o, d, described
+}
+
+// described is what the file of model id says of it, where this node
+// serves it and it describes itself (DescribedModel).
+func (s *Server) described(id string) (ModelDescription, bool) {
+	if m, ok := s.registry.Local(id); ok {
+		if dm, ok := m.(DescribedModel); ok {
+			return dm.Describe(), true
+		}
+	}
+	return ModelDescription{}, false
 }
 
 // handleOllamaTags is GET /api/tags: the models served here and in the
@@ -499,7 +508,8 @@ func (s *Server) ollamaModelOf(info ModelInfo) ollamaModel {
 func (s *Server) handleOllamaTags(w http.ResponseWriter, r *http.Request) {
 	models := []ollamaModel{}
 	for _, info := range s.registry.List() {
-		models = append(models, s.ollamaModelOf(info))
+		o, _, _ := s.ollamaModelOf(info)
+		models = append(models, o)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"models": models})
 }
@@ -510,7 +520,8 @@ func (s *Server) handleOllamaPs(w http.ResponseWriter, r *http.Request) {
 	models := []ollamaModel{}
 	for _, info := range s.registry.List() {
 		if info.Local {
-			models = append(models, s.ollamaModelOf(info))
+			o, _, _ := s.ollamaModelOf(info)
+			models = append(models, o)
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"models": models})
@@ -550,8 +561,7 @@ func (s *Server) handleOllamaShow(w http.ResponseWriter, r *http.Request) {
 	if handled {
 		return
 	}
-	info := ModelInfo{ID: name, Local: true}
-	o := s.ollamaModelOf(info)
+	o, d, described := s.ollamaModelOf(ModelInfo{ID: name, Local: true})
 	show := map[string]any{"details": o.Details, "modelfile": "", "parameters": "", "modified_at": o.ModifiedAt}
 	caps := []string{"completion"}
 	if _, ok := m.(EmbeddingModel); ok {
@@ -566,8 +576,7 @@ func (s *Server) handleOllamaShow(w http.ResponseWriter, r *http.Request) {
 		caps = append(caps, "thinking")
 	}
 	show["capabilities"] = caps
-	if dm, ok := m.(DescribedModel); ok {
-		d := dm.Describe()
+	if described {
 		show["template"] = d.Template
 		mi := map[string]any{"general.architecture": d.Architecture, "general.parameter_count": d.Parameters}
 		if d.Architecture != "" {

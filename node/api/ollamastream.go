@@ -88,9 +88,9 @@ func (o *ollamaStream) chunk(done bool) ollamaChunk {
 	return c
 }
 
-// write adds text to the content or the thinking, sending it at once in
+// text adds text to the content or the thinking, sending it at once in
 // a stream.
-func (o *ollamaStream) write(thinking bool, text string) error {
+func (o *ollamaStream) text(thinking bool, text string) error {
 	if text == "" {
 		return nil
 	}
@@ -120,8 +120,9 @@ func (o *ollamaStream) write(thinking bool, text string) error {
 }
 
 // call adds a piece of call index: its first piece names it, the rest
-// add to its arguments.
-func (o *ollamaStream) call(index int, name, args string) {
+// add to its arguments. Ollama's calls carry no id: the model's, if it
+// wrote one, is not kept.
+func (o *ollamaStream) call(index int, _, name, args string) error {
 	if o.first.IsZero() {
 		o.first = o.now()
 	}
@@ -134,42 +135,17 @@ func (o *ollamaStream) call(index int, name, args string) {
 	if index < len(o.args) {
 		o.args[index].WriteString(args)
 	}
+	return nil
 }
 
 func (o *ollamaStream) delta(d Delta) error {
 	switch {
 	case o.channels != nil:
-		return o.channelEvents(o.channels.Feed(d.Text))
+		return writeChannels(o, o.channels.Feed(d.Text))
 	case o.calls != nil:
-		return o.callEvents(o.calls.Feed(d.Text))
+		return writeCalls(o, o.calls.Feed(d.Text))
 	}
-	return o.write(false, d.Text)
-}
-
-func (o *ollamaStream) callEvents(evs []toolcall.Event) error {
-	for _, e := range evs {
-		if e.Call != nil {
-			o.call(e.Call.Index, e.Call.Name, e.Call.Arguments)
-			continue
-		}
-		if err := o.write(false, e.Content); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (o *ollamaStream) channelEvents(evs []harmony.Event) error {
-	for _, e := range evs {
-		if e.Call != nil {
-			o.call(e.Call.Index, e.Call.Name, e.Call.Arguments)
-			continue
-		}
-		if err := o.write(e.Reasoning, e.Text); err != nil {
-			return err
-		}
-	}
-	return nil
+	return o.text(false, d.Text)
 }
 
 // end takes in what the parsers held back and fills in the last chunk.
@@ -177,9 +153,9 @@ func (o *ollamaStream) end(res *Result) error {
 	var err error
 	switch {
 	case o.channels != nil:
-		err = o.channelEvents(o.channels.Finish())
+		err = writeChannels(o, o.channels.Finish())
 	case o.calls != nil:
-		err = o.callEvents(o.calls.Finish())
+		err = writeCalls(o, o.calls.Finish())
 	}
 	if err != nil {
 		return err

@@ -196,15 +196,9 @@ func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) {
 	if m, local := s.registry.Local(rp.Generation.Model); local {
 		// A tool_choice that requires a call was held to a grammar of
 		// the model's call format: the re-run is held to it too.
-		if g := rp.Generation; g.ToolChoice != "" {
-			f, err := toolFormat(m, g.Model)
-			if err == nil {
-				_, err = forceTools(g, f)
-			}
-			if err != nil {
-				writeError(w, err)
-				return
-			}
+		if _, _, err := setupTools(m, rp.Generation); err != nil {
+			writeError(w, err)
+			return
 		}
 		release, err := s.acquire(r.Context(), rp.Generation.Model, m)
 		if err != nil {

@@ -72,7 +72,7 @@ func decodeBody(body []byte, v any) error {
 	// stray bracket, which More does not see) is refused: the body must
 	// be read as a whole by every check, the field check included.
 	if rest := bytes.TrimSpace(body[dec.InputOffset():]); len(rest) > 0 {
-		return badRequest("", "request body holds more than one JSON value: %q follows it at byte %d", clipBytes(rest, 16), dec.InputOffset())
+		return badRequest("", "request body holds more than one JSON value: %q follows it at byte %d", clip(string(rest), 16), dec.InputOffset())
 	}
 	return nil
 }
@@ -85,14 +85,6 @@ func reasoningEffort(param, effort string) (string, error) {
 		return effort, nil
 	}
 	return "", badRequest(param, "%s %q is not one of low, medium, high (the levels a model's chat template takes, gpt-oss's)", param, effort)
-}
-
-// clipBytes is b, cut to at most n bytes, for an error message.
-func clipBytes(b []byte, n int) string {
-	if len(b) > n {
-		return string(b[:n]) + "…"
-	}
-	return string(b)
 }
 
 // apply validates the shared fields and copies them into g.

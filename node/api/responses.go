@@ -331,7 +331,7 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 	}
 	rs := &responseStream{resp: responseObject{ID: newID("resp_"), Object: "response", CreatedAt: s.now().Unix(),
 		Status: "in_progress", Model: g.Model, Output: []any{}}, logprobs: g.Logprobs, parallel: req.tools.parallel}
-	format, prefix, err := setupTools(m, g, req.tools)
+	format, prefix, err := setupTools(m, g)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -596,7 +596,7 @@ func (r *responseStream) delta(d Delta) error {
 	}
 	if r.calls != nil {
 		// A request with tools asks no logprobs (parseResponses).
-		return r.callEvents(r.calls.Feed(d.Text))
+		return writeCalls(r, r.calls.Feed(d.Text))
 	}
 	if r.channels == nil {
 		if d.Text == "" && len(d.Logprobs) == 0 {
@@ -636,22 +636,9 @@ func (r *responseStream) channelEvents(evs []harmony.Event, lps []TokenLogprob) 
 	return nil
 }
 
-// callEvents writes what the call parser made of the text: message text
-// and function calls.
-func (r *responseStream) callEvents(evs []toolcall.Event) error {
-	for _, e := range evs {
-		var err error
-		if e.Call == nil {
-			err = r.write(false, e.Content, nil)
-		} else {
-			err = r.call(e.Call.Index, e.Call.ID, e.Call.Name, e.Call.Arguments)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
+// text writes reasoning or message text (with no log-probabilities: a
+// reply parsed for calls asks none).
+func (r *responseStream) text(reasoning bool, s string) error { return r.write(reasoning, s, nil) }
 
 // end closes the output (a reply with neither text nor calls gets an
 // empty message, a harmony one that never reached its final channel
@@ -661,7 +648,7 @@ func (r *responseStream) end(res *Result) error {
 		return err
 	}
 	if r.calls != nil {
-		if err := r.callEvents(r.calls.Finish()); err != nil {
+		if err := writeCalls(r, r.calls.Finish()); err != nil {
 			return err
 		}
 	}

@@ -631,12 +631,8 @@ func (s *Server) modelObjects() []modelObject {
 		for _, h := range m.Hosts {
 			o.Hosts = append(o.Hosts, h.String())
 		}
-		if lm, ok := s.registry.Local(m.ID); ok {
-			if dm, ok := lm.(DescribedModel); ok {
-				if at := dm.Describe().ModifiedAt; !at.IsZero() {
-					o.Created, o.CreatedAt = at.Unix(), at.UTC().Format(time.RFC3339)
-				}
-			}
+		if d, ok := s.described(m.ID); ok && !d.ModifiedAt.IsZero() {
+			o.Created, o.CreatedAt = d.ModifiedAt.Unix(), d.ModifiedAt.UTC().Format(time.RFC3339)
 		}
 		data = append(data, o)
 	}

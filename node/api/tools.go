@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"regexp"
 
+	"github.com/meshnode/meshnode/gguf/chat/harmony"
 	"github.com/meshnode/meshnode/gguf/chat/toolcall"
 )
 
@@ -130,11 +131,12 @@ func forceTools(g *Generation, f toolcall.Format) (string, error) {
 	return prefix, nil
 }
 
-// setupTools readies a request's tools on m: the call format, the grammar
-// where a call is required (forceTools), and the text its call parser is
-// fed first (prefix). A request without tools needs none.
-func setupTools(m Model, g *Generation, tools toolChoice) (format toolcall.Format, prefix string, err error) {
-	if !tools.active() {
+// setupTools readies g's tools on m: the call format, the grammar where
+// a call is required (forceTools), and the text its call parser is fed
+// first (prefix). A request without tools (no g.ToolChoice: parseTools
+// sets one only for an active choice) needs none.
+func setupTools(m Model, g *Generation) (format toolcall.Format, prefix string, err error) {
+	if g.ToolChoice == "" {
 		return 0, "", nil
 	}
 	if format, err = toolFormat(m, g.Model); err != nil {
@@ -343,6 +345,48 @@ func toolParser(f toolcall.Format, g *Generation) *toolcall.Parser {
 	}
 	p.ParamType = func(tool, param string) string { return types[tool][param] }
 	return p
+}
+
+// replySink is a stream that writes a parsed reply: its text (reasoning
+// or content) and the pieces of its calls (the call's index; on its first
+// piece the id the model wrote, if any, and the function; the arguments'
+// text).
+type replySink interface {
+	text(reasoning bool, s string) error
+	call(index int, id, name, args string) error
+}
+
+// writeCalls writes what a tool-call parser made of a reply to w.
+func writeCalls(w replySink, evs []toolcall.Event) error {
+	for _, e := range evs {
+		var err error
+		if e.Call == nil {
+			err = w.text(false, e.Content)
+		} else {
+			err = w.call(e.Call.Index, e.Call.ID, e.Call.Name, e.Call.Arguments)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeChannels writes what a harmony parser made of a reply to w: the
+// analysis channel as reasoning, messages to functions as calls.
+func writeChannels(w replySink, evs []harmony.Event) error {
+	for _, e := range evs {
+		var err error
+		if e.Call == nil {
+			err = w.text(e.Reasoning, e.Text)
+		} else {
+			err = w.call(e.Call.Index, "", e.Call.Name, e.Call.Arguments)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // toolReply is a finished generation's text parsed for calls: content
