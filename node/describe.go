@@ -4,7 +4,6 @@ import (
 	"os"
 
 	"github.com/meshnode/meshnode/node/api"
-	"github.com/meshnode/meshnode/node/receipt"
 )
 
 // Describe implements api.DescribedModel: what the model's file says of
@@ -25,12 +24,8 @@ func (s *servedModel) Describe() api.ModelDescription {
 	if t, ok := m.(tokenizing); ok && t.Template() != nil {
 		d.Template = t.Template().Source()
 	}
-	if we, ok := m.Engine().(interface {
-		Weights() (receipt.Weights, bool)
-	}); ok {
-		if w, ok := we.Weights(); ok {
-			d.Digest = w.Digest.String()
-		}
+	if w, ok := m.Engine().Weights(); ok {
+		d.Digest = w.Digest.String()
 	}
 	return d
 }
