@@ -323,10 +323,29 @@ func energyObject(b []byte) (json.RawMessage, error) {
 	if len(doc.EnvelopeHex) > 0 {
 		return text, nil
 	}
-	if bytes.Contains(text, []byte(`"choices"`)) && bytes.Contains(text, []byte(`"energy"`)) {
-		return nil, errors.New("the JSON has no usage.energy object: an answer of several choices has a receipt per choice (choices[].energy); name one with --choice")
+	if err := severalChoices(text); err != nil {
+		return nil, err
 	}
 	return nil, errors.New("the JSON has no usage.energy object (nor energy, nor envelope_hex)")
+}
+
+// severalChoices is the error for an answer with no usage.energy that
+// is one of several choices, each with its receipt; nil for any other.
+func severalChoices(text []byte) error {
+	if bytes.Contains(text, []byte(`"choices"`)) && bytes.Contains(text, []byte(`"energy"`)) {
+		return errors.New("the JSON has no usage.energy object: an answer of several choices has a receipt per choice (choices[].energy); name one with --choice")
+	}
+	return nil
+}
+
+// ndjsonLast is the last line of text when text is an NDJSON stream (a
+// JSON object, then more: Ollama's), where its receipt and its shape are.
+func ndjsonLast(text []byte) ([]byte, bool) {
+	if len(text) == 0 || text[0] != '{' || json.Valid(text) {
+		return nil, false
+	}
+	lines := bytes.Split(text, []byte("\n"))
+	return bytes.TrimSpace(lines[len(lines)-1]), true
 }
 
 // choiceFlag names the choice of an answer of several.
@@ -385,8 +404,8 @@ func choiceEnergyOf(b []byte, n int) ([]byte, error) {
 // that is done and holds a message or a response). "" for any other.
 func answerPath(b []byte) string {
 	text := bytes.TrimSpace(b)
-	if lines := bytes.Split(text, []byte("\n")); len(lines) > 1 && text[0] == '{' {
-		text = bytes.TrimSpace(lines[len(lines)-1]) // an NDJSON stream: its last line
+	if last, ok := ndjsonLast(text); ok {
+		text = last
 	}
 	var doc struct {
 		Type     string          `json:"type"`
@@ -420,11 +439,8 @@ func answerPath(b []byte) string {
 // other input is returned as it is.
 func fromStream(b []byte) ([]byte, error) {
 	text := bytes.TrimSpace(b)
-	if len(text) > 0 && text[0] == '{' && !json.Valid(text) {
-		// An NDJSON stream (Ollama's): its receipt is in its last,
-		// done object's energy.
-		lines := bytes.Split(text, []byte("\n"))
-		return bytes.TrimSpace(lines[len(lines)-1]), nil
+	if last, ok := ndjsonLast(text); ok {
+		return last, nil // Ollama's: the receipt is in the done object's energy
 	}
 	if !bytes.HasPrefix(text, []byte("data:")) && !bytes.HasPrefix(text, []byte("event:")) && !bytes.HasPrefix(text, []byte(":")) {
 		return b, nil
@@ -631,8 +647,8 @@ func envelopeOf(b []byte) ([]byte, error) {
 		if h == "" {
 			h = doc.Usage.Energy.EnvelopeHex
 		}
-		if h == "" && bytes.Contains(text, []byte(`"choices"`)) && bytes.Contains(text, []byte(`"energy"`)) {
-			return nil, errors.New("the JSON has no usage.energy: an answer of several choices has a receipt per choice (choices[].energy); name one with --choice")
+		if err := severalChoices(text); h == "" && err != nil {
+			return nil, err
 		}
 		if h == "" {
 			return nil, errors.New("the JSON has no envelope_hex (nor usage.energy.envelope_hex)")
