@@ -665,6 +665,11 @@ func decodeHex(s string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("envelope hex: %w", err)
 	}
+	if len(b) == 0 {
+		// An envelope_hex of only spaces would otherwise be read as an
+		// empty envelope, and fail later as a truncated one.
+		return nil, errors.New("envelope hex: empty")
+	}
 	return b, nil
 }
 
