@@ -187,6 +187,74 @@ func TestForcedToolCall(t *testing.T) {
 	}
 }
 
+// TestStrictToolsUnderAuto: a strict tool under tool_choice auto (the
+// OpenAI Agents SDK's default) on the built-in model (the generic
+// format). The reply is free until the model opens a call: unbiased, it
+// answers in prose, word for word what it answers with the tool not
+// strict. Pushed by logit_bias to open its answer with "{", it calls,
+// and the call's arguments meet the schema. Both replay verified.
+func TestStrictToolsUnderAuto(t *testing.T) {
+	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
+	n, _ := startNode(t, Config{})
+	const schema = `{"type":"object","properties":{"c":{"enum":["O","P"]}},"required":["c"],"additionalProperties":false}`
+	request := func(strict bool, extra string) string {
+		s := "false"
+		if strict {
+			s = "true"
+		}
+		return `{"model":"` + fortunesModel + `","max_tokens":60,"parallel_tool_calls":false` + extra + `,
+			"tools":[{"type":"function","function":{"name":"w","strict":` + s + `,"parameters":` + schema + `}}],"messages":[{"role":"user","content":"?"}]}`
+	}
+	type reply struct {
+		Choices []struct {
+			Message struct {
+				Content   *string `json:"content"`
+				ToolCalls []struct {
+					Function struct {
+						Name      string `json:"name"`
+						Arguments string `json:"arguments"`
+					} `json:"function"`
+				} `json:"tool_calls"`
+			} `json:"message"`
+			FinishReason string `json:"finish_reason"`
+		} `json:"choices"`
+		Usage struct {
+			Energy json.RawMessage `json:"energy"`
+		} `json:"usage"`
+	}
+	ask := func(body string) reply {
+		t.Helper()
+		resp := post(t, n, "/v1/chat/completions", body)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var r reply
+		if err := json.Unmarshal(b, &r); err != nil || resp.StatusCode != http.StatusOK || len(r.Choices) != 1 {
+			t.Fatalf("%d %s", resp.StatusCode, b)
+		}
+		body2, _ := json.Marshal(map[string]any{"request": json.RawMessage(body), "energy": r.Usage.Energy})
+		if status, res, raw := replayRaw(t, n, string(body2)); status != http.StatusOK || res.Verdict != api.VerdictVerified {
+			t.Errorf("replay: %d %s", status, raw)
+		}
+		return r
+	}
+	free, loose := ask(request(true, "")), ask(request(false, ""))
+	c := free.Choices[0]
+	if c.Message.Content == nil || *c.Message.Content == "" || len(c.Message.ToolCalls) != 0 ||
+		loose.Choices[0].Message.Content == nil || *c.Message.Content != *loose.Choices[0].Message.Content {
+		t.Fatalf("prose under a strict tool: %+v; not strict: %+v", c, loose.Choices[0])
+	}
+	// "{" and "▁{" first; no tabs or newlines, which the fortunes model
+	// would rather write between a call's JSON tokens than finish it.
+	const bias = `,"logit_bias":{"29912":100,"426":100,"12":-100,"13":-100}`
+	called := ask(request(true, bias)).Choices[0]
+	if called.FinishReason != "tool_calls" || len(called.Message.ToolCalls) != 1 || called.Message.ToolCalls[0].Function.Name != "w" {
+		t.Fatalf("pushed to open a call: %+v", called)
+	}
+	if err := grammartest.Validate([]byte(schema), []byte(called.Message.ToolCalls[0].Function.Arguments)); err != nil {
+		t.Errorf("strict call's arguments %s: %v", called.Message.ToolCalls[0].Function.Arguments, err)
+	}
+}
+
 func llamaVocab(t *testing.T) *tokenizer.Tokenizer { return testVocab(t, "llama-bpe") }
 
 // TestToolPromptAndDecoder: with Llama 3.1's template and a Llama 3

@@ -233,6 +233,9 @@ type Grammar struct {
 	// elemEnd; starts[r] are rule r's alternatives' first positions.
 	elems  []elem
 	starts [][]int32
+	// triggers make the grammar lazy (Lazy): none, it holds the whole
+	// output.
+	triggers []Trigger
 }
 
 type rule struct {
@@ -514,6 +517,7 @@ func (g *Grammar) String() string {
 		}
 		b.WriteByte('\n')
 	}
+	g.writeTriggers(&b)
 	return b.String()
 }
 

@@ -254,10 +254,24 @@ type Constraint struct {
 	cache map[string][]uint64
 	order []string // cached keys, oldest first
 	key   []byte
+
+	// A lazy grammar's (Grammar.Lazy) wait for its trigger: whether it
+	// came, the output since the start that a trigger may still begin
+	// in, and whether the output's first text is past every trigger
+	// that must open it.
+	triggered bool
+	seen      []byte
+	pastStart bool
 }
 
+// waiting says the grammar is lazy and its trigger has not come: every
+// token is allowed, and the output may end.
+func (c *Constraint) waiting() bool { return !c.triggered && len(c.m.g.triggers) > 0 }
+
 // NewConstraint starts a generation under g over the vocabulary v, whose
-// token bytes piece gives (the function NewVocab was given).
+// token bytes piece gives: the function NewVocab was given, except that
+// a control token's text may be given too (the mask never allows one by
+// it, but a lazy grammar's trigger may be one).
 func NewConstraint(g *Grammar, v *Vocab, piece func(id uint32) []byte) (*Constraint, error) {
 	m, err := g.NewMatcher()
 	if err != nil {
@@ -266,9 +280,13 @@ func NewConstraint(g *Grammar, v *Vocab, piece func(id uint32) []byte) (*Constra
 	return &Constraint{v: v, m: m, piece: piece, cache: map[string][]uint64{}}, nil
 }
 
-// Mask is the bitset of the tokens allowed next (see Vocab.Mask). The
-// slice is the constraint's until the next call; it must not be changed.
+// Mask is the bitset of the tokens allowed next (see Vocab.Mask), nil
+// while a lazy grammar waits for its trigger (every token). The slice is
+// the constraint's until the next call; it must not be changed.
 func (c *Constraint) Mask() ([]uint64, error) {
+	if c.waiting() {
+		return nil, nil
+	}
 	c.key = c.m.key(c.key[:0])
 	if mk, ok := c.cache[string(c.key)]; ok {
 		return mk, nil
@@ -293,12 +311,15 @@ func (c *Constraint) Mask() ([]uint64, error) {
 // end-of-generation token where the grammar may end.
 func (c *Constraint) Accept(id uint32) error {
 	if slices.Contains(c.v.eog, id) {
-		if !c.m.accepting {
+		if !c.Accepting() {
 			return fmt.Errorf("%w: the generation ends before the grammar does", ErrRejected)
 		}
 		return nil
 	}
 	b := c.piece(id)
+	if c.waiting() {
+		return c.watch(b)
+	}
 	if int(id) >= c.v.size || len(b) == 0 {
 		return fmt.Errorf("%w: token %d has no bytes", ErrRejected, id)
 	}
@@ -307,7 +328,11 @@ func (c *Constraint) Accept(id uint32) error {
 
 // Done reports whether the grammar must end here (nothing may follow
 // what was accepted).
-func (c *Constraint) Done() bool { return c.m.Done() }
+func (c *Constraint) Done() bool { return !c.waiting() && c.m.Done() }
 
 // Accepting reports whether the grammar may end here.
-func (c *Constraint) Accepting() bool { return c.m.Accepting() }
+func (c *Constraint) Accepting() bool { return c.waiting() || c.m.Accepting() }
+
+// Triggered reports whether a lazy grammar's trigger has come (always,
+// for a grammar that is not lazy).
+func (c *Constraint) Triggered() bool { return !c.waiting() }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/meshnode/meshnode/gguf/chat/harmony"
 	"github.com/meshnode/meshnode/gguf/chat/toolcall"
+	"github.com/meshnode/meshnode/gguf/grammar"
 )
 
 // Tool calls (OpenAI's tools, tool_choice and parallel_tool_calls): the
@@ -47,14 +48,10 @@ func (req *chatRequest) parseTools(g *Generation) (toolChoice, error) {
 		}
 	}
 	names := map[string]bool{}
-	strict := -1 // the first tool with strict: true
 	for i, raw := range tools {
-		name, isStrict, err := checkTool(raw, i)
+		name, err := checkTool(raw, i)
 		if err != nil {
 			return choice, err
-		}
-		if isStrict && strict < 0 {
-			strict = i
 		}
 		if names[name] {
 			return choice, badRequest(fmt.Sprintf("tools[%d].function.name", i), "tools[%d]: function %q is defined twice", i, name)
@@ -80,12 +77,6 @@ func (req *chatRequest) parseTools(g *Generation) (toolChoice, error) {
 	case mode == "function" && !names[name]:
 		return choice, badRequest("tool_choice", "tool_choice names function %q, which is not among the request's tools", name)
 	}
-	if strict >= 0 && mode != "required" && mode != "function" {
-		// Arguments are held to their schema only by the grammar of a
-		// choice that requires a call.
-		return choice, badRequest(fmt.Sprintf("tools[%d].function.strict", strict),
-			"tools[%d].function.strict: true holds the arguments to the schema, which meshnode does only under tool_choice \"required\" or a named function (constrained decoding), not %q", strict, mode)
-	}
 	choice.mode, choice.name = mode, name
 	if mode != "none" {
 		g.Tools = tools
@@ -94,32 +85,52 @@ func (req *chatRequest) parseTools(g *Generation) (toolChoice, error) {
 	return choice, nil
 }
 
-// forceTools holds g's output to calls of its tools when its tool_choice
-// requires one ("required", or a named function): a grammar over the
-// model's call format f and the tools' parameter schemas
-// (toolcall.Grammar). It returns the text to feed the parser before the
-// output (a control token the grammar cannot make the model write).
+// forceTools holds g's calls to their tools' schemas, by a grammar over
+// the model's call format f (package toolcall): under a tool_choice that
+// requires a call ("required", or a named function) the whole output is
+// calls, every tool's arguments held to its schema (toolcall.Grammar);
+// under "auto", where a tool is strict, the output is free until the
+// model opens a call, and the call is held from there, the strict tools'
+// arguments to their schemas and the others' to any JSON object
+// (toolcall.LazyGrammar, a lazy grammar). It returns the text to feed
+// the parser before the output (a control token a forced grammar cannot
+// make the model write).
 func forceTools(g *Generation, f toolcall.Format) (string, error) {
-	if g.ToolChoice != "required" && g.ToolChoice != "function" {
+	forced := g.ToolChoice == "required" || g.ToolChoice == "function"
+	if !forced && g.ToolChoice != "auto" {
 		return "", nil
 	}
 	tools := make([]toolcall.Tool, len(g.Tools))
+	strict := false
 	for i, raw := range g.Tools {
 		var t struct {
 			Function struct {
 				Name       string          `json:"name"`
 				Parameters json.RawMessage `json:"parameters"`
+				Strict     *bool           `json:"strict"`
 			} `json:"function"`
 		}
 		if err := json.Unmarshal(raw, &t); err != nil {
 			return "", badRequest(fmt.Sprintf("tools[%d]", i), "tools[%d]: %v", i, err)
 		}
+		isStrict := t.Function.Strict != nil && *t.Function.Strict
+		strict = strict || isStrict
 		tools[i] = toolcall.Tool{Name: t.Function.Name}
-		if !isAbsent(t.Function.Parameters) {
+		if !isAbsent(t.Function.Parameters) && (forced || isStrict) {
 			tools[i].Parameters = t.Function.Parameters
 		}
 	}
-	gr, prefix, err := toolcall.Grammar(f, tools, g.ToolName, g.ParallelToolCalls)
+	if !forced && !strict {
+		return "", nil // calls are parsed as the model writes them
+	}
+	var gr *grammar.Grammar
+	var prefix string
+	var err error
+	if forced {
+		gr, prefix, err = toolcall.Grammar(f, tools, g.ToolName, g.ParallelToolCalls)
+	} else {
+		gr, err = toolcall.LazyGrammar(f, tools, g.ParallelToolCalls)
+	}
 	if err != nil {
 		var se *toolcall.SchemaError
 		if errors.As(err, &se) {
@@ -146,24 +157,25 @@ func setupTools(m Model, g *Generation) (format toolcall.Format, prefix string, 
 	return format, prefix, err
 }
 
-// FormatToolCalls names the grammar of a tool_choice that requires a call
-// (Generation.Format).
+// FormatToolCalls names the grammar that holds a reply's calls to their
+// tools' schemas (Generation.Format): a tool_choice that requires a
+// call, or strict tools under "auto".
 const FormatToolCalls = "tool_calls"
 
 // checkTool validates one tool: {"type": "function", "function": {"name",
 // "description"?, "parameters"? (a JSON Schema object), "strict"?}}, and
-// returns its name and whether it is strict.
-func checkTool(raw json.RawMessage, i int) (string, bool, error) {
+// returns its name.
+func checkTool(raw json.RawMessage, i int) (string, error) {
 	field := fmt.Sprintf("tools[%d]", i)
 	var t struct {
 		Type     string          `json:"type"`
 		Function json.RawMessage `json:"function"`
 	}
 	if err := json.Unmarshal(raw, &t); err != nil || bytes.TrimSpace(raw)[0] != '{' {
-		return "", false, badRequest(field, "%s must be an object {\"type\": \"function\", \"function\": {...}}", field)
+		return "", badRequest(field, "%s must be an object {\"type\": \"function\", \"function\": {...}}", field)
 	}
 	if t.Type != "function" {
-		return "", false, badRequest(field+".type", "%s.type is %q; meshnode takes \"function\" tools only", field, t.Type)
+		return "", badRequest(field+".type", "%s.type is %q; meshnode takes \"function\" tools only", field, t.Type)
 	}
 	var fn struct {
 		Name        *string         `json:"name"`
@@ -172,25 +184,25 @@ func checkTool(raw json.RawMessage, i int) (string, bool, error) {
 		Strict      *bool           `json:"strict"`
 	}
 	if isAbsent(t.Function) || bytes.TrimSpace(t.Function)[0] != '{' || json.Unmarshal(t.Function, &fn) != nil {
-		return "", false, badRequest(field+".function", "%s.function must be an object with a name", field)
+		return "", badRequest(field+".function", "%s.function must be an object with a name", field)
 	}
 	if fn.Name == nil || !toolName.MatchString(*fn.Name) {
 		got := "none"
 		if fn.Name != nil {
 			got = fmt.Sprintf("%q", *fn.Name)
 		}
-		return "", false, badRequest(field+".function.name", "%s.function.name must be 1 to 64 letters, digits, underscores or dashes; got %s", field, got)
+		return "", badRequest(field+".function.name", "%s.function.name must be 1 to 64 letters, digits, underscores or dashes; got %s", field, got)
 	}
 	if !isAbsent(fn.Description) {
 		var d string
 		if json.Unmarshal(fn.Description, &d) != nil {
-			return "", false, badRequest(field+".function.description", "%s.function.description must be a string", field)
+			return "", badRequest(field+".function.description", "%s.function.description must be a string", field)
 		}
 	}
 	if !isAbsent(fn.Parameters) && bytes.TrimSpace(fn.Parameters)[0] != '{' {
-		return "", false, badRequest(field+".function.parameters", "%s.function.parameters must be a JSON Schema object", field)
+		return "", badRequest(field+".function.parameters", "%s.function.parameters must be a JSON Schema object", field)
 	}
-	return *fn.Name, fn.Strict != nil && *fn.Strict, nil
+	return *fn.Name, nil
 }
 
 // parseToolChoice reads "none", "auto", "required" or {"type":

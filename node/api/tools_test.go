@@ -357,8 +357,8 @@ func TestToolValidation(t *testing.T) {
 		{fn(`{"name":"` + strings.Repeat("x", 65) + `"}`), "tools[0].function.name"},
 		{fn(`{"name":"f","parameters":"object"}`), "tools[0].function.parameters"},
 		{fn(`{"name":"f","description":7}`), "tools[0].function.description"},
-		{fn(`{"name":"f","strict":true}`), "tools[0].function.strict"},
-		{`"tool_choice":"none","tools":[{"type":"function","function":{"name":"f"}},{"type":"function","function":{"name":"g","strict":true}}],` + user, "tools[1].function.strict"},
+		{fn(`{"name":"f","strict":"yes"}`), "tools[0].function"},
+		{fn(`{"name":"f","strict":true,"parameters":{"type":"string","pattern":"^a+$"}}`), "tools[0].function.parameters"},
 		{`"tools":[{"type":"function","function":{"name":"f"}},{"type":"function","function":{"name":"f"}}],` + user, "tools[1].function.name"},
 		{`"tools":[` + strings.Repeat(`{"type":"function","function":{"name":"f"}},`, 128) + `{"type":"function","function":{"name":"g"}}],` + user, "tools"},
 		{`"tool_choice":"sometimes",` + weatherTools + `,` + user, "tool_choice"},
@@ -388,10 +388,48 @@ func TestToolValidation(t *testing.T) {
 		}
 	}
 
-	// strict is honoured where the arguments are held to the schema.
-	postOK(t, h, `{"model":"tiny","tool_choice":"required","tools":[{"type":"function","function":{"name":"f","strict":true,"parameters":{"type":"object"}}}],`+user+`}`)
-	if g := h.model.lastCall(); g.Grammar == nil {
-		t.Error("strict tool under tool_choice required: no grammar")
+	// strict is honoured: under required the whole output is calls;
+	// under auto a call is held once the model opens one (a lazy
+	// grammar), and only the strict tools' arguments to their schemas
+	// (g's schema, which the grammar cannot enforce, is not refused);
+	// without a strict tool, or under none, nothing is held.
+	strictTools := `"tools":[{"type":"function","function":{"name":"f","strict":true,"parameters":{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]}}},` +
+		`{"type":"function","function":{"name":"g","parameters":{"type":"string","pattern":"^a+$"}}}],`
+	for _, tc := range []struct {
+		body string
+		held bool // a grammar, lazy
+		lazy bool
+	}{
+		{`"tool_choice":"required","tools":[{"type":"function","function":{"name":"f","strict":true,"parameters":{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]}}}],`, true, false},
+		{strictTools, true, true},
+		{`"tool_choice":"auto",` + strictTools, true, true},
+		{`"tool_choice":"none",` + strictTools, false, false},
+		{weatherTools + ",", false, false},
+	} {
+		postOK(t, h, `{"model":"tiny",`+tc.body+user+`}`)
+		g := h.model.lastCall()
+		if (g.Grammar != nil) != tc.held || g.Grammar != nil && (len(g.Grammar.Triggers()) > 0) != tc.lazy {
+			t.Errorf("%s: grammar %v, want held %v, lazy %v", tc.body, g.Grammar, tc.held, tc.lazy)
+		}
+		if g.Grammar == nil {
+			continue
+		}
+		// Held (the harness's model writes Hermes calls), f's arguments
+		// meet its schema; g's are any object.
+		mt, err := g.Grammar.NewMatcher()
+		if err != nil {
+			t.Fatal(err)
+		}
+		call := "<tool_call>\n" + `{"name": "f", "arguments": {"a": 1}}` + "\n</tool_call>"
+		if tc.lazy {
+			call = `<tool_call>{"name": "g", "arguments": {"x": true}}</tool_call>`
+		}
+		if err := mt.Advance([]byte(call)); err != nil || !mt.Accepting() {
+			t.Errorf("%s: the grammar refuses %s: %v", tc.body, call, err)
+		}
+		if mt, _ := g.Grammar.NewMatcher(); mt.Advance([]byte("<tool_call>\n"+`{"name": "f", "arguments": {"a": "x"}}`+"\n</tool_call>")) == nil {
+			t.Errorf("%s: the grammar takes f's arguments against its schema", tc.body)
+		}
 	}
 
 	// A model that cannot take tools says so; without tools (or with

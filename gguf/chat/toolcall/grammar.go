@@ -43,44 +43,10 @@ func (e *SchemaError) Unwrap() error { return e.Err }
 // after it, and prefix is the text to feed the parser before the output.
 func Grammar(f Format, tools []Tool, only string, parallel bool) (g *grammar.Grammar, prefix string, err error) {
 	b := grammar.NewBuilder()
-	var calls []grammar.Expr
-	for i, t := range tools {
-		if only != "" && t.Name != only {
-			continue
-		}
-		args := b.JSONObject()
-		if len(t.Parameters) > 0 {
-			if args, err = b.Schema(t.Parameters); err != nil {
-				return nil, "", &SchemaError{Index: i, Err: err}
-			}
-		}
-		var call grammar.Expr
-		switch f {
-		case Harmony:
-			// The header as gpt-oss writes it (OpenAI's harmony guide):
-			// the recipient on the commentary channel, the arguments'
-			// content type optional.
-			call = grammar.Seq(grammar.Lit("<|channel|>commentary to=functions."+t.Name),
-				grammar.Alt(grammar.Lit(" <|constrain|>json"), grammar.Lit(" json"), grammar.Seq()),
-				grammar.Lit("<|message|>"), args)
-		case Hermes:
-			call = grammar.Seq(grammar.Lit("<tool_call>\n{\"name\": \""+t.Name+"\", \"arguments\": "), args, grammar.Lit("}\n</tool_call>"))
-		case Llama3:
-			call = grammar.Seq(grammar.Lit(`{"name": "`+t.Name+`", "parameters": `), args, grammar.Lit("}"))
-		case Gemma4:
-			// Gemma's notation, not JSON, so the arguments follow its
-			// grammar but not the tool's schema (as llama.cpp's).
-			call = grammar.Seq(grammar.Lit("call:"+t.Name), gemmaObject(b))
-		default: // Mistral, Generic: an element of a JSON array
-			call = grammar.Seq(grammar.Lit(`{"name": "`+t.Name+`", "arguments": `), args, grammar.Lit("}"))
-		}
-		calls = append(calls, call)
+	call, err := defineCalls(b, f, tools, only, false)
+	if err != nil {
+		return nil, "", err
 	}
-	if len(calls) == 0 {
-		return nil, "", fmt.Errorf("toolcall: no tool named %q", only)
-	}
-	b.Define("call", grammar.Alt(calls...))
-	call := grammar.Ref("call")
 	// Llama 3.x's templates take one call per turn, and a harmony turn
 	// ends with its call (<|call|>).
 	// Gemma 4's calls are separated by control tokens (<tool_call|>
@@ -115,6 +81,133 @@ func Grammar(f Format, tools []Tool, only string, parallel bool) (g *grammar.Gra
 		return nil, "", fmt.Errorf("toolcall: building the grammar: %w", err)
 	}
 	return g, prefix, nil
+}
+
+// LazyGrammar is the grammar of a reply under tool_choice "auto" whose
+// calls must meet their tools' schemas (OpenAI's strict tools): a lazy
+// grammar (grammar.Grammar.Lazy) that leaves the reply free until the
+// model opens a call as format f opens one (its marker, or, for the
+// formats whose call is a bare JSON answer, a "{" that begins the
+// reply), and holds what follows to calls of tools, each one's
+// arguments to its Parameters (nil: any JSON object). White space
+// inside a call's JSON is the model's to choose, as it was when it
+// chose to call. A harmony call is a message to functions.NAME on the
+// commentary channel, as Grammar's.
+func LazyGrammar(f Format, tools []Tool, parallel bool) (*grammar.Grammar, error) {
+	b := grammar.NewBuilder()
+	call, err := defineCalls(b, f, tools, "", true)
+	if err != nil {
+		return nil, err
+	}
+	ws := b.WS()
+	many := parallel && f != Llama3 && f != Harmony && f != Gemma4
+	list := func(sep ...grammar.Expr) grammar.Expr {
+		if !many {
+			return call
+		}
+		return grammar.Seq(call, grammar.Star(grammar.Seq(append(sep, call)...)))
+	}
+	array := grammar.Seq(grammar.Lit("["), ws, list(ws, grammar.Lit(","), ws), ws, grammar.Lit("]"))
+	var root grammar.Expr
+	var triggers []grammar.Trigger
+	switch f {
+	case Hermes:
+		root = list(ws)
+		triggers = []grammar.Trigger{{Text: "<tool_call>", Included: true}}
+	case Llama3:
+		root = call
+		triggers = []grammar.Trigger{{Text: "{", AtStart: true, Included: true}, {Text: "<|python_tag|>"}}
+	case Harmony:
+		root = call
+		triggers = []grammar.Trigger{{Text: harmonyCall, Included: true}}
+	case Mistral:
+		root = array
+		triggers = []grammar.Trigger{{Text: "[TOOL_CALLS]"}}
+	case Granite:
+		root = array
+		triggers = []grammar.Trigger{{Text: "<|tool_call|>"}}
+	case Gemma4:
+		root = call
+		triggers = []grammar.Trigger{{Text: gemmaOpen}}
+	default:
+		// The polyfill's answer: {"tool_calls": [...]} or one call.
+		wrapper := grammar.Seq(grammar.Lit("{"), ws, grammar.Lit(`"tool_calls"`), ws, grammar.Lit(":"), ws, array, ws, grammar.Lit("}"))
+		root = grammar.Alt(wrapper, call)
+		triggers = []grammar.Trigger{{Text: "{", AtStart: true, Included: true}}
+	}
+	b.Define("root", root)
+	g, err := b.Build("root")
+	if err == nil {
+		g, err = g.Lazy(triggers...)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("toolcall: building the grammar: %w", err)
+	}
+	return g, nil
+}
+
+// harmonyCall is how a harmony call's header begins: the commentary
+// channel, addressed to a function.
+const harmonyCall = "<|channel|>commentary to=functions."
+
+// defineCalls defines the rule "call": one call of tools (of the one
+// named only, when it is not ""), in format f, its arguments held to
+// the tool's schema, and returns a reference to it. loose lets white
+// space vary inside a JSON call, as JSON does; otherwise the call is
+// spelled as the model's template renders it.
+func defineCalls(b *grammar.Builder, f Format, tools []Tool, only string, loose bool) (grammar.Expr, error) {
+	var calls []grammar.Expr
+	for i, t := range tools {
+		if only != "" && t.Name != only {
+			continue
+		}
+		args := b.JSONObject()
+		if len(t.Parameters) > 0 {
+			var err error
+			if args, err = b.Schema(t.Parameters); err != nil {
+				return grammar.Expr{}, &SchemaError{Index: i, Err: err}
+			}
+		}
+		// object is a JSON call {"name": NAME, "<key>": args}.
+		object := func(key string) grammar.Expr {
+			if !loose {
+				return grammar.Seq(grammar.Lit(`{"name": "`+t.Name+`", "`+key+`": `), args, grammar.Lit("}"))
+			}
+			ws := b.WS()
+			return grammar.Seq(grammar.Lit("{"), ws, grammar.Lit(`"name"`), ws, grammar.Lit(":"), ws, grammar.Lit(`"`+t.Name+`"`),
+				ws, grammar.Lit(","), ws, grammar.Lit(`"`+key+`"`), ws, grammar.Lit(":"), ws, args, ws, grammar.Lit("}"))
+		}
+		var call grammar.Expr
+		switch f {
+		case Harmony:
+			// The header as gpt-oss writes it (OpenAI's harmony guide):
+			// the recipient on the commentary channel, the arguments'
+			// content type optional.
+			call = grammar.Seq(grammar.Lit(harmonyCall+t.Name),
+				grammar.Alt(grammar.Lit(" <|constrain|>json"), grammar.Lit(" json"), grammar.Seq()),
+				grammar.Lit("<|message|>"), args)
+		case Hermes:
+			if loose {
+				call = grammar.Seq(grammar.Lit("<tool_call>"), b.WS(), object("arguments"), b.WS(), grammar.Lit("</tool_call>"))
+			} else {
+				call = grammar.Seq(grammar.Lit("<tool_call>\n"), object("arguments"), grammar.Lit("\n</tool_call>"))
+			}
+		case Llama3:
+			call = object("parameters")
+		case Gemma4:
+			// Gemma's notation, not JSON, so the arguments follow its
+			// grammar but not the tool's schema (as llama.cpp's).
+			call = grammar.Seq(grammar.Lit("call:"+t.Name), gemmaObject(b))
+		default: // Mistral, Generic: an element of a JSON array
+			call = object("arguments")
+		}
+		calls = append(calls, call)
+	}
+	if len(calls) == 0 {
+		return grammar.Expr{}, fmt.Errorf("toolcall: no tool named %q", only)
+	}
+	b.Define("call", grammar.Alt(calls...))
+	return grammar.Ref("call"), nil
 }
 
 // harmonyAnalysis is a gpt-oss analysis message before its call: the

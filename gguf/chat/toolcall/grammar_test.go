@@ -156,3 +156,123 @@ func TestHarmonyGrammar(t *testing.T) {
 		t.Errorf("parsed %+v", rep)
 	}
 }
+
+// lazyTokens is a byte vocabulary (ids 0–255) and, after it, the call
+// markers that are control tokens: the mask gives them no bytes, the
+// constraint their text (as the engine's does).
+var lazyMarkers = []string{"[TOOL_CALLS]", "<|tool_call|>", gemmaOpen, gemmaClose, "<|python_tag|>"}
+
+// lazyTokenize splits s into the markers' tokens and single bytes.
+func lazyTokenize(s string) []uint32 {
+	var ids []uint32
+outer:
+	for i := 0; i < len(s); {
+		for j, m := range lazyMarkers {
+			if len(s[i:]) >= len(m) && s[i:i+len(m)] == m {
+				ids = append(ids, uint32(256+j))
+				i += len(m)
+				continue outer
+			}
+		}
+		ids = append(ids, uint32(s[i]))
+		i++
+	}
+	return ids
+}
+
+// TestLazyGrammar: under tool_choice "auto" with strict tools, each
+// format's reply is free until it opens a call the way the parser finds
+// one, and the call is then held to its tool's schema; a reply that
+// opens none is never held. What the constraint takes parses to calls.
+func TestLazyGrammar(t *testing.T) {
+	eos := uint32(256 + len(lazyMarkers))
+	text := func(id uint32) []byte {
+		if id < 256 {
+			return []byte{byte(id)}
+		}
+		if id < eos {
+			return []byte(lazyMarkers[id-256])
+		}
+		return nil
+	}
+	mask := func(id uint32) []byte {
+		if id < 256 {
+			return text(id)
+		}
+		return nil
+	}
+	v := grammar.NewVocab(int(eos)+1, int(eos), mask, []uint32{eos})
+	const weather = `{"name": "get_weather", "arguments": {"city": "Paris"}}`
+	analysis := "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant"
+	for _, tc := range []struct {
+		f        Format
+		reply    string
+		calls    int  // the calls the reply parses to; 0: no call, never held
+		rejected bool // the call leaves its schema
+	}{
+		{Hermes, "Let me look.\n<tool_call>\n" + weather + "\n</tool_call>", 1, false},
+		{Hermes, `<tool_call>{"name":"now","arguments":{}}</tool_call><tool_call>` + weather + `</tool_call>`, 2, false},
+		{Hermes, "It is sunny in Paris {today}.", 0, false},
+		{Hermes, `<tool_call>{"name": "get_weather", "arguments": {"days": 2}}</tool_call>`, 0, true},
+		{Hermes, `<tool_call>{"name": "get_time", "arguments": {}}</tool_call>`, 0, true},
+		{Llama3, `{"name": "get_weather", "parameters": {"city": "Oslo", "days": 3}}`, 1, false},
+		{Llama3, ` <|python_tag|>{"name":"now","parameters":{}}`, 1, false},
+		{Llama3, `Here: {"name": "now"}`, 0, false},
+		{Llama3, `{"name": "get_weather", "parameters": {"city": "Oslo", "days": 1.5}}`, 0, true},
+		{Mistral, `[TOOL_CALLS][{"name": "now", "arguments": {}}, ` + weather + `]`, 2, false},
+		{Mistral, `[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": 3}}]`, 0, true},
+		{Granite, `<|tool_call|>[` + weather + `]`, 1, false},
+		{Gemma4, `Checking. <|tool_call>call:get_weather{city:<|"|>Paris<|"|>}`, 1, false},
+		{Harmony, analysis + "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Oslo\"}", 1, false},
+		{Harmony, analysis + "<|channel|>final<|message|>It is sunny.", 0, false},
+		{Harmony, analysis + "<|channel|>commentary to=functions.get_weather json<|message|>{}", 0, true},
+		{Generic, `{"tool_calls": [{"name": "now", "arguments": {}}]}`, 1, false},
+		{Generic, "\n" + weather, 1, false},
+		{Generic, "Hello {there}", 0, false},
+		{Generic, `{"answer": 42}`, 0, true},
+	} {
+		g, err := LazyGrammar(tc.f, grammarTools, true)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.f, err)
+		}
+		c, err := grammar.NewConstraint(g, v, text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var failed error
+		for _, id := range append(lazyTokenize(tc.reply), eos) {
+			if c.Triggered() && !tc.rejected {
+				// Held, the reply's tokens are the mask's.
+				if m, err := c.Mask(); err != nil || !grammar.Allowed(m, id) {
+					t.Fatalf("%v %q: the mask refuses token %d: %v", tc.f, tc.reply, id, err)
+				}
+			}
+			if failed = c.Accept(id); failed != nil {
+				break
+			}
+		}
+		if tc.rejected {
+			if !errors.Is(failed, grammar.ErrRejected) {
+				t.Errorf("%v %q: %v, want the call rejected", tc.f, tc.reply, failed)
+			}
+			continue
+		}
+		if failed != nil || c.Triggered() != (tc.calls > 0) {
+			t.Errorf("%v %q: %v, triggered %v", tc.f, tc.reply, failed, c.Triggered())
+			continue
+		}
+		var calls int
+		if tc.f == Harmony {
+			calls = len(harmony.Parse(tc.reply, true).Calls)
+		} else {
+			_, cs := Parse(tc.f, tc.reply)
+			calls = len(cs)
+		}
+		if calls != tc.calls {
+			t.Errorf("%v %q parses to %d calls, want %d", tc.f, tc.reply, calls, tc.calls)
+		}
+	}
+	if _, err := LazyGrammar(Hermes, []Tool{{Name: "f", Parameters: []byte(`{"type": "string", "pattern": "^a+$"}`)}}, true); !errors.As(err, new(*SchemaError)) {
+		t.Errorf("unsupported keyword: %v", err)
+	}
+}

@@ -20,6 +20,10 @@ type Constrainer struct {
 	once   sync.Once
 	pieces [][]byte
 	vocab  *grammar.Vocab
+	// control holds the text of the tokens that have none in pieces
+	// (control tokens rendered): the mask never allows one, but a lazy
+	// grammar's trigger may be one ([TOOL_CALLS]).
+	control map[uint32][]byte
 }
 
 // Pieces is what a Constrainer reads of a vocabulary (a
@@ -51,6 +55,14 @@ func (c *Constrainer) build() {
 				continue
 			}
 			c.pieces[id] = []byte(p)
+			if p == "" {
+				if r, err := c.tok.Piece(uint32(id), true); err == nil && r != "" {
+					if c.control == nil {
+						c.control = map[uint32][]byte{}
+					}
+					c.control[uint32(id)] = []byte(r)
+				}
+			}
 			if c.tok.IsEOG(uint32(id)) {
 				eog = append(eog, uint32(id))
 			}
@@ -66,6 +78,14 @@ func (c *Constrainer) piece(id uint32) []byte {
 	return nil
 }
 
+// text is token id's text as the output shows it, a control token's too.
+func (c *Constrainer) text(id uint32) []byte {
+	if t, ok := c.control[id]; ok {
+		return t
+	}
+	return c.piece(id)
+}
+
 // Vocab is the model's trie (built on first use).
 func (c *Constrainer) Vocab() *grammar.Vocab {
 	c.build()
@@ -77,7 +97,7 @@ func (c *Constrainer) Vocab() *grammar.Vocab {
 // (engine.ErrRefused), before any work.
 func (c *Constrainer) Start(g *grammar.Grammar) (*grammar.Constraint, []uint64, error) {
 	c.build()
-	con, err := grammar.NewConstraint(g, c.vocab, c.piece)
+	con, err := grammar.NewConstraint(g, c.vocab, c.text)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %v", engine.ErrRefused, err)
 	}

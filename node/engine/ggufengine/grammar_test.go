@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -233,5 +235,83 @@ func TestConstrainedCancelled(t *testing.T) {
 	})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v after %d tokens, want context.Canceled", err, n)
+	}
+}
+
+// TestLazyGrammarServe: under a lazy grammar the built-in model writes
+// its greedy output, token for token, until a trigger appears in it; from
+// there it writes only what the grammar takes, and stops where the
+// grammar ends. A trigger that never appears leaves the output as it was.
+func TestLazyGrammarServe(t *testing.T) {
+	m := fortunes(t)
+	e := m.Engine()
+	prompt := m.Tokenize("The meaning of life is", true, false)
+	const budget = 48
+	plain, _ := serve(t, e, request(budget, nil), prompt)
+	piece := func(id uint32) string {
+		p, err := m.Tokenizer().Piece(id, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	// The trigger: the greedy output's fourth token, without its space.
+	const at = 3
+	trigger := strings.TrimSpace(piece(plain[at]))
+	if len(plain) < at+1 || trigger == "" {
+		t.Fatalf("greedy output %v has no fourth word", plain)
+	}
+	// A call with its white space fixed, so that the model, which would
+	// rather write tabs, finishes it in the budget.
+	const schema = `{"type":"object","properties":{"c":{"enum":["O","P"]}},"required":["c"],"additionalProperties":false}`
+	b := grammar.NewBuilder()
+	b.Define("root", grammar.Seq(grammar.Lit(` {"c": "`), grammar.Alt(grammar.Lit("O"), grammar.Lit("P")), grammar.Lit(`"}`)))
+	held, err := b.Build("root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		trigger string
+		fires   bool
+	}{{trigger, true}, {"§never§", false}} {
+		g, err := held.Lazy(grammar.Trigger{Text: tc.trigger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, got, err := constrained(t, e, m, g, budget, nil, prompt)
+		if err != nil {
+			t.Fatalf("trigger %q: %v", tc.trigger, err)
+		}
+		if !tc.fires {
+			if !slices.Equal(got, plain) {
+				t.Fatalf("no trigger: %v, want the greedy %v", got, plain)
+			}
+			continue
+		}
+		// Where the trigger is whole in the greedy output.
+		var text strings.Builder
+		end := -1
+		for i, id := range plain {
+			text.WriteString(piece(id))
+			if strings.Contains(text.String(), tc.trigger) {
+				end = i
+				break
+			}
+		}
+		if end < 0 || len(got) <= end || !slices.Equal(got[:end+1], plain[:end+1]) {
+			t.Fatalf("trigger %q: %v; the greedy output to it is %v", tc.trigger, got, plain[:end+1])
+		}
+		var rest strings.Builder
+		for _, id := range got[end+1:] {
+			rest.WriteString(piece(id))
+		}
+		after := strings.SplitN(text.String(), tc.trigger, 2)[1] + rest.String()
+		mt, _ := held.NewMatcher()
+		if err := mt.Advance([]byte(after)); err != nil || !mt.Accepting() || len(got) >= budget {
+			t.Fatalf("trigger %q: what follows it, %q, is not the grammar's whole: %v", tc.trigger, after, err)
+		}
+		if err := grammartest.Validate([]byte(schema), []byte(after[1:])); err != nil {
+			t.Fatalf("after the trigger %q: %v", after, err)
+		}
 	}
 }
