@@ -32,6 +32,14 @@ func TestOllamaJS(t *testing.T) {
 	runSDKCases(t, filepath.Join("testdata", "ollama-js"), "ollama", "", "OLLAMA_HOST=")
 }
 
+// TestOpenAIAgents runs every case of the OpenAI Agents SDK harness
+// (testdata/openai-agents), each a Node.js script running an agent of
+// the @openai/agents package, whose function tools are strict, on the
+// node's chat completions and Responses API.
+func TestOpenAIAgents(t *testing.T) {
+	runSDKCases(t, filepath.Join("testdata", "openai-agents"), "@openai/agents", "/v1", "OPENAI_API_KEY=", "OPENAI_BASE_URL=", "OPENAI_AGENTS_DISABLE_TRACING=1")
+}
+
 // runSDKCases starts a node serving the built-in model and runs each
 // cases/*.mjs of the harness in dir with Node.js, MESHNODE_BASE_URL the
 // node's address with basePath. It skips when Node.js or the harness's
