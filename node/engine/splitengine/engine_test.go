@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -353,15 +354,36 @@ func (c *countingWhole) Step(ctx context.Context, seqs []stage.Seq) ([]stage.Res
 
 // TestConstrainedSameTokens: a constrained serve on a pipeline gives the
 // single-node engine's tokens under the same grammar, greedy and seeded,
-// and the JSON meets the schema.
+// and the JSON meets the schema; under the same grammar made lazy (free
+// until the output's first "e"), too.
 func TestConstrainedSameTokens(t *testing.T) {
 	ref, m := setup(t)
 	prompt := ref.Tokenize("Q: Why did the chicken cross the road?\nA:", true, false)
 	schema := `{"type":"object","properties":{"why":{"type":"string","maxLength":12},"n":{"type":"integer"},"ok":{"enum":[true,"maybe"]}},"required":["why","ok"],"additionalProperties":false}`
-	g, err := grammar.FromSchema([]byte(schema))
+	full, err := grammar.FromSchema([]byte(schema))
 	if err != nil {
 		t.Fatal(err)
 	}
+	lazy, err := full.Lazy(grammar.Trigger{Text: "e"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []*grammar.Grammar{full, lazy} {
+		sameTokensUnder(t, ref, m, g, schema, prompt)
+	}
+	// A serve naming a grammar it does not carry is refused.
+	id := engine.GrammarID(full)
+	if _, _, err := serve(newEngine(ref, &whole{m: m, sessions: map[uint64]*model.Session{}}, nil), prompt,
+		receipt.ServeRequest{MaxTokens: 4, Sampling: &receipt.Sampling{Grammar: &id}}); !errors.Is(err, engine.ErrRefused) {
+		t.Errorf("a grammar named and not carried: %v", err)
+	}
+}
+
+// sameTokensUnder serves prompt under g on the single-node engine and on
+// a pipeline, greedy and seeded, and compares; the output (after a lazy
+// grammar's trigger) meets schema.
+func sameTokensUnder(t *testing.T, ref *ggufengine.Model, m *model.Model, g *grammar.Grammar, schema string, prompt []uint32) {
+	t.Helper()
 	id := engine.GrammarID(g)
 	seed := uint64(9)
 	ctx := engine.WithGrammar(context.Background(), g)
@@ -380,13 +402,15 @@ func TestConstrainedSameTokens(t *testing.T) {
 			t.Errorf("sampling %+v: tokens %v, want %v", s, got, want)
 		}
 		text, _ := ref.Tokenizer().Decode(got, tokenizer.DecodeOptions{Continue: true})
+		if tr := g.Triggers(); len(tr) > 0 {
+			before, after, ok := strings.Cut(text, tr[0].Text)
+			if !ok || strings.Contains(before, "{") {
+				t.Errorf("lazy: %q", text)
+			}
+			text = after
+		}
 		if err := grammartest.Validate([]byte(schema), []byte(text)); err != nil {
 			t.Errorf("%q: %v", text, err)
 		}
-	}
-	// A serve naming a grammar it does not carry is refused.
-	if _, _, err := serve(newEngine(ref, &whole{m: m, sessions: map[uint64]*model.Session{}}, nil), prompt,
-		receipt.ServeRequest{MaxTokens: 4, Sampling: &receipt.Sampling{Grammar: &id}}); !errors.Is(err, engine.ErrRefused) {
-		t.Errorf("a grammar named and not carried: %v", err)
 	}
 }
