@@ -646,6 +646,13 @@ func serveError(err error) error {
 		return e
 	case errors.Is(err, engine.ErrRefused):
 		return api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option", "%v", se.Err)
+	case errors.Is(err, grammar.ErrRejected):
+		// A lazy grammar's trigger came in a token whose text runs on
+		// past it into bytes the grammar refuses (a strict tool's call
+		// opened as no call can go on): the mask could not see it
+		// coming. The model's doing, as OpenAI's "invalid content".
+		return api.Errorf(http.StatusInternalServerError, "server_error", "invalid_model_output",
+			"the model's output left the request's grammar: %v", se.Err)
 	}
 	return err
 }

@@ -253,6 +253,16 @@ func TestStrictToolsUnderAuto(t *testing.T) {
 	if err := grammartest.Validate([]byte(schema), []byte(called.Message.ToolCalls[0].Function.Arguments)); err != nil {
 		t.Errorf("strict call's arguments %s: %v", called.Message.ToolCalls[0].Function.Arguments, err)
 	}
+	// Pushed to open its answer with the token " {}", the reply opens a
+	// call (its "{") that no call can follow ("}"), in one token the mask
+	// could not refuse: an error that says so, not an unheld reply.
+	resp := post(t, n, "/v1/chat/completions", request(true, `,"logit_bias":{"6571":100}`))
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusInternalServerError || !strings.Contains(string(b), `"code":"invalid_model_output"`) ||
+		!strings.Contains(string(b), `after trigger \"{\"`) {
+		t.Errorf("a call opened as none can go on: %d %s", resp.StatusCode, b)
+	}
 }
 
 func llamaVocab(t *testing.T) *tokenizer.Tokenizer { return testVocab(t, "llama-bpe") }
