@@ -465,7 +465,7 @@ func (s *servedModel) request(g *api.Generation, prompt string, ids []uint32, ct
 			// alone and has no place for a grammar: served, the output
 			// would be held to one the signed request id does not cover.
 			return receipt.ServeRequest{}, nil, api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option",
-				"a %s output format (response_format, text.format) is not served on a request that rides on a grant (jcp_presentation): the granted request's binding does not cover a grammar", g.Format)
+				"a %s output format (response_format, text.format or grammar) is not served on a request that rides on a grant (jcp_presentation): the granted request's binding does not cover a grammar", g.Format)
 		}
 		// Nor what the binding derives nothing from: served, the model
 		// would be given, or would pick by, more than the signed request

@@ -164,3 +164,59 @@ func TestStructuredOutputs(t *testing.T) {
 		t.Errorf("replay without the schema: %+v", res)
 	}
 }
+
+// TestGBNFServed: llama-server's "grammar" field on the built-in model:
+// completions and chat answers match the GBNF grammar (a Unicode class
+// and a bounded repetition among its parts), greedy and sampled; the
+// replay of each verifies, and the same request under another grammar is
+// another request; bad grammars are 400s that say where.
+func TestGBNFServed(t *testing.T) {
+	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
+	n, _ := startNode(t, Config{})
+	const gbnf = "root ::= (\"yes\" | \"no\") \", \" word{1,3} [.!€]\nword ::= [a-zé]+ \" \"?"
+	g, err := grammar.ParseGBNF(gbnf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	quoted, _ := json.Marshal(gbnf)
+	for _, tc := range []struct{ path, body string }{
+		{"/v1/completions", `{"model":"` + fortunesModel + `","prompt":"Is it true?","max_tokens":40,"grammar":` + string(quoted) + `}`},
+		{"/v1/completions", `{"model":"` + fortunesModel + `","prompt":"Is it true?","max_tokens":40,"temperature":1,"seed":3,"grammar":` + string(quoted) + `}`},
+		{"/v1/chat/completions", `{"model":"` + fortunesModel + `","messages":[{"role":"user","content":"Yes?"}],"max_tokens":40,"grammar":` + string(quoted) + `}`},
+	} {
+		text, energy := generate(t, n, tc.path, tc.body)
+		m, _ := g.NewMatcher()
+		if err := m.Advance([]byte(text)); err != nil || !m.Accepting() {
+			t.Errorf("%s: %q does not match the grammar: %v", tc.body, text, err)
+		}
+		for _, rc := range []struct{ request, verdict string }{
+			{tc.body, api.VerdictVerified},
+			{strings.Replace(tc.body, `\"no\"`, `\"nope\"`, 1), api.VerdictNotReplayable},
+		} {
+			body, _ := json.Marshal(map[string]any{"request": json.RawMessage(rc.request), "energy": energy})
+			if status, res, raw := replayRaw(t, n, string(body)); status != http.StatusOK || res.Verdict != rc.verdict {
+				t.Errorf("replay of %s: %d %s, want %s", rc.request, status, raw, rc.verdict)
+			}
+		}
+	}
+	for _, tc := range []struct{ body, code, want string }{
+		{`"prompt":"x","grammar":"root ::= \"a"`, "invalid_grammar", "line 1, column 10"},
+		{`"prompt":"x","grammar":"root ::= <[12]>"`, "invalid_grammar", "token references"},
+		{`"prompt":"x","grammar":"start ::= \"a\""`, "invalid_grammar", `no rule \"root\"`},
+		{`"messages":[{"role":"user","content":"x"}],"grammar":"root ::= \"a\"","response_format":{"type":"json_object"}}`, "", "both hold"},
+		{`"messages":[{"role":"user","content":"x"}],"grammar":"root ::= \"a\"","tools":` + weatherTool, "", "cannot be combined with tools"},
+	} {
+		path := "/v1/completions"
+		if strings.HasPrefix(tc.body, `"messages"`) {
+			path = "/v1/chat/completions"
+		}
+		body := `{"model":"` + fortunesModel + `",` + strings.TrimSuffix(tc.body, "}") + `}`
+		resp := post(t, n, path, body)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"param":"grammar"`) ||
+			!strings.Contains(string(b), tc.want) || tc.code != "" && !strings.Contains(string(b), `"code":"`+tc.code+`"`) {
+			t.Errorf("%s: %d %s", body, resp.StatusCode, b)
+		}
+	}
+}

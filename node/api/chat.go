@@ -16,6 +16,7 @@ type chatRequest struct {
 	Logprobs            *bool           `json:"logprobs"`
 	TopLogprobs         *int            `json:"top_logprobs"`
 	ResponseFormat      json.RawMessage `json:"response_format"`
+	Grammar             *string         `json:"grammar"` // llama-server's: GBNF
 
 	Tools             json.RawMessage `json:"tools"`
 	ToolChoice        json.RawMessage `json:"tool_choice"`
@@ -64,6 +65,9 @@ func parseChat(body []byte) (*Generation, *chatRequest, error) {
 	if err := parseResponseFormat(req.ResponseFormat, g); err != nil {
 		return nil, nil, err
 	}
+	if err := parseGBNF(req.Grammar, g); err != nil {
+		return nil, nil, err
+	}
 	if err := checkChoices(g); err != nil {
 		return nil, nil, err
 	}
@@ -81,6 +85,9 @@ func parseChat(body []byte) (*Generation, *chatRequest, error) {
 	if g.Grammar != nil && req.tools.active() {
 		// One grammar holds the whole output: a response format would
 		// leave the model no way to write a call in its own format.
+		if g.Format == FormatGBNF {
+			return nil, nil, badRequest("grammar", "grammar cannot be combined with tools (tool_choice %q); send tool_choice \"none\" or no grammar", req.tools.mode)
+		}
 		return nil, nil, badRequest("response_format", "response_format %s cannot be combined with tools (tool_choice %q); send tool_choice \"none\" or no response_format", g.Format, req.tools.mode)
 	}
 	return g, &req, nil

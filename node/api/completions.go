@@ -16,6 +16,7 @@ type completionRequest struct {
 	Echo      bool            `json:"echo"`
 	Suffix    *string         `json:"suffix"`
 	Logprobs  *int            `json:"logprobs"`
+	Grammar   *string         `json:"grammar"` // llama-server's: GBNF
 }
 
 func parseCompletion(body []byte) (*Generation, *completionRequest, error) {
@@ -54,6 +55,9 @@ func parseCompletion(body []byte) (*Generation, *completionRequest, error) {
 		g.Suffix = *req.Suffix
 	}
 	if g.MaxTokens, err = maxTokens("max_tokens", req.MaxTokens); err != nil {
+		return nil, nil, err
+	}
+	if err := parseGBNF(req.Grammar, g); err != nil {
 		return nil, nil, err
 	}
 	if err := checkChoices(g); err != nil {

@@ -45,6 +45,9 @@ var schemaName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 const (
 	FormatJSONObject = "json_object"
 	FormatJSONSchema = "json_schema"
+	// FormatGBNF is a grammar in llama.cpp's GBNF, the request's
+	// "grammar" (llama-server's extension of the OpenAI API).
+	FormatGBNF = "grammar"
 )
 
 // parseResponseFormat reads chat's response_format into g.
@@ -149,5 +152,30 @@ func strictJSON(raw []byte, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("%w", err)
 	}
+	return nil
+}
+
+// parseGBNF reads llama-server's "grammar" field, a GBNF grammar the
+// output must match, into g. It holds the whole output, so it does not
+// go with a response format.
+func parseGBNF(src *string, g *Generation) error {
+	if src == nil || *src == "" {
+		return nil // llama-server's default: no grammar
+	}
+	if g.Grammar != nil {
+		return badRequest("grammar", "grammar and response_format both hold the output to a grammar; send one")
+	}
+	gr, err := grammar.ParseGBNF(*src)
+	if err != nil {
+		e := badRequest("grammar", "grammar: %v", err)
+		e.Code = "invalid_grammar"
+		var ge *grammar.GBNFError
+		if errors.As(err, &ge) {
+			e.Message = fmt.Sprintf("grammar: line %d, column %d: %s", ge.Line, ge.Col, ge.Msg)
+			e.Details = map[string]int{"line": ge.Line, "column": ge.Col}
+		}
+		return e
+	}
+	g.Grammar, g.Format = gr, FormatGBNF
 	return nil
 }
