@@ -44,10 +44,11 @@ func receiptCommand() *cli.Command {
 			Name:  "replay",
 			Usage: "have the node that served a generation re-run it against its receipt, and check the disclosure",
 			Description: "--request names the request body as it was sent (chat/completions, completions,\n" +
-				"responses, Anthropic messages or Ollama JSON); --usage the usage.energy object that came\n" +
-				"back (or the usage object, or the whole response, or the saved stream). --path names the\n" +
-				"path it was sent to where the body does not say (a /v1/messages request that ends with an\n" +
-				"assistant message, Ollama's /api/generate); a saved answer of those says it itself.\n" +
+				"responses, Anthropic messages, Ollama or llama.cpp /completion JSON); --usage the\n" +
+				"usage.energy object that came back (or the usage object, or the whole response, or the\n" +
+				"saved stream). --path names the path it was sent to where the body does not say (a\n" +
+				"/v1/messages request that ends with an assistant message, Ollama's /api/generate, a\n" +
+				"/completion without n_predict); a saved answer of those says it itself.\n" +
 				"The node re-tokenizes the prompt as the serve did, re-runs it on the backend the receipt\n" +
 				"names and answers verified, diverged or not replayable; a verified replay discloses the\n" +
 				"receipt (opening, payload digest, output), which is checked here against the receipt's\n" +
@@ -412,9 +413,12 @@ func answerPath(b []byte) string {
 		Done     bool            `json:"done"`
 		Message  json.RawMessage `json:"message"`
 		Response json.RawMessage `json:"response"`
+		Settings json.RawMessage `json:"generation_settings"`
 	}
 	if json.Unmarshal(text, &doc) == nil {
 		switch {
+		case doc.Settings != nil:
+			return "/completion"
 		case doc.Type == "message":
 			return "/v1/messages"
 		case doc.Done && doc.Message != nil:
@@ -425,8 +429,12 @@ func answerPath(b []byte) string {
 		return ""
 	}
 	for line := range bytes.Lines(b) {
-		if bytes.Equal(bytes.TrimSpace(line), []byte("event: message_delta")) {
+		line = bytes.TrimSpace(line)
+		switch {
+		case bytes.Equal(line, []byte("event: message_delta")):
 			return "/v1/messages"
+		case bytes.HasPrefix(line, []byte("data:")) && bytes.Contains(line, []byte(`"generation_settings"`)):
+			return "/completion" // llama.cpp's stream: its last event
 		}
 	}
 	return ""
@@ -460,7 +468,8 @@ func fromStream(b []byte) ([]byte, error) {
 		}
 		chunks++
 		var chunk struct {
-			Usage struct {
+			Energy json.RawMessage `json:"energy"` // llama.cpp's /completion: its last event
+			Usage  struct {
 				Energy json.RawMessage `json:"energy"`
 			} `json:"usage"`
 			Response struct {
@@ -472,7 +481,7 @@ func fromStream(b []byte) ([]byte, error) {
 		if json.Unmarshal(data, &chunk) != nil {
 			continue
 		}
-		for _, e := range []json.RawMessage{chunk.Usage.Energy, chunk.Response.Usage.Energy} {
+		for _, e := range []json.RawMessage{chunk.Usage.Energy, chunk.Response.Usage.Energy, chunk.Energy} {
 			if len(e) > 0 && e[0] == '{' {
 				energy = e
 			}

@@ -261,7 +261,7 @@ func TestReceiptReplay(t *testing.T) {
 			key = fmt.Sprintf("choice %d", *body.Choice)
 		}
 		switch key {
-		case "verified", "endpoint /v1/messages", "choice 1", "endpoint /api/generate":
+		case "verified", "endpoint /v1/messages", "choice 1", "endpoint /api/generate", "endpoint /completion":
 			ans["verdict"], ans["disclosure"] = "verified", disclosure
 		case "lying":
 			lie := disclosure
@@ -330,6 +330,11 @@ func TestReceiptReplay(t *testing.T) {
 		[]string{"receipt", "replay", "--request", request("batch"), "--usage", filepath.Join(dir, "choices.json")},
 		[]string{"receipt", "replay", "--request", request("ollama"), "--usage", write("ollama.ndjson",
 			`{"model":"m","response":"a","done":false}`+"\n"+`{"model":"m","response":"","done":true,"done_reason":"stop","energy":`+string(energy)+`}`+"\n")},
+		[]string{"receipt", "replay", "--request", request("llama"), "--usage", write("llama-answer.json",
+			`{"index":0,"content":"a","stop":true,"generation_settings":{"n_predict":3},"stop_type":"limit","energy":`+string(energy)+`}`)},
+		[]string{"receipt", "replay", "--request", request("llama"), "--usage", write("llama.sse",
+			`data: {"index":0,"content":"a","tokens":[],"stop":false,"id_slot":0}`+"\n\n"+
+				`data: {"index":0,"content":"","stop":true,"generation_settings":{"n_predict":3},"stop_type":"limit","energy":`+string(energy)+`}`+"\n\n")},
 	))
 }
 
@@ -353,6 +358,7 @@ func FuzzReceiptFile(f *testing.F) {
 		f.Add([]byte(`{"choices":[{"index":0,"energy":{}},{"index":1,"energy":` + string(energy) + `}]}`))
 		f.Add([]byte("data: {\"choices\":[{\"index\":1,\"finish_reason\":\"stop\",\"energy\":" + string(energy) + "}]}\n\ndata: [DONE]\n\n"))
 		f.Add([]byte("event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"energy\":" + string(energy) + "}}\n\n"))
+		f.Add([]byte("data: {\"content\":\"a\",\"stop\":false}\n\ndata: {\"content\":\"\",\"stop\":true,\"generation_settings\":{},\"energy\":" + string(energy) + "}\n\n"))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		answerPath(b)

@@ -152,8 +152,9 @@ type Generation struct {
 	// is the model's default (on where it has a draft), false off.
 	Speculative *bool
 	// Grammar, when set, is what the output is held to (structured
-	// outputs: response_format, text.format); Format names which,
-	// FormatJSONObject or FormatJSONSchema.
+	// outputs: response_format, text.format; a GBNF grammar; tool
+	// calls); Format names which (FormatJSONObject, FormatJSONSchema,
+	// FormatGBNF, FormatToolCalls).
 	Grammar *grammar.Grammar
 	Format  string
 	// Logprobs asks for each output token's log-probability, with the

@@ -233,6 +233,7 @@ func (s *Server) MeshHandler() http.Handler {
 	mux.HandleFunc("POST /v1/responses", s.observed(s.handleResponses))
 	mux.HandleFunc("POST /v1/messages", s.observed(s.handleMessages))
 	mux.HandleFunc("POST /v1/messages/count_tokens", s.handleCountTokens)
+	mux.HandleFunc("POST /completion", s.observed(s.handleLlamaCompletion))
 	mux.HandleFunc("POST /v1/embeddings", s.handleEmbeddings)
 	mux.HandleFunc("POST /tokenize", s.handleTokenize)
 	mux.HandleFunc("POST /detokenize", s.handleDetokenize)

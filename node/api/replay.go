@@ -82,6 +82,7 @@ var replayParsers = map[string]func([]byte) (*Generation, error){
 	"/v1/messages":         func(b []byte) (*Generation, error) { g, _, err := parseMessages(b); return g, err },
 	"/api/chat":            func(b []byte) (*Generation, error) { g, _, err := parseOllamaChat(b); return g, err },
 	"/api/generate":        func(b []byte) (*Generation, error) { g, _, err := parseOllamaGenerate(b); return g, err },
+	"/completion":          func(b []byte) (*Generation, error) { g, _, err := parseLlamaCompletion(b); return g, err },
 }
 
 // parseReplay parses a replay body; the original request is parsed by
@@ -152,7 +153,7 @@ func replayChoice(g *Generation, choice *int) (*Generation, error) {
 func replayEndpoint(b replayBody) (string, error) {
 	if b.Endpoint != "" {
 		if _, ok := replayParsers[b.Endpoint]; !ok {
-			return "", badRequest("endpoint", "endpoint %q is not a generation endpoint: name /v1/chat/completions, /v1/completions, /v1/responses, /v1/messages, /api/chat or /api/generate", b.Endpoint)
+			return "", badRequest("endpoint", "endpoint %q is not a generation endpoint: name /v1/chat/completions, /v1/completions, /v1/responses, /v1/messages, /api/chat, /api/generate or /completion", b.Endpoint)
 		}
 		return b.Endpoint, nil
 	}
@@ -168,6 +169,9 @@ func replayEndpoint(b replayBody) (string, error) {
 	}
 	if len(endpoints) != 1 {
 		return "", badRequest("request", "request must hold exactly one of messages (chat/completions, messages), prompt (completions) or input (responses); it holds %d", len(endpoints))
+	}
+	if _, ok := fields["n_predict"]; ok && endpoints[0] == "/v1/completions" {
+		return "/completion", nil // llama.cpp's field, which /v1/completions refuses
 	}
 	return endpoints[0], nil
 }

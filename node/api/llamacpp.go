@@ -1,0 +1,362 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"strings"
+)
+
+// llama.cpp's native completion endpoint, POST /completion, which
+// llama-server's own clients and many scripts speak: a raw prompt (no
+// chat template), llama-server's sampling defaults, its answer shape
+// (content, stop, stop_type, timings) and its stream (data: events, the
+// last one whole). It is read into the same Generation /v1/completions
+// makes, so it is served, metered, sealed and replayed as one;
+// llamacppstream.go writes the answer.
+
+// llamaCompletionRequest is /completion's body. The raw fields after the
+// honoured ones are llama-server's options meshnode does not implement:
+// each is refused by name unless it asks for nothing (llamaRefusals).
+type llamaCompletionRequest struct {
+	Model            string          `json:"model"`
+	Prompt           json.RawMessage `json:"prompt"`
+	NPredict         *int            `json:"n_predict"`
+	Stream           bool            `json:"stream"`
+	Temperature      *float64        `json:"temperature"`
+	TopK             *int64          `json:"top_k"`
+	TopP             *float64        `json:"top_p"`
+	MinP             *float64        `json:"min_p"`
+	Seed             *json.Number    `json:"seed"`
+	Stop             json.RawMessage `json:"stop"`
+	RepeatPenalty    *float64        `json:"repeat_penalty"`
+	PresencePenalty  *float64        `json:"presence_penalty"`
+	FrequencyPenalty *float64        `json:"frequency_penalty"`
+	LogitBias        json.RawMessage `json:"logit_bias"`
+	Grammar          *string         `json:"grammar"`
+	JSONSchema       json.RawMessage `json:"json_schema"`
+	// meshnode's, as on every endpoint.
+	Metadata        map[string]any  `json:"metadata"`
+	JCPPresentation json.RawMessage `json:"jcp_presentation"`
+	Speculative     *bool           `json:"speculative"`
+
+	CachePrompt     json.RawMessage `json:"cache_prompt"`
+	IDSlot          json.RawMessage `json:"id_slot"`
+	IgnoreEOS       json.RawMessage `json:"ignore_eos"`
+	NProbs          json.RawMessage `json:"n_probs"`
+	ReturnTokens    json.RawMessage `json:"return_tokens"`
+	NKeep           json.RawMessage `json:"n_keep"`
+	NIndent         json.RawMessage `json:"n_indent"`
+	RepeatLastN     json.RawMessage `json:"repeat_last_n"`
+	TypicalP        json.RawMessage `json:"typical_p"`
+	DynatempRange   json.RawMessage `json:"dynatemp_range"`
+	DynatempExp     json.RawMessage `json:"dynatemp_exponent"`
+	Mirostat        json.RawMessage `json:"mirostat"`
+	MirostatTau     json.RawMessage `json:"mirostat_tau"`
+	MirostatEta     json.RawMessage `json:"mirostat_eta"`
+	DryMultiplier   json.RawMessage `json:"dry_multiplier"`
+	XTCProbability  json.RawMessage `json:"xtc_probability"`
+	MinKeep         json.RawMessage `json:"min_keep"`
+	Samplers        json.RawMessage `json:"samplers"`
+	TMaxPredictMS   json.RawMessage `json:"t_max_predict_ms"`
+	ImageData       json.RawMessage `json:"image_data"`
+	Lora            json.RawMessage `json:"lora"`
+	ResponseFields  json.RawMessage `json:"response_fields"`
+	PostSampling    json.RawMessage `json:"post_sampling_probs"`
+	TimingsPerToken json.RawMessage `json:"timings_per_token"`
+	ReturnProgress  json.RawMessage `json:"return_progress"`
+}
+
+// llamaRefusals are llama-server's /completion options meshnode does not
+// implement, with why, and the values that ask for nothing (its
+// defaults, or off), which are accepted.
+func (req *llamaCompletionRequest) llamaRefusals() []struct {
+	name  string
+	raw   json.RawMessage
+	inert func([]byte) bool
+	why   string
+} {
+	type r = struct {
+		name  string
+		raw   json.RawMessage
+		inert func([]byte) bool
+		why   string
+	}
+	zero := oneOf("0", "0.0")
+	return []r{
+		{"cache_prompt", req.CachePrompt, oneOf("true"), "cache_prompt false is not supported: a node always reuses the prompt's cached prefix, and the answer does not depend on it (true is accepted)"},
+		{"id_slot", req.IDSlot, oneOf("-1"), "id_slot is not supported: the node picks the slot (-1 is accepted)"},
+		{"ignore_eos", req.IgnoreEOS, isFalse, "ignore_eos is not supported: an answer ends at the model's end token (false is accepted)"},
+		{"n_probs", req.NProbs, zero, "n_probs is not supported on /completion: ask /v1/completions for logprobs (0 is accepted)"},
+		{"return_tokens", req.ReturnTokens, isFalse, "return_tokens is not supported: /completion returns the text (false is accepted; /tokenize gives a text's tokens)"},
+		{"n_keep", req.NKeep, zero, "n_keep is not supported: a prompt that does not fit the context is refused, never shifted (0 is accepted)"},
+		{"n_indent", req.NIndent, zero, "n_indent is not supported (0 is accepted)"},
+		{"repeat_last_n", req.RepeatLastN, isNull, "repeat_last_n is not supported: repeat_penalty counts every token of the answer, not the last n of prompt and answer"},
+		{"typical_p", req.TypicalP, oneOf("1", "1.0"), "typical_p is not supported (1, off, is accepted)"},
+		{"dynatemp_range", req.DynatempRange, zero, "dynamic temperature is not supported (dynatemp_range 0 is accepted)"},
+		{"dynatemp_exponent", req.DynatempExp, anyValue, ""}, // asks nothing without dynatemp_range
+		{"mirostat", req.Mirostat, zero, "mirostat is not supported (0, off, is accepted)"},
+		{"mirostat_tau", req.MirostatTau, anyValue, ""}, // asks nothing without mirostat
+		{"mirostat_eta", req.MirostatEta, anyValue, ""},
+		{"dry_multiplier", req.DryMultiplier, zero, "DRY sampling is not supported (dry_multiplier 0, off, is accepted)"},
+		{"xtc_probability", req.XTCProbability, zero, "XTC sampling is not supported (xtc_probability 0, off, is accepted)"},
+		{"min_keep", req.MinKeep, zero, "min_keep is not supported (0 is accepted)"},
+		{"samplers", req.Samplers, isNull, "samplers is not supported: the samplers run in meshnode's one order (penalties, top_k, top_p, min_p, temperature)"},
+		{"t_max_predict_ms", req.TMaxPredictMS, zero, "t_max_predict_ms is not supported: bound an answer with n_predict (0 is accepted)"},
+		{"image_data", req.ImageData, isEmpty, "image_data: meshnode's models read text"},
+		{"lora", req.Lora, isEmpty, "lora adapters are not supported"},
+		{"response_fields", req.ResponseFields, isEmpty, "response_fields is not supported: the answer has all its fields"},
+		{"post_sampling_probs", req.PostSampling, isFalse, "post_sampling_probs is not supported (false is accepted)"},
+		{"timings_per_token", req.TimingsPerToken, isFalse, "timings_per_token is not supported: the last event has the timings (false is accepted)"},
+		{"return_progress", req.ReturnProgress, isFalse, "return_progress is not supported (false is accepted)"},
+	}
+}
+
+// llama-server's sampler defaults (its README): a sampled request that
+// names none of these draws from the 40 likeliest tokens, top_p 0.95,
+// min_p 0.05. The temperature's default stays meshnode's, 0 (greedy), as
+// on every endpoint (llama-server's is 0.8): an answer a client did not
+// ask to be random is the model's likeliest, and replays.
+var (
+	llamaTopK = int64(40)
+	llamaTopP = 0.95
+	llamaMinP = 0.05
+)
+
+func parseLlamaCompletion(body []byte) (*Generation, *llamaCompletionRequest, error) {
+	var req llamaCompletionRequest
+	if err := decodeBody(body, &req); err != nil {
+		return nil, nil, err
+	}
+	if err := checkFields(body, &req, "POST /completion"); err != nil {
+		return nil, nil, err
+	}
+	for _, r := range req.llamaRefusals() {
+		if !isAbsent(r.raw) && !r.inert(compact(r.raw)) {
+			return nil, nil, badRequest(r.name, "%s", r.why)
+		}
+	}
+	if strings.TrimSpace(req.Model) == "" {
+		return nil, nil, badRequest("model", "model is required: llama-server serves one model and needs none, but a node serves several (GET /v1/models lists them)")
+	}
+	s := sampling{
+		Model: req.Model, Stream: req.Stream, Temperature: req.Temperature, TopK: req.TopK, TopP: req.TopP, MinP: req.MinP,
+		Stop: req.Stop, RepeatPenalty: req.RepeatPenalty, PresencePenalty: req.PresencePenalty, FrequencyPenalty: req.FrequencyPenalty,
+		Metadata: req.Metadata, JCPPresentation: req.JCPPresentation, Speculative: req.Speculative,
+	}
+	if s.TopK == nil {
+		s.TopK = &llamaTopK
+	}
+	if s.TopP == nil {
+		s.TopP = &llamaTopP
+	}
+	if s.MinP == nil {
+		s.MinP = &llamaMinP
+	}
+	if req.Seed != nil && req.Seed.String() != "-1" {
+		s.Seed = req.Seed // -1: llama-server's random seed, meshnode's default
+	}
+	bias, err := llamaLogitBias(req.LogitBias)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.LogitBias = bias
+	g := &Generation{Body: body}
+	if err := s.apply(g); err != nil {
+		return nil, nil, err
+	}
+	text, ids, ok, err := onePrompt(bytes.TrimSpace(req.Prompt), "prompt")
+	switch {
+	case isAbsent(req.Prompt):
+		return nil, nil, badRequest("prompt", "prompt is required")
+	case !ok:
+		return nil, nil, badRequest("prompt", "prompt must be a string or an array of token ids (several prompts, or text and ids mixed, are not supported: send each prompt on its own)")
+	case err != nil:
+		return nil, nil, err
+	}
+	g.Prompt, g.PromptIDs = text, ids
+	// llama-server's default n_predict, -1, is until the model ends, as
+	// Ollama's num_predict -1 (the context bounds it).
+	g.MaxTokens = math.MaxInt32
+	if n := req.NPredict; n != nil && *n != -1 {
+		if *n < 1 {
+			return nil, nil, badRequest("n_predict", "n_predict must be -1 (until the model ends) or at least 1, got %d", *n)
+		}
+		g.MaxTokens = *n
+	}
+	if !isAbsent(req.JSONSchema) && !bytes.Equal(compact(req.JSONSchema), []byte("{}")) {
+		if err := applyFormat(FormatJSONSchema, &jsonSchemaSpec{Name: "json_schema", Schema: req.JSONSchema}, "json_schema", "json_schema", g); err != nil {
+			return nil, nil, err
+		}
+	}
+	if g.Grammar != nil && req.Grammar != nil && *req.Grammar != "" {
+		return nil, nil, badRequest("grammar", "grammar and json_schema both hold the output to a grammar; send one")
+	}
+	if err := parseGBNF(req.Grammar, g); err != nil {
+		return nil, nil, err
+	}
+	return g, &req, nil
+}
+
+// llamaLogitBias turns llama-server's logit_bias into OpenAI's object
+// form, which parseLogitBias reads: an object (the same), or an array of
+// [token id, bias] pairs where a bias of false bans the token. Pairs
+// naming a token by its text are refused: they would be tokenized here,
+// for one vocabulary, before the model is known.
+func llamaLogitBias(raw json.RawMessage) (json.RawMessage, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '[' {
+		return raw, nil
+	}
+	var pairs [][]json.RawMessage
+	if err := json.Unmarshal(raw, &pairs); err != nil {
+		return nil, badRequest("logit_bias", "logit_bias must be an object of token ids to biases, or an array of [token id, bias] pairs")
+	}
+	if len(pairs) > maxLogitBias {
+		return nil, badRequest("logit_bias", "logit_bias names %d tokens, at most %d", len(pairs), maxLogitBias)
+	}
+	obj := map[string]json.RawMessage{}
+	for i, p := range pairs {
+		if len(p) != 2 {
+			return nil, badRequest("logit_bias", "logit_bias[%d] must be a [token id, bias] pair", i)
+		}
+		var id uint32
+		if err := json.Unmarshal(p[0], &id); err != nil {
+			return nil, badRequest("logit_bias", "logit_bias[%d]: the token must be an id (a token named by its text is not supported; /tokenize gives its ids)", i)
+		}
+		bias := p[1]
+		if bytes.Equal(bytes.TrimSpace(bias), []byte("false")) {
+			bias = json.RawMessage(fmt.Sprint(-maxLogitBiasValue)) // never
+		}
+		obj[fmt.Sprint(id)] = bias
+	}
+	return mustJSON(obj), nil
+}
+
+// llamaCompletion is /completion's answer, and its stream's last event.
+type llamaCompletion struct {
+	Index              int           `json:"index"`
+	Content            string        `json:"content"`
+	Tokens             []uint32      `json:"tokens"` // return_tokens is refused: always empty
+	IDSlot             int           `json:"id_slot"`
+	Stop               bool          `json:"stop"`
+	Model              string        `json:"model"`
+	TokensPredicted    int           `json:"tokens_predicted"`
+	TokensEvaluated    int           `json:"tokens_evaluated"`
+	GenerationSettings llamaSettings `json:"generation_settings"`
+	Prompt             string        `json:"prompt"`
+	HasNewLine         bool          `json:"has_new_line"`
+	Truncated          bool          `json:"truncated"`
+	StopType           string        `json:"stop_type"`
+	StoppingWord       string        `json:"stopping_word"`
+	Timings            *llamaTimings `json:"timings,omitempty"`
+	Energy             any           `json:"energy,omitempty"` // meshnode's: the receipt
+	Placement          any           `json:"placement,omitempty"`
+}
+
+// llamaPartial is a stream event before the last.
+type llamaPartial struct {
+	Index   int      `json:"index"`
+	Content string   `json:"content"`
+	Tokens  []uint32 `json:"tokens"`
+	Stop    bool     `json:"stop"`
+	IDSlot  int      `json:"id_slot"`
+}
+
+// llamaSettings is the sampling the answer was made with, as
+// llama-server reports it.
+type llamaSettings struct {
+	NPredict         int      `json:"n_predict"`
+	Seed             *uint64  `json:"seed,omitempty"`
+	Temperature      float64  `json:"temperature"`
+	TopK             int64    `json:"top_k"`
+	TopP             float64  `json:"top_p"`
+	MinP             float64  `json:"min_p"`
+	RepeatPenalty    float64  `json:"repeat_penalty"`
+	PresencePenalty  float64  `json:"presence_penalty"`
+	FrequencyPenalty float64  `json:"frequency_penalty"`
+	Stop             []string `json:"stop"`
+	Stream           bool     `json:"stream"`
+	Grammar          string   `json:"grammar"`
+}
+
+type llamaTimings struct {
+	PromptN             int     `json:"prompt_n"`
+	PromptMS            float64 `json:"prompt_ms"`
+	PromptPerTokenMS    float64 `json:"prompt_per_token_ms"`
+	PromptPerSecond     float64 `json:"prompt_per_second"`
+	PredictedN          int     `json:"predicted_n"`
+	PredictedMS         float64 `json:"predicted_ms"`
+	PredictedPerTokenMS float64 `json:"predicted_per_token_ms"`
+	PredictedPerSecond  float64 `json:"predicted_per_second"`
+}
+
+// settings reports g's sampling as llama-server does.
+func llamaSettingsOf(g *Generation, req *llamaCompletionRequest) llamaSettings {
+	st := llamaSettings{NPredict: -1, Stream: req.Stream, Stop: g.Stop}
+	if g.MaxTokens != math.MaxInt32 {
+		st.NPredict = g.MaxTokens
+	}
+	if st.Stop == nil {
+		st.Stop = []string{}
+	}
+	st.TopP = 1
+	if g.Temperature != nil {
+		st.Temperature = *g.Temperature
+	}
+	if g.TopP != nil {
+		st.TopP = *g.TopP
+	}
+	st.TopK, st.MinP, st.RepeatPenalty = int64(g.TopK), g.MinP, g.RepeatPenalty
+	st.PresencePenalty, st.FrequencyPenalty = g.PresencePenalty, g.FrequencyPenalty
+	st.Seed = g.Seed
+	if req.Grammar != nil {
+		st.Grammar = *req.Grammar
+	}
+	return st
+}
+
+// per is ms per one of n, and n per second over ms milliseconds; zero
+// where either is.
+func per(n int, ms float64) (perToken, perSecond float64) {
+	if n == 0 || ms == 0 {
+		return 0, 0
+	}
+	return ms / float64(n), float64(n) / ms * 1000
+}
+
+// llamaStopType is llama-server's stop_type for a finish reason.
+func llamaStopType(res *Result) string {
+	switch {
+	case res.FinishReason == "stop" && res.StopSequence != "":
+		return "word"
+	case res.FinishReason == "stop":
+		return "eos"
+	case res.FinishReason == "length":
+		return "limit"
+	}
+	return res.FinishReason // meshnode's own: joule_ceiling
+}
+
+func (s *Server) handleLlamaCompletion(w http.ResponseWriter, r *http.Request) {
+	var req *llamaCompletionRequest
+	m, g, ok := s.accept(w, r, func(body []byte) (g *Generation, err error) {
+		g, req, err = parseLlamaCompletion(body)
+		return g, err
+	})
+	if !ok {
+		return
+	}
+	st := &llamaStream{model: g.Model, now: s.now, received: g.Received, settings: llamaSettingsOf(g, req), prompt: g.Prompt}
+	if !req.Stream {
+		s.answerWhole(w, r, m, g, st, func() any { return st.whole })
+		return
+	}
+	st.sse = s.newSSEWriter(w)
+	s.generate(w, r, m, g, st, st.sse)
+}
+
+// roundMS rounds milliseconds to the microsecond.
+func roundMS(ms float64) float64 { return math.Round(ms*1000) / 1000 }
