@@ -613,6 +613,7 @@ func TestAttackTrailingBracket(t *testing.T) {
 		{"/v1/completions", `{"model":"tiny","prompt":"x","bogus":1}]`},
 		{"/v1/messages", `{"model":"tiny","max_tokens":5,"mcp_servers":[{}],"messages":[{"role":"user","content":"x"}]}}`},
 		{"/api/chat", `{"model":"tiny","stream":false,"bogus":1,"messages":[{"role":"user","content":"x"}]}}`},
+		{"/completion", `{"model":"tiny","prompt":"x","ignore_eos":true}}`},
 	} {
 		resp := h.post(t, tc.path, tc.body)
 		b, _ := io.ReadAll(resp.Body)

@@ -37,6 +37,10 @@ func FuzzParseRequest(f *testing.F) {
 			`{"role":"tool","tool_name":"f","content":"ok"}],"options":{"temperature":0.7,"num_predict":-1,"num_ctx":64,"stop":["x"],"mirostat":0},` +
 			`"format":{"type":"object"},"keep_alive":-1,"think":false,"stream":false,"tools":[{"type":"function","function":{"name":"f"}}]}`,
 		`{"model":"tiny","prompt":"hi","system":"s","raw":false,"suffix":"","options":{"seed":3}}`,
+		`{"model":"tiny","prompt":[1,2],"n_predict":-1,"seed":-1,"logit_bias":[[5,1.5],[9,false]],"cache_prompt":true,"id_slot":-1,` +
+			`"grammar":"root ::= [a-zé]+ (\" \" root)?","stop":["\n"],"mirostat":0,"stream":true}`,
+		`{"model":"tiny","prompt":"x","json_schema":{"type":"integer"},"top_k":0,"n_probs":0}`,
+		`{"model":"tiny","prompt":"x","grammar":"root ::= \"yes\" | \"no\"","messages":null}`,
 		``, `null`, `[]`, `{"model":1}`, `{"model":"m"} {}`,
 	} {
 		f.Add([]byte(seed))
@@ -50,6 +54,7 @@ func FuzzParseRequest(f *testing.F) {
 			"count":       func(b []byte) (*Generation, error) { g, _, err := parseCountTokens(b); return g, err },
 			"ollama chat": func(b []byte) (*Generation, error) { g, _, err := parseOllamaChat(b); return g, err },
 			"ollama gen":  func(b []byte) (*Generation, error) { g, _, err := parseOllamaGenerate(b); return g, err },
+			"llama.cpp":   func(b []byte) (*Generation, error) { g, _, err := parseLlamaCompletion(b); return g, err },
 		} {
 			g, err := parse(body)
 			if err != nil {
