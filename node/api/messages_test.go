@@ -265,6 +265,13 @@ func TestMessagesTools(t *testing.T) {
 			t.Fatalf("%s: %d %s; choice %q %q", tc.choice, code, b, g.ToolChoice, g.ToolName)
 		}
 	}
+	// A strict tool under auto: its call is held once the model opens
+	// one (a lazy grammar), as chat completions'.
+	strict := strings.Replace(tools, `"input_schema"`, `"strict":true,"input_schema"`, 1)
+	code, b = postMessages(t, h, `{"model":"tiny","max_tokens":100,"messages":[{"role":"user","content":"time?"}],`+strict+`}`)
+	if g := h.model.lastCall(); code != 200 || g.ToolChoice != "auto" || g.Grammar == nil || len(g.Grammar.Triggers()) == 0 {
+		t.Fatalf("strict tool under auto: %d %s", code, b)
+	}
 }
 
 // TestMessagesErrors: what is refused, in Anthropic's error shape, from
