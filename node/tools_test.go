@@ -66,6 +66,26 @@ func TestToolRequestReplay(t *testing.T) {
 	}
 }
 
+// toolReply is a chat completion with tool calls, as a client reads it.
+type toolReply struct {
+	Choices []struct {
+		Message struct {
+			Content   *string `json:"content"`
+			ToolCalls []struct {
+				ID       string `json:"id"`
+				Function struct {
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"message"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage struct {
+		Energy json.RawMessage `json:"energy"`
+	} `json:"usage"`
+}
+
 // TestForcedToolCall: tool_choice required on the built-in model (no
 // template: the generic format) makes it call a tool through the whole
 // node (grammar in the request, the engine's mask), with arguments that
@@ -88,24 +108,7 @@ func TestForcedToolCall(t *testing.T) {
 		resp := post(t, n, "/v1/chat/completions", request(extra))
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		var got struct {
-			Choices []struct {
-				Message struct {
-					Content   *string `json:"content"`
-					ToolCalls []struct {
-						ID       string `json:"id"`
-						Function struct {
-							Name      string `json:"name"`
-							Arguments string `json:"arguments"`
-						} `json:"function"`
-					} `json:"tool_calls"`
-				} `json:"message"`
-				FinishReason string `json:"finish_reason"`
-			} `json:"choices"`
-			Usage struct {
-				Energy json.RawMessage `json:"energy"`
-			} `json:"usage"`
-		}
+		var got toolReply
 		if err := json.Unmarshal(b, &got); err != nil || resp.StatusCode != http.StatusOK || len(got.Choices) != 1 {
 			t.Fatalf("%d %s", resp.StatusCode, b)
 		}
@@ -205,29 +208,12 @@ func TestStrictToolsUnderAuto(t *testing.T) {
 		return `{"model":"` + fortunesModel + `","max_tokens":60,"parallel_tool_calls":false` + extra + `,
 			"tools":[{"type":"function","function":{"name":"w","strict":` + s + `,"parameters":` + schema + `}}],"messages":[{"role":"user","content":"?"}]}`
 	}
-	type reply struct {
-		Choices []struct {
-			Message struct {
-				Content   *string `json:"content"`
-				ToolCalls []struct {
-					Function struct {
-						Name      string `json:"name"`
-						Arguments string `json:"arguments"`
-					} `json:"function"`
-				} `json:"tool_calls"`
-			} `json:"message"`
-			FinishReason string `json:"finish_reason"`
-		} `json:"choices"`
-		Usage struct {
-			Energy json.RawMessage `json:"energy"`
-		} `json:"usage"`
-	}
-	ask := func(body string) reply {
+	ask := func(body string) toolReply {
 		t.Helper()
 		resp := post(t, n, "/v1/chat/completions", body)
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		var r reply
+		var r toolReply
 		if err := json.Unmarshal(b, &r); err != nil || resp.StatusCode != http.StatusOK || len(r.Choices) != 1 {
 			t.Fatalf("%d %s", resp.StatusCode, b)
 		}

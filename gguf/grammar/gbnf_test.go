@@ -19,22 +19,6 @@ func gbnfFile(t testing.TB, name string) string {
 	return string(b)
 }
 
-// takes reports whether g matches s whole.
-func takes(t *testing.T, g *Grammar, s string) bool {
-	t.Helper()
-	m, err := g.NewMatcher()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Advance([]byte(s)); err != nil {
-		if !errors.Is(err, ErrRejected) {
-			t.Fatalf("%q: %v", s, err)
-		}
-		return false
-	}
-	return m.Accepting()
-}
-
 // TestGBNFLanguages: GBNF grammars, llama.cpp's own among them, match
 // exactly the texts they describe.
 func TestGBNFLanguages(t *testing.T) {
@@ -65,12 +49,12 @@ func TestGBNFLanguages(t *testing.T) {
 			continue
 		}
 		for _, s := range tc.accept {
-			if !takes(t, g, s) {
+			if !accepts(t, g, s) {
 				t.Errorf("%s refuses %q", tc.name, s)
 			}
 		}
 		for _, s := range tc.reject {
-			if takes(t, g, s) {
+			if accepts(t, g, s) {
 				t.Errorf("%s takes %q", tc.name, s)
 			}
 		}
@@ -166,12 +150,12 @@ func TestRuneClassBytes(t *testing.T) {
 				for _, x := range ranges {
 					in = in || r >= x[0] && r <= x[1]
 				}
-				if takes(t, g, string(r)) != (in != negate) {
+				if accepts(t, g, string(r)) != (in != negate) {
 					t.Fatalf("class %x negated %v: U+%04X taken %v", ranges, negate, r, !(in != negate))
 				}
 			}
 			for _, bad := range []string{"\xed\xa0\x80", "\xed\xbf\xbf", "\xc0\x80", "\xc1\xbf", "\xe0\x80\x80", "\xf0\x80\x80\x80", "\xf4\x90\x80\x80"} {
-				if takes(t, g, bad) {
+				if accepts(t, g, bad) {
 					t.Fatalf("class %x negated %v takes % x", ranges, negate, bad)
 				}
 			}
