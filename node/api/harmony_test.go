@@ -421,8 +421,9 @@ func TestHarmonyToolCallOtherAPIs(t *testing.T) {
 		} `json:"content"`
 		StopReason string `json:"stop_reason"`
 	}
+	// Adaptive thinking, as Claude Code may ask: gpt-oss decides.
 	if err := json.Unmarshal(postPathOK(t, h, "/v1/messages", `{"model":"oss","max_tokens":50,"messages":[{"role":"user","content":"weather in Oslo?"}],
-		"tools":[{"name":"get_weather","input_schema":{"type":"object","properties":{"city":{"type":"string"}}}}]}`), &msg); err != nil {
+		"thinking":{"type":"adaptive"},"tools":[{"name":"get_weather","input_schema":{"type":"object","properties":{"city":{"type":"string"}}}}]}`), &msg); err != nil {
 		t.Fatal(err)
 	}
 	if len(msg.Content) != 2 || msg.Content[0].Type != "thinking" || msg.Content[0].Thinking != "Need the weather." ||

@@ -236,10 +236,25 @@ func (p *anthropicPrompt) apply(g *Generation) error {
 		var t struct {
 			Type string `json:"type"`
 		}
-		if json.Unmarshal(p.Thinking, &t) != nil || t.Type != "disabled" {
-			return badRequest("thinking", `thinking is not supported: meshnode neither turns on nor budgets a model's reasoning ({"type": "disabled"} is accepted for a model that does not reason; one that does, gpt-oss, gives its reasoning as thinking blocks)`)
+		if err := json.Unmarshal(p.Thinking, &t); err != nil {
+			return badRequest("thinking", `thinking must be an object {"type": "adaptive"} or {"type": "disabled"}`)
 		}
-		p.thinkingOff = true
+		if err := strictJSON(p.Thinking, &t); err != nil && t.Type != "enabled" {
+			// display (summarized, omitted) and the like.
+			return badRequest("thinking", `thinking: %v (meshnode takes {"type": "adaptive"} or {"type": "disabled"}: a reasoning model's thinking comes whole, not summarised or omitted)`, err)
+		}
+		switch t.Type {
+		case "adaptive":
+			// The model decides whether and how long to reason, as
+			// every model here does: gpt-oss reasons as its effort
+			// says, another never does.
+		case "disabled":
+			p.thinkingOff = true
+		case "enabled":
+			return badRequest("thinking", `thinking {"type": "enabled"} is not supported: meshnode does not budget a model's reasoning in tokens; send {"type": "adaptive"} (a reasoning model, gpt-oss, reasons as it decides, its thinking as thinking blocks) and output_config.effort for its effort`)
+		default:
+			return badRequest("thinking", `thinking.type must be "adaptive", "disabled" or "enabled", got %q`, t.Type)
+		}
 	}
 	if !isAbsent(p.System) {
 		text, err := anthropicText(p.System, "system")

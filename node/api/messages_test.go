@@ -289,7 +289,9 @@ func TestMessagesErrors(t *testing.T) {
 		{"system role", `{"model":"tiny","max_tokens":5,"messages":[{"role":"system","content":"x"}]}`, 400, "invalid_request_error", "not one of user, assistant"},
 		{"image", `{"model":"tiny","max_tokens":5,"messages":[{"role":"user","content":[{"type":"image","source":{}}]}]}`, 400, "invalid_request_error", `type "image"`},
 		{"citations", `{"model":"tiny","max_tokens":5,"messages":[{"role":"user","content":[{"type":"text","text":"x","citations":[{}]}]}]}`, 400, "invalid_request_error", "citations"},
-		{"thinking on", `{"model":"tiny","max_tokens":5,` + user + `,"thinking":{"type":"enabled","budget_tokens":1024}}`, 400, "invalid_request_error", "thinking is not supported"},
+		{"thinking on", `{"model":"tiny","max_tokens":5,` + user + `,"thinking":{"type":"enabled","budget_tokens":1024}}`, 400, "invalid_request_error", `"enabled"} is not supported`},
+		{"thinking summarised", `{"model":"tiny","max_tokens":5,` + user + `,"thinking":{"type":"adaptive","display":"summarized"}}`, 400, "invalid_request_error", `unknown field "display"`},
+		{"thinking odd", `{"model":"tiny","max_tokens":5,` + user + `,"thinking":{"type":"sometimes"}}`, 400, "invalid_request_error", `thinking.type must be`},
 		{"server tool", `{"model":"tiny","max_tokens":5,` + user + `,"tools":[{"type":"bash_20250124","name":"bash"}]}`, 400, "invalid_request_error", "server tool"},
 		{"schemaless tool", `{"model":"tiny","max_tokens":5,` + user + `,"tools":[{"name":"f"}]}`, 400, "invalid_request_error", "input_schema"},
 		{"any without tools", `{"model":"tiny","max_tokens":5,` + user + `,"tool_choice":{"type":"any"}}`, 400, "invalid_request_error", "needs tools"},
@@ -318,9 +320,11 @@ func TestMessagesErrors(t *testing.T) {
 		})
 	}
 	// Accepted, and asking nothing: thinking off on a model that does not
-	// reason, service tiers, a custom tool's type, cache_control.
+	// reason, adaptive thinking (the model decides: this one does not
+	// reason), service tiers, a custom tool's type, cache_control.
 	for _, body := range []string{
 		`{"model":"tiny","max_tokens":5,` + user + `,"thinking":{"type":"disabled"},"service_tier":"standard_only"}`,
+		`{"model":"tiny","max_tokens":5,` + user + `,"thinking":{"type":"adaptive"}}`,
 		`{"model":"tiny","max_tokens":5,"messages":[{"role":"user","content":[{"type":"text","text":"x","cache_control":{"type":"ephemeral"}}]}],"tool_choice":{"type":"none"}}`,
 		`{"model":"tiny","max_tokens":5,` + user + `,"cache_control":{"type":"ephemeral"},"speed":"standard","workspace_id":"w","user_profile_id":"u","inference_geo":null}`,
 	} {
