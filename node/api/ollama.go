@@ -186,22 +186,35 @@ func checkOptions(raw json.RawMessage) error {
 	return nil
 }
 
-// checkKeepAlive accepts a keep_alive that asks for what the node does,
-// keep the model loaded (a negative duration, or none); a model stays
-// loaded until the node unloads it (meshcli unload).
+// checkKeepAlive accepts a keep_alive that asks the model to stay
+// loaded, for a while (a positive duration: seconds, or a Go duration
+// such as "30m") or for good (a negative one). The node keeps it longer
+// still: a model stays loaded until it is unloaded (meshcli unload),
+// since it serves the mesh too and one client's request does not unload
+// it. 0, unload it now, is refused for the same reason.
 func checkKeepAlive(raw json.RawMessage) error {
 	if isAbsent(raw) {
 		return nil
 	}
-	var n float64
-	if json.Unmarshal(raw, &n) == nil && n < 0 {
-		return nil
+	var seconds float64
+	var text string
+	switch {
+	case json.Unmarshal(raw, &seconds) == nil:
+		if seconds != 0 {
+			return nil
+		}
+	case json.Unmarshal(raw, &text) == nil:
+		d, err := time.ParseDuration(strings.TrimSpace(text))
+		if err != nil {
+			return badRequest("keep_alive", "keep_alive %q is not a duration: send seconds (300), a duration (\"30m\") or a negative one (keep the model loaded)", text)
+		}
+		if d != 0 {
+			return nil
+		}
+	default:
+		return badRequest("keep_alive", "keep_alive must be seconds (a number) or a duration (a string such as \"30m\")")
 	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil && strings.HasPrefix(strings.TrimSpace(s), "-") {
-		return nil
-	}
-	return badRequest("keep_alive", "keep_alive %s is not supported: a model stays loaded until it is unloaded (meshcli unload); a negative keep_alive (keep it loaded) is accepted", compact(raw))
+	return badRequest("keep_alive", "keep_alive 0 (unload the model now) is not supported: a node's models serve the mesh too, so one request does not unload them (meshcli unload does); a model stays loaded until then, as any other keep_alive asks")
 }
 
 // parseOllamaFormat reads format: "json" (any JSON object) or a JSON

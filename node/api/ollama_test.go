@@ -181,7 +181,10 @@ func TestOllamaErrors(t *testing.T) {
 		{"/api/chat", `{"model":"tiny",` + user + `,"options":{"bogus":1}}`, 400, `unknown option "bogus"`},
 		{"/api/chat", `{"model":"tiny",` + user + `,"options":{"num_predict":0}}`, 400, "num_predict"},
 		{"/api/chat", `{"model":"tiny",` + user + `,"options":{"temperature":3}}`, 400, "temperature"},
-		{"/api/chat", `{"model":"tiny",` + user + `,"keep_alive":"5m"}`, 400, "keep_alive"},
+		{"/api/chat", `{"model":"tiny",` + user + `,"keep_alive":0}`, 400, "keep_alive 0 (unload the model now) is not supported"},
+		{"/api/chat", `{"model":"tiny",` + user + `,"keep_alive":"0s"}`, 400, "keep_alive 0 (unload"},
+		{"/api/chat", `{"model":"tiny",` + user + `,"keep_alive":"5 minutes"}`, 400, "is not a duration"},
+		{"/api/chat", `{"model":"tiny",` + user + `,"keep_alive":true}`, 400, "keep_alive must be"},
 		{"/api/chat", `{"model":"tiny",` + user + `,"think":true}`, 400, "does not reason"},
 		{"/api/chat", `{"model":"tiny",` + user + `,"think":"high"}`, 400, "does not reason"},
 		{"/api/chat", `{"model":"tiny",` + user + `,"think":"extreme"}`, 400, `think "extreme" is not one of low, medium, high`},
@@ -200,6 +203,13 @@ func TestOllamaErrors(t *testing.T) {
 		var e map[string]any
 		if err := json.Unmarshal(b, &e); err != nil || code != tc.status || len(e) != 1 || !strings.Contains(e["error"].(string), tc.want) {
 			t.Errorf("%s %s: %d %s; want %d %q", tc.path, tc.body, code, b, tc.status, tc.want)
+		}
+	}
+	// A keep_alive that asks the model to stay loaded, for a while or
+	// for good, is what the node does (it stays until unloaded).
+	for _, ka := range []string{`"5m"`, `"1h30m"`, `1800`, `-1`, `"-1m"`, `0.5`} {
+		if code, _, b := ollamaPost(t, h, "/api/chat", `{"model":"tiny","stream":false,`+user+`,"keep_alive":`+ka+`}`); code != 200 {
+			t.Errorf("keep_alive %s: %d %s", ka, code, b)
 		}
 	}
 }
