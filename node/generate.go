@@ -148,7 +148,7 @@ func (s *servedModel) noSpeculation(g *api.Generation) string {
 	}
 	if g.Grammar != nil {
 		// The engines do not check drafts against the grammar.
-		return "constrained output (response_format, or tools the reply must call) decodes without speculation"
+		return "constrained output (a response format, a grammar, or tools held to their schemas) decodes without speculation"
 	}
 	return ""
 }

@@ -82,13 +82,11 @@ func parseChat(body []byte) (*Generation, *chatRequest, error) {
 		// split between them.
 		return nil, nil, badRequest("logprobs", "logprobs cannot be combined with tools (tool_choice %q); send tool_choice \"none\" or no logprobs", req.tools.mode)
 	}
-	if g.Grammar != nil && req.tools.active() {
-		// One grammar holds the whole output: a response format would
-		// leave the model no way to write a call in its own format.
-		if g.Format == FormatGBNF {
-			return nil, nil, badRequest("grammar", "grammar cannot be combined with tools (tool_choice %q); send tool_choice \"none\" or no grammar", req.tools.mode)
-		}
-		return nil, nil, badRequest("response_format", "response_format %s cannot be combined with tools (tool_choice %q); send tool_choice \"none\" or no response_format", g.Format, req.tools.mode)
+	if g.Format == FormatGBNF && req.tools.active() {
+		// A GBNF grammar holds the whole output, and would leave the
+		// model no way to write a call in its own format. (A JSON
+		// response format is offered beside the calls: forceTools.)
+		return nil, nil, badRequest("grammar", "grammar cannot be combined with tools (tool_choice %q); send tool_choice \"none\" or no grammar", req.tools.mode)
 	}
 	return g, &req, nil
 }

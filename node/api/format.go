@@ -107,7 +107,7 @@ func applyFormat(typ string, spec *jsonSchemaSpec, param, schemaParam string, g 
 		if err != nil {
 			return err
 		}
-		g.Grammar, g.Format = gr, FormatJSONObject
+		g.Grammar, g.Format, g.content = gr, FormatJSONObject, &jsonContent{}
 		return nil
 	case FormatJSONSchema:
 	case "":
@@ -126,8 +126,23 @@ func applyFormat(typ string, spec *jsonSchemaSpec, param, schemaParam string, g 
 	if err != nil {
 		return schemaError(schemaParam+".schema", err)
 	}
-	g.Grammar, g.Format = gr, FormatJSONSchema
+	g.Grammar, g.Format, g.content = gr, FormatJSONSchema, &jsonContent{schema: schema}
 	return nil
+}
+
+// jsonContent is a response format's content: a JSON value of schema, or
+// (no schema) any JSON object.
+type jsonContent struct {
+	schema json.RawMessage
+}
+
+// expr defines the content in b, as grammar.FromSchema and
+// grammar.AnyJSONObject do on their own.
+func (c *jsonContent) expr(b *grammar.Builder) (grammar.Expr, error) {
+	if c.schema == nil {
+		return b.JSONObject(), nil
+	}
+	return b.Schema(c.schema)
 }
 
 // schemaError is the 400 a schema the compiler refuses gets.

@@ -145,10 +145,6 @@ func parseMessages(body []byte) (*Generation, *messagesRequest, error) {
 	if err := req.apply(g); err != nil {
 		return nil, nil, err
 	}
-	if g.Grammar != nil && req.tools.active() {
-		// One grammar holds the whole output, as on chat completions.
-		return nil, nil, badRequest("output_config.format", "output_config.format cannot be combined with tools (tool_choice %q); send tool_choice {\"type\": \"none\"} or no output format", req.tools.mode)
-	}
 	return g, &req, nil
 }
 

@@ -306,7 +306,6 @@ func TestMessagesErrors(t *testing.T) {
 		{"container", `{"model":"tiny","max_tokens":5,` + user + `,"container":"c1"}`, 400, "invalid_request_error", "containers"},
 		{"effort", `{"model":"tiny","max_tokens":5,` + user + `,"output_config":{"effort":"max"}}`, 400, "invalid_request_error", `output_config.effort "max" is not one of low, medium, high`},
 		{"format type", `{"model":"tiny","max_tokens":5,` + user + `,"output_config":{"format":{"type":"yaml"}}}`, 400, "invalid_request_error", "json_schema"},
-		{"format with tools", `{"model":"tiny","max_tokens":5,` + user + `,"tools":[{"name":"f","input_schema":{"type":"object"}}],"output_config":{"format":{"type":"json_schema","schema":{"type":"object"}}}}`, 400, "invalid_request_error", "cannot be combined with tools"},
 		{"unknown model", `{"model":"nope","max_tokens":5,` + user + `}`, 404, "not_found_error", `model "nope" is not served`},
 	}
 	h := newHarness(t, Config{}, nil)

@@ -157,6 +157,10 @@ type Generation struct {
 	// FormatGBNF, FormatToolCalls).
 	Grammar *grammar.Grammar
 	Format  string
+	// content is the response format's JSON content (json_object, or
+	// json_schema with its schema), kept so that tools under "auto" can
+	// offer their calls beside it (toolcall.ContentOrCalls).
+	content *jsonContent
 	// Logprobs asks for each output token's log-probability, with the
 	// TopLogprobs (0 … 20) likeliest tokens at its position. They are
 	// presentation: they change no token, and are not in the request's

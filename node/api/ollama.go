@@ -331,9 +331,6 @@ func parseOllamaChat(body []byte) (*Generation, *ollamaChatRequest, error) {
 	if req.tools, err = chat.parseTools(g); err != nil {
 		return nil, nil, err
 	}
-	if g.Grammar != nil && req.tools.active() {
-		return nil, nil, badRequest("format", "format cannot be combined with tools: one grammar holds the whole output")
-	}
 	return g, &req, nil
 }
 

@@ -110,9 +110,6 @@ func parseResponses(body []byte) (*Generation, *responsesRequest, error) {
 	if g.Logprobs && req.tools.active() {
 		return nil, nil, badRequest("include", "the output's log-probabilities cannot be combined with tools (tool_choice %q); send tool_choice \"none\" or no include", req.tools.mode)
 	}
-	if g.Grammar != nil && req.tools.active() {
-		return nil, nil, badRequest("text.format", "text.format %s cannot be combined with tools (tool_choice %q); send tool_choice \"none\" or no text.format", g.Format, req.tools.mode)
-	}
 	return g, &req, nil
 }
 

@@ -88,13 +88,15 @@ func (req *chatRequest) parseTools(g *Generation) (toolChoice, error) {
 // forceTools holds g's calls to their tools' schemas, by a grammar over
 // the model's call format f (package toolcall): under a tool_choice that
 // requires a call ("required", or a named function) the whole output is
-// calls, every tool's arguments held to its schema (toolcall.Grammar);
-// under "auto", where a tool is strict, the output is free until the
-// model opens a call, and the call is held from there, the strict tools'
-// arguments to their schemas and the others' to any JSON object
-// (toolcall.LazyGrammar, a lazy grammar). It returns the text to feed
-// the parser before the output (a control token a forced grammar cannot
-// make the model write).
+// calls, every tool's arguments held to its schema (toolcall.Grammar).
+// Under "auto" with a response format, the output is content in that
+// format or calls (toolcall.ContentOrCalls); else, where a tool is
+// strict, the output is free until the model opens a call, and the call
+// is held from there (toolcall.LazyGrammar, a lazy grammar). Under
+// "auto" the strict tools' arguments are held to their schemas and the
+// others' to any JSON object. It returns the text to feed the parser
+// before the output (a control token a forced grammar cannot make the
+// model write).
 func forceTools(g *Generation, f toolcall.Format) (string, error) {
 	forced := g.ToolChoice == "required" || g.ToolChoice == "function"
 	if !forced && g.ToolChoice != "auto" {
@@ -120,15 +122,25 @@ func forceTools(g *Generation, f toolcall.Format) (string, error) {
 			tools[i].Parameters = t.Function.Parameters
 		}
 	}
-	if !forced && !strict {
-		return "", nil // calls are parsed as the model writes them
-	}
 	var gr *grammar.Grammar
 	var prefix string
 	var err error
-	if forced {
+	format := FormatToolCalls
+	switch {
+	case forced:
+		// A reply that must call is calls: a response format has
+		// nothing to hold in it.
 		gr, prefix, err = toolcall.Grammar(f, tools, g.ToolName, g.ParallelToolCalls)
-	} else {
+	case g.content != nil:
+		// Content in the response format, or calls.
+		gr, err = toolcall.ContentOrCalls(f, tools, g.ParallelToolCalls, g.content.expr)
+		format = g.Format
+		if errors.Is(err, toolcall.ErrControlMarker) {
+			return "", badRequest("tools", "model %q writes its calls after a control token (%v), which a grammar cannot write, so a response format cannot be combined with its tools under tool_choice \"auto\": send no response format, or tool_choice \"none\" or \"required\"", g.Model, f)
+		}
+	case !strict:
+		return "", nil // calls are parsed as the model writes them
+	default:
 		gr, err = toolcall.LazyGrammar(f, tools, g.ParallelToolCalls)
 	}
 	if err != nil {
@@ -138,7 +150,7 @@ func forceTools(g *Generation, f toolcall.Format) (string, error) {
 		}
 		return "", err
 	}
-	g.Grammar, g.Format = gr, FormatToolCalls
+	g.Grammar, g.Format = gr, format
 	return prefix, nil
 }
 

@@ -314,12 +314,53 @@ func TestToolChoiceForced(t *testing.T) {
 	// What cannot be enforced is refused, naming it.
 	for _, tc := range []struct{ body, param, code string }{
 		{`"tool_choice":"required","tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":{"type":"string","pattern":"^x"}}}}}]`, "tools[0].function.parameters", "unsupported_schema"},
-		{`"response_format":{"type":"json_object"},` + weatherTools, "response_format", "invalid_request"},
 	} {
 		resp := h.post(t, "/v1/chat/completions", `{"model":"tiny",`+tc.body+`,"messages":[{"role":"user","content":"hi"}]}`)
 		if e := decodeError(t, resp); resp.StatusCode != 400 || e.Param != tc.param || e.Code != tc.code {
 			t.Errorf("%s: %d %+v", tc.body, resp.StatusCode, e)
 		}
+	}
+}
+
+// TestResponseFormatWithTools: a response format with tools under auto
+// is content in the format or calls, on every API that has both; under
+// required, calls. A model whose calls open with a control token cannot
+// offer them beside content: a 400 naming tools.
+func TestResponseFormatWithTools(t *testing.T) {
+	h := toolHarness(t, toolcall.Hermes, hermesCalls)
+	const schema = `{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"],"additionalProperties":false}`
+	call := "<tool_call>\n" + `{"name": "get_weather", "arguments": {"city": "Oslo"}}` + "\n</tool_call>"
+	for _, tc := range []struct{ path, body string }{
+		{"/v1/chat/completions", `{"model":"tiny","response_format":{"type":"json_schema","json_schema":{"name":"r","schema":` + schema + `}},` + weatherTools + `,"messages":[{"role":"user","content":"hi"}]}`},
+		{"/v1/responses", `{"model":"tiny","text":{"format":{"type":"json_schema","name":"r","schema":` + schema + `}},"input":"hi",` +
+			`"tools":[{"type":"function","name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}]}`},
+		{"/v1/messages", `{"model":"tiny","max_tokens":50,"output_config":{"format":{"type":"json_schema","schema":` + schema + `}},"messages":[{"role":"user","content":"hi"}],` +
+			`"tools":[{"name":"get_weather","input_schema":{"type":"object","properties":{"city":{"type":"string"}}}}]}`},
+		{"/api/chat", `{"model":"tiny","stream":false,"format":` + schema + `,"messages":[{"role":"user","content":"hi"}],` + weatherTools + `}`},
+	} {
+		resp := h.post(t, tc.path, tc.body)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		g := h.model.lastCall()
+		if resp.StatusCode != 200 || g.Grammar == nil || len(g.Grammar.Triggers()) != 0 {
+			t.Fatalf("%s: %d %s", tc.path, resp.StatusCode, b)
+		}
+		for text, want := range map[string]bool{`{"a": 1}`: true, call: true, "Sure.": false, `{"a": "x"}`: false, `{"a": 1}` + call: false} {
+			m, _ := g.Grammar.NewMatcher()
+			if got := m.Advance([]byte(text)) == nil && m.Accepting(); got != want {
+				t.Errorf("%s: the grammar takes %q: %v, want %v", tc.path, text, got, want)
+			}
+		}
+	}
+	// Under required the reply is calls.
+	postOK(t, h, `{"model":"tiny","tool_choice":"required","response_format":{"type":"json_object"},`+weatherTools+`,"messages":[{"role":"user","content":"hi"}]}`)
+	if m, _ := h.model.lastCall().Grammar.NewMatcher(); m.Advance([]byte(`{"a": 1}`)) == nil {
+		t.Error("under required, the grammar takes content")
+	}
+	mistral := toolHarness(t, toolcall.Mistral, nil)
+	resp := mistral.post(t, "/v1/chat/completions", `{"model":"tiny","response_format":{"type":"json_object"},`+weatherTools+`,"messages":[{"role":"user","content":"hi"}]}`)
+	if e := decodeError(t, resp); resp.StatusCode != 400 || e.Param != "tools" || !strings.Contains(e.Message, "control token") {
+		t.Errorf("Mistral, format and tools: %d %+v", resp.StatusCode, e)
 	}
 }
 

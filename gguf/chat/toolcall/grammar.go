@@ -1,6 +1,7 @@
 package toolcall
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -140,6 +141,59 @@ func LazyGrammar(f Format, tools []Tool, parallel bool) (*grammar.Grammar, error
 	if err == nil {
 		g, err = g.Lazy(triggers...)
 	}
+	if err != nil {
+		return nil, fmt.Errorf("toolcall: building the grammar: %w", err)
+	}
+	return g, nil
+}
+
+// ErrControlMarker is the error of ContentOrCalls for a format whose
+// calls open with a control token (Mistral's [TOOL_CALLS], Granite's
+// <|tool_call|>, Gemma 4's <|tool_call>): a grammar cannot make the
+// model write one, so it cannot offer the calls beside the content.
+var ErrControlMarker = errors.New("toolcall: the format's calls open with a control token, which a grammar cannot write")
+
+// ContentOrCalls is the grammar of a reply under tool_choice "auto" that
+// also has a response format: either content, as content defines it in
+// b (a JSON value of the format's schema), or calls of tools in format
+// f, written as the template renders them, each tool's arguments held to
+// its Parameters (nil: any JSON object). A harmony model may reason
+// first before a call, as under Grammar. Formats whose calls open with a
+// control token are refused (ErrControlMarker).
+func ContentOrCalls(f Format, tools []Tool, parallel bool, content func(b *grammar.Builder) (grammar.Expr, error)) (*grammar.Grammar, error) {
+	switch f {
+	case Mistral, Granite, Gemma4:
+		return nil, fmt.Errorf("%w (%v)", ErrControlMarker, f)
+	}
+	b := grammar.NewBuilder()
+	call, err := defineCalls(b, f, tools, "", false)
+	if err != nil {
+		return nil, err
+	}
+	body, err := content(b)
+	if err != nil {
+		return nil, err
+	}
+	var calls grammar.Expr
+	switch f {
+	case Hermes:
+		calls = call
+		if parallel {
+			calls = grammar.Seq(call, grammar.Star(grammar.Seq(grammar.Lit("\n"), call)))
+		}
+	case Llama3:
+		calls = call
+	case Harmony:
+		calls = grammar.Seq(grammar.Opt(harmonyAnalysis()), call)
+	default:
+		list := call
+		if parallel {
+			list = grammar.Seq(call, grammar.Star(grammar.Seq(grammar.Lit(", "), call)))
+		}
+		calls = grammar.Seq(grammar.Lit(`{"tool_calls": [`), list, grammar.Lit("]}"))
+	}
+	b.Define("root", grammar.Alt(body, calls))
+	g, err := b.Build("root")
 	if err != nil {
 		return nil, fmt.Errorf("toolcall: building the grammar: %w", err)
 	}
