@@ -366,3 +366,46 @@ func TestGemma4ToolPrompt(t *testing.T) {
 		t.Errorf("the generic polyfill's instruction is in the prompt:\n%s", text)
 	}
 }
+
+// TestResponseFormatWithToolsServed: response_format and tools under
+// auto on the built-in model (the generic format): the answer is content
+// meeting the schema or a call, and its replay verifies under the same
+// grammar; with another schema the request is another.
+func TestResponseFormatWithToolsServed(t *testing.T) {
+	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
+	n, _ := startNode(t, Config{})
+	const schema = `{"type":"object","properties":{"mood":{"enum":["glad","sad"]}},"required":["mood"],"additionalProperties":false}`
+	request := `{"model":"` + fortunesModel + `","max_tokens":40,"parallel_tool_calls":false,"logit_bias":{"12":-100,"13":-100},
+		"response_format":{"type":"json_schema","json_schema":{"name":"m","schema":` + schema + `}},
+		"tools":[{"type":"function","function":{"name":"w","parameters":{"type":"object","properties":{"c":{"enum":["O","P"]}},"required":["c"]}}}],
+		"messages":[{"role":"user","content":"?"}]}`
+	resp := post(t, n, "/v1/chat/completions", request)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var got toolReply
+	if err := json.Unmarshal(b, &got); err != nil || resp.StatusCode != http.StatusOK || len(got.Choices) != 1 {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+	c := got.Choices[0]
+	switch {
+	case len(c.Message.ToolCalls) == 1:
+		if c.Message.ToolCalls[0].Function.Name != "w" {
+			t.Fatalf("call %+v", c.Message.ToolCalls[0])
+		}
+	case c.Message.Content != nil:
+		if err := grammartest.Validate([]byte(schema), []byte(*c.Message.Content)); err != nil {
+			t.Fatalf("content %q: %v", *c.Message.Content, err)
+		}
+	default:
+		t.Fatalf("neither content nor a call: %s", b)
+	}
+	for _, tc := range []struct{ request, verdict string }{
+		{request, api.VerdictVerified},
+		{strings.Replace(request, `"sad"]`, `"sad","meh"]`, 1), api.VerdictNotReplayable},
+	} {
+		body, _ := json.Marshal(map[string]any{"request": json.RawMessage(tc.request), "energy": got.Usage.Energy})
+		if status, res, raw := replayRaw(t, n, string(body)); status != http.StatusOK || res.Verdict != tc.verdict {
+			t.Errorf("replay: %d %s, want %s", status, raw, tc.verdict)
+		}
+	}
+}

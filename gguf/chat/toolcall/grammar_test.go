@@ -276,3 +276,54 @@ func TestLazyGrammar(t *testing.T) {
 		t.Errorf("unsupported keyword: %v", err)
 	}
 }
+
+// TestContentOrCalls: with a response format under auto, each format's
+// reply is the content (a JSON value of its schema) or calls as Grammar
+// writes them, which parse back to calls; nothing else. Formats whose
+// calls open with a control token are refused.
+func TestContentOrCalls(t *testing.T) {
+	content := func(b *grammar.Builder) (grammar.Expr, error) {
+		return b.Schema([]byte(`{"type":"object","properties":{"mood":{"enum":["glad","sad"]}},"required":["mood"],"additionalProperties":false}`))
+	}
+	analysis := "<|channel|>analysis<|message|>Need it.<|end|><|start|>assistant"
+	for _, tc := range []struct {
+		f      Format
+		calls  []string
+		reject []string
+	}{
+		{Hermes, []string{"<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>"}, []string{"Sure. <tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>"}},
+		{Llama3, []string{`{"name": "get_weather", "parameters": {"city": "Oslo"}}`}, []string{`{"name": "get_weather", "parameters": {"days": 1}}`}},
+		{Generic, []string{`{"tool_calls": [{"name": "now", "arguments": {}}]}`}, []string{`{"tool_calls": []}`}},
+		{Harmony, []string{analysis + "<|channel|>commentary to=functions.now json<|message|>{}"}, []string{"<|channel|>final<|message|>hi"}},
+	} {
+		g, err := ContentOrCalls(tc.f, grammarTools, true, content)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.f, err)
+		}
+		if !matches(t, g, `{"mood": "glad"}`) || matches(t, g, `{"mood": "meh"}`) || matches(t, g, "Just text.") {
+			t.Errorf("%v: the content is not the schema's", tc.f)
+		}
+		for _, s := range tc.calls {
+			var n int
+			if tc.f == Harmony {
+				n = len(harmony.Parse(s, true).Calls)
+			} else {
+				_, cs := Parse(tc.f, s)
+				n = len(cs)
+			}
+			if !matches(t, g, s) || n != 1 {
+				t.Errorf("%v: call %q: taken %v, parses to %d calls", tc.f, s, matches(t, g, s), n)
+			}
+		}
+		for _, s := range tc.reject {
+			if matches(t, g, s) {
+				t.Errorf("%v takes %q", tc.f, s)
+			}
+		}
+	}
+	for _, f := range []Format{Mistral, Granite, Gemma4} {
+		if _, err := ContentOrCalls(f, grammarTools, true, content); !errors.Is(err, ErrControlMarker) {
+			t.Errorf("%v: %v, want ErrControlMarker", f, err)
+		}
+	}
+}
