@@ -11,4 +11,4 @@ await assert.rejects(client.messages.create({ model, max_tokens: 4, messages, te
 await assert.rejects(client.messages.create({ model: 'no-such-model', max_tokens: 4, messages }), (err) =>
   err instanceof Anthropic.NotFoundError && err.error.error.type === 'not_found_error');
 await assert.rejects(client.messages.create({ model, max_tokens: 4, messages, thinking: { type: 'enabled', budget_tokens: 1024 } }), (err) =>
-  err instanceof Anthropic.BadRequestError && /thinking is not supported/.test(err.message));
+  err instanceof Anthropic.BadRequestError && /thinking {"type": "enabled"} is not supported/.test(err.message));
