@@ -26,9 +26,10 @@ import (
 // shared expert and its gate; gpt-oss's 27: llama's attention with Q, K,
 // V and output biases (the sinks in the attention kernel), the router and
 // its bias, and qwen3moe's expert launches with a bias after each
-// gathered product and the clamped SwiGLU. A change that launches more
+// gathered product and the clamped SwiGLU; granite's 13: llama's and
+// the two residual scales. A change that launches more
 // fails here and updates the docs.
-var decodeLaunchesPerLayer = map[string]int64{"llama": 11, "phi3": 12, "qwen2": 16, "gemma3": 16, "qwen3": 13, "qwen3moe": 18, "gemma4": 19, "qwen35": 26, "qwen35moe": 50, "gpt-oss": 27}
+var decodeLaunchesPerLayer = map[string]int64{"llama": 11, "phi3": 12, "qwen2": 16, "gemma3": 16, "qwen3": 13, "qwen3moe": 18, "gemma4": 19, "qwen35": 26, "qwen35moe": 50, "gpt-oss": 27, "granite": 13}
 
 // decodeLaunchesOutside bounds those outside the layers: the embedding
 // (and gemma3's scaling of it), the final norm with its quantisation, the

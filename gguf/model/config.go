@@ -53,6 +53,12 @@ type archSpec struct {
 	// every other layer (period 2) whose layers keep the YaRN scaling,
 	// and scores scaled by 1/√n_rot.
 	gptoss bool
+	// granite: llama's graph with IBM Granite's multipliers
+	// (llama_model_granite): the embeddings scaled by embedding_scale,
+	// each block's attention and FFN outputs by residual_scale before
+	// the residual add, the scores by attention.scale, and the logits
+	// divided by logit_scale.
+	granite bool
 }
 
 var archs = map[string]archSpec{
@@ -73,6 +79,8 @@ var archs = map[string]archSpec{
 	// and the features gemma4.go reads.
 	"gemma4":  {neox: true, glu: backend.GELUTanh, qkNorm: true, postNorms: true, embedScale: true, swa: true, gemma4: true},
 	"gpt-oss": {neox: true, glu: backend.SwiGLUOAI, swa: true, moe: true, gptoss: true},
+	// granite is llama (Granite 3.x) with its multipliers.
+	"granite": {fullRot: true, granite: true},
 }
 
 // Architectures lists the general.architecture values this package runs.
@@ -134,6 +142,11 @@ type Config struct {
 	AttnScale float32
 	// FinalSoftcap caps the logits at ±FinalSoftcap with tanh (0: none).
 	FinalSoftcap float32
+	// ResidualScale multiplies each block's attention and FFN outputs
+	// before their residual adds (0: none); LogitScale divides the
+	// logits (1: none). Granite's.
+	ResidualScale float32
+	LogitScale    float32
 
 	// Experts is the number of experts of a mixture-of-experts FFN (0:
 	// a dense FFN); ExpertsUsed of them run per token, each ExpertFF wide.
@@ -343,6 +356,12 @@ func ParseConfig(md *gguf.Metadata) (Config, error) {
 	if spec.gptoss {
 		c.AttnScale = 1 / float32(math.Sqrt(float64(c.RoPEDims)))
 	}
+	c.LogitScale = 1
+	if spec.granite {
+		if err := c.parseGranite(m); err != nil {
+			return Config{}, err
+		}
+	}
 	if arch == "gemma3" && c.Layers == 62 {
 		// Gemma 3 27B scales by the model width per head, not the head
 		// size (llama_model_gemma3::load_arch_hparams).
@@ -396,6 +415,38 @@ func (c *Config) parseRoPE(m meta) error {
 	}
 	if c.RoPEBase <= 0 || c.RoPEScale <= 0 {
 		return invalid("rope base %v, scale %v", c.RoPEBase, c.RoPEScale)
+	}
+	return nil
+}
+
+// parseGranite reads Granite's multipliers (llama_model_granite's
+// load_arch_hparams): logit_scale is required, the others optional, and
+// a zero one is no scaling, as llama.cpp takes it.
+func (c *Config) parseGranite(m meta) error {
+	if _, ok := m.md.Lookup(m.key("logit_scale")); !ok {
+		return invalid("%s.logit_scale is missing", m.arch)
+	}
+	var embed, attn float32
+	var err error
+	for _, f := range []struct {
+		dst *float32
+		key string
+	}{{&c.LogitScale, "logit_scale"}, {&c.ResidualScale, "residual_scale"}, {&embed, "embedding_scale"}, {&attn, "attention.scale"}} {
+		if *f.dst, err = m.float(f.key, 0); err != nil {
+			return err
+		}
+		if *f.dst < 0 { // meta.float refuses what is not finite
+			return invalid("%s.%s = %v", m.arch, f.key, *f.dst)
+		}
+	}
+	if c.LogitScale == 0 {
+		return invalid("%s.logit_scale = 0", m.arch)
+	}
+	if embed != 0 {
+		c.EmbedScale = embed
+	}
+	if attn != 0 {
+		c.AttnScale = attn
 	}
 	return nil
 }

@@ -262,7 +262,7 @@ func (m *Model) forward(ctx context.Context, sc *scratch, p *plan) (err error) {
 		if ly.postAttnNorm != nil {
 			be.RMSNorm(o, o, ly.postAttnNorm, eps)
 		}
-		be.Add(x, o)
+		m.residual(x, o)
 
 		h = sc.h.Slice(0, rows)
 		be.RMSNorm(h, x, ly.ffnNorm, eps)
@@ -273,7 +273,7 @@ func (m *Model) forward(ctx context.Context, sc *scratch, p *plan) (err error) {
 			if ly.shared != nil {
 				m.sharedFFN(sc.hy, ly.shared, o, h)
 			}
-			be.Add(x, o)
+			m.residual(x, o)
 			continue
 		} else {
 			ff := ly.gate.Rows() // gemma4's may vary by layer
@@ -285,7 +285,7 @@ func (m *Model) forward(ctx context.Context, sc *scratch, p *plan) (err error) {
 			if ly.postFFNNorm != nil {
 				be.RMSNorm(o, o, ly.postFFNNorm, eps)
 			}
-			be.Add(x, o)
+			m.residual(x, o)
 		}
 		if ly.pleGate != nil {
 			m.perLayerBlock(sc, ly, x, ple)
@@ -309,12 +309,31 @@ func (m *Model) forward(ctx context.Context, sc *scratch, p *plan) (err error) {
 		sc.pendingHead = rows
 		return nil
 	}
-	logits := sc.logitsT.Slice(0, rows)
-	project(be, logits, m.out, m.outBias, h)
-	if c.FinalSoftcap > 0 {
-		be.Softcap(logits, c.FinalSoftcap)
-	}
+	m.head(sc.logitsT.Slice(0, rows), h)
 	return nil
+}
+
+// residual adds a block's attention or FFN output o to the residual
+// stream x, scaled first where the architecture does (Granite).
+func (m *Model) residual(x, o backend.Tensor) {
+	if s := m.cfg.ResidualScale; s != 0 {
+		m.be.Scale(o, s)
+	}
+	m.be.Add(x, o)
+}
+
+// head computes the logits of the normalised hidden rows h: the output
+// head's product, then the architecture's scaling (Granite) and final
+// softcap (gemma).
+func (m *Model) head(logits, h backend.Tensor) {
+	c := &m.cfg
+	project(m.be, logits, m.out, m.outBias, h)
+	if c.LogitScale != 1 {
+		m.be.Scale(logits, 1/c.LogitScale)
+	}
+	if c.FinalSoftcap > 0 {
+		m.be.Softcap(logits, c.FinalSoftcap)
+	}
 }
 
 // project sets dst = x · wᵀ + bias (bias optional).

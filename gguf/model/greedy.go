@@ -24,11 +24,12 @@ const maxShadow = 32 << 20
 
 // shadowable notes an output head of type t held in b as one BuildShadow
 // may shadow: where the backend is Hosted, nothing follows the product
-// that could reorder or tie the logits (a bias, a final softcap), the
+// that could reorder or tie the logits (a bias, a scale, a final
+// softcap), the
 // head is at most maxShadow elements and greedyhead takes its type and
 // shape. Any other head is left without one.
 func (m *Model) shadowable(t quant.Type, b []byte) {
-	if _, ok := m.be.(Hosted); !ok || m.outBias != nil || m.cfg.FinalSoftcap > 0 {
+	if _, ok := m.be.(Hosted); !ok || m.outBias != nil || m.cfg.FinalSoftcap > 0 || m.cfg.LogitScale != 1 {
 		return
 	}
 	if m.cfg.VocabSize*m.cfg.Embd > maxShadow || greedyhead.Supports(t, m.cfg.VocabSize, m.cfg.Embd) != nil {
@@ -68,7 +69,7 @@ func (m *Model) headLogits(sc *scratch) {
 	}
 	rows := sc.pendingHead
 	sc.pendingHead = 0
-	project(m.be, sc.logitsT.Slice(0, rows), m.out, m.outBias, sc.h.Slice(0, rows))
+	m.head(sc.logitsT.Slice(0, rows), sc.h.Slice(0, rows))
 }
 
 // greedyArgMax sets dst[r] to the argmax of logits row r for the first

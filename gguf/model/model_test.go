@@ -3,6 +3,7 @@ package model_test
 import (
 	"context"
 	"errors"
+	"math"
 	"runtime"
 	"slices"
 	"strings"
@@ -361,7 +362,38 @@ func TestConfig(t *testing.T) {
 				c.ExpertNorm || !c.ExpertSoftmaxChosen {
 				t.Errorf("gpt-oss: %+v", c)
 			}
+		case "granite":
+			if c.RoPENeoX || c.EmbedScale != 12 || c.ResidualScale != 0.22 || c.AttnScale != 1.0/32 || c.LogitScale != 1.6 {
+				t.Errorf("granite: %+v", c)
+			}
 		}
+		if arch != "granite" && (c.ResidualScale != 0 || c.LogitScale != 1) {
+			t.Errorf("%s has Granite's multipliers: %+v", arch, c)
+		}
+	}
+	// Granite's logit_scale is required and every multiplier finite and
+	// not negative; a zero optional one is none, as llama.cpp reads it.
+	file := tiny(t, "granite")
+	for _, tc := range []struct {
+		edit map[string]any
+		want string
+	}{
+		{map[string]any{"granite.logit_scale": nil}, "logit_scale is missing"},
+		{map[string]any{"granite.logit_scale": float32(0)}, "logit_scale = 0"},
+		{map[string]any{"granite.residual_scale": float32(-1)}, "residual_scale = -1"},
+		{map[string]any{"granite.embedding_scale": float32(math.Inf(1))}, "embedding_scale is +Inf"},
+	} {
+		f, err := gguf.Parse(rewrite(t, file, tc.edit, nil, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := model.ParseConfig(f.Metadata); !errors.Is(err, model.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want ErrInvalid saying %q", tc.edit, err, tc.want)
+		}
+	}
+	f, _ := gguf.Parse(rewrite(t, file, map[string]any{"granite.embedding_scale": float32(0), "granite.attention.scale": nil, "granite.residual_scale": nil}, nil, nil))
+	if c, err := model.ParseConfig(f.Metadata); err != nil || c.EmbedScale != 1 || c.AttnScale != 1/float32(math.Sqrt(32)) || c.ResidualScale != 0 {
+		t.Errorf("granite without multipliers: %+v, %v", c, err)
 	}
 }
 

@@ -71,7 +71,7 @@ type Spec struct {
 
 // Archs and FileTypes are the fixture matrix the parity tests cover.
 var (
-	Archs     = []string{"llama", "qwen2", "phi3", "gemma3", "qwen3", "qwen3moe", "gpt-oss", "gemma4", "qwen35", "qwen35moe"}
+	Archs     = []string{"llama", "qwen2", "phi3", "gemma3", "qwen3", "qwen3moe", "gpt-oss", "gemma4", "qwen35", "qwen35moe", "granite"}
 	FileTypes = []string{"F16", "Q8_0", "Q4_0", "Q4_K_M", "Q6_K"}
 )
 
@@ -116,7 +116,11 @@ var (
 //     block, heads of 128 and a quarter of a 256-wide attention head
 //     rotated);
 //   - qwen35moe: qwen35 with 8 experts of 256, 2 per token, and a gated
-//     shared expert of 256 in every block.
+//     shared expert of 256 in every block;
+//   - granite: llama's block with Granite 3.x's multipliers (embeddings
+//     ×12, block outputs ×0.22 before the residual adds, scores × the
+//     attention scale 1/64 rather than 1/√64, logits ÷1.6), tied
+//     embeddings and a rope base of 10⁷.
 func Fixture(arch, fileType string) Spec {
 	s := Spec{
 		Arch: arch, FileType: fileType,
@@ -458,7 +462,7 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 		hd = s.HeadDim
 	}
 	qDim, kvDim := s.Heads*hd, s.KVHeads*hd
-	tied := a == "qwen2" || a == "gemma3" || a == "qwen3" || a == "gemma4"
+	tied := a == "qwen2" || a == "gemma3" || a == "qwen3" || a == "gemma4" || a == "granite"
 	eps := float32(1e-5)
 	if a == "qwen2" || a == "gemma3" || a == "qwen3" || a == "qwen3moe" || a == "gemma4" || a == "qwen35" || a == "qwen35moe" {
 		eps = 1e-6
@@ -513,6 +517,15 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 		set(a+".rope.dimension_count", uint32(hd))
 		set(a+".rope.freq_base", float32(10000))
 		set(a+".vocab_size", uint32(nVocab))
+	case "granite":
+		rotDims = hd
+		set(a+".rope.dimension_count", uint32(hd))
+		set(a+".rope.freq_base", float32(10000000))
+		set(a+".vocab_size", uint32(nVocab))
+		set(a+".embedding_scale", float32(12))
+		set(a+".residual_scale", float32(0.22))
+		set(a+".attention.scale", float32(1)/float32(hd))
+		set(a+".logit_scale", float32(1.6))
 	case "qwen2":
 		rotDims = hd
 		set(a+".rope.freq_base", float32(1000000))
