@@ -79,8 +79,10 @@ var archs = map[string]archSpec{
 	// and the features gemma4.go reads.
 	"gemma4":  {neox: true, glu: backend.GELUTanh, qkNorm: true, postNorms: true, embedScale: true, swa: true, gemma4: true},
 	"gpt-oss": {neox: true, glu: backend.SwiGLUOAI, swa: true, moe: true, gptoss: true},
-	// granite is llama (Granite 3.x) with its multipliers.
-	"granite": {fullRot: true, granite: true},
+	// granite is llama (Granite 3.x) with its multipliers; granitemoe
+	// (Granite 3.x MoE) is granite with qwen3moe's routed experts.
+	"granite":    {fullRot: true, granite: true},
+	"granitemoe": {fullRot: true, granite: true, moe: true},
 }
 
 // Architectures lists the general.architecture values this package runs.
@@ -467,6 +469,9 @@ func (c *Config) parseMoE(m meta) error {
 	if c.ExpertFF, err = m.uint("expert_feed_forward_length", c.FF/c.ExpertsUsed, false); err != nil {
 		return err
 	}
+	if c.spec.granite {
+		c.ExpertFF = c.FF // Granite's experts are feed_forward_length wide (llama_model_granite_moe)
+	}
 	if c.ExpertFF <= 0 || c.ExpertFF > maxDim {
 		return invalid("%s = %d", m.key("expert_feed_forward_length"), c.ExpertFF)
 	}
@@ -476,7 +481,7 @@ func (c *Config) parseMoE(m meta) error {
 		c.ExpertSoftmaxChosen = true
 		return nil
 	}
-	// llama.cpp's qwen3moe graph always renormalises the top-k weights
+	// llama.cpp's qwen3moe and granitemoe graphs always renormalise the top-k weights
 	// (build_moe_ffn's norm_w is true) and never scales them, whatever
 	// expert_weights_norm or expert_weights_scale say; every released
 	// Qwen3 MoE checkpoint has norm_topk_prob true.

@@ -362,12 +362,15 @@ func TestConfig(t *testing.T) {
 				c.ExpertNorm || !c.ExpertSoftmaxChosen {
 				t.Errorf("gpt-oss: %+v", c)
 			}
-		case "granite":
+		case "granite", "granitemoe":
 			if c.RoPENeoX || c.EmbedScale != 12 || c.ResidualScale != 0.22 || c.AttnScale != 1.0/32 || c.LogitScale != 1.6 {
-				t.Errorf("granite: %+v", c)
+				t.Errorf("%s: %+v", arch, c)
+			}
+			if arch == "granitemoe" && (c.Experts != 4 || c.ExpertsUsed != 2 || c.ExpertFF != c.FF || !c.ExpertNorm) {
+				t.Errorf("granitemoe's experts: %+v", c)
 			}
 		}
-		if arch != "granite" && (c.ResidualScale != 0 || c.LogitScale != 1) {
+		if !strings.HasPrefix(arch, "granite") && (c.ResidualScale != 0 || c.LogitScale != 1) {
 			t.Errorf("%s has Granite's multipliers: %+v", arch, c)
 		}
 	}

@@ -71,7 +71,7 @@ type Spec struct {
 
 // Archs and FileTypes are the fixture matrix the parity tests cover.
 var (
-	Archs     = []string{"llama", "qwen2", "phi3", "gemma3", "qwen3", "qwen3moe", "gpt-oss", "gemma4", "qwen35", "qwen35moe", "granite"}
+	Archs     = []string{"llama", "qwen2", "phi3", "gemma3", "qwen3", "qwen3moe", "gpt-oss", "gemma4", "qwen35", "qwen35moe", "granite", "granitemoe"}
 	FileTypes = []string{"F16", "Q8_0", "Q4_0", "Q4_K_M", "Q6_K"}
 )
 
@@ -120,7 +120,10 @@ var (
 //   - granite: llama's block with Granite 3.x's multipliers (embeddings
 //     ×12, block outputs ×0.22 before the residual adds, scores × the
 //     attention scale 1/64 rather than 1/√64, logits ÷1.6), tied
-//     embeddings and a rope base of 10⁷.
+//     embeddings and a rope base of 10⁷;
+//   - granitemoe: granite with 8 experts of the FFN's width (512, as
+//     Granite's experts are feed_forward_length wide), 2 per token
+//     (granite-3.1-3b-a800m: 40 of 512, 8 per token).
 func Fixture(arch, fileType string) Spec {
 	s := Spec{
 		Arch: arch, FileType: fileType,
@@ -139,6 +142,8 @@ func Fixture(arch, fileType string) Spec {
 		s.Experts, s.ExpertsUsed, s.ExpertFF, s.SharedFF = 8, 2, 256, 256
 	case "gpt-oss":
 		s.Experts, s.ExpertsUsed, s.ExpertFF = 8, 4, 256
+	case "granitemoe":
+		s.Experts, s.ExpertsUsed, s.ExpertFF = 8, 2, s.FF
 	case "gemma4":
 		s.Layers, s.HeadDim, s.SWAHeadDim, s.PerLayerEmbd, s.SharedKV = 4, 128, 64, 256, 2
 		s.Experts, s.ExpertsUsed, s.ExpertFF = 8, 2, 256
@@ -178,6 +183,9 @@ func HeldOut(arch, fileType string, rng *rand.Rand) Spec {
 		s.ExpertFF = pick(256, 512)
 		if s.SharedFF > 0 {
 			s.SharedFF = pick(256, 512)
+		}
+		if arch == "granitemoe" {
+			s.ExpertFF = s.FF // its experts are the FFN's width
 		}
 	}
 	return s
@@ -462,12 +470,12 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 		hd = s.HeadDim
 	}
 	qDim, kvDim := s.Heads*hd, s.KVHeads*hd
-	tied := a == "qwen2" || a == "gemma3" || a == "qwen3" || a == "gemma4" || a == "granite"
+	tied := a == "qwen2" || a == "gemma3" || a == "qwen3" || a == "gemma4" || a == "granite" || a == "granitemoe"
 	eps := float32(1e-5)
 	if a == "qwen2" || a == "gemma3" || a == "qwen3" || a == "qwen3moe" || a == "gemma4" || a == "qwen35" || a == "qwen35moe" {
 		eps = 1e-6
 	}
-	moe := a == "qwen3moe" || a == "gpt-oss" || a == "qwen35moe"
+	moe := a == "qwen3moe" || a == "gpt-oss" || a == "qwen35moe" || a == "granitemoe"
 	hybrid := Hybrid(a)
 	if hybrid {
 		if s.SSMHeads == 0 && s.SSMGroups == 0 && s.SSMState == 0 {
@@ -517,7 +525,7 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 		set(a+".rope.dimension_count", uint32(hd))
 		set(a+".rope.freq_base", float32(10000))
 		set(a+".vocab_size", uint32(nVocab))
-	case "granite":
+	case "granite", "granitemoe":
 		rotDims = hd
 		set(a+".rope.dimension_count", uint32(hd))
 		set(a+".rope.freq_base", float32(10000000))
@@ -526,6 +534,16 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 		set(a+".residual_scale", float32(0.22))
 		set(a+".attention.scale", float32(1)/float32(hd))
 		set(a+".logit_scale", float32(1.6))
+		if a == "granitemoe" {
+			if s.Experts == 0 && s.ExpertsUsed == 0 && s.ExpertFF == 0 {
+				s.Experts, s.ExpertsUsed, s.ExpertFF = 4, 2, s.FF
+			}
+			if s.Experts <= 0 || s.ExpertsUsed <= 0 || s.ExpertsUsed > s.Experts || s.ExpertFF != s.FF {
+				return nil, nil, fmt.Errorf("modeltest: granitemoe: %d experts, %d used, of width %d (its experts are the FFN's %d)", s.Experts, s.ExpertsUsed, s.ExpertFF, s.FF)
+			}
+			set(a+".expert_count", uint32(s.Experts))
+			set(a+".expert_used_count", uint32(s.ExpertsUsed))
+		}
 	case "qwen2":
 		rotDims = hd
 		set(a+".rope.freq_base", float32(1000000))
