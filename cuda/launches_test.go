@@ -28,9 +28,10 @@ import (
 // its bias, and qwen3moe's expert launches with a bias after each
 // gathered product and the clamped SwiGLU; granite's 13: llama's and
 // the two residual scales, and granitemoe's 18: qwen3moe's with the
-// residual scales in place of the Q/K norms. A change that launches more
+// residual scales in place of the Q/K norms; smollm3's, llama's (its
+// NoPE blocks, every fourth, launch fewer: no RoPE). A change that launches more
 // fails here and updates the docs.
-var decodeLaunchesPerLayer = map[string]int64{"llama": 11, "phi3": 12, "qwen2": 16, "gemma3": 16, "qwen3": 13, "qwen3moe": 18, "gemma4": 19, "qwen35": 26, "qwen35moe": 50, "gpt-oss": 27, "granite": 13, "granitemoe": 18}
+var decodeLaunchesPerLayer = map[string]int64{"llama": 11, "phi3": 12, "qwen2": 16, "gemma3": 16, "qwen3": 13, "qwen3moe": 18, "gemma4": 19, "qwen35": 26, "qwen35moe": 50, "gpt-oss": 27, "granite": 13, "granitemoe": 18, "smollm3": 11}
 
 // decodeLaunchesOutside bounds those outside the layers: the embedding
 // (and gemma3's scaling of it), the final norm with its quantisation, the

@@ -59,6 +59,9 @@ type archSpec struct {
 	// the residual add, the scores by attention.scale, and the logits
 	// divided by logit_scale.
 	granite bool
+	// noRoPEStep: every noRoPEStep-th block (the last of each run) rotates
+	// neither Q nor K (SmolLM3's NoPE layers, n_no_rope_layer_step).
+	noRoPEStep int
 }
 
 var archs = map[string]archSpec{
@@ -83,6 +86,8 @@ var archs = map[string]archSpec{
 	// (Granite 3.x MoE) is granite with qwen3moe's routed experts.
 	"granite":    {fullRot: true, granite: true},
 	"granitemoe": {fullRot: true, granite: true, moe: true},
+	// smollm3 is llama with no RoPE in every fourth block (SmolLM3-3B).
+	"smollm3": {fullRot: true, noRoPEStep: 4},
 }
 
 // Architectures lists the general.architecture values this package runs.
@@ -136,6 +141,8 @@ type Config struct {
 	// SlidingWindow is the window of the layers SWA marks (0: none).
 	SlidingWindow int
 	SWA           []bool
+	// NoRoPE marks the blocks whose Q and K are not rotated (smollm3).
+	NoRoPE []bool
 
 	// EmbedScale multiplies the token embeddings (1: none).
 	EmbedScale float32
@@ -357,6 +364,12 @@ func ParseConfig(md *gguf.Metadata) (Config, error) {
 	}
 	if spec.gptoss {
 		c.AttnScale = 1 / float32(math.Sqrt(float64(c.RoPEDims)))
+	}
+	c.NoRoPE = make([]bool, c.Layers)
+	if n := spec.noRoPEStep; n > 0 {
+		for l := range c.NoRoPE {
+			c.NoRoPE[l] = (l+1)%n == 0
+		}
 	}
 	c.LogitScale = 1
 	if spec.granite {

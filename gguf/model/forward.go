@@ -212,6 +212,9 @@ func (m *Model) forward(ctx context.Context, sc *scratch, p *plan) (err error) {
 			be.RMSNorm(v, v, ly.vNorm, eps)
 		}
 		for _, pc := range p.pieces {
+			if c.NoRoPE[m.lo+l] {
+				break // a NoPE block (smollm3): positions only through the mask
+			}
 			r := &pc.s.ropes[l]
 			be.RoPE(q.Slice(pc.row, pc.row+pc.n), hdK, pc.pos, r)
 			if ownKV {

@@ -370,6 +370,11 @@ func TestConfig(t *testing.T) {
 				t.Errorf("granitemoe's experts: %+v", c)
 			}
 		}
+		for l, no := range c.NoRoPE {
+			if want := arch == "smollm3" && (l+1)%4 == 0; no != want || len(c.NoRoPE) != c.Layers {
+				t.Errorf("%s: block %d NoRoPE %v", arch, l, no)
+			}
+		}
 		if !strings.HasPrefix(arch, "granite") && (c.ResidualScale != 0 || c.LogitScale != 1) {
 			t.Errorf("%s has Granite's multipliers: %+v", arch, c)
 		}

@@ -71,7 +71,7 @@ type Spec struct {
 
 // Archs and FileTypes are the fixture matrix the parity tests cover.
 var (
-	Archs     = []string{"llama", "qwen2", "phi3", "gemma3", "qwen3", "qwen3moe", "gpt-oss", "gemma4", "qwen35", "qwen35moe", "granite", "granitemoe"}
+	Archs     = []string{"llama", "qwen2", "phi3", "gemma3", "qwen3", "qwen3moe", "gpt-oss", "gemma4", "qwen35", "qwen35moe", "granite", "granitemoe", "smollm3"}
 	FileTypes = []string{"F16", "Q8_0", "Q4_0", "Q4_K_M", "Q6_K"}
 )
 
@@ -123,7 +123,9 @@ var (
 //     embeddings and a rope base of 10⁷;
 //   - granitemoe: granite with 8 experts of the FFN's width (512, as
 //     Granite's experts are feed_forward_length wide), 2 per token
-//     (granite-3.1-3b-a800m: 40 of 512, 8 per token).
+//     (granite-3.1-3b-a800m: 40 of 512, 8 per token);
+//   - smollm3: llama with no RoPE in every fourth block, 4 blocks (so the
+//     last is one), tied embeddings and a rope base of 5·10⁶.
 func Fixture(arch, fileType string) Spec {
 	s := Spec{
 		Arch: arch, FileType: fileType,
@@ -144,6 +146,8 @@ func Fixture(arch, fileType string) Spec {
 		s.Experts, s.ExpertsUsed, s.ExpertFF = 8, 4, 256
 	case "granitemoe":
 		s.Experts, s.ExpertsUsed, s.ExpertFF = 8, 2, s.FF
+	case "smollm3":
+		s.Layers = 4
 	case "gemma4":
 		s.Layers, s.HeadDim, s.SWAHeadDim, s.PerLayerEmbd, s.SharedKV = 4, 128, 64, 256, 2
 		s.Experts, s.ExpertsUsed, s.ExpertFF = 8, 2, 256
@@ -174,6 +178,8 @@ func HeldOut(arch, fileType string, rng *rand.Rand) Spec {
 	case "qwen35", "qwen35moe":
 		s.Layers = pick(4, 6)
 		s.SSMHeads, s.SSMGroups, s.SSMState = pick(4, 8), 2, 64
+	case "smollm3":
+		s.Layers = pick(4, 5, 8) // at least one NoPE block
 	default:
 		s.Layers = pick(2, 3, 4)
 	}
@@ -470,7 +476,7 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 		hd = s.HeadDim
 	}
 	qDim, kvDim := s.Heads*hd, s.KVHeads*hd
-	tied := a == "qwen2" || a == "gemma3" || a == "qwen3" || a == "gemma4" || a == "granite" || a == "granitemoe"
+	tied := a == "qwen2" || a == "gemma3" || a == "qwen3" || a == "gemma4" || a == "granite" || a == "granitemoe" || a == "smollm3"
 	eps := float32(1e-5)
 	if a == "qwen2" || a == "gemma3" || a == "qwen3" || a == "qwen3moe" || a == "gemma4" || a == "qwen35" || a == "qwen35moe" {
 		eps = 1e-6
@@ -524,6 +530,11 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 		rotDims = hd
 		set(a+".rope.dimension_count", uint32(hd))
 		set(a+".rope.freq_base", float32(10000))
+		set(a+".vocab_size", uint32(nVocab))
+	case "smollm3":
+		rotDims = hd
+		set(a+".rope.dimension_count", uint32(hd))
+		set(a+".rope.freq_base", float32(5000000))
 		set(a+".vocab_size", uint32(nVocab))
 	case "granite", "granitemoe":
 		rotDims = hd
