@@ -29,9 +29,11 @@ import (
 // gathered product and the clamped SwiGLU; granite's 13: llama's and
 // the two residual scales, and granitemoe's 18: qwen3moe's with the
 // residual scales in place of the Q/K norms; smollm3's, llama's (its
-// NoPE blocks, every fourth, launch fewer: no RoPE). A change that launches more
+// NoPE blocks, every fourth, launch fewer: no RoPE); gemma2's 14:
+// gemma3's without the Q/K norms (the score cap is the attention
+// kernel's). A change that launches more
 // fails here and updates the docs.
-var decodeLaunchesPerLayer = map[string]int64{"llama": 11, "phi3": 12, "qwen2": 16, "gemma3": 16, "qwen3": 13, "qwen3moe": 18, "gemma4": 19, "qwen35": 26, "qwen35moe": 50, "gpt-oss": 27, "granite": 13, "granitemoe": 18, "smollm3": 11}
+var decodeLaunchesPerLayer = map[string]int64{"llama": 11, "phi3": 12, "qwen2": 16, "gemma3": 16, "qwen3": 13, "qwen3moe": 18, "gemma4": 19, "qwen35": 26, "qwen35moe": 50, "gpt-oss": 27, "granite": 13, "granitemoe": 18, "smollm3": 11, "gemma2": 14}
 
 // decodeLaunchesOutside bounds those outside the layers: the embedding
 // (and gemma3's scaling of it), the final norm with its quantisation, the

@@ -62,6 +62,11 @@ type archSpec struct {
 	// noRoPEStep: every noRoPEStep-th block (the last of each run) rotates
 	// neither Q nor K (SmolLM3's NoPE layers, n_no_rope_layer_step).
 	noRoPEStep int
+	// gemma2: gemma3's block without the Q/K norms, its scores capped at
+	// ±attn_logit_softcapping (default 50) with tanh, a sliding window
+	// (default 4096) on every other layer with the global rope base, and
+	// the final softcap on by default (30) (llama_model_gemma2).
+	gemma2 bool
 }
 
 var archs = map[string]archSpec{
@@ -86,6 +91,7 @@ var archs = map[string]archSpec{
 	// (Granite 3.x MoE) is granite with qwen3moe's routed experts.
 	"granite":    {fullRot: true, granite: true},
 	"granitemoe": {fullRot: true, granite: true, moe: true},
+	"gemma2": {neox: true, glu: backend.GELUTanh, postNorms: true, embedScale: true, scaleQ: true, swa: true, gemma2: true},
 	// smollm3 is llama with no RoPE in every fourth block (SmolLM3-3B).
 	"smollm3": {fullRot: true, noRoPEStep: 4},
 }
@@ -151,6 +157,9 @@ type Config struct {
 	AttnScale float32
 	// FinalSoftcap caps the logits at ±FinalSoftcap with tanh (0: none).
 	FinalSoftcap float32
+	// AttnSoftcap caps the attention scores at ±AttnSoftcap with tanh
+	// (0: none; gemma2).
+	AttnSoftcap float32
 	// ResidualScale multiplies each block's attention and FFN outputs
 	// before their residual adds (0: none); LogitScale divides the
 	// logits (1: none). Granite's.
@@ -325,11 +334,24 @@ func ParseConfig(md *gguf.Metadata) (Config, error) {
 	if err := c.parseSWA(m); err != nil {
 		return Config{}, err
 	}
-	if c.FinalSoftcap, err = m.float("final_logit_softcapping", 0); err != nil {
+	finalCap := float32(0)
+	if spec.gemma2 {
+		finalCap = 30 // llama.cpp's default, which its gemma2 graph always applies
+		if c.AttnSoftcap, err = m.float("attn_logit_softcapping", 50); err != nil {
+			return Config{}, err
+		}
+		if c.AttnSoftcap <= 0 {
+			return Config{}, invalid("%s.attn_logit_softcapping = %v", arch, c.AttnSoftcap)
+		}
+	}
+	if c.FinalSoftcap, err = m.float("final_logit_softcapping", finalCap); err != nil {
 		return Config{}, err
 	}
-	if arch != "gemma3" && arch != "gemma4" {
+	if arch != "gemma3" && arch != "gemma4" && arch != "gemma2" {
 		c.FinalSoftcap = 0 // only gemma's graphs apply it
+	}
+	if spec.gemma2 && c.FinalSoftcap <= 0 {
+		return Config{}, invalid("%s.final_logit_softcapping = %v", arch, c.FinalSoftcap)
 	}
 
 	if spec.moe {
@@ -376,6 +398,11 @@ func ParseConfig(md *gguf.Metadata) (Config, error) {
 		if err := c.parseGranite(m); err != nil {
 			return Config{}, err
 		}
+	}
+	if arch == "gemma2" && c.Layers == 46 {
+		// Gemma 2 27B scales by the model width per head
+		// (llama_model_gemma2::load_arch_hparams).
+		c.AttnScale = 1 / float32(math.Sqrt(float64(c.Embd/c.Heads)))
 	}
 	if arch == "gemma3" && c.Layers == 62 {
 		// Gemma 3 27B scales by the model width per head, not the head
@@ -511,14 +538,18 @@ func (c *Config) parseSWA(m meta) error {
 		return nil
 	}
 	var err error
-	if c.SlidingWindow, err = m.uint("attention.sliding_window", 0, c.spec.gptoss); err != nil || c.SlidingWindow == 0 {
+	window := 0
+	if c.spec.gemma2 {
+		window = 4096 // Gemma 2's, llama.cpp's default for it
+	}
+	if c.SlidingWindow, err = m.uint("attention.sliding_window", window, c.spec.gptoss); err != nil || c.SlidingWindow == 0 {
 		return err
 	}
 	if err := c.parseSWAPattern(m); err != nil {
 		return err
 	}
 	baseSWA := float32(10000)
-	if c.spec.gptoss {
+	if c.spec.gptoss || c.spec.gemma2 {
 		baseSWA = c.RoPEBase // rope_freq_base_train_swa defaults to the base
 	}
 	if c.RoPEBaseSWA, err = m.float("rope.freq_base_swa", baseSWA); err != nil {
@@ -529,7 +560,7 @@ func (c *Config) parseSWA(m meta) error {
 
 // parseSWAPattern sets c.SWA from attention.sliding_window_pattern: a
 // period (every layer but the last of each period slides,
-// llama_hparams::set_swa_pattern; when absent 6, gpt-oss's 2), or one flag
+// llama_hparams::set_swa_pattern; when absent 6, gpt-oss's and gemma2's 2), or one flag
 // per layer (an array of bools, as converters write it). llama.cpp reads
 // gemma4's key with get_key_or_arr, so there a scalar is every layer's
 // flag rather than a period.
@@ -538,7 +569,7 @@ func (c *Config) parseSWAPattern(m meta) error {
 	flags, ok := m.md.Lookup(key)
 	if !ok {
 		period := 6
-		if c.spec.gptoss {
+		if c.spec.gptoss || c.spec.gemma2 {
 			period = 2
 		}
 		for l := range c.SWA {
@@ -591,8 +622,8 @@ func (c *Config) layerRoPE(l int, factors []float32) backend.RoPE {
 	}
 	if c.SWA[l] {
 		r.Base = c.RoPEBaseSWA
-		if !c.spec.gptoss {
-			r.FreqScale = 1 // gemma3's sliding layers are unscaled; gpt-oss's keep it
+		if !c.spec.gptoss && !c.spec.gemma2 {
+			r.FreqScale = 1 // gemma3's sliding layers are unscaled; gpt-oss's and gemma2's keep it
 		}
 		if c.spec.gemma4 {
 			r.Factors = nil // rope_freqs are the full-attention layers'

@@ -347,7 +347,7 @@ func (m *Model) loadLayer(ld *loader, l int) error {
 	qDim, kDim, vDim := c.Heads*hdK, kvh*hdK, kvh*hdV
 	ly.attn = backend.Attention{
 		Heads: c.Heads, KVHeads: kvh, HeadDimK: hdK, HeadDimV: hdV,
-		Scale: c.AttnScale,
+		Scale: c.AttnScale, Softcap: c.AttnSoftcap,
 	}
 	// A block that shares another's KV (gemma4) may omit K and V; Gemma 4
 	// may omit V anywhere (V is then K's projection).

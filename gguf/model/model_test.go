@@ -362,6 +362,18 @@ func TestConfig(t *testing.T) {
 				c.ExpertNorm || !c.ExpertSoftmaxChosen {
 				t.Errorf("gpt-oss: %+v", c)
 			}
+		case "gemma2":
+			if c.SlidingWindow != 4 || !slices.Equal(c.SWA, []bool{true, false}) || c.RoPEBaseSWA != c.RoPEBase || c.AttnSoftcap != 3 ||
+				c.FinalSoftcap != 30 || c.EmbedScale != 8 {
+				t.Errorf("gemma2: %+v", c)
+			}
+			// Without its keys, llama.cpp's defaults: caps of 50 and 30,
+			// a window of 4096.
+			f, _ := gguf.Parse(rewrite(t, tiny(t, arch), map[string]any{"gemma2.attn_logit_softcapping": nil, "gemma2.final_logit_softcapping": nil,
+				"gemma2.attention.sliding_window": nil}, nil, nil))
+			if d, err := model.ParseConfig(f.Metadata); err != nil || d.AttnSoftcap != 50 || d.FinalSoftcap != 30 || d.SlidingWindow != 4096 {
+				t.Errorf("gemma2's defaults: %+v, %v", d, err)
+			}
 		case "granite", "granitemoe":
 			if c.RoPENeoX || c.EmbedScale != 12 || c.ResidualScale != 0.22 || c.AttnScale != 1.0/32 || c.LogitScale != 1.6 {
 				t.Errorf("%s: %+v", arch, c)
@@ -374,6 +386,9 @@ func TestConfig(t *testing.T) {
 			if want := arch == "smollm3" && (l+1)%4 == 0; no != want || len(c.NoRoPE) != c.Layers {
 				t.Errorf("%s: block %d NoRoPE %v", arch, l, no)
 			}
+		}
+		if arch != "gemma2" && c.AttnSoftcap != 0 {
+			t.Errorf("%s caps its scores: %+v", arch, c)
 		}
 		if !strings.HasPrefix(arch, "granite") && (c.ResidualScale != 0 || c.LogitScale != 1) {
 			t.Errorf("%s has Granite's multipliers: %+v", arch, c)

@@ -71,7 +71,7 @@ type Spec struct {
 
 // Archs and FileTypes are the fixture matrix the parity tests cover.
 var (
-	Archs     = []string{"llama", "qwen2", "phi3", "gemma3", "qwen3", "qwen3moe", "gpt-oss", "gemma4", "qwen35", "qwen35moe", "granite", "granitemoe", "smollm3"}
+	Archs     = []string{"llama", "qwen2", "phi3", "gemma3", "qwen3", "qwen3moe", "gpt-oss", "gemma4", "qwen35", "qwen35moe", "granite", "granitemoe", "smollm3", "gemma2"}
 	FileTypes = []string{"F16", "Q8_0", "Q4_0", "Q4_K_M", "Q6_K"}
 )
 
@@ -125,7 +125,12 @@ var (
 //     Granite's experts are feed_forward_length wide), 2 per token
 //     (granite-3.1-3b-a800m: 40 of 512, 8 per token);
 //   - smollm3: llama with no RoPE in every fourth block, 4 blocks (so the
-//     last is one), tied embeddings and a rope base of 5·10⁶.
+//     last is one), tied embeddings and a rope base of 5·10⁶;
+//   - gemma2: gemma3's block without Q/K norms, the scores capped at ±3
+//     (Gemma 2's cap is 50, which random scores never reach: 3 bends
+//     them), a 4-token window on every other layer by the default period
+//     (no pattern key), the global rope base on those layers, and the
+//     final softcap of 30.
 func Fixture(arch, fileType string) Spec {
 	s := Spec{
 		Arch: arch, FileType: fileType,
@@ -476,9 +481,9 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 		hd = s.HeadDim
 	}
 	qDim, kvDim := s.Heads*hd, s.KVHeads*hd
-	tied := a == "qwen2" || a == "gemma3" || a == "qwen3" || a == "gemma4" || a == "granite" || a == "granitemoe" || a == "smollm3"
+	tied := a == "qwen2" || a == "gemma3" || a == "qwen3" || a == "gemma4" || a == "granite" || a == "granitemoe" || a == "smollm3" || a == "gemma2"
 	eps := float32(1e-5)
-	if a == "qwen2" || a == "gemma3" || a == "qwen3" || a == "qwen3moe" || a == "gemma4" || a == "qwen35" || a == "qwen35moe" {
+	if a == "qwen2" || a == "gemma3" || a == "qwen3" || a == "qwen3moe" || a == "gemma4" || a == "qwen35" || a == "qwen35moe" || a == "gemma2" {
 		eps = 1e-6
 	}
 	moe := a == "qwen3moe" || a == "gpt-oss" || a == "qwen35moe" || a == "granitemoe"
@@ -531,6 +536,14 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 		set(a+".rope.dimension_count", uint32(hd))
 		set(a+".rope.freq_base", float32(10000))
 		set(a+".vocab_size", uint32(nVocab))
+	case "gemma2":
+		rotDims = hd
+		set(a+".attention.key_length", uint32(hd))
+		set(a+".attention.value_length", uint32(hd))
+		set(a+".rope.freq_base", float32(10000))
+		set(a+".attention.sliding_window", uint32(4))
+		set(a+".attn_logit_softcapping", float32(3))
+		set(a+".final_logit_softcapping", float32(30))
 	case "smollm3":
 		rotDims = hd
 		set(a+".rope.dimension_count", uint32(hd))
@@ -725,7 +738,7 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 			add(p+"attn_sinks.weight", 0, 1.5, int64(s.Heads))
 			norm(p+"post_attention_norm.weight", s.Embd)
 		} else {
-			if a == "gemma3" {
+			if a == "gemma3" || a == "gemma2" {
 				add(p+"post_attention_norm.weight", 0.3, 0.05, int64(s.Embd))
 			}
 			norm(p+"ffn_norm.weight", s.Embd)
@@ -760,7 +773,7 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 			mat(p+"ffn_up.weight", s.FF, s.Embd)
 		}
 		mat(p+"ffn_down.weight", s.Embd, s.FF)
-		if a == "gemma3" {
+		if a == "gemma3" || a == "gemma2" {
 			add(p+"post_ffw_norm.weight", 0.3, 0.05, int64(s.Embd))
 		}
 	}
