@@ -91,7 +91,7 @@ var archs = map[string]archSpec{
 	// (Granite 3.x MoE) is granite with qwen3moe's routed experts.
 	"granite":    {fullRot: true, granite: true},
 	"granitemoe": {fullRot: true, granite: true, moe: true},
-	"gemma2": {neox: true, glu: backend.GELUTanh, postNorms: true, embedScale: true, scaleQ: true, swa: true, gemma2: true},
+	"gemma2":     {neox: true, glu: backend.GELUTanh, postNorms: true, embedScale: true, scaleQ: true, swa: true, gemma2: true},
 	// smollm3 is llama with no RoPE in every fourth block (SmolLM3-3B).
 	"smollm3": {fullRot: true, noRoPEStep: 4},
 }
