@@ -74,6 +74,8 @@ var archs = map[string]archSpec{
 	"qwen2":  {neox: true},
 	"phi3":   {neox: true, fusedGateUp: true, scaleQ: true},
 	"gemma3": {neox: true, glu: backend.GELUTanh, qkNorm: true, postNorms: true, embedScale: true, scaleQ: true, swa: true},
+	// gemma2 is gemma3 without the Q/K norms, with its scores capped.
+	"gemma2": {neox: true, glu: backend.GELUTanh, postNorms: true, embedScale: true, scaleQ: true, swa: true, gemma2: true},
 	// qwen3 is qwen2 without the Q/K/V biases (optional anyway) and with
 	// gemma3's per-head Q/K norms.
 	"qwen3": {neox: true, qkNorm: true},
@@ -91,7 +93,6 @@ var archs = map[string]archSpec{
 	// (Granite 3.x MoE) is granite with qwen3moe's routed experts.
 	"granite":    {fullRot: true, granite: true},
 	"granitemoe": {fullRot: true, granite: true, moe: true},
-	"gemma2":     {neox: true, glu: backend.GELUTanh, postNorms: true, embedScale: true, scaleQ: true, swa: true, gemma2: true},
 	// smollm3 is llama with no RoPE in every fourth block (SmolLM3-3B).
 	"smollm3": {fullRot: true, noRoPEStep: 4},
 }
