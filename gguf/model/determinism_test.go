@@ -27,6 +27,10 @@ const pinnedLogits = "c4f62391398a466e9254f5f834e8952bb2d3103c773800c0ca5c1049f9
 // pin (each pinned group leaves the others' pins alone).
 const pinnedLaterLogits = "4754420c8006dff2dbcf625684dddad9c0c9ba5ada65d9e3da8b8f9e3409c9fc"
 
+// pinnedNewerLogits is the same for Gemma 2, Granite dense and MoE and
+// SmolLM3, pinned after the others.
+const pinnedNewerLogits = "b8b5d8e4d016651abe56aab0c3808330bfd9af205605ca927b8df44a5d3aa9c9"
+
 // pinnedHybridLogits is the same for the hybrid families (Qwen3.5's delta
 // nets, dense and MoE), pinned apart so that a change to their kernels
 // leaves the other families' pin, and the replay of their receipts, alone.
@@ -47,6 +51,8 @@ func TestLogitsArePinned(t *testing.T) {
 		{"hybrid delta nets", pinnedHybridLogits, []fixture{{"qwen35", "Q8_0"}, {"qwen35moe", "Q4_K_M"}}},
 		{"qwen3, gemma4, gpt-oss and qwen3moe", pinnedLaterLogits, []fixture{
 			{"qwen3", "Q8_0"}, {"gemma4", "Q4_K_M"}, {"gpt-oss", "Q8_0"}, {"qwen3moe", "Q6_K"}}},
+		{"gemma2, granite, granitemoe and smollm3", pinnedNewerLogits, []fixture{
+			{"gemma2", "F16"}, {"granite", "Q4_0"}, {"granitemoe", "Q8_0"}, {"smollm3", "Q6_K"}}},
 	} {
 		all := blake3.New()
 		for _, fx := range pin.fixtures {
