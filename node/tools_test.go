@@ -86,6 +86,20 @@ type toolReply struct {
 	} `json:"usage"`
 }
 
+// chatTools posts body to chat completions and reads its answer of one
+// choice, failing the test on any other.
+func chatTools(t *testing.T, n *Node, body string) toolReply {
+	t.Helper()
+	resp := post(t, n, "/v1/chat/completions", body)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var r toolReply
+	if err := json.Unmarshal(b, &r); err != nil || resp.StatusCode != http.StatusOK || len(r.Choices) != 1 {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+	return r
+}
+
 // TestForcedToolCall: tool_choice required on the built-in model (no
 // template: the generic format) makes it call a tool through the whole
 // node (grammar in the request, the engine's mask), with arguments that
@@ -105,16 +119,10 @@ func TestForcedToolCall(t *testing.T) {
 	var greedyEnergy json.RawMessage
 	var greedyCall [2]string // name, arguments
 	for _, extra := range []string{"", `,"temperature":1.0,"seed":9`} {
-		resp := post(t, n, "/v1/chat/completions", request(extra))
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		var got toolReply
-		if err := json.Unmarshal(b, &got); err != nil || resp.StatusCode != http.StatusOK || len(got.Choices) != 1 {
-			t.Fatalf("%d %s", resp.StatusCode, b)
-		}
+		got := chatTools(t, n, request(extra))
 		c := got.Choices[0]
 		if c.FinishReason != "tool_calls" || c.Message.Content != nil || len(c.Message.ToolCalls) != 1 {
-			t.Fatalf("forced call %q: %s", extra, b)
+			t.Fatalf("forced call %q: %+v", extra, c)
 		}
 		call := c.Message.ToolCalls[0]
 		if err := grammartest.Validate([]byte(schema), []byte(call.Function.Arguments)); err != nil || call.Function.Name != "w" || !strings.HasPrefix(call.ID, "call_") {
@@ -210,13 +218,7 @@ func TestStrictToolsUnderAuto(t *testing.T) {
 	}
 	ask := func(body string) toolReply {
 		t.Helper()
-		resp := post(t, n, "/v1/chat/completions", body)
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		var r toolReply
-		if err := json.Unmarshal(b, &r); err != nil || resp.StatusCode != http.StatusOK || len(r.Choices) != 1 {
-			t.Fatalf("%d %s", resp.StatusCode, b)
-		}
+		r := chatTools(t, n, body)
 		body2, _ := json.Marshal(map[string]any{"request": json.RawMessage(body), "energy": r.Usage.Energy})
 		if status, res, raw := replayRaw(t, n, string(body2)); status != http.StatusOK || res.Verdict != api.VerdictVerified {
 			t.Errorf("replay: %d %s", status, raw)
@@ -379,13 +381,7 @@ func TestResponseFormatWithToolsServed(t *testing.T) {
 		"response_format":{"type":"json_schema","json_schema":{"name":"m","schema":` + schema + `}},
 		"tools":[{"type":"function","function":{"name":"w","parameters":{"type":"object","properties":{"c":{"enum":["O","P"]}},"required":["c"]}}}],
 		"messages":[{"role":"user","content":"?"}]}`
-	resp := post(t, n, "/v1/chat/completions", request)
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	var got toolReply
-	if err := json.Unmarshal(b, &got); err != nil || resp.StatusCode != http.StatusOK || len(got.Choices) != 1 {
-		t.Fatalf("%d %s", resp.StatusCode, b)
-	}
+	got := chatTools(t, n, request)
 	c := got.Choices[0]
 	switch {
 	case len(c.Message.ToolCalls) == 1:
@@ -397,7 +393,7 @@ func TestResponseFormatWithToolsServed(t *testing.T) {
 			t.Fatalf("content %q: %v", *c.Message.Content, err)
 		}
 	default:
-		t.Fatalf("neither content nor a call: %s", b)
+		t.Fatalf("neither content nor a call: %+v", c)
 	}
 	for _, tc := range []struct{ request, verdict string }{
 		{request, api.VerdictVerified},
