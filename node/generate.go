@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshnode/meshnode/gguf/chat/think"
 	"github.com/meshnode/meshnode/gguf/chat/toolcall"
 	"github.com/meshnode/meshnode/gguf/grammar"
 	"github.com/meshnode/meshnode/gguf/spec"
@@ -88,10 +89,11 @@ func (s *servedModel) Prepare(ctx context.Context, g *api.Generation) (api.Prepa
 		return nil, s.draining(err)
 	}
 	defer leave()
-	req, ids, opts, err := s.prepare(g)
+	req, prompt, opts, err := s.prepare(g)
 	if err != nil {
 		return nil, err
 	}
+	ids := prompt.ids
 	var drawn *uint64
 	if len(g.Presentation) == 0 && req.Sampling.Unseeded() {
 		// Drawn here so that the request the receipt seals fixes the
@@ -108,7 +110,10 @@ func (s *servedModel) Prepare(ctx context.Context, g *api.Generation) (api.Prepa
 		opts = append(opts, steward.WithPlacement(g.Placement))
 	}
 	p := &preparedGeneration{s: s, stop: g.Stop, req: req, ids: ids, opts: opts, drawn: drawn, noSpec: noSpec, grammar: g.Grammar,
-		received: g.Received, tools: len(g.Tools) > 0}
+		received: g.Received, tools: len(g.Tools) > 0, opens: prompt.opens}
+	if _, _, ok := s.Thinking(); ok && g.Messages != nil {
+		p.thinking = true
+	}
 	if _, ok := s.decidedDraft(g); ok && req.Sampling != nil {
 		d := req.Sampling.Draft
 		p.draft = &d
@@ -163,11 +168,28 @@ func (s *servedModel) ToolFormat() (toolcall.Format, bool) {
 	return 0, false
 }
 
+// Thinking implements api.ThinkingModel: the model's reasoning block,
+// when its replies may open with one (none for a harmony model, whose
+// reasoning is a channel).
+func (s *servedModel) Thinking() (tags think.Tags, switchable, ok bool) {
+	tm, is := s.in.m.(thinkingModel)
+	if !is || s.Harmony() {
+		return think.Tags{}, false, false
+	}
+	return tm.Thinking()
+}
+
 // Harmony implements api.ReasoningModel: the model's replies come on
 // harmony channels.
 func (s *servedModel) Harmony() bool {
 	hm, ok := s.in.m.(interface{ Harmony() bool })
 	return ok && hm.Harmony()
+}
+
+// thinkingModel is a local model whose replies may open with a reasoning
+// block (api.ThinkingModel).
+type thinkingModel interface {
+	Thinking() (tags think.Tags, switchable, ok bool)
 }
 
 // toolModel is a local model that can be given tools.
@@ -211,6 +233,9 @@ type preparedGeneration struct {
 	grammar *grammar.Grammar
 	// tools: the request has tools, so the output is read for calls.
 	tools bool
+	// thinking: the output is a chat reply of a model that reasons in a
+	// tagged block, read back for it; opens: its prompt opened the block.
+	thinking, opens bool
 	// received is when the API received the request (zero: unknown).
 	received time.Time
 	// pieces, when set, reports each token's log-probabilities with top
@@ -290,7 +315,7 @@ func (p *preparedGeneration) Generate(ctx context.Context, emit func(api.Delta) 
 	m := s.in.m
 	maxTokens := int(p.req.MaxTokens)
 	dec := m.Decoder()
-	if tm, ok := m.(toolModel); ok && p.tools {
+	if tm, ok := m.(toolModel); ok && (p.tools || p.thinking) {
 		dec = tm.ToolDecoder()
 	}
 	stops := &stopFilter{stops: p.stop}
@@ -391,12 +416,24 @@ func (p *preparedGeneration) tokenTimer(model string) func(at time.Time) {
 	}
 }
 
+// preparedPrompt is a generation's prompt, tokenized: opens says it
+// leaves the model's reasoning block open (think.Tags.Opens).
+type preparedPrompt struct {
+	ids   []uint32
+	opens bool
+}
+
 // prepare tokenizes a generation's prompt and builds the mesh/1 request
 // it is served as, exactly as a serve and its replay must agree on. An
 // unseeded sampled request is left unseeded. The options carry the
 // tokenized prompt length, which the router prices whatever the request
 // declares.
-func (s *servedModel) prepare(g *api.Generation) (receipt.ServeRequest, []uint32, []steward.ServeOption, error) {
+//
+// A grammar that would hold a thinking model's reply from its first byte
+// when the prompt opened the reasoning block is made to wait for the
+// block's closing tag, so that the model reasons first and the grammar
+// holds its answer; the request names the grammar so.
+func (s *servedModel) prepare(g *api.Generation) (receipt.ServeRequest, preparedPrompt, []steward.ServeOption, error) {
 	m := s.in.m
 	ctxLen := m.ContextLength()
 	if g.ContextLimit > 0 {
@@ -413,14 +450,29 @@ func (s *servedModel) prepare(g *api.Generation) (receipt.ServeRequest, []uint32
 		e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "context_length_exceeded",
 			"the prompt is at least %d tokens; model %q has a context of %d, which leaves no room to answer", n, m.Name(), ctxLen)
 		e.Param = "messages"
-		return receipt.ServeRequest{}, nil, nil, e
+		return receipt.ServeRequest{}, preparedPrompt{}, nil, e
 	}
 	if err != nil {
-		return receipt.ServeRequest{}, nil, nil, api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_prompt", "%v", err)
+		return receipt.ServeRequest{}, preparedPrompt{}, nil, api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_prompt", "%v", err)
+	}
+	pp := preparedPrompt{ids: ids}
+	if tags, _, ok := s.Thinking(); ok && g.Messages != nil && tags.Opens(text) {
+		pp.opens = true
+		if g.Grammar != nil && len(g.Grammar.Triggers()) == 0 {
+			lazy, err := g.Grammar.Lazy(grammar.Trigger{Text: tags.Close})
+			if err != nil {
+				return receipt.ServeRequest{}, preparedPrompt{}, nil, fmt.Errorf("a grammar after the reasoning block: %w", err)
+			}
+			g.Grammar = lazy
+		}
 	}
 	req, opts, err := s.request(g, text, ids, ctxLen)
-	return req, ids, append(opts, steward.WithPromptTokens(uint32(len(ids)))), err
+	return req, pp, append(opts, steward.WithPromptTokens(uint32(len(ids)))), err
 }
+
+// OpensReasoning implements the API's question: the prompt left the
+// model's reasoning block open, so its reply starts inside it.
+func (p *preparedGeneration) OpensReasoning() bool { return p.opens }
 
 // hasToolTurns reports whether g's prompt holds anything of tools beyond
 // roles and contents.
@@ -479,6 +531,7 @@ func (s *servedModel) request(g *api.Generation, prompt string, ids []uint32, ct
 			{g.Suffix != "", "suffix", "suffix", "hashes the prompt alone"},
 			{len(g.LogitBias) > 0, "logit_bias", "logit_bias", "does not cover it"},
 			{g.ReasoningEffort != "", "reasoning_effort", "a reasoning effort", "hashes the messages alone, not what the template writes for the effort"},
+			{g.Think != nil, "think", "a thinking switch (enable_thinking, think, thinking)", "hashes the messages alone, not what the template writes for the switch"},
 		} {
 			if f.set {
 				e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option",

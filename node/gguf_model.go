@@ -10,6 +10,7 @@ import (
 
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/chat"
+	"github.com/meshnode/meshnode/gguf/chat/think"
 	"github.com/meshnode/meshnode/gguf/chat/toolcall"
 	"github.com/meshnode/meshnode/gguf/spec"
 	"github.com/meshnode/meshnode/gguf/tokenizer"
@@ -132,7 +133,7 @@ func renderPrompt(tok *tokenizer.Tokenizer, tmpl *chat.Template, gen *api.Genera
 			}
 		}
 		var err error
-		if text, err = tmpl.Render(chat.Input{Messages: msgs, Tools: gen.Tools, AddGenerationPrompt: true, ReasoningEffort: gen.ReasoningEffort,
+		if text, err = tmpl.Render(chat.Input{Messages: msgs, Tools: gen.Tools, AddGenerationPrompt: true, ReasoningEffort: gen.ReasoningEffort, Thinking: gen.Think,
 			// A template whose calls cannot be read back is polyfilled.
 			Generic: toolcall.Detect(tmpl) == toolcall.Generic}); err != nil {
 			var rejected *chat.RejectedError
@@ -212,6 +213,21 @@ func isHarmony(tok *tokenizer.Tokenizer) bool {
 // Harmony implements api.ReasoningModel.
 func (g *ggufModel) Harmony() bool { return isHarmony(g.m.Tokenizer()) }
 
+// Thinking is the reasoning block the model's chat template has it write
+// (thinkingOf).
+func (g *ggufModel) Thinking() (think.Tags, bool, bool) { return thinkingOf(g.m.Template()) }
+
+// thinkingOf is the reasoning block of a model with template tmpl: the
+// tags its template writes (think.Detect), and whether it has a switch
+// for it (enable_thinking).
+func thinkingOf(tmpl *chat.Template) (tags think.Tags, switchable, ok bool) {
+	if tmpl == nil {
+		return think.Tags{}, false, false
+	}
+	tags, ok = think.Detect(tmpl.Source())
+	return tags, ok && tmpl.TakesThinkingSwitch(), ok
+}
+
 // ToolFormat is how the model's chat template has it write tool calls: a
 // harmony model's on its commentary channel, whatever its template says.
 func (g *ggufModel) ToolFormat() (toolcall.Format, bool) {
@@ -221,9 +237,20 @@ func (g *ggufModel) ToolFormat() (toolcall.Format, bool) {
 	return toolcall.Detect(g.m.Template()), true
 }
 
-// ToolDecoder is the decoder of a generation with tools.
+// ToolDecoder is the decoder of a generation with tools, or of a
+// thinking model's chat reply.
 func (g *ggufModel) ToolDecoder() decoder {
-	return newToolDecoder(g.m.Tokenizer(), toolcall.Detect(g.m.Template()).Markers())
+	return newToolDecoder(g.m.Tokenizer(), replyMarkers(g.m.Template()))
+}
+
+// replyMarkers are the control tokens a chat reply is read back by: a
+// format's call markers and the reasoning block's tags.
+func replyMarkers(tmpl *chat.Template) []string {
+	markers := toolcall.Detect(tmpl).Markers()
+	if tags, _, ok := thinkingOf(tmpl); ok {
+		markers = append(markers, tags.Open, tags.Close)
+	}
+	return markers
 }
 
 // newToolDecoder is newTokenDecoder that writes the control tokens which

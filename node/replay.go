@@ -93,7 +93,7 @@ func (a *apiNode) Replay(ctx context.Context, rp *api.Replay) (*api.ReplayResult
 		// is held to it as the serve was.
 		ctx = engine.WithGrammar(ctx, g.Grammar)
 	}
-	v, d, err := a.n.steward.ReplayReceipt(ctx, r, req, prompt, rp.Disclosed)
+	v, d, err := a.n.steward.ReplayReceipt(ctx, r, req, prompt.ids, rp.Disclosed)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/chat"
+	"github.com/meshnode/meshnode/gguf/chat/think"
 	"github.com/meshnode/meshnode/gguf/chat/toolcall"
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/digest"
@@ -264,10 +265,14 @@ func (sm *splitModel) ToolFormat() (toolcall.Format, bool) {
 // Harmony implements api.ReasoningModel.
 func (sm *splitModel) Harmony() bool { return isHarmony(sm.tok) }
 
-// ToolDecoder is the decoder of a generation with tools.
+// ToolDecoder is the decoder of a generation with tools, or of a
+// thinking model's chat reply.
 func (sm *splitModel) ToolDecoder() decoder {
-	return newToolDecoder(sm.tok, toolcall.Detect(sm.tmpl).Markers())
+	return newToolDecoder(sm.tok, replyMarkers(sm.tmpl))
 }
+
+// Thinking is the reasoning block the model's chat template has it write.
+func (sm *splitModel) Thinking() (think.Tags, bool, bool) { return thinkingOf(sm.tmpl) }
 
 // Piece implements tokenPieces.
 func (sm *splitModel) Piece(id uint32) []byte { return tokenPiece(sm.tok, id) }

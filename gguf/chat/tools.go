@@ -37,6 +37,11 @@ type Input struct {
 	// (gpt-oss's: "low", "medium" or "high"); a template that reads none
 	// refuses it (TakesReasoningEffort).
 	ReasoningEffort string
+	// Thinking, when set, is the template's enable_thinking: whether a
+	// model that reasons before it answers (Qwen3, SmolLM3, GLM-4.5 …)
+	// should; a template that reads none refuses it
+	// (TakesThinkingSwitch). Unset, the template's default holds.
+	Thinking *bool
 }
 
 // TakesReasoningEffort reports whether the template reads a
@@ -47,6 +52,16 @@ func (t *Template) TakesReasoningEffort() bool {
 
 // ErrNoReasoningEffort: the template reads no reasoning effort.
 var ErrNoReasoningEffort = errors.New("the model's chat template takes no reasoning effort")
+
+// TakesThinkingSwitch reports whether the template reads an
+// enable_thinking (Qwen3's writes an empty reasoning block into the
+// generation prompt when it is false).
+func (t *Template) TakesThinkingSwitch() bool {
+	return t.jinja != nil && strings.Contains(t.src, "enable_thinking")
+}
+
+// ErrNoThinkingSwitch: the template reads no enable_thinking.
+var ErrNoThinkingSwitch = errors.New("the model's chat template has no thinking switch (enable_thinking)")
 
 // TakesTools reports whether the template renders tools itself: its
 // source refers to `tools` (Llama 3.x, Qwen2.5/3, Hermes, Mistral, ...).
@@ -76,12 +91,18 @@ func (t *Template) Render(in Input) (string, error) {
 		}
 		in.Tools = nil
 	}
-	var vars map[string]jinja.Value
+	vars := map[string]jinja.Value{}
 	if in.ReasoningEffort != "" {
 		if !t.TakesReasoningEffort() {
 			return "", ErrNoReasoningEffort
 		}
-		vars = map[string]jinja.Value{"reasoning_effort": jinja.NewString(in.ReasoningEffort)}
+		vars["reasoning_effort"] = jinja.NewString(in.ReasoningEffort)
+	}
+	if in.Thinking != nil {
+		if !t.TakesThinkingSwitch() {
+			return "", ErrNoThinkingSwitch
+		}
+		vars["enable_thinking"] = jinja.NewBool(*in.Thinking)
 	}
 	var out string
 	if t.jinja == nil {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 
-	"github.com/meshnode/meshnode/gguf/chat/harmony"
 	"github.com/meshnode/meshnode/gguf/chat/toolcall"
 )
 
@@ -26,6 +25,10 @@ type chatRequest struct {
 
 	// ReasoningEffort is given to the model's chat template (gpt-oss's).
 	ReasoningEffort *string `json:"reasoning_effort"`
+	// ChatTemplateKwargs are variables for the chat template, as
+	// llama-server and vLLM take them; enable_thinking only.
+	ChatTemplateKwargs json.RawMessage `json:"chat_template_kwargs"`
+	think              *bool           // chat_template_kwargs.enable_thinking
 }
 
 func parseChat(body []byte) (*Generation, *chatRequest, error) {
@@ -75,6 +78,9 @@ func parseChat(body []byte) (*Generation, *chatRequest, error) {
 		if g.ReasoningEffort, err = reasoningEffort("reasoning_effort", *req.ReasoningEffort); err != nil {
 			return nil, nil, err
 		}
+	}
+	if req.think, err = templateKwargs(req.ChatTemplateKwargs); err != nil {
+		return nil, nil, err
 	}
 	if g.Logprobs && req.tools.active() {
 		// Which of a reply's tokens are content and which make its calls
@@ -164,12 +170,17 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if req.think != nil {
+		if err := setThinking(m, g, "chat_template_kwargs.enable_thinking", *req.think); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
 	format, prefix, err := setupTools(m, g)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	channels := isHarmony(m)
 	id, created := newID("chatcmpl-"), s.now().Unix()
 	gs := g.Choices()
 	if !req.Stream {
@@ -179,7 +190,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		}
 		choices := make([]chatChoice, len(gs))
 		for i := range gs {
-			choices[i] = chatReply(outs[i], ress[i], g, req.tools, format, prefix, channels)
+			choices[i] = chatReply(m, outs[i], ress[i], g, req.tools, format, prefix)
 			choices[i].Index = i
 		}
 		writeJSON(w, http.StatusOK, chatCompletion{
@@ -193,50 +204,48 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	sts := make([]choiceStream, len(gs))
 	for i := range gs {
 		st := &chatStream{sse: sse, id: id, created: created, model: g.Model, logprobs: g.Logprobs,
-			includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage, index: i, multi: len(gs) > 1}
-		if channels {
-			st.channels = &harmony.Parser{Calls: req.tools.active()}
-			st.tokens = &harmony.Parser{}
-			st.parallel = req.tools.parallel
-		} else if req.tools.active() {
-			st.calls = toolParser(format, g)
-			st.calls.Feed(prefix) // a marker only: it makes no events
-			st.parallel = req.tools.parallel
-		}
+			includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage, index: i, multi: len(gs) > 1, format: format}
+		st.channels, st.calls = readersFor(m, g, req.tools.active(), format, prefix)
+		st.tokens = newChannels(m, nil)
+		st.parallel = req.tools.parallel
 		sts[i] = st
 	}
 	s.streamAll(w, r, m, gs, sts, sse)
 }
 
-// chatReply is a whole answer's choice: its message (for a harmony
-// model, split into reasoning and content; with tools, parsed for calls)
-// and its logprobs.
-func chatReply(out Delta, res *Result, g *Generation, tools toolChoice, format toolcall.Format, prefix string, channels bool) chatChoice {
+// chatReply is a whole answer's choice: its message (for a model whose
+// replies carry reasoning, split into reasoning and content; with tools,
+// parsed for calls) and its logprobs.
+func chatReply(m Model, out Delta, res *Result, g *Generation, tools toolChoice, format toolcall.Format, prefix string) chatChoice {
 	msg := &replyMessage{Role: "assistant", Content: &out.Text}
-	if channels {
-		rep := harmony.Parse(out.Text, tools.active())
-		msg.Content = &rep.Content
-		if rep.Reasoning != "" {
-			msg.ReasoningContent = &rep.Reasoning
+	channels, calls := readersFor(m, g, tools.active(), format, prefix)
+	switch {
+	case channels != nil:
+		if res.reasoningOpen {
+			channels.open()
 		}
-		for _, c := range rep.Calls {
-			if !tools.parallel && len(msg.ToolCalls) == 1 {
-				break
+		reasoning, content, cs := readWhole(channels, out.Text)
+		for i := range cs {
+			if cs[i].ID == "" {
+				cs[i].ID = toolcall.NewID(format)
 			}
-			msg.ToolCalls = append(msg.ToolCalls, toolCallOut{ID: toolcall.NewID(toolcall.Harmony), Type: "function",
-				Function: toolFunctionOut{Name: c.Name, Arguments: c.Arguments}})
 		}
-		if rep.Content == "" && len(msg.ToolCalls) > 0 {
-			msg.Content = nil
+		msg.Content, msg.ToolCalls = toolReply(content, cs, tools)
+		if reasoning != "" {
+			msg.ReasoningContent = &reasoning
 		}
-	} else if tools.active() {
-		msg.Content, msg.ToolCalls = toolReply(toolParser(format, g), tools, prefix+out.Text)
+	case calls != nil:
+		content, cs := calls.Parse(out.Text)
+		msg.Content, msg.ToolCalls = toolReply(content, cs, tools)
 	}
 	choice := chatChoice{Message: msg, FinishReason: finishReason(res, len(msg.ToolCalls))}
 	if g.Logprobs {
 		lps := out.Logprobs
-		if channels {
-			lps = contentLogprobs(lps)
+		if tokens := newChannels(m, nil); tokens != nil {
+			if res.reasoningOpen {
+				tokens.open()
+			}
+			lps = filterContent(tokens, lps)
 		}
 		choice.Logprobs = &chatLogprobs{Content: itemsOf(lps)}
 	}
@@ -258,32 +267,23 @@ type chatStream struct {
 	// parallel false keeps only the first call.
 	calls    *toolcall.Parser
 	parallel bool
-	// channels splits a harmony model's reply into reasoning, content
-	// and (with tools) calls, of which channelCalls were made.
-	channels     *harmony.Parser
+	// channels splits a reply that carries reasoning into reasoning,
+	// content and (with tools) calls, of which channelCalls were made;
+	// format names the calls' ids.
+	channels     channelReader
 	channelCalls int
+	format       toolcall.Format
 	// tokens reads the same reply token by token, for the content
-	// tokens' log-probabilities (contentLogprobs).
-	tokens *harmony.Parser
+	// tokens' log-probabilities (filterContent).
+	tokens channelReader
 }
 
-// contentLogprobs is the tokens of a harmony reply that are its content:
-// the analysis channel's (reasoning), the markers and the headers have
-// none in logprobs, as OpenAI gives none for reasoning.
-func contentLogprobs(tokens []TokenLogprob) []TokenLogprob {
-	var p harmony.Parser
-	return filterContent(&p, tokens)
-}
-
-// filterContent feeds tokens to p, one by one, and keeps the content's.
-func filterContent(p *harmony.Parser, tokens []TokenLogprob) []TokenLogprob {
-	var out []TokenLogprob
-	for _, t := range tokens {
-		if _, k := p.FeedToken(string(t.Bytes)); k == harmony.Content {
-			out = append(out, t)
+func (c *chatStream) openReasoning() {
+	for _, r := range []channelReader{c.channels, c.tokens} {
+		if r != nil {
+			r.open()
 		}
 	}
-	return out
 }
 
 func (c *chatStream) chunk(choices []chatChoice, u *usage) error {
@@ -305,7 +305,7 @@ func (c *chatStream) role() error {
 	}
 	c.sentRole = true
 	d := &chatMessage{Role: "assistant"}
-	if c.calls == nil && (c.channels == nil || !c.channels.Calls) {
+	if c.calls == nil && (c.channels == nil || !c.channels.calling()) {
 		// With tools the reply may be calls only, whose content stays
 		// unset (null once accumulated), as OpenAI's is.
 		empty := ""
@@ -364,10 +364,11 @@ func (c *chatStream) events(evs []toolcall.Event) error {
 	return nil
 }
 
-// channelEvents sends a harmony reply's pieces as reasoning_content or
-// content deltas; lps (the content tokens' log-probabilities, when asked
-// for) go with the first content delta, or a content delta of their own.
-func (c *chatStream) channelEvents(evs []harmony.Event, lps []TokenLogprob) error {
+// channelEvents sends a reply's pieces as reasoning_content, content or
+// tool-call deltas; lps (the content tokens' log-probabilities, when
+// asked for) go with the first content delta, or a content delta of
+// their own.
+func (c *chatStream) channelEvents(evs []replyEvent, lps []TokenLogprob) error {
 	for _, e := range evs {
 		d := &chatMessage{Content: &e.Text}
 		var choice chatChoice
@@ -379,7 +380,10 @@ func (c *chatStream) channelEvents(evs []harmony.Event, lps []TokenLogprob) erro
 			out := toolCallOut{Index: &index, Function: toolFunctionOut{Name: e.Call.Name, Arguments: e.Call.Arguments}}
 			if e.Call.Index == c.channelCalls {
 				// The call's first piece: its id and name.
-				out.ID, out.Type = toolcall.NewID(toolcall.Harmony), "function"
+				out.ID, out.Type = e.Call.ID, "function"
+				if out.ID == "" {
+					out.ID = toolcall.NewID(c.format)
+				}
 				c.channelCalls++
 			}
 			d = &chatMessage{ToolCalls: []toolCallOut{out}}

@@ -100,6 +100,11 @@ func (s *Server) generateChoices(w http.ResponseWriter, r *http.Request, m Model
 			return nil, nil, false
 		}
 		ps[i] = p
+		if sts != nil && opensReasoning(p) {
+			if o, ok := sts[i].(reasoningOpener); ok {
+				o.openReasoning()
+			}
+		}
 	}
 
 	start := s.now()
@@ -134,6 +139,9 @@ func (s *Server) generateChoices(w http.ResponseWriter, r *http.Request, m Model
 				return nil
 			})
 			mu.Lock()
+			if res != nil {
+				res.reasoningOpen = opensReasoning(ps[i])
+			}
 			if err == nil && sts != nil {
 				err = sts[i].finishChoice(res)
 			}

@@ -70,6 +70,10 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m Model, g *Ge
 	if pt, ok := st.(interface{ setPromptTokens(int) }); ok {
 		pt.setPromptTokens(p.PromptTokens())
 	}
+	opened := opensReasoning(p)
+	if o, ok := st.(reasoningOpener); ok && opened {
+		o.openReasoning()
+	}
 
 	start := s.now()
 	updateRecord(ctx, func(ev *RequestEvent) { ev.Route, ev.Stream = "local", st != nil })
@@ -91,6 +95,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m Model, g *Ge
 		s.fail(w, r, g, err, st, sse)
 		return Delta{}, nil, false
 	}
+	res.reasoningOpen = opened
 	took := s.now().Sub(start)
 	updateRecord(ctx, func(ev *RequestEvent) {
 		ev.PromptTokens, ev.CompletionTokens = res.PromptTokens, res.CompletionTokens
@@ -139,6 +144,9 @@ func (s *Server) answerWhole(w http.ResponseWriter, r *http.Request, m Model, g 
 	out, res, ok := s.generate(w, r, m, g, nil, nil)
 	if !ok {
 		return
+	}
+	if o, ok := b.(reasoningOpener); ok && res.reasoningOpen {
+		o.openReasoning()
 	}
 	err := b.delta(out)
 	if err == nil {

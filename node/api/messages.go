@@ -7,8 +7,6 @@ import (
 	"math"
 	"net/http"
 	"slices"
-
-	"github.com/meshnode/meshnode/gguf/chat/harmony"
 )
 
 // Anthropic's Messages API: POST /v1/messages and
@@ -528,8 +526,8 @@ func (p *anthropicPrompt) checkModel(m Model, g *Generation) error {
 		return badRequest("messages", "model %q answers in harmony channels and cannot continue a final assistant message (a prefill); end the messages with a user message", g.Model)
 	case g.Prefill != "" && p.tools.active():
 		return badRequest("messages", "a final assistant message (a prefill) cannot be combined with tools: calls are read from the reply alone")
-	case p.thinkingOff && isHarmony(m):
-		return badRequest("thinking", `model %q always reasons (gpt-oss: its reasoning comes as thinking blocks), so thinking {"type": "disabled"} cannot be honoured`, g.Model)
+	case p.thinkingOff:
+		return setThinking(m, g, "thinking", false)
 	}
 	return nil
 }
@@ -554,13 +552,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	}
 	ms := &messagesStream{msg: anthropicMessage{ID: newID("msg_"), Type: "message", Role: "assistant", Model: g.Model, Content: []any{}},
 		parallel: req.tools.parallel}
-	switch {
-	case isHarmony(m):
-		ms.channels = &harmony.Parser{Calls: req.tools.active()}
-	case req.tools.active():
-		ms.calls = toolParser(format, g)
-		ms.calls.Feed(prefix) // a marker only: it makes no events
-	}
+	ms.channels, ms.calls = readersFor(m, g, req.tools.active(), format, prefix)
 	if !req.Stream {
 		s.answerWhole(w, r, m, g, ms, func() any { return ms.msg })
 		return

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"strings"
 
-	"github.com/meshnode/meshnode/gguf/chat/harmony"
 	"github.com/meshnode/meshnode/gguf/chat/toolcall"
 )
 
@@ -67,10 +66,10 @@ type messagesStream struct {
 	msg    anthropicMessage
 	prompt int // the prompt's tokens, for message_start
 	// calls parses the reply for tool calls (a request with tools);
-	// channels splits a harmony model's reply into thinking, text and
-	// calls. parallel false keeps the first call only.
+	// channels splits a reply that carries reasoning into thinking, text
+	// and calls. parallel false keeps the first call only.
 	calls    *toolcall.Parser
-	channels *harmony.Parser
+	channels channelReader
 	parallel bool
 
 	started bool
@@ -195,6 +194,12 @@ func (m *messagesStream) call(index int, id, name, args string) error {
 	m.blocks[len(m.blocks)-1].text.WriteString(args)
 	return m.send("content_block_delta", map[string]any{"index": len(m.blocks) - 1,
 		"delta": map[string]any{"type": "input_json_delta", "partial_json": args}})
+}
+
+func (m *messagesStream) openReasoning() {
+	if m.channels != nil {
+		m.channels.open()
+	}
 }
 
 func (m *messagesStream) delta(d Delta) error {

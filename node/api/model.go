@@ -144,6 +144,11 @@ type Generation struct {
 	// template is given ("low", "medium" or "high": gpt-oss's
 	// reasoning_effort); a model whose template reads none refuses it.
 	ReasoningEffort string
+	// Think, when set, turns a thinking model's reasoning on or off
+	// through its chat template's enable_thinking (setThinking sets it
+	// only for a template that has the switch). Part of the prompt, so
+	// of the receipt's prompt_hash.
+	Think *bool
 	// ContextLimit, when set, bounds the prompt and the answer within
 	// the model's context (Ollama's num_ctx): the smaller of the two
 	// holds.
@@ -221,6 +226,10 @@ type Result struct {
 	Receipt  string
 	// Placement is usage.placement, set by the server.
 	Placement any
+	// reasoningOpen: the prompt opened a reasoning block
+	// (opensReasoning), set by the server for the readers of a whole
+	// answer.
+	reasoningOpen bool
 }
 
 // ModelInfo describes one model for /v1/models.

@@ -12,8 +12,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/meshnode/meshnode/gguf/chat/harmony"
 )
 
 // Ollama's API (/api/chat, /api/generate, /api/embed, /api/tags,
@@ -381,17 +379,14 @@ func parseOllamaGenerate(body []byte) (*Generation, *ollamaGenerateRequest, erro
 	return g, &req, nil
 }
 
-// checkThink refuses what m cannot do as think asks: a harmony model
-// always reasons; another never does.
+// checkThink applies think to m (setThinking): a model that always
+// reasons refuses false, one that never does true, and a thinking model
+// whose template has the switch is given it.
 func (c *ollamaCommon) checkThink(m Model, g *Generation) error {
-	switch {
-	case c.think == nil:
-	case *c.think && !isHarmony(m):
-		return badRequest("think", "model %q does not reason, so think cannot be honoured", g.Model)
-	case !*c.think && isHarmony(m):
-		return badRequest("think", "model %q always reasons (its reasoning comes as thinking), so think false cannot be honoured", g.Model)
+	if c.think == nil {
+		return nil
 	}
-	return nil
+	return setThinking(m, g, "think", *c.think)
 }
 
 // streaming is Ollama's default: true unless stream is false.
@@ -417,12 +412,7 @@ func (s *Server) handleOllamaChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st := s.newOllamaStream(g, false)
-	switch {
-	case isHarmony(m):
-		st.channels = &harmony.Parser{Calls: req.tools.active()}
-	case req.tools.active():
-		st.calls = toolParser(format, g)
-	}
+	st.channels, st.calls = readersFor(m, g, req.tools.active(), format, "")
 	s.serveOllama(w, r, m, g, st, req.streaming())
 }
 
@@ -440,8 +430,8 @@ func (s *Server) handleOllamaGenerate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st := s.newOllamaStream(g, true)
-	if isHarmony(m) && g.Messages != nil {
-		st.channels = &harmony.Parser{}
+	if g.Messages != nil {
+		st.channels = newChannels(m, nil)
 	}
 	s.serveOllama(w, r, m, g, st, req.streaming())
 }
@@ -582,7 +572,7 @@ func (s *Server) handleOllamaShow(w http.ResponseWriter, r *http.Request) {
 			caps = append(caps, "tools")
 		}
 	}
-	if isHarmony(m) {
+	if reasons(m) {
 		caps = append(caps, "thinking")
 	}
 	show["capabilities"] = caps

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meshnode/meshnode/gguf/chat/harmony"
 	"github.com/meshnode/meshnode/gguf/chat/toolcall"
 )
 
@@ -65,7 +64,7 @@ type ollamaStream struct {
 	// channels splits a harmony model's reply into thinking, content
 	// and calls.
 	calls    *toolcall.Parser
-	channels *harmony.Parser
+	channels channelReader
 
 	content, thinking strings.Builder
 	tools             []ollamaToolCall
@@ -136,6 +135,12 @@ func (o *ollamaStream) call(index int, _, name, args string) error {
 		o.args[index].WriteString(args)
 	}
 	return nil
+}
+
+func (o *ollamaStream) openReasoning() {
+	if o.channels != nil {
+		o.channels.open()
+	}
 }
 
 func (o *ollamaStream) delta(d Delta) error {

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/meshnode/meshnode/gguf/chat/harmony"
 	"github.com/meshnode/meshnode/gguf/chat/toolcall"
 )
 
@@ -333,16 +332,11 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	switch {
-	case isHarmony(m):
-		// Its analysis channel is a reasoning item, its final channel the
-		// message (chat completions' reasoning_content and content), its
-		// calls function_call items.
-		rs.channels, rs.tokens = &harmony.Parser{Calls: req.tools.active()}, &harmony.Parser{}
-	case req.tools.active():
-		rs.calls = toolParser(format, g)
-		rs.calls.Feed(prefix) // a marker only: it makes no events
-	}
+	// A reply's reasoning (harmony's analysis channel, a thinking block)
+	// is a reasoning item, its content the message (chat completions'
+	// reasoning_content and content), its calls function_call items.
+	rs.channels, rs.calls = readersFor(m, g, req.tools.active(), format, prefix)
+	rs.tokens = newChannels(m, nil)
 	if !req.Stream {
 		s.answerWhole(w, r, m, g, rs, func() any { return rs.resp })
 		return
@@ -364,11 +358,11 @@ type responseStream struct {
 	logprobs bool
 	seq      int
 	started  bool
-	// channels splits a harmony model's reply into reasoning, content
-	// and (with tools) calls, and tokens reads it token by token for
-	// the content tokens' log-probabilities (filterContent); nil for
-	// other models.
-	channels, tokens *harmony.Parser
+	// channels splits a reply that carries reasoning into reasoning,
+	// content and (with tools) calls, and tokens reads it token by token
+	// for the content tokens' log-probabilities (filterContent); nil for
+	// a model whose replies carry none.
+	channels, tokens channelReader
 	// calls parses another model's reply for calls (a request with
 	// tools); parallel false keeps the first call only, of ncalls made.
 	calls    *toolcall.Parser
@@ -608,13 +602,13 @@ func (r *responseStream) delta(d Delta) error {
 	return r.channelEvents(r.channels.Feed(d.Text), lps)
 }
 
-// channelEvents writes a harmony reply's pieces to reasoning items and
-// the message; lps (the content tokens') go with the first content piece,
-// or a piece of their own.
-func (r *responseStream) channelEvents(evs []harmony.Event, lps []TokenLogprob) error {
+// channelEvents writes a reply's pieces to reasoning items, the message
+// and function calls; lps (the content tokens') go with the first content
+// piece, or a piece of their own.
+func (r *responseStream) channelEvents(evs []replyEvent, lps []TokenLogprob) error {
 	for _, e := range evs {
 		if e.Call != nil {
-			if err := r.call(e.Call.Index, "", e.Call.Name, e.Call.Arguments); err != nil {
+			if err := r.call(e.Call.Index, e.Call.ID, e.Call.Name, e.Call.Arguments); err != nil {
 				return err
 			}
 			continue
@@ -631,6 +625,14 @@ func (r *responseStream) channelEvents(evs []harmony.Event, lps []TokenLogprob) 
 		return r.write(false, "", lps)
 	}
 	return nil
+}
+
+func (r *responseStream) openReasoning() {
+	for _, c := range []channelReader{r.channels, r.tokens} {
+		if c != nil {
+			c.open()
+		}
+	}
 }
 
 // text writes reasoning or message text (with no log-probabilities: a

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"regexp"
 
-	"github.com/meshnode/meshnode/gguf/chat/harmony"
 	"github.com/meshnode/meshnode/gguf/chat/toolcall"
 	"github.com/meshnode/meshnode/gguf/grammar"
 )
@@ -152,6 +151,23 @@ func forceTools(g *Generation, f toolcall.Format) (string, error) {
 	}
 	g.Grammar, g.Format = gr, format
 	return prefix, nil
+}
+
+// readersFor are the readers of m's reply to g: channels for a model
+// whose replies carry reasoning (harmony's channels, or a thinking
+// block, with the content read for calls when the request has tools);
+// calls alone for another model's reply to a request with tools (fed
+// prefix, setupTools's); neither for plain text.
+func readersFor(m Model, g *Generation, tools bool, format toolcall.Format, prefix string) (channelReader, *toolcall.Parser) {
+	var calls *toolcall.Parser
+	if tools {
+		calls = toolParser(format, g)
+		calls.Feed(prefix) // a marker only: it makes no events
+	}
+	if ch := newChannels(m, calls); ch != nil {
+		return ch, nil
+	}
+	return nil, calls
 }
 
 // setupTools readies g's tools on m: the call format, the grammar where
@@ -396,15 +412,15 @@ func writeCalls(w replySink, evs []toolcall.Event) error {
 	return nil
 }
 
-// writeChannels writes what a harmony parser made of a reply to w: the
-// analysis channel as reasoning, messages to functions as calls.
-func writeChannels(w replySink, evs []harmony.Event) error {
+// writeChannels writes what a channel reader made of a reply to w: the
+// reasoning, the content and the calls.
+func writeChannels(w replySink, evs []replyEvent) error {
 	for _, e := range evs {
 		var err error
 		if e.Call == nil {
 			err = w.text(e.Reasoning, e.Text)
 		} else {
-			err = w.call(e.Call.Index, "", e.Call.Name, e.Call.Arguments)
+			err = w.call(e.Call.Index, e.Call.ID, e.Call.Name, e.Call.Arguments)
 		}
 		if err != nil {
 			return err
@@ -413,11 +429,10 @@ func writeChannels(w replySink, evs []harmony.Event) error {
 	return nil
 }
 
-// toolReply is a finished generation's text parsed for calls: content
-// (nil when the reply is only calls) and the calls, at most one unless
-// parallel calls are allowed.
-func toolReply(p *toolcall.Parser, choice toolChoice, text string) (*string, []toolCallOut) {
-	content, calls := p.Parse(text)
+// toolReply is a finished generation's content and calls as a reply
+// gives them: content (nil when the reply is only calls) and the calls,
+// at most one unless parallel calls are allowed.
+func toolReply(content string, calls []toolcall.Call, choice toolChoice) (*string, []toolCallOut) {
 	if !choice.parallel && len(calls) > 1 {
 		calls = calls[:1]
 	}
