@@ -63,7 +63,10 @@ func (s *Server) renderBody(w http.ResponseWriter, r *http.Request, parse func(b
 func (s *Server) handleApplyTemplate(w http.ResponseWriter, r *http.Request) {
 	prompt, _, ok := s.renderBody(w, r, func(body []byte) (*Generation, func(Model) error, error) {
 		g, _, err := parseChat(body)
-		return g, nil, err
+		if err != nil {
+			return nil, nil, err
+		}
+		return g, func(m Model) error { return applyThinking(m, g) }, nil
 	})
 	if ok {
 		writeJSON(w, http.StatusOK, map[string]string{"prompt": prompt})

@@ -28,7 +28,6 @@ type chatRequest struct {
 	// ChatTemplateKwargs are variables for the chat template, as
 	// llama-server and vLLM take them; enable_thinking only.
 	ChatTemplateKwargs json.RawMessage `json:"chat_template_kwargs"`
-	think              *bool           // chat_template_kwargs.enable_thinking
 }
 
 func parseChat(body []byte) (*Generation, *chatRequest, error) {
@@ -79,7 +78,7 @@ func parseChat(body []byte) (*Generation, *chatRequest, error) {
 			return nil, nil, err
 		}
 	}
-	if req.think, err = templateKwargs(req.ChatTemplateKwargs); err != nil {
+	if g.thinking, err = templateKwargs(req.ChatTemplateKwargs); err != nil {
 		return nil, nil, err
 	}
 	if g.Logprobs && req.tools.active() {
@@ -170,11 +169,9 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if req.think != nil {
-		if err := setThinking(m, g, "chat_template_kwargs.enable_thinking", *req.think); err != nil {
-			writeError(w, err)
-			return
-		}
+	if err := applyThinking(m, g); err != nil {
+		writeError(w, err)
+		return
 	}
 	format, prefix, err := setupTools(m, g)
 	if err != nil {

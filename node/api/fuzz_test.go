@@ -25,6 +25,7 @@ func FuzzParseRequest(f *testing.F) {
 			`"instructions":"be kind","max_output_tokens":4,"jcp_presentation":{"grant":"x"}}`,
 		`{"model":"tiny","input":"hello"}`,
 		`{"model":"tiny","input":"x","reasoning":{"effort":"low"}}`, `{"model":"tiny","reasoning_effort":"high","messages":[{"role":"user","content":"x"}]}`,
+		`{"model":"tiny","chat_template_kwargs":{"enable_thinking":false},"messages":[{"role":"user","content":"x"}]}`, `{"model":"tiny","stream":false,"think":false,"messages":[{"role":"user","content":"x"}]}`,
 		`{"model":"tiny","input":[{"role":"user","content":"w?"},{"type":"function_call","call_id":"c1","name":"f","arguments":"{}"},` +
 			`{"type":"function_call_output","call_id":"c1","output":"ok"},{"type":"reasoning"}],"tools":[{"type":"function","name":"f","parameters":{"type":"object"},"strict":false}],` +
 			`"tool_choice":{"type":"function","name":"f"},"parallel_tool_calls":false}`,

@@ -36,8 +36,7 @@ type anthropicPrompt struct {
 	CacheControl json.RawMessage `json:"cache_control"`
 	Speed        *string         `json:"speed"`
 
-	tools       toolChoice // resolved from Tools and ToolChoice
-	thinkingOff bool       // thinking: {"type": "disabled"}
+	tools toolChoice // resolved from Tools and ToolChoice
 }
 
 // messagesRequest is a POST /v1/messages body.
@@ -243,7 +242,7 @@ func (p *anthropicPrompt) apply(g *Generation) error {
 			// every model here does: gpt-oss reasons as its effort
 			// says, another never does.
 		case "disabled":
-			p.thinkingOff = true
+			g.thinking = &thinkSwitch{param: "thinking"}
 		case "enabled":
 			return badRequest("thinking", `thinking {"type": "enabled"} is not supported: meshnode does not budget a model's reasoning in tokens; send {"type": "adaptive"} (a reasoning model, gpt-oss, reasons as it decides, its thinking as thinking blocks) and output_config.effort for its effort`)
 		default:
@@ -526,10 +525,8 @@ func (p *anthropicPrompt) checkModel(m Model, g *Generation) error {
 		return badRequest("messages", "model %q answers in harmony channels and cannot continue a final assistant message (a prefill); end the messages with a user message", g.Model)
 	case g.Prefill != "" && p.tools.active():
 		return badRequest("messages", "a final assistant message (a prefill) cannot be combined with tools: calls are read from the reply alone")
-	case p.thinkingOff:
-		return setThinking(m, g, "thinking", false)
 	}
-	return nil
+	return applyThinking(m, g)
 }
 
 func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {

@@ -149,6 +149,9 @@ type Generation struct {
 	// only for a template that has the switch). Part of the prompt, so
 	// of the receipt's prompt_hash.
 	Think *bool
+	// thinking is the request's switch, as parsed, applied to the model
+	// by applyThinking (which sets Think).
+	thinking *thinkSwitch
 	// ContextLimit, when set, bounds the prompt and the answer within
 	// the model's context (Ollama's num_ctx): the smaller of the two
 	// holds.

@@ -48,8 +48,6 @@ type ollamaCommon struct {
 	// meshnode's, as on the OpenAI endpoints.
 	Speculative *bool          `json:"speculative"`
 	Metadata    map[string]any `json:"metadata"`
-
-	think *bool // Think read: nil when absent
 }
 
 // ollamaOptions are the options meshnode honours; any other is refused
@@ -156,7 +154,7 @@ func (c *ollamaCommon) apply(g *Generation) error {
 		default:
 			return badRequest("think", `think must be true, false, or a level ("low", "medium", "high")`)
 		}
-		c.think = &on
+		g.thinking = &thinkSwitch{param: "think", on: on}
 	}
 	return parseOllamaFormat(c.Format, g)
 }
@@ -379,16 +377,6 @@ func parseOllamaGenerate(body []byte) (*Generation, *ollamaGenerateRequest, erro
 	return g, &req, nil
 }
 
-// checkThink applies think to m (setThinking): a model that always
-// reasons refuses false, one that never does true, and a thinking model
-// whose template has the switch is given it.
-func (c *ollamaCommon) checkThink(m Model, g *Generation) error {
-	if c.think == nil {
-		return nil
-	}
-	return setThinking(m, g, "think", *c.think)
-}
-
 // streaming is Ollama's default: true unless stream is false.
 func (c *ollamaCommon) streaming() bool { return c.Stream == nil || *c.Stream }
 
@@ -401,7 +389,7 @@ func (s *Server) handleOllamaChat(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if err := req.checkThink(m, g); err != nil {
+	if err := applyThinking(m, g); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -425,7 +413,7 @@ func (s *Server) handleOllamaGenerate(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if err := req.checkThink(m, g); err != nil {
+	if err := applyThinking(m, g); err != nil {
 		writeError(w, err)
 		return
 	}

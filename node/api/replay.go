@@ -204,6 +204,12 @@ func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) {
 			writeError(w, err)
 			return
 		}
+		// So was a thinking switch, which the template wrote into the
+		// prompt.
+		if err := applyThinking(m, rp.Generation); err != nil {
+			writeError(w, err)
+			return
+		}
 		release, err := s.acquire(r.Context(), rp.Generation.Model, m)
 		if err != nil {
 			writeError(w, err)

@@ -39,6 +39,22 @@ func reasons(m Model) bool {
 	return ok || isHarmony(m)
 }
 
+// thinkSwitch is a request's switch for the model's reasoning: on or
+// off, and the field that asked (param).
+type thinkSwitch struct {
+	param string
+	on    bool
+}
+
+// applyThinking applies g's switch, if it has one, to m (setThinking):
+// the handlers and a replay call it once the model is known.
+func applyThinking(m Model, g *Generation) error {
+	if g.thinking == nil {
+		return nil
+	}
+	return setThinking(m, g, g.thinking.param, g.thinking.on)
+}
+
 // setThinking reads a request's switch for the model's reasoning (param
 // names it in an error): off is refused for a model that always reasons,
 // on for one that never does; where the template has the switch,
@@ -64,7 +80,7 @@ func setThinking(m Model, g *Generation, param string, on bool) error {
 // is the one variable taken (setThinking); any other is refused by name,
 // since a template variable meshnode does not know could change the
 // prompt in ways it cannot check.
-func templateKwargs(raw json.RawMessage) (*bool, error) {
+func templateKwargs(raw json.RawMessage) (*thinkSwitch, error) {
 	if isAbsent(raw) {
 		return nil, nil
 	}
@@ -72,18 +88,18 @@ func templateKwargs(raw json.RawMessage) (*bool, error) {
 	if err := json.Unmarshal(raw, &kw); err != nil || bytes.TrimSpace(raw)[0] != '{' {
 		return nil, badRequest("chat_template_kwargs", "chat_template_kwargs must be an object")
 	}
-	var think *bool
+	var sw *thinkSwitch
 	for _, k := range slices.Sorted(maps.Keys(kw)) {
+		param := "chat_template_kwargs." + k
 		if k != "enable_thinking" {
-			return nil, badRequest("chat_template_kwargs."+k, "chat_template_kwargs.%s is not taken: enable_thinking is the one chat template variable meshnode passes", k)
+			return nil, badRequest(param, "%s is not taken: enable_thinking is the one chat template variable meshnode passes", param)
 		}
-		var on bool
-		if err := json.Unmarshal(kw[k], &on); err != nil {
-			return nil, badRequest("chat_template_kwargs.enable_thinking", "chat_template_kwargs.enable_thinking must be true or false")
+		sw = &thinkSwitch{param: param}
+		if err := json.Unmarshal(kw[k], &sw.on); err != nil {
+			return nil, badRequest(param, "%s must be true or false", param)
 		}
-		think = &on
 	}
-	return think, nil
+	return sw, nil
 }
 
 // opensReasoning reports whether p's prompt leaves a reasoning block

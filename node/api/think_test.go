@@ -178,6 +178,14 @@ func TestThinkingReply(t *testing.T) {
 		t.Fatalf("ollama: %s", b)
 	}
 
+	// Ollama lists the capability.
+	if b = postPathOK(t, h, "/api/show", `{"model":"qwen"}`); !strings.Contains(string(b), `"thinking"`) {
+		t.Errorf("/api/show: %s", b)
+	}
+	if b = postPathOK(t, h, "/api/show", `{"model":"tiny"}`); strings.Contains(string(b), `"thinking"`) {
+		t.Errorf("/api/show of a plain model: %s", b)
+	}
+
 	// The raw completion is the text as the model wrote it.
 	b = postPathOK(t, h, "/v1/completions", `{"model":"qwen","prompt":"hi"}`)
 	if !strings.Contains(string(b), `"text":"<think>\nThe user greets me.\n</think>\n\nHello there!"`) {

@@ -1,0 +1,162 @@
+package node
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/meshnode/meshnode/gguf/grammar"
+	"github.com/meshnode/meshnode/node/api"
+)
+
+// templateModel is the llama fixture with the chat template in file
+// (gguf/chat/testdata/templates), named name.
+func templateModel(t *testing.T, file, name string) string {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join("..", "gguf", "chat", "testdata", "templates", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(filepath.Dir(hostileTemplateModel(t, string(src))), name+".gguf")
+	if err := os.Rename(filepath.Join(filepath.Dir(p), "hostile-template.gguf"), p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// thinkingAnswer is a whole chat answer's first choice.
+type thinkingAnswer struct {
+	Choices []struct {
+		Message struct {
+			Content          *string `json:"content"`
+			ReasoningContent *string `json:"reasoning_content"`
+		} `json:"message"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage struct {
+		Energy json.RawMessage `json:"energy"`
+	} `json:"usage"`
+}
+
+// TestThinkingServed: models with Qwen3's and DeepSeek-R1's chat
+// templates, served end to end. A grammar makes the random-weight model
+// write a <think> block and an answer; the node decodes it, and the chat
+// API gives the block as reasoning_content and the rest as content, whole
+// and streamed alike. enable_thinking reaches Qwen3's template (an empty
+// block in the prompt) and is sealed with the prompt, so the serve
+// replays; R1's prompt opens the block, so its reply is reasoning from
+// the first byte, and a grammar waits for </think> rather than hold the
+// reasoning.
+func TestThinkingServed(t *testing.T) {
+	qwen := templateModel(t, "Qwen-Qwen3-0.6B.jinja", "qwen3-fixture")
+	r1 := templateModel(t, "deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja", "r1-fixture")
+	n, _ := startNode(t, Config{Models: []string{qwen, r1}})
+
+	const gbnf = "root ::= \"<think>\\n\" word (\" \" word){0,2} \"\\n</think>\\n\\n\" word\nword ::= [a-z]{1,6}"
+	g, err := grammar.ParseGBNF(gbnf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	quoted, _ := json.Marshal(gbnf)
+	body := `{"model":"qwen3-fixture","max_tokens":80,"grammar":` + string(quoted) + `,"messages":[{"role":"user","content":"hi"}]}`
+	var whole thinkingAnswer
+	postJSON(t, n, "/v1/chat/completions", body, &whole)
+	m := whole.Choices[0].Message
+	if m.ReasoningContent == nil || m.Content == nil || whole.Choices[0].FinishReason != "stop" {
+		t.Fatalf("answer %+v", whole)
+	}
+	reasoning, content := *m.ReasoningContent, *m.Content
+	if !regexp.MustCompile(`^[a-z]+( [a-z]+)*$`).MatchString(reasoning) || !regexp.MustCompile(`^[a-z]+$`).MatchString(content) {
+		t.Fatalf("reasoning %q, content %q", reasoning, content)
+	}
+	// What the model wrote is the grammar's: the split lost nothing.
+	mt, _ := g.NewMatcher()
+	if err := mt.Advance([]byte("<think>\n" + reasoning + "\n</think>\n\n" + content)); err != nil || !mt.Accepting() {
+		t.Fatalf("reasoning %q and content %q are not the reply the grammar took: %v", reasoning, content, err)
+	}
+
+	resp := post(t, n, "/v1/chat/completions", strings.Replace(body, `"model"`, `"stream":true,"model"`, 1))
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var sr, sc strings.Builder
+	for _, line := range strings.Split(string(b), "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		var ch struct {
+			Choices []struct {
+				Delta struct {
+					Content          *string `json:"content"`
+					ReasoningContent *string `json:"reasoning_content"`
+				} `json:"delta"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(data), &ch); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range ch.Choices {
+			if c.Delta.ReasoningContent != nil {
+				sr.WriteString(*c.Delta.ReasoningContent)
+			}
+			if c.Delta.Content != nil {
+				sc.WriteString(*c.Delta.Content)
+			}
+		}
+	}
+	if sr.String() != reasoning || sc.String() != content {
+		t.Errorf("streamed %q / %q, whole %q / %q", sr.String(), sc.String(), reasoning, content)
+	}
+
+	// The switch: Qwen3's template writes an empty block, the serve is
+	// sealed with that prompt and replays.
+	var rendered struct {
+		Prompt string `json:"prompt"`
+	}
+	for kw, tail := range map[string]string{"": "<|im_start|>assistant\n", `,"chat_template_kwargs":{"enable_thinking":false}`: "<|im_start|>assistant\n<think>\n\n</think>\n\n"} {
+		postJSON(t, n, "/apply-template", `{"model":"qwen3-fixture","messages":[{"role":"user","content":"hi"}]`+kw+`}`, &rendered)
+		if !strings.HasSuffix(rendered.Prompt, tail) {
+			t.Errorf("%q: rendered %q", kw, rendered.Prompt)
+		}
+	}
+	off := `{"model":"qwen3-fixture","max_tokens":6,"chat_template_kwargs":{"enable_thinking":false},"messages":[{"role":"user","content":"hi"}]}`
+	var answered thinkingAnswer
+	postJSON(t, n, "/v1/chat/completions", off, &answered)
+	if _, res, raw := replayRaw(t, n, `{"request":`+off+`,"energy":`+string(answered.Usage.Energy)+`}`); res.Verdict != api.VerdictVerified {
+		t.Errorf("replay with the switch: %s", raw)
+	}
+	on := strings.Replace(off, `false`, `true`, 1)
+	if _, res, raw := replayRaw(t, n, `{"request":`+on+`,"energy":`+string(answered.Usage.Energy)+`}`); res.Verdict == api.VerdictVerified {
+		t.Errorf("the switch turned over replays as the same serve: %s", raw)
+	}
+
+	// R1's prompt opens the block: the reply is reasoning from its first
+	// byte, and with a grammar still is (the grammar waits for </think>,
+	// which the random model never writes, so it runs to max_tokens
+	// where a grammar held from the start would end at "yes" or "no").
+	for _, extra := range []string{"", `,"grammar":"root ::= \"yes\" | \"no\""`} {
+		var a thinkingAnswer
+		postJSON(t, n, "/v1/chat/completions", `{"model":"r1-fixture","max_tokens":10`+extra+`,"messages":[{"role":"user","content":"hi"}]}`, &a)
+		c := a.Choices[0]
+		if c.FinishReason != "length" || c.Message.Content == nil || *c.Message.Content != "" || c.Message.ReasoningContent == nil || *c.Message.ReasoningContent == "" {
+			t.Errorf("r1%s: finish %q, content %v, reasoning %v", extra, c.FinishReason, c.Message.Content, c.Message.ReasoningContent)
+		}
+	}
+	for _, tc := range []struct{ body, param string }{
+		{`{"model":"r1-fixture","chat_template_kwargs":{"enable_thinking":false},"messages":[{"role":"user","content":"hi"}]}`, "chat_template_kwargs.enable_thinking"},
+		{`{"model":"qwen3-fixture","jcp_presentation":"x","chat_template_kwargs":{"enable_thinking":false},"messages":[{"role":"user","content":"hi"}]}`, "think"},
+	} {
+		resp := post(t, n, "/v1/chat/completions", tc.body)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), fmt.Sprintf(`"param":%q`, tc.param)) {
+			t.Errorf("%s: %d %s", tc.body, resp.StatusCode, b)
+		}
+	}
+}
