@@ -11,7 +11,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshnode/meshnode/gguf/chat"
+	"github.com/meshnode/meshnode/gguf/chat/think"
 	"github.com/meshnode/meshnode/gguf/grammar"
+	"github.com/meshnode/meshnode/gguf/tokenizer"
 	"github.com/meshnode/meshnode/node/api"
 )
 
@@ -158,5 +161,51 @@ func TestThinkingServed(t *testing.T) {
 		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), fmt.Sprintf(`"param":%q`, tc.param)) {
 			t.Errorf("%s: %d %s", tc.body, resp.StatusCode, b)
 		}
+	}
+}
+
+// TestThinkingDecoder: where the block's tags are control tokens
+// (Magistral's [THINK] and [/THINK]), a chat reply's decoder writes them,
+// as it writes a call's marker, so that the API can split the reply; the
+// plain decoder drops them. (This Llama 3.0 vocabulary's reserved control
+// tokens are renamed to the tags.)
+func TestThinkingDecoder(t *testing.T) {
+	v, err := tokenizer.VocabFromGGUF(testVocabFile(t, "llama-bpe").Metadata)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.Tokens[128020], v.Tokens[128021] = "[THINK]", "[/THINK]"
+	tok, err := tokenizer.New(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile("../gguf/chat/testdata/templates/mistralai-Ministral-3-14B-Reasoning-2512.jinja")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := chat.Compile(string(src), chat.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tags, _, ok := thinkingOf(tmpl); !ok || tags.Open != "[THINK]" {
+		t.Fatalf("thinkingOf: %v %v", tags, ok)
+	}
+	const reply = "[THINK]Hmm.[/THINK]Yes."
+	ids := tok.Encode(reply, tokenizer.EncodeOptions{ParseSpecial: true})
+	decode := func(d decoder) string {
+		var b strings.Builder
+		for _, id := range ids {
+			b.WriteString(d.Next(id))
+		}
+		return b.String() + d.Flush()
+	}
+	if got := decode(newToolDecoder(tok, replyMarkers(tmpl))); got != reply {
+		t.Fatalf("the reply decoder wrote %q", got)
+	}
+	if got := decode(newTokenDecoder(tok)); got != "Hmm.Yes." {
+		t.Fatalf("the plain decoder wrote %q", got)
+	}
+	if r, c := think.Split(think.Tags{Open: "[THINK]", Close: "[/THINK]"}, false, reply); r != "Hmm." || c != "Yes." {
+		t.Errorf("split %q / %q", r, c)
 	}
 }
