@@ -488,6 +488,12 @@ func hasToolTurns(g *api.Generation) bool {
 	return false
 }
 
+// givesReasoning reports whether one of g's messages gives an
+// assistant's reasoning back.
+func givesReasoning(g *api.Generation) bool {
+	return slices.ContainsFunc(g.Messages, func(m api.Message) bool { return m.Reasoning != "" })
+}
+
 // request builds the mesh/1 request a generation is served as, with the
 // steward options it needs.
 //
@@ -532,6 +538,7 @@ func (s *servedModel) request(g *api.Generation, prompt string, ids []uint32, ct
 			{len(g.LogitBias) > 0, "logit_bias", "logit_bias", "does not cover it"},
 			{g.ReasoningEffort != "", "reasoning_effort", "a reasoning effort", "hashes the messages alone, not what the template writes for the effort"},
 			{g.Think != nil, "think", "a thinking switch (enable_thinking, think, thinking)", "hashes the messages alone, not what the template writes for the switch"},
+			{givesReasoning(g), "messages", "an assistant's reasoning given back (reasoning_content, thinking)", "covers only the messages' roles and contents"},
 		} {
 			if f.set {
 				e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option",

@@ -127,7 +127,7 @@ func renderPrompt(tok *tokenizer.Tokenizer, tmpl *chat.Template, gen *api.Genera
 	if gen.Messages != nil {
 		msgs := make([]chat.Message, len(gen.Messages))
 		for i, m := range gen.Messages {
-			msgs[i] = chat.Message{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID, Name: m.Name}
+			msgs[i] = chat.Message{Role: m.Role, Content: m.Content, Reasoning: m.Reasoning, ToolCallID: m.ToolCallID, Name: m.Name}
 			for _, c := range m.ToolCalls {
 				msgs[i].ToolCalls = append(msgs[i].ToolCalls, chat.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
 			}

@@ -26,8 +26,12 @@ import (
 // "tool" message answers the call ToolCallID, and may carry the
 // function's Name.
 type Message struct {
-	Role       string     `json:"role"`
-	Content    string     `json:"content"`
+	Role    string `json:"role"`
+	Content string `json:"content"`
+	// Reasoning is an assistant's reasoning, given back: it reaches the
+	// template as reasoning_content (Qwen3's, DeepSeek's, GLM's…) and as
+	// thinking (gpt-oss's), only when set.
+	Reasoning  string     `json:"reasoning_content,omitempty"`
 	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string     `json:"tool_call_id,omitempty"`
 	Name       string     `json:"name,omitempty"`
@@ -205,7 +209,7 @@ const maxMacroDepth = 4 * maxJSONDepth
 func renderLimits(messages []Message, tools []json.RawMessage) jinja.Limits {
 	in := 0
 	for _, m := range messages {
-		in += len(m.Content) + len(m.Role) + len(m.Name) + len(m.ToolCallID)
+		in += len(m.Content) + len(m.Reasoning) + len(m.Role) + len(m.Name) + len(m.ToolCallID)
 		for _, c := range m.ToolCalls {
 			in += len(c.Name) + len(c.Arguments) + len(c.ID)
 		}

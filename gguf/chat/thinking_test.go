@@ -60,3 +60,38 @@ func TestThinkingSwitch(t *testing.T) {
 		}
 	}
 }
+
+// TestReasoningGivenBack: an assistant's reasoning given back reaches the
+// template as reasoning_content and thinking, which Qwen3's renders as a
+// <think> block for the turns of a tool loop (after the last user
+// message) and gpt-oss's as the analysis channel before a call.
+func TestReasoningGivenBack(t *testing.T) {
+	loop := []Message{
+		{Role: "user", Content: "Weather in Oslo?"},
+		{Role: "assistant", Reasoning: "I need the weather tool.", ToolCalls: []ToolCall{{ID: "c1", Name: "get_weather", Arguments: `{"city":"Oslo"}`}}},
+		{Role: "tool", ToolCallID: "c1", Name: "get_weather", Content: "sunny"},
+	}
+	for file, want := range map[string]string{
+		"Qwen-Qwen3-0.6B.jinja": "<|im_start|>assistant\n<think>\nI need the weather tool.\n</think>\n\n<tool_call>",
+		"gpt-oss.jinja":         "<|channel|>analysis<|message|>I need the weather tool.<|end|>",
+	} {
+		src, err := os.ReadFile("testdata/templates/" + file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tpl, err := Compile(string(src), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := tpl.Render(Input{Messages: loop, AddGenerationPrompt: true})
+		if err != nil || !strings.Contains(out, want) {
+			t.Errorf("%s: %v\n%s", file, err, out)
+		}
+		// Without it the block is not there.
+		bare := append([]Message(nil), loop...)
+		bare[1].Reasoning = ""
+		if out, _ := tpl.Render(Input{Messages: bare, AddGenerationPrompt: true}); strings.Contains(out, "I need the weather tool.") {
+			t.Errorf("%s: reasoning rendered that was not given", file)
+		}
+	}
+}

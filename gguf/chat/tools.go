@@ -139,6 +139,10 @@ func messageValue(m Message) jinja.Value {
 	d := v.AsDict()
 	d.Set("role", jinja.NewString(m.Role))
 	d.Set("content", jinja.NewString(m.Content))
+	if m.Reasoning != "" {
+		d.Set("reasoning_content", jinja.NewString(m.Reasoning))
+		d.Set("thinking", jinja.NewString(m.Reasoning))
+	}
 	if len(m.ToolCalls) > 0 {
 		calls := make([]jinja.Value, len(m.ToolCalls))
 		for i, c := range m.ToolCalls {

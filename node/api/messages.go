@@ -85,6 +85,7 @@ type anthropicBlock struct {
 	Content   json.RawMessage `json:"content"`
 	IsError   bool            `json:"is_error"`
 	Citations json.RawMessage `json:"citations"`
+	Thinking  *string         `json:"thinking"`
 }
 
 func parseMessages(body []byte) (*Generation, *messagesRequest, error) {
@@ -396,9 +397,10 @@ func userTurn(msgs []Message, content json.RawMessage, i int, names map[string]s
 	return msgs, nil
 }
 
-// assistantTurn reads the i-th message, an assistant's: its text and
-// tool calls. Earlier turns' thinking is not given back to the model, as
-// Anthropic's API does not give it either.
+// assistantTurn reads the i-th message, an assistant's: its text, tool
+// calls and thinking (given back as its reasoning, which a template
+// renders where it renders any: Qwen3's within a tool loop; a redacted
+// block carries none to give).
 func assistantTurn(content json.RawMessage, i int, names map[string]string) (Message, error) {
 	field := fmt.Sprintf("messages[%d].content", i)
 	bs, err := blocks(content, field)
@@ -429,7 +431,11 @@ func assistantTurn(content json.RawMessage, i int, names map[string]string) (Mes
 			}
 			names[b.ID] = b.Name
 			msg.ToolCalls = append(msg.ToolCalls, ToolCall{ID: b.ID, Name: b.Name, Arguments: string(compact(b.Input))})
-		case "thinking", "redacted_thinking":
+		case "thinking":
+			if b.Thinking != nil {
+				msg.Reasoning += *b.Thinking
+			}
+		case "redacted_thinking":
 		default:
 			return Message{}, badRequest(field, "%s has type %q; an assistant message takes text, tool_use and thinking blocks", f, b.Type)
 		}

@@ -150,7 +150,7 @@ func TestMessagesStream(t *testing.T) {
 // TestMessagesConversation: Anthropic's turns become the chat's — tool
 // calls with their arguments, each tool_result a tool message naming its
 // call's tool (an error marked in its text), the text after it a user
-// message, earlier thinking dropped — and a final assistant message is
+// message, earlier thinking given back as the reasoning — and a final assistant message is
 // a prefill, not a turn.
 func TestMessagesConversation(t *testing.T) {
 	h := newHarness(t, Config{}, nil)
@@ -168,7 +168,7 @@ func TestMessagesConversation(t *testing.T) {
 	g := h.model.lastCall()
 	want := []Message{
 		{Role: "user", Content: "weather?"},
-		{Role: "assistant", Content: "Checking.", ToolCalls: []ToolCall{{ID: "toolu_1", Name: "get_weather", Arguments: `{"city":"Paris"}`}, {ID: "toolu_2", Name: "get_time", Arguments: `{}`}}},
+		{Role: "assistant", Content: "Checking.", Reasoning: "hm", ToolCalls: []ToolCall{{ID: "toolu_1", Name: "get_weather", Arguments: `{"city":"Paris"}`}, {ID: "toolu_2", Name: "get_time", Arguments: `{}`}}},
 		{Role: "tool", Content: "sunny", ToolCallID: "toolu_1", Name: "get_weather"},
 		{Role: "tool", Content: "Error: no clock", ToolCallID: "toolu_2", Name: "get_time"},
 		{Role: "user", Content: "and?"},

@@ -41,8 +41,12 @@ type Prepared interface {
 // content is ""). ToolCalls are an assistant's function calls; a "tool"
 // message answers the call ToolCallID, and Name is its function's name.
 type Message struct {
-	Role       string
-	Content    string
+	Role    string
+	Content string
+	// Reasoning is an assistant's reasoning given back (reasoning_content,
+	// thinking blocks, Ollama's thinking): the chat template renders it
+	// where it renders any (Qwen3's, for the turns of a tool loop).
+	Reasoning  string
 	ToolCalls  []ToolCall
 	ToolCallID string
 	Name       string

@@ -298,9 +298,13 @@ func parseOllamaChat(body []byte) (*Generation, *ollamaChatRequest, error) {
 			return nil, nil, badRequest(field+".images", "%s.images: meshnode's models read text", field)
 		}
 		msg := Message{Role: m.Role, Content: m.Content}
+		if m.Thinking != "" && m.Role != "assistant" {
+			return nil, nil, badRequest(field+".thinking", "%s.thinking: only assistant messages carry thinking", field)
+		}
 		switch m.Role {
 		case "system", "user":
 		case "assistant":
+			msg.Reasoning = m.Thinking
 			for j, c := range m.ToolCalls {
 				args := compact(c.Function.Arguments)
 				if c.Function.Name == "" || len(args) == 0 || args[0] != '{' {

@@ -364,3 +364,37 @@ func TestThinkingSwitch(t *testing.T) {
 		t.Errorf("think true on a model without the switch passed it on: %v", *g.Think)
 	}
 }
+
+// TestReasoningGivenBack: an assistant's reasoning given back (chat's
+// reasoning_content, Ollama's thinking, Anthropic's thinking blocks)
+// reaches the model's template as the message's reasoning; on any other
+// role it is refused by name.
+func TestReasoningGivenBack(t *testing.T) {
+	h := thinkingHarness(t, true, false)
+	last := func() *Generation {
+		h.model.mu.Lock()
+		defer h.model.mu.Unlock()
+		return h.model.calls[len(h.model.calls)-1]
+	}
+	for _, c := range []struct{ path, body string }{
+		{"/v1/chat/completions", `{"model":"qwen","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b","reasoning_content":"plan"},{"role":"user","content":"c"}]}`},
+		{"/api/chat", `{"model":"qwen","stream":false,"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b","thinking":"plan"},{"role":"user","content":"c"}]}`},
+		{"/v1/messages", `{"model":"qwen","max_tokens":9,"messages":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"thinking","thinking":"pl","signature":""},{"type":"thinking","thinking":"an","signature":""},{"type":"text","text":"b"}]},{"role":"user","content":"c"}]}`},
+	} {
+		postPathOK(t, h, c.path, c.body)
+		if g := last(); len(g.Messages) != 3 || g.Messages[1].Reasoning != "plan" || g.Messages[1].Content != "b" {
+			t.Errorf("%s: messages %+v", c.path, g.Messages)
+		}
+	}
+	for _, c := range []struct{ path, body, param string }{
+		{"/v1/chat/completions", `{"model":"qwen","messages":[{"role":"user","content":"a","reasoning_content":"x"}]}`, "messages[0].reasoning_content"},
+		{"/api/chat", `{"model":"qwen","messages":[{"role":"user","content":"a","thinking":"x"}]}`, "messages[0].thinking"},
+	} {
+		resp := h.post(t, c.path, c.body)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), c.param) {
+			t.Errorf("%s: %d %s", c.body, resp.StatusCode, b)
+		}
+	}
+}

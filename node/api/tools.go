@@ -266,6 +266,9 @@ type chatMessageIn struct {
 	Name       *string         `json:"name"`
 	ToolCallID *string         `json:"tool_call_id"`
 	ToolCalls  json.RawMessage `json:"tool_calls"`
+	// ReasoningContent is an assistant's reasoning, given back as the
+	// answer gave it (Message.Reasoning).
+	ReasoningContent *string `json:"reasoning_content"`
 }
 
 // message converts and checks the i-th message.
@@ -317,6 +320,12 @@ func (m *chatMessageIn) message(i int) (Message, error) {
 			}
 			out.ToolCalls = append(out.ToolCalls, ToolCall{ID: c.ID, Name: c.Function.Name, Arguments: args})
 		}
+	}
+	if m.ReasoningContent != nil {
+		if m.Role != "assistant" {
+			return Message{}, badRequest(field+".reasoning_content", "%s.reasoning_content: only assistant messages carry reasoning", field)
+		}
+		out.Reasoning = *m.ReasoningContent
 	}
 	if m.ToolCallID != nil {
 		if m.Role != "tool" {
