@@ -147,8 +147,9 @@ func parseReasoning(raw json.RawMessage, g *Generation) error {
 // a reply made (function_call) and their results (function_call_output),
 // as the Responses API hands them back. A call joins the assistant
 // message before it (or opens one); a result answers its call_id.
-// Reasoning items, a reply's reasoning, are not given back to the model,
-// as a chat template gives earlier turns' reasoning none.
+// A reasoning item, a reply's reasoning, is given back as the reasoning
+// of the assistant turn after it (Message.Reasoning: its reasoning_text
+// parts), which the template renders where it renders any.
 func responsesInput(input json.RawMessage) ([]Message, error) {
 	var items []struct {
 		Type      string          `json:"type"`
@@ -167,6 +168,16 @@ func responsesInput(input json.RawMessage) ([]Message, error) {
 	}
 	var msgs []Message
 	names := map[string]string{} // call_id → the function called
+	reasoning := ""              // a reasoning item's, for the next assistant turn
+	assistant := func() *Message {
+		if len(msgs) == 0 || msgs[len(msgs)-1].Role != "assistant" {
+			msgs = append(msgs, Message{Role: "assistant"})
+		}
+		last := &msgs[len(msgs)-1]
+		last.Reasoning += reasoning
+		reasoning = ""
+		return last
+	}
 	for i, it := range items {
 		field := fmt.Sprintf("input[%d]", i)
 		switch it.Type {
@@ -178,7 +189,11 @@ func responsesInput(input json.RawMessage) ([]Message, error) {
 			if err != nil {
 				return nil, err
 			}
-			msgs = append(msgs, Message{Role: it.Role, Content: content})
+			m := Message{Role: it.Role, Content: content}
+			if it.Role == "assistant" {
+				m.Reasoning, reasoning = reasoning, ""
+			}
+			msgs = append(msgs, m)
 		case "function_call":
 			switch {
 			case it.CallID == "":
@@ -192,10 +207,7 @@ func responsesInput(input json.RawMessage) ([]Message, error) {
 				return nil, badRequest("input", "%s.call_id %q is used by an earlier function_call", field, it.CallID)
 			}
 			names[it.CallID] = it.Name
-			if len(msgs) == 0 || msgs[len(msgs)-1].Role != "assistant" {
-				msgs = append(msgs, Message{Role: "assistant"})
-			}
-			last := &msgs[len(msgs)-1]
+			last := assistant()
 			last.ToolCalls = append(last.ToolCalls, ToolCall{ID: it.CallID, Name: it.Name, Arguments: *it.Arguments})
 		case "function_call_output":
 			name, ok := names[it.CallID]
@@ -211,6 +223,18 @@ func responsesInput(input json.RawMessage) ([]Message, error) {
 			}
 			msgs = append(msgs, Message{Role: "tool", Content: output, ToolCallID: it.CallID, Name: name})
 		case "reasoning":
+			var parts []struct {
+				Type string `json:"type"`
+				Text string `json:"text"`
+			}
+			if !isAbsent(it.Content) && json.Unmarshal(it.Content, &parts) != nil {
+				return nil, badRequest("input", "%s.content must be an array of reasoning_text parts", field)
+			}
+			for _, p := range parts {
+				if p.Type == "reasoning_text" {
+					reasoning += p.Text
+				}
+			}
 		default:
 			return nil, badRequest("input", "%s has type %q; meshnode takes messages, function_call, function_call_output and reasoning items", field, it.Type)
 		}

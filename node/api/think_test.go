@@ -398,3 +398,28 @@ func TestReasoningGivenBack(t *testing.T) {
 		}
 	}
 }
+
+// TestResponsesReasoningGivenBack: a Responses API reasoning item, as
+// the API gave it out, is given back as the reasoning of the assistant
+// turn after it (a function_call's, or a message's).
+func TestResponsesReasoningGivenBack(t *testing.T) {
+	h := thinkingHarness(t, true, false)
+	postPathOK(t, h, "/v1/responses", `{"model":"qwen","input":[{"role":"user","content":"w?"},
+		{"type":"reasoning","id":"rs_1","summary":[],"content":[{"type":"reasoning_text","text":"need "},{"type":"reasoning_text","text":"weather"}]},
+		{"type":"function_call","call_id":"c1","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c1","output":"ok"},
+		{"type":"reasoning","id":"rs_2","summary":[],"content":[{"type":"reasoning_text","text":"done"}]},
+		{"type":"message","role":"assistant","content":"It is ok."},{"role":"user","content":"thanks"}],
+		"tools":[{"type":"function","name":"f","parameters":{"type":"object"}}]}`)
+	h.model.mu.Lock()
+	g := h.model.calls[len(h.model.calls)-1]
+	h.model.mu.Unlock()
+	ms := g.Messages
+	if len(ms) != 5 || ms[1].Reasoning != "need weather" || len(ms[1].ToolCalls) != 1 || ms[3].Reasoning != "done" || ms[3].Content != "It is ok." {
+		t.Fatalf("messages %+v", ms)
+	}
+	resp := h.post(t, "/v1/responses", `{"model":"qwen","input":[{"type":"reasoning","content":"x"}]}`)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("a reasoning item with content %q: %d", "x", resp.StatusCode)
+	}
+}
