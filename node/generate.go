@@ -429,10 +429,8 @@ type preparedPrompt struct {
 // tokenized prompt length, which the router prices whatever the request
 // declares.
 //
-// A grammar that would hold a thinking model's reply from its first byte
-// when the prompt opened the reasoning block is made to wait for the
-// block's closing tag, so that the model reasons first and the grammar
-// holds its answer; the request names the grammar so.
+// A thinking model's grammar lets it reason first (reasoningFirst); the
+// request names the grammar so.
 func (s *servedModel) prepare(g *api.Generation) (receipt.ServeRequest, preparedPrompt, []steward.ServeOption, error) {
 	m := s.in.m
 	ctxLen := m.ContextLength()
@@ -456,18 +454,31 @@ func (s *servedModel) prepare(g *api.Generation) (receipt.ServeRequest, prepared
 		return receipt.ServeRequest{}, preparedPrompt{}, nil, api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_prompt", "%v", err)
 	}
 	pp := preparedPrompt{ids: ids}
-	if tags, _, ok := s.Thinking(); ok && g.Messages != nil && tags.Opens(text) {
-		pp.opens = true
-		if g.Grammar != nil && len(g.Grammar.Triggers()) == 0 {
-			lazy, err := g.Grammar.Lazy(grammar.Trigger{Text: tags.Close})
-			if err != nil {
+	if tags, _, ok := s.Thinking(); ok && g.Messages != nil {
+		pp.opens = tags.Opens(text)
+		if g.Grammar != nil {
+			if g.Grammar, err = reasoningFirst(g.Grammar, tags, pp.opens); err != nil {
 				return receipt.ServeRequest{}, preparedPrompt{}, nil, fmt.Errorf("a grammar after the reasoning block: %w", err)
 			}
-			g.Grammar = lazy
 		}
 	}
 	req, opts, err := s.request(g, text, ids, ctxLen)
 	return req, pp, append(opts, steward.WithPromptTokens(uint32(len(ids)))), err
+}
+
+// reasoningFirst lets a thinking model reason before a grammar holds its
+// answer: a lazy grammar's triggers (a call's opening tag) do not count
+// inside the reasoning block, which may name them while the model plans;
+// and a grammar that would hold the reply from its first byte, where the
+// prompt opened the block, waits for the block's closing tag.
+func reasoningFirst(gr *grammar.Grammar, tags think.Tags, opens bool) (*grammar.Grammar, error) {
+	switch {
+	case len(gr.Triggers()) > 0:
+		return gr.Skipping(grammar.Block{Open: tags.Open, Close: tags.Close, Opened: opens})
+	case opens:
+		return gr.Lazy(grammar.Trigger{Text: tags.Close})
+	}
+	return gr, nil
 }
 
 // OpensReasoning implements the API's question: the prompt left the

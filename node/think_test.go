@@ -209,3 +209,37 @@ func TestThinkingDecoder(t *testing.T) {
 		t.Errorf("split %q / %q", r, c)
 	}
 }
+
+// TestReasoningFirst: a thinking model's lazy grammar (strict tools under
+// auto) skips the reasoning block, opened by the reply or by the prompt;
+// a grammar held from the first byte waits for the closing tag where the
+// prompt opened the block, and is left as it is where it did not.
+func TestReasoningFirst(t *testing.T) {
+	tags := think.Tags{Open: "<think>", Close: "</think>"}
+	full, err := grammar.ParseGBNF(`root ::= "yes" | "no"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lazy, err := full.Lazy(grammar.Trigger{Text: "<tool_call>"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		in    *grammar.Grammar
+		opens bool
+		want  string // a line of the result's canonical text ("": the input's text)
+	}{
+		{lazy, false, `skip "<think>" "</think>"` + "\n"},
+		{lazy, true, `skip "<think>" "</think>" opened` + "\n"},
+		{full, true, `trigger "</think>"` + "\n"},
+		{full, false, ""},
+	} {
+		got, err := reasoningFirst(c.in, tags, c.opens)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.want == "" && got.String() != c.in.String() || c.want != "" && !strings.Contains(got.String(), c.want) {
+			t.Errorf("opens %v: %s", c.opens, got.String())
+		}
+	}
+}

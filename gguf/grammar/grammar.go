@@ -236,6 +236,9 @@ type Grammar struct {
 	// triggers make the grammar lazy (Lazy): none, it holds the whole
 	// output.
 	triggers []Trigger
+	// skip, when set, is a block of the output in which a lazy
+	// grammar's triggers do not count (Skipping).
+	skip *Block
 }
 
 type rule struct {

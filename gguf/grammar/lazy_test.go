@@ -217,12 +217,17 @@ func TestLazyForgets(t *testing.T) {
 
 // FuzzLazyTrigger: however an output is cut into tokens, a lazy grammar
 // triggers exactly when the whole text holds the trigger (anywhere, or
-// first after white space), and holds what follows it.
+// first after white space), and holds what follows it; with a skipped
+// block (block 1: where the output opens one, 2: from its start), only
+// the text after the block counts.
 func FuzzLazyTrigger(f *testing.F) {
-	f.Add([]byte("hello CALL ab"), uint64(0x5555), false)
-	f.Add([]byte("  CALL"), uint64(1), true)
-	f.Add([]byte("CACALLL"), uint64(0xffff), false)
-	f.Add([]byte("x CALL"), uint64(3), true)
+	f.Add([]byte("hello CALL ab"), uint64(0x5555), false, uint8(0))
+	f.Add([]byte("  CALL"), uint64(1), true, uint8(0))
+	f.Add([]byte("CACALLL"), uint64(0xffff), false, uint8(0))
+	f.Add([]byte("x CALL"), uint64(3), true, uint8(0))
+	f.Add([]byte(" <t>CALL</t> CALL ab"), uint64(0x1234), false, uint8(1))
+	f.Add([]byte("CALL</t>\nCALL"), uint64(0x77), true, uint8(2))
+	f.Add([]byte("<t CALL"), uint64(0x2), false, uint8(1))
 	var any Class
 	any.Add(0, 0xff)
 	b := NewBuilder()
@@ -231,13 +236,33 @@ func FuzzLazyTrigger(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Fuzz(func(t *testing.T, text []byte, cuts uint64, atStart bool) {
+	f.Fuzz(func(t *testing.T, text []byte, cuts uint64, atStart bool, block uint8) {
 		if len(text) > 64 {
 			return
 		}
 		g, err := free.Lazy(Trigger{Text: "CALL", AtStart: atStart})
 		if err != nil {
 			t.Fatal(err)
+		}
+		// rest is the text the trigger is looked for in.
+		rest := text
+		switch block % 3 {
+		case 1, 2:
+			opened := block%3 == 2
+			if g, err = g.Skipping(Block{Open: "<t>", Close: "</t>", Opened: opened}); err != nil {
+				t.Fatal(err)
+			}
+			inside, opens := text, opened
+			if first := bytes.TrimLeft(text, " \t\r\n"); !opened && bytes.HasPrefix(first, []byte("<t>")) {
+				inside, opens = first[len("<t>"):], true
+			}
+			if opens {
+				if i := bytes.Index(inside, []byte("</t>")); i >= 0 {
+					rest = inside[i+len("</t>"):]
+				} else {
+					rest = nil
+				}
+			}
 		}
 		// Tokens of the text: a cut after byte i where bit i is set.
 		var toks [][]byte
@@ -258,18 +283,70 @@ func FuzzLazyTrigger(f *testing.F) {
 				t.Fatalf("%q: %v", toks, err)
 			}
 		}
-		want := bytes.Contains(text, []byte("CALL"))
+		want := bytes.Contains(rest, []byte("CALL"))
 		if atStart {
-			want = bytes.HasPrefix(bytes.TrimLeft(text, " \t\r\n"), []byte("CALL"))
+			want = bytes.HasPrefix(bytes.TrimLeft(rest, " \t\r\n"), []byte("CALL"))
 		}
 		if c.Triggered() != want {
-			t.Fatalf("%q (at start %v): triggered %v, want %v", toks, atStart, c.Triggered(), want)
+			t.Fatalf("%q (at start %v, block %d): triggered %v, want %v", toks, atStart, block%3, c.Triggered(), want)
 		}
 		if want {
-			i := bytes.Index(text, []byte("CALL")) + len("CALL")
-			if c.m.consumed != len(text)-i {
-				t.Fatalf("%q: held %d bytes, want the %d after the trigger", toks, c.m.consumed, len(text)-i)
+			i := bytes.Index(rest, []byte("CALL")) + len("CALL")
+			if c.m.consumed != len(rest)-i {
+				t.Fatalf("%q: held %d bytes, want the %d after the trigger", toks, c.m.consumed, len(rest)-i)
 			}
 		}
 	})
+}
+
+// TestLazySkipsBlock: a trigger inside the skipped block (a thinking
+// model's reasoning) does not count, one after it does; the block counts
+// only where the output opens with it, or from the start when the prompt
+// opened it; the grammar's canonical text names the block.
+func TestLazySkipsBlock(t *testing.T) {
+	v, piece, id := lazyVocab()
+	base := lazy(t, `{"const":"ab"}`, Trigger{Text: "CALL"})
+	skip := func(opened bool) *Grammar {
+		g, err := base.Skipping(Block{Open: "<c>", Close: "hello", Opened: opened})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	for _, tc := range []struct {
+		g       *Grammar
+		toks    []string
+		trigger int // the token that triggers (-1: none)
+	}{
+		{skip(false), []string{" ", "<c>", "CALL", "hello", " ", "CALL"}, 5},
+		{skip(false), []string{"<c>", "CALL", "CA", "LL"}, -1},
+		{skip(false), []string{"a", "CALL"}, 1},
+		{skip(true), []string{"CALL", "hello", "CALL"}, 2},
+		{skip(true), []string{"<c>", "CALL"}, -1},
+		{base, []string{"<c>", "CALL"}, 1},
+	} {
+		c, err := NewConstraint(tc.g, v, piece)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := -1
+		for i, s := range tc.toks {
+			feed(t, c, id, s)
+			if c.Triggered() && got < 0 {
+				got = i
+			}
+		}
+		if got != tc.trigger {
+			t.Errorf("%q: triggered at token %d, want %d", tc.toks, got, tc.trigger)
+		}
+	}
+	if a, b, c := base.String(), skip(false).String(), skip(true).String(); a == b || b == c || !strings.Contains(c, `skip "<c>" "hello" opened`) {
+		t.Errorf("canonical texts:\n%s\n%s\n%s", a, b, c)
+	}
+	if _, err := (&Grammar{}).Skipping(Block{Open: "a", Close: "b"}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("a block on a grammar without triggers: %v", err)
+	}
+	if _, err := base.Skipping(Block{Open: "a"}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("a block without a closing tag: %v", err)
+	}
 }

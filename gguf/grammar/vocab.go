@@ -262,6 +262,9 @@ type Constraint struct {
 	triggered bool
 	seen      []byte
 	pastStart bool
+	// block is where the output stands to the grammar's skipped block
+	// (Grammar.Skipping).
+	block blockState
 }
 
 // waiting says the grammar is lazy and its trigger has not come: every
@@ -277,7 +280,14 @@ func NewConstraint(g *Grammar, v *Vocab, piece func(id uint32) []byte) (*Constra
 	if err != nil {
 		return nil, err
 	}
-	return &Constraint{v: v, m: m, piece: piece, cache: map[string][]uint64{}}, nil
+	c := &Constraint{v: v, m: m, piece: piece, cache: map[string][]uint64{}}
+	switch {
+	case g.skip == nil:
+		c.block = pastBlock
+	case g.skip.Opened:
+		c.block = inBlock
+	}
+	return c, nil
 }
 
 // Mask is the bitset of the tokens allowed next (see Vocab.Mask), nil
