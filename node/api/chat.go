@@ -28,6 +28,8 @@ type chatRequest struct {
 	// ChatTemplateKwargs are variables for the chat template, as
 	// llama-server and vLLM take them; enable_thinking only.
 	ChatTemplateKwargs json.RawMessage `json:"chat_template_kwargs"`
+	// ReasoningFormat is llama-server's: how a reply's reasoning comes.
+	ReasoningFormat *string `json:"reasoning_format"`
 }
 
 func parseChat(body []byte) (*Generation, *chatRequest, error) {
@@ -73,13 +75,29 @@ func parseChat(body []byte) (*Generation, *chatRequest, error) {
 	if err := checkChoices(g); err != nil {
 		return nil, nil, err
 	}
-	if req.ReasoningEffort != nil {
+	switch {
+	case req.ReasoningEffort != nil && *req.ReasoningEffort == "none":
+		g.thinking = &thinkSwitch{param: "reasoning_effort"} // off
+	case req.ReasoningEffort != nil:
 		if g.ReasoningEffort, err = reasoningEffort("reasoning_effort", *req.ReasoningEffort); err != nil {
 			return nil, nil, err
 		}
 	}
-	if g.thinking, err = templateKwargs(req.ChatTemplateKwargs); err != nil {
+	kw, err := templateKwargs(req.ChatTemplateKwargs)
+	if err != nil {
 		return nil, nil, err
+	}
+	if kw != nil {
+		if g.thinking != nil && g.thinking.on != kw.on {
+			return nil, nil, badRequest(kw.param, "%s and reasoning_effort \"none\" disagree on thinking", kw.param)
+		}
+		g.thinking = kw
+	}
+	if g.rawReasoning, err = reasoningFormat(req.ReasoningFormat); err != nil {
+		return nil, nil, err
+	}
+	if g.rawReasoning && req.tools.active() {
+		return nil, nil, badRequest("reasoning_format", "reasoning_format \"none\" cannot be combined with tools: a reply's calls are read from it as the model's format splits it")
 	}
 	if g.Logprobs && req.tools.active() {
 		// Which of a reply's tokens are content and which make its calls
@@ -203,7 +221,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		st := &chatStream{sse: sse, id: id, created: created, model: g.Model, logprobs: g.Logprobs,
 			includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage, index: i, multi: len(gs) > 1, format: format}
 		st.channels, st.calls = readersFor(m, g, req.tools.active(), format, prefix)
-		st.tokens = newChannels(m, nil)
+		st.tokens = newChannels(m, g, nil)
 		st.parallel = req.tools.parallel
 		sts[i] = st
 	}
@@ -238,7 +256,7 @@ func chatReply(m Model, out Delta, res *Result, g *Generation, tools toolChoice,
 	choice := chatChoice{Message: msg, FinishReason: finishReason(res, len(msg.ToolCalls))}
 	if g.Logprobs {
 		lps := out.Logprobs
-		if tokens := newChannels(m, nil); tokens != nil {
+		if tokens := newChannels(m, g, nil); tokens != nil {
 			if res.reasoningOpen {
 				tokens.open()
 			}

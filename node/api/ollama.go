@@ -423,7 +423,7 @@ func (s *Server) handleOllamaGenerate(w http.ResponseWriter, r *http.Request) {
 	}
 	st := s.newOllamaStream(g, true)
 	if g.Messages != nil {
-		st.channels = newChannels(m, nil)
+		st.channels = newChannels(m, g, nil)
 	}
 	s.serveOllama(w, r, m, g, st, req.streaming())
 }

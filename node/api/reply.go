@@ -102,6 +102,23 @@ func templateKwargs(raw json.RawMessage) (*thinkSwitch, error) {
 	return sw, nil
 }
 
+// reasoningFormat reads llama-server's reasoning_format: "none" gives the
+// reply as the model wrote it (raw true), "deepseek" and "auto" split its
+// reasoning off, as meshnode always does; "deepseek-legacy" (the
+// reasoning in both) is refused.
+func reasoningFormat(f *string) (raw bool, err error) {
+	if f == nil {
+		return false, nil
+	}
+	switch *f {
+	case "none":
+		return true, nil
+	case "deepseek", "auto":
+		return false, nil
+	}
+	return false, badRequest("reasoning_format", `reasoning_format %q is not taken: "none" (the reply as written) or "deepseek" and "auto" (its reasoning as reasoning_content, the default)`, *f)
+}
+
 // opensReasoning reports whether p's prompt leaves a reasoning block
 // open, so that the reply starts inside it (DeepSeek-R1's template ends
 // its generation prompt with "<think>\n").
@@ -135,10 +152,14 @@ type channelReader interface {
 	open()
 }
 
-// newChannels is the reader of m's replies, calls read with calls (nil:
-// the request has no tools), or nil for a model whose replies carry no
-// reasoning.
-func newChannels(m Model, calls *toolcall.Parser) channelReader {
+// newChannels is the reader of m's replies to g, calls read with calls
+// (nil: the request has no tools), or nil for a model whose replies carry
+// no reasoning, or a request that asks for the reply as written
+// (reasoning_format "none").
+func newChannels(m Model, g *Generation, calls *toolcall.Parser) channelReader {
+	if g.rawReasoning {
+		return nil
+	}
 	if isHarmony(m) {
 		return &harmonyReader{p: harmony.Parser{Calls: calls != nil}}
 	}

@@ -135,6 +135,10 @@ func parseReasoning(raw json.RawMessage, g *Generation) error {
 	if !isAbsent(r.Summary) || !isAbsent(r.GenerateSummary) {
 		return badRequest("reasoning.summary", "reasoning.summary is not supported: no summarizer runs (a reasoning model's reasoning comes whole, as reasoning items)")
 	}
+	if r.Effort != nil && *r.Effort == "none" {
+		g.thinking = &thinkSwitch{param: "reasoning.effort"} // off
+		return nil
+	}
 	if r.Effort != nil {
 		var err error
 		g.ReasoningEffort, err = reasoningEffort("reasoning.effort", *r.Effort)
@@ -351,6 +355,10 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 	}
 	rs := &responseStream{resp: responseObject{ID: newID("resp_"), Object: "response", CreatedAt: s.now().Unix(),
 		Status: "in_progress", Model: g.Model, Output: []any{}}, logprobs: g.Logprobs, parallel: req.tools.parallel}
+	if err := applyThinking(m, g); err != nil {
+		writeError(w, err)
+		return
+	}
 	format, prefix, err := setupTools(m, g)
 	if err != nil {
 		writeError(w, err)
@@ -360,7 +368,7 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 	// is a reasoning item, its content the message (chat completions'
 	// reasoning_content and content), its calls function_call items.
 	rs.channels, rs.calls = readersFor(m, g, req.tools.active(), format, prefix)
-	rs.tokens = newChannels(m, nil)
+	rs.tokens = newChannels(m, g, nil)
 	if !req.Stream {
 		s.answerWhole(w, r, m, g, rs, func() any { return rs.resp })
 		return

@@ -76,16 +76,25 @@ func chatMessageOf(t *testing.T, b []byte) (content, reasoning *string, calls []
 }
 
 // streamedChat adds up a chat stream's reasoning and content deltas, and
-// the order they came in ("r" and "c" per delta).
+// the order they came in ("r" and "c" per delta), checking that no tag
+// reached the stream.
 func streamedChat(t *testing.T, events []sseEvent) (reasoning, content, order string) {
+	t.Helper()
+	for _, e := range events {
+		if strings.Contains(e.data, "think>") {
+			t.Fatalf("a tag reached the stream: %s", e.data)
+		}
+	}
+	return accumulateChat(t, events)
+}
+
+// accumulateChat adds up a chat stream's reasoning and content deltas.
+func accumulateChat(t *testing.T, events []sseEvent) (reasoning, content, order string) {
 	t.Helper()
 	var r, c, o strings.Builder
 	for _, e := range events {
 		if e.data == "[DONE]" {
 			continue
-		}
-		if strings.Contains(e.data, "think>") {
-			t.Fatalf("a tag reached the stream: %s", e.data)
 		}
 		var ch struct {
 			Choices []struct {
@@ -421,5 +430,56 @@ func TestResponsesReasoningGivenBack(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("a reasoning item with content %q: %d", "x", resp.StatusCode)
+	}
+}
+
+// TestReasoningEffortNone: reasoning_effort "none" (chat) and
+// reasoning.effort "none" (responses) turn thinking off, as the switch
+// does; llama-server's reasoning_format "none" gives the reply as the
+// model wrote it, tags and all; a contradiction or an unknown format is
+// refused by name.
+func TestReasoningEffortNone(t *testing.T) {
+	h := thinkingHarness(t, true, false)
+	last := func() *Generation {
+		h.model.mu.Lock()
+		defer h.model.mu.Unlock()
+		return h.model.calls[len(h.model.calls)-1]
+	}
+	for _, body := range []string{
+		`{"model":"qwen","reasoning_effort":"none","messages":[{"role":"user","content":"hi"}]}`,
+		`{"model":"qwen","reasoning_effort":"none","chat_template_kwargs":{"enable_thinking":false},"messages":[{"role":"user","content":"hi"}]}`,
+	} {
+		postOK(t, h, body)
+		if g := last(); g.Think == nil || *g.Think || g.ReasoningEffort != "" {
+			t.Errorf("%s: Think %v, effort %q", body, g.Think, g.ReasoningEffort)
+		}
+	}
+	postPathOK(t, h, "/v1/responses", `{"model":"qwen","input":"hi","reasoning":{"effort":"none"}}`)
+	if g := last(); g.Think == nil || *g.Think {
+		t.Errorf("responses: Think %v", g.Think)
+	}
+	content, reasoning, _, _ := chatMessageOf(t, postOK(t, h, `{"model":"qwen","reasoning_format":"none","messages":[{"role":"user","content":"hi"}]}`))
+	if reasoning != nil || content == nil || *content != strings.Join(thinkPieces, "") {
+		t.Errorf("reasoning_format none: content %v, reasoning %v", content, reasoning)
+	}
+	resp := h.post(t, "/v1/chat/completions", `{"model":"qwen","stream":true,"reasoning_format":"none","messages":[{"role":"user","content":"hi"}]}`)
+	events := readSSE(t, resp.Body)
+	resp.Body.Close()
+	if _, c, _ := accumulateChat(t, events); c != strings.Join(thinkPieces, "") {
+		t.Errorf("reasoning_format none, streamed: %q", c)
+	}
+	for _, c := range []struct{ body, param string }{
+		{`{"model":"qwen","reasoning_effort":"none","chat_template_kwargs":{"enable_thinking":true},"messages":[{"role":"user","content":"hi"}]}`, "chat_template_kwargs.enable_thinking"},
+		{`{"model":"r1","reasoning_effort":"none","messages":[{"role":"user","content":"hi"}]}`, "reasoning_effort"},
+		{`{"model":"qwen","reasoning_format":"deepseek-legacy","messages":[{"role":"user","content":"hi"}]}`, "reasoning_format"},
+		{`{"model":"qwen","reasoning_format":"none",` + weatherTools + `,"messages":[{"role":"user","content":"hi"}]}`, "reasoning_format"},
+	} {
+		h.reg.local["r1"] = thinkingFake{h.model, false, true}
+		resp := h.post(t, "/v1/chat/completions", c.body)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"param":"`+c.param+`"`) {
+			t.Errorf("%s: %d %s", c.body, resp.StatusCode, b)
+		}
 	}
 }

@@ -164,7 +164,7 @@ func readersFor(m Model, g *Generation, tools bool, format toolcall.Format, pref
 		calls = toolParser(format, g)
 		calls.Feed(prefix) // a marker only: it makes no events
 	}
-	if ch := newChannels(m, calls); ch != nil {
+	if ch := newChannels(m, g, calls); ch != nil {
 		return ch, nil
 	}
 	return nil, calls
