@@ -483,3 +483,38 @@ func TestReasoningEffortNone(t *testing.T) {
 		}
 	}
 }
+
+// TestThinkingOllamaGenerate: /api/generate (not raw) splits the reply as
+// Ollama does: thinking beside the response, whole and streamed; raw, the
+// reply is as written.
+func TestThinkingOllamaGenerate(t *testing.T) {
+	h := thinkingHarness(t, true, false)
+	var whole struct {
+		Response string `json:"response"`
+		Thinking string `json:"thinking"`
+	}
+	b := postPathOK(t, h, "/api/generate", `{"model":"qwen","prompt":"hi","stream":false}`)
+	if err := json.Unmarshal(b, &whole); err != nil || whole.Thinking != "The user greets me." || whole.Response != "Hello there!" {
+		t.Fatalf("generate: %s", b)
+	}
+	var r, c strings.Builder
+	for _, line := range strings.Split(strings.TrimSpace(string(postPathOK(t, h, "/api/generate", `{"model":"qwen","prompt":"hi"}`))), "\n") {
+		var ch struct {
+			Response string `json:"response"`
+			Thinking string `json:"thinking"`
+		}
+		if err := json.Unmarshal([]byte(line), &ch); err != nil {
+			t.Fatal(err)
+		}
+		r.WriteString(ch.Thinking)
+		c.WriteString(ch.Response)
+	}
+	if r.String() != "The user greets me." || c.String() != "Hello there!" {
+		t.Errorf("streamed: %q / %q", r.String(), c.String())
+	}
+	b = postPathOK(t, h, "/api/generate", `{"model":"qwen","prompt":"hi","raw":true,"stream":false}`)
+	whole.Thinking = ""
+	if err := json.Unmarshal(b, &whole); err != nil || whole.Thinking != "" || whole.Response != strings.Join(thinkPieces, "") {
+		t.Errorf("raw: %s", b)
+	}
+}
