@@ -546,6 +546,7 @@ func (s *servedModel) request(g *api.Generation, prompt string, ids []uint32, ct
 		}{
 			{g.PromptIDs != nil, "prompt", "a prompt of token ids", "hashes a prompt's text"},
 			{g.Suffix != "", "suffix", "suffix", "hashes the prompt alone"},
+			{g.Infill != nil, "input_prefix", "an infill", "hashes the prompt alone"},
 			{len(g.LogitBias) > 0, "logit_bias", "logit_bias", "does not cover it"},
 			{g.ReasoningEffort != "", "reasoning_effort", "a reasoning effort", "hashes the messages alone, not what the template writes for the effort"},
 			{g.Think != nil, "think", "a thinking switch (enable_thinking, think, thinking)", "hashes the messages alone, not what the template writes for the switch"},
@@ -578,9 +579,9 @@ func (s *servedModel) request(g *api.Generation, prompt string, ids []uint32, ct
 	}
 	maxTokens = min(maxTokens, ctxLen-promptTokens)
 	hash := receipt.PromptHash([]byte(prompt))
-	if g.PromptIDs != nil || g.Suffix != "" {
+	if g.PromptIDs != nil || g.Suffix != "" || g.Infill != nil {
 		// The model is handed ids no text is: given as ids, or a fill in
-		// the middle's composed of two texts and its tokens.
+		// the middle's composed of texts and its tokens.
 		hash = receipt.TokenPromptHash(ids)
 	}
 	req := receipt.ServeRequest{

@@ -118,6 +118,10 @@ func renderPrompt(tok *tokenizer.Tokenizer, tmpl *chat.Template, gen *api.Genera
 	if gen.PromptIDs != nil {
 		return "", gen.PromptIDs, checkPromptIDs(gen.PromptIDs, tok.NumTokens(), limit)
 	}
+	if gen.Infill != nil {
+		ids, err := infillPrompt(tok, gen, limit)
+		return "", ids, err
+	}
 	if gen.Suffix != "" {
 		ids, err := fillInTheMiddle(tok, gen.Prompt, gen.Suffix, limit)
 		return "", ids, err

@@ -115,7 +115,7 @@ func (m *referenceModel) Prompt(g *api.Generation, limit int) (string, []uint32,
 		// Its vocabulary is the bytes.
 		return "", g.PromptIDs, checkPromptIDs(g.PromptIDs, 256, limit)
 	}
-	if g.Suffix != "" {
+	if g.Suffix != "" || g.Infill != nil {
 		return "", nil, errNoFIM
 	}
 	text := g.Prompt

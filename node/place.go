@@ -265,6 +265,12 @@ func (n *Node) checkClaim(peer identity.EndpointID, model string, claim placemen
 // served), and the node's defaults where g sets none.
 func (n *Node) placementRequest(g *api.Generation) placement.Request {
 	chars := utf8.RuneCountInString(g.Prompt) + utf8.RuneCountInString(g.Suffix)
+	if in := g.Infill; in != nil {
+		chars += utf8.RuneCountInString(in.Prefix) + utf8.RuneCountInString(in.Suffix)
+		for _, c := range in.Extra {
+			chars += utf8.RuneCountInString(c.Text)
+		}
+	}
 	for _, m := range g.Messages {
 		chars += utf8.RuneCountInString(m.Content)
 	}

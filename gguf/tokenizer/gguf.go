@@ -35,7 +35,8 @@ func FromGGUF(md *gguf.Metadata) (*Tokenizer, error) {
 // 11, BOS added only for the llama3 pre-tokenizer family. Special ids the
 // file gives out of range are ignored, as llama.cpp does.
 func VocabFromGGUF(md *gguf.Metadata) (*Vocab, error) {
-	v := &Vocab{BOS: NoToken, EOS: NoToken, EOT: NoToken, EOM: NoToken, UNK: NoToken, PAD: NoToken, FIMPre: NoToken, FIMSuf: NoToken, FIMMid: NoToken}
+	v := &Vocab{BOS: NoToken, EOS: NoToken, EOT: NoToken, EOM: NoToken, UNK: NoToken, PAD: NoToken,
+		FIMPre: NoToken, FIMSuf: NoToken, FIMMid: NoToken, FIMRep: NoToken, FIMSep: NoToken}
 	var ok bool
 	if v.Model, ok = md.String(keyModel); !ok {
 		return nil, fmt.Errorf("%w: %s missing or not a string", ErrInvalidVocab, keyModel)
@@ -104,6 +105,8 @@ func VocabFromGGUF(md *gguf.Metadata) (*Vocab, error) {
 		"tokenizer.ggml.fim_pre_token_id": &v.FIMPre,
 		"tokenizer.ggml.fim_suf_token_id": &v.FIMSuf,
 		"tokenizer.ggml.fim_mid_token_id": &v.FIMMid,
+		"tokenizer.ggml.fim_rep_token_id": &v.FIMRep,
+		"tokenizer.ggml.fim_sep_token_id": &v.FIMSep,
 	} {
 		if x, ok := md.Uint32(key); ok && x < uint32(n) {
 			*id = x

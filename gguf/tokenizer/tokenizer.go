@@ -59,6 +59,10 @@ type Vocab struct {
 	// and middle tokens (NoToken when the file names none: they are then
 	// found by their text, as llama.cpp finds them).
 	FIMPre, FIMSuf, FIMMid uint32
+	// FIMRep and FIMSep are repo-level fill-in-the-middle's repository
+	// and file-separator tokens (Qwen2.5-Coder's <|repo_name|> and
+	// <|file_sep|>), found by their text likewise.
+	FIMRep, FIMSep uint32
 
 	AddBOS         bool // Encode with AddSpecial prepends BOS
 	AddEOS         bool // Encode with AddSpecial appends EOS
@@ -107,7 +111,7 @@ type Tokenizer struct {
 	ranks  map[string]int32 // "left right" → merge rank
 
 	bos, eos, eot, eom, unk, pad uint32
-	fim                          [3]uint32 // prefix, suffix, middle
+	fim                          [5]uint32 // prefix, suffix, middle, repo, file separator
 	eog                          map[uint32]bool
 
 	addBOS, addEOS, addSpacePrefix bool
@@ -203,7 +207,7 @@ func New(v *Vocab) (*Tokenizer, error) {
 		return id
 	}
 	t.bos, t.eos, t.eot, t.eom, t.unk, t.pad = inRange(v.BOS), inRange(v.EOS), inRange(v.EOT), inRange(v.EOM), inRange(v.UNK), inRange(v.PAD)
-	t.fim = [3]uint32{inRange(v.FIMPre), inRange(v.FIMSuf), inRange(v.FIMMid)}
+	t.fim = [5]uint32{inRange(v.FIMPre), inRange(v.FIMSuf), inRange(v.FIMMid), inRange(v.FIMRep), inRange(v.FIMSep)}
 	if t.kind == kindBPE && t.pre.noBOS {
 		t.bos = NoToken
 	}
@@ -246,7 +250,9 @@ var (
 		"<|calls|>", "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]",
 		"[EOS]", "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
 		"<｜end▁of▁sentence｜>", "[e~["}
-	// Fill-in-the-middle tokens: prefix, suffix, middle, pad, repo, file sep.
+	// Fill-in-the-middle tokens: prefix, suffix, middle, pad, repo, file
+	// sep; fimSlot is where each is kept in Tokenizer.fim (pad is not).
+	fimSlot  = [6]int{0, 1, 2, -1, 3, 4}
 	fimTexts = [6][]string{
 		{"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>", "<|code_prefix|>", "<|prefix|>"},
 		{"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>", "<|code_suffix|>", "<|suffix|>"},
@@ -281,15 +287,17 @@ func (t *Tokenizer) fixSpecialTokens(name string) {
 		}
 	}
 	for i, names := range fimTexts {
-		if i < 3 && t.fim[i] != NoToken {
+		slot := fimSlot[i]
+		if slot >= 0 && t.fim[slot] != NoToken {
 			continue // named by the file
 		}
 		for _, s := range names {
 			if id, ok := t.ids[s]; ok {
 				forceControl(id)
-				if i < 3 {
-					t.fim[i] = id
-				} else { // pad, repo and file separator end generation
+				if slot >= 0 {
+					t.fim[slot] = id
+				}
+				if i >= 3 { // pad, repo and file separator end generation
 					t.eog[id] = true
 				}
 				break
@@ -466,6 +474,10 @@ func (t *Tokenizer) FIM() (pre, suf, mid uint32, ok bool) {
 	pre, suf, mid = t.fim[0], t.fim[1], t.fim[2]
 	return pre, suf, mid, pre != NoToken && suf != NoToken && mid != NoToken
 }
+
+// FIMRepo is repo-level fill-in-the-middle's repository and
+// file-separator tokens, each NoToken where the vocabulary has none.
+func (t *Tokenizer) FIMRepo() (rep, sep uint32) { return t.fim[3], t.fim[4] }
 
 // AddsBOS reports whether Encode with AddSpecial prepends BOS.
 func (t *Tokenizer) AddsBOS() bool { return t.addBOS }

@@ -41,6 +41,7 @@ func FuzzParseRequest(f *testing.F) {
 		`{"model":"tiny","prompt":[1,2],"n_predict":-1,"seed":-1,"logit_bias":[[5,1.5],[9,false]],"cache_prompt":true,"id_slot":-1,` +
 			`"grammar":"root ::= [a-zé]+ (\" \" root)?","stop":["\n"],"mirostat":0,"stream":true}`,
 		`{"model":"tiny","prompt":"x","json_schema":{"type":"integer"},"top_k":0,"n_probs":0}`,
+		`{"model":"tiny","input_prefix":"def f():","input_suffix":"\n","prompt":"  ","input_extra":[{"filename":"a.py","text":"x"},{"text":"y"}],"n_predict":8}`,
 		`{"model":"tiny","prompt":"x","grammar":"root ::= \"yes\" | \"no\"","messages":null}`,
 		``, `null`, `[]`, `{"model":1}`, `{"model":"m"} {}`,
 	} {
@@ -56,6 +57,7 @@ func FuzzParseRequest(f *testing.F) {
 			"ollama chat": func(b []byte) (*Generation, error) { g, _, err := parseOllamaChat(b); return g, err },
 			"ollama gen":  func(b []byte) (*Generation, error) { g, _, err := parseOllamaGenerate(b); return g, err },
 			"llama.cpp":   func(b []byte) (*Generation, error) { g, _, err := parseLlamaCompletion(b); return g, err },
+			"infill":      func(b []byte) (*Generation, error) { g, _, err := parseInfill(b); return g, err },
 		} {
 			g, err := parse(body)
 			if err != nil {
@@ -76,6 +78,9 @@ func FuzzParseRequest(f *testing.F) {
 			}
 			if g.Prefill != "" && g.Messages == nil {
 				t.Fatalf("%s: accepted a prefill with no conversation", name)
+			}
+			if in := g.Infill; in != nil && len(in.Extra) > maxInfillChunks {
+				t.Fatalf("%s: accepted %d infill chunks", name, len(in.Extra))
 			}
 			if len(g.LogitBias) > maxLogitBias {
 				t.Fatalf("%s: accepted %d logit biases", name, len(g.LogitBias))

@@ -61,6 +61,7 @@ type llamaCompletionRequest struct {
 	MinKeep         json.RawMessage `json:"min_keep"`
 	Samplers        json.RawMessage `json:"samplers"`
 	TMaxPredictMS   json.RawMessage `json:"t_max_predict_ms"`
+	TMaxPromptMS    json.RawMessage `json:"t_max_prompt_ms"`
 	ImageData       json.RawMessage `json:"image_data"`
 	Lora            json.RawMessage `json:"lora"`
 	ResponseFields  json.RawMessage `json:"response_fields"`
@@ -105,6 +106,7 @@ func (req *llamaCompletionRequest) llamaRefusals() []struct {
 		{"min_keep", req.MinKeep, zero, "min_keep is not supported (0 is accepted)"},
 		{"samplers", req.Samplers, isNull, "samplers is not supported: the samplers run in meshnode's one order (penalties, top_k, top_p, min_p, temperature)"},
 		{"t_max_predict_ms", req.TMaxPredictMS, zero, "t_max_predict_ms is not supported: bound an answer with n_predict (0 is accepted)"},
+		{"t_max_prompt_ms", req.TMaxPromptMS, zero, "t_max_prompt_ms is not supported: a prompt is taken in whole (0 is accepted)"},
 		{"image_data", req.ImageData, isEmpty, "image_data: meshnode's models read text"},
 		{"lora", req.Lora, isEmpty, "lora adapters are not supported"},
 		{"response_fields", req.ResponseFields, isEmpty, "response_fields is not supported: the answer has all its fields"},
@@ -133,13 +135,33 @@ func parseLlamaCompletion(body []byte) (*Generation, *llamaCompletionRequest, er
 	if err := checkFields(body, &req, "POST /completion"); err != nil {
 		return nil, nil, err
 	}
+	g, err := req.generation(body)
+	if err != nil {
+		return nil, nil, err
+	}
+	text, ids, ok, err := onePrompt(bytes.TrimSpace(req.Prompt), "prompt")
+	switch {
+	case isAbsent(req.Prompt):
+		return nil, nil, badRequest("prompt", "prompt is required")
+	case !ok:
+		return nil, nil, badRequest("prompt", "prompt must be a string or an array of token ids (several prompts, or text and ids mixed, are not supported: send each prompt on its own)")
+	case err != nil:
+		return nil, nil, err
+	}
+	g.Prompt, g.PromptIDs = text, ids
+	return g, &req, nil
+}
+
+// generation reads what /completion and /infill share: every field but
+// the prompt.
+func (req *llamaCompletionRequest) generation(body []byte) (*Generation, error) {
 	for _, r := range req.llamaRefusals() {
 		if !isAbsent(r.raw) && !r.inert(compact(r.raw)) {
-			return nil, nil, badRequest(r.name, "%s", r.why)
+			return nil, badRequest(r.name, "%s", r.why)
 		}
 	}
 	if strings.TrimSpace(req.Model) == "" {
-		return nil, nil, badRequest("model", "model is required: llama-server serves one model and needs none, but a node serves several (GET /v1/models lists them)")
+		return nil, badRequest("model", "model is required: llama-server serves one model and needs none, but a node serves several (GET /v1/models lists them)")
 	}
 	s := sampling{
 		Model: req.Model, Stream: req.Stream, Temperature: req.Temperature, TopK: req.TopK, TopP: req.TopP, MinP: req.MinP,
@@ -160,44 +182,34 @@ func parseLlamaCompletion(body []byte) (*Generation, *llamaCompletionRequest, er
 	}
 	bias, err := llamaLogitBias(req.LogitBias)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	s.LogitBias = bias
 	g := &Generation{Body: body}
 	if err := s.apply(g); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	text, ids, ok, err := onePrompt(bytes.TrimSpace(req.Prompt), "prompt")
-	switch {
-	case isAbsent(req.Prompt):
-		return nil, nil, badRequest("prompt", "prompt is required")
-	case !ok:
-		return nil, nil, badRequest("prompt", "prompt must be a string or an array of token ids (several prompts, or text and ids mixed, are not supported: send each prompt on its own)")
-	case err != nil:
-		return nil, nil, err
-	}
-	g.Prompt, g.PromptIDs = text, ids
 	// llama-server's default n_predict, -1, is until the model ends, as
 	// Ollama's num_predict -1 (the context bounds it).
 	g.MaxTokens = math.MaxInt32
 	if n := req.NPredict; n != nil && *n != -1 {
 		if *n < 1 {
-			return nil, nil, badRequest("n_predict", "n_predict must be -1 (until the model ends) or at least 1, got %d", *n)
+			return nil, badRequest("n_predict", "n_predict must be -1 (until the model ends) or at least 1, got %d", *n)
 		}
 		g.MaxTokens = *n
 	}
 	if !isAbsent(req.JSONSchema) && !bytes.Equal(compact(req.JSONSchema), []byte("{}")) {
 		if err := applyFormat(FormatJSONSchema, &jsonSchemaSpec{Name: "json_schema", Schema: req.JSONSchema}, "json_schema", "json_schema", g); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
 	if g.Grammar != nil && req.Grammar != nil && *req.Grammar != "" {
-		return nil, nil, badRequest("grammar", "grammar and json_schema both hold the output to a grammar; send one")
+		return nil, badRequest("grammar", "grammar and json_schema both hold the output to a grammar; send one")
 	}
 	if err := parseGBNF(req.Grammar, g); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return g, &req, nil
+	return g, nil
 }
 
 // llamaLogitBias turns llama-server's logit_bias into OpenAI's object
@@ -346,9 +358,13 @@ func (s *Server) handleLlamaCompletion(w http.ResponseWriter, r *http.Request) {
 		g, req, err = parseLlamaCompletion(body)
 		return g, err
 	})
-	if !ok {
-		return
+	if ok {
+		s.answerLlama(w, r, m, g, req)
 	}
+}
+
+// answerLlama answers g, read from req, in /completion's shape.
+func (s *Server) answerLlama(w http.ResponseWriter, r *http.Request, m Model, g *Generation, req *llamaCompletionRequest) {
 	st := &llamaStream{model: g.Model, now: s.now, received: g.Received, settings: llamaSettingsOf(g, req), prompt: g.Prompt}
 	if !req.Stream {
 		s.answerWhole(w, r, m, g, st, func() any { return st.whole })

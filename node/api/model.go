@@ -37,6 +37,19 @@ type Prepared interface {
 	PromptTokens() int
 }
 
+// Infill is an /infill request's text: before the gap (Prefix), after
+// it (Suffix), and other files' (Extra), which go before them as
+// context.
+type Infill struct {
+	Prefix, Suffix string
+	Extra          []InfillChunk
+}
+
+// InfillChunk is a file's text given as context to an infill.
+type InfillChunk struct {
+	Filename, Text string
+}
+
 // Message is one chat message, its content flattened to text (a null
 // content is ""). ToolCalls are an assistant's function calls; a "tool"
 // message answers the call ToolCallID, and Name is its function's name.
@@ -102,6 +115,10 @@ type Generation struct {
 	// the middle between Prompt and it (completions' suffix), through
 	// its fill-in-the-middle tokens.
 	Suffix string
+	// Infill, when set, is llama.cpp's /infill: the text around the gap
+	// and other files' text, composed before Prompt (the start of the
+	// middle) as llama-server composes them, and fitted to the context.
+	Infill *Infill
 	// N is how many choices to answer with (n; 0 is 1), and batch a
 	// completions request's prompts when it sends more than one: such a
 	// request is served as its Choices, each a generation of one.

@@ -83,6 +83,7 @@ var replayParsers = map[string]func([]byte) (*Generation, error){
 	"/api/chat":            func(b []byte) (*Generation, error) { g, _, err := parseOllamaChat(b); return g, err },
 	"/api/generate":        func(b []byte) (*Generation, error) { g, _, err := parseOllamaGenerate(b); return g, err },
 	"/completion":          func(b []byte) (*Generation, error) { g, _, err := parseLlamaCompletion(b); return g, err },
+	"/infill":              func(b []byte) (*Generation, error) { g, _, err := parseInfill(b); return g, err },
 }
 
 // parseReplay parses a replay body; the original request is parsed by
@@ -149,17 +150,23 @@ func replayChoice(g *Generation, choice *int) (*Generation, error) {
 }
 
 // replayEndpoint is the endpoint whose parser reads a replay's request:
-// the one named, else the one its fields name.
+// the one named, else the one its fields name. An /infill request (its
+// input_prefix says so) is read as one where /completion is named, since
+// the two answer in the same shape and a saved answer cannot tell them
+// apart.
 func replayEndpoint(b replayBody) (string, error) {
-	if b.Endpoint != "" {
-		if _, ok := replayParsers[b.Endpoint]; !ok {
-			return "", badRequest("endpoint", "endpoint %q is not a generation endpoint: name /v1/chat/completions, /v1/completions, /v1/responses, /v1/messages, /api/chat, /api/generate or /completion", b.Endpoint)
-		}
-		return b.Endpoint, nil
-	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(b.Request, &fields); err != nil {
 		return "", badRequest("request", "request: %v", err)
+	}
+	if _, infill := fields["input_prefix"]; infill && (b.Endpoint == "" || b.Endpoint == "/completion") {
+		return "/infill", nil
+	}
+	if b.Endpoint != "" {
+		if _, ok := replayParsers[b.Endpoint]; !ok {
+			return "", badRequest("endpoint", "endpoint %q is not a generation endpoint: name /v1/chat/completions, /v1/completions, /v1/responses, /v1/messages, /api/chat, /api/generate, /completion or /infill", b.Endpoint)
+		}
+		return b.Endpoint, nil
 	}
 	var endpoints []string
 	for k, endpoint := range map[string]string{"messages": "/v1/chat/completions", "prompt": "/v1/completions", "input": "/v1/responses"} {
