@@ -10,7 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/model/modeltest"
+	"github.com/meshnode/meshnode/gguf/tokenizer"
 	"github.com/meshnode/meshnode/node/api"
 	"github.com/meshnode/meshnode/node/steward/grant"
 )
@@ -52,13 +54,11 @@ func TestFillInTheMiddle(t *testing.T) {
 	}
 }
 
-// TestSuffixServed: a completion with a suffix is served by a model with
-// FIM tokens (a fixture on StarCoder's vocabulary), its prompt the
-// infill's (usage counts its tokens), sealed by the ids' hash, and it
-// replays; a request on a grant, whose id covers the prompt alone, and
-// the built-in model, which has no FIM tokens, refuse it saying so.
-func TestSuffixServed(t *testing.T) {
-	tok := testVocab(t, "starcoder")
+// coderFixture writes a fixture on StarCoder2's vocabulary, which has FIM
+// tokens, as coder.gguf, and returns its path and its tokenizer (the
+// file's: a fixture keeps 2048 of the vocabulary's tokens).
+func coderFixture(t *testing.T) (string, *tokenizer.Tokenizer) {
+	t.Helper()
 	b, err := modeltest.Generate(modeltest.StageFixture("llama", "Q8_0", 2), testVocabFile(t, "starcoder").Metadata)
 	if err != nil {
 		t.Fatal(err)
@@ -67,6 +67,25 @@ func TestSuffixServed(t *testing.T) {
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	f, err := gguf.Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenizer.FromGGUF(f.Metadata)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, tok
+}
+
+// TestSuffixServed: a completion with a suffix is served by a model with
+// FIM tokens (a fixture on StarCoder's vocabulary), its prompt the
+// infill's (usage counts its tokens), sealed by the ids' hash, and it
+// replays; a request on a grant, whose id covers the prompt alone, and
+// the built-in model, which has no FIM tokens, refuse it saying so.
+func TestSuffixServed(t *testing.T) {
+	tok := testVocab(t, "starcoder")
+	path, _ := coderFixture(t)
 	n, _ := startNode(t, Config{Models: []string{path, fortunesPath(t)}})
 	const prefix, suffix = "def add(a, b):\n    ", "\n\nprint(add(1, 2))"
 	body, _ := json.Marshal(map[string]any{"model": "coder", "prompt": prefix, "suffix": suffix, "max_tokens": 4})

@@ -5,14 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/meshnode/meshnode/gguf"
-	"github.com/meshnode/meshnode/gguf/model/modeltest"
 	"github.com/meshnode/meshnode/gguf/tokenizer"
 	"github.com/meshnode/meshnode/node/api"
 )
@@ -103,14 +99,7 @@ func TestInfillPrompt(t *testing.T) {
 // by its input_prefix whether /completion is named or none; the built-in
 // model, which has no FIM tokens, refuses it, and so does a grant.
 func TestInfillServed(t *testing.T) {
-	b, err := modeltest.Generate(modeltest.StageFixture("llama", "Q8_0", 2), testVocabFile(t, "starcoder").Metadata)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "coder.gguf")
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	path, tok := coderFixture(t)
 	n, _ := startNode(t, Config{Models: []string{path, fortunesPath(t)}})
 	body := `{"model":"coder","input_prefix":"def add(a, b):\n    ","input_suffix":"\n\nprint(add(1, 2))","prompt":"return",` +
 		`"input_extra":[{"filename":"util.py","text":"def sub(a, b):\n    return a - b\n"}],"n_predict":4,"cache_prompt":true}`
@@ -121,16 +110,6 @@ func TestInfillServed(t *testing.T) {
 		Energy          json.RawMessage `json:"energy"`
 	}
 	postJSON(t, n, "/infill", body, &got)
-	// The fixture keeps 2048 of the vocabulary's tokens: its tokenizer
-	// is the file's.
-	f, err := gguf.Parse(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := tokenizer.FromGGUF(f.Metadata)
-	if err != nil {
-		t.Fatal(err)
-	}
 	want, err := infillPrompt(tok, &api.Generation{Prompt: "return", MaxTokens: 4, Infill: &api.Infill{
 		Prefix: "def add(a, b):\n    ", Suffix: "\n\nprint(add(1, 2))", Extra: []api.InfillChunk{{Filename: "util.py", Text: "def sub(a, b):\n    return a - b\n"}}}}, 1<<20)
 	if err != nil || got.TokensEvaluated != len(want) || got.TokensPredicted < 1 || got.Energy == nil {

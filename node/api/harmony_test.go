@@ -68,42 +68,17 @@ func TestHarmonyStream(t *testing.T) {
 	resp := h.post(t, "/v1/chat/completions", `{"model":"oss","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
 	events := readSSE(t, resp.Body)
 	resp.Body.Close()
-	var reasoning, content strings.Builder
-	var order []string
 	for _, e := range events {
-		if e.data == "[DONE]" {
-			continue
-		}
 		if strings.Contains(e.data, "<|") {
 			t.Fatalf("a marker reached the stream: %s", e.data)
 		}
-		var ch struct {
-			Choices []struct {
-				Delta struct {
-					Content          *string `json:"content"`
-					ReasoningContent *string `json:"reasoning_content"`
-				} `json:"delta"`
-			} `json:"choices"`
-		}
-		if err := json.Unmarshal([]byte(e.data), &ch); err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range ch.Choices {
-			if r := c.Delta.ReasoningContent; r != nil {
-				reasoning.WriteString(*r)
-				order = append(order, "r")
-			}
-			if c.Delta.Content != nil && *c.Delta.Content != "" {
-				content.WriteString(*c.Delta.Content)
-				order = append(order, "c")
-			}
-		}
 	}
-	if reasoning.String() != "The user greets me." || content.String() != "Hello there!" {
-		t.Fatalf("reasoning %q, content %q", reasoning.String(), content.String())
+	reasoning, content, order := accumulateChat(t, events)
+	if reasoning != "The user greets me." || content != "Hello there!" {
+		t.Fatalf("reasoning %q, content %q", reasoning, content)
 	}
-	if got := strings.Join(order, ""); got != "rrccc" {
-		t.Errorf("deltas %q, want the reasoning's two pieces then the content's three", got)
+	if order != "rrccc" {
+		t.Errorf("deltas %q, want the reasoning's two pieces then the content's three", order)
 	}
 }
 

@@ -2,6 +2,7 @@ package think
 
 import (
 	"os"
+	"slices"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -111,25 +112,13 @@ func TestFeedTokenKinds(t *testing.T) {
 		kinds = append(kinds, k)
 	}
 	want := []Kind{Markup, Reasoning, Reasoning, Reasoning, Markup, Content, Content}
-	if !slicesEqual(kinds, want) {
+	if !slices.Equal(kinds, want) {
 		t.Fatalf("kinds %v, want %v", kinds, want)
 	}
 	p = NewParser(qwen, true)
 	if _, k := p.FeedToken("Hm"); k != Reasoning {
 		t.Fatalf("opened by the prompt: the first token is %v", k)
 	}
-}
-
-func slicesEqual(a, b []Kind) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestDetect reads the reasoning blocks off real chat templates
