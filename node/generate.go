@@ -195,9 +195,10 @@ type thinkingModel interface {
 // toolModel is a local model that can be given tools.
 type toolModel interface {
 	ToolFormat() (toolcall.Format, bool)
-	// ToolDecoder is Decoder for a generation with tools: it writes the
-	// control tokens that open calls.
-	ToolDecoder() decoder
+	// ReplyDecoder is Decoder for a reply read back for calls (tools)
+	// or for a reasoning block (thinking): it writes the control tokens
+	// that open calls and the block's tags.
+	ReplyDecoder(tools, thinking bool) decoder
 }
 
 // tokenPieces is a model whose tokens have texts: the log-probabilities
@@ -316,7 +317,7 @@ func (p *preparedGeneration) Generate(ctx context.Context, emit func(api.Delta) 
 	maxTokens := int(p.req.MaxTokens)
 	dec := m.Decoder()
 	if tm, ok := m.(toolModel); ok && (p.tools || p.thinking) {
-		dec = tm.ToolDecoder()
+		dec = tm.ReplyDecoder(p.tools, p.thinking)
 	}
 	stops := &stopFilter{stops: p.stop}
 	// The tokens' log-probabilities (the engine records each just before

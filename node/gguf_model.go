@@ -241,17 +241,21 @@ func (g *ggufModel) ToolFormat() (toolcall.Format, bool) {
 	return toolcall.Detect(g.m.Template()), true
 }
 
-// ToolDecoder is the decoder of a generation with tools, or of a
-// thinking model's chat reply.
-func (g *ggufModel) ToolDecoder() decoder {
-	return newToolDecoder(g.m.Tokenizer(), replyMarkers(g.m.Template()))
+// ReplyDecoder is the decoder of a reply read back for calls or for a
+// reasoning block.
+func (g *ggufModel) ReplyDecoder(tools, thinking bool) decoder {
+	return newToolDecoder(g.m.Tokenizer(), replyMarkers(g.m.Template(), tools, thinking))
 }
 
 // replyMarkers are the control tokens a chat reply is read back by: a
-// format's call markers and the reasoning block's tags.
-func replyMarkers(tmpl *chat.Template) []string {
-	markers := toolcall.Detect(tmpl).Markers()
-	if tags, _, ok := thinkingOf(tmpl); ok {
+// format's call markers (tools) and the reasoning block's tags
+// (thinking).
+func replyMarkers(tmpl *chat.Template, tools, thinking bool) []string {
+	var markers []string
+	if tools {
+		markers = toolcall.Detect(tmpl).Markers()
+	}
+	if tags, _, ok := thinkingOf(tmpl); ok && thinking {
 		markers = append(markers, tags.Open, tags.Close)
 	}
 	return markers

@@ -265,10 +265,10 @@ func (sm *splitModel) ToolFormat() (toolcall.Format, bool) {
 // Harmony implements api.ReasoningModel.
 func (sm *splitModel) Harmony() bool { return isHarmony(sm.tok) }
 
-// ToolDecoder is the decoder of a generation with tools, or of a
-// thinking model's chat reply.
-func (sm *splitModel) ToolDecoder() decoder {
-	return newToolDecoder(sm.tok, replyMarkers(sm.tmpl))
+// ReplyDecoder is the decoder of a reply read back for calls or for a
+// reasoning block.
+func (sm *splitModel) ReplyDecoder(tools, thinking bool) decoder {
+	return newToolDecoder(sm.tok, replyMarkers(sm.tmpl, tools, thinking))
 }
 
 // Thinking is the reasoning block the model's chat template has it write.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -199,8 +200,12 @@ func TestThinkingDecoder(t *testing.T) {
 		}
 		return b.String() + d.Flush()
 	}
-	if got := decode(newToolDecoder(tok, replyMarkers(tmpl))); got != reply {
+	if got := decode(newToolDecoder(tok, replyMarkers(tmpl, false, true))); got != reply {
 		t.Fatalf("the reply decoder wrote %q", got)
+	}
+	// The tags are written only for a reply read for its reasoning.
+	if ms := replyMarkers(tmpl, true, false); slices.Contains(ms, "[THINK]") || len(replyMarkers(tmpl, false, false)) != 0 {
+		t.Errorf("markers without thinking: %q", ms)
 	}
 	if got := decode(newTokenDecoder(tok)); got != "Hmm.Yes." {
 		t.Fatalf("the plain decoder wrote %q", got)
