@@ -234,8 +234,8 @@ func TestReasoningFirst(t *testing.T) {
 		opens bool
 		want  string // a line of the result's canonical text ("": the input's text)
 	}{
-		{lazy, false, `skip "<think>" "</think>"` + "\n"},
-		{lazy, true, `skip "<think>" "</think>" opened` + "\n"},
+		{lazy, false, `block "<think>" "</think>"` + "\n"},
+		{lazy, true, `block "<think>" "</think>" opened` + "\n"},
 		{full, true, `trigger "</think>"` + "\n"},
 		{full, false, ""},
 	} {

@@ -237,8 +237,12 @@ type Grammar struct {
 	// output.
 	triggers []Trigger
 	// skip, when set, is a block of the output in which a lazy
-	// grammar's triggers do not count (Skipping).
-	skip *Block
+	// grammar's triggers do not count (Skipping), and budget, when
+	// positive, bounds it in tokens (Budgeted).
+	skip   *Block
+	budget int
+	// free: the grammar holds nothing (Free).
+	free bool
 }
 
 type rule struct {
@@ -503,6 +507,9 @@ func (g *Grammar) checkLeftRecursion() error {
 // same language the same way).
 func (g *Grammar) String() string {
 	var b strings.Builder
+	if g.free {
+		b.WriteString("free\n")
+	}
 	for r, ru := range g.rules {
 		if r == g.root {
 			b.WriteString("root=")

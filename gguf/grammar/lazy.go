@@ -63,70 +63,6 @@ func (g *Grammar) Lazy(triggers ...Trigger) (*Grammar, error) {
 	return &lazy, nil
 }
 
-// Block is a stretch of the output in which a lazy grammar's triggers do
-// not count: a thinking model's reasoning (<think>…</think>), which may
-// name a trigger (<tool_call>) while it plans, before the answer that
-// makes the call. Past the block, the output is watched as from its
-// start (an at-start trigger may open the answer).
-type Block struct {
-	Open, Close string
-	// Opened: the output starts inside the block (its prompt opened it);
-	// otherwise there is a block only where the output opens with Open
-	// (after white space).
-	Opened bool
-}
-
-// Skipping returns g, which must be lazy, with its triggers not counted
-// in b.
-func (g *Grammar) Skipping(b Block) (*Grammar, error) {
-	switch {
-	case len(g.triggers) == 0:
-		return nil, fmt.Errorf("%w: a block is skipped only by a lazy grammar's triggers", ErrInvalid)
-	case b.Open == "" || b.Close == "" || len(b.Open) > maxTriggerLen || len(b.Close) > maxTriggerLen:
-		return nil, fmt.Errorf("%w: block %q…%q: its tags are 1 to %d bytes", ErrInvalid, b.Open, b.Close, maxTriggerLen)
-	}
-	skipping := *g
-	skipping.skip = &b
-	return &skipping, nil
-}
-
-// blockState is where the output stands to a skipped block.
-type blockState int
-
-const (
-	beforeBlock blockState = iota // nothing but white space yet: a block may open
-	inBlock
-	pastBlock // past it, or none opened
-)
-
-// skipBlock reads c.seen, the output so far, against the skipped block:
-// once past it, it returns the output after it (ok); before that, it
-// keeps of c.seen only what may still open or close the block.
-func (c *Constraint) skipBlock() (after []byte, ok bool) {
-	b := c.m.g.skip
-	if c.block == beforeBlock {
-		first := bytes.TrimLeft(c.seen, " \t\r\n")
-		switch {
-		case bytes.HasPrefix(first, []byte(b.Open)):
-			c.block = inBlock
-			c.seen = append(c.seen[:0], first[len(b.Open):]...)
-		case bytes.HasPrefix([]byte(b.Open), first):
-			return nil, false // white space, or the tag's start: wait
-		default:
-			c.block = pastBlock
-			return c.seen, true // no block: all of it is the output's start
-		}
-	}
-	if i := bytes.Index(c.seen, []byte(b.Close)); i >= 0 {
-		c.block = pastBlock
-		return c.seen[i+len(b.Close):], true
-	}
-	if keep := len(b.Close) - 1; len(c.seen) > keep {
-		c.seen = append(c.seen[:0], c.seen[len(c.seen)-keep:]...)
-	}
-	return nil, false
-}
-
 // Triggers are a lazy grammar's triggers (none: the grammar holds the
 // whole output).
 func (g *Grammar) Triggers() []Trigger { return slices.Clone(g.triggers) }
@@ -135,11 +71,14 @@ func (g *Grammar) Triggers() []Trigger { return slices.Clone(g.triggers) }
 // that a lazy grammar and the same rules held from the start differ.
 func (g *Grammar) writeTriggers(b *strings.Builder) {
 	if s := g.skip; s != nil {
-		fmt.Fprintf(b, "skip %s %s", strconv.Quote(s.Open), strconv.Quote(s.Close))
+		fmt.Fprintf(b, "block %s %s", strconv.Quote(s.Open), strconv.Quote(s.Close))
 		if s.Opened {
 			b.WriteString(" opened")
 		}
 		b.WriteByte('\n')
+	}
+	if g.budget > 0 {
+		fmt.Fprintf(b, "budget %d\n", g.budget)
 	}
 	for _, t := range g.triggers {
 		b.WriteString("trigger ")
@@ -159,15 +98,7 @@ func (g *Grammar) writeTriggers(b *strings.Builder) {
 // matcher is advanced over the output from where the grammar takes hold;
 // bytes it refuses there are an error wrapping ErrRejected.
 func (c *Constraint) watch(text []byte) error {
-	if c.block != pastBlock {
-		c.seen = append(c.seen, text...)
-		after, ok := c.skipBlock()
-		if !ok {
-			return nil
-		}
-		text, c.seen = bytes.Clone(after), c.seen[:0]
-	}
-	triggers := c.m.g.triggers
+	triggers := c.g.triggers
 	longest := 0
 	for _, t := range triggers {
 		longest = max(longest, len(t.Text))
@@ -219,7 +150,7 @@ func (c *Constraint) forget(lead, longest int) {
 	if !c.pastStart {
 		first := c.seen[lead:]
 		c.pastStart = true
-		for _, t := range c.m.g.triggers {
+		for _, t := range c.g.triggers {
 			if t.AtStart && (len(first) < len(t.Text) && strings.HasPrefix(t.Text, string(first))) {
 				c.pastStart = false // still on its way
 			}

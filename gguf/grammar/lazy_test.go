@@ -340,7 +340,7 @@ func TestLazySkipsBlock(t *testing.T) {
 			t.Errorf("%q: triggered at token %d, want %d", tc.toks, got, tc.trigger)
 		}
 	}
-	if a, b, c := base.String(), skip(false).String(), skip(true).String(); a == b || b == c || !strings.Contains(c, `skip "<c>" "hello" opened`) {
+	if a, b, c := base.String(), skip(false).String(), skip(true).String(); a == b || b == c || !strings.Contains(c, `block "<c>" "hello" opened`) {
 		t.Errorf("canonical texts:\n%s\n%s\n%s", a, b, c)
 	}
 	if _, err := (&Grammar{}).Skipping(Block{Open: "a", Close: "b"}); !errors.Is(err, ErrInvalid) {

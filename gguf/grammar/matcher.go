@@ -46,6 +46,9 @@ type Matcher struct {
 
 // NewMatcher returns a matcher at the start of g.
 func (g *Grammar) NewMatcher() (*Matcher, error) {
+	if g.free {
+		return nil, fmt.Errorf("%w: the free grammar holds nothing, so it has no matcher (NewConstraint takes it)", ErrInvalid)
+	}
 	m := &Matcher{g: g}
 	var out []int32
 	for _, s := range g.starts[g.root] {

@@ -12,11 +12,14 @@ import (
 // under it. Build it once per model (it is immutable and safe for
 // concurrent use).
 type Vocab struct {
-	size  int // tokens the mask covers (the logits' length)
-	nodes []trieNode
-	edges []trieEdge
-	toks  []uint32
-	eog   []uint32
+	size int // tokens the mask covers (the logits' length)
+	// n and bytesOf give the tokens' bytes, as NewVocab was given them.
+	n       int
+	bytesOf func(id uint32) []byte
+	nodes   []trieNode
+	edges   []trieEdge
+	toks    []uint32
+	eog     []uint32
 }
 
 type trieNode struct {
@@ -51,7 +54,7 @@ func NewVocab(size, n int, piece func(id uint32) []byte, eog []uint32) *Vocab {
 		}
 		return int(a.id) - int(b.id)
 	})
-	v := &Vocab{size: size}
+	v := &Vocab{size: size, n: n, bytesOf: piece}
 	for _, id := range eog {
 		if int(id) < size {
 			v.eog = append(v.eog, id)
@@ -262,30 +265,43 @@ type Constraint struct {
 	triggered bool
 	seen      []byte
 	pastStart bool
-	// block is where the output stands to the grammar's skipped block
-	// (Grammar.Skipping).
-	block blockState
+	// g is the grammar (m is nil for Free's); blk follows its block,
+	// where it has one; forced, while set, is the closing tag its budget
+	// forces (forcedCtl the control token that is all of it, or
+	// noToken).
+	g         *Grammar
+	blk       *blockReader
+	forced    *Matcher
+	forcedCtl uint32
 }
 
 // waiting says the grammar is lazy and its trigger has not come: every
 // token is allowed, and the output may end.
-func (c *Constraint) waiting() bool { return !c.triggered && len(c.m.g.triggers) > 0 }
+func (c *Constraint) waiting() bool { return !c.triggered && len(c.g.triggers) > 0 }
+
+// tokenBytes is token id's bytes (none for a control token).
+func (v *Vocab) tokenBytes(id uint32) []byte {
+	if int(id) >= v.n || v.bytesOf == nil {
+		return nil
+	}
+	return v.bytesOf(id)
+}
 
 // NewConstraint starts a generation under g over the vocabulary v, whose
 // token bytes piece gives: the function NewVocab was given, except that
 // a control token's text may be given too (the mask never allows one by
 // it, but a lazy grammar's trigger may be one).
 func NewConstraint(g *Grammar, v *Vocab, piece func(id uint32) []byte) (*Constraint, error) {
-	m, err := g.NewMatcher()
-	if err != nil {
-		return nil, err
+	c := &Constraint{v: v, g: g, piece: piece, cache: map[string][]uint64{}}
+	if !g.free {
+		m, err := g.NewMatcher()
+		if err != nil {
+			return nil, err
+		}
+		c.m = m
 	}
-	c := &Constraint{v: v, m: m, piece: piece, cache: map[string][]uint64{}}
-	switch {
-	case g.skip == nil:
-		c.block = pastBlock
-	case g.skip.Opened:
-		c.block = inBlock
+	if g.skip != nil {
+		c.blk = newBlockReader(*g.skip)
 	}
 	return c, nil
 }
@@ -294,7 +310,10 @@ func NewConstraint(g *Grammar, v *Vocab, piece func(id uint32) []byte) (*Constra
 // while a lazy grammar waits for its trigger (every token). The slice is
 // the constraint's until the next call; it must not be changed.
 func (c *Constraint) Mask() ([]uint64, error) {
-	if c.waiting() {
+	switch {
+	case c.forced != nil:
+		return c.forcedMask()
+	case c.g.free || c.waiting():
 		return nil, nil
 	}
 	c.key = c.m.key(c.key[:0])
@@ -327,21 +346,55 @@ func (c *Constraint) Accept(id uint32) error {
 		return nil
 	}
 	b := c.piece(id)
-	if c.waiting() {
-		return c.watch(b)
+	if c.forced != nil {
+		return c.acceptForced(id, b)
 	}
-	if int(id) >= c.v.size || len(b) == 0 {
+	if c.blk != nil && c.blk.state != pastBlock {
+		after, past := c.blk.read(b)
+		if !past {
+			// Inside the block (or before it opens) nothing is held,
+			// and no trigger counts; a spent budget forces its end.
+			if c.g.budget > 0 && c.blk.state == inBlock && c.blk.tokens >= c.g.budget {
+				c.force()
+			}
+			return nil
+		}
+		return c.afterBlock(after)
+	}
+	switch {
+	case c.g.free:
+		return nil
+	case c.waiting():
+		return c.watch(b)
+	case int(id) >= c.v.size || len(b) == 0:
 		return fmt.Errorf("%w: token %d has no bytes", ErrRejected, id)
 	}
 	return c.m.Advance(b)
 }
 
+// afterBlock takes the output that follows the block (or, where none
+// opened, the output from its start), as the first text the grammar
+// reads.
+func (c *Constraint) afterBlock(after []byte) error {
+	switch {
+	case c.g.free:
+		return nil
+	case c.waiting():
+		return c.watch(after)
+	}
+	return c.m.Advance(after)
+}
+
 // Done reports whether the grammar must end here (nothing may follow
 // what was accepted).
-func (c *Constraint) Done() bool { return !c.waiting() && c.m.Done() }
+func (c *Constraint) Done() bool {
+	return c.forced == nil && !c.g.free && !c.waiting() && c.m.Done()
+}
 
 // Accepting reports whether the grammar may end here.
-func (c *Constraint) Accepting() bool { return c.waiting() || c.m.Accepting() }
+func (c *Constraint) Accepting() bool {
+	return c.forced == nil && (c.g.free || c.waiting() || c.m.Accepting())
+}
 
 // Triggered reports whether a lazy grammar's trigger has come (always,
 // for a grammar that is not lazy).
