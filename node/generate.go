@@ -455,12 +455,24 @@ func (s *servedModel) prepare(g *api.Generation) (receipt.ServeRequest, prepared
 		return receipt.ServeRequest{}, preparedPrompt{}, nil, api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_prompt", "%v", err)
 	}
 	pp := preparedPrompt{ids: ids}
-	if tags, _, ok := s.Thinking(); ok && g.Messages != nil {
+	tags, _, thinks := s.Thinking()
+	if thinks && g.Messages != nil {
 		pp.opens = tags.Opens(text)
 		if g.Grammar != nil {
 			if g.Grammar, err = reasoningFirst(g.Grammar, tags, pp.opens); err != nil {
 				return receipt.ServeRequest{}, preparedPrompt{}, nil, fmt.Errorf("a grammar after the reasoning block: %w", err)
 			}
+		}
+	}
+	if g.ThinkBudget > 0 {
+		if !thinks || g.Messages == nil {
+			e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option",
+				"model %q writes no reasoning block for a thinking budget to bound", m.Name())
+			e.Param = "thinking"
+			return receipt.ServeRequest{}, preparedPrompt{}, nil, e
+		}
+		if g.Grammar, err = budgeted(g.Grammar, tags, pp.opens, g.ThinkBudget); err != nil {
+			return receipt.ServeRequest{}, preparedPrompt{}, nil, fmt.Errorf("a thinking budget: %w", err)
 		}
 	}
 	req, opts, err := s.request(g, text, ids, ctxLen)
@@ -480,6 +492,20 @@ func reasoningFirst(gr *grammar.Grammar, tags think.Tags, opens bool) (*grammar.
 		return gr.Lazy(grammar.Trigger{Text: tags.Close})
 	}
 	return gr, nil
+}
+
+// budgeted bounds a thinking model's reasoning block to budget tokens
+// (grammar.Budgeted): alone, on the grammar that holds nothing else; with
+// a lazy grammar, on it. A grammar that holds the reply from its first
+// byte leaves the model no room to reason, so the bound holds as it is.
+func budgeted(gr *grammar.Grammar, tags think.Tags, opens bool, budget int) (*grammar.Grammar, error) {
+	if gr == nil {
+		gr = grammar.Free()
+	}
+	if !gr.IsFree() && len(gr.Triggers()) == 0 {
+		return gr, nil
+	}
+	return gr.Budgeted(grammar.Block{Open: tags.Open, Close: tags.Close, Opened: opens}, budget)
 }
 
 // OpensReasoning implements the API's question: the prompt left the
@@ -528,6 +554,12 @@ func (s *servedModel) request(g *api.Generation, prompt string, ids []uint32, ct
 			e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "tools_not_granted",
 				"a granted request cannot carry tools, tool calls or tool results: the OpenAI binding's request id (mesh/1 §2.3) covers only the messages' roles and contents")
 			e.Param = "tools"
+			return receipt.ServeRequest{}, nil, e
+		}
+		if g.ThinkBudget > 0 {
+			e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option",
+				"a thinking budget is not served on a request that rides on a grant (jcp_presentation): the granted request's binding does not cover the grammar that holds it")
+			e.Param = "thinking"
 			return receipt.ServeRequest{}, nil, e
 		}
 		if g.Grammar != nil {

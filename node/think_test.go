@@ -248,3 +248,69 @@ func TestReasoningFirst(t *testing.T) {
 		}
 	}
 }
+
+// TestThinkingBudget: Anthropic's thinking budget on a model whose prompt
+// opens the block (R1's template on the fixture): greedy, the thinking is
+// the first budget_tokens tokens of what the model reasons unbounded,
+// then the block is closed for it and it answers; the budget is in the
+// request's identity (a replay under another budget is another serve);
+// a model that does not reason refuses it.
+func TestThinkingBudget(t *testing.T) {
+	r1 := templateModel(t, "deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja", "r1-fixture")
+	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
+	n, _ := startNode(t, Config{Models: []string{r1, fortunesModel}})
+
+	// The unbounded reply's tokens, as the model writes them.
+	var raw struct {
+		Choices []struct {
+			Logprobs struct {
+				Content []struct {
+					Token string `json:"token"`
+				} `json:"content"`
+			} `json:"logprobs"`
+		} `json:"choices"`
+	}
+	postJSON(t, n, "/v1/chat/completions", `{"model":"r1-fixture","max_tokens":12,"reasoning_format":"none","logprobs":true,"messages":[{"role":"user","content":"hi"}]}`, &raw)
+	toks := raw.Choices[0].Logprobs.Content
+	if len(toks) < 4 {
+		t.Fatalf("the unbounded reply has %d tokens", len(toks))
+	}
+	const budget = 3
+	var first strings.Builder
+	for _, tk := range toks[:budget] {
+		first.WriteString(tk.Token)
+	}
+
+	body := fmt.Sprintf(`{"model":"r1-fixture","max_tokens":24,"thinking":{"type":"enabled","budget_tokens":%d},"messages":[{"role":"user","content":"hi"}]}`, budget)
+	var msg struct {
+		Content []struct {
+			Type     string `json:"type"`
+			Thinking string `json:"thinking"`
+			Text     string `json:"text"`
+		} `json:"content"`
+		Usage struct {
+			OutputTokens int             `json:"output_tokens"`
+			Energy       json.RawMessage `json:"energy"`
+		} `json:"usage"`
+	}
+	postJSON(t, n, "/v1/messages", body, &msg)
+	if len(msg.Content) == 0 || msg.Content[0].Type != "thinking" || msg.Content[0].Thinking != strings.TrimSpace(first.String()) {
+		t.Fatalf("budgeted thinking %+v, want the unbounded reply's first %d tokens %q", msg.Content, budget, first.String())
+	}
+	if msg.Usage.OutputTokens <= budget+1 {
+		t.Errorf("the reply ended with its thinking (%d tokens): the model should answer after the closed block", msg.Usage.OutputTokens)
+	}
+	if _, res, raw := replayRaw(t, n, `{"endpoint":"/v1/messages","request":`+body+`,"energy":`+string(msg.Usage.Energy)+`}`); res.Verdict != api.VerdictVerified {
+		t.Errorf("replay: %s", raw)
+	}
+	other := strings.Replace(body, `"budget_tokens":3`, `"budget_tokens":4`, 1)
+	if _, res, raw := replayRaw(t, n, `{"endpoint":"/v1/messages","request":`+other+`,"energy":`+string(msg.Usage.Energy)+`}`); res.Verdict == api.VerdictVerified {
+		t.Errorf("a replay under another budget verified: %s", raw)
+	}
+	resp := post(t, n, "/v1/messages", strings.Replace(body, "r1-fixture", fortunesModel, 1))
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "does not reason") {
+		t.Errorf("a budget on a model that does not reason: %d %s", resp.StatusCode, b)
+	}
+}

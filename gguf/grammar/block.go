@@ -53,6 +53,9 @@ func (g *Grammar) Skipping(b Block) (*Grammar, error) {
 // (Budgeted) where a request asks for one and no other grammar.
 func Free() *Grammar { return &Grammar{free: true} }
 
+// IsFree reports whether g is Free's (with a budget or without).
+func (g *Grammar) IsFree() bool { return g.free }
+
 // Budgeted returns g bounding b to tokens tokens: once the block has
 // taken that many (the tag that opens it not counted), the constraint
 // writes its closing tag (the mask allows only what continues the tag),

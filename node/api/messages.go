@@ -228,14 +228,18 @@ func (p *anthropicPrompt) apply(g *Generation) error {
 	}
 	if !isAbsent(p.Thinking) {
 		var t struct {
-			Type string `json:"type"`
+			Type         string `json:"type"`
+			BudgetTokens *int   `json:"budget_tokens"`
 		}
 		if err := json.Unmarshal(p.Thinking, &t); err != nil {
-			return badRequest("thinking", `thinking must be an object {"type": "adaptive"} or {"type": "disabled"}`)
+			return badRequest("thinking", `thinking must be an object {"type": "adaptive"}, {"type": "disabled"} or {"type": "enabled", "budget_tokens": N}`)
 		}
-		if err := strictJSON(p.Thinking, &t); err != nil && t.Type != "enabled" {
+		if err := strictJSON(p.Thinking, &t); err != nil {
 			// display (summarized, omitted) and the like.
-			return badRequest("thinking", `thinking: %v (meshnode takes {"type": "adaptive"} or {"type": "disabled"}: a reasoning model's thinking comes whole, not summarised or omitted)`, err)
+			return badRequest("thinking", `thinking: %v (meshnode takes {"type": "adaptive"}, {"type": "disabled"} or {"type": "enabled", "budget_tokens": N}: a reasoning model's thinking comes whole, not summarised or omitted)`, err)
+		}
+		if t.BudgetTokens != nil && t.Type != "enabled" {
+			return badRequest("thinking", `thinking.budget_tokens goes with {"type": "enabled"} only`)
 		}
 		switch t.Type {
 		case "adaptive":
@@ -245,7 +249,17 @@ func (p *anthropicPrompt) apply(g *Generation) error {
 		case "disabled":
 			g.thinking = &thinkSwitch{param: "thinking"}
 		case "enabled":
-			return badRequest("thinking", `thinking {"type": "enabled"} is not supported: meshnode does not budget a model's reasoning in tokens; send {"type": "adaptive"} (a reasoning model, gpt-oss, reasons as it decides, its thinking as thinking blocks) and output_config.effort for its effort`)
+			// A thinking model reasons, at most budget_tokens tokens:
+			// past them its block is closed for it (the node's grammar
+			// writes the closing tag), as Anthropic's budget bounds
+			// Claude's thinking.
+			switch n := t.BudgetTokens; {
+			case n == nil || *n < 1 || *n > maxThinkBudget:
+				return badRequest("thinking", `thinking {"type": "enabled"} needs budget_tokens, 1 to %d`, maxThinkBudget)
+			case g.MaxTokens > 0 && *n >= g.MaxTokens:
+				return badRequest("thinking", "thinking.budget_tokens (%d) must be less than max_tokens (%d)", *n, g.MaxTokens)
+			}
+			g.thinking, g.ThinkBudget = &thinkSwitch{param: "thinking", on: true}, *t.BudgetTokens
 		default:
 			return badRequest("thinking", `thinking.type must be "adaptive", "disabled" or "enabled", got %q`, t.Type)
 		}

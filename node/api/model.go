@@ -170,6 +170,11 @@ type Generation struct {
 	// only for a template that has the switch). Part of the prompt, so
 	// of the receipt's prompt_hash.
 	Think *bool
+	// ThinkBudget, when positive, bounds a thinking model's reasoning
+	// block in tokens (Anthropic's thinking.budget_tokens): past it the
+	// block is closed for it (grammar.Budgeted). Part of the request's
+	// grammar, so of its identity.
+	ThinkBudget int
 	// thinking is the request's switch, as parsed, applied to the model
 	// by applyThinking (which sets Think).
 	thinking *thinkSwitch

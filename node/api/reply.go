@@ -52,8 +52,14 @@ func applyThinking(m Model, g *Generation) error {
 	if g.thinking == nil {
 		return nil
 	}
+	if g.ThinkBudget > 0 && isHarmony(m) {
+		return badRequest(g.thinking.param, "%s: model %q reasons on harmony's analysis channel, which a token budget does not bound here; send {\"type\": \"adaptive\"} and set its effort (output_config.effort)", g.thinking.param, g.Model)
+	}
 	return setThinking(m, g, g.thinking.param, g.thinking.on)
 }
+
+// maxThinkBudget bounds a thinking budget (grammar.MaxBudget).
+const maxThinkBudget = 1 << 24
 
 // setThinking reads a request's switch for the model's reasoning (param
 // names it in an error): off is refused for a model that always reasons,

@@ -11,4 +11,6 @@ await assert.rejects(client.messages.create({ model, max_tokens: 4, messages, te
 await assert.rejects(client.messages.create({ model: 'no-such-model', max_tokens: 4, messages }), (err) =>
   err instanceof Anthropic.NotFoundError && err.error.error.type === 'not_found_error');
 await assert.rejects(client.messages.create({ model, max_tokens: 4, messages, thinking: { type: 'enabled', budget_tokens: 1024 } }), (err) =>
-  err instanceof Anthropic.BadRequestError && /thinking {"type": "enabled"} is not supported/.test(err.message));
+  err instanceof Anthropic.BadRequestError && /budget_tokens \(1024\) must be less than max_tokens \(4\)/.test(err.message));
+await assert.rejects(client.messages.create({ model, max_tokens: 2048, messages, thinking: { type: 'enabled', budget_tokens: 1024 } }), (err) =>
+  err instanceof Anthropic.BadRequestError && /does not reason/.test(err.message));
