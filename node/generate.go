@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshnode/meshnode/gguf/chat/harmony"
 	"github.com/meshnode/meshnode/gguf/chat/think"
 	"github.com/meshnode/meshnode/gguf/chat/toolcall"
 	"github.com/meshnode/meshnode/gguf/grammar"
@@ -110,7 +111,7 @@ func (s *servedModel) Prepare(ctx context.Context, g *api.Generation) (api.Prepa
 		opts = append(opts, steward.WithPlacement(g.Placement))
 	}
 	p := &preparedGeneration{s: s, stop: g.Stop, req: req, ids: ids, opts: opts, drawn: drawn, noSpec: noSpec, grammar: g.Grammar,
-		received: g.Received, tools: len(g.Tools) > 0, opens: prompt.opens}
+		received: g.Received, tools: len(g.Tools) > 0, opens: prompt.opens, chat: g.Messages != nil}
 	if _, _, ok := s.Thinking(); ok && g.Messages != nil {
 		p.thinking = true
 	}
@@ -235,8 +236,9 @@ type preparedGeneration struct {
 	// tools: the request has tools, so the output is read for calls.
 	tools bool
 	// thinking: the output is a chat reply of a model that reasons in a
-	// tagged block, read back for it; opens: its prompt opened the block.
-	thinking, opens bool
+	// tagged block, read back for it; opens: its prompt opened the block;
+	// chat: the output is a chat reply.
+	thinking, opens, chat bool
 	// received is when the API received the request (zero: unknown).
 	received time.Time
 	// pieces, when set, reports each token's log-probabilities with top
@@ -345,9 +347,14 @@ func (p *preparedGeneration) Generate(ctx context.Context, emit func(api.Delta) 
 		return emit(d)
 	}
 	tokenAt := p.tokenTimer(m.Name())
+	isReasoning, reasoningTokens := p.reasoningReader(), 0
 	send := func(tok uint32) error {
 		tokenAt(time.Now())
-		if text := stops.push(dec.Next(tok)); text != "" {
+		text := dec.Next(tok)
+		if isReasoning != nil && isReasoning(text) {
+			reasoningTokens++
+		}
+		if text := stops.push(text); text != "" {
 			return out(text)
 		}
 		return nil
@@ -387,7 +394,7 @@ func (p *preparedGeneration) Generate(ctx context.Context, emit func(api.Delta) 
 	if r := &served.Receipt.Receipt; r.SpecProposed > 0 {
 		s.metrics.ObserveSpeculation(m.Name(), int(r.SpecProposed), int(r.SpecAccepted))
 	}
-	return &api.Result{
+	res := &api.Result{
 		PromptTokens:     len(p.ids),
 		CompletionTokens: len(served.Output),
 		FinishReason:     finish,
@@ -395,7 +402,35 @@ func (p *preparedGeneration) Generate(ctx context.Context, emit func(api.Delta) 
 		Energy:           energy,
 		EnergyUJ:         served.Receipt.Receipt.Energy.UJ(),
 		Receipt:          served.Receipt.ID.String(),
-	}, nil
+	}
+	if isReasoning != nil {
+		res.ReasoningTokens = &reasoningTokens
+	}
+	return res, nil
+}
+
+// reasoningReader reads a chat reply token by token and tells which
+// tokens are reasoning (a thinking block's, harmony's analysis
+// channel's), for usage's reasoning_tokens; nil for a reply that carries
+// none.
+func (p *preparedGeneration) reasoningReader() func(text string) bool {
+	switch {
+	case !p.chat:
+	case p.thinking:
+		tags, _, _ := p.s.Thinking()
+		r := think.NewParser(tags, p.opens)
+		return func(text string) bool {
+			_, k := r.FeedToken(text)
+			return k == think.Reasoning
+		}
+	case p.s.Harmony():
+		var r harmony.Parser
+		return func(text string) bool {
+			_, k := r.FeedToken(text)
+			return k == harmony.Reasoning
+		}
+	}
+	return nil
 }
 
 // PromptTokens implements api.Prepared.

@@ -44,7 +44,11 @@ type thinkingAnswer struct {
 		FinishReason string `json:"finish_reason"`
 	} `json:"choices"`
 	Usage struct {
-		Energy json.RawMessage `json:"energy"`
+		Energy                  json.RawMessage `json:"energy"`
+		CompletionTokens        int             `json:"completion_tokens"`
+		CompletionTokensDetails *struct {
+			ReasoningTokens int `json:"reasoning_tokens"`
+		} `json:"completion_tokens_details"`
 	} `json:"usage"`
 }
 
@@ -78,6 +82,11 @@ func TestThinkingServed(t *testing.T) {
 	reasoning, content := *m.ReasoningContent, *m.Content
 	if !regexp.MustCompile(`^[a-z]+( [a-z]+)*$`).MatchString(reasoning) || !regexp.MustCompile(`^[a-z]+$`).MatchString(content) {
 		t.Fatalf("reasoning %q, content %q", reasoning, content)
+	}
+	// Its reasoning tokens are counted: some, and fewer than the reply's
+	// (the tags and the answer are not reasoning).
+	if d := whole.Usage.CompletionTokensDetails; d == nil || d.ReasoningTokens < 1 || d.ReasoningTokens > whole.Usage.CompletionTokens-3 {
+		t.Errorf("completion_tokens_details %+v of %d tokens", d, whole.Usage.CompletionTokens)
 	}
 	// What the model wrote is the grammar's: the split lost nothing.
 	mt, _ := g.NewMatcher()
@@ -150,6 +159,10 @@ func TestThinkingServed(t *testing.T) {
 		c := a.Choices[0]
 		if c.FinishReason != "length" || c.Message.Content == nil || *c.Message.Content != "" || c.Message.ReasoningContent == nil || *c.Message.ReasoningContent == "" {
 			t.Errorf("r1%s: finish %q, content %v, reasoning %v", extra, c.FinishReason, c.Message.Content, c.Message.ReasoningContent)
+		}
+		// Every token was reasoning, and usage says so.
+		if d := a.Usage.CompletionTokensDetails; d == nil || d.ReasoningTokens != 10 {
+			t.Errorf("r1%s: completion_tokens_details %+v, want 10 reasoning tokens", extra, d)
 		}
 	}
 	for _, tc := range []struct{ body, param string }{

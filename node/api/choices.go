@@ -247,6 +247,12 @@ func usageOfChoices(gs []*Generation, ress []*Result) *usage {
 			u.PromptTokens += res.PromptTokens
 		}
 		u.CompletionTokens += res.CompletionTokens
+		if n := res.ReasoningTokens; n != nil {
+			if u.CompletionTokensDetails == nil {
+				u.CompletionTokensDetails = &tokensDetails{}
+			}
+			u.CompletionTokensDetails.ReasoningTokens += *n
+		}
 	}
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	u.Placement = ress[0].Placement

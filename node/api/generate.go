@@ -14,7 +14,10 @@ type usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
 	TotalTokens      int `json:"total_tokens"`
-	Energy           any `json:"energy,omitempty"`
+	// CompletionTokensDetails counts a reasoning model's reasoning
+	// tokens, as OpenAI reports them.
+	CompletionTokensDetails *tokensDetails `json:"completion_tokens_details,omitempty"`
+	Energy                  any            `json:"energy,omitempty"`
 	// Placement is how the mesh placed the request (Placement.Detail on
 	// the node that placed it; the route line on a host it was relayed to).
 	Placement any `json:"placement,omitempty"`
@@ -22,12 +25,27 @@ type usage struct {
 
 func usageOf(res *Result) *usage {
 	return &usage{
-		PromptTokens:     res.PromptTokens,
-		CompletionTokens: res.CompletionTokens,
-		TotalTokens:      res.PromptTokens + res.CompletionTokens,
-		Energy:           res.Energy,
-		Placement:        res.Placement,
+		PromptTokens:            res.PromptTokens,
+		CompletionTokens:        res.CompletionTokens,
+		TotalTokens:             res.PromptTokens + res.CompletionTokens,
+		CompletionTokensDetails: detailsOf(res.ReasoningTokens),
+		Energy:                  res.Energy,
+		Placement:               res.Placement,
 	}
+}
+
+// tokensDetails is usage's completion_tokens_details (the Responses
+// API's output_tokens_details).
+type tokensDetails struct {
+	ReasoningTokens int `json:"reasoning_tokens"`
+}
+
+// detailsOf is the details of n reasoning tokens, none where n is nil.
+func detailsOf(n *int) *tokensDetails {
+	if n == nil {
+		return nil
+	}
+	return &tokensDetails{ReasoningTokens: *n}
 }
 
 // stream is one endpoint's streaming shape.

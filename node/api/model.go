@@ -258,6 +258,10 @@ type Result struct {
 	Receipt  string
 	// Placement is usage.placement, set by the server.
 	Placement any
+	// ReasoningTokens, for a chat reply of a model that reasons, is how
+	// many of its tokens were reasoning (usage's reasoning_tokens); nil
+	// for a reply that carries none.
+	ReasoningTokens *int
 	// reasoningOpen: the prompt opened a reasoning block
 	// (opensReasoning), set by the server for the readers of a whole
 	// answer.

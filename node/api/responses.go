@@ -326,11 +326,12 @@ type reasoningText struct {
 }
 
 type responseUsage struct {
-	InputTokens  int `json:"input_tokens"`
-	OutputTokens int `json:"output_tokens"`
-	TotalTokens  int `json:"total_tokens"`
-	Energy       any `json:"energy,omitempty"`
-	Placement    any `json:"placement,omitempty"`
+	InputTokens        int            `json:"input_tokens"`
+	OutputTokens       int            `json:"output_tokens"`
+	OutputTokensDetail *tokensDetails `json:"output_tokens_details,omitempty"`
+	TotalTokens        int            `json:"total_tokens"`
+	Energy             any            `json:"energy,omitempty"`
+	Placement          any            `json:"placement,omitempty"`
 }
 
 type responseObject struct {
@@ -715,7 +716,8 @@ func (r *responseStream) end(res *Result) error {
 		r.resp.Output[i] = r.itemJSON(it, "completed", true)
 	}
 	r.resp.Usage = &responseUsage{InputTokens: res.PromptTokens, OutputTokens: res.CompletionTokens,
-		TotalTokens: res.PromptTokens + res.CompletionTokens, Energy: res.Energy, Placement: res.Placement}
+		OutputTokensDetail: detailsOf(res.ReasoningTokens),
+		TotalTokens:        res.PromptTokens + res.CompletionTokens, Energy: res.Energy, Placement: res.Placement}
 	return nil
 }
 

@@ -200,11 +200,13 @@ func TestThinkingReply(t *testing.T) {
 	if !strings.Contains(string(b), `"text":"<think>\nThe user greets me.\n</think>\n\nHello there!"`) {
 		t.Errorf("completions: %s", b)
 	}
-	// A model that writes no block: a <think> in its reply is content.
+	// A model that writes no block: a <think> in its reply is content,
+	// and its usage counts no reasoning tokens.
 	h.model.pieces = []string{"<think>", "x", "</think>"}
-	content, reasoning, _, _ = chatMessageOf(t, postOK(t, h, `{"model":"tiny","messages":[{"role":"user","content":"hi"}]}`))
-	if reasoning != nil || content == nil || *content != "<think>x</think>" {
-		t.Errorf("a plain model: content %v, reasoning %v", content, reasoning)
+	b = postOK(t, h, `{"model":"tiny","messages":[{"role":"user","content":"hi"}]}`)
+	content, reasoning, _, _ = chatMessageOf(t, b)
+	if reasoning != nil || content == nil || *content != "<think>x</think>" || strings.Contains(string(b), "completion_tokens_details") {
+		t.Errorf("a plain model: content %v, reasoning %v: %s", content, reasoning, b)
 	}
 	// A reply that does not open the block is all content, as written.
 	h.model.pieces = []string{"\n", "Hello", " <think> is a tag."}
