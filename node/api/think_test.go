@@ -520,3 +520,73 @@ func TestThinkingOllamaGenerate(t *testing.T) {
 		t.Errorf("raw: %s", b)
 	}
 }
+
+// TestThinkingStreams: streamed, Anthropic's Messages API gives the block
+// as a thinking content block (thinking_delta events) before the text
+// block, and Ollama's chat gives it as chunks' thinking before their
+// content; no tag reaches either stream.
+func TestThinkingStreams(t *testing.T) {
+	h := thinkingHarness(t, true, false)
+	resp := h.post(t, "/v1/messages", `{"model":"qwen","max_tokens":50,"stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	events := readSSE(t, resp.Body)
+	resp.Body.Close()
+	var thinking, text strings.Builder
+	var blocks []string
+	for _, e := range events {
+		if strings.Contains(e.data, "think>") {
+			t.Fatalf("a tag reached the stream: %s", e.data)
+		}
+		var ev struct {
+			ContentBlock struct {
+				Type string `json:"type"`
+			} `json:"content_block"`
+			Delta struct {
+				Type     string `json:"type"`
+				Thinking string `json:"thinking"`
+				Text     string `json:"text"`
+			} `json:"delta"`
+		}
+		if err := json.Unmarshal([]byte(e.data), &ev); err != nil {
+			t.Fatal(err)
+		}
+		switch e.name {
+		case "content_block_start":
+			blocks = append(blocks, ev.ContentBlock.Type)
+		case "content_block_delta":
+			thinking.WriteString(ev.Delta.Thinking)
+			text.WriteString(ev.Delta.Text)
+		}
+	}
+	if strings.Join(blocks, " ") != "thinking text" || thinking.String() != "The user greets me." || text.String() != "Hello there!" {
+		t.Errorf("messages stream: blocks %v, thinking %q, text %q", blocks, thinking.String(), text.String())
+	}
+
+	b := postPathOK(t, h, "/api/chat", `{"model":"qwen","messages":[{"role":"user","content":"hi"}]}`)
+	var th, content strings.Builder
+	order := ""
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if strings.Contains(line, "think>") {
+			t.Fatalf("a tag reached the stream: %s", line)
+		}
+		var ch struct {
+			Message struct {
+				Content  string `json:"content"`
+				Thinking string `json:"thinking"`
+			} `json:"message"`
+		}
+		if err := json.Unmarshal([]byte(line), &ch); err != nil {
+			t.Fatal(err)
+		}
+		if ch.Message.Thinking != "" {
+			order += "t"
+		}
+		if ch.Message.Content != "" {
+			order += "c"
+		}
+		th.WriteString(ch.Message.Thinking)
+		content.WriteString(ch.Message.Content)
+	}
+	if th.String() != "The user greets me." || content.String() != "Hello there!" || !strings.HasPrefix(order, "t") || strings.Contains(order, "ct") {
+		t.Errorf("ollama stream: thinking %q, content %q, order %q", th.String(), content.String(), order)
+	}
+}
