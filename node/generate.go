@@ -500,13 +500,14 @@ func (s *servedModel) prepare(g *api.Generation) (receipt.ServeRequest, prepared
 		}
 	}
 	if g.ThinkBudget > 0 {
-		if !thinks || g.Messages == nil {
+		block, ok := s.reasoningBlock()
+		if !ok || g.Messages == nil {
 			e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option",
 				"model %q writes no reasoning block for a thinking budget to bound", m.Name())
 			e.Param = "thinking"
 			return receipt.ServeRequest{}, preparedPrompt{}, nil, e
 		}
-		if g.Grammar, err = budgeted(g.Grammar, tags, pp.opens, g.ThinkBudget); err != nil {
+		if g.Grammar, err = budgeted(g.Grammar, block, pp.opens, g.ThinkBudget); err != nil {
 			return receipt.ServeRequest{}, preparedPrompt{}, nil, fmt.Errorf("a thinking budget: %w", err)
 		}
 	}
@@ -527,6 +528,19 @@ func reasoningFirst(gr *grammar.Grammar, tags think.Tags, opens bool) (*grammar.
 		return gr.Lazy(grammar.Trigger{Text: tags.Close})
 	}
 	return gr, nil
+}
+
+// harmonyAnalysis is the block a thinking budget bounds on a harmony
+// model (gpt-oss): its reply's first message, on the analysis channel.
+var harmonyAnalysis = think.Tags{Open: "<|channel|>analysis<|message|>", Close: "<|end|>"}
+
+// reasoningBlock is the block of the model's replies a thinking budget
+// bounds: a thinking model's, or a harmony model's analysis message.
+func (s *servedModel) reasoningBlock() (think.Tags, bool) {
+	if tags, _, ok := s.Thinking(); ok {
+		return tags, true
+	}
+	return harmonyAnalysis, s.Harmony()
 }
 
 // budgeted bounds a thinking model's reasoning block to budget tokens

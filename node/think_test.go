@@ -260,6 +260,21 @@ func TestReasoningFirst(t *testing.T) {
 			t.Errorf("opens %v: %s", c.opens, got.String())
 		}
 	}
+	// A budget: alone on the free grammar, on a lazy one, and none on a
+	// grammar held from the first byte (no room to reason).
+	for _, c := range []struct {
+		in   *grammar.Grammar
+		want string
+	}{
+		{nil, "free\nblock \"<think>\" \"</think>\"\nbudget 3\n"},
+		{lazy, "block \"<think>\" \"</think>\"\nbudget 3\n"},
+		{full, full.String()},
+	} {
+		got, err := budgeted(c.in, tags, false, 3)
+		if err != nil || !strings.Contains(got.String(), c.want) || c.in == full && got.String() != full.String() {
+			t.Errorf("budgeted %v: %v\n%s", c.in, err, got)
+		}
+	}
 }
 
 // TestThinkingBudget: Anthropic's thinking budget on a model whose prompt
@@ -325,5 +340,41 @@ func TestThinkingBudget(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "does not reason") {
 		t.Errorf("a budget on a model that does not reason: %d %s", resp.StatusCode, b)
+	}
+}
+
+// TestHarmonyThinkingBudget: on a harmony model (gpt-oss) a thinking
+// budget bounds the reply's analysis message: the request's grammar is
+// the budget on that block, named in its identity, and the serve
+// replays (only under its budget).
+func TestHarmonyThinkingBudget(t *testing.T) {
+	path := harmonyModelPath(t)
+	n, _ := startNode(t, Config{Models: []string{path}})
+	name := strings.TrimSuffix(filepath.Base(path), ".gguf")
+	sm, ok := (&registry{n: n}).served(name)
+	if !ok {
+		t.Fatal("the harmony fixture is not served")
+	}
+	g := &api.Generation{Model: name, Messages: []api.Message{{Role: "user", Content: "hi"}}, MaxTokens: 16, ThinkBudget: 5}
+	if _, _, _, err := sm.prepare(g); err != nil {
+		t.Fatal(err)
+	}
+	if s := g.Grammar.String(); !strings.Contains(s, "free\n") || !strings.Contains(s, `block "<|channel|>analysis<|message|>" "<|end|>"`) || !strings.Contains(s, "budget 5\n") {
+		t.Fatalf("the budget's grammar:\n%s", s)
+	}
+
+	body := `{"model":"` + name + `","max_tokens":16,"thinking":{"type":"enabled","budget_tokens":5},"messages":[{"role":"user","content":"hi"}]}`
+	var msg struct {
+		Usage struct {
+			Energy json.RawMessage `json:"energy"`
+		} `json:"usage"`
+	}
+	postJSON(t, n, "/v1/messages", body, &msg)
+	if _, res, raw := replayRaw(t, n, `{"endpoint":"/v1/messages","request":`+body+`,"energy":`+string(msg.Usage.Energy)+`}`); res.Verdict != api.VerdictVerified {
+		t.Errorf("replay: %s", raw)
+	}
+	other := strings.Replace(body, `"budget_tokens":5`, `"budget_tokens":6`, 1)
+	if _, res, raw := replayRaw(t, n, `{"endpoint":"/v1/messages","request":`+other+`,"energy":`+string(msg.Usage.Energy)+`}`); res.Verdict == api.VerdictVerified {
+		t.Errorf("a replay under another budget verified: %s", raw)
 	}
 }

@@ -52,9 +52,6 @@ func applyThinking(m Model, g *Generation) error {
 	if g.thinking == nil {
 		return nil
 	}
-	if g.ThinkBudget > 0 && isHarmony(m) {
-		return badRequest(g.thinking.param, "%s: model %q reasons on harmony's analysis channel, which a token budget does not bound here; send {\"type\": \"adaptive\"} and set its effort (output_config.effort)", g.thinking.param, g.Model)
-	}
 	return setThinking(m, g, g.thinking.param, g.thinking.on)
 }
 
