@@ -12,8 +12,9 @@
 // (reasoning_content), the rest the content. The block counts only at the
 // start of the reply (after white space), or from the first byte when the
 // prompt already opened it (a template whose generation prompt ends in
-// "<think>\n": DeepSeek-R1's, QwQ's); a tag anywhere else is text. A
-// reply cut short inside the block is all reasoning.
+// "<think>\n": DeepSeek-R1's, QwQ's; an opening tag the model writes
+// first anyway is then markup); a tag anywhere else is text. A reply cut
+// short inside the block is all reasoning.
 //
 // White space is trimmed where the model writes it as layout: at both
 // ends of the reasoning and after the closing tag. A reply with no block
@@ -84,6 +85,7 @@ type state int
 
 const (
 	begin  state = iota // nothing but white space read: a block may open
+	opened              // the prompt opened the block; the model may open it again
 	inside              // in the block
 	after               // past the block, or a reply with none
 )
@@ -106,11 +108,12 @@ type Parser struct {
 }
 
 // NewParser returns a parser for replies marked with t; open says the
-// prompt opened the block (Tags.Opens), so the reply starts inside it.
+// prompt opened the block (Tags.Opens), so the reply starts inside it
+// (an opening tag the model writes first anyway is markup).
 func NewParser(t Tags, open bool) *Parser {
 	p := &Parser{tags: t}
 	if open {
-		p.st = inside
+		p.st = opened
 	}
 	return p
 }
@@ -118,7 +121,7 @@ func NewParser(t Tags, open bool) *Parser {
 // Feed adds text and returns the events it completes.
 func (p *Parser) Feed(text string) []Event {
 	var evs []Event
-	if p.st == begin {
+	if p.st == begin || p.st == opened {
 		p.pending += text
 		text = ""
 		s := strings.TrimLeft(p.pending, space)
@@ -128,6 +131,9 @@ func (p *Parser) Feed(text string) []Event {
 			text, p.pending = s[len(p.tags.Open):], ""
 		case strings.HasPrefix(p.tags.Open, s):
 			return nil // white space, or the tag's start: wait
+		case p.st == opened:
+			p.st = inside // the reasoning, from its first byte
+			text, p.pending = p.pending, ""
 		default:
 			p.st = after
 			text, p.pending = p.pending, ""
@@ -197,7 +203,7 @@ func (p *Parser) Finish() []Event {
 		if rest != "" {
 			return []Event{{Text: rest}}
 		}
-	case inside:
+	case opened, inside:
 		return p.reasoning(nil, strings.TrimRight(rest, space))
 	}
 	return nil
@@ -208,7 +214,7 @@ func (p *Parser) Finish() []Event {
 // a tag is Markup, else it is what the text fed at its start goes to.
 func (p *Parser) FeedToken(text string) ([]Event, Kind) {
 	k := Content
-	if p.st == inside {
+	if p.st == inside || p.st == opened {
 		k = Reasoning
 	}
 	n := p.read
