@@ -499,7 +499,7 @@ func (s *servedModel) prepare(g *api.Generation) (receipt.ServeRequest, prepared
 			}
 		}
 	}
-	if g.ThinkBudget > 0 {
+	if g.ThinkBudget > 0 || g.ThinkOff {
 		block, ok := s.reasoningBlock()
 		if !ok || g.Messages == nil {
 			e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option",
@@ -507,7 +507,7 @@ func (s *servedModel) prepare(g *api.Generation) (receipt.ServeRequest, prepared
 			e.Param = "thinking"
 			return receipt.ServeRequest{}, preparedPrompt{}, nil, e
 		}
-		if g.Grammar, err = budgeted(g.Grammar, block, pp.opens, g.ThinkBudget); err != nil {
+		if g.Grammar, err = budgeted(g.Grammar, block, pp.opens, g.ThinkBudget); err != nil { // ThinkOff: 0
 			return receipt.ServeRequest{}, preparedPrompt{}, nil, fmt.Errorf("a thinking budget: %w", err)
 		}
 	}
@@ -605,9 +605,9 @@ func (s *servedModel) request(g *api.Generation, prompt string, ids []uint32, ct
 			e.Param = "tools"
 			return receipt.ServeRequest{}, nil, e
 		}
-		if g.ThinkBudget > 0 {
+		if g.ThinkBudget > 0 || g.ThinkOff {
 			e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option",
-				"a thinking budget is not served on a request that rides on a grant (jcp_presentation): the granted request's binding does not cover the grammar that holds it")
+				"a thinking budget (or thinking off, on a model whose template has no switch) is not served on a request that rides on a grant (jcp_presentation): the granted request's binding does not cover the grammar that holds it")
 			e.Param = "thinking"
 			return receipt.ServeRequest{}, nil, e
 		}

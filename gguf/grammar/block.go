@@ -59,13 +59,14 @@ func (g *Grammar) IsFree() bool { return g.free }
 // Budgeted returns g bounding b to tokens tokens: once the block has
 // taken that many (the tag that opens it not counted), the constraint
 // writes its closing tag (the mask allows only what continues the tag),
-// and the output goes on under g as before. g must leave the model room
-// to write the block: Free, or lazy (whose triggers then skip the
-// block).
+// and the output goes on under g as before. A budget of 0 closes the
+// block as soon as it opens (at once where the prompt opened it): no
+// reasoning. g must leave the model room to write the block: Free, or
+// lazy (whose triggers then skip the block).
 func (g *Grammar) Budgeted(b Block, tokens int) (*Grammar, error) {
 	switch {
-	case tokens < 1 || tokens > MaxBudget:
-		return nil, fmt.Errorf("%w: a budget of %d tokens (1 to %d)", ErrInvalid, tokens, MaxBudget)
+	case tokens < 0 || tokens > MaxBudget:
+		return nil, fmt.Errorf("%w: a budget of %d tokens (0 to %d)", ErrInvalid, tokens, MaxBudget)
 	case !g.free && len(g.triggers) == 0:
 		return nil, fmt.Errorf("%w: a budget needs a grammar that leaves room for the block (Free, or lazy)", ErrInvalid)
 	case g.skip != nil && *g.skip != b:
@@ -74,13 +75,19 @@ func (g *Grammar) Budgeted(b Block, tokens int) (*Grammar, error) {
 	if err := b.check(); err != nil {
 		return nil, err
 	}
-	budgeted := *g
-	budgeted.skip, budgeted.budget = &b, tokens
-	return &budgeted, nil
+	out := *g
+	out.skip, out.budget, out.budgeted = &b, tokens, true
+	return &out, nil
 }
 
-// Budget is g's bound on its block, in tokens (0: none).
-func (g *Grammar) Budget() int { return g.budget }
+// Budget is g's bound on its block, in tokens (ok false: none).
+func (g *Grammar) Budget() (tokens int, ok bool) { return g.budget, g.budgeted }
+
+// spent reports whether the block's budget is spent: it is open and
+// has taken its tokens.
+func (c *Constraint) spent() bool {
+	return c.g.budgeted && c.blk.state == inBlock && c.blk.tokens >= c.g.budget
+}
 
 // blockState is where the output stands to a block.
 type blockState int

@@ -98,6 +98,8 @@ func TestBudget(t *testing.T) {
 			{"a", "</ </t> <"}, {"</t>", "*"}}},
 		{"a control-token tag", free(Block{Open: "[T]", Close: "[/T]"}, 1), [][2]string{
 			{"[T]", "*"}, {"a", "[/T]"}, {"[/T]", "*"}}},
+		{"none: closed as it opens", free(tags, 0), [][2]string{
+			{"<t>", "</ </t> <"}, {"</t>", "*"}, {"a", "*"}}},
 	} {
 		c, err := NewConstraint(tc.g, v, text)
 		if err != nil {
@@ -122,6 +124,15 @@ func TestBudget(t *testing.T) {
 				t.Fatalf("%s: after %q accepting %v", tc.name, st[0], c.Accepting())
 			}
 		}
+	}
+	// None, on a block the prompt opened: the tag is forced from the
+	// first token.
+	c0, err := NewConstraint(free(Block{Open: "<t>", Close: "</t>", Opened: true}, 0), v, text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mask, err := c0.Mask(); err != nil || strings.Join(allowed(mask, v, text), " ") != "</ </t> <" || c0.Accepting() {
+		t.Errorf("none, opened: the first mask allows %v (%v)", allowed(mask, v, text), err)
 	}
 	// The output cannot end, nor go astray, while the tag is forced.
 	c, _ := NewConstraint(free(tags, 1), v, text)
@@ -164,13 +175,23 @@ func TestBudgetedGrammar(t *testing.T) {
 	tags := Block{Open: "<t>", Close: "</t>"}
 	a, _ := Free().Budgeted(tags, 5)
 	b, _ := Free().Budgeted(tags, 6)
-	if s := a.String(); s != "free\nblock \"<t>\" \"</t>\"\nbudget 5\n" || s == b.String() || a.Budget() != 5 {
+	none, _ := Free().Budgeted(tags, 0)
+	if n, ok := a.Budget(); n != 5 || !ok {
+		t.Errorf("Budget %d %v", n, ok)
+	}
+	if n, ok := none.Budget(); n != 0 || !ok || !strings.Contains(none.String(), "budget 0\n") {
+		t.Errorf("a budget of none: %d %v, %q", n, ok, none.String())
+	}
+	if _, ok := Free().Budget(); ok {
+		t.Error("Free alone has a budget")
+	}
+	if s := a.String(); s != "free\nblock \"<t>\" \"</t>\"\nbudget 5\n" || s == b.String() {
 		t.Errorf("canonical text %q", s)
 	}
 	lazy, _ := literal("x").Lazy(Trigger{Text: "y"})
 	other, _ := lazy.Skipping(Block{Open: "[", Close: "]"})
 	for name, err := range map[string]error{
-		"no tokens":           func() error { _, err := Free().Budgeted(tags, 0); return err }(),
+		"fewer than none":     func() error { _, err := Free().Budgeted(tags, -1); return err }(),
 		"too many":            func() error { _, err := Free().Budgeted(tags, MaxBudget+1); return err }(),
 		"held from the start": func() error { _, err := literal("x").Budgeted(tags, 5); return err }(),
 		"another block":       func() error { _, err := other.Budgeted(tags, 5); return err }(),
@@ -196,7 +217,7 @@ func FuzzBudget(f *testing.F) {
 		if len(text) > 64 {
 			return
 		}
-		budget := int(n%4) + 1
+		budget := int(n % 4) // 0: no reasoning
 		g, err := Free().Budgeted(Block{Open: "<t>", Close: "</t>", Opened: opened}, budget)
 		if err != nil {
 			t.Fatal(err)

@@ -237,10 +237,11 @@ type Grammar struct {
 	// output.
 	triggers []Trigger
 	// skip, when set, is a block of the output in which a lazy
-	// grammar's triggers do not count (Skipping), and budget, when
-	// positive, bounds it in tokens (Budgeted).
-	skip   *Block
-	budget int
+	// grammar's triggers do not count (Skipping), and budget, where
+	// budgeted, bounds it in tokens (Budgeted).
+	skip     *Block
+	budget   int
+	budgeted bool
 	// free: the grammar holds nothing (Free).
 	free bool
 }

@@ -77,7 +77,7 @@ func (g *Grammar) writeTriggers(b *strings.Builder) {
 		}
 		b.WriteByte('\n')
 	}
-	if g.budget > 0 {
+	if g.budgeted {
 		fmt.Fprintf(b, "budget %d\n", g.budget)
 	}
 	for _, t := range g.triggers {

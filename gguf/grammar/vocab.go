@@ -302,6 +302,9 @@ func NewConstraint(g *Grammar, v *Vocab, piece func(id uint32) []byte) (*Constra
 	}
 	if g.skip != nil {
 		c.blk = newBlockReader(*g.skip)
+		if c.spent() {
+			c.force() // a budget of none, on a block the prompt opened
+		}
 	}
 	return c, nil
 }
@@ -354,7 +357,7 @@ func (c *Constraint) Accept(id uint32) error {
 		if !past {
 			// Inside the block (or before it opens) nothing is held,
 			// and no trigger counts; a spent budget forces its end.
-			if c.g.budget > 0 && c.blk.state == inBlock && c.blk.tokens >= c.g.budget {
+			if c.spent() {
 				c.force()
 			}
 			return nil

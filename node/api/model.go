@@ -175,6 +175,10 @@ type Generation struct {
 	// block is closed for it (grammar.Budgeted). Part of the request's
 	// grammar, so of its identity.
 	ThinkBudget int
+	// ThinkOff holds a thinking model whose template has no switch to no
+	// reasoning: its block is closed as soon as it opens (a budget of
+	// none).
+	ThinkOff bool
 	// thinking is the request's switch, as parsed, applied to the model
 	// by applyThinking (which sets Think).
 	thinking *thinkSwitch

@@ -59,9 +59,11 @@ func applyThinking(m Model, g *Generation) error {
 const maxThinkBudget = 1 << 24
 
 // setThinking reads a request's switch for the model's reasoning (param
-// names it in an error): off is refused for a model that always reasons,
-// on for one that never does; where the template has the switch,
-// Generation.Think carries it.
+// names it in an error): on is refused for a model that never reasons,
+// off for gpt-oss, which always does. Where the template has the switch
+// (enable_thinking), Generation.Think carries it; a thinking model
+// without one is held to no reasoning (Generation.ThinkOff: its block
+// closed as soon as it opens, as Qwen3's template writes it empty).
 func setThinking(m Model, g *Generation, param string, on bool) error {
 	_, switchable, thinks := thinkingOf(m)
 	switch {
@@ -69,12 +71,12 @@ func setThinking(m Model, g *Generation, param string, on bool) error {
 		return badRequest(param, "%s asks for thinking, but model %q does not reason (its chat template writes no reasoning block)", param, g.Model)
 	case !on && isHarmony(m):
 		return badRequest(param, "%s turns thinking off, but model %q always reasons (gpt-oss: its reasoning comes on the analysis channel)", param, g.Model)
-	case !on && thinks && !switchable:
-		return badRequest(param, "%s turns thinking off, but model %q always reasons: its chat template has no switch for it (enable_thinking)", param, g.Model)
-	case switchable && g.Messages == nil:
+	case thinks && (switchable || !on) && g.Messages == nil:
 		return badRequest(param, "%s: a raw prompt goes to model %q as it is, through no chat template, so nothing turns its thinking on or off; send messages", param, g.Model)
 	case switchable:
 		g.Think = &on
+	case thinks && !on:
+		g.ThinkOff = true
 	}
 	return nil
 }

@@ -311,8 +311,8 @@ func TestThinkingLogprobs(t *testing.T) {
 // TestThinkingSwitch: chat_template_kwargs.enable_thinking, Ollama's
 // think and Anthropic's thinking turn a switchable model's thinking on
 // or off (Generation.Think, which its template reads); a model that
-// always reasons refuses off, one that never does refuses on, and other
-// template variables are refused by name.
+// never reasons refuses on, one without the switch is held to no
+// reasoning, and other template variables are refused by name.
 func TestThinkingSwitch(t *testing.T) {
 	h := thinkingHarness(t, true, false)
 	last := func() *Generation {
@@ -339,11 +339,20 @@ func TestThinkingSwitch(t *testing.T) {
 		t.Errorf("adaptive set Think %v: the template's default should hold", *g.Think)
 	}
 
+	// A thinking model without the switch is held to no reasoning (the
+	// node closes its block as it opens).
 	h.reg.local["r1"] = thinkingFake{h.model, false, true}
+	for _, c := range []struct{ path, body string }{
+		{"/v1/chat/completions", `{"model":"r1","chat_template_kwargs":{"enable_thinking":false},"messages":[{"role":"user","content":"hi"}]}`},
+		{"/api/chat", `{"model":"r1","stream":false,"think":false,"messages":[{"role":"user","content":"hi"}]}`},
+		{"/v1/messages", `{"model":"r1","max_tokens":9,"thinking":{"type":"disabled"},"messages":[{"role":"user","content":"hi"}]}`},
+	} {
+		postPathOK(t, h, c.path, c.body)
+		if g := last(); !g.ThinkOff || g.Think != nil {
+			t.Errorf("%s %s: ThinkOff %v, Think %v", c.path, c.body, g.ThinkOff, g.Think)
+		}
+	}
 	for _, c := range []struct{ path, body, param string }{
-		{"/v1/chat/completions", `{"model":"r1","chat_template_kwargs":{"enable_thinking":false},"messages":[{"role":"user","content":"hi"}]}`, "chat_template_kwargs.enable_thinking"},
-		{"/api/chat", `{"model":"r1","think":false,"messages":[{"role":"user","content":"hi"}]}`, "think"},
-		{"/v1/messages", `{"model":"r1","max_tokens":9,"thinking":{"type":"disabled"},"messages":[{"role":"user","content":"hi"}]}`, "thinking"},
 		{"/v1/chat/completions", `{"model":"tiny","chat_template_kwargs":{"enable_thinking":true},"messages":[{"role":"user","content":"hi"}]}`, "chat_template_kwargs.enable_thinking"},
 		{"/api/chat", `{"model":"tiny","think":true,"messages":[{"role":"user","content":"hi"}]}`, "think"},
 		{"/api/generate", `{"model":"qwen","raw":true,"think":false,"prompt":"hi"}`, "think"},
@@ -472,7 +481,6 @@ func TestReasoningEffortNone(t *testing.T) {
 	}
 	for _, c := range []struct{ body, param string }{
 		{`{"model":"qwen","reasoning_effort":"none","chat_template_kwargs":{"enable_thinking":true},"messages":[{"role":"user","content":"hi"}]}`, "chat_template_kwargs.enable_thinking"},
-		{`{"model":"r1","reasoning_effort":"none","messages":[{"role":"user","content":"hi"}]}`, "reasoning_effort"},
 		{`{"model":"qwen","reasoning_format":"deepseek-legacy","messages":[{"role":"user","content":"hi"}]}`, "reasoning_format"},
 		{`{"model":"qwen","reasoning_format":"none",` + weatherTools + `,"messages":[{"role":"user","content":"hi"}]}`, "reasoning_format"},
 	} {
