@@ -98,6 +98,12 @@ var refusedFields = map[string]refusal{
 // something, in the order of their names. endpoint names the endpoint in
 // the error.
 func checkFields(body []byte, req any, endpoint string) error {
+	return checkFieldsWith(body, req, endpoint, nil)
+}
+
+// checkFieldsWith is checkFields for an endpoint that refuses fields of
+// its own (own, looked up before refusedFields): llama.cpp's options.
+func checkFieldsWith(body []byte, req any, endpoint string, own map[string]refusal) error {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil {
 		return nil // decodeBody reports the body's errors
@@ -113,7 +119,10 @@ func checkFields(body []byte, req any, endpoint string) error {
 			continue
 		}
 		raw := compact(fields[name])
-		r, ok := refusedFields[name]
+		r, ok := own[name]
+		if !ok {
+			r, ok = refusedFields[name]
+		}
 		switch {
 		case !ok:
 			return badRequest(name, "unknown field %q: %s takes no such field (docs/api.md lists the fields meshnode honours)", name, endpoint)

@@ -29,7 +29,7 @@ func parseInfill(body []byte) (*Generation, *infillRequest, error) {
 	if err := decodeBody(body, &req); err != nil {
 		return nil, nil, err
 	}
-	if err := checkFields(body, &req, "POST /infill"); err != nil {
+	if err := checkFieldsWith(body, &req, "POST /infill", llamaRefusals); err != nil {
 		return nil, nil, err
 	}
 	g, err := req.generation(body)

@@ -17,9 +17,9 @@ import (
 // makes, so it is served, metered, sealed and replayed as one;
 // llamacppstream.go writes the answer.
 
-// llamaCompletionRequest is /completion's body. The raw fields after the
-// honoured ones are llama-server's options meshnode does not implement:
-// each is refused by name unless it asks for nothing (llamaRefusals).
+// llamaCompletionRequest is /completion's body: the fields honoured.
+// llama-server's options meshnode does not implement are refused by name
+// unless they ask for nothing (llamaRefusals, read by checkFieldsWith).
 type llamaCompletionRequest struct {
 	Model            string          `json:"model"`
 	Prompt           json.RawMessage `json:"prompt"`
@@ -41,80 +41,42 @@ type llamaCompletionRequest struct {
 	Metadata        map[string]any  `json:"metadata"`
 	JCPPresentation json.RawMessage `json:"jcp_presentation"`
 	Speculative     *bool           `json:"speculative"`
-
-	CachePrompt     json.RawMessage `json:"cache_prompt"`
-	IDSlot          json.RawMessage `json:"id_slot"`
-	IgnoreEOS       json.RawMessage `json:"ignore_eos"`
-	NProbs          json.RawMessage `json:"n_probs"`
-	ReturnTokens    json.RawMessage `json:"return_tokens"`
-	NKeep           json.RawMessage `json:"n_keep"`
-	NIndent         json.RawMessage `json:"n_indent"`
-	RepeatLastN     json.RawMessage `json:"repeat_last_n"`
-	TypicalP        json.RawMessage `json:"typical_p"`
-	DynatempRange   json.RawMessage `json:"dynatemp_range"`
-	DynatempExp     json.RawMessage `json:"dynatemp_exponent"`
-	Mirostat        json.RawMessage `json:"mirostat"`
-	MirostatTau     json.RawMessage `json:"mirostat_tau"`
-	MirostatEta     json.RawMessage `json:"mirostat_eta"`
-	DryMultiplier   json.RawMessage `json:"dry_multiplier"`
-	XTCProbability  json.RawMessage `json:"xtc_probability"`
-	MinKeep         json.RawMessage `json:"min_keep"`
-	Samplers        json.RawMessage `json:"samplers"`
-	TMaxPredictMS   json.RawMessage `json:"t_max_predict_ms"`
-	TMaxPromptMS    json.RawMessage `json:"t_max_prompt_ms"`
-	ImageData       json.RawMessage `json:"image_data"`
-	Lora            json.RawMessage `json:"lora"`
-	ResponseFields  json.RawMessage `json:"response_fields"`
-	PostSampling    json.RawMessage `json:"post_sampling_probs"`
-	TimingsPerToken json.RawMessage `json:"timings_per_token"`
-	ReturnProgress  json.RawMessage `json:"return_progress"`
 }
 
 // llamaRefusals are llama-server's /completion options meshnode does not
 // implement, with why, and the values that ask for nothing (its
 // defaults, or off), which are accepted.
-func (req *llamaCompletionRequest) llamaRefusals() []struct {
-	name  string
-	raw   json.RawMessage
-	inert func([]byte) bool
-	why   string
-} {
-	type r = struct {
-		name  string
-		raw   json.RawMessage
-		inert func([]byte) bool
-		why   string
-	}
-	zero := oneOf("0", "0.0")
-	return []r{
-		{"cache_prompt", req.CachePrompt, oneOf("true"), "cache_prompt false is not supported: a node always reuses the prompt's cached prefix, and the answer does not depend on it (true is accepted)"},
-		{"id_slot", req.IDSlot, oneOf("-1"), "id_slot is not supported: the node picks the slot (-1 is accepted)"},
-		{"ignore_eos", req.IgnoreEOS, isFalse, "ignore_eos is not supported: an answer ends at the model's end token (false is accepted)"},
-		{"n_probs", req.NProbs, zero, "n_probs is not supported on /completion: ask /v1/completions for logprobs (0 is accepted)"},
-		{"return_tokens", req.ReturnTokens, isFalse, "return_tokens is not supported: /completion returns the text (false is accepted; /tokenize gives a text's tokens)"},
-		{"n_keep", req.NKeep, zero, "n_keep is not supported: a prompt that does not fit the context is refused, never shifted (0 is accepted)"},
-		{"n_indent", req.NIndent, zero, "n_indent is not supported (0 is accepted)"},
-		{"repeat_last_n", req.RepeatLastN, isNull, "repeat_last_n is not supported: repeat_penalty counts every token of the answer, not the last n of prompt and answer"},
-		{"typical_p", req.TypicalP, oneOf("1", "1.0"), "typical_p is not supported (1, off, is accepted)"},
-		{"dynatemp_range", req.DynatempRange, zero, "dynamic temperature is not supported (dynatemp_range 0 is accepted)"},
-		{"dynatemp_exponent", req.DynatempExp, anyValue, ""}, // asks nothing without dynatemp_range
-		{"mirostat", req.Mirostat, zero, "mirostat is not supported (0, off, is accepted)"},
-		{"mirostat_tau", req.MirostatTau, anyValue, ""}, // asks nothing without mirostat
-		{"mirostat_eta", req.MirostatEta, anyValue, ""},
-		{"dry_multiplier", req.DryMultiplier, zero, "DRY sampling is not supported (dry_multiplier 0, off, is accepted)"},
-		{"xtc_probability", req.XTCProbability, zero, "XTC sampling is not supported (xtc_probability 0, off, is accepted)"},
-		{"min_keep", req.MinKeep, zero, "min_keep is not supported (0 is accepted)"},
-		{"samplers", req.Samplers, isNull, "samplers is not supported: the samplers run in meshnode's one order (penalties, top_k, top_p, min_p, temperature)"},
-		{"t_max_predict_ms", req.TMaxPredictMS, zero, "t_max_predict_ms is not supported: bound an answer with n_predict (0 is accepted)"},
-		{"t_max_prompt_ms", req.TMaxPromptMS, zero, "t_max_prompt_ms is not supported: a prompt is taken in whole (0 is accepted)"},
-		{"image_data", req.ImageData, isEmpty, "image_data: meshnode's models read text"},
-		{"lora", req.Lora, isEmpty, "lora adapters are not supported"},
-		{"response_fields", req.ResponseFields, isEmpty, "response_fields is not supported: the answer has all its fields"},
-		{"post_sampling_probs", req.PostSampling, isFalse, "post_sampling_probs is not supported (false is accepted)"},
-		{"timings_per_token", req.TimingsPerToken, isFalse, "timings_per_token is not supported: the last event has the timings (false is accepted)"},
-		{"return_progress", req.ReturnProgress, isFalse, "return_progress is not supported (false is accepted)"},
-	}
+var llamaRefusals = map[string]refusal{
+	"cache_prompt":        {"cache_prompt false is not supported: a node always reuses the prompt's cached prefix, and the answer does not depend on it (true is accepted)", oneOf("true")},
+	"id_slot":             {"id_slot is not supported: the node picks the slot (-1 is accepted)", oneOf("-1")},
+	"ignore_eos":          {"ignore_eos is not supported: an answer ends at the model's end token (false is accepted)", isFalse},
+	"n_probs":             {"n_probs is not supported on /completion: ask /v1/completions for logprobs (0 is accepted)", isZero},
+	"return_tokens":       {"return_tokens is not supported: /completion returns the text (false is accepted; /tokenize gives a text's tokens)", isFalse},
+	"n_keep":              {"n_keep is not supported: a prompt that does not fit the context is refused, never shifted (0 is accepted)", isZero},
+	"n_indent":            {"n_indent is not supported (0 is accepted)", isZero},
+	"repeat_last_n":       {"repeat_last_n is not supported: repeat_penalty counts every token of the answer, not the last n of prompt and answer", isNull},
+	"typical_p":           {"typical_p is not supported (1, off, is accepted)", oneOf("1", "1.0")},
+	"dynatemp_range":      {"dynamic temperature is not supported (dynatemp_range 0 is accepted)", isZero},
+	"dynatemp_exponent":   {"", anyValue}, // asks nothing without dynatemp_range
+	"mirostat":            {"mirostat is not supported (0, off, is accepted)", isZero},
+	"mirostat_tau":        {"", anyValue}, // asks nothing without mirostat
+	"mirostat_eta":        {"", anyValue},
+	"dry_multiplier":      {"DRY sampling is not supported (dry_multiplier 0, off, is accepted)", isZero},
+	"xtc_probability":     {"XTC sampling is not supported (xtc_probability 0, off, is accepted)", isZero},
+	"min_keep":            {"min_keep is not supported (0 is accepted)", isZero},
+	"samplers":            {"samplers is not supported: the samplers run in meshnode's one order (penalties, top_k, top_p, min_p, temperature)", isNull},
+	"t_max_predict_ms":    {"t_max_predict_ms is not supported: bound an answer with n_predict (0 is accepted)", isZero},
+	"t_max_prompt_ms":     {"t_max_prompt_ms is not supported: a prompt is taken in whole (0 is accepted)", isZero},
+	"image_data":          {"image_data: meshnode's models read text", isEmpty},
+	"lora":                {"lora adapters are not supported", isEmpty},
+	"response_fields":     {"response_fields is not supported: the answer has all its fields", isEmpty},
+	"post_sampling_probs": {"post_sampling_probs is not supported (false is accepted)", isFalse},
+	"timings_per_token":   {"timings_per_token is not supported: the last event has the timings (false is accepted)", isFalse},
+	"return_progress":     {"return_progress is not supported (false is accepted)", isFalse},
 }
+
+// isZero accepts a count or probability that turns its option off.
+var isZero = oneOf("0", "0.0")
 
 // llama-server's sampler defaults (its README): a sampled request that
 // names none of these draws from the 40 likeliest tokens, top_p 0.95,
@@ -132,7 +94,7 @@ func parseLlamaCompletion(body []byte) (*Generation, *llamaCompletionRequest, er
 	if err := decodeBody(body, &req); err != nil {
 		return nil, nil, err
 	}
-	if err := checkFields(body, &req, "POST /completion"); err != nil {
+	if err := checkFieldsWith(body, &req, "POST /completion", llamaRefusals); err != nil {
 		return nil, nil, err
 	}
 	g, err := req.generation(body)
@@ -155,11 +117,6 @@ func parseLlamaCompletion(body []byte) (*Generation, *llamaCompletionRequest, er
 // generation reads what /completion and /infill share: every field but
 // the prompt.
 func (req *llamaCompletionRequest) generation(body []byte) (*Generation, error) {
-	for _, r := range req.llamaRefusals() {
-		if !isAbsent(r.raw) && !r.inert(compact(r.raw)) {
-			return nil, badRequest(r.name, "%s", r.why)
-		}
-	}
 	if strings.TrimSpace(req.Model) == "" {
 		return nil, badRequest("model", "model is required: llama-server serves one model and needs none, but a node serves several (GET /v1/models lists them)")
 	}
