@@ -422,11 +422,9 @@ func (p *gbnfParser) class() (Expr, error) {
 	return e, nil
 }
 
-// anyChar is GBNF's ".": one character, as its UTF-8 bytes.
-func anyChar() Expr {
-	e, _ := runeClass([][2]rune{{0, utf8.MaxRune}}, false)
-	return e
-}
+// anyChar is GBNF's ".": one character, as its UTF-8 bytes (ASCII, or
+// UTF8's).
+func anyChar() Expr { return Alt(Bytes([2]byte{0x00, 0x7F}), UTF8()) }
 
 // runeClass is the expression of one character in ranges (or, negated,
 // in none of them) as its UTF-8 bytes: surrogates are no characters. It
