@@ -80,9 +80,6 @@ func (g *Grammar) Budgeted(b Block, tokens int) (*Grammar, error) {
 	return &out, nil
 }
 
-// Budget is g's bound on its block, in tokens (ok false: none).
-func (g *Grammar) Budget() (tokens int, ok bool) { return g.budget, g.budgeted }
-
 // spent reports whether the block's budget is spent: it is open and
 // has taken its tokens.
 func (c *Constraint) spent() bool {
