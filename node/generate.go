@@ -111,10 +111,7 @@ func (s *servedModel) Prepare(ctx context.Context, g *api.Generation) (api.Prepa
 		opts = append(opts, steward.WithPlacement(g.Placement))
 	}
 	p := &preparedGeneration{s: s, stop: g.Stop, req: req, ids: ids, opts: opts, drawn: drawn, noSpec: noSpec, grammar: g.Grammar,
-		received: g.Received, tools: len(g.Tools) > 0, opens: prompt.opens, chat: g.Messages != nil}
-	if _, _, ok := s.Thinking(); ok && g.Messages != nil {
-		p.thinking = true
-	}
+		received: g.Received, tools: len(g.Tools) > 0, block: prompt.block, opens: prompt.opens, chat: g.Messages != nil}
 	if _, ok := s.decidedDraft(g); ok && req.Sampling != nil {
 		d := req.Sampling.Draft
 		p.draft = &d
@@ -235,10 +232,11 @@ type preparedGeneration struct {
 	grammar *grammar.Grammar
 	// tools: the request has tools, so the output is read for calls.
 	tools bool
-	// thinking: the output is a chat reply of a model that reasons in a
-	// tagged block, read back for it; opens: its prompt opened the block;
+	// block, when set, is the tagged block a thinking model's chat reply
+	// reasons in, read back for it; opens: its prompt opened the block;
 	// chat: the output is a chat reply.
-	thinking, opens, chat bool
+	block       *think.Tags
+	opens, chat bool
 	// received is when the API received the request (zero: unknown).
 	received time.Time
 	// pieces, when set, reports each token's log-probabilities with top
@@ -318,8 +316,8 @@ func (p *preparedGeneration) Generate(ctx context.Context, emit func(api.Delta) 
 	m := s.in.m
 	maxTokens := int(p.req.MaxTokens)
 	dec := m.Decoder()
-	if tm, ok := m.(toolModel); ok && (p.tools || p.thinking) {
-		dec = tm.ReplyDecoder(p.tools, p.thinking)
+	if tm, ok := m.(toolModel); ok && (p.tools || p.block != nil) {
+		dec = tm.ReplyDecoder(p.tools, p.block != nil)
 	}
 	stops := &stopFilter{stops: p.stop}
 	// The tokens' log-probabilities (the engine records each just before
@@ -416,9 +414,8 @@ func (p *preparedGeneration) Generate(ctx context.Context, emit func(api.Delta) 
 func (p *preparedGeneration) reasoningReader() func(text string) bool {
 	switch {
 	case !p.chat:
-	case p.thinking:
-		tags, _, _ := p.s.Thinking()
-		r := think.NewParser(tags, p.opens)
+	case p.block != nil:
+		r := think.NewParser(*p.block, p.opens)
 		return func(text string) bool {
 			_, k := r.FeedToken(text)
 			return k == think.Reasoning
@@ -452,10 +449,12 @@ func (p *preparedGeneration) tokenTimer(model string) func(at time.Time) {
 	}
 }
 
-// preparedPrompt is a generation's prompt, tokenized: opens says it
-// leaves the model's reasoning block open (think.Tags.Opens).
+// preparedPrompt is a generation's prompt, tokenized: block, for a
+// thinking model's chat, is the block its reply reasons in, and opens
+// says the prompt leaves it open (think.Tags.Opens).
 type preparedPrompt struct {
 	ids   []uint32
+	block *think.Tags
 	opens bool
 }
 
@@ -492,7 +491,7 @@ func (s *servedModel) prepare(g *api.Generation) (receipt.ServeRequest, prepared
 	pp := preparedPrompt{ids: ids}
 	tags, _, thinks := s.Thinking()
 	if thinks && g.Messages != nil {
-		pp.opens = tags.Opens(text)
+		pp.block, pp.opens = &tags, tags.Opens(text)
 		if g.Grammar != nil {
 			if g.Grammar, err = reasoningFirst(g.Grammar, tags, pp.opens); err != nil {
 				return receipt.ServeRequest{}, preparedPrompt{}, nil, fmt.Errorf("a grammar after the reasoning block: %w", err)
