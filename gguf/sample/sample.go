@@ -8,7 +8,11 @@
 //
 // The filters run in llama.cpp's default order: logit biases, penalties,
 // top-k, top-p, min-p, then temperature. So top-p and min-p see the untempered
-// distribution, as in llama.cpp.
+// distribution, as in llama.cpp. Params.Order names another order, in
+// llama.cpp's sampler letters (a request's samplers list), and may add
+// llama.cpp's infill filter, which editors' fill-in-the-middle requests
+// ask for (chain.go, infill.go); the default order keeps its own, faster
+// path.
 package sample
 
 import (
@@ -17,6 +21,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 
 	"github.com/meshnode/meshnode/gguf/detmath"
 )
@@ -52,6 +57,15 @@ type Params struct {
 	LogitBias []Bias
 	// Seed fixes the random draws.
 	Seed uint64
+	// Order is the filters' order, in llama.cpp's sampler letters: 'e'
+	// penalties, 'k' top-k, 'p' top-p, 'm' min-p, 't' temperature, 'i'
+	// infill. "" is the default chain, "ekpmt". Logit biases always come
+	// first. A filter Order leaves out does not run (its parameter does
+	// nothing), as in llama.cpp.
+	Order string
+	// Vocab tells the infill filter which tokens end a generation and
+	// each token's text; required when Order holds 'i'.
+	Vocab Vocab
 }
 
 // Bias is a constant added to one token's logit.
@@ -65,10 +79,13 @@ type Bias struct {
 func (p Params) Greedy() bool { return p.Temperature <= 0 }
 
 // ArgMax reports whether p picks the likeliest token of the logits as
-// they are: greedy, with no bias or penalty. Such a pick needs no
-// Sampler; a caller may find it where the logits are
-// (model.Session.EvalArgMax).
-func (p Params) ArgMax() bool { return p.Greedy() && !p.penalised() && len(p.LogitBias) == 0 }
+// they are: greedy, with no bias, no penalty the order runs, and no
+// infill (which may pick another). Such a pick needs no Sampler; a
+// caller may find it where the logits are (model.Session.EvalArgMax).
+func (p Params) ArgMax() bool {
+	o := p.order()
+	return p.Greedy() && !strings.Contains(o, "i") && !(p.penalised() && strings.Contains(o, "e")) && len(p.LogitBias) == 0
+}
 
 // penalised reports whether any penalty is on.
 func (p Params) penalised() bool {
@@ -104,7 +121,7 @@ func (p Params) Validate() error {
 		}
 		seen[b.Token] = true
 	}
-	return nil
+	return p.validOrder()
 }
 
 // candidate is a token and its (penalised) logit, or later its weight.
@@ -122,14 +139,26 @@ type Sampler struct {
 	exps   []candidate // nucleus's scratch: the candidates' e^(v−top)
 	pen    []float64   // greedy's scratch: the penalised logits
 	counts map[uint32]int
+
+	// generic: the order is not the default's, and runs on chain's path
+	// (tests set it to put the default order there too); infills: it
+	// holds 'i'; penalises: it holds 'e'.
+	generic, infills, penalises bool
+	probs                       []float32 // infill's scratch: the candidates' probabilities,
+	eog                         []bool    // whether each ends a generation,
+	pieces                      []string  // and its text
 }
 
 // New returns a Sampler; p must be valid (see Params.Validate).
 func New(p Params) *Sampler {
+	o := p.order()
 	return &Sampler{
-		p:      p,
-		rng:    rand.New(rand.NewPCG(p.Seed, 0x6d65736873616d70)), // "meshsamp"
-		counts: map[uint32]int{},
+		p:         p,
+		rng:       rand.New(rand.NewPCG(p.Seed, 0x6d65736873616d70)), // "meshsamp"
+		counts:    map[uint32]int{},
+		generic:   o != DefaultOrder,
+		infills:   strings.Contains(o, "i"),
+		penalises: strings.Contains(o, "e"),
 	}
 }
 
@@ -147,9 +176,15 @@ func (s *Sampler) Sample(logits []float32, history []uint32) uint32 {
 // id%64 of word id/64; nil allows all), as grammar-constrained decoding
 // needs: the others are dropped before the penalties' and the filters'
 // choices, so top-k, top-p and min-p pick among the allowed tokens. The
-// bitset must allow at least one token below len(logits).
+// bitset must allow at least one token below len(logits). (The infill
+// filter's fallback, the vocabulary's EOT, is its pick whatever the
+// bitset says, as in llama.cpp: a caller that masks should allow EOT or
+// leave infill out.)
 func (s *Sampler) SampleAllowed(logits []float32, history []uint32, allowed []uint64) uint32 {
 	s.countHistory(history)
+	if s.generic {
+		return s.sampleChain(logits, allowed)
+	}
 	if s.p.Greedy() {
 		return s.greedy(logits, allowed)
 	}
@@ -171,7 +206,8 @@ type Prob struct {
 }
 
 // Dist is the distribution Sample draws from, given the same logits and
-// history: after the penalties, top-k, top-p, min-p and temperature, as
+// history: after the filters (penalties, top-k, top-p, min-p,
+// temperature, infill) in the sampler's order, as
 // (token, probability) pairs in the order Sample walks them, the tokens
 // with no mass left out. Greedy parameters give their pick with
 // probability 1. It appends to dst and draws nothing from the stream.
@@ -179,6 +215,9 @@ type Prob struct {
 // draw.)
 func (s *Sampler) Dist(dst []Prob, logits []float32, history []uint32) []Prob {
 	s.countHistory(history)
+	if s.generic {
+		return s.distChain(dst, logits)
+	}
 	if s.p.Greedy() {
 		return append(dst, Prob{s.greedy(logits, nil), 1})
 	}
@@ -499,8 +538,8 @@ func has(allowed []uint64, id int) bool {
 // countHistory counts the tokens in the penalty window.
 func (s *Sampler) countHistory(history []uint32) {
 	clear(s.counts)
-	p := s.p
-	if !p.penalised() {
+	p := &s.p
+	if !p.penalised() || !s.penalises {
 		return
 	}
 	if w := p.PenaltyWindow; w > 0 && len(history) > w {

@@ -253,21 +253,7 @@ func TestDistIsWhatSampleDraws(t *testing.T) {
 		{Temperature: 1, MinP: 0.05, RepeatPenalty: 1.3, Seed: 4},
 		{Temperature: 1, TopK: 20, TopP: 0.8, MinP: 0.02, FrequencyPenalty: 0.5, PresencePenalty: 0.3, Seed: 5},
 	} {
-		a, b := New(p), New(p)
-		var d []Prob
-		for i := range 200 {
-			d = b.Dist(d[:0], logits, history)
-			var sum float64
-			for _, x := range d {
-				sum += x.P
-			}
-			if math.Abs(sum-1) > 1e-9 {
-				t.Fatalf("%+v: Dist sums to %v", p, sum)
-			}
-			if got, want := b.Draw(d), a.Sample(logits, history); got != want {
-				t.Fatalf("%+v, draw %d: Draw(Dist) %d, Sample %d", p, i, got, want)
-			}
-		}
+		checkDistIsDrawn(t, p, logits, history, 200)
 	}
 	g := New(Params{RepeatPenalty: 2, Seed: 9})
 	d := g.Dist(nil, logits, history)
@@ -277,6 +263,31 @@ func TestDistIsWhatSampleDraws(t *testing.T) {
 	// Dist drew nothing: the stream is where a fresh one starts.
 	if g.Float64() != New(Params{Seed: 9}).Float64() {
 		t.Error("Dist or greedy Sample drew from the stream")
+	}
+}
+
+// checkDistIsDrawn checks n draws under p: Dist's probabilities are
+// positive and sum to 1, and drawing from it with Draw picks Sample's
+// token, on streams seeded alike.
+func checkDistIsDrawn(t *testing.T, p Params, logits []float32, history []uint32, n int) {
+	t.Helper()
+	a, b := New(p), New(p)
+	var d []Prob
+	for i := range n {
+		d = b.Dist(d[:0], logits, history)
+		var sum float64
+		for _, x := range d {
+			sum += x.P
+			if !(x.P > 0) {
+				t.Fatalf("%+v: Dist holds %v", p, x)
+			}
+		}
+		if math.Abs(sum-1) > 1e-9 {
+			t.Fatalf("%+v: Dist sums to %v", p, sum)
+		}
+		if got, want := b.Draw(d), a.Sample(logits, history); got != want {
+			t.Fatalf("%+v, draw %d: Draw(Dist) %d, Sample %d", p, i, got, want)
+		}
 	}
 }
 

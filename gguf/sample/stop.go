@@ -13,6 +13,11 @@ import (
 // released and the rest are dropped, so the output never shows any part of
 // it (though it may lose the text a dropped token had before the stop).
 //
+// It also ends a generation at llama.cpp's n_indent (MinIndent): a line
+// after the first whose text begins with fewer spaces or tabs before it
+// than asked. The token that shows that text is dropped with the rest, as
+// the token a stop string starts in is.
+//
 // A Stopper is not safe for concurrent use.
 type Stopper struct {
 	stops   [][]byte
@@ -24,6 +29,15 @@ type Stopper struct {
 	ready   []uint32 // scratch for Push's result
 	stopped bool
 	matched []byte // the stop string found
+
+	// n_indent: the least indentation, and where the text stands: a
+	// newline seen, the current line's spaces and tabs, whether it has
+	// shown text yet. indented says the indentation ended it.
+	indent   int
+	newline  bool
+	col      int
+	lineText bool
+	indented bool
 }
 
 // NewStopper returns a Stopper for stops (empty strings are ignored), with
@@ -39,8 +53,17 @@ func NewStopper(stops []string, piece func(id uint32) ([]byte, error)) *Stopper 
 	return s
 }
 
-// Active reports whether there are stop strings to look for.
-func (s *Stopper) Active() bool { return len(s.stops) > 0 }
+// MinIndent ends the generation at a line, after the first, whose text
+// begins after fewer than n spaces or tabs (llama.cpp's n_indent, which
+// keeps a code completion within the block it began in); 0 is off.
+func (s *Stopper) MinIndent(n int) { s.indent = max(n, 0) }
+
+// Active reports whether there are stop strings to look for, or an
+// indentation to hold lines to.
+func (s *Stopper) Active() bool { return len(s.stops) > 0 || s.indent > 0 }
+
+// Indented reports whether MinIndent ended the generation.
+func (s *Stopper) Indented() bool { return s.indented }
 
 // Push adds the next token. It returns the tokens that are now final (the
 // slice is reused by the next call) and whether a stop string was found,
@@ -49,7 +72,7 @@ func (s *Stopper) Push(id uint32) (ready []uint32, stop bool, err error) {
 	if s.stopped {
 		return nil, true, nil
 	}
-	if len(s.stops) == 0 {
+	if !s.Active() {
 		s.ready = append(s.ready[:0], id)
 		return s.ready, false, nil
 	}
@@ -57,11 +80,16 @@ func (s *Stopper) Push(id uint32) (ready []uint32, stop bool, err error) {
 	if err != nil {
 		return nil, false, err
 	}
+	start := len(s.text)
 	s.text = append(s.text, p...)
 	s.held = append(s.held, id)
 	s.ends = append(s.ends, len(s.text))
 
-	if at, st := s.find(); at >= 0 {
+	at, st := s.find()
+	if i := s.underIndented(p); i >= 0 && (at < 0 || start+i < at) {
+		at, st, s.indented = start+i, nil, true
+	}
+	if at >= 0 {
 		s.stopped, s.matched = true, st
 		return s.release(at), true, nil
 	}
@@ -87,6 +115,30 @@ func (s *Stopper) find() (int, []byte) {
 		}
 	}
 	return best, which
+}
+
+// underIndented follows the lines through a token's text p and returns
+// the offset in p of the first text of a line, after the first, that
+// begins under the indentation asked; -1 if none does (or none is asked).
+func (s *Stopper) underIndented(p []byte) int {
+	if s.indent == 0 {
+		return -1
+	}
+	for i, b := range p {
+		switch {
+		case b == '\n':
+			s.newline, s.col, s.lineText = true, 0, false
+		case s.lineText:
+		case b == ' ' || b == '\t':
+			s.col++
+		default:
+			s.lineText = true
+			if s.newline && s.col < s.indent {
+				return i
+			}
+		}
+	}
+	return -1
 }
 
 // Matched is the stop string that ended the generation; "" while none

@@ -8,7 +8,8 @@ import (
 )
 
 // pieces is a toy vocabulary: token i's text is pieces[i].
-var pieces = []string{"Hello", " wor", "ld", "\n", "\n\n", "END", "E", "ND", "x", "é"[:1], "é"[1:]}
+var pieces = []string{"Hello", " wor", "ld", "\n", "\n\n", "END", "E", "ND", "x", "é"[:1], "é"[1:],
+	"    ", "  ", "\t", "}", "\n    y", "\n}", " "} // 11…: indentation
 
 func piece(id uint32) ([]byte, error) {
 	if int(id) >= len(pieces) {
@@ -25,21 +26,37 @@ func TestStopper(t *testing.T) {
 		want    []uint32 // released, in order
 		stop    bool
 		matched string
+		indent  int // MinIndent
 	}{
-		{"no stops", nil, []uint32{0, 1, 2}, []uint32{0, 1, 2}, false, ""},
-		{"not found", []string{"END"}, []uint32{0, 1, 2, 3}, []uint32{0, 1, 2, 3}, false, ""},
-		{"whole token", []string{"END"}, []uint32{0, 5, 1}, []uint32{0}, true, "END"},
-		{"across tokens", []string{"END"}, []uint32{0, 6, 7, 2}, []uint32{0}, true, "END"},
-		{"a false start is released", []string{"END"}, []uint32{0, 6, 8, 2}, []uint32{0, 6, 8, 2}, false, ""},
-		{"inside a token drops it", []string{"wo"}, []uint32{0, 1, 2}, []uint32{0}, true, "wo"},
-		{"first of several", []string{"ld", "\n"}, []uint32{0, 3, 1, 2}, []uint32{0}, true, "\n"},
-		{"newline pair", []string{"\n\n"}, []uint32{0, 3, 8, 3, 3}, []uint32{0, 3, 8}, true, "\n\n"},
-		{"bytes of one character", []string{"é"}, []uint32{0, 9, 10}, []uint32{0}, true, "é"},
-		{"empty stop ignored", []string{""}, []uint32{0, 1}, []uint32{0, 1}, false, ""},
-		{"the earliest, not the first listed", []string{"ND", "EN"}, []uint32{0, 5}, []uint32{0}, true, "EN"},
+		{"no stops", nil, []uint32{0, 1, 2}, []uint32{0, 1, 2}, false, "", 0},
+		{"not found", []string{"END"}, []uint32{0, 1, 2, 3}, []uint32{0, 1, 2, 3}, false, "", 0},
+		{"whole token", []string{"END"}, []uint32{0, 5, 1}, []uint32{0}, true, "END", 0},
+		{"across tokens", []string{"END"}, []uint32{0, 6, 7, 2}, []uint32{0}, true, "END", 0},
+		{"a false start is released", []string{"END"}, []uint32{0, 6, 8, 2}, []uint32{0, 6, 8, 2}, false, "", 0},
+		{"inside a token drops it", []string{"wo"}, []uint32{0, 1, 2}, []uint32{0}, true, "wo", 0},
+		{"first of several", []string{"ld", "\n"}, []uint32{0, 3, 1, 2}, []uint32{0}, true, "\n", 0},
+		{"newline pair", []string{"\n\n"}, []uint32{0, 3, 8, 3, 3}, []uint32{0, 3, 8}, true, "\n\n", 0},
+		{"bytes of one character", []string{"é"}, []uint32{0, 9, 10}, []uint32{0}, true, "é", 0},
+		{"empty stop ignored", []string{""}, []uint32{0, 1}, []uint32{0, 1}, false, "", 0},
+		{"the earliest, not the first listed", []string{"ND", "EN"}, []uint32{0, 5}, []uint32{0}, true, "EN", 0},
+		// n_indent: the first line is never held to it (a completion
+		// begins mid-line); a later line whose text starts with too few
+		// spaces or tabs ends the generation at the token showing that
+		// text, dropped with its newline, as a stop string's token is.
+		{"indent: first line is free", nil, []uint32{14, 8, 3, 11, 8}, []uint32{14, 8, 3, 11, 8}, false, "", 4},
+		{"indent: deep enough", nil, []uint32{8, 15, 3, 11, 2}, []uint32{8, 15, 3, 11, 2}, false, "", 4},
+		{"indent: a closing brace ends it", nil, []uint32{8, 3, 11, 8, 3, 14, 8}, []uint32{8, 3, 11, 8, 3}, true, "", 4},
+		{"indent: newline and text in one token", nil, []uint32{8, 16, 8}, []uint32{8}, true, "", 4},
+		{"indent: spaces count across tokens", nil, []uint32{8, 3, 12, 17, 17, 8}, []uint32{8, 3, 12, 17, 17, 8}, false, "", 4},
+		{"indent: too few spaces", nil, []uint32{8, 3, 12, 17, 8}, []uint32{8, 3, 12, 17}, true, "", 4},
+		{"indent: a tab counts as one", nil, []uint32{8, 3, 13, 8}, []uint32{8, 3, 13}, true, "", 2},
+		{"indent: blank lines wait for text", nil, []uint32{8, 4, 4, 11, 8}, []uint32{8, 4, 4, 11, 8}, false, "", 4},
+		{"indent: a stop string earlier wins", []string{"x"}, []uint32{14, 3, 8}, []uint32{14, 3}, true, "x", 4},
+		{"indent: before a held stop", []string{"}}"}, []uint32{8, 3, 14, 14}, []uint32{8, 3}, true, "", 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := NewStopper(tc.stops, piece)
+			s.MinIndent(tc.indent)
 			var got []uint32
 			stopped := false
 			for _, id := range tc.tokens {
@@ -58,6 +75,9 @@ func TestStopper(t *testing.T) {
 			}
 			if stopped != tc.stop || !slices.Equal(got, tc.want) || s.Matched() != tc.matched {
 				t.Fatalf("released %v (stop %v, matched %q), want %v (stop %v, matched %q)", got, stopped, s.Matched(), tc.want, tc.stop, tc.matched)
+			}
+			if s.Indented() != (tc.stop && tc.matched == "") {
+				t.Fatalf("Indented %v with matched %q", s.Indented(), s.Matched())
 			}
 		})
 	}
