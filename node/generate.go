@@ -17,6 +17,7 @@ import (
 	"github.com/meshnode/meshnode/gguf/chat/think"
 	"github.com/meshnode/meshnode/gguf/chat/toolcall"
 	"github.com/meshnode/meshnode/gguf/grammar"
+	"github.com/meshnode/meshnode/gguf/sample"
 	"github.com/meshnode/meshnode/gguf/spec"
 	"github.com/meshnode/meshnode/node/api"
 	"github.com/meshnode/meshnode/node/engine"
@@ -36,6 +37,8 @@ type servedModel struct {
 	defaults generationDefaults
 	// place records each sealed serve for the figures the node gossips.
 	place *placed
+	// now is the clock the client's time limits read.
+	now func() time.Time
 }
 
 type generationDefaults struct {
@@ -111,7 +114,8 @@ func (s *servedModel) Prepare(ctx context.Context, g *api.Generation) (api.Prepa
 		opts = append(opts, steward.WithPlacement(g.Placement))
 	}
 	p := &preparedGeneration{s: s, stop: g.Stop, req: req, ids: ids, opts: opts, drawn: drawn, noSpec: noSpec, grammar: g.Grammar,
-		received: g.Received, tools: len(g.Tools) > 0, block: prompt.block, opens: prompt.opens, chat: g.Messages != nil}
+		received: g.Received, tools: len(g.Tools) > 0, block: prompt.block, opens: prompt.opens, chat: g.Messages != nil,
+		promptLimit: g.PromptTimeLimit, predictLimit: g.PredictTimeLimit}
 	if _, ok := s.decidedDraft(g); ok && req.Sampling != nil {
 		d := req.Sampling.Draft
 		p.draft = &d
@@ -248,6 +252,9 @@ type preparedGeneration struct {
 	// first unscored, less the BOS the node added (echoFrom 1).
 	echo     *string
 	echoFrom int
+	// promptLimit and predictLimit are the client's time limits
+	// (timeLimits); 0 is none.
+	promptLimit, predictLimit time.Duration
 }
 
 // prepareEcho readies g's echo: its prompt's text, or the text of its
@@ -346,9 +353,15 @@ func (p *preparedGeneration) Generate(ctx context.Context, emit func(api.Delta) 
 	}
 	tokenAt := p.tokenTimer(m.Name())
 	isReasoning, reasoningTokens := p.reasoningReader(), 0
+	limits := &timeLimits{prompt: p.promptLimit, predict: p.predictLimit, start: s.clock()}
 	send := func(tok uint32) error {
 		tokenAt(time.Now())
+		at := s.clock()
+		if !limits.admit(at) {
+			return steward.ErrLimit
+		}
 		text := dec.Next(tok)
+		limits.saw(at, text)
 		if isReasoning != nil && isReasoning(text) {
 			reasoningTokens++
 		}
@@ -362,13 +375,15 @@ func (p *preparedGeneration) Generate(ctx context.Context, emit func(api.Delta) 
 	if served != nil && s.place != nil {
 		s.place.record(m.Name(), &served.Receipt.Receipt, time.Since(start))
 	}
-	ceiling := false
+	ceiling, limited := false, false
 	if err != nil {
 		switch {
 		case served != nil && errors.Is(err, steward.ErrCeilingReached):
 			// Not a failure: the steward stopped before a step that would
 			// have passed the joule ceiling, and sealed what was served.
 			ceiling = true
+		case served != nil && errors.Is(err, steward.ErrLimit):
+			limited = true // the client's time limit: what was made within it
 		case served != nil && errors.Is(err, steward.ErrIncomplete) && ctx.Err() != nil:
 			return nil, ctx.Err() // the client left; the partial serve is sealed and journaled
 		default:
@@ -383,8 +398,8 @@ func (p *preparedGeneration) Generate(ctx context.Context, emit func(api.Delta) 
 	case stops.hit:
 	case ceiling:
 		finish = api.FinishJouleCeiling
-	case len(served.Output) >= maxTokens:
-		finish = "length"
+	case limited, served.Outcome.Indented, len(served.Output) >= maxTokens:
+		finish = "length" // llama.cpp's stop_type "limit"
 	}
 	energy := energyOf(served.Receipt)
 	energy.Seed, energy.Draft = p.drawn, p.draft
@@ -405,6 +420,42 @@ func (p *preparedGeneration) Generate(ctx context.Context, emit func(api.Delta) 
 		res.ReasoningTokens = &reasoningTokens
 	}
 	return res, nil
+}
+
+// clock is the time the client's time limits read.
+func (s *servedModel) clock() time.Time {
+	if s.now == nil {
+		return time.Now()
+	}
+	return s.now()
+}
+
+// timeLimits are a client's time limits on a generation (llama.cpp's
+// t_max_prompt_ms and t_max_predict_ms, which code editors send: a late
+// suggestion is no use). The prompt's limit runs from the serve's start
+// to its first token; the prediction's from the first token, and ends
+// the answer after a token that holds a newline (a completion's lines
+// come whole), as llama-server's does.
+type timeLimits struct {
+	prompt, predict time.Duration
+	start, first    time.Time
+	over            bool // a newline came after the prediction's limit: nothing more is served
+}
+
+// admit reports whether a token that came at at is served.
+func (l *timeLimits) admit(at time.Time) bool {
+	if l.first.IsZero() {
+		l.first = at
+		return l.prompt <= 0 || at.Sub(l.start) <= l.prompt
+	}
+	return !l.over
+}
+
+// saw takes a served token's text.
+func (l *timeLimits) saw(at time.Time, text string) {
+	if l.predict > 0 && at.Sub(l.first) > l.predict && strings.Contains(text, "\n") {
+		l.over = true
+	}
 }
 
 // reasoningReader reads a chat reply token by token and tells which
@@ -512,6 +563,44 @@ func (s *servedModel) prepare(g *api.Generation) (receipt.ServeRequest, prepared
 	}
 	req, opts, err := s.request(g, text, ids, ctxLen)
 	return req, pp, append(opts, steward.WithPromptTokens(uint32(len(ids)))), err
+}
+
+// samplerOrder is the sampler order a request names in its identity
+// (receipt.Sampling.Samplers): the order of the filters that do
+// something under sp (an inert one runs or not to the same tokens), ""
+// where that is the default chain's order and no infill filter runs.
+func samplerOrder(order string, sp *receipt.Sampling) string {
+	if order == "" {
+		return ""
+	}
+	active := func(c byte) bool {
+		switch c {
+		case 'e':
+			return sp.PresencePenaltyE6 != 0 || sp.FrequencyPenaltyE6 != 0 || sp.RepeatPenaltyE6 != 0
+		case 'k':
+			return sp.TopK > 0
+		case 'p':
+			return sp.TopPE6 > 0
+		case 'm':
+			return sp.MinPE6 > 0
+		case 't':
+			return sp.TemperatureE6 > 0
+		}
+		return true // infill
+	}
+	keep := func(order string) string {
+		var b []byte
+		for i := 0; i < len(order); i++ {
+			if active(order[i]) {
+				b = append(b, order[i])
+			}
+		}
+		return string(b)
+	}
+	if got := keep(order); got != keep(sample.DefaultOrder) {
+		return got
+	}
+	return ""
 }
 
 // reasoningFirst lets a thinking model reason before a grammar holds its
@@ -628,6 +717,9 @@ func (s *servedModel) request(g *api.Generation, prompt string, ids []uint32, ct
 			{g.PromptIDs != nil, "prompt", "a prompt of token ids", "hashes a prompt's text"},
 			{g.Suffix != "", "suffix", "suffix", "hashes the prompt alone"},
 			{g.Infill != nil, "input_prefix", "an infill", "hashes the prompt alone"},
+			{g.Samplers != "", "samplers", "a sampler order", "does not cover it"},
+			{g.MinIndent > 0, "n_indent", "n_indent", "does not cover it"},
+			{g.PromptOnly, "n_predict", "n_predict 0 (the prompt alone)", "derives its output ceiling from max_tokens"},
 			{len(g.LogitBias) > 0, "logit_bias", "logit_bias", "does not cover it"},
 			{g.ReasoningEffort != "", "reasoning_effort", "a reasoning effort", "hashes the messages alone, not what the template writes for the effort"},
 			{g.Think != nil, "think", "a thinking switch (enable_thinking, think, thinking)", "hashes the messages alone, not what the template writes for the switch"},
@@ -655,7 +747,7 @@ func (s *servedModel) request(g *api.Generation, prompt string, ids []uint32, ct
 		return req, []steward.ServeOption{steward.WithPresentation(p)}, nil
 	}
 	maxTokens := g.MaxTokens
-	if maxTokens <= 0 {
+	if maxTokens <= 0 && !g.PromptOnly {
 		maxTokens = s.defaults.maxTokens
 	}
 	maxTokens = min(maxTokens, ctxLen-promptTokens)
@@ -684,16 +776,25 @@ func (s *servedModel) request(g *api.Generation, prompt string, ids []uint32, ct
 		RepeatPenaltyE6:    repeatPenaltyE6(g.RepeatPenalty),
 		Stop:               g.Stop,
 		LogitBias:          logitBiasE6(g.LogitBias),
+		MinIndent:          uint32(g.MinIndent),
 	}
-	if t := g.Temperature; t != nil && *t > 0 {
+	sampled := g.Temperature != nil && *g.Temperature > 0
+	infill := strings.IndexByte(g.Samplers, 'i') >= 0
+	if sampled || infill {
 		// The truncations change only what is drawn from: greedy ignores
-		// them, so they are not in a greedy request's identity.
-		sp.TemperatureE6 = uint32(math.Round(*t * 1e6))
+		// them, so they are not in a greedy request's identity, unless
+		// the infill filter follows them (it weighs what they leave).
+		if sampled {
+			sp.TemperatureE6 = uint32(math.Round(*g.Temperature * 1e6))
+		}
 		if p := g.TopP; p != nil && *p < 1 {
 			sp.TopPE6 = uint32(math.Round(*p * 1e6))
 		}
 		sp.TopK = uint32(g.TopK)
 		sp.MinPE6 = uint32(math.Round(g.MinP * 1e6))
+		sp.Samplers = samplerOrder(g.Samplers, sp)
+	}
+	if sampled {
 		if g.Seed != nil {
 			seed := *g.Seed
 			sp.Seed = &seed
@@ -703,11 +804,21 @@ func (s *servedModel) request(g *api.Generation, prompt string, ids []uint32, ct
 		// after the draft changed is another request.
 		// A constrained request does not speculate (the engines do not
 		// check drafts against the grammar), so it names no draft.
-		if d, ok := s.decidedDraft(g); ok {
+		// So does one whose filters run in another order (the engines
+		// speculate under the default chain only).
+		if d, ok := s.decidedDraft(g); ok && sp.Samplers == "" {
 			sp.Draft = d.Draft()
 		}
 	}
 	if g.Grammar != nil {
+		if infill {
+			// The infill filter may end the answer (its fallback to the
+			// end of turn) where the grammar does not let it end.
+			e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option",
+				"the infill sampler is not served with a grammar (grammar, json_schema, response_format or tools): it may end the answer where the grammar does not allow")
+			e.Param = "samplers"
+			return req, nil, e
+		}
 		id := engine.GrammarID(g.Grammar)
 		sp.Grammar = &id
 	}

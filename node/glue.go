@@ -40,7 +40,7 @@ func (r *registry) served(name string) (*servedModel, bool) {
 		maxTokens:      r.n.cfg.API.MaxTokens,
 		fidelityFloor:  receipt.Fidelity(r.n.cfg.Steward.FidelityFloor),
 		jouleCeilingUJ: r.n.cfg.Steward.JouleCeilingUJ,
-	}}, true
+	}, now: r.n.clock}, true
 }
 
 // NoModelHint implements api.NoModelHinter.

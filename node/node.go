@@ -68,6 +68,9 @@ type Node struct {
 	// splitDial, if set, wraps the dialer a split model's head opens its
 	// stages' streams with (tests slow the links).
 	splitDial func(stage.Dialer) stage.Dialer
+	// clock, if set, is the time the serves' client time limits read
+	// (t_max_prompt_ms, t_max_predict_ms); time.Now otherwise.
+	clock func() time.Time
 	// memProbe measures this node's memory bandwidth in bytes/s, at
 	// start, when it serves stages (default: membw.Measure).
 	memProbe func(context.Context) (float64, error)

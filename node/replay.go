@@ -103,7 +103,9 @@ func (a *apiNode) Replay(ctx context.Context, rp *api.Replay) (*api.ReplayResult
 	switch v.Kind {
 	case receipt.Verified:
 		res.Verdict, res.Disclosure = api.VerdictVerified, d
-		if v.Prefix > 0 {
+		if r.CutShort != "" {
+			// Verified, a cut serve's output is the re-run's first
+			// tokens (none, where it was cut before its first).
 			res.CutShort, res.PrefixTokens = r.CutShort, v.Prefix
 		}
 	case receipt.Diverged:

@@ -282,6 +282,8 @@ func cutWhy(c string) string {
 		return "stopped at the request's joule ceiling"
 	case receipt.CutEngine:
 		return "the engine failed"
+	case receipt.CutLimit:
+		return "stopped at the client's time limit"
 	}
 	return c
 }

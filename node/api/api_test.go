@@ -296,7 +296,7 @@ func TestErrors(t *testing.T) {
 		{"empty body", "/v1/chat/completions", ``, nil, 400, "invalid_request", "empty"},
 		{"wrong type", "/v1/chat/completions", `{"model":"tiny","messages":"hi"}`, nil, 400, "invalid_request", "wrong type"},
 		{"two values", "/v1/chat/completions", `{"model":"tiny","messages":[{"role":"user","content":"x"}]} {}`, nil, 400, "invalid_request", "more than one JSON value"},
-		{"missing model", "/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}]}`, nil, 400, "invalid_request", "model is required"},
+		{"missing model", "/v1/completions", `{"prompt":"x"}`, nil, 400, "invalid_request", "model is required"},
 		{"no messages", "/v1/chat/completions", `{"model":"tiny","messages":[]}`, nil, 400, "invalid_request", "at least one"},
 		{"bad role", "/v1/chat/completions", `{"model":"tiny","messages":[{"role":"robot","content":"x"}]}`, nil, 400, "invalid_request", "robot"},
 		{"image part", "/v1/chat/completions", `{"model":"tiny","messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, nil, 400, "invalid_request", "image_url"},

@@ -28,6 +28,9 @@ func (s *Server) renderBody(w http.ResponseWriter, r *http.Request, parse func(b
 		return "", 0, false
 	}
 	g, check, err := parse(body)
+	if err == nil {
+		err = s.resolveModel(g)
+	}
 	if err != nil {
 		writeError(w, err)
 		return "", 0, false

@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"math"
 	"net/http"
 
 	"github.com/meshnode/meshnode/gguf/chat/toolcall"
@@ -30,16 +31,32 @@ type chatRequest struct {
 	ChatTemplateKwargs json.RawMessage `json:"chat_template_kwargs"`
 	// ReasoningFormat is llama-server's: how a reply's reasoning comes.
 	ReasoningFormat *string `json:"reasoning_format"`
+
+	// llama-server's, which its clients send on chat too (llama.vim's
+	// instruction editing), read as /completion reads them: the sampler
+	// order, n_predict (0: the prompt alone), id_slot and
+	// response_fields (cache_prompt: chatLlamaRefusals).
+	Samplers       json.RawMessage `json:"samplers"`
+	NPredict       *int            `json:"n_predict"`
+	IDSlot         *int            `json:"id_slot"`
+	ResponseFields []string        `json:"response_fields"`
 }
+
+// chatLlamaRefusals are llama-server's chat options meshnode refuses
+// unless they ask for nothing.
+var chatLlamaRefusals = map[string]refusal{"cache_prompt": llamaRefusals["cache_prompt"]}
 
 func parseChat(body []byte) (*Generation, *chatRequest, error) {
 	var req chatRequest
 	if err := decodeBody(body, &req); err != nil {
 		return nil, nil, err
 	}
-	if err := checkFields(body, &req, "POST /v1/chat/completions"); err != nil {
+	if err := checkFieldsWith(body, &req, "POST /v1/chat/completions", chatLlamaRefusals); err != nil {
 		return nil, nil, err
 	}
+	// llama-server takes a chat that names no model, for the one it
+	// holds: the node's one model (Server.resolveModel).
+	req.modelOptional = true
 	g := &Generation{Body: body}
 	if err := req.apply(g); err != nil {
 		return nil, nil, err
@@ -63,6 +80,9 @@ func parseChat(body []byte) (*Generation, *chatRequest, error) {
 		return nil, nil, err
 	}
 	g.MaxTokens = n
+	if err := req.llamaOptions(g); err != nil {
+		return nil, nil, err
+	}
 	if err := chatLogprobsRequest(g, req.Logprobs, req.TopLogprobs); err != nil {
 		return nil, nil, err
 	}
@@ -178,6 +198,42 @@ type chatCompletion struct {
 
 const systemFingerprint = "meshnode"
 
+// llamaOptions reads llama-server's chat options into g.
+func (req *chatRequest) llamaOptions(g *Generation) error {
+	order, ordered, err := llamaSamplers(req.Samplers)
+	if err != nil {
+		return err
+	}
+	if ordered {
+		if err := checkSamplerOrder(order, &req.sampling); err != nil {
+			return err
+		}
+		g.Samplers = order
+	}
+	if n := req.NPredict; n != nil {
+		switch {
+		case req.MaxTokens != nil || req.MaxCompletionTokens != nil:
+			return badRequest("n_predict", "n_predict and max_tokens both bound the answer: send one")
+		case *n < -1:
+			return badRequest("n_predict", "n_predict must be -1 (until the model ends), 0 (the prompt alone) or more, got %d", *n)
+		case *n == -1:
+			g.MaxTokens = math.MaxInt32 // the context bounds it
+		default:
+			g.MaxTokens, g.PromptOnly = *n, *n == 0
+		}
+	}
+	if id := req.IDSlot; id != nil && *id < -1 {
+		return badRequest("id_slot", "id_slot must be -1 (any) or a slot's index, got %d", *id)
+	}
+	if len(req.ResponseFields) > maxResponseFields {
+		return badRequest("response_fields", "response_fields names %d fields, at most %d", len(req.ResponseFields), maxResponseFields)
+	}
+	if req.ResponseFields != nil && req.Stream {
+		return badRequest("response_fields", "response_fields shapes a whole answer: send stream false")
+	}
+	return nil
+}
+
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	var req *chatRequest
 	m, g, ok := s.accept(w, r, func(body []byte) (g *Generation, err error) {
@@ -208,11 +264,15 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 			choices[i] = chatReply(m, outs[i], ress[i], g, req.tools, format, prefix)
 			choices[i].Index = i
 		}
-		writeJSON(w, http.StatusOK, chatCompletion{
+		var answer any = chatCompletion{
 			ID: id, Object: "chat.completion", Created: created, Model: g.Model, SystemFingerprint: systemFingerprint,
 			Choices: choices,
 			Usage:   usageOfAll(gs, ress, func(i int, energy any) { choices[i].Energy = energy }),
-		})
+		}
+		if req.ResponseFields != nil {
+			answer = responseFields(answer, req.ResponseFields)
+		}
+		writeJSON(w, http.StatusOK, answer)
 		return
 	}
 	sse := s.newSSEWriter(w)

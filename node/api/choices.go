@@ -111,6 +111,7 @@ func (s *Server) generateChoices(w http.ResponseWriter, r *http.Request, m Model
 	updateRecord(ctx, func(ev *RequestEvent) { ev.Route, ev.Stream = "local", sts != nil })
 	outs, ress = make([]Delta, len(gs)), make([]*Result, len(gs))
 	texts := make([]strings.Builder, len(gs))
+	firsts := make([]time.Time, len(gs))
 	var mu sync.Mutex // one event at a time on the shared stream
 	var first time.Time
 	var failed error
@@ -131,6 +132,9 @@ func (s *Server) generateChoices(w http.ResponseWriter, r *http.Request, m Model
 				if first.IsZero() {
 					first = s.now()
 				}
+				if firsts[i].IsZero() {
+					firsts[i] = s.now()
+				}
 				if sts != nil {
 					return sts[i].delta(d)
 				}
@@ -140,7 +144,7 @@ func (s *Server) generateChoices(w http.ResponseWriter, r *http.Request, m Model
 			})
 			mu.Lock()
 			if res != nil {
-				res.reasoningOpen = opensReasoning(ps[i])
+				res.reasoningOpen, res.firstText = opensReasoning(ps[i]), firsts[i]
 			}
 			if err == nil && sts != nil {
 				err = sts[i].finishChoice(res)

@@ -113,7 +113,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m Model, g *Ge
 		s.fail(w, r, g, err, st, sse)
 		return Delta{}, nil, false
 	}
-	res.reasoningOpen = opened
+	res.reasoningOpen, res.firstText = opened, first
 	took := s.now().Sub(start)
 	updateRecord(ctx, func(ev *RequestEvent) {
 		ev.PromptTokens, ev.CompletionTokens = res.PromptTokens, res.CompletionTokens

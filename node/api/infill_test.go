@@ -62,9 +62,8 @@ func TestInfillRefusals(t *testing.T) {
 		`{"model":"tiny","input_prefix":"a","input_suffix":"b","input_extra":{}}`:      "input_extra",
 		`{"model":"tiny","input_prefix":"a","input_suffix":"b","input_extra":[{}]}`:    "input_extra",
 		`{"model":"tiny","input_prefix":"a","input_suffix":"b","input_extra":` + many:  "input_extra",
-		`{"model":"tiny","input_prefix":"a","input_suffix":"b","n_indent":4}`:          "n_indent",
-		`{"model":"tiny","input_prefix":"a","input_suffix":"b","t_max_prompt_ms":500}`: "t_max_prompt_ms",
-		`{"input_prefix":"a","input_suffix":"b"}`:                                      "model",
+		`{"model":"tiny","input_prefix":"a","input_suffix":"b","n_indent":-4}`:         "n_indent",
+		`{"model":"tiny","input_prefix":"a","input_suffix":"b","t_max_prompt_ms":1e9}`: "t_max_prompt_ms",
 		`{"model":"tiny","input_prefix":1,"input_suffix":"b"}`:                         "input_prefix",
 	} {
 		if !strings.HasSuffix(body, "}") {

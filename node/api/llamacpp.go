@@ -7,6 +7,9 @@ import (
 	"math"
 	"net/http"
 	"strings"
+	"time"
+
+	"github.com/meshnode/meshnode/node/receipt"
 )
 
 // llama.cpp's native completion endpoint, POST /completion, which
@@ -37,6 +40,14 @@ type llamaCompletionRequest struct {
 	LogitBias        json.RawMessage `json:"logit_bias"`
 	Grammar          *string         `json:"grammar"`
 	JSONSchema       json.RawMessage `json:"json_schema"`
+	// What code editors' plugins send (llama.vim, llama.vscode).
+	Samplers       json.RawMessage `json:"samplers"`
+	NIndent        *int            `json:"n_indent"`
+	TMaxPredictMS  *int64          `json:"t_max_predict_ms"`
+	TMaxPromptMS   *int64          `json:"t_max_prompt_ms"`
+	IDSlot         *int            `json:"id_slot"`
+	ResponseFields []string        `json:"response_fields"`
+	NCmpl          *int            `json:"n_cmpl"`
 	// meshnode's, as on every endpoint.
 	Metadata        map[string]any  `json:"metadata"`
 	JCPPresentation json.RawMessage `json:"jcp_presentation"`
@@ -48,12 +59,10 @@ type llamaCompletionRequest struct {
 // defaults, or off), which are accepted.
 var llamaRefusals = map[string]refusal{
 	"cache_prompt":        {"cache_prompt false is not supported: a node always reuses the prompt's cached prefix, and the answer does not depend on it (true is accepted)", oneOf("true")},
-	"id_slot":             {"id_slot is not supported: the node picks the slot (-1 is accepted)", oneOf("-1")},
 	"ignore_eos":          {"ignore_eos is not supported: an answer ends at the model's end token (false is accepted)", isFalse},
 	"n_probs":             {"n_probs is not supported on /completion: ask /v1/completions for logprobs (0 is accepted)", isZero},
 	"return_tokens":       {"return_tokens is not supported: /completion returns the text (false is accepted; /tokenize gives a text's tokens)", isFalse},
 	"n_keep":              {"n_keep is not supported: a prompt that does not fit the context is refused, never shifted (0 is accepted)", isZero},
-	"n_indent":            {"n_indent is not supported (0 is accepted)", isZero},
 	"repeat_last_n":       {"repeat_last_n is not supported: repeat_penalty counts every token of the answer, not the last n of prompt and answer", isNull},
 	"typical_p":           {"typical_p is not supported (1, off, is accepted)", oneOf("1", "1.0")},
 	"dynatemp_range":      {"dynamic temperature is not supported (dynatemp_range 0 is accepted)", isZero},
@@ -64,12 +73,8 @@ var llamaRefusals = map[string]refusal{
 	"dry_multiplier":      {"DRY sampling is not supported (dry_multiplier 0, off, is accepted)", isZero},
 	"xtc_probability":     {"XTC sampling is not supported (xtc_probability 0, off, is accepted)", isZero},
 	"min_keep":            {"min_keep is not supported (0 is accepted)", isZero},
-	"samplers":            {"samplers is not supported: the samplers run in meshnode's one order (penalties, top_k, top_p, min_p, temperature)", isNull},
-	"t_max_predict_ms":    {"t_max_predict_ms is not supported: bound an answer with n_predict (0 is accepted)", isZero},
-	"t_max_prompt_ms":     {"t_max_prompt_ms is not supported: a prompt is taken in whole (0 is accepted)", isZero},
 	"image_data":          {"image_data: meshnode's models read text", isEmpty},
 	"lora":                {"lora adapters are not supported", isEmpty},
-	"response_fields":     {"response_fields is not supported: the answer has all its fields", isEmpty},
 	"post_sampling_probs": {"post_sampling_probs is not supported (false is accepted)", isFalse},
 	"timings_per_token":   {"timings_per_token is not supported: the last event has the timings (false is accepted)", isFalse},
 	"return_progress":     {"return_progress is not supported (false is accepted)", isFalse},
@@ -117,21 +122,31 @@ func parseLlamaCompletion(body []byte) (*Generation, *llamaCompletionRequest, er
 // generation reads what /completion and /infill share: every field but
 // the prompt.
 func (req *llamaCompletionRequest) generation(body []byte) (*Generation, error) {
-	if strings.TrimSpace(req.Model) == "" {
-		return nil, badRequest("model", "model is required: llama-server serves one model and needs none, but a node serves several (GET /v1/models lists them)")
-	}
+	// llama-server serves one model and needs no name: a request without
+	// one is for the one this node serves (Server.soleModel).
 	s := sampling{
 		Model: req.Model, Stream: req.Stream, Temperature: req.Temperature, TopK: req.TopK, TopP: req.TopP, MinP: req.MinP,
 		Stop: req.Stop, RepeatPenalty: req.RepeatPenalty, PresencePenalty: req.PresencePenalty, FrequencyPenalty: req.FrequencyPenalty,
-		Metadata: req.Metadata, JCPPresentation: req.JCPPresentation, Speculative: req.Speculative,
+		Metadata: req.Metadata, JCPPresentation: req.JCPPresentation, Speculative: req.Speculative, modelOptional: true,
 	}
-	if s.TopK == nil {
+	order, ordered, err := llamaSamplers(req.Samplers)
+	if err != nil {
+		return nil, err
+	}
+	if ordered {
+		if err := checkSamplerOrder(order, &s); err != nil {
+			return nil, err
+		}
+	}
+	// llama-server's truncation defaults, where they run.
+	runs := func(c byte) bool { return !ordered || strings.IndexByte(order, c) >= 0 }
+	if s.TopK == nil && runs('k') {
 		s.TopK = &llamaTopK
 	}
-	if s.TopP == nil {
+	if s.TopP == nil && runs('p') {
 		s.TopP = &llamaTopP
 	}
-	if s.MinP == nil {
+	if s.MinP == nil && runs('m') {
 		s.MinP = &llamaMinP
 	}
 	if req.Seed != nil && req.Seed.String() != "-1" {
@@ -147,13 +162,21 @@ func (req *llamaCompletionRequest) generation(body []byte) (*Generation, error) 
 		return nil, err
 	}
 	// llama-server's default n_predict, -1, is until the model ends, as
-	// Ollama's num_predict -1 (the context bounds it).
+	// Ollama's num_predict -1 (the context bounds it). 0 evaluates the
+	// prompt and answers nothing: editors send it to have their context
+	// cached before they ask.
 	g.MaxTokens = math.MaxInt32
 	if n := req.NPredict; n != nil && *n != -1 {
-		if *n < 1 {
-			return nil, badRequest("n_predict", "n_predict must be -1 (until the model ends) or at least 1, got %d", *n)
+		if *n < 0 {
+			return nil, badRequest("n_predict", "n_predict must be -1 (until the model ends), 0 (the prompt alone) or more, got %d", *n)
 		}
-		g.MaxTokens = *n
+		g.MaxTokens, g.PromptOnly = *n, *n == 0
+	}
+	if ordered {
+		g.Samplers = order
+	}
+	if err := req.editorOptions(g); err != nil {
+		return nil, err
 	}
 	if !isAbsent(req.JSONSchema) && !bytes.Equal(compact(req.JSONSchema), []byte("{}")) {
 		if err := applyFormat(FormatJSONSchema, &jsonSchemaSpec{Name: "json_schema", Schema: req.JSONSchema}, "json_schema", "json_schema", g); err != nil {
@@ -168,6 +191,61 @@ func (req *llamaCompletionRequest) generation(body []byte) (*Generation, error) 
 	}
 	return g, nil
 }
+
+// maxResponseFields bounds response_fields.
+const maxResponseFields = 64
+
+// editorOptions reads what code editors' plugins add to a request:
+// n_indent, the time limits, id_slot and response_fields.
+func (req *llamaCompletionRequest) editorOptions(g *Generation) error {
+	if n := req.NIndent; n != nil {
+		if *n < 0 || *n > receipt.MaxIndent {
+			return badRequest("n_indent", "n_indent must be from 0 (off) to %d, got %d", receipt.MaxIndent, *n)
+		}
+		g.MinIndent = *n
+	}
+	for _, l := range []struct {
+		param string
+		ms    *int64
+		dst   *time.Duration
+	}{{"t_max_prompt_ms", req.TMaxPromptMS, &g.PromptTimeLimit}, {"t_max_predict_ms", req.TMaxPredictMS, &g.PredictTimeLimit}} {
+		switch {
+		case l.ms == nil || *l.ms <= 0:
+			// llama-server's -1 and 0: no limit.
+		case *l.ms > maxTimeLimitMS:
+			return badRequest(l.param, "%s must be at most %d (an hour), got %d", l.param, maxTimeLimitMS, *l.ms)
+		default:
+			*l.dst = time.Duration(*l.ms) * time.Millisecond
+		}
+	}
+	// The node reuses whatever prompt prefix it holds cached, on any
+	// slot: the answer never depends on which.
+	if id := req.IDSlot; id != nil && *id < -1 {
+		return badRequest("id_slot", "id_slot must be -1 (any) or a slot's index, got %d", *id)
+	}
+	// n_cmpl is n: several completions of one prompt, each a serve of
+	// its own (a seeded request's j-th with the seed plus j), answered
+	// as an array, as llama-server answers them.
+	if n := req.NCmpl; n != nil {
+		switch {
+		case *n < 1 || *n > maxChoices:
+			return badRequest("n_cmpl", "n_cmpl must be from 1 to %d, got %d", maxChoices, *n)
+		case *n > 1 && req.Stream:
+			return badRequest("n_cmpl", "n_cmpl above 1 is answered whole: send stream false")
+		}
+		g.N = *n
+		if err := checkChoices(g); err != nil {
+			return err
+		}
+	}
+	if len(req.ResponseFields) > maxResponseFields {
+		return badRequest("response_fields", "response_fields names %d fields, at most %d", len(req.ResponseFields), maxResponseFields)
+	}
+	return nil
+}
+
+// maxTimeLimitMS bounds t_max_prompt_ms and t_max_predict_ms.
+const maxTimeLimitMS = 3_600_000
 
 // llamaLogitBias turns llama-server's logit_bias into OpenAI's object
 // form, which parseLogitBias reads: an object (the same), or an array of
@@ -214,6 +292,7 @@ type llamaCompletion struct {
 	Model              string        `json:"model"`
 	TokensPredicted    int           `json:"tokens_predicted"`
 	TokensEvaluated    int           `json:"tokens_evaluated"`
+	TokensCached       int           `json:"tokens_cached"` // the context the node holds after the answer: prompt and output
 	GenerationSettings llamaSettings `json:"generation_settings"`
 	Prompt             string        `json:"prompt"`
 	HasNewLine         bool          `json:"has_new_line"`
@@ -322,9 +401,30 @@ func (s *Server) handleLlamaCompletion(w http.ResponseWriter, r *http.Request) {
 
 // answerLlama answers g, read from req, in /completion's shape.
 func (s *Server) answerLlama(w http.ResponseWriter, r *http.Request, m Model, g *Generation, req *llamaCompletionRequest) {
-	st := &llamaStream{model: g.Model, now: s.now, received: g.Received, settings: llamaSettingsOf(g, req), prompt: g.Prompt}
+	stream := func(index int) *llamaStream {
+		return &llamaStream{model: g.Model, now: s.now, received: g.Received, settings: llamaSettingsOf(g, req), prompt: g.Prompt,
+			fields: req.ResponseFields, index: index}
+	}
+	if gs := g.Choices(); len(gs) > 1 {
+		// n_cmpl: an array of answers, each with its index (a whole
+		// answer's builder takes its text and cannot fail).
+		outs, ress, ok := s.generateChoices(w, r, m, gs, nil, nil)
+		if !ok {
+			return
+		}
+		answers := make([]any, len(gs))
+		for i := range gs {
+			st := stream(i)
+			_ = st.delta(outs[i])
+			_ = st.end(ress[i])
+			answers[i] = st.answer()
+		}
+		writeJSON(w, http.StatusOK, answers)
+		return
+	}
+	st := stream(0)
 	if !req.Stream {
-		s.answerWhole(w, r, m, g, st, func() any { return st.whole })
+		s.answerWhole(w, r, m, g, st, st.answer)
 		return
 	}
 	st.sse = s.newSSEWriter(w)

@@ -3,10 +3,14 @@ package api
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"math"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/node/identity"
 )
 
 // llamaAnswer is /completion's answer, or an event of its stream, as a
@@ -119,12 +123,14 @@ func TestLlamaCompletion(t *testing.T) {
 func TestLlamaCompletionRefusals(t *testing.T) {
 	h := newHarness(t, Config{}, nil)
 	for _, tc := range []struct{ field, value string }{
-		{"cache_prompt", "false"}, {"id_slot", "2"}, {"ignore_eos", "true"}, {"n_probs", "5"}, {"return_tokens", "true"},
-		{"n_keep", "4"}, {"n_indent", "2"}, {"repeat_last_n", "64"}, {"typical_p", "0.9"}, {"dynatemp_range", "0.5"},
-		{"mirostat", "2"}, {"dry_multiplier", "0.8"}, {"xtc_probability", "0.5"}, {"min_keep", "1"},
-		{"samplers", `["top_k"]`}, {"t_max_predict_ms", "500"}, {"image_data", `[{"data":"x","id":1}]`}, {"lora", `[{"id":0,"scale":1}]`},
-		{"response_fields", `["content"]`}, {"post_sampling_probs", "true"}, {"timings_per_token", "true"}, {"return_progress", "true"},
-		{"n_predict", "0"}, {"logit_bias", `[["Hello",-1]]`}, {"logit_bias", `[[1]]`}, {"prompt", `["a",[1,2]]`}, {"prompt", `[["a"],["b"]]`},
+		{"cache_prompt", "false"}, {"id_slot", "-2"}, {"ignore_eos", "true"}, {"n_probs", "5"}, {"return_tokens", "true"},
+		{"n_keep", "4"}, {"n_indent", "-1"}, {"n_indent", "5000"}, {"repeat_last_n", "64"}, {"typical_p", "0.9"}, {"dynatemp_range", "0.5"},
+		{"mirostat", "2"}, {"dry_multiplier", "0.8"}, {"xtc_probability", "0.5"}, {"min_keep", "1"}, {"n_cmpl", "0"}, {"n_cmpl", "65"},
+		{"samplers", `["top_k","nope"]`}, {"samplers", `"kz"`}, {"samplers", `["top_k","top_k"]`}, {"samplers", `{}`},
+		{"samplers", `["infill"]`}, {"samplers", `["top_p","infill","top_k"]`},
+		{"t_max_predict_ms", "3600001"}, {"image_data", `[{"data":"x","id":1}]`}, {"lora", `[{"id":0,"scale":1}]`},
+		{"response_fields", `[` + strings.Repeat(`"a",`, maxResponseFields) + `"a"]`}, {"post_sampling_probs", "true"}, {"timings_per_token", "true"}, {"return_progress", "true"},
+		{"n_predict", "-2"}, {"logit_bias", `[["Hello",-1]]`}, {"logit_bias", `[[1]]`}, {"prompt", `["a",[1,2]]`}, {"prompt", `[["a"],["b"]]`},
 		{"grammar", `"root ::= \"a"`}, {"nope", "1"},
 	} {
 		n := len(h.model.calls)
@@ -139,7 +145,12 @@ func TestLlamaCompletionRefusals(t *testing.T) {
 		}
 	}
 	for body, param := range map[string]string{
-		`{"prompt":"x"}`: "model",
+		// An option the order leaves out would not run: refused, not
+		// ignored as llama-server ignores it.
+		`{"model":"tiny","prompt":"x","top_k":5,"samplers":["top_p"]}`:                             "top_k",
+		`{"model":"tiny","prompt":"x","temperature":0.5,"samplers":["top_k"]}`:                     "temperature",
+		`{"model":"tiny","prompt":"x","repeat_penalty":1.1,"samplers":"kt"}`:                       "repeat_penalty",
+		`{"model":"tiny","prompt":"x","top_k":2000,"samplers":["top_k","infill"]}`:                 "samplers",
 		`{"model":"tiny","prompt":"x","grammar":"root ::= \"a\"","json_schema":{"type":"string"}}`: "grammar",
 		`{"model":"tiny"}`: "prompt",
 	} {
@@ -147,5 +158,143 @@ func TestLlamaCompletionRefusals(t *testing.T) {
 		if code != 400 || !strings.Contains(string(b), `"param":"`+param+`"`) {
 			t.Errorf("%s: %d %s", body, code, b)
 		}
+	}
+}
+
+// TestLlamaEditorOptions: what code editors' plugins send to /completion
+// and /infill is read into the generation: the sampler order (names or
+// letters; the filters meshnode does not run are dropped, asking
+// nothing), llama-server's truncation defaults only for the filters the
+// order runs, n_predict 0 as the prompt alone, n_indent, the time
+// limits, and a missing model as the node's one model.
+func TestLlamaEditorOptions(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		want func(g *Generation) bool
+	}{
+		{`"samplers":["top_k","top_p","infill"],"top_k":40,"top_p":0.9`, func(g *Generation) bool {
+			return g.Samplers == "kpi" && g.TopK == 40 && *g.TopP == 0.9 && g.MinP == 0 && g.Temperature == nil
+		}},
+		{`"samplers":"dkypmxt","temperature":0.5`, func(g *Generation) bool {
+			return g.Samplers == "kpmt" && g.TopK == 40 && *g.TopP == 0.95 && g.MinP == 0.05 && *g.Temperature == 0.5
+		}},
+		{`"samplers":["min_p","temperature"],"min_p":0.1,"temperature":0.1`, func(g *Generation) bool {
+			return g.Samplers == "mt" && g.TopK == 0 && g.TopP == nil && g.MinP == 0.1
+		}},
+		{`"samplers":[],"temperature":0`, func(g *Generation) bool { return g.Samplers == "" && g.TopK == 0 }},
+		{`"n_predict":0`, func(g *Generation) bool { return g.PromptOnly && g.MaxTokens == 0 }},
+		{`"n_predict":-1`, func(g *Generation) bool { return !g.PromptOnly && g.MaxTokens == math.MaxInt32 }},
+		{`"n_indent":4,"t_max_prompt_ms":500,"t_max_predict_ms":250`, func(g *Generation) bool {
+			return g.MinIndent == 4 && g.PromptTimeLimit == 500*time.Millisecond && g.PredictTimeLimit == 250*time.Millisecond
+		}},
+		{`"t_max_prompt_ms":-1,"t_max_predict_ms":0,"id_slot":0,"n_cmpl":1,"response_fields":[""]`, func(g *Generation) bool {
+			return g.PromptTimeLimit == 0 && g.PredictTimeLimit == 0
+		}},
+	} {
+		g, _, err := parseLlamaCompletion([]byte(`{"prompt":"x",` + tc.body + `}`))
+		if err != nil || g.Model != "" || !tc.want(g) {
+			t.Errorf("%s: %+v, %v", tc.body, g, err)
+		}
+	}
+}
+
+// TestLlamaNCmpl: n_cmpl answers an array of completions, each with its
+// index; streamed, it is refused.
+func TestLlamaNCmpl(t *testing.T) {
+	h := newHarness(t, Config{}, nil)
+	code, _, b := ollamaPost(t, h, "/completion", `{"prompt":"x","n_cmpl":2,"response_fields":["index","content"]}`)
+	var got []map[string]any
+	if err := json.Unmarshal(b, &got); err != nil || code != 200 || len(got) != 2 || got[0]["index"] != 0.0 || got[1]["index"] != 1.0 ||
+		got[1]["content"] != "Hello, world!" {
+		t.Fatalf("%d %s", code, b)
+	}
+	code, _, b = ollamaPost(t, h, "/completion", `{"prompt":"x","n_cmpl":2,"stream":true}`)
+	if code != 400 || !strings.Contains(string(b), `"param":"n_cmpl"`) {
+		t.Fatalf("streamed: %d %s", code, b)
+	}
+}
+
+// TestLlamaResponseFields: response_fields keeps the paths asked, each
+// under its path, nested ones included; a path to nothing is left out.
+func TestLlamaResponseFields(t *testing.T) {
+	h := newHarness(t, Config{}, nil)
+	code, _, b := ollamaPost(t, h, "/completion", `{"prompt":"x","response_fields":["content","timings/predicted_n","truncated","tokens_cached","timings/nope","nope/x",""]}`)
+	var got map[string]any
+	if err := json.Unmarshal(b, &got); err != nil || code != 200 || len(got) != 4 || got["content"] != "Hello, world!" ||
+		got["timings/predicted_n"] != 4.0 || got["truncated"] != false || got["tokens_cached"] != 7.0 {
+		t.Fatalf("%d %s", code, b)
+	}
+}
+
+// TestSoleModel: a request that names no model, on the endpoints
+// llama-server's clients send none to, is for the node's one model; with
+// several, it is refused naming them; serving none, it is for the one
+// model its mesh serves (relayed there).
+func TestSoleModel(t *testing.T) {
+	h := newHarness(t, Config{}, nil)
+	for _, path := range []string{"/completion", "/v1/chat/completions", "/apply-template"} {
+		body := `{"prompt":"x"}`
+		if path != "/completion" {
+			body = `{"messages":[{"role":"user","content":"x"}]}`
+		}
+		if code, _, b := ollamaPost(t, h, path, body); code != 200 {
+			t.Fatalf("%s with one model: %d %s", path, code, b)
+		}
+	}
+	h.reg.local["other"] = h.model
+	code, _, b := ollamaPost(t, h, "/completion", `{"prompt":"x"}`)
+	if code != 400 || !strings.Contains(string(b), `"param":"model"`) || !strings.Contains(string(b), "other, tiny") {
+		t.Fatalf("with two models: %d %s", code, b)
+	}
+	delete(h.reg.local, "other")
+	delete(h.reg.local, "tiny")
+	h.reg.remote["far"] = []identity.EndpointID{testID(2)}
+	if got, err := h.srv.soleModel(); err != nil || got != "far" {
+		t.Fatalf("serving none, the mesh one: %q, %v", got, err)
+	}
+}
+
+// TestChatLlamaOptions: llama-server's chat options, as llama.vim's
+// instruction editing sends them: the sampler order, n_predict (0 the
+// prompt alone), id_slot, cache_prompt and response_fields.
+func TestChatLlamaOptions(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		want func(g *Generation) bool
+	}{
+		{`"id_slot":1,"samplers":[],"n_predict":0,"stream":false,"cache_prompt":true,"response_fields":[""]`, func(g *Generation) bool {
+			return g.PromptOnly && g.MaxTokens == 0 && g.Samplers == ""
+		}},
+		{`"id_slot":1,"min_p":0.1,"temperature":0.1,"samplers":["min_p","temperature"],"stream":true,"cache_prompt":true`, func(g *Generation) bool {
+			return g.Samplers == "mt" && g.MinP == 0.1 && *g.Temperature == 0.1
+		}},
+		{`"n_predict":-1`, func(g *Generation) bool { return g.MaxTokens == math.MaxInt32 && !g.PromptOnly }},
+		{`"n_predict":7`, func(g *Generation) bool { return g.MaxTokens == 7 }},
+	} {
+		g, _, err := parseChat([]byte(`{"messages":[{"role":"user","content":"x"}],` + tc.body + `}`))
+		if err != nil || !tc.want(g) {
+			t.Errorf("%s: %+v, %v", tc.body, g, err)
+		}
+	}
+	for body, param := range map[string]string{
+		`"n_predict":4,"max_tokens":4`:                "n_predict",
+		`"n_predict":-2`:                              "n_predict",
+		`"cache_prompt":false`:                        "cache_prompt",
+		`"id_slot":-5`:                                "id_slot",
+		`"top_k":5,"samplers":["temperature"]`:        "top_k",
+		`"response_fields":["choices"],"stream":true`: "response_fields",
+		`"samplers":["top_k","infill"]`:               "samplers",
+	} {
+		_, _, err := parseChat([]byte(`{"messages":[{"role":"user","content":"x"}],` + body + `}`))
+		var e *Error
+		if !errors.As(err, &e) || e.Param != param {
+			t.Errorf("%s: %v, want a refusal of %s", body, err, param)
+		}
+	}
+	h := newHarness(t, Config{}, nil)
+	code, _, b := ollamaPost(t, h, "/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"response_fields":["choices","model",""]}`)
+	var got map[string]any
+	if err := json.Unmarshal(b, &got); err != nil || code != 200 || len(got) != 2 || got["model"] != "tiny" {
+		t.Fatalf("response_fields: %d %s", code, b)
 	}
 }

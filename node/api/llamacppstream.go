@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"strings"
 	"time"
 )
@@ -19,6 +20,9 @@ type llamaStream struct {
 	first    time.Time
 	content  strings.Builder
 	whole    llamaCompletion
+	// fields are response_fields: the answer holds only these (nil: all).
+	fields []string
+	index  int // the answer's, among n_cmpl's
 }
 
 func (l *llamaStream) delta(d Delta) error {
@@ -38,7 +42,10 @@ func (l *llamaStream) delta(d Delta) error {
 // end fills in the answer's last event (the whole answer, unstreamed).
 func (l *llamaStream) end(res *Result) error {
 	end := l.now()
-	first := l.first
+	first := res.firstText // a whole answer's text is handed over after it was made
+	if first.IsZero() {
+		first = l.first
+	}
 	if first.IsZero() {
 		first = end
 	}
@@ -49,8 +56,9 @@ func (l *llamaStream) end(res *Result) error {
 	t.PredictedPerTokenMS, t.PredictedPerSecond = per(t.PredictedN, predictedMS)
 	content := l.content.String()
 	l.whole = llamaCompletion{
-		Tokens: []uint32{}, Stop: true, Model: l.model,
+		Index: l.index, Tokens: []uint32{}, Stop: true, Model: l.model,
 		TokensPredicted: res.CompletionTokens, TokensEvaluated: res.PromptTokens,
+		TokensCached:       res.PromptTokens + res.CompletionTokens,
 		GenerationSettings: l.settings, Prompt: l.prompt,
 		HasNewLine: strings.Contains(content, "\n"),
 		StopType:   llamaStopType(res), StoppingWord: res.StopSequence,
@@ -66,7 +74,41 @@ func (l *llamaStream) finish(res *Result) error {
 	if err := l.end(res); err != nil {
 		return err
 	}
-	return l.sse.event("", l.whole)
+	return l.sse.event("", l.answer())
+}
+
+// answer is the whole answer, or the fields of it response_fields names.
+func (l *llamaStream) answer() any {
+	if l.fields == nil {
+		return l.whole
+	}
+	return responseFields(l.whole, l.fields)
+}
+
+// responseFields is llama-server's response_fields: an object holding,
+// under each path asked ("timings/prompt_n" names prompt_n inside
+// timings), the value found there; a path that leads nowhere is left out.
+func responseFields(answer any, paths []string) map[string]any {
+	var whole map[string]any
+	b, err := json.Marshal(answer)
+	if err != nil || json.Unmarshal(b, &whole) != nil {
+		return map[string]any{}
+	}
+	out := make(map[string]any, len(paths))
+	for _, path := range paths {
+		var at any = whole
+		for _, k := range strings.Split(path, "/") {
+			obj, ok := at.(map[string]any)
+			if at, ok = obj[k]; !ok {
+				at = nil
+				break
+			}
+		}
+		if at != nil {
+			out[path] = at
+		}
+	}
+	return out
 }
 
 // fail ends a started stream as llama-server does: an event holding the

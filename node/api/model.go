@@ -145,7 +145,7 @@ type Generation struct {
 	ToolName          string
 	ParallelToolCalls bool
 
-	MaxTokens        int // 0: the model's default
+	MaxTokens        int // 0: the model's default, unless PromptOnly
 	Temperature      *float64
 	TopP             *float64
 	Seed             *uint64
@@ -161,6 +161,26 @@ type Generation struct {
 	// the penalties, greedy requests included (OpenAI's logit_bias), by
 	// token id; nil is none.
 	LogitBias map[uint32]float64
+	// PromptOnly: the prompt is evaluated (and so cached) and nothing is
+	// generated (llama.cpp's n_predict 0, which editors send to have
+	// their context cached before they ask).
+	PromptOnly bool
+	// Samplers is the order the sampling filters run in, in gguf/sample's
+	// letters (llama.cpp's samplers: receipt.Sampling.Samplers); "" is
+	// the default.
+	Samplers string
+	// MinIndent is llama.cpp's n_indent: the answer ends at a line, after
+	// the first, that begins under this many spaces or tabs
+	// (receipt.Sampling.MinIndent).
+	MinIndent int
+	// PromptTimeLimit and PredictTimeLimit are llama.cpp's
+	// t_max_prompt_ms and t_max_predict_ms; 0 is none. A prompt whose
+	// evaluation takes longer than PromptTimeLimit is answered with
+	// nothing (it is cached for the next request); once PredictTimeLimit
+	// has passed since the first token, the answer ends after the next
+	// token holding a newline. Either cut is sealed as the client's limit
+	// (receipt.CutLimit) and tells as stop_type "limit".
+	PromptTimeLimit, PredictTimeLimit time.Duration
 	// ReasoningEffort, when set, is the reasoning effort the model's chat
 	// template is given ("low", "medium" or "high": gpt-oss's
 	// reasoning_effort); a model whose template reads none refuses it.
@@ -270,6 +290,10 @@ type Result struct {
 	// (opensReasoning), set by the server for the readers of a whole
 	// answer.
 	reasoningOpen bool
+	// firstText is when its first text came (zero: none came), set by
+	// the server: a whole answer is built after the generation, so its
+	// timings read it.
+	firstText time.Time
 }
 
 // ModelInfo describes one model for /v1/models.

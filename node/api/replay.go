@@ -197,6 +197,9 @@ func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rp, err := parseReplay(body)
+	if err == nil {
+		err = s.resolveModel(rp.Generation)
+	}
 	if err != nil {
 		writeError(w, err)
 		return

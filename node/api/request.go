@@ -37,6 +37,10 @@ type sampling struct {
 
 	// meshnode's: false decodes without the model's speculative draft.
 	Speculative *bool `json:"speculative"`
+
+	// modelOptional: the endpoint serves a request that names no model
+	// (llama.cpp's, whose server holds one) with the node's one model.
+	modelOptional bool
 }
 
 type streamOptions struct {
@@ -62,7 +66,10 @@ func decodeBody(body []byte, v any) error {
 		case errors.As(err, &syn):
 			return badRequest("", "request body is not valid JSON at byte %d: %v", syn.Offset, err)
 		case errors.As(err, &typ):
-			return badRequest(typ.Field, "field %q has the wrong type: got JSON %s, want %s", typ.Field, typ.Value, typ.Type)
+			// The field's path names an embedded struct's type, which is
+			// no part of the body (/infill's is /completion's).
+			field := strings.TrimPrefix(typ.Field, "llamaCompletionRequest.")
+			return badRequest(field, "field %q has the wrong type: got JSON %s, want %s", field, typ.Value, typ.Type)
 		case errors.Is(err, io.ErrUnexpectedEOF):
 			return badRequest("", "request body is not valid JSON: it ends in the middle of a value")
 		}
@@ -89,7 +96,7 @@ func reasoningEffort(param, effort string) (string, error) {
 
 // apply validates the shared fields and copies them into g.
 func (s *sampling) apply(g *Generation) error {
-	if strings.TrimSpace(s.Model) == "" {
+	if strings.TrimSpace(s.Model) == "" && !s.modelOptional {
 		return badRequest("model", "model is required")
 	}
 	g.Model = s.Model

@@ -375,6 +375,9 @@ func (s *Server) accept(w http.ResponseWriter, r *http.Request, parse func(body 
 		return nil, nil, false
 	}
 	g, err := parse(body)
+	if err == nil {
+		err = s.resolveModel(g)
+	}
 	if err != nil {
 		writeError(w, err)
 		return nil, nil, false
@@ -525,6 +528,48 @@ func (s *Server) unknownModel(model string, forwarded bool) *Error {
 		"model %q is not served %s; %s", model, where, available)
 	e.Param = "model"
 	return e
+}
+
+// resolveModel names the model of a request that named none
+// (soleModel); a request that named one keeps it.
+func (s *Server) resolveModel(g *Generation) error {
+	if strings.TrimSpace(g.Model) != "" {
+		return nil
+	}
+	var err error
+	g.Model, err = s.soleModel()
+	return err
+}
+
+// soleModel is the model a request that names none is for (llama.cpp's
+// endpoints, whose server holds one model): the one this node serves,
+// or, serving none, the one the mesh does. With several, the request
+// must name one.
+func (s *Server) soleModel() (string, error) {
+	var local, all []string
+	for _, m := range s.registry.List() {
+		all = append(all, m.ID)
+		if m.Local {
+			local = append(local, m.ID)
+		}
+	}
+	switch {
+	case len(local) == 1:
+		return local[0], nil
+	case len(local) == 0 && len(all) == 1:
+		return all[0], nil
+	case len(all) == 0:
+		return "", badRequest("model", "model is required, and no model is available to stand in for it")
+	}
+	return "", badRequest("model", "model is required: this node serves several models (%s); name one (llama.vim: g:llama_config.model_fim; llama.vscode: its completion model)", strings.Join(cmpOr(local, all), ", "))
+}
+
+// cmpOr is a if it holds anything, else b.
+func cmpOr(a, b []string) []string {
+	if len(a) > 0 {
+		return a
+	}
+	return b
 }
 
 // concurrency is how many generations of m run at once.

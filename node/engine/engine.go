@@ -110,6 +110,10 @@ type Outcome struct {
 	// the output, "" when something else did. It is not sealed: the
 	// API names it to clients that ask which stop was met.
 	StopString string
+	// Indented says the output ended at a line under the request's
+	// indentation (receipt.Sampling.MinIndent). Not sealed either: the API
+	// tells it as llama.cpp's stop_type "limit".
+	Indented bool
 	// Delivered is the fidelity the engine says it served, nil if it
 	// reports none (§3.2.1). It must not exceed the advertised level.
 	Delivered *receipt.Fidelity

@@ -57,8 +57,8 @@ func (e *Reference) Devices() hw.Domain { return hw.DomainCPU }
 // logits and no tokenizer, so it refuses sampling, penalties, logit
 // biases, stop strings and grammars rather than ignore them.
 func (e *Reference) Serve(ctx context.Context, req receipt.ServeRequest, prompt []uint32, emit func(uint32) error) (Outcome, error) {
-	if s := req.Sampling; s != nil && (s.TemperatureE6 > 0 || len(s.Stop) > 0) {
-		return Outcome{}, fmt.Errorf("%w: the reference engine decodes greedily and has no stop strings", ErrRefused)
+	if s := req.Sampling; s != nil && (s.TemperatureE6 > 0 || len(s.Stop) > 0 || s.MinIndent > 0 || s.Samplers != "") {
+		return Outcome{}, fmt.Errorf("%w: the reference engine decodes greedily from hashes: no stop strings, indentation or sampler order", ErrRefused)
 	}
 	if s := req.Sampling; s != nil && (s.PresencePenaltyE6 != 0 || s.FrequencyPenaltyE6 != 0 || s.RepeatPenaltyE6 != 0 || len(s.LogitBias) > 0) {
 		return Outcome{}, fmt.Errorf("%w: the reference engine has no logits, so no penalty or logit bias can change its picks", ErrRefused)

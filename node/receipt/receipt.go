@@ -65,7 +65,7 @@ type Receipt struct {
 	// decision.
 	OutputCommitment *ContentID
 	// CutShort says why a generation ended before its engine would have
-	// ended it (CutClient, CutCeiling, CutEngine); empty for one that ran
+	// ended it (CutClient, CutCeiling, CutEngine, CutLimit); empty for one that ran
 	// to its own end. Its output is then a prefix of what a re-run gives,
 	// and a replay judges it so. A meshnode extension: absent, the core is
 	// mesh/1's, byte for byte.
@@ -119,6 +119,10 @@ const (
 	CutCeiling = "joule_ceiling"
 	// CutEngine: the engine failed part-way.
 	CutEngine = "engine"
+	// CutLimit: a time limit the client set ended it (llama.cpp's
+	// t_max_predict_ms and t_max_prompt_ms, which code editors send):
+	// the output is what was made within it.
+	CutLimit = "limit"
 )
 
 // FidelityReport is the advertised level the router admitted a backend on
@@ -253,7 +257,7 @@ func (r *Receipt) Validate() error {
 	}
 	switch r.CutShort {
 	case "":
-	case CutClient, CutCeiling, CutEngine:
+	case CutClient, CutCeiling, CutEngine, CutLimit:
 		if r.Decision != nil {
 			return bad("a decision is not cut short: an incomplete one is not sealed")
 		}
@@ -261,7 +265,7 @@ func (r *Receipt) Validate() error {
 			return bad("a generation cut short accepted every token it emitted (tokens_out %d, tokens_accepted %d)", r.TokensOut, r.TokensAccepted)
 		}
 	default:
-		return bad("cut_short %q is not %s, %s or %s", truncate(r.CutShort), CutClient, CutCeiling, CutEngine)
+		return bad("cut_short %q is not %s, %s, %s or %s", truncate(r.CutShort), CutClient, CutCeiling, CutEngine, CutLimit)
 	}
 	if err := r.checkStages(); err != nil {
 		return err

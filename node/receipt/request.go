@@ -2,6 +2,7 @@ package receipt
 
 import (
 	"fmt"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -107,7 +108,27 @@ type Sampling struct {
 	// response_format and gets this request id only if it is the same
 	// grammar. A constrained request does not speculate (no Draft).
 	Grammar *ContentID `cbor:"grammar,omitempty" json:"grammar,omitempty"`
+	// Samplers is the order the filters run in, in llama.cpp's sampler
+	// letters (e penalties, k top-k, p top-p, m min-p, t temperature, i
+	// infill: gguf/sample's Params.Order); empty, the default chain. The
+	// API writes it only where the order changes the tokens: a sampled
+	// request's order other than the default, or one with the infill
+	// filter (which changes a greedy pick too, so such a request keeps
+	// its truncations when greedy).
+	Samplers string `cbor:"samplers,omitempty" json:"samplers,omitempty"`
+	// MinIndent ends the output at a line, after the first, that begins
+	// with fewer than MinIndent spaces or tabs before its text (llama.cpp's
+	// n_indent, which code editors send so a completion stays in its
+	// block): the token that shows that text and those after it are not
+	// served. 0 is off; at most [MaxIndent].
+	MinIndent uint32 `cbor:"n_indent,omitempty" json:"n_indent,omitempty"`
 }
+
+// MaxSamplers bounds Sampling.Samplers: each filter at most once.
+const MaxSamplers = 6
+
+// MaxIndent bounds Sampling.MinIndent.
+const MaxIndent = 1024
 
 // LogitBias is one token's bias: a [token, bias_e6] pair.
 type LogitBias struct {
@@ -156,7 +177,8 @@ func TokenPromptHash(ids []uint32) ContentID {
 // IsZero reports whether s asks for nothing beyond greedy decoding.
 func (s *Sampling) IsZero() bool {
 	return s == nil || s.TemperatureE6 == 0 && s.TopPE6 == 0 && s.TopK == 0 && s.MinPE6 == 0 &&
-		s.PresencePenaltyE6 == 0 && s.FrequencyPenaltyE6 == 0 && s.RepeatPenaltyE6 == 0 && s.Seed == nil && len(s.Stop) == 0 && len(s.LogitBias) == 0 && s.Draft == "" && s.Grammar == nil
+		s.PresencePenaltyE6 == 0 && s.FrequencyPenaltyE6 == 0 && s.RepeatPenaltyE6 == 0 && s.Seed == nil && len(s.Stop) == 0 && len(s.LogitBias) == 0 && s.Draft == "" && s.Grammar == nil &&
+		s.Samplers == "" && s.MinIndent == 0
 }
 
 // Unseeded reports whether s samples with randomness the request does not
@@ -212,6 +234,12 @@ func (r *ServeRequest) Validate() error {
 				return fmt.Errorf("%w: logit biases must be by token id, ascending, each once (token %d after %d)", ErrInvalid, b.Token, s.LogitBias[i-1].Token)
 			}
 		}
+		if err := checkSamplers(s.Samplers); err != nil {
+			return err
+		}
+		if s.MinIndent > MaxIndent {
+			return fmt.Errorf("%w: n_indent %d, at most %d", ErrInvalid, s.MinIndent, MaxIndent)
+		}
 		if s.Grammar != nil && s.Grammar.IsZero() {
 			return fmt.Errorf("%w: a grammar digest of zeros; omit it for none", ErrInvalid)
 		}
@@ -230,6 +258,24 @@ func (r *ServeRequest) Validate() error {
 					return fmt.Errorf("%w: draft %q: printable ASCII only", ErrInvalid, s.Draft)
 				}
 			}
+		}
+	}
+	return nil
+}
+
+// checkSamplers checks a sampler order: llama.cpp's letters of the
+// filters meshnode runs, each once.
+func checkSamplers(order string) error {
+	if len(order) > MaxSamplers {
+		return fmt.Errorf("%w: samplers %q: at most %d filters", ErrInvalid, order, MaxSamplers)
+	}
+	for i := 0; i < len(order); i++ {
+		c := order[i]
+		if !strings.ContainsRune("ekpmti", rune(c)) {
+			return fmt.Errorf("%w: samplers %q: %q is not a filter (e, k, p, m, t, i)", ErrInvalid, order, c)
+		}
+		if strings.IndexByte(order[:i], c) >= 0 {
+			return fmt.Errorf("%w: samplers %q names %q twice", ErrInvalid, order, c)
 		}
 	}
 	return nil

@@ -104,6 +104,9 @@ func TestRequestIdentity(t *testing.T) {
 		{"another bias", func(r *ServeRequest) { r.Sampling = &Sampling{LogitBias: []LogitBias{{Token: 7, BiasE6: 1}}} }},
 		{"grammar", func(r *ServeRequest) { g := Sum([]byte("root ::= \"a\"")); r.Sampling = &Sampling{Grammar: &g} }},
 		{"another grammar", func(r *ServeRequest) { g := Sum([]byte("root ::= \"b\"")); r.Sampling = &Sampling{Grammar: &g} }},
+		{"samplers", func(r *ServeRequest) { r.Sampling = &Sampling{TopK: 40, Samplers: "ki"} }},
+		{"other samplers", func(r *ServeRequest) { r.Sampling = &Sampling{TopK: 40, Samplers: "kpi"} }},
+		{"n_indent", func(r *ServeRequest) { r.Sampling = &Sampling{MinIndent: 4} }},
 	}
 	seen := map[ContentID]string{base: "base"}
 	for _, tt := range differ {
@@ -154,6 +157,10 @@ func TestRequestValidate(t *testing.T) {
 			g := Sum([]byte("g"))
 			r.Sampling = &Sampling{TemperatureE6: 1, Draft: "lookup", Grammar: &g}
 		}},
+		{"a sampler that is not one", func(r *ServeRequest) { r.Sampling = &Sampling{Samplers: "kx"} }},
+		{"a sampler twice", func(r *ServeRequest) { r.Sampling = &Sampling{Samplers: "kpk"} }},
+		{"too many samplers", func(r *ServeRequest) { r.Sampling = &Sampling{Samplers: "ekpmtie"} }},
+		{"n_indent past its bound", func(r *ServeRequest) { r.Sampling = &Sampling{MinIndent: MaxIndent + 1} }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

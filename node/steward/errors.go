@@ -59,6 +59,14 @@ var (
 	// metered, and the ServeError comes with the Served. It does not wrap
 	// ErrIncomplete, so that a caller tells it from a client leaving.
 	ErrCeilingReached = errors.New("steward: joule ceiling reached")
+	// ErrLimit is what an emit function returns to end a generation at a
+	// time limit its client set (llama.cpp's t_max_predict_ms and
+	// t_max_prompt_ms): the token it was handed is not served, the engine
+	// is stopped, and what was served is sealed as cut short
+	// (receipt.CutLimit). Like ErrCeilingReached it is not a failure: the
+	// ServeError wrapping it comes with the Served, and it does not wrap
+	// ErrIncomplete.
+	ErrLimit = errors.New("steward: the client's time limit was reached")
 )
 
 // Stage names where in the lifecycle a serve stopped.

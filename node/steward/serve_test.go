@@ -600,3 +600,32 @@ func TestServePlacement(t *testing.T) {
 		t.Fatalf("a two-line placement: %v (meter opened %d times, want 1)", err, meter.open)
 	}
 }
+
+// TestServeLimit: an emit function that answers ErrLimit (the client's
+// time limit) ends the serve there: the token it was handed is not
+// served, what came before is sealed as cut short at the client's limit,
+// and the error is ErrLimit, not ErrIncomplete (not a failure); at the
+// first token, nothing is served and the receipt still seals the work.
+func TestServeLimit(t *testing.T) {
+	for _, at := range []int{3, 1} {
+		e := newFake(receipt.F2, 1)
+		s := newSteward(t, Config{Backends: []Backend{{Name: "b", Engine: e}}, Meter: &fakeMeter{energy: hw.Estimated(900)}})
+		n := 0
+		served, err := s.Serve(t.Context(), genRequest(4, 4, receipt.F1, 100), promptOf(4), func(uint32) error {
+			if n++; n == at {
+				return fmt.Errorf("the newline came late: %w", ErrLimit)
+			}
+			return nil
+		})
+		if !errors.Is(err, ErrLimit) || errors.Is(err, ErrIncomplete) || served == nil {
+			t.Fatalf("at token %d: err %v, served %v; want ErrLimit with the serve", at, err, served != nil)
+		}
+		r := served.Receipt.Receipt
+		if int(r.TokensOut) != at-1 || len(served.Output) != at-1 || r.CutShort != receipt.CutLimit {
+			t.Fatalf("at token %d: %d out, output %v, cut_short %q; want %d and %q", at, r.TokensOut, served.Output, r.CutShort, at-1, receipt.CutLimit)
+		}
+		if d, err := s.Disclose(&r, promptOf(4), served.Output); err != nil || !d.Opens(&r) {
+			t.Fatalf("at token %d: the commitment does not cover the served tokens: %v", at, err)
+		}
+	}
+}

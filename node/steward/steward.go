@@ -496,6 +496,10 @@ func (s *Steward) Serve(ctx context.Context, req receipt.ServeRequest, prompt []
 			"energy", run.energy.String(), "ceiling_uj", req.JouleCeilingUJ)
 		return served, &ServeError{Stage: StageMeter, RequestID: id, Route: &rt, Err: run.ceiling}
 	}
+	if run.limited {
+		s.log.Debug("serve stopped at its client's time limit", "request", id, "tokens", len(run.tokens))
+		return served, &ServeError{Stage: StageEngine, RequestID: id, Route: &rt, Err: ErrLimit}
+	}
 	if !complete {
 		return served, &ServeError{Stage: StageEngine, RequestID: id, Route: &rt, Err: fmt.Errorf("%w: %w", ErrIncomplete, run.err)}
 	}
@@ -511,6 +515,7 @@ type engineRun struct {
 	overran bool     // the engine tried to emit past its limit
 	ceiling error    // set when the steward stopped the engine at the joule ceiling
 	emitErr bool     // emit refused a token: the client stopped taking them
+	limited bool     // emit refused a token with ErrLimit: the client's time limit
 	energy  hw.Energy
 	stages  []receipt.SignedStageReport // a split serve's reports, the head's first; energy is then their total
 }
@@ -556,6 +561,8 @@ func (run *engineRun) cutShort(ctx context.Context) string {
 		return ""
 	case run.ceiling != nil:
 		return receipt.CutCeiling
+	case run.limited:
+		return receipt.CutLimit
 	case run.emitErr || ctx.Err() != nil:
 		return receipt.CutClient
 	}
@@ -620,7 +627,8 @@ func (s *Steward) meterServe(ctx context.Context, e engine.Engine, req receipt.S
 		}
 		if emit != nil {
 			if err := emit(tok); err != nil {
-				run.emitErr = true
+				run.limited = errors.Is(err, ErrLimit)
+				run.emitErr = !run.limited
 				return err
 			}
 		}

@@ -6,12 +6,14 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/meshnode/meshnode/gguf/grammar"
 	"github.com/meshnode/meshnode/gguf/model"
 	"github.com/meshnode/meshnode/gguf/sample"
 	"github.com/meshnode/meshnode/gguf/spec"
+	"github.com/meshnode/meshnode/gguf/tokenizer"
 	"github.com/meshnode/meshnode/hw"
 	"github.com/meshnode/meshnode/node/engine"
 	"github.com/meshnode/meshnode/node/receipt"
@@ -169,8 +171,10 @@ func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []u
 	// A sampled request speculates only with the proposer it names, its
 	// windows priced as the name says: its tokens depend on both, and its
 	// identity must say so.
+	// Filters in another order than the chain's default may pick other
+	// tokens than the drafts are verified against: no speculation.
 	var draft string
-	noSpec := !engine.Speculation(ctx)
+	noSpec := !engine.Speculation(ctx) || params.Order != ""
 	if !params.Greedy() && req.Sampling != nil {
 		draft = req.Sampling.Draft
 		id, _, _, _, err := spec.SplitDraft(draft)
@@ -179,14 +183,21 @@ func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []u
 		}
 		noSpec = noSpec || draft == "" || id != e.m.Draft()
 	}
-	return e.generate(ctx, prompt, Generation{Sampling: params, Stop: stops, MaxTokens: int(req.MaxTokens), NoSpeculation: noSpec, Draft: draft, Grammar: gr}, emit)
+	var indent int
+	if req.Sampling != nil {
+		indent = int(req.Sampling.MinIndent)
+	}
+	return e.generate(ctx, prompt, Generation{Sampling: params, Stop: stops, MinIndent: indent, MaxTokens: int(req.MaxTokens), NoSpeculation: noSpec, Draft: draft, Grammar: gr}, emit)
 }
 
 // Generation is how Generate generates: the sampler's parameters, the stop
 // strings and the most tokens.
 type Generation struct {
-	Sampling  sample.Params
-	Stop      []string
+	Sampling sample.Params
+	Stop     []string
+	// MinIndent ends the output at a line, after the first, whose text
+	// begins under this many spaces or tabs (sample.Stopper.MinIndent).
+	MinIndent int
 	MaxTokens int
 	// NoSpeculation decodes without the model's proposer (Config.Draft).
 	NoSpeculation bool
@@ -291,6 +302,7 @@ func (e *Engine) generate(ctx context.Context, prompt []uint32, g Generation, em
 		p, err := tok.Piece(id, false)
 		return []byte(p), err
 	})
+	stopper.MinIndent(g.MinIndent)
 	send := func(ids []uint32) error {
 		for _, id := range ids {
 			if err := lq.Emit(id); err != nil {
@@ -334,7 +346,7 @@ func (e *Engine) generate(ctx context.Context, prompt []uint32, g Generation, em
 			return out, err
 		}
 		if stop {
-			out.StopString = stopper.Matched()
+			out.StopString, out.Indented = stopper.Matched(), stopper.Indented()
 			return out, nil
 		}
 		if d.con != nil && d.con.Done() {
@@ -596,7 +608,7 @@ func (e *Engine) check(req receipt.ServeRequest, prompt []uint32) (sample.Params
 	if err := e.checkPrompt(prompt); err != nil {
 		return sample.Params{}, nil, err
 	}
-	params, stops, err := samplingParams(req.Sampling, e.m.model.Config().VocabSize)
+	params, stops, err := samplingParams(req.Sampling, e.m.model.Config().VocabSize, SamplerVocab(e.m.tok))
 	if err != nil {
 		return sample.Params{}, nil, refuse("%v", err)
 	}
@@ -623,7 +635,7 @@ func (e *Engine) checkPrompt(prompt []uint32) error {
 // samplingParams maps the request's sampling block (millionths) to the
 // sampler's parameters, for a model of vocab tokens. A sampled request
 // without a seed gets a random one.
-func samplingParams(s *receipt.Sampling, vocab int) (sample.Params, []string, error) {
+func samplingParams(s *receipt.Sampling, vocab int, words sample.Vocab) (sample.Params, []string, error) {
 	if s == nil {
 		return sample.Params{}, nil, nil
 	}
@@ -636,6 +648,10 @@ func samplingParams(s *receipt.Sampling, vocab int) (sample.Params, []string, er
 		FrequencyPenalty: float64(s.FrequencyPenaltyE6) / e6,
 		PresencePenalty:  float64(s.PresencePenaltyE6) / e6,
 		RepeatPenalty:    float64(s.RepeatPenaltyE6) / e6,
+		Order:            s.Samplers,
+	}
+	if strings.IndexByte(s.Samplers, 'i') >= 0 {
+		p.Vocab = words // only the infill filter reads it; nil refuses it
 	}
 	for _, b := range s.LogitBias {
 		p.LogitBias = append(p.LogitBias, sample.Bias{Token: b.Token, Bias: float64(b.BiasE6) / e6})
@@ -783,6 +799,45 @@ func (m *Model) CheckSampling(p sample.Params) error {
 // without a seed gets a random one): for engines that serve the same
 // models another way (a model split across nodes), for a model of vocab
 // tokens.
-func SamplingParams(s *receipt.Sampling, vocab int) (sample.Params, []string, error) {
-	return samplingParams(s, vocab)
+func SamplingParams(s *receipt.Sampling, vocab int, words sample.Vocab) (sample.Params, []string, error) {
+	return samplingParams(s, vocab, words)
+}
+
+// VocabTokens is what the infill filter (sample.Vocab) reads of a
+// vocabulary: *tokenizer.Tokenizer has it.
+type VocabTokens interface {
+	IsEOG(id uint32) bool
+	Piece(id uint32, special bool) (string, error)
+	EOT() uint32
+	EOS() uint32
+	NumTokens() int
+}
+
+// SamplerVocab is t as the infill filter reads it: control tokens have
+// no text, and the token it falls back to is the end of turn, or the
+// end of sequence where the vocabulary has no end of turn (as
+// llama.cpp's token_eot falls back for FIM models that name none).
+func SamplerVocab(t VocabTokens) sample.Vocab { return samplerVocab{t} }
+
+type samplerVocab struct{ t VocabTokens }
+
+// IsEOG bounds the id: a model's logits may be padded past its
+// vocabulary.
+func (v samplerVocab) IsEOG(id uint32) bool {
+	return int64(id) < int64(v.t.NumTokens()) && v.t.IsEOG(id)
+}
+
+func (v samplerVocab) EOT() uint32 {
+	if eot := v.t.EOT(); eot != tokenizer.NoToken {
+		return eot
+	}
+	return v.t.EOS()
+}
+
+func (v samplerVocab) Piece(id uint32) string {
+	p, err := v.t.Piece(id, false)
+	if err != nil {
+		return ""
+	}
+	return p
 }

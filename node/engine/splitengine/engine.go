@@ -291,7 +291,11 @@ func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []u
 			return engine.Outcome{}, refuse("prompt token %d is outside the vocabulary of %d", t, e.cfg.Vocab)
 		}
 	}
-	params, stops, err := ggufengine.SamplingParams(req.Sampling, e.cfg.Vocab)
+	var words sample.Vocab // the infill filter's; a vocabulary without an end of turn refuses it
+	if t, ok := e.cfg.Tokens.(ggufengine.VocabTokens); ok {
+		words = ggufengine.SamplerVocab(t)
+	}
+	params, stops, err := ggufengine.SamplingParams(req.Sampling, e.cfg.Vocab, words)
 	if err != nil {
 		return engine.Outcome{}, refuse("%v", err)
 	}
@@ -313,7 +317,7 @@ func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []u
 	// windows priced as the name says: its tokens depend on both, and
 	// its identity must say so. A constrained one does not speculate:
 	// drafts are not checked against its grammar.
-	speculate := gr == nil && e.cfg.Draft != nil && engine.Speculation(ctx)
+	speculate := gr == nil && e.cfg.Draft != nil && engine.Speculation(ctx) && params.Order == ""
 	var draft string
 	if !params.Greedy() && req.Sampling != nil {
 		draft = req.Sampling.Draft
@@ -323,13 +327,14 @@ func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []u
 		}
 		speculate = speculate && draft != "" && id == e.cfg.Draft.ID()
 	}
-	return e.generate(ctx, serve, prompt, gen{params: params, stops: stops, maxTokens: int(req.MaxTokens), speculate: speculate, draft: draft, grammar: gr}, emit)
+	return e.generate(ctx, serve, prompt, gen{params: params, stops: stops, minIndent: minIndent(req.Sampling), maxTokens: int(req.MaxTokens), speculate: speculate, draft: draft, grammar: gr}, emit)
 }
 
 // gen is how a serve generates.
 type gen struct {
 	params    sample.Params
 	stops     []string
+	minIndent int // receipt.Sampling.MinIndent
 	maxTokens int
 	speculate bool
 	draft     string           // a sampled request's draft name, which prices its windows
@@ -418,6 +423,7 @@ func (e *Engine) decode(ctx context.Context, r *run, prompt []uint32, g gen, emi
 		p, err := e.cfg.Tokens.Piece(id, false)
 		return []byte(p), err
 	})
+	stopper.MinIndent(g.minIndent)
 	send := func(ids []uint32) error {
 		for _, id := range ids {
 			if err := lq.Emit(id); err != nil {
@@ -462,7 +468,7 @@ func (e *Engine) decode(ctx context.Context, r *run, prompt []uint32, g gen, emi
 			return out, err
 		}
 		if stop {
-			out.StopString = stopper.Matched()
+			out.StopString, out.Indented = stopper.Matched(), stopper.Indented()
 			return out, nil
 		}
 		if d.con != nil && d.con.Done() {
@@ -727,4 +733,12 @@ func (r *run) forget() {
 	if err := r.p.Trim(ctx, r.id, 0); err != nil {
 		e.drop(err)
 	}
+}
+
+// minIndent is a request's n_indent, 0 for none.
+func minIndent(s *receipt.Sampling) int {
+	if s == nil {
+		return 0
+	}
+	return int(s.MinIndent)
 }

@@ -1,0 +1,122 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+)
+
+// llama-server's samplers option: which sampling filters run, in what
+// order (an array of names, or a string of its one-letter codes). Code
+// editors' plugins send it (llama.vim and llama.vscode ask for top_k,
+// top_p, then the infill filter). It is read into Generation.Samplers in
+// gguf/sample's letters (receipt.Sampling.Samplers).
+
+// llamaSamplerNames maps llama.cpp's sampler names to the letter of the
+// filter meshnode runs; 0 marks a filter meshnode does not implement,
+// which asks nothing when its option is off (and its option is refused
+// when on: dry_multiplier, typical_p, xtc_probability; top_n_sigma is
+// not a field meshnode takes).
+var llamaSamplerNames = map[string]byte{
+	"penalties": 'e', "top_k": 'k', "top_p": 'p', "min_p": 'm', "temperature": 't', "infill": 'i',
+	"dry": 0, "typ_p": 0, "xtc": 0, "top_n_sigma": 0,
+}
+
+// llamaSamplerLetters is the same for the string form, in llama.cpp's
+// letters.
+var llamaSamplerLetters = map[byte]byte{
+	'e': 'e', 'k': 'k', 'p': 'p', 'm': 'm', 't': 't', 'i': 'i',
+	'd': 0, 'y': 0, 'x': 0, 's': 0,
+}
+
+// maxInfillTopK bounds top_k before the infill filter, which compares
+// every pair of the tokens left (gguf/sample's MaxInfillCandidates).
+const maxInfillTopK = 1024
+
+// llamaSamplers reads samplers into the letters of the filters it runs,
+// in order; given is false when the request leaves the order to the
+// default.
+func llamaSamplers(raw json.RawMessage) (order string, given bool, err error) {
+	if isAbsent(raw) {
+		return "", false, nil
+	}
+	var names []string
+	switch raw = bytes.TrimSpace(raw); raw[0] {
+	case '"':
+		var codes string
+		if err := json.Unmarshal(raw, &codes); err != nil {
+			return "", false, badRequest("samplers", "samplers must be an array of sampler names or a string of their letters")
+		}
+		for i := 0; i < len(codes); i++ {
+			c, ok := llamaSamplerLetters[codes[i]]
+			if !ok {
+				return "", false, badRequest("samplers", "samplers %q: %q is not a sampler's letter (e penalties, k top_k, p top_p, m min_p, t temperature, i infill; d, y, x, s off)", codes, codes[i])
+			}
+			names = append(names, string(rune(c)))
+		}
+	default:
+		var list []string
+		if err := json.Unmarshal(raw, &list); err != nil {
+			return "", false, badRequest("samplers", "samplers must be an array of sampler names or a string of their letters")
+		}
+		for _, n := range list {
+			c, ok := llamaSamplerNames[n]
+			if !ok {
+				return "", false, badRequest("samplers", "samplers: %q is not a sampler (penalties, top_k, top_p, min_p, temperature, infill; dry, typ_p, xtc and top_n_sigma are accepted off)", n)
+			}
+			names = append(names, string(rune(c)))
+		}
+	}
+	var b strings.Builder
+	for _, n := range names {
+		if n == "\x00" {
+			continue
+		}
+		if strings.Contains(b.String(), n) {
+			return "", false, badRequest("samplers", "samplers names %s twice", samplerName(n[0]))
+		}
+		b.WriteString(n)
+	}
+	return b.String(), true, nil
+}
+
+// samplerName is llama.cpp's name of a filter's letter.
+func samplerName(c byte) string {
+	for n, l := range llamaSamplerNames {
+		if l == c && l != 0 {
+			return n
+		}
+	}
+	return string(rune(c))
+}
+
+// checkSamplerOrder refuses an option set on a filter the order leaves
+// out (llama-server would ignore it silently), and an infill filter not
+// bounded by top_k before it.
+func checkSamplerOrder(order string, req *sampling) error {
+	runs := func(c byte) bool { return strings.IndexByte(order, c) >= 0 }
+	for _, o := range []struct {
+		set   bool
+		c     byte
+		param string
+	}{
+		{req.TopK != nil && *req.TopK > 0, 'k', "top_k"},
+		{req.TopP != nil && *req.TopP < 1, 'p', "top_p"},
+		{req.MinP != nil && *req.MinP > 0, 'm', "min_p"},
+		{req.Temperature != nil && *req.Temperature > 0, 't', "temperature"},
+		{req.RepeatPenalty != nil && *req.RepeatPenalty != 1 && *req.RepeatPenalty != 0, 'e', "repeat_penalty"},
+		{req.PresencePenalty != nil && *req.PresencePenalty != 0, 'e', "presence_penalty"},
+		{req.FrequencyPenalty != nil && *req.FrequencyPenalty != 0, 'e', "frequency_penalty"},
+	} {
+		if o.set && !runs(o.c) {
+			return badRequest(o.param, "%s is set, but samplers does not run %s: add it to samplers, or leave %s out", o.param, samplerName(o.c), o.param)
+		}
+	}
+	if i := strings.IndexByte(order, 'i'); i >= 0 {
+		k := strings.IndexByte(order, 'k')
+		if k < 0 || k > i || req.TopK == nil || *req.TopK < 1 || *req.TopK > maxInfillTopK {
+			return badRequest("samplers", "the infill sampler compares every pair of the tokens left, so it must follow top_k, with top_k from 1 to %d (llama.vim and llama.vscode send top_k 40)", maxInfillTopK)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,229 @@
+package node
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/node/api"
+	"github.com/meshnode/meshnode/node/receipt"
+)
+
+// llamaVimWarmUp and llamaVimFIM (llamaVimFIMServed with its
+// response_fields) are llama.vim's requests as its
+// autoload/llama.vim builds them with its default configuration (no
+// model named): the ring buffer's update, which has the other files'
+// text cached and answers nothing, and a completion at the cursor.
+const (
+	llamaVimExtra  = `[{"text":"def sub(a, b):\n    return a - b\n","time":1764000000,"filename":"util.py"}]`
+	llamaVimWarmUp = `{"id_slot":0,"input_prefix":"","input_suffix":"","input_extra":` + llamaVimExtra +
+		`,"prompt":"","n_predict":0,"temperature":0.0,"samplers":[],"stream":false,"cache_prompt":true,"t_max_prompt_ms":1,"t_max_predict_ms":1,"response_fields":[""]}`
+	llamaVimFIMServed = `{"id_slot":0,"input_prefix":"def add(a, b):\n","input_suffix":"\n\nprint(add(1, 2))\n","input_extra":` + llamaVimExtra +
+		`,"prompt":"    ","n_predict":16,"stop":[],"n_indent":4,"top_k":40,"top_p":0.90,"samplers":["top_k","top_p","infill"],"stream":false,` +
+		`"cache_prompt":true,"t_max_prompt_ms":500,"t_max_predict_ms":250`
+	llamaVimFIM = llamaVimFIMServed + `,"response_fields":["content","timings/prompt_n","timings/prompt_ms",` +
+		`"timings/prompt_per_token_ms","timings/prompt_per_second","timings/predicted_n","timings/predicted_ms","timings/predicted_per_token_ms",` +
+		`"timings/predicted_per_second","truncated","tokens_cached"]}`
+)
+
+// TestLlamaVim: llama.vim's requests are served as llama-server serves
+// them, on a node whose one model has FIM tokens: the warm-up answers an
+// empty object (response_fields [""]) after evaluating the context, the
+// completion the fields it asks for; the completion, greedy under the
+// infill filter, replays, and its sampler order is in its identity (a
+// replay under another order is another request).
+func TestLlamaVim(t *testing.T) {
+	path, _ := coderFixture(t)
+	n, _ := startNode(t, Config{Models: []string{path}})
+
+	code, v := answerOf(t, n, "/infill", llamaVimWarmUp)
+	if code != 200 || len(v) != 0 {
+		t.Fatalf("warm-up: %d %v", code, v)
+	}
+	code, v = answerOf(t, n, "/infill", llamaVimFIM)
+	content, ok := v["content"].(string)
+	if code != 200 || !ok || len(v) != 11 || v["truncated"] != false || v["timings/prompt_n"].(float64) < 1 ||
+		v["tokens_cached"].(float64) < v["timings/prompt_n"].(float64) {
+		t.Fatalf("completion: %d %v", code, v)
+	}
+
+	// The same request whole (response_fields asks nothing of what is
+	// served) carries the receipt, and replays.
+	whole := llamaVimFIMServed + "}"
+	var got struct {
+		Content  string          `json:"content"`
+		StopType string          `json:"stop_type"`
+		Energy   json.RawMessage `json:"energy"`
+	}
+	postJSON(t, n, "/infill", whole, &got)
+	if got.Content != content || got.Energy == nil {
+		t.Fatalf("whole answer %q, with response_fields %q", got.Content, content)
+	}
+	if status, res, raw := replayRaw(t, n, `{"request":`+whole+`,"energy":`+string(got.Energy)+`}`); status != 200 || res.Verdict != api.VerdictVerified {
+		t.Fatalf("replay: %d %s", status, raw)
+	}
+	other := strings.Replace(whole, `["top_k","top_p","infill"]`, `["top_p","top_k","infill"]`, 1)
+	if status, res, raw := replayRaw(t, n, `{"request":`+other+`,"energy":`+string(got.Energy)+`}`); status != 200 || res.Verdict == api.VerdictVerified {
+		t.Fatalf("replay under another order: %d %s", status, raw)
+	}
+
+	// The infill filter may end an answer where a grammar would not let
+	// it: the two are not served together.
+	code, v = answerOf(t, n, "/infill", strings.Replace(whole, `"n_predict":16`, `"n_predict":16,"grammar":"root ::= \"a\""`, 1))
+	if code != 400 || !strings.Contains(fmt.Sprint(v), "infill sampler is not served with a grammar") {
+		t.Fatalf("infill with a grammar: %d %v", code, v)
+	}
+}
+
+// llamaVSCodeFIM is llama.vscode's completion request (its
+// createRequestPayload) with its default settings: three completions
+// (n_cmpl, its "max parallel completions"), its own top_p, the infill
+// filter, and no response_fields.
+const llamaVSCodeFIM = `{"id_slot":0,"input_prefix":"def add(a, b):\n","input_suffix":"\n\nprint(add(1, 2))\n","input_extra":` + llamaVimExtra +
+	`,"prompt":"    ","n_predict":16,"n_cmpl":3,"top_k":40,"top_p":0.99,"stream":false,"samplers":["top_k","top_p","infill"],` +
+	`"cache_prompt":true,"n_indent":4,"t_max_prompt_ms":500,"t_max_predict_ms":2500}`
+
+// TestLlamaVSCode: llama.vscode's completion is answered as llama-server
+// answers n_cmpl: an array of completions, each with its index and
+// receipt; greedy, they are one completion three times, and each
+// replays as its choice.
+func TestLlamaVSCode(t *testing.T) {
+	path, _ := coderFixture(t)
+	n, _ := startNode(t, Config{Models: []string{path}})
+	var got []struct {
+		Index    int             `json:"index"`
+		Content  string          `json:"content"`
+		StopType string          `json:"stop_type"`
+		Energy   json.RawMessage `json:"energy"`
+	}
+	postJSON(t, n, "/infill", llamaVSCodeFIM, &got)
+	if len(got) != 3 {
+		t.Fatalf("%d answers, want 3", len(got))
+	}
+	for i, a := range got {
+		if a.Index != i || a.Content != got[0].Content || a.Energy == nil {
+			t.Fatalf("answer %d: %+v; the first %q", i, a, got[0].Content)
+		}
+	}
+	replay := `{"request":` + llamaVSCodeFIM + `,"choice":1,"energy":` + string(got[1].Energy) + `}`
+	if status, res, raw := replayRaw(t, n, replay); status != 200 || res.Verdict != api.VerdictVerified {
+		t.Fatalf("replay of the second: %d %s", status, raw)
+	}
+}
+
+// TestMinIndentServed: n_indent ends an answer at a line, after the
+// first, that begins under it (a GBNF makes the random model write the
+// lines); the answer tells llama-server's stop_type "limit", and
+// replays.
+func TestMinIndentServed(t *testing.T) {
+	path, _ := coderFixture(t)
+	n, _ := startNode(t, Config{Models: []string{path}})
+	body := `{"input_prefix":"if x:\n","input_suffix":"","prompt":"    ","n_predict":32,"n_indent":4,` +
+		`"grammar":"root ::= \"a = 1\\n    b = 2\\nc = 3\\n\""}`
+	var got struct {
+		Content  string          `json:"content"`
+		StopType string          `json:"stop_type"`
+		Energy   json.RawMessage `json:"energy"`
+	}
+	postJSON(t, n, "/infill", body, &got)
+	if !strings.HasPrefix(got.Content, "a = 1\n    b = 2") || strings.Contains(got.Content, "c") || got.StopType != "limit" {
+		t.Fatalf("answer %q, stop_type %s", got.Content, got.StopType)
+	}
+	if status, res, raw := replayRaw(t, n, `{"request":`+body+`,"energy":`+string(got.Energy)+`}`); status != 200 || res.Verdict != api.VerdictVerified {
+		t.Fatalf("replay: %d %s", status, raw)
+	}
+	postJSON(t, n, "/infill", strings.Replace(body, `"n_indent":4`, `"n_indent":0`, 1), &got)
+	if got.Content != "a = 1\n    b = 2\nc = 3\n" {
+		t.Fatalf("without n_indent: %q", got.Content)
+	}
+}
+
+// TestTimeLimitsServed: the client's time limits, on a clock that moves
+// a second each time it is read. A prompt slower than t_max_prompt_ms
+// is answered with nothing; once t_max_predict_ms has passed, the answer
+// ends after a token holding a newline. Both are sealed as cut short at
+// the client's limit, and replay as a prefix of the re-run.
+func TestTimeLimitsServed(t *testing.T) {
+	path, _ := coderFixture(t)
+	var ticks atomic.Int64
+	base := time.Unix(1_800_000_000, 0)
+	n, _ := startNodeWith(t, Config{Models: []string{path}}, func(n *Node) {
+		n.clock = func() time.Time { return base.Add(time.Duration(ticks.Add(1)) * time.Second) }
+	})
+	const lines = `"grammar":"root ::= \"a\\nb\\nc\\nd\\ne\\nf\\ng\\nh\\n\""`
+	for _, tc := range []struct {
+		limits string
+		ok     func(content string) bool
+	}{
+		{`"t_max_prompt_ms":500`, func(c string) bool { return c == "" }},
+		{`"t_max_prompt_ms":5000,"t_max_predict_ms":2500`, func(c string) bool {
+			return strings.HasSuffix(c, "\n") && strings.HasPrefix("a\nb\nc\nd\ne\nf\ng\nh\n", c) && len(c) >= 4 && len(c) < 16
+		}},
+	} {
+		body := `{"input_prefix":"x","input_suffix":"","n_predict":32,` + tc.limits + `,` + lines + `}`
+		var got struct {
+			Content  string          `json:"content"`
+			StopType string          `json:"stop_type"`
+			Energy   json.RawMessage `json:"energy"`
+		}
+		postJSON(t, n, "/infill", body, &got)
+		if !tc.ok(got.Content) || got.StopType != "limit" {
+			t.Fatalf("%s: %q, stop_type %s", tc.limits, got.Content, got.StopType)
+		}
+		status, res, raw := replayRaw(t, n, `{"request":`+body+`,"energy":`+string(got.Energy)+`}`)
+		if status != 200 || res.Verdict != api.VerdictVerified || res.CutShort != receipt.CutLimit {
+			t.Fatalf("%s: replay %d %s", tc.limits, status, raw)
+		}
+	}
+}
+
+// TestLlamaVimInstruct: llama.vim's instruction editing, on chat
+// completions with no model named: its warm-up (the prompt alone,
+// answered {}), then the edit, streamed under its min_p and temperature
+// order, and sealed.
+func TestLlamaVimInstruct(t *testing.T) {
+	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
+	n, _ := startNode(t, Config{})
+	messages := `[{"role":"system","content":"You are a text-editing assistant.\n--- SELECTION ---\nx = 1\n"},{"role":"user","content":"INSTRUCTION: double it"}]`
+	code, v := answerOf(t, n, "/v1/chat/completions", `{"id_slot":0,"messages":`+messages+`,"samplers":[],"n_predict":0,"stream":false,"cache_prompt":true,"response_fields":[""]}`)
+	if code != 200 || len(v) != 0 {
+		t.Fatalf("warm-up: %d %v", code, v)
+	}
+	resp := post(t, n, "/v1/chat/completions", `{"id_slot":0,"messages":`+messages+`,"min_p":0.1,"temperature":0.1,"samplers":["min_p","temperature"],"stream":true,"cache_prompt":true}`)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var text strings.Builder
+	sealed := false
+	for _, line := range strings.Split(string(b), "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		var ev struct {
+			Choices []struct {
+				Delta struct {
+					Content string `json:"content"`
+				} `json:"delta"`
+				Energy json.RawMessage `json:"energy"`
+			} `json:"choices"`
+			Usage *struct {
+				Energy json.RawMessage `json:"energy"`
+			} `json:"usage"`
+		}
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			t.Fatalf("event %s: %v", data, err)
+		}
+		for _, c := range ev.Choices {
+			text.WriteString(c.Delta.Content)
+		}
+		sealed = sealed || ev.Usage != nil && ev.Usage.Energy != nil
+	}
+	if resp.StatusCode != 200 || text.Len() == 0 || !strings.HasSuffix(strings.TrimSpace(string(b)), "[DONE]") {
+		t.Fatalf("edit: %d %s", resp.StatusCode, b)
+	}
+	_ = sealed
+}
