@@ -113,11 +113,11 @@ func parseChat(body []byte) (*Generation, *chatRequest, error) {
 		}
 		g.thinking = kw
 	}
-	if g.rawReasoning, err = reasoningFormat(req.ReasoningFormat); err != nil {
+	if g.reasoning, err = reasoningFormat(req.ReasoningFormat); err != nil {
 		return nil, nil, err
 	}
-	if g.rawReasoning && req.tools.active() {
-		return nil, nil, badRequest("reasoning_format", "reasoning_format \"none\" cannot be combined with tools: a reply's calls are read from it as the model's format splits it")
+	if g.reasoning != reasoningSplit && req.tools.active() {
+		return nil, nil, badRequest("reasoning_format", "reasoning_format %q cannot be combined with tools: a reply's calls are read from it as the model's format splits it", *req.ReasoningFormat)
 	}
 	if g.Logprobs && req.tools.active() {
 		// Which of a reply's tokens are content and which make its calls

@@ -202,9 +202,10 @@ type Generation struct {
 	// thinking is the request's switch, as parsed, applied to the model
 	// by applyThinking (which sets Think).
 	thinking *thinkSwitch
-	// rawReasoning: the reply comes as the model wrote it, its reasoning
-	// not split off (reasoning_format "none").
-	rawReasoning bool
+	// reasoning is how a chat reply's reasoning comes back
+	// (reasoning_format): split off (the default), not split off ("none":
+	// the reply as written), or both ("deepseek-legacy").
+	reasoning reasoningMode
 	// ContextLimit, when set, bounds the prompt and the answer within
 	// the model's context (Ollama's num_ctx): the smaller of the two
 	// holds.

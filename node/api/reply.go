@@ -107,21 +107,36 @@ func templateKwargs(raw json.RawMessage) (*thinkSwitch, error) {
 	return sw, nil
 }
 
-// reasoningFormat reads llama-server's reasoning_format: "none" gives the
-// reply as the model wrote it (raw true), "deepseek" and "auto" split its
-// reasoning off, as meshnode always does; "deepseek-legacy" (the
-// reasoning in both) is refused.
-func reasoningFormat(f *string) (raw bool, err error) {
+// How a chat reply's reasoning comes back (llama-server's
+// reasoning_format).
+type reasoningMode uint8
+
+const (
+	// reasoningSplit: the reasoning as reasoning_content, the rest as
+	// the content ("deepseek", "auto"; the default).
+	reasoningSplit reasoningMode = iota
+	// reasoningRaw: the reply as the model wrote it, all of it content
+	// ("none").
+	reasoningRaw
+	// reasoningBoth: the reasoning as reasoning_content, and the reply
+	// as written, tags and all, as the content ("deepseek-legacy").
+	reasoningBoth
+)
+
+// reasoningFormat reads llama-server's reasoning_format.
+func reasoningFormat(f *string) (reasoningMode, error) {
 	if f == nil {
-		return false, nil
+		return reasoningSplit, nil
 	}
 	switch *f {
 	case "none":
-		return true, nil
+		return reasoningRaw, nil
 	case "deepseek", "auto":
-		return false, nil
+		return reasoningSplit, nil
+	case "deepseek-legacy":
+		return reasoningBoth, nil
 	}
-	return false, badRequest("reasoning_format", `reasoning_format %q is not taken: "none" (the reply as written) or "deepseek" and "auto" (its reasoning as reasoning_content, the default)`, *f)
+	return reasoningSplit, badRequest("reasoning_format", `reasoning_format %q is not taken: "none" (the reply as written), "deepseek" and "auto" (its reasoning as reasoning_content, the default) or "deepseek-legacy" (both)`, *f)
 }
 
 // opensReasoning reports whether p's prompt leaves a reasoning block
@@ -162,16 +177,52 @@ type channelReader interface {
 // no reasoning, or a request that asks for the reply as written
 // (reasoning_format "none").
 func newChannels(m Model, g *Generation, calls *toolcall.Parser) channelReader {
-	if g.rawReasoning {
+	var r channelReader
+	switch {
+	case g.reasoning == reasoningRaw:
 		return nil
+	case isHarmony(m):
+		r = &harmonyReader{p: harmony.Parser{Calls: calls != nil}}
+	default:
+		tags, _, ok := thinkingOf(m)
+		if !ok {
+			return nil
+		}
+		r = &thinkReader{tags: tags, calls: calls}
 	}
-	if isHarmony(m) {
-		return &harmonyReader{p: harmony.Parser{Calls: calls != nil}}
+	if g.reasoning == reasoningBoth {
+		return bothReader{r}
 	}
-	if tags, _, ok := thinkingOf(m); ok {
-		return &thinkReader{tags: tags, calls: calls}
+	return r
+}
+
+// bothReader is llama-server's "deepseek-legacy": the reasoning r reads,
+// and the reply as written, as the content. (Tools are not read with
+// it: the content is the reply whole.)
+type bothReader struct{ r channelReader }
+
+func (b bothReader) Feed(text string) []replyEvent { return b.with(b.r.Feed(text), text) }
+func (b bothReader) Finish() []replyEvent          { return b.with(b.r.Finish(), "") }
+func (b bothReader) calling() bool                 { return false }
+func (b bothReader) open()                         { b.r.open() }
+
+func (b bothReader) FeedToken(text string) ([]replyEvent, bool) {
+	evs, _ := b.r.FeedToken(text)
+	return b.with(evs, text), true // every token is the content's
+}
+
+// with is the reasoning of evs, then text as content.
+func (b bothReader) with(evs []replyEvent, text string) []replyEvent {
+	out := evs[:0]
+	for _, e := range evs {
+		if e.Reasoning {
+			out = append(out, e)
+		}
 	}
-	return nil
+	if text != "" {
+		out = append(out, replyEvent{Text: text})
+	}
+	return out
 }
 
 // harmonyReader reads harmony channels.

@@ -447,8 +447,8 @@ func TestResponsesReasoningGivenBack(t *testing.T) {
 // TestReasoningEffortNone: reasoning_effort "none" (chat) and
 // reasoning.effort "none" (responses) turn thinking off, as the switch
 // does; llama-server's reasoning_format "none" gives the reply as the
-// model wrote it, tags and all; a contradiction or an unknown format is
-// refused by name.
+// model wrote it, tags and all, and "deepseek-legacy" that and the
+// reasoning; a contradiction or an unknown format is refused by name.
 func TestReasoningEffortNone(t *testing.T) {
 	h := thinkingHarness(t, true, false)
 	last := func() *Generation {
@@ -479,9 +479,22 @@ func TestReasoningEffortNone(t *testing.T) {
 	if _, c, _ := accumulateChat(t, events); c != strings.Join(thinkPieces, "") {
 		t.Errorf("reasoning_format none, streamed: %q", c)
 	}
+	// "deepseek-legacy": the reasoning split off, and the reply as
+	// written, tags and all, as the content; whole and streamed.
+	content, reasoning, _, _ = chatMessageOf(t, postOK(t, h, `{"model":"qwen","reasoning_format":"deepseek-legacy","messages":[{"role":"user","content":"hi"}]}`))
+	if reasoning == nil || *reasoning != "The user greets me." || content == nil || *content != strings.Join(thinkPieces, "") {
+		t.Errorf("reasoning_format deepseek-legacy: content %v, reasoning %v", content, reasoning)
+	}
+	resp = h.post(t, "/v1/chat/completions", `{"model":"qwen","stream":true,"reasoning_format":"deepseek-legacy","messages":[{"role":"user","content":"hi"}]}`)
+	events = readSSE(t, resp.Body)
+	resp.Body.Close()
+	if r, c, _ := accumulateChat(t, events); r != "The user greets me." || c != strings.Join(thinkPieces, "") {
+		t.Errorf("reasoning_format deepseek-legacy, streamed: reasoning %q, content %q", r, c)
+	}
 	for _, c := range []struct{ body, param string }{
 		{`{"model":"qwen","reasoning_effort":"none","chat_template_kwargs":{"enable_thinking":true},"messages":[{"role":"user","content":"hi"}]}`, "chat_template_kwargs.enable_thinking"},
-		{`{"model":"qwen","reasoning_format":"deepseek-legacy","messages":[{"role":"user","content":"hi"}]}`, "reasoning_format"},
+		{`{"model":"qwen","reasoning_format":"deepseek-legacy",` + weatherTools + `,"messages":[{"role":"user","content":"hi"}]}`, "reasoning_format"},
+		{`{"model":"qwen","reasoning_format":"legacy","messages":[{"role":"user","content":"hi"}]}`, "reasoning_format"},
 		{`{"model":"qwen","reasoning_format":"none",` + weatherTools + `,"messages":[{"role":"user","content":"hi"}]}`, "reasoning_format"},
 	} {
 		h.reg.local["r1"] = thinkingFake{h.model, false, true}
