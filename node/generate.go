@@ -533,7 +533,7 @@ func (s *servedModel) prepare(g *api.Generation) (receipt.ServeRequest, prepared
 		}
 		e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "context_length_exceeded",
 			"the prompt is at least %d tokens; model %q has a context of %d, which leaves no room to answer", n, m.Name(), ctxLen)
-		e.Param = "messages"
+		e.Param, e.PromptTokens, e.ContextTokens = "messages", n, ctxLen
 		return receipt.ServeRequest{}, preparedPrompt{}, nil, e
 	}
 	if err != nil {
@@ -741,8 +741,10 @@ func (s *servedModel) request(g *api.Generation, prompt string, ids []uint32, ct
 			return req, nil, api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_granted_request", "%v", err)
 		}
 		if promptTokens+int(req.MaxTokens) > ctxLen {
-			return req, nil, api.Errorf(http.StatusBadRequest, "invalid_request_error", "context_length_exceeded",
+			e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "context_length_exceeded",
 				"the prompt is %d tokens and the request asks for up to %d more; the context holds %d", promptTokens, req.MaxTokens, ctxLen)
+			e.PromptTokens, e.ContextTokens = promptTokens, ctxLen
+			return req, nil, e
 		}
 		return req, []steward.ServeOption{steward.WithPresentation(p)}, nil
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -87,5 +88,62 @@ func TestLlamaCompletionServed(t *testing.T) {
 	}
 	if a, b, c := sampled("1"), sampled("2"), sampled("1"); a == b || a != c {
 		t.Errorf("sampled: seed 1 %q, seed 2 %q, seed 1 again %q", a, b, c)
+	}
+}
+
+// TestLlamaProps: GET /props describes the node's one model as
+// llama-server does (its context, slots, chat template, special tokens
+// and /completion's default sampling); /completion's answer carries the
+// context in generation_settings.n_ctx, and a prompt too long for it is
+// refused with llama-server's n_prompt_tokens and n_ctx.
+func TestLlamaProps(t *testing.T) {
+	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
+	n, _ := startNode(t, Config{})
+	resp, err := http.Get("http://" + n.HTTPAddr().String() + "/props")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var props struct {
+		Settings struct {
+			NCtx   int `json:"n_ctx"`
+			Params struct {
+				NPredict int     `json:"n_predict"`
+				TopK     int     `json:"top_k"`
+				MinP     float64 `json:"min_p"`
+			} `json:"params"`
+		} `json:"default_generation_settings"`
+		TotalSlots   int     `json:"total_slots"`
+		ModelAlias   string  `json:"model_alias"`
+		ChatTemplate string  `json:"chat_template"`
+		BOSToken     *string `json:"bos_token"`
+	}
+	if err := json.Unmarshal(b, &props); err != nil || resp.StatusCode != 200 || props.Settings.NCtx < 64 || props.TotalSlots < 1 ||
+		props.ModelAlias != fortunesModel || props.BOSToken == nil || *props.BOSToken != "<s>" ||
+		props.Settings.Params.TopK != 40 || props.Settings.Params.MinP != 0.05 || props.Settings.Params.NPredict != -1 {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+	var got struct {
+		Settings struct {
+			NCtx int `json:"n_ctx"`
+		} `json:"generation_settings"`
+	}
+	postJSON(t, n, "/completion", `{"prompt":"Hello","n_predict":2}`, &got)
+	if got.Settings.NCtx != props.Settings.NCtx {
+		t.Fatalf("generation_settings.n_ctx %d, /props %d", got.Settings.NCtx, props.Settings.NCtx)
+	}
+	code, v := answerOf(t, n, "/completion", `{"prompt":`+strconv.Quote(strings.Repeat("hello world ", props.Settings.NCtx))+`}`)
+	e, _ := v["error"].(map[string]any)
+	if code != 400 || e["code"] != "context_length_exceeded" || e["n_ctx"] != float64(props.Settings.NCtx) || e["n_prompt_tokens"].(float64) < float64(props.Settings.NCtx) {
+		t.Fatalf("too long: %d %v", code, v)
+	}
+	resp, err = http.Get("http://" + n.HTTPAddr().String() + "/props?model=nope")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 404 {
+		t.Fatalf("an unknown model's props: %d", resp.StatusCode)
 	}
 }

@@ -23,6 +23,11 @@ type Error struct {
 	RetryAfter time.Duration
 	// Details are extra, structured facts (the router's reasons for a 422).
 	Details any
+	// PromptTokens and ContextTokens, on a prompt too long for the
+	// context (context_length_exceeded), are the prompt's tokens (at
+	// least) and the context's, as llama-server's n_prompt_tokens and
+	// n_ctx (its clients read them to cut the prompt).
+	PromptTokens, ContextTokens int
 }
 
 func (e *Error) Error() string {
@@ -51,6 +56,8 @@ type errorObject struct {
 	Param   any    `json:"param"`
 	Code    string `json:"code"`
 	Details any    `json:"details,omitempty"`
+	NPrompt int    `json:"n_prompt_tokens,omitempty"`
+	NCtx    int    `json:"n_ctx,omitempty"`
 }
 
 func (e *Error) body() errorBody {
@@ -58,7 +65,8 @@ func (e *Error) body() errorBody {
 	if e.Param != "" {
 		param = e.Param
 	}
-	return errorBody{Error: errorObject{Message: e.Message, Type: e.Type, Param: param, Code: e.Code, Details: e.Details}}
+	return errorBody{Error: errorObject{Message: e.Message, Type: e.Type, Param: param, Code: e.Code, Details: e.Details,
+		NPrompt: e.PromptTokens, NCtx: e.ContextTokens}}
 }
 
 // asError maps any error to the *Error it is served as.

@@ -316,6 +316,7 @@ type llamaPartial struct {
 // llamaSettings is the sampling the answer was made with, as
 // llama-server reports it.
 type llamaSettings struct {
+	NCtx             int      `json:"n_ctx,omitempty"` // the model's context (llama.vscode shows it)
 	NPredict         int      `json:"n_predict"`
 	Seed             *uint64  `json:"seed,omitempty"`
 	Temperature      float64  `json:"temperature"`
@@ -401,8 +402,12 @@ func (s *Server) handleLlamaCompletion(w http.ResponseWriter, r *http.Request) {
 
 // answerLlama answers g, read from req, in /completion's shape.
 func (s *Server) answerLlama(w http.ResponseWriter, r *http.Request, m Model, g *Generation, req *llamaCompletionRequest) {
+	settings := llamaSettingsOf(g, req)
+	if d, ok := m.(DescribedModel); ok {
+		settings.NCtx = d.Describe().Context
+	}
 	stream := func(index int) *llamaStream {
-		return &llamaStream{model: g.Model, now: s.now, received: g.Received, settings: llamaSettingsOf(g, req), prompt: g.Prompt,
+		return &llamaStream{model: g.Model, now: s.now, received: g.Received, settings: settings, prompt: g.Prompt,
 			fields: req.ResponseFields, index: index}
 	}
 	if gs := g.Choices(); len(gs) > 1 {
