@@ -543,7 +543,9 @@ func (s *servedModel) prepare(g *api.Generation) (receipt.ServeRequest, prepared
 	tags, _, thinks := s.Thinking()
 	if thinks && g.Messages != nil {
 		pp.block, pp.opens = &tags, tags.Opens(text)
-		if g.Grammar != nil {
+		// Thinking switched off (the template wrote the block empty),
+		// the model writes none, and a grammar holds as it is.
+		if g.Grammar != nil && (g.Think == nil || *g.Think) {
 			if g.Grammar, err = reasoningFirst(g.Grammar, tags, pp.opens); err != nil {
 				return receipt.ServeRequest{}, preparedPrompt{}, nil, fmt.Errorf("a grammar after the reasoning block: %w", err)
 			}
@@ -606,8 +608,12 @@ func samplerOrder(order string, sp *receipt.Sampling) string {
 // reasoningFirst lets a thinking model reason before a grammar holds its
 // answer: a lazy grammar's triggers (a call's opening tag) do not count
 // inside the reasoning block, which may name them while the model plans;
-// and a grammar that would hold the reply from its first byte, where the
-// prompt opened the block, waits for the block's closing tag.
+// a grammar that would hold the reply from its first byte, where the
+// prompt opened the block, waits for the block's closing tag; and where
+// the model opens its own block (Qwen3), the grammar holds from the
+// block's end, or from the first byte if the model opens none. A grammar
+// that spells the block itself (it begins with the opening tag) holds the
+// reply as written.
 func reasoningFirst(gr *grammar.Grammar, tags think.Tags, opens bool) (*grammar.Grammar, error) {
 	switch {
 	case len(gr.Triggers()) > 0:
@@ -615,7 +621,10 @@ func reasoningFirst(gr *grammar.Grammar, tags think.Tags, opens bool) (*grammar.
 	case opens:
 		return gr.Lazy(grammar.Trigger{Text: tags.Close})
 	}
-	return gr, nil
+	if m, err := gr.NewMatcher(); err == nil && m.Advance([]byte(tags.Open)) == nil {
+		return gr, nil
+	}
+	return gr.Skipping(grammar.Block{Open: tags.Open, Close: tags.Close})
 }
 
 // harmonyAnalysis is the block a thinking budget bounds on a harmony
@@ -633,14 +642,11 @@ func (s *servedModel) reasoningBlock() (think.Tags, bool) {
 
 // budgeted bounds a thinking model's reasoning block to budget tokens
 // (grammar.Budgeted): alone, on the grammar that holds nothing else; with
-// a lazy grammar, on it. A grammar that holds the reply from its first
-// byte leaves the model no room to reason, so the bound holds as it is.
+// a grammar, on it (reasoningFirst has put the block before a grammar
+// that holds the answer).
 func budgeted(gr *grammar.Grammar, tags think.Tags, opens bool, budget int) (*grammar.Grammar, error) {
 	if gr == nil {
 		gr = grammar.Free()
-	}
-	if !gr.IsFree() && len(gr.Triggers()) == 0 {
-		return gr, nil
 	}
 	return gr.Budgeted(grammar.Block{Open: tags.Open, Close: tags.Close, Opened: opens}, budget)
 }

@@ -250,6 +250,10 @@ func TestReasoningFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	spelled, err := grammar.ParseGBNF(`root ::= "<think>" [a-z]* "</think>" ("yes" | "no")`)
+	if err != nil {
+		t.Fatal(err)
+	}
 	lazy, err := full.Lazy(grammar.Trigger{Text: "<tool_call>"})
 	if err != nil {
 		t.Fatal(err)
@@ -262,7 +266,8 @@ func TestReasoningFirst(t *testing.T) {
 		{lazy, false, `block "<think>" "</think>"` + "\n"},
 		{lazy, true, `block "<think>" "</think>" opened` + "\n"},
 		{full, true, `trigger "</think>"` + "\n"},
-		{full, false, ""},
+		{full, false, `block "<think>" "</think>"` + "\n"},
+		{spelled, false, ""}, // the grammar writes the block itself
 	} {
 		got, err := reasoningFirst(c.in, tags, c.opens)
 		if err != nil {
@@ -272,18 +277,18 @@ func TestReasoningFirst(t *testing.T) {
 			t.Errorf("opens %v: %s", c.opens, got.String())
 		}
 	}
-	// A budget: alone on the free grammar, on a lazy one, and none on a
-	// grammar held from the first byte (no room to reason).
+	// A budget: alone on the free grammar, on a lazy one, and on a
+	// grammar held from the block's end.
 	for _, c := range []struct {
 		in   *grammar.Grammar
 		want string
 	}{
 		{nil, "free\nblock \"<think>\" \"</think>\"\nbudget 3\n"},
 		{lazy, "block \"<think>\" \"</think>\"\nbudget 3\n"},
-		{full, full.String()},
+		{full, "block \"<think>\" \"</think>\"\nbudget 3\n"},
 	} {
 		got, err := budgeted(c.in, tags, false, 3)
-		if err != nil || !strings.Contains(got.String(), c.want) || c.in == full && got.String() != full.String() {
+		if err != nil || !strings.Contains(got.String(), c.want) {
 			t.Errorf("budgeted %v: %v\n%s", c.in, err, got)
 		}
 	}
@@ -388,5 +393,57 @@ func TestHarmonyThinkingBudget(t *testing.T) {
 	other := strings.Replace(body, `"budget_tokens":5`, `"budget_tokens":6`, 1)
 	if _, res, raw := replayRaw(t, n, `{"endpoint":"/v1/messages","request":`+other+`,"energy":`+string(msg.Usage.Energy)+`}`); res.Verdict == api.VerdictVerified {
 		t.Errorf("a replay under another budget verified: %s", raw)
+	}
+}
+
+// TestThinkingHeldGrammar: a model that opens its own block (Qwen3's
+// template on the fixture), under a grammar that holds its answer from
+// the first byte (Anthropic's tool_choice "any": a call, held to its
+// tool's schema), reasons first: its block, bounded by a thinking budget,
+// then the call, valid. The block before the grammar is in the request's
+// identity, so the serve replays. With thinking off (the template writes
+// the block empty), the grammar holds from the first byte, as it did.
+func TestThinkingHeldGrammar(t *testing.T) {
+	qwen := templateModel(t, "Qwen-Qwen3-0.6B.jinja", "qwen3-fixture")
+	n, _ := startNode(t, Config{Models: []string{qwen}})
+	const tools = `"tool_choice":{"type":"any"},"tools":[{"name":"get_weather","input_schema":{"type":"object",` +
+		`"properties":{"city":{"type":"string","enum":["Paris","Oslo"]}},"required":["city"]}}],"messages":[{"role":"user","content":"hi"}]}`
+	for _, tc := range []struct {
+		thinking string
+		reasons  bool
+	}{
+		{`{"type":"enabled","budget_tokens":3}`, true},
+		{`{"type":"disabled"}`, false},
+	} {
+		body := `{"model":"qwen3-fixture","max_tokens":200,"thinking":` + tc.thinking + `,` + tools
+		var msg struct {
+			Content []struct {
+				Type     string            `json:"type"`
+				Thinking string            `json:"thinking"`
+				Name     string            `json:"name"`
+				Input    map[string]string `json:"input"`
+			} `json:"content"`
+			StopReason string `json:"stop_reason"`
+			Usage      struct {
+				Energy json.RawMessage `json:"energy"`
+			} `json:"usage"`
+		}
+		postJSON(t, n, "/v1/messages", body, &msg)
+		var thought, city string
+		for _, c := range msg.Content {
+			switch c.Type {
+			case "thinking":
+				thought = c.Thinking
+			case "tool_use":
+				city = c.Input["city"]
+			}
+		}
+		if (thought != "") != tc.reasons || city != "Paris" && city != "Oslo" || msg.StopReason != "tool_use" {
+			t.Fatalf("thinking %s: %+v", tc.thinking, msg)
+		}
+		replay := `{"endpoint":"/v1/messages","request":` + body + `,"energy":` + string(msg.Usage.Energy) + `}`
+		if _, res, raw := replayRaw(t, n, replay); res.Verdict != api.VerdictVerified {
+			t.Fatalf("thinking %s: replay %s", tc.thinking, raw)
+		}
 	}
 }

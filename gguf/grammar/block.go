@@ -12,7 +12,9 @@ import (
 // (<tool_call>) while it plans, before the answer that makes the call
 // (Skipping); and a budget bounds it in tokens (Budgeted). Past the
 // block, the output is watched as from its start (an at-start trigger
-// may open the answer).
+// may open the answer). A grammar held from the start holds the output
+// from the block's end: the output may open with the block, and the
+// grammar holds from the start only where it does not.
 type Block struct {
 	Open, Close string
 	// Opened: the output starts inside the block (its prompt opened it);
@@ -31,12 +33,14 @@ func (b Block) check() error {
 	return nil
 }
 
-// Skipping returns g, which must be lazy, with its triggers not counted
-// in b.
+// Skipping returns g with b apart: a lazy grammar's triggers do not
+// count in it; a grammar held from the start holds the output from its
+// end, where the output opens with it (a thinking model reasons before
+// it answers in the grammar). Free's needs none.
 func (g *Grammar) Skipping(b Block) (*Grammar, error) {
 	switch {
-	case len(g.triggers) == 0:
-		return nil, fmt.Errorf("%w: a block is skipped only by a lazy grammar's triggers", ErrInvalid)
+	case g.free:
+		return nil, fmt.Errorf("%w: Free holds nothing to skip a block of", ErrInvalid)
 	case g.skip != nil && *g.skip != b:
 		return nil, fmt.Errorf("%w: the grammar follows another block", ErrInvalid)
 	}
@@ -61,14 +65,13 @@ func (g *Grammar) IsFree() bool { return g.free }
 // writes its closing tag (the mask allows only what continues the tag),
 // and the output goes on under g as before. A budget of 0 closes the
 // block as soon as it opens (at once where the prompt opened it): no
-// reasoning. g must leave the model room to write the block: Free, or
-// lazy (whose triggers then skip the block).
+// reasoning. g leaves the model room to write the block: Free; lazy,
+// whose triggers then skip the block; or held, from the block's end
+// (Skipping).
 func (g *Grammar) Budgeted(b Block, tokens int) (*Grammar, error) {
 	switch {
 	case tokens < 0 || tokens > MaxBudget:
 		return nil, fmt.Errorf("%w: a budget of %d tokens (0 to %d)", ErrInvalid, tokens, MaxBudget)
-	case !g.free && len(g.triggers) == 0:
-		return nil, fmt.Errorf("%w: a budget needs a grammar that leaves room for the block (Free, or lazy)", ErrInvalid)
 	case g.skip != nil && *g.skip != b:
 		return nil, fmt.Errorf("%w: the grammar follows another block", ErrInvalid)
 	}
@@ -99,6 +102,8 @@ const (
 type blockReader struct {
 	b     Block
 	state blockState
+	// opened: the block opened (or the prompt opened it).
+	opened bool
 	// buf is what may still open the block (before it) or close it (in
 	// it).
 	buf []byte
@@ -109,7 +114,7 @@ type blockReader struct {
 func newBlockReader(b Block) *blockReader {
 	r := &blockReader{b: b}
 	if b.Opened {
-		r.state = inBlock
+		r.state, r.opened = inBlock, true
 	}
 	return r
 }
@@ -128,7 +133,7 @@ func (r *blockReader) read(text []byte) (after []byte, past bool) {
 		first := bytes.TrimLeft(r.buf, " \t\r\n")
 		switch {
 		case bytes.HasPrefix(first, []byte(r.b.Open)):
-			r.state = inBlock
+			r.state, r.opened = inBlock, true
 			r.buf = append(r.buf[:0], first[len(r.b.Open):]...)
 		case bytes.HasPrefix([]byte(r.b.Open), first):
 			return nil, false // white space, or the tag's start: wait

@@ -190,7 +190,6 @@ func TestBudgetedGrammar(t *testing.T) {
 	for name, err := range map[string]error{
 		"fewer than none":     func() error { _, err := Free().Budgeted(tags, -1); return err }(),
 		"too many":            func() error { _, err := Free().Budgeted(tags, MaxBudget+1); return err }(),
-		"held from the start": func() error { _, err := literal("x").Budgeted(tags, 5); return err }(),
 		"another block":       func() error { _, err := other.Budgeted(tags, 5); return err }(),
 		"no closing tag":      func() error { _, err := Free().Budgeted(Block{Open: "<t>"}, 5); return err }(),
 		"a free matcher":      func() error { _, err := Free().NewMatcher(); return err }(),

@@ -273,6 +273,9 @@ type Constraint struct {
 	blk       *blockReader
 	forced    *Matcher
 	forcedCtl uint32
+	// front follows a held grammar's block (front.go), nil for a lazy
+	// or free grammar's.
+	front *front
 }
 
 // waiting says the grammar is lazy and its trigger has not come: every
@@ -302,6 +305,11 @@ func NewConstraint(g *Grammar, v *Vocab, piece func(id uint32) []byte) (*Constra
 	}
 	if g.skip != nil {
 		c.blk = newBlockReader(*g.skip)
+		if !g.free && len(g.triggers) == 0 {
+			if err := c.startFront(); err != nil {
+				return nil, err
+			}
+		}
 		if c.spent() {
 			c.force() // a budget of none, on a block the prompt opened
 		}
@@ -318,6 +326,8 @@ func (c *Constraint) Mask() ([]uint64, error) {
 		return c.forcedMask()
 	case c.g.free || c.waiting():
 		return nil, nil
+	case c.fronted():
+		return c.frontMask()
 	}
 	c.key = c.m.key(c.key[:0])
 	if mk, ok := c.cache[string(c.key)]; ok {
@@ -351,6 +361,9 @@ func (c *Constraint) Accept(id uint32) error {
 	b := c.piece(id)
 	if c.forced != nil {
 		return c.acceptForced(id, b)
+	}
+	if c.fronted() && c.blk.state == beforeBlock {
+		return c.acceptFront(id, b)
 	}
 	if c.blk != nil && c.blk.state != pastBlock {
 		after, past := c.blk.read(b)
@@ -391,11 +404,16 @@ func (c *Constraint) afterBlock(after []byte) error {
 // Done reports whether the grammar must end here (nothing may follow
 // what was accepted).
 func (c *Constraint) Done() bool {
-	return c.forced == nil && !c.g.free && !c.waiting() && c.m.Done()
+	return c.forced == nil && !c.g.free && !c.waiting() && !c.fronted() && c.m.Done()
 }
 
 // Accepting reports whether the grammar may end here.
 func (c *Constraint) Accepting() bool {
+	if c.fronted() {
+		// Before the block, where the grammar has taken the output so
+		// far; never inside it.
+		return c.forced == nil && c.blk.state == beforeBlock && !c.front.gramDead && c.m.Accepting()
+	}
 	return c.forced == nil && (c.g.free || c.waiting() || c.m.Accepting())
 }
 
