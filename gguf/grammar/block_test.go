@@ -188,11 +188,11 @@ func TestBudgetedGrammar(t *testing.T) {
 	lazy, _ := literal("x").Lazy(Trigger{Text: "y"})
 	other, _ := lazy.Skipping(Block{Open: "[", Close: "]"})
 	for name, err := range map[string]error{
-		"fewer than none":     func() error { _, err := Free().Budgeted(tags, -1); return err }(),
-		"too many":            func() error { _, err := Free().Budgeted(tags, MaxBudget+1); return err }(),
-		"another block":       func() error { _, err := other.Budgeted(tags, 5); return err }(),
-		"no closing tag":      func() error { _, err := Free().Budgeted(Block{Open: "<t>"}, 5); return err }(),
-		"a free matcher":      func() error { _, err := Free().NewMatcher(); return err }(),
+		"fewer than none": func() error { _, err := Free().Budgeted(tags, -1); return err }(),
+		"too many":        func() error { _, err := Free().Budgeted(tags, MaxBudget+1); return err }(),
+		"another block":   func() error { _, err := other.Budgeted(tags, 5); return err }(),
+		"no closing tag":  func() error { _, err := Free().Budgeted(Block{Open: "<t>"}, 5); return err }(),
+		"a free matcher":  func() error { _, err := Free().NewMatcher(); return err }(),
 	} {
 		if !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: %v", name, err)
