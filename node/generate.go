@@ -289,7 +289,7 @@ func (p *preparedGeneration) prepareEcho(g *api.Generation) error {
 func (p *preparedGeneration) promptLogprobs(scored []engine.TokenLogprob) []api.TokenLogprob {
 	var out []api.TokenLogprob
 	if p.echoFrom == 0 && len(p.ids) > 0 {
-		out = append(out, api.TokenLogprob{Bytes: p.pieces.Piece(p.ids[0]), Unscored: true})
+		out = append(out, api.TokenLogprob{ID: p.ids[0], Bytes: p.pieces.Piece(p.ids[0]), Unscored: true})
 	}
 	for _, t := range scored {
 		out = append(out, p.logprob(t))
@@ -299,9 +299,9 @@ func (p *preparedGeneration) promptLogprobs(scored []engine.TokenLogprob) []api.
 
 // logprob is the API's record of a token's log-probabilities.
 func (p *preparedGeneration) logprob(t engine.TokenLogprob) api.TokenLogprob {
-	out := api.TokenLogprob{Bytes: p.pieces.Piece(t.Token), Logprob: t.Logprob}
+	out := api.TokenLogprob{ID: t.Token, Bytes: p.pieces.Piece(t.Token), Logprob: t.Logprob}
 	for _, a := range t.Top {
-		out.Top = append(out.Top, api.TopLogprob{Bytes: p.pieces.Piece(a.ID), Logprob: a.LogProb})
+		out.Top = append(out.Top, api.TopLogprob{ID: a.ID, Bytes: p.pieces.Piece(a.ID), Logprob: a.LogProb})
 	}
 	return out
 }

@@ -147,3 +147,65 @@ func TestLlamaProps(t *testing.T) {
 		t.Fatalf("an unknown model's props: %d", resp.StatusCode)
 	}
 }
+
+// TestLlamaNProbs: n_probs gives each token's log-probability and its
+// likeliest alternatives in llama-server's completion_probabilities,
+// whole and streamed: one entry a token, their texts the content, and,
+// greedy, each token the likeliest of its alternatives.
+func TestLlamaNProbs(t *testing.T) {
+	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
+	n, _ := startNode(t, Config{})
+	type prob struct {
+		ID      uint32  `json:"id"`
+		Token   string  `json:"token"`
+		Bytes   []int   `json:"bytes"`
+		Logprob float64 `json:"logprob"`
+		Top     []struct {
+			ID      uint32  `json:"id"`
+			Logprob float64 `json:"logprob"`
+		} `json:"top_logprobs"`
+	}
+	check := func(name, content string, predicted int, probs []prob) {
+		t.Helper()
+		var text strings.Builder
+		for _, p := range probs {
+			text.WriteString(p.Token)
+			if len(p.Top) != 3 || p.Top[0].ID != p.ID || p.Top[0].Logprob != p.Logprob || p.Logprob > 0 || len(p.Bytes) != len(p.Token) {
+				t.Fatalf("%s: %+v", name, p)
+			}
+		}
+		if len(probs) != predicted || text.String() != content {
+			t.Fatalf("%s: %d entries for %d tokens, their text %q, the content %q", name, len(probs), predicted, text.String(), content)
+		}
+	}
+	const body = `{"prompt":"The meaning of life is","n_predict":8,"n_probs":3}`
+	var whole struct {
+		Content         string `json:"content"`
+		TokensPredicted int    `json:"tokens_predicted"`
+		Probs           []prob `json:"completion_probabilities"`
+	}
+	postJSON(t, n, "/completion", body, &whole)
+	check("whole", whole.Content, whole.TokensPredicted, whole.Probs)
+
+	resp := post(t, n, "/completion", strings.Replace(body, `"n_probs":3`, `"n_probs":3,"stream":true`, 1))
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var probs []prob
+	var text strings.Builder
+	for _, line := range strings.Split(string(b), "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok {
+			continue
+		}
+		var ev struct {
+			Content string `json:"content"`
+			Probs   []prob `json:"completion_probabilities"`
+		}
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			t.Fatal(err)
+		}
+		text.WriteString(ev.Content)
+		probs = append(probs, ev.Probs...)
+	}
+	check("streamed", text.String(), whole.TokensPredicted, probs)
+}

@@ -48,6 +48,7 @@ type llamaCompletionRequest struct {
 	IDSlot         *int            `json:"id_slot"`
 	ResponseFields []string        `json:"response_fields"`
 	NCmpl          *int            `json:"n_cmpl"`
+	NProbs         *int            `json:"n_probs"`
 	// meshnode's, as on every endpoint.
 	Metadata        map[string]any  `json:"metadata"`
 	JCPPresentation json.RawMessage `json:"jcp_presentation"`
@@ -60,7 +61,6 @@ type llamaCompletionRequest struct {
 var llamaRefusals = map[string]refusal{
 	"cache_prompt":        {"cache_prompt false is not supported: a node always reuses the prompt's cached prefix, and the answer does not depend on it (true is accepted)", oneOf("true")},
 	"ignore_eos":          {"ignore_eos is not supported: an answer ends at the model's end token (false is accepted)", isFalse},
-	"n_probs":             {"n_probs is not supported on /completion: ask /v1/completions for logprobs (0 is accepted)", isZero},
 	"return_tokens":       {"return_tokens is not supported: /completion returns the text (false is accepted; /tokenize gives a text's tokens)", isFalse},
 	"n_keep":              {"n_keep is not supported: a prompt that does not fit the context is refused, never shifted (0 is accepted)", isZero},
 	"repeat_last_n":       {"repeat_last_n is not supported: repeat_penalty counts every token of the answer, not the last n of prompt and answer", isNull},
@@ -241,6 +241,14 @@ func (req *llamaCompletionRequest) editorOptions(g *Generation) error {
 	if len(req.ResponseFields) > maxResponseFields {
 		return badRequest("response_fields", "response_fields names %d fields, at most %d", len(req.ResponseFields), maxResponseFields)
 	}
+	// n_probs: each token's log-probability and its n likeliest
+	// alternatives (completion_probabilities).
+	if n := req.NProbs; n != nil && *n != 0 {
+		if *n < 0 || *n > maxTopLogprobs {
+			return badRequest("n_probs", "n_probs must be from 0 to %d, got %d", maxTopLogprobs, *n)
+		}
+		g.Logprobs, g.TopLogprobs = true, *n
+	}
 	return nil
 }
 
@@ -300,17 +308,53 @@ type llamaCompletion struct {
 	StopType           string        `json:"stop_type"`
 	StoppingWord       string        `json:"stopping_word"`
 	Timings            *llamaTimings `json:"timings,omitempty"`
-	Energy             any           `json:"energy,omitempty"` // meshnode's: the receipt
-	Placement          any           `json:"placement,omitempty"`
+	// Probs are n_probs's: each token's, unstreamed (streamed, each
+	// event carries its own tokens').
+	Probs     []llamaTokenProb `json:"completion_probabilities,omitempty"`
+	Energy    any              `json:"energy,omitempty"` // meshnode's: the receipt
+	Placement any              `json:"placement,omitempty"`
 }
 
 // llamaPartial is a stream event before the last.
 type llamaPartial struct {
-	Index   int      `json:"index"`
-	Content string   `json:"content"`
-	Tokens  []uint32 `json:"tokens"`
-	Stop    bool     `json:"stop"`
-	IDSlot  int      `json:"id_slot"`
+	Index   int              `json:"index"`
+	Content string           `json:"content"`
+	Tokens  []uint32         `json:"tokens"`
+	Stop    bool             `json:"stop"`
+	IDSlot  int              `json:"id_slot"`
+	Probs   []llamaTokenProb `json:"completion_probabilities,omitempty"`
+}
+
+// llamaTokenProb is a token's log-probability with its likeliest
+// alternatives, in llama-server's completion_probabilities shape.
+type llamaTokenProb struct {
+	ID      uint32           `json:"id"`
+	Token   string           `json:"token"`
+	Bytes   []int            `json:"bytes"`
+	Logprob float64          `json:"logprob"`
+	Top     []llamaTokenProb `json:"top_logprobs,omitempty"`
+}
+
+// llamaProbs is lps in llama-server's shape.
+func llamaProbs(lps []TokenLogprob) []llamaTokenProb {
+	probs := make([]llamaTokenProb, 0, len(lps))
+	for _, lp := range lps {
+		p := llamaTokenProb{ID: lp.ID, Token: string(lp.Bytes), Bytes: byteInts(lp.Bytes), Logprob: lp.Logprob, Top: []llamaTokenProb{}}
+		for _, a := range lp.Top {
+			p.Top = append(p.Top, llamaTokenProb{ID: a.ID, Token: string(a.Bytes), Bytes: byteInts(a.Bytes), Logprob: a.Logprob})
+		}
+		probs = append(probs, p)
+	}
+	return probs
+}
+
+// byteInts is b as JSON numbers (llama-server's bytes), not base64.
+func byteInts(b []byte) []int {
+	out := make([]int, len(b))
+	for i, c := range b {
+		out[i] = int(c)
+	}
+	return out
 }
 
 // llamaSettings is the sampling the answer was made with, as
@@ -318,6 +362,7 @@ type llamaPartial struct {
 type llamaSettings struct {
 	NCtx             int      `json:"n_ctx,omitempty"` // the model's context (llama.vscode shows it)
 	NPredict         int      `json:"n_predict"`
+	NProbs           int      `json:"n_probs"`
 	Seed             *uint64  `json:"seed,omitempty"`
 	Temperature      float64  `json:"temperature"`
 	TopK             int64    `json:"top_k"`
@@ -361,6 +406,9 @@ func llamaSettingsOf(g *Generation, req *llamaCompletionRequest) llamaSettings {
 	st.TopK, st.MinP, st.RepeatPenalty = int64(g.TopK), g.MinP, g.RepeatPenalty
 	st.PresencePenalty, st.FrequencyPenalty = g.PresencePenalty, g.FrequencyPenalty
 	st.Seed = g.Seed
+	if g.Logprobs {
+		st.NProbs = g.TopLogprobs
+	}
 	if req.Grammar != nil {
 		st.Grammar = *req.Grammar
 	}

@@ -123,7 +123,7 @@ func TestLlamaCompletion(t *testing.T) {
 func TestLlamaCompletionRefusals(t *testing.T) {
 	h := newHarness(t, Config{}, nil)
 	for _, tc := range []struct{ field, value string }{
-		{"cache_prompt", "false"}, {"id_slot", "-2"}, {"ignore_eos", "true"}, {"n_probs", "5"}, {"return_tokens", "true"},
+		{"cache_prompt", "false"}, {"id_slot", "-2"}, {"ignore_eos", "true"}, {"n_probs", "21"}, {"n_probs", "-1"}, {"return_tokens", "true"},
 		{"n_keep", "4"}, {"n_indent", "-1"}, {"n_indent", "5000"}, {"repeat_last_n", "64"}, {"typical_p", "0.9"}, {"dynatemp_range", "0.5"},
 		{"mirostat", "2"}, {"dry_multiplier", "0.8"}, {"xtc_probability", "0.5"}, {"min_keep", "1"}, {"n_cmpl", "0"}, {"n_cmpl", "65"},
 		{"samplers", `["top_k","nope"]`}, {"samplers", `"kz"`}, {"samplers", `["top_k","top_k"]`}, {"samplers", `{}`},

@@ -19,6 +19,7 @@ type llamaStream struct {
 	received time.Time
 	first    time.Time
 	content  strings.Builder
+	probs    []llamaTokenProb // n_probs's, for the whole answer
 	whole    llamaCompletion
 	// fields are response_fields: the answer holds only these (nil: all).
 	fields []string
@@ -26,17 +27,22 @@ type llamaStream struct {
 }
 
 func (l *llamaStream) delta(d Delta) error {
-	if d.Text == "" {
+	if d.Text == "" && len(d.Logprobs) == 0 {
 		return nil
 	}
 	if l.first.IsZero() {
 		l.first = l.now()
 	}
 	l.content.WriteString(d.Text)
+	var probs []llamaTokenProb
+	if len(d.Logprobs) > 0 {
+		probs = llamaProbs(d.Logprobs)
+	}
 	if l.sse == nil {
+		l.probs = append(l.probs, probs...)
 		return nil
 	}
-	return l.sse.event("", llamaPartial{Content: d.Text, Tokens: []uint32{}})
+	return l.sse.event("", llamaPartial{Index: l.index, Content: d.Text, Tokens: []uint32{}, Probs: probs})
 }
 
 // end fills in the answer's last event (the whole answer, unstreamed).
@@ -65,7 +71,9 @@ func (l *llamaStream) end(res *Result) error {
 		Timings: t, Energy: res.Energy, Placement: res.Placement,
 	}
 	if l.sse == nil {
-		l.whole.Content = content // streamed, the text went in the events before
+		// Streamed, the text and its probabilities went in the events
+		// before.
+		l.whole.Content, l.whole.Probs = content, l.probs
 	}
 	return nil
 }
@@ -97,14 +105,14 @@ func responseFields(answer any, paths []string) map[string]any {
 	out := make(map[string]any, len(paths))
 	for _, path := range paths {
 		var at any = whole
+		found := true
 		for _, k := range strings.Split(path, "/") {
-			obj, ok := at.(map[string]any)
-			if at, ok = obj[k]; !ok {
-				at = nil
+			obj, _ := at.(map[string]any) // nil past a leaf: found no more
+			if at, found = obj[k]; !found {
 				break
 			}
 		}
-		if at != nil {
+		if found {
 			out[path] = at
 		}
 	}

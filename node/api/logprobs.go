@@ -22,6 +22,7 @@ type Delta struct {
 // distribution (docs/api.md, Logprobs), with its bytes and the likeliest
 // tokens at its position.
 type TokenLogprob struct {
+	ID      uint32 // the token (llama.cpp's completion_probabilities name it)
 	Bytes   []byte
 	Logprob float64
 	Top     []TopLogprob
@@ -32,6 +33,7 @@ type TokenLogprob struct {
 
 // TopLogprob is one of the likeliest tokens at a position.
 type TopLogprob struct {
+	ID      uint32
 	Bytes   []byte
 	Logprob float64
 }
