@@ -4,6 +4,8 @@ import (
 	"errors"
 	"net/http"
 	"testing"
+
+	"github.com/meshnode/meshnode/node/receipt"
 )
 
 // FuzzParseRequest: whatever a client sends, the generation parsers (and
@@ -43,6 +45,12 @@ func FuzzParseRequest(f *testing.F) {
 		`{"model":"tiny","prompt":"x","json_schema":{"type":"integer"},"top_k":0,"n_probs":0}`,
 		`{"model":"tiny","input_prefix":"def f():","input_suffix":"\n","prompt":"  ","input_extra":[{"filename":"a.py","text":"x"},{"text":"y"}],"n_predict":8}`,
 		`{"model":"tiny","prompt":"x","grammar":"root ::= \"yes\" | \"no\"","messages":null}`,
+		// llama.vim's and llama.vscode's, which name no model.
+		`{"id_slot":0,"input_prefix":"","input_suffix":"","input_extra":[{"text":"x","time":1,"filename":"a"}],"prompt":"","n_predict":0,` +
+			`"temperature":0.0,"samplers":[],"stream":false,"cache_prompt":true,"t_max_prompt_ms":1,"t_max_predict_ms":1,"response_fields":[""]}`,
+		`{"id_slot":0,"input_prefix":"a","input_suffix":"b","prompt":"  ","n_predict":128,"n_cmpl":3,"n_indent":4,"top_k":40,"top_p":0.9,` +
+			`"samplers":["top_k","top_p","infill"],"t_max_prompt_ms":500,"t_max_predict_ms":250,"n_probs":2,"response_fields":["content","timings/prompt_n"]}`,
+		`{"id_slot":0,"messages":[{"role":"user","content":"x"}],"min_p":0.1,"temperature":0.1,"samplers":"mt","stream":true,"cache_prompt":true}`,
 		``, `null`, `[]`, `{"model":1}`, `{"model":"m"} {}`,
 	} {
 		f.Add([]byte(seed))
@@ -67,8 +75,20 @@ func FuzzParseRequest(f *testing.F) {
 				}
 				continue
 			}
-			if g == nil || g.Model == "" {
+			// llama-server's clients name no model on chat and its own
+			// endpoints (the server's one model stands in).
+			if g == nil || g.Model == "" && name != "chat" && name != "llama.cpp" && name != "infill" {
 				t.Fatalf("%s: accepted %q as %+v", name, body, g)
+			}
+			if g.MinIndent < 0 || g.MinIndent > receipt.MaxIndent {
+				t.Fatalf("%s: accepted n_indent %d", name, g.MinIndent)
+			}
+			sampling := receipt.ServeRequest{Sampling: &receipt.Sampling{Samplers: g.Samplers, MinIndent: uint32(g.MinIndent)}}
+			if err := sampling.Validate(); err != nil {
+				t.Fatalf("%s: accepted samplers %q a request cannot carry: %v", name, g.Samplers, err)
+			}
+			if g.TopLogprobs < 0 || g.TopLogprobs > maxTopLogprobs || g.PromptOnly && g.MaxTokens != 0 {
+				t.Fatalf("%s: accepted top logprobs %d, max tokens %d (prompt only %v)", name, g.TopLogprobs, g.MaxTokens, g.PromptOnly)
 			}
 			if len(g.PromptIDs) > maxPromptIDs || g.PromptIDs != nil && (len(g.PromptIDs) == 0 || g.Prompt != "") {
 				t.Fatalf("%s: accepted a prompt of %d ids beside %q", name, len(g.PromptIDs), g.Prompt)

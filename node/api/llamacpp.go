@@ -339,22 +339,13 @@ type llamaTokenProb struct {
 func llamaProbs(lps []TokenLogprob) []llamaTokenProb {
 	probs := make([]llamaTokenProb, 0, len(lps))
 	for _, lp := range lps {
-		p := llamaTokenProb{ID: lp.ID, Token: string(lp.Bytes), Bytes: byteInts(lp.Bytes), Logprob: lp.Logprob, Top: []llamaTokenProb{}}
+		p := llamaTokenProb{ID: lp.ID, Token: string(lp.Bytes), Bytes: byteList(lp.Bytes), Logprob: reportable(lp.Logprob), Top: []llamaTokenProb{}}
 		for _, a := range lp.Top {
-			p.Top = append(p.Top, llamaTokenProb{ID: a.ID, Token: string(a.Bytes), Bytes: byteInts(a.Bytes), Logprob: a.Logprob})
+			p.Top = append(p.Top, llamaTokenProb{ID: a.ID, Token: string(a.Bytes), Bytes: byteList(a.Bytes), Logprob: reportable(a.Logprob)})
 		}
 		probs = append(probs, p)
 	}
 	return probs
-}
-
-// byteInts is b as JSON numbers (llama-server's bytes), not base64.
-func byteInts(b []byte) []int {
-	out := make([]int, len(b))
-	for i, c := range b {
-		out[i] = int(c)
-	}
-	return out
 }
 
 // llamaSettings is the sampling the answer was made with, as

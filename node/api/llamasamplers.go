@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 )
 
@@ -33,6 +34,10 @@ var llamaSamplerLetters = map[byte]byte{
 // every pair of the tokens left (gguf/sample's MaxInfillCandidates).
 const maxInfillTopK = 1024
 
+// maxSamplerNames bounds the names samplers may list (llama.cpp has ten
+// samplers).
+const maxSamplerNames = 16
+
 // llamaSamplers reads samplers into the letters of the filters it runs,
 // in order; given is false when the request leaves the order to the
 // default.
@@ -41,43 +46,42 @@ func llamaSamplers(raw json.RawMessage) (order string, given bool, err error) {
 		return "", false, nil
 	}
 	var names []string
+	var letters []byte // each name's letter, 0 for a filter meshnode does not run
 	switch raw = bytes.TrimSpace(raw); raw[0] {
 	case '"':
 		var codes string
-		if err := json.Unmarshal(raw, &codes); err != nil {
-			return "", false, badRequest("samplers", "samplers must be an array of sampler names or a string of their letters")
+		if err := json.Unmarshal(raw, &codes); err != nil || len(codes) > maxSamplerNames {
+			return "", false, badRequest("samplers", "samplers must be an array of at most %d sampler names or a string of their letters", maxSamplerNames)
 		}
 		for i := 0; i < len(codes); i++ {
 			c, ok := llamaSamplerLetters[codes[i]]
 			if !ok {
 				return "", false, badRequest("samplers", "samplers %q: %q is not a sampler's letter (e penalties, k top_k, p top_p, m min_p, t temperature, i infill; d, y, x, s off)", codes, codes[i])
 			}
-			names = append(names, string(rune(c)))
+			names, letters = append(names, string(codes[i])), append(letters, c)
 		}
 	default:
-		var list []string
-		if err := json.Unmarshal(raw, &list); err != nil {
-			return "", false, badRequest("samplers", "samplers must be an array of sampler names or a string of their letters")
+		if err := json.Unmarshal(raw, &names); err != nil || len(names) > maxSamplerNames {
+			return "", false, badRequest("samplers", "samplers must be an array of at most %d sampler names or a string of their letters", maxSamplerNames)
 		}
-		for _, n := range list {
+		for _, n := range names {
 			c, ok := llamaSamplerNames[n]
 			if !ok {
 				return "", false, badRequest("samplers", "samplers: %q is not a sampler (penalties, top_k, top_p, min_p, temperature, infill; dry, typ_p, xtc and top_n_sigma are accepted off)", n)
 			}
-			names = append(names, string(rune(c)))
+			letters = append(letters, c)
 		}
 	}
-	var b strings.Builder
-	for _, n := range names {
-		if n == "\x00" {
-			continue
+	var kept []byte
+	for i, c := range letters {
+		if c != 0 && slices.Contains(letters[:i], c) || c == 0 && slices.Contains(names[:i], names[i]) {
+			return "", false, badRequest("samplers", "samplers names %s twice", names[i])
 		}
-		if strings.Contains(b.String(), n) {
-			return "", false, badRequest("samplers", "samplers names %s twice", samplerName(n[0]))
+		if c != 0 {
+			kept = append(kept, c)
 		}
-		b.WriteString(n)
 	}
-	return b.String(), true, nil
+	return string(kept), true, nil
 }
 
 // samplerName is llama.cpp's name of a filter's letter.
