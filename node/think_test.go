@@ -358,6 +358,15 @@ func TestThinkingBudget(t *testing.T) {
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "does not reason") {
 		t.Errorf("a budget on a model that does not reason: %d %s", resp.StatusCode, b)
 	}
+
+	// llama-server's thinking_budget_tokens on chat completions (what
+	// Continue sends) bounds it alike: the same reasoning, then an answer.
+	var chat thinkingAnswer
+	chatBody := fmt.Sprintf(`{"model":"r1-fixture","max_tokens":24,"thinking_budget_tokens":%d,"messages":[{"role":"user","content":"hi"}]}`, budget)
+	postJSON(t, n, "/v1/chat/completions", chatBody, &chat)
+	if m := chat.Choices[0].Message; m.ReasoningContent == nil || *m.ReasoningContent != msg.Content[0].Thinking || chat.Usage.CompletionTokens != msg.Usage.OutputTokens {
+		t.Errorf("thinking_budget_tokens %d: %+v; the messages API thought %q", budget, chat, msg.Content[0].Thinking)
+	}
 }
 
 // TestHarmonyThinkingBudget: on a harmony model (gpt-oss) a thinking

@@ -38,6 +38,9 @@ type chatRequest struct {
 	// response_fields (cache_prompt: chatLlamaRefusals).
 	Samplers       json.RawMessage `json:"samplers"`
 	NPredict       *int            `json:"n_predict"`
+	// ThinkingBudgetTokens is llama-server's reasoning budget, which
+	// Continue sends: -1 none, 0 no reasoning, N at most N tokens.
+	ThinkingBudgetTokens *int `json:"thinking_budget_tokens"`
 	IDSlot         *int            `json:"id_slot"`
 	ResponseFields []string        `json:"response_fields"`
 }
@@ -112,6 +115,9 @@ func parseChat(body []byte) (*Generation, *chatRequest, error) {
 			return nil, nil, badRequest(kw.param, "%s and reasoning_effort \"none\" disagree on thinking", kw.param)
 		}
 		g.thinking = kw
+	}
+	if err := req.thinkingBudget(g); err != nil {
+		return nil, nil, err
 	}
 	if g.reasoning, err = reasoningFormat(req.ReasoningFormat); err != nil {
 		return nil, nil, err
@@ -197,6 +203,28 @@ type chatCompletion struct {
 }
 
 const systemFingerprint = "meshnode"
+
+// thinkingBudget reads llama-server's thinking_budget_tokens: a budget
+// of N thinks at most N tokens (grammar.Budgeted, as Anthropic's
+// budget_tokens), 0 does not think (the switch off), -1 is unbounded.
+func (req *chatRequest) thinkingBudget(g *Generation) error {
+	n := req.ThinkingBudgetTokens
+	if n == nil || *n == -1 {
+		return nil
+	}
+	const param = "thinking_budget_tokens"
+	switch {
+	case *n < -1 || *n > maxThinkBudget:
+		return badRequest(param, "thinking_budget_tokens must be -1 (unbounded), 0 (no thinking) or up to %d, got %d", maxThinkBudget, *n)
+	case g.thinking != nil && g.thinking.on != (*n > 0):
+		return badRequest(param, "thinking_budget_tokens and %s disagree on thinking", g.thinking.param)
+	case g.MaxTokens > 0 && *n >= g.MaxTokens:
+		return badRequest(param, "thinking_budget_tokens (%d) must be less than max_tokens (%d)", *n, g.MaxTokens)
+	}
+	g.thinking = &thinkSwitch{param: param, on: *n > 0}
+	g.ThinkBudget = *n
+	return nil
+}
 
 // llamaOptions reads llama-server's chat options into g.
 func (req *chatRequest) llamaOptions(g *Generation) error {

@@ -51,6 +51,7 @@ func FuzzParseRequest(f *testing.F) {
 		`{"id_slot":0,"input_prefix":"a","input_suffix":"b","prompt":"  ","n_predict":128,"n_cmpl":3,"n_indent":4,"top_k":40,"top_p":0.9,` +
 			`"samplers":["top_k","top_p","infill"],"t_max_prompt_ms":500,"t_max_predict_ms":250,"n_probs":2,"response_fields":["content","timings/prompt_n"]}`,
 		`{"id_slot":0,"messages":[{"role":"user","content":"x"}],"min_p":0.1,"temperature":0.1,"samplers":"mt","stream":true,"cache_prompt":true}`,
+		`{"messages":[{"role":"user","content":"x"}],"thinking_budget_tokens":512,"reasoning_format":"deepseek-legacy","max_tokens":1024}`,
 		``, `null`, `[]`, `{"model":1}`, `{"model":"m"} {}`,
 	} {
 		f.Add([]byte(seed))

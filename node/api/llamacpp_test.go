@@ -256,7 +256,8 @@ func TestSoleModel(t *testing.T) {
 
 // TestChatLlamaOptions: llama-server's chat options, as llama.vim's
 // instruction editing sends them: the sampler order, n_predict (0 the
-// prompt alone), id_slot, cache_prompt and response_fields.
+// prompt alone), id_slot, cache_prompt and response_fields; and
+// Continue's thinking_budget_tokens.
 func TestChatLlamaOptions(t *testing.T) {
 	for _, tc := range []struct {
 		body string
@@ -270,6 +271,9 @@ func TestChatLlamaOptions(t *testing.T) {
 		}},
 		{`"n_predict":-1`, func(g *Generation) bool { return g.MaxTokens == math.MaxInt32 && !g.PromptOnly }},
 		{`"n_predict":7`, func(g *Generation) bool { return g.MaxTokens == 7 }},
+		{`"thinking_budget_tokens":64`, func(g *Generation) bool { return g.ThinkBudget == 64 && g.thinking != nil && g.thinking.on }},
+		{`"thinking_budget_tokens":0`, func(g *Generation) bool { return g.ThinkBudget == 0 && g.thinking != nil && !g.thinking.on }},
+		{`"thinking_budget_tokens":-1`, func(g *Generation) bool { return g.ThinkBudget == 0 && g.thinking == nil }},
 	} {
 		g, _, err := parseChat([]byte(`{"messages":[{"role":"user","content":"x"}],` + tc.body + `}`))
 		if err != nil || !tc.want(g) {
@@ -277,13 +281,16 @@ func TestChatLlamaOptions(t *testing.T) {
 		}
 	}
 	for body, param := range map[string]string{
-		`"n_predict":4,"max_tokens":4`:                "n_predict",
-		`"n_predict":-2`:                              "n_predict",
-		`"cache_prompt":false`:                        "cache_prompt",
-		`"id_slot":-5`:                                "id_slot",
-		`"top_k":5,"samplers":["temperature"]`:        "top_k",
-		`"response_fields":["choices"],"stream":true`: "response_fields",
-		`"samplers":["top_k","infill"]`:               "samplers",
+		`"n_predict":4,"max_tokens":4`:                         "n_predict",
+		`"n_predict":-2`:                                       "n_predict",
+		`"cache_prompt":false`:                                 "cache_prompt",
+		`"id_slot":-5`:                                         "id_slot",
+		`"top_k":5,"samplers":["temperature"]`:                 "top_k",
+		`"response_fields":["choices"],"stream":true`:          "response_fields",
+		`"samplers":["top_k","infill"]`:                        "samplers",
+		`"thinking_budget_tokens":-2`:                          "thinking_budget_tokens",
+		`"thinking_budget_tokens":8,"max_tokens":8`:            "thinking_budget_tokens",
+		`"thinking_budget_tokens":8,"reasoning_effort":"none"`: "thinking_budget_tokens",
 	} {
 		_, _, err := parseChat([]byte(`{"messages":[{"role":"user","content":"x"}],` + body + `}`))
 		var e *Error
