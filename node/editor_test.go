@@ -89,8 +89,8 @@ const llamaVSCodeFIM = `{"id_slot":0,"input_prefix":"def add(a, b):\n","input_su
 
 // TestLlamaVSCode: llama.vscode's completion is answered as llama-server
 // answers n_cmpl: an array of completions, each with its index and
-// receipt; greedy, they are one completion three times, and each
-// replays as its choice.
+// receipt; greedy, they are one completion, served once (one receipt)
+// and answered three times, and a choice's replay verifies.
 func TestLlamaVSCode(t *testing.T) {
 	path, _ := coderFixture(t)
 	n, _ := startNode(t, Config{Models: []string{path}})
@@ -105,7 +105,7 @@ func TestLlamaVSCode(t *testing.T) {
 		t.Fatalf("%d answers, want 3", len(got))
 	}
 	for i, a := range got {
-		if a.Index != i || a.Content != got[0].Content || a.Energy == nil {
+		if a.Index != i || a.Content != got[0].Content || a.Energy == nil || string(a.Energy) != string(got[0].Energy) {
 			t.Fatalf("answer %d: %+v; the first %q", i, a, got[0].Content)
 		}
 	}

@@ -451,10 +451,24 @@ func (s *Server) answerLlama(w http.ResponseWriter, r *http.Request, m Model, g 
 	}
 	if gs := g.Choices(); len(gs) > 1 {
 		// n_cmpl: an array of answers, each with its index (a whole
-		// answer's builder takes its text and cannot fail).
-		outs, ress, ok := s.generateChoices(w, r, m, gs, nil, nil)
-		if !ok {
-			return
+		// answer's builder takes its text and cannot fail). Greedy,
+		// the completions are one: it is served once, and answered
+		// n_cmpl times (each replays as the same serve).
+		var outs []Delta
+		var ress []*Result
+		if g.Temperature == nil || *g.Temperature == 0 {
+			out, res, ok := s.generate(w, r, m, gs[0], nil, nil)
+			if !ok {
+				return
+			}
+			for range gs {
+				outs, ress = append(outs, out), append(ress, res)
+			}
+		} else {
+			var ok bool
+			if outs, ress, ok = s.generateChoices(w, r, m, gs, nil, nil); !ok {
+				return
+			}
 		}
 		answers := make([]any, len(gs))
 		for i := range gs {

@@ -199,16 +199,26 @@ func TestLlamaEditorOptions(t *testing.T) {
 }
 
 // TestLlamaNCmpl: n_cmpl answers an array of completions, each with its
-// index; streamed, it is refused.
+// index: greedy, one serve answered n_cmpl times; sampled, a serve each;
+// streamed, it is refused.
 func TestLlamaNCmpl(t *testing.T) {
 	h := newHarness(t, Config{}, nil)
-	code, _, b := ollamaPost(t, h, "/completion", `{"prompt":"x","n_cmpl":2,"response_fields":["index","content"]}`)
-	var got []map[string]any
-	if err := json.Unmarshal(b, &got); err != nil || code != 200 || len(got) != 2 || got[0]["index"] != 0.0 || got[1]["index"] != 1.0 ||
-		got[1]["content"] != "Hello, world!" {
-		t.Fatalf("%d %s", code, b)
+	for _, tc := range []struct {
+		body   string
+		serves int
+	}{
+		{`{"prompt":"x","n_cmpl":2,"response_fields":["index","content"]}`, 1},
+		{`{"prompt":"x","n_cmpl":2,"temperature":0.7,"seed":1,"response_fields":["index","content"]}`, 2},
+	} {
+		n := len(h.model.calls)
+		code, _, b := ollamaPost(t, h, "/completion", tc.body)
+		var got []map[string]any
+		if err := json.Unmarshal(b, &got); err != nil || code != 200 || len(got) != 2 || got[0]["index"] != 0.0 || got[1]["index"] != 1.0 ||
+			got[1]["content"] != "Hello, world!" || len(h.model.calls)-n != tc.serves {
+			t.Fatalf("%s: %d %s (%d serves)", tc.body, code, b, len(h.model.calls)-n)
+		}
 	}
-	code, _, b = ollamaPost(t, h, "/completion", `{"prompt":"x","n_cmpl":2,"stream":true}`)
+	code, _, b := ollamaPost(t, h, "/completion", `{"prompt":"x","n_cmpl":2,"stream":true}`)
 	if code != 400 || !strings.Contains(string(b), `"param":"n_cmpl"`) {
 		t.Fatalf("streamed: %d %s", code, b)
 	}
