@@ -36,13 +36,13 @@ type chatRequest struct {
 	// instruction editing), read as /completion reads them: the sampler
 	// order, n_predict (0: the prompt alone), id_slot and
 	// response_fields (cache_prompt: chatLlamaRefusals).
-	Samplers       json.RawMessage `json:"samplers"`
-	NPredict       *int            `json:"n_predict"`
+	Samplers json.RawMessage `json:"samplers"`
+	NPredict *int            `json:"n_predict"`
 	// ThinkingBudgetTokens is llama-server's reasoning budget, which
 	// Continue sends: -1 none, 0 no reasoning, N at most N tokens.
-	ThinkingBudgetTokens *int `json:"thinking_budget_tokens"`
-	IDSlot         *int            `json:"id_slot"`
-	ResponseFields []string        `json:"response_fields"`
+	ThinkingBudgetTokens *int     `json:"thinking_budget_tokens"`
+	IDSlot               *int     `json:"id_slot"`
+	ResponseFields       []string `json:"response_fields"`
 }
 
 // chatLlamaRefusals are llama-server's chat options meshnode refuses
