@@ -29,7 +29,7 @@ func (s *Server) renderBody(w http.ResponseWriter, r *http.Request, parse func(b
 	}
 	g, check, err := parse(body)
 	if err == nil {
-		err = s.resolveModel(g)
+		body, err = s.resolveModel(g, body)
 	}
 	if err != nil {
 		writeError(w, err)

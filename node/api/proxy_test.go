@@ -296,3 +296,43 @@ func TestRelayNoHostTook(t *testing.T) {
 		})
 	}
 }
+
+// TestRelayNamesTheSoleModel: a node that serves no model takes a request
+// that names none (llama-server's clients send none) for the one model
+// its mesh serves, and relays it naming that model, so that the host,
+// which serves several, serves that one.
+func TestRelayNamesTheSoleModel(t *testing.T) {
+	host, relay := meshNode(t), meshNode(t)
+	regB := &fakeRegistry{self: testID(0xb), local: map[string]Model{
+		"remote-model": &fakeModel{pieces: []string{"from", " B"}}, "other": &fakeModel{pieces: []string{"wrong"}}}}
+	srvB := New(Config{MeshAccess: anyPeer{}}, host.ID(), regB, nil, &fakeNode{}, nil, nil)
+	serveMesh(t, srvB, host)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := relay.Dial(t.Context(), host.EndpointAddr())
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, mesh.ErrNotServing) || time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	m := &recordingMesh{node: relay, hosts: []identity.EndpointID{host.ID()}}
+	regA := &fakeRegistry{self: relay.ID(), local: map[string]Model{}, remote: map[string][]identity.EndpointID{"remote-model": {host.ID()}}}
+	apiA := httptest.NewServer(New(Config{}, relay.ID(), regA, m, &fakeNode{}, nil, nil).Handler())
+	defer apiA.Close()
+	resp, err := http.Post(apiA.URL+"/completion", "application/json", strings.NewReader(`{"prompt":"x","n_predict":4}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var got struct {
+		Content string `json:"content"`
+		Model   string `json:"model"`
+	}
+	if err := json.Unmarshal(body, &got); err != nil || resp.StatusCode != http.StatusOK || got.Content != "from B" || got.Model != "remote-model" {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+}

@@ -198,7 +198,7 @@ func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) {
 	}
 	rp, err := parseReplay(body)
 	if err == nil {
-		err = s.resolveModel(rp.Generation)
+		_, err = s.resolveModel(rp.Generation, rp.Generation.Body)
 	}
 	if err != nil {
 		writeError(w, err)

@@ -377,7 +377,7 @@ func (s *Server) accept(w http.ResponseWriter, r *http.Request, parse func(body 
 	}
 	g, err := parse(body)
 	if err == nil {
-		err = s.resolveModel(g)
+		body, err = s.resolveModel(g, body)
 	}
 	if err != nil {
 		writeError(w, err)
@@ -532,14 +532,24 @@ func (s *Server) unknownModel(model string, forwarded bool) *Error {
 }
 
 // resolveModel names the model of a request that named none
-// (soleModel); a request that named one keeps it.
-func (s *Server) resolveModel(g *Generation) error {
+// (soleModel), and returns its body naming it too (Generation.Body is
+// set to it), so that a host it is relayed to serves that model though
+// it serves several; a request that named one keeps it and its body.
+func (s *Server) resolveModel(g *Generation, body []byte) ([]byte, error) {
 	if strings.TrimSpace(g.Model) != "" {
-		return nil
+		return body, nil
 	}
-	var err error
-	g.Model, err = s.soleModel()
-	return err
+	model, err := s.soleModel()
+	if err != nil {
+		return body, err
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		return body, badRequest("", "the request body is not a JSON object: %v", err)
+	}
+	fields["model"] = mustJSON(model)
+	g.Model, g.Body = model, mustJSON(fields)
+	return g.Body, nil
 }
 
 // soleModel is the model a request that names none is for (llama.cpp's
