@@ -572,7 +572,7 @@ func (s *Server) soleModel() (string, error) {
 	case len(all) == 0:
 		return "", badRequest("model", "model is required, and no model is available to stand in for it")
 	}
-	return "", badRequest("model", "model is required: this node serves several models (%s); name one (llama.vim: g:llama_config.model_fim; llama.vscode: its completion model)", strings.Join(cmpOr(local, all), ", "))
+	return "", badRequest("model", "model is required: this node serves several models (%s); name one", strings.Join(cmpOr(local, all), ", "))
 }
 
 // cmpOr is a if it holds anything, else b.

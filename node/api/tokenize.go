@@ -6,7 +6,6 @@ import (
 	"errors"
 	"math"
 	"net/http"
-	"strings"
 	"unicode/utf8"
 )
 
@@ -210,17 +209,11 @@ func parseDetokenize(body []byte) (*detokenizeRequest, []uint32, error) {
 // peer that hosts the model, or refused).
 func (s *Server) tokenizerOf(w http.ResponseWriter, r *http.Request, model string, body []byte) (TokenizingModel, bool) {
 	if model == "" {
-		var local []string
-		for _, m := range s.registry.List() {
-			if m.Local {
-				local = append(local, m.ID)
-			}
-		}
-		if len(local) != 1 {
-			writeError(w, badRequest("model", "model is required: this node serves %d models (%s)", len(local), strings.Join(local, ", ")))
+		var err error
+		if model, err = s.soleModel(); err != nil {
+			writeError(w, err)
 			return nil, true
 		}
-		model = local[0]
 	}
 	m, handled := s.route(w, r, model, body)
 	if handled {

@@ -76,7 +76,7 @@ func TestTokenizeErrors(t *testing.T) {
 		status     int
 		want       string
 	}{
-		{"/tokenize", `{"content":"a"}`, 400, "model is required: this node serves 2 models (other, tiny)"},
+		{"/tokenize", `{"content":"a"}`, 400, "model is required: this node serves several models (other, tiny)"},
 		{"/tokenize", `{"model":"tiny"}`, 400, "content is required"},
 		{"/tokenize", `{"model":"tiny","content":{"a":1}}`, 400, "content must be a string or an array"},
 		{"/tokenize", `{"model":"tiny","content":["a",-1]}`, 400, "content[1] is neither a string nor a token id"},
