@@ -144,6 +144,37 @@ func compact(raw json.RawMessage) []byte {
 
 var fieldSets sync.Map // reflect.Type → map[string]bool
 
+// bodyPath is a wrong-typed field's path (json.UnmarshalTypeError.Field,
+// from t, the type decoded into) as the body names it: json names a field
+// of an embedded struct after the embedded type ("sampling.temperature",
+// /infill's "llamaCompletionRequest.top_k"), which is no key of the body.
+func bodyPath(t reflect.Type, path string) string {
+	var keep []string
+	for _, seg := range strings.Split(path, ".") {
+		for t != nil && (t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map) {
+			t = t.Elem()
+		}
+		if t == nil || t.Kind() != reflect.Struct {
+			keep, t = append(keep, seg), nil
+			continue
+		}
+		if f, ok := t.FieldByName(seg); ok && f.Anonymous {
+			t = f.Type // an embedded struct's name: its fields are the body's
+			continue
+		}
+		keep = append(keep, seg)
+		var next reflect.Type
+		for _, f := range reflect.VisibleFields(t) {
+			if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name == seg || name == "" && f.Name == seg {
+				next = f.Type
+				break
+			}
+		}
+		t = next
+	}
+	return strings.Join(keep, ".")
+}
+
 // jsonFields is the set of JSON names a struct type (or pointer to one)
 // decodes, its embedded structs' included.
 func jsonFields(t reflect.Type) map[string]bool {

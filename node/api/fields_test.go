@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -184,4 +185,26 @@ func readAPIDoc(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestWrongTypeParam: a wrong-typed field is named as the body names it,
+// whether it is the request's own, an embedded struct's (the sampling
+// fields every endpoint shares, /infill's /completion fields) or nested.
+func TestWrongTypeParam(t *testing.T) {
+	for _, tc := range []struct {
+		parse func([]byte) error
+		body  string
+		param string
+	}{
+		{func(b []byte) error { _, _, err := parseChat(b); return err }, `{"model":"m","temperature":"x","messages":[]}`, "temperature"},
+		{func(b []byte) error { _, _, err := parseChat(b); return err }, `{"model":"m","max_tokens":"x","messages":[]}`, "max_tokens"},
+		{func(b []byte) error { _, _, err := parseChat(b); return err }, `{"model":"m","messages":[{"role":1}]}`, "messages.role"},
+		{func(b []byte) error { _, _, err := parseInfill(b); return err }, `{"input_prefix":"a","input_suffix":"b","top_k":"x"}`, "top_k"},
+		{func(b []byte) error { _, _, err := parseInfill(b); return err }, `{"input_prefix":1,"input_suffix":"b"}`, "input_prefix"},
+	} {
+		var e *Error
+		if err := tc.parse([]byte(tc.body)); !errors.As(err, &e) || e.Param != tc.param || !strings.Contains(e.Message, "wrong type") {
+			t.Errorf("%s: %v, want a wrong type of %q", tc.body, err, tc.param)
+		}
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"math"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -66,9 +67,7 @@ func decodeBody(body []byte, v any) error {
 		case errors.As(err, &syn):
 			return badRequest("", "request body is not valid JSON at byte %d: %v", syn.Offset, err)
 		case errors.As(err, &typ):
-			// The field's path names an embedded struct's type, which is
-			// no part of the body (/infill's is /completion's).
-			field := strings.TrimPrefix(typ.Field, "llamaCompletionRequest.")
+			field := bodyPath(reflect.TypeOf(v), typ.Field)
 			return badRequest(field, "field %q has the wrong type: got JSON %s, want %s", field, typ.Value, typ.Type)
 		case errors.Is(err, io.ErrUnexpectedEOF):
 			return badRequest("", "request body is not valid JSON: it ends in the middle of a value")
