@@ -442,8 +442,8 @@ func (s *Server) handleLlamaCompletion(w http.ResponseWriter, r *http.Request) {
 // answerLlama answers g, read from req, in /completion's shape.
 func (s *Server) answerLlama(w http.ResponseWriter, r *http.Request, m Model, g *Generation, req *llamaCompletionRequest) {
 	settings := llamaSettingsOf(g, req)
-	if d, ok := m.(DescribedModel); ok {
-		settings.NCtx = d.Describe().Context
+	if c, ok := m.(ContextModel); ok {
+		settings.NCtx = c.ContextLength()
 	}
 	stream := func(index int) *llamaStream {
 		return &llamaStream{model: g.Model, now: s.now, received: g.Received, settings: settings, prompt: g.Prompt,

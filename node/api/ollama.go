@@ -667,6 +667,13 @@ func (s *Server) handleOllamaEmbed(w http.ResponseWriter, r *http.Request) {
 		"total_duration": int64(s.now().Sub(start)), "prompt_eval_count": res.PromptTokens})
 }
 
+// ContextModel is a Model that tells its context length, in tokens
+// (llama.cpp's n_ctx, in every /completion answer): without the rest of
+// its description, whose file it reads.
+type ContextModel interface {
+	ContextLength() int
+}
+
 // DescribedModel is a Model that describes its file, for Ollama's
 // /api/tags and /api/show.
 type DescribedModel interface {
