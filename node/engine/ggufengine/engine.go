@@ -183,11 +183,7 @@ func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []u
 		}
 		noSpec = noSpec || draft == "" || id != e.m.Draft()
 	}
-	var indent int
-	if req.Sampling != nil {
-		indent = int(req.Sampling.MinIndent)
-	}
-	return e.generate(ctx, prompt, Generation{Sampling: params, Stop: stops, MinIndent: indent, MaxTokens: int(req.MaxTokens), NoSpeculation: noSpec, Draft: draft, Grammar: gr}, emit)
+	return e.generate(ctx, prompt, Generation{Sampling: params, Stop: stops, MinIndent: MinIndent(req.Sampling), MaxTokens: int(req.MaxTokens), NoSpeculation: noSpec, Draft: draft, Grammar: gr}, emit)
 }
 
 // Generation is how Generate generates: the sampler's parameters, the stop
@@ -801,6 +797,16 @@ func (m *Model) CheckSampling(p sample.Params) error {
 // tokens.
 func SamplingParams(s *receipt.Sampling, vocab int, words sample.Vocab) (sample.Params, []string, error) {
 	return samplingParams(s, vocab, words)
+}
+
+// MinIndent is a request's n_indent (receipt.Sampling.MinIndent), 0 for
+// none: for engines that serve the same models another way, as
+// SamplingParams is.
+func MinIndent(s *receipt.Sampling) int {
+	if s == nil {
+		return 0
+	}
+	return int(s.MinIndent)
 }
 
 // VocabTokens is what the infill filter (sample.Vocab) reads of a

@@ -327,7 +327,7 @@ func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []u
 		}
 		speculate = speculate && draft != "" && id == e.cfg.Draft.ID()
 	}
-	return e.generate(ctx, serve, prompt, gen{params: params, stops: stops, minIndent: minIndent(req.Sampling), maxTokens: int(req.MaxTokens), speculate: speculate, draft: draft, grammar: gr}, emit)
+	return e.generate(ctx, serve, prompt, gen{params: params, stops: stops, minIndent: ggufengine.MinIndent(req.Sampling), maxTokens: int(req.MaxTokens), speculate: speculate, draft: draft, grammar: gr}, emit)
 }
 
 // gen is how a serve generates.
@@ -733,12 +733,4 @@ func (r *run) forget() {
 	if err := r.p.Trim(ctx, r.id, 0); err != nil {
 		e.drop(err)
 	}
-}
-
-// minIndent is a request's n_indent, 0 for none.
-func minIndent(s *receipt.Sampling) int {
-	if s == nil {
-		return 0
-	}
-	return int(s.MinIndent)
 }
