@@ -60,6 +60,25 @@ func serveMesh(t *testing.T, srv *Server, n *mesh.Node) {
 	})
 }
 
+// waitServing waits until from can dial each of nodes: their Serve
+// starts in the background, and a dial may come before it.
+func waitServing(t *testing.T, from *mesh.Node, nodes ...*mesh.Node) {
+	t.Helper()
+	for _, n := range nodes {
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			_, err := from.Dial(t.Context(), n.EndpointAddr())
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, mesh.ErrNotServing) || time.Now().After(deadline) {
+				t.Fatal(err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
 // recordingMesh relays through a real mesh node to fixed hosts, and
 // records the hosts dialled.
 type recordingMesh struct {
@@ -95,20 +114,7 @@ func TestRelayPastRefusal(t *testing.T) {
 	relay := meshNode(t)
 	srvB := New(Config{MeshAccess: anyPeer{}}, host.ID(), regB, nil, &fakeNode{}, nil, nil)
 	serveMesh(t, srvB, host)
-	for _, n := range []*mesh.Node{refuser, host} {
-		// Serve starts in the background: a dial may come before it.
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			_, err := relay.Dial(t.Context(), n.EndpointAddr())
-			if err == nil {
-				break
-			}
-			if !errors.Is(err, mesh.ErrNotServing) || time.Now().After(deadline) {
-				t.Fatal(err)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
+	waitServing(t, relay, refuser, host)
 	m := &recordingMesh{node: relay, hosts: []identity.EndpointID{refuser.ID(), host.ID()}}
 	regA := &fakeRegistry{self: relay.ID(), local: map[string]Model{}}
 	srvA := New(Config{}, relay.ID(), regA, m, &fakeNode{}, nil, nil)
@@ -307,17 +313,7 @@ func TestRelayNamesTheSoleModel(t *testing.T) {
 		"remote-model": &fakeModel{pieces: []string{"from", " B"}}, "other": &fakeModel{pieces: []string{"wrong"}}}}
 	srvB := New(Config{MeshAccess: anyPeer{}}, host.ID(), regB, nil, &fakeNode{}, nil, nil)
 	serveMesh(t, srvB, host)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		_, err := relay.Dial(t.Context(), host.EndpointAddr())
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, mesh.ErrNotServing) || time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitServing(t, relay, host)
 	m := &recordingMesh{node: relay, hosts: []identity.EndpointID{host.ID()}}
 	regA := &fakeRegistry{self: relay.ID(), local: map[string]Model{}, remote: map[string][]identity.EndpointID{"remote-model": {host.ID()}}}
 	apiA := httptest.NewServer(New(Config{}, relay.ID(), regA, m, &fakeNode{}, nil, nil).Handler())
