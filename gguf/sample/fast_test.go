@@ -29,7 +29,25 @@ func (s *Sampler) refWeights(logits []float32, allowed []uint64) ([]candidate, f
 		}
 		v := s.penalised(uint32(id), float64(l))
 		c = append(c, candidate{uint32(id), v})
-		top = max(top, v)
+	}
+	// Non-finite logits as the chain takes them: a NaN is −Inf, and an
+	// infinite top keeps the candidates equal to it at 0, the others at
+	// −Inf (the softmax's limit).
+	for i := range c {
+		if math.IsNaN(c[i].v) {
+			c[i].v = math.Inf(-1)
+		}
+		top = max(top, c[i].v)
+	}
+	if math.IsInf(top, 0) {
+		for i := range c {
+			if c[i].v == top {
+				c[i].v = 0
+			} else {
+				c[i].v = math.Inf(-1)
+			}
+		}
+		top = 0
 	}
 	if k := s.p.TopK; k > 0 && k < len(c) {
 		c = topK(c, k)
@@ -400,9 +418,11 @@ func FuzzWeights(f *testing.F) {
 	})
 }
 
-// refGreedy is greedy as it was: a penalty lookup for every token.
+// refGreedy is greedy as it was, a penalty lookup for every token, and
+// as backend.ArgMax takes a NaN (it never wins): the first allowed token
+// where none is above −Inf.
 func (s *Sampler) refGreedy(logits []float32, allowed []uint64) uint32 {
-	best, bestV := -1, math.Inf(-1)
+	best, bestV, first := -1, math.Inf(-1), -1
 	for id, l := range logits {
 		if allowed != nil && !has(allowed, id) {
 			continue
@@ -411,9 +431,15 @@ func (s *Sampler) refGreedy(logits []float32, allowed []uint64) uint32 {
 		if len(s.counts) > 0 {
 			v = s.penalised(uint32(id), v)
 		}
-		if v > bestV || best < 0 {
+		if first < 0 {
+			first = id
+		}
+		if v > bestV {
 			best, bestV = id, v
 		}
+	}
+	if best < 0 {
+		best = first
 	}
 	return uint32(max(best, 0))
 }

@@ -254,11 +254,11 @@ func (s *Sampler) Draw(d []Prob) uint32 {
 // of the weights. The history must be counted.
 func (s *Sampler) weights(logits []float32, allowed []uint64) ([]candidate, float64) {
 	c := s.cands[:0]
-	// top is the largest v, or NaN if one is: what max would make, but
-	// by a comparison a candidate, where max's handling of NaN and
-	// signed zeros had been most of a pick's time. (A top of −0 where
-	// max gives +0 changes nothing: v − top and every test against it
-	// are the same.)
+	// top is the largest v, found by a comparison a candidate, where
+	// max's handling of NaN and signed zeros had been most of a pick's
+	// time (a top of −0 where max gives +0 changes nothing: v − top and
+	// every test against it are the same); a NaN is only noted, and
+	// limitLogits settles it with an infinite top.
 	top, nan := math.Inf(-1), false
 	switch {
 	case allowed == nil && len(s.counts) == 0 && len(s.p.LogitBias) == 0:
@@ -305,8 +305,8 @@ func (s *Sampler) weights(logits []float32, allowed []uint64) ([]candidate, floa
 			}
 		}
 	}
-	if nan {
-		top = math.NaN()
+	if nan || math.IsInf(top, 0) {
+		top = limitLogits(c)
 	}
 	s.cands = c
 	if k := s.p.TopK; k > 0 && k < len(c) {
@@ -335,6 +335,34 @@ func (s *Sampler) weights(logits []float32, allowed []uint64) ([]candidate, floa
 		sum += x.v
 	}
 	return c, sum
+}
+
+// limitLogits makes candidates whose largest logit is not a finite
+// number weighable, as the chain does (chain, softmaxWeights): a NaN
+// counts as −Inf, and an infinite top leaves the candidates equal to it
+// at 0 and the others at −Inf, the limit the softmax tends to, where
+// e^(v−top) is NaN (every allowed token −Inf, or a +Inf bias). It
+// returns the new top. (Left as they were, the NaN weights had made
+// top-p and min-p keep nothing, and the pick index c[−1].)
+func limitLogits(c []candidate) float64 {
+	top := math.Inf(-1)
+	for i, x := range c {
+		if x.v != x.v {
+			c[i].v = math.Inf(-1)
+		} else if x.v > top {
+			top = x.v
+		}
+	}
+	if !math.IsInf(top, 0) {
+		return top
+	}
+	for i, x := range c {
+		c[i].v = math.Inf(-1)
+		if x.v == top {
+			c[i].v = 0
+		}
+	}
+	return 0
 }
 
 // find is the index of token id among candidates c, which hold every
@@ -489,7 +517,9 @@ func narrow(c, e []candidate, top, lnTau, mass, sum, p float64) int {
 }
 
 // greedy is the argmax of the biased and penalised logits, the lowest id
-// on a tie (as llama.cpp's greedy takes the first).
+// on a tie (as llama.cpp's greedy takes the first); a NaN loses to every
+// number, and where none is above −Inf the pick is the first allowed
+// token, as backend.ArgMax's is the first.
 func (s *Sampler) greedy(logits []float32, allowed []uint64) uint32 {
 	best, bestV := -1, math.Inf(-1)
 	if len(s.counts) == 0 && len(s.p.LogitBias) == 0 {
@@ -497,7 +527,10 @@ func (s *Sampler) greedy(logits []float32, allowed []uint64) uint32 {
 			if allowed != nil && !has(allowed, id) {
 				continue
 			}
-			if v := float64(l); v > bestV || best < 0 {
+			if best < 0 {
+				best = id
+			}
+			if v := float64(l); v > bestV {
 				best, bestV = id, v
 			}
 		}
@@ -523,7 +556,10 @@ func (s *Sampler) greedy(logits []float32, allowed []uint64) uint32 {
 		if allowed != nil && !has(allowed, id) {
 			continue
 		}
-		if v > bestV || best < 0 {
+		if best < 0 {
+			best = id
+		}
+		if v > bestV {
 			best, bestV = id, v
 		}
 	}

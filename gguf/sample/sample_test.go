@@ -318,3 +318,62 @@ func TestSampleAllowed(t *testing.T) {
 		}
 	}
 }
+
+// TestNonFiniteLogits: logits that are not all finite numbers are
+// sampled as the softmax's limit, the same on the default path and the
+// chain's: a NaN is −Inf; where the largest allowed logit is infinite
+// (every allowed token −Inf, or a +Inf), the tokens equal to it share
+// the mass evenly and the rest get none. Greedy takes the first of them.
+// Before, top-p and min-p over an all −Inf mask kept nothing and the pick
+// indexed c[−1].
+func TestNonFiniteLogits(t *testing.T) {
+	inf, nan := float32(math.Inf(1)), float32(math.NaN())
+	cases := []struct {
+		name    string
+		logits  []float32
+		allowed []uint64
+		want    []uint32 // the tokens that share the mass
+	}{
+		{"allowed all -Inf", []float32{-inf, -inf, 3, -inf}, []uint64{0b1011}, []uint32{0, 1, 3}},
+		{"one allowed, -Inf", []float32{2, -inf, 3}, []uint64{0b010}, []uint32{1}},
+		{"NaN beside -Inf", []float32{nan, -inf, nan}, nil, []uint32{0, 1, 2}},
+		{"+Inf", []float32{1, inf, 2, inf, nan}, nil, []uint32{1, 3}},
+		{"NaN beside numbers", []float32{nan, 0, 0, nan}, nil, []uint32{1, 2}},
+	}
+	params := []Params{
+		{Temperature: 0.8},
+		{Temperature: 0.8, TopP: 0.999},
+		{Temperature: 0.8, MinP: 0.1},
+		{Temperature: 1.2, TopK: 40, TopP: 0.999, MinP: 0.05},
+		{Temperature: 0.8, TopP: 0.999, MinP: 0.05, Order: "pmt"},
+		{Temperature: 0.8, RepeatPenalty: 1.3, TopP: 0.999, Order: "kpmte"},
+	}
+	for _, tc := range cases {
+		for _, p := range params {
+			what := tc.name + " " + fmtParams(p)
+			s := New(p)
+			want := make([]Prob, len(tc.want))
+			for i, id := range tc.want {
+				want[i] = Prob{id, 1 / float64(len(tc.want))}
+			}
+			if tc.allowed == nil {
+				sameDist(t, what, s.Dist(nil, tc.logits, []uint32{0}), want, 1e-12)
+			}
+			seen := map[uint32]int{}
+			for range 400 {
+				seen[s.SampleAllowed(tc.logits, []uint32{0}, tc.allowed)]++
+			}
+			for id := range seen {
+				if !slices.Contains(tc.want, id) {
+					t.Fatalf("%s: picked %d, want one of %v", what, id, tc.want)
+				}
+			}
+			if len(seen) != len(tc.want) {
+				t.Fatalf("%s: 400 picks drew %v, want each of %v", what, seen, tc.want)
+			}
+		}
+		if got := New(Params{}).SampleAllowed(tc.logits, nil, tc.allowed); got != tc.want[0] {
+			t.Fatalf("%s: greedy picked %d, want %d", tc.name, got, tc.want[0])
+		}
+	}
+}
