@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -111,6 +112,36 @@ func TestLlamaVSCode(t *testing.T) {
 	replay := `{"request":` + llamaVSCodeFIM + `,"choice":1,"energy":` + string(got[1].Energy) + `}`
 	if status, res, raw := replayRaw(t, n, replay); status != 200 || res.Verdict != api.VerdictVerified {
 		t.Fatalf("replay of the second: %d %s", status, raw)
+	}
+
+	// Streamed, each event names its answer, and each answer's pieces
+	// are the whole answer's text, ended by its own last event.
+	resp := post(t, n, "/infill", strings.Replace(llamaVSCodeFIM, `"stream":false`, `"stream":true`, 1))
+	defer resp.Body.Close()
+	texts, ends := make([]strings.Builder, 3), 0
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var e struct {
+			Index   int    `json:"index"`
+			Content string `json:"content"`
+			Stop    bool   `json:"stop"`
+		}
+		if err := json.Unmarshal([]byte(data), &e); err != nil || e.Index < 0 || e.Index > 2 {
+			t.Fatalf("event %s: %v", data, err)
+		}
+		if e.Stop {
+			ends++
+		}
+		texts[e.Index].WriteString(e.Content)
+	}
+	for i := range texts {
+		if texts[i].String() != got[0].Content || ends != 3 {
+			t.Fatalf("streamed answer %d %q, whole %q; %d ends", i, texts[i].String(), got[0].Content, ends)
+		}
 	}
 }
 

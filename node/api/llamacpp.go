@@ -230,8 +230,6 @@ func (req *llamaCompletionRequest) editorOptions(g *Generation) error {
 		switch {
 		case *n < 1 || *n > maxChoices:
 			return badRequest("n_cmpl", "n_cmpl must be from 1 to %d, got %d", maxChoices, *n)
-		case *n > 1 && req.Stream:
-			return badRequest("n_cmpl", "n_cmpl above 1 is answered whole: send stream false")
 		}
 		g.N = *n
 		if err := checkChoices(g); err != nil {
@@ -451,12 +449,32 @@ func (s *Server) answerLlama(w http.ResponseWriter, r *http.Request, m Model, g 
 	}
 	if gs := g.Choices(); len(gs) > 1 {
 		// n_cmpl: an array of answers, each with its index (a whole
-		// answer's builder takes its text and cannot fail). Greedy,
-		// the completions are one: it is served once, and answered
-		// n_cmpl times (each replays as the same serve).
+		// answer's builder takes its text and cannot fail), or streamed,
+		// each event carrying its answer's index. Greedy, the
+		// completions are one: it is served once, and answered n_cmpl
+		// times (each replays as the same serve).
+		greedy := g.Temperature == nil || *g.Temperature == 0
+		if req.Stream {
+			sse := s.newSSEWriter(w)
+			sts := make(llamaCopies, len(gs))
+			for i := range gs {
+				sts[i] = stream(i)
+				sts[i].sse = sse
+			}
+			if greedy {
+				s.generate(w, r, m, gs[0], sts, sse)
+				return
+			}
+			cs := make([]choiceStream, len(sts))
+			for i, st := range sts {
+				cs[i] = st
+			}
+			s.generateChoices(w, r, m, gs, cs, sse)
+			return
+		}
 		var outs []Delta
 		var ress []*Result
-		if g.Temperature == nil || *g.Temperature == 0 {
+		if greedy {
 			out, res, ok := s.generate(w, r, m, gs[0], nil, nil)
 			if !ok {
 				return

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"math"
@@ -199,8 +200,10 @@ func TestLlamaEditorOptions(t *testing.T) {
 }
 
 // TestLlamaNCmpl: n_cmpl answers an array of completions, each with its
-// index: greedy, one serve answered n_cmpl times; sampled, a serve each;
-// streamed, it is refused.
+// index: greedy, one serve answered n_cmpl times; sampled, a serve each.
+// Streamed, every event carries its answer's index, each answer's pieces
+// make its text and each ends with its own last event (stop, energy);
+// nothing follows the last. A failure is one error event.
 func TestLlamaNCmpl(t *testing.T) {
 	h := newHarness(t, Config{}, nil)
 	for _, tc := range []struct {
@@ -218,9 +221,40 @@ func TestLlamaNCmpl(t *testing.T) {
 			t.Fatalf("%s: %d %s (%d serves)", tc.body, code, b, len(h.model.calls)-n)
 		}
 	}
-	code, _, b := ollamaPost(t, h, "/completion", `{"prompt":"x","n_cmpl":2,"stream":true}`)
-	if code != 400 || !strings.Contains(string(b), `"param":"n_cmpl"`) {
-		t.Fatalf("streamed: %d %s", code, b)
+	for _, tc := range []struct {
+		body   string
+		serves int
+	}{
+		{`{"prompt":"x","n_cmpl":3,"stream":true}`, 1},
+		{`{"prompt":"x","n_cmpl":3,"stream":true,"temperature":0.7,"seed":1}`, 3},
+	} {
+		n := len(h.model.calls)
+		code, ct, b := ollamaPost(t, h, "/completion", tc.body)
+		if code != 200 || ct != "text/event-stream" || len(h.model.calls)-n != tc.serves {
+			t.Fatalf("%s: %d %s (%d serves): %s", tc.body, code, ct, len(h.model.calls)-n, b)
+		}
+		texts, ended := make([]strings.Builder, 3), make([]bool, 3)
+		for _, ev := range readSSE(t, bytes.NewReader(b)) {
+			var e llamaAnswer
+			if err := json.Unmarshal([]byte(ev.data), &e); err != nil || ev.name != "" || e.Index < 0 || e.Index > 2 || ended[e.Index] {
+				t.Fatalf("%s: event %q (%v) after the ends %v", tc.body, ev.data, err, ended)
+			}
+			if e.Stop {
+				ended[e.Index] = e.Energy != nil && e.TokensPredicted == 4 && e.Content == ""
+				continue
+			}
+			texts[e.Index].WriteString(e.Content)
+		}
+		for i := range texts {
+			if !ended[i] || texts[i].String() != "Hello, world!" {
+				t.Fatalf("%s: answer %d %q, ended %v: %s", tc.body, i, texts[i].String(), ended[i], b)
+			}
+		}
+	}
+	h.model.midErr = errBoom
+	_, _, b := ollamaPost(t, h, "/completion", `{"prompt":"x","n_cmpl":2,"stream":true}`)
+	if lines := strings.Split(strings.TrimSpace(string(b)), "\n"); strings.Count(string(b), "boom") != 1 || !strings.Contains(lines[len(lines)-1], "boom") {
+		t.Fatalf("a failure: %s", b)
 	}
 }
 

@@ -85,6 +85,39 @@ func (l *llamaStream) finish(res *Result) error {
 	return l.sse.event("", l.answer())
 }
 
+// finishChoice ends one of n_cmpl's streamed answers with its last event
+// (stop, its index, its timings).
+func (l *llamaStream) finishChoice(res *Result) error { return l.finish(res) }
+
+// closing follows the last answer's event: llama-server's /completion
+// stream has nothing after it (no [DONE]).
+func (l *llamaStream) closing([]*Result, []*Generation) error { return nil }
+
+// llamaCopies streams one greedy serve as n_cmpl's answers: each piece
+// goes out once for each index, and each answer ends with its own last
+// event; a failure is one error event.
+type llamaCopies []*llamaStream
+
+func (c llamaCopies) delta(d Delta) error {
+	for _, l := range c {
+		if err := l.delta(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c llamaCopies) finish(res *Result) error {
+	for _, l := range c {
+		if err := l.finish(res); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c llamaCopies) fail(e *Error) error { return c[0].fail(e) }
+
 // answer is the whole answer, or the fields of it response_fields names.
 func (l *llamaStream) answer() any {
 	if l.fields == nil {
