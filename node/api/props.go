@@ -8,8 +8,9 @@ import (
 // web UI) read of the model before they ask, its context above all
 // (default_generation_settings.n_ctx), its slots, its chat template and
 // special tokens, and the sampling a /completion request gets by default.
-// ?model= names the model; without it, the node's one model
-// (Server.soleModel). It reads only a model served here.
+// ?model= names the model; without it, the node's one model, or its
+// mesh's (Server.soleModel). A model a peer hosts is described by the
+// peer: the request is relayed, naming the model, as a generation is.
 
 // llamaProps is GET /props's answer.
 type llamaProps struct {
@@ -30,20 +31,13 @@ type propsSettings struct {
 }
 
 func (s *Server) handleProps(w http.ResponseWriter, r *http.Request) {
-	name := r.URL.Query().Get("model")
-	if name == "" {
-		var err error
-		if name, err = s.soleModel(); err != nil {
-			writeError(w, err)
-			return
-		}
+	name, err := s.queryModel(r)
+	if err != nil {
+		writeError(w, err)
+		return
 	}
-	m, ok := s.registry.Local(name)
-	if !ok {
-		e := Errorf(http.StatusNotFound, "invalid_request_error", "model_not_found",
-			"model %q is not served on this node: /props describes a model served here (GET /v1/models lists the models, and where)", name)
-		e.Param = "model"
-		writeError(w, e)
+	m, handled := s.route(w, r, name, nil)
+	if handled {
 		return
 	}
 	// The defaults are what /completion makes of a request that sets

@@ -219,8 +219,9 @@ func refused(err error) bool {
 
 // MeshHandler is the handler behind the mesh's HTTP tunnels (ServeMesh):
 // requests other nodes relay here. They are served locally or not at all,
-// and reach only the generation and embedding endpoints and the model
-// list. The API key
+// and reach only the generation and embedding endpoints, the tokenizer's
+// and llama-server's model descriptions (/props) and the model list. The
+// API key
 // does not apply (the relaying node never forwards its client's); instead
 // the peer that opened the tunnel, as its QUIC connection proved it, must
 // pass Config.MeshAccess, or the request is refused with 403
@@ -240,6 +241,7 @@ func (s *Server) MeshHandler() http.Handler {
 	mux.HandleFunc("POST /detokenize", s.handleDetokenize)
 	mux.HandleFunc("POST /apply-template", s.handleApplyTemplate)
 	mux.HandleFunc("GET /tokenizer_info", s.handleTokenizerInfo)
+	mux.HandleFunc("GET /props", s.handleProps)
 	mux.HandleFunc("GET /v1/models", s.handleModels)
 	mux.HandleFunc("GET /v1/models/{model...}", s.handleModel)
 	s.ollamaRoutes(mux, true)

@@ -332,3 +332,46 @@ func TestRelayNamesTheSoleModel(t *testing.T) {
 		t.Fatalf("%d %s", resp.StatusCode, body)
 	}
 }
+
+// TestRelayedProps: GET /props and GET /tokenizer_info for a model a peer
+// hosts are answered by the peer, over real QUIC; named by no ?model=,
+// the request is relayed naming the mesh's one model, so that the host,
+// which serves several, describes that one.
+func TestRelayedProps(t *testing.T) {
+	host, relay := meshNode(t), meshNode(t)
+	regB := &fakeRegistry{self: testID(0xb), local: map[string]Model{
+		"remote-model": &fakeModel{pieces: []string{"from", " B"}}, "other": &fakeModel{pieces: []string{"wrong"}}}}
+	srvB := New(Config{MeshAccess: anyPeer{}}, host.ID(), regB, nil, &fakeNode{}, nil, nil)
+	serveMesh(t, srvB, host)
+	waitServing(t, relay, host)
+	m := &recordingMesh{node: relay, hosts: []identity.EndpointID{host.ID()}}
+	regA := &fakeRegistry{self: relay.ID(), local: map[string]Model{}, remote: map[string][]identity.EndpointID{"remote-model": {host.ID()}}}
+	apiA := httptest.NewServer(New(Config{}, relay.ID(), regA, m, &fakeNode{}, nil, nil).Handler())
+	defer apiA.Close()
+	for _, path := range []string{"/props", "/props?model=remote-model", "/tokenizer_info"} {
+		resp, err := http.Get(apiA.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var got struct {
+			ModelAlias string `json:"model_alias"`
+		}
+		ok := resp.StatusCode == http.StatusOK && json.Unmarshal(body, &got) == nil
+		if path != "/tokenizer_info" {
+			ok = ok && got.ModelAlias == "remote-model"
+		}
+		if !ok {
+			t.Fatalf("%s: %d %s", path, resp.StatusCode, body)
+		}
+	}
+	resp, err := http.Get(apiA.URL + "/props?model=nope")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("a model nobody serves: %d", resp.StatusCode)
+	}
+}

@@ -227,6 +227,24 @@ func (s *Server) tokenizerOf(w http.ResponseWriter, r *http.Request, model strin
 	return tm, false
 }
 
+// queryModel is the model a GET request's ?model= names, or where it
+// names none, the node's one model (or its mesh's: Server.soleModel),
+// then written into the request's query, so that a relay names it to
+// the host, which may serve several.
+func (s *Server) queryModel(r *http.Request) (string, error) {
+	q := r.URL.Query()
+	if name := q.Get("model"); name != "" {
+		return name, nil
+	}
+	name, err := s.soleModel()
+	if err != nil {
+		return "", err
+	}
+	q.Set("model", name)
+	r.URL.RawQuery = q.Encode()
+	return name, nil
+}
+
 // handleTokenize is POST /tokenize: {"tokens": [ids]}, or with
 // with_pieces [{"id", "piece"}], the piece a string where it is valid
 // UTF-8 and its bytes otherwise, as llama.cpp's server answers.
@@ -334,7 +352,12 @@ func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request) {
 // handleTokenizerInfo is GET /tokenizer_info?model=NAME, vLLM's (model
 // may be left out on a node that serves one).
 func (s *Server) handleTokenizerInfo(w http.ResponseWriter, r *http.Request) {
-	m, handled := s.tokenizerOf(w, r, r.URL.Query().Get("model"), nil)
+	name, err := s.queryModel(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	m, handled := s.tokenizerOf(w, r, name, nil)
 	if handled {
 		return
 	}
