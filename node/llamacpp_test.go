@@ -209,3 +209,36 @@ func TestLlamaNProbs(t *testing.T) {
 	}
 	check("streamed", text.String(), whole.TokensPredicted, probs)
 }
+
+// TestCompletionsLlamaOptionsServed: OpenAI's completions take
+// llama-server's options as llama-server does: sampled requests with
+// n_predict, with and without their own sampler order, are served and
+// replay verified once the replay names /v1/completions. Unnamed,
+// n_predict says /completion: the same identity under an order that
+// leaves top-p and min-p out, another without one (/completion's
+// defaults add them), which is not the receipt's.
+func TestCompletionsLlamaOptionsServed(t *testing.T) {
+	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
+	n, _ := startNode(t, Config{})
+	for request, unnamed := range map[string]string{
+		`{"model":"` + fortunesModel + `","prompt":"A man walks into","n_predict":8,"temperature":0.8,"seed":7,` +
+			`"samplers":["top_k","temperature"],"top_k":20,"cache_prompt":true,"id_slot":-1}`: api.VerdictVerified,
+		`{"model":"` + fortunesModel + `","prompt":"A man walks into","n_predict":8,"temperature":0.8,"seed":7}`: api.VerdictNotReplayable,
+	} {
+		status, v := answerOf(t, n, "/v1/completions", request)
+		if status != http.StatusOK || v["object"] != "text_completion" {
+			t.Fatalf("%d %v", status, v)
+		}
+		usage := v["usage"].(map[string]any)
+		if usage["completion_tokens"] != 8.0 {
+			t.Fatalf("n_predict 8: usage %v", usage)
+		}
+		energy, _ := json.Marshal(usage["energy"])
+		for endpoint, want := range map[string]string{`,"endpoint":"/v1/completions"`: api.VerdictVerified, "": unnamed} {
+			status, res, raw := replayRaw(t, n, `{"request":`+request+`,"energy":`+string(energy)+endpoint+`}`)
+			if status != http.StatusOK || res.Verdict != want {
+				t.Fatalf("%s: replay %q: %d %s, want %s", request, endpoint, status, raw, want)
+			}
+		}
+	}
+}

@@ -402,9 +402,12 @@ func choiceEnergyOf(b []byte, n int) ([]byte, error) {
 
 // answerPath is the API path a saved answer says its request was sent to,
 // where the request alone may not: Anthropic's Messages API (an object
-// of type "message", or a stream with a message_delta event) and
-// Ollama's chat and generate (an object, or the last line of a stream,
-// that is done and holds a message or a response). "" for any other.
+// of type "message", or a stream with a message_delta event), Ollama's
+// chat and generate (an object, or the last line of a stream, that is
+// done and holds a message or a response), llama-server's /completion
+// (generation_settings) and OpenAI's completions (object
+// "text_completion": its request may hold n_predict, which alone says
+// /completion). "" for any other.
 func answerPath(b []byte) string {
 	text := bytes.TrimSpace(b)
 	if last, ok := ndjsonLast(text); ok {
@@ -416,11 +419,14 @@ func answerPath(b []byte) string {
 		Message  json.RawMessage `json:"message"`
 		Response json.RawMessage `json:"response"`
 		Settings json.RawMessage `json:"generation_settings"`
+		Object   string          `json:"object"`
 	}
 	if json.Unmarshal(text, &doc) == nil {
 		switch {
 		case doc.Settings != nil:
 			return "/completion"
+		case doc.Object == "text_completion":
+			return "/v1/completions"
 		case doc.Type == "message":
 			return "/v1/messages"
 		case doc.Done && doc.Message != nil:
@@ -437,6 +443,8 @@ func answerPath(b []byte) string {
 			return "/v1/messages"
 		case bytes.HasPrefix(line, []byte("data:")) && bytes.Contains(line, []byte(`"generation_settings"`)):
 			return "/completion" // llama.cpp's stream: its last event
+		case bytes.HasPrefix(line, []byte("data:")) && bytes.Contains(line, []byte(`"object":"text_completion"`)):
+			return "/v1/completions"
 		}
 	}
 	return ""

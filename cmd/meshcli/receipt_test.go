@@ -261,7 +261,7 @@ func TestReceiptReplay(t *testing.T) {
 			key = fmt.Sprintf("choice %d", *body.Choice)
 		}
 		switch key {
-		case "verified", "endpoint /v1/messages", "choice 1", "endpoint /api/generate", "endpoint /completion":
+		case "verified", "endpoint /v1/messages", "choice 1", "endpoint /api/generate", "endpoint /completion", "endpoint /v1/completions":
 			ans["verdict"], ans["disclosure"] = "verified", disclosure
 		case "lying":
 			lie := disclosure
@@ -335,6 +335,13 @@ func TestReceiptReplay(t *testing.T) {
 		[]string{"receipt", "replay", "--request", request("llama"), "--usage", write("llama.sse",
 			`data: {"index":0,"content":"a","tokens":[],"stop":false,"id_slot":0}`+"\n\n"+
 				`data: {"index":0,"content":"","stop":true,"generation_settings":{"n_predict":3},"stop_type":"limit","energy":`+string(energy)+`}`+"\n\n")},
+		// OpenAI's completions, whose request may hold llama-server's
+		// n_predict: the answer names the endpoint, whole or streamed.
+		[]string{"receipt", "replay", "--request", request("n_predict"), "--usage", write("completions.json",
+			`{"id":"cmpl-1","object":"text_completion","choices":[{"index":0,"text":"a"}],"usage":{"energy":`+string(energy)+`}}`)},
+		[]string{"receipt", "replay", "--request", request("n_predict"), "--usage", write("completions.sse",
+			`data: {"id":"cmpl-1","object":"text_completion","choices":[{"index":0,"text":"a"}]}`+"\n\n"+
+				`data: {"id":"cmpl-1","object":"text_completion","choices":[],"usage":{"energy":`+string(energy)+`}}`+"\n\ndata: [DONE]\n\n")},
 	))
 }
 

@@ -2,7 +2,6 @@ package api
 
 import (
 	"encoding/json"
-	"math"
 	"net/http"
 
 	"github.com/meshnode/meshnode/gguf/chat/toolcall"
@@ -33,28 +32,19 @@ type chatRequest struct {
 	ReasoningFormat *string `json:"reasoning_format"`
 
 	// llama-server's, which its clients send on chat too (llama.vim's
-	// instruction editing), read as /completion reads them: the sampler
-	// order, n_predict (0: the prompt alone), id_slot and
-	// response_fields (cache_prompt: chatLlamaRefusals).
-	Samplers json.RawMessage `json:"samplers"`
-	NPredict *int            `json:"n_predict"`
+	// instruction editing).
+	llamaOpenAI
 	// ThinkingBudgetTokens is llama-server's reasoning budget, which
 	// Continue sends: -1 none, 0 no reasoning, N at most N tokens.
-	ThinkingBudgetTokens *int     `json:"thinking_budget_tokens"`
-	IDSlot               *int     `json:"id_slot"`
-	ResponseFields       []string `json:"response_fields"`
+	ThinkingBudgetTokens *int `json:"thinking_budget_tokens"`
 }
-
-// chatLlamaRefusals are llama-server's chat options meshnode refuses
-// unless they ask for nothing.
-var chatLlamaRefusals = map[string]refusal{"cache_prompt": llamaRefusals["cache_prompt"]}
 
 func parseChat(body []byte) (*Generation, *chatRequest, error) {
 	var req chatRequest
 	if err := decodeBody(body, &req); err != nil {
 		return nil, nil, err
 	}
-	if err := checkFieldsWith(body, &req, "POST /v1/chat/completions", chatLlamaRefusals); err != nil {
+	if err := checkFieldsWith(body, &req, "POST /v1/chat/completions", llamaOpenAIRefusals); err != nil {
 		return nil, nil, err
 	}
 	// llama-server takes a chat that names no model, for the one it
@@ -83,7 +73,7 @@ func parseChat(body []byte) (*Generation, *chatRequest, error) {
 		return nil, nil, err
 	}
 	g.MaxTokens = n
-	if err := req.llamaOptions(g); err != nil {
+	if err := req.applyLlama(g, &req.sampling, req.MaxTokens != nil || req.MaxCompletionTokens != nil, req.Stream); err != nil {
 		return nil, nil, err
 	}
 	if err := chatLogprobsRequest(g, req.Logprobs, req.TopLogprobs); err != nil {
@@ -226,42 +216,6 @@ func (req *chatRequest) thinkingBudget(g *Generation) error {
 	return nil
 }
 
-// llamaOptions reads llama-server's chat options into g.
-func (req *chatRequest) llamaOptions(g *Generation) error {
-	order, ordered, err := llamaSamplers(req.Samplers)
-	if err != nil {
-		return err
-	}
-	if ordered {
-		if err := checkSamplerOrder(order, &req.sampling); err != nil {
-			return err
-		}
-		g.Samplers = order
-	}
-	if n := req.NPredict; n != nil {
-		switch {
-		case req.MaxTokens != nil || req.MaxCompletionTokens != nil:
-			return badRequest("n_predict", "n_predict and max_tokens both bound the answer: send one")
-		case *n < -1:
-			return badRequest("n_predict", "n_predict must be -1 (until the model ends), 0 (the prompt alone) or more, got %d", *n)
-		case *n == -1:
-			g.MaxTokens = math.MaxInt32 // the context bounds it
-		default:
-			g.MaxTokens, g.PromptOnly = *n, *n == 0
-		}
-	}
-	if id := req.IDSlot; id != nil && *id < -1 {
-		return badRequest("id_slot", "id_slot must be -1 (any) or a slot's index, got %d", *id)
-	}
-	if len(req.ResponseFields) > maxResponseFields {
-		return badRequest("response_fields", "response_fields names %d fields, at most %d", len(req.ResponseFields), maxResponseFields)
-	}
-	if req.ResponseFields != nil && req.Stream {
-		return badRequest("response_fields", "response_fields shapes a whole answer: send stream false")
-	}
-	return nil
-}
-
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	var req *chatRequest
 	m, g, ok := s.accept(w, r, func(body []byte) (g *Generation, err error) {
@@ -297,10 +251,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 			Choices: choices,
 			Usage:   usageOfAll(gs, ress, func(i int, energy any) { choices[i].Energy = energy }),
 		}
-		if req.ResponseFields != nil {
-			answer = responseFields(answer, req.ResponseFields)
-		}
-		writeJSON(w, http.StatusOK, answer)
+		writeJSON(w, http.StatusOK, req.shape(answer))
 		return
 	}
 	sse := s.newSSEWriter(w)

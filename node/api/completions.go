@@ -17,6 +17,7 @@ type completionRequest struct {
 	Suffix    *string         `json:"suffix"`
 	Logprobs  *int            `json:"logprobs"`
 	Grammar   *string         `json:"grammar"` // llama-server's: GBNF
+	llamaOpenAI
 }
 
 func parseCompletion(body []byte) (*Generation, *completionRequest, error) {
@@ -24,7 +25,7 @@ func parseCompletion(body []byte) (*Generation, *completionRequest, error) {
 	if err := decodeBody(body, &req); err != nil {
 		return nil, nil, err
 	}
-	if err := checkFields(body, &req, "POST /v1/completions"); err != nil {
+	if err := checkFieldsWith(body, &req, "POST /v1/completions", llamaOpenAIRefusals); err != nil {
 		return nil, nil, err
 	}
 	g := &Generation{Body: body}
@@ -55,6 +56,9 @@ func parseCompletion(body []byte) (*Generation, *completionRequest, error) {
 		g.Suffix = *req.Suffix
 	}
 	if g.MaxTokens, err = maxTokens("max_tokens", req.MaxTokens); err != nil {
+		return nil, nil, err
+	}
+	if err := req.applyLlama(g, &req.sampling, req.MaxTokens != nil, req.Stream); err != nil {
 		return nil, nil, err
 	}
 	if err := parseGBNF(req.Grammar, g); err != nil {
@@ -170,7 +174,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 				choices[i] = completionChoice{Index: i, Text: out.Text, FinishReason: &ress[i].FinishReason, Logprobs: cs[i].legacy(out.Logprobs)}
 			}
 			u := usageOfAll(gs, ress, func(i int, energy any) { choices[i].Energy = energy })
-			writeJSON(w, http.StatusOK, cs[0].object(choices, u))
+			writeJSON(w, http.StatusOK, req.shape(cs[0].object(choices, u)))
 		}
 		return
 	}

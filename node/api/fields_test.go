@@ -85,7 +85,9 @@ func TestRefusedFields(t *testing.T) {
 		{completions, "logprobs", `6`, "logprobs"},
 		{responses, "top_logprobs", `2`, "include"},
 		{chat, "frobnicate", `1`, "unknown field"},
-		{completions, "cache_prompt", `true`, "unknown field"},
+		{completions, "cache_prompt", `false`, "cache_prompt"},
+		{completions, "cache_prompt", `true`, ""},
+		{completions, "ignore_eos", `true`, "unknown field"},
 		{responses, "n_predict", `5`, "unknown field"},
 	}
 	for _, tt := range tests {

@@ -52,6 +52,7 @@ func FuzzParseRequest(f *testing.F) {
 			`"samplers":["top_k","top_p","infill"],"t_max_prompt_ms":500,"t_max_predict_ms":250,"n_probs":2,"response_fields":["content","timings/prompt_n"]}`,
 		`{"id_slot":0,"messages":[{"role":"user","content":"x"}],"min_p":0.1,"temperature":0.1,"samplers":"mt","stream":true,"cache_prompt":true}`,
 		`{"messages":[{"role":"user","content":"x"}],"thinking_budget_tokens":512,"reasoning_format":"deepseek-legacy","max_tokens":1024}`,
+		`{"model":"tiny","prompt":["a","b"],"n":2,"id_slot":-1,"samplers":["top_k","temperature"],"n_predict":0,"cache_prompt":true,"response_fields":["choices"]}`,
 		``, `null`, `[]`, `{"model":1}`, `{"model":"m"} {}`,
 	} {
 		f.Add([]byte(seed))

@@ -298,54 +298,83 @@ func TestSoleModel(t *testing.T) {
 	}
 }
 
-// TestChatLlamaOptions: llama-server's chat options, as llama.vim's
-// instruction editing sends them: the sampler order, n_predict (0 the
-// prompt alone), id_slot, cache_prompt and response_fields; and
-// Continue's thinking_budget_tokens.
+// TestChatLlamaOptions: llama-server's options on the OpenAI endpoints,
+// as llama.vim's instruction editing sends them on chat completions and
+// llama-server takes them on completions too: the sampler order,
+// n_predict (0 the prompt alone), id_slot, cache_prompt and
+// response_fields; and, on chat, Continue's thinking_budget_tokens.
 func TestChatLlamaOptions(t *testing.T) {
-	for _, tc := range []struct {
-		body string
-		want func(g *Generation) bool
+	parsers := []struct {
+		name   string
+		prefix string
+		parse  func([]byte) (*Generation, error)
 	}{
-		{`"id_slot":1,"samplers":[],"n_predict":0,"stream":false,"cache_prompt":true,"response_fields":[""]`, func(g *Generation) bool {
-			return g.PromptOnly && g.MaxTokens == 0 && g.Samplers == ""
+		{"chat", `{"messages":[{"role":"user","content":"x"}],`, func(b []byte) (*Generation, error) {
+			g, _, err := parseChat(b)
+			return g, err
 		}},
-		{`"id_slot":1,"min_p":0.1,"temperature":0.1,"samplers":["min_p","temperature"],"stream":true,"cache_prompt":true`, func(g *Generation) bool {
-			return g.Samplers == "mt" && g.MinP == 0.1 && *g.Temperature == 0.1
+		{"completions", `{"model":"tiny","prompt":"x",`, func(b []byte) (*Generation, error) {
+			g, _, err := parseCompletion(b)
+			return g, err
 		}},
-		{`"n_predict":-1`, func(g *Generation) bool { return g.MaxTokens == math.MaxInt32 && !g.PromptOnly }},
-		{`"n_predict":7`, func(g *Generation) bool { return g.MaxTokens == 7 }},
-		{`"thinking_budget_tokens":64`, func(g *Generation) bool { return g.ThinkBudget == 64 && g.thinking != nil && g.thinking.on }},
-		{`"thinking_budget_tokens":0`, func(g *Generation) bool { return g.ThinkBudget == 0 && g.thinking != nil && !g.thinking.on }},
-		{`"thinking_budget_tokens":-1`, func(g *Generation) bool { return g.ThinkBudget == 0 && g.thinking == nil }},
-	} {
-		g, _, err := parseChat([]byte(`{"messages":[{"role":"user","content":"x"}],` + tc.body + `}`))
-		if err != nil || !tc.want(g) {
-			t.Errorf("%s: %+v, %v", tc.body, g, err)
-		}
 	}
-	for body, param := range map[string]string{
-		`"n_predict":4,"max_tokens":4`:                         "n_predict",
-		`"n_predict":-2`:                                       "n_predict",
-		`"cache_prompt":false`:                                 "cache_prompt",
-		`"id_slot":-5`:                                         "id_slot",
-		`"top_k":5,"samplers":["temperature"]`:                 "top_k",
-		`"response_fields":["choices"],"stream":true`:          "response_fields",
-		`"samplers":["top_k","infill"]`:                        "samplers",
-		`"thinking_budget_tokens":-2`:                          "thinking_budget_tokens",
-		`"thinking_budget_tokens":8,"max_tokens":8`:            "thinking_budget_tokens",
-		`"thinking_budget_tokens":8,"reasoning_effort":"none"`: "thinking_budget_tokens",
-	} {
-		_, _, err := parseChat([]byte(`{"messages":[{"role":"user","content":"x"}],` + body + `}`))
-		var e *Error
-		if !errors.As(err, &e) || e.Param != param {
-			t.Errorf("%s: %v, want a refusal of %s", body, err, param)
+	for _, p := range parsers {
+		chat := p.name == "chat"
+		for _, tc := range []struct {
+			body string
+			want func(g *Generation) bool
+		}{
+			{`"id_slot":1,"samplers":[],"n_predict":0,"stream":false,"cache_prompt":true,"response_fields":[""]`, func(g *Generation) bool {
+				return g.PromptOnly && g.MaxTokens == 0 && g.Samplers == ""
+			}},
+			{`"id_slot":1,"min_p":0.1,"temperature":0.1,"samplers":["min_p","temperature"],"stream":true,"cache_prompt":true`, func(g *Generation) bool {
+				return g.Samplers == "mt" && g.MinP == 0.1 && *g.Temperature == 0.1
+			}},
+			{`"n_predict":-1`, func(g *Generation) bool { return g.MaxTokens == math.MaxInt32 && !g.PromptOnly }},
+			{`"n_predict":7`, func(g *Generation) bool { return g.MaxTokens == 7 }},
+			{`"thinking_budget_tokens":64`, func(g *Generation) bool { return g.ThinkBudget == 64 && g.thinking != nil && g.thinking.on }},
+			{`"thinking_budget_tokens":0`, func(g *Generation) bool { return g.ThinkBudget == 0 && g.thinking != nil && !g.thinking.on }},
+			{`"thinking_budget_tokens":-1`, func(g *Generation) bool { return g.ThinkBudget == 0 && g.thinking == nil }},
+		} {
+			if strings.Contains(tc.body, "thinking") && !chat {
+				continue
+			}
+			g, err := p.parse([]byte(p.prefix + tc.body + `}`))
+			if err != nil || !tc.want(g) {
+				t.Errorf("%s %s: %+v, %v", p.name, tc.body, g, err)
+			}
+		}
+		for body, param := range map[string]string{
+			`"n_predict":4,"max_tokens":4`:                         "n_predict",
+			`"n_predict":-2`:                                       "n_predict",
+			`"cache_prompt":false`:                                 "cache_prompt",
+			`"id_slot":-5`:                                         "id_slot",
+			`"top_k":5,"samplers":["temperature"]`:                 "top_k",
+			`"response_fields":["choices"],"stream":true`:          "response_fields",
+			`"samplers":["top_k","infill"]`:                        "samplers",
+			`"thinking_budget_tokens":-2`:                          "thinking_budget_tokens",
+			`"thinking_budget_tokens":8,"max_tokens":8`:            "thinking_budget_tokens",
+			`"thinking_budget_tokens":8,"reasoning_effort":"none"`: "thinking_budget_tokens",
+		} {
+			if !chat && strings.Contains(body, "thinking") {
+				continue
+			}
+			_, err := p.parse([]byte(p.prefix + body + `}`))
+			var e *Error
+			if !errors.As(err, &e) || e.Param != param {
+				t.Errorf("%s %s: %v, want a refusal of %s", p.name, body, err, param)
+			}
 		}
 	}
 	h := newHarness(t, Config{}, nil)
-	code, _, b := ollamaPost(t, h, "/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"response_fields":["choices","model",""]}`)
-	var got map[string]any
-	if err := json.Unmarshal(b, &got); err != nil || code != 200 || len(got) != 2 || got["model"] != "tiny" {
-		t.Fatalf("response_fields: %d %s", code, b)
+	for path, body := range map[string]string{
+		"/v1/chat/completions": `{"messages":[{"role":"user","content":"x"}],"response_fields":["choices","model",""]}`,
+		"/v1/completions":      `{"model":"tiny","prompt":"x","response_fields":["choices","model",""]}`,
+	} {
+		code, _, b := ollamaPost(t, h, path, body)
+		var got map[string]any
+		if err := json.Unmarshal(b, &got); err != nil || code != 200 || len(got) != 2 || got["model"] != "tiny" {
+			t.Fatalf("%s response_fields: %d %s", path, code, b)
+		}
 	}
 }

@@ -436,3 +436,18 @@ func TestReplayMessages(t *testing.T) {
 		t.Errorf("a body neither reads: %v (want chat's error)", err)
 	}
 }
+
+// TestReplayNPredict: n_predict marks a replay's prompt request as
+// /completion's (with llama-server's defaults, top_k 40) unless the replay
+// names its endpoint: /v1/completions takes n_predict too, with OpenAI's
+// defaults (no top_k).
+func TestReplayNPredict(t *testing.T) {
+	const energy = `"energy":{"receipt":{},"envelope_hex":"00"}`
+	req := `{"model":"tiny","prompt":"x","n_predict":4,"temperature":0.5}`
+	for endpoint, topK := range map[string]int{"": 40, `,"endpoint":"/completion"`: 40, `,"endpoint":"/v1/completions"`: 0} {
+		rp, err := parseReplay([]byte(`{"request":` + req + `,` + energy + endpoint + `}`))
+		if err != nil || rp.Generation.TopK != topK || rp.Generation.MaxTokens != 4 {
+			t.Errorf("endpoint %q: %+v, %v; want top_k %d", endpoint, rp, err, topK)
+		}
+	}
+}

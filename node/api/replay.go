@@ -178,7 +178,7 @@ func replayEndpoint(b replayBody) (string, error) {
 		return "", badRequest("request", "request must hold exactly one of messages (chat/completions, messages), prompt (completions) or input (responses); it holds %d", len(endpoints))
 	}
 	if _, ok := fields["n_predict"]; ok && endpoints[0] == "/v1/completions" {
-		return "/completion", nil // llama.cpp's field, which /v1/completions refuses
+		return "/completion", nil // llama.cpp's field; a /v1/completions request that sets it is replayed naming its endpoint
 	}
 	return endpoints[0], nil
 }
