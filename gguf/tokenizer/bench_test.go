@@ -88,6 +88,7 @@ func benchEncode(b *testing.B, name string) {
 func BenchmarkEncodeSPM(b *testing.B)    { benchEncode(b, "llama-spm") }
 func BenchmarkEncodeLlama3(b *testing.B) { benchEncode(b, "llama-bpe") }
 func BenchmarkEncodeGPT2(b *testing.B)   { benchEncode(b, "gpt-2") }
+func BenchmarkEncodeWPM(b *testing.B)    { benchEncode(b, "bert-bge") }
 
 func BenchmarkDecodeStream(b *testing.B) {
 	tk, _, _ := loadVocab(b, "llama-bpe")

@@ -9,7 +9,7 @@ import (
 
 // committedVocabs are the vocabularies under testdata, so tests that use
 // them run everywhere.
-var committedVocabs = []string{"llama-spm", "phi-3", "gpt-2", "llama-bpe", "qwen2", "starcoder", "deepseek-coder", "falcon"}
+var committedVocabs = []string{"llama-spm", "phi-3", "gpt-2", "llama-bpe", "qwen2", "starcoder", "deepseek-coder", "falcon", "bert-bge"}
 
 // TestRoundTrip decodes the encoding of every vector input: the text comes
 // back exactly, up to the space clean-up that byte-level BPE vocabularies
@@ -18,6 +18,9 @@ func TestRoundTrip(t *testing.T) {
 	for _, name := range committedVocabs {
 		t.Run(name, func(t *testing.T) {
 			tk, inp, out := loadVocab(t, name)
+			if tk.kind == kindWPM {
+				t.Skip("WPM normalises the text (TestWPMRoundTrip)")
+			}
 			for _, v := range parseVectors(t, inp, out) {
 				if name == "phi-3" && strings.Contains(v.text, "</s>") {
 					continue

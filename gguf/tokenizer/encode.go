@@ -45,6 +45,9 @@ func (t *Tokenizer) appendEncode(dst []uint32, s string, opt EncodeOptions, limi
 	if s != "" {
 		frags = t.partition(s, opt.ParseSpecial)
 	}
+	if t.kind == kindWPM {
+		return t.appendWPM(dst, frags, opt.AddSpecial, limit)
+	}
 	if opt.AddSpecial && t.addBOS {
 		dst = append(dst, t.bos)
 	}
@@ -91,7 +94,12 @@ func (t *Tokenizer) appendEncode(dst []uint32, s string, opt EncodeOptions, limi
 // than s), so s needs at least ceil(n / MaxTokenBytes) ids, where n counts
 // the bytes of s that always end in some token: not a byte the vocabulary
 // would drop for want of a token, nor whitespace a special token strips.
+// On a WPM vocabulary, where one [UNK] stands for a whole word, it counts
+// words instead.
 func (t *Tokenizer) MinTokens(s string, opt EncodeOptions) int {
+	if t.kind == kindWPM {
+		return t.minTokensWPM(s, opt)
+	}
 	need := 0
 	if t.maxTokenBytes > 0 {
 		strips := t.stripsUser || opt.ParseSpecial && t.stripsSpecial
@@ -114,7 +122,8 @@ func (t *Tokenizer) MinTokens(s string, opt EncodeOptions) int {
 
 // MaxTokenBytes is the length in bytes of the vocabulary's longest token
 // text, the most input one id can stand for; 0 when no input byte is sure
-// to end in a token, so that MinTokens bounds nothing.
+// to end in a token, so that MinTokens bounds nothing. (On WPM an [UNK]
+// stands for a whole word, however long; it is 0 there without one.)
 func (t *Tokenizer) MaxTokenBytes() int { return t.maxTokenBytes }
 
 // fragment is either raw text or a special token found in it.

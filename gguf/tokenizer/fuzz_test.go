@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"encoding/binary"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -19,8 +20,9 @@ func seedTexts(f *testing.F, name string) {
 
 // fuzzEncode checks, for any input, that encoding does not panic, yields
 // ids in range, decodes back to the input where llama.cpp guarantees it
-// (valid UTF-8; the vocabulary's own escape character excepted on SPM), and
-// streams to the same text as Decode.
+// (valid UTF-8; the vocabulary's own escape character excepted on SPM; on
+// WPM, whose decoding gives the normalised words, back to text that
+// encodes to the same ids), and streams to the same text as Decode.
 func fuzzEncode(f *testing.F, name string) {
 	seedTexts(f, name)
 	tk, _, _ := loadVocab(f, name)
@@ -48,7 +50,14 @@ func fuzzEncode(f *testing.F, name string) {
 		if got := streamAll(t, tk, ids, DecodeOptions{}); got != validUTF8([]byte(mustDecode(t, tk, ids))) {
 			t.Fatalf("stream %q differs from Decode", got)
 		}
-		if special || !utf8.ValidString(s) || tk.kind == kindSPM && strings.Contains(s, "▁") {
+		if special || !utf8.ValidString(s) || tk.kind != kindBPE && strings.Contains(s, "▁") {
+			return
+		}
+		if tk.kind == kindWPM {
+			// An [UNK] decodes to nothing, so its word is gone.
+			if !slices.Contains(ids, tk.unk) && !equalIDs(tk.Encode(text, opt), ids) {
+				t.Fatalf("Decode(Encode(%q)) = %q, which encodes to other ids", s, text)
+			}
 			return
 		}
 		want := s
@@ -73,12 +82,17 @@ func FuzzEncodeSPM(f *testing.F)    { fuzzEncode(f, "llama-spm") }
 func FuzzEncodeLlama3(f *testing.F) { fuzzEncode(f, "llama-bpe") }
 func FuzzEncodeQwen2(f *testing.F)  { fuzzEncode(f, "qwen2") }
 
+func FuzzEncodeWPM(f *testing.F) {
+	f.Add("[CLS] Héllo,\u00a0[SEP]wörld!\t[MASK]中文字 İ\u0301 \U0002B820x", true)
+	fuzzEncode(f, "bert-bge")
+}
+
 // FuzzDecoder streams arbitrary id sequences (including out-of-range ids,
 // stray byte tokens and control tokens): every chunk is valid UTF-8 and the
 // whole equals Decode with invalid bytes replaced.
 func FuzzDecoder(f *testing.F) {
 	tks := []*Tokenizer{}
-	for _, name := range []string{"llama-spm", "gpt-2", "qwen2"} {
+	for _, name := range []string{"llama-spm", "gpt-2", "qwen2", "bert-bge"} {
 		tk, inp, out := loadVocab(f, name)
 		tks = append(tks, tk)
 		for _, v := range parseVectors(f, inp, out) {

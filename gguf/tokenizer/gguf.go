@@ -16,6 +16,9 @@ const (
 	keyMerges         = "tokenizer.ggml.merges"
 	keyAddBOS         = "tokenizer.ggml.add_bos_token"
 	keyAddEOS         = "tokenizer.ggml.add_eos_token"
+	keyAddSEP         = "tokenizer.ggml.add_sep_token"
+	keyLowercase      = "tokenizer.ggml.normalizer.lowercase"
+	keyStripAccents   = "tokenizer.ggml.normalizer.strip_accents"
 	keyAddSpacePrefix = "tokenizer.ggml.add_space_prefix"
 	keyName           = "general.name"
 )
@@ -32,10 +35,12 @@ func FromGGUF(md *gguf.Metadata) (*Tokenizer, error) {
 // VocabFromGGUF reads the tokenizer.* metadata, filling what the file
 // leaves out with llama.cpp's defaults for the vocabulary kind: SentencePiece
 // BOS 1, EOS 2, UNK 0, BOS added and a space prefix; GPT-2 BPE BOS and EOS
-// 11, BOS added only for the llama3 pre-tokenizer family. Special ids the
-// file gives out of range are ignored, as llama.cpp does.
+// 11, BOS added only for the llama3 pre-tokenizer family; WPM (BERT) BOS
+// ([CLS]) 101, UNK 100, SEP 102, PAD 0, BOS and SEP added, lower-cased
+// and accents stripped. Special ids the file gives out of range are
+// ignored, as llama.cpp does.
 func VocabFromGGUF(md *gguf.Metadata) (*Vocab, error) {
-	v := &Vocab{BOS: NoToken, EOS: NoToken, EOT: NoToken, EOM: NoToken, UNK: NoToken, PAD: NoToken,
+	v := &Vocab{BOS: NoToken, EOS: NoToken, EOT: NoToken, EOM: NoToken, UNK: NoToken, PAD: NoToken, SEP: NoToken,
 		FIMPre: NoToken, FIMSuf: NoToken, FIMMid: NoToken, FIMRep: NoToken, FIMSep: NoToken}
 	var ok bool
 	if v.Model, ok = md.String(keyModel); !ok {
@@ -87,10 +92,17 @@ func VocabFromGGUF(md *gguf.Metadata) (*Vocab, error) {
 		if p, ok := preTokenizers[v.Pre]; ok {
 			v.AddBOS = p.addBOS
 		}
+		switch v.Pre {
+		case "jina-v1-en", "jina-v2-code", "roberta-bpe":
+			v.AddSEP = true
+		}
+	case ModelWPM:
+		v.BOS, v.UNK, v.SEP, v.PAD = 101, 100, 102, 0
+		v.AddBOS, v.AddSEP = true, true
 	default:
 		return nil, fmt.Errorf("%w: model %q", ErrUnsupported, v.Model)
 	}
-	for _, id := range []*uint32{&v.BOS, &v.EOS, &v.UNK} {
+	for _, id := range []*uint32{&v.BOS, &v.EOS, &v.UNK, &v.SEP, &v.PAD} {
 		if *id != NoToken && *id >= uint32(n) {
 			*id = NoToken
 		}
@@ -102,11 +114,13 @@ func VocabFromGGUF(md *gguf.Metadata) (*Vocab, error) {
 		"tokenizer.ggml.eom_token_id":     &v.EOM,
 		"tokenizer.ggml.unknown_token_id": &v.UNK,
 		"tokenizer.ggml.padding_token_id": &v.PAD,
-		"tokenizer.ggml.fim_pre_token_id": &v.FIMPre,
-		"tokenizer.ggml.fim_suf_token_id": &v.FIMSuf,
-		"tokenizer.ggml.fim_mid_token_id": &v.FIMMid,
-		"tokenizer.ggml.fim_rep_token_id": &v.FIMRep,
-		"tokenizer.ggml.fim_sep_token_id": &v.FIMSep,
+		// sic: llama.cpp's key
+		"tokenizer.ggml.seperator_token_id": &v.SEP,
+		"tokenizer.ggml.fim_pre_token_id":   &v.FIMPre,
+		"tokenizer.ggml.fim_suf_token_id":   &v.FIMSuf,
+		"tokenizer.ggml.fim_mid_token_id":   &v.FIMMid,
+		"tokenizer.ggml.fim_rep_token_id":   &v.FIMRep,
+		"tokenizer.ggml.fim_sep_token_id":   &v.FIMSep,
 	} {
 		if x, ok := md.Uint32(key); ok && x < uint32(n) {
 			*id = x
@@ -131,6 +145,17 @@ func VocabFromGGUF(md *gguf.Metadata) (*Vocab, error) {
 	}
 	if b, ok := md.Bool(keyAddEOS); ok {
 		v.AddEOS = b
+	}
+	if b, ok := md.Bool(keyAddSEP); ok {
+		v.AddSEP = b
+	}
+	// Accents go with the case unless the file says otherwise (llama.cpp's
+	// BertNormalizer options).
+	if b, ok := md.Bool(keyLowercase); ok {
+		v.KeepCase, v.KeepAccents = !b, !b
+	}
+	if b, ok := md.Bool(keyStripAccents); ok {
+		v.KeepAccents = !b
 	}
 	if v.Model == ModelGemma4 {
 		v.AddBOS = true // llama.cpp PR 21500

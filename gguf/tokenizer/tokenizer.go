@@ -1,7 +1,8 @@
 // Package tokenizer turns text into a model's token ids and back, the way
-// llama.cpp does for the two vocabulary kinds GGUF models mostly carry:
+// llama.cpp does for the vocabulary kinds GGUF models mostly carry:
 // SentencePiece-style merges over scored pieces (tokenizer.ggml.model
-// "llama") and GPT-2 byte-level BPE over ranked merges ("gpt2"), with the
+// "llama"), GPT-2 byte-level BPE over ranked merges ("gpt2") and the
+// WordPiece of BERT-style embedding models ("bert"), with the
 // pre-tokenizers that tokenizer.ggml.pre names, special-token matching, BOS
 // and EOS handling, byte fallback, and a streaming detokeniser that only
 // ever emits whole UTF-8 characters.
@@ -40,13 +41,14 @@ const (
 	ModelSPM    = "llama"  // SentencePiece: scored pieces, ▁ for space, <0xNN> byte fallback
 	ModelBPE    = "gpt2"   // byte-level BPE with ranked merges
 	ModelGemma4 = "gemma4" // BPE over raw UTF-8 with ▁ for space (Gemma 4)
+	ModelWPM    = "bert"   // WordPiece: greedy longest match over normalised words (BERT, bge, MiniLM)
 )
 
 // Vocab is everything a tokenizer is built from: the tokenizer.* metadata
 // of a GGUF file after defaults are resolved (FromGGUF does that), or a
 // hand-made vocabulary.
 type Vocab struct {
-	Model  string      // ModelSPM, ModelBPE or ModelGemma4
+	Model  string      // ModelSPM, ModelBPE, ModelGemma4 or ModelWPM
 	Pre    string      // tokenizer.ggml.pre (BPE only): selects the pre-tokenizer
 	Name   string      // general.name: llama.cpp keys a Phi-3 special-token fix on it
 	Tokens []string    // id → text
@@ -67,6 +69,19 @@ type Vocab struct {
 	AddBOS         bool // Encode with AddSpecial prepends BOS
 	AddEOS         bool // Encode with AddSpecial appends EOS
 	AddSpacePrefix bool // SPM: a space goes before text that starts a fragment; decoding drops it
+
+	// SEP is the separator token ([SEP] on BERT vocabularies; NoToken
+	// when absent) and AddSEP tokenizer.ggml.add_sep_token, which
+	// AddsSEP reports. WPM's Encode with AddSpecial puts BOS ([CLS])
+	// first and SEP last whatever AddBOS and AddSEP say, as llama.cpp
+	// does, so New refuses a WPM vocabulary without both; AddBOS still
+	// decides what Decode's RemoveSpecial drops.
+	SEP    uint32
+	AddSEP bool
+	// KeepCase and KeepAccents switch off WPM's lower-casing and accent
+	// stripping (tokenizer.ggml.normalizer.lowercase and strip_accents
+	// set to false).
+	KeepCase, KeepAccents bool
 }
 
 // Errors returned by New and the decoders.
@@ -97,6 +112,7 @@ type kind uint8
 const (
 	kindSPM kind = iota
 	kindBPE
+	kindWPM
 )
 
 // Tokenizer encodes and decodes text for one vocabulary. It is immutable
@@ -110,12 +126,13 @@ type Tokenizer struct {
 	ids    map[string]uint32
 	ranks  map[string]int32 // "left right" → merge rank
 
-	bos, eos, eot, eom, unk, pad uint32
-	fim                          [5]uint32 // prefix, suffix, middle, repo, file separator
-	eog                          map[uint32]bool
+	bos, eos, eot, eom, unk, pad, sep uint32
+	fim                               [5]uint32 // prefix, suffix, middle, repo, file separator
+	eog                               map[uint32]bool
 
-	addBOS, addEOS, addSpacePrefix bool
-	escapeSpaces, cleanSpaces      bool
+	addBOS, addEOS, addSEP, addSpacePrefix bool
+	escapeSpaces, cleanSpaces              bool
+	wpm                                    wpmConfig
 
 	special []uint32 // partition candidates, longest text first
 	pieces  []string // id → decoded bytes with specials rendered
@@ -152,6 +169,7 @@ func New(v *Vocab) (*Tokenizer, error) {
 		ids:            make(map[string]uint32, n),
 		addBOS:         v.AddBOS,
 		addEOS:         v.AddEOS,
+		addSEP:         v.AddSEP,
 		addSpacePrefix: v.AddSpacePrefix,
 	}
 	switch v.Model {
@@ -180,6 +198,11 @@ func New(v *Vocab) (*Tokenizer, error) {
 				}
 			}
 		}
+	case ModelWPM:
+		t.kind = kindWPM
+		t.escapeSpaces = true // for decoding: a piece's "▁" is a space
+		t.cleanSpaces = true
+		t.wpm = wpmConfig{lower: !v.KeepCase, stripAccents: !v.KeepAccents}
 	default:
 		return nil, fmt.Errorf("%w: model %q", ErrUnsupported, v.Model)
 	}
@@ -207,6 +230,7 @@ func New(v *Vocab) (*Tokenizer, error) {
 		return id
 	}
 	t.bos, t.eos, t.eot, t.eom, t.unk, t.pad = inRange(v.BOS), inRange(v.EOS), inRange(v.EOT), inRange(v.EOM), inRange(v.UNK), inRange(v.PAD)
+	t.sep = inRange(v.SEP)
 	t.fim = [5]uint32{inRange(v.FIMPre), inRange(v.FIMSuf), inRange(v.FIMMid), inRange(v.FIMRep), inRange(v.FIMSep)}
 	if t.kind == kindBPE && t.pre.noBOS {
 		t.bos = NoToken
@@ -214,8 +238,11 @@ func New(v *Vocab) (*Tokenizer, error) {
 	if t.addBOS && t.bos == NoToken {
 		return nil, fmt.Errorf("%w: add_bos is set but there is no BOS token", ErrInvalidVocab)
 	}
-	if t.addEOS && t.eos == NoToken {
+	if t.addEOS && t.eos == NoToken && t.kind != kindWPM { // WPM never appends EOS
 		return nil, fmt.Errorf("%w: add_eos is set but there is no EOS token", ErrInvalidVocab)
+	}
+	if t.kind == kindWPM && (t.bos == NoToken || t.sep == NoToken) {
+		return nil, fmt.Errorf("%w: a WPM vocabulary needs BOS ([CLS]) and SEP ([SEP]) tokens", ErrInvalidVocab)
 	}
 	t.fixSpecialTokens(v.Name)
 	t.buildCaches()
@@ -387,6 +414,10 @@ func (t *Tokenizer) buildCaches() {
 // llama.cpp drops a byte that is no token, so only bytes whose leftover
 // lookup finds a token count.
 func (t *Tokenizer) buildCoverage() {
+	if t.kind == kindWPM {
+		t.buildWPM()
+		return
+	}
 	var tokenByte func(b byte) bool
 	if t.kind == kindSPM || t.pre.rawUTF8 {
 		// A leftover character falls back to <0xNN>, the byte itself or
@@ -462,11 +493,12 @@ func (t *Tokenizer) Lookup(s string) (uint32, bool) {
 	return id, ok
 }
 
-// BOS, EOS, EOT and UNK return the special ids (NoToken when absent).
+// BOS, EOS, EOT, UNK and SEP return the special ids (NoToken when absent).
 func (t *Tokenizer) BOS() uint32 { return t.bos }
 func (t *Tokenizer) EOS() uint32 { return t.eos }
 func (t *Tokenizer) EOT() uint32 { return t.eot }
 func (t *Tokenizer) UNK() uint32 { return t.unk }
+func (t *Tokenizer) SEP() uint32 { return t.sep }
 
 // FIM returns fill-in-the-middle's prefix, suffix and middle tokens; ok
 // is false unless the vocabulary has all three.
@@ -479,8 +511,14 @@ func (t *Tokenizer) FIM() (pre, suf, mid uint32, ok bool) {
 // file-separator tokens, each NoToken where the vocabulary has none.
 func (t *Tokenizer) FIMRepo() (rep, sep uint32) { return t.fim[3], t.fim[4] }
 
-// AddsBOS reports whether Encode with AddSpecial prepends BOS.
+// AddsBOS reports whether Encode with AddSpecial prepends BOS
+// (tokenizer.ggml.add_bos_token; WPM's Encode prepends it regardless).
 func (t *Tokenizer) AddsBOS() bool { return t.addBOS }
+
+// AddsSEP is tokenizer.ggml.add_sep_token (true by default on WPM
+// vocabularies): whether a pair of texts, such as a query and a document
+// to rerank, is joined with SEP.
+func (t *Tokenizer) AddsSEP() bool { return t.addSEP }
 
 // IsEOG reports whether id ends generation (EOS, EOT, EOM and the
 // end-of-turn tokens llama.cpp recognises by name).

@@ -123,11 +123,11 @@ func parseVectors(t testing.TB, inp, out []byte) []vector {
 	return vs
 }
 
-// Vocabularies with llama.cpp test vectors. The first eight are committed
+// Vocabularies with llama.cpp test vectors. The first nine are committed
 // (gzipped) under testdata; the rest run where a llama.cpp checkout is.
 var vectorVocabs = []string{
 	"llama-spm", "phi-3", "gpt-2", "llama-bpe", "qwen2", "starcoder", "deepseek-coder",
-	"falcon", "mpt", "refact", "command-r", "deepseek-llm", "qwen35", "gemma-4",
+	"falcon", "bert-bge", "mpt", "refact", "command-r", "deepseek-llm", "qwen35", "gemma-4",
 }
 
 // TestLlamaVectors runs llama.cpp's test-tokenizer-0 vectors: encode
