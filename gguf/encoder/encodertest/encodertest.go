@@ -1,0 +1,155 @@
+// Package encodertest builds the random-weight encoders (bert and
+// nomic-bert, with a small WordPiece vocabulary) that the encoder's,
+// the engine's and the node's tests load, and whose hidden states
+// llama.cpp's llama-embedding gave for the goldens in
+// gguf/encoder/testdata.
+package encodertest
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/quant"
+)
+
+// The fixtures' shape: small, but every dimension distinct and the heads
+// more than one.
+const (
+	Embd, Layers, Heads, FF, Context = 32, 2, 4, 48, 64
+)
+
+// Spec shapes a fixture Build writes.
+type Spec struct {
+	Arch                             string // "bert" or "nomic-bert"
+	Embd, Layers, Heads, FF, Context int
+}
+
+// Vocab is a WordPiece vocabulary in llama.cpp's GGUF form (a
+// word's first piece after "▁", continuations bare; punctuation is a
+// word of its own): the specials, a few words, a few punctuation marks
+// and suffixes, and every lowercase letter both ways, so that any
+// lowercase ASCII word has pieces.
+func Vocab() (tokens []string, types []int32) {
+	tokens = []string{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"}
+	types = []int32{3, 2, 3, 3, 3}
+	for _, w := range []string{"the", "man", "walks", "into", "bar", "cat", "sat", "on", "mat", "dog", "runs", "fast"} {
+		tokens, types = append(tokens, "▁"+w), append(types, 1)
+	}
+	for _, p := range []string{"▁.", "▁,", "▁!", "▁?", "ing", "ed"} {
+		tokens, types = append(tokens, p), append(types, 1)
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		tokens, types = append(tokens, "▁"+string(c), string(c)), append(types, 1, 1)
+	}
+	return tokens, types
+}
+
+// Fixture builds the random-weight encoder of arch ("bert" or
+// "nomic-bert") the goldens were made from: Build at the fixtures' shape.
+func Fixture(arch string) ([]byte, error) {
+	return Build(Spec{Arch: arch, Embd: Embd, Layers: Layers, Heads: Heads, FF: FF, Context: Context})
+}
+
+// Build writes a random-weight encoder of sp's shape with Vocab, seeded
+// by its architecture: the same bytes every run. Matrices are F16 (as
+// converted models' are), norms and biases F32.
+func Build(sp Spec) ([]byte, error) {
+	var err error
+	arch := sp.Arch
+	rng := rand.New(rand.NewPCG(11, uint64(len(arch))))
+	w := gguf.NewWriter()
+	tokens, types := Vocab()
+	set := func(k string, v any) {
+		if e := w.Set(k, v); e != nil && err == nil {
+			err = e
+		}
+	}
+	set("general.architecture", arch)
+	set("general.name", "meshnode-"+arch+"-fixture")
+	set(arch+".context_length", uint32(sp.Context))
+	set(arch+".embedding_length", uint32(sp.Embd))
+	set(arch+".feed_forward_length", uint32(sp.FF))
+	set(arch+".block_count", uint32(sp.Layers))
+	set(arch+".attention.head_count", uint32(sp.Heads))
+	set(arch+".attention.layer_norm_epsilon", float32(1e-12))
+	set(arch+".attention.causal", false)
+	set(arch+".pooling_type", uint32(1))
+	if arch == "nomic-bert" {
+		set(arch+".rope.freq_base", float32(1000))
+	}
+	set("tokenizer.ggml.model", "bert")
+	set("tokenizer.ggml.tokens", tokens)
+	set("tokenizer.ggml.token_type", types)
+	set("tokenizer.ggml.token_type_count", uint32(2))
+	set("tokenizer.ggml.padding_token_id", uint32(0))
+	set("tokenizer.ggml.unknown_token_id", uint32(1))
+	set("tokenizer.ggml.bos_token_id", uint32(2))
+	set("tokenizer.ggml.seperator_token_id", uint32(3))
+	set("tokenizer.ggml.mask_token_id", uint32(4))
+
+	normal := func(n int, mean, sd float64) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(mean + sd*rng.NormFloat64())
+		}
+		return v
+	}
+	f32 := func(name string, v []float32, dims ...int64) {
+		b := make([]byte, 4*len(v))
+		for i, x := range v {
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+		}
+		if e := w.AddTensor(name, quant.F32, dims, b); e != nil && err == nil {
+			err = e
+		}
+	}
+	f16 := func(name string, v []float32, dims ...int64) {
+		b := make([]byte, 2*len(v))
+		for i, x := range v {
+			binary.LittleEndian.PutUint16(b[2*i:], quant.FP32ToFP16(x))
+		}
+		if e := w.AddTensor(name, quant.F16, dims, b); e != nil && err == nil {
+			err = e
+		}
+	}
+	e, sd := int64(sp.Embd), 1/math.Sqrt(float64(sp.Embd))
+	f16("token_embd.weight", normal(len(tokens)*sp.Embd, 0, 1), e, int64(len(tokens)))
+	f32("token_types.weight", normal(2*sp.Embd, 0, 0.5), e, 2)
+	if arch == "bert" {
+		f16("position_embd.weight", normal(sp.Context*sp.Embd, 0, 0.5), e, int64(sp.Context))
+	}
+	f32("token_embd_norm.weight", normal(sp.Embd, 1, 0.1), e)
+	f32("token_embd_norm.bias", normal(sp.Embd, 0, 0.1), e)
+	for l := range sp.Layers {
+		p := func(s string) string { return fmt.Sprintf("blk.%d.%s", l, s) }
+		if arch == "nomic-bert" {
+			f16(p("attn_qkv.weight"), normal(3*sp.Embd*sp.Embd, 0, sd), e, 3*e)
+		} else {
+			for _, m := range []string{"attn_q", "attn_k", "attn_v"} {
+				f16(p(m+".weight"), normal(sp.Embd*sp.Embd, 0, sd), e, e)
+				f32(p(m+".bias"), normal(sp.Embd, 0, 0.1), e)
+			}
+		}
+		f16(p("attn_output.weight"), normal(sp.Embd*sp.Embd, 0, sd), e, e)
+		f32(p("attn_output.bias"), normal(sp.Embd, 0, 0.1), e)
+		f32(p("attn_output_norm.weight"), normal(sp.Embd, 1, 0.1), e)
+		f32(p("attn_output_norm.bias"), normal(sp.Embd, 0, 0.1), e)
+		f16(p("ffn_up.weight"), normal(sp.FF*sp.Embd, 0, sd), e, int64(sp.FF))
+		if arch == "nomic-bert" {
+			f16(p("ffn_gate.weight"), normal(sp.FF*sp.Embd, 0, sd), e, int64(sp.FF))
+		} else {
+			f32(p("ffn_up.bias"), normal(sp.FF, 0, 0.1), int64(sp.FF))
+			f32(p("ffn_down.bias"), normal(sp.Embd, 0, 0.1), e)
+		}
+		f16(p("ffn_down.weight"), normal(sp.Embd*sp.FF, 0, 1/math.Sqrt(float64(sp.FF))), int64(sp.FF), e)
+		f32(p("layer_output_norm.weight"), normal(sp.Embd, 1, 0.1), e)
+		f32(p("layer_output_norm.bias"), normal(sp.Embd, 0, 0.1), e)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return w.Bytes()
+}

@@ -1,0 +1,139 @@
+package encoder
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/backend"
+	"github.com/meshnode/meshnode/gguf/quant"
+)
+
+// loader hands out the file's tensors, checking their shapes.
+type loader struct {
+	f  *gguf.File
+	be backend.Backend
+}
+
+// lookup finds name and checks its dims are exactly want (ggml's ne: row
+// length first; trailing 1s are the same shape).
+func (ld *loader) lookup(name string, required bool, want ...int) (gguf.TensorInfo, []byte, bool, error) {
+	t, ok := ld.f.Tensor(name)
+	if !ok {
+		if required {
+			return t, nil, false, fmt.Errorf("%w: tensor %s is missing", ErrInvalid, name)
+		}
+		return t, nil, false, nil
+	}
+	dims := make([]int, len(t.Dims))
+	for i, d := range t.Dims {
+		dims[i] = int(d)
+	}
+	for len(dims) > len(want) && dims[len(dims)-1] == 1 {
+		dims = dims[:len(dims)-1]
+	}
+	if !slices.Equal(dims, want) {
+		return t, nil, false, fmt.Errorf("%w: tensor %s has shape %v, want %v", ErrInvalid, name, t.Dims, want)
+	}
+	b, err := ld.f.TensorData(t)
+	if err != nil {
+		return t, nil, false, fmt.Errorf("%w: tensor %s: %w", ErrInvalid, name, err)
+	}
+	return t, b, true, nil
+}
+
+// matrix loads a rows × cols weight (ne = {cols, rows}); nil where it is
+// optional and absent.
+func (ld *loader) matrix(name string, rows, cols int, required bool) (backend.Weight, error) {
+	t, b, ok, err := ld.lookup(name, required, cols, rows)
+	if !ok || err != nil {
+		return nil, err
+	}
+	w, err := ld.be.Weight(t.Type, rows, cols, b)
+	if err != nil {
+		return nil, fmt.Errorf("%w: tensor %s (%s): %w", ErrInvalid, name, t.Type, err)
+	}
+	return w, nil
+}
+
+// floats reads a tensor of rows × n elements to float32 (rows 1: a
+// vector); nil where it is optional and absent.
+func (ld *loader) floats(name string, required bool, n int, rows ...int) ([]float32, error) {
+	want := append([]int{n}, rows...)
+	t, b, ok, err := ld.lookup(name, required, want...)
+	if !ok || err != nil {
+		return nil, err
+	}
+	out := make([]float32, t.Elements())
+	if err := quant.Dequantize(t.Type, b, out); err != nil {
+		return nil, fmt.Errorf("%w: tensor %s: %w", ErrInvalid, name, err)
+	}
+	return out, nil
+}
+
+// layer loads block i.
+func (ld *loader) layer(ly *layer, i int, c Config) error {
+	name := func(s string) string { return fmt.Sprintf("blk.%d.%s", i, s) }
+	e := c.Embd
+	var err error
+	type spec struct {
+		dst        *backend.Weight
+		name       string
+		rows, cols int
+		required   bool
+	}
+	mats := []spec{
+		{&ly.o, "attn_output.weight", e, e, true},
+		{&ly.ob, "attn_output.bias", 1, e, false},
+		{&ly.up, "ffn_up.weight", c.FF, e, true},
+		{&ly.upb, "ffn_up.bias", 1, c.FF, false},
+		{&ly.down, "ffn_down.weight", e, c.FF, true},
+		{&ly.downb, "ffn_down.bias", 1, e, false},
+	}
+	if c.FusedQKV {
+		mats = append(mats, spec{&ly.qkv, "attn_qkv.weight", 3 * e, e, true}, spec{&ly.qkvb, "attn_qkv.bias", 1, 3 * e, false})
+	} else {
+		for _, p := range []struct {
+			w, b *backend.Weight
+			name string
+		}{{&ly.q, &ly.qb, "attn_q"}, {&ly.k, &ly.kb, "attn_k"}, {&ly.v, &ly.vb, "attn_v"}} {
+			mats = append(mats, spec{p.w, p.name + ".weight", e, e, true}, spec{p.b, p.name + ".bias", 1, e, false})
+		}
+	}
+	if c.GatedFFN {
+		mats = append(mats, spec{&ly.gate, "ffn_gate.weight", c.FF, e, true})
+	}
+	for _, m := range mats {
+		if *m.dst, err = ld.weight(name(m.name), m.rows, m.cols, m.required); err != nil {
+			return err
+		}
+	}
+	for _, v := range []struct {
+		dst  *[]float32
+		name string
+	}{
+		{&ly.attnNormW, "attn_output_norm.weight"}, {&ly.attnNormB, "attn_output_norm.bias"},
+		{&ly.outNormW, "layer_output_norm.weight"}, {&ly.outNormB, "layer_output_norm.bias"},
+	} {
+		if *v.dst, err = ld.floats(name(v.name), true, e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// weight loads a matrix, or a vector as a 1-row one (ne = {cols}).
+func (ld *loader) weight(name string, rows, cols int, required bool) (backend.Weight, error) {
+	if rows != 1 {
+		return ld.matrix(name, rows, cols, required)
+	}
+	t, b, ok, err := ld.lookup(name, required, cols)
+	if !ok || err != nil {
+		return nil, err
+	}
+	w, err := ld.be.Weight(t.Type, 1, cols, b)
+	if err != nil {
+		return nil, fmt.Errorf("%w: tensor %s (%s): %w", ErrInvalid, name, t.Type, err)
+	}
+	return w, nil
+}

@@ -1,0 +1,267 @@
+package encoder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/backend"
+)
+
+// ErrInput is wrapped by the reason an input cannot be encoded: empty,
+// longer than the context, or a token outside the vocabulary.
+var ErrInput = errors.New("encoder: bad input")
+
+// Model is a loaded encoder. Hidden may be called from several goroutines.
+type Model struct {
+	cfg    Config
+	be     backend.Backend
+	tok    backend.Weight // token embeddings, Vocab rows
+	pos    backend.Weight // bert's position embeddings, Context rows
+	type0  []float32      // token type 0's embedding ("sentence A"), nil where the file has none
+	normW  []float32      // the embeddings' layer norm
+	normB  []float32
+	layers []layer
+	rope   *backend.RoPE
+}
+
+type layer struct {
+	q, k, v, qkv, o      backend.Weight
+	qb, kb, vb, qkvb, ob backend.Weight // nil where the file has none
+	attnNormW, attnNormB []float32
+	up, gate, down       backend.Weight
+	upb, downb           backend.Weight
+	outNormW, outNormB   []float32
+}
+
+// Load reads an encoder from f onto be, whose kernels it runs on. The
+// weights stay in f's mapping (the CPU reads them in place): f must stay
+// open while the model is used.
+func Load(f *gguf.File, be backend.Backend) (*Model, error) {
+	cfg, err := ParseConfig(f.Metadata)
+	if err != nil {
+		return nil, err
+	}
+	ld := &loader{f: f, be: be}
+	m := &Model{cfg: cfg, be: be}
+	t, ok := f.Tensor("token_embd.weight")
+	if !ok || len(t.Dims) < 2 || t.Dims[0] != int64(cfg.Embd) || t.Dims[1] < 1 || t.Dims[1] > maxDim {
+		return nil, fmt.Errorf("%w: token_embd.weight is missing or not %d wide", ErrInvalid, cfg.Embd)
+	}
+	m.cfg.Vocab = int(t.Dims[1])
+	if m.tok, err = ld.matrix("token_embd.weight", m.cfg.Vocab, cfg.Embd, true); err != nil {
+		return nil, err
+	}
+	if cfg.Positions {
+		if m.pos, err = ld.matrix("position_embd.weight", cfg.Context, cfg.Embd, true); err != nil {
+			return nil, err
+		}
+	} else {
+		m.rope = &backend.RoPE{Dims: cfg.RoPEDims, NeoX: true, Base: cfg.RoPEBase, FreqScale: 1, AttnFactor: 1}
+	}
+	if cfg.TokenTypes > 0 {
+		types, err := ld.floats("token_types.weight", false, cfg.Embd, cfg.TokenTypes)
+		if err != nil {
+			return nil, err
+		}
+		if types != nil {
+			m.type0 = types[:cfg.Embd]
+		}
+	}
+	if m.normW, err = ld.floats("token_embd_norm.weight", true, cfg.Embd); err != nil {
+		return nil, err
+	}
+	if m.normB, err = ld.floats("token_embd_norm.bias", true, cfg.Embd); err != nil {
+		return nil, err
+	}
+	_, fused := f.Tensor("blk.0.attn_qkv.weight")
+	m.cfg.FusedQKV = fused
+	m.layers = make([]layer, cfg.Layers)
+	for i := range m.layers {
+		if err := ld.layer(&m.layers[i], i, m.cfg); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// Config is the model's geometry.
+func (m *Model) Config() Config { return m.cfg }
+
+// Hidden returns the final hidden state of every token of ids, row by
+// row (len(ids) × Embd), every token having attended to every other.
+func (m *Model) Hidden(ctx context.Context, ids []uint32) ([]float32, error) {
+	n, c := len(ids), m.cfg
+	switch {
+	case n == 0:
+		return nil, fmt.Errorf("%w: no tokens", ErrInput)
+	case n > c.Context:
+		return nil, fmt.Errorf("%w: %d tokens, more than the model's context of %d", ErrInput, n, c.Context)
+	}
+	for i, id := range ids {
+		if int(id) >= c.Vocab {
+			return nil, fmt.Errorf("%w: token %d (at %d) is outside the vocabulary of %d", ErrInput, id, i, c.Vocab)
+		}
+	}
+	be := m.be
+	x := be.NewTensor(n, c.Embd)
+	be.Embed(x, m.tok, ids)
+	host := make([]float32, n*c.Embd)
+	if m.pos != nil {
+		p := be.NewTensor(n, c.Embd)
+		positions := make([]uint32, n)
+		for i := range positions {
+			positions[i] = uint32(i)
+		}
+		be.Embed(p, m.pos, positions)
+		// ggml adds the type row to the tokens', then the sum to the
+		// positions' (a + b rounds the same either way round).
+		m.addType(be, x, host)
+		be.Add(x, p)
+	} else {
+		m.addType(be, x, host)
+	}
+	be.Read(host, x)
+	layerNorm(host, c.Embd, m.normW, m.normB, c.NormEps)
+	be.Write(x, host)
+
+	qkvW := 3 * c.Embd
+	var qkv backend.Tensor
+	if c.FusedQKV {
+		qkv = be.NewTensor(n, qkvW)
+	}
+	q, k, v := be.NewTensor(n, c.Embd), be.NewTensor(n, c.Embd), be.NewTensor(n, c.Embd)
+	att := be.NewTensor(n, c.Embd)
+	cur := be.NewTensor(n, c.Embd)
+	up := be.NewTensor(n, c.FF)
+	gate := be.NewTensor(n, c.FF)
+	if !c.GatedFFN {
+		// GELU is a GLU whose up is 1: ggml's gelu, table and all.
+		be.Write(gate, slices.Repeat([]float32{1}, n*c.FF))
+	}
+	hq, hk, hv := make([]float32, n*c.Embd), make([]float32, n*c.Embd), make([]float32, n*c.Embd)
+	hatt := make([]float32, n*c.Embd)
+	var all []float32
+	if c.FusedQKV {
+		all = make([]float32, n*qkvW)
+	}
+	for li := range m.layers {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		ly := &m.layers[li]
+		if c.FusedQKV {
+			be.MatMul(qkv, ly.qkv, x)
+			if ly.qkvb != nil {
+				be.AddBias(qkv, ly.qkvb)
+			}
+			be.Read(all, qkv)
+			for i := range n {
+				row := all[i*qkvW : (i+1)*qkvW]
+				copy(hq[i*c.Embd:(i+1)*c.Embd], row[:c.Embd])
+				copy(hk[i*c.Embd:(i+1)*c.Embd], row[c.Embd:2*c.Embd])
+				copy(hv[i*c.Embd:(i+1)*c.Embd], row[2*c.Embd:])
+			}
+			if m.rope != nil {
+				be.Write(q, hq)
+				be.Write(k, hk)
+			}
+		} else {
+			for _, p := range []struct {
+				dst  backend.Tensor
+				w, b backend.Weight
+			}{{q, ly.q, ly.qb}, {k, ly.k, ly.kb}, {v, ly.v, ly.vb}} {
+				be.MatMul(p.dst, p.w, x)
+				if p.b != nil {
+					be.AddBias(p.dst, p.b)
+				}
+			}
+			be.Read(hv, v)
+		}
+		if m.rope != nil {
+			be.RoPE(q, c.HeadDim, 0, m.rope)
+			be.RoPE(k, c.HeadDim, 0, m.rope)
+		}
+		if !c.FusedQKV || m.rope != nil {
+			be.Read(hq, q)
+			be.Read(hk, k)
+		}
+		attend(hatt, hq, hk, hv, n, c.Heads, c.HeadDim, float32(1/math.Sqrt(float64(c.HeadDim))))
+		be.Write(att, hatt)
+		be.MatMul(cur, ly.o, att)
+		if ly.ob != nil {
+			be.AddBias(cur, ly.ob)
+		}
+		be.Add(cur, x) // the layer's input added back
+		be.Read(host, cur)
+		layerNorm(host, c.Embd, ly.attnNormW, ly.attnNormB, c.NormEps)
+		be.Write(cur, host) // the feed-forward's input, added back after it
+
+		be.MatMul(up, ly.up, cur)
+		if ly.upb != nil {
+			be.AddBias(up, ly.upb)
+		}
+		if c.GatedFFN {
+			be.MatMul(gate, ly.gate, cur)
+			be.GLU(up, gate, up, backend.SiLU)
+		} else {
+			be.GLU(up, up, gate, backend.GELUTanh)
+		}
+		be.MatMul(x, ly.down, up)
+		if ly.downb != nil {
+			be.AddBias(x, ly.downb)
+		}
+		be.Add(x, cur)
+		be.Read(host, x)
+		layerNorm(host, c.Embd, ly.outNormW, ly.outNormB, c.NormEps)
+		be.Write(x, host)
+	}
+	return host, nil
+}
+
+// addType adds token type 0's embedding to every row of x (through host,
+// scratch of x's size).
+func (m *Model) addType(be backend.Backend, x backend.Tensor, host []float32) {
+	if m.type0 == nil {
+		return
+	}
+	be.Read(host, x)
+	e := m.cfg.Embd
+	for i := 0; i < len(host); i += e {
+		row := host[i : i+e]
+		for j, t := range m.type0 {
+			row[j] += t
+		}
+	}
+	be.Write(x, host)
+}
+
+// layerNorm normalises each e-wide row of x to mean 0 and variance 1,
+// then scales by w and adds b, as ggml_norm then ggml_mul and ggml_add
+// do: the mean and the variance summed wide (ggml_float) and rounded to
+// float32, the scale 1/√(var + eps) in float32.
+func layerNorm(x []float32, e int, w, b []float32, eps float32) {
+	for i := 0; i < len(x); i += e {
+		row := x[i : i+e]
+		var sum float64
+		for _, v := range row {
+			sum += float64(v)
+		}
+		mean := float32(sum) / float32(e)
+		var sq float64
+		for j, v := range row {
+			d := v - mean
+			row[j] = d
+			sq += float64(d * d)
+		}
+		variance := float32(sq / float64(e))
+		scale := float32(1 / math.Sqrt(float64(variance+eps)))
+		for j, v := range row {
+			// Each product rounded: Go fuses a·b+c on arm64.
+			row[j] = float32(float32(v*scale)*w[j]) + b[j]
+		}
+	}
+}

@@ -1,0 +1,142 @@
+package encoder
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/cpu"
+	"github.com/meshnode/meshnode/gguf/encoder/encodertest"
+)
+
+// TestHiddenRefusesBadInput: an input that is empty, longer than the
+// context or holds a token past the vocabulary is refused with ErrInput,
+// naming what is wrong, and the model still encodes afterwards.
+func TestHiddenRefusesBadInput(t *testing.T) {
+	be := cpu.New(cpu.Options{Threads: 1})
+	defer be.Close()
+	m, err := Load(openFixture(t, "bert"), be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := make([]uint32, encodertest.Context+1)
+	for i := range long {
+		long[i] = 5
+	}
+	for _, tc := range []struct {
+		ids  []uint32
+		says string
+	}{
+		{nil, "no tokens"},
+		{long, "more than the model's context of 64"},
+		{[]uint32{2, 75, 3}, "token 75 (at 1) is outside the vocabulary of 75"},
+	} {
+		if _, err := m.Hidden(context.Background(), tc.ids); !errors.Is(err, ErrInput) || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("%v: %v, want ErrInput saying %q", tc.ids, err, tc.says)
+		}
+	}
+	if _, err := m.Hidden(context.Background(), long[:encodertest.Context]); err != nil {
+		t.Fatalf("a whole context: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := m.Hidden(ctx, []uint32{2, 3}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled: %v", err)
+	}
+}
+
+// TestLoadRefusesMalformed: a file that is not an encoder this package
+// runs, or whose tensors do not fit its metadata, is refused with
+// ErrInvalid naming the key or tensor.
+func TestLoadRefusesMalformed(t *testing.T) {
+	base, err := gguf.Parse(mustFixture(t, "bert"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		key    string // a key set to value, or left out where value is nil
+		value  any
+		says   string
+		dropTo string // a tensor left out
+	}{
+		{"a decoder", "general.architecture", "llama", `"llama" is not an encoder`, ""},
+		{"causal", "bert.attention.causal", true, "attends both ways", ""},
+		{"heads", "bert.attention.head_count", uint32(5), "5 heads do not divide", ""},
+		{"no eps", "bert.attention.layer_norm_epsilon", nil, "layer_norm_epsilon", ""},
+		{"wider", "bert.feed_forward_length", uint32(64), "blk.0.ffn_up.weight has shape", ""},
+		{"no positions", "", nil, "position_embd.weight is missing", "position_embd.weight"},
+		{"huge", "bert.block_count", uint32(1 << 30), "block_count is 1073741824", ""},
+	} {
+		w := gguf.NewWriter()
+		for _, kv := range base.Metadata.KVs() {
+			if kv.Key != tc.key {
+				if err := w.Set(kv.Key, kv.Value); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if tc.key != "" && tc.value != nil {
+			if err := w.Set(tc.key, tc.value); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, ti := range base.Tensors {
+			if ti.Name == tc.dropTo {
+				continue
+			}
+			data, err := base.TensorData(ti)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.AddTensor(ti.Name, ti.Type, ti.Dims, data); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b, err := w.Bytes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := gguf.Parse(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		be := cpu.New(cpu.Options{Threads: 1})
+		_, err = Load(f, be)
+		be.Close()
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("%s: %v, want ErrInvalid saying %q", tc.name, err, tc.says)
+		}
+	}
+}
+
+// FuzzLoad: no file makes Load or Hidden panic. Seeded with small
+// fixtures of both architectures.
+func FuzzLoad(f *testing.F) {
+	for _, arch := range []string{"bert", "nomic-bert"} {
+		b, err := encodertest.Build(encodertest.Spec{Arch: arch, Embd: 8, Layers: 1, Heads: 2, FF: 8, Context: 8})
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	be := cpu.New(cpu.Options{Threads: 1})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		gf, err := gguf.Parse(b)
+		if err != nil {
+			return
+		}
+		m, err := Load(gf, be)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("Load: %v, not ErrInvalid", err)
+			}
+			return
+		}
+		if _, err := m.Hidden(context.Background(), []uint32{2, 5, 3}); err != nil && !errors.Is(err, ErrInput) {
+			t.Fatalf("Hidden: %v", err)
+		}
+	})
+}
