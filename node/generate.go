@@ -536,6 +536,9 @@ func (s *servedModel) prepare(g *api.Generation) (receipt.ServeRequest, prepared
 		e.Param, e.PromptTokens, e.ContextTokens = "messages", n, ctxLen
 		return receipt.ServeRequest{}, preparedPrompt{}, nil, e
 	}
+	if e := (*api.Error)(nil); errors.As(err, &e) {
+		return receipt.ServeRequest{}, preparedPrompt{}, nil, e // the model's own answer (an embedding model's refusal)
+	}
 	if err != nil {
 		return receipt.ServeRequest{}, preparedPrompt{}, nil, api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_prompt", "%v", err)
 	}

@@ -29,6 +29,11 @@ type ggufModel struct {
 // openGGUF loads one model: it maps the file, hashes it for the weights
 // digest and prepares the engine (ggufengine logs the progress line).
 func openGGUF(s modelSpec, backend string, sessions int, memBytes uint64, log *slog.Logger) (localModel, error) {
+	if enc, err := ggufengine.IsEncoder(s.Path); err != nil {
+		return nil, err
+	} else if enc {
+		return openEncoder(s, log)
+	}
 	ujPerToken := s.UJPerToken
 	if ujPerToken == 0 {
 		// No figure configured: derive one from the model's size, so the

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -69,9 +70,11 @@ func (s *servedModel) TokenizerInfo() (api.TokenizerInfo, error) {
 	// The template the file carries (one llama.cpp reads as a built-in
 	// format included), not a format's bare name or the plain
 	// transcript, which stand for no template text.
-	tmpl := s.in.m.(tokenizing).Template()
-	if src := tmpl.Source(); tmpl.Kind() != "transcript" && tmpl.Kind() != "builtin:"+src {
-		info.ChatTemplate = &src
+	// An embedding model has none.
+	if tmpl := s.in.m.(tokenizing).Template(); tmpl != nil {
+		if src := tmpl.Source(); tmpl.Kind() != "transcript" && tmpl.Kind() != "builtin:"+src {
+			info.ChatTemplate = &src
+		}
 	}
 	return info, nil
 }
@@ -95,6 +98,9 @@ func (s *servedModel) Render(ctx context.Context, g *api.Generation) (string, in
 	}
 	defer leave()
 	text, ids, err := s.in.m.Prompt(g, math.MaxInt)
+	if e := (*api.Error)(nil); errors.As(err, &e) {
+		return "", 0, e // the model's own answer (an embedding model's refusal)
+	}
 	if err != nil {
 		return "", 0, api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_prompt", "%v", err)
 	}

@@ -22,6 +22,19 @@ type EmbeddingModel interface {
 	Embed(ctx context.Context, e *Embedding) (*EmbeddingResult, error)
 }
 
+// EmbeddingOnlyModel is implemented by a model that makes embeddings and
+// nothing else (a text encoder): it generates no text, so Ollama's
+// /api/show lists "embedding" alone among its capabilities.
+type EmbeddingOnlyModel interface {
+	EmbeddingOnly() bool
+}
+
+// embeddingOnly reports whether m makes embeddings and nothing else.
+func embeddingOnly(m Model) bool {
+	e, ok := m.(EmbeddingOnlyModel)
+	return ok && e.EmbeddingOnly()
+}
+
 // EmbedInput is one input to embed: text, or token ids of the model's
 // vocabulary.
 type EmbedInput struct {

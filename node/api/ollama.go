@@ -556,6 +556,9 @@ func (s *Server) handleOllamaShow(w http.ResponseWriter, r *http.Request) {
 	o, d, described := s.ollamaModelOf(ModelInfo{ID: name, Local: true})
 	show := map[string]any{"details": o.Details, "modelfile": "", "parameters": "", "modified_at": o.ModifiedAt}
 	caps := []string{"completion"}
+	if embeddingOnly(m) {
+		caps = nil
+	}
 	if _, ok := m.(EmbeddingModel); ok {
 		caps = append(caps, "embedding")
 	}

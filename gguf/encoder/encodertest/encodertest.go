@@ -25,6 +25,8 @@ const (
 type Spec struct {
 	Arch                             string // "bert" or "nomic-bert"
 	Embd, Layers, Heads, FF, Context int
+	// Pooling is the file's pooling_type; 0 writes mean's (1).
+	Pooling uint32
 }
 
 // Vocab is a WordPiece vocabulary in llama.cpp's GGUF form (a
@@ -76,7 +78,7 @@ func Build(sp Spec) ([]byte, error) {
 	set(arch+".attention.head_count", uint32(sp.Heads))
 	set(arch+".attention.layer_norm_epsilon", float32(1e-12))
 	set(arch+".attention.causal", false)
-	set(arch+".pooling_type", uint32(1))
+	set(arch+".pooling_type", max(sp.Pooling, 1))
 	if arch == "nomic-bert" {
 		set(arch+".rope.freq_base", float32(1000))
 	}
@@ -93,7 +95,7 @@ func Build(sp Spec) ([]byte, error) {
 	normal := func(n int, mean, sd float64) []float32 {
 		v := make([]float32, n)
 		for i := range v {
-			v[i] = float32(mean + sd*rng.NormFloat64())
+			v[i] = float32(mean + float64(sd*rng.NormFloat64())) // rounded: the same bytes on arm64, which would fuse it
 		}
 		return v
 	}

@@ -7,6 +7,7 @@ import (
 	"math"
 
 	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/encoder"
 )
 
 // Pooling is how a model's per-token hidden states make one embedding
@@ -46,7 +47,10 @@ var ErrNoEmbeddings = errors.New("ggufengine: the model cannot make embeddings")
 // model whose embeddings the engine cannot make as llama.cpp makes them.
 func embeddingPooling(md *gguf.Metadata) (Pooling, error) {
 	arch, _ := md.String("general.architecture")
-	if causal, ok := md.Bool(arch + ".attention.causal"); ok && !causal {
+	// An encoder (LoadEncoder) attends both ways, as its file says; the
+	// language models' engine attends causally, so another model whose
+	// file says so cannot embed here.
+	if causal, ok := md.Bool(arch + ".attention.causal"); ok && !causal && !encoder.Supports(arch) {
 		return 0, fmt.Errorf("%w: %s.attention.causal is false (an encoder's bidirectional attention), and the engine attends causally", ErrNoEmbeddings, arch)
 	}
 	v, ok := md.Uint32(arch + ".pooling_type")

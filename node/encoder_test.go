@@ -1,0 +1,186 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/cpu"
+	"github.com/meshnode/meshnode/gguf/encoder"
+	"github.com/meshnode/meshnode/gguf/encoder/encodertest"
+	"github.com/meshnode/meshnode/gguf/tokenizer"
+)
+
+// encoderFixture writes the random-weight BERT encoder (encodertest) as
+// a model file and returns its path and name.
+func encoderFixture(t *testing.T, arch string) (path, name string) {
+	t.Helper()
+	b, err := encodertest.Fixture(arch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name = arch + "-fixture"
+	path = filepath.Join(t.TempDir(), name+".gguf")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path, name
+}
+
+// referenceEncoderEmbedding is text's embedding as llama.cpp's server
+// makes it with the fixture's mean pooling: the encoder's hidden states
+// (which gguf/encoder's tests hold to llama.cpp's) averaged and scaled to
+// unit length, in float64, on a model of its own.
+func referenceEncoderEmbedding(t *testing.T, path string, ids []uint32) []float64 {
+	t.Helper()
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	be := cpu.New(cpu.Options{})
+	defer be.Close()
+	m, err := encoder.Load(f, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := m.Hidden(context.Background(), ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := m.Config().Embd
+	mean := make([]float64, e)
+	for i := range ids {
+		for j := range e {
+			mean[j] += float64(h[i*e+j])
+		}
+	}
+	var norm float64
+	for j := range mean {
+		mean[j] /= float64(len(ids))
+		norm += mean[j] * mean[j]
+	}
+	for j := range mean {
+		mean[j] /= math.Sqrt(norm)
+	}
+	return mean
+}
+
+// TestEncoderServed: a BERT-family encoder (bert and nomic-bert) is
+// served as an embedding model: /v1/embeddings and Ollama's /api/embed
+// answer the reference's vectors for its WordPiece tokens; /api/show
+// says it embeds and nothing else; /v1/models lists it; /tokenize lends
+// its tokenizer; a generation of any kind is refused naming it as an
+// embedding model.
+func TestEncoderServed(t *testing.T) {
+	for _, arch := range []string{"bert", "nomic-bert"} {
+		t.Run(arch, func(t *testing.T) {
+			path, name := encoderFixture(t, arch)
+			n, _ := startNode(t, Config{Models: []string{path}})
+			f, err := gguf.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tok, err := tokenizer.FromGGUF(f.Metadata)
+			f.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			texts := []string{"A man walks into a bar.", "The cat sat on the mat!"}
+			var openai struct {
+				Data []struct {
+					Embedding []float64 `json:"embedding"`
+				} `json:"data"`
+				Usage struct {
+					PromptTokens int `json:"prompt_tokens"`
+				} `json:"usage"`
+			}
+			postJSON(t, n, "/v1/embeddings", fmt.Sprintf(`{"model":%q,"input":[%q,%q]}`, name, texts[0], texts[1]), &openai)
+			var ollama struct {
+				Embeddings [][]float64 `json:"embeddings"`
+			}
+			postJSON(t, n, "/api/embed", fmt.Sprintf(`{"model":%q,"input":[%q,%q]}`, name, texts[0], texts[1]), &ollama)
+			if len(openai.Data) != 2 || len(ollama.Embeddings) != 2 {
+				t.Fatalf("%d and %d vectors, want 2 each", len(openai.Data), len(ollama.Embeddings))
+			}
+			total := 0
+			for i, s := range texts {
+				ids := tok.Encode(s, tokenizer.EncodeOptions{AddSpecial: true})
+				if ids[0] != 2 || ids[len(ids)-1] != 3 {
+					t.Fatalf("%q tokenized as %v: want [CLS] … [SEP]", s, ids)
+				}
+				total += len(ids)
+				want := referenceEncoderEmbedding(t, path, ids)
+				for _, got := range [][]float64{openai.Data[i].Embedding, ollama.Embeddings[i]} {
+					if len(got) != encodertest.Embd {
+						t.Fatalf("%d dimensions, want %d", len(got), encodertest.Embd)
+					}
+					for j := range want {
+						if math.Abs(got[j]-want[j]) > embeddingTolerance {
+							t.Fatalf("text %d component %d is %v, the reference's %v", i, j, got[j], want[j])
+						}
+					}
+				}
+			}
+			if openai.Usage.PromptTokens != total {
+				t.Fatalf("usage: %d prompt tokens, want %d", openai.Usage.PromptTokens, total)
+			}
+
+			var show struct {
+				Capabilities []string       `json:"capabilities"`
+				ModelInfo    map[string]any `json:"model_info"`
+			}
+			postJSON(t, n, "/api/show", fmt.Sprintf(`{"model":%q}`, name), &show)
+			if !slices.Equal(show.Capabilities, []string{"embedding"}) || show.ModelInfo["general.architecture"] != arch {
+				t.Fatalf("/api/show: %+v", show)
+			}
+			resp, err := http.Get("http://" + n.HTTPAddr().String() + "/v1/models")
+			if err != nil {
+				t.Fatal(err)
+			}
+			models, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || !strings.Contains(string(models), `"id":"`+name+`"`) {
+				t.Fatalf("/v1/models: %d %s", resp.StatusCode, models)
+			}
+			resp, err = http.Get("http://" + n.HTTPAddr().String() + "/tokenizer_info?model=" + name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			info, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || !strings.Contains(string(info), `"bos_token":"[CLS]"`) || !strings.Contains(string(info), `"chat_template":null`) {
+				t.Fatalf("/tokenizer_info: %d %s", resp.StatusCode, info)
+			}
+			var toks struct {
+				Tokens []uint32 `json:"tokens"`
+			}
+			postJSON(t, n, "/tokenize", fmt.Sprintf(`{"model":%q,"content":"the cat"}`, name), &toks)
+			if !slices.Equal(toks.Tokens, tok.Encode("the cat", tokenizer.EncodeOptions{})) || len(toks.Tokens) != 2 {
+				t.Fatalf("/tokenize: %v", toks.Tokens)
+			}
+			for path, body := range map[string]string{
+				"/v1/chat/completions": `{"model":%q,"messages":[{"role":"user","content":"hi"}]}`,
+				"/v1/completions":      `{"model":%q,"prompt":"hi"}`,
+				"/api/generate":        `{"model":%q,"prompt":"hi","stream":false}`,
+				"/completion":          `{"model":%q,"prompt":"hi"}`,
+				"/v1/messages":         `{"model":%q,"max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`,
+				"/api/chat":            `{"model":%q,"stream":false,"messages":[{"role":"user","content":"hi"}]}`,
+				"/apply-template":      `{"model":%q,"messages":[{"role":"user","content":"hi"}]}`,
+			} {
+				code, v := answerOf(t, n, path, fmt.Sprintf(body, name))
+				if code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(v), "embedding model") {
+					t.Fatalf("%s: %d %v", path, code, v)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,163 @@
+package ggufengine
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+
+	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/cpu"
+	"github.com/meshnode/meshnode/gguf/digest"
+	"github.com/meshnode/meshnode/gguf/encoder"
+	"github.com/meshnode/meshnode/gguf/tokenizer"
+	"github.com/meshnode/meshnode/node/receipt"
+)
+
+// IsEncoder reports whether the GGUF file at path holds a text encoder
+// (the BERT family: encoder.Supports), which LoadEncoder loads, rather
+// than a language model, which Load does.
+func IsEncoder(path string) (bool, error) {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	arch, _ := f.Metadata.String("general.architecture")
+	return encoder.Supports(arch), nil
+}
+
+// Encoder is a text encoder (an embedding model: MiniLM, bge,
+// nomic-embed-text) loaded from a GGUF file. It makes embeddings and
+// nothing else: it has no output head to generate with. It runs on the
+// CPU, whatever Config.Backend says: its attention and layer norms are
+// host code (package encoder), and an embedding model is small.
+type Encoder struct {
+	name, path string
+	file       *gguf.File
+	facts      gguf.Facts
+	tok        *tokenizer.Tokenizer
+	enc        *encoder.Model
+	be         *cpu.Backend
+	pooling    Pooling
+	ctx        int
+	weights    receipt.Weights
+}
+
+// LoadEncoder loads the encoder at path (cfg's Name, Threads and Context
+// apply; the rest is for language models).
+func LoadEncoder(path string, cfg Config) (*Encoder, error) {
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	e := &Encoder{path: path, file: f, facts: f.Facts(), name: cfg.Name}
+	ok := false
+	defer func() {
+		if !ok {
+			e.Close()
+		}
+	}()
+	if e.name == "" {
+		e.name = gguf.ModelKey(path)
+	}
+	if e.tok, err = tokenizer.FromGGUF(f.Metadata); err != nil {
+		return nil, fmt.Errorf("ggufengine: %s: %w", path, err)
+	}
+	if e.pooling, err = embeddingPooling(f.Metadata); err != nil {
+		return nil, fmt.Errorf("ggufengine: %s: %w", path, err)
+	}
+	e.be = cpu.New(cpu.Options{Threads: cfg.Threads})
+	if e.enc, err = encoder.Load(f, e.be); err != nil {
+		return nil, fmt.Errorf("ggufengine: %s: %w", path, err)
+	}
+	c := e.enc.Config()
+	if e.tok.NumTokens() > c.Vocab {
+		return nil, fmt.Errorf("ggufengine: %s: the tokenizer has %d tokens, the model %d", path, e.tok.NumTokens(), c.Vocab)
+	}
+	e.ctx = c.Context
+	if cfg.Context > 0 {
+		e.ctx = min(cfg.Context, c.Context)
+	}
+	sum, err := digest.Files(filepath.Dir(path), filepath.Base(path))
+	if err != nil {
+		return nil, fmt.Errorf("ggufengine: %w", err)
+	}
+	e.weights = receipt.Weights{Digest: receipt.ContentID(sum.Digest), Precision: Precision(e.facts.QuantizationType)}
+	log.Info("model loaded", "model", e.name, "arch", c.Arch, "kind", "encoder (embeddings only)", "type", e.facts.QuantizationType,
+		"params", e.facts.ParameterSize, "context", e.ctx, "pooling", e.pooling, "dimensions", c.Embd, "backend", "cpu",
+		"threads", e.be.Threads(), "digest", e.weights.Digest.String())
+	ok = true
+	return e, nil
+}
+
+// Name is the model's name.
+func (e *Encoder) Name() string { return e.name }
+
+// Path is the file it was loaded from.
+func (e *Encoder) Path() string { return e.path }
+
+// Size is the file's size in bytes.
+func (e *Encoder) Size() int64 { return e.file.Size() }
+
+// Facts describes the file.
+func (e *Encoder) Facts() gguf.Facts { return e.facts }
+
+// Tokenizer is the model's tokenizer.
+func (e *Encoder) Tokenizer() *tokenizer.Tokenizer { return e.tok }
+
+// ContextLength is the most tokens an input may have.
+func (e *Encoder) ContextLength() int { return e.ctx }
+
+// Backend names the kernels it runs on.
+func (e *Encoder) Backend() string { return e.be.Name() }
+
+// Weights names the weights (their digest and precision).
+func (e *Encoder) Weights() receipt.Weights { return e.weights }
+
+// Pooling is how its embeddings pool.
+func (e *Encoder) Pooling() Pooling { return e.pooling }
+
+// Dimensions is the length of its embeddings.
+func (e *Encoder) Dimensions() int { return e.enc.Config().Embd }
+
+// Embed returns each input's embedding: its tokens' final hidden states
+// pooled as the file says and scaled to unit L2 norm, as llama.cpp's
+// server returns them. An input must be 1 to ContextLength tokens of the
+// vocabulary; anything else is refused with engine.ErrRefused.
+func (e *Encoder) Embed(ctx context.Context, inputs [][]uint32) ([][]float32, error) {
+	for i, in := range inputs {
+		switch {
+		case len(in) == 0:
+			return nil, refuse("input %d is empty", i)
+		case len(in) > e.ctx:
+			return nil, refuse("input %d has %d tokens, more than the model's context of %d", i, len(in), e.ctx)
+		}
+		for _, id := range in {
+			if int(id) >= e.tok.NumTokens() {
+				return nil, refuse("input %d: token %d is outside the vocabulary of %d", i, id, e.tok.NumTokens())
+			}
+		}
+	}
+	out := make([][]float32, 0, len(inputs))
+	for _, in := range inputs {
+		hidden, err := e.enc.Hidden(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("ggufengine: embedding: %w", err)
+		}
+		out = append(out, poolHidden(hidden, e.Dimensions(), e.pooling))
+	}
+	return out, nil
+}
+
+// Close releases the backend and the file.
+func (e *Encoder) Close() error {
+	if e.be != nil {
+		e.be.Close()
+	}
+	return e.file.Close()
+}
