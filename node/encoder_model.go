@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -45,25 +46,35 @@ func (m *encoderModel) Backend() string       { return m.e.Backend() }
 func (m *encoderModel) Close() error          { return m.e.Close() }
 func (m *encoderModel) Decoder() decoder      { return newTokenDecoder(m.e.Tokenizer()) }
 
-// EmbeddingOnly implements api.EmbeddingOnlyModel.
-func (m *encoderModel) EmbeddingOnly() bool { return true }
-
 // Prompt refuses: an encoder generates nothing.
 func (m *encoderModel) Prompt(*api.Generation, int) (string, []uint32, error) {
-	return "", nil, errEmbeddingOnly(m.Name())
-}
-
-// errEmbeddingOnly is the answer to a generation asked of an embedding
-// model.
-func errEmbeddingOnly(name string) *api.Error {
-	e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_model",
-		"model %q is an embedding model (a text encoder): it makes embeddings (POST /v1/embeddings, Ollama's /api/embed), not text", name)
+	what := "an embedding model (a text encoder): it makes embeddings (POST /v1/embeddings, Ollama's /api/embed)"
+	if m.e.Reranks() {
+		what = "a reranker (a text encoder): it scores documents against a query (POST /v1/rerank)"
+	}
+	e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_model", "model %q is %s, not text", m.Name(), what)
 	e.Param = "model"
-	return e
+	return "", nil, e
 }
 
-// EmbeddingSupport implements embedder.
-func (m *encoderModel) EmbeddingSupport() error { return nil }
+// EmbeddingSupport implements embedder: a reranker makes no embeddings.
+func (m *encoderModel) EmbeddingSupport() error {
+	if m.e.Reranks() {
+		return errors.New("it is a reranker: it scores a query and a document together (POST /v1/rerank)")
+	}
+	return nil
+}
+
+// Reranks implements reranker.
+func (m *encoderModel) Reranks() bool { return m.e.Reranks() }
+
+// RerankTemplate implements reranker.
+func (m *encoderModel) RerankTemplate() string { return m.e.RerankTemplate() }
+
+// Rank implements reranker.
+func (m *encoderModel) Rank(ctx context.Context, inputs [][]uint32) ([]float32, error) {
+	return m.e.Rank(ctx, inputs)
+}
 
 // Dimensions implements embedder.
 func (m *encoderModel) Dimensions() int { return m.e.Dimensions() }
@@ -98,8 +109,14 @@ func (e encoderEngine) Serve(context.Context, receipt.ServeRequest, []uint32, fu
 	return engine.Outcome{}, fmt.Errorf("%w: %s is an embedding model: it generates nothing", engine.ErrRefused, e.name)
 }
 
-// EmbeddingOnly implements api.EmbeddingOnlyModel for the model served.
-func (s *servedModel) EmbeddingOnly() bool {
-	e, ok := s.in.m.(interface{ EmbeddingOnly() bool })
-	return ok && e.EmbeddingOnly()
+// EncoderCapabilities implements api.EncoderModel for the model served.
+func (s *servedModel) EncoderCapabilities() ([]string, bool) {
+	m, ok := s.in.m.(*encoderModel)
+	switch {
+	case !ok:
+		return nil, false
+	case m.e.Reranks():
+		return []string{}, true
+	}
+	return []string{"embedding"}, true
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -182,5 +183,101 @@ func TestEncoderServed(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRerankerServed: a cross-encoder (the bert fixture with a
+// classification head, pooling rank) answers /v1/rerank with llama.cpp's
+// scores for the query and documents of gguf/encoder's goldens, each pair
+// joined as llama-server joins them ([CLS] query [SEP] document: the
+// goldens' ids), best first; it makes no embeddings and generates
+// nothing, saying it is a reranker; an embedding model is no reranker.
+func TestRerankerServed(t *testing.T) {
+	raw, err := os.ReadFile("../gguf/encoder/testdata/llama-rerank.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var golden struct {
+		Query   string `json:"query"`
+		Results []struct {
+			Document string   `json:"document"`
+			IDs      []uint32 `json:"ids"`
+			Score    float64  `json:"score"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(raw, &golden); err != nil {
+		t.Fatal(err)
+	}
+	b, err := encodertest.Reranker()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "reranker.gguf")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	embPath, embName := encoderFixture(t, "bert")
+	n, _ := startNode(t, Config{Models: []string{path, embPath}})
+
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenizer.FromGGUF(f.Metadata)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := make([]string, len(golden.Results))
+	total := 0
+	for i, r := range golden.Results {
+		docs[i] = r.Document
+		if got := rerankPair(tok, "", golden.Query, r.Document, 512); !slices.Equal(got, r.IDs) {
+			t.Fatalf("document %d joined as %v, llama-server's %v", i, got, r.IDs)
+		}
+		total += len(r.IDs)
+	}
+	body, _ := json.Marshal(map[string]any{"model": "reranker", "query": golden.Query, "documents": docs})
+	var got struct {
+		Results []struct {
+			Index          int     `json:"index"`
+			RelevanceScore float64 `json:"relevance_score"`
+		} `json:"results"`
+		Usage struct {
+			PromptTokens int `json:"prompt_tokens"`
+		} `json:"usage"`
+	}
+	postJSON(t, n, "/v1/rerank", string(body), &got)
+	if len(got.Results) != len(docs) || got.Usage.PromptTokens != total {
+		t.Fatalf("%d results, %d prompt tokens (want %d, %d)", len(got.Results), got.Usage.PromptTokens, len(docs), total)
+	}
+	for k, r := range got.Results {
+		want := golden.Results[r.Index].Score
+		if math.Abs(r.RelevanceScore-want) > 2e-3*math.Abs(want) {
+			t.Fatalf("document %d scored %v, llama.cpp's %v", r.Index, r.RelevanceScore, want)
+		}
+		if k > 0 && r.RelevanceScore > got.Results[k-1].RelevanceScore {
+			t.Fatalf("results not best first: %+v", got.Results)
+		}
+	}
+	for path, body := range map[string]string{
+		"/v1/embeddings":       `{"model":"reranker","input":"hi"}`,
+		"/v1/chat/completions": `{"model":"reranker","messages":[{"role":"user","content":"hi"}]}`,
+	} {
+		code, v := answerOf(t, n, path, body)
+		if code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(v), "reranker") {
+			t.Fatalf("%s: %d %v", path, code, v)
+		}
+	}
+	code, v := answerOf(t, n, "/v1/rerank", fmt.Sprintf(`{"model":%q,"query":"q","documents":["a"]}`, embName))
+	if code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(v), "not a reranker") {
+		t.Fatalf("an embedding model asked to rerank: %d %v", code, v)
+	}
+	var show struct {
+		Capabilities []string `json:"capabilities"`
+	}
+	postJSON(t, n, "/api/show", `{"model":"reranker"}`, &show)
+	if show.Capabilities == nil || len(show.Capabilities) != 0 {
+		t.Fatalf("/api/show capabilities %v, want none Ollama names", show.Capabilities)
 	}
 }

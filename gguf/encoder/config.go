@@ -23,6 +23,9 @@ type Config struct {
 	RoPEBase                   float32 // nomic-bert's rotary embedding; 0 for bert's learned positions
 	RoPEDims                   int
 	HeadDim                    int
+	// Classes is how many scores a reranker's classification head makes
+	// (llama.cpp's n_cls_out); 0 where the file has no head.
+	Classes int
 	// Positions: bert's learned position embeddings (nomic-bert rotates
 	// instead); GatedFFN: nomic-bert's SwiGLU in place of bert's GELU;
 	// FusedQKV: one attn_qkv matrix (the file says, not the arch).

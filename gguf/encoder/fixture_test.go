@@ -49,4 +49,11 @@ func TestWriteFixtures(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	b, err := encodertest.Reranker()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(*writeFixtures, "bert-reranker.gguf"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -137,3 +137,45 @@ func (ld *loader) weight(name string, rows, cols int, required bool) (backend.We
 	}
 	return w, nil
 }
+
+// head loads the classification head a reranker carries: cls (an
+// Embd-square dense layer, then tanh) and cls.output (Classes rows), each
+// optional as llama.cpp has them, with the count of classes from
+// <arch>.classifier.output_labels (1 where it names none).
+func (ld *loader) head(m *Model) error {
+	c := &m.cfg
+	var err error
+	if m.cls, err = ld.matrix("cls.weight", c.Embd, c.Embd, false); err != nil {
+		return err
+	}
+	if m.cls != nil {
+		if m.clsB, err = ld.weight("cls.bias", 1, c.Embd, false); err != nil {
+			return err
+		}
+	}
+	t, ok := ld.f.Tensor("cls.output.weight")
+	if !ok {
+		if m.cls != nil {
+			c.Classes = 1 // jina-reranker-v1: the dense layer's first output is the score
+		}
+		return nil
+	}
+	classes := 1
+	if labels, ok := ld.f.Metadata.ArrayLen(c.Arch + ".classifier.output_labels"); ok && labels > 0 {
+		classes = labels
+	}
+	if classes > c.Embd {
+		return fmt.Errorf("%w: %d classifier labels for a width of %d", ErrInvalid, classes, c.Embd)
+	}
+	if len(t.Dims) < 2 && classes != 1 || len(t.Dims) >= 2 && t.Dims[1] != int64(classes) {
+		return fmt.Errorf("%w: tensor cls.output.weight has shape %v, want [%d %d]", ErrInvalid, t.Dims, c.Embd, classes)
+	}
+	if m.clsOut, err = ld.matrix("cls.output.weight", classes, c.Embd, true); err != nil {
+		return err
+	}
+	if m.clsOutB, err = ld.weight("cls.output.bias", 1, classes, false); err != nil {
+		return err
+	}
+	c.Classes = classes
+	return nil
+}

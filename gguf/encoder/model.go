@@ -26,6 +26,9 @@ type Model struct {
 	normB  []float32
 	layers []layer
 	rope   *backend.RoPE
+	// The classification head a reranker has (llama.cpp's cls, cls_b,
+	// cls_out, cls_out_b): nil where the file has none.
+	cls, clsB, clsOut, clsOutB backend.Weight
 }
 
 type layer struct {
@@ -75,6 +78,9 @@ func Load(f *gguf.File, be backend.Backend) (*Model, error) {
 		return nil, err
 	}
 	if m.normB, err = ld.floats("token_embd_norm.bias", true, cfg.Embd); err != nil {
+		return nil, err
+	}
+	if err := ld.head(m); err != nil {
 		return nil, err
 	}
 	_, fused := f.Tensor("blk.0.attn_qkv.weight")
@@ -221,6 +227,54 @@ func (m *Model) Hidden(ctx context.Context, ids []uint32) ([]float32, error) {
 	}
 	return host, nil
 }
+
+// Scores is a reranker's relevance scores for ids (a query and a
+// document, as the caller joined them), as llama.cpp's rank pooling
+// makes them: the first token's ([CLS]) final hidden state through the
+// file's classification head, tanh(cls·h + cls_b), then cls_out·· +
+// cls_out_b; Config.Classes scores, raw (no sigmoid). A model without
+// a head refuses with ErrNoHead.
+func (m *Model) Scores(ctx context.Context, ids []uint32) ([]float32, error) {
+	if m.cfg.Classes == 0 {
+		return nil, ErrNoHead
+	}
+	h, err := m.Hidden(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	be, e := m.be, m.cfg.Embd
+	x := be.NewTensor(1, e)
+	be.Write(x, h[:e])
+	if m.cls != nil {
+		y := be.NewTensor(1, e)
+		be.MatMul(y, m.cls, x)
+		if m.clsB != nil {
+			be.AddBias(y, m.clsB)
+		}
+		v := make([]float32, e)
+		be.Read(v, y)
+		for i, t := range v {
+			v[i] = float32(math.Tanh(float64(t)))
+		}
+		be.Write(x, v)
+	}
+	if m.clsOut == nil {
+		out := make([]float32, e)
+		be.Read(out, x)
+		return out[:m.cfg.Classes], nil
+	}
+	y := be.NewTensor(1, m.cfg.Classes)
+	be.MatMul(y, m.clsOut, x)
+	if m.clsOutB != nil {
+		be.AddBias(y, m.clsOutB)
+	}
+	out := make([]float32, m.cfg.Classes)
+	be.Read(out, y)
+	return out, nil
+}
+
+// ErrNoHead: Scores was asked of a model with no classification head.
+var ErrNoHead = errors.New("encoder: the model has no classification head (cls, cls.output) to score with")
 
 // addType adds token type 0's embedding to every row of x (through host,
 // scratch of x's size).

@@ -3,11 +3,14 @@ package encoder
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"os"
 	"testing"
 
+	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/cpu"
+	"github.com/meshnode/meshnode/gguf/encoder/encodertest"
 )
 
 // hiddenTolerance bounds each hidden component's difference from
@@ -75,5 +78,59 @@ func TestHiddenMatchesLlamaCpp(t *testing.T) {
 			t.Logf("%s, %d tokens: worst relative difference %.2g", arch, len(c.IDs), worst)
 		}
 		be.Close()
+	}
+}
+
+// TestScoresMatchLlamaCpp: a reranker's scores (rank pooling through its
+// classification head) are llama.cpp's for a query joined to three
+// documents as llama-server joins them (testdata/rerank.cpp), within
+// hiddenTolerance of the score; a model without a head refuses to score.
+func TestScoresMatchLlamaCpp(t *testing.T) {
+	raw, err := os.ReadFile("testdata/llama-rerank.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var golden struct {
+		Results []struct {
+			IDs   []uint32 `json:"ids"`
+			Score float64  `json:"score"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(raw, &golden); err != nil || len(golden.Results) != 3 {
+		t.Fatalf("goldens: %v", err)
+	}
+	b, err := encodertest.Reranker()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	be := cpu.New(cpu.Options{Threads: 2})
+	defer be.Close()
+	m, err := Load(f, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Config().Classes != 1 {
+		t.Fatalf("%d classes, want 1", m.Config().Classes)
+	}
+	for _, r := range golden.Results {
+		got, err := m.Scores(context.Background(), r.IDs)
+		if err != nil || len(got) != 1 {
+			t.Fatalf("%v: %v, %v", r.IDs, got, err)
+		}
+		if d := math.Abs(float64(got[0])-r.Score) / math.Abs(r.Score); d > hiddenTolerance {
+			t.Fatalf("%v: score %v, llama.cpp's %v", r.IDs, got[0], r.Score)
+		}
+		t.Logf("score %v, llama.cpp's %v", got[0], r.Score)
+	}
+	plain, err := Load(openFixture(t, "bert"), be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plain.Scores(context.Background(), golden.Results[0].IDs); !errors.Is(err, ErrNoHead) {
+		t.Fatalf("a model without a head: %v", err)
 	}
 }

@@ -515,6 +515,11 @@ func (t *Tokenizer) FIMRepo() (rep, sep uint32) { return t.fim[3], t.fim[4] }
 // (tokenizer.ggml.add_bos_token; WPM's Encode prepends it regardless).
 func (t *Tokenizer) AddsBOS() bool { return t.addBOS }
 
+// AddsEOS reports whether Encode with AddSpecial appends EOS
+// (tokenizer.ggml.add_eos_token; never on WPM vocabularies, which have
+// none), as llama_vocab_get_add_eos tells llama-server.
+func (t *Tokenizer) AddsEOS() bool { return t.addEOS }
+
 // AddsSEP is tokenizer.ggml.add_sep_token (true by default on WPM
 // vocabularies): whether a pair of texts, such as a query and a document
 // to rerank, is joined with SEP.

@@ -22,17 +22,13 @@ type EmbeddingModel interface {
 	Embed(ctx context.Context, e *Embedding) (*EmbeddingResult, error)
 }
 
-// EmbeddingOnlyModel is implemented by a model that makes embeddings and
-// nothing else (a text encoder): it generates no text, so Ollama's
-// /api/show lists "embedding" alone among its capabilities.
-type EmbeddingOnlyModel interface {
-	EmbeddingOnly() bool
-}
-
-// embeddingOnly reports whether m makes embeddings and nothing else.
-func embeddingOnly(m Model) bool {
-	e, ok := m.(EmbeddingOnlyModel)
-	return ok && e.EmbeddingOnly()
+// EncoderModel is implemented by a model that may be a text encoder,
+// which generates no text: an embedding model, or a reranker.
+type EncoderModel interface {
+	// EncoderCapabilities is what an encoder does in Ollama's words
+	// ("embedding"; a reranker, nothing Ollama names), and whether the
+	// model is one.
+	EncoderCapabilities() ([]string, bool)
 }
 
 // EmbedInput is one input to embed: text, or token ids of the model's

@@ -40,6 +40,7 @@ type fakeModel struct {
 	mu      sync.Mutex
 	calls   []*Generation
 	embeds  []*Embedding
+	reranks []*Rerank
 	started chan struct{}
 }
 
@@ -82,6 +83,30 @@ func (f *fakeModel) Embed(ctx context.Context, e *Embedding) (*EmbeddingResult, 
 		v[0], v[1] = float32(i), float32(n)
 		res.Vectors = append(res.Vectors, v)
 		res.PromptTokens += n
+	}
+	return res, nil
+}
+
+// Rerank implements RerankModel: a document's score is how many of the
+// query's bytes it holds, less a thousandth of its length, so that ties
+// are rare and the order is known.
+func (f *fakeModel) Rerank(ctx context.Context, q *Rerank) (*RerankResult, error) {
+	f.mu.Lock()
+	f.reranks = append(f.reranks, q)
+	f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
+	res := &RerankResult{}
+	for _, d := range q.Documents {
+		var s float64
+		for i := 0; i < len(q.Query); i++ {
+			if strings.IndexByte(d, q.Query[i]) >= 0 {
+				s++
+			}
+		}
+		res.Scores = append(res.Scores, s-float64(len(d))/1000)
+		res.PromptTokens += len(q.Query) + len(d)
 	}
 	return res, nil
 }

@@ -556,11 +556,13 @@ func (s *Server) handleOllamaShow(w http.ResponseWriter, r *http.Request) {
 	o, d, described := s.ollamaModelOf(ModelInfo{ID: name, Local: true})
 	show := map[string]any{"details": o.Details, "modelfile": "", "parameters": "", "modified_at": o.ModifiedAt}
 	caps := []string{"completion"}
-	if embeddingOnly(m) {
-		caps = nil
-	}
 	if _, ok := m.(EmbeddingModel); ok {
 		caps = append(caps, "embedding")
+	}
+	if em, ok := m.(EncoderModel); ok {
+		if ec, enc := em.EncoderCapabilities(); enc {
+			caps = append([]string{}, ec...) // it generates nothing
+		}
 	}
 	if tm, ok := m.(ToolModel); ok {
 		if _, ok := tm.ToolFormat(); ok {

@@ -219,7 +219,7 @@ func refused(err error) bool {
 
 // MeshHandler is the handler behind the mesh's HTTP tunnels (ServeMesh):
 // requests other nodes relay here. They are served locally or not at all,
-// and reach only the generation and embedding endpoints, the tokenizer's
+// and reach only the generation, embedding and rerank endpoints, the tokenizer's
 // and llama-server's model descriptions (/props) and the model list. The
 // API key
 // does not apply (the relaying node never forwards its client's); instead
@@ -237,6 +237,9 @@ func (s *Server) MeshHandler() http.Handler {
 	mux.HandleFunc("POST /completion", s.observed(s.handleLlamaCompletion))
 	mux.HandleFunc("POST /infill", s.observed(s.handleInfill))
 	mux.HandleFunc("POST /v1/embeddings", s.handleEmbeddings)
+	for _, p := range []string{"/v1/rerank", "/rerank", "/v1/reranking", "/reranking"} { // llama-server's names
+		mux.HandleFunc("POST "+p, s.handleRerank)
+	}
 	mux.HandleFunc("POST /tokenize", s.handleTokenize)
 	mux.HandleFunc("POST /detokenize", s.handleDetokenize)
 	mux.HandleFunc("POST /apply-template", s.handleApplyTemplate)

@@ -375,3 +375,39 @@ func TestRelayedProps(t *testing.T) {
 		t.Fatalf("a model nobody serves: %d", resp.StatusCode)
 	}
 }
+
+// TestRelayedRerank: a rerank request for a model a peer hosts is
+// answered by the peer over real QUIC; one naming no model is relayed
+// naming the mesh's one model.
+func TestRelayedRerank(t *testing.T) {
+	host, relay := meshNode(t), meshNode(t)
+	hostModel := &fakeModel{pieces: []string{"x"}}
+	regB := &fakeRegistry{self: testID(0xb), local: map[string]Model{"remote-model": hostModel, "other": &fakeModel{}}}
+	srvB := New(Config{MeshAccess: anyPeer{}}, host.ID(), regB, nil, &fakeNode{}, nil, nil)
+	serveMesh(t, srvB, host)
+	waitServing(t, relay, host)
+	m := &recordingMesh{node: relay, hosts: []identity.EndpointID{host.ID()}}
+	regA := &fakeRegistry{self: relay.ID(), local: map[string]Model{}, remote: map[string][]identity.EndpointID{"remote-model": {host.ID()}}}
+	apiA := httptest.NewServer(New(Config{}, relay.ID(), regA, m, &fakeNode{}, nil, nil).Handler())
+	defer apiA.Close()
+	for _, body := range []string{`{"model":"remote-model","query":"cat","documents":["zzz","a cat"]}`, `{"query":"cat","documents":["zzz","a cat"]}`} {
+		resp, err := http.Post(apiA.URL+"/v1/rerank", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var got struct {
+			Model   string `json:"model"`
+			Results []struct {
+				Index int `json:"index"`
+			} `json:"results"`
+		}
+		if err := json.Unmarshal(b, &got); err != nil || resp.StatusCode != http.StatusOK || got.Model != "remote-model" || len(got.Results) != 2 || got.Results[0].Index != 1 {
+			t.Fatalf("%s: %d %s", body, resp.StatusCode, b)
+		}
+	}
+	if len(hostModel.reranks) != 2 {
+		t.Fatalf("the host reranked %d requests, want 2", len(hostModel.reranks))
+	}
+}

@@ -27,6 +27,9 @@ type Spec struct {
 	Embd, Layers, Heads, FF, Context int
 	// Pooling is the file's pooling_type; 0 writes mean's (1).
 	Pooling uint32
+	// Reranker adds a classification head (cls and cls.output, one
+	// label), as a converted cross-encoder has, and pooling rank (4).
+	Reranker bool
 }
 
 // Vocab is a WordPiece vocabulary in llama.cpp's GGUF form (a
@@ -78,6 +81,9 @@ func Build(sp Spec) ([]byte, error) {
 	set(arch+".attention.head_count", uint32(sp.Heads))
 	set(arch+".attention.layer_norm_epsilon", float32(1e-12))
 	set(arch+".attention.causal", false)
+	if sp.Reranker {
+		sp.Pooling = 4
+	}
 	set(arch+".pooling_type", max(sp.Pooling, 1))
 	if arch == "nomic-bert" {
 		set(arch+".rope.freq_base", float32(1000))
@@ -150,8 +156,20 @@ func Build(sp Spec) ([]byte, error) {
 		f32(p("layer_output_norm.weight"), normal(sp.Embd, 1, 0.1), e)
 		f32(p("layer_output_norm.bias"), normal(sp.Embd, 0, 0.1), e)
 	}
+	if sp.Reranker {
+		f16("cls.weight", normal(sp.Embd*sp.Embd, 0, sd), e, e)
+		f32("cls.bias", normal(sp.Embd, 0, 0.1), e)
+		f16("cls.output.weight", normal(sp.Embd, 0, 1), e, 1)
+		f32("cls.output.bias", normal(1, 0, 0.1), 1)
+	}
 	if err != nil {
 		return nil, err
 	}
 	return w.Bytes()
+}
+
+// Reranker is the reranker fixture the goldens were made from: Fixture's
+// bert with a classification head.
+func Reranker() ([]byte, error) {
+	return Build(Spec{Arch: "bert", Embd: Embd, Layers: Layers, Heads: Heads, FF: FF, Context: Context, Reranker: true})
 }

@@ -42,6 +42,10 @@ func (p Pooling) String() string {
 // ErrNoEmbeddings is wrapped by the reason a model cannot embed.
 var ErrNoEmbeddings = errors.New("ggufengine: the model cannot make embeddings")
 
+// errRankPooling: the file's pooling is rank, a reranker's score (which
+// an Encoder with a classification head makes, Encoder.Rank).
+var errRankPooling = fmt.Errorf("%w: its pooling type is rank (a reranker: it scores a query and a document together, POST /v1/rerank)", ErrNoEmbeddings)
+
 // embeddingPooling reads the file's pooling type (mean when it names
 // none, as llama.cpp's server pools a model without one) and refuses a
 // model whose embeddings the engine cannot make as llama.cpp makes them.
@@ -68,7 +72,7 @@ func embeddingPooling(md *gguf.Metadata) (Pooling, error) {
 	case PoolingNone:
 		return 0, fmt.Errorf("%w: its pooling type is none (a vector per token), and an embedding is one vector per input", ErrNoEmbeddings)
 	case PoolingRank:
-		return 0, fmt.Errorf("%w: its pooling type is rank (a reranker's score)", ErrNoEmbeddings)
+		return 0, errRankPooling
 	default:
 		return 0, fmt.Errorf("%w: unknown %s", ErrNoEmbeddings, p)
 	}

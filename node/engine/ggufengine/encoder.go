@@ -2,6 +2,7 @@ package ggufengine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -42,7 +43,14 @@ type Encoder struct {
 	pooling    Pooling
 	ctx        int
 	weights    receipt.Weights
+	// rerankTemplate is the file's prompt for a query and a document
+	// (tokenizer.chat_template.rerank), "" where it has none.
+	rerankTemplate string
 }
+
+// rerankTemplateKey names the prompt a reranker joins its query and
+// document with, as llama.cpp reads it ({query} and {document} replaced).
+const rerankTemplateKey = "tokenizer.chat_template.rerank"
 
 // LoadEncoder loads the encoder at path (cfg's Name, Threads and Context
 // apply; the rest is for language models).
@@ -68,14 +76,22 @@ func LoadEncoder(path string, cfg Config) (*Encoder, error) {
 	if e.tok, err = tokenizer.FromGGUF(f.Metadata); err != nil {
 		return nil, fmt.Errorf("ggufengine: %s: %w", path, err)
 	}
-	if e.pooling, err = embeddingPooling(f.Metadata); err != nil {
+	e.pooling, err = embeddingPooling(f.Metadata)
+	if errors.Is(err, errRankPooling) {
+		e.pooling, err = PoolingRank, nil // a reranker: Rank, not Embed
+	}
+	if err != nil {
 		return nil, fmt.Errorf("ggufengine: %s: %w", path, err)
 	}
+	e.rerankTemplate, _ = f.Metadata.String(rerankTemplateKey)
 	e.be = cpu.New(cpu.Options{Threads: cfg.Threads})
 	if e.enc, err = encoder.Load(f, e.be); err != nil {
 		return nil, fmt.Errorf("ggufengine: %s: %w", path, err)
 	}
 	c := e.enc.Config()
+	if e.pooling == PoolingRank && c.Classes == 0 {
+		return nil, fmt.Errorf("ggufengine: %s: %w: its pooling type is rank, but it has no classification head (cls, cls.output) to score with", path, ErrNoEmbeddings)
+	}
 	if e.tok.NumTokens() > c.Vocab {
 		return nil, fmt.Errorf("ggufengine: %s: the tokenizer has %d tokens, the model %d", path, e.tok.NumTokens(), c.Vocab)
 	}
@@ -125,23 +141,66 @@ func (e *Encoder) Pooling() Pooling { return e.pooling }
 // Dimensions is the length of its embeddings.
 func (e *Encoder) Dimensions() int { return e.enc.Config().Embd }
 
+// Reranks reports whether the model is a reranker (its pooling is rank):
+// it scores (Rank) and makes no embeddings.
+func (e *Encoder) Reranks() bool { return e.pooling == PoolingRank }
+
+// RerankTemplate is the file's prompt for a query and a document, with
+// {query} and {document} to replace, or "" where it has none.
+func (e *Encoder) RerankTemplate() string { return e.rerankTemplate }
+
+// Rank returns each input's relevance score (an input being a query and
+// a document joined as llama-server joins them), as llama.cpp's rank
+// pooling makes it: the first value of the classification head's output
+// on the first token's hidden state, raw. Inputs are checked as Embed's
+// are.
+func (e *Encoder) Rank(ctx context.Context, inputs [][]uint32) ([]float32, error) {
+	if !e.Reranks() {
+		return nil, refuse("model %s is not a reranker (its pooling is %s)", e.name, e.pooling)
+	}
+	if err := e.check(inputs); err != nil {
+		return nil, err
+	}
+	out := make([]float32, 0, len(inputs))
+	for _, in := range inputs {
+		s, err := e.enc.Scores(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("ggufengine: reranking: %w", err)
+		}
+		out = append(out, s[0])
+	}
+	return out, nil
+}
+
+// check refuses inputs the encoder cannot take: empty, past the context,
+// or holding a token past the vocabulary.
+func (e *Encoder) check(inputs [][]uint32) error {
+	for i, in := range inputs {
+		switch {
+		case len(in) == 0:
+			return refuse("input %d is empty", i)
+		case len(in) > e.ctx:
+			return refuse("input %d has %d tokens, more than the model's context of %d", i, len(in), e.ctx)
+		}
+		for _, id := range in {
+			if int(id) >= e.tok.NumTokens() {
+				return refuse("input %d: token %d is outside the vocabulary of %d", i, id, e.tok.NumTokens())
+			}
+		}
+	}
+	return nil
+}
+
 // Embed returns each input's embedding: its tokens' final hidden states
 // pooled as the file says and scaled to unit L2 norm, as llama.cpp's
 // server returns them. An input must be 1 to ContextLength tokens of the
 // vocabulary; anything else is refused with engine.ErrRefused.
 func (e *Encoder) Embed(ctx context.Context, inputs [][]uint32) ([][]float32, error) {
-	for i, in := range inputs {
-		switch {
-		case len(in) == 0:
-			return nil, refuse("input %d is empty", i)
-		case len(in) > e.ctx:
-			return nil, refuse("input %d has %d tokens, more than the model's context of %d", i, len(in), e.ctx)
-		}
-		for _, id := range in {
-			if int(id) >= e.tok.NumTokens() {
-				return nil, refuse("input %d: token %d is outside the vocabulary of %d", i, id, e.tok.NumTokens())
-			}
-		}
+	if e.Reranks() {
+		return nil, refuse("model %s is a reranker: it scores a query and a document together (POST /v1/rerank) and makes no embeddings", e.name)
+	}
+	if err := e.check(inputs); err != nil {
+		return nil, err
 	}
 	out := make([][]float32, 0, len(inputs))
 	for _, in := range inputs {
