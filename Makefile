@@ -129,6 +129,13 @@ parity-heldout:
 bench-engine:
 	MESHNODE_BENCH_ENGINE=1 CGO_ENABLED=0 $(GO) test ./gguf/model/ -run '^$$' -bench '^BenchmarkEngineVsLlamaCpp$$' -benchtime 1x -timeout 60m
 
+# Encoders (embedding models) against llama.cpp's llama-bench -embd 1 on
+# the same MiniLM-L6-, bge-base- and nomic-embed-shaped files, inputs of
+# 32, 128 and 512 tokens: tok/s and ratios (docs/engine.md, Text encoders).
+.PHONY: bench-encoder
+bench-encoder:
+	MESHNODE_BENCH_ENGINE=1 CGO_ENABLED=0 $(GO) test ./gguf/encoder/ -run '^$$' -bench '^BenchmarkEncoderVsLlamaCpp$$' -benchtime 1x -v -timeout 30m
+
 # Decode tok/s of qwen3moe models with 8, 32 and 128 experts (8 used per
 # token) beside a dense qwen3 of the same active size: the time follows the
 # active parameters, not the total (gguf/model/bench_moe_test.go). Knobs:

@@ -97,6 +97,15 @@ const (
 	GLUSwiOAI
 )
 
+// FullAttender is implemented by a backend that attends without a cache
+// or a mask, as an encoder does (package encoder): every row of q over
+// every row of k and v, heads side by side in each row (heads·d wide, q,
+// k and v alike), softmax(scale · q·k) weighting v, into dst. dst must not
+// alias q, k or v.
+type FullAttender interface {
+	AttendFull(dst, q, k, v Tensor, heads int, scale float32)
+}
+
 // Featured is implemented by a backend that has optional features.
 type Featured interface {
 	Supports(f Feature) bool

@@ -7,8 +7,9 @@
 // The output is every token's final hidden state, which embeddings pool.
 //
 // An encoder has no output head and no KV cache: a whole input is one
-// pass, every token attending to every other. Its matrix products and
-// activations run on a backend.Backend; its layer norms and attention,
-// which the decoders' backend kernels do not cover (they attend causally
-// over a cache), run on the host in float32, as ggml's CPU kernels do.
+// pass, every token attending to every other. Its matrix products,
+// activations and attention run on a backend.Backend, the attention on
+// one that attends without a cache (backend.FullAttender: the CPU's); its
+// layer norms, which the decoders' kernels do not have (they RMS-norm),
+// run on the host in float32, as ggml_norm computes them.
 package encoder

@@ -26,6 +26,7 @@ type Model struct {
 	normB  []float32
 	layers []layer
 	rope   *backend.RoPE
+	att    backend.FullAttender // be's attention without a cache
 	// The classification head a reranker has (llama.cpp's cls, cls_b,
 	// cls_out, cls_out_b): nil where the file has none.
 	cls, clsB, clsOut, clsOutB backend.Weight
@@ -48,8 +49,12 @@ func Load(f *gguf.File, be backend.Backend) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
+	att, ok := be.(backend.FullAttender)
+	if !ok {
+		return nil, fmt.Errorf("%w: the %s backend has no attention without a cache (backend.FullAttender), which an encoder needs", ErrInvalid, be.Name())
+	}
 	ld := &loader{f: f, be: be}
-	m := &Model{cfg: cfg, be: be}
+	m := &Model{cfg: cfg, be: be, att: att}
 	t, ok := f.Tensor("token_embd.weight")
 	if !ok || len(t.Dims) < 2 || t.Dims[0] != int64(cfg.Embd) || t.Dims[1] < 1 || t.Dims[1] > maxDim {
 		return nil, fmt.Errorf("%w: token_embd.weight is missing or not %d wide", ErrInvalid, cfg.Embd)
@@ -148,18 +153,19 @@ func (m *Model) Hidden(ctx context.Context, ids []uint32) ([]float32, error) {
 		// GELU is a GLU whose up is 1: ggml's gelu, table and all.
 		be.Write(gate, slices.Repeat([]float32{1}, n*c.FF))
 	}
-	hq, hk, hv := make([]float32, n*c.Embd), make([]float32, n*c.Embd), make([]float32, n*c.Embd)
-	hatt := make([]float32, n*c.Embd)
-	var all []float32
+	var hq, hk, hv, all []float32
 	if c.FusedQKV {
+		hq, hk, hv = make([]float32, n*c.Embd), make([]float32, n*c.Embd), make([]float32, n*c.Embd)
 		all = make([]float32, n*qkvW)
 	}
+	scale := float32(1 / math.Sqrt(float64(c.HeadDim)))
 	for li := range m.layers {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		ly := &m.layers[li]
 		if c.FusedQKV {
+			// One product, its rows split three ways on the host.
 			be.MatMul(qkv, ly.qkv, x)
 			if ly.qkvb != nil {
 				be.AddBias(qkv, ly.qkvb)
@@ -171,10 +177,9 @@ func (m *Model) Hidden(ctx context.Context, ids []uint32) ([]float32, error) {
 				copy(hk[i*c.Embd:(i+1)*c.Embd], row[c.Embd:2*c.Embd])
 				copy(hv[i*c.Embd:(i+1)*c.Embd], row[2*c.Embd:])
 			}
-			if m.rope != nil {
-				be.Write(q, hq)
-				be.Write(k, hk)
-			}
+			be.Write(q, hq)
+			be.Write(k, hk)
+			be.Write(v, hv)
 		} else {
 			for _, p := range []struct {
 				dst  backend.Tensor
@@ -185,18 +190,12 @@ func (m *Model) Hidden(ctx context.Context, ids []uint32) ([]float32, error) {
 					be.AddBias(p.dst, p.b)
 				}
 			}
-			be.Read(hv, v)
 		}
 		if m.rope != nil {
 			be.RoPE(q, c.HeadDim, 0, m.rope)
 			be.RoPE(k, c.HeadDim, 0, m.rope)
 		}
-		if !c.FusedQKV || m.rope != nil {
-			be.Read(hq, q)
-			be.Read(hk, k)
-		}
-		attend(hatt, hq, hk, hv, n, c.Heads, c.HeadDim, float32(1/math.Sqrt(float64(c.HeadDim))))
-		be.Write(att, hatt)
+		m.att.AttendFull(att, q, k, v, c.Heads, scale)
 		be.MatMul(cur, ly.o, att)
 		if ly.ob != nil {
 			be.AddBias(cur, ly.ob)
