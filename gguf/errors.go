@@ -20,6 +20,9 @@ var (
 	ErrCorrupt = errors.New("corrupt GGUF file")
 	// ErrClosed: the File's mapping has been released.
 	ErrClosed = errors.New("gguf: file is closed")
+	// ErrShape: a tensor is not the shape its loader needs
+	// (File.TensorShaped).
+	ErrShape = errors.New("gguf: tensor shape")
 )
 
 // FormatError says what is wrong with a file and where.

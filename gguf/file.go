@@ -12,6 +12,7 @@ package gguf
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -98,6 +99,44 @@ func (f *File) Tensor(name string) (TensorInfo, bool) {
 	}
 	return f.Tensors[i], true
 }
+
+// TensorShaped finds the tensor name and checks that its dims are
+// exactly want (ggml's ne, row length first; trailing 1s are the same
+// shape), returning its data; ok is false where the file has none. A
+// loader wraps the error in its own kind.
+func (f *File) TensorShaped(name string, want ...int) (t TensorInfo, data []byte, ok bool, err error) {
+	t, ok = f.Tensor(name)
+	if !ok {
+		return t, nil, false, nil
+	}
+	dims := make([]int, len(t.Dims))
+	for i, d := range t.Dims {
+		dims[i] = int(d)
+	}
+	for len(dims) > len(want) && dims[len(dims)-1] == 1 {
+		dims = dims[:len(dims)-1]
+	}
+	if !slices.Equal(dims, want) {
+		return t, nil, true, &shapeError{name, t.Dims, want}
+	}
+	if data, err = f.TensorData(t); err != nil {
+		return t, nil, true, fmt.Errorf("tensor %s: %w", name, err)
+	}
+	return t, data, true, nil
+}
+
+// shapeError says which tensor has which shape; it is ErrShape.
+type shapeError struct {
+	name string
+	dims []int64
+	want []int
+}
+
+func (e *shapeError) Error() string {
+	return fmt.Sprintf("tensor %s has shape %v, want %v", e.name, e.dims, e.want)
+}
+
+func (e *shapeError) Unwrap() error { return ErrShape }
 
 // TensorData returns the bytes of tensor t, a slice of the mapping (not a
 // copy) that is valid until Close. t must come from this File's index.

@@ -254,3 +254,33 @@ func BenchmarkParseVocab(b *testing.B) {
 		}
 	}
 }
+
+// TestTensorShaped: a tensor is found with its data when its dims are the
+// shape asked (trailing 1s the same shape), refused with ErrShape naming
+// both shapes when not, and reported absent when the file has none.
+func TestTensorShaped(t *testing.T) {
+	w := NewWriter()
+	if err := w.AddTensor("v", quant.F32, []int64{4, 1}, make([]byte, 16)); err != nil {
+		t.Fatal(err)
+	}
+	b, err := w.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, data, ok, err := f.TensorShaped("v", 4); !ok || err != nil || len(data) != 16 {
+		t.Fatalf("[4]: %d bytes, %v, %v", len(data), ok, err)
+	}
+	if _, _, ok, err := f.TensorShaped("v", 4, 1); !ok || err != nil {
+		t.Fatalf("[4 1]: %v, %v", ok, err)
+	}
+	if _, _, ok, err := f.TensorShaped("v", 2, 2); !ok || !errors.Is(err, ErrShape) || !strings.Contains(err.Error(), "tensor v has shape [4 1], want [2 2]") {
+		t.Fatalf("[2 2]: %v, %v", ok, err)
+	}
+	if _, _, ok, err := f.TensorShaped("w", 4); ok || err != nil {
+		t.Fatalf("absent: %v, %v", ok, err)
+	}
+}

@@ -48,11 +48,17 @@ func referenceEmbedding(t *testing.T, ids []uint32) []float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := m.Config().Embd
+	return meanUnit(h, m.Config().Embd)
+}
+
+// meanUnit is the mean of rows of hidden states (e floats each), in
+// float64, scaled to unit length: an embedding pooled by mean.
+func meanUnit(h []float32, e int) []float64 {
+	n := len(h) / e
 	mean := make([]float64, e)
-	for i := range len(ids) {
+	for i := range n {
 		for j := range e {
-			mean[j] += float64(h[i*e+j]) / float64(len(ids))
+			mean[j] += float64(h[i*e+j]) / float64(n)
 		}
 	}
 	var norm float64
@@ -65,21 +71,28 @@ func referenceEmbedding(t *testing.T, ids []uint32) []float64 {
 	return mean
 }
 
+// fileTokenizer is the tokenizer of the GGUF file at path.
+func fileTokenizer(t *testing.T, path string) *tokenizer.Tokenizer {
+	t.Helper()
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tok, err := tokenizer.FromGGUF(f.Metadata)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
 // TestEmbeddingsAgainstReference: /v1/embeddings on the built-in model
 // answers the reference's vectors, for text and for token ids, as floats
 // and as base64; usage counts the tokens; dimensions other than the
 // model's, and a model with no hidden states, are refused.
 func TestEmbeddingsAgainstReference(t *testing.T) {
 	n, _ := startNode(t, Config{Models: []string{fortunesPath(t), ReferenceModel}})
-	f, err := gguf.Open(fortunesPath(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := tokenizer.FromGGUF(f.Metadata)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok := fileTokenizer(t, fortunesPath(t))
 	texts := []string{"A man walks into a bar", "The cat sat on the mat."}
 	var refs [][]float64
 	total := 0

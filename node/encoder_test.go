@@ -57,22 +57,7 @@ func referenceEncoderEmbedding(t *testing.T, path string, ids []uint32) []float6
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := m.Config().Embd
-	mean := make([]float64, e)
-	for i := range ids {
-		for j := range e {
-			mean[j] += float64(h[i*e+j])
-		}
-	}
-	var norm float64
-	for j := range mean {
-		mean[j] /= float64(len(ids))
-		norm += mean[j] * mean[j]
-	}
-	for j := range mean {
-		mean[j] /= math.Sqrt(norm)
-	}
-	return mean
+	return meanUnit(h, m.Config().Embd)
 }
 
 // TestEncoderServed: a BERT-family encoder (bert and nomic-bert) is
@@ -86,15 +71,7 @@ func TestEncoderServed(t *testing.T) {
 		t.Run(arch, func(t *testing.T) {
 			path, name := encoderFixture(t, arch)
 			n, _ := startNode(t, Config{Models: []string{path}})
-			f, err := gguf.Open(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tok, err := tokenizer.FromGGUF(f.Metadata)
-			f.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
+			tok := fileTokenizer(t, path)
 			texts := []string{"A man walks into a bar.", "The cat sat on the mat!"}
 			var openai struct {
 				Data []struct {
@@ -219,15 +196,7 @@ func TestRerankerServed(t *testing.T) {
 	embPath, embName := encoderFixture(t, "bert")
 	n, _ := startNode(t, Config{Models: []string{path, embPath}})
 
-	f, err := gguf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := tokenizer.FromGGUF(f.Metadata)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok := fileTokenizer(t, path)
 	docs := make([]string, len(golden.Results))
 	total := 0
 	for i, r := range golden.Results {

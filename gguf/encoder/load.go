@@ -2,7 +2,6 @@ package encoder
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/backend"
@@ -15,31 +14,16 @@ type loader struct {
 	be backend.Backend
 }
 
-// lookup finds name and checks its dims are exactly want (ggml's ne: row
-// length first; trailing 1s are the same shape).
+// lookup finds name and checks its shape (gguf.File.TensorShaped).
 func (ld *loader) lookup(name string, required bool, want ...int) (gguf.TensorInfo, []byte, bool, error) {
-	t, ok := ld.f.Tensor(name)
-	if !ok {
-		if required {
-			return t, nil, false, fmt.Errorf("%w: tensor %s is missing", ErrInvalid, name)
-		}
-		return t, nil, false, nil
+	t, b, ok, err := ld.f.TensorShaped(name, want...)
+	switch {
+	case !ok && required:
+		return t, nil, false, fmt.Errorf("%w: tensor %s is missing", ErrInvalid, name)
+	case err != nil:
+		return t, nil, false, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	dims := make([]int, len(t.Dims))
-	for i, d := range t.Dims {
-		dims[i] = int(d)
-	}
-	for len(dims) > len(want) && dims[len(dims)-1] == 1 {
-		dims = dims[:len(dims)-1]
-	}
-	if !slices.Equal(dims, want) {
-		return t, nil, false, fmt.Errorf("%w: tensor %s has shape %v, want %v", ErrInvalid, name, t.Dims, want)
-	}
-	b, err := ld.f.TensorData(t)
-	if err != nil {
-		return t, nil, false, fmt.Errorf("%w: tensor %s: %w", ErrInvalid, name, err)
-	}
-	return t, b, true, nil
+	return t, b, ok, nil
 }
 
 // matrix loads a rows × cols weight (ne = {cols, rows}); nil where it is

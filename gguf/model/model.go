@@ -3,7 +3,6 @@ package model
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -485,27 +484,16 @@ type loader struct {
 // lookup finds name and checks its dims are exactly want (ggml's ne:
 // row length first).
 func (ld *loader) lookup(name string, required bool, want ...int) (gguf.TensorInfo, []byte, bool, error) {
-	t, ok := ld.f.Tensor(name)
-	if !ok {
-		if required {
-			return t, nil, false, invalid("tensor %s is missing", name)
-		}
+	t, b, ok, err := ld.f.TensorShaped(name, want...)
+	switch {
+	case !ok && required:
+		return t, nil, false, invalid("tensor %s is missing", name)
+	case !ok:
 		return t, nil, false, nil
-	}
-	dims := make([]int, len(t.Dims))
-	for i, d := range t.Dims {
-		dims[i] = int(d)
-	}
-	// Trailing 1s are the same shape.
-	for len(dims) > len(want) && dims[len(dims)-1] == 1 {
-		dims = dims[:len(dims)-1]
-	}
-	if !slices.Equal(dims, want) {
-		return t, nil, false, invalid("tensor %s has shape %v, want %v", name, t.Dims, want)
-	}
-	b, err := ld.f.TensorData(t)
-	if err != nil {
-		return t, nil, false, fmt.Errorf("model: tensor %s: %w", name, err)
+	case errors.Is(err, gguf.ErrShape):
+		return t, nil, false, invalid("%v", err)
+	case err != nil:
+		return t, nil, false, fmt.Errorf("model: %w", err)
 	}
 	ld.used[name] = true
 	return t, b, true, nil

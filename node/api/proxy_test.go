@@ -303,21 +303,29 @@ func TestRelayNoHostTook(t *testing.T) {
 	}
 }
 
+// relayToHost starts two nodes over real QUIC: a host serving model as
+// "remote-model" beside another model, "other" (so that a request naming
+// no model is the host's to refuse), and a relay serving none, whose API
+// it returns.
+func relayToHost(t *testing.T, model *fakeModel) *httptest.Server {
+	t.Helper()
+	host, relay := meshNode(t), meshNode(t)
+	regB := &fakeRegistry{self: testID(0xb), local: map[string]Model{"remote-model": model, "other": &fakeModel{pieces: []string{"wrong"}}}}
+	serveMesh(t, New(Config{MeshAccess: anyPeer{}}, host.ID(), regB, nil, &fakeNode{}, nil, nil), host)
+	waitServing(t, relay, host)
+	m := &recordingMesh{node: relay, hosts: []identity.EndpointID{host.ID()}}
+	regA := &fakeRegistry{self: relay.ID(), local: map[string]Model{}, remote: map[string][]identity.EndpointID{"remote-model": {host.ID()}}}
+	apiA := httptest.NewServer(New(Config{}, relay.ID(), regA, m, &fakeNode{}, nil, nil).Handler())
+	t.Cleanup(apiA.Close)
+	return apiA
+}
+
 // TestRelayNamesTheSoleModel: a node that serves no model takes a request
 // that names none (llama-server's clients send none) for the one model
 // its mesh serves, and relays it naming that model, so that the host,
 // which serves several, serves that one.
 func TestRelayNamesTheSoleModel(t *testing.T) {
-	host, relay := meshNode(t), meshNode(t)
-	regB := &fakeRegistry{self: testID(0xb), local: map[string]Model{
-		"remote-model": &fakeModel{pieces: []string{"from", " B"}}, "other": &fakeModel{pieces: []string{"wrong"}}}}
-	srvB := New(Config{MeshAccess: anyPeer{}}, host.ID(), regB, nil, &fakeNode{}, nil, nil)
-	serveMesh(t, srvB, host)
-	waitServing(t, relay, host)
-	m := &recordingMesh{node: relay, hosts: []identity.EndpointID{host.ID()}}
-	regA := &fakeRegistry{self: relay.ID(), local: map[string]Model{}, remote: map[string][]identity.EndpointID{"remote-model": {host.ID()}}}
-	apiA := httptest.NewServer(New(Config{}, relay.ID(), regA, m, &fakeNode{}, nil, nil).Handler())
-	defer apiA.Close()
+	apiA := relayToHost(t, &fakeModel{pieces: []string{"from", " B"}})
 	resp, err := http.Post(apiA.URL+"/completion", "application/json", strings.NewReader(`{"prompt":"x","n_predict":4}`))
 	if err != nil {
 		t.Fatal(err)
@@ -338,16 +346,7 @@ func TestRelayNamesTheSoleModel(t *testing.T) {
 // the request is relayed naming the mesh's one model, so that the host,
 // which serves several, describes that one.
 func TestRelayedProps(t *testing.T) {
-	host, relay := meshNode(t), meshNode(t)
-	regB := &fakeRegistry{self: testID(0xb), local: map[string]Model{
-		"remote-model": &fakeModel{pieces: []string{"from", " B"}}, "other": &fakeModel{pieces: []string{"wrong"}}}}
-	srvB := New(Config{MeshAccess: anyPeer{}}, host.ID(), regB, nil, &fakeNode{}, nil, nil)
-	serveMesh(t, srvB, host)
-	waitServing(t, relay, host)
-	m := &recordingMesh{node: relay, hosts: []identity.EndpointID{host.ID()}}
-	regA := &fakeRegistry{self: relay.ID(), local: map[string]Model{}, remote: map[string][]identity.EndpointID{"remote-model": {host.ID()}}}
-	apiA := httptest.NewServer(New(Config{}, relay.ID(), regA, m, &fakeNode{}, nil, nil).Handler())
-	defer apiA.Close()
+	apiA := relayToHost(t, &fakeModel{pieces: []string{"from", " B"}})
 	for _, path := range []string{"/props", "/props?model=remote-model", "/tokenizer_info"} {
 		resp, err := http.Get(apiA.URL + path)
 		if err != nil {
@@ -380,16 +379,8 @@ func TestRelayedProps(t *testing.T) {
 // answered by the peer over real QUIC; one naming no model is relayed
 // naming the mesh's one model.
 func TestRelayedRerank(t *testing.T) {
-	host, relay := meshNode(t), meshNode(t)
 	hostModel := &fakeModel{pieces: []string{"x"}}
-	regB := &fakeRegistry{self: testID(0xb), local: map[string]Model{"remote-model": hostModel, "other": &fakeModel{}}}
-	srvB := New(Config{MeshAccess: anyPeer{}}, host.ID(), regB, nil, &fakeNode{}, nil, nil)
-	serveMesh(t, srvB, host)
-	waitServing(t, relay, host)
-	m := &recordingMesh{node: relay, hosts: []identity.EndpointID{host.ID()}}
-	regA := &fakeRegistry{self: relay.ID(), local: map[string]Model{}, remote: map[string][]identity.EndpointID{"remote-model": {host.ID()}}}
-	apiA := httptest.NewServer(New(Config{}, relay.ID(), regA, m, &fakeNode{}, nil, nil).Handler())
-	defer apiA.Close()
+	apiA := relayToHost(t, hostModel)
 	for _, body := range []string{`{"model":"remote-model","query":"cat","documents":["zzz","a cat"]}`, `{"query":"cat","documents":["zzz","a cat"]}`} {
 		resp, err := http.Post(apiA.URL+"/v1/rerank", "application/json", strings.NewReader(body))
 		if err != nil {
