@@ -17,6 +17,7 @@ import (
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/encoder"
 	"github.com/meshnode/meshnode/gguf/encoder/encodertest"
+	"github.com/meshnode/meshnode/gguf/model/modeltest"
 	"github.com/meshnode/meshnode/gguf/tokenizer"
 )
 
@@ -248,5 +249,65 @@ func TestRerankerServed(t *testing.T) {
 	postJSON(t, n, "/api/show", `{"model":"reranker"}`, &show)
 	if show.Capabilities == nil || len(show.Capabilities) != 0 {
 		t.Fatalf("/api/show capabilities %v, want none Ollama names", show.Capabilities)
+	}
+}
+
+// TestDecoderRerankerServed: a Qwen3-style reranker (a language model
+// whose pooling is rank, with a yes/no head and a rerank template) answers
+// /v1/rerank with llama.cpp's relevances for the goldens' query and
+// documents, each pair tokenized through the template as llama-server
+// tokenizes it (the goldens' ids), best first.
+func TestDecoderRerankerServed(t *testing.T) {
+	raw, err := os.ReadFile("engine/ggufengine/testdata/llama-rerank-qwen3.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var golden struct {
+		Query   string `json:"query"`
+		Results []struct {
+			Document string   `json:"document"`
+			IDs      []uint32 `json:"ids"`
+			Score    float64  `json:"score"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(raw, &golden); err != nil {
+		t.Fatal(err)
+	}
+	voc, err := gguf.Open(fortunesPath(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := modeltest.Reranker(voc.Metadata)
+	voc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "qwen3-reranker.gguf")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n, _ := startNode(t, Config{Models: []string{path}})
+	tok := fileTokenizer(t, path)
+	docs := make([]string, len(golden.Results))
+	for i, r := range golden.Results {
+		docs[i] = r.Document
+		if got := rerankPair(tok, modeltest.RerankTemplate, golden.Query, r.Document, 512); !slices.Equal(got, r.IDs) {
+			t.Fatalf("document %d joined as %v, llama-server's %v", i, got, r.IDs)
+		}
+	}
+	body, _ := json.Marshal(map[string]any{"query": golden.Query, "texts": docs})
+	resp := post(t, n, "/rerank", string(body))
+	defer resp.Body.Close()
+	var got []struct {
+		Index int     `json:"index"`
+		Score float64 `json:"score"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != http.StatusOK || len(got) != len(docs) {
+		t.Fatalf("%d: %v %+v", resp.StatusCode, err, got)
+	}
+	for k, r := range got {
+		if want := golden.Results[r.Index].Score; math.Abs(r.Score-want) > 1e-3 || k > 0 && r.Score > got[k-1].Score {
+			t.Fatalf("results %+v, llama.cpp's %+v", got, golden.Results)
+		}
 	}
 }

@@ -94,6 +94,17 @@ func (g *ggufModel) Embed(ctx context.Context, inputs [][]uint32) ([][]float32, 
 	return g.m.Embed(ctx, inputs)
 }
 
+// Reranks implements reranker: a Qwen3-style reranker (rank pooling).
+func (g *ggufModel) Reranks() bool { return g.m.Reranks() }
+
+// RerankTemplate implements reranker.
+func (g *ggufModel) RerankTemplate() string { return g.m.RerankTemplate() }
+
+// Rank implements reranker.
+func (g *ggufModel) Rank(ctx context.Context, inputs [][]uint32) ([]float32, error) {
+	return g.m.Rank(ctx, inputs)
+}
+
 // Draft names the model's speculative proposer as a new sampled request
 // names it, with the prices its windows are priced at: "" for none, or
 // where sampled speculation does not pay here

@@ -230,7 +230,7 @@ func (m *Model) Hidden(ctx context.Context, ids []uint32) ([]float32, error) {
 // Scores is a reranker's relevance scores for ids (a query and a
 // document, as the caller joined them), as llama.cpp's rank pooling
 // makes them: the first token's ([CLS]) final hidden state through the
-// file's classification head, tanh(cls·h + cls_b), then cls_out·· +
+// file's classification head, tanh(cls·h + cls_b), then cls_out times that plus
 // cls_out_b; Config.Classes scores, raw (no sigmoid). A model without
 // a head refuses with ErrNoHead.
 func (m *Model) Scores(ctx context.Context, ids []uint32) ([]float32, error) {

@@ -261,7 +261,7 @@ func load(f *gguf.File, be backend.Backend, stage *LayerRange) (*Model, error) {
 		m.kvShape = append(m.kvShape, backend.KVShape{KVHeads: kvh, HeadDimK: hdK, HeadDimV: hdV})
 	}
 	for _, t := range f.Tensors {
-		if !ld.used[t.Name] && !otherStage(t.Name, r, c.Layers) && !c.mtpTensor(t.Name) {
+		if !ld.used[t.Name] && !otherStage(t.Name, r, c.Layers) && !c.mtpTensor(t.Name) && !rerankHead(t.Name, c.Arch) {
 			return nil, unsupported("tensor %s (%s %v) is not part of a %s model this engine runs", t.Name, t.Type, t.Dims, c.Arch)
 		}
 	}
@@ -618,4 +618,12 @@ func (ld *loader) rowSplit(name string, cols int, parts ...int) ([]backend.Weigh
 		off += p
 	}
 	return out, nil
+}
+
+// rerankHead reports whether name is a Qwen3-style reranker's head
+// (cls.output.weight: its "yes" and "no" rows), which the forward pass
+// does not read: the engine scores the final hidden state with it
+// (node/engine/ggufengine's rank pooling).
+func rerankHead(name, arch string) bool {
+	return name == "cls.output.weight" && arch == "qwen3"
 }

@@ -1,20 +1,27 @@
 // rerank: a reranker's scores on llama.cpp's C API, for the goldens in
-// llama-rerank.json (README.md): each document joined to the query as
-// llama-server's format_prompt_rerank joins them (no rerank template:
-// [BOS] query [EOS] [SEP] doc [EOS], each as the vocabulary adds them),
-// scored by rank pooling (the first value of the sequence's output),
-// flash attention off. Prints {"query", "results": [{"document", "ids", "score"}]}.
+// llama-rerank.json and node/engine/ggufengine/testdata/llama-rerank-qwen3.json
+// (README.md): each document joined to the query as llama-server's
+// format_prompt_rerank joins them (the file's rerank template with {query}
+// and {document} replaced, tokenized without specials added and with
+// special texts parsed; else [BOS] query [EOS] [SEP] doc [EOS], each as the
+// vocabulary adds them), scored by rank pooling (the first value of the
+// sequence's output), flash attention off.
+// Prints {"query", "results": [{"document", "ids", "score"}]}.
 // usage: rerank MODEL QUERY DOC...
 #include "llama.h"
 #include <cstdio>
 #include <string>
 #include <vector>
 
-static std::vector<llama_token> tokenize(const llama_vocab * vocab, const std::string & s) {
-    int n = -llama_tokenize(vocab, s.c_str(), s.size(), nullptr, 0, false, false);
+static std::vector<llama_token> tokenize(const llama_vocab * vocab, const std::string & s, bool special = false) {
+    int n = -llama_tokenize(vocab, s.c_str(), s.size(), nullptr, 0, false, special);
     std::vector<llama_token> t(n);
-    llama_tokenize(vocab, s.c_str(), s.size(), t.data(), n, false, false);
+    llama_tokenize(vocab, s.c_str(), s.size(), t.data(), n, false, special);
     return t;
+}
+
+static void replace_all(std::string & s, const std::string & from, const std::string & to) {
+    for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
 }
 
 static void json_string(const std::string & s) {
@@ -43,7 +50,14 @@ int main(int argc, char ** argv) {
     printf(",\"results\":[");
     for (int d = 3; d < argc; d++) {
         std::vector<llama_token> toks;
+        const char * tmpl = llama_model_chat_template(model, "rerank");
         llama_token eos = llama_vocab_eos(vocab);
+        if (tmpl) {
+            std::string prompt = tmpl;
+            replace_all(prompt, "{query}", query);
+            replace_all(prompt, "{document}", argv[d]);
+            toks = tokenize(vocab, prompt, true);
+        } else {
         if (eos == LLAMA_TOKEN_NULL) eos = llama_vocab_sep(vocab);
         if (llama_vocab_get_add_bos(vocab)) toks.push_back(llama_vocab_bos(vocab));
         for (auto t : tokenize(vocab, query)) toks.push_back(t);
@@ -51,13 +65,17 @@ int main(int argc, char ** argv) {
         if (llama_vocab_get_add_sep(vocab)) toks.push_back(llama_vocab_sep(vocab));
         for (auto t : tokenize(vocab, argv[d])) toks.push_back(t);
         if (llama_vocab_get_add_eos(vocab)) toks.push_back(eos);
+        }
         llama_memory_clear(llama_get_memory(ctx), true);
         llama_batch batch = llama_batch_init(toks.size(), 0, 1);
         for (size_t i = 0; i < toks.size(); i++) {
             batch.token[i] = toks[i]; batch.pos[i] = i; batch.n_seq_id[i] = 1; batch.seq_id[i][0] = 0; batch.logits[i] = true;
         }
         batch.n_tokens = toks.size();
-        if (llama_encode(ctx, batch) != 0) { fprintf(stderr, "encode failed\n"); return 1; }
+        // An encoder (BERT) is encoded, a decoder (Qwen3) decoded, as llama-embedding does.
+        const bool enc = llama_model_has_encoder(model) && !llama_model_has_decoder(model);
+        if ((enc ? llama_encode(ctx, batch) : llama_decode(ctx, batch)) != 0) { fprintf(stderr, "eval failed\n"); return 1; }
+        if (!llama_get_embeddings_seq(ctx, 0)) { fprintf(stderr, "no pooled output\n"); return 1; }
         const float * s = llama_get_embeddings_seq(ctx, 0);
         printf("%s{\"document\":", d > 3 ? "," : "");
         json_string(argv[d]);

@@ -124,7 +124,13 @@ type Model struct {
 	// pooling is how embeddings pool, or poolingErr why there are none.
 	pooling    Pooling
 	poolingErr error
-	log        *slog.Logger
+	// rank is a reranker's head (rank pooling), or rankErr why a file
+	// whose pooling is rank cannot score; rerankTemplate is its prompt
+	// for a pair (tokenizer.chat_template.rerank).
+	rank           *rankHead
+	rankErr        error
+	rerankTemplate string
+	log            *slog.Logger
 }
 
 // Load opens the GGUF file at path and prepares it for serving. Every byte
@@ -162,6 +168,8 @@ func Load(path string, cfg Config) (*Model, error) {
 		return nil, fmt.Errorf("ggufengine: %s: %w", path, err)
 	}
 	mc := m.model.Config()
+	m.rank, m.rankErr = loadRankHead(f, mc.Embd)
+	m.rerankTemplate, _ = f.Metadata.String(rerankTemplateKey)
 	if m.tok.NumTokens() > mc.VocabSize {
 		return nil, fmt.Errorf("ggufengine: %s: the tokenizer has %d tokens, the model %d", path, m.tok.NumTokens(), mc.VocabSize)
 	}

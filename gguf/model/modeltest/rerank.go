@@ -1,0 +1,69 @@
+package modeltest
+
+import (
+	"encoding/binary"
+	"math/rand/v2"
+
+	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/quant"
+)
+
+// RerankTemplate is the Qwen3-style reranker fixture's prompt for a pair,
+// Qwen3-Reranker's in shape (its control-token texts are plain text in a
+// vocabulary without them).
+const RerankTemplate = "<|im_start|>user\nQuery: {query}\nDocument: {document}<|im_end|>\n<|im_start|>assistant\n"
+
+// Reranker is a one-layer qwen3 fixture (random F16 weights, vocab's
+// tokenizer cut to 2048 tokens) made a reranker as llama.cpp converts
+// Qwen3-Reranker: pooling rank, a two-label head ("yes", "no") in
+// cls.output.weight, a rerank template (tokenizer.chat_template.rerank).
+// node/engine/ggufengine's testdata/llama-rerank-qwen3.json holds
+// llama.cpp's scores of it, with the built-in model's vocabulary.
+func Reranker(vocab *gguf.Metadata) ([]byte, error) {
+	spec := Fixture("qwen3", "F16")
+	spec.Layers = 1
+	b, err := Generate(spec, vocab)
+	if err != nil {
+		return nil, err
+	}
+	base, err := gguf.Parse(b)
+	if err != nil {
+		return nil, err
+	}
+	w := gguf.NewWriter()
+	for _, kv := range base.Metadata.KVs() {
+		if kv.Key == "qwen3.pooling_type" {
+			continue
+		}
+		if err := w.Set(kv.Key, kv.Value); err != nil {
+			return nil, err
+		}
+	}
+	for _, kv := range []struct {
+		k string
+		v any
+	}{{"qwen3.pooling_type", uint32(4)}, {"qwen3.classifier.output_labels", []string{"yes", "no"}},
+		{"tokenizer.chat_template.rerank", RerankTemplate}} {
+		if err := w.Set(kv.k, kv.v); err != nil {
+			return nil, err
+		}
+	}
+	for _, ti := range base.Tensors {
+		data, err := base.TensorData(ti)
+		if err != nil {
+			return nil, err
+		}
+		if err := w.AddTensor(ti.Name, ti.Type, ti.Dims, data); err != nil {
+			return nil, err
+		}
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	head := make([]byte, 2*2*spec.Embd)
+	for i := range 2 * spec.Embd {
+		binary.LittleEndian.PutUint16(head[2*i:], quant.FP32ToFP16(float32(rng.NormFloat64()*0.2)))
+	}
+	if err := w.AddTensor("cls.output.weight", quant.F16, []int64{int64(spec.Embd), 2}, head); err != nil {
+		return nil, err
+	}
+	return w.Bytes()
+}
