@@ -221,20 +221,34 @@ func glu(dst, gate, up []float32, f backend.GLU) {
 	case backend.SiLU:
 		siluGLU(dst, gate, up)
 	case backend.GELUTanh:
-		tab := geluTable()
-		for i, x := range gate {
-			switch {
-			case x <= -10:
-				dst[i] = 0
-			case x >= 10:
-				dst[i] = x * up[i]
-			default:
-				dst[i] = tab[quant.FP32ToFP16(x)] * up[i]
-			}
-		}
+		geluGLU(dst, gate, up)
 	case backend.SwiGLUOAI:
 		for i, g := range gate {
 			dst[i] = swigluOAI(g, up[i])
+		}
+	}
+}
+
+// geluGLU is GELU's tanh approximation through ggml's table over halves,
+// times up: each gate value rounded to a half (eight at a time on the
+// vector unit, quant.Quantize's F16, FP32ToFP16's bits) indexes the
+// table, below −10 it is 0 and from 10 the value itself, as
+// ggml_vec_gelu_f32 has it.
+func geluGLU(dst, gate, up []float32) {
+	tab := geluTable()
+	var halves [2 * 256]byte
+	for lo := 0; lo < len(gate); lo += 256 {
+		hi := min(lo+256, len(gate))
+		quant.Quantize(quant.F16, gate[lo:hi], halves[:2*(hi-lo)]) // a whole row of halves: cannot fail
+		for i, x := range gate[lo:hi] {
+			switch {
+			case x <= -10:
+				dst[lo+i] = 0
+			case x >= 10:
+				dst[lo+i] = x * up[lo+i]
+			default:
+				dst[lo+i] = tab[uint16(halves[2*i])|uint16(halves[2*i+1])<<8] * up[lo+i]
+			}
 		}
 	}
 }
