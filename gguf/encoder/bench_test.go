@@ -40,29 +40,33 @@ func benchIDs(n int) []uint32 {
 }
 
 // BenchmarkHidden: tokens per second encoded, one input of 128 tokens,
-// on the MiniLM-L6 shape.
+// on each shape.
 func BenchmarkHidden(b *testing.B) {
-	raw, err := encodertest.Build(benchShapes[0].spec)
-	if err != nil {
-		b.Fatal(err)
+	for _, sh := range benchShapes {
+		b.Run(sh.name, func(b *testing.B) {
+			raw, err := encodertest.Build(sh.spec)
+			if err != nil {
+				b.Fatal(err)
+			}
+			f, err := gguf.Parse(raw)
+			if err != nil {
+				b.Fatal(err)
+			}
+			be := cpu.New(cpu.Options{})
+			defer be.Close()
+			m, err := Load(f, be)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ids := benchIDs(128)
+			for b.Loop() {
+				if _, err := m.Hidden(context.Background(), ids); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(len(ids)*b.N)/b.Elapsed().Seconds(), "tok/s")
+		})
 	}
-	f, err := gguf.Parse(raw)
-	if err != nil {
-		b.Fatal(err)
-	}
-	be := cpu.New(cpu.Options{})
-	defer be.Close()
-	m, err := Load(f, be)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ids := benchIDs(128)
-	for b.Loop() {
-		if _, err := m.Hidden(context.Background(), ids); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(len(ids)*b.N)/b.Elapsed().Seconds(), "tok/s")
 }
 
 // BenchmarkEncoderVsLlamaCpp is make bench-encoder: llama.cpp's llama-bench
