@@ -137,6 +137,11 @@ func runCommand() *cli.Command {
 					return fmt.Errorf("run: --draft: %w", err)
 				}
 			}
+			if enc, err := ggufengine.IsEncoder(file); err != nil {
+				return err
+			} else if enc {
+				return fmt.Errorf("run: %s is a text encoder (an embedding model or a reranker): it generates no text; serve it (meshnode --model) and ask POST /v1/embeddings or /v1/rerank", file)
+			}
 			start := time.Now()
 			m, err := ggufengine.Load(file, ggufengine.Config{
 				Name: name, Threads: c.Int("threads"), Context: c.Int("ctx"), KV: c.String("kv"), Sessions: 1, Draft: draft,

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/encoder/encodertest"
 	"github.com/meshnode/meshnode/gguf/model/modeltest"
 	"github.com/meshnode/meshnode/gguf/tokenizer"
 	"github.com/meshnode/meshnode/node"
@@ -181,6 +182,14 @@ func runWith(t *testing.T, prompt, n string, flags ...string) string {
 }
 
 func TestRunErrors(t *testing.T) {
+	enc, err := encodertest.Fixture("bert")
+	if err != nil {
+		t.Fatal(err)
+	}
+	encoderPath := filepath.Join(t.TempDir(), "bert.gguf")
+	if err := os.WriteFile(encoderPath, enc, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -200,6 +209,7 @@ func TestRunErrors(t *testing.T) {
 		{[]string{runModel, "-p", "hi", "--logit-bias", "278+101"}, "from -100 to 100"},
 		{[]string{runModel, "-p", "hi", "--logit-bias", "278+1", "--logit-bias", "278-1"}, "biased twice"},
 		{[]string{runModel, "-p", "hi", "--logit-bias", "32000+1"}, "outside the vocabulary of 32000"},
+		{[]string{encoderPath, "-p", "hi"}, "is a text encoder (an embedding model or a reranker): it generates no text"},
 	} {
 		stdout, _, err := meshnodeRun(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
