@@ -200,8 +200,10 @@ bench-metal:
 # may be chosen): gguf/quant's and gguf/deltanet's kernels against their Go
 # twins, gguf/detmath's digests, gguf/model's pinned logits digests, the delta nets' host path
 # against the CPU kernels, the gpt-oss and Qwen3.5 fixtures against
-# llama.cpp's logits, and gguf/sample's pinned digests of its exponentials
-# and seeded draws. qemu's timings are no speed figures.
+# llama.cpp's logits, gguf/sample's pinned digests of its exponentials
+# and seeded draws, and the encoders' hidden states and scores against
+# llama.cpp's with their attention and GELU kernels. qemu's timings are no
+# speed figures.
 .PHONY: qemu-arm64
 qemu-arm64:
 	@set -e; d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; \
@@ -210,7 +212,10 @@ qemu-arm64:
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -c -o $$d/sample.test ./gguf/sample; \
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -c -o $$d/deltanet.test ./gguf/deltanet; \
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -c -o $$d/detmath.test ./gguf/detmath; \
+	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -c -o $$d/encoder.test ./gguf/encoder; \
+	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -c -o $$d/cpu.test ./gguf/cpu; \
 	for c in max cortex-a72; do \
+		echo "encoder and its cpu kernels on $$c"; (cd gguf/encoder && qemu-aarch64-static -cpu $$c $$d/encoder.test -test.run 'Matches|Scores') && (cd gguf/cpu && qemu-aarch64-static -cpu $$c $$d/cpu.test -test.run 'AttendFull|GELUGLU'); \
 		echo "quant on $$c"; (cd gguf/quant && qemu-aarch64-static -cpu $$c $$d/quant.test -test.run 'SIMD|MatMul|MatVecRows|Pack'); \
 		echo "sample on $$c"; (cd gguf/sample && qemu-aarch64-static -cpu $$c $$d/sample.test); \
 		echo "deltanet and detmath on $$c"; (cd gguf/deltanet && qemu-aarch64-static -cpu $$c $$d/deltanet.test) && (cd gguf/detmath && qemu-aarch64-static -cpu $$c $$d/detmath.test); \
