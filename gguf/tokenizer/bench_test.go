@@ -89,6 +89,7 @@ func BenchmarkEncodeSPM(b *testing.B)    { benchEncode(b, "llama-spm") }
 func BenchmarkEncodeLlama3(b *testing.B) { benchEncode(b, "llama-bpe") }
 func BenchmarkEncodeGPT2(b *testing.B)   { benchEncode(b, "gpt-2") }
 func BenchmarkEncodeWPM(b *testing.B)    { benchEncode(b, "bert-bge") }
+func BenchmarkEncodeUGM(b *testing.B)    { benchEncode(b, "nomic-bert-moe") }
 
 func BenchmarkDecodeStream(b *testing.B) {
 	tk, _, _ := loadVocab(b, "llama-bpe")

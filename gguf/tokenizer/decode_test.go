@@ -220,7 +220,9 @@ func TestNewErrors(t *testing.T) {
 		edit func(*Vocab)
 		err  error
 	}{
-		"unknown model":  {func(v *Vocab) { v.Model = "t5" }, ErrUnsupported},
+		"unknown model":  {func(v *Vocab) { v.Model = "rwkv" }, ErrUnsupported},
+		"UGM no UNK":     {func(v *Vocab) { v.Model = ModelUGM }, ErrInvalidVocab},
+		"UGM charsmap":   {func(v *Vocab) { v.Model, v.UNK, v.CharsMap = ModelUGM, 0, []byte{1, 0} }, ErrInvalidVocab},
 		"unknown pre":    {func(v *Vocab) { v.Pre = "chameleon" }, ErrUnsupported},
 		"no tokens":      {func(v *Vocab) { v.Tokens = nil }, ErrInvalidVocab},
 		"short scores":   {func(v *Vocab) { v.Scores = []float32{0} }, ErrInvalidVocab},

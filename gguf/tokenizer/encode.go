@@ -32,7 +32,8 @@ func (t *Tokenizer) AppendEncode(dst []uint32, s string, opt EncodeOptions) []ui
 // ids is the whole encoding; when it is not, ids is a prefix of it holding
 // more than limit ids. Encoding stops early between special tokens and
 // between pre-tokenized words; a SentencePiece fragment is merged whole
-// (its merges are not local), so only its output is cut. A complete
+// (its merges are not local), and a Unigram one segmented whole, so only
+// its output is cut. A complete
 // encoding may itself be longer than limit (an EOS appended last).
 func (t *Tokenizer) EncodeLimit(s string, opt EncodeOptions, limit int) (ids []uint32, complete bool) {
 	return t.appendEncode(nil, s, opt, max(limit, 0))
@@ -45,8 +46,11 @@ func (t *Tokenizer) appendEncode(dst []uint32, s string, opt EncodeOptions, limi
 	if s != "" {
 		frags = t.partition(s, opt.ParseSpecial)
 	}
-	if t.kind == kindWPM {
+	switch t.kind {
+	case kindWPM:
 		return t.appendWPM(dst, frags, opt.AddSpecial, limit)
+	case kindUGM:
+		return t.appendUGM(dst, frags, opt.AddSpecial, limit)
 	}
 	if opt.AddSpecial && t.addBOS {
 		dst = append(dst, t.bos)
@@ -95,10 +99,15 @@ func (t *Tokenizer) appendEncode(dst []uint32, s string, opt EncodeOptions, limi
 // the bytes of s that always end in some token: not a byte the vocabulary
 // would drop for want of a token, nor whitespace a special token strips.
 // On a WPM vocabulary, where one [UNK] stands for a whole word, it counts
-// words instead.
+// words instead; on a UGM one, where one UNK stands for a run of unknown
+// characters and the charsmap may normalise characters away, it counts
+// the bytes of the normalised text that no UNK can stand for.
 func (t *Tokenizer) MinTokens(s string, opt EncodeOptions) int {
-	if t.kind == kindWPM {
+	switch t.kind {
+	case kindWPM:
 		return t.minTokensWPM(s, opt)
+	case kindUGM:
+		return t.minTokensUGM(s, opt)
 	}
 	need := 0
 	if t.maxTokenBytes > 0 {

@@ -22,7 +22,8 @@ func seedTexts(f *testing.F, name string) {
 // ids in range, decodes back to the input where llama.cpp guarantees it
 // (valid UTF-8; the vocabulary's own escape character excepted on SPM; on
 // WPM, whose decoding gives the normalised words, back to text that
-// encodes to the same ids), and streams to the same text as Decode.
+// encodes to the same ids; on UGM to the normalised text), and streams to
+// the same text as Decode.
 func fuzzEncode(f *testing.F, name string) {
 	seedTexts(f, name)
 	tk, _, _ := loadVocab(f, name)
@@ -51,6 +52,25 @@ func fuzzEncode(f *testing.F, name string) {
 			t.Fatalf("stream %q differs from Decode", got)
 		}
 		if special || !utf8.ValidString(s) || tk.kind != kindBPE && strings.Contains(s, "▁") {
+			return
+		}
+		if tk.kind == kindUGM {
+			// Decoding gives the normalised text, "▁" as a space; an UNK
+			// decodes to nothing.
+			if slices.Contains(ids, tk.unk) {
+				return
+			}
+			var want []byte
+			for _, fr := range tk.partition(s, false) {
+				if fr.tok != NoToken {
+					want = append(want, tk.pieces[fr.tok]...)
+					continue
+				}
+				want = append(want, strings.ReplaceAll(string(tk.ugm.normalize(nil, fr.text)), "▁", " ")...)
+			}
+			if w := tk.stripPrefix(string(want)); text != w {
+				t.Fatalf("Decode(Encode(%q)) = %q, want the normalised %q", s, text, w)
+			}
 			return
 		}
 		if tk.kind == kindWPM {

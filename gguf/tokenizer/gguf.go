@@ -20,6 +20,8 @@ const (
 	keyLowercase      = "tokenizer.ggml.normalizer.lowercase"
 	keyStripAccents   = "tokenizer.ggml.normalizer.strip_accents"
 	keyAddSpacePrefix = "tokenizer.ggml.add_space_prefix"
+	keyRemoveSpaces   = "tokenizer.ggml.remove_extra_whitespaces"
+	keyCharsMap       = "tokenizer.ggml.precompiled_charsmap"
 	keyName           = "general.name"
 )
 
@@ -37,7 +39,8 @@ func FromGGUF(md *gguf.Metadata) (*Tokenizer, error) {
 // BOS 1, EOS 2, UNK 0, BOS added and a space prefix; GPT-2 BPE BOS and EOS
 // 11, BOS added only for the llama3 pre-tokenizer family; WPM (BERT) BOS
 // ([CLS]) 101, UNK 100, SEP 102, PAD 0, BOS and SEP added, lower-cased
-// and accents stripped. Special ids the file gives out of range are
+// and accents stripped; Unigram ("t5") EOS 1, UNK 2, PAD 0, EOS added and
+// no BOS or space prefix. Special ids the file gives out of range are
 // ignored, as llama.cpp does.
 func VocabFromGGUF(md *gguf.Metadata) (*Vocab, error) {
 	v := &Vocab{BOS: NoToken, EOS: NoToken, EOT: NoToken, EOM: NoToken, UNK: NoToken, PAD: NoToken, SEP: NoToken,
@@ -99,6 +102,16 @@ func VocabFromGGUF(md *gguf.Metadata) (*Vocab, error) {
 	case ModelWPM:
 		v.BOS, v.UNK, v.SEP, v.PAD = 101, 100, 102, 0
 		v.AddBOS, v.AddSEP = true, true
+	case ModelUGM:
+		v.EOS, v.UNK, v.PAD = 1, 2, 0
+		v.AddEOS = true
+		if val, present := md.Lookup(keyCharsMap); present {
+			cm, err := charsMapBytes(val)
+			if err != nil {
+				return nil, err
+			}
+			v.CharsMap = cm
+		}
 	default:
 		return nil, fmt.Errorf("%w: model %q", ErrUnsupported, v.Model)
 	}
@@ -140,6 +153,9 @@ func VocabFromGGUF(md *gguf.Metadata) (*Vocab, error) {
 	if b, ok := md.Bool(keyAddSpacePrefix); ok {
 		v.AddSpacePrefix = b
 	}
+	if b, ok := md.Bool(keyRemoveSpaces); ok {
+		v.RemoveExtraSpaces = b
+	}
 	if b, ok := md.Bool(keyAddBOS); ok {
 		v.AddBOS = b
 	}
@@ -161,4 +177,30 @@ func VocabFromGGUF(md *gguf.Metadata) (*Vocab, error) {
 		v.AddBOS = true // llama.cpp PR 21500
 	}
 	return v, nil
+}
+
+// charsMapBytes reads tokenizer.ggml.precompiled_charsmap, an array of
+// uint8 or int8 (as llama.cpp takes either) of at least the 4-byte size
+// header. The bytes alias the metadata; New copies what it keeps.
+func charsMapBytes(val gguf.Value) ([]byte, error) {
+	var b []byte
+	ok := false
+	if val.Type() == gguf.TypeArray {
+		switch a := val.Interface().(type) {
+		case []uint8:
+			b, ok = a, true
+		case []int8:
+			b, ok = make([]byte, len(a)), true
+			for i, x := range a {
+				b[i] = byte(x)
+			}
+		}
+	}
+	if !ok {
+		return nil, fmt.Errorf("%w: %s is %s, want an array of uint8 or int8", ErrInvalidVocab, keyCharsMap, val.Type())
+	}
+	if len(b) < 4 {
+		return nil, fmt.Errorf("%w: %s of %d bytes has no size header", ErrInvalidVocab, keyCharsMap, len(b))
+	}
+	return b, nil
 }

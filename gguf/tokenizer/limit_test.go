@@ -28,7 +28,7 @@ func limitInputs(t *testing.T, name string, inp, out []byte) []string {
 // the limit, and otherwise gives up with a prefix of them holding more
 // than limit ids, on every committed vocabulary and encoding option.
 func TestEncodeLimit(t *testing.T) {
-	for _, name := range vectorVocabs[:9] {
+	for _, name := range vectorVocabs[:10] {
 		t.Run(name, func(t *testing.T) {
 			tk, inp, out := loadVocab(t, name)
 			for _, opt := range limitOptions {
@@ -72,7 +72,7 @@ func TestEncodeLimitStopsEarly(t *testing.T) {
 // tokens that strip it (Phi-3) and invalid UTF-8; and every committed
 // vocabulary has a bound, so that a huge text is refused by its length.
 func TestMinTokens(t *testing.T) {
-	for _, name := range vectorVocabs[:9] {
+	for _, name := range vectorVocabs[:10] {
 		t.Run(name, func(t *testing.T) {
 			tk, inp, out := loadVocab(t, name)
 			if tk.MaxTokenBytes() == 0 {

@@ -1,8 +1,9 @@
 // Package tokenizer turns text into a model's token ids and back, the way
 // llama.cpp does for the vocabulary kinds GGUF models mostly carry:
 // SentencePiece-style merges over scored pieces (tokenizer.ggml.model
-// "llama"), GPT-2 byte-level BPE over ranked merges ("gpt2") and the
-// WordPiece of BERT-style embedding models ("bert"), with the
+// "llama"), GPT-2 byte-level BPE over ranked merges ("gpt2"), the
+// WordPiece of BERT-style embedding models ("bert") and SentencePiece
+// Unigram ("t5": T5 and XLM-RoBERTa models), with the
 // pre-tokenizers that tokenizer.ggml.pre names, special-token matching, BOS
 // and EOS handling, byte fallback, and a streaming detokeniser that only
 // ever emits whole UTF-8 characters.
@@ -42,17 +43,18 @@ const (
 	ModelBPE    = "gpt2"   // byte-level BPE with ranked merges
 	ModelGemma4 = "gemma4" // BPE over raw UTF-8 with ▁ for space (Gemma 4)
 	ModelWPM    = "bert"   // WordPiece: greedy longest match over normalised words (BERT, bge, MiniLM)
+	ModelUGM    = "t5"     // SentencePiece Unigram: best-scored segmentation of charsmap-normalised text (T5, XLM-R)
 )
 
 // Vocab is everything a tokenizer is built from: the tokenizer.* metadata
 // of a GGUF file after defaults are resolved (FromGGUF does that), or a
 // hand-made vocabulary.
 type Vocab struct {
-	Model  string      // ModelSPM, ModelBPE, ModelGemma4 or ModelWPM
+	Model  string      // ModelSPM, ModelBPE, ModelGemma4, ModelWPM or ModelUGM
 	Pre    string      // tokenizer.ggml.pre (BPE only): selects the pre-tokenizer
 	Name   string      // general.name: llama.cpp keys a Phi-3 special-token fix on it
 	Tokens []string    // id → text
-	Scores []float32   // SPM merge priority, by id; nil means all 0
+	Scores []float32   // SPM merge priority, UGM log probability, by id; nil means all 0
 	Types  []TokenType // by id; nil means all normal
 	Merges []string    // BPE merges "left right", rank = index
 
@@ -68,7 +70,7 @@ type Vocab struct {
 
 	AddBOS         bool // Encode with AddSpecial prepends BOS
 	AddEOS         bool // Encode with AddSpecial appends EOS
-	AddSpacePrefix bool // SPM: a space goes before text that starts a fragment; decoding drops it
+	AddSpacePrefix bool // SPM, UGM: a space goes before text that starts a fragment; decoding drops it
 
 	// SEP is the separator token ([SEP] on BERT vocabularies; NoToken
 	// when absent) and AddSEP tokenizer.ggml.add_sep_token, which
@@ -82,6 +84,14 @@ type Vocab struct {
 	// stripping (tokenizer.ggml.normalizer.lowercase and strip_accents
 	// set to false).
 	KeepCase, KeepAccents bool
+
+	// CharsMap is UGM's tokenizer.ggml.precompiled_charsmap, the
+	// normalisation SentencePiece compiled into the model (nil: none),
+	// and RemoveExtraSpaces tokenizer.ggml.remove_extra_whitespaces:
+	// leading and trailing spaces dropped, runs of them made one, and a
+	// space put before the text whatever AddSpacePrefix says.
+	CharsMap          []byte
+	RemoveExtraSpaces bool
 }
 
 // Errors returned by New and the decoders.
@@ -113,6 +123,7 @@ const (
 	kindSPM kind = iota
 	kindBPE
 	kindWPM
+	kindUGM
 )
 
 // Tokenizer encodes and decodes text for one vocabulary. It is immutable
@@ -133,6 +144,7 @@ type Tokenizer struct {
 	addBOS, addEOS, addSEP, addSpacePrefix bool
 	escapeSpaces, cleanSpaces              bool
 	wpm                                    wpmConfig
+	ugm                                    ugmConfig
 
 	special []uint32 // partition candidates, longest text first
 	pieces  []string // id → decoded bytes with specials rendered
@@ -203,6 +215,9 @@ func New(v *Vocab) (*Tokenizer, error) {
 		t.escapeSpaces = true // for decoding: a piece's "▁" is a space
 		t.cleanSpaces = true
 		t.wpm = wpmConfig{lower: !v.KeepCase, stripAccents: !v.KeepAccents}
+	case ModelUGM:
+		t.kind = kindUGM
+		t.escapeSpaces = true // for decoding: a piece's "▁" is a space
 	default:
 		return nil, fmt.Errorf("%w: model %q", ErrUnsupported, v.Model)
 	}
@@ -243,6 +258,14 @@ func New(v *Vocab) (*Tokenizer, error) {
 	}
 	if t.kind == kindWPM && (t.bos == NoToken || t.sep == NoToken) {
 		return nil, fmt.Errorf("%w: a WPM vocabulary needs BOS ([CLS]) and SEP ([SEP]) tokens", ErrInvalidVocab)
+	}
+	if t.kind == kindUGM {
+		if t.unk == NoToken { // llama.cpp would emit id -1 for an unknown character
+			return nil, fmt.Errorf("%w: a UGM vocabulary needs an UNK token", ErrInvalidVocab)
+		}
+		if err := t.buildUGM(v); err != nil {
+			return nil, err
+		}
 	}
 	t.fixSpecialTokens(v.Name)
 	t.buildCaches()
@@ -416,6 +439,10 @@ func (t *Tokenizer) buildCaches() {
 func (t *Tokenizer) buildCoverage() {
 	if t.kind == kindWPM {
 		t.buildWPM()
+		return
+	}
+	if t.kind == kindUGM {
+		t.finishUGM()
 		return
 	}
 	var tokenByte func(b byte) bool
