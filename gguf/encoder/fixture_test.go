@@ -1,7 +1,10 @@
 package encoder
 
 import (
+	"bytes"
+	"compress/gzip"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -56,4 +59,37 @@ func TestWriteFixtures(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(*writeFixtures, "bert-reranker.gguf"), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(filepath.Join(*writeFixtures, "xlmr.gguf"), xlmrFixture(t), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// xlmrFixture is a bge-m3-shaped fixture: the bert fixture's shape with
+// an XLM-RoBERTa vocabulary (SentencePiece Unigram, 250k tokens:
+// gguf/tokenizer's testdata copy of llama.cpp's nomic-bert-moe vocabulary)
+// and one token type.
+func xlmrFixture(t testing.TB) []byte {
+	t.Helper()
+	gz, err := os.ReadFile(filepath.Join("..", "tokenizer", "testdata", "ggml-vocab-nomic-bert-moe.gguf.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(gz))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	voc, err := gguf.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := encodertest.Build(encodertest.Spec{Arch: "bert", Embd: encodertest.Embd, Layers: encodertest.Layers, Heads: encodertest.Heads,
+		FF: encodertest.FF, Context: encodertest.Context, Tokenizer: voc.Metadata})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"math"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/encoder/encodertest"
+	"github.com/meshnode/meshnode/gguf/tokenizer"
 )
 
 // hiddenTolerance bounds each hidden component's difference from
@@ -132,5 +134,65 @@ func TestScoresMatchLlamaCpp(t *testing.T) {
 	}
 	if _, err := plain.Scores(context.Background(), golden.Results[0].IDs); !errors.Is(err, ErrNoHead) {
 		t.Fatalf("a model without a head: %v", err)
+	}
+}
+
+// TestXLMRobertaMatchesLlamaCpp: a bge-m3-shaped encoder (bert with an
+// XLM-RoBERTa vocabulary: SentencePiece Unigram, 250k tokens) tokenizes
+// three texts (English; German, French and Japanese; full-width letters,
+// runs of spaces, a tab and a ligature the charsmap normalises) as
+// llama.cpp does, <s> … </s>, and its hidden states are llama.cpp's
+// within hiddenTolerance.
+func TestXLMRobertaMatchesLlamaCpp(t *testing.T) {
+	raw, err := os.ReadFile("testdata/llama-embedding-xlmr.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var golden map[string][]struct {
+		Text   string      `json:"text"`
+		IDs    []uint32    `json:"ids"`
+		Hidden [][]float32 `json:"hidden"`
+	}
+	if err := json.Unmarshal(raw, &golden); err != nil || len(golden["xlmr"]) != 3 {
+		t.Fatalf("goldens: %v", err)
+	}
+	f, err := gguf.Parse(xlmrFixture(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenizer.FromGGUF(f.Metadata)
+	if err != nil {
+		t.Fatal(err)
+	}
+	be := cpu.New(cpu.Options{Threads: 2})
+	defer be.Close()
+	m, err := Load(f, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range golden["xlmr"] {
+		if ids := tok.Encode(c.Text, tokenizer.EncodeOptions{AddSpecial: true}); !slices.Equal(ids, c.IDs) {
+			t.Fatalf("%q tokenized as %v, llama.cpp's %v", c.Text, ids, c.IDs)
+		}
+		got, err := m.Hidden(context.Background(), c.IDs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := m.Config().Embd
+		var worst float64
+		for i, want := range c.Hidden {
+			var scale float64
+			for _, w := range want {
+				scale = max(scale, math.Abs(float64(w)))
+			}
+			for j, w := range want {
+				d := math.Abs(float64(got[i*e+j])-float64(w)) / scale
+				worst = max(worst, d)
+				if d > hiddenTolerance {
+					t.Fatalf("%q: token %d component %d is %v, llama.cpp's %v", c.Text, i, j, got[i*e+j], w)
+				}
+			}
+		}
+		t.Logf("%d tokens: worst relative difference %.2g", len(c.IDs), worst)
 	}
 }

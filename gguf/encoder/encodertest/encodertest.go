@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/quant"
@@ -30,6 +31,11 @@ type Spec struct {
 	// Reranker adds a classification head (cls and cls.output, one
 	// label), as a converted cross-encoder has, and pooling rank (4).
 	Reranker bool
+	// Tokenizer, when set, is a vocabulary file's metadata whose
+	// tokenizer.* keys the fixture takes instead of Vocab's (an XLM-R
+	// vocabulary for a bge-m3-shaped encoder); the token embeddings get a
+	// row per token.
+	Tokenizer *gguf.Metadata
 }
 
 // Vocab is a WordPiece vocabulary in llama.cpp's GGUF form (a
@@ -88,15 +94,26 @@ func Build(sp Spec) ([]byte, error) {
 	if arch == "nomic-bert" {
 		set(arch+".rope.freq_base", float32(1000))
 	}
-	set("tokenizer.ggml.model", "bert")
-	set("tokenizer.ggml.tokens", tokens)
-	set("tokenizer.ggml.token_type", types)
-	set("tokenizer.ggml.token_type_count", uint32(2))
-	set("tokenizer.ggml.padding_token_id", uint32(0))
-	set("tokenizer.ggml.unknown_token_id", uint32(1))
-	set("tokenizer.ggml.bos_token_id", uint32(2))
-	set("tokenizer.ggml.seperator_token_id", uint32(3))
-	set("tokenizer.ggml.mask_token_id", uint32(4))
+	if sp.Tokenizer != nil {
+		n, _ := sp.Tokenizer.ArrayLen("tokenizer.ggml.tokens")
+		tokens = make([]string, n)
+		for _, kv := range sp.Tokenizer.KVs() {
+			if strings.HasPrefix(kv.Key, "tokenizer.") && kv.Key != "tokenizer.ggml.token_type_count" {
+				set(kv.Key, kv.Value)
+			}
+		}
+		set("tokenizer.ggml.token_type_count", uint32(1)) // XLM-R has one
+	} else {
+		set("tokenizer.ggml.model", "bert")
+		set("tokenizer.ggml.tokens", tokens)
+		set("tokenizer.ggml.token_type", types)
+		set("tokenizer.ggml.token_type_count", uint32(2))
+		set("tokenizer.ggml.padding_token_id", uint32(0))
+		set("tokenizer.ggml.unknown_token_id", uint32(1))
+		set("tokenizer.ggml.bos_token_id", uint32(2))
+		set("tokenizer.ggml.seperator_token_id", uint32(3))
+		set("tokenizer.ggml.mask_token_id", uint32(4))
+	}
 
 	normal := func(n int, mean, sd float64) []float32 {
 		v := make([]float32, n)
@@ -125,7 +142,11 @@ func Build(sp Spec) ([]byte, error) {
 	}
 	e, sd := int64(sp.Embd), 1/math.Sqrt(float64(sp.Embd))
 	f16("token_embd.weight", normal(len(tokens)*sp.Embd, 0, 1), e, int64(len(tokens)))
-	f32("token_types.weight", normal(2*sp.Embd, 0, 0.5), e, 2)
+	types2 := int64(2)
+	if sp.Tokenizer != nil {
+		types2 = 1
+	}
+	f32("token_types.weight", normal(int(types2)*sp.Embd, 0, 0.5), e, types2)
 	if arch == "bert" {
 		f16("position_embd.weight", normal(sp.Context*sp.Embd, 0, 0.5), e, int64(sp.Context))
 	}
