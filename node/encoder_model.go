@@ -16,10 +16,11 @@ import (
 	"github.com/meshnode/meshnode/node/receipt"
 )
 
-// encoderModel is an embedding model, a text encoder of the BERT family
-// (ggufengine.Encoder): it answers /v1/embeddings, Ollama's /api/embed and
-// the tokenizer's endpoints, and refuses every generation, having no
-// output head to write with.
+// encoderModel is a text encoder of the BERT family (ggufengine.Encoder):
+// an embedding model, which answers /v1/embeddings and Ollama's
+// /api/embed, or a reranker, which answers /v1/rerank. It lends its
+// tokenizer and refuses every generation, having no output head to write
+// with.
 type encoderModel struct {
 	e     *ggufengine.Encoder
 	facts gguf.Facts

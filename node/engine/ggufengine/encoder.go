@@ -28,11 +28,12 @@ func IsEncoder(path string) (bool, error) {
 	return encoder.Supports(arch), nil
 }
 
-// Encoder is a text encoder (an embedding model: MiniLM, bge,
-// nomic-embed-text) loaded from a GGUF file. It makes embeddings and
-// nothing else: it has no output head to generate with. It runs on the
-// CPU, whatever Config.Backend says: its attention and layer norms are
-// host code (package encoder), and an embedding model is small.
+// Encoder is a text encoder loaded from a GGUF file: an embedding model
+// (MiniLM, bge, bge-m3, nomic-embed-text), which Embeds, or, where its
+// pooling is rank, a cross-encoder reranker, which Ranks. It generates
+// nothing: it has no output head. It runs on the CPU, whatever
+// Config.Backend says: its attention needs a backend that attends without
+// a cache (backend.FullAttender), and an encoder is small.
 type Encoder struct {
 	name, path string
 	file       *gguf.File
