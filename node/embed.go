@@ -20,6 +20,8 @@ type embedder interface {
 	Tokenizer() *tokenizer.Tokenizer
 	// Embed is one unit-norm vector per input (ggufengine.Model.Embed).
 	Embed(ctx context.Context, inputs [][]uint32) ([][]float32, error)
+	// Pooled is Embed's vectors before their scaling to unit length.
+	Pooled(ctx context.Context, inputs [][]uint32) ([][]float32, error)
 }
 
 // Embed implements api.EmbeddingModel. An embedding is not a mesh/1 serve:
@@ -68,7 +70,11 @@ func (s *servedModel) Embed(ctx context.Context, e *api.Embedding) (*api.Embeddi
 		inputs[i] = ids
 		total += len(ids)
 	}
-	vecs, err := em.Embed(ctx, inputs)
+	embed := em.Embed
+	if e.Unnormalized {
+		embed = em.Pooled
+	}
+	vecs, err := embed(ctx, inputs)
 	if err != nil {
 		if errors.Is(err, engine.ErrRefused) {
 			return nil, embedRefusal("input", "%v", err)

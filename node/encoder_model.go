@@ -91,6 +91,11 @@ func (m *encoderModel) Embed(ctx context.Context, inputs [][]uint32) ([][]float3
 	return m.e.Embed(ctx, inputs)
 }
 
+// Pooled implements embedder.
+func (m *encoderModel) Pooled(ctx context.Context, inputs [][]uint32) ([][]float32, error) {
+	return m.e.Pooled(ctx, inputs)
+}
+
 // encoderEngine is an encoder's steward engine: it names the weights (for
 // /v1/models' digest) and refuses every serve, which the node refuses
 // before it reaches the steward (encoderModel.Prompt).

@@ -112,6 +112,24 @@ func TestEncoderServed(t *testing.T) {
 			if openai.Usage.PromptTokens != total {
 				t.Fatalf("usage: %d prompt tokens, want %d", openai.Usage.PromptTokens, total)
 			}
+			// Ollama's older /api/embeddings: the mean as it is, which
+			// scaled to unit length is /api/embed's vector.
+			var legacy struct {
+				Embedding []float64 `json:"embedding"`
+			}
+			postJSON(t, n, "/api/embeddings", fmt.Sprintf(`{"model":%q,"prompt":%q}`, name, texts[0]), &legacy)
+			var norm float64
+			for _, x := range legacy.Embedding {
+				norm += x * x
+			}
+			if len(legacy.Embedding) != encodertest.Embd || math.Abs(norm-1) < 1e-3 {
+				t.Fatalf("/api/embeddings: %d dimensions, norm² %v: want the unscaled mean", len(legacy.Embedding), norm)
+			}
+			for j, x := range legacy.Embedding {
+				if math.Abs(x/math.Sqrt(norm)-ollama.Embeddings[0][j]) > embeddingTolerance {
+					t.Fatalf("/api/embeddings component %d, scaled, is %v; /api/embed's %v", j, x/math.Sqrt(norm), ollama.Embeddings[0][j])
+				}
+			}
 
 			var show struct {
 				Capabilities []string       `json:"capabilities"`

@@ -94,6 +94,11 @@ func (g *ggufModel) Embed(ctx context.Context, inputs [][]uint32) ([][]float32, 
 	return g.m.Embed(ctx, inputs)
 }
 
+// Pooled implements embedder.
+func (g *ggufModel) Pooled(ctx context.Context, inputs [][]uint32) ([][]float32, error) {
+	return g.m.Pooled(ctx, inputs)
+}
+
 // Reranks implements reranker: a Qwen3-style reranker (rank pooling).
 func (g *ggufModel) Reranks() bool { return g.m.Reranks() }
 

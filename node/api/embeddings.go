@@ -47,6 +47,9 @@ type Embedding struct {
 	// Dimensions is the length the client asked for, 0 for the model's;
 	// a model refuses any other than its own.
 	Dimensions int
+	// Unnormalized asks for the pooled hidden states as they are, not
+	// scaled to unit length (Ollama's older /api/embeddings).
+	Unnormalized bool
 }
 
 // EmbeddingResult is the vectors, in the order of the inputs, and the

@@ -590,6 +590,7 @@ func (s *Server) ollamaRoutes(mux *http.ServeMux, peers bool) {
 	mux.HandleFunc("POST /api/chat", s.observed(s.handleOllamaChat))
 	mux.HandleFunc("POST /api/generate", s.observed(s.handleOllamaGenerate))
 	mux.HandleFunc("POST /api/embed", s.handleOllamaEmbed)
+	mux.HandleFunc("POST /api/embeddings", s.handleOllamaEmbeddings)
 	mux.HandleFunc("POST /api/show", s.handleOllamaShow)
 	mux.HandleFunc("GET /api/tags", s.handleOllamaTags)
 	if peers {
@@ -597,7 +598,7 @@ func (s *Server) ollamaRoutes(mux *http.ServeMux, peers bool) {
 	}
 	mux.HandleFunc("GET /api/ps", s.handleOllamaPs)
 	mux.HandleFunc("GET /api/version", s.handleOllamaVersion)
-	for _, p := range []string{"POST /api/pull", "POST /api/push", "POST /api/create", "POST /api/copy", "DELETE /api/delete", "POST /api/embeddings", "/api/blobs/"} {
+	for _, p := range []string{"POST /api/pull", "POST /api/push", "POST /api/create", "POST /api/copy", "DELETE /api/delete", "/api/blobs/"} {
 		mux.HandleFunc(p, s.handleOllamaUnsupported)
 	}
 }
@@ -606,10 +607,58 @@ func (s *Server) ollamaRoutes(mux *http.ServeMux, peers bool) {
 // which meshnode does its own way.
 func (s *Server) handleOllamaUnsupported(w http.ResponseWriter, r *http.Request) {
 	why := "meshnode manages its models with meshcli (meshcli pull OWNER/REPO/FILE.gguf, meshcli load NAME, meshcli unload NAME; docs/models.md)"
-	if r.URL.Path == "/api/embeddings" {
-		why = "send it to /api/embed, Ollama's current endpoint"
-	}
 	writeError(w, Errorf(http.StatusNotImplemented, "invalid_request_error", "not_supported", "%s %s is not served: %s", r.Method, r.URL.Path, why))
+}
+
+// handleOllamaEmbeddings is POST /api/embeddings, Ollama's older
+// endpoint, which tools still call: one prompt, answered
+// {"embedding": [...]} with the pooled hidden states as they are, not
+// scaled to unit length, as Ollama answers it; an empty prompt embeds
+// nothing and is answered with an empty embedding (Ollama's clients load
+// a model so).
+func (s *Server) handleOllamaEmbeddings(w http.ResponseWriter, r *http.Request) {
+	body, err := s.readBody(w, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var req struct {
+		Model     string          `json:"model"`
+		Prompt    string          `json:"prompt"`
+		Options   json.RawMessage `json:"options"`
+		KeepAlive json.RawMessage `json:"keep_alive"`
+	}
+	if err := decodeBody(body, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := checkFields(body, &req, "POST /api/embeddings"); err != nil {
+		writeError(w, err)
+		return
+	}
+	if holdsSomething(req.Options) {
+		writeError(w, badRequest("options", "options are not supported on /api/embeddings: an embedding samples nothing"))
+		return
+	}
+	if err := checkKeepAlive(req.KeepAlive); err != nil {
+		writeError(w, err)
+		return
+	}
+	if req.Model == "" {
+		writeError(w, badRequest("model", "model is required"))
+		return
+	}
+	if req.Prompt == "" {
+		if _, handled := s.route(w, r, req.Model, body); !handled {
+			writeJSON(w, http.StatusOK, map[string]any{"embedding": []float32{}})
+		}
+		return
+	}
+	res, handled := s.embed(w, r, &Embedding{Model: req.Model, Inputs: []EmbedInput{{Text: req.Prompt}}, Unnormalized: true}, body)
+	if handled {
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"embedding": res.Vectors[0]})
 }
 
 // handleOllamaEmbed is POST /api/embed: input (a string or strings)

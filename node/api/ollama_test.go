@@ -197,7 +197,9 @@ func TestOllamaErrors(t *testing.T) {
 		{"/api/generate", `{"model":"tiny","prompt":""}`, 400, "prompt is required"},
 		{"/api/generate", `{"model":"tiny","prompt":"x","raw":true,"system":"s"}`, 400, "raw"},
 		{"/api/pull", `{"model":"x"}`, 501, "meshcli pull"},
-		{"/api/embeddings", `{"model":"x","prompt":"y"}`, 501, "/api/embed"},
+		{"/api/embeddings", `{"model":"tiny","prompt":"y","options":{"temperature":1}}`, 400, "options are not supported"},
+		{"/api/embeddings", `{"prompt":"y"}`, 400, "model is required"},
+		{"/api/embeddings", `{"model":"tiny","input":"y"}`, 400, "input"},
 	} {
 		code, _, b := ollamaPost(t, h, tc.path, tc.body)
 		var e map[string]any
@@ -250,5 +252,20 @@ func TestOllamaModels(t *testing.T) {
 	}
 	if err := json.Unmarshal(b, &emb); err != nil || code != 200 || len(emb.Embeddings) != 2 || emb.Embeddings[1][1] != 3 {
 		t.Errorf("embed: %d %s", code, b)
+	}
+	// The older /api/embeddings: one prompt, the vector not scaled; an
+	// empty prompt answers an empty vector and embeds nothing.
+	n := len(h.model.embeds)
+	code, _, b = ollamaPost(t, h, "/api/embeddings", `{"model":"tiny","prompt":"abcd","keep_alive":"5m"}`)
+	var old struct {
+		Embedding []float32 `json:"embedding"`
+	}
+	if err := json.Unmarshal(b, &old); err != nil || code != 200 || len(old.Embedding) != 2 || old.Embedding[1] != 4 ||
+		len(h.model.embeds) != n+1 || !h.model.embeds[n].Unnormalized || h.model.embeds[n].Inputs[0].Text != "abcd" {
+		t.Errorf("embeddings: %d %s", code, b)
+	}
+	code, _, b = ollamaPost(t, h, "/api/embeddings", `{"model":"tiny","prompt":""}`)
+	if err := json.Unmarshal(b, &old); err != nil || code != 200 || old.Embedding == nil || len(old.Embedding) != 0 || len(h.model.embeds) != n+1 {
+		t.Errorf("embeddings of nothing: %d %s", code, b)
 	}
 }

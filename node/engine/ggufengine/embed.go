@@ -92,6 +92,16 @@ func (m *Model) Dimensions() int { return m.model.Config().Embd }
 // (whose cached conversation it drops); inputs are checked as prompts
 // are, and refused with engine.ErrRefused.
 func (m *Model) Embed(ctx context.Context, inputs [][]uint32) ([][]float32, error) {
+	return m.embed(ctx, inputs, true)
+}
+
+// Pooled is Embed without the scaling: the pooled hidden states as they
+// are (what Ollama's older /api/embeddings returns).
+func (m *Model) Pooled(ctx context.Context, inputs [][]uint32) ([][]float32, error) {
+	return m.embed(ctx, inputs, false)
+}
+
+func (m *Model) embed(ctx context.Context, inputs [][]uint32, unit bool) ([][]float32, error) {
 	if m.poolingErr != nil {
 		return nil, refuse("%v", m.poolingErr)
 	}
@@ -114,14 +124,14 @@ func (m *Model) Embed(ctx context.Context, inputs [][]uint32) ([][]float32, erro
 		if err != nil {
 			return nil, fmt.Errorf("ggufengine: embedding: %w", err)
 		}
-		out = append(out, poolHidden(hidden, m.Dimensions(), m.pooling))
+		out = append(out, poolHidden(hidden, m.Dimensions(), m.pooling, unit))
 	}
 	return out, nil
 }
 
-// poolHidden pools rows of hidden states (e floats each) and normalises the
-// result to unit L2 norm, summing in float64.
-func poolHidden(hidden []float32, e int, p Pooling) []float32 {
+// poolHidden pools rows of hidden states (e floats each), summing in
+// float64, and where unit is set normalises the result to unit L2 norm.
+func poolHidden(hidden []float32, e int, p Pooling, unit bool) []float32 {
 	n := len(hidden) / e
 	sum := make([]float64, e)
 	switch p {
@@ -143,12 +153,18 @@ func poolHidden(hidden []float32, e int, p Pooling) []float32 {
 			sum[j] /= float64(n)
 		}
 	}
+	out := make([]float32, e)
+	if !unit {
+		for j, x := range sum {
+			out[j] = float32(x)
+		}
+		return out
+	}
 	var norm float64
 	for _, x := range sum {
 		norm += float64(x * x) // rounded: arm64 would fuse it, and the bits must replay anywhere
 	}
 	norm = math.Sqrt(norm)
-	out := make([]float32, e)
 	for j, x := range sum {
 		if norm > 0 {
 			x /= norm

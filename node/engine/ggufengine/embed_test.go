@@ -62,7 +62,8 @@ func mustValue(t *testing.T, x any) gguf.Value {
 	return v
 }
 
-// TestPoolHidden: mean, first and last rows, scaled to unit length.
+// TestPoolHidden: mean, first and last rows, scaled to unit length, and
+// as they are where no scaling is asked.
 func TestPoolHidden(t *testing.T) {
 	hidden := []float32{3, 0, 0, 4, 1, 2} // three rows of two
 	for _, tt := range []struct {
@@ -74,10 +75,10 @@ func TestPoolHidden(t *testing.T) {
 		{PoolingLast, [2]float64{1, 2}},
 	} {
 		n := math.Hypot(tt.want[0], tt.want[1])
-		got := poolHidden(hidden, 2, tt.p)
+		got, raw := poolHidden(hidden, 2, tt.p, true), poolHidden(hidden, 2, tt.p, false)
 		for j := range 2 {
-			if math.Abs(float64(got[j])-tt.want[j]/n) > 1e-7 {
-				t.Fatalf("%v: %v, want %v", tt.p, got, []float64{tt.want[0] / n, tt.want[1] / n})
+			if math.Abs(float64(got[j])-tt.want[j]/n) > 1e-7 || math.Abs(float64(raw[j])-tt.want[j]) > 1e-6 {
+				t.Fatalf("%v: %v and %v, want %v scaled to %v", tt.p, raw, got, tt.want, []float64{tt.want[0] / n, tt.want[1] / n})
 			}
 		}
 	}

@@ -197,6 +197,16 @@ func (e *Encoder) check(inputs [][]uint32) error {
 // server returns them. An input must be 1 to ContextLength tokens of the
 // vocabulary; anything else is refused with engine.ErrRefused.
 func (e *Encoder) Embed(ctx context.Context, inputs [][]uint32) ([][]float32, error) {
+	return e.embed(ctx, inputs, true)
+}
+
+// Pooled is Embed without the scaling: the pooled hidden states as they
+// are (what Ollama's older /api/embeddings returns).
+func (e *Encoder) Pooled(ctx context.Context, inputs [][]uint32) ([][]float32, error) {
+	return e.embed(ctx, inputs, false)
+}
+
+func (e *Encoder) embed(ctx context.Context, inputs [][]uint32, unit bool) ([][]float32, error) {
 	if e.Reranks() {
 		return nil, refuse("model %s is a reranker: it scores a query and a document together (POST /v1/rerank) and makes no embeddings", e.name)
 	}
@@ -209,7 +219,7 @@ func (e *Encoder) Embed(ctx context.Context, inputs [][]uint32) ([][]float32, er
 		if err != nil {
 			return nil, fmt.Errorf("ggufengine: embedding: %w", err)
 		}
-		out = append(out, poolHidden(hidden, e.Dimensions(), e.pooling))
+		out = append(out, poolHidden(hidden, e.Dimensions(), e.pooling, unit))
 	}
 	return out, nil
 }

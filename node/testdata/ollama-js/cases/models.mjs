@@ -1,5 +1,5 @@
 // Ollama's model endpoints through its library: list, ps, show, version,
-// and embed.
+// embed, and the older embeddings.
 import assert from 'node:assert/strict';
 import { client, model } from '../lib.mjs';
 
@@ -25,3 +25,11 @@ const emb = await client.embed({ model, input: ['Love is', 'A man walks into a b
 assert.equal(emb.embeddings.length, 2);
 assert.ok(emb.embeddings[0].length > 0);
 assert.notDeepEqual(emb.embeddings[0], emb.embeddings[1]);
+
+// The older embeddings call: one prompt, the vector not scaled to unit
+// length; scaled, it is embed's.
+const old = await client.embeddings({ model, prompt: 'Love is' });
+assert.equal(old.embedding.length, emb.embeddings[0].length);
+const norm = Math.hypot(...old.embedding);
+assert.ok(Math.abs(norm - 1) > 1e-3, `the older vector is scaled: norm ${norm}`);
+old.embedding.forEach((x, j) => assert.ok(Math.abs(x / norm - emb.embeddings[0][j]) < 1e-5, `component ${j}`));
