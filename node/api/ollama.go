@@ -617,35 +617,12 @@ func (s *Server) handleOllamaUnsupported(w http.ResponseWriter, r *http.Request)
 // nothing and is answered with an empty embedding (Ollama's clients load
 // a model so).
 func (s *Server) handleOllamaEmbeddings(w http.ResponseWriter, r *http.Request) {
-	body, err := s.readBody(w, r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
 	var req struct {
-		Model     string          `json:"model"`
-		Prompt    string          `json:"prompt"`
-		Options   json.RawMessage `json:"options"`
-		KeepAlive json.RawMessage `json:"keep_alive"`
+		ollamaEmbedFields
+		Prompt string `json:"prompt"`
 	}
-	if err := decodeBody(body, &req); err != nil {
-		writeError(w, err)
-		return
-	}
-	if err := checkFields(body, &req, "POST /api/embeddings"); err != nil {
-		writeError(w, err)
-		return
-	}
-	if holdsSomething(req.Options) {
-		writeError(w, badRequest("options", "options are not supported on /api/embeddings: an embedding samples nothing"))
-		return
-	}
-	if err := checkKeepAlive(req.KeepAlive); err != nil {
-		writeError(w, err)
-		return
-	}
-	if req.Model == "" {
-		writeError(w, badRequest("model", "model is required"))
+	body, ok := s.readOllamaEmbed(w, r, "/api/embeddings", &req, &req.ollamaEmbedFields)
+	if !ok {
 		return
 	}
 	if req.Prompt == "" {
@@ -661,43 +638,55 @@ func (s *Server) handleOllamaEmbeddings(w http.ResponseWriter, r *http.Request) 
 	writeJSON(w, http.StatusOK, map[string]any{"embedding": res.Vectors[0]})
 }
 
+// ollamaEmbedFields are what both of Ollama's embedding endpoints take
+// beside their input.
+type ollamaEmbedFields struct {
+	Model     string          `json:"model"`
+	Options   json.RawMessage `json:"options"`
+	KeepAlive json.RawMessage `json:"keep_alive"`
+}
+
+// readOllamaEmbed reads the body of a request to path into req, which
+// embeds f, and checks f's fields; false: the refusal was written.
+func (s *Server) readOllamaEmbed(w http.ResponseWriter, r *http.Request, path string, req any, f *ollamaEmbedFields) ([]byte, bool) {
+	body, err := s.readBody(w, r)
+	if err == nil {
+		err = decodeBody(body, req)
+	}
+	if err == nil {
+		err = checkFields(body, req, "POST "+path)
+	}
+	switch {
+	case err != nil:
+	case holdsSomething(f.Options):
+		err = badRequest("options", "options are not supported on %s: an embedding samples nothing", path)
+	case checkKeepAlive(f.KeepAlive) != nil:
+		err = checkKeepAlive(f.KeepAlive)
+	case f.Model == "":
+		err = badRequest("model", "model is required")
+	}
+	if err != nil {
+		writeError(w, err)
+		return nil, false
+	}
+	return body, true
+}
+
 // handleOllamaEmbed is POST /api/embed: input (a string or strings)
 // embedded as /v1/embeddings embeds it.
 func (s *Server) handleOllamaEmbed(w http.ResponseWriter, r *http.Request) {
-	body, err := s.readBody(w, r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
 	var req struct {
-		Model      string          `json:"model"`
+		ollamaEmbedFields
 		Input      json.RawMessage `json:"input"`
 		Truncate   *bool           `json:"truncate"`
 		Dimensions *int            `json:"dimensions"`
-		Options    json.RawMessage `json:"options"`
-		KeepAlive  json.RawMessage `json:"keep_alive"`
 	}
-	if err := decodeBody(body, &req); err != nil {
-		writeError(w, err)
-		return
-	}
-	if err := checkFields(body, &req, "POST /api/embed"); err != nil {
-		writeError(w, err)
-		return
-	}
-	if holdsSomething(req.Options) {
-		writeError(w, badRequest("options", "options are not supported on /api/embed: an embedding samples nothing"))
-		return
-	}
-	if err := checkKeepAlive(req.KeepAlive); err != nil {
-		writeError(w, err)
-		return
-	}
-	if req.Model == "" {
-		writeError(w, badRequest("model", "model is required"))
+	body, ok := s.readOllamaEmbed(w, r, "/api/embed", &req, &req.ollamaEmbedFields)
+	if !ok {
 		return
 	}
 	e := &Embedding{Model: req.Model}
+	var err error
 	if e.Inputs, err = embedInputs(req.Input); err != nil {
 		writeError(w, err)
 		return
