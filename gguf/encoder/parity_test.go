@@ -32,18 +32,7 @@ const hiddenTolerance = 2e-3
 // attention off) within hiddenTolerance, every token of every text, for
 // bert and nomic-bert.
 func TestHiddenMatchesLlamaCpp(t *testing.T) {
-	raw, err := os.ReadFile("testdata/llama-embedding.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var golden map[string][]struct {
-		Text   string      `json:"text"`
-		IDs    []uint32    `json:"ids"`
-		Hidden [][]float32 `json:"hidden"`
-	}
-	if err := json.Unmarshal(raw, &golden); err != nil {
-		t.Fatal(err)
-	}
+	golden := readHiddenGoldens(t, "testdata/llama-embedding.json")
 	for _, arch := range []string{"bert", "nomic-bert"} {
 		cases := golden[arch]
 		if len(cases) == 0 {
@@ -55,32 +44,61 @@ func TestHiddenMatchesLlamaCpp(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, c := range cases {
-			got, err := m.Hidden(context.Background(), c.IDs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			e := m.Config().Embd
-			if len(got) != len(c.Hidden)*e {
-				t.Fatalf("%s %q: %d values, want %d rows of %d", arch, c.Text, len(got), len(c.Hidden), e)
-			}
-			var worst float64
-			for i, want := range c.Hidden {
-				var scale float64
-				for _, w := range want {
-					scale = max(scale, math.Abs(float64(w)))
-				}
-				for j, w := range want {
-					d := math.Abs(float64(got[i*e+j])-float64(w)) / scale
-					worst = max(worst, d)
-					if d > hiddenTolerance {
-						t.Fatalf("%s %q: token %d component %d is %v, llama.cpp's %v", arch, c.Text, i, j, got[i*e+j], w)
-					}
-				}
-			}
-			t.Logf("%s, %d tokens: worst relative difference %.2g", arch, len(c.IDs), worst)
+			checkHidden(t, m, arch, c)
 		}
 		be.Close()
 	}
+}
+
+// hiddenCase is a golden: a text, llama.cpp's ids for it and its final
+// hidden states, a row per token.
+type hiddenCase struct {
+	Text   string      `json:"text"`
+	IDs    []uint32    `json:"ids"`
+	Hidden [][]float32 `json:"hidden"`
+}
+
+// readHiddenGoldens reads a goldens file: the cases of each fixture.
+func readHiddenGoldens(t *testing.T, path string) map[string][]hiddenCase {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var golden map[string][]hiddenCase
+	if err := json.Unmarshal(raw, &golden); err != nil {
+		t.Fatal(err)
+	}
+	return golden
+}
+
+// checkHidden holds m's hidden states for c's ids to c's within
+// hiddenTolerance of each row's largest value, and logs the worst.
+func checkHidden(t *testing.T, m *Model, what string, c hiddenCase) {
+	t.Helper()
+	got, err := m.Hidden(context.Background(), c.IDs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := m.Config().Embd
+	if len(got) != len(c.Hidden)*e {
+		t.Fatalf("%s %q: %d values, want %d rows of %d", what, c.Text, len(got), len(c.Hidden), e)
+	}
+	var worst float64
+	for i, want := range c.Hidden {
+		var scale float64
+		for _, w := range want {
+			scale = max(scale, math.Abs(float64(w)))
+		}
+		for j, w := range want {
+			d := math.Abs(float64(got[i*e+j])-float64(w)) / scale
+			worst = max(worst, d)
+			if d > hiddenTolerance {
+				t.Fatalf("%s %q: token %d component %d is %v, llama.cpp's %v", what, c.Text, i, j, got[i*e+j], w)
+			}
+		}
+	}
+	t.Logf("%s, %d tokens: worst relative difference %.2g", what, len(c.IDs), worst)
 }
 
 // TestScoresMatchLlamaCpp: a reranker's scores (rank pooling through its
@@ -144,17 +162,9 @@ func TestScoresMatchLlamaCpp(t *testing.T) {
 // llama.cpp does, <s> … </s>, and its hidden states are llama.cpp's
 // within hiddenTolerance.
 func TestXLMRobertaMatchesLlamaCpp(t *testing.T) {
-	raw, err := os.ReadFile("testdata/llama-embedding-xlmr.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var golden map[string][]struct {
-		Text   string      `json:"text"`
-		IDs    []uint32    `json:"ids"`
-		Hidden [][]float32 `json:"hidden"`
-	}
-	if err := json.Unmarshal(raw, &golden); err != nil || len(golden["xlmr"]) != 3 {
-		t.Fatalf("goldens: %v", err)
+	cases := readHiddenGoldens(t, "testdata/llama-embedding-xlmr.json")["xlmr"]
+	if len(cases) != 3 {
+		t.Fatalf("%d xlmr goldens, want 3", len(cases))
 	}
 	f, err := gguf.Parse(xlmrFixture(t))
 	if err != nil {
@@ -170,29 +180,10 @@ func TestXLMRobertaMatchesLlamaCpp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range golden["xlmr"] {
+	for _, c := range cases {
 		if ids := tok.Encode(c.Text, tokenizer.EncodeOptions{AddSpecial: true}); !slices.Equal(ids, c.IDs) {
 			t.Fatalf("%q tokenized as %v, llama.cpp's %v", c.Text, ids, c.IDs)
 		}
-		got, err := m.Hidden(context.Background(), c.IDs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e := m.Config().Embd
-		var worst float64
-		for i, want := range c.Hidden {
-			var scale float64
-			for _, w := range want {
-				scale = max(scale, math.Abs(float64(w)))
-			}
-			for j, w := range want {
-				d := math.Abs(float64(got[i*e+j])-float64(w)) / scale
-				worst = max(worst, d)
-				if d > hiddenTolerance {
-					t.Fatalf("%q: token %d component %d is %v, llama.cpp's %v", c.Text, i, j, got[i*e+j], w)
-				}
-			}
-		}
-		t.Logf("%d tokens: worst relative difference %.2g", len(c.IDs), worst)
+		checkHidden(t, m, "xlmr", c)
 	}
 }
