@@ -105,28 +105,46 @@ func (m *Model) embed(ctx context.Context, inputs [][]uint32, unit bool) ([][]fl
 	if m.poolingErr != nil {
 		return nil, refuse("%v", m.poolingErr)
 	}
+	out := make([][]float32, 0, len(inputs))
+	err := m.eachHidden(ctx, inputs, "embedding", func(hidden []float32) error {
+		out = append(out, poolHidden(hidden, m.Dimensions(), m.pooling, unit))
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// eachHidden checks inputs as prompts are checked, then hands f each
+// input's final hidden states in turn (what for errors: "embedding",
+// "reranking"). Each input is evaluated from the start of one of the
+// engine's sessions, whose cached conversation it drops; f's slice is
+// reused for the next input.
+func (m *Model) eachHidden(ctx context.Context, inputs [][]uint32, what string, f func(hidden []float32) error) error {
 	for i, in := range inputs {
 		if err := m.eng.checkPrompt(in); err != nil {
-			return nil, fmt.Errorf("input %d: %w", i, err)
+			return fmt.Errorf("input %d: %w", i, err)
 		}
 	}
-	out := make([][]float32, 0, len(inputs))
 	var hidden []float32
 	for _, in := range inputs {
 		s, err := m.eng.pool.acquire(ctx, nil)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		s.Truncate(0)
 		hidden, err = s.EvalHidden(ctx, in, hidden)
 		s.Truncate(0) // its cache holds no conversation a prompt continues
 		m.eng.pool.release(s)
-		if err != nil {
-			return nil, fmt.Errorf("ggufengine: embedding: %w", err)
+		if err == nil {
+			err = f(hidden)
 		}
-		out = append(out, poolHidden(hidden, m.Dimensions(), m.pooling, unit))
+		if err != nil {
+			return fmt.Errorf("ggufengine: %s: %w", what, err)
+		}
 	}
-	return out, nil
+	return nil
 }
 
 // poolHidden pools rows of hidden states (e floats each), summing in

@@ -104,8 +104,7 @@ func (m *Model) RerankTemplate() string { return m.rerankTemplate }
 // document joined as llama-server joins them), as llama.cpp's rank pooling
 // of a Qwen3-style reranker makes it: the last token's final hidden
 // state through cls.output, softmaxed, the first label's probability.
-// Inputs are checked as prompts are; each is evaluated from the start of
-// one of the engine's sessions.
+// Inputs are checked and evaluated as Embed's are (eachHidden).
 func (m *Model) Rank(ctx context.Context, inputs [][]uint32) ([]float32, error) {
 	if m.rank == nil {
 		why := "its pooling is not rank"
@@ -114,31 +113,15 @@ func (m *Model) Rank(ctx context.Context, inputs [][]uint32) ([]float32, error) 
 		}
 		return nil, refuse("model %s is not a reranker: %s", m.name, why)
 	}
-	for i, in := range inputs {
-		if err := m.eng.checkPrompt(in); err != nil {
-			return nil, fmt.Errorf("input %d: %w", i, err)
-		}
-	}
 	out := make([]float32, 0, len(inputs))
 	e := m.model.Config().Embd
-	var hidden []float32
-	for _, in := range inputs {
-		s, err := m.eng.pool.acquire(ctx, nil)
-		if err != nil {
-			return nil, err
-		}
-		s.Truncate(0)
-		hidden, err = s.EvalHidden(ctx, in, hidden)
-		s.Truncate(0)
-		m.eng.pool.release(s)
-		if err != nil {
-			return nil, fmt.Errorf("ggufengine: reranking: %w", err)
-		}
+	err := m.eachHidden(ctx, inputs, "reranking", func(hidden []float32) error {
 		score, err := m.rank.score(hidden[len(hidden)-e:])
-		if err != nil {
-			return nil, fmt.Errorf("ggufengine: reranking: %w", err)
-		}
 		out = append(out, score)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
