@@ -30,11 +30,56 @@ func encoderFixture(t *testing.T, arch string) (path, name string) {
 		t.Fatal(err)
 	}
 	name = arch + "-fixture"
-	path = filepath.Join(t.TempDir(), name+".gguf")
+	return writeModel(t, name, b), name
+}
+
+// writeModel writes a model file, name.gguf, in a temporary directory.
+func writeModel(t *testing.T, name string, b []byte) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name+".gguf")
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return path, name
+	return path
+}
+
+// rerankGolden is llama.cpp's answer to a rerank (rerank.cpp): each
+// document with its pair's ids and its score.
+type rerankGolden struct {
+	Query   string `json:"query"`
+	Results []struct {
+		Document string   `json:"document"`
+		IDs      []uint32 `json:"ids"`
+		Score    float64  `json:"score"`
+	} `json:"results"`
+}
+
+func readRerankGolden(t *testing.T, path string) rerankGolden {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g rerankGolden
+	if err := json.Unmarshal(raw, &g); err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// pairsJoined holds rerankPair's join of the query and each document,
+// through tmpl ("" for none), to llama-server's ids, and returns the
+// documents and the pairs' tokens in all.
+func (g rerankGolden) pairsJoined(t *testing.T, tok *tokenizer.Tokenizer, tmpl string) (docs []string, total int) {
+	t.Helper()
+	for i, r := range g.Results {
+		if got := rerankPair(tok, tmpl, g.Query, r.Document, 512); !slices.Equal(got, r.IDs) {
+			t.Fatalf("document %d joined as %v, llama-server's %v", i, got, r.IDs)
+		}
+		docs = append(docs, r.Document)
+		total += len(r.IDs)
+	}
+	return docs, total
 }
 
 // referenceEncoderEmbedding is text's embedding as llama.cpp's server
@@ -189,42 +234,15 @@ func TestEncoderServed(t *testing.T) {
 // goldens' ids), best first; it makes no embeddings and generates
 // nothing, saying it is a reranker; an embedding model is no reranker.
 func TestRerankerServed(t *testing.T) {
-	raw, err := os.ReadFile("../gguf/encoder/testdata/llama-rerank.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var golden struct {
-		Query   string `json:"query"`
-		Results []struct {
-			Document string   `json:"document"`
-			IDs      []uint32 `json:"ids"`
-			Score    float64  `json:"score"`
-		} `json:"results"`
-	}
-	if err := json.Unmarshal(raw, &golden); err != nil {
-		t.Fatal(err)
-	}
+	golden := readRerankGolden(t, "../gguf/encoder/testdata/llama-rerank.json")
 	b, err := encodertest.Reranker()
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "reranker.gguf")
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	path := writeModel(t, "reranker", b)
 	embPath, embName := encoderFixture(t, "bert")
 	n, _ := startNode(t, Config{Models: []string{path, embPath}})
-
-	tok := fileTokenizer(t, path)
-	docs := make([]string, len(golden.Results))
-	total := 0
-	for i, r := range golden.Results {
-		docs[i] = r.Document
-		if got := rerankPair(tok, "", golden.Query, r.Document, 512); !slices.Equal(got, r.IDs) {
-			t.Fatalf("document %d joined as %v, llama-server's %v", i, got, r.IDs)
-		}
-		total += len(r.IDs)
-	}
+	docs, total := golden.pairsJoined(t, fileTokenizer(t, path), "")
 	body, _ := json.Marshal(map[string]any{"model": "reranker", "query": golden.Query, "documents": docs})
 	var got struct {
 		Results []struct {
@@ -276,21 +294,7 @@ func TestRerankerServed(t *testing.T) {
 // documents, each pair tokenized through the template as llama-server
 // tokenizes it (the goldens' ids), best first.
 func TestDecoderRerankerServed(t *testing.T) {
-	raw, err := os.ReadFile("engine/ggufengine/testdata/llama-rerank-qwen3.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var golden struct {
-		Query   string `json:"query"`
-		Results []struct {
-			Document string   `json:"document"`
-			IDs      []uint32 `json:"ids"`
-			Score    float64  `json:"score"`
-		} `json:"results"`
-	}
-	if err := json.Unmarshal(raw, &golden); err != nil {
-		t.Fatal(err)
-	}
+	golden := readRerankGolden(t, "engine/ggufengine/testdata/llama-rerank-qwen3.json")
 	voc, err := gguf.Open(fortunesPath(t))
 	if err != nil {
 		t.Fatal(err)
@@ -300,19 +304,9 @@ func TestDecoderRerankerServed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "qwen3-reranker.gguf")
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	path := writeModel(t, "qwen3-reranker", b)
 	n, _ := startNode(t, Config{Models: []string{path}})
-	tok := fileTokenizer(t, path)
-	docs := make([]string, len(golden.Results))
-	for i, r := range golden.Results {
-		docs[i] = r.Document
-		if got := rerankPair(tok, modeltest.RerankTemplate, golden.Query, r.Document, 512); !slices.Equal(got, r.IDs) {
-			t.Fatalf("document %d joined as %v, llama-server's %v", i, got, r.IDs)
-		}
-	}
+	docs, _ := golden.pairsJoined(t, fileTokenizer(t, path), modeltest.RerankTemplate)
 	body, _ := json.Marshal(map[string]any{"query": golden.Query, "texts": docs})
 	resp := post(t, n, "/rerank", string(body))
 	defer resp.Body.Close()
