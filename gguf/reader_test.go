@@ -284,3 +284,54 @@ func TestTensorShaped(t *testing.T) {
 		t.Fatalf("absent: %v, %v", ok, err)
 	}
 }
+
+// TestRewrite: a file written again keeps its keys and tensors in order
+// and their values, but the keys set (in place, or after the file's own
+// in key order) and the keys and tensors dropped.
+func TestRewrite(t *testing.T) {
+	w := NewWriter()
+	for _, kv := range []struct {
+		k string
+		v any
+	}{{"a", uint32(1)}, {"b", "two"}, {"c", true}} {
+		if err := w.Set(kv.k, kv.v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"x", "y"} {
+		if err := w.AddTensor(name, quant.F32, []int64{2}, []byte(name+"1234567")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := w.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rw, err := Rewrite(f, map[string]any{"z": int32(-1), "b": "deux", "d": float32(4)}, "c", "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err = rw.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, kv := range g.Metadata.KVs() {
+		keys = append(keys, kv.Key)
+	}
+	b2, _ := g.Metadata.String("b")
+	if !reflect.DeepEqual(keys, []string{"a", "b", "d", "z"}) || b2 != "deux" || len(g.Tensors) != 1 || g.Tensors[0].Name != "y" {
+		t.Fatalf("keys %v (b %q), tensors %v", keys, b2, g.Tensors)
+	}
+	if data, err := g.TensorData(g.Tensors[0]); err != nil || string(data) != "y1234567" {
+		t.Fatalf("tensor y: %q, %v", data, err)
+	}
+}

@@ -6,7 +6,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"slices"
 
 	"github.com/meshnode/meshnode/gguf/quant"
 )
@@ -47,6 +49,50 @@ func (w *Writer) Set(key string, value any) error {
 		}
 	}
 	return w.md.add(KV{key, v})
+}
+
+// Rewrite is a Writer holding f again, metadata and tensors in f's order,
+// with the keys in set given their values there (a key f lacks added
+// after f's own, in key order) and the keys and tensors drop names left
+// out; more can be added before it is written. It is how a test or a
+// fixture derives one model file from another.
+func Rewrite(f *File, set map[string]any, drop ...string) (*Writer, error) {
+	w := NewWriter()
+	dropped := make(map[string]bool, len(drop))
+	for _, d := range drop {
+		dropped[d] = true
+	}
+	for _, kv := range f.Metadata.KVs() {
+		var v any = kv.Value
+		if nv, ok := set[kv.Key]; ok {
+			v = nv
+		}
+		if !dropped[kv.Key] {
+			if err := w.Set(kv.Key, v); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(set)) {
+		if _, had := f.Metadata.Lookup(k); !had && !dropped[k] {
+			if err := w.Set(k, set[k]); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, t := range f.Tensors {
+		if dropped[t.Name] {
+			continue
+		}
+		data, err := f.TensorData(t)
+		if err != nil {
+			return nil, err
+		}
+		if err := w.AddTensor(t.Name, t.Type, t.Dims, data); err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
 }
 
 // AddTensor appends a tensor. dims is ggml's ne (row length first); data must

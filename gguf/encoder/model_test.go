@@ -56,44 +56,22 @@ func TestLoadRefusesMalformed(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		name   string
-		key    string // a key set to value, or left out where value is nil
-		value  any
-		says   string
-		dropTo string // a tensor left out
+		name string
+		set  map[string]any
+		drop string // a key or a tensor left out
+		says string
 	}{
-		{"a decoder", "general.architecture", "llama", `"llama" is not an encoder`, ""},
-		{"causal", "bert.attention.causal", true, "attends both ways", ""},
-		{"heads", "bert.attention.head_count", uint32(5), "5 heads do not divide", ""},
-		{"no eps", "bert.attention.layer_norm_epsilon", nil, "layer_norm_epsilon", ""},
-		{"wider", "bert.feed_forward_length", uint32(64), "blk.0.ffn_up.weight has shape", ""},
-		{"no positions", "", nil, "position_embd.weight is missing", "position_embd.weight"},
-		{"huge", "bert.block_count", uint32(1 << 30), "block_count is 1073741824", ""},
+		{"a decoder", map[string]any{"general.architecture": "llama"}, "", `"llama" is not an encoder`},
+		{"causal", map[string]any{"bert.attention.causal": true}, "", "attends both ways"},
+		{"heads", map[string]any{"bert.attention.head_count": uint32(5)}, "", "5 heads do not divide"},
+		{"no eps", nil, "bert.attention.layer_norm_epsilon", "layer_norm_epsilon"},
+		{"wider", map[string]any{"bert.feed_forward_length": uint32(64)}, "", "blk.0.ffn_up.weight has shape"},
+		{"no positions", nil, "position_embd.weight", "position_embd.weight is missing"},
+		{"huge", map[string]any{"bert.block_count": uint32(1 << 30)}, "", "block_count is 1073741824"},
 	} {
-		w := gguf.NewWriter()
-		for _, kv := range base.Metadata.KVs() {
-			if kv.Key != tc.key {
-				if err := w.Set(kv.Key, kv.Value); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-		if tc.key != "" && tc.value != nil {
-			if err := w.Set(tc.key, tc.value); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for _, ti := range base.Tensors {
-			if ti.Name == tc.dropTo {
-				continue
-			}
-			data, err := base.TensorData(ti)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := w.AddTensor(ti.Name, ti.Type, ti.Dims, data); err != nil {
-				t.Fatal(err)
-			}
+		w, err := gguf.Rewrite(base, tc.set, tc.drop)
+		if err != nil {
+			t.Fatal(err)
 		}
 		b, err := w.Bytes()
 		if err != nil {

@@ -55,6 +55,34 @@ func vocabFiles(t testing.TB, name string) (model, inp, out []byte) {
 	return model, inp, out
 }
 
+// vocabWith is the tokenizer of vocabulary name's file with the metadata
+// in set given there (gguf.Rewrite).
+func vocabWith(t *testing.T, name string, set map[string]any) *Tokenizer {
+	t.Helper()
+	model, _, _ := vocabFiles(t, name)
+	f, err := gguf.Parse(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := gguf.Rewrite(f, set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := w.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := gguf.Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, err := FromGGUF(g.Metadata)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tk
+}
+
 var loaded sync.Map // name → *loadedVocab
 
 type loadedVocab struct {
@@ -207,46 +235,15 @@ func TestFIM(t *testing.T) {
 // CodeLlama's older ones where the newer are absent) are the
 // tokenizer's, over the ones its texts would give.
 func TestFIMFromGGUF(t *testing.T) {
-	model, _, _ := vocabFiles(t, "starcoder")
-	f, err := gguf.Parse(model)
-	if err != nil {
-		t.Fatal(err)
-	}
-	with := func(extra map[string]uint32) *Tokenizer {
-		w := gguf.NewWriter()
-		for _, kv := range f.Metadata.KVs() {
-			if err := w.Set(kv.Key, kv.Value.Interface()); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for k, v := range extra {
-			if err := w.Set(k, v); err != nil {
-				t.Fatal(err)
-			}
-		}
-		b, err := w.Bytes()
-		if err != nil {
-			t.Fatal(err)
-		}
-		g, err := gguf.Parse(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tk, err := FromGGUF(g.Metadata)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tk
-	}
 	for _, tc := range []struct {
-		keys map[string]uint32
+		keys map[string]any
 		want [3]uint32
 	}{
-		{map[string]uint32{"tokenizer.ggml.fim_pre_token_id": 10, "tokenizer.ggml.fim_suf_token_id": 11, "tokenizer.ggml.fim_mid_token_id": 12}, [3]uint32{10, 11, 12}},
-		{map[string]uint32{"tokenizer.ggml.prefix_token_id": 20, "tokenizer.ggml.suffix_token_id": 21, "tokenizer.ggml.middle_token_id": 22}, [3]uint32{20, 21, 22}},
-		{map[string]uint32{"tokenizer.ggml.fim_pre_token_id": 10, "tokenizer.ggml.prefix_token_id": 20}, [3]uint32{10, 3, 2}},
+		{map[string]any{"tokenizer.ggml.fim_pre_token_id": uint32(10), "tokenizer.ggml.fim_suf_token_id": uint32(11), "tokenizer.ggml.fim_mid_token_id": uint32(12)}, [3]uint32{10, 11, 12}},
+		{map[string]any{"tokenizer.ggml.prefix_token_id": uint32(20), "tokenizer.ggml.suffix_token_id": uint32(21), "tokenizer.ggml.middle_token_id": uint32(22)}, [3]uint32{20, 21, 22}},
+		{map[string]any{"tokenizer.ggml.fim_pre_token_id": uint32(10), "tokenizer.ggml.prefix_token_id": uint32(20)}, [3]uint32{10, 3, 2}},
 	} {
-		pre, suf, mid, ok := with(tc.keys).FIM()
+		pre, suf, mid, ok := vocabWith(t, "starcoder", tc.keys).FIM()
 		if !ok || [3]uint32{pre, suf, mid} != tc.want {
 			t.Errorf("%v: %d %d %d %v, want %v", tc.keys, pre, suf, mid, ok, tc.want)
 		}

@@ -11,8 +11,6 @@ import (
 	"strings"
 	"testing"
 	"unicode"
-
-	"github.com/meshnode/meshnode/gguf"
 )
 
 // texts is the vocabulary text of each id, to state expectations readably.
@@ -305,43 +303,6 @@ func TestWPMEncodeLimit(t *testing.T) {
 	}
 }
 
-// wpmWithKeys is bge's vocabulary with extra GGUF metadata set.
-func wpmWithKeys(t *testing.T, extra map[string]any) *Tokenizer {
-	t.Helper()
-	model, _, _ := vocabFiles(t, "bert-bge")
-	f, err := gguf.Parse(model)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := gguf.NewWriter()
-	for _, kv := range f.Metadata.KVs() {
-		if _, ok := extra[kv.Key]; ok {
-			continue
-		}
-		if err := w.Set(kv.Key, kv.Value.Interface()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for k, v := range extra {
-		if err := w.Set(k, v); err != nil {
-			t.Fatal(err)
-		}
-	}
-	b, err := w.Bytes()
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := gguf.Parse(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk, err := FromGGUF(g.Metadata)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tk
-}
-
 // TestWPMFromGGUF: a "bert" file gets llama.cpp's WPM defaults, and its
 // keys override them; the add_bos/add_sep flags do not change what
 // Encode adds, as in llama.cpp.
@@ -350,7 +311,7 @@ func TestWPMFromGGUF(t *testing.T) {
 	if tk.BOS() != 101 || tk.SEP() != 102 || tk.UNK() != 100 || tk.EOS() != NoToken || !tk.AddsBOS() || !tk.AddsSEP() {
 		t.Errorf("defaults: BOS %d SEP %d UNK %d EOS %d AddsBOS %v AddsSEP %v", tk.BOS(), tk.SEP(), tk.UNK(), tk.EOS(), tk.AddsBOS(), tk.AddsSEP())
 	}
-	tk = wpmWithKeys(t, map[string]any{
+	tk = vocabWith(t, "bert-bge", map[string]any{
 		"tokenizer.ggml.seperator_token_id": uint32(103),
 		"tokenizer.ggml.add_bos_token":      false,
 		"tokenizer.ggml.add_sep_token":      false,
@@ -358,14 +319,14 @@ func TestWPMFromGGUF(t *testing.T) {
 	if got := tk.Encode("hi", EncodeOptions{AddSpecial: true}); !equalIDs(got, []uint32{101, 7632, 103}) || tk.AddsBOS() || tk.AddsSEP() {
 		t.Errorf("overridden: %v, AddsBOS %v, AddsSEP %v", got, tk.AddsBOS(), tk.AddsSEP())
 	}
-	cased := wpmWithKeys(t, map[string]any{"tokenizer.ggml.normalizer.lowercase": false})
+	cased := vocabWith(t, "bert-bge", map[string]any{"tokenizer.ggml.normalizer.lowercase": false})
 	if a, b := cased.Encode("Hello", EncodeOptions{}), cased.Encode("hello", EncodeOptions{}); equalIDs(a, b) {
 		t.Errorf("lowercase false: Hello and hello both %v", a)
 	}
 	if a, b := cased.Encode("café", EncodeOptions{}), cased.Encode("cafe", EncodeOptions{}); equalIDs(a, b) {
 		t.Errorf("lowercase false keeps accents too: café and cafe both %v", a)
 	}
-	stripped := wpmWithKeys(t, map[string]any{"tokenizer.ggml.normalizer.lowercase": false, "tokenizer.ggml.normalizer.strip_accents": true})
+	stripped := vocabWith(t, "bert-bge", map[string]any{"tokenizer.ggml.normalizer.lowercase": false, "tokenizer.ggml.normalizer.strip_accents": true})
 	if a, b := stripped.Encode("café", EncodeOptions{}), stripped.Encode("cafe", EncodeOptions{}); !equalIDs(a, b) {
 		t.Errorf("strip_accents true: café %v, cafe %v", a, b)
 	}

@@ -30,32 +30,10 @@ func Reranker(vocab *gguf.Metadata) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := gguf.NewWriter()
-	for _, kv := range base.Metadata.KVs() {
-		if kv.Key == "qwen3.pooling_type" {
-			continue
-		}
-		if err := w.Set(kv.Key, kv.Value); err != nil {
-			return nil, err
-		}
-	}
-	for _, kv := range []struct {
-		k string
-		v any
-	}{{"qwen3.pooling_type", uint32(4)}, {"qwen3.classifier.output_labels", []string{"yes", "no"}},
-		{"tokenizer.chat_template.rerank", RerankTemplate}} {
-		if err := w.Set(kv.k, kv.v); err != nil {
-			return nil, err
-		}
-	}
-	for _, ti := range base.Tensors {
-		data, err := base.TensorData(ti)
-		if err != nil {
-			return nil, err
-		}
-		if err := w.AddTensor(ti.Name, ti.Type, ti.Dims, data); err != nil {
-			return nil, err
-		}
+	w, err := gguf.Rewrite(base, map[string]any{"qwen3.pooling_type": uint32(4), "qwen3.classifier.output_labels": []string{"yes", "no"},
+		"tokenizer.chat_template.rerank": RerankTemplate})
+	if err != nil {
+		return nil, err
 	}
 	rng := rand.New(rand.NewPCG(7, 8))
 	head := make([]byte, 2*2*spec.Embd)

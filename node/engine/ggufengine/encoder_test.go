@@ -103,21 +103,9 @@ func TestEncoderPools(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w := gguf.NewWriter()
-		for _, kv := range gf.Metadata.KVs() {
-			var v any = kv.Value
-			if kv.Key == "bert.pooling_type" {
-				v = pooling
-			}
-			if err := w.Set(kv.Key, v); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for _, ti := range gf.Tensors {
-			data, _ := gf.TensorData(ti)
-			if err := w.AddTensor(ti.Name, ti.Type, ti.Dims, data); err != nil {
-				t.Fatal(err)
-			}
+		w, err := gguf.Rewrite(gf, map[string]any{"bert.pooling_type": pooling})
+		if err != nil {
+			t.Fatal(err)
 		}
 		out, err := w.Bytes()
 		if err != nil {
