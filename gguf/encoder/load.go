@@ -40,12 +40,11 @@ func (ld *loader) matrix(name string, rows, cols int, required bool) (backend.We
 	return w, nil
 }
 
-// floats reads a tensor of rows × n elements to float32 (rows 1: a
-// vector); nil where it is optional and absent.
-func (ld *loader) floats(name string, required bool, n int, rows ...int) ([]float32, error) {
-	want := append([]int{n}, rows...)
-	t, b, ok, err := ld.lookup(name, required, want...)
-	if !ok || err != nil {
+// floats reads a required n-element vector to float32 (a layer norm's,
+// which the host applies).
+func (ld *loader) floats(name string, n int) ([]float32, error) {
+	t, b, _, err := ld.lookup(name, true, n)
+	if err != nil {
 		return nil, err
 	}
 	out := make([]float32, t.Elements())
@@ -53,6 +52,21 @@ func (ld *loader) floats(name string, required bool, n int, rows ...int) ([]floa
 		return nil, fmt.Errorf("%w: tensor %s: %w", ErrInvalid, name, err)
 	}
 	return out, nil
+}
+
+// firstRow loads the first row of an optional n × rows tensor as a
+// 1-row weight (a bias the backend adds to every row); nil where the file
+// has none.
+func (ld *loader) firstRow(name string, n, rows int) (backend.Weight, error) {
+	t, b, ok, err := ld.lookup(name, false, n, rows)
+	if !ok || err != nil {
+		return nil, err
+	}
+	w, err := ld.be.Weight(t.Type, 1, n, b[:t.RowSize()])
+	if err != nil {
+		return nil, fmt.Errorf("%w: tensor %s (%s): %w", ErrInvalid, name, t.Type, err)
+	}
+	return w, nil
 }
 
 // layer loads block i.
@@ -99,7 +113,7 @@ func (ld *loader) layer(ly *layer, i int, c Config) error {
 		{&ly.attnNormW, "attn_output_norm.weight"}, {&ly.attnNormB, "attn_output_norm.bias"},
 		{&ly.outNormW, "layer_output_norm.weight"}, {&ly.outNormB, "layer_output_norm.bias"},
 	} {
-		if *v.dst, err = ld.floats(name(v.name), true, e); err != nil {
+		if *v.dst, err = ld.floats(name(v.name), e); err != nil {
 			return err
 		}
 	}

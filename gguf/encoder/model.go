@@ -21,7 +21,7 @@ type Model struct {
 	be     backend.Backend
 	tok    backend.Weight // token embeddings, Vocab rows
 	pos    backend.Weight // bert's position embeddings, Context rows
-	type0  []float32      // token type 0's embedding ("sentence A"), nil where the file has none
+	type0  backend.Weight // token type 0's embedding ("sentence A"), a row every token gets; nil where the file has none
 	normW  []float32      // the embeddings' layer norm
 	normB  []float32
 	layers []layer
@@ -71,18 +71,14 @@ func Load(f *gguf.File, be backend.Backend) (*Model, error) {
 		m.rope = &backend.RoPE{Dims: cfg.RoPEDims, NeoX: true, Base: cfg.RoPEBase, FreqScale: 1, AttnFactor: 1}
 	}
 	if cfg.TokenTypes > 0 {
-		types, err := ld.floats("token_types.weight", false, cfg.Embd, cfg.TokenTypes)
-		if err != nil {
+		if m.type0, err = ld.firstRow("token_types.weight", cfg.Embd, cfg.TokenTypes); err != nil {
 			return nil, err
 		}
-		if types != nil {
-			m.type0 = types[:cfg.Embd]
-		}
 	}
-	if m.normW, err = ld.floats("token_embd_norm.weight", true, cfg.Embd); err != nil {
+	if m.normW, err = ld.floats("token_embd_norm.weight", cfg.Embd); err != nil {
 		return nil, err
 	}
-	if m.normB, err = ld.floats("token_embd_norm.bias", true, cfg.Embd); err != nil {
+	if m.normB, err = ld.floats("token_embd_norm.bias", cfg.Embd); err != nil {
 		return nil, err
 	}
 	if err := ld.head(m); err != nil {
@@ -120,7 +116,11 @@ func (m *Model) Hidden(ctx context.Context, ids []uint32) ([]float32, error) {
 	be := m.be
 	x := be.NewTensor(n, c.Embd)
 	be.Embed(x, m.tok, ids)
-	host := make([]float32, n*c.Embd)
+	// ggml adds the type row to the tokens', then the sum to the
+	// positions' (a + b rounds the same either way round).
+	if m.type0 != nil {
+		be.AddBias(x, m.type0)
+	}
 	if m.pos != nil {
 		p := be.NewTensor(n, c.Embd)
 		positions := make([]uint32, n)
@@ -128,13 +128,9 @@ func (m *Model) Hidden(ctx context.Context, ids []uint32) ([]float32, error) {
 			positions[i] = uint32(i)
 		}
 		be.Embed(p, m.pos, positions)
-		// ggml adds the type row to the tokens', then the sum to the
-		// positions' (a + b rounds the same either way round).
-		m.addType(be, x, host)
 		be.Add(x, p)
-	} else {
-		m.addType(be, x, host)
 	}
+	host := make([]float32, n*c.Embd)
 	be.Read(host, x)
 	layerNorm(host, c.Embd, m.normW, m.normB, c.NormEps)
 	be.Write(x, host)
@@ -274,23 +270,6 @@ func (m *Model) Scores(ctx context.Context, ids []uint32) ([]float32, error) {
 
 // ErrNoHead: Scores was asked of a model with no classification head.
 var ErrNoHead = errors.New("encoder: the model has no classification head (cls, cls.output) to score with")
-
-// addType adds token type 0's embedding to every row of x (through host,
-// scratch of x's size).
-func (m *Model) addType(be backend.Backend, x backend.Tensor, host []float32) {
-	if m.type0 == nil {
-		return
-	}
-	be.Read(host, x)
-	e := m.cfg.Embd
-	for i := 0; i < len(host); i += e {
-		row := host[i : i+e]
-		for j, t := range m.type0 {
-			row[j] += t
-		}
-	}
-	be.Write(x, host)
-}
 
 // layerNorm normalises each e-wide row of x to mean 0 and variance 1,
 // then scales by w and adds b, as ggml_norm then ggml_mul and ggml_add
