@@ -21,8 +21,8 @@ import (
 	"github.com/meshnode/meshnode/gguf/tokenizer"
 )
 
-// encoderFixture writes the random-weight BERT encoder (encodertest) as
-// a model file and returns its path and name.
+// encoderFixture writes a random-weight BERT-family encoder of arch
+// (encodertest) as a model file and returns its path and name.
 func encoderFixture(t *testing.T, arch string) (path, name string) {
 	t.Helper()
 	b, err := encodertest.Fixture(arch)
@@ -106,14 +106,14 @@ func referenceEncoderEmbedding(t *testing.T, path string, ids []uint32) []float6
 	return meanUnit(h, m.Config().Embd)
 }
 
-// TestEncoderServed: a BERT-family encoder (bert and nomic-bert) is
-// served as an embedding model: /v1/embeddings and Ollama's /api/embed
+// TestEncoderServed: a BERT-family encoder (bert, nomic-bert and
+// jina-bert-v2) is served as an embedding model: /v1/embeddings and Ollama's /api/embed
 // answer the reference's vectors for its WordPiece tokens; /api/show
 // says it embeds and nothing else; /v1/models lists it; /tokenize lends
 // its tokenizer; a generation of any kind is refused naming it as an
 // embedding model.
 func TestEncoderServed(t *testing.T) {
-	for _, arch := range []string{"bert", "nomic-bert"} {
+	for _, arch := range []string{"bert", "nomic-bert", "jina-bert-v2"} {
 		t.Run(arch, func(t *testing.T) {
 			path, name := encoderFixture(t, arch)
 			n, _ := startNode(t, Config{Models: []string{path}})
@@ -227,43 +227,57 @@ func TestEncoderServed(t *testing.T) {
 	}
 }
 
-// TestRerankerServed: a cross-encoder (the bert fixture with a
-// classification head, pooling rank) answers /v1/rerank with llama.cpp's
-// scores for the query and documents of gguf/encoder's goldens, each pair
-// joined as llama-server joins them ([CLS] query [SEP] document: the
-// goldens' ids), best first; it makes no embeddings and generates
-// nothing, saying it is a reranker; an embedding model is no reranker.
+// TestRerankerServed: cross-encoders (the bert fixture with a
+// classification head, and the jina-reranker-v1-shaped jina-bert-v2
+// fixture, pooling rank) answer /v1/rerank with llama.cpp's scores for the
+// query and documents of gguf/encoder's goldens, each pair joined as
+// llama-server joins them ([CLS] query [SEP] document: the goldens' ids),
+// best first; a reranker makes no embeddings and generates nothing,
+// saying it is a reranker; an embedding model is no reranker.
 func TestRerankerServed(t *testing.T) {
-	golden := readRerankGolden(t, "../gguf/encoder/testdata/llama-rerank.json")
-	b, err := encodertest.Reranker()
-	if err != nil {
-		t.Fatal(err)
+	type reranker struct {
+		name, golden string
+		build        func() ([]byte, error)
 	}
-	path := writeModel(t, "reranker", b)
+	rerankers := []reranker{
+		{"reranker", "llama-rerank.json", encodertest.Reranker},
+		{"jina-reranker", "llama-rerank-jina.json", encodertest.JinaReranker},
+	}
 	embPath, embName := encoderFixture(t, "bert")
-	n, _ := startNode(t, Config{Models: []string{path, embPath}})
-	docs, total := golden.pairsJoined(t, fileTokenizer(t, path), "")
-	body, _ := json.Marshal(map[string]any{"model": "reranker", "query": golden.Query, "documents": docs})
-	var got struct {
-		Results []struct {
-			Index          int     `json:"index"`
-			RelevanceScore float64 `json:"relevance_score"`
-		} `json:"results"`
-		Usage struct {
-			PromptTokens int `json:"prompt_tokens"`
-		} `json:"usage"`
-	}
-	postJSON(t, n, "/v1/rerank", string(body), &got)
-	if len(got.Results) != len(docs) || got.Usage.PromptTokens != total {
-		t.Fatalf("%d results, %d prompt tokens (want %d, %d)", len(got.Results), got.Usage.PromptTokens, len(docs), total)
-	}
-	for k, r := range got.Results {
-		want := golden.Results[r.Index].Score
-		if math.Abs(r.RelevanceScore-want) > 2e-3*math.Abs(want) {
-			t.Fatalf("document %d scored %v, llama.cpp's %v", r.Index, r.RelevanceScore, want)
+	paths := []string{embPath}
+	for _, r := range rerankers {
+		b, err := r.build()
+		if err != nil {
+			t.Fatal(err)
 		}
-		if k > 0 && r.RelevanceScore > got.Results[k-1].RelevanceScore {
-			t.Fatalf("results not best first: %+v", got.Results)
+		paths = append(paths, writeModel(t, r.name, b))
+	}
+	n, _ := startNode(t, Config{Models: paths})
+	for i, r := range rerankers {
+		golden := readRerankGolden(t, "../gguf/encoder/testdata/"+r.golden)
+		docs, total := golden.pairsJoined(t, fileTokenizer(t, paths[i+1]), "")
+		body, _ := json.Marshal(map[string]any{"model": r.name, "query": golden.Query, "documents": docs})
+		var got struct {
+			Results []struct {
+				Index          int     `json:"index"`
+				RelevanceScore float64 `json:"relevance_score"`
+			} `json:"results"`
+			Usage struct {
+				PromptTokens int `json:"prompt_tokens"`
+			} `json:"usage"`
+		}
+		postJSON(t, n, "/v1/rerank", string(body), &got)
+		if len(got.Results) != len(docs) || got.Usage.PromptTokens != total {
+			t.Fatalf("%s: %d results, %d prompt tokens (want %d, %d)", r.name, len(got.Results), got.Usage.PromptTokens, len(docs), total)
+		}
+		for k, res := range got.Results {
+			want := golden.Results[res.Index].Score
+			if math.Abs(res.RelevanceScore-want) > 2e-3*math.Abs(want) {
+				t.Fatalf("%s: document %d scored %v, llama.cpp's %v", r.name, res.Index, res.RelevanceScore, want)
+			}
+			if k > 0 && res.RelevanceScore > got.Results[k-1].RelevanceScore {
+				t.Fatalf("%s: results not best first: %+v", r.name, got.Results)
+			}
 		}
 	}
 	for path, body := range map[string]string{

@@ -16,6 +16,9 @@
 package backend
 
 import (
+	"math"
+	"math/bits"
+
 	"github.com/meshnode/meshnode/gguf/quant"
 )
 
@@ -98,12 +101,33 @@ const (
 )
 
 // FullAttender is implemented by a backend that attends without a cache
-// or a mask, as an encoder does (package encoder): every row of q over
-// every row of k and v, heads side by side in each row (heads·d wide, q,
-// k and v alike), softmax(scale · q·k) weighting v, into dst. dst must not
-// alias q, k or v.
+// or a causal mask, as an encoder does (package encoder): every row of q
+// over every row of k and v, heads side by side in each row (heads·d
+// wide, q, k and v alike), softmax(scale · q·k + bias) weighting v, into
+// dst. dst must not alias q, k or v.
+//
+// The bias is 0 where maxBias is 0. Otherwise it is ALiBi's, as ggml's
+// soft_max_ext adds it: head h's slope (ALiBiSlope) times −|i − j| for
+// query row i and key row j, added to the scaled score.
 type FullAttender interface {
-	AttendFull(dst, q, k, v Tensor, heads int, scale float32)
+	AttendFull(dst, q, k, v Tensor, heads int, scale, maxBias float32)
+}
+
+// ALiBiSlope is head h's ALiBi slope of heads heads for a maximum bias of
+// maxBias, as ggml computes it (in float32, powf): the first 2^⌊log₂
+// heads⌋ heads take m0^(h+1), m0 = 2^(−maxBias/n); the rest take the
+// odd powers of m1 = 2^(−maxBias/2n), interleaved between them.
+func ALiBiSlope(h, heads int, maxBias float32) float32 {
+	if maxBias <= 0 {
+		return 1
+	}
+	n := 1 << bits.Len(uint(heads)>>1) // the largest power of two ≤ heads
+	if h < n {
+		m0 := float32(math.Pow(2, float64(-maxBias/float32(n))))
+		return float32(math.Pow(float64(m0), float64(h+1)))
+	}
+	m1 := float32(math.Pow(2, float64(-(maxBias/2)/float32(n))))
+	return float32(math.Pow(float64(m1), float64(2*(h-n)+1)))
 }
 
 // Featured is implemented by a backend that has optional features.

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 	"unsafe"
@@ -11,15 +12,16 @@ import (
 )
 
 // AttendFull implements backend.FullAttender: an encoder's attention,
-// every row of q over every row of k and v, no cache and no mask, head
-// by head, as ggml's mul_mat, soft_max_ext and mul_mat compute it: the
-// scores q·k as an F32 matrix product (the head's keys its weight
-// matrix), the softmax as Attend's (ggml's expf, the sum in float64 in a
-// fixed order), then the weights times the values (the head's values,
-// transposed, the weight matrix). The heads are shared out among
-// goroutines of their own; each head's arithmetic is the same whoever
-// computes it.
-func (b *Backend) AttendFull(dst, q, k, v backend.Tensor, heads int, scale float32) {
+// every row of q over every row of k and v, no cache and no causal mask,
+// head by head, as ggml's mul_mat, soft_max_ext and mul_mat compute it:
+// the scores q·k as an F32 matrix product (the head's keys its weight
+// matrix), scaled, ALiBi's bias added where maxBias > 0 (each product
+// rounded, as ggml scales the row and then adds slope·mask), the softmax
+// as Attend's (ggml's expf, the sum in float64 in a fixed order), then
+// the weights times the values (the head's values, transposed, the weight
+// matrix). The heads are shared out among goroutines of their own; each
+// head's arithmetic is the same whoever computes it.
+func (b *Backend) AttendFull(dst, q, k, v backend.Tensor, heads int, scale, maxBias float32) {
 	n, w := q.Rows, q.Cols
 	if k.Rows != n || v.Rows != n || dst.Rows != n || k.Cols != w || v.Cols != w || dst.Cols != w || heads < 1 || w%heads != 0 {
 		panic(fmt.Sprintf("cpu: AttendFull of q %d×%d, k %d×%d, v %d×%d into %d×%d over %d heads",
@@ -59,9 +61,15 @@ func (b *Backend) AttendFull(dst, q, k, v backend.Tensor, heads int, scale float
 					qb.Quantize(i, qs[i*w+off:i*w+off+d]) // F32: a copy, of the batch's own width
 				}
 				quant.MatMul(quant.F32, floatBytes(kh), qb, p, n) // p[i*n+j] = q_i·k_j
+				slope := backend.ALiBiSlope(h, heads, maxBias)
 				for i := range n {
 					row := p[i*n : (i+1)*n]
-					m := scaleMax(row, scale)
+					var m float32
+					if maxBias > 0 {
+						m = alibiScaleMax(row, i, scale, slope)
+					} else {
+						m = scaleMax(row, scale)
+					}
 					expSub(row, row, m)
 					scaleBy(row, float32(1/softmaxSum(row)))
 					pb.Quantize(i, row)
@@ -74,6 +82,26 @@ func (b *Backend) AttendFull(dst, q, k, v backend.Tensor, heads int, scale float
 		})
 	}
 	wg.Wait()
+}
+
+// alibiScaleMax scales row i's scores and adds ALiBi's bias, slope times
+// −|i − j|, returning the row's maximum.
+func alibiScaleMax(row []float32, i int, scale, slope float32) float32 {
+	m := float32(math.Inf(-1))
+	for j, v := range row {
+		d := float32(-abs(i - j))
+		v = float32(v*scale) + float32(slope*d) // rounded apart: Go fuses a·b+c on arm64
+		row[j] = v
+		m = max(m, v)
+	}
+	return m
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
 }
 
 // floatBytes views float32s as the little-endian bytes an F32 weight is

@@ -9,12 +9,18 @@ import (
 )
 
 // TestAttendFull: an encoder's attention (every row over every row, no
-// cache, no mask) is the textbook softmax(scale·q·k)·v computed in
-// float64, within 1e-5 of each output's scale, for one to 70 rows and
-// one to six heads, on one and two threads; the same bits on either.
+// cache, no causal mask) is the textbook softmax(scale·q·k + bias)·v
+// computed in float64, within 1e-5 of each output's scale, for one to 70
+// rows and one to six heads, without a bias and with ALiBi's (the
+// paper's slopes: 2^(−8(h+1)/n) for the first n heads, n the largest power
+// of two in the count, then 2^(−4(2(h−n)+1)/n)), on one and two threads;
+// the same bits on either.
 func TestAttendFull(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, tc := range []struct{ n, heads, d int }{{1, 1, 8}, {5, 2, 16}, {33, 4, 8}, {70, 6, 24}} {
+	for _, tc := range []struct {
+		n, heads, d int
+		maxBias     float32
+	}{{1, 1, 8, 0}, {5, 2, 16, 0}, {33, 4, 8, 0}, {70, 6, 24, 0}, {9, 1, 8, 8}, {33, 4, 8, 8}, {70, 6, 24, 8}, {40, 12, 8, 8}} {
 		w := tc.heads * tc.d
 		rnd := func() []float32 {
 			v := make([]float32, tc.n*w)
@@ -33,11 +39,23 @@ func TestAttendFull(t *testing.T) {
 			b.Write(tk, k)
 			b.Write(tv, v)
 			var fa backend.FullAttender = b
-			fa.AttendFull(out, tq, tk, tv, tc.heads, scale)
+			fa.AttendFull(out, tq, tk, tv, tc.heads, scale, tc.maxBias)
 			got := make([]float32, tc.n*w)
 			b.Read(got, out)
 			b.Close()
+			pow2 := 1
+			for pow2*2 <= tc.heads {
+				pow2 *= 2
+			}
 			for h := range tc.heads {
+				slope := 0.0
+				switch {
+				case tc.maxBias == 0:
+				case h < pow2:
+					slope = math.Exp2(-float64(tc.maxBias) * float64(h+1) / float64(pow2))
+				default:
+					slope = math.Exp2(-float64(tc.maxBias) / 2 * float64(2*(h-pow2)+1) / float64(pow2))
+				}
 				for i := range tc.n {
 					p := make([]float64, tc.n)
 					top, sum := math.Inf(-1), 0.0
@@ -45,7 +63,7 @@ func TestAttendFull(t *testing.T) {
 						for x := range tc.d {
 							p[j] += float64(q[i*w+h*tc.d+x]) * float64(k[j*w+h*tc.d+x])
 						}
-						p[j] *= float64(scale)
+						p[j] = p[j]*float64(scale) - slope*math.Abs(float64(i-j))
 						top = max(top, p[j])
 					}
 					for j := range p {

@@ -9,7 +9,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,6 +30,7 @@ var benchShapes = []struct {
 	{"minilm-l6", encodertest.Spec{Arch: "bert", Embd: 384, Layers: 6, Heads: 12, FF: 1536, Context: 512}},
 	{"bge-base", encodertest.Spec{Arch: "bert", Embd: 768, Layers: 12, Heads: 12, FF: 3072, Context: 512}},
 	{"nomic-embed", encodertest.Spec{Arch: "nomic-bert", Embd: 768, Layers: 12, Heads: 12, FF: 3072, Context: 2048}},
+	{"jina-base", encodertest.Spec{Arch: "jina-bert-v2", Embd: 768, Layers: 12, Heads: 12, FF: 3072, Context: 8192}},
 }
 
 func benchIDs(n int) []uint32 {
@@ -70,12 +73,14 @@ func BenchmarkHidden(b *testing.B) {
 }
 
 // BenchmarkEncoderVsLlamaCpp is make bench-encoder: llama.cpp's llama-bench
-// (-embd 1) and this encoder on the same files (MiniLM-L6, bge-base and
-// nomic-embed shapes, random F16), the same thread count and input
-// lengths, in one run; it prints tokens per second and our/llama.cpp
-// ratios. It needs MESHNODE_BENCH_ENGINE=1 and llama.cpp in $LLAMACPP
-// (default ~/.cache/llamacpp-ref). BENCH_THREADS sets the threads
-// (default: all CPUs), BENCH_REPS the rounds (default 3; the best counts).
+// (-embd 1) and this encoder on the same files (MiniLM-L6, bge-base,
+// nomic-embed and jina-embeddings-v2-base shapes, random F16), the same
+// thread count and input lengths, in one run; it prints tokens per second
+// and our/llama.cpp ratios. It needs MESHNODE_BENCH_ENGINE=1 and llama.cpp
+// in $LLAMACPP (default ~/.cache/llamacpp-ref). BENCH_THREADS sets the
+// threads (default: all CPUs), BENCH_REPS the rounds (default 3; the best
+// counts), BENCH_SHAPES the shapes run (names, comma-separated; default
+// all).
 func BenchmarkEncoderVsLlamaCpp(b *testing.B) {
 	if os.Getenv("MESHNODE_BENCH_ENGINE") == "" {
 		b.Skip("set MESHNODE_BENCH_ENGINE=1 (make bench-encoder): runs llama.cpp and takes minutes")
@@ -98,7 +103,11 @@ func BenchmarkEncoderVsLlamaCpp(b *testing.B) {
 	}
 	tmp := b.TempDir()
 	b.Logf("%-12s %5s %12s %12s %6s", "model", "n", "ours tok/s", "llama tok/s", "ratio")
+	only := strings.Split(os.Getenv("BENCH_SHAPES"), ",")
 	for _, sh := range benchShapes {
+		if only[0] != "" && !slices.Contains(only, sh.name) {
+			continue
+		}
 		raw, err := encodertest.Build(sh.spec)
 		if err != nil {
 			b.Fatal(err)

@@ -12,7 +12,22 @@ import (
 var ErrInvalid = errors.New("encoder: invalid model")
 
 // Supports reports whether arch is an architecture this package runs.
-func Supports(arch string) bool { return arch == "bert" || arch == "nomic-bert" }
+func Supports(arch string) bool {
+	return arch == "bert" || arch == "nomic-bert" || arch == "jina-bert-v2"
+}
+
+// FFN is an encoder's feed-forward activation.
+type FFN int
+
+const (
+	// GELU: down(gelu(up·x)), bert's.
+	GELU FFN = iota
+	// SwiGLU: down(silu(gate·x) ⊙ up·x), nomic-bert's.
+	SwiGLU
+	// GEGLU: down(gelu(gate·x) ⊙ up·x), jina-bert-v2's, its gate a matrix
+	// of its own or the first half of up's rows (Config.FusedGate).
+	GEGLU
+)
 
 // Config is an encoder's geometry, from the file's metadata.
 type Config struct {
@@ -20,16 +35,21 @@ type Config struct {
 	Embd, Layers, Heads, FF    int
 	Context, Vocab, TokenTypes int
 	NormEps                    float32
-	RoPEBase                   float32 // nomic-bert's rotary embedding; 0 for bert's learned positions
+	RoPEBase                   float32 // nomic-bert's rotary embedding; 0 where the model has none
 	RoPEDims                   int
 	HeadDim                    int
+	// ALiBi is jina-bert-v2's maximum ALiBi bias (8, as llama.cpp fixes
+	// it), its only position signal; 0 for the others.
+	ALiBi float32
 	// Classes is how many scores a reranker's classification head makes
 	// (llama.cpp's n_cls_out); 0 where the file has no head.
 	Classes int
-	// Positions: bert's learned position embeddings (nomic-bert rotates
-	// instead); GatedFFN: nomic-bert's SwiGLU in place of bert's GELU;
-	// FusedQKV: one attn_qkv matrix (the file says, not the arch).
-	Positions, GatedFFN, FusedQKV bool
+	FFN     FFN
+	// Positions: bert's learned position embeddings (nomic-bert rotates,
+	// jina-bert-v2 biases its attention); FusedQKV: one attn_qkv matrix;
+	// FusedGate: jina-bert-v2's gate as up's first half, ggml_geglu's
+	// split (both the file says, not the arch).
+	Positions, FusedQKV, FusedGate bool
 }
 
 // maxDim bounds every dimension a file may declare, far past any
@@ -41,9 +61,17 @@ const maxDim = 1 << 20
 func ParseConfig(md *gguf.Metadata) (Config, error) {
 	arch, _ := md.String("general.architecture")
 	if !Supports(arch) {
-		return Config{}, fmt.Errorf("%w: architecture %q is not an encoder (bert, nomic-bert)", ErrInvalid, arch)
+		return Config{}, fmt.Errorf("%w: architecture %q is not an encoder (bert, nomic-bert, jina-bert-v2)", ErrInvalid, arch)
 	}
-	c := Config{Arch: arch, Positions: arch == "bert", GatedFFN: arch == "nomic-bert"}
+	c := Config{Arch: arch}
+	switch arch {
+	case "bert":
+		c.Positions = true
+	case "nomic-bert":
+		c.FFN = SwiGLU
+	case "jina-bert-v2":
+		c.ALiBi, c.FFN = 8, GEGLU // GELU where the file has no gate (Load)
+	}
 	get := func(key string, dst *int, required bool) error {
 		v, ok := md.Uint32(arch + "." + key)
 		if !ok {
@@ -90,7 +118,7 @@ func ParseConfig(md *gguf.Metadata) (Config, error) {
 		}
 		c.TokenTypes = int(n)
 	}
-	if !c.Positions {
+	if arch == "nomic-bert" {
 		c.RoPEBase = 10000
 		if b, ok := md.Float32(arch + ".rope.freq_base"); ok {
 			if !(b > 1) || b > 1e9 {

@@ -52,12 +52,16 @@ func TestWriteFixtures(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	b, err := encodertest.Reranker()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(*writeFixtures, "bert-reranker.gguf"), b, 0o644); err != nil {
-		t.Fatal(err)
+	for name, build := range map[string]func() ([]byte, error){
+		"bert-reranker": encodertest.Reranker, "jina": encodertest.Jina, "jina-reranker": encodertest.JinaReranker,
+	} {
+		b, err := build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(*writeFixtures, name+".gguf"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := os.WriteFile(filepath.Join(*writeFixtures, "xlmr.gguf"), xlmrFixture(t), 0o644); err != nil {
 		t.Fatal(err)

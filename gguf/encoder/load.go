@@ -83,11 +83,15 @@ func (ld *loader) layer(ly *layer, i int, c Config) error {
 	mats := []spec{
 		{&ly.o, "attn_output.weight", e, e, true},
 		{&ly.ob, "attn_output.bias", 1, e, false},
-		{&ly.up, "ffn_up.weight", c.FF, e, true},
-		{&ly.upb, "ffn_up.bias", 1, c.FF, false},
-		{&ly.down, "ffn_down.weight", e, c.FF, true},
-		{&ly.downb, "ffn_down.bias", 1, e, false},
 	}
+	if c.FusedGate {
+		if err := ld.fusedGate(ly, name("ffn_up"), c); err != nil {
+			return err
+		}
+	} else {
+		mats = append(mats, spec{&ly.up, "ffn_up.weight", c.FF, e, true}, spec{&ly.upb, "ffn_up.bias", 1, c.FF, false})
+	}
+	mats = append(mats, spec{&ly.down, "ffn_down.weight", e, c.FF, true}, spec{&ly.downb, "ffn_down.bias", 1, e, false})
 	if c.FusedQKV {
 		mats = append(mats, spec{&ly.qkv, "attn_qkv.weight", 3 * e, e, true}, spec{&ly.qkvb, "attn_qkv.bias", 1, 3 * e, false})
 	} else {
@@ -98,8 +102,12 @@ func (ld *loader) layer(ly *layer, i int, c Config) error {
 			mats = append(mats, spec{p.w, p.name + ".weight", e, e, true}, spec{p.b, p.name + ".bias", 1, e, false})
 		}
 	}
-	if c.GatedFFN {
+	if c.FFN == SwiGLU || c.FFN == GEGLU && !c.FusedGate {
 		mats = append(mats, spec{&ly.gate, "ffn_gate.weight", c.FF, e, true})
+	} else if _, ok := ld.f.Tensor(name("ffn_gate.weight")); ok {
+		// Load took the feed-forward's kind from blk.0; a gate it would
+		// leave unused means the file is not what blk.0 says.
+		return fmt.Errorf("%w: blk.%d has a gate (ffn_gate.weight) where blk.0 has none", ErrInvalid, i)
 	}
 	for _, m := range mats {
 		if *m.dst, err = ld.weight(name(m.name), m.rows, m.cols, m.required); err != nil {
@@ -116,6 +124,69 @@ func (ld *loader) layer(ly *layer, i int, c Config) error {
 		if *v.dst, err = ld.floats(name(v.name), e); err != nil {
 			return err
 		}
+	}
+	if c.Arch == "jina-bert-v2" {
+		// Layer norms of the queries and the keys (jina-embeddings-v2-code),
+		// and a second one after attention (attn_norm_2), each optional.
+		for _, v := range []struct {
+			w, b *[]float32
+			name string
+		}{{&ly.qNormW, &ly.qNormB, "attn_q_norm"}, {&ly.kNormW, &ly.kNormB, "attn_k_norm"}, {&ly.norm2W, &ly.norm2B, "attn_norm_2"}} {
+			if *v.w, *v.b, err = ld.optionalNorm(name(v.name), e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// optionalNorm reads an optional layer norm's weight and bias (a bias of
+// zeros where the file has only the weight); nil where it has neither.
+func (ld *loader) optionalNorm(name string, n int) (w, b []float32, err error) {
+	if _, ok := ld.f.Tensor(name + ".weight"); !ok {
+		if _, ok := ld.f.Tensor(name + ".bias"); ok {
+			return nil, nil, fmt.Errorf("%w: tensor %s.bias without its weight", ErrInvalid, name)
+		}
+		return nil, nil, nil
+	}
+	if w, err = ld.floats(name+".weight", n); err != nil {
+		return nil, nil, err
+	}
+	if _, ok := ld.f.Tensor(name + ".bias"); !ok {
+		return w, make([]float32, n), nil
+	}
+	if b, err = ld.floats(name+".bias", n); err != nil {
+		return nil, nil, err
+	}
+	return w, b, nil
+}
+
+// fusedGate loads jina-bert-v2's ffn_up of 2·FF rows, the gate its first
+// half and up its second (ggml_geglu's split), as two weights over the
+// halves of its bytes: each output row is a dot product of its own, so
+// the halves compute what the whole would, with no split on the host.
+func (ld *loader) fusedGate(ly *layer, name string, c Config) error {
+	t, b, _, err := ld.lookup(name+".weight", true, c.Embd, 2*c.FF)
+	if err != nil {
+		return err
+	}
+	half := c.FF * int(t.RowSize())
+	if ly.gate, err = ld.be.Weight(t.Type, c.FF, c.Embd, b[:half]); err == nil {
+		ly.up, err = ld.be.Weight(t.Type, c.FF, c.Embd, b[half:2*half])
+	}
+	if err != nil {
+		return fmt.Errorf("%w: tensor %s.weight (%s): %w", ErrInvalid, name, t.Type, err)
+	}
+	t, b, ok, err := ld.lookup(name+".bias", false, 2*c.FF)
+	if !ok || err != nil {
+		return err
+	}
+	half = int(t.RowSize()) / 2 // a vector: one row of 2·FF
+	if ly.gateb, err = ld.be.Weight(t.Type, 1, c.FF, b[:half]); err == nil {
+		ly.upb, err = ld.be.Weight(t.Type, 1, c.FF, b[half:2*half])
+	}
+	if err != nil {
+		return fmt.Errorf("%w: tensor %s.bias (%s): %w", ErrInvalid, name, t.Type, err)
 	}
 	return nil
 }
@@ -136,28 +207,36 @@ func (ld *loader) weight(name string, rows, cols int, required bool) (backend.We
 	return w, nil
 }
 
-// head loads the classification head a reranker carries: cls (an
-// Embd-square dense layer, then tanh) and cls.output (Classes rows), each
-// optional as llama.cpp has them, with the count of classes from
-// <arch>.classifier.output_labels (1 where it names none).
+// head loads the classification head a reranker carries: cls (a dense
+// layer, then tanh) and cls.output (Classes rows), each optional as
+// llama.cpp has them, with the count of classes from
+// <arch>.classifier.output_labels (1 where it names none). cls is
+// Embd-square before a cls.output; alone it may be narrower
+// (jina-reranker-v1's is one row: the score).
 func (ld *loader) head(m *Model) error {
 	c := &m.cfg
 	var err error
-	if m.cls, err = ld.matrix("cls.weight", c.Embd, c.Embd, false); err != nil {
+	t, ok := ld.f.Tensor("cls.weight")
+	_, hasOut := ld.f.Tensor("cls.output.weight")
+	m.clsRows = c.Embd
+	if ok && !hasOut && len(t.Dims) == 2 && t.Dims[1] >= 1 && t.Dims[1] < int64(c.Embd) {
+		m.clsRows = int(t.Dims[1])
+	}
+	if m.cls, err = ld.matrix("cls.weight", m.clsRows, c.Embd, false); err != nil {
 		return err
 	}
 	if m.cls != nil {
-		if m.clsB, err = ld.weight("cls.bias", 1, c.Embd, false); err != nil {
+		if m.clsB, err = ld.weight("cls.bias", 1, m.clsRows, false); err != nil {
 			return err
 		}
 	}
-	t, ok := ld.f.Tensor("cls.output.weight")
-	if !ok {
+	if !hasOut {
 		if m.cls != nil {
-			c.Classes = 1 // jina-reranker-v1: the dense layer's first output is the score
+			c.Classes = 1 // the dense layer's first output is the score, as llama-server takes it
 		}
 		return nil
 	}
+	t, _ = ld.f.Tensor("cls.output.weight")
 	classes := 1
 	if labels, ok := ld.f.Metadata.ArrayLen(c.Arch + ".classifier.output_labels"); ok && labels > 0 {
 		classes = labels

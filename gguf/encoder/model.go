@@ -28,8 +28,10 @@ type Model struct {
 	rope   *backend.RoPE
 	att    backend.FullAttender // be's attention without a cache
 	// The classification head a reranker has (llama.cpp's cls, cls_b,
-	// cls_out, cls_out_b): nil where the file has none.
+	// cls_out, cls_out_b): nil where the file has none. cls has clsRows
+	// outputs.
 	cls, clsB, clsOut, clsOutB backend.Weight
+	clsRows                    int
 }
 
 type layer struct {
@@ -37,8 +39,11 @@ type layer struct {
 	qb, kb, vb, qkvb, ob backend.Weight // nil where the file has none
 	attnNormW, attnNormB []float32
 	up, gate, down       backend.Weight
-	upb, downb           backend.Weight
+	upb, gateb, downb    backend.Weight
 	outNormW, outNormB   []float32
+	// jina-bert-v2's optional norms: of the queries, of the keys, and a
+	// second after attention; nil where the file has none.
+	qNormW, qNormB, kNormW, kNormB, norm2W, norm2B []float32
 }
 
 // Load reads an encoder from f onto be, whose kernels it runs on. The
@@ -75,6 +80,9 @@ func Load(f *gguf.File, be backend.Backend) (*Model, error) {
 			return nil, err
 		}
 	}
+	if m.type0 == nil && cfg.Arch == "jina-bert-v2" {
+		return nil, fmt.Errorf("%w: jina-bert-v2 needs token type embeddings (token_types.weight, tokenizer.ggml.token_type_count)", ErrInvalid)
+	}
 	if m.normW, err = ld.floats("token_embd_norm.weight", cfg.Embd); err != nil {
 		return nil, err
 	}
@@ -86,6 +94,18 @@ func Load(f *gguf.File, be backend.Backend) (*Model, error) {
 	}
 	_, fused := f.Tensor("blk.0.attn_qkv.weight")
 	m.cfg.FusedQKV = fused
+	if cfg.FFN == GEGLU {
+		// jina-bert-v2's gate: a matrix of its own, up's first half where
+		// up is twice the feed-forward's width, or none (plain GELU), as
+		// llama.cpp tells them apart.
+		if _, ok := f.Tensor("blk.0.ffn_gate.weight"); !ok {
+			if t, ok := f.Tensor("blk.0.ffn_up.weight"); ok && len(t.Dims) == 2 && t.Dims[1] == 2*int64(cfg.FF) {
+				m.cfg.FusedGate = true
+			} else {
+				m.cfg.FFN = GELU
+			}
+		}
+	}
 	m.layers = make([]layer, cfg.Layers)
 	for i := range m.layers {
 		if err := ld.layer(&m.layers[i], i, m.cfg); err != nil {
@@ -131,9 +151,7 @@ func (m *Model) Hidden(ctx context.Context, ids []uint32) ([]float32, error) {
 		be.Add(x, p)
 	}
 	host := make([]float32, n*c.Embd)
-	be.Read(host, x)
-	layerNorm(host, c.Embd, m.normW, m.normB, c.NormEps)
-	be.Write(x, host)
+	normOn(be, x, host, c.Embd, m.normW, m.normB, c.NormEps)
 
 	qkvW := 3 * c.Embd
 	var qkv backend.Tensor
@@ -145,7 +163,7 @@ func (m *Model) Hidden(ctx context.Context, ids []uint32) ([]float32, error) {
 	cur := be.NewTensor(n, c.Embd)
 	up := be.NewTensor(n, c.FF)
 	gate := be.NewTensor(n, c.FF)
-	if !c.GatedFFN {
+	if c.FFN == GELU {
 		// GELU is a GLU whose up is 1: ggml's gelu, table and all.
 		be.Write(gate, slices.Repeat([]float32{1}, n*c.FF))
 	}
@@ -187,48 +205,72 @@ func (m *Model) Hidden(ctx context.Context, ids []uint32) ([]float32, error) {
 				}
 			}
 		}
+		if ly.qNormW != nil {
+			normOn(be, q, host, c.Embd, ly.qNormW, ly.qNormB, c.NormEps)
+		}
+		if ly.kNormW != nil {
+			normOn(be, k, host, c.Embd, ly.kNormW, ly.kNormB, c.NormEps)
+		}
 		if m.rope != nil {
 			be.RoPE(q, c.HeadDim, 0, m.rope)
 			be.RoPE(k, c.HeadDim, 0, m.rope)
 		}
-		m.att.AttendFull(att, q, k, v, c.Heads, scale)
+		m.att.AttendFull(att, q, k, v, c.Heads, scale, c.ALiBi)
 		be.MatMul(cur, ly.o, att)
 		if ly.ob != nil {
 			be.AddBias(cur, ly.ob)
 		}
 		be.Add(cur, x) // the layer's input added back
-		be.Read(host, cur)
-		layerNorm(host, c.Embd, ly.attnNormW, ly.attnNormB, c.NormEps)
-		be.Write(cur, host) // the feed-forward's input, added back after it
+		normOn(be, cur, host, c.Embd, ly.attnNormW, ly.attnNormB, c.NormEps)
+		if ly.norm2W != nil {
+			be.Add(cur, x) // jina-bert-v2 adds the input once more
+			normOn(be, cur, host, c.Embd, ly.norm2W, ly.norm2B, c.NormEps)
+		}
+		// cur is the feed-forward's input, added back after it.
 
 		be.MatMul(up, ly.up, cur)
 		if ly.upb != nil {
 			be.AddBias(up, ly.upb)
 		}
-		if c.GatedFFN {
-			be.MatMul(gate, ly.gate, cur)
-			be.GLU(up, gate, up, backend.SiLU)
-		} else {
+		switch c.FFN {
+		case GELU:
 			be.GLU(up, up, gate, backend.GELUTanh)
+		default:
+			be.MatMul(gate, ly.gate, cur)
+			if ly.gateb != nil {
+				be.AddBias(gate, ly.gateb)
+			}
+			act := backend.SiLU
+			if c.FFN == GEGLU {
+				act = backend.GELUTanh
+			}
+			be.GLU(up, gate, up, act)
 		}
 		be.MatMul(x, ly.down, up)
 		if ly.downb != nil {
 			be.AddBias(x, ly.downb)
 		}
 		be.Add(x, cur)
-		be.Read(host, x)
-		layerNorm(host, c.Embd, ly.outNormW, ly.outNormB, c.NormEps)
-		be.Write(x, host)
+		normOn(be, x, host, c.Embd, ly.outNormW, ly.outNormB, c.NormEps)
 	}
 	return host, nil
+}
+
+// normOn layer-normalises t on the host, through host (t's size), which
+// holds the result afterwards too.
+func normOn(be backend.Backend, t backend.Tensor, host []float32, e int, w, b []float32, eps float32) {
+	be.Read(host, t)
+	layerNorm(host, e, w, b, eps)
+	be.Write(t, host)
 }
 
 // Scores is a reranker's relevance scores for ids (a query and a
 // document, as the caller joined them), as llama.cpp's rank pooling
 // makes them: the first token's ([CLS]) final hidden state through the
-// file's classification head, tanh(cls·h + cls_b), then cls_out times that plus
-// cls_out_b; Config.Classes scores, raw (no sigmoid). A model without
-// a head refuses with ErrNoHead.
+// file's classification head, tanh(cls·h + cls_b), then cls_out times
+// that plus cls_out_b, each where the file has it (jina-reranker-v1 has
+// only a one-row cls); Config.Classes scores, raw (no sigmoid). A model
+// without a head refuses with ErrNoHead.
 func (m *Model) Scores(ctx context.Context, ids []uint32) ([]float32, error) {
 	if m.cfg.Classes == 0 {
 		return nil, ErrNoHead
@@ -241,22 +283,20 @@ func (m *Model) Scores(ctx context.Context, ids []uint32) ([]float32, error) {
 	x := be.NewTensor(1, e)
 	be.Write(x, h[:e])
 	if m.cls != nil {
-		y := be.NewTensor(1, e)
+		y := be.NewTensor(1, m.clsRows)
 		be.MatMul(y, m.cls, x)
 		if m.clsB != nil {
 			be.AddBias(y, m.clsB)
 		}
-		v := make([]float32, e)
+		v := make([]float32, m.clsRows)
 		be.Read(v, y)
 		for i, t := range v {
 			v[i] = float32(math.Tanh(float64(t)))
 		}
-		be.Write(x, v)
-	}
-	if m.clsOut == nil {
-		out := make([]float32, e)
-		be.Read(out, x)
-		return out[:m.cfg.Classes], nil
+		if m.clsOut == nil {
+			return v[:m.cfg.Classes], nil
+		}
+		be.Write(x, v) // Embd wide: a cls.output follows only a square cls
 	}
 	y := be.NewTensor(1, m.cfg.Classes)
 	be.MatMul(y, m.clsOut, x)

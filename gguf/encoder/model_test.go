@@ -51,24 +51,37 @@ func TestHiddenRefusesBadInput(t *testing.T) {
 // runs, or whose tensors do not fit its metadata, is refused with
 // ErrInvalid naming the key or tensor.
 func TestLoadRefusesMalformed(t *testing.T) {
-	base, err := gguf.Parse(mustFixture(t, "bert"))
-	if err != nil {
-		t.Fatal(err)
+	bases := map[string]func() ([]byte, error){
+		"":     func() ([]byte, error) { return encodertest.Fixture("bert") },
+		"jina": encodertest.Jina, "jina-reranker": encodertest.JinaReranker,
 	}
 	for _, tc := range []struct {
 		name string
 		set  map[string]any
 		drop string // a key or a tensor left out
 		says string
+		base string // the fixture changed: bert's where empty
 	}{
-		{"a decoder", map[string]any{"general.architecture": "llama"}, "", `"llama" is not an encoder`},
-		{"causal", map[string]any{"bert.attention.causal": true}, "", "attends both ways"},
-		{"heads", map[string]any{"bert.attention.head_count": uint32(5)}, "", "5 heads do not divide"},
-		{"no eps", nil, "bert.attention.layer_norm_epsilon", "layer_norm_epsilon"},
-		{"wider", map[string]any{"bert.feed_forward_length": uint32(64)}, "", "blk.0.ffn_up.weight has shape"},
-		{"no positions", nil, "position_embd.weight", "position_embd.weight is missing"},
-		{"huge", map[string]any{"bert.block_count": uint32(1 << 30)}, "", "block_count is 1073741824"},
+		{"a decoder", map[string]any{"general.architecture": "llama"}, "", `"llama" is not an encoder`, ""},
+		{"causal", map[string]any{"bert.attention.causal": true}, "", "attends both ways", ""},
+		{"heads", map[string]any{"bert.attention.head_count": uint32(5)}, "", "5 heads do not divide", ""},
+		{"no eps", nil, "bert.attention.layer_norm_epsilon", "layer_norm_epsilon", ""},
+		{"wider", map[string]any{"bert.feed_forward_length": uint32(64)}, "", "blk.0.ffn_up.weight has shape", ""},
+		{"no positions", nil, "position_embd.weight", "position_embd.weight is missing", ""},
+		{"huge", map[string]any{"bert.block_count": uint32(1 << 30)}, "", "block_count is 1073741824", ""},
+		{"jina without token types", nil, "token_types.weight", "needs token type embeddings", "jina"},
+		{"a norm's bias alone", nil, "blk.1.attn_k_norm.weight", "blk.1.attn_k_norm.bias without its weight", "jina"},
+		{"a gate in some layers", nil, "blk.0.ffn_gate.weight", "blk.1 has a gate (ffn_gate.weight) where blk.0 has none", "jina"},
+		{"up neither FF nor 2·FF", map[string]any{"jina-bert-v2.feed_forward_length": uint32(40)}, "", "blk.0.ffn_up.weight has shape", "jina-reranker"},
 	} {
+		raw, err := bases[tc.base]()
+		if err != nil {
+			t.Fatal(err)
+		}
+		base, err := gguf.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
 		w, err := gguf.Rewrite(base, tc.set, tc.drop)
 		if err != nil {
 			t.Fatal(err)
@@ -90,11 +103,16 @@ func TestLoadRefusesMalformed(t *testing.T) {
 	}
 }
 
-// FuzzLoad: no file makes Load or Hidden panic. Seeded with small
-// fixtures of both architectures.
+// FuzzLoad: no file makes Load, Hidden or Scores panic. Seeded with
+// small fixtures of each architecture, and jina-bert-v2's rerankers and
+// options.
 func FuzzLoad(f *testing.F) {
-	for _, arch := range []string{"bert", "nomic-bert"} {
-		b, err := encodertest.Build(encodertest.Spec{Arch: arch, Embd: 8, Layers: 1, Heads: 2, FF: 8, Context: 8})
+	for _, sp := range []encodertest.Spec{
+		{Arch: "bert"}, {Arch: "nomic-bert"}, {Arch: "bert", Reranker: true},
+		{Arch: "jina-bert-v2", Norms: true}, {Arch: "jina-bert-v2", FusedGate: true, Reranker: true},
+	} {
+		sp.Embd, sp.Layers, sp.Heads, sp.FF, sp.Context = 8, 1, 2, 8, 8
+		b, err := encodertest.Build(sp)
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -115,6 +133,9 @@ func FuzzLoad(f *testing.F) {
 		}
 		if _, err := m.Hidden(context.Background(), []uint32{2, 5, 3}); err != nil && !errors.Is(err, ErrInput) {
 			t.Fatalf("Hidden: %v", err)
+		}
+		if _, err := m.Scores(context.Background(), []uint32{2, 5, 3}); err != nil && !errors.Is(err, ErrInput) && !errors.Is(err, ErrNoHead) {
+			t.Fatalf("Scores: %v", err)
 		}
 	})
 }

@@ -104,54 +104,109 @@ func checkHidden(t *testing.T, m *Model, what string, c hiddenCase) {
 // TestScoresMatchLlamaCpp: a reranker's scores (rank pooling through its
 // classification head) are llama.cpp's for a query joined to three
 // documents as llama-server joins them (testdata/rerank.cpp), within
-// hiddenTolerance of the score; a model without a head refuses to score.
+// hiddenTolerance of the score, for a bert cross-encoder (cls and
+// cls.output) and a jina-reranker-v1-shaped one (a one-row cls); a model
+// without a head refuses to score.
 func TestScoresMatchLlamaCpp(t *testing.T) {
-	raw, err := os.ReadFile("testdata/llama-rerank.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var golden struct {
-		Results []struct {
-			IDs   []uint32 `json:"ids"`
-			Score float64  `json:"score"`
-		} `json:"results"`
-	}
-	if err := json.Unmarshal(raw, &golden); err != nil || len(golden.Results) != 3 {
-		t.Fatalf("goldens: %v", err)
-	}
-	b, err := encodertest.Reranker()
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := gguf.Parse(b)
-	if err != nil {
-		t.Fatal(err)
-	}
 	be := cpu.New(cpu.Options{Threads: 2})
 	defer be.Close()
-	m, err := Load(f, be)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if m.Config().Classes != 1 {
-		t.Fatalf("%d classes, want 1", m.Config().Classes)
-	}
-	for _, r := range golden.Results {
-		got, err := m.Scores(context.Background(), r.IDs)
-		if err != nil || len(got) != 1 {
-			t.Fatalf("%v: %v, %v", r.IDs, got, err)
+	for _, tc := range []struct {
+		golden string
+		build  func() ([]byte, error)
+	}{
+		{"testdata/llama-rerank.json", encodertest.Reranker},
+		{"testdata/llama-rerank-jina.json", encodertest.JinaReranker},
+	} {
+		raw, err := os.ReadFile(tc.golden)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if d := math.Abs(float64(got[0])-r.Score) / math.Abs(r.Score); d > hiddenTolerance {
-			t.Fatalf("%v: score %v, llama.cpp's %v", r.IDs, got[0], r.Score)
+		var golden struct {
+			Results []struct {
+				IDs   []uint32 `json:"ids"`
+				Score float64  `json:"score"`
+			} `json:"results"`
 		}
-		t.Logf("score %v, llama.cpp's %v", got[0], r.Score)
+		if err := json.Unmarshal(raw, &golden); err != nil || len(golden.Results) != 3 {
+			t.Fatalf("%s: %v", tc.golden, err)
+		}
+		b, err := tc.build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := gguf.Parse(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := Load(f, be)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Config().Classes != 1 {
+			t.Fatalf("%s: %d classes, want 1", tc.golden, m.Config().Classes)
+		}
+		for _, r := range golden.Results {
+			got, err := m.Scores(context.Background(), r.IDs)
+			if err != nil || len(got) != 1 {
+				t.Fatalf("%v: %v, %v", r.IDs, got, err)
+			}
+			if d := math.Abs(float64(got[0])-r.Score) / math.Abs(r.Score); d > hiddenTolerance {
+				t.Fatalf("%s %v: score %v, llama.cpp's %v", tc.golden, r.IDs, got[0], r.Score)
+			}
+			t.Logf("%s: score %v, llama.cpp's %v", tc.golden, got[0], r.Score)
+		}
 	}
 	plain, err := Load(openFixture(t, "bert"), be)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := plain.Scores(context.Background(), golden.Results[0].IDs); !errors.Is(err, ErrNoHead) {
+	if _, err := plain.Scores(context.Background(), []uint32{2, 5, 3}); !errors.Is(err, ErrNoHead) {
 		t.Fatalf("a model without a head: %v", err)
+	}
+}
+
+// TestJinaMatchesLlamaCpp: jina-bert-v2 encoders (ALiBi in place of
+// positions, a gated GELU feed-forward) give llama.cpp's hidden states
+// within hiddenTolerance for the three texts: one built as
+// jina-embeddings-v2-base-code is (a gate of its own; the queries' and
+// keys' norms and a second norm after attention; six heads, so that ALiBi's
+// slopes take both of ggml's branches), and the jina-reranker-v1-shaped
+// one (the gate in up's first half).
+func TestJinaMatchesLlamaCpp(t *testing.T) {
+	golden := readHiddenGoldens(t, "testdata/llama-embedding-jina.json")
+	be := cpu.New(cpu.Options{Threads: 2})
+	defer be.Close()
+	for _, tc := range []struct {
+		name  string
+		build func() ([]byte, error)
+		want  Config
+	}{
+		{"jina-bert-v2", encodertest.Jina, Config{FFN: GEGLU, Heads: 6}},
+		{"jina-reranker", encodertest.JinaReranker, Config{FFN: GEGLU, Heads: 4, FusedGate: true}},
+	} {
+		cases := golden[tc.name]
+		if len(cases) != 3 {
+			t.Fatalf("%d %s goldens, want 3", len(cases), tc.name)
+		}
+		b, err := tc.build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := gguf.Parse(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := Load(f, be)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := m.Config()
+		if c.FFN != tc.want.FFN || c.Heads != tc.want.Heads || c.FusedGate != tc.want.FusedGate || c.ALiBi != 8 || c.Positions || c.RoPEBase != 0 {
+			t.Fatalf("%s: config %+v", tc.name, c)
+		}
+		for _, h := range cases {
+			checkHidden(t, m, tc.name, h)
+		}
 	}
 }
 

@@ -1,8 +1,7 @@
-// Package encodertest builds the random-weight encoders (bert and
-// nomic-bert, with a small WordPiece vocabulary) that the encoder's,
-// the engine's and the node's tests load, and whose hidden states
-// llama.cpp's llama-embedding gave for the goldens in
-// gguf/encoder/testdata.
+// Package encodertest builds the random-weight encoders (bert,
+// nomic-bert and jina-bert-v2, with a small WordPiece vocabulary) that
+// the encoder's, the engine's and the node's tests load, and whose hidden
+// states llama.cpp gave for the goldens in gguf/encoder/testdata.
 package encodertest
 
 import (
@@ -24,13 +23,18 @@ const (
 
 // Spec shapes a fixture Build writes.
 type Spec struct {
-	Arch                             string // "bert" or "nomic-bert"
+	Arch                             string // "bert", "nomic-bert" or "jina-bert-v2"
 	Embd, Layers, Heads, FF, Context int
 	// Pooling is the file's pooling_type; 0 writes mean's (1).
 	Pooling uint32
-	// Reranker adds a classification head (cls and cls.output, one
-	// label), as a converted cross-encoder has, and pooling rank (4).
+	// Reranker adds a classification head, as a converted cross-encoder
+	// has (bert: cls and cls.output, one label; jina-bert-v2: a one-row
+	// cls, as jina-reranker-v1's), and pooling rank (4).
 	Reranker bool
+	// jina-bert-v2's options: FusedGate writes the gate as ffn_up's first
+	// half (2·FF rows) rather than an ffn_gate of its own; Norms adds the
+	// optional layer norms (attn_q_norm, attn_k_norm, attn_norm_2).
+	FusedGate, Norms bool
 	// Tokenizer, when set, is a vocabulary file's metadata whose
 	// tokenizer.* keys the fixture takes instead of Vocab's (an XLM-R
 	// vocabulary for a bge-m3-shaped encoder); the token embeddings get a
@@ -166,18 +170,32 @@ func Build(sp Spec) ([]byte, error) {
 		f32(p("attn_output.bias"), normal(sp.Embd, 0, 0.1), e)
 		f32(p("attn_output_norm.weight"), normal(sp.Embd, 1, 0.1), e)
 		f32(p("attn_output_norm.bias"), normal(sp.Embd, 0, 0.1), e)
-		f16(p("ffn_up.weight"), normal(sp.FF*sp.Embd, 0, sd), e, int64(sp.FF))
-		if arch == "nomic-bert" {
+		up := int64(sp.FF)
+		if sp.FusedGate {
+			up *= 2
+		}
+		f16(p("ffn_up.weight"), normal(int(up)*sp.Embd, 0, sd), e, up)
+		if arch == "nomic-bert" || arch == "jina-bert-v2" && !sp.FusedGate {
 			f16(p("ffn_gate.weight"), normal(sp.FF*sp.Embd, 0, sd), e, int64(sp.FF))
-		} else {
-			f32(p("ffn_up.bias"), normal(sp.FF, 0, 0.1), int64(sp.FF))
+		}
+		if arch != "nomic-bert" {
+			f32(p("ffn_up.bias"), normal(int(up), 0, 0.1), up)
 			f32(p("ffn_down.bias"), normal(sp.Embd, 0, 0.1), e)
+		}
+		if sp.Norms {
+			for _, n := range []string{"attn_q_norm", "attn_k_norm", "attn_norm_2"} {
+				f32(p(n+".weight"), normal(sp.Embd, 1, 0.1), e)
+				f32(p(n+".bias"), normal(sp.Embd, 0, 0.1), e)
+			}
 		}
 		f16(p("ffn_down.weight"), normal(sp.Embd*sp.FF, 0, 1/math.Sqrt(float64(sp.FF))), int64(sp.FF), e)
 		f32(p("layer_output_norm.weight"), normal(sp.Embd, 1, 0.1), e)
 		f32(p("layer_output_norm.bias"), normal(sp.Embd, 0, 0.1), e)
 	}
-	if sp.Reranker {
+	if sp.Reranker && arch == "jina-bert-v2" {
+		f16("cls.weight", normal(sp.Embd, 0, sd), e, 1)
+		f32("cls.bias", normal(1, 0, 0.1), 1)
+	} else if sp.Reranker {
 		f16("cls.weight", normal(sp.Embd*sp.Embd, 0, sd), e, e)
 		f32("cls.bias", normal(sp.Embd, 0, 0.1), e)
 		f16("cls.output.weight", normal(sp.Embd, 0, 1), e, 1)
@@ -193,4 +211,19 @@ func Build(sp Spec) ([]byte, error) {
 // bert with a classification head.
 func Reranker() ([]byte, error) {
 	return Build(Spec{Arch: "bert", Embd: Embd, Layers: Layers, Heads: Heads, FF: FF, Context: Context, Reranker: true})
+}
+
+// Jina is the jina-bert-v2 fixture the goldens were made from: as
+// jina-embeddings-v2-base-code is built (a gate of its own, the optional
+// norms), 48 wide in six heads, so that ALiBi's slopes take both of
+// ggml's branches (the first four heads' and the rest's).
+func Jina() ([]byte, error) {
+	return Build(Spec{Arch: "jina-bert-v2", Embd: 48, Layers: Layers, Heads: 6, FF: 64, Context: Context, Norms: true})
+}
+
+// JinaReranker is the jina-bert-v2 reranker fixture the goldens were made
+// from: as jina-reranker-v1-tiny-en is built (the gate in ffn_up's first
+// half, a one-row cls, no cls.output) at Fixture's shape.
+func JinaReranker() ([]byte, error) {
+	return Build(Spec{Arch: "jina-bert-v2", Embd: Embd, Layers: Layers, Heads: Heads, FF: FF, Context: Context, FusedGate: true, Reranker: true})
 }
