@@ -175,6 +175,22 @@ func TestEncoderServed(t *testing.T) {
 					t.Fatalf("/api/embeddings component %d, scaled, is %v; /api/embed's %v", j, x/math.Sqrt(norm), ollama.Embeddings[0][j])
 				}
 			}
+			// llama-server's own /embedding, naming no model (the node's
+			// one): /v1/embeddings' vector by default, the mean as it is
+			// with embd_normalize -1.
+			for _, tc := range []struct {
+				norm string
+				want []float64
+			}{{"", openai.Data[0].Embedding}, {`,"embd_normalize":-1`, legacy.Embedding}} {
+				var native []struct {
+					Index     int         `json:"index"`
+					Embedding [][]float64 `json:"embedding"`
+				}
+				postJSON(t, n, "/embedding", fmt.Sprintf(`{"content":%q%s}`, texts[0], tc.norm), &native)
+				if len(native) != 1 || len(native[0].Embedding) != 1 || !slices.Equal(native[0].Embedding[0], tc.want) {
+					t.Fatalf("/embedding%s: %v, want %v", tc.norm, native, tc.want)
+				}
+			}
 
 			var show struct {
 				Capabilities []string       `json:"capabilities"`

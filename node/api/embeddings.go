@@ -71,7 +71,8 @@ type embeddingRequest struct {
 	Input          json.RawMessage `json:"input"`
 	EncodingFormat string          `json:"encoding_format"`
 	Dimensions     *int            `json:"dimensions"`
-	User           string          `json:"user"` // an opaque tag (docs/api.md)
+	User           string          `json:"user"`           // an opaque tag (docs/api.md)
+	EmbdNormalize  *int            `json:"embd_normalize"` // llama-server's: how each vector is scaled
 }
 
 func parseEmbedding(body []byte) (*Embedding, *embeddingRequest, error) {
@@ -102,6 +103,11 @@ func parseEmbedding(body []byte) (*Embedding, *embeddingRequest, error) {
 		return nil, nil, err
 	}
 	e.Inputs = inputs
+	norm, err := embedNormalize(req.EmbdNormalize)
+	if err != nil {
+		return nil, nil, err
+	}
+	e.Unnormalized = norm != euclidean
 	return e, &req, nil
 }
 
@@ -268,7 +274,11 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 	}
 	list := embeddingList{Object: "list", Model: e.Model, Data: make([]embeddingObject, len(res.Vectors)),
 		Usage: embeddingUsage{PromptTokens: res.PromptTokens, TotalTokens: res.PromptTokens}}
+	norm, _ := embedNormalize(req.EmbdNormalize) // checked by parseEmbedding
 	for i, v := range res.Vectors {
+		if norm != euclidean {
+			normalizeEmbedding(v, norm)
+		}
 		o := embeddingObject{Object: "embedding", Index: i, Embedding: v}
 		if req.EncodingFormat == "base64" {
 			// OpenAI's base64: the float32s' little-endian bytes.

@@ -123,3 +123,99 @@ func TestEmbeddingsRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestLlamaEmbedding: llama-server's own POST /embedding and /embeddings
+// take the text in content or input, name the node's one model when the
+// request names none, and answer [{"index", "embedding": [vector]}], each
+// vector scaled as embd_normalize says (the textbook norms: none, the
+// largest magnitude to 32760, taxicab, Euclidean by the model, a p-norm);
+// /v1/embeddings takes embd_normalize too. Bad requests are 400s naming
+// the field.
+func TestLlamaEmbedding(t *testing.T) {
+	type item struct {
+		Index     int         `json:"index"`
+		Embedding [][]float64 `json:"embedding"`
+	}
+	// The fake's vectors for "a" and "bcd": [0 1] and [1 3].
+	raw := [][]float64{{0, 1}, {1, 3}}
+	pnorm := func(p float64) func([]float64) float64 {
+		return func(v []float64) float64 {
+			return math.Pow(math.Pow(math.Abs(v[0]), p)+math.Pow(math.Abs(v[1]), p), 1/p)
+		}
+	}
+	for _, tt := range []struct {
+		path, body   string
+		unnormalized bool
+		norm         func([]float64) float64 // what the answer is divided by
+	}{
+		{"/embedding", `{"content":["a","bcd"]}`, false, func([]float64) float64 { return 1 }},
+		{"/embeddings", `{"model":"tiny","input":["a","bcd"],"embd_normalize":2}`, false, func([]float64) float64 { return 1 }},
+		{"/embedding", `{"content":["a","bcd"],"embd_normalize":-1}`, true, func([]float64) float64 { return 1 }},
+		{"/embedding", `{"content":["a","bcd"],"embd_normalize":0}`, true, func(v []float64) float64 { return max(math.Abs(v[0]), math.Abs(v[1])) / 32760 }},
+		{"/embedding", `{"content":["a","bcd"],"embd_normalize":1,"encoding_format":"float"}`, true, pnorm(1)},
+		{"/embedding", `{"content":["a","bcd"],"embd_normalize":3}`, true, pnorm(3)},
+	} {
+		h := newHarness(t, Config{}, nil)
+		resp := h.post(t, tt.path, tt.body)
+		var got []item
+		decodeJSON(t, resp.Body, &got)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || len(got) != 2 {
+			t.Fatalf("%s %s: %d %+v", tt.path, tt.body, resp.StatusCode, got)
+		}
+		e := h.model.embeds[0]
+		if e.Model != "tiny" || e.Unnormalized != tt.unnormalized || len(e.Inputs) != 2 || e.Inputs[1].Text != "bcd" {
+			t.Fatalf("%s: reached the model as %+v", tt.body, e)
+		}
+		for i, it := range got {
+			if it.Index != i || len(it.Embedding) != 1 || len(it.Embedding[0]) != 2 {
+				t.Fatalf("%s: item %d is %+v", tt.body, i, it)
+			}
+			for j, x := range it.Embedding[0] {
+				if want := raw[i][j] / tt.norm(raw[i]); math.Abs(x-want) > 1e-6*math.Max(1, math.Abs(want)) {
+					t.Fatalf("%s: vector %d is %v, want component %d %v", tt.body, i, it.Embedding[0], j, want)
+				}
+			}
+		}
+	}
+
+	h := newHarness(t, Config{}, nil)
+	resp := h.post(t, "/v1/embeddings", `{"model":"tiny","input":"bcd","embd_normalize":1}`)
+	var list struct {
+		Data []struct {
+			Embedding []float64 `json:"embedding"`
+		} `json:"data"`
+	}
+	decodeJSON(t, resp.Body, &list)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || len(list.Data) != 1 || list.Data[0].Embedding[1] != 1 || !h.model.embeds[0].Unnormalized {
+		t.Fatalf("/v1/embeddings with embd_normalize 1: %d %+v", resp.StatusCode, list)
+	}
+
+	for _, tt := range []struct {
+		body, param, inMsg string
+	}{
+		{`{}`, "content", "required"},
+		{`{"content":"a","input":"b"}`, "content", "not both"},
+		{`{"content":""}`, "input", "empty string"},
+		{`{"content":"a","embd_normalize":-2}`, "embd_normalize", "got -2"},
+		{`{"content":"a","encoding_format":"base64"}`, "encoding_format", "answers floats"},
+		{`{"content":"a","n_predict":3}`, "n_predict", "unknown field"},
+		{`{"model":"plain","content":"a"}`, "model", "cannot make embeddings"},
+	} {
+		h := newHarness(t, Config{}, nil)
+		h.reg.local["plain"] = generateOnly{h.model}
+		resp := h.post(t, "/embedding", tt.body)
+		var got struct {
+			Error struct {
+				Message string `json:"message"`
+				Param   string `json:"param"`
+			} `json:"error"`
+		}
+		decodeJSON(t, resp.Body, &got)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || got.Error.Param != tt.param || !strings.Contains(got.Error.Message, tt.inMsg) {
+			t.Fatalf("%s: %d %+v, want 400 %s %q", tt.body, resp.StatusCode, got.Error, tt.param, tt.inMsg)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"math"
 	"net/http"
 	"testing"
 
@@ -178,6 +179,40 @@ func FuzzParseEmbedding(f *testing.F) {
 		for i, in := range e.Inputs {
 			if in.IsTokens != e.Inputs[0].IsTokens || in.IsTokens && (len(in.Tokens) == 0 || len(in.Tokens) > maxEmbedTokens) || !in.IsTokens && in.Text == "" {
 				t.Fatalf("accepted %q with input %d %+v", body, i, in)
+			}
+		}
+	})
+}
+
+// FuzzParseLlamaEmbedding: whatever a client sends to llama-server's
+// /embedding, the parser answers with inputs within their bounds and a
+// norm of at least -1, or a 400 *Error, and never panics; the norms it
+// accepts scale any vector to finite numbers.
+func FuzzParseLlamaEmbedding(f *testing.F) {
+	for _, seed := range []string{
+		`{"content":"hello","embd_normalize":0}`, `{"model":"tiny","input":["a","b"],"embd_normalize":-1}`,
+		`{"content":[1,2,3],"embd_normalize":5,"encoding_format":"float"}`, `{"content":[[1],[2,3]]}`,
+		`{"content":"a","input":"b"}`, `{"embd_normalize":-7,"content":"x"}`, ``, `null`, `{}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		e, norm, err := parseLlamaEmbedding(body, "/embedding")
+		if err != nil {
+			var he *Error
+			if !errors.As(err, &he) || he.Status != http.StatusBadRequest {
+				t.Fatalf("%v is not a 400", err)
+			}
+			return
+		}
+		if norm < -1 || len(e.Inputs) == 0 || len(e.Inputs) > maxEmbedInputs || e.Unnormalized != (norm != euclidean) {
+			t.Fatalf("accepted %q as %+v, norm %d", body, e, norm)
+		}
+		v := []float32{3, -4, 1e-30, 65504}
+		normalizeEmbedding(v, norm)
+		for _, x := range v {
+			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+				t.Fatalf("norm %d scaled a vector to %v", norm, v)
 			}
 		}
 	})

@@ -198,6 +198,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /completion", s.observed(s.handleLlamaCompletion))
 	mux.HandleFunc("POST /infill", s.observed(s.handleInfill))
 	mux.HandleFunc("POST /v1/embeddings", s.handleEmbeddings)
+	mux.HandleFunc("POST /embedding", s.handleLlamaEmbedding)
+	mux.HandleFunc("POST /embeddings", s.handleLlamaEmbedding)
 	for _, p := range []string{"/v1/rerank", "/rerank", "/v1/reranking", "/reranking"} { // llama-server's names
 		mux.HandleFunc("POST "+p, s.handleRerank)
 	}
