@@ -31,6 +31,7 @@ var benchShapes = []struct {
 	{"bge-base", encodertest.Spec{Arch: "bert", Embd: 768, Layers: 12, Heads: 12, FF: 3072, Context: 512}},
 	{"nomic-embed", encodertest.Spec{Arch: "nomic-bert", Embd: 768, Layers: 12, Heads: 12, FF: 3072, Context: 2048}},
 	{"jina-base", encodertest.Spec{Arch: "jina-bert-v2", Embd: 768, Layers: 12, Heads: 12, FF: 3072, Context: 8192}},
+	{"nomic-moe", encodertest.Spec{Arch: "nomic-bert-moe", Embd: 768, Layers: 12, Heads: 12, FF: 3072, Context: 512, Experts: 8, ExpertsUsed: 2}},
 }
 
 func benchIDs(n int) []uint32 {
@@ -74,7 +75,8 @@ func BenchmarkHidden(b *testing.B) {
 
 // BenchmarkEncoderVsLlamaCpp is make bench-encoder: llama.cpp's llama-bench
 // (-embd 1) and this encoder on the same files (MiniLM-L6, bge-base,
-// nomic-embed and jina-embeddings-v2-base shapes, random F16), the same
+// nomic-embed, jina-embeddings-v2-base and nomic-embed-text-v2-moe
+// shapes, random F16), the same
 // thread count and input lengths, in one run; it prints tokens per second
 // and our/llama.cpp ratios. It needs MESHNODE_BENCH_ENGINE=1 and llama.cpp
 // in $LLAMACPP (default ~/.cache/llamacpp-ref). BENCH_THREADS sets the

@@ -13,7 +13,11 @@ var ErrInvalid = errors.New("encoder: invalid model")
 
 // Supports reports whether arch is an architecture this package runs.
 func Supports(arch string) bool {
-	return arch == "bert" || arch == "nomic-bert" || arch == "jina-bert-v2"
+	switch arch {
+	case "bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2":
+		return true
+	}
+	return false
 }
 
 // FFN is an encoder's feed-forward activation.
@@ -41,6 +45,12 @@ type Config struct {
 	// ALiBi is jina-bert-v2's maximum ALiBi bias (8, as llama.cpp fixes
 	// it), its only position signal; 0 for the others.
 	ALiBi float32
+	// nomic-bert-moe's mixture of experts: every MoEEvery-th layer (those
+	// whose index is 1 modulo it; 0: none) routes each token to
+	// ExpertsUsed of Experts GELU experts, a softmax over all of them
+	// weighting the chosen (not renormalised), as llama.cpp's
+	// build_moe_ffn does for it.
+	Experts, ExpertsUsed, MoEEvery int
 	// Classes is how many scores a reranker's classification head makes
 	// (llama.cpp's n_cls_out); 0 where the file has no head.
 	Classes int
@@ -57,11 +67,15 @@ type Config struct {
 // that a hostile header cannot make Load allocate from it.
 const maxDim = 1 << 20
 
+// maxExperts bounds a mixture's experts (nomic-embed-text-v2-moe has 8),
+// as llama.cpp's LLAMA_MAX_EXPERTS does.
+const maxExperts = 1024
+
 // ParseConfig reads an encoder's configuration.
 func ParseConfig(md *gguf.Metadata) (Config, error) {
 	arch, _ := md.String("general.architecture")
 	if !Supports(arch) {
-		return Config{}, fmt.Errorf("%w: architecture %q is not an encoder (bert, nomic-bert, jina-bert-v2)", ErrInvalid, arch)
+		return Config{}, fmt.Errorf("%w: architecture %q is not an encoder (bert, nomic-bert, nomic-bert-moe, jina-bert-v2)", ErrInvalid, arch)
 	}
 	c := Config{Arch: arch}
 	switch arch {
@@ -118,7 +132,23 @@ func ParseConfig(md *gguf.Metadata) (Config, error) {
 		}
 		c.TokenTypes = int(n)
 	}
-	if arch == "nomic-bert" {
+	if arch == "nomic-bert-moe" {
+		if err := get("moe_every_n_layers", &c.MoEEvery, false); err != nil {
+			return Config{}, err
+		}
+		if c.MoEEvery > 0 {
+			if err := get("expert_count", &c.Experts, true); err != nil {
+				return Config{}, err
+			}
+			if err := get("expert_used_count", &c.ExpertsUsed, true); err != nil {
+				return Config{}, err
+			}
+			if c.Experts > maxExperts || c.ExpertsUsed > c.Experts {
+				return Config{}, fmt.Errorf("%w: %d of %d experts used (at most %d experts)", ErrInvalid, c.ExpertsUsed, c.Experts, maxExperts)
+			}
+		}
+	}
+	if arch == "nomic-bert" || arch == "nomic-bert-moe" {
 		c.RoPEBase = 10000
 		if b, ok := md.Float32(arch + ".rope.freq_base"); ok {
 			if !(b > 1) || b > 1e9 {

@@ -69,29 +69,23 @@ func (ld *loader) firstRow(name string, n, rows int) (backend.Weight, error) {
 	return w, nil
 }
 
+// spec is a weight of a block: where it goes, its name after
+// "blk.N.", its shape, and whether the file must have it.
+type spec struct {
+	dst        *backend.Weight
+	name       string
+	rows, cols int
+	required   bool
+}
+
 // layer loads block i.
 func (ld *loader) layer(ly *layer, i int, c Config) error {
 	name := func(s string) string { return fmt.Sprintf("blk.%d.%s", i, s) }
 	e := c.Embd
-	var err error
-	type spec struct {
-		dst        *backend.Weight
-		name       string
-		rows, cols int
-		required   bool
-	}
 	mats := []spec{
 		{&ly.o, "attn_output.weight", e, e, true},
 		{&ly.ob, "attn_output.bias", 1, e, false},
 	}
-	if c.FusedGate {
-		if err := ld.fusedGate(ly, name("ffn_up"), c); err != nil {
-			return err
-		}
-	} else {
-		mats = append(mats, spec{&ly.up, "ffn_up.weight", c.FF, e, true}, spec{&ly.upb, "ffn_up.bias", 1, c.FF, false})
-	}
-	mats = append(mats, spec{&ly.down, "ffn_down.weight", e, c.FF, true}, spec{&ly.downb, "ffn_down.bias", 1, e, false})
 	if c.FusedQKV {
 		mats = append(mats, spec{&ly.qkv, "attn_qkv.weight", 3 * e, e, true}, spec{&ly.qkvb, "attn_qkv.bias", 1, 3 * e, false})
 	} else {
@@ -102,6 +96,17 @@ func (ld *loader) layer(ly *layer, i int, c Config) error {
 			mats = append(mats, spec{p.w, p.name + ".weight", e, e, true}, spec{p.b, p.name + ".bias", 1, e, false})
 		}
 	}
+	if c.MoEEvery > 0 && i%c.MoEEvery == 1 {
+		return ld.moeLayer(ly, i, c, mats)
+	}
+	if c.FusedGate {
+		if err := ld.fusedGate(ly, name("ffn_up"), c); err != nil {
+			return err
+		}
+	} else {
+		mats = append(mats, spec{&ly.up, "ffn_up.weight", c.FF, e, true}, spec{&ly.upb, "ffn_up.bias", 1, c.FF, false})
+	}
+	mats = append(mats, spec{&ly.down, "ffn_down.weight", e, c.FF, true}, spec{&ly.downb, "ffn_down.bias", 1, e, false})
 	if c.FFN == SwiGLU || c.FFN == GEGLU && !c.FusedGate {
 		mats = append(mats, spec{&ly.gate, "ffn_gate.weight", c.FF, e, true})
 	} else if _, ok := ld.f.Tensor(name("ffn_gate.weight")); ok {
@@ -109,21 +114,11 @@ func (ld *loader) layer(ly *layer, i int, c Config) error {
 		// leave unused means the file is not what blk.0 says.
 		return fmt.Errorf("%w: blk.%d has a gate (ffn_gate.weight) where blk.0 has none", ErrInvalid, i)
 	}
-	for _, m := range mats {
-		if *m.dst, err = ld.weight(name(m.name), m.rows, m.cols, m.required); err != nil {
-			return err
-		}
+	if err := ld.weights(i, mats); err != nil {
+		return err
 	}
-	for _, v := range []struct {
-		dst  *[]float32
-		name string
-	}{
-		{&ly.attnNormW, "attn_output_norm.weight"}, {&ly.attnNormB, "attn_output_norm.bias"},
-		{&ly.outNormW, "layer_output_norm.weight"}, {&ly.outNormB, "layer_output_norm.bias"},
-	} {
-		if *v.dst, err = ld.floats(name(v.name), e); err != nil {
-			return err
-		}
+	if err := ld.norms(ly, i, e); err != nil {
+		return err
 	}
 	if c.Arch == "jina-bert-v2" {
 		// Layer norms of the queries and the keys (jina-embeddings-v2-code),
@@ -132,12 +127,78 @@ func (ld *loader) layer(ly *layer, i int, c Config) error {
 			w, b *[]float32
 			name string
 		}{{&ly.qNormW, &ly.qNormB, "attn_q_norm"}, {&ly.kNormW, &ly.kNormB, "attn_k_norm"}, {&ly.norm2W, &ly.norm2B, "attn_norm_2"}} {
+			var err error
 			if *v.w, *v.b, err = ld.optionalNorm(name(v.name), e); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// weights loads block i's matrices and vectors.
+func (ld *loader) weights(i int, mats []spec) error {
+	for _, m := range mats {
+		var err error
+		if *m.dst, err = ld.weight(fmt.Sprintf("blk.%d.%s", i, m.name), m.rows, m.cols, m.required); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// norms loads block i's two layer norms, after attention and at its end.
+func (ld *loader) norms(ly *layer, i, e int) error {
+	for _, v := range []struct {
+		dst  *[]float32
+		name string
+	}{
+		{&ly.attnNormW, "attn_output_norm.weight"}, {&ly.attnNormB, "attn_output_norm.bias"},
+		{&ly.outNormW, "layer_output_norm.weight"}, {&ly.outNormB, "layer_output_norm.bias"},
+	} {
+		var err error
+		if *v.dst, err = ld.floats(fmt.Sprintf("blk.%d.%s", i, v.name), e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// moeLayer loads nomic-bert-moe's block i, whose feed-forward is a
+// mixture of experts: the router (ffn_gate_inp, Experts rows) and each
+// expert's up and down matrices, views of the file's 3-D tensors
+// (ffn_up_exps: Experts × FF × Embd; ffn_down_exps: Experts × Embd ×
+// FF), with the attention's matrices mats.
+func (ld *loader) moeLayer(ly *layer, i int, c Config, mats []spec) error {
+	mats = append(mats, spec{&ly.router, "ffn_gate_inp.weight", c.Experts, c.Embd, true})
+	if err := ld.weights(i, mats); err != nil {
+		return err
+	}
+	var err error
+	if ly.upExps, err = ld.experts(fmt.Sprintf("blk.%d.ffn_up_exps.weight", i), c.Experts, c.FF, c.Embd); err != nil {
+		return err
+	}
+	if ly.downExps, err = ld.experts(fmt.Sprintf("blk.%d.ffn_down_exps.weight", i), c.Experts, c.Embd, c.FF); err != nil {
+		return err
+	}
+	return ld.norms(ly, i, c.Embd)
+}
+
+// experts loads a 3-D tensor of n experts' rows × cols matrices (ne =
+// {cols, rows, n}) as a weight per expert over its bytes.
+func (ld *loader) experts(name string, n, rows, cols int) ([]backend.Weight, error) {
+	t, b, _, err := ld.lookup(name, true, cols, rows, n)
+	if err != nil {
+		return nil, err
+	}
+	size := rows * int(t.RowSize())
+	out := make([]backend.Weight, n)
+	for x := range out {
+		if out[x], err = ld.be.Weight(t.Type, rows, cols, b[x*size:(x+1)*size]); err != nil {
+			return nil, fmt.Errorf("%w: tensor %s (%s): %w", ErrInvalid, name, t.Type, err)
+		}
+	}
+	return out, nil
 }
 
 // optionalNorm reads an optional layer norm's weight and bias (a bias of

@@ -27,6 +27,7 @@ type Model struct {
 	layers []layer
 	rope   *backend.RoPE
 	att    backend.FullAttender // be's attention without a cache
+	moe    backend.MoE          // be's mixture of experts, for nomic-bert-moe
 	// The classification head a reranker has (llama.cpp's cls, cls_b,
 	// cls_out, cls_out_b): nil where the file has none. cls has clsRows
 	// outputs.
@@ -44,6 +45,10 @@ type layer struct {
 	// jina-bert-v2's optional norms: of the queries, of the keys, and a
 	// second after attention; nil where the file has none.
 	qNormW, qNormB, kNormW, kNormB, norm2W, norm2B []float32
+	// nomic-bert-moe's mixture of experts, in place of up and down: the
+	// router and each expert's matrices; nil in a dense layer.
+	router           backend.Weight
+	upExps, downExps []backend.Weight
 }
 
 // Load reads an encoder from f onto be, whose kernels it runs on. The
@@ -60,6 +65,11 @@ func Load(f *gguf.File, be backend.Backend) (*Model, error) {
 	}
 	ld := &loader{f: f, be: be}
 	m := &Model{cfg: cfg, be: be, att: att}
+	if cfg.MoEEvery > 0 {
+		if m.moe, ok = be.(backend.MoE); !ok {
+			return nil, fmt.Errorf("%w: the %s backend runs no mixture of experts (backend.MoE), which %s needs", ErrInvalid, be.Name(), cfg.Arch)
+		}
+	}
 	t, ok := f.Tensor("token_embd.weight")
 	if !ok || len(t.Dims) < 2 || t.Dims[0] != int64(cfg.Embd) || t.Dims[1] < 1 || t.Dims[1] > maxDim {
 		return nil, fmt.Errorf("%w: token_embd.weight is missing or not %d wide", ErrInvalid, cfg.Embd)
@@ -167,6 +177,10 @@ func (m *Model) Hidden(ctx context.Context, ids []uint32) ([]float32, error) {
 		// GELU is a GLU whose up is 1: ggml's gelu, table and all.
 		be.Write(gate, slices.Repeat([]float32{1}, n*c.FF))
 	}
+	var moe *moeScratch
+	if m.moe != nil {
+		moe = newMoEScratch(be, c, n)
+	}
 	var hq, hk, hv, all []float32
 	if c.FusedQKV {
 		hq, hk, hv = make([]float32, n*c.Embd), make([]float32, n*c.Embd), make([]float32, n*c.Embd)
@@ -228,6 +242,12 @@ func (m *Model) Hidden(ctx context.Context, ids []uint32) ([]float32, error) {
 		}
 		// cur is the feed-forward's input, added back after it.
 
+		if ly.router != nil {
+			m.mixture(moe, ly, x, cur)
+			be.Add(x, cur)
+			normOn(be, x, host, c.Embd, ly.outNormW, ly.outNormB, c.NormEps)
+			continue
+		}
 		be.MatMul(up, ly.up, cur)
 		if ly.upb != nil {
 			be.AddBias(up, ly.upb)
@@ -254,6 +274,38 @@ func (m *Model) Hidden(ctx context.Context, ids []uint32) ([]float32, error) {
 		normOn(be, x, host, c.Embd, ly.outNormW, ly.outNormB, c.NormEps)
 	}
 	return host, nil
+}
+
+// moeScratch is a pass's memory for nomic-bert-moe's mixture of experts:
+// router scores, each token's chosen experts and their weights, and the
+// chosen experts' activations, a row per (token, rank).
+type moeScratch struct {
+	logits, sel, w backend.Tensor
+	up, ones, y    backend.Tensor
+}
+
+func newMoEScratch(be backend.Backend, c Config, n int) *moeScratch {
+	k := c.ExpertsUsed
+	ms := &moeScratch{
+		logits: be.NewTensor(n, c.Experts), sel: be.NewTensor(n, k), w: be.NewTensor(n, k),
+		up: be.NewTensor(n*k, c.FF), ones: be.NewTensor(n*k, c.FF), y: be.NewTensor(n*k, c.Embd),
+	}
+	be.Write(ms.ones, slices.Repeat([]float32{1}, n*k*c.FF)) // GELU as a GLU whose up is 1
+	return ms
+}
+
+// mixture sets dst to the mixture of experts' output for x, as
+// llama.cpp's build_moe_ffn computes it for nomic-bert-moe: the router's
+// softmax over all experts, the ExpertsUsed most probable weighted by
+// their probabilities (not renormalised), each a GELU feed-forward
+// without biases, their weighted outputs summed best first.
+func (m *Model) mixture(ms *moeScratch, ly *layer, dst, x backend.Tensor) {
+	m.be.MatMul(ms.logits, ly.router, x)
+	m.moe.MoERoute(ms.sel, ms.w, ms.logits, backend.GateSoftmax)
+	m.moe.MoEMatMul(ms.up, ly.upExps, nil, x, ms.sel)
+	m.be.GLU(ms.up, ms.up, ms.ones, backend.GELUTanh)
+	m.moe.MoEMatMul(ms.y, ly.downExps, nil, ms.up, ms.sel)
+	m.moe.MoESum(dst, ms.y, ms.sel, ms.w, nil)
 }
 
 // normOn layer-normalises t on the host, through host (t's size), which

@@ -54,6 +54,7 @@ func TestLoadRefusesMalformed(t *testing.T) {
 	bases := map[string]func() ([]byte, error){
 		"":     func() ([]byte, error) { return encodertest.Fixture("bert") },
 		"jina": encodertest.Jina, "jina-reranker": encodertest.JinaReranker,
+		"moe": func() ([]byte, error) { return encodertest.Fixture("nomic-bert-moe") },
 	}
 	for _, tc := range []struct {
 		name string
@@ -72,6 +73,10 @@ func TestLoadRefusesMalformed(t *testing.T) {
 		{"jina without token types", nil, "token_types.weight", "needs token type embeddings", "jina"},
 		{"a norm's bias alone", nil, "blk.1.attn_k_norm.weight", "blk.1.attn_k_norm.bias without its weight", "jina"},
 		{"a gate in some layers", nil, "blk.0.ffn_gate.weight", "blk.1 has a gate (ffn_gate.weight) where blk.0 has none", "jina"},
+		{"more experts used than there are", map[string]any{"nomic-bert-moe.expert_used_count": uint32(5)}, "", "5 of 4 experts used", "moe"},
+		{"no expert count", nil, "nomic-bert-moe.expert_count", "expert_count is missing", "moe"},
+		{"no experts", nil, "blk.1.ffn_down_exps.weight", "blk.1.ffn_down_exps.weight is missing", "moe"},
+		{"fewer experts than counted", map[string]any{"nomic-bert-moe.expert_count": uint32(8)}, "", "blk.1.ffn_gate_inp.weight has shape", "moe"},
 		{"up neither FF nor 2·FF", map[string]any{"jina-bert-v2.feed_forward_length": uint32(40)}, "", "blk.0.ffn_up.weight has shape", "jina-reranker"},
 	} {
 		raw, err := bases[tc.base]()
@@ -108,10 +113,13 @@ func TestLoadRefusesMalformed(t *testing.T) {
 // options.
 func FuzzLoad(f *testing.F) {
 	for _, sp := range []encodertest.Spec{
-		{Arch: "bert"}, {Arch: "nomic-bert"}, {Arch: "bert", Reranker: true},
+		{Arch: "bert"}, {Arch: "nomic-bert"}, {Arch: "nomic-bert-moe"}, {Arch: "bert", Reranker: true},
 		{Arch: "jina-bert-v2", Norms: true}, {Arch: "jina-bert-v2", FusedGate: true, Reranker: true},
 	} {
 		sp.Embd, sp.Layers, sp.Heads, sp.FF, sp.Context = 8, 1, 2, 8, 8
+		if sp.Arch == "nomic-bert-moe" {
+			sp.Layers = 2 // its second layer is the mixture
+		}
 		b, err := encodertest.Build(sp)
 		if err != nil {
 			f.Fatal(err)

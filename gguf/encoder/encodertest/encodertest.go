@@ -1,10 +1,12 @@
 // Package encodertest builds the random-weight encoders (bert,
-// nomic-bert and jina-bert-v2, with a small WordPiece vocabulary) that
-// the encoder's, the engine's and the node's tests load, and whose hidden
-// states llama.cpp gave for the goldens in gguf/encoder/testdata.
+// nomic-bert, nomic-bert-moe and jina-bert-v2, with a small WordPiece
+// vocabulary) that the encoder's, the engine's and the node's tests load,
+// and whose hidden states llama.cpp gave for the goldens in
+// gguf/encoder/testdata.
 package encodertest
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -23,7 +25,7 @@ const (
 
 // Spec shapes a fixture Build writes.
 type Spec struct {
-	Arch                             string // "bert", "nomic-bert" or "jina-bert-v2"
+	Arch                             string // "bert", "nomic-bert", "nomic-bert-moe" or "jina-bert-v2"
 	Embd, Layers, Heads, FF, Context int
 	// Pooling is the file's pooling_type; 0 writes mean's (1).
 	Pooling uint32
@@ -35,6 +37,10 @@ type Spec struct {
 	// half (2·FF rows) rather than an ffn_gate of its own; Norms adds the
 	// optional layer norms (attn_q_norm, attn_k_norm, attn_norm_2).
 	FusedGate, Norms bool
+	// nomic-bert-moe's mixture, in every second layer (the odd ones):
+	// Experts experts (4 where 0), ExpertsUsed of them per token (2
+	// where 0).
+	Experts, ExpertsUsed int
 	// Tokenizer, when set, is a vocabulary file's metadata whose
 	// tokenizer.* keys the fixture takes instead of Vocab's (an XLM-R
 	// vocabulary for a bge-m3-shaped encoder); the token embeddings get a
@@ -62,8 +68,8 @@ func Vocab() (tokens []string, types []int32) {
 	return tokens, types
 }
 
-// Fixture builds the random-weight encoder of arch ("bert" or
-// "nomic-bert") the goldens were made from: Build at the fixtures' shape.
+// Fixture builds the random-weight encoder of arch (any Build takes) the
+// goldens were made from: Build at the fixtures' shape.
 func Fixture(arch string) ([]byte, error) {
 	return Build(Spec{Arch: arch, Embd: Embd, Layers: Layers, Heads: Heads, FF: FF, Context: Context})
 }
@@ -95,8 +101,15 @@ func Build(sp Spec) ([]byte, error) {
 		sp.Pooling = 4
 	}
 	set(arch+".pooling_type", max(sp.Pooling, 1))
-	if arch == "nomic-bert" {
+	moe := arch == "nomic-bert-moe"
+	if arch == "nomic-bert" || moe {
 		set(arch+".rope.freq_base", float32(1000))
+	}
+	if moe {
+		sp.Experts, sp.ExpertsUsed = cmp.Or(sp.Experts, 4), cmp.Or(sp.ExpertsUsed, 2)
+		set(arch+".expert_count", uint32(sp.Experts))
+		set(arch+".expert_used_count", uint32(sp.ExpertsUsed))
+		set(arch+".moe_every_n_layers", uint32(2))
 	}
 	if sp.Tokenizer != nil {
 		n, _ := sp.Tokenizer.ArrayLen("tokenizer.ggml.tokens")
@@ -158,8 +171,11 @@ func Build(sp Spec) ([]byte, error) {
 	f32("token_embd_norm.bias", normal(sp.Embd, 0, 0.1), e)
 	for l := range sp.Layers {
 		p := func(s string) string { return fmt.Sprintf("blk.%d.%s", l, s) }
-		if arch == "nomic-bert" {
+		if arch == "nomic-bert" || moe {
 			f16(p("attn_qkv.weight"), normal(3*sp.Embd*sp.Embd, 0, sd), e, 3*e)
+			if moe {
+				f32(p("attn_qkv.bias"), normal(3*sp.Embd, 0, 0.1), 3*e)
+			}
 		} else {
 			for _, m := range []string{"attn_q", "attn_k", "attn_v"} {
 				f16(p(m+".weight"), normal(sp.Embd*sp.Embd, 0, sd), e, e)
@@ -170,25 +186,32 @@ func Build(sp Spec) ([]byte, error) {
 		f32(p("attn_output.bias"), normal(sp.Embd, 0, 0.1), e)
 		f32(p("attn_output_norm.weight"), normal(sp.Embd, 1, 0.1), e)
 		f32(p("attn_output_norm.bias"), normal(sp.Embd, 0, 0.1), e)
-		up := int64(sp.FF)
-		if sp.FusedGate {
-			up *= 2
-		}
-		f16(p("ffn_up.weight"), normal(int(up)*sp.Embd, 0, sd), e, up)
-		if arch == "nomic-bert" || arch == "jina-bert-v2" && !sp.FusedGate {
-			f16(p("ffn_gate.weight"), normal(sp.FF*sp.Embd, 0, sd), e, int64(sp.FF))
-		}
-		if arch != "nomic-bert" {
-			f32(p("ffn_up.bias"), normal(int(up), 0, 0.1), up)
-			f32(p("ffn_down.bias"), normal(sp.Embd, 0, 0.1), e)
-		}
-		if sp.Norms {
-			for _, n := range []string{"attn_q_norm", "attn_k_norm", "attn_norm_2"} {
-				f32(p(n+".weight"), normal(sp.Embd, 1, 0.1), e)
-				f32(p(n+".bias"), normal(sp.Embd, 0, 0.1), e)
+		if moe && l%2 == 1 {
+			x, ff := int64(sp.Experts), int64(sp.FF)
+			f32(p("ffn_gate_inp.weight"), normal(sp.Experts*sp.Embd, 0, sd), e, x)
+			f16(p("ffn_up_exps.weight"), normal(sp.Experts*sp.FF*sp.Embd, 0, sd), e, ff, x)
+			f16(p("ffn_down_exps.weight"), normal(sp.Experts*sp.Embd*sp.FF, 0, 1/math.Sqrt(float64(sp.FF))), ff, e, x)
+		} else {
+			up := int64(sp.FF)
+			if sp.FusedGate {
+				up *= 2
 			}
+			f16(p("ffn_up.weight"), normal(int(up)*sp.Embd, 0, sd), e, up)
+			if arch == "nomic-bert" || arch == "jina-bert-v2" && !sp.FusedGate {
+				f16(p("ffn_gate.weight"), normal(sp.FF*sp.Embd, 0, sd), e, int64(sp.FF))
+			}
+			if arch != "nomic-bert" {
+				f32(p("ffn_up.bias"), normal(int(up), 0, 0.1), up)
+				f32(p("ffn_down.bias"), normal(sp.Embd, 0, 0.1), e)
+			}
+			if sp.Norms {
+				for _, n := range []string{"attn_q_norm", "attn_k_norm", "attn_norm_2"} {
+					f32(p(n+".weight"), normal(sp.Embd, 1, 0.1), e)
+					f32(p(n+".bias"), normal(sp.Embd, 0, 0.1), e)
+				}
+			}
+			f16(p("ffn_down.weight"), normal(sp.Embd*sp.FF, 0, 1/math.Sqrt(float64(sp.FF))), int64(sp.FF), e)
 		}
-		f16(p("ffn_down.weight"), normal(sp.Embd*sp.FF, 0, 1/math.Sqrt(float64(sp.FF))), int64(sp.FF), e)
 		f32(p("layer_output_norm.weight"), normal(sp.Embd, 1, 0.1), e)
 		f32(p("layer_output_norm.bias"), normal(sp.Embd, 0, 0.1), e)
 	}
