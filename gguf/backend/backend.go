@@ -102,15 +102,25 @@ const (
 
 // FullAttender is implemented by a backend that attends without a cache
 // or a causal mask, as an encoder does (package encoder): every row of q
-// over every row of k and v, heads side by side in each row (heads·d
-// wide, q, k and v alike), softmax(scale · q·k + bias) weighting v, into
-// dst. dst must not alias q, k or v.
-//
-// The bias is 0 where maxBias is 0. Otherwise it is ALiBi's, as ggml's
-// soft_max_ext adds it: head h's slope (ALiBiSlope) times −|i − j| for
-// query row i and key row j, added to the scaled score.
+// over the rows of k and v its FullAttention lets it see, heads side by
+// side in each row (heads·d wide, q, k and v alike), softmax(scale · q·k
+// + bias) weighting v, into dst. dst must not alias q, k or v.
 type FullAttender interface {
-	AttendFull(dst, q, k, v Tensor, heads int, scale, maxBias float32)
+	AttendFull(dst, q, k, v Tensor, a *FullAttention)
+}
+
+// FullAttention is how a FullAttender attends.
+type FullAttention struct {
+	Heads int
+	Scale float32
+	// MaxALiBi, where it is not 0, adds ALiBi's bias as ggml's
+	// soft_max_ext adds it: head h's slope (ALiBiSlope) times −|i − j| for
+	// query row i and key row j, added to the scaled score.
+	MaxALiBi float32
+	// Window, where it is not 0, masks the key rows more than Window/2
+	// from the query row (llama.cpp's symmetric sliding window, as
+	// ModernBERT's local layers attend).
+	Window int
 }
 
 // ALiBiSlope is head h's ALiBi slope of heads heads for a maximum bias of

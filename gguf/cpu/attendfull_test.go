@@ -8,19 +8,25 @@ import (
 	"github.com/meshnode/meshnode/gguf/backend"
 )
 
-// TestAttendFull: an encoder's attention (every row over every row, no
-// cache, no causal mask) is the textbook softmax(scale·q·k + bias)·v
-// computed in float64, within 1e-5 of each output's scale, for one to 70
-// rows and one to six heads, without a bias and with ALiBi's (the
-// paper's slopes: 2^(−8(h+1)/n) for the first n heads, n the largest power
-// of two in the count, then 2^(−4(2(h−n)+1)/n)), on one and two threads;
-// the same bits on either.
+// TestAttendFull: an encoder's attention (every row over the rows it
+// sees, no cache, no causal mask) is the textbook softmax(scale·q·k +
+// bias)·v computed in float64, within 1e-5 of each output's scale, for
+// one to 300 rows (past a block of query rows) and one to twelve heads:
+// without a bias, with ALiBi's (the paper's slopes: 2^(−8(h+1)/n) for the
+// first n heads, n the largest power of two in the count, then
+// 2^(−4(2(h−n)+1)/n)), and within a symmetric window (keys more than half
+// of it away left out), on one and two threads; the same bits on either.
 func TestAttendFull(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, tc := range []struct {
 		n, heads, d int
 		maxBias     float32
-	}{{1, 1, 8, 0}, {5, 2, 16, 0}, {33, 4, 8, 0}, {70, 6, 24, 0}, {9, 1, 8, 8}, {33, 4, 8, 8}, {70, 6, 24, 8}, {40, 12, 8, 8}} {
+		window      int
+	}{
+		{1, 1, 8, 0, 0}, {5, 2, 16, 0, 0}, {33, 4, 8, 0, 0}, {70, 6, 24, 0, 0}, {300, 2, 8, 0, 0},
+		{9, 1, 8, 8, 0}, {33, 4, 8, 8, 0}, {70, 6, 24, 8, 0}, {40, 12, 8, 8, 0}, {200, 3, 8, 8, 0},
+		{33, 2, 8, 0, 8}, {300, 2, 16, 0, 64}, {150, 2, 8, 8, 129}, {5, 1, 8, 0, 4},
+	} {
 		w := tc.heads * tc.d
 		rnd := func() []float32 {
 			v := make([]float32, tc.n*w)
@@ -39,7 +45,7 @@ func TestAttendFull(t *testing.T) {
 			b.Write(tk, k)
 			b.Write(tv, v)
 			var fa backend.FullAttender = b
-			fa.AttendFull(out, tq, tk, tv, tc.heads, scale, tc.maxBias)
+			fa.AttendFull(out, tq, tk, tv, &backend.FullAttention{Heads: tc.heads, Scale: scale, MaxALiBi: tc.maxBias, Window: tc.window})
 			got := make([]float32, tc.n*w)
 			b.Read(got, out)
 			b.Close()
@@ -64,6 +70,9 @@ func TestAttendFull(t *testing.T) {
 							p[j] += float64(q[i*w+h*tc.d+x]) * float64(k[j*w+h*tc.d+x])
 						}
 						p[j] = p[j]*float64(scale) - slope*math.Abs(float64(i-j))
+						if tc.window > 0 && abs(i-j) > tc.window/2 {
+							p[j] = math.Inf(-1) // llama.cpp's is_masked_swa, symmetric
+						}
 						top = max(top, p[j])
 					}
 					for j := range p {

@@ -229,7 +229,7 @@ func (m *Model) Hidden(ctx context.Context, ids []uint32) ([]float32, error) {
 			be.RoPE(q, c.HeadDim, 0, m.rope)
 			be.RoPE(k, c.HeadDim, 0, m.rope)
 		}
-		m.att.AttendFull(att, q, k, v, c.Heads, scale, c.ALiBi)
+		m.att.AttendFull(att, q, k, v, &backend.FullAttention{Heads: c.Heads, Scale: scale, MaxALiBi: c.ALiBi})
 		be.MatMul(cur, ly.o, att)
 		if ly.ob != nil {
 			be.AddBias(cur, ly.ob)
