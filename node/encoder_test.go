@@ -107,13 +107,14 @@ func referenceEncoderEmbedding(t *testing.T, path string, ids []uint32) []float6
 }
 
 // TestEncoderServed: a BERT-family encoder (bert, nomic-bert,
-// nomic-bert-moe and jina-bert-v2) is served as an embedding model: /v1/embeddings and Ollama's /api/embed
+// nomic-bert-moe, jina-bert-v2 and modern-bert) is served as an embedding
+// model: /v1/embeddings and Ollama's /api/embed
 // answer the reference's vectors for its WordPiece tokens; /api/show
 // says it embeds and nothing else; /v1/models lists it; /tokenize lends
 // its tokenizer; a generation of any kind is refused naming it as an
 // embedding model.
 func TestEncoderServed(t *testing.T) {
-	for _, arch := range []string{"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2"} {
+	for _, arch := range []string{"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "modern-bert"} {
 		t.Run(arch, func(t *testing.T) {
 			path, name := encoderFixture(t, arch)
 			n, _ := startNode(t, Config{Models: []string{path}})
@@ -244,10 +245,12 @@ func TestEncoderServed(t *testing.T) {
 }
 
 // TestRerankerServed: cross-encoders (the bert fixture with a
-// classification head, and the jina-reranker-v1-shaped jina-bert-v2
-// fixture, pooling rank) answer /v1/rerank with llama.cpp's scores for the
-// query and documents of gguf/encoder's goldens, each pair joined as
-// llama-server joins them ([CLS] query [SEP] document: the goldens' ids),
+// classification head, the jina-reranker-v1-shaped jina-bert-v2 fixture,
+// and the modern-bert one with a BPE vocabulary; pooling rank) answer
+// /v1/rerank with llama.cpp's scores for the query and documents of
+// gguf/encoder's goldens, each pair joined as llama-server joins them
+// ([CLS] query [SEP] document, or BPE's BOS query EOS SEP document EOS:
+// the goldens' ids),
 // best first; a reranker makes no embeddings and generates nothing,
 // saying it is a reranker; an embedding model is no reranker.
 func TestRerankerServed(t *testing.T) {
@@ -258,6 +261,7 @@ func TestRerankerServed(t *testing.T) {
 	rerankers := []reranker{
 		{"reranker", "llama-rerank.json", encodertest.Reranker},
 		{"jina-reranker", "llama-rerank-jina.json", encodertest.JinaReranker},
+		{"modern-reranker", "llama-rerank-modern.json", func() ([]byte, error) { return encodertest.Modern(testVocabFile(t, "gpt-2"), true) }},
 	}
 	embPath, embName := encoderFixture(t, "bert")
 	paths := []string{embPath}

@@ -32,6 +32,7 @@ var benchShapes = []struct {
 	{"nomic-embed", encodertest.Spec{Arch: "nomic-bert", Embd: 768, Layers: 12, Heads: 12, FF: 3072, Context: 2048}},
 	{"jina-base", encodertest.Spec{Arch: "jina-bert-v2", Embd: 768, Layers: 12, Heads: 12, FF: 3072, Context: 8192}},
 	{"nomic-moe", encodertest.Spec{Arch: "nomic-bert-moe", Embd: 768, Layers: 12, Heads: 12, FF: 3072, Context: 512, Experts: 8, ExpertsUsed: 2}},
+	{"modernbert-base", encodertest.Spec{Arch: "modern-bert", Embd: 768, Layers: 22, Heads: 12, FF: 1152, Context: 8192, Window: 128}},
 }
 
 func benchIDs(n int) []uint32 {
@@ -75,8 +76,8 @@ func BenchmarkHidden(b *testing.B) {
 
 // BenchmarkEncoderVsLlamaCpp is make bench-encoder: llama.cpp's llama-bench
 // (-embd 1) and this encoder on the same files (MiniLM-L6, bge-base,
-// nomic-embed, jina-embeddings-v2-base and nomic-embed-text-v2-moe
-// shapes, random F16), the same
+// nomic-embed, jina-embeddings-v2-base, nomic-embed-text-v2-moe and
+// ModernBERT-base shapes, random F16), the same
 // thread count and input lengths, in one run; it prints tokens per second
 // and our/llama.cpp ratios. It needs MESHNODE_BENCH_ENGINE=1 and llama.cpp
 // in $LLAMACPP (default ~/.cache/llamacpp-ref). BENCH_THREADS sets the

@@ -14,7 +14,7 @@ var ErrInvalid = errors.New("encoder: invalid model")
 // Supports reports whether arch is an architecture this package runs.
 func Supports(arch string) bool {
 	switch arch {
-	case "bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2":
+	case "bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "modern-bert":
 		return true
 	}
 	return false
@@ -57,9 +57,20 @@ type Config struct {
 	FFN     FFN
 	// Positions: bert's learned position embeddings (nomic-bert rotates,
 	// jina-bert-v2 biases its attention); FusedQKV: one attn_qkv matrix;
-	// FusedGate: jina-bert-v2's gate as up's first half, ggml_geglu's
-	// split (both the file says, not the arch).
+	// FusedGate: the gate as up's first half, ggml_geglu's split
+	// (jina-bert-v2's where the file has it so; always modern-bert's).
 	Positions, FusedQKV, FusedGate bool
+	// PreNorm: modern-bert's layers, which norm their input before
+	// attention and before the feed-forward (the first layer's attention
+	// norm optional), with a norm of the output after the last, where the
+	// others norm each sum after it.
+	PreNorm bool
+	// Window is modern-bert's local attention: its sliding-window layers
+	// see the keys within Window/2 of each token, and rotate by
+	// RoPEBaseSWA; every WindowEvery-th layer from the first attends
+	// globally. 0: every layer is global.
+	Window, WindowEvery int
+	RoPEBaseSWA         float32
 }
 
 // maxDim bounds every dimension a file may declare, far past any
@@ -75,7 +86,7 @@ const maxExperts = 1024
 func ParseConfig(md *gguf.Metadata) (Config, error) {
 	arch, _ := md.String("general.architecture")
 	if !Supports(arch) {
-		return Config{}, fmt.Errorf("%w: architecture %q is not an encoder (bert, nomic-bert, nomic-bert-moe, jina-bert-v2)", ErrInvalid, arch)
+		return Config{}, fmt.Errorf("%w: architecture %q is not an encoder (bert, nomic-bert, nomic-bert-moe, jina-bert-v2, modern-bert)", ErrInvalid, arch)
 	}
 	c := Config{Arch: arch}
 	switch arch {
@@ -85,6 +96,12 @@ func ParseConfig(md *gguf.Metadata) (Config, error) {
 		c.FFN = SwiGLU
 	case "jina-bert-v2":
 		c.ALiBi, c.FFN = 8, GEGLU // GELU where the file has no gate (Load)
+	case "modern-bert":
+		c.PreNorm, c.FusedQKV, c.FusedGate = true, true, true
+		var err error
+		if c.FFN, err = modernFFN(md); err != nil {
+			return Config{}, err
+		}
 	}
 	get := func(key string, dst *int, required bool) error {
 		v, ok := md.Uint32(arch + "." + key)
@@ -148,13 +165,44 @@ func ParseConfig(md *gguf.Metadata) (Config, error) {
 			}
 		}
 	}
-	if arch == "nomic-bert" || arch == "nomic-bert-moe" {
-		c.RoPEBase = 10000
-		if b, ok := md.Float32(arch + ".rope.freq_base"); ok {
-			if !(b > 1) || b > 1e9 {
-				return Config{}, fmt.Errorf("%w: %s.rope.freq_base is %v", ErrInvalid, arch, b)
+	ropeBase := func(key string) (float32, error) {
+		b, ok := md.Float32(arch + "." + key)
+		if !ok {
+			return 10000, nil
+		}
+		if !(b > 1) || b > 1e9 {
+			return 0, fmt.Errorf("%w: %s.%s is %v", ErrInvalid, arch, key, b)
+		}
+		return b, nil
+	}
+	if arch == "modern-bert" {
+		if v, ok := md.Uint32(arch + ".attention.sliding_window"); ok { // 0: none, as llama.cpp reads it
+			if v > maxDim {
+				return Config{}, fmt.Errorf("%w: %s.attention.sliding_window is %d", ErrInvalid, arch, v)
 			}
-			c.RoPEBase = b
+			c.Window = int(v)
+		}
+		if c.Window > 0 {
+			if n, ok := md.ArrayLen(arch + ".attention.sliding_window_pattern"); ok {
+				return Config{}, fmt.Errorf("%w: %s.attention.sliding_window_pattern is an array of %d; a period is what modern-bert takes", ErrInvalid, arch, n)
+			}
+			c.WindowEvery = 3 // llama.cpp's default: two local layers, then a global one
+			if v, ok := md.Uint32(arch + ".attention.sliding_window_pattern"); ok {
+				if v > maxDim {
+					return Config{}, fmt.Errorf("%w: %s.attention.sliding_window_pattern is %d", ErrInvalid, arch, v)
+				}
+				c.WindowEvery = int(v)
+			}
+			var err error
+			if c.RoPEBaseSWA, err = ropeBase("rope.freq_base_swa"); err != nil {
+				return Config{}, err
+			}
+		}
+	}
+	if arch == "nomic-bert" || arch == "nomic-bert-moe" || arch == "modern-bert" {
+		var err error
+		if c.RoPEBase, err = ropeBase("rope.freq_base"); err != nil {
+			return Config{}, err
 		}
 		c.RoPEDims = c.HeadDim
 		if err := get("rope.dimension_count", &c.RoPEDims, false); err != nil {
@@ -165,4 +213,25 @@ func ParseConfig(md *gguf.Metadata) (Config, error) {
 		}
 	}
 	return c, nil
+}
+
+// Local reports whether layer i attends within the sliding window
+// (llama.cpp's dense-first pattern: every WindowEvery-th layer from the
+// first is global; a period of 0 makes every layer local).
+func (c Config) Local(i int) bool {
+	return c.Window > 0 && (c.WindowEvery == 0 || i%c.WindowEvery != 0)
+}
+
+// modernFFN is modern-bert's feed-forward from its hidden_activation, as
+// llama.cpp reads it: GEGLU (ModernBERT's GELU, the default and what an
+// unknown name falls back to) or SwiGLU (Granite Embedding R2's SiLU).
+func modernFFN(md *gguf.Metadata) (FFN, error) {
+	act, _ := md.String("modern-bert.hidden_activation")
+	switch act {
+	case "silu", "swish", "swiglu":
+		return SwiGLU, nil
+	case "relu", "reglu":
+		return 0, fmt.Errorf("%w: modern-bert.hidden_activation %q (a ReGLU feed-forward) is not supported", ErrInvalid, act)
+	}
+	return GEGLU, nil
 }

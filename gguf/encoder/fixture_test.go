@@ -66,6 +66,11 @@ func TestWriteFixtures(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(*writeFixtures, "xlmr.gguf"), xlmrFixture(t), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	for name, reranker := range map[string]bool{"modern-bert": false, "modern-bert-reranker": true} {
+		if err := os.WriteFile(filepath.Join(*writeFixtures, name+".gguf"), modernFixture(t, reranker), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // xlmrFixture is a bge-m3-shaped fixture: the bert fixture's shape with
@@ -74,7 +79,29 @@ func TestWriteFixtures(t *testing.T) {
 // and one token type.
 func xlmrFixture(t testing.TB) []byte {
 	t.Helper()
-	gz, err := os.ReadFile(filepath.Join("..", "tokenizer", "testdata", "ggml-vocab-nomic-bert-moe.gguf.gz"))
+	b, err := encodertest.Build(encodertest.Spec{Arch: "bert", Embd: encodertest.Embd, Layers: encodertest.Layers,
+		Heads: encodertest.Heads, FF: encodertest.FF, Context: encodertest.Context, Tokenizer: vocabFile(t, "nomic-bert-moe").Metadata})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// modernFixture is encodertest.Modern with GPT-2's vocabulary.
+func modernFixture(t testing.TB, reranker bool) []byte {
+	t.Helper()
+	b, err := encodertest.Modern(vocabFile(t, "gpt-2"), reranker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// vocabFile is one of gguf/tokenizer's testdata vocabularies (llama.cpp's
+// ggml-vocab-NAME.gguf, gzipped), parsed.
+func vocabFile(t testing.TB, name string) *gguf.File {
+	t.Helper()
+	gz, err := os.ReadFile(filepath.Join("..", "tokenizer", "testdata", "ggml-vocab-"+name+".gguf.gz"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,14 +113,9 @@ func xlmrFixture(t testing.TB) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	voc, err := gguf.Parse(raw)
+	f, err := gguf.Parse(raw)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := encodertest.Build(encodertest.Spec{Arch: "bert", Embd: encodertest.Embd, Layers: encodertest.Layers, Heads: encodertest.Heads,
-		FF: encodertest.FF, Context: encodertest.Context, Tokenizer: voc.Metadata})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return f
 }

@@ -107,7 +107,7 @@ func (ld *loader) layer(ly *layer, i int, c Config) error {
 		mats = append(mats, spec{&ly.up, "ffn_up.weight", c.FF, e, true}, spec{&ly.upb, "ffn_up.bias", 1, c.FF, false})
 	}
 	mats = append(mats, spec{&ly.down, "ffn_down.weight", e, c.FF, true}, spec{&ly.downb, "ffn_down.bias", 1, e, false})
-	if c.FFN == SwiGLU || c.FFN == GEGLU && !c.FusedGate {
+	if c.FFN != GELU && !c.FusedGate {
 		mats = append(mats, spec{&ly.gate, "ffn_gate.weight", c.FF, e, true})
 	} else if _, ok := ld.f.Tensor(name("ffn_gate.weight")); ok {
 		// Load took the feed-forward's kind from blk.0; a gate it would
@@ -117,7 +117,7 @@ func (ld *loader) layer(ly *layer, i int, c Config) error {
 	if err := ld.weights(i, mats); err != nil {
 		return err
 	}
-	if err := ld.norms(ly, i, e); err != nil {
+	if err := ld.norms(ly, i, c); err != nil {
 		return err
 	}
 	if c.Arch == "jina-bert-v2" {
@@ -147,21 +147,41 @@ func (ld *loader) weights(i int, mats []spec) error {
 	return nil
 }
 
-// norms loads block i's two layer norms, after attention and at its end.
-func (ld *loader) norms(ly *layer, i, e int) error {
-	for _, v := range []struct {
-		dst  *[]float32
-		name string
-	}{
-		{&ly.attnNormW, "attn_output_norm.weight"}, {&ly.attnNormB, "attn_output_norm.bias"},
-		{&ly.outNormW, "layer_output_norm.weight"}, {&ly.outNormB, "layer_output_norm.bias"},
-	} {
-		var err error
-		if *v.dst, err = ld.floats(fmt.Sprintf("blk.%d.%s", i, v.name), e); err != nil {
-			return err
+// norms loads block i's two layer norms: after attention and at its end
+// (with biases), or modern-bert's before each (without; the first
+// layer's attention norm optional, an identity where the file has none).
+func (ld *loader) norms(ly *layer, i int, c Config) error {
+	name := func(s string) string { return fmt.Sprintf("blk.%d.%s", i, s) }
+	var err error
+	if c.PreNorm {
+		if _, ok := ld.f.Tensor(name("attn_norm.weight")); ok || i > 0 {
+			if ly.inNormW, ly.inNormB, err = ld.norm(name("attn_norm"), c.Embd, false); err != nil {
+				return err
+			}
 		}
+		ly.ffnNormW, ly.ffnNormB, err = ld.norm(name("ffn_norm"), c.Embd, false)
+		return err
 	}
-	return nil
+	if ly.attnNormW, ly.attnNormB, err = ld.norm(name("attn_output_norm"), c.Embd, true); err != nil {
+		return err
+	}
+	ly.outNormW, ly.outNormB, err = ld.norm(name("layer_output_norm"), c.Embd, true)
+	return err
+}
+
+// norm reads a layer norm's weight and, where bias is set, its bias;
+// without one, a bias of zeros (ggml_norm then a scale alone).
+func (ld *loader) norm(name string, n int, bias bool) (w, b []float32, err error) {
+	if w, err = ld.floats(name+".weight", n); err != nil {
+		return nil, nil, err
+	}
+	if !bias {
+		return w, make([]float32, n), nil
+	}
+	if b, err = ld.floats(name+".bias", n); err != nil {
+		return nil, nil, err
+	}
+	return w, b, nil
 }
 
 // moeLayer loads nomic-bert-moe's block i, whose feed-forward is a
@@ -181,7 +201,7 @@ func (ld *loader) moeLayer(ly *layer, i int, c Config, mats []spec) error {
 	if ly.downExps, err = ld.experts(fmt.Sprintf("blk.%d.ffn_down_exps.weight", i), c.Experts, c.Embd, c.FF); err != nil {
 		return err
 	}
-	return ld.norms(ly, i, c.Embd)
+	return ld.norms(ly, i, c)
 }
 
 // experts loads a 3-D tensor of n experts' rows × cols matrices (ne =
@@ -280,7 +300,7 @@ func (ld *loader) head(m *Model) error {
 	t, ok := ld.f.Tensor("cls.weight")
 	_, hasOut := ld.f.Tensor("cls.output.weight")
 	m.clsRows = c.Embd
-	if ok && !hasOut && len(t.Dims) == 2 && t.Dims[1] >= 1 && t.Dims[1] < int64(c.Embd) {
+	if ok && !hasOut && !c.PreNorm && len(t.Dims) == 2 && t.Dims[1] >= 1 && t.Dims[1] < int64(c.Embd) {
 		m.clsRows = int(t.Dims[1])
 	}
 	if m.cls, err = ld.matrix("cls.weight", m.clsRows, c.Embd, false); err != nil {
@@ -289,6 +309,11 @@ func (ld *loader) head(m *Model) error {
 	if m.cls != nil {
 		if m.clsB, err = ld.weight("cls.bias", 1, m.clsRows, false); err != nil {
 			return err
+		}
+		if c.PreNorm {
+			if m.clsNormW, m.clsNormB, err = ld.optionalNorm("cls.norm", c.Embd); err != nil {
+				return err
+			}
 		}
 	}
 	if !hasOut {

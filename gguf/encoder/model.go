@@ -25,23 +25,34 @@ type Model struct {
 	normW  []float32      // the embeddings' layer norm
 	normB  []float32
 	layers []layer
-	rope   *backend.RoPE
-	att    backend.FullAttender // be's attention without a cache
-	moe    backend.MoE          // be's mixture of experts, for nomic-bert-moe
+	// The rotations (nomic-bert, modern-bert; modern-bert's local layers
+	// have their own base): nil where the model has none.
+	rope, ropeSWA *backend.RoPE
+	att           backend.FullAttender // be's attention without a cache
+	moe           backend.MoE          // be's mixture of experts, for nomic-bert-moe
+	// modern-bert's norm of the last layer's output.
+	outNormW, outNormB []float32
 	// The classification head a reranker has (llama.cpp's cls, cls_b,
-	// cls_out, cls_out_b): nil where the file has none. cls has clsRows
-	// outputs.
+	// cls_out, cls_out_b, and modern-bert's cls_norm): nil where the file
+	// has none. cls has clsRows outputs.
 	cls, clsB, clsOut, clsOutB backend.Weight
 	clsRows                    int
+	clsNormW, clsNormB         []float32
 }
 
 type layer struct {
 	q, k, v, qkv, o      backend.Weight
 	qb, kb, vb, qkvb, ob backend.Weight // nil where the file has none
-	attnNormW, attnNormB []float32
 	up, gate, down       backend.Weight
 	upb, gateb, downb    backend.Weight
+	// Post-norm layers' norms: of the attention's sum, and of the
+	// layer's output.
+	attnNormW, attnNormB []float32
 	outNormW, outNormB   []float32
+	// modern-bert's pre-norms: of the layer's input (nil, the first
+	// layer's, where the file has none) and of the feed-forward's.
+	inNormW, inNormB   []float32
+	ffnNormW, ffnNormB []float32
 	// jina-bert-v2's optional norms: of the queries, of the keys, and a
 	// second after attention; nil where the file has none.
 	qNormW, qNormB, kNormW, kNormB, norm2W, norm2B []float32
@@ -82,10 +93,14 @@ func Load(f *gguf.File, be backend.Backend) (*Model, error) {
 		if m.pos, err = ld.matrix("position_embd.weight", cfg.Context, cfg.Embd, true); err != nil {
 			return nil, err
 		}
-	} else {
+	}
+	if cfg.RoPEBase > 0 {
 		m.rope = &backend.RoPE{Dims: cfg.RoPEDims, NeoX: true, Base: cfg.RoPEBase, FreqScale: 1, AttnFactor: 1}
 	}
-	if cfg.TokenTypes > 0 {
+	if cfg.RoPEBaseSWA > 0 {
+		m.ropeSWA = &backend.RoPE{Dims: cfg.RoPEDims, NeoX: true, Base: cfg.RoPEBaseSWA, FreqScale: 1, AttnFactor: 1}
+	}
+	if cfg.TokenTypes > 0 && !cfg.PreNorm {
 		if m.type0, err = ld.firstRow("token_types.weight", cfg.Embd, cfg.TokenTypes); err != nil {
 			return nil, err
 		}
@@ -93,18 +108,21 @@ func Load(f *gguf.File, be backend.Backend) (*Model, error) {
 	if m.type0 == nil && cfg.Arch == "jina-bert-v2" {
 		return nil, fmt.Errorf("%w: jina-bert-v2 needs token type embeddings (token_types.weight, tokenizer.ggml.token_type_count)", ErrInvalid)
 	}
-	if m.normW, err = ld.floats("token_embd_norm.weight", cfg.Embd); err != nil {
+	if m.normW, m.normB, err = ld.norm("token_embd_norm", cfg.Embd, !cfg.PreNorm); err != nil {
 		return nil, err
 	}
-	if m.normB, err = ld.floats("token_embd_norm.bias", cfg.Embd); err != nil {
-		return nil, err
+	if cfg.PreNorm {
+		if m.outNormW, m.outNormB, err = ld.norm("output_norm", cfg.Embd, false); err != nil {
+			return nil, err
+		}
 	}
 	if err := ld.head(m); err != nil {
 		return nil, err
 	}
-	_, fused := f.Tensor("blk.0.attn_qkv.weight")
-	m.cfg.FusedQKV = fused
-	if cfg.FFN == GEGLU {
+	if !cfg.FusedQKV {
+		_, m.cfg.FusedQKV = f.Tensor("blk.0.attn_qkv.weight")
+	}
+	if cfg.FFN == GEGLU && !cfg.FusedGate {
 		// jina-bert-v2's gate: a matrix of its own, up's first half where
 		// up is twice the feed-forward's width, or none (plain GELU), as
 		// llama.cpp tells them apart.
@@ -129,7 +147,8 @@ func Load(f *gguf.File, be backend.Backend) (*Model, error) {
 func (m *Model) Config() Config { return m.cfg }
 
 // Hidden returns the final hidden state of every token of ids, row by
-// row (len(ids) × Embd), every token having attended to every other.
+// row (len(ids) × Embd), every token having attended to every other it
+// sees.
 func (m *Model) Hidden(ctx context.Context, ids []uint32) ([]float32, error) {
 	n, c := len(ids), m.cfg
 	switch {
@@ -144,7 +163,8 @@ func (m *Model) Hidden(ctx context.Context, ids []uint32) ([]float32, error) {
 		}
 	}
 	be := m.be
-	x := be.NewTensor(n, c.Embd)
+	p := m.newPass(n)
+	x := p.x
 	be.Embed(x, m.tok, ids)
 	// ggml adds the type row to the tokens', then the sum to the
 	// positions' (a + b rounds the same either way round).
@@ -152,128 +172,183 @@ func (m *Model) Hidden(ctx context.Context, ids []uint32) ([]float32, error) {
 		be.AddBias(x, m.type0)
 	}
 	if m.pos != nil {
-		p := be.NewTensor(n, c.Embd)
+		pe := be.NewTensor(n, c.Embd)
 		positions := make([]uint32, n)
 		for i := range positions {
 			positions[i] = uint32(i)
 		}
-		be.Embed(p, m.pos, positions)
-		be.Add(x, p)
+		be.Embed(pe, m.pos, positions)
+		be.Add(x, pe)
 	}
-	host := make([]float32, n*c.Embd)
-	normOn(be, x, host, c.Embd, m.normW, m.normB, c.NormEps)
-
-	qkvW := 3 * c.Embd
-	var qkv backend.Tensor
-	if c.FusedQKV {
-		qkv = be.NewTensor(n, qkvW)
-	}
-	q, k, v := be.NewTensor(n, c.Embd), be.NewTensor(n, c.Embd), be.NewTensor(n, c.Embd)
-	att := be.NewTensor(n, c.Embd)
-	cur := be.NewTensor(n, c.Embd)
-	up := be.NewTensor(n, c.FF)
-	gate := be.NewTensor(n, c.FF)
-	if c.FFN == GELU {
-		// GELU is a GLU whose up is 1: ggml's gelu, table and all.
-		be.Write(gate, slices.Repeat([]float32{1}, n*c.FF))
-	}
-	var moe *moeScratch
-	if m.moe != nil {
-		moe = newMoEScratch(be, c, n)
-	}
-	var hq, hk, hv, all []float32
-	if c.FusedQKV {
-		hq, hk, hv = make([]float32, n*c.Embd), make([]float32, n*c.Embd), make([]float32, n*c.Embd)
-		all = make([]float32, n*qkvW)
-	}
-	scale := float32(1 / math.Sqrt(float64(c.HeadDim)))
+	p.norm(x, x, m.normW, m.normB)
 	for li := range m.layers {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		ly := &m.layers[li]
-		if c.FusedQKV {
-			// One product, its rows split three ways on the host.
-			be.MatMul(qkv, ly.qkv, x)
-			if ly.qkvb != nil {
-				be.AddBias(qkv, ly.qkvb)
+		if c.PreNorm {
+			// modern-bert: x + attention(norm(x)), then that plus the
+			// feed-forward of its norm.
+			in := x
+			if ly.inNormW != nil {
+				in = p.h
+				p.norm(in, x, ly.inNormW, ly.inNormB)
 			}
-			be.Read(all, qkv)
-			for i := range n {
-				row := all[i*qkvW : (i+1)*qkvW]
-				copy(hq[i*c.Embd:(i+1)*c.Embd], row[:c.Embd])
-				copy(hk[i*c.Embd:(i+1)*c.Embd], row[c.Embd:2*c.Embd])
-				copy(hv[i*c.Embd:(i+1)*c.Embd], row[2*c.Embd:])
-			}
-			be.Write(q, hq)
-			be.Write(k, hk)
-			be.Write(v, hv)
-		} else {
-			for _, p := range []struct {
-				dst  backend.Tensor
-				w, b backend.Weight
-			}{{q, ly.q, ly.qb}, {k, ly.k, ly.kb}, {v, ly.v, ly.vb}} {
-				be.MatMul(p.dst, p.w, x)
-				if p.b != nil {
-					be.AddBias(p.dst, p.b)
-				}
-			}
-		}
-		if ly.qNormW != nil {
-			normOn(be, q, host, c.Embd, ly.qNormW, ly.qNormB, c.NormEps)
-		}
-		if ly.kNormW != nil {
-			normOn(be, k, host, c.Embd, ly.kNormW, ly.kNormB, c.NormEps)
-		}
-		if m.rope != nil {
-			be.RoPE(q, c.HeadDim, 0, m.rope)
-			be.RoPE(k, c.HeadDim, 0, m.rope)
-		}
-		m.att.AttendFull(att, q, k, v, &backend.FullAttention{Heads: c.Heads, Scale: scale, MaxALiBi: c.ALiBi})
-		be.MatMul(cur, ly.o, att)
-		if ly.ob != nil {
-			be.AddBias(cur, ly.ob)
-		}
-		be.Add(cur, x) // the layer's input added back
-		normOn(be, cur, host, c.Embd, ly.attnNormW, ly.attnNormB, c.NormEps)
-		if ly.norm2W != nil {
-			be.Add(cur, x) // jina-bert-v2 adds the input once more
-			normOn(be, cur, host, c.Embd, ly.norm2W, ly.norm2B, c.NormEps)
-		}
-		// cur is the feed-forward's input, added back after it.
-
-		if ly.router != nil {
-			m.mixture(moe, ly, x, cur)
-			be.Add(x, cur)
-			normOn(be, x, host, c.Embd, ly.outNormW, ly.outNormB, c.NormEps)
+			p.attention(li, in) // into p.cur
+			be.Add(p.cur, x)
+			p.norm(p.h, p.cur, ly.ffnNormW, ly.ffnNormB)
+			p.feedForward(ly, x, p.h)
+			be.Add(x, p.cur)
 			continue
 		}
-		be.MatMul(up, ly.up, cur)
-		if ly.upb != nil {
-			be.AddBias(up, ly.upb)
+		// The others: norm(x + attention(x)), then the norm of that plus
+		// its feed-forward.
+		p.attention(li, x)
+		be.Add(p.cur, x)
+		p.norm(p.cur, p.cur, ly.attnNormW, ly.attnNormB)
+		if ly.norm2W != nil {
+			be.Add(p.cur, x) // jina-bert-v2 adds the input once more
+			p.norm(p.cur, p.cur, ly.norm2W, ly.norm2B)
 		}
-		switch c.FFN {
-		case GELU:
-			be.GLU(up, up, gate, backend.GELUTanh)
-		default:
-			be.MatMul(gate, ly.gate, cur)
-			if ly.gateb != nil {
-				be.AddBias(gate, ly.gateb)
-			}
-			act := backend.SiLU
-			if c.FFN == GEGLU {
-				act = backend.GELUTanh
-			}
-			be.GLU(up, gate, up, act)
-		}
-		be.MatMul(x, ly.down, up)
-		if ly.downb != nil {
-			be.AddBias(x, ly.downb)
-		}
-		be.Add(x, cur)
-		normOn(be, x, host, c.Embd, ly.outNormW, ly.outNormB, c.NormEps)
+		p.feedForward(ly, x, p.cur)
+		be.Add(x, p.cur)
+		p.norm(x, x, ly.outNormW, ly.outNormB)
 	}
-	return host, nil
+	if c.PreNorm {
+		p.norm(x, x, m.outNormW, m.outNormB)
+	}
+	return p.host, nil
+}
+
+// pass is one Hidden call's activations, n rows each.
+type pass struct {
+	m                     *Model
+	n                     int
+	x, cur, h             backend.Tensor // n × Embd: the layers' input and output, a sum, a norm
+	q, k, v, att, qkv     backend.Tensor
+	up, gate              backend.Tensor // n × FF
+	host, hq, hk, hv, all []float32      // host copies: a norm's rows; a fused QKV's split
+	moe                   *moeScratch
+}
+
+func (m *Model) newPass(n int) *pass {
+	be, c := m.be, m.cfg
+	p := &pass{m: m, n: n,
+		x: be.NewTensor(n, c.Embd), cur: be.NewTensor(n, c.Embd), h: be.NewTensor(n, c.Embd),
+		q: be.NewTensor(n, c.Embd), k: be.NewTensor(n, c.Embd), v: be.NewTensor(n, c.Embd), att: be.NewTensor(n, c.Embd),
+		up: be.NewTensor(n, c.FF), gate: be.NewTensor(n, c.FF),
+		host: make([]float32, n*c.Embd),
+	}
+	if c.FFN == GELU {
+		// GELU is a GLU whose up is 1: ggml's gelu, table and all.
+		be.Write(p.gate, slices.Repeat([]float32{1}, n*c.FF))
+	}
+	if c.FusedQKV {
+		p.qkv = be.NewTensor(n, 3*c.Embd)
+		p.hq, p.hk, p.hv = make([]float32, n*c.Embd), make([]float32, n*c.Embd), make([]float32, n*c.Embd)
+		p.all = make([]float32, n*3*c.Embd)
+	}
+	if m.moe != nil {
+		p.moe = newMoEScratch(be, c, n)
+	}
+	return p
+}
+
+// norm sets dst to src layer-normalised on the host (p.host holds the
+// result afterwards too); dst may be src.
+func (p *pass) norm(dst, src backend.Tensor, w, b []float32) {
+	p.m.be.Read(p.host, src)
+	layerNorm(p.host, p.m.cfg.Embd, w, b, p.m.cfg.NormEps)
+	p.m.be.Write(dst, p.host)
+}
+
+// attention sets p.cur to layer li's attention over in: Q, K and V (their
+// biases, jina-bert-v2's norms, the rotation), attention over the keys the
+// layer sees, the output projection and its bias.
+func (p *pass) attention(li int, in backend.Tensor) {
+	m, be, c := p.m, p.m.be, p.m.cfg
+	ly := &m.layers[li]
+	if c.FusedQKV {
+		// One product, its rows split three ways on the host.
+		e, w := c.Embd, 3*c.Embd
+		be.MatMul(p.qkv, ly.qkv, in)
+		if ly.qkvb != nil {
+			be.AddBias(p.qkv, ly.qkvb)
+		}
+		be.Read(p.all, p.qkv)
+		for i := range p.n {
+			row := p.all[i*w : (i+1)*w]
+			copy(p.hq[i*e:(i+1)*e], row[:e])
+			copy(p.hk[i*e:(i+1)*e], row[e:2*e])
+			copy(p.hv[i*e:(i+1)*e], row[2*e:])
+		}
+		be.Write(p.q, p.hq)
+		be.Write(p.k, p.hk)
+		be.Write(p.v, p.hv)
+	} else {
+		for _, pr := range []struct {
+			dst  backend.Tensor
+			w, b backend.Weight
+		}{{p.q, ly.q, ly.qb}, {p.k, ly.k, ly.kb}, {p.v, ly.v, ly.vb}} {
+			be.MatMul(pr.dst, pr.w, in)
+			if pr.b != nil {
+				be.AddBias(pr.dst, pr.b)
+			}
+		}
+	}
+	if ly.qNormW != nil {
+		p.norm(p.q, p.q, ly.qNormW, ly.qNormB)
+	}
+	if ly.kNormW != nil {
+		p.norm(p.k, p.k, ly.kNormW, ly.kNormB)
+	}
+	a := &backend.FullAttention{Heads: c.Heads, Scale: float32(1 / math.Sqrt(float64(c.HeadDim))), MaxALiBi: c.ALiBi}
+	rope := m.rope
+	if c.Local(li) {
+		a.Window, rope = c.Window, m.ropeSWA
+	}
+	if rope != nil {
+		be.RoPE(p.q, c.HeadDim, 0, rope)
+		be.RoPE(p.k, c.HeadDim, 0, rope)
+	}
+	m.att.AttendFull(p.att, p.q, p.k, p.v, a)
+	be.MatMul(p.cur, ly.o, p.att)
+	if ly.ob != nil {
+		be.AddBias(p.cur, ly.ob)
+	}
+}
+
+// feedForward sets dst to ly's feed-forward of in (dst must not be in):
+// a mixture of experts, or up (and a gate), the activation and down, each
+// with the bias the file has.
+func (p *pass) feedForward(ly *layer, dst, in backend.Tensor) {
+	m, be, c := p.m, p.m.be, p.m.cfg
+	if ly.router != nil {
+		m.mixture(p.moe, ly, dst, in)
+		return
+	}
+	be.MatMul(p.up, ly.up, in)
+	if ly.upb != nil {
+		be.AddBias(p.up, ly.upb)
+	}
+	switch c.FFN {
+	case GELU:
+		be.GLU(p.up, p.up, p.gate, backend.GELUTanh)
+	default:
+		be.MatMul(p.gate, ly.gate, in)
+		if ly.gateb != nil {
+			be.AddBias(p.gate, ly.gateb)
+		}
+		act := backend.SiLU
+		if c.FFN == GEGLU {
+			act = backend.GELUTanh
+		}
+		be.GLU(p.up, p.gate, p.up, act)
+	}
+	be.MatMul(dst, ly.down, p.up)
+	if ly.downb != nil {
+		be.AddBias(dst, ly.downb)
+	}
 }
 
 // moeScratch is a pass's memory for nomic-bert-moe's mixture of experts:
@@ -308,21 +383,14 @@ func (m *Model) mixture(ms *moeScratch, ly *layer, dst, x backend.Tensor) {
 	m.moe.MoESum(dst, ms.y, ms.sel, ms.w, nil)
 }
 
-// normOn layer-normalises t on the host, through host (t's size), which
-// holds the result afterwards too.
-func normOn(be backend.Backend, t backend.Tensor, host []float32, e int, w, b []float32, eps float32) {
-	be.Read(host, t)
-	layerNorm(host, e, w, b, eps)
-	be.Write(t, host)
-}
-
 // Scores is a reranker's relevance scores for ids (a query and a
 // document, as the caller joined them), as llama.cpp's rank pooling
 // makes them: the first token's ([CLS]) final hidden state through the
 // file's classification head, tanh(cls·h + cls_b), then cls_out times
 // that plus cls_out_b, each where the file has it (jina-reranker-v1 has
-// only a one-row cls); Config.Classes scores, raw (no sigmoid). A model
-// without a head refuses with ErrNoHead.
+// only a one-row cls); modern-bert's mean of every token's state through
+// cls, GELU and its norm, then cls_out. Config.Classes scores, raw (no
+// sigmoid). A model without a head refuses with ErrNoHead.
 func (m *Model) Scores(ctx context.Context, ids []uint32) ([]float32, error) {
 	if m.cfg.Classes == 0 {
 		return nil, ErrNoHead
@@ -333,7 +401,11 @@ func (m *Model) Scores(ctx context.Context, ids []uint32) ([]float32, error) {
 	}
 	be, e := m.be, m.cfg.Embd
 	x := be.NewTensor(1, e)
-	be.Write(x, h[:e])
+	if m.cfg.PreNorm {
+		be.Write(x, meanRows(h, e))
+	} else {
+		be.Write(x, h[:e])
+	}
 	if m.cls != nil {
 		y := be.NewTensor(1, m.clsRows)
 		be.MatMul(y, m.cls, x)
@@ -341,9 +413,20 @@ func (m *Model) Scores(ctx context.Context, ids []uint32) ([]float32, error) {
 			be.AddBias(y, m.clsB)
 		}
 		v := make([]float32, m.clsRows)
-		be.Read(v, y)
-		for i, t := range v {
-			v[i] = float32(math.Tanh(float64(t)))
+		if m.cfg.PreNorm {
+			// modern-bert's head: GELU (ggml's), then its norm.
+			ones := be.NewTensor(1, m.clsRows)
+			be.Write(ones, slices.Repeat([]float32{1}, m.clsRows))
+			be.GLU(y, y, ones, backend.GELUTanh)
+			be.Read(v, y)
+			if m.clsNormW != nil {
+				layerNorm(v, e, m.clsNormW, m.clsNormB, m.cfg.NormEps)
+			}
+		} else {
+			be.Read(v, y)
+			for i, t := range v {
+				v[i] = float32(math.Tanh(float64(t)))
+			}
 		}
 		if m.clsOut == nil {
 			return v[:m.cfg.Classes], nil
@@ -358,6 +441,22 @@ func (m *Model) Scores(ctx context.Context, ids []uint32) ([]float32, error) {
 	out := make([]float32, m.cfg.Classes)
 	be.Read(out, y)
 	return out, nil
+}
+
+// meanRows is the mean of the e-wide rows of h, summed in float64.
+func meanRows(h []float32, e int) []float32 {
+	n := len(h) / e
+	sum := make([]float64, e)
+	for i := range n {
+		for j, v := range h[i*e : (i+1)*e] {
+			sum[j] += float64(v)
+		}
+	}
+	out := make([]float32, e)
+	for j, s := range sum {
+		out[j] = float32(s / float64(n))
+	}
+	return out
 }
 
 // ErrNoHead: Scores was asked of a model with no classification head.

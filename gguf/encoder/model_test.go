@@ -55,6 +55,9 @@ func TestLoadRefusesMalformed(t *testing.T) {
 		"":     func() ([]byte, error) { return encodertest.Fixture("bert") },
 		"jina": encodertest.Jina, "jina-reranker": encodertest.JinaReranker,
 		"moe": func() ([]byte, error) { return encodertest.Fixture("nomic-bert-moe") },
+		"modern": func() ([]byte, error) {
+			return encodertest.Build(encodertest.Spec{Arch: "modern-bert", Embd: 32, Layers: 3, Heads: 4, FF: 48, Context: 64, Window: 16})
+		},
 	}
 	for _, tc := range []struct {
 		name string
@@ -77,6 +80,10 @@ func TestLoadRefusesMalformed(t *testing.T) {
 		{"no expert count", nil, "nomic-bert-moe.expert_count", "expert_count is missing", "moe"},
 		{"no experts", nil, "blk.1.ffn_down_exps.weight", "blk.1.ffn_down_exps.weight is missing", "moe"},
 		{"fewer experts than counted", map[string]any{"nomic-bert-moe.expert_count": uint32(8)}, "", "blk.1.ffn_gate_inp.weight has shape", "moe"},
+		{"a ReGLU", map[string]any{"modern-bert.hidden_activation": "relu"}, "", `hidden_activation "relu"`, "modern"},
+		{"a pattern per layer", map[string]any{"modern-bert.attention.sliding_window_pattern": []bool{false, true, true}}, "", "sliding_window_pattern is an array of 3", "modern"},
+		{"no input norm past the first layer", nil, "blk.1.attn_norm.weight", "blk.1.attn_norm.weight is missing", "modern"},
+		{"an up of FF", map[string]any{"modern-bert.feed_forward_length": uint32(96)}, "", "blk.0.ffn_up.weight has shape", "modern"},
 		{"up neither FF nor 2·FF", map[string]any{"jina-bert-v2.feed_forward_length": uint32(40)}, "", "blk.0.ffn_up.weight has shape", "jina-reranker"},
 	} {
 		raw, err := bases[tc.base]()
@@ -115,6 +122,7 @@ func FuzzLoad(f *testing.F) {
 	for _, sp := range []encodertest.Spec{
 		{Arch: "bert"}, {Arch: "nomic-bert"}, {Arch: "nomic-bert-moe"}, {Arch: "bert", Reranker: true},
 		{Arch: "jina-bert-v2", Norms: true}, {Arch: "jina-bert-v2", FusedGate: true, Reranker: true},
+		{Arch: "modern-bert", Window: 4}, {Arch: "modern-bert", Reranker: true, Activation: "silu"},
 	} {
 		sp.Embd, sp.Layers, sp.Heads, sp.FF, sp.Context = 8, 1, 2, 8, 8
 		if sp.Arch == "nomic-bert-moe" {

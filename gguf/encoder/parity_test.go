@@ -106,8 +106,9 @@ func checkHidden(t *testing.T, m *Model, what string, c hiddenCase) {
 // classification head) are llama.cpp's for a query joined to three
 // documents as llama-server joins them (testdata/rerank.cpp), within
 // hiddenTolerance of the score, for a bert cross-encoder (cls and
-// cls.output) and a jina-reranker-v1-shaped one (a one-row cls); a model
-// without a head refuses to score.
+// cls.output), a jina-reranker-v1-shaped one (a one-row cls) and a
+// modern-bert one (the mean through cls, GELU, its norm and cls.output);
+// a model without a head refuses to score.
 func TestScoresMatchLlamaCpp(t *testing.T) {
 	be := cpu.New(cpu.Options{Threads: 2})
 	defer be.Close()
@@ -117,6 +118,7 @@ func TestScoresMatchLlamaCpp(t *testing.T) {
 	}{
 		{"testdata/llama-rerank.json", encodertest.Reranker},
 		{"testdata/llama-rerank-jina.json", encodertest.JinaReranker},
+		{"testdata/llama-rerank-modern.json", func() ([]byte, error) { return modernFixture(t, true), nil }},
 	} {
 		raw, err := os.ReadFile(tc.golden)
 		if err != nil {
@@ -207,6 +209,50 @@ func TestJinaMatchesLlamaCpp(t *testing.T) {
 		}
 		for _, h := range cases {
 			checkHidden(t, m, tc.name, h)
+		}
+	}
+}
+
+// TestModernBertMatchesLlamaCpp: modern-bert encoders (pre-norm layers
+// without biases, NeoX RoPE of two bases, the local layers' symmetric
+// window of 16, the fused GEGLU or SwiGLU feed-forward, the output norm)
+// tokenize three texts as llama.cpp does with a BPE vocabulary under
+// ModernBERT's pre-tokenizer (BOS and EOS added), and their hidden states
+// are llama.cpp's within hiddenTolerance; the 19- and 37-token texts are
+// longer than the window.
+func TestModernBertMatchesLlamaCpp(t *testing.T) {
+	golden := readHiddenGoldens(t, "testdata/llama-embedding-modern.json")
+	be := cpu.New(cpu.Options{Threads: 2})
+	defer be.Close()
+	for _, tc := range []struct {
+		name     string
+		reranker bool
+		ffn      FFN
+	}{{"modern-bert", false, GEGLU}, {"modern-bert-reranker", true, SwiGLU}} {
+		cases := golden[tc.name]
+		if len(cases) != 3 {
+			t.Fatalf("%d %s goldens, want 3", len(cases), tc.name)
+		}
+		f, err := gguf.Parse(modernFixture(t, tc.reranker))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok, err := tokenizer.FromGGUF(f.Metadata)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := Load(f, be)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := m.Config(); c.FFN != tc.ffn || !c.PreNorm || c.Window != 16 || c.Local(0) || !c.Local(1) || !c.Local(2) || c.RoPEBase != 160000 || c.RoPEBaseSWA != 10000 {
+			t.Fatalf("%s: config %+v", tc.name, c)
+		}
+		for _, c := range cases {
+			if ids := tok.Encode(c.Text, tokenizer.EncodeOptions{AddSpecial: true}); !slices.Equal(ids, c.IDs) {
+				t.Fatalf("%q tokenized as %v, llama.cpp's %v", c.Text, ids, c.IDs)
+			}
+			checkHidden(t, m, tc.name, c)
 		}
 	}
 }

@@ -1,8 +1,8 @@
 // Package encodertest builds the random-weight encoders (bert,
-// nomic-bert, nomic-bert-moe and jina-bert-v2, with a small WordPiece
-// vocabulary) that the encoder's, the engine's and the node's tests load,
-// and whose hidden states llama.cpp gave for the goldens in
-// gguf/encoder/testdata.
+// nomic-bert, nomic-bert-moe, jina-bert-v2 and modern-bert, with a small
+// WordPiece vocabulary or a vocabulary file's) that the encoder's, the
+// engine's and the node's tests load, and whose hidden states llama.cpp
+// gave for the goldens in gguf/encoder/testdata.
 package encodertest
 
 import (
@@ -25,7 +25,7 @@ const (
 
 // Spec shapes a fixture Build writes.
 type Spec struct {
-	Arch                             string // "bert", "nomic-bert", "nomic-bert-moe" or "jina-bert-v2"
+	Arch                             string // "bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2" or "modern-bert"
 	Embd, Layers, Heads, FF, Context int
 	// Pooling is the file's pooling_type; 0 writes mean's (1).
 	Pooling uint32
@@ -41,6 +41,10 @@ type Spec struct {
 	// Experts experts (4 where 0), ExpertsUsed of them per token (2
 	// where 0).
 	Experts, ExpertsUsed int
+	// modern-bert's local attention window (every third layer from the
+	// first global) and hidden_activation ("gelu" where empty).
+	Window     int
+	Activation string
 	// Tokenizer, when set, is a vocabulary file's metadata whose
 	// tokenizer.* keys the fixture takes instead of Vocab's (an XLM-R
 	// vocabulary for a bge-m3-shaped encoder); the token embeddings get a
@@ -105,6 +109,15 @@ func Build(sp Spec) ([]byte, error) {
 	if arch == "nomic-bert" || moe {
 		set(arch+".rope.freq_base", float32(1000))
 	}
+	if arch == "modern-bert" {
+		set(arch+".rope.freq_base", float32(160000))
+		set(arch+".rope.freq_base_swa", float32(10000))
+		set(arch+".attention.sliding_window", uint32(sp.Window))
+		set(arch+".attention.sliding_window_pattern", uint32(3))
+		if sp.Activation != "" {
+			set(arch+".hidden_activation", sp.Activation)
+		}
+	}
 	if moe {
 		sp.Experts, sp.ExpertsUsed = cmp.Or(sp.Experts, 4), cmp.Or(sp.ExpertsUsed, 2)
 		set(arch+".expert_count", uint32(sp.Experts))
@@ -159,75 +172,139 @@ func Build(sp Spec) ([]byte, error) {
 	}
 	e, sd := int64(sp.Embd), 1/math.Sqrt(float64(sp.Embd))
 	f16("token_embd.weight", normal(len(tokens)*sp.Embd, 0, 1), e, int64(len(tokens)))
-	types2 := int64(2)
-	if sp.Tokenizer != nil {
-		types2 = 1
-	}
-	f32("token_types.weight", normal(int(types2)*sp.Embd, 0, 0.5), e, types2)
-	if arch == "bert" {
-		f16("position_embd.weight", normal(sp.Context*sp.Embd, 0, 0.5), e, int64(sp.Context))
-	}
-	f32("token_embd_norm.weight", normal(sp.Embd, 1, 0.1), e)
-	f32("token_embd_norm.bias", normal(sp.Embd, 0, 0.1), e)
-	for l := range sp.Layers {
-		p := func(s string) string { return fmt.Sprintf("blk.%d.%s", l, s) }
-		if arch == "nomic-bert" || moe {
-			f16(p("attn_qkv.weight"), normal(3*sp.Embd*sp.Embd, 0, sd), e, 3*e)
-			if moe {
-				f32(p("attn_qkv.bias"), normal(3*sp.Embd, 0, 0.1), 3*e)
-			}
-		} else {
-			for _, m := range []string{"attn_q", "attn_k", "attn_v"} {
-				f16(p(m+".weight"), normal(sp.Embd*sp.Embd, 0, sd), e, e)
-				f32(p(m+".bias"), normal(sp.Embd, 0, 0.1), e)
-			}
+	if arch == "modern-bert" {
+		modern(sp, f16, f32, normal)
+	} else {
+		types2 := int64(2)
+		if sp.Tokenizer != nil {
+			types2 = 1
 		}
-		f16(p("attn_output.weight"), normal(sp.Embd*sp.Embd, 0, sd), e, e)
-		f32(p("attn_output.bias"), normal(sp.Embd, 0, 0.1), e)
-		f32(p("attn_output_norm.weight"), normal(sp.Embd, 1, 0.1), e)
-		f32(p("attn_output_norm.bias"), normal(sp.Embd, 0, 0.1), e)
-		if moe && l%2 == 1 {
-			x, ff := int64(sp.Experts), int64(sp.FF)
-			f32(p("ffn_gate_inp.weight"), normal(sp.Experts*sp.Embd, 0, sd), e, x)
-			f16(p("ffn_up_exps.weight"), normal(sp.Experts*sp.FF*sp.Embd, 0, sd), e, ff, x)
-			f16(p("ffn_down_exps.weight"), normal(sp.Experts*sp.Embd*sp.FF, 0, 1/math.Sqrt(float64(sp.FF))), ff, e, x)
-		} else {
-			up := int64(sp.FF)
-			if sp.FusedGate {
-				up *= 2
-			}
-			f16(p("ffn_up.weight"), normal(int(up)*sp.Embd, 0, sd), e, up)
-			if arch == "nomic-bert" || arch == "jina-bert-v2" && !sp.FusedGate {
-				f16(p("ffn_gate.weight"), normal(sp.FF*sp.Embd, 0, sd), e, int64(sp.FF))
-			}
-			if arch != "nomic-bert" {
-				f32(p("ffn_up.bias"), normal(int(up), 0, 0.1), up)
-				f32(p("ffn_down.bias"), normal(sp.Embd, 0, 0.1), e)
-			}
-			if sp.Norms {
-				for _, n := range []string{"attn_q_norm", "attn_k_norm", "attn_norm_2"} {
-					f32(p(n+".weight"), normal(sp.Embd, 1, 0.1), e)
-					f32(p(n+".bias"), normal(sp.Embd, 0, 0.1), e)
+		f32("token_types.weight", normal(int(types2)*sp.Embd, 0, 0.5), e, types2)
+		if arch == "bert" {
+			f16("position_embd.weight", normal(sp.Context*sp.Embd, 0, 0.5), e, int64(sp.Context))
+		}
+		f32("token_embd_norm.weight", normal(sp.Embd, 1, 0.1), e)
+		f32("token_embd_norm.bias", normal(sp.Embd, 0, 0.1), e)
+		for l := range sp.Layers {
+			p := func(s string) string { return fmt.Sprintf("blk.%d.%s", l, s) }
+			if arch == "nomic-bert" || moe {
+				f16(p("attn_qkv.weight"), normal(3*sp.Embd*sp.Embd, 0, sd), e, 3*e)
+				if moe {
+					f32(p("attn_qkv.bias"), normal(3*sp.Embd, 0, 0.1), 3*e)
+				}
+			} else {
+				for _, m := range []string{"attn_q", "attn_k", "attn_v"} {
+					f16(p(m+".weight"), normal(sp.Embd*sp.Embd, 0, sd), e, e)
+					f32(p(m+".bias"), normal(sp.Embd, 0, 0.1), e)
 				}
 			}
-			f16(p("ffn_down.weight"), normal(sp.Embd*sp.FF, 0, 1/math.Sqrt(float64(sp.FF))), int64(sp.FF), e)
+			f16(p("attn_output.weight"), normal(sp.Embd*sp.Embd, 0, sd), e, e)
+			f32(p("attn_output.bias"), normal(sp.Embd, 0, 0.1), e)
+			f32(p("attn_output_norm.weight"), normal(sp.Embd, 1, 0.1), e)
+			f32(p("attn_output_norm.bias"), normal(sp.Embd, 0, 0.1), e)
+			if moe && l%2 == 1 {
+				x, ff := int64(sp.Experts), int64(sp.FF)
+				f32(p("ffn_gate_inp.weight"), normal(sp.Experts*sp.Embd, 0, sd), e, x)
+				f16(p("ffn_up_exps.weight"), normal(sp.Experts*sp.FF*sp.Embd, 0, sd), e, ff, x)
+				f16(p("ffn_down_exps.weight"), normal(sp.Experts*sp.Embd*sp.FF, 0, 1/math.Sqrt(float64(sp.FF))), ff, e, x)
+			} else {
+				up := int64(sp.FF)
+				if sp.FusedGate {
+					up *= 2
+				}
+				f16(p("ffn_up.weight"), normal(int(up)*sp.Embd, 0, sd), e, up)
+				if arch == "nomic-bert" || arch == "jina-bert-v2" && !sp.FusedGate {
+					f16(p("ffn_gate.weight"), normal(sp.FF*sp.Embd, 0, sd), e, int64(sp.FF))
+				}
+				if arch != "nomic-bert" {
+					f32(p("ffn_up.bias"), normal(int(up), 0, 0.1), up)
+					f32(p("ffn_down.bias"), normal(sp.Embd, 0, 0.1), e)
+				}
+				if sp.Norms {
+					for _, n := range []string{"attn_q_norm", "attn_k_norm", "attn_norm_2"} {
+						f32(p(n+".weight"), normal(sp.Embd, 1, 0.1), e)
+						f32(p(n+".bias"), normal(sp.Embd, 0, 0.1), e)
+					}
+				}
+				f16(p("ffn_down.weight"), normal(sp.Embd*sp.FF, 0, 1/math.Sqrt(float64(sp.FF))), int64(sp.FF), e)
+			}
+			f32(p("layer_output_norm.weight"), normal(sp.Embd, 1, 0.1), e)
+			f32(p("layer_output_norm.bias"), normal(sp.Embd, 0, 0.1), e)
 		}
-		f32(p("layer_output_norm.weight"), normal(sp.Embd, 1, 0.1), e)
-		f32(p("layer_output_norm.bias"), normal(sp.Embd, 0, 0.1), e)
-	}
-	if sp.Reranker && arch == "jina-bert-v2" {
-		f16("cls.weight", normal(sp.Embd, 0, sd), e, 1)
-		f32("cls.bias", normal(1, 0, 0.1), 1)
-	} else if sp.Reranker {
-		f16("cls.weight", normal(sp.Embd*sp.Embd, 0, sd), e, e)
-		f32("cls.bias", normal(sp.Embd, 0, 0.1), e)
-		f16("cls.output.weight", normal(sp.Embd, 0, 1), e, 1)
-		f32("cls.output.bias", normal(1, 0, 0.1), 1)
+		if sp.Reranker && arch == "jina-bert-v2" {
+			f16("cls.weight", normal(sp.Embd, 0, sd), e, 1)
+			f32("cls.bias", normal(1, 0, 0.1), 1)
+		} else if sp.Reranker {
+			f16("cls.weight", normal(sp.Embd*sp.Embd, 0, sd), e, e)
+			f32("cls.bias", normal(sp.Embd, 0, 0.1), e)
+			f16("cls.output.weight", normal(sp.Embd, 0, 1), e, 1)
+			f32("cls.output.bias", normal(1, 0, 0.1), 1)
+		}
 	}
 	if err != nil {
 		return nil, err
 	}
 	return w.Bytes()
+}
+
+// modern writes modern-bert's tensors after its token embeddings: no
+// token types or positions; pre-norm layers without biases (the first
+// without an attention norm, as ModernBERT's), a fused QKV and an up of
+// twice the feed-forward's width (the gate its first half); the output
+// norm; for a reranker, ModernBERT's head (cls, its norm, cls.output).
+func modern(sp Spec, f16, f32 func(string, []float32, ...int64), normal func(int, float64, float64) []float32) {
+	e, sd := int64(sp.Embd), 1/math.Sqrt(float64(sp.Embd))
+	f32("token_embd_norm.weight", normal(sp.Embd, 1, 0.1), e)
+	for l := range sp.Layers {
+		p := func(s string) string { return fmt.Sprintf("blk.%d.%s", l, s) }
+		if l > 0 {
+			f32(p("attn_norm.weight"), normal(sp.Embd, 1, 0.1), e)
+		}
+		f16(p("attn_qkv.weight"), normal(3*sp.Embd*sp.Embd, 0, sd), e, 3*e)
+		f16(p("attn_output.weight"), normal(sp.Embd*sp.Embd, 0, sd), e, e)
+		f32(p("ffn_norm.weight"), normal(sp.Embd, 1, 0.1), e)
+		f16(p("ffn_up.weight"), normal(2*sp.FF*sp.Embd, 0, sd), e, 2*int64(sp.FF))
+		f16(p("ffn_down.weight"), normal(sp.Embd*sp.FF, 0, 1/math.Sqrt(float64(sp.FF))), int64(sp.FF), e)
+	}
+	f32("output_norm.weight", normal(sp.Embd, 1, 0.1), e)
+	if sp.Reranker {
+		f16("cls.weight", normal(sp.Embd*sp.Embd, 0, sd), e, e)
+		f32("cls.norm.weight", normal(sp.Embd, 1, 0.1), e)
+		f16("cls.output.weight", normal(sp.Embd, 0, 1), e, 1)
+		f32("cls.output.bias", normal(1, 0, 0.1), 1)
+	}
+}
+
+// Modern is the modern-bert fixture the goldens were made from, with
+// vocab's tokenizer (GPT-2's BPE vocabulary, llama.cpp's
+// ggml-vocab-gpt-2.gguf) under the keys ModernBERT's converter writes
+// (pre-tokenizer "modern-bert", BOS, EOS and SEP added; GPT-2's
+// <|endoftext|> as the SEP it lacks): three layers at Fixture's width, the
+// first global and the others local in a window of 16. The reranker's
+// feed-forward is SwiGLU (Granite Embedding R2's), the other's GEGLU.
+func Modern(vocab *gguf.File, reranker bool) ([]byte, error) {
+	w, err := gguf.Rewrite(vocab, map[string]any{
+		"tokenizer.ggml.pre": "modern-bert", "tokenizer.ggml.add_bos_token": true,
+		"tokenizer.ggml.add_eos_token": true, "tokenizer.ggml.add_sep_token": true,
+		"tokenizer.ggml.seperator_token_id": uint32(50256),
+	})
+	if err != nil {
+		return nil, err
+	}
+	raw, err := w.Bytes()
+	if err != nil {
+		return nil, err
+	}
+	voc, err := gguf.Parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	sp := Spec{Arch: "modern-bert", Embd: Embd, Layers: 3, Heads: Heads, FF: FF, Context: Context, Window: 16,
+		Reranker: reranker, Tokenizer: voc.Metadata}
+	if reranker {
+		sp.Activation = "silu"
+	}
+	return Build(sp)
 }
 
 // Reranker is the reranker fixture the goldens were made from: Fixture's
