@@ -103,8 +103,9 @@ const (
 // FullAttender is implemented by a backend that attends without a cache
 // or a causal mask, as an encoder does (package encoder): every row of q
 // over the rows of k and v its FullAttention lets it see, heads side by
-// side in each row (heads·d wide, q, k and v alike), softmax(scale · q·k
-// + bias) weighting v, into dst. dst must not alias q, k or v.
+// side in each row (q and dst Heads·d wide, k and v KVHeads·d, each KV
+// head serving Heads/KVHeads query heads in turn), softmax(scale · q·k +
+// bias) weighting v, into dst. dst must not alias q, k or v.
 type FullAttender interface {
 	AttendFull(dst, q, k, v Tensor, a *FullAttention)
 }
@@ -112,7 +113,10 @@ type FullAttender interface {
 // FullAttention is how a FullAttender attends.
 type FullAttention struct {
 	Heads int
-	Scale float32
+	// KVHeads is the key and value heads (grouped-query attention); 0 is
+	// Heads.
+	KVHeads int
+	Scale   float32
 	// MaxALiBi, where it is not 0, adds ALiBi's bias as ggml's
 	// soft_max_ext adds it: head h's slope (ALiBiSlope) times −|i − j| for
 	// query row i and key row j, added to the scaled score.

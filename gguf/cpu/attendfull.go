@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"runtime"
@@ -30,12 +31,13 @@ const fullBlock = 128
 // out among goroutines of their own; a row's arithmetic is the same
 // whoever computes it and whatever block it is in.
 func (b *Backend) AttendFull(dst, q, k, v backend.Tensor, a *backend.FullAttention) {
-	n, w, heads := q.Rows, q.Cols, a.Heads
-	if k.Rows != n || v.Rows != n || dst.Rows != n || k.Cols != w || v.Cols != w || dst.Cols != w || heads < 1 || w%heads != 0 || a.Window < 0 {
-		panic(fmt.Sprintf("cpu: AttendFull of q %d×%d, k %d×%d, v %d×%d into %d×%d over %d heads, window %d",
-			q.Rows, q.Cols, k.Rows, k.Cols, v.Rows, v.Cols, dst.Rows, dst.Cols, heads, a.Window))
+	n, w, heads, kvh := q.Rows, q.Cols, a.Heads, cmp.Or(a.KVHeads, a.Heads)
+	if heads < 1 || kvh < 1 || w%heads != 0 || heads%kvh != 0 || k.Rows != n || v.Rows != n || dst.Rows != n ||
+		k.Cols != w/heads*kvh || v.Cols != k.Cols || dst.Cols != w || a.Window < 0 {
+		panic(fmt.Sprintf("cpu: AttendFull of q %d×%d, k %d×%d, v %d×%d into %d×%d over %d heads (%d KV), window %d",
+			q.Rows, q.Cols, k.Rows, k.Cols, v.Rows, v.Cols, dst.Rows, dst.Cols, heads, kvh, a.Window))
 	}
-	d := w / heads
+	d, kw := w/heads, k.Cols
 	half := n // the keys a query sees on either side
 	if a.Window > 0 {
 		half = a.Window / 2
@@ -57,9 +59,9 @@ func (b *Backend) AttendFull(dst, q, k, v backend.Tensor, a *backend.FullAttenti
 			oh := make([]float32, bs*d)   // the block's outputs
 			var qb, pb quant.Batch
 			for h := range next {
-				off := h * d
+				off, kvOff := h*d, h/(heads/kvh)*d // query head h reads KV head h/(heads/kvh), as ggml broadcasts
 				for j := range n {
-					copy(kh[j*d:(j+1)*d], ks[j*w+off:j*w+off+d])
+					copy(kh[j*d:(j+1)*d], ks[j*kw+kvOff:j*kw+kvOff+d])
 				}
 				slope := backend.ALiBiSlope(h, heads, a.MaxALiBi)
 				for i0 := 0; i0 < n; i0 += bs {
@@ -85,8 +87,8 @@ func (b *Backend) AttendFull(dst, q, k, v backend.Tensor, a *backend.FullAttenti
 						pb.Quantize(i, row)
 					}
 					for j := range keys {
-						r := (j0 + j) * w
-						for t, x := range vs[r+off : r+off+d] {
+						r := (j0 + j) * kw
+						for t, x := range vs[r+kvOff : r+kvOff+d] {
 							vt[t*keys+j] = x
 						}
 					}
