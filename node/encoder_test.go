@@ -103,18 +103,32 @@ func referenceEncoderEmbedding(t *testing.T, path string, ids []uint32) []float6
 	if err != nil {
 		t.Fatal(err)
 	}
-	return meanUnit(h, m.Config().Embd)
+	e := m.Config().Embd
+	if !m.Projects() {
+		return meanUnit(h, e)
+	}
+	// EmbeddingGemma's dense projections take the mean, and the result
+	// is scaled (meanUnit of one row).
+	n, mean := len(h)/e, make([]float32, e)
+	for j := range e {
+		var s float64
+		for i := range n {
+			s += float64(h[i*e+j])
+		}
+		mean[j] = float32(s / float64(n))
+	}
+	return meanUnit(m.Project(mean), e)
 }
 
 // TestEncoderServed: a BERT-family encoder (bert, nomic-bert,
-// nomic-bert-moe, jina-bert-v2 and modern-bert) is served as an embedding
-// model: /v1/embeddings and Ollama's /api/embed
+// nomic-bert-moe, jina-bert-v2 and modern-bert; and gemma-embedding, with
+// its dense projections) is served as an embedding model: /v1/embeddings and Ollama's /api/embed
 // answer the reference's vectors for its WordPiece tokens; /api/show
 // says it embeds and nothing else; /v1/models lists it; /tokenize lends
 // its tokenizer; a generation of any kind is refused naming it as an
 // embedding model.
 func TestEncoderServed(t *testing.T) {
-	for _, arch := range []string{"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "modern-bert"} {
+	for _, arch := range []string{"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "modern-bert", "gemma-embedding"} {
 		t.Run(arch, func(t *testing.T) {
 			path, name := encoderFixture(t, arch)
 			n, _ := startNode(t, Config{Models: []string{path}})

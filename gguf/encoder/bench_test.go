@@ -33,6 +33,8 @@ var benchShapes = []struct {
 	{"jina-base", encodertest.Spec{Arch: "jina-bert-v2", Embd: 768, Layers: 12, Heads: 12, FF: 3072, Context: 8192}},
 	{"nomic-moe", encodertest.Spec{Arch: "nomic-bert-moe", Embd: 768, Layers: 12, Heads: 12, FF: 3072, Context: 512, Experts: 8, ExpertsUsed: 2}},
 	{"modernbert-base", encodertest.Spec{Arch: "modern-bert", Embd: 768, Layers: 22, Heads: 12, FF: 1152, Context: 8192, Window: 128}},
+	{"embeddinggemma", encodertest.Spec{Arch: "gemma-embedding", Embd: 768, Layers: 24, Heads: 3, KVHeads: 1, HeadDim: 256, FF: 1152,
+		Context: 2048, Window: 512, WindowEvery: 6, Dense: 3072}},
 }
 
 func benchIDs(n int) []uint32 {
@@ -76,8 +78,8 @@ func BenchmarkHidden(b *testing.B) {
 
 // BenchmarkEncoderVsLlamaCpp is make bench-encoder: llama.cpp's llama-bench
 // (-embd 1) and this encoder on the same files (MiniLM-L6, bge-base,
-// nomic-embed, jina-embeddings-v2-base, nomic-embed-text-v2-moe and
-// ModernBERT-base shapes, random F16), the same
+// nomic-embed, jina-embeddings-v2-base, nomic-embed-text-v2-moe,
+// ModernBERT-base and EmbeddingGemma shapes, random F16), the same
 // thread count and input lengths, in one run; it prints tokens per second
 // and our/llama.cpp ratios. It needs MESHNODE_BENCH_ENGINE=1 and llama.cpp
 // in $LLAMACPP (default ~/.cache/llamacpp-ref). BENCH_THREADS sets the

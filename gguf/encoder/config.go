@@ -3,6 +3,7 @@ package encoder
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/meshnode/meshnode/gguf"
 )
@@ -14,7 +15,7 @@ var ErrInvalid = errors.New("encoder: invalid model")
 // Supports reports whether arch is an architecture this package runs.
 func Supports(arch string) bool {
 	switch arch {
-	case "bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "modern-bert":
+	case "bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "modern-bert", "gemma-embedding":
 		return true
 	}
 	return false
@@ -38,10 +39,12 @@ type Config struct {
 	Arch                       string
 	Embd, Layers, Heads, FF    int
 	Context, Vocab, TokenTypes int
-	NormEps                    float32
+	NormEps                    float32 // the layer norms' (gemma-embedding: the RMS norms')
 	RoPEBase                   float32 // nomic-bert's rotary embedding; 0 where the model has none
 	RoPEDims                   int
-	HeadDim                    int
+	// HeadDim is a head's width (Embd/Heads, or attention.key_length);
+	// KVHeads the key and value heads (gemma-embedding groups its queries).
+	HeadDim, KVHeads int
 	// ALiBi is jina-bert-v2's maximum ALiBi bias (8, as llama.cpp fixes
 	// it), its only position signal; 0 for the others.
 	ALiBi float32
@@ -71,6 +74,19 @@ type Config struct {
 	// globally. 0: every layer is global.
 	Window, WindowEvery int
 	RoPEBaseSWA         float32
+	// DenseFirst: the global layer comes first in each WindowEvery
+	// (modern-bert's); else last (gemma-embedding's: five local layers,
+	// then a global one).
+	DenseFirst bool
+	// Sandwich: gemma-embedding's layers, RMS-normed before and after
+	// attention and before and after the feed-forward, each sum's input
+	// the residual, with an RMS norm of the output after the last; its
+	// embeddings are scaled by √Embd (EmbedScale), and its pooled vector
+	// may go through two dense projections (Dense2Out wide, then back to
+	// Embd from Dense3In), as sentence-transformers' modules do.
+	Sandwich            bool
+	EmbedScale          float32
+	Dense2Out, Dense3In int
 }
 
 // maxDim bounds every dimension a file may declare, far past any
@@ -86,7 +102,7 @@ const maxExperts = 1024
 func ParseConfig(md *gguf.Metadata) (Config, error) {
 	arch, _ := md.String("general.architecture")
 	if !Supports(arch) {
-		return Config{}, fmt.Errorf("%w: architecture %q is not an encoder (bert, nomic-bert, nomic-bert-moe, jina-bert-v2, modern-bert)", ErrInvalid, arch)
+		return Config{}, fmt.Errorf("%w: architecture %q is not an encoder (bert, nomic-bert, nomic-bert-moe, jina-bert-v2, modern-bert, gemma-embedding)", ErrInvalid, arch)
 	}
 	c := Config{Arch: arch}
 	switch arch {
@@ -96,8 +112,10 @@ func ParseConfig(md *gguf.Metadata) (Config, error) {
 		c.FFN = SwiGLU
 	case "jina-bert-v2":
 		c.ALiBi, c.FFN = 8, GEGLU // GELU where the file has no gate (Load)
+	case "gemma-embedding":
+		c.Sandwich, c.FFN = true, GEGLU
 	case "modern-bert":
-		c.PreNorm, c.FusedQKV, c.FusedGate = true, true, true
+		c.PreNorm, c.FusedQKV, c.FusedGate, c.DenseFirst = true, true, true, true
 		var err error
 		if c.FFN, err = modernFFN(md); err != nil {
 			return Config{}, err
@@ -128,16 +146,39 @@ func ParseConfig(md *gguf.Metadata) (Config, error) {
 			return Config{}, err
 		}
 	}
+	c.KVHeads = c.Heads
 	if kv, ok := md.Uint32(arch + ".attention.head_count_kv"); ok && int(kv) != c.Heads {
-		return Config{}, fmt.Errorf("%w: %d key heads for %d query heads: an encoder's attention here is not grouped", ErrInvalid, kv, c.Heads)
+		if !c.Sandwich || kv == 0 || c.Heads%int(kv) != 0 {
+			return Config{}, fmt.Errorf("%w: %d key heads for %d query heads: an encoder's attention here is not grouped", ErrInvalid, kv, c.Heads)
+		}
+		c.KVHeads = int(kv)
 	}
-	if c.Embd%c.Heads != 0 {
-		return Config{}, fmt.Errorf("%w: %d heads do not divide a width of %d", ErrInvalid, c.Heads, c.Embd)
+	if c.Sandwich {
+		// gemma's heads are their own width (256 in EmbeddingGemma).
+		c.HeadDim = c.Embd / c.Heads
+		if err := get("attention.key_length", &c.HeadDim, false); err != nil {
+			return Config{}, err
+		}
+		if v, ok := md.Uint32(arch + ".attention.value_length"); ok && int(v) != c.HeadDim {
+			return Config{}, fmt.Errorf("%w: values %d wide for keys %d wide", ErrInvalid, v, c.HeadDim)
+		}
+		if c.HeadDim%2 != 0 {
+			return Config{}, fmt.Errorf("%w: heads %d wide: a rotation takes pairs", ErrInvalid, c.HeadDim)
+		}
+		c.EmbedScale = float32(math.Sqrt(float64(c.Embd))) // llama.cpp's sqrtf(n_embd)
+	} else {
+		if c.Embd%c.Heads != 0 {
+			return Config{}, fmt.Errorf("%w: %d heads do not divide a width of %d", ErrInvalid, c.Heads, c.Embd)
+		}
+		c.HeadDim = c.Embd / c.Heads
 	}
-	c.HeadDim = c.Embd / c.Heads
-	eps, ok := md.Float32(arch + ".attention.layer_norm_epsilon")
+	epsKey := arch + ".attention.layer_norm_epsilon"
+	if c.Sandwich {
+		epsKey = arch + ".attention.layer_norm_rms_epsilon"
+	}
+	eps, ok := md.Float32(epsKey)
 	if !ok || !(eps > 0) || eps > 1 {
-		return Config{}, fmt.Errorf("%w: %s.attention.layer_norm_epsilon is missing or not in (0, 1]", ErrInvalid, arch)
+		return Config{}, fmt.Errorf("%w: %s is missing or not in (0, 1]", ErrInvalid, epsKey)
 	}
 	c.NormEps = eps
 	if causal, ok := md.Bool(arch + ".attention.causal"); ok && causal {
@@ -175,18 +216,25 @@ func ParseConfig(md *gguf.Metadata) (Config, error) {
 		}
 		return b, nil
 	}
-	if arch == "modern-bert" {
-		if v, ok := md.Uint32(arch + ".attention.sliding_window"); ok { // 0: none, as llama.cpp reads it
-			if v > maxDim {
-				return Config{}, fmt.Errorf("%w: %s.attention.sliding_window is %d", ErrInvalid, arch, v)
-			}
-			c.Window = int(v)
+	if arch == "modern-bert" || arch == "gemma-embedding" {
+		v, ok := md.Uint32(arch + ".attention.sliding_window") // 0: none, as llama.cpp reads it
+		switch {
+		case !ok && c.Sandwich:
+			return Config{}, fmt.Errorf("%w: %s.attention.sliding_window is missing", ErrInvalid, arch)
+		case v > maxDim:
+			return Config{}, fmt.Errorf("%w: %s.attention.sliding_window is %d", ErrInvalid, arch, v)
 		}
+		c.Window = int(v)
 		if c.Window > 0 {
 			if n, ok := md.ArrayLen(arch + ".attention.sliding_window_pattern"); ok {
-				return Config{}, fmt.Errorf("%w: %s.attention.sliding_window_pattern is an array of %d; a period is what modern-bert takes", ErrInvalid, arch, n)
+				return Config{}, fmt.Errorf("%w: %s.attention.sliding_window_pattern is an array of %d; a period is what %s takes", ErrInvalid, arch, n, arch)
 			}
-			c.WindowEvery = 3 // llama.cpp's default: two local layers, then a global one
+			// llama.cpp's defaults: modern-bert a global layer then two
+			// local; gemma-embedding five local then a global.
+			c.WindowEvery = 3
+			if c.Sandwich {
+				c.WindowEvery = 6
+			}
 			if v, ok := md.Uint32(arch + ".attention.sliding_window_pattern"); ok {
 				if v > maxDim {
 					return Config{}, fmt.Errorf("%w: %s.attention.sliding_window_pattern is %d", ErrInvalid, arch, v)
@@ -199,7 +247,22 @@ func ParseConfig(md *gguf.Metadata) (Config, error) {
 			}
 		}
 	}
-	if arch == "nomic-bert" || arch == "nomic-bert-moe" || arch == "modern-bert" {
+	if c.Sandwich {
+		for _, k := range []struct {
+			key string
+			dst *int
+		}{{"dense_2_feat_out", &c.Dense2Out}, {"dense_3_feat_in", &c.Dense3In}} {
+			if err := get(k.key, k.dst, false); err != nil {
+				return Config{}, err
+			}
+		}
+		for _, k := range []string{"dense_2_feat_in", "dense_3_feat_out"} {
+			if v, ok := md.Uint32(arch + "." + k); ok && int(v) != c.Embd {
+				return Config{}, fmt.Errorf("%w: %s.%s is %d, not the width %d", ErrInvalid, arch, k, v, c.Embd)
+			}
+		}
+	}
+	if arch == "nomic-bert" || arch == "nomic-bert-moe" || arch == "modern-bert" || arch == "gemma-embedding" {
 		var err error
 		if c.RoPEBase, err = ropeBase("rope.freq_base"); err != nil {
 			return Config{}, err
@@ -215,11 +278,20 @@ func ParseConfig(md *gguf.Metadata) (Config, error) {
 	return c, nil
 }
 
-// Local reports whether layer i attends within the sliding window
-// (llama.cpp's dense-first pattern: every WindowEvery-th layer from the
-// first is global; a period of 0 makes every layer local).
+// Local reports whether layer i attends within the sliding window, as
+// llama.cpp's set_swa_pattern lays them out: one global layer in every
+// WindowEvery, the first of them (DenseFirst) or the last; a period of 0
+// makes every layer local.
 func (c Config) Local(i int) bool {
-	return c.Window > 0 && (c.WindowEvery == 0 || i%c.WindowEvery != 0)
+	switch {
+	case c.Window == 0:
+		return false
+	case c.WindowEvery == 0:
+		return true
+	case c.DenseFirst:
+		return i%c.WindowEvery != 0
+	}
+	return i%c.WindowEvery < c.WindowEvery-1
 }
 
 // modernFFN is modern-bert's feed-forward from its hidden_activation, as

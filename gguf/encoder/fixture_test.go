@@ -66,6 +66,15 @@ func TestWriteFixtures(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(*writeFixtures, "xlmr.gguf"), xlmrFixture(t), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	for name, dense := range map[string]bool{"gemma-embedding": false, "gemma-embedding-dense": true} {
+		b, err := encodertest.Gemma(dense)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(*writeFixtures, name+".gguf"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for name, reranker := range map[string]bool{"modern-bert": false, "modern-bert-reranker": true} {
 		if err := os.WriteFile(filepath.Join(*writeFixtures, name+".gguf"), modernFixture(t, reranker), 0o644); err != nil {
 			t.Fatal(err)

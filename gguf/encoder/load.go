@@ -80,6 +80,9 @@ type spec struct {
 
 // layer loads block i.
 func (ld *loader) layer(ly *layer, i int, c Config) error {
+	if c.Sandwich {
+		return ld.sandwichLayer(ly, i, c)
+	}
 	name := func(s string) string { return fmt.Sprintf("blk.%d.%s", i, s) }
 	e := c.Embd
 	mats := []spec{
@@ -341,4 +344,44 @@ func (ld *loader) head(m *Model) error {
 	}
 	c.Classes = classes
 	return nil
+}
+
+// sandwichModel loads gemma-embedding's tensors outside its blocks: the
+// output's RMS norm and the optional dense projections (both or neither).
+func (ld *loader) sandwichModel(m *Model) error {
+	c := m.cfg
+	var err error
+	if m.rmsOut, err = ld.weight("output_norm.weight", 1, c.Embd, true); err != nil {
+		return err
+	}
+	_, d2 := ld.f.Tensor("dense_2.weight")
+	_, d3 := ld.f.Tensor("dense_3.weight")
+	switch {
+	case d2 != d3:
+		return fmt.Errorf("%w: dense_2.weight and dense_3.weight come together (sentence-transformers' two projections); the file has one", ErrInvalid)
+	case !d2:
+		return nil
+	case c.Dense2Out == 0 || c.Dense3In != c.Dense2Out:
+		return fmt.Errorf("%w: dense projections %d then %d wide: %s.dense_2_feat_out and dense_3_feat_in must be set and agree", ErrInvalid, c.Dense2Out, c.Dense3In, c.Arch)
+	}
+	if m.dense2, err = ld.matrix("dense_2.weight", c.Dense2Out, c.Embd, true); err != nil {
+		return err
+	}
+	m.dense3, err = ld.matrix("dense_3.weight", c.Embd, c.Dense3In, true)
+	return err
+}
+
+// sandwichLayer loads gemma-embedding's block i: its projections (the
+// queries Heads·HeadDim wide, the keys and values KVHeads·HeadDim), its
+// gated feed-forward, and its six RMS norms, all without biases.
+func (ld *loader) sandwichLayer(ly *layer, i int, c Config) error {
+	e, qw, kw := c.Embd, c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	return ld.weights(i, []spec{
+		{&ly.q, "attn_q.weight", qw, e, true}, {&ly.k, "attn_k.weight", kw, e, true}, {&ly.v, "attn_v.weight", kw, e, true},
+		{&ly.o, "attn_output.weight", e, qw, true},
+		{&ly.gate, "ffn_gate.weight", c.FF, e, true}, {&ly.up, "ffn_up.weight", c.FF, e, true}, {&ly.down, "ffn_down.weight", e, c.FF, true},
+		{&ly.rmsIn, "attn_norm.weight", 1, e, true}, {&ly.rmsPostAttn, "post_attention_norm.weight", 1, e, true},
+		{&ly.qRMS, "attn_q_norm.weight", 1, c.HeadDim, true}, {&ly.kRMS, "attn_k_norm.weight", 1, c.HeadDim, true},
+		{&ly.rmsFFN, "ffn_norm.weight", 1, e, true}, {&ly.rmsPostFFN, "post_ffw_norm.weight", 1, e, true},
+	})
 }

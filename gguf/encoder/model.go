@@ -32,6 +32,9 @@ type Model struct {
 	moe           backend.MoE          // be's mixture of experts, for nomic-bert-moe
 	// modern-bert's norm of the last layer's output.
 	outNormW, outNormB []float32
+	// gemma-embedding's RMS norm of the last layer's output, and the dense
+	// projections of the pooled vector (nil where the file has none).
+	rmsOut, dense2, dense3 backend.Weight
 	// The classification head a reranker has (llama.cpp's cls, cls_b,
 	// cls_out, cls_out_b, and modern-bert's cls_norm): nil where the file
 	// has none. cls has clsRows outputs.
@@ -60,6 +63,9 @@ type layer struct {
 	// router and each expert's matrices; nil in a dense layer.
 	router           backend.Weight
 	upExps, downExps []backend.Weight
+	// gemma-embedding's RMS norms: before and after attention, of each
+	// head's queries and keys, before and after the feed-forward.
+	rmsIn, rmsPostAttn, qRMS, kRMS, rmsFFN, rmsPostFFN backend.Weight
 }
 
 // Load reads an encoder from f onto be, whose kernels it runs on. The
@@ -100,7 +106,7 @@ func Load(f *gguf.File, be backend.Backend) (*Model, error) {
 	if cfg.RoPEBaseSWA > 0 {
 		m.ropeSWA = &backend.RoPE{Dims: cfg.RoPEDims, NeoX: true, Base: cfg.RoPEBaseSWA, FreqScale: 1, AttnFactor: 1}
 	}
-	if cfg.TokenTypes > 0 && !cfg.PreNorm {
+	if cfg.TokenTypes > 0 && !cfg.PreNorm && !cfg.Sandwich {
 		if m.type0, err = ld.firstRow("token_types.weight", cfg.Embd, cfg.TokenTypes); err != nil {
 			return nil, err
 		}
@@ -108,7 +114,11 @@ func Load(f *gguf.File, be backend.Backend) (*Model, error) {
 	if m.type0 == nil && cfg.Arch == "jina-bert-v2" {
 		return nil, fmt.Errorf("%w: jina-bert-v2 needs token type embeddings (token_types.weight, tokenizer.ggml.token_type_count)", ErrInvalid)
 	}
-	if m.normW, m.normB, err = ld.norm("token_embd_norm", cfg.Embd, !cfg.PreNorm); err != nil {
+	if cfg.Sandwich {
+		if err := ld.sandwichModel(m); err != nil {
+			return nil, err
+		}
+	} else if m.normW, m.normB, err = ld.norm("token_embd_norm", cfg.Embd, !cfg.PreNorm); err != nil {
 		return nil, err
 	}
 	if cfg.PreNorm {
@@ -180,12 +190,29 @@ func (m *Model) Hidden(ctx context.Context, ids []uint32) ([]float32, error) {
 		be.Embed(pe, m.pos, positions)
 		be.Add(x, pe)
 	}
-	p.norm(x, x, m.normW, m.normB)
+	if c.Sandwich {
+		be.Scale(x, c.EmbedScale)
+	} else {
+		p.norm(x, x, m.normW, m.normB)
+	}
 	for li := range m.layers {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		ly := &m.layers[li]
+		if c.Sandwich {
+			// gemma-embedding: x + norm(attention(norm(x))), then that
+			// plus the norm of its normed feed-forward.
+			be.RMSNorm(p.h, x, ly.rmsIn, c.NormEps)
+			p.attention(li, p.h)
+			be.RMSNorm(p.cur, p.cur, ly.rmsPostAttn, c.NormEps)
+			be.Add(p.cur, x)
+			be.RMSNorm(p.h, p.cur, ly.rmsFFN, c.NormEps)
+			p.feedForward(ly, x, p.h)
+			be.RMSNorm(x, x, ly.rmsPostFFN, c.NormEps)
+			be.Add(x, p.cur)
+			continue
+		}
 		if c.PreNorm {
 			// modern-bert: x + attention(norm(x)), then that plus the
 			// feed-forward of its norm.
@@ -214,10 +241,36 @@ func (m *Model) Hidden(ctx context.Context, ids []uint32) ([]float32, error) {
 		be.Add(x, p.cur)
 		p.norm(x, x, ly.outNormW, ly.outNormB)
 	}
-	if c.PreNorm {
+	switch {
+	case c.PreNorm:
 		p.norm(x, x, m.outNormW, m.outNormB)
+	case c.Sandwich:
+		be.RMSNorm(x, x, m.rmsOut, c.NormEps)
+		be.Read(p.host, x)
 	}
 	return p.host, nil
+}
+
+// Projects reports whether the model's pooled vectors go through dense
+// projections (Project) before they are scaled.
+func (m *Model) Projects() bool { return m.dense2 != nil }
+
+// Project returns a pooled vector (Embd wide) through the model's dense
+// projections, as llama.cpp's build_dense_out applies them after pooling:
+// dense_2 (to Dense2Out), then dense_3 (back to Embd). A model without
+// them returns v.
+func (m *Model) Project(v []float32) []float32 {
+	if m.dense2 == nil {
+		return v
+	}
+	be, c := m.be, m.cfg
+	x, y, z := be.NewTensor(1, c.Embd), be.NewTensor(1, c.Dense2Out), be.NewTensor(1, c.Embd)
+	be.Write(x, v)
+	be.MatMul(y, m.dense2, x)
+	be.MatMul(z, m.dense3, y)
+	out := make([]float32, c.Embd)
+	be.Read(out, z)
+	return out
 }
 
 // pass is one Hidden call's activations, n rows each.
@@ -225,7 +278,7 @@ type pass struct {
 	m                     *Model
 	n                     int
 	x, cur, h             backend.Tensor // n × Embd: the layers' input and output, a sum, a norm
-	q, k, v, att, qkv     backend.Tensor
+	q, k, v, att, qkv     backend.Tensor // q and att Heads·HeadDim wide, k and v KVHeads·HeadDim
 	up, gate              backend.Tensor // n × FF
 	host, hq, hk, hv, all []float32      // host copies: a norm's rows; a fused QKV's split
 	moe                   *moeScratch
@@ -235,8 +288,9 @@ func (m *Model) newPass(n int) *pass {
 	be, c := m.be, m.cfg
 	p := &pass{m: m, n: n,
 		x: be.NewTensor(n, c.Embd), cur: be.NewTensor(n, c.Embd), h: be.NewTensor(n, c.Embd),
-		q: be.NewTensor(n, c.Embd), k: be.NewTensor(n, c.Embd), v: be.NewTensor(n, c.Embd), att: be.NewTensor(n, c.Embd),
-		up: be.NewTensor(n, c.FF), gate: be.NewTensor(n, c.FF),
+		q: be.NewTensor(n, c.Heads*c.HeadDim), k: be.NewTensor(n, c.KVHeads*c.HeadDim), v: be.NewTensor(n, c.KVHeads*c.HeadDim),
+		att: be.NewTensor(n, c.Heads*c.HeadDim),
+		up:  be.NewTensor(n, c.FF), gate: be.NewTensor(n, c.FF),
 		host: make([]float32, n*c.Embd),
 	}
 	if c.FFN == GELU {
@@ -302,7 +356,11 @@ func (p *pass) attention(li int, in backend.Tensor) {
 	if ly.kNormW != nil {
 		p.norm(p.k, p.k, ly.kNormW, ly.kNormB)
 	}
-	a := &backend.FullAttention{Heads: c.Heads, Scale: float32(1 / math.Sqrt(float64(c.HeadDim))), MaxALiBi: c.ALiBi}
+	if ly.qRMS != nil {
+		be.RMSNorm(p.q, p.q, ly.qRMS, c.NormEps) // head by head
+		be.RMSNorm(p.k, p.k, ly.kRMS, c.NormEps)
+	}
+	a := &backend.FullAttention{Heads: c.Heads, KVHeads: c.KVHeads, Scale: float32(1 / math.Sqrt(float64(c.HeadDim))), MaxALiBi: c.ALiBi}
 	rope := m.rope
 	if c.Local(li) {
 		a.Window, rope = c.Window, m.ropeSWA
@@ -310,6 +368,11 @@ func (p *pass) attention(li int, in backend.Tensor) {
 	if rope != nil {
 		be.RoPE(p.q, c.HeadDim, 0, rope)
 		be.RoPE(p.k, c.HeadDim, 0, rope)
+	}
+	if c.Sandwich {
+		// gemma scales the queries, then attends at scale 1.
+		be.Scale(p.q, a.Scale)
+		a.Scale = 1
 	}
 	m.att.AttendFull(p.att, p.q, p.k, p.v, a)
 	be.MatMul(p.cur, ly.o, p.att)

@@ -54,7 +54,8 @@ func TestLoadRefusesMalformed(t *testing.T) {
 	bases := map[string]func() ([]byte, error){
 		"":     func() ([]byte, error) { return encodertest.Fixture("bert") },
 		"jina": encodertest.Jina, "jina-reranker": encodertest.JinaReranker,
-		"moe": func() ([]byte, error) { return encodertest.Fixture("nomic-bert-moe") },
+		"moe":   func() ([]byte, error) { return encodertest.Fixture("nomic-bert-moe") },
+		"gemma": func() ([]byte, error) { return encodertest.Gemma(true) },
 		"modern": func() ([]byte, error) {
 			return encodertest.Build(encodertest.Spec{Arch: "modern-bert", Embd: 32, Layers: 3, Heads: 4, FF: 48, Context: 64, Window: 16})
 		},
@@ -84,6 +85,12 @@ func TestLoadRefusesMalformed(t *testing.T) {
 		{"a pattern per layer", map[string]any{"modern-bert.attention.sliding_window_pattern": []bool{false, true, true}}, "", "sliding_window_pattern is an array of 3", "modern"},
 		{"no input norm past the first layer", nil, "blk.1.attn_norm.weight", "blk.1.attn_norm.weight is missing", "modern"},
 		{"an up of FF", map[string]any{"modern-bert.feed_forward_length": uint32(96)}, "", "blk.0.ffn_up.weight has shape", "modern"},
+		{"one projection of two", nil, "dense_3.weight", "dense_2.weight and dense_3.weight come together", "gemma"},
+		{"projections that disagree", map[string]any{"gemma-embedding.dense_3_feat_in": uint32(48)}, "", "must be set and agree", "gemma"},
+		{"KV heads that do not divide", map[string]any{"gemma-embedding.attention.head_count_kv": uint32(3)}, "", "3 key heads for 4 query heads", "gemma"},
+		{"values of another width", map[string]any{"gemma-embedding.attention.value_length": uint32(8)}, "", "values 8 wide for keys 16 wide", "gemma"},
+		{"no window", nil, "gemma-embedding.attention.sliding_window", "sliding_window is missing", "gemma"},
+		{"no RMS epsilon", nil, "gemma-embedding.attention.layer_norm_rms_epsilon", "layer_norm_rms_epsilon is missing", "gemma"},
 		{"up neither FF nor 2·FF", map[string]any{"jina-bert-v2.feed_forward_length": uint32(40)}, "", "blk.0.ffn_up.weight has shape", "jina-reranker"},
 	} {
 		raw, err := bases[tc.base]()
@@ -123,6 +130,7 @@ func FuzzLoad(f *testing.F) {
 		{Arch: "bert"}, {Arch: "nomic-bert"}, {Arch: "nomic-bert-moe"}, {Arch: "bert", Reranker: true},
 		{Arch: "jina-bert-v2", Norms: true}, {Arch: "jina-bert-v2", FusedGate: true, Reranker: true},
 		{Arch: "modern-bert", Window: 4}, {Arch: "modern-bert", Reranker: true, Activation: "silu"},
+		{Arch: "gemma-embedding", Window: 4, KVHeads: 1, HeadDim: 4, Dense: 16},
 	} {
 		sp.Embd, sp.Layers, sp.Heads, sp.FF, sp.Context = 8, 1, 2, 8, 8
 		if sp.Arch == "nomic-bert-moe" {

@@ -57,6 +57,7 @@ type hiddenCase struct {
 	Text   string      `json:"text"`
 	IDs    []uint32    `json:"ids"`
 	Hidden [][]float32 `json:"hidden"`
+	Pooled []float32   `json:"pooled"` // hidden.cpp's "mean": the states' mean, projected
 }
 
 // readHiddenGoldens reads a goldens file: the cases of each fixture.
@@ -253,6 +254,72 @@ func TestModernBertMatchesLlamaCpp(t *testing.T) {
 				t.Fatalf("%q tokenized as %v, llama.cpp's %v", c.Text, ids, c.IDs)
 			}
 			checkHidden(t, m, tc.name, c)
+		}
+	}
+}
+
+// TestGemmaEmbeddingMatchesLlamaCpp: gemma-embedding encoders
+// (EmbeddingGemma's: embeddings scaled by √Embd, RMS norms before and
+// after attention and the feed-forward, per-head Q and K norms, grouped
+// queries over heads of their own width, two local layers in a window of
+// 16 then a global one, each with its RoPE base, a GELU-gated
+// feed-forward, the output norm) give llama.cpp's hidden states within
+// hiddenTolerance for the three texts; with the dense projections, the
+// mean of the states through them (Project) is llama.cpp's pooled
+// embedding within the same tolerance of its largest value.
+func TestGemmaEmbeddingMatchesLlamaCpp(t *testing.T) {
+	golden := readHiddenGoldens(t, "testdata/llama-embedding-gemma.json")
+	be := cpu.New(cpu.Options{Threads: 2})
+	defer be.Close()
+	for _, dense := range []bool{false, true} {
+		name := "gemma-embedding"
+		if dense {
+			name += "-dense"
+		}
+		cases := golden[name]
+		if len(cases) != 3 {
+			t.Fatalf("%d %s goldens, want 3", len(cases), name)
+		}
+		b, err := encodertest.Gemma(dense)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := gguf.Parse(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := Load(f, be)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := m.Config(); !c.Sandwich || c.KVHeads != 2 || c.HeadDim != 16 || !c.Local(0) || !c.Local(1) || c.Local(2) || m.Projects() != dense {
+			t.Fatalf("%s: config %+v, projects %v", name, c, m.Projects())
+		}
+		for _, c := range cases {
+			if !dense {
+				checkHidden(t, m, name, c)
+				continue
+			}
+			h, err := m.Hidden(context.Background(), c.IDs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := m.Project(meanRows(h, encodertest.Embd))
+			var scale, worst float64
+			for _, w := range c.Pooled {
+				scale = max(scale, math.Abs(float64(w)))
+			}
+			if len(got) != len(c.Pooled) {
+				t.Fatalf("%s: %d pooled values, want %d", name, len(got), len(c.Pooled))
+			}
+			for j, w := range c.Pooled {
+				d := math.Abs(float64(got[j])-float64(w)) / scale
+				worst = max(worst, d)
+				if d > hiddenTolerance {
+					t.Fatalf("%s %q: pooled component %d is %v, llama.cpp's %v", name, c.Text, j, got[j], w)
+				}
+			}
+			t.Logf("%s, %d tokens: pooled, worst relative difference %.2g", name, len(c.IDs), worst)
 		}
 	}
 }

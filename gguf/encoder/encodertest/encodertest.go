@@ -1,8 +1,9 @@
 // Package encodertest builds the random-weight encoders (bert,
-// nomic-bert, nomic-bert-moe, jina-bert-v2 and modern-bert, with a small
-// WordPiece vocabulary or a vocabulary file's) that the encoder's, the
-// engine's and the node's tests load, and whose hidden states llama.cpp
-// gave for the goldens in gguf/encoder/testdata.
+// nomic-bert, nomic-bert-moe, jina-bert-v2, modern-bert and
+// gemma-embedding, with a small WordPiece vocabulary or a vocabulary
+// file's) that the encoder's, the engine's and the node's tests load, and
+// whose hidden states llama.cpp gave for the goldens in
+// gguf/encoder/testdata.
 package encodertest
 
 import (
@@ -41,10 +42,15 @@ type Spec struct {
 	// Experts experts (4 where 0), ExpertsUsed of them per token (2
 	// where 0).
 	Experts, ExpertsUsed int
-	// modern-bert's local attention window (every third layer from the
-	// first global) and hidden_activation ("gelu" where empty).
-	Window     int
-	Activation string
+	// modern-bert's and gemma-embedding's local attention window (every
+	// third layer global: modern-bert's first of each three,
+	// gemma-embedding's last), and modern-bert's hidden_activation ("gelu"
+	// where empty).
+	Window, WindowEvery int // WindowEvery: the period of global layers, 3 where 0
+	Activation          string
+	// gemma-embedding's key and value heads, its heads' width, and the
+	// width of its dense projections (0: the file has none).
+	KVHeads, HeadDim, Dense int
 	// Tokenizer, when set, is a vocabulary file's metadata whose
 	// tokenizer.* keys the fixture takes instead of Vocab's (an XLM-R
 	// vocabulary for a bge-m3-shaped encoder); the token embeddings get a
@@ -73,8 +79,12 @@ func Vocab() (tokens []string, types []int32) {
 }
 
 // Fixture builds the random-weight encoder of arch (any Build takes) the
-// goldens were made from: Build at the fixtures' shape.
+// goldens were made from: Build at the fixtures' shape (gemma-embedding's
+// is Gemma's, with its dense projections).
 func Fixture(arch string) ([]byte, error) {
+	if arch == "gemma-embedding" {
+		return Gemma(true)
+	}
 	return Build(Spec{Arch: arch, Embd: Embd, Layers: Layers, Heads: Heads, FF: FF, Context: Context})
 }
 
@@ -109,13 +119,25 @@ func Build(sp Spec) ([]byte, error) {
 	if arch == "nomic-bert" || moe {
 		set(arch+".rope.freq_base", float32(1000))
 	}
-	if arch == "modern-bert" {
+	if arch == "modern-bert" || arch == "gemma-embedding" {
 		set(arch+".rope.freq_base", float32(160000))
 		set(arch+".rope.freq_base_swa", float32(10000))
 		set(arch+".attention.sliding_window", uint32(sp.Window))
-		set(arch+".attention.sliding_window_pattern", uint32(3))
+		set(arch+".attention.sliding_window_pattern", uint32(cmp.Or(sp.WindowEvery, 3)))
 		if sp.Activation != "" {
 			set(arch+".hidden_activation", sp.Activation)
+		}
+	}
+	if arch == "gemma-embedding" {
+		set(arch+".attention.head_count_kv", uint32(sp.KVHeads))
+		set(arch+".attention.key_length", uint32(sp.HeadDim))
+		set(arch+".attention.value_length", uint32(sp.HeadDim))
+		set(arch+".attention.layer_norm_rms_epsilon", float32(1e-6))
+		if sp.Dense > 0 {
+			set(arch+".dense_2_feat_in", uint32(sp.Embd))
+			set(arch+".dense_2_feat_out", uint32(sp.Dense))
+			set(arch+".dense_3_feat_in", uint32(sp.Dense))
+			set(arch+".dense_3_feat_out", uint32(sp.Embd))
 		}
 	}
 	if moe {
@@ -172,9 +194,12 @@ func Build(sp Spec) ([]byte, error) {
 	}
 	e, sd := int64(sp.Embd), 1/math.Sqrt(float64(sp.Embd))
 	f16("token_embd.weight", normal(len(tokens)*sp.Embd, 0, 1), e, int64(len(tokens)))
-	if arch == "modern-bert" {
+	switch arch {
+	case "modern-bert":
 		modern(sp, f16, f32, normal)
-	} else {
+	case "gemma-embedding":
+		gemma(sp, f16, f32, normal)
+	default:
 		types2 := int64(2)
 		if sp.Tokenizer != nil {
 			types2 = 1
@@ -303,6 +328,51 @@ func Modern(vocab *gguf.File, reranker bool) ([]byte, error) {
 		Reranker: reranker, Tokenizer: voc.Metadata}
 	if reranker {
 		sp.Activation = "silu"
+	}
+	return Build(sp)
+}
+
+// gemma writes gemma-embedding's tensors after its token embeddings: per
+// layer the RMS norms before and after attention and the feed-forward and
+// of each head's queries and keys (gemma's weights, near 1), grouped Q, K
+// and V of their own head width, a GELU-gated feed-forward, no biases;
+// the output norm; and where sp.Dense is set, the dense projections.
+func gemma(sp Spec, f16, f32 func(string, []float32, ...int64), normal func(int, float64, float64) []float32) {
+	e, sd := int64(sp.Embd), 1/math.Sqrt(float64(sp.Embd))
+	qw, kw, hd := int64(sp.Heads*sp.HeadDim), int64(sp.KVHeads*sp.HeadDim), int64(sp.HeadDim)
+	for l := range sp.Layers {
+		p := func(s string) string { return fmt.Sprintf("blk.%d.%s", l, s) }
+		f32(p("attn_norm.weight"), normal(sp.Embd, 1, 0.1), e)
+		f16(p("attn_q.weight"), normal(int(qw*e), 0, sd), e, qw)
+		f16(p("attn_k.weight"), normal(int(kw*e), 0, sd), e, kw)
+		f16(p("attn_v.weight"), normal(int(kw*e), 0, sd), e, kw)
+		f16(p("attn_output.weight"), normal(int(e*qw), 0, 1/math.Sqrt(float64(qw))), qw, e)
+		f32(p("post_attention_norm.weight"), normal(sp.Embd, 1, 0.1), e)
+		f32(p("attn_q_norm.weight"), normal(sp.HeadDim, 1, 0.1), hd)
+		f32(p("attn_k_norm.weight"), normal(sp.HeadDim, 1, 0.1), hd)
+		f32(p("ffn_norm.weight"), normal(sp.Embd, 1, 0.1), e)
+		f16(p("ffn_gate.weight"), normal(sp.FF*sp.Embd, 0, sd), e, int64(sp.FF))
+		f16(p("ffn_up.weight"), normal(sp.FF*sp.Embd, 0, sd), e, int64(sp.FF))
+		f16(p("ffn_down.weight"), normal(sp.Embd*sp.FF, 0, 1/math.Sqrt(float64(sp.FF))), int64(sp.FF), e)
+		f32(p("post_ffw_norm.weight"), normal(sp.Embd, 1, 0.1), e)
+	}
+	f32("output_norm.weight", normal(sp.Embd, 1, 0.1), e)
+	if sp.Dense > 0 {
+		d := int64(sp.Dense)
+		f16("dense_2.weight", normal(sp.Dense*sp.Embd, 0, sd), e, d)
+		f16("dense_3.weight", normal(sp.Embd*sp.Dense, 0, 1/math.Sqrt(float64(sp.Dense))), d, e)
+	}
+}
+
+// Gemma is the gemma-embedding fixture the goldens were made from, as
+// EmbeddingGemma is built at Fixture's width: four heads 16 wide over two
+// KV heads, three layers (two local in a window of 16, then a global
+// one); with dense set, its dense projections (64 wide).
+func Gemma(dense bool) ([]byte, error) {
+	sp := Spec{Arch: "gemma-embedding", Embd: Embd, Layers: 3, Heads: Heads, KVHeads: 2, HeadDim: 16, FF: FF,
+		Context: Context, Window: 16}
+	if dense {
+		sp.Dense = 64
 	}
 	return Build(sp)
 }

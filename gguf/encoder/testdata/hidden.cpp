@@ -2,14 +2,18 @@
 // for the goldens in llama-embedding.json (README.md). Unpooled and unnormalised
 // (LLAMA_POOLING_TYPE_NONE), flash attention off, as JSON:
 //   {"text": TEXT, "ids": [...], "hidden": [[...] per token]} with %.9g floats.
-// usage: hidden MODEL.gguf TEXT
+// With a third argument, "mean", it pools the states by their mean instead (and
+// applies the file's dense projections, as llama.cpp does after pooling), and
+// prints {"ids": [...], "pooled": [...]}, unnormalised.
+// usage: hidden MODEL.gguf TEXT [mean]
 #include "llama.h"
 #include <cstdio>
 #include <string>
 #include <vector>
 
 int main(int argc, char ** argv) {
-    if (argc != 3) { fprintf(stderr, "usage: %s MODEL TEXT\n", argv[0]); return 1; }
+    if (argc != 3 && !(argc == 4 && std::string(argv[3]) == "mean")) { fprintf(stderr, "usage: %s MODEL TEXT [mean]\n", argv[0]); return 1; }
+    const bool mean = argc == 4;
     llama_log_set([](ggml_log_level level, const char * text, void *) { if (level >= GGML_LOG_LEVEL_ERROR) fputs(text, stderr); }, nullptr);
     ggml_backend_load_all();
     llama_model * model = llama_model_load_from_file(argv[1], llama_model_default_params());
@@ -22,7 +26,7 @@ int main(int argc, char ** argv) {
     llama_context_params cp = llama_context_default_params();
     cp.n_ctx = 512; cp.n_batch = 512; cp.n_ubatch = 512; cp.n_threads = 2; cp.n_threads_batch = 2;
     cp.embeddings = true;
-    cp.pooling_type = LLAMA_POOLING_TYPE_NONE;
+    cp.pooling_type = mean ? LLAMA_POOLING_TYPE_MEAN : LLAMA_POOLING_TYPE_NONE;
     cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
     llama_context * ctx = llama_init_from_model(model, cp);
     if (!ctx) { fprintf(stderr, "ctx failed\n"); return 1; }
@@ -35,6 +39,13 @@ int main(int argc, char ** argv) {
     const int e = llama_model_n_embd(model);
     printf("{\"ids\":[");
     for (int i = 0; i < n; i++) printf("%s%d", i ? "," : "", toks[i]);
+    if (mean) {
+        const float * p = llama_get_embeddings_seq(ctx, 0);
+        printf("],\"pooled\":[");
+        for (int j = 0; j < llama_model_n_embd_out(model); j++) printf("%s%.9g", j ? "," : "", p[j]);
+        printf("]}\n");
+        return 0;
+    }
     printf("],\"hidden\":[");
     for (int i = 0; i < n; i++) {
         const float * h = llama_get_embeddings_ith(ctx, i);

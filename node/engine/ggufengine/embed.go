@@ -178,11 +178,7 @@ func poolHidden(hidden []float32, e int, p Pooling, unit bool) []float32 {
 		}
 		return out
 	}
-	var norm float64
-	for _, x := range sum {
-		norm += float64(x * x) // rounded: arm64 would fuse it, and the bits must replay anywhere
-	}
-	norm = math.Sqrt(norm)
+	norm := l2(sum)
 	for j, x := range sum {
 		if norm > 0 {
 			x /= norm
@@ -190,4 +186,29 @@ func poolHidden(hidden []float32, e int, p Pooling, unit bool) []float32 {
 		out[j] = float32(x)
 	}
 	return out
+}
+
+// unitLength scales v to unit L2 norm in place (summed in float64), as
+// poolHidden scales its pooled sums; a zero vector stays zero.
+func unitLength(v []float32) {
+	wide := make([]float64, len(v))
+	for i, x := range v {
+		wide[i] = float64(x)
+	}
+	norm := l2(wide)
+	if norm == 0 {
+		return
+	}
+	for i, x := range wide {
+		v[i] = float32(x / norm)
+	}
+}
+
+// l2 is v's Euclidean length.
+func l2(v []float64) float64 {
+	var sq float64
+	for _, x := range v {
+		sq += float64(x * x) // rounded: arm64 would fuse it, and the bits must replay anywhere
+	}
+	return math.Sqrt(sq)
 }

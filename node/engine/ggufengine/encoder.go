@@ -219,7 +219,17 @@ func (e *Encoder) embed(ctx context.Context, inputs [][]uint32, unit bool) ([][]
 		if err != nil {
 			return nil, fmt.Errorf("ggufengine: embedding: %w", err)
 		}
-		out = append(out, poolHidden(hidden, e.Dimensions(), e.pooling, unit))
+		if !e.enc.Projects() {
+			out = append(out, poolHidden(hidden, e.Dimensions(), e.pooling, unit))
+			continue
+		}
+		// EmbeddingGemma's dense projections come between the pooling
+		// and the scaling, as llama.cpp applies them to the pooled vector.
+		v := e.enc.Project(poolHidden(hidden, e.Dimensions(), e.pooling, false))
+		if unit {
+			unitLength(v)
+		}
+		out = append(out, v)
 	}
 	return out, nil
 }
