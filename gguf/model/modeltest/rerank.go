@@ -45,3 +45,28 @@ func Reranker(vocab *gguf.Metadata) ([]byte, error) {
 	}
 	return w.Bytes()
 }
+
+// Embedder is a one-layer qwen3 fixture (random F16 weights, vocab's
+// tokenizer) made an embedding model as llama.cpp converts
+// Qwen3-Embedding: pooling last (the final token's normed state), and EOS
+// appended to every input (tokenizer.ggml.add_eos_token), as its
+// tokenizer's post-processor appends <|endoftext|>.
+// node/engine/ggufengine's testdata/llama-embedding-qwen3.json holds
+// llama.cpp's embeddings of it, with the built-in model's vocabulary.
+func Embedder(vocab *gguf.Metadata) ([]byte, error) {
+	spec := Fixture("qwen3", "F16")
+	spec.Layers = 1
+	b, err := Generate(spec, vocab)
+	if err != nil {
+		return nil, err
+	}
+	base, err := gguf.Parse(b)
+	if err != nil {
+		return nil, err
+	}
+	w, err := gguf.Rewrite(base, map[string]any{"qwen3.pooling_type": uint32(3), "tokenizer.ggml.add_eos_token": true})
+	if err != nil {
+		return nil, err
+	}
+	return w.Bytes()
+}

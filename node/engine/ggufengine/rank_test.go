@@ -16,8 +16,13 @@ import (
 )
 
 // writeRerankFixture writes the Qwen3-style reranker fixture, for
-// llama.cpp to make testdata/llama-rerank-qwen3.json from.
-var writeRerankFixture = flag.String("write-rerank-fixture", "", "write the qwen3 reranker fixture to this file")
+// llama.cpp to make testdata/llama-rerank-qwen3.json from; and
+// writeEmbedFixture the Qwen3-Embedding-style one, for
+// testdata/llama-embedding-qwen3.json.
+var (
+	writeRerankFixture = flag.String("write-rerank-fixture", "", "write the qwen3 reranker fixture to this file")
+	writeEmbedFixture  = flag.String("write-embed-fixture", "", "write the qwen3 embedding fixture to this file")
+)
 
 // rerankFixture is modeltest.Reranker with the built-in model's
 // vocabulary, failing t on an error.
