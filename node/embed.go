@@ -3,7 +3,9 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/meshnode/meshnode/gguf/tokenizer"
 	"github.com/meshnode/meshnode/node/api"
@@ -55,7 +57,14 @@ func (s *servedModel) Embed(ctx context.Context, e *api.Embedding) (*api.Embeddi
 	total := 0
 	for i, in := range e.Inputs {
 		ids := in.Tokens
-		if !in.IsTokens {
+		switch {
+		case e.Truncate && in.IsTokens:
+			ids = ids[:min(len(ids), ctxLen)]
+		case e.Truncate:
+			if ids, err = tokenizeTruncated(em.Tokenizer(), in.Text, ctxLen); err != nil {
+				return nil, embedRefusal("input", "input %d: %v", i, err)
+			}
+		case !in.IsTokens:
 			if ids, err = tokenizeWithin(em.Tokenizer(), in.Text, tokenizer.EncodeOptions{AddSpecial: true}, ctxLen); err != nil {
 				var long *promptTooLongError
 				if errors.As(err, &long) {
@@ -82,6 +91,21 @@ func (s *servedModel) Embed(ctx context.Context, e *api.Embedding) (*api.Embeddi
 		return nil, err
 	}
 	return &api.EmbeddingResult{Vectors: vecs, PromptTokens: total}, nil
+}
+
+// tokenizeTruncated is text's ids cut to fit limit, as Ollama's truncate
+// cuts an input past the context: the text's first ids kept, between the
+// special tokens the vocabulary puts around it (BOS or [CLS], EOS or
+// [SEP]), so that the model sees a whole input's shape. A text that fits
+// is Encode's with its specials.
+func tokenizeTruncated(tok *tokenizer.Tokenizer, text string, limit int) ([]uint32, error) {
+	before, after := tok.Specials()
+	room := limit - len(before) - len(after)
+	if room < 1 {
+		return nil, fmt.Errorf("a context of %d leaves no room for text between its %d special tokens", limit, len(before)+len(after))
+	}
+	ids, _ := tok.EncodeLimit(text, tokenizer.EncodeOptions{}, room)
+	return slices.Concat(before, ids[:min(len(ids), room)], after), nil
 }
 
 // noEmbeddings says why the reference engine makes none.

@@ -371,3 +371,43 @@ func TestDecoderRerankerServed(t *testing.T) {
 		}
 	}
 }
+
+// TestOllamaEmbedTruncates: Ollama's /api/embed cuts an input past the
+// model's context to fit unless truncate is false, as Ollama does: the
+// text's first tokens between [CLS] and [SEP], the vector the reference's
+// for those ids, prompt_eval_count the context; with truncate false, and
+// on /v1/embeddings, such an input is refused naming the context.
+func TestOllamaEmbedTruncates(t *testing.T) {
+	path, name := encoderFixture(t, "bert")
+	n, _ := startNode(t, Config{Models: []string{path}})
+	tok := fileTokenizer(t, path)
+	text := strings.Repeat("the man walks into the bar, the dog runs into the man. ", 8)
+	full := tok.Encode(text, tokenizer.EncodeOptions{AddSpecial: true})
+	if len(full) <= encodertest.Context {
+		t.Fatalf("%d tokens: the text must be longer than the context of %d", len(full), encodertest.Context)
+	}
+	cut := append(append([]uint32{}, full[:encodertest.Context-1]...), full[len(full)-1]) // [CLS] … [SEP]
+	want := referenceEncoderEmbedding(t, path, cut)
+	var got struct {
+		Embeddings      [][]float64 `json:"embeddings"`
+		PromptEvalCount int         `json:"prompt_eval_count"`
+	}
+	postJSON(t, n, "/api/embed", fmt.Sprintf(`{"model":%q,"input":[%q,"A man walks into a bar."]}`, name, text), &got)
+	short := len(tok.Encode("A man walks into a bar.", tokenizer.EncodeOptions{AddSpecial: true}))
+	if len(got.Embeddings) != 2 || got.PromptEvalCount != encodertest.Context+short {
+		t.Fatalf("%d vectors, %d prompt tokens; want 2, %d", len(got.Embeddings), got.PromptEvalCount, encodertest.Context+short)
+	}
+	for j := range want {
+		if math.Abs(got.Embeddings[0][j]-want[j]) > embeddingTolerance {
+			t.Fatalf("component %d is %v, the cut input's %v", j, got.Embeddings[0][j], want[j])
+		}
+	}
+	for path, body := range map[string]string{
+		"/api/embed":     fmt.Sprintf(`{"model":%q,"input":%q,"truncate":false}`, name, text),
+		"/v1/embeddings": fmt.Sprintf(`{"model":%q,"input":%q}`, name, text),
+	} {
+		if code, v := answerOf(t, n, path, body); code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(v), "context of 64") {
+			t.Fatalf("%s: %d %v", path, code, v)
+		}
+	}
+}

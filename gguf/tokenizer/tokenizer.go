@@ -552,6 +552,23 @@ func (t *Tokenizer) AddsEOS() bool { return t.addEOS }
 // to rerank, is joined with SEP.
 func (t *Tokenizer) AddsSEP() bool { return t.addSEP }
 
+// Specials is what Encode with AddSpecial puts around a text's ids:
+// before them BOS (WPM's [CLS]), after them EOS (WPM's [SEP]), each
+// where the vocabulary adds it. A caller that cuts a text to fit keeps
+// them: Encode(s, AddSpecial) is before, Encode(s, no specials), after.
+func (t *Tokenizer) Specials() (before, after []uint32) {
+	if t.kind == kindWPM {
+		return []uint32{t.bos}, []uint32{t.sep}
+	}
+	if t.addBOS {
+		before = []uint32{t.bos}
+	}
+	if t.addEOS {
+		after = []uint32{t.eos}
+	}
+	return before, after
+}
+
 // IsEOG reports whether id ends generation (EOS, EOT, EOM and the
 // end-of-turn tokens llama.cpp recognises by name).
 func (t *Tokenizer) IsEOG(id uint32) bool { return t.eog[id] }

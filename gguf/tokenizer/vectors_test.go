@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -247,5 +248,25 @@ func TestFIMFromGGUF(t *testing.T) {
 		if !ok || [3]uint32{pre, suf, mid} != tc.want {
 			t.Errorf("%v: %d %d %d %v, want %v", tc.keys, pre, suf, mid, ok, tc.want)
 		}
+	}
+}
+
+// TestSpecials: Encode with AddSpecial is Specials' before, the text's
+// ids without them, and Specials' after, on every kind of vocabulary
+// (WPM's [CLS] … [SEP], UGM's <s> … </s>, SPM's BOS, BPE's BOS where the
+// file adds it), for each of llama.cpp's test inputs.
+func TestSpecials(t *testing.T) {
+	for _, name := range []string{"bert-bge", "nomic-bert-moe", "llama-spm", "llama-bpe", "gpt-2", "phi-3"} {
+		tk, inp, _ := loadVocab(t, name)
+		before, after := tk.Specials()
+		for text := range strings.SplitSeq(string(inp), "\n__ggml_vocab_test__\n") {
+			with := tk.Encode(text, EncodeOptions{AddSpecial: true})
+			without := tk.Encode(text, EncodeOptions{})
+			want := slices.Concat(before, without, after)
+			if !slices.Equal(with, want) {
+				t.Fatalf("%s %q: %v with its specials, %v around %v without", name, text, with, before, after)
+			}
+		}
+		t.Logf("%s: %v … %v", name, before, after)
 	}
 }

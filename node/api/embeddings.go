@@ -50,6 +50,10 @@ type Embedding struct {
 	// Unnormalized asks for the pooled hidden states as they are, not
 	// scaled to unit length (Ollama's older /api/embeddings).
 	Unnormalized bool
+	// Truncate cuts an input past the model's context to fit, keeping its
+	// first tokens (Ollama's /api/embed, by default), where otherwise it
+	// is refused.
+	Truncate bool
 }
 
 // EmbeddingResult is the vectors, in the order of the inputs, and the

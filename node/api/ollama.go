@@ -685,7 +685,9 @@ func (s *Server) handleOllamaEmbed(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	e := &Embedding{Model: req.Model}
+	// Ollama's truncate, true by default: an input past the context is
+	// cut to fit, not refused.
+	e := &Embedding{Model: req.Model, Truncate: req.Truncate == nil || *req.Truncate}
 	var err error
 	if e.Inputs, err = embedInputs(req.Input); err != nil {
 		writeError(w, err)
@@ -703,9 +705,6 @@ func (s *Server) handleOllamaEmbed(w http.ResponseWriter, r *http.Request) {
 	if handled {
 		return
 	}
-	// truncate (Ollama's default true) is not needed: an input past the
-	// context is refused, never cut (the model says so), so an answer
-	// is always of the whole input.
 	writeJSON(w, http.StatusOK, map[string]any{"model": e.Model, "embeddings": res.Vectors,
 		"total_duration": int64(s.now().Sub(start)), "prompt_eval_count": res.PromptTokens})
 }

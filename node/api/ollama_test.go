@@ -253,6 +253,16 @@ func TestOllamaModels(t *testing.T) {
 	if err := json.Unmarshal(b, &emb); err != nil || code != 200 || len(emb.Embeddings) != 2 || emb.Embeddings[1][1] != 3 {
 		t.Errorf("embed: %d %s", code, b)
 	}
+	// truncate is true unless it says false, as Ollama's; the model cuts.
+	for body, want := range map[string]bool{
+		`{"model":"tiny","input":"ab"}`: true, `{"model":"tiny","input":"ab","truncate":true}`: true,
+		`{"model":"tiny","input":"ab","truncate":false}`: false,
+	} {
+		n := len(h.model.embeds)
+		if code, _, b := ollamaPost(t, h, "/api/embed", body); code != 200 || len(h.model.embeds) != n+1 || h.model.embeds[n].Truncate != want {
+			t.Errorf("%s: %d %s, truncate reached the model as %v", body, code, b, h.model.embeds[len(h.model.embeds)-1].Truncate)
+		}
+	}
 	// The older /api/embeddings: one prompt, the vector not scaled; an
 	// empty prompt answers an empty vector and embeds nothing.
 	n := len(h.model.embeds)
