@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/meshnode/meshnode/gguf"
+	"github.com/meshnode/meshnode/gguf/backend"
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/encoder/encodertest"
 	"github.com/meshnode/meshnode/gguf/tokenizer"
@@ -49,6 +50,25 @@ func TestHiddenMatchesLlamaCpp(t *testing.T) {
 		}
 		be.Close()
 	}
+}
+
+// loadBuilt loads the encoder build writes onto be, failing t on an
+// error; it returns the model and its file.
+func loadBuilt(t *testing.T, be backend.Backend, build func() ([]byte, error)) (*Model, *gguf.File) {
+	t.Helper()
+	b, err := build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Load(f, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, f
 }
 
 // hiddenCase is a golden: a text, llama.cpp's ids for it and its final
@@ -134,18 +154,7 @@ func TestScoresMatchLlamaCpp(t *testing.T) {
 		if err := json.Unmarshal(raw, &golden); err != nil || len(golden.Results) != 3 {
 			t.Fatalf("%s: %v", tc.golden, err)
 		}
-		b, err := tc.build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := gguf.Parse(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := Load(f, be)
-		if err != nil {
-			t.Fatal(err)
-		}
+		m, _ := loadBuilt(t, be, tc.build)
 		if m.Config().Classes != 1 {
 			t.Fatalf("%s: %d classes, want 1", tc.golden, m.Config().Classes)
 		}
@@ -192,18 +201,7 @@ func TestJinaMatchesLlamaCpp(t *testing.T) {
 		if len(cases) != 3 {
 			t.Fatalf("%d %s goldens, want 3", len(cases), tc.name)
 		}
-		b, err := tc.build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := gguf.Parse(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := Load(f, be)
-		if err != nil {
-			t.Fatal(err)
-		}
+		m, _ := loadBuilt(t, be, tc.build)
 		c := m.Config()
 		if c.FFN != tc.want.FFN || c.Heads != tc.want.Heads || c.FusedGate != tc.want.FusedGate || c.ALiBi != 8 || c.Positions || c.RoPEBase != 0 {
 			t.Fatalf("%s: config %+v", tc.name, c)
@@ -234,15 +232,8 @@ func TestModernBertMatchesLlamaCpp(t *testing.T) {
 		if len(cases) != 3 {
 			t.Fatalf("%d %s goldens, want 3", len(cases), tc.name)
 		}
-		f, err := gguf.Parse(modernFixture(t, tc.reranker))
-		if err != nil {
-			t.Fatal(err)
-		}
+		m, f := loadBuilt(t, be, func() ([]byte, error) { return modernFixture(t, tc.reranker), nil })
 		tok, err := tokenizer.FromGGUF(f.Metadata)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := Load(f, be)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -280,18 +271,7 @@ func TestGemmaEmbeddingMatchesLlamaCpp(t *testing.T) {
 		if len(cases) != 3 {
 			t.Fatalf("%d %s goldens, want 3", len(cases), name)
 		}
-		b, err := encodertest.Gemma(dense)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := gguf.Parse(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := Load(f, be)
-		if err != nil {
-			t.Fatal(err)
-		}
+		m, _ := loadBuilt(t, be, func() ([]byte, error) { return encodertest.Gemma(dense) })
 		if c := m.Config(); !c.Sandwich || c.KVHeads != 2 || c.HeadDim != 16 || !c.Local(0) || !c.Local(1) || c.Local(2) || m.Projects() != dense {
 			t.Fatalf("%s: config %+v, projects %v", name, c, m.Projects())
 		}

@@ -105,22 +105,28 @@ func TestEmbeddingsRefused(t *testing.T) {
 		{"no model", `{"input":"a"}`, "model", "required"},
 		{"generate only", `{"model":"plain","input":"a"}`, "model", "cannot make embeddings"},
 	} {
-		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness(t, Config{}, nil)
-			h.reg.local["plain"] = generateOnly{h.model}
-			resp := h.post(t, "/v1/embeddings", tt.body)
-			defer resp.Body.Close()
-			var got struct {
-				Error struct {
-					Message string `json:"message"`
-					Param   string `json:"param"`
-				} `json:"error"`
-			}
-			decodeJSON(t, resp.Body, &got)
-			if resp.StatusCode != 400 || got.Error.Param != tt.param || !strings.Contains(got.Error.Message, tt.inMsg) {
-				t.Fatalf("%s: %d %+v, want 400 %s %q", tt.body, resp.StatusCode, got.Error, tt.param, tt.inMsg)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { embedRefused(t, "/v1/embeddings", tt.body, tt.param, tt.inMsg) })
+	}
+}
+
+// embedRefused posts body to path on a harness that also serves "plain",
+// a model that only generates, and wants a 400 naming param and saying
+// inMsg.
+func embedRefused(t *testing.T, path, body, param, inMsg string) {
+	t.Helper()
+	h := newHarness(t, Config{}, nil)
+	h.reg.local["plain"] = generateOnly{h.model}
+	resp := h.post(t, path, body)
+	defer resp.Body.Close()
+	var got struct {
+		Error struct {
+			Message string `json:"message"`
+			Param   string `json:"param"`
+		} `json:"error"`
+	}
+	decodeJSON(t, resp.Body, &got)
+	if resp.StatusCode != 400 || got.Error.Param != param || !strings.Contains(got.Error.Message, inMsg) {
+		t.Fatalf("%s %s: %d %+v, want 400 %s %q", path, body, resp.StatusCode, got.Error, param, inMsg)
 	}
 }
 
@@ -203,19 +209,6 @@ func TestLlamaEmbedding(t *testing.T) {
 		{`{"content":"a","n_predict":3}`, "n_predict", "unknown field"},
 		{`{"model":"plain","content":"a"}`, "model", "cannot make embeddings"},
 	} {
-		h := newHarness(t, Config{}, nil)
-		h.reg.local["plain"] = generateOnly{h.model}
-		resp := h.post(t, "/embedding", tt.body)
-		var got struct {
-			Error struct {
-				Message string `json:"message"`
-				Param   string `json:"param"`
-			} `json:"error"`
-		}
-		decodeJSON(t, resp.Body, &got)
-		resp.Body.Close()
-		if resp.StatusCode != 400 || got.Error.Param != tt.param || !strings.Contains(got.Error.Message, tt.inMsg) {
-			t.Fatalf("%s: %d %+v, want 400 %s %q", tt.body, resp.StatusCode, got.Error, tt.param, tt.inMsg)
-		}
+		embedRefused(t, "/embedding", tt.body, tt.param, tt.inMsg)
 	}
 }

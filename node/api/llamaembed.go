@@ -122,13 +122,9 @@ func (s *Server) handleLlamaEmbedding(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if e.Model == "" {
-		g := &Generation{Body: body}
-		if body, err = s.resolveModel(g, body); err != nil {
-			writeError(w, err)
-			return
-		}
-		e.Model = g.Model
+	if e.Model, body, err = s.soleModelFor(e.Model, body); err != nil {
+		writeError(w, err)
+		return
 	}
 	res, handled := s.embed(w, r, e, body)
 	if handled {

@@ -163,15 +163,10 @@ func (s *Server) handleRerank(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if q.Model == "" {
-		// TEI's and llama-server's clients name no model: the node's one
-		// (or its mesh's), named to a host the request is relayed to.
-		g := &Generation{Body: body}
-		if body, err = s.resolveModel(g, body); err != nil {
-			writeError(w, err)
-			return
-		}
-		q.Model = g.Model
+	// TEI's and llama-server's clients name no model: the node's one.
+	if q.Model, body, err = s.soleModelFor(q.Model, body); err != nil {
+		writeError(w, err)
+		return
 	}
 	m, handled := s.route(w, r, q.Model, body)
 	if handled {

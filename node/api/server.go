@@ -557,6 +557,18 @@ func (s *Server) resolveModel(g *Generation, body []byte) ([]byte, error) {
 	return g.Body, nil
 }
 
+// soleModelFor is model, or where the request names none, the node's one
+// (soleModel), with body naming it (resolveModel) so that a host the
+// request is relayed to serves it.
+func (s *Server) soleModelFor(model string, body []byte) (string, []byte, error) {
+	if model != "" {
+		return model, body, nil
+	}
+	g := &Generation{Body: body}
+	body, err := s.resolveModel(g, body)
+	return g.Model, body, err
+}
+
 // soleModel is the model a request that names none is for (llama.cpp's
 // endpoints, whose server holds one model): the one this node serves,
 // or, serving none, the one the mesh does. With several, the request

@@ -20,17 +20,7 @@ const RerankTemplate = "<|im_start|>user\nQuery: {query}\nDocument: {document}<|
 // node/engine/ggufengine's testdata/llama-rerank-qwen3.json holds
 // llama.cpp's scores of it, with the built-in model's vocabulary.
 func Reranker(vocab *gguf.Metadata) ([]byte, error) {
-	spec := Fixture("qwen3", "F16")
-	spec.Layers = 1
-	b, err := Generate(spec, vocab)
-	if err != nil {
-		return nil, err
-	}
-	base, err := gguf.Parse(b)
-	if err != nil {
-		return nil, err
-	}
-	w, err := gguf.Rewrite(base, map[string]any{"qwen3.pooling_type": uint32(4), "qwen3.classifier.output_labels": []string{"yes", "no"},
+	spec, w, err := oneLayerQwen3(vocab, map[string]any{"qwen3.pooling_type": uint32(4), "qwen3.classifier.output_labels": []string{"yes", "no"},
 		"tokenizer.chat_template.rerank": RerankTemplate})
 	if err != nil {
 		return nil, err
@@ -54,19 +44,26 @@ func Reranker(vocab *gguf.Metadata) ([]byte, error) {
 // node/engine/ggufengine's testdata/llama-embedding-qwen3.json holds
 // llama.cpp's embeddings of it, with the built-in model's vocabulary.
 func Embedder(vocab *gguf.Metadata) ([]byte, error) {
-	spec := Fixture("qwen3", "F16")
-	spec.Layers = 1
-	b, err := Generate(spec, vocab)
-	if err != nil {
-		return nil, err
-	}
-	base, err := gguf.Parse(b)
-	if err != nil {
-		return nil, err
-	}
-	w, err := gguf.Rewrite(base, map[string]any{"qwen3.pooling_type": uint32(3), "tokenizer.ggml.add_eos_token": true})
+	_, w, err := oneLayerQwen3(vocab, map[string]any{"qwen3.pooling_type": uint32(3), "tokenizer.ggml.add_eos_token": true})
 	if err != nil {
 		return nil, err
 	}
 	return w.Bytes()
+}
+
+// oneLayerQwen3 is the one-layer F16 qwen3 fixture with vocab's tokenizer,
+// its keys changed by set, for a caller to add tensors to.
+func oneLayerQwen3(vocab *gguf.Metadata, set map[string]any) (Spec, *gguf.Writer, error) {
+	spec := Fixture("qwen3", "F16")
+	spec.Layers = 1
+	b, err := Generate(spec, vocab)
+	if err != nil {
+		return spec, nil, err
+	}
+	base, err := gguf.Parse(b)
+	if err != nil {
+		return spec, nil, err
+	}
+	w, err := gguf.Rewrite(base, set)
+	return spec, w, err
 }
