@@ -67,6 +67,11 @@ type archSpec struct {
 	// (default 4096) on every other layer with the global rope base, and
 	// the final softcap on by default (30) (llama_model_gemma2).
 	gemma2 bool
+	// mistral3: llama's graph (llama_model_mistral3) with the YaRN
+	// parameters the file gives (beta_fast, beta_slow, the magnitude's
+	// log multiplier) and Llama 4's attention temperature: each query
+	// scaled by 1 + temperature_scale·ln(⌊pos/n_ctx_orig⌋ + 1).
+	mistral3 bool
 }
 
 var archs = map[string]archSpec{
@@ -95,6 +100,9 @@ var archs = map[string]archSpec{
 	"granitemoe": {fullRot: true, granite: true, moe: true},
 	// smollm3 is llama with no RoPE in every fourth block (SmolLM3-3B).
 	"smollm3": {fullRot: true, noRoPEStep: 4},
+	// mistral3 is llama (Ministral 3) with YaRN and an attention
+	// temperature past its original context.
+	"mistral3": {fullRot: true, mistral3: true},
 }
 
 // Architectures lists the general.architecture values this package runs.
@@ -142,6 +150,14 @@ type Config struct {
 	// (rope.scaling.original_context_length, default TrainContext).
 	RoPEOrigContext int
 	RoPEAttnFactor  float32 // rope.scaling.attn_factor, default 1
+	// YaRN's ramp (beta_fast, beta_slow: 32 and 1 unless mistral3's file
+	// says) and its magnitude's log multiplier (mscale_all_dim; 0: none).
+	YaRNBetaFast, YaRNBetaSlow, YaRNLogMul float32
+	// AttnTemp scales each query by 1 + AttnTemp·ln(⌊pos/AttnTempFloor⌋
+	// + 1) (mistral3's attention.temperature_scale, its floor the
+	// original context); 0: none.
+	AttnTemp      float32
+	AttnTempFloor int
 	// RoPEBaseSWA is the frequency base of sliding-window layers (gemma3).
 	RoPEBaseSWA float32
 
@@ -394,6 +410,11 @@ func ParseConfig(md *gguf.Metadata) (Config, error) {
 			c.NoRoPE[l] = (l+1)%n == 0
 		}
 	}
+	if spec.mistral3 {
+		if err := c.parseMistral3(m); err != nil {
+			return Config{}, err
+		}
+	}
 	c.LogitScale = 1
 	if spec.granite {
 		if err := c.parseGranite(m); err != nil {
@@ -456,10 +477,51 @@ func (c *Config) parseRoPE(m meta) error {
 	if c.RoPEAttnFactor, err = m.float("rope.scaling.attn_factor", 1); err != nil {
 		return err
 	}
+	c.YaRNBetaFast, c.YaRNBetaSlow = 32, 1
+	if c.spec.mistral3 {
+		// Only mistral3's loader reads these (llama_model_mistral3).
+		for _, k := range []struct {
+			key string
+			dst *float32
+			def float32
+		}{{"rope.scaling.yarn_beta_fast", &c.YaRNBetaFast, 32}, {"rope.scaling.yarn_beta_slow", &c.YaRNBetaSlow, 1}, {"rope.scaling.yarn_log_multiplier", &c.YaRNLogMul, 0}} {
+			if *k.dst, err = m.float(k.key, k.def); err != nil {
+				return err
+			}
+		}
+	}
 	if c.RoPEBase <= 0 || c.RoPEScale <= 0 {
 		return invalid("rope base %v, scale %v", c.RoPEBase, c.RoPEScale)
 	}
 	return nil
+}
+
+// parseMistral3 reads mistral3's attention temperature (Llama 4's
+// scaling, llama_model_mistral3's load_arch_hparams): its floor is the
+// original context, which must then be set. A mistral3 file with experts
+// (Mistral Large 3) is refused.
+func (c *Config) parseMistral3(m meta) error {
+	if n, ok := m.md.Uint32(m.key("expert_count")); ok && n > 0 {
+		return unsupported("%s with %d experts (Mistral Large 3's mixture)", m.arch, n)
+	}
+	var err error
+	if c.AttnTemp, err = m.float("attention.temperature_scale", 0); err != nil {
+		return err
+	}
+	if c.AttnTemp != 0 {
+		if c.AttnTempFloor = c.RoPEOrigContext; c.AttnTempFloor <= 0 {
+			return invalid("%s.attention.temperature_scale needs an original context (rope.scaling.original_context_length)", m.arch)
+		}
+	}
+	return nil
+}
+
+// AttnTempAt is the factor mistral3's queries at position pos are scaled
+// by, as llama.cpp's llm_graph_input_attn_temp computes it (the floor in
+// float32, the logarithm in float64): 1 below the original context.
+func (c *Config) AttnTempAt(pos int) float32 {
+	f := math.Floor(float64(float32(pos) / float32(c.AttnTempFloor)))
+	return float32(math.Log(float64(float32(f))+1)*float64(c.AttnTemp) + 1)
 }
 
 // parseGranite reads Granite's multipliers (llama_model_granite's
@@ -617,8 +679,8 @@ func (c *Config) layerRoPE(l int, factors []float32) backend.RoPE {
 		FreqScale:  c.RoPEScale,
 		Factors:    factors,
 		AttnFactor: c.RoPEAttnFactor,
-		BetaFast:   32,
-		BetaSlow:   1,
+		BetaFast:   c.YaRNBetaFast,
+		BetaSlow:   c.YaRNBetaSlow,
 		OrigCtx:    c.RoPEOrigContext,
 	}
 	if c.SWA[l] {
@@ -635,9 +697,16 @@ func (c *Config) layerRoPE(l int, factors []float32) backend.RoPE {
 		// magnitude so that rope_yarn's own correction cancels.
 		r.ExtFactor = 1
 		factor := 1 / r.FreqScale
-		mscale := float32(1)
-		if factor > 1 {
-			mscale = float32(0.1*float32(detmath.Log(float64(factor)))) + 1
+		getMscale := func(mscale float32) float32 {
+			if factor <= 1 {
+				return 1
+			}
+			return float32(0.1*mscale*float32(detmath.Log(float64(factor)))) + 1
+		}
+		mscale := getMscale(1)
+		if c.YaRNLogMul != 0 {
+			// mscale_all_dim (mistral3's yarn_log_multiplier), mscale 1.
+			mscale = getMscale(1) / getMscale(c.YaRNLogMul)
 		}
 		r.AttnFactor *= mscale / (1 + float32(0.1*float32(detmath.Log(float64(factor)))))
 	}

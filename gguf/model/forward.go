@@ -224,6 +224,11 @@ func (m *Model) forward(ctx context.Context, sc *scratch, p *plan) (err error) {
 		if c.spec.scaleQ {
 			be.Scale(q, c.AttnScale)
 		}
+		if c.AttnTemp != 0 {
+			for _, pc := range p.pieces {
+				m.temperQueries(q.Slice(pc.row, pc.row+pc.n), pc.pos)
+			}
+		}
 		// Every piece's keys are stored before any attends: a sequence's
 		// tail row attends to its body's keys.
 		if ownKV {
@@ -344,5 +349,24 @@ func project(be backend.Backend, dst backend.Tensor, w, bias backend.Weight, x b
 	be.MatMul(dst, w, x)
 	if bias != nil {
 		be.AddBias(dst, bias)
+	}
+}
+
+// temperQueries scales the queries q of positions pos… by mistral3's
+// attention temperature (Config.AttnTempAt), as llama.cpp multiplies
+// each token's rotated query by its factor: a run of rows with one factor
+// at a time (it changes once every AttnTempFloor positions), none where
+// it is 1 (below the first floor).
+func (m *Model) temperQueries(q backend.Tensor, pos int) {
+	c := &m.cfg
+	for r := 0; r < q.Rows; {
+		f, end := c.AttnTempAt(pos+r), r+1
+		for end < q.Rows && c.AttnTempAt(pos+end) == f {
+			end++
+		}
+		if f != 1 {
+			m.be.Scale(q.Slice(r, end), f)
+		}
+		r = end
 	}
 }

@@ -71,7 +71,7 @@ type Spec struct {
 
 // Archs and FileTypes are the fixture matrix the parity tests cover.
 var (
-	Archs     = []string{"llama", "qwen2", "phi3", "gemma3", "qwen3", "qwen3moe", "gpt-oss", "gemma4", "qwen35", "qwen35moe", "granite", "granitemoe", "smollm3", "gemma2"}
+	Archs     = []string{"llama", "qwen2", "phi3", "gemma3", "qwen3", "qwen3moe", "gpt-oss", "gemma4", "qwen35", "qwen35moe", "granite", "granitemoe", "smollm3", "gemma2", "mistral3"}
 	FileTypes = []string{"F16", "Q8_0", "Q4_0", "Q4_K_M", "Q6_K"}
 )
 
@@ -130,7 +130,14 @@ var (
 //     (Gemma 2's cap is 50, which random scores never reach: 3 bends
 //     them), a 4-token window on every other layer by the default period
 //     (no pattern key), the global rope base on those layers, and the
-//     final softcap of 30.
+//     final softcap of 30;
+//   - mistral3: llama's block with YaRN (factor 16 over an original
+//     context of 8, the file's beta_fast 0.5 and beta_slow 0.125, which
+//     put YaRN's ramp over pairs 2 to 6 of so short a context, and
+//     a log multiplier of 1; Ministral 3 has 16 over 16384 with 32, 1 and
+//     1) and the attention temperature 0.1, which the tiny original
+//     context brings in from position 8 (Ministral 3's from 16384), and a
+//     rope base of 10⁶.
 func Fixture(arch, fileType string) Spec {
 	s := Spec{
 		Arch: arch, FileType: fileType,
@@ -549,6 +556,18 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 		set(a+".rope.dimension_count", uint32(hd))
 		set(a+".rope.freq_base", float32(5000000))
 		set(a+".vocab_size", uint32(nVocab))
+	case "mistral3":
+		rotDims = hd
+		set(a+".rope.dimension_count", uint32(hd))
+		set(a+".rope.freq_base", float32(1000000))
+		set(a+".vocab_size", uint32(nVocab))
+		set(a+".rope.scaling.type", "yarn")
+		set(a+".rope.scaling.factor", float32(16))
+		set(a+".rope.scaling.original_context_length", uint32(8))
+		set(a+".rope.scaling.yarn_beta_fast", float32(0.5))
+		set(a+".rope.scaling.yarn_beta_slow", float32(0.125))
+		set(a+".rope.scaling.yarn_log_multiplier", float32(1))
+		set(a+".attention.temperature_scale", float32(0.1))
 	case "granite", "granitemoe":
 		rotDims = hd
 		set(a+".rope.dimension_count", uint32(hd))
