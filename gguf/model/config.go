@@ -67,6 +67,18 @@ type archSpec struct {
 	// (default 4096) on every other layer with the global rope base, and
 	// the final softcap on by default (30) (llama_model_gemma2).
 	gemma2 bool
+	// noPreNorm: no norm before attention or the feed-forward, only
+	// postNorms' after them (OLMo 2's and EXAONE 4's "reordered" norms);
+	// fullQKNorm: the Q and K norms over the whole projection, not each
+	// head (olmo2).
+	noPreNorm, fullQKNorm bool
+	// olmo2: OLMo 3's sliding-window layers (a period of 4 by default)
+	// rotate without YaRN, at the global base unless rope.freq_base_swa
+	// says otherwise (llama_model_olmo2).
+	olmo2 bool
+	// exaone4: EXAONE 4.0 32B's hybrid attention (sliding-window layers
+	// and global ones without RoPE) is refused; the 1.2B is all global.
+	exaone4 bool
 	// mistral3: llama's graph (llama_model_mistral3) with the YaRN
 	// parameters the file gives (beta_fast, beta_slow, the magnitude's
 	// log multiplier) and Llama 4's attention temperature: each query
@@ -103,6 +115,11 @@ var archs = map[string]archSpec{
 	// mistral3 is llama (Ministral 3) with YaRN and an attention
 	// temperature past its original context.
 	"mistral3": {fullRot: true, mistral3: true},
+	// olmo2 (OLMo 2, OLMo 3) norms each sublayer's output, not its input,
+	// with Q and K normed whole; OLMo 3 adds sliding-window layers.
+	"olmo2": {neox: true, fullRot: true, qkNorm: true, fullQKNorm: true, postNorms: true, noPreNorm: true, swa: true, olmo2: true},
+	// exaone4 (EXAONE 4.0) is olmo2's norm order with per-head Q/K norms.
+	"exaone4": {neox: true, fullRot: true, qkNorm: true, postNorms: true, noPreNorm: true, exaone4: true},
 }
 
 // Architectures lists the general.architecture values this package runs.
@@ -608,11 +625,14 @@ func (c *Config) parseSWA(m meta) error {
 	if c.SlidingWindow, err = m.uint("attention.sliding_window", window, c.spec.gptoss); err != nil || c.SlidingWindow == 0 {
 		return err
 	}
+	if c.spec.exaone4 {
+		return unsupported("%s with a sliding window (EXAONE 4.0 32B's hybrid attention, its global layers without RoPE)", m.arch)
+	}
 	if err := c.parseSWAPattern(m); err != nil {
 		return err
 	}
 	baseSWA := float32(10000)
-	if c.spec.gptoss || c.spec.gemma2 {
+	if c.spec.gptoss || c.spec.gemma2 || c.spec.olmo2 {
 		baseSWA = c.RoPEBase // rope_freq_base_train_swa defaults to the base
 	}
 	if c.RoPEBaseSWA, err = m.float("rope.freq_base_swa", baseSWA); err != nil {
@@ -632,8 +652,11 @@ func (c *Config) parseSWAPattern(m meta) error {
 	flags, ok := m.md.Lookup(key)
 	if !ok {
 		period := 6
-		if c.spec.gptoss || c.spec.gemma2 {
+		switch {
+		case c.spec.gptoss || c.spec.gemma2:
 			period = 2
+		case c.spec.olmo2:
+			period = 4
 		}
 		for l := range c.SWA {
 			c.SWA[l] = l%period < period-1
@@ -709,6 +732,11 @@ func (c *Config) layerRoPE(l int, factors []float32) backend.RoPE {
 			mscale = getMscale(1) / getMscale(c.YaRNLogMul)
 		}
 		r.AttnFactor *= mscale / (1 + float32(0.1*float32(detmath.Log(float64(factor)))))
+	}
+	if c.spec.olmo2 && c.SWA[l] {
+		// OLMo 3's sliding layers rotate plainly: the global base, no
+		// YaRN (olmo2.cpp passes freq_base, 1, 0 and 1).
+		r.Base, r.FreqScale, r.ExtFactor, r.AttnFactor = c.RoPEBase, 1, 0, 1
 	}
 	return r
 }

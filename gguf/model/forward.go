@@ -181,7 +181,11 @@ func (m *Model) forward(ctx context.Context, sc *scratch, p *plan) (err error) {
 		kvl := m.kvIdx[l]
 
 		h := sc.h.Slice(0, n)
-		be.RMSNorm(h, x, ly.attnNorm, eps)
+		if ly.attnNorm != nil {
+			be.RMSNorm(h, x, ly.attnNorm, eps)
+		} else {
+			h = x // olmo2, exaone4: the block's input as it is
+		}
 		if ly.delta != nil {
 			// Qwen3.5's gated delta net in place of attention (hybrid.go).
 			var done bool
@@ -273,7 +277,11 @@ func (m *Model) forward(ctx context.Context, sc *scratch, p *plan) (err error) {
 		m.residual(x, o)
 
 		h = sc.h.Slice(0, rows)
-		be.RMSNorm(h, x, ly.ffnNorm, eps)
+		if ly.ffnNorm != nil {
+			be.RMSNorm(h, x, ly.ffnNorm, eps)
+		} else {
+			h = x
+		}
 		if ly.preFFN2 != nil {
 			m.gemma4MoE(sc, ly, x, h) // a shared and a routed FFN
 		} else if ly.router != nil {

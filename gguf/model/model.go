@@ -370,7 +370,9 @@ func (m *Model) loadLayer(ld *loader, l int) error {
 			*dst, err = ld.matrix(name(s), rows, cols, required)
 		}
 	}
-	vec(&ly.attnNorm, "attn_norm.weight", c.Embd, true)
+	if !c.spec.noPreNorm {
+		vec(&ly.attnNorm, "attn_norm.weight", c.Embd, true)
+	}
 
 	// Q, K and V: one fused matrix or three (create_tensor_qkv).
 	if _, fused := ld.f.Tensor(name("attn_qkv.weight")); fused && err == nil {
@@ -393,7 +395,11 @@ func (m *Model) loadLayer(ld *loader, l int) error {
 	}
 	mat(&ly.wo, "attn_output.weight", c.Embd, c.Heads*hdV, true)
 	vec(&ly.bo, "attn_output.bias", c.Embd, false)
-	if c.spec.qkNorm {
+	if c.spec.fullQKNorm {
+		// olmo2 norms the whole projection: one group of qDim (kDim).
+		vec(&ly.qNorm, "attn_q_norm.weight", qDim, true)
+		vec(&ly.kNorm, "attn_k_norm.weight", kDim, hasKV)
+	} else if c.spec.qkNorm {
 		vec(&ly.qNorm, "attn_q_norm.weight", hdK, true)
 		vec(&ly.kNorm, "attn_k_norm.weight", hdK, hasKV)
 	}
@@ -411,7 +417,7 @@ func (m *Model) loadLayer(ld *loader, l int) error {
 		}
 		// gpt-oss calls its FFN norm the post-attention norm.
 		vec(&ly.ffnNorm, "post_attention_norm.weight", c.Embd, true)
-	} else {
+	} else if !c.spec.noPreNorm {
 		vec(&ly.ffnNorm, "ffn_norm.weight", c.Embd, true)
 	}
 	if c.spec.gemma4 && err == nil {

@@ -71,7 +71,7 @@ type Spec struct {
 
 // Archs and FileTypes are the fixture matrix the parity tests cover.
 var (
-	Archs     = []string{"llama", "qwen2", "phi3", "gemma3", "qwen3", "qwen3moe", "gpt-oss", "gemma4", "qwen35", "qwen35moe", "granite", "granitemoe", "smollm3", "gemma2", "mistral3"}
+	Archs     = []string{"llama", "qwen2", "phi3", "gemma3", "qwen3", "qwen3moe", "gpt-oss", "gemma4", "qwen35", "qwen35moe", "granite", "granitemoe", "smollm3", "gemma2", "mistral3", "olmo2", "exaone4"}
 	FileTypes = []string{"F16", "Q8_0", "Q4_0", "Q4_K_M", "Q6_K"}
 )
 
@@ -137,7 +137,15 @@ var (
 //     a log multiplier of 1; Ministral 3 has 16 over 16384 with 32, 1 and
 //     1) and the attention temperature 0.1, which the tiny original
 //     context brings in from position 8 (Ministral 3's from 16384), and a
-//     rope base of 10⁶.
+//     rope base of 10⁶;
+//   - olmo2: no norm before attention or the FFN, RMS norms after them
+//     (weights near 0.3, as gemma's post-norms), Q and K each normed
+//     whole, an untied head, YaRN (factor 4 over an original context of
+//     1024, an attention factor of 1.2) on its global layer and, as OLMo
+//     3, a 4-token sliding window on every other layer, which rotates
+//     plainly (the global base, though the file names another for it);
+//   - exaone4: olmo2's norm order with per-head Q/K norms, tied
+//     embeddings and a rope base of 10⁶ (EXAONE 4.0 1.2B's layout).
 func Fixture(arch, fileType string) Spec {
 	s := Spec{
 		Arch: arch, FileType: fileType,
@@ -488,7 +496,7 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 		hd = s.HeadDim
 	}
 	qDim, kvDim := s.Heads*hd, s.KVHeads*hd
-	tied := a == "qwen2" || a == "gemma3" || a == "qwen3" || a == "gemma4" || a == "granite" || a == "granitemoe" || a == "smollm3" || a == "gemma2"
+	tied := a == "qwen2" || a == "gemma3" || a == "qwen3" || a == "gemma4" || a == "granite" || a == "granitemoe" || a == "smollm3" || a == "gemma2" || a == "exaone4"
 	eps := float32(1e-5)
 	if a == "qwen2" || a == "gemma3" || a == "qwen3" || a == "qwen3moe" || a == "gemma4" || a == "qwen35" || a == "qwen35moe" || a == "gemma2" {
 		eps = 1e-6
@@ -556,6 +564,19 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 		set(a+".rope.dimension_count", uint32(hd))
 		set(a+".rope.freq_base", float32(5000000))
 		set(a+".vocab_size", uint32(nVocab))
+	case "olmo2":
+		rotDims = hd
+		set(a+".rope.freq_base", float32(500000))
+		set(a+".rope.scaling.type", "yarn")
+		set(a+".rope.scaling.factor", float32(4))
+		set(a+".rope.scaling.original_context_length", uint32(s.Context/4))
+		set(a+".rope.scaling.attn_factor", float32(1.2))
+		set(a+".rope.freq_base_swa", float32(10000)) // llama.cpp's olmo2 graph ignores it
+		set(a+".attention.sliding_window", uint32(4))
+		set(a+".attention.sliding_window_pattern", uint32(2))
+	case "exaone4":
+		rotDims = hd
+		set(a+".rope.freq_base", float32(1000000))
 	case "mistral3":
 		rotDims = hd
 		set(a+".rope.dimension_count", uint32(hd))
@@ -728,7 +749,10 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 			hybridBlock(add, mat, norm, s, p, (l+1)%s.FullAttn != 0, hd)
 			continue
 		}
-		norm(p+"attn_norm.weight", s.Embd)
+		reorder := a == "olmo2" || a == "exaone4" // norms after each sublayer only
+		if !reorder {
+			norm(p+"attn_norm.weight", s.Embd)
+		}
 		if a == "gemma4" {
 			g4Layer(s, l, add, mat, norm)
 			continue
@@ -745,9 +769,13 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 			add(p+"attn_k.bias", 0, 0.1, int64(kvDim))
 			add(p+"attn_v.bias", 0, 0.1, int64(kvDim))
 		}
-		if a == "gemma3" || a == "qwen3" || a == "qwen3moe" {
+		if a == "gemma3" || a == "qwen3" || a == "qwen3moe" || a == "exaone4" {
 			norm(p+"attn_q_norm.weight", hd)
 			norm(p+"attn_k_norm.weight", hd)
+		}
+		if a == "olmo2" {
+			norm(p+"attn_q_norm.weight", qDim)
+			norm(p+"attn_k_norm.weight", kvDim)
 		}
 		mat(p+"attn_output.weight", s.Embd, qDim)
 		if a == "gpt-oss" {
@@ -757,10 +785,12 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 			add(p+"attn_sinks.weight", 0, 1.5, int64(s.Heads))
 			norm(p+"post_attention_norm.weight", s.Embd)
 		} else {
-			if a == "gemma3" || a == "gemma2" {
+			if a == "gemma3" || a == "gemma2" || reorder {
 				add(p+"post_attention_norm.weight", 0.3, 0.05, int64(s.Embd))
 			}
-			norm(p+"ffn_norm.weight", s.Embd)
+			if !reorder {
+				norm(p+"ffn_norm.weight", s.Embd)
+			}
 		}
 		if moe {
 			// Router scores of std 2 over unit-RMS rows: the top-k
@@ -792,7 +822,7 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 			mat(p+"ffn_up.weight", s.FF, s.Embd)
 		}
 		mat(p+"ffn_down.weight", s.Embd, s.FF)
-		if a == "gemma3" || a == "gemma2" {
+		if a == "gemma3" || a == "gemma2" || reorder {
 			add(p+"post_ffw_norm.weight", 0.3, 0.05, int64(s.Embd))
 		}
 	}
