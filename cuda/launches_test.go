@@ -34,10 +34,10 @@ import (
 // kernel's); mistral3's 12: llama's and, past the original context, the
 // queries' temperature; olmo2's and exaone4's 17: the Q/K norms and the
 // two post-norms, and with no norm before attention or the FFN to fuse
-// them into, the residual adds and the quantisations launched alone. A
-// change that launches more
+// them into, the residual adds and the quantisations launched alone;
+// ernie4_5's, llama's. A change that launches more
 // fails here and updates the docs.
-var decodeLaunchesPerLayer = map[string]int64{"llama": 11, "phi3": 12, "qwen2": 16, "gemma3": 16, "qwen3": 13, "qwen3moe": 18, "gemma4": 19, "qwen35": 26, "qwen35moe": 50, "gpt-oss": 27, "granite": 13, "granitemoe": 18, "smollm3": 11, "gemma2": 14, "mistral3": 12, "olmo2": 17, "exaone4": 17}
+var decodeLaunchesPerLayer = map[string]int64{"llama": 11, "phi3": 12, "qwen2": 16, "gemma3": 16, "qwen3": 13, "qwen3moe": 18, "gemma4": 19, "qwen35": 26, "qwen35moe": 50, "gpt-oss": 27, "granite": 13, "granitemoe": 18, "smollm3": 11, "gemma2": 14, "mistral3": 12, "olmo2": 17, "exaone4": 17, "ernie4_5": 11}
 
 // decodeLaunchesOutside bounds those outside the layers: the embedding
 // (and gemma3's scaling of it), the final norm with its quantisation, the

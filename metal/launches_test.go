@@ -22,10 +22,11 @@ import (
 // qwen3moe's with the residual scales in place of the Q/K norms;
 // smollm3's, llama's; gemma2's, gemma3's without the Q/K norms;
 // mistral3's, llama's and past the original context the queries'
-// temperature; olmo2's and exaone4's 18 (cuda's test says why).
+// temperature; olmo2's and exaone4's 18 (cuda's test says why);
+// ernie4_5's, llama's.
 // llama.cpp's Metal path dispatches about 15–17 per layer. A change that
 // dispatches more fails here and updates the docs.
-var decodeDispatchesPerLayer = map[string]int64{"llama": 14, "phi3": 15, "qwen2": 19, "gemma3": 19, "qwen3": 16, "qwen3moe": 22, "gemma4": 22, "qwen35": 30, "qwen35moe": 54, "granite": 16, "granitemoe": 22, "smollm3": 14, "gemma2": 17, "mistral3": 15, "olmo2": 18, "exaone4": 18}
+var decodeDispatchesPerLayer = map[string]int64{"llama": 14, "phi3": 15, "qwen2": 19, "gemma3": 19, "qwen3": 16, "qwen3moe": 22, "gemma4": 22, "qwen35": 30, "qwen35moe": 54, "granite": 16, "granitemoe": 22, "smollm3": 14, "gemma2": 17, "mistral3": 15, "olmo2": 18, "exaone4": 18, "ernie4_5": 14}
 
 // decodeDispatchesOutside bounds those outside the layers: the embedding
 // (and gemma3's scaling of it), the final norm, its quantisation, the

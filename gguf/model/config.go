@@ -79,6 +79,10 @@ type archSpec struct {
 	// exaone4: EXAONE 4.0 32B's hybrid attention (sliding-window layers
 	// and global ones without RoPE) is refused; the 1.2B is all global.
 	exaone4 bool
+	// ernie4_5: llama's graph (llama_model_ernie4_5), whose attention
+	// output takes no bias even where the file has one (llama.cpp loads
+	// attn_output.bias and passes none).
+	ernie bool
 	// mistral3: llama's graph (llama_model_mistral3) with the YaRN
 	// parameters the file gives (beta_fast, beta_slow, the magnitude's
 	// log multiplier) and Llama 4's attention temperature: each query
@@ -118,6 +122,8 @@ var archs = map[string]archSpec{
 	// olmo2 (OLMo 2, OLMo 3) norms each sublayer's output, not its input,
 	// with Q and K normed whole; OLMo 3 adds sliding-window layers.
 	"olmo2": {neox: true, fullRot: true, qkNorm: true, fullQKNorm: true, postNorms: true, noPreNorm: true, swa: true, olmo2: true},
+	// ernie4_5 (ERNIE 4.5 dense: ERNIE-4.5-0.3B) is llama's block.
+	"ernie4_5": {ernie: true},
 	// exaone4 (EXAONE 4.0) is olmo2's norm order with per-head Q/K norms.
 	"exaone4": {neox: true, fullRot: true, qkNorm: true, postNorms: true, noPreNorm: true, exaone4: true},
 }

@@ -394,7 +394,13 @@ func (m *Model) loadLayer(ld *loader, l int) error {
 		vec(&ly.bv, "attn_v.bias", vDim, false)
 	}
 	mat(&ly.wo, "attn_output.weight", c.Embd, c.Heads*hdV, true)
-	vec(&ly.bo, "attn_output.bias", c.Embd, false)
+	if c.spec.ernie {
+		// Read and checked, as llama.cpp loads it, and applied nowhere.
+		var unused backend.Weight
+		vec(&unused, "attn_output.bias", c.Embd, false)
+	} else {
+		vec(&ly.bo, "attn_output.bias", c.Embd, false)
+	}
 	if c.spec.fullQKNorm {
 		// olmo2 norms the whole projection: one group of qDim (kDim).
 		vec(&ly.qNorm, "attn_q_norm.weight", qDim, true)

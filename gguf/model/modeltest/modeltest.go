@@ -71,7 +71,7 @@ type Spec struct {
 
 // Archs and FileTypes are the fixture matrix the parity tests cover.
 var (
-	Archs     = []string{"llama", "qwen2", "phi3", "gemma3", "qwen3", "qwen3moe", "gpt-oss", "gemma4", "qwen35", "qwen35moe", "granite", "granitemoe", "smollm3", "gemma2", "mistral3", "olmo2", "exaone4"}
+	Archs     = []string{"llama", "qwen2", "phi3", "gemma3", "qwen3", "qwen3moe", "gpt-oss", "gemma4", "qwen35", "qwen35moe", "granite", "granitemoe", "smollm3", "gemma2", "mistral3", "olmo2", "exaone4", "ernie4_5"}
 	FileTypes = []string{"F16", "Q8_0", "Q4_0", "Q4_K_M", "Q6_K"}
 )
 
@@ -145,7 +145,10 @@ var (
 //     3, a 4-token sliding window on every other layer, which rotates
 //     plainly (the global base, though the file names another for it);
 //   - exaone4: olmo2's norm order with per-head Q/K norms, tied
-//     embeddings and a rope base of 10⁶ (EXAONE 4.0 1.2B's layout).
+//     embeddings and a rope base of 10⁶ (EXAONE 4.0 1.2B's layout);
+//   - ernie4_5: llama's block with tied embeddings, a rope base of 5·10⁵
+//     and an attention output bias, which llama.cpp loads and does not
+//     apply (ERNIE-4.5-0.3B has none).
 func Fixture(arch, fileType string) Spec {
 	s := Spec{
 		Arch: arch, FileType: fileType,
@@ -496,7 +499,7 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 		hd = s.HeadDim
 	}
 	qDim, kvDim := s.Heads*hd, s.KVHeads*hd
-	tied := a == "qwen2" || a == "gemma3" || a == "qwen3" || a == "gemma4" || a == "granite" || a == "granitemoe" || a == "smollm3" || a == "gemma2" || a == "exaone4"
+	tied := a == "qwen2" || a == "gemma3" || a == "qwen3" || a == "gemma4" || a == "granite" || a == "granitemoe" || a == "smollm3" || a == "gemma2" || a == "exaone4" || a == "ernie4_5"
 	eps := float32(1e-5)
 	if a == "qwen2" || a == "gemma3" || a == "qwen3" || a == "qwen3moe" || a == "gemma4" || a == "qwen35" || a == "qwen35moe" || a == "gemma2" {
 		eps = 1e-6
@@ -577,6 +580,9 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 	case "exaone4":
 		rotDims = hd
 		set(a+".rope.freq_base", float32(1000000))
+	case "ernie4_5":
+		rotDims = hd
+		set(a+".rope.freq_base", float32(500000))
 	case "mistral3":
 		rotDims = hd
 		set(a+".rope.dimension_count", uint32(hd))
@@ -778,6 +784,9 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 			norm(p+"attn_k_norm.weight", kvDim)
 		}
 		mat(p+"attn_output.weight", s.Embd, qDim)
+		if a == "ernie4_5" {
+			add(p+"attn_output.bias", 0, 0.5, int64(s.Embd)) // unused: llama.cpp applies none
+		}
 		if a == "gpt-oss" {
 			add(p+"attn_output.bias", 0, 0.1, int64(s.Embd))
 			// Sinks about the scores' size: some heads give the sink a
