@@ -544,7 +544,7 @@ func (c *Config) parseMistral3(m meta) error {
 // float32, the logarithm in float64): 1 below the original context.
 func (c *Config) AttnTempAt(pos int) float32 {
 	f := math.Floor(float64(float32(pos) / float32(c.AttnTempFloor)))
-	return float32(math.Log(float64(float32(f))+1)*float64(c.AttnTemp) + 1)
+	return float32(float64(math.Log(float64(float32(f))+1)*float64(c.AttnTemp)) + 1) // rounded apart: arm64 would fuse it
 }
 
 // parseGranite reads Granite's multipliers (llama_model_granite's
