@@ -547,6 +547,12 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 		return s.KVHeads
 	}))
 	set(a+".attention.layer_norm_rms_epsilon", eps)
+	// yarn sets YaRN scaling by factor over an original context.
+	yarn := func(factor float32, orig int) {
+		set(a+".rope.scaling.type", "yarn")
+		set(a+".rope.scaling.factor", factor)
+		set(a+".rope.scaling.original_context_length", uint32(orig))
+	}
 	var rotDims int
 	switch a {
 	case "llama":
@@ -570,9 +576,7 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 	case "olmo2":
 		rotDims = hd
 		set(a+".rope.freq_base", float32(500000))
-		set(a+".rope.scaling.type", "yarn")
-		set(a+".rope.scaling.factor", float32(4))
-		set(a+".rope.scaling.original_context_length", uint32(s.Context/4))
+		yarn(4, s.Context/4)
 		set(a+".rope.scaling.attn_factor", float32(1.2))
 		set(a+".rope.freq_base_swa", float32(10000)) // llama.cpp's olmo2 graph ignores it
 		set(a+".attention.sliding_window", uint32(4))
@@ -588,9 +592,7 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 		set(a+".rope.dimension_count", uint32(hd))
 		set(a+".rope.freq_base", float32(1000000))
 		set(a+".vocab_size", uint32(nVocab))
-		set(a+".rope.scaling.type", "yarn")
-		set(a+".rope.scaling.factor", float32(16))
-		set(a+".rope.scaling.original_context_length", uint32(8))
+		yarn(16, 8)
 		set(a+".rope.scaling.yarn_beta_fast", float32(0.5))
 		set(a+".rope.scaling.yarn_beta_slow", float32(0.125))
 		set(a+".rope.scaling.yarn_log_multiplier", float32(1))
@@ -617,9 +619,7 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 	case "qwen2":
 		rotDims = hd
 		set(a+".rope.freq_base", float32(1000000))
-		set(a+".rope.scaling.type", "yarn")
-		set(a+".rope.scaling.factor", float32(4))
-		set(a+".rope.scaling.original_context_length", uint32(s.Context/4))
+		yarn(4, s.Context/4)
 	case "phi3":
 		rotDims = hd / 2
 		set(a+".rope.dimension_count", uint32(rotDims))
@@ -643,9 +643,7 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 		}
 		if a == "gpt-oss" {
 			set(a+".rope.dimension_count", uint32(hd))
-			set(a+".rope.scaling.type", "yarn")
-			set(a+".rope.scaling.factor", float32(32))
-			set(a+".rope.scaling.original_context_length", uint32(1024))
+			yarn(32, 1024)
 			set(a+".attention.sliding_window", uint32(4))
 		}
 		if hybrid {
