@@ -10,14 +10,20 @@ package tokenizer
 //
 // where P is [^\r\n\p{L}\p{N}] and C the optional contraction
 // ('s 't 're 've 'm 'll 'd, either case). The alternatives are tried in
-// order with the backtracking an ECMAScript engine does.
+// order with the backtracking an ECMAScript engine does. With marks (IBM's
+// granite-embed-multi-97m), the words' letters are \p{L} or \p{M}, so a
+// combining mark stays with the letter it follows.
 type caseWords struct {
-	contractions bool
-	digits       int
+	contractions, marks bool
+	digits              int
 }
 
 func (w caseWords) match(t *text, pos, end int) int {
-	letter := func(i int) bool { return i < end && t.cls[i]&clsLetter != 0 }
+	wordClass := clsLetter
+	if w.marks {
+		wordClass |= clsMark
+	}
+	letter := func(i int) bool { return i < end && t.cls[i]&wordClass != 0 }
 	upper := func(i int) bool { return letter(i) && !(t.cp[i] >= 'a' && t.cp[i] <= 'z') }
 	lower := func(i int) bool { return letter(i) && !(t.cp[i] >= 'A' && t.cp[i] <= 'Z') }
 	suffix := func(e int) int {

@@ -10,7 +10,8 @@ import (
 
 // TestPreTokenizerVectors checks the pre-tokenizers llama.cpp's own vocab
 // files do not cover (gpt-4o/llama4, tekken, deepseek-v3, seed-coder,
-// bailingmoe, minicpm5) against llama-tokenize run on the llama-bpe
+// bailingmoe, minicpm5, granite-embed-multi-97m) against llama-tokenize
+// run on the llama-bpe
 // vocabulary relabelled with each tokenizer.ggml.pre value
 // (testdata/gen-pre-vectors.py).
 func TestPreTokenizerVectors(t *testing.T) {

@@ -153,7 +153,11 @@ var (
 			run(isNumber).split,
 		}},
 
-		"gpt-4o":     preCaseWords,
+		"gpt-4o": preCaseWords,
+		// IBM Granite Embedding multilingual R2's: gpt-4o's with combining
+		// marks as letters, its merges' whole-word tokens taken first.
+		"granite-embed-multi-97m": {splits: []splitter{matcher(caseWords{contractions: true, digits: 3, marks: true}.match).split},
+			keepSpaces: true, ignoreMerges: true},
 		"llama4":     preCaseWords,
 		"kanana2":    preCaseWords,
 		"talkie":     preCaseWords,

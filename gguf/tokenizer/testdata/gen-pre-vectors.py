@@ -10,7 +10,7 @@ needs python3-numpy and python3-tqdm).
 """
 import base64, json, os, subprocess, sys, tempfile
 
-PRES = ["gpt-4o", "tekken", "deepseek-v3", "seed-coder", "bailingmoe", "minicpm5"]
+PRES = ["gpt-4o", "tekken", "deepseek-v3", "seed-coder", "bailingmoe", "minicpm5", "granite-embed-multi-97m"]
 
 EXTRA = [
     "HELLOworld helloWorld ÉCOLEétudiant ΑΒΓαβγ McDonald's I'M WE'LL they'RE",
@@ -21,6 +21,9 @@ EXTRA = [
     "it's 'quoted' '' don't I'd you'll",
     "   \u00a0  tabs\t\tand\u3000spaces   ",
     "<html><body>Hello</body></html>",
+    # Combining marks (\p{M}), which granite-embed-multi-97m counts with letters.
+    "नमस्ते दुनिया हिंदी में लिखा है। বাংলা ভাষা ভালো। สวัสดีครับ ภาษาไทย తెలుగు భాష",
+    "Ca\u0301fe\u0301 ABC\u0301def a\u0308b\u0308C'S x\u0301'll 12\u0301",
 ]
 
 
