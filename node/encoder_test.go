@@ -121,14 +121,15 @@ func referenceEncoderEmbedding(t *testing.T, path string, ids []uint32) []float6
 }
 
 // TestEncoderServed: a BERT-family encoder (bert, nomic-bert,
-// nomic-bert-moe, jina-bert-v2 and modern-bert; and gemma-embedding, with
-// its dense projections) is served as an embedding model: /v1/embeddings and Ollama's /api/embed
+// nomic-bert-moe, jina-bert-v2, jina-bert-v3 and modern-bert; and
+// gemma-embedding, with its dense projections) is served as an embedding
+// model: /v1/embeddings and Ollama's /api/embed
 // answer the reference's vectors for its WordPiece tokens; /api/show
 // says it embeds and nothing else; /v1/models lists it; /tokenize lends
 // its tokenizer; a generation of any kind is refused naming it as an
 // embedding model.
 func TestEncoderServed(t *testing.T) {
-	for _, arch := range []string{"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "modern-bert", "gemma-embedding"} {
+	for _, arch := range []string{"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "jina-bert-v3", "modern-bert", "gemma-embedding"} {
 		t.Run(arch, func(t *testing.T) {
 			path, name := encoderFixture(t, arch)
 			n, _ := startNode(t, Config{Models: []string{path}})

@@ -15,7 +15,7 @@ var ErrInvalid = errors.New("encoder: invalid model")
 // Supports reports whether arch is an architecture this package runs.
 func Supports(arch string) bool {
 	switch arch {
-	case "bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "modern-bert", "gemma-embedding":
+	case "bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "jina-bert-v3", "modern-bert", "gemma-embedding":
 		return true
 	}
 	return false
@@ -102,7 +102,7 @@ const maxExperts = 1024
 func ParseConfig(md *gguf.Metadata) (Config, error) {
 	arch, _ := md.String("general.architecture")
 	if !Supports(arch) {
-		return Config{}, fmt.Errorf("%w: architecture %q is not an encoder (bert, nomic-bert, nomic-bert-moe, jina-bert-v2, modern-bert, gemma-embedding)", ErrInvalid, arch)
+		return Config{}, fmt.Errorf("%w: architecture %q is not an encoder (bert, nomic-bert, nomic-bert-moe, jina-bert-v2, jina-bert-v3, modern-bert, gemma-embedding)", ErrInvalid, arch)
 	}
 	c := Config{Arch: arch}
 	switch arch {
@@ -262,7 +262,7 @@ func ParseConfig(md *gguf.Metadata) (Config, error) {
 			}
 		}
 	}
-	if arch == "nomic-bert" || arch == "nomic-bert-moe" || arch == "modern-bert" || arch == "gemma-embedding" {
+	if arch == "nomic-bert" || arch == "nomic-bert-moe" || arch == "jina-bert-v3" || arch == "modern-bert" || arch == "gemma-embedding" {
 		var err error
 		if c.RoPEBase, err = ropeBase("rope.freq_base"); err != nil {
 			return Config{}, err

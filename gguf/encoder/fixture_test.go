@@ -47,7 +47,7 @@ func TestWriteFixtures(t *testing.T) {
 	if *writeFixtures == "" {
 		t.Skip("-write-fixtures names no directory")
 	}
-	for _, arch := range []string{"bert", "nomic-bert", "nomic-bert-moe"} {
+	for _, arch := range []string{"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v3"} {
 		if err := os.WriteFile(filepath.Join(*writeFixtures, arch+".gguf"), mustFixture(t, arch), 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -111,6 +111,9 @@ func Load(f *gguf.File, be backend.Backend) (*Model, error) {
 			return nil, err
 		}
 	}
+	if cfg.TokenTypes == 0 && cfg.Arch == "jina-bert-v3" {
+		return nil, fmt.Errorf("%w: jina-bert-v3 needs a token type count (tokenizer.ggml.token_type_count), as llama.cpp does", ErrInvalid)
+	}
 	if m.type0 == nil && cfg.Arch == "jina-bert-v2" {
 		return nil, fmt.Errorf("%w: jina-bert-v2 needs token type embeddings (token_types.weight, tokenizer.ggml.token_type_count)", ErrInvalid)
 	}

@@ -56,6 +56,7 @@ func TestLoadRefusesMalformed(t *testing.T) {
 		"jina": encodertest.Jina, "jina-reranker": encodertest.JinaReranker,
 		"moe":   func() ([]byte, error) { return encodertest.Fixture("nomic-bert-moe") },
 		"gemma": func() ([]byte, error) { return encodertest.Gemma(true) },
+		"jina3": func() ([]byte, error) { return encodertest.Fixture("jina-bert-v3") },
 		"modern": func() ([]byte, error) {
 			return encodertest.Build(encodertest.Spec{Arch: "modern-bert", Embd: 32, Layers: 3, Heads: 4, FF: 48, Context: 64, Window: 16})
 		},
@@ -91,6 +92,7 @@ func TestLoadRefusesMalformed(t *testing.T) {
 		{"values of another width", map[string]any{"gemma-embedding.attention.value_length": uint32(8)}, "", "values 8 wide for keys 16 wide", "gemma"},
 		{"no window", nil, "gemma-embedding.attention.sliding_window", "sliding_window is missing", "gemma"},
 		{"no RMS epsilon", nil, "gemma-embedding.attention.layer_norm_rms_epsilon", "layer_norm_rms_epsilon is missing", "gemma"},
+		{"jina-bert-v3 without token types", nil, "tokenizer.ggml.token_type_count", "needs a token type count", "jina3"},
 		{"up neither FF nor 2·FF", map[string]any{"jina-bert-v2.feed_forward_length": uint32(40)}, "", "blk.0.ffn_up.weight has shape", "jina-reranker"},
 	} {
 		raw, err := bases[tc.base]()
@@ -127,7 +129,7 @@ func TestLoadRefusesMalformed(t *testing.T) {
 // options.
 func FuzzLoad(f *testing.F) {
 	for _, sp := range []encodertest.Spec{
-		{Arch: "bert"}, {Arch: "nomic-bert"}, {Arch: "nomic-bert-moe"}, {Arch: "bert", Reranker: true},
+		{Arch: "bert"}, {Arch: "nomic-bert"}, {Arch: "nomic-bert-moe"}, {Arch: "jina-bert-v3"}, {Arch: "bert", Reranker: true},
 		{Arch: "jina-bert-v2", Norms: true}, {Arch: "jina-bert-v2", FusedGate: true, Reranker: true},
 		{Arch: "modern-bert", Window: 4}, {Arch: "modern-bert", Reranker: true, Activation: "silu"},
 		{Arch: "gemma-embedding", Window: 4, KVHeads: 1, HeadDim: 4, Dense: 16},

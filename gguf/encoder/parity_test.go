@@ -31,11 +31,11 @@ const hiddenTolerance = 2e-3
 // TestHiddenMatchesLlamaCpp: the fixtures' final hidden states, for three
 // texts (9, 26 and 55 tokens), are llama.cpp's (testdata/hidden.cpp, flash
 // attention off) within hiddenTolerance, every token of every text, for
-// bert, nomic-bert and nomic-bert-moe (a mixture of four experts, two a
-// token, in its second layer).
+// bert, nomic-bert, nomic-bert-moe (a mixture of four experts, two a
+// token, in its second layer) and jina-bert-v3 (rotary, GELU, biases).
 func TestHiddenMatchesLlamaCpp(t *testing.T) {
 	golden := readHiddenGoldens(t, "testdata/llama-embedding.json")
-	for _, arch := range []string{"bert", "nomic-bert", "nomic-bert-moe"} {
+	for _, arch := range []string{"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v3"} {
 		cases := golden[arch]
 		if len(cases) == 0 {
 			t.Fatalf("no goldens for %s", arch)

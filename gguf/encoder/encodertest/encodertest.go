@@ -26,7 +26,7 @@ const (
 
 // Spec shapes a fixture Build writes.
 type Spec struct {
-	Arch                             string // "bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2" or "modern-bert"
+	Arch                             string // "bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "jina-bert-v3", "modern-bert" or "gemma-embedding"
 	Embd, Layers, Heads, FF, Context int
 	// Pooling is the file's pooling_type; 0 writes mean's (1).
 	Pooling uint32
@@ -118,6 +118,9 @@ func Build(sp Spec) ([]byte, error) {
 	moe := arch == "nomic-bert-moe"
 	if arch == "nomic-bert" || moe {
 		set(arch+".rope.freq_base", float32(1000))
+	}
+	if arch == "jina-bert-v3" {
+		set(arch+".rope.freq_base", float32(20000)) // jina-embeddings-v3's rotary base
 	}
 	if arch == "modern-bert" || arch == "gemma-embedding" {
 		set(arch+".rope.freq_base", float32(160000))
