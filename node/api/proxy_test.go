@@ -398,7 +398,10 @@ func TestRelayedRerank(t *testing.T) {
 			t.Fatalf("%s: %d %s", body, resp.StatusCode, b)
 		}
 	}
-	if len(hostModel.reranks) != 2 {
-		t.Fatalf("the host reranked %d requests, want 2", len(hostModel.reranks))
+	hostModel.mu.Lock() // the host's handler wrote it on a goroutine of its own
+	n := len(hostModel.reranks)
+	hostModel.mu.Unlock()
+	if n != 2 {
+		t.Fatalf("the host reranked %d requests, want 2", n)
 	}
 }
