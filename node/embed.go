@@ -10,6 +10,7 @@ import (
 	"github.com/meshnode/meshnode/gguf/tokenizer"
 	"github.com/meshnode/meshnode/node/api"
 	"github.com/meshnode/meshnode/node/engine"
+	"github.com/meshnode/meshnode/node/engine/ggufengine"
 )
 
 // embedder is a local model that makes embeddings (a GGUF file served
@@ -49,8 +50,15 @@ func (s *servedModel) Embed(ctx context.Context, e *api.Embedding) (*api.Embeddi
 	if err := em.EmbeddingSupport(); err != nil {
 		return nil, embedRefusal("model", "model %q cannot make embeddings: %v", m.Name(), err)
 	}
-	if d := e.Dimensions; d != 0 && d != em.Dimensions() {
-		return nil, embedRefusal("dimensions", "model %q makes embeddings of %d dimensions; dimensions %d (a shortened embedding) is not supported", m.Name(), em.Dimensions(), d)
+	// A shorter embedding is the pooled vector's first dimensions, scaled
+	// afterwards, as a Matryoshka-trained model is meant to be cut (and
+	// as Ollama cuts any model's).
+	short := 0
+	switch d := e.Dimensions; {
+	case d > em.Dimensions():
+		return nil, embedRefusal("dimensions", "model %q makes embeddings of %d dimensions; dimensions %d is more", m.Name(), em.Dimensions(), d)
+	case d != 0 && d < em.Dimensions():
+		short = d
 	}
 	ctxLen := m.ContextLength()
 	inputs := make([][]uint32, len(e.Inputs))
@@ -80,7 +88,7 @@ func (s *servedModel) Embed(ctx context.Context, e *api.Embedding) (*api.Embeddi
 		total += len(ids)
 	}
 	embed := em.Embed
-	if e.Unnormalized {
+	if e.Unnormalized || short > 0 {
 		embed = em.Pooled
 	}
 	vecs, err := embed(ctx, inputs)
@@ -89,6 +97,14 @@ func (s *servedModel) Embed(ctx context.Context, e *api.Embedding) (*api.Embeddi
 			return nil, embedRefusal("input", "%v", err)
 		}
 		return nil, err
+	}
+	if short > 0 {
+		for i, v := range vecs {
+			vecs[i] = v[:short]
+			if !e.Unnormalized {
+				ggufengine.UnitLength(vecs[i])
+			}
+		}
 	}
 	return &api.EmbeddingResult{Vectors: vecs, PromptTokens: total}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -88,8 +89,11 @@ func fileTokenizer(t *testing.T, path string) *tokenizer.Tokenizer {
 
 // TestEmbeddingsAgainstReference: /v1/embeddings on the built-in model
 // answers the reference's vectors, for text and for token ids, as floats
-// and as base64; usage counts the tokens; dimensions other than the
-// model's, and a model with no hidden states, are refused.
+// and as base64; usage counts the tokens; dimensions below the model's
+// give the vector's first dimensions at unit length (the reference's,
+// cut and scaled), on /v1/embeddings and Ollama's /api/embed alike; more
+// dimensions than the model's, and a model with no hidden states, are
+// refused.
 func TestEmbeddingsAgainstReference(t *testing.T) {
 	n, _ := startNode(t, Config{Models: []string{fortunesPath(t), ReferenceModel}})
 	tok := fileTokenizer(t, fortunesPath(t))
@@ -147,8 +151,32 @@ func TestEmbeddingsAgainstReference(t *testing.T) {
 	}
 	check("token ids, base64", got, refs[1])
 
+	var short struct {
+		Data []struct {
+			Embedding []float64 `json:"embedding"`
+		} `json:"data"`
+	}
+	postJSON(t, n, "/v1/embeddings", fmt.Sprintf(`{"model":%q,"input":%q,"dimensions":7}`, fortunesModel, texts[0]), &short)
+	var ollama struct {
+		Embeddings [][]float64 `json:"embeddings"`
+	}
+	postJSON(t, n, "/api/embed", fmt.Sprintf(`{"model":%q,"input":%q,"dimensions":7}`, fortunesModel, texts[0]), &ollama)
+	want := slices.Clone(refs[0][:7])
+	var norm float64
+	for _, x := range want {
+		norm += x * x
+	}
+	for j := range want {
+		want[j] /= math.Sqrt(norm)
+	}
+	if len(short.Data) != 1 || len(ollama.Embeddings) != 1 {
+		t.Fatalf("dimensions 7: %d and %d vectors", len(short.Data), len(ollama.Embeddings))
+	}
+	check("dimensions 7", short.Data[0].Embedding, want)
+	check("/api/embed dimensions 7", ollama.Embeddings[0], want)
+
 	for _, tc := range []struct{ body, param, inMsg string }{
-		{fmt.Sprintf(`{"model":%q,"input":"x","dimensions":7}`, fortunesModel), "dimensions", "dimensions 7"},
+		{fmt.Sprintf(`{"model":%q,"input":"x","dimensions":1000}`, fortunesModel), "dimensions", "dimensions 1000 is more"},
 		{`{"model":"mesh-reference","input":"x"}`, "model", "cannot make embeddings"},
 		{fmt.Sprintf(`{"model":%q,"input":[[99999999]]}`, fortunesModel), "input", "outside the vocabulary"},
 	} {

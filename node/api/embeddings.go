@@ -44,8 +44,9 @@ type EmbedInput struct {
 type Embedding struct {
 	Model  string
 	Inputs []EmbedInput
-	// Dimensions is the length the client asked for, 0 for the model's;
-	// a model refuses any other than its own.
+	// Dimensions is the length the client asked for, 0 for the model's: a
+	// shorter one is the vector's first Dimensions, scaled as the whole
+	// would be; a model refuses more than its own.
 	Dimensions int
 	// Unnormalized asks for the pooled hidden states as they are, not
 	// scaled to unit length (Ollama's older /api/embeddings).

@@ -188,9 +188,9 @@ func poolHidden(hidden []float32, e int, p Pooling, unit bool) []float32 {
 	return out
 }
 
-// unitLength scales v to unit L2 norm in place (summed in float64), as
+// UnitLength scales v to unit L2 norm in place (summed in float64), as
 // poolHidden scales its pooled sums; a zero vector stays zero.
-func unitLength(v []float32) {
+func UnitLength(v []float32) {
 	wide := make([]float64, len(v))
 	for i, x := range v {
 		wide[i] = float64(x)

@@ -227,7 +227,7 @@ func (e *Encoder) embed(ctx context.Context, inputs [][]uint32, unit bool) ([][]
 		// and the scaling, as llama.cpp applies them to the pooled vector.
 		v := e.enc.Project(poolHidden(hidden, e.Dimensions(), e.pooling, false))
 		if unit {
-			unitLength(v)
+			UnitLength(v)
 		}
 		out = append(out, v)
 	}
