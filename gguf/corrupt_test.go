@@ -181,14 +181,7 @@ func TestCustomAlignment(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	b, err := w.Bytes()
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := Parse(b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := written(t, w)
 	tb, _ := f.Tensor("b")
 	if f.Alignment != 64 || f.DataOffset%64 != 0 || tb.Offset != 64 {
 		t.Errorf("alignment %d, data at %d, b at %d", f.Alignment, f.DataOffset, tb.Offset)

@@ -56,14 +56,7 @@ func TestFactsFromMetadata(t *testing.T) {
 	if err := w.AddTensor("blk.0.attn_norm.weight", quant.F32, []int64{2048}, make([]byte, 4*2048)); err != nil {
 		t.Fatal(err)
 	}
-	b, err := w.Bytes()
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := Parse(b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := written(t, w)
 	got := f.Facts()
 	want := Facts{
 		Architecture: "qwen3moe", ContextLength: 32768, VocabSize: 3, EmbeddingSize: 2048,

@@ -255,14 +255,9 @@ func BenchmarkParseVocab(b *testing.B) {
 	}
 }
 
-// TestTensorShaped: a tensor is found with its data when its dims are the
-// shape asked (trailing 1s the same shape), refused with ErrShape naming
-// both shapes when not, and reported absent when the file has none.
-func TestTensorShaped(t *testing.T) {
-	w := NewWriter()
-	if err := w.AddTensor("v", quant.F32, []int64{4, 1}, make([]byte, 16)); err != nil {
-		t.Fatal(err)
-	}
+// written is the file w writes, read back.
+func written(t testing.TB, w *Writer) *File {
+	t.Helper()
 	b, err := w.Bytes()
 	if err != nil {
 		t.Fatal(err)
@@ -271,6 +266,18 @@ func TestTensorShaped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return f
+}
+
+// TestTensorShaped: a tensor is found with its data when its dims are the
+// shape asked (trailing 1s the same shape), refused with ErrShape naming
+// both shapes when not, and reported absent when the file has none.
+func TestTensorShaped(t *testing.T) {
+	w := NewWriter()
+	if err := w.AddTensor("v", quant.F32, []int64{4, 1}, make([]byte, 16)); err != nil {
+		t.Fatal(err)
+	}
+	f := written(t, w)
 	if _, data, ok, err := f.TensorShaped("v", 4); !ok || err != nil || len(data) != 16 {
 		t.Fatalf("[4]: %d bytes, %v, %v", len(data), ok, err)
 	}
@@ -303,26 +310,12 @@ func TestRewrite(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	b, err := w.Bytes()
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := Parse(b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := written(t, w)
 	rw, err := Rewrite(f, map[string]any{"z": int32(-1), "b": "deux", "d": float32(4)}, "c", "x")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err = rw.Bytes()
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := Parse(b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := written(t, rw)
 	var keys []string
 	for _, kv := range g.Metadata.KVs() {
 		keys = append(keys, kv.Key)

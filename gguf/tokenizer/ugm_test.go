@@ -8,8 +8,6 @@ import (
 	"sort"
 	"strings"
 	"testing"
-
-	"github.com/meshnode/meshnode/gguf"
 )
 
 // buildCharsMap writes a precompiled charsmap mapping each key to its
@@ -206,27 +204,13 @@ func TestUGMViterbi(t *testing.T) {
 // reader; and on XLM-R's vocabulary, which asks for BOS too, the ids
 // llama.cpp gives with special tokens added and parsed.
 func TestUGMSpecial(t *testing.T) {
-	w := gguf.NewWriter()
-	for k, v := range map[string]any{
+	v, err := VocabFromGGUF(metadataOf(t, map[string]any{
 		keyModel:    "t5",
 		keyTokens:   []string{"<pad>", "</s>", "<unk>", "▁", "a", "▁a", "<extra_id_0>"},
 		keyScores:   []float32{0, 0, 0, -2, -3, -1, 0},
 		keyTypes:    []int32{3, 3, 2, 1, 1, 1, 4},
 		keyCharsMap: buildCharsMap(t, testCharsMap),
-	} {
-		if err := w.Set(k, v); err != nil {
-			t.Fatal(err)
-		}
-	}
-	b, err := w.Bytes()
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := gguf.Parse(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := VocabFromGGUF(f.Metadata)
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -420,21 +404,7 @@ func TestUGMCharsMapCorrupt(t *testing.T) {
 		{"charsmap", false},
 		{[]uint8{1, 0}, false},
 	} {
-		w := gguf.NewWriter()
-		for k, v := range map[string]any{keyModel: "t5", keyTokens: []string{"<pad>", "</s>", "<unk>", "a"}, keyCharsMap: tc.val} {
-			if err := w.Set(k, v); err != nil {
-				t.Fatal(err)
-			}
-		}
-		b, err := w.Bytes()
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := gguf.Parse(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tk, err := FromGGUF(f.Metadata)
+		tk, err := FromGGUF(metadataOf(t, map[string]any{keyModel: "t5", keyTokens: []string{"<pad>", "</s>", "<unk>", "a"}, keyCharsMap: tc.val}))
 		if tc.ok != (err == nil) || err != nil && !errors.Is(err, ErrInvalidVocab) {
 			t.Errorf("charsmap %T: %v", tc.val, err)
 		}

@@ -56,6 +56,27 @@ func vocabFiles(t testing.TB, name string) (model, inp, out []byte) {
 	return model, inp, out
 }
 
+// metadataOf is a GGUF file's metadata holding keys, read back through
+// the gguf reader.
+func metadataOf(t *testing.T, keys map[string]any) *gguf.Metadata {
+	t.Helper()
+	w := gguf.NewWriter()
+	for k, v := range keys {
+		if err := w.Set(k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := w.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f.Metadata
+}
+
 // vocabWith is the tokenizer of vocabulary name's file with the metadata
 // in set given there (gguf.Rewrite).
 func vocabWith(t *testing.T, name string, set map[string]any) *Tokenizer {
