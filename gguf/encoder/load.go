@@ -227,22 +227,15 @@ func (ld *loader) experts(name string, n, rows, cols int) ([]backend.Weight, err
 // optionalNorm reads an optional layer norm's weight and bias (a bias of
 // zeros where the file has only the weight); nil where it has neither.
 func (ld *loader) optionalNorm(name string, n int) (w, b []float32, err error) {
-	if _, ok := ld.f.Tensor(name + ".weight"); !ok {
-		if _, ok := ld.f.Tensor(name + ".bias"); ok {
-			return nil, nil, fmt.Errorf("%w: tensor %s.bias without its weight", ErrInvalid, name)
-		}
+	_, hasW := ld.f.Tensor(name + ".weight")
+	_, hasB := ld.f.Tensor(name + ".bias")
+	switch {
+	case !hasW && hasB:
+		return nil, nil, fmt.Errorf("%w: tensor %s.bias without its weight", ErrInvalid, name)
+	case !hasW:
 		return nil, nil, nil
 	}
-	if w, err = ld.floats(name+".weight", n); err != nil {
-		return nil, nil, err
-	}
-	if _, ok := ld.f.Tensor(name + ".bias"); !ok {
-		return w, make([]float32, n), nil
-	}
-	if b, err = ld.floats(name+".bias", n); err != nil {
-		return nil, nil, err
-	}
-	return w, b, nil
+	return ld.norm(name, n, hasB)
 }
 
 // fusedGate loads jina-bert-v2's ffn_up of 2·FF rows, the gate its first

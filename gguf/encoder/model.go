@@ -297,8 +297,7 @@ func (m *Model) newPass(n int) *pass {
 		host: make([]float32, n*c.Embd),
 	}
 	if c.FFN == GELU {
-		// GELU is a GLU whose up is 1: ggml's gelu, table and all.
-		be.Write(p.gate, slices.Repeat([]float32{1}, n*c.FF))
+		fillOnes(be, p.gate)
 	}
 	if c.FusedQKV {
 		p.qkv = be.NewTensor(n, 3*c.Embd)
@@ -417,6 +416,12 @@ func (p *pass) feedForward(ly *layer, dst, in backend.Tensor) {
 	}
 }
 
+// fillOnes sets every element of t to 1: GELU runs as a GLU whose up is
+// t, ggml's gelu, half-precision table and all.
+func fillOnes(be backend.Backend, t backend.Tensor) {
+	be.Write(t, slices.Repeat([]float32{1}, t.Len()))
+}
+
 // moeScratch is a pass's memory for nomic-bert-moe's mixture of experts:
 // router scores, each token's chosen experts and their weights, and the
 // chosen experts' activations, a row per (token, rank).
@@ -431,7 +436,7 @@ func newMoEScratch(be backend.Backend, c Config, n int) *moeScratch {
 		logits: be.NewTensor(n, c.Experts), sel: be.NewTensor(n, k), w: be.NewTensor(n, k),
 		up: be.NewTensor(n*k, c.FF), ones: be.NewTensor(n*k, c.FF), y: be.NewTensor(n*k, c.Embd),
 	}
-	be.Write(ms.ones, slices.Repeat([]float32{1}, n*k*c.FF)) // GELU as a GLU whose up is 1
+	fillOnes(be, ms.ones)
 	return ms
 }
 
@@ -482,7 +487,7 @@ func (m *Model) Scores(ctx context.Context, ids []uint32) ([]float32, error) {
 		if m.cfg.PreNorm {
 			// modern-bert's head: GELU (ggml's), then its norm.
 			ones := be.NewTensor(1, m.clsRows)
-			be.Write(ones, slices.Repeat([]float32{1}, m.clsRows))
+			fillOnes(be, ones)
 			be.GLU(y, y, ones, backend.GELUTanh)
 			be.Read(v, y)
 			if m.clsNormW != nil {
