@@ -34,6 +34,9 @@ var tolerance = backendtest.Tolerances{
 	// a float32 result by one ulp about once in 2²⁹, and the recurrence
 	// carries that on. Its Σ of squares are in order, as the CPU's.
 	"shortconv": 1e-6, "deltascan": 1e-5, "sigmoidmul": 1e-6,
+	// LFM2's gated convolution is products and sums, each rounded as the
+	// CPU rounds it (no contraction): the same bits.
+	"gatedconv": 0,
 }
 
 // newEmu opens a backend on the CPU stand-in.
@@ -78,7 +81,7 @@ func newPair(t testing.TB, dev backend.Backend) *backendtest.Pair {
 
 // testKernels is the kernel suite (backendtest.Kernels).
 func testKernels(t *testing.T, dev *cuda.Backend) {
-	backendtest.Kernels(t, dev, tolerance, backendtest.Features{GptOss: true, DeltaNet: true})
+	backendtest.Kernels(t, dev, tolerance, backendtest.Features{GptOss: true, DeltaNet: true, GatedConv: true})
 }
 
 // settle runs the cleanups of unreachable device memory.

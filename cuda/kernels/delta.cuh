@@ -107,6 +107,46 @@ KERNEL BOUNDS(256) void short_conv(float *x, const float *w, const delta_seq *se
 	}
 }
 
+// gated_conv is LFM2's gated short convolution: each sequence's rows of y
+// (n × ch) become c ⊙ conv(b ⊙ x), b, c and x the three chunks of bcx's
+// rows (n × 3·ch), conv the causal convolution with w (ch × k, a channel's
+// taps oldest first) over the sequence's previous k−1 products
+// (prev_conv) without an activation; its last k−1 products go to
+// next_conv. A thread per channel, its window in registers; grid =
+// (⌈ch/256⌉, sequences), block 256.
+KERNEL BOUNDS(256) void gated_conv(float *y, const float *bcx, const float *w, const delta_seq *seqs, int ch, int k) {
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= ch) {
+		return;
+	}
+	const delta_seq s = seqs[blockIdx.y];
+	const float *prev = (const float *)s.prev_conv;
+	float *next = (float *)s.next_conv;
+	const float *wt = w + (i64)i * k;
+	float win[CONV_MAX_KERNEL];
+	for (int r = 0; r < k - 1; r++) {
+		win[r] = prev[(i64)r * ch + i];
+	}
+	for (int sp = 0; sp < 2; sp++) {
+		int row = sp == 0 ? s.row0 : s.row1, n = sp == 0 ? s.n0 : s.n1;
+		for (int r = row; r < row + n; r++) {
+			const float *in = bcx + (i64)r * 3 * ch;
+			win[k - 1] = in[i] * in[2 * ch + i];
+			float sum = 0;
+			for (int t = 0; t < k; t++) {
+				sum += win[t] * wt[t];
+			}
+			y[(i64)r * ch + i] = in[ch + i] * sum;
+			for (int t = 0; t < k - 1; t++) {
+				win[t] = win[t + 1];
+			}
+		}
+	}
+	for (int r = 0; r < k - 1; r++) {
+		next[(i64)r * ch + i] = win[r];
+	}
+}
+
 // l2_scale is 1/max(‖v‖, eps) as ggml_l2_norm (Σ in float64, in order).
 DEV float l2_scale(const float *v, int n, float eps) {
 	double s = 0;

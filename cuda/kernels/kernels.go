@@ -114,6 +114,8 @@ const (
 	ShortConv
 	DeltaScan
 	SigmoidMul
+	// LFM2's gated short convolution (delta.cuh).
+	GatedConv
 	// A mixture of experts' routing, biases and sum (moe.cuh).
 	MoERoute
 	MoEBias
@@ -166,6 +168,7 @@ var fixed = [numFixed]struct{ name, params string }{
 	ShortConv:      {"short_conv", "pppii"},
 	DeltaScan:      {"delta_scan", "pppppppppiiif"},
 	SigmoidMul:     {"sigmoid_mul", "ppiii"},
+	GatedConv:      {"gated_conv", "ppppii"},
 	MoERoute:       {"moe_route", "pppiiii"},
 	MoEBias:        {"moe_bias", "pppii"},
 	MoESum:         {"moe_sum", "pppppiii"},

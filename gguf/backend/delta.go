@@ -112,3 +112,24 @@ type DeltaNetter interface {
 	// the hybrid's attention output gate and its shared expert's gate.
 	SigmoidMul(x, g Tensor)
 }
+
+// GatedConver is a backend that runs LFM2's gated short convolution
+// (llama.cpp's shortconv block) where the activations are, each
+// sequence's convolution state (a DeltaState with Conv only) in its own
+// memory. Its arithmetic is the host's (gguf/model shortconv.go)
+// operation for operation: each product rounded to float32, the taps
+// summed oldest first.
+type GatedConver interface {
+	// GatedConv sets each sequence's rows of y (n × ch) to c ⊙ conv(b ⊙
+	// x), where bcx's rows (n × 3·ch) hold b, c and x side by side (the
+	// in-projection's three chunks) and conv is the causal convolution,
+	// without an activation, with w (ch × K, a channel's taps together,
+	// oldest first; K ≤ MaxConvKernel) over Prev.Conv's K−1 rows of b ⊙ x
+	// then the sequence's own. It leaves the last K−1 rows of b ⊙ x in
+	// Next.Conv.
+	GatedConv(y, bcx Tensor, w Weight, seqs []DeltaSeq)
+}
+
+// MaxConvKernel bounds the taps of a GatedConver's convolution (and a
+// model's: LFM2's have 3).
+const MaxConvKernel = 64

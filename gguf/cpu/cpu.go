@@ -78,6 +78,7 @@ type Backend struct {
 	fj     funcJob
 	conv   convJob
 	scan   scanJob
+	gconv  gatedConvJob
 }
 
 var _ backend.Backend = (*Backend)(nil)

@@ -332,7 +332,7 @@ const std::map<std::string, KernelInfo> &kernel_table() {
 		KERNEL_ENTRY(glu) KERNEL_ENTRY(rope) KERNEL_ENTRY(store_kv_f16) KERNEL_ENTRY(store_kv_f32)
 		KERNEL_ENTRY(attend_f16) KERNEL_ENTRY(attend_f32) KERNEL_ENTRY(argmax) KERNEL_ENTRY(top_prob) KERNEL_ENTRY(rms_norm_q8_0) KERNEL_ENTRY(rms_norm_q8_1) KERNEL_ENTRY(rms_norm_q8_k) KERNEL_ENTRY(add_rms_norm_q8_0) KERNEL_ENTRY(add_rms_norm_q8_1) KERNEL_ENTRY(add_rms_norm_q8_k) KERNEL_ENTRY(glu_q8_0) KERNEL_ENTRY(glu_q8_1) KERNEL_ENTRY(glu_q8_k)
 		TYPE_ENTRIES(mxfp4) KERNEL_ENTRY(glu_oai) KERNEL_ENTRY(attend_sinks_f16) KERNEL_ENTRY(attend_sinks_f32)
-		KERNEL_ENTRY(short_conv) KERNEL_ENTRY(delta_scan) KERNEL_ENTRY(sigmoid_mul)
+		KERNEL_ENTRY(short_conv) KERNEL_ENTRY(delta_scan) KERNEL_ENTRY(sigmoid_mul) KERNEL_ENTRY(gated_conv)
 		KERNEL_ENTRY(moe_route) KERNEL_ENTRY(moe_bias) KERNEL_ENTRY(moe_sum)
 		KERNEL_ENTRY(attend_scores_f16) KERNEL_ENTRY(attend_scores_f32) KERNEL_ENTRY(attend_softmax_f16) KERNEL_ENTRY(attend_softmax_f32)
 		KERNEL_ENTRY(attend_values_f16) KERNEL_ENTRY(attend_values_f32)

@@ -20,7 +20,8 @@ import (
 
 // Tolerances bound |device − cpu| / max(1, max |cpu|) per kernel name
 // ("matmul", "embed", "rmsnorm", "elementwise", "rope", "attend", and the
-// delta net's "shortconv", "deltascan", "sigmoidmul"). A comparison of a
+// delta net's "shortconv", "deltascan", "sigmoidmul", LFM2's
+// "gatedconv"). A comparison of a
 // kernel without one fails.
 type Tolerances map[string]float64
 

@@ -13,7 +13,7 @@ import (
 
 // exact is every kernel's tolerance zero.
 var exact = backendtest.Tolerances{"matmul": 0, "embed": 0, "rmsnorm": 0, "elementwise": 0, "rope": 0, "attend": 0,
-	"shortconv": 0, "deltascan": 0, "sigmoidmul": 0}
+	"shortconv": 0, "deltascan": 0, "sigmoidmul": 0, "gatedconv": 0}
 
 // TestCPUPassesAgainstItself: the whole suite, every feature, with the
 // CPU backend on one thread as the device and no tolerance: its kernels
@@ -21,7 +21,7 @@ var exact = backendtest.Tolerances{"matmul": 0, "embed": 0, "rmsnorm": 0, "eleme
 func TestCPUPassesAgainstItself(t *testing.T) {
 	dev := cpu.New(cpu.Options{Threads: 1})
 	defer dev.Close()
-	backendtest.Kernels(t, dev, exact, backendtest.Features{GptOss: true, DeltaNet: true})
+	backendtest.Kernels(t, dev, exact, backendtest.Features{GptOss: true, DeltaNet: true, GatedConv: true})
 }
 
 // skewed is the CPU backend with its products one part in 10⁶ too large.

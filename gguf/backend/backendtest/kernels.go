@@ -20,6 +20,8 @@ type Features struct {
 	// DeltaNet: the hybrid blocks' short convolution, scan and gates
 	// (backend.DeltaNetter).
 	DeltaNet bool
+	// GatedConv: LFM2's gated short convolution (backend.GatedConver).
+	GatedConv bool
 }
 
 // Device is a backend under test: it picks a row's largest value on the
@@ -43,6 +45,9 @@ func Kernels(t *testing.T, dev Device, tol Tolerances, f Features) {
 	t.Run("ArgMax", func(t *testing.T) { testArgMax(t, dev) })
 	if f.DeltaNet {
 		t.Run("DeltaNet", func(t *testing.T) { testDeltaNet(t, pair(t)) })
+	}
+	if f.GatedConv {
+		t.Run("GatedConv", func(t *testing.T) { testGatedConv(t, pair(t)) })
 	}
 }
 
@@ -588,5 +593,46 @@ func testDeltaNet(t *testing.T, p *Pair) {
 		p.CPU.SigmoidMul(x.C, g.C)
 		dev.SigmoidMul(x.D, g.D)
 		p.Compare("sigmoidmul", fmt.Sprintf("gate of %d columns", gc), x)
+	}
+}
+
+// testGatedConv runs the gated convolution on both backends over three
+// steps of two sequences, one from a previous state into the next (then
+// swapped, as a session does) and one in place, at widths a block of
+// threads does and does not divide, and at LFM2's 3 taps and more.
+func testGatedConv(t *testing.T, p *Pair) {
+	dev, ok := p.Dev.(backend.GatedConver)
+	if !ok {
+		t.Fatal("the backend has no gated convolution")
+	}
+	for _, sh := range []struct{ ch, k int }{{256, 3}, {300, 3}, {40, 5}} {
+		const n = 8
+		ch, k := sh.ch, sh.k
+		w := p.Weight(quant.F32, ch, k, F32Bytes(p.Random(ch*k, 0.5)))
+		s0 := [2]Tensors{p.Tensor(k-1, ch, nil), p.Tensor(k-1, ch, nil)}
+		s1 := p.Tensor(k-1, ch, nil)
+		seqs := func(side, cur int) []backend.DeltaSeq {
+			pick := func(st Tensors) backend.DeltaState {
+				if side == 0 {
+					return backend.DeltaState{Conv: st.C}
+				}
+				return backend.DeltaState{Conv: st.D}
+			}
+			return []backend.DeltaSeq{
+				{Spans: [2]backend.RowSpan{{Row: 0, N: 3}, {Row: 7, N: 1}}, Prev: pick(s0[cur]), Next: pick(s0[1-cur])},
+				{Spans: [2]backend.RowSpan{{Row: 3, N: 4}}, Prev: pick(s1), Next: pick(s1)},
+			}
+		}
+		for step := range 3 {
+			what := fmt.Sprintf("%d channels, %d taps, step %d", ch, k, step)
+			cur := step % 2
+			bcx := p.Tensor(n, 3*ch, p.Random(n*3*ch, 1))
+			y := p.Tensor(n, ch, nil)
+			p.CPU.GatedConv(y.C, bcx.C, w.C, seqs(0, cur))
+			dev.GatedConv(y.D, bcx.D, w.D, seqs(1, cur))
+			p.Compare("gatedconv", what, y)
+			p.Compare("gatedconv", what+" state", s0[1-cur])
+			p.Compare("gatedconv", what+" in-place state", s1)
+		}
 	}
 }
