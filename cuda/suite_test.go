@@ -34,8 +34,8 @@ var tolerance = backendtest.Tolerances{
 	// a float32 result by one ulp about once in 2²⁹, and the recurrence
 	// carries that on. Its Σ of squares are in order, as the CPU's.
 	"shortconv": 1e-6, "deltascan": 1e-5, "sigmoidmul": 1e-6,
-	// LFM2's gated convolution is products and sums, each rounded as the
-	// CPU rounds it (no contraction): the same bits.
+	// LFM2's gated convolution is products and fused multiply-adds,
+	// each rounded once as the CPU rounds it: the same bits.
 	"gatedconv": 0,
 }
 

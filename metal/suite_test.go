@@ -35,6 +35,9 @@ var tolerance = backendtest.Tolerances{
 	// float-float sums here (about 48 bits, added as a tree): they round
 	// to the same float32 except, rarely, by one ulp.
 	"rmsnorm": 1e-6, "attend": 1e-6,
+	// LFM2's gated convolution: products and fmas rounded once, as the
+	// CPU's detmath.FMA32: the same bits.
+	"gatedconv": 0,
 }
 
 // emuConfig is the stand-in device the tests open unless they say
@@ -98,7 +101,7 @@ func newPair(t testing.TB, dev backend.Backend) *backendtest.Pair {
 
 // testKernels is the kernel suite (backendtest.Kernels).
 func testKernels(t *testing.T, dev *metal.Backend) {
-	backendtest.Kernels(t, dev, tolerance, backendtest.Features{})
+	backendtest.Kernels(t, dev, tolerance, backendtest.Features{GatedConv: true})
 }
 
 // settle runs the cleanups of unreachable device memory.

@@ -61,7 +61,7 @@ func fixtureCosts(t *testing.T, path string) (*gguf.File, model.Config, stagepla
 // LoadStage will load the stages (model.Config.CheckStage): a plain llama
 // anywhere; a gemma4 model whose last blocks read earlier blocks' KV
 // only before them, the cut that memory alone would choose moved back;
-// a gemma4 model with per-layer embeddings and a qwen35 hybrid not at
+// a gemma4 model with per-layer embeddings and the hybrids (qwen35, lfm2) not at
 // all, refused with the model's reason. Every planned stage loads.
 func TestSplitPlanChecksStages(t *testing.T) {
 	be := cpu.New(cpu.Options{Threads: 1})
@@ -119,7 +119,8 @@ func TestSplitPlanChecksStages(t *testing.T) {
 
 	for _, tc := range []struct{ name, arch, why string }{
 		{"gemma4 per-layer embeddings", "gemma4", "per-layer"},
-		{"qwen35 hybrid", "qwen35", "delta-net"},
+		{"qwen35 hybrid", "qwen35", "recurrent state"},
+		{"lfm2 hybrid", "lfm2", "recurrent state"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, c := fixtureCosts(t, splitFixture(t, tc.arch, modeltest.Fixture(tc.arch, "Q8_0")))

@@ -111,8 +111,8 @@ KERNEL BOUNDS(256) void short_conv(float *x, const float *w, const delta_seq *se
 // (n × ch) become c ⊙ conv(b ⊙ x), b, c and x the three chunks of bcx's
 // rows (n × 3·ch), conv the causal convolution with w (ch × k, a channel's
 // taps oldest first) over the sequence's previous k−1 products
-// (prev_conv) without an activation; its last k−1 products go to
-// next_conv. A thread per channel, its window in registers; grid =
+// (prev_conv) without an activation, each tap a fused multiply-add (the
+// CPU's detmath.FMA32); its last k−1 products go to next_conv. A thread per channel, its window in registers; grid =
 // (⌈ch/256⌉, sequences), block 256.
 KERNEL BOUNDS(256) void gated_conv(float *y, const float *bcx, const float *w, const delta_seq *seqs, int ch, int k) {
 	int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -134,7 +134,7 @@ KERNEL BOUNDS(256) void gated_conv(float *y, const float *bcx, const float *w, c
 			win[k - 1] = in[i] * in[2 * ch + i];
 			float sum = 0;
 			for (int t = 0; t < k; t++) {
-				sum += win[t] * wt[t];
+				sum = __builtin_fmaf(win[t], wt[t], sum);
 			}
 			y[(i64)r * ch + i] = in[ch + i] * sum;
 			for (int t = 0; t < k - 1; t++) {

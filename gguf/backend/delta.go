@@ -117,8 +117,9 @@ type DeltaNetter interface {
 // (llama.cpp's shortconv block) where the activations are, each
 // sequence's convolution state (a DeltaState with Conv only) in its own
 // memory. Its arithmetic is the host's (gguf/model shortconv.go)
-// operation for operation: each product rounded to float32, the taps
-// summed oldest first.
+// operation for operation: b·x and c·Σ rounded to float32, the taps
+// summed oldest first each by a fused multiply-add (detmath.FMA32), as
+// llama.cpp's compiled ssm_conv loop sums LFM2's three taps.
 type GatedConver interface {
 	// GatedConv sets each sequence's rows of y (n × ch) to c ⊙ conv(b ⊙
 	// x), where bcx's rows (n × 3·ch) hold b, c and x side by side (the

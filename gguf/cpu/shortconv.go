@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/meshnode/meshnode/gguf/backend"
+	"github.com/meshnode/meshnode/gguf/detmath"
 )
 
 // LFM2's gated short convolution (backend.GatedConver): per channel,
@@ -56,7 +57,7 @@ func (j *gatedConvJob) do(w, t int) {
 				win[k-1] = row[i] * row[2*ch+i] // b·x
 				var sum float32
 				for t := range k {
-					sum += float32(win[t] * wt[t]) // rounded: no FMA on arm64 either
+					sum = detmath.FMA32(win[t], wt[t], sum)
 				}
 				j.y[r*ch+i] = row[ch+i] * sum // c·conv
 				copy(win, win[1:])

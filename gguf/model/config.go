@@ -88,6 +88,11 @@ type archSpec struct {
 	// log multiplier) and Llama 4's attention temperature: each query
 	// scaled by 1 + temperature_scale·ln(⌊pos/n_ctx_orig⌋ + 1).
 	mistral3 bool
+	// lfm2: LFM2's gated short convolutions in the blocks whose KV head
+	// count is 0, grouped-query attention with per-head Q/K norms in the
+	// others, an optional sliding window on all of those, and the output
+	// norm named token_embd_norm (shortconv.go).
+	lfm2 bool
 }
 
 var archs = map[string]archSpec{
@@ -126,6 +131,9 @@ var archs = map[string]archSpec{
 	"ernie4_5": {ernie: true},
 	// exaone4 (EXAONE 4.0) is olmo2's norm order with per-head Q/K norms.
 	"exaone4": {neox: true, fullRot: true, qkNorm: true, postNorms: true, noPreNorm: true, exaone4: true},
+	// lfm2 (LFM2, LFM2.5) is a hybrid of gated short convolutions and
+	// qwen3's attention blocks.
+	"lfm2": {neox: true, qkNorm: true, lfm2: true},
 }
 
 // Architectures lists the general.architecture values this package runs.
@@ -216,10 +224,12 @@ type Config struct {
 	// (qwen35moe; 0: none).
 	SharedFF int
 
-	// Recurrent marks the gated delta-net blocks of a hybrid (qwen35);
-	// nil for a model of attention blocks only.
+	// Recurrent marks the recurrent blocks of a hybrid: gated delta nets
+	// (qwen35) or gated convolutions (lfm2); nil for a model of
+	// attention blocks only.
 	Recurrent []bool
-	// The delta net: a causal convolution of ConvKernel taps, SSMGroups
+	// The delta net: a causal convolution of ConvKernel taps (LFM2's
+	// convolutions' too, shortconv.l_cache), SSMGroups
 	// key heads and SSMHeads value heads of SSMStateSize, SSMInner the
 	// value heads' width.
 	ConvKernel, SSMInner, SSMStateSize, SSMHeads, SSMGroups int
@@ -339,7 +349,11 @@ func ParseConfig(md *gguf.Metadata) (Config, error) {
 			return Config{}, invalid("%s.%s = %d", arch, f.name, f.v)
 		}
 	}
-	if c.KVHeads, err = m.uint("attention.head_count_kv", c.Heads, false); err != nil {
+	if spec.lfm2 {
+		if err := c.parseLFM2(m); err != nil {
+			return Config{}, err
+		}
+	} else if c.KVHeads, err = m.uint("attention.head_count_kv", c.Heads, false); err != nil {
 		return Config{}, err
 	}
 	if c.HeadDimK, err = m.uint("attention.key_length", c.Embd/c.Heads, false); err != nil {
@@ -620,6 +634,9 @@ const maxExperts = 512
 
 func (c *Config) parseSWA(m meta) error {
 	c.SWA = make([]bool, c.Layers)
+	if c.spec.lfm2 {
+		return c.parseLFM2Window(m)
+	}
 	if !c.spec.swa {
 		return nil
 	}
@@ -714,7 +731,7 @@ func (c *Config) layerRoPE(l int, factors []float32) backend.RoPE {
 	}
 	if c.SWA[l] {
 		r.Base = c.RoPEBaseSWA
-		if !c.spec.gptoss && !c.spec.gemma2 {
+		if !c.spec.gptoss && !c.spec.gemma2 && !c.spec.lfm2 {
 			r.FreqScale = 1 // gemma3's sliding layers are unscaled; gpt-oss's and gemma2's keep it
 		}
 		if c.spec.gemma4 {

@@ -13,7 +13,7 @@ type scratch struct {
 	x, h, q, k, v, att, o, gate, up backend.Tensor
 	logitsT                         backend.Tensor // logits × vocab
 	moe                             *moeScratch    // mixture-of-experts models only
-	hy                              *hybridScratch // hybrid (qwen35) models only
+	hy                              *hybridScratch // hybrid (qwen35, lfm2) models only
 	// Gemma 4's per-layer inputs (Layers blocks of rows × PerLayerEmbd),
 	// a rows × PerLayerEmbd temporary, and the per-layer table's row ids.
 	ple, pleTmp backend.Tensor
@@ -186,10 +186,11 @@ func (m *Model) forward(ctx context.Context, sc *scratch, p *plan) (err error) {
 		} else {
 			h = x // olmo2, exaone4: the block's input as it is
 		}
-		if ly.delta != nil {
-			// Qwen3.5's gated delta net in place of attention (hybrid.go).
+		if ly.delta != nil || ly.conv != nil {
+			// Qwen3.5's gated delta net (hybrid.go) or LFM2's gated
+			// convolution (shortconv.go) in place of attention.
 			var done bool
-			if x, done = m.deltaBlock(sc, ly, l, p, x, h, last); done {
+			if x, done = m.recurrentBlock(sc, ly, l, p, x, h, last); done {
 				return nil
 			}
 			continue

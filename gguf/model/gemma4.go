@@ -208,7 +208,7 @@ func (c *Config) CheckStage(r LayerRange) error {
 		}
 	}
 	if c.Recurrent != nil && (r.Lo > 0 || r.Hi < c.Layers) {
-		return fmt.Errorf("%w: layers %v: splitting %s into stages (its delta-net state cannot be rewound)", ErrUnsupported, r, c.Arch)
+		return fmt.Errorf("%w: layers %v: splitting %s into stages (its recurrent state cannot be rewound)", ErrUnsupported, r, c.Arch)
 	}
 	if c.PerLayerEmbd > 0 && (r.Lo > 0 || r.Hi < c.Layers) {
 		return fmt.Errorf("%w: layers %v: gemma4's per-layer token embeddings feed every layer from the token ids, so the model cannot be split into stages", ErrUnsupported, r)

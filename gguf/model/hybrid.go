@@ -401,12 +401,19 @@ type hybridScratch struct {
 	hGate                       []float32 // rows × Heads·HeadDimK: the attention's output gate
 	win                         []float32 // ConvKernel × channels: one row's convolution window
 
+	// LFM2's convolution blocks (shortconv.go): the in-projection's rows
+	// (rows × 3·Embd); the convolution's output is y (rows × Embd).
+	bcx backend.Tensor
+
 	// The step's sequences for the backend's kernels, and their sessions.
 	seqs  []backend.DeltaSeq
 	owner []*Session
 }
 
 func newHybridScratch(be backend.Backend, c *Config, rows int) *hybridScratch {
+	if c.spec.lfm2 {
+		return &hybridScratch{bcx: be.NewTensor(rows, 3*c.Embd), y: be.NewTensor(rows, c.Embd)}
+	}
 	ch := c.convChannels()
 	hs := &hybridScratch{
 		qkv:    be.NewTensor(rows, ch),
@@ -433,13 +440,14 @@ func newHybridScratch(be backend.Backend, c *Config, rows int) *hybridScratch {
 	return hs
 }
 
-// recurrent is a hybrid session's delta-net memory, one of two kinds.
+// recurrent is a hybrid session's recurrent memory (delta nets' or LFM2's
+// convolutions'), one of two kinds.
 type recurrent struct {
 	// On the host: the state per block (nil for attention blocks), and
 	// its copy from before the last step.
 	host, ck []hybridState
-	// On the backend (Model.dn): two states per block (zero values for
-	// attention blocks). dev[cur] is the state; a step reads it, writes
+	// On the backend (Model.devStates): two states per block (zero
+	// values for attention blocks). dev[cur] is the state; a step reads it, writes
 	// dev[1-cur] and, done, makes that current.
 	dev [2][]backend.DeltaState
 	cur int
@@ -449,7 +457,26 @@ type recurrent struct {
 	ckPos, ckAt int
 }
 
-// newRecurrent is an empty sequence's memory for every delta-net block of
+// devStates reports whether sessions keep their recurrent states on the
+// backend, whose kernels advance them (Model.dn, Model.gc).
+func (m *Model) devStates() bool { return m.dn != nil || m.gc != nil }
+
+// stateShape is block ly's recurrent state: the convolution's channels
+// (its state is ConvKernel−1 rows of them) and the scan's heads·d×d
+// floats; 0 channels for a block without (attention), 0 floats for one
+// without a scan (LFM2's convolutions).
+func (m *Model) stateShape(ly *layer) (channels, ssm int) {
+	c := &m.cfg
+	switch {
+	case ly.delta != nil:
+		return c.convChannels(), c.SSMHeads * c.SSMStateSize * c.SSMStateSize
+	case ly.conv != nil:
+		return c.Embd, 0
+	}
+	return 0, 0
+}
+
+// newRecurrent is an empty sequence's memory for every recurrent block of
 // the model (nil for a model without).
 func (m *Model) newRecurrent() *recurrent {
 	c := &m.cfg
@@ -457,54 +484,58 @@ func (m *Model) newRecurrent() *recurrent {
 		return nil
 	}
 	r := &recurrent{ckPos: -1}
-	conv, ssm := (c.ConvKernel-1)*c.convChannels(), c.SSMHeads*c.SSMStateSize*c.SSMStateSize
-	if m.dn != nil {
+	if m.devStates() {
 		for i := range r.dev {
 			r.dev[i] = make([]backend.DeltaState, len(m.layers))
-			for l, ly := range m.layers {
-				if ly.delta != nil {
-					r.dev[i][l] = backend.DeltaState{
-						Conv: m.be.NewTensor(c.ConvKernel-1, c.convChannels()),
-						SSM:  m.be.NewTensor(c.SSMHeads*c.SSMStateSize, c.SSMStateSize),
-					}
+			for l := range m.layers {
+				ch, ssm := m.stateShape(&m.layers[l])
+				if ch == 0 {
+					continue
+				}
+				r.dev[i][l].Conv = m.be.NewTensor(c.ConvKernel-1, ch)
+				if ssm > 0 {
+					r.dev[i][l].SSM = m.be.NewTensor(c.SSMHeads*c.SSMStateSize, c.SSMStateSize)
 				}
 			}
 		}
 		return r
 	}
 	r.host = make([]hybridState, len(m.layers))
-	for l, ly := range m.layers {
-		if ly.delta != nil {
-			r.host[l] = hybridState{conv: make([]float32, conv), ssm: make([]float32, ssm)}
+	for l := range m.layers {
+		if ch, ssm := m.stateShape(&m.layers[l]); ch > 0 {
+			r.host[l] = hybridState{conv: make([]float32, (c.ConvKernel-1)*ch), ssm: make([]float32, ssm)}
 		}
 	}
 	return r
 }
 
 // StateBytes is the size of one session's recurrent memory (0 for a model
-// without delta-net blocks): its state and the checkpoint kept beside it
+// without recurrent blocks): its state and the checkpoint kept beside it
 // (the backend's second state).
 func (m *Model) StateBytes() int64 {
-	c := &m.cfg
 	var n int64
-	for _, ly := range m.layers {
-		if ly.delta != nil {
-			n += int64((c.ConvKernel-1)*c.convChannels() + c.SSMHeads*c.SSMStateSize*c.SSMStateSize)
-		}
+	for l := range m.layers {
+		ch, ssm := m.stateShape(&m.layers[l])
+		n += int64((m.cfg.ConvKernel-1)*ch + ssm)
 	}
 	return 2 * 4 * n
 }
 
-// deltaBlock runs a delta-net block of the forward pass on the residual
-// rows x normed into h: the delta net, whose state every row advances,
-// then, for the rows that go on (the logits rows in the model's last
-// block), the residual add and the FFN. It returns those rows of x, and
-// whether the step is done (the last block with no logits wanted).
-func (m *Model) deltaBlock(sc *scratch, ly *layer, l int, p *plan, x, h backend.Tensor, last bool) (backend.Tensor, bool) {
+// recurrentBlock runs a recurrent block of the forward pass on the
+// residual rows x normed into h: the delta net (qwen35) or the gated
+// convolution (lfm2), whose state every row advances, then, for the rows
+// that go on (the logits rows in the model's last block), the residual
+// add and the FFN. It returns those rows of x, and whether the step is
+// done (the last block with no logits wanted).
+func (m *Model) recurrentBlock(sc *scratch, ly *layer, l int, p *plan, x, h backend.Tensor, last bool) (backend.Tensor, bool) {
 	be, eps := m.be, m.cfg.NormEps
 	n := x.Rows
 	o := sc.o.Slice(0, n)
-	m.deltaNet(sc.hy, ly, l, p, o, h)
+	if ly.conv != nil {
+		m.gatedConv(sc.hy, ly.conv, l, p, o, h)
+	} else {
+		m.deltaNet(sc.hy, ly, l, p, o, h)
+	}
 	if last && p.tail == n {
 		return x, true
 	}
@@ -721,7 +752,7 @@ func checkpoint(p *plan) {
 		if r.ck == nil {
 			r.ck = make([]hybridState, len(r.host))
 			for l, st := range r.host {
-				if st.ssm != nil {
+				if st.conv != nil {
 					r.ck[l] = hybridState{conv: make([]float32, len(st.conv)), ssm: make([]float32, len(st.ssm))}
 				}
 			}

@@ -51,6 +51,9 @@ type Model struct {
 	// dn runs a hybrid's delta nets on the backend, when it can
 	// (hybrid.go); nil: on the host.
 	dn backend.DeltaNetter
+	// gc runs LFM2's gated convolutions (shortconv.go); nil for other
+	// architectures.
+	gc backend.GatedConver
 	// xp runs a mixture of experts' routing, products and sum on the
 	// backend, when it can (moe.go); nil: routed on the host.
 	xp backend.MoE
@@ -80,6 +83,9 @@ type layer struct {
 	qGate    backend.Weight
 	attnGate backend.Weight
 	shared   *sharedExpert
+	// LFM2 (shortconv.go): a convolution block has conv and no attention
+	// weights.
+	conv *convLayer
 	// Gemma 4: V's weightless norm (ones), the per-layer embedding's
 	// gate, projection and norm, and the output scale (0: none).
 	vNorm, pleGate, pleProj, pleNorm backend.Weight
@@ -147,6 +153,13 @@ func load(f *gguf.File, be backend.Backend, stage *LayerRange) (*Model, error) {
 	ld := &loader{f: f, be: be, used: map[string]bool{}}
 	m := &Model{cfg: cfg, be: be}
 	m.dn = deltaNetter(&cfg, be)
+	if cfg.spec.lfm2 {
+		gc, ok := be.(backend.GatedConver)
+		if !ok {
+			return nil, unsupported("%s needs the gated short convolution (backend.GatedConver), which the %s backend does not have", cfg.Arch, be.Name())
+		}
+		m.gc = gc
+	}
 	if xp, ok := be.(backend.MoE); ok && cfg.Experts > 0 {
 		m.xp = xp
 	}
@@ -160,7 +173,7 @@ func load(f *gguf.File, be backend.Backend, stage *LayerRange) (*Model, error) {
 	if stage != nil && cfg.Recurrent != nil {
 		// A stage after the first could not rewind its recurrent state:
 		// it never sees the token ids it would evaluate again.
-		return nil, unsupported("splitting %s into stages (its delta-net state cannot be rewound)", cfg.Arch)
+		return nil, unsupported("splitting %s into stages (its recurrent state cannot be rewound)", cfg.Arch)
 	}
 	// Every block has tensors of its own: a block count past the file's
 	// tensors is a corrupt or hostile header, refused before the blocks
@@ -197,7 +210,11 @@ func load(f *gguf.File, be backend.Backend, stage *LayerRange) (*Model, error) {
 		m.embd = embd
 	}
 	if last {
-		if m.outNorm, err = ld.vector("output_norm.weight", c.Embd, true); err != nil {
+		outNorm := "output_norm.weight"
+		if c.spec.lfm2 {
+			outNorm = "token_embd_norm.weight" // as llama.cpp names LFM2's
+		}
+		if m.outNorm, err = ld.vector(outNorm, c.Embd, true); err != nil {
 			return nil, err
 		}
 		if m.out, err = ld.matrix("output.weight", c.VocabSize, c.Embd, false); err != nil {
@@ -251,8 +268,8 @@ func load(f *gguf.File, be backend.Backend, stage *LayerRange) (*Model, error) {
 		}
 		hdK, hdV := c.headDims(l)
 		kvh := c.kvHeads(l)
-		if m.layers[l-r.Lo].delta != nil {
-			// A delta-net block (qwen35) keeps no keys or values; it gets
+		if ly := &m.layers[l-r.Lo]; ly.delta != nil || ly.conv != nil {
+			// A recurrent block (qwen35, lfm2) keeps no keys or values; it gets
 			// a one-head slot, the least a backend's cache takes, which it
 			// never writes.
 			kvh = 1
@@ -338,6 +355,9 @@ func (m *Model) loadLayer(ld *loader, l int) error {
 	c := &m.cfg
 	if c.spec.hybrid {
 		return m.loadHybridLayer(ld, l)
+	}
+	if c.spec.lfm2 && c.Recurrent[l] {
+		return m.loadConvLayer(ld, l)
 	}
 	ly := &m.layers[l-m.lo]
 	name := func(s string) string { return fmt.Sprintf("blk.%d.%s", l, s) }

@@ -386,8 +386,8 @@ func TestStageErrors(t *testing.T) {
 	}
 }
 
-// checkStageRefused: a hybrid model (qwen35) loads whole but refuses to be
-// split, since a later stage could not rewind its delta-net state.
+// checkStageRefused: a hybrid model (qwen35, lfm2) loads whole but refuses
+// to be split, since a later stage could not rewind its recurrent state.
 func checkStageRefused(t *testing.T, f *gguf.File, be backend.Backend) {
 	t.Helper()
 	if _, err := model.Load(f, be); err != nil {

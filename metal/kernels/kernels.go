@@ -60,6 +60,7 @@ const (
 	AttendF16
 	AttendF32
 	ArgMax
+	GatedConv
 	numFixed
 )
 
@@ -67,7 +68,7 @@ var fixedNames = [numFixed]string{
 	QuantizeQ8_0: "quantize_q8_0", QuantizeQ8_1: "quantize_q8_1", QuantizeQ8_K: "quantize_q8_k",
 	RMSNorm: "rms_norm", AddRMSNorm: "add_rms_norm", Add: "add", Scale: "scale", Softcap: "softcap", AddBias: "add_bias",
 	GLU: "glu", RoPE: "rope", StoreKVF16: "store_kv_f16", StoreKVF32: "store_kv_f32", AttendF16: "attend_f16",
-	AttendF32: "attend_f32", ArgMax: "argmax",
+	AttendF32: "attend_f32", ArgMax: "argmax", GatedConv: "gated_conv",
 }
 
 // WeightKind is one of a weight type's kernels.
@@ -184,6 +185,7 @@ var fixedBindings = [numFixed]string{
 	QuantizeQ8_0: "bbba", QuantizeQ8_1: "bbbba", QuantizeQ8_K: "bbbba",
 	RMSNorm: "bbba", AddRMSNorm: "bbbba", Add: "bba", Scale: "ba", Softcap: "ba", AddBias: "bba", GLU: "bbba",
 	RoPE: "bbba", StoreKVF16: "bbbba", StoreKVF32: "bbbba", AttendF16: "bbbbba", AttendF32: "bbbbba", ArgMax: "bba",
+	GatedConv: "bbbbba",
 }
 
 // Args is the number of 32-bit fields (int or float) of id's argument
@@ -203,6 +205,7 @@ var fixedArgs = [numFixed]int{
 	RMSNorm: 3, AddRMSNorm: 2, // NormArgs, AddNormArgs
 	Add: 4, Scale: 4, Softcap: 4, AddBias: 4, GLU: 4, // ElemArgs
 	RoPE: 6, StoreKVF16: 5, StoreKVF32: 5, AttendF16: 10, AttendF32: 10, ArgMax: 1,
+	GatedConv: 6, // ConvArgs
 }
 
 // Threadgroup memory the kernels take, in bytes.
@@ -246,6 +249,8 @@ const (
 	MaxHeadDim = 256
 	// MaxMats is how many matrices one matrix dispatch covers.
 	MaxMats = 3
+	// ConvMaxKernel bounds gated_conv's taps (CONV_MAX_KERNEL).
+	ConvMaxKernel = 64
 	// MaxThreads is the most threads per threadgroup any dispatch uses
 	// (argmax); pipelines that allow fewer take argmax at their limit.
 	MaxThreads = 1024

@@ -353,3 +353,52 @@ kernel void argmax(device const float *x [[buffer(0)]], device int *out [[buffer
 		}
 	}
 }
+
+// ---- LFM2's gated short convolution ----
+
+// CONV_MAX_KERNEL bounds the convolution's taps (backend.MaxConvKernel).
+#define CONV_MAX_KERNEL 64
+
+struct ConvArgs {
+	int row0, n0, row1, n1, ch, k;
+};
+
+// gated_conv runs one sequence's rows (the spans row0+n0 then row1+n1)
+// through LFM2's gated convolution: y (n × ch) = c ⊙ conv(b ⊙ x), b, c
+// and x the three chunks of bcx's rows (n × 3·ch), conv the causal
+// convolution with w (ch × k, a channel's taps oldest first) over the
+// sequence's previous k−1 products (prev) without an activation, each
+// tap an fma rounded once (the CPU's detmath.FMA32); its last k−1
+// products go to next, which may be prev. A thread per channel, its
+// window in registers; threadgroups (⌈ch/256⌉) of 256.
+kernel void gated_conv(device float *y [[buffer(0)]], device const float *bcx [[buffer(1)]], device const float *w [[buffer(2)]],
+		       device const float *prev [[buffer(3)]], device float *next [[buffer(4)]], constant ConvArgs &a [[buffer(5)]], ELEM_ID) {
+	int c = int(i);
+	if (c >= a.ch) {
+		return;
+	}
+	int ch = a.ch, k = a.k;
+	device const float *wt = w + long(c) * k;
+	float win[CONV_MAX_KERNEL];
+	for (int r = 0; r < k - 1; r++) {
+		win[r] = prev[long(r) * ch + c];
+	}
+	for (int sp = 0; sp < 2; sp++) {
+		int row = sp == 0 ? a.row0 : a.row1, n = sp == 0 ? a.n0 : a.n1;
+		for (int r = row; r < row + n; r++) {
+			device const float *in = bcx + long(r) * 3 * ch;
+			win[k - 1] = in[c] * in[2 * ch + c];
+			float sum = 0;
+			for (int t = 0; t < k; t++) {
+				sum = fma(win[t], wt[t], sum);
+			}
+			y[long(r) * ch + c] = in[ch + c] * sum;
+			for (int t = 0; t < k - 1; t++) {
+				win[t] = win[t + 1];
+			}
+		}
+	}
+	for (int r = 0; r < k - 1; r++) {
+		next[long(r) * ch + c] = win[r];
+	}
+}

@@ -63,6 +63,9 @@ type Spec struct {
 	// makes its key a per-layer array.
 	FullKVHeads int  `json:",omitempty"`
 	WideFF      bool `json:",omitempty"`
+	// Window is lfm2's sliding window over its attention blocks (0:
+	// none).
+	Window int `json:",omitempty"`
 	// Vocab keeps the first Vocab tokens of the tokenizer (0: all).
 	Vocab   int
 	Context int
@@ -71,7 +74,7 @@ type Spec struct {
 
 // Archs and FileTypes are the fixture matrix the parity tests cover.
 var (
-	Archs     = []string{"llama", "qwen2", "phi3", "gemma3", "qwen3", "qwen3moe", "gpt-oss", "gemma4", "qwen35", "qwen35moe", "granite", "granitemoe", "smollm3", "gemma2", "mistral3", "olmo2", "exaone4", "ernie4_5"}
+	Archs     = []string{"llama", "qwen2", "phi3", "gemma3", "qwen3", "qwen3moe", "gpt-oss", "gemma4", "qwen35", "qwen35moe", "granite", "granitemoe", "smollm3", "gemma2", "mistral3", "olmo2", "exaone4", "ernie4_5", "lfm2"}
 	FileTypes = []string{"F16", "Q8_0", "Q4_0", "Q4_K_M", "Q6_K"}
 )
 
@@ -148,7 +151,14 @@ var (
 //     embeddings and a rope base of 10⁶ (EXAONE 4.0 1.2B's layout);
 //   - ernie4_5: llama's block with tied embeddings, a rope base of 5·10⁵
 //     and an attention output bias, which llama.cpp loads and does not
-//     apply (ERNIE-4.5-0.3B has none).
+//     apply (ERNIE-4.5-0.3B has none);
+//   - lfm2: 4 blocks, gated short convolutions of 3 taps but in block 1
+//     (every third from 1, as LFM2's attention blocks are spread), which
+//     is attention with per-head Q/K norms, tied embeddings, the output
+//     norm named token_embd_norm and a rope base of 10⁶ (LFM2-350M: 16
+//     blocks, 6 of them attention, 16 heads over 8 KV heads of 64). The
+//     sliding window an LFM2 file may set (the released ones attend
+//     globally) is HeldOut's to draw.
 func Fixture(arch, fileType string) Spec {
 	s := Spec{
 		Arch: arch, FileType: fileType,
@@ -160,7 +170,7 @@ func Fixture(arch, fileType string) Spec {
 		s.HeadDim = 128
 	case "qwen3moe":
 		s.Experts, s.ExpertsUsed, s.ExpertFF = 8, 2, 256
-	case "qwen35":
+	case "qwen35", "lfm2":
 		s.Layers = 4
 	case "qwen35moe":
 		s.Layers = 4
@@ -198,6 +208,9 @@ func HeldOut(arch, fileType string, rng *rand.Rand) Spec {
 		// are the fixture's; depth grows by whole SWA/full pairs.
 		s.Heads, s.Layers = 4, pick(4, 6)
 		s.KVHeads = pick(1, 2)
+	case "lfm2":
+		s.Layers = pick(4, 5, 6) // one or two attention blocks, the last a convolution or not
+		s.Window = pick(0, 4)
 	case "qwen35", "qwen35moe":
 		s.Layers = pick(4, 6)
 		s.SSMHeads, s.SSMGroups, s.SSMState = pick(4, 8), 2, 64
@@ -240,11 +253,15 @@ func StageFixture(arch, fileType string, layers int) Spec {
 // PerLayer tells a decode step's per-layer cost (kernel launches, GPU
 // dispatches) from the rest: count runs on two dense Q4_K_M fixtures of
 // arch with vocab's tokenizer that differ only in depth (by one layer, or
-// for the hybrids by one delta-net/attention pair), and PerLayer returns
-// the count per layer (per pair) and outside the layers.
+// for qwen35 by one delta-net/attention pair, for lfm2 by one run of its
+// pattern: two convolutions and an attention block), and PerLayer
+// returns the count per layer (per pair, per run) and outside the layers.
 func PerLayer(arch string, vocab *gguf.Metadata, count func(*gguf.File) (int64, error)) (perLayer, outside int64, err error) {
 	sizes := [2]int{2, 3}
-	if Hybrid(arch) {
+	switch {
+	case arch == "lfm2":
+		sizes = [2]int{3, 6}
+	case Hybrid(arch):
 		sizes = [2]int{2, 4}
 	}
 	var n [2]int64
@@ -272,10 +289,13 @@ func PerLayer(arch string, vocab *gguf.Metadata, count func(*gguf.File) (int64, 
 	return n[1] - n[0], n[0] - int64(sizes[0])/unit*(n[1]-n[0]), nil
 }
 
-// Hybrid reports whether arch is a hybrid of delta-net and attention
-// blocks (qwen35, qwen35moe), whose models run whole, never split into
-// stages.
-func Hybrid(arch string) bool { return arch == "qwen35" || arch == "qwen35moe" }
+// Hybrid reports whether arch is a hybrid of recurrent and attention
+// blocks (qwen35 and qwen35moe's delta nets, lfm2's convolutions), whose
+// models run whole, never split into stages.
+func Hybrid(arch string) bool { return deltaNet(arch) || arch == "lfm2" }
+
+// deltaNet reports whether arch's recurrent blocks are gated delta nets.
+func deltaNet(arch string) bool { return arch == "qwen35" || arch == "qwen35moe" }
 
 // fileTypes maps a file type to general.file_type (llama_ftype) and its
 // base tensor type.
@@ -499,13 +519,13 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 		hd = s.HeadDim
 	}
 	qDim, kvDim := s.Heads*hd, s.KVHeads*hd
-	tied := a == "qwen2" || a == "gemma3" || a == "qwen3" || a == "gemma4" || a == "granite" || a == "granitemoe" || a == "smollm3" || a == "gemma2" || a == "exaone4" || a == "ernie4_5"
+	tied := a == "qwen2" || a == "gemma3" || a == "qwen3" || a == "gemma4" || a == "granite" || a == "granitemoe" || a == "smollm3" || a == "gemma2" || a == "exaone4" || a == "ernie4_5" || a == "lfm2"
 	eps := float32(1e-5)
 	if a == "qwen2" || a == "gemma3" || a == "qwen3" || a == "qwen3moe" || a == "gemma4" || a == "qwen35" || a == "qwen35moe" || a == "gemma2" {
 		eps = 1e-6
 	}
 	moe := a == "qwen3moe" || a == "gpt-oss" || a == "qwen35moe" || a == "granitemoe"
-	hybrid := Hybrid(a)
+	hybrid := deltaNet(a)
 	if hybrid {
 		if s.SSMHeads == 0 && s.SSMGroups == 0 && s.SSMState == 0 {
 			s.SSMHeads, s.SSMGroups, s.SSMState = 4, 2, 64
@@ -540,8 +560,13 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 		return s.FF
 	}))
 	set(a+".attention.head_count", uint32(s.Heads))
-	set(a+".attention.head_count_kv", layerCounts(s, s.KVHeads, s.FullKVHeads != 0 && s.FullKVHeads != s.KVHeads, func(l int) int {
-		if l%2 == 1 {
+	set(a+".attention.head_count_kv", layerCounts(s, s.KVHeads, s.FullKVHeads != 0 && s.FullKVHeads != s.KVHeads || a == "lfm2", func(l int) int {
+		switch {
+		case a == "lfm2" && !lfm2Attention(l):
+			return 0 // a convolution block
+		case a == "lfm2":
+			return s.KVHeads
+		case l%2 == 1:
 			return s.FullKVHeads
 		}
 		return s.KVHeads
@@ -587,6 +612,14 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 	case "ernie4_5":
 		rotDims = hd
 		set(a+".rope.freq_base", float32(500000))
+	case "lfm2":
+		rotDims = hd
+		set(a+".rope.freq_base", float32(1000000))
+		set(a+".vocab_size", uint32(nVocab))
+		set(a+".shortconv.l_cache", uint32(3))
+		if s.Window > 0 {
+			set(a+".attention.sliding_window", uint32(s.Window))
+		}
 	case "mistral3":
 		rotDims = hd
 		set(a+".rope.dimension_count", uint32(hd))
@@ -753,6 +786,17 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 			hybridBlock(add, mat, norm, s, p, (l+1)%s.FullAttn != 0, hd)
 			continue
 		}
+		if a == "lfm2" && !lfm2Attention(l) {
+			norm(p+"attn_norm.weight", s.Embd)
+			mat(p+"shortconv.in_proj.weight", 3*s.Embd, s.Embd)
+			add(p+"shortconv.conv.weight", 0, 0.5, 3, int64(s.Embd))
+			mat(p+"shortconv.out_proj.weight", s.Embd, s.Embd)
+			norm(p+"ffn_norm.weight", s.Embd)
+			mat(p+"ffn_gate.weight", s.FF, s.Embd)
+			mat(p+"ffn_up.weight", s.FF, s.Embd)
+			mat(p+"ffn_down.weight", s.Embd, s.FF)
+			continue
+		}
 		reorder := a == "olmo2" || a == "exaone4" // norms after each sublayer only
 		if !reorder {
 			norm(p+"attn_norm.weight", s.Embd)
@@ -773,7 +817,7 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 			add(p+"attn_k.bias", 0, 0.1, int64(kvDim))
 			add(p+"attn_v.bias", 0, 0.1, int64(kvDim))
 		}
-		if a == "gemma3" || a == "qwen3" || a == "qwen3moe" || a == "exaone4" {
+		if a == "gemma3" || a == "qwen3" || a == "qwen3moe" || a == "exaone4" || a == "lfm2" {
 			norm(p+"attn_q_norm.weight", hd)
 			norm(p+"attn_k_norm.weight", hd)
 		}
@@ -833,7 +877,11 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 			add(p+"post_ffw_norm.weight", 0.3, 0.05, int64(s.Embd))
 		}
 	}
-	norm("output_norm.weight", s.Embd)
+	if a == "lfm2" {
+		norm("token_embd_norm.weight", s.Embd) // LFM2's output norm, as llama.cpp names it
+	} else {
+		norm("output_norm.weight", s.Embd)
+	}
 	if !tied {
 		// A wide output head gives logits of std ≈ 4, so greedy choices
 		// have clear margins.
@@ -844,6 +892,10 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 	}
 	return w, ts, nil
 }
+
+// lfm2Attention reports whether an lfm2 fixture's block l is attention
+// (every third from 1) rather than a convolution.
+func lfm2Attention(l int) bool { return l%3 == 1 }
 
 // hybridBlock lists a Qwen3.5 block's tensors: a gated delta net (rec) or
 // gated attention, the post-attention norm and the FFN.
@@ -887,10 +939,10 @@ func hybridBlock(add func(string, float64, float64, ...int64), mat func(string, 
 	mat(p+"ffn_down_shexp.weight", s.Embd, s.SharedFF)
 }
 
-// layerCounts is a count key's value: v, or with perLayer (gemma4 only) an
-// array of at(l) over the layers.
+// layerCounts is a count key's value: v, or with perLayer (gemma4, lfm2)
+// an array of at(l) over the layers.
 func layerCounts(s Spec, v int, perLayer bool, at func(int) int) any {
-	if !perLayer || s.Arch != "gemma4" {
+	if !perLayer || s.Arch != "gemma4" && s.Arch != "lfm2" {
 		return uint32(v)
 	}
 	a := make([]uint32, s.Layers)
@@ -968,7 +1020,7 @@ func g4Layer(s Spec, l int, add func(string, float64, float64, ...int64), mat fu
 // to attn_v and ffn_down in the layers use_more_bits picks, Q5_K to a
 // fused QKV.
 func tensorType(s Spec, base quant.Type, name string, ndims int, tied bool) quant.Type {
-	if ndims < 2 || strings.HasSuffix(name, "ffn_gate_inp.weight") || strings.HasSuffix(name, "ssm_conv1d.weight") || strings.HasSuffix(name, ".bias") {
+	if ndims < 2 || strings.HasSuffix(name, "ffn_gate_inp.weight") || strings.HasSuffix(name, "ssm_conv1d.weight") || strings.HasSuffix(name, "shortconv.conv.weight") || strings.HasSuffix(name, ".bias") {
 		return quant.F32
 	}
 	if s.Arch == "gpt-oss" && strings.HasSuffix(name, "_exps.weight") {
@@ -1183,8 +1235,12 @@ func parallel(n int, f func(int) error) error {
 
 // Unsupported says why be cannot run arch's fixtures, or "" when it can:
 // gpt-oss needs attention sinks and the clamped SwiGLU, optional backend
-// features (backend.Supports) that model.Load checks for.
+// features (backend.Supports), and lfm2 the gated short convolution
+// (backend.GatedConver), all of which model.Load checks for.
 func Unsupported(arch string, be backend.Backend) string {
+	if _, ok := be.(backend.GatedConver); arch == "lfm2" && !ok {
+		return fmt.Sprintf("the %s backend has no gated short convolution, which lfm2 needs", be.Name())
+	}
 	if arch != "gpt-oss" {
 		return ""
 	}

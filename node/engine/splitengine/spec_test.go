@@ -469,7 +469,7 @@ func TestSpeculativeFixtures(t *testing.T) {
 	}()
 	for _, arch := range modeltest.Archs {
 		if modeltest.Hybrid(arch) {
-			// Qwen3.5's delta-net state cannot be rewound by a later
+			// A hybrid's recurrent state cannot be rewound by a later
 			// stage, so LoadStage refuses to split it (TestStagesBitExact
 			// checks the refusal).
 			continue
