@@ -91,7 +91,9 @@ func benchTokens(n, vocab int) []uint32 {
 // $LLAMACPP. Knobs: BENCH_THREADS (default: all CPUs), BENCH_PP/BENCH_TG/
 // BENCH_REPS (rounds) for the 1B and MoE models (default 64/16/3), BENCH_1B=0
 // to skip the 1B models, BENCH_MOE=0 the Qwen3-30B-A3B-shaped MoE (Q4_0,
-// BENCH_MOE_LAYERS layers, default 2), BENCH_FIXTURES=0 the fixtures. Each round's figures
+// BENCH_MOE_LAYERS layers, default 2), BENCH_FIXTURES=0 the fixtures; BENCH_QWEN35=1 adds a
+// Qwen3.5-0.8B-shaped Q8_0 model, BENCH_LFM2=1 LFM2-350M-shaped Q8_0 and
+// Q4_0 ones. Each round's figures
 // are logged too, beside the best (which the table and metrics give).
 func BenchmarkEngineVsLlamaCpp(b *testing.B) {
 	if os.Getenv("MESHNODE_BENCH_ENGINE") == "" {
@@ -155,6 +157,22 @@ func BenchmarkEngineVsLlamaCpp(b *testing.B) {
 			b.Fatal(err)
 		}
 		jobs = append(jobs, job{"qwen35-0.8b-q8_0", path, envInt("BENCH_PP", 64), envInt("BENCH_TG", 16), envInt("BENCH_REPS", 3)})
+	}
+	if os.Getenv("BENCH_LFM2") == "1" {
+		// LFM2-350M's blocks (10 gated convolutions of 3 taps, 6 attention
+		// blocks of 16 heads of 64 over 8 KV heads, FFN 4608), with the
+		// fixtures' vocabulary (32000 tokens; the real one has 65536).
+		spec := modeltest.Spec{Arch: "lfm2", FileType: "Q8_0", Embd: 1024, Layers: 16, Heads: 16, KVHeads: 8, FF: 4608,
+			AttnLayers: []int{2, 5, 8, 10, 12, 14}, Context: 4096, Seed: 1}
+		for _, ft := range []string{"Q8_0", "Q4_0"} {
+			spec.FileType = ft
+			name := "lfm2-350m-" + strings.ToLower(ft)
+			path := filepath.Join(dir, name+".gguf")
+			if err := modeltest.WriteRandomFile(path, spec, md); err != nil {
+				b.Fatal(err)
+			}
+			jobs = append(jobs, job{name, path, envInt("BENCH_PP", 64), envInt("BENCH_TG", 16), envInt("BENCH_REPS", 3)})
+		}
 	}
 	if os.Getenv("BENCH_MOE") != "0" {
 		// Qwen3-30B-A3B's layout (width 2048, 32 query heads of 128, 4 KV

@@ -34,8 +34,12 @@ type convLayer struct {
 // parseLFM2 reads LFM2's layer pattern from its per-layer KV head counts
 // (0 for a convolution block) and its convolution's taps
 // (llama_model_lfm2::load_arch_hparams). The attention blocks' KV heads
-// must be one count.
+// must be one count. A bidirectional file (LFM2.5's embedding models,
+// whose convolution pads both sides) is refused.
 func (c *Config) parseLFM2(m meta) error {
+	if causal, ok := m.md.Bool(m.key("attention.causal")); ok && !causal {
+		return unsupported("%s with %s = false (a bidirectional embedding model)", m.arch, m.key("attention.causal"))
+	}
 	key := m.key("attention.head_count_kv")
 	var kv []uint32
 	if a, ok := m.md.Uint32s(key); ok {

@@ -25,6 +25,7 @@ func TestLFM2Refusals(t *testing.T) {
 		want error
 		key  string
 	}{
+		{"bidirectional", map[string]any{"lfm2.attention.causal": false}, model.ErrUnsupported, "bidirectional"},
 		{"no convolution blocks", map[string]any{"lfm2.attention.head_count_kv": uint32(2)}, model.ErrUnsupported, "without convolution blocks"},
 		{"KV heads varying", map[string]any{"lfm2.attention.head_count_kv": []uint32{0, 2, 0, 1}}, model.ErrUnsupported, "varies over the attention blocks"},
 		{"counts of another length", map[string]any{"lfm2.attention.head_count_kv": []uint32{0, 2}}, model.ErrInvalid, "2 counts for 4 blocks"},

@@ -64,8 +64,10 @@ type Spec struct {
 	FullKVHeads int  `json:",omitempty"`
 	WideFF      bool `json:",omitempty"`
 	// Window is lfm2's sliding window over its attention blocks (0:
-	// none).
-	Window int `json:",omitempty"`
+	// none), and AttnLayers its attention blocks (nil: every third from
+	// 1).
+	Window     int   `json:",omitempty"`
+	AttnLayers []int `json:",omitempty"`
 	// Vocab keeps the first Vocab tokens of the tokenizer (0: all).
 	Vocab   int
 	Context int
@@ -562,7 +564,7 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 	set(a+".attention.head_count", uint32(s.Heads))
 	set(a+".attention.head_count_kv", layerCounts(s, s.KVHeads, s.FullKVHeads != 0 && s.FullKVHeads != s.KVHeads || a == "lfm2", func(l int) int {
 		switch {
-		case a == "lfm2" && !lfm2Attention(l):
+		case a == "lfm2" && !s.lfm2Attention(l):
 			return 0 // a convolution block
 		case a == "lfm2":
 			return s.KVHeads
@@ -786,7 +788,7 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 			hybridBlock(add, mat, norm, s, p, (l+1)%s.FullAttn != 0, hd)
 			continue
 		}
-		if a == "lfm2" && !lfm2Attention(l) {
+		if a == "lfm2" && !s.lfm2Attention(l) {
 			norm(p+"attn_norm.weight", s.Embd)
 			mat(p+"shortconv.in_proj.weight", 3*s.Embd, s.Embd)
 			add(p+"shortconv.conv.weight", 0, 0.5, 3, int64(s.Embd))
@@ -893,9 +895,14 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 	return w, ts, nil
 }
 
-// lfm2Attention reports whether an lfm2 fixture's block l is attention
-// (every third from 1) rather than a convolution.
-func lfm2Attention(l int) bool { return l%3 == 1 }
+// lfm2Attention reports whether an lfm2 model's block l is attention
+// (AttnLayers, or every third from 1) rather than a convolution.
+func (s Spec) lfm2Attention(l int) bool {
+	if s.AttnLayers != nil {
+		return slices.Contains(s.AttnLayers, l)
+	}
+	return l%3 == 1
+}
 
 // hybridBlock lists a Qwen3.5 block's tensors: a gated delta net (rec) or
 // gated attention, the post-attention norm and the FFN.
