@@ -32,7 +32,7 @@ func TestFMA32(t *testing.T) {
 		{a, 1 + ulp, one + ulp},
 		{float32(math.Ldexp(1, -24)), 1, one + ulp}, // a true tie: to even
 		{float32(math.Ldexp(1, -24)), 1, one},
-		{3, 5, -15}, {0, 7, -0.0}, {1e30, 1e30, 1}, {float32(math.Inf(1)), 1, 2},
+		{3, 5, -15}, {0, 7, float32(math.Copysign(0, -1))}, {1e30, 1e30, 1}, {float32(math.Inf(1)), 1, 2},
 	}
 	if naive := float32(float64(a)*float64(b) + float64(one+ulp)); naive == fma32Exact(a, b, one+ulp) {
 		t.Fatal("the double-rounding case does not round twice through float64: it tests nothing")
