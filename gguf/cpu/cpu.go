@@ -18,6 +18,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/meshnode/meshnode/gguf/backend"
 	"github.com/meshnode/meshnode/gguf/quant"
@@ -43,6 +44,10 @@ type Options struct {
 	// held-out parity gate measures with it how far the engine's own
 	// logits move under last-bit noise (gguf/model's TestParityHeldOut).
 	Perturb uint64
+	// OneRow chooses the kernels of one-row products (decoded tokens) by
+	// weights read from memory where quant has two (onerow.go): timed on
+	// each weight's first products (the default), or fixed.
+	OneRow OneRow
 }
 
 // Backend is the CPU implementation of backend.Backend. Its kernels may be
@@ -56,6 +61,9 @@ type Backend struct {
 	calls       uint64       // MatMul calls so far, for Perturb (guarded by mu)
 	weightBytes atomic.Int64 // bytes of the weights made so far
 	pack        bool         // packWeights when it was made
+	oneRow      OneRow       // Options.OneRow
+	now         func() time.Time
+	tuned       []*weight // weights whose one-row kernels are being or were timed (guarded by mu)
 
 	mu     sync.Mutex // serialises kernels: the pool and the scratch below
 	pool   *pool
@@ -93,7 +101,8 @@ func New(opt Options) *Backend {
 	if cache == 0 {
 		cache = systemCacheBytes()
 	}
-	return &Backend{threads: n, cacheBytes: cache, perturb: opt.Perturb, pack: packWeights, pool: newPool(n), scratch: make([][]float32, n), bytes: make([][]byte, n)}
+	return &Backend{threads: n, cacheBytes: cache, perturb: opt.Perturb, pack: packWeights, oneRow: opt.OneRow, now: time.Now,
+		pool: newPool(n), scratch: make([][]float32, n), bytes: make([][]byte, n)}
 }
 
 // packWeights: backends made while it is set pack the rows of weights
@@ -215,6 +224,9 @@ type weight struct {
 	// overlaps the reads there, and the copy would double their memory.
 	packed   [2]*quant.Packed
 	packDone [2]bool
+	// tune is the choice of kernels for its one-row products where it is
+	// read from memory (onerow.go).
+	tune oneRowTune
 }
 
 func (w *weight) Type() quant.Type { return w.typ }

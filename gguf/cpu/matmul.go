@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/meshnode/meshnode/gguf/backend"
 	"github.com/meshnode/meshnode/gguf/quant"
@@ -173,7 +174,27 @@ func (b *Backend) MatMul(dst backend.Tensor, wt backend.Weight, x backend.Tensor
 	}
 	chunk := matmulChunk(w, n, b.threads)
 	b.mm = matmulJob{w: w, packed: w.packed[kind], batch: &b.batch, dst: data(dst), chunk: chunk}
+	tuning := streamedOneRow(w, n, cached) && w.packed[kind] == nil
+	rows, timed := false, false
+	if tuning {
+		if w.tune.calls == 0 && !w.tune.done && b.oneRow == OneRowTuned {
+			b.tuned = append(b.tuned, w)
+		}
+		rows, timed = w.tune.next(b.oneRow)
+	}
+	b.batch.SetStreamedRows(rows)
+	var start time.Time
+	if timed {
+		start = b.now()
+	}
 	b.pool.run(ceilDiv(w.rows, chunk), &b.mm)
+	if tuning && b.oneRow == OneRowTuned && !w.tune.done {
+		var d time.Duration
+		if timed {
+			d = b.now().Sub(start)
+		}
+		w.tune.record(rows, timed, d)
+	}
 	b.mm, b.quan = matmulJob{}, quantJob{}
 }
 

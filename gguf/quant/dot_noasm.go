@@ -56,3 +56,6 @@ func (*Packed) Serves(Type, int, int) bool { return false }
 
 // Rows returns the zero Packed.
 func (*Packed) Rows(int, int) Packed { return Packed{} }
+
+// StreamedBand: no band kernels without the assembly.
+func StreamedBand(Type, int) bool { return false }

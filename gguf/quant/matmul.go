@@ -31,6 +31,9 @@ type Batch struct {
 	// cached: the weights MatMul multiplies this batch by are expected in
 	// cache (SetCached), so the band kernels do not prefetch them.
 	cached bool
+	// streamedRows: a one-row batch by weights read from memory takes the
+	// row kernels, not the band kernels (SetStreamedRows).
+	streamedRows bool
 }
 
 // SetCached tells MatMul whether the weights it will multiply b by are
@@ -41,6 +44,14 @@ type Batch struct {
 // and only costs instructions where they are already cached. It does not
 // change any result. Reset keeps the setting; a new Batch prefetches.
 func (b *Batch) SetCached(on bool) { b.cached = on }
+
+// SetStreamedRows tells MatMul to multiply a one-row batch by weights read
+// from memory (not SetCached) with the row kernels (or, for short rows,
+// the eight-row tiles) rather than the sixteen-row band kernels, which
+// repack their weights as they read them. Which is faster depends on the
+// CPU (StreamedBand says where there is a choice; the CPU backend times
+// both); both give the same bits. Reset keeps the setting.
+func (b *Batch) SetStreamedRows(on bool) { b.streamedRows = on }
 
 // Per-block figures kept beside a row of a Batch, for the formats whose
 // matrix kernels use them:

@@ -78,7 +78,7 @@ func (p *Packed) packTiles(w []byte, wb, h, chunk, size int, pack func(dst, src 
 func packLayout(t Type, nb, batch int) (*tileKernel, *bandKernel) {
 	band, tile := bandFor(t), tileFor(t)
 	switch {
-	case band != nil && (batch > 1 || oneRowBand(band, nb, true)):
+	case band != nil && (batch > 1 || oneRowBand(band, nb, true, false)):
 		tile = nil
 	case tile != nil && (batch > 1 || nb < tile.short):
 		band = nil

@@ -134,7 +134,7 @@ func matMulTiles(t Type, w []byte, p *Packed, rs, rows int, b *Batch, out []floa
 		return matMulFloat(fb, s, t, w, rs, rows, b, out, stride)
 	}
 	nb := b.n / t.BlockSize()
-	if band := bandFor(t); band != nil && (b.rows > 1 || oneRowBand(band, nb, b.cached)) {
+	if band := bandFor(t); band != nil && (b.rows > 1 || oneRowBand(band, nb, b.cached, b.streamedRows)) {
 		done = matMulBand(band, s, t, w, p.bandsFor(band, rs, rows), rs, rows, b, out, stride)
 	}
 	k := tileFor(t)
@@ -182,18 +182,31 @@ var oneRowBandMode = 0
 // band kernel k: from k.oneMin blocks, and where the weights are expected
 // in cache (Batch.SetCached) up to k.oneMax, as measured there. Weights
 // read from memory take it at every width from k.oneMin where
-// k.oneStreamed says (the AVX-512 kernels): asking for sixteen rows at a
-// time keeps more reads in flight than a row kernel's stream does
-// (1.14–1.78× the row kernels' rate on 2048×8192 and 8192×2048, Q6_K's
-// 8192×2048 0.93–1.06×; BenchmarkMatMulStream, k=1).
-func oneRowBand(k *bandKernel, nb int, cached bool) bool {
+// k.oneStreamed says (the AVX-512 kernels) and the batch does not ask
+// for the row kernels (rows, Batch.SetStreamedRows): on an Intel Xeon,
+// asking for sixteen rows at a time kept more reads in flight than a row
+// kernel's stream did (1.14–1.78× the row kernels' rate on 2048×8192 and
+// 8192×2048; BenchmarkMatMulStream, k=1), while on an AMD EPYC the
+// band kernels' repacking made them the slower (0.44–0.68×).
+func oneRowBand(k *bandKernel, nb int, cached, rows bool) bool {
 	switch oneRowBandMode {
 	case 1:
 		return true
 	case -1:
 		return false
 	}
+	if !cached && rows {
+		return false
+	}
 	return nb >= k.oneMin && (nb <= k.oneMax || !cached && k.oneStreamed)
+}
+
+// StreamedBand reports whether a one-row batch of n elements by weights of
+// type t read from memory takes the band kernels unless told otherwise
+// (Batch.SetStreamedRows): where the choice exists.
+func StreamedBand(t Type, n int) bool {
+	k := bandFor(t)
+	return k != nil && n%t.BlockSize() == 0 && oneRowBand(k, n/t.BlockSize(), false, false)
 }
 
 // bandFor returns the band kernel this machine runs for t, if any.
