@@ -10,7 +10,7 @@ import "math"
 // there the sum's exact error (TwoSum) says which way the exact sum lies.
 // Results in float32's subnormal range may still be rounded twice.
 func FMA32(a, b, c float32) float32 {
-	p, cc := float64(a)*float64(b), float64(c)
+	p, cc := float64(float64(a)*float64(b)), float64(c) // exact; the conversion keeps Go from fusing it into the sums below
 	s := p + cc
 	const low = 1<<29 - 1 // the float64 fraction bits float32 lacks
 	bits := math.Float64bits(s)

@@ -73,6 +73,8 @@ func Grammar(f Format, tools []Tool, only string, parallel bool) (g *grammar.Gra
 		root, prefix = grammar.Seq(grammar.Lit("["), list(", "), grammar.Lit("]")), "<|tool_call|>"
 	case Gemma4:
 		root, prefix = call, gemmaOpen
+	case LFM2:
+		root, prefix = grammar.Seq(grammar.Lit("["), list(", "), grammar.Lit("]")), pyOpen
 	default:
 		root = grammar.Seq(grammar.Lit(`{"tool_calls": [`), list(", "), grammar.Lit("]}"))
 	}
@@ -130,6 +132,9 @@ func LazyGrammar(f Format, tools []Tool, parallel bool) (*grammar.Grammar, error
 	case Gemma4:
 		root = call
 		triggers = []grammar.Trigger{{Text: gemmaOpen}}
+	case LFM2:
+		root = array
+		triggers = []grammar.Trigger{{Text: pyOpen}}
 	default:
 		// The polyfill's answer: {"tool_calls": [...]} or one call.
 		wrapper := grammar.Seq(grammar.Lit("{"), ws, grammar.Lit(`"tool_calls"`), ws, grammar.Lit(":"), ws, array, ws, grammar.Lit("}"))
@@ -149,8 +154,9 @@ func LazyGrammar(f Format, tools []Tool, parallel bool) (*grammar.Grammar, error
 
 // ErrControlMarker is the error of ContentOrCalls for a format whose
 // calls open with a control token (Mistral's [TOOL_CALLS], Granite's
-// <|tool_call|>, Gemma 4's <|tool_call>): a grammar cannot make the
-// model write one, so it cannot offer the calls beside the content.
+// <|tool_call|>, Gemma 4's <|tool_call>, LFM2's <|tool_call_start|>): a
+// grammar cannot make the model write one, so it cannot offer the calls
+// beside the content.
 var ErrControlMarker = errors.New("toolcall: the format's calls open with a control token, which a grammar cannot write")
 
 // ContentOrCalls is the grammar of a reply under tool_choice "auto" that
@@ -162,7 +168,7 @@ var ErrControlMarker = errors.New("toolcall: the format's calls open with a cont
 // control token are refused (ErrControlMarker).
 func ContentOrCalls(f Format, tools []Tool, parallel bool, content func(b *grammar.Builder) (grammar.Expr, error)) (*grammar.Grammar, error) {
 	switch f {
-	case Mistral, Granite, Gemma4:
+	case Mistral, Granite, Gemma4, LFM2:
 		return nil, fmt.Errorf("%w (%v)", ErrControlMarker, f)
 	}
 	b := grammar.NewBuilder()
@@ -252,6 +258,15 @@ func defineCalls(b *grammar.Builder, f Format, tools []Tool, only string, loose 
 			// Gemma's notation, not JSON, so the arguments follow its
 			// grammar but not the tool's schema (as llama.cpp's).
 			call = grammar.Seq(grammar.Lit("call:"+t.Name), gemmaObject(b))
+		case LFM2:
+			// A Python call: its keyword arguments named by the
+			// schema, their values Python literals; loose, white space
+			// inside the parentheses.
+			kw := pythonArgs(b, t.Parameters)
+			if loose {
+				kw = grammar.Seq(b.WS(), kw, b.WS())
+			}
+			call = grammar.Seq(grammar.Lit(t.Name+"("), kw, grammar.Lit(")"))
 		default: // Mistral, Generic: an element of a JSON array
 			call = object("arguments")
 		}

@@ -69,6 +69,18 @@ func TestGrammar(t *testing.T) {
 				`call:get_weather{days: 2}`},
 			[]string{`<|tool_call>call:now{}`, `call:now{}<tool_call|>`, `call:get_time{}`, `call:now{a:<|"|>x<|y<|"|>}`,
 				`call:now{a:b}`, `call:now{}call:now{}`, `call:now{"a":1}`}, 1},
+		// LFM2: a Python list of calls after the control token, the
+		// keywords the schema's properties (any identifier where it has
+		// none), the values Python literals, the schema's types not
+		// enforced.
+		{LFM2, "", true,
+			[]string{`[get_weather(city='Paris', days=3), now(x="a\"b", y=[True, None, {'k': -1.5e2}], z=null)]`, `[now()]`,
+				`[get_weather(days='soon')]`},
+			[]string{`<|tool_call_start|>[now()]`, `[now()]<|tool_call_end|>`, `[get_time()]`, `[get_weather(town='Oslo')]`,
+				`[now('x')]`, `[]`, `[now(a=inf)]`, `[now(a='x)]`}, 2},
+		{LFM2, "now", false,
+			[]string{`[now(a=1)]`},
+			[]string{`[now(), now()]`, `[get_weather(city='Oslo')]`}, 1},
 	} {
 		g, prefix, err := Grammar(tc.f, grammarTools, tc.only, tc.parallel)
 		if err != nil {
@@ -160,7 +172,7 @@ func TestHarmonyGrammar(t *testing.T) {
 // lazyTokens is a byte vocabulary (ids 0–255) and, after it, the call
 // markers that are control tokens: the mask gives them no bytes, the
 // constraint their text (as the engine's does).
-var lazyMarkers = []string{"[TOOL_CALLS]", "<|tool_call|>", gemmaOpen, gemmaClose, "<|python_tag|>"}
+var lazyMarkers = []string{"[TOOL_CALLS]", "<|tool_call|>", gemmaOpen, gemmaClose, "<|python_tag|>", pyOpen, pyClose}
 
 // lazyTokenize splits s into the markers' tokens and single bytes.
 func lazyTokenize(s string) []uint32 {
@@ -223,6 +235,10 @@ func TestLazyGrammar(t *testing.T) {
 		{Mistral, `[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": 3}}]`, 0, true},
 		{Granite, `<|tool_call|>[` + weather + `]`, 1, false},
 		{Gemma4, `Checking. <|tool_call>call:get_weather{city:<|"|>Paris<|"|>}`, 1, false},
+		{LFM2, `Checking. <|tool_call_start|>[get_weather(city='Paris'), now()]`, 2, false},
+		{LFM2, `<|tool_call_start|>[ get_weather( city = "Oslo" , days=2 ) ]`, 1, false},
+		{LFM2, "It is [sunny] (mostly).", 0, false},
+		{LFM2, `<|tool_call_start|>[get_weather(town='Oslo')]`, 0, true},
 		{Harmony, analysis + "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Oslo\"}", 1, false},
 		{Harmony, analysis + "<|channel|>final<|message|>It is sunny.", 0, false},
 		{Harmony, analysis + "<|channel|>commentary to=functions.get_weather json<|message|>{}", 0, true},
@@ -321,7 +337,7 @@ func TestContentOrCalls(t *testing.T) {
 			}
 		}
 	}
-	for _, f := range []Format{Mistral, Granite, Gemma4} {
+	for _, f := range []Format{Mistral, Granite, Gemma4, LFM2} {
 		if _, err := ContentOrCalls(f, grammarTools, true, content); !errors.Is(err, ErrControlMarker) {
 			t.Errorf("%v: %v, want ErrControlMarker", f, err)
 		}

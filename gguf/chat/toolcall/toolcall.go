@@ -19,6 +19,9 @@
 //   - Gemma4: Gemma 4 writes <|tool_call>call:NAME{key:value,…}<tool_call|>,
 //     its arguments in Gemma's notation: bare keys, strings between
 //     <|"|> markers, numbers, true, false, null, {…} and […].
+//   - LFM2: Liquid's LFM2 and LFM2.5 write a Python list of calls with
+//     keyword arguments between <|tool_call_start|> and <|tool_call_end|>
+//     (pythonic.go).
 //   - Harmony: gpt-oss addresses a message to functions.NAME on its
 //     commentary channel, the arguments as its text; package harmony
 //     parses those replies (channels and calls), not this package's
@@ -52,6 +55,7 @@ const (
 	Granite
 	Harmony
 	Gemma4
+	LFM2
 )
 
 func (f Format) String() string {
@@ -68,6 +72,8 @@ func (f Format) String() string {
 		return "harmony"
 	case Gemma4:
 		return "gemma4"
+	case LFM2:
+		return "lfm2"
 	}
 	return "generic"
 }
@@ -87,6 +93,8 @@ func (f Format) Markers() []string {
 		return []string{"<|tool_call|>"}
 	case Gemma4:
 		return []string{gemmaOpen, gemmaClose, gemmaQuote}
+	case LFM2:
+		return []string{pyOpen, pyClose}
 	}
 	return nil
 }
@@ -117,6 +125,11 @@ func DetectSource(src string) Format {
 		return Harmony
 	case strings.Contains(src, gemmaOpen+"call:"):
 		return Gemma4
+	case strings.Contains(src, pyOpen) || strings.Contains(src, "<|tool_list_start|>") || strings.Contains(src, "List of tools: ["):
+		// LFM2's templates list the tools between <|tool_list_start|>
+		// and <|tool_list_end|>, LFM2.5's after "List of tools: ", and
+		// only some render past calls (llama.cpp detects them so).
+		return LFM2
 	case strings.Contains(src, "[TOOL_CALLS]"):
 		return Mistral
 	case strings.Contains(src, "<tool_call>"):
@@ -199,6 +212,7 @@ const (
 	stRawArgs            // Mistral's arguments after [ARGS]
 	stXML                // <function=name><parameter=k>v</parameter>...</function>
 	stGemma              // after <|tool_call>: call:NAME{…} up to <tool_call|>
+	stPython             // after <|tool_call_start|>: [NAME(k=v, …), …] up to <|tool_call_end|>
 	stArray              // inside [ ... ] of call objects
 	stWrapperClose       // the "}" after Generic's {"tool_calls": [...]
 )
@@ -410,6 +424,8 @@ func (p *Parser) step(final bool) {
 		p.stepXML(final)
 	case stGemma:
 		p.stepGemma(final)
+	case stPython:
+		p.stepPython(final)
 	case stClose:
 		t := trimSpace(p.buf)
 		switch {
@@ -529,6 +545,8 @@ func (p *Parser) stepText(final bool) {
 			p.st = stTopObj
 		case gemmaOpen:
 			p.st = stGemma
+		case pyOpen:
+			p.st = stPython
 		}
 		return
 	}
@@ -552,6 +570,8 @@ func (p *Parser) openers() []string {
 		return []string{"<|tool_call|>"}
 	case Gemma4:
 		return []string{gemmaOpen}
+	case LFM2:
+		return []string{pyOpen}
 	}
 	return nil
 }

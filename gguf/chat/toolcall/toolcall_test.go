@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -72,6 +73,19 @@ var cases = []struct {
 	{"gemma4 malformed arguments", Gemma4, `<|tool_call>call:f{a:}<tool_call|>`, `<|tool_call>call:f{a:}<tool_call|>`, nil},
 	{"gemma4 not a call", Gemma4, "A <|tool_call>note", "A <|tool_call>note", nil},
 	{"gemma4 plain", Gemma4, "Sunny, 21 degrees.", "Sunny, 21 degrees.", nil},
+	{"lfm2 call", LFM2, `<|tool_call_start|>[get_weather(location='Paris', unit="celsius")]<|tool_call_end|>`,
+		"", []wantCall{{"get_weather", `{"location":"Paris","unit":"celsius"}`}}},
+	{"lfm2 content, parallel calls, literals", LFM2, "Let me check.<|tool_call_start|>[f(a=1, b=-2.5e3, c=True, d=None, e=[1, 'x \\'y\\'\\n\\\\', (2, 3)], g={'k k': {\"z\": []}}, h=false, i=null, j=1_000,), now()]<|tool_call_end|>Done.",
+		"Let me check.Done.", []wantCall{{"f", `{"a":1,"b":-2500,"c":true,"d":null,"e":[1,"x 'y'\n\\",[2,3]],"g":{"k k":{"z":[]}},"h":false,"i":null,"j":1000}`}, {"now", `{}`}}},
+	{"lfm2 escapes", LFM2, `<|tool_call_start|>[say(text="caf\xe9 \u2603 \U0001F600 \q")]<|tool_call_end|>`,
+		"", []wantCall{{"say", `{"text":"café ☃ 😀 \\q"}`}}},
+	{"lfm2 forced, no closing token", LFM2, `<|tool_call_start|>[get_time(city='Rome')]`,
+		"", []wantCall{{"get_time", `{"city":"Rome"}`}}},
+	{"lfm2 positional argument", LFM2, `<|tool_call_start|>[f('x')]<|tool_call_end|>`, `<|tool_call_start|>[f('x')]<|tool_call_end|>`, nil},
+	{"lfm2 not a list", LFM2, "A <|tool_call_start|>note", "A <|tool_call_start|>note", nil},
+	{"lfm2 empty list", LFM2, "<|tool_call_start|>[]<|tool_call_end|>", "<|tool_call_start|>[]<|tool_call_end|>", nil},
+	{"lfm2 infinity", LFM2, "<|tool_call_start|>[f(x=inf)]<|tool_call_end|>", "<|tool_call_start|>[f(x=inf)]<|tool_call_end|>", nil},
+	{"lfm2 plain", LFM2, "Sunny, 21 degrees.", "Sunny, 21 degrees.", nil},
 }
 
 func check(t *testing.T, label string, content string, calls []Call, wantContent string, want []wantCall) {
@@ -182,9 +196,9 @@ func TestStream(t *testing.T) {
 		evs := feedChunks(NewParser(tc.f, nil), tc.text, every)
 		content, calls := accumulate(t, evs)
 		check(t, tc.name+" (byte by byte)", content, calls, tc.content, tc.calls)
-		// JSON arguments stream as written; the XML form's and Gemma 4's
-		// are built, so they come whole at the call's end.
-		if len(tc.calls) > 0 && strings.Contains(tc.calls[0].args, ",") && !strings.Contains(tc.text, "<function=") && tc.f != Gemma4 {
+		// JSON arguments stream as written; the XML form's, Gemma 4's and
+		// LFM2's are built, so they come whole at the call's end.
+		if len(tc.calls) > 0 && strings.Contains(tc.calls[0].args, ",") && !strings.Contains(tc.text, "<function=") && tc.f != Gemma4 && tc.f != LFM2 {
 			pieces := 0
 			for _, e := range evs {
 				if e.Call != nil && e.Call.Index == 0 && e.Call.Arguments != "" {
@@ -233,6 +247,7 @@ func TestDetect(t *testing.T) {
 		"qwen2.5.jinja": Hermes, "qwen3.jinja": Hermes, "hermes-2-pro-tool-use.jinja": Hermes,
 		"mistral-nemo.jinja": Mistral, "mistral-small-3.1.jinja": Mistral,
 		"granite-3.3.jinja": Granite, "gpt-oss.jinja": Harmony, "gemma-4.jinja": Gemma4,
+		"LFM2-8B-A1B.jinja": LFM2, "LFM2.5-8B-A1B.jinja": LFM2, "LFM2.5-Instruct.jinja": LFM2,
 		"chatml-qwen2.jinja": Generic, "gemma-2.jinja": Generic, "phi-3.jinja": Generic, "llama-3.jinja": Generic,
 	}
 	for name, f := range want {
@@ -292,6 +307,7 @@ func renderedTurns(tb testing.TB) []renderedTurn {
 		{"Qwen3-Coder.jinja", "<|im_start|>assistant\n"},
 		{"Mistral-Small-3.2-24B-Instruct-2506.jinja", "[/INST]"},
 		{"meta-llama-Llama-3.3-70B-Instruct.jinja", "<|start_header_id|>assistant<|end_header_id|>\n\n"},
+		{"LFM2.5-8B-A1B.jinja", "<|im_start|>assistant\n"},
 	} {
 		src, err := os.ReadFile(filepath.Join("../testdata/templates", tc.name))
 		if err != nil {
@@ -407,14 +423,18 @@ func TestLongNameIsText(t *testing.T) {
 // whole text, in every format. The seeds are the cases' outputs and the
 // calls the real templates write (renderedTurns).
 func FuzzParser(f *testing.F) {
+	// The formats this package's Parser reads (harmony's are package
+	// harmony's), by the fuzzer's byte.
+	formats := []Format{Generic, Llama3, Hermes, Mistral, Granite, Gemma4, LFM2}
+	index := func(fm Format) uint8 { return uint8(max(slices.Index(formats, fm), 0)) }
 	for _, tc := range cases {
-		f.Add(tc.text, uint64(len(tc.text)), uint8(tc.f))
+		f.Add(tc.text, uint64(len(tc.text)), index(tc.f))
 	}
 	for _, rt := range renderedTurns(f) {
-		f.Add(rt.text, uint64(len(rt.text)), uint8(rt.f))
+		f.Add(rt.text, uint64(len(rt.text)), index(rt.f))
 	}
 	f.Fuzz(func(t *testing.T, text string, seed uint64, format uint8) {
-		fm := []Format{Generic, Llama3, Hermes, Mistral, Granite, Gemma4}[format%6]
+		fm := formats[int(format)%len(formats)]
 		wantContent, wantCalls := Parse(fm, text)
 		r := rand.New(rand.NewPCG(seed, 7))
 		content, calls := accumulate(t, feedChunks(NewParser(fm, nil), text, randomCuts(r, len(text))))
