@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/meshnode/meshnode/gguf"
@@ -150,17 +151,27 @@ func renderPrompt(tok *tokenizer.Tokenizer, tmpl *chat.Template, gen *api.Genera
 	opt := tokenizer.EncodeOptions{AddSpecial: true}
 	text := gen.Prompt
 	if gen.Messages != nil {
+		format := toolcall.Detect(tmpl)
+		// A template that shows only an assistant's content (LFM2's
+		// earlier ones) would drop its past calls: they go into the
+		// content as the model writes them, where the format is known.
+		inContent := !strings.Contains(tmpl.Source(), "tool_calls")
 		msgs := make([]chat.Message, len(gen.Messages))
 		for i, m := range gen.Messages {
 			msgs[i] = chat.Message{Role: m.Role, Content: m.Content, Reasoning: m.Reasoning, ToolCallID: m.ToolCallID, Name: m.Name}
+			var calls []toolcall.Call
 			for _, c := range m.ToolCalls {
 				msgs[i].ToolCalls = append(msgs[i].ToolCalls, chat.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+				calls = append(calls, toolcall.Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+			}
+			if written, ok := toolcall.Render(format, calls); ok && inContent {
+				msgs[i].Content, msgs[i].ToolCalls = m.Content+written, nil
 			}
 		}
 		var err error
 		if text, err = tmpl.Render(chat.Input{Messages: msgs, Tools: gen.Tools, AddGenerationPrompt: true, ReasoningEffort: gen.ReasoningEffort, Thinking: gen.Think,
 			// A template whose calls cannot be read back is polyfilled.
-			Generic: toolcall.Detect(tmpl) == toolcall.Generic}); err != nil {
+			Generic: format == toolcall.Generic}); err != nil {
 			var rejected *chat.RejectedError
 			if errors.As(err, &rejected) {
 				return "", nil, fmt.Errorf("the model's chat template rejects this conversation: %s", rejected.Reason)

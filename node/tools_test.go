@@ -405,3 +405,51 @@ func TestResponseFormatWithToolsServed(t *testing.T) {
 		}
 	}
 }
+
+// TestLFM2ToolPrompt: LFM2's templates list a request's tools in their
+// own system text (toolcall.LFM2, not the generic polyfill's JSON
+// instruction), and an earlier call is in the prompt as the model writes
+// one, which toolcall.LFM2 reads back: LFM2.5's template writes it, and
+// for LFM2's, which shows only a message's content, the node puts it
+// there.
+func TestLFM2ToolPrompt(t *testing.T) {
+	gen := &api.Generation{
+		Tools: []json.RawMessage{json.RawMessage(`{"type": "function", "function": {"name": "get_weather", "description": "Weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}`)},
+		Messages: []api.Message{
+			{Role: "user", Content: "Weather in Oslo?"},
+			{Role: "assistant", ToolCalls: []api.ToolCall{{ID: "call_1", Name: "get_weather", Arguments: `{"city": "Oslo"}`}}},
+			{Role: "tool", ToolCallID: "call_1", Content: "-3 C"},
+		},
+	}
+	for _, tc := range []struct{ template, tools, call string }{
+		{"LFM2.5-8B-A1B.jinja", "List of tools: [", "<|tool_call_start|>[get_weather(city="},
+		{"LFM2-8B-A1B.jinja", "List of tools: <|tool_list_start|>[", "<|tool_call_start|>[get_weather(city="},
+	} {
+		src, err := os.ReadFile("../gguf/chat/testdata/templates/" + tc.template)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl, err := chat.Compile(string(src), chat.Options{BOS: "<|startoftext|>"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f := toolcall.Detect(tmpl); f != toolcall.LFM2 {
+			t.Fatalf("%s: format %v, want lfm2", tc.template, f)
+		}
+		text, _, err := renderPrompt(llamaVocab(t), tmpl, gen, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(text, tc.tools) || !strings.Contains(text, `"get_weather"`) || strings.Contains(text, `"tool_calls"`) {
+			t.Errorf("%s: the tools are not the template's own:\n%s", tc.template, text)
+		}
+		i := strings.Index(text, tc.call)
+		if i < 0 {
+			t.Fatalf("%s: prompt lacks %q:\n%s", tc.template, tc.call, text)
+		}
+		turn, _, _ := strings.Cut(text[i:], "<|im_end|>")
+		if _, calls := toolcall.Parse(toolcall.LFM2, turn); len(calls) != 1 || calls[0].Name != "get_weather" || calls[0].Arguments != `{"city":"Oslo"}` {
+			t.Errorf("%s: the rendered call %q parses to %+v", tc.template, turn, calls)
+		}
+	}
+}

@@ -390,3 +390,132 @@ func notByte(c grammar.Class, x byte) grammar.Class {
 	}
 	return out
 }
+
+// Render writes calls as a model of format f writes them, for templates
+// that do not render an assistant's calls themselves (LFM2's earlier
+// templates show only a message's content, so a conversation's past calls
+// would vanish from the prompt); false for a format it cannot write, or
+// arguments that are not a JSON object.
+func Render(f Format, calls []Call) (string, bool) {
+	if f != LFM2 || len(calls) == 0 {
+		return "", false
+	}
+	var b strings.Builder
+	b.WriteString(pyOpen + "[")
+	for i, c := range calls {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(c.Name + "(")
+		args := strings.TrimSpace(c.Arguments)
+		if args == "" {
+			args = "{}"
+		}
+		dec := json.NewDecoder(strings.NewReader(args))
+		dec.UseNumber()
+		if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+			return "", false
+		}
+		for n := 0; dec.More(); n++ {
+			key, err := dec.Token()
+			k, isKey := key.(string)
+			if err != nil || !isKey {
+				return "", false
+			}
+			if n > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(k + "=")
+			if !pythonLiteral(&b, dec, 0) {
+				return "", false
+			}
+		}
+		if _, err := dec.Token(); err != nil { // the closing brace
+			return "", false
+		}
+		b.WriteByte(')')
+	}
+	b.WriteString("]" + pyClose)
+	return b.String(), true
+}
+
+// pythonLiteral writes the decoder's next JSON value as a Python literal.
+func pythonLiteral(b *strings.Builder, dec *json.Decoder, depth int) bool {
+	tok, err := dec.Token()
+	if err != nil || depth > maxPyDepth {
+		return false
+	}
+	switch v := tok.(type) {
+	case json.Delim:
+		obj := v == '{'
+		if obj {
+			b.WriteByte('{')
+		} else {
+			b.WriteByte('[')
+		}
+		for n := 0; dec.More(); n++ {
+			if n > 0 {
+				b.WriteString(", ")
+			}
+			if obj {
+				key, err := dec.Token()
+				k, ok := key.(string)
+				if err != nil || !ok {
+					return false
+				}
+				b.WriteString(pythonQuote(k) + ": ")
+			}
+			if !pythonLiteral(b, dec, depth+1) {
+				return false
+			}
+		}
+		if _, err := dec.Token(); err != nil {
+			return false
+		}
+		if obj {
+			b.WriteByte('}')
+		} else {
+			b.WriteByte(']')
+		}
+	case string:
+		b.WriteString(pythonQuote(v))
+	case json.Number:
+		b.WriteString(v.String())
+	case bool:
+		if v {
+			b.WriteString("True")
+		} else {
+			b.WriteString("False")
+		}
+	case nil:
+		b.WriteString("None")
+	}
+	return true
+}
+
+// pythonQuote is s as a single-quoted Python string (pythonString reads
+// it back).
+func pythonQuote(s string) string {
+	var b strings.Builder
+	b.WriteByte('\'')
+	for _, r := range s {
+		switch {
+		case r == '\\' || r == '\'':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r < 0x20 || r == 0x7f:
+			b.WriteString(`\x`)
+			b.WriteString(strconv.FormatInt(int64(r)+0x100, 16)[1:])
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('\'')
+	return b.String()
+}

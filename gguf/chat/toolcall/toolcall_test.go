@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -491,5 +492,33 @@ func TestXMLRoundTrip(t *testing.T) {
 	_ = json.Unmarshal([]byte(args), &want)
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("arguments %s, want %s", calls[0].Arguments, args)
+	}
+}
+
+// TestRender: LFM2's calls written as the model writes them read back to
+// the same calls, whatever their arguments hold; other formats, and
+// arguments that are not an object, are not written.
+func TestRender(t *testing.T) {
+	calls := []Call{
+		{Name: "get_weather", Arguments: `{"city": "O'slo \\ \"x\"\n\u0001é", "days": 3, "deep": {"a": [1.5e-3, true, false, null, "t"]}}`},
+		{Name: "now"},
+	}
+	text, ok := Render(LFM2, calls)
+	if !ok {
+		t.Fatal("not written")
+	}
+	content, got := Parse(LFM2, text)
+	if content != "" || len(got) != 2 || got[0].Name != "get_weather" || got[1].Name != "now" || got[1].Arguments != "{}" {
+		t.Fatalf("%q parses to %q %+v", text, content, got)
+	}
+	var want, have any
+	if json.Unmarshal([]byte(calls[0].Arguments), &want) != nil || json.Unmarshal([]byte(got[0].Arguments), &have) != nil || !reflect.DeepEqual(want, have) {
+		t.Errorf("%q: arguments %s, want %s", text, got[0].Arguments, calls[0].Arguments)
+	}
+	if _, ok := Render(Hermes, calls); ok {
+		t.Error("Hermes written")
+	}
+	if _, ok := Render(LFM2, []Call{{Name: "f", Arguments: `[1]`}}); ok {
+		t.Error("an array of arguments written")
 	}
 }
