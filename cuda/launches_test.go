@@ -38,9 +38,10 @@ import (
 // ernie4_5's, llama's; lfm2's 31 for a run of its pattern, two
 // convolution blocks (add+norm+quantise, the in-projection, the gated
 // convolution, quantise, the out-projection, then llama's FFN: 9 each)
-// and qwen3's attention block (13). A change that launches more fails
-// here and updates the docs.
-var decodeLaunchesPerLayer = map[string]int64{"llama": 11, "phi3": 12, "qwen2": 16, "gemma3": 16, "qwen3": 13, "qwen3moe": 18, "gemma4": 19, "qwen35": 26, "qwen35moe": 50, "gpt-oss": 27, "granite": 13, "granitemoe": 18, "smollm3": 11, "gemma2": 14, "mistral3": 12, "olmo2": 17, "exaone4": 17, "ernie4_5": 11, "lfm2": 31}
+// and qwen3's attention block (13); lfm2moe's 46, each block's FFN
+// qwen3moe's experts routed on the device by sigmoid with the selection
+// bias. A change that launches more fails here and updates the docs.
+var decodeLaunchesPerLayer = map[string]int64{"llama": 11, "phi3": 12, "qwen2": 16, "gemma3": 16, "qwen3": 13, "qwen3moe": 18, "gemma4": 19, "qwen35": 26, "qwen35moe": 50, "gpt-oss": 27, "granite": 13, "granitemoe": 18, "smollm3": 11, "gemma2": 14, "mistral3": 12, "olmo2": 17, "exaone4": 17, "ernie4_5": 11, "lfm2": 31, "lfm2moe": 46}
 
 // decodeLaunchesOutside bounds those outside the layers: the embedding
 // (and gemma3's scaling of it), the final norm with its quantisation, the

@@ -31,18 +31,23 @@ const moeMaxRows = 16
 func (b *Backend) MoEMaxRows() int { return moeMaxRows }
 
 // MoERoute implements backend.MoE.
-func (b *Backend) MoERoute(sel, w, logits backend.Tensor, g backend.Gating) {
+func (b *Backend) MoERoute(sel, w, logits backend.Tensor, bias backend.Weight, g backend.Gating) {
 	n, k, e := logits.Rows, sel.Cols, logits.Cols
-	if sel.Rows != n || w.Rows != n || w.Cols != k || k < 1 || k > e || g < backend.GateSoftmax || g > backend.GateSoftmaxChosen {
+	if sel.Rows != n || w.Rows != n || w.Cols != k || k < 1 || k > e || g < backend.GateSoftmax || g > backend.GateSigmoidNorm ||
+		(g == backend.GateSigmoidNorm) != (bias != nil) || bias != nil && bias.Cols() != e {
 		panic(fmt.Sprintf("cuda: MoERoute of %d × %d scores into %d × %d, %d × %d (gating %d)", n, e, sel.Rows, k, w.Rows, w.Cols, g))
 	}
 	if n == 0 {
 		return
 	}
 	lp, sp, wp := ptr(logits), ptr(sel), ptr(w)
+	var bp uint64
+	if bias != nil {
+		bp = f32Ptr(bias)
+	}
 	b.lock()
 	defer b.unlock()
-	b.launch(kernels.MoERoute, kernels.MoERouteShape(n), lp, sp, wp, i32(n), i32(e), i32(k), i32(int(g)))
+	b.launch(kernels.MoERoute, kernels.MoERouteShape(n), lp, bp, sp, wp, i32(n), i32(e), i32(k), i32(int(g)))
 	b.wrote(sel)
 	b.wrote(w)
 }

@@ -26,10 +26,11 @@ import (
 // ernie4_5's, llama's; for lfm2 a run of its pattern, two convolution
 // blocks (add+norm, quantise, the in-projection, the gated convolution,
 // quantise, the out-projection, then llama's FFN: 12 each) and qwen3's
-// attention block (16).
+// attention block (16); lfm2moe's 58, each block's FFN qwen3moe's
+// experts (routed on the host).
 // llama.cpp's Metal path dispatches about 15–17 per layer. A change that
 // dispatches more fails here and updates the docs.
-var decodeDispatchesPerLayer = map[string]int64{"llama": 14, "phi3": 15, "qwen2": 19, "gemma3": 19, "qwen3": 16, "qwen3moe": 22, "gemma4": 22, "qwen35": 30, "qwen35moe": 54, "granite": 16, "granitemoe": 22, "smollm3": 14, "gemma2": 17, "mistral3": 15, "olmo2": 18, "exaone4": 18, "ernie4_5": 14, "lfm2": 40}
+var decodeDispatchesPerLayer = map[string]int64{"llama": 14, "phi3": 15, "qwen2": 19, "gemma3": 19, "qwen3": 16, "qwen3moe": 22, "gemma4": 22, "qwen35": 30, "qwen35moe": 54, "granite": 16, "granitemoe": 22, "smollm3": 14, "gemma2": 17, "mistral3": 15, "olmo2": 18, "exaone4": 18, "ernie4_5": 14, "lfm2": 40, "lfm2moe": 58}
 
 // decodeDispatchesOutside bounds those outside the layers: the embedding
 // (and gemma3's scaling of it), the final norm, its quantisation, the
@@ -95,13 +96,13 @@ func decodeDispatches(t *testing.T, f *gguf.File) int64 {
 	// output, so its step is that many more.
 	want := int64(1)
 	if c := m.Config(); c.Experts > 0 {
-		want += int64(c.Layers * (1 + c.ExpertsUsed))
+		want += int64((c.Layers - c.DenseLead) * (1 + c.ExpertsUsed))
 	}
 	// Qwen3.5 (gguf/model/hybrid.go) runs each delta net's scan, each
 	// attention block's query-and-gate split and output gate, on the
 	// host, and qwen35moe its shared expert's gated sum. LFM2's
 	// convolutions are the backend's (gated_conv): no read-back.
-	if c := m.Config(); c.Recurrent != nil && c.Arch != "lfm2" {
+	if c := m.Config(); c.Recurrent != nil && c.Arch != "lfm2" && c.Arch != "lfm2moe" {
 		// Attention blocks read back twice: the joint query-and-gate
 		// projection, split on the host, and the gated output.
 		for _, rec := range c.Recurrent {

@@ -169,7 +169,7 @@ var fixed = [numFixed]struct{ name, params string }{
 	DeltaScan:      {"delta_scan", "pppppppppiiif"},
 	SigmoidMul:     {"sigmoid_mul", "ppiii"},
 	GatedConv:      {"gated_conv", "ppppii"},
-	MoERoute:       {"moe_route", "pppiiii"},
+	MoERoute:       {"moe_route", "ppppiiii"},
 	MoEBias:        {"moe_bias", "pppii"},
 	MoESum:         {"moe_sum", "pppppiii"},
 

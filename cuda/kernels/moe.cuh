@@ -10,21 +10,29 @@
 #define GATE_SOFTMAX 0
 #define GATE_SOFTMAX_NORM 1
 #define GATE_SOFTMAX_CHOSEN 2
+#define GATE_SIGMOID_NORM 3
 
-// moe_val is the score pick compares for expert i: the logit, or its
-// probability exp(l − mx)·inv (recomputed: the same bits each time).
-DEV float moe_val(const float *lg, int i, bool prob, float mx, float inv) {
+// moe_sigmoid is backend.Sigmoid: 1/(1 + expf(−x)).
+DEV float moe_sigmoid(float x) { return 1.0f / (1.0f + libm_expf(-x)); }
+
+// moe_val is the score pick compares for expert i: the logit, its
+// probability exp(l − mx)·inv, or with a selection bias its sigmoid plus
+// the bias (recomputed: the same bits each time).
+DEV float moe_val(const float *lg, int i, bool prob, float mx, float inv, const float *bias) {
+	if (bias) {
+		return moe_sigmoid(lg[i]) + bias[i];
+	}
 	return prob ? libm_expf(lg[i] - mx) * inv : lg[i];
 }
 
 // moe_pick sets sel and w to the k best scores, best first, the lower
 // index first among equals (backend's pick, comparison for comparison).
-DEV void moe_pick(const float *lg, int experts, int k, bool prob, float mx, float inv, float *sel, float *w) {
+DEV void moe_pick(const float *lg, int experts, int k, bool prob, float mx, float inv, const float *bias, float *sel, float *w) {
 	for (int j = 0; j < k; j++) {
 		int best = -1;
 		float bv = 0;
 		for (int i = 0; i < experts; i++) {
-			float v = moe_val(lg, i, prob, mx, inv);
+			float v = moe_val(lg, i, prob, mx, inv, bias);
 			bool taken = false;
 			for (int t = 0; t < j; t++) {
 				taken = taken || (int)sel[t] == i;
@@ -40,18 +48,40 @@ DEV void moe_pick(const float *lg, int experts, int k, bool prob, float mx, floa
 	}
 }
 
+// moe_weights_norm divides a row's k weights by their sum (float64,
+// clamped as ggml clamps it).
+DEV void moe_weights_norm(float *wt, int k) {
+	double ws = 0;
+	for (int j = 0; j < k; j++) {
+		ws += (double)wt[j];
+	}
+	float d = go_max((float)ws, 6.103515625e-5f);
+	for (int j = 0; j < k; j++) {
+		wt[j] = wt[j] / d;
+	}
+}
+
 // moe_route picks each row's k experts from its router logits (n ×
 // experts) into sel and w (n × k): a thread per row, serial as the host
-// is. grid = ceil(n / 64), block 64.
-KERNEL BOUNDS(64) void moe_route(const float *logits, float *sel, float *w, int n, int experts, int k, int gating) {
+// is; bias is GATE_SIGMOID_NORM's selection bias (one per expert), null
+// for the others. grid = ceil(n / 64), block 64.
+KERNEL BOUNDS(64) void moe_route(const float *logits, const float *bias, float *sel, float *w, int n, int experts, int k, int gating) {
 	i64 r = (i64)blockIdx.x * blockDim.x + threadIdx.x;
 	if (r >= n) {
 		return;
 	}
 	const float *lg = logits + r * experts;
 	float *s = sel + r * k, *wt = w + r * k;
+	if (gating == GATE_SIGMOID_NORM) {
+		moe_pick(lg, experts, k, false, 0, 0, bias, s, wt);
+		for (int j = 0; j < k; j++) {
+			wt[j] = moe_sigmoid(lg[(int)s[j]]);
+		}
+		moe_weights_norm(wt, k);
+		return;
+	}
 	if (gating == GATE_SOFTMAX_CHOSEN) {
-		moe_pick(lg, experts, k, false, 0, 0, s, wt);
+		moe_pick(lg, experts, k, false, 0, 0, nullptr, s, wt);
 		float mx = wt[0];
 		double sum = 0;
 		for (int j = 0; j < k; j++) {
@@ -73,17 +103,9 @@ KERNEL BOUNDS(64) void moe_route(const float *logits, float *sel, float *w, int 
 		sum += (double)libm_expf(lg[i] - mx);
 	}
 	float inv = (float)(1.0 / sum);
-	moe_pick(lg, experts, k, true, mx, inv, s, wt);
-	if (gating != GATE_SOFTMAX_NORM) {
-		return;
-	}
-	double ws = 0;
-	for (int j = 0; j < k; j++) {
-		ws += (double)wt[j];
-	}
-	float d = go_max((float)ws, 6.103515625e-5f);
-	for (int j = 0; j < k; j++) {
-		wt[j] = wt[j] / d;
+	moe_pick(lg, experts, k, true, mx, inv, nullptr, s, wt);
+	if (gating == GATE_SOFTMAX_NORM) {
+		moe_weights_norm(wt, k);
 	}
 }
 

@@ -26,6 +26,11 @@ const (
 	// GateSoftmaxChosen: the k largest logits, weighted by a softmax over
 	// those k alone (gpt-oss).
 	GateSoftmaxChosen
+	// GateSigmoidNorm: each logit's sigmoid; the k largest of the
+	// sigmoids plus the layer's selection bias (DeepSeek V3's
+	// exp_probs_b), weighted by their unbiased sigmoids divided by their
+	// sum (lfm2moe).
+	GateSigmoidNorm
 )
 
 // MoE is a backend that routes and runs a mixture of experts on its own
@@ -38,8 +43,9 @@ const (
 type MoE interface {
 	// MoERoute sets each row's chosen experts sel (n × k, the expert
 	// indices as float32, best first) and their weights w (n × k) from
-	// the router scores logits (n × experts).
-	MoERoute(sel, w, logits Tensor, g Gating)
+	// the router scores logits (n × experts); bias (1 × experts, F32) is
+	// GateSigmoidNorm's selection bias, nil for the others.
+	MoERoute(sel, w, logits Tensor, bias Weight, g Gating)
 	// MoEMatMul sets row r·k+j of dst (n·k × the experts' rows) to
 	// experts[sel[r][j]] · x's row (r when x has n rows, r·k+j when it
 	// has n·k), plus biases[sel[r][j]] when biases is not nil. The
@@ -82,8 +88,21 @@ func CheckMoEMatMul(dst Tensor, experts, biases []Weight, x, sel Tensor) error {
 // first among equals), divided by their sum (float64, clamped as ggml
 // clamps it) when normalised. GateSoftmaxChosen (SOFTMAX_WEIGHT): the k
 // largest logits, the same way, weighted by the same softmax over those k
-// alone.
-func Route(logits, probs []float32, sel []int, w []float32, g Gating) {
+// alone. GateSigmoidNorm: sigmoids 1/(1 + e^−x) (e^−x in float64 rounded
+// to float32, as the C library's expf), plus bias (one per expert) to
+// choose by, the chosen experts' unbiased sigmoids normalised as above.
+func Route(logits, bias, probs []float32, sel []int, w []float32, g Gating) {
+	if g == GateSigmoidNorm {
+		for i, x := range logits {
+			probs[i] = Sigmoid(x) + bias[i]
+		}
+		pick(probs, sel, w)
+		for j, x := range sel {
+			w[j] = Sigmoid(logits[x])
+		}
+		normalise(w)
+		return
+	}
 	if g == GateSoftmaxChosen {
 		pick(logits, sel, w)
 		softmax(w, w[0]) // w[0] is the largest: sel is best first
@@ -96,9 +115,14 @@ func Route(logits, probs []float32, sel []int, w []float32, g Gating) {
 	copy(probs, logits)
 	softmax(probs, mx)
 	pick(probs, sel, w)
-	if g != GateSoftmaxNorm {
-		return
+	if g == GateSoftmaxNorm {
+		normalise(w)
 	}
+}
+
+// normalise divides the chosen weights by their sum (float64, clamped as
+// ggml clamps it: no smaller than half's least normal).
+func normalise(w []float32) {
 	var ws float64
 	for _, v := range w {
 		ws += float64(v)
@@ -108,6 +132,10 @@ func Route(logits, probs []float32, sel []int, w []float32, g Gating) {
 		w[j] /= d
 	}
 }
+
+// Sigmoid is ggml's 1/(1 + expf(−x)), expf as the C library's (e^x in
+// float64 rounded to float32).
+func Sigmoid(x float32) float32 { return 1 / (1 + float32(detmath.Exp(float64(-x)))) }
 
 // softmax replaces v by its softmax given its maximum mx.
 func softmax(v []float32, mx float32) {

@@ -19,15 +19,21 @@ var _ backend.MoE = (*Backend)(nil)
 func (b *Backend) MoEMaxRows() int { return 0 }
 
 // MoERoute implements backend.MoE.
-func (b *Backend) MoERoute(sel, w, logits backend.Tensor, g backend.Gating) {
+func (b *Backend) MoERoute(sel, w, logits backend.Tensor, bias backend.Weight, g backend.Gating) {
 	n, k, e := logits.Rows, sel.Cols, logits.Cols
-	if sel.Rows != n || w.Rows != n || w.Cols != k || k < 1 || k > e {
-		panic(fmt.Sprintf("cpu: MoERoute of %d × %d scores into %d × %d, %d × %d", n, e, sel.Rows, k, w.Rows, w.Cols))
+	if sel.Rows != n || w.Rows != n || w.Cols != k || k < 1 || k > e || (g == backend.GateSigmoidNorm) != (bias != nil) {
+		panic(fmt.Sprintf("cpu: MoERoute of %d × %d scores into %d × %d, %d × %d (gating %d)", n, e, sel.Rows, k, w.Rows, w.Cols, g))
+	}
+	var bv []float32
+	if bias != nil {
+		if bv = f32Weight(bias); len(bv) != e {
+			panic(fmt.Sprintf("cpu: MoERoute selection bias of %d for %d experts", len(bv), e))
+		}
 	}
 	lg, sd, wd := data(logits), data(sel), data(w)
 	probs, idx := make([]float32, e), make([]int, k)
 	for r := range n {
-		backend.Route(lg[r*e:(r+1)*e], probs, idx, wd[r*k:(r+1)*k], g)
+		backend.Route(lg[r*e:(r+1)*e], bv, probs, idx, wd[r*k:(r+1)*k], g)
 		for j, x := range idx {
 			sd[r*k+j] = float32(x)
 		}

@@ -447,7 +447,7 @@ func newMoEScratch(be backend.Backend, c Config, n int) *moeScratch {
 // without biases, their weighted outputs summed best first.
 func (m *Model) mixture(ms *moeScratch, ly *layer, dst, x backend.Tensor) {
 	m.be.MatMul(ms.logits, ly.router, x)
-	m.moe.MoERoute(ms.sel, ms.w, ms.logits, backend.GateSoftmax)
+	m.moe.MoERoute(ms.sel, ms.w, ms.logits, nil, backend.GateSoftmax)
 	m.moe.MoEMatMul(ms.up, ly.upExps, nil, x, ms.sel)
 	m.be.GLU(ms.up, ms.up, ms.ones, backend.GELUTanh)
 	m.moe.MoEMatMul(ms.y, ly.downExps, nil, ms.up, ms.sel)

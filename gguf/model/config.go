@@ -132,8 +132,10 @@ var archs = map[string]archSpec{
 	// exaone4 (EXAONE 4.0) is olmo2's norm order with per-head Q/K norms.
 	"exaone4": {neox: true, fullRot: true, qkNorm: true, postNorms: true, noPreNorm: true, exaone4: true},
 	// lfm2 (LFM2, LFM2.5) is a hybrid of gated short convolutions and
-	// qwen3's attention blocks.
-	"lfm2": {neox: true, qkNorm: true, lfm2: true},
+	// qwen3's attention blocks; lfm2moe (LFM2-8B-A1B) has sigmoid-routed
+	// experts in place of the FFN after its first blocks.
+	"lfm2":    {neox: true, qkNorm: true, lfm2: true},
+	"lfm2moe": {neox: true, qkNorm: true, lfm2: true, moe: true},
 }
 
 // Architectures lists the general.architecture values this package runs.
@@ -243,6 +245,13 @@ type Config struct {
 	// and weighted by a softmax over the chosen ones alone (gpt-oss;
 	// llama.cpp's LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX_WEIGHT).
 	ExpertSoftmaxChosen bool
+	// ExpertSigmoid: the router's sigmoids plus a selection bias choose
+	// the experts, weighted by their sigmoids renormalised (lfm2moe;
+	// LLAMA_EXPERT_GATING_FUNC_TYPE_SIGMOID with exp_probs_b).
+	ExpertSigmoid bool
+	// DenseLead is how many first blocks have a dense FFN in a model of
+	// experts (lfm2moe's leading_dense_block_count; 0 elsewhere).
+	DenseLead int
 
 	// Gemma 4 (zero elsewhere): the head and rotary sizes of the SWA
 	// layers, the first block whose KV is another block's (Layers: none
@@ -621,6 +630,9 @@ func (c *Config) parseMoE(m meta) error {
 		c.ExpertSoftmaxChosen = true
 		return nil
 	}
+	if c.spec.lfm2 {
+		return c.parseLFM2MoE(m)
+	}
 	// llama.cpp's qwen3moe and granitemoe graphs always renormalise the top-k weights
 	// (build_moe_ffn's norm_w is true) and never scales them, whatever
 	// expert_weights_norm or expert_weights_scale say; every released
@@ -787,6 +799,8 @@ func (c Config) ropeLayout() string {
 // gating is the MoE router's gating, as backend.Route takes it.
 func (c *Config) gating() backend.Gating {
 	switch {
+	case c.ExpertSigmoid:
+		return backend.GateSigmoidNorm
 	case c.ExpertSoftmaxChosen:
 		return backend.GateSoftmaxChosen
 	case c.ExpertNorm:

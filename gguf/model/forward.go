@@ -48,9 +48,10 @@ func (m *Model) newScratch(rows, logits int) *scratch {
 		sc.ple = be.NewTensor(c.Layers*rows, c.PerLayerEmbd)
 		sc.pleTmp = be.NewTensor(rows, c.PerLayerEmbd)
 	}
-	if c.Experts == 0 || c.spec.gemma4 {
+	if c.Experts == 0 || c.spec.gemma4 || c.DenseLead > 0 {
 		// A mixture of experts has its own, expert-wide, activations
-		// (gemma4's shared expert is FF wide).
+		// (gemma4's shared expert and lfm2moe's dense first blocks are
+		// FF wide).
 		sc.gate, sc.up = be.NewTensor(rows, c.FF), be.NewTensor(rows, c.FF)
 	}
 	if logits > 0 {

@@ -548,7 +548,9 @@ func (m *Model) recurrentBlock(sc *scratch, ly *layer, l int, p *plan, x, h back
 	be.RMSNorm(h, x, ly.ffnNorm, eps)
 	if ly.router != nil {
 		m.moeFFN(sc.moe, ly, o, h, h)
-		m.sharedFFN(sc.hy, ly.shared, o, h)
+		if ly.shared != nil {
+			m.sharedFFN(sc.hy, ly.shared, o, h)
+		}
 	} else {
 		gate, up := sc.gate.Slice(0, rows), sc.up.Slice(0, rows)
 		be.MatMul(gate, ly.gate, h)

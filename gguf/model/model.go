@@ -96,7 +96,12 @@ type layer struct {
 	preFFN2, postFFN1, postFFN2, routerNorm backend.Weight
 	downScale                               []float32
 	// gpt-oss's biases of the router and of each expert (nil elsewhere).
-	routerBias                    backend.Weight
+	routerBias backend.Weight
+	// lfm2moe's selection bias (ffn_exp_probs_b: added to the router's
+	// sigmoids to choose by, not to weight by), for the backend and for
+	// the host's routing.
+	selBias                       backend.Weight
+	selBiasHost                   []float32
 	gateExpsB, upExpsB, downExpsB []backend.Weight
 }
 
@@ -453,6 +458,12 @@ func (m *Model) loadLayer(ld *loader, l int) error {
 		if hasKV && ly.wv == nil {
 			ly.wv = ly.wk
 		}
+	}
+	if c.spec.lfm2 {
+		if err != nil {
+			return err
+		}
+		return m.loadLFM2FFN(ld, ly, l)
 	}
 	if c.spec.moe {
 		if err != nil {

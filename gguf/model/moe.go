@@ -105,7 +105,7 @@ func (m *Model) moeFFN(ms *moeScratch, ly *layer, o, h, routeIn backend.Tensor) 
 	}
 	for r := range n {
 		lg, sel, w := ms.hostLogits[r*c.Experts:(r+1)*c.Experts], ms.sel[r*k:(r+1)*k], ms.w[r*k:(r+1)*k]
-		backend.Route(lg, ms.probs, sel, w, c.gating())
+		backend.Route(lg, ly.selBiasHost, ms.probs, sel, w, c.gating())
 		for _, x := range ms.sel[r*k : (r+1)*k] {
 			ms.rows[x] = append(ms.rows[x], r)
 		}
@@ -180,7 +180,7 @@ func (m *Model) moeDevice(ms *moeScratch, ly *layer, o, h, logits backend.Tensor
 	n, k := h.Rows, c.ExpertsUsed
 	sel, w := ms.dsel.Slice(0, n), ms.dw.Slice(0, n)
 	gate, up, y := ms.dgate.Slice(0, n*k), ms.dup.Slice(0, n*k), ms.dy.Slice(0, n*k)
-	xp.MoERoute(sel, w, logits, c.gating())
+	xp.MoERoute(sel, w, logits, ly.selBias, c.gating())
 	xp.MoEMatMul(gate, ly.gateExps, ly.gateExpsB, h, sel)
 	xp.MoEMatMul(up, ly.upExps, ly.upExpsB, h, sel)
 	m.be.GLU(gate, gate, up, c.spec.glu)

@@ -78,8 +78,13 @@ func (c *Config) parseLFM2(m meta) error {
 
 // parseLFM2Window reads LFM2's optional sliding window, which every
 // attention block then takes (is_swa_impl), rotating as the others do.
+// lfm2moe's loader does not read the key, so its blocks attend globally
+// whatever the file says, as llama.cpp's do.
 func (c *Config) parseLFM2Window(m meta) error {
 	var err error
+	if c.spec.moe {
+		return nil
+	}
 	if c.SlidingWindow, err = m.uint("attention.sliding_window", 0, false); err != nil {
 		return err
 	}
@@ -121,10 +126,10 @@ func (m *Model) loadConvLayer(ld *loader, l int) error {
 		}
 	}
 	vec(&ly.ffnNorm, "ffn_norm.weight")
-	mat(&ly.gate, "ffn_gate.weight", c.FF, c.Embd)
-	mat(&ly.up, "ffn_up.weight", c.FF, c.Embd)
-	mat(&ly.down, "ffn_down.weight", c.Embd, c.FF)
-	return err
+	if err != nil {
+		return err
+	}
+	return m.loadLFM2FFN(ld, ly, l)
 }
 
 // gatedConv sets o's rows to the convolution block's output for the
@@ -137,4 +142,61 @@ func (m *Model) gatedConv(hs *hybridScratch, cv *convLayer, l int, p *plan, o, h
 	clear(hs.seqs) // holds no session or state past the step
 	clear(hs.owner)
 	m.be.MatMul(o, cv.out, y)
+}
+
+// parseLFM2MoE reads lfm2moe's experts (llama_model_lfm2moe): sigmoid
+// gating (expert_gating_func 2, the only one its graph takes) with a
+// selection bias per block, the weights renormalised, and the first
+// leading_dense_block_count blocks dense. expert_weights_scale is not
+// read, as llama.cpp's lfm2moe does not read it.
+func (c *Config) parseLFM2MoE(m meta) error {
+	gating, err := m.uint("expert_gating_func", 0, true)
+	if err != nil {
+		return err
+	}
+	if gating != 2 {
+		return unsupported("%s = %d (lfm2moe routes by sigmoid, 2)", m.key("expert_gating_func"), gating)
+	}
+	c.ExpertSigmoid = true
+	if c.DenseLead, err = m.uint("leading_dense_block_count", 0, false); err != nil {
+		return err
+	}
+	if c.DenseLead > c.Layers {
+		return invalid("%s = %d of %d blocks", m.key("leading_dense_block_count"), c.DenseLead, c.Layers)
+	}
+	return nil
+}
+
+// moeBlock reports whether block l's FFN is a mixture of experts.
+func (c *Config) moeBlock(l int) bool { return c.spec.moe && l >= c.DenseLead }
+
+// loadLFM2FFN loads block l's feed-forward after its norm (ffn_norm):
+// dense, or lfm2moe's experts and their selection bias.
+func (m *Model) loadLFM2FFN(ld *loader, ly *layer, l int) error {
+	c := &m.cfg
+	name := func(s string) string { return fmt.Sprintf("blk.%d.%s", l, s) }
+	if !c.moeBlock(l) {
+		var err error
+		mat := func(dst *backend.Weight, s string, rows, cols int) {
+			if err == nil {
+				*dst, err = ld.matrix(name(s), rows, cols, true)
+			}
+		}
+		mat(&ly.gate, "ffn_gate.weight", c.FF, c.Embd)
+		mat(&ly.up, "ffn_up.weight", c.FF, c.Embd)
+		mat(&ly.down, "ffn_down.weight", c.Embd, c.FF)
+		return err
+	}
+	if err := m.loadExperts(ld, ly, name); err != nil {
+		return err
+	}
+	var err error
+	if ly.selBiasHost, err = ld.floats(name("exp_probs_b.bias"), c.Experts); err != nil {
+		return err
+	}
+	if ly.selBiasHost == nil {
+		return invalid("tensor %s is missing", name("exp_probs_b.bias"))
+	}
+	ly.selBias, err = m.hostMatrix(ly.selBiasHost, 1, c.Experts)
+	return err
 }

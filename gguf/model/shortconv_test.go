@@ -90,3 +90,43 @@ func TestLFM2Layout(t *testing.T) {
 		t.Fatalf("a stage of an lfm2 model: %v, want %v", err, model.ErrUnsupported)
 	}
 }
+
+// TestLFM2MoERefusals: an lfm2moe file whose routing the engine does not
+// run, or whose blocks do not add up, is refused with the key named.
+func TestLFM2MoERefusals(t *testing.T) {
+	be := cpu.New(cpu.Options{Threads: 1})
+	defer be.Close()
+	file := fixtureBytes(t, "lfm2moe", "Q8_0")
+	m, err := load(t, file, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := m.Config(); !c.ExpertSigmoid || c.DenseLead != 1 || c.Experts != 8 {
+		t.Fatalf("config %+v", c)
+	}
+	for _, tc := range []struct {
+		name string
+		meta map[string]any
+		want error
+		key  string
+	}{
+		{"softmax gating", map[string]any{"lfm2moe.expert_gating_func": uint32(1)}, model.ErrUnsupported, "expert_gating_func = 1"},
+		{"no gating", map[string]any{"lfm2moe.expert_gating_func": nil}, model.ErrInvalid, "expert_gating_func"},
+		{"more dense blocks than blocks", map[string]any{"lfm2moe.leading_dense_block_count": uint32(5)}, model.ErrInvalid, "leading_dense_block_count = 5"},
+		// Block 1's experts then have no dense FFN to stand in for them.
+		{"dense where the file has experts", map[string]any{"lfm2moe.leading_dense_block_count": uint32(2)}, model.ErrInvalid, "blk.1.ffn_gate.weight"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := load(t, rewrite(t, file, tc.meta, nil, nil), be)
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.key) {
+				t.Fatalf("%v, want %v naming %q", err, tc.want, tc.key)
+			}
+		})
+	}
+	noBias := rewrite(t, file, nil, func(ts []gguf.TensorInfo) []gguf.TensorInfo {
+		return slices.DeleteFunc(ts, func(ti gguf.TensorInfo) bool { return ti.Name == "blk.2.exp_probs_b.bias" })
+	}, nil)
+	if _, err := load(t, noBias, be); !errors.Is(err, model.ErrInvalid) || !strings.Contains(err.Error(), "blk.2.exp_probs_b.bias") {
+		t.Fatalf("no selection bias: %v", err)
+	}
+}

@@ -68,6 +68,9 @@ type Spec struct {
 	// 1).
 	Window     int   `json:",omitempty"`
 	AttnLayers []int `json:",omitempty"`
+	// DenseLead is lfm2moe's first blocks with a dense FFN
+	// (leading_dense_block_count).
+	DenseLead int `json:",omitempty"`
 	// Vocab keeps the first Vocab tokens of the tokenizer (0: all).
 	Vocab   int
 	Context int
@@ -76,7 +79,7 @@ type Spec struct {
 
 // Archs and FileTypes are the fixture matrix the parity tests cover.
 var (
-	Archs     = []string{"llama", "qwen2", "phi3", "gemma3", "qwen3", "qwen3moe", "gpt-oss", "gemma4", "qwen35", "qwen35moe", "granite", "granitemoe", "smollm3", "gemma2", "mistral3", "olmo2", "exaone4", "ernie4_5", "lfm2"}
+	Archs     = []string{"llama", "qwen2", "phi3", "gemma3", "qwen3", "qwen3moe", "gpt-oss", "gemma4", "qwen35", "qwen35moe", "granite", "granitemoe", "smollm3", "gemma2", "mistral3", "olmo2", "exaone4", "ernie4_5", "lfm2", "lfm2moe"}
 	FileTypes = []string{"F16", "Q8_0", "Q4_0", "Q4_K_M", "Q6_K"}
 )
 
@@ -160,7 +163,11 @@ var (
 //     norm named token_embd_norm and a rope base of 10⁶ (LFM2-350M: 16
 //     blocks, 6 of them attention, 16 heads over 8 KV heads of 64). The
 //     sliding window an LFM2 file may set (the released ones attend
-//     globally) is HeldOut's to draw.
+//     globally) is HeldOut's to draw;
+//   - lfm2moe: lfm2's blocks, the first with a dense FFN and the others 8
+//     experts of 256, 2 per token, routed by sigmoid with a selection bias
+//     (LFM2-8B-A1B: 24 blocks, the first 2 dense, 32 experts of 1792, 4
+//     per token).
 func Fixture(arch, fileType string) Spec {
 	s := Spec{
 		Arch: arch, FileType: fileType,
@@ -174,6 +181,9 @@ func Fixture(arch, fileType string) Spec {
 		s.Experts, s.ExpertsUsed, s.ExpertFF = 8, 2, 256
 	case "qwen35", "lfm2":
 		s.Layers = 4
+	case "lfm2moe":
+		s.Layers, s.DenseLead = 4, 1
+		s.Experts, s.ExpertsUsed, s.ExpertFF = 8, 2, 256
 	case "qwen35moe":
 		s.Layers = 4
 		s.Experts, s.ExpertsUsed, s.ExpertFF, s.SharedFF = 8, 2, 256, 256
@@ -210,9 +220,13 @@ func HeldOut(arch, fileType string, rng *rand.Rand) Spec {
 		// are the fixture's; depth grows by whole SWA/full pairs.
 		s.Heads, s.Layers = 4, pick(4, 6)
 		s.KVHeads = pick(1, 2)
-	case "lfm2":
+	case "lfm2", "lfm2moe":
 		s.Layers = pick(4, 5, 6) // one or two attention blocks, the last a convolution or not
-		s.Window = pick(0, 4)
+		if arch == "lfm2" {
+			s.Window = pick(0, 4) // lfm2moe's loader does not read one
+		} else {
+			pick(0, 4) // the same draws after it as lfm2's
+		}
 	case "qwen35", "qwen35moe":
 		s.Layers = pick(4, 6)
 		s.SSMHeads, s.SSMGroups, s.SSMState = pick(4, 8), 2, 64
@@ -255,13 +269,14 @@ func StageFixture(arch, fileType string, layers int) Spec {
 // PerLayer tells a decode step's per-layer cost (kernel launches, GPU
 // dispatches) from the rest: count runs on two dense Q4_K_M fixtures of
 // arch with vocab's tokenizer that differ only in depth (by one layer, or
-// for qwen35 by one delta-net/attention pair, for lfm2 by one run of its
-// pattern: two convolutions and an attention block), and PerLayer
+// for qwen35 by one delta-net/attention pair, for lfm2 and lfm2moe by one
+// run of its pattern: two convolutions and an attention block, lfm2moe's
+// all with experts), and PerLayer
 // returns the count per layer (per pair, per run) and outside the layers.
 func PerLayer(arch string, vocab *gguf.Metadata, count func(*gguf.File) (int64, error)) (perLayer, outside int64, err error) {
 	sizes := [2]int{2, 3}
 	switch {
-	case arch == "lfm2":
+	case arch == "lfm2" || arch == "lfm2moe":
 		sizes = [2]int{3, 6}
 	case Hybrid(arch):
 		sizes = [2]int{2, 4}
@@ -275,6 +290,8 @@ func PerLayer(arch string, vocab *gguf.Metadata, count func(*gguf.File) (int64, 
 		if arch == "gemma4" {
 			spec.Experts = 0
 		}
+		spec.DenseLead = 0 // lfm2moe's blocks all experts, as the rest of the real model's
+
 		b, err := Generate(spec, vocab)
 		if err != nil {
 			return 0, 0, err
@@ -294,7 +311,7 @@ func PerLayer(arch string, vocab *gguf.Metadata, count func(*gguf.File) (int64, 
 // Hybrid reports whether arch is a hybrid of recurrent and attention
 // blocks (qwen35 and qwen35moe's delta nets, lfm2's convolutions), whose
 // models run whole, never split into stages.
-func Hybrid(arch string) bool { return deltaNet(arch) || arch == "lfm2" }
+func Hybrid(arch string) bool { return deltaNet(arch) || arch == "lfm2" || arch == "lfm2moe" }
 
 // deltaNet reports whether arch's recurrent blocks are gated delta nets.
 func deltaNet(arch string) bool { return arch == "qwen35" || arch == "qwen35moe" }
@@ -521,12 +538,13 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 		hd = s.HeadDim
 	}
 	qDim, kvDim := s.Heads*hd, s.KVHeads*hd
-	tied := a == "qwen2" || a == "gemma3" || a == "qwen3" || a == "gemma4" || a == "granite" || a == "granitemoe" || a == "smollm3" || a == "gemma2" || a == "exaone4" || a == "ernie4_5" || a == "lfm2"
+	tied := a == "qwen2" || a == "gemma3" || a == "qwen3" || a == "gemma4" || a == "granite" || a == "granitemoe" || a == "smollm3" || a == "gemma2" || a == "exaone4" || a == "ernie4_5" || a == "lfm2" || a == "lfm2moe"
 	eps := float32(1e-5)
 	if a == "qwen2" || a == "gemma3" || a == "qwen3" || a == "qwen3moe" || a == "gemma4" || a == "qwen35" || a == "qwen35moe" || a == "gemma2" {
 		eps = 1e-6
 	}
-	moe := a == "qwen3moe" || a == "gpt-oss" || a == "qwen35moe" || a == "granitemoe"
+	moe := a == "qwen3moe" || a == "gpt-oss" || a == "qwen35moe" || a == "granitemoe" || a == "lfm2moe"
+	lfm2 := a == "lfm2" || a == "lfm2moe"
 	hybrid := deltaNet(a)
 	if hybrid {
 		if s.SSMHeads == 0 && s.SSMGroups == 0 && s.SSMState == 0 {
@@ -562,11 +580,11 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 		return s.FF
 	}))
 	set(a+".attention.head_count", uint32(s.Heads))
-	set(a+".attention.head_count_kv", layerCounts(s, s.KVHeads, s.FullKVHeads != 0 && s.FullKVHeads != s.KVHeads || a == "lfm2", func(l int) int {
+	set(a+".attention.head_count_kv", layerCounts(s, s.KVHeads, s.FullKVHeads != 0 && s.FullKVHeads != s.KVHeads || lfm2, func(l int) int {
 		switch {
-		case a == "lfm2" && !s.lfm2Attention(l):
+		case lfm2 && !s.lfm2Attention(l):
 			return 0 // a convolution block
-		case a == "lfm2":
+		case lfm2:
 			return s.KVHeads
 		case l%2 == 1:
 			return s.FullKVHeads
@@ -614,13 +632,26 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 	case "ernie4_5":
 		rotDims = hd
 		set(a+".rope.freq_base", float32(500000))
-	case "lfm2":
+	case "lfm2", "lfm2moe":
 		rotDims = hd
 		set(a+".rope.freq_base", float32(1000000))
 		set(a+".vocab_size", uint32(nVocab))
 		set(a+".shortconv.l_cache", uint32(3))
 		if s.Window > 0 {
 			set(a+".attention.sliding_window", uint32(s.Window))
+		}
+		if moe {
+			if s.Experts == 0 && s.ExpertsUsed == 0 && s.ExpertFF == 0 {
+				s.Experts, s.ExpertsUsed, s.ExpertFF = 4, 2, s.FF/2
+			}
+			if s.Experts <= 0 || s.ExpertsUsed <= 0 || s.ExpertsUsed > s.Experts || s.ExpertFF <= 0 || s.DenseLead > s.Layers {
+				return nil, nil, fmt.Errorf("modeltest: %d experts, %d used, of width %d after %d dense blocks", s.Experts, s.ExpertsUsed, s.ExpertFF, s.DenseLead)
+			}
+			set(a+".expert_count", uint32(s.Experts))
+			set(a+".expert_used_count", uint32(s.ExpertsUsed))
+			set(a+".expert_feed_forward_length", uint32(s.ExpertFF))
+			set(a+".expert_gating_func", uint32(2)) // sigmoid
+			set(a+".leading_dense_block_count", uint32(s.DenseLead))
 		}
 	case "mistral3":
 		rotDims = hd
@@ -788,12 +819,16 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 			hybridBlock(add, mat, norm, s, p, (l+1)%s.FullAttn != 0, hd)
 			continue
 		}
-		if a == "lfm2" && !s.lfm2Attention(l) {
+		if lfm2 && !s.lfm2Attention(l) {
 			norm(p+"attn_norm.weight", s.Embd)
 			mat(p+"shortconv.in_proj.weight", 3*s.Embd, s.Embd)
 			add(p+"shortconv.conv.weight", 0, 0.5, 3, int64(s.Embd))
 			mat(p+"shortconv.out_proj.weight", s.Embd, s.Embd)
 			norm(p+"ffn_norm.weight", s.Embd)
+			if moe && l >= s.DenseLead {
+				lfm2Experts(add, s, p)
+				continue
+			}
 			mat(p+"ffn_gate.weight", s.FF, s.Embd)
 			mat(p+"ffn_up.weight", s.FF, s.Embd)
 			mat(p+"ffn_down.weight", s.Embd, s.FF)
@@ -819,7 +854,7 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 			add(p+"attn_k.bias", 0, 0.1, int64(kvDim))
 			add(p+"attn_v.bias", 0, 0.1, int64(kvDim))
 		}
-		if a == "gemma3" || a == "qwen3" || a == "qwen3moe" || a == "exaone4" || a == "lfm2" {
+		if a == "gemma3" || a == "qwen3" || a == "qwen3moe" || a == "exaone4" || lfm2 {
 			norm(p+"attn_q_norm.weight", hd)
 			norm(p+"attn_k_norm.weight", hd)
 		}
@@ -845,7 +880,12 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 				norm(p+"ffn_norm.weight", s.Embd)
 			}
 		}
-		if moe {
+		if a == "lfm2moe" {
+			if l >= s.DenseLead {
+				lfm2Experts(add, s, p)
+				continue
+			}
+		} else if moe {
 			// Router scores of std 2 over unit-RMS rows: the top-k
 			// choice is clear, rarely a near tie.
 			routerStd := 2.0
@@ -879,7 +919,7 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 			add(p+"post_ffw_norm.weight", 0.3, 0.05, int64(s.Embd))
 		}
 	}
-	if a == "lfm2" {
+	if lfm2 {
 		norm("token_embd_norm.weight", s.Embd) // LFM2's output norm, as llama.cpp names it
 	} else {
 		norm("output_norm.weight", s.Embd)
@@ -893,6 +933,18 @@ func build(s Spec, vocab *gguf.Metadata) (*gguf.Writer, []tensor, error) {
 		ts[i].typ = tensorType(s, ft.base, ts[i].name, len(ts[i].dims), tied)
 	}
 	return w, ts, nil
+}
+
+// lfm2Experts lists an lfm2moe block's experts: the router, its
+// selection bias (about the sigmoids' spread, so that it moves the
+// choice) and the experts' matrices.
+func lfm2Experts(add func(string, float64, float64, ...int64), s Spec, p string) {
+	x := int64(s.Experts)
+	add(p+"ffn_gate_inp.weight", 0, 2/math.Sqrt(float64(s.Embd)), int64(s.Embd), x)
+	add(p+"exp_probs_b.bias", 0, 0.1, x)
+	add(p+"ffn_gate_exps.weight", 0, 1/math.Sqrt(float64(s.Embd)), int64(s.Embd), int64(s.ExpertFF), x)
+	add(p+"ffn_up_exps.weight", 0, 1/math.Sqrt(float64(s.Embd)), int64(s.Embd), int64(s.ExpertFF), x)
+	add(p+"ffn_down_exps.weight", 0, 1/math.Sqrt(float64(s.ExpertFF)), int64(s.ExpertFF), int64(s.Embd), x)
 }
 
 // lfm2Attention reports whether an lfm2 model's block l is attention
@@ -949,7 +1001,7 @@ func hybridBlock(add func(string, float64, float64, ...int64), mat func(string, 
 // layerCounts is a count key's value: v, or with perLayer (gemma4, lfm2)
 // an array of at(l) over the layers.
 func layerCounts(s Spec, v int, perLayer bool, at func(int) int) any {
-	if !perLayer || s.Arch != "gemma4" && s.Arch != "lfm2" {
+	if !perLayer || s.Arch != "gemma4" && s.Arch != "lfm2" && s.Arch != "lfm2moe" {
 		return uint32(v)
 	}
 	a := make([]uint32, s.Layers)
@@ -1245,7 +1297,7 @@ func parallel(n int, f func(int) error) error {
 // features (backend.Supports), and lfm2 the gated short convolution
 // (backend.GatedConver), all of which model.Load checks for.
 func Unsupported(arch string, be backend.Backend) string {
-	if _, ok := be.(backend.GatedConver); arch == "lfm2" && !ok {
+	if _, ok := be.(backend.GatedConver); (arch == "lfm2" || arch == "lfm2moe") && !ok {
 		return fmt.Sprintf("the %s backend has no gated short convolution, which lfm2 needs", be.Name())
 	}
 	if arch != "gpt-oss" {
