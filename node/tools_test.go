@@ -336,25 +336,11 @@ func TestToolPromptAndDecoder(t *testing.T) {
 // earlier calls in its own notation (its format is read back by
 // toolcall.Gemma4), not the generic polyfill's JSON instruction.
 func TestGemma4ToolPrompt(t *testing.T) {
-	src, err := os.ReadFile("../gguf/chat/testdata/templates/gemma-4.jinja")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl, err := chat.Compile(string(src), chat.Options{BOS: "<bos>"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tmpl := testTemplate(t, "gemma-4.jinja", "<bos>")
 	if f := toolcall.Detect(tmpl); f != toolcall.Gemma4 {
 		t.Fatalf("format %v, want gemma4", f)
 	}
-	gen := &api.Generation{
-		Tools: []json.RawMessage{json.RawMessage(`{"type": "function", "function": {"name": "get_weather", "description": "Weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}`)},
-		Messages: []api.Message{
-			{Role: "user", Content: "Weather in Oslo?"},
-			{Role: "assistant", ToolCalls: []api.ToolCall{{ID: "call_1", Name: "get_weather", Arguments: `{"city": "Oslo"}`}}},
-			{Role: "tool", ToolCallID: "call_1", Content: "-3 C"},
-		},
-	}
+	gen := weatherHistory()
 	text, _, err := renderPrompt(llamaVocab(t), tmpl, gen, 1<<20)
 	if err != nil {
 		t.Fatal(err)
@@ -413,26 +399,12 @@ func TestResponseFormatWithToolsServed(t *testing.T) {
 // for LFM2's, which shows only a message's content, the node puts it
 // there.
 func TestLFM2ToolPrompt(t *testing.T) {
-	gen := &api.Generation{
-		Tools: []json.RawMessage{json.RawMessage(`{"type": "function", "function": {"name": "get_weather", "description": "Weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}`)},
-		Messages: []api.Message{
-			{Role: "user", Content: "Weather in Oslo?"},
-			{Role: "assistant", ToolCalls: []api.ToolCall{{ID: "call_1", Name: "get_weather", Arguments: `{"city": "Oslo"}`}}},
-			{Role: "tool", ToolCallID: "call_1", Content: "-3 C"},
-		},
-	}
+	gen := weatherHistory()
 	for _, tc := range []struct{ template, tools, call string }{
 		{"LFM2.5-8B-A1B.jinja", "List of tools: [", "<|tool_call_start|>[get_weather(city="},
 		{"LFM2-8B-A1B.jinja", "List of tools: <|tool_list_start|>[", "<|tool_call_start|>[get_weather(city="},
 	} {
-		src, err := os.ReadFile("../gguf/chat/testdata/templates/" + tc.template)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tmpl, err := chat.Compile(string(src), chat.Options{BOS: "<|startoftext|>"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		tmpl := testTemplate(t, tc.template, "<|startoftext|>")
 		if f := toolcall.Detect(tmpl); f != toolcall.LFM2 {
 			t.Fatalf("%s: format %v, want lfm2", tc.template, f)
 		}
@@ -452,4 +424,31 @@ func TestLFM2ToolPrompt(t *testing.T) {
 			t.Errorf("%s: the rendered call %q parses to %+v", tc.template, turn, calls)
 		}
 	}
+}
+
+// weatherHistory is a request with one tool and a conversation that has
+// called it once and had its result.
+func weatherHistory() *api.Generation {
+	return &api.Generation{
+		Tools: []json.RawMessage{json.RawMessage(`{"type": "function", "function": {"name": "get_weather", "description": "Weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}`)},
+		Messages: []api.Message{
+			{Role: "user", Content: "Weather in Oslo?"},
+			{Role: "assistant", ToolCalls: []api.ToolCall{{ID: "call_1", Name: "get_weather", Arguments: `{"city": "Oslo"}`}}},
+			{Role: "tool", ToolCallID: "call_1", Content: "-3 C"},
+		},
+	}
+}
+
+// testTemplate compiles one of chat's test templates with bos.
+func testTemplate(t *testing.T, name, bos string) *chat.Template {
+	t.Helper()
+	src, err := os.ReadFile("../gguf/chat/testdata/templates/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := chat.Compile(string(src), chat.Options{BOS: bos})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tmpl
 }

@@ -19,12 +19,7 @@ func TestLFM2Refusals(t *testing.T) {
 	be := cpu.New(cpu.Options{Threads: 1})
 	defer be.Close()
 	file := fixtureBytes(t, "lfm2", "Q8_0")
-	for _, tc := range []struct {
-		name string
-		meta map[string]any
-		want error
-		key  string
-	}{
+	refusedAll(t, be, file, []refusal{
 		{"bidirectional", map[string]any{"lfm2.attention.causal": false}, model.ErrUnsupported, "bidirectional"},
 		{"no convolution blocks", map[string]any{"lfm2.attention.head_count_kv": uint32(2)}, model.ErrUnsupported, "without convolution blocks"},
 		{"KV heads varying", map[string]any{"lfm2.attention.head_count_kv": []uint32{0, 2, 0, 1}}, model.ErrUnsupported, "varies over the attention blocks"},
@@ -33,14 +28,7 @@ func TestLFM2Refusals(t *testing.T) {
 		{"no taps", map[string]any{"lfm2.shortconv.l_cache": nil}, model.ErrInvalid, "shortconv.l_cache"},
 		{"one tap", map[string]any{"lfm2.shortconv.l_cache": uint32(1)}, model.ErrInvalid, "shortconv.l_cache = 1"},
 		{"too many taps", map[string]any{"lfm2.shortconv.l_cache": uint32(backend.MaxConvKernel + 1)}, model.ErrInvalid, "shortconv.l_cache = 65"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := load(t, rewrite(t, file, tc.meta, nil, nil), be)
-			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.key) {
-				t.Fatalf("%v, want %v naming %q", err, tc.want, tc.key)
-			}
-		})
-	}
+	})
 	if _, err := load(t, file, plainBackend{be}); !errors.Is(err, model.ErrUnsupported) || !strings.Contains(err.Error(), "gated short convolution") {
 		t.Fatalf("a backend without the gated convolution: %v, want %v", err, model.ErrUnsupported)
 	}
@@ -104,29 +92,39 @@ func TestLFM2MoERefusals(t *testing.T) {
 	if c := m.Config(); !c.ExpertSigmoid || c.DenseLead != 1 || c.Experts != 8 {
 		t.Fatalf("config %+v", c)
 	}
-	for _, tc := range []struct {
-		name string
-		meta map[string]any
-		want error
-		key  string
-	}{
+	refusedAll(t, be, file, []refusal{
 		{"softmax gating", map[string]any{"lfm2moe.expert_gating_func": uint32(1)}, model.ErrUnsupported, "expert_gating_func = 1"},
 		{"no gating", map[string]any{"lfm2moe.expert_gating_func": nil}, model.ErrInvalid, "expert_gating_func"},
 		{"more dense blocks than blocks", map[string]any{"lfm2moe.leading_dense_block_count": uint32(5)}, model.ErrInvalid, "leading_dense_block_count = 5"},
 		// Block 1's experts then have no dense FFN to stand in for them.
 		{"dense where the file has experts", map[string]any{"lfm2moe.leading_dense_block_count": uint32(2)}, model.ErrInvalid, "blk.1.ffn_gate.weight"},
-	} {
+	})
+	noBias := rewrite(t, file, nil, func(ts []gguf.TensorInfo) []gguf.TensorInfo {
+		return slices.DeleteFunc(ts, func(ti gguf.TensorInfo) bool { return ti.Name == "blk.2.exp_probs_b.bias" })
+	}, nil)
+	if _, err := load(t, noBias, be); !errors.Is(err, model.ErrInvalid) || !strings.Contains(err.Error(), "blk.2.exp_probs_b.bias") {
+		t.Fatalf("no selection bias: %v", err)
+	}
+}
+
+// refusal is a metadata edit that makes a file refused: the error and
+// the text it must name.
+type refusal struct {
+	name string
+	meta map[string]any
+	want error
+	key  string
+}
+
+// refusedAll checks that each edit of file is refused as it says.
+func refusedAll(t *testing.T, be backend.Backend, file []byte, cases []refusal) {
+	t.Helper()
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := load(t, rewrite(t, file, tc.meta, nil, nil), be)
 			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.key) {
 				t.Fatalf("%v, want %v naming %q", err, tc.want, tc.key)
 			}
 		})
-	}
-	noBias := rewrite(t, file, nil, func(ts []gguf.TensorInfo) []gguf.TensorInfo {
-		return slices.DeleteFunc(ts, func(ti gguf.TensorInfo) bool { return ti.Name == "blk.2.exp_probs_b.bias" })
-	}, nil)
-	if _, err := load(t, noBias, be); !errors.Is(err, model.ErrInvalid) || !strings.Contains(err.Error(), "blk.2.exp_probs_b.bias") {
-		t.Fatalf("no selection bias: %v", err)
 	}
 }
