@@ -177,9 +177,6 @@ func (b *Backend) MatMul(dst backend.Tensor, wt backend.Weight, x backend.Tensor
 	tuning := streamedOneRow(w, n, cached) && w.packed[kind] == nil
 	rows, timed := false, false
 	if tuning {
-		if w.tune.calls == 0 && !w.tune.done && b.oneRow == OneRowTuned {
-			b.tuned = append(b.tuned, w)
-		}
 		rows, timed = w.tune.next(b.oneRow)
 	}
 	b.batch.SetStreamedRows(rows)
@@ -193,7 +190,13 @@ func (b *Backend) MatMul(dst backend.Tensor, wt backend.Weight, x backend.Tensor
 		if timed {
 			d = b.now().Sub(start)
 		}
-		w.tune.record(rows, timed, d)
+		if w.tune.record(rows, timed, d) {
+			i := 0
+			if w.tune.rows {
+				i = 1
+			}
+			b.chosen[i]++
+		}
 	}
 	b.mm, b.quan = matmulJob{}, quantJob{}
 }

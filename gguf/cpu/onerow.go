@@ -61,10 +61,10 @@ func (t *oneRowTune) next(mode OneRow) (rows, timed bool) {
 
 // record counts a product that next chose, and its time where it was
 // timed; after tuneRounds of each kind the least times decide, a tie for
-// the band kernels.
-func (t *oneRowTune) record(rows, timed bool, d time.Duration) {
+// the band kernels. It reports whether this product decided.
+func (t *oneRowTune) record(rows, timed bool, d time.Duration) bool {
 	if t.done {
-		return
+		return false
 	}
 	t.calls++
 	if timed {
@@ -78,7 +78,9 @@ func (t *oneRowTune) record(rows, timed bool, d time.Duration) {
 	}
 	if t.calls > 2*tuneRounds {
 		t.done, t.rows = true, t.least[1] < t.least[0]
+		return true
 	}
+	return false
 }
 
 // streamedOneRow reports whether a product of n rows by w has the choice:
@@ -92,12 +94,5 @@ func streamedOneRow(w *weight, n int, cached bool) bool {
 func (b *Backend) OneRowChoices() (band, rows int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for _, w := range b.tuned {
-		if w.tune.done && w.tune.rows {
-			rows++
-		} else if w.tune.done {
-			band++
-		}
-	}
-	return band, rows
+	return b.chosen[0], b.chosen[1]
 }

@@ -90,8 +90,8 @@ type archSpec struct {
 	mistral3 bool
 	// lfm2: LFM2's gated short convolutions in the blocks whose KV head
 	// count is 0, grouped-query attention with per-head Q/K norms in the
-	// others, an optional sliding window on all of those, and the output
-	// norm named token_embd_norm (shortconv.go).
+	// others (with an optional sliding window on all of those, but for
+	// lfm2moe), and the output norm named token_embd_norm (shortconv.go).
 	lfm2 bool
 }
 

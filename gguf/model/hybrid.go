@@ -447,8 +447,8 @@ type recurrent struct {
 	// its copy from before the last step.
 	host, ck []hybridState
 	// On the backend (Model.devStates): two states per block (zero
-	// values for attention blocks). dev[cur] is the state; a step reads it, writes
-	// dev[1-cur] and, done, makes that current.
+	// values for attention blocks). dev[cur] is the state; a step reads
+	// it, writes dev[1-cur] and, done, makes that current.
 	dev [2][]backend.DeltaState
 	cur int
 	// ckPos is the position the checkpoint is at, -1 when there is none:
