@@ -217,11 +217,11 @@ qemu-arm64:
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -c -o $$d/encoder.test ./gguf/encoder; \
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -c -o $$d/cpu.test ./gguf/cpu; \
 	for c in max cortex-a72; do \
-		echo "encoder and its cpu kernels on $$c"; (cd gguf/encoder && qemu-aarch64-static -cpu $$c $$d/encoder.test -test.run 'Matches|Scores') && (cd gguf/cpu && qemu-aarch64-static -cpu $$c $$d/cpu.test -test.run 'AttendFull|GELUGLU'); \
+		echo "encoder and its cpu kernels on $$c"; (cd gguf/encoder && qemu-aarch64-static -cpu $$c $$d/encoder.test -test.run 'Matches|Scores') && (cd gguf/cpu && qemu-aarch64-static -cpu $$c $$d/cpu.test -test.run 'AttendFull|GELUGLU|GatedConv'); \
 		echo "quant on $$c"; (cd gguf/quant && qemu-aarch64-static -cpu $$c $$d/quant.test -test.run 'SIMD|MatMul|MatVecRows|Pack'); \
 		echo "sample on $$c"; (cd gguf/sample && qemu-aarch64-static -cpu $$c $$d/sample.test); \
 		echo "deltanet and detmath on $$c"; (cd gguf/deltanet && qemu-aarch64-static -cpu $$c $$d/deltanet.test) && (cd gguf/detmath && qemu-aarch64-static -cpu $$c $$d/detmath.test); \
-		echo "model on $$c"; (cd gguf/model && qemu-aarch64-static -cpu $$c $$d/model.test -test.run '^(TestLogitsArePinned|TestHybridKernelsMatchHost|TestParity)$$/^(gpt-oss-|qwen35)'); \
+		echo "model on $$c"; (cd gguf/model && qemu-aarch64-static -cpu $$c $$d/model.test -test.run '^(TestLogitsArePinned|TestHybridKernelsMatchHost|TestParity)$$/^(gpt-oss-|qwen35|lfm2)'); \
 	done
 
 # The amd64 kernels on x86-64 CPUs other than this machine's, under

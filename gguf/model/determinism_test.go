@@ -36,6 +36,10 @@ const pinnedNewerLogits = "b8b5d8e4d016651abe56aab0c3808330bfd9af205605ca927b8df
 // leaves the other families' pin, and the replay of their receipts, alone.
 const pinnedHybridLogits = "883372393dc412d7c750c1eedae970ddee48128aa86b75e7da7ee09c38bbdc3d"
 
+// pinnedLFM2Logits is the same for LFM2's gated convolutions (their taps'
+// fused multiply-adds, detmath.FMA32) and lfm2moe's sigmoid routing.
+const pinnedLFM2Logits = "49b9a18c9bd4f70749a8d4e6acc2f06923e054d8ed5c6925ceaea4c7eaa93d1e"
+
 func TestLogitsArePinned(t *testing.T) {
 	md, err := vocabSource()
 	if err != nil {
@@ -49,6 +53,7 @@ func TestLogitsArePinned(t *testing.T) {
 		{"dense and MoE transformers", pinnedLogits, []fixture{
 			{"llama", "Q4_0"}, {"qwen2", "Q4_K_M"}, {"phi3", "Q8_0"}, {"gemma3", "F16"}, {"llama", "Q6_K"}}},
 		{"hybrid delta nets", pinnedHybridLogits, []fixture{{"qwen35", "Q8_0"}, {"qwen35moe", "Q4_K_M"}}},
+		{"lfm2 and lfm2moe", pinnedLFM2Logits, []fixture{{"lfm2", "Q8_0"}, {"lfm2", "F16"}, {"lfm2moe", "Q4_K_M"}}},
 		{"qwen3, gemma4, gpt-oss and qwen3moe", pinnedLaterLogits, []fixture{
 			{"qwen3", "Q8_0"}, {"gemma4", "Q4_K_M"}, {"gpt-oss", "Q8_0"}, {"qwen3moe", "Q6_K"}}},
 		{"gemma2, granite, granitemoe and smollm3", pinnedNewerLogits, []fixture{
