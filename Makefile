@@ -201,8 +201,9 @@ bench-metal:
 # (cortex-a72: the Go kernels for the quantised types, and no SDOT kernel
 # may be chosen): gguf/quant's and gguf/deltanet's kernels against their Go
 # twins, gguf/detmath's digests, gguf/model's pinned logits digests, the delta nets' host path
-# against the CPU kernels, the gpt-oss and Qwen3.5 fixtures against
-# llama.cpp's logits, gguf/sample's pinned digests of its exponentials
+# against the CPU kernels, the gpt-oss, Qwen3.5 and LFM2 fixtures against
+# llama.cpp's logits (and LFM2's gated convolution kernel against its
+# float64 reference), gguf/sample's pinned digests of its exponentials
 # and seeded draws, and the encoders' hidden states and scores against
 # llama.cpp's with their attention and GELU kernels. qemu's timings are no
 # speed figures.
