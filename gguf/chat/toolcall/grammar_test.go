@@ -75,9 +75,9 @@ func TestGrammar(t *testing.T) {
 		// enforced.
 		{LFM2, "", true,
 			[]string{`[get_weather(city='Paris', days=3), now(x="a\"b", y=[True, None, {'k': -1.5e2}], z=null)]`, `[now()]`,
-				`[get_weather(days='soon')]`},
+				`[get_weather(days='soon')]`, `[now(a='\x41\u2603\U0001F600\n\q')]`},
 			[]string{`<|tool_call_start|>[now()]`, `[now()]<|tool_call_end|>`, `[get_time()]`, `[get_weather(town='Oslo')]`,
-				`[now('x')]`, `[]`, `[now(a=inf)]`, `[now(a='x)]`}, 2},
+				`[now('x')]`, `[]`, `[now(a=inf)]`, `[now(a='x)]`, `[now(a='\xZZ')]`, `[now(a='\u26')]`}, 2},
 		{LFM2, "now", false,
 			[]string{`[now(a=1)]`},
 			[]string{`[now(), now()]`, `[get_weather(city='Oslo')]`}, 1},

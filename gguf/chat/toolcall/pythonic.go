@@ -260,7 +260,8 @@ func pythonNumber(tok string) (string, bool) {
 
 // pythonString reads the quoted string at s[i] (either quote, backslash
 // escapes as Python's: \n \t \r \\ \' \" \xHH \uHHHH \UHHHHHHHH, others
-// kept as written) and returns its text and where it ends.
+// kept as written; a code point no UTF-8 can hold becomes U+FFFD) and
+// returns its text and where it ends.
 func pythonString(s string, i int) (text string, end int, ok bool) {
 	q := s[i]
 	var b strings.Builder
@@ -302,10 +303,10 @@ func pythonString(s string, i int) (text string, end int, ok bool) {
 				return "", 0, false
 			}
 			r, err := strconv.ParseUint(s[j+1:j+1+hex], 16, 32)
-			if err != nil || !utf8.ValidRune(rune(r)) {
+			if err != nil {
 				return "", 0, false
 			}
-			b.WriteRune(rune(r))
+			b.WriteRune(rune(r)) // U+FFFD for a surrogate or past U+10FFFF, as JSON cannot hold them
 			j += hex
 		}
 	}
@@ -332,9 +333,17 @@ func pythonArgs(b *grammar.Builder, params []byte) grammar.Expr {
 		dq = sq
 		sq = notByte(sq, '\'')
 		dq = notByte(dq, '"')
-		var anyByte grammar.Class
-		anyByte.Add(0, 0xff)
-		escape := grammar.Seq(grammar.Lit("\\"), grammar.ClassOf(anyByte))
+		// An escape as pythonString reads it: \x, \u and \U with their
+		// hex digits, any other byte as itself.
+		var plainEsc, hex grammar.Class
+		plainEsc.Add(0, 0xff)
+		plainEsc = notByte(notByte(notByte(plainEsc, 'x'), 'u'), 'U')
+		hex.Add('0', '9')
+		hex.Add('a', 'f')
+		hex.Add('A', 'F')
+		hx := func(n int) grammar.Expr { return grammar.Repeat(grammar.ClassOf(hex), n, n) }
+		escape := grammar.Seq(grammar.Lit("\\"), grammar.Alt(grammar.ClassOf(plainEsc),
+			grammar.Seq(grammar.Lit("x"), hx(2)), grammar.Seq(grammar.Lit("u"), hx(4)), grammar.Seq(grammar.Lit("U"), hx(8))))
 		ws := b.WS()
 		number, err := b.Schema([]byte(`{"type": "number"}`))
 		if err != nil {
