@@ -102,7 +102,7 @@ func decodeDispatches(t *testing.T, f *gguf.File) int64 {
 	// attention block's query-and-gate split and output gate, on the
 	// host, and qwen35moe its shared expert's gated sum. LFM2's
 	// convolutions are the backend's (gated_conv): no read-back.
-	if c := m.Config(); c.Recurrent != nil && c.Arch != "lfm2" && c.Arch != "lfm2moe" {
+	if c := m.Config(); c.SSMHeads > 0 { // delta nets
 		// Attention blocks read back twice: the joint query-and-gate
 		// projection, split on the host, and the gated output.
 		for _, rec := range c.Recurrent {

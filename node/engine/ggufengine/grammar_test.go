@@ -31,29 +31,37 @@ var proofSchemas = []struct{ name, schema string }{
 // fixtureModels are the random-weight fixtures the proof runs on, with
 // the built-in model's tokenizer cut to 2048 tokens.
 var fixtureModels = sync.OnceValues(func() ([]string, error) {
-	f, err := gguf.Open(fortunesPath)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
 	dir, err := os.MkdirTemp("", "grammar-fixtures")
 	if err != nil {
 		return nil, err
 	}
 	var paths []string
 	for _, fx := range [][2]string{{"llama", "Q8_0"}, {"qwen3", "F16"}} {
-		b, err := modeltest.Generate(modeltest.Fixture(fx[0], fx[1]), f.Metadata)
+		p, err := writeFixture(dir, fx[0], fx[1])
 		if err != nil {
-			return nil, err
-		}
-		p := filepath.Join(dir, fx[0]+"-"+fx[1]+".gguf")
-		if err := os.WriteFile(p, b, 0o600); err != nil {
 			return nil, err
 		}
 		paths = append(paths, p)
 	}
 	return paths, nil
 })
+
+// writeFixture writes modeltest's parity fixture of arch in fileType,
+// with the built-in model's tokenizer cut to 2048 tokens, into dir and
+// returns its path.
+func writeFixture(dir, arch, fileType string) (string, error) {
+	f, err := gguf.Open(fortunesPath)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	b, err := modeltest.Generate(modeltest.Fixture(arch, fileType), f.Metadata)
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(dir, arch+"-"+strings.ToLower(fileType)+".gguf")
+	return p, os.WriteFile(p, b, 0o600)
+}
 
 // constrained serves req under g on e and returns the output's text.
 func constrained(t *testing.T, e *Engine, m *Model, g *grammar.Grammar, maxTokens uint32, s *receipt.Sampling, prompt []uint32) (string, []uint32, error) {

@@ -3,14 +3,9 @@ package ggufengine
 import (
 	"context"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
-
-	"github.com/meshnode/meshnode/gguf"
-	"github.com/meshnode/meshnode/gguf/model/modeltest"
 )
 
 // TestHybridServesMatchAlone: models whose blocks keep a recurrent state
@@ -20,19 +15,10 @@ import (
 // pool trims it), each emitting exactly what it emits alone on a fresh
 // engine of one slot.
 func TestHybridServesMatchAlone(t *testing.T) {
-	f, err := gguf.Open(fortunesPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	for _, arch := range []string{"lfm2", "lfm2moe", "qwen35"} {
 		t.Run(arch, func(t *testing.T) {
-			file, err := modeltest.Generate(modeltest.Fixture(arch, "Q8_0"), f.Metadata) // 2048 tokens
+			path, err := writeFixture(t.TempDir(), arch, "Q8_0") // 2048 tokens
 			if err != nil {
-				t.Fatal(err)
-			}
-			path := filepath.Join(t.TempDir(), arch+".gguf")
-			if err := os.WriteFile(path, file, 0o600); err != nil {
 				t.Fatal(err)
 			}
 			load := func(sessions, chunk int) *Model {

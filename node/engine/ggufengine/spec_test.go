@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/model/modeltest"
 	"github.com/meshnode/meshnode/gguf/quant"
 	"github.com/meshnode/meshnode/gguf/spec"
@@ -290,17 +289,8 @@ func TestSpeculativeWork(t *testing.T) {
 // TestDraftVocabularyRefused: a draft whose vocabulary is not the
 // target's is refused at load, saying so.
 func TestDraftVocabularyRefused(t *testing.T) {
-	f, err := gguf.Open(fortunesPath)
+	p, err := writeFixture(t.TempDir(), "llama", "Q8_0") // 2048 tokens
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	file, err := modeltest.Generate(modeltest.Fixture("llama", "Q8_0"), f.Metadata) // 2048 tokens
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(t.TempDir(), "small.gguf")
-	if err := os.WriteFile(p, file, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	_, err = Load(fortunesPath, Config{Context: 256, Draft: p})
