@@ -63,7 +63,7 @@ type Backend struct {
 	pack        bool         // packWeights when it was made
 	oneRow      OneRow       // Options.OneRow
 	now         func() time.Time
-	chosen      [2]int // weights whose one-row kernels are decided: the band kernels, the rows (guarded by mu)
+	chosen      [kinds]int // weights whose one-row kernels are decided, by kind (guarded by mu)
 
 	mu     sync.Mutex // serialises kernels: the pool and the scratch below
 	pool   *pool

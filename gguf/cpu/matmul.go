@@ -174,12 +174,13 @@ func (b *Backend) MatMul(dst backend.Tensor, wt backend.Weight, x backend.Tensor
 	}
 	chunk := matmulChunk(w, n, b.threads)
 	b.mm = matmulJob{w: w, packed: w.packed[kind], batch: &b.batch, dst: data(dst), chunk: chunk}
-	tuning := streamedOneRow(w, n, cached) && w.packed[kind] == nil
-	rows, timed := false, false
+	tuning := n == 1 && !cached && w.packed[kind] == nil && w.tune.choices(w) != nil
+	rowKind, timed := kindBand, false
 	if tuning {
-		rows, timed = w.tune.next(b.oneRow)
+		rowKind, timed = w.tune.next(b.oneRow)
 	}
-	b.batch.SetStreamedRows(rows)
+	b.batch.SetStreamedRows(rowKind != kindBand)
+	b.batch.SetRowsAhead(rowKind == kindAhead)
 	var start time.Time
 	if timed {
 		start = b.now()
@@ -190,12 +191,8 @@ func (b *Backend) MatMul(dst backend.Tensor, wt backend.Weight, x backend.Tensor
 		if timed {
 			d = b.now().Sub(start)
 		}
-		if w.tune.record(rows, timed, d) {
-			i := 0
-			if w.tune.rows {
-				i = 1
-			}
-			b.chosen[i]++
+		if w.tune.record(rowKind, timed, d) {
+			b.chosen[w.tune.kind]++
 		}
 	}
 	b.mm, b.quan = matmulJob{}, quantJob{}

@@ -93,7 +93,7 @@ func benchTokens(n, vocab int) []uint32 {
 // to skip the 1B models, BENCH_MOE=0 the Qwen3-30B-A3B-shaped MoE (Q4_0,
 // BENCH_MOE_LAYERS layers, default 2), BENCH_FIXTURES=0 the fixtures; BENCH_QWEN35=1 adds a
 // Qwen3.5-0.8B-shaped Q8_0 model, BENCH_LFM2=1 LFM2-350M-shaped Q8_0 and
-// Q4_0 ones; BENCH_ONEROW=band or rows fixes the kernels of our one-row
+// Q4_0 ones; BENCH_ONEROW=band, rows or ahead fixes the kernels of our one-row
 // products by weights read from memory (cpu.Options.OneRow; default
 // tuned). Each round's figures
 // are logged too, beside the best (which the table and metrics give).
@@ -213,8 +213,8 @@ func BenchmarkEngineVsLlamaCpp(b *testing.B) {
 					b.Fatal(err)
 				}
 				ours = ours.best(o)
-				b.Logf("round: ours pp %.1f tg %.1f (one-row products: %d weights on the band kernels, %d on the rows), llama.cpp pp %.1f tg %.1f (load %s)",
-					o.PP, o.TG, o.Band, o.Rows, r.PP, r.TG, loadAverage())
+				b.Logf("round: ours pp %.1f tg %.1f (one-row products: %d weights on the band kernels, %d on the rows, %d on the rows asking ahead), llama.cpp pp %.1f tg %.1f (load %s)",
+					o.PP, o.TG, o.Band, o.Rows, o.Ahead, r.PP, r.TG, loadAverage())
 			}
 			b.ReportMetric(ours.PP, "pp_tok/s")
 			b.ReportMetric(ours.TG, "tg_tok/s")
@@ -257,16 +257,16 @@ func envInt(key string, def int) int {
 type benchResult struct {
 	PP, TG         float64 // tokens per second
 	LoadMB, PeakMB float64 // RSS after loading (ours only), peak RSS
-	// The weights whose decoded tokens' products kept the band kernels
-	// and those that took the row kernels (cpu.Backend.OneRowChoices;
-	// ours only).
-	Band, Rows int `json:",omitempty"`
+	// The weights whose decoded tokens' products kept the band kernels,
+	// took the row kernels, and took the row kernels asking ahead
+	// (cpu.Backend.OneRowChoices; ours only).
+	Band, Rows, Ahead int `json:",omitempty"`
 }
 
 // best keeps the higher rates and the higher RSS of two rounds.
 func (r benchResult) best(o benchResult) benchResult {
 	return benchResult{PP: max(r.PP, o.PP), TG: max(r.TG, o.TG), LoadMB: max(r.LoadMB, o.LoadMB), PeakMB: max(r.PeakMB, o.PeakMB),
-		Band: max(r.Band, o.Band), Rows: max(r.Rows, o.Rows)}
+		Band: max(r.Band, o.Band), Rows: max(r.Rows, o.Rows), Ahead: max(r.Ahead, o.Ahead)}
 }
 
 // runLlamaBench runs one round of llama-bench (after its own warm-up).
@@ -309,7 +309,7 @@ const childEnv = "MESHNODE_BENCH_CHILD"
 type childJob struct {
 	Path            string
 	Threads, PP, TG int
-	OneRow          string // BENCH_ONEROW: tuned (default), band or rows (cpu.Options.OneRow)
+	OneRow          string // BENCH_ONEROW: tuned (default), band, rows or ahead (cpu.Options.OneRow)
 }
 
 // runOurBench runs one round of our engine in a child process.
@@ -350,10 +350,10 @@ func TestBenchChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	modes := map[string]cpu.OneRow{"": cpu.OneRowTuned, "tuned": cpu.OneRowTuned, "band": cpu.OneRowBand, "rows": cpu.OneRowRows}
+	modes := map[string]cpu.OneRow{"": cpu.OneRowTuned, "tuned": cpu.OneRowTuned, "band": cpu.OneRowBand, "rows": cpu.OneRowRows, "ahead": cpu.OneRowAhead}
 	mode, ok := modes[job.OneRow]
 	if !ok {
-		t.Fatalf("BENCH_ONEROW=%q: want tuned, band or rows", job.OneRow)
+		t.Fatalf("BENCH_ONEROW=%q: want tuned, band, rows or ahead", job.OneRow)
 	}
 	be := cpu.New(cpu.Options{Threads: job.Threads, OneRow: mode})
 	m, err := model.Load(f, be)
@@ -392,7 +392,7 @@ func TestBenchChild(t *testing.T) {
 	r.PP = rate(pp, job.PP)
 	r.TG = rate(tg, job.TG)
 	r.PeakMB = statusMB("VmHWM:")
-	r.Band, r.Rows = be.OneRowChoices()
+	r.Band, r.Rows, r.Ahead = be.OneRowChoices()
 	b, _ := json.Marshal(r)
 	fmt.Printf("bench-result %s\n", b)
 }

@@ -479,9 +479,11 @@ func BenchmarkMatMulOneRow(b *testing.B) {
 // with the weights read from memory: BENCH_STREAM_MB (default 1024, to be
 // well over the last-level cache) of matrices of a 1B model's
 // feed-forward shapes, 8192×2048 and 2048×8192, each multiplied once in
-// turn. For k=1 it reports GB/s and, as x_rows, the time of the kernels a
-// one-row batch took before (the row kernels past oneMax,
-// SetOneRowBand(-1)) over this one's; for k>1, v, what each extra row
+// turn, and 8192×2016 (rows past whole groups of eight blocks: a
+// 1B-shaped model of the built-in model's head size). For k=1 it reports
+// GB/s and, as x_rows, the time of the row kernels (SetOneRowBand(-1))
+// over this one's (the band kernels'), and as x_ahead the row kernels'
+// time over their time asking for the rows ahead (Batch.SetRowsAhead); for k>1, v, what each extra row
 // costs over a one-row pass (about 0.06 of one is a row's arithmetic
 // here, so v near 0 means the reading hides it). For both, x_chunks is
 // the time with each chunk's rows asked for at once (SetStreamAhead(false))
@@ -495,7 +497,10 @@ func BenchmarkMatMulStream(b *testing.B) {
 		if !quant.HaveBand(typ) {
 			continue
 		}
-		for _, sh := range [][2]int{{8192, 2048}, {2048, 8192}} {
+		for _, sh := range [][2]int{{8192, 2048}, {2048, 8192}, {8192, 2016}} {
+			if sh[1]%typ.BlockSize() != 0 {
+				continue // 2016: a width past whole groups of eight 32-element blocks
+			}
 			rows, cols := sh[0], sh[1]
 			rng := rand.New(rand.NewPCG(23, 24))
 			one := make([]byte, mustRowSize(b, typ, rows*cols))
@@ -539,13 +544,16 @@ func BenchmarkMatMulStream(b *testing.B) {
 			for _, k := range []int{1, 2, 4, 8} {
 				b.Run(fmt.Sprintf("%dx%d/%s/k=%d", rows, cols, typ, k), func(b *testing.B) {
 					ab := batch(k)
-					t1, tk, tc, tr := math.Inf(1), math.Inf(1), math.Inf(1), math.Inf(1)
+					t1, tk, tc, tr, ta := math.Inf(1), math.Inf(1), math.Inf(1), math.Inf(1), math.Inf(1)
 					for range 3 {
 						t1 = min(t1, pass(single, func() {}))
 						tk = min(tk, pass(ab, func() {}))
 						tc = min(tc, pass(ab, quant.SetStreamAhead(false)))
 						if k == 1 {
 							tr = min(tr, pass(ab, quant.SetOneRowBand(-1)))
+							rows := quant.SetOneRowBand(-1)
+							ab.SetRowsAhead(true)
+							ta = min(ta, pass(ab, func() { ab.SetRowsAhead(false); rows() }))
 						}
 					}
 					b.ResetTimer()
@@ -555,6 +563,7 @@ func BenchmarkMatMulStream(b *testing.B) {
 					if k == 1 {
 						b.ReportMetric(float64(len(one)*len(mats))/t1/1e9, "GB/s")
 						b.ReportMetric(tr/tk, "x_rows")
+						b.ReportMetric(tr/ta, "x_ahead")
 					} else {
 						b.ReportMetric(tk/t1, "t/t1")
 						b.ReportMetric((tk-t1)/float64(k-1)/t1, "v")

@@ -84,7 +84,7 @@ func MatVecRows(t Type, w []byte, stride int, a *Activation, out []float32) {
 	if stride < rs || len(w) < (len(out)-1)*stride+rs {
 		panic(fmt.Sprintf("quant: MatVecRows: %d rows of %d-element %s, %d bytes apart, in %d bytes", len(out), a.N, t, stride, len(w)))
 	}
-	if useSIMD && rowsSIMD(t, w, stride, a, out) {
+	if useSIMD && rowsSIMD(t, w, stride, a, out, false) {
 		return
 	}
 	for r := range out {

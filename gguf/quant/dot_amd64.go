@@ -43,14 +43,14 @@ var simdTiles = map[Type]*tileKernel{
 	Q6_K: {chunk: 8, packed: 2848, pack: q6KPack, dot: q6KTile},
 }
 
-// figureDots are row kernels that take a one-row Batch's per-block
+// figureDots are rows kernels that take a one-row Batch's per-block
 // figures and paired quants.
-var figureDots = map[Type]figureDot{
-	Q4_0: dotQ4_0Pairs,
+var figureDots = map[Type]figureRows{
+	Q4_0: rowsQ4_0Pairs,
 }
 
 // pairedRows: one-row Q8_0 batches keep their quants paired, for
-// dotQ4_0Pairs.
+// rowsQ4_0Pairs.
 const pairedRows = true
 
 // haveVNNI: AVX512-VNNI, in its 256-bit form (AVX512VL), for vnniTiles.

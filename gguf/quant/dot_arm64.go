@@ -66,15 +66,15 @@ func neonTiles(sdot bool) map[Type]*tileKernel {
 	}
 }
 
-// figureDots are row kernels that take a one-row Batch's per-block
+// figureDots are rows kernels that take a one-row Batch's per-block
 // figures (and need SDOT).
 var figureDots = neonFigureDots(cpu.ARM64.HasASIMDDP)
 
-func neonFigureDots(sdot bool) map[Type]figureDot {
+func neonFigureDots(sdot bool) map[Type]figureRows {
 	if !sdot {
-		return map[Type]figureDot{}
+		return map[Type]figureRows{}
 	}
-	return map[Type]figureDot{Q4_0: dotQ4_0Figures}
+	return map[Type]figureRows{Q4_0: rowsQ4_0Figures}
 }
 
 // pairedRows: no kernel here takes a one-row batch's paired quants.

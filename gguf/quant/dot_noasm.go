@@ -15,11 +15,11 @@ var simdTiles = map[Type]struct{}{}
 
 func matMulTiles(Type, []byte, *Packed, int, int, *Batch, []float32, int) int { return 0 }
 
-var figureDots = map[Type]figureDot{}
+var figureDots = map[Type]figureRows{}
 
 const pairedRows = false
 
-func rowsSIMD(Type, []byte, int, *Activation, []float32) bool { return false }
+func rowsSIMD(Type, []byte, int, *Activation, []float32, bool) bool { return false }
 
 const haveVNNI = false
 
@@ -59,3 +59,6 @@ func (*Packed) Rows(int, int) Packed { return Packed{} }
 
 // StreamedBand: no band kernels without the assembly.
 func StreamedBand(Type, int) bool { return false }
+
+// RowsAhead: no row kernels' asks without the assembly.
+func RowsAhead(Type, int) bool { return false }

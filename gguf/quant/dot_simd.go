@@ -8,6 +8,193 @@ package quant
 // would; the Go kernel then does any tail and the reduction. So results
 // are bit-identical by construction, and simd_test.go checks it.
 
+// groupTail has the formats whose assembly adds eight blocks a group
+// (q8_0x8 and the like) add the blocks of rows past their last whole
+// group too, as one group padded with the activation's zero blocks. A
+// block times a zero block adds ±0 to its lane (the sum of its quants'
+// products is 0, and its scale times the activation's zero scale is ±0
+// where the weight's scales are finite: an MXFP4 scale always is), and ±0
+// changes no lane (a lane starts at +0 and never holds -0), so acc ends
+// as the Go tail (blocksQ4_0 and the like) leaves it, bit for bit. So the
+// weight's tail is read where it lies, the next row's blocks after it,
+// unless the matrix ends first or those blocks have a scale that is not
+// finite; then it is copied beside zero blocks. Rows of a whole number of
+// groups have no tail, but a model's need not: on a 1B-shaped model of
+// width 2016 (63 blocks) the Go tail of 7 blocks took more time than the
+// 56 before it, and its Q4_0 decode ran at half the speed. The
+// activation's tail is padded once for every row it meets.
+type groupTail struct {
+	t        Type
+	xs       int // the weight's bytes a block
+	from, nb int // the tail's blocks
+	// The largest blocks of the formats: Q8_0's 34 bytes, Q8_1's 36.
+	x [8 * 34]byte // a weight row's tail, then zero blocks
+	y [8 * 36]byte // the activation's tail, then zero blocks
+}
+
+// set makes g the tail of rows of nb blocks of t by the activation act,
+// and says whether there is one.
+func (g *groupTail) set(t Type, act []byte, nb int) bool {
+	g.t, g.from, g.nb = t, nb&^7, nb
+	xs, ys := 34, 34
+	switch t {
+	case Q4_0, IQ4_NL:
+		xs = 18
+	case Q4_1:
+		xs, ys = 20, 36
+	case Q5_0:
+		xs = 22
+	case Q5_1:
+		xs, ys = 24, 36
+	case MXFP4:
+		xs = 17
+	}
+	g.xs = xs
+	if g.from == nb {
+		return false
+	}
+	clear(g.x[:]) // each copied tail then overwrites the same bytes
+	clear(g.y[copy(g.y[:], act[g.from*ys:nb*ys]):])
+	return true
+}
+
+// add adds a row's tail blocks to acc: tail is the weight's bytes from
+// the row's first tail block to the end of the matrix.
+func (g *groupTail) add(acc *[8]float32, tail []byte) {
+	x := g.x[:]
+	if len(tail) >= 8*g.xs && g.finite(tail) {
+		x = tail
+	} else {
+		copy(x, tail[:(g.nb-g.from)*g.xs])
+	}
+	g.groups(acc, x, g.y[:], 1)
+}
+
+// finite says whether the scales of the blocks past the row's tail in
+// tail (whatever bytes lie there) are finite, so that the activation's
+// zero blocks make them add ±0.
+func (g *groupTail) finite(tail []byte) bool {
+	fields := 1 // d
+	switch g.t {
+	case MXFP4:
+		return true // 2^-127 … 2^127
+	case Q4_1, Q5_1:
+		fields = 2 // d and m
+	}
+	for k := g.nb - g.from; k < 8; k++ {
+		for f := range fields {
+			if h := uint16(tail[k*g.xs+2*f]) | uint16(tail[k*g.xs+2*f+1])<<8; h&0x7c00 == 0x7c00 {
+				return false // fp16 Inf or NaN
+			}
+		}
+	}
+	return true
+}
+
+// rowAhead is how far ahead of the row they multiply the row kernels ask
+// for weights read from memory, where asked to (Batch.SetRowsAhead). On 2
+// cores of the AMD EPYC, left to the hardware's prefetchers, Q8_0 rows of
+// 2016 elements (63 blocks) read at 17–21 GB/s, where rows of 1952 and
+// 2048 read at 25–35: asking for the row 4 rows on (8.5 KB) took them to
+// 30–39. Asking for a whole row of 8192 Q8_0 elements ahead made its
+// rows 1.7× slower, so whether to ask is the CPU backend's to time.
+const rowAhead = 8 << 10
+
+// RowsAhead says whether MatMul's row kernels for a one-row batch of n
+// elements by weights of type t ask for rows ahead where told to
+// (Batch.SetRowsAhead): there is a choice to make.
+func RowsAhead(t Type, n int) bool {
+	if !useSIMD || n%32 != 0 || int(t) >= len(kernels) || kernels[t].asm == nil {
+		return false
+	}
+	switch t {
+	case Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4:
+		return true
+	}
+	return false
+}
+
+// aheadRows is how many rows on the row kernels ask for, of rows stride
+// bytes apart: none where not streamed.
+func aheadRows(stride int, streamed bool) int {
+	if !streamed || stride == 0 {
+		return 0
+	}
+	return (rowAhead + stride - 1) / stride
+}
+
+// aheadRow asks for row r+ahead of w (rows stride bytes apart), where
+// ahead > 0 and w holds it.
+func aheadRow(w []byte, r, stride, ahead int) {
+	if ahead > 0 && (r+ahead+1)*stride <= len(w) {
+		prefetchRows(&w[(r+ahead)*stride], stride, 1, stride)
+	}
+}
+
+// groups adds the first groups groups of eight blocks of x by y to acc
+// with g's format's kernel.
+func (g *groupTail) groups(acc *[8]float32, x, y []byte, groups int) {
+	switch g.t {
+	case Q8_0:
+		q8_0x8(acc, &x[0], &y[0], groups)
+	case Q4_0:
+		q4_0x8(acc, &x[0], &y[0], groups)
+	case Q4_1:
+		q4_1x8(acc, &x[0], &y[0], groups)
+	case Q5_0:
+		q5_0x8(acc, &x[0], &y[0], groups)
+	case Q5_1:
+		q5_1x8(acc, &x[0], &y[0], groups)
+	case IQ4_NL:
+		iq4nlx8(acc, &x[0], &y[0], groups)
+	case MXFP4:
+		mxfp4x8(acc, &x[0], &y[0], groups)
+	default:
+		panic("quant: no eight-block kernel for " + g.t.String())
+	}
+}
+
+// tail8 adds the tail blocks of one row by act (nb blocks) to acc: VecDot's
+// way, which pads the activation's tail for this row alone.
+func tail8(t Type, acc *[8]float32, row, act []byte, nb int) {
+	var g groupTail
+	if g.set(t, act, nb) {
+		g.add(acc, row[g.from*g.xs:])
+	}
+}
+
+// groupRows runs MatVecRows with the eight-block kernels where t has
+// them, the activation's tail padded once (groupTail), and says whether
+// it did. Where streamed (Batch.SetRowsAhead, weights read from memory),
+// it asks for the row rowAhead bytes on while it multiplies this one
+// (aheadRow).
+func groupRows(t Type, w []byte, stride int, a *Activation, out []float32, streamed bool) bool {
+	switch t {
+	case Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4:
+		if kernels[t].asm == nil {
+			return false // an arm64 core without SDOT: the Go kernels
+		}
+	default:
+		return false
+	}
+	nb := a.N / 32
+	var g groupTail
+	tail := g.set(t, a.Data, nb)
+	ahead := aheadRows(stride, streamed)
+	for r := range out {
+		var acc [8]float32
+		aheadRow(w, r, stride, ahead)
+		if nb >= 8 {
+			g.groups(&acc, w[r*stride:], a.Data, nb/8)
+		}
+		if tail {
+			g.add(&acc, w[r*stride+g.from*g.xs:])
+		}
+		out[r] = reduce(acc[:])
+	}
+	return true
+}
+
 // q8_0x8 adds the partials of 8·groups Q8_0·Q8_0 blocks to acc.
 //
 //go:noescape
@@ -19,7 +206,7 @@ func dotQ8_0SIMD(row, act []byte, n int) float32 {
 	if nb >= 8 {
 		q8_0x8(&acc, &row[0], &act[0], nb/8)
 	}
-	blocksQ8_0(&acc, row, act, nb&^7, nb)
+	tail8(Q8_0, &acc, row, act, nb)
 	return reduce(acc[:])
 }
 
@@ -34,7 +221,7 @@ func dotQ4_0SIMD(row, act []byte, n int) float32 {
 	if nb >= 8 {
 		q4_0x8(&acc, &row[0], &act[0], nb/8)
 	}
-	blocksQ4_0(&acc, row, act, nb&^7, nb)
+	tail8(Q4_0, &acc, row, act, nb)
 	return reduce(acc[:])
 }
 
@@ -49,7 +236,7 @@ func dotQ4_1SIMD(row, act []byte, n int) float32 {
 	if nb >= 8 {
 		q4_1x8(&acc, &row[0], &act[0], nb/8)
 	}
-	blocksQ4_1(&acc, row, act, nb&^7, nb)
+	tail8(Q4_1, &acc, row, act, nb)
 	return reduce(acc[:])
 }
 
@@ -64,7 +251,7 @@ func dotQ5_0SIMD(row, act []byte, n int) float32 {
 	if nb >= 8 {
 		q5_0x8(&acc, &row[0], &act[0], nb/8)
 	}
-	blocksQ5_0(&acc, row, act, nb&^7, nb)
+	tail8(Q5_0, &acc, row, act, nb)
 	return reduce(acc[:])
 }
 
@@ -79,7 +266,7 @@ func dotQ5_1SIMD(row, act []byte, n int) float32 {
 	if nb >= 8 {
 		q5_1x8(&acc, &row[0], &act[0], nb/8)
 	}
-	blocksQ5_1(&acc, row, act, nb&^7, nb)
+	tail8(Q5_1, &acc, row, act, nb)
 	return reduce(acc[:])
 }
 
@@ -94,7 +281,7 @@ func dotIQ4_NLSIMD(row, act []byte, n int) float32 {
 	if nb >= 8 {
 		iq4nlx8(&acc, &row[0], &act[0], nb/8)
 	}
-	blocksIQ4_NL(&acc, row, act, nb&^7, nb)
+	tail8(IQ4_NL, &acc, row, act, nb)
 	return reduce(acc[:])
 }
 
@@ -109,7 +296,7 @@ func dotMXFP4SIMD(row, act []byte, n int) float32 {
 	if nb >= 8 {
 		mxfp4x8(&acc, &row[0], &act[0], nb/8)
 	}
-	blocksMXFP4(&acc, row, act, nb&^7, nb)
+	tail8(MXFP4, &acc, row, act, nb)
 	return reduce(acc[:])
 }
 
@@ -232,7 +419,10 @@ func dotF32SIMD(row, act []byte, n int) float32 {
 
 // rowsSIMD runs MatVecRows with the whole-row kernels where t has one
 // (F16, F32), and says whether it did.
-func rowsSIMD(t Type, w []byte, stride int, a *Activation, out []float32) bool {
+func rowsSIMD(t Type, w []byte, stride int, a *Activation, out []float32, streamed bool) bool {
+	if groupRows(t, w, stride, a, out, streamed) {
+		return true
+	}
 	n := a.N
 	if (t != F16 && t != F32) || n == 0 {
 		return false

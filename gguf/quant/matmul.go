@@ -34,6 +34,9 @@ type Batch struct {
 	// streamedRows: a one-row batch by weights read from memory takes the
 	// row kernels, not the band kernels (SetStreamedRows).
 	streamedRows bool
+	// rowsAhead: the row kernels ask for the rows ahead of those they
+	// multiply, by weights read from memory (SetRowsAhead).
+	rowsAhead bool
 }
 
 // SetCached tells MatMul whether the weights it will multiply b by are
@@ -52,6 +55,14 @@ func (b *Batch) SetCached(on bool) { b.cached = on }
 // CPU (StreamedBand says where there is a choice; the CPU backend times
 // both); both give the same bits. Reset keeps the setting.
 func (b *Batch) SetStreamedRows(on bool) { b.streamedRows = on }
+
+// SetRowsAhead tells MatMul's row kernels to ask for the weight rows
+// rowAhead bytes ahead of those they multiply by b's first row, where the
+// weights are read from memory (not SetCached). On some CPUs and row
+// widths the hardware's own prefetching leaves them waiting, on others
+// the asks only cost (RowsAhead says where there is a choice; the CPU
+// backend times both); both give the same bits. Reset keeps the setting.
+func (b *Batch) SetRowsAhead(on bool) { b.rowsAhead = on }
 
 // Per-block figures kept beside a row of a Batch, for the formats whose
 // matrix kernels use them:
@@ -236,7 +247,7 @@ func MatMulPacked(t Type, w []byte, p *Packed, b *Batch, out []float32, stride i
 	}
 	// Row by row, over spans of weight rows that stay in cache while every
 	// activation row passes.
-	var fd figureDot
+	var fd figureRows
 	if useSIMD && b.rows == 1 && b.auxSize > 0 {
 		fd = figureDots[t]
 	}
@@ -249,12 +260,10 @@ func MatMulPacked(t Type, w []byte, p *Packed, b *Batch, out []float32, stride i
 			if fd != nil {
 				aux := b.aux[i*b.auxSize : (i+1)*b.auxSize]
 				pairs := b.pairs[i*b.pairSize : (i+1)*b.pairSize]
-				for r := r0; r < r1; r++ {
-					o[r] = fd(w[r*rs:(r+1)*rs], a, aux, pairs, b.n)
-				}
+				fd(w[r0*rs:], rs, a, aux, pairs, o[r0:r1], b.rowsAhead && !b.cached && i == 0) // w past r1: the row kernels may read on (groupTail, aheadRow)
 				continue
 			}
-			if useSIMD && rowsSIMD(t, w[r0*rs:r1*rs], rs, &b.acts[i], o[r0:r1]) {
+			if useSIMD && rowsSIMD(t, w[r0*rs:], rs, &b.acts[i], o[r0:r1], b.rowsAhead && !b.cached && i == 0) {
 				continue // the row kernel's results, without a call per row
 			}
 			for r := r0; r < r1; r++ {
@@ -264,10 +273,10 @@ func MatMulPacked(t Type, w []byte, p *Packed, b *Batch, out []float32, stride i
 	}
 }
 
-// figureDot is a row kernel that also takes the activation row's
-// per-block figures and paired quants (Batch.aux, Batch.pairs), with
-// VecDot's result.
-type figureDot func(row, act, aux, pairs []byte, n int) float32
+// figureRows is a rows kernel (MatVecRows) that also takes the
+// activation row's per-block figures and paired quants (Batch.aux,
+// Batch.pairs), with VecDot's results.
+type figureRows func(w []byte, stride int, act, aux, pairs []byte, out []float32, streamed bool)
 
 // useTiles lets benchmarks time MatMul without its tile kernels.
 var useTiles = true

@@ -84,6 +84,9 @@ func testMatMulMatchesVecDot(t *testing.T) {
 			// tile of sixteen and the rest by the eight-row tiles or the
 			// row kernel.
 			{20, 2, 1}, {33, 64, 1}, {25, 8, 1},
+			// One activation row by the row kernels past whole groups of
+			// eight blocks: the tail padded to a group (groupTail).
+			{19, 63, 1}, {9, 13, 1}, {7, 63, 2},
 			// The float types' band kernels, across their chunks of 1024
 			// elements, with a partial round and a partial tile of rows.
 			{9, 2100, 5},
@@ -103,6 +106,7 @@ func testMatMulMatchesVecDot(t *testing.T) {
 				t.Fatal(err)
 			}
 			b.SetCached(cachedBatches)
+			b.SetRowsAhead(aheadBatches)
 			for _, kind := range []string{"quantised", "random", "raw", "specials"} {
 				if kind == "quantised" {
 					if err := quant.Quantize(typ, normal(rng, n*shape.rows), w); err != nil {
@@ -375,6 +379,7 @@ func matMulRows(t *testing.T, typ quant.Type, w []byte, rows int, x []float32, n
 			t.Fatal(err)
 		}
 		b.SetCached(cachedBatches)
+		b.SetRowsAhead(aheadBatches)
 		for i := range m {
 			if err := b.Quantize(i, x[(i0+i)*n:(i0+i+1)*n]); err != nil {
 				t.Fatal(err)
@@ -388,6 +393,10 @@ func matMulRows(t *testing.T, typ quant.Type, w []byte, rows int, x []float32, n
 // cachedBatches makes matMulRows's batches expect their weights in cache
 // (Batch.SetCached): the band kernels do not prefetch.
 var cachedBatches bool
+
+// aheadBatches makes their row kernels ask for the rows ahead
+// (Batch.SetRowsAhead).
+var aheadBatches bool
 
 type kernelConfig struct {
 	name string
@@ -421,6 +430,11 @@ func kernelConfigs() []kernelConfig {
 		}},
 		{"one-row batches by the band kernels at every width", oneRowBand(1)},
 		{"one-row batches never by the band kernels", oneRowBand(-1)},
+		{"one-row batches by the row kernels asking ahead", func() func() {
+			restore := quant.SetOneRowBand(-1)
+			aheadBatches = true
+			return func() { aheadBatches = false; restore() }
+		}},
 		{"no band kernels of two or three rows", off(quant.SetBandTails)},
 		{"band kernels asking for each chunk's rows at once", off(quant.SetStreamAhead)},
 		{"no AVX-512 tiles", off(quant.SetZ)},

@@ -75,7 +75,7 @@ func TestSIMDMatchesGo(t *testing.T) {
 	for _, typ := range types {
 		at, _ := quant.VecDotType(typ)
 		qk := max(typ.BlockSize(), at.BlockSize())
-		for _, blocks := range []int{1, 2, 7, 8, 9, 15, 16, 17, 31, 33, 64, 130} {
+		for _, blocks := range []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 15, 16, 17, 31, 33, 63, 64, 130} {
 			n := blocks * qk
 			if qk == 1 { // float types: lengths around their 32 lanes
 				n = blocks*32 + blocks%5

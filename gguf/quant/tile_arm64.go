@@ -33,14 +33,22 @@ func q6KPack(dst, w *byte, rs, blocks int)
 //go:noescape
 func q4_0x8f(acc *[8]float32, x, y, aux *byte, groups int)
 
-func dotQ4_0Figures(row, act, aux, _ []byte, n int) float32 {
-	var acc [8]float32
-	nb := n / 32
-	if nb >= 8 {
-		q4_0x8f(&acc, &row[0], &act[0], &aux[0], nb/8)
+func rowsQ4_0Figures(w []byte, stride int, act, aux, _ []byte, out []float32, streamed bool) {
+	nb := len(act) / 34
+	var g groupTail
+	tail := g.set(Q4_0, act, nb)
+	ahead := aheadRows(stride, streamed)
+	for r := range out {
+		var acc [8]float32
+		aheadRow(w, r, stride, ahead)
+		if nb >= 8 {
+			q4_0x8f(&acc, &w[r*stride], &act[0], &aux[0], nb/8)
+		}
+		if tail {
+			g.add(&acc, w[r*stride+18*g.from:])
+		}
+		out[r] = reduce(acc[:])
 	}
-	blocksQ4_0(&acc, row, act, nb&^7, nb)
-	return reduce(acc[:])
 }
 
 // prefetchRows asks for the first bytes bytes of each of rows rows, rs
