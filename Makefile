@@ -126,8 +126,8 @@ parity-heldout:
 # BENCH_THREADS, BENCH_PP, BENCH_TG, BENCH_REPS, BENCH_1B=0,
 # BENCH_FIXTURES=0, BENCH_QWEN35=1 (adds a Qwen3.5-0.8B-shaped random
 # Q8_0 model), BENCH_LFM2=1 (LFM2-350M-shaped Q8_0 and Q4_0; see
-# gguf/model/bench_test.go), BENCH_ONEROW=band or rows (the CPU backend's
-# one-row kernels fixed rather than timed: cpu.Options.OneRow).
+# gguf/model/bench_test.go), BENCH_ONEROW=band, rows or ahead (the CPU
+# backend's one-row kernels fixed rather than timed: cpu.Options.OneRow).
 bench-engine:
 	MESHNODE_BENCH_ENGINE=1 CGO_ENABLED=0 $(GO) test ./gguf/model/ -run '^$$' -bench '^BenchmarkEngineVsLlamaCpp$$' -benchtime 1x -timeout 60m
 

@@ -77,7 +77,7 @@ func (g *groupTail) finite(tail []byte) bool {
 	fields := 1 // d
 	switch g.t {
 	case MXFP4:
-		return true // 2^-127 … 2^127
+		return true // an E8M0 scale is a power of two, finite at every byte
 	case Q4_1, Q5_1:
 		fields = 2 // d and m
 	}
