@@ -104,12 +104,16 @@ const rowAhead = 8 << 10
 // elements by weights of type t ask for rows ahead where told to
 // (Batch.SetRowsAhead): there is a choice to make.
 func RowsAhead(t Type, n int) bool {
-	if !useSIMD || n%32 != 0 || int(t) >= len(kernels) || kernels[t].asm == nil {
-		return false
-	}
+	return useSIMD && n%32 == 0 && hasGroups(t)
+}
+
+// hasGroups says whether t's row kernel here is an eight-block assembly
+// kernel (groupTail.groups): not on an arm64 core without SDOT, which
+// keeps the Go kernels.
+func hasGroups(t Type) bool {
 	switch t {
 	case Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4:
-		return true
+		return kernels[t].asm != nil
 	}
 	return false
 }
@@ -169,30 +173,36 @@ func tail8(t Type, acc *[8]float32, row, act []byte, nb int) {
 // it asks for the row rowAhead bytes on while it multiplies this one
 // (aheadRow).
 func groupRows(t Type, w []byte, stride int, a *Activation, out []float32, streamed bool) bool {
-	switch t {
-	case Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4:
-		if kernels[t].asm == nil {
-			return false // an arm64 core without SDOT: the Go kernels
-		}
-	default:
+	if !hasGroups(t) {
 		return false
 	}
-	nb := a.N / 32
+	groupLoop(t, w, stride, a.Data, nil, nil, a.N/32, out, streamed)
+	return true
+}
+
+// groupLoop dots each row of w (rows stride bytes apart, nb blocks each)
+// with the activation act into out, through t's eight-block kernel,
+// or, given a one-row batch's per-block figures and paired quants (aux;
+// Q4_0), through figureGroups; the tail as groupTail adds it.
+func groupLoop(t Type, w []byte, stride int, act, aux, pairs []byte, nb int, out []float32, streamed bool) {
 	var g groupTail
-	tail := g.set(t, a.Data, nb)
+	tail := g.set(t, act, nb)
 	ahead := aheadRows(stride, streamed)
 	for r := range out {
 		var acc [8]float32
 		aheadRow(w, r, stride, ahead)
-		if nb >= 8 {
-			g.groups(&acc, w[r*stride:], a.Data, nb/8)
+		switch {
+		case nb < 8:
+		case aux != nil:
+			figureGroups(&acc, &w[r*stride], act, aux, pairs, nb/8)
+		default:
+			g.groups(&acc, w[r*stride:], act, nb/8)
 		}
 		if tail {
 			g.add(&acc, w[r*stride+g.from*g.xs:])
 		}
 		out[r] = reduce(acc[:])
 	}
-	return true
 }
 
 // q8_0x8 adds the partials of 8·groups Q8_0·Q8_0 blocks to acc.

@@ -35,21 +35,13 @@ func q6KPack(dst, w *byte, rs, blocks int)
 func q4_0x8p(acc *[8]float32, x, pairs, aux *byte, groups int)
 
 func rowsQ4_0Pairs(w []byte, stride int, act, aux, pairs []byte, out []float32, streamed bool) {
-	nb := len(act) / 34
-	var g groupTail
-	tail := g.set(Q4_0, act, nb)
-	ahead := aheadRows(stride, streamed)
-	for r := range out {
-		var acc [8]float32
-		aheadRow(w, r, stride, ahead)
-		if nb >= 8 {
-			q4_0x8p(&acc, &w[r*stride], &pairs[0], &aux[0], nb/8)
-		}
-		if tail {
-			g.add(&acc, w[r*stride+18*g.from:])
-		}
-		out[r] = reduce(acc[:])
-	}
+	groupLoop(Q4_0, w, stride, act, aux, pairs, len(act)/34, out, streamed)
+}
+
+// figureGroups adds groups groups of eight Q4_0 blocks at x by a one-row
+// batch's row (its figures at aux, its paired quants at pairs) to acc.
+func figureGroups(acc *[8]float32, x *byte, _, aux, pairs []byte, groups int) {
+	q4_0x8p(acc, x, &pairs[0], &aux[0], groups)
 }
 
 // The AVX512-VNNI tiles (tile_vnni_amd64.s).

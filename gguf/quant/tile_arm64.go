@@ -34,21 +34,13 @@ func q6KPack(dst, w *byte, rs, blocks int)
 func q4_0x8f(acc *[8]float32, x, y, aux *byte, groups int)
 
 func rowsQ4_0Figures(w []byte, stride int, act, aux, _ []byte, out []float32, streamed bool) {
-	nb := len(act) / 34
-	var g groupTail
-	tail := g.set(Q4_0, act, nb)
-	ahead := aheadRows(stride, streamed)
-	for r := range out {
-		var acc [8]float32
-		aheadRow(w, r, stride, ahead)
-		if nb >= 8 {
-			q4_0x8f(&acc, &w[r*stride], &act[0], &aux[0], nb/8)
-		}
-		if tail {
-			g.add(&acc, w[r*stride+18*g.from:])
-		}
-		out[r] = reduce(acc[:])
-	}
+	groupLoop(Q4_0, w, stride, act, aux, nil, len(act)/34, out, streamed)
+}
+
+// figureGroups adds groups groups of eight Q4_0 blocks at x by a one-row
+// batch's row act (its figures at aux) to acc.
+func figureGroups(acc *[8]float32, x *byte, act, aux, _ []byte, groups int) {
+	q4_0x8f(acc, x, &act[0], &aux[0], groups)
 }
 
 // prefetchRows asks for the first bytes bytes of each of rows rows, rs
