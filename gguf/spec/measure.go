@@ -96,6 +96,12 @@ func Measure(ctx context.Context, target, draft *model.Model, reps int, budget t
 	return MeasureSteps(ctx, step, most, draft, reps, budget)
 }
 
+// chooseSteps is how many one-token steps MeasureSteps takes before it
+// times any: the CPU backend decides a weight's one-row kernels on its
+// first 1 + 3·3 one-row products (an untimed one, then three rounds of up
+// to three candidates).
+const chooseSteps = 10
+
 // StepTimer times one step of a target for MeasureSteps: rows tokens
 // after a short prompt the target holds, each row's token picked as a
 // greedy serve picks it, or, sampled, judged as a sampled serve's verify
@@ -154,6 +160,21 @@ func MeasureSteps(ctx context.Context, step StepTimer, most int, draft *model.Mo
 	if dstep != nil {
 		if _, err := dstep(1, drawn); err != nil {
 			return Prices{}, err
+		}
+	}
+	// One-token steps until the backends have chosen their kernels: the
+	// CPU backend times its candidates for each weight's one-row products
+	// on the weight's first ones (gguf/cpu/onerow.go), and a step among
+	// those is a mix of the candidates, the slower ones too. On a 1B model
+	// the rounds within the budget held no more one-token steps than that.
+	for range chooseSteps {
+		if _, err := step(ctx, 1, false); err != nil {
+			return Prices{}, err
+		}
+		if dstep != nil {
+			if _, err := dstep(1, confidence); err != nil {
+				return Prices{}, err
+			}
 		}
 	}
 	start := time.Now()

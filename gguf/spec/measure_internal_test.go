@@ -299,6 +299,29 @@ func TestMeasureSteps(t *testing.T) {
 	if math.Abs(p.Steps[measureRows-1]-(1+0.1*float64(measureRows-1))) > 1e-9 || math.Abs(p.Row-0.1) > 1e-9 || math.Abs(p.SampledRow-0.5) > 1e-9 {
 		t.Errorf("one-token steps slower in another step's wake: steps %.3f, v %v, sampled v %v; want 1 + 0.1·k, 0.1 and 0.5", p.Steps, p.Row, p.SampledRow)
 	}
+	// A backend that chooses its kernels on its first one-token steps
+	// (the CPU's one-row timing) runs those twice as slowly: the prices
+	// are the steps' after it has chosen.
+	ones := 0
+	choosing := func(_ context.Context, rows int, sampled bool) (time.Duration, error) {
+		d := ms(1 + 0.1*float64(rows-1))
+		if sampled {
+			d = ms(2 + float64(rows-1))
+		}
+		if rows == 1 {
+			if ones++; ones <= chooseSteps {
+				d *= 2
+			}
+		}
+		return d, nil
+	}
+	p, err = MeasureSteps(context.Background(), choosing, measureRows, nil, 3, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(p.Steps[measureRows-1]-(1+0.1*float64(measureRows-1))) > 1e-9 || math.Abs(p.Row-0.1) > 1e-9 || math.Abs(p.SampledRow-0.5) > 1e-9 {
+		t.Errorf("one-token steps slower while the kernels are chosen: steps %.3f, v %v, sampled v %v; want 1 + 0.1·k, 0.1 and 0.5", p.Steps, p.Row, p.SampledRow)
+	}
 	never := func(context.Context, int, bool) (time.Duration, error) {
 		t.Fatal("a target that holds no window was stepped")
 		return 0, nil
