@@ -166,7 +166,8 @@ func MeasureSteps(ctx context.Context, step StepTimer, most int, draft *model.Mo
 	// CPU backend times its candidates for each weight's one-row products
 	// on the weight's first ones (gguf/cpu/onerow.go), and a step among
 	// those is a mix of the candidates, the slower ones too. On a 1B model
-	// the rounds within the budget held no more one-token steps than that.
+	// the rounds within the budget hold about as many one-token steps
+	// (three rounds of four).
 	for range chooseSteps {
 		if _, err := step(ctx, 1, false); err != nil {
 			return Prices{}, err
