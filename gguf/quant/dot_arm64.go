@@ -26,13 +26,13 @@ func neonDots(sdot bool) map[Type]dotFunc {
 	}
 	if sdot {
 		maps.Copy(m, map[Type]dotFunc{
-			Q4_0:   dotQ4_0SIMD,
-			Q4_1:   dotQ4_1SIMD,
-			Q5_0:   dotQ5_0SIMD,
-			Q5_1:   dotQ5_1SIMD,
-			Q8_0:   dotQ8_0SIMD,
-			IQ4_NL: dotIQ4_NLSIMD,
-			MXFP4:  dotMXFP4SIMD,
+			Q4_0:   groupDot(Q4_0),
+			Q4_1:   groupDot(Q4_1),
+			Q5_0:   groupDot(Q5_0),
+			Q5_1:   groupDot(Q5_1),
+			Q8_0:   groupDot(Q8_0),
+			IQ4_NL: groupDot(IQ4_NL),
+			MXFP4:  groupDot(MXFP4),
 			IQ4_XS: dotIQ4_XSSIMD,
 			Q2_K:   dotQ2_KSIMD,
 			Q3_K:   dotQ3_KSIMD,

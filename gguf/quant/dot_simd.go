@@ -5,8 +5,9 @@ package quant
 // Assembly kernels and the Go that joins them to the pure-Go ones. Each
 // assembly kernel adds its partials into the same accumulator lanes, in
 // the same order and with the same float32 operations, as the Go kernel
-// would; the Go kernel then does any tail and the reduction. So results
-// are bit-identical by construction, and simd_test.go checks it.
+// would; the Go kernel then does any tail and the reduction (for the
+// eight-block kernels the assembly does the tail too: groupTail). So
+// results are bit-identical by construction, and simd_test.go checks it.
 
 // groupTail has the formats whose assembly adds eight blocks a group
 // (q8_0x8 and the like) add the blocks of rows past their last whole
@@ -36,20 +37,9 @@ type groupTail struct {
 // and says whether there is one.
 func (g *groupTail) set(t Type, act []byte, nb int) bool {
 	g.t, g.from, g.nb = t, nb&^7, nb
-	xs, ys := 34, 34
-	switch t {
-	case Q4_0, IQ4_NL:
-		xs = 18
-	case Q4_1:
-		xs, ys = 20, 36
-	case Q5_0:
-		xs = 22
-	case Q5_1:
-		xs, ys = 24, 36
-	case MXFP4:
-		xs = 17
-	}
-	g.xs = xs
+	at, _ := VecDotType(t)
+	g.xs = t.TypeSize()
+	ys := at.TypeSize()
 	if g.from == nb {
 		return false
 	}
@@ -158,12 +148,14 @@ func (g *groupTail) groups(acc *[8]float32, x, y []byte, groups int) {
 	}
 }
 
-// tail8 adds the tail blocks of one row by act (nb blocks) to acc: VecDot's
-// way, which pads the activation's tail for this row alone.
-func tail8(t Type, acc *[8]float32, row, act []byte, nb int) {
-	var g groupTail
-	if g.set(t, act, nb) {
-		g.add(acc, row[g.from*g.xs:])
+// groupDot is VecDot's kernel for a format with an eight-block assembly
+// kernel: groupLoop over one row, which pads the activation's tail for
+// this row alone.
+func groupDot(t Type) dotFunc {
+	return func(row, act []byte, n int) float32 {
+		var out [1]float32
+		groupLoop(t, row, len(row), act, nil, nil, n/32, out[:], false)
+		return out[0]
 	}
 }
 
@@ -210,105 +202,35 @@ func groupLoop(t Type, w []byte, stride int, act, aux, pairs []byte, nb int, out
 //go:noescape
 func q8_0x8(acc *[8]float32, x, y *byte, groups int)
 
-func dotQ8_0SIMD(row, act []byte, n int) float32 {
-	var acc [8]float32
-	nb := n / 32
-	if nb >= 8 {
-		q8_0x8(&acc, &row[0], &act[0], nb/8)
-	}
-	tail8(Q8_0, &acc, row, act, nb)
-	return reduce(acc[:])
-}
-
 // q4_0x8 adds the partials of 8·groups Q4_0·Q8_0 blocks to acc.
 //
 //go:noescape
 func q4_0x8(acc *[8]float32, x, y *byte, groups int)
-
-func dotQ4_0SIMD(row, act []byte, n int) float32 {
-	var acc [8]float32
-	nb := n / 32
-	if nb >= 8 {
-		q4_0x8(&acc, &row[0], &act[0], nb/8)
-	}
-	tail8(Q4_0, &acc, row, act, nb)
-	return reduce(acc[:])
-}
 
 // q4_1x8 adds the partials of 8·groups Q4_1·Q8_1 blocks to acc.
 //
 //go:noescape
 func q4_1x8(acc *[8]float32, x, y *byte, groups int)
 
-func dotQ4_1SIMD(row, act []byte, n int) float32 {
-	var acc [8]float32
-	nb := n / 32
-	if nb >= 8 {
-		q4_1x8(&acc, &row[0], &act[0], nb/8)
-	}
-	tail8(Q4_1, &acc, row, act, nb)
-	return reduce(acc[:])
-}
-
 // q5_0x8 adds the partials of 8·groups Q5_0·Q8_0 blocks to acc.
 //
 //go:noescape
 func q5_0x8(acc *[8]float32, x, y *byte, groups int)
-
-func dotQ5_0SIMD(row, act []byte, n int) float32 {
-	var acc [8]float32
-	nb := n / 32
-	if nb >= 8 {
-		q5_0x8(&acc, &row[0], &act[0], nb/8)
-	}
-	tail8(Q5_0, &acc, row, act, nb)
-	return reduce(acc[:])
-}
 
 // q5_1x8 adds the partials of 8·groups Q5_1·Q8_1 blocks to acc.
 //
 //go:noescape
 func q5_1x8(acc *[8]float32, x, y *byte, groups int)
 
-func dotQ5_1SIMD(row, act []byte, n int) float32 {
-	var acc [8]float32
-	nb := n / 32
-	if nb >= 8 {
-		q5_1x8(&acc, &row[0], &act[0], nb/8)
-	}
-	tail8(Q5_1, &acc, row, act, nb)
-	return reduce(acc[:])
-}
-
 // iq4nlx8 adds the partials of 8·groups IQ4_NL·Q8_0 blocks to acc.
 //
 //go:noescape
 func iq4nlx8(acc *[8]float32, x, y *byte, groups int)
 
-func dotIQ4_NLSIMD(row, act []byte, n int) float32 {
-	var acc [8]float32
-	nb := n / 32
-	if nb >= 8 {
-		iq4nlx8(&acc, &row[0], &act[0], nb/8)
-	}
-	tail8(IQ4_NL, &acc, row, act, nb)
-	return reduce(acc[:])
-}
-
 // mxfp4x8 adds the partials of 8·groups MXFP4·Q8_0 blocks to acc.
 //
 //go:noescape
 func mxfp4x8(acc *[8]float32, x, y *byte, groups int)
-
-func dotMXFP4SIMD(row, act []byte, n int) float32 {
-	var acc [8]float32
-	nb := n / 32
-	if nb >= 8 {
-		mxfp4x8(&acc, &row[0], &act[0], nb/8)
-	}
-	tail8(MXFP4, &acc, row, act, nb)
-	return reduce(acc[:])
-}
 
 // q2Kdot adds the partial of each of the Q2_K·Q8_K blocks to acc.
 //
