@@ -102,6 +102,15 @@ func TestReplayEndpoint(t *testing.T) {
 		t.Fatalf("%d generations still hold a slot after the replay", n)
 	}
 
+	// A chat request naming no model (as llama-server's clients send it)
+	// is replayed against the node's one model, as it was served.
+	resp = h.post(t, "/v1/mesh/replay", `{"request":{"messages":[{"role":"user","content":"hi"}]},"energy":`+replayEnergy+`}`, auth...)
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || len(node.replays) != 2 || node.replays[1].Generation.Model != "tiny" {
+		t.Fatalf("replay naming no model: %d %s; the node saw %+v", resp.StatusCode, b, node.replays)
+	}
+
 	for _, tc := range []struct {
 		name, body string
 		status     int
