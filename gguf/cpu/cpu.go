@@ -48,6 +48,12 @@ type Options struct {
 	// weights read from memory where quant has two (onerow.go): timed on
 	// each weight's first products (the default), or fixed.
 	OneRow OneRow
+	// RepackStreamed leaves weights read from memory as the file holds
+	// them, repacked at every product. By default those whose rows quant
+	// packs at their blocks' size (quant.PacksStreamed: Q8_0 with AVX-512
+	// VNNI) are packed once, at their first product, and every product
+	// reads the packed copy (weight.packed); benchmarks set it to compare.
+	RepackStreamed bool
 }
 
 // Backend is the CPU implementation of backend.Backend. Its kernels may be
@@ -62,6 +68,8 @@ type Backend struct {
 	weightBytes atomic.Int64 // bytes of the weights made so far
 	pack        bool         // packWeights when it was made
 	oneRow      OneRow       // Options.OneRow
+	packStream  bool         // !Options.RepackStreamed
+	streamed    int          // weights packed for products from memory (guarded by mu)
 	now         func() time.Time
 	chosen      [kinds]int // weights whose one-row kernels are decided, by kind (guarded by mu)
 
@@ -101,7 +109,7 @@ func New(opt Options) *Backend {
 	if cache == 0 {
 		cache = systemCacheBytes()
 	}
-	return &Backend{threads: n, cacheBytes: cache, perturb: opt.Perturb, pack: packWeights, oneRow: opt.OneRow, now: time.Now,
+	return &Backend{threads: n, cacheBytes: cache, perturb: opt.Perturb, pack: packWeights, oneRow: opt.OneRow, packStream: !opt.RepackStreamed, now: time.Now,
 		pool: newPool(n), scratch: make([][]float32, n), bytes: make([][]byte, n)}
 }
 
@@ -220,8 +228,16 @@ type weight struct {
 	// (Backend.WeightsCached): there a product is bound by its arithmetic
 	// and its reads from the last-level cache, which repacking the rows at
 	// every call added to (a small draft model's one-token step 27%
-	// faster packed). Weights read from memory are not packed: the pack
-	// overlaps the reads there, and the copy would double their memory.
+	// faster packed). Weights read from memory are packed where their
+	// packed rows are their blocks' size (quant.PacksStreamed), at their
+	// first product, one copy for both (packed[0] == packed[1]): every
+	// product then streams the packed tiles, with nothing repacked: a
+	// window's step on a 1B Q8_0 model 1.03–1.23× as fast, a decoded
+	// token's 0.98–1.12× (BenchmarkStreamedPacked in gguf/model). Their
+	// one-row products are not timed (onerow.go): the band kernels read
+	// the copy, and the file's pages are given back (releasePages) and not
+	// read again. Other types read from memory are not packed: their copy
+	// would be up to 2.3 times their blocks.
 	packed   [2]*quant.Packed
 	packDone [2]bool
 	// tune is the choice of kernels for its one-row products where it is

@@ -676,7 +676,10 @@ func TestArgMax(t *testing.T) {
 //
 // Where the weights are expected in cache, MatMul packs their rows for
 // the kernels of one-row batches and of larger ones (the types quant.Pack
-// packs), and the packed products give the same bits.
+// packs); where they are read from memory, once for both, where
+// quant.PacksStreamed says (unless Options.RepackStreamed), and then
+// times no kernels for their one-row products. The packed products give
+// the same bits.
 func TestMatMulCacheSize(t *testing.T) {
 	const rows = 70
 	rng := rand.New(rand.NewPCG(5, 6))
@@ -691,12 +694,15 @@ func TestMatMulCacheSize(t *testing.T) {
 		for _, c := range []struct {
 			cache  int64
 			cached []bool // after each of two weights
+			repack bool
 		}{
-			{-1, []bool{false, false}},
-			{1 << 40, []bool{true, true}},
-			{2*int64(len(data)) + 1, []bool{true, false}},
+			{-1, []bool{false, false}, false},
+			{1 << 40, []bool{true, true}, false},
+			{2*int64(len(data)) + 1, []bool{true, false}, false},
+			{-1, []bool{false, false}, true},
+			{1 << 40, []bool{true, true}, true},
 		} {
-			be := cpu.New(cpu.Options{Threads: 2, CacheBytes: c.cache})
+			be := cpu.New(cpu.Options{Threads: 2, CacheBytes: c.cache, RepackStreamed: c.repack})
 			t.Cleanup(func() { be.Close() })
 			var wt backend.Weight
 			for i, want := range c.cached {
@@ -712,10 +718,25 @@ func TestMatMulCacheSize(t *testing.T) {
 				dst := tensor(be, n, rows, nil)
 				be.MatMul(dst, wt, tensor(be, n, cols, x[:n*cols]))
 				got = append(got, read(be, dst))
-				want := c.cached[len(c.cached)-1] && quant.Pack(typ, data, cols, n) != nil
+				cached := c.cached[len(c.cached)-1]
+				streamed := !cached && !c.repack && quant.PacksStreamed(typ, cols)
+				want := cached && quant.Pack(typ, data, cols, n) != nil || streamed
 				if packed := cpu.Packed(wt, n); packed != want {
-					t.Errorf("%s × %d, cache of %d bytes, %d rows: packed %v, want %v", typ, cols, c.cache, n, packed, want)
+					t.Errorf("%s × %d, cache of %d bytes, repack %v, %d rows: packed %v, want %v", typ, cols, c.cache, c.repack, n, packed, want)
 				}
+				if n == 1 && streamed && be.StreamedPacked() != 1 {
+					t.Errorf("%s × %d: %d weights counted packed for products from memory, want 1", typ, cols, be.StreamedPacked())
+				}
+			}
+			// A packed weight's one-row products time no kernels: the
+			// band kernels read its copy.
+			for range 12 {
+				dst := tensor(be, 1, rows, nil)
+				be.MatMul(dst, wt, tensor(be, 1, cols, x[:cols]))
+			}
+			band, rowsK, ahead := be.OneRowChoices()
+			if tuned := band + rowsK + ahead; tuned != 0 && (c.cached[len(c.cached)-1] || !c.repack && quant.PacksStreamed(typ, cols)) {
+				t.Errorf("%s × %d, cache of %d bytes, repack %v: one-row kernels timed for %d weights", typ, cols, c.cache, c.repack, tuned)
 			}
 		}
 		for i := 2; i < len(got); i++ {

@@ -164,13 +164,23 @@ func (b *Backend) MatMul(dst backend.Tensor, wt backend.Weight, x backend.Tensor
 	}
 
 	kind := min(n, 2) - 1 // packed[0] for one row, packed[1] for more
-	if !w.packDone[kind] && b.pack && cached {
+	switch {
+	case w.packDone[kind] || !b.pack:
+	case cached:
 		if other := w.packed[1-kind]; other.Serves(w.typ, w.cols, n) {
 			w.packed[kind] = other // one copy where both take the same kernels
 		} else {
 			w.packed[kind] = quant.Pack(w.typ, w.data, w.cols, n)
 		}
 		w.packDone[kind] = true
+	case b.packStream && quant.PacksStreamed(w.typ, w.cols):
+		// One copy in the band kernels' layout, for every product.
+		p := quant.Pack(w.typ, w.data, w.cols, 2)
+		w.packed, w.packDone = [2]*quant.Packed{p, p}, [2]bool{true, true}
+		if p != nil {
+			b.streamed++
+			_ = releasePages(w.data) // advice: refused, the pages stay
+		}
 	}
 	chunk := matmulChunk(w, n, b.threads)
 	b.mm = matmulJob{w: w, packed: w.packed[kind], batch: &b.batch, dst: data(dst), chunk: chunk}

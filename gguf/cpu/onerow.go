@@ -150,3 +150,12 @@ func (b *Backend) OneRowChoices() (band, rows, ahead int) {
 	defer b.mu.Unlock()
 	return b.chosen[kindBand], b.chosen[kindRows], b.chosen[kindAhead]
 }
+
+// StreamedPacked is how many weights read from memory have been packed
+// once for every product (weight.packed; Options.RepackStreamed): their
+// one-row products are not timed.
+func (b *Backend) StreamedPacked() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.streamed
+}

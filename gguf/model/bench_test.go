@@ -95,7 +95,9 @@ func benchTokens(n, vocab int) []uint32 {
 // Qwen3.5-0.8B-shaped Q8_0 model, BENCH_LFM2=1 LFM2-350M-shaped Q8_0 and
 // Q4_0 ones; BENCH_ONEROW=band, rows or ahead fixes the kernels of our one-row
 // products by weights read from memory (cpu.Options.OneRow; default
-// tuned). Each round's figures
+// tuned), and BENCH_REPACK=1 repacks the weights read from memory at
+// every product rather than packing them once (cpu.Options.RepackStreamed).
+// Each round's figures
 // are logged too, beside the best (which the table and metrics give).
 func BenchmarkEngineVsLlamaCpp(b *testing.B) {
 	if os.Getenv("MESHNODE_BENCH_ENGINE") == "" {
@@ -213,8 +215,8 @@ func BenchmarkEngineVsLlamaCpp(b *testing.B) {
 					b.Fatal(err)
 				}
 				ours = ours.best(o)
-				b.Logf("round: ours pp %.1f tg %.1f (one-row products: %d weights on the band kernels, %d on the rows, %d on the rows asking ahead), llama.cpp pp %.1f tg %.1f (load %s)",
-					o.PP, o.TG, o.Band, o.Rows, o.Ahead, r.PP, r.TG, loadAverage())
+				b.Logf("round: ours pp %.1f tg %.1f (one-row products: %d weights on the band kernels, %d on the rows, %d on the rows asking ahead; %d packed once), llama.cpp pp %.1f tg %.1f (load %s)",
+					o.PP, o.TG, o.Band, o.Rows, o.Ahead, o.Packed, r.PP, r.TG, loadAverage())
 			}
 			b.ReportMetric(ours.PP, "pp_tok/s")
 			b.ReportMetric(ours.TG, "tg_tok/s")
@@ -261,12 +263,15 @@ type benchResult struct {
 	// took the row kernels, and took the row kernels asking ahead
 	// (cpu.Backend.OneRowChoices; ours only).
 	Band, Rows, Ahead int `json:",omitempty"`
+	// The weights read from memory packed once for every product
+	// (cpu.Backend.StreamedPacked; ours only).
+	Packed int `json:",omitempty"`
 }
 
 // best keeps the higher rates and the higher RSS of two rounds.
 func (r benchResult) best(o benchResult) benchResult {
 	return benchResult{PP: max(r.PP, o.PP), TG: max(r.TG, o.TG), LoadMB: max(r.LoadMB, o.LoadMB), PeakMB: max(r.PeakMB, o.PeakMB),
-		Band: max(r.Band, o.Band), Rows: max(r.Rows, o.Rows), Ahead: max(r.Ahead, o.Ahead)}
+		Band: max(r.Band, o.Band), Rows: max(r.Rows, o.Rows), Ahead: max(r.Ahead, o.Ahead), Packed: max(r.Packed, o.Packed)}
 }
 
 // runLlamaBench runs one round of llama-bench (after its own warm-up).
@@ -310,11 +315,12 @@ type childJob struct {
 	Path            string
 	Threads, PP, TG int
 	OneRow          string // BENCH_ONEROW: tuned (default), band, rows or ahead (cpu.Options.OneRow)
+	Repack          bool   // BENCH_REPACK=1: cpu.Options.RepackStreamed
 }
 
 // runOurBench runs one round of our engine in a child process.
 func runOurBench(path string, threads, pp, tg int) (benchResult, error) {
-	job, _ := json.Marshal(childJob{path, threads, pp, tg, os.Getenv("BENCH_ONEROW")})
+	job, _ := json.Marshal(childJob{path, threads, pp, tg, os.Getenv("BENCH_ONEROW"), os.Getenv("BENCH_REPACK") == "1"})
 	cmd := exec.Command(os.Args[0], "-test.run=^TestBenchChild$", "-test.count=1", "-test.v")
 	cmd.Env = append(os.Environ(), childEnv+"="+string(job))
 	out, err := cmd.CombinedOutput()
@@ -355,7 +361,7 @@ func TestBenchChild(t *testing.T) {
 	if !ok {
 		t.Fatalf("BENCH_ONEROW=%q: want tuned, band, rows or ahead", job.OneRow)
 	}
-	be := cpu.New(cpu.Options{Threads: job.Threads, OneRow: mode})
+	be := cpu.New(cpu.Options{Threads: job.Threads, OneRow: mode, RepackStreamed: job.Repack})
 	m, err := model.Load(f, be)
 	if err != nil {
 		t.Fatal(err)
@@ -393,6 +399,7 @@ func TestBenchChild(t *testing.T) {
 	r.TG = rate(tg, job.TG)
 	r.PeakMB = statusMB("VmHWM:")
 	r.Band, r.Rows, r.Ahead = be.OneRowChoices()
+	r.Packed = be.StreamedPacked()
 	b, _ := json.Marshal(r)
 	fmt.Printf("bench-result %s\n", b)
 }

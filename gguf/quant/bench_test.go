@@ -487,7 +487,12 @@ func BenchmarkMatMulOneRow(b *testing.B) {
 // costs over a one-row pass (about 0.06 of one is a row's arithmetic
 // here, so v near 0 means the reading hides it). For both, x_chunks is
 // the time with each chunk's rows asked for at once (SetStreamAhead(false))
-// over this one's. Each figure is the least wall time of three
+// over this one's. Where quant packs the type's rows for the band kernels
+// at their blocks' size (Q8_0), x_packed is the speed of the product over
+// those rows packed once (Pack, MatMulPacked, as the CPU backend packs
+// weights read from memory) against the best of the others (k=1: the band
+// kernels repacking, the row kernels, asking ahead or not; k>1: the band
+// kernels repacking), and v_packed its v. Each figure is the least wall time of three
 // alternating rounds. BENCH_STREAM_THREADS (default 1) runs each product
 // on that many goroutines, as the CPU backend splits it: four tasks a
 // thread in whole sixteen-row tiles, handed out in turn.
@@ -511,24 +516,40 @@ func BenchmarkMatMulStream(b *testing.B) {
 			for i := range mats {
 				mats[i] = bytes.Clone(one)
 			}
+			// The same matrices packed once for the band kernels, where
+			// quant packs them (Q8_0: at their blocks' size), as the CPU
+			// backend packs weights read from memory.
+			var packs []*quant.Packed
+			if quant.Pack(typ, one, cols, 2) != nil {
+				packs = make([]*quant.Packed, len(mats))
+				for i, w := range mats {
+					packs[i] = quant.Pack(typ, w, cols, 2)
+				}
+			}
 			x := normal(rng, 8*cols)
 			batch := func(k int) *quant.Batch { return benchBatch(b, typ, x, cols, k) }
 			out := make([]float32, rows*8)
 			rs := len(one) / rows
 			chunk := (rows/(4*threads) + 15) &^ 15
+			packed := false // pass multiplies packs, not mats
 			pass := func(ab *quant.Batch, restore func()) float64 {
 				defer restore()
 				t0 := time.Now()
-				for _, w := range mats {
+				for m, w := range mats {
+					var p *quant.Packed
+					if packed {
+						p = packs[m]
+					}
 					if threads == 1 {
-						quant.MatMul(typ, w, ab, out, rows)
+						quant.MatMulPacked(typ, w, p, ab, out, rows)
 						continue
 					}
 					var next atomic.Int64
 					work := func() {
 						for r0 := int(next.Add(int64(chunk))) - chunk; r0 < rows; r0 = int(next.Add(int64(chunk))) - chunk {
 							r1 := min(r0+chunk, rows)
-							quant.MatMul(typ, w[r0*rs:r1*rs], ab, out[r0:], rows)
+							view := p.Rows(r0, r1)
+							quant.MatMulPacked(typ, w[r0*rs:r1*rs], &view, ab, out[r0:], rows)
 						}
 					}
 					var wg sync.WaitGroup
@@ -544,7 +565,7 @@ func BenchmarkMatMulStream(b *testing.B) {
 			for _, k := range []int{1, 2, 4, 8} {
 				b.Run(fmt.Sprintf("%dx%d/%s/k=%d", rows, cols, typ, k), func(b *testing.B) {
 					ab := batch(k)
-					t1, tk, tc, tr, ta := math.Inf(1), math.Inf(1), math.Inf(1), math.Inf(1), math.Inf(1)
+					t1, tk, tc, tr, ta, tp := math.Inf(1), math.Inf(1), math.Inf(1), math.Inf(1), math.Inf(1), math.Inf(1)
 					for range 3 {
 						t1 = min(t1, pass(single, func() {}))
 						tk = min(tk, pass(ab, func() {}))
@@ -554,6 +575,10 @@ func BenchmarkMatMulStream(b *testing.B) {
 							rows := quant.SetOneRowBand(-1)
 							ab.SetRowsAhead(true)
 							ta = min(ta, pass(ab, func() { ab.SetRowsAhead(false); rows() }))
+						}
+						if packs != nil {
+							packed = true
+							tp = min(tp, pass(ab, func() { packed = false }))
 						}
 					}
 					b.ResetTimer()
@@ -569,9 +594,22 @@ func BenchmarkMatMulStream(b *testing.B) {
 						b.ReportMetric((tk-t1)/float64(k-1)/t1, "v")
 					}
 					b.ReportMetric(tc/tk, "x_chunks")
+					if packs != nil {
+						// The packed product's speed over the best of
+						// the others (k=1: the band kernels, the row
+						// kernels, asking ahead or not).
+						best := tk
+						if k == 1 {
+							best = min(tk, tr, ta)
+						}
+						b.ReportMetric(best/tp, "x_packed")
+						if k > 1 {
+							b.ReportMetric((tp-t1)/float64(k-1)/t1, "v_packed")
+						}
+					}
 				})
 			}
-			mats = nil
+			mats, packs = nil, nil
 		}
 	}
 }

@@ -57,6 +57,9 @@ func (*Packed) Serves(Type, int, int) bool { return false }
 // Rows returns the zero Packed.
 func (*Packed) Rows(int, int) Packed { return Packed{} }
 
+// PacksStreamed: nothing is packed without the assembly.
+func PacksStreamed(Type, int) bool { return false }
+
 // StreamedBand: no band kernels without the assembly.
 func StreamedBand(Type, int) bool { return false }
 

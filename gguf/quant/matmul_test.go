@@ -150,21 +150,30 @@ func testMatMulMatchesVecDot(t *testing.T) {
 // to MatMul's outputs out, bit for bit: the whole matrix, and where it
 // has more than one task's tile of rows (16), the span from row 16 with
 // its view of the packed rows, as the CPU backend's tasks take them.
+// w is packed for b's kernels, and where quant packs it for products
+// from memory (PacksStreamed), as the CPU backend packs it then: one
+// copy for every batch (the band kernels' asks for the next packed tile
+// run where b does not expect its weights in cache).
 func checkPacked(t *testing.T, typ quant.Type, w []byte, n, rows int, b *quant.Batch, out []float32, stride int) {
 	t.Helper()
-	p := quant.Pack(typ, w, n, b.Rows())
+	packs := []*quant.Packed{quant.Pack(typ, w, n, b.Rows())}
+	if quant.PacksStreamed(typ, n) {
+		packs = append(packs, quant.Pack(typ, w, n, 2))
+	}
 	rs := len(w) / rows
-	for _, r0 := range []int{0, 16} {
-		if r0 > 0 && rows <= r0 {
-			continue
-		}
-		got := make([]float32, len(out))
-		view := p.Rows(r0, rows)
-		quant.MatMulPacked(typ, w[r0*rs:], &view, b, got, stride)
-		for i := range b.Rows() {
-			for r := r0; r < rows; r++ {
-				if g, want := got[i*stride+r-r0], out[i*stride+r]; !sameFloat(g, want) {
-					t.Fatalf("%s %d×%d, batch %d: packed from row %d, out[%d][%d] = %g, MatMul %g", typ, rows, n, b.Rows(), r0, i, r, g, want)
+	for k, p := range packs {
+		for _, r0 := range []int{0, 16} {
+			if r0 > 0 && rows <= r0 {
+				continue
+			}
+			got := make([]float32, len(out))
+			view := p.Rows(r0, rows)
+			quant.MatMulPacked(typ, w[r0*rs:], &view, b, got, stride)
+			for i := range b.Rows() {
+				for r := r0; r < rows; r++ {
+					if g, want := got[i*stride+r-r0], out[i*stride+r]; !sameFloat(g, want) {
+						t.Fatalf("%s %d×%d, batch %d: packed (copy %d) from row %d, out[%d][%d] = %g, MatMul %g", typ, rows, n, b.Rows(), k, r0, i, r, g, want)
+					}
 				}
 			}
 		}

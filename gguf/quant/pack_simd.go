@@ -28,7 +28,8 @@ type Packed struct {
 // than an eighth. w is not retained.
 //
 // Q8_0's packed rows are its blocks' size (eight rows' 272 bytes a block
-// packed into 288), so a product packed reads what it read before and
+// packed into 288 for the eight-row tiles, sixteen rows' 544 into 544 for
+// the band kernels), so a product packed reads what it read before and
 // skips the repacking: 1.4–3.2× as fast in cache (BenchmarkMatMulPacked).
 // Q4_0, Q4_K and Q6_K are packed into 1.7–2.3 times their blocks'
 // bytes (4- and 6-bit quants as bytes): small products gained as much,
@@ -58,6 +59,23 @@ func Pack(t Type, w []byte, cols, batch int) *Packed {
 		return nil
 	}
 	return p
+}
+
+// PacksStreamed reports whether t's rows of cols elements, read from
+// memory at every product (not in cache), are worth packing once for
+// the band kernels: where those take the rows' one-row products from
+// memory (StreamedBand) and Pack packs them at their blocks' size
+// (Q8_0 with AVX-512 VNNI: packed, its sixteen rows' blocks take 544
+// bytes, as in the file). Packed with Pack(t, w, cols, 2), one copy then
+// serves every product — a decoded token's, a window's and a prompt's —
+// as one sequence of tiles, with nothing repacked and, for several rows,
+// the next tile asked for while one multiplies (matMulBand): a window's
+// rows cost 1.2–1.3× less than repacked (BenchmarkMatMulStream's
+// x_packed), and a decoded token about what the row kernels cost. The
+// weights' file is then read only once.
+func PacksStreamed(t Type, cols int) bool {
+	k := bandFor(t)
+	return StreamedBand(t, cols) && 8*k.packed <= 9*k.h*t.TypeSize()
 }
 
 // packTiles packs p's whole tiles of h rows of w (blocks of wb bytes), a

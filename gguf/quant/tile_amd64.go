@@ -85,7 +85,15 @@ func q8_0TileZ2(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *fl
 func q4_0PackZ16(dst, w *byte, rs, blocks int)
 
 //go:noescape
-func q8_0PackUZ(dst, w *byte, rs, blocks int)
+func q8_0PackUZ(dst, w *byte, rs, blocks, d int)
+
+// q8_0PackZ packs a sixteen-row tile of Q8_0 for the zTiles kernels: each
+// half's groups 32 bytes apart within each 64-byte group, and the
+// sixteen d (float16) after them at 512 (tile_z_amd64.s).
+func q8_0PackZ(dst, w []byte, rs, blocks int) {
+	q8_0PackUZ(&dst[0], &w[0], rs, blocks, 512)
+	q8_0PackUZ(&dst[32], &w[8*rs], rs, blocks, 512-16)
+}
 
 //go:noescape
 func q4KTileZ4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)

@@ -221,9 +221,9 @@ keep: \
 	VPERM2I128 $0x31, Y7, Y3, Y8 \
 	VMOVDQU Y8, (OFF+7*(S))(DI)
 
-// HALVES8 stores as float32 at OFF(DI) the fp16 at byte H of the eight
-// rows' blocks. Clobbers AX, X0.
-#define HALVES8(H, OFF) \
+// HALVES8H gathers the fp16 at byte H of the eight rows' blocks into X0.
+// Clobbers AX.
+#define HALVES8H(H) \
 	MOVWLZX ROW0(H), AX \
 	VMOVD AX, X0 \
 	MOVWLZX ROW1(H), AX \
@@ -239,7 +239,12 @@ keep: \
 	MOVWLZX ROW6(H), AX \
 	VPINSRW $6, AX, X0, X0 \
 	MOVWLZX ROW7(H), AX \
-	VPINSRW $7, AX, X0, X0 \
+	VPINSRW $7, AX, X0, X0
+
+// HALVES8 stores as float32 at OFF(DI) the fp16 at byte H of the eight
+// rows' blocks. Clobbers AX, X0.
+#define HALVES8(H, OFF) \
+	HALVES8H(H) \
 	VCVTPH2PS X0, Y0 \
 	VMOVUPS Y0, (OFF)(DI)
 

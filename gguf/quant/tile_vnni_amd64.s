@@ -78,20 +78,24 @@ pack:
 	VZEROUPPER
 	RET
 
-// func q8_0PackUZ(dst, w *byte, rs, blocks int)
+// func q8_0PackUZ(dst, w *byte, rs, blocks, d int)
 //
 // q8_0PackUZ is q8_0PackU for one half of a sixteen-row tile of
 // tile_z_amd64.s (rows 0-7 at dst, rows 8-15 at dst+32): groups 64 bytes
-// apart, d at 512, 576 bytes a block.
-TEXT ·q8_0PackUZ(SB), NOSPLIT, $0-32
+// apart, then the half's eight d as they are stored, float16, at dst+d
+// (512 for the first half, 496 for the second: the sixteen d at 512 of
+// the tile), 544 bytes a block — the sixteen rows' blocks' own size.
+TEXT ·q8_0PackUZ(SB), NOSPLIT, $0-40
 	PACKARGS
+	MOVQ d+32(FP), R13
 pack:
 	BCASTB(0x80, X13, Y13)
 	ROWS8(UROW, 0, 0, 0, 0)
 	TRANSPOSE8S(0, 64)
-	HALVES8(0, 512)
+	HALVES8H(0)
+	VMOVDQU X0, (DI)(R13*1)
 	ADDQ $34, SI
-	ADDQ $576, DI
+	ADDQ $544, DI
 	DECQ CX
 	JNZ  pack
 	VZEROUPPER

@@ -34,13 +34,16 @@
 	VMOVUPS Z0, (R9) \
 	ADDQ BX, R9
 
-// Q4_0 and Q8_0 (32-element blocks, 576 bytes repacked): the eight
-// groups of unsigned quants, Q4_0's nibbles n or Q8_0's x+128 (q4_0PackZ,
-// q8_0PackUZ), then the rows' d as float32. Σ(n−8)·y = Σ n·y − 8·Σy and
-// Σx·y = Σ(x+128)·y − 128·Σy, with Σy from the figures, exactly.
+// Q4_0 and Q8_0 (32-element blocks): the eight groups of unsigned quants,
+// Q4_0's nibbles n or Q8_0's x+128 (q4_0PackZ, q8_0PackZ), then the rows'
+// d: Q4_0's as float32 (576 bytes a block), Q8_0's as the file stores
+// them, float16 (544 bytes, the sixteen rows' blocks' own size, so a
+// packed copy of weights read from memory reads no more than they do;
+// VCVTPH2PS widens them exactly). Σ(n−8)·y = Σ n·y − 8·Σy and Σx·y =
+// Σ(x+128)·y − 128·Σy, with Σy from the figures, exactly.
 
-// ZLOAD loads the block's groups into Z16-Z23 and its d into Z24.
-#define ZLOAD \
+// ZGROUPS loads the block's groups into Z16-Z23.
+#define ZGROUPS \
 	VMOVDQU32 0(SI), Z16 \
 	VMOVDQU32 64(SI), Z17 \
 	VMOVDQU32 128(SI), Z18 \
@@ -48,8 +51,16 @@
 	VMOVDQU32 256(SI), Z20 \
 	VMOVDQU32 320(SI), Z21 \
 	VMOVDQU32 384(SI), Z22 \
-	VMOVDQU32 448(SI), Z23 \
+	VMOVDQU32 448(SI), Z23
+
+// ZLOAD loads the groups and a float32 d into Z24; ZLOADH a float16 d.
+#define ZLOAD \
+	ZGROUPS \
 	VMOVUPS 512(SI), Z24
+
+#define ZLOADH \
+	ZGROUPS \
+	VCVTPH2PS 512(SI), Z24
 
 // ZACT adds the block's partials with activation row i (YA, XA) to its
 // lane at ACC(DI)(AX); SHIFT is log2 of the quants' offset. A and B are
@@ -82,7 +93,7 @@
 	ZACT(YR3, FG3, 1536, Z6, Z7, 3)
 
 #define Q80x4 \
-	ZLOAD \
+	ZLOADH \
 	ZACT(YR0, FG0, 0, Z0, Z1, 7) \
 	ZACT(YR1, FG1, 512, Z2, Z3, 7) \
 	ZACT(YR2, FG2, 1024, Z4, Z5, 7) \
@@ -95,7 +106,7 @@
 	ZACT(YR2, FG2, 1024, Z4, Z5, 3)
 
 #define Q80x3 \
-	ZLOAD \
+	ZLOADH \
 	ZACT(YR0, FG0, 0, Z0, Z1, 7) \
 	ZACT(YR1, FG1, 512, Z2, Z3, 7) \
 	ZACT(YR2, FG2, 1024, Z4, Z5, 7)
@@ -106,7 +117,7 @@
 	ZACT(YR1, FG1, 512, Z2, Z3, 3)
 
 #define Q80x2 \
-	ZLOAD \
+	ZLOADH \
 	ZACT(YR0, FG0, 0, Z0, Z1, 7) \
 	ZACT(YR1, FG1, 512, Z2, Z3, 7)
 
@@ -115,7 +126,7 @@
 	ZACT(YR0, FG0, 0, Z0, Z1, 3)
 
 #define Q80x1 \
-	ZLOAD \
+	ZLOADH \
 	ZACT(YR0, FG0, 0, Z0, Z1, 7)
 
 #define OUT4 \
@@ -146,12 +157,12 @@ TEXT ·q4_0TileZ1(SB), NOSPLIT, $0-120
 // func q8_0TileZ4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
 TEXT ·q8_0TileZ4(SB), NOSPLIT, $0-120
 	BANDARGS(6)
-	BANDLOOP(576, 34, 8, 64, Q80x4, OUT4)
+	BANDLOOP(544, 34, 8, 64, Q80x4, OUT4)
 
 // func q8_0TileZ1(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
 TEXT ·q8_0TileZ1(SB), NOSPLIT, $0-120
 	BANDARGS(6)
-	BANDLOOP(576, 34, 8, 64, Q80x1, ZOUT(0))
+	BANDLOOP(544, 34, 8, 64, Q80x1, ZOUT(0))
 
 // func q4_0TileZ3(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
 TEXT ·q4_0TileZ3(SB), NOSPLIT, $0-120
@@ -166,12 +177,12 @@ TEXT ·q4_0TileZ2(SB), NOSPLIT, $0-120
 // func q8_0TileZ3(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
 TEXT ·q8_0TileZ3(SB), NOSPLIT, $0-120
 	BANDARGS(6)
-	BANDLOOP(576, 34, 8, 64, Q80x3, OUT3)
+	BANDLOOP(544, 34, 8, 64, Q80x3, OUT3)
 
 // func q8_0TileZ2(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
 TEXT ·q8_0TileZ2(SB), NOSPLIT, $0-120
 	BANDARGS(6)
-	BANDLOOP(576, 34, 8, 64, Q80x2, OUT2)
+	BANDLOOP(544, 34, 8, 64, Q80x2, OUT2)
 
 // ZGROUPS8 loads the eight groups at OFF(SI) into Z16-Z23.
 #define ZGROUPS8(OFF) \

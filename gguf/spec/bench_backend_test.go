@@ -15,7 +15,8 @@ import (
 )
 
 // benchBackend is the backend make bench-spec runs on, BENCH_BACKEND:
-//   - cpu (the default): threads threads;
+//   - cpu (the default): threads threads (BENCH_REPACK=1: weights read
+//     from memory repacked at every product, cpu.Options.RepackStreamed);
 //   - cuda: the driver library libcuda.so.1, or MESHNODE_CUDA_LIBRARY's
 //     ("stand-in": the CPU stand-in, to try the benchmark without a GPU);
 //   - metal: the system's Metal device, or with
@@ -29,7 +30,7 @@ import (
 func benchBackend(b *testing.B, threads int) backend.Backend {
 	switch name := os.Getenv("BENCH_BACKEND"); name {
 	case "", "cpu":
-		return cpu.New(cpu.Options{Threads: threads})
+		return cpu.New(cpu.Options{Threads: threads, RepackStreamed: os.Getenv("BENCH_REPACK") == "1"})
 	case "cuda":
 		be, err := cuda.New(cuda.Options{Library: cudaemu.Library(b)})
 		if errors.Is(err, cuda.ErrNoDevice) {
