@@ -100,18 +100,27 @@ func BenchmarkBatchedVsLlamaCpp(b *testing.B) {
 	tw.Flush()
 }
 
+// benchCacheDir is where the benchmarks keep the models they make or
+// find: BENCH_CACHE, default the user cache dir's meshnode-bench.
+func benchCacheDir() (string, error) {
+	if dir := os.Getenv("BENCH_CACHE"); dir != "" {
+		return dir, nil
+	}
+	c, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(c, "meshnode-bench"), nil
+}
+
 // llama1BQ4_0 makes (or finds, made before) the benchmark's model: a
 // Llama-3.2-1B-shaped F16 file by gen_model.py (the reference tools',
 // beside this repository's shared tools, or $LLAMACPP_TOOLS), quantised
 // by llama-quantize to Q4_0.
 func llama1BQ4_0(b *testing.B) (string, error) {
-	dir := os.Getenv("BENCH_CACHE")
-	if dir == "" {
-		c, err := os.UserCacheDir()
-		if err != nil {
-			return "", err
-		}
-		dir = filepath.Join(c, "meshnode-bench")
+	dir, err := benchCacheDir()
+	if err != nil {
+		return "", err
 	}
 	out := filepath.Join(dir, "llama-3.2-1b-shape-q4_0.gguf")
 	if _, err := os.Stat(out); err == nil {

@@ -34,13 +34,9 @@ func BenchmarkStreamedPacked(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cache := os.Getenv("BENCH_CACHE")
-	if cache == "" {
-		c, err := os.UserCacheDir()
-		if err != nil {
-			b.Fatal(err)
-		}
-		cache = filepath.Join(c, "meshnode-bench")
+	cache, err := benchCacheDir()
+	if err != nil {
+		b.Fatal(err)
 	}
 	lfm2 := filepath.Join(b.TempDir(), "lfm2-350m-q8_0.gguf")
 	spec := modeltest.Spec{Arch: "lfm2", FileType: "Q8_0", Embd: 1024, Layers: 16, Heads: 16, KVHeads: 8, FF: 4608,
