@@ -691,12 +691,14 @@ type SpecStatus struct {
 	Prices     string `json:"prices"`
 	MeasuredAt string `json:"measured_at,omitempty"`
 	// Cost is a drafted token's cost in target tokens, Row a verified
-	// row's past the first, CatchUp a draft model's two-token step (0:
-	// not counted); SampledCost and SampledRow are Cost and Row as a
-	// sampled serve pays them.
+	// row's past the first, CatchUp a draft model's two-token step and
+	// First what its first step of a round costs more than Cost (0: not
+	// counted); SampledCost and SampledRow are Cost and Row as a sampled
+	// serve pays them.
 	Cost        float64 `json:"cost"`
 	Row         float64 `json:"row"`
 	CatchUp     float64 `json:"catch_up,omitempty"`
+	First       float64 `json:"first,omitempty"`
 	SampledCost float64 `json:"sampled_cost"`
 	SampledRow  float64 `json:"sampled_row"`
 	// SampledDraft is what a new sampled request names as its draft (a
@@ -710,7 +712,7 @@ type SpecStatus struct {
 // specStatus is d's SpecStatus.
 func specStatus(d drafting) *SpecStatus {
 	p, at := d.DraftPrices()
-	s := &SpecStatus{Prices: DraftPricesFiles, Cost: p.Cost, Row: p.Row, CatchUp: p.CatchUp,
+	s := &SpecStatus{Prices: DraftPricesFiles, Cost: p.Cost, Row: p.Row, CatchUp: p.CatchUp, First: p.First,
 		SampledCost: p.SampledCost, SampledRow: p.SampledRow, SampledDraft: d.Draft()}
 	if !at.IsZero() {
 		s.Prices, s.MeasuredAt = DraftPricesMeasured, at.UTC().Format(time.RFC3339)

@@ -58,6 +58,7 @@ type specDoc struct {
 	Cost         float64 `json:"cost"`
 	Row          float64 `json:"row"`
 	CatchUp      float64 `json:"catch_up"`
+	First        float64 `json:"first"`
 	SampledCost  float64 `json:"sampled_cost"`
 	SampledRow   float64 `json:"sampled_row"`
 	SampledDraft string  `json:"sampled_draft"`
@@ -69,6 +70,9 @@ func (s *specDoc) String() string {
 	greedy := fmt.Sprintf("c %.2f, v %.2f", s.Cost, s.Row)
 	if s.CatchUp > 0 {
 		greedy += fmt.Sprintf(", catch-up %.2f", s.CatchUp)
+	}
+	if s.First > 0 {
+		greedy += fmt.Sprintf(", first step +%.2f", s.First)
 	}
 	sampled := "sampled requests sample plainly (the prices say speculation cannot pay)"
 	if s.SampledDraft != "" {

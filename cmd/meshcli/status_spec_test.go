@@ -16,7 +16,7 @@ func TestStatusSpeculation(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write([]byte(`{"node_id":"` + strings.Repeat("a", 64) + `","version":"test","uptime":"1s","models":[
 			{"name":"fortunes","context":256,"size_bytes":1024,"draft":"lookup","speculation":{"prices":"measured","measured_at":"2026-12-04T01:02:03Z","cost":0,"row":0.05,"sampled_cost":0,"sampled_row":0.51,"sampled_draft":"lookup@c0.00v0.51"}},
-			{"name":"fortunes-f16","context":256,"size_bytes":2048,"draft":"meshnode-fortunes-draft","speculation":{"prices":"measured","cost":0.46,"row":0.08,"catch_up":0.6,"sampled_cost":0.48,"sampled_row":0.4,"sampled_draft":""}},
+			{"name":"fortunes-f16","context":256,"size_bytes":2048,"draft":"meshnode-fortunes-draft","speculation":{"prices":"measured","cost":0.46,"row":0.08,"catch_up":0.6,"first":0.25,"sampled_cost":0.48,"sampled_row":0.4,"sampled_draft":""}},
 			{"name":"plain","context":256,"size_bytes":1024}],
 			"peers":[],"meter":{"selected":"estimator"},"grants":{"honoured":true}}`))
 	})
@@ -25,7 +25,7 @@ func TestStatusSpeculation(t *testing.T) {
 	out := newCLI(t, srv.URL).ok("status")
 	for _, want := range []string{
 		"Speculation fortunes (lookup): prices measured at 2026-12-04T01:02:03Z (greedy c 0.00, v 0.05; sampled c 0.00, v 0.51); sampled requests name lookup@c0.00v0.51",
-		"Speculation fortunes-f16 (meshnode-fortunes-draft): prices measured (greedy c 0.46, v 0.08, catch-up 0.60; sampled c 0.48, v 0.40); sampled requests sample plainly (the prices say speculation cannot pay)",
+		"Speculation fortunes-f16 (meshnode-fortunes-draft): prices measured (greedy c 0.46, v 0.08, catch-up 0.60, first step +0.25; sampled c 0.48, v 0.40); sampled requests sample plainly (the prices say speculation cannot pay)",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status lacks %q:\n%s", want, out)

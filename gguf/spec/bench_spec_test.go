@@ -67,7 +67,7 @@ type specRun struct {
 	tokens            int
 	c                 float64 // measured in the runs: the proposer's time per drafted token over a target token's
 	prop              float64 // the proposer's time over plain decoding's (median of the rounds): what drafting adds
-	cDecode           float64 // measured alone (spec.Measure): the draft's one-token step over the target's
+	cDecode           float64 // measured alone (spec.Measure): the draft's later one-token steps over the target's (its first step's extra is Prices.First)
 	v                 float64 // measured alone (spec.Measure): an extra row of a 5-row window over a one-token step
 	foresight         float64 // prompt lookup only: lookupForesight's bound at v
 }
@@ -586,8 +586,8 @@ func runSpecCase(b *testing.B, be backend.Backend, targetPath, draftPath string,
 	}
 	best.plainTPS, best.specTPS = float64(best.tokens)/sumPlain, float64(best.tokens)/sumSpec
 	best.median, best.whole, best.prop = spec.Median(ratios), spec.Median(wholes), spec.Median(props)
-	b.Logf("%s: pairs' speedups %.2f; the target's step over 1, 2, … rows, in one-token steps (spec.Prices.Steps) %.2f; the draft's step and its two-token catch-up %.3f, %.3f",
-		filepath.Base(targetPath)+"+"+filepath.Base(draftPath), ratios, prices.Steps, prices.Cost, prices.CatchUp)
+	b.Logf("%s: pairs' speedups %.2f; the target's step over 1, 2, … rows, in one-token steps (spec.Prices.Steps) %.2f; the draft's step, its two-token catch-up and its first step's extra %.3f, %.3f, %.3f",
+		filepath.Base(targetPath)+"+"+filepath.Base(draftPath), ratios, prices.Steps, prices.Cost, prices.CatchUp, prices.First)
 	for pi, rs := range perPrompt {
 		// Per prompt: where the proposer's drafts are right, and where
 		// they are not (the rounds are the same every rep).

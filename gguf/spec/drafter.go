@@ -213,7 +213,7 @@ func (d *Drafter) MeasureSteps(ctx context.Context, step StepTimer, most int) (P
 }
 
 // keep keeps the prices measured, with the configured cost where one
-// is set (and the catch-up in proportion).
+// is set (and the catch-up and the first step's extra in proportion).
 func (d *Drafter) keep(p Prices, err error) (Prices, error) {
 	if err != nil {
 		return Prices{}, err
@@ -223,6 +223,7 @@ func (d *Drafter) keep(p Prices, err error) (Prices, error) {
 		// step costs, times what two tokens cost over one.
 		if p.Cost > 0 {
 			p.CatchUp = d.cost * p.CatchUp / p.Cost
+			p.First = d.cost * p.First / p.Cost
 		}
 		p.Cost = d.cost
 	}

@@ -44,6 +44,13 @@ type Prices struct {
 	// after it), where a round after a rejection steps over one. Zero
 	// for prompt lookup, or not measured.
 	CatchUp float64
+	// First is what a draft model's first step of a round costs more
+	// than its later ones (Cost), in target tokens: the first follows the
+	// target's pass, whose reads left the draft's weights and scratch out
+	// of the caches and the TLB (a 1B model's Q4_0 copy, 2 cores: 36–50
+	// ms, where the next steps took 20–26). Zero for prompt lookup, or
+	// not measured.
+	First float64
 }
 
 // minRowCost is the least v a measured window is priced at: a row is
@@ -124,20 +131,9 @@ func MeasureSteps(ctx context.Context, step StepTimer, most int, draft *model.Mo
 	if most < measureWindow {
 		return Prices{}, fmt.Errorf("spec: measure: a target whose steps take %d rows holds no window of %d", most, measureWindow)
 	}
-	most = min(most, measureRows)
-	// The draft's token with its confidence, as a greedy draft is judged
-	// (topProb over the vocabulary, a good part of a small draft's step),
-	// or drawn, as a sampled draft's is (its distribution kept for the
-	// verify, and its top probability found).
-	confidence := func(b *model.Batch, j int) { BatchLogits{b, 0, j}.Top() }
-	mp := &ModelProposer{smp: sample.New(sample.Params{Temperature: 1, Seed: 1})}
-	drawn := func(b *model.Batch, j int) {
-		mp.nq = 0
-		mp.pick(BatchLogits{b, 0, j})
-	}
 	// The draft steps one token, or catches up on two (a round after one
 	// whose drafts all stood: its last draft and the target's token).
-	var dstep, dcatch func(rows int, pick func(*model.Batch, int)) (time.Duration, error)
+	var dstep, dcatch draftStep
 	if draft != nil {
 		dc := draft.Config()
 		if dc.TrainContext < 3 {
@@ -149,6 +145,27 @@ func MeasureSteps(ctx context.Context, step StepTimer, most int, draft *model.Mo
 			return Prices{}, err
 		}
 		defer closeD()
+	}
+	return measureSteps(ctx, step, most, dstep, dcatch, reps, budget)
+}
+
+// draftStep times one step of a draft model over rows tokens, each
+// picked by pick (stepper).
+type draftStep func(rows int, pick func(*model.Batch, int)) (time.Duration, error)
+
+// measureSteps is MeasureSteps with the draft's steps timed by dstep and
+// dcatch (nil: no draft).
+func measureSteps(ctx context.Context, step StepTimer, most int, dstep, dcatch draftStep, reps int, budget time.Duration) (Prices, error) {
+	most = min(most, measureRows)
+	// The draft's token with its confidence, as a greedy draft is judged
+	// (topProb over the vocabulary, a good part of a small draft's step),
+	// or drawn, as a sampled draft's is (its distribution kept for the
+	// verify, and its top probability found).
+	confidence := func(b *model.Batch, j int) { BatchLogits{b, 0, j}.Top() }
+	mp := &ModelProposer{smp: sample.New(sample.Params{Temperature: 1, Seed: 1})}
+	drawn := func(b *model.Batch, j int) {
+		mp.nq = 0
+		mp.pick(BatchLogits{b, 0, j})
 	}
 	// A warm-up: the first steps grow scratch and fault pages in.
 	if _, err := step(ctx, most, false); err != nil {
@@ -179,7 +196,7 @@ func MeasureSteps(ctx context.Context, step StepTimer, most int, draft *model.Mo
 		}
 	}
 	start := time.Now()
-	var costs, catchUps, sampledCosts, sampledRows []float64
+	var costs, firsts, catchUps, sampledCosts, sampledRows []float64
 	steps := make([][]float64, most)
 	more := func(r int) bool {
 		if r == 0 || budget == 0 {
@@ -214,11 +231,18 @@ func MeasureSteps(ctx context.Context, step StepTimer, most int, draft *model.Mo
 			steps[k] = append(steps[k], win.Seconds()/one.Seconds())
 		}
 		if dstep != nil {
+			// A round's first step, after the target's pass, and a
+			// later one.
+			d1, err := dstep(1, confidence)
+			if err != nil {
+				return Prices{}, err
+			}
 			d, err := dstep(1, confidence)
 			if err != nil {
 				return Prices{}, err
 			}
 			costs = append(costs, d.Seconds()/one.Seconds())
+			firsts = append(firsts, (d1-d).Seconds()/one.Seconds())
 			d2, err := dcatch(2, confidence)
 			if err != nil {
 				return Prices{}, err
@@ -252,8 +276,9 @@ func MeasureSteps(ctx context.Context, step StepTimer, most int, draft *model.Mo
 		p.Steps[k] = max(median(steps[k]), p.Steps[k-1]+minRowCost)
 	}
 	p.SampledRow = max(minRowCost, median(sampledRows))
-	if draft != nil {
+	if dstep != nil {
 		p.Cost = median(costs)
+		p.First = max(0, median(firsts))
 		p.CatchUp = max(median(catchUps), p.Cost)
 		p.SampledCost = median(sampledCosts)
 	}
@@ -389,5 +414,6 @@ func (p Prices) Window(maxK int) *Window {
 	w := NewWindow(maxK, p.Cost, max(p.Row, minRowCost))
 	w.steps = p.Steps
 	w.catchUp = max(p.CatchUp-p.Cost, 0)
+	w.first = p.First
 	return w
 }

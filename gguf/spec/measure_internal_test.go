@@ -322,6 +322,32 @@ func TestMeasureSteps(t *testing.T) {
 	if math.Abs(p.Steps[measureRows-1]-(1+0.1*float64(measureRows-1))) > 1e-9 || math.Abs(p.Row-0.1) > 1e-9 || math.Abs(p.SampledRow-0.5) > 1e-9 {
 		t.Errorf("one-token steps slower while the kernels are chosen: steps %.3f, v %v, sampled v %v; want 1 + 0.1·k, 0.1 and 0.5", p.Steps, p.Row, p.SampledRow)
 	}
+	// A draft model whose first step after the target's costs 2 ms and
+	// whose later ones cost 0.6 (the target's one-token step 1 ms): c is
+	// the later steps' 0.6, and the first's extra 1.4 a round.
+	afterTarget := false
+	target := func(_ context.Context, rows int, sampled bool) (time.Duration, error) {
+		afterTarget = true
+		if sampled {
+			return ms(2 + float64(rows-1)), nil
+		}
+		return ms(1 + 0.1*float64(rows-1)), nil
+	}
+	draft := func(rows int, _ func(*model.Batch, int)) (time.Duration, error) {
+		d := ms(0.6 * float64(rows))
+		if afterTarget {
+			d += ms(1.4)
+		}
+		afterTarget = false
+		return d, nil
+	}
+	p, err = measureSteps(context.Background(), target, measureRows, draft, draft, 3, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(p.Cost-0.6) > 1e-9 || math.Abs(p.First-1.4) > 1e-9 || math.Abs(p.CatchUp-1.2) > 1e-9 {
+		t.Errorf("a draft whose first step after the target's is dearer: c %v, first %v, catch-up %v; want 0.6, 1.4 and 1.2", p.Cost, p.First, p.CatchUp)
+	}
 	never := func(context.Context, int, bool) (time.Duration, error) {
 		t.Fatal("a target that holds no window was stepped")
 		return 0, nil

@@ -66,6 +66,10 @@ type Window struct {
 	// whose drafts all stand leaves its last draft unevaluated, so the
 	// round after it catches up on that draft and the target's token.
 	catchUp float64
+	// first is what a draft model's first step of a round costs more
+	// than its later ones, in target passes (Prices.First; 0: not
+	// priced).
+	first float64
 }
 
 // Fixed is a window of k drafts every round, whatever they yield: for
@@ -197,7 +201,7 @@ func (w *Window) Size() int {
 	// replays on any platform.
 	price := float64(float64(k)*float64(w.cost+w.row)) + float64(w.cost*float64(w.behind))
 	if len(w.steps) > 0 {
-		price = float64(float64(float64(k)*w.cost)+float64(w.pass(k)-1)) + float64(w.cost*float64(w.behind))
+		price = float64(float64(float64(k)*w.cost)+float64(w.pass(k)-1)) + float64(w.cost*float64(w.behind)) + w.first
 	}
 	if w.idle < w.gap || float64(w.spent+price) > float64(probeBudget*float64(w.off)) {
 		w.off++
@@ -270,7 +274,8 @@ func (w *Window) rowAt(k int) float64 {
 // (the drafts up to the first rejected, and the target's own token), and
 // the round costs k drafted tokens and the target's pass over k+1 rows,
 // P(k) (pass: 1 + k·v, or the step measured), and, priced by measured
-// steps, the next round's two-token catch-up where all k stand.
+// steps, the next round's two-token catch-up where all k stand and the
+// first step's extra (first).
 func (w *Window) best() (int, float64) {
 	a := w.Rate()
 	bestK, bestGain := 0, 1.0
@@ -283,8 +288,9 @@ func (w *Window) best() (int, float64) {
 		den := float64(float64(k)*(w.cost+w.row)) + 1
 		if len(w.steps) > 0 {
 			// A round all of whose drafts stand (a^k) costs the next
-			// one's two-token catch-up.
-			den = float64(float64(float64(k)*w.cost)+w.pass(k)) + float64(w.catchUp*pow)
+			// one's two-token catch-up; every round, its first step's
+			// extra.
+			den = float64(float64(float64(k)*w.cost)+w.pass(k)) + float64(w.catchUp*pow) + w.first
 		}
 		if gain := e / den; gain > bestGain {
 			bestK, bestGain = k, gain

@@ -379,3 +379,38 @@ func TestWindowPricesCatchUp(t *testing.T) {
 		t.Errorf("a sampled window: %d of 20 rounds drafted, want all", n)
 	}
 }
+
+// TestWindowPricesFirstStep: a greedy window priced with a draft model's
+// first step of a round dearer than its later ones (Prices.First) counts
+// that extra once a round. A draft at 0.9 of the target whose drafts
+// always stand pays for windows of 8 (9 tokens for 8.36 passes); with its
+// first step 0.7 dearer no window pays (9 for 9.06).
+func TestWindowPricesFirstStep(t *testing.T) {
+	const c, v = 0.9, 0.02
+	steps := make([]float64, spec.DefaultMaxWindow+1)
+	for k := range steps {
+		steps[k] = 1 + float64(k)*v
+	}
+	drafted := func(w *spec.Window) int {
+		rounds := 0
+		for range 20 {
+			k := w.Size()
+			if k == 0 {
+				continue
+			}
+			rounds++
+			d, err := w.Draft(context.Background(), &fakeDraft{}, nil, 0, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.Keep(d, len(d), 0)
+		}
+		return rounds
+	}
+	if n := drafted(spec.Prices{Cost: c, Row: v, Steps: steps, CatchUp: c}.Window(0).Expect(1)); n != 20 {
+		t.Errorf("no first-step extra: %d of 20 rounds drafted, want all", n)
+	}
+	if n := drafted(spec.Prices{Cost: c, Row: v, Steps: steps, CatchUp: c, First: 0.7}.Window(0).Expect(1)); n != 0 {
+		t.Errorf("a first step 0.7 target passes dearer: %d of 20 rounds drafted, want none", n)
+	}
+}
