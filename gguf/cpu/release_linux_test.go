@@ -64,10 +64,16 @@ func TestStreamedPackReleasesPages(t *testing.T) {
 		case repack && resident < pages-1:
 			t.Fatalf("repacked at every product: %d of the weight's %d pages resident after a product, want all", resident, pages)
 		case !repack && resident > pages/4:
+			// Asked again here: a kernel that refuses, or a file system
+			// whose pages it cannot give back (tmpfs without swap), is
+			// the system's limit, not the backend's fault.
 			if err := cpu.ReleasePages(m); err != nil {
 				t.Skipf("this kernel does not reclaim pages on request (MADV_PAGEOUT, Linux 5.4): %v", err)
 			}
-			t.Fatalf("packed once: %d of the weight's %d pages still resident after its first product", resident, pages)
+			if again := residentPages(t, m); again > pages/4 {
+				t.Skipf("this system keeps the pages of %s even when asked (%d of %d resident; tmpfs without swap?)", path, again, pages)
+			}
+			t.Fatalf("packed once: %d of the weight's %d pages still resident after its first product, where asking gives them back", resident, pages)
 		}
 	}
 	if !slices.Equal(outs[0], outs[1]) {
