@@ -46,10 +46,9 @@ type Prices struct {
 	CatchUp float64
 	// First is what a draft model's first step of a round costs more
 	// than its later ones (Cost), in target tokens: the first follows the
-	// target's pass, whose reads left the draft's weights and scratch out
-	// of the caches and the TLB (a 1B model's Q4_0 copy, 2 cores: 36–50
-	// ms, where the next steps took 20–26). Zero for prompt lookup, or
-	// not measured.
+	// target's pass, and on a machine whose caches that pass sweeps it
+	// runs slower (a 1B model's Q4_0 copy, 2 cores: 36–50 ms, where the
+	// next steps took 20–26). Zero for prompt lookup, or not measured.
 	First float64
 }
 
