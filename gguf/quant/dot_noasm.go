@@ -48,6 +48,9 @@ type Packed struct{}
 // Pack returns nil: no kernel here repacks rows.
 func Pack(Type, []byte, int, int) *Packed { return nil }
 
+// PackOn returns nil: no kernel here repacks rows.
+func PackOn(Type, []byte, int, int, func(int, func(int))) *Packed { return nil }
+
 // Bytes is 0.
 func (*Packed) Bytes() int { return 0 }
 

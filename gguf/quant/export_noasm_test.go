@@ -16,3 +16,6 @@ func SetFloatRows(bool) (restore func()) { return func() {} }
 
 // SetStreamAhead: no band kernels without the assembly.
 func SetStreamAhead(bool) (restore func()) { return func() {} }
+
+// PackedBytes: nothing is packed here.
+func PackedBytes(*Packed) (tiles, bands []byte) { return nil, nil }

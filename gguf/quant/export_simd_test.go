@@ -42,3 +42,6 @@ func SetStreamAhead(on bool) (restore func()) {
 	streamAhead = on
 	return func() { streamAhead = old }
 }
+
+// PackedBytes is p's packed tiles and bands.
+func PackedBytes(p *Packed) (tiles, bands []byte) { return p.tiles, p.bands }

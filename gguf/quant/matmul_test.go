@@ -1,11 +1,13 @@
 package quant_test
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/meshnode/meshnode/gguf/quant"
@@ -262,6 +264,42 @@ func TestPack(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPackOn: packed in parts on several goroutines (PackOn, as the CPU
+// backend packs on its workers), the tiles and bands are Pack's, byte
+// for byte, whatever the number of tiles.
+func TestPackOn(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	parallel := func(n int, do func(int)) {
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() { do(i) })
+		}
+		wg.Wait()
+	}
+	for _, cols := range []int{256, 2048} {
+		for _, rows := range []int{16, 40, 16*70 + 8} {
+			w := make([]byte, mustRowSize(t, quant.Q8_0, rows*cols))
+			if err := quant.Quantize(quant.Q8_0, normal(rng, rows*cols), w); err != nil {
+				t.Fatal(err)
+			}
+			for _, batch := range []int{1, 2} {
+				want, got := quant.Pack(quant.Q8_0, w, cols, batch), quant.PackOn(quant.Q8_0, w, cols, batch, parallel)
+				if (want == nil) != (got == nil) {
+					t.Fatalf("%d×%d, batch %d: Pack packed %v, PackOn %v", rows, cols, batch, want != nil, got != nil)
+				}
+				if want == nil {
+					continue
+				}
+				wt, wb := quant.PackedBytes(want)
+				gt, gb := quant.PackedBytes(got)
+				if !bytes.Equal(wt, gt) || !bytes.Equal(wb, gb) {
+					t.Errorf("%d×%d, batch %d: packed in parts differs from packed whole", rows, cols, batch)
+				}
+			}
+		}
 	}
 }
 

@@ -36,7 +36,14 @@ type Packed struct {
 // but a product whose blocks fit the core's L2 cache and whose packed
 // rows do not lost (Q4_0, one row of 1024×2048 and of 32000×192:
 // 0.92× and 0.95×), and the copy would double a model's memory.
-func Pack(t Type, w []byte, cols, batch int) *Packed {
+func Pack(t Type, w []byte, cols, batch int) *Packed { return PackOn(t, w, cols, batch, nil) }
+
+// PackOn is Pack with the tiles packed in parts by run, which calls
+// do(i) once for every i < n, on as many threads as it has: a caller's
+// worker pool (the CPU backend's), so that packing a 1B model's weights
+// at their first products takes its threads, not one. A nil run packs on
+// the caller's goroutine.
+func PackOn(t Type, w []byte, cols, batch int, run func(n int, do func(i int))) *Packed {
 	rs, err := t.RowSize(cols)
 	if err != nil || rs == 0 || len(w)%rs != 0 || batch < 1 || !useSIMD || !useTiles {
 		return nil
@@ -47,13 +54,13 @@ func Pack(t Type, w []byte, cols, batch int) *Packed {
 		p.tile = tile
 		p.tiles = p.packTiles(w, t.TypeSize(), 8, tile.chunk, tile.packed, func(dst, src []byte, blocks int) {
 			tile.pack(&dst[0], &src[0], rs, blocks)
-		})
+		}, run)
 	}
 	if band != nil && p.rows >= band.h {
 		p.band = band
 		p.bands = p.packTiles(w, t.TypeSize(), band.h, band.chunk, band.packed, func(dst, src []byte, blocks int) {
 			band.pack(dst, src, rs, blocks)
-		})
+		}, run)
 	}
 	if p.tile == nil && p.band == nil {
 		return nil
@@ -80,16 +87,31 @@ func PacksStreamed(t Type, cols int) bool {
 
 // packTiles packs p's whole tiles of h rows of w (blocks of wb bytes), a
 // chunk of blocks at a time: block b of tile j at (j·nb + b)·size, where a
-// product reads it (matMulTiles, matMulBand).
-func (p *Packed) packTiles(w []byte, wb, h, chunk, size int, pack func(dst, src []byte, blocks int)) []byte {
-	out := make([]byte, p.rows/h*p.nb*size)
-	for j := range p.rows / h {
-		for b0 := 0; b0 < p.nb; b0 += chunk {
-			pack(out[(j*p.nb+b0)*size:], w[h*j*p.rs+b0*wb:], min(p.nb, b0+chunk)-b0)
+// product reads it (matMulTiles, matMulBand). run (nil: none) packs spans
+// of tiles in parallel: each writes only its own tiles.
+func (p *Packed) packTiles(w []byte, wb, h, chunk, size int, pack func(dst, src []byte, blocks int), run func(n int, do func(i int))) []byte {
+	tiles := p.rows / h
+	out := make([]byte, tiles*p.nb*size)
+	adviseHuge(out)
+	span := func(j0, j1 int) {
+		for j := j0; j < j1; j++ {
+			for b0 := 0; b0 < p.nb; b0 += chunk {
+				pack(out[(j*p.nb+b0)*size:], w[h*j*p.rs+b0*wb:], min(p.nb, b0+chunk)-b0)
+			}
 		}
 	}
+	if run == nil || tiles < 2 {
+		span(0, tiles)
+		return out
+	}
+	n := min(tiles, packSpans)
+	run(n, func(i int) { span(i*tiles/n, (i+1)*tiles/n) })
 	return out
 }
+
+// packSpans is how many spans PackOn hands out: enough that threads
+// sharing them finish together.
+const packSpans = 64
 
 // packLayout is the kernel whose layout Pack packs t's rows of nb blocks
 // in for batches of batch rows: a tile or a band kernel, or neither.
