@@ -339,6 +339,36 @@ func TestWindowMeasuredSteps(t *testing.T) {
 	}
 }
 
+// linearSteps are a target's steps over windows up to a full one, each
+// row past the first adding v.
+func linearSteps(v float64) []float64 {
+	steps := make([]float64, spec.DefaultMaxWindow+1)
+	for k := range steps {
+		steps[k] = 1 + float64(k)*v
+	}
+	return steps
+}
+
+// draftedRounds runs 20 rounds of w, every draft standing, and counts
+// those that drafted.
+func draftedRounds(t *testing.T, w *spec.Window) int {
+	t.Helper()
+	rounds := 0
+	for range 20 {
+		k := w.Size()
+		if k == 0 {
+			continue
+		}
+		rounds++
+		d, err := w.Draft(context.Background(), &fakeDraft{}, nil, 0, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Keep(d, len(d), 0)
+	}
+	return rounds
+}
+
 // TestWindowPricesCatchUp: a draft model's round after one whose drafts
 // all stood first catches up on two tokens, and a greedy window priced
 // with that step (Prices.CatchUp) counts it against the round whose
@@ -349,26 +379,8 @@ func TestWindowMeasuredSteps(t *testing.T) {
 // before.
 func TestWindowPricesCatchUp(t *testing.T) {
 	const c, v = 0.9, 0.02
-	steps := make([]float64, spec.DefaultMaxWindow+1)
-	for k := range steps {
-		steps[k] = 1 + float64(k)*v
-	}
-	drafted := func(w *spec.Window) int {
-		rounds := 0
-		for range 20 {
-			k := w.Size()
-			if k == 0 {
-				continue
-			}
-			rounds++
-			d, err := w.Draft(context.Background(), &fakeDraft{}, nil, 0, k)
-			if err != nil {
-				t.Fatal(err)
-			}
-			w.Keep(d, len(d), 0)
-		}
-		return rounds
-	}
+	steps := linearSteps(v)
+	drafted := func(w *spec.Window) int { return draftedRounds(t, w) }
 	if n := drafted(spec.Prices{Cost: c, Row: v, Steps: steps, CatchUp: c}.Window(0).Expect(1)); n != 20 {
 		t.Errorf("a catch-up as dear as one step: %d of 20 rounds drafted, want all", n)
 	}
@@ -387,26 +399,8 @@ func TestWindowPricesCatchUp(t *testing.T) {
 // first step 0.7 dearer no window pays (9 for 9.06).
 func TestWindowPricesFirstStep(t *testing.T) {
 	const c, v = 0.9, 0.02
-	steps := make([]float64, spec.DefaultMaxWindow+1)
-	for k := range steps {
-		steps[k] = 1 + float64(k)*v
-	}
-	drafted := func(w *spec.Window) int {
-		rounds := 0
-		for range 20 {
-			k := w.Size()
-			if k == 0 {
-				continue
-			}
-			rounds++
-			d, err := w.Draft(context.Background(), &fakeDraft{}, nil, 0, k)
-			if err != nil {
-				t.Fatal(err)
-			}
-			w.Keep(d, len(d), 0)
-		}
-		return rounds
-	}
+	steps := linearSteps(v)
+	drafted := func(w *spec.Window) int { return draftedRounds(t, w) }
 	if n := drafted(spec.Prices{Cost: c, Row: v, Steps: steps, CatchUp: c}.Window(0).Expect(1)); n != 20 {
 		t.Errorf("no first-step extra: %d of 20 rounds drafted, want all", n)
 	}
