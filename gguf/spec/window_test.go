@@ -300,10 +300,7 @@ func TestLimitPricesCatchUp(t *testing.T) {
 // judge declines the eighth draft.
 func TestWindowMeasuredSteps(t *testing.T) {
 	const v = 0.1
-	linear := make([]float64, spec.DefaultMaxWindow+1)
-	for k := range linear {
-		linear[k] = 1 + float64(k)*v
-	}
+	linear := linearSteps(v)
 	cliff := slices.Clone(linear)
 	cliff[8] = cliff[7] + 0.8
 	size := func(p spec.Prices) int { return p.Window(0).Expect(1).Size() }
