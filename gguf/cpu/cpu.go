@@ -175,6 +175,11 @@ func (b *Backend) Workers() int { return b.pool.threads }
 func (b *Backend) Parallel(n int, f func(t int)) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.runFunc(n, f)
+}
+
+// runFunc runs f(t) for every t < n on the workers; b.mu is held.
+func (b *Backend) runFunc(n int, f func(t int)) {
 	b.fj = funcJob{f}
 	b.pool.run(n, &b.fj)
 	b.fj = funcJob{}

@@ -173,17 +173,18 @@ func (b *Backend) MatMul(dst backend.Tensor, wt backend.Weight, x backend.Tensor
 			w.packed[kind] = quant.Pack(w.typ, w.data, w.cols, n)
 		}
 		w.packDone[kind] = true
-	case b.packStream && quant.PacksStreamed(w.typ, w.cols):
+	case b.packStream:
+		// Decided once: weights made later only add to what must stay
+		// in cache, so a weight read from memory stays so.
+		w.packDone = [2]bool{true, true}
+		if !quant.PacksStreamed(w.typ, w.cols) {
+			break
+		}
 		// One copy in the band kernels' layout, for every product,
 		// packed on the workers (a 1B model's 1.2 GB at its first
 		// prompt).
-		p := quant.PackOn(w.typ, w.data, w.cols, 2, func(n int, do func(int)) {
-			b.fj = funcJob{do}
-			b.pool.run(n, &b.fj)
-			b.fj = funcJob{}
-		})
-		w.packed, w.packDone = [2]*quant.Packed{p, p}, [2]bool{true, true}
-		if p != nil {
+		if p := quant.PackOn(w.typ, w.data, w.cols, 2, b.runFunc); p != nil {
+			w.packed = [2]*quant.Packed{p, p}
 			b.streamed++
 			_ = releasePages(w.data) // advice: refused, the pages stay
 		}
