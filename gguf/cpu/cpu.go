@@ -240,8 +240,8 @@ type weight struct {
 	// window's step on a 1B Q8_0 model 1.03–1.23× as fast, a decoded
 	// token's 0.98–1.12× (BenchmarkStreamedPacked in gguf/model). Their
 	// one-row products are not timed (onerow.go): the band kernels read
-	// the copy, and the file's pages are given back (releasePages) and not
-	// read again. Other types read from memory are not packed: their copy
+	// the copy, and the file's pages are given back (pages.Release) and
+	// not read again. Other types read from memory are not packed: their copy
 	// would be up to 2.3 times their blocks.
 	packed   [2]*quant.Packed
 	packDone [2]bool

@@ -36,7 +36,3 @@ func SetPack(on bool) (restore func()) {
 // SetClock replaces b's clock, which times the one-row products it tunes
 // (onerow.go).
 func SetClock(b *Backend, now func() time.Time) { b.now = now }
-
-// ReleasePages is releasePages, for a test to tell a kernel that refuses
-// it from one that did not reclaim.
-func ReleasePages(b []byte) error { return releasePages(b) }

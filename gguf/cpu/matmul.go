@@ -7,6 +7,7 @@ import (
 
 	"github.com/meshnode/meshnode/gguf/backend"
 	"github.com/meshnode/meshnode/gguf/quant"
+	"github.com/meshnode/meshnode/internal/pages"
 )
 
 // tasksPerThread oversubscribes the workers so that the atomic hand-out
@@ -186,7 +187,9 @@ func (b *Backend) MatMul(dst backend.Tensor, wt backend.Weight, x backend.Tensor
 		if p := quant.PackOn(w.typ, w.data, w.cols, 2, b.runFunc); p != nil {
 			w.packed = [2]*quant.Packed{p, p}
 			b.streamed++
-			_ = releasePages(w.data) // advice: refused, the pages stay
+			// Its file's pages are not read again (but for a tied
+			// embedding's rows and the rows past the last whole tile).
+			_ = pages.Release(w.data) // advice: refused, the pages stay
 		}
 	}
 	chunk := matmulChunk(w, n, b.threads)

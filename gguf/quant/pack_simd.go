@@ -2,6 +2,8 @@
 
 package quant
 
+import "github.com/meshnode/meshnode/internal/pages"
+
 // Packed is a weight matrix's rows repacked once into the layouts its
 // tile and band kernels multiply (tile_simd.go), for MatMulPacked, which
 // then skips the repacking MatMul does at every call. Where the weights
@@ -92,7 +94,7 @@ func PacksStreamed(t Type, cols int) bool {
 func (p *Packed) packTiles(w []byte, wb, h, chunk, size int, pack func(dst, src []byte, blocks int), run func(n int, do func(i int))) []byte {
 	tiles := p.rows / h
 	out := make([]byte, tiles*p.nb*size)
-	adviseHuge(out)
+	pages.AdviseHuge(out) // fresh memory, faulted in as it is written
 	span := func(j0, j1 int) {
 		for j := j0; j < j1; j++ {
 			for b0 := 0; b0 < p.nb; b0 += chunk {

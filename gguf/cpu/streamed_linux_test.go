@@ -14,6 +14,7 @@ import (
 
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/quant"
+	"github.com/meshnode/meshnode/internal/pages"
 )
 
 // TestStreamedPackReleasesPages: a Q8_0 weight read from memory and
@@ -59,21 +60,21 @@ func TestStreamedPackReleasesPages(t *testing.T) {
 		be.MatMul(dst, wt, tensor(be, 1, cols, x))
 		outs = append(outs, read(be, dst))
 		resident := residentPages(t, m)
-		pages := len(data) / os.Getpagesize()
+		total := len(data) / os.Getpagesize()
 		switch {
-		case repack && resident < pages-1:
-			t.Fatalf("repacked at every product: %d of the weight's %d pages resident after a product, want all", resident, pages)
-		case !repack && resident > pages/4:
+		case repack && resident < total-1:
+			t.Fatalf("repacked at every product: %d of the weight's %d pages resident after a product, want all", resident, total)
+		case !repack && resident > total/4:
 			// Asked again here: a kernel that refuses, or a file system
 			// whose pages it cannot give back (tmpfs without swap), is
 			// the system's limit, not the backend's fault.
-			if err := cpu.ReleasePages(m); err != nil {
+			if err := pages.Release(m); err != nil {
 				t.Skipf("this kernel does not reclaim pages on request (MADV_PAGEOUT, Linux 5.4): %v", err)
 			}
-			if again := residentPages(t, m); again > pages/4 {
-				t.Skipf("this system keeps the pages of %s even when asked (%d of %d resident; tmpfs without swap?)", path, again, pages)
+			if again := residentPages(t, m); again > total/4 {
+				t.Skipf("this system keeps the pages of %s even when asked (%d of %d resident; tmpfs without swap?)", path, again, total)
 			}
-			t.Fatalf("packed once: %d of the weight's %d pages still resident after its first product, where asking gives them back", resident, pages)
+			t.Fatalf("packed once: %d of the weight's %d pages still resident after its first product, where asking gives them back", resident, total)
 		}
 	}
 	if !slices.Equal(outs[0], outs[1]) {
