@@ -58,6 +58,10 @@ func noGPULine(err error) string {
 // cudaOptions open the CUDA backend (tests point Library at a stand-in).
 var cudaOptions cuda.Options
 
+// cpuOptions open the CPU backend but for its threads, Config.Threads
+// (tests shrink CacheBytes so that weights are read from memory).
+var cpuOptions cpu.Options
+
 // metalOptions open the Metal backend (tests give it the stand-in's
 // device), and autoMetal makes auto try Metal rather than CUDA: on
 // darwin/arm64, where Apple's GPUs are.
@@ -79,7 +83,9 @@ func loadOnBackend(f *gguf.File, cfg Config, log *slog.Logger) (be backend.Backe
 		name = BackendAuto
 	}
 	onCPU := func() (backend.Backend, *model.Model, uint64, error) {
-		be := cpu.New(cpu.Options{Threads: cfg.Threads})
+		opt := cpuOptions
+		opt.Threads = cfg.Threads
+		be := cpu.New(opt)
 		m, err := model.Load(f, be)
 		if err != nil {
 			be.Close()
