@@ -91,7 +91,11 @@ func TestGPUStages(t *testing.T) {
 				if err := mapFile(be, f); err != nil {
 					t.Fatal(err)
 				}
-				if err := modeltest.StagesBitExact(context.Background(), f, be, modeltest.Splits(2)); err != nil {
+				splits, err := modeltest.SplitsOf(f) // the fixtures' blocks: smollm3's are 4
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := modeltest.StagesBitExact(context.Background(), f, be, splits); err != nil {
 					t.Fatal(err)
 				}
 			})

@@ -460,3 +460,43 @@ func TestGemma4Stages(t *testing.T) {
 		t.Errorf("the whole range as a stage: %v", err)
 	}
 }
+
+// TestStageLayoutsCoverModel: a layout that stops short of the model's
+// last block is an error that says so, not a panic reading logits from a
+// stage that has none (the device checks ran the two-block layouts on
+// smollm3's four-block fixture); SplitsOf's layouts run the whole model.
+func TestStageLayoutsCoverModel(t *testing.T) {
+	md, err := vocabSource()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := modeltest.Parsed(t, modeltest.StageFixture("llama", "Q8_0", 4), md)
+	be := cpu.New(cpu.Options{Threads: 1})
+	defer be.Close()
+	short := []model.LayerRange{{Lo: 0, Hi: 1}, {Lo: 1, Hi: 2}}
+	if _, err := modeltest.StageScript(context.Background(), f, be, short, nil, nil); err == nil || !strings.Contains(err.Error(), "end at block 2 of the model's 4") {
+		t.Errorf("stages %v of 4 blocks: %v, want an error naming where they end", short, err)
+	}
+	splits, err := modeltest.SplitsOf(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(splits) == 0 {
+		t.Fatal("SplitsOf gave no layouts")
+	}
+	for _, layout := range splits {
+		at := 0
+		for _, r := range layout {
+			if r.Lo != at || r.Hi <= r.Lo {
+				t.Errorf("layout %v: stage %v does not follow block %d", layout, r, at)
+			}
+			at = r.Hi
+		}
+		if at != 4 || len(layout) < 2 {
+			t.Errorf("layout %v: want 2 or more stages ending at block 4", layout)
+		}
+	}
+	if err := modeltest.StagesBitExact(context.Background(), f, be, splits); err != nil {
+		t.Error(err)
+	}
+}

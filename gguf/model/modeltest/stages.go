@@ -33,6 +33,25 @@ func Splits(n int) [][]model.LayerRange {
 	return out
 }
 
+// SplitsOf is a few of Splits' layouts for the model in f, of its own
+// number of blocks n (a fixture's 2 or 4): every one for n = 2; for more,
+// the two-stage split at the middle and three stages with a middle one of
+// a block, so that a device check's time does not grow with n.
+func SplitsOf(f *gguf.File) ([][]model.LayerRange, error) {
+	cfg, err := model.ParseConfig(f.Metadata)
+	if err != nil {
+		return nil, err
+	}
+	n := cfg.Layers
+	if n <= 2 {
+		return Splits(n), nil
+	}
+	return [][]model.LayerRange{
+		{{Lo: 0, Hi: n / 2}, {Lo: n / 2, Hi: n}},
+		{{Lo: 0, Hi: 1}, {Lo: 1, Hi: 2}, {Lo: 2, Hi: n}},
+	}, nil
+}
+
 // pipeline is a model in stages run in one process as stages run on
 // several nodes: hidden rows copied out of one stage's batch and into the
 // next's.
@@ -75,6 +94,10 @@ func newPipeline(f *gguf.File, be backend.Backend, layout []model.LayerRange, se
 			ss = append(ss, s)
 		}
 		p.batches, p.sessions = append(p.batches, b), append(p.sessions, ss)
+		if r == stages[len(stages)-1] && !m.Last() {
+			// Its rows would be hidden states, not logits.
+			return nil, fmt.Errorf("stages %v end at block %d of the model's %d", layout, r.Hi, m.Config().Layers)
+		}
 	}
 	return p, nil
 }
