@@ -70,7 +70,7 @@ func newPipeline(f *gguf.File, be backend.Backend, layout []model.LayerRange, se
 	if stages == nil {
 		stages = []model.LayerRange{{}}
 	}
-	for _, r := range stages {
+	for i, r := range stages {
 		var m *model.Model
 		var err error
 		if layout == nil {
@@ -94,7 +94,7 @@ func newPipeline(f *gguf.File, be backend.Backend, layout []model.LayerRange, se
 			ss = append(ss, s)
 		}
 		p.batches, p.sessions = append(p.batches, b), append(p.sessions, ss)
-		if r == stages[len(stages)-1] && !m.Last() {
+		if i == len(stages)-1 && !m.Last() {
 			// Its rows would be hidden states, not logits.
 			return nil, fmt.Errorf("stages %v end at block %d of the model's %d", layout, r.Hi, m.Config().Layers)
 		}
