@@ -202,9 +202,8 @@ func Load(path string, cfg Config) (*Model, error) {
 	}
 	if err := warmUp(context.Background(), m.model, tok); err != nil {
 		log.Warn("warm-up failed; the first request pays what it would have", "model", m.name, "err", err)
-	} else {
-		log.Debug("warmed up", "model", m.name, "took", time.Since(start).Round(time.Millisecond))
 	}
+	warm := time.Since(start).Round(time.Millisecond)
 	if m.draft != nil {
 		// What drafting and verifying cost on this machine, for greedy
 		// serves' windows (spec.Drafter.Window).
@@ -229,7 +228,7 @@ func Load(path string, cfg Config) (*Model, error) {
 	}
 	log.Info("model loaded", "model", m.name, "arch", mc.Arch, "type", m.facts.QuantizationType,
 		"params", m.facts.ParameterSize, "context", m.ctx, "slots", sessions, "kv", kv, "backend", m.be.Name(), "threads", m.be.Threads(),
-		"digest", m.weights.Digest.String(), "hashed_mbps", int(sum.MBps()), "head_shadow_bytes", m.model.ShadowBytes())
+		"digest", m.weights.Digest.String(), "hashed_mbps", int(sum.MBps()), "head_shadow_bytes", m.model.ShadowBytes(), "warm_up", warm)
 	ok = true
 	return m, nil
 }

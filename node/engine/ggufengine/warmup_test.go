@@ -23,7 +23,7 @@ func TestLoadWarmsUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	if !strings.Contains(buf.String(), "warmed up") {
+	if !strings.Contains(buf.String(), "warm_up=") || strings.Contains(buf.String(), "warm-up failed") {
 		t.Errorf("the load did not say it warmed up:\n%s", buf.String())
 	}
 	if c := m.model.Config(); !quant.PacksStreamed(quant.Q8_0, c.Embd) && !quant.PacksStreamed(quant.Q8_0, c.FF) {
