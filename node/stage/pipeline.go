@@ -170,6 +170,12 @@ func Start(ctx context.Context, cfg PipelineConfig) (*Pipeline, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Before the other stages load, so that the first step does not pay
+	// for it (the CPU packs the weights it reads from memory); a stage
+	// that cannot step one position serves nothing.
+	if err := m.WarmUp(ctx); err != nil {
+		return nil, fmt.Errorf("stage: the first stage: %w", err)
+	}
 	ctxLen := cfg.Context
 	if ctxLen <= 0 {
 		ctxLen = min(m.Config().TrainContext, model.DefaultContext)

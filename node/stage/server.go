@@ -259,6 +259,11 @@ func (srv *Server) load(ctx context.Context, st *stream, ls *stagewire.LoadStage
 		}
 		srv.mu.Unlock()
 	}
+	// Before Ready, so that the first step does not pay for it (the CPU
+	// packs the weights it reads from memory).
+	if err := m.WarmUp(ctx); err != nil {
+		srv.log().Warn("stage: warm-up failed; the first step pays what it would have", "stage", ls.Stage, "lo", ls.Lo, "hi", ls.Hi, "err", err)
+	}
 	if err := st.send(ctx, &stagewire.Ready{Stage: ls.Stage, Lo: ls.Lo, Hi: ls.Hi, Memory: uint64(mem)}); err != nil {
 		srv.stop(s)
 	}

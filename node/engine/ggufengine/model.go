@@ -196,11 +196,7 @@ func Load(path string, cfg Config) (*Model, error) {
 	}
 	// After the draft: its weights count in what the CPU keeps cached.
 	start := time.Now()
-	tok := m.tok.BOS()
-	if tok == tokenizer.NoToken {
-		tok = 0
-	}
-	if err := warmUp(context.Background(), m.model, tok); err != nil {
+	if err := m.model.WarmUp(context.Background()); err != nil {
 		log.Warn("warm-up failed; the first request pays what it would have", "model", m.name, "err", err)
 	}
 	warm := time.Since(start).Round(time.Millisecond)
@@ -231,22 +227,6 @@ func Load(path string, cfg Config) (*Model, error) {
 		"digest", m.weights.Digest.String(), "hashed_mbps", int(sum.MBps()), "head_shadow_bytes", m.model.ShadowBytes(), "warm_up", warm)
 	ok = true
 	return m, nil
-}
-
-// warmUp runs one token through a throwaway session, as llama.cpp's
-// warm-up does, so that what a backend does at a weight's first product
-// is paid by the load, not by the first request: the CPU packs the Q8_0
-// weights it reads from memory (a 1B model's 1.2 GB, 0.5–1 s on two
-// cores) and times its one-row kernels' candidates after an untimed first
-// touch, which the warm-up now takes.
-func warmUp(ctx context.Context, m *model.Model, tok uint32) error {
-	s, err := m.NewSession(model.SessionOptions{Context: 1, Batch: 1})
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	_, err = s.Eval(ctx, []uint32{tok})
-	return err
 }
 
 // slots resolves Config.Context and Config.Sessions: each sequence's
