@@ -73,7 +73,8 @@ type bandKernel struct {
 	// repacked rows at w and the activation rows at y (row i at y+i·ys,
 	// its figures at aux+i·xs) to acc (row i's at acc[8h·i:]). With out
 	// set (the last chunk), they then reduce each row's lanes as reduce
-	// does and store activation row i's h results at out+i·os bytes.
+	// does, store activation row i's h results at out+i·os bytes and
+	// leave its lanes zero.
 	dot4, dot3, dot2, dot1 bandDot
 }
 
@@ -262,7 +263,10 @@ func matMulBand(k *bandKernel, s *tileScratch, t Type, w, packed []byte, rs, row
 	if need := 8 * h * b.rows; len(s.band) < need {
 		s.band = make([]float32, need)
 	}
+	// The kernels' reductions leave the lanes zero (ZOUT, YOUT), so acc
+	// is cleared once here rather than before each tile.
 	acc := s.band[:8*h*b.rows]
+	clear(acc)
 	wb, ab, xb := t.TypeSize(), b.typ.TypeSize(), auxBytes(b.typ)
 	calls := 0 // kernel calls per chunk
 	for i := 0; i < b.rows; calls++ {
@@ -286,7 +290,6 @@ func matMulBand(k *bandKernel, s *tileScratch, t Type, w, packed []byte, rs, row
 		tileLines = (tileLines + nb*calls - 1) / (nb * calls)
 	}
 	for r := 0; r < full; r += h {
-		clear(acc)
 		pfAt := (r/h + 1) * tileBytes // the next tile's bytes asked for so far
 		for b0 := 0; b0 < nb; b0 += k.chunk {
 			blocks := min(nb, b0+k.chunk) - b0

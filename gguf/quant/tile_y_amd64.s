@@ -53,7 +53,8 @@
 	VMOVUPS Y2, ACC(DI)(AX*1)
 
 // YOUT reduces activation row i's lanes (at ACC(DI)) by halving and
-// stores the eight rows' results at R9, then moves R9 on by BX.
+// stores the eight rows' results at R9, then moves R9 on by BX; it leaves
+// the lanes zero for the next tile, as ZOUT does.
 #define YOUT(ACC) \
 	VMOVUPS (ACC)(DI), Y0 \
 	VMOVUPS (ACC+32)(DI), Y1 \
@@ -67,7 +68,16 @@
 	VADDPS Y3, Y1, Y1 \
 	VADDPS Y1, Y0, Y0 \
 	VMOVUPS Y0, (R9) \
-	ADDQ BX, R9
+	ADDQ BX, R9 \
+	VPXOR Y2, Y2, Y2 \
+	VMOVUPS Y2, (ACC)(DI) \
+	VMOVUPS Y2, (ACC+32)(DI) \
+	VMOVUPS Y2, (ACC+64)(DI) \
+	VMOVUPS Y2, (ACC+96)(DI) \
+	VMOVUPS Y2, (ACC+128)(DI) \
+	VMOVUPS Y2, (ACC+160)(DI) \
+	VMOVUPS Y2, (ACC+192)(DI) \
+	VMOVUPS Y2, (ACC+224)(DI)
 
 // YLOAD loads the block's groups into Y8-Y15 and its d into Y6.
 #define YLOAD \

@@ -18,7 +18,11 @@
 
 // ZOUT reduces activation row i's lanes (at ACC(DI)) by halving, lane
 // j += lane j+w for w = 4, 2, 1, as reduce does, stores the sixteen
-// rows' results at R9 and moves R9 to the next row's.
+// rows' results at R9 and moves R9 to the next row's. It leaves the lanes
+// zero for the next tile (matMulBand clears acc once a call, not once a
+// tile: on 192-wide rows the clear cost half the products' time), with
+// whole-vector stores, which the next tile's whole-vector loads of the
+// lanes take straight from the store buffer.
 #define ZOUT(ACC) \
 	VMOVUPS (ACC)(DI), Z0 \
 	VMOVUPS (ACC+64)(DI), Z1 \
@@ -32,7 +36,16 @@
 	VADDPS Z3, Z1, Z1 \
 	VADDPS Z1, Z0, Z0 \
 	VMOVUPS Z0, (R9) \
-	ADDQ BX, R9
+	ADDQ BX, R9 \
+	VPXORD Z2, Z2, Z2 \
+	VMOVUPS Z2, (ACC)(DI) \
+	VMOVUPS Z2, (ACC+64)(DI) \
+	VMOVUPS Z2, (ACC+128)(DI) \
+	VMOVUPS Z2, (ACC+192)(DI) \
+	VMOVUPS Z2, (ACC+256)(DI) \
+	VMOVUPS Z2, (ACC+320)(DI) \
+	VMOVUPS Z2, (ACC+384)(DI) \
+	VMOVUPS Z2, (ACC+448)(DI)
 
 // Q4_0 and Q8_0 (32-element blocks): the eight groups of unsigned quants,
 // Q4_0's nibbles n or Q8_0's x+128 (q4_0PackZ, q8_0PackZ), then the rows'
