@@ -693,17 +693,18 @@ type SpecStatus struct {
 	// Cost is a drafted token's cost in target tokens, Row a verified
 	// row's past the first, CatchUp a draft model's two-token step and
 	// First what its first step of a round costs more than Cost (0: not
-	// counted); SampledCost and SampledRow are Cost and Row as a sampled
-	// serve pays them.
-	Cost        float64 `json:"cost"`
-	Row         float64 `json:"row"`
-	CatchUp     float64 `json:"catch_up,omitempty"`
-	First       float64 `json:"first,omitempty"`
-	SampledCost float64 `json:"sampled_cost"`
-	SampledRow  float64 `json:"sampled_row"`
+	// counted); SampledCost, SampledRow and SampledFirst are Cost, Row
+	// and First as a sampled serve pays them.
+	Cost         float64 `json:"cost"`
+	Row          float64 `json:"row"`
+	CatchUp      float64 `json:"catch_up,omitempty"`
+	First        float64 `json:"first,omitempty"`
+	SampledCost  float64 `json:"sampled_cost"`
+	SampledRow   float64 `json:"sampled_row"`
+	SampledFirst float64 `json:"sampled_first,omitempty"`
 	// SampledDraft is what a new sampled request names as its draft (a
 	// receipt's sampling.draft): the draft's id with the sampled prices
-	// (lookup@c0.00v0.51), the id alone (files' prices), or "" where the
+	// (lookup@c0.00v0.51, or with a first step's extra 0123…@c0.02v0.06f0.01), the id alone (files' prices), or "" where the
 	// prices say sampled speculation cannot pay, so that such requests
 	// sample plainly.
 	SampledDraft string `json:"sampled_draft"`
@@ -713,7 +714,7 @@ type SpecStatus struct {
 func specStatus(d drafting) *SpecStatus {
 	p, at := d.DraftPrices()
 	s := &SpecStatus{Prices: DraftPricesFiles, Cost: p.Cost, Row: p.Row, CatchUp: p.CatchUp, First: p.First,
-		SampledCost: p.SampledCost, SampledRow: p.SampledRow, SampledDraft: d.Draft()}
+		SampledCost: p.SampledCost, SampledRow: p.SampledRow, SampledFirst: p.SampledFirst, SampledDraft: d.Draft()}
 	if !at.IsZero() {
 		s.Prices, s.MeasuredAt = DraftPricesMeasured, at.UTC().Format(time.RFC3339)
 	}

@@ -78,7 +78,7 @@ func (a *apiNode) Replay(ctx context.Context, rp *api.Replay) (*api.ReplayResult
 			req.Sampling.Draft = d
 			err := req.Validate()
 			if err == nil {
-				_, _, _, _, err = spec.SplitDraft(d)
+				_, _, _, err = spec.SplitDraft(d)
 			}
 			if err != nil {
 				return nil, api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_request", "energy.draft: %v", err)

@@ -135,7 +135,7 @@ func TestSampledDraftReplays(t *testing.T) {
 	if err := json.Unmarshal(energy, &e); err != nil || e.Draft == nil {
 		t.Fatalf("usage.energy has no draft: %s", energy)
 	}
-	if id, _, _, priced, err := spec.SplitDraft(*e.Draft); *e.Draft != "" && (err != nil || id != DraftLookup || !priced) {
+	if id, _, priced, err := spec.SplitDraft(*e.Draft); *e.Draft != "" && (err != nil || id != DraftLookup || !priced) {
 		t.Errorf("usage.energy.draft %q: want none, or lookup with the measured prices (%v)", *e.Draft, err)
 	}
 	t.Logf("the node named %q", *e.Draft)

@@ -1012,7 +1012,8 @@ func (n *Node) priceSplitDraft(ctx context.Context, sm *splitModel) {
 		return
 	}
 	n.log.Info("speculative decoding: the pipeline's prices measured", "model", sm.Name(), "draft", sm.spec.Draft,
-		"cost", p.Cost, "row", p.Row, "catch_up", p.CatchUp, "first", p.First, "sampled_cost", p.SampledCost, "sampled_row", p.SampledRow, "sampled_draft", sm.eng.Draft())
+		"cost", p.Cost, "row", p.Row, "catch_up", p.CatchUp, "first", p.First, "sampled_cost", p.SampledCost, "sampled_row", p.SampledRow,
+		"sampled_first", p.SampledFirst, "sampled_draft", sm.eng.Draft())
 }
 
 // startSplit loads plan's stages, the last first.

@@ -61,6 +61,7 @@ type specDoc struct {
 	First        float64 `json:"first"`
 	SampledCost  float64 `json:"sampled_cost"`
 	SampledRow   float64 `json:"sampled_row"`
+	SampledFirst float64 `json:"sampled_first"`
 	SampledDraft string  `json:"sampled_draft"`
 }
 
@@ -74,6 +75,10 @@ func (s *specDoc) String() string {
 	if s.First > 0 {
 		greedy += fmt.Sprintf(", first step +%.2f", s.First)
 	}
+	sampledPrices := fmt.Sprintf("c %.2f, v %.2f", s.SampledCost, s.SampledRow)
+	if s.SampledFirst > 0 {
+		sampledPrices += fmt.Sprintf(", first step +%.2f", s.SampledFirst)
+	}
 	sampled := "sampled requests sample plainly (the prices say speculation cannot pay)"
 	if s.SampledDraft != "" {
 		sampled = "sampled requests name " + s.SampledDraft
@@ -82,7 +87,7 @@ func (s *specDoc) String() string {
 	if s.MeasuredAt != "" {
 		prices += " at " + s.MeasuredAt
 	}
-	return fmt.Sprintf("prices %s (greedy %s; sampled c %.2f, v %.2f); %s", prices, greedy, s.SampledCost, s.SampledRow, sampled)
+	return fmt.Sprintf("prices %s (greedy %s; sampled %s); %s", prices, greedy, sampledPrices, sampled)
 }
 
 // splitDoc is a split model's plan: its state and stages.

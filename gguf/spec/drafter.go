@@ -123,14 +123,14 @@ func (d *Drafter) SampledID() string {
 	if !p.SampledPays(d.maxK, d.prior()) {
 		return ""
 	}
-	return PricedDraft(d.id, p.SampledCost, p.SampledRow)
+	return PricedDraft(d.id, p.SampledCost, p.SampledRow, p.SampledFirst)
 }
 
 // SampledWindow is the window of a sampled serve whose request names
 // draft (SampledID's form): priced as the name says, or, for a name
 // without prices, by the files' sizes (Window).
 func (d *Drafter) SampledWindow(draft string) (*Window, error) {
-	id, cost, row, priced, err := SplitDraft(draft)
+	id, p, priced, err := SplitDraft(draft)
 	switch {
 	case err != nil:
 		return nil, err
@@ -139,7 +139,7 @@ func (d *Drafter) SampledWindow(draft string) (*Window, error) {
 	case !priced:
 		return d.Window(false), nil
 	}
-	return NewWindow(d.maxK, cost, row).Expect(d.prior()), nil
+	return sampledWindow(d.maxK, p.Cost, p.Row, p.First).Expect(d.prior()), nil
 }
 
 // prior is the acceptance d's windows expect before they have seen any:

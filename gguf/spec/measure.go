@@ -38,6 +38,10 @@ type Prices struct {
 	// request carries (PricedDraft), so that a replay decides alike
 	// anywhere. Zero: not measured.
 	SampledCost, SampledRow float64
+	// SampledFirst is First as a sampled serve pays it: what a draft
+	// model's first drawn draft of a round costs more than its later ones
+	// (SampledCost), in target tokens. It travels in the draft name too.
+	SampledFirst float64
 	// CatchUp is a draft model's step over two tokens, the last judged,
 	// in target tokens: the first step of a round after one whose drafts
 	// all stood (its last draft, never evaluated, and the target's token
@@ -195,7 +199,7 @@ func measureSteps(ctx context.Context, step StepTimer, most int, dstep, dcatch d
 		}
 	}
 	start := time.Now()
-	var costs, firsts, catchUps, sampledCosts, sampledRows []float64
+	var costs, firsts, catchUps, sampledCosts, sampledFirsts, sampledRows []float64
 	steps := make([][]float64, most)
 	more := func(r int) bool {
 		if r == 0 || budget == 0 {
@@ -259,11 +263,20 @@ func measureSteps(ctx context.Context, step StepTimer, most int, dstep, dcatch d
 		}
 		sampledRows = append(sampledRows, (swin.Seconds()/sone.Seconds()-1)/(measureWindow-1))
 		if dstep != nil {
+			// A round's first drawn draft, after the target's sampled
+			// window, and a later one, as for greedy serves: priced at the
+			// first alone, a sampled draft cost what the first step does
+			// at every position of the window.
+			d1, err := dstep(1, drawn)
+			if err != nil {
+				return Prices{}, err
+			}
 			d, err := dstep(1, drawn)
 			if err != nil {
 				return Prices{}, err
 			}
 			sampledCosts = append(sampledCosts, d.Seconds()/sone.Seconds())
+			sampledFirsts = append(sampledFirsts, (d1-d).Seconds()/sone.Seconds())
 		}
 	}
 	// Row is the measureWindow-row window's step spread over its extra
@@ -280,6 +293,7 @@ func measureSteps(ctx context.Context, step StepTimer, most int, dstep, dcatch d
 		p.First = max(0, median(firsts))
 		p.CatchUp = max(median(catchUps), p.Cost)
 		p.SampledCost = median(sampledCosts)
+		p.SampledFirst = max(0, median(sampledFirsts))
 	}
 	return p, nil
 }
@@ -319,42 +333,69 @@ func (p Prices) SampledPays(maxK int, prior float64) bool {
 	if p.SampledRow == 0 {
 		return true
 	}
-	_, gain := NewWindow(maxK, p.SampledCost, p.SampledRow).Expect(prior).best()
+	_, gain := sampledWindow(maxK, p.SampledCost, p.SampledRow, p.SampledFirst).Expect(prior).best()
 	return gain > minGain
 }
 
+// sampledWindow is a sampled serve's window of at most maxK drafts,
+// priced at cost and row, a round's first draft at first more.
+func sampledWindow(maxK int, cost, row, first float64) *Window {
+	w := NewWindow(maxK, cost, row)
+	w.first = first
+	return w
+}
+
 // PricedDraft is the draft name of a sampled request whose windows are
-// priced at cost and row (two decimals each): the proposer's id, then
-// "@c<cost>v<row>", as in "lookup@c0.00v0.56".
-func PricedDraft(id string, cost, row float64) string {
-	return fmt.Sprintf("%s@c%.2fv%.2f", id, min(max(cost, 0), maxPrice), min(max(row, minRowCost), maxPrice))
+// priced at cost, row and first (two decimals each): the proposer's id,
+// then "@c<cost>v<row>", as in "lookup@c0.00v0.56", and "f<first>" where
+// a round's first draft costs more (at least half a hundredth), as in
+// "…@c0.02v0.06f0.01". A name without f (every one written before
+// SampledFirst was measured) prices no first step, so its replay decides
+// as its serve did.
+func PricedDraft(id string, cost, row, first float64) string {
+	name := fmt.Sprintf("%s@c%.2fv%.2f", id, min(max(cost, 0), maxPrice), min(max(row, minRowCost), maxPrice))
+	if f := min(first, maxPrice); f >= 0.005 {
+		name += fmt.Sprintf("f%.2f", f)
+	}
+	return name
 }
 
 // maxPrice bounds the prices a draft name carries: a drafted token or a
 // row at a hundred target tokens would never be speculated with.
 const maxPrice = 100
 
+// DraftPrices are the prices a sampled request's draft name carries
+// (PricedDraft): a drafted token's cost, an extra row's, and what a
+// round's first draft costs more, in target tokens.
+type DraftPrices struct {
+	Cost, Row, First float64
+}
+
 // SplitDraft is the proposer's id in a sampled request's draft name, and
 // the prices it names (priced false: none, so the files' prices). A name
 // whose prices do not parse, or lie outside 0 … maxPrice (a row at least
 // minRowCost), is an error.
-func SplitDraft(name string) (id string, cost, row float64, priced bool, err error) {
+func SplitDraft(name string) (id string, p DraftPrices, priced bool, err error) {
 	id, prices, priced := strings.Cut(name, "@")
 	if !priced {
-		return name, 0, 0, false, nil
+		return name, DraftPrices{}, false, nil
 	}
 	prices, ok := strings.CutPrefix(prices, "c")
 	c, v, ok2 := strings.Cut(prices, "v")
+	v, f, hasFirst := strings.Cut(v, "f")
 	if ok = ok && ok2; ok {
-		cost, err = strconv.ParseFloat(c, 64)
+		p.Cost, err = strconv.ParseFloat(c, 64)
 		if err == nil {
-			row, err = strconv.ParseFloat(v, 64)
+			p.Row, err = strconv.ParseFloat(v, 64)
+		}
+		if err == nil && hasFirst {
+			p.First, err = strconv.ParseFloat(f, 64)
 		}
 	}
-	if !ok || err != nil || !(cost >= 0 && cost <= maxPrice && row >= minRowCost && row <= maxPrice) {
-		return "", 0, 0, false, fmt.Errorf("spec: draft %q: the prices after @ must be c<cost>v<row>, cost 0 … %d and row %v … %d", name, maxPrice, minRowCost, maxPrice)
+	if !ok || err != nil || !(p.Cost >= 0 && p.Cost <= maxPrice && p.Row >= minRowCost && p.Row <= maxPrice && p.First >= 0 && p.First <= maxPrice) {
+		return "", DraftPrices{}, false, fmt.Errorf("spec: draft %q: the prices after @ must be c<cost>v<row>, then f<first> or nothing, cost and first 0 … %d and row %v … %d", name, maxPrice, minRowCost, maxPrice)
 	}
-	return id, cost, row, true, nil
+	return id, p, true, nil
 }
 
 // median is the middle of v (the mean of the two middles for an even

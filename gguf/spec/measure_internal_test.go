@@ -102,17 +102,25 @@ func TestDrafterPrices(t *testing.T) {
 			if p.SampledRow < minRowCost || (tc.cfg.Path == DraftLookup) != (p.SampledCost == 0) {
 				t.Errorf("sampled prices c %v, v %v: want v ≥ %v, and c > 0 for a draft model only", p.SampledCost, p.SampledRow, minRowCost)
 			}
+			if p.SampledFirst < 0 || tc.cfg.Path == DraftLookup && p.SampledFirst != 0 {
+				t.Errorf("a sampled first step measured %v more: want ≥ 0, and 0 for lookup", p.SampledFirst)
+			}
 			want := ""
 			if p.SampledPays(d.maxK, d.prior()) {
-				want = PricedDraft(d.ID(), p.SampledCost, p.SampledRow)
+				want = PricedDraft(d.ID(), p.SampledCost, p.SampledRow, p.SampledFirst)
 			}
 			if got := d.SampledID(); got != want {
 				t.Errorf("SampledID %q, want %q", got, want)
 			}
-			// A sampled serve's window is priced as its draft name says.
-			w, err := d.SampledWindow(PricedDraft(d.ID(), 0.31, 0.47))
-			if err != nil || w.cost != 0.31 || w.row != 0.47 {
-				t.Errorf("the window of a request naming c 0.31, v 0.47: c %v, v %v (%v)", w.cost, w.row, err)
+			// A sampled serve's window is priced as its draft name says,
+			// a round's first draft included; a name without f prices
+			// none, as every name did before it was measured.
+			w, err := d.SampledWindow(PricedDraft(d.ID(), 0.31, 0.47, 0.12))
+			if err != nil || w.cost != 0.31 || w.row != 0.47 || w.first != 0.12 {
+				t.Errorf("the window of a request naming c 0.31, v 0.47, f 0.12: c %v, v %v, first %v (%v)", w.cost, w.row, w.first, err)
+			}
+			if w, err := d.SampledWindow(d.ID() + "@c0.31v0.47"); err != nil || w.cost != 0.31 || w.row != 0.47 || w.first != 0 {
+				t.Errorf("the window of a request naming c 0.31, v 0.47 and no f: c %v, v %v, first %v (%v)", w.cost, w.row, w.first, err)
 			}
 			if w, err := d.SampledWindow(d.ID()); err != nil || w.cost != sized || w.row != DefaultRowCost {
 				t.Errorf("the window of a request naming no prices: c %v, v %v (%v); want the sizes'", w.cost, w.row, err)
@@ -130,27 +138,30 @@ func TestDrafterPrices(t *testing.T) {
 // refused, saying what the form is.
 func TestSplitDraft(t *testing.T) {
 	for _, c := range []struct {
-		id        string
-		cost, row float64
-		wantCost  float64
-		wantRow   float64
+		id               string
+		cost, row, first float64
+		name             string
+		want             DraftPrices
 	}{
-		{"lookup", 0, 0.555, 0, 0.56},
-		{"ab12", 0.639, 0.486, 0.64, 0.49},
-		{"ab12", -1, 0, 0, minRowCost},
-		{"ab12", 1e9, 1e9, maxPrice, maxPrice},
+		{"lookup", 0, 0.555, 0, "lookup@c0.00v0.56", DraftPrices{0, 0.56, 0}},
+		{"ab12", 0.639, 0.486, 0, "ab12@c0.64v0.49", DraftPrices{0.64, 0.49, 0}},
+		{"ab12", 0.021, 0.06, 0.0149, "ab12@c0.02v0.06f0.01", DraftPrices{0.02, 0.06, 0.01}},
+		{"ab12", 0.021, 0.06, 0.0049, "ab12@c0.02v0.06", DraftPrices{0.02, 0.06, 0}}, // rounds to none
+		{"ab12", -1, 0, -1, "ab12@c0.00v0.02", DraftPrices{0, minRowCost, 0}},
+		{"ab12", 1e9, 1e9, 1e9, "ab12@c100.00v100.00f100.00", DraftPrices{maxPrice, maxPrice, maxPrice}},
 	} {
-		name := PricedDraft(c.id, c.cost, c.row)
-		id, cost, row, priced, err := SplitDraft(name)
-		if err != nil || !priced || id != c.id || cost != c.wantCost || row != c.wantRow {
-			t.Errorf("SplitDraft(%q) = %q, %v, %v, %v, %v; want %q, %v, %v", name, id, cost, row, priced, err, c.id, c.wantCost, c.wantRow)
+		name := PricedDraft(c.id, c.cost, c.row, c.first)
+		id, p, priced, err := SplitDraft(name)
+		if name != c.name || err != nil || !priced || id != c.id || p != c.want {
+			t.Errorf("SplitDraft(%q) = %q, %+v, %v, %v; want %q split as %q, %+v", name, id, p, priced, err, c.name, c.id, c.want)
 		}
 	}
-	if id, _, _, priced, err := SplitDraft("lookup"); id != "lookup" || priced || err != nil {
+	if id, _, priced, err := SplitDraft("lookup"); id != "lookup" || priced || err != nil {
 		t.Errorf("a name without prices: %q, %v, %v", id, priced, err)
 	}
-	for _, bad := range []string{"x@", "x@c0.1", "x@v0.1c0.1", "x@c-1v0.5", "x@c0.1v0", "x@cNaNv0.5", "x@c0.1v1e9", "x@c0.1v0.5@c1v1"} {
-		if _, _, _, _, err := SplitDraft(bad); err == nil || !strings.Contains(err.Error(), "c<cost>v<row>") {
+	for _, bad := range []string{"x@", "x@c0.1", "x@v0.1c0.1", "x@c-1v0.5", "x@c0.1v0", "x@cNaNv0.5", "x@c0.1v1e9", "x@c0.1v0.5@c1v1",
+		"x@c0.1v0.5f", "x@c0.1v0.5f-0.1", "x@c0.1v0.5f1e9", "x@c0.1v0.5fNaN", "x@c0.1vinf", "x@c0.1f0.1v0.5", "x@c0.1v0.5f0.1f0.1"} {
+		if _, _, _, err := SplitDraft(bad); err == nil || !strings.Contains(err.Error(), "c<cost>v<row>") {
 			t.Errorf("SplitDraft(%q): %v, want a refusal naming the form", bad, err)
 		}
 	}
@@ -159,21 +170,24 @@ func TestSplitDraft(t *testing.T) {
 // FuzzSplitDraft: any name splits or is refused without panicking, and
 // the prices of one that splits write back to a name that splits alike.
 func FuzzSplitDraft(f *testing.F) {
-	f.Add(PricedDraft("lookup", 0, 0.56))
-	f.Add(PricedDraft("0123456789abcdef", 0.64, 0.49))
+	f.Add(PricedDraft("lookup", 0, 0.56, 0))
+	f.Add(PricedDraft("0123456789abcdef", 0.64, 0.49, 0))
+	f.Add(PricedDraft("0123456789abcdef", 0.02, 0.06, 0.01))
 	f.Add("lookup")
 	f.Add("x@c1e1v2")
+	f.Add("x@c1e1v2f3e-1")
 	f.Fuzz(func(t *testing.T, name string) {
-		id, cost, row, priced, err := SplitDraft(name)
+		id, p, priced, err := SplitDraft(name)
 		if err != nil || !priced {
 			return
 		}
 		// PricedDraft writes two decimals: half a hundredth off at most,
-		// and a rounding error more (0.705 is 0.70499… as a float64).
+		// and a rounding error more (0.705 is 0.70499… as a float64); a
+		// first under half a hundredth is written as none.
 		const tol = 0.005 + 1e-9
-		id2, cost2, row2, _, err := SplitDraft(PricedDraft(id, cost, row))
-		if err != nil || id2 != id || math.Abs(cost2-cost) > tol || math.Abs(row2-row) > tol {
-			t.Fatalf("%q split as %q %v %v, written back as %q %v %v (%v)", name, id, cost, row, id2, cost2, row2, err)
+		id2, p2, _, err := SplitDraft(PricedDraft(id, p.Cost, p.Row, p.First))
+		if err != nil || id2 != id || math.Abs(p2.Cost-p.Cost) > tol || math.Abs(p2.Row-p.Row) > tol || math.Abs(p2.First-p.First) > tol {
+			t.Fatalf("%q split as %q %+v, written back as %q %+v (%v)", name, id, p, id2, p2, err)
 		}
 	})
 }
@@ -195,10 +209,13 @@ func TestSampledPays(t *testing.T) {
 		{Prices{SampledCost: 0.01, SampledRow: 0.06}, DefaultPrior, true},
 		{Prices{SampledCost: 0.35, SampledRow: 0.35}, DefaultPrior, false},
 		{Prices{SampledCost: 0.35, SampledRow: 0.35}, 0.95, true},
+		// A round's dearer first draft turns a paying window off, or not.
+		{Prices{SampledCost: 0.35, SampledRow: 0.35, SampledFirst: 2}, 0.95, false},
+		{Prices{SampledCost: 0.01, SampledRow: 0.06, SampledFirst: 0.05}, DefaultPrior, true},
 		{Prices{}, DefaultPrior, true},
 	} {
 		if got := c.p.SampledPays(DefaultMaxWindow, c.prior); got != c.want {
-			t.Errorf("SampledPays(c %v, v %v, prior %v) = %v, want %v", c.p.SampledCost, c.p.SampledRow, c.prior, got, c.want)
+			t.Errorf("SampledPays(c %v, v %v, first %v, prior %v) = %v, want %v", c.p.SampledCost, c.p.SampledRow, c.p.SampledFirst, c.prior, got, c.want)
 		}
 	}
 }
@@ -324,7 +341,9 @@ func TestMeasureSteps(t *testing.T) {
 	}
 	// A draft model whose first step after the target's costs 2 ms and
 	// whose later ones cost 0.6 (the target's one-token step 1 ms): c is
-	// the later steps' 0.6, and the first's extra 1.4 a round.
+	// the later steps' 0.6, and the first's extra 1.4 a round. Against a
+	// sampled one-token step of 2 ms, a sampled serve's c is 0.3 and its
+	// first step's extra 0.7 (priced at the first step alone, c was 1).
 	afterTarget := false
 	target := func(_ context.Context, rows int, sampled bool) (time.Duration, error) {
 		afterTarget = true
@@ -347,6 +366,9 @@ func TestMeasureSteps(t *testing.T) {
 	}
 	if math.Abs(p.Cost-0.6) > 1e-9 || math.Abs(p.First-1.4) > 1e-9 || math.Abs(p.CatchUp-1.2) > 1e-9 {
 		t.Errorf("a draft whose first step after the target's is dearer: c %v, first %v, catch-up %v; want 0.6, 1.4 and 1.2", p.Cost, p.First, p.CatchUp)
+	}
+	if math.Abs(p.SampledCost-0.3) > 1e-9 || math.Abs(p.SampledFirst-0.7) > 1e-9 {
+		t.Errorf("a draft whose first step after the target's sampled one is dearer: sampled c %v, first %v; want 0.3 and 0.7", p.SampledCost, p.SampledFirst)
 	}
 	never := func(context.Context, int, bool) (time.Duration, error) {
 		t.Fatal("a target that holds no window was stepped")

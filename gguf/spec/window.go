@@ -67,7 +67,8 @@ type Window struct {
 	// round after it catches up on that draft and the target's token.
 	catchUp float64
 	// first is what a draft model's first step of a round costs more
-	// than its later ones, in target passes (Prices.First; 0: not
+	// than its later ones, in target passes (Prices.First, or for a
+	// sampled serve the f of its draft name, Prices.SampledFirst; 0: not
 	// priced).
 	first float64
 }
@@ -199,7 +200,7 @@ func (w *Window) Size() int {
 	// The probe's drafts and rows, and the catch-up: in Size's units,
 	// target passes, with explicit conversions so that the decision
 	// replays on any platform.
-	price := float64(float64(k)*float64(w.cost+w.row)) + float64(w.cost*float64(w.behind))
+	price := float64(float64(k)*float64(w.cost+w.row)) + float64(w.cost*float64(w.behind)) + w.first
 	if len(w.steps) > 0 {
 		price = float64(float64(float64(k)*w.cost)+float64(w.pass(k)-1)) + float64(w.cost*float64(w.behind)) + w.first
 	}
@@ -273,9 +274,10 @@ func (w *Window) rowAt(k int) float64 {
 // tokens a round of k drafts yields when each stands with probability a
 // (the drafts up to the first rejected, and the target's own token), and
 // the round costs k drafted tokens and the target's pass over k+1 rows,
-// P(k) (pass: 1 + k·v, or the step measured), and, priced by measured
-// steps, the next round's two-token catch-up where all k stand and the
-// first step's extra (first).
+// P(k) (pass: 1 + k·v, or the step measured), the first step's extra
+// (first: a sampled serve's window carries it in its draft name; zero,
+// which adds exactly nothing, where none is known), and, priced by
+// measured steps, the next round's two-token catch-up where all k stand.
 func (w *Window) best() (int, float64) {
 	a := w.Rate()
 	bestK, bestGain := 0, 1.0
@@ -285,7 +287,7 @@ func (w *Window) best() (int, float64) {
 		// them differently (the decision must replay anywhere).
 		pow = float64(pow * a)
 		e += pow
-		den := float64(float64(k)*(w.cost+w.row)) + 1
+		den := float64(float64(k)*(w.cost+w.row)) + 1 + w.first
 		if len(w.steps) > 0 {
 			// A round all of whose drafts stand (a^k) costs the next
 			// one's two-token catch-up; every round, its first step's

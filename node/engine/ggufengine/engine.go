@@ -177,7 +177,7 @@ func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []u
 	noSpec := !engine.Speculation(ctx) || params.Order != ""
 	if !params.Greedy() && req.Sampling != nil {
 		draft = req.Sampling.Draft
-		id, _, _, _, err := spec.SplitDraft(draft)
+		id, _, _, err := spec.SplitDraft(draft)
 		if err != nil {
 			return engine.Outcome{}, refuse("%v", err)
 		}
