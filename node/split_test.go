@@ -564,8 +564,21 @@ func TestSplitSpeculates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := sealed.Receipt; r.SpecProposed == 0 || r.SpecAccepted > r.SpecProposed || len(r.Stages) != 2 {
+	// Drafts are proposed: lookup pays on this model at the prices a
+	// pipeline measures. Under the race detector, with its whole suite
+	// loading the cores, the steps measured can say no window pays (once
+	// a serve here proposed none): the head then rightly decodes
+	// plainly, and a 32-token serve may not reach a probe; its text is
+	// checked above.
+	r := sealed.Receipt
+	if r.SpecAccepted > r.SpecProposed || len(r.Stages) != 2 {
 		t.Fatalf("receipt: %d of %d drafts accepted, %d stages", r.SpecAccepted, r.SpecProposed, len(r.Stages))
+	}
+	if r.SpecProposed == 0 {
+		if pays := sm.draft.Window(true).Speculates(); !raceEnabled || pays {
+			t.Fatalf("receipt: no drafts proposed (measured prices %+v: windows pay %v)", p, pays)
+		}
+		t.Logf("under the race detector the pipeline's measured prices (%+v) say no window pays: no drafts proposed", p)
 	}
 }
 
