@@ -200,10 +200,11 @@ func (w *Window) Size() int {
 	// The probe's drafts and rows, and the catch-up: in Size's units,
 	// target passes, with explicit conversions so that the decision
 	// replays on any platform.
-	price := float64(float64(k)*float64(w.cost+w.row)) + float64(w.cost*float64(w.behind)) + w.first
+	price := float64(float64(k) * float64(w.cost+w.row))
 	if len(w.steps) > 0 {
-		price = float64(float64(float64(k)*w.cost)+float64(w.pass(k)-1)) + float64(w.cost*float64(w.behind)) + w.first
+		price = float64(float64(float64(k)*w.cost) + float64(w.pass(k)-1))
 	}
+	price = price + float64(w.cost*float64(w.behind)) + w.first
 	if w.idle < w.gap || float64(w.spent+price) > float64(probeBudget*float64(w.off)) {
 		w.off++
 		w.idle++
@@ -287,13 +288,13 @@ func (w *Window) best() (int, float64) {
 		// them differently (the decision must replay anywhere).
 		pow = float64(pow * a)
 		e += pow
-		den := float64(float64(k)*(w.cost+w.row)) + 1 + w.first
+		den := float64(float64(k)*(w.cost+w.row)) + 1
 		if len(w.steps) > 0 {
 			// A round all of whose drafts stand (a^k) costs the next
-			// one's two-token catch-up; every round, its first step's
-			// extra.
-			den = float64(float64(float64(k)*w.cost)+w.pass(k)) + float64(w.catchUp*pow) + w.first
+			// one's two-token catch-up.
+			den = float64(float64(float64(k)*w.cost)+w.pass(k)) + float64(w.catchUp*pow)
 		}
+		den += w.first // every round, its first step's extra
 		if gain := e / den; gain > bestGain {
 			bestK, bestGain = k, gain
 		}
