@@ -156,6 +156,22 @@ func MeasureSteps(ctx context.Context, step StepTimer, most int, draft *model.Mo
 // picked by pick (stepper).
 type draftStep func(rows int, pick func(*model.Batch, int)) (time.Duration, error)
 
+// draftRound times a round's first draft step, right after the target's
+// pass, and a later one, each picked by pick: the later one's cost and
+// what the first costs more, in units of one (the target's one-token
+// step).
+func draftRound(dstep draftStep, pick func(*model.Batch, int), one time.Duration) (cost, first float64, err error) {
+	d1, err := dstep(1, pick)
+	if err != nil {
+		return 0, 0, err
+	}
+	d, err := dstep(1, pick)
+	if err != nil {
+		return 0, 0, err
+	}
+	return d.Seconds() / one.Seconds(), (d1 - d).Seconds() / one.Seconds(), nil
+}
+
 // measureSteps is MeasureSteps with the draft's steps timed by dstep and
 // dcatch (nil: no draft).
 func measureSteps(ctx context.Context, step StepTimer, most int, dstep, dcatch draftStep, reps int, budget time.Duration) (Prices, error) {
@@ -234,18 +250,11 @@ func measureSteps(ctx context.Context, step StepTimer, most int, dstep, dcatch d
 			steps[k] = append(steps[k], win.Seconds()/one.Seconds())
 		}
 		if dstep != nil {
-			// A round's first step, after the target's pass, and a
-			// later one.
-			d1, err := dstep(1, confidence)
+			cost, first, err := draftRound(dstep, confidence, one)
 			if err != nil {
 				return Prices{}, err
 			}
-			d, err := dstep(1, confidence)
-			if err != nil {
-				return Prices{}, err
-			}
-			costs = append(costs, d.Seconds()/one.Seconds())
-			firsts = append(firsts, (d1-d).Seconds()/one.Seconds())
+			costs, firsts = append(costs, cost), append(firsts, first)
 			d2, err := dcatch(2, confidence)
 			if err != nil {
 				return Prices{}, err
@@ -263,20 +272,14 @@ func measureSteps(ctx context.Context, step StepTimer, most int, dstep, dcatch d
 		}
 		sampledRows = append(sampledRows, (swin.Seconds()/sone.Seconds()-1)/(measureWindow-1))
 		if dstep != nil {
-			// A round's first drawn draft, after the target's sampled
-			// window, and a later one, as for greedy serves: priced at the
-			// first alone, a sampled draft cost what the first step does
-			// at every position of the window.
-			d1, err := dstep(1, drawn)
+			// Drawn drafts, after the target's sampled window: priced at
+			// the first alone, a sampled draft cost what the first step
+			// does at every position of the window.
+			cost, first, err := draftRound(dstep, drawn, sone)
 			if err != nil {
 				return Prices{}, err
 			}
-			d, err := dstep(1, drawn)
-			if err != nil {
-				return Prices{}, err
-			}
-			sampledCosts = append(sampledCosts, d.Seconds()/sone.Seconds())
-			sampledFirsts = append(sampledFirsts, (d1-d).Seconds()/sone.Seconds())
+			sampledCosts, sampledFirsts = append(sampledCosts, cost), append(sampledFirsts, first)
 		}
 	}
 	// Row is the measureWindow-row window's step spread over its extra
