@@ -704,9 +704,10 @@ type SpecStatus struct {
 	SampledFirst float64 `json:"sampled_first,omitempty"`
 	// SampledDraft is what a new sampled request names as its draft (a
 	// receipt's sampling.draft): the draft's id with the sampled prices
-	// (lookup@c0.00v0.51, or with a first step's extra 0123…@c0.02v0.06f0.01), the id alone (files' prices), or "" where the
-	// prices say sampled speculation cannot pay, so that such requests
-	// sample plainly.
+	// (lookup@c0.00v0.51; with a draft model's first-step extra,
+	// 0123…@c0.02v0.06f0.01), the id alone (files' prices), or "" where
+	// the prices say sampled speculation cannot pay, so that such
+	// requests sample plainly.
 	SampledDraft string `json:"sampled_draft"`
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/meshnode/meshnode/gguf/model"
 	"github.com/meshnode/meshnode/gguf/spec"
 	"github.com/meshnode/meshnode/internal/netsim"
+	"github.com/meshnode/meshnode/internal/racebuild"
 	"github.com/meshnode/meshnode/node/control"
 	"github.com/meshnode/meshnode/node/identity"
 	"github.com/meshnode/meshnode/node/mesh"
@@ -575,7 +576,7 @@ func TestSplitSpeculates(t *testing.T) {
 		t.Fatalf("receipt: %d of %d drafts accepted, %d stages", r.SpecAccepted, r.SpecProposed, len(r.Stages))
 	}
 	if r.SpecProposed == 0 {
-		if pays := sm.draft.Window(true).Speculates(); !raceEnabled || pays {
+		if pays := sm.draft.Window(true).Speculates(); !racebuild.Enabled || pays {
 			t.Fatalf("receipt: no drafts proposed (measured prices %+v: windows pay %v)", p, pays)
 		}
 		t.Logf("under the race detector the pipeline's measured prices (%+v) say no window pays: no drafts proposed", p)

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/hw"
+	"github.com/meshnode/meshnode/internal/racebuild"
 	"github.com/meshnode/meshnode/node/engine"
 	"github.com/meshnode/meshnode/node/receipt"
 	"github.com/meshnode/meshnode/node/steward/grant"
@@ -228,7 +229,7 @@ func TestCrashKill(t *testing.T) {
 	// CI); fewer under -short and the race detector, which slows every
 	// child several times over.
 	killPoints, perJournal := 220, 22
-	if testing.Short() || raceEnabled {
+	if testing.Short() || racebuild.Enabled {
 		killPoints = 44
 	}
 	began := time.Now()

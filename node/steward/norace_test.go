@@ -1,5 +1,0 @@
-//go:build !race
-
-package steward
-
-const raceEnabled = false
