@@ -693,19 +693,20 @@ type SpecStatus struct {
 	// Cost is a drafted token's cost in target tokens, Row a verified
 	// row's past the first, CatchUp a draft model's two-token step and
 	// First what its first step of a round costs more than Cost (0: not
-	// counted); SampledCost, SampledRow and SampledFirst are Cost, Row
-	// and First as a sampled serve pays them.
-	Cost         float64 `json:"cost"`
-	Row          float64 `json:"row"`
-	CatchUp      float64 `json:"catch_up,omitempty"`
-	First        float64 `json:"first,omitempty"`
-	SampledCost  float64 `json:"sampled_cost"`
-	SampledRow   float64 `json:"sampled_row"`
-	SampledFirst float64 `json:"sampled_first,omitempty"`
+	// counted); SampledCost, SampledRow, SampledFirst and SampledCatchUp
+	// are Cost, Row, First and CatchUp as a sampled serve pays them.
+	Cost           float64 `json:"cost"`
+	Row            float64 `json:"row"`
+	CatchUp        float64 `json:"catch_up,omitempty"`
+	First          float64 `json:"first,omitempty"`
+	SampledCost    float64 `json:"sampled_cost"`
+	SampledRow     float64 `json:"sampled_row"`
+	SampledFirst   float64 `json:"sampled_first,omitempty"`
+	SampledCatchUp float64 `json:"sampled_catch_up,omitempty"`
 	// SampledDraft is what a new sampled request names as its draft (a
 	// receipt's sampling.draft): the draft's id with the sampled prices
-	// (lookup@c0.00v0.51; with a draft model's first-step extra,
-	// 0123…@c0.02v0.06f0.01), the id alone (files' prices), or "" where
+	// (lookup@c0.00v0.51; with a draft model's first-step and catch-up
+	// extras, 0123…@c0.02v0.06f0.01u0.01), the id alone (files' prices), or "" where
 	// the prices say sampled speculation cannot pay, so that such
 	// requests sample plainly.
 	SampledDraft string `json:"sampled_draft"`
@@ -715,7 +716,7 @@ type SpecStatus struct {
 func specStatus(d drafting) *SpecStatus {
 	p, at := d.DraftPrices()
 	s := &SpecStatus{Prices: DraftPricesFiles, Cost: p.Cost, Row: p.Row, CatchUp: p.CatchUp, First: p.First,
-		SampledCost: p.SampledCost, SampledRow: p.SampledRow, SampledFirst: p.SampledFirst, SampledDraft: d.Draft()}
+		SampledCost: p.SampledCost, SampledRow: p.SampledRow, SampledFirst: p.SampledFirst, SampledCatchUp: p.SampledCatchUp, SampledDraft: d.Draft()}
 	if !at.IsZero() {
 		s.Prices, s.MeasuredAt = DraftPricesMeasured, at.UTC().Format(time.RFC3339)
 	}

@@ -1013,7 +1013,7 @@ func (n *Node) priceSplitDraft(ctx context.Context, sm *splitModel) {
 	}
 	n.log.Info("speculative decoding: the pipeline's prices measured", "model", sm.Name(), "draft", sm.spec.Draft,
 		"cost", p.Cost, "row", p.Row, "catch_up", p.CatchUp, "first", p.First, "sampled_cost", p.SampledCost, "sampled_row", p.SampledRow,
-		"sampled_first", p.SampledFirst, "sampled_draft", sm.eng.Draft())
+		"sampled_first", p.SampledFirst, "sampled_catch_up", p.SampledCatchUp, "sampled_draft", sm.eng.Draft())
 }
 
 // startSplit loads plan's stages, the last first.

@@ -549,11 +549,11 @@ func TestSplitSpeculates(t *testing.T) {
 		return measured
 	})
 	p, _ := sm.draft.Prices()
-	if name := sm.Draft(); name != "" && name != spec.PricedDraft(spec.DraftLookup, p.SampledCost, p.SampledRow, p.SampledFirst) {
+	if name := sm.Draft(); name != "" && name != spec.PricedDraft(spec.DraftLookup, p.Sampled()) {
 		t.Errorf("sampled requests name the draft %q, want the prices measured (%+v) or none", name, p)
 	}
 	// /api/status shows them.
-	wantSpec := SpecStatus{Prices: DraftPricesMeasured, MeasuredAt: measuredAt(sm).UTC().Format(time.RFC3339), Cost: p.Cost, Row: p.Row, CatchUp: p.CatchUp, First: p.First, SampledCost: p.SampledCost, SampledRow: p.SampledRow, SampledFirst: p.SampledFirst, SampledDraft: sm.Draft()}
+	wantSpec := SpecStatus{Prices: DraftPricesMeasured, MeasuredAt: measuredAt(sm).UTC().Format(time.RFC3339), Cost: p.Cost, Row: p.Row, CatchUp: p.CatchUp, First: p.First, SampledCost: p.SampledCost, SampledRow: p.SampledRow, SampledFirst: p.SampledFirst, SampledCatchUp: p.SampledCatchUp, SampledDraft: sm.Draft()}
 	if ms := a.Status().Models; len(ms) != 1 || ms[0].Speculation == nil || *ms[0].Speculation != wantSpec {
 		t.Errorf("status models %+v, want one whose speculation is %+v", ms, wantSpec)
 	}

@@ -53,16 +53,17 @@ type statusDoc struct {
 
 // specDoc is how a model's draft is priced (node.SpecStatus).
 type specDoc struct {
-	Prices       string  `json:"prices"`
-	MeasuredAt   string  `json:"measured_at"`
-	Cost         float64 `json:"cost"`
-	Row          float64 `json:"row"`
-	CatchUp      float64 `json:"catch_up"`
-	First        float64 `json:"first"`
-	SampledCost  float64 `json:"sampled_cost"`
-	SampledRow   float64 `json:"sampled_row"`
-	SampledFirst float64 `json:"sampled_first"`
-	SampledDraft string  `json:"sampled_draft"`
+	Prices         string  `json:"prices"`
+	MeasuredAt     string  `json:"measured_at"`
+	Cost           float64 `json:"cost"`
+	Row            float64 `json:"row"`
+	CatchUp        float64 `json:"catch_up"`
+	First          float64 `json:"first"`
+	SampledCost    float64 `json:"sampled_cost"`
+	SampledRow     float64 `json:"sampled_row"`
+	SampledFirst   float64 `json:"sampled_first"`
+	SampledCatchUp float64 `json:"sampled_catch_up"`
+	SampledDraft   string  `json:"sampled_draft"`
 }
 
 // String is the pricing on one line: the greedy and sampled prices, and
@@ -78,6 +79,9 @@ func (s *specDoc) String() string {
 	sampledPrices := fmt.Sprintf("c %.2f, v %.2f", s.SampledCost, s.SampledRow)
 	if s.SampledFirst > 0 {
 		sampledPrices += fmt.Sprintf(", first step +%.2f", s.SampledFirst)
+	}
+	if s.SampledCatchUp > 0 {
+		sampledPrices += fmt.Sprintf(", catch-up %.2f", s.SampledCatchUp)
 	}
 	sampled := "sampled requests sample plainly (the prices say speculation cannot pay)"
 	if s.SampledDraft != "" {

@@ -45,7 +45,7 @@ func BenchmarkSampledSpeculation(b *testing.B) {
 	refs := referencePrompts(b)
 	ctx := context.Background()
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "target\tdraft\tsampled c\tsampled first\tsampled v\tspeculates\tplain tok/s\talways tok/s\talways\taccept\tengine tok/s\tengine\t\n")
+	fmt.Fprintf(tw, "target\tdraft\tsampled c\tsampled first\tsampled catch-up\tsampled v\tspeculates\tplain tok/s\talways tok/s\talways\taccept\tengine tok/s\tengine\t\n")
 	for _, tc := range []struct {
 		target string
 		drafts []string
@@ -128,7 +128,7 @@ func runSampledCase(b *testing.B, ctx context.Context, be backend.Backend, tw io
 		}
 		tokens := float64(seeds * tg)
 		tps := func(d time.Duration) float64 { return tokens / d.Seconds() }
-		fmt.Fprintf(tw, "%s\t%s\t%.3f\t+%.3f\t%.3f\t%v\t%.1f\t%.1f\t%.2f×\t%.2f\t%.1f\t%.2f×\t\n", filepath.Base(targetPath), draft, p.SampledCost, p.SampledFirst, p.SampledRow, d.SampledID() != "",
+		fmt.Fprintf(tw, "%s\t%s\t%.3f\t+%.3f\t%.3f\t%.3f\t%v\t%.1f\t%.1f\t%.2f×\t%.2f\t%.1f\t%.2f×\t\n", filepath.Base(targetPath), draft, p.SampledCost, p.SampledFirst, p.SampledCatchUp, p.SampledRow, d.SampledID() != "",
 			tps(took[0]), tps(took[1]), took[0].Seconds()/took[1].Seconds(), float64(st.Accepted)/float64(max(1, st.Proposed)),
 			tps(took[2]), took[0].Seconds()/took[2].Seconds())
 		d.Close()

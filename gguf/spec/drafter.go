@@ -123,7 +123,7 @@ func (d *Drafter) SampledID() string {
 	if !p.SampledPays(d.maxK, d.prior()) {
 		return ""
 	}
-	return PricedDraft(d.id, p.SampledCost, p.SampledRow, p.SampledFirst)
+	return PricedDraft(d.id, p.Sampled())
 }
 
 // SampledWindow is the window of a sampled serve whose request names
@@ -139,7 +139,7 @@ func (d *Drafter) SampledWindow(draft string) (*Window, error) {
 	case !priced:
 		return d.Window(false), nil
 	}
-	return sampledWindow(d.maxK, p.Cost, p.Row, p.First).Expect(d.prior()), nil
+	return sampledWindow(d.maxK, p).Expect(d.prior()), nil
 }
 
 // prior is the acceptance d's windows expect before they have seen any:

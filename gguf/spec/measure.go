@@ -42,6 +42,10 @@ type Prices struct {
 	// model's first drawn draft of a round costs more than its later ones
 	// (SampledCost), in target tokens. It travels in the draft name too.
 	SampledFirst float64
+	// SampledCatchUp is CatchUp as a sampled serve pays it: a draft
+	// model's step over two tokens, the last drawn from, in target
+	// tokens. What it costs over SampledCost travels in the draft name.
+	SampledCatchUp float64
 	// CatchUp is a draft model's step over two tokens, the last judged,
 	// in target tokens: the first step of a round after one whose drafts
 	// all stood (its last draft, never evaluated, and the target's token
@@ -215,7 +219,7 @@ func measureSteps(ctx context.Context, step StepTimer, most int, dstep, dcatch d
 		}
 	}
 	start := time.Now()
-	var costs, firsts, catchUps, sampledCosts, sampledFirsts, sampledRows []float64
+	var costs, firsts, catchUps, sampledCosts, sampledFirsts, sampledCatchUps, sampledRows []float64
 	steps := make([][]float64, most)
 	more := func(r int) bool {
 		if r == 0 || budget == 0 {
@@ -280,6 +284,11 @@ func measureSteps(ctx context.Context, step StepTimer, most int, dstep, dcatch d
 				return Prices{}, err
 			}
 			sampledCosts, sampledFirsts = append(sampledCosts, cost), append(sampledFirsts, first)
+			d2, err := dcatch(2, drawn)
+			if err != nil {
+				return Prices{}, err
+			}
+			sampledCatchUps = append(sampledCatchUps, d2.Seconds()/sone.Seconds())
 		}
 	}
 	// Row is the measureWindow-row window's step spread over its extra
@@ -297,6 +306,7 @@ func measureSteps(ctx context.Context, step StepTimer, most int, dstep, dcatch d
 		p.CatchUp = max(median(catchUps), p.Cost)
 		p.SampledCost = median(sampledCosts)
 		p.SampledFirst = max(0, median(sampledFirsts))
+		p.SampledCatchUp = max(median(sampledCatchUps), p.SampledCost)
 	}
 	return p, nil
 }
@@ -336,29 +346,40 @@ func (p Prices) SampledPays(maxK int, prior float64) bool {
 	if p.SampledRow == 0 {
 		return true
 	}
-	_, gain := sampledWindow(maxK, p.SampledCost, p.SampledRow, p.SampledFirst).Expect(prior).best()
+	_, gain := sampledWindow(maxK, p.Sampled()).Expect(prior).best()
 	return gain > minGain
 }
 
+// Sampled are the prices a sampled request's draft name carries, as
+// measured: the sampled draft's cost, row and first step's extra, and
+// what its two-token catch-up costs over a one-token step.
+func (p Prices) Sampled() DraftPrices {
+	return DraftPrices{Cost: p.SampledCost, Row: p.SampledRow, First: p.SampledFirst, CatchUp: max(p.SampledCatchUp-p.SampledCost, 0)}
+}
+
 // sampledWindow is a sampled serve's window of at most maxK drafts,
-// priced at cost and row, a round's first draft at first more.
-func sampledWindow(maxK int, cost, row, first float64) *Window {
-	w := NewWindow(maxK, cost, row)
-	w.first = first
+// priced at p.
+func sampledWindow(maxK int, p DraftPrices) *Window {
+	w := NewWindow(maxK, p.Cost, p.Row)
+	w.first, w.catchUp = p.First, p.CatchUp
 	return w
 }
 
 // PricedDraft is the draft name of a sampled request whose windows are
-// priced at cost, row and first (two decimals each): the proposer's id,
-// then "@c<cost>v<row>", as in "lookup@c0.00v0.56", and "f<first>" where
-// a round's first draft costs more (at least half a hundredth), as in
-// "…@c0.02v0.06f0.01". A name without f (every one written before
-// SampledFirst was measured) prices no first step, so its replay decides
-// as its serve did.
-func PricedDraft(id string, cost, row, first float64) string {
-	name := fmt.Sprintf("%s@c%.2fv%.2f", id, min(max(cost, 0), maxPrice), min(max(row, minRowCost), maxPrice))
-	if f := min(first, maxPrice); f >= 0.005 {
+// priced at p (two decimals each): the proposer's id, then
+// "@c<cost>v<row>", as in "lookup@c0.00v0.56"; then "f<first>" where a
+// round's first draft costs more and "u<catch-up>" where a round after
+// one whose drafts all stood costs more (each at least half a
+// hundredth), as in "…@c0.02v0.06f0.01u0.01". A name without f or u
+// (every one written before they were measured) prices no first step or
+// catch-up, so its replay decides as its serve did.
+func PricedDraft(id string, p DraftPrices) string {
+	name := fmt.Sprintf("%s@c%.2fv%.2f", id, min(max(p.Cost, 0), maxPrice), min(max(p.Row, minRowCost), maxPrice))
+	if f := min(p.First, maxPrice); f >= 0.005 {
 		name += fmt.Sprintf("f%.2f", f)
+	}
+	if u := min(p.CatchUp, maxPrice); u >= 0.005 {
+		name += fmt.Sprintf("u%.2f", u)
 	}
 	return name
 }
@@ -368,10 +389,12 @@ func PricedDraft(id string, cost, row, first float64) string {
 const maxPrice = 100
 
 // DraftPrices are the prices a sampled request's draft name carries
-// (PricedDraft): a drafted token's cost, an extra row's, and what a
-// round's first draft costs more, in target tokens.
+// (PricedDraft), in target tokens: a drafted token's cost, an extra
+// row's, what a round's first draft costs more, and what a round's
+// first step costs more again where it catches up on two tokens (the
+// last draft of a round whose drafts all stood, and the target's token).
 type DraftPrices struct {
-	Cost, Row, First float64
+	Cost, Row, First, CatchUp float64
 }
 
 // SplitDraft is the proposer's id in a sampled request's draft name, and
@@ -385,6 +408,7 @@ func SplitDraft(name string) (id string, p DraftPrices, priced bool, err error) 
 	}
 	prices, ok := strings.CutPrefix(prices, "c")
 	c, v, ok2 := strings.Cut(prices, "v")
+	v, u, hasCatchUp := strings.Cut(v, "u")
 	v, f, hasFirst := strings.Cut(v, "f")
 	if ok = ok && ok2; ok {
 		p.Cost, err = strconv.ParseFloat(c, 64)
@@ -394,9 +418,13 @@ func SplitDraft(name string) (id string, p DraftPrices, priced bool, err error) 
 		if err == nil && hasFirst {
 			p.First, err = strconv.ParseFloat(f, 64)
 		}
+		if err == nil && hasCatchUp {
+			p.CatchUp, err = strconv.ParseFloat(u, 64)
+		}
 	}
-	if !ok || err != nil || !(p.Cost >= 0 && p.Cost <= maxPrice && p.Row >= minRowCost && p.Row <= maxPrice && p.First >= 0 && p.First <= maxPrice) {
-		return "", DraftPrices{}, false, fmt.Errorf("spec: draft %q: the prices after @ must be c<cost>v<row>, then f<first> or nothing, cost and first 0 … %d and row %v … %d", name, maxPrice, minRowCost, maxPrice)
+	if !ok || err != nil || !(p.Cost >= 0 && p.Cost <= maxPrice && p.Row >= minRowCost && p.Row <= maxPrice &&
+		p.First >= 0 && p.First <= maxPrice && p.CatchUp >= 0 && p.CatchUp <= maxPrice) {
+		return "", DraftPrices{}, false, fmt.Errorf("spec: draft %q: the prices after @ must be c<cost>v<row>, then f<first> or nothing, then u<catch-up> or nothing, cost, first and catch-up 0 … %d and row %v … %d", name, maxPrice, minRowCost, maxPrice)
 	}
 	return id, p, true, nil
 }

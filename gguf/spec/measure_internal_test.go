@@ -105,22 +105,26 @@ func TestDrafterPrices(t *testing.T) {
 			if p.SampledFirst < 0 || tc.cfg.Path == DraftLookup && p.SampledFirst != 0 {
 				t.Errorf("a sampled first step measured %v more: want ≥ 0, and 0 for lookup", p.SampledFirst)
 			}
+			if (tc.cfg.Path == DraftLookup) != (p.SampledCatchUp == 0) || p.SampledCatchUp < p.SampledCost {
+				t.Errorf("a sampled two-token catch-up measured at %v (sampled c %v): want one at least c for a draft model, none for lookup", p.SampledCatchUp, p.SampledCost)
+			}
 			want := ""
 			if p.SampledPays(d.maxK, d.prior()) {
-				want = PricedDraft(d.ID(), p.SampledCost, p.SampledRow, p.SampledFirst)
+				want = PricedDraft(d.ID(), p.Sampled())
 			}
 			if got := d.SampledID(); got != want {
 				t.Errorf("SampledID %q, want %q", got, want)
 			}
 			// A sampled serve's window is priced as its draft name says,
-			// a round's first draft included; a name without f prices
-			// none, as every name did before it was measured.
-			w, err := d.SampledWindow(PricedDraft(d.ID(), 0.31, 0.47, 0.12))
-			if err != nil || w.cost != 0.31 || w.row != 0.47 || w.first != 0.12 {
-				t.Errorf("the window of a request naming c 0.31, v 0.47, f 0.12: c %v, v %v, first %v (%v)", w.cost, w.row, w.first, err)
+			// a round's first draft and its catch-up included; a name
+			// without f or u prices none, as every name did before they
+			// were measured.
+			w, err := d.SampledWindow(PricedDraft(d.ID(), DraftPrices{Cost: 0.31, Row: 0.47, First: 0.12, CatchUp: 0.09}))
+			if err != nil || w.cost != 0.31 || w.row != 0.47 || w.first != 0.12 || w.catchUp != 0.09 {
+				t.Errorf("the window of a request naming c 0.31, v 0.47, f 0.12, u 0.09: c %v, v %v, first %v, catch-up %v (%v)", w.cost, w.row, w.first, w.catchUp, err)
 			}
-			if w, err := d.SampledWindow(d.ID() + "@c0.31v0.47"); err != nil || w.cost != 0.31 || w.row != 0.47 || w.first != 0 {
-				t.Errorf("the window of a request naming c 0.31, v 0.47 and no f: c %v, v %v, first %v (%v)", w.cost, w.row, w.first, err)
+			if w, err := d.SampledWindow(d.ID() + "@c0.31v0.47"); err != nil || w.cost != 0.31 || w.row != 0.47 || w.first != 0 || w.catchUp != 0 {
+				t.Errorf("the window of a request naming c 0.31, v 0.47 and no f or u: c %v, v %v, first %v, catch-up %v (%v)", w.cost, w.row, w.first, w.catchUp, err)
 			}
 			if w, err := d.SampledWindow(d.ID()); err != nil || w.cost != sized || w.row != DefaultRowCost {
 				t.Errorf("the window of a request naming no prices: c %v, v %v (%v); want the sizes'", w.cost, w.row, err)
@@ -138,19 +142,21 @@ func TestDrafterPrices(t *testing.T) {
 // refused, saying what the form is.
 func TestSplitDraft(t *testing.T) {
 	for _, c := range []struct {
-		id               string
-		cost, row, first float64
-		name             string
-		want             DraftPrices
+		id     string
+		priced DraftPrices
+		name   string
+		want   DraftPrices
 	}{
-		{"lookup", 0, 0.555, 0, "lookup@c0.00v0.56", DraftPrices{0, 0.56, 0}},
-		{"ab12", 0.639, 0.486, 0, "ab12@c0.64v0.49", DraftPrices{0.64, 0.49, 0}},
-		{"ab12", 0.021, 0.06, 0.0149, "ab12@c0.02v0.06f0.01", DraftPrices{0.02, 0.06, 0.01}},
-		{"ab12", 0.021, 0.06, 0.0049, "ab12@c0.02v0.06", DraftPrices{0.02, 0.06, 0}}, // rounds to none
-		{"ab12", -1, 0, -1, "ab12@c0.00v0.02", DraftPrices{0, minRowCost, 0}},
-		{"ab12", 1e9, 1e9, 1e9, "ab12@c100.00v100.00f100.00", DraftPrices{maxPrice, maxPrice, maxPrice}},
+		{"lookup", DraftPrices{0, 0.555, 0, 0}, "lookup@c0.00v0.56", DraftPrices{0, 0.56, 0, 0}},
+		{"ab12", DraftPrices{0.639, 0.486, 0, 0}, "ab12@c0.64v0.49", DraftPrices{0.64, 0.49, 0, 0}},
+		{"ab12", DraftPrices{0.021, 0.06, 0.0149, 0}, "ab12@c0.02v0.06f0.01", DraftPrices{0.02, 0.06, 0.01, 0}},
+		{"ab12", DraftPrices{0.021, 0.06, 0.0049, 0.0049}, "ab12@c0.02v0.06", DraftPrices{0.02, 0.06, 0, 0}}, // round to none
+		{"ab12", DraftPrices{0.021, 0.06, 0, 0.013}, "ab12@c0.02v0.06u0.01", DraftPrices{0.02, 0.06, 0, 0.01}},
+		{"ab12", DraftPrices{0.021, 0.06, 0.0149, 0.336}, "ab12@c0.02v0.06f0.01u0.34", DraftPrices{0.02, 0.06, 0.01, 0.34}},
+		{"ab12", DraftPrices{-1, 0, -1, -1}, "ab12@c0.00v0.02", DraftPrices{0, minRowCost, 0, 0}},
+		{"ab12", DraftPrices{1e9, 1e9, 1e9, 1e9}, "ab12@c100.00v100.00f100.00u100.00", DraftPrices{maxPrice, maxPrice, maxPrice, maxPrice}},
 	} {
-		name := PricedDraft(c.id, c.cost, c.row, c.first)
+		name := PricedDraft(c.id, c.priced)
 		id, p, priced, err := SplitDraft(name)
 		if name != c.name || err != nil || !priced || id != c.id || p != c.want {
 			t.Errorf("SplitDraft(%q) = %q, %+v, %v, %v; want %q split as %q, %+v", name, id, p, priced, err, c.name, c.id, c.want)
@@ -160,7 +166,8 @@ func TestSplitDraft(t *testing.T) {
 		t.Errorf("a name without prices: %q, %v, %v", id, priced, err)
 	}
 	for _, bad := range []string{"x@", "x@c0.1", "x@v0.1c0.1", "x@c-1v0.5", "x@c0.1v0", "x@cNaNv0.5", "x@c0.1v1e9", "x@c0.1v0.5@c1v1",
-		"x@c0.1v0.5f", "x@c0.1v0.5f-0.1", "x@c0.1v0.5f1e9", "x@c0.1v0.5fNaN", "x@c0.1vinf", "x@c0.1f0.1v0.5", "x@c0.1v0.5f0.1f0.1"} {
+		"x@c0.1v0.5f", "x@c0.1v0.5f-0.1", "x@c0.1v0.5f1e9", "x@c0.1v0.5fNaN", "x@c0.1vinf", "x@c0.1f0.1v0.5", "x@c0.1v0.5f0.1f0.1",
+		"x@c0.1v0.5u", "x@c0.1v0.5u-0.1", "x@c0.1v0.5u1e9", "x@c0.1v0.5uNaN", "x@c0.1v0.5u0.1f0.1", "x@c0.1u0.1v0.5", "x@c0.1v0.5u0.1u0.1"} {
 		if _, _, _, err := SplitDraft(bad); err == nil || !strings.Contains(err.Error(), "c<cost>v<row>") {
 			t.Errorf("SplitDraft(%q): %v, want a refusal naming the form", bad, err)
 		}
@@ -170,12 +177,15 @@ func TestSplitDraft(t *testing.T) {
 // FuzzSplitDraft: any name splits or is refused without panicking, and
 // the prices of one that splits write back to a name that splits alike.
 func FuzzSplitDraft(f *testing.F) {
-	f.Add(PricedDraft("lookup", 0, 0.56, 0))
-	f.Add(PricedDraft("0123456789abcdef", 0.64, 0.49, 0))
-	f.Add(PricedDraft("0123456789abcdef", 0.02, 0.06, 0.01))
+	f.Add(PricedDraft("lookup", DraftPrices{Row: 0.56}))
+	f.Add(PricedDraft("0123456789abcdef", DraftPrices{Cost: 0.64, Row: 0.49}))
+	f.Add(PricedDraft("0123456789abcdef", DraftPrices{Cost: 0.02, Row: 0.06, First: 0.01}))
+	f.Add(PricedDraft("0123456789abcdef", DraftPrices{Cost: 0.02, Row: 0.06, CatchUp: 0.03}))
+	f.Add(PricedDraft("0123456789abcdef", DraftPrices{Cost: 0.02, Row: 0.06, First: 0.01, CatchUp: 0.03}))
 	f.Add("lookup")
 	f.Add("x@c1e1v2")
 	f.Add("x@c1e1v2f3e-1")
+	f.Add("x@c1e1v2u3e-1")
 	f.Fuzz(func(t *testing.T, name string) {
 		id, p, priced, err := SplitDraft(name)
 		if err != nil || !priced {
@@ -183,10 +193,10 @@ func FuzzSplitDraft(f *testing.F) {
 		}
 		// PricedDraft writes two decimals: half a hundredth off at most,
 		// and a rounding error more (0.705 is 0.70499… as a float64); a
-		// first under half a hundredth is written as none.
+		// first or catch-up under half a hundredth is written as none.
 		const tol = 0.005 + 1e-9
-		id2, p2, _, err := SplitDraft(PricedDraft(id, p.Cost, p.Row, p.First))
-		if err != nil || id2 != id || math.Abs(p2.Cost-p.Cost) > tol || math.Abs(p2.Row-p.Row) > tol || math.Abs(p2.First-p.First) > tol {
+		id2, p2, _, err := SplitDraft(PricedDraft(id, p))
+		if err != nil || id2 != id || math.Abs(p2.Cost-p.Cost) > tol || math.Abs(p2.Row-p.Row) > tol || math.Abs(p2.First-p.First) > tol || math.Abs(p2.CatchUp-p.CatchUp) > tol {
 			t.Fatalf("%q split as %q %+v, written back as %q %+v (%v)", name, id, p, id2, p2, err)
 		}
 	})
@@ -212,10 +222,13 @@ func TestSampledPays(t *testing.T) {
 		// A round's dearer first draft turns a paying window off, or not.
 		{Prices{SampledCost: 0.35, SampledRow: 0.35, SampledFirst: 2}, 0.95, false},
 		{Prices{SampledCost: 0.01, SampledRow: 0.06, SampledFirst: 0.05}, DefaultPrior, true},
+		// So does a dear two-token catch-up where drafts mostly stand.
+		{Prices{SampledCost: 0.35, SampledRow: 0.35, SampledCatchUp: 0.35 + 3}, 0.95, false},
+		{Prices{SampledCost: 0.01, SampledRow: 0.06, SampledCatchUp: 0.03}, DefaultPrior, true},
 		{Prices{}, DefaultPrior, true},
 	} {
 		if got := c.p.SampledPays(DefaultMaxWindow, c.prior); got != c.want {
-			t.Errorf("SampledPays(c %v, v %v, first %v, prior %v) = %v, want %v", c.p.SampledCost, c.p.SampledRow, c.p.SampledFirst, c.prior, got, c.want)
+			t.Errorf("SampledPays(c %v, v %v, first %v, catch-up %v, prior %v) = %v, want %v", c.p.SampledCost, c.p.SampledRow, c.p.SampledFirst, c.p.SampledCatchUp, c.prior, got, c.want)
 		}
 	}
 }
@@ -344,6 +357,8 @@ func TestMeasureSteps(t *testing.T) {
 	// the later steps' 0.6, and the first's extra 1.4 a round. Against a
 	// sampled one-token step of 2 ms, a sampled serve's c is 0.3 and its
 	// first step's extra 0.7 (priced at the first step alone, c was 1).
+	// Its catch-up over two tokens costs 1.5 ms: 1.5 a greedy serve's
+	// target token, 0.75 a sampled one's, 0.45 over a sampled draft.
 	afterTarget := false
 	target := func(_ context.Context, rows int, sampled bool) (time.Duration, error) {
 		afterTarget = true
@@ -360,15 +375,21 @@ func TestMeasureSteps(t *testing.T) {
 		afterTarget = false
 		return d, nil
 	}
-	p, err = measureSteps(context.Background(), target, measureRows, draft, draft, 3, 0)
+	catchUp := func(rows int, _ func(*model.Batch, int)) (time.Duration, error) {
+		return ms(0.6 + 0.9*float64(rows-1)), nil
+	}
+	p, err = measureSteps(context.Background(), target, measureRows, draft, catchUp, 3, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if math.Abs(p.Cost-0.6) > 1e-9 || math.Abs(p.First-1.4) > 1e-9 || math.Abs(p.CatchUp-1.2) > 1e-9 {
-		t.Errorf("a draft whose first step after the target's is dearer: c %v, first %v, catch-up %v; want 0.6, 1.4 and 1.2", p.Cost, p.First, p.CatchUp)
+	if math.Abs(p.Cost-0.6) > 1e-9 || math.Abs(p.First-1.4) > 1e-9 || math.Abs(p.CatchUp-1.5) > 1e-9 {
+		t.Errorf("a draft whose first step after the target's is dearer: c %v, first %v, catch-up %v; want 0.6, 1.4 and 1.5", p.Cost, p.First, p.CatchUp)
 	}
-	if math.Abs(p.SampledCost-0.3) > 1e-9 || math.Abs(p.SampledFirst-0.7) > 1e-9 {
-		t.Errorf("a draft whose first step after the target's sampled one is dearer: sampled c %v, first %v; want 0.3 and 0.7", p.SampledCost, p.SampledFirst)
+	if math.Abs(p.SampledCost-0.3) > 1e-9 || math.Abs(p.SampledFirst-0.7) > 1e-9 || math.Abs(p.SampledCatchUp-0.75) > 1e-9 {
+		t.Errorf("a draft whose first step after the target's sampled one is dearer: sampled c %v, first %v, catch-up %v; want 0.3, 0.7 and 0.75", p.SampledCost, p.SampledFirst, p.SampledCatchUp)
+	}
+	if s := p.Sampled(); math.Abs(s.Cost-0.3) > 1e-9 || math.Abs(s.First-0.7) > 1e-9 || math.Abs(s.CatchUp-0.45) > 1e-9 || s.Row != p.SampledRow {
+		t.Errorf("the draft name's prices %+v; want c 0.3, first 0.7, the catch-up's 0.45 over c, v %v", s, p.SampledRow)
 	}
 	never := func(context.Context, int, bool) (time.Duration, error) {
 		t.Fatal("a target that holds no window was stepped")

@@ -61,10 +61,12 @@ type Window struct {
 	cal calibration // how often drafts of each confidence stand
 
 	// catchUp is what a draft model's round costs more when its first
-	// step catches up on two tokens rather than one, in target passes (0:
-	// not priced: prompt lookup, windows priced by the files). A round
-	// whose drafts all stand leaves its last draft unevaluated, so the
-	// round after it catches up on that draft and the target's token.
+	// step catches up on two tokens rather than one, in target passes
+	// (Prices.CatchUp over Cost, or for a sampled serve the u of its
+	// draft name; 0: not priced: prompt lookup, windows priced by the
+	// files). A round whose drafts all stand leaves its last draft
+	// unevaluated, so the round after it catches up on that draft and
+	// the target's token.
 	catchUp float64
 	// first is what a draft model's first step of a round costs more
 	// than its later ones, in target passes (Prices.First, or for a
@@ -275,10 +277,9 @@ func (w *Window) rowAt(k int) float64 {
 // tokens a round of k drafts yields when each stands with probability a
 // (the drafts up to the first rejected, and the target's own token), and
 // the round costs k drafted tokens and the target's pass over k+1 rows,
-// P(k) (pass: 1 + k·v, or the step measured), the first step's extra
-// (first: a sampled serve's window carries it in its draft name; zero,
-// which adds exactly nothing, where none is known), and, priced by
-// measured steps, the next round's two-token catch-up where all k stand.
+// P(k) (pass: 1 + k·v, or the step measured), the next round's
+// two-token catch-up where all k stand, and the first step's extra (a
+// sampled serve's window carries both in its draft name: u and f).
 func (w *Window) best() (int, float64) {
 	a := w.Rate()
 	bestK, bestGain := 0, 1.0
@@ -290,11 +291,13 @@ func (w *Window) best() (int, float64) {
 		e += pow
 		den := float64(float64(k)*(w.cost+w.row)) + 1
 		if len(w.steps) > 0 {
-			// A round all of whose drafts stand (a^k) costs the next
-			// one's two-token catch-up.
-			den = float64(float64(float64(k)*w.cost)+w.pass(k)) + float64(w.catchUp*pow)
+			den = float64(float64(float64(k)*w.cost) + w.pass(k))
 		}
-		den += w.first // every round, its first step's extra
+		// A round all of whose drafts stand (a^k) costs the next one's
+		// two-token catch-up (zero, which adds exactly nothing, where
+		// none is known); every round, its first step's extra.
+		den += float64(w.catchUp * pow)
+		den += w.first
 		if gain := e / den; gain > bestGain {
 			bestK, bestGain = k, gain
 		}

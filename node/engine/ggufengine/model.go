@@ -215,7 +215,7 @@ func Load(path string, cfg Config) (*Model, error) {
 				"measured_row_cost", fmt.Sprintf("%.3f", prices.Row), "measured_steps", fmt.Sprintf("%.2f", prices.Steps),
 				"measured_catch_up", fmt.Sprintf("%.3f", prices.CatchUp), "measured_first", fmt.Sprintf("%.3f", prices.First),
 				"sampled_cost", fmt.Sprintf("%.3f", prices.SampledCost), "sampled_row_cost", fmt.Sprintf("%.3f", prices.SampledRow),
-				"sampled_first", fmt.Sprintf("%.3f", prices.SampledFirst),
+				"sampled_first", fmt.Sprintf("%.3f", prices.SampledFirst), "sampled_catch_up", fmt.Sprintf("%.3f", prices.SampledCatchUp),
 				"sampled_speculates", m.draft.SampledID() != "",
 				"measure_took", time.Since(start).Round(time.Millisecond))...)
 		}

@@ -47,7 +47,7 @@ func TestMeasuredPrices(t *testing.T) {
 		if dc.Cost > 0 && p.Cost != dc.Cost {
 			t.Errorf("%s: c %v, want the configured %v", dname, p.Cost, dc.Cost)
 		}
-		if got := e.Draft(); got != "" && got != spec.PricedDraft(id, p.SampledCost, p.SampledRow, p.SampledFirst) {
+		if got := e.Draft(); got != "" && got != spec.PricedDraft(id, p.Sampled()) {
 			t.Errorf("%s: after measuring, sampled requests name %q, want the prices measured, or none", dname, got)
 		}
 		// As many serves at once as the stages hold sessions for: the
@@ -77,7 +77,8 @@ func TestMeasuredPrices(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, draft := range []string{spec.PricedDraft(id, 0.02, 0.05, 0), spec.PricedDraft(id, 0.02, 0.05, 0.01), spec.PricedDraft(id, 3, 3, 0)} {
+		for _, draft := range []string{spec.PricedDraft(id, spec.DraftPrices{Cost: 0.02, Row: 0.05}), spec.PricedDraft(id, spec.DraftPrices{Cost: 0.02, Row: 0.05, First: 0.01}),
+			spec.PricedDraft(id, spec.DraftPrices{Cost: 0.02, Row: 0.05, First: 0.01, CatchUp: 0.03}), spec.PricedDraft(id, spec.DraftPrices{Cost: 3, Row: 3})} {
 			seed := uint64(5)
 			s := &receipt.Sampling{TemperatureE6: 900_000, Seed: &seed, Draft: draft}
 			a, outA, err := serve(e, prompt, greedy(32, s))
