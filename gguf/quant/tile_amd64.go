@@ -64,6 +64,12 @@ func q4_0TileZ4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *fl
 func q4_0TileZ1(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
 
 //go:noescape
+func q4_0TileZ5(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+
+//go:noescape
+func q8_0TileZ5(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+
+//go:noescape
 func q4_0TileZ3(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
 
 //go:noescape

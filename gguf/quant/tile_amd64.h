@@ -307,10 +307,12 @@ ret: \
 #define YR1(OFF) OFF(DX)(R10*1)
 #define YR2(OFF) OFF(DX)(R10*2)
 #define YR3(OFF) OFF(DX)(R11*1)
+#define YR4(OFF) OFF(DX)(R10*4)
 #define FG0(OFF) OFF(R8)
 #define FG1(OFF) OFF(R8)(R12*1)
 #define FG2(OFF) OFF(R8)(R12*2)
 #define FG3(OFF) OFF(R8)(R13*1)
+#define FG4(OFF) OFF(R8)(R12*4)
 
 // BANDLOOP runs BLOCK (which loads its own weights) over the blocks, WS
 // bytes repacked, YS of activation and XS of figures a block, each to

@@ -6,7 +6,7 @@
 // Sixteen-row tiles for processors with AVX-512 and AVX512-VNNI
 // (tile_simd.go): sixteen weight rows, repacked so that the 64 bytes of
 // a group hold four elements of each row (row r in bytes 4r..4r+3), times
-// four activation rows (or three, two or one) at once. VPDPBUSD takes the weights as
+// four activation rows (or five, three, two or one) at once. VPDPBUSD takes the weights as
 // unsigned bytes from a register and each activation's four bytes by
 // embedded broadcast from memory, so a weight group is loaded once for
 // all the activation rows and each row's sum lands in its own lane. Each
@@ -112,6 +112,17 @@
 	ZACT(YR2, FG2, 1024, Z4, Z5, 7) \
 	ZACT(YR3, FG3, 1536, Z6, Z7, 7)
 
+// Five rows: a batch of 4m+1 rows ends with one call of five rather
+// than of four and one, which loads and loops over the weights again for
+// a single row (on 192-wide rows as dear as a call of two).
+#define Q40x5 \
+	Q40x4 \
+	ZACT(YR4, FG4, 2048, Z8, Z9, 3)
+
+#define Q80x5 \
+	Q80x4 \
+	ZACT(YR4, FG4, 2048, Z8, Z9, 7)
+
 #define Q40x3 \
 	ZLOAD \
 	ZACT(YR0, FG0, 0, Z0, Z1, 3) \
@@ -148,6 +159,10 @@
 	ZOUT(1024) \
 	ZOUT(1536)
 
+#define OUT5 \
+	OUT4 \
+	ZOUT(2048)
+
 #define OUT3 \
 	ZOUT(0) \
 	ZOUT(512) \
@@ -176,6 +191,16 @@ TEXT ·q8_0TileZ4(SB), NOSPLIT, $0-120
 TEXT ·q8_0TileZ1(SB), NOSPLIT, $0-120
 	BANDARGS(6)
 	BANDLOOP(544, 34, 8, 64, Q80x1, ZOUT(0))
+
+// func q4_0TileZ5(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+TEXT ·q4_0TileZ5(SB), NOSPLIT, $0-120
+	BANDARGS(6)
+	BANDLOOP(576, 34, 8, 64, Q40x5, OUT5)
+
+// func q8_0TileZ5(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+TEXT ·q8_0TileZ5(SB), NOSPLIT, $0-120
+	BANDARGS(6)
+	BANDLOOP(544, 34, 8, 64, Q80x5, OUT5)
 
 // func q4_0TileZ3(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
 TEXT ·q4_0TileZ3(SB), NOSPLIT, $0-120
