@@ -76,8 +76,10 @@ var haveZ = haveVNNI
 // cost the same), of Q4_K and Q6_K up to 1024; where the weights are
 // read from memory, rows of every width from those least (oneRowBand).
 var zTiles = map[Type]*bandKernel{
-	Q4_0: {h: 16, chunk: 32, packed: 576, oneMin: 1, oneMax: 64, oneStreamed: true, pack: q4_0PackZ, dot5: q4_0TileZ5, dot4: q4_0TileZ4, dot3: q4_0TileZ3, dot2: q4_0TileZ2, dot1: q4_0TileZ1},
-	Q8_0: {h: 16, chunk: 32, packed: 544, oneMin: 8, oneMax: 64, oneStreamed: true, pack: q8_0PackZ, dot5: q8_0TileZ5, dot4: q8_0TileZ4, dot3: q8_0TileZ3, dot2: q8_0TileZ2, dot1: q8_0TileZ1},
+	Q4_0: {h: 16, chunk: 32, packed: 576, oneMin: 1, oneMax: 64, oneStreamed: true, pack: q4_0PackZ, dot4: q4_0TileZ4, dot3: q4_0TileZ3, dot2: q4_0TileZ2, dot1: q4_0TileZ1,
+		wide: []bandDot{q4_0TileZ5, q4_0TileZ6, q4_0TileZ7, q4_0TileZ8, q4_0TileZ9}},
+	Q8_0: {h: 16, chunk: 32, packed: 544, oneMin: 8, oneMax: 64, oneStreamed: true, pack: q8_0PackZ, dot4: q8_0TileZ4, dot3: q8_0TileZ3, dot2: q8_0TileZ2, dot1: q8_0TileZ1,
+		wide: []bandDot{q8_0TileZ5, q8_0TileZ6, q8_0TileZ7, q8_0TileZ8, q8_0TileZ9}},
 	Q4_K: {h: 16, chunk: 4, packed: 5248, oneMin: 1, oneMax: 4, oneStreamed: true, pack: packHalves(q4KPackZ), dot4: q4KTileZ4, dot3: q4KTileZ3, dot2: q4KTileZ2, dot1: q4KTileZ1},
 	Q6_K: {h: 16, chunk: 4, packed: 5696, oneMin: 1, oneMax: 4, oneStreamed: true, pack: packHalves(q6KPackZ), dot4: q6KTileZ4, dot3: q6KTileZ3, dot2: q6KTileZ2, dot1: q6KTileZ1},
 }

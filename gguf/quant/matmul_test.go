@@ -82,6 +82,9 @@ func testMatMulMatchesVecDot(t *testing.T) {
 			// Sixteen-row tiles with four activation rows at a time and
 			// the rest one by one, across repacked chunks.
 			{16, 33, 4}, {40, 70, 9}, {48, 5, 6}, {31, 64, 5},
+			// Five to nine activation rows in one call (wide), and more
+			// in calls of eight and the rest.
+			{16, 9, 7}, {32, 40, 8}, {33, 60, 9}, {17, 12, 13}, {16, 60, 18},
 			// One activation row by the band kernels (oneRowBand): a
 			// tile of sixteen and the rest by the eight-row tiles or the
 			// row kernel.

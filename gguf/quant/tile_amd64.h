@@ -308,11 +308,28 @@ ret: \
 #define YR2(OFF) OFF(DX)(R10*2)
 #define YR3(OFF) OFF(DX)(R11*1)
 #define YR4(OFF) OFF(DX)(R10*4)
+#define YR6(OFF) OFF(DX)(R11*2)
+#define YR8(OFF) OFF(DX)(R10*8)
 #define FG0(OFF) OFF(R8)
 #define FG1(OFF) OFF(R8)(R12*1)
 #define FG2(OFF) OFF(R8)(R12*2)
 #define FG3(OFF) OFF(R8)(R13*1)
 #define FG4(OFF) OFF(R8)(R12*4)
+#define FG6(OFF) OFF(R8)(R13*2)
+#define FG8(OFF) OFF(R8)(R12*8)
+
+// Rows 5 and 7 (5·ys, 7·ys) have no addressing mode of DX and the
+// strides: BX, free within a block (BANDLOOP counts the asks in it
+// before the block, and loads os into it after the loop), holds row 4's
+// address (Y4 in BX) or its figures' (X4 in BX) while a row's
+// instructions take them as BX + ys or 3·ys (YB5, YB7), BX + xs or 3·xs
+// (XB5, XB7).
+#define Y4BX LEAQ (DX)(R10*4), BX
+#define X4BX LEAQ (R8)(R12*4), BX
+#define YB5(OFF) OFF(BX)(R10*1)
+#define YB7(OFF) OFF(BX)(R11*1)
+#define XB5(OFF) OFF(BX)(R12*1)
+#define XB7(OFF) OFF(BX)(R13*1)
 
 // BANDLOOP runs BLOCK (which loads its own weights) over the blocks, WS
 // bytes repacked, YS of activation and XS of figures a block, each to

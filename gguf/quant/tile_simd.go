@@ -48,8 +48,9 @@ type tileKernel struct {
 // once: h weight rows (sixteen in tile_z_amd64.s's AVX-512 kernels,
 // eight in tile_y_amd64.s's AVX2 ones) repacked so that a vector holds
 // the same four elements of all of them, times four activation rows at a
-// time (dot4), or five, three, two or one (dot5, dot3, dot2, dot1), each
-// weight group loaded once for the rows of a call.
+// time (dot4), or three, two or one (dot3, dot2, dot1), or where it has
+// them five to nine (wide), each weight group loaded once for the rows of
+// a call.
 // Each activation row keeps its accumulators in its own 8h floats, lane
 // j of the h rows at h·j: block b0+k of a call adds to lane (lane+k) mod 8
 // (lane is b0 mod 8), as VecDot's block b0+k does.
@@ -69,18 +70,18 @@ type bandKernel struct {
 	// pack repacks the first blocks blocks of the h rows at w (rs bytes
 	// apart) into dst.
 	pack func(dst, w []byte, rs, blocks int)
-	// dot4 (dot5, dot3, dot2, dot1) add the partials of blocks 0..blocks-1 of the
+	// dot4 (dot3, dot2, dot1) add the partials of blocks 0..blocks-1 of the
 	// repacked rows at w and the activation rows at y (row i at y+i·ys,
 	// its figures at aux+i·xs) to acc (row i's at acc[8h·i:]). With out
 	// set (the last chunk), they then reduce each row's lanes as reduce
 	// does, store activation row i's h results at out+i·os bytes and
 	// leave its lanes zero.
 	dot4, dot3, dot2, dot1 bandDot
-	// dot5 (nil: none) takes a batch's last five rows, where it has 4m+1
-	// (a window of four drafts, or of eight), in one call: a row left
-	// over after whole calls of four costs a pass over the tile of its
-	// own.
-	dot5 bandDot
+	// wide are the forms of five rows on (wide[i]: 5+i rows; none: four
+	// at most): a window of up to 4+len(wide) rows in one call, where
+	// calls of four and the rest loaded and looped over each tile's
+	// weights again for each (a fifth row alone cost as much as two).
+	wide []bandDot
 }
 
 // bandDot is a band kernel of one to four activation rows (see
@@ -89,13 +90,17 @@ type bandKernel struct {
 type bandDot func(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
 
 // dots returns the kernel of the next of n activation rows left and how
-// many it takes: five where exactly five are left and k has dot5, else
-// up to four, or where k has none for n (or the tail kernels are off),
-// dot1 and 1.
+// many it takes: all n in one call where k has a form of n rows; where
+// more are left than its widest form takes, one less than that (so that
+// no row is left alone: 10 rows as 8 and 2); else four, or where k has
+// none for n (or the tail kernels are off), dot1 and 1.
 func (k *bandKernel) dots(n int) (bandDot, int) {
+	most := 4 + len(k.wide)
 	switch {
-	case n == 5 && k.dot5 != nil && useBandTails:
-		return k.dot5, 5
+	case useBandTails && n >= 5 && n <= most:
+		return k.wide[n-5], n
+	case useBandTails && n > most && most > 4:
+		return k.wide[most-6], most - 1
 	case n >= 4:
 		return k.dot4, 4
 	case n == 3 && k.dot3 != nil && useBandTails:
@@ -122,9 +127,9 @@ var (
 	useY    = haveSIMD
 	// useBandTails lets a band kernel take a batch's last two or three
 	// rows (a speculative window of 2 or 3 is the commonest) in one call
-	// (dot2, dot3) rather than one at a time, and its last five in one
-	// (dot5) rather than four and one; benchmarks and tests switch it off
-	// to compare.
+	// (dot2, dot3) rather than one at a time, and five to nine rows in one
+	// (wide) rather than by fours; benchmarks and tests switch it off to
+	// compare.
 	useBandTails = true
 	// streamAhead lets the band kernels ask for the weights they read
 	// next a few lines a block (matMulBand); benchmarks switch it off to

@@ -77,8 +77,19 @@
 
 // ZACT adds the block's partials with activation row i (YA, XA) to its
 // lane at ACC(DI)(AX); SHIFT is log2 of the quants' offset. A and B are
-// scratch: two chains of four VPDPBUSD.
+// scratch: two chains of four VPDPBUSD. ZDOTS is its sums, ZSCALE the
+// rest; ZACTB is ZACT for rows 5 and 7, whose addresses are BX's (Y4BX).
 #define ZACT(YA, XA, ACC, A, B, SHIFT) \
+	ZDOTS(YA, A, B) \
+	ZSCALE(XA, ACC, A, B, SHIFT)
+
+#define ZACTB(YA, XA, ACC, A, B, SHIFT) \
+	Y4BX \
+	ZDOTS(YA, A, B) \
+	X4BX \
+	ZSCALE(XA, ACC, A, B, SHIFT)
+
+#define ZDOTS(YA, A, B) \
 	VPXORD A, A, A \
 	VPXORD B, B, B \
 	VPDPBUSD.BCST YA(2), Z16, A \
@@ -88,7 +99,9 @@
 	VPDPBUSD.BCST YA(18), Z20, A \
 	VPDPBUSD.BCST YA(22), Z21, B \
 	VPDPBUSD.BCST YA(26), Z22, A \
-	VPDPBUSD.BCST YA(30), Z23, B \
+	VPDPBUSD.BCST YA(30), Z23, B
+
+#define ZSCALE(XA, ACC, A, B, SHIFT) \
 	VPADDD B, A, A \
 	VPSLLD.BCST $SHIFT, XA(4), B \
 	VPSUBD B, A, A \
@@ -112,16 +125,50 @@
 	ZACT(YR2, FG2, 1024, Z4, Z5, 7) \
 	ZACT(YR3, FG3, 1536, Z6, Z7, 7)
 
-// Five rows: a batch of 4m+1 rows ends with one call of five rather
-// than of four and one, which loads and loops over the weights again for
-// a single row (on 192-wide rows as dear as a call of two).
+// Five to nine rows: a window of up to eight drafts is one call, each
+// tile's weights loaded and looped over once, where calls of four and
+// the rest loaded them again for each (for a single row, on 192-wide rows
+// as dear as a call of two). Row i's scratch is Z2i and Z2i+1 up to row
+// 7 (Z16-Z24 hold the block), row 8's Z25 and Z26.
 #define Q40x5 \
 	Q40x4 \
 	ZACT(YR4, FG4, 2048, Z8, Z9, 3)
 
+#define Q40x6 \
+	Q40x5 \
+	ZACTB(YB5, XB5, 2560, Z10, Z11, 3)
+
+#define Q40x7 \
+	Q40x6 \
+	ZACT(YR6, FG6, 3072, Z12, Z13, 3)
+
+#define Q40x8 \
+	Q40x7 \
+	ZACTB(YB7, XB7, 3584, Z14, Z15, 3)
+
+#define Q40x9 \
+	Q40x8 \
+	ZACT(YR8, FG8, 4096, Z25, Z26, 3)
+
 #define Q80x5 \
 	Q80x4 \
 	ZACT(YR4, FG4, 2048, Z8, Z9, 7)
+
+#define Q80x6 \
+	Q80x5 \
+	ZACTB(YB5, XB5, 2560, Z10, Z11, 7)
+
+#define Q80x7 \
+	Q80x6 \
+	ZACT(YR6, FG6, 3072, Z12, Z13, 7)
+
+#define Q80x8 \
+	Q80x7 \
+	ZACTB(YB7, XB7, 3584, Z14, Z15, 7)
+
+#define Q80x9 \
+	Q80x8 \
+	ZACT(YR8, FG8, 4096, Z25, Z26, 7)
 
 #define Q40x3 \
 	ZLOAD \
@@ -163,6 +210,22 @@
 	OUT4 \
 	ZOUT(2048)
 
+#define OUT6 \
+	OUT5 \
+	ZOUT(2560)
+
+#define OUT7 \
+	OUT6 \
+	ZOUT(3072)
+
+#define OUT8 \
+	OUT7 \
+	ZOUT(3584)
+
+#define OUT9 \
+	OUT8 \
+	ZOUT(4096)
+
 #define OUT3 \
 	ZOUT(0) \
 	ZOUT(512) \
@@ -201,6 +264,46 @@ TEXT ·q4_0TileZ5(SB), NOSPLIT, $0-120
 TEXT ·q8_0TileZ5(SB), NOSPLIT, $0-120
 	BANDARGS(6)
 	BANDLOOP(544, 34, 8, 64, Q80x5, OUT5)
+
+// func q4_0TileZ6(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+TEXT ·q4_0TileZ6(SB), NOSPLIT, $0-120
+	BANDARGS(6)
+	BANDLOOP(576, 34, 8, 64, Q40x6, OUT6)
+
+// func q4_0TileZ7(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+TEXT ·q4_0TileZ7(SB), NOSPLIT, $0-120
+	BANDARGS(6)
+	BANDLOOP(576, 34, 8, 64, Q40x7, OUT7)
+
+// func q4_0TileZ8(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+TEXT ·q4_0TileZ8(SB), NOSPLIT, $0-120
+	BANDARGS(6)
+	BANDLOOP(576, 34, 8, 64, Q40x8, OUT8)
+
+// func q4_0TileZ9(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+TEXT ·q4_0TileZ9(SB), NOSPLIT, $0-120
+	BANDARGS(6)
+	BANDLOOP(576, 34, 8, 64, Q40x9, OUT9)
+
+// func q8_0TileZ6(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+TEXT ·q8_0TileZ6(SB), NOSPLIT, $0-120
+	BANDARGS(6)
+	BANDLOOP(544, 34, 8, 64, Q80x6, OUT6)
+
+// func q8_0TileZ7(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+TEXT ·q8_0TileZ7(SB), NOSPLIT, $0-120
+	BANDARGS(6)
+	BANDLOOP(544, 34, 8, 64, Q80x7, OUT7)
+
+// func q8_0TileZ8(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+TEXT ·q8_0TileZ8(SB), NOSPLIT, $0-120
+	BANDARGS(6)
+	BANDLOOP(544, 34, 8, 64, Q80x8, OUT8)
+
+// func q8_0TileZ9(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+TEXT ·q8_0TileZ9(SB), NOSPLIT, $0-120
+	BANDARGS(6)
+	BANDLOOP(544, 34, 8, 64, Q80x9, OUT9)
 
 // func q4_0TileZ3(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
 TEXT ·q4_0TileZ3(SB), NOSPLIT, $0-120
