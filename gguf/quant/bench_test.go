@@ -337,9 +337,9 @@ func BenchmarkMatMulFloatBand(b *testing.B) {
 // 256 wide) and 2048×2048. It reports t/t1, the k-row product's time over
 // the one-row product's, and v, what each extra row costs as a share of
 // the one-row product ((t − t1)/((k − 1)·t1)); with _before, the same
-// with the band kernels' two- and three-row forms off (a batch's last
-// rows one at a time, as before they existed), where this machine has
-// them; t/t1_cached, t/t1 with both batches told their weights are
+// with the band kernels' forms of two, three and five to nine rows off
+// (a batch four rows a call, its last rows one at a time, as before they
+// existed), where this machine has them; t/t1_cached, t/t1 with both batches told their weights are
 // cached (Batch.SetCached: no prefetching), and t1_cached/t1, the one-row
 // product's time so over its time prefetching. Each time is the least
 // thread CPU time (bestCPU: MatMul runs on

@@ -6,9 +6,10 @@ package quant
 // (several activation rows at once) on this machine.
 func HaveBand(t Type) bool { return bandFor(t) != nil || floatBandFor(t) != nil }
 
-// SetBandTails turns the band kernels of two and three activation rows on
-// or off (off: a batch's last rows go one at a time) and returns a
-// function that restores the previous setting.
+// SetBandTails turns the band kernels of two, three and five to nine
+// activation rows on or off (off: a batch goes four rows a call, its last
+// rows one at a time) and returns a function that restores the previous
+// setting.
 func SetBandTails(on bool) (restore func()) {
 	old := useBandTails
 	useBandTails = on

@@ -485,7 +485,7 @@ func kernelConfigs() []kernelConfig {
 			aheadBatches = true
 			return func() { aheadBatches = false; restore() }
 		}},
-		{"no band kernels of two or three rows", off(quant.SetBandTails)},
+		{"band kernels of four rows and one only", off(quant.SetBandTails)},
 		{"band kernels asking for each chunk's rows at once", off(quant.SetStreamAhead)},
 		{"no AVX-512 tiles", off(quant.SetZ)},
 		{"one activation row a tile", off(quant.SetZ, quant.SetY)},
