@@ -80,8 +80,10 @@ var zTiles = map[Type]*bandKernel{
 		wide: []bandDot{q4_0TileZ5, q4_0TileZ6, q4_0TileZ7, q4_0TileZ8, q4_0TileZ9}},
 	Q8_0: {h: 16, chunk: 32, packed: 544, oneMin: 8, oneMax: 64, oneStreamed: true, pack: q8_0PackZ, dot4: q8_0TileZ4, dot3: q8_0TileZ3, dot2: q8_0TileZ2, dot1: q8_0TileZ1,
 		wide: []bandDot{q8_0TileZ5, q8_0TileZ6, q8_0TileZ7, q8_0TileZ8, q8_0TileZ9}},
-	Q4_K: {h: 16, chunk: 4, packed: 5248, oneMin: 1, oneMax: 4, oneStreamed: true, pack: packHalves(q4KPackZ), dot4: q4KTileZ4, dot3: q4KTileZ3, dot2: q4KTileZ2, dot1: q4KTileZ1},
-	Q6_K: {h: 16, chunk: 4, packed: 5696, oneMin: 1, oneMax: 4, oneStreamed: true, pack: packHalves(q6KPackZ), dot4: q6KTileZ4, dot3: q6KTileZ3, dot2: q6KTileZ2, dot1: q6KTileZ1},
+	Q4_K: {h: 16, chunk: 4, packed: 5248, oneMin: 1, oneMax: 4, oneStreamed: true, pack: packHalves(q4KPackZ), dot4: q4KTileZ4, dot3: q4KTileZ3, dot2: q4KTileZ2, dot1: q4KTileZ1,
+		wide: []bandDot{q4KTileZ5, q4KTileZ6, q4KTileZ7, q4KTileZ8, q4KTileZ9}},
+	Q6_K: {h: 16, chunk: 4, packed: 5696, oneMin: 1, oneMax: 4, oneStreamed: true, pack: packHalves(q6KPackZ), dot4: q6KTileZ4, dot3: q6KTileZ3, dot2: q6KTileZ2, dot1: q6KTileZ1,
+		wide: []bandDot{q6KTileZ5, q6KTileZ6, q6KTileZ7, q6KTileZ8, q6KTileZ9}, narrowStreamed: true},
 }
 
 // yTiles are the eight-row AVX2 tile kernels of four activation rows at

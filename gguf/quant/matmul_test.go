@@ -83,8 +83,10 @@ func testMatMulMatchesVecDot(t *testing.T) {
 			// the rest one by one, across repacked chunks.
 			{16, 33, 4}, {40, 70, 9}, {48, 5, 6}, {31, 64, 5},
 			// Five to nine activation rows in one call (wide), and more
-			// in calls of eight and the rest.
+			// in calls of eight and the rest; the short ones for the
+			// K-quants' 256-element blocks.
 			{16, 9, 7}, {32, 40, 8}, {33, 60, 9}, {17, 12, 13}, {16, 60, 18},
+			{16, 2, 5}, {32, 3, 7}, {17, 4, 8}, {16, 8, 9}, {33, 1, 13},
 			// One activation row by the band kernels (oneRowBand): a
 			// tile of sixteen and the rest by the eight-row tiles or the
 			// row kernel.

@@ -490,6 +490,203 @@ TEXT ·q8_0TileZ2(SB), NOSPLIT, $0-120
 	VMOVUPS 5184(SI), Z25 \
 	KZEND(YR0, Z8, Z0, Z12, Z13, 0)
 
+// Q4_K of five to nine rows: row i's isum in Z8+i (row 8's in Z30), its
+// summs in Zi (row 8's in Z31), the scratch pairs taken in turn; BX holds
+// row 4's address through the block for rows 5 and 7 (Y4BX).
+#define KZSUB5(S) \
+	KZSUB4(S) \
+	KZSUB(S, YR4, Z0, Z1, Z12)
+
+#define KZSUB6(S) \
+	KZSUB5(S) \
+	KZSUB(S, YB5, Z2, Z3, Z13)
+
+#define KZSUB7(S) \
+	KZSUB6(S) \
+	KZSUB(S, YR6, Z4, Z5, Z14)
+
+#define KZSUB8(S) \
+	KZSUB7(S) \
+	KZSUB(S, YB7, Z6, Z7, Z15)
+
+#define KZSUB9(S) \
+	KZSUB8(S) \
+	KZSUB(S, YR8, Z0, Z1, Z30)
+
+#define Q4Kx5 \
+	VPXORD Z8, Z8, Z8 \
+	VPXORD Z9, Z9, Z9 \
+	VPXORD Z10, Z10, Z10 \
+	VPXORD Z11, Z11, Z11 \
+	VPXORD Z12, Z12, Z12 \
+	KZSUB5(0) \
+	KZSUB5(1) \
+	KZSUB5(2) \
+	KZSUB5(3) \
+	KZSUB5(4) \
+	KZSUB5(5) \
+	KZSUB5(6) \
+	KZSUB5(7) \
+	ZGROUPS8(4608) \
+	KZMINS(YR0, Z0) \
+	KZMINS(YR1, Z1) \
+	KZMINS(YR2, Z2) \
+	KZMINS(YR3, Z3) \
+	KZMINS(YR4, Z4) \
+	VMOVUPS 5120(SI), Z24 \
+	VMOVUPS 5184(SI), Z25 \
+	KZEND(YR0, Z8, Z0, Z26, Z27, 0) \
+	KZEND(YR1, Z9, Z1, Z28, Z29, 512) \
+	KZEND(YR2, Z10, Z2, Z26, Z27, 1024) \
+	KZEND(YR3, Z11, Z3, Z28, Z29, 1536) \
+	KZEND(YR4, Z12, Z4, Z26, Z27, 2048)
+
+#define Q4Kx6 \
+	Y4BX \
+	VPXORD Z8, Z8, Z8 \
+	VPXORD Z9, Z9, Z9 \
+	VPXORD Z10, Z10, Z10 \
+	VPXORD Z11, Z11, Z11 \
+	VPXORD Z12, Z12, Z12 \
+	VPXORD Z13, Z13, Z13 \
+	KZSUB6(0) \
+	KZSUB6(1) \
+	KZSUB6(2) \
+	KZSUB6(3) \
+	KZSUB6(4) \
+	KZSUB6(5) \
+	KZSUB6(6) \
+	KZSUB6(7) \
+	ZGROUPS8(4608) \
+	KZMINS(YR0, Z0) \
+	KZMINS(YR1, Z1) \
+	KZMINS(YR2, Z2) \
+	KZMINS(YR3, Z3) \
+	KZMINS(YR4, Z4) \
+	KZMINS(YB5, Z5) \
+	VMOVUPS 5120(SI), Z24 \
+	VMOVUPS 5184(SI), Z25 \
+	KZEND(YR0, Z8, Z0, Z26, Z27, 0) \
+	KZEND(YR1, Z9, Z1, Z28, Z29, 512) \
+	KZEND(YR2, Z10, Z2, Z26, Z27, 1024) \
+	KZEND(YR3, Z11, Z3, Z28, Z29, 1536) \
+	KZEND(YR4, Z12, Z4, Z26, Z27, 2048) \
+	KZEND(YB5, Z13, Z5, Z28, Z29, 2560)
+
+#define Q4Kx7 \
+	Y4BX \
+	VPXORD Z8, Z8, Z8 \
+	VPXORD Z9, Z9, Z9 \
+	VPXORD Z10, Z10, Z10 \
+	VPXORD Z11, Z11, Z11 \
+	VPXORD Z12, Z12, Z12 \
+	VPXORD Z13, Z13, Z13 \
+	VPXORD Z14, Z14, Z14 \
+	KZSUB7(0) \
+	KZSUB7(1) \
+	KZSUB7(2) \
+	KZSUB7(3) \
+	KZSUB7(4) \
+	KZSUB7(5) \
+	KZSUB7(6) \
+	KZSUB7(7) \
+	ZGROUPS8(4608) \
+	KZMINS(YR0, Z0) \
+	KZMINS(YR1, Z1) \
+	KZMINS(YR2, Z2) \
+	KZMINS(YR3, Z3) \
+	KZMINS(YR4, Z4) \
+	KZMINS(YB5, Z5) \
+	KZMINS(YR6, Z6) \
+	VMOVUPS 5120(SI), Z24 \
+	VMOVUPS 5184(SI), Z25 \
+	KZEND(YR0, Z8, Z0, Z26, Z27, 0) \
+	KZEND(YR1, Z9, Z1, Z28, Z29, 512) \
+	KZEND(YR2, Z10, Z2, Z26, Z27, 1024) \
+	KZEND(YR3, Z11, Z3, Z28, Z29, 1536) \
+	KZEND(YR4, Z12, Z4, Z26, Z27, 2048) \
+	KZEND(YB5, Z13, Z5, Z28, Z29, 2560) \
+	KZEND(YR6, Z14, Z6, Z26, Z27, 3072)
+
+#define Q4Kx8 \
+	Y4BX \
+	VPXORD Z8, Z8, Z8 \
+	VPXORD Z9, Z9, Z9 \
+	VPXORD Z10, Z10, Z10 \
+	VPXORD Z11, Z11, Z11 \
+	VPXORD Z12, Z12, Z12 \
+	VPXORD Z13, Z13, Z13 \
+	VPXORD Z14, Z14, Z14 \
+	VPXORD Z15, Z15, Z15 \
+	KZSUB8(0) \
+	KZSUB8(1) \
+	KZSUB8(2) \
+	KZSUB8(3) \
+	KZSUB8(4) \
+	KZSUB8(5) \
+	KZSUB8(6) \
+	KZSUB8(7) \
+	ZGROUPS8(4608) \
+	KZMINS(YR0, Z0) \
+	KZMINS(YR1, Z1) \
+	KZMINS(YR2, Z2) \
+	KZMINS(YR3, Z3) \
+	KZMINS(YR4, Z4) \
+	KZMINS(YB5, Z5) \
+	KZMINS(YR6, Z6) \
+	KZMINS(YB7, Z7) \
+	VMOVUPS 5120(SI), Z24 \
+	VMOVUPS 5184(SI), Z25 \
+	KZEND(YR0, Z8, Z0, Z26, Z27, 0) \
+	KZEND(YR1, Z9, Z1, Z28, Z29, 512) \
+	KZEND(YR2, Z10, Z2, Z26, Z27, 1024) \
+	KZEND(YR3, Z11, Z3, Z28, Z29, 1536) \
+	KZEND(YR4, Z12, Z4, Z26, Z27, 2048) \
+	KZEND(YB5, Z13, Z5, Z28, Z29, 2560) \
+	KZEND(YR6, Z14, Z6, Z26, Z27, 3072) \
+	KZEND(YB7, Z15, Z7, Z28, Z29, 3584)
+
+#define Q4Kx9 \
+	Y4BX \
+	VPXORD Z8, Z8, Z8 \
+	VPXORD Z9, Z9, Z9 \
+	VPXORD Z10, Z10, Z10 \
+	VPXORD Z11, Z11, Z11 \
+	VPXORD Z12, Z12, Z12 \
+	VPXORD Z13, Z13, Z13 \
+	VPXORD Z14, Z14, Z14 \
+	VPXORD Z15, Z15, Z15 \
+	VPXORD Z30, Z30, Z30 \
+	KZSUB9(0) \
+	KZSUB9(1) \
+	KZSUB9(2) \
+	KZSUB9(3) \
+	KZSUB9(4) \
+	KZSUB9(5) \
+	KZSUB9(6) \
+	KZSUB9(7) \
+	ZGROUPS8(4608) \
+	KZMINS(YR0, Z0) \
+	KZMINS(YR1, Z1) \
+	KZMINS(YR2, Z2) \
+	KZMINS(YR3, Z3) \
+	KZMINS(YR4, Z4) \
+	KZMINS(YB5, Z5) \
+	KZMINS(YR6, Z6) \
+	KZMINS(YB7, Z7) \
+	KZMINS(YR8, Z31) \
+	VMOVUPS 5120(SI), Z24 \
+	VMOVUPS 5184(SI), Z25 \
+	KZEND(YR0, Z8, Z0, Z26, Z27, 0) \
+	KZEND(YR1, Z9, Z1, Z28, Z29, 512) \
+	KZEND(YR2, Z10, Z2, Z26, Z27, 1024) \
+	KZEND(YR3, Z11, Z3, Z28, Z29, 1536) \
+	KZEND(YR4, Z12, Z4, Z26, Z27, 2048) \
+	KZEND(YB5, Z13, Z5, Z28, Z29, 2560) \
+	KZEND(YR6, Z14, Z6, Z26, Z27, 3072) \
+	KZEND(YB7, Z15, Z7, Z28, Z29, 3584) \
+	KZEND(YR8, Z30, Z31, Z26, Z27, 4096)
+
 // func q4KTileZ4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
 TEXT ·q4KTileZ4(SB), NOSPLIT, $0-120
 	BANDARGS(6)
@@ -664,6 +861,212 @@ TEXT ·q4KTileZ2(SB), NOSPLIT, $0-120
 	VPXORD Z26, Z26, Z26 \
 	Q6ZEND(YR0, Z8, Z12, Z13, 0)
 
+// Q6_K of five to nine rows: row i's isum in Z8+i (row 8's in Z25), the
+// scratch pairs taken in turn; BX holds row 4's address for rows 5 and 7
+// (Y4BX) through the sums and the ends, and its figures' for their fixes
+// (X4BX).
+#define Q6ZPAIR5(T) \
+	Q6ZPAIR4(T) \
+	Q6ZPAIR(T, YR4, Z0, Z1, Z12)
+
+#define Q6ZPAIR6(T) \
+	Q6ZPAIR5(T) \
+	Q6ZPAIR(T, YB5, Z2, Z3, Z13)
+
+#define Q6ZPAIR7(T) \
+	Q6ZPAIR6(T) \
+	Q6ZPAIR(T, YR6, Z4, Z5, Z14)
+
+#define Q6ZPAIR8(T) \
+	Q6ZPAIR7(T) \
+	Q6ZPAIR(T, YB7, Z6, Z7, Z15)
+
+#define Q6ZPAIR9(T) \
+	Q6ZPAIR8(T) \
+	Q6ZPAIR(T, YR8, Z0, Z1, Z25)
+
+#define Q6Kx5 \
+	VPXORD Z8, Z8, Z8 \
+	VPXORD Z9, Z9, Z9 \
+	VPXORD Z10, Z10, Z10 \
+	VPXORD Z11, Z11, Z11 \
+	VPXORD Z12, Z12, Z12 \
+	Q6ZPAIR5(0) \
+	Q6ZPAIR5(1) \
+	Q6ZPAIR5(2) \
+	Q6ZPAIR5(3) \
+	Q6ZPAIR5(4) \
+	Q6ZPAIR5(5) \
+	Q6ZPAIR5(6) \
+	Q6ZPAIR5(7) \
+	ZGROUPS8(5120) \
+	Q6ZFIX(FG0, Z8, Z0) \
+	Q6ZFIX(FG1, Z9, Z2) \
+	Q6ZFIX(FG2, Z10, Z4) \
+	Q6ZFIX(FG3, Z11, Z6) \
+	Q6ZFIX(FG4, Z12, Z0) \
+	VMOVUPS 5632(SI), Z24 \
+	VPXORD Z26, Z26, Z26 \
+	Q6ZEND(YR0, Z8, Z27, Z28, 0) \
+	Q6ZEND(YR1, Z9, Z29, Z30, 512) \
+	Q6ZEND(YR2, Z10, Z27, Z28, 1024) \
+	Q6ZEND(YR3, Z11, Z29, Z30, 1536) \
+	Q6ZEND(YR4, Z12, Z27, Z28, 2048)
+
+#define Q6Kx6 \
+	Y4BX \
+	VPXORD Z8, Z8, Z8 \
+	VPXORD Z9, Z9, Z9 \
+	VPXORD Z10, Z10, Z10 \
+	VPXORD Z11, Z11, Z11 \
+	VPXORD Z12, Z12, Z12 \
+	VPXORD Z13, Z13, Z13 \
+	Q6ZPAIR6(0) \
+	Q6ZPAIR6(1) \
+	Q6ZPAIR6(2) \
+	Q6ZPAIR6(3) \
+	Q6ZPAIR6(4) \
+	Q6ZPAIR6(5) \
+	Q6ZPAIR6(6) \
+	Q6ZPAIR6(7) \
+	ZGROUPS8(5120) \
+	Q6ZFIX(FG0, Z8, Z0) \
+	Q6ZFIX(FG1, Z9, Z2) \
+	Q6ZFIX(FG2, Z10, Z4) \
+	Q6ZFIX(FG3, Z11, Z6) \
+	Q6ZFIX(FG4, Z12, Z0) \
+	X4BX \
+	Q6ZFIX(XB5, Z13, Z2) \
+	Y4BX \
+	VMOVUPS 5632(SI), Z24 \
+	VPXORD Z26, Z26, Z26 \
+	Q6ZEND(YR0, Z8, Z27, Z28, 0) \
+	Q6ZEND(YR1, Z9, Z29, Z30, 512) \
+	Q6ZEND(YR2, Z10, Z27, Z28, 1024) \
+	Q6ZEND(YR3, Z11, Z29, Z30, 1536) \
+	Q6ZEND(YR4, Z12, Z27, Z28, 2048) \
+	Q6ZEND(YB5, Z13, Z29, Z30, 2560)
+
+#define Q6Kx7 \
+	Y4BX \
+	VPXORD Z8, Z8, Z8 \
+	VPXORD Z9, Z9, Z9 \
+	VPXORD Z10, Z10, Z10 \
+	VPXORD Z11, Z11, Z11 \
+	VPXORD Z12, Z12, Z12 \
+	VPXORD Z13, Z13, Z13 \
+	VPXORD Z14, Z14, Z14 \
+	Q6ZPAIR7(0) \
+	Q6ZPAIR7(1) \
+	Q6ZPAIR7(2) \
+	Q6ZPAIR7(3) \
+	Q6ZPAIR7(4) \
+	Q6ZPAIR7(5) \
+	Q6ZPAIR7(6) \
+	Q6ZPAIR7(7) \
+	ZGROUPS8(5120) \
+	Q6ZFIX(FG0, Z8, Z0) \
+	Q6ZFIX(FG1, Z9, Z2) \
+	Q6ZFIX(FG2, Z10, Z4) \
+	Q6ZFIX(FG3, Z11, Z6) \
+	Q6ZFIX(FG4, Z12, Z0) \
+	Q6ZFIX(FG6, Z14, Z4) \
+	X4BX \
+	Q6ZFIX(XB5, Z13, Z2) \
+	Y4BX \
+	VMOVUPS 5632(SI), Z24 \
+	VPXORD Z26, Z26, Z26 \
+	Q6ZEND(YR0, Z8, Z27, Z28, 0) \
+	Q6ZEND(YR1, Z9, Z29, Z30, 512) \
+	Q6ZEND(YR2, Z10, Z27, Z28, 1024) \
+	Q6ZEND(YR3, Z11, Z29, Z30, 1536) \
+	Q6ZEND(YR4, Z12, Z27, Z28, 2048) \
+	Q6ZEND(YB5, Z13, Z29, Z30, 2560) \
+	Q6ZEND(YR6, Z14, Z27, Z28, 3072)
+
+#define Q6Kx8 \
+	Y4BX \
+	VPXORD Z8, Z8, Z8 \
+	VPXORD Z9, Z9, Z9 \
+	VPXORD Z10, Z10, Z10 \
+	VPXORD Z11, Z11, Z11 \
+	VPXORD Z12, Z12, Z12 \
+	VPXORD Z13, Z13, Z13 \
+	VPXORD Z14, Z14, Z14 \
+	VPXORD Z15, Z15, Z15 \
+	Q6ZPAIR8(0) \
+	Q6ZPAIR8(1) \
+	Q6ZPAIR8(2) \
+	Q6ZPAIR8(3) \
+	Q6ZPAIR8(4) \
+	Q6ZPAIR8(5) \
+	Q6ZPAIR8(6) \
+	Q6ZPAIR8(7) \
+	ZGROUPS8(5120) \
+	Q6ZFIX(FG0, Z8, Z0) \
+	Q6ZFIX(FG1, Z9, Z2) \
+	Q6ZFIX(FG2, Z10, Z4) \
+	Q6ZFIX(FG3, Z11, Z6) \
+	Q6ZFIX(FG4, Z12, Z0) \
+	Q6ZFIX(FG6, Z14, Z4) \
+	X4BX \
+	Q6ZFIX(XB5, Z13, Z2) \
+	Q6ZFIX(XB7, Z15, Z6) \
+	Y4BX \
+	VMOVUPS 5632(SI), Z24 \
+	VPXORD Z26, Z26, Z26 \
+	Q6ZEND(YR0, Z8, Z27, Z28, 0) \
+	Q6ZEND(YR1, Z9, Z29, Z30, 512) \
+	Q6ZEND(YR2, Z10, Z27, Z28, 1024) \
+	Q6ZEND(YR3, Z11, Z29, Z30, 1536) \
+	Q6ZEND(YR4, Z12, Z27, Z28, 2048) \
+	Q6ZEND(YB5, Z13, Z29, Z30, 2560) \
+	Q6ZEND(YR6, Z14, Z27, Z28, 3072) \
+	Q6ZEND(YB7, Z15, Z29, Z30, 3584)
+
+#define Q6Kx9 \
+	Y4BX \
+	VPXORD Z8, Z8, Z8 \
+	VPXORD Z9, Z9, Z9 \
+	VPXORD Z10, Z10, Z10 \
+	VPXORD Z11, Z11, Z11 \
+	VPXORD Z12, Z12, Z12 \
+	VPXORD Z13, Z13, Z13 \
+	VPXORD Z14, Z14, Z14 \
+	VPXORD Z15, Z15, Z15 \
+	VPXORD Z25, Z25, Z25 \
+	Q6ZPAIR9(0) \
+	Q6ZPAIR9(1) \
+	Q6ZPAIR9(2) \
+	Q6ZPAIR9(3) \
+	Q6ZPAIR9(4) \
+	Q6ZPAIR9(5) \
+	Q6ZPAIR9(6) \
+	Q6ZPAIR9(7) \
+	ZGROUPS8(5120) \
+	Q6ZFIX(FG0, Z8, Z0) \
+	Q6ZFIX(FG1, Z9, Z2) \
+	Q6ZFIX(FG2, Z10, Z4) \
+	Q6ZFIX(FG3, Z11, Z6) \
+	Q6ZFIX(FG4, Z12, Z0) \
+	Q6ZFIX(FG6, Z14, Z4) \
+	Q6ZFIX(FG8, Z25, Z0) \
+	X4BX \
+	Q6ZFIX(XB5, Z13, Z2) \
+	Q6ZFIX(XB7, Z15, Z6) \
+	Y4BX \
+	VMOVUPS 5632(SI), Z24 \
+	VPXORD Z26, Z26, Z26 \
+	Q6ZEND(YR0, Z8, Z27, Z28, 0) \
+	Q6ZEND(YR1, Z9, Z29, Z30, 512) \
+	Q6ZEND(YR2, Z10, Z27, Z28, 1024) \
+	Q6ZEND(YR3, Z11, Z29, Z30, 1536) \
+	Q6ZEND(YR4, Z12, Z27, Z28, 2048) \
+	Q6ZEND(YB5, Z13, Z29, Z30, 2560) \
+	Q6ZEND(YR6, Z14, Z27, Z28, 3072) \
+	Q6ZEND(YB7, Z15, Z29, Z30, 3584) \
+	Q6ZEND(YR8, Z25, Z27, Z28, 4096)
+
 // func q6KTileZ4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
 TEXT ·q6KTileZ4(SB), NOSPLIT, $0-120
 	BANDARGS(6)
@@ -683,6 +1086,56 @@ TEXT ·q6KTileZ3(SB), NOSPLIT, $0-120
 TEXT ·q6KTileZ2(SB), NOSPLIT, $0-120
 	BANDARGS(6)
 	BANDLOOP(5696, 292, 32, 64, Q6Kx2, OUT2)
+
+// func q4KTileZ5(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+TEXT ·q4KTileZ5(SB), NOSPLIT, $0-120
+	BANDARGS(6)
+	BANDLOOP(5248, 292, 32, 64, Q4Kx5, OUT5)
+
+// func q4KTileZ6(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+TEXT ·q4KTileZ6(SB), NOSPLIT, $0-120
+	BANDARGS(6)
+	BANDLOOP(5248, 292, 32, 64, Q4Kx6, OUT6)
+
+// func q4KTileZ7(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+TEXT ·q4KTileZ7(SB), NOSPLIT, $0-120
+	BANDARGS(6)
+	BANDLOOP(5248, 292, 32, 64, Q4Kx7, OUT7)
+
+// func q4KTileZ8(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+TEXT ·q4KTileZ8(SB), NOSPLIT, $0-120
+	BANDARGS(6)
+	BANDLOOP(5248, 292, 32, 64, Q4Kx8, OUT8)
+
+// func q4KTileZ9(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+TEXT ·q4KTileZ9(SB), NOSPLIT, $0-120
+	BANDARGS(6)
+	BANDLOOP(5248, 292, 32, 64, Q4Kx9, OUT9)
+
+// func q6KTileZ5(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+TEXT ·q6KTileZ5(SB), NOSPLIT, $0-120
+	BANDARGS(6)
+	BANDLOOP(5696, 292, 32, 64, Q6Kx5, OUT5)
+
+// func q6KTileZ6(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+TEXT ·q6KTileZ6(SB), NOSPLIT, $0-120
+	BANDARGS(6)
+	BANDLOOP(5696, 292, 32, 64, Q6Kx6, OUT6)
+
+// func q6KTileZ7(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+TEXT ·q6KTileZ7(SB), NOSPLIT, $0-120
+	BANDARGS(6)
+	BANDLOOP(5696, 292, 32, 64, Q6Kx7, OUT7)
+
+// func q6KTileZ8(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+TEXT ·q6KTileZ8(SB), NOSPLIT, $0-120
+	BANDARGS(6)
+	BANDLOOP(5696, 292, 32, 64, Q6Kx8, OUT8)
+
+// func q6KTileZ9(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
+TEXT ·q6KTileZ9(SB), NOSPLIT, $0-120
+	BANDARGS(6)
+	BANDLOOP(5696, 292, 32, 64, Q6Kx9, OUT9)
 
 // func prefetchRows(w *byte, rs, rows, bytes int)
 //
