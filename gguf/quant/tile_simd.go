@@ -96,9 +96,9 @@ type bandDot func(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *
 
 // dots returns the kernel of the next of n activation rows left and how
 // many it takes: all n in one call where k has a form of n rows (wide
-// ones only where wide); where more are left than its widest form takes,
-// one less than that (so that no row is left alone: 10 rows as 8 and
-// 2); else four, or where k has none for n (or the tail kernels are
+// ones only where wide); where more are left than its widest form takes
+// (of six rows or more), one less than that (so that no row is left
+// alone: 10 rows as 8 and 2); else four, or where k has none for n (or the tail kernels are
 // off), dot1 and 1.
 func (k *bandKernel) dots(n int, wide bool) (bandDot, int) {
 	most := 4
@@ -108,7 +108,7 @@ func (k *bandKernel) dots(n int, wide bool) (bandDot, int) {
 	switch {
 	case useBandTails && n >= 5 && n <= most:
 		return k.wide[n-5], n
-	case useBandTails && n > most && most > 4:
+	case useBandTails && n > most && most >= 6:
 		return k.wide[most-6], most - 1
 	case n >= 4:
 		return k.dot4, 4
