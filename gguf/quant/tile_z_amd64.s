@@ -6,7 +6,7 @@
 // Sixteen-row tiles for processors with AVX-512 and AVX512-VNNI
 // (tile_simd.go): sixteen weight rows, repacked so that the 64 bytes of
 // a group hold four elements of each row (row r in bytes 4r..4r+3), times
-// four activation rows (or five, three, two or one) at once. VPDPBUSD takes the weights as
+// four activation rows (or three, two or one; or five to nine) at once. VPDPBUSD takes the weights as
 // unsigned bytes from a register and each activation's four bytes by
 // embedded broadcast from memory, so a weight group is loaded once for
 // all the activation rows and each row's sum lands in its own lane. Each
@@ -490,35 +490,112 @@ TEXT ·q8_0TileZ2(SB), NOSPLIT, $0-120
 	VMOVUPS 5184(SI), Z25 \
 	KZEND(YR0, Z8, Z0, Z12, Z13, 0)
 
-// Q4_K of five to nine rows: row i's isum in Z8+i (row 8's in Z30), its
-// summs in Zi (row 8's in Z31), the scratch pairs taken in turn; BX holds
-// row 4's address through the block for rows 5 and 7 (Y4BX).
+// Q4_K of five to nine rows, built a row at a time: row i's isum in
+// Z8+i (row 8's in Z30), its summs in Zi (row 8's in Z31), the scratch
+// pairs taken in turn. KZZEROn clears the first n rows' isums, KZSUBn
+// does a sub-block for them, KZMINSn and KZENDSn their mins and ends;
+// from row 5 on, BX holds row 4's address through the block (Y4BX).
+#define KZZERO4 \
+	VPXORD Z8, Z8, Z8 \
+	VPXORD Z9, Z9, Z9 \
+	VPXORD Z10, Z10, Z10 \
+	VPXORD Z11, Z11, Z11
+
+#define KZMINS4 \
+	KZMINS(YR0, Z0) \
+	KZMINS(YR1, Z1) \
+	KZMINS(YR2, Z2) \
+	KZMINS(YR3, Z3)
+
+#define KZENDS4 \
+	KZEND(YR0, Z8, Z0, Z26, Z27, 0) \
+	KZEND(YR1, Z9, Z1, Z28, Z29, 512) \
+	KZEND(YR2, Z10, Z2, Z26, Z27, 1024) \
+	KZEND(YR3, Z11, Z3, Z28, Z29, 1536)
+
+#define KZZERO5 \
+	KZZERO4 \
+	VPXORD Z12, Z12, Z12
+
 #define KZSUB5(S) \
 	KZSUB4(S) \
 	KZSUB(S, YR4, Z0, Z1, Z12)
+
+#define KZMINS5 \
+	KZMINS4 \
+	KZMINS(YR4, Z4)
+
+#define KZENDS5 \
+	KZENDS4 \
+	KZEND(YR4, Z12, Z4, Z26, Z27, 2048)
+
+#define KZZERO6 \
+	KZZERO5 \
+	Y4BX \
+	VPXORD Z13, Z13, Z13
 
 #define KZSUB6(S) \
 	KZSUB5(S) \
 	KZSUB(S, YB5, Z2, Z3, Z13)
 
+#define KZMINS6 \
+	KZMINS5 \
+	KZMINS(YB5, Z5)
+
+#define KZENDS6 \
+	KZENDS5 \
+	KZEND(YB5, Z13, Z5, Z28, Z29, 2560)
+
+#define KZZERO7 \
+	KZZERO6 \
+	VPXORD Z14, Z14, Z14
+
 #define KZSUB7(S) \
 	KZSUB6(S) \
 	KZSUB(S, YR6, Z4, Z5, Z14)
+
+#define KZMINS7 \
+	KZMINS6 \
+	KZMINS(YR6, Z6)
+
+#define KZENDS7 \
+	KZENDS6 \
+	KZEND(YR6, Z14, Z6, Z26, Z27, 3072)
+
+#define KZZERO8 \
+	KZZERO7 \
+	VPXORD Z15, Z15, Z15
 
 #define KZSUB8(S) \
 	KZSUB7(S) \
 	KZSUB(S, YB7, Z6, Z7, Z15)
 
+#define KZMINS8 \
+	KZMINS7 \
+	KZMINS(YB7, Z7)
+
+#define KZENDS8 \
+	KZENDS7 \
+	KZEND(YB7, Z15, Z7, Z28, Z29, 3584)
+
+#define KZZERO9 \
+	KZZERO8 \
+	VPXORD Z30, Z30, Z30
+
 #define KZSUB9(S) \
 	KZSUB8(S) \
 	KZSUB(S, YR8, Z0, Z1, Z30)
 
+#define KZMINS9 \
+	KZMINS8 \
+	KZMINS(YR8, Z31)
+
+#define KZENDS9 \
+	KZENDS8 \
+	KZEND(YR8, Z30, Z31, Z26, Z27, 4096)
+
 #define Q4Kx5 \
-	VPXORD Z8, Z8, Z8 \
-	VPXORD Z9, Z9, Z9 \
-	VPXORD Z10, Z10, Z10 \
-	VPXORD Z11, Z11, Z11 \
-	VPXORD Z12, Z12, Z12 \
+	KZZERO5 \
 	KZSUB5(0) \
 	KZSUB5(1) \
 	KZSUB5(2) \
@@ -528,27 +605,13 @@ TEXT ·q8_0TileZ2(SB), NOSPLIT, $0-120
 	KZSUB5(6) \
 	KZSUB5(7) \
 	ZGROUPS8(4608) \
-	KZMINS(YR0, Z0) \
-	KZMINS(YR1, Z1) \
-	KZMINS(YR2, Z2) \
-	KZMINS(YR3, Z3) \
-	KZMINS(YR4, Z4) \
+	KZMINS5 \
 	VMOVUPS 5120(SI), Z24 \
 	VMOVUPS 5184(SI), Z25 \
-	KZEND(YR0, Z8, Z0, Z26, Z27, 0) \
-	KZEND(YR1, Z9, Z1, Z28, Z29, 512) \
-	KZEND(YR2, Z10, Z2, Z26, Z27, 1024) \
-	KZEND(YR3, Z11, Z3, Z28, Z29, 1536) \
-	KZEND(YR4, Z12, Z4, Z26, Z27, 2048)
+	KZENDS5
 
 #define Q4Kx6 \
-	Y4BX \
-	VPXORD Z8, Z8, Z8 \
-	VPXORD Z9, Z9, Z9 \
-	VPXORD Z10, Z10, Z10 \
-	VPXORD Z11, Z11, Z11 \
-	VPXORD Z12, Z12, Z12 \
-	VPXORD Z13, Z13, Z13 \
+	KZZERO6 \
 	KZSUB6(0) \
 	KZSUB6(1) \
 	KZSUB6(2) \
@@ -558,30 +621,13 @@ TEXT ·q8_0TileZ2(SB), NOSPLIT, $0-120
 	KZSUB6(6) \
 	KZSUB6(7) \
 	ZGROUPS8(4608) \
-	KZMINS(YR0, Z0) \
-	KZMINS(YR1, Z1) \
-	KZMINS(YR2, Z2) \
-	KZMINS(YR3, Z3) \
-	KZMINS(YR4, Z4) \
-	KZMINS(YB5, Z5) \
+	KZMINS6 \
 	VMOVUPS 5120(SI), Z24 \
 	VMOVUPS 5184(SI), Z25 \
-	KZEND(YR0, Z8, Z0, Z26, Z27, 0) \
-	KZEND(YR1, Z9, Z1, Z28, Z29, 512) \
-	KZEND(YR2, Z10, Z2, Z26, Z27, 1024) \
-	KZEND(YR3, Z11, Z3, Z28, Z29, 1536) \
-	KZEND(YR4, Z12, Z4, Z26, Z27, 2048) \
-	KZEND(YB5, Z13, Z5, Z28, Z29, 2560)
+	KZENDS6
 
 #define Q4Kx7 \
-	Y4BX \
-	VPXORD Z8, Z8, Z8 \
-	VPXORD Z9, Z9, Z9 \
-	VPXORD Z10, Z10, Z10 \
-	VPXORD Z11, Z11, Z11 \
-	VPXORD Z12, Z12, Z12 \
-	VPXORD Z13, Z13, Z13 \
-	VPXORD Z14, Z14, Z14 \
+	KZZERO7 \
 	KZSUB7(0) \
 	KZSUB7(1) \
 	KZSUB7(2) \
@@ -591,33 +637,13 @@ TEXT ·q8_0TileZ2(SB), NOSPLIT, $0-120
 	KZSUB7(6) \
 	KZSUB7(7) \
 	ZGROUPS8(4608) \
-	KZMINS(YR0, Z0) \
-	KZMINS(YR1, Z1) \
-	KZMINS(YR2, Z2) \
-	KZMINS(YR3, Z3) \
-	KZMINS(YR4, Z4) \
-	KZMINS(YB5, Z5) \
-	KZMINS(YR6, Z6) \
+	KZMINS7 \
 	VMOVUPS 5120(SI), Z24 \
 	VMOVUPS 5184(SI), Z25 \
-	KZEND(YR0, Z8, Z0, Z26, Z27, 0) \
-	KZEND(YR1, Z9, Z1, Z28, Z29, 512) \
-	KZEND(YR2, Z10, Z2, Z26, Z27, 1024) \
-	KZEND(YR3, Z11, Z3, Z28, Z29, 1536) \
-	KZEND(YR4, Z12, Z4, Z26, Z27, 2048) \
-	KZEND(YB5, Z13, Z5, Z28, Z29, 2560) \
-	KZEND(YR6, Z14, Z6, Z26, Z27, 3072)
+	KZENDS7
 
 #define Q4Kx8 \
-	Y4BX \
-	VPXORD Z8, Z8, Z8 \
-	VPXORD Z9, Z9, Z9 \
-	VPXORD Z10, Z10, Z10 \
-	VPXORD Z11, Z11, Z11 \
-	VPXORD Z12, Z12, Z12 \
-	VPXORD Z13, Z13, Z13 \
-	VPXORD Z14, Z14, Z14 \
-	VPXORD Z15, Z15, Z15 \
+	KZZERO8 \
 	KZSUB8(0) \
 	KZSUB8(1) \
 	KZSUB8(2) \
@@ -627,36 +653,13 @@ TEXT ·q8_0TileZ2(SB), NOSPLIT, $0-120
 	KZSUB8(6) \
 	KZSUB8(7) \
 	ZGROUPS8(4608) \
-	KZMINS(YR0, Z0) \
-	KZMINS(YR1, Z1) \
-	KZMINS(YR2, Z2) \
-	KZMINS(YR3, Z3) \
-	KZMINS(YR4, Z4) \
-	KZMINS(YB5, Z5) \
-	KZMINS(YR6, Z6) \
-	KZMINS(YB7, Z7) \
+	KZMINS8 \
 	VMOVUPS 5120(SI), Z24 \
 	VMOVUPS 5184(SI), Z25 \
-	KZEND(YR0, Z8, Z0, Z26, Z27, 0) \
-	KZEND(YR1, Z9, Z1, Z28, Z29, 512) \
-	KZEND(YR2, Z10, Z2, Z26, Z27, 1024) \
-	KZEND(YR3, Z11, Z3, Z28, Z29, 1536) \
-	KZEND(YR4, Z12, Z4, Z26, Z27, 2048) \
-	KZEND(YB5, Z13, Z5, Z28, Z29, 2560) \
-	KZEND(YR6, Z14, Z6, Z26, Z27, 3072) \
-	KZEND(YB7, Z15, Z7, Z28, Z29, 3584)
+	KZENDS8
 
 #define Q4Kx9 \
-	Y4BX \
-	VPXORD Z8, Z8, Z8 \
-	VPXORD Z9, Z9, Z9 \
-	VPXORD Z10, Z10, Z10 \
-	VPXORD Z11, Z11, Z11 \
-	VPXORD Z12, Z12, Z12 \
-	VPXORD Z13, Z13, Z13 \
-	VPXORD Z14, Z14, Z14 \
-	VPXORD Z15, Z15, Z15 \
-	VPXORD Z30, Z30, Z30 \
+	KZZERO9 \
 	KZSUB9(0) \
 	KZSUB9(1) \
 	KZSUB9(2) \
@@ -666,26 +669,10 @@ TEXT ·q8_0TileZ2(SB), NOSPLIT, $0-120
 	KZSUB9(6) \
 	KZSUB9(7) \
 	ZGROUPS8(4608) \
-	KZMINS(YR0, Z0) \
-	KZMINS(YR1, Z1) \
-	KZMINS(YR2, Z2) \
-	KZMINS(YR3, Z3) \
-	KZMINS(YR4, Z4) \
-	KZMINS(YB5, Z5) \
-	KZMINS(YR6, Z6) \
-	KZMINS(YB7, Z7) \
-	KZMINS(YR8, Z31) \
+	KZMINS9 \
 	VMOVUPS 5120(SI), Z24 \
 	VMOVUPS 5184(SI), Z25 \
-	KZEND(YR0, Z8, Z0, Z26, Z27, 0) \
-	KZEND(YR1, Z9, Z1, Z28, Z29, 512) \
-	KZEND(YR2, Z10, Z2, Z26, Z27, 1024) \
-	KZEND(YR3, Z11, Z3, Z28, Z29, 1536) \
-	KZEND(YR4, Z12, Z4, Z26, Z27, 2048) \
-	KZEND(YB5, Z13, Z5, Z28, Z29, 2560) \
-	KZEND(YR6, Z14, Z6, Z26, Z27, 3072) \
-	KZEND(YB7, Z15, Z7, Z28, Z29, 3584) \
-	KZEND(YR8, Z30, Z31, Z26, Z27, 4096)
+	KZENDS9
 
 // func q4KTileZ4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
 TEXT ·q4KTileZ4(SB), NOSPLIT, $0-120
@@ -861,36 +848,118 @@ TEXT ·q4KTileZ2(SB), NOSPLIT, $0-120
 	VPXORD Z26, Z26, Z26 \
 	Q6ZEND(YR0, Z8, Z12, Z13, 0)
 
-// Q6_K of five to nine rows: row i's isum in Z8+i (row 8's in Z25), the
-// scratch pairs taken in turn; BX holds row 4's address for rows 5 and 7
-// (Y4BX) through the sums and the ends, and its figures' for their fixes
-// (X4BX).
+// Q6_K of five to nine rows, built a row at a time: row i's isum in
+// Z8+i (row 8's in Z25), the scratch pairs taken in turn. Q6ZZEROn clears
+// the first n rows' isums, Q6ZPAIRn does two sub-blocks for them,
+// Q6ZFIXESn and Q6ZENDSn their fixes and ends; from row 5 on, BX holds
+// row 4's address through the block (Y4BX), and rows 5 and 7 take their
+// fixes with it holding row 4's figures instead (Q6ZFIXB).
+#define Q6ZFIXB(FA, ISUM, M) \
+	X4BX \
+	Q6ZFIX(FA, ISUM, M) \
+	Y4BX
+
+#define Q6ZZERO4 \
+	VPXORD Z8, Z8, Z8 \
+	VPXORD Z9, Z9, Z9 \
+	VPXORD Z10, Z10, Z10 \
+	VPXORD Z11, Z11, Z11
+
+#define Q6ZFIXES4 \
+	Q6ZFIX(FG0, Z8, Z0) \
+	Q6ZFIX(FG1, Z9, Z2) \
+	Q6ZFIX(FG2, Z10, Z4) \
+	Q6ZFIX(FG3, Z11, Z6)
+
+#define Q6ZENDS4 \
+	Q6ZEND(YR0, Z8, Z27, Z28, 0) \
+	Q6ZEND(YR1, Z9, Z29, Z30, 512) \
+	Q6ZEND(YR2, Z10, Z27, Z28, 1024) \
+	Q6ZEND(YR3, Z11, Z29, Z30, 1536)
+
+#define Q6ZZERO5 \
+	Q6ZZERO4 \
+	VPXORD Z12, Z12, Z12
+
 #define Q6ZPAIR5(T) \
 	Q6ZPAIR4(T) \
 	Q6ZPAIR(T, YR4, Z0, Z1, Z12)
+
+#define Q6ZFIXES5 \
+	Q6ZFIXES4 \
+	Q6ZFIX(FG4, Z12, Z0)
+
+#define Q6ZENDS5 \
+	Q6ZENDS4 \
+	Q6ZEND(YR4, Z12, Z27, Z28, 2048)
+
+#define Q6ZZERO6 \
+	Q6ZZERO5 \
+	Y4BX \
+	VPXORD Z13, Z13, Z13
 
 #define Q6ZPAIR6(T) \
 	Q6ZPAIR5(T) \
 	Q6ZPAIR(T, YB5, Z2, Z3, Z13)
 
+#define Q6ZFIXES6 \
+	Q6ZFIXES5 \
+	Q6ZFIXB(XB5, Z13, Z2)
+
+#define Q6ZENDS6 \
+	Q6ZENDS5 \
+	Q6ZEND(YB5, Z13, Z29, Z30, 2560)
+
+#define Q6ZZERO7 \
+	Q6ZZERO6 \
+	VPXORD Z14, Z14, Z14
+
 #define Q6ZPAIR7(T) \
 	Q6ZPAIR6(T) \
 	Q6ZPAIR(T, YR6, Z4, Z5, Z14)
+
+#define Q6ZFIXES7 \
+	Q6ZFIXES6 \
+	Q6ZFIX(FG6, Z14, Z4)
+
+#define Q6ZENDS7 \
+	Q6ZENDS6 \
+	Q6ZEND(YR6, Z14, Z27, Z28, 3072)
+
+#define Q6ZZERO8 \
+	Q6ZZERO7 \
+	VPXORD Z15, Z15, Z15
 
 #define Q6ZPAIR8(T) \
 	Q6ZPAIR7(T) \
 	Q6ZPAIR(T, YB7, Z6, Z7, Z15)
 
+#define Q6ZFIXES8 \
+	Q6ZFIXES7 \
+	Q6ZFIXB(XB7, Z15, Z6)
+
+#define Q6ZENDS8 \
+	Q6ZENDS7 \
+	Q6ZEND(YB7, Z15, Z29, Z30, 3584)
+
+#define Q6ZZERO9 \
+	Q6ZZERO8 \
+	VPXORD Z25, Z25, Z25
+
 #define Q6ZPAIR9(T) \
 	Q6ZPAIR8(T) \
 	Q6ZPAIR(T, YR8, Z0, Z1, Z25)
 
+#define Q6ZFIXES9 \
+	Q6ZFIXES8 \
+	Q6ZFIX(FG8, Z25, Z0)
+
+#define Q6ZENDS9 \
+	Q6ZENDS8 \
+	Q6ZEND(YR8, Z25, Z27, Z28, 4096)
+
 #define Q6Kx5 \
-	VPXORD Z8, Z8, Z8 \
-	VPXORD Z9, Z9, Z9 \
-	VPXORD Z10, Z10, Z10 \
-	VPXORD Z11, Z11, Z11 \
-	VPXORD Z12, Z12, Z12 \
+	Q6ZZERO5 \
 	Q6ZPAIR5(0) \
 	Q6ZPAIR5(1) \
 	Q6ZPAIR5(2) \
@@ -900,27 +969,13 @@ TEXT ·q4KTileZ2(SB), NOSPLIT, $0-120
 	Q6ZPAIR5(6) \
 	Q6ZPAIR5(7) \
 	ZGROUPS8(5120) \
-	Q6ZFIX(FG0, Z8, Z0) \
-	Q6ZFIX(FG1, Z9, Z2) \
-	Q6ZFIX(FG2, Z10, Z4) \
-	Q6ZFIX(FG3, Z11, Z6) \
-	Q6ZFIX(FG4, Z12, Z0) \
+	Q6ZFIXES5 \
 	VMOVUPS 5632(SI), Z24 \
 	VPXORD Z26, Z26, Z26 \
-	Q6ZEND(YR0, Z8, Z27, Z28, 0) \
-	Q6ZEND(YR1, Z9, Z29, Z30, 512) \
-	Q6ZEND(YR2, Z10, Z27, Z28, 1024) \
-	Q6ZEND(YR3, Z11, Z29, Z30, 1536) \
-	Q6ZEND(YR4, Z12, Z27, Z28, 2048)
+	Q6ZENDS5
 
 #define Q6Kx6 \
-	Y4BX \
-	VPXORD Z8, Z8, Z8 \
-	VPXORD Z9, Z9, Z9 \
-	VPXORD Z10, Z10, Z10 \
-	VPXORD Z11, Z11, Z11 \
-	VPXORD Z12, Z12, Z12 \
-	VPXORD Z13, Z13, Z13 \
+	Q6ZZERO6 \
 	Q6ZPAIR6(0) \
 	Q6ZPAIR6(1) \
 	Q6ZPAIR6(2) \
@@ -930,32 +985,13 @@ TEXT ·q4KTileZ2(SB), NOSPLIT, $0-120
 	Q6ZPAIR6(6) \
 	Q6ZPAIR6(7) \
 	ZGROUPS8(5120) \
-	Q6ZFIX(FG0, Z8, Z0) \
-	Q6ZFIX(FG1, Z9, Z2) \
-	Q6ZFIX(FG2, Z10, Z4) \
-	Q6ZFIX(FG3, Z11, Z6) \
-	Q6ZFIX(FG4, Z12, Z0) \
-	X4BX \
-	Q6ZFIX(XB5, Z13, Z2) \
-	Y4BX \
+	Q6ZFIXES6 \
 	VMOVUPS 5632(SI), Z24 \
 	VPXORD Z26, Z26, Z26 \
-	Q6ZEND(YR0, Z8, Z27, Z28, 0) \
-	Q6ZEND(YR1, Z9, Z29, Z30, 512) \
-	Q6ZEND(YR2, Z10, Z27, Z28, 1024) \
-	Q6ZEND(YR3, Z11, Z29, Z30, 1536) \
-	Q6ZEND(YR4, Z12, Z27, Z28, 2048) \
-	Q6ZEND(YB5, Z13, Z29, Z30, 2560)
+	Q6ZENDS6
 
 #define Q6Kx7 \
-	Y4BX \
-	VPXORD Z8, Z8, Z8 \
-	VPXORD Z9, Z9, Z9 \
-	VPXORD Z10, Z10, Z10 \
-	VPXORD Z11, Z11, Z11 \
-	VPXORD Z12, Z12, Z12 \
-	VPXORD Z13, Z13, Z13 \
-	VPXORD Z14, Z14, Z14 \
+	Q6ZZERO7 \
 	Q6ZPAIR7(0) \
 	Q6ZPAIR7(1) \
 	Q6ZPAIR7(2) \
@@ -965,35 +1001,13 @@ TEXT ·q4KTileZ2(SB), NOSPLIT, $0-120
 	Q6ZPAIR7(6) \
 	Q6ZPAIR7(7) \
 	ZGROUPS8(5120) \
-	Q6ZFIX(FG0, Z8, Z0) \
-	Q6ZFIX(FG1, Z9, Z2) \
-	Q6ZFIX(FG2, Z10, Z4) \
-	Q6ZFIX(FG3, Z11, Z6) \
-	Q6ZFIX(FG4, Z12, Z0) \
-	Q6ZFIX(FG6, Z14, Z4) \
-	X4BX \
-	Q6ZFIX(XB5, Z13, Z2) \
-	Y4BX \
+	Q6ZFIXES7 \
 	VMOVUPS 5632(SI), Z24 \
 	VPXORD Z26, Z26, Z26 \
-	Q6ZEND(YR0, Z8, Z27, Z28, 0) \
-	Q6ZEND(YR1, Z9, Z29, Z30, 512) \
-	Q6ZEND(YR2, Z10, Z27, Z28, 1024) \
-	Q6ZEND(YR3, Z11, Z29, Z30, 1536) \
-	Q6ZEND(YR4, Z12, Z27, Z28, 2048) \
-	Q6ZEND(YB5, Z13, Z29, Z30, 2560) \
-	Q6ZEND(YR6, Z14, Z27, Z28, 3072)
+	Q6ZENDS7
 
 #define Q6Kx8 \
-	Y4BX \
-	VPXORD Z8, Z8, Z8 \
-	VPXORD Z9, Z9, Z9 \
-	VPXORD Z10, Z10, Z10 \
-	VPXORD Z11, Z11, Z11 \
-	VPXORD Z12, Z12, Z12 \
-	VPXORD Z13, Z13, Z13 \
-	VPXORD Z14, Z14, Z14 \
-	VPXORD Z15, Z15, Z15 \
+	Q6ZZERO8 \
 	Q6ZPAIR8(0) \
 	Q6ZPAIR8(1) \
 	Q6ZPAIR8(2) \
@@ -1003,38 +1017,13 @@ TEXT ·q4KTileZ2(SB), NOSPLIT, $0-120
 	Q6ZPAIR8(6) \
 	Q6ZPAIR8(7) \
 	ZGROUPS8(5120) \
-	Q6ZFIX(FG0, Z8, Z0) \
-	Q6ZFIX(FG1, Z9, Z2) \
-	Q6ZFIX(FG2, Z10, Z4) \
-	Q6ZFIX(FG3, Z11, Z6) \
-	Q6ZFIX(FG4, Z12, Z0) \
-	Q6ZFIX(FG6, Z14, Z4) \
-	X4BX \
-	Q6ZFIX(XB5, Z13, Z2) \
-	Q6ZFIX(XB7, Z15, Z6) \
-	Y4BX \
+	Q6ZFIXES8 \
 	VMOVUPS 5632(SI), Z24 \
 	VPXORD Z26, Z26, Z26 \
-	Q6ZEND(YR0, Z8, Z27, Z28, 0) \
-	Q6ZEND(YR1, Z9, Z29, Z30, 512) \
-	Q6ZEND(YR2, Z10, Z27, Z28, 1024) \
-	Q6ZEND(YR3, Z11, Z29, Z30, 1536) \
-	Q6ZEND(YR4, Z12, Z27, Z28, 2048) \
-	Q6ZEND(YB5, Z13, Z29, Z30, 2560) \
-	Q6ZEND(YR6, Z14, Z27, Z28, 3072) \
-	Q6ZEND(YB7, Z15, Z29, Z30, 3584)
+	Q6ZENDS8
 
 #define Q6Kx9 \
-	Y4BX \
-	VPXORD Z8, Z8, Z8 \
-	VPXORD Z9, Z9, Z9 \
-	VPXORD Z10, Z10, Z10 \
-	VPXORD Z11, Z11, Z11 \
-	VPXORD Z12, Z12, Z12 \
-	VPXORD Z13, Z13, Z13 \
-	VPXORD Z14, Z14, Z14 \
-	VPXORD Z15, Z15, Z15 \
-	VPXORD Z25, Z25, Z25 \
+	Q6ZZERO9 \
 	Q6ZPAIR9(0) \
 	Q6ZPAIR9(1) \
 	Q6ZPAIR9(2) \
@@ -1044,28 +1033,10 @@ TEXT ·q4KTileZ2(SB), NOSPLIT, $0-120
 	Q6ZPAIR9(6) \
 	Q6ZPAIR9(7) \
 	ZGROUPS8(5120) \
-	Q6ZFIX(FG0, Z8, Z0) \
-	Q6ZFIX(FG1, Z9, Z2) \
-	Q6ZFIX(FG2, Z10, Z4) \
-	Q6ZFIX(FG3, Z11, Z6) \
-	Q6ZFIX(FG4, Z12, Z0) \
-	Q6ZFIX(FG6, Z14, Z4) \
-	Q6ZFIX(FG8, Z25, Z0) \
-	X4BX \
-	Q6ZFIX(XB5, Z13, Z2) \
-	Q6ZFIX(XB7, Z15, Z6) \
-	Y4BX \
+	Q6ZFIXES9 \
 	VMOVUPS 5632(SI), Z24 \
 	VPXORD Z26, Z26, Z26 \
-	Q6ZEND(YR0, Z8, Z27, Z28, 0) \
-	Q6ZEND(YR1, Z9, Z29, Z30, 512) \
-	Q6ZEND(YR2, Z10, Z27, Z28, 1024) \
-	Q6ZEND(YR3, Z11, Z29, Z30, 1536) \
-	Q6ZEND(YR4, Z12, Z27, Z28, 2048) \
-	Q6ZEND(YB5, Z13, Z29, Z30, 2560) \
-	Q6ZEND(YR6, Z14, Z27, Z28, 3072) \
-	Q6ZEND(YB7, Z15, Z29, Z30, 3584) \
-	Q6ZEND(YR8, Z25, Z27, Z28, 4096)
+	Q6ZENDS9
 
 // func q6KTileZ4(acc *float32, w, y, aux *byte, ys, xs, blocks, lane int, out *float32, os int, pf *byte, pfLines, pfSpan, pfSkip, pfCol int)
 TEXT ·q6KTileZ4(SB), NOSPLIT, $0-120
