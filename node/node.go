@@ -297,6 +297,13 @@ func (n *Node) Serve(ctx context.Context) (err error) {
 		return err
 	}
 	run("mesh", mn.Serve, late)
+	// Ready means a join works: the mesh must be serving before the node
+	// says so (to systemd, its log, or a test that joins at once).
+	select {
+	case <-mn.Started():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	if err := n.startDiscovery(ctx, run); err != nil {
 		return err
 	}

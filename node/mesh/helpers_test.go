@@ -143,7 +143,11 @@ func startKey(t testing.TB, cfg Config, key *identity.Key) *testNode {
 	tn := &testNode{Node: n, cancel: cancel, done: make(chan error, 1)}
 	go func() { tn.done <- n.Serve(ctx) }()
 	t.Cleanup(func() { tn.stop(t) })
-	waitFor(t, 5*time.Second, "node serving", func() bool { return n.serving() || n.state.Load() == stateClosed })
+	select {
+	case <-n.Started():
+	case <-time.After(5 * time.Second):
+		t.Fatal("node not started after 5s")
+	}
 	return tn
 }
 

@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -161,4 +162,48 @@ func TestSlowSubscriber(t *testing.T) {
 		}
 	}
 	waitFor(t, 5*time.Second, "four peers", func() bool { return len(a.Peers()) == 4 })
+}
+
+// TestStarted: a node whose Started is closed takes a join at once, over
+// and over (it once said ready while its Serve had not yet begun, and a
+// join asked then failed with ErrNotServing); a Serve that cannot run
+// closes Started too, so no one waits on it for ever.
+func TestStarted(t *testing.T) {
+	checkLeaks(t)
+	a := start(t, fastConfig())
+	for i := range 5 {
+		n, err := New(fastConfig(), newKey(t), testLogger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- n.Serve(ctx) }()
+		select {
+		case <-n.Started():
+		case <-time.After(5 * time.Second):
+			t.Fatal("not started after 5s")
+		}
+		if _, err := n.Dial(t.Context(), a.EndpointAddr()); err != nil {
+			t.Fatalf("join %d right after Started: %v", i, err)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	closed, err := New(fastConfig(), newKey(t), testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed.Close()
+	if err := closed.Serve(t.Context()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Serve after Close: %v, want ErrClosed", err)
+	}
+	select {
+	case <-closed.Started():
+	default:
+		t.Fatal("a Serve that could not run left Started open")
+	}
 }

@@ -53,7 +53,9 @@ type Node struct {
 	member    context.Context
 	endMember context.CancelFunc
 	state     atomic.Int32
-	failed    chan error // a fatal listener error, for Serve
+	failed    chan error    // a fatal listener error, for Serve
+	started   chan struct{} // closed once Serve takes part in the mesh, or fails to
+	startOnce sync.Once
 
 	// goMu orders goroutine starts against shutdown's Wait.
 	goMu     sync.Mutex
@@ -135,6 +137,7 @@ func New(cfg Config, key *identity.Key, logger *slog.Logger) (*Node, error) {
 		log:       logger.With("node", key.ID().Short()),
 		udp:       udp,
 		failed:    make(chan error, 1),
+		started:   make(chan struct{}),
 		dialKick:  make(chan struct{}, 1),
 		tunnels:   make(chan struct{}, c.Limits.MaxTunnels),
 		mem:       newFrameMemory(c.Limits),
@@ -240,6 +243,7 @@ func (n *Node) Subscribe(ctx context.Context, buffer int) <-chan Event {
 // its goroutines have. It returns early with an error only if the listener
 // fails.
 func (n *Node) Serve(ctx context.Context) error {
+	defer n.markStarted() // on every return too, so no one waits on a Serve that failed
 	if !n.state.CompareAndSwap(stateNew, stateServing) {
 		return fmt.Errorf("mesh: Serve called twice or after Close: %w", ErrClosed)
 	}
@@ -253,6 +257,7 @@ func (n *Node) Serve(ctx context.Context) error {
 	for _, b := range n.cfg.Bootstrap {
 		n.hear(b)
 	}
+	n.markStarted()
 	var err error
 	select {
 	case <-ctx.Done():
@@ -261,6 +266,14 @@ func (n *Node) Serve(ctx context.Context) error {
 	n.shutdown(err == nil)
 	return err
 }
+
+// Started is closed once Serve has begun: from then on the node dials,
+// accepts and gossips, unless Serve has already returned its error. A
+// caller that announces the node ready waits for it, so that a join asked
+// at once does not find the mesh not yet serving.
+func (n *Node) Started() <-chan struct{} { return n.started }
+
+func (n *Node) markStarted() { n.startOnce.Do(func() { close(n.started) }) }
 
 // Close releases a node that was never served. On a serving node it does
 // nothing: cancel Serve's context instead.
