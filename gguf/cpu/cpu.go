@@ -86,6 +86,7 @@ type Backend struct {
 	// Kernel jobs, held here so that dispatching one allocates nothing.
 	mm     matmulJob
 	quan   quantJob
+	joint  jointJob
 	ew     elemJob
 	rope   ropeJob
 	att    attendJob

@@ -48,18 +48,18 @@ var parallelProduct = 1 << 17 // a variable so that BenchmarkSmallMatMul can com
 // them (a quarter above parallelProduct): windows of 3 to 5 rows, which
 // had taken their feed-forward products alone up to 4 rows, and in eight
 // tasks at 5, step 4–6% faster.
-func matmulChunk(w *weight, n, threads int) int {
-	work, least, per := w.rows*w.cols*(n+3)/4, parallelProduct, tasksPerThread
-	if quant.WideRowsFor(w.typ) {
-		work, least = w.rows*w.cols*(n+1)/2, parallelProduct*5/4
+func matmulChunk(typ quant.Type, rows, cols, n, threads int) int {
+	work, least, per := rows*cols*(n+3)/4, parallelProduct, tasksPerThread
+	if quant.WideRowsFor(typ) {
+		work, least = rows*cols*(n+1)/2, parallelProduct*5/4
 		if work < bigFloatProduct {
 			per = 1
 		}
 	}
 	if work < least {
-		return w.rows // one task: the calling goroutine's
+		return rows // one task: the calling goroutine's
 	}
-	return ceilDiv(ceilDiv(w.rows, threads*per), tileRows) * tileRows
+	return ceilDiv(ceilDiv(rows, threads*per), tileRows) * tileRows
 }
 
 // bigFloatProduct is the float product (in matmulChunk's measure) from
@@ -138,63 +138,27 @@ func (j *matmulJob) do(_, t int) {
 // MatMul implements backend.Backend.
 func (b *Backend) MatMul(dst backend.Tensor, wt backend.Weight, x backend.Tensor) {
 	w := asWeight(wt)
-	n := x.Rows
-	if x.Cols != w.cols || dst.Cols != w.rows || dst.Rows != n {
-		panic(fmt.Sprintf("cpu: MatMul %d × %d = (%d × %d) · (%d × %d)ᵀ", dst.Rows, dst.Cols, n, x.Cols, w.rows, w.cols))
-	}
+	checkMatMul(dst, w, x)
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.matMul(dst, w, x)
+}
 
-	if err := b.batch.Reset(w.typ, w.cols, n); err != nil {
-		panic(err) // checked when the weight was made
+func checkMatMul(dst backend.Tensor, w *weight, x backend.Tensor) {
+	if x.Cols != w.cols || dst.Cols != w.rows || dst.Rows != x.Rows {
+		panic(fmt.Sprintf("cpu: MatMul %d × %d = (%d × %d) · (%d × %d)ᵀ", dst.Rows, dst.Cols, x.Rows, x.Cols, w.rows, w.cols))
 	}
-	cached := b.WeightsCached()
-	b.batch.SetCached(cached)
-	b.quan = quantJob{x: data(x), cols: w.cols, batch: &b.batch}
-	if b.perturb != 0 {
-		b.calls++
-		b.quan.seed = b.perturb ^ b.calls<<32 ^ b.calls
-	}
-	if n*w.cols < parallelElems {
-		// A few short rows: waking the workers costs more than the work.
-		for t := range n {
-			b.quan.do(0, t)
-		}
-	} else {
-		b.pool.run(n, &b.quan)
-	}
+}
 
+// matMul is MatMul with b.mu held.
+func (b *Backend) matMul(dst backend.Tensor, w *weight, x backend.Tensor) {
+	n := x.Rows
+	cached := b.quantize(w, x)
 	kind := min(n, 2) - 1 // packed[0] for one row, packed[1] for more
-	switch {
-	case w.packDone[kind] || !b.pack:
-	case cached:
-		if other := w.packed[1-kind]; other.Serves(w.typ, w.cols, n) {
-			w.packed[kind] = other // one copy where both take the same kernels
-		} else {
-			w.packed[kind] = quant.Pack(w.typ, w.data, w.cols, n)
-		}
-		w.packDone[kind] = true
-	case b.packStream:
-		// Decided once: weights made later only add to what must stay
-		// in cache, so a weight read from memory stays so.
-		w.packDone = [2]bool{true, true}
-		if !quant.PacksStreamed(w.typ, w.cols) {
-			break
-		}
-		// One copy in the band kernels' layout, for every product,
-		// packed on the workers (a 1B model's 1.2 GB at its first
-		// prompt).
-		if p := quant.PackOn(w.typ, w.data, w.cols, 2, b.runFunc); p != nil {
-			w.packed = [2]*quant.Packed{p, p}
-			b.streamed++
-			// Its file's pages are not read again (but for a tied
-			// embedding's rows and the rows past the last whole tile).
-			_ = pages.Release(w.data) // advice: refused, the pages stay
-		}
-	}
-	chunk := matmulChunk(w, n, b.threads)
+	b.packFor(w, kind, cached)
+	chunk := matmulChunk(w.typ, w.rows, w.cols, n, b.threads)
 	b.mm = matmulJob{w: w, packed: w.packed[kind], batch: &b.batch, dst: data(dst), chunk: chunk}
-	tuning := n == 1 && !cached && w.packed[kind] == nil && w.tune.choices(w) != nil
+	tuning := b.tuning(w, n, cached)
 	rowKind, timed := kindBand, false
 	if tuning {
 		rowKind, timed = w.tune.next(b.oneRow)
@@ -216,6 +180,69 @@ func (b *Backend) MatMul(dst backend.Tensor, wt backend.Weight, x backend.Tensor
 		}
 	}
 	b.mm, b.quan = matmulJob{}, quantJob{}
+}
+
+// tuning reports whether w's product of n rows times its one-row kernels
+// (onerow.go): one row, read from memory, not packed.
+func (b *Backend) tuning(w *weight, n int, cached bool) bool {
+	return n == 1 && !cached && w.packed[0] == nil && w.tune.choices(w) != nil
+}
+
+// quantize fills b.batch with x's rows in w's activation format, and
+// reports whether the weights are taken as cached.
+func (b *Backend) quantize(w *weight, x backend.Tensor) (cached bool) {
+	n := x.Rows
+	if err := b.batch.Reset(w.typ, w.cols, n); err != nil {
+		panic(err) // checked when the weight was made
+	}
+	cached = b.WeightsCached()
+	b.batch.SetCached(cached)
+	b.quan = quantJob{x: data(x), cols: w.cols, batch: &b.batch}
+	if b.perturb != 0 {
+		b.calls++
+		b.quan.seed = b.perturb ^ b.calls<<32 ^ b.calls
+	}
+	if n*w.cols < parallelElems {
+		// A few short rows: waking the workers costs more than the work.
+		for t := range n {
+			b.quan.do(0, t)
+		}
+	} else {
+		b.pool.run(n, &b.quan)
+	}
+	return cached
+}
+
+// packFor packs w's rows for the products of kind (0: one row, 1: more)
+// the first time it is asked, where that pays (weight.packed).
+func (b *Backend) packFor(w *weight, kind int, cached bool) {
+	switch {
+	case w.packDone[kind] || !b.pack:
+	case cached:
+		if other := w.packed[1-kind]; other.Serves(w.typ, w.cols, kind+1) {
+			w.packed[kind] = other // one copy where both take the same kernels
+		} else {
+			w.packed[kind] = quant.Pack(w.typ, w.data, w.cols, kind+1)
+		}
+		w.packDone[kind] = true
+	case b.packStream:
+		// Decided once: weights made later only add to what must stay
+		// in cache, so a weight read from memory stays so.
+		w.packDone = [2]bool{true, true}
+		if !quant.PacksStreamed(w.typ, w.cols) {
+			break
+		}
+		// One copy in the band kernels' layout, for every product,
+		// packed on the workers (a 1B model's 1.2 GB at its first
+		// prompt).
+		if p := quant.PackOn(w.typ, w.data, w.cols, 2, b.runFunc); p != nil {
+			w.packed = [2]*quant.Packed{p, p}
+			b.streamed++
+			// Its file's pages are not read again (but for a tied
+			// embedding's rows and the rows past the last whole tile).
+			_ = pages.Release(w.data) // advice: refused, the pages stay
+		}
+	}
 }
 
 // WeightsCached says whether the weights made so far are expected to

@@ -11,9 +11,13 @@ import (
 type scratch struct {
 	rows                            int
 	x, h, q, k, v, att, o, gate, up backend.Tensor
-	logitsT                         backend.Tensor // logits × vocab
-	moe                             *moeScratch    // mixture-of-experts models only
-	hy                              *hybridScratch // hybrid (qwen35, lfm2) models only
+	// The operands of a joint product (projectAll), kept here so that
+	// passing them allocates nothing.
+	jointDst [3]backend.Tensor
+	jointW   [3]backend.Weight
+	logitsT  backend.Tensor // logits × vocab
+	moe      *moeScratch    // mixture-of-experts models only
+	hy       *hybridScratch // hybrid (qwen35, lfm2) models only
 	// Gemma 4's per-layer inputs (Layers blocks of rows × PerLayerEmbd),
 	// a rows × PerLayerEmbd temporary, and the per-layer table's row ids.
 	ple, pleTmp backend.Tensor
@@ -201,12 +205,13 @@ func (m *Model) forward(ctx context.Context, sc *scratch, p *plan) (err error) {
 		k, v := view(sc.k, n, kvh*hdK), view(sc.v, n, kvh*hdV)
 		if ly.qGate != nil || ly.attnGate != nil {
 			m.projectQGate(sc.hy, ly, q, h) // Qwen3.5's joint query and gate
+			if ownKV {
+				m.projectAll(sc, h, proj{k, ly.wk, ly.bk}, proj{v, ly.wv, ly.bv})
+			}
+		} else if ownKV {
+			m.projectAll(sc, h, proj{q, ly.wq, ly.bq}, proj{k, ly.wk, ly.bk}, proj{v, ly.wv, ly.bv})
 		} else {
 			project(be, q, ly.wq, ly.bq, h)
-		}
-		if ownKV {
-			project(be, k, ly.wk, ly.bk, h)
-			project(be, v, ly.wv, ly.bv, h)
 		}
 		if ly.qNorm != nil {
 			be.RMSNorm(q, q, ly.qNorm, eps)
@@ -296,8 +301,7 @@ func (m *Model) forward(ctx context.Context, sc *scratch, p *plan) (err error) {
 		} else {
 			ff := ly.gate.Rows() // gemma4's may vary by layer
 			gate, up := view(sc.gate, rows, ff), view(sc.up, rows, ff)
-			project(be, gate, ly.gate, ly.bgate, h)
-			project(be, up, ly.up, ly.bup, h)
+			m.projectAll(sc, h, proj{gate, ly.gate, ly.bgate}, proj{up, ly.up, ly.bup})
 			be.GLU(gate, gate, up, c.spec.glu)
 			project(be, o, ly.down, ly.bdown, gate)
 			if ly.postFFNNorm != nil {
@@ -360,6 +364,35 @@ func project(be backend.Backend, dst backend.Tensor, w, bias backend.Weight, x b
 	if bias != nil {
 		be.AddBias(dst, bias)
 	}
+}
+
+// proj is one product of projectAll: dst = x · wᵀ + bias (optional).
+type proj struct {
+	dst     backend.Tensor
+	w, bias backend.Weight
+}
+
+// projectAll is project for two or three products of one input x: one
+// joint product where the backend has it (backend.Joint: x converted
+// once, the products' rows handed out together), the same bits as one
+// project each.
+func (m *Model) projectAll(sc *scratch, x backend.Tensor, ps ...proj) {
+	if m.jm == nil {
+		for _, p := range ps {
+			project(m.be, p.dst, p.w, p.bias, x)
+		}
+		return
+	}
+	for i, p := range ps {
+		sc.jointDst[i], sc.jointW[i] = p.dst, p.w
+	}
+	m.jm.MatMuls(sc.jointDst[:len(ps)], sc.jointW[:len(ps)], x)
+	for _, p := range ps {
+		if p.bias != nil {
+			m.be.AddBias(p.dst, p.bias)
+		}
+	}
+	clear(sc.jointW[:len(ps)]) // hold no weight past the call
 }
 
 // temperQueries scales the queries q of positions pos… by mistral3's

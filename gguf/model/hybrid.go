@@ -553,8 +553,7 @@ func (m *Model) recurrentBlock(sc *scratch, ly *layer, l int, p *plan, x, h back
 		}
 	} else {
 		gate, up := sc.gate.Slice(0, rows), sc.up.Slice(0, rows)
-		be.MatMul(gate, ly.gate, h)
-		be.MatMul(up, ly.up, h)
+		m.projectAll(sc, h, proj{gate, ly.gate, nil}, proj{up, ly.up, nil})
 		be.GLU(gate, gate, up, backend.SiLU)
 		be.MatMul(o, ly.down, gate)
 	}

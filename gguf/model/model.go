@@ -57,6 +57,10 @@ type Model struct {
 	// xp runs a mixture of experts' routing, products and sum on the
 	// backend, when it can (moe.go); nil: routed on the host.
 	xp backend.MoE
+	// jm multiplies one input by several weights at once (a block's
+	// query, key and value; its gate and up), when the backend can; nil:
+	// one MatMul each.
+	jm backend.Joint
 }
 
 // layer is one block's weights. Optional weights are nil.
@@ -168,6 +172,7 @@ func load(f *gguf.File, be backend.Backend, stage *LayerRange) (*Model, error) {
 	if xp, ok := be.(backend.MoE); ok && cfg.Experts > 0 {
 		m.xp = xp
 	}
+	m.jm, _ = be.(backend.Joint)
 	r := LayerRange{0, cfg.Layers}
 	if stage != nil {
 		r = *stage

@@ -112,8 +112,40 @@ func testMatMul(t *testing.T, p *Pair, f Features) {
 	p.Compare("matmul", "shared input, first", y1)
 	p.Compare("matmul", "other input between", y2)
 	p.Compare("matmul", "input rewritten", y3)
+	if j, ok := p.Dev.(backend.Joint); ok {
+		testJoint(p, j)
+	}
 	if f.GptOss {
 		testExperts(t, p)
+	}
+}
+
+// testJoint: a device's joint products (backend.Joint) against the CPU's
+// MatMul of each weight: a block's query, key and value of one type, and
+// a Q4_K_M block's, whose value is Q6_K; one row and windows.
+func testJoint(p *Pair, j backend.Joint) {
+	for name, set := range map[string][]quant.Type{"qkv": {quant.Q8_0, quant.Q8_0, quant.Q8_0}, "Q4_K_M qkv": {quant.Q4_K, quant.Q4_K, quant.Q6_K}} {
+		rows := []int{48, 16, 16}
+		ws := make([]Weights, len(set))
+		dev := make([]backend.Weight, len(set))
+		for i, typ := range set {
+			ws[i] = p.Weight(typ, rows[i], 256, p.Encode(typ, rows[i], 256, 1))
+			dev[i] = ws[i].D
+		}
+		for _, n := range []int{1, 5, 9} {
+			x := p.Tensor(n, 256, p.Random(n*256, 1))
+			ys := make([]Tensors, len(set))
+			out := make([]backend.Tensor, len(set))
+			for i := range set {
+				ys[i] = p.Tensor(n, rows[i], nil)
+				p.CPU.MatMul(ys[i].C, ws[i].C, x.C)
+				out[i] = ys[i].D
+			}
+			j.MatMuls(out, dev, x.D)
+			for i := range set {
+				p.Compare("matmul", fmt.Sprintf("joint %s, weight %d (%s) · %d rows", name, i, set[i], n), ys[i])
+			}
+		}
 	}
 }
 
