@@ -77,6 +77,10 @@ type Node struct {
 	// claimHook, when set, rewrites each model's load entry this node
 	// gossips (a test's node that under-claims its energy).
 	claimHook func(*nodev1.MeshnodeModelLoad)
+	// pullHook, when set, sees each pull event as it happens here, before
+	// it is sent: a test's check of what the node holds at that moment,
+	// which the client, reading the events later, cannot make.
+	pullHook func(control.PullEvent)
 	// placeByRTT turns energy-aware placement off: a request for a model
 	// this node hosts is served here, one for a model only peers host goes
 	// to the first by admission state and RTT (the benchmark's reference).

@@ -47,6 +47,10 @@ func (n *Node) pull(ctx context.Context, req control.PullRequest, progress func(
 	}
 	f := n.fetcher()
 	model := ModelName(file)
+	if h := n.pullHook; h != nil {
+		send := progress
+		progress = func(e control.PullEvent) { h(e); send(e) }
+	}
 	progress(control.PullEvent{Phase: control.PullResolve, File: file, Model: model, Source: src.Origin()})
 	n.log.Info("pulling a model", "file", file, "from", src.Origin())
 	start := time.Now()

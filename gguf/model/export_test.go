@@ -16,3 +16,7 @@ func (s *Session) ShadowStats() (cands, tokens, unsettled int) {
 // DropShadow leaves m without its head's shadow, for as long as the
 // tests need a model without one.
 func (m *Model) DropShadow() { m.greedy, m.headData = nil, nil }
+
+// DropJoint has m make one product a weight even on a backend with
+// joint products (backend.Joint), for benchmarks to compare.
+func (m *Model) DropJoint() { m.jm = nil }
