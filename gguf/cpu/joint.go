@@ -71,14 +71,19 @@ func (b *Backend) jointMatMul(parts []jointPart, x backend.Tensor) {
 		parts[i].packed = parts[i].w.packed[kind]
 		rows += parts[i].w.rows
 	}
-	// Split as one weight of all their rows would be, each weight's rows
-	// in whole chunks.
+	// Handed out where their work together is (matmulChunk), each in the
+	// tasks it would have alone, or, too small alone to split, in chunks
+	// of the whole's: a large model's products are cut as before, in one
+	// hand-out.
 	chunk := matmulChunk(w0.typ, rows, w0.cols, n, b.threads)
 	tasks := 0
 	for i := range parts {
-		parts[i].chunk = min(chunk, parts[i].w.rows)
+		r := parts[i].w.rows
+		if parts[i].chunk = matmulChunk(w0.typ, r, w0.cols, n, b.threads); parts[i].chunk >= r {
+			parts[i].chunk = min(chunk, r)
+		}
 		parts[i].first = tasks
-		tasks += ceilDiv(parts[i].w.rows, parts[i].chunk)
+		tasks += ceilDiv(r, parts[i].chunk)
 	}
 	b.batch.SetStreamedRows(false)
 	b.batch.SetRowsAhead(false)
