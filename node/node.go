@@ -306,7 +306,7 @@ func (n *Node) Serve(ctx context.Context) (err error) {
 	select {
 	case <-mn.Started():
 	case <-ctx.Done():
-		return ctx.Err()
+		return nil // shut down before it was ready: the deferred stops apply
 	}
 	if err := n.startDiscovery(ctx, run); err != nil {
 		return err
