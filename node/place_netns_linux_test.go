@@ -50,7 +50,10 @@ const placeNetnsPort = 9340
 // "ask-bg P" then "wait-bg" (the same in the background), "join ID@ADDR",
 // "figures N" (waits until N peers host the model with measured figures),
 // "lower ID1 ID2" (waits until peer ID1 advertises less per output token
-// than ID2), "free ID" (waits until peer ID advertises a free slot),
+// than ID2), "free ID N" (waits until peer ID advertises a free slot
+// with at least N receipts: not a free slot it advertised before its
+// last serve, which may still be the latest this node has),
+// "receipts" (this node's receipts in its placement window),
 // "busy" (waits until this node's one slot is taken), "hold" and
 // "release" (hold this node's serves before their first token, or let them
 // run), and "lie" (advertise a hundredth of the measured energy).
@@ -172,19 +175,24 @@ func TestPlacementNetnsHelper(t *testing.T) {
 			}
 			say("lower")
 		case "free":
-			id, _ := identity.ParseEndpointID(arg)
+			ids, least, _ := strings.Cut(arg, " ")
+			id, _ := identity.ParseEndpointID(ids)
+			receipts, _ := strconv.ParseUint(least, 10, 32)
 			if !until(func() bool {
 				for _, p := range n.mesh.PeersHosting(ReferenceModel) {
-					if f, ok := peerFigures(p.Announcement, ReferenceModel); ok && p.ID == id && f.FreeSlots > 0 {
+					if f, ok := peerFigures(p.Announcement, ReferenceModel); ok && p.ID == id && f.FreeSlots > 0 && f.Receipts >= uint32(receipts) {
 						return true
 					}
 				}
 				return false
 			}) {
-				say("err %s never advertised a free slot", id.Short())
+				say("err %s never advertised a free slot after %d receipts", id.Short(), receipts)
 				continue
 			}
 			say("free")
+		case "receipts":
+			_, _, _, count := n.place.window(ReferenceModel).Energy()
+			say("receipts %d", count)
 		case "busy":
 			if !until(func() bool { l, _ := n.place.api.Load().Load(ReferenceModel); return l.Free == 0 }) {
 				say("err the slot was never taken")
@@ -308,6 +316,12 @@ func TestPlacementNetns(t *testing.T) {
 	servedBy(c, "warm up the host", c)
 	ask(c, "join "+b.addr)
 	a := start(0, "A", 0)
+	// free waits until A sees host's slot free after its last serve.
+	free := func(host node) {
+		t.Helper()
+		count, _ := strings.CutPrefix(ask(host, "receipts"), "receipts ")
+		ask(a, "free "+host.id+" "+count)
+	}
 	ask(a, "join "+b.addr)
 	ask(a, "join "+c.addr)
 	ask(a, "figures 2")
@@ -316,7 +330,7 @@ func TestPlacementNetns(t *testing.T) {
 	// The cheaper host. Its one slot is taken while it serves, and its
 	// gossip may show it so for a while after: A waits until it does not.
 	for i := range 4 {
-		ask(a, "free "+b.id)
+		free(b)
 		out := servedBy(a, fmt.Sprintf("cheap %d", i), b)
 		if !strings.Contains(out, "placed by ") || !strings.Contains(out, ": costlier") {
 			t.Fatalf("B's route %q does not say how A placed it", out)
@@ -338,11 +352,11 @@ func TestPlacementNetns(t *testing.T) {
 	// C under-claims: believed once, then ranked down.
 	ask(c, "lie")
 	ask(a, "lower "+c.id+" "+b.id)
-	ask(a, "free "+b.id)
-	ask(a, "free "+c.id)
+	free(b)
+	free(c)
 	servedBy(a, "believe", c)
 	for i := range 3 {
-		ask(a, "free "+b.id)
+		free(b)
 		out := servedBy(a, fmt.Sprintf("doubt %d", i), b)
 		if !strings.Contains(out, "; its receipts ran 100.0x its claims") {
 			t.Fatalf("B's route %q, want it to say why C was ranked down", out)
