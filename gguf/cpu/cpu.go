@@ -86,7 +86,6 @@ type Backend struct {
 	// Kernel jobs, held here so that dispatching one allocates nothing.
 	mm     matmulJob
 	quan   quantJob
-	joint  jointJob
 	ew     elemJob
 	rope   ropeJob
 	att    attendJob

@@ -119,20 +119,35 @@ func perturbRow(x []float32, seed uint64) []float32 {
 	return y
 }
 
-// matmulJob multiplies a span of weight rows by every activation row.
+// matmulJob multiplies x, quantised in batch, by the weights of its
+// parts, all of one type (one for MatMul, more for a joint product): task
+// t is a span of the rows of the last part whose first task is at most t.
 type matmulJob struct {
+	parts []matmulPart
+	batch *quant.Batch
+}
+
+// matmulPart is one weight of a matmulJob.
+type matmulPart struct {
 	w      *weight
 	packed *quant.Packed // w's rows packed for this batch's kernels, or nil
-	batch  *quant.Batch
 	dst    []float32
-	chunk  int
+	chunk  int // rows a task
+	first  int // the part's first task
 }
 
 func (j *matmulJob) do(_, t int) {
-	w := j.w
-	r0, r1 := split(t, j.chunk, w.rows)
-	view := j.packed.Rows(r0, r1)
-	quant.MatMulPacked(w.typ, w.data[r0*w.rowSize:r1*w.rowSize], &view, j.batch, j.dst[r0:], w.rows)
+	p := &j.parts[0]
+	for i := len(j.parts) - 1; i > 0; i-- {
+		if j.parts[i].first <= t {
+			p = &j.parts[i]
+			break
+		}
+	}
+	w := p.w
+	r0, r1 := split(t-p.first, p.chunk, w.rows)
+	view := p.packed.Rows(r0, r1)
+	quant.MatMulPacked(w.typ, w.data[r0*w.rowSize:r1*w.rowSize], &view, j.batch, p.dst[r0:], w.rows)
 }
 
 // MatMul implements backend.Backend.
@@ -152,16 +167,41 @@ func checkMatMul(dst backend.Tensor, w *weight, x backend.Tensor) {
 
 // matMul is MatMul with b.mu held.
 func (b *Backend) matMul(dst backend.Tensor, w *weight, x backend.Tensor) {
+	b.products(append(b.mm.parts[:0], matmulPart{w: w, dst: data(dst)}), x)
+}
+
+// products multiplies x by the weights of parts, all of one type: x is
+// quantised once, and their rows go to the workers in one hand-out, where
+// their work together is enough (matmulChunk), each weight in the tasks
+// it would have alone, or, too small alone to split, in chunks of the
+// whole's. A lone weight's one-row product may time its kernels
+// (onerow.go).
+func (b *Backend) products(parts []matmulPart, x backend.Tensor) {
 	n := x.Rows
-	cached := b.quantize(w, x)
+	w0 := parts[0].w
+	cached := b.quantize(w0, x)
 	kind := min(n, 2) - 1 // packed[0] for one row, packed[1] for more
-	b.packFor(w, kind, cached)
-	chunk := matmulChunk(w.typ, w.rows, w.cols, n, b.threads)
-	b.mm = matmulJob{w: w, packed: w.packed[kind], batch: &b.batch, dst: data(dst), chunk: chunk}
-	tuning := b.tuning(w, n, cached)
+	rows := 0
+	for i := range parts {
+		b.packFor(parts[i].w, kind, cached)
+		parts[i].packed = parts[i].w.packed[kind]
+		rows += parts[i].w.rows
+	}
+	chunk := matmulChunk(w0.typ, rows, w0.cols, n, b.threads)
+	tasks := 0
+	for i := range parts {
+		r := parts[i].w.rows
+		if parts[i].chunk = matmulChunk(w0.typ, r, w0.cols, n, b.threads); parts[i].chunk >= r {
+			parts[i].chunk = min(chunk, r)
+		}
+		parts[i].first = tasks
+		tasks += ceilDiv(r, parts[i].chunk)
+	}
+	b.mm = matmulJob{parts: parts, batch: &b.batch}
+	tuning := len(parts) == 1 && b.tuning(w0, n, cached)
 	rowKind, timed := kindBand, false
 	if tuning {
-		rowKind, timed = w.tune.next(b.oneRow)
+		rowKind, timed = w0.tune.next(b.oneRow)
 	}
 	b.batch.SetStreamedRows(rowKind != kindBand)
 	b.batch.SetRowsAhead(rowKind == kindAhead)
@@ -169,17 +209,24 @@ func (b *Backend) matMul(dst backend.Tensor, w *weight, x backend.Tensor) {
 	if timed {
 		start = b.now()
 	}
-	b.pool.run(ceilDiv(w.rows, chunk), &b.mm)
-	if tuning && b.oneRow == OneRowTuned && !w.tune.done {
+	if chunk >= rows {
+		for t := range tasks { // below the threshold: this goroutine's
+			b.mm.do(0, t)
+		}
+	} else {
+		b.pool.run(tasks, &b.mm)
+	}
+	if tuning && b.oneRow == OneRowTuned && !w0.tune.done {
 		var d time.Duration
 		if timed {
 			d = b.now().Sub(start)
 		}
-		if w.tune.record(rowKind, timed, d) {
-			b.chosen[w.tune.kind]++
+		if w0.tune.record(rowKind, timed, d) {
+			b.chosen[w0.tune.kind]++
 		}
 	}
-	b.mm, b.quan = matmulJob{}, quantJob{}
+	clear(parts) // the weights and outputs are not held past the call
+	b.mm, b.quan = matmulJob{parts: parts[:0]}, quantJob{}
 }
 
 // tuning reports whether w's product of n rows times its one-row kernels
