@@ -110,6 +110,13 @@ func Measure(ctx context.Context, target, draft *model.Model, reps int, budget t
 	return MeasureSteps(ctx, step, most, draft, reps, budget)
 }
 
+// oneWarm and oneTimed are the one-token steps a measurement round takes
+// before it times one, and the steps whose median it takes (oneStep).
+const (
+	oneWarm  = 2
+	oneTimed = 3
+)
+
 // chooseSteps is how many one-token steps MeasureSteps takes before it
 // times any: the CPU backend decides a weight's one-row kernels on its
 // first 1 + 3·3 one-row products (an untimed one, then three rounds of up
@@ -228,18 +235,30 @@ func measureSteps(ctx context.Context, step StepTimer, most int, dstep, dcatch d
 		took := time.Since(start)
 		return took < budget || r < 3 && took < 5*budget
 	}
-	// oneStep times a one-token step as plain decoding meets it: after
-	// another of its kind. One timed in the wake of a window, or of a
+	// oneStep times a one-token step as plain decoding meets it: in a
+	// run of its kind. One timed in the wake of a window, or of a
 	// sampled step (which reads the whole head's logits), ran 10–15%
 	// slower on the built-in F16 (2 cores): the caches held the other
-	// step's data. That dearer step made every window look cheaper
-	// than a serve finds it — 8 rows at 1.65 steps where the serve's
-	// cost 1.87 — and the windows were sized too wide.
+	// step's data. And after a pause (a sampled verify's judging on one
+	// core, or a sleep; not the helpers parking: spinning 1 ms, they
+	// made no difference) the first step ran at about 1.5–2× and the
+	// second still at 1.1–1.3× the steps after them.
+	// A dearer step made every window look cheaper than a serve finds
+	// it — 4 rows at 1.2–1.5 steps where back-to-back steps cost 1.6–1.8
+	// — and the windows were sized too wide. So: oneWarm steps, then the
+	// median of oneTimed.
 	oneStep := func(sampled bool) (time.Duration, error) {
-		if _, err := step(ctx, 1, sampled); err != nil {
-			return 0, err
+		var ds [oneWarm + oneTimed]time.Duration
+		for i := range ds {
+			d, err := step(ctx, 1, sampled)
+			if err != nil {
+				return 0, err
+			}
+			ds[i] = d
 		}
-		return step(ctx, 1, sampled)
+		timed := ds[oneWarm:]
+		slices.Sort(timed)
+		return timed[len(timed)/2], nil
 	}
 	for r := 0; r < max(1, reps) && more(r); r++ {
 		one, err := oneStep(false)

@@ -329,10 +329,43 @@ func TestMeasureSteps(t *testing.T) {
 	if math.Abs(p.Steps[measureRows-1]-(1+0.1*float64(measureRows-1))) > 1e-9 || math.Abs(p.Row-0.1) > 1e-9 || math.Abs(p.SampledRow-0.5) > 1e-9 {
 		t.Errorf("one-token steps slower in another step's wake: steps %.3f, v %v, sampled v %v; want 1 + 0.1·k, 0.1 and 0.5", p.Steps, p.Row, p.SampledRow)
 	}
+	// After a pause (another kind of step, or a sampled verify's judging
+	// on one core), the first one-token step costs 2× and the second
+	// still 1.3×; and one one-token step in seven is stretched 3× by the
+	// machine's load: the prices are still the steps' in a run of their
+	// kind, the median of those timed.
+	run, ones := 0, 0
+	paused := func(_ context.Context, rows int, sampled bool) (time.Duration, error) {
+		d := ms(1 + 0.1*float64(rows-1))
+		if sampled {
+			d = ms(2 + float64(rows-1))
+		}
+		if rows == 1 && prevRows == 1 && prevSampled == sampled {
+			run++
+		} else {
+			run = 0
+		}
+		if rows == 1 {
+			d = d * [...]time.Duration{20, 13, 10, 10, 10, 10, 10}[min(run, 6)] / 10
+			if ones++; ones%7 == 0 {
+				d *= 3
+			}
+		}
+		prevRows, prevSampled = rows, sampled
+		return d, nil
+	}
+	prevRows, prevSampled = 0, false
+	p, err = MeasureSteps(context.Background(), paused, measureRows, nil, 5, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(p.Steps[measureRows-1]-(1+0.1*float64(measureRows-1))) > 1e-9 || math.Abs(p.Row-0.1) > 1e-9 || math.Abs(p.SampledRow-0.5) > 1e-9 {
+		t.Errorf("one-token steps slower after a pause, some stretched: steps %.3f, v %v, sampled v %v; want 1 + 0.1·k, 0.1 and 0.5", p.Steps, p.Row, p.SampledRow)
+	}
 	// A backend that chooses its kernels on its first one-token steps
 	// (the CPU's one-row timing) runs those twice as slowly: the prices
 	// are the steps' after it has chosen.
-	ones := 0
+	ones = 0
 	choosing := func(_ context.Context, rows int, sampled bool) (time.Duration, error) {
 		d := ms(1 + 0.1*float64(rows-1))
 		if sampled {
