@@ -111,10 +111,12 @@ func Measure(ctx context.Context, target, draft *model.Model, reps int, budget t
 }
 
 // oneWarm and oneTimed are the one-token steps a measurement round takes
-// before it times one, and the steps whose median it takes (oneStep).
+// before it times one, and the steps whose median it takes (oneStep),
+// for a target whose steps are shorter than longStep.
 const (
 	oneWarm  = 2
 	oneTimed = 3
+	longStep = 5 * time.Millisecond
 )
 
 // chooseSteps is how many one-token steps MeasureSteps takes before it
@@ -246,7 +248,9 @@ func measureSteps(ctx context.Context, step StepTimer, most int, dstep, dcatch d
 	// A dearer step made every window look cheaper than a serve finds
 	// it — 4 rows at 1.2–1.5 steps where back-to-back steps cost 1.6–1.8
 	// — and the windows were sized too wide. So: oneWarm steps, then the
-	// median of oneTimed.
+	// median of oneTimed; but where a step takes longStep or more (a 1B
+	// model's), what a pause adds is lost in it, and the extra steps
+	// would only leave the budget fewer rounds: one untimed, one timed.
 	oneStep := func(sampled bool) (time.Duration, error) {
 		var ds [oneWarm + oneTimed]time.Duration
 		for i := range ds {
@@ -255,6 +259,9 @@ func measureSteps(ctx context.Context, step StepTimer, most int, dstep, dcatch d
 				return 0, err
 			}
 			ds[i] = d
+			if i == 1 && min(ds[0], d) >= longStep {
+				return d, nil // both long: not a stretched one
+			}
 		}
 		timed := ds[oneWarm:]
 		slices.Sort(timed)

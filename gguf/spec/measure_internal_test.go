@@ -362,6 +362,29 @@ func TestMeasureSteps(t *testing.T) {
 	if math.Abs(p.Steps[measureRows-1]-(1+0.1*float64(measureRows-1))) > 1e-9 || math.Abs(p.Row-0.1) > 1e-9 || math.Abs(p.SampledRow-0.5) > 1e-9 {
 		t.Errorf("one-token steps slower after a pause, some stretched: steps %.3f, v %v, sampled v %v; want 1 + 0.1·k, 0.1 and 0.5", p.Steps, p.Row, p.SampledRow)
 	}
+	// A target whose steps take longStep or more is timed at the second
+	// one-token step of each kind a round, as a pause adds little to
+	// it: two of each kind a round after the chooseSteps; a quicker one
+	// at the median of oneTimed after oneWarm.
+	for _, one := range []time.Duration{longStep, longStep - time.Microsecond} {
+		ones := 0
+		counted := func(_ context.Context, rows int, sampled bool) (time.Duration, error) {
+			if rows == 1 {
+				ones++
+			}
+			return one + time.Duration(rows-1)*one/10, nil
+		}
+		if _, err := MeasureSteps(context.Background(), counted, measureRows, nil, 3, 0); err != nil {
+			t.Fatal(err)
+		}
+		want := chooseSteps + 3*2*(oneWarm+oneTimed)
+		if one >= longStep {
+			want = chooseSteps + 3*2*2
+		}
+		if ones != want {
+			t.Errorf("one-token steps of %v: %d taken in 3 rounds, want %d", one, ones, want)
+		}
+	}
 	// A backend that chooses its kernels on its first one-token steps
 	// (the CPU's one-row timing) runs those twice as slowly: the prices
 	// are the steps' after it has chosen.
