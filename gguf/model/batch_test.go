@@ -9,7 +9,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/model"
 	"github.com/meshnode/meshnode/gguf/model/modeltest"
@@ -72,15 +71,7 @@ func TestBatchInvariance(t *testing.T) {
 		}
 	}
 	t.Run("fortunes-q8_0", func(t *testing.T) {
-		f, err := gguf.Open(filepath.Join("..", "..", "models", "meshnode-fortunes-q8_0.gguf"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		m, err := model.Load(f, be)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, m := loadModel(t, filepath.Join("..", "..", "models", "meshnode-fortunes-q8_0.gguf"), be)
 		o := opt
 		o.Vocab = 2000 // ordinary word pieces rather than control tokens
 		check(t, m, o)

@@ -16,7 +16,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/backend"
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/model"
@@ -294,15 +293,8 @@ func TestBatchBenchChild(t *testing.T) {
 	if err := json.Unmarshal([]byte(spec), &job); err != nil {
 		t.Fatal(err)
 	}
-	f, err := gguf.Open(job.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	be := &timedBackend{Backend: cpu.New(cpu.Options{Threads: job.Threads})}
-	m, err := model.Load(f, be)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, m := loadModel(t, job.Path, be)
 	ctx := context.Background()
 	vocab := m.Config().VocabSize
 	var out []batchRate

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/model"
 )
@@ -39,15 +38,7 @@ func BenchmarkJointProducts(b *testing.B) {
 			load := func(joint bool) *timer {
 				be := cpu.New(cpu.Options{Threads: envInt("BENCH_THREADS", 0)})
 				b.Cleanup(func() { be.Close() })
-				f, err := gguf.Open(path)
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.Cleanup(func() { f.Close() })
-				m, err := model.Load(f, be)
-				if err != nil {
-					b.Fatal(err)
-				}
+				_, m := loadModel(b, path, be)
 				if !joint {
 					m.DropJoint()
 				}

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/model"
 	"github.com/meshnode/meshnode/gguf/model/modeltest"
@@ -67,15 +66,7 @@ func BenchmarkMoEDecode(b *testing.B) {
 			if err := modeltest.WriteRandomFile(path, v.spec, md); err != nil {
 				b.Fatal(err)
 			}
-			f, err := gguf.Open(path)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer f.Close()
-			m, err := model.Load(f, be)
-			if err != nil {
-				b.Fatal(err)
-			}
+			f, m := loadModel(b, path, be)
 			c := m.Config()
 			// Bytes a decode step reads: everything but the unused
 			// experts (and the embeddings, of which it reads one row).

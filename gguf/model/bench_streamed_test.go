@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/model"
 	"github.com/meshnode/meshnode/gguf/model/modeltest"
@@ -62,15 +61,7 @@ func BenchmarkStreamedPacked(b *testing.B) {
 			load := func(repack bool) *timer {
 				be := cpu.New(cpu.Options{Threads: threads, RepackStreamed: repack})
 				b.Cleanup(func() { be.Close() })
-				f, err := gguf.Open(path)
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.Cleanup(func() { f.Close() })
-				m, err := model.Load(f, be)
-				if err != nil {
-					b.Fatal(err)
-				}
+				_, m := loadModel(b, path, be)
 				s, err := m.NewSession(model.SessionOptions{Context: 64})
 				if err != nil {
 					b.Fatal(err)

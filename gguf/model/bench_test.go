@@ -16,7 +16,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/model"
 	"github.com/meshnode/meshnode/gguf/model/modeltest"
@@ -25,17 +24,9 @@ import (
 // BenchmarkDecode measures single-token decoding and batched prefill of
 // the built-in model in this process, with allocations per token.
 func BenchmarkDecode(b *testing.B) {
-	f, err := gguf.Open(filepath.Join("..", "..", "models", "meshnode-fortunes-q8_0.gguf"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
 	be := cpu.New(cpu.Options{})
 	defer be.Close()
-	m, err := model.Load(f, be)
-	if err != nil {
-		b.Fatal(err)
-	}
+	_, m := loadModel(b, filepath.Join("..", "..", "models", "meshnode-fortunes-q8_0.gguf"), be)
 	ctx := context.Background()
 	b.Run("decode", func(b *testing.B) {
 		s, err := m.NewSession(model.SessionOptions{Context: 256})
@@ -352,20 +343,13 @@ func TestBenchChild(t *testing.T) {
 	if err := json.Unmarshal([]byte(spec), &job); err != nil {
 		t.Fatal(err)
 	}
-	f, err := gguf.Open(job.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	modes := map[string]cpu.OneRow{"": cpu.OneRowTuned, "tuned": cpu.OneRowTuned, "band": cpu.OneRowBand, "rows": cpu.OneRowRows, "ahead": cpu.OneRowAhead}
 	mode, ok := modes[job.OneRow]
 	if !ok {
 		t.Fatalf("BENCH_ONEROW=%q: want tuned, band, rows or ahead", job.OneRow)
 	}
 	be := cpu.New(cpu.Options{Threads: job.Threads, OneRow: mode, RepackStreamed: job.Repack})
-	m, err := model.Load(f, be)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, m := loadModel(t, job.Path, be)
 	r := benchResult{LoadMB: statusMB("VmRSS:")}
 	s, err := m.NewSession(model.SessionOptions{Context: job.PP + job.TG, Batch: job.PP})
 	if err != nil {

@@ -173,17 +173,9 @@ func TestStageShadowOnRequest(t *testing.T) {
 		t.Skip("this CPU builds no head shadow (greedyhead needs AVX512-VNNI)")
 	}
 	path, _ := modelPath("meshnode-fortunes-q8_0.gguf")
-	f, err := gguf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	be := cpu.New(cpu.Options{Threads: 1})
 	defer be.Close()
-	whole, err := model.Load(f, be)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, whole := loadModel(t, path, be)
 	c := whole.Config()
 	padded := int64((c.VocabSize + 15) / 16 * 16)
 	want := padded*int64(c.Embd) + 4*padded

@@ -5,7 +5,6 @@ import (
 	"math"
 	"testing"
 
-	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/model"
 	"github.com/meshnode/meshnode/gguf/quant"
@@ -22,17 +21,9 @@ func TestEvalHiddenFeedsTheHead(t *testing.T) {
 	if !ok {
 		t.Skip("the fortunes model is not in models/")
 	}
-	f, err := gguf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	be := cpu.New(cpu.Options{})
 	defer be.Close()
-	m, err := model.Load(f, be)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, m := loadModel(t, path, be)
 	c := m.Config()
 	info, ok := f.Tensor("output.weight")
 	if !ok {

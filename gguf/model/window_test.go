@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/model"
 	"github.com/meshnode/meshnode/gguf/model/modeltest"
@@ -42,15 +41,7 @@ func TestWindowLogits(t *testing.T) {
 		}
 	}
 	t.Run("fortunes-q8_0", func(t *testing.T) {
-		f, err := gguf.Open(filepath.Join("..", "..", "models", "meshnode-fortunes-q8_0.gguf"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		m, err := model.Load(f, be)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, m := loadModel(t, filepath.Join("..", "..", "models", "meshnode-fortunes-q8_0.gguf"), be)
 		checkWindow(t, m, 2000)
 	})
 }
