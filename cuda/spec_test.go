@@ -49,14 +49,13 @@ type top struct {
 	p  float64
 }
 
-// topsAgree runs judge on a session of the llama Q8_0 fixture on the
-// stand-in and on the CPU, and checks that the device copied back
-// readBack bytes for it (the judged tokens, not their logits) and that
-// both judged the same tokens, the confidences within the host table's
-// 0.2% (spec.topProb on the CPU, model.TopProber on the device).
-func topsAgree(t *testing.T, what string, readBack int64, judge func(m *model.Model, s *model.Session) []top) {
-	be, _ := newEmu(t, cuda.Options{})
-	defer be.Close()
+// topsAgree runs judge on a session of the llama Q8_0 fixture on be (the
+// stand-in or a GPU) and on the CPU, and checks that the device copied
+// back readBack bytes for it (the judged tokens, not their logits) and
+// that both judged the same tokens, the confidences within the host
+// table's 0.2% (spec.topProb on the CPU, model.TopProber on the device)
+// and the device's rounding.
+func topsAgree(t *testing.T, be *cuda.Backend, what string, readBack int64, judge func(m *model.Model, s *model.Session) []top) {
 	ref := cpu.New(cpu.Options{})
 	defer ref.Close()
 	f := fixture(t, "llama", "Q8_0")
@@ -93,7 +92,22 @@ var topPrompt = []uint32{1, 450, 1996, 17, 1701}
 // (model.TopProber): each draft step copies back 8 bytes, not its logits,
 // and proposes the CPU draft's tokens with its confidences.
 func TestEmuDraftTop(t *testing.T) {
-	topsAgree(t, "four draft steps", 8*4, func(_ *model.Model, s *model.Session) []top {
+	be, _ := newEmu(t, cuda.Options{})
+	defer be.Close()
+	draftTop(t, be)
+}
+
+// TestGPUDraftTop is TestEmuDraftTop on a GPU: top_prob's pick and
+// confidence there.
+func TestGPUDraftTop(t *testing.T) {
+	be := newGPU(t, cuda.Options{})
+	defer be.Close()
+	draftTop(t, be)
+}
+
+// draftTop: four greedy draft steps on be judge their tokens there.
+func draftTop(t *testing.T, be *cuda.Backend) {
+	topsAgree(t, be, "four draft steps", 8*4, func(_ *model.Model, s *model.Session) []top {
 		drafts, err := spec.NewModelProposer(s, sample.Params{}, -1).Propose(context.Background(), topPrompt, len(topPrompt), 4)
 		if err != nil {
 			t.Fatal(err)
@@ -114,7 +128,21 @@ func TestEmuDraftTop(t *testing.T) {
 // them) copy back 8 bytes a row, once for the step, and give the CPU's
 // picks with its confidences.
 func TestEmuBatchTop(t *testing.T) {
-	topsAgree(t, "a step of three rows judged", 8*3, func(m *model.Model, s *model.Session) []top {
+	be, _ := newEmu(t, cuda.Options{})
+	defer be.Close()
+	batchTop(t, be)
+}
+
+// TestGPUBatchTop is TestEmuBatchTop on a GPU.
+func TestGPUBatchTop(t *testing.T) {
+	be := newGPU(t, cuda.Options{})
+	defer be.Close()
+	batchTop(t, be)
+}
+
+// batchTop: a step of three rows on be, judged there.
+func batchTop(t *testing.T, be *cuda.Backend) {
+	topsAgree(t, be, "a step of three rows judged", 8*3, func(m *model.Model, s *model.Session) []top {
 		bt, err := m.NewBatch(model.BatchOptions{Tokens: 8, Seqs: 8})
 		if err != nil {
 			t.Fatal(err)
