@@ -71,7 +71,7 @@ func TestBatchInvariance(t *testing.T) {
 		}
 	}
 	t.Run("fortunes-q8_0", func(t *testing.T) {
-		_, m := loadModel(t, filepath.Join("..", "..", "models", "meshnode-fortunes-q8_0.gguf"), be)
+		_, m := modeltest.Load(t, filepath.Join("..", "..", "models", "meshnode-fortunes-q8_0.gguf"), be)
 		o := opt
 		o.Vocab = 2000 // ordinary word pieces rather than control tokens
 		check(t, m, o)

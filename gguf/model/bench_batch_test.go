@@ -19,6 +19,7 @@ import (
 	"github.com/meshnode/meshnode/gguf/backend"
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/model"
+	"github.com/meshnode/meshnode/gguf/model/modeltest"
 )
 
 // batchSizes are the parallel sequence counts make bench-batch compares.
@@ -294,7 +295,7 @@ func TestBatchBenchChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	be := &timedBackend{Backend: cpu.New(cpu.Options{Threads: job.Threads})}
-	_, m := loadModel(t, job.Path, be)
+	_, m := modeltest.Load(t, job.Path, be)
 	ctx := context.Background()
 	vocab := m.Config().VocabSize
 	var out []batchRate

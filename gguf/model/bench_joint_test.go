@@ -9,6 +9,7 @@ import (
 
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/model"
+	"github.com/meshnode/meshnode/gguf/model/modeltest"
 )
 
 // BenchmarkJointProducts times the built-in model's steps of 1, 5 and 9
@@ -38,7 +39,7 @@ func BenchmarkJointProducts(b *testing.B) {
 			load := func(joint bool) *timer {
 				be := cpu.New(cpu.Options{Threads: envInt("BENCH_THREADS", 0)})
 				b.Cleanup(func() { be.Close() })
-				_, m := loadModel(b, path, be)
+				_, m := modeltest.Load(b, path, be)
 				if !joint {
 					m.DropJoint()
 				}

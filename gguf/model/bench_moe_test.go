@@ -66,7 +66,7 @@ func BenchmarkMoEDecode(b *testing.B) {
 			if err := modeltest.WriteRandomFile(path, v.spec, md); err != nil {
 				b.Fatal(err)
 			}
-			f, m := loadModel(b, path, be)
+			f, m := modeltest.Load(b, path, be)
 			c := m.Config()
 			// Bytes a decode step reads: everything but the unused
 			// experts (and the embeddings, of which it reads one row).

@@ -61,7 +61,7 @@ func BenchmarkStreamedPacked(b *testing.B) {
 			load := func(repack bool) *timer {
 				be := cpu.New(cpu.Options{Threads: threads, RepackStreamed: repack})
 				b.Cleanup(func() { be.Close() })
-				_, m := loadModel(b, path, be)
+				_, m := modeltest.Load(b, path, be)
 				s, err := m.NewSession(model.SessionOptions{Context: 64})
 				if err != nil {
 					b.Fatal(err)

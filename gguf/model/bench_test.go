@@ -26,7 +26,7 @@ import (
 func BenchmarkDecode(b *testing.B) {
 	be := cpu.New(cpu.Options{})
 	defer be.Close()
-	_, m := loadModel(b, filepath.Join("..", "..", "models", "meshnode-fortunes-q8_0.gguf"), be)
+	_, m := modeltest.Load(b, filepath.Join("..", "..", "models", "meshnode-fortunes-q8_0.gguf"), be)
 	ctx := context.Background()
 	b.Run("decode", func(b *testing.B) {
 		s, err := m.NewSession(model.SessionOptions{Context: 256})
@@ -349,7 +349,7 @@ func TestBenchChild(t *testing.T) {
 		t.Fatalf("BENCH_ONEROW=%q: want tuned, band, rows or ahead", job.OneRow)
 	}
 	be := cpu.New(cpu.Options{Threads: job.Threads, OneRow: mode, RepackStreamed: job.Repack})
-	_, m := loadModel(t, job.Path, be)
+	_, m := modeltest.Load(t, job.Path, be)
 	r := benchResult{LoadMB: statusMB("VmRSS:")}
 	s, err := m.NewSession(model.SessionOptions{Context: job.PP + job.TG, Batch: job.PP})
 	if err != nil {

@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/meshnode/meshnode/gguf"
-	"github.com/meshnode/meshnode/gguf/backend"
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/model"
 	"github.com/meshnode/meshnode/gguf/model/modeltest"
@@ -31,23 +29,6 @@ func modelPath(name string) (string, bool) {
 	return "", false
 }
 
-// loadModel opens the GGUF file at path and loads its model on be,
-// failing tb on either error; the file is closed when tb ends (after the
-// test's own deferred calls, so after a backend they close).
-func loadModel(tb testing.TB, path string, be backend.Backend) (*gguf.File, *model.Model) {
-	tb.Helper()
-	f, err := gguf.Open(path)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { f.Close() })
-	m, err := model.Load(f, be)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return f, m
-}
-
 // TestFortunesGreedy holds the engine to llama.cpp's greedy decoding of a
 // trained model: the same 40 ids for each reference prompt (decoding goes
 // on past EOS, as the reference did).
@@ -64,7 +45,7 @@ func TestFortunesGreedy(t *testing.T) {
 			if !ok {
 				t.Skipf("%s not found (the F16 file is not in the repository; set MESHNODE_MODELS)", tc.File)
 			}
-			_, m := loadModel(t, path, be)
+			_, m := modeltest.Load(t, path, be)
 			s, err := m.NewSession(model.SessionOptions{Context: 256})
 			if err != nil {
 				t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/greedyhead"
 	"github.com/meshnode/meshnode/gguf/model"
+	"github.com/meshnode/meshnode/gguf/model/modeltest"
 )
 
 // TestShadowSameTokens: on every fixture (F16 and Q8_0) and on the
@@ -175,7 +176,7 @@ func TestStageShadowOnRequest(t *testing.T) {
 	path, _ := modelPath("meshnode-fortunes-q8_0.gguf")
 	be := cpu.New(cpu.Options{Threads: 1})
 	defer be.Close()
-	f, whole := loadModel(t, path, be)
+	f, whole := modeltest.Load(t, path, be)
 	c := whole.Config()
 	padded := int64((c.VocabSize + 15) / 16 * 16)
 	want := padded*int64(c.Embd) + 4*padded

@@ -7,6 +7,7 @@ import (
 
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/model"
+	"github.com/meshnode/meshnode/gguf/model/modeltest"
 	"github.com/meshnode/meshnode/gguf/quant"
 )
 
@@ -23,7 +24,7 @@ func TestEvalHiddenFeedsTheHead(t *testing.T) {
 	}
 	be := cpu.New(cpu.Options{})
 	defer be.Close()
-	f, m := loadModel(t, path, be)
+	f, m := modeltest.Load(t, path, be)
 	c := m.Config()
 	info, ok := f.Tensor("output.weight")
 	if !ok {

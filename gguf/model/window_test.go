@@ -41,7 +41,7 @@ func TestWindowLogits(t *testing.T) {
 		}
 	}
 	t.Run("fortunes-q8_0", func(t *testing.T) {
-		_, m := loadModel(t, filepath.Join("..", "..", "models", "meshnode-fortunes-q8_0.gguf"), be)
+		_, m := modeltest.Load(t, filepath.Join("..", "..", "models", "meshnode-fortunes-q8_0.gguf"), be)
 		checkWindow(t, m, 2000)
 	})
 }

@@ -62,15 +62,7 @@ func fixture(t *testing.T, be *cpu.Backend, arch, ft string) loaded {
 
 func open(t *testing.T, be *cpu.Backend, path string) loaded {
 	t.Helper()
-	f, err := gguf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	m, err := model.Load(f, be)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, m := modeltest.Load(t, path, be)
 	return loaded{f, m}
 }
 
