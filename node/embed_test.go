@@ -14,6 +14,7 @@ import (
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/model"
+	"github.com/meshnode/meshnode/gguf/model/modeltest"
 	"github.com/meshnode/meshnode/gguf/tokenizer"
 )
 
@@ -29,17 +30,9 @@ const embeddingTolerance = 1e-6
 // length, computed here on a session of its own.
 func referenceEmbedding(t *testing.T, ids []uint32) []float64 {
 	t.Helper()
-	f, err := gguf.Open(fortunesPath(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	be := cpu.New(cpu.Options{})
 	defer be.Close()
-	m, err := model.Load(f, be)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, m := modeltest.Load(t, fortunesPath(t), be)
 	s, err := m.NewSession(model.SessionOptions{Context: 256})
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/meshnode/meshnode/gguf/chat"
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/model"
+	"github.com/meshnode/meshnode/gguf/model/modeltest"
 	"github.com/meshnode/meshnode/gguf/tokenizer"
 	"github.com/meshnode/meshnode/node/api"
 )
@@ -34,17 +35,9 @@ const logprobTolerance = 1e-4
 // vocabulary sorted ascending (the small terms first).
 func referenceLogprobs(t *testing.T, in []uint32, n, top int) (ids []uint32, lps []float64, tops [][]uint32, topLps [][]float64) {
 	t.Helper()
-	f, err := gguf.Open(fortunesPath(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	be := cpu.New(cpu.Options{})
 	defer be.Close()
-	m, err := model.Load(f, be)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, m := modeltest.Load(t, fortunesPath(t), be)
 	tok, err := tokenizer.FromGGUF(f.Metadata)
 	if err != nil {
 		t.Fatal(err)

@@ -31,15 +31,7 @@ func TestDrafterPrices(t *testing.T) {
 	if err := modeltest.Requantize(src, q4, quant.Q4_0); err != nil {
 		t.Fatal(err)
 	}
-	tf, err := gguf.Open(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tf.Close()
-	target, err := model.Load(tf, be)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tf, target := modeltest.Load(t, src, be)
 	vocab := target.Config().VocabSize
 	for _, tc := range []struct {
 		name string

@@ -488,15 +488,7 @@ func TestSpeculativeFixtures(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		f, err := gguf.Open(paths["Q8_0"])
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		m, err := model.Load(f, be)
-		if err != nil {
-			t.Fatal(err)
-		}
+		f, m := modeltest.Load(t, paths["Q8_0"], be)
 		vocab := m.Config().VocabSize
 		// The whole model's greedy decoding, a token at a time.
 		s, err := m.NewSession(model.SessionOptions{Context: 256})
