@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/backend"
 	"github.com/meshnode/meshnode/gguf/cpu"
 	"github.com/meshnode/meshnode/gguf/model"
@@ -39,15 +38,7 @@ func TestInflate(t *testing.T) {
 	be := cpu.New(cpu.Options{Threads: 2})
 	defer be.Close()
 	load := func(path string) *model.Model {
-		f, err := gguf.Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { f.Close() })
-		m, err := model.Load(f, be)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, m := modeltest.Load(t, path, be)
 		return m
 	}
 	ref, big := load(src), load(dst)
