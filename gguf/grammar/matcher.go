@@ -3,6 +3,7 @@ package grammar
 import (
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // MaxStacks bounds a matcher's parse stacks at any one byte. An
@@ -59,6 +60,15 @@ func (g *Grammar) NewMatcher() (*Matcher, error) {
 	}
 	m.stacks = out
 	return m, nil
+}
+
+// clone is a matcher at m's state that advances apart from it (nil for
+// nil): its stacks and their frames copied, its scratch its own.
+func (m *Matcher) clone() *Matcher {
+	if m == nil {
+		return nil
+	}
+	return &Matcher{g: m.g, arena: slices.Clone(m.arena), stacks: slices.Clone(m.stacks), accepting: m.accepting, consumed: m.consumed}
 }
 
 // Grammar is the grammar m runs.

@@ -3,6 +3,7 @@ package grammar
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 )
 
@@ -254,8 +255,7 @@ type Constraint struct {
 	v     *Vocab
 	m     *Matcher
 	piece func(id uint32) []byte
-	cache map[string][]uint64
-	order []string // cached keys, oldest first
+	cache *maskCache // shared with c's clones
 	key   []byte
 
 	// A lazy grammar's (Grammar.Lazy) wait for its trigger: whether it
@@ -295,7 +295,7 @@ func (v *Vocab) tokenBytes(id uint32) []byte {
 // a control token's text may be given too (the mask never allows one by
 // it, but a lazy grammar's trigger may be one).
 func NewConstraint(g *Grammar, v *Vocab, piece func(id uint32) []byte) (*Constraint, error) {
-	c := &Constraint{v: v, g: g, piece: piece, cache: map[string][]uint64{}}
+	c := &Constraint{v: v, g: g, piece: piece, cache: &maskCache{masks: map[string][]uint64{}}}
 	if !g.free {
 		m, err := g.NewMatcher()
 		if err != nil {
@@ -330,23 +330,57 @@ func (c *Constraint) Mask() ([]uint64, error) {
 		return c.frontMask()
 	}
 	c.key = c.m.key(c.key[:0])
-	if mk, ok := c.cache[string(c.key)]; ok {
+	mc := c.cache
+	if mk, ok := mc.masks[string(c.key)]; ok {
 		return mk, nil
 	}
 	var reuse []uint64
-	if len(c.order) >= maxCached {
-		reuse = c.cache[c.order[0]]
-		delete(c.cache, c.order[0])
-		c.order = c.order[1:]
+	if len(mc.order) >= maxCached {
+		reuse = mc.masks[mc.order[0]]
+		delete(mc.masks, mc.order[0])
+		mc.order = mc.order[1:]
 	}
 	mk, err := c.v.Mask(c.m, reuse)
 	if err != nil {
 		return nil, err
 	}
 	k := string(c.key)
-	c.cache[k] = mk
-	c.order = append(c.order, k)
+	mc.masks[k] = mk
+	mc.order = append(mc.order, k)
 	return mk, nil
+}
+
+// maskCache holds the masks of the grammar states a Constraint (and its
+// clones) met last, by the matcher's key.
+type maskCache struct {
+	masks map[string][]uint64
+	order []string // keys, oldest first
+}
+
+// Clone returns a constraint at c's state that advances apart from it:
+// speculative decoding walks a window's drafts on a clone, c staying
+// where the output is. The two share their cache of masks (a state's mask
+// is the grammar's, whoever meets it), so they must be used from one
+// goroutine at a time, and a mask either returns is valid until the next
+// Mask call on either.
+func (c *Constraint) Clone() *Constraint {
+	d := *c
+	d.key = nil
+	d.m = c.m.clone()
+	d.forced = c.forced.clone()
+	d.seen = slices.Clone(c.seen)
+	if c.blk != nil {
+		b := *c.blk
+		b.buf = slices.Clone(b.buf)
+		d.blk = &b
+	}
+	if c.front != nil {
+		f := *c.front
+		f.opener = f.opener.clone()
+		f.inside = maps.Clone(f.inside)
+		d.front = &f
+	}
+	return &d
 }
 
 // Accept advances over token id, which must be allowed: its bytes, or an

@@ -93,11 +93,11 @@ func (s *Sampler) sampleChain(logits []float32, allowed []uint64) uint32 {
 }
 
 // distChain is Dist for an order other than the default.
-func (s *Sampler) distChain(dst []Prob, logits []float32) []Prob {
+func (s *Sampler) distChain(dst []Prob, logits []float32, allowed []uint64) []Prob {
 	if s.p.Greedy() {
-		return append(dst, Prob{s.sampleChain(logits, nil), 1}) // greedy draws nothing
+		return append(dst, Prob{s.sampleChain(logits, allowed), 1}) // greedy draws nothing
 	}
-	c := s.chain(logits, nil)
+	c := s.chain(logits, allowed)
 	sum := softmaxWeights(c, c)
 	for _, x := range c {
 		if x.v > 0 {

@@ -510,7 +510,8 @@ func TestChainDistIsWhatSampleDraws(t *testing.T) {
 		if err := p.Validate(); err != nil {
 			t.Fatal(err)
 		}
-		checkDistIsDrawn(t, p, logits, history, 300)
+		checkDistIsDrawn(t, p, logits, history, nil, 300)
+		checkDistIsDrawn(t, p, logits, history, allowed, 300)
 		m := New(p)
 		for range 300 {
 			if id := m.SampleAllowed(logits, history, allowed); !has(allowed, int(id)) && id != voc.eot {

@@ -214,14 +214,20 @@ type Prob struct {
 // (Speculative decoding's rejection rule needs the distributions, not a
 // draw.)
 func (s *Sampler) Dist(dst []Prob, logits []float32, history []uint32) []Prob {
+	return s.DistAllowed(dst, logits, history, nil)
+}
+
+// DistAllowed is Dist restricted as SampleAllowed is: the distribution
+// SampleAllowed draws from, over the tokens allowed (nil: all).
+func (s *Sampler) DistAllowed(dst []Prob, logits []float32, history []uint32, allowed []uint64) []Prob {
 	s.countHistory(history)
 	if s.generic {
-		return s.distChain(dst, logits)
+		return s.distChain(dst, logits, allowed)
 	}
 	if s.p.Greedy() {
-		return append(dst, Prob{s.greedy(logits, nil), 1})
+		return append(dst, Prob{s.greedy(logits, allowed), 1})
 	}
-	c, sum := s.weights(logits, nil)
+	c, sum := s.weights(logits, allowed)
 	for _, x := range c {
 		dst = append(dst, Prob{x.id, x.v / sum})
 	}

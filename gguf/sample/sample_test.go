@@ -253,12 +253,27 @@ func TestDistIsWhatSampleDraws(t *testing.T) {
 		{Temperature: 1, MinP: 0.05, RepeatPenalty: 1.3, Seed: 4},
 		{Temperature: 1, TopK: 20, TopP: 0.8, MinP: 0.02, FrequencyPenalty: 0.5, PresencePenalty: 0.3, Seed: 5},
 	} {
-		checkDistIsDrawn(t, p, logits, history, 200)
+		checkDistIsDrawn(t, p, logits, history, nil, 200)
+		// Restricted: every third token, and not the likeliest.
+		allowed := make([]uint64, 1)
+		for id := 0; id < len(logits); id += 3 {
+			allowed[0] |= 1 << id
+		}
+		checkDistIsDrawn(t, p, logits, history, allowed, 200)
+		for _, x := range New(p).DistAllowed(nil, logits, history, allowed) {
+			if x.ID%3 != 0 {
+				t.Fatalf("%+v: DistAllowed gives %d, which the mask does not allow, %v", p, x.ID, x.P)
+			}
+		}
 	}
 	g := New(Params{RepeatPenalty: 2, Seed: 9})
 	d := g.Dist(nil, logits, history)
 	if len(d) != 1 || d[0].P != 1 || d[0].ID != g.Sample(logits, history) {
 		t.Errorf("greedy Dist %v, Sample %d", d, g.Sample(logits, history))
+	}
+	odd := []uint64{0xAAAAAAAAAAAAAAAA}
+	if d := g.DistAllowed(nil, logits, history, odd); len(d) != 1 || d[0].P != 1 || d[0].ID != g.SampleAllowed(logits, history, odd) || d[0].ID%2 != 1 {
+		t.Errorf("greedy DistAllowed %v, SampleAllowed %d", d, g.SampleAllowed(logits, history, odd))
 	}
 	// Dist drew nothing: the stream is where a fresh one starts.
 	if g.Float64() != New(Params{Seed: 9}).Float64() {
@@ -266,15 +281,16 @@ func TestDistIsWhatSampleDraws(t *testing.T) {
 	}
 }
 
-// checkDistIsDrawn checks n draws under p: Dist's probabilities are
-// positive and sum to 1, and drawing from it with Draw picks Sample's
-// token, on streams seeded alike.
-func checkDistIsDrawn(t *testing.T, p Params, logits []float32, history []uint32, n int) {
+// checkDistIsDrawn checks n draws under p, restricted to allowed (nil:
+// every token): DistAllowed's probabilities are positive and sum to 1,
+// and drawing from it with Draw picks SampleAllowed's token, on streams
+// seeded alike.
+func checkDistIsDrawn(t *testing.T, p Params, logits []float32, history []uint32, allowed []uint64, n int) {
 	t.Helper()
 	a, b := New(p), New(p)
 	var d []Prob
 	for i := range n {
-		d = b.Dist(d[:0], logits, history)
+		d = b.DistAllowed(d[:0], logits, history, allowed)
 		var sum float64
 		for _, x := range d {
 			sum += x.P
@@ -285,7 +301,7 @@ func checkDistIsDrawn(t *testing.T, p Params, logits []float32, history []uint32
 		if math.Abs(sum-1) > 1e-9 {
 			t.Fatalf("%+v: Dist sums to %v", p, sum)
 		}
-		if got, want := b.Draw(d), a.Sample(logits, history); got != want {
+		if got, want := b.Draw(d), a.SampleAllowed(logits, history, allowed); got != want {
 			t.Fatalf("%+v, draw %d: Draw(Dist) %d, Sample %d", p, i, got, want)
 		}
 	}

@@ -33,30 +33,50 @@ type rows struct {
 func (r rows) Logits(j int) []float32 { return r.m[r.window[j]] }
 func (r rows) ArgMax(j int) uint32    { panic("a sampled verification asked for an argmax") }
 
-// verifier decides a window: spec.Verify, or a wrong rule to show the
-// test can fail.
-type verifier func(smp *sample.Sampler, r spec.Rows, drafts []spec.Draft, hist []uint32) (int, uint32)
+// verifier decides a window: spec.Verify (spec.VerifyAllowed under
+// masks, one a row), or a wrong rule to show the test can fail.
+type verifier func(smp *sample.Sampler, r spec.Rows, drafts []spec.Draft, hist []uint32, masks [][]uint64) (int, uint32)
 
-func rightRule(smp *sample.Sampler, r spec.Rows, drafts []spec.Draft, hist []uint32) (int, uint32) {
+func rightRule(smp *sample.Sampler, r spec.Rows, drafts []spec.Draft, hist []uint32, masks [][]uint64) (int, uint32) {
+	if masks != nil {
+		return spec.VerifyAllowed(smp, r, drafts, hist, masks)
+	}
 	return spec.Verify(smp, false, r, drafts, hist)
 }
 
 // acceptAll keeps every draft, then samples the target: the output is
 // then the draft's, which is the error the rejection rule exists to
 // avoid.
-func acceptAll(smp *sample.Sampler, r spec.Rows, drafts []spec.Draft, hist []uint32) (int, uint32) {
+func acceptAll(smp *sample.Sampler, r spec.Rows, drafts []spec.Draft, hist []uint32, masks [][]uint64) (int, uint32) {
 	h := append([]uint32(nil), hist...)
 	for _, d := range drafts {
 		h = append(h, d.Token)
 	}
-	return len(drafts), smp.Sample(r.Logits(len(drafts)), h)
+	var last []uint64
+	if masks != nil {
+		last = masks[len(drafts)]
+	}
+	return len(drafts), smp.SampleAllowed(r.Logits(len(drafts)), h, last)
+}
+
+// grammarLike is a mask that depends on the token before (a grammar's
+// state): after token a, the tokens b with (a+b) mod 3 ≠ 0.
+func grammarLike(a uint32) []uint64 {
+	var m uint64
+	for b := range uint32(64) {
+		if (a+b)%3 != 0 {
+			m |= 1 << b
+		}
+	}
+	return []uint64{m}
 }
 
 // twoTokens generates two tokens after token 0 speculatively: drafts of
 // up to two tokens from the draft bigram (sampled under the request's
-// pipeline), or the fixed proposal lookup when it is not nil, verified
-// against the target bigram.
-func twoTokens(p sample.Params, target, draft bigram, lookup []uint32, rule verifier) [2]uint32 {
+// pipeline, unmasked), or the fixed proposal lookup when it is not nil,
+// verified against the target bigram, each row under mask (nil: none) of
+// the token before it.
+func twoTokens(p sample.Params, target, draft bigram, lookup []uint32, mask func(uint32) []uint64, rule verifier) [2]uint32 {
 	smp := sample.New(p)
 	dp := p
 	dp.Seed ^= 0x5eed
@@ -82,7 +102,13 @@ func twoTokens(p sample.Params, target, draft bigram, lookup []uint32, rule veri
 		for _, d := range drafts {
 			window = append(window, d.Token)
 		}
-		acc, next := rule(smp, rows{target, window}, drafts, gen)
+		var masks [][]uint64
+		if mask != nil {
+			for _, tok := range window {
+				masks = append(masks, mask(tok))
+			}
+		}
+		acc, next := rule(smp, rows{target, window}, drafts, gen, masks)
 		for _, d := range drafts[:acc] {
 			gen = append(gen, d.Token)
 		}
@@ -111,7 +137,10 @@ func chiSquareCritical(df int, z float64) float64 {
 // it passes or fails the same way every run). It must hold with drafts
 // sampled from the draft model, with a fixed deterministic proposal (as
 // prompt lookup makes), under temperature alone and with top-k and a
-// penalty; and it must fail for a rule that accepts every draft.
+// penalty, and with each row under a grammar-like mask of the token
+// before it (the target's distribution is then the masked one, and the
+// unmasked drafts often propose what it excludes); and it must fail for
+// a rule that accepts every draft.
 func TestRejectionSamplingDistribution(t *testing.T) {
 	const (
 		v      = 6
@@ -128,24 +157,30 @@ func TestRejectionSamplingDistribution(t *testing.T) {
 		}
 	}
 	// The target's joint distribution of the two tokens after token 0.
-	joint := func(p sample.Params) [v][v]float64 {
+	joint := func(p sample.Params, mask func(uint32) []uint64) [v][v]float64 {
 		var out [v][v]float64
 		smp := sample.New(p)
-		for _, a := range smp.Dist(nil, target[0], nil) {
-			for _, b := range smp.Dist(nil, target[a.ID], []uint32{a.ID}) {
+		m := func(a uint32) []uint64 {
+			if mask == nil {
+				return nil
+			}
+			return mask(a)
+		}
+		for _, a := range smp.DistAllowed(nil, target[0], nil, m(0)) {
+			for _, b := range smp.DistAllowed(nil, target[a.ID], []uint32{a.ID}, m(a.ID)) {
 				out[a.ID][b.ID] = a.P * b.P
 			}
 		}
 		return out
 	}
-	chi := func(p sample.Params, lookup []uint32, rule verifier) (stat float64, df int, stray int) {
+	chi := func(p sample.Params, lookup []uint32, mask func(uint32) []uint64, rule verifier) (stat float64, df int, stray int) {
 		var n [v][v]int
 		for i := range trials {
 			p.Seed = uint64(i)*7919 + 1
-			tt := twoTokens(p, target, draft, lookup, rule)
+			tt := twoTokens(p, target, draft, lookup, mask, rule)
 			n[tt[0]][tt[1]]++
 		}
-		want := joint(p)
+		want := joint(p, mask)
 		for a := range v {
 			for b := range v {
 				e := want[a][b] * trials
@@ -164,13 +199,17 @@ func TestRejectionSamplingDistribution(t *testing.T) {
 		name   string
 		p      sample.Params
 		lookup []uint32
+		mask   func(uint32) []uint64
 	}{
-		{"temperature 1, draft model", sample.Params{Temperature: 1}, nil},
-		{"temperature 0.8, top-k 4, repeat penalty 1.5, draft model", sample.Params{Temperature: 0.8, TopK: 4, RepeatPenalty: 1.5}, nil},
-		{"temperature 1, deterministic proposal", sample.Params{Temperature: 1}, []uint32{2, 3}},
-		{"temperature 0.8, top-k 4, deterministic proposal", sample.Params{Temperature: 0.8, TopK: 4}, []uint32{2, 3}},
+		{"temperature 1, draft model", sample.Params{Temperature: 1}, nil, nil},
+		{"temperature 0.8, top-k 4, repeat penalty 1.5, draft model", sample.Params{Temperature: 0.8, TopK: 4, RepeatPenalty: 1.5}, nil, nil},
+		{"temperature 1, deterministic proposal", sample.Params{Temperature: 1}, []uint32{2, 3}, nil},
+		{"temperature 0.8, top-k 4, deterministic proposal", sample.Params{Temperature: 0.8, TopK: 4}, []uint32{2, 3}, nil},
+		{"temperature 1, draft model, masked", sample.Params{Temperature: 1}, nil, grammarLike},
+		{"temperature 0.8, top-k 3, repeat penalty 1.5, draft model, masked", sample.Params{Temperature: 0.8, TopK: 3, RepeatPenalty: 1.5}, nil, grammarLike},
+		{"temperature 1, deterministic proposal, masked", sample.Params{Temperature: 1}, []uint32{1, 4}, grammarLike},
 	} {
-		stat, df, stray := chi(tc.p, tc.lookup, rightRule)
+		stat, df, stray := chi(tc.p, tc.lookup, tc.mask, rightRule)
 		crit := chiSquareCritical(df, z001)
 		t.Logf("%s: chi-square %.1f on %d degrees of freedom (critical at 0.001: %.1f)", tc.name, stat, df, crit)
 		if stat > crit || stray > 0 {
@@ -179,11 +218,21 @@ func TestRejectionSamplingDistribution(t *testing.T) {
 	}
 	// The test has power: accepting every draft gives the draft's
 	// distribution, and fails it.
-	stat, df, stray := chi(sample.Params{Temperature: 1}, nil, acceptAll)
-	if crit := chiSquareCritical(df, z001); stat <= crit && stray == 0 {
-		t.Errorf("accepting every draft passed: chi-square %.1f ≤ %.1f on %d degrees of freedom", stat, crit, df)
-	} else {
-		t.Logf("accepting every draft: chi-square %.1f (critical %.1f): rejected, as it should be", stat, crit)
+	for _, mask := range []func(uint32) []uint64{nil, grammarLike} {
+		stat, df, stray := chi(sample.Params{Temperature: 1}, nil, mask, acceptAll)
+		if crit := chiSquareCritical(df, z001); stat <= crit && stray == 0 {
+			t.Errorf("accepting every draft (masked %v) passed: chi-square %.1f ≤ %.1f on %d degrees of freedom", mask != nil, stat, crit, df)
+		} else {
+			t.Logf("accepting every draft (masked %v): chi-square %.1f (critical %.1f), %d stray: rejected, as it should be", mask != nil, stat, crit, stray)
+		}
+	}
+	// Nor does verifying against the unmasked rows pass under masks: a
+	// rule that forgets the grammar.
+	forget := func(smp *sample.Sampler, r spec.Rows, drafts []spec.Draft, hist []uint32, _ [][]uint64) (int, uint32) {
+		return spec.Verify(smp, false, r, drafts, hist)
+	}
+	if stat, df, stray := chi(sample.Params{Temperature: 1}, nil, grammarLike, forget); stat <= chiSquareCritical(df, z001) && stray == 0 {
+		t.Errorf("verifying without the masks passed: chi-square %.1f on %d degrees of freedom", stat, df)
 	}
 }
 
@@ -194,7 +243,7 @@ func TestSampledReplay(t *testing.T) {
 	target, draft := newBigram(rng, 8, 1), newBigram(rng, 8, 1)
 	for seed := range uint64(50) {
 		p := sample.Params{Temperature: 0.9, TopP: 0.95, Seed: seed}
-		if a, b := twoTokens(p, target, draft, nil, rightRule), twoTokens(p, target, draft, nil, rightRule); a != b {
+		if a, b := twoTokens(p, target, draft, nil, nil, rightRule), twoTokens(p, target, draft, nil, nil, rightRule); a != b {
 			t.Fatalf("seed %d: %v then %v", seed, a, b)
 		}
 	}

@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"fmt"
 	"sync"
 
 	"github.com/meshnode/meshnode/gguf/sample"
@@ -25,6 +26,28 @@ type Rows interface {
 // argmax, Params.ArgMax), and take no draw; sampled ones apply the
 // rejection rule (see the package doc), drawing from smp's stream.
 func Verify(smp *sample.Sampler, argMax bool, rows Rows, drafts []Draft, history []uint32) (accepted int, next uint32) {
+	return verify(smp, argMax, rows, drafts, history, nil)
+}
+
+// VerifyAllowed is Verify for output held to a grammar: row j's pick
+// (greedy) or distribution (sampled) is over the tokens masks[j] allows
+// (sample.Sampler.SampleAllowed; nil allows every token), as plain
+// constrained decoding picks after the drafts before it. masks has a
+// mask for each row: len(drafts)+1 of them (Masks).
+func VerifyAllowed(smp *sample.Sampler, rows Rows, drafts []Draft, history []uint32, masks [][]uint64) (accepted int, next uint32) {
+	if len(masks) != len(drafts)+1 {
+		panic(fmt.Sprintf("spec: %d masks for a window of %d drafts", len(masks), len(drafts)))
+	}
+	return verify(smp, false, rows, drafts, history, masks)
+}
+
+func verify(smp *sample.Sampler, argMax bool, rows Rows, drafts []Draft, history []uint32, masks [][]uint64) (accepted int, next uint32) {
+	allowed := func(j int) []uint64 {
+		if masks == nil {
+			return nil
+		}
+		return masks[j]
+	}
 	hist := append([]uint32(nil), history...)
 	if smp.Params().Greedy() {
 		for j := 0; ; j++ {
@@ -32,7 +55,7 @@ func Verify(smp *sample.Sampler, argMax bool, rows Rows, drafts []Draft, history
 			if argMax {
 				pick = rows.ArgMax(j)
 			} else {
-				pick = smp.Sample(rows.Logits(j), hist)
+				pick = smp.SampleAllowed(rows.Logits(j), hist, allowed(j))
 			}
 			if j == len(drafts) || pick != drafts[j].Token {
 				return j, pick
@@ -44,7 +67,7 @@ func Verify(smp *sample.Sampler, argMax bool, rows Rows, drafts []Draft, history
 	p := (*pp)[:0]
 	defer func() { *pp = p[:0]; dists.Put(pp) }()
 	for j, d := range drafts {
-		p = smp.Dist(p[:0], rows.Logits(j), hist)
+		p = smp.DistAllowed(p[:0], rows.Logits(j), hist, allowed(j))
 		px, qx := probOf(p, d.Token), d.q(d.Token)
 		// Accept with probability min(1, p(x)/q(x)); a draw is taken
 		// whatever the odds, so the stream's use depends only on how
@@ -55,7 +78,7 @@ func Verify(smp *sample.Sampler, argMax bool, rows Rows, drafts []Draft, history
 		}
 		return j, smp.Draw(residual(p, d))
 	}
-	return len(drafts), smp.Sample(rows.Logits(len(drafts)), hist)
+	return len(drafts), smp.SampleAllowed(rows.Logits(len(drafts)), hist, allowed(len(drafts)))
 }
 
 // dists are Verify's distributions over the vocabulary, reused: one is

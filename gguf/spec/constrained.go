@@ -1,0 +1,63 @@
+package spec
+
+import (
+	"slices"
+
+	"github.com/meshnode/meshnode/gguf/grammar"
+)
+
+// A round of output held to a grammar (a response format, tools held to
+// their schemas) drafts as any other, unconstrained; its window keeps
+// the drafts the grammar can take (Allowed), and each of its rows is
+// verified against the grammar's mask after the drafts before it
+// (Masks, VerifyAllowed), the mask plain constrained decoding would pick
+// that token under. So a greedy window's tokens are plain constrained
+// decoding's, one for one.
+
+// Allowed returns drafts up to the first the grammar refuses after the
+// ones before it, and none after one where it must end, walking a clone
+// of con (con stays where it is). A refused draft would fall anyway (the
+// target picks among the allowed tokens); dropped, it costs no row.
+func Allowed(con *grammar.Constraint, drafts []Draft) []Draft {
+	c := con.Clone()
+	for j, d := range drafts {
+		if c.Done() || c.Accept(d.Token) != nil {
+			return drafts[:j]
+		}
+	}
+	return drafts
+}
+
+// Masks returns the masks of a window's rows under con, reusing buf's
+// slices: row j's is the tokens the grammar allows after drafts[:j] (nil
+// where it allows every token: a lazy grammar before its trigger), found
+// on a clone of con. The first row's error (the state the output is in
+// has no token) is returned. A later row's error, or a draft the grammar
+// refuses, ends the masks there: the caller verifies only as many drafts
+// as have a mask after them (len(masks)-1), and a pick that leads into
+// such a state meets the error in the next round, as plain decoding
+// would. The masks are copies: con's cache may reuse its own.
+func Masks(con *grammar.Constraint, drafts []Draft, buf [][]uint64) ([][]uint64, error) {
+	c := con.Clone()
+	masks := buf[:0]
+	for j := 0; ; j++ {
+		mk, err := c.Mask()
+		if err != nil {
+			if j == 0 {
+				return nil, err
+			}
+			return masks, nil
+		}
+		var cp []uint64
+		if mk != nil {
+			if j < cap(buf) {
+				cp = buf[:j+1][j]
+			}
+			cp = append(slices.Grow(cp[:0], len(mk)), mk...)
+		}
+		masks = append(masks, cp)
+		if j == len(drafts) || c.Accept(drafts[j].Token) != nil {
+			return masks, nil
+		}
+	}
+}
