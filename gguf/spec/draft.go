@@ -8,6 +8,7 @@ import (
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/backend"
 	"github.com/meshnode/meshnode/gguf/detmath"
+	"github.com/meshnode/meshnode/gguf/grammar"
 	"github.com/meshnode/meshnode/gguf/model"
 	"github.com/meshnode/meshnode/gguf/sample"
 )
@@ -62,7 +63,21 @@ type ModelProposer struct {
 	// one proposal to the next; nq of them hold this proposal's.
 	qs [][]sample.Prob
 	nq int
+	// held, while set (Hold), keeps the drafts to the output's grammar:
+	// the constraint where the output is, and a clone of it that follows
+	// the proposal's drafts; heldOut marks a proposal the grammar ended.
+	held, heldAt *grammar.Constraint
+	heldOut      bool
 }
+
+// Hold keeps mp's drafts to con, the constraint of the output they follow
+// (nil: none), which must be where the output is whenever mp proposes
+// (each proposal walks a clone of it): each draft is picked among the
+// tokens the grammar allows after the drafts before it, as the target's
+// verified rows pick, and drafting stops where the grammar ends. A draft
+// model left free writes its own text where the grammar forces the
+// output's (JSON's keys and punctuation), and its drafts fall there.
+func (mp *ModelProposer) Hold(con *grammar.Constraint) { mp.held = con }
 
 // Stepper evaluates tokens on a draft session in a step it may share with
 // other sequences (an engine's batched scheduler for the draft model, so
@@ -216,6 +231,10 @@ func (mp *ModelProposer) ProposeJudged(ctx context.Context, seq []uint32, gen, k
 	s.Truncate(reused)
 	mp.hist = append(mp.hist[:0], seq[gen:]...)
 	mp.nq = 0
+	mp.heldAt, mp.heldOut = nil, false
+	if mp.held != nil {
+		mp.heldAt = mp.held.Clone()
+	}
 	var d Draft
 	pick := func(l Logits) { d = mp.pick(l) }
 	if err := mp.eval(ctx, seq[reused:], pick); err != nil {
@@ -224,6 +243,9 @@ func (mp *ModelProposer) ProposeJudged(ctx context.Context, seq []uint32, gen, k
 	mp.evaluated += len(seq) - reused
 	var drafts []Draft
 	for {
+		if mp.heldOut {
+			return drafts, nil
+		}
 		take, more := judge(d.Conf)
 		if !take {
 			return drafts, nil
@@ -232,6 +254,9 @@ func (mp *ModelProposer) ProposeJudged(ctx context.Context, seq []uint32, gen, k
 		mp.hist = append(mp.hist, d.Token)
 		if !more || len(drafts) == k {
 			return drafts, nil
+		}
+		if c := mp.heldAt; c != nil && (c.Accept(d.Token) != nil || c.Done()) {
+			return drafts, nil // nothing the grammar allows follows
 		}
 		if err := mp.eval(ctx, []uint32{d.Token}, pick); err != nil {
 			return nil, fmt.Errorf("spec: draft: %w", err)
@@ -245,6 +270,25 @@ func (mp *ModelProposer) ProposeJudged(ctx context.Context, seq []uint32, gen, k
 func (mp *ModelProposer) pick(l Logits) Draft {
 	var d Draft
 	p := mp.smp.Params()
+	var allowed []uint64
+	if mp.heldAt != nil {
+		var err error
+		if allowed, err = mp.heldAt.Mask(); err != nil {
+			mp.heldOut = true // no token fits: the verification meets it
+			return d
+		}
+	}
+	if allowed != nil {
+		// Held: the pick among the allowed tokens, its confidence its
+		// probability among them all (what the window's bands learn).
+		logits := l.Row()
+		if p.Greedy() {
+			d.Token = mp.smp.SampleAllowed(logits, mp.hist, allowed)
+			d.Conf = probAt(logits, d.Token)
+			return d
+		}
+		return mp.sampled(logits, allowed)
+	}
 	if p.ArgMax() {
 		// One pass over the vocabulary finds the pick and its
 		// probability (on the device where it can): for a small
@@ -259,16 +303,25 @@ func (mp *ModelProposer) pick(l Logits) Draft {
 		d.Token = mp.smp.Sample(logits, mp.hist)
 		d.Conf = probAt(logits, d.Token)
 	default:
-		if mp.nq == len(mp.qs) {
-			mp.qs = append(mp.qs, nil)
-		}
-		d.Q = mp.smp.Dist(mp.qs[mp.nq][:0], logits, mp.hist)
-		mp.qs[mp.nq] = d.Q
-		mp.nq++
-		d.Token = mp.smp.Draw(d.Q)
-		for _, x := range d.Q {
-			d.Conf = max(d.Conf, x.P)
-		}
+		d = mp.sampled(logits, nil)
+	}
+	return d
+}
+
+// sampled draws a draft from the draft's distribution under the
+// request's pipeline over the tokens allowed (nil: all), which it keeps
+// as the draft's Q (the rejection rule's q).
+func (mp *ModelProposer) sampled(logits []float32, allowed []uint64) Draft {
+	var d Draft
+	if mp.nq == len(mp.qs) {
+		mp.qs = append(mp.qs, nil)
+	}
+	d.Q = mp.smp.DistAllowed(mp.qs[mp.nq][:0], logits, mp.hist, allowed)
+	mp.qs[mp.nq] = d.Q
+	mp.nq++
+	d.Token = mp.smp.Draw(d.Q)
+	for _, x := range d.Q {
+		d.Conf = max(d.Conf, x.P)
 	}
 	return d
 }

@@ -3,6 +3,7 @@ package spec
 import (
 	"context"
 
+	"github.com/meshnode/meshnode/gguf/grammar"
 	"github.com/meshnode/meshnode/gguf/sample"
 )
 
@@ -59,6 +60,14 @@ type Judged interface {
 	// turn given its confidence, whether to propose it (take) and
 	// whether to draft another after it (more).
 	ProposeJudged(ctx context.Context, seq []uint32, gen, k int, judge func(conf float64) (take, more bool)) ([]Draft, error)
+}
+
+// Holder is a Proposer that keeps its drafts to the grammar the output is
+// held to (ModelProposer.Hold); a window's drafts are verified under the
+// grammar whether or not its proposer is one (Allowed, Masks).
+type Holder interface {
+	Proposer
+	Hold(con *grammar.Constraint)
 }
 
 // Prefiller is a Proposer with work of its own to do on the prompt (a
