@@ -153,10 +153,6 @@ func (s *servedModel) noSpeculation(g *api.Generation) string {
 	if _, ok := draftOf(s.in.m); !ok {
 		return fmt.Sprintf(`model %q has no draft (draft = "NAME" or "lookup" in its [[model]] section gives it one)`, s.in.m.Name())
 	}
-	if g.Grammar != nil {
-		// The engines do not check drafts against the grammar.
-		return "constrained output (a response format, a grammar, or tools held to their schemas) decodes without speculation"
-	}
 	return ""
 }
 
@@ -813,10 +809,8 @@ func (s *servedModel) request(g *api.Generation, prompt string, ids []uint32, ct
 		// A sampled request that may speculate names the draft: its
 		// tokens depend on it (receipt.Sampling.Draft), so a replay
 		// after the draft changed is another request.
-		// A constrained request does not speculate (the engines do not
-		// check drafts against the grammar), so it names no draft.
-		// So does one whose filters run in another order (the engines
-		// speculate under the default chain only).
+		// One whose filters run in another order names none (the
+		// engines speculate under the default chain only).
 		if d, ok := s.decidedDraft(g); ok && sp.Samplers == "" {
 			sp.Draft = d.Draft()
 		}
@@ -851,7 +845,7 @@ func (s *servedModel) request(g *api.Generation, prompt string, ids []uint32, ct
 // hands it back in usage.energy.draft and a replay takes it from there.
 func (s *servedModel) decidedDraft(g *api.Generation) (drafting, bool) {
 	d, ok := draftOf(s.in.m)
-	return d, ok && g.Temperature != nil && *g.Temperature > 0 && (g.Speculative == nil || *g.Speculative) && g.Grammar == nil
+	return d, ok && g.Temperature != nil && *g.Temperature > 0 && (g.Speculative == nil || *g.Speculative)
 }
 
 // drafting is a model that may decode speculatively.

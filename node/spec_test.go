@@ -157,9 +157,9 @@ func TestSampledDraftReplays(t *testing.T) {
 }
 
 // TestSpeculativeTrueRefused: "speculative": true is honoured where the
-// serve can speculate, and where it cannot (constrained output, a model
-// without a draft) is a 400 naming the field and saying why, not a plain
-// decode; /api/status names each model's draft.
+// serve can speculate (constrained output too), and where it cannot (a
+// model without a draft) is a 400 naming the field and saying why, not a
+// plain decode; /api/status names each model's draft.
 func TestSpeculativeTrueRefused(t *testing.T) {
 	const prompt = "The cat sat on the mat. The cat sat on the mat. The cat sat on the mat."
 	on := `{"model":"` + fortunesModel + `","max_tokens":16,"prompt":"` + prompt + `","speculative":true}`
@@ -183,7 +183,7 @@ func TestSpeculativeTrueRefused(t *testing.T) {
 	if p, _ := specCounts(t, energy); p == 0 {
 		t.Error(`"speculative": true with a draft did not speculate`)
 	}
-	refused(n, "/v1/chat/completions", constrained, "constrained output")
+	generate(t, n, "/v1/chat/completions", constrained)
 	generate(t, n, "/v1/chat/completions", strings.Replace(constrained, `"speculative":true`, `"speculative":false`, 1))
 
 	plain, _ := startNode(t, Config{Model: []ModelConfig{{Path: fortunesPath(t)}}})
@@ -249,4 +249,46 @@ func TestDraftPricesConfig(t *testing.T) {
 			t.Errorf("draft_prices %q parsed as %q", v, c.Model[0].DraftPrices)
 		}
 	}
+}
+
+// TestConstrainedServesSpeculate: output held to a grammar (a GBNF
+// grammar, a response format) speculates: a greedy serve's text is the
+// one it gets with "speculative": false, its receipt counts the drafts
+// verified, and it replays verified; a seeded sampled one names the
+// draft in its request (usage.energy.draft) and replays verified too.
+func TestConstrainedServesSpeculate(t *testing.T) {
+	cfg := Config{StateDir: t.TempDir(), Model: []ModelConfig{{Path: fortunesPath(t), Draft: DraftLookup, DraftPrices: DraftPricesFiles}}}
+	n, _ := startNode(t, cfg)
+	const prompt = "The cat sat on the mat. The cat sat on the mat. The cat sat on the mat. The cat sat on the mat."
+	grammar := `{"model":"` + fortunesModel + `","max_tokens":40,"prompt":"` + prompt + `","grammar":"root ::= \"The \" [a-z .]+"}`
+	schema := `{"model":"` + fortunesModel + `","max_tokens":40,"messages":[{"role":"user","content":"` + prompt + `"}],` +
+		`"response_format":{"type":"json_schema","json_schema":{"name":"said","schema":{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}}}}`
+	replay := func(request string, energy json.RawMessage) {
+		t.Helper()
+		body, _ := json.Marshal(map[string]any{"request": json.RawMessage(request), "energy": energy})
+		if status, res, raw := replayRaw(t, n, string(body)); status != http.StatusOK || res.Verdict != api.VerdictVerified {
+			t.Errorf("replay of %s: %d %s", request, status, raw)
+		}
+	}
+	var proposed, accepted int
+	for _, c := range []struct{ path, body string }{{"/v1/completions", grammar}, {"/v1/chat/completions", schema}} {
+		text, energy := generate(t, n, c.path, c.body)
+		plain, _ := generate(t, n, c.path, strings.Replace(c.body, `{"model"`, `{"speculative":false,"model"`, 1))
+		if text != plain {
+			t.Errorf("%s: speculating %q, plainly %q", c.path, text, plain)
+		}
+		p, a := specCounts(t, energy)
+		proposed, accepted = proposed+p, accepted+a
+		replay(c.body, energy)
+	}
+	if proposed == 0 || accepted == 0 {
+		t.Errorf("the constrained serves: %d drafts proposed, %d accepted", proposed, accepted)
+	}
+	sampled := strings.Replace(grammar, `{"model"`, `{"temperature":0.3,"seed":3,"model"`, 1)
+	_, energy := generate(t, n, "/v1/completions", sampled)
+	var e struct{ Draft *string }
+	if err := json.Unmarshal(energy, &e); err != nil || e.Draft == nil || *e.Draft != DraftLookup {
+		t.Errorf("the sampled constrained serve's usage.energy.draft: %v, want %q", e.Draft, DraftLookup)
+	}
+	replay(sampled, energy)
 }

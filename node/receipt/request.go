@@ -106,7 +106,9 @@ type Sampling struct {
 	// which tokens may be picked, so it is part of the request's identity:
 	// a replay re-runs under the grammar it derives from the request's
 	// response_format and gets this request id only if it is the same
-	// grammar. A constrained request does not speculate (no Draft).
+	// grammar. A constrained request speculates as any other (its
+	// windows' rows verified under the grammar), so a sampled one names
+	// its Draft too.
 	Grammar *ContentID `cbor:"grammar,omitempty" json:"grammar,omitempty"`
 	// Samplers is the order the filters run in, in llama.cpp's sampler
 	// letters (e penalties, k top-k, p top-p, m min-p, t temperature, i
@@ -244,9 +246,6 @@ func (r *ServeRequest) Validate() error {
 			return fmt.Errorf("%w: a grammar digest of zeros; omit it for none", ErrInvalid)
 		}
 		if s.Draft != "" {
-			if s.Grammar != nil {
-				return fmt.Errorf("%w: a constrained request does not speculate, so it names no draft", ErrInvalid)
-			}
 			if s.TemperatureE6 == 0 {
 				return fmt.Errorf("%w: a draft names how a sampled request speculates; a greedy one's tokens do not depend on it, so it carries none", ErrInvalid)
 			}

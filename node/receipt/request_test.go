@@ -104,6 +104,10 @@ func TestRequestIdentity(t *testing.T) {
 		{"another bias", func(r *ServeRequest) { r.Sampling = &Sampling{LogitBias: []LogitBias{{Token: 7, BiasE6: 1}}} }},
 		{"grammar", func(r *ServeRequest) { g := Sum([]byte("root ::= \"a\"")); r.Sampling = &Sampling{Grammar: &g} }},
 		{"another grammar", func(r *ServeRequest) { g := Sum([]byte("root ::= \"b\"")); r.Sampling = &Sampling{Grammar: &g} }},
+		{"a grammar and a draft", func(r *ServeRequest) {
+			g := Sum([]byte("root ::= \"b\""))
+			r.Sampling = &Sampling{Grammar: &g, TemperatureE6: 700_000, Draft: "lookup"}
+		}},
 		{"samplers", func(r *ServeRequest) { r.Sampling = &Sampling{TopK: 40, Samplers: "ki"} }},
 		{"other samplers", func(r *ServeRequest) { r.Sampling = &Sampling{TopK: 40, Samplers: "kpi"} }},
 		{"n_indent", func(r *ServeRequest) { r.Sampling = &Sampling{MinIndent: 4} }},
@@ -153,10 +157,6 @@ func TestRequestValidate(t *testing.T) {
 			r.Sampling = &Sampling{LogitBias: []LogitBias{{Token: 2, BiasE6: 1}, {Token: 2, BiasE6: 3}}}
 		}},
 		{"too many logit biases", func(r *ServeRequest) { r.Sampling = &Sampling{LogitBias: manyBiases(MaxLogitBias + 1)} }},
-		{"draft with a grammar", func(r *ServeRequest) {
-			g := Sum([]byte("g"))
-			r.Sampling = &Sampling{TemperatureE6: 1, Draft: "lookup", Grammar: &g}
-		}},
 		{"a sampler that is not one", func(r *ServeRequest) { r.Sampling = &Sampling{Samplers: "kx"} }},
 		{"a sampler twice", func(r *ServeRequest) { r.Sampling = &Sampling{Samplers: "kpk"} }},
 		{"too many samplers", func(r *ServeRequest) { r.Sampling = &Sampling{Samplers: "ekpmtie"} }},

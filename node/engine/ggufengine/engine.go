@@ -203,7 +203,7 @@ type Generation struct {
 	// Grammar, when set, holds the output to it: each token is picked
 	// among those the grammar allows next (the end of generation only
 	// where it may end), and the generation ends where the grammar must.
-	// A constrained generation does not speculate.
+	// A window's drafts are verified under the grammar too.
 	Grammar *grammar.Grammar
 }
 
@@ -244,13 +244,12 @@ func (e *Engine) generate(ctx context.Context, prompt []uint32, g Generation, em
 	lq := engine.NewLogprobQueue(engine.LogprobsFrom(ctx))
 	d := decoder{seq: seq, s: s, sampler: sample.New(g.Sampling), argMax: g.Sampling.ArgMax() && lq == nil, work: hw.WorkFrom(ctx), lq: lq}
 	if g.Grammar != nil {
-		// The mask is applied by the sampler, on the logits; drafts are
-		// not verified against it, so a constrained generation does not
-		// speculate.
+		// The mask is applied by the sampler, on the logits (a window's
+		// rows each under its own: spec.VerifyAllowed).
 		if d.con, d.mask, err = e.m.con.Start(g.Grammar); err != nil {
 			return out, err
 		}
-		d.argMax, g.NoSpeculation = false, true
+		d.argMax = false
 	}
 	if dr := e.m.draft; dr != nil && !g.NoSpeculation {
 		prop, release, err := dr.Proposer(g.Sampling)
@@ -263,6 +262,9 @@ func (e *Engine) generate(ctx context.Context, prompt []uint32, g Generation, em
 			if win, err = dr.SampledWindow(cmp.Or(g.Draft, dr.ID())); err != nil {
 				return out, err
 			}
+		}
+		if h, ok := prop.(spec.Holder); ok && d.con != nil {
+			h.Hold(d.con) // the live constraint: each proposal clones it
 		}
 		d.prop, d.win, d.draftUnit = prop, win.Limit(g.MaxTokens), dr.Unit()
 		if mp, ok := prop.(*spec.ModelProposer); ok && e.draftSched != nil {
@@ -384,6 +386,8 @@ type decoder struct {
 	// the mask of the token to pick next.
 	con  *grammar.Constraint
 	mask []uint64
+	// masks are the last window's rows' masks, their room reused.
+	masks [][]uint64
 }
 
 // accept advances the constraint over the token picked.
@@ -509,6 +513,10 @@ func (d *decoder) eval(ctx context.Context, prompt, generated []uint32, left int
 		}
 		d.draftDone()
 	}
+	if d.con != nil && len(drafts) > 0 {
+		// Drafts the grammar refuses would fall: they take no row.
+		drafts = spec.Allowed(d.con, drafts)
+	}
 	if len(drafts) == 0 {
 		if d.con != nil {
 			return d.evalConstrained(ctx, last, generated)
@@ -516,18 +524,55 @@ func (d *decoder) eval(ctx context.Context, prompt, generated []uint32, left int
 		next, err := d.seq.run(ctx, d.s, last, d.pick(generated))
 		return []uint32{next}, err
 	}
+	// Under a grammar each row's mask is found while the window's step
+	// runs, as evalConstrained finds its one.
+	type found struct {
+		masks [][]uint64
+		err   error
+	}
+	var ready chan found
+	if d.con != nil {
+		ready = make(chan found, 1)
+		con, drafts, buf := d.con, drafts, d.masks
+		go func() {
+			masks, err := spec.Masks(con, drafts, buf)
+			ready <- found{masks, err}
+		}()
+	}
 	window := spec.Tokens(last[0], drafts)
 	base := d.s.Len()
 	var accepted int
+	var maskErr error
+	taken := false // pick took the masks
 	next, err := d.seq.runRows(ctx, d.s, window, len(window), func(b *model.Batch, i int) uint32 {
 		var next uint32
 		rows := spec.BatchRows{B: b, I: i}
-		accepted, next = spec.Verify(d.sampler, d.argMax, rows, drafts, generated)
+		if ready != nil {
+			f := <-ready
+			taken = true
+			if f.err != nil {
+				maskErr = f.err
+				return 0
+			}
+			// Only drafts with a mask after them are verified (spec.Masks).
+			d.masks, drafts = f.masks, drafts[:len(f.masks)-1]
+			accepted, next = spec.VerifyAllowed(d.sampler, rows, drafts, generated, f.masks)
+		} else {
+			accepted, next = spec.Verify(d.sampler, d.argMax, rows, drafts, generated)
+		}
 		if d.lq != nil {
 			spec.RecordLogprobs(d.lq, rows, drafts, accepted, next)
 		}
 		return next
 	})
+	if ready != nil && !taken {
+		// The step failed before its pick: nothing is left running on
+		// the constraint.
+		<-ready
+	}
+	if err == nil && maskErr != nil {
+		err = fmt.Errorf("ggufengine: %w", maskErr)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -66,13 +66,20 @@ func writeFixture(dir, arch, fileType string) (string, error) {
 // constrained serves req under g on e and returns the output's text.
 func constrained(t *testing.T, e *Engine, m *Model, g *grammar.Grammar, maxTokens uint32, s *receipt.Sampling, prompt []uint32) (string, []uint32, error) {
 	t.Helper()
+	text, toks, _, err := constrainedOutcome(t, e, m, g, maxTokens, s, prompt)
+	return text, toks, err
+}
+
+// constrainedOutcome is constrained with the serve's outcome.
+func constrainedOutcome(t *testing.T, e *Engine, m *Model, g *grammar.Grammar, maxTokens uint32, s *receipt.Sampling, prompt []uint32) (string, []uint32, engine.Outcome, error) {
+	t.Helper()
 	if s == nil {
 		s = &receipt.Sampling{}
 	}
 	id := engine.GrammarID(g)
 	s.Grammar = &id
 	var got []uint32
-	_, err := e.Serve(engine.WithGrammar(context.Background(), g), request(maxTokens, s), prompt, func(tok uint32) error {
+	out, err := e.Serve(engine.WithGrammar(context.Background(), g), request(maxTokens, s), prompt, func(tok uint32) error {
 		got = append(got, tok)
 		return nil
 	})
@@ -80,7 +87,7 @@ func constrained(t *testing.T, e *Engine, m *Model, g *grammar.Grammar, maxToken
 	if derr != nil {
 		t.Fatal(derr)
 	}
-	return text, got, err
+	return text, got, out, err
 }
 
 // TestConstrainedOutputValidates is the proof: the built-in model and

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/meshnode/meshnode/gguf/grammar"
 	"github.com/meshnode/meshnode/gguf/model/modeltest"
 	"github.com/meshnode/meshnode/gguf/quant"
 	"github.com/meshnode/meshnode/gguf/spec"
@@ -407,6 +408,97 @@ func TestSpeculativeBatchedDrafts(t *testing.T) {
 		close(errs)
 		for err := range errs {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestSpeculativeConstrained: under a grammar (JSON schemas, and GBNF
+// that loops on the prompt's words) a greedy serve with any proposer
+// emits plain constrained decoding's tokens, with and without a penalty,
+// and its windows are verified (drafts proposed, most of lookup's on the
+// repeating prompt standing); a seeded sampled serve naming a draft
+// model speculates, writes what the grammar allows and repeats exactly.
+func TestSpeculativeConstrained(t *testing.T) {
+	plain := fortunes(t)
+	var grammars []*grammar.Grammar
+	for _, sc := range proofSchemas {
+		g, err := grammar.FromSchema([]byte(sc.schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		grammars = append(grammars, g)
+	}
+	for _, src := range []string{`root ::= "The " [a-z .]+`, `root ::= "{\"text\": \"" [a-zA-Z .]+ "\"}"`} {
+		g, err := grammar.ParseGBNF(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		grammars = append(grammars, g)
+	}
+	prompts := [][]uint32{
+		plain.Tokenize("Answer in JSON:", true, false),
+		plain.Tokenize("The cat sat on the mat. The cat sat on the mat. The cat sat on the mat.", true, false),
+	}
+	for name, m := range speculating(t) {
+		var proposed, accepted uint32
+		for gi, g := range grammars {
+			for _, prompt := range prompts {
+				for _, s := range []func() *receipt.Sampling{
+					func() *receipt.Sampling { return nil },
+					func() *receipt.Sampling { return &receipt.Sampling{RepeatPenaltyE6: 1_300_000} },
+				} {
+					_, want, _, err := constrainedOutcome(t, plain.Engine(), plain, g, 48, s(), prompt)
+					if err != nil {
+						t.Fatal(err)
+					}
+					_, got, out, err := constrainedOutcome(t, m.Engine(), m, g, 48, s(), prompt)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !slices.Equal(got, want) {
+						t.Fatalf("%s, grammar %d, %+v: speculative %v, plain %v", name, gi, s(), got, want)
+					}
+					if out.SpecAccepted > out.SpecProposed || out.TokensOut != uint32(len(got)) {
+						t.Fatalf("%s: outcome %+v for %d tokens", name, out, len(got))
+					}
+					proposed, accepted = proposed+out.SpecProposed, accepted+out.SpecAccepted
+				}
+			}
+		}
+		t.Logf("%s: %d of %d drafts accepted", name, accepted, proposed)
+		if proposed == 0 || accepted == 0 {
+			t.Errorf("%s: %d of %d drafts accepted under the grammars: the windows were not verified", name, accepted, proposed)
+		}
+
+		if name == "lookup" {
+			// Lookup's sampled windows are priced shut (a sampled
+			// token's one-hot draft stands too rarely to pay here).
+			continue
+		}
+		// Sampled, naming the draft.
+		seed := uint64(5)
+		sampled := func() *receipt.Sampling {
+			return &receipt.Sampling{TemperatureE6: 800_000, Seed: &seed, Draft: m.Draft()}
+		}
+		g := grammars[len(grammars)-1]
+		a, at, oa, err := constrainedOutcome(t, m.Engine(), m, g, 48, sampled(), prompts[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, bt, ob, err := constrainedOutcome(t, m.Engine(), m, g, 48, sampled(), prompts[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		oa.Delivered, ob.Delivered = nil, nil
+		if !slices.Equal(at, bt) || oa != ob {
+			t.Errorf("%s: the same seeded constrained request twice: %v %+v, then %v %+v", name, at, oa, bt, ob)
+		}
+		if oa.SpecProposed == 0 {
+			t.Errorf("%s: a sampled constrained request naming the draft did not speculate: %+v", name, oa)
+		}
+		mt, _ := g.NewMatcher()
+		if err := mt.Advance([]byte(a)); err != nil {
+			t.Errorf("%s: sampled %q is not what the grammar allows: %v", name, a, err)
 		}
 	}
 }

@@ -315,9 +315,8 @@ func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []u
 	}
 	// A sampled request speculates only with the proposer it names, its
 	// windows priced as the name says: its tokens depend on both, and
-	// its identity must say so. A constrained one does not speculate:
-	// drafts are not checked against its grammar.
-	speculate := gr == nil && e.cfg.Draft != nil && engine.Speculation(ctx) && params.Order == ""
+	// its identity must say so.
+	speculate := e.cfg.Draft != nil && engine.Speculation(ctx) && params.Order == ""
 	var draft string
 	if !params.Greedy() && req.Sampling != nil {
 		draft = req.Sampling.Draft
@@ -384,6 +383,9 @@ func (e *Engine) decode(ctx context.Context, r *run, prompt []uint32, g gen, emi
 			return out, err
 		}
 		defer release()
+		if h, ok := prop.(spec.Holder); ok && d.con != nil {
+			h.Hold(d.con) // the live constraint: each proposal clones it
+		}
 		d.prop, d.win = prop, e.cfg.Draft.Window(true)
 		if !g.params.Greedy() {
 			if d.win, err = e.cfg.Draft.SampledWindow(g.draft); err != nil {
@@ -505,6 +507,8 @@ type decoder struct {
 	// the mask of the token to pick next.
 	con  *grammar.Constraint
 	mask []uint64
+	// masks are the last window's rows' masks, their room reused.
+	masks [][]uint64
 }
 
 // pick is the token after a one-row result: the last stage's greedy
@@ -542,6 +546,10 @@ func (d *decoder) eval(ctx context.Context, prompt, generated []uint32, left int
 			return nil, fmt.Errorf("splitengine: %w", err)
 		}
 	}
+	if d.con != nil && len(drafts) > 0 {
+		// Drafts the grammar refuses would fall: they take no row.
+		drafts = spec.Allowed(d.con, drafts)
+	}
 	if len(drafts) == 0 {
 		var ready chan error
 		if d.con != nil {
@@ -566,17 +574,46 @@ func (d *decoder) eval(ctx context.Context, prompt, generated []uint32, left int
 		d.held++
 		return []uint32{d.pick(res, generated)}, nil
 	}
+	// Under a grammar each row's mask is found while the window crosses
+	// the stages.
+	type found struct {
+		masks [][]uint64
+		err   error
+	}
+	var ready chan found
+	if d.con != nil {
+		ready = make(chan found, 1)
+		con, drafts, buf := d.con, drafts, d.masks
+		go func() {
+			masks, err := spec.Masks(con, drafts, buf)
+			ready <- found{masks, err}
+		}()
+	}
 	window := spec.Tokens(last[0], drafts)
 	res, err := d.r.step(ctx, window, d.r.want, len(window))
+	var accepted int
+	var next uint32
+	if ready != nil {
+		f := <-ready
+		if err == nil && f.err != nil {
+			err = fmt.Errorf("splitengine: %w", f.err)
+		}
+		if err == nil {
+			// Only drafts with a mask after them are verified (spec.Masks).
+			d.masks, drafts = f.masks, drafts[:len(f.masks)-1]
+			accepted, next = spec.VerifyAllowed(d.sampler, resultRows{res}, drafts, generated, f.masks)
+		}
+	} else if err == nil {
+		accepted, next = spec.Verify(d.sampler, d.argMax, resultRows{res}, drafts, generated)
+	}
 	if err != nil {
 		return nil, err
 	}
-	accepted, next := spec.Verify(d.sampler, d.argMax, resultRows{res}, drafts, generated)
 	if d.lq != nil {
 		spec.RecordLogprobs(d.lq, resultRows{res}, drafts, accepted, next)
 	}
 	d.held += 1 + accepted
-	if accepted < len(drafts) {
+	if accepted < len(window)-1 {
 		// The rejected drafts' keys and values go, on every stage.
 		if err := d.r.trim(ctx, d.held); err != nil {
 			return nil, err

@@ -17,12 +17,14 @@ import (
 
 	"github.com/meshnode/meshnode/gguf"
 	"github.com/meshnode/meshnode/gguf/cpu"
+	"github.com/meshnode/meshnode/gguf/grammar"
 	"github.com/meshnode/meshnode/gguf/model"
 	"github.com/meshnode/meshnode/gguf/model/modeltest"
 	"github.com/meshnode/meshnode/gguf/spec"
 	"github.com/meshnode/meshnode/hw"
 	"github.com/meshnode/meshnode/hw/hwtest"
 	"github.com/meshnode/meshnode/internal/netsim"
+	"github.com/meshnode/meshnode/node/engine"
 	"github.com/meshnode/meshnode/node/engine/ggufengine"
 	"github.com/meshnode/meshnode/node/identity"
 	"github.com/meshnode/meshnode/node/receipt"
@@ -563,6 +565,57 @@ func TestSpeculativeNoTokenPastTheEnd(t *testing.T) {
 		}
 		if !slices.Equal(got, want) || out.TokensOut != uint32(len(want)) {
 			t.Fatalf("max %d, sampling %+v: speculative %v (%d out), plain %v", req.MaxTokens, req.Sampling, got, out.TokensOut, want)
+		}
+	}
+}
+
+// TestSpeculativeConstrained: under a grammar (a JSON schema, and GBNF
+// that loops on the prompt's words), through 2 and 3 stages, a greedy
+// serve with each proposer emits the whole model's plain constrained
+// tokens, its windows verified row by row under the grammar (drafts
+// proposed and accepted; rejected ones trimmed on every stage).
+func TestSpeculativeConstrained(t *testing.T) {
+	ref, _ := setup(t)
+	prompts := specPrompts(t, ref)
+	schema, err := grammar.FromSchema([]byte(`{"type":"object","properties":{"why":{"type":"string","maxLength":40},"ok":{"enum":[true,"maybe"]}},"required":["why","ok"],"additionalProperties":false}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	words, err := grammar.ParseGBNF(`root ::= [a-zA-Z .,]+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for dname, dc := range drafts(t) {
+		for lname, layout := range layouts {
+			e, tc := specEngine(t, ref, layout, dc)
+			var proposed, accepted uint32
+			for _, g := range []*grammar.Grammar{schema, words} {
+				id := engine.GrammarID(g)
+				ctx := engine.WithGrammar(context.Background(), g)
+				run := func(e engine.Engine, prompt []uint32) ([]uint32, engine.Outcome) {
+					var got []uint32
+					out, err := e.Serve(ctx, greedy(40, &receipt.Sampling{Grammar: &id}), prompt, func(t uint32) error { got = append(got, t); return nil })
+					if err != nil {
+						t.Fatalf("%s, %s: %v", dname, lname, err)
+					}
+					return got, out
+				}
+				for _, prompt := range prompts {
+					want, _ := run(ref.Engine(), prompt)
+					got, out := run(e, prompt)
+					if !slices.Equal(got, want) {
+						t.Fatalf("%s, %s, grammar %s: speculative %v, plain %v", dname, lname, g, got, want)
+					}
+					if out.SpecAccepted > out.SpecProposed || out.TokensOut != uint32(len(got)) {
+						t.Fatalf("%s, %s: outcome %+v for %d tokens", dname, lname, out, len(got))
+					}
+					proposed, accepted = proposed+out.SpecProposed, accepted+out.SpecAccepted
+				}
+			}
+			if accepted == 0 || accepted < proposed && tc.trims == 0 {
+				t.Errorf("%s, %s: %d of %d drafts accepted, %d trims", dname, lname, accepted, proposed, tc.trims)
+			}
+			t.Logf("%s, %s: %d of %d drafts accepted, %d trims", dname, lname, accepted, proposed, tc.trims)
 		}
 	}
 }
