@@ -281,6 +281,16 @@ bench-spec-sampled:
 bench-spec-batch:
 	MESHNODE_BENCH_SPEC=1 MESHNODE_MODELS=$${MESHNODE_MODELS:-$(abspath ../shared/models)} CGO_ENABLED=0 $(GO) test ./node/engine/ggufengine/ -run '^$$' -bench '^BenchmarkSpeculativeBatch$$' -benchtime 1x -timeout 30m
 
+# Greedy serves held to a grammar (a JSON schema, GBNF), speculating
+# against plainly: the built-in Q8_0 with prompt lookup, and the 1B-shaped
+# Q8_0 (from make bench-spec's cache) with the built-in Q8_0 as draft and
+# with lookup (node/engine/ggufengine/bench_spec_grammar_test.go;
+# docs/engine.md, "Speculation under a grammar"). Knobs: BENCH_REPS,
+# BENCH_CACHE.
+.PHONY: bench-spec-grammar
+bench-spec-grammar:
+	MESHNODE_BENCH_SPEC=1 CGO_ENABLED=0 $(GO) test ./node/engine/ggufengine/ -run '^$$' -bench '^BenchmarkConstrainedSpeculation$$' -benchtime 1x -timeout 30m
+
 # Structured outputs: the grammar mask's cost per token against decode time
 # per token on the 1B-shaped Q8_0 (BENCH_CACHE, default the user cache's
 # meshnode-bench; the built-in model, with the reason, when it is absent),
