@@ -3,6 +3,7 @@ package grammar
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 )
 
@@ -56,7 +57,9 @@ func FuzzSchema(f *testing.F) {
 
 // FuzzMatcherMask checks the mask against the matcher on a fixed schema
 // for any prefix: every token the mask allows advances the matcher, and
-// every token it refuses does not.
+// every token it refuses does not; and a clone taken halfway along the
+// prefix and advanced over the rest has the same mask, leaving the
+// constraint it came from as it was.
 func FuzzMatcherMask(f *testing.F) {
 	f.Add([]byte(`{"name":"A`))
 	f.Add([]byte(`{"name":"Ann","age":1`))
@@ -91,6 +94,24 @@ func FuzzMatcherMask(f *testing.F) {
 			if ok := m.Advance(p) == nil; ok != Allowed(mask, uint32(id)) {
 				t.Fatalf("after %q token %q: matcher %v, mask %v", prefix, p, ok, !ok)
 			}
+		}
+		mask = slices.Clone(mask)
+		half, _ := NewConstraint(g, v, piece)
+		_ = half.m.Advance(prefix[:len(prefix)/2])
+		before, err := half.Mask()
+		if err != nil {
+			return
+		}
+		before = slices.Clone(before)
+		d := half.Clone()
+		if err := d.m.Advance(prefix[len(prefix)/2:]); err != nil {
+			t.Fatalf("a clone after %q refuses the rest %q: %v", prefix[:len(prefix)/2], prefix[len(prefix)/2:], err)
+		}
+		if got, err := d.Mask(); err != nil || !slices.Equal(got, mask) {
+			t.Fatalf("after %q a clone taken halfway has another mask (%v)", prefix, err)
+		}
+		if got, _ := half.Mask(); !slices.Equal(got, before) {
+			t.Fatalf("after %q the clone's advance moved the constraint it came from", prefix)
 		}
 	})
 }

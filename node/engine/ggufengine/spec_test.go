@@ -502,3 +502,68 @@ func TestSpeculativeConstrained(t *testing.T) {
 		}
 	}
 }
+
+// TestSpeculativeConstrainedConcurrent: constrained serves speculating
+// at once (their windows batched with each other and with a free serve's,
+// each row under its own serve's grammar) each get the tokens they get
+// alone.
+func TestSpeculativeConstrainedConcurrent(t *testing.T) {
+	m := speculating(t)["self"]
+	prompt := m.Tokenize("The cat sat on the mat. The cat sat on the mat.", true, false)
+	var grammars []*grammar.Grammar
+	for _, sc := range proofSchemas[:2] {
+		g, err := grammar.FromSchema([]byte(sc.schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		grammars = append(grammars, g)
+	}
+	words, err := grammar.ParseGBNF(`root ::= [a-z .]+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grammars = append(grammars, words, nil)
+	run := func(g *grammar.Grammar) ([]uint32, engine.Outcome, error) {
+		if g == nil {
+			var got []uint32
+			out, err := m.Engine().Serve(context.Background(), request(40, nil), prompt, func(tok uint32) error {
+				got = append(got, tok)
+				return nil
+			})
+			return got, out, err
+		}
+		_, got, out, err := constrainedOutcome(t, m.Engine(), m, g, 40, nil, prompt)
+		return got, out, err
+	}
+	alone := make([][]uint32, len(grammars))
+	for i, g := range grammars {
+		got, _, err := run(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		alone[i] = got
+	}
+	var wg sync.WaitGroup
+	var proposed atomic.Uint32
+	errs := make(chan error, len(grammars))
+	for i, g := range grammars {
+		wg.Go(func() {
+			got, out, err := run(g)
+			proposed.Add(out.SpecProposed)
+			if err == nil && !slices.Equal(got, alone[i]) {
+				err = fmt.Errorf("serve %d together: %v, alone %v", i, got, alone[i])
+			}
+			if err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if proposed.Load() == 0 {
+		t.Error("the serves together proposed nothing")
+	}
+}
