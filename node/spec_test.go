@@ -252,8 +252,8 @@ func TestDraftPricesConfig(t *testing.T) {
 }
 
 // TestConstrainedServesSpeculate: output held to a grammar (a GBNF
-// grammar, a response format) speculates: a greedy serve's text is the
-// one it gets with "speculative": false, its receipt counts the drafts
+// grammar, a response format, a forced tool call) speculates: a greedy
+// serve's output is the one it gets with "speculative": false, its receipt counts the drafts
 // verified, and it replays verified; a seeded sampled one names the
 // draft in its request (usage.energy.draft) and replays verified too.
 func TestConstrainedServesSpeculate(t *testing.T) {
@@ -284,6 +284,24 @@ func TestConstrainedServesSpeculate(t *testing.T) {
 	if proposed == 0 || accepted == 0 {
 		t.Errorf("the constrained serves: %d drafts proposed, %d accepted", proposed, accepted)
 	}
+	// A call forced by tool_choice (its grammar held from the start):
+	// the same call either way, and the speculating serve replays.
+	tools := `{"model":"` + fortunesModel + `","tool_choice":"required","parallel_tool_calls":false,` +
+		`"tools":[{"type":"function","function":{"name":"w","parameters":{"type":"object","properties":{"c":{"enum":["O","P"]}},"required":["c"],"additionalProperties":false}}}],` +
+		`"messages":[{"role":"user","content":"?"}]}`
+	call := func(body string) ([2]string, json.RawMessage) {
+		got := chatTools(t, n, body)
+		if len(got.Choices) != 1 || len(got.Choices[0].Message.ToolCalls) != 1 {
+			t.Fatalf("%s: %+v", body, got)
+		}
+		c := got.Choices[0].Message.ToolCalls[0]
+		return [2]string{c.Function.Name, c.Function.Arguments}, got.Usage.Energy
+	}
+	specCall, callEnergy := call(tools)
+	if plain, _ := call(strings.Replace(tools, `{"model"`, `{"speculative":false,"model"`, 1)); specCall != plain {
+		t.Errorf("the forced call speculating %v, plainly %v", specCall, plain)
+	}
+	replay(tools, callEnergy)
 	sampled := strings.Replace(grammar, `{"model"`, `{"temperature":0.3,"seed":3,"model"`, 1)
 	_, energy := generate(t, n, "/v1/completions", sampled)
 	var e struct{ Draft *string }
