@@ -61,3 +61,22 @@ func Masks(con *grammar.Constraint, drafts []Draft, buf [][]uint64) ([][]uint64,
 		}
 	}
 }
+
+// Found is what Masks found: the masks, or the first row's error.
+type Found struct {
+	Masks [][]uint64
+	Err   error
+}
+
+// MasksAhead runs Masks on a goroutine of its own, so that a window's
+// masks are found while its step runs (they need the grammar's state, not
+// the logits); the channel gets the one result, and the goroutine never
+// blocks. Until it has, con (and its clones) must not be used.
+func MasksAhead(con *grammar.Constraint, drafts []Draft, buf [][]uint64) <-chan Found {
+	ready := make(chan Found, 1)
+	go func() {
+		masks, err := Masks(con, drafts, buf)
+		ready <- Found{masks, err}
+	}()
+	return ready
+}

@@ -26,20 +26,25 @@ func grammarBenchModel(b *testing.B) string {
 		b.Log("the built-in model (MESHNODE_BENCH_GRAMMAR=1, as make bench-grammar sets, takes the 1B-shaped Q8_0)")
 		return fortunesPath
 	}
-	dir := os.Getenv("BENCH_CACHE")
-	if dir == "" {
-		c, err := os.UserCacheDir()
-		if err != nil {
-			b.Fatal(err)
-		}
-		dir = filepath.Join(c, "meshnode-bench")
-	}
-	p := filepath.Join(dir, "llama-3.2-1b-shape-q8_0.gguf")
+	p := filepath.Join(benchCache(b), "llama-3.2-1b-shape-q8_0.gguf")
 	if _, err := os.Stat(p); err != nil {
 		b.Logf("the built-in model: no 1B-shaped Q8_0 (%v; make bench-spec or bench-engine makes one)", err)
 		return fortunesPath
 	}
 	return p
+}
+
+// benchCache is where the benchmarks' large files are made and kept:
+// $BENCH_CACHE, or the user cache's meshnode-bench.
+func benchCache(b *testing.B) string {
+	if dir := os.Getenv("BENCH_CACHE"); dir != "" {
+		return dir
+	}
+	c, err := os.UserCacheDir()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return filepath.Join(c, "meshnode-bench")
 }
 
 // BenchmarkGrammarMask measures what structured outputs cost per token

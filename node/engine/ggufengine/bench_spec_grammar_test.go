@@ -46,12 +46,7 @@ func BenchmarkConstrainedSpeculation(b *testing.B) {
 		{"built-in Q8_0 + lookup, JSON schema", fortunesPath, DraftLookup, repeating, schema, 128},
 		{"built-in Q8_0 + lookup, GBNF words", fortunesPath, DraftLookup, repeating, words, 128},
 	}
-	cache := os.Getenv("BENCH_CACHE")
-	if cache == "" {
-		if c, err := os.UserCacheDir(); err == nil {
-			cache = filepath.Join(c, "meshnode-bench")
-		}
-	}
+	cache := benchCache(b)
 	if p := filepath.Join(cache, "meshnode-fortunes-1b-shape-q8_0.gguf"); fileExists(p) {
 		cases = append(cases,
 			benchCase{"fortunes-1B Q8_0 + built-in Q8_0 draft, JSON schema", p, fortunesPath, "A fortune, as JSON:", schema, 48},

@@ -526,18 +526,9 @@ func (d *decoder) eval(ctx context.Context, prompt, generated []uint32, left int
 	}
 	// Under a grammar each row's mask is found while the window's step
 	// runs, as evalConstrained finds its one.
-	type found struct {
-		masks [][]uint64
-		err   error
-	}
-	var ready chan found
+	var ready <-chan spec.Found
 	if d.con != nil {
-		ready = make(chan found, 1)
-		con, drafts, buf := d.con, drafts, d.masks
-		go func() {
-			masks, err := spec.Masks(con, drafts, buf)
-			ready <- found{masks, err}
-		}()
+		ready = spec.MasksAhead(d.con, drafts, d.masks)
 	}
 	window := spec.Tokens(last[0], drafts)
 	base := d.s.Len()
@@ -550,13 +541,13 @@ func (d *decoder) eval(ctx context.Context, prompt, generated []uint32, left int
 		if ready != nil {
 			f := <-ready
 			taken = true
-			if f.err != nil {
-				maskErr = f.err
+			if f.Err != nil {
+				maskErr = f.Err
 				return 0
 			}
 			// Only drafts with a mask after them are verified (spec.Masks).
-			d.masks, drafts = f.masks, drafts[:len(f.masks)-1]
-			accepted, next = spec.VerifyAllowed(d.sampler, rows, drafts, generated, f.masks)
+			d.masks, drafts = f.Masks, drafts[:len(f.Masks)-1]
+			accepted, next = spec.VerifyAllowed(d.sampler, rows, drafts, generated, f.Masks)
 		} else {
 			accepted, next = spec.Verify(d.sampler, d.argMax, rows, drafts, generated)
 		}

@@ -576,18 +576,9 @@ func (d *decoder) eval(ctx context.Context, prompt, generated []uint32, left int
 	}
 	// Under a grammar each row's mask is found while the window crosses
 	// the stages.
-	type found struct {
-		masks [][]uint64
-		err   error
-	}
-	var ready chan found
+	var ready <-chan spec.Found
 	if d.con != nil {
-		ready = make(chan found, 1)
-		con, drafts, buf := d.con, drafts, d.masks
-		go func() {
-			masks, err := spec.Masks(con, drafts, buf)
-			ready <- found{masks, err}
-		}()
+		ready = spec.MasksAhead(d.con, drafts, d.masks)
 	}
 	window := spec.Tokens(last[0], drafts)
 	res, err := d.r.step(ctx, window, d.r.want, len(window))
@@ -595,13 +586,13 @@ func (d *decoder) eval(ctx context.Context, prompt, generated []uint32, left int
 	var next uint32
 	if ready != nil {
 		f := <-ready
-		if err == nil && f.err != nil {
-			err = fmt.Errorf("splitengine: %w", f.err)
+		if err == nil && f.Err != nil {
+			err = fmt.Errorf("splitengine: %w", f.Err)
 		}
 		if err == nil {
 			// Only drafts with a mask after them are verified (spec.Masks).
-			d.masks, drafts = f.masks, drafts[:len(f.masks)-1]
-			accepted, next = spec.VerifyAllowed(d.sampler, resultRows{res}, drafts, generated, f.masks)
+			d.masks, drafts = f.Masks, drafts[:len(f.Masks)-1]
+			accepted, next = spec.VerifyAllowed(d.sampler, resultRows{res}, drafts, generated, f.Masks)
 		}
 	} else if err == nil {
 		accepted, next = spec.Verify(d.sampler, d.argMax, resultRows{res}, drafts, generated)
