@@ -279,8 +279,8 @@ func (mp *ModelProposer) pick(l Logits) Draft {
 		}
 	}
 	if allowed != nil {
-		// Held: the pick among the allowed tokens, its confidence its
-		// probability among them all (what the window's bands learn).
+		// Held: the pick among the allowed tokens; its confidence is
+		// its probability over the whole vocabulary, as a free pick's.
 		logits := l.Row()
 		if p.Greedy() {
 			d.Token = mp.smp.SampleAllowed(logits, mp.hist, allowed)
