@@ -115,7 +115,7 @@ func (s *servedModel) Prepare(ctx context.Context, g *api.Generation) (api.Prepa
 	}
 	p := &preparedGeneration{s: s, stop: g.Stop, req: req, ids: ids, opts: opts, drawn: drawn, noSpec: noSpec, grammar: g.Grammar,
 		received: g.Received, tools: len(g.Tools) > 0, block: prompt.block, opens: prompt.opens, chat: g.Messages != nil,
-		promptLimit: g.PromptTimeLimit, predictLimit: g.PredictTimeLimit}
+		promptLimit: g.PromptTimeLimit, predictLimit: g.PredictTimeLimit, limits: g.SpecLimits}
 	if _, ok := s.decidedDraft(g); ok && req.Sampling != nil {
 		d := req.Sampling.Draft
 		p.draft = &d
@@ -141,6 +141,12 @@ func (s *servedModel) Prepare(ctx context.Context, g *api.Generation) (api.Prepa
 			e.Param = "speculative"
 			return nil, e
 		}
+	}
+	if d, ok := draftOf(s.in.m); ok && d.DraftName() == spec.DraftLookup && g.SpecLimits.PMin > 0 && !noSpec {
+		e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option",
+			"speculative.p_min %v: model %q drafts by prompt lookup, whose drafts have no probability (0 is accepted)", g.SpecLimits.PMin, s.in.m.Name())
+		e.Param = "speculative.p_min"
+		return nil, e
 	}
 	return p, nil
 }
@@ -222,8 +228,11 @@ type preparedGeneration struct {
 	ids   []uint32
 	opts  []steward.ServeOption
 	drawn *uint64 // the seed drawn for it, if any
-	// noSpec: the request turned speculative decoding off.
+	// noSpec: the request turned speculative decoding off; limits: its
+	// bounds on the rounds (a greedy serve's; a sampled one's draft name
+	// carries them).
 	noSpec bool
+	limits spec.Limits
 	// draft: the draft the node named for the request, handed back in
 	// usage.energy.draft (decidedDraft); nil where the node named none.
 	draft *string
@@ -312,6 +321,9 @@ func (p *preparedGeneration) Generate(ctx context.Context, emit func(api.Delta) 
 	defer leave()
 	if p.noSpec {
 		ctx = engine.WithSpeculation(ctx, false)
+	}
+	if !p.limits.IsZero() {
+		ctx = engine.WithSpecLimits(ctx, p.limits)
 	}
 	if p.grammar != nil {
 		ctx = engine.WithGrammar(ctx, p.grammar)
@@ -811,8 +823,10 @@ func (s *servedModel) request(g *api.Generation, prompt string, ids []uint32, ct
 		// after the draft changed is another request.
 		// One whose filters run in another order names none (the
 		// engines speculate under the default chain only).
-		if d, ok := s.decidedDraft(g); ok && sp.Samplers == "" {
-			sp.Draft = d.Draft()
+		// Its draft name carries its own bounds on the rounds, which
+		// its tokens depend on.
+		if d, ok := s.decidedDraft(g); ok && sp.Samplers == "" && d.Draft() != "" {
+			sp.Draft = spec.LimitedDraft(d.Draft(), g.SpecLimits)
 		}
 	}
 	if g.Grammar != nil {

@@ -310,3 +310,52 @@ func TestConstrainedServesSpeculate(t *testing.T) {
 	}
 	replay(sampled, energy)
 }
+
+// TestSpeculativeLimitsServed: llama-server's bounds on the rounds
+// through the node (on completions, as on /completion): speculative.n_max 0 decodes without speculation;
+// n_max 1 bounds a greedy serve's rounds (no more accepted drafts than
+// target tokens) and leaves its text as it is; a seeded sampled serve's
+// draft name carries its bounds, and it replays verified; p_min for a
+// prompt-lookup model is a 400 naming the field.
+func TestSpeculativeLimitsServed(t *testing.T) {
+	cfg := Config{StateDir: t.TempDir(), Model: []ModelConfig{{Path: fortunesPath(t), Draft: DraftLookup, DraftPrices: DraftPricesFiles}}}
+	n, _ := startNode(t, cfg)
+	const prompt = "The cat sat on the mat. The cat sat on the mat. The cat sat on the mat. The cat sat on the mat."
+	body := func(extra string) string {
+		return `{"model":"` + fortunesModel + `","max_tokens":32,"prompt":"` + prompt + `"` + extra + `}`
+	}
+	text, free := generate(t, n, "/v1/completions", body(""))
+	if p, _ := specCounts(t, free); p == 0 {
+		t.Fatal("the unbounded serve did not speculate")
+	}
+	if _, off := generate(t, n, "/v1/completions", body(`,"speculative.n_max":0`)); func() bool { p, _ := specCounts(t, off); return p != 0 }() {
+		t.Error("speculative.n_max 0 speculated")
+	}
+	got, one := generate(t, n, "/v1/completions", body(`,"speculative.n_max":1`))
+	p, a := specCounts(t, one)
+	var usage struct {
+		Receipt struct {
+			TokensOut int `json:"tokens_out"`
+		} `json:"receipt"`
+	}
+	if err := json.Unmarshal(one, &usage); err != nil {
+		t.Fatal(err)
+	}
+	if got != text || p == 0 || 2*a > usage.Receipt.TokensOut+1 {
+		t.Errorf("n_max 1: %q (unbounded %q), %d proposed, %d accepted of %d tokens", got, text, p, a, usage.Receipt.TokensOut)
+	}
+	sampled := body(`,"temperature":0.5,"seed":7,"speculative.n_max":2,"speculative.n_min":2`)
+	_, energy := generate(t, n, "/v1/completions", sampled)
+	var e struct{ Draft *string }
+	if err := json.Unmarshal(energy, &e); err != nil || e.Draft == nil || *e.Draft != DraftLookup+"/n2m2" {
+		t.Errorf("the sampled serve's usage.energy.draft: %v, want %q", e.Draft, DraftLookup+"/n2m2")
+	}
+	rb, _ := json.Marshal(map[string]any{"request": json.RawMessage(sampled), "energy": energy})
+	if status, res, raw := replayRaw(t, n, string(rb)); status != http.StatusOK || res.Verdict != api.VerdictVerified {
+		t.Errorf("replay of the bounded sampled serve: %d %s", status, raw)
+	}
+	code, v := answerOf(t, n, "/v1/completions", body(`,"speculative.p_min":0.8`))
+	if er, _ := v["error"].(map[string]any); code != http.StatusBadRequest || er["param"] != "speculative.p_min" {
+		t.Errorf("p_min for prompt lookup: %d %v", code, v)
+	}
+}

@@ -163,6 +163,11 @@ func NewModelProposer(s *model.Session, p sample.Params, threshold float64) *Mod
 	return &ModelProposer{s: s, smp: sample.New(p), threshold: threshold}
 }
 
+// SetThreshold has mp stop drafting wherever its confidence in a draft
+// falls below t, whatever the window would judge (a request's
+// speculative.p_min; NewModelProposer's threshold).
+func (mp *ModelProposer) SetThreshold(t float64) { mp.threshold = t }
+
 // Evaluated is how many tokens the draft model has evaluated (its work).
 func (mp *ModelProposer) Evaluated() int { return mp.evaluated }
 

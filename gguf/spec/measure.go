@@ -424,10 +424,15 @@ type DraftPrices struct {
 }
 
 // SplitDraft is the proposer's id in a sampled request's draft name, and
-// the prices it names (priced false: none, so the files' prices). A name
-// whose prices do not parse, or lie outside 0 … maxPrice (a row at least
+// the prices it names (priced false: none, so the files' prices); the
+// limits after them, if any, are DraftLimits'. A name whose prices or
+// limits do not parse, or lie outside 0 … maxPrice (a row at least
 // minRowCost), is an error.
 func SplitDraft(name string) (id string, p DraftPrices, priced bool, err error) {
+	if _, err := DraftLimits(name); err != nil {
+		return "", DraftPrices{}, false, err
+	}
+	name, _, _ = strings.Cut(name, "/") // the limits, if any: DraftLimits
 	id, prices, priced := strings.Cut(name, "@")
 	if !priced {
 		return name, DraftPrices{}, false, nil

@@ -166,8 +166,9 @@ func TestSplitDraft(t *testing.T) {
 	}
 }
 
-// FuzzSplitDraft: any name splits or is refused without panicking, and
-// the prices of one that splits write back to a name that splits alike.
+// FuzzSplitDraft: any name splits or is refused without panicking, the
+// prices of one that splits write back to a name that splits alike, and
+// limits that read write back to the same name.
 func FuzzSplitDraft(f *testing.F) {
 	f.Add(PricedDraft("lookup", DraftPrices{Row: 0.56}))
 	f.Add(PricedDraft("0123456789abcdef", DraftPrices{Cost: 0.64, Row: 0.49}))
@@ -178,7 +179,16 @@ func FuzzSplitDraft(f *testing.F) {
 	f.Add("x@c1e1v2")
 	f.Add("x@c1e1v2f3e-1")
 	f.Add("x@c1e1v2u3e-1")
+	f.Add(LimitedDraft(PricedDraft("lookup", DraftPrices{Row: 0.25}), Limits{Max: 4, Min: 2, PMin: 0.75}))
+	f.Add(LimitedDraft("0123456789abcdef", Limits{PMin: 0.5}))
 	f.Fuzz(func(t *testing.T, name string) {
+		// Limits that read write back to the same name.
+		if l, err := DraftLimits(name); err == nil && !l.IsZero() {
+			base, _, _ := strings.Cut(name, "/")
+			if back := LimitedDraft(base, l); back != name {
+				t.Fatalf("%q's limits %+v write back as %q", name, l, back)
+			}
+		}
 		id, p, priced, err := SplitDraft(name)
 		if err != nil || !priced {
 			return

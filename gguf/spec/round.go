@@ -25,7 +25,7 @@ func (w *Window) Draft(ctx context.Context, p Proposer, seq []uint32, prompt, k 
 		if r.judged {
 			w.judging = true
 		}
-		return drafts, nil
+		return w.enough(drafts), nil
 	}
 	drafts, err := p.Propose(ctx, seq, prompt, k)
 	if err != nil {
@@ -34,7 +34,18 @@ func (w *Window) Draft(ctx context.Context, p Proposer, seq []uint32, prompt, k 
 	if len(drafts) < k {
 		w.Declined()
 	}
-	return drafts, nil
+	return w.enough(drafts), nil
+}
+
+// enough is drafts, or none where they are fewer than the request's
+// fewest (Bound): such a round decodes plainly, its drafting paid for
+// nothing, as a declined draft is counted.
+func (w *Window) enough(drafts []Draft) []Draft {
+	if len(drafts) > 0 && len(drafts) < w.min {
+		w.Declined()
+		return nil
+	}
+	return drafts
 }
 
 // judgeRound is one round's rule for a Judged proposer's drafts.

@@ -24,6 +24,7 @@ package spec
 // maxProbeGap rounds once acceptance stays low.
 type Window struct {
 	max  int
+	min  int     // the fewest drafts a round verifies (Bound); fewer: none
 	cost float64 // c: a drafted token's cost relative to a target pass
 	row  float64 // v: a verified row's cost over a one-token pass's
 	// steps, where measured, are each window's pass in one-token

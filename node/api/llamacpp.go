@@ -53,6 +53,10 @@ type llamaCompletionRequest struct {
 	Metadata        map[string]any  `json:"metadata"`
 	JCPPresentation json.RawMessage `json:"jcp_presentation"`
 	Speculative     *bool           `json:"speculative"`
+	// llama-server's bounds on the speculative rounds.
+	SpecNMax *int     `json:"speculative.n_max"`
+	SpecNMin *int     `json:"speculative.n_min"`
+	SpecPMin *float64 `json:"speculative.p_min"`
 }
 
 // llamaRefusals are llama-server's /completion options meshnode does not
@@ -128,6 +132,7 @@ func (req *llamaCompletionRequest) generation(body []byte) (*Generation, error) 
 		Model: req.Model, Stream: req.Stream, Temperature: req.Temperature, TopK: req.TopK, TopP: req.TopP, MinP: req.MinP,
 		Stop: req.Stop, RepeatPenalty: req.RepeatPenalty, PresencePenalty: req.PresencePenalty, FrequencyPenalty: req.FrequencyPenalty,
 		Metadata: req.Metadata, JCPPresentation: req.JCPPresentation, Speculative: req.Speculative, modelOptional: true,
+		SpecNMax: req.SpecNMax, SpecNMin: req.SpecNMin, SpecPMin: req.SpecPMin,
 	}
 	order, ordered, err := llamaSamplers(req.Samplers)
 	if err != nil {

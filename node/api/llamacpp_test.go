@@ -5,12 +5,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"math"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/meshnode/meshnode/gguf/spec"
 	"github.com/meshnode/meshnode/node/identity"
 )
 
@@ -375,6 +378,55 @@ func TestChatLlamaOptions(t *testing.T) {
 		var got map[string]any
 		if err := json.Unmarshal(b, &got); err != nil || code != 200 || len(got) != 2 || got["model"] != "tiny" {
 			t.Fatalf("%s response_fields: %d %s", path, code, b)
+		}
+	}
+}
+
+// TestSpeculativeLimitsFields: llama-server's speculative.n_max, n_min
+// and p_min are read on /completion, chat completions, completions and
+// responses into the generation's bounds; n_max 0 turns speculation off
+// as "speculative": false does; values out of range, n_min above n_max,
+// and n_max 0 beside "speculative": true are 400s naming the field.
+func TestSpeculativeLimitsFields(t *testing.T) {
+	h := newHarness(t, Config{}, nil)
+	bodies := map[string]string{
+		"/completion":          `{"model":"tiny","prompt":"x"%s}`,
+		"/v1/completions":      `{"model":"tiny","prompt":"x"%s}`,
+		"/v1/chat/completions": `{"model":"tiny","messages":[{"role":"user","content":"x"}]%s}`,
+		"/v1/responses":        `{"model":"tiny","input":"x"%s}`,
+	}
+	for path, body := range bodies {
+		post := func(extra string) (int, string) {
+			resp := h.post(t, path, fmt.Sprintf(body, extra))
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, string(b)
+		}
+		if code, b := post(`,"speculative.n_max":4,"speculative.n_min":2,"speculative.p_min":0.5`); code != 200 {
+			t.Fatalf("%s: %d %s", path, code, b)
+		}
+		if g := h.model.lastCall(); g.SpecLimits != (spec.Limits{Max: 4, Min: 2, PMin: 0.5}) || g.Speculative != nil {
+			t.Errorf("%s: limits %+v, speculative %v", path, g.SpecLimits, g.Speculative)
+		}
+		if code, b := post(`,"speculative.n_max":0`); code != 200 {
+			t.Fatalf("%s: n_max 0: %d %s", path, code, b)
+		}
+		if g := h.model.lastCall(); g.Speculative == nil || *g.Speculative {
+			t.Errorf("%s: n_max 0 left speculation %v", path, g.Speculative)
+		}
+		for extra, param := range map[string]string{
+			`,"speculative.n_max":-1`:                      "speculative.n_max",
+			`,"speculative.n_max":257`:                     "speculative.n_max",
+			`,"speculative.n_max":0,"speculative":true`:    "speculative.n_max",
+			`,"speculative.n_min":-2`:                      "speculative.n_min",
+			`,"speculative.n_max":2,"speculative.n_min":3`: "speculative.n_min",
+			`,"speculative.p_min":1.5`:                     "speculative.p_min",
+			`,"speculative.p_min":-0.1`:                    "speculative.p_min",
+			`,"speculative.n_max":"4"`:                     "speculative.n_max",
+		} {
+			if code, b := post(extra); code != 400 || !strings.Contains(b, `"param":"`+param+`"`) {
+				t.Errorf("%s with %s: %d %s, want a 400 on %s", path, extra, code, b, param)
+			}
 		}
 	}
 }

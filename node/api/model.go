@@ -8,6 +8,7 @@ import (
 
 	"github.com/meshnode/meshnode/gguf/chat/toolcall"
 	"github.com/meshnode/meshnode/gguf/grammar"
+	"github.com/meshnode/meshnode/gguf/spec"
 	"github.com/meshnode/meshnode/node/identity"
 )
 
@@ -213,6 +214,9 @@ type Generation struct {
 	// Speculative switches speculative decoding for this request: nil
 	// is the model's default (on where it has a draft), false off.
 	Speculative *bool
+	// SpecLimits bound its speculative rounds (llama-server's
+	// speculative.n_max, n_min and p_min); none by default.
+	SpecLimits spec.Limits
 	// Grammar, when set, is what the output is held to (structured
 	// outputs: response_format, text.format; a GBNF grammar; tool
 	// calls); Format names which (FormatJSONObject, FormatJSONSchema,

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/meshnode/meshnode/gguf/spec"
 )
 
 // sampling holds the fields the three generation endpoints share.
@@ -38,6 +40,10 @@ type sampling struct {
 
 	// meshnode's: false decodes without the model's speculative draft.
 	Speculative *bool `json:"speculative"`
+	// llama-server's bounds on a request's speculative rounds.
+	SpecNMax *int     `json:"speculative.n_max"`
+	SpecNMin *int     `json:"speculative.n_min"`
+	SpecPMin *float64 `json:"speculative.p_min"`
 
 	// modelOptional: the endpoint serves a request that names no model
 	// (llama.cpp's, whose server holds one) with the node's one model.
@@ -80,6 +86,43 @@ func decodeBody(body []byte, v any) error {
 	if rest := bytes.TrimSpace(body[dec.InputOffset():]); len(rest) > 0 {
 		return badRequest("", "request body holds more than one JSON value: %q follows it at byte %d", clip(string(rest), 16), dec.InputOffset())
 	}
+	return nil
+}
+
+// applySpecLimits reads llama-server's bounds on the speculative rounds
+// into g.SpecLimits. speculative.n_max 0 is llama-server's way to turn
+// speculation off for one request, as "speculative": false does.
+func (s *sampling) applySpecLimits(g *Generation) error {
+	var l spec.Limits
+	if n := s.SpecNMax; n != nil {
+		if *n < 0 || *n > spec.MaxLimit {
+			return badRequest("speculative.n_max", "speculative.n_max must be 0 (no speculation) … %d, got %d", spec.MaxLimit, *n)
+		}
+		if *n == 0 {
+			if s.Speculative != nil && *s.Speculative {
+				return badRequest("speculative.n_max", `speculative.n_max 0 turns speculation off, and "speculative": true asks for it`)
+			}
+			off := false
+			g.Speculative = &off
+		}
+		l.Max = *n
+	}
+	if n := s.SpecNMin; n != nil {
+		if *n < 0 || *n > spec.MaxLimit {
+			return badRequest("speculative.n_min", "speculative.n_min must be 0 … %d, got %d", spec.MaxLimit, *n)
+		}
+		if l.Max > 0 && *n > l.Max {
+			return badRequest("speculative.n_min", "speculative.n_min %d is above speculative.n_max %d: no round could verify its drafts", *n, l.Max)
+		}
+		l.Min = *n
+	}
+	if p := s.SpecPMin; p != nil {
+		if math.IsNaN(*p) || *p < 0 || *p > 1 {
+			return badRequest("speculative.p_min", "speculative.p_min must be between 0 (the window judges each draft) and 1, got %v", *p)
+		}
+		l.PMin = *p
+	}
+	g.SpecLimits = l
 	return nil
 }
 
@@ -159,6 +202,9 @@ func (s *sampling) apply(g *Generation) error {
 	}
 	g.LogitBias = bias
 	g.Speculative = s.Speculative
+	if err := s.applySpecLimits(g); err != nil {
+		return err
+	}
 	if s.Seed != nil {
 		seed, err := parseSeed(*s.Seed)
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/meshnode/meshnode/gguf/grammar"
+	"github.com/meshnode/meshnode/gguf/spec"
 	"github.com/meshnode/meshnode/hw"
 	"github.com/meshnode/meshnode/node/receipt"
 )
@@ -161,6 +162,25 @@ func WithSpeculation(ctx context.Context, on bool) context.Context {
 func Speculation(ctx context.Context) bool {
 	on, ok := ctx.Value(speculationKey{}).(bool)
 	return !ok || on
+}
+
+// specLimitsKey carries a greedy serve's bounds on its rounds.
+type specLimitsKey struct{}
+
+// WithSpecLimits returns ctx carrying a greedy request's own bounds on
+// its speculative rounds (llama-server's speculative.n_max, n_min and
+// p_min). Like the switch, they are not in a greedy request's identity:
+// its tokens do not depend on them. A sampled request's bounds are in its
+// draft name (spec.LimitedDraft), which the engine reads instead.
+func WithSpecLimits(ctx context.Context, l spec.Limits) context.Context {
+	return context.WithValue(ctx, specLimitsKey{}, l)
+}
+
+// SpecLimits is ctx's bounds on a greedy serve's rounds (none unless
+// WithSpecLimits set them).
+func SpecLimits(ctx context.Context) spec.Limits {
+	l, _ := ctx.Value(specLimitsKey{}).(spec.Limits)
+	return l
 }
 
 // grammarKey carries a constrained serve's grammar in its context.

@@ -173,8 +173,11 @@ func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []u
 	// identity must say so.
 	// Filters in another order than the chain's default may pick other
 	// tokens than the drafts are verified against: no speculation.
+	// Its rounds' bounds are its draft name's (a greedy request's, its
+	// context's).
 	var draft string
 	noSpec := !engine.Speculation(ctx) || params.Order != ""
+	limits := engine.SpecLimits(ctx)
 	if !params.Greedy() && req.Sampling != nil {
 		draft = req.Sampling.Draft
 		id, _, _, err := spec.SplitDraft(draft)
@@ -182,8 +185,11 @@ func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []u
 			return engine.Outcome{}, refuse("%v", err)
 		}
 		noSpec = noSpec || draft == "" || id != e.m.Draft()
+		if limits, err = spec.DraftLimits(draft); err != nil {
+			return engine.Outcome{}, refuse("%v", err)
+		}
 	}
-	return e.generate(ctx, prompt, Generation{Sampling: params, Stop: stops, MinIndent: MinIndent(req.Sampling), MaxTokens: int(req.MaxTokens), NoSpeculation: noSpec, Draft: draft, Grammar: gr}, emit)
+	return e.generate(ctx, prompt, Generation{Sampling: params, Stop: stops, MinIndent: MinIndent(req.Sampling), MaxTokens: int(req.MaxTokens), NoSpeculation: noSpec, Draft: draft, Limits: limits, Grammar: gr}, emit)
 }
 
 // Generation is how Generate generates: the sampler's parameters, the stop
@@ -197,6 +203,9 @@ type Generation struct {
 	MaxTokens int
 	// NoSpeculation decodes without the model's proposer (Config.Draft).
 	NoSpeculation bool
+	// Limits bound the speculative rounds (llama-server's
+	// speculative.n_max, n_min and p_min); p_min needs a draft model.
+	Limits spec.Limits
 	// Draft is a sampled generation's draft name (Model.SampledDraft's
 	// form): the prices in it price its windows; none, the files'.
 	Draft string
@@ -265,6 +274,9 @@ func (e *Engine) generate(ctx context.Context, prompt []uint32, g Generation, em
 		}
 		if h, ok := prop.(spec.Holder); ok && d.con != nil {
 			h.Hold(d.con) // the live constraint: each proposal clones it
+		}
+		if err := g.Limits.Apply(prop, win); err != nil {
+			return out, refuse("%v", err)
 		}
 		d.prop, d.win, d.draftUnit = prop, win.Limit(g.MaxTokens), dr.Unit()
 		if mp, ok := prop.(*spec.ModelProposer); ok && e.draftSched != nil {

@@ -567,3 +567,57 @@ func TestSpeculativeConstrainedConcurrent(t *testing.T) {
 		t.Error("the serves together proposed nothing")
 	}
 }
+
+// TestSpeculativeLimits: a request's own bounds on its rounds
+// (llama-server's speculative.n_max, n_min, p_min) hold: at most n_max
+// drafts a round, so that no more than one accepted draft comes with
+// each target token at n_max 1 (where unbounded most tokens are accepted
+// drafts); no round verified below n_min; fewer drafts under a high
+// p_min; and the tokens stay plain decoding's. A sampled request's bounds
+// are its draft name's, whatever its context says. A p_min for prompt
+// lookup is refused.
+func TestSpeculativeLimits(t *testing.T) {
+	ms := speculating(t)
+	m := ms["self"]
+	prompt := q8References(t)[1].Prompt
+	want, _ := serve(t, fortunes(t).Engine(), request(40, nil), prompt)
+	run := func(l spec.Limits, s *receipt.Sampling) ([]uint32, engine.Outcome) {
+		t.Helper()
+		var got []uint32
+		out, err := m.Engine().Serve(engine.WithSpecLimits(context.Background(), l), request(40, s), prompt, func(tok uint32) error {
+			got = append(got, tok)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got, out
+	}
+	got, free := run(spec.Limits{}, nil)
+	if !slices.Equal(got, want) || free.SpecAccepted*2 <= free.TokensOut {
+		t.Fatalf("unbounded: %d of %d tokens accepted drafts; the test needs most (tokens equal plain: %v)", free.SpecAccepted, free.TokensOut, slices.Equal(got, want))
+	}
+	got, one := run(spec.Limits{Max: 1}, nil)
+	if !slices.Equal(got, want) || one.SpecProposed == 0 || one.SpecAccepted*2 > one.TokensOut+1 {
+		t.Errorf("n_max 1: %+v (tokens equal plain: %v); at most one accepted draft a target token", one, slices.Equal(got, want))
+	}
+	got, none := run(spec.Limits{Min: 5}, nil) // above the model's window of 4
+	if !slices.Equal(got, want) || none.SpecProposed != 0 {
+		t.Errorf("n_min 5 on windows of at most 4: %+v (tokens equal plain: %v)", none, slices.Equal(got, want))
+	}
+	got, sure := run(spec.Limits{PMin: 0.99}, nil)
+	if !slices.Equal(got, want) || sure.SpecProposed >= free.SpecProposed {
+		t.Errorf("p_min 0.99: %d drafts, unbounded %d (tokens equal plain: %v)", sure.SpecProposed, free.SpecProposed, slices.Equal(got, want))
+	}
+	seed := uint64(3)
+	sampled := func(draft string) *receipt.Sampling {
+		return &receipt.Sampling{TemperatureE6: 700_000, Seed: &seed, Draft: draft}
+	}
+	_, so := run(spec.Limits{Max: 4}, sampled(spec.LimitedDraft(m.Draft(), spec.Limits{Max: 1})))
+	if so.SpecProposed == 0 || so.SpecAccepted*2 > so.TokensOut+1 {
+		t.Errorf("sampled, named n_max 1 (its context saying 4): %+v", so)
+	}
+	if _, err := ms["lookup"].Engine().Serve(engine.WithSpecLimits(context.Background(), spec.Limits{PMin: 0.5}), request(8, nil), prompt, func(uint32) error { return nil }); !errors.Is(err, engine.ErrRefused) {
+		t.Errorf("p_min with prompt lookup: %v, want refused", err)
+	}
+}

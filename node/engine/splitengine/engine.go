@@ -317,7 +317,10 @@ func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []u
 	// windows priced as the name says: its tokens depend on both, and
 	// its identity must say so.
 	speculate := e.cfg.Draft != nil && engine.Speculation(ctx) && params.Order == ""
+	// Its rounds' bounds are its draft name's (a greedy request's, its
+	// context's).
 	var draft string
+	limits := engine.SpecLimits(ctx)
 	if !params.Greedy() && req.Sampling != nil {
 		draft = req.Sampling.Draft
 		id, _, _, err := spec.SplitDraft(draft)
@@ -325,8 +328,11 @@ func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []u
 			return engine.Outcome{}, refuse("%v", err)
 		}
 		speculate = speculate && draft != "" && id == e.cfg.Draft.ID()
+		if limits, err = spec.DraftLimits(draft); err != nil {
+			return engine.Outcome{}, refuse("%v", err)
+		}
 	}
-	return e.generate(ctx, serve, prompt, gen{params: params, stops: stops, minIndent: ggufengine.MinIndent(req.Sampling), maxTokens: int(req.MaxTokens), speculate: speculate, draft: draft, grammar: gr}, emit)
+	return e.generate(ctx, serve, prompt, gen{params: params, stops: stops, minIndent: ggufengine.MinIndent(req.Sampling), maxTokens: int(req.MaxTokens), speculate: speculate, draft: draft, limits: limits, grammar: gr}, emit)
 }
 
 // gen is how a serve generates.
@@ -337,6 +343,7 @@ type gen struct {
 	maxTokens int
 	speculate bool
 	draft     string           // a sampled request's draft name, which prices its windows
+	limits    spec.Limits      // the rounds' bounds
 	grammar   *grammar.Grammar // nil: unconstrained
 }
 
@@ -394,6 +401,9 @@ func (e *Engine) decode(ctx context.Context, r *run, prompt []uint32, g gen, emi
 		}
 		if e.window != nil {
 			d.win = e.window()
+		}
+		if err := g.limits.Apply(prop, d.win); err != nil {
+			return out, refuse("%v", err)
 		}
 		d.win.Limit(g.maxTokens)
 	}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/ed25519"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -617,5 +618,40 @@ func TestSpeculativeConstrained(t *testing.T) {
 			}
 			t.Logf("%s, %s: %d of %d drafts accepted, %d trims", dname, lname, accepted, proposed, tc.trims)
 		}
+	}
+}
+
+// TestSpeculativeLimits: through 2 stages, a greedy request's n_max
+// bounds its windows (2 rows at n_max 1, where unbounded they grow past
+// it) and n_min above the window turns them off, its tokens the whole
+// model's; a p_min for prompt lookup is refused.
+func TestSpeculativeLimits(t *testing.T) {
+	ref, _ := setup(t)
+	prompt := specPrompts(t, ref)[0]
+	want, _, err := serve(ref.Engine(), prompt, greedy(40, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, tc := specEngine(t, ref, layouts["2 stages"], drafts(t)["lookup"])
+	run := func(l spec.Limits) ([]uint32, engine.Outcome, int, error) {
+		var got []uint32
+		tc.maxRows = 0
+		out, err := e.Serve(engine.WithSpecLimits(context.Background(), l), greedy(40, nil), prompt, func(t uint32) error { got = append(got, t); return nil })
+		return got, out, tc.maxRows, err
+	}
+	got, free, rows, err := run(spec.Limits{})
+	if err != nil || !slices.Equal(got, want) || rows <= 2 {
+		t.Fatalf("unbounded: %+v, windows of up to %d rows, %v; the test needs wider ones", free, rows, err)
+	}
+	got, one, rows, err := run(spec.Limits{Max: 1})
+	if err != nil || !slices.Equal(got, want) || one.SpecProposed == 0 || rows != 2 {
+		t.Errorf("n_max 1: %+v, windows of up to %d rows, %v (tokens equal: %v)", one, rows, err, slices.Equal(got, want))
+	}
+	got, none, _, err := run(spec.Limits{Min: spec.DefaultMaxWindow + 1})
+	if err != nil || !slices.Equal(got, want) || none.SpecProposed != 0 {
+		t.Errorf("n_min past the window: %+v, %v", none, err)
+	}
+	if _, _, _, err := run(spec.Limits{PMin: 0.5}); !errors.Is(err, engine.ErrRefused) {
+		t.Errorf("p_min with prompt lookup: %v, want refused", err)
 	}
 }

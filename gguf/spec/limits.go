@@ -1,0 +1,153 @@
+package spec
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Limits are a request's own bounds on its speculative rounds:
+// llama-server's speculative.n_max, n_min and p_min. The zero Limits
+// bounds nothing.
+type Limits struct {
+	// Max is the most drafts a round verifies (0: the window's own most).
+	Max int
+	// Min is the fewest: a round that drafts fewer verifies none, and
+	// decodes its token plainly (0 or 1: any).
+	Min int
+	// PMin stops a draft model's drafting where its confidence in a
+	// draft (its top probability) falls below it, whatever the window
+	// would judge (0: the window judges). Prompt lookup's drafts have no
+	// probability, so it takes none.
+	PMin float64
+}
+
+// MaxLimit bounds Limits.Max and Limits.Min: no window drafts more
+// (DefaultMaxWindow is 8; llama-server's default most is 16).
+const MaxLimit = 256
+
+// Check reports limits out of their ranges.
+func (l Limits) Check() error {
+	switch {
+	case l.Max < 0 || l.Max > MaxLimit:
+		return fmt.Errorf("spec: speculative.n_max must be 0 … %d, got %d", MaxLimit, l.Max)
+	case l.Min < 0 || l.Min > MaxLimit:
+		return fmt.Errorf("spec: speculative.n_min must be 0 … %d, got %d", MaxLimit, l.Min)
+	case l.Max > 0 && l.Min > l.Max:
+		return fmt.Errorf("spec: speculative.n_min %d is above speculative.n_max %d: no round could verify", l.Min, l.Max)
+	case !(l.PMin >= 0 && l.PMin <= 1):
+		return fmt.Errorf("spec: speculative.p_min must be 0 … 1, got %v", l.PMin)
+	}
+	return nil
+}
+
+// IsZero reports limits that bound nothing.
+func (l Limits) IsZero() bool { return l.Max == 0 && l.Min <= 1 && l.PMin == 0 }
+
+// LimitedDraft is the draft name of a sampled request that speculates
+// with draft under l: a sampled request's tokens depend on its rounds, so
+// its identity carries what bounds them. It is draft (PricedDraft's form,
+// or an id alone), then, where l bounds anything, "/" and "n<max>" (where
+// Max is set), "m<min>" (where Min is above 1), "p<p_min>" (where PMin is
+// set, in the shortest decimal that reads back the same), as in
+// "lookup@c0.00v0.25/n4m2" or "0123…/p0.8".
+func LimitedDraft(draft string, l Limits) string {
+	if l.IsZero() {
+		return draft
+	}
+	var b strings.Builder
+	b.WriteString(draft)
+	b.WriteByte('/')
+	if l.Max > 0 {
+		fmt.Fprintf(&b, "n%d", l.Max)
+	}
+	if l.Min > 1 {
+		fmt.Fprintf(&b, "m%d", l.Min)
+	}
+	if l.PMin > 0 {
+		b.WriteByte('p')
+		b.WriteString(strconv.FormatFloat(l.PMin, 'g', -1, 64))
+	}
+	return b.String()
+}
+
+// DraftLimits are the limits a draft name carries (LimitedDraft's form;
+// none for a name without "/"). Limits out of order or range, or written
+// otherwise than LimitedDraft writes them, are an error.
+func DraftLimits(name string) (Limits, error) {
+	_, rest, ok := strings.Cut(name, "/")
+	if !ok {
+		return Limits{}, nil
+	}
+	bad := func() (Limits, error) {
+		return Limits{}, fmt.Errorf("spec: draft %q: the limits after / must be n<max>, then m<min>, then p<p_min>, each where it bounds anything", name)
+	}
+	var l Limits
+	num := func(prefix byte) (string, bool) {
+		if rest == "" || rest[0] != prefix {
+			return "", false
+		}
+		end := 1
+		for end < len(rest) && rest[end] != 'n' && rest[end] != 'm' && rest[end] != 'p' {
+			end++
+		}
+		v := rest[1:end]
+		rest = rest[end:]
+		return v, true
+	}
+	var err error
+	if v, ok := num('n'); ok {
+		if l.Max, err = strconv.Atoi(v); err != nil || l.Max < 1 {
+			return bad()
+		}
+	}
+	if v, ok := num('m'); ok {
+		if l.Min, err = strconv.Atoi(v); err != nil || l.Min < 2 {
+			return bad()
+		}
+	}
+	if v, ok := num('p'); ok {
+		if l.PMin, err = strconv.ParseFloat(v, 64); err != nil || !(l.PMin > 0) {
+			return bad()
+		}
+	}
+	if rest != "" || l.IsZero() || LimitedDraft("", l) != "/"+name[strings.Index(name, "/")+1:] {
+		return bad()
+	}
+	if err := l.Check(); err != nil {
+		return Limits{}, fmt.Errorf("spec: draft %q: %w", name, err)
+	}
+	return l, nil
+}
+
+// Bound has w keep to l: at most l.Max drafts a round, and none where
+// fewer than l.Min are drafted (Draft). It returns w.
+func (w *Window) Bound(l Limits) *Window {
+	if l.Max > 0 {
+		w.max = min(w.max, l.Max)
+		if w.fixed > 0 {
+			w.fixed = min(w.fixed, l.Max)
+		}
+	}
+	w.min = l.Min
+	return w
+}
+
+// Apply has a serve's proposer and window keep to l (Bound; p_min is a
+// draft model's threshold, ModelProposer.SetThreshold). Limits out of
+// range, or a p_min for a proposer without probabilities (prompt lookup),
+// are an error.
+func (l Limits) Apply(prop Proposer, w *Window) error {
+	if err := l.Check(); err != nil {
+		return err
+	}
+	if l.PMin > 0 {
+		mp, ok := prop.(*ModelProposer)
+		if !ok {
+			return fmt.Errorf("spec: speculative.p_min %v: this model drafts by prompt lookup, whose drafts have no probability", l.PMin)
+		}
+		mp.SetThreshold(l.PMin)
+	}
+	w.Bound(l)
+	return nil
+}
