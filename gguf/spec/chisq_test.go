@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/meshnode/meshnode/gguf/grammar"
 	"github.com/meshnode/meshnode/gguf/sample"
 	"github.com/meshnode/meshnode/gguf/spec"
 )
@@ -246,5 +247,162 @@ func TestSampledReplay(t *testing.T) {
 		if a, b := twoTokens(p, target, draft, nil, nil, rightRule), twoTokens(p, target, draft, nil, nil, rightRule); a != b {
 			t.Fatalf("seed %d: %v then %v", seed, a, b)
 		}
+	}
+}
+
+// TestConstrainedRejectionSampling: under a grammar, speculative sampling
+// (Allowed, Masks, VerifyAllowed) draws the target's constrained
+// distribution, p(a | 0) under the first position's mask times p(b | a)
+// under the second's, whatever the drafts: sampled from a draft model
+// left free (so often refused by the grammar: those are verified, their
+// rejection drawing from the residual), sampled from the draft model held
+// to the grammar, or a fixed proposal the grammar refuses at first. The
+// chi-square test is TestRejectionSamplingDistribution's; and dropping
+// the free draft's refused drafts rather than verifying them skews the
+// output, which the test catches.
+func TestConstrainedRejectionSampling(t *testing.T) {
+	const (
+		v      = 6
+		trials = 20000
+		z001   = 3.0902
+	)
+	rng := rand.New(rand.NewPCG(31, 31))
+	target := newBigram(rng, v, 1)
+	draft := make(bigram, v)
+	for i := range draft {
+		draft[i] = make([]float32, v)
+		for j := range draft[i] {
+			draft[i][j] = target[i][j] + float32(rng.NormFloat64()*0.8)
+		}
+	}
+	pieces := [][]byte{[]byte("a"), []byte("b"), []byte("c"), []byte("d"), []byte("e"), []byte("f")}
+	piece := func(id uint32) []byte { return pieces[id] }
+	voc := grammar.NewVocab(v, v, piece, nil)
+	g, err := grammar.ParseGBNF(`root ::= [bce] [acdf] [a-f]*`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := func() *grammar.Constraint {
+		c, err := grammar.NewConstraint(g, voc, piece)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	// dropAll is Allowed that also drops a refused sampled draft.
+	dropAll := func(con *grammar.Constraint, drafts []spec.Draft) []spec.Draft {
+		c := con.Clone()
+		for j, d := range drafts {
+			if c.Accept(d.Token) != nil {
+				return drafts[:j]
+			}
+		}
+		return drafts
+	}
+	two := func(p sample.Params, mode string, allowed func(*grammar.Constraint, []spec.Draft) []spec.Draft) [2]uint32 {
+		smp := sample.New(p)
+		dp := p
+		dp.Seed ^= 0x5eed
+		dsmp := sample.New(dp)
+		con := start()
+		var gen []uint32
+		last := uint32(0)
+		for len(gen) < 2 {
+			var drafts []spec.Draft
+			hist := append([]uint32(nil), gen...)
+			prev := last
+			held := con.Clone()
+			for len(drafts) < 2-len(gen) {
+				var d spec.Draft
+				switch mode {
+				case "lookup":
+					d = spec.Draft{Token: []uint32{0, 2}[len(gen)+len(drafts)]} // "a" the grammar refuses first
+				case "free":
+					d.Q = dsmp.Dist(nil, draft[prev], hist)
+					d.Token = dsmp.Draw(d.Q)
+				case "held":
+					mask, err := held.Mask()
+					if err != nil {
+						t.Fatal(err)
+					}
+					d.Q = dsmp.DistAllowed(nil, draft[prev], hist, mask)
+					d.Token = dsmp.Draw(d.Q)
+					if err := held.Accept(d.Token); err != nil {
+						t.Fatal(err)
+					}
+				}
+				drafts = append(drafts, d)
+				hist = append(hist, d.Token)
+				prev = d.Token
+			}
+			drafts = allowed(con, drafts)
+			masks, err := spec.Masks(con, drafts, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			drafts = drafts[:len(masks)-1]
+			acc, next := spec.VerifyAllowed(smp, rows{target, spec.Tokens(last, drafts)}, drafts, gen, masks)
+			for _, tok := range append(spec.Tokens(0, drafts)[1:1+acc], next) {
+				if err := con.Accept(tok); err != nil {
+					t.Fatalf("%s: token %d after %v: %v", mode, tok, gen, err)
+				}
+				gen, last = append(gen, tok), tok
+			}
+		}
+		return [2]uint32{gen[0], gen[1]}
+	}
+	joint := func(p sample.Params) [v][v]float64 {
+		var out [v][v]float64
+		smp := sample.New(p)
+		c := start()
+		m1, _ := c.Mask()
+		for _, a := range smp.DistAllowed(nil, target[0], nil, m1) {
+			ca := c.Clone()
+			if err := ca.Accept(a.ID); err != nil {
+				t.Fatal(err)
+			}
+			m2, _ := ca.Mask()
+			for _, b := range smp.DistAllowed(nil, target[a.ID], []uint32{a.ID}, m2) {
+				out[a.ID][b.ID] = a.P * b.P
+			}
+		}
+		return out
+	}
+	chi := func(p sample.Params, mode string, allowed func(*grammar.Constraint, []spec.Draft) []spec.Draft) (stat float64, df, stray int) {
+		var n [v][v]int
+		for i := range trials {
+			p.Seed = uint64(i)*7919 + 1
+			tt := two(p, mode, allowed)
+			n[tt[0]][tt[1]]++
+		}
+		want := joint(p)
+		for a := range v {
+			for b := range v {
+				e := want[a][b] * trials
+				if e == 0 {
+					stray += n[a][b]
+					continue
+				}
+				d := float64(n[a][b]) - e
+				stat += d * d / e
+				df++
+			}
+		}
+		return stat, df - 1, stray
+	}
+	for _, mode := range []string{"free", "held", "lookup"} {
+		for _, p := range []sample.Params{{Temperature: 1}, {Temperature: 0.8, TopK: 3, RepeatPenalty: 1.5}} {
+			stat, df, stray := chi(p, mode, spec.Allowed)
+			crit := chiSquareCritical(df, z001)
+			t.Logf("%s drafts, %+v: chi-square %.1f on %d degrees of freedom (critical %.1f)", mode, p, stat, df, crit)
+			if stat > crit || stray > 0 {
+				t.Errorf("%s drafts, %+v: not the target's constrained distribution: chi-square %.1f > %.1f, or %d draws the grammar refuses", mode, p, stat, crit, stray)
+			}
+		}
+	}
+	if stat, df, _ := chi(sample.Params{Temperature: 1}, "free", dropAll); stat <= chiSquareCritical(df, z001) {
+		t.Errorf("dropping refused sampled drafts passed: chi-square %.1f on %d degrees of freedom", stat, df)
+	} else {
+		t.Logf("dropping refused sampled drafts: chi-square %.1f: rejected, as it should be", stat)
 	}
 }
