@@ -142,11 +142,24 @@ func (s *servedModel) Prepare(ctx context.Context, g *api.Generation) (api.Prepa
 			return nil, e
 		}
 	}
-	if d, ok := draftOf(s.in.m); ok && d.DraftName() == spec.DraftLookup && g.SpecLimits.PMin > 0 && !noSpec {
-		e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option",
-			"speculative.p_min %v: model %q drafts by prompt lookup, whose drafts have no probability (0 is accepted)", g.SpecLimits.PMin, s.in.m.Name())
-		e.Param = "speculative.p_min"
-		return nil, e
+	if d, ok := draftOf(s.in.m); ok && !noSpec {
+		// The bounds a serve could not keep (spec.Limits.Apply).
+		lookup := d.DraftName() == spec.DraftLookup
+		sampled := g.Temperature != nil && *g.Temperature > 0
+		var e *api.Error
+		switch {
+		case lookup && g.SpecLimits.PMin > 0:
+			e = api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option",
+				"speculative.p_min %v: model %q drafts by prompt lookup, whose drafts have no probability (0 is accepted)", g.SpecLimits.PMin, s.in.m.Name())
+			e.Param = "speculative.p_min"
+		case !lookup && sampled && g.SpecLimits.Min > 1:
+			e = api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option",
+				"speculative.n_min %d with sampling: model %q's draft samples its drafts, and a round dropped for drawing too few would skew the answer's distribution (greedy requests take it)", g.SpecLimits.Min, s.in.m.Name())
+			e.Param = "speculative.n_min"
+		}
+		if e != nil {
+			return nil, e
+		}
 	}
 	return p, nil
 }

@@ -13,7 +13,8 @@ type Limits struct {
 	// Max is the most drafts a round verifies (0: the window's own most).
 	Max int
 	// Min is the fewest: a round that drafts fewer verifies none, and
-	// decodes its token plainly (0 or 1: any).
+	// decodes its token plainly (0 or 1: any). Not for drafts sampled at
+	// random (Apply).
 	Min int
 	// PMin stops a draft model's drafting where its confidence in a
 	// draft (its top probability) falls below it, whatever the window
@@ -135,15 +136,25 @@ func (w *Window) Bound(l Limits) *Window {
 
 // Apply has a serve's proposer and window keep to l (Bound; p_min is a
 // draft model's threshold, ModelProposer.SetThreshold). Limits out of
-// range, or a p_min for a proposer without probabilities (prompt lookup),
-// are an error.
+// range, a p_min for a proposer without probabilities (prompt lookup),
+// and an n_min for drafts sampled at random are an error: a round
+// dropped because its drafts, as drawn, ended it short would change
+// which draws the output keeps (the rejection rule is exact for each
+// draft drawn, and for a round cut before a draw, never for drafts
+// thrown away for what they turned out to be). Lookup's drafts, and a
+// greedy draft's, are what the text makes them, so dropping their
+// rounds changes nothing but the speed.
 func (l Limits) Apply(prop Proposer, w *Window) error {
 	if err := l.Check(); err != nil {
 		return err
 	}
+	mp, sampling := prop.(*ModelProposer)
+	sampling = sampling && !mp.smp.Params().Greedy()
+	if l.Min > 1 && sampling {
+		return fmt.Errorf("spec: speculative.n_min %d: a sampled request's drafts are drawn at random, and a round dropped for drawing too few would skew its output (greedy requests and prompt lookup take it)", l.Min)
+	}
 	if l.PMin > 0 {
-		mp, ok := prop.(*ModelProposer)
-		if !ok {
+		if mp == nil {
 			return fmt.Errorf("spec: speculative.p_min %v: this model drafts by prompt lookup, whose drafts have no probability", l.PMin)
 		}
 		mp.SetThreshold(l.PMin)

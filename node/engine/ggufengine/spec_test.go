@@ -575,7 +575,7 @@ func TestSpeculativeConstrainedConcurrent(t *testing.T) {
 // drafts); no round verified below n_min; fewer drafts under a high
 // p_min; and the tokens stay plain decoding's. A sampled request's bounds
 // are its draft name's, whatever its context says. A p_min for prompt
-// lookup is refused.
+// lookup is refused, and so is an n_min for sampled drafts.
 func TestSpeculativeLimits(t *testing.T) {
 	ms := speculating(t)
 	m := ms["self"]
@@ -619,5 +619,15 @@ func TestSpeculativeLimits(t *testing.T) {
 	}
 	if _, err := ms["lookup"].Engine().Serve(engine.WithSpecLimits(context.Background(), spec.Limits{PMin: 0.5}), request(8, nil), prompt, func(uint32) error { return nil }); !errors.Is(err, engine.ErrRefused) {
 		t.Errorf("p_min with prompt lookup: %v, want refused", err)
+	}
+	// A sampled round dropped for drawing too few drafts would skew the
+	// output: n_min is refused where the drafts are sampled, and taken
+	// where they are lookup's.
+	if _, err := m.Engine().Serve(context.Background(), request(8, sampled(spec.LimitedDraft(m.Draft(), spec.Limits{Min: 2}))), prompt, func(uint32) error { return nil }); !errors.Is(err, engine.ErrRefused) {
+		t.Errorf("n_min with sampled drafts: %v, want refused", err)
+	}
+	lk := ms["lookup"]
+	if _, err := lk.Engine().Serve(context.Background(), request(8, sampled(spec.LimitedDraft(lk.Draft(), spec.Limits{Min: 2}))), prompt, func(uint32) error { return nil }); err != nil {
+		t.Errorf("n_min with lookup's drafts, sampled: %v", err)
 	}
 }
