@@ -368,6 +368,12 @@ type llamaSettings struct {
 	Stop             []string `json:"stop"`
 	Stream           bool     `json:"stream"`
 	Grammar          string   `json:"grammar"`
+	// The request's bounds on the speculative rounds, where it gave
+	// them (llama-server reports its defaults; a node's window has its
+	// own, engine.md).
+	SpecNMax *int     `json:"speculative.n_max,omitempty"`
+	SpecNMin *int     `json:"speculative.n_min,omitempty"`
+	SpecPMin *float64 `json:"speculative.p_min,omitempty"`
 }
 
 type llamaTimings struct {
@@ -406,6 +412,7 @@ func llamaSettingsOf(g *Generation, req *llamaCompletionRequest) llamaSettings {
 	if req.Grammar != nil {
 		st.Grammar = *req.Grammar
 	}
+	st.SpecNMax, st.SpecNMin, st.SpecPMin = req.SpecNMax, req.SpecNMin, req.SpecPMin
 	return st
 }
 

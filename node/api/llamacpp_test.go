@@ -402,8 +402,12 @@ func TestSpeculativeLimitsFields(t *testing.T) {
 			b, _ := io.ReadAll(resp.Body)
 			return resp.StatusCode, string(b)
 		}
-		if code, b := post(`,"speculative.n_max":4,"speculative.n_min":2,"speculative.p_min":0.5`); code != 200 {
+		code, b := post(`,"speculative.n_max":4,"speculative.n_min":2,"speculative.p_min":0.5`)
+		if code != 200 {
 			t.Fatalf("%s: %d %s", path, code, b)
+		}
+		if path == "/completion" && !strings.Contains(b, `"speculative.n_max":4,"speculative.n_min":2,"speculative.p_min":0.5`) {
+			t.Errorf("/completion's generation_settings do not report the bounds: %s", b)
 		}
 		if g := h.model.lastCall(); g.SpecLimits != (spec.Limits{Max: 4, Min: 2, PMin: 0.5}) || g.Speculative != nil {
 			t.Errorf("%s: limits %+v, speculative %v", path, g.SpecLimits, g.Speculative)

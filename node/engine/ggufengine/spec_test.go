@@ -305,8 +305,10 @@ func TestDraftVocabularyRefused(t *testing.T) {
 // step, and every serve still gets plain decoding's tokens.
 func TestSpeculativeWindowsWait(t *testing.T) {
 	plain := fortunes(t)
+	// Priced by the files, as speculating's models are: timed at load
+	// under the race detector, the rows could price every window shut.
 	m, err := Load(fortunesPath, Config{Fidelity: receipt.F1, UJPerToken: 250, Context: 256, Sessions: 8,
-		Draft: fortunesPath, DraftMax: 4, DraftCost: 0.05, DraftThreshold: -1})
+		Draft: fortunesPath, DraftMax: 4, DraftCost: 0.05, DraftThreshold: -1, DraftPricesFromFiles: true})
 	if err != nil {
 		t.Fatal(err)
 	}
