@@ -557,7 +557,8 @@ func (d *decoder) eval(ctx context.Context, prompt, generated []uint32, left int
 		}
 	}
 	if d.con != nil && len(drafts) > 0 {
-		// Drafts the grammar refuses would fall: they take no row.
+		// Drafts the grammar refuses fall: those that may go take no row
+		// (spec.Allowed).
 		drafts = spec.Allowed(d.con, drafts)
 	}
 	if len(drafts) == 0 {
