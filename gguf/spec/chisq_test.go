@@ -119,6 +119,29 @@ func twoTokens(p sample.Params, target, draft bigram, lookup []uint32, mask func
 	return [2]uint32{gen[0], gen[1]}
 }
 
+// pairs is the six-token vocabulary's pairs of tokens, as the
+// chi-square tests count them (n[first][second]) or weigh them.
+const pairs = 6
+
+// pairsChiSquare is Pearson's statistic for the counts n of trials draws
+// against the probabilities want, its degrees of freedom (the pairs with
+// any probability, less one), and the draws of pairs with none.
+func pairsChiSquare(n [pairs][pairs]int, want [pairs][pairs]float64, trials int) (stat float64, df, stray int) {
+	for a := range pairs {
+		for b := range pairs {
+			e := want[a][b] * float64(trials)
+			if e == 0 {
+				stray += n[a][b]
+				continue
+			}
+			d := float64(n[a][b]) - e
+			stat += d * d / e
+			df++
+		}
+	}
+	return stat, df - 1, stray
+}
+
 // chiSquareCritical is the chi-square distribution's upper α quantile
 // for df degrees of freedom, by the Wilson–Hilferty approximation, for
 // the z of α.
@@ -144,7 +167,7 @@ func chiSquareCritical(df int, z float64) float64 {
 // a rule that accepts every draft.
 func TestRejectionSamplingDistribution(t *testing.T) {
 	const (
-		v      = 6
+		v      = pairs
 		trials = 20000
 		z001   = 3.0902 // the standard normal's upper 0.001 quantile
 	)
@@ -182,19 +205,7 @@ func TestRejectionSamplingDistribution(t *testing.T) {
 			n[tt[0]][tt[1]]++
 		}
 		want := joint(p, mask)
-		for a := range v {
-			for b := range v {
-				e := want[a][b] * trials
-				if e == 0 {
-					stray += n[a][b]
-					continue
-				}
-				d := float64(n[a][b]) - e
-				stat += d * d / e
-				df++
-			}
-		}
-		return stat, df - 1, stray
+		return pairsChiSquare(n, want, trials)
 	}
 	for _, tc := range []struct {
 		name   string
@@ -262,7 +273,7 @@ func TestSampledReplay(t *testing.T) {
 // output, which the test catches.
 func TestConstrainedRejectionSampling(t *testing.T) {
 	const (
-		v      = 6
+		v      = pairs
 		trials = 20000
 		z001   = 3.0902
 	)
@@ -376,19 +387,7 @@ func TestConstrainedRejectionSampling(t *testing.T) {
 			n[tt[0]][tt[1]]++
 		}
 		want := joint(p)
-		for a := range v {
-			for b := range v {
-				e := want[a][b] * trials
-				if e == 0 {
-					stray += n[a][b]
-					continue
-				}
-				d := float64(n[a][b]) - e
-				stat += d * d / e
-				df++
-			}
-		}
-		return stat, df - 1, stray
+		return pairsChiSquare(n, want, trials)
 	}
 	for _, mode := range []string{"free", "held", "lookup"} {
 		for _, p := range []sample.Params{{Temperature: 1}, {Temperature: 0.8, TopK: 3, RepeatPenalty: 1.5}} {
