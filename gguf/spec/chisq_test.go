@@ -119,6 +119,20 @@ func twoTokens(p sample.Params, target, draft bigram, lookup []uint32, mask func
 	return [2]uint32{gen[0], gen[1]}
 }
 
+// targetAndDraft are a synthetic target over v tokens and a draft that is
+// the target perturbed.
+func targetAndDraft(rng *rand.Rand, v int) (target, draft bigram) {
+	target = newBigram(rng, v, 1)
+	draft = make(bigram, v)
+	for i := range draft {
+		draft[i] = make([]float32, v)
+		for j := range draft[i] {
+			draft[i][j] = target[i][j] + float32(rng.NormFloat64()*0.8)
+		}
+	}
+	return target, draft
+}
+
 // pairs is the six-token vocabulary's pairs of tokens, as the
 // chi-square tests count them (n[first][second]) or weigh them.
 const pairs = 6
@@ -172,14 +186,7 @@ func TestRejectionSamplingDistribution(t *testing.T) {
 		z001   = 3.0902 // the standard normal's upper 0.001 quantile
 	)
 	rng := rand.New(rand.NewPCG(21, 21))
-	target := newBigram(rng, v, 1)
-	draft := make(bigram, v)
-	for i := range draft {
-		draft[i] = make([]float32, v)
-		for j := range draft[i] {
-			draft[i][j] = target[i][j] + float32(rng.NormFloat64()*0.8)
-		}
-	}
+	target, draft := targetAndDraft(rng, v)
 	// The target's joint distribution of the two tokens after token 0.
 	joint := func(p sample.Params, mask func(uint32) []uint64) [v][v]float64 {
 		var out [v][v]float64
@@ -278,14 +285,7 @@ func TestConstrainedRejectionSampling(t *testing.T) {
 		z001   = 3.0902
 	)
 	rng := rand.New(rand.NewPCG(31, 31))
-	target := newBigram(rng, v, 1)
-	draft := make(bigram, v)
-	for i := range draft {
-		draft[i] = make([]float32, v)
-		for j := range draft[i] {
-			draft[i][j] = target[i][j] + float32(rng.NormFloat64()*0.8)
-		}
-	}
+	target, draft := targetAndDraft(rng, v)
 	pieces := [][]byte{[]byte("a"), []byte("b"), []byte("c"), []byte("d"), []byte("e"), []byte("f")}
 	piece := func(id uint32) []byte { return pieces[id] }
 	voc := grammar.NewVocab(v, v, piece, nil)
