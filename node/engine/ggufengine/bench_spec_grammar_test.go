@@ -20,7 +20,8 @@ import (
 // lookup on a prompt that repeats itself, under a JSON schema of one
 // string and under GBNF of words; and, where the bench cache holds the
 // 1B-shaped Q8_0 (make bench-spec makes it), that model with the
-// built-in Q8_0 as draft under the schema, and with lookup. Decode tok/s
+// built-in Q8_0 as draft under the schema and under make bench-grammar's
+// (several keys, an enum, arrays), and with lookup. Decode tok/s
 // after the first token, each side's fastest of BENCH_REPS (default 3)
 // alternating rounds, the speedup and the drafts' acceptance.
 func BenchmarkConstrainedSpeculation(b *testing.B) {
@@ -33,6 +34,10 @@ func BenchmarkConstrainedSpeculation(b *testing.B) {
 		b.Fatal(err)
 	}
 	words, err := grammar.ParseGBNF(`root ::= [a-zA-Z .,]+`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	keys, err := grammar.FromSchema([]byte(benchSchema)) // make bench-grammar's: several keys, an enum, arrays
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -50,6 +55,7 @@ func BenchmarkConstrainedSpeculation(b *testing.B) {
 	if p := filepath.Join(cache, "meshnode-fortunes-1b-shape-q8_0.gguf"); fileExists(p) {
 		cases = append(cases,
 			benchCase{"fortunes-1B Q8_0 + built-in Q8_0 draft, JSON schema", p, fortunesPath, "A fortune, as JSON:", schema, 48},
+			benchCase{"fortunes-1B Q8_0 + built-in Q8_0 draft, bench-grammar's schema", p, fortunesPath, "A fortune, as JSON:", keys, 64},
 			benchCase{"fortunes-1B Q8_0 + lookup, JSON schema", p, DraftLookup, repeating, schema, 48})
 	} else {
 		b.Logf("no 1B-shaped Q8_0 in %s (make bench-spec makes it): the built-in model's cases only", cache)
@@ -101,7 +107,7 @@ func BenchmarkConstrainedSpeculation(b *testing.B) {
 		if out.SpecProposed > 0 {
 			acc = float64(out.SpecAccepted) / float64(out.SpecProposed)
 		}
-		fmt.Printf("%-52s plain %7.1f tok/s, speculative %7.1f tok/s: %.2f× (%d tokens, %d of %d drafts accepted, %.2f)\n",
+		fmt.Printf("%-64s plain %7.1f tok/s, speculative %7.1f tok/s: %.2f× (%d tokens, %d of %d drafts accepted, %.2f)\n",
 			bc.name, plain, spec, spec/plain, out.TokensOut, out.SpecAccepted, out.SpecProposed, acc)
 		m.Close()
 	}
