@@ -143,21 +143,14 @@ func (s *servedModel) Prepare(ctx context.Context, g *api.Generation) (api.Prepa
 		}
 	}
 	if d, ok := draftOf(s.in.m); ok && !noSpec {
-		// The bounds a serve could not keep (spec.Limits.Apply).
+		// The bounds a serve could not keep (spec.Limits.Apply, in the
+		// engine), answered here with the field they were asked by.
 		lookup := d.DraftName() == spec.DraftLookup
 		sampled := g.Temperature != nil && *g.Temperature > 0
-		var e *api.Error
-		switch {
-		case lookup && g.SpecLimits.PMin > 0:
-			e = api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option",
-				"speculative.p_min %v: model %q drafts by prompt lookup, whose drafts have no probability (0 is accepted)", g.SpecLimits.PMin, s.in.m.Name())
-			e.Param = "speculative.p_min"
-		case !lookup && sampled && g.SpecLimits.Min > 1:
-			e = api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option",
-				"speculative.n_min %d with sampling: model %q's draft samples its drafts, and a round dropped for drawing too few would skew the answer's distribution (greedy requests take it)", g.SpecLimits.Min, s.in.m.Name())
-			e.Param = "speculative.n_min"
-		}
-		if e != nil {
+		var le *spec.LimitError
+		if err := g.SpecLimits.CheckFor(lookup, !lookup && sampled); errors.As(err, &le) {
+			e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option", "model %q: %s", s.in.m.Name(), le.Why)
+			e.Param = le.Field
 			return nil, e
 		}
 	}

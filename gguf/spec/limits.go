@@ -27,17 +27,48 @@ type Limits struct {
 // (DefaultMaxWindow is 8; llama-server's default most is 16).
 const MaxLimit = 256
 
-// Check reports limits out of their ranges.
+// LimitError is limits a serve cannot keep, and the request field that
+// asks for them.
+type LimitError struct {
+	Field string // as the request names it: "speculative.n_max", …
+	Why   string // what is wrong, beginning with the field
+}
+
+func (e *LimitError) Error() string { return "spec: " + e.Why }
+
+func limitError(field, format string, args ...any) *LimitError {
+	return &LimitError{Field: field, Why: fmt.Sprintf(format, args...)}
+}
+
+// Check reports limits out of their ranges (a *LimitError).
 func (l Limits) Check() error {
 	switch {
 	case l.Max < 0 || l.Max > MaxLimit:
-		return fmt.Errorf("spec: speculative.n_max must be 0 … %d, got %d", MaxLimit, l.Max)
+		return limitError("speculative.n_max", "speculative.n_max must be 0 (no speculation) … %d, got %d", MaxLimit, l.Max)
 	case l.Min < 0 || l.Min > MaxLimit:
-		return fmt.Errorf("spec: speculative.n_min must be 0 … %d, got %d", MaxLimit, l.Min)
+		return limitError("speculative.n_min", "speculative.n_min must be 0 … %d, got %d", MaxLimit, l.Min)
 	case l.Max > 0 && l.Min > l.Max:
-		return fmt.Errorf("spec: speculative.n_min %d is above speculative.n_max %d: no round could verify", l.Min, l.Max)
+		return limitError("speculative.n_min", "speculative.n_min %d is above speculative.n_max %d: no round could verify its drafts", l.Min, l.Max)
 	case !(l.PMin >= 0 && l.PMin <= 1):
-		return fmt.Errorf("spec: speculative.p_min must be 0 … 1, got %v", l.PMin)
+		return limitError("speculative.p_min", "speculative.p_min must be between 0 (the window judges each draft) and 1, got %v", l.PMin)
+	}
+	return nil
+}
+
+// CheckFor is Check for a serve whose drafts are prompt lookup's
+// (lookup) or drawn at random (sampled: a sampled request's draft
+// model), which cannot keep every limit (a *LimitError): lookup's drafts
+// have no probability for a p_min, and an n_min would drop a round of
+// sampled drafts for what it drew (Apply).
+func (l Limits) CheckFor(lookup, sampled bool) error {
+	if err := l.Check(); err != nil {
+		return err
+	}
+	switch {
+	case l.Min > 1 && sampled:
+		return limitError("speculative.n_min", "speculative.n_min %d: a sampled request's draft model draws its drafts at random, and a round dropped for drawing too few would skew its output (greedy requests and prompt lookup take it)", l.Min)
+	case l.PMin > 0 && lookup:
+		return limitError("speculative.p_min", "speculative.p_min %v: prompt lookup's drafts have no probability (0 is accepted)", l.PMin)
 	}
 	return nil
 }
@@ -137,7 +168,7 @@ func (w *Window) Bound(l Limits) *Window {
 // Apply has a serve's proposer and window keep to l (Bound; p_min is a
 // draft model's threshold, ModelProposer.SetThreshold). Limits out of
 // range, a p_min for a proposer without probabilities (prompt lookup),
-// and an n_min for drafts sampled at random are an error: a round
+// and an n_min for drafts sampled at random are an error (CheckFor): a round
 // dropped because its drafts, as drawn, ended it short would change
 // which draws the output keeps (the rejection rule is exact for each
 // draft drawn, and for a round cut before a draw, never for drafts
@@ -145,18 +176,11 @@ func (w *Window) Bound(l Limits) *Window {
 // greedy draft's, are what the text makes them, so dropping their
 // rounds changes nothing but the speed.
 func (l Limits) Apply(prop Proposer, w *Window) error {
-	if err := l.Check(); err != nil {
+	mp, model := prop.(*ModelProposer)
+	if err := l.CheckFor(!model, model && !mp.smp.Params().Greedy()); err != nil {
 		return err
 	}
-	mp, sampling := prop.(*ModelProposer)
-	sampling = sampling && !mp.smp.Params().Greedy()
-	if l.Min > 1 && sampling {
-		return fmt.Errorf("spec: speculative.n_min %d: a sampled request's drafts are drawn at random, and a round dropped for drawing too few would skew its output (greedy requests and prompt lookup take it)", l.Min)
-	}
 	if l.PMin > 0 {
-		if mp == nil {
-			return fmt.Errorf("spec: speculative.p_min %v: this model drafts by prompt lookup, whose drafts have no probability", l.PMin)
-		}
 		mp.SetThreshold(l.PMin)
 	}
 	w.Bound(l)

@@ -95,9 +95,6 @@ func decodeBody(body []byte, v any) error {
 func (s *sampling) applySpecLimits(g *Generation) error {
 	var l spec.Limits
 	if n := s.SpecNMax; n != nil {
-		if *n < 0 || *n > spec.MaxLimit {
-			return badRequest("speculative.n_max", "speculative.n_max must be 0 (no speculation) … %d, got %d", spec.MaxLimit, *n)
-		}
 		if *n == 0 {
 			if s.Speculative != nil && *s.Speculative {
 				return badRequest("speculative.n_max", `speculative.n_max 0 turns speculation off, and "speculative": true asks for it`)
@@ -108,19 +105,14 @@ func (s *sampling) applySpecLimits(g *Generation) error {
 		l.Max = *n
 	}
 	if n := s.SpecNMin; n != nil {
-		if *n < 0 || *n > spec.MaxLimit {
-			return badRequest("speculative.n_min", "speculative.n_min must be 0 … %d, got %d", spec.MaxLimit, *n)
-		}
-		if l.Max > 0 && *n > l.Max {
-			return badRequest("speculative.n_min", "speculative.n_min %d is above speculative.n_max %d: no round could verify its drafts", *n, l.Max)
-		}
 		l.Min = *n
 	}
 	if p := s.SpecPMin; p != nil {
-		if math.IsNaN(*p) || *p < 0 || *p > 1 {
-			return badRequest("speculative.p_min", "speculative.p_min must be between 0 (the window judges each draft) and 1, got %v", *p)
-		}
 		l.PMin = *p
+	}
+	var le *spec.LimitError
+	if err := l.Check(); errors.As(err, &le) {
+		return badRequest(le.Field, "%s", le.Why)
 	}
 	g.SpecLimits = l
 	return nil
