@@ -259,8 +259,8 @@ func measureSteps(ctx context.Context, step StepTimer, most int, dstep, dcatch d
 				return 0, err
 			}
 			ds[i] = d
-			if i == 1 && min(ds[0], d) >= longStep {
-				return d, nil // both long: not a stretched one
+			if i == oneWarm-1 && slices.Min(ds[:oneWarm]) >= longStep {
+				return d, nil // the warm steps all long: the last is not stretched
 			}
 		}
 		timed := ds[oneWarm:]
