@@ -99,10 +99,7 @@ func twoTokens(p sample.Params, target, draft bigram, lookup []uint32, mask func
 			hist = append(hist, tok)
 			prev = tok
 		}
-		window := []uint32{last}
-		for _, d := range drafts {
-			window = append(window, d.Token)
-		}
+		window := spec.Tokens(last, drafts)
 		var masks [][]uint64
 		if mask != nil {
 			for _, tok := range window {
