@@ -83,6 +83,13 @@ func (s *servedModel) Slots() int {
 	return 1
 }
 
+// Speculates implements api.SpeculatingModel: the model has a draft
+// configured, so its serves speculate unless they turn it off.
+func (s *servedModel) Speculates() bool {
+	_, ok := draftOf(s.in.m)
+	return ok
+}
+
 // Prepare implements api.Model: it tokenizes the prompt, refusing one that
 // cannot fit the context as soon as that is known, and builds the request
 // it will be served as. It holds the model's gate while it reads the
@@ -365,7 +372,7 @@ func (p *preparedGeneration) Generate(ctx context.Context, emit func(api.Delta) 
 		lps = nil
 		return emit(d)
 	}
-	tokenAt := p.tokenTimer(m.Name())
+	tokenAt, progress := p.tokenTimer(m.Name()), api.Progress(ctx)
 	isReasoning, reasoningTokens := p.reasoningReader(), 0
 	limits := &timeLimits{prompt: p.promptLimit, predict: p.predictLimit, start: s.clock()}
 	send := func(tok uint32) error {
@@ -375,6 +382,7 @@ func (p *preparedGeneration) Generate(ctx context.Context, emit func(api.Delta) 
 			return steward.ErrLimit
 		}
 		text := dec.Next(tok)
+		progress(text)
 		limits.saw(at, text)
 		if isReasoning != nil && isReasoning(text) {
 			reasoningTokens++
@@ -497,6 +505,10 @@ func (p *preparedGeneration) reasoningReader() func(text string) bool {
 
 // PromptTokens implements api.Prepared.
 func (p *preparedGeneration) PromptTokens() int { return len(p.ids) }
+
+// MaxTokens implements api.BoundedPrepared: the most tokens the answer
+// may hold, as the serve's request bounds it.
+func (p *preparedGeneration) MaxTokens() int { return int(p.req.MaxTokens) }
 
 // tokenTimer returns what each generated token of model is told of, at
 // the time it is produced: its time to first token (from the request's

@@ -329,6 +329,9 @@ func TestPlacementNetns(t *testing.T) {
 
 	// The cheaper host. Its one slot is taken while it serves, and its
 	// gossip may show it so for a while after: A waits until it does not.
+	// C's too, after its own serves, or A may pass C over as busy rather
+	// than as costlier.
+	free(c)
 	for i := range 4 {
 		free(b)
 		out := servedBy(a, fmt.Sprintf("cheap %d", i), b)

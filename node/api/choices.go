@@ -126,7 +126,7 @@ func (s *Server) generateChoices(w http.ResponseWriter, r *http.Request, m Model
 			if stop {
 				return
 			}
-			res, err := s.runChoice(ctx, m, gs[i], ps[i], func(d Delta) error {
+			res, err := s.runChoice(ctx, m, gs[i], ps[i], sts != nil, func(d Delta) error {
 				mu.Lock()
 				defer mu.Unlock()
 				if first.IsZero() {
@@ -194,7 +194,7 @@ func (s *Server) generateChoices(w http.ResponseWriter, r *http.Request, m Model
 
 // runChoice runs one choice: a place in the model's queue, a slot, the
 // generation.
-func (s *Server) runChoice(ctx context.Context, m Model, g *Generation, p Prepared, emit func(Delta) error) (*Result, error) {
+func (s *Server) runChoice(ctx context.Context, m Model, g *Generation, p Prepared, stream bool, emit func(Delta) error) (*Result, error) {
 	t, err := s.admit(g.Model, m)
 	if err != nil {
 		return nil, err
@@ -203,7 +203,7 @@ func (s *Server) runChoice(ctx context.Context, m Model, g *Generation, p Prepar
 	if err := s.run(ctx, g.Model, t); err != nil {
 		return nil, err
 	}
-	return p.Generate(ctx, emit)
+	return p.Generate(t.describe(ctx, m, g, p, stream), emit)
 }
 
 // generateAll runs a request's choices for a whole answer: one through

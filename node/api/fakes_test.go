@@ -37,6 +37,12 @@ type fakeModel struct {
 	// takes no tools.
 	tools *toolcall.Format
 
+	// pause, when set, holds a generation before its piece pauseAt
+	// (after the pieces before it went out, as Progress counts them)
+	// until it is closed, after a send on paused.
+	pause, paused chan struct{}
+	pauseAt       int
+
 	mu      sync.Mutex
 	calls   []*Generation
 	embeds  []*Embedding
@@ -214,14 +220,23 @@ func (r *fakeRun) Generate(ctx context.Context, emit func(Delta) error) (*Result
 		res.FinishReason = f.finish
 	}
 	res.StopSequence = f.stopSeq
+	progress := Progress(ctx)
 	for i, p := range f.pieces {
 		if g.MaxTokens > 0 && res.CompletionTokens == g.MaxTokens {
 			res.FinishReason = "length"
 			break
 		}
+		if f.pause != nil && i == f.pauseAt {
+			f.paused <- struct{}{}
+			select {
+			case <-f.pause:
+			case <-ctx.Done():
+			}
+		}
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		progress(p)
 		d := Delta{Text: p}
 		if g.Logprobs {
 			d.Logprobs = fakeLogprobs(i, p, g.TopLogprobs)

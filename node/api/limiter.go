@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -26,10 +27,16 @@ type limiter struct {
 	// releases that read the channel's length together had each seen
 	// the same edge.
 	count atomic.Int32
+	// held is which generation holds each slot, by slot id (nil: idle),
+	// for GET /slots. A ticket that gets a running place takes the
+	// lowest idle id, so that ids stay in 0 … slots−1 as llama-server's.
+	mu   sync.Mutex
+	held []*slotUse
 }
 
 func newLimiter(running, queued int, edge func()) *limiter {
-	return &limiter{admitted: make(chan struct{}, running+queued), running: make(chan struct{}, running), edge: edge}
+	return &limiter{admitted: make(chan struct{}, running+queued), running: make(chan struct{}, running), edge: edge,
+		held: make([]*slotUse, running)}
 }
 
 // atEdge reports whether n admitted is where the load changes as peers
@@ -41,6 +48,7 @@ func (l *limiter) atEdge(n int) bool { return n == cap(l.running) || n == cap(l.
 type ticket struct {
 	l       *limiter
 	running bool
+	use     *slotUse // the slot it holds once running
 }
 
 // admit takes a place, or fails at once with errQueueFull. A generation
@@ -64,13 +72,13 @@ func (l *limiter) admit() (*ticket, error) {
 func (t *ticket) run(ctx context.Context, expired <-chan time.Time) error {
 	select {
 	case t.l.running <- struct{}{}:
-		t.running = true
+		t.take()
 		return nil
 	default:
 	}
 	select {
 	case t.l.running <- struct{}{}:
-		t.running = true
+		t.take()
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -79,9 +87,29 @@ func (t *ticket) run(ctx context.Context, expired <-chan time.Time) error {
 	}
 }
 
+// take marks t running in the lowest idle slot. The running channel has
+// let it in, so one is idle.
+func (t *ticket) take() {
+	t.running = true
+	t.l.mu.Lock()
+	defer t.l.mu.Unlock()
+	for id, u := range t.l.held {
+		if u == nil {
+			t.use = &slotUse{id: id, task: -1}
+			t.l.held[id] = t.use
+			return
+		}
+	}
+}
+
 // release gives back the slot, if run took one, and the place.
 func (t *ticket) release() {
 	if t.running {
+		t.l.mu.Lock()
+		if t.use != nil {
+			t.l.held[t.use.id] = nil
+		}
+		t.l.mu.Unlock()
 		<-t.l.running
 	}
 	n := t.l.count.Add(-1)

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/meshnode/meshnode/node/identity"
@@ -165,6 +166,7 @@ type Server struct {
 
 	mu     sync.Mutex
 	limits map[string]*limiter
+	tasks  atomic.Int64  // the tasks numbered for GET /slots
 	prep   chan struct{} // the preparations running, PrepareConcurrency at most
 
 	proxy *meshProxy
@@ -208,6 +210,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /apply-template", s.handleApplyTemplate)
 	mux.HandleFunc("GET /tokenizer_info", s.handleTokenizerInfo)
 	mux.HandleFunc("GET /props", s.handleProps)
+	mux.HandleFunc("POST /props", s.handleSetProps)
+	mux.HandleFunc("GET /slots", s.handleSlots)
+	mux.HandleFunc("POST /slots/{id}", s.handleSlotAction)
 	mux.HandleFunc("GET /v1/models", s.handleModels)
 	mux.HandleFunc("GET /v1/models/{model...}", s.handleModel)
 	s.ollamaRoutes(mux, false)
@@ -639,6 +644,9 @@ func (s *Server) admit(model string, m Model) (*ticket, error) {
 // long is refused as the queue's overflow is, with 429 and Retry-After.
 func (s *Server) run(ctx context.Context, model string, t *ticket) error {
 	err := t.run(ctx, s.after(s.cfg.QueueWait))
+	if err == nil {
+		s.numberTask(t)
+	}
 	if errors.Is(err, errQueueWait) {
 		e := Errorf(http.StatusTooManyRequests, "rate_limit_error", "overloaded",
 			"model %q is busy: no generation slot came free in %v; retry shortly", model, s.cfg.QueueWait)
