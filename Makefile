@@ -291,6 +291,15 @@ bench-spec-batch:
 bench-spec-grammar:
 	MESHNODE_BENCH_SPEC=1 CGO_ENABLED=0 $(GO) test ./node/engine/ggufengine/ -run '^$$' -bench '^BenchmarkConstrainedSpeculation$$' -benchtime 1x -timeout 30m
 
+# Predicted outputs (OpenAI's prediction): greedy serves drafting from a
+# predicted answer, whole and edited, against plain decoding, on the
+# built-in Q8_0 and the 1B-shaped Q8_0 (from make bench-spec's cache)
+# (node/engine/ggufengine/bench_prediction_test.go; docs/engine.md,
+# "Predicted outputs"). Knobs: BENCH_REPS, BENCH_CACHE.
+.PHONY: bench-prediction
+bench-prediction:
+	MESHNODE_BENCH_SPEC=1 CGO_ENABLED=0 $(GO) test ./node/engine/ggufengine/ -run '^$$' -bench '^BenchmarkPrediction$$' -benchtime 1x -timeout 30m
+
 # Structured outputs: the grammar mask's cost per token against decode time
 # per token on the 1B-shaped Q8_0 (BENCH_CACHE, default the user cache's
 # meshnode-bench; the built-in model, with the reason, when it is absent),

@@ -19,6 +19,7 @@ import (
 	"github.com/meshnode/meshnode/gguf/grammar"
 	"github.com/meshnode/meshnode/gguf/sample"
 	"github.com/meshnode/meshnode/gguf/spec"
+	"github.com/meshnode/meshnode/gguf/tokenizer"
 	"github.com/meshnode/meshnode/node/api"
 	"github.com/meshnode/meshnode/node/engine"
 	"github.com/meshnode/meshnode/node/metrics"
@@ -142,7 +143,12 @@ func (s *servedModel) Prepare(ctx context.Context, g *api.Generation) (api.Prepa
 			return nil, err
 		}
 	}
-	if g.Speculative != nil && *g.Speculative {
+	if g.Prediction != "" {
+		if err := p.preparePrediction(g.Prediction); err != nil {
+			return nil, err
+		}
+	}
+	if g.Speculative != nil && *g.Speculative && len(p.prediction) == 0 {
 		if why := s.noSpeculation(g); why != "" {
 			e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option", `"speculative": true, but %s`, why)
 			e.Param = "speculative"
@@ -241,6 +247,9 @@ type preparedGeneration struct {
 	ids   []uint32
 	opts  []steward.ServeOption
 	drawn *uint64 // the seed drawn for it, if any
+	// prediction: the request's predicted output, in the model's tokens,
+	// which its rounds draft from (engine.WithPrediction).
+	prediction []uint32
 	// noSpec: the request turned speculative decoding off; limits: its
 	// bounds on the rounds (a greedy serve's; a sampled one's draft name
 	// carries them).
@@ -337,6 +346,9 @@ func (p *preparedGeneration) Generate(ctx context.Context, emit func(api.Delta) 
 	}
 	if !p.limits.IsZero() {
 		ctx = engine.WithSpecLimits(ctx, p.limits)
+	}
+	if len(p.prediction) > 0 {
+		ctx = engine.WithPrediction(ctx, p.prediction)
 	}
 	if p.grammar != nil {
 		ctx = engine.WithGrammar(ctx, p.grammar)
@@ -441,7 +453,40 @@ func (p *preparedGeneration) Generate(ctx context.Context, emit func(api.Delta) 
 	if isReasoning != nil {
 		res.ReasoningTokens = &reasoningTokens
 	}
+	if len(p.prediction) > 0 {
+		// The serve's only proposer was the prediction: its rounds'
+		// drafts are the predicted tokens verified.
+		r := &served.Receipt.Receipt
+		res.Prediction = &api.PredictionCounts{Accepted: int(r.SpecAccepted), Rejected: int(r.SpecProposed - r.SpecAccepted)}
+	}
 	return res, nil
+}
+
+// preparePrediction tokenizes a request's predicted output (no BOS, its
+// text as text) for the engine to draft from, refusing it where the
+// model's engine cannot.
+func (p *preparedGeneration) preparePrediction(text string) error {
+	s := p.s
+	if !engine.TakesPrediction(s.in.m.Engine()) {
+		e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option",
+			"model %q cannot draft from a prediction: its engine (%s) does not speculate from one", s.in.m.Name(), s.in.m.Engine().Recipe())
+		e.Param = "prediction"
+		return e
+	}
+	tok, err := s.tokenizerOf()
+	if err != nil {
+		return err
+	}
+	ids := tok.Encode(text, tokenizer.EncodeOptions{})
+	if n := s.ContextLength(); len(ids) > n {
+		// Each round searches it: bounded as the answer is.
+		e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_request",
+			"prediction is %d tokens; model %q's context holds %d", len(ids), s.in.m.Name(), n)
+		e.Param = "prediction"
+		return e
+	}
+	p.prediction = ids
+	return nil
 }
 
 // clock is the time the client's time limits read.

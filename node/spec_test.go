@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -357,5 +358,68 @@ func TestSpeculativeLimitsServed(t *testing.T) {
 	code, v := answerOf(t, n, "/v1/completions", body(`,"speculative.p_min":0.8`))
 	if er, _ := v["error"].(map[string]any); code != http.StatusBadRequest || er["param"] != "speculative.p_min" {
 		t.Errorf("p_min for prompt lookup: %d %v", code, v)
+	}
+}
+
+// TestPredictionServed: a chat given a predicted output (OpenAI's
+// prediction) on the built-in model, which has no draft of its own,
+// answers as without it, drafting from it: predicting the answer, most
+// of its tokens are accepted predicted tokens, as usage's
+// completion_tokens_details and the receipt both count them, and the
+// serve replays; a sampled chat with a prediction is refused, naming the
+// field.
+func TestPredictionServed(t *testing.T) {
+	n, _ := startNode(t, Config{StateDir: t.TempDir(), Model: []ModelConfig{{Path: fortunesPath(t)}}})
+	body := func(extra string) string {
+		return `{"model":"` + fortunesModel + `","max_tokens":32,"messages":[{"role":"user","content":"A man walks into a bar"}]` + extra + `}`
+	}
+	plain, energy := generate(t, n, "/v1/chat/completions", body(""))
+	if p, _ := specCounts(t, energy); p != 0 {
+		t.Fatalf("a serve without a prediction proposed %d drafts on a model without a draft", p)
+	}
+	pred, _ := json.Marshal(plain)
+	req := body(`,"prediction":{"type":"content","content":` + string(pred) + `}`)
+	resp := post(t, n, "/v1/chat/completions", req)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var answer struct {
+		Choices []struct {
+			Message struct{ Content string } `json:"message"`
+		} `json:"choices"`
+		Usage struct {
+			CompletionTokens int `json:"completion_tokens"`
+			Details          struct {
+				Accepted *int `json:"accepted_prediction_tokens"`
+				Rejected *int `json:"rejected_prediction_tokens"`
+			} `json:"completion_tokens_details"`
+			Energy json.RawMessage `json:"energy"`
+		} `json:"usage"`
+	}
+	if err := json.Unmarshal(b, &answer); err != nil || resp.StatusCode != http.StatusOK || len(answer.Choices) != 1 {
+		t.Fatalf("with a prediction: %d %s", resp.StatusCode, b)
+	}
+	u := answer.Usage
+	p, a := specCounts(t, u.Energy)
+	if got := answer.Choices[0].Message.Content; got != plain {
+		t.Errorf("with the answer predicted: %q, without %q", got, plain)
+	}
+	if u.Details.Accepted == nil || u.Details.Rejected == nil || *u.Details.Accepted != a || *u.Details.Rejected != p-a || 2*a < u.CompletionTokens {
+		t.Errorf("predicted tokens: usage says %v accepted and %v rejected, the receipt %d of %d, of %d tokens", u.Details.Accepted, u.Details.Rejected, a, p, u.CompletionTokens)
+	}
+	rb, _ := json.Marshal(map[string]any{"request": json.RawMessage(req), "energy": u.Energy})
+	if status, res, raw := replayRaw(t, n, string(rb)); status != http.StatusOK || res.Verdict != api.VerdictVerified {
+		t.Errorf("replay of the predicted serve: %d %s", status, raw)
+	}
+	for name, extra := range map[string]string{
+		"a sampled chat":          `,"temperature":0.7,"prediction":{"type":"content","content":"x"}`,
+		"a prediction too long":   `,"prediction":{"type":"content","content":"` + strings.Repeat("fortune ", 400) + `"}`,
+		"speculation turned off":  `,"speculative":false,"prediction":{"type":"content","content":"x"}`,
+		"a prediction not text":   `,"prediction":{"type":"content","content":[{"type":"image_url"}]}`,
+		"a prediction of no type": `,"prediction":{"content":"x"}`,
+	} {
+		code, v := answerOf(t, n, "/v1/chat/completions", body(extra))
+		if er, _ := v["error"].(map[string]any); code != http.StatusBadRequest || er["param"] == nil || !strings.HasPrefix(er["param"].(string), "prediction") {
+			t.Errorf("%s: %d %v", name, code, v)
+		}
 	}
 }

@@ -45,47 +45,54 @@ func (l Lookup) ProposeJudged(_ context.Context, seq []uint32, _, k int, judge f
 		hi = 3
 	}
 	for n := min(hi, len(seq)-1); n >= lo && k > 0; n-- {
-		at, reach := matchAt(seq, n)
+		at, reach := matchIn(seq, seq, n)
 		if at < 0 {
 			continue
 		}
 		next := seq[at+n : min(at+n+k, len(seq))]
-		d := make([]Draft, 0, len(next))
-		for j, t := range next {
-			conf := lookupConf(n, reach, j)
-			take, more := true, true
-			if judge != nil {
-				take, more = judge(conf)
-			}
-			if !take {
-				break
-			}
-			d = append(d, Draft{Token: t, Conf: conf})
-			if !more {
-				break
-			}
-		}
-		return d, nil
+		return judged(next, func(j int) float64 { return lookupConf(n, reach, j) }, judge), nil
 	}
 	return nil, nil
 }
 
-// matchAt finds, among the latest lookupOccurrences earlier occurrences
-// of seq's last n tokens that have a token after them, the one whose
-// match with the sequence's end reaches furthest back (up to
-// lookupReach tokens; the latest of equals): its start and that reach.
-// -1 if there is none.
-func matchAt(seq []uint32, n int) (at, reach int) {
+// judged is next as drafts, each of confidence conf(j), cut where judge
+// (nil: take all) says.
+func judged(next []uint32, conf func(j int) float64, judge func(conf float64) (take, more bool)) []Draft {
+	d := make([]Draft, 0, len(next))
+	for j, t := range next {
+		c := conf(j)
+		take, more := true, true
+		if judge != nil {
+			take, more = judge(c)
+		}
+		if !take {
+			break
+		}
+		d = append(d, Draft{Token: t, Conf: c})
+		if !more {
+			break
+		}
+	}
+	return d
+}
+
+// matchIn finds, among the latest lookupOccurrences occurrences in src
+// of seq's last n tokens that have a token after them in src, the one
+// whose match with seq's end reaches furthest back (up to lookupReach
+// tokens; the latest of equals): its start in src and that reach. -1 if
+// there is none. src is seq itself for prompt lookup (the suffix itself
+// has no token after it, so it is never its own match).
+func matchIn(src, seq []uint32, n int) (at, reach int) {
 	end := len(seq) - n // the suffix's start
 	suffix := seq[end:]
 	at, seen := -1, 0
-	for i := end - 1; i >= 0 && seen < lookupOccurrences && reach < lookupReach; i-- {
-		if !slices.Equal(seq[i:i+n], suffix) {
+	for i := len(src) - n - 1; i >= 0 && seen < lookupOccurrences && reach < lookupReach; i-- {
+		if !slices.Equal(src[i:i+n], suffix) {
 			continue
 		}
 		seen++
 		r := n
-		for r < lookupReach && i-(r-n) > 0 && seq[i-(r-n)-1] == seq[end-(r-n)-1] {
+		for r < lookupReach && i-(r-n) > 0 && end-(r-n) > 0 && src[i-(r-n)-1] == seq[end-(r-n)-1] {
 			r++
 		}
 		if r > reach {

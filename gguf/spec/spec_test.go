@@ -620,3 +620,81 @@ func TestSampledDraftsKeepTheirDistributions(t *testing.T) {
 		}
 	}
 }
+
+// TestPredicted: a predicted output drafts its own start while the
+// answer follows it (from the first round, the prompt's tokens never
+// matched), then after the answer strays, what follows the prediction's
+// best match of the answer's end (an edit's unchanged tail), and nothing
+// past its end; its drafts have no distribution, and a judge ends them.
+func TestPredicted(t *testing.T) {
+	ctx := context.Background()
+	prompt := []uint32{90, 91, 92}
+	pred := []uint32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	p := spec.NewPredicted(pred)
+	propose := func(gen []uint32, k int) []uint32 {
+		t.Helper()
+		d, err := p.Propose(ctx, append(slices.Clone(prompt), gen...), len(prompt), k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []uint32
+		for _, x := range d {
+			if x.Q != nil {
+				t.Error("a predicted draft with a distribution")
+			}
+			out = append(out, x.Token)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		gen  []uint32
+		k    int
+		want []uint32
+	}{
+		{nil, 3, []uint32{1, 2, 3}},
+		{[]uint32{1, 2}, 4, []uint32{3, 4, 5, 6}},
+		{[]uint32{1, 2, 3, 4, 5, 6, 7, 8}, 4, []uint32{9, 10}},
+		{pred, 4, nil}, // the prediction is spent
+	} {
+		p = spec.NewPredicted(pred)
+		if got := propose(tc.gen, tc.k); !slices.Equal(got, tc.want) {
+			t.Errorf("after %v, k %d: %v, want %v", tc.gen, tc.k, got, tc.want)
+		}
+	}
+	// One predictor through a serve: following, then an edit (40 41 for
+	// 3 4), then the tail found again by its last tokens.
+	p = spec.NewPredicted(pred)
+	steps := []struct {
+		gen, want []uint32
+	}{
+		{nil, []uint32{1, 2, 3}},
+		{[]uint32{1, 2}, []uint32{3, 4, 5}},
+		{[]uint32{1, 2, 40, 41}, nil},                  // strayed, and 41 is nowhere in it
+		{[]uint32{1, 2, 40, 41, 5}, []uint32{6, 7, 8}}, // 5 matched: what follows it
+		{[]uint32{1, 2, 40, 41, 5, 6, 7, 8}, []uint32{9, 10}},
+	}
+	for _, st := range steps {
+		if got := propose(st.gen, 3); !slices.Equal(got, st.want) {
+			t.Errorf("serve after %v: %v, want %v", st.gen, got, st.want)
+		}
+	}
+	// Following the start is counted as copying, surer than a one-token
+	// match after the answer strayed; a judge ends the drafts.
+	p = spec.NewPredicted(pred)
+	var confs []float64
+	d, _ := p.ProposeJudged(ctx, prompt, len(prompt), 5, func(conf float64) (bool, bool) {
+		confs = append(confs, conf)
+		return true, len(confs) < 2
+	})
+	if len(d) != 2 {
+		t.Errorf("judged to stop after 2: %d drafts", len(d))
+	}
+	var matched float64
+	p.ProposeJudged(ctx, append(slices.Clone(prompt), 9, 5), len(prompt), 1, func(conf float64) (bool, bool) {
+		matched = conf
+		return false, false
+	})
+	if len(confs) != 2 || matched == 0 || matched >= confs[0] {
+		t.Errorf("confidences along the start %v, after a one-token match %v", confs, matched)
+	}
+}

@@ -604,12 +604,12 @@ func TestNodeEndpoints(t *testing.T) {
 // (found by FuzzParseRequest) had passed the JSON reader, whose More
 // check does not see a closing bracket, while the field check's own
 // parse failed on it and let every field through: an option meshnode
-// does not honour (a prediction), or one no API defines, was served
+// does not honour (audio output), or one no API defines, was served
 // without it. Each endpoint now refuses the body as it is.
 func TestAttackTrailingBracket(t *testing.T) {
 	h := newHarness(t, Config{}, nil)
 	for _, tc := range []struct{ path, body string }{
-		{"/v1/chat/completions", `{"model":"tiny","prediction":{"type":"content","content":"x"},"messages":[{"role":"user","content":"x"}]}}`},
+		{"/v1/chat/completions", `{"model":"tiny","audio":{"voice":"alloy","format":"mp3"},"messages":[{"role":"user","content":"x"}]}}`},
 		{"/v1/completions", `{"model":"tiny","prompt":"x","bogus":1}]`},
 		{"/v1/messages", `{"model":"tiny","max_tokens":5,"mcp_servers":[{}],"messages":[{"role":"user","content":"x"}]}}`},
 		{"/api/chat", `{"model":"tiny","stream":false,"bogus":1,"messages":[{"role":"user","content":"x"}]}}`},

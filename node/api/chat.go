@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 
@@ -16,6 +17,8 @@ type chatRequest struct {
 	TopLogprobs         *int            `json:"top_logprobs"`
 	ResponseFormat      json.RawMessage `json:"response_format"`
 	Grammar             *string         `json:"grammar"` // llama-server's: GBNF
+	// Prediction is OpenAI's predicted output (parsePrediction).
+	Prediction json.RawMessage `json:"prediction"`
 
 	Tools             json.RawMessage `json:"tools"`
 	ToolChoice        json.RawMessage `json:"tool_choice"`
@@ -86,6 +89,9 @@ func parseChat(body []byte) (*Generation, *chatRequest, error) {
 		return nil, nil, err
 	}
 	if err := checkChoices(g); err != nil {
+		return nil, nil, err
+	}
+	if g.Prediction, err = parsePrediction(req.Prediction, g); err != nil {
 		return nil, nil, err
 	}
 	switch {
@@ -509,3 +515,41 @@ func (c *chatStream) closing(ress []*Result, gs []*Generation) error {
 // fail sends the error as OpenAI does mid-stream: a data-only event
 // holding {"error": ...}, and no [DONE].
 func (c *chatStream) fail(e *Error) error { return c.sse.event("", e.body()) }
+
+// parsePrediction reads OpenAI's prediction, {"type": "content",
+// "content": text or text parts}: text the answer is expected to repeat
+// in large part, which drafts a greedy serve's speculative rounds
+// (Generation.Prediction). A sampled answer's tokens would depend on
+// the drafts it was given, which its receipt's request does not bind,
+// so a prediction is refused beside a temperature above 0; and beside
+// speculation turned off, which it would contradict.
+func parsePrediction(raw json.RawMessage, g *Generation) (string, error) {
+	if isAbsent(raw) || isNull(compact(raw)) {
+		return "", nil
+	}
+	var p struct {
+		Type    string          `json:"type"`
+		Content json.RawMessage `json:"content"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return "", badRequest("prediction", "prediction must be an object {\"type\": \"content\", \"content\": ...}: %v", err)
+	}
+	if p.Type != "content" {
+		return "", badRequest("prediction", "prediction.type must be \"content\", got %q", p.Type)
+	}
+	text, err := messageContent(p.Content, "prediction.content")
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case text == "":
+		return "", nil
+	case g.Temperature != nil && *g.Temperature > 0:
+		return "", badRequest("prediction", "prediction is honoured on greedy requests (temperature 0, the default): a sampled answer's tokens would depend on the drafts the prediction gives, which its receipt does not bind")
+	case g.Speculative != nil && !*g.Speculative:
+		return "", badRequest("prediction", "prediction drafts speculative rounds, and speculative is false")
+	}
+	return text, nil
+}

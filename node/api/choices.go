@@ -251,11 +251,14 @@ func usageOfChoices(gs []*Generation, ress []*Result) *usage {
 			u.PromptTokens += res.PromptTokens
 		}
 		u.CompletionTokens += res.CompletionTokens
-		if n := res.ReasoningTokens; n != nil {
+		if n := res.ReasoningTokens; n != nil || res.Prediction != nil {
 			if u.CompletionTokensDetails == nil {
 				u.CompletionTokensDetails = &tokensDetails{}
 			}
-			u.CompletionTokensDetails.ReasoningTokens += *n
+			if n != nil {
+				u.CompletionTokensDetails.ReasoningTokens += *n
+			}
+			u.CompletionTokensDetails.addPrediction(res.Prediction)
 		}
 	}
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens

@@ -66,7 +66,7 @@ var refusedFields = map[string]refusal{
 	"store":                  {"store is not supported: meshnode keeps no completions or responses to retrieve (false is accepted)", isFalse},
 	"modalities":             {"modalities other than text are not supported: meshnode's models read and write text", oneOf(`["text"]`)},
 	"audio":                  {"audio output is not supported: meshnode's models write text", isNull},
-	"prediction":             {"prediction (predicted outputs) is not supported", isNull},
+	"prediction":             {"prediction (predicted outputs) is taken by /v1/chat/completions", isNull},
 	"reasoning_effort":       {"reasoning_effort is taken by /v1/chat/completions (reasoning.effort by /v1/responses), for a model whose chat template reads one", isNull},
 	"reasoning":              {"reasoning is taken by /v1/responses (reasoning_effort by /v1/chat/completions), for a model whose chat template reads one", isEmpty},
 	"verbosity":              {"verbosity is not supported", isNull},

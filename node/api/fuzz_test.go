@@ -21,6 +21,7 @@ func FuzzParseRequest(f *testing.F) {
 		`{"model":"tiny","prompt":["once"],"max_tokens":3,"stop":"x","n":1,"presence_penalty":-2,"frequency_penalty":2}`,
 		`{"model":"tiny","prompt":"once","temperature":0.8,"top_k":40,"min_p":0.05,"repeat_penalty":1.1,"logprobs":3}`,
 		`{"model":"tiny","prompt":"once","logit_bias":{"50256":-100,"7":2.5,"0":100}}`,
+		`{"model":"tiny","prediction":{"type":"content","content":[{"type":"text","text":"def f():\n  return 1\n"}]},"messages":[{"role":"user","content":"x"}]}`,
 		`{"model":"tiny","prompt":[[1,319,767]],"max_tokens":2}`, `{"model":"tiny","prompt":[1,2]}`,
 		`{"model":"tiny","prompt":["a",[1,2],"b"],"n":3,"seed":9}`, `{"model":"tiny","n":4,"messages":[{"role":"user","content":"x"}]}`,
 		`{"model":"tiny","messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":20,"user":"u","store":false,"tools":[]}`,

@@ -28,7 +28,7 @@ func usageOf(res *Result) *usage {
 		PromptTokens:            res.PromptTokens,
 		CompletionTokens:        res.CompletionTokens,
 		TotalTokens:             res.PromptTokens + res.CompletionTokens,
-		CompletionTokensDetails: detailsOf(res.ReasoningTokens),
+		CompletionTokensDetails: detailsOf(res.ReasoningTokens, res.Prediction),
 		Energy:                  res.Energy,
 		Placement:               res.Placement,
 	}
@@ -38,14 +38,36 @@ func usageOf(res *Result) *usage {
 // API's output_tokens_details).
 type tokensDetails struct {
 	ReasoningTokens int `json:"reasoning_tokens"`
+	// A predicted output's tokens, as OpenAI reports them: the predicted
+	// tokens that stood in the answer, and those that did not.
+	AcceptedPredictionTokens *int `json:"accepted_prediction_tokens,omitempty"`
+	RejectedPredictionTokens *int `json:"rejected_prediction_tokens,omitempty"`
 }
 
-// detailsOf is the details of n reasoning tokens, none where n is nil.
-func detailsOf(n *int) *tokensDetails {
-	if n == nil {
+// detailsOf is the details of n reasoning tokens and of a predicted
+// output's tokens, none where both are nil.
+func detailsOf(n *int, pred *PredictionCounts) *tokensDetails {
+	if n == nil && pred == nil {
 		return nil
 	}
-	return &tokensDetails{ReasoningTokens: *n}
+	d := &tokensDetails{}
+	if n != nil {
+		d.ReasoningTokens = *n
+	}
+	d.addPrediction(pred)
+	return d
+}
+
+// addPrediction adds a serve's predicted tokens to d.
+func (d *tokensDetails) addPrediction(pred *PredictionCounts) {
+	if pred == nil {
+		return
+	}
+	if d.AcceptedPredictionTokens == nil {
+		d.AcceptedPredictionTokens, d.RejectedPredictionTokens = new(int), new(int)
+	}
+	*d.AcceptedPredictionTokens += pred.Accepted
+	*d.RejectedPredictionTokens += pred.Rejected
 }
 
 // stream is one endpoint's streaming shape.

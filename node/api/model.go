@@ -211,6 +211,11 @@ type Generation struct {
 	// the model's context (Ollama's num_ctx): the smaller of the two
 	// holds.
 	ContextLimit int
+	// Prediction is OpenAI's predicted output (prediction.content): text
+	// the answer is expected to repeat in large part (a file being
+	// edited), which drafts the speculative rounds of a greedy serve
+	// (docs/api.md, Predicted outputs). It changes no token.
+	Prediction string
 	// Speculative switches speculative decoding for this request: nil
 	// is the model's default (on where it has a draft), false off.
 	Speculative *bool
@@ -287,6 +292,11 @@ type Result struct {
 	Receipt  string
 	// Placement is usage.placement, set by the server.
 	Placement any
+	// Prediction counts, for a serve given a Prediction, the predicted
+	// tokens its rounds verified: those that stood and those that did
+	// not (usage's accepted_prediction_tokens and
+	// rejected_prediction_tokens); nil without one.
+	Prediction *PredictionCounts
 	// ReasoningTokens, for a chat reply of a model that reasons, is how
 	// many of its tokens were reasoning (usage's reasoning_tokens); nil
 	// for a reply that carries none.
@@ -299,6 +309,11 @@ type Result struct {
 	// the server: a whole answer is built after the generation, so its
 	// timings read it.
 	firstText time.Time
+}
+
+// PredictionCounts are a serve's predicted tokens, verified.
+type PredictionCounts struct {
+	Accepted, Rejected int
 }
 
 // ModelInfo describes one model for /v1/models.

@@ -716,7 +716,7 @@ func (r *responseStream) end(res *Result) error {
 		r.resp.Output[i] = r.itemJSON(it, "completed", true)
 	}
 	r.resp.Usage = &responseUsage{InputTokens: res.PromptTokens, OutputTokens: res.CompletionTokens,
-		OutputTokensDetail: detailsOf(res.ReasoningTokens),
+		OutputTokensDetail: detailsOf(res.ReasoningTokens, nil),
 		TotalTokens:        res.PromptTokens + res.CompletionTokens, Energy: res.Energy, Placement: res.Placement}
 	return nil
 }

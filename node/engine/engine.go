@@ -183,6 +183,37 @@ func SpecLimits(ctx context.Context) spec.Limits {
 	return l
 }
 
+// predictionKey carries a greedy serve's predicted output in its context.
+type predictionKey struct{}
+
+// WithPrediction returns ctx carrying a greedy request's predicted output
+// (OpenAI's prediction), in the model's tokens: its speculative rounds
+// draft from it (spec.Predicted) instead of the model's own proposer.
+// Like the switch, it is not in a greedy request's identity: its tokens
+// do not depend on it.
+func WithPrediction(ctx context.Context, tokens []uint32) context.Context {
+	return context.WithValue(ctx, predictionKey{}, tokens)
+}
+
+// Prediction is ctx's predicted output (nil unless WithPrediction set it).
+func Prediction(ctx context.Context) []uint32 {
+	t, _ := ctx.Value(predictionKey{}).([]uint32)
+	return t
+}
+
+// PredictionTaker is an engine whose greedy serves draft from a
+// predicted output (WithPrediction).
+type PredictionTaker interface {
+	Engine
+	TakesPrediction() bool
+}
+
+// TakesPrediction is whether e's greedy serves draft from a prediction.
+func TakesPrediction(e Engine) bool {
+	t, ok := e.(PredictionTaker)
+	return ok && t.TakesPrediction()
+}
+
 // grammarKey carries a constrained serve's grammar in its context.
 type grammarKey struct{}
 

@@ -65,11 +65,13 @@ func newEngine(m *Model, cfg Config, opt model.SessionOptions, sessions int) (*E
 	// no prompt waits for decoding to end; so do the full windows of up
 	// to fullWindows speculating slots (the logits rows are the step's
 	// biggest scratch: a vocabulary each), and a window that does not fit
-	// goes first in the next step.
-	rows := sessions
+	// goes first in the next step. Every model may speculate: a serve
+	// given a predicted output drafts from it (spec.Predicted).
+	maxK := spec.DefaultMaxWindow
 	if m.draft != nil {
-		rows += m.draft.Max() * min(sessions, fullWindows)
+		maxK = max(maxK, m.draft.Max())
 	}
+	rows := sessions + maxK*min(sessions, fullWindows)
 	budget = max(budget, rows+chunk)
 	b, err := m.model.NewBatch(model.BatchOptions{Tokens: budget, Seqs: rows})
 	if err != nil {
@@ -178,6 +180,10 @@ func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []u
 	var draft string
 	noSpec := !engine.Speculation(ctx) || params.Order != ""
 	limits := engine.SpecLimits(ctx)
+	prediction := engine.Prediction(ctx)
+	if len(prediction) > 0 && !params.Greedy() {
+		return engine.Outcome{}, refuse("a prediction drafts greedy serves only: a sampled serve's tokens would depend on it")
+	}
 	if !params.Greedy() && req.Sampling != nil {
 		draft = req.Sampling.Draft
 		id, _, _, err := spec.SplitDraft(draft)
@@ -189,7 +195,7 @@ func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []u
 			return engine.Outcome{}, refuse("%v", err)
 		}
 	}
-	return e.generate(ctx, prompt, Generation{Sampling: params, Stop: stops, MinIndent: MinIndent(req.Sampling), MaxTokens: int(req.MaxTokens), NoSpeculation: noSpec, Draft: draft, Limits: limits, Grammar: gr}, emit)
+	return e.generate(ctx, prompt, Generation{Sampling: params, Stop: stops, MinIndent: MinIndent(req.Sampling), MaxTokens: int(req.MaxTokens), NoSpeculation: noSpec, Draft: draft, Limits: limits, Grammar: gr, Prediction: prediction}, emit)
 }
 
 // Generation is how Generate generates: the sampler's parameters, the stop
@@ -214,7 +220,15 @@ type Generation struct {
 	// where it may end), and the generation ends where the grammar must.
 	// A window's drafts are verified under the grammar too.
 	Grammar *grammar.Grammar
+	// Prediction, for a greedy generation, is a predicted output its
+	// rounds draft from (spec.Predicted) in place of the model's own
+	// proposer; it changes no token.
+	Prediction []uint32
 }
+
+// TakesPrediction implements engine's prediction capability: a greedy
+// serve drafts from the predicted output in its context.
+func (e *Engine) TakesPrediction() bool { return true }
 
 // Generate is Serve for a caller outside the steward (meshnode run): no
 // signed request, so it takes sampler parameters no request carries (the
@@ -260,7 +274,16 @@ func (e *Engine) generate(ctx context.Context, prompt []uint32, g Generation, em
 		}
 		d.argMax = false
 	}
-	if dr := e.m.draft; dr != nil && !g.NoSpeculation {
+	if len(g.Prediction) > 0 && !g.NoSpeculation {
+		if !g.Sampling.Greedy() {
+			return out, refuse("a prediction drafts greedy generations only")
+		}
+		prop, win := spec.NewPredicted(g.Prediction), e.m.predictionWindow()
+		if err := g.Limits.Apply(prop, win); err != nil {
+			return out, refuse("%v", err)
+		}
+		d.prop, d.win = prop, win.Limit(g.MaxTokens)
+	} else if dr := e.m.draft; dr != nil && !g.NoSpeculation {
 		prop, release, err := dr.Proposer(g.Sampling)
 		if err != nil {
 			return out, err

@@ -629,3 +629,50 @@ func TestSpeculativeLimits(t *testing.T) {
 		t.Errorf("n_min with lookup's drafts, sampled: %v", err)
 	}
 }
+
+// TestPrediction: a greedy serve given a predicted output (a model with
+// no draft of its own, and one with a draft model, which the prediction
+// stands in for) gives plain decoding's tokens, drafting from the
+// prediction: given the answer itself, nearly every token is an accepted
+// draft; given the answer with a stretch changed, the drafts stand again
+// after the change; given unrelated tokens, the serve is still plain. A
+// sampled serve refuses a prediction.
+func TestPrediction(t *testing.T) {
+	prompt := q8References(t)[1].Prompt
+	plain := fortunes(t)
+	want, _ := serve(t, plain.Engine(), request(40, nil), prompt)
+	edited := slices.Concat(want[:12], []uint32{400, 401, 402, 403}, want[16:])
+	for name, m := range map[string]*Model{"no draft": plain, "draft model": speculating(t)["self"]} {
+		run := func(pred []uint32) engine.Outcome {
+			t.Helper()
+			var got []uint32
+			out, err := m.Engine().Serve(engine.WithPrediction(context.Background(), pred), request(40, nil), prompt, func(tok uint32) error {
+				got = append(got, tok)
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("%s: the tokens differ from plain decoding's:\n%v\n%v", name, got, want)
+			}
+			return out
+		}
+		out := run(want)
+		t.Logf("%s, the answer predicted: %d of %d tokens accepted drafts, %d proposed", name, out.SpecAccepted, out.TokensOut, out.SpecProposed)
+		if out.SpecAccepted*10 < out.TokensOut*8 || out.SpecProposed-out.SpecAccepted > 8 {
+			t.Errorf("%s, the answer predicted: %d of %d tokens accepted drafts, %d drafts fell", name, out.SpecAccepted, out.TokensOut, out.SpecProposed-out.SpecAccepted)
+		}
+		out = run(edited)
+		t.Logf("%s, the answer edited: %d of %d tokens accepted drafts, %d proposed", name, out.SpecAccepted, out.TokensOut, out.SpecProposed)
+		if out.SpecAccepted*10 < out.TokensOut*5 {
+			t.Errorf("%s, the answer edited: %d of %d tokens accepted drafts (%d proposed)", name, out.SpecAccepted, out.TokensOut, out.SpecProposed)
+		}
+		run(slices.Repeat([]uint32{500, 501}, 20))
+	}
+	seed := uint64(3)
+	_, err := plain.Engine().Serve(engine.WithPrediction(context.Background(), want), request(8, &receipt.Sampling{TemperatureE6: 700_000, Seed: &seed}), prompt, func(uint32) error { return nil })
+	if !errors.Is(err, engine.ErrRefused) {
+		t.Errorf("a sampled serve with a prediction: %v, want refused", err)
+	}
+}
