@@ -180,7 +180,9 @@ func openSplit(s modelSpec) (*splitModel, error) {
 		Weights: receipt.Weights{Digest: receipt.ContentID(sum.Digest), Precision: ggufengine.Precision(sm.facts.QuantizationType)},
 		Vocab:   sm.vocab, Context: sm.ctx, Batch: model.DefaultBatch, Sessions: splitSeqs, Tokens: sm.tok,
 		// A window's rows are the pipeline's to bound (startSplit).
-		Draft: sm.draft,
+		// Only a speculating model is placed on stages that answer
+		// windows (planSplit), so only it drafts from predictions.
+		Draft: sm.draft, Windows: sm.draft != nil,
 		Lost: func(p splitengine.Pipeline, err error) {
 			select {
 			case sm.lost <- lostPipeline{p, err}:

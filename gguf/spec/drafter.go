@@ -284,6 +284,20 @@ func (d *Drafter) Window(greedy bool) *Window {
 	return NewWindow(d.maxK, d.cost, 0).Expect(d.prior())
 }
 
+// PredictionWindow sizes the rounds of a greedy serve that drafts from a
+// predicted output (Predicted) on a model whose proposer is d (nil:
+// none): its drafts cost nothing to find, as prompt lookup's (c 0), its
+// rows are priced as d measured them (else DefaultRowCost), and it
+// expects them to stand as a copy's do (CopyPrior): a prediction is text
+// the answer repeats.
+func (d *Drafter) PredictionWindow() *Window {
+	if p, measured := d.Prices(); measured {
+		p.Cost, p.CatchUp, p.First = 0, 0, 0
+		return p.Window(DefaultMaxWindow).Expect(CopyPrior)
+	}
+	return NewWindow(DefaultMaxWindow, 0, 0).Expect(CopyPrior)
+}
+
 // SameShape reports whether draft holds the target's tensors — the same
 // architecture, names and dimensions, in any types: a quantised copy of
 // the same model, whose drafts are the target's picks but where

@@ -278,7 +278,7 @@ func (e *Engine) generate(ctx context.Context, prompt []uint32, g Generation, em
 		if !g.Sampling.Greedy() {
 			return out, refuse("a prediction drafts greedy generations only")
 		}
-		prop, win := spec.NewPredicted(g.Prediction), e.m.predictionWindow()
+		prop, win := spec.NewPredicted(g.Prediction), e.m.draft.PredictionWindow()
 		if err := g.Limits.Apply(prop, win); err != nil {
 			return out, refuse("%v", err)
 		}

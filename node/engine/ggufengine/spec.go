@@ -31,16 +31,3 @@ func (m *Model) draftModel() *model.Model {
 	}
 	return m.draft.Model()
 }
-
-// predictionWindow sizes the rounds of a serve that drafts from a
-// predicted output: its drafts cost nothing to find, as prompt lookup's
-// (c 0), its rows are priced as the model's drafter measured them (else
-// spec.DefaultRowCost), and it expects them to stand as a copy's do
-// (spec.CopyPrior): a prediction is text the answer repeats.
-func (m *Model) predictionWindow() *spec.Window {
-	if p, measured := m.draft.Prices(); measured {
-		p.Cost, p.CatchUp, p.First = 0, 0, 0
-		return p.Window(spec.DefaultMaxWindow).Expect(spec.CopyPrior)
-	}
-	return spec.NewWindow(spec.DefaultMaxWindow, 0, 0).Expect(spec.CopyPrior)
-}

@@ -84,6 +84,11 @@ type Config struct {
 	// default: engine.Speculation; a sampled request only when it names
 	// it, receipt.Sampling.Draft). The engine does not close it.
 	Draft *spec.Drafter
+	// Windows: the pipelines the engine is given answer windows (every
+	// stage offers stagewire.FeatureRows), as a speculating model's are
+	// placed to; with it, a serve given a predicted output drafts from
+	// it though the model has no Draft.
+	Windows bool
 	// Sessions bounds the serves on the pipeline at once (default 4): each
 	// holds a KV session on every stage, and the stages were sized for so
 	// many. More wait for a turn.
@@ -316,7 +321,16 @@ func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []u
 	// A sampled request speculates only with the proposer it names, its
 	// windows priced as the name says: its tokens depend on both, and
 	// its identity must say so.
-	speculate := e.cfg.Draft != nil && engine.Speculation(ctx) && params.Order == ""
+	// A greedy request given a predicted output drafts from it, draft or
+	// none.
+	prediction := engine.Prediction(ctx)
+	switch {
+	case len(prediction) > 0 && !params.Greedy():
+		return engine.Outcome{}, refuse("a prediction drafts greedy serves only: a sampled serve's tokens would depend on it")
+	case len(prediction) > 0 && !e.TakesPrediction():
+		return engine.Outcome{}, refuse("a split model without a draft is placed on stages that need not answer windows, so it cannot draft from a prediction")
+	}
+	speculate := (e.cfg.Draft != nil || len(prediction) > 0) && engine.Speculation(ctx) && params.Order == ""
 	// Its rounds' bounds are its draft name's (a greedy request's, its
 	// context's).
 	var draft string
@@ -332,8 +346,14 @@ func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []u
 			return engine.Outcome{}, refuse("%v", err)
 		}
 	}
-	return e.generate(ctx, serve, prompt, gen{params: params, stops: stops, minIndent: ggufengine.MinIndent(req.Sampling), maxTokens: int(req.MaxTokens), speculate: speculate, draft: draft, limits: limits, grammar: gr}, emit)
+	return e.generate(ctx, serve, prompt, gen{params: params, stops: stops, minIndent: ggufengine.MinIndent(req.Sampling), maxTokens: int(req.MaxTokens), speculate: speculate, draft: draft, limits: limits, grammar: gr, prediction: prediction}, emit)
 }
+
+// TakesPrediction implements engine.PredictionTaker: a greedy serve
+// drafts from the predicted output in its context, through the stages
+// as any window, where its pipelines answer windows (a Draft, or
+// Windows).
+func (e *Engine) TakesPrediction() bool { return e.cfg.Draft != nil || e.cfg.Windows }
 
 // gen is how a serve generates.
 type gen struct {
@@ -345,6 +365,9 @@ type gen struct {
 	draft     string           // a sampled request's draft name, which prices its windows
 	limits    spec.Limits      // the rounds' bounds
 	grammar   *grammar.Grammar // nil: unconstrained
+	// prediction, for a greedy serve, is a predicted output its rounds
+	// draft from in place of the model's draft (spec.Predicted).
+	prediction []uint32
 }
 
 // generate runs a serve; one that ends well ends with its stages'
@@ -384,7 +407,17 @@ func (e *Engine) decode(ctx context.Context, r *run, prompt []uint32, g gen, emi
 	if !d.argMax {
 		r.want = stagewire.OutLogits
 	}
-	if g.speculate {
+	if g.speculate && len(g.prediction) > 0 {
+		prop := spec.NewPredicted(g.prediction)
+		d.prop, d.win = prop, e.cfg.Draft.PredictionWindow()
+		if e.window != nil {
+			d.win = e.window()
+		}
+		if err := g.limits.Apply(prop, d.win); err != nil {
+			return out, refuse("%v", err)
+		}
+		d.win.Limit(g.maxTokens)
+	} else if g.speculate {
 		prop, release, err := e.cfg.Draft.Proposer(g.params)
 		if err != nil {
 			return out, err

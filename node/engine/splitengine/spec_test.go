@@ -655,3 +655,59 @@ func TestSpeculativeLimits(t *testing.T) {
 		t.Errorf("p_min with prompt lookup: %v, want refused", err)
 	}
 }
+
+// TestPrediction: a split model given a predicted output drafts from it
+// through the stages, with no draft of its own and in place of one it
+// has, and answers with plain decoding's tokens: predicting the answer,
+// most tokens are accepted drafts, and a prediction that strays is
+// trimmed from the stages; a sampled serve refuses one, and so does a
+// model whose stages need not answer windows (no draft, no Windows).
+func TestPrediction(t *testing.T) {
+	ref, _ := setup(t)
+	prompt := specPrompts(t, ref)[0]
+	want, _, err := serve(ref.Engine(), prompt, greedy(40, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bare := func(windows bool) (*Engine, *trimCounter) {
+		f := openFile(t)
+		tc := &trimCounter{Pipeline: startSplitWith(t, f, layouts["2 stages"], 16, spec.DefaultMaxWindow+1, true, 0)}
+		w, _ := ref.Engine().Weights()
+		return New(Config{Recipe: "fortunes", Fidelity: receipt.F1, UJPerToken: 250, Weights: w,
+			Vocab: ref.Config().VocabSize, Context: 256, Batch: 16, Tokens: ref.Tokenizer(), Windows: windows}, tc), tc
+	}
+	// A model with neither a draft nor window-answering stages refuses.
+	if e, _ := bare(false); !errors.Is(func() error {
+		_, err := e.Serve(engine.WithPrediction(context.Background(), want), greedy(8, nil), prompt, func(uint32) error { return nil })
+		return err
+	}(), engine.ErrRefused) || e.TakesPrediction() {
+		t.Error("a split model without a draft or windows took a prediction")
+	}
+	lookupE, lookupTC := specEngine(t, ref, layouts["3 stages"], drafts(t)["lookup"])
+	bareE, bareTC := bare(true)
+	edited := slices.Concat(want[:12], []uint32{400, 401, 402, 403}, want[16:])
+	for name, c := range map[string]struct {
+		e  *Engine
+		tc *trimCounter
+	}{"no draft, 2 stages": {bareE, bareTC}, "lookup, 3 stages": {lookupE, lookupTC}} {
+		for pname, pred := range map[string][]uint32{"whole": want, "edited": edited} {
+			c.tc.trims = 0
+			var got []uint32
+			out, err := c.e.Serve(engine.WithPrediction(context.Background(), pred), greedy(40, nil), prompt, func(t uint32) error { got = append(got, t); return nil })
+			if err != nil || !slices.Equal(got, want) {
+				t.Fatalf("%s, %s: %v; tokens equal plain: %v", name, pname, err, slices.Equal(got, want))
+			}
+			if out.SpecAccepted*10 < out.TokensOut*5 || pname == "edited" && c.tc.trims == 0 {
+				t.Errorf("%s, %s: %d of %d tokens accepted drafts (%d proposed), %d trims", name, pname, out.SpecAccepted, out.TokensOut, out.SpecProposed, c.tc.trims)
+			}
+		}
+	}
+	seed := uint64(3)
+	if _, _, err := serve(bareE, prompt, greedy(8, &receipt.Sampling{TemperatureE6: 700_000, Seed: &seed})); err != nil {
+		t.Fatalf("a sampled serve without a prediction: %v", err)
+	}
+	_, err = bareE.Serve(engine.WithPrediction(context.Background(), want), greedy(8, &receipt.Sampling{TemperatureE6: 700_000, Seed: &seed}), prompt, func(uint32) error { return nil })
+	if !errors.Is(err, engine.ErrRefused) {
+		t.Errorf("a sampled serve with a prediction: %v, want refused", err)
+	}
+}
