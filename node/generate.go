@@ -155,10 +155,11 @@ func (s *servedModel) Prepare(ctx context.Context, g *api.Generation) (api.Prepa
 			return nil, e
 		}
 	}
-	if d, ok := draftOf(s.in.m); ok && !noSpec {
+	if d, ok := draftOf(s.in.m); len(p.prediction) > 0 || ok && !noSpec {
 		// The bounds a serve could not keep (spec.Limits.Apply, in the
-		// engine), answered here with the field they were asked by.
-		lookup := d.DraftName() == spec.DraftLookup
+		// engine), answered here with the field they were asked by. A
+		// prediction's drafts, like lookup's, have no probability.
+		lookup := len(p.prediction) > 0 || d.DraftName() == spec.DraftLookup
 		sampled := g.Temperature != nil && *g.Temperature > 0
 		var le *spec.LimitError
 		if err := g.SpecLimits.CheckFor(lookup, !lookup && sampled); errors.As(err, &le) {

@@ -416,9 +416,10 @@ func TestPredictionServed(t *testing.T) {
 		"speculation turned off":  `,"speculative":false,"prediction":{"type":"content","content":"x"}`,
 		"a prediction not text":   `,"prediction":{"type":"content","content":[{"type":"image_url"}]}`,
 		"a prediction of no type": `,"prediction":{"content":"x"}`,
+		"p_min":                   `,"speculative.p_min":0.5,"prediction":{"type":"content","content":"x"}`,
 	} {
 		code, v := answerOf(t, n, "/v1/chat/completions", body(extra))
-		if er, _ := v["error"].(map[string]any); code != http.StatusBadRequest || er["param"] == nil || !strings.HasPrefix(er["param"].(string), "prediction") {
+		if er, _ := v["error"].(map[string]any); code != http.StatusBadRequest || er["param"] == nil || !strings.HasPrefix(er["param"].(string), "prediction") && er["param"] != "speculative.p_min" {
 			t.Errorf("%s: %d %v", name, code, v)
 		}
 	}

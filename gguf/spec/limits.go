@@ -55,8 +55,8 @@ func (l Limits) Check() error {
 	return nil
 }
 
-// CheckFor is Check for a serve whose drafts are prompt lookup's
-// (lookup) or drawn at random (sampled: a sampled request's draft
+// CheckFor is Check for a serve whose drafts are found in text, prompt
+// lookup's or a prediction's (lookup), or drawn at random (sampled: a sampled request's draft
 // model), which cannot keep every limit (a *LimitError): lookup's drafts
 // have no probability for a p_min, and an n_min would drop a round of
 // sampled drafts for what it drew (Apply).
@@ -68,7 +68,7 @@ func (l Limits) CheckFor(lookup, sampled bool) error {
 	case l.Min > 1 && sampled:
 		return limitError("speculative.n_min", "speculative.n_min %d: a sampled request's draft model draws its drafts at random, and a round dropped for drawing too few would skew its output (greedy requests and prompt lookup take it)", l.Min)
 	case l.PMin > 0 && lookup:
-		return limitError("speculative.p_min", "speculative.p_min %v: prompt lookup's drafts have no probability (0 is accepted)", l.PMin)
+		return limitError("speculative.p_min", "speculative.p_min %v: drafts found in text (prompt lookup's, a prediction's) have no probability (0 is accepted)", l.PMin)
 	}
 	return nil
 }
