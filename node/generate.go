@@ -124,7 +124,7 @@ func (s *servedModel) Prepare(ctx context.Context, g *api.Generation) (api.Prepa
 	p := &preparedGeneration{s: s, stop: g.Stop, req: req, ids: ids, opts: opts, drawn: drawn, noSpec: noSpec, grammar: g.Grammar,
 		received: g.Received, tools: len(g.Tools) > 0, block: prompt.block, opens: prompt.opens, chat: g.Messages != nil,
 		promptLimit: g.PromptTimeLimit, predictLimit: g.PredictTimeLimit, limits: g.SpecLimits}
-	if _, ok := s.decidedDraft(g); ok && req.Sampling != nil {
+	if _, ok := s.decidedDraft(g); (ok || sampledPrediction(g, prompt.prediction)) && req.Sampling != nil {
 		d := req.Sampling.Draft
 		p.draft = &d
 	}
@@ -143,11 +143,7 @@ func (s *servedModel) Prepare(ctx context.Context, g *api.Generation) (api.Prepa
 			return nil, err
 		}
 	}
-	if g.Prediction != "" {
-		if err := p.preparePrediction(g.Prediction); err != nil {
-			return nil, err
-		}
-	}
+	p.prediction = prompt.prediction
 	if g.Speculative != nil && *g.Speculative && len(p.prediction) == 0 {
 		if why := s.noSpeculation(g); why != "" {
 			e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option", `"speculative": true, but %s`, why)
@@ -465,29 +461,44 @@ func (p *preparedGeneration) Generate(ctx context.Context, emit func(api.Delta) 
 
 // preparePrediction tokenizes a request's predicted output (no BOS, its
 // text as text) for the engine to draft from, refusing it where the
-// model's engine cannot.
-func (p *preparedGeneration) preparePrediction(text string) error {
-	s := p.s
+// model's engine cannot or it is longer than the context.
+func (s *servedModel) preparePrediction(g *api.Generation) ([]uint32, error) {
 	if !engine.TakesPrediction(s.in.m.Engine()) {
 		e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option",
 			"model %q cannot draft from a prediction: its engine (%s) does not speculate from one", s.in.m.Name(), s.in.m.Engine().Recipe())
 		e.Param = "prediction"
-		return e
+		return nil, e
 	}
 	tok, err := s.tokenizerOf()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	ids := tok.Encode(text, tokenizer.EncodeOptions{})
+	ids := tok.Encode(g.Prediction, tokenizer.EncodeOptions{})
 	if n := s.ContextLength(); len(ids) > n {
 		// Each round searches it: bounded as the answer is.
 		e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_request",
 			"prediction is %d tokens; model %q's context holds %d", len(ids), s.in.m.Name(), n)
 		e.Param = "prediction"
-		return e
+		return nil, e
 	}
-	p.prediction = ids
-	return nil
+	return ids, nil
+}
+
+// sampledPrediction reports whether g is a sampled request given a
+// prediction (its draft name names it).
+func sampledPrediction(g *api.Generation, prediction []uint32) bool {
+	return len(prediction) > 0 && g.Temperature != nil && *g.Temperature > 0
+}
+
+// predictionPrices are what a sampled request given a prediction names
+// its windows' prices as (spec.PredictionPrices): the model's draft's
+// measured sampled rows, else the files'.
+func (s *servedModel) predictionPrices() spec.DraftPrices {
+	if d, ok := draftOf(s.in.m); ok {
+		p, at := d.DraftPrices()
+		return spec.PredictionPrices(p, !at.IsZero())
+	}
+	return spec.PredictionPrices(spec.Prices{}, false)
 }
 
 // clock is the time the client's time limits read.
@@ -579,6 +590,9 @@ type preparedPrompt struct {
 	ids   []uint32
 	block *think.Tags
 	opens bool
+	// prediction is the request's predicted output in the model's
+	// tokens (preparePrediction), nil for none.
+	prediction []uint32
 }
 
 // prepare tokenizes a generation's prompt and builds the mesh/1 request
@@ -638,7 +652,12 @@ func (s *servedModel) prepare(g *api.Generation) (receipt.ServeRequest, prepared
 			return receipt.ServeRequest{}, preparedPrompt{}, nil, fmt.Errorf("a thinking budget: %w", err)
 		}
 	}
-	req, opts, err := s.request(g, text, ids, ctxLen)
+	if g.Prediction != "" {
+		if pp.prediction, err = s.preparePrediction(g); err != nil {
+			return receipt.ServeRequest{}, preparedPrompt{}, nil, err
+		}
+	}
+	req, opts, err := s.request(g, text, ids, ctxLen, pp.prediction)
 	return req, pp, append(opts, steward.WithPromptTokens(uint32(len(ids)))), err
 }
 
@@ -761,7 +780,7 @@ func givesReasoning(g *api.Generation) bool {
 // default, cut to what the context leaves; sampling options are in its
 // identity (receipt.Sampling); a sampled request without a seed is left
 // without one (Generate draws it).
-func (s *servedModel) request(g *api.Generation, prompt string, ids []uint32, ctxLen int) (receipt.ServeRequest, []steward.ServeOption, error) {
+func (s *servedModel) request(g *api.Generation, prompt string, ids []uint32, ctxLen int, prediction []uint32) (receipt.ServeRequest, []steward.ServeOption, error) {
 	promptTokens := len(ids)
 	if len(g.Presentation) > 0 {
 		if hasToolTurns(g) {
@@ -889,7 +908,17 @@ func (s *servedModel) request(g *api.Generation, prompt string, ids []uint32, ct
 		// engines speculate under the default chain only).
 		// Its draft name carries its own bounds on the rounds, which
 		// its tokens depend on.
-		if d, ok := s.decidedDraft(g); ok && sp.Samplers == "" && d.Draft() != "" {
+		switch d, ok := s.decidedDraft(g); {
+		case len(prediction) > 0 && sp.Samplers != "":
+			e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option",
+				"a sampled request drafts from a prediction only under the default sampler order, and this one sets samplers")
+			e.Param = "prediction"
+			return req, nil, e
+		case len(prediction) > 0:
+			// A prediction drafts in place of the model's own draft,
+			// and the request names it.
+			sp.Draft = spec.LimitedDraft(spec.PricedDraft(spec.PredictionID(prediction), s.predictionPrices()), g.SpecLimits)
+		case ok && sp.Samplers == "" && d.Draft() != "":
 			sp.Draft = spec.LimitedDraft(d.Draft(), g.SpecLimits)
 		}
 	}

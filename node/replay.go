@@ -67,7 +67,7 @@ func (a *apiNode) Replay(ctx context.Context, rp *api.Replay) (*api.ReplayResult
 			return nil, err
 		}
 	}
-	if _, ok := m.decidedDraft(g); ok && req.Sampling != nil {
+	if _, ok := m.decidedDraft(g); (ok || sampledPrediction(g, prompt.prediction)) && req.Sampling != nil {
 		// The draft the serve named, where its answer says (a model
 		// reloaded since may name another: Energy.Draft).
 		d, ok, err := energyDraft(rp.Energy)
@@ -92,6 +92,11 @@ func (a *apiNode) Replay(ctx context.Context, rp *api.Replay) (*api.ReplayResult
 		// The grammar the request derives, which its id names: the re-run
 		// is held to it as the serve was.
 		ctx = engine.WithGrammar(ctx, g.Grammar)
+	}
+	if len(prompt.prediction) > 0 {
+		// A sampled serve's tokens depend on the drafts its prediction
+		// gave, which its draft name names.
+		ctx = engine.WithPrediction(ctx, prompt.prediction)
 	}
 	v, d, err := a.n.steward.ReplayReceipt(ctx, r, req, prompt.ids, rp.Disclosed)
 	if err != nil {

@@ -366,8 +366,9 @@ func TestSpeculativeLimitsServed(t *testing.T) {
 // answers as without it, drafting from it: predicting the answer, most
 // of its tokens are accepted predicted tokens, as usage's
 // completion_tokens_details and the receipt both count them, and the
-// serve replays; a sampled chat with a prediction is refused, naming the
-// field.
+// serve replays; a sampled chat names its prediction as its draft and
+// replays, and not with another; bad predictions are refused, naming
+// the field.
 func TestPredictionServed(t *testing.T) {
 	n, _ := startNode(t, Config{StateDir: t.TempDir(), Model: []ModelConfig{{Path: fortunesPath(t)}}})
 	body := func(extra string) string {
@@ -410,8 +411,24 @@ func TestPredictionServed(t *testing.T) {
 	if status, res, raw := replayRaw(t, n, string(rb)); status != http.StatusOK || res.Verdict != api.VerdictVerified {
 		t.Errorf("replay of the predicted serve: %d %s", status, raw)
 	}
+	// Sampled: the request names its prediction as its draft
+	// (usage.energy.draft), and replays.
+	sampled := body(`,"temperature":0.7,"seed":11,"prediction":{"type":"content","content":` + string(pred) + `}`)
+	_, energy = generate(t, n, "/v1/chat/completions", sampled)
+	var e struct{ Draft *string }
+	if err := json.Unmarshal(energy, &e); err != nil || e.Draft == nil || !strings.HasPrefix(*e.Draft, "predicted:") {
+		t.Errorf("the sampled serve's usage.energy.draft: %v, want the prediction's", e.Draft)
+	}
+	rb, _ = json.Marshal(map[string]any{"request": json.RawMessage(sampled), "energy": energy})
+	if status, res, raw := replayRaw(t, n, string(rb)); status != http.StatusOK || res.Verdict != api.VerdictVerified {
+		t.Errorf("replay of the sampled predicted serve: %d %s", status, raw)
+	}
+	other := strings.Replace(sampled, `"content":`, `"content":"x`, 1)
+	rb, _ = json.Marshal(map[string]any{"request": json.RawMessage(other), "energy": energy})
+	if status, res, _ := replayRaw(t, n, string(rb)); status == http.StatusOK && res.Verdict == api.VerdictVerified {
+		t.Error("the sampled serve replayed as verified with another prediction")
+	}
 	for name, extra := range map[string]string{
-		"a sampled chat":          `,"temperature":0.7,"prediction":{"type":"content","content":"x"}`,
 		"a prediction too long":   `,"prediction":{"type":"content","content":"` + strings.Repeat("fortune ", 400) + `"}`,
 		"speculation turned off":  `,"speculative":false,"prediction":{"type":"content","content":"x"}`,
 		"a prediction not text":   `,"prediction":{"type":"content","content":[{"type":"image_url"}]}`,

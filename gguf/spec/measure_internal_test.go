@@ -181,6 +181,7 @@ func FuzzSplitDraft(f *testing.F) {
 	f.Add("x@c1e1v2u3e-1")
 	f.Add(LimitedDraft(PricedDraft("lookup", DraftPrices{Row: 0.25}), Limits{Max: 4, Min: 2, PMin: 0.75}))
 	f.Add(LimitedDraft("0123456789abcdef", Limits{PMin: 0.5}))
+	f.Add(LimitedDraft(PricedDraft(PredictionID([]uint32{1, 2, 3}), PredictionPrices(Prices{}, false)), Limits{Max: 4}))
 	f.Fuzz(func(t *testing.T, name string) {
 		// Limits that read write back to the same name.
 		if l, err := DraftLimits(name); err == nil && !l.IsZero() {

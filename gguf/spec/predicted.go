@@ -2,7 +2,12 @@ package spec
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
 	"slices"
+	"strings"
 )
 
 // Predicted proposes from a predicted output (OpenAI's predicted
@@ -80,4 +85,70 @@ func (p *Predicted) following(out []uint32) bool {
 		p.aligned = len(out)
 	}
 	return p.aligned < len(p.Tokens)
+}
+
+// predictionPrefix begins a prediction's id.
+const predictionPrefix = "predicted:"
+
+// PredictionID is what a sampled request given the predicted tokens
+// names as its draft (receipt.Sampling.Draft, with its prices and bounds:
+// PricedDraft, LimitedDraft): "predicted:" and the SHA-256 of the tokens
+// (each little-endian uint32), in hex. A sampled answer's tokens depend
+// on the drafts its rounds verified, so its request must name them, and
+// a replay must be given the same prediction.
+func PredictionID(tokens []uint32) string {
+	h := sha256.New()
+	var b [4]byte
+	for _, t := range tokens {
+		binary.LittleEndian.PutUint32(b[:], t)
+		h.Write(b[:])
+	}
+	return predictionPrefix + hex.EncodeToString(h.Sum(nil))
+}
+
+// IsPredictionID reports whether a draft name's id (SplitDraft's)
+// names a prediction.
+func IsPredictionID(id string) bool { return strings.HasPrefix(id, predictionPrefix) }
+
+// PredictionPrices are the prices a sampled request given a prediction
+// names (PricedDraft) on a model whose proposer's prices are p (measured,
+// or none: the files'): its drafts cost nothing to find, and its rows
+// are priced as measured for sampling, else at DefaultRowCost.
+func PredictionPrices(p Prices, measured bool) DraftPrices {
+	if measured {
+		return DraftPrices{Row: max(p.SampledRow, minRowCost)}
+	}
+	return DraftPrices{Row: DefaultRowCost}
+}
+
+// SampledPredictionWindow is the window of a sampled serve given the
+// predicted tokens whose request names draft: the name's id must be the
+// tokens' (PredictionID), and its prices price the rounds (none: those
+// of the files, DefaultRowCost), expecting CopyPrior as
+// PredictionWindow does.
+func SampledPredictionWindow(draft string, tokens []uint32) (*Window, error) {
+	id, p, priced, err := SplitDraft(draft)
+	switch {
+	case err != nil:
+		return nil, err
+	case id != PredictionID(tokens):
+		return nil, fmt.Errorf("spec: the request names draft %q, not the prediction given (%s)", id, PredictionID(tokens))
+	case !priced:
+		return NewWindow(DefaultMaxWindow, 0, 0).Expect(CopyPrior), nil
+	}
+	return sampledWindow(DefaultMaxWindow, p).Expect(CopyPrior), nil
+}
+
+// CheckPredictionNamed is an error where a sampled request's draft name
+// (its id, SplitDraft's) does not name the prediction it is given (its
+// tokens depend on the drafts, so its identity must name them), or
+// names one it is not given.
+func CheckPredictionNamed(id string, prediction []uint32) error {
+	switch {
+	case len(prediction) > 0 && id != PredictionID(prediction):
+		return fmt.Errorf("spec: a sampled request given a prediction must name it as its draft (%s), not %q", PredictionID(prediction), id)
+	case len(prediction) == 0 && IsPredictionID(id):
+		return fmt.Errorf("spec: the request names a prediction (%s) as its draft, and none was given", id)
+	}
+	return nil
 }

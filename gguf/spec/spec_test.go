@@ -698,3 +698,41 @@ func TestPredicted(t *testing.T) {
 		t.Errorf("confidences along the start %v, after a one-token match %v", confs, matched)
 	}
 }
+
+// TestPredictionNames: a sampled request names its prediction by its
+// tokens' digest, within a receipt's 128 bytes of draft name
+// (receipt.MaxDraftBytes) with prices and bounds; the window is priced
+// as the name says; and a name that is not the prediction's, or names
+// one that was not given, is an error.
+func TestPredictionNames(t *testing.T) {
+	a, b := []uint32{1, 2, 3}, []uint32{1, 2, 4}
+	id := spec.PredictionID(a)
+	if id != spec.PredictionID(slices.Clone(a)) || id == spec.PredictionID(b) || !spec.IsPredictionID(id) || spec.IsPredictionID(spec.DraftLookup) {
+		t.Fatalf("PredictionID(%v) = %q, of %v %q", a, id, b, spec.PredictionID(b))
+	}
+	name := spec.LimitedDraft(spec.PricedDraft(id, spec.DraftPrices{Row: 99.99}), spec.Limits{Max: 256, Min: 256, PMin: 0.999})
+	if len(name) > 128 {
+		t.Errorf("%q: %d bytes", name, len(name))
+	}
+	if _, err := spec.SampledPredictionWindow(name, a); err != nil {
+		t.Errorf("the prediction's own name: %v", err)
+	}
+	if _, err := spec.SampledPredictionWindow(name, b); err == nil {
+		t.Error("another prediction's name took")
+	}
+	for _, c := range []struct {
+		id   string
+		pred []uint32
+		ok   bool
+	}{{id, a, true}, {id, b, false}, {"", a, false}, {spec.DraftLookup, a, false}, {id, nil, false}, {spec.DraftLookup, nil, true}, {"", nil, true}} {
+		if err := spec.CheckPredictionNamed(c.id, c.pred); (err == nil) != c.ok {
+			t.Errorf("CheckPredictionNamed(%q, %v): %v", c.id, c.pred, err)
+		}
+	}
+	if p := spec.PredictionPrices(spec.Prices{SampledRow: 0.4, Cost: 0.3}, true); p != (spec.DraftPrices{Row: 0.4}) {
+		t.Errorf("measured: %+v, want the sampled row at no cost", p)
+	}
+	if p := spec.PredictionPrices(spec.Prices{SampledRow: 0.4}, false); p != (spec.DraftPrices{Row: spec.DefaultRowCost}) {
+		t.Errorf("not measured: %+v, want the default row", p)
+	}
+}

@@ -518,11 +518,9 @@ func (c *chatStream) fail(e *Error) error { return c.sse.event("", e.body()) }
 
 // parsePrediction reads OpenAI's prediction, {"type": "content",
 // "content": text or text parts}: text the answer is expected to repeat
-// in large part, which drafts a greedy serve's speculative rounds
-// (Generation.Prediction). A sampled answer's tokens would depend on
-// the drafts it was given, which its receipt's request does not bind,
-// so a prediction is refused beside a temperature above 0; and beside
-// speculation turned off, which it would contradict.
+// in large part, which drafts the serve's speculative rounds
+// (Generation.Prediction). It is refused beside speculation turned off,
+// which it would contradict.
 func parsePrediction(raw json.RawMessage, g *Generation) (string, error) {
 	if isAbsent(raw) || isNull(compact(raw)) {
 		return "", nil
@@ -546,8 +544,6 @@ func parsePrediction(raw json.RawMessage, g *Generation) (string, error) {
 	switch {
 	case text == "":
 		return "", nil
-	case g.Temperature != nil && *g.Temperature > 0:
-		return "", badRequest("prediction", "prediction is honoured on greedy requests (temperature 0, the default): a sampled answer's tokens would depend on the drafts the prediction gives, which its receipt does not bind")
 	case g.Speculative != nil && !*g.Speculative:
 		return "", badRequest("prediction", "prediction drafts speculative rounds, and speculative is false")
 	}

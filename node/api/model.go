@@ -213,8 +213,9 @@ type Generation struct {
 	ContextLimit int
 	// Prediction is OpenAI's predicted output (prediction.content): text
 	// the answer is expected to repeat in large part (a file being
-	// edited), which drafts the speculative rounds of a greedy serve
-	// (docs/api.md, Predicted outputs). It changes no token.
+	// edited), which drafts the serve's speculative rounds (docs/api.md,
+	// Predicted outputs): a greedy answer's tokens are the same; a
+	// sampled one names it as its draft.
 	Prediction string
 	// Speculative switches speculative decoding for this request: nil
 	// is the model's default (on where it has a draft), false off.

@@ -183,14 +183,15 @@ func SpecLimits(ctx context.Context) spec.Limits {
 	return l
 }
 
-// predictionKey carries a greedy serve's predicted output in its context.
+// predictionKey carries a serve's predicted output in its context.
 type predictionKey struct{}
 
-// WithPrediction returns ctx carrying a greedy request's predicted output
+// WithPrediction returns ctx carrying a request's predicted output
 // (OpenAI's prediction), in the model's tokens: its speculative rounds
 // draft from it (spec.Predicted) instead of the model's own proposer.
-// Like the switch, it is not in a greedy request's identity: its tokens
-// do not depend on it.
+// Like the switch, it is not in a greedy request's identity, whose
+// tokens do not depend on it; a sampled request's draft name names it
+// (spec.PredictionID), as the prediction travels beside the request.
 func WithPrediction(ctx context.Context, tokens []uint32) context.Context {
 	return context.WithValue(ctx, predictionKey{}, tokens)
 }
@@ -201,14 +202,14 @@ func Prediction(ctx context.Context) []uint32 {
 	return t
 }
 
-// PredictionTaker is an engine whose greedy serves draft from a
+// PredictionTaker is an engine whose serves draft from a
 // predicted output (WithPrediction).
 type PredictionTaker interface {
 	Engine
 	TakesPrediction() bool
 }
 
-// TakesPrediction is whether e's greedy serves draft from a prediction.
+// TakesPrediction is whether e's serves draft from a prediction.
 func TakesPrediction(e Engine) bool {
 	t, ok := e.(PredictionTaker)
 	return ok && t.TakesPrediction()

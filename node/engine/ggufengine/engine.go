@@ -181,16 +181,16 @@ func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []u
 	noSpec := !engine.Speculation(ctx) || params.Order != ""
 	limits := engine.SpecLimits(ctx)
 	prediction := engine.Prediction(ctx)
-	if len(prediction) > 0 && !params.Greedy() {
-		return engine.Outcome{}, refuse("a prediction drafts greedy serves only: a sampled serve's tokens would depend on it")
-	}
 	if !params.Greedy() && req.Sampling != nil {
 		draft = req.Sampling.Draft
 		id, _, _, err := spec.SplitDraft(draft)
 		if err != nil {
 			return engine.Outcome{}, refuse("%v", err)
 		}
-		noSpec = noSpec || draft == "" || id != e.m.Draft()
+		if err := spec.CheckPredictionNamed(id, prediction); err != nil {
+			return engine.Outcome{}, refuse("%v", err)
+		}
+		noSpec = noSpec || draft == "" || len(prediction) == 0 && id != e.m.Draft()
 		if limits, err = spec.DraftLimits(draft); err != nil {
 			return engine.Outcome{}, refuse("%v", err)
 		}
@@ -220,14 +220,15 @@ type Generation struct {
 	// where it may end), and the generation ends where the grammar must.
 	// A window's drafts are verified under the grammar too.
 	Grammar *grammar.Grammar
-	// Prediction, for a greedy generation, is a predicted output its
-	// rounds draft from (spec.Predicted) in place of the model's own
-	// proposer; it changes no token.
+	// Prediction is a predicted output its rounds draft from
+	// (spec.Predicted) in place of the model's own proposer: a greedy
+	// generation's tokens are the same; a sampled one's Draft names it
+	// (spec.PredictionID).
 	Prediction []uint32
 }
 
-// TakesPrediction implements engine's prediction capability: a greedy
-// serve drafts from the predicted output in its context.
+// TakesPrediction implements engine.PredictionTaker: a serve drafts
+// from the predicted output in its context.
 func (e *Engine) TakesPrediction() bool { return true }
 
 // Generate is Serve for a caller outside the steward (meshnode run): no
@@ -275,10 +276,12 @@ func (e *Engine) generate(ctx context.Context, prompt []uint32, g Generation, em
 		d.argMax = false
 	}
 	if len(g.Prediction) > 0 && !g.NoSpeculation {
-		if !g.Sampling.Greedy() {
-			return out, refuse("a prediction drafts greedy generations only")
-		}
 		prop, win := spec.NewPredicted(g.Prediction), e.m.draft.PredictionWindow()
+		if !g.Sampling.Greedy() {
+			if win, err = spec.SampledPredictionWindow(g.Draft, g.Prediction); err != nil {
+				return out, refuse("%v", err)
+			}
+		}
 		if err := g.Limits.Apply(prop, win); err != nil {
 			return out, refuse("%v", err)
 		}

@@ -636,7 +636,7 @@ func TestSpeculativeLimits(t *testing.T) {
 // prediction: given the answer itself, nearly every token is an accepted
 // draft; given the answer with a stretch changed, the drafts stand again
 // after the change; given unrelated tokens, the serve is still plain. A
-// sampled serve refuses a prediction.
+// sampled serve names its prediction as its draft, and repeats.
 func TestPrediction(t *testing.T) {
 	prompt := q8References(t)[1].Prompt
 	plain := fortunes(t)
@@ -670,9 +670,41 @@ func TestPrediction(t *testing.T) {
 		}
 		run(slices.Repeat([]uint32{500, 501}, 20))
 	}
+	// Sampled: the request names the prediction as its draft, and a
+	// seeded serve repeats; a name that is not the prediction's, or a
+	// prediction's name without the prediction, is refused.
 	seed := uint64(3)
-	_, err := plain.Engine().Serve(engine.WithPrediction(context.Background(), want), request(8, &receipt.Sampling{TemperatureE6: 700_000, Seed: &seed}), prompt, func(uint32) error { return nil })
-	if !errors.Is(err, engine.ErrRefused) {
-		t.Errorf("a sampled serve with a prediction: %v, want refused", err)
+	sampled := func(pred []uint32, draft string) ([]uint32, engine.Outcome, error) {
+		var got []uint32
+		ctx := context.Background()
+		if pred != nil {
+			ctx = engine.WithPrediction(ctx, pred)
+		}
+		out, err := plain.Engine().Serve(ctx, request(40, &receipt.Sampling{TemperatureE6: 700_000, Seed: &seed, Draft: draft}), prompt, func(t uint32) error {
+			got = append(got, t)
+			return nil
+		})
+		return got, out, err
+	}
+	named := spec.PricedDraft(spec.PredictionID(want), spec.PredictionPrices(spec.Prices{}, false))
+	first, out, err := sampled(want, named)
+	if err != nil || out.SpecProposed == 0 {
+		t.Fatalf("a sampled serve naming its prediction: %+v, %v", out, err)
+	}
+	if again, _, err := sampled(want, named); err != nil || !slices.Equal(again, first) {
+		t.Errorf("the seeded serve again: %v (the same tokens: %v)", err, slices.Equal(again, first))
+	}
+	for name, c := range map[string]struct {
+		pred  []uint32
+		draft string
+	}{
+		"unnamed":               {want, ""},
+		"another prediction's":  {want, spec.PredictionID(edited)},
+		"the model's draft":     {want, spec.DraftLookup},
+		"a name, no prediction": {nil, named},
+	} {
+		if _, _, err := sampled(c.pred, c.draft); !errors.Is(err, engine.ErrRefused) {
+			t.Errorf("sampled, %s: %v, want refused", name, err)
+		}
 	}
 }

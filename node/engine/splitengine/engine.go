@@ -321,12 +321,10 @@ func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []u
 	// A sampled request speculates only with the proposer it names, its
 	// windows priced as the name says: its tokens depend on both, and
 	// its identity must say so.
-	// A greedy request given a predicted output drafts from it, draft or
-	// none.
+	// A request given a predicted output drafts from it, draft or none
+	// (where its pipelines answer windows).
 	prediction := engine.Prediction(ctx)
 	switch {
-	case len(prediction) > 0 && !params.Greedy():
-		return engine.Outcome{}, refuse("a prediction drafts greedy serves only: a sampled serve's tokens would depend on it")
 	case len(prediction) > 0 && !e.TakesPrediction():
 		return engine.Outcome{}, refuse("a split model without a draft is placed on stages that need not answer windows, so it cannot draft from a prediction")
 	}
@@ -341,7 +339,10 @@ func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []u
 		if err != nil {
 			return engine.Outcome{}, refuse("%v", err)
 		}
-		speculate = speculate && draft != "" && id == e.cfg.Draft.ID()
+		if err := spec.CheckPredictionNamed(id, prediction); err != nil {
+			return engine.Outcome{}, refuse("%v", err)
+		}
+		speculate = speculate && draft != "" && (len(prediction) > 0 || id == e.cfg.Draft.ID())
 		if limits, err = spec.DraftLimits(draft); err != nil {
 			return engine.Outcome{}, refuse("%v", err)
 		}
@@ -365,8 +366,9 @@ type gen struct {
 	draft     string           // a sampled request's draft name, which prices its windows
 	limits    spec.Limits      // the rounds' bounds
 	grammar   *grammar.Grammar // nil: unconstrained
-	// prediction, for a greedy serve, is a predicted output its rounds
-	// draft from in place of the model's draft (spec.Predicted).
+	// prediction is a predicted output its rounds draft from in place
+	// of the model's draft (spec.Predicted); a sampled serve's draft
+	// names it (spec.PredictionID).
 	prediction []uint32
 }
 
@@ -410,6 +412,12 @@ func (e *Engine) decode(ctx context.Context, r *run, prompt []uint32, g gen, emi
 	if g.speculate && len(g.prediction) > 0 {
 		prop := spec.NewPredicted(g.prediction)
 		d.prop, d.win = prop, e.cfg.Draft.PredictionWindow()
+		if !g.params.Greedy() {
+			var err error
+			if d.win, err = spec.SampledPredictionWindow(g.draft, g.prediction); err != nil {
+				return out, refuse("%v", err)
+			}
+		}
 		if e.window != nil {
 			d.win = e.window()
 		}

@@ -660,8 +660,9 @@ func TestSpeculativeLimits(t *testing.T) {
 // through the stages, with no draft of its own and in place of one it
 // has, and answers with plain decoding's tokens: predicting the answer,
 // most tokens are accepted drafts, and a prediction that strays is
-// trimmed from the stages; a sampled serve refuses one, and so does a
-// model whose stages need not answer windows (no draft, no Windows).
+// trimmed from the stages; a sampled serve names its prediction and
+// repeats; a model whose stages need not answer windows (no draft, no
+// Windows) refuses one.
 func TestPrediction(t *testing.T) {
 	ref, _ := setup(t)
 	prompt := specPrompts(t, ref)[0]
@@ -708,6 +709,19 @@ func TestPrediction(t *testing.T) {
 	}
 	_, err = bareE.Serve(engine.WithPrediction(context.Background(), want), greedy(8, &receipt.Sampling{TemperatureE6: 700_000, Seed: &seed}), prompt, func(uint32) error { return nil })
 	if !errors.Is(err, engine.ErrRefused) {
-		t.Errorf("a sampled serve with a prediction: %v, want refused", err)
+		t.Errorf("a sampled serve with a prediction it does not name: %v, want refused", err)
+	}
+	named := spec.PricedDraft(spec.PredictionID(want), spec.PredictionPrices(spec.Prices{}, false))
+	var firsts [][]uint32
+	for range 2 {
+		var got []uint32
+		out, err := bareE.Serve(engine.WithPrediction(context.Background(), want), greedy(40, &receipt.Sampling{TemperatureE6: 700_000, Seed: &seed, Draft: named}), prompt, func(t uint32) error { got = append(got, t); return nil })
+		if err != nil || out.SpecProposed == 0 {
+			t.Fatalf("a sampled serve naming its prediction: %+v, %v", out, err)
+		}
+		firsts = append(firsts, got)
+	}
+	if !slices.Equal(firsts[0], firsts[1]) {
+		t.Errorf("a seeded sampled serve with a prediction did not repeat: %v, %v", firsts[0], firsts[1])
 	}
 }
