@@ -2,9 +2,6 @@ package node
 
 import (
 	"context"
-	"encoding/json"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 
@@ -20,25 +17,13 @@ import (
 func TestSlotsServed(t *testing.T) {
 	cfg := Config{StateDir: t.TempDir(), Model: []ModelConfig{{Path: fortunesPath(t), Draft: DraftLookup, DraftPrices: DraftPricesFiles}}}
 	n, _ := startNode(t, cfg)
-	get := func(path string, v any) {
-		t.Helper()
-		resp, err := http.Get("http://" + n.HTTPAddr().String() + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK || json.Unmarshal(b, v) != nil {
-			t.Fatalf("GET %s: %d %s", path, resp.StatusCode, b)
-		}
-	}
 	var props struct {
 		TotalSlots int `json:"total_slots"`
 		Settings   struct {
 			NCtx int `json:"n_ctx"`
 		} `json:"default_generation_settings"`
 	}
-	get("/props", &props)
+	getJSON(t, n, "/props", &props)
 	var slots []struct {
 		ID           int   `json:"id"`
 		IDTask       int64 `json:"id_task"`
@@ -46,7 +31,7 @@ func TestSlotsServed(t *testing.T) {
 		Speculative  bool  `json:"speculative"`
 		IsProcessing bool  `json:"is_processing"`
 	}
-	get("/slots", &slots)
+	getJSON(t, n, "/slots", &slots)
 	if len(slots) != props.TotalSlots || props.Settings.NCtx == 0 {
 		t.Fatalf("%d slots, /props says %d at n_ctx %d", len(slots), props.TotalSlots, props.Settings.NCtx)
 	}

@@ -353,20 +353,26 @@ func TestSameShape(t *testing.T) {
 	}
 }
 
+// textDrafts are the tokens of drafts found in text (prompt lookup's, a
+// prediction's), which carry no distribution.
+func textDrafts(t *testing.T, d []spec.Draft) []uint32 {
+	t.Helper()
+	var out []uint32
+	for _, x := range d {
+		if x.Q != nil {
+			t.Errorf("draft %d found in text has a distribution", x.Token)
+		}
+		out = append(out, x.Token)
+	}
+	return out
+}
+
 // TestLookup: prompt lookup proposes what followed the latest earlier
 // occurrence of the longest suffix it finds, at most k tokens, and
 // nothing where the suffix never occurred.
 func TestLookup(t *testing.T) {
 	ctx := context.Background()
-	toks := func(d []spec.Draft) (out []uint32) {
-		for _, x := range d {
-			if x.Q != nil {
-				t.Error("a lookup draft with a distribution")
-			}
-			out = append(out, x.Token)
-		}
-		return out
-	}
+	toks := func(d []spec.Draft) []uint32 { return textDrafts(t, d) }
 	for _, tc := range []struct {
 		seq  []uint32
 		k    int
@@ -637,14 +643,7 @@ func TestPredicted(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var out []uint32
-		for _, x := range d {
-			if x.Q != nil {
-				t.Error("a predicted draft with a distribution")
-			}
-			out = append(out, x.Token)
-		}
-		return out
+		return textDrafts(t, d)
 	}
 	for _, tc := range []struct {
 		gen  []uint32
