@@ -158,8 +158,14 @@ func (d *Drafter) Model() *model.Model { return d.m }
 // Cost is c, a drafted token's cost relative to a target token.
 func (d *Drafter) Cost() float64 { return d.cost }
 
-// Max is the most drafts per window.
-func (d *Drafter) Max() int { return d.maxK }
+// Max is the most drafts per window: DefaultMaxWindow without a drafter
+// (nil), whose serves may still draft from a prediction.
+func (d *Drafter) Max() int {
+	if d == nil {
+		return DefaultMaxWindow
+	}
+	return d.maxK
+}
 
 // Unit is the work a drafted token does, in the units of a target token's
 // file size (the bytes it reads): the draft file's size; 0 for prompt
@@ -286,16 +292,16 @@ func (d *Drafter) Window(greedy bool) *Window {
 
 // PredictionWindow sizes the rounds of a greedy serve that drafts from a
 // predicted output (Predicted) on a model whose proposer is d (nil:
-// none): its drafts cost nothing to find, as prompt lookup's (c 0), its
+// none), at most d's most drafts: its drafts cost nothing to find, as prompt lookup's (c 0), its
 // rows are priced as d measured them (else DefaultRowCost), and it
 // expects them to stand as a copy's do (CopyPrior): a prediction is text
 // the answer repeats.
 func (d *Drafter) PredictionWindow() *Window {
 	if p, measured := d.Prices(); measured {
 		p.Cost, p.CatchUp, p.First = 0, 0, 0
-		return p.Window(DefaultMaxWindow).Expect(CopyPrior)
+		return p.Window(d.Max()).Expect(CopyPrior)
 	}
-	return NewWindow(DefaultMaxWindow, 0, 0).Expect(CopyPrior)
+	return NewWindow(d.Max(), 0, 0).Expect(CopyPrior)
 }
 
 // SameShape reports whether draft holds the target's tensors — the same

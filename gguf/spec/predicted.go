@@ -122,11 +122,12 @@ func PredictionPrices(p Prices, measured bool) DraftPrices {
 }
 
 // SampledPredictionWindow is the window of a sampled serve given the
-// predicted tokens whose request names draft: the name's id must be the
-// tokens' (PredictionID), and its prices price the rounds (none: those
-// of the files, DefaultRowCost), expecting CopyPrior as
+// predicted tokens whose request names draft, on a model whose proposer
+// is d (nil: none): the name's id must be the tokens' (PredictionID),
+// and its prices price the rounds (none: those of the files,
+// DefaultRowCost), of at most d's most drafts, expecting CopyPrior as
 // PredictionWindow does.
-func SampledPredictionWindow(draft string, tokens []uint32) (*Window, error) {
+func (d *Drafter) SampledPredictionWindow(draft string, tokens []uint32) (*Window, error) {
 	id, p, priced, err := SplitDraft(draft)
 	switch {
 	case err != nil:
@@ -134,9 +135,9 @@ func SampledPredictionWindow(draft string, tokens []uint32) (*Window, error) {
 	case id != PredictionID(tokens):
 		return nil, fmt.Errorf("spec: the request names draft %q, not the prediction given (%s)", id, PredictionID(tokens))
 	case !priced:
-		return NewWindow(DefaultMaxWindow, 0, 0).Expect(CopyPrior), nil
+		return NewWindow(d.Max(), 0, 0).Expect(CopyPrior), nil
 	}
-	return sampledWindow(DefaultMaxWindow, p).Expect(CopyPrior), nil
+	return sampledWindow(d.Max(), p).Expect(CopyPrior), nil
 }
 
 // CheckPredictionNamed is an error where a sampled request's draft name

@@ -713,10 +713,10 @@ func TestPredictionNames(t *testing.T) {
 	if len(name) > 128 {
 		t.Errorf("%q: %d bytes", name, len(name))
 	}
-	if _, err := spec.SampledPredictionWindow(name, a); err != nil {
+	if _, err := (*spec.Drafter)(nil).SampledPredictionWindow(name, a); err != nil {
 		t.Errorf("the prediction's own name: %v", err)
 	}
-	if _, err := spec.SampledPredictionWindow(name, b); err == nil {
+	if _, err := (*spec.Drafter)(nil).SampledPredictionWindow(name, b); err == nil {
 		t.Error("another prediction's name took")
 	}
 	for _, c := range []struct {

@@ -66,12 +66,9 @@ func newEngine(m *Model, cfg Config, opt model.SessionOptions, sessions int) (*E
 	// to fullWindows speculating slots (the logits rows are the step's
 	// biggest scratch: a vocabulary each), and a window that does not fit
 	// goes first in the next step. Every model may speculate: a serve
-	// given a predicted output drafts from it (spec.Predicted).
-	maxK := spec.DefaultMaxWindow
-	if m.draft != nil {
-		maxK = max(maxK, m.draft.Max())
-	}
-	rows := sessions + maxK*min(sessions, fullWindows)
+	// given a predicted output drafts from it (spec.Predicted), in
+	// windows of the draft's most, or spec.DefaultMaxWindow without one.
+	rows := sessions + m.draft.Max()*min(sessions, fullWindows)
 	budget = max(budget, rows+chunk)
 	b, err := m.model.NewBatch(model.BatchOptions{Tokens: budget, Seqs: rows})
 	if err != nil {
@@ -278,7 +275,7 @@ func (e *Engine) generate(ctx context.Context, prompt []uint32, g Generation, em
 	if len(g.Prediction) > 0 && !g.NoSpeculation {
 		prop, win := spec.NewPredicted(g.Prediction), e.m.draft.PredictionWindow()
 		if !g.Sampling.Greedy() {
-			if win, err = spec.SampledPredictionWindow(g.Draft, g.Prediction); err != nil {
+			if win, err = e.m.draft.SampledPredictionWindow(g.Draft, g.Prediction); err != nil {
 				return out, refuse("%v", err)
 			}
 		}

@@ -660,7 +660,7 @@ func TestPrediction(t *testing.T) {
 		}
 		out := run(want)
 		t.Logf("%s, the answer predicted: %d of %d tokens accepted drafts, %d proposed", name, out.SpecAccepted, out.TokensOut, out.SpecProposed)
-		if out.SpecAccepted*10 < out.TokensOut*8 || out.SpecProposed-out.SpecAccepted > 8 {
+		if out.SpecAccepted*10 < out.TokensOut*7 || out.SpecProposed-out.SpecAccepted > 8 { // windows of the draft's most: 4 for "self"
 			t.Errorf("%s, the answer predicted: %d of %d tokens accepted drafts, %d drafts fell", name, out.SpecAccepted, out.TokensOut, out.SpecProposed-out.SpecAccepted)
 		}
 		out = run(edited)

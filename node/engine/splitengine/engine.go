@@ -414,7 +414,7 @@ func (e *Engine) decode(ctx context.Context, r *run, prompt []uint32, g gen, emi
 		d.prop, d.win = prop, e.cfg.Draft.PredictionWindow()
 		if !g.params.Greedy() {
 			var err error
-			if d.win, err = spec.SampledPredictionWindow(g.draft, g.prediction); err != nil {
+			if d.win, err = e.cfg.Draft.SampledPredictionWindow(g.draft, g.prediction); err != nil {
 				return out, refuse("%v", err)
 			}
 		}
