@@ -110,7 +110,7 @@ func (t *ticket) describe(ctx context.Context, m Model, g *Generation, p Prepare
 		st.SpecNMax, st.SpecNMin, st.SpecPMin = &lim.Max, &lim.Min, &lim.PMin
 	}
 	sm, ok := m.(SpeculatingModel)
-	speculative := ok && sm.Speculates() && (g.Speculative == nil || *g.Speculative)
+	speculative := (ok && sm.Speculates() || g.Prediction != "") && (g.Speculative == nil || *g.Speculative)
 	t.l.mu.Lock()
 	defer t.l.mu.Unlock()
 	t.use.params, t.use.promptTokens, t.use.bound, t.use.speculative = &st, p.PromptTokens(), bound, speculative

@@ -82,12 +82,15 @@ func TestSlots(t *testing.T) {
 		t.Fatalf("fail_on_no_slot with a slot idle: %d", status)
 	}
 
-	go send("/v1/chat/completions", `{"model":"tiny","messages":[{"role":"user","content":"hi"}]}`)
+	go send("/v1/chat/completions", `{"model":"tiny","messages":[{"role":"user","content":"hi"}],"prediction":{"type":"content","content":"a b"}}`)
 	<-h.model.paused
 	slots, _, _ = h.getSlots(t, "/slots?model=tiny")
-	if s1 := slots[1]; !s1.IsProcessing || s1.IDTask != 1 || s1.Params == nil || s1.Params.Stream ||
+	if slots[0].Speculative {
+		t.Errorf("slot 0 speculating on a model without a draft: %+v", slots[0])
+	}
+	if s1 := slots[1]; !s1.IsProcessing || s1.IDTask != 1 || s1.Params == nil || s1.Params.Stream || !s1.Speculative ||
 		s1.NextToken[0] != (slotNext{HasNextToken: true, HasNewLine: true, NRemain: -1, NDecoded: 2}) {
-		t.Fatalf("slot 1 running an unbounded chat: %+v (params %+v)", s1, s1.Params)
+		t.Fatalf("slot 1 running an unbounded chat given a prediction: %+v (params %+v)", s1, s1.Params)
 	}
 	_, status, e := h.getSlots(t, "/slots?fail_on_no_slot")
 	if status != http.StatusServiceUnavailable || e["error"].(map[string]any)["code"] != "no_slot_available" {
