@@ -708,3 +708,39 @@ func TestPrediction(t *testing.T) {
 		}
 	}
 }
+
+// TestPredictionConstrained: output held to a grammar drafts from a
+// prediction too, each row verified under the grammar's mask: given the
+// constrained answer (whole, or with tokens the grammar refuses in its
+// middle) the serve gives plain constrained decoding's tokens, and the
+// whole prediction's drafts stand.
+func TestPredictionConstrained(t *testing.T) {
+	m := fortunes(t)
+	prompt := m.Tokenize("Answer in JSON:", true, false)
+	for gi, sc := range proofSchemas[:min(2, len(proofSchemas))] {
+		g, err := grammar.FromSchema([]byte(sc.schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, want, _, err := constrainedOutcome(t, m.Engine(), m, g, 48, nil, prompt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := engine.GrammarID(g)
+		n := len(want)
+		for name, pred := range map[string][]uint32{"whole": want, "edited": slices.Concat(want[:n/2], []uint32{400, 401}, want[n/2+1:])} {
+			var got []uint32
+			ctx := engine.WithPrediction(engine.WithGrammar(context.Background(), g), pred)
+			out, err := m.Engine().Serve(ctx, request(48, &receipt.Sampling{Grammar: &id}), prompt, func(tok uint32) error {
+				got = append(got, tok)
+				return nil
+			})
+			if err != nil || !slices.Equal(got, want) {
+				t.Fatalf("grammar %d, %s: %v; tokens equal plain constrained decoding's: %v", gi, name, err, slices.Equal(got, want))
+			}
+			if name == "whole" && out.SpecAccepted*2 < out.TokensOut {
+				t.Errorf("grammar %d, the answer predicted: %d of %d tokens accepted drafts (%d proposed)", gi, out.SpecAccepted, out.TokensOut, out.SpecProposed)
+			}
+		}
+	}
+}
