@@ -431,6 +431,7 @@ func TestPredictionServed(t *testing.T) {
 	for name, extra := range map[string]string{
 		"a prediction too long":   `,"prediction":{"type":"content","content":"` + strings.Repeat("fortune ", 400) + `"}`,
 		"speculation turned off":  `,"speculative":false,"prediction":{"type":"content","content":"x"}`,
+		"n_max 0":                 `,"speculative.n_max":0,"prediction":{"type":"content","content":"x"}`,
 		"a prediction not text":   `,"prediction":{"type":"content","content":[{"type":"image_url"}]}`,
 		"a prediction of no type": `,"prediction":{"content":"x"}`,
 		"p_min":                   `,"speculative.p_min":0.5,"prediction":{"type":"content","content":"x"}`,
