@@ -292,10 +292,10 @@ func (d *Drafter) Window(greedy bool) *Window {
 
 // PredictionWindow sizes the rounds of a greedy serve that drafts from a
 // predicted output (Predicted) on a model whose proposer is d (nil:
-// none), at most d's most drafts: its drafts cost nothing to find, as prompt lookup's (c 0), its
-// rows are priced as d measured them (else DefaultRowCost), and it
-// expects them to stand as a copy's do (CopyPrior): a prediction is text
-// the answer repeats.
+// none), at most d's most drafts: its drafts cost nothing to find, as
+// prompt lookup's (c 0), its rows are priced as d measured them (else
+// DefaultRowCost), and it expects them to stand as a copy's do
+// (CopyPrior): a prediction is text the answer repeats.
 func (d *Drafter) PredictionWindow() *Window {
 	if p, measured := d.Prices(); measured {
 		p.Cost, p.CatchUp, p.First = 0, 0, 0

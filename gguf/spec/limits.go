@@ -56,10 +56,11 @@ func (l Limits) Check() error {
 }
 
 // CheckFor is Check for a serve whose drafts are found in text, prompt
-// lookup's or a prediction's (lookup), or drawn at random (sampled: a sampled request's draft
-// model), which cannot keep every limit (a *LimitError): lookup's drafts
-// have no probability for a p_min, and an n_min would drop a round of
-// sampled drafts for what it drew (Apply).
+// lookup's or a prediction's (lookup), or drawn at random (sampled: a
+// sampled request's draft model), which cannot keep every limit (a
+// *LimitError): drafts found in text have no probability for a p_min,
+// and an n_min would drop a round of sampled drafts for what it drew
+// (Apply).
 func (l Limits) CheckFor(lookup, sampled bool) error {
 	if err := l.Check(); err != nil {
 		return err

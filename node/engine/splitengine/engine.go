@@ -324,8 +324,7 @@ func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []u
 	// A request given a predicted output drafts from it, draft or none
 	// (where its pipelines answer windows).
 	prediction := engine.Prediction(ctx)
-	switch {
-	case len(prediction) > 0 && !e.TakesPrediction():
+	if len(prediction) > 0 && !e.TakesPrediction() {
 		return engine.Outcome{}, refuse("a split model without a draft is placed on stages that need not answer windows, so it cannot draft from a prediction")
 	}
 	speculate := (e.cfg.Draft != nil || len(prediction) > 0) && engine.Speculation(ctx) && params.Order == ""
@@ -350,8 +349,8 @@ func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []u
 	return e.generate(ctx, serve, prompt, gen{params: params, stops: stops, minIndent: ggufengine.MinIndent(req.Sampling), maxTokens: int(req.MaxTokens), speculate: speculate, draft: draft, limits: limits, grammar: gr, prediction: prediction}, emit)
 }
 
-// TakesPrediction implements engine.PredictionTaker: a greedy serve
-// drafts from the predicted output in its context, through the stages
+// TakesPrediction implements engine.PredictionTaker: a serve drafts
+// from the predicted output in its context, through the stages
 // as any window, where its pipelines answer windows (a Draft, or
 // Windows).
 func (e *Engine) TakesPrediction() bool { return e.cfg.Draft != nil || e.cfg.Windows }
