@@ -135,6 +135,9 @@ func envInt(key string, def int) int {
 //     same function at a 1B model's cost, with prompt lookup on the
 //     repeating prompts, with the built-in Q8_0 as draft and with its own
 //     Q4_0 (inflated alike) as draft;
+//   - the built-in Q8_0 and the inflated 1B given a predicted output
+//     (spec.Predicted, as OpenAI's prediction drafts): each prompt's
+//     plain answer with an eighth of it replaced (editedAnswer);
 //   - the 1B-shaped Q8_0 with prompt lookup on a repeating prompt, and
 //     with its Q4_0 as draft (BENCH_CACHE's
 //     llama-3.2-1b-shape-{q8_0,q4_0}.gguf; see bench-batch), when present.
@@ -175,7 +178,7 @@ func BenchmarkSpeculative(b *testing.B) {
 	cacheDir := benchCacheDir()
 	fortunePrompts := referencePrompts(b)
 	type benchCase struct {
-		name, target, draft string // draft: a path, or "lookup"
+		name, target, draft string // draft: a path, "lookup", or benchPrediction
 		ctx                 int
 		tg                  int
 		prompts             func(m *model.Model) [][]uint32
@@ -271,6 +274,10 @@ func BenchmarkSpeculative(b *testing.B) {
 		{"fortunes-1B Q8_0 + lookup, repeating prompt", inflated, "lookup", 256, tg, repeating, 0, inflate},
 		{"fortunes-1B Q8_0 + fortunes Q8_0 draft", inflated, builtinQ8, 256, tg, fixed, 0, inflate},
 		{"fortunes-1B Q8_0 + its Q4_0 draft", inflated, inflatedQ4, 256, tg, fixed, 0, func() { inflate(); inflateQ4() }},
+		// A predicted output (OpenAI's prediction): each prompt's plain
+		// answer with an eighth of it replaced, no draft model.
+		{"fortunes Q8_0 + prediction, its answer edited", builtinQ8, benchPrediction, 256, tg, fixed, 0, nil},
+		{"fortunes-1B Q8_0 + prediction, its answer edited", inflated, benchPrediction, 256, min(tg, 64), fixed, 0, inflate},
 		{"1B-shape Q8_0 + Q4_0 draft", filepath.Join(cacheDir, "llama-3.2-1b-shape-q8_0.gguf"), filepath.Join(cacheDir, "llama-3.2-1b-shape-q4_0.gguf"), 512, min(tg, 32), oneB, -1, nil},
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -286,7 +293,7 @@ func BenchmarkSpeculative(b *testing.B) {
 			b.Logf("%s: skipped, no %s (set MESHNODE_MODELS / BENCH_CACHE)", bc.name, bc.target)
 			continue
 		}
-		if bc.draft != "lookup" {
+		if bc.draft != "lookup" && bc.draft != benchPrediction {
 			if _, err := os.Stat(bc.draft); err != nil {
 				b.Logf("%s: skipped, no %s", bc.name, bc.draft)
 				continue
@@ -407,6 +414,18 @@ func greedyTokens(b *testing.B, m *model.Model, prompt []uint32, n int) []uint32
 	return out
 }
 
+// benchPrediction is a case's draft for drafting from a predicted output
+// (spec.Predicted): each prompt's plain answer with an eighth of it, in
+// its middle, replaced (editedAnswer).
+const benchPrediction = "prediction"
+
+// editedAnswer is answer with an eighth of its tokens, in its middle,
+// replaced by token 400: a file given back with a few lines changed.
+func editedAnswer(answer []uint32) []uint32 {
+	n := len(answer)
+	return slices.Concat(answer[:n/2-n/16], slices.Repeat([]uint32{400}, n/8), answer[n/2+n/16:])
+}
+
 // runSpecCase measures one target and proposer over the prompts, and
 // returns the figures and c as the engine fixes it from the files' sizes.
 func runSpecCase(b *testing.B, be backend.Backend, targetPath, draftPath string, ctxLen, tg, reps int, threshold float64, fixed int, prompts func(*model.Model) [][]uint32) (specRun, float64) {
@@ -415,7 +434,7 @@ func runSpecCase(b *testing.B, be backend.Backend, targetPath, draftPath string,
 	defer tf.Close()
 	var draft *model.Model
 	cSizes, copyOf := 0.0, false
-	if draftPath != "lookup" {
+	if draftPath != "lookup" && draftPath != benchPrediction {
 		var df *gguf.File
 		df, draft = loadBench(b, draftPath, be)
 		defer df.Close()
@@ -510,6 +529,16 @@ func runSpecCase(b *testing.B, be backend.Backend, targetPath, draftPath string,
 				if copyOf {
 					w.Expect(spec.CopyPrior)
 				}
+				if draftPath == benchPrediction {
+					// The plain answer: this round's, where plain ran
+					// first, else the round before's.
+					answer := want
+					if answer == nil {
+						answer = wants[pi]
+					}
+					prop.p = spec.NewPredicted(editedAnswer(answer))
+					w.Expect(spec.CopyPrior) // as Drafter.PredictionWindow
+				}
 				if fixed > 0 {
 					w = spec.Fixed(fixed)
 				}
@@ -595,7 +624,7 @@ func runSpecCase(b *testing.B, be backend.Backend, targetPath, draftPath string,
 			decode(pi, slices.Min(plainAll[pi]), false)/decode(pi, slices.Min(specAll[pi]), true))
 	}
 	best.cDecode, best.v = prices.Cost, prices.Row
-	if draft == nil {
+	if draftPath == "lookup" {
 		var sum float64
 		for pi, p := range ps {
 			sum += lookupForesight(b, p, wants[pi], best.v, spec.DefaultMaxWindow)
