@@ -124,7 +124,7 @@ func (s *servedModel) Prepare(ctx context.Context, g *api.Generation) (api.Prepa
 	p := &preparedGeneration{s: s, stop: g.Stop, req: req, ids: ids, opts: opts, drawn: drawn, noSpec: noSpec, grammar: g.Grammar,
 		received: g.Received, tools: len(g.Tools) > 0, block: prompt.block, opens: prompt.opens, chat: g.Messages != nil,
 		promptLimit: g.PromptTimeLimit, predictLimit: g.PredictTimeLimit, limits: g.SpecLimits}
-	if _, ok := s.decidedDraft(g); (ok || sampledPrediction(g, prompt.prediction)) && req.Sampling != nil {
+	if s.namesDraft(g, prompt.prediction) && req.Sampling != nil {
 		d := req.Sampling.Draft
 		p.draft = &d
 	}
@@ -484,10 +484,13 @@ func (s *servedModel) preparePrediction(g *api.Generation) ([]uint32, error) {
 	return ids, nil
 }
 
-// sampledPrediction reports whether g is a sampled request given a
-// prediction (its draft name names it).
-func sampledPrediction(g *api.Generation, prediction []uint32) bool {
-	return len(prediction) > 0 && g.Temperature != nil && *g.Temperature > 0
+// namesDraft reports whether g's request names a draft, which its
+// answer hands back (usage.energy.draft) and its replay takes from
+// there: a sampled request that speculates with the model's proposer
+// (decidedDraft), or that was given a prediction.
+func (s *servedModel) namesDraft(g *api.Generation, prediction []uint32) bool {
+	_, ok := s.decidedDraft(g)
+	return ok || len(prediction) > 0 && g.Temperature != nil && *g.Temperature > 0
 }
 
 // predictionPrices are what a sampled request given a prediction names

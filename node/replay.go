@@ -67,7 +67,7 @@ func (a *apiNode) Replay(ctx context.Context, rp *api.Replay) (*api.ReplayResult
 			return nil, err
 		}
 	}
-	if _, ok := m.decidedDraft(g); (ok || sampledPrediction(g, prompt.prediction)) && req.Sampling != nil {
+	if m.namesDraft(g, prompt.prediction) && req.Sampling != nil {
 		// The draft the serve named, where its answer says (a model
 		// reloaded since may name another: Energy.Draft).
 		d, ok, err := energyDraft(rp.Energy)
