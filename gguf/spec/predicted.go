@@ -129,11 +129,12 @@ func PredictionPrices(p Prices, measured bool) DraftPrices {
 // PredictionWindow does.
 func (d *Drafter) SampledPredictionWindow(draft string, tokens []uint32) (*Window, error) {
 	id, p, priced, err := SplitDraft(draft)
+	if err == nil {
+		err = CheckPredictionNamed(id, tokens)
+	}
 	switch {
 	case err != nil:
 		return nil, err
-	case id != PredictionID(tokens):
-		return nil, fmt.Errorf("spec: the request names draft %q, not the prediction given (%s)", id, PredictionID(tokens))
 	case !priced:
 		return NewWindow(d.Max(), 0, 0).Expect(CopyPrior), nil
 	}
