@@ -106,8 +106,17 @@ func (t *ticket) describe(ctx context.Context, m Model, g *Generation, p Prepare
 		bound = g.MaxTokens
 	}
 	st := llamaSettingsOf(g, &llamaCompletionRequest{Stream: stream})
-	if lim := g.SpecLimits; !lim.IsZero() {
-		st.SpecNMax, st.SpecNMin, st.SpecPMin = &lim.Max, &lim.Min, &lim.PMin
+	// The bounds the request set: a zero is one it did not (its n_max 0
+	// turned speculation off, which speculative says).
+	lim := g.SpecLimits
+	if lim.Max > 0 {
+		st.SpecNMax = &lim.Max
+	}
+	if lim.Min > 0 {
+		st.SpecNMin = &lim.Min
+	}
+	if lim.PMin > 0 {
+		st.SpecPMin = &lim.PMin
 	}
 	sm, ok := m.(SpeculatingModel)
 	speculative := (ok && sm.Speculates() || g.Prediction != "") && (g.Speculative == nil || *g.Speculative)

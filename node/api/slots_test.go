@@ -65,7 +65,7 @@ func TestSlots(t *testing.T) {
 		resp.Body.Close()
 		done <- resp.StatusCode
 	}
-	go send("/completion", `{"prompt":"hi","n_predict":10,"temperature":0.5,"seed":7,"stream":true}`)
+	go send("/completion", `{"prompt":"hi","n_predict":10,"temperature":0.5,"seed":7,"stream":true,"speculative.n_min":2}`)
 	<-h.model.paused
 	slots, _, _ = h.getSlots(t, "/slots")
 	s0 := slots[0]
@@ -74,6 +74,9 @@ func TestSlots(t *testing.T) {
 	}
 	if p := s0.Params; p.NPredict != 10 || p.Temperature != 0.5 || p.Seed == nil || *p.Seed != 7 || !p.Stream {
 		t.Fatalf("slot 0's params %+v, want the request's n_predict, temperature, seed and stream", *p)
+	}
+	if p := s0.Params; p.SpecNMin == nil || *p.SpecNMin != 2 || p.SpecNMax != nil || p.SpecPMin != nil {
+		t.Errorf("slot 0's speculative bounds n_max %v, n_min %v, p_min %v: want only the n_min 2 the request set", p.SpecNMax, p.SpecNMin, p.SpecPMin)
 	}
 	if n := s0.NextToken[0]; n != (slotNext{HasNextToken: true, HasNewLine: true, NRemain: 8, NDecoded: 2}) {
 		t.Fatalf("slot 0's progress %+v, want 2 decoded (one holding a newline) and 8 left", n)
