@@ -78,10 +78,7 @@ func grammarLike(a uint32) []uint64 {
 // verified against the target bigram, each row under mask (nil: none) of
 // the token before it.
 func twoTokens(p sample.Params, target, draft bigram, lookup []uint32, mask func(uint32) []uint64, rule verifier) [2]uint32 {
-	smp := sample.New(p)
-	dp := p
-	dp.Seed ^= 0x5eed
-	dsmp := sample.New(dp)
+	smp, dsmp := samplers(p)
 	var gen []uint32
 	last := uint32(0)
 	for len(gen) < 2 {
@@ -114,6 +111,14 @@ func twoTokens(p sample.Params, target, draft bigram, lookup []uint32, mask func
 		last = gen[len(gen)-1]
 	}
 	return [2]uint32{gen[0], gen[1]}
+}
+
+// samplers are a speculative run's samplers under p: the target's, and
+// the draft's, seeded apart from it.
+func samplers(p sample.Params) (target, draft *sample.Sampler) {
+	dp := p
+	dp.Seed ^= 0x5eed
+	return sample.New(p), sample.New(dp)
 }
 
 // targetAndDraft are a synthetic target over v tokens and a draft that is
@@ -308,10 +313,7 @@ func TestConstrainedRejectionSampling(t *testing.T) {
 		return drafts
 	}
 	two := func(p sample.Params, mode string, allowed func(*grammar.Constraint, []spec.Draft) []spec.Draft) [2]uint32 {
-		smp := sample.New(p)
-		dp := p
-		dp.Seed ^= 0x5eed
-		dsmp := sample.New(dp)
+		smp, dsmp := samplers(p)
 		con := start()
 		var gen []uint32
 		last := uint32(0)
