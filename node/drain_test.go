@@ -51,6 +51,9 @@ type gatedEngine struct {
 	g *streamGate
 }
 
+// TakesPrediction is its engine's: the gate holds tokens, not drafts.
+func (e gatedEngine) TakesPrediction() bool { return engine.TakesPrediction(e.Engine) }
+
 func (e gatedEngine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []uint32, emit func(uint32) error) (engine.Outcome, error) {
 	first := true
 	return e.Engine.Serve(ctx, req, prompt, func(tok uint32) error {

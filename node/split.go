@@ -179,10 +179,9 @@ func openSplit(s modelSpec) (*splitModel, error) {
 		Recipe: s.Name, Fidelity: s.fidelity(), UJPerToken: uj,
 		Weights: receipt.Weights{Digest: receipt.ContentID(sum.Digest), Precision: ggufengine.Precision(sm.facts.QuantizationType)},
 		Vocab:   sm.vocab, Context: sm.ctx, Batch: model.DefaultBatch, Sessions: splitSeqs, Tokens: sm.tok,
-		// A window's rows are the pipeline's to bound (startSplit).
-		// Only a speculating model is placed on stages that answer
-		// windows (planSplit), so only it drafts from predictions.
-		Draft: sm.draft, Windows: sm.draft != nil,
+		// A window's rows are the pipeline's to bound (startSplit),
+		// and whether it answers windows (planSplit).
+		Draft: sm.draft,
 		Lost: func(p splitengine.Pipeline, err error) {
 			select {
 			case sm.lost <- lostPipeline{p, err}:
@@ -684,9 +683,31 @@ func stageOfferOf(a *nodev1.PeerAnnouncement) (stageOffer, bool) {
 // which gossip it as used.
 func (n *Node) planSplit(sm *splitModel, excluded map[string]time.Time, pins []string, held stageplan.Plan) (stageplan.Plan, error) {
 	self := stageplan.Host{ID: n.key.ID().String(), Free: n.selfFree(sm), Bandwidth: n.memBandwidth()}
-	// A speculating model sends windows down the chain: a node whose
-	// stages predate them would refuse every one.
-	all := splitHosts(n.mesh.Peers(), sm.digest, sm.draft != nil)
+	opt, err := n.splitOptions(self.ID, pins)
+	if err != nil {
+		return stageplan.Plan{}, err
+	}
+	return planSplitOver(sm.costs, self, n.mesh.Peers(), sm.digest, sm.draft != nil, excluded, opt, held, time.Now())
+}
+
+// planSplitOver is planSplit over peers, for a model of costs and digest
+// d that speculates or not, at now.
+func planSplitOver(costs stageplan.Model, self stageplan.Host, peers []mesh.Peer, d [32]byte, speculates bool, excluded map[string]time.Time, opt stageplan.Options, held stageplan.Plan, now time.Time) (stageplan.Plan, error) {
+	// A speculating model sends windows down the chain, and any model
+	// does for a predicted output: a node whose stages predate windows
+	// would answer each with one row. Such nodes take a model's stages
+	// only where it does not speculate and fits no other way (its
+	// pipeline then refuses predictions: stage.Placement.Windowless).
+	plan, err := planHosts(costs, self, splitHosts(peers, d, true), excluded, opt, held, now)
+	if err != nil && !speculates {
+		plan, err = planHosts(costs, self, splitHosts(peers, d, false), excluded, opt, held, now)
+	}
+	return plan, err
+}
+
+// planHosts plans over the hosts all, leaving out the excluded ones
+// unless nothing fits without them; held's stages count as free.
+func planHosts(costs stageplan.Model, self stageplan.Host, all []stageplan.Host, excluded map[string]time.Time, opt stageplan.Options, held stageplan.Plan, now time.Time) (stageplan.Plan, error) {
 	for i := range all {
 		for _, s := range held.Stages[min(1, len(held.Stages)):] {
 			if s.Host == all[i].ID {
@@ -695,19 +716,14 @@ func (n *Node) planSplit(sm *splitModel, excluded map[string]time.Time, pins []s
 		}
 	}
 	var fresh []stageplan.Host
-	now := time.Now()
 	for _, h := range all {
 		if until, ex := excluded[h.ID]; !ex || now.After(until) {
 			fresh = append(fresh, h)
 		}
 	}
-	opt, err := n.splitOptions(self.ID, pins)
-	if err != nil {
-		return stageplan.Plan{}, err
-	}
-	plan, err := stageplan.Make(sm.costs, self, fresh, opt)
+	plan, err := stageplan.Make(costs, self, fresh, opt)
 	if err != nil && len(fresh) < len(all) {
-		plan, err = stageplan.Make(sm.costs, self, all, opt)
+		plan, err = stageplan.Make(costs, self, all, opt)
 	}
 	return plan, err
 }
@@ -1022,10 +1038,11 @@ func (n *Node) priceSplitDraft(ctx context.Context, sm *splitModel) {
 func (n *Node) startSplit(ctx context.Context, sm *splitModel, plan stageplan.Plan) (*stage.Pipeline, error) {
 	// Which peers take LoadStage.Rows, from their announcements: the
 	// last stage's node decides how many drafts a window holds.
-	loadRows := map[identity.EndpointID]bool{}
+	// Which answer windows at all.
+	loadRows, rowsOf := map[identity.EndpointID]bool{}, map[identity.EndpointID]bool{n.key.ID(): true}
 	for _, p := range n.mesh.Peers() {
-		if o, ok := stageOfferOf(p.Announcement); ok && o.loadRows {
-			loadRows[p.ID] = true
+		if o, ok := stageOfferOf(p.Announcement); ok {
+			loadRows[p.ID], rowsOf[p.ID] = o.loadRows, o.rows
 		}
 	}
 	var places []stage.Placement
@@ -1034,17 +1051,15 @@ func (n *Node) startSplit(ctx context.Context, sm *splitModel, plan stageplan.Pl
 		if err != nil {
 			return nil, err
 		}
-		places = append(places, stage.Placement{Peer: id, Range: model.LayerRange{Lo: s.Lo, Hi: s.Hi}, LoadRows: loadRows[id]})
+		places = append(places, stage.Placement{Peer: id, Range: model.LayerRange{Lo: s.Lo, Hi: s.Hi}, LoadRows: loadRows[id], Windowless: !rowsOf[id]})
 	}
-	// A speculating model's windows hold the draft's most drafts and
-	// the last token, apart from the requests the stages hold KV for; a
-	// last stage on a node that predates the field holds them to
-	// splitSeqs rows (splitSeqs-1 drafts).
-	rows := splitSeqs
-	if sm.draft != nil {
-		// A window is one step: at most a step's positions.
-		rows = min(max(rows, sm.draft.Max()+1), model.DefaultBatch)
-	}
+	// A window holds the draft's most drafts (a model without a draft
+	// drafts from predictions: spec.DefaultMaxWindow) and the last
+	// token, apart from the requests the stages hold KV for; a last
+	// stage on a node that predates the field holds them to splitSeqs
+	// rows (splitSeqs-1 drafts). A window is one step: at most a step's
+	// positions.
+	rows := min(max(splitSeqs, sm.draft.Max()+1), model.DefaultBatch)
 	ctx, cancel := context.WithTimeout(ctx, splitStartTimeout)
 	defer cancel()
 	return stage.Start(ctx, stage.PipelineConfig{

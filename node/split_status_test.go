@@ -22,6 +22,7 @@ func (idlePipeline) Finish(context.Context, uint64, receipt.ContentID) (*engine.
 }
 func (idlePipeline) Close(context.Context) error { return nil }
 func (idlePipeline) Rows() int                   { return 1 }
+func (idlePipeline) Windows() bool               { return true }
 func (idlePipeline) WeightBytes() int64          { return 1 }
 
 // TestSplitStatusLost: between the engine dropping a failed pipeline

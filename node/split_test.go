@@ -373,6 +373,48 @@ func TestSplitHostsBandwidth(t *testing.T) {
 	}
 }
 
+// TestSplitPlanWindows: a node whose stages predate windows (it does not
+// advertise stagewire.FeatureRows) gets a model's stage only where the
+// model does not speculate and fits no other way, even where it is the
+// faster peer.
+func TestSplitPlanWindows(t *testing.T) {
+	d := [32]byte{7}
+	offer := func(id byte, free, bw string, windows bool) mesh.Peer {
+		var eid identity.EndpointID
+		eid[0] = id
+		f := []string{"free-bytes=" + free, "mem-bandwidth=" + bw, "model=" + hex.EncodeToString(d[:])}
+		if windows {
+			f = append(f, stagewire.FeatureRows, stagewire.FeatureLoadRows)
+		}
+		return mesh.Peer{ID: eid, RTT: 2 * time.Millisecond, Announcement: &nodev1.PeerAnnouncement{Subprotocols: []*nodev1.MeshSubprotocol{
+			{Name: stagewire.Name, Major: stagewire.Major, Features: f}}}}
+	}
+	m := stageplan.Model{Layers: []int64{100, 100, 100, 100}}
+	self := stageplan.Host{ID: "self", Free: 200}
+	old, current := offer(1, "1000", "40000000000", false), offer(2, "1000", "10000000000", true)
+	small := offer(3, "150", "10000000000", true)
+	now := time.Unix(1_800_000_000, 0)
+	for _, tc := range []struct {
+		name       string
+		peers      []mesh.Peer
+		speculates bool
+		want       string // the second stage's host; "" none fits
+	}{
+		{"both fit", []mesh.Peer{old, current}, false, current.ID.String()},
+		{"both fit, speculating", []mesh.Peer{current, old}, true, current.ID.String()},
+		{"only the old node fits", []mesh.Peer{old, small}, false, old.ID.String()},
+		{"only the old node fits, speculating", []mesh.Peer{old, small}, true, ""},
+	} {
+		plan, err := planSplitOver(m, self, tc.peers, d, tc.speculates, nil, stageplan.Options{Force: true}, stageplan.Plan{}, now)
+		switch {
+		case tc.want == "" && err == nil:
+			t.Errorf("%s: plan %v, want none", tc.name, plan)
+		case tc.want != "" && (err != nil || len(plan.Stages) != 2 || plan.Stages[1].Host != tc.want):
+			t.Errorf("%s: plan %v, %v; want the second stage on %s", tc.name, plan, err, tc.want)
+		}
+	}
+}
+
 // TestSplitPins: three nodes; the owner pins the head's second stage to
 // the peer that does not run it, and the plan moves there while the
 // model serves, answering as before; pins that keep that peer on another
@@ -512,6 +554,82 @@ func TestSplitPinsWaiting(t *testing.T) {
 	}
 	if s := splitStatus(a); len(s.Pins) != 0 || len(s.Stages) != 0 {
 		t.Errorf("refused pins changed the model: %+v", s)
+	}
+}
+
+// TestSplitPrediction: a split model without a draft, whose stages
+// answer windows, drafts from a chat's predicted output through its
+// stages and answers as without it: given its own answer, most tokens
+// are accepted predicted tokens. A model placed on a node that predates
+// windows refuses a prediction, naming the field.
+func TestSplitPrediction(t *testing.T) {
+	b, _ := stageHost(t, 0)
+	a, _ := startNodeWith(t, Config{Model: []ModelConfig{{Path: fortunesPath(t), Context: splitContext, Split: SplitAlways}},
+		Join: []string{b.invite}}, func(n *Node) { n.splitRetry = 50e6 })
+	waitFor(t, "the split model to be placed", func() bool {
+		s := splitStatus(a)
+		return s != nil && s.State == "serving"
+	})
+	// A window holds spec.DefaultMaxWindow drafts and the last token.
+	sm := a.splitModel(fortunesModel)
+	if rows := sm.eng.Rows(); rows != spec.DefaultMaxWindow+1 {
+		t.Errorf("windows of %d rows, want %d", rows, spec.DefaultMaxWindow+1)
+	}
+	chat := func(extra string) (int, string, int, string) {
+		t.Helper()
+		resp := post(t, a, "/v1/chat/completions", `{"model":"`+fortunesModel+`","max_tokens":24,"messages":[{"role":"user","content":"Love is"}]`+extra+`}`)
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var v struct {
+			Choices []struct{ Message struct{ Content string } }
+			Usage   struct {
+				CompletionTokens int `json:"completion_tokens"`
+				Details          struct {
+					Accepted int `json:"accepted_prediction_tokens"`
+				} `json:"completion_tokens_details"`
+			}
+		}
+		if resp.StatusCode != http.StatusOK {
+			return resp.StatusCode, "", 0, string(raw)
+		}
+		if err := json.Unmarshal(raw, &v); err != nil || len(v.Choices) != 1 {
+			t.Fatalf("split chat: %d %s", resp.StatusCode, raw)
+		}
+		// Accepted, or -1 where under half the tokens were.
+		accepted := v.Usage.Details.Accepted
+		if 2*accepted < v.Usage.CompletionTokens {
+			accepted = -1
+		}
+		return resp.StatusCode, v.Choices[0].Message.Content, accepted, string(raw)
+	}
+	code, plain, _, raw := chat("")
+	if code != http.StatusOK || plain == "" {
+		t.Fatalf("split chat: %d %s", code, raw)
+	}
+	predicted, _ := json.Marshal(plain)
+	withPrediction := `,"prediction":{"type":"content","content":` + string(predicted) + `}`
+	if code, got, accepted, _ := chat(withPrediction); code != http.StatusOK || got != plain || accepted <= 0 {
+		t.Errorf("split chat with its answer predicted: %d %q, %d predicted tokens accepted (-1: under half the tokens); without the prediction %q", code, got, accepted, plain)
+	}
+	// The same model placed with its stage on a node that predates
+	// windows (as it is where no other fits).
+	f, err := gguf.Open(fortunesPath(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p, err := stage.Start(context.Background(), stage.PipelineConfig{File: f, Digest: sm.digest, Self: a.key.ID(),
+		Stages:  []stage.Placement{{Peer: a.key.ID(), Range: model.LayerRange{Lo: 0, Hi: 2}}, {Peer: b.key.ID(), Range: model.LayerRange{Lo: 2, Hi: 4}, Windowless: true}},
+		Context: sm.ctx, Backend: sm.be, Dial: a.headDialer()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sm.eng.Set(p)
+	if code, _, _, raw := chat(withPrediction); code != http.StatusBadRequest || !strings.Contains(raw, `"param":"prediction"`) {
+		t.Errorf("a prediction on a windowless pipeline: %d %s, want 400 naming prediction", code, raw)
+	}
+	if code, got, _, raw := chat(""); code != http.StatusOK || got != plain {
+		t.Errorf("a chat on the windowless pipeline: %d %q (%s), want %q", code, got, raw, plain)
 	}
 }
 

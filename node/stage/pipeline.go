@@ -24,6 +24,12 @@ type Placement struct {
 	// as it was before the field, and if it runs the last stage the
 	// pipeline's steps hold Seqs output rows, whatever Rows asks.
 	LoadRows bool
+	// Windowless says the node's stages do not answer windows (it does
+	// not advertise stagewire.FeatureRows: it predates them). A
+	// pipeline with such a stage refuses a step that asks a sequence
+	// for more than one row (Pipeline.Windows), where the stage would
+	// answer it with one.
+	Windowless bool
 }
 
 // PipelineConfig describes a split model to drive from this node, the
@@ -85,6 +91,7 @@ type Pipeline struct {
 	opt      model.SessionOptions
 	dtype    stagewire.DType
 	rows     int     // the most output rows of a step
+	windows  bool    // every stage answers windows (Placement.Windowless)
 	links    []*link // the other stages, in order
 	msgs     chan linkMsg
 	done     chan struct{}
@@ -158,6 +165,10 @@ func Start(ctx context.Context, cfg PipelineConfig) (*Pipeline, error) {
 		return nil, fmt.Errorf("stage: a batch of %d positions of %d %v elements does not fit one frame (at most %d)", bopt.Tokens, m.Config().Embd, cfg.DType, min(most, stagewire.MaxSeqs))
 	}
 	rows := bopt.Seqs
+	windows := true
+	for _, pl := range cfg.Stages[1:] {
+		windows = windows && !pl.Windowless
+	}
 	if last := cfg.Stages[len(cfg.Stages)-1]; cfg.Rows > bopt.Seqs && last.LoadRows {
 		// The head's batch never computes output rows (it runs the
 		// first stage, never the last); the last stage's does.
@@ -183,7 +194,7 @@ func Start(ctx context.Context, cfg PipelineConfig) (*Pipeline, error) {
 	p := &Pipeline{
 		m: m, batch: b, sessions: map[uint64]*model.Session{},
 		opt:   model.SessionOptions{Context: ctxLen, Batch: bopt.Tokens, KV: cfg.KV},
-		dtype: cfg.DType, rows: rows, msgs: make(chan linkMsg, 64), done: make(chan struct{}),
+		dtype: cfg.DType, rows: rows, windows: windows, msgs: make(chan linkMsg, 64), done: make(chan struct{}),
 		digest: cfg.Digest, place: cfg.Stages[0].Range, tokens: map[uint64]uint32{}, reportTimeout: cfg.ReportTimeout,
 	}
 	if p.reportTimeout <= 0 {
@@ -331,6 +342,9 @@ func (p *Pipeline) Step(ctx context.Context, seqs []Seq) ([]Result, error) {
 	for i, q := range seqs {
 		if q.Rows < 0 || q.Rows > len(q.Tokens) || q.Rows > 1 && q.Out == stagewire.OutNone {
 			return nil, fmt.Errorf("stage: step: sequence %d asks for %d rows of %d tokens with output %d", i, q.Rows, len(q.Tokens), q.Out)
+		}
+		if q.Rows > 1 && !p.windows {
+			return nil, fmt.Errorf("stage: step: sequence %d asks for a window of %d rows, and a stage's node does not answer windows", i, q.Rows)
 		}
 		rows += stagewire.ActSeq{Out: q.Out, Rows: uint32(max(q.Rows, 0))}.OutRows()
 	}
@@ -480,6 +494,11 @@ func (p *Pipeline) await(ctx context.Context) (linkMsg, error) {
 // sequences: PipelineConfig.Rows where the last stage's node took it,
 // else Seqs.
 func (p *Pipeline) Rows() int { return p.rows }
+
+// Windows reports whether the pipeline answers windows: a sequence's
+// rows after each of its last tokens (Seq.Rows > 1). It does where no
+// stage's node predates them (Placement.Windowless).
+func (p *Pipeline) Windows() bool { return p.windows }
 
 // WeightBytes is the head's stage's weights in bytes: what a token
 // evaluated here reads, the work units of a split serve on the head's

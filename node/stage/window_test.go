@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,7 +19,8 @@ import (
 // the logits and greedy tokens one-token decoding of the whole model
 // gets after each of those positions, bit for bit; a Trim after it (a
 // rejected draft) leaves every stage holding exactly the kept positions,
-// and the decoding after it is the whole model's again.
+// and the decoding after it is the whole model's again. A pipeline with
+// a stage on a node that predates windows refuses them.
 func TestPipelineWindows(t *testing.T) {
 	f := fortunes(t)
 	be := cpu.New(cpu.Options{Threads: 2})
@@ -116,8 +118,37 @@ func TestPipelineWindows(t *testing.T) {
 			t.Fatal("a step of 17 rows on stages of 16")
 		}
 		waitHeld(t, pn, p, map[uint64]int{1: 15, 2: 15})
+		if !p.Windows() {
+			t.Error("a pipeline of current nodes says it does not answer windows")
+		}
 		cancel()
 		p.Close(context.Background())
+	}
+	// A stage on a node that predates windows would answer one row: a
+	// window is refused before any stage runs it, and one-row steps
+	// still go.
+	pn := newPipeNet(t, f, b)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	p, err := Start(ctx, PipelineConfig{File: f, Digest: fortunesDigest, Self: head, Context: 128, Batch: 32, Seqs: 16, Backend: be, Dial: pipeDialer{pn, head},
+		Stages: []Placement{{Peer: head, Range: model.LayerRange{Lo: 0, Hi: 2}}, {Peer: b, Range: model.LayerRange{Lo: 2, Hi: 4}, Windowless: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	if p.Windows() {
+		t.Error("a pipeline with a windowless stage says it answers windows")
+	}
+	seq := append(slices.Clone(prompt), draft...)
+	if _, err := p.Step(ctx, []Seq{{Request: 1, Tokens: seq, Out: stagewire.OutToken, Rows: 3}}); err == nil || !strings.Contains(err.Error(), "does not answer windows") {
+		t.Fatalf("a window on a windowless stage: %v", err)
+	}
+	if _, ok := p.sessions[1]; ok {
+		t.Fatal("the refused window opened the request on the head")
+	}
+	res, err := p.Step(ctx, []Seq{{Request: 1, Tokens: seq, Out: stagewire.OutToken, Rows: 1}})
+	if err != nil || len(res) != 1 || res[0].Token != argmax(want1[len(want1)-1]) {
+		t.Fatalf("a one-row step on a windowless stage: %+v, %v", res, err)
 	}
 }
 

@@ -53,6 +53,10 @@ type Pipeline interface {
 	// Rows is the most output rows one step may ask for: a window of k
 	// drafts takes k+1.
 	Rows() int
+	// Windows reports whether the stages answer windows (a sequence's
+	// rows after each of its last tokens): not where a stage's node
+	// predates them.
+	Windows() bool
 	// WeightBytes is the head's stage's weights: the work a token
 	// evaluated on the head does (ReportsWork).
 	WeightBytes() int64
@@ -84,11 +88,6 @@ type Config struct {
 	// default: engine.Speculation; a sampled request only when it names
 	// it, receipt.Sampling.Draft). The engine does not close it.
 	Draft *spec.Drafter
-	// Windows: the pipelines the engine is given answer windows (every
-	// stage offers stagewire.FeatureRows), as a speculating model's are
-	// placed to; with it, a serve given a predicted output drafts from
-	// it though the model has no Draft.
-	Windows bool
 	// Sessions bounds the serves on the pipeline at once (default 4): each
 	// holds a KV session on every stage, and the stages were sized for so
 	// many. More wait for a turn.
@@ -322,10 +321,10 @@ func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []u
 	// windows priced as the name says: its tokens depend on both, and
 	// its identity must say so.
 	// A request given a predicted output drafts from it, draft or none
-	// (where its pipelines answer windows).
+	// (where its pipeline answers windows).
 	prediction := engine.Prediction(ctx)
 	if len(prediction) > 0 && !e.TakesPrediction() {
-		return engine.Outcome{}, refuse("a split model without a draft is placed on stages that need not answer windows, so it cannot draft from a prediction")
+		return engine.Outcome{}, refuse("the split model's pipeline has a stage on a node that predates windows, so it cannot draft from a prediction")
 	}
 	speculate := (e.cfg.Draft != nil || len(prediction) > 0) && engine.Speculation(ctx) && params.Order == ""
 	// Its rounds' bounds are its draft name's (a greedy request's, its
@@ -350,10 +349,14 @@ func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []u
 }
 
 // TakesPrediction implements engine.PredictionTaker: a serve drafts
-// from the predicted output in its context, through the stages
-// as any window, where its pipelines answer windows (a Draft, or
-// Windows).
-func (e *Engine) TakesPrediction() bool { return e.cfg.Draft != nil || e.cfg.Windows }
+// from the predicted output in its context, through the stages as any
+// window, where its pipeline answers windows (Pipeline.Windows). Without
+// a pipeline it says yes: the serve fails as unavailable, as any does.
+func (e *Engine) TakesPrediction() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.p == nil || e.p.Windows()
+}
 
 // gen is how a serve generates.
 type gen struct {
@@ -720,7 +723,7 @@ func (r *run) step(ctx context.Context, tokens []uint32, want stagewire.Output, 
 // answer.
 func (r *run) rows() int {
 	n := 1
-	if r.p != nil {
+	if r.p != nil && r.p.Windows() {
 		n = r.p.Rows()
 	}
 	if r.e.cfg.Rows > 0 {

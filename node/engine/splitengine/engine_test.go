@@ -136,6 +136,8 @@ func (w *whole) Close(ctx context.Context) error { w.closed.Store(true); return 
 // Rows: the whole model computes any window.
 func (w *whole) Rows() int { return 1 << 16 }
 
+func (w *whole) Windows() bool { return true }
+
 // WeightBytes: the whole model's, as if it were the head's stage.
 func (w *whole) WeightBytes() int64 { return w.m.WeightBytes() }
 

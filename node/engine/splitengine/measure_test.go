@@ -109,7 +109,7 @@ func TestMeasuredPrices(t *testing.T) {
 	})
 
 	t.Run("four rows a step", func(t *testing.T) {
-		e, _ := specEngineWith(t, ref, layouts["2 stages"], spec.DrafterConfig{Path: spec.DraftLookup}, false)
+		e, _ := specEngineWith(t, ref, layouts["2 stages"], spec.DrafterConfig{Path: spec.DraftLookup}, false, nil)
 		if _, err := e.Measure(t.Context()); err == nil || !strings.Contains(err.Error(), "holds no window") {
 			t.Fatalf("measuring a pipeline of 4 rows a step: %v, want an error that says it holds no window", err)
 		}

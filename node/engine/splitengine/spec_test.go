@@ -186,12 +186,13 @@ func exists(p string) bool {
 // token) on stages sized for splitSeqs requests.
 func specEngine(t testing.TB, ref *ggufengine.Model, layout []model.LayerRange, dc spec.DrafterConfig) (*Engine, *trimCounter) {
 	t.Helper()
-	return specEngineWith(t, ref, layout, dc, true)
+	return specEngineWith(t, ref, layout, dc, true, nil)
 }
 
 // specEngineWith is specEngine whose last stage's node takes
-// LoadStage.Rows only if loadRows.
-func specEngineWith(t testing.TB, ref *ggufengine.Model, layout []model.LayerRange, dc spec.DrafterConfig, loadRows bool) (*Engine, *trimCounter) {
+// LoadStage.Rows only if loadRows, its pipeline wrapped by windowed
+// where set.
+func specEngineWith(t testing.TB, ref *ggufengine.Model, layout []model.LayerRange, dc spec.DrafterConfig, loadRows bool, windowed func(*trimCounter) Pipeline) (*Engine, *trimCounter) {
 	t.Helper()
 	f := openFile(t)
 	be := cpu.New(cpu.Options{Threads: 1})
@@ -202,9 +203,13 @@ func specEngineWith(t testing.TB, ref *ggufengine.Model, layout []model.LayerRan
 	}
 	t.Cleanup(func() { d.Close() })
 	tc := &trimCounter{Pipeline: startSplitWith(t, f, layout, 16, spec.DefaultMaxWindow+1, loadRows, 0)}
+	var p Pipeline = tc
+	if windowed != nil {
+		p = windowed(tc)
+	}
 	w, _ := ref.Engine().Weights()
 	e := New(Config{Recipe: "fortunes", Fidelity: receipt.F1, UJPerToken: 250, Weights: w,
-		Vocab: ref.Config().VocabSize, Context: 256, Batch: 16, Draft: d, Tokens: ref.Tokenizer()}, tc)
+		Vocab: ref.Config().VocabSize, Context: 256, Batch: 16, Draft: d, Tokens: ref.Tokenizer()}, p)
 	return e, tc
 }
 
@@ -215,6 +220,11 @@ type trimCounter struct {
 	trims   int
 	maxRows int
 }
+
+// windowless is a pipeline whose stages predate windows.
+type windowless struct{ *trimCounter }
+
+func (windowless) Windows() bool { return false }
 
 func (c *trimCounter) Step(ctx context.Context, seqs []stage.Seq) ([]stage.Result, error) {
 	for _, q := range seqs {
@@ -360,7 +370,7 @@ func TestSpeculativeOlderLastStage(t *testing.T) {
 			continue // f16 fills its windows; lookup costs nothing
 		}
 		for lname, layout := range layouts {
-			e, tc := specEngineWith(t, ref, layout, dc, false)
+			e, tc := specEngineWith(t, ref, layout, dc, false, nil)
 			if r := e.Rows(); r != splitSeqs {
 				t.Fatalf("%s, %s: steps of %d rows through an older last stage, want %d", dname, lname, r, splitSeqs)
 			}
@@ -661,8 +671,8 @@ func TestSpeculativeLimits(t *testing.T) {
 // has, and answers with plain decoding's tokens: predicting the answer,
 // most tokens are accepted drafts, and a prediction that strays is
 // trimmed from the stages; a sampled serve names its prediction and
-// repeats; a model whose stages need not answer windows (no draft, no
-// Windows) refuses one.
+// repeats; a model whose pipeline has a stage that predates windows
+// refuses one.
 func TestPrediction(t *testing.T) {
 	ref, _ := setup(t)
 	prompt := specPrompts(t, ref)[0]
@@ -673,16 +683,27 @@ func TestPrediction(t *testing.T) {
 	bare := func(windows bool) (*Engine, *trimCounter) {
 		f := openFile(t)
 		tc := &trimCounter{Pipeline: startSplitWith(t, f, layouts["2 stages"], 16, spec.DefaultMaxWindow+1, true, 0)}
+		var p Pipeline = tc
+		if !windows {
+			p = windowless{tc}
+		}
 		w, _ := ref.Engine().Weights()
 		return New(Config{Recipe: "fortunes", Fidelity: receipt.F1, UJPerToken: 250, Weights: w,
-			Vocab: ref.Config().VocabSize, Context: 256, Batch: 16, Tokens: ref.Tokenizer(), Windows: windows}, tc), tc
+			Vocab: ref.Config().VocabSize, Context: 256, Batch: 16, Tokens: ref.Tokenizer()}, p), tc
 	}
-	// A model with neither a draft nor window-answering stages refuses.
-	if e, _ := bare(false); !errors.Is(func() error {
+	// A pipeline that cannot answer windows refuses; its serves without
+	// a prediction decode as ever.
+	e, _ := bare(false)
+	if !errors.Is(func() error {
 		_, err := e.Serve(engine.WithPrediction(context.Background(), want), greedy(8, nil), prompt, func(uint32) error { return nil })
 		return err
 	}(), engine.ErrRefused) || e.TakesPrediction() {
-		t.Error("a split model without a draft or windows took a prediction")
+		t.Error("a split model on a windowless pipeline took a prediction")
+	}
+	// A draft on it drafts nothing: its windows would not be answered.
+	e, tc := specEngineWith(t, ref, layouts["2 stages"], drafts(t)["lookup"], true, func(tc *trimCounter) Pipeline { return windowless{tc} })
+	if got, out, err := serve(e, prompt, greedy(40, nil)); err != nil || !slices.Equal(got, want) || out.SpecProposed != 0 || tc.maxRows > 1 {
+		t.Errorf("lookup on a windowless pipeline: %+v, %v, steps of up to %d rows; tokens equal plain: %v", out, err, tc.maxRows, slices.Equal(got, want))
 	}
 	lookupE, lookupTC := specEngine(t, ref, layouts["3 stages"], drafts(t)["lookup"])
 	bareE, bareTC := bare(true)
