@@ -315,10 +315,13 @@ bench-grammar:
 # files and by the pipeline's measured prices; BENCH_SAMPLED=1 samples
 # (docs/engine.md, "Speculative decoding"). Then a pipeline measured over
 # links of no latency and served over 1 ms ones, on the prices of its
-# placement and measured again on drift (BenchmarkSplitDrift).
+# placement and measured again on drift (BenchmarkSplitDrift). Then the
+# model with no draft given a predicted output, its answer whole and
+# edited, against plain decoding (BenchmarkSplitPrediction, BENCH_REPS).
 .PHONY: bench-spec-split
 bench-spec-split:
 	CGO_ENABLED=0 $(GO) test ./node/engine/splitengine/ -run '^$$' -bench '^BenchmarkSplit(Speculation|Drift)$$' -benchtime 20x
+	CGO_ENABLED=0 $(GO) test ./node/engine/splitengine/ -run '^$$' -bench '^BenchmarkSplitPrediction$$' -benchtime 1x
 
 # Decode tok/s of 4 serves at once on the built-in model in 2 stages over
 # 1 ms links, plain and with prompt lookup, their steps shared against

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -284,5 +285,86 @@ func BenchmarkSplitConcurrent(b *testing.B) {
 				b.ReportMetric(float64(tokens.Load())/time.Since(start).Seconds(), "tok/s")
 			})
 		}
+	}
+}
+
+// BenchmarkSplitPrediction is greedy decode tok/s of the built-in model
+// split in 2 stages, with no draft, over in-process pipes with no
+// latency and with 1 ms one way per frame (about a LAN's), given a
+// predicted output (spec.Predicted) against the same serves without
+// one: its own plain answer ("whole") and that answer with an eighth of
+// its tokens, in its middle, replaced ("edited"). A window of the
+// prediction's tokens is one trip through the stages for up to 9
+// tokens. The tokens are the same either way (TestPrediction). Each
+// side's fastest of BENCH_REPS (default 3) alternating rounds, the
+// speedup and the predicted tokens accepted. Not a timed test: make
+// bench-spec-split.
+func BenchmarkSplitPrediction(b *testing.B) {
+	ref, _ := setup(b)
+	reps := 3
+	if v, err := strconv.Atoi(os.Getenv("BENCH_REPS")); err == nil && v > 0 {
+		reps = v
+	}
+	const n = 64
+	prompt := ref.Tokenize("There once was a man from Nantucket", true, false)
+	for _, delay := range []time.Duration{0, time.Millisecond} {
+		f := openFile(b)
+		be := cpu.New(cpu.Options{Threads: 1})
+		e := New(Config{Recipe: "fortunes", Fidelity: receipt.F1, Vocab: 32000, Context: 256, Batch: 128, Tokens: noText{}},
+			startSplit(b, f, layouts["2 stages"], 128, spec.DefaultMaxWindow+1, delay))
+		// round serves once, predicted pred (nil: none), and returns
+		// decode tok/s after the first token, the tokens and the outcome.
+		round := func(pred []uint32) (float64, []uint32, engine.Outcome) {
+			ctx := b.Context()
+			if pred != nil {
+				ctx = engine.WithPrediction(ctx, pred)
+			}
+			var got []uint32
+			var first time.Time
+			out, err := e.Serve(ctx, greedy(n, nil), prompt, func(t uint32) error {
+				if len(got) == 0 {
+					first = time.Now()
+				}
+				got = append(got, t)
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(got) < 2 {
+				b.Fatalf("%d tokens", len(got))
+			}
+			return float64(len(got)-1) / time.Since(first).Seconds(), got, out
+		}
+		_, answer, _ := round(nil)
+		k := len(answer)
+		edited := slices.Concat(answer[:k/2-k/16], slices.Repeat([]uint32{400}, k/8), answer[k/2+k/16:])
+		for _, pc := range []struct {
+			name string
+			pred []uint32
+		}{{"whole", answer}, {"edited", edited}} {
+			var plain, pred float64
+			var out engine.Outcome
+			for r := range b.N * reps {
+				sides := []func(){
+					func() { p, _, _ := round(nil); plain = max(plain, p) },
+					func() {
+						s, got, o := round(pc.pred)
+						if !slices.Equal(got, answer) {
+							b.Fatalf("latency %v, %s: the tokens differ from plain decoding's", delay, pc.name)
+						}
+						if s > pred {
+							pred, out = s, o
+						}
+					},
+				}
+				sides[r%2]()
+				sides[(r+1)%2]()
+			}
+			fmt.Printf("2 stages, latency %-4v %-7s plain %8.1f tok/s, predicted %8.1f tok/s: %.2f× (%d tokens, %d of %d predicted tokens accepted)\n",
+				delay, pc.name, plain, pred, pred/plain, out.TokensOut, out.SpecAccepted, out.SpecProposed)
+		}
+		e.Close()
+		be.Close()
 	}
 }
