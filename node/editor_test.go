@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -228,5 +229,88 @@ func TestLlamaVimInstruct(t *testing.T) {
 	defer resp.Body.Close()
 	if text, _ := readChatEvents(t, resp.Body); resp.StatusCode != 200 || text == "" {
 		t.Fatalf("edit: %d %q", resp.StatusCode, text)
+	}
+}
+
+// llamaWebUIChat is the body llama-server's web UI (tools/server/webui)
+// sends for a chat with its default settings: every sampler's setting at
+// its default (DRY, XTC, typical-p and dynamic temperature off), the
+// sampler order, max_tokens -1, repeat_last_n 64, and the stream's
+// extras.
+const llamaWebUIChat = `{"messages":[{"role":"user","content":"Tell me a fortune."}],"stream":true,"return_progress":true,` +
+	`"reasoning_format":"auto","temperature":0.8,"dynatemp_range":0,"dynatemp_exponent":1,"top_k":40,"top_p":0.95,"min_p":0.05,` +
+	`"xtc_probability":0,"xtc_threshold":0.1,"typ_p":1,"repeat_last_n":64,"repeat_penalty":1,"presence_penalty":0,"frequency_penalty":0,` +
+	`"dry_multiplier":0,"dry_base":1.75,"dry_allowed_length":2,"dry_penalty_last_n":-1,` +
+	`"samplers":["penalties","dry","top_n_sigma","top_k","typ_p","top_p","min_p","xtc","temperature"],"backend_sampling":false,` +
+	`"timings_per_token":true,"max_tokens":-1}`
+
+// TestLlamaWebUIChat: the web UI's chat is served as llama-server serves
+// it: the stream opens with the prompt's progress (its tokens, all in
+// before the first token), every chunk after it carries the timings so
+// far, and the last one counts the whole answer, before [DONE].
+func TestLlamaWebUIChat(t *testing.T) {
+	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
+	n, _ := startNode(t, Config{})
+	resp := post(t, n, "/v1/chat/completions", llamaWebUIChat)
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+	type timings struct{ PromptN, PredictedN int }
+	var (
+		progress []api.PromptProgress
+		content  strings.Builder
+		last     *timings
+		finished bool
+		done     bool
+	)
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		if data == "[DONE]" {
+			done = true
+			continue
+		}
+		var c struct {
+			Choices []struct {
+				Delta        struct{ Content string } `json:"delta"`
+				FinishReason *string                  `json:"finish_reason"`
+			} `json:"choices"`
+			Timings *struct {
+				PromptN    int `json:"prompt_n"`
+				PredictedN int `json:"predicted_n"`
+			} `json:"timings"`
+			PromptProgress *struct{ Total, Cache, Processed int } `json:"prompt_progress"`
+		}
+		if err := json.Unmarshal([]byte(data), &c); err != nil {
+			t.Fatalf("chunk %s: %v", data, err)
+		}
+		if p := c.PromptProgress; p != nil {
+			if content.Len() > 0 || last != nil {
+				t.Fatalf("prompt progress %s after the answer began", data)
+			}
+			progress = append(progress, api.PromptProgress{Total: p.Total, Cached: p.Cache, Processed: p.Processed})
+			continue
+		}
+		if c.Timings == nil {
+			t.Fatalf("a chunk without timings: %s", data)
+		}
+		last = &timings{c.Timings.PromptN, c.Timings.PredictedN}
+		for _, ch := range c.Choices {
+			content.WriteString(ch.Delta.Content)
+			finished = finished || ch.FinishReason != nil
+		}
+	}
+	if len(progress) == 0 {
+		t.Fatal("no prompt progress")
+	}
+	p := progress[len(progress)-1]
+	if p.Total < 5 || p.Processed != p.Total || last == nil || last.PromptN != p.Total || last.PredictedN < 1 || !finished || !done || content.Len() == 0 {
+		t.Fatalf("progress %+v, last timings %+v, finished %v, [DONE] %v, %d bytes of content", progress, last, finished, done, content.Len())
 	}
 }

@@ -54,12 +54,27 @@ func TestSamplingOptions(t *testing.T) {
 		{"with the penalty", request + penalty + `}`, api.VerdictVerified},
 		{"without it", request + `}`, api.VerdictNotReplayable},
 		{"with another", request + `,"repeat_penalty":1.4}`, api.VerdictNotReplayable},
+		{"counting the prompt", request + penalty + `,"repeat_last_n":-1}`, api.VerdictNotReplayable},
 	} {
 		body, _ := json.Marshal(map[string]any{"request": json.RawMessage(tc.request), "energy": energy})
 		status, res, raw := replayRaw(t, n, string(body))
 		if status != http.StatusOK || res.Verdict != tc.verdict || (tc.verdict != api.VerdictVerified && !strings.Contains(res.Reason, "not the receipt's")) {
 			t.Errorf("replay %s: %d %s, want %s", tc.name, status, raw, tc.verdict)
 		}
+	}
+
+	// repeat_last_n: the penalty counts the prompt too, which changes
+	// the answer; its receipt replays with it (and, above, not without).
+	window, energy := complete(penalty + `,"repeat_last_n":-1`)
+	if window == penalised {
+		t.Errorf("repeat_last_n -1 (the prompt counted too) left the penalised answer as it was: %q", window)
+	}
+	if got, _ := complete(penalty + `,"repeat_last_n":0`); got != greedy {
+		t.Errorf("repeat_last_n 0 (no penalties): %q, want the greedy answer %q", got, greedy)
+	}
+	body, _ := json.Marshal(map[string]any{"request": json.RawMessage(request + penalty + `,"repeat_last_n":-1}`), "energy": energy})
+	if status, res, raw := replayRaw(t, n, string(body)); status != http.StatusOK || res.Verdict != api.VerdictVerified {
+		t.Errorf("replay with repeat_last_n: %d %s", status, raw)
 	}
 }
 
@@ -68,7 +83,7 @@ func TestSamplingOptions(t *testing.T) {
 // answer's words changes it, the same bias gives the same answer, a
 // bias that rounds to nothing changes nothing, the receipt replays only
 // with the bias shown, and a request riding on a grant, whose binding
-// has no place for a bias, is refused, as is a bias for a token past
+// has no place for a bias (nor for repeat_last_n), is refused, as is a bias for a token past
 // the model's vocabulary.
 func TestLogitBiasServed(t *testing.T) {
 	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
@@ -119,5 +134,16 @@ func TestLogitBiasServed(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"param":"logit_bias"`) {
 		t.Errorf("granted request with logit_bias: %d %s, want 400 naming logit_bias", resp.StatusCode, b)
+	}
+	// Nor does it cover which tokens a penalty counts.
+	presented, _, err = grant.PresentBody([]byte(request+`,"repeat_penalty":1.2,"repeat_last_n":64,"metadata":{"joule_ceiling_uj":1000000000}}`), chain, caller, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp = post(t, n, "/v1/completions", string(presented))
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"param":"repeat_last_n"`) {
+		t.Errorf("granted request with repeat_last_n: %d %s, want 400 naming repeat_last_n", resp.StatusCode, b)
 	}
 }

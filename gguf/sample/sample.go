@@ -51,6 +51,12 @@ type Params struct {
 	// PenaltyWindow is how many of the latest history tokens the penalties
 	// look at; 0 means all of them.
 	PenaltyWindow int
+	// PenaltyContext, if set, is the tokens before the history (the
+	// prompt) that the penalties count too: the window then spans both,
+	// the last PenaltyWindow of context and history together (all of
+	// both where PenaltyWindow is 0), as llama.cpp's penalty_last_n
+	// does. The sampler reads it and does not change it.
+	PenaltyContext []uint32
 	// LogitBias adds a constant to the logits of the tokens it names, at
 	// most once each, before the penalties (OpenAI's and llama.cpp's
 	// logit_bias); greedy picks see it too.
@@ -584,8 +590,16 @@ func (s *Sampler) countHistory(history []uint32) {
 	if !p.penalised() || !s.penalises {
 		return
 	}
-	if w := p.PenaltyWindow; w > 0 && len(history) > w {
-		history = history[len(history)-w:]
+	ctx := p.PenaltyContext
+	if w := p.PenaltyWindow; w > 0 {
+		if len(history) >= w {
+			history, ctx = history[len(history)-w:], nil
+		} else if rest := w - len(history); len(ctx) > rest {
+			ctx = ctx[len(ctx)-rest:]
+		}
+	}
+	for _, t := range ctx {
+		s.counts[t]++
 	}
 	for _, t := range history {
 		s.counts[t]++

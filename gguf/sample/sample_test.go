@@ -41,6 +41,13 @@ func TestPenalties(t *testing.T) {
 		{"presence", Params{PresencePenalty: 0.2}, []uint32{0, 0, 0}, 1},
 		{"window leaves old tokens out", Params{PresencePenalty: 0.2, PenaltyWindow: 1}, []uint32{0, 3}, 0},
 		{"a negative penalty encourages", Params{PresencePenalty: -3.1}, []uint32{3}, 3},
+		// The context (a prompt) counts before the history: token 0 in
+		// it is penalised where the window reaches it.
+		{"the context counts", Params{PresencePenalty: 0.2, PenaltyContext: []uint32{0}}, nil, 1},
+		{"the window reaches into the context", Params{PresencePenalty: 0.2, PenaltyWindow: 2, PenaltyContext: []uint32{3, 0}}, []uint32{2}, 1},
+		{"the window stops short of it", Params{PresencePenalty: 0.2, PenaltyWindow: 2, PenaltyContext: []uint32{3, 0}}, []uint32{2, 2}, 0},
+		{"context and history counted together", Params{FrequencyPenalty: 0.06, PenaltyContext: []uint32{0}}, []uint32{0}, 1},
+		{"no window: all the context", Params{PresencePenalty: 0.2, PenaltyContext: []uint32{0, 3, 3, 3}}, []uint32{2}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := tc.p.Validate(); err != nil {

@@ -33,6 +33,10 @@ type chatRequest struct {
 	ChatTemplateKwargs json.RawMessage `json:"chat_template_kwargs"`
 	// ReasoningFormat is llama-server's: how a reply's reasoning comes.
 	ReasoningFormat *string `json:"reasoning_format"`
+	// llama-server's stream extras (its web UI asks for them): events
+	// of the prompt's progress, and the timings in every event.
+	ReturnProgress  bool `json:"return_progress"`
+	TimingsPerToken bool `json:"timings_per_token"`
 
 	// llama-server's, which its clients send on chat too (llama.vim's
 	// instruction editing).
@@ -71,7 +75,11 @@ func parseChat(body []byte) (*Generation, *chatRequest, error) {
 	if req.tools, err = req.parseTools(g); err != nil {
 		return nil, nil, err
 	}
-	n, err := maxTokens("max_completion_tokens", req.MaxCompletionTokens, req.MaxTokens)
+	// max_completion_tokens over the older max_tokens.
+	n, err := llamaMaxTokens("max_tokens", req.MaxTokens)
+	if req.MaxCompletionTokens != nil {
+		n, err = llamaMaxTokens("max_completion_tokens", req.MaxCompletionTokens)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -196,6 +204,9 @@ type chatCompletion struct {
 	SystemFingerprint string       `json:"system_fingerprint"`
 	Choices           []chatChoice `json:"choices"`
 	Usage             any          `json:"usage,omitempty"`
+	// llama-server's, on a stream that asks for them.
+	Timings        *llamaTimings      `json:"timings,omitempty"`
+	PromptProgress *promptProgressOut `json:"prompt_progress,omitempty"`
 }
 
 const systemFingerprint = "meshnode"
@@ -265,6 +276,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	for i := range gs {
 		st := &chatStream{sse: sse, id: id, created: created, model: g.Model, logprobs: g.Logprobs,
 			includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage, index: i, multi: len(gs) > 1, format: format}
+		st.x = extras{progress: req.ReturnProgress, timings: req.TimingsPerToken, now: s.now, received: g.Received}
 		st.channels, st.calls = readersFor(m, g, req.tools.active(), format, prefix)
 		st.tokens = newChannels(m, g, nil)
 		st.parallel = req.tools.parallel
@@ -336,6 +348,20 @@ type chatStream struct {
 	// tokens reads the same reply token by token, for the content
 	// tokens' log-probabilities (filterContent).
 	tokens channelReader
+	// x is what the stream reports beside the text, where asked.
+	x extras
+}
+
+func (c *chatStream) streamExtras() *extras { return &c.x }
+func (c *chatStream) setPromptTokens(n int) { c.x.setPromptTokens(n) }
+
+// promptProgress sends a chunk of the prompt's progress: the role's
+// delta, as llama-server sends it, with prompt_progress.
+func (c *chatStream) promptProgress(p PromptProgress) error {
+	c.sentRole = true
+	ch := c.newChunk([]chatChoice{{Index: c.index, Delta: &chatMessage{Role: "assistant"}}})
+	ch.PromptProgress = c.x.progressOut(p)
+	return c.sse.event("", ch)
 }
 
 func (c *chatStream) openReasoning() {
@@ -350,12 +376,17 @@ func (c *chatStream) chunk(choices []chatChoice, u *usage) error {
 	for i := range choices {
 		choices[i].Index = c.index
 	}
-	ch := chatCompletion{ID: c.id, Object: "chat.completion.chunk", Created: c.created, Model: c.model,
-		SystemFingerprint: systemFingerprint, Choices: choices}
+	ch := c.newChunk(choices)
 	if c.includeUsage {
 		ch.Usage = u // null until the last chunk
 	}
+	ch.Timings = c.x.timingsNow(int(c.x.decoded.Load()))
 	return c.sse.event("", ch)
+}
+
+func (c *chatStream) newChunk(choices []chatChoice) chatCompletion {
+	return chatCompletion{ID: c.id, Object: "chat.completion.chunk", Created: c.created, Model: c.model,
+		SystemFingerprint: systemFingerprint, Choices: choices}
 }
 
 // role sends the opening chunk that names the assistant role, once.
@@ -375,6 +406,9 @@ func (c *chatStream) role() error {
 }
 
 func (c *chatStream) delta(d Delta) error {
+	if c.x.first.IsZero() {
+		c.x.first = c.x.now()
+	}
 	if err := c.role(); err != nil {
 		return err
 	}
@@ -475,6 +509,7 @@ func (c *chatStream) finish(res *Result) error {
 // finishChoice ends the choice's stream: what its parsers held back, and
 // its finish reason (with its receipt, in an answer of several choices).
 func (c *chatStream) finishChoice(res *Result) error {
+	c.x.decoded.Store(int64(res.CompletionTokens)) // the last chunk's timings count them all
 	if err := c.role(); err != nil {
 		return err
 	}

@@ -126,7 +126,14 @@ func (s *Server) generateChoices(w http.ResponseWriter, r *http.Request, m Model
 			if stop {
 				return
 			}
-			res, err := s.runChoice(ctx, m, gs[i], ps[i], sts != nil, func(d Delta) error {
+			var st any
+			if sts != nil {
+				st = sts[i]
+				if pt, ok := st.(interface{ setPromptTokens(int) }); ok {
+					pt.setPromptTokens(ps[i].PromptTokens())
+				}
+			}
+			res, err := s.runChoice(ctx, m, gs[i], ps[i], st, &mu, func(d Delta) error {
 				mu.Lock()
 				defer mu.Unlock()
 				if first.IsZero() {
@@ -193,8 +200,9 @@ func (s *Server) generateChoices(w http.ResponseWriter, r *http.Request, m Model
 }
 
 // runChoice runs one choice: a place in the model's queue, a slot, the
-// generation.
-func (s *Server) runChoice(ctx context.Context, m Model, g *Generation, p Prepared, stream bool, emit func(Delta) error) (*Result, error) {
+// generation, streamed to st (nil: a whole answer), whose writes lock
+// holds.
+func (s *Server) runChoice(ctx context.Context, m Model, g *Generation, p Prepared, st any, lock sync.Locker, emit func(Delta) error) (*Result, error) {
 	t, err := s.admit(g.Model, m)
 	if err != nil {
 		return nil, err
@@ -203,7 +211,7 @@ func (s *Server) runChoice(ctx context.Context, m Model, g *Generation, p Prepar
 	if err := s.run(ctx, g.Model, t); err != nil {
 		return nil, err
 	}
-	return p.Generate(t.describe(ctx, m, g, p, stream), emit)
+	return p.Generate(withExtras(t.describe(ctx, m, g, p, st != nil), st, lock), emit)
 }
 
 // generateAll runs a request's choices for a whole answer: one through

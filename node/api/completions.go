@@ -55,7 +55,7 @@ func parseCompletion(body []byte) (*Generation, *completionRequest, error) {
 		}
 		g.Suffix = *req.Suffix
 	}
-	if g.MaxTokens, err = maxTokens("max_tokens", req.MaxTokens); err != nil {
+	if g.MaxTokens, err = llamaMaxTokens("max_tokens", req.MaxTokens); err != nil {
 		return nil, nil, err
 	}
 	if err := req.applyLlama(g, &req.sampling, req.MaxTokens != nil, req.Stream); err != nil {

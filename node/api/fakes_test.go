@@ -220,6 +220,12 @@ func (r *fakeRun) Generate(ctx context.Context, emit func(Delta) error) (*Result
 		res.FinishReason = f.finish
 	}
 	res.StopSequence = f.stopSeq
+	if pp := PromptProgressOf(ctx); pp != nil {
+		// As an engine reports its 3-token prompt: one cached, a step,
+		// then all of it.
+		pp(PromptProgress{Total: 3, Cached: 1, Processed: 2})
+		pp(PromptProgress{Total: 3, Cached: 1, Processed: 3})
+	}
 	progress := Progress(ctx)
 	for i, p := range f.pieces {
 		if g.MaxTokens > 0 && res.CompletionTokens == g.MaxTokens {

@@ -130,7 +130,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m Model, g *Ge
 		out.Logprobs = append(out.Logprobs, d.Logprobs...)
 		return nil
 	}
-	res, err = p.Generate(t.describe(ctx, m, g, p, st != nil), emit)
+	res, err = p.Generate(withExtras(t.describe(ctx, m, g, p, st != nil), st, nil), emit)
 	if err != nil {
 		s.fail(w, r, g, err, st, sse)
 		return Delta{}, nil, false

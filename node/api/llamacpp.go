@@ -35,6 +35,7 @@ type llamaCompletionRequest struct {
 	Seed             *json.Number    `json:"seed"`
 	Stop             json.RawMessage `json:"stop"`
 	RepeatPenalty    *float64        `json:"repeat_penalty"`
+	RepeatLastN      *int            `json:"repeat_last_n"`
 	PresencePenalty  *float64        `json:"presence_penalty"`
 	FrequencyPenalty *float64        `json:"frequency_penalty"`
 	LogitBias        json.RawMessage `json:"logit_bias"`
@@ -49,6 +50,10 @@ type llamaCompletionRequest struct {
 	ResponseFields []string        `json:"response_fields"`
 	NCmpl          *int            `json:"n_cmpl"`
 	NProbs         *int            `json:"n_probs"`
+	// The stream's extras: events of the prompt's progress, and the
+	// timings in every event.
+	ReturnProgress  bool `json:"return_progress"`
+	TimingsPerToken bool `json:"timings_per_token"`
 	// meshnode's, as on every endpoint.
 	Metadata        map[string]any  `json:"metadata"`
 	JCPPresentation json.RawMessage `json:"jcp_presentation"`
@@ -63,25 +68,33 @@ type llamaCompletionRequest struct {
 // implement, with why, and the values that ask for nothing (its
 // defaults, or off), which are accepted.
 var llamaRefusals = map[string]refusal{
-	"cache_prompt":        {"cache_prompt false is not supported: a node always reuses the prompt's cached prefix, and the answer does not depend on it (true is accepted)", oneOf("true")},
-	"ignore_eos":          {"ignore_eos is not supported: an answer ends at the model's end token (false is accepted)", isFalse},
-	"return_tokens":       {"return_tokens is not supported: /completion returns the text (false is accepted; /tokenize gives a text's tokens)", isFalse},
-	"n_keep":              {"n_keep is not supported: a prompt that does not fit the context is refused, never shifted (0 is accepted)", isZero},
-	"repeat_last_n":       {"repeat_last_n is not supported: repeat_penalty counts every token of the answer, not the last n of prompt and answer", isNull},
-	"typical_p":           {"typical_p is not supported (1, off, is accepted)", oneOf("1", "1.0")},
-	"dynatemp_range":      {"dynamic temperature is not supported (dynatemp_range 0 is accepted)", isZero},
-	"dynatemp_exponent":   {"", anyValue}, // asks nothing without dynatemp_range
-	"mirostat":            {"mirostat is not supported (0, off, is accepted)", isZero},
-	"mirostat_tau":        {"", anyValue}, // asks nothing without mirostat
-	"mirostat_eta":        {"", anyValue},
-	"dry_multiplier":      {"DRY sampling is not supported (dry_multiplier 0, off, is accepted)", isZero},
-	"xtc_probability":     {"XTC sampling is not supported (xtc_probability 0, off, is accepted)", isZero},
-	"min_keep":            {"min_keep is not supported (0 is accepted)", isZero},
-	"image_data":          {"image_data: meshnode's models read text", isEmpty},
-	"lora":                {"lora adapters are not supported", isEmpty},
-	"post_sampling_probs": {"post_sampling_probs is not supported (false is accepted)", isFalse},
-	"timings_per_token":   {"timings_per_token is not supported: the last event has the timings (false is accepted)", isFalse},
-	"return_progress":     {"return_progress is not supported (false is accepted)", isFalse},
+	"cache_prompt":      {"cache_prompt false is not supported: a node always reuses the prompt's cached prefix, and the answer does not depend on it (true is accepted)", oneOf("true")},
+	"ignore_eos":        {"ignore_eos is not supported: an answer ends at the model's end token (false is accepted)", isFalse},
+	"return_tokens":     {"return_tokens is not supported: /completion returns the text (false is accepted; /tokenize gives a text's tokens)", isFalse},
+	"n_keep":            {"n_keep is not supported: a prompt that does not fit the context is refused, never shifted (0 is accepted)", isZero},
+	"typical_p":         {"typical_p is not supported (1, off, is accepted)", oneOf("1", "1.0")},
+	"typ_p":             {"typ_p (typical sampling) is not supported (1, off, is accepted)", oneOf("1", "1.0")},
+	"top_n_sigma":       {"top_n_sigma is not supported (-1, off, is accepted)", oneOf("-1", "-1.0")},
+	"dynatemp_range":    {"dynamic temperature is not supported (dynatemp_range 0 is accepted)", isZero},
+	"dynatemp_exponent": {"", anyValue}, // asks nothing without dynatemp_range
+	"mirostat":          {"mirostat is not supported (0, off, is accepted)", isZero},
+	"mirostat_tau":      {"", anyValue}, // asks nothing without mirostat
+	"mirostat_eta":      {"", anyValue},
+	"dry_multiplier":    {"DRY sampling is not supported (dry_multiplier 0, off, is accepted)", isZero},
+	// DRY's and XTC's settings ask nothing while they are off.
+	"dry_base":              {"", anyValue},
+	"dry_allowed_length":    {"", anyValue},
+	"dry_penalty_last_n":    {"", anyValue},
+	"dry_sequence_breakers": {"", anyValue},
+	"xtc_probability":       {"XTC sampling is not supported (xtc_probability 0, off, is accepted)", isZero},
+	"xtc_threshold":         {"", anyValue},
+	"backend_sampling":      {"backend_sampling is not supported: a node picks tokens on the host (false is accepted)", isFalse},
+	"min_keep":              {"min_keep is not supported (0 is accepted)", isZero},
+	"image_data":            {"image_data: meshnode's models read text", isEmpty},
+	"lora":                  {"lora adapters are not supported", isEmpty},
+	"post_sampling_probs":   {"post_sampling_probs is not supported (false is accepted)", isFalse},
+	"timings_per_token":     {"timings_per_token is served on /v1/chat/completions and /completion streams (false is accepted)", isFalse},
+	"return_progress":       {"return_progress is served on /v1/chat/completions and /completion streams (false is accepted)", isFalse},
 }
 
 // isZero accepts a count or probability that turns its option off.
@@ -130,7 +143,7 @@ func (req *llamaCompletionRequest) generation(body []byte) (*Generation, error) 
 	// one is for the one this node serves (Server.soleModel).
 	s := sampling{
 		Model: req.Model, Stream: req.Stream, Temperature: req.Temperature, TopK: req.TopK, TopP: req.TopP, MinP: req.MinP,
-		Stop: req.Stop, RepeatPenalty: req.RepeatPenalty, PresencePenalty: req.PresencePenalty, FrequencyPenalty: req.FrequencyPenalty,
+		Stop: req.Stop, RepeatPenalty: req.RepeatPenalty, RepeatLastN: req.RepeatLastN, PresencePenalty: req.PresencePenalty, FrequencyPenalty: req.FrequencyPenalty,
 		Metadata: req.Metadata, JCPPresentation: req.JCPPresentation, Speculative: req.Speculative, modelOptional: true,
 		SpecNMax: req.SpecNMax, SpecNMin: req.SpecNMin, SpecPMin: req.SpecPMin,
 	}
@@ -326,6 +339,9 @@ type llamaPartial struct {
 	Stop    bool             `json:"stop"`
 	IDSlot  int              `json:"id_slot"`
 	Probs   []llamaTokenProb `json:"completion_probabilities,omitempty"`
+	// Where asked: the timings so far, and the prompt's progress.
+	Timings        *llamaTimings      `json:"timings,omitempty"`
+	PromptProgress *promptProgressOut `json:"prompt_progress,omitempty"`
 }
 
 // llamaTokenProb is a token's log-probability with its likeliest
@@ -354,15 +370,18 @@ func llamaProbs(lps []TokenLogprob) []llamaTokenProb {
 // llamaSettings is the sampling the answer was made with, as
 // llama-server reports it.
 type llamaSettings struct {
-	NCtx             int      `json:"n_ctx,omitempty"` // the model's context (llama.vscode shows it)
-	NPredict         int      `json:"n_predict"`
-	NProbs           int      `json:"n_probs"`
-	Seed             *uint64  `json:"seed,omitempty"`
-	Temperature      float64  `json:"temperature"`
-	TopK             int64    `json:"top_k"`
-	TopP             float64  `json:"top_p"`
-	MinP             float64  `json:"min_p"`
-	RepeatPenalty    float64  `json:"repeat_penalty"`
+	NCtx          int     `json:"n_ctx,omitempty"` // the model's context (llama.vscode shows it)
+	NPredict      int     `json:"n_predict"`
+	NProbs        int     `json:"n_probs"`
+	Seed          *uint64 `json:"seed,omitempty"`
+	Temperature   float64 `json:"temperature"`
+	TopK          int64   `json:"top_k"`
+	TopP          float64 `json:"top_p"`
+	MinP          float64 `json:"min_p"`
+	RepeatPenalty float64 `json:"repeat_penalty"`
+	// RepeatLastN is the request's repeat_last_n, where it gave one
+	// (without, the penalties count the answer alone).
+	RepeatLastN      *int     `json:"repeat_last_n,omitempty"`
 	PresencePenalty  float64  `json:"presence_penalty"`
 	FrequencyPenalty float64  `json:"frequency_penalty"`
 	Stop             []string `json:"stop"`
@@ -405,6 +424,7 @@ func llamaSettingsOf(g *Generation, req *llamaCompletionRequest) llamaSettings {
 	}
 	st.TopK, st.MinP, st.RepeatPenalty = int64(g.TopK), g.MinP, g.RepeatPenalty
 	st.PresencePenalty, st.FrequencyPenalty = g.PresencePenalty, g.FrequencyPenalty
+	st.RepeatLastN = req.RepeatLastN
 	st.Seed = g.Seed
 	if g.Logprobs {
 		st.NProbs = g.TopLogprobs
@@ -457,7 +477,8 @@ func (s *Server) answerLlama(w http.ResponseWriter, r *http.Request, m Model, g 
 	}
 	stream := func(index int) *llamaStream {
 		return &llamaStream{model: g.Model, now: s.now, received: g.Received, settings: settings, prompt: g.Prompt,
-			fields: req.ResponseFields, index: index}
+			fields: req.ResponseFields, index: index,
+			x: extras{progress: req.ReturnProgress && req.Stream, timings: req.TimingsPerToken && req.Stream, now: s.now, received: g.Received}}
 	}
 	if gs := g.Choices(); len(gs) > 1 {
 		// n_cmpl: an array of answers, each with its index (a whole

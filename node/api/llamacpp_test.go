@@ -60,14 +60,14 @@ func TestLlamaCompletion(t *testing.T) {
 
 	// Every option named, a token-id prompt, the array logit_bias.
 	code, _, b = ollamaPost(t, h, "/completion", `{"model":"tiny","prompt":[1,2,3],"n_predict":7,"temperature":0,"top_k":0,"top_p":1,"min_p":0,
-		"seed":5,"stop":["\n"],"repeat_penalty":1.1,"presence_penalty":0.5,"frequency_penalty":0.25,"logit_bias":[[5,1.5],[9,false]],
+		"seed":5,"stop":["\n"],"repeat_penalty":1.1,"repeat_last_n":64,"presence_penalty":0.5,"frequency_penalty":0.25,"logit_bias":[[5,1.5],[9,false]],
 		"cache_prompt":true,"id_slot":-1,"n_probs":0,"typical_p":1,"mirostat":0,"samplers":null,"stream":false}`)
 	if code != 200 {
 		t.Fatalf("%d %s", code, b)
 	}
 	g = h.model.lastCall()
 	if !reflect.DeepEqual(g.PromptIDs, []uint32{1, 2, 3}) || g.MaxTokens != 7 || *g.Temperature != 0 || g.TopK != 0 || *g.Seed != 5 ||
-		!reflect.DeepEqual(g.Stop, []string{"\n"}) || g.RepeatPenalty != 1.1 || g.PresencePenalty != 0.5 || g.FrequencyPenalty != 0.25 ||
+		!reflect.DeepEqual(g.Stop, []string{"\n"}) || g.RepeatPenalty != 1.1 || g.PenaltyLastN != 64 || g.PresencePenalty != 0.5 || g.FrequencyPenalty != 0.25 ||
 		!reflect.DeepEqual(g.LogitBias, map[uint32]float64{5: 1.5, 9: -100}) {
 		t.Fatalf("generation %+v", g)
 	}
@@ -128,12 +128,12 @@ func TestLlamaCompletionRefusals(t *testing.T) {
 	h := newHarness(t, Config{}, nil)
 	for _, tc := range []struct{ field, value string }{
 		{"cache_prompt", "false"}, {"id_slot", "-2"}, {"ignore_eos", "true"}, {"n_probs", "21"}, {"n_probs", "-1"}, {"return_tokens", "true"},
-		{"n_keep", "4"}, {"n_indent", "-1"}, {"n_indent", "5000"}, {"repeat_last_n", "64"}, {"typical_p", "0.9"}, {"dynatemp_range", "0.5"},
+		{"n_keep", "4"}, {"n_indent", "-1"}, {"n_indent", "5000"}, {"repeat_last_n", "-2"}, {"repeat_last_n", "4294967296"}, {"typical_p", "0.9"}, {"dynatemp_range", "0.5"},
 		{"mirostat", "2"}, {"dry_multiplier", "0.8"}, {"xtc_probability", "0.5"}, {"min_keep", "1"}, {"n_cmpl", "0"}, {"n_cmpl", "65"},
 		{"samplers", `["top_k","nope"]`}, {"samplers", `"kz"`}, {"samplers", `["top_k","top_k"]`}, {"samplers", `{}`},
 		{"samplers", `["infill"]`}, {"samplers", `["top_p","infill","top_k"]`},
 		{"t_max_predict_ms", "3600001"}, {"image_data", `[{"data":"x","id":1}]`}, {"lora", `[{"id":0,"scale":1}]`},
-		{"response_fields", `[` + strings.Repeat(`"a",`, maxResponseFields) + `"a"]`}, {"post_sampling_probs", "true"}, {"timings_per_token", "true"}, {"return_progress", "true"},
+		{"response_fields", `[` + strings.Repeat(`"a",`, maxResponseFields) + `"a"]`}, {"post_sampling_probs", "true"},
 		{"n_predict", "-2"}, {"logit_bias", `[["Hello",-1]]`}, {"logit_bias", `[[1]]`}, {"prompt", `["a",[1,2]]`}, {"prompt", `[["a"],["b"]]`},
 		{"grammar", `"root ::= \"a"`}, {"nope", "1"},
 	} {
@@ -432,5 +432,41 @@ func TestSpeculativeLimitsFields(t *testing.T) {
 				t.Errorf("%s with %s: %d %s, want a 400 on %s", path, extra, code, b, param)
 			}
 		}
+	}
+}
+
+// TestRepeatLastN: repeat_last_n (llama-server's and Ollama's) says which
+// tokens the penalties count, on every endpoint that takes penalties: n,
+// -1 all of prompt and answer; 0 turns the penalties off, as llama.cpp's
+// penalty_last_n 0 does; beside no penalty it asks nothing and is not
+// kept; below -1 it is refused.
+func TestRepeatLastN(t *testing.T) {
+	h := newHarness(t, Config{}, nil)
+	for _, tc := range []struct {
+		path, body  string
+		lastN       int
+		repeat, pen float64 // the penalties served: repeat, presence
+	}{
+		{"/v1/chat/completions", `{"model":"tiny","messages":[{"role":"user","content":"x"}],"repeat_penalty":1.1,"repeat_last_n":64}`, 64, 1.1, 0},
+		{"/v1/chat/completions", `{"model":"tiny","messages":[{"role":"user","content":"x"}],"presence_penalty":0.5,"repeat_last_n":-1}`, -1, 0, 0.5},
+		{"/v1/chat/completions", `{"model":"tiny","messages":[{"role":"user","content":"x"}],"repeat_penalty":1.1,"presence_penalty":0.5,"repeat_last_n":0}`, 0, 0, 0},
+		{"/v1/chat/completions", `{"model":"tiny","messages":[{"role":"user","content":"x"}],"repeat_penalty":1,"repeat_last_n":64}`, 0, 1, 0},
+		{"/v1/completions", `{"model":"tiny","prompt":"x","repeat_penalty":1.2,"repeat_last_n":8}`, 8, 1.2, 0},
+		{"/completion", `{"prompt":"x","repeat_penalty":1.2,"repeat_last_n":-1}`, -1, 1.2, 0},
+		{"/api/generate", `{"model":"tiny","prompt":"x","stream":false,"options":{"repeat_penalty":1.2,"repeat_last_n":32}}`, 32, 1.2, 0},
+	} {
+		code, _, b := ollamaPost(t, h, tc.path, tc.body)
+		g := h.model.lastCall()
+		if code != 200 || g.PenaltyLastN != tc.lastN || g.RepeatPenalty != tc.repeat || g.PresencePenalty != tc.pen {
+			t.Errorf("%s %s: %d %s; served penalty_last_n %d, repeat %v, presence %v", tc.path, tc.body, code, b, g.PenaltyLastN, g.RepeatPenalty, g.PresencePenalty)
+		}
+	}
+	code, _, b := ollamaPost(t, h, "/v1/chat/completions", `{"model":"tiny","messages":[{"role":"user","content":"x"}],"repeat_penalty":1.1,"repeat_last_n":-2}`)
+	if code != 400 || !strings.Contains(string(b), `"param":"repeat_last_n"`) {
+		t.Errorf("repeat_last_n -2: %d %s", code, b)
+	}
+	code, _, b = ollamaPost(t, h, "/api/generate", `{"model":"tiny","prompt":"x","options":{"repeat_last_n":-5}}`)
+	if code != 400 || !strings.Contains(string(b), `repeat_last_n must be -1`) { // Ollama's errors are text
+		t.Errorf("options.repeat_last_n -5: %d %s", code, b)
 	}
 }

@@ -24,6 +24,17 @@ type llamaStream struct {
 	// fields are response_fields: the answer holds only these (nil: all).
 	fields []string
 	index  int // the answer's, among n_cmpl's
+	// x is what the stream reports beside the text, where asked.
+	x extras
+}
+
+func (l *llamaStream) streamExtras() *extras { return &l.x }
+func (l *llamaStream) setPromptTokens(n int) { l.x.setPromptTokens(n) }
+
+// promptProgress sends an event of the prompt's progress, as
+// llama-server's: no text, and prompt_progress.
+func (l *llamaStream) promptProgress(p PromptProgress) error {
+	return l.sse.event("", llamaPartial{Index: l.index, Tokens: []uint32{}, PromptProgress: l.x.progressOut(p)})
 }
 
 func (l *llamaStream) delta(d Delta) error {
@@ -32,6 +43,7 @@ func (l *llamaStream) delta(d Delta) error {
 	}
 	if l.first.IsZero() {
 		l.first = l.now()
+		l.x.first = l.first
 	}
 	l.content.WriteString(d.Text)
 	var probs []llamaTokenProb
@@ -42,7 +54,7 @@ func (l *llamaStream) delta(d Delta) error {
 		l.probs = append(l.probs, probs...)
 		return nil
 	}
-	return l.sse.event("", llamaPartial{Index: l.index, Content: d.Text, Tokens: []uint32{}, Probs: probs})
+	return l.sse.event("", llamaPartial{Index: l.index, Content: d.Text, Tokens: []uint32{}, Probs: probs, Timings: l.x.timingsNow(int(l.x.decoded.Load()))})
 }
 
 // end fills in the answer's last event (the whole answer, unstreamed).
@@ -55,11 +67,7 @@ func (l *llamaStream) end(res *Result) error {
 	if first.IsZero() {
 		first = end
 	}
-	promptMS := float64(first.Sub(l.received).Microseconds()) / 1000
-	predictedMS := float64(end.Sub(first).Microseconds()) / 1000
-	t := &llamaTimings{PromptN: res.PromptTokens, PromptMS: roundMS(promptMS), PredictedN: res.CompletionTokens, PredictedMS: roundMS(predictedMS)}
-	t.PromptPerTokenMS, t.PromptPerSecond = per(t.PromptN, promptMS)
-	t.PredictedPerTokenMS, t.PredictedPerSecond = per(t.PredictedN, predictedMS)
+	t := timingsOf(l.received, first, end, res.PromptTokens, res.CompletionTokens)
 	content := l.content.String()
 	l.whole = llamaCompletion{
 		Index: l.index, Tokens: []uint32{}, Stop: true, Model: l.model,

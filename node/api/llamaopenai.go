@@ -19,8 +19,10 @@ type llamaOpenAI struct {
 }
 
 // llamaOpenAIRefusals are llama-server's options the OpenAI endpoints
-// refuse unless they ask for nothing.
-var llamaOpenAIRefusals = map[string]refusal{"cache_prompt": llamaRefusals["cache_prompt"]}
+// refuse unless they ask for nothing: /completion's, which llama-server
+// takes on its OpenAI endpoints too, and which its web UI sends there,
+// every sampler's setting at its default.
+var llamaOpenAIRefusals = llamaRefusals
 
 // applyLlama reads the options into g: sp is the request's sampling (the
 // order checks it), maxSet whether the request bounds its answer

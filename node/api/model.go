@@ -158,6 +158,11 @@ type Generation struct {
 	TopK          int
 	MinP          float64
 	RepeatPenalty float64
+	// PenaltyLastN is which tokens the penalties count: 0 the answer's
+	// (the default), n the last n of prompt and answer together
+	// (llama-server's and Ollama's repeat_last_n), -1 every token of
+	// both (receipt.Sampling.PenaltyLastN).
+	PenaltyLastN int
 	// LogitBias adds each bias (−100 … 100) to its token's logit before
 	// the penalties, greedy requests included (OpenAI's logit_bias), by
 	// token id; nil is none.

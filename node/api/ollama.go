@@ -61,6 +61,7 @@ type ollamaOptions struct {
 	NumPredict       *int            `json:"num_predict"`
 	Stop             json.RawMessage `json:"stop"`
 	RepeatPenalty    *float64        `json:"repeat_penalty"`
+	RepeatLastN      *int            `json:"repeat_last_n"`
 	PresencePenalty  *float64        `json:"presence_penalty"`
 	FrequencyPenalty *float64        `json:"frequency_penalty"`
 	NumCtx           *int            `json:"num_ctx"`
@@ -74,7 +75,6 @@ var ollamaOptionRefusals = map[string]refusal{
 	"mirostat_tau":        {"mirostat sampling is not supported", isNull},
 	"mirostat_eta":        {"mirostat sampling is not supported", isNull},
 	"tfs_z":               {"tail-free sampling is not supported (1 is accepted)", oneOf("1", "1.0")},
-	"repeat_last_n":       {"repeat_last_n is not supported: repeat_penalty applies to the whole answer", isNull},
 	"penalize_newline":    {"penalize_newline is not supported", isNull},
 	"num_keep":            {"num_keep is not supported: a prompt that does not fit the context is refused, never shifted", isNull},
 	"num_batch":           {"num_batch is not supported: the engine batches as the node's configuration says", isNull},
@@ -109,7 +109,7 @@ func (c *ollamaCommon) apply(g *Generation) error {
 		}
 	}
 	smp := sampling{Model: c.Model, Temperature: opts.Temperature, TopP: opts.TopP, TopK: opts.TopK, MinP: opts.MinP,
-		Seed: opts.Seed, Stop: opts.Stop, RepeatPenalty: opts.RepeatPenalty, PresencePenalty: opts.PresencePenalty,
+		Seed: opts.Seed, Stop: opts.Stop, RepeatPenalty: opts.RepeatPenalty, RepeatLastN: opts.RepeatLastN, PresencePenalty: opts.PresencePenalty,
 		FrequencyPenalty: opts.FrequencyPenalty, Metadata: c.Metadata, Speculative: c.Speculative}
 	if err := smp.apply(g); err != nil {
 		e := asError(err)

@@ -35,6 +35,10 @@ type sampling struct {
 	TopK          *int64   `json:"top_k"`
 	MinP          *float64 `json:"min_p"`
 	RepeatPenalty *float64 `json:"repeat_penalty"`
+	// RepeatLastN is which tokens the penalties count (llama-server's
+	// and Ollama's): the last n of prompt and answer, -1 all of them, 0
+	// none (no penalty).
+	RepeatLastN *int `json:"repeat_last_n"`
 
 	LogitBias json.RawMessage `json:"logit_bias"`
 
@@ -187,6 +191,17 @@ func (s *sampling) apply(g *Generation) error {
 			return badRequest(f.name, "%s must be between -2 and 2, got %v", f.name, *f.v)
 		}
 		*f.dst = *f.v
+	}
+	if n := s.RepeatLastN; n != nil {
+		switch {
+		case *n < -1 || *n > math.MaxInt32:
+			return badRequest("repeat_last_n", "repeat_last_n must be -1 (every token of prompt and answer), 0 (no penalties) or how many of the latest tokens of prompt and answer the penalties count, at most %d; got %d", math.MaxInt32, *n)
+		case *n == 0:
+			// As llama.cpp's penalty_last_n 0: no penalty at all.
+			g.RepeatPenalty, g.PresencePenalty, g.FrequencyPenalty = 0, 0, 0
+		case g.RepeatPenalty != 0 && g.RepeatPenalty != 1 || g.PresencePenalty != 0 || g.FrequencyPenalty != 0:
+			g.PenaltyLastN = *n // without a penalty it asks nothing
+		}
 	}
 	bias, err := parseLogitBias(s.LogitBias)
 	if err != nil {
@@ -349,18 +364,30 @@ func (s *sampling) applyMetadata(g *Generation) error {
 	return nil
 }
 
-// maxTokens picks max_completion_tokens over the older max_tokens.
-func maxTokens(param string, vals ...*int) (int, error) {
-	for _, v := range vals {
-		if v == nil {
-			continue
-		}
-		if *v < 1 {
-			return 0, badRequest(param, "%s must be at least 1, got %d", param, *v)
-		}
-		return *v, nil
+// maxTokens is the answer's bound a request field gives: at least 1; 0
+// where it is nil.
+func maxTokens(param string, v *int) (int, error) {
+	if v == nil {
+		return 0, nil
 	}
-	return 0, nil
+	if *v < 1 {
+		return 0, badRequest(param, "%s must be at least 1, got %d", param, *v)
+	}
+	return *v, nil
+}
+
+// llamaMaxTokens is maxTokens on the endpoints llama-server serves too
+// (chat and text completions), where -1, as llama-server and its web UI
+// send it, is until the model ends (the context bounds it), as n_predict
+// -1 is.
+func llamaMaxTokens(param string, v *int) (int, error) {
+	switch {
+	case v == nil || *v >= 1:
+		return maxTokens(param, v)
+	case *v == -1:
+		return math.MaxInt32, nil
+	}
+	return 0, badRequest(param, "%s must be at least 1, or -1 (until the model ends), got %d", param, *v)
 }
 
 // messageContent flattens an OpenAI message content (a string, null, or an

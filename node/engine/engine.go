@@ -202,6 +202,29 @@ func Prediction(ctx context.Context) []uint32 {
 	return t
 }
 
+// PromptProgress is how far a serve's prompt has been evaluated, as
+// llama-server's prompt_progress counts it: Total tokens, Cached of them
+// reused from a KV cache, Processed of them held now (Cached included;
+// Total once the prompt is in).
+type PromptProgress struct{ Total, Cached, Processed int }
+
+type promptProgressKey struct{}
+
+// WithPromptProgress returns ctx carrying f, which an engine's Serve
+// given ctx calls as the prompt is evaluated: after each step that took
+// part of it, and once it is all in, before the first token. It is
+// called on the goroutine that calls emit, never at once with it, so it
+// may write where emit writes.
+func WithPromptProgress(ctx context.Context, f func(PromptProgress)) context.Context {
+	return context.WithValue(ctx, promptProgressKey{}, f)
+}
+
+// PromptProgressFrom is ctx's WithPromptProgress, or nil.
+func PromptProgressFrom(ctx context.Context) func(PromptProgress) {
+	f, _ := ctx.Value(promptProgressKey{}).(func(PromptProgress))
+	return f
+}
+
 // PredictionTaker is an engine whose serves draft from a
 // predicted output (WithPrediction).
 type PredictionTaker interface {

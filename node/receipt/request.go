@@ -2,6 +2,7 @@ package receipt
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"unicode/utf8"
 )
@@ -124,7 +125,17 @@ type Sampling struct {
 	// block): the token that shows that text and those after it are not
 	// served. 0 is off; at most [MaxIndent].
 	MinIndent uint32 `cbor:"n_indent,omitempty" json:"n_indent,omitempty"`
+	// PenaltyLastN is which tokens the penalties (repeat, presence and
+	// frequency) count: 0, every token of the answer (meshnode's
+	// default); n, the last n tokens of prompt and answer together, as
+	// llama.cpp's penalty_last_n counts them (llama-server's and
+	// Ollama's repeat_last_n); [PenaltyAll], every token of both
+	// (repeat_last_n -1). Only beside a penalty.
+	PenaltyLastN uint32 `cbor:"penalty_last_n,omitempty" json:"penalty_last_n,omitempty"`
 }
+
+// PenaltyAll is Sampling.PenaltyLastN's every token of prompt and answer.
+const PenaltyAll = math.MaxUint32
 
 // MaxSamplers bounds Sampling.Samplers: each filter at most once.
 const MaxSamplers = 6
@@ -180,7 +191,7 @@ func TokenPromptHash(ids []uint32) ContentID {
 func (s *Sampling) IsZero() bool {
 	return s == nil || s.TemperatureE6 == 0 && s.TopPE6 == 0 && s.TopK == 0 && s.MinPE6 == 0 &&
 		s.PresencePenaltyE6 == 0 && s.FrequencyPenaltyE6 == 0 && s.RepeatPenaltyE6 == 0 && s.Seed == nil && len(s.Stop) == 0 && len(s.LogitBias) == 0 && s.Draft == "" && s.Grammar == nil &&
-		s.Samplers == "" && s.MinIndent == 0
+		s.Samplers == "" && s.MinIndent == 0 && s.PenaltyLastN == 0
 }
 
 // Unseeded reports whether s samples with randomness the request does not
@@ -238,6 +249,9 @@ func (r *ServeRequest) Validate() error {
 		}
 		if err := checkSamplers(s.Samplers); err != nil {
 			return err
+		}
+		if s.PenaltyLastN != 0 && s.PresencePenaltyE6 == 0 && s.FrequencyPenaltyE6 == 0 && s.RepeatPenaltyE6 == 0 {
+			return fmt.Errorf("%w: penalty_last_n %d without a penalty says nothing; omit it", ErrInvalid, s.PenaltyLastN)
 		}
 		if s.MinIndent > MaxIndent {
 			return fmt.Errorf("%w: n_indent %d, at most %d", ErrInvalid, s.MinIndent, MaxIndent)

@@ -111,6 +111,8 @@ func TestRequestIdentity(t *testing.T) {
 		{"samplers", func(r *ServeRequest) { r.Sampling = &Sampling{TopK: 40, Samplers: "ki"} }},
 		{"other samplers", func(r *ServeRequest) { r.Sampling = &Sampling{TopK: 40, Samplers: "kpi"} }},
 		{"n_indent", func(r *ServeRequest) { r.Sampling = &Sampling{MinIndent: 4} }},
+		{"penalty_last_n", func(r *ServeRequest) { r.Sampling = &Sampling{RepeatPenaltyE6: 1_100_000, PenaltyLastN: 64} }},
+		{"penalty_last_n all", func(r *ServeRequest) { r.Sampling = &Sampling{RepeatPenaltyE6: 1_100_000, PenaltyLastN: PenaltyAll} }},
 	}
 	seen := map[ContentID]string{base: "base"}
 	for _, tt := range differ {
@@ -136,6 +138,7 @@ func TestRequestValidate(t *testing.T) {
 		{"top_p above one", func(r *ServeRequest) { r.Sampling = &Sampling{TopPE6: 1_000_001} }},
 		{"min_p above one", func(r *ServeRequest) { r.Sampling = &Sampling{MinPE6: 1_000_001} }},
 		{"repeat penalty of one", func(r *ServeRequest) { r.Sampling = &Sampling{RepeatPenaltyE6: 1_000_000} }},
+		{"penalty_last_n without a penalty", func(r *ServeRequest) { r.Sampling = &Sampling{TemperatureE6: 1, PenaltyLastN: 64} }},
 		{"too many stops", func(r *ServeRequest) { r.Sampling = &Sampling{Stop: make([]string, MaxStops+1)} }},
 		{"empty stop", func(r *ServeRequest) { r.Sampling = &Sampling{Stop: []string{""}} }},
 		{"long stop", func(r *ServeRequest) { r.Sampling = &Sampling{Stop: []string{strings.Repeat("x", MaxStopBytes+1)}} }},
@@ -182,7 +185,7 @@ func TestDecodeRequest(t *testing.T) {
 	// The largest sampling block there is: every bound at once.
 	largest := testRequest()
 	largest.Sampling = &Sampling{TemperatureE6: 2 * e6, TopPE6: 999_999, TopK: 1 << 31, MinPE6: 999_999,
-		PresencePenaltyE6: -2 * e6, FrequencyPenaltyE6: -2 * e6, RepeatPenaltyE6: 10 * e6, Seed: ptr(uint64(1 << 63)),
+		PresencePenaltyE6: -2 * e6, FrequencyPenaltyE6: -2 * e6, RepeatPenaltyE6: 10 * e6, PenaltyLastN: PenaltyAll, Seed: ptr(uint64(1 << 63)),
 		Stop: make([]string, MaxStops), Draft: strings.Repeat("d", MaxDraftBytes), LogitBias: manyBiases(MaxLogitBias)}
 	for i := range largest.Sampling.Stop {
 		largest.Sampling.Stop[i] = strings.Repeat("s", MaxStopBytes-1) + string(rune('a'+i))
@@ -281,8 +284,11 @@ func FuzzDecodeRequest(f *testing.F) {
 	full.Decision = &Decision{Questions: 2, OptionsScored: 4, SchemaTokens: 5}
 	full.Sampling = &Sampling{TemperatureE6: 800_000, TopK: 40, Seed: ptr(uint64(42)), Stop: []string{"</s>"},
 		LogitBias: []LogitBias{{Token: 3, BiasE6: -100 * e6}, {Token: 70000, BiasE6: 5}}}
+	penalised := testRequest()
+	penalised.Sampling = &Sampling{RepeatPenaltyE6: 1_100_000, FrequencyPenaltyE6: -5, PenaltyLastN: 64}
 	f.Add(mustCanonical(f, testRequest()))
 	f.Add(mustCanonical(f, full))
+	f.Add(mustCanonical(f, penalised))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := DecodeRequest(b)
 		if err != nil {

@@ -328,6 +328,9 @@ func (e *Engine) generate(ctx context.Context, prompt []uint32, g Generation, em
 	if err != nil {
 		return out, err
 	}
+	if f := engine.PromptProgressFrom(ctx); f != nil {
+		f(engine.PromptProgress{Total: len(prompt), Cached: reused, Processed: len(prompt)})
+	}
 	e.m.log.Debug("prefill", "model", e.recipe, "prompt", len(prompt), "reused", reused)
 
 	tok := e.m.tok
@@ -459,8 +462,12 @@ func (d *decoder) pick(generated []uint32) func(*model.Batch, int) uint32 {
 func (d *decoder) prefill(ctx context.Context, prompt []uint32) (reused int, next uint32, err error) {
 	reused = min(d.s.CommonPrefix(prompt), len(prompt)-1)
 	d.s.Truncate(reused)
+	var moved func(fed int) // reports a long prompt's steps
+	if f := engine.PromptProgressFrom(ctx); f != nil {
+		moved = func(fed int) { f(engine.PromptProgress{Total: len(prompt), Cached: reused, Processed: reused + fed}) }
+	}
 	err = d.alongsideDraft(ctx, prompt, func() (err error) {
-		next, err = d.seq.run(ctx, d.s, prompt[reused:], d.pick(nil))
+		next, err = d.seq.runFed(ctx, d.s, prompt[reused:], d.pick(nil), moved)
 		return err
 	})
 	return reused, next, err
@@ -676,7 +683,7 @@ func (e *Engine) check(req receipt.ServeRequest, prompt []uint32) (sample.Params
 	if err := e.checkPrompt(prompt); err != nil {
 		return sample.Params{}, nil, err
 	}
-	params, stops, err := samplingParams(req.Sampling, e.m.model.Config().VocabSize, SamplerVocab(e.m.tok))
+	params, stops, err := samplingParams(req.Sampling, e.m.model.Config().VocabSize, SamplerVocab(e.m.tok), prompt)
 	if err != nil {
 		return sample.Params{}, nil, refuse("%v", err)
 	}
@@ -703,7 +710,7 @@ func (e *Engine) checkPrompt(prompt []uint32) error {
 // samplingParams maps the request's sampling block (millionths) to the
 // sampler's parameters, for a model of vocab tokens. A sampled request
 // without a seed gets a random one.
-func samplingParams(s *receipt.Sampling, vocab int, words sample.Vocab) (sample.Params, []string, error) {
+func samplingParams(s *receipt.Sampling, vocab int, words sample.Vocab, prompt []uint32) (sample.Params, []string, error) {
 	if s == nil {
 		return sample.Params{}, nil, nil
 	}
@@ -717,6 +724,15 @@ func samplingParams(s *receipt.Sampling, vocab int, words sample.Vocab) (sample.
 		PresencePenalty:  float64(s.PresencePenaltyE6) / e6,
 		RepeatPenalty:    float64(s.RepeatPenaltyE6) / e6,
 		Order:            s.Samplers,
+	}
+	if n := s.PenaltyLastN; n != 0 {
+		// The penalties count the last n tokens of prompt and answer
+		// together (llama.cpp's penalty_last_n), every one for
+		// PenaltyAll; by default the answer's alone.
+		p.PenaltyContext = prompt
+		if n != receipt.PenaltyAll {
+			p.PenaltyWindow = int(n)
+		}
 	}
 	if strings.IndexByte(s.Samplers, 'i') >= 0 {
 		p.Vocab = words // only the infill filter reads it; nil refuses it
@@ -866,9 +882,10 @@ func (m *Model) CheckSampling(p sample.Params) error {
 // parameters and its stop strings, as Serve does (a sampled request
 // without a seed gets a random one): for engines that serve the same
 // models another way (a model split across nodes), for a model of vocab
-// tokens.
-func SamplingParams(s *receipt.Sampling, vocab int, words sample.Vocab) (sample.Params, []string, error) {
-	return samplingParams(s, vocab, words)
+// tokens and the serve's prompt (which penalties may count:
+// receipt.Sampling.PenaltyLastN).
+func SamplingParams(s *receipt.Sampling, vocab int, words sample.Vocab, prompt []uint32) (sample.Params, []string, error) {
+	return samplingParams(s, vocab, words, prompt)
 }
 
 // MinIndent is a request's n_indent (receipt.Sampling.MinIndent), 0 for

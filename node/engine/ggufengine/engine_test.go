@@ -360,6 +360,54 @@ func TestContextLength(t *testing.T) {
 	}
 }
 
+// TestPenaltyLastN: a request's penalty_last_n has the penalties count
+// the last n tokens of prompt and answer together (all of both for
+// receipt.PenaltyAll), as the sampler's loop over a fresh session does
+// given the prompt as its context; counting the prompt changes the
+// answer from the default's, which counts the answer alone.
+func TestPenaltyLastN(t *testing.T) {
+	m := fortunes(t)
+	ctx := context.Background()
+	prompt := q8References(t)[0].Prompt
+	const n = 24
+	answerOnly, _ := serve(t, m.Engine(), request(n, &receipt.Sampling{RepeatPenaltyE6: 1_500_000}), prompt)
+	for _, last := range []uint32{3, 12, receipt.PenaltyAll} {
+		got, _ := serve(t, m.Engine(), request(n, &receipt.Sampling{RepeatPenaltyE6: 1_500_000, PenaltyLastN: last}), prompt)
+		p := sample.Params{RepeatPenalty: 1.5, PenaltyContext: prompt}
+		if last != receipt.PenaltyAll {
+			p.PenaltyWindow = int(last)
+		}
+		s, err := m.model.NewSession(model.SessionOptions{Context: 256})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, logits, err := s.Prefill(ctx, prompt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		smp := sample.New(p)
+		var want []uint32
+		for len(want) < n {
+			next := smp.Sample(logits, want)
+			if m.Tokenizer().IsEOG(next) {
+				break
+			}
+			if want = append(want, next); len(want) < n {
+				if logits, err = s.Eval(ctx, []uint32{next}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		s.Close()
+		if !slices.Equal(got, want) {
+			t.Fatalf("penalty_last_n %d: served %v, the sampler's loop %v", last, got, want)
+		}
+		if last == receipt.PenaltyAll && slices.Equal(got, answerOnly) {
+			t.Errorf("counting the whole prompt changed nothing: %v", got)
+		}
+	}
+}
+
 // TestGenerate: Generate with the request's parameters is Serve; with a
 // repeat penalty (which no request carries) it is the sampler's loop over
 // a fresh session, and unlike llama.cpp's unpenalised greedy output.
@@ -427,5 +475,52 @@ func TestGenerate(t *testing.T) {
 	}
 	if _, err := m.Engine().Generate(ctx, nil, Generation{MaxTokens: 4}, func(uint32) error { return nil }); !errors.Is(err, engine.ErrRefused) {
 		t.Errorf("Generate of an empty prompt: %v, want a refusal", err)
+	}
+}
+
+// TestPromptProgress: a serve given engine.WithPromptProgress reports its
+// prompt's evaluation as it goes, on the goroutine that emits: after the
+// steps that took part of a prompt longer than a step (its Processed
+// rising), then the whole prompt before the first token; a second serve
+// of the same prompt reports the cached prefix it reused.
+func TestPromptProgress(t *testing.T) {
+	m, err := Load(fortunesPath, Config{Fidelity: receipt.F1, UJPerToken: 1, Context: 256, Sessions: 1, Batch: 16, PrefillChunk: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	prompt := m.Tokenize(strings.Repeat("A man walks into a bar and asks for a glass of water. ", 4), true, false)
+	if len(prompt) < 40 {
+		t.Fatalf("a prompt of %d tokens; the test needs several steps of 16", len(prompt))
+	}
+	serveWith := func() []engine.PromptProgress {
+		var seen []engine.PromptProgress
+		emitted := false
+		ctx := engine.WithPromptProgress(context.Background(), func(p engine.PromptProgress) {
+			if emitted {
+				t.Errorf("progress %+v after the first token", p)
+			}
+			seen = append(seen, p)
+		})
+		if _, err := m.Engine().Serve(ctx, request(4, nil), prompt, func(uint32) error { emitted = true; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return seen
+	}
+	first := serveWith()
+	if len(first) < 2 {
+		t.Fatalf("reports %+v: want steps of the prompt, then the whole", first)
+	}
+	for i, p := range first {
+		if p.Total != len(prompt) || p.Cached != 0 || p.Processed > p.Total || i > 0 && p.Processed <= first[i-1].Processed {
+			t.Fatalf("report %d of %+v: not a rising count of %d prompt tokens", i, first, len(prompt))
+		}
+	}
+	if last := first[len(first)-1]; last.Processed != len(prompt) {
+		t.Errorf("last report %+v: the whole prompt is not in", last)
+	}
+	again := serveWith()
+	if last := again[len(again)-1]; last.Cached != len(prompt)-1 || last.Processed != len(prompt) {
+		t.Errorf("the same prompt again: %+v, want %d cached (all but the last token, whose logits are not kept)", again, len(prompt)-1)
 	}
 }

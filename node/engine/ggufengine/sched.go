@@ -83,6 +83,10 @@ type job struct {
 	pick   func(b *model.Batch, i int) uint32 // nil: the logits' argmax
 	work   hw.WorkRecorder
 	res    chan jobResult // buffered: the scheduler never blocks on it
+	// moved, if set, takes j.fed after each step that took part of the
+	// tokens: buffered, holding the latest, so the scheduler never
+	// blocks on it either.
+	moved chan int
 
 	inStep    bool // in the step running now (guarded by sched.mu)
 	cancelled bool // its serve has given up on it
@@ -148,18 +152,34 @@ func (h *seqHandle) close() {
 // that the caller may reuse s; s then holds the tokens of the steps that
 // ran.
 func (h *seqHandle) run(ctx context.Context, s *model.Session, tokens []uint32, pick func(*model.Batch, int) uint32) (uint32, error) {
-	return h.runRows(ctx, s, tokens, 1, pick)
+	return h.runJob(ctx, s, tokens, 1, pick, nil)
+}
+
+// runFed is run that calls moved, on the caller's goroutine, with how
+// many of the tokens the steps have taken so far, after each step that
+// took some but not all (a prompt longer than a step's share). A call
+// may report several steps.
+func (h *seqHandle) runFed(ctx context.Context, s *model.Session, tokens []uint32, pick func(*model.Batch, int) uint32, moved func(fed int)) (uint32, error) {
+	return h.runJob(ctx, s, tokens, 1, pick, moved)
 }
 
 // runRows is run for a speculative window: tokens evaluated in one step,
 // with the logits after each of the last rows of them for pick
 // (model.Batch's LogitsAt and ArgMaxAt).
 func (h *seqHandle) runRows(ctx context.Context, s *model.Session, tokens []uint32, rows int, pick func(*model.Batch, int) uint32) (uint32, error) {
+	return h.runJob(ctx, s, tokens, rows, pick, nil)
+}
+
+// runJob is runRows, reporting to moved as runFed does.
+func (h *seqHandle) runJob(ctx context.Context, s *model.Session, tokens []uint32, rows int, pick func(*model.Batch, int) uint32, moved func(fed int)) (uint32, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
 	sc := h.sc
 	j := &job{seq: h, s: s, tokens: tokens, rows: rows, pick: pick, work: hw.WorkFrom(ctx), res: make(chan jobResult, 1)}
+	if moved != nil {
+		j.moved = make(chan int, 1)
+	}
 	sc.mu.Lock()
 	h.back()
 	if sc.closed {
@@ -169,10 +189,16 @@ func (h *seqHandle) runRows(ctx context.Context, s *model.Session, tokens []uint
 	sc.queue = append(sc.queue, j)
 	sc.mu.Unlock()
 	sc.signal()
-	select {
-	case r := <-j.res:
-		return r.next, r.err
-	case <-ctx.Done():
+wait:
+	for {
+		select {
+		case r := <-j.res:
+			return r.next, r.err
+		case fed := <-j.moved: // nil, and never ready, without moved
+			moved(fed)
+		case <-ctx.Done():
+			break wait
+		}
 	}
 	sc.mu.Lock()
 	if !j.inStep {
@@ -250,6 +276,12 @@ func (sc *sched) loop() {
 				sc.finish(j, jobResult{next: next[i]})
 			case j.cancelled:
 				sc.finish(j, jobResult{err: context.Canceled})
+			case j.moved != nil && n > 0:
+				select { // the latest count replaces one not yet read
+				case <-j.moved:
+				default:
+				}
+				j.moved <- j.fed
 			}
 		}
 		sc.mu.Unlock()

@@ -299,7 +299,7 @@ func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []u
 	if t, ok := e.cfg.Tokens.(ggufengine.VocabTokens); ok {
 		words = ggufengine.SamplerVocab(t)
 	}
-	params, stops, err := ggufengine.SamplingParams(req.Sampling, e.cfg.Vocab, words)
+	params, stops, err := ggufengine.SamplingParams(req.Sampling, e.cfg.Vocab, words, prompt)
 	if err != nil {
 		return engine.Outcome{}, refuse("%v", err)
 	}
@@ -456,6 +456,7 @@ func (e *Engine) decode(ctx context.Context, r *run, prompt []uint32, g gen, emi
 	go func() { drafted <- spec.Prefill(ctx, d.prop, d.win, prompt) }()
 	// The prompt goes in steps of at most a batch; only the last asks
 	// for an answer.
+	progress := engine.PromptProgressFrom(ctx)
 	res, err := func() (stage.Result, error) {
 		rest := prompt
 		for len(rest) > e.cfg.Batch {
@@ -463,6 +464,9 @@ func (e *Engine) decode(ctx context.Context, r *run, prompt []uint32, g gen, emi
 				return stage.Result{}, err
 			}
 			rest = rest[e.cfg.Batch:]
+			if progress != nil {
+				progress(engine.PromptProgress{Total: len(prompt), Processed: len(prompt) - len(rest)})
+			}
 		}
 		return r.step(ctx, rest, r.want, 1)
 	}()
@@ -472,6 +476,9 @@ func (e *Engine) decode(ctx context.Context, r *run, prompt []uint32, g gen, emi
 	d.draftWork()
 	if err != nil {
 		return out, err
+	}
+	if progress != nil {
+		progress(engine.PromptProgress{Total: len(prompt), Processed: len(prompt)})
 	}
 	d.held = len(prompt)
 	stopper := sample.NewStopper(g.stops, func(id uint32) ([]byte, error) {

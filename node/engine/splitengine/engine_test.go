@@ -222,6 +222,34 @@ func TestSameTokens(t *testing.T) {
 	}
 }
 
+// TestPromptProgress: a serve given engine.WithPromptProgress reports its
+// prompt's steps through the stages (a batch of 5 at a time), then the
+// whole prompt, before the first token.
+func TestPromptProgress(t *testing.T) {
+	ref, m := setup(t)
+	prompt := ref.Tokenize("Q: Why did the chicken cross the road?\nA:", true, false)
+	var seen []engine.PromptProgress
+	emitted := false
+	ctx := engine.WithPromptProgress(context.Background(), func(p engine.PromptProgress) {
+		if emitted {
+			t.Errorf("progress %+v after the first token", p)
+		}
+		seen = append(seen, p)
+	})
+	e := newEngine(ref, &whole{m: m, sessions: map[uint64]*model.Session{}}, nil)
+	if _, err := e.Serve(ctx, receipt.ServeRequest{MaxTokens: 4}, prompt, func(uint32) error { emitted = true; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	var want []engine.PromptProgress
+	for done := 5; done < len(prompt); done += 5 {
+		want = append(want, engine.PromptProgress{Total: len(prompt), Processed: done})
+	}
+	want = append(want, engine.PromptProgress{Total: len(prompt), Processed: len(prompt)})
+	if !slices.Equal(seen, want) {
+		t.Errorf("reports %+v, want %+v", seen, want)
+	}
+}
+
 // TestLost: a step that fails ends the serve with ErrUnavailable, drops
 // and closes the pipeline and reports it once; serves are refused the
 // same way until a new pipeline is Set.

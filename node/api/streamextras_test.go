@@ -1,0 +1,98 @@
+package api
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// TestStreamExtras: llama-server's return_progress and timings_per_token,
+// as its web UI sends them: a chat stream opens with chunks of the
+// prompt's progress (the assistant role's delta and prompt_progress:
+// total, cache, processed, time_ms), then every chunk carries the timings
+// so far, the last counting every token; /completion's stream the same
+// in its shape. Unasked, neither appears. /v1/completions, whose stream
+// does not carry them, refuses them.
+func TestStreamExtras(t *testing.T) {
+	h := newHarness(t, Config{}, nil)
+	type chunk struct {
+		Choices []struct {
+			Delta struct {
+				Role    string  `json:"role"`
+				Content *string `json:"content"`
+			} `json:"delta"`
+			FinishReason *string `json:"finish_reason"`
+		} `json:"choices"`
+		Content        *string            `json:"content"` // /completion's
+		Stop           bool               `json:"stop"`
+		Timings        *llamaTimings      `json:"timings"`
+		PromptProgress *promptProgressOut `json:"prompt_progress"`
+	}
+	events := func(path, body string) []chunk {
+		t.Helper()
+		resp := h.post(t, path, body)
+		defer resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s %s: %d", path, body, resp.StatusCode)
+		}
+		var out []chunk
+		for _, e := range readSSE(t, resp.Body) {
+			if e.data == "[DONE]" {
+				continue
+			}
+			var c chunk
+			if err := json.Unmarshal([]byte(e.data), &c); err != nil {
+				t.Fatalf("%s: event %q: %v", path, e.data, err)
+			}
+			out = append(out, c)
+		}
+		return out
+	}
+	const chat = `{"model":"tiny","stream":true,"messages":[{"role":"user","content":"hi"}]`
+	for _, path := range []string{"/v1/chat/completions", "/completion"} {
+		body := chat + `,"return_progress":true,"timings_per_token":true}`
+		if path == "/completion" {
+			body = `{"prompt":"hi","stream":true,"return_progress":true,"timings_per_token":true}`
+		}
+		cs := events(path, body)
+		if len(cs) < 4 {
+			t.Fatalf("%s: %d events", path, len(cs))
+		}
+		for i, want := range []promptProgressOut{{Total: 3, Cache: 1, Processed: 2}, {Total: 3, Cache: 1, Processed: 3}} {
+			p := cs[i].PromptProgress
+			if p == nil || p.Total != want.Total || p.Cache != want.Cache || p.Processed != want.Processed || p.TimeMS < 0 {
+				t.Fatalf("%s: event %d's prompt_progress %+v, want %+v", path, i, p, want)
+			}
+			if path == "/v1/chat/completions" && (len(cs[i].Choices) != 1 || cs[i].Choices[0].Delta.Role != "assistant" || cs[i].Choices[0].Delta.Content != nil) {
+				t.Errorf("%s: the progress chunk %+v is not the role's delta", path, cs[i])
+			}
+		}
+		var text strings.Builder
+		for i, c := range cs[2:] {
+			if c.PromptProgress != nil || c.Timings == nil || c.Timings.PromptN != 3 {
+				t.Fatalf("%s: event %d after the progress: %+v, timings %+v", path, i+2, c, c.Timings)
+			}
+			for _, ch := range c.Choices {
+				if ch.Delta.Content != nil {
+					text.WriteString(*ch.Delta.Content)
+				}
+			}
+			if c.Content != nil {
+				text.WriteString(*c.Content)
+			}
+		}
+		if last := cs[len(cs)-1]; text.String() != "Hello, world!" || last.Timings.PredictedN != 4 {
+			t.Errorf("%s: text %q, last event's timings %+v (want 4 predicted)", path, text.String(), last.Timings)
+		}
+	}
+	for _, c := range events("/v1/chat/completions", chat+`}`) {
+		if c.PromptProgress != nil || c.Timings != nil {
+			t.Fatalf("unasked: %+v", c)
+		}
+	}
+	resp := h.post(t, "/v1/completions", `{"model":"tiny","prompt":"x","stream":true,"timings_per_token":true}`)
+	resp.Body.Close()
+	if resp.StatusCode != 400 {
+		t.Errorf("/v1/completions with timings_per_token: %d, want 400", resp.StatusCode)
+	}
+}
