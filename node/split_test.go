@@ -557,24 +557,35 @@ func TestSplitPinsWaiting(t *testing.T) {
 	}
 }
 
+// splitOnStageHost starts a stage host and a head that serves the
+// built-in model split across the two, with draft (none: ""), waits for
+// it to be placed, and checks its windows hold the draft's most drafts
+// (spec.DefaultMaxWindow, as a prediction's do without a draft) and the
+// last token.
+func splitOnStageHost(t *testing.T, draft string) (head, stages *Node, sm *splitModel) {
+	t.Helper()
+	b, _ := stageHost(t, 0)
+	a, _ := startNodeWith(t, Config{Model: []ModelConfig{{Path: fortunesPath(t), Context: splitContext, Split: SplitAlways, Draft: draft}},
+		Join: []string{b.invite}}, func(n *Node) { n.splitRetry = 50e6 })
+	waitFor(t, "the split model to be placed", func() bool {
+		s := splitStatus(a)
+		return s != nil && s.State == "serving"
+	})
+	sm = a.splitModel(fortunesModel)
+	if rows := sm.eng.Rows(); rows != spec.DefaultMaxWindow+1 {
+		t.Errorf("windows of %d rows, want %d", rows, spec.DefaultMaxWindow+1)
+	}
+	return a, b, sm
+}
+
 // TestSplitPrediction: a split model without a draft, whose stages
 // answer windows, drafts from a chat's predicted output through its
 // stages and answers as without it: given its own answer, most tokens
 // are accepted predicted tokens. A model placed on a node that predates
 // windows refuses a prediction, naming the field.
 func TestSplitPrediction(t *testing.T) {
-	b, _ := stageHost(t, 0)
-	a, _ := startNodeWith(t, Config{Model: []ModelConfig{{Path: fortunesPath(t), Context: splitContext, Split: SplitAlways}},
-		Join: []string{b.invite}}, func(n *Node) { n.splitRetry = 50e6 })
-	waitFor(t, "the split model to be placed", func() bool {
-		s := splitStatus(a)
-		return s != nil && s.State == "serving"
-	})
 	// A window holds spec.DefaultMaxWindow drafts and the last token.
-	sm := a.splitModel(fortunesModel)
-	if rows := sm.eng.Rows(); rows != spec.DefaultMaxWindow+1 {
-		t.Errorf("windows of %d rows, want %d", rows, spec.DefaultMaxWindow+1)
-	}
+	a, b, sm := splitOnStageHost(t, "")
 	chat := func(extra string) (int, string, int, string) {
 		t.Helper()
 		resp := post(t, a, "/v1/chat/completions", `{"model":"`+fortunesModel+`","max_tokens":24,"messages":[{"role":"user","content":"Love is"}]`+extra+`}`)
@@ -646,20 +657,10 @@ func TestSplitSpeculates(t *testing.T) {
 		t.Fatalf("the single node answered %d %q", code, want)
 	}
 	stopSingle()
-	b, _ := stageHost(t, 0)
-	a, _ := startNodeWith(t, Config{Model: []ModelConfig{{Path: fortunesPath(t), Context: splitContext, Split: SplitAlways, Draft: DraftLookup}},
-		Join: []string{b.invite}}, func(n *Node) { n.splitRetry = 50e6 })
-	waitFor(t, "the split model to be placed", func() bool {
-		s := splitStatus(a)
-		return s != nil && s.State == "serving"
-	})
 	// The stage node takes LoadStage.Rows: a window holds the draft's
 	// default 8 drafts and the last token, though the stages hold the
 	// KV of splitSeqs requests.
-	sm := a.splitModel(fortunesModel)
-	if rows := sm.eng.Rows(); rows != spec.DefaultMaxWindow+1 {
-		t.Errorf("windows of %d rows, want %d", rows, spec.DefaultMaxWindow+1)
-	}
+	a, _, sm := splitOnStageHost(t, DraftLookup)
 	// Placed, the head prices speculation on the pipeline: greedy windows
 	// are sized by the prices, and new sampled requests name them.
 	waitFor(t, "the pipeline's prices to be measured", func() bool {

@@ -367,7 +367,6 @@ func TestContextLength(t *testing.T) {
 // answer from the default's, which counts the answer alone.
 func TestPenaltyLastN(t *testing.T) {
 	m := fortunes(t)
-	ctx := context.Background()
 	prompt := q8References(t)[0].Prompt
 	const n = 24
 	answerOnly, _ := serve(t, m.Engine(), request(n, &receipt.Sampling{RepeatPenaltyE6: 1_500_000}), prompt)
@@ -377,35 +376,44 @@ func TestPenaltyLastN(t *testing.T) {
 		if last != receipt.PenaltyAll {
 			p.PenaltyWindow = int(last)
 		}
-		s, err := m.model.NewSession(model.SessionOptions{Context: 256})
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, logits, err := s.Prefill(ctx, prompt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		smp := sample.New(p)
-		var want []uint32
-		for len(want) < n {
-			next := smp.Sample(logits, want)
-			if m.Tokenizer().IsEOG(next) {
-				break
-			}
-			if want = append(want, next); len(want) < n {
-				if logits, err = s.Eval(ctx, []uint32{next}); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-		s.Close()
-		if !slices.Equal(got, want) {
+		if want := samplerLoop(t, m, prompt, p, n); !slices.Equal(got, want) {
 			t.Fatalf("penalty_last_n %d: served %v, the sampler's loop %v", last, got, want)
 		}
 		if last == receipt.PenaltyAll && slices.Equal(got, answerOnly) {
 			t.Errorf("counting the whole prompt changed nothing: %v", got)
 		}
 	}
+}
+
+// samplerLoop is the reference for a serve under p: up to n tokens
+// picked by p's sampler from the logits of one-token steps over a fresh
+// session, until the model ends.
+func samplerLoop(t *testing.T, m *Model, prompt []uint32, p sample.Params, n int) []uint32 {
+	t.Helper()
+	ctx := context.Background()
+	s, err := m.model.NewSession(model.SessionOptions{Context: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	_, logits, err := s.Prefill(ctx, prompt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	smp := sample.New(p)
+	var out []uint32
+	for len(out) < n {
+		next := smp.Sample(logits, out)
+		if m.Tokenizer().IsEOG(next) {
+			break
+		}
+		if out = append(out, next); len(out) < n {
+			if logits, err = s.Eval(ctx, []uint32{next}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return out
 }
 
 // TestGenerate: Generate with the request's parameters is Serve; with a
@@ -433,29 +441,7 @@ func TestGenerate(t *testing.T) {
 
 	p := sample.Params{RepeatPenalty: 1.5}
 	got := run(Generation{Sampling: p, MaxTokens: n})
-	s, err := m.model.NewSession(model.SessionOptions{Context: 256})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	_, logits, err := s.Prefill(ctx, ref.Prompt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	smp := sample.New(p)
-	var want []uint32
-	for len(want) < n {
-		next := smp.Sample(logits, want)
-		if m.Tokenizer().IsEOG(next) {
-			break
-		}
-		if want = append(want, next); len(want) < n {
-			if logits, err = s.Eval(ctx, []uint32{next}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if !slices.Equal(got, want) {
+	if want := samplerLoop(t, m, ref.Prompt, p, n); !slices.Equal(got, want) {
 		t.Fatalf("repeat penalty 1.5: Generate %v, the sampler's loop %v", got, want)
 	}
 	if slices.Equal(got, untilEOS(m, ref.Generated[:n])) {
