@@ -50,7 +50,7 @@ func runCommand() *cli.Command {
 			&cli.Float64Flag{Name: "repeat-penalty", Usage: "divide the logits of recent tokens by this (llama.cpp's repeat_penalty; 0 or 1: off)"},
 			&cli.Float64Flag{Name: "presence-penalty", Usage: "subtract this from the logits of recent tokens"},
 			&cli.Float64Flag{Name: "frequency-penalty", Usage: "subtract this times its count from the logit of each recent token"},
-			&cli.IntFlag{Name: "repeat-last-n", Value: 64, Usage: "how many of the latest generated tokens the penalties look at (0: all)"},
+			&cli.IntFlag{Name: "repeat-last-n", Value: 64, Usage: "how many of the latest tokens of prompt and output the penalties look at, as llama.cpp's (-1: all, 0: no penalties)"},
 			&cli.Uint64Flag{Name: "seed", Usage: "sampling seed (default: random)"},
 			&cli.StringSliceFlag{Name: "stop", Usage: "stop at this string (repeatable)"},
 			&cli.StringSliceFlag{Name: "logit-bias", Usage: "add BIAS (-100 … 100) to token ID's logit, as ID+BIAS or ID-BIAS (repeatable; llama.cpp's --logit-bias)"},
@@ -111,7 +111,6 @@ func runCommand() *cli.Command {
 						RepeatPenalty:    c.Float64("repeat-penalty"),
 						PresencePenalty:  c.Float64("presence-penalty"),
 						FrequencyPenalty: c.Float64("frequency-penalty"),
-						PenaltyWindow:    c.Int("repeat-last-n"),
 						Seed:             rand.Uint64(),
 					},
 					Stop:      c.StringSlice("stop"),
@@ -123,6 +122,15 @@ func runCommand() *cli.Command {
 			}
 			if r.seeded {
 				r.gen.Sampling.Seed = c.Uint64("seed")
+			}
+			switch n := c.Int("repeat-last-n"); {
+			case n < -1:
+				return fmt.Errorf("run: --repeat-last-n %d: -1 (all of prompt and output), 0 (no penalties) or a count", n)
+			case n == 0:
+				r.gen.Sampling.RepeatPenalty, r.gen.Sampling.PresencePenalty, r.gen.Sampling.FrequencyPenalty = 0, 0, 0
+			default:
+				// Over prompt and output (generate gives the prompt).
+				r.gen.Sampling.PenaltyWindow, r.penaltyPrompt = max(n, 0), true
 			}
 			if r.gen.Sampling.LogitBias, err = parseLogitBiasFlags(c.StringSlice("logit-bias")); err != nil {
 				return err
@@ -206,12 +214,15 @@ func isTerminal(r io.Reader) bool {
 
 // runner generates with one model for meshnode run.
 type runner struct {
-	m         *ggufengine.Model
-	loaded    time.Duration
-	gen       ggufengine.Generation
-	seeded    bool // --seed given: every generation uses it
-	chat      bool
-	out, info io.Writer
+	m      *ggufengine.Model
+	loaded time.Duration
+	gen    ggufengine.Generation
+	seeded bool // --seed given: every generation uses it
+	chat   bool
+	// penaltyPrompt: the penalties count the prompt's tokens too
+	// (--repeat-last-n, as llama.cpp's penalty_last_n).
+	penaltyPrompt bool
+	out, info     io.Writer
 }
 
 // once generates for one prompt: raw text is echoed and continued; a chat
@@ -269,7 +280,11 @@ func (r *runner) generate(ctx context.Context, prompt []uint32) (string, genStat
 	dec := r.m.NewDecoder()
 	var text strings.Builder
 	st := genStats{start: time.Now()}
-	out, err := r.m.Engine().Generate(ctx, prompt, r.gen, func(tok uint32) error {
+	g := r.gen
+	if r.penaltyPrompt {
+		g.Sampling.PenaltyContext = prompt
+	}
+	out, err := r.m.Engine().Generate(ctx, prompt, g, func(tok uint32) error {
 		if st.first.IsZero() {
 			st.first = time.Now()
 		}

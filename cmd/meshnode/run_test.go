@@ -110,6 +110,15 @@ func TestRunGreedyMatchesLlamaCpp(t *testing.T) {
 	if stdout == want || !strings.HasPrefix(stdout, prompt) {
 		t.Errorf("--repeat-penalty 1.5: stdout %q, want the prompt and other text than greedy's", stdout)
 	}
+	// --repeat-last-n 0 turns the penalties off, as llama-cli's does;
+	// 1 counts only the last token, so the penalty changes less than
+	// over the default 64 (which reach into the prompt).
+	if off, stderr, err := meshnodeRun(t, runModel, "-p", prompt, "-n", "12", "--repeat-penalty", "1.5", "--repeat-last-n", "0"); err != nil || off != want {
+		t.Errorf("--repeat-last-n 0: %v, stdout %q, want greedy's %q\n%s", err, off, want, stderr)
+	}
+	if one, stderr, err := meshnodeRun(t, runModel, "-p", prompt, "-n", "12", "--repeat-penalty", "1.5", "--repeat-last-n", "1"); err != nil || one == stdout {
+		t.Errorf("--repeat-last-n 1: %v, stdout %q, the same as over 64 tokens\n%s", err, one, stderr)
+	}
 }
 
 // TestRunDraft: with --draft (here the model itself, and prompt lookup)
@@ -204,6 +213,7 @@ func TestRunErrors(t *testing.T) {
 		{[]string{runModel, "-p", "hi", "--kv", "q4"}, "q4"},
 		{[]string{runModel, "-p", "hi", "--temp", "0.5", "--top-p", "2"}, "top_p"},
 		{[]string{runModel, "-p", "hi", "--repeat-penalty", "-1"}, "repeat penalty"},
+		{[]string{runModel, "-p", "hi", "--repeat-last-n", "-2"}, "--repeat-last-n -2"},
 		{[]string{runModel, "-p", "hi", "--logit-bias", "278"}, "want TOKEN+BIAS or TOKEN-BIAS"},
 		{[]string{runModel, "-p", "hi", "--logit-bias", "the+1"}, `"the" is not a token id`},
 		{[]string{runModel, "-p", "hi", "--logit-bias", "278+101"}, "from -100 to 100"},
