@@ -29,6 +29,8 @@ func FuzzParseRequest(f *testing.F) {
 		`{"model":"tiny","input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]}],` +
 			`"instructions":"be kind","max_output_tokens":4,"jcp_presentation":{"grant":"x"}}`,
 		`{"model":"tiny","input":"hello"}`,
+		`{"model":"tiny","messages":[{"role":"user","content":"x"}],"repeat_penalty":1.1,"repeat_last_n":64,"max_tokens":-1,"stream":true,` +
+			`"return_progress":true,"timings_per_token":true,"typ_p":1,"dry_multiplier":0,"dry_base":1.75,"xtc_probability":0,"backend_sampling":false}`,
 		`{"model":"tiny","input":"x","reasoning":{"effort":"low"}}`, `{"model":"tiny","reasoning_effort":"high","messages":[{"role":"user","content":"x"}]}`,
 		`{"model":"tiny","chat_template_kwargs":{"enable_thinking":false},"messages":[{"role":"user","content":"x"}]}`, `{"model":"tiny","stream":false,"think":false,"messages":[{"role":"user","content":"x"}]}`,
 		`{"model":"tiny","input":[{"role":"user","content":"w?"},{"type":"function_call","call_id":"c1","name":"f","arguments":"{}"},` +
