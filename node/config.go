@@ -205,9 +205,14 @@ const (
 	DefaultDrainTimeout = 30 * time.Second
 	DefaultFidelity     = 2
 	DefaultMaxTokens    = 256
-	// DefaultJouleCeilingUJ bounds a request that names no ceiling: 1 kJ
-	// is far above any serve on an edge box, so it only stops runaways.
-	DefaultJouleCeilingUJ = 1_000_000_000
+	// DefaultJouleCeilingUJ bounds a request that names no ceiling: 10
+	// MJ only stops runaways. The router admits a serve on its estimate
+	// of the whole request (uj_per_token × (prompt + max_tokens)), and a
+	// model's derived uj_per_token is a nJ per byte of its file: 4.7 J a
+	// token for an 8B model at 4 bits, 40 J for a 70B one. 1 kJ, the
+	// default before, refused an 8B model's 256-token answer, and a 70B
+	// model's whole 32k context is 1.3 MJ. Ten hours at 300 W is 10.8 MJ.
+	DefaultJouleCeilingUJ = 10_000_000_000_000
 	// DefaultServeFilesRate is 50 MB/s (400 Mbit/s): under half a gigabit
 	// LAN, so that a peer fetching a model leaves room for the requests
 	// this node serves and relays.

@@ -275,3 +275,24 @@ func TestAttackHugePrompt(t *testing.T) {
 		t.Fatal("no answer after the refusals")
 	}
 }
+
+// TestDefaultCeilingAdmitsLargeModels: a request that names no joule
+// ceiling gets steward.joule_ceiling_uj's default, a runaway stop, which
+// admits what a node serves: the built-in model priced as a 4-bit 70B
+// model (40 J a token by the derived figure, a nJ per file byte) answers a
+// default chat and one bounded only by its context (max_tokens -1, as
+// llama-server's web UI sends it). The default of 1 kJ refused both.
+func TestDefaultCeilingAdmitsLargeModels(t *testing.T) {
+	n, _ := startNode(t, Config{Model: []ModelConfig{{Path: fortunesPath(t), UJPerToken: 40_000_000}}})
+	for _, extra := range []string{"", `,"max_tokens":-1`} {
+		code, v := answerOf(t, n, "/v1/chat/completions", `{"model":"`+fortunesModel+`","messages":[{"role":"user","content":"Tell me a fortune."}]`+extra+`}`)
+		if code != http.StatusOK {
+			t.Errorf("a chat%s on a model priced at 40 J a token: %d %v", extra, code, v)
+		}
+	}
+	// A request's own ceiling still binds.
+	code, v := answerOf(t, n, "/v1/chat/completions", `{"model":"`+fortunesModel+`","messages":[{"role":"user","content":"hi"}],"metadata":{"joule_ceiling_uj":"1000000000"}}`)
+	if e, _ := v["error"].(map[string]any); code != http.StatusUnprocessableEntity || e["code"] != "no_admissible_backend" {
+		t.Errorf("a 1 kJ ceiling on a model priced at 40 J a token: %d %v, want 422", code, v)
+	}
+}
