@@ -18,6 +18,9 @@ type completionRequest struct {
 	Logprobs  *int            `json:"logprobs"`
 	Grammar   *string         `json:"grammar"` // llama-server's: GBNF
 	llamaOpenAI
+	// llama-server's stream extras, as on chat completions.
+	ReturnProgress  bool `json:"return_progress"`
+	TimingsPerToken bool `json:"timings_per_token"`
 }
 
 func parseCompletion(body []byte) (*Generation, *completionRequest, error) {
@@ -138,6 +141,9 @@ type textCompletion struct {
 	SystemFingerprint string             `json:"system_fingerprint"`
 	Choices           []completionChoice `json:"choices"`
 	Usage             *usage             `json:"usage,omitempty"`
+	// llama-server's, on a stream that asks for them.
+	Timings        *llamaTimings      `json:"timings,omitempty"`
+	PromptProgress *promptProgressOut `json:"prompt_progress,omitempty"`
 }
 
 func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
@@ -159,7 +165,8 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	for i, cg := range gs {
 		cs[i] = &completionStream{sse: sse, id: id, created: created, model: g.Model, index: i, multi: len(gs) > 1,
 			includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
-			logprobs:     g.Logprobs, top: g.TopLogprobs}
+			logprobs:     g.Logprobs, top: g.TopLogprobs,
+			x: extras{progress: req.ReturnProgress && req.Stream, timings: req.TimingsPerToken && req.Stream, now: s.now, received: g.Received}}
 		if !g.Echo {
 			// The answer's offsets count on from its prompt's text (which
 			// an echo's text holds).
@@ -200,6 +207,19 @@ type completionStream struct {
 	top      int
 	offset   int
 	carry    []byte
+	// x is what the stream reports beside the text, where asked.
+	x extras
+}
+
+func (c *completionStream) streamExtras() *extras { return &c.x }
+func (c *completionStream) setPromptTokens(n int) { c.x.setPromptTokens(n) }
+
+// promptProgress sends a chunk of the prompt's progress: no text, and
+// prompt_progress.
+func (c *completionStream) promptProgress(p PromptProgress) error {
+	o := c.object([]completionChoice{{Index: c.index}}, nil)
+	o.PromptProgress = c.x.progressOut(p)
+	return c.sse.event("", o)
 }
 
 // legacy renders tokens as the choice's logprobs, nil when the request
@@ -218,11 +238,20 @@ func (c *completionStream) object(choices []completionChoice, u *usage) textComp
 		SystemFingerprint: systemFingerprint, Choices: choices, Usage: u}
 }
 
+// timed is o with the timings so far, where the stream asks for them.
+func (c *completionStream) timed(o textCompletion) textCompletion {
+	o.Timings = c.x.timingsNow(int(c.x.decoded.Load()))
+	return o
+}
+
 func (c *completionStream) delta(d Delta) error {
 	if d.Text == "" && len(d.Logprobs) == 0 {
 		return nil
 	}
-	return c.sse.event("", c.object([]completionChoice{{Index: c.index, Text: d.Text, Logprobs: c.legacy(d.Logprobs)}}, nil))
+	if c.x.first.IsZero() {
+		c.x.first = c.x.now()
+	}
+	return c.sse.event("", c.timed(c.object([]completionChoice{{Index: c.index, Text: d.Text, Logprobs: c.legacy(d.Logprobs)}}, nil)))
 }
 
 func (c *completionStream) finish(res *Result) error {
@@ -239,7 +268,8 @@ func (c *completionStream) finishChoice(res *Result) error {
 	if c.multi {
 		end.Energy = res.Energy
 	}
-	return c.sse.event("", c.object([]completionChoice{end}, nil))
+	c.x.decoded.Store(int64(res.CompletionTokens)) // the last chunk's timings count them all
+	return c.sse.event("", c.timed(c.object([]completionChoice{end}, nil)))
 }
 
 // closing ends the answer once every choice has: the usage chunk, when

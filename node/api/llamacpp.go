@@ -93,8 +93,6 @@ var llamaRefusals = map[string]refusal{
 	"image_data":            {"image_data: meshnode's models read text", isEmpty},
 	"lora":                  {"lora adapters are not supported", isEmpty},
 	"post_sampling_probs":   {"post_sampling_probs is not supported (false is accepted)", isFalse},
-	"timings_per_token":     {"timings_per_token is served on /v1/chat/completions and /completion streams (false is accepted)", isFalse},
-	"return_progress":       {"return_progress is served on /v1/chat/completions and /completion streams (false is accepted)", isFalse},
 }
 
 // isZero accepts a count or probability that turns its option off.
