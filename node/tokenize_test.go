@@ -181,7 +181,7 @@ func TestTokenPrompt(t *testing.T) {
 	if err := json.Unmarshal(energy, &e); err != nil {
 		t.Fatal(err)
 	}
-	req := receipt.ServeRequest{PromptHash: receipt.TokenPromptHash(ids), PromptTokens: uint32(len(ids)), MaxTokens: 12, JouleCeilingUJ: 1_000_000_000}
+	req := receipt.ServeRequest{PromptHash: receipt.TokenPromptHash(ids), PromptTokens: uint32(len(ids)), MaxTokens: 12, JouleCeilingUJ: DefaultJouleCeilingUJ}
 	if id, err := req.ID(); err != nil || id.String() != e.Receipt.RequestID {
 		t.Errorf("request id %s, want the ids' request %s (%v)", e.Receipt.RequestID, id, err)
 	}

@@ -166,11 +166,25 @@ type SubprotocolStream struct {
 // subprotocol is ErrSubprotocolUnsupported, not a bare stream reset.
 func (s *SubprotocolStream) Read(p []byte) (int, error) {
 	n, err := s.Stream.Read(p)
+	return n, s.unsupported(err)
+}
+
+// Write sends to the peer. A peer that does not serve the subprotocol
+// may have stopped our sending before a write (its reset reaches Read
+// only later): that too is ErrSubprotocolUnsupported.
+func (s *SubprotocolStream) Write(p []byte) (int, error) {
+	n, err := s.Stream.Write(p)
+	return n, s.unsupported(err)
+}
+
+// unsupported is err, as ErrSubprotocolUnsupported where it is the
+// peer's reset for a subprotocol it does not serve.
+func (s *SubprotocolStream) unsupported(err error) error {
 	var se *quic.StreamError
 	if err != nil && errors.As(err, &se) && se.Remote && se.ErrorCode == StreamCodeUnsupported {
 		err = fmt.Errorf("%w: %s/%d: %w", ErrSubprotocolUnsupported, s.name, s.major, err)
 	}
-	return n, err
+	return err
 }
 
 // CloseWrite ends what we send; the peer's replies can still be read.

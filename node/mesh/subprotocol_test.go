@@ -109,6 +109,17 @@ func TestSubprotocol(t *testing.T) {
 		if !errors.Is(err, ErrSubprotocolUnsupported) || !strings.Contains(err.Error(), fmt.Sprintf("%s/%d", tc.name, tc.major)) {
 			t.Errorf("%s/%d: %v, want ErrSubprotocolUnsupported naming it", tc.name, tc.major, err)
 		}
+		// Writing on after the reset fails the same way (a client that
+		// writes its request first meets the reset there).
+		var werr error
+		for range 1000 {
+			if _, werr = s.Write(make([]byte, 1024)); werr != nil {
+				break
+			}
+		}
+		if !errors.Is(werr, ErrSubprotocolUnsupported) {
+			t.Errorf("%s/%d: writing after the reset: %v, want ErrSubprotocolUnsupported", tc.name, tc.major, werr)
+		}
 		s.Close()
 	}
 	if _, err := a.OpenSubprotocol(ctx, b.ID(), "echo", 0); !errors.Is(err, wire.ErrInvalidMessage) {

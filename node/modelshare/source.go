@@ -103,25 +103,31 @@ func List(ctx context.Context, dial Dialer, peer identity.EndpointID) ([]filewir
 	return l.Files, nil
 }
 
+// servesNone is err, as a permanent ErrPeer where the peer does not
+// serve model files: its owner turned serve_files off since it last said
+// so in gossip (or it is a node without meshnode-file/1), which its reset
+// says, met writing the request or reading the answer.
+func servesNone(err error) error {
+	if errors.Is(err, mesh.ErrSubprotocolUnsupported) {
+		return modelfetch.Permanent(fmt.Errorf("%w: it serves no model files now (serve_files = false): %w", ErrPeer, err))
+	}
+	return err
+}
+
 // request sends req and reads the answer's frame; an Error answer is
 // ErrPeer, permanent.
 func request(ctx context.Context, st io.ReadWriter, req filewire.Message) (filewire.Message, error) {
 	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	if err := filewire.Write(rctx, st, req); err != nil {
-		return nil, err
+		return nil, servesNone(err)
 	}
 	if wc, ok := st.(writeCloser); ok {
 		wc.CloseWrite()
 	}
 	m, err := filewire.Read(rctx, st)
-	if errors.Is(err, mesh.ErrSubprotocolUnsupported) {
-		// Its owner turned serve_files off since it last said so in
-		// gossip (or it is a node without meshnode-file/1).
-		return nil, modelfetch.Permanent(fmt.Errorf("%w: it serves no model files now (serve_files = false): %w", ErrPeer, err))
-	}
 	if err != nil {
-		return nil, err
+		return nil, servesNone(err)
 	}
 	if e, ok := m.(*filewire.Error); ok {
 		return nil, modelfetch.Permanent(fmt.Errorf("%w: %v", ErrPeer, e))
