@@ -377,8 +377,8 @@ type llamaSettings struct {
 	TopP          float64 `json:"top_p"`
 	MinP          float64 `json:"min_p"`
 	RepeatPenalty float64 `json:"repeat_penalty"`
-	// RepeatLastN is the request's repeat_last_n, where it gave one
-	// (without, the penalties count the answer alone).
+	// RepeatLastN is the request's repeat_last_n, where it bounds a
+	// penalty (without, the penalties count the answer alone).
 	RepeatLastN      *int     `json:"repeat_last_n,omitempty"`
 	PresencePenalty  float64  `json:"presence_penalty"`
 	FrequencyPenalty float64  `json:"frequency_penalty"`
@@ -422,7 +422,9 @@ func llamaSettingsOf(g *Generation, req *llamaCompletionRequest) llamaSettings {
 	}
 	st.TopK, st.MinP, st.RepeatPenalty = int64(g.TopK), g.MinP, g.RepeatPenalty
 	st.PresencePenalty, st.FrequencyPenalty = g.PresencePenalty, g.FrequencyPenalty
-	st.RepeatLastN = req.RepeatLastN
+	if g.PenaltyLastN != 0 {
+		st.RepeatLastN = &g.PenaltyLastN
+	}
 	st.Seed = g.Seed
 	if g.Logprobs {
 		st.NProbs = g.TopLogprobs

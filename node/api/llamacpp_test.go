@@ -460,6 +460,10 @@ func TestRepeatLastN(t *testing.T) {
 		if code != 200 || g.PenaltyLastN != tc.lastN || g.RepeatPenalty != tc.repeat || g.PresencePenalty != tc.pen {
 			t.Errorf("%s %s: %d %s; served penalty_last_n %d, repeat %v, presence %v", tc.path, tc.body, code, b, g.PenaltyLastN, g.RepeatPenalty, g.PresencePenalty)
 		}
+		// /completion's generation_settings says it, as llama-server's do.
+		if tc.path == "/completion" && !strings.Contains(string(b), `"repeat_last_n":-1`) {
+			t.Errorf("/completion's settings: %s, want repeat_last_n -1", b)
+		}
 	}
 	code, _, b := ollamaPost(t, h, "/v1/chat/completions", `{"model":"tiny","messages":[{"role":"user","content":"x"}],"repeat_penalty":1.1,"repeat_last_n":-2}`)
 	if code != 400 || !strings.Contains(string(b), `"param":"repeat_last_n"`) {
