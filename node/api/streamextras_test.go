@@ -97,4 +97,25 @@ func TestStreamExtras(t *testing.T) {
 			t.Fatalf("unasked: %+v", c)
 		}
 	}
+	// Several choices, each a serve of its own: each reports its own
+	// prompt's progress, under its index.
+	type indexed struct {
+		Choices []struct {
+			Index int `json:"index"`
+		} `json:"choices"`
+		PromptProgress *promptProgressOut `json:"prompt_progress"`
+	}
+	resp := h.post(t, "/v1/chat/completions", chat+`,"n":2,"temperature":0.7,"seed":5,"return_progress":true}`)
+	defer resp.Body.Close()
+	progress := map[int]int{}
+	for _, e := range readSSE(t, resp.Body) {
+		var c indexed
+		if e.data == "[DONE]" || json.Unmarshal([]byte(e.data), &c) != nil || c.PromptProgress == nil || len(c.Choices) != 1 {
+			continue
+		}
+		progress[c.Choices[0].Index]++
+	}
+	if progress[0] != 2 || progress[1] != 2 {
+		t.Errorf("n 2: progress chunks by choice %v, want 2 each", progress)
+	}
 }
