@@ -827,7 +827,7 @@ func (s *servedModel) request(g *api.Generation, prompt string, ids []uint32, ct
 			{g.MinIndent > 0, "n_indent", "n_indent", "does not cover it"},
 			{g.PromptOnly, "n_predict", "n_predict 0 (the prompt alone)", "derives its output ceiling from max_tokens"},
 			{len(g.LogitBias) > 0, "logit_bias", "logit_bias", "does not cover it"},
-			{g.PenaltyLastN != 0, "repeat_last_n", "repeat_last_n", "does not cover it"},
+			{g.PenaltyLastN != 0 || g.PenaltiesOff, "repeat_last_n", "repeat_last_n", "does not cover it"},
 			{g.ReasoningEffort != "", "reasoning_effort", "a reasoning effort", "hashes the messages alone, not what the template writes for the effort"},
 			{g.Think != nil, "think", "a thinking switch (enable_thinking, think, thinking)", "hashes the messages alone, not what the template writes for the switch"},
 			{givesReasoning(g), "messages", "an assistant's reasoning given back (reasoning_content, thinking)", "covers only the messages' roles and contents"},
@@ -887,14 +887,16 @@ func (s *servedModel) request(g *api.Generation, prompt string, ids []uint32, ct
 		LogitBias:          logitBiasE6(g.LogitBias),
 		MinIndent:          uint32(g.MinIndent),
 	}
-	if sp.PresencePenaltyE6 != 0 || sp.FrequencyPenaltyE6 != 0 || sp.RepeatPenaltyE6 != 0 {
-		// Which tokens they count; said only beside a penalty.
-		switch n := g.PenaltyLastN; {
-		case n == -1:
-			sp.PenaltyLastN = receipt.PenaltyAll
-		case n > 0:
-			sp.PenaltyLastN = uint32(n)
-		}
+	switch n := g.PenaltyLastN; {
+	case g.PenaltiesOff:
+		// repeat_last_n 0: the penalties count no token, so none applies.
+		sp.PresencePenaltyE6, sp.FrequencyPenaltyE6, sp.RepeatPenaltyE6 = 0, 0, 0
+	case sp.PresencePenaltyE6 == 0 && sp.FrequencyPenaltyE6 == 0 && sp.RepeatPenaltyE6 == 0:
+		// Which tokens they count is said only beside a penalty.
+	case n == -1:
+		sp.PenaltyLastN = receipt.PenaltyAll
+	case n > 0:
+		sp.PenaltyLastN = uint32(n)
 	}
 	sampled := g.Temperature != nil && *g.Temperature > 0
 	infill := strings.IndexByte(g.Samplers, 'i') >= 0

@@ -135,15 +135,17 @@ func TestLogitBiasServed(t *testing.T) {
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"param":"logit_bias"`) {
 		t.Errorf("granted request with logit_bias: %d %s, want 400 naming logit_bias", resp.StatusCode, b)
 	}
-	// Nor does it cover which tokens a penalty counts.
-	presented, _, err = grant.PresentBody([]byte(request+`,"repeat_penalty":1.2,"repeat_last_n":64,"metadata":{"joule_ceiling_uj":1000000000}}`), chain, caller, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp = post(t, n, "/v1/completions", string(presented))
-	b, _ = io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"param":"repeat_last_n"`) {
-		t.Errorf("granted request with repeat_last_n: %d %s, want 400 naming repeat_last_n", resp.StatusCode, b)
+	// Nor does it cover which tokens a penalty counts, none (0) included.
+	for _, last := range []string{"64", "0"} {
+		presented, _, err = grant.PresentBody([]byte(request+`,"repeat_penalty":1.2,"repeat_last_n":`+last+`,"metadata":{"joule_ceiling_uj":1000000000}}`), chain, caller, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp = post(t, n, "/v1/completions", string(presented))
+		b, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"param":"repeat_last_n"`) {
+			t.Errorf("granted request with repeat_last_n %s: %d %s, want 400 naming repeat_last_n", last, resp.StatusCode, b)
+		}
 	}
 }

@@ -422,7 +422,10 @@ func llamaSettingsOf(g *Generation, req *llamaCompletionRequest) llamaSettings {
 	}
 	st.TopK, st.MinP, st.RepeatPenalty = int64(g.TopK), g.MinP, g.RepeatPenalty
 	st.PresencePenalty, st.FrequencyPenalty = g.PresencePenalty, g.FrequencyPenalty
-	if g.PenaltyLastN != 0 {
+	switch {
+	case g.PenaltiesOff:
+		st.RepeatLastN = new(int)
+	case g.PenaltyLastN != 0:
 		st.RepeatLastN = &g.PenaltyLastN
 	}
 	st.Seed = g.Seed

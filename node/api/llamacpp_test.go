@@ -438,27 +438,29 @@ func TestSpeculativeLimitsFields(t *testing.T) {
 // TestRepeatLastN: repeat_last_n (llama-server's and Ollama's) says which
 // tokens the penalties count, on every endpoint that takes penalties: n,
 // -1 all of prompt and answer; 0 turns the penalties off, as llama.cpp's
-// penalty_last_n 0 does; beside no penalty it asks nothing and is not
-// kept; below -1 it is refused.
+// penalty_last_n 0 does (PenaltiesOff, which the node applies); beside no
+// penalty it asks nothing and is not kept; below -1 it is refused.
 func TestRepeatLastN(t *testing.T) {
 	h := newHarness(t, Config{}, nil)
 	for _, tc := range []struct {
 		path, body  string
 		lastN       int
-		repeat, pen float64 // the penalties served: repeat, presence
+		repeat, pen float64 // the penalties read: repeat, presence
+		off         bool    // PenaltiesOff
 	}{
-		{"/v1/chat/completions", `{"model":"tiny","messages":[{"role":"user","content":"x"}],"repeat_penalty":1.1,"repeat_last_n":64}`, 64, 1.1, 0},
-		{"/v1/chat/completions", `{"model":"tiny","messages":[{"role":"user","content":"x"}],"presence_penalty":0.5,"repeat_last_n":-1}`, -1, 0, 0.5},
-		{"/v1/chat/completions", `{"model":"tiny","messages":[{"role":"user","content":"x"}],"repeat_penalty":1.1,"presence_penalty":0.5,"repeat_last_n":0}`, 0, 0, 0},
-		{"/v1/chat/completions", `{"model":"tiny","messages":[{"role":"user","content":"x"}],"repeat_penalty":1,"repeat_last_n":64}`, 0, 1, 0},
-		{"/v1/completions", `{"model":"tiny","prompt":"x","repeat_penalty":1.2,"repeat_last_n":8}`, 8, 1.2, 0},
-		{"/completion", `{"prompt":"x","repeat_penalty":1.2,"repeat_last_n":-1}`, -1, 1.2, 0},
-		{"/api/generate", `{"model":"tiny","prompt":"x","stream":false,"options":{"repeat_penalty":1.2,"repeat_last_n":32}}`, 32, 1.2, 0},
+		{"/v1/chat/completions", `{"model":"tiny","messages":[{"role":"user","content":"x"}],"repeat_penalty":1.1,"repeat_last_n":64}`, 64, 1.1, 0, false},
+		{"/v1/chat/completions", `{"model":"tiny","messages":[{"role":"user","content":"x"}],"presence_penalty":0.5,"repeat_last_n":-1}`, -1, 0, 0.5, false},
+		{"/v1/chat/completions", `{"model":"tiny","messages":[{"role":"user","content":"x"}],"repeat_penalty":1.1,"presence_penalty":0.5,"repeat_last_n":0}`, 0, 1.1, 0.5, true},
+		{"/v1/chat/completions", `{"model":"tiny","messages":[{"role":"user","content":"x"}],"repeat_last_n":0}`, 0, 0, 0, false},
+		{"/v1/chat/completions", `{"model":"tiny","messages":[{"role":"user","content":"x"}],"repeat_penalty":1,"repeat_last_n":64}`, 0, 1, 0, false},
+		{"/v1/completions", `{"model":"tiny","prompt":"x","repeat_penalty":1.2,"repeat_last_n":8}`, 8, 1.2, 0, false},
+		{"/completion", `{"prompt":"x","repeat_penalty":1.2,"repeat_last_n":-1}`, -1, 1.2, 0, false},
+		{"/api/generate", `{"model":"tiny","prompt":"x","stream":false,"options":{"repeat_penalty":1.2,"repeat_last_n":32}}`, 32, 1.2, 0, false},
 	} {
 		code, _, b := ollamaPost(t, h, tc.path, tc.body)
 		g := h.model.lastCall()
-		if code != 200 || g.PenaltyLastN != tc.lastN || g.RepeatPenalty != tc.repeat || g.PresencePenalty != tc.pen {
-			t.Errorf("%s %s: %d %s; served penalty_last_n %d, repeat %v, presence %v", tc.path, tc.body, code, b, g.PenaltyLastN, g.RepeatPenalty, g.PresencePenalty)
+		if code != 200 || g.PenaltyLastN != tc.lastN || g.RepeatPenalty != tc.repeat || g.PresencePenalty != tc.pen || g.PenaltiesOff != tc.off {
+			t.Errorf("%s %s: %d %s; read penalty_last_n %d (off %v), repeat %v, presence %v", tc.path, tc.body, code, b, g.PenaltyLastN, g.PenaltiesOff, g.RepeatPenalty, g.PresencePenalty)
 		}
 		// /completion's generation_settings says it, as llama-server's do.
 		if tc.path == "/completion" && !strings.Contains(string(b), `"repeat_last_n":-1`) {

@@ -161,8 +161,12 @@ type Generation struct {
 	// PenaltyLastN is which tokens the penalties count: 0 the answer's
 	// (the default), n the last n of prompt and answer together
 	// (llama-server's and Ollama's repeat_last_n), -1 every token of
-	// both (receipt.Sampling.PenaltyLastN).
+	// both (receipt.Sampling.PenaltyLastN). PenaltiesOff: repeat_last_n
+	// 0, under which the penalties given count no token (llama.cpp's
+	// penalty_last_n 0), so none applies. Each is set only beside a
+	// penalty, where it changes something.
 	PenaltyLastN int
+	PenaltiesOff bool
 	// LogitBias adds each bias (−100 … 100) to its token's logit before
 	// the penalties, greedy requests included (OpenAI's logit_bias), by
 	// token id; nil is none.

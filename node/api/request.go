@@ -193,14 +193,18 @@ func (s *sampling) apply(g *Generation) error {
 		*f.dst = *f.v
 	}
 	if n := s.RepeatLastN; n != nil {
+		penalised := g.RepeatPenalty != 0 && g.RepeatPenalty != 1 || g.PresencePenalty != 0 || g.FrequencyPenalty != 0
 		switch {
 		case *n < -1 || *n > math.MaxInt32:
 			return badRequest("repeat_last_n", "repeat_last_n must be -1 (every token of prompt and answer), 0 (no penalties) or how many of the latest tokens of prompt and answer the penalties count, at most %d; got %d", math.MaxInt32, *n)
+		case !penalised:
+			// Without a penalty it asks nothing.
 		case *n == 0:
-			// As llama.cpp's penalty_last_n 0: no penalty at all.
-			g.RepeatPenalty, g.PresencePenalty, g.FrequencyPenalty = 0, 0, 0
-		case g.RepeatPenalty != 0 && g.RepeatPenalty != 1 || g.PresencePenalty != 0 || g.FrequencyPenalty != 0:
-			g.PenaltyLastN = *n // without a penalty it asks nothing
+			// As llama.cpp's penalty_last_n 0: the penalties count no
+			// token.
+			g.PenaltiesOff = true
+		default:
+			g.PenaltyLastN = *n
 		}
 	}
 	bias, err := parseLogitBias(s.LogitBias)
