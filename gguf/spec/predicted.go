@@ -121,6 +121,21 @@ func PredictionPrices(p Prices, measured bool) DraftPrices {
 	return DraftPrices{Row: DefaultRowCost}
 }
 
+// PredictionRounds is the proposer and window of a serve given the
+// predicted tokens, on a model whose proposer is d (nil: none): a greedy
+// serve's window is PredictionWindow, a sampled one's
+// SampledPredictionWindow for the draft its request names.
+func (d *Drafter) PredictionRounds(tokens []uint32, greedy bool, draft string) (*Predicted, *Window, error) {
+	if greedy {
+		return NewPredicted(tokens), d.PredictionWindow(), nil
+	}
+	w, err := d.SampledPredictionWindow(draft, tokens)
+	if err != nil {
+		return nil, nil, err
+	}
+	return NewPredicted(tokens), w, nil
+}
+
 // SampledPredictionWindow is the window of a sampled serve given the
 // predicted tokens whose request names draft, on a model whose proposer
 // is d (nil: none): the name's id must be the tokens' (PredictionID),

@@ -273,11 +273,9 @@ func (e *Engine) generate(ctx context.Context, prompt []uint32, g Generation, em
 		d.argMax = false
 	}
 	if len(g.Prediction) > 0 && !g.NoSpeculation {
-		prop, win := spec.NewPredicted(g.Prediction), e.m.draft.PredictionWindow()
-		if !g.Sampling.Greedy() {
-			if win, err = e.m.draft.SampledPredictionWindow(g.Draft, g.Prediction); err != nil {
-				return out, refuse("%v", err)
-			}
+		prop, win, err := e.m.draft.PredictionRounds(g.Prediction, g.Sampling.Greedy(), g.Draft)
+		if err != nil {
+			return out, refuse("%v", err)
 		}
 		if err := g.Limits.Apply(prop, win); err != nil {
 			return out, refuse("%v", err)

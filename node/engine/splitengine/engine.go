@@ -412,14 +412,11 @@ func (e *Engine) decode(ctx context.Context, r *run, prompt []uint32, g gen, emi
 		r.want = stagewire.OutLogits
 	}
 	if g.speculate && len(g.prediction) > 0 {
-		prop := spec.NewPredicted(g.prediction)
-		d.prop, d.win = prop, e.cfg.Draft.PredictionWindow()
-		if !g.params.Greedy() {
-			var err error
-			if d.win, err = e.cfg.Draft.SampledPredictionWindow(g.draft, g.prediction); err != nil {
-				return out, refuse("%v", err)
-			}
+		prop, win, err := e.cfg.Draft.PredictionRounds(g.prediction, g.params.Greedy(), g.draft)
+		if err != nil {
+			return out, refuse("%v", err)
 		}
+		d.prop, d.win = prop, win
 		if e.window != nil {
 			d.win = e.window()
 		}
