@@ -678,7 +678,7 @@ func samplerOrder(order string, sp *receipt.Sampling) string {
 	active := func(c byte) bool {
 		switch c {
 		case 'e':
-			return sp.PresencePenaltyE6 != 0 || sp.FrequencyPenaltyE6 != 0 || sp.RepeatPenaltyE6 != 0
+			return sp.Penalised()
 		case 'k':
 			return sp.TopK > 0
 		case 'p':
@@ -891,7 +891,7 @@ func (s *servedModel) request(g *api.Generation, prompt string, ids []uint32, ct
 	case g.PenaltiesOff:
 		// repeat_last_n 0: the penalties count no token, so none applies.
 		sp.PresencePenaltyE6, sp.FrequencyPenaltyE6, sp.RepeatPenaltyE6 = 0, 0, 0
-	case sp.PresencePenaltyE6 == 0 && sp.FrequencyPenaltyE6 == 0 && sp.RepeatPenaltyE6 == 0:
+	case !sp.Penalised():
 		// Which tokens they count is said only beside a penalty.
 	case n == -1:
 		sp.PenaltyLastN = receipt.PenaltyAll

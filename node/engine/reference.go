@@ -60,7 +60,7 @@ func (e *Reference) Serve(ctx context.Context, req receipt.ServeRequest, prompt 
 	if s := req.Sampling; s != nil && (s.TemperatureE6 > 0 || len(s.Stop) > 0 || s.MinIndent > 0 || s.Samplers != "") {
 		return Outcome{}, fmt.Errorf("%w: the reference engine decodes greedily from hashes: no stop strings, indentation or sampler order", ErrRefused)
 	}
-	if s := req.Sampling; s != nil && (s.PresencePenaltyE6 != 0 || s.FrequencyPenaltyE6 != 0 || s.RepeatPenaltyE6 != 0 || len(s.LogitBias) > 0) {
+	if s := req.Sampling; s.Penalised() || s != nil && len(s.LogitBias) > 0 {
 		return Outcome{}, fmt.Errorf("%w: the reference engine has no logits, so no penalty or logit bias can change its picks", ErrRefused)
 	}
 	if s := req.Sampling; s != nil && s.Grammar != nil {

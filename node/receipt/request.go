@@ -194,6 +194,12 @@ func (s *Sampling) IsZero() bool {
 		s.Samplers == "" && s.MinIndent == 0 && s.PenaltyLastN == 0
 }
 
+// Penalised reports whether s sets a penalty (presence, frequency or
+// repeat), which PenaltyLastN bounds.
+func (s *Sampling) Penalised() bool {
+	return s != nil && (s.PresencePenaltyE6 != 0 || s.FrequencyPenaltyE6 != 0 || s.RepeatPenaltyE6 != 0)
+}
+
 // Unseeded reports whether s samples with randomness the request does not
 // fix: a temperature above zero and no seed. An engine serving such a
 // request samples, whatever it declares (§5), so its serve is not
@@ -250,7 +256,7 @@ func (r *ServeRequest) Validate() error {
 		if err := checkSamplers(s.Samplers); err != nil {
 			return err
 		}
-		if s.PenaltyLastN != 0 && s.PresencePenaltyE6 == 0 && s.FrequencyPenaltyE6 == 0 && s.RepeatPenaltyE6 == 0 {
+		if s.PenaltyLastN != 0 && !s.Penalised() {
 			return fmt.Errorf("%w: penalty_last_n %d without a penalty says nothing; omit it", ErrInvalid, s.PenaltyLastN)
 		}
 		if s.MinIndent > MaxIndent {
