@@ -276,7 +276,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	for i := range gs {
 		st := &chatStream{sse: sse, id: id, created: created, model: g.Model, logprobs: g.Logprobs,
 			includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage, index: i, multi: len(gs) > 1, format: format}
-		st.x = extras{progress: req.ReturnProgress, timings: req.TimingsPerToken, now: s.now, received: g.Received}
+		st.extras = extras{progress: req.ReturnProgress, timings: req.TimingsPerToken, now: s.now, received: g.Received}
 		st.channels, st.calls = readersFor(m, g, req.tools.active(), format, prefix)
 		st.tokens = newChannels(m, g, nil)
 		st.parallel = req.tools.parallel
@@ -348,19 +348,16 @@ type chatStream struct {
 	// tokens reads the same reply token by token, for the content
 	// tokens' log-probabilities (filterContent).
 	tokens channelReader
-	// x is what the stream reports beside the text, where asked.
-	x extras
+	// What the stream reports beside the text, where asked.
+	extras
 }
-
-func (c *chatStream) streamExtras() *extras { return &c.x }
-func (c *chatStream) setPromptTokens(n int) { c.x.setPromptTokens(n) }
 
 // promptProgress sends a chunk of the prompt's progress: the role's
 // delta, as llama-server sends it, with prompt_progress.
 func (c *chatStream) promptProgress(p PromptProgress) error {
 	c.sentRole = true
 	ch := c.newChunk([]chatChoice{{Index: c.index, Delta: &chatMessage{Role: "assistant"}}})
-	ch.PromptProgress = c.x.progressOut(p)
+	ch.PromptProgress = c.progressOut(p)
 	return c.sse.event("", ch)
 }
 
@@ -380,7 +377,7 @@ func (c *chatStream) chunk(choices []chatChoice, u *usage) error {
 	if c.includeUsage {
 		ch.Usage = u // null until the last chunk
 	}
-	ch.Timings = c.x.timingsNow(int(c.x.decoded.Load()))
+	ch.Timings = c.timingsNow()
 	return c.sse.event("", ch)
 }
 
@@ -406,9 +403,7 @@ func (c *chatStream) role() error {
 }
 
 func (c *chatStream) delta(d Delta) error {
-	if c.x.first.IsZero() {
-		c.x.first = c.x.now()
-	}
+	c.output()
 	if err := c.role(); err != nil {
 		return err
 	}
@@ -509,7 +504,7 @@ func (c *chatStream) finish(res *Result) error {
 // finishChoice ends the choice's stream: what its parsers held back, and
 // its finish reason (with its receipt, in an answer of several choices).
 func (c *chatStream) finishChoice(res *Result) error {
-	c.x.decoded.Store(int64(res.CompletionTokens)) // the last chunk's timings count them all
+	c.decoded.Store(int64(res.CompletionTokens)) // the last chunk's timings count them all
 	if err := c.role(); err != nil {
 		return err
 	}

@@ -166,7 +166,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		cs[i] = &completionStream{sse: sse, id: id, created: created, model: g.Model, index: i, multi: len(gs) > 1,
 			includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
 			logprobs:     g.Logprobs, top: g.TopLogprobs,
-			x: extras{progress: req.ReturnProgress && req.Stream, timings: req.TimingsPerToken && req.Stream, now: s.now, received: g.Received}}
+			extras: extras{progress: req.ReturnProgress && req.Stream, timings: req.TimingsPerToken && req.Stream, now: s.now, received: g.Received}}
 		if !g.Echo {
 			// The answer's offsets count on from its prompt's text (which
 			// an echo's text holds).
@@ -207,18 +207,15 @@ type completionStream struct {
 	top      int
 	offset   int
 	carry    []byte
-	// x is what the stream reports beside the text, where asked.
-	x extras
+	// What the stream reports beside the text, where asked.
+	extras
 }
-
-func (c *completionStream) streamExtras() *extras { return &c.x }
-func (c *completionStream) setPromptTokens(n int) { c.x.setPromptTokens(n) }
 
 // promptProgress sends a chunk of the prompt's progress: no text, and
 // prompt_progress.
 func (c *completionStream) promptProgress(p PromptProgress) error {
 	o := c.object([]completionChoice{{Index: c.index}}, nil)
-	o.PromptProgress = c.x.progressOut(p)
+	o.PromptProgress = c.progressOut(p)
 	return c.sse.event("", o)
 }
 
@@ -240,7 +237,7 @@ func (c *completionStream) object(choices []completionChoice, u *usage) textComp
 
 // timed is o with the timings so far, where the stream asks for them.
 func (c *completionStream) timed(o textCompletion) textCompletion {
-	o.Timings = c.x.timingsNow(int(c.x.decoded.Load()))
+	o.Timings = c.timingsNow()
 	return o
 }
 
@@ -248,9 +245,7 @@ func (c *completionStream) delta(d Delta) error {
 	if d.Text == "" && len(d.Logprobs) == 0 {
 		return nil
 	}
-	if c.x.first.IsZero() {
-		c.x.first = c.x.now()
-	}
+	c.output()
 	return c.sse.event("", c.timed(c.object([]completionChoice{{Index: c.index, Text: d.Text, Logprobs: c.legacy(d.Logprobs)}}, nil)))
 }
 
@@ -268,7 +263,7 @@ func (c *completionStream) finishChoice(res *Result) error {
 	if c.multi {
 		end.Energy = res.Energy
 	}
-	c.x.decoded.Store(int64(res.CompletionTokens)) // the last chunk's timings count them all
+	c.decoded.Store(int64(res.CompletionTokens)) // the last chunk's timings count them all
 	return c.sse.event("", c.timed(c.object([]completionChoice{end}, nil)))
 }
 

@@ -479,9 +479,8 @@ func (s *Server) answerLlama(w http.ResponseWriter, r *http.Request, m Model, g 
 		settings.NCtx = c.ContextLength()
 	}
 	stream := func(index int) *llamaStream {
-		return &llamaStream{model: g.Model, now: s.now, received: g.Received, settings: settings, prompt: g.Prompt,
-			fields: req.ResponseFields, index: index,
-			x: extras{progress: req.ReturnProgress && req.Stream, timings: req.TimingsPerToken && req.Stream, now: s.now, received: g.Received}}
+		return &llamaStream{model: g.Model, settings: settings, prompt: g.Prompt, fields: req.ResponseFields, index: index,
+			extras: extras{progress: req.ReturnProgress && req.Stream, timings: req.TimingsPerToken && req.Stream, now: s.now, received: g.Received}}
 	}
 	if gs := g.Choices(); len(gs) > 1 {
 		// n_cmpl: an array of answers, each with its index (a whole

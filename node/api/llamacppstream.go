@@ -3,7 +3,6 @@ package api
 import (
 	"encoding/json"
 	"strings"
-	"time"
 )
 
 // llamaStream writes /completion's answer: a data: event for each piece
@@ -15,36 +14,28 @@ type llamaStream struct {
 	model    string
 	prompt   string
 	settings llamaSettings
-	now      func() time.Time
-	received time.Time
-	first    time.Time
 	content  strings.Builder
 	probs    []llamaTokenProb // n_probs's, for the whole answer
 	whole    llamaCompletion
 	// fields are response_fields: the answer holds only these (nil: all).
 	fields []string
 	index  int // the answer's, among n_cmpl's
-	// x is what the stream reports beside the text, where asked.
-	x extras
+	// The request's times (now, received, first), and what the stream
+	// reports beside the text, where asked.
+	extras
 }
-
-func (l *llamaStream) streamExtras() *extras { return &l.x }
-func (l *llamaStream) setPromptTokens(n int) { l.x.setPromptTokens(n) }
 
 // promptProgress sends an event of the prompt's progress, as
 // llama-server's: no text, and prompt_progress.
 func (l *llamaStream) promptProgress(p PromptProgress) error {
-	return l.sse.event("", llamaPartial{Index: l.index, Tokens: []uint32{}, PromptProgress: l.x.progressOut(p)})
+	return l.sse.event("", llamaPartial{Index: l.index, Tokens: []uint32{}, PromptProgress: l.progressOut(p)})
 }
 
 func (l *llamaStream) delta(d Delta) error {
 	if d.Text == "" && len(d.Logprobs) == 0 {
 		return nil
 	}
-	if l.first.IsZero() {
-		l.first = l.now()
-		l.x.first = l.first
-	}
+	l.output()
 	l.content.WriteString(d.Text)
 	var probs []llamaTokenProb
 	if len(d.Logprobs) > 0 {
@@ -54,7 +45,7 @@ func (l *llamaStream) delta(d Delta) error {
 		l.probs = append(l.probs, probs...)
 		return nil
 	}
-	return l.sse.event("", llamaPartial{Index: l.index, Content: d.Text, Tokens: []uint32{}, Probs: probs, Timings: l.x.timingsNow(int(l.x.decoded.Load()))})
+	return l.sse.event("", llamaPartial{Index: l.index, Content: d.Text, Tokens: []uint32{}, Probs: probs, Timings: l.timingsNow()})
 }
 
 // end fills in the answer's last event (the whole answer, unstreamed).

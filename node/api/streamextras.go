@@ -43,7 +43,7 @@ type promptProgressOut struct {
 }
 
 // extras is what a stream reports beside the text, and the counts it
-// keeps for it.
+// keeps for it; the streams that report them embed it.
 type extras struct {
 	progress, timings bool // return_progress, timings_per_token
 	now               func() time.Time
@@ -53,17 +53,26 @@ type extras struct {
 	decoded           atomic.Int64 // tokens decoded so far
 }
 
+func (x *extras) streamExtras() *extras { return x }
 func (x *extras) setPromptTokens(n int) { x.promptTokens = n }
+
+// output notes an output's time: the first one's ends the prompt's
+// timings.
+func (x *extras) output() {
+	if x.first.IsZero() {
+		x.first = x.now()
+	}
+}
 
 // progressOut is p as an event carries it.
 func (x *extras) progressOut(p PromptProgress) *promptProgressOut {
 	return &promptProgressOut{Total: p.Total, Cache: p.Cached, Processed: p.Processed, TimeMS: roundMS(float64(x.now().Sub(x.received).Microseconds()) / 1000)}
 }
 
-// timingsNow is the timings so far (nil unless timings_per_token), for
-// predicted tokens decoded: after the first output, its time splits the
+// timingsNow is the timings so far (nil unless timings_per_token), over
+// the tokens decoded: after the first output, its time splits the
 // prompt's from the answer's.
-func (x *extras) timingsNow(predicted int) *llamaTimings {
+func (x *extras) timingsNow() *llamaTimings {
 	if !x.timings {
 		return nil
 	}
@@ -72,7 +81,7 @@ func (x *extras) timingsNow(predicted int) *llamaTimings {
 	if first.IsZero() {
 		first = now
 	}
-	return timingsOf(x.received, first, now, x.promptTokens, predicted)
+	return timingsOf(x.received, first, now, x.promptTokens, int(x.decoded.Load()))
 }
 
 // timingsOf is llama-server's timings of a generation received at
