@@ -37,6 +37,13 @@ func (l Lookup) Propose(ctx context.Context, seq []uint32, gen, k int) ([]Draft,
 // how it was found (lookupConf), which the window learns the worth of as
 // it does a draft model's confidences. A nil judge takes every draft.
 func (l Lookup) ProposeJudged(_ context.Context, seq []uint32, _, k int, judge func(conf float64) (take, more bool)) ([]Draft, error) {
+	return l.draftFrom(seq, seq, k, judge), nil
+}
+
+// draftFrom drafts up to k tokens of src: what follows src's best match
+// (matchIn) of seq's last MaxN tokens, or fewer, down to MinN. src is
+// seq itself for prompt lookup, a predicted output for Predicted.
+func (l Lookup) draftFrom(src, seq []uint32, k int, judge func(conf float64) (take, more bool)) []Draft {
 	lo, hi := l.MinN, l.MaxN
 	if lo <= 0 {
 		lo = 1
@@ -44,15 +51,15 @@ func (l Lookup) ProposeJudged(_ context.Context, seq []uint32, _, k int, judge f
 	if hi <= 0 {
 		hi = 3
 	}
-	for n := min(hi, len(seq)-1); n >= lo && k > 0; n-- {
-		at, reach := matchIn(seq, seq, n)
+	for n := min(hi, len(seq)); n >= lo && k > 0; n-- {
+		at, reach := matchIn(src, seq, n)
 		if at < 0 {
 			continue
 		}
-		next := seq[at+n : min(at+n+k, len(seq))]
-		return judged(next, func(j int) float64 { return lookupConf(n, reach, j) }, judge), nil
+		next := src[at+n : min(at+n+k, len(src))]
+		return judged(next, func(j int) float64 { return lookupConf(n, reach, j) }, judge)
 	}
-	return nil, nil
+	return nil
 }
 
 // judged is next as drafts, each of confidence conf(j), cut where judge

@@ -49,22 +49,7 @@ func (p *Predicted) ProposeJudged(_ context.Context, seq []uint32, gen, k int, j
 		next := p.Tokens[len(out):min(len(out)+k, len(p.Tokens))]
 		return judged(next, func(j int) float64 { return lookupConf(1, lookupCopying, j) }, judge), nil
 	}
-	lo, hi := p.MinN, p.MaxN
-	if lo <= 0 {
-		lo = 1
-	}
-	if hi <= 0 {
-		hi = 3
-	}
-	for n := min(hi, len(seq)); n >= lo; n-- {
-		at, reach := matchIn(p.Tokens, seq, n)
-		if at < 0 {
-			continue
-		}
-		next := p.Tokens[at+n : min(at+n+k, len(p.Tokens))]
-		return judged(next, func(j int) float64 { return lookupConf(n, reach, j) }, judge), nil
-	}
-	return nil, nil
+	return Lookup{MinN: p.MinN, MaxN: p.MaxN}.draftFrom(p.Tokens, seq, k, judge), nil
 }
 
 // following reports whether the answer out is still the prediction's
