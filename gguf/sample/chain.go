@@ -9,8 +9,28 @@ import (
 	"github.com/meshnode/meshnode/gguf/detmath"
 )
 
-// DefaultOrder is the chain Order "" means.
-const DefaultOrder = "ekpmt"
+// DefaultOrder is the chain Order "" means: llama.cpp's default order,
+// less DRY, which meshnode does not run.
+const DefaultOrder = "eskypmxt"
+
+// fastOrder is the order of the filters the default chain's fast path
+// (Sampler.weights) runs, in o: the others do nothing while they are off.
+func fastOrder(o string) string {
+	return strings.Map(func(r rune) rune {
+		if strings.ContainsRune("syx", r) {
+			return -1
+		}
+		return r
+	}, o)
+}
+
+// extended reports whether a filter the fast path lacks is on.
+func (p Params) extended() bool {
+	return p.TypicalP > 0 && p.TypicalP < 1 || p.TopNSigma > 0 || p.xtc() || p.DynaTempRange > 0 && p.Temperature > 0 || p.MinKeep > 1
+}
+
+// xtc reports whether XTC is on: a threshold above 0.5 can drop nothing.
+func (p Params) xtc() bool { return p.XTCProbability > 0 && p.XTCThreshold <= 0.5 }
 
 // MaxInfillCandidates bounds the candidates the infill filter compares
 // pairwise: Order must run 'k' before 'i', with 1 <= TopK <=
@@ -43,7 +63,7 @@ func (p Params) order() string {
 func (p Params) validOrder() error {
 	for i, r := range p.Order {
 		if !strings.ContainsRune(samplers, r) {
-			return fmt.Errorf("sample: samplers order %q: %q is not a sampler (e k p m t i)", p.Order, r)
+			return fmt.Errorf("sample: samplers order %q: %q is not a sampler (e s k y p m x t i)", p.Order, r)
 		}
 		if strings.ContainsRune(p.Order[:i], r) {
 			return fmt.Errorf("sample: samplers order %q: %q twice", p.Order, r)
@@ -71,7 +91,7 @@ func (s *Sampler) sampleChain(logits []float32, allowed []uint64) uint32 {
 		// likeliest token: the pick is greedy's, without a sort.
 		return s.greedy(logits, allowed)
 	}
-	c := s.chain(logits, allowed)
+	c := s.chain(logits, allowed, s.xtcDraw)
 	if s.p.Greedy() {
 		return c[0].id
 	}
@@ -97,11 +117,20 @@ func (s *Sampler) distChain(dst []Prob, logits []float32, allowed []uint64) []Pr
 	if s.p.Greedy() {
 		return append(dst, Prob{s.sampleChain(logits, allowed), 1}) // greedy draws nothing
 	}
-	c := s.chain(logits, allowed)
+	if s.p.xtc() && s.p.XTCProbability < 1 {
+		return s.xtcDist(dst, logits, allowed)
+	}
+	return s.chainDist(dst, logits, allowed, func() bool { return true }, 1)
+}
+
+// chainDist appends the distribution of the chain's candidates, each
+// probability times scale, with XTC run where xtc says.
+func (s *Sampler) chainDist(dst []Prob, logits []float32, allowed []uint64, xtc func() bool, scale float64) []Prob {
+	c := s.chain(logits, allowed, xtc)
 	sum := softmaxWeights(c, c)
 	for _, x := range c {
 		if x.v > 0 {
-			dst = append(dst, Prob{x.id, x.v / sum})
+			dst = append(dst, Prob{x.id, scale * x.v / sum})
 		}
 	}
 	return dst
@@ -110,13 +139,15 @@ func (s *Sampler) distChain(dst []Prob, logits []float32, allowed []uint64) []Pr
 // chain runs the filters in the sampler's order over the biased logits
 // and returns the candidates left with their logits, likeliest first
 // (then by id). A NaN logit counts as −Inf: it has no mass, and the
-// order stays total.
+// order stays total. XTC, where it is on and has two candidates or
+// more, runs if xtc says so (a draw of the stream, or a branch of
+// Dist's mixture).
 //
 // The candidates are sorted only once a filter needs them so (top-p,
 // infill, the pick): until then they stay in id order, where the
 // penalties find their tokens by id and top-k selects its head with a
 // heap.
-func (s *Sampler) chain(logits []float32, allowed []uint64) []candidate {
+func (s *Sampler) chain(logits []float32, allowed []uint64, xtc func() bool) []candidate {
 	c := slices.Grow(s.cands[:0], len(logits))
 	for id, l := range logits {
 		if allowed != nil && !has(allowed, id) {
@@ -166,10 +197,33 @@ func (s *Sampler) chain(logits []float32, allowed []uint64) []candidate {
 			}
 		case 'm':
 			if m := s.p.MinP; m > 0 {
-				c, full = minP(c, m), false
+				var now bool
+				c, now = minP(c, m, s.p.MinKeep)
+				full, sorted = false, sorted || now
+			}
+		case 's':
+			if n := s.p.TopNSigma; n > 0 && len(c) > 1 {
+				c, full = topNSigma(c, n), false
+			}
+		case 'y':
+			if p := s.p.TypicalP; p > 0 && p < 1 {
+				c = sortCands(c, sorted)
+				c, full, sorted = s.typical(c, p), false, false
+			}
+		case 'x':
+			if s.p.xtc() && len(c) > 1 && xtc() {
+				c = sortCands(c, sorted)
+				c, full, sorted = s.excludeTop(c), false, true
 			}
 		case 't':
 			if t := s.p.Temperature; t > 0 {
+				if s.p.DynaTempRange > 0 && len(c) > 1 {
+					t = s.dynamicTemperature(c, t)
+				}
+				if t <= 0 {
+					c, full, sorted = coldest(c), false, true
+					continue
+				}
 				for i := range c {
 					c[i].v /= t
 				}
@@ -178,15 +232,7 @@ func (s *Sampler) chain(logits []float32, allowed []uint64) []candidate {
 				sorted = sorted && slices.IsSortedFunc(c, beforeNumber)
 				continue
 			}
-			// A cold temperature keeps the likeliest alone.
-			best := 0
-			for i := range c {
-				if beforeNumber(c[i], c[best]) < 0 {
-					best = i
-				}
-			}
-			c[0] = c[best]
-			c, full, sorted = c[:1], false, true
+			c, full, sorted = coldest(c), false, true
 		case 'i':
 			c = sortCands(c, sorted)
 			c = s.infill(c)
@@ -196,6 +242,18 @@ func (s *Sampler) chain(logits []float32, allowed []uint64) []candidate {
 	c = sortCands(c, sorted)
 	s.cands = c
 	return c
+}
+
+// coldest is what a cold temperature leaves: the likeliest alone.
+func coldest(c []candidate) []candidate {
+	best := 0
+	for i := range c {
+		if beforeNumber(c[i], c[best]) < 0 {
+			best = i
+		}
+	}
+	c[0] = c[best]
+	return c[:1]
 }
 
 // sortCands sorts c in before's order unless it is sorted. Its logits
@@ -241,7 +299,7 @@ func (s *Sampler) topP(c []candidate, p float64) []candidate {
 	var cum float64
 	for i, x := range s.exps {
 		cum += x.v / sum
-		if cum >= p {
+		if cum >= p && i+1 >= s.p.MinKeep {
 			return c[:i+1]
 		}
 	}
@@ -250,18 +308,30 @@ func (s *Sampler) topP(c []candidate, p float64) []candidate {
 
 // minP drops the candidates less likely than m times the likeliest,
 // keeping their order: p_i ≥ m·p_top ⇔ v_i − top ≥ ln m. The likeliest
-// stays (where top is infinite, so do those equal to it).
-func minP(c []candidate, m float64) []candidate {
+// stays (where top is infinite, so do those equal to it). Where fewer
+// than minKeep would stay, the minKeep likeliest do, sorted (sorted
+// says so).
+func minP(c []candidate, m float64, minKeep int) (kept []candidate, sorted bool) {
 	top := math.Inf(-1)
 	for _, x := range c {
 		top = max(top, x.v)
 	}
 	cut := detmath.Log(m)
-	kept := c[:0]
+	n := 0
+	for _, x := range c {
+		if x.v == top || x.v-top >= cut {
+			n++
+		}
+	}
+	if n < minKeep && n < len(c) {
+		c = sortCands(c, false)
+		return c[:min(minKeep, len(c))], true
+	}
+	kept = c[:0]
 	for _, x := range c {
 		if x.v == top || x.v-top >= cut {
 			kept = append(kept, x)
 		}
 	}
-	return kept
+	return kept, false
 }

@@ -38,7 +38,13 @@ func TestValidateOrder(t *testing.T) {
 		{Params{Order: "kpi", TopK: 40, Vocab: voc}, ""},
 		{Params{Order: "ekpmti", TopK: MaxInfillCandidates, Vocab: voc}, ""},
 		{Params{Order: "kit", TopK: 1, Vocab: voc}, ""},
-		{Params{Order: "kx"}, `samplers order "kx": 'x' is not a sampler (e k p m t i)`},
+		{Params{Order: "kd"}, `samplers order "kd": 'd' is not a sampler (e s k y p m x t i)`},
+		{Params{Order: "skyx"}, ""},
+		{Params{TypicalP: 1.5}, "typical_p 1.5 is not in [0, 1]"},
+		{Params{TopNSigma: math.Inf(1)}, "top_n_sigma"},
+		{Params{XTCProbability: 0.5, XTCThreshold: -0.1}, "xtc probability 0.5 and threshold -0.1"},
+		{Params{DynaTempRange: 0.5, DynaTempExponent: math.NaN()}, "dynatemp range 0.5 and exponent NaN"},
+		{Params{MinKeep: -1}, "min_keep -1"},
 		{Params{Order: "K"}, `'K' is not a sampler`},
 		{Params{Order: "k p"}, `' ' is not a sampler`},
 		{Params{Order: "kpk"}, `samplers order "kpk": 'k' twice`},
@@ -147,7 +153,7 @@ func TestChainMatchesDefault(t *testing.T) {
 				g.countHistory(history)
 				c.countHistory(history)
 				want := g.greedy(logits, mask)
-				if got := c.chain(logits, mask); len(got) != 1 || got[0].id != want {
+				if got := c.chain(logits, mask, func() bool { return false }); len(got) != 1 || got[0].id != want {
 					t.Fatalf("%+v, mask %v: cold chain keeps %v, greedy picks %d", cold, mask != nil, got, want)
 				}
 			}
@@ -526,7 +532,7 @@ func TestChainDistIsWhatSampleDraws(t *testing.T) {
 // token of the vocabulary that Dist gives some probability, greedy or
 // sampled, masked or not.
 func FuzzOrder(f *testing.F) {
-	for _, o := range []string{"", "ekpmt", "kpi", "mt", "kpit", "ik", "kk", "kx", "\xff", "ekpmti", "t"} {
+	for _, o := range []string{"", "ekpmt", "kpi", "mt", "kpit", "ik", "kk", "kx", "\xff", "ekpmti", "t", "eskypmxt", "xt", "ymt", "st"} {
 		f.Add(o, uint64(1), uint8(40), uint8(5), uint8(90), uint8(5), uint8(100))
 	}
 	f.Fuzz(func(t *testing.T, order string, seed uint64, n, topK, topP, minP, temp uint8) {
@@ -552,6 +558,15 @@ func FuzzOrder(f *testing.F) {
 		if seed%5 == 0 {
 			p.Vocab = nil
 		}
+		// llama.cpp's other filters, on in some runs (their letters
+		// in the order, or the default order).
+		if seed%7 < 4 {
+			p.TypicalP = float64(topP%97) / 100
+			p.TopNSigma = float64(minP%9) / 2
+			p.XTCProbability, p.XTCThreshold = float64(topK%11)/10, float64(temp%7)/10
+			p.DynaTempRange, p.DynaTempExponent = float64(n%3)/2, float64(seed%4)/2
+			p.MinKeep = int(seed % 6)
+		}
 		if p.Validate() != nil {
 			return
 		}
@@ -559,7 +574,7 @@ func FuzzOrder(f *testing.F) {
 		// logit is NaN or none it allows is finite, and then may panic
 		// (as it did before orders): it gets finite logits, one at least,
 		// which a mask allows.
-		generic := p.order() != DefaultOrder
+		generic := New(p).generic
 		fin := rng.IntN(size)
 		logits := make([]float32, size)
 		for i := range logits {

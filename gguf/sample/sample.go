@@ -63,11 +63,34 @@ type Params struct {
 	LogitBias []Bias
 	// Seed fixes the random draws.
 	Seed uint64
+	// TypicalP keeps the locally typical tokens (llama.cpp's typ_p):
+	// those whose surprise, −ln p, is nearest the distribution's entropy,
+	// as many as reach TypicalP of the mass. 0 or 1 is off.
+	TypicalP float64
+	// TopNSigma keeps the tokens whose logit is within TopNSigma standard
+	// deviations of the largest (the logits' deviation over the tokens
+	// left); 0 or less is off.
+	TopNSigma float64
+	// XTCProbability is how often XTC (exclude top choices) runs: with
+	// this probability, drawn from the sampler's stream, every token at
+	// least XTCThreshold likely but the least likely of them is dropped.
+	// 0 is off, and so is a threshold above 0.5 (at most one token is
+	// that likely: nothing would go).
+	XTCProbability, XTCThreshold float64
+	// DynaTempRange makes the temperature follow the distribution's
+	// entropy: T − range for a certain one to T + range for a uniform
+	// one (never below 0), by the normalised entropy to the power
+	// DynaTempExponent (llama.cpp's dynatemp). 0 is off.
+	DynaTempRange, DynaTempExponent float64
+	// MinKeep is the fewest tokens top-p, min-p, typical-p and XTC leave
+	// (llama.cpp's min_keep); 0 or 1 changes nothing.
+	MinKeep int
 	// Order is the filters' order, in llama.cpp's sampler letters: 'e'
-	// penalties, 'k' top-k, 'p' top-p, 'm' min-p, 't' temperature, 'i'
-	// infill. "" is the default chain, "ekpmt". Logit biases always come
-	// first. A filter Order leaves out does not run (its parameter does
-	// nothing), as in llama.cpp.
+	// penalties, 's' top-n-sigma, 'k' top-k, 'y' typical-p, 'p' top-p,
+	// 'm' min-p, 'x' XTC, 't' temperature, 'i' infill. "" is the default
+	// chain, DefaultOrder. Logit biases always come first. A filter Order
+	// leaves out does not run (its parameter does nothing), as in
+	// llama.cpp.
 	Order string
 	// Vocab tells the infill filter which tokens end a generation and
 	// each token's text; required when Order holds 'i'.
@@ -116,6 +139,16 @@ func (p Params) Validate() error {
 		return fmt.Errorf("sample: penalties %v, %v", p.FrequencyPenalty, p.PresencePenalty)
 	case p.PenaltyWindow < 0:
 		return fmt.Errorf("sample: penalty window %d", p.PenaltyWindow)
+	case !(p.TypicalP >= 0 && p.TypicalP <= 1):
+		return fmt.Errorf("sample: typical_p %v is not in [0, 1]", p.TypicalP)
+	case math.IsNaN(p.TopNSigma) || math.IsInf(p.TopNSigma, 0):
+		return fmt.Errorf("sample: top_n_sigma %v", p.TopNSigma)
+	case !(p.XTCProbability >= 0 && p.XTCProbability <= 1) || !(p.XTCThreshold >= 0 && p.XTCThreshold <= 1):
+		return fmt.Errorf("sample: xtc probability %v and threshold %v are not in [0, 1]", p.XTCProbability, p.XTCThreshold)
+	case !(p.DynaTempRange >= 0) || math.IsInf(p.DynaTempRange, 0) || !(p.DynaTempExponent >= 0) || math.IsInf(p.DynaTempExponent, 0):
+		return fmt.Errorf("sample: dynatemp range %v and exponent %v", p.DynaTempRange, p.DynaTempExponent)
+	case p.MinKeep < 0:
+		return fmt.Errorf("sample: min_keep %d", p.MinKeep)
 	}
 	seen := make(map[uint32]bool, len(p.LogitBias))
 	for _, b := range p.LogitBias {
@@ -146,13 +179,16 @@ type Sampler struct {
 	pen    []float64   // greedy's scratch: the penalised logits
 	counts map[uint32]int
 
-	// generic: the order is not the default's, and runs on chain's path
-	// (tests set it to put the default order there too); infills: it
-	// holds 'i'; penalises: it holds 'e'.
+	// generic: the filters run on chain's path: the order is not the
+	// default's, or a filter the fast path lacks is on (tests set it to
+	// put the default order there too); infills: it holds 'i';
+	// penalises: it holds 'e'.
 	generic, infills, penalises bool
-	probs                       []float32 // infill's scratch: the candidates' probabilities,
-	eog                         []bool    // whether each ends a generation,
-	pieces                      []string  // and its text
+	pos                         []int32       // xtcDist's scratch: a token's place in the mixture, by id
+	typ                         []typicalCand // typical's scratch
+	probs                       []float32     // infill's scratch: the candidates' probabilities,
+	eog                         []bool        // whether each ends a generation,
+	pieces                      []string      // and its text
 }
 
 // New returns a Sampler; p must be valid (see Params.Validate).
@@ -162,7 +198,7 @@ func New(p Params) *Sampler {
 		p:         p,
 		rng:       rand.New(rand.NewPCG(p.Seed, 0x6d65736873616d70)), // "meshsamp"
 		counts:    map[uint32]int{},
-		generic:   o != DefaultOrder,
+		generic:   p.extended() || fastOrder(o) != "ekpmt",
 		infills:   strings.Contains(o, "i"),
 		penalises: strings.Contains(o, "e"),
 	}

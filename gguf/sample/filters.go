@@ -1,0 +1,179 @@
+package sample
+
+import (
+	"cmp"
+	"math"
+	"slices"
+
+	"github.com/meshnode/meshnode/gguf/detmath"
+)
+
+// llama.cpp's other filters, which llama-server's clients (its web UI,
+// SillyTavern) send: top-n-sigma, locally typical sampling, XTC and the
+// dynamic temperature. Each runs on chain's path, in the order the
+// request gives or llama.cpp's default one (DefaultOrder). They take
+// llama.cpp's rules, in float64 and detmath's logarithms and
+// exponentials (the same bits on every platform), where llama.cpp's
+// float32 sums differ in the last bits; and a token with no mass left
+// counts for nothing in an entropy (llama.cpp's 0·ln 0 is NaN).
+
+// topNSigma keeps the candidates whose logit is at least the largest
+// less n standard deviations of the logits (over the candidates above
+// −Inf), in their order.
+func topNSigma(c []candidate, n float64) []candidate {
+	top, sum, count := math.Inf(-1), 0.0, 0
+	for _, x := range c {
+		if !math.IsInf(x.v, -1) {
+			top = max(top, x.v)
+			sum += x.v
+			count++
+		}
+	}
+	if count == 0 {
+		return c
+	}
+	mean := sum / float64(count)
+	var acc float64
+	for _, x := range c {
+		if !math.IsInf(x.v, -1) {
+			d := x.v - mean
+			acc += d * d
+		}
+	}
+	floor := top - n*math.Sqrt(acc/float64(count))
+	kept := c[:0]
+	for _, x := range c {
+		if x.v >= floor {
+			kept = append(kept, x)
+		}
+	}
+	return kept
+}
+
+// softmax sets s.exps to the softmax of the sorted candidates c and
+// returns it.
+func (s *Sampler) softmax(c []candidate) []candidate {
+	s.exps = slices.Grow(s.exps[:0], len(c))[:len(c)]
+	sum := softmaxWeights(s.exps, c)
+	for i := range s.exps {
+		s.exps[i].v /= sum
+	}
+	return s.exps
+}
+
+// entropy is −Σ p ln p over the probabilities of p with mass.
+func entropy(p []candidate) float64 {
+	var h float64
+	for _, x := range p {
+		if x.v > 0 {
+			h -= x.v * detmath.Log(x.v)
+		}
+	}
+	return h
+}
+
+// typicalCand is a candidate and how far its surprise is from the
+// entropy.
+type typicalCand struct {
+	c     candidate
+	p     float64
+	score float64
+}
+
+// typical keeps the locally typical candidates of the sorted c: ordered
+// by |−ln p − H| (H the entropy; ties in c's order), the shortest head
+// whose mass exceeds p, and at least MinKeep. They are returned in that
+// order, not sorted.
+func (s *Sampler) typical(c []candidate, p float64) []candidate {
+	pr := s.softmax(c)
+	h := entropy(pr)
+	t := slices.Grow(s.typ[:0], len(c))
+	for i, x := range c {
+		score := math.Inf(1)
+		if pr[i].v > 0 {
+			score = math.Abs(-detmath.Log(pr[i].v) - h)
+		}
+		t = append(t, typicalCand{x, pr[i].v, score})
+	}
+	s.typ = t
+	slices.SortStableFunc(t, func(a, b typicalCand) int { return cmp.Compare(a.score, b.score) })
+	last := len(t)
+	var cum float64
+	for i, x := range t {
+		cum += x.p
+		if cum > p && (s.p.MinKeep == 0 || i >= s.p.MinKeep-1) {
+			last = i + 1
+			break
+		}
+	}
+	for i, x := range t[:last] {
+		c[i] = x.c
+	}
+	return c[:last]
+}
+
+// excludeTop is XTC over the sorted c: every candidate at least
+// XTCThreshold likely but the last of them goes, where two or more are
+// and MinKeep candidates stay.
+func (s *Sampler) excludeTop(c []candidate) []candidate {
+	pr := s.softmax(c)
+	last := 0
+	for i, x := range pr {
+		if x.v < s.p.XTCThreshold {
+			break
+		}
+		last = i
+	}
+	if last > 0 && len(c)-last >= s.p.MinKeep {
+		return c[last:]
+	}
+	return c
+}
+
+// xtcDraw decides from the stream whether XTC runs for a pick.
+func (s *Sampler) xtcDraw() bool { return s.rng.Float64() <= s.p.XTCProbability }
+
+// xtcDist is distChain's distribution where XTC runs with probability
+// q < 1: the chain's with XTC, times q, and without, times 1 − q, a
+// token's two shares added (the order Sample walks is then neither's:
+// Sample draws whether XTC runs first).
+func (s *Sampler) xtcDist(dst []Prob, logits []float32, allowed []uint64) []Prob {
+	q := s.p.XTCProbability
+	start := len(dst)
+	dst = s.chainDist(dst, logits, allowed, func() bool { return false }, 1-q)
+	n := len(dst)
+	if len(s.pos) < len(logits) {
+		s.pos = make([]int32, len(logits))
+		for i := range s.pos {
+			s.pos[i] = -1
+		}
+	}
+	for i := start; i < n; i++ {
+		s.pos[dst[i].ID] = int32(i)
+	}
+	dst = s.chainDist(dst, logits, allowed, func() bool { return true }, q)
+	out := n
+	for _, x := range dst[n:] {
+		if i := s.pos[x.ID]; i >= 0 {
+			dst[i].P += x.P
+		} else {
+			dst[out] = x
+			out++
+		}
+	}
+	for _, x := range dst[start:n] {
+		s.pos[x.ID] = -1
+	}
+	return dst[:out]
+}
+
+// dynamicTemperature is the temperature t becomes over the candidates c
+// (two or more): from max(0, t − range) for a certain distribution to t
+// + range for a uniform one, by the normalised entropy to the power
+// DynaTempExponent.
+func (s *Sampler) dynamicTemperature(c []candidate, t float64) float64 {
+	lo, hi := max(0, t-s.p.DynaTempRange), t+s.p.DynaTempRange
+	c = sortCands(c, slices.IsSortedFunc(c, beforeNumber))
+	norm := entropy(s.softmax(c)) / detmath.Log(float64(len(c)))
+	return lo + (hi-lo)*detmath.Pow(norm, s.p.DynaTempExponent)
+}
