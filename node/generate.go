@@ -687,6 +687,12 @@ func samplerOrder(order string, sp *receipt.Sampling) string {
 			return sp.MinPE6 > 0
 		case 't':
 			return sp.TemperatureE6 > 0
+		case 's':
+			return sp.TopNSigmaE6 > 0
+		case 'y':
+			return sp.TypicalPE6 > 0
+		case 'x':
+			return sp.XTCProbabilityE6 > 0
 		}
 		return true // infill
 	}
@@ -703,6 +709,29 @@ func samplerOrder(order string, sp *receipt.Sampling) string {
 		return got
 	}
 	return ""
+}
+
+// llamaFilters writes a sampled request's llama.cpp filters (typical-p,
+// top-n-sigma, XTC, the dynamic temperature, min_keep) into sp, each
+// where it changes something (receipt.Sampling's rules): the API has
+// checked their ranges.
+func llamaFilters(g *api.Generation, sp *receipt.Sampling) {
+	e6 := func(v float64) uint32 { return uint32(math.Round(v * 1e6)) }
+	if g.TypicalP > 0 && g.TypicalP < 1 {
+		sp.TypicalPE6 = min(e6(g.TypicalP), 999_999)
+	}
+	if g.TopNSigma > 0 {
+		sp.TopNSigmaE6 = max(e6(g.TopNSigma), 1)
+	}
+	if g.XTCProbability > 0 && g.XTCThreshold <= 0.5 {
+		sp.XTCProbabilityE6, sp.XTCThresholdE6 = max(e6(g.XTCProbability), 1), e6(g.XTCThreshold)
+	}
+	if g.DynaTempRange > 0 {
+		sp.DynaTempRangeE6, sp.DynaTempExponentE6 = max(e6(g.DynaTempRange), 1), max(e6(g.DynaTempExponent), 1)
+	}
+	if g.MinKeep > 1 && (sp.TopPE6 > 0 || sp.MinPE6 > 0 || sp.TypicalPE6 > 0 || sp.XTCProbabilityE6 > 0) {
+		sp.MinKeep = uint32(g.MinKeep)
+	}
 }
 
 // reasoningFirst lets a thinking model reason before a grammar holds its
@@ -828,6 +857,7 @@ func (s *servedModel) request(g *api.Generation, prompt string, ids []uint32, ct
 			{g.PromptOnly, "n_predict", "n_predict 0 (the prompt alone)", "derives its output ceiling from max_tokens"},
 			{len(g.LogitBias) > 0, "logit_bias", "logit_bias", "does not cover it"},
 			{g.PenaltyLastN != 0 || g.PenaltiesOff, "repeat_last_n", "repeat_last_n", "does not cover it"},
+			{g.LlamaFilters() != "", g.LlamaFilters(), g.LlamaFilters(), "does not cover it"},
 			{g.ReasoningEffort != "", "reasoning_effort", "a reasoning effort", "hashes the messages alone, not what the template writes for the effort"},
 			{g.Think != nil, "think", "a thinking switch (enable_thinking, think, thinking)", "hashes the messages alone, not what the template writes for the switch"},
 			{givesReasoning(g), "messages", "an assistant's reasoning given back (reasoning_content, thinking)", "covers only the messages' roles and contents"},
@@ -912,6 +942,9 @@ func (s *servedModel) request(g *api.Generation, prompt string, ids []uint32, ct
 		}
 		sp.TopK = uint32(g.TopK)
 		sp.MinPE6 = uint32(math.Round(g.MinP * 1e6))
+		if sampled {
+			llamaFilters(g, sp)
+		}
 		sp.Samplers = samplerOrder(g.Samplers, sp)
 	}
 	if sampled {

@@ -149,3 +149,68 @@ func TestLogitBiasServed(t *testing.T) {
 		}
 	}
 }
+
+// TestLlamaFilters: llama.cpp's other filters reach the sampler through
+// the API and are sealed into the request: top_n_sigma near 0 leaves the
+// likeliest token alone (the greedy answer whatever the seed), min_keep
+// holds more than min_p 1 would keep; typical-p, XTC and the dynamic
+// temperature change a seeded answer, and its receipt replays only with
+// them; on a greedy request they are refused.
+func TestLlamaFilters(t *testing.T) {
+	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
+	n, _ := startNode(t, Config{})
+	request := `{"model":"` + fortunesModel + `","max_tokens":32,"prompt":"A man walks into a bar"`
+	complete := func(extra string) (string, json.RawMessage) {
+		t.Helper()
+		return generate(t, n, "/v1/completions", request+extra+`}`)
+	}
+	greedy, _ := complete("")
+	if got, _ := complete(`,"temperature":1.5,"seed":7,"top_n_sigma":0.0001`); got != greedy {
+		t.Errorf("top_n_sigma 0.0001: %q, want the greedy answer %q", got, greedy)
+	}
+	if got, _ := complete(`,"temperature":1.5,"seed":7,"min_p":1,"min_keep":50`); got == greedy {
+		t.Errorf("min_keep 50 beside min_p 1 gave the greedy answer: min_keep kept nothing more")
+	}
+	const sampled = `,"temperature":1,"seed":11`
+	plain, _ := complete(sampled)
+	for _, filter := range []string{
+		`,"typical_p":0.3`,
+		`,"xtc_probability":1,"xtc_threshold":0.05`,
+		`,"dynatemp_range":1,"dynatemp_exponent":0.5`,
+	} {
+		got, energy := complete(sampled + filter)
+		if got == plain {
+			t.Errorf("%s left the seeded answer as it was: %q", filter, got)
+		}
+		if again, _ := complete(sampled + filter); again != got {
+			t.Errorf("%s: a seeded answer is not deterministic: %q, then %q", filter, got, again)
+		}
+		for _, tc := range []struct{ name, request, verdict string }{
+			{"with it", request + sampled + filter + `}`, api.VerdictVerified},
+			{"without it", request + sampled + `}`, api.VerdictNotReplayable},
+		} {
+			body, _ := json.Marshal(map[string]any{"request": json.RawMessage(tc.request), "energy": energy})
+			if status, res, raw := replayRaw(t, n, string(body)); status != http.StatusOK || res.Verdict != tc.verdict {
+				t.Errorf("%s: replay %s: %d %s, want %s", filter, tc.name, status, raw, tc.verdict)
+			}
+		}
+	}
+	resp := post(t, n, "/v1/completions", request+`,"typical_p":0.5}`)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "greedy") {
+		t.Errorf("typical_p on a greedy request: %d %s, want a 400 saying it is greedy", resp.StatusCode, b)
+	}
+	// A grant's binding does not cover them.
+	caller, chain := issueGrant(t, n)
+	presented, _, err := grant.PresentBody([]byte(request+sampled+`,"xtc_probability":0.5,"metadata":{"joule_ceiling_uj":1000000000}}`), chain, caller, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp = post(t, n, "/v1/completions", string(presented))
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"param":"xtc_probability"`) {
+		t.Errorf("granted request with xtc_probability: %d %s, want 400 naming it", resp.StatusCode, b)
+	}
+}

@@ -229,6 +229,11 @@ func TestRejectionSamplingDistribution(t *testing.T) {
 		{"temperature 1, draft model, masked", sample.Params{Temperature: 1}, nil, grammarLike},
 		{"temperature 0.8, top-k 3, repeat penalty 1.5, draft model, masked", sample.Params{Temperature: 0.8, TopK: 3, RepeatPenalty: 1.5}, nil, grammarLike},
 		{"temperature 1, deterministic proposal, masked", sample.Params{Temperature: 1}, []uint32{1, 4}, grammarLike},
+		// llama.cpp's other filters; XTC's draw makes the target's
+		// distribution the mixture of its two branches.
+		{"temperature 0.9, typical-p 0.9, XTC 0.5 at 0.2, draft model", sample.Params{Temperature: 0.9, TypicalP: 0.9, XTCProbability: 0.5, XTCThreshold: 0.2}, nil, nil},
+		{"temperature 1, top-n-sigma 1.5, dynatemp 0.5, min-p 0.3 keeping 3, deterministic proposal",
+			sample.Params{Temperature: 1, TopNSigma: 1.5, DynaTempRange: 0.5, DynaTempExponent: 1, MinP: 0.3, MinKeep: 3}, []uint32{2, 3}, nil},
 	} {
 		stat, df, stray := chi(tc.p, tc.lookup, tc.mask, rightRule)
 		crit := chiSquareCritical(df, z001)

@@ -38,9 +38,10 @@ type llamaCompletionRequest struct {
 	RepeatLastN      *int            `json:"repeat_last_n"`
 	PresencePenalty  *float64        `json:"presence_penalty"`
 	FrequencyPenalty *float64        `json:"frequency_penalty"`
-	LogitBias        json.RawMessage `json:"logit_bias"`
-	Grammar          *string         `json:"grammar"`
-	JSONSchema       json.RawMessage `json:"json_schema"`
+	llamaFilterFields
+	LogitBias  json.RawMessage `json:"logit_bias"`
+	Grammar    *string         `json:"grammar"`
+	JSONSchema json.RawMessage `json:"json_schema"`
 	// What code editors' plugins send (llama.vim, llama.vscode).
 	Samplers       json.RawMessage `json:"samplers"`
 	NIndent        *int            `json:"n_indent"`
@@ -68,28 +69,20 @@ type llamaCompletionRequest struct {
 // implement, with why, and the values that ask for nothing (its
 // defaults, or off), which are accepted.
 var llamaRefusals = map[string]refusal{
-	"cache_prompt":      {"cache_prompt false is not supported: a node always reuses the prompt's cached prefix, and the answer does not depend on it (true is accepted)", oneOf("true")},
-	"ignore_eos":        {"ignore_eos is not supported: an answer ends at the model's end token (false is accepted)", isFalse},
-	"return_tokens":     {"return_tokens is not supported: /completion returns the text (false is accepted; /tokenize gives a text's tokens)", isFalse},
-	"n_keep":            {"n_keep is not supported: a prompt that does not fit the context is refused, never shifted (0 is accepted)", isZero},
-	"typical_p":         {"typical_p is not supported (1, off, is accepted)", oneOf("1", "1.0")},
-	"typ_p":             {"typ_p (typical sampling) is not supported (1, off, is accepted)", oneOf("1", "1.0")},
-	"top_n_sigma":       {"top_n_sigma is not supported (-1, off, is accepted)", oneOf("-1", "-1.0")},
-	"dynatemp_range":    {"dynamic temperature is not supported (dynatemp_range 0 is accepted)", isZero},
-	"dynatemp_exponent": {"", anyValue}, // asks nothing without dynatemp_range
-	"mirostat":          {"mirostat is not supported (0, off, is accepted)", isZero},
-	"mirostat_tau":      {"", anyValue}, // asks nothing without mirostat
-	"mirostat_eta":      {"", anyValue},
-	"dry_multiplier":    {"DRY sampling is not supported (dry_multiplier 0, off, is accepted)", isZero},
-	// DRY's and XTC's settings ask nothing while they are off.
+	"cache_prompt":   {"cache_prompt false is not supported: a node always reuses the prompt's cached prefix, and the answer does not depend on it (true is accepted)", oneOf("true")},
+	"ignore_eos":     {"ignore_eos is not supported: an answer ends at the model's end token (false is accepted)", isFalse},
+	"return_tokens":  {"return_tokens is not supported: /completion returns the text (false is accepted; /tokenize gives a text's tokens)", isFalse},
+	"n_keep":         {"n_keep is not supported: a prompt that does not fit the context is refused, never shifted (0 is accepted)", isZero},
+	"mirostat":       {"mirostat is not supported (0, off, is accepted)", isZero},
+	"mirostat_tau":   {"", anyValue}, // asks nothing without mirostat
+	"mirostat_eta":   {"", anyValue},
+	"dry_multiplier": {"DRY sampling is not supported (dry_multiplier 0, off, is accepted)", isZero},
+	// DRY's settings ask nothing while it is off.
 	"dry_base":              {"", anyValue},
 	"dry_allowed_length":    {"", anyValue},
 	"dry_penalty_last_n":    {"", anyValue},
 	"dry_sequence_breakers": {"", anyValue},
-	"xtc_probability":       {"XTC sampling is not supported (xtc_probability 0, off, is accepted)", isZero},
-	"xtc_threshold":         {"", anyValue},
 	"backend_sampling":      {"backend_sampling is not supported: a node picks tokens on the host (false is accepted)", isFalse},
-	"min_keep":              {"min_keep is not supported (0 is accepted)", isZero},
 	"image_data":            {"image_data: meshnode's models read text", isEmpty},
 	"lora":                  {"lora adapters are not supported", isEmpty},
 	"post_sampling_probs":   {"post_sampling_probs is not supported (false is accepted)", isFalse},
@@ -143,7 +136,7 @@ func (req *llamaCompletionRequest) generation(body []byte) (*Generation, error) 
 		Model: req.Model, Stream: req.Stream, Temperature: req.Temperature, TopK: req.TopK, TopP: req.TopP, MinP: req.MinP,
 		Stop: req.Stop, RepeatPenalty: req.RepeatPenalty, RepeatLastN: req.RepeatLastN, PresencePenalty: req.PresencePenalty, FrequencyPenalty: req.FrequencyPenalty,
 		Metadata: req.Metadata, JCPPresentation: req.JCPPresentation, Speculative: req.Speculative, modelOptional: true,
-		SpecNMax: req.SpecNMax, SpecNMin: req.SpecNMin, SpecPMin: req.SpecPMin,
+		SpecNMax: req.SpecNMax, SpecNMin: req.SpecNMin, SpecPMin: req.SpecPMin, llamaFilterFields: req.llamaFilterFields,
 	}
 	order, ordered, err := llamaSamplers(req.Samplers)
 	if err != nil {
@@ -379,9 +372,17 @@ type llamaSettings struct {
 	RepeatPenalty float64 `json:"repeat_penalty"`
 	// RepeatLastN is the request's repeat_last_n, where it bounds a
 	// penalty (without, the penalties count the answer alone).
-	RepeatLastN      *int     `json:"repeat_last_n,omitempty"`
-	PresencePenalty  float64  `json:"presence_penalty"`
-	FrequencyPenalty float64  `json:"frequency_penalty"`
+	RepeatLastN      *int    `json:"repeat_last_n,omitempty"`
+	PresencePenalty  float64 `json:"presence_penalty"`
+	FrequencyPenalty float64 `json:"frequency_penalty"`
+	// llama.cpp's other filters, at llama-server's off values where off.
+	TypicalP         float64  `json:"typical_p"`
+	TopNSigma        float64  `json:"top_n_sigma"`
+	XTCProbability   float64  `json:"xtc_probability"`
+	XTCThreshold     float64  `json:"xtc_threshold"`
+	DynaTempRange    float64  `json:"dynatemp_range"`
+	DynaTempExponent float64  `json:"dynatemp_exponent"`
+	MinKeep          int      `json:"min_keep"`
 	Stop             []string `json:"stop"`
 	Stream           bool     `json:"stream"`
 	Grammar          string   `json:"grammar"`
@@ -422,6 +423,20 @@ func llamaSettingsOf(g *Generation, req *llamaCompletionRequest) llamaSettings {
 	}
 	st.TopK, st.MinP, st.RepeatPenalty = int64(g.TopK), g.MinP, g.RepeatPenalty
 	st.PresencePenalty, st.FrequencyPenalty = g.PresencePenalty, g.FrequencyPenalty
+	st.TypicalP, st.TopNSigma, st.XTCThreshold, st.DynaTempExponent = 1, -1, llamaXTCThreshold, llamaDynaTempExponent
+	if g.TypicalP > 0 {
+		st.TypicalP = g.TypicalP
+	}
+	if g.TopNSigma > 0 {
+		st.TopNSigma = g.TopNSigma
+	}
+	if g.XTCProbability > 0 {
+		st.XTCProbability, st.XTCThreshold = g.XTCProbability, g.XTCThreshold
+	}
+	if g.DynaTempRange > 0 {
+		st.DynaTempRange, st.DynaTempExponent = g.DynaTempRange, g.DynaTempExponent
+	}
+	st.MinKeep = g.MinKeep
 	switch {
 	case g.PenaltiesOff:
 		st.RepeatLastN = new(int)

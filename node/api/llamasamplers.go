@@ -14,20 +14,19 @@ import (
 // gguf/sample's letters (receipt.Sampling.Samplers).
 
 // llamaSamplerNames maps llama.cpp's sampler names to the letter of the
-// filter meshnode runs; 0 marks a filter meshnode does not implement,
-// which asks nothing when its option is off (and its option is refused
-// when on: dry_multiplier, typical_p, xtc_probability; top_n_sigma is
-// not a field meshnode takes).
+// filter meshnode runs; 0 marks DRY, which meshnode does not implement:
+// it asks nothing when its option is off (dry_multiplier is refused
+// when on).
 var llamaSamplerNames = map[string]byte{
-	"penalties": 'e', "top_k": 'k', "top_p": 'p', "min_p": 'm', "temperature": 't', "infill": 'i',
-	"dry": 0, "typ_p": 0, "xtc": 0, "top_n_sigma": 0,
+	"penalties": 'e', "top_n_sigma": 's', "top_k": 'k', "typ_p": 'y', "top_p": 'p', "min_p": 'm', "xtc": 'x', "temperature": 't', "infill": 'i',
+	"dry": 0,
 }
 
 // llamaSamplerLetters is the same for the string form, in llama.cpp's
 // letters.
 var llamaSamplerLetters = map[byte]byte{
-	'e': 'e', 'k': 'k', 'p': 'p', 'm': 'm', 't': 't', 'i': 'i',
-	'd': 0, 'y': 0, 'x': 0, 's': 0,
+	'e': 'e', 's': 's', 'k': 'k', 'y': 'y', 'p': 'p', 'm': 'm', 'x': 'x', 't': 't', 'i': 'i',
+	'd': 0,
 }
 
 // maxInfillTopK bounds top_k before the infill filter, which compares
@@ -56,7 +55,7 @@ func llamaSamplers(raw json.RawMessage) (order string, given bool, err error) {
 		for i := 0; i < len(codes); i++ {
 			c, ok := llamaSamplerLetters[codes[i]]
 			if !ok {
-				return "", false, badRequest("samplers", "samplers %q: %q is not a sampler's letter (e penalties, k top_k, p top_p, m min_p, t temperature, i infill; d, y, x, s off)", codes, codes[i])
+				return "", false, badRequest("samplers", "samplers %q: %q is not a sampler's letter (e penalties, s top_n_sigma, k top_k, y typ_p, p top_p, m min_p, x xtc, t temperature, i infill; d, DRY, off)", codes, codes[i])
 			}
 			names, letters = append(names, string(codes[i])), append(letters, c)
 		}
@@ -67,7 +66,7 @@ func llamaSamplers(raw json.RawMessage) (order string, given bool, err error) {
 		for _, n := range names {
 			c, ok := llamaSamplerNames[n]
 			if !ok {
-				return "", false, badRequest("samplers", "samplers: %q is not a sampler (penalties, top_k, top_p, min_p, temperature, infill; dry, typ_p, xtc and top_n_sigma are accepted off)", n)
+				return "", false, badRequest("samplers", "samplers: %q is not a sampler (penalties, top_n_sigma, top_k, typ_p, top_p, min_p, xtc, temperature, infill; dry is accepted off)", n)
 			}
 			letters = append(letters, c)
 		}
@@ -111,6 +110,11 @@ func checkSamplerOrder(order string, req *sampling) error {
 		{req.RepeatPenalty != nil && *req.RepeatPenalty != 1 && *req.RepeatPenalty != 0, 'e', "repeat_penalty"},
 		{req.PresencePenalty != nil && *req.PresencePenalty != 0, 'e', "presence_penalty"},
 		{req.FrequencyPenalty != nil && *req.FrequencyPenalty != 0, 'e', "frequency_penalty"},
+		{req.TypicalP != nil && *req.TypicalP < 1, 'y', "typical_p"},
+		{req.TypP != nil && *req.TypP < 1, 'y', "typ_p"},
+		{req.TopNSigma != nil && *req.TopNSigma > 0, 's', "top_n_sigma"},
+		{req.XTCProbability != nil && *req.XTCProbability > 0 && (req.XTCThreshold == nil || *req.XTCThreshold <= 0.5), 'x', "xtc_probability"},
+		{req.DynaTempRange != nil && *req.DynaTempRange > 0, 't', "dynatemp_range"},
 	} {
 		if o.set && !runs(o.c) {
 			return badRequest(o.param, "%s is set, but samplers does not run %s: add it to samplers, or leave %s out", o.param, samplerName(o.c), o.param)

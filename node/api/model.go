@@ -167,6 +167,14 @@ type Generation struct {
 	// penalty, where it changes something.
 	PenaltyLastN int
 	PenaltiesOff bool
+	// llama.cpp's other filters (llamafilters.go), each 0 where off:
+	// TypicalP (1 is off too), TopNSigma, XTCProbability beside its
+	// XTCThreshold, DynaTempRange beside its DynaTempExponent, and
+	// MinKeep (1 is off too). Only on a sampled request.
+	TypicalP, TopNSigma             float64
+	XTCProbability, XTCThreshold    float64
+	DynaTempRange, DynaTempExponent float64
+	MinKeep                         int
 	// LogitBias adds each bias (−100 … 100) to its token's logit before
 	// the penalties, greedy requests included (OpenAI's logit_bias), by
 	// token id; nil is none.

@@ -57,6 +57,7 @@ type ollamaOptions struct {
 	TopK             *int64          `json:"top_k"`
 	TopP             *float64        `json:"top_p"`
 	MinP             *float64        `json:"min_p"`
+	TypicalP         *float64        `json:"typical_p"`
 	Seed             *json.Number    `json:"seed"`
 	NumPredict       *int            `json:"num_predict"`
 	Stop             json.RawMessage `json:"stop"`
@@ -70,7 +71,6 @@ type ollamaOptions struct {
 // ollamaOptionRefusals are Ollama's options meshnode does not honour,
 // with why, and the values that ask for nothing (accepted).
 var ollamaOptionRefusals = map[string]refusal{
-	"typical_p":           {"typical_p (locally typical sampling) is not supported (1 is accepted)", oneOf("1", "1.0")},
 	"mirostat":            {"mirostat sampling is not supported (0 is accepted)", oneOf("0")},
 	"mirostat_tau":        {"mirostat sampling is not supported", isNull},
 	"mirostat_eta":        {"mirostat sampling is not supported", isNull},
@@ -110,7 +110,8 @@ func (c *ollamaCommon) apply(g *Generation) error {
 	}
 	smp := sampling{Model: c.Model, Temperature: opts.Temperature, TopP: opts.TopP, TopK: opts.TopK, MinP: opts.MinP,
 		Seed: opts.Seed, Stop: opts.Stop, RepeatPenalty: opts.RepeatPenalty, RepeatLastN: opts.RepeatLastN, PresencePenalty: opts.PresencePenalty,
-		FrequencyPenalty: opts.FrequencyPenalty, Metadata: c.Metadata, Speculative: c.Speculative}
+		FrequencyPenalty: opts.FrequencyPenalty, Metadata: c.Metadata, Speculative: c.Speculative,
+		llamaFilterFields: llamaFilterFields{TypicalP: opts.TypicalP}}
 	if err := smp.apply(g); err != nil {
 		e := asError(err)
 		if e.Param != "" && e.Param != "model" && !strings.HasPrefix(e.Param, "metadata") {

@@ -62,7 +62,7 @@ func ndjson(t *testing.T, b []byte) []ollamaAnswer {
 func TestOllamaChat(t *testing.T) {
 	h := newHarness(t, Config{}, nil)
 	code, ct, b := ollamaPost(t, h, "/api/chat", `{"model":"tiny","stream":false,"messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}],
-		"options":{"temperature":0.5,"top_k":40,"top_p":0.9,"min_p":0.05,"seed":7,"num_predict":20,"stop":["END"],"repeat_penalty":1.1,"repeat_last_n":-1,"num_ctx":128,"mirostat":0},"keep_alive":-1}`)
+		"options":{"temperature":0.5,"top_k":40,"top_p":0.9,"min_p":0.05,"seed":7,"num_predict":20,"stop":["END"],"repeat_penalty":1.1,"repeat_last_n":-1,"typical_p":0.9,"num_ctx":128,"mirostat":0},"keep_alive":-1}`)
 	var a ollamaAnswer
 	if err := json.Unmarshal(b, &a); err != nil || code != 200 || ct != "application/json" || a.Model != "tiny" || a.CreatedAt == "" ||
 		a.Message == nil || a.Message.Role != "assistant" || a.Message.Content != "Hello, world!" || !a.Done || a.DoneReason != "stop" ||
@@ -71,7 +71,7 @@ func TestOllamaChat(t *testing.T) {
 	}
 	g := h.model.lastCall()
 	if *g.Temperature != 0.5 || g.TopK != 40 || *g.TopP != 0.9 || g.MinP != 0.05 || *g.Seed != 7 || g.MaxTokens != 20 ||
-		!reflect.DeepEqual(g.Stop, []string{"END"}) || g.RepeatPenalty != 1.1 || g.PenaltyLastN != -1 || g.ContextLimit != 128 ||
+		!reflect.DeepEqual(g.Stop, []string{"END"}) || g.RepeatPenalty != 1.1 || g.PenaltyLastN != -1 || g.TypicalP != 0.9 || g.ContextLimit != 128 ||
 		!reflect.DeepEqual(g.Messages, []Message{{Role: "system", Content: "be brief"}, {Role: "user", Content: "hi"}}) {
 		t.Fatalf("generation %+v", g)
 	}

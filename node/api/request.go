@@ -39,6 +39,7 @@ type sampling struct {
 	// and Ollama's): the last n of prompt and answer, -1 all of them, 0
 	// none (no penalty).
 	RepeatLastN *int `json:"repeat_last_n"`
+	llamaFilterFields
 
 	LogitBias json.RawMessage `json:"logit_bias"`
 
@@ -206,6 +207,9 @@ func (s *sampling) apply(g *Generation) error {
 		default:
 			g.PenaltyLastN = *n
 		}
+	}
+	if err := s.llamaFilterFields.apply(g); err != nil {
+		return err
 	}
 	bias, err := parseLogitBias(s.LogitBias)
 	if err != nil {

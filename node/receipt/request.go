@@ -112,8 +112,9 @@ type Sampling struct {
 	// its Draft too.
 	Grammar *ContentID `cbor:"grammar,omitempty" json:"grammar,omitempty"`
 	// Samplers is the order the filters run in, in llama.cpp's sampler
-	// letters (e penalties, k top-k, p top-p, m min-p, t temperature, i
-	// infill: gguf/sample's Params.Order); empty, the default chain. The
+	// letters (e penalties, s top-n-sigma, k top-k, y typical-p, p top-p,
+	// m min-p, x XTC, t temperature, i infill: gguf/sample's
+	// Params.Order); empty, the default chain. The
 	// API writes it only where the order changes the tokens: a sampled
 	// request's order other than the default, or one with the infill
 	// filter (which changes a greedy pick too, so such a request keeps
@@ -132,13 +133,46 @@ type Sampling struct {
 	// Ollama's repeat_last_n); [PenaltyAll], every token of both
 	// (repeat_last_n -1). Only beside a penalty.
 	PenaltyLastN uint32 `cbor:"penalty_last_n,omitempty" json:"penalty_last_n,omitempty"`
+	// llama.cpp's other filters, each only on a sampled request (a
+	// greedy pick is the likeliest token whatever they say) and only
+	// when on (gguf/sample's Params):
+	//   - TypicalPE6, locally typical sampling's mass ×1e6, below 1e6;
+	//   - TopNSigmaE6, top-n-sigma's n ×1e6, at most [MaxTopNSigmaE6];
+	//   - XTCProbabilityE6 and XTCThresholdE6, how often XTC runs and
+	//     how likely a token it drops is, ×1e6: the probability above 0,
+	//     the threshold at most 5e5 (above, XTC drops nothing);
+	//   - DynaTempRangeE6 and DynaTempExponentE6, the dynamic
+	//     temperature's range and exponent ×1e6, the exponent (above 0,
+	//     at most [MaxDynaTempExponentE6]) only beside a range;
+	//   - MinKeep, the fewest tokens top-p, min-p, typical-p and XTC
+	//     leave: above 1 (1 changes nothing), at most [MaxMinKeep], and
+	//     only beside one of them.
+	TypicalPE6         uint32 `cbor:"typical_p_e6,omitempty" json:"typical_p_e6,omitempty"`
+	TopNSigmaE6        uint32 `cbor:"top_n_sigma_e6,omitempty" json:"top_n_sigma_e6,omitempty"`
+	XTCProbabilityE6   uint32 `cbor:"xtc_probability_e6,omitempty" json:"xtc_probability_e6,omitempty"`
+	XTCThresholdE6     uint32 `cbor:"xtc_threshold_e6,omitempty" json:"xtc_threshold_e6,omitempty"`
+	DynaTempRangeE6    uint32 `cbor:"dynatemp_range_e6,omitempty" json:"dynatemp_range_e6,omitempty"`
+	DynaTempExponentE6 uint32 `cbor:"dynatemp_exponent_e6,omitempty" json:"dynatemp_exponent_e6,omitempty"`
+	MinKeep            uint32 `cbor:"min_keep,omitempty" json:"min_keep,omitempty"`
 }
+
+// Bounds on llama.cpp's other filters (Sampling).
+const (
+	MaxTopNSigmaE6        = 1000 * e6
+	MaxDynaTempRangeE6    = 2 * e6 // the temperature's own bound
+	MaxDynaTempExponentE6 = 100 * e6
+	MaxMinKeep            = 1 << 20
+)
+
+// xtcOff is the XTC threshold above which no token can go: two tokens
+// can both be that likely only at exactly one half.
+const xtcOff = e6 / 2
 
 // PenaltyAll is Sampling.PenaltyLastN's every token of prompt and answer.
 const PenaltyAll = math.MaxUint32
 
 // MaxSamplers bounds Sampling.Samplers: each filter at most once.
-const MaxSamplers = 6
+const MaxSamplers = 9
 
 // MaxIndent bounds Sampling.MinIndent.
 const MaxIndent = 1024
@@ -191,7 +225,14 @@ func TokenPromptHash(ids []uint32) ContentID {
 func (s *Sampling) IsZero() bool {
 	return s == nil || s.TemperatureE6 == 0 && s.TopPE6 == 0 && s.TopK == 0 && s.MinPE6 == 0 &&
 		s.PresencePenaltyE6 == 0 && s.FrequencyPenaltyE6 == 0 && s.RepeatPenaltyE6 == 0 && s.Seed == nil && len(s.Stop) == 0 && len(s.LogitBias) == 0 && s.Draft == "" && s.Grammar == nil &&
-		s.Samplers == "" && s.MinIndent == 0 && s.PenaltyLastN == 0
+		s.Samplers == "" && s.MinIndent == 0 && s.PenaltyLastN == 0 && !s.Extended()
+}
+
+// Extended reports whether s sets one of llama.cpp's other filters
+// (typical-p, top-n-sigma, XTC, the dynamic temperature, min_keep).
+func (s *Sampling) Extended() bool {
+	return s != nil && (s.TypicalPE6 != 0 || s.TopNSigmaE6 != 0 || s.XTCProbabilityE6 != 0 || s.XTCThresholdE6 != 0 ||
+		s.DynaTempRangeE6 != 0 || s.DynaTempExponentE6 != 0 || s.MinKeep != 0)
 }
 
 // Penalised reports whether s sets a penalty (presence, frequency or
@@ -256,6 +297,9 @@ func (r *ServeRequest) Validate() error {
 		if err := checkSamplers(s.Samplers); err != nil {
 			return err
 		}
+		if err := s.checkExtended(); err != nil {
+			return err
+		}
 		if s.PenaltyLastN != 0 && !s.Penalised() {
 			return fmt.Errorf("%w: penalty_last_n %d without a penalty says nothing; omit it", ErrInvalid, s.PenaltyLastN)
 		}
@@ -282,6 +326,38 @@ func (r *ServeRequest) Validate() error {
 	return nil
 }
 
+// checkExtended checks llama.cpp's other filters: each on a sampled
+// request only, in its range, and only where it changes something, so
+// that one meaning has one encoding.
+func (s *Sampling) checkExtended() error {
+	if !s.Extended() {
+		return nil
+	}
+	switch {
+	case s.TemperatureE6 == 0:
+		return fmt.Errorf("%w: typical_p_e6, top_n_sigma_e6, xtc_*, dynatemp_* and min_keep weigh a sampled request's draws; a greedy one carries none", ErrInvalid)
+	case s.TypicalPE6 >= e6:
+		return fmt.Errorf("%w: typical_p_e6 %d: below %d (%d is off; omit it)", ErrInvalid, s.TypicalPE6, e6, e6)
+	case s.TopNSigmaE6 > MaxTopNSigmaE6:
+		return fmt.Errorf("%w: top_n_sigma_e6 %d, at most %d", ErrInvalid, s.TopNSigmaE6, MaxTopNSigmaE6)
+	case s.XTCProbabilityE6 > e6:
+		return fmt.Errorf("%w: xtc_probability_e6 %d, at most %d", ErrInvalid, s.XTCProbabilityE6, e6)
+	case s.XTCThresholdE6 != 0 && s.XTCProbabilityE6 == 0:
+		return fmt.Errorf("%w: xtc_threshold_e6 %d goes beside an xtc_probability_e6", ErrInvalid, s.XTCThresholdE6)
+	case s.XTCThresholdE6 > xtcOff:
+		return fmt.Errorf("%w: xtc_threshold_e6 %d, at most %d (above, XTC drops nothing; omit it)", ErrInvalid, s.XTCThresholdE6, xtcOff)
+	case s.DynaTempRangeE6 > MaxDynaTempRangeE6:
+		return fmt.Errorf("%w: dynatemp_range_e6 %d, at most %d", ErrInvalid, s.DynaTempRangeE6, MaxDynaTempRangeE6)
+	case (s.DynaTempRangeE6 == 0) != (s.DynaTempExponentE6 == 0) || s.DynaTempExponentE6 > MaxDynaTempExponentE6:
+		return fmt.Errorf("%w: dynatemp_exponent_e6 %d goes beside a dynatemp_range_e6 (%d), above 0 and at most %d", ErrInvalid, s.DynaTempExponentE6, s.DynaTempRangeE6, MaxDynaTempExponentE6)
+	case s.MinKeep == 1 || s.MinKeep > MaxMinKeep:
+		return fmt.Errorf("%w: min_keep %d: from 2 to %d (1 keeps what is kept anyway; omit it)", ErrInvalid, s.MinKeep, MaxMinKeep)
+	case s.MinKeep > 1 && s.TopPE6 == 0 && s.MinPE6 == 0 && s.TypicalPE6 == 0 && s.XTCProbabilityE6 == 0:
+		return fmt.Errorf("%w: min_keep %d goes beside top_p, min_p, typical_p or XTC, which it bounds", ErrInvalid, s.MinKeep)
+	}
+	return nil
+}
+
 // checkSamplers checks a sampler order: llama.cpp's letters of the
 // filters meshnode runs, each once.
 func checkSamplers(order string) error {
@@ -290,8 +366,8 @@ func checkSamplers(order string) error {
 	}
 	for i := 0; i < len(order); i++ {
 		c := order[i]
-		if !strings.ContainsRune("ekpmti", rune(c)) {
-			return fmt.Errorf("%w: samplers %q: %q is not a filter (e, k, p, m, t, i)", ErrInvalid, order, c)
+		if !strings.ContainsRune("eskypmxti", rune(c)) {
+			return fmt.Errorf("%w: samplers %q: %q is not a filter (e, s, k, y, p, m, x, t, i)", ErrInvalid, order, c)
 		}
 		if strings.IndexByte(order[:i], c) >= 0 {
 			return fmt.Errorf("%w: samplers %q names %q twice", ErrInvalid, order, c)

@@ -113,6 +113,19 @@ func TestRequestIdentity(t *testing.T) {
 		{"n_indent", func(r *ServeRequest) { r.Sampling = &Sampling{MinIndent: 4} }},
 		{"penalty_last_n", func(r *ServeRequest) { r.Sampling = &Sampling{RepeatPenaltyE6: 1_100_000, PenaltyLastN: 64} }},
 		{"penalty_last_n all", func(r *ServeRequest) { r.Sampling = &Sampling{RepeatPenaltyE6: 1_100_000, PenaltyLastN: PenaltyAll} }},
+		{"typical_p", func(r *ServeRequest) { r.Sampling = &Sampling{TemperatureE6: 1, TypicalPE6: 900_000} }},
+		{"top_n_sigma", func(r *ServeRequest) { r.Sampling = &Sampling{TemperatureE6: 1, TopNSigmaE6: 1_500_000} }},
+		{"xtc", func(r *ServeRequest) {
+			r.Sampling = &Sampling{TemperatureE6: 1, XTCProbabilityE6: 500_000, XTCThresholdE6: 100_000}
+		}},
+		{"xtc threshold 0", func(r *ServeRequest) { r.Sampling = &Sampling{TemperatureE6: 1, XTCProbabilityE6: 500_000} }},
+		{"dynatemp", func(r *ServeRequest) {
+			r.Sampling = &Sampling{TemperatureE6: 1, DynaTempRangeE6: 300_000, DynaTempExponentE6: e6}
+		}},
+		{"another dynatemp exponent", func(r *ServeRequest) {
+			r.Sampling = &Sampling{TemperatureE6: 1, DynaTempRangeE6: 300_000, DynaTempExponentE6: 2 * e6}
+		}},
+		{"min_keep", func(r *ServeRequest) { r.Sampling = &Sampling{TemperatureE6: 1, TopPE6: 900_000, MinKeep: 5} }},
 	}
 	seen := map[ContentID]string{base: "base"}
 	for _, tt := range differ {
@@ -160,9 +173,27 @@ func TestRequestValidate(t *testing.T) {
 			r.Sampling = &Sampling{LogitBias: []LogitBias{{Token: 2, BiasE6: 1}, {Token: 2, BiasE6: 3}}}
 		}},
 		{"too many logit biases", func(r *ServeRequest) { r.Sampling = &Sampling{LogitBias: manyBiases(MaxLogitBias + 1)} }},
-		{"a sampler that is not one", func(r *ServeRequest) { r.Sampling = &Sampling{Samplers: "kx"} }},
+		{"a sampler that is not one", func(r *ServeRequest) { r.Sampling = &Sampling{Samplers: "kd"} }},
 		{"a sampler twice", func(r *ServeRequest) { r.Sampling = &Sampling{Samplers: "kpk"} }},
-		{"too many samplers", func(r *ServeRequest) { r.Sampling = &Sampling{Samplers: "ekpmtie"} }},
+		{"too many samplers", func(r *ServeRequest) { r.Sampling = &Sampling{Samplers: "eskypmxtie"} }},
+		{"typical_p on a greedy request", func(r *ServeRequest) { r.Sampling = &Sampling{TypicalPE6: 500_000} }},
+		{"typical_p of one", func(r *ServeRequest) { r.Sampling = &Sampling{TemperatureE6: 1, TypicalPE6: e6} }},
+		{"top_n_sigma past its bound", func(r *ServeRequest) {
+			r.Sampling = &Sampling{TemperatureE6: 1, TopNSigmaE6: MaxTopNSigmaE6 + 1}
+		}},
+		{"xtc probability past one", func(r *ServeRequest) { r.Sampling = &Sampling{TemperatureE6: 1, XTCProbabilityE6: e6 + 1} }},
+		{"xtc threshold alone", func(r *ServeRequest) { r.Sampling = &Sampling{TemperatureE6: 1, XTCThresholdE6: 100_000} }},
+		{"xtc threshold that drops nothing", func(r *ServeRequest) {
+			r.Sampling = &Sampling{TemperatureE6: 1, XTCProbabilityE6: 1, XTCThresholdE6: xtcOff + 1}
+		}},
+		{"dynatemp range alone", func(r *ServeRequest) { r.Sampling = &Sampling{TemperatureE6: 1, DynaTempRangeE6: 1} }},
+		{"dynatemp exponent alone", func(r *ServeRequest) { r.Sampling = &Sampling{TemperatureE6: 1, DynaTempExponentE6: 1} }},
+		{"dynatemp exponent past its bound", func(r *ServeRequest) {
+			r.Sampling = &Sampling{TemperatureE6: 1, DynaTempRangeE6: 1, DynaTempExponentE6: MaxDynaTempExponentE6 + 1}
+		}},
+		{"min_keep of one", func(r *ServeRequest) { r.Sampling = &Sampling{TemperatureE6: 1, TopPE6: 1, MinKeep: 1} }},
+		{"min_keep alone", func(r *ServeRequest) { r.Sampling = &Sampling{TemperatureE6: 1, TopK: 4, MinKeep: 2} }},
+		{"min_keep past its bound", func(r *ServeRequest) { r.Sampling = &Sampling{TemperatureE6: 1, TopPE6: 1, MinKeep: MaxMinKeep + 1} }},
 		{"n_indent past its bound", func(r *ServeRequest) { r.Sampling = &Sampling{MinIndent: MaxIndent + 1} }},
 	}
 	for _, tt := range tests {
@@ -186,6 +217,8 @@ func TestDecodeRequest(t *testing.T) {
 	largest := testRequest()
 	largest.Sampling = &Sampling{TemperatureE6: 2 * e6, TopPE6: 999_999, TopK: 1 << 31, MinPE6: 999_999,
 		PresencePenaltyE6: -2 * e6, FrequencyPenaltyE6: -2 * e6, RepeatPenaltyE6: 10 * e6, PenaltyLastN: PenaltyAll, Seed: ptr(uint64(1 << 63)),
+		TypicalPE6: 999_999, TopNSigmaE6: MaxTopNSigmaE6, XTCProbabilityE6: e6, XTCThresholdE6: xtcOff,
+		DynaTempRangeE6: MaxDynaTempRangeE6, DynaTempExponentE6: MaxDynaTempExponentE6, MinKeep: MaxMinKeep, Samplers: "eskypmxti",
 		Stop: make([]string, MaxStops), Draft: strings.Repeat("d", MaxDraftBytes), LogitBias: manyBiases(MaxLogitBias)}
 	for i := range largest.Sampling.Stop {
 		largest.Sampling.Stop[i] = strings.Repeat("s", MaxStopBytes-1) + string(rune('a'+i))
@@ -289,6 +322,10 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Add(mustCanonical(f, testRequest()))
 	f.Add(mustCanonical(f, full))
 	f.Add(mustCanonical(f, penalised))
+	filtered := testRequest()
+	filtered.Sampling = &Sampling{TemperatureE6: 700_000, TopPE6: 900_000, TypicalPE6: 950_000, TopNSigmaE6: e6, XTCProbabilityE6: 500_000,
+		XTCThresholdE6: 100_000, DynaTempRangeE6: 200_000, DynaTempExponentE6: e6, MinKeep: 3, Samplers: "tskypmx"}
+	f.Add(mustCanonical(f, filtered))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := DecodeRequest(b)
 		if err != nil {

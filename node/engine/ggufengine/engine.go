@@ -721,6 +721,13 @@ func samplingParams(s *receipt.Sampling, vocab int, words sample.Vocab, prompt [
 		FrequencyPenalty: float64(s.FrequencyPenaltyE6) / e6,
 		PresencePenalty:  float64(s.PresencePenaltyE6) / e6,
 		RepeatPenalty:    float64(s.RepeatPenaltyE6) / e6,
+		TypicalP:         float64(s.TypicalPE6) / e6,
+		TopNSigma:        float64(s.TopNSigmaE6) / e6,
+		XTCProbability:   float64(s.XTCProbabilityE6) / e6,
+		XTCThreshold:     float64(s.XTCThresholdE6) / e6,
+		DynaTempRange:    float64(s.DynaTempRangeE6) / e6,
+		DynaTempExponent: float64(s.DynaTempExponentE6) / e6,
+		MinKeep:          int(s.MinKeep),
 		Order:            s.Samplers,
 	}
 	if n := s.PenaltyLastN; n != 0 {

@@ -385,6 +385,45 @@ func TestPenaltyLastN(t *testing.T) {
 	}
 }
 
+// TestLlamaFilters: a sampled request's llama.cpp filters (typical-p,
+// top-n-sigma, XTC, the dynamic temperature, min_keep) are the sampler's:
+// the served tokens are its loop's under the parameters the request's
+// millionths map to, for each filter alone and all together, and differ
+// from the unfiltered serve of the same seed.
+func TestLlamaFilters(t *testing.T) {
+	m := fortunes(t)
+	prompt := q8References(t)[0].Prompt
+	const n = 24
+	seed := uint64(5)
+	base := receipt.Sampling{TemperatureE6: 1_000_000, TopPE6: 950_000, Seed: &seed}
+	plain, _ := serve(t, m.Engine(), request(n, &base), prompt)
+	for _, tc := range []struct {
+		name string
+		mod  func(*receipt.Sampling)
+		p    sample.Params
+	}{
+		{"typical-p", func(s *receipt.Sampling) { s.TypicalPE6 = 300_000 }, sample.Params{TypicalP: 0.3}},
+		{"top-n-sigma", func(s *receipt.Sampling) { s.TopNSigmaE6 = 500_000 }, sample.Params{TopNSigma: 0.5}},
+		{"xtc", func(s *receipt.Sampling) { s.XTCProbabilityE6, s.XTCThresholdE6 = 1_000_000, 50_000 }, sample.Params{XTCProbability: 1, XTCThreshold: 0.05}},
+		{"dynatemp", func(s *receipt.Sampling) { s.DynaTempRangeE6, s.DynaTempExponentE6 = 900_000, 500_000 }, sample.Params{DynaTempRange: 0.9, DynaTempExponent: 0.5}},
+		{"all, min_keep", func(s *receipt.Sampling) {
+			s.TypicalPE6, s.TopNSigmaE6, s.XTCProbabilityE6, s.XTCThresholdE6, s.MinKeep = 500_000, 2_000_000, 500_000, 100_000, 3
+		}, sample.Params{TypicalP: 0.5, TopNSigma: 2, XTCProbability: 0.5, XTCThreshold: 0.1, MinKeep: 3}},
+	} {
+		s := base
+		tc.mod(&s)
+		got, _ := serve(t, m.Engine(), request(n, &s), prompt)
+		p := tc.p
+		p.Temperature, p.TopP, p.Seed = 1, 0.95, seed
+		if want := samplerLoop(t, m, prompt, p, n); !slices.Equal(got, want) {
+			t.Errorf("%s: served %v, the sampler's loop %v", tc.name, got, want)
+		}
+		if slices.Equal(got, plain) {
+			t.Errorf("%s: the same tokens as without it: %v", tc.name, got)
+		}
+	}
+}
+
 // samplerLoop is the reference for a serve under p: up to n tokens
 // picked by p's sampler from the logits of one-token steps over a fresh
 // session, until the model ends.

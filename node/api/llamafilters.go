@@ -1,0 +1,133 @@
+package api
+
+import (
+	"math"
+)
+
+// llama.cpp's other sampling filters, which llama-server's clients send
+// on every endpoint (its web UI, SillyTavern's text completion presets)
+// and Ollama's options name in part (typical_p): locally typical
+// sampling, top-n-sigma, XTC, the dynamic temperature and min_keep.
+// They weigh a sampled answer's draws, so a greedy request (temperature
+// 0, meshnode's default) refuses them turned on, where llama.cpp would
+// let some change its pick; turned off they ask nothing. They are read
+// into Generation and sealed as the request's sampling
+// (receipt.Sampling's typical_p_e6 …).
+
+// llamaFilterFields are the filters' fields.
+type llamaFilterFields struct {
+	TypicalP         *float64 `json:"typical_p"`
+	TypP             *float64 `json:"typ_p"` // the sampler's name in llama.cpp, which some clients send as a field
+	TopNSigma        *float64 `json:"top_n_sigma"`
+	XTCProbability   *float64 `json:"xtc_probability"`
+	XTCThreshold     *float64 `json:"xtc_threshold"`
+	DynaTempRange    *float64 `json:"dynatemp_range"`
+	DynaTempExponent *float64 `json:"dynatemp_exponent"`
+	MinKeep          *int     `json:"min_keep"`
+}
+
+// Bounds on the filters' fields (receipt.Sampling's).
+const (
+	maxTopNSigma        = 1000
+	maxDynaTempRange    = 2
+	maxDynaTempExponent = 100
+	maxMinKeep          = 1 << 20
+)
+
+// llama.cpp's defaults where a filter is on and its companion is not
+// given.
+const (
+	llamaXTCThreshold     = 0.1
+	llamaDynaTempExponent = 1.0
+)
+
+// typical is typical_p or typ_p, whichever the request gives.
+func (f *llamaFilterFields) typical() (*float64, string, error) {
+	switch {
+	case f.TypicalP != nil && f.TypP != nil && *f.TypicalP != *f.TypP:
+		return nil, "", badRequest("typ_p", "typical_p %v and typ_p %v disagree: send one", *f.TypicalP, *f.TypP)
+	case f.TypP != nil:
+		return f.TypP, "typ_p", nil
+	}
+	return f.TypicalP, "typical_p", nil
+}
+
+// apply checks the filters' fields and copies them into g, whose
+// temperature is read.
+func (f *llamaFilterFields) apply(g *Generation) error {
+	inRange := func(name string, v *float64, lo, hi float64, what string) error {
+		if v != nil && (math.IsNaN(*v) || *v < lo || *v > hi) {
+			return badRequest(name, "%s must be %s, got %v", name, what, *v)
+		}
+		return nil
+	}
+	typ, typName, err := f.typical()
+	if err != nil {
+		return err
+	}
+	for _, c := range []error{
+		inRange(typName, typ, math.SmallestNonzeroFloat64, 1, "above 0 and at most 1 (1 is off)"),
+		inRange("top_n_sigma", f.TopNSigma, math.Inf(-1), maxTopNSigma, "at most 1000 (0 or less is off)"),
+		inRange("xtc_probability", f.XTCProbability, 0, 1, "between 0 (off) and 1"),
+		inRange("xtc_threshold", f.XTCThreshold, 0, 1, "between 0 and 1 (above 0.5 XTC drops nothing)"),
+		inRange("dynatemp_range", f.DynaTempRange, 0, maxDynaTempRange, "between 0 (off) and 2"),
+		inRange("dynatemp_exponent", f.DynaTempExponent, math.SmallestNonzeroFloat64, maxDynaTempExponent, "above 0 and at most 100"),
+	} {
+		if c != nil {
+			return c
+		}
+	}
+	if k := f.MinKeep; k != nil && (*k < 0 || *k > maxMinKeep) {
+		return badRequest("min_keep", "min_keep must be from 0 to %d, got %d", maxMinKeep, *k)
+	}
+	if typ != nil {
+		g.TypicalP = *typ
+	}
+	if f.TopNSigma != nil && *f.TopNSigma > 0 {
+		g.TopNSigma = *f.TopNSigma
+	}
+	if f.XTCProbability != nil && *f.XTCProbability > 0 {
+		g.XTCProbability, g.XTCThreshold = *f.XTCProbability, llamaXTCThreshold
+		if f.XTCThreshold != nil {
+			g.XTCThreshold = *f.XTCThreshold
+		}
+		if g.XTCThreshold > 0.5 {
+			// At most one token is that likely: XTC drops nothing.
+			g.XTCProbability, g.XTCThreshold = 0, 0
+		}
+	}
+	if f.DynaTempRange != nil && *f.DynaTempRange > 0 {
+		g.DynaTempRange, g.DynaTempExponent = *f.DynaTempRange, llamaDynaTempExponent
+		if f.DynaTempExponent != nil {
+			g.DynaTempExponent = *f.DynaTempExponent
+		}
+	}
+	if f.MinKeep != nil && *f.MinKeep > 1 {
+		g.MinKeep = *f.MinKeep
+	}
+	if name := g.LlamaFilters(); name != "" && (g.Temperature == nil || *g.Temperature == 0) {
+		if name == "typical_p" {
+			name = typName
+		}
+		return badRequest(name, "%s weighs a sampled answer's draws, and this request is greedy (temperature 0, meshnode's default): its answer is the likeliest token each time. Set a temperature above 0, or leave %s out", name, name)
+	}
+	return nil
+}
+
+// LlamaFilters is the field of the first of llama.cpp's other filters g
+// turns on, "" where none is.
+func (g *Generation) LlamaFilters() string {
+	switch {
+	case g.TypicalP > 0 && g.TypicalP < 1:
+		return "typical_p"
+	case g.TopNSigma > 0:
+		return "top_n_sigma"
+	case g.XTCProbability > 0:
+		return "xtc_probability"
+	case g.DynaTempRange > 0:
+		return "dynatemp_range"
+	case g.MinKeep > 1:
+		return "min_keep"
+	}
+	return ""
+}
