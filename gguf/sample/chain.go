@@ -9,15 +9,14 @@ import (
 	"github.com/meshnode/meshnode/gguf/detmath"
 )
 
-// DefaultOrder is the chain Order "" means: llama.cpp's default order,
-// less DRY, which meshnode does not run.
-const DefaultOrder = "eskypmxt"
+// DefaultOrder is the chain Order "" means: llama.cpp's default order.
+const DefaultOrder = "edskypmxt"
 
 // fastOrder is the order of the filters the default chain's fast path
 // (Sampler.weights) runs, in o: the others do nothing while they are off.
 func fastOrder(o string) string {
 	return strings.Map(func(r rune) rune {
-		if strings.ContainsRune("syx", r) {
+		if strings.ContainsRune("dsyx", r) {
 			return -1
 		}
 		return r
@@ -26,7 +25,8 @@ func fastOrder(o string) string {
 
 // extended reports whether a filter the fast path lacks is on.
 func (p Params) extended() bool {
-	return p.TypicalP > 0 && p.TypicalP < 1 || p.TopNSigma > 0 || p.xtc() || p.DynaTempRange > 0 && p.Temperature > 0 || p.MinKeep > 1
+	return p.TypicalP > 0 && p.TypicalP < 1 || p.TopNSigma > 0 || p.xtc() || p.DynaTempRange > 0 && p.Temperature > 0 || p.MinKeep > 1 ||
+		p.DRY != nil
 }
 
 // xtc reports whether XTC is on: a threshold above 0.5 can drop nothing.
@@ -63,7 +63,7 @@ func (p Params) order() string {
 func (p Params) validOrder() error {
 	for i, r := range p.Order {
 		if !strings.ContainsRune(samplers, r) {
-			return fmt.Errorf("sample: samplers order %q: %q is not a sampler (e s k y p m x t i)", p.Order, r)
+			return fmt.Errorf("sample: samplers order %q: %q is not a sampler (e d s k y p m x t i)", p.Order, r)
 		}
 		if strings.ContainsRune(p.Order[:i], r) {
 			return fmt.Errorf("sample: samplers order %q: %q twice", p.Order, r)
@@ -86,7 +86,7 @@ func (p Params) validOrder() error {
 // sampleChain is SampleAllowed for an order other than the default: the
 // history is counted (if the order penalises).
 func (s *Sampler) sampleChain(logits []float32, allowed []uint64) uint32 {
-	if s.p.Greedy() && !s.infills {
+	if s.p.Greedy() && !s.infills && !s.dries {
 		// Top-k, top-p, min-p and a cold temperature all keep the
 		// likeliest token: the pick is greedy's, without a sort.
 		return s.greedy(logits, allowed)
@@ -183,6 +183,22 @@ func (s *Sampler) chain(logits []float32, allowed []uint64, xtc func() bool) []c
 			} else {
 				for i, x := range c {
 					c[i].v = s.penalised(x.id, x.v)
+				}
+			}
+			sorted = false
+		case 'd':
+			if len(s.dryPen) == 0 {
+				continue
+			}
+			if full {
+				for id, pen := range s.dryPen {
+					if i, ok := find(c, id, allowed); ok {
+						c[i].v -= pen
+					}
+				}
+			} else {
+				for i, x := range c {
+					c[i].v -= s.dryPen[x.id]
 				}
 			}
 			sorted = false

@@ -38,7 +38,7 @@ func TestValidateOrder(t *testing.T) {
 		{Params{Order: "kpi", TopK: 40, Vocab: voc}, ""},
 		{Params{Order: "ekpmti", TopK: MaxInfillCandidates, Vocab: voc}, ""},
 		{Params{Order: "kit", TopK: 1, Vocab: voc}, ""},
-		{Params{Order: "kd"}, `samplers order "kd": 'd' is not a sampler (e s k y p m x t i)`},
+		{Params{Order: "kz"}, `samplers order "kz": 'z' is not a sampler (e d s k y p m x t i)`},
 		{Params{Order: "skyx"}, ""},
 		{Params{TypicalP: 1.5}, "typical_p 1.5 is not in [0, 1]"},
 		{Params{TopNSigma: math.Inf(1)}, "top_n_sigma"},
@@ -532,7 +532,7 @@ func TestChainDistIsWhatSampleDraws(t *testing.T) {
 // token of the vocabulary that Dist gives some probability, greedy or
 // sampled, masked or not.
 func FuzzOrder(f *testing.F) {
-	for _, o := range []string{"", "ekpmt", "kpi", "mt", "kpit", "ik", "kk", "kx", "\xff", "ekpmti", "t", "eskypmxt", "xt", "ymt", "st"} {
+	for _, o := range []string{"", "ekpmt", "kpi", "mt", "kpit", "ik", "kk", "kx", "\xff", "ekpmti", "t", "edskypmxt", "xt", "ymt", "st", "dk"} {
 		f.Add(o, uint64(1), uint8(40), uint8(5), uint8(90), uint8(5), uint8(100))
 	}
 	f.Fuzz(func(t *testing.T, order string, seed uint64, n, topK, topP, minP, temp uint8) {
@@ -566,6 +566,8 @@ func FuzzOrder(f *testing.F) {
 			p.XTCProbability, p.XTCThreshold = float64(topK%11)/10, float64(temp%7)/10
 			p.DynaTempRange, p.DynaTempExponent = float64(n%3)/2, float64(seed%4)/2
 			p.MinKeep = int(seed % 6)
+			p.DRY = &DRY{Multiplier: float64(topK%5) / 2, Base: 1 + float64(minP%4)/2, AllowedLength: int(seed % 3),
+				Breakers: map[uint32][][]uint32{0: {nil}}, Context: []uint32{0, 1, 0, 1}}
 		}
 		if p.Validate() != nil {
 			return

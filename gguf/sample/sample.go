@@ -85,8 +85,11 @@ type Params struct {
 	// MinKeep is the fewest tokens top-p, min-p, typical-p and XTC leave
 	// (llama.cpp's min_keep); 0 or 1 changes nothing.
 	MinKeep int
+	// DRY is llama.cpp's DRY penalty, nil for none. Like the penalties
+	// it changes greedy picks too.
+	DRY *DRY
 	// Order is the filters' order, in llama.cpp's sampler letters: 'e'
-	// penalties, 's' top-n-sigma, 'k' top-k, 'y' typical-p, 'p' top-p,
+	// penalties, 'd' DRY, 's' top-n-sigma, 'k' top-k, 'y' typical-p, 'p' top-p,
 	// 'm' min-p, 'x' XTC, 't' temperature, 'i' infill. "" is the default
 	// chain, DefaultOrder. Logit biases always come first. A filter Order
 	// leaves out does not run (its parameter does nothing), as in
@@ -113,7 +116,8 @@ func (p Params) Greedy() bool { return p.Temperature <= 0 }
 // caller may find it where the logits are (model.Session.EvalArgMax).
 func (p Params) ArgMax() bool {
 	o := p.order()
-	return p.Greedy() && !strings.Contains(o, "i") && !(p.penalised() && strings.Contains(o, "e")) && len(p.LogitBias) == 0
+	return p.Greedy() && !strings.Contains(o, "i") && !(p.penalised() && strings.Contains(o, "e")) && len(p.LogitBias) == 0 &&
+		!(p.DRY != nil && strings.Contains(o, "d"))
 }
 
 // penalised reports whether any penalty is on.
@@ -149,6 +153,11 @@ func (p Params) Validate() error {
 		return fmt.Errorf("sample: dynatemp range %v and exponent %v", p.DynaTempRange, p.DynaTempExponent)
 	case p.MinKeep < 0:
 		return fmt.Errorf("sample: min_keep %d", p.MinKeep)
+	}
+	if p.DRY != nil {
+		if err := p.DRY.validate(); err != nil {
+			return err
+		}
 	}
 	seen := make(map[uint32]bool, len(p.LogitBias))
 	for _, b := range p.LogitBias {
@@ -186,9 +195,16 @@ type Sampler struct {
 	generic, infills, penalises bool
 	pos                         []int32       // xtcDist's scratch: a token's place in the mixture, by id
 	typ                         []typicalCand // typical's scratch
-	probs                       []float32     // infill's scratch: the candidates' probabilities,
-	eog                         []bool        // whether each ends a generation,
-	pieces                      []string      // and its text
+
+	// dries: DRY is on and the order runs it; dryPen each token's DRY
+	// penalty after the history counted, drySeq and dryZ its scratch.
+	dries  bool
+	dryPen map[uint32]float64
+	drySeq []uint32
+	dryZ   []int
+	probs  []float32 // infill's scratch: the candidates' probabilities,
+	eog    []bool    // whether each ends a generation,
+	pieces []string  // and its text
 }
 
 // New returns a Sampler; p must be valid (see Params.Validate).
@@ -201,6 +217,8 @@ func New(p Params) *Sampler {
 		generic:   p.extended() || fastOrder(o) != "ekpmt",
 		infills:   strings.Contains(o, "i"),
 		penalises: strings.Contains(o, "e"),
+		dries:     p.DRY != nil && strings.Contains(o, "d"),
+		dryPen:    map[uint32]float64{},
 	}
 }
 
@@ -619,8 +637,10 @@ func has(allowed []uint64, id int) bool {
 	return id>>6 < len(allowed) && allowed[id>>6]&(1<<(id&63)) != 0
 }
 
-// countHistory counts the tokens in the penalty window.
+// countHistory counts the tokens in the penalty window, and finds the
+// DRY penalties.
 func (s *Sampler) countHistory(history []uint32) {
+	s.dryPenalties(history)
 	clear(s.counts)
 	p := &s.p
 	if !p.penalised() || !s.penalises {
