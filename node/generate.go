@@ -693,6 +693,8 @@ func samplerOrder(order string, sp *receipt.Sampling) string {
 			return sp.TypicalPE6 > 0
 		case 'x':
 			return sp.XTCProbabilityE6 > 0
+		case 'd':
+			return sp.DRYMultiplierE6 > 0
 		}
 		return true // infill
 	}
@@ -709,6 +711,25 @@ func samplerOrder(order string, sp *receipt.Sampling) string {
 		return got
 	}
 	return ""
+}
+
+// dryPenalty writes a request's DRY penalty into sp (receipt.Sampling's
+// rules: the API has checked the ranges and filled in llama.cpp's
+// defaults).
+func dryPenalty(g *api.Generation, sp *receipt.Sampling) {
+	if g.DRYMultiplier <= 0 {
+		return
+	}
+	sp.DRYMultiplierE6 = max(uint32(math.Round(g.DRYMultiplier*1e6)), 1)
+	sp.DRYBaseE6 = max(uint32(math.Round(g.DRYBase*1e6)), 1_000_000)
+	sp.DRYAllowedLength = uint32(g.DRYAllowedLength)
+	sp.DRYLastN = receipt.PenaltyAll
+	if g.DRYLastN > 0 {
+		sp.DRYLastN = uint32(g.DRYLastN)
+	}
+	if !slices.Equal(g.DRYBreakers, receipt.DefaultDRYBreakers) {
+		sp.DRYBreakers = g.DRYBreakers
+	}
 }
 
 // llamaFilters writes a sampled request's llama.cpp filters (typical-p,
@@ -858,6 +879,7 @@ func (s *servedModel) request(g *api.Generation, prompt string, ids []uint32, ct
 			{len(g.LogitBias) > 0, "logit_bias", "logit_bias", "does not cover it"},
 			{g.PenaltyLastN != 0 || g.PenaltiesOff, "repeat_last_n", "repeat_last_n", "does not cover it"},
 			{g.LlamaFilters() != "", g.LlamaFilters(), g.LlamaFilters(), "does not cover it"},
+			{g.DRYMultiplier > 0, "dry_multiplier", "DRY", "does not cover it"},
 			{g.ReasoningEffort != "", "reasoning_effort", "a reasoning effort", "hashes the messages alone, not what the template writes for the effort"},
 			{g.Think != nil, "think", "a thinking switch (enable_thinking, think, thinking)", "hashes the messages alone, not what the template writes for the switch"},
 			{givesReasoning(g), "messages", "an assistant's reasoning given back (reasoning_content, thinking)", "covers only the messages' roles and contents"},
@@ -928,8 +950,14 @@ func (s *servedModel) request(g *api.Generation, prompt string, ids []uint32, ct
 	case n > 0:
 		sp.PenaltyLastN = uint32(n)
 	}
+	dryPenalty(g, sp)
 	sampled := g.Temperature != nil && *g.Temperature > 0
 	infill := strings.IndexByte(g.Samplers, 'i') >= 0
+	if !sampled && !infill && sp.DRYMultiplierE6 > 0 {
+		// DRY changes greedy picks too, as the penalties do, and which
+		// runs first changes them.
+		sp.Samplers = samplerOrder(g.Samplers, sp)
+	}
 	if sampled || infill {
 		// The truncations change only what is drawn from: greedy ignores
 		// them, so they are not in a greedy request's identity, unless

@@ -151,7 +151,8 @@ func TestLogitBiasServed(t *testing.T) {
 }
 
 // TestLlamaFilters: llama.cpp's other filters reach the sampler through
-// the API and are sealed into the request: top_n_sigma near 0 leaves the
+// the API and are sealed into the request, DRY on greedy answers too
+// (it changes them): top_n_sigma near 0 leaves the
 // likeliest token alone (the greedy answer whatever the seed), min_keep
 // holds more than min_p 1 would keep; typical-p, XTC and the dynamic
 // temperature change a seeded answer, and its receipt replays only with
@@ -195,6 +196,26 @@ func TestLlamaFilters(t *testing.T) {
 			}
 		}
 	}
+	// DRY changes a greedy answer (the built-in model repeats itself),
+	// and is sealed with it.
+	const dry = `,"dry_multiplier":1.5,"dry_allowed_length":1,"dry_penalty_last_n":-1`
+	dried, energy := complete(dry)
+	if dried == greedy {
+		t.Errorf("DRY left the greedy answer as it was: %q", greedy)
+	}
+	if again, _ := complete(dry); again != dried {
+		t.Errorf("a greedy answer under DRY is not deterministic: %q, then %q", dried, again)
+	}
+	for _, tc := range []struct{ name, request, verdict string }{
+		{"with it", request + dry + `}`, api.VerdictVerified},
+		{"without it", request + `}`, api.VerdictNotReplayable},
+		{"with other breakers", request + dry + `,"dry_sequence_breakers":["\n"]}`, api.VerdictNotReplayable},
+	} {
+		body, _ := json.Marshal(map[string]any{"request": json.RawMessage(tc.request), "energy": energy})
+		if status, res, raw := replayRaw(t, n, string(body)); status != http.StatusOK || res.Verdict != tc.verdict {
+			t.Errorf("DRY: replay %s: %d %s, want %s", tc.name, status, raw, tc.verdict)
+		}
+	}
 	resp := post(t, n, "/v1/completions", request+`,"typical_p":0.5}`)
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
@@ -212,5 +233,15 @@ func TestLlamaFilters(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"param":"xtc_probability"`) {
 		t.Errorf("granted request with xtc_probability: %d %s, want 400 naming it", resp.StatusCode, b)
+	}
+	presented, _, err = grant.PresentBody([]byte(request+dry+`,"metadata":{"joule_ceiling_uj":1000000000}}`), chain, caller, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp = post(t, n, "/v1/completions", string(presented))
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"param":"dry_multiplier"`) {
+		t.Errorf("granted request with DRY: %d %s, want 400 naming dry_multiplier", resp.StatusCode, b)
 	}
 }

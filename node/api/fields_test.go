@@ -94,13 +94,14 @@ func TestRefusedFields(t *testing.T) {
 		{completions, "cache_prompt", `true`, ""},
 		{completions, "ignore_eos", `true`, "ignore_eos is not supported"},
 		// llama-server's sampler settings at their defaults, as its web
-		// UI sends them on chat completions; DRY set, refused by name;
-		// the filters a node runs, set on a greedy request, refused.
+		// UI sends them on chat completions; the filters that weigh
+		// draws, set on a greedy request, refused by name.
 		{chat, "typ_p", `1`, ""},
 		{chat, "typ_p", `0.5`, "this request is greedy"},
 		{chat, "typ_p", `0`, "above 0"},
 		{chat, "dry_multiplier", `0`, ""},
-		{chat, "dry_multiplier", `0.8`, "DRY"},
+		{chat, "dry_multiplier", `0.8`, ""}, // greedy answers too
+		{chat, "dry_multiplier", `-1`, "dry_multiplier must be between 0"},
 		{chat, "dry_base", `1.75`, ""},
 		{chat, "dry_penalty_last_n", `-1`, ""},
 		{chat, "xtc_threshold", `0.1`, ""},

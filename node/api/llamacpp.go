@@ -69,23 +69,17 @@ type llamaCompletionRequest struct {
 // implement, with why, and the values that ask for nothing (its
 // defaults, or off), which are accepted.
 var llamaRefusals = map[string]refusal{
-	"cache_prompt":   {"cache_prompt false is not supported: a node always reuses the prompt's cached prefix, and the answer does not depend on it (true is accepted)", oneOf("true")},
-	"ignore_eos":     {"ignore_eos is not supported: an answer ends at the model's end token (false is accepted)", isFalse},
-	"return_tokens":  {"return_tokens is not supported: /completion returns the text (false is accepted; /tokenize gives a text's tokens)", isFalse},
-	"n_keep":         {"n_keep is not supported: a prompt that does not fit the context is refused, never shifted (0 is accepted)", isZero},
-	"mirostat":       {"mirostat is not supported (0, off, is accepted)", isZero},
-	"mirostat_tau":   {"", anyValue}, // asks nothing without mirostat
-	"mirostat_eta":   {"", anyValue},
-	"dry_multiplier": {"DRY sampling is not supported (dry_multiplier 0, off, is accepted)", isZero},
-	// DRY's settings ask nothing while it is off.
-	"dry_base":              {"", anyValue},
-	"dry_allowed_length":    {"", anyValue},
-	"dry_penalty_last_n":    {"", anyValue},
-	"dry_sequence_breakers": {"", anyValue},
-	"backend_sampling":      {"backend_sampling is not supported: a node picks tokens on the host (false is accepted)", isFalse},
-	"image_data":            {"image_data: meshnode's models read text", isEmpty},
-	"lora":                  {"lora adapters are not supported", isEmpty},
-	"post_sampling_probs":   {"post_sampling_probs is not supported (false is accepted)", isFalse},
+	"cache_prompt":        {"cache_prompt false is not supported: a node always reuses the prompt's cached prefix, and the answer does not depend on it (true is accepted)", oneOf("true")},
+	"ignore_eos":          {"ignore_eos is not supported: an answer ends at the model's end token (false is accepted)", isFalse},
+	"return_tokens":       {"return_tokens is not supported: /completion returns the text (false is accepted; /tokenize gives a text's tokens)", isFalse},
+	"n_keep":              {"n_keep is not supported: a prompt that does not fit the context is refused, never shifted (0 is accepted)", isZero},
+	"mirostat":            {"mirostat is not supported (0, off, is accepted)", isZero},
+	"mirostat_tau":        {"", anyValue}, // asks nothing without mirostat
+	"mirostat_eta":        {"", anyValue},
+	"backend_sampling":    {"backend_sampling is not supported: a node picks tokens on the host (false is accepted)", isFalse},
+	"image_data":          {"image_data: meshnode's models read text", isEmpty},
+	"lora":                {"lora adapters are not supported", isEmpty},
+	"post_sampling_probs": {"post_sampling_probs is not supported (false is accepted)", isFalse},
 }
 
 // isZero accepts a count or probability that turns its option off.
@@ -383,6 +377,11 @@ type llamaSettings struct {
 	DynaTempRange    float64  `json:"dynatemp_range"`
 	DynaTempExponent float64  `json:"dynatemp_exponent"`
 	MinKeep          int      `json:"min_keep"`
+	DRYMultiplier    float64  `json:"dry_multiplier"`
+	DRYBase          float64  `json:"dry_base"`
+	DRYAllowedLength int      `json:"dry_allowed_length"`
+	DRYLastN         int      `json:"dry_penalty_last_n"`
+	DRYBreakers      []string `json:"dry_sequence_breakers"`
 	Stop             []string `json:"stop"`
 	Stream           bool     `json:"stream"`
 	Grammar          string   `json:"grammar"`
@@ -437,6 +436,13 @@ func llamaSettingsOf(g *Generation, req *llamaCompletionRequest) llamaSettings {
 		st.DynaTempRange, st.DynaTempExponent = g.DynaTempRange, g.DynaTempExponent
 	}
 	st.MinKeep = g.MinKeep
+	st.DRYBase, st.DRYAllowedLength, st.DRYLastN, st.DRYBreakers = llamaDRYBase, llamaDRYAllowedLength, llamaDRYLastN, receipt.DefaultDRYBreakers
+	if g.DRYMultiplier > 0 {
+		st.DRYMultiplier, st.DRYBase, st.DRYAllowedLength, st.DRYLastN = g.DRYMultiplier, g.DRYBase, g.DRYAllowedLength, g.DRYLastN
+		if g.DRYBreakers != nil {
+			st.DRYBreakers = g.DRYBreakers
+		}
+	}
 	switch {
 	case g.PenaltiesOff:
 		st.RepeatLastN = new(int)

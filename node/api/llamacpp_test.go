@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -129,8 +130,9 @@ func TestLlamaCompletionRefusals(t *testing.T) {
 	for _, tc := range []struct{ field, value string }{
 		{"cache_prompt", "false"}, {"id_slot", "-2"}, {"ignore_eos", "true"}, {"n_probs", "21"}, {"n_probs", "-1"}, {"return_tokens", "true"},
 		{"n_keep", "4"}, {"n_indent", "-1"}, {"n_indent", "5000"}, {"repeat_last_n", "-2"}, {"repeat_last_n", "4294967296"}, {"typical_p", "0.9"}, {"dynatemp_range", "0.5"},
-		{"mirostat", "2"}, {"dry_multiplier", "0.8"}, {"xtc_probability", "0.5"}, {"min_keep", "2"}, {"min_keep", "-1"}, {"n_cmpl", "0"}, {"n_cmpl", "65"},
+		{"mirostat", "2"}, {"dry_multiplier", "101"}, {"xtc_probability", "0.5"}, {"min_keep", "2"}, {"min_keep", "-1"}, {"n_cmpl", "0"}, {"n_cmpl", "65"},
 		{"top_n_sigma", "1"}, {"top_n_sigma", "1e9"}, {"typ_p", "0.5"}, {"xtc_threshold", "2"}, {"dynatemp_exponent", "-1"},
+		{"dry_sequence_breakers", `"\n"`}, {"dry_sequence_breakers", `[1]`},
 		{"samplers", `["top_k","nope"]`}, {"samplers", `"kz"`}, {"samplers", `["top_k","top_k"]`}, {"samplers", `{}`},
 		{"samplers", `["infill"]`}, {"samplers", `["top_p","infill","top_k"]`},
 		{"t_max_predict_ms", "3600001"}, {"image_data", `[{"data":"x","id":1}]`}, {"lora", `[{"id":0,"scale":1}]`},
@@ -159,6 +161,11 @@ func TestLlamaCompletionRefusals(t *testing.T) {
 		`{"model":"tiny","prompt":"x","temperature":0.5,"xtc_probability":0.5,"samplers":"kt"}`:    "xtc_probability",
 		`{"model":"tiny","prompt":"x","temperature":0.5,"top_n_sigma":1,"samplers":"kt"}`:          "top_n_sigma",
 		`{"model":"tiny","prompt":"x","temperature":0.5,"typical_p":0.9,"typ_p":0.8}`:              "typ_p",
+		`{"model":"tiny","prompt":"x","dry_multiplier":0.5,"samplers":"k"}`:                        "dry_multiplier",
+		`{"model":"tiny","prompt":"x","dry_multiplier":0.5,"dry_base":0.9}`:                        "dry_base",
+		`{"model":"tiny","prompt":"x","dry_multiplier":0.5,"dry_penalty_last_n":-2}`:               "dry_penalty_last_n",
+		`{"model":"tiny","prompt":"x","dry_multiplier":0.5,"dry_sequence_breakers":[]}`:            "dry_sequence_breakers",
+		`{"model":"tiny","prompt":"x","dry_multiplier":0.5,"dry_sequence_breakers":[""]}`:          "dry_sequence_breakers",
 		`{"model":"tiny","prompt":"x","top_k":2000,"samplers":["top_k","infill"]}`:                 "samplers",
 		`{"model":"tiny","prompt":"x","grammar":"root ::= \"a\"","json_schema":{"type":"string"}}`: "grammar",
 		`{"model":"tiny"}`: "prompt",
@@ -185,7 +192,7 @@ func TestLlamaEditorOptions(t *testing.T) {
 			return g.Samplers == "kpi" && g.TopK == 40 && *g.TopP == 0.9 && g.MinP == 0 && g.Temperature == nil
 		}},
 		{`"samplers":"dkypmxt","temperature":0.5`, func(g *Generation) bool {
-			return g.Samplers == "kypmxt" && g.TopK == 40 && *g.TopP == 0.95 && g.MinP == 0.05 && *g.Temperature == 0.5
+			return g.Samplers == "dkypmxt" && g.TopK == 40 && *g.TopP == 0.95 && g.MinP == 0.05 && *g.Temperature == 0.5
 		}},
 		// llama.cpp's other filters, as its web UI and SillyTavern set
 		// them; XTC's threshold and the dynamic temperature's exponent
@@ -197,6 +204,15 @@ func TestLlamaEditorOptions(t *testing.T) {
 		{`"temperature":0.8,"typ_p":0.7,"xtc_probability":0.5,"xtc_threshold":0.2,"dynatemp_range":0.3,"dynatemp_exponent":2`, func(g *Generation) bool {
 			return g.TypicalP == 0.7 && g.XTCThreshold == 0.2 && g.DynaTempExponent == 2
 		}},
+		// DRY, greedy too, with llama.cpp's defaults; off where it
+		// scans nothing.
+		{`"dry_multiplier":0.8`, func(g *Generation) bool {
+			return g.DRYMultiplier == 0.8 && g.DRYBase == 1.75 && g.DRYAllowedLength == 2 && g.DRYLastN == 64 && g.DRYBreakers == nil
+		}},
+		{`"dry_multiplier":0.8,"dry_base":2,"dry_allowed_length":3,"dry_penalty_last_n":-1,"dry_sequence_breakers":["\n","Bob:"]`, func(g *Generation) bool {
+			return g.DRYBase == 2 && g.DRYAllowedLength == 3 && g.DRYLastN == -1 && slices.Equal(g.DRYBreakers, []string{"\n", "Bob:"})
+		}},
+		{`"dry_multiplier":0.8,"dry_penalty_last_n":0,"dry_base":0.5`, func(g *Generation) bool { return g.DRYMultiplier == 0 }},
 		// Off: typical_p 1, top_n_sigma -1, XTC over 0.5, min_keep 1.
 		{`"temperature":0.8,"typical_p":1,"top_n_sigma":-1,"xtc_probability":0.5,"xtc_threshold":0.6,"min_keep":1`, func(g *Generation) bool {
 			return g.LlamaFilters() == ""

@@ -24,6 +24,12 @@ type llamaFilterFields struct {
 	DynaTempRange    *float64 `json:"dynatemp_range"`
 	DynaTempExponent *float64 `json:"dynatemp_exponent"`
 	MinKeep          *int     `json:"min_keep"`
+	// DRY, which changes greedy answers too, as the penalties do.
+	DRYMultiplier    *float64 `json:"dry_multiplier"`
+	DRYBase          *float64 `json:"dry_base"`
+	DRYAllowedLength *int     `json:"dry_allowed_length"`
+	DRYLastN         *int     `json:"dry_penalty_last_n"`
+	DRYBreakers      []string `json:"dry_sequence_breakers"`
 }
 
 // Bounds on the filters' fields (receipt.Sampling's).
@@ -39,6 +45,18 @@ const (
 const (
 	llamaXTCThreshold     = 0.1
 	llamaDynaTempExponent = 1.0
+	llamaDRYBase          = 1.75
+	llamaDRYAllowedLength = 2
+	llamaDRYLastN         = 64
+)
+
+// Bounds on DRY's fields (receipt.Sampling's).
+const (
+	maxDRYMultiplier    = 100
+	maxDRYBase          = 100
+	maxDRYAllowedLength = 1 << 20
+	maxDRYBreakers      = 32
+	maxDRYBreakerBytes  = 40
 )
 
 // typical is typical_p or typ_p, whichever the request gives.
@@ -105,6 +123,9 @@ func (f *llamaFilterFields) apply(g *Generation) error {
 	if f.MinKeep != nil && *f.MinKeep > 1 {
 		g.MinKeep = *f.MinKeep
 	}
+	if err := f.applyDRY(g); err != nil {
+		return err
+	}
 	if name := g.LlamaFilters(); name != "" && (g.Temperature == nil || *g.Temperature == 0) {
 		if name == "typical_p" {
 			name = typName
@@ -130,4 +151,43 @@ func (g *Generation) LlamaFilters() string {
 		return "min_keep"
 	}
 	return ""
+}
+
+// applyDRY checks DRY's fields and copies them into g, with llama.cpp's
+// defaults for those not given; off (dry_multiplier 0, or
+// dry_penalty_last_n 0, which scans nothing), the others ask nothing.
+func (f *llamaFilterFields) applyDRY(g *Generation) error {
+	m := f.DRYMultiplier
+	if m == nil || *m == 0 || f.DRYLastN != nil && *f.DRYLastN == 0 {
+		return nil
+	}
+	switch {
+	case math.IsNaN(*m) || *m < 0 || *m > maxDRYMultiplier:
+		return badRequest("dry_multiplier", "dry_multiplier must be between 0 (off) and %d, got %v", maxDRYMultiplier, *m)
+	case f.DRYBase != nil && (math.IsNaN(*f.DRYBase) || *f.DRYBase < 1 || *f.DRYBase > maxDRYBase):
+		return badRequest("dry_base", "dry_base must be from 1 to %d, got %v (llama-server puts its default, 1.75, in place of one under 1; meshnode refuses it)", maxDRYBase, *f.DRYBase)
+	case f.DRYAllowedLength != nil && (*f.DRYAllowedLength < 0 || *f.DRYAllowedLength > maxDRYAllowedLength):
+		return badRequest("dry_allowed_length", "dry_allowed_length must be from 0 to %d, got %d", maxDRYAllowedLength, *f.DRYAllowedLength)
+	case f.DRYLastN != nil && *f.DRYLastN < -1:
+		return badRequest("dry_penalty_last_n", "dry_penalty_last_n must be -1 (every token of prompt and answer), 0 (off) or how many of the latest tokens DRY scans; got %d", *f.DRYLastN)
+	case f.DRYBreakers != nil && (len(f.DRYBreakers) == 0 || len(f.DRYBreakers) > maxDRYBreakers):
+		return badRequest("dry_sequence_breakers", "dry_sequence_breakers must be 1 to %d strings, got %d", maxDRYBreakers, len(f.DRYBreakers))
+	}
+	for i, b := range f.DRYBreakers {
+		if b == "" || len(b) > maxDRYBreakerBytes {
+			return badRequest("dry_sequence_breakers", "dry_sequence_breakers[%d] must be 1 to %d bytes (llama-server cuts a longer one; meshnode refuses it), got %d", i, maxDRYBreakerBytes, len(b))
+		}
+	}
+	g.DRYMultiplier, g.DRYBase, g.DRYAllowedLength, g.DRYLastN = *m, llamaDRYBase, llamaDRYAllowedLength, llamaDRYLastN
+	if f.DRYBase != nil {
+		g.DRYBase = *f.DRYBase
+	}
+	if f.DRYAllowedLength != nil {
+		g.DRYAllowedLength = *f.DRYAllowedLength
+	}
+	if f.DRYLastN != nil {
+		g.DRYLastN = *f.DRYLastN
+	}
+	g.DRYBreakers = f.DRYBreakers
+	return nil
 }

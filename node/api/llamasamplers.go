@@ -14,19 +14,15 @@ import (
 // gguf/sample's letters (receipt.Sampling.Samplers).
 
 // llamaSamplerNames maps llama.cpp's sampler names to the letter of the
-// filter meshnode runs; 0 marks DRY, which meshnode does not implement:
-// it asks nothing when its option is off (dry_multiplier is refused
-// when on).
+// filter meshnode runs.
 var llamaSamplerNames = map[string]byte{
-	"penalties": 'e', "top_n_sigma": 's', "top_k": 'k', "typ_p": 'y', "top_p": 'p', "min_p": 'm', "xtc": 'x', "temperature": 't', "infill": 'i',
-	"dry": 0,
+	"penalties": 'e', "dry": 'd', "top_n_sigma": 's', "top_k": 'k', "typ_p": 'y', "top_p": 'p', "min_p": 'm', "xtc": 'x', "temperature": 't', "infill": 'i',
 }
 
 // llamaSamplerLetters is the same for the string form, in llama.cpp's
 // letters.
 var llamaSamplerLetters = map[byte]byte{
-	'e': 'e', 's': 's', 'k': 'k', 'y': 'y', 'p': 'p', 'm': 'm', 'x': 'x', 't': 't', 'i': 'i',
-	'd': 0,
+	'e': 'e', 'd': 'd', 's': 's', 'k': 'k', 'y': 'y', 'p': 'p', 'm': 'm', 'x': 'x', 't': 't', 'i': 'i',
 }
 
 // maxInfillTopK bounds top_k before the infill filter, which compares
@@ -55,7 +51,7 @@ func llamaSamplers(raw json.RawMessage) (order string, given bool, err error) {
 		for i := 0; i < len(codes); i++ {
 			c, ok := llamaSamplerLetters[codes[i]]
 			if !ok {
-				return "", false, badRequest("samplers", "samplers %q: %q is not a sampler's letter (e penalties, s top_n_sigma, k top_k, y typ_p, p top_p, m min_p, x xtc, t temperature, i infill; d, DRY, off)", codes, codes[i])
+				return "", false, badRequest("samplers", "samplers %q: %q is not a sampler's letter (e penalties, d dry, s top_n_sigma, k top_k, y typ_p, p top_p, m min_p, x xtc, t temperature, i infill)", codes, codes[i])
 			}
 			names, letters = append(names, string(codes[i])), append(letters, c)
 		}
@@ -66,7 +62,7 @@ func llamaSamplers(raw json.RawMessage) (order string, given bool, err error) {
 		for _, n := range names {
 			c, ok := llamaSamplerNames[n]
 			if !ok {
-				return "", false, badRequest("samplers", "samplers: %q is not a sampler (penalties, top_n_sigma, top_k, typ_p, top_p, min_p, xtc, temperature, infill; dry is accepted off)", n)
+				return "", false, badRequest("samplers", "samplers: %q is not a sampler (penalties, dry, top_n_sigma, top_k, typ_p, top_p, min_p, xtc, temperature, infill)", n)
 			}
 			letters = append(letters, c)
 		}
@@ -115,6 +111,7 @@ func checkSamplerOrder(order string, req *sampling) error {
 		{req.TopNSigma != nil && *req.TopNSigma > 0, 's', "top_n_sigma"},
 		{req.XTCProbability != nil && *req.XTCProbability > 0 && (req.XTCThreshold == nil || *req.XTCThreshold <= 0.5), 'x', "xtc_probability"},
 		{req.DynaTempRange != nil && *req.DynaTempRange > 0, 't', "dynatemp_range"},
+		{req.DRYMultiplier != nil && *req.DRYMultiplier > 0 && (req.DRYLastN == nil || *req.DRYLastN != 0), 'd', "dry_multiplier"},
 	} {
 		if o.set && !runs(o.c) {
 			return badRequest(o.param, "%s is set, but samplers does not run %s: add it to samplers, or leave %s out", o.param, samplerName(o.c), o.param)

@@ -175,6 +175,12 @@ type Generation struct {
 	XTCProbability, XTCThreshold    float64
 	DynaTempRange, DynaTempExponent float64
 	MinKeep                         int
+	// DRY's penalty (llamafilters.go): on where DRYMultiplier is above
+	// 0, greedy requests included; DRYLastN -1 scans every token of
+	// prompt and answer; DRYBreakers nil, llama.cpp's four.
+	DRYMultiplier, DRYBase     float64
+	DRYAllowedLength, DRYLastN int
+	DRYBreakers                []string
 	// LogitBias adds each bias (−100 … 100) to its token's logit before
 	// the penalties, greedy requests included (OpenAI's logit_bias), by
 	// token id; nil is none.

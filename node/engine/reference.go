@@ -60,8 +60,8 @@ func (e *Reference) Serve(ctx context.Context, req receipt.ServeRequest, prompt 
 	if s := req.Sampling; s != nil && (s.TemperatureE6 > 0 || len(s.Stop) > 0 || s.MinIndent > 0 || s.Samplers != "") {
 		return Outcome{}, fmt.Errorf("%w: the reference engine decodes greedily from hashes: no stop strings, indentation or sampler order", ErrRefused)
 	}
-	if s := req.Sampling; s.Penalised() || s != nil && len(s.LogitBias) > 0 {
-		return Outcome{}, fmt.Errorf("%w: the reference engine has no logits, so no penalty or logit bias can change its picks", ErrRefused)
+	if s := req.Sampling; s.Penalised() || s.DRY() || s != nil && len(s.LogitBias) > 0 {
+		return Outcome{}, fmt.Errorf("%w: the reference engine has no logits, so no penalty (DRY's included) or logit bias can change its picks", ErrRefused)
 	}
 	if s := req.Sampling; s != nil && s.Grammar != nil {
 		return Outcome{}, fmt.Errorf("%w: the reference engine has no tokenizer, so it cannot hold output to a grammar", ErrRefused)

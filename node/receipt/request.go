@@ -3,6 +3,7 @@ package receipt
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -112,7 +113,7 @@ type Sampling struct {
 	// its Draft too.
 	Grammar *ContentID `cbor:"grammar,omitempty" json:"grammar,omitempty"`
 	// Samplers is the order the filters run in, in llama.cpp's sampler
-	// letters (e penalties, s top-n-sigma, k top-k, y typical-p, p top-p,
+	// letters (e penalties, d DRY, s top-n-sigma, k top-k, y typical-p, p top-p,
 	// m min-p, x XTC, t temperature, i infill: gguf/sample's
 	// Params.Order); empty, the default chain. The
 	// API writes it only where the order changes the tokens: a sampled
@@ -154,7 +155,34 @@ type Sampling struct {
 	DynaTempRangeE6    uint32 `cbor:"dynatemp_range_e6,omitempty" json:"dynatemp_range_e6,omitempty"`
 	DynaTempExponentE6 uint32 `cbor:"dynatemp_exponent_e6,omitempty" json:"dynatemp_exponent_e6,omitempty"`
 	MinKeep            uint32 `cbor:"min_keep,omitempty" json:"min_keep,omitempty"`
+	// DRY, llama.cpp's "don't repeat yourself" penalty (gguf/sample's
+	// DRY), on where DRYMultiplierE6 is above 0, greedy requests
+	// included (it changes logits, as the penalties do); its other
+	// fields only beside it: DRYBaseE6 (at least 1e6), DRYAllowedLength,
+	// DRYLastN (how many of the latest tokens of prompt and answer it
+	// scans, at least 1; [PenaltyAll] every one) and DRYBreakers (the
+	// sequence breakers, 1 … [MaxDRYBreakers] strings of 1 …
+	// [MaxDRYBreakerBytes] bytes; omitted for llama.cpp's default four,
+	// "\n", ":", "\"", "*").
+	DRYMultiplierE6  uint32   `cbor:"dry_multiplier_e6,omitempty" json:"dry_multiplier_e6,omitempty"`
+	DRYBaseE6        uint32   `cbor:"dry_base_e6,omitempty" json:"dry_base_e6,omitempty"`
+	DRYAllowedLength uint32   `cbor:"dry_allowed_length,omitempty" json:"dry_allowed_length,omitempty"`
+	DRYLastN         uint32   `cbor:"dry_penalty_last_n,omitempty" json:"dry_penalty_last_n,omitempty"`
+	DRYBreakers      []string `cbor:"dry_sequence_breakers,omitempty" json:"dry_sequence_breakers,omitempty"`
 }
+
+// Bounds on DRY's fields (Sampling).
+const (
+	MaxDRYMultiplierE6  = 100 * e6
+	MaxDRYBaseE6        = 100 * e6
+	MaxDRYAllowedLength = 1 << 20
+	MaxDRYBreakers      = 32
+	MaxDRYBreakerBytes  = 40
+)
+
+// DefaultDRYBreakers are llama.cpp's sequence breakers, which a
+// Sampling without DRYBreakers means.
+var DefaultDRYBreakers = []string{"\n", ":", "\"", "*"}
 
 // Bounds on llama.cpp's other filters (Sampling).
 const (
@@ -172,7 +200,7 @@ const xtcOff = e6 / 2
 const PenaltyAll = math.MaxUint32
 
 // MaxSamplers bounds Sampling.Samplers: each filter at most once.
-const MaxSamplers = 9
+const MaxSamplers = 10
 
 // MaxIndent bounds Sampling.MinIndent.
 const MaxIndent = 1024
@@ -225,7 +253,12 @@ func TokenPromptHash(ids []uint32) ContentID {
 func (s *Sampling) IsZero() bool {
 	return s == nil || s.TemperatureE6 == 0 && s.TopPE6 == 0 && s.TopK == 0 && s.MinPE6 == 0 &&
 		s.PresencePenaltyE6 == 0 && s.FrequencyPenaltyE6 == 0 && s.RepeatPenaltyE6 == 0 && s.Seed == nil && len(s.Stop) == 0 && len(s.LogitBias) == 0 && s.Draft == "" && s.Grammar == nil &&
-		s.Samplers == "" && s.MinIndent == 0 && s.PenaltyLastN == 0 && !s.Extended()
+		s.Samplers == "" && s.MinIndent == 0 && s.PenaltyLastN == 0 && !s.Extended() && !s.DRY()
+}
+
+// DRY reports whether s sets any of DRY's fields (on, the multiplier).
+func (s *Sampling) DRY() bool {
+	return s != nil && (s.DRYMultiplierE6 != 0 || s.DRYBaseE6 != 0 || s.DRYAllowedLength != 0 || s.DRYLastN != 0 || s.DRYBreakers != nil)
 }
 
 // Extended reports whether s sets one of llama.cpp's other filters
@@ -300,6 +333,9 @@ func (r *ServeRequest) Validate() error {
 		if err := s.checkExtended(); err != nil {
 			return err
 		}
+		if err := s.checkDRY(); err != nil {
+			return err
+		}
 		if s.PenaltyLastN != 0 && !s.Penalised() {
 			return fmt.Errorf("%w: penalty_last_n %d without a penalty says nothing; omit it", ErrInvalid, s.PenaltyLastN)
 		}
@@ -358,6 +394,36 @@ func (s *Sampling) checkExtended() error {
 	return nil
 }
 
+// checkDRY checks DRY's fields: each only beside the multiplier, in
+// its range, the default breakers omitted.
+func (s *Sampling) checkDRY() error {
+	if !s.DRY() {
+		return nil
+	}
+	switch {
+	case s.DRYMultiplierE6 == 0:
+		return fmt.Errorf("%w: dry_base_e6, dry_allowed_length, dry_penalty_last_n and dry_sequence_breakers go beside a dry_multiplier_e6", ErrInvalid)
+	case s.DRYMultiplierE6 > MaxDRYMultiplierE6:
+		return fmt.Errorf("%w: dry_multiplier_e6 %d, at most %d", ErrInvalid, s.DRYMultiplierE6, MaxDRYMultiplierE6)
+	case s.DRYBaseE6 < e6 || s.DRYBaseE6 > MaxDRYBaseE6:
+		return fmt.Errorf("%w: dry_base_e6 %d: from %d to %d", ErrInvalid, s.DRYBaseE6, e6, MaxDRYBaseE6)
+	case s.DRYAllowedLength > MaxDRYAllowedLength:
+		return fmt.Errorf("%w: dry_allowed_length %d, at most %d", ErrInvalid, s.DRYAllowedLength, MaxDRYAllowedLength)
+	case s.DRYLastN == 0:
+		return fmt.Errorf("%w: dry_penalty_last_n 0 scans nothing: DRY is then off; omit it", ErrInvalid)
+	case s.DRYBreakers != nil && (len(s.DRYBreakers) == 0 || len(s.DRYBreakers) > MaxDRYBreakers):
+		return fmt.Errorf("%w: %d dry sequence breakers: 1 to %d (omitted: llama.cpp's four)", ErrInvalid, len(s.DRYBreakers), MaxDRYBreakers)
+	case slices.Equal(s.DRYBreakers, DefaultDRYBreakers):
+		return fmt.Errorf("%w: dry_sequence_breakers are llama.cpp's default; omit them", ErrInvalid)
+	}
+	for i, b := range s.DRYBreakers {
+		if len(b) == 0 || len(b) > MaxDRYBreakerBytes || !utf8.ValidString(b) {
+			return fmt.Errorf("%w: dry sequence breaker %d must be 1 … %d bytes of UTF-8", ErrInvalid, i, MaxDRYBreakerBytes)
+		}
+	}
+	return nil
+}
+
 // checkSamplers checks a sampler order: llama.cpp's letters of the
 // filters meshnode runs, each once.
 func checkSamplers(order string) error {
@@ -366,8 +432,8 @@ func checkSamplers(order string) error {
 	}
 	for i := 0; i < len(order); i++ {
 		c := order[i]
-		if !strings.ContainsRune("eskypmxti", rune(c)) {
-			return fmt.Errorf("%w: samplers %q: %q is not a filter (e, s, k, y, p, m, x, t, i)", ErrInvalid, order, c)
+		if !strings.ContainsRune("edskypmxti", rune(c)) {
+			return fmt.Errorf("%w: samplers %q: %q is not a filter (e, d, s, k, y, p, m, x, t, i)", ErrInvalid, order, c)
 		}
 		if strings.IndexByte(order[:i], c) >= 0 {
 			return fmt.Errorf("%w: samplers %q names %q twice", ErrInvalid, order, c)

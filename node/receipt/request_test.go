@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -126,6 +127,15 @@ func TestRequestIdentity(t *testing.T) {
 			r.Sampling = &Sampling{TemperatureE6: 1, DynaTempRangeE6: 300_000, DynaTempExponentE6: 2 * e6}
 		}},
 		{"min_keep", func(r *ServeRequest) { r.Sampling = &Sampling{TemperatureE6: 1, TopPE6: 900_000, MinKeep: 5} }},
+		{"dry", func(r *ServeRequest) {
+			r.Sampling = &Sampling{DRYMultiplierE6: 800_000, DRYBaseE6: 1_750_000, DRYAllowedLength: 2, DRYLastN: 64}
+		}},
+		{"dry scanning all", func(r *ServeRequest) {
+			r.Sampling = &Sampling{DRYMultiplierE6: 800_000, DRYBaseE6: 1_750_000, DRYAllowedLength: 2, DRYLastN: PenaltyAll}
+		}},
+		{"dry with breakers", func(r *ServeRequest) {
+			r.Sampling = &Sampling{DRYMultiplierE6: 800_000, DRYBaseE6: 1_750_000, DRYAllowedLength: 2, DRYLastN: 64, DRYBreakers: []string{"\n"}}
+		}},
 	}
 	seen := map[ContentID]string{base: "base"}
 	for _, tt := range differ {
@@ -173,9 +183,9 @@ func TestRequestValidate(t *testing.T) {
 			r.Sampling = &Sampling{LogitBias: []LogitBias{{Token: 2, BiasE6: 1}, {Token: 2, BiasE6: 3}}}
 		}},
 		{"too many logit biases", func(r *ServeRequest) { r.Sampling = &Sampling{LogitBias: manyBiases(MaxLogitBias + 1)} }},
-		{"a sampler that is not one", func(r *ServeRequest) { r.Sampling = &Sampling{Samplers: "kd"} }},
+		{"a sampler that is not one", func(r *ServeRequest) { r.Sampling = &Sampling{Samplers: "kz"} }},
 		{"a sampler twice", func(r *ServeRequest) { r.Sampling = &Sampling{Samplers: "kpk"} }},
-		{"too many samplers", func(r *ServeRequest) { r.Sampling = &Sampling{Samplers: "eskypmxtie"} }},
+		{"too many samplers", func(r *ServeRequest) { r.Sampling = &Sampling{Samplers: "edskypmxtie"} }},
 		{"typical_p on a greedy request", func(r *ServeRequest) { r.Sampling = &Sampling{TypicalPE6: 500_000} }},
 		{"typical_p of one", func(r *ServeRequest) { r.Sampling = &Sampling{TemperatureE6: 1, TypicalPE6: e6} }},
 		{"top_n_sigma past its bound", func(r *ServeRequest) {
@@ -193,6 +203,27 @@ func TestRequestValidate(t *testing.T) {
 		}},
 		{"min_keep of one", func(r *ServeRequest) { r.Sampling = &Sampling{TemperatureE6: 1, TopPE6: 1, MinKeep: 1} }},
 		{"min_keep alone", func(r *ServeRequest) { r.Sampling = &Sampling{TemperatureE6: 1, TopK: 4, MinKeep: 2} }},
+		{"dry base alone", func(r *ServeRequest) { r.Sampling = &Sampling{DRYBaseE6: 1_750_000} }},
+		{"dry base under one", func(r *ServeRequest) { r.Sampling = &Sampling{DRYMultiplierE6: 1, DRYBaseE6: 999_999, DRYLastN: 64} }},
+		{"dry scanning nothing", func(r *ServeRequest) { r.Sampling = &Sampling{DRYMultiplierE6: 1, DRYBaseE6: e6} }},
+		{"dry multiplier past its bound", func(r *ServeRequest) {
+			r.Sampling = &Sampling{DRYMultiplierE6: MaxDRYMultiplierE6 + 1, DRYBaseE6: e6, DRYLastN: 64}
+		}},
+		{"dry's default breakers spelled out", func(r *ServeRequest) {
+			r.Sampling = &Sampling{DRYMultiplierE6: 1, DRYBaseE6: e6, DRYLastN: 64, DRYBreakers: DefaultDRYBreakers}
+		}},
+		{"no dry breakers", func(r *ServeRequest) {
+			r.Sampling = &Sampling{DRYMultiplierE6: 1, DRYBaseE6: e6, DRYLastN: 64, DRYBreakers: []string{}}
+		}},
+		{"an empty dry breaker", func(r *ServeRequest) {
+			r.Sampling = &Sampling{DRYMultiplierE6: 1, DRYBaseE6: e6, DRYLastN: 64, DRYBreakers: []string{""}}
+		}},
+		{"a long dry breaker", func(r *ServeRequest) {
+			r.Sampling = &Sampling{DRYMultiplierE6: 1, DRYBaseE6: e6, DRYLastN: 64, DRYBreakers: []string{strings.Repeat("x", MaxDRYBreakerBytes+1)}}
+		}},
+		{"too many dry breakers", func(r *ServeRequest) {
+			r.Sampling = &Sampling{DRYMultiplierE6: 1, DRYBaseE6: e6, DRYLastN: 64, DRYBreakers: make([]string, MaxDRYBreakers+1)}
+		}},
 		{"min_keep past its bound", func(r *ServeRequest) { r.Sampling = &Sampling{TemperatureE6: 1, TopPE6: 1, MinKeep: MaxMinKeep + 1} }},
 		{"n_indent past its bound", func(r *ServeRequest) { r.Sampling = &Sampling{MinIndent: MaxIndent + 1} }},
 	}
@@ -218,8 +249,10 @@ func TestDecodeRequest(t *testing.T) {
 	largest.Sampling = &Sampling{TemperatureE6: 2 * e6, TopPE6: 999_999, TopK: 1 << 31, MinPE6: 999_999,
 		PresencePenaltyE6: -2 * e6, FrequencyPenaltyE6: -2 * e6, RepeatPenaltyE6: 10 * e6, PenaltyLastN: PenaltyAll, Seed: ptr(uint64(1 << 63)),
 		TypicalPE6: 999_999, TopNSigmaE6: MaxTopNSigmaE6, XTCProbabilityE6: e6, XTCThresholdE6: xtcOff,
-		DynaTempRangeE6: MaxDynaTempRangeE6, DynaTempExponentE6: MaxDynaTempExponentE6, MinKeep: MaxMinKeep, Samplers: "eskypmxti",
-		Stop: make([]string, MaxStops), Draft: strings.Repeat("d", MaxDraftBytes), LogitBias: manyBiases(MaxLogitBias)}
+		DynaTempRangeE6: MaxDynaTempRangeE6, DynaTempExponentE6: MaxDynaTempExponentE6, MinKeep: MaxMinKeep, Samplers: "edskypmxti",
+		DRYMultiplierE6: MaxDRYMultiplierE6, DRYBaseE6: MaxDRYBaseE6, DRYAllowedLength: MaxDRYAllowedLength, DRYLastN: PenaltyAll,
+		DRYBreakers: slices.Repeat([]string{strings.Repeat("\u00e9", MaxDRYBreakerBytes/2)}, MaxDRYBreakers),
+		Stop:        make([]string, MaxStops), Draft: strings.Repeat("d", MaxDraftBytes), LogitBias: manyBiases(MaxLogitBias)}
 	for i := range largest.Sampling.Stop {
 		largest.Sampling.Stop[i] = strings.Repeat("s", MaxStopBytes-1) + string(rune('a'+i))
 	}
@@ -324,7 +357,8 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Add(mustCanonical(f, penalised))
 	filtered := testRequest()
 	filtered.Sampling = &Sampling{TemperatureE6: 700_000, TopPE6: 900_000, TypicalPE6: 950_000, TopNSigmaE6: e6, XTCProbabilityE6: 500_000,
-		XTCThresholdE6: 100_000, DynaTempRangeE6: 200_000, DynaTempExponentE6: e6, MinKeep: 3, Samplers: "tskypmx"}
+		XTCThresholdE6: 100_000, DynaTempRangeE6: 200_000, DynaTempExponentE6: e6, MinKeep: 3, Samplers: "tdskypmx",
+		DRYMultiplierE6: 800_000, DRYBaseE6: 1_750_000, DRYAllowedLength: 2, DRYLastN: PenaltyAll, DRYBreakers: []string{"\n", "Bob:"}}
 	f.Add(mustCanonical(f, filtered))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := DecodeRequest(b)

@@ -681,7 +681,7 @@ func (e *Engine) check(req receipt.ServeRequest, prompt []uint32) (sample.Params
 	if err := e.checkPrompt(prompt); err != nil {
 		return sample.Params{}, nil, err
 	}
-	params, stops, err := samplingParams(req.Sampling, e.m.model.Config().VocabSize, SamplerVocab(e.m.tok), prompt)
+	params, stops, err := samplingParams(req.Sampling, e.m.model.Config().VocabSize, SamplerVocab(e.m.tok), e.m.dry, prompt)
 	if err != nil {
 		return sample.Params{}, nil, refuse("%v", err)
 	}
@@ -708,7 +708,7 @@ func (e *Engine) checkPrompt(prompt []uint32) error {
 // samplingParams maps the request's sampling block (millionths) to the
 // sampler's parameters, for a model of vocab tokens. A sampled request
 // without a seed gets a random one.
-func samplingParams(s *receipt.Sampling, vocab int, words sample.Vocab, prompt []uint32) (sample.Params, []string, error) {
+func samplingParams(s *receipt.Sampling, vocab int, words sample.Vocab, breakers *DRYVocab, prompt []uint32) (sample.Params, []string, error) {
 	if s == nil {
 		return sample.Params{}, nil, nil
 	}
@@ -741,6 +741,13 @@ func samplingParams(s *receipt.Sampling, vocab int, words sample.Vocab, prompt [
 	}
 	if strings.IndexByte(s.Samplers, 'i') >= 0 {
 		p.Vocab = words // only the infill filter reads it; nil refuses it
+	}
+	if s.DRYMultiplierE6 > 0 {
+		d, err := dryParams(s, breakers, prompt)
+		if err != nil {
+			return p, nil, err
+		}
+		p.DRY = d
 	}
 	for _, b := range s.LogitBias {
 		p.LogitBias = append(p.LogitBias, sample.Bias{Token: b.Token, Bias: float64(b.BiasE6) / e6})
@@ -888,9 +895,10 @@ func (m *Model) CheckSampling(p sample.Params) error {
 // without a seed gets a random one): for engines that serve the same
 // models another way (a model split across nodes), for a model of vocab
 // tokens and the serve's prompt (which penalties may count:
-// receipt.Sampling.PenaltyLastN).
-func SamplingParams(s *receipt.Sampling, vocab int, words sample.Vocab, prompt []uint32) (sample.Params, []string, error) {
-	return samplingParams(s, vocab, words, prompt)
+// receipt.Sampling.PenaltyLastN, and DRY scans), DRY's breakers read
+// with breakers (nil refuses DRY).
+func SamplingParams(s *receipt.Sampling, vocab int, words sample.Vocab, breakers *DRYVocab, prompt []uint32) (sample.Params, []string, error) {
+	return samplingParams(s, vocab, words, breakers, prompt)
 }
 
 // MinIndent is a request's n_indent (receipt.Sampling.MinIndent), 0 for

@@ -424,6 +424,47 @@ func TestLlamaFilters(t *testing.T) {
 	}
 }
 
+// TestDRY: a request's DRY penalty is the sampler's, its breakers read
+// from the model's vocabulary and the prompt scanned with the answer:
+// greedy and sampled, the served tokens are the sampler's loop's, and
+// the greedy answer differs from plain greedy decoding's (the built-in
+// model repeats itself).
+func TestDRY(t *testing.T) {
+	m := fortunes(t)
+	prompt := q8References(t)[0].Prompt
+	const n = 40
+	plain, _ := serve(t, m.Engine(), request(n, nil), prompt)
+	breakers, err := sample.Breakers(m.dry, receipt.DefaultDRYBreakers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(breakers) == 0 {
+		t.Fatal("no token of the vocabulary holds a breaker")
+	}
+	seed := uint64(3)
+	for _, tc := range []struct {
+		name string
+		s    receipt.Sampling
+	}{
+		{"greedy", receipt.Sampling{DRYMultiplierE6: 2_000_000, DRYBaseE6: 1_750_000, DRYAllowedLength: 1, DRYLastN: receipt.PenaltyAll}},
+		{"greedy, last 16", receipt.Sampling{DRYMultiplierE6: 2_000_000, DRYBaseE6: 1_750_000, DRYAllowedLength: 1, DRYLastN: 16}},
+		{"sampled", receipt.Sampling{TemperatureE6: 800_000, Seed: &seed, DRYMultiplierE6: 800_000, DRYBaseE6: 1_750_000, DRYAllowedLength: 2, DRYLastN: 64}},
+	} {
+		got, _ := serve(t, m.Engine(), request(n, &tc.s), prompt)
+		d := &sample.DRY{Multiplier: float64(tc.s.DRYMultiplierE6) / 1e6, Base: 1.75, AllowedLength: int(tc.s.DRYAllowedLength), Breakers: breakers, Context: prompt}
+		if tc.s.DRYLastN != receipt.PenaltyAll {
+			d.LastN = int(tc.s.DRYLastN)
+		}
+		p := sample.Params{Temperature: float64(tc.s.TemperatureE6) / 1e6, Seed: seed, DRY: d}
+		if want := samplerLoop(t, m, prompt, p, n); !slices.Equal(got, want) {
+			t.Errorf("%s: served %v, the sampler's loop %v", tc.name, got, want)
+		}
+		if tc.s.TemperatureE6 == 0 && slices.Equal(got, plain) {
+			t.Errorf("%s: DRY left greedy decoding's answer as it was: %v", tc.name, got)
+		}
+	}
+}
+
 // samplerLoop is the reference for a serve under p: up to n tokens
 // picked by p's sampler from the logits of one-token steps over a fresh
 // session, until the model ends.

@@ -120,6 +120,7 @@ type Model struct {
 	ctx     int
 	draft   *spec.Drafter // nil: no speculation
 	con     *Constrainer  // the vocabulary for constrained decoding
+	dry     *DRYVocab     // DRY's sequence breakers, read from tok
 	eng     *Engine
 	// pooling is how embeddings pool, or poolingErr why there are none.
 	pooling    Pooling
@@ -160,6 +161,7 @@ func Load(path string, cfg Config) (*Model, error) {
 	if m.tok, err = tokenizer.FromGGUF(f.Metadata); err != nil {
 		return nil, fmt.Errorf("ggufengine: %s: %w", path, err)
 	}
+	m.dry = NewDRYVocab(m.tok)
 	if m.tmpl, err = chat.FromGGUF(f.Metadata); err != nil {
 		return nil, fmt.Errorf("ggufengine: %s: %w", path, err)
 	}

@@ -67,8 +67,8 @@ var penaltyBias = []receipt.LogitBias{{Token: 278, BiasE6: -2_000_000}, {Token: 
 
 // TestSpeculativeGreedyMatchesPlain: with any proposer, a greedy serve
 // emits plain decoding's tokens (llama.cpp's reference ids), with and
-// without a penalty and logit biases, and a penalty over the prompt's
-// tail too, and reports what it speculated.
+// without a penalty and logit biases, a penalty over the prompt's tail
+// too, and DRY, and reports what it speculated.
 func TestSpeculativeGreedyMatchesPlain(t *testing.T) {
 	plain := fortunes(t)
 	refs := q8References(t)
@@ -77,7 +77,8 @@ func TestSpeculativeGreedyMatchesPlain(t *testing.T) {
 			t.Fatalf("%s: no draft named", name)
 		}
 		var proposed, accepted uint32
-		for _, s := range []*receipt.Sampling{nil, {RepeatPenaltyE6: 1_300_000, LogitBias: penaltyBias}, {RepeatPenaltyE6: 1_300_000, PenaltyLastN: 12}} {
+		for _, s := range []*receipt.Sampling{nil, {RepeatPenaltyE6: 1_300_000, LogitBias: penaltyBias}, {RepeatPenaltyE6: 1_300_000, PenaltyLastN: 12},
+			{DRYMultiplierE6: 1_500_000, DRYBaseE6: 1_750_000, DRYAllowedLength: 1, DRYLastN: receipt.PenaltyAll}} {
 			for _, ref := range refs {
 				want, _ := serve(t, plain.Engine(), request(40, s), ref.Prompt)
 				got, out := serve(t, m.Engine(), request(40, s), ref.Prompt)

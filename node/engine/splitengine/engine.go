@@ -114,6 +114,7 @@ const DefaultStepTimeout = 60 * time.Second
 type Engine struct {
 	cfg   Config
 	con   *ggufengine.Constrainer // nil without Tokens
+	dry   *ggufengine.DRYVocab    // nil without Tokens that encode: DRY refused
 	next  atomic.Uint64           // request ids
 	slots chan struct{}           // a token per serve running
 
@@ -154,6 +155,9 @@ func New(cfg Config, p Pipeline) *Engine {
 	e := &Engine{cfg: cfg, p: p, slots: make(chan struct{}, cfg.Sessions), drifted: make(chan struct{}, 1), turn: make(chan struct{}, 1)}
 	if cfg.Tokens != nil {
 		e.con = ggufengine.NewConstrainer(cfg.Tokens, cfg.Vocab)
+	}
+	if t, ok := cfg.Tokens.(ggufengine.BreakerTokens); ok {
+		e.dry = ggufengine.NewDRYVocab(t)
 	}
 	return e
 }
@@ -299,7 +303,7 @@ func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []u
 	if t, ok := e.cfg.Tokens.(ggufengine.VocabTokens); ok {
 		words = ggufengine.SamplerVocab(t)
 	}
-	params, stops, err := ggufengine.SamplingParams(req.Sampling, e.cfg.Vocab, words, prompt)
+	params, stops, err := ggufengine.SamplingParams(req.Sampling, e.cfg.Vocab, words, e.dry, prompt)
 	if err != nil {
 		return engine.Outcome{}, refuse("%v", err)
 	}

@@ -188,7 +188,8 @@ func serve(e engine.Engine, prompt []uint32, req receipt.ServeRequest) ([]uint32
 }
 
 // TestSameTokens: greedy and seeded sampled serves on a pipeline give the
-// single-node engine's tokens, and the counters agree.
+// single-node engine's tokens, and the counters agree, llama.cpp's DRY
+// and other filters included.
 func TestSameTokens(t *testing.T) {
 	ref, m := setup(t)
 	prompt := ref.Tokenize("Q: Why did the chicken cross the road?\nA:", true, false)
@@ -196,6 +197,9 @@ func TestSameTokens(t *testing.T) {
 	for _, req := range []receipt.ServeRequest{
 		{MaxTokens: 24},
 		{MaxTokens: 24, Sampling: &receipt.Sampling{TemperatureE6: 800_000, TopK: 40, Seed: &seed}},
+		// DRY reads its breakers with the pipeline's tokenizer.
+		{MaxTokens: 24, Sampling: &receipt.Sampling{DRYMultiplierE6: 1_500_000, DRYBaseE6: 1_750_000, DRYAllowedLength: 1, DRYLastN: receipt.PenaltyAll}},
+		{MaxTokens: 24, Sampling: &receipt.Sampling{TemperatureE6: 800_000, Seed: &seed, TypicalPE6: 500_000, XTCProbabilityE6: 500_000, XTCThresholdE6: 100_000}},
 	} {
 		want, wantOut, err := serve(ref.Engine(), prompt, req)
 		if err != nil {
