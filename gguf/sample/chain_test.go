@@ -640,6 +640,14 @@ func BenchmarkChain(b *testing.B) {
 		{"kpi/k1024", Params{Temperature: 0.8, TopK: MaxInfillCandidates, Order: "kpi", Vocab: voc}},
 		{"mt", Params{Temperature: 0.8, MinP: 0.05, Order: "mt"}},
 		{"tkpm", Params{Temperature: 0.8, TopK: 40, TopP: 0.9, Order: "tkpm"}},
+		// llama.cpp's other filters in its default order: after top-k
+		// 40, as llama-server's defaults have them, and over the whole
+		// vocabulary (typical-p sorts it by surprise).
+		{"default", Params{Temperature: 0.8, TopK: 40, TopP: 0.95, MinP: 0.05}},
+		{"default+typical+xtc+sigma", Params{Temperature: 0.8, TopK: 40, TopP: 0.95, MinP: 0.05, TypicalP: 0.9, XTCProbability: 0.5, XTCThreshold: 0.1, TopNSigma: 2}},
+		{"typical/k0", Params{Temperature: 0.8, TypicalP: 0.9}},
+		{"dry", Params{Temperature: 0.8, TopK: 40, DRY: &DRY{Multiplier: 0.8, Base: 1.75, AllowedLength: 2, LastN: 1024,
+			Breakers: map[uint32][][]uint32{2: {nil}}, Context: benchContext(1024)}}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			s := New(bc.p)
@@ -649,4 +657,14 @@ func BenchmarkChain(b *testing.B) {
 			}
 		})
 	}
+}
+
+// benchContext is n tokens of a text that repeats itself now and then,
+// for DRY to scan.
+func benchContext(n int) []uint32 {
+	out := make([]uint32, n)
+	for i := range out {
+		out[i] = uint32((i*7919)%97 + (i/50%3)*13)
+	}
+	return out
 }

@@ -37,10 +37,10 @@ func topNSigma(c []candidate, n float64) []candidate {
 	for _, x := range c {
 		if !math.IsInf(x.v, -1) {
 			d := x.v - mean
-			acc += d * d
+			acc += float64(d * d) // rounded: no fused multiply-add, the same bits everywhere
 		}
 	}
-	floor := top - n*math.Sqrt(acc/float64(count))
+	floor := top - float64(n*math.Sqrt(acc/float64(count)))
 	kept := c[:0]
 	for _, x := range c {
 		if x.v >= floor {
@@ -66,7 +66,7 @@ func entropy(p []candidate) float64 {
 	var h float64
 	for _, x := range p {
 		if x.v > 0 {
-			h -= x.v * detmath.Log(x.v)
+			h -= float64(x.v * detmath.Log(x.v))
 		}
 	}
 	return h
@@ -175,5 +175,5 @@ func (s *Sampler) dynamicTemperature(c []candidate, t float64) float64 {
 	lo, hi := max(0, t-s.p.DynaTempRange), t+s.p.DynaTempRange
 	c = sortCands(c, slices.IsSortedFunc(c, beforeNumber))
 	norm := entropy(s.softmax(c)) / detmath.Log(float64(len(c)))
-	return lo + (hi-lo)*detmath.Pow(norm, s.p.DynaTempExponent)
+	return lo + float64((hi-lo)*detmath.Pow(norm, s.p.DynaTempExponent))
 }

@@ -2,17 +2,20 @@ package api
 
 import (
 	"math"
+
+	"github.com/meshnode/meshnode/node/receipt"
 )
 
 // llama.cpp's other sampling filters, which llama-server's clients send
 // on every endpoint (its web UI, SillyTavern's text completion presets)
-// and Ollama's options name in part (typical_p): locally typical
-// sampling, top-n-sigma, XTC, the dynamic temperature and min_keep.
-// They weigh a sampled answer's draws, so a greedy request (temperature
-// 0, meshnode's default) refuses them turned on, where llama.cpp would
-// let some change its pick; turned off they ask nothing. They are read
-// into Generation and sealed as the request's sampling
-// (receipt.Sampling's typical_p_e6 …).
+// and Ollama's options name in part (typical_p): DRY, locally typical
+// sampling, top-n-sigma, XTC, the dynamic temperature and min_keep. DRY
+// changes logits, as the penalties do, greedy answers' too; the others
+// weigh a sampled answer's draws, so a greedy request (temperature 0,
+// meshnode's default) refuses them turned on, where llama.cpp would let
+// some change its pick. Turned off they ask nothing. They are read into
+// Generation and sealed as the request's sampling (receipt.Sampling's
+// typical_p_e6 …, dry_multiplier_e6 …).
 
 // llamaFilterFields are the filters' fields.
 type llamaFilterFields struct {
@@ -34,10 +37,12 @@ type llamaFilterFields struct {
 
 // Bounds on the filters' fields (receipt.Sampling's).
 const (
-	maxTopNSigma        = 1000
-	maxDynaTempRange    = 2
-	maxDynaTempExponent = 100
-	maxMinKeep          = 1 << 20
+	maxTopNSigma        = receipt.MaxTopNSigmaE6 / 1e6
+	maxDynaTempRange    = receipt.MaxDynaTempRangeE6 / 1e6
+	maxDynaTempExponent = receipt.MaxDynaTempExponentE6 / 1e6
+	maxMinKeep          = receipt.MaxMinKeep
+	maxDRYMultiplier    = receipt.MaxDRYMultiplierE6 / 1e6
+	maxDRYBase          = receipt.MaxDRYBaseE6 / 1e6
 )
 
 // llama.cpp's defaults where a filter is on and its companion is not
@@ -48,15 +53,6 @@ const (
 	llamaDRYBase          = 1.75
 	llamaDRYAllowedLength = 2
 	llamaDRYLastN         = 64
-)
-
-// Bounds on DRY's fields (receipt.Sampling's).
-const (
-	maxDRYMultiplier    = 100
-	maxDRYBase          = 100
-	maxDRYAllowedLength = 1 << 20
-	maxDRYBreakers      = 32
-	maxDRYBreakerBytes  = 40
 )
 
 // typical is typical_p or typ_p, whichever the request gives.
@@ -163,19 +159,19 @@ func (f *llamaFilterFields) applyDRY(g *Generation) error {
 	}
 	switch {
 	case math.IsNaN(*m) || *m < 0 || *m > maxDRYMultiplier:
-		return badRequest("dry_multiplier", "dry_multiplier must be between 0 (off) and %d, got %v", maxDRYMultiplier, *m)
+		return badRequest("dry_multiplier", "dry_multiplier must be between 0 (off) and %v, got %v", maxDRYMultiplier, *m)
 	case f.DRYBase != nil && (math.IsNaN(*f.DRYBase) || *f.DRYBase < 1 || *f.DRYBase > maxDRYBase):
-		return badRequest("dry_base", "dry_base must be from 1 to %d, got %v (llama-server puts its default, 1.75, in place of one under 1; meshnode refuses it)", maxDRYBase, *f.DRYBase)
-	case f.DRYAllowedLength != nil && (*f.DRYAllowedLength < 0 || *f.DRYAllowedLength > maxDRYAllowedLength):
-		return badRequest("dry_allowed_length", "dry_allowed_length must be from 0 to %d, got %d", maxDRYAllowedLength, *f.DRYAllowedLength)
+		return badRequest("dry_base", "dry_base must be from 1 to %v, got %v (llama-server puts its default, 1.75, in place of one under 1; meshnode refuses it)", maxDRYBase, *f.DRYBase)
+	case f.DRYAllowedLength != nil && (*f.DRYAllowedLength < 0 || *f.DRYAllowedLength > receipt.MaxDRYAllowedLength):
+		return badRequest("dry_allowed_length", "dry_allowed_length must be from 0 to %d, got %d", receipt.MaxDRYAllowedLength, *f.DRYAllowedLength)
 	case f.DRYLastN != nil && *f.DRYLastN < -1:
 		return badRequest("dry_penalty_last_n", "dry_penalty_last_n must be -1 (every token of prompt and answer), 0 (off) or how many of the latest tokens DRY scans; got %d", *f.DRYLastN)
-	case f.DRYBreakers != nil && (len(f.DRYBreakers) == 0 || len(f.DRYBreakers) > maxDRYBreakers):
-		return badRequest("dry_sequence_breakers", "dry_sequence_breakers must be 1 to %d strings, got %d", maxDRYBreakers, len(f.DRYBreakers))
+	case f.DRYBreakers != nil && (len(f.DRYBreakers) == 0 || len(f.DRYBreakers) > receipt.MaxDRYBreakers):
+		return badRequest("dry_sequence_breakers", "dry_sequence_breakers must be 1 to %d strings, got %d", receipt.MaxDRYBreakers, len(f.DRYBreakers))
 	}
 	for i, b := range f.DRYBreakers {
-		if b == "" || len(b) > maxDRYBreakerBytes {
-			return badRequest("dry_sequence_breakers", "dry_sequence_breakers[%d] must be 1 to %d bytes (llama-server cuts a longer one; meshnode refuses it), got %d", i, maxDRYBreakerBytes, len(b))
+		if b == "" || len(b) > receipt.MaxDRYBreakerBytes {
+			return badRequest("dry_sequence_breakers", "dry_sequence_breakers[%d] must be 1 to %d bytes (llama-server cuts a longer one; meshnode refuses it), got %d", i, receipt.MaxDRYBreakerBytes, len(b))
 		}
 	}
 	g.DRYMultiplier, g.DRYBase, g.DRYAllowedLength, g.DRYLastN = *m, llamaDRYBase, llamaDRYAllowedLength, llamaDRYLastN
