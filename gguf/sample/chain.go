@@ -223,7 +223,6 @@ func (s *Sampler) chain(logits []float32, allowed []uint64, xtc func() bool) []c
 			}
 		case 'y':
 			if p := s.p.TypicalP; p > 0 && p < 1 {
-				c = sortCands(c, sorted)
 				c, full, sorted = s.typical(c, p), false, false
 			}
 		case 'x':

@@ -50,11 +50,29 @@ func topNSigma(c []candidate, n float64) []candidate {
 	return kept
 }
 
-// softmax sets s.exps to the softmax of the sorted candidates c and
-// returns it.
+// softmax sets s.exps to the softmax of the candidates c, in their
+// order, and returns it.
 func (s *Sampler) softmax(c []candidate) []candidate {
+	top := math.Inf(-1)
+	for _, x := range c {
+		top = max(top, x.v) // no NaN: chain made them −Inf
+	}
 	s.exps = slices.Grow(s.exps[:0], len(c))[:len(c)]
-	sum := softmaxWeights(s.exps, c)
+	var sum float64
+	if math.IsInf(top, 0) {
+		// The limit, as softmaxWeights takes it.
+		for i, x := range c {
+			s.exps[i] = candidate{x.id, 0}
+			if x.v == top {
+				s.exps[i].v = 1
+			}
+		}
+	} else {
+		expWeights(s.exps, c, top, 1)
+	}
+	for _, x := range s.exps {
+		sum += x.v
+	}
 	for i := range s.exps {
 		s.exps[i].v /= sum
 	}
@@ -72,31 +90,43 @@ func entropy(p []candidate) float64 {
 	return h
 }
 
-// typicalCand is a candidate and how far its surprise is from the
-// entropy.
+// typicalCand is a candidate, its probability, and how far its
+// surprise is from the entropy.
 type typicalCand struct {
 	c     candidate
 	p     float64
 	score float64
+	at    int // its place in c: ties keep c's order
 }
 
-// typical keeps the locally typical candidates of the sorted c: ordered
-// by |−ln p − H| (H the entropy; ties in c's order), the shortest head
-// whose mass exceeds p, and at least MinKeep. They are returned in that
-// order, not sorted.
+// typical keeps the locally typical candidates of c: ordered by |−ln p −
+// H| (H the entropy; ties in c's order), the shortest head whose mass
+// exceeds p, and at least MinKeep. They are returned in that order, not
+// sorted.
 func (s *Sampler) typical(c []candidate, p float64) []candidate {
 	pr := s.softmax(c)
-	h := entropy(pr)
 	t := slices.Grow(s.typ[:0], len(c))
+	var h float64
 	for i, x := range c {
-		score := math.Inf(1)
-		if pr[i].v > 0 {
-			score = math.Abs(-detmath.Log(pr[i].v) - h)
+		// score holds ln p until the entropy is known.
+		q, lp := pr[i].v, math.Inf(-1)
+		if q > 0 {
+			lp = detmath.Log(q)
+			h -= float64(q * lp)
 		}
-		t = append(t, typicalCand{x, pr[i].v, score})
+		t = append(t, typicalCand{x, q, lp, i})
+	}
+	for i := range t {
+		t[i].score = math.Abs(-t[i].score - h) // +Inf where p is 0
 	}
 	s.typ = t
-	slices.SortStableFunc(t, func(a, b typicalCand) int { return cmp.Compare(a.score, b.score) })
+	t = typicalHead(t, p, s.p.MinKeep)
+	slices.SortFunc(t, func(a, b typicalCand) int {
+		if a.score != b.score {
+			return cmp.Compare(a.score, b.score)
+		}
+		return cmp.Compare(a.at, b.at)
+	})
 	last := len(t)
 	var cum float64
 	for i, x := range t {
@@ -110,6 +140,38 @@ func (s *Sampler) typical(c []candidate, p float64) []candidate {
 		c[i] = x.c
 	}
 	return c[:last]
+}
+
+// typicalHead keeps, in their order, the candidates of t a walk in
+// score order takes before its mass exceeds p with minKeep taken (and
+// some after, never fewer): those under a score that doubles until what
+// is under it holds that mass. Sorted, they begin as all t sorted does,
+// so the walk over them takes the same candidates, summed in the same
+// order; and sorting a vocabulary was most of a pick's time.
+func typicalHead(t []typicalCand, p float64, minKeep int) []typicalCand {
+	for tau := 0.25; tau < 1e4; tau *= 2 {
+		var mass float64
+		n := 0
+		for _, x := range t {
+			if x.score <= tau {
+				mass += x.p
+				n++
+			}
+		}
+		if n == len(t) {
+			break
+		}
+		if mass > p && n >= minKeep {
+			kept := t[:0]
+			for _, x := range t {
+				if x.score <= tau {
+					kept = append(kept, x)
+				}
+			}
+			return kept
+		}
+	}
+	return t
 }
 
 // excludeTop is XTC over the sorted c: every candidate at least
@@ -173,7 +235,6 @@ func (s *Sampler) xtcDist(dst []Prob, logits []float32, allowed []uint64) []Prob
 // DynaTempExponent.
 func (s *Sampler) dynamicTemperature(c []candidate, t float64) float64 {
 	lo, hi := max(0, t-s.p.DynaTempRange), t+s.p.DynaTempRange
-	c = sortCands(c, slices.IsSortedFunc(c, beforeNumber))
 	norm := entropy(s.softmax(c)) / detmath.Log(float64(len(c)))
 	return lo + float64((hi-lo)*detmath.Pow(norm, s.p.DynaTempExponent))
 }
