@@ -51,6 +51,18 @@ func runCommand() *cli.Command {
 			&cli.Float64Flag{Name: "presence-penalty", Usage: "subtract this from the logits of recent tokens"},
 			&cli.Float64Flag{Name: "frequency-penalty", Usage: "subtract this times its count from the logit of each recent token"},
 			&cli.IntFlag{Name: "repeat-last-n", Value: 64, Usage: "how many of the latest tokens of prompt and output the penalties look at, as llama.cpp's (-1: all, 0: no penalties)"},
+			&cli.Float64Flag{Name: "typical", Value: 1, Usage: "locally typical sampling's mass (llama.cpp's --typical; 1: off)"},
+			&cli.Float64Flag{Name: "top-nsigma", Value: -1, Usage: "keep tokens within N standard deviations of the likeliest's logit (-1: off)"},
+			&cli.Float64Flag{Name: "xtc-probability", Usage: "how often XTC drops the likeliest tokens (0: off)"},
+			&cli.Float64Flag{Name: "xtc-threshold", Value: 0.1, Usage: "how likely a token XTC drops is"},
+			&cli.Float64Flag{Name: "dynatemp-range", Usage: "dynamic temperature: temp ± this by the entropy (0: off)"},
+			&cli.Float64Flag{Name: "dynatemp-exp", Value: 1, Usage: "dynamic temperature's exponent"},
+			&cli.IntFlag{Name: "min-keep", Usage: "the fewest tokens top-p, min-p, typical and XTC leave"},
+			&cli.Float64Flag{Name: "dry-multiplier", Usage: "DRY's penalty multiplier (0: off)"},
+			&cli.Float64Flag{Name: "dry-base", Value: 1.75, Usage: "DRY's penalty base"},
+			&cli.IntFlag{Name: "dry-allowed-length", Value: 2, Usage: "the longest repeat DRY leaves unpenalised"},
+			&cli.IntFlag{Name: "dry-penalty-last-n", Value: -1, Usage: "how many of the latest tokens DRY scans (-1: all, 0: off)"},
+			&cli.StringSliceFlag{Name: "dry-sequence-breaker", Usage: "a DRY sequence breaker (repeatable; default \\n : \" *)"},
 			&cli.Uint64Flag{Name: "seed", Usage: "sampling seed (default: random)"},
 			&cli.StringSliceFlag{Name: "stop", Usage: "stop at this string (repeatable)"},
 			&cli.StringSliceFlag{Name: "logit-bias", Usage: "add BIAS (-100 … 100) to token ID's logit, as ID+BIAS or ID-BIAS (repeatable; llama.cpp's --logit-bias)"},
@@ -111,6 +123,13 @@ func runCommand() *cli.Command {
 						RepeatPenalty:    c.Float64("repeat-penalty"),
 						PresencePenalty:  c.Float64("presence-penalty"),
 						FrequencyPenalty: c.Float64("frequency-penalty"),
+						TypicalP:         c.Float64("typical"),
+						TopNSigma:        c.Float64("top-nsigma"),
+						XTCProbability:   c.Float64("xtc-probability"),
+						XTCThreshold:     c.Float64("xtc-threshold"),
+						DynaTempRange:    c.Float64("dynatemp-range"),
+						DynaTempExponent: c.Float64("dynatemp-exp"),
+						MinKeep:          c.Int("min-keep"),
 						Seed:             rand.Uint64(),
 					},
 					Stop:      c.StringSlice("stop"),
@@ -134,6 +153,16 @@ func runCommand() *cli.Command {
 			}
 			if r.gen.Sampling.LogitBias, err = parseLogitBiasFlags(c.StringSlice("logit-bias")); err != nil {
 				return err
+			}
+			if m, n := c.Float64("dry-multiplier"), c.Int("dry-penalty-last-n"); m != 0 && n != 0 {
+				if n < -1 {
+					return fmt.Errorf("run: --dry-penalty-last-n %d: -1 (all of prompt and output), 0 (off) or a count", n)
+				}
+				// The breakers are read once the model's vocabulary is.
+				r.gen.Sampling.DRY = &sample.DRY{Multiplier: m, Base: c.Float64("dry-base"), AllowedLength: c.Int("dry-allowed-length"), LastN: max(n, 0)}
+				if r.dryBreakers = c.StringSlice("dry-sequence-breaker"); len(r.dryBreakers) == 0 {
+					r.dryBreakers = sample.DefaultBreakers
+				}
 			}
 			if err := r.gen.Sampling.Validate(); err != nil { // before any output
 				return err
@@ -160,6 +189,11 @@ func runCommand() *cli.Command {
 			defer m.Close()
 			if err := m.CheckSampling(r.gen.Sampling); err != nil { // before any output
 				return fmt.Errorf("run: --logit-bias: %w", err)
+			}
+			if d := r.gen.Sampling.DRY; d != nil {
+				if d.Breakers, err = sample.Breakers(ggufengine.NewDRYVocab(m.Tokenizer()), r.dryBreakers); err != nil {
+					return fmt.Errorf("run: --dry-sequence-breaker: %w", err)
+				}
 			}
 			r.m, r.loaded = m, time.Since(start)
 			r.chat = c.Bool("chat") || interactive && m.Template().Kind() != "transcript"
@@ -222,7 +256,10 @@ type runner struct {
 	// penaltyPrompt: the penalties count the prompt's tokens too
 	// (--repeat-last-n, as llama.cpp's penalty_last_n).
 	penaltyPrompt bool
-	out, info     io.Writer
+	// dryBreakers are DRY's sequence breakers, read into
+	// gen.Sampling.DRY once the model is.
+	dryBreakers []string
+	out, info   io.Writer
 }
 
 // once generates for one prompt: raw text is echoed and continued; a chat
@@ -283,6 +320,12 @@ func (r *runner) generate(ctx context.Context, prompt []uint32) (string, genStat
 	g := r.gen
 	if r.penaltyPrompt {
 		g.Sampling.PenaltyContext = prompt
+	}
+	if d := g.Sampling.DRY; d != nil {
+		// DRY scans the prompt too, as llama.cpp's does.
+		dry := *d
+		dry.Context = prompt
+		g.Sampling.DRY = &dry
 	}
 	out, err := r.m.Engine().Generate(ctx, prompt, g, func(tok uint32) error {
 		if st.first.IsZero() {

@@ -119,6 +119,30 @@ func TestRunGreedyMatchesLlamaCpp(t *testing.T) {
 	if one, stderr, err := meshnodeRun(t, runModel, "-p", prompt, "-n", "12", "--repeat-penalty", "1.5", "--repeat-last-n", "1"); err != nil || one == stdout {
 		t.Errorf("--repeat-last-n 1: %v, stdout %q, the same as over 64 tokens\n%s", err, one, stderr)
 	}
+	// DRY, llama-cli's flags: the repeat of "a man who" is penalised;
+	// with "a" a breaker, "man" holds one, so it is never penalised and
+	// no repeat reaches back past it; --dry-penalty-last-n 0 is off.
+	dry := []string{runModel, "-p", prompt, "-n", "16", "--dry-multiplier", "1.5", "--dry-allowed-length", "1"}
+	long, _, err := meshnodeRun(t, runModel, "-p", prompt, "-n", "16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dried, stderr, err := meshnodeRun(t, dry...)
+	if err != nil || dried == long || !strings.HasPrefix(dried, prompt) {
+		t.Errorf("--dry-multiplier 1.5: %v, stdout %q, want other text than greedy's %q\n%s", err, dried, long, stderr)
+	}
+	if off, stderr, err := meshnodeRun(t, append(dry, "--dry-penalty-last-n", "0")...); err != nil || off != long {
+		t.Errorf("--dry-penalty-last-n 0: %v, stdout %q, want greedy's %q\n%s", err, off, long, stderr)
+	}
+	if broken, stderr, err := meshnodeRun(t, append(dry, "--dry-sequence-breaker", "a")...); err != nil || broken != long {
+		t.Errorf("--dry-sequence-breaker a: %v, stdout %q, want greedy's %q\n%s", err, broken, long, stderr)
+	}
+	if _, _, err := meshnodeRun(t, runModel, "-p", prompt, "--temp", "0.8", "--typical", "1.5"); err == nil {
+		t.Error("--typical 1.5 accepted")
+	}
+	if out, stderr, err := meshnodeRun(t, runModel, "-p", prompt, "-n", "12", "--temp", "0.8", "--seed", "3", "--typical", "0.5", "--xtc-probability", "0.5", "--top-nsigma", "2", "--min-keep", "2"); err != nil || !strings.HasPrefix(out, prompt) {
+		t.Errorf("llama.cpp's filters: %v, stdout %q\n%s", err, out, stderr)
+	}
 }
 
 // TestRunDraft: with --draft (here the model itself, and prompt lookup)
