@@ -7,12 +7,14 @@
 // everywhere, four at a time on amd64 with AVX2 and FMA.
 //
 // The filters run in llama.cpp's default order: logit biases, penalties,
-// top-k, top-p, min-p, then temperature. So top-p and min-p see the untempered
+// DRY, top-n-sigma, top-k, typical-p, top-p, min-p, XTC, then temperature
+// (dynamic, where asked). So top-p and min-p see the untempered
 // distribution, as in llama.cpp. Params.Order names another order, in
 // llama.cpp's sampler letters (a request's samplers list), and may add
 // llama.cpp's infill filter, which editors' fill-in-the-middle requests
-// ask for (chain.go, infill.go); the default order keeps its own, faster
-// path.
+// ask for (chain.go, infill.go, and llama.cpp's other filters in
+// filters.go and dry.go); the default order, with those others off,
+// keeps its own, faster path.
 package sample
 
 import (
