@@ -82,6 +82,10 @@ func (e *Reference) Serve(ctx context.Context, req receipt.ServeRequest, prompt 
 		}
 		return out, nil
 	}
+	if progress := PromptProgressFrom(ctx); progress != nil && req.MaxTokens > 0 {
+		// The prompt is hashed in one go: all of it is in.
+		progress(PromptProgress{Total: len(prompt), Processed: len(prompt)})
+	}
 	for range req.MaxTokens {
 		if err := ctx.Err(); err != nil {
 			return out, err

@@ -185,3 +185,28 @@ func BenchmarkReferenceToken(b *testing.B) {
 	b.ReportMetric(perToken/1e3, "µs/token")
 	b.ReportMetric(perToken/float64(round.Nanoseconds()), "x-blake3-round")
 }
+
+// TestReferencePromptProgress: a serve given WithPromptProgress reports
+// the whole prompt in once, before its first token, and the same tokens.
+func TestReferencePromptProgress(t *testing.T) {
+	e := NewReference(ReferenceConfig{Fidelity: receipt.F1})
+	prompt := []uint32{1, 2, 3}
+	want, _ := collect(t, e, request(5), prompt)
+	var events []string
+	ctx := WithPromptProgress(context.Background(), func(p PromptProgress) {
+		if p != (PromptProgress{Total: 3, Processed: 3}) {
+			t.Errorf("progress %+v, want the whole prompt of 3", p)
+		}
+		events = append(events, "progress")
+	})
+	var got []uint32
+	if _, err := e.Serve(ctx, request(5), prompt, func(tok uint32) error {
+		got, events = append(got, tok), append(events, "token")
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) || len(events) != 6 || events[0] != "progress" {
+		t.Fatalf("tokens %v (want %v), events %v: want the progress once, first", got, want, events)
+	}
+}
