@@ -506,3 +506,44 @@ func BenchmarkGreedyPenalised(b *testing.B) {
 	b.ReportMetric(ref/fast, "x_ref")
 	b.ReportMetric(fast/1e3, "us")
 }
+
+// TestTopKLogits: top-k straight from the logits picks the candidates,
+// in the order, that top-k over every token's candidate picks (ties,
+// signed zeros and all), and leaves logits that are not finite to the
+// general path.
+func TestTopKLogits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	for trial := range 2000 {
+		n := 1 + rng.IntN(300)
+		logits := make([]float32, n)
+		for i := range logits {
+			switch rng.IntN(6) {
+			case 0:
+				logits[i] = 1 // ties
+			case 1:
+				logits[i] = float32(math.Copysign(0, float64(rng.IntN(2)*2-1)))
+			default:
+				logits[i] = float32(rng.NormFloat64() * 3)
+			}
+		}
+		k := 1 + rng.IntN(n)
+		all := make([]candidate, n)
+		for i, l := range logits {
+			all[i] = candidate{uint32(i), float64(l)}
+		}
+		want := topK(all, min(k, n))
+		got, ok := topKLogits(logits, min(k, n), nil)
+		if !ok || !slices.Equal(got, want) {
+			t.Fatalf("trial %d, k %d of %d: %v, top-k over the candidates %v", trial, k, n, got, want)
+		}
+	}
+	for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
+		for _, at := range []int{0, 5} {
+			logits := []float32{1, 2, 3, 4, 5, 6, 7}
+			logits[at] = bad
+			if _, ok := topKLogits(logits, 3, nil); ok {
+				t.Errorf("%v at %d: taken", bad, at)
+			}
+		}
+	}
+}

@@ -322,6 +322,54 @@ func (s *Sampler) Draw(d []Prob) uint32 {
 // of the weights. The history must be counted.
 func (s *Sampler) weights(logits []float32, allowed []uint64) ([]candidate, float64) {
 	c := s.cands[:0]
+	plain := allowed == nil && len(s.counts) == 0 && len(s.p.LogitBias) == 0
+	var top float64
+	if h, ok := s.topKPlain(logits, plain); ok {
+		c, top = h, h[0].v
+		s.cands = c
+	} else {
+		c, top = s.candidates(c, logits, allowed, plain)
+	}
+	if p := s.p.TopP; p > 0 && p < 1 {
+		c = s.nucleus(c, top, p)
+	}
+	if m := s.p.MinP; m > 0 {
+		// p_i ≥ m·p_top ⇔ v_i − top ≥ ln m; the likeliest always stays.
+		cut := detmath.Log(m)
+		kept := c[:0]
+		for _, x := range c {
+			if x.v-top >= cut {
+				kept = append(kept, x)
+			}
+		}
+		c = kept
+	}
+
+	// Temperature: the softmax weights of what is left, in the order the
+	// filters left the candidates (by id, or likeliest first).
+	expWeights(c, c, top, s.p.Temperature)
+	var sum float64
+	for _, x := range c {
+		sum += x.v
+	}
+	return c, sum
+}
+
+// topKPlain is the top-k candidates straight from the logits, where
+// plain (no mask, bias or penalty) and top-k bounds them: a candidate
+// for every token of the vocabulary, then a heap over them, had been
+// most of a sampled token's time. ok is false where it does not apply.
+func (s *Sampler) topKPlain(logits []float32, plain bool) ([]candidate, bool) {
+	if k := s.p.TopK; plain && k > 0 && k < len(logits) {
+		return topKLogits(logits, k, s.cands)
+	}
+	return nil, false
+}
+
+// candidates are the biased and penalised logits of the tokens allowed,
+// their top-k where it runs, and their largest (see weights); plain: no
+// mask, bias or penalty.
+func (s *Sampler) candidates(c []candidate, logits []float32, allowed []uint64, plain bool) ([]candidate, float64) {
 	// top is the largest v, found by a comparison a candidate, where
 	// max's handling of NaN and signed zeros had been most of a pick's
 	// time (a top of −0 where max gives +0 changes nothing: v − top and
@@ -329,7 +377,7 @@ func (s *Sampler) weights(logits []float32, allowed []uint64) ([]candidate, floa
 	// limitLogits settles it with an infinite top.
 	top, nan := math.Inf(-1), false
 	switch {
-	case allowed == nil && len(s.counts) == 0 && len(s.p.LogitBias) == 0:
+	case plain:
 		// No mask, bias or penalty: the logits as they are, without a
 		// lookup per token (most of a sampled token's time over a large
 		// vocabulary).
@@ -380,29 +428,7 @@ func (s *Sampler) weights(logits []float32, allowed []uint64) ([]candidate, floa
 	if k := s.p.TopK; k > 0 && k < len(c) {
 		c = topK(c, k)
 	}
-	if p := s.p.TopP; p > 0 && p < 1 {
-		c = s.nucleus(c, top, p)
-	}
-	if m := s.p.MinP; m > 0 {
-		// p_i ≥ m·p_top ⇔ v_i − top ≥ ln m; the likeliest always stays.
-		cut := detmath.Log(m)
-		kept := c[:0]
-		for _, x := range c {
-			if x.v-top >= cut {
-				kept = append(kept, x)
-			}
-		}
-		c = kept
-	}
-
-	// Temperature: the softmax weights of what is left, in the order the
-	// filters left the candidates (by id, or likeliest first).
-	expWeights(c, c, top, s.p.Temperature)
-	var sum float64
-	for _, x := range c {
-		sum += x.v
-	}
-	return c, sum
+	return c, top
 }
 
 // limitLogits makes candidates whose largest logit is not a finite
@@ -496,6 +522,55 @@ func topK(c []candidate, k int) []candidate {
 	}
 	slices.SortFunc(h, before)
 	return h
+}
+
+// topKLogits is topK over the logits as candidates in id order, without
+// making one for every token: the k likeliest, likeliest first, in buf's
+// memory. ok is false, and nothing chosen, where a logit is not finite
+// (NaN and the infinities are weighed on the general path). A token
+// later in the scan never ties its way in: ties go to the lower id,
+// which every token in the heap has.
+func topKLogits(logits []float32, k int, buf []candidate) (h []candidate, ok bool) {
+	h = slices.Grow(buf[:0], k)
+	for id, l := range logits[:k] {
+		if l-l != 0 { // NaN or ±Inf
+			return nil, false
+		}
+		h = append(h, candidate{uint32(id), float64(l)})
+	}
+	// A min-heap of the best k seen: the worst, under before, at h[0].
+	worse := func(a, b candidate) bool { return a.v < b.v || a.v == b.v && a.id > b.id }
+	down := func(i int) {
+		for {
+			l, m := 2*i+1, i
+			if l < k && worse(h[l], h[m]) {
+				m = l
+			}
+			if r := l + 1; r < k && worse(h[r], h[m]) {
+				m = r
+			}
+			if m == i {
+				return
+			}
+			h[i], h[m] = h[m], h[i]
+			i = m
+		}
+	}
+	for i := k/2 - 1; i >= 0; i-- {
+		down(i)
+	}
+	for id := k; id < len(logits); id++ {
+		l := logits[id]
+		if l-l != 0 {
+			return nil, false
+		}
+		if v := float64(l); v > h[0].v {
+			h[0] = candidate{uint32(id), v}
+			down(0)
+		}
+	}
+	slices.SortFunc(h, beforeNumber)
+	return h, true
 }
 
 // nucleus returns the likeliest candidates whose probabilities (the
