@@ -507,9 +507,10 @@ func BenchmarkGreedyPenalised(b *testing.B) {
 	b.ReportMetric(fast/1e3, "us")
 }
 
-// TestTopKLogits: top-k straight from the logits picks the candidates,
-// in the order, that top-k over every token's candidate picks (ties,
-// signed zeros and all), and leaves logits that are not finite to the
+// TestTopKLogits: top-k straight from the logits, and top-k over
+// candidates in any order (−Inf among them), pick the candidates, in
+// the order, that sorting every candidate by before gives first (ties,
+// signed zeros and all); logits that are not finite are left to the
 // general path.
 func TestTopKLogits(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 9))
@@ -531,10 +532,20 @@ func TestTopKLogits(t *testing.T) {
 		for i, l := range logits {
 			all[i] = candidate{uint32(i), float64(l)}
 		}
-		want := topK(all, min(k, n))
-		got, ok := topKLogits(logits, min(k, n), nil)
+		// The reference: every candidate sorted by before, the first k.
+		want := slices.SortedFunc(slices.Values(all), before)[:k]
+		got, ok := topKLogits(logits, k, nil)
 		if !ok || !slices.Equal(got, want) {
-			t.Fatalf("trial %d, k %d of %d: %v, top-k over the candidates %v", trial, k, n, got, want)
+			t.Fatalf("trial %d, k %d of %d: %v, the sorted candidates' %v", trial, k, n, got, want)
+		}
+		// topK over candidates in another order, −Inf among them.
+		rng.Shuffle(n, func(i, j int) { all[i], all[j] = all[j], all[i] })
+		if n > 2 {
+			all[0].v = math.Inf(-1)
+			want = slices.SortedFunc(slices.Values(all), before)[:k]
+		}
+		if got := topK(all, k); !slices.Equal(got, want) {
+			t.Fatalf("trial %d, k %d of %d: topK %v, the sorted candidates' %v", trial, k, n, got, want)
 		}
 	}
 	for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
