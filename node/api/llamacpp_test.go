@@ -515,3 +515,36 @@ func TestRepeatLastN(t *testing.T) {
 		t.Errorf("options.repeat_last_n -5: %d %s", code, b)
 	}
 }
+
+// TestLlamaFilterSettings: /completion's generation_settings report
+// llama.cpp's other filters as llama-server does: the request's where
+// on, llama-server's off values where not.
+func TestLlamaFilterSettings(t *testing.T) {
+	h := newHarness(t, Config{}, nil)
+	for _, tc := range []struct {
+		body string
+		want map[string]any
+	}{
+		{`{"prompt":"x"}`, map[string]any{"typical_p": 1.0, "top_n_sigma": -1.0, "xtc_probability": 0.0, "xtc_threshold": 0.1,
+			"dynatemp_range": 0.0, "dynatemp_exponent": 1.0, "min_keep": 0.0, "dry_multiplier": 0.0, "dry_base": 1.75,
+			"dry_allowed_length": 2.0, "dry_penalty_last_n": 64.0}},
+		{`{"prompt":"x","temperature":0.8,"typical_p":0.9,"top_n_sigma":1.5,"xtc_probability":0.4,"xtc_threshold":0.2,` +
+			`"dynatemp_range":0.3,"dynatemp_exponent":2,"min_keep":3,"dry_multiplier":0.8,"dry_base":2,"dry_allowed_length":3,"dry_penalty_last_n":-1}`,
+			map[string]any{"typical_p": 0.9, "top_n_sigma": 1.5, "xtc_probability": 0.4, "xtc_threshold": 0.2,
+				"dynatemp_range": 0.3, "dynatemp_exponent": 2.0, "min_keep": 3.0, "dry_multiplier": 0.8, "dry_base": 2.0,
+				"dry_allowed_length": 3.0, "dry_penalty_last_n": -1.0}},
+	} {
+		code, _, b := ollamaPost(t, h, "/completion", tc.body)
+		var got struct {
+			GenerationSettings map[string]any `json:"generation_settings"`
+		}
+		if err := json.Unmarshal(b, &got); err != nil || code != 200 {
+			t.Fatalf("%s: %d %s", tc.body, code, b)
+		}
+		for k, v := range tc.want {
+			if got.GenerationSettings[k] != v {
+				t.Errorf("%s: generation_settings.%s %v, want %v", tc.body, k, got.GenerationSettings[k], v)
+			}
+		}
+	}
+}
