@@ -238,7 +238,7 @@ func TestLlamaVimInstruct(t *testing.T) {
 // sampler order, max_tokens -1, repeat_last_n 64, and the stream's
 // extras.
 const llamaWebUIChat = `{"messages":[{"role":"user","content":"Tell me a fortune."}],"stream":true,"return_progress":true,` +
-	`"reasoning_format":"auto","temperature":0.8,"dynatemp_range":0,"dynatemp_exponent":1,"top_k":40,"top_p":0.95,"min_p":0.05,` +
+	`"sse_ping_interval":1,"reasoning_format":"auto","reasoning_control":true,"temperature":0.8,"dynatemp_range":0,"dynatemp_exponent":1,"top_k":40,"top_p":0.95,"min_p":0.05,` +
 	`"xtc_probability":0,"xtc_threshold":0.1,"typ_p":1,"repeat_last_n":64,"repeat_penalty":1,"presence_penalty":0,"frequency_penalty":0,` +
 	`"dry_multiplier":0,"dry_base":1.75,"dry_allowed_length":2,"dry_penalty_last_n":-1,` +
 	`"samplers":["penalties","dry","top_n_sigma","top_k","typ_p","top_p","min_p","xtc","temperature"],"backend_sampling":false,` +
@@ -314,5 +314,26 @@ func TestLlamaWebUIChat(t *testing.T) {
 	p := progress[len(progress)-1]
 	if p.Total < 5 || p.Processed != p.Total || last == nil || last.PromptN != p.Total || last.PredictedN < 1 || !finished || !done || content.Len() == 0 {
 		t.Fatalf("progress %+v, last timings %+v, finished %v, [DONE] %v, %d bytes of content", progress, last, finished, done, content.Len())
+	}
+}
+
+// TestContinueFinalMessage: continue_final_message (as llama-server's web
+// UI sends it to continue an answer) has the model continue the final
+// assistant message: given the first words of the greedy answer, the
+// greedy continuation is the rest of that answer, without the words
+// given.
+func TestContinueFinalMessage(t *testing.T) {
+	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
+	n, _ := startNode(t, Config{})
+	const user = `{"role":"user","content":"A man walks into a bar"}`
+	whole, _ := generate(t, n, "/v1/chat/completions", `{"model":"`+fortunesModel+`","max_tokens":24,"messages":[`+user+`]}`)
+	const given = ", and a man"
+	if !strings.HasPrefix(whole, given) {
+		t.Fatalf("the greedy answer %q does not begin %q; pick other words", whole, given)
+	}
+	rest, _ := generate(t, n, "/v1/chat/completions", `{"model":"`+fortunesModel+`","max_tokens":12,"continue_final_message":true,"add_generation_prompt":false,`+
+		`"messages":[`+user+`,{"role":"assistant","content":"`+given+`"}]}`)
+	if rest == "" || !strings.HasPrefix(whole, given+rest) {
+		t.Fatalf("continued %q: %q, want the rest of the answer %q", given, rest, whole)
 	}
 }

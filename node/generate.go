@@ -880,6 +880,7 @@ func (s *servedModel) request(g *api.Generation, prompt string, ids []uint32, ct
 			{g.PenaltyLastN != 0 || g.PenaltiesOff, "repeat_last_n", "repeat_last_n", "does not cover it"},
 			{g.LlamaFilters() != "", g.LlamaFilters(), g.LlamaFilters(), "does not cover it"},
 			{g.DRYMultiplier > 0, "dry_multiplier", "DRY", "does not cover it"},
+			{g.Continued, "continue_final_message", "a final message continued (continue_final_message)", "hashes the messages as turns, not one continued"},
 			{g.ReasoningEffort != "", "reasoning_effort", "a reasoning effort", "hashes the messages alone, not what the template writes for the effort"},
 			{g.Think != nil, "think", "a thinking switch (enable_thinking, think, thinking)", "hashes the messages alone, not what the template writes for the switch"},
 			{givesReasoning(g), "messages", "an assistant's reasoning given back (reasoning_content, thinking)", "covers only the messages' roles and contents"},

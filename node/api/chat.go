@@ -44,6 +44,45 @@ type chatRequest struct {
 	// ThinkingBudgetTokens is llama-server's reasoning budget, which
 	// Continue sends: -1 none, 0 no reasoning, N at most N tokens.
 	ThinkingBudgetTokens *int `json:"thinking_budget_tokens"`
+	// ReasoningControl is llama-server's, which its web UI sends on every
+	// chat: it arms POST /v1/chat/completions/control, which a node
+	// refuses (chatcontrol.go); arming changes nothing in the answer.
+	ReasoningControl *bool `json:"reasoning_control"`
+	// ContinueFinalMessage and AddGenerationPrompt are vLLM's, which
+	// llama-server's web UI sends to continue an answer: the final
+	// assistant message is continued, not answered (Generation.Prefill).
+	ContinueFinalMessage *bool `json:"continue_final_message"`
+	AddGenerationPrompt  *bool `json:"add_generation_prompt"`
+}
+
+// continuation reads continue_final_message and add_generation_prompt:
+// the final assistant message becomes the prefill the reply continues.
+func (req *chatRequest) continuation(g *Generation) error {
+	cont := req.ContinueFinalMessage != nil && *req.ContinueFinalMessage
+	addPrompt := req.AddGenerationPrompt == nil || *req.AddGenerationPrompt
+	switch {
+	case !cont && addPrompt:
+		return nil
+	case !cont:
+		return badRequest("add_generation_prompt", "add_generation_prompt false is taken only with continue_final_message true (the final assistant message continued): a conversation rendered without the prompt for a reply would have the model write another turn")
+	case addPrompt && req.AddGenerationPrompt != nil:
+		return badRequest("add_generation_prompt", "continue_final_message continues the final message, and add_generation_prompt true would open another: send add_generation_prompt false, or leave it out")
+	}
+	last := &g.Messages[len(g.Messages)-1]
+	switch {
+	case last.Role != "assistant":
+		return badRequest("continue_final_message", "continue_final_message continues the final message, which must be the assistant's; it is %q", last.Role)
+	case len(last.ToolCalls) > 0:
+		return badRequest("continue_final_message", "the final assistant message calls tools: a call is not continued; send the results after it")
+	case last.Reasoning != "":
+		return badRequest("continue_final_message", "the final assistant message gives back its reasoning (reasoning_content): a node continues the message's content only; leave the reasoning out")
+	}
+	g.Prefill, g.Continued = last.Content, true
+	g.Messages = g.Messages[:len(g.Messages)-1]
+	if len(g.Messages) == 0 {
+		return badRequest("messages", "continue_final_message needs a conversation before the message it continues")
+	}
+	return nil
 }
 
 func parseChat(body []byte) (*Generation, *chatRequest, error) {
@@ -70,6 +109,9 @@ func parseChat(body []byte) (*Generation, *chatRequest, error) {
 			return nil, nil, err
 		}
 		g.Messages = append(g.Messages, m)
+	}
+	if err := req.continuation(g); err != nil {
+		return nil, nil, err
 	}
 	var err error
 	if req.tools, err = req.parseTools(g); err != nil {
@@ -272,6 +314,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sse := s.newSSEWriter(w)
+	defer sse.pingEvery(g.SSEPing)()
 	sts := make([]choiceStream, len(gs))
 	for i := range gs {
 		st := &chatStream{sse: sse, id: id, created: created, model: g.Model, logprobs: g.Logprobs,

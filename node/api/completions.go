@@ -160,6 +160,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	var sse *sseWriter
 	if req.Stream {
 		sse = s.newSSEWriter(w)
+		defer sse.pingEvery(g.SSEPing)()
 	}
 	cs := make([]*completionStream, len(gs))
 	for i, cg := range gs {

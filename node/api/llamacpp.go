@@ -52,9 +52,10 @@ type llamaCompletionRequest struct {
 	NCmpl          *int            `json:"n_cmpl"`
 	NProbs         *int            `json:"n_probs"`
 	// The stream's extras: events of the prompt's progress, and the
-	// timings in every event.
+	// timings in every event; SSE comments through a silence.
 	ReturnProgress  bool `json:"return_progress"`
 	TimingsPerToken bool `json:"timings_per_token"`
+	SSEPingInterval *int `json:"sse_ping_interval"`
 	// meshnode's, as on every endpoint.
 	Metadata        map[string]any  `json:"metadata"`
 	JCPPresentation json.RawMessage `json:"jcp_presentation"`
@@ -177,6 +178,9 @@ func (req *llamaCompletionRequest) generation(body []byte) (*Generation, error) 
 	}
 	if ordered {
 		g.Samplers = order
+	}
+	if err := ssePing(req.SSEPingInterval, g); err != nil {
+		return nil, err
 	}
 	if err := req.editorOptions(g); err != nil {
 		return nil, err
@@ -512,6 +516,7 @@ func (s *Server) answerLlama(w http.ResponseWriter, r *http.Request, m Model, g 
 		greedy := g.Temperature == nil || *g.Temperature == 0
 		if req.Stream {
 			sse := s.newSSEWriter(w)
+			defer sse.pingEvery(g.SSEPing)()
 			sts := make(llamaCopies, len(gs))
 			for i := range gs {
 				sts[i] = stream(i)
@@ -560,6 +565,7 @@ func (s *Server) answerLlama(w http.ResponseWriter, r *http.Request, m Model, g 
 		return
 	}
 	st.sse = s.newSSEWriter(w)
+	defer st.sse.pingEvery(g.SSEPing)()
 	s.generate(w, r, m, g, st, st.sse)
 }
 

@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"math"
+	"time"
 )
 
 // llamaOpenAI are llama-server's own options, which its clients send on
@@ -16,6 +17,25 @@ type llamaOpenAI struct {
 	NPredict       *int            `json:"n_predict"`
 	IDSlot         *int            `json:"id_slot"`
 	ResponseFields []string        `json:"response_fields"`
+	// SSEPingInterval is llama-server's: a stream silent this many
+	// seconds gets an SSE comment (0 or -1: none).
+	SSEPingInterval *int `json:"sse_ping_interval"`
+}
+
+// maxSSEPingInterval bounds sse_ping_interval (a day: past it, a ping
+// keeps nothing alive).
+const maxSSEPingInterval = 86400
+
+// ssePing reads sse_ping_interval into g.
+func ssePing(n *int, g *Generation) error {
+	if n == nil {
+		return nil
+	}
+	if *n < -1 || *n > maxSSEPingInterval {
+		return badRequest("sse_ping_interval", "sse_ping_interval must be -1 or 0 (no pings) or the seconds of silence after which a stream gets an SSE comment, at most %d; got %d", maxSSEPingInterval, *n)
+	}
+	g.SSEPing = time.Duration(max(*n, 0)) * time.Second
+	return nil
 }
 
 // llamaOpenAIRefusals are llama-server's options the OpenAI endpoints
@@ -49,6 +69,9 @@ func (o *llamaOpenAI) applyLlama(g *Generation, sp *sampling, maxSet, stream boo
 		default:
 			g.MaxTokens, g.PromptOnly = *n, *n == 0
 		}
+	}
+	if err := ssePing(o.SSEPingInterval, g); err != nil {
+		return err
 	}
 	if id := o.IDSlot; id != nil && *id < -1 {
 		return badRequest("id_slot", "id_slot must be -1 (any) or a slot's index, got %d", *id)

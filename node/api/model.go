@@ -112,6 +112,9 @@ type Generation struct {
 	// follows the rendered conversation as a message's content would,
 	// and is not part of the answer.
 	Prefill string
+	// Continued: Prefill is a chat's final assistant message, continued
+	// as continue_final_message asks.
+	Continued bool
 	// Suffix, when set, is the text after the answer: the model fills in
 	// the middle between Prompt and it (completions' suffix), through
 	// its fill-in-the-middle tokens.
@@ -185,6 +188,9 @@ type Generation struct {
 	// the penalties, greedy requests included (OpenAI's logit_bias), by
 	// token id; nil is none.
 	LogitBias map[uint32]float64
+	// SSEPing is llama-server's sse_ping_interval: a stream silent this
+	// long gets an SSE comment (0: never).
+	SSEPing time.Duration
 	// PromptOnly: the prompt is evaluated (and so cached) and nothing is
 	// generated (llama.cpp's n_predict 0, which editors send to have
 	// their context cached before they ask).

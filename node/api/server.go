@@ -213,6 +213,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /props", s.handleSetProps)
 	mux.HandleFunc("GET /slots", s.handleSlots)
 	mux.HandleFunc("POST /slots/{id}", s.handleSlotAction)
+	mux.HandleFunc("POST /v1/chat/completions/control", s.handleChatControl)
 	mux.HandleFunc("GET /v1/models", s.handleModels)
 	mux.HandleFunc("GET /v1/models/{model...}", s.handleModel)
 	s.ollamaRoutes(mux, false)

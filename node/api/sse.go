@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"sync"
 	"time"
 )
 
@@ -13,16 +14,67 @@ import (
 // a generation that fails before producing anything still gets a proper
 // HTTP error status instead of a 200 stream.
 type sseWriter struct {
-	w       *stallGuard
-	started bool
-	buf     bytes.Buffer
+	w   *stallGuard
+	buf bytes.Buffer
 	// ndjson writes newline-delimited JSON instead (Ollama's streams):
 	// one object a line, through line.
 	ndjson bool
+
+	// mu orders the stream's writes and the pinger's (pingEvery); wrote
+	// is the last write's time, by now.
+	mu      sync.Mutex
+	started bool
+	wrote   time.Time
+	now     func() time.Time
 }
 
 func (s *Server) newSSEWriter(w http.ResponseWriter) *sseWriter {
-	return &sseWriter{w: s.guard(w)}
+	return &sseWriter{w: s.guard(w), now: s.now}
+}
+
+// pingEvery writes an SSE comment (":") each time the stream has been
+// silent for d, until the stop it returns is called (which waits for
+// the pinger): llama-server's sse_ping_interval, which its web UI sends
+// so that a client that drops a silent connection (undici) keeps it
+// through a long prompt. A ping starts the stream (200), so an error
+// after it is an error event. d ≤ 0 pings never. The pinger looks four
+// times an interval, so a silence lasts at most 1¼ d.
+func (s *sseWriter) pingEvery(d time.Duration) (stop func()) {
+	if d <= 0 {
+		return func() {}
+	}
+	t := time.NewTicker(max(d/4, time.Millisecond))
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+				s.pingIfSilent(d)
+			}
+		}
+	}()
+	return func() {
+		t.Stop()
+		close(quit)
+		wg.Wait()
+	}
+}
+
+// pingIfSilent writes the ping where nothing was written for d; an error
+// is the stream's, which its next write meets.
+func (s *sseWriter) pingIfSilent(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started && s.now().Sub(s.wrote) < d {
+		return
+	}
+	s.startLocked()
+	_ = s.writeLocked([]byte(":\n\n"))
 }
 
 // stallGuard bounds each write to a client by a deadline. A streamed
@@ -61,10 +113,17 @@ func (g *stallGuard) FlushError() error {
 func (g *stallGuard) Unwrap() http.ResponseWriter { return g.ResponseWriter }
 
 func (s *sseWriter) start() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.startLocked()
+}
+
+func (s *sseWriter) startLocked() {
 	if s.started {
 		return
 	}
 	s.started = true
+	s.wrote = s.now()
 	h := s.w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	if s.ndjson {
@@ -117,7 +176,14 @@ func (s *sseWriter) done() error {
 }
 
 func (s *sseWriter) flush() error {
-	if _, err := s.w.Write(s.buf.Bytes()); err != nil {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.writeLocked(s.buf.Bytes())
+}
+
+func (s *sseWriter) writeLocked(b []byte) error {
+	s.wrote = s.now()
+	if _, err := s.w.Write(b); err != nil {
 		return err
 	}
 	return s.w.FlushError()
