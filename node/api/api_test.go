@@ -546,10 +546,12 @@ func TestAPIKey(t *testing.T) {
 			t.Errorf("auth %q: %d, want %d", tt.auth, resp.StatusCode, tt.want)
 		}
 	}
-	resp, _ := http.Get(h.http.URL + "/health")
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Errorf("/health needs no key, got %d", resp.StatusCode)
+	for _, p := range []string{"/health", "/v1/health"} {
+		resp, _ := http.Get(h.http.URL + p)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("%s needs no key, got %d", p, resp.StatusCode)
+		}
 	}
 }
 

@@ -227,9 +227,11 @@ func (s *Server) Handler() http.Handler {
 	for pattern, h := range s.cfg.Routes {
 		mux.Handle(pattern, h)
 	}
-	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
+	for _, p := range []string{"/health", "/v1/health"} { // llama-server's web UI asks the second
+		mux.HandleFunc("GET "+p, func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		})
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		unrouted(w, r, mux, "no route for %s %s")
 	})
@@ -334,7 +336,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 	}
 	want := []byte("Bearer " + s.cfg.APIKey)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/health" {
+		if r.URL.Path == "/health" || r.URL.Path == "/v1/health" {
 			next.ServeHTTP(w, r)
 			return
 		}
