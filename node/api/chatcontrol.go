@@ -28,26 +28,31 @@ func (s *Server) handleChatControl(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("", "reading the body: %v", err))
 		return
 	}
-	if len(body) > maxControlBody {
-		writeError(w, badRequest("", "the body is over %d bytes", maxControlBody))
-		return
-	}
-	var c chatControl
-	if err := decodeBody(body, &c); err != nil {
+	if _, err := parseChatControl(body); err != nil {
 		writeError(w, asError(err))
 		return
+	}
+	writeError(w, Errorf(http.StatusNotImplemented, "not_supported_error", "not_supported",
+		"reasoning_end is not supported: a node fixes an answer's reasoning budget when it starts (thinking_budget_tokens) and cannot end its reasoning mid-answer; stop the answer instead (close the stream)"))
+}
+
+// parseChatControl reads and checks a control's body.
+func parseChatControl(body []byte) (chatControl, error) {
+	var c chatControl
+	if len(body) > maxControlBody {
+		return c, badRequest("", "the body is over %d bytes", maxControlBody)
+	}
+	if err := decodeBody(body, &c); err != nil {
+		return c, err
 	}
 	if err := checkFields(body, &c, "POST /v1/chat/completions/control"); err != nil {
-		writeError(w, asError(err))
-		return
+		return c, err
 	}
 	switch {
 	case c.ID == "":
-		writeError(w, badRequest("id", "id names the running chat completion (its chatcmpl- id)"))
+		return c, badRequest("id", "id names the running chat completion (its chatcmpl- id)")
 	case c.Action != "reasoning_end":
-		writeError(w, badRequest("action", "action %q is not one: reasoning_end is llama-server's only", c.Action))
-	default:
-		writeError(w, Errorf(http.StatusNotImplemented, "not_supported_error", "not_supported",
-			"reasoning_end is not supported: a node fixes an answer's reasoning budget when it starts (thinking_budget_tokens) and cannot end its reasoning mid-answer; stop the answer instead (close the stream)"))
+		return c, badRequest("action", "action %q is not one: reasoning_end is llama-server's only", c.Action)
 	}
+	return c, nil
 }

@@ -49,3 +49,23 @@ func TestChatControl(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseChatControl: any body is read or refused with a 400 naming
+// what is wrong, never a panic; a body read names the action.
+func FuzzParseChatControl(f *testing.F) {
+	for _, b := range []string{`{"id":"chatcmpl-1","action":"reasoning_end"}`, `{"id":"","action":"x"}`, `{}`, `[`, `{"id":1}`} {
+		f.Add([]byte(b))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		c, err := parseChatControl(body)
+		if err != nil {
+			if e := asError(err); e.Status != 400 {
+				t.Fatalf("%q: %v (status %d), want a 400", body, err, e.Status)
+			}
+			return
+		}
+		if c.ID == "" || c.Action != "reasoning_end" {
+			t.Fatalf("%q read as %+v", body, c)
+		}
+	})
+}

@@ -34,6 +34,8 @@ func FuzzParseRequest(f *testing.F) {
 		`{"model":"tiny","prompt":"x","temperature":0.8,"typical_p":0.9,"top_n_sigma":1.5,"xtc_probability":0.5,"xtc_threshold":0.1,` +
 			`"dynatemp_range":0.3,"dynatemp_exponent":2,"min_keep":3,"samplers":"edskypmxt","dry_multiplier":0.8,"dry_base":1.75,` +
 			`"dry_allowed_length":2,"dry_penalty_last_n":-1,"dry_sequence_breakers":["\n","Bob:"]}`,
+		`{"model":"tiny","messages":[{"role":"user","content":"x"},{"role":"assistant","content":"y"}],"stream":true,"sse_ping_interval":1,` +
+			`"reasoning_control":true,"continue_final_message":true,"add_generation_prompt":false}`,
 		`{"model":"tiny","input":"x","reasoning":{"effort":"low"}}`, `{"model":"tiny","reasoning_effort":"high","messages":[{"role":"user","content":"x"}]}`,
 		`{"model":"tiny","chat_template_kwargs":{"enable_thinking":false},"messages":[{"role":"user","content":"x"}]}`, `{"model":"tiny","stream":false,"think":false,"messages":[{"role":"user","content":"x"}]}`,
 		`{"model":"tiny","input":[{"role":"user","content":"w?"},{"type":"function_call","call_id":"c1","name":"f","arguments":"{}"},` +
