@@ -285,9 +285,12 @@ func sortCands(c []candidate, sorted bool) []candidate {
 // infinite top (every logit −Inf, or a +Inf, say from a tiny
 // temperature's division) gives the candidates equal to it weight 1 and
 // the others none, the limit the softmax tends to, where e^(v−top) is NaN.
-func softmaxWeights(w, c []candidate) float64 {
+func softmaxWeights(w, c []candidate) float64 { return softmaxWeightsAt(w, c, c[0].v) }
+
+// softmaxWeightsAt is softmaxWeights for candidates in any order whose
+// largest logit is top.
+func softmaxWeightsAt(w, c []candidate, top float64) float64 {
 	w = w[:len(c)]
-	top := c[0].v
 	if math.IsInf(top, 0) {
 		for i, x := range c {
 			w[i].v = 0

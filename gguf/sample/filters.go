@@ -58,21 +58,7 @@ func (s *Sampler) softmax(c []candidate) []candidate {
 		top = max(top, x.v) // no NaN: chain made them −Inf
 	}
 	s.exps = slices.Grow(s.exps[:0], len(c))[:len(c)]
-	var sum float64
-	if math.IsInf(top, 0) {
-		// The limit, as softmaxWeights takes it.
-		for i, x := range c {
-			s.exps[i] = candidate{x.id, 0}
-			if x.v == top {
-				s.exps[i].v = 1
-			}
-		}
-	} else {
-		expWeights(s.exps, c, top, 1)
-	}
-	for _, x := range s.exps {
-		sum += x.v
-	}
+	sum := softmaxWeightsAt(s.exps, c, top)
 	for i := range s.exps {
 		s.exps[i].v /= sum
 	}
