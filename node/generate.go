@@ -720,8 +720,8 @@ func dryPenalty(g *api.Generation, sp *receipt.Sampling) {
 	if g.DRYMultiplier <= 0 {
 		return
 	}
-	sp.DRYMultiplierE6 = max(uint32(math.Round(g.DRYMultiplier*1e6)), 1)
-	sp.DRYBaseE6 = max(uint32(math.Round(g.DRYBase*1e6)), 1_000_000)
+	sp.DRYMultiplierE6 = max(millionths(g.DRYMultiplier), 1)
+	sp.DRYBaseE6 = max(millionths(g.DRYBase), 1_000_000)
 	sp.DRYAllowedLength = uint32(g.DRYAllowedLength)
 	sp.DRYLastN = receipt.PenaltyAll
 	if g.DRYLastN > 0 {
@@ -737,18 +737,17 @@ func dryPenalty(g *api.Generation, sp *receipt.Sampling) {
 // where it changes something (receipt.Sampling's rules): the API has
 // checked their ranges.
 func llamaFilters(g *api.Generation, sp *receipt.Sampling) {
-	e6 := func(v float64) uint32 { return uint32(math.Round(v * 1e6)) }
 	if g.TypicalP > 0 && g.TypicalP < 1 {
-		sp.TypicalPE6 = min(e6(g.TypicalP), 999_999)
+		sp.TypicalPE6 = min(millionths(g.TypicalP), 999_999)
 	}
 	if g.TopNSigma > 0 {
-		sp.TopNSigmaE6 = max(e6(g.TopNSigma), 1)
+		sp.TopNSigmaE6 = max(millionths(g.TopNSigma), 1)
 	}
 	if g.XTCProbability > 0 && g.XTCThreshold <= 0.5 {
-		sp.XTCProbabilityE6, sp.XTCThresholdE6 = max(e6(g.XTCProbability), 1), e6(g.XTCThreshold)
+		sp.XTCProbabilityE6, sp.XTCThresholdE6 = max(millionths(g.XTCProbability), 1), millionths(g.XTCThreshold)
 	}
 	if g.DynaTempRange > 0 {
-		sp.DynaTempRangeE6, sp.DynaTempExponentE6 = max(e6(g.DynaTempRange), 1), max(e6(g.DynaTempExponent), 1)
+		sp.DynaTempRangeE6, sp.DynaTempExponentE6 = max(millionths(g.DynaTempRange), 1), max(millionths(g.DynaTempExponent), 1)
 	}
 	if g.MinKeep > 1 && (sp.TopPE6 > 0 || sp.MinPE6 > 0 || sp.TypicalPE6 > 0 || sp.XTCProbabilityE6 > 0) {
 		sp.MinKeep = uint32(g.MinKeep)
@@ -964,13 +963,13 @@ func (s *servedModel) request(g *api.Generation, prompt string, ids []uint32, ct
 		// them, so they are not in a greedy request's identity, unless
 		// the infill filter follows them (it weighs what they leave).
 		if sampled {
-			sp.TemperatureE6 = uint32(math.Round(*g.Temperature * 1e6))
+			sp.TemperatureE6 = millionths(*g.Temperature)
 		}
 		if p := g.TopP; p != nil && *p < 1 {
-			sp.TopPE6 = uint32(math.Round(*p * 1e6))
+			sp.TopPE6 = millionths(*p)
 		}
 		sp.TopK = uint32(g.TopK)
-		sp.MinPE6 = uint32(math.Round(g.MinP * 1e6))
+		sp.MinPE6 = millionths(g.MinP)
 		if sampled {
 			llamaFilters(g, sp)
 		}
@@ -1165,11 +1164,15 @@ func (f *stopFilter) flush() string {
 	return out
 }
 
+// millionths is a non-negative setting in the receipt's millionths,
+// rounded.
+func millionths(v float64) uint32 { return uint32(math.Round(v * 1e6)) }
+
 // repeatPenaltyE6 is a repeat_penalty in the receipt's millionths; one
 // that changes nothing (0 or 1) is 0, so that it leaves the request's
 // identity alone.
 func repeatPenaltyE6(p float64) uint32 {
-	e6 := uint32(math.Round(p * 1e6))
+	e6 := millionths(p)
 	if e6 == 1e6 {
 		return 0
 	}
