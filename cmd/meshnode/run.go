@@ -191,7 +191,7 @@ func runCommand() *cli.Command {
 				return fmt.Errorf("run: --logit-bias: %w", err)
 			}
 			if d := r.gen.Sampling.DRY; d != nil {
-				if d.Breakers, err = sample.Breakers(ggufengine.NewDRYVocab(m.Tokenizer()), r.dryBreakers); err != nil {
+				if d.Breakers, err = m.DRYBreakers(r.dryBreakers); err != nil {
 					return fmt.Errorf("run: --dry-sequence-breaker: %w", err)
 				}
 			}

@@ -100,3 +100,10 @@ func dryParams(s *receipt.Sampling, v *DRYVocab, prompt []uint32) (*sample.DRY, 
 	}
 	return d, nil
 }
+
+// DRYBreakers are list's DRY sequence breakers as the model's token
+// sequences (sample.Breakers), read with the model's own DRYVocab, whose
+// serves keep the last few lists read.
+func (m *Model) DRYBreakers(list []string) (map[uint32][][]uint32, error) {
+	return m.dry.breakers(list)
+}

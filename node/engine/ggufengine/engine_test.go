@@ -434,7 +434,7 @@ func TestDRY(t *testing.T) {
 	prompt := q8References(t)[0].Prompt
 	const n = 40
 	plain, _ := serve(t, m.Engine(), request(n, nil), prompt)
-	breakers, err := sample.Breakers(m.dry, receipt.DefaultDRYBreakers)
+	breakers, err := m.DRYBreakers(receipt.DefaultDRYBreakers)
 	if err != nil {
 		t.Fatal(err)
 	}
