@@ -19,11 +19,9 @@ var llamaSamplerNames = map[string]byte{
 	"penalties": 'e', "dry": 'd', "top_n_sigma": 's', "top_k": 'k', "typ_p": 'y', "top_p": 'p', "min_p": 'm', "xtc": 'x', "temperature": 't', "infill": 'i',
 }
 
-// llamaSamplerLetters is the same for the string form, in llama.cpp's
-// letters.
-var llamaSamplerLetters = map[byte]byte{
-	'e': 'e', 'd': 'd', 's': 's', 'k': 'k', 'y': 'y', 'p': 'p', 'm': 'm', 'x': 'x', 't': 't', 'i': 'i',
-}
+// llamaSamplerLetters are the string form's letters: llama.cpp's, which
+// are gguf/sample's.
+const llamaSamplerLetters = "edskypmxti"
 
 // maxInfillTopK bounds top_k before the infill filter, which compares
 // every pair of the tokens left (gguf/sample's MaxInfillCandidates).
@@ -33,15 +31,15 @@ const maxInfillTopK = 1024
 // samplers).
 const maxSamplerNames = 16
 
-// llamaSamplers reads samplers into the letters of the filters it runs,
-// in order; given is false when the request leaves the order to the
+// llamaSamplers reads samplers into the letters of its filters, in
+// order; given is false when the request leaves the order to the
 // default.
 func llamaSamplers(raw json.RawMessage) (order string, given bool, err error) {
 	if isAbsent(raw) {
 		return "", false, nil
 	}
 	var names []string
-	var letters []byte // each name's letter, 0 for a filter meshnode does not run
+	var letters []byte // each name's letter
 	switch raw = bytes.TrimSpace(raw); raw[0] {
 	case '"':
 		var codes string
@@ -49,8 +47,8 @@ func llamaSamplers(raw json.RawMessage) (order string, given bool, err error) {
 			return "", false, badRequest("samplers", "samplers must be an array of at most %d sampler names or a string of their letters", maxSamplerNames)
 		}
 		for i := 0; i < len(codes); i++ {
-			c, ok := llamaSamplerLetters[codes[i]]
-			if !ok {
+			c := codes[i]
+			if strings.IndexByte(llamaSamplerLetters, c) < 0 {
 				return "", false, badRequest("samplers", "samplers %q: %q is not a sampler's letter (e penalties, d dry, s top_n_sigma, k top_k, y typ_p, p top_p, m min_p, x xtc, t temperature, i infill)", codes, codes[i])
 			}
 			names, letters = append(names, string(codes[i])), append(letters, c)
@@ -67,22 +65,18 @@ func llamaSamplers(raw json.RawMessage) (order string, given bool, err error) {
 			letters = append(letters, c)
 		}
 	}
-	var kept []byte
 	for i, c := range letters {
-		if c != 0 && slices.Contains(letters[:i], c) || c == 0 && slices.Contains(names[:i], names[i]) {
+		if slices.Contains(letters[:i], c) {
 			return "", false, badRequest("samplers", "samplers names %s twice", names[i])
 		}
-		if c != 0 {
-			kept = append(kept, c)
-		}
 	}
-	return string(kept), true, nil
+	return string(letters), true, nil
 }
 
 // samplerName is llama.cpp's name of a filter's letter.
 func samplerName(c byte) string {
 	for n, l := range llamaSamplerNames {
-		if l == c && l != 0 {
+		if l == c {
 			return n
 		}
 	}
