@@ -5,6 +5,8 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/meshnode/meshnode/node/receipt"
@@ -63,9 +65,20 @@ func FuzzParseRequest(f *testing.F) {
 		`{"id_slot":0,"messages":[{"role":"user","content":"x"}],"min_p":0.1,"temperature":0.1,"samplers":"mt","stream":true,"cache_prompt":true}`,
 		`{"messages":[{"role":"user","content":"x"}],"thinking_budget_tokens":512,"reasoning_format":"deepseek-legacy","max_tokens":1024}`,
 		`{"model":"tiny","prompt":["a","b"],"n":2,"id_slot":-1,"samplers":["top_k","temperature"],"n_predict":0,"cache_prompt":true,"response_fields":["choices"]}`,
+		// SillyTavern's other names.
+		`{"prompt":"x","temperature":1,"dynamic_temperature":true,"dynatemp_low":0.5,"dynatemp_high":1.5,"dynatemp_range":0.5,` +
+			`"custom_token_bans":"5,7","logit_bias":[[5,false],[7,false]],"stopping_strings":["a","b","c","d","e"],"rep_pen":1.1,` +
+			`"rep_pen_range":64,"truncation_length":100,"num_ctx":200,"max_new_tokens":5,"n":1,"logprobs":2,"samplers":["Top-K","nucleus","adaptive_p"]}`,
 		``, `null`, `[]`, `{"model":1}`, `{"model":"m"} {}`,
 	} {
 		f.Add([]byte(seed))
+	}
+	for _, file := range []string{"llamacpp.json", "ollama.json"} {
+		b, err := os.ReadFile(filepath.Join("..", "testdata", "sillytavern", file))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for name, parse := range map[string]func([]byte) (*Generation, error){
@@ -113,6 +126,9 @@ func FuzzParseRequest(f *testing.F) {
 			}
 			if in := g.Infill; in != nil && len(in.Extra) > maxInfillChunks {
 				t.Fatalf("%s: accepted %d infill chunks", name, len(in.Extra))
+			}
+			if len(g.Stop) > receipt.MaxStops || g.ContextLimit < 0 {
+				t.Fatalf("%s: accepted %d stops, context limit %d", name, len(g.Stop), g.ContextLimit)
 			}
 			if len(g.LogitBias) > maxLogitBias {
 				t.Fatalf("%s: accepted %d logit biases", name, len(g.LogitBias))

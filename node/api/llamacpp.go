@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"strings"
@@ -24,20 +25,25 @@ import (
 // llama-server's options meshnode does not implement are refused by name
 // unless they ask for nothing (llamaRefusals, read by checkFieldsWith).
 type llamaCompletionRequest struct {
-	Model            string          `json:"model"`
-	Prompt           json.RawMessage `json:"prompt"`
-	NPredict         *int            `json:"n_predict"`
-	Stream           bool            `json:"stream"`
-	Temperature      *float64        `json:"temperature"`
-	TopK             *int64          `json:"top_k"`
-	TopP             *float64        `json:"top_p"`
-	MinP             *float64        `json:"min_p"`
-	Seed             *json.Number    `json:"seed"`
-	Stop             json.RawMessage `json:"stop"`
-	RepeatPenalty    *float64        `json:"repeat_penalty"`
-	RepeatLastN      *int            `json:"repeat_last_n"`
-	PresencePenalty  *float64        `json:"presence_penalty"`
-	FrequencyPenalty *float64        `json:"frequency_penalty"`
+	Model    string          `json:"model"`
+	Prompt   json.RawMessage `json:"prompt"`
+	NPredict *int            `json:"n_predict"`
+	// llama-server's other names of n_predict, n_cmpl and n_probs.
+	MaxTokens           *int            `json:"max_tokens"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	N                   *int            `json:"n"`
+	Logprobs            *int            `json:"logprobs"`
+	Stream              bool            `json:"stream"`
+	Temperature         *float64        `json:"temperature"`
+	TopK                *int64          `json:"top_k"`
+	TopP                *float64        `json:"top_p"`
+	MinP                *float64        `json:"min_p"`
+	Seed                *json.Number    `json:"seed"`
+	Stop                json.RawMessage `json:"stop"`
+	RepeatPenalty       *float64        `json:"repeat_penalty"`
+	RepeatLastN         *int            `json:"repeat_last_n"`
+	PresencePenalty     *float64        `json:"presence_penalty"`
+	FrequencyPenalty    *float64        `json:"frequency_penalty"`
 	llamaFilterFields
 	LogitBias  json.RawMessage `json:"logit_bias"`
 	Grammar    *string         `json:"grammar"`
@@ -64,12 +70,14 @@ type llamaCompletionRequest struct {
 	SpecNMax *int     `json:"speculative.n_max"`
 	SpecNMin *int     `json:"speculative.n_min"`
 	SpecPMin *float64 `json:"speculative.p_min"`
+	// What SillyTavern's text completion sends beside (tavern.go).
+	tavernFields
 }
 
 // llamaRefusals are llama-server's /completion options meshnode does not
 // implement, with why, and the values that ask for nothing (its
 // defaults, or off), which are accepted.
-var llamaRefusals = map[string]refusal{
+var llamaRefusals = withRefusals(tavernRefusals, map[string]refusal{
 	"cache_prompt":        {"cache_prompt false is not supported: a node always reuses the prompt's cached prefix, and the answer does not depend on it (true is accepted)", oneOf("true")},
 	"ignore_eos":          {"ignore_eos is not supported: an answer ends at the model's end token (false is accepted)", isFalse},
 	"return_tokens":       {"return_tokens is not supported: /completion returns the text (false is accepted; /tokenize gives a text's tokens)", isFalse},
@@ -81,6 +89,13 @@ var llamaRefusals = map[string]refusal{
 	"image_data":          {"image_data: meshnode's models read text", isEmpty},
 	"lora":                {"lora adapters are not supported", isEmpty},
 	"post_sampling_probs": {"post_sampling_probs is not supported (false is accepted)", isFalse},
+})
+
+// withRefusals is the refusals of both tables.
+func withRefusals(a, b map[string]refusal) map[string]refusal {
+	m := maps.Clone(a)
+	maps.Copy(m, b)
+	return m
 }
 
 // isZero accepts a count or probability that turns its option off.
@@ -125,6 +140,9 @@ func parseLlamaCompletion(body []byte) (*Generation, *llamaCompletionRequest, er
 // generation reads what /completion and /infill share: every field but
 // the prompt.
 func (req *llamaCompletionRequest) generation(body []byte) (*Generation, error) {
+	if err := req.aliases(); err != nil {
+		return nil, err
+	}
 	// llama-server serves one model and needs no name: a request without
 	// one is for the one this node serves (Server.soleModel).
 	s := sampling{
@@ -132,6 +150,7 @@ func (req *llamaCompletionRequest) generation(body []byte) (*Generation, error) 
 		Stop: req.Stop, RepeatPenalty: req.RepeatPenalty, RepeatLastN: req.RepeatLastN, PresencePenalty: req.PresencePenalty, FrequencyPenalty: req.FrequencyPenalty,
 		Metadata: req.Metadata, JCPPresentation: req.JCPPresentation, Speculative: req.Speculative, modelOptional: true,
 		SpecNMax: req.SpecNMax, SpecNMin: req.SpecNMin, SpecPMin: req.SpecPMin, llamaFilterFields: req.llamaFilterFields,
+		maxStops: receipt.MaxStops,
 	}
 	order, ordered, err := llamaSamplers(req.Samplers)
 	if err != nil {
@@ -185,6 +204,9 @@ func (req *llamaCompletionRequest) generation(body []byte) (*Generation, error) 
 	if err := req.editorOptions(g); err != nil {
 		return nil, err
 	}
+	if err := req.tavernFields.apply(g); err != nil {
+		return nil, err
+	}
 	if !isAbsent(req.JSONSchema) && !bytes.Equal(compact(req.JSONSchema), []byte("{}")) {
 		if err := applyFormat(FormatJSONSchema, &jsonSchemaSpec{Name: "json_schema", Schema: req.JSONSchema}, "json_schema", "json_schema", g); err != nil {
 			return nil, err
@@ -197,6 +219,24 @@ func (req *llamaCompletionRequest) generation(body []byte) (*Generation, error) 
 		return nil, err
 	}
 	return g, nil
+}
+
+// aliases folds the other names of req's fields into them: llama-server's
+// (max_tokens and max_completion_tokens for n_predict, n for n_cmpl,
+// logprobs for n_probs) and SillyTavern's. Names of one setting that
+// disagree are refused, where llama-server would take one of them.
+func (req *llamaCompletionRequest) aliases() error {
+	var err error
+	if req.NPredict, err = agreed(named[int]{"n_predict", req.NPredict}, named[int]{"max_tokens", req.MaxTokens}, named[int]{"max_completion_tokens", req.MaxCompletionTokens}); err != nil {
+		return err
+	}
+	if req.NCmpl, err = agreed(named[int]{"n_cmpl", req.NCmpl}, named[int]{"n", req.N}); err != nil {
+		return err
+	}
+	if req.NProbs, err = agreed(named[int]{"n_probs", req.NProbs}, named[int]{"logprobs", req.Logprobs}); err != nil {
+		return err
+	}
+	return req.tavernFields.resolve(req)
 }
 
 // maxResponseFields bounds response_fields.

@@ -19,9 +19,41 @@ var llamaSamplerNames = map[string]byte{
 	"penalties": 'e', "dry": 'd', "top_n_sigma": 's', "top_k": 'k', "typ_p": 'y', "top_p": 'p', "min_p": 'm', "xtc": 'x', "temperature": 't', "infill": 'i',
 }
 
+// llamaSamplerAliases are the other names llama.cpp takes for a sampler
+// (besides each name in kebab case and without its underscores, which
+// samplerLetter reads too): its own, and typical_p, the name older
+// releases and SillyTavern's older presets use. adaptive_p, the last
+// draw, and tfs_z, tail-free sampling, which llama.cpp no longer runs,
+// are no filter (0): their options off, a node's last draw is theirs
+// (llamaRefusals refuses them on).
+var llamaSamplerAliases = map[string]byte{
+	"nucleus": 'p', "temp": 't', "typ": 'y', "typical_p": 'y', "adaptive_p": 0, "tfs_z": 0,
+}
+
 // llamaSamplerLetters are the string form's letters: llama.cpp's, which
-// are gguf/sample's.
-const llamaSamplerLetters = "edskypmxti"
+// are gguf/sample's, and its a for adaptive_p (no filter).
+const llamaSamplerLetters = "edskypmxtia"
+
+// squash is a sampler's name as samplerLetter matches it: lower case,
+// without dashes and underscores.
+func squash(name string) string {
+	return strings.NewReplacer("_", "", "-", "").Replace(strings.ToLower(name))
+}
+
+// samplerLetter is the letter of the filter a sampler's name (llama.cpp's,
+// in any case, kebab case or without underscores, or an alias) names, 0
+// for adaptive_p and tfs_z; ok is false for no sampler.
+func samplerLetter(name string) (c byte, ok bool) {
+	n := squash(name)
+	for _, m := range []map[string]byte{llamaSamplerNames, llamaSamplerAliases} {
+		for k, c := range m {
+			if squash(k) == n {
+				return c, true
+			}
+		}
+	}
+	return 0, false
+}
 
 // maxInfillTopK bounds top_k before the infill filter, which compares
 // every pair of the tokens left (gguf/sample's MaxInfillCandidates).
@@ -49,7 +81,10 @@ func llamaSamplers(raw json.RawMessage) (order string, given bool, err error) {
 		for i := 0; i < len(codes); i++ {
 			c := codes[i]
 			if strings.IndexByte(llamaSamplerLetters, c) < 0 {
-				return "", false, badRequest("samplers", "samplers %q: %q is not a sampler's letter (e penalties, d dry, s top_n_sigma, k top_k, y typ_p, p top_p, m min_p, x xtc, t temperature, i infill)", codes, codes[i])
+				return "", false, badRequest("samplers", "samplers %q: %q is not a sampler's letter (e penalties, d dry, s top_n_sigma, k top_k, y typ_p, p top_p, m min_p, x xtc, t temperature, i infill, a adaptive_p)", codes, codes[i])
+			}
+			if c == 'a' {
+				c = 0 // adaptive_p: the last draw, no filter
 			}
 			names, letters = append(names, string(codes[i])), append(letters, c)
 		}
@@ -58,19 +93,24 @@ func llamaSamplers(raw json.RawMessage) (order string, given bool, err error) {
 			return "", false, badRequest("samplers", "samplers must be an array of at most %d sampler names or a string of their letters", maxSamplerNames)
 		}
 		for _, n := range names {
-			c, ok := llamaSamplerNames[n]
+			c, ok := samplerLetter(n)
 			if !ok {
-				return "", false, badRequest("samplers", "samplers: %q is not a sampler (penalties, dry, top_n_sigma, top_k, typ_p, top_p, min_p, xtc, temperature, infill)", n)
+				return "", false, badRequest("samplers", "samplers: %q is not a sampler (penalties, dry, top_n_sigma, top_k, typ_p, top_p, min_p, xtc, temperature, infill, adaptive_p)", n)
 			}
 			letters = append(letters, c)
 		}
 	}
+	kept := make([]byte, 0, len(letters))
 	for i, c := range letters {
-		if slices.Contains(letters[:i], c) {
+		switch {
+		case c == 0:
+			continue // a sampler that is no filter
+		case slices.Contains(letters[:i], c):
 			return "", false, badRequest("samplers", "samplers names %s twice", names[i])
 		}
+		kept = append(kept, c)
 	}
-	return string(letters), true, nil
+	return string(kept), true, nil
 }
 
 // samplerName is llama.cpp's name of a filter's letter.

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -53,6 +54,11 @@ type sampling struct {
 	// modelOptional: the endpoint serves a request that names no model
 	// (llama.cpp's, whose server holds one) with the node's one model.
 	modelOptional bool
+	// maxStops is the most stop sequences the endpoint takes: OpenAI's
+	// 4 where 0; llama.cpp's and Ollama's endpoints, which set no bound
+	// and whose clients (SillyTavern) send a chat's several speakers,
+	// take as many as a receipt holds.
+	maxStops int
 }
 
 type streamOptions struct {
@@ -227,7 +233,7 @@ func (s *sampling) apply(g *Generation) error {
 		}
 		g.Seed = &seed
 	}
-	stop, err := parseStop(s.Stop)
+	stop, err := parseStop(s.Stop, cmp.Or(s.maxStops, maxStops))
 	if err != nil {
 		return err
 	}
@@ -306,7 +312,7 @@ func parseLogitBias(raw json.RawMessage) (map[uint32]float64, error) {
 // to 1.5 are usual), so that its millionths fit the receipt.
 const maxRepeatPenalty = 10
 
-func parseStop(raw json.RawMessage) ([]string, error) {
+func parseStop(raw json.RawMessage, limit int) ([]string, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return nil, nil
@@ -322,8 +328,8 @@ func parseStop(raw json.RawMessage) ([]string, error) {
 	if err := json.Unmarshal(raw, &many); err != nil {
 		return nil, badRequest("stop", "stop must be a string or an array of strings")
 	}
-	if len(many) > maxStops {
-		return nil, badRequest("stop", "stop takes at most %d sequences, got %d", maxStops, len(many))
+	if len(many) > limit {
+		return nil, badRequest("stop", "stop takes at most %d sequences, got %d", limit, len(many))
 	}
 	out := many[:0]
 	for _, s := range many {
