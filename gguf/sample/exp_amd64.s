@@ -158,3 +158,127 @@ done:
 	MOVQ AX, ret+40(FP)
 	VZEROUPPER
 	RET
+
+// idx8 picks the odd doublewords' lanes (the candidates' v) of two
+// 512-bit loads, for VPERMT2PD: 1, 3, …, 15.
+DATA idx8<>+0(SB)/8, $1
+DATA idx8<>+8(SB)/8, $3
+DATA idx8<>+16(SB)/8, $5
+DATA idx8<>+24(SB)/8, $7
+DATA idx8<>+32(SB)/8, $9
+DATA idx8<>+40(SB)/8, $11
+DATA idx8<>+48(SB)/8, $13
+DATA idx8<>+56(SB)/8, $15
+// lo8 and hi8 spread eight results back to the odd lanes of two
+// registers, for the stores of v alone (mask 0xaa): lane 2i+1 of the
+// first gets result i (i < 4), of the second result i+4.
+DATA lo8<>+0(SB)/8, $0
+DATA lo8<>+8(SB)/8, $0
+DATA lo8<>+16(SB)/8, $1
+DATA lo8<>+24(SB)/8, $1
+DATA lo8<>+32(SB)/8, $2
+DATA lo8<>+40(SB)/8, $2
+DATA lo8<>+48(SB)/8, $3
+DATA lo8<>+56(SB)/8, $3
+DATA hi8<>+0(SB)/8, $4
+DATA hi8<>+8(SB)/8, $4
+DATA hi8<>+16(SB)/8, $5
+DATA hi8<>+24(SB)/8, $5
+DATA hi8<>+32(SB)/8, $6
+DATA hi8<>+40(SB)/8, $6
+DATA hi8<>+48(SB)/8, $7
+DATA hi8<>+56(SB)/8, $7
+GLOBL idx8<>(SB), RODATA, $64
+GLOBL lo8<>(SB), RODATA, $64
+GLOBL hi8<>(SB), RODATA, $64
+
+// func expCands8(dst, src *candidate, n int, top, t float64) int
+//
+// expCands4's steps on eight lanes, with AVX-512: the same operations in
+// the same order, each rounded alike, so each lane is exp's result to
+// the bit. A chunk's eight v are gathered from two 64-byte loads
+// (VPERMT2PD), and written back to dst's v alone by masked stores.
+TEXT ·expCands8(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $3, CX
+	XORQ AX, AX
+	VBROADCASTSD top+24(FP), Z10
+	VBROADCASTSD t+32(FP), Z11
+	VBROADCASTSD expw<>+0(SB), Z7
+	VBROADCASTSD expw<>+32(SB), Z8
+	VBROADCASTSD expw<>+64(SB), Z9
+	VBROADCASTSD expw<>+416(SB), Z12
+	VBROADCASTSD expw<>+448(SB), Z13
+	VBROADCASTSD expw<>+384(SB), Z14
+	VPBROADCASTQ expw<>+480(SB), Z15
+	VBROADCASTSD expw<>+96(SB), Z16
+	VBROADCASTSD expw<>+128(SB), Z17
+	VBROADCASTSD expw<>+160(SB), Z18
+	VBROADCASTSD expw<>+192(SB), Z19
+	VBROADCASTSD expw<>+224(SB), Z20
+	VBROADCASTSD expw<>+256(SB), Z21
+	VBROADCASTSD expw<>+288(SB), Z22
+	VBROADCASTSD expw<>+320(SB), Z23
+	VBROADCASTSD expw<>+352(SB), Z24
+	VMOVDQU64 idx8<>(SB), Z25
+	VMOVDQU64 lo8<>(SB), Z26
+	VMOVDQU64 hi8<>(SB), Z27
+	MOVQ $0xaa, DX
+	KMOVW DX, K2
+	TESTQ CX, CX
+	JZ done8
+loop8:
+	VMOVUPD 0(SI), Z0
+	VPERMT2PD 64(SI), Z25, Z0
+	VSUBPD Z10, Z0, Z0
+	VDIVPD Z11, Z0, Z0
+	// lo ≤ x ≤ hi in every lane (false for a NaN), or stop here.
+	VCMPPD $0x1d, Z12, Z0, K1
+	VCMPPD $0x12, Z13, Z0, K3
+	KANDW K1, K3, K1
+	KMOVW K1, DX
+	CMPQ DX, $0xff
+	JNE done8
+	VMULPD Z7, Z0, Z1
+	VCVTPD2DQ Z1, Y2
+	VCVTDQ2PD Y2, Z1
+	VFNMADD231PD Z8, Z1, Z0
+	VFNMADD231PD Z9, Z1, Z0
+	VMULPD Z16, Z0, Z0
+	VMOVAPD Z17, Z3
+	VFMADD213PD Z18, Z0, Z3
+	VFMADD213PD Z19, Z0, Z3
+	VFMADD213PD Z20, Z0, Z3
+	VFMADD213PD Z21, Z0, Z3
+	VFMADD213PD Z22, Z0, Z3
+	VFMADD213PD Z23, Z0, Z3
+	VFMADD213PD Z24, Z0, Z3
+	VMULPD Z3, Z0, Z0
+	VADDPD Z14, Z0, Z3
+	VMULPD Z3, Z0, Z0
+	VADDPD Z14, Z0, Z3
+	VMULPD Z3, Z0, Z0
+	VADDPD Z14, Z0, Z3
+	VMULPD Z3, Z0, Z0
+	VADDPD Z14, Z0, Z3
+	VFMADD213PD Z24, Z3, Z0
+	// times 2^k: k + 1023 in the exponent field (1 ≤ k + 1023 ≤ 2046 here).
+	VPMOVSXDQ Y2, Z4
+	VPADDQ Z15, Z4, Z4
+	VPSLLQ $52, Z4, Z4
+	VMULPD Z4, Z0, Z0
+	VPERMPD Z0, Z26, Z5
+	VPERMPD Z0, Z27, Z6
+	VMOVUPD Z5, K2, 0(DI)
+	VMOVUPD Z6, K2, 64(DI)
+	ADDQ $128, SI
+	ADDQ $128, DI
+	ADDQ $8, AX
+	DECQ CX
+	JNZ loop8
+done8:
+	MOVQ AX, ret+40(FP)
+	VZEROUPPER
+	RET

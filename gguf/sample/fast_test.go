@@ -174,8 +174,8 @@ func TestWeightsMatchReference(t *testing.T) {
 		if lanes && !useExp4 {
 			continue
 		}
-		was := useExp4
-		useExp4 = lanes
+		was, was8 := useExp4, useExp8
+		useExp4, useExp8 = lanes, lanes && useExp8
 		for name, shape := range shapes {
 			for _, n := range []int{1, 2, 3, 4, 5, 7, 8, 33, 1000, 32001} {
 				logits := shape(n)
@@ -211,7 +211,7 @@ func TestWeightsMatchReference(t *testing.T) {
 				}
 			}
 		}
-		useExp4 = was
+		useExp4, useExp8 = was, was8
 	}
 }
 
@@ -241,22 +241,42 @@ func TestExpWeightsMatchExp(t *testing.T) {
 	for i := range 2000 {
 		xs = append(xs, float64(float64(i-1000)*1.7e-7))
 	}
-	for _, temp := range []float64{1, 0.7, 0.1, 1.3, 2, 1e-3} {
-		for off := range 4 {
-			src := make([]candidate, len(xs)-off)
-			for i := range src {
-				src[i] = candidate{uint32(i), xs[i+off]}
-			}
-			const top = 0.25
-			for i := range src {
-				src[i].v += top
-			}
-			dst := make([]candidate, len(src))
-			expWeights(dst, src, top, temp)
-			for i := range src {
-				want := detmath.Exp((src[i].v - top) / temp)
-				if math.Float64bits(dst[i].v) != math.Float64bits(want) && !(math.IsNaN(want) && math.IsNaN(dst[i].v)) {
-					t.Fatalf("t %v: e^((%v−%v)/t) = %v (%#x), exp gives %v (%#x)", temp, src[i].v, top, dst[i].v, math.Float64bits(dst[i].v), want, math.Float64bits(want))
+	was := useExp8
+	defer func() { useExp8 = was }()
+	for _, eight := range []bool{true, false} {
+		if eight && !was {
+			continue // no eight-lane exponentials here
+		}
+		useExp8 = eight
+		for _, temp := range []float64{1, 0.7, 0.1, 1.3, 2, 1e-3} {
+			for off := range 8 {
+				src := make([]candidate, len(xs)-off)
+				for i := range src {
+					src[i] = candidate{uint32(i), xs[i+off]}
+				}
+				const top = 0.25
+				for i := range src {
+					src[i].v += top
+				}
+				// Into another slice, whose ids the kernels leave alone,
+				// and in place.
+				dst := make([]candidate, len(src))
+				for i := range dst {
+					dst[i].id = ^uint32(i)
+				}
+				expWeights(dst, src, top, temp)
+				in := slices.Clone(src)
+				expWeights(in, in, top, temp)
+				for i := range src {
+					want := detmath.Exp((src[i].v - top) / temp)
+					for _, got := range []candidate{dst[i], in[i]} {
+						if math.Float64bits(got.v) != math.Float64bits(want) && !(math.IsNaN(want) && math.IsNaN(got.v)) {
+							t.Fatalf("eight lanes %v, t %v: e^((%v−%v)/t) = %v (%#x), exp gives %v (%#x)", eight, temp, src[i].v, top, got.v, math.Float64bits(got.v), want, math.Float64bits(want))
+						}
+					}
+					if dst[i].id != ^uint32(i) || in[i].id != uint32(i) {
+						t.Fatalf("eight lanes %v: candidate %d's id became %d (in place %d)", eight, i, dst[i].id, in[i].id)
+					}
 				}
 			}
 		}
@@ -556,5 +576,46 @@ func TestTopKLogits(t *testing.T) {
 				t.Errorf("%v at %d: taken", bad, at)
 			}
 		}
+	}
+}
+
+// BenchmarkExpWeights times the exponentials of 32000 candidates (a
+// temperature-only pick's weights) one by one (detmath.Exp, the
+// reference), four lanes at a time and eight, in the same run: x_scalar
+// is the scalar time over each kernel's.
+func BenchmarkExpWeights(b *testing.B) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	src := make([]candidate, 32000)
+	for i := range src {
+		src[i] = candidate{uint32(i), rng.NormFloat64() * 3}
+	}
+	dst := make([]candidate, len(src))
+	was4, was8 := useExp4, useExp8
+	defer func() { useExp4, useExp8 = was4, was8 }()
+	timed := func(four, eight bool) float64 {
+		useExp4, useExp8 = four, eight
+		const reps = 200
+		start := time.Now()
+		for range reps {
+			expWeights(dst, src, 0.5, 0.8)
+		}
+		return float64(time.Since(start).Nanoseconds()) / reps
+	}
+	for _, k := range []struct {
+		name        string
+		four, eight bool
+	}{{"scalar", false, false}, {"lanes4", true, false}, {"lanes8", true, true}} {
+		if k.four && !was4 || k.eight && !was8 {
+			continue
+		}
+		b.Run(k.name, func(b *testing.B) {
+			var ref, got float64
+			for b.Loop() {
+				ref += timed(false, false)
+				got += timed(k.four, k.eight)
+			}
+			b.ReportMetric(got/float64(b.N), "ns/pick")
+			b.ReportMetric(ref/got, "x_scalar")
+		})
 	}
 }
