@@ -952,13 +952,27 @@ func (s *servedModel) request(g *api.Generation, prompt string, ids []uint32, ct
 	}
 	dryPenalty(g, sp)
 	sampled := g.Temperature != nil && *g.Temperature > 0
-	infill := strings.IndexByte(g.Samplers, 'i') >= 0
+	mirostat := sampled && g.Mirostat > 0
+	if mirostat {
+		// Mirostat picks in place of the filters and the penalties, as in
+		// llama.cpp and Ollama: what is set beside it does not run, and the
+		// request names only what does (receipt.Sampling's rules).
+		*sp = receipt.Sampling{Stop: sp.Stop, LogitBias: sp.LogitBias, MinIndent: sp.MinIndent,
+			Mirostat: uint32(g.Mirostat), MirostatTauE6: max(millionths(g.MirostatTau), 1), MirostatEtaE6: max(millionths(g.MirostatEta), 1)}
+		if len(prediction) > 0 {
+			e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option",
+				"a request with mirostat does not draft from a prediction: mirostat's state moves one token at a time, which a draft's rows would move out of turn")
+			e.Param = "prediction"
+			return req, nil, e
+		}
+	}
+	infill := strings.IndexByte(g.Samplers, 'i') >= 0 && !mirostat
 	if !sampled && !infill && sp.DRYMultiplierE6 > 0 {
 		// DRY changes greedy picks too, as the penalties do, and which
 		// runs first changes them.
 		sp.Samplers = samplerOrder(g.Samplers, sp)
 	}
-	if sampled || infill {
+	if (sampled || infill) && !mirostat {
 		// The truncations change only what is drawn from: greedy ignores
 		// them, so they are not in a greedy request's identity, unless
 		// the infill filter follows them (it weighs what they leave).
@@ -980,6 +994,9 @@ func (s *servedModel) request(g *api.Generation, prompt string, ids []uint32, ct
 			seed := *g.Seed
 			sp.Seed = &seed
 		}
+		if mirostat {
+			sp.TemperatureE6 = millionths(*g.Temperature)
+		}
 		// A sampled request that may speculate names the draft: its
 		// tokens depend on it (receipt.Sampling.Draft), so a replay
 		// after the draft changed is another request.
@@ -988,6 +1005,8 @@ func (s *servedModel) request(g *api.Generation, prompt string, ids []uint32, ct
 		// Its draft name carries its own bounds on the rounds, which
 		// its tokens depend on.
 		switch d, ok := s.decidedDraft(g); {
+		case mirostat:
+			// Its picks move its state token by token: no draft.
 		case len(prediction) > 0 && sp.Samplers != "":
 			e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option",
 				"a sampled request drafts from a prediction only under the default sampler order, and this one sets samplers")

@@ -245,3 +245,71 @@ func TestLlamaFilters(t *testing.T) {
 		t.Errorf("granted request with DRY: %d %s, want 400 naming dry_multiplier", resp.StatusCode, b)
 	}
 }
+
+// TestMirostat: llama.cpp's mirostat, both versions, served end to end on
+// the built-in model: it changes a seeded answer and is deterministic;
+// at a tiny target surprise it keeps the likeliest token alone, so it
+// answers the greedy answer; it picks in place of the filters, so top_k
+// 1 beside it changes nothing and is not sealed (the request without it
+// replays the receipt); its receipt replays only with its version and
+// target; it is refused on a greedy request, with a prediction, and on a
+// grant.
+func TestMirostat(t *testing.T) {
+	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
+	n, _ := startNode(t, Config{})
+	request := `{"model":"` + fortunesModel + `","max_tokens":32,"prompt":"A man walks into a bar"`
+	complete := func(extra string) (string, json.RawMessage) {
+		t.Helper()
+		return generate(t, n, "/v1/completions", request+extra+`}`)
+	}
+	refused := func(path, body, param string) {
+		t.Helper()
+		resp := post(t, n, path, body)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"param":"`+param+`"`) {
+			t.Errorf("%s: %d %s, want 400 naming %s", body, resp.StatusCode, b, param)
+		}
+	}
+	greedy, _ := complete("")
+	const sampled = `,"temperature":1,"seed":11`
+	plain, _ := complete(sampled)
+	if plain == greedy {
+		t.Fatalf("the seeded answer is the greedy one: the checks below prove nothing")
+	}
+	if got, _ := complete(sampled + `,"mirostat":2,"mirostat_tau":0.01,"mirostat_eta":1`); got != greedy {
+		t.Errorf("mirostat 2 at a target of 0.01 bits: %q, want the greedy answer %q", got, greedy)
+	}
+	for _, m := range []string{`,"mirostat":1,"mirostat_tau":3`, `,"mirostat":2,"mirostat_tau":3`} {
+		got, energy := complete(sampled + m)
+		if got == plain || got == greedy {
+			t.Errorf("%s left the seeded answer as it was: %q", m, got)
+		}
+		if again, _ := complete(sampled + m); again != got {
+			t.Errorf("%s: a seeded answer is not deterministic: %q, then %q", m, got, again)
+		}
+		if filtered, _ := complete(sampled + m + `,"top_k":1,"repeat_penalty":1.5`); filtered != got {
+			t.Errorf("%s: top_k and repeat_penalty beside it changed the answer: %q, without them %q", m, filtered, got)
+		}
+		for _, tc := range []struct{ name, request, verdict string }{
+			{"with it", request + sampled + m + `}`, api.VerdictVerified},
+			{"with the filters it replaces", request + sampled + m + `,"top_k":1,"min_p":0.5}`, api.VerdictVerified},
+			{"without it", request + sampled + `}`, api.VerdictNotReplayable},
+			{"with another target", request + sampled + m + `,"mirostat_tau":4}`, api.VerdictNotReplayable},
+		} {
+			body, _ := json.Marshal(map[string]any{"request": json.RawMessage(tc.request), "energy": energy})
+			if status, res, raw := replayRaw(t, n, string(body)); status != http.StatusOK || res.Verdict != tc.verdict {
+				t.Errorf("%s: replay %s: %d %s, want %s", m, tc.name, status, raw, tc.verdict)
+			}
+		}
+	}
+	refused("/v1/completions", request+`,"mirostat":2}`, "mirostat")
+	refused("/v1/chat/completions", `{"model":"`+fortunesModel+`","max_tokens":8,"messages":[{"role":"user","content":"hi"}],"temperature":1,"mirostat":2,`+
+		`"prediction":{"type":"content","content":"hello"}}`, "prediction")
+	caller, chain := issueGrant(t, n)
+	presented, _, err := grant.PresentBody([]byte(request+sampled+`,"mirostat":1,"metadata":{"joule_ceiling_uj":1000000000}}`), chain, caller, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused("/v1/completions", string(presented), "mirostat")
+}

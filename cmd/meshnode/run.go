@@ -63,6 +63,9 @@ func runCommand() *cli.Command {
 			&cli.IntFlag{Name: "dry-allowed-length", Value: 2, Usage: "the longest repeat DRY leaves unpenalised"},
 			&cli.IntFlag{Name: "dry-penalty-last-n", Value: -1, Usage: "how many of the latest tokens DRY scans (-1: all, 0: off)"},
 			&cli.StringSliceFlag{Name: "dry-sequence-breaker", Usage: "a DRY sequence breaker (repeatable; default \\n : \" *)"},
+			&cli.IntFlag{Name: "mirostat", Usage: "mirostat sampling, version 1 or 2, in place of the filters and penalties (0: off)"},
+			&cli.Float64Flag{Name: "mirostat-ent", Value: 5, Usage: "mirostat's target surprise, in bits (llama.cpp's tau)"},
+			&cli.Float64Flag{Name: "mirostat-lr", Value: 0.1, Usage: "mirostat's learning rate (llama.cpp's eta)"},
 			&cli.Uint64Flag{Name: "seed", Usage: "sampling seed (default: random)"},
 			&cli.StringSliceFlag{Name: "stop", Usage: "stop at this string (repeatable)"},
 			&cli.StringSliceFlag{Name: "logit-bias", Usage: "add BIAS (-100 … 100) to token ID's logit, as ID+BIAS or ID-BIAS (repeatable; llama.cpp's --logit-bias)"},
@@ -163,6 +166,9 @@ func runCommand() *cli.Command {
 				if r.dryBreakers = c.StringSlice("dry-sequence-breaker"); len(r.dryBreakers) == 0 {
 					r.dryBreakers = sample.DefaultBreakers
 				}
+			}
+			if v := c.Int("mirostat"); v != 0 {
+				r.gen.Sampling.Mirostat = &sample.Mirostat{Version: v, Tau: c.Float64("mirostat-ent"), Eta: c.Float64("mirostat-lr")}
 			}
 			if err := r.gen.Sampling.Validate(); err != nil { // before any output
 				return err

@@ -187,6 +187,36 @@ func TestRunSampling(t *testing.T) {
 	}
 }
 
+// TestRunMirostat: --mirostat samples with mirostat: seeded, it repeats
+// itself and differs from the plain seeded sample; at a target of 0.01
+// bits it keeps the likeliest token alone, the greedy output; with a
+// draft it decodes without speculating (its state moves a token at a
+// time), to the same text; beside a filter, or out of range, refused.
+func TestRunMirostat(t *testing.T) {
+	const prompt = "Love is"
+	plain := runWith(t, prompt, "24", "--temp", "1", "--seed", "5")
+	m := runWith(t, prompt, "24", "--temp", "1", "--seed", "5", "--mirostat", "2", "--mirostat-ent", "3")
+	if m == plain || runWith(t, prompt, "24", "--temp", "1", "--seed", "5", "--mirostat", "2", "--mirostat-ent", "3") != m {
+		t.Errorf("--mirostat 2: %q, plain %q (and it must repeat itself)", m, plain)
+	}
+	if got := runWith(t, prompt, "24", "--temp", "1", "--seed", "5", "--mirostat", "2", "--mirostat-ent", "3", "--draft", "lookup"); got != m {
+		t.Errorf("--mirostat 2 with --draft lookup: %q, without %q", got, m)
+	}
+	if got, greedy := runWith(t, prompt, "24", "--temp", "1", "--seed", "5", "--mirostat", "1", "--mirostat-ent", "0.01", "--mirostat-lr", "1"), greedyRun(t, prompt, "24"); got != greedy {
+		t.Errorf("--mirostat 1 at 0.01 bits: %q, want the greedy %q", got, greedy)
+	}
+	for _, args := range [][]string{
+		{"--temp", "1", "--mirostat", "2", "--top-k", "40"},
+		{"--temp", "1", "--mirostat", "3"},
+		{"--temp", "1", "--mirostat", "2", "--mirostat-lr", "2"},
+		{"--mirostat", "2"},
+	} {
+		if _, _, err := meshnodeRun(t, append([]string{runModel, "-p", prompt}, args...)...); err == nil || !strings.Contains(err.Error(), "mirostat") {
+			t.Errorf("%q: %v, want a refusal naming mirostat", args, err)
+		}
+	}
+}
+
 // TestRunLogitBias: --logit-bias forces a token (+100) or bans one
 // (−100) from the greedy continuation.
 func TestRunLogitBias(t *testing.T) {

@@ -4,7 +4,8 @@
 // generation at a stop string. A Sampler is deterministic: the same
 // parameters (seed included), logits and history give the same tokens on
 // every platform — its exponentials are its own (exp.go), the same bits
-// everywhere, four at a time on amd64 with AVX2 and FMA.
+// everywhere, four or eight at a time on amd64 with AVX2 and FMA or
+// AVX-512.
 //
 // The filters run in llama.cpp's default order: logit biases, penalties,
 // DRY, top-n-sigma, top-k, typical-p, top-p, min-p, XTC, then temperature
@@ -14,7 +15,8 @@
 // llama.cpp's infill filter, which editors' fill-in-the-middle requests
 // ask for (chain.go, infill.go, and llama.cpp's other filters in
 // filters.go and dry.go); the default order, with those others off,
-// keeps its own, faster path.
+// keeps its own, faster path. Mirostat (mirostat.go) picks in place of
+// the filters and penalties, after the biases and the temperature.
 package sample
 
 import (
@@ -90,6 +92,9 @@ type Params struct {
 	// DRY is llama.cpp's DRY penalty, nil for none. Like the penalties
 	// it changes greedy picks too.
 	DRY *DRY
+	// Mirostat, where set, picks in place of the penalties and the
+	// filters, which must be off (mirostat.go); nil for none.
+	Mirostat *Mirostat
 	// Order is the filters' order, in llama.cpp's sampler letters: 'e'
 	// penalties, 'd' DRY, 's' top-n-sigma, 'k' top-k, 'y' typical-p, 'p' top-p,
 	// 'm' min-p, 'x' XTC, 't' temperature, 'i' infill. "" is the default
@@ -161,6 +166,14 @@ func (p Params) Validate() error {
 			return err
 		}
 	}
+	if p.Mirostat != nil {
+		if err := p.Mirostat.validate(); err != nil {
+			return err
+		}
+		if err := p.mirostatAlone(); err != nil {
+			return err
+		}
+	}
 	seen := make(map[uint32]bool, len(p.LogitBias))
 	for _, b := range p.LogitBias {
 		if math.IsNaN(b.Bias) || math.IsInf(b.Bias, 0) {
@@ -207,12 +220,19 @@ type Sampler struct {
 	probs  []float32 // infill's scratch: the candidates' probabilities,
 	eog    []bool    // whether each ends a generation,
 	pieces []string  // and its text
+
+	mu float64 // mirostat's threshold, in bits
 }
 
 // New returns a Sampler; p must be valid (see Params.Validate).
 func New(p Params) *Sampler {
 	o := p.order()
+	var mu float64
+	if p.Mirostat != nil {
+		mu = 2 * p.Mirostat.Tau
+	}
 	return &Sampler{
+		mu:        mu,
 		p:         p,
 		rng:       rand.New(rand.NewPCG(p.Seed, 0x6d65736873616d70)), // "meshsamp"
 		counts:    map[uint32]int{},
@@ -243,6 +263,9 @@ func (s *Sampler) Sample(logits []float32, history []uint32) uint32 {
 // bitset says, as in llama.cpp: a caller that masks should allow EOT or
 // leave infill out.)
 func (s *Sampler) SampleAllowed(logits []float32, history []uint32, allowed []uint64) uint32 {
+	if s.p.Mirostat != nil {
+		return s.mirostatPick(logits, allowed) // no penalty runs beside it
+	}
 	s.countHistory(history)
 	if s.generic {
 		return s.sampleChain(logits, allowed)
@@ -282,6 +305,9 @@ func (s *Sampler) Dist(dst []Prob, logits []float32, history []uint32) []Prob {
 // DistAllowed is Dist restricted as SampleAllowed is: the distribution
 // SampleAllowed draws from, over the tokens allowed (nil: all).
 func (s *Sampler) DistAllowed(dst []Prob, logits []float32, history []uint32, allowed []uint64) []Prob {
+	if s.p.Mirostat != nil {
+		return s.mirostatDist(dst, logits, allowed)
+	}
 	s.countHistory(history)
 	if s.generic {
 		return s.distChain(dst, logits, allowed)

@@ -116,7 +116,11 @@ func TestRefusedFields(t *testing.T) {
 		{chat, "min_keep", `-1`, "min_keep must be from 0"},
 		{chat, "backend_sampling", `false`, ""},
 		{chat, "backend_sampling", `true`, "backend_sampling"},
-		{chat, "mirostat", `2`, "mirostat"},
+		{chat, "mirostat", `2`, "this request is greedy"},
+		{chat, "mirostat", `3`, "mirostat must be 0 (off), 1 or 2"},
+		{chat, "mirostat", `0`, ""},
+		{chat, "mirostat_tau", `0`, ""}, // asks nothing with mirostat off
+		{chat, "mirostat_eta", `5`, ""},
 		{completions, "typical_p", `1.0`, ""},
 		{chat, "max_tokens", `-1`, ""},
 		{completions, "max_tokens", `-1`, ""},

@@ -49,12 +49,13 @@ func FuzzParseRequest(f *testing.F) {
 			`{"role":"assistant","content":"Sure"}],"tools":[{"name":"f","input_schema":{"type":"object"}}],` +
 			`"tool_choice":{"type":"tool","name":"f","disable_parallel_tool_use":true},"thinking":{"type":"disabled"},"metadata":{"user_id":"u"}}`,
 		`{"model":"tiny","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"","tool_calls":[{"function":{"name":"f","arguments":{"a":1}}}]},` +
-			`{"role":"tool","tool_name":"f","content":"ok"}],"options":{"temperature":0.7,"num_predict":-1,"num_ctx":64,"stop":["x"],"mirostat":0},` +
+			`{"role":"tool","tool_name":"f","content":"ok"}],"options":{"temperature":0.7,"num_predict":-1,"num_ctx":64,"stop":["x"],"mirostat":1,"mirostat_tau":3},` +
 			`"format":{"type":"object"},"keep_alive":-1,"think":false,"stream":false,"tools":[{"type":"function","function":{"name":"f"}}]}`,
 		`{"model":"tiny","prompt":"hi","system":"s","raw":false,"suffix":"","options":{"seed":3}}`,
 		`{"model":"tiny","prompt":[1,2],"n_predict":-1,"seed":-1,"logit_bias":[[5,1.5],[9,false]],"cache_prompt":true,"id_slot":-1,` +
 			`"grammar":"root ::= [a-zé]+ (\" \" root)?","stop":["\n"],"mirostat":0,"stream":true}`,
 		`{"model":"tiny","prompt":"x","json_schema":{"type":"integer"},"top_k":0,"n_probs":0}`,
+		`{"model":"tiny","prompt":"x","temperature":0.8,"mirostat":2,"mirostat_tau":4.5,"mirostat_eta":0.2,"mirostat_mode":2}`,
 		`{"model":"tiny","input_prefix":"def f():","input_suffix":"\n","prompt":"  ","input_extra":[{"filename":"a.py","text":"x"},{"text":"y"}],"n_predict":8}`,
 		`{"model":"tiny","prompt":"x","grammar":"root ::= \"yes\" | \"no\"","messages":null}`,
 		// llama.vim's and llama.vscode's, which name no model.

@@ -82,9 +82,6 @@ var llamaRefusals = withRefusals(tavernRefusals, map[string]refusal{
 	"ignore_eos":          {"ignore_eos is not supported: an answer ends at the model's end token (false is accepted)", isFalse},
 	"return_tokens":       {"return_tokens is not supported: /completion returns the text (false is accepted; /tokenize gives a text's tokens)", isFalse},
 	"n_keep":              {"n_keep is not supported: a prompt that does not fit the context is refused, never shifted (0 is accepted)", isZero},
-	"mirostat":            {"mirostat is not supported (0, off, is accepted)", isZero},
-	"mirostat_tau":        {"", anyValue}, // asks nothing without mirostat
-	"mirostat_eta":        {"", anyValue},
 	"backend_sampling":    {"backend_sampling is not supported: a node picks tokens on the host (false is accepted)", isFalse},
 	"image_data":          {"image_data: meshnode's models read text", isEmpty},
 	"lora":                {"lora adapters are not supported", isEmpty},
@@ -426,6 +423,9 @@ type llamaSettings struct {
 	DRYAllowedLength int      `json:"dry_allowed_length"`
 	DRYLastN         int      `json:"dry_penalty_last_n"`
 	DRYBreakers      []string `json:"dry_sequence_breakers"`
+	Mirostat         int      `json:"mirostat"`
+	MirostatTau      float64  `json:"mirostat_tau"`
+	MirostatEta      float64  `json:"mirostat_eta"`
 	Stop             []string `json:"stop"`
 	Stream           bool     `json:"stream"`
 	Grammar          string   `json:"grammar"`
@@ -486,6 +486,10 @@ func llamaSettingsOf(g *Generation, req *llamaCompletionRequest) llamaSettings {
 		if g.DRYBreakers != nil {
 			st.DRYBreakers = g.DRYBreakers
 		}
+	}
+	st.Mirostat, st.MirostatTau, st.MirostatEta = g.Mirostat, llamaMirostatTau, llamaMirostatEta
+	if g.Mirostat > 0 {
+		st.MirostatTau, st.MirostatEta = g.MirostatTau, g.MirostatEta
 	}
 	switch {
 	case g.PenaltiesOff:

@@ -33,6 +33,12 @@ type llamaFilterFields struct {
 	DRYAllowedLength *int     `json:"dry_allowed_length"`
 	DRYLastN         *int     `json:"dry_penalty_last_n"`
 	DRYBreakers      []string `json:"dry_sequence_breakers"`
+	// Mirostat, which picks in place of the filters and the penalties
+	// (gguf/sample's Mirostat): its version (0 off, 1 or 2) and, beside
+	// it, its target surprise and learning rate.
+	Mirostat    *int     `json:"mirostat"`
+	MirostatTau *float64 `json:"mirostat_tau"`
+	MirostatEta *float64 `json:"mirostat_eta"`
 }
 
 // Bounds on the filters' fields (receipt.Sampling's).
@@ -43,6 +49,7 @@ const (
 	maxMinKeep          = receipt.MaxMinKeep
 	maxDRYMultiplier    = receipt.MaxDRYMultiplierE6 / 1e6
 	maxDRYBase          = receipt.MaxDRYBaseE6 / 1e6
+	maxMirostatTau      = receipt.MaxMirostatTauE6 / 1e6
 )
 
 // llama.cpp's defaults where a filter is on and its companion is not
@@ -53,6 +60,8 @@ const (
 	llamaDRYBase          = 1.75
 	llamaDRYAllowedLength = 2
 	llamaDRYLastN         = 64
+	llamaMirostatTau      = 5.0
+	llamaMirostatEta      = 0.1
 )
 
 // typical is typical_p or typ_p, whichever the request gives.
@@ -122,6 +131,9 @@ func (f *llamaFilterFields) apply(g *Generation) error {
 	if err := f.applyDRY(g); err != nil {
 		return err
 	}
+	if err := f.applyMirostat(g); err != nil {
+		return err
+	}
 	if name := g.LlamaFilters(); name != "" && (g.Temperature == nil || *g.Temperature == 0) {
 		if name == "typical_p" {
 			name = typName
@@ -131,10 +143,38 @@ func (f *llamaFilterFields) apply(g *Generation) error {
 	return nil
 }
 
+// applyMirostat checks mirostat's fields and copies them into g. Its
+// parameters ask nothing where it is off (SillyTavern sends its defaults
+// beside mirostat 0), so they are checked only beside it.
+func (f *llamaFilterFields) applyMirostat(g *Generation) error {
+	if f.Mirostat == nil || *f.Mirostat == 0 {
+		return nil
+	}
+	if v := *f.Mirostat; v != 1 && v != 2 {
+		return badRequest("mirostat", "mirostat must be 0 (off), 1 or 2, got %d", v)
+	}
+	g.Mirostat, g.MirostatTau, g.MirostatEta = *f.Mirostat, llamaMirostatTau, llamaMirostatEta
+	if v := f.MirostatTau; v != nil {
+		if !(*v > 0 && *v <= maxMirostatTau) {
+			return badRequest("mirostat_tau", "mirostat_tau must be above 0 and at most %v bits, got %v", maxMirostatTau, *v)
+		}
+		g.MirostatTau = *v
+	}
+	if v := f.MirostatEta; v != nil {
+		if !(*v > 0 && *v <= 1) {
+			return badRequest("mirostat_eta", "mirostat_eta must be above 0 and at most 1, got %v", *v)
+		}
+		g.MirostatEta = *v
+	}
+	return nil
+}
+
 // LlamaFilters is the field of the first of llama.cpp's other filters g
 // turns on, "" where none is.
 func (g *Generation) LlamaFilters() string {
 	switch {
+	case g.Mirostat > 0:
+		return "mirostat"
 	case g.TypicalP > 0 && g.TypicalP < 1:
 		return "typical_p"
 	case g.TopNSigma > 0:

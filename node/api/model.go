@@ -184,6 +184,13 @@ type Generation struct {
 	DRYMultiplier, DRYBase     float64
 	DRYAllowedLength, DRYLastN int
 	DRYBreakers                []string
+	// Mirostat is llama.cpp's mirostat sampling (llamafilters.go): its
+	// version, 0 off, 1 or 2, and beside it its target surprise in bits
+	// and its learning rate. Only on a sampled request; it picks in place
+	// of the filters and the penalties, which, set beside it, do not run
+	// (as in llama.cpp).
+	Mirostat                 int
+	MirostatTau, MirostatEta float64
 	// LogitBias adds each bias (−100 … 100) to its token's logit before
 	// the penalties, greedy requests included (OpenAI's logit_bias), by
 	// token id; nil is none.

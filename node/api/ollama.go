@@ -68,14 +68,14 @@ type ollamaOptions struct {
 	PresencePenalty  *float64        `json:"presence_penalty"`
 	FrequencyPenalty *float64        `json:"frequency_penalty"`
 	NumCtx           *int            `json:"num_ctx"`
+	Mirostat         *int            `json:"mirostat"`
+	MirostatTau      *float64        `json:"mirostat_tau"`
+	MirostatEta      *float64        `json:"mirostat_eta"`
 }
 
 // ollamaOptionRefusals are Ollama's options meshnode does not honour,
 // with why, and the values that ask for nothing (accepted).
 var ollamaOptionRefusals = map[string]refusal{
-	"mirostat":            {"mirostat sampling is not supported (0 is accepted)", oneOf("0")},
-	"mirostat_tau":        {"", anyValue}, // asks nothing without mirostat (SillyTavern sends its defaults)
-	"mirostat_eta":        {"", anyValue},
 	"tfs_z":               {"tail-free sampling is not supported (1 is accepted)", oneOf("1", "1.0")},
 	"penalize_newline":    {"penalize_newline is not supported", isNull},
 	"num_keep":            {"num_keep is not supported: a prompt that does not fit the context is refused, never shifted", isNull},
@@ -113,7 +113,7 @@ func (c *ollamaCommon) apply(g *Generation) error {
 	smp := sampling{Model: c.Model, Temperature: opts.Temperature, TopP: opts.TopP, TopK: opts.TopK, MinP: opts.MinP,
 		Seed: opts.Seed, Stop: opts.Stop, RepeatPenalty: opts.RepeatPenalty, RepeatLastN: opts.RepeatLastN, PresencePenalty: opts.PresencePenalty,
 		FrequencyPenalty: opts.FrequencyPenalty, Metadata: c.Metadata, Speculative: c.Speculative,
-		llamaFilterFields: llamaFilterFields{TypicalP: opts.TypicalP}, maxStops: receipt.MaxStops}
+		llamaFilterFields: llamaFilterFields{TypicalP: opts.TypicalP, Mirostat: opts.Mirostat, MirostatTau: opts.MirostatTau, MirostatEta: opts.MirostatEta}, maxStops: receipt.MaxStops}
 	if err := smp.apply(g); err != nil {
 		e := asError(err)
 		if e.Param != "" && e.Param != "model" && !strings.HasPrefix(e.Param, "metadata") {

@@ -177,7 +177,9 @@ func TestOllamaErrors(t *testing.T) {
 		status     int
 		want       string
 	}{
-		{"/api/chat", `{"model":"tiny",` + user + `,"options":{"mirostat":2}}`, 400, "options.mirostat sampling is not supported"},
+		{"/api/chat", `{"model":"tiny",` + user + `,"options":{"mirostat":3}}`, 400, "mirostat must be 0 (off), 1 or 2"},
+		{"/api/chat", `{"model":"tiny",` + user + `,"options":{"mirostat":2,"temperature":0.5,"mirostat_eta":2}}`, 400, "mirostat_eta must be above 0 and at most 1"},
+		{"/api/chat", `{"model":"tiny",` + user + `,"options":{"mirostat":2,"mirostat_tau":101,"temperature":0.5}}`, 400, "mirostat_tau must be above 0 and at most 100"},
 		{"/api/chat", `{"model":"tiny",` + user + `,"options":{"bogus":1}}`, 400, `unknown option "bogus"`},
 		{"/api/chat", `{"model":"tiny",` + user + `,"options":{"num_predict":0}}`, 400, "num_predict"},
 		{"/api/chat", `{"model":"tiny",` + user + `,"options":{"temperature":3}}`, 400, "temperature"},

@@ -33,6 +33,7 @@ type tavernFields struct {
 	Typical                *float64        `json:"typical"`
 	NSigma                 *float64        `json:"nsigma"`
 	GrammarString          *string         `json:"grammar_string"`
+	MirostatMode           *int            `json:"mirostat_mode"` // text-generation-webui's mirostat
 	// The context the client fits its prompt and answer to: bounds the
 	// serve's as Ollama's num_ctx does (Generation.ContextLimit).
 	TruncationLength *int `json:"truncation_length"`
@@ -51,7 +52,6 @@ type tavernFields struct {
 // /completion, with the values that ask for nothing (off, or its
 // defaults), which are accepted: llamaRefusals holds them.
 var tavernRefusals = map[string]refusal{
-	"mirostat_mode":              {"mirostat sampling is not supported (0, off, is accepted)", isZero},
 	"ban_eos_token":              {"ban_eos_token is not supported: an answer ends at the model's end token (false is accepted)", isFalse},
 	"add_bos_token":              {"add_bos_token false is not supported: the prompt is tokenized by the model's own rule, with the BOS token where its file asks for one (true is accepted)", oneOf("true")},
 	"skip_special_tokens":        {"skip_special_tokens false is not supported: an answer's text leaves out the model's special tokens (true is accepted)", oneOf("true")},
@@ -141,6 +141,9 @@ func (t *tavernFields) resolve(req *llamaCompletionRequest) error {
 		return err
 	}
 	if req.TopNSigma, err = agreed(named[float64]{"top_n_sigma", req.TopNSigma}, named[float64]{"nsigma", t.NSigma}); err != nil {
+		return err
+	}
+	if req.Mirostat, err = agreed(named[int]{"mirostat", req.Mirostat}, named[int]{"mirostat_mode", t.MirostatMode}); err != nil {
 		return err
 	}
 	if req.Grammar, err = agreed(named[string]{"grammar", req.Grammar}, named[string]{"grammar_string", t.GrammarString}); err != nil {

@@ -83,7 +83,7 @@ func TestTavernBody(t *testing.T) {
 func TestTavernRefusals(t *testing.T) {
 	body := tavernBody(t)
 	for _, tc := range []struct{ field, value string }{
-		{"mirostat_mode", "2"}, {"mirostat", "1"}, {"top_a", "0.2"}, {"tfs", "0.95"}, {"epsilon_cutoff", "3"},
+		{"top_a", "0.2"}, {"tfs", "0.95"}, {"epsilon_cutoff", "3"},
 		{"smoothing_factor", "0.3"}, {"skew", "1"}, {"min_tokens", "5"}, {"ban_eos_token", "true"}, {"ignore_eos", "true"},
 		{"banned_strings", `["ominous"]`}, {"guidance_scale", "1.5"}, {"adaptive_target", "0.5"}, {"add_bos_token", "false"},
 		{"skip_special_tokens", "false"}, {"include_reasoning", "false"}, {"max_tokens_second", "5"}, {"rep_pen_slope", "0.5"},
@@ -91,7 +91,7 @@ func TestTavernRefusals(t *testing.T) {
 		// One setting, two values.
 		{"max_new_tokens", "10"}, {"num_predict", "10"}, {"max_tokens", "10"}, {"stopping_strings", `["\nMe:"]`},
 		{"rep_pen", "1.1"}, {"repetition_penalty", "1.1"}, {"rep_pen_range", "64"}, {"sampler_seed", "8"},
-		{"typical", "0.9"}, {"nsigma", "1"}, {"grammar_string", `"root ::= \"a\""`},
+		{"typical", "0.9"}, {"nsigma", "1"}, {"grammar_string", `"root ::= \"a\""`}, {"mirostat_mode", "2"},
 		// Out of range.
 		{"truncation_length", "0"}, {"num_ctx", "-1"},
 	} {
@@ -124,6 +124,10 @@ func TestTavernAliases(t *testing.T) {
 		{`"typical":0.9,"temperature":0.5`, func(g *Generation) bool { return g.TypicalP == 0.9 }},
 		{`"nsigma":1.5,"temperature":0.5`, func(g *Generation) bool { return g.TopNSigma == 1.5 }},
 		{`"grammar_string":"root ::= \"a\""`, func(g *Generation) bool { return g.Grammar != nil }},
+		{`"mirostat_mode":2,"temperature":0.5`, func(g *Generation) bool { return g.Mirostat == 2 && g.MirostatTau == 5 && g.MirostatEta == 0.1 }},
+		{`"mirostat_mode":1,"mirostat":1,"mirostat_tau":3,"mirostat_eta":0.25,"temperature":0.5`, func(g *Generation) bool {
+			return g.Mirostat == 1 && g.MirostatTau == 3 && g.MirostatEta == 0.25
+		}},
 		{`"truncation_length":100,"num_ctx":200`, func(g *Generation) bool { return g.ContextLimit == 100 }},
 		{`"num_ctx":200`, func(g *Generation) bool { return g.ContextLimit == 200 }},
 		// The same value under both names.

@@ -169,7 +169,22 @@ type Sampling struct {
 	DRYAllowedLength uint32   `cbor:"dry_allowed_length,omitempty" json:"dry_allowed_length,omitempty"`
 	DRYLastN         uint32   `cbor:"dry_penalty_last_n,omitempty" json:"dry_penalty_last_n,omitempty"`
 	DRYBreakers      []string `cbor:"dry_sequence_breakers,omitempty" json:"dry_sequence_breakers,omitempty"`
+	// Mirostat, llama.cpp's mirostat sampling (gguf/sample's Mirostat):
+	// its version, 1 or 2, and beside it its target surprise
+	// (MirostatTauE6, bits ×1e6, 1 … [MaxMirostatTauE6]) and learning
+	// rate (MirostatEtaE6, ×1e6, 1 … 1e6). It picks in place of the
+	// filters and penalties, so a request with it carries only the
+	// temperature (above 0), the logit biases, the seed, the stops,
+	// n_indent and the grammar beside it, and no draft: its picks move
+	// its state, which speculation's rows would move out of turn.
+	Mirostat      uint32 `cbor:"mirostat,omitempty" json:"mirostat,omitempty"`
+	MirostatTauE6 uint32 `cbor:"mirostat_tau_e6,omitempty" json:"mirostat_tau_e6,omitempty"`
+	MirostatEtaE6 uint32 `cbor:"mirostat_eta_e6,omitempty" json:"mirostat_eta_e6,omitempty"`
 }
+
+// MaxMirostatTauE6 bounds Sampling.MirostatTauE6: 100 bits, past any
+// token's surprise.
+const MaxMirostatTauE6 = 100 * e6
 
 // Bounds on DRY's fields (Sampling).
 const (
@@ -253,7 +268,8 @@ func TokenPromptHash(ids []uint32) ContentID {
 func (s *Sampling) IsZero() bool {
 	return s == nil || s.TemperatureE6 == 0 && s.TopPE6 == 0 && s.TopK == 0 && s.MinPE6 == 0 &&
 		s.PresencePenaltyE6 == 0 && s.FrequencyPenaltyE6 == 0 && s.RepeatPenaltyE6 == 0 && s.Seed == nil && len(s.Stop) == 0 && len(s.LogitBias) == 0 && s.Draft == "" && s.Grammar == nil &&
-		s.Samplers == "" && s.MinIndent == 0 && s.PenaltyLastN == 0 && !s.Extended() && !s.DRY()
+		s.Samplers == "" && s.MinIndent == 0 && s.PenaltyLastN == 0 && !s.Extended() && !s.DRY() &&
+		s.Mirostat == 0 && s.MirostatTauE6 == 0 && s.MirostatEtaE6 == 0
 }
 
 // DRY reports whether s sets any of DRY's fields (on, the multiplier).
@@ -334,6 +350,9 @@ func (r *ServeRequest) Validate() error {
 			return err
 		}
 		if err := s.checkDRY(); err != nil {
+			return err
+		}
+		if err := s.checkMirostat(); err != nil {
 			return err
 		}
 		if s.PenaltyLastN != 0 && !s.Penalised() {
@@ -420,6 +439,28 @@ func (s *Sampling) checkDRY() error {
 		if len(b) == 0 || len(b) > MaxDRYBreakerBytes || !utf8.ValidString(b) {
 			return fmt.Errorf("%w: dry sequence breaker %d must be 1 … %d bytes of UTF-8", ErrInvalid, i, MaxDRYBreakerBytes)
 		}
+	}
+	return nil
+}
+
+// checkMirostat checks mirostat's fields: its parameters only beside
+// it, in range, and nothing beside it that it replaces.
+func (s *Sampling) checkMirostat() error {
+	switch {
+	case s.Mirostat == 0 && (s.MirostatTauE6 != 0 || s.MirostatEtaE6 != 0):
+		return fmt.Errorf("%w: mirostat_tau_e6 and mirostat_eta_e6 go beside a mirostat", ErrInvalid)
+	case s.Mirostat == 0:
+		return nil
+	case s.Mirostat > 2:
+		return fmt.Errorf("%w: mirostat %d: 1 or 2", ErrInvalid, s.Mirostat)
+	case s.MirostatTauE6 == 0 || s.MirostatTauE6 > MaxMirostatTauE6 || s.MirostatEtaE6 == 0 || s.MirostatEtaE6 > e6:
+		return fmt.Errorf("%w: mirostat_tau_e6 %d (1 … %d) and mirostat_eta_e6 %d (1 … %d)", ErrInvalid, s.MirostatTauE6, MaxMirostatTauE6, s.MirostatEtaE6, e6)
+	case s.TemperatureE6 == 0:
+		return fmt.Errorf("%w: mirostat draws; a greedy request carries none", ErrInvalid)
+	case s.TopK != 0 || s.TopPE6 != 0 || s.MinPE6 != 0 || s.Penalised() || s.Extended() || s.DRY() || s.Samplers != "":
+		return fmt.Errorf("%w: mirostat picks in place of the filters and penalties; a request with it carries none", ErrInvalid)
+	case s.Draft != "":
+		return fmt.Errorf("%w: a request with mirostat does not speculate, so it names no draft", ErrInvalid)
 	}
 	return nil
 }

@@ -136,6 +136,18 @@ func TestRequestIdentity(t *testing.T) {
 		{"dry with breakers", func(r *ServeRequest) {
 			r.Sampling = &Sampling{DRYMultiplierE6: 800_000, DRYBaseE6: 1_750_000, DRYAllowedLength: 2, DRYLastN: 64, DRYBreakers: []string{"\n"}}
 		}},
+		{"mirostat 2", func(r *ServeRequest) {
+			r.Sampling = &Sampling{TemperatureE6: 1, Mirostat: 2, MirostatTauE6: 5 * e6, MirostatEtaE6: 100_000}
+		}},
+		{"mirostat 1", func(r *ServeRequest) {
+			r.Sampling = &Sampling{TemperatureE6: 1, Mirostat: 1, MirostatTauE6: 5 * e6, MirostatEtaE6: 100_000}
+		}},
+		{"another mirostat target", func(r *ServeRequest) {
+			r.Sampling = &Sampling{TemperatureE6: 1, Mirostat: 2, MirostatTauE6: 4 * e6, MirostatEtaE6: 100_000}
+		}},
+		{"another mirostat rate", func(r *ServeRequest) {
+			r.Sampling = &Sampling{TemperatureE6: 1, Mirostat: 2, MirostatTauE6: 5 * e6, MirostatEtaE6: 200_000}
+		}},
 	}
 	seen := map[ContentID]string{base: "base"}
 	for _, tt := range differ {
@@ -226,6 +238,30 @@ func TestRequestValidate(t *testing.T) {
 		}},
 		{"min_keep past its bound", func(r *ServeRequest) { r.Sampling = &Sampling{TemperatureE6: 1, TopPE6: 1, MinKeep: MaxMinKeep + 1} }},
 		{"n_indent past its bound", func(r *ServeRequest) { r.Sampling = &Sampling{MinIndent: MaxIndent + 1} }},
+		{"mirostat 3", func(r *ServeRequest) {
+			r.Sampling = &Sampling{TemperatureE6: 1, Mirostat: 3, MirostatTauE6: 1, MirostatEtaE6: 1}
+		}},
+		{"mirostat's target alone", func(r *ServeRequest) { r.Sampling = &Sampling{TemperatureE6: 1, MirostatTauE6: 1} }},
+		{"mirostat without a rate", func(r *ServeRequest) { r.Sampling = &Sampling{TemperatureE6: 1, Mirostat: 2, MirostatTauE6: 1} }},
+		{"mirostat's target past its bound", func(r *ServeRequest) {
+			r.Sampling = &Sampling{TemperatureE6: 1, Mirostat: 2, MirostatTauE6: MaxMirostatTauE6 + 1, MirostatEtaE6: 1}
+		}},
+		{"mirostat's rate past one", func(r *ServeRequest) {
+			r.Sampling = &Sampling{TemperatureE6: 1, Mirostat: 2, MirostatTauE6: 1, MirostatEtaE6: e6 + 1}
+		}},
+		{"mirostat on a greedy request", func(r *ServeRequest) { r.Sampling = &Sampling{Mirostat: 2, MirostatTauE6: 1, MirostatEtaE6: 1} }},
+		{"mirostat beside top_k", func(r *ServeRequest) {
+			r.Sampling = &Sampling{TemperatureE6: 1, TopK: 40, Mirostat: 2, MirostatTauE6: 1, MirostatEtaE6: 1}
+		}},
+		{"mirostat beside a penalty", func(r *ServeRequest) {
+			r.Sampling = &Sampling{TemperatureE6: 1, RepeatPenaltyE6: 1_100_000, Mirostat: 1, MirostatTauE6: 1, MirostatEtaE6: 1}
+		}},
+		{"mirostat beside dry", func(r *ServeRequest) {
+			r.Sampling = &Sampling{TemperatureE6: 1, DRYMultiplierE6: 1, DRYBaseE6: e6, DRYLastN: 64, Mirostat: 2, MirostatTauE6: 1, MirostatEtaE6: 1}
+		}},
+		{"mirostat with a draft", func(r *ServeRequest) {
+			r.Sampling = &Sampling{TemperatureE6: 1, Draft: "lookup", Mirostat: 2, MirostatTauE6: 1, MirostatEtaE6: 1}
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -360,6 +396,10 @@ func FuzzDecodeRequest(f *testing.F) {
 		XTCThresholdE6: 100_000, DynaTempRangeE6: 200_000, DynaTempExponentE6: e6, MinKeep: 3, Samplers: "tdskypmx",
 		DRYMultiplierE6: 800_000, DRYBaseE6: 1_750_000, DRYAllowedLength: 2, DRYLastN: PenaltyAll, DRYBreakers: []string{"\n", "Bob:"}}
 	f.Add(mustCanonical(f, filtered))
+	mirostat := testRequest()
+	mirostat.Sampling = &Sampling{TemperatureE6: 800_000, Mirostat: 2, MirostatTauE6: 5 * e6, MirostatEtaE6: 100_000,
+		LogitBias: []LogitBias{{Token: 2, BiasE6: -MaxLogitBiasE6}}, Stop: []string{"\n"}}
+	f.Add(mustCanonical(f, mirostat))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := DecodeRequest(b)
 		if err != nil {

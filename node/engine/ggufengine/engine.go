@@ -171,11 +171,12 @@ func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []u
 	// windows priced as the name says: its tokens depend on both, and its
 	// identity must say so.
 	// Filters in another order than the chain's default may pick other
-	// tokens than the drafts are verified against: no speculation.
+	// tokens than the drafts are verified against: no speculation; nor
+	// with mirostat, whose picks move its state one token at a time.
 	// Its rounds' bounds are its draft name's (a greedy request's, its
 	// context's).
 	var draft string
-	noSpec := !engine.Speculation(ctx) || params.Order != ""
+	noSpec := !engine.Speculation(ctx) || params.Order != "" || params.Mirostat != nil
 	limits := engine.SpecLimits(ctx)
 	prediction := engine.Prediction(ctx)
 	if !params.Greedy() && req.Sampling != nil {
@@ -272,7 +273,10 @@ func (e *Engine) generate(ctx context.Context, prompt []uint32, g Generation, em
 		}
 		d.argMax = false
 	}
-	if len(g.Prediction) > 0 && !g.NoSpeculation {
+	// Mirostat's μ moves a token at a time, in order: a window's rows
+	// would move it out of turn (Serve does not name a draft for it).
+	noSpec := g.NoSpeculation || g.Sampling.Mirostat != nil
+	if len(g.Prediction) > 0 && !noSpec {
 		prop, win, err := e.m.draft.PredictionRounds(g.Prediction, g.Sampling.Greedy(), g.Draft)
 		if err != nil {
 			return out, refuse("%v", err)
@@ -281,7 +285,7 @@ func (e *Engine) generate(ctx context.Context, prompt []uint32, g Generation, em
 			return out, refuse("%v", err)
 		}
 		d.prop, d.win = prop, win.Limit(g.MaxTokens)
-	} else if dr := e.m.draft; dr != nil && !g.NoSpeculation {
+	} else if dr := e.m.draft; dr != nil && !noSpec {
 		prop, release, err := dr.Proposer(g.Sampling)
 		if err != nil {
 			return out, err
@@ -748,6 +752,9 @@ func samplingParams(s *receipt.Sampling, vocab int, words sample.Vocab, breakers
 			return p, nil, err
 		}
 		p.DRY = d
+	}
+	if s.Mirostat != 0 {
+		p.Mirostat = &sample.Mirostat{Version: int(s.Mirostat), Tau: float64(s.MirostatTauE6) / e6, Eta: float64(s.MirostatEtaE6) / e6}
 	}
 	for _, b := range s.LogitBias {
 		p.LogitBias = append(p.LogitBias, sample.Bias{Token: b.Token, Bias: float64(b.BiasE6) / e6})
