@@ -752,6 +752,10 @@ func llamaFilters(g *api.Generation, sp *receipt.Sampling) {
 	if g.MinKeep > 1 && (sp.TopPE6 > 0 || sp.MinPE6 > 0 || sp.TypicalPE6 > 0 || sp.XTCProbabilityE6 > 0) {
 		sp.MinKeep = uint32(g.MinKeep)
 	}
+	if t := g.AdaptiveTarget; t != nil {
+		target := millionths(*t)
+		sp.AdaptiveTargetE6, sp.AdaptiveDecayE6 = &target, min(millionths(g.AdaptiveDecay), receipt.MaxAdaptiveDecayE6)
+	}
 }
 
 // reasoningFirst lets a thinking model reason before a grammar holds its
@@ -959,12 +963,19 @@ func (s *servedModel) request(g *api.Generation, prompt string, ids []uint32, ct
 		// request names only what does (receipt.Sampling's rules).
 		*sp = receipt.Sampling{Stop: sp.Stop, LogitBias: sp.LogitBias, MinIndent: sp.MinIndent,
 			Mirostat: uint32(g.Mirostat), MirostatTauE6: max(millionths(g.MirostatTau), 1), MirostatEtaE6: max(millionths(g.MirostatEta), 1)}
-		if len(prediction) > 0 {
-			e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option",
-				"a request with mirostat does not draft from a prediction: mirostat's state moves one token at a time, which a draft's rows would move out of turn")
-			e.Param = "prediction"
-			return req, nil, e
+	}
+	// Mirostat's and adaptive-p's picks move their state one token at a
+	// time: such a request does not speculate.
+	stateful := mirostat || sampled && g.AdaptiveTarget != nil
+	if stateful && len(prediction) > 0 {
+		what := "adaptive-p"
+		if mirostat {
+			what = "mirostat"
 		}
+		e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option",
+			"a request with %s does not draft from a prediction: its state moves one token at a time, which a draft's rows would move out of turn", what)
+		e.Param = "prediction"
+		return req, nil, e
 	}
 	infill := strings.IndexByte(g.Samplers, 'i') >= 0 && !mirostat
 	if !sampled && !infill && sp.DRYMultiplierE6 > 0 {
@@ -1005,7 +1016,7 @@ func (s *servedModel) request(g *api.Generation, prompt string, ids []uint32, ct
 		// Its draft name carries its own bounds on the rounds, which
 		// its tokens depend on.
 		switch d, ok := s.decidedDraft(g); {
-		case mirostat:
+		case stateful:
 			// Its picks move its state token by token: no draft.
 		case len(prediction) > 0 && sp.Samplers != "":
 			e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option",

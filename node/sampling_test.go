@@ -262,15 +262,6 @@ func TestMirostat(t *testing.T) {
 		t.Helper()
 		return generate(t, n, "/v1/completions", request+extra+`}`)
 	}
-	refused := func(path, body, param string) {
-		t.Helper()
-		resp := post(t, n, path, body)
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"param":"`+param+`"`) {
-			t.Errorf("%s: %d %s, want 400 naming %s", body, resp.StatusCode, b, param)
-		}
-	}
 	greedy, _ := complete("")
 	const sampled = `,"temperature":1,"seed":11`
 	plain, _ := complete(sampled)
@@ -303,13 +294,71 @@ func TestMirostat(t *testing.T) {
 			}
 		}
 	}
-	refused("/v1/completions", request+`,"mirostat":2}`, "mirostat")
-	refused("/v1/chat/completions", `{"model":"`+fortunesModel+`","max_tokens":8,"messages":[{"role":"user","content":"hi"}],"temperature":1,"mirostat":2,`+
+	refusedParam(t, n, "/v1/completions", request+`,"mirostat":2}`, "mirostat")
+	refusedParam(t, n, "/v1/chat/completions", `{"model":"`+fortunesModel+`","max_tokens":8,"messages":[{"role":"user","content":"hi"}],"temperature":1,"mirostat":2,`+
 		`"prediction":{"type":"content","content":"hello"}}`, "prediction")
 	caller, chain := issueGrant(t, n)
 	presented, _, err := grant.PresentBody([]byte(request+sampled+`,"mirostat":1,"metadata":{"joule_ceiling_uj":1000000000}}`), chain, caller, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	refused("/v1/completions", string(presented), "mirostat")
+	refusedParam(t, n, "/v1/completions", string(presented), "mirostat")
+}
+
+// TestAdaptiveP: llama.cpp's adaptive-p, served end to end on the
+// built-in model where samplers lists adaptive_p: it changes a seeded
+// answer and is deterministic; its receipt replays with it and not
+// without it or with another decay; it is refused where samplers leaves
+// it out, on a greedy request, with a prediction and on a grant (whose
+// binding covers no sampler order, which adaptive-p needs).
+func TestAdaptiveP(t *testing.T) {
+	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
+	n, _ := startNode(t, Config{})
+	const prompt = `{"model":"` + fortunesModel + `","n_predict":32,"prompt":"A man walks into a bar","temperature":1,"seed":11,"min_p":0.05`
+	complete := func(extra string) (string, json.RawMessage) {
+		t.Helper()
+		return generate(t, n, "/v1/completions", prompt+extra+`}`)
+	}
+	const order = `,"samplers":["min_p","temperature","adaptive_p"]`
+	plain, _ := complete(order)
+	const on = order + `,"adaptive_target":0.1`
+	got, energy := complete(on)
+	if got == plain {
+		t.Errorf("adaptive-p at 0.1 left the seeded answer as it was: %q", got)
+	}
+	if again, _ := complete(on); again != got {
+		t.Errorf("a seeded answer under adaptive-p is not deterministic: %q, then %q", got, again)
+	}
+	for _, tc := range []struct{ name, request, verdict string }{
+		{"with it", prompt + on + `}`, api.VerdictVerified},
+		{"with its default decay given", prompt + on + `,"adaptive_decay":0.9}`, api.VerdictVerified},
+		{"without it", prompt + order + `}`, api.VerdictNotReplayable},
+		{"with another decay", prompt + on + `,"adaptive_decay":0.5}`, api.VerdictNotReplayable},
+	} {
+		body, _ := json.Marshal(map[string]any{"request": json.RawMessage(tc.request), "energy": energy})
+		if status, res, raw := replayRaw(t, n, string(body)); status != http.StatusOK || res.Verdict != tc.verdict {
+			t.Errorf("replay %s: %d %s, want %s", tc.name, status, raw, tc.verdict)
+		}
+	}
+	refusedParam(t, n, "/v1/completions", prompt+`,"adaptive_target":0.1}`, "adaptive_target")
+	refusedParam(t, n, "/v1/completions", `{"model":"`+fortunesModel+`","prompt":"x","adaptive_target":0.1`+order+`}`, "adaptive_target")
+	refusedParam(t, n, "/v1/chat/completions", `{"model":"`+fortunesModel+`","max_tokens":8,"messages":[{"role":"user","content":"hi"}],"temperature":1,"adaptive_target":0.5`+order+
+		`,"prediction":{"type":"content","content":"hello"}}`, "prediction")
+	caller, chain := issueGrant(t, n)
+	presented, _, err := grant.PresentBody([]byte(prompt+on+`,"metadata":{"joule_ceiling_uj":1000000000}}`), chain, caller, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusedParam(t, n, "/v1/completions", string(presented), "samplers") // the order adaptive-p needs is refused first
+}
+
+// refusedParam posts body to path and wants a 400 naming param.
+func refusedParam(t *testing.T, n *Node, path, body, param string) {
+	t.Helper()
+	resp := post(t, n, path, body)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"param":"`+param+`"`) {
+		t.Errorf("%s: %d %s, want 400 naming %s", body, resp.StatusCode, b, param)
+	}
 }

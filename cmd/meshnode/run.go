@@ -66,6 +66,8 @@ func runCommand() *cli.Command {
 			&cli.IntFlag{Name: "mirostat", Usage: "mirostat sampling, version 1 or 2, in place of the filters and penalties (0: off)"},
 			&cli.Float64Flag{Name: "mirostat-ent", Value: 5, Usage: "mirostat's target surprise, in bits (llama.cpp's tau)"},
 			&cli.Float64Flag{Name: "mirostat-lr", Value: 0.1, Usage: "mirostat's learning rate (llama.cpp's eta)"},
+			&cli.Float64Flag{Name: "adaptive-target", Value: -1, Usage: "adaptive-p: draw last toward tokens of this probability, 0 … 1 (negative: off)"},
+			&cli.Float64Flag{Name: "adaptive-decay", Value: 0.9, Usage: "adaptive-p's moving average's decay per token, 0 … 0.99"},
 			&cli.Uint64Flag{Name: "seed", Usage: "sampling seed (default: random)"},
 			&cli.StringSliceFlag{Name: "stop", Usage: "stop at this string (repeatable)"},
 			&cli.StringSliceFlag{Name: "logit-bias", Usage: "add BIAS (-100 … 100) to token ID's logit, as ID+BIAS or ID-BIAS (repeatable; llama.cpp's --logit-bias)"},
@@ -169,6 +171,9 @@ func runCommand() *cli.Command {
 			}
 			if v := c.Int("mirostat"); v != 0 {
 				r.gen.Sampling.Mirostat = &sample.Mirostat{Version: v, Tau: c.Float64("mirostat-ent"), Eta: c.Float64("mirostat-lr")}
+			}
+			if t := c.Float64("adaptive-target"); t >= 0 {
+				r.gen.Sampling.AdaptiveP = &sample.AdaptiveP{Target: t, Decay: c.Float64("adaptive-decay")}
 			}
 			if err := r.gen.Sampling.Validate(); err != nil { // before any output
 				return err

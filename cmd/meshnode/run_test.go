@@ -217,6 +217,29 @@ func TestRunMirostat(t *testing.T) {
 	}
 }
 
+// TestRunAdaptiveP: --adaptive-target makes the last draw adaptive-p's:
+// seeded, it repeats itself and differs from the plain seeded sample;
+// with a draft it decodes without speculating, to the same text; out of
+// range, refused.
+func TestRunAdaptiveP(t *testing.T) {
+	const prompt = "Love is"
+	base := []string{"--temp", "1", "--seed", "5", "--min-p", "0.05"}
+	plain := runWith(t, prompt, "24", base...)
+	on := append(base, "--adaptive-target", "0.1")
+	a := runWith(t, prompt, "24", on...)
+	if a == plain || runWith(t, prompt, "24", on...) != a {
+		t.Errorf("--adaptive-target 0.1: %q, plain %q (and it must repeat itself)", a, plain)
+	}
+	if got := runWith(t, prompt, "24", append(on, "--draft", "lookup")...); got != a {
+		t.Errorf("--adaptive-target with --draft lookup: %q, without %q", got, a)
+	}
+	for _, args := range [][]string{{"--temp", "1", "--adaptive-target", "1.5"}, {"--temp", "1", "--adaptive-target", "0.5", "--adaptive-decay", "1"}} {
+		if _, _, err := meshnodeRun(t, append([]string{runModel, "-p", prompt}, args...)...); err == nil || !strings.Contains(err.Error(), "adaptive-p") {
+			t.Errorf("%q: %v, want a refusal naming adaptive-p", args, err)
+		}
+	}
+}
+
 // TestRunLogitBias: --logit-bias forces a token (+100) or bans one
 // (−100) from the greedy continuation.
 func TestRunLogitBias(t *testing.T) {

@@ -26,7 +26,7 @@ func fastOrder(o string) string {
 // extended reports whether a filter the fast path lacks is on.
 func (p Params) extended() bool {
 	return p.TypicalP > 0 && p.TypicalP < 1 || p.TopNSigma > 0 || p.xtc() || p.DynaTempRange > 0 && p.Temperature > 0 || p.MinKeep > 1 ||
-		p.DRY != nil
+		p.DRY != nil || p.AdaptiveP != nil
 }
 
 // xtc reports whether XTC is on: a threshold above 0.5 can drop nothing.
@@ -95,21 +95,28 @@ func (s *Sampler) sampleChain(logits []float32, allowed []uint64) uint32 {
 	if s.p.Greedy() {
 		return c[0].id
 	}
-	sum := softmaxWeights(c, c)
+	c, sum := s.weighChain(c)
 	r := s.rng.Float64() * sum
-	for _, x := range c {
+	pick := -1
+	for i, x := range c {
 		if r < x.v {
-			return x.id
+			pick = i
+			break
 		}
 		r -= x.v
 	}
-	// r met the rounding of sum: the last token with any weight (one
-	// infill dropped to −Inf has none).
-	i := len(c) - 1
-	for i > 0 && !(c[i].v > 0) {
-		i--
+	if pick < 0 {
+		// r met the rounding of sum: the last token with any weight
+		// (one infill dropped to −Inf has none).
+		pick = len(c) - 1
+		for pick > 0 && !(c[pick].v > 0) {
+			pick--
+		}
 	}
-	return c[i].id
+	if s.p.AdaptiveP != nil {
+		s.adaptiveAccept(pick)
+	}
+	return c[pick].id
 }
 
 // distChain is Dist for an order other than the default.
@@ -126,8 +133,7 @@ func (s *Sampler) distChain(dst []Prob, logits []float32, allowed []uint64) []Pr
 // chainDist appends the distribution of the chain's candidates, each
 // probability times scale, with XTC run where xtc says.
 func (s *Sampler) chainDist(dst []Prob, logits []float32, allowed []uint64, xtc func() bool, scale float64) []Prob {
-	c := s.chain(logits, allowed, xtc)
-	sum := softmaxWeights(c, c)
+	c, sum := s.weighChain(s.chain(logits, allowed, xtc))
 	for _, x := range c {
 		if x.v > 0 {
 			dst = append(dst, Prob{x.id, scale * x.v / sum})

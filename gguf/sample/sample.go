@@ -16,7 +16,9 @@
 // ask for (chain.go, infill.go, and llama.cpp's other filters in
 // filters.go and dry.go); the default order, with those others off,
 // keeps its own, faster path. Mirostat (mirostat.go) picks in place of
-// the filters and penalties, after the biases and the temperature.
+// the filters and penalties, after the biases and the temperature;
+// adaptive-p (adaptivep.go) is the chain's last draw in place of the
+// plain one.
 package sample
 
 import (
@@ -95,6 +97,9 @@ type Params struct {
 	// Mirostat, where set, picks in place of the penalties and the
 	// filters, which must be off (mirostat.go); nil for none.
 	Mirostat *Mirostat
+	// AdaptiveP, where set, is the chain's last draw in place of the
+	// plain one, whatever the order (adaptivep.go); nil for none.
+	AdaptiveP *AdaptiveP
 	// Order is the filters' order, in llama.cpp's sampler letters: 'e'
 	// penalties, 'd' DRY, 's' top-n-sigma, 'k' top-k, 'y' typical-p, 'p' top-p,
 	// 'm' min-p, 'x' XTC, 't' temperature, 'i' infill. "" is the default
@@ -132,6 +137,12 @@ func (p Params) penalised() bool {
 	return (p.RepeatPenalty != 0 && p.RepeatPenalty != 1) || p.FrequencyPenalty != 0 || p.PresencePenalty != 0
 }
 
+// Stateful reports whether the picks move state of the sampler's own
+// (mirostat's μ, adaptive-p's average): such a Sampler must pick the
+// answer's tokens in order, each once, so it cannot verify speculative
+// drafts.
+func (p Params) Stateful() bool { return p.Mirostat != nil || p.AdaptiveP != nil }
+
 // Validate checks the parameters' ranges.
 func (p Params) Validate() error {
 	switch {
@@ -163,6 +174,11 @@ func (p Params) Validate() error {
 	}
 	if p.DRY != nil {
 		if err := p.DRY.validate(); err != nil {
+			return err
+		}
+	}
+	if p.AdaptiveP != nil {
+		if err := p.AdaptiveP.validate(); err != nil {
 			return err
 		}
 	}
@@ -222,6 +238,9 @@ type Sampler struct {
 	pieces []string  // and its text
 
 	mu float64 // mirostat's threshold, in bits
+
+	adapt  adaptiveState // adaptive-p's moving average
+	adaptP []float64     // and its scratch: the candidates' probabilities before its transform
 }
 
 // New returns a Sampler; p must be valid (see Params.Validate).
@@ -231,8 +250,13 @@ func New(p Params) *Sampler {
 	if p.Mirostat != nil {
 		mu = 2 * p.Mirostat.Tau
 	}
+	var adapt adaptiveState
+	if p.AdaptiveP != nil {
+		adapt = newAdaptiveState(p.AdaptiveP)
+	}
 	return &Sampler{
 		mu:        mu,
+		adapt:     adapt,
 		p:         p,
 		rng:       rand.New(rand.NewPCG(p.Seed, 0x6d65736873616d70)), // "meshsamp"
 		counts:    map[uint32]int{},

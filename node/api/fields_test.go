@@ -121,6 +121,9 @@ func TestRefusedFields(t *testing.T) {
 		{chat, "mirostat", `0`, ""},
 		{chat, "mirostat_tau", `0`, ""}, // asks nothing with mirostat off
 		{chat, "mirostat_eta", `5`, ""},
+		{chat, "adaptive_target", `0.5`, "adaptive_target"},
+		{chat, "adaptive_target", `-1`, ""},
+		{chat, "adaptive_decay", `5`, ""}, // asks nothing with adaptive-p off
 		{completions, "typical_p", `1.0`, ""},
 		{chat, "max_tokens", `-1`, ""},
 		{completions, "max_tokens", `-1`, ""},

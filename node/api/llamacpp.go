@@ -153,6 +153,9 @@ func (req *llamaCompletionRequest) generation(body []byte) (*Generation, error) 
 	if err != nil {
 		return nil, err
 	}
+	if order, err = s.adaptiveOrder(order, ordered); err != nil {
+		return nil, err
+	}
 	if ordered {
 		if err := checkSamplerOrder(order, &s); err != nil {
 			return nil, err
@@ -426,6 +429,8 @@ type llamaSettings struct {
 	Mirostat         int      `json:"mirostat"`
 	MirostatTau      float64  `json:"mirostat_tau"`
 	MirostatEta      float64  `json:"mirostat_eta"`
+	AdaptiveTarget   float64  `json:"adaptive_target"`
+	AdaptiveDecay    float64  `json:"adaptive_decay"`
 	Stop             []string `json:"stop"`
 	Stream           bool     `json:"stream"`
 	Grammar          string   `json:"grammar"`
@@ -490,6 +495,10 @@ func llamaSettingsOf(g *Generation, req *llamaCompletionRequest) llamaSettings {
 	st.Mirostat, st.MirostatTau, st.MirostatEta = g.Mirostat, llamaMirostatTau, llamaMirostatEta
 	if g.Mirostat > 0 {
 		st.MirostatTau, st.MirostatEta = g.MirostatTau, g.MirostatEta
+	}
+	st.AdaptiveTarget, st.AdaptiveDecay = llamaAdaptiveTarget, llamaAdaptiveDecay
+	if g.AdaptiveTarget != nil {
+		st.AdaptiveTarget, st.AdaptiveDecay = *g.AdaptiveTarget, g.AdaptiveDecay
 	}
 	switch {
 	case g.PenaltiesOff:

@@ -2,6 +2,7 @@ package api
 
 import (
 	"math"
+	"strings"
 
 	"github.com/meshnode/meshnode/node/receipt"
 )
@@ -39,6 +40,11 @@ type llamaFilterFields struct {
 	Mirostat    *int     `json:"mirostat"`
 	MirostatTau *float64 `json:"mirostat_tau"`
 	MirostatEta *float64 `json:"mirostat_eta"`
+	// Adaptive-p, the chain's last draw where samplers lists adaptive_p
+	// (gguf/sample's AdaptiveP): its target (negative off) and its
+	// moving average's decay.
+	AdaptiveTarget *float64 `json:"adaptive_target"`
+	AdaptiveDecay  *float64 `json:"adaptive_decay"`
 }
 
 // Bounds on the filters' fields (receipt.Sampling's).
@@ -50,6 +56,7 @@ const (
 	maxDRYMultiplier    = receipt.MaxDRYMultiplierE6 / 1e6
 	maxDRYBase          = receipt.MaxDRYBaseE6 / 1e6
 	maxMirostatTau      = receipt.MaxMirostatTauE6 / 1e6
+	maxAdaptiveDecay    = receipt.MaxAdaptiveDecayE6 / 1e6
 )
 
 // llama.cpp's defaults where a filter is on and its companion is not
@@ -62,6 +69,8 @@ const (
 	llamaDRYLastN         = 64
 	llamaMirostatTau      = 5.0
 	llamaMirostatEta      = 0.1
+	llamaAdaptiveTarget   = -1.0 // off
+	llamaAdaptiveDecay    = 0.9
 )
 
 // typical is typical_p or typ_p, whichever the request gives.
@@ -134,6 +143,9 @@ func (f *llamaFilterFields) apply(g *Generation) error {
 	if err := f.applyMirostat(g); err != nil {
 		return err
 	}
+	if err := f.applyAdaptive(g); err != nil {
+		return err
+	}
 	if name := g.LlamaFilters(); name != "" && (g.Temperature == nil || *g.Temperature == 0) {
 		if name == "typical_p" {
 			name = typName
@@ -169,12 +181,52 @@ func (f *llamaFilterFields) applyMirostat(g *Generation) error {
 	return nil
 }
 
+// applyAdaptive checks adaptive-p's fields and copies them into g. A
+// negative target is off (SillyTavern sends -0.01 and a decay of 0.9),
+// and the decay asks nothing beside it.
+func (f *llamaFilterFields) applyAdaptive(g *Generation) error {
+	t := f.AdaptiveTarget
+	if t == nil || *t < 0 {
+		return nil
+	}
+	if !(*t <= 1) {
+		return badRequest("adaptive_target", "adaptive_target must be from 0 to 1 (negative is off), got %v", *t)
+	}
+	target := *t
+	g.AdaptiveTarget, g.AdaptiveDecay = &target, llamaAdaptiveDecay
+	if d := f.AdaptiveDecay; d != nil {
+		if !(*d >= 0 && *d <= maxAdaptiveDecay) {
+			return badRequest("adaptive_decay", "adaptive_decay must be from 0 to %v, got %v", maxAdaptiveDecay, *d)
+		}
+		g.AdaptiveDecay = *d
+	}
+	return nil
+}
+
+// adaptiveOrder checks that adaptive-p, where on, runs: as in llama.cpp,
+// only an order that lists adaptive_p (its letter a, wherever it stands:
+// it is the last draw) runs it, and llama-server's default order does not.
+// It returns the order without the a, the filters' order.
+func (f *llamaFilterFields) adaptiveOrder(order string, ordered bool) (string, error) {
+	on := f.AdaptiveTarget != nil && *f.AdaptiveTarget >= 0
+	if on && !strings.Contains(order, "a") {
+		how := "samplers does not list it"
+		if !ordered {
+			how = "llama.cpp's default samplers do not list it"
+		}
+		return "", badRequest("adaptive_target", "adaptive_target is set, but adaptive-p runs only where samplers lists adaptive_p and %s: add it to samplers, or leave adaptive_target out", how)
+	}
+	return strings.ReplaceAll(order, "a", ""), nil
+}
+
 // LlamaFilters is the field of the first of llama.cpp's other filters g
 // turns on, "" where none is.
 func (g *Generation) LlamaFilters() string {
 	switch {
 	case g.Mirostat > 0:
 		return "mirostat"
+	case g.AdaptiveTarget != nil:
+		return "adaptive_target"
 	case g.TypicalP > 0 && g.TypicalP < 1:
 		return "typical_p"
 	case g.TopNSigma > 0:

@@ -52,6 +52,9 @@ func (o *llamaOpenAI) applyLlama(g *Generation, sp *sampling, maxSet, stream boo
 	if err != nil {
 		return err
 	}
+	if order, err = sp.adaptiveOrder(order, ordered); err != nil {
+		return err
+	}
 	if ordered {
 		if err := checkSamplerOrder(order, sp); err != nil {
 			return err

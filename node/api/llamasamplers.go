@@ -17,21 +17,21 @@ import (
 // filter meshnode runs.
 var llamaSamplerNames = map[string]byte{
 	"penalties": 'e', "dry": 'd', "top_n_sigma": 's', "top_k": 'k', "typ_p": 'y', "top_p": 'p', "min_p": 'm', "xtc": 'x', "temperature": 't', "infill": 'i',
+	"adaptive_p": 'a', // the last draw, wherever it stands (llamaFilterFields.adaptiveOrder)
 }
 
 // llamaSamplerAliases are the other names llama.cpp takes for a sampler
 // (besides each name in kebab case and without its underscores, which
 // samplerLetter reads too): its own, and typical_p, the name older
-// releases and SillyTavern's older presets use. adaptive_p, the last
-// draw, and tfs_z, tail-free sampling, which llama.cpp no longer runs,
-// are no filter (0): their options off, a node's last draw is theirs
-// (llamaRefusals refuses them on).
+// releases and SillyTavern's older presets use. tfs_z, tail-free
+// sampling, which llama.cpp no longer runs, is no filter (0): its option
+// off, it does nothing (llamaRefusals refuses it on).
 var llamaSamplerAliases = map[string]byte{
-	"nucleus": 'p', "temp": 't', "typ": 'y', "typical_p": 'y', "adaptive_p": 0, "tfs_z": 0,
+	"nucleus": 'p', "temp": 't', "typ": 'y', "typical_p": 'y', "tfs_z": 0,
 }
 
 // llamaSamplerLetters are the string form's letters: llama.cpp's, which
-// are gguf/sample's, and its a for adaptive_p (no filter).
+// are gguf/sample's, and its a for adaptive_p.
 const llamaSamplerLetters = "edskypmxtia"
 
 // squash is a sampler's name as samplerLetter matches it: lower case,
@@ -42,7 +42,7 @@ func squash(name string) string {
 
 // samplerLetter is the letter of the filter a sampler's name (llama.cpp's,
 // in any case, kebab case or without underscores, or an alias) names, 0
-// for adaptive_p and tfs_z; ok is false for no sampler.
+// for tfs_z; ok is false for no sampler.
 func samplerLetter(name string) (c byte, ok bool) {
 	n := squash(name)
 	for _, m := range []map[string]byte{llamaSamplerNames, llamaSamplerAliases} {
@@ -82,9 +82,6 @@ func llamaSamplers(raw json.RawMessage) (order string, given bool, err error) {
 			c := codes[i]
 			if strings.IndexByte(llamaSamplerLetters, c) < 0 {
 				return "", false, badRequest("samplers", "samplers %q: %q is not a sampler's letter (e penalties, d dry, s top_n_sigma, k top_k, y typ_p, p top_p, m min_p, x xtc, t temperature, i infill, a adaptive_p)", codes, codes[i])
-			}
-			if c == 'a' {
-				c = 0 // adaptive_p: the last draw, no filter
 			}
 			names, letters = append(names, string(codes[i])), append(letters, c)
 		}

@@ -191,6 +191,11 @@ type Generation struct {
 	// (as in llama.cpp).
 	Mirostat                 int
 	MirostatTau, MirostatEta float64
+	// AdaptiveTarget, where set, makes the chain's last draw adaptive-p
+	// (llamafilters.go): its target probability, 0 … 1, beside its
+	// moving average's AdaptiveDecay. Only on a sampled request.
+	AdaptiveTarget *float64
+	AdaptiveDecay  float64
 	// LogitBias adds each bias (−100 … 100) to its token's logit before
 	// the penalties, greedy requests included (OpenAI's logit_bias), by
 	// token id; nil is none.

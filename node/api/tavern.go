@@ -72,8 +72,6 @@ var tavernRefusals = map[string]refusal{
 	"banned_strings":             {"banned_strings is not supported: ban tokens with logit_bias (an empty list is accepted)", isEmpty},
 	"repetition_decay":           {"repetition_decay is not supported (0 is accepted)", isZero},
 	"rep_pen_slope":              {"rep_pen_slope (KoboldAI's ramp of the penalty over its range) is not supported: the penalties weigh every counted token alike, as llama.cpp's do (SillyTavern's 1 and 0 are accepted)", oneOf("0", "1", "1.0")},
-	"adaptive_target":            {"adaptive-p sampling (adaptive_target) is not supported (a negative target, off, is accepted)", isNegative},
-	"adaptive_decay":             {"", anyValue}, // asks nothing without adaptive_target
 	"temperature_last":           {"temperature_last is not supported: samplers orders the filters, temperature among them (false is accepted)", isFalse},
 	"do_sample":                  {"do_sample false is not supported: a temperature of 0 decodes greedily (true is accepted)", oneOf("true")},
 	"num_beams":                  {"beam search is not supported (1 is accepted)", oneOf("1")},
@@ -85,15 +83,6 @@ var tavernRefusals = map[string]refusal{
 	"api_type":   {"", anyValue},
 	"api_server": {"", anyValue},
 	"legacy_api": {"legacy_api is not supported: /completion is llama.cpp's current API (false is accepted)", isFalse},
-}
-
-// isNegative accepts a number below 0: adaptive-p's off.
-func isNegative(raw []byte) bool {
-	if isNull(raw) {
-		return true
-	}
-	f, err := strconv.ParseFloat(string(raw), 64)
-	return err == nil && f < 0
 }
 
 // named is a setting's value under one of its names (nil: not sent).

@@ -85,7 +85,7 @@ func TestTavernRefusals(t *testing.T) {
 	for _, tc := range []struct{ field, value string }{
 		{"top_a", "0.2"}, {"tfs", "0.95"}, {"epsilon_cutoff", "3"},
 		{"smoothing_factor", "0.3"}, {"skew", "1"}, {"min_tokens", "5"}, {"ban_eos_token", "true"}, {"ignore_eos", "true"},
-		{"banned_strings", `["ominous"]`}, {"guidance_scale", "1.5"}, {"adaptive_target", "0.5"}, {"add_bos_token", "false"},
+		{"banned_strings", `["ominous"]`}, {"guidance_scale", "1.5"}, {"add_bos_token", "false"},
 		{"skip_special_tokens", "false"}, {"include_reasoning", "false"}, {"max_tokens_second", "5"}, {"rep_pen_slope", "0.5"},
 		{"legacy_api", "true"}, {"num_beams", "2"}, {"tfs_z", "0.9"},
 		// One setting, two values.
@@ -93,7 +93,7 @@ func TestTavernRefusals(t *testing.T) {
 		{"rep_pen", "1.1"}, {"repetition_penalty", "1.1"}, {"rep_pen_range", "64"}, {"sampler_seed", "8"},
 		{"typical", "0.9"}, {"nsigma", "1"}, {"grammar_string", `"root ::= \"a\""`}, {"mirostat_mode", "2"},
 		// Out of range.
-		{"truncation_length", "0"}, {"num_ctx", "-1"},
+		{"truncation_length", "0"}, {"num_ctx", "-1"}, {"adaptive_target", "1.5"},
 	} {
 		_, _, err := parseLlamaCompletion([]byte(withField(t, body, tc.field, tc.value)))
 		var e *Error
@@ -124,6 +124,13 @@ func TestTavernAliases(t *testing.T) {
 		{`"typical":0.9,"temperature":0.5`, func(g *Generation) bool { return g.TypicalP == 0.9 }},
 		{`"nsigma":1.5,"temperature":0.5`, func(g *Generation) bool { return g.TopNSigma == 1.5 }},
 		{`"grammar_string":"root ::= \"a\""`, func(g *Generation) bool { return g.Grammar != nil }},
+		{`"adaptive_target":0.3,"temperature":0.5,"samplers":["top_k","temperature","adaptive_p"]`, func(g *Generation) bool {
+			return g.AdaptiveTarget != nil && *g.AdaptiveTarget == 0.3 && g.AdaptiveDecay == 0.9 && g.Samplers == "kt"
+		}},
+		{`"adaptive_target":0,"adaptive_decay":0.5,"temperature":0.5,"samplers":"atk"`, func(g *Generation) bool {
+			return g.AdaptiveTarget != nil && *g.AdaptiveTarget == 0 && g.AdaptiveDecay == 0.5 && g.Samplers == "tk"
+		}},
+		{`"adaptive_target":-0.01,"adaptive_decay":5`, func(g *Generation) bool { return g.AdaptiveTarget == nil }},
 		{`"mirostat_mode":2,"temperature":0.5`, func(g *Generation) bool { return g.Mirostat == 2 && g.MirostatTau == 5 && g.MirostatEta == 0.1 }},
 		{`"mirostat_mode":1,"mirostat":1,"mirostat_tau":3,"mirostat_eta":0.25,"temperature":0.5`, func(g *Generation) bool {
 			return g.Mirostat == 1 && g.MirostatTau == 3 && g.MirostatEta == 0.25
@@ -223,16 +230,16 @@ func TestSamplerNames(t *testing.T) {
 		{`["Top-K","nucleus","temp"]`, "kpt"},
 		{`["topk","typ","MIN_P","top-n-sigma"]`, "kyms"},
 		{`["top_k","tfs_z","typical_p","top_p","min_p","temperature"]`, "kypmt"},
-		{`["penalties","dry","top_n_sigma","top_k","typ_p","top_p","min_p","xtc","temperature","adaptive_p"]`, "edskypmxt"},
-		{`"kpta"`, "kpt"},
-		{`["adaptive-p","adaptivep"]`, ""},
+		{`["penalties","dry","top_n_sigma","top_k","typ_p","top_p","min_p","xtc","temperature","adaptive_p"]`, "edskypmxta"},
+		{`"kpta"`, "kpta"},
+		{`["adaptive-p","tfs_z"]`, "a"},
 	} {
 		order, given, err := llamaSamplers([]byte(tc.samplers))
 		if err != nil || !given || order != tc.want {
 			t.Errorf("%s: %q, %v; want %q", tc.samplers, order, err, tc.want)
 		}
 	}
-	for _, bad := range []string{`["top_k","mirostat"]`, `["typ","typical_p"]`, `"kpk"`} {
+	for _, bad := range []string{`["top_k","mirostat"]`, `["typ","typical_p"]`, `"kpk"`, `["adaptive-p","adaptivep"]`} {
 		if order, _, err := llamaSamplers([]byte(bad)); err == nil {
 			t.Errorf("%s: %q, want a refusal", bad, order)
 		}
@@ -262,5 +269,22 @@ func TestLlamaStops(t *testing.T) {
 	}
 	if _, err := parseStop([]byte(stops(5)), maxStops); err == nil {
 		t.Error("5 stops where OpenAI takes 4: accepted")
+	}
+}
+
+// TestAdaptiveOrder: adaptive-p runs only where samplers lists
+// adaptive_p, as in llama.cpp, whose default order does not: a target
+// set where it would not run is refused, saying so.
+func TestAdaptiveOrder(t *testing.T) {
+	for _, tc := range []struct{ body, want string }{
+		{`"temperature":0.5,"adaptive_target":0.3`, "llama.cpp's default samplers do not list it"},
+		{`"temperature":0.5,"adaptive_target":0.3,"samplers":["top_k","temperature"]`, "samplers does not list it"},
+		{`"adaptive_target":0.3,"samplers":["temperature","adaptive_p"]`, "greedy"},
+	} {
+		_, _, err := parseLlamaCompletion([]byte(`{"prompt":"x",` + tc.body + `}`))
+		var e *Error
+		if !errors.As(err, &e) || e.Param != "adaptive_target" || !strings.Contains(e.Message, tc.want) {
+			t.Errorf("%s: %v, want a refusal naming adaptive_target saying %q", tc.body, err, tc.want)
+		}
 	}
 }

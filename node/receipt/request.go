@@ -180,7 +180,20 @@ type Sampling struct {
 	Mirostat      uint32 `cbor:"mirostat,omitempty" json:"mirostat,omitempty"`
 	MirostatTauE6 uint32 `cbor:"mirostat_tau_e6,omitempty" json:"mirostat_tau_e6,omitempty"`
 	MirostatEtaE6 uint32 `cbor:"mirostat_eta_e6,omitempty" json:"mirostat_eta_e6,omitempty"`
+	// AdaptiveTargetE6, where set, makes the chain's last draw
+	// llama.cpp's adaptive-p (gguf/sample's AdaptiveP): its target
+	// probability (×1e6, 0 … 1e6; 0 is a target too, hence a pointer)
+	// and beside it AdaptiveDecayE6, its moving average's decay per
+	// token (×1e6, 0 … [MaxAdaptiveDecayE6]). Only on a sampled request,
+	// and with no draft: its picks move its average, which
+	// speculation's rows would move out of turn.
+	AdaptiveTargetE6 *uint32 `cbor:"adaptive_target_e6,omitempty" json:"adaptive_target_e6,omitempty"`
+	AdaptiveDecayE6  uint32  `cbor:"adaptive_decay_e6,omitempty" json:"adaptive_decay_e6,omitempty"`
 }
+
+// MaxAdaptiveDecayE6 bounds Sampling.AdaptiveDecayE6, as llama.cpp
+// clamps the decay: 0.99.
+const MaxAdaptiveDecayE6 = 990_000
 
 // MaxMirostatTauE6 bounds Sampling.MirostatTauE6: 100 bits, past any
 // token's surprise.
@@ -269,7 +282,7 @@ func (s *Sampling) IsZero() bool {
 	return s == nil || s.TemperatureE6 == 0 && s.TopPE6 == 0 && s.TopK == 0 && s.MinPE6 == 0 &&
 		s.PresencePenaltyE6 == 0 && s.FrequencyPenaltyE6 == 0 && s.RepeatPenaltyE6 == 0 && s.Seed == nil && len(s.Stop) == 0 && len(s.LogitBias) == 0 && s.Draft == "" && s.Grammar == nil &&
 		s.Samplers == "" && s.MinIndent == 0 && s.PenaltyLastN == 0 && !s.Extended() && !s.DRY() &&
-		s.Mirostat == 0 && s.MirostatTauE6 == 0 && s.MirostatEtaE6 == 0
+		s.Mirostat == 0 && s.MirostatTauE6 == 0 && s.MirostatEtaE6 == 0 && s.AdaptiveTargetE6 == nil && s.AdaptiveDecayE6 == 0
 }
 
 // DRY reports whether s sets any of DRY's fields (on, the multiplier).
@@ -353,6 +366,9 @@ func (r *ServeRequest) Validate() error {
 			return err
 		}
 		if err := s.checkMirostat(); err != nil {
+			return err
+		}
+		if err := s.checkAdaptive(); err != nil {
 			return err
 		}
 		if s.PenaltyLastN != 0 && !s.Penalised() {
@@ -457,10 +473,28 @@ func (s *Sampling) checkMirostat() error {
 		return fmt.Errorf("%w: mirostat_tau_e6 %d (1 … %d) and mirostat_eta_e6 %d (1 … %d)", ErrInvalid, s.MirostatTauE6, MaxMirostatTauE6, s.MirostatEtaE6, e6)
 	case s.TemperatureE6 == 0:
 		return fmt.Errorf("%w: mirostat draws; a greedy request carries none", ErrInvalid)
-	case s.TopK != 0 || s.TopPE6 != 0 || s.MinPE6 != 0 || s.Penalised() || s.Extended() || s.DRY() || s.Samplers != "":
-		return fmt.Errorf("%w: mirostat picks in place of the filters and penalties; a request with it carries none", ErrInvalid)
+	case s.TopK != 0 || s.TopPE6 != 0 || s.MinPE6 != 0 || s.Penalised() || s.Extended() || s.DRY() || s.Samplers != "" || s.AdaptiveTargetE6 != nil:
+		return fmt.Errorf("%w: mirostat picks in place of the filters, the penalties and adaptive-p; a request with it carries none", ErrInvalid)
 	case s.Draft != "":
 		return fmt.Errorf("%w: a request with mirostat does not speculate, so it names no draft", ErrInvalid)
+	}
+	return nil
+}
+
+// checkAdaptive checks adaptive-p's fields: the decay only beside the
+// target, both in range, on a sampled request that names no draft.
+func (s *Sampling) checkAdaptive() error {
+	switch {
+	case s.AdaptiveTargetE6 == nil && s.AdaptiveDecayE6 != 0:
+		return fmt.Errorf("%w: adaptive_decay_e6 goes beside an adaptive_target_e6", ErrInvalid)
+	case s.AdaptiveTargetE6 == nil:
+		return nil
+	case *s.AdaptiveTargetE6 > e6 || s.AdaptiveDecayE6 > MaxAdaptiveDecayE6:
+		return fmt.Errorf("%w: adaptive_target_e6 %d (0 … %d) and adaptive_decay_e6 %d (0 … %d)", ErrInvalid, *s.AdaptiveTargetE6, e6, s.AdaptiveDecayE6, MaxAdaptiveDecayE6)
+	case s.TemperatureE6 == 0:
+		return fmt.Errorf("%w: adaptive-p draws; a greedy request carries none", ErrInvalid)
+	case s.Draft != "":
+		return fmt.Errorf("%w: a request with adaptive-p does not speculate, so it names no draft", ErrInvalid)
 	}
 	return nil
 }

@@ -148,6 +148,13 @@ func TestRequestIdentity(t *testing.T) {
 		{"another mirostat rate", func(r *ServeRequest) {
 			r.Sampling = &Sampling{TemperatureE6: 1, Mirostat: 2, MirostatTauE6: 5 * e6, MirostatEtaE6: 200_000}
 		}},
+		{"adaptive-p at 0", func(r *ServeRequest) { r.Sampling = &Sampling{TemperatureE6: 1, AdaptiveTargetE6: new(uint32(0))} }},
+		{"adaptive-p at 0.5", func(r *ServeRequest) {
+			r.Sampling = &Sampling{TemperatureE6: 1, AdaptiveTargetE6: new(uint32(500_000)), AdaptiveDecayE6: 900_000}
+		}},
+		{"adaptive-p with another decay", func(r *ServeRequest) {
+			r.Sampling = &Sampling{TemperatureE6: 1, AdaptiveTargetE6: new(uint32(500_000)), AdaptiveDecayE6: 800_000}
+		}},
 	}
 	seen := map[ContentID]string{base: "base"}
 	for _, tt := range differ {
@@ -261,6 +268,18 @@ func TestRequestValidate(t *testing.T) {
 		}},
 		{"mirostat with a draft", func(r *ServeRequest) {
 			r.Sampling = &Sampling{TemperatureE6: 1, Draft: "lookup", Mirostat: 2, MirostatTauE6: 1, MirostatEtaE6: 1}
+		}},
+		{"mirostat beside adaptive-p", func(r *ServeRequest) {
+			r.Sampling = &Sampling{TemperatureE6: 1, Mirostat: 2, MirostatTauE6: 1, MirostatEtaE6: 1, AdaptiveTargetE6: new(uint32(1))}
+		}},
+		{"adaptive-p's decay alone", func(r *ServeRequest) { r.Sampling = &Sampling{TemperatureE6: 1, AdaptiveDecayE6: 1} }},
+		{"adaptive-p's target past one", func(r *ServeRequest) { r.Sampling = &Sampling{TemperatureE6: 1, AdaptiveTargetE6: new(uint32(e6 + 1))} }},
+		{"adaptive-p's decay past its bound", func(r *ServeRequest) {
+			r.Sampling = &Sampling{TemperatureE6: 1, AdaptiveTargetE6: new(uint32(1)), AdaptiveDecayE6: MaxAdaptiveDecayE6 + 1}
+		}},
+		{"adaptive-p on a greedy request", func(r *ServeRequest) { r.Sampling = &Sampling{AdaptiveTargetE6: new(uint32(1))} }},
+		{"adaptive-p with a draft", func(r *ServeRequest) {
+			r.Sampling = &Sampling{TemperatureE6: 1, Draft: "lookup", AdaptiveTargetE6: new(uint32(1))}
 		}},
 	}
 	for _, tt := range tests {
@@ -400,6 +419,9 @@ func FuzzDecodeRequest(f *testing.F) {
 	mirostat.Sampling = &Sampling{TemperatureE6: 800_000, Mirostat: 2, MirostatTauE6: 5 * e6, MirostatEtaE6: 100_000,
 		LogitBias: []LogitBias{{Token: 2, BiasE6: -MaxLogitBiasE6}}, Stop: []string{"\n"}}
 	f.Add(mustCanonical(f, mirostat))
+	adaptive := testRequest()
+	adaptive.Sampling = &Sampling{TemperatureE6: 800_000, MinPE6: 50_000, AdaptiveTargetE6: new(uint32(0)), AdaptiveDecayE6: 900_000}
+	f.Add(mustCanonical(f, adaptive))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := DecodeRequest(b)
 		if err != nil {

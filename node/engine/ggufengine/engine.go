@@ -172,11 +172,12 @@ func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []u
 	// identity must say so.
 	// Filters in another order than the chain's default may pick other
 	// tokens than the drafts are verified against: no speculation; nor
-	// with mirostat, whose picks move its state one token at a time.
+	// with mirostat or adaptive-p, whose picks move their state one token
+	// at a time.
 	// Its rounds' bounds are its draft name's (a greedy request's, its
 	// context's).
 	var draft string
-	noSpec := !engine.Speculation(ctx) || params.Order != "" || params.Mirostat != nil
+	noSpec := !engine.Speculation(ctx) || params.Order != "" || params.Stateful()
 	limits := engine.SpecLimits(ctx)
 	prediction := engine.Prediction(ctx)
 	if !params.Greedy() && req.Sampling != nil {
@@ -273,9 +274,10 @@ func (e *Engine) generate(ctx context.Context, prompt []uint32, g Generation, em
 		}
 		d.argMax = false
 	}
-	// Mirostat's μ moves a token at a time, in order: a window's rows
-	// would move it out of turn (Serve does not name a draft for it).
-	noSpec := g.NoSpeculation || g.Sampling.Mirostat != nil
+	// Mirostat's μ and adaptive-p's average move a token at a time, in
+	// order: a window's rows would move them out of turn (Serve does not
+	// name a draft for them).
+	noSpec := g.NoSpeculation || g.Sampling.Stateful()
 	if len(g.Prediction) > 0 && !noSpec {
 		prop, win, err := e.m.draft.PredictionRounds(g.Prediction, g.Sampling.Greedy(), g.Draft)
 		if err != nil {
@@ -755,6 +757,9 @@ func samplingParams(s *receipt.Sampling, vocab int, words sample.Vocab, breakers
 	}
 	if s.Mirostat != 0 {
 		p.Mirostat = &sample.Mirostat{Version: int(s.Mirostat), Tau: float64(s.MirostatTauE6) / e6, Eta: float64(s.MirostatEtaE6) / e6}
+	}
+	if t := s.AdaptiveTargetE6; t != nil {
+		p.AdaptiveP = &sample.AdaptiveP{Target: float64(*t) / e6, Decay: float64(s.AdaptiveDecayE6) / e6}
 	}
 	for _, b := range s.LogitBias {
 		p.LogitBias = append(p.LogitBias, sample.Bias{Token: b.Token, Bias: float64(b.BiasE6) / e6})

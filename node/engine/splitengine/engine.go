@@ -330,7 +330,7 @@ func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []u
 	if len(prediction) > 0 && !e.TakesPrediction() {
 		return engine.Outcome{}, refuse("the split model's pipeline has a stage on a node that predates windows, so it cannot draft from a prediction")
 	}
-	speculate := (e.cfg.Draft != nil || len(prediction) > 0) && engine.Speculation(ctx) && params.Order == "" && params.Mirostat == nil
+	speculate := (e.cfg.Draft != nil || len(prediction) > 0) && engine.Speculation(ctx) && params.Order == "" && !params.Stateful()
 	// Its rounds' bounds are its draft name's (a greedy request's, its
 	// context's).
 	var draft string
