@@ -214,7 +214,7 @@ func (s *Sampler) chain(logits []float32, allowed []uint64, xtc func() bool) []c
 			}
 		case 'p':
 			if p := s.p.TopP; p > 0 && p < 1 {
-				c = sortCands(c, sorted)
+				c = s.sortCands(c, sorted)
 				c, full, sorted = s.topP(c, p), false, true
 			}
 		case 'm':
@@ -233,7 +233,7 @@ func (s *Sampler) chain(logits []float32, allowed []uint64, xtc func() bool) []c
 			}
 		case 'x':
 			if s.p.xtc() && len(c) > 1 && xtc() {
-				c = sortCands(c, sorted)
+				c = s.sortCands(c, sorted)
 				c, full, sorted = s.excludeTop(c), false, true
 			}
 		case 't':
@@ -255,12 +255,12 @@ func (s *Sampler) chain(logits []float32, allowed []uint64, xtc func() bool) []c
 			}
 			c, full, sorted = coldest(c), false, true
 		case 'i':
-			c = sortCands(c, sorted)
+			c = s.sortCands(c, sorted)
 			c = s.infill(c)
 			full, sorted = false, slices.IsSortedFunc(c, beforeNumber) // a merged-away EOG token went to −Inf
 		}
 	}
-	c = sortCands(c, sorted)
+	c = s.sortCands(c, sorted)
 	s.cands = c
 	return c
 }
@@ -279,9 +279,9 @@ func coldest(c []candidate) []candidate {
 
 // sortCands sorts c in before's order unless it is sorted. Its logits
 // hold no NaN (chain made them −Inf), so the plain comparisons do.
-func sortCands(c []candidate, sorted bool) []candidate {
+func (s *Sampler) sortCands(c []candidate, sorted bool) []candidate {
 	if !sorted {
-		slices.SortFunc(c, beforeNumber)
+		s.sortLikeliest(c)
 	}
 	return c
 }
@@ -348,7 +348,7 @@ func minP(c []candidate, m float64, minKeep int) (kept []candidate, sorted bool)
 		}
 	}
 	if n < minKeep && n < len(c) {
-		c = sortCands(c, false)
+		slices.SortFunc(c, beforeNumber)
 		return c[:min(minKeep, len(c))], true
 	}
 	kept = c[:0]

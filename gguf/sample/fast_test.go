@@ -129,6 +129,13 @@ func TestWeightsMatchReference(t *testing.T) {
 			}
 			return l
 		},
+		"normal": func(n int) []float32 { // flat: top-p's nucleus is most of it
+			l := make([]float32, n)
+			for i := range l {
+				l[i] = float32(rng.NormFloat64())
+			}
+			return l
+		},
 		"far below": func(n int) []float32 {
 			l := make([]float32, n)
 			for i := range l {
@@ -303,6 +310,10 @@ func BenchmarkWeights(b *testing.B) {
 	for i := range flat {
 		flat[i] = float32(math.Sin(float64(i)*0.37) * 5)
 	}
+	normal := make([]float32, 32000) // flatter: top-p 0.95 keeps most of it
+	for i := range normal {
+		normal[i] = float32(rng.NormFloat64())
+	}
 	for _, bc := range []struct {
 		name   string
 		logits []float32
@@ -312,6 +323,7 @@ func BenchmarkWeights(b *testing.B) {
 		{"top-k", peaked, Params{Temperature: 0.8, TopK: 40}},
 		{"top-p/peaked", peaked, Params{Temperature: 0.8, TopP: 0.95}},
 		{"top-p/flat", flat, Params{Temperature: 0.8, TopP: 0.9}},
+		{"top-p/normal", normal, Params{Temperature: 0.8, TopP: 0.95}},
 		{"repeat-penalty", peaked, Params{Temperature: 0.8, RepeatPenalty: 1.1}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {

@@ -3,7 +3,6 @@ package sample
 import (
 	"fmt"
 	"math"
-	"slices"
 
 	"github.com/meshnode/meshnode/gguf/detmath"
 )
@@ -101,7 +100,7 @@ func (s *Sampler) mirostatKept(logits []float32, allowed []uint64) ([]candidate,
 			kept = append(kept, best)
 		}
 		c = kept
-		slices.SortFunc(c, beforeNumber)
+		s.sortLikeliest(c)
 	}
 	var sum float64
 	for _, x := range c {

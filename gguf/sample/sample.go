@@ -216,6 +216,7 @@ type Sampler struct {
 	rng    *rand.Rand
 	cands  []candidate
 	exps   []candidate // nucleus's scratch: the candidates' e^(v−top)
+	radix  []keyed     // sortLikeliest's scratch
 	pen    []float64   // greedy's scratch: the penalised logits
 	counts map[uint32]int
 
@@ -644,10 +645,14 @@ func (s *Sampler) nucleus(c []candidate, top, p float64) []candidate {
 		}
 		n = narrow(c[:n], e, top, lnTau, mass, sum, p)
 		head := c[:n]
-		slices.SortFunc(head, beforeNumber)
+		s.sortLikeliest(head)
+		// The head's exponentials again, in its order now (e's bits are
+		// detmath.Exp's): the walk sums them as it goes.
+		e = e[:n]
+		expWeights(e, head, top, 1)
 		var cum float64
-		for i, x := range head {
-			cum += detmath.Exp(x.v-top) / sum
+		for i, x := range e {
+			cum += x.v / sum
 			if cum >= p {
 				return head[:i+1]
 			}
@@ -663,42 +668,52 @@ func (s *Sampler) nucleus(c []candidate, top, p float64) []candidate {
 const nucleusMargin = 1e-6
 
 // narrow raises the threshold lnTau of a head of candidates (c, their
-// exponentials e beside them) holding mass, of sum in all, by halving the
-// gap to the step above (8, where the mass was short of p) while what
-// stays above it holds p and the margin: a flat distribution's first
-// threshold can leave most of a large vocabulary to sort. It moves the
-// candidates kept to the front and returns how many there are; the
-// sorted walk over them stops where it would over the whole head.
+// exponentials e beside them) holding mass, of sum in all, as far as what
+// stays above it still holds p and the margin: a flat distribution's
+// first threshold can leave most of a large vocabulary to sort. One pass
+// weighs the candidates into narrowBuckets steps of the 8 above lnTau
+// (those higher, the top step's), the steps' masses give the highest
+// step edge that keeps enough, and a second pass moves the candidates at
+// or above it to the front. It returns how many there are; the sorted
+// walk over them stops where it would over the whole head.
 func narrow(c, e []candidate, top, lnTau, mass, sum, p float64) int {
 	n := len(c)
 	if mass/sum < p+nucleusMargin {
 		return n
 	}
-	lo, hi := lnTau, lnTau+8
-	for range 10 {
-		mid := (lo + hi) / 2
-		var m float64
-		for i, x := range c[:n] {
-			if x.v-top >= mid {
-				m += e[i].v
-			}
-		}
-		if m/sum < p+nucleusMargin {
-			hi = mid
-			continue
-		}
-		k := 0
-		for i, x := range c[:n] {
-			if x.v-top >= mid {
-				c[k], c[i] = c[i], c[k]
-				e[k], e[i] = e[i], e[k]
-				k++
-			}
-		}
-		lo, n = mid, k
+	const scale = narrowBuckets / 8
+	step := func(v float64) int {
+		return min(int((v-top-lnTau)*scale), narrowBuckets-1) // v − top ≥ lnTau: never below 0
 	}
-	return n
+	var masses [narrowBuckets]float64
+	for i, x := range c {
+		masses[step(x.v)] += e[i].v
+	}
+	want := (p + nucleusMargin) * sum
+	edge, above := 0, 0.0
+	for k := narrowBuckets - 1; k >= 0; k-- {
+		if above += masses[k]; above >= want {
+			edge = k
+			break
+		}
+	}
+	if edge == 0 {
+		return n
+	}
+	kept := 0
+	for i, x := range c {
+		if step(x.v) >= edge {
+			c[kept], c[i] = c[i], c[kept]
+			e[kept], e[i] = e[i], e[kept]
+			kept++
+		}
+	}
+	return kept
 }
+
+// narrowBuckets is how finely narrow weighs the 8 above a threshold: a
+// step of 1/128 in the logit, whose candidates are all a sort would add.
+const narrowBuckets = 1024
 
 // greedy is the argmax of the biased and penalised logits, the lowest id
 // on a tie (as llama.cpp's greedy takes the first); a NaN loses to every
