@@ -136,7 +136,7 @@ func (s *servedModel) Prepare(ctx context.Context, g *api.Generation) (api.Prepa
 			e.Param = "logprobs"
 			return nil, e
 		}
-		p.pieces, p.top = pieces, g.TopLogprobs
+		p.pieces, p.top, p.postSampling = pieces, g.TopLogprobs, g.PostSampling
 	}
 	if g.Echo {
 		if err := p.prepareEcho(g); err != nil {
@@ -174,6 +174,15 @@ func (s *servedModel) Prepare(ctx context.Context, g *api.Generation) (api.Prepa
 func (s *servedModel) noSpeculation(g *api.Generation) string {
 	if _, ok := draftOf(s.in.m); !ok {
 		return fmt.Sprintf(`model %q has no draft (draft = "NAME" or "lookup" in its [[model]] section gives it one)`, s.in.m.Name())
+	}
+	sampled := g.Temperature != nil && *g.Temperature > 0
+	switch {
+	case g.Logprobs && g.PostSampling:
+		return "post_sampling_probs reports the sampler's distribution pick by pick, which a speculative window's rows would not give: the serve does not speculate"
+	case sampled && g.Mirostat > 0:
+		return "mirostat's state moves one token at a time, which a speculative window's rows would move out of turn: the serve does not speculate"
+	case sampled && g.AdaptiveTarget != nil:
+		return "adaptive-p's average moves one token at a time, which a speculative window's rows would move out of turn: the serve does not speculate"
 	}
 	return ""
 }
@@ -271,6 +280,9 @@ type preparedGeneration struct {
 	// alternatives.
 	pieces tokenPieces
 	top    int
+	// postSampling reports them under the sampler's distributions
+	// (engine.Logprobs.PostSampling).
+	postSampling bool
 	// echo, when set, goes before the answer (completions' echo): the
 	// prompt's text, and with pieces its tokens' log-probabilities, the
 	// first unscored, less the BOS the node added (echoFrom 1).
@@ -364,7 +376,7 @@ func (p *preparedGeneration) Generate(ctx context.Context, emit func(api.Delta) 
 	// it emits the token) wait for the text they make, and go with it.
 	var lps []api.TokenLogprob
 	if p.pieces != nil {
-		lp := &engine.Logprobs{Top: p.top, Record: func(t engine.TokenLogprob) {
+		lp := &engine.Logprobs{Top: p.top, PostSampling: p.postSampling, Record: func(t engine.TokenLogprob) {
 			lps = append(lps, p.logprob(t))
 		}}
 		if p.echo != nil {
@@ -965,7 +977,8 @@ func (s *servedModel) request(g *api.Generation, prompt string, ids []uint32, ct
 			Mirostat: uint32(g.Mirostat), MirostatTauE6: max(millionths(g.MirostatTau), 1), MirostatEtaE6: max(millionths(g.MirostatEta), 1)}
 	}
 	// Mirostat's and adaptive-p's picks move their state one token at a
-	// time: such a request does not speculate.
+	// time, and the sampler's distributions, where reported, are taken
+	// pick by pick: such a request does not speculate.
 	stateful := mirostat || sampled && g.AdaptiveTarget != nil
 	if stateful && len(prediction) > 0 {
 		what := "adaptive-p"
@@ -1016,8 +1029,9 @@ func (s *servedModel) request(g *api.Generation, prompt string, ids []uint32, ct
 		// Its draft name carries its own bounds on the rounds, which
 		// its tokens depend on.
 		switch d, ok := s.decidedDraft(g); {
-		case stateful:
-			// Its picks move its state token by token: no draft.
+		case stateful || g.Logprobs && g.PostSampling:
+			// Its picks move its state token by token, or are reported
+			// under the sampler's distributions one by one: no draft.
 		case len(prediction) > 0 && sp.Samplers != "":
 			e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option",
 				"a sampled request drafts from a prediction only under the default sampler order, and this one sets samplers")

@@ -3,6 +3,7 @@ package node
 import (
 	"encoding/json"
 	"io"
+	"math"
 	"net/http"
 	"strings"
 	"testing"
@@ -360,5 +361,82 @@ func refusedParam(t *testing.T, n *Node, path, body, param string) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"param":"`+param+`"`) {
 		t.Errorf("%s: %d %s, want 400 naming %s", body, resp.StatusCode, b, param)
+	}
+}
+
+// TestPostSamplingProbs: /completion's post_sampling_probs reports each
+// token under the distribution it was drawn from, on the built-in model:
+// under top-k 3 at most three tokens, whose probabilities sum to 1 and
+// hold the token's own; greedy, the pick alone at probability 1; the
+// text is what the same request without it answers, whole and
+// streamed. The OpenAI endpoints refuse it; a sampled serve with it, or
+// with mirostat or adaptive-p, refuses "speculative": true on a model
+// with a draft.
+func TestPostSamplingProbs(t *testing.T) {
+	n, _ := startNode(t, Config{Model: []ModelConfig{{Path: fortunesPath(t), Draft: "lookup"}}})
+	type prob struct {
+		ID       uint32  `json:"id"`
+		Prob     float64 `json:"prob"`
+		Logprob  *float64
+		TopProbs []struct {
+			ID   uint32  `json:"id"`
+			Prob float64 `json:"prob"`
+		} `json:"top_probs"`
+	}
+	complete := func(body string) (string, []prob) {
+		t.Helper()
+		resp := post(t, n, "/completion", body)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var got struct {
+			Content string `json:"content"`
+			Probs   []prob `json:"completion_probabilities"`
+		}
+		if err := json.Unmarshal(b, &got); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d %s", body, resp.StatusCode, b)
+		}
+		return got.Content, got.Probs
+	}
+	const base = `{"model":"` + fortunesModel + `","prompt":"A man walks into a bar","n_predict":24,"n_probs":5`
+	for _, tc := range []struct {
+		name, extra string
+		most        int
+	}{
+		{"sampled, top-k 3", `,"temperature":1,"seed":3,"top_k":3,"speculative":false`, 3},
+		{"greedy", ``, 1},
+	} {
+		text, probs := complete(base + tc.extra + `,"post_sampling_probs":true}`)
+		if plain, _ := complete(base + tc.extra + `}`); plain != text {
+			t.Errorf("%s: %q with post_sampling_probs, %q without", tc.name, text, plain)
+		}
+		if len(probs) == 0 {
+			t.Fatalf("%s: no completion_probabilities", tc.name)
+		}
+		for i, p := range probs {
+			var sum, own float64
+			for _, a := range p.TopProbs {
+				sum += a.Prob
+				if a.ID == p.ID {
+					own = a.Prob
+				}
+			}
+			if len(p.TopProbs) == 0 || len(p.TopProbs) > tc.most || math.Abs(sum-1) > 1e-9 || own != p.Prob || p.Logprob != nil {
+				t.Fatalf("%s: token %d: %+v, want at most %d tokens summing to 1, its own prob among them", tc.name, i, p, tc.most)
+			}
+			if tc.most == 1 && p.Prob != 1 {
+				t.Fatalf("greedy: token %d at %v", i, p.Prob)
+			}
+		}
+	}
+	// Streamed, each event carries its tokens' probabilities.
+	resp := post(t, n, "/completion", base+`,"temperature":1,"seed":3,"top_k":3,"speculative":false,"post_sampling_probs":true,"stream":true}`)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), `"top_probs":[`) || strings.Contains(string(b), `"top_logprobs"`) {
+		t.Errorf("streamed: %s", b)
+	}
+	refusedParam(t, n, "/v1/completions", `{"model":"`+fortunesModel+`","prompt":"x","logprobs":2,"post_sampling_probs":true}`, "post_sampling_probs")
+	for _, extra := range []string{`"n_probs":2,"post_sampling_probs":true`, `"mirostat":2`, `"adaptive_target":0.3,"samplers":["temperature","adaptive_p"]`} {
+		refusedParam(t, n, "/completion", base[:len(base)-len(`,"n_probs":5`)]+`,"temperature":1,"speculative":true,`+extra+`}`, "speculative")
 	}
 }

@@ -124,6 +124,8 @@ func TestRefusedFields(t *testing.T) {
 		{chat, "adaptive_target", `0.5`, "adaptive_target"},
 		{chat, "adaptive_target", `-1`, ""},
 		{chat, "adaptive_decay", `5`, ""}, // asks nothing with adaptive-p off
+		{chat, "post_sampling_probs", `true`, "post_sampling_probs is served on /completion"},
+		{completions, "post_sampling_probs", `false`, ""},
 		{completions, "typical_p", `1.0`, ""},
 		{chat, "max_tokens", `-1`, ""},
 		{completions, "max_tokens", `-1`, ""},

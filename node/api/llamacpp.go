@@ -57,6 +57,9 @@ type llamaCompletionRequest struct {
 	ResponseFields []string        `json:"response_fields"`
 	NCmpl          *int            `json:"n_cmpl"`
 	NProbs         *int            `json:"n_probs"`
+	// PostSamplingProbs gives n_probs's records under the distribution
+	// each token was drawn from, as probabilities (prob, top_probs).
+	PostSamplingProbs bool `json:"post_sampling_probs"`
 	// The stream's extras: events of the prompt's progress, and the
 	// timings in every event; SSE comments through a silence.
 	ReturnProgress  bool `json:"return_progress"`
@@ -78,14 +81,13 @@ type llamaCompletionRequest struct {
 // implement, with why, and the values that ask for nothing (its
 // defaults, or off), which are accepted.
 var llamaRefusals = withRefusals(tavernRefusals, map[string]refusal{
-	"cache_prompt":        {"cache_prompt false is not supported: a node always reuses the prompt's cached prefix, and the answer does not depend on it (true is accepted)", oneOf("true")},
-	"ignore_eos":          {"ignore_eos is not supported: an answer ends at the model's end token (false is accepted)", isFalse},
-	"return_tokens":       {"return_tokens is not supported: /completion returns the text (false is accepted; /tokenize gives a text's tokens)", isFalse},
-	"n_keep":              {"n_keep is not supported: a prompt that does not fit the context is refused, never shifted (0 is accepted)", isZero},
-	"backend_sampling":    {"backend_sampling is not supported: a node picks tokens on the host (false is accepted)", isFalse},
-	"image_data":          {"image_data: meshnode's models read text", isEmpty},
-	"lora":                {"lora adapters are not supported", isEmpty},
-	"post_sampling_probs": {"post_sampling_probs is not supported (false is accepted)", isFalse},
+	"cache_prompt":     {"cache_prompt false is not supported: a node always reuses the prompt's cached prefix, and the answer does not depend on it (true is accepted)", oneOf("true")},
+	"ignore_eos":       {"ignore_eos is not supported: an answer ends at the model's end token (false is accepted)", isFalse},
+	"return_tokens":    {"return_tokens is not supported: /completion returns the text (false is accepted; /tokenize gives a text's tokens)", isFalse},
+	"n_keep":           {"n_keep is not supported: a prompt that does not fit the context is refused, never shifted (0 is accepted)", isZero},
+	"backend_sampling": {"backend_sampling is not supported: a node picks tokens on the host (false is accepted)", isFalse},
+	"image_data":       {"image_data: meshnode's models read text", isEmpty},
+	"lora":             {"lora adapters are not supported", isEmpty},
 })
 
 // withRefusals is the refusals of both tables.
@@ -293,6 +295,7 @@ func (req *llamaCompletionRequest) editorOptions(g *Generation) error {
 			return badRequest("n_probs", "n_probs must be from 0 to %d, got %d", maxTopLogprobs, *n)
 		}
 		g.Logprobs, g.TopLogprobs = true, *n
+		g.PostSampling = req.PostSamplingProbs
 	}
 	return nil
 }
@@ -374,22 +377,47 @@ type llamaPartial struct {
 }
 
 // llamaTokenProb is a token's log-probability with its likeliest
-// alternatives, in llama-server's completion_probabilities shape.
+// alternatives, in llama-server's completion_probabilities shape; with
+// post_sampling_probs (post), its probability under the distribution it
+// was drawn from and that distribution's likeliest, as llama-server
+// names them (prob, top_probs).
 type llamaTokenProb struct {
-	ID      uint32           `json:"id"`
-	Token   string           `json:"token"`
-	Bytes   []int            `json:"bytes"`
-	Logprob float64          `json:"logprob"`
-	Top     []llamaTokenProb `json:"top_logprobs,omitempty"`
+	ID      uint32
+	Token   string
+	Bytes   []int
+	Logprob float64
+	Top     []llamaTokenProb
+	post    bool
 }
 
-// llamaProbs is lps in llama-server's shape.
-func llamaProbs(lps []TokenLogprob) []llamaTokenProb {
+func (p llamaTokenProb) MarshalJSON() ([]byte, error) {
+	type logprob struct {
+		ID      uint32           `json:"id"`
+		Token   string           `json:"token"`
+		Bytes   []int            `json:"bytes"`
+		Logprob float64          `json:"logprob"`
+		Top     []llamaTokenProb `json:"top_logprobs,omitempty"`
+	}
+	type prob struct {
+		ID    uint32           `json:"id"`
+		Token string           `json:"token"`
+		Bytes []int            `json:"bytes"`
+		Prob  float64          `json:"prob"`
+		Top   []llamaTokenProb `json:"top_probs,omitempty"`
+	}
+	if p.post {
+		return json.Marshal(prob{p.ID, p.Token, p.Bytes, math.Exp(p.Logprob), p.Top})
+	}
+	return json.Marshal(logprob{p.ID, p.Token, p.Bytes, reportable(p.Logprob), p.Top})
+}
+
+// llamaProbs is lps in llama-server's shape (post: post_sampling_probs's).
+func llamaProbs(lps []TokenLogprob, post bool) []llamaTokenProb {
 	probs := make([]llamaTokenProb, 0, len(lps))
 	for _, lp := range lps {
-		p := llamaTokenProb{ID: lp.ID, Token: string(lp.Bytes), Bytes: byteList(lp.Bytes), Logprob: reportable(lp.Logprob), Top: []llamaTokenProb{}}
+		p := llamaTokenProb{ID: lp.ID, Token: string(lp.Bytes), Bytes: byteList(lp.Bytes), Logprob: lp.Logprob, Top: []llamaTokenProb{}, post: post}
 		for _, a := range lp.Top {
-			p.Top = append(p.Top, llamaTokenProb{ID: a.ID, Token: string(a.Bytes), Bytes: byteList(a.Bytes), Logprob: reportable(a.Logprob)})
+			p.Top = append(p.Top, llamaTokenProb{ID: a.ID, Token: string(a.Bytes), Bytes: byteList(a.Bytes), Logprob: a.Logprob, post: post})
 		}
 		probs = append(probs, p)
 	}
@@ -557,7 +585,7 @@ func (s *Server) answerLlama(w http.ResponseWriter, r *http.Request, m Model, g 
 		settings.NCtx = c.ContextLength()
 	}
 	stream := func(index int) *llamaStream {
-		return &llamaStream{model: g.Model, settings: settings, prompt: g.Prompt, fields: req.ResponseFields, index: index,
+		return &llamaStream{model: g.Model, settings: settings, prompt: g.Prompt, fields: req.ResponseFields, index: index, postSampling: g.PostSampling,
 			extras: extras{progress: req.ReturnProgress && req.Stream, timings: req.TimingsPerToken && req.Stream, now: s.now, received: g.Received}}
 	}
 	if gs := g.Choices(); len(gs) > 1 {

@@ -136,7 +136,7 @@ func TestLlamaCompletionRefusals(t *testing.T) {
 		{"samplers", `["top_k","nope"]`}, {"samplers", `"kz"`}, {"samplers", `["top_k","top_k"]`}, {"samplers", `{}`},
 		{"samplers", `["infill"]`}, {"samplers", `["top_p","infill","top_k"]`},
 		{"t_max_predict_ms", "3600001"}, {"image_data", `[{"data":"x","id":1}]`}, {"lora", `[{"id":0,"scale":1}]`},
-		{"response_fields", `[` + strings.Repeat(`"a",`, maxResponseFields) + `"a"]`}, {"post_sampling_probs", "true"},
+		{"response_fields", `[` + strings.Repeat(`"a",`, maxResponseFields) + `"a"]`},
 		{"n_predict", "-2"}, {"logit_bias", `[["Hello",-1]]`}, {"logit_bias", `[[1]]`}, {"prompt", `["a",[1,2]]`}, {"prompt", `[["a"],["b"]]`},
 		{"grammar", `"root ::= \"a"`}, {"nope", "1"},
 	} {

@@ -20,6 +20,8 @@ type llamaStream struct {
 	// fields are response_fields: the answer holds only these (nil: all).
 	fields []string
 	index  int // the answer's, among n_cmpl's
+	// postSampling: the probabilities are post_sampling_probs's.
+	postSampling bool
 	// The request's times (now, received, first), and what the stream
 	// reports beside the text, where asked.
 	extras
@@ -39,7 +41,7 @@ func (l *llamaStream) delta(d Delta) error {
 	l.content.WriteString(d.Text)
 	var probs []llamaTokenProb
 	if len(d.Logprobs) > 0 {
-		probs = llamaProbs(d.Logprobs)
+		probs = llamaProbs(d.Logprobs, l.postSampling)
 	}
 	if l.sse == nil {
 		l.probs = append(l.probs, probs...)

@@ -196,6 +196,11 @@ type Generation struct {
 	// moving average's AdaptiveDecay. Only on a sampled request.
 	AdaptiveTarget *float64
 	AdaptiveDecay  float64
+	// PostSampling, beside Logprobs, reports each token under the
+	// distribution the sampler drew it from (llama-server's
+	// post_sampling_probs) in place of the model's; such a serve does not
+	// speculate.
+	PostSampling bool
 	// LogitBias adds each bias (−100 … 100) to its token's logit before
 	// the penalties, greedy requests included (OpenAI's logit_bias), by
 	// token id; nil is none.

@@ -173,11 +173,11 @@ func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []u
 	// Filters in another order than the chain's default may pick other
 	// tokens than the drafts are verified against: no speculation; nor
 	// with mirostat or adaptive-p, whose picks move their state one token
-	// at a time.
+	// at a time, nor where the sampler's distributions are reported.
 	// Its rounds' bounds are its draft name's (a greedy request's, its
 	// context's).
 	var draft string
-	noSpec := !engine.Speculation(ctx) || params.Order != "" || params.Stateful()
+	noSpec := !engine.Speculation(ctx) || params.Order != "" || params.Stateful() || engine.PostSampling(ctx)
 	limits := engine.SpecLimits(ctx)
 	prediction := engine.Prediction(ctx)
 	if !params.Greedy() && req.Sampling != nil {
@@ -275,9 +275,10 @@ func (e *Engine) generate(ctx context.Context, prompt []uint32, g Generation, em
 		d.argMax = false
 	}
 	// Mirostat's μ and adaptive-p's average move a token at a time, in
-	// order: a window's rows would move them out of turn (Serve does not
-	// name a draft for them).
-	noSpec := g.NoSpeculation || g.Sampling.Stateful()
+	// order: a window's rows would move them out of turn; and the
+	// sampler's distributions are recorded pick by pick (Serve does not
+	// name a draft for any of them).
+	noSpec := g.NoSpeculation || g.Sampling.Stateful() || lq.PostSampling()
 	if len(g.Prediction) > 0 && !noSpec {
 		prop, win, err := e.m.draft.PredictionRounds(g.Prediction, g.Sampling.Greedy(), g.Draft)
 		if err != nil {
@@ -453,10 +454,7 @@ func (d *decoder) pick(generated []uint32) func(*model.Batch, int) uint32 {
 	}
 	mask := d.mask // nil unless constrained: every token
 	return func(b *model.Batch, i int) uint32 {
-		logits := b.Logits(i)
-		next := d.sampler.SampleAllowed(logits, generated, mask)
-		d.lq.Pick(logits, next)
-		return next
+		return d.lq.SampleAllowed(d.sampler, b.Logits(i), generated, mask)
 	}
 }
 
@@ -645,10 +643,7 @@ func (d *decoder) evalConstrained(ctx context.Context, last, generated []uint32)
 			maskErr = f.err
 			return 0
 		}
-		logits := b.Logits(i)
-		next := d.sampler.SampleAllowed(logits, generated, f.mask)
-		d.lq.Pick(logits, next)
-		return next
+		return d.lq.SampleAllowed(d.sampler, b.Logits(i), generated, f.mask)
 	})
 	if !taken {
 		// The step failed or was cancelled before its pick: wait for the

@@ -330,7 +330,7 @@ func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []u
 	if len(prediction) > 0 && !e.TakesPrediction() {
 		return engine.Outcome{}, refuse("the split model's pipeline has a stage on a node that predates windows, so it cannot draft from a prediction")
 	}
-	speculate := (e.cfg.Draft != nil || len(prediction) > 0) && engine.Speculation(ctx) && params.Order == "" && !params.Stateful()
+	speculate := (e.cfg.Draft != nil || len(prediction) > 0) && engine.Speculation(ctx) && params.Order == "" && !params.Stateful() && !engine.PostSampling(ctx)
 	// Its rounds' bounds are its draft name's (a greedy request's, its
 	// context's).
 	var draft string
@@ -579,9 +579,7 @@ func (d *decoder) pick(res stage.Result, generated []uint32) uint32 {
 	if d.argMax {
 		return res.Token
 	}
-	next := d.sampler.SampleAllowed(res.Logits, generated, d.mask)
-	d.lq.Pick(res.Logits, next)
-	return next
+	return d.lq.SampleAllowed(d.sampler, res.Logits, generated, d.mask)
 }
 
 // eval evaluates the token generated last and returns the tokens that
