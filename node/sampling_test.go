@@ -440,3 +440,67 @@ func TestPostSamplingProbs(t *testing.T) {
 		refusedParam(t, n, "/completion", base[:len(base)-len(`,"n_probs":5`)]+`,"temperature":1,"speculative":true,`+extra+`}`, "speculative")
 	}
 }
+
+// TestIgnoreEOS: ignore_eos bans the model's end tokens, so an answer
+// the built-in model ends early runs to its ceiling; the bans are in the
+// request's identity (its receipt replays with ignore_eos and not
+// without); SillyTavern's ban_eos_token is the same setting; a grant
+// refuses it.
+func TestIgnoreEOS(t *testing.T) {
+	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
+	n, _ := startNode(t, Config{})
+	const request = `{"model":"` + fortunesModel + `","max_tokens":96,"prompt":"Love is"`
+	answer := func(body string) (string, string, int, json.RawMessage) {
+		t.Helper()
+		resp := post(t, n, "/v1/completions", body)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var got struct {
+			Choices []struct {
+				Text         string `json:"text"`
+				FinishReason string `json:"finish_reason"`
+			} `json:"choices"`
+			Usage struct {
+				CompletionTokens int             `json:"completion_tokens"`
+				Energy           json.RawMessage `json:"energy"`
+			} `json:"usage"`
+		}
+		if err := json.Unmarshal(b, &got); err != nil || resp.StatusCode != http.StatusOK || len(got.Choices) != 1 {
+			t.Fatalf("%s: %d %s", body, resp.StatusCode, b)
+		}
+		return got.Choices[0].Text, got.Choices[0].FinishReason, got.Usage.CompletionTokens, got.Usage.Energy
+	}
+	text, finish, tokens, _ := answer(request + `}`)
+	if finish != "stop" || tokens >= 96 {
+		t.Fatalf("the greedy answer %q ends %q after %d tokens: it must end at the model's end token for this test", text, finish, tokens)
+	}
+	long, finish, tokens, energy := answer(request + `,"ignore_eos":true}`)
+	if finish != "length" || tokens != 96 || !strings.HasPrefix(long, text) {
+		t.Errorf("with ignore_eos: %q ends %q after %d tokens, want 96 tokens that begin with %q", long, finish, tokens, text)
+	}
+	for _, tc := range []struct{ name, request, verdict string }{
+		{"with it", request + `,"ignore_eos":true}`, api.VerdictVerified},
+		{"without it", request + `}`, api.VerdictNotReplayable},
+	} {
+		body, _ := json.Marshal(map[string]any{"request": json.RawMessage(tc.request), "energy": energy})
+		if status, res, raw := replayRaw(t, n, string(body)); status != http.StatusOK || res.Verdict != tc.verdict {
+			t.Errorf("replay %s: %d %s, want %s", tc.name, status, raw, tc.verdict)
+		}
+	}
+	resp := post(t, n, "/completion", `{"prompt":"Love is","n_predict":96,"ban_eos_token":true}`)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var llama struct {
+		Content         string `json:"content"`
+		TokensPredicted int    `json:"tokens_predicted"`
+	}
+	if err := json.Unmarshal(b, &llama); err != nil || llama.Content != long || llama.TokensPredicted != 96 {
+		t.Errorf("/completion with ban_eos_token: %s, want the ignore_eos answer", b)
+	}
+	caller, chain := issueGrant(t, n)
+	presented, _, err := grant.PresentBody([]byte(request+`,"ignore_eos":true,"metadata":{"joule_ceiling_uj":1000000000}}`), chain, caller, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusedParam(t, n, "/v1/completions", string(presented), "ignore_eos")
+}

@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -79,6 +80,16 @@ func TestDecodeSpecialRules(t *testing.T) {
 	}
 	if !qwen.IsEOG(151645) || !qwen.IsControl(151644) || qwen.IsEOG(151644) {
 		t.Error("<|im_end|> must end generation, <|im_start|> is control only")
+	}
+	// EOG lists every id IsEOG reports, ascending.
+	var eog []uint32
+	for id := range uint32(qwen.NumTokens()) {
+		if qwen.IsEOG(id) {
+			eog = append(eog, id)
+		}
+	}
+	if got := qwen.EOG(); !slices.Equal(got, eog) || !slices.Contains(got, 151645) {
+		t.Errorf("EOG %v, IsEOG's %v", got, eog)
 	}
 	if got, _ := qwen.Decode(chat, DecodeOptions{}); got != "user\nhi" {
 		t.Errorf("control tokens hidden: got %q", got)

@@ -573,6 +573,18 @@ func (t *Tokenizer) Specials() (before, after []uint32) {
 // end-of-turn tokens llama.cpp recognises by name).
 func (t *Tokenizer) IsEOG(id uint32) bool { return t.eog[id] }
 
+// EOG is the ids IsEOG reports, ascending.
+func (t *Tokenizer) EOG() []uint32 {
+	var ids []uint32
+	for id, eog := range t.eog {
+		if eog {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
 // IsControl reports whether id is a control token (hidden when decoding
 // without RenderSpecial).
 func (t *Tokenizer) IsControl(id uint32) bool {

@@ -92,7 +92,8 @@ func TestRefusedFields(t *testing.T) {
 		{chat, "frobnicate", `1`, "unknown field"},
 		{completions, "cache_prompt", `false`, "cache_prompt"},
 		{completions, "cache_prompt", `true`, ""},
-		{completions, "ignore_eos", `true`, "ignore_eos is not supported"},
+		{completions, "ignore_eos", `true`, ""},
+		{completions, "ignore_eos", `1`, "ignore_eos"},
 		// llama-server's sampler settings at their defaults, as its web
 		// UI sends them on chat completions; the filters that weigh
 		// draws, set on a greedy request, refused by name.

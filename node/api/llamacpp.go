@@ -82,7 +82,6 @@ type llamaCompletionRequest struct {
 // defaults, or off), which are accepted.
 var llamaRefusals = withRefusals(tavernRefusals, map[string]refusal{
 	"cache_prompt":     {"cache_prompt false is not supported: a node always reuses the prompt's cached prefix, and the answer does not depend on it (true is accepted)", oneOf("true")},
-	"ignore_eos":       {"ignore_eos is not supported: an answer ends at the model's end token (false is accepted)", isFalse},
 	"return_tokens":    {"return_tokens is not supported: /completion returns the text (false is accepted; /tokenize gives a text's tokens)", isFalse},
 	"n_keep":           {"n_keep is not supported: a prompt that does not fit the context is refused, never shifted (0 is accepted)", isZero},
 	"backend_sampling": {"backend_sampling is not supported: a node picks tokens on the host (false is accepted)", isFalse},

@@ -45,6 +45,9 @@ type llamaFilterFields struct {
 	// moving average's decay.
 	AdaptiveTarget *float64 `json:"adaptive_target"`
 	AdaptiveDecay  *float64 `json:"adaptive_decay"`
+	// IgnoreEOS bans the model's end-of-generation tokens, as llama.cpp
+	// does (Generation.IgnoreEOS).
+	IgnoreEOS *bool `json:"ignore_eos"`
 }
 
 // Bounds on the filters' fields (receipt.Sampling's).
@@ -146,6 +149,7 @@ func (f *llamaFilterFields) apply(g *Generation) error {
 	if err := f.applyAdaptive(g); err != nil {
 		return err
 	}
+	g.IgnoreEOS = f.IgnoreEOS != nil && *f.IgnoreEOS
 	if name := g.LlamaFilters(); name != "" && (g.Temperature == nil || *g.Temperature == 0) {
 		if name == "typical_p" {
 			name = typName

@@ -196,6 +196,11 @@ type Generation struct {
 	// moving average's AdaptiveDecay. Only on a sampled request.
 	AdaptiveTarget *float64
 	AdaptiveDecay  float64
+	// IgnoreEOS bans the model's end-of-generation tokens (llama.cpp's
+	// ignore_eos): each gets a logit bias of −100, beside LogitBias's, so
+	// the answer runs to its ceiling or a stop (or where a grammar must
+	// end). Part of the request's identity through the biases.
+	IgnoreEOS bool
 	// PostSampling, beside Logprobs, reports each token under the
 	// distribution the sampler drew it from (llama-server's
 	// post_sampling_probs) in place of the model's; such a serve does not

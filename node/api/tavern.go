@@ -34,6 +34,7 @@ type tavernFields struct {
 	NSigma                 *float64        `json:"nsigma"`
 	GrammarString          *string         `json:"grammar_string"`
 	MirostatMode           *int            `json:"mirostat_mode"` // text-generation-webui's mirostat
+	BanEOSToken            *bool           `json:"ban_eos_token"` // and its ignore_eos
 	// The context the client fits its prompt and answer to: bounds the
 	// serve's as Ollama's num_ctx does (Generation.ContextLimit).
 	TruncationLength *int `json:"truncation_length"`
@@ -52,7 +53,6 @@ type tavernFields struct {
 // /completion, with the values that ask for nothing (off, or its
 // defaults), which are accepted: llamaRefusals holds them.
 var tavernRefusals = map[string]refusal{
-	"ban_eos_token":              {"ban_eos_token is not supported: an answer ends at the model's end token (false is accepted)", isFalse},
 	"add_bos_token":              {"add_bos_token false is not supported: the prompt is tokenized by the model's own rule, with the BOS token where its file asks for one (true is accepted)", oneOf("true")},
 	"skip_special_tokens":        {"skip_special_tokens false is not supported: an answer's text leaves out the model's special tokens (true is accepted)", oneOf("true")},
 	"include_reasoning":          {"include_reasoning false is not supported: /completion's text is all the model wrote, its reasoning too (true is accepted)", oneOf("true")},
@@ -133,6 +133,9 @@ func (t *tavernFields) resolve(req *llamaCompletionRequest) error {
 		return err
 	}
 	if req.Mirostat, err = agreed(named[int]{"mirostat", req.Mirostat}, named[int]{"mirostat_mode", t.MirostatMode}); err != nil {
+		return err
+	}
+	if req.IgnoreEOS, err = agreed(named[bool]{"ignore_eos", req.IgnoreEOS}, named[bool]{"ban_eos_token", t.BanEOSToken}); err != nil {
 		return err
 	}
 	if req.Grammar, err = agreed(named[string]{"grammar", req.Grammar}, named[string]{"grammar_string", t.GrammarString}); err != nil {
