@@ -124,7 +124,7 @@ func (s *servedModel) Prepare(ctx context.Context, g *api.Generation) (api.Prepa
 	}
 	p := &preparedGeneration{s: s, stop: g.Stop, req: req, ids: ids, opts: opts, drawn: drawn, noSpec: noSpec, grammar: g.Grammar,
 		received: g.Received, tools: len(g.Tools) > 0, block: prompt.block, opens: prompt.opens, chat: g.Messages != nil,
-		promptLimit: g.PromptTimeLimit, predictLimit: g.PredictTimeLimit, limits: g.SpecLimits}
+		promptLimit: g.PromptTimeLimit, predictLimit: g.PredictTimeLimit, limits: g.SpecLimits, returnTokens: g.ReturnTokens}
 	if s.namesDraft(g, prompt.prediction) && req.Sampling != nil {
 		d := req.Sampling.Draft
 		p.draft = &d
@@ -284,6 +284,8 @@ type preparedGeneration struct {
 	// postSampling reports them under the sampler's distributions
 	// (engine.Logprobs.PostSampling).
 	postSampling bool
+	// returnTokens hands the token ids out with the text (api.Delta.Tokens).
+	returnTokens bool
 	// echo, when set, goes before the answer (completions' echo): the
 	// prompt's text, and with pieces its tokens' log-probabilities, the
 	// first unscored, less the BOS the node added (echoFrom 1).
@@ -385,16 +387,17 @@ func (p *preparedGeneration) Generate(ctx context.Context, emit func(api.Delta) 
 		}
 		ctx = engine.WithLogprobs(ctx, lp)
 	}
-	echo := p.echo // goes out with the first text, ahead of it
+	echo := p.echo   // goes out with the first text, ahead of it
+	var ids []uint32 // return_tokens's: made since the last delta
 	out := func(text string) error {
 		if echo != nil {
 			text, echo = *echo+text, nil
 		}
-		if text == "" && len(lps) == 0 {
+		if text == "" && len(lps) == 0 && len(ids) == 0 {
 			return nil
 		}
-		d := api.Delta{Text: text, Logprobs: lps}
-		lps = nil
+		d := api.Delta{Text: text, Logprobs: lps, Tokens: ids}
+		lps, ids = nil, nil
 		return emit(d)
 	}
 	tokenAt, progress := p.tokenTimer(m.Name()), api.Progress(ctx)
@@ -405,6 +408,9 @@ func (p *preparedGeneration) Generate(ctx context.Context, emit func(api.Delta) 
 		at := s.clock()
 		if !limits.admit(at) {
 			return steward.ErrLimit
+		}
+		if p.returnTokens {
+			ids = append(ids, tok)
 		}
 		text := dec.Next(tok)
 		progress(text)

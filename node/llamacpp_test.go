@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -208,6 +209,85 @@ func TestLlamaNProbs(t *testing.T) {
 		probs = append(probs, ev.Probs...)
 	}
 	check("streamed", text.String(), whole.TokensPredicted, probs)
+}
+
+// TestLlamaReturnTokens: return_tokens answers the ids the model made,
+// as many as tokens_predicted, whose text /detokenize gives back as the
+// content; streamed, the events' ids add up to the whole answer's, their
+// text to its content; at a stop string they end where its text begins;
+// the OpenAI endpoints refuse it.
+func TestLlamaReturnTokens(t *testing.T) {
+	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
+	n, _ := startNode(t, Config{})
+	const body = `{"prompt":"The meaning of life is","n_predict":12,"return_tokens":true`
+	var whole struct {
+		Content         string   `json:"content"`
+		TokensPredicted int      `json:"tokens_predicted"`
+		Tokens          []uint32 `json:"tokens"`
+	}
+	postJSON(t, n, "/completion", body+`}`, &whole)
+	detokenize := func(ids []uint32) string {
+		t.Helper()
+		b, _ := json.Marshal(map[string]any{"tokens": ids})
+		var got struct {
+			Content string `json:"content"`
+		}
+		postJSON(t, n, "/detokenize", string(b), &got)
+		return got.Content
+	}
+	if len(whole.Tokens) != whole.TokensPredicted || whole.TokensPredicted == 0 || strings.TrimPrefix(detokenize(whole.Tokens), " ") != strings.TrimPrefix(whole.Content, " ") {
+		t.Fatalf("tokens %v (%d predicted) for %q", whole.Tokens, whole.TokensPredicted, whole.Content)
+	}
+	var plain struct {
+		Tokens []uint32 `json:"tokens"`
+	}
+	postJSON(t, n, "/completion", `{"prompt":"The meaning of life is","n_predict":12}`, &plain)
+	if len(plain.Tokens) != 0 {
+		t.Errorf("without return_tokens: tokens %v", plain.Tokens)
+	}
+
+	resp := post(t, n, "/completion", body+`,"stream":true}`)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var ids []uint32
+	var text strings.Builder
+	for _, line := range strings.Split(string(b), "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok {
+			continue
+		}
+		var ev struct {
+			Content string   `json:"content"`
+			Tokens  []uint32 `json:"tokens"`
+		}
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			t.Fatal(err)
+		}
+		text.WriteString(ev.Content)
+		ids = append(ids, ev.Tokens...)
+	}
+	if !slices.Equal(ids, whole.Tokens) || text.String() != whole.Content {
+		t.Errorf("streamed: tokens %v, text %q; whole %v, %q", ids, text.String(), whole.Tokens, whole.Content)
+	}
+
+	// A stop string the answer meets: the tokens handed out end where
+	// its text begins (the engine holds a stop's tokens back with it).
+	words := strings.Fields(whole.Content)
+	if len(words) < 3 {
+		t.Fatalf("the answer %q is too short to stop in", whole.Content)
+	}
+	stop, _ := json.Marshal(words[2])
+	var stopped struct {
+		Content string   `json:"content"`
+		Tokens  []uint32 `json:"tokens"`
+	}
+	postJSON(t, n, "/completion", body+`,"stop":[`+string(stop)+`]}`, &stopped)
+	trim := func(s string) string { return strings.TrimPrefix(s, " ") }
+	if strings.Contains(stopped.Content, words[2]) || len(stopped.Tokens) >= len(whole.Tokens) || !slices.Equal(stopped.Tokens, whole.Tokens[:len(stopped.Tokens)]) ||
+		!strings.HasPrefix(trim(detokenize(stopped.Tokens)), trim(stopped.Content)) {
+		t.Errorf("stopped at %s: %q, tokens %v (%q)", stop, stopped.Content, stopped.Tokens, detokenize(stopped.Tokens))
+	}
+	refusedParam(t, n, "/v1/completions", `{"model":"`+fortunesModel+`","prompt":"x","return_tokens":true}`, "return_tokens")
 }
 
 // TestCompletionsLlamaOptionsServed: OpenAI's completions take

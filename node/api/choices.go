@@ -147,6 +147,7 @@ func (s *Server) generateChoices(w http.ResponseWriter, r *http.Request, m Model
 				}
 				texts[i].WriteString(d.Text)
 				outs[i].Logprobs = append(outs[i].Logprobs, d.Logprobs...)
+				outs[i].Tokens = append(outs[i].Tokens, d.Tokens...)
 				return nil
 			})
 			mu.Lock()

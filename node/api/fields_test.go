@@ -127,6 +127,8 @@ func TestRefusedFields(t *testing.T) {
 		{chat, "adaptive_decay", `5`, ""}, // asks nothing with adaptive-p off
 		{chat, "post_sampling_probs", `true`, "post_sampling_probs is served on /completion"},
 		{completions, "post_sampling_probs", `false`, ""},
+		{chat, "return_tokens", `true`, "return_tokens is served on /completion"},
+		{chat, "return_tokens", `false`, ""},
 		{completions, "typical_p", `1.0`, ""},
 		{chat, "max_tokens", `-1`, ""},
 		{completions, "max_tokens", `-1`, ""},

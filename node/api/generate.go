@@ -128,6 +128,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m Model, g *Ge
 		}
 		b.WriteString(d.Text)
 		out.Logprobs = append(out.Logprobs, d.Logprobs...)
+		out.Tokens = append(out.Tokens, d.Tokens...)
 		return nil
 	}
 	res, err = p.Generate(withExtras(t.describe(ctx, m, g, p, st != nil), st, nil), emit)

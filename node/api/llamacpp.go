@@ -60,6 +60,9 @@ type llamaCompletionRequest struct {
 	// PostSamplingProbs gives n_probs's records under the distribution
 	// each token was drawn from, as probabilities (prob, top_probs).
 	PostSamplingProbs bool `json:"post_sampling_probs"`
+	// ReturnTokens gives the answer's token ids (tokens), as the model
+	// made them.
+	ReturnTokens bool `json:"return_tokens"`
 	// The stream's extras: events of the prompt's progress, and the
 	// timings in every event; SSE comments through a silence.
 	ReturnProgress  bool `json:"return_progress"`
@@ -82,7 +85,6 @@ type llamaCompletionRequest struct {
 // defaults, or off), which are accepted.
 var llamaRefusals = withRefusals(tavernRefusals, map[string]refusal{
 	"cache_prompt":     {"cache_prompt false is not supported: a node always reuses the prompt's cached prefix, and the answer does not depend on it (true is accepted)", oneOf("true")},
-	"return_tokens":    {"return_tokens is not supported: /completion returns the text (false is accepted; /tokenize gives a text's tokens)", isFalse},
 	"n_keep":           {"n_keep is not supported: a prompt that does not fit the context is refused, never shifted (0 is accepted)", isZero},
 	"backend_sampling": {"backend_sampling is not supported: a node picks tokens on the host (false is accepted)", isFalse},
 	"image_data":       {"image_data: meshnode's models read text", isEmpty},
@@ -296,6 +298,7 @@ func (req *llamaCompletionRequest) editorOptions(g *Generation) error {
 		g.Logprobs, g.TopLogprobs = true, *n
 		g.PostSampling = req.PostSamplingProbs
 	}
+	g.ReturnTokens = req.ReturnTokens
 	return nil
 }
 
@@ -341,7 +344,7 @@ func llamaLogitBias(raw json.RawMessage) (json.RawMessage, error) {
 type llamaCompletion struct {
 	Index              int           `json:"index"`
 	Content            string        `json:"content"`
-	Tokens             []uint32      `json:"tokens"` // return_tokens is refused: always empty
+	Tokens             []uint32      `json:"tokens"` // return_tokens's, unstreamed; else empty
 	IDSlot             int           `json:"id_slot"`
 	Stop               bool          `json:"stop"`
 	Model              string        `json:"model"`

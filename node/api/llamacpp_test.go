@@ -128,7 +128,7 @@ func TestLlamaCompletion(t *testing.T) {
 func TestLlamaCompletionRefusals(t *testing.T) {
 	h := newHarness(t, Config{}, nil)
 	for _, tc := range []struct{ field, value string }{
-		{"cache_prompt", "false"}, {"id_slot", "-2"}, {"ignore_eos", `"yes"`}, {"n_probs", "21"}, {"n_probs", "-1"}, {"return_tokens", "true"},
+		{"cache_prompt", "false"}, {"id_slot", "-2"}, {"ignore_eos", `"yes"`}, {"n_probs", "21"}, {"n_probs", "-1"}, {"return_tokens", "1"},
 		{"n_keep", "4"}, {"n_indent", "-1"}, {"n_indent", "5000"}, {"repeat_last_n", "-2"}, {"repeat_last_n", "4294967296"}, {"typical_p", "0.9"}, {"dynatemp_range", "0.5"},
 		{"mirostat", "2"}, {"mirostat", "-1"}, {"adaptive_target", "0.5"}, {"dry_multiplier", "101"}, {"xtc_probability", "0.5"}, {"min_keep", "2"}, {"min_keep", "-1"}, {"n_cmpl", "0"}, {"n_cmpl", "65"},
 		{"top_n_sigma", "1"}, {"top_n_sigma", "1e9"}, {"typ_p", "0.5"}, {"xtc_threshold", "2"}, {"dynatemp_exponent", "-1"},

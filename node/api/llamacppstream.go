@@ -16,6 +16,7 @@ type llamaStream struct {
 	settings llamaSettings
 	content  strings.Builder
 	probs    []llamaTokenProb // n_probs's, for the whole answer
+	tokens   []uint32         // return_tokens's, for the whole answer
 	whole    llamaCompletion
 	// fields are response_fields: the answer holds only these (nil: all).
 	fields []string
@@ -34,7 +35,7 @@ func (l *llamaStream) promptProgress(p PromptProgress) error {
 }
 
 func (l *llamaStream) delta(d Delta) error {
-	if d.Text == "" && len(d.Logprobs) == 0 {
+	if d.Text == "" && len(d.Logprobs) == 0 && len(d.Tokens) == 0 {
 		return nil
 	}
 	l.output()
@@ -45,9 +46,14 @@ func (l *llamaStream) delta(d Delta) error {
 	}
 	if l.sse == nil {
 		l.probs = append(l.probs, probs...)
+		l.tokens = append(l.tokens, d.Tokens...)
 		return nil
 	}
-	return l.sse.event("", llamaPartial{Index: l.index, Content: d.Text, Tokens: []uint32{}, Probs: probs, Timings: l.timingsNow()})
+	tokens := d.Tokens
+	if tokens == nil {
+		tokens = []uint32{}
+	}
+	return l.sse.event("", llamaPartial{Index: l.index, Content: d.Text, Tokens: tokens, Probs: probs, Timings: l.timingsNow()})
 }
 
 // end fills in the answer's last event (the whole answer, unstreamed).
@@ -75,6 +81,9 @@ func (l *llamaStream) end(res *Result) error {
 		// Streamed, the text and its probabilities went in the events
 		// before.
 		l.whole.Content, l.whole.Probs = content, l.probs
+		if l.tokens != nil {
+			l.whole.Tokens = l.tokens
+		}
 	}
 	return nil
 }

@@ -41,10 +41,11 @@ func ssePing(n *int, g *Generation) error {
 // llamaOpenAIRefusals are llama-server's options the OpenAI endpoints
 // refuse unless they ask for nothing: /completion's, which llama-server
 // takes on its OpenAI endpoints too, and which its web UI sends there,
-// every sampler's setting at its default; and post_sampling_probs,
-// which /completion honours (its probabilities' shape is its own).
+// every sampler's setting at its default; and post_sampling_probs and
+// return_tokens, which /completion honours in shapes of its own.
 var llamaOpenAIRefusals = withRefusals(llamaRefusals, map[string]refusal{
 	"post_sampling_probs": {"post_sampling_probs is served on /completion (completion_probabilities' prob and top_probs); the OpenAI endpoints' logprobs are the model's own (false is accepted)", isFalse},
+	"return_tokens":       {"return_tokens is served on /completion (its tokens field); the OpenAI shapes have no place for the ids (false is accepted; /tokenize gives a text's)", isFalse},
 })
 
 // applyLlama reads the options into g: sp is the request's sampling (the

@@ -16,6 +16,10 @@ import (
 type Delta struct {
 	Text     string
 	Logprobs []TokenLogprob
+	// Tokens are the ids of the tokens made since the last delta, where
+	// the request asked for them (Generation.ReturnTokens): the text may
+	// lag them (a stop string's beginning is held back).
+	Tokens []uint32
 }
 
 // TokenLogprob is one output token's log-probability under the model's

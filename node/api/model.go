@@ -201,6 +201,9 @@ type Generation struct {
 	// the answer runs to its ceiling or a stop (or where a grammar must
 	// end). Part of the request's identity through the biases.
 	IgnoreEOS bool
+	// ReturnTokens hands the answer's token ids out with its text
+	// (Delta.Tokens: llama-server's return_tokens).
+	ReturnTokens bool
 	// PostSampling, beside Logprobs, reports each token under the
 	// distribution the sampler drew it from (llama-server's
 	// post_sampling_probs) in place of the model's; such a serve does not
