@@ -899,6 +899,7 @@ func (s *servedModel) request(g *api.Generation, prompt string, ids []uint32, ct
 			{g.MinIndent > 0, "n_indent", "n_indent", "does not cover it"},
 			{g.PromptOnly, "n_predict", "n_predict 0 (the prompt alone)", "derives its output ceiling from max_tokens"},
 			{g.IgnoreEOS, "ignore_eos", "ignore_eos", "does not cover it"},
+			{g.MinTokens > 0, "min_tokens", "min_tokens", "does not cover it"},
 			{len(g.LogitBias) > 0, "logit_bias", "logit_bias", "does not cover it"},
 			{g.PenaltyLastN != 0 || g.PenaltiesOff, "repeat_last_n", "repeat_last_n", "does not cover it"},
 			{g.LlamaFilters() != "", g.LlamaFilters(), g.LlamaFilters(), "does not cover it"},
@@ -936,6 +937,12 @@ func (s *servedModel) request(g *api.Generation, prompt string, ids []uint32, ct
 		maxTokens = s.defaults.maxTokens
 	}
 	maxTokens = min(maxTokens, ctxLen-promptTokens)
+	if g.MinTokens > maxTokens {
+		e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_value",
+			"min_tokens %d is past the answer's ceiling, %d tokens (max_tokens, or what the context leaves)", g.MinTokens, maxTokens)
+		e.Param = "min_tokens"
+		return receipt.ServeRequest{}, nil, e
+	}
 	hash := receipt.PromptHash([]byte(prompt))
 	if g.PromptIDs != nil || g.Suffix != "" || g.Infill != nil {
 		// The model is handed ids no text is: given as ids, or a fill in
@@ -966,6 +973,7 @@ func (s *servedModel) request(g *api.Generation, prompt string, ids []uint32, ct
 		Stop:               g.Stop,
 		LogitBias:          logitBiasE6(bias),
 		MinIndent:          uint32(g.MinIndent),
+		MinTokens:          uint32(g.MinTokens),
 	}
 	switch n := g.PenaltyLastN; {
 	case g.PenaltiesOff:
@@ -985,7 +993,7 @@ func (s *servedModel) request(g *api.Generation, prompt string, ids []uint32, ct
 		// Mirostat picks in place of the filters and the penalties, as in
 		// llama.cpp and Ollama: what is set beside it does not run, and the
 		// request names only what does (receipt.Sampling's rules).
-		*sp = receipt.Sampling{Stop: sp.Stop, LogitBias: sp.LogitBias, MinIndent: sp.MinIndent,
+		*sp = receipt.Sampling{Stop: sp.Stop, LogitBias: sp.LogitBias, MinIndent: sp.MinIndent, MinTokens: sp.MinTokens,
 			Mirostat: uint32(g.Mirostat), MirostatTauE6: max(millionths(g.MirostatTau), 1), MirostatEtaE6: max(millionths(g.MirostatEta), 1)}
 	}
 	// Mirostat's and adaptive-p's picks move their state one token at a

@@ -2,6 +2,7 @@ package node
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -503,4 +504,57 @@ func TestIgnoreEOS(t *testing.T) {
 		t.Fatal(err)
 	}
 	refusedParam(t, n, "/v1/completions", string(presented), "ignore_eos")
+}
+
+// TestMinTokens: min_tokens holds the built-in model's end token back
+// until the answer has that many tokens: a greedy answer that ended after
+// k tokens runs to at least k+5, beginning as it did; its receipt
+// replays with min_tokens and not without; past the ceiling, and on a
+// grant, it is refused.
+func TestMinTokens(t *testing.T) {
+	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
+	n, _ := startNode(t, Config{})
+	const request = `{"model":"` + fortunesModel + `","max_tokens":96,"prompt":"Love is"`
+	answer := func(body string) (string, int, json.RawMessage) {
+		t.Helper()
+		var got struct {
+			Choices []struct {
+				Text string `json:"text"`
+			} `json:"choices"`
+			Usage struct {
+				CompletionTokens int             `json:"completion_tokens"`
+				Energy           json.RawMessage `json:"energy"`
+			} `json:"usage"`
+		}
+		postJSON(t, n, "/v1/completions", body, &got)
+		if len(got.Choices) != 1 {
+			t.Fatalf("%s: %+v", body, got)
+		}
+		return got.Choices[0].Text, got.Usage.CompletionTokens, got.Usage.Energy
+	}
+	short, k, _ := answer(request + `}`)
+	if k >= 90 {
+		t.Fatalf("the greedy answer %q runs to %d tokens: it must end early for this test", short, k)
+	}
+	held := fmt.Sprintf(`,"min_tokens":%d`, k+5)
+	long, tokens, energy := answer(request + held + `}`)
+	if tokens < k+5 || !strings.HasPrefix(long, short) {
+		t.Errorf("min_tokens %d: %q, %d tokens; without it %q, %d tokens", k+5, long, tokens, short, k)
+	}
+	for _, tc := range []struct{ name, request, verdict string }{
+		{"with it", request + held + `}`, api.VerdictVerified},
+		{"without it", request + `}`, api.VerdictNotReplayable},
+	} {
+		body, _ := json.Marshal(map[string]any{"request": json.RawMessage(tc.request), "energy": energy})
+		if status, res, raw := replayRaw(t, n, string(body)); status != http.StatusOK || res.Verdict != tc.verdict {
+			t.Errorf("replay %s: %d %s, want %s", tc.name, status, raw, tc.verdict)
+		}
+	}
+	refusedParam(t, n, "/v1/completions", request+`,"min_tokens":97}`, "min_tokens")
+	caller, chain := issueGrant(t, n)
+	presented, _, err := grant.PresentBody([]byte(request+held+`,"metadata":{"joule_ceiling_uj":1000000000}}`), chain, caller, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusedParam(t, n, "/v1/completions", string(presented), "min_tokens")
 }

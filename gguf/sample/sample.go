@@ -100,6 +100,12 @@ type Params struct {
 	// AdaptiveP, where set, is the chain's last draw in place of the
 	// plain one, whatever the order (adaptivep.go); nil for none.
 	AdaptiveP *AdaptiveP
+	// MinTokens holds the end-of-generation tokens EOG back while the
+	// history (the answer so far) is shorter (vLLM's min_tokens): they
+	// are left out of the tokens allowed, greedy picks too, unless
+	// nothing else is allowed (a grammar that must end ends).
+	MinTokens int
+	EOG       []uint32
 	// Order is the filters' order, in llama.cpp's sampler letters: 'e'
 	// penalties, 'd' DRY, 's' top-n-sigma, 'k' top-k, 'y' typical-p, 'p' top-p,
 	// 'm' min-p, 'x' XTC, 't' temperature, 'i' infill. "" is the default
@@ -129,7 +135,7 @@ func (p Params) Greedy() bool { return p.Temperature <= 0 }
 func (p Params) ArgMax() bool {
 	o := p.order()
 	return p.Greedy() && !strings.Contains(o, "i") && !(p.penalised() && strings.Contains(o, "e")) && len(p.LogitBias) == 0 &&
-		!(p.DRY != nil && strings.Contains(o, "d"))
+		!(p.DRY != nil && strings.Contains(o, "d")) && p.MinTokens == 0
 }
 
 // penalised reports whether any penalty is on.
@@ -171,6 +177,10 @@ func (p Params) Validate() error {
 		return fmt.Errorf("sample: dynatemp range %v and exponent %v", p.DynaTempRange, p.DynaTempExponent)
 	case p.MinKeep < 0:
 		return fmt.Errorf("sample: min_keep %d", p.MinKeep)
+	case p.MinTokens < 0 || p.MinTokens > 0 && len(p.EOG) == 0:
+		return fmt.Errorf("sample: min_tokens %d with %d end tokens to hold back", p.MinTokens, len(p.EOG))
+	case p.MinTokens > 0 && strings.Contains(p.Order, "i"):
+		return fmt.Errorf("sample: min_tokens beside the infill filter, which falls back to the end of turn whatever is allowed")
 	}
 	if p.DRY != nil {
 		if err := p.DRY.validate(); err != nil {
@@ -242,6 +252,8 @@ type Sampler struct {
 
 	adapt  adaptiveState // adaptive-p's moving average
 	adaptP []float64     // and its scratch: the candidates' probabilities before its transform
+
+	held []uint64 // minTokens's scratch: the tokens allowed less the end tokens
 }
 
 // New returns a Sampler; p must be valid (see Params.Validate).
@@ -288,6 +300,7 @@ func (s *Sampler) Sample(logits []float32, history []uint32) uint32 {
 // bitset says, as in llama.cpp: a caller that masks should allow EOT or
 // leave infill out.)
 func (s *Sampler) SampleAllowed(logits []float32, history []uint32, allowed []uint64) uint32 {
+	allowed = s.holdEnds(len(logits), history, allowed)
 	if s.p.Mirostat != nil {
 		return s.mirostatPick(logits, allowed) // no penalty runs beside it
 	}
@@ -330,6 +343,7 @@ func (s *Sampler) Dist(dst []Prob, logits []float32, history []uint32) []Prob {
 // DistAllowed is Dist restricted as SampleAllowed is: the distribution
 // SampleAllowed draws from, over the tokens allowed (nil: all).
 func (s *Sampler) DistAllowed(dst []Prob, logits []float32, history []uint32, allowed []uint64) []Prob {
+	allowed = s.holdEnds(len(logits), history, allowed)
 	if s.p.Mirostat != nil {
 		return s.mirostatDist(dst, logits, allowed)
 	}
@@ -345,6 +359,38 @@ func (s *Sampler) DistAllowed(dst []Prob, logits []float32, history []uint32, al
 		dst = append(dst, Prob{x.id, x.v / sum})
 	}
 	return dst
+}
+
+// holdEnds is allowed (nil: all n tokens) less the end tokens while the
+// history is shorter than MinTokens; allowed as it was where that leaves
+// none.
+func (s *Sampler) holdEnds(n int, history []uint32, allowed []uint64) []uint64 {
+	if len(history) >= s.p.MinTokens {
+		return allowed
+	}
+	words := (n + 63) / 64
+	s.held = slices.Grow(s.held[:0], words)[:words]
+	if allowed != nil {
+		clear(s.held[copy(s.held, allowed):]) // past allowed's words, nothing is
+	} else {
+		for i := range s.held {
+			s.held[i] = ^uint64(0)
+		}
+		if r := n % 64; r != 0 {
+			s.held[words-1] = 1<<r - 1
+		}
+	}
+	for _, id := range s.p.EOG {
+		if int(id) < n {
+			s.held[id/64] &^= 1 << (id % 64)
+		}
+	}
+	for _, w := range s.held {
+		if w != 0 {
+			return s.held
+		}
+	}
+	return allowed
 }
 
 // Float64 is the next draw in [0, 1) of the sampler's seeded stream (the

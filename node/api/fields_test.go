@@ -129,6 +129,8 @@ func TestRefusedFields(t *testing.T) {
 		{completions, "post_sampling_probs", `false`, ""},
 		{chat, "return_tokens", `true`, "return_tokens is served on /completion"},
 		{chat, "return_tokens", `false`, ""},
+		{chat, "min_tokens", `3`, ""},
+		{completions, "min_tokens", `-1`, "min_tokens must be from 0"},
 		{completions, "typical_p", `1.0`, ""},
 		{chat, "max_tokens", `-1`, ""},
 		{completions, "max_tokens", `-1`, ""},

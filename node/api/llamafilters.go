@@ -48,6 +48,9 @@ type llamaFilterFields struct {
 	// IgnoreEOS bans the model's end-of-generation tokens, as llama.cpp
 	// does (Generation.IgnoreEOS).
 	IgnoreEOS *bool `json:"ignore_eos"`
+	// MinTokens, vLLM's, holds them back until the answer has that many
+	// tokens (Generation.MinTokens).
+	MinTokens *int `json:"min_tokens"`
 }
 
 // Bounds on the filters' fields (receipt.Sampling's).
@@ -150,6 +153,12 @@ func (f *llamaFilterFields) apply(g *Generation) error {
 		return err
 	}
 	g.IgnoreEOS = f.IgnoreEOS != nil && *f.IgnoreEOS
+	if n := f.MinTokens; n != nil {
+		if *n < 0 || *n > math.MaxInt32 {
+			return badRequest("min_tokens", "min_tokens must be from 0 to the answer's ceiling, got %d", *n)
+		}
+		g.MinTokens = *n
+	}
 	if name := g.LlamaFilters(); name != "" && (g.Temperature == nil || *g.Temperature == 0) {
 		if name == "typical_p" {
 			name = typName

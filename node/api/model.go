@@ -201,6 +201,11 @@ type Generation struct {
 	// the answer runs to its ceiling or a stop (or where a grammar must
 	// end). Part of the request's identity through the biases.
 	IgnoreEOS bool
+	// MinTokens holds the end-of-generation tokens back until the answer
+	// has that many tokens (vLLM's min_tokens; text-generation-webui's
+	// min_length), greedy answers too; stop strings still end it. At
+	// most the answer's ceiling; part of the request's identity.
+	MinTokens int
 	// ReturnTokens hands the answer's token ids out with its text
 	// (Delta.Tokens: llama-server's return_tokens).
 	ReturnTokens bool

@@ -35,6 +35,7 @@ type tavernFields struct {
 	GrammarString          *string         `json:"grammar_string"`
 	MirostatMode           *int            `json:"mirostat_mode"` // text-generation-webui's mirostat
 	BanEOSToken            *bool           `json:"ban_eos_token"` // and its ignore_eos
+	MinLength              *int            `json:"min_length"`    // and its min_tokens
 	// The context the client fits its prompt and answer to: bounds the
 	// serve's as Ollama's num_ctx does (Generation.ContextLimit).
 	TruncationLength *int `json:"truncation_length"`
@@ -56,8 +57,6 @@ var tavernRefusals = map[string]refusal{
 	"add_bos_token":              {"add_bos_token false is not supported: the prompt is tokenized by the model's own rule, with the BOS token where its file asks for one (true is accepted)", oneOf("true")},
 	"skip_special_tokens":        {"skip_special_tokens false is not supported: an answer's text leaves out the model's special tokens (true is accepted)", oneOf("true")},
 	"include_reasoning":          {"include_reasoning false is not supported: /completion's text is all the model wrote, its reasoning too (true is accepted)", oneOf("true")},
-	"min_tokens":                 {"min_tokens is not supported: an answer ends at the model's end token, however short (0 is accepted)", isZero},
-	"min_length":                 {"min_length is not supported: an answer ends at the model's end token, however short (0 is accepted)", isZero},
 	"top_a":                      {"top-a sampling is not supported (0, off, is accepted)", isZero},
 	"tfs":                        {"tail-free sampling is not supported (1, off, is accepted)", oneOf("1", "1.0")},
 	"tfs_z":                      {"tail-free sampling is not supported (1, off, is accepted)", oneOf("1", "1.0")},
@@ -136,6 +135,9 @@ func (t *tavernFields) resolve(req *llamaCompletionRequest) error {
 		return err
 	}
 	if req.IgnoreEOS, err = agreed(named[bool]{"ignore_eos", req.IgnoreEOS}, named[bool]{"ban_eos_token", t.BanEOSToken}); err != nil {
+		return err
+	}
+	if req.MinTokens, err = agreed(named[int]{"min_tokens", req.MinTokens}, named[int]{"min_length", t.MinLength}); err != nil {
 		return err
 	}
 	if req.Grammar, err = agreed(named[string]{"grammar", req.Grammar}, named[string]{"grammar_string", t.GrammarString}); err != nil {

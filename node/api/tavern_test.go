@@ -84,14 +84,14 @@ func TestTavernRefusals(t *testing.T) {
 	body := tavernBody(t)
 	for _, tc := range []struct{ field, value string }{
 		{"top_a", "0.2"}, {"tfs", "0.95"}, {"epsilon_cutoff", "3"},
-		{"smoothing_factor", "0.3"}, {"skew", "1"}, {"min_tokens", "5"},
+		{"smoothing_factor", "0.3"}, {"skew", "1"},
 		{"banned_strings", `["ominous"]`}, {"guidance_scale", "1.5"}, {"add_bos_token", "false"},
 		{"skip_special_tokens", "false"}, {"include_reasoning", "false"}, {"max_tokens_second", "5"}, {"rep_pen_slope", "0.5"},
 		{"legacy_api", "true"}, {"num_beams", "2"}, {"tfs_z", "0.9"},
 		// One setting, two values.
 		{"max_new_tokens", "10"}, {"num_predict", "10"}, {"max_tokens", "10"}, {"stopping_strings", `["\nMe:"]`},
 		{"rep_pen", "1.1"}, {"repetition_penalty", "1.1"}, {"rep_pen_range", "64"}, {"sampler_seed", "8"},
-		{"typical", "0.9"}, {"nsigma", "1"}, {"grammar_string", `"root ::= \"a\""`}, {"mirostat_mode", "2"}, {"ban_eos_token", "true"},
+		{"typical", "0.9"}, {"nsigma", "1"}, {"grammar_string", `"root ::= \"a\""`}, {"mirostat_mode", "2"}, {"ban_eos_token", "true"}, {"min_length", "5"},
 		// Out of range.
 		{"truncation_length", "0"}, {"num_ctx", "-1"}, {"adaptive_target", "1.5"},
 	} {
@@ -132,6 +132,8 @@ func TestTavernAliases(t *testing.T) {
 		}},
 		{`"adaptive_target":-0.01,"adaptive_decay":5`, func(g *Generation) bool { return g.AdaptiveTarget == nil }},
 		{`"ban_eos_token":true`, func(g *Generation) bool { return g.IgnoreEOS }},
+		{`"min_length":4`, func(g *Generation) bool { return g.MinTokens == 4 }},
+		{`"min_length":4,"min_tokens":4`, func(g *Generation) bool { return g.MinTokens == 4 }},
 		{`"ban_eos_token":true,"ignore_eos":true`, func(g *Generation) bool { return g.IgnoreEOS }},
 		{`"mirostat_mode":2,"temperature":0.5`, func(g *Generation) bool { return g.Mirostat == 2 && g.MirostatTau == 5 && g.MirostatEta == 0.1 }},
 		{`"mirostat_mode":1,"mirostat":1,"mirostat_tau":3,"mirostat_eta":0.25,"temperature":0.5`, func(g *Generation) bool {

@@ -55,13 +55,13 @@ func (e *Reference) Devices() hw.Domain { return hw.DomainCPU }
 
 // Serve implements [Engine]. It decodes greedily from hashes, with no
 // logits and no tokenizer, so it refuses sampling, penalties, logit
-// biases, stop strings and grammars rather than ignore them.
+// biases, min_tokens, stop strings and grammars rather than ignore them.
 func (e *Reference) Serve(ctx context.Context, req receipt.ServeRequest, prompt []uint32, emit func(uint32) error) (Outcome, error) {
 	if s := req.Sampling; s != nil && (s.TemperatureE6 > 0 || len(s.Stop) > 0 || s.MinIndent > 0 || s.Samplers != "") {
 		return Outcome{}, fmt.Errorf("%w: the reference engine decodes greedily from hashes: no stop strings, indentation or sampler order", ErrRefused)
 	}
-	if s := req.Sampling; s.Penalised() || s.DRY() || s != nil && len(s.LogitBias) > 0 {
-		return Outcome{}, fmt.Errorf("%w: the reference engine has no logits, so no penalty (DRY's included) or logit bias can change its picks", ErrRefused)
+	if s := req.Sampling; s.Penalised() || s.DRY() || s != nil && (len(s.LogitBias) > 0 || s.MinTokens > 0) {
+		return Outcome{}, fmt.Errorf("%w: the reference engine has no logits, so no penalty (DRY's included), logit bias or min_tokens can change its picks", ErrRefused)
 	}
 	if s := req.Sampling; s != nil && s.Grammar != nil {
 		return Outcome{}, fmt.Errorf("%w: the reference engine has no tokenizer, so it cannot hold output to a grammar", ErrRefused)

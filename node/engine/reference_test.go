@@ -141,6 +141,7 @@ func TestReferenceStops(t *testing.T) {
 		{FrequencyPenaltyE6: -1},
 		{RepeatPenaltyE6: 1_100_000},
 		{LogitBias: []receipt.LogitBias{{Token: 1, BiasE6: -100_000_000}}},
+		{MinTokens: 2},
 	}
 	for _, s := range refusals {
 		req := request(4)

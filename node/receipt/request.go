@@ -189,6 +189,10 @@ type Sampling struct {
 	// speculation's rows would move out of turn.
 	AdaptiveTargetE6 *uint32 `cbor:"adaptive_target_e6,omitempty" json:"adaptive_target_e6,omitempty"`
 	AdaptiveDecayE6  uint32  `cbor:"adaptive_decay_e6,omitempty" json:"adaptive_decay_e6,omitempty"`
+	// MinTokens holds the model's end-of-generation tokens back until
+	// the output holds that many tokens (vLLM's min_tokens), greedy
+	// requests' too; at most the request's max_tokens.
+	MinTokens uint32 `cbor:"min_tokens,omitempty" json:"min_tokens,omitempty"`
 }
 
 // MaxAdaptiveDecayE6 bounds Sampling.AdaptiveDecayE6, as llama.cpp
@@ -282,7 +286,7 @@ func (s *Sampling) IsZero() bool {
 	return s == nil || s.TemperatureE6 == 0 && s.TopPE6 == 0 && s.TopK == 0 && s.MinPE6 == 0 &&
 		s.PresencePenaltyE6 == 0 && s.FrequencyPenaltyE6 == 0 && s.RepeatPenaltyE6 == 0 && s.Seed == nil && len(s.Stop) == 0 && len(s.LogitBias) == 0 && s.Draft == "" && s.Grammar == nil &&
 		s.Samplers == "" && s.MinIndent == 0 && s.PenaltyLastN == 0 && !s.Extended() && !s.DRY() &&
-		s.Mirostat == 0 && s.MirostatTauE6 == 0 && s.MirostatEtaE6 == 0 && s.AdaptiveTargetE6 == nil && s.AdaptiveDecayE6 == 0
+		s.Mirostat == 0 && s.MirostatTauE6 == 0 && s.MirostatEtaE6 == 0 && s.AdaptiveTargetE6 == nil && s.AdaptiveDecayE6 == 0 && s.MinTokens == 0
 }
 
 // DRY reports whether s sets any of DRY's fields (on, the multiplier).
@@ -370,6 +374,9 @@ func (r *ServeRequest) Validate() error {
 		}
 		if err := s.checkAdaptive(); err != nil {
 			return err
+		}
+		if s.MinTokens > r.MaxTokens {
+			return fmt.Errorf("%w: min_tokens %d past max_tokens %d", ErrInvalid, s.MinTokens, r.MaxTokens)
 		}
 		if s.PenaltyLastN != 0 && !s.Penalised() {
 			return fmt.Errorf("%w: penalty_last_n %d without a penalty says nothing; omit it", ErrInvalid, s.PenaltyLastN)

@@ -152,6 +152,7 @@ func TestRequestIdentity(t *testing.T) {
 		{"adaptive-p at 0.5", func(r *ServeRequest) {
 			r.Sampling = &Sampling{TemperatureE6: 1, AdaptiveTargetE6: new(uint32(500_000)), AdaptiveDecayE6: 900_000}
 		}},
+		{"min_tokens", func(r *ServeRequest) { r.Sampling = &Sampling{MinTokens: 4} }},
 		{"adaptive-p with another decay", func(r *ServeRequest) {
 			r.Sampling = &Sampling{TemperatureE6: 1, AdaptiveTargetE6: new(uint32(500_000)), AdaptiveDecayE6: 800_000}
 		}},
@@ -272,6 +273,7 @@ func TestRequestValidate(t *testing.T) {
 		{"mirostat beside adaptive-p", func(r *ServeRequest) {
 			r.Sampling = &Sampling{TemperatureE6: 1, Mirostat: 2, MirostatTauE6: 1, MirostatEtaE6: 1, AdaptiveTargetE6: new(uint32(1))}
 		}},
+		{"min_tokens past max_tokens", func(r *ServeRequest) { r.Sampling = &Sampling{MinTokens: r.MaxTokens + 1} }},
 		{"adaptive-p's decay alone", func(r *ServeRequest) { r.Sampling = &Sampling{TemperatureE6: 1, AdaptiveDecayE6: 1} }},
 		{"adaptive-p's target past one", func(r *ServeRequest) { r.Sampling = &Sampling{TemperatureE6: 1, AdaptiveTargetE6: new(uint32(e6 + 1))} }},
 		{"adaptive-p's decay past its bound", func(r *ServeRequest) {
@@ -420,7 +422,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		LogitBias: []LogitBias{{Token: 2, BiasE6: -MaxLogitBiasE6}}, Stop: []string{"\n"}}
 	f.Add(mustCanonical(f, mirostat))
 	adaptive := testRequest()
-	adaptive.Sampling = &Sampling{TemperatureE6: 800_000, MinPE6: 50_000, AdaptiveTargetE6: new(uint32(0)), AdaptiveDecayE6: 900_000}
+	adaptive.Sampling = &Sampling{TemperatureE6: 800_000, MinPE6: 50_000, AdaptiveTargetE6: new(uint32(0)), AdaptiveDecayE6: 900_000, MinTokens: 3}
 	f.Add(mustCanonical(f, adaptive))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := DecodeRequest(b)

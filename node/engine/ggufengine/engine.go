@@ -753,6 +753,13 @@ func samplingParams(s *receipt.Sampling, vocab int, words sample.Vocab, breakers
 	if s.Mirostat != 0 {
 		p.Mirostat = &sample.Mirostat{Version: int(s.Mirostat), Tau: float64(s.MirostatTauE6) / e6, Eta: float64(s.MirostatEtaE6) / e6}
 	}
+	if s.MinTokens > 0 {
+		eog, ok := words.(interface{ EOG() []uint32 })
+		if !ok {
+			return p, nil, fmt.Errorf("ggufengine: min_tokens %d, and the vocabulary names no end tokens to hold back", s.MinTokens)
+		}
+		p.MinTokens, p.EOG = int(s.MinTokens), eog.EOG()
+	}
 	if t := s.AdaptiveTargetE6; t != nil {
 		p.AdaptiveP = &sample.AdaptiveP{Target: float64(*t) / e6, Decay: float64(s.AdaptiveDecayE6) / e6}
 	}
@@ -926,6 +933,7 @@ type VocabTokens interface {
 	EOT() uint32
 	EOS() uint32
 	NumTokens() int
+	EOG() []uint32
 }
 
 // SamplerVocab is t as the infill filter reads it: control tokens have
@@ -941,6 +949,10 @@ type samplerVocab struct{ t VocabTokens }
 func (v samplerVocab) IsEOG(id uint32) bool {
 	return int64(id) < int64(v.t.NumTokens()) && v.t.IsEOG(id)
 }
+
+// EOG is the end-of-generation tokens, ascending (those a request's
+// min_tokens holds back).
+func (v samplerVocab) EOG() []uint32 { return v.t.EOG() }
 
 func (v samplerVocab) EOT() uint32 {
 	if eot := v.t.EOT(); eot != tokenizer.NoToken {
