@@ -7,7 +7,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"net/http"
 	"slices"
@@ -937,7 +936,12 @@ func (s *servedModel) request(g *api.Generation, prompt string, ids []uint32, ct
 		maxTokens = s.defaults.maxTokens
 	}
 	maxTokens = min(maxTokens, ctxLen-promptTokens)
-	if g.MinTokens > maxTokens {
+	minTokens := g.MinTokens
+	if g.IgnoreEOS {
+		// ignore_eos: the end tokens held back the whole answer.
+		minTokens = maxTokens
+	}
+	if minTokens > maxTokens {
 		e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_value",
 			"min_tokens %d is past the answer's ceiling, %d tokens (max_tokens, or what the context leaves)", g.MinTokens, maxTokens)
 		e.Param = "min_tokens"
@@ -962,18 +966,14 @@ func (s *servedModel) request(g *api.Generation, prompt string, ids []uint32, ct
 	if g.JouleCeilingUJ != nil {
 		req.JouleCeilingUJ = *g.JouleCeilingUJ
 	}
-	bias, err := s.biasesOf(g)
-	if err != nil {
-		return req, nil, err
-	}
 	sp := &receipt.Sampling{
 		PresencePenaltyE6:  int32(math.Round(g.PresencePenalty * 1e6)),
 		FrequencyPenaltyE6: int32(math.Round(g.FrequencyPenalty * 1e6)),
 		RepeatPenaltyE6:    repeatPenaltyE6(g.RepeatPenalty),
 		Stop:               g.Stop,
-		LogitBias:          logitBiasE6(bias),
+		LogitBias:          logitBiasE6(g.LogitBias),
 		MinIndent:          uint32(g.MinIndent),
-		MinTokens:          uint32(g.MinTokens),
+		MinTokens:          uint32(minTokens),
 	}
 	switch n := g.PenaltyLastN; {
 	case g.PenaltiesOff:
@@ -1241,41 +1241,6 @@ func repeatPenaltyE6(p float64) uint32 {
 		return 0
 	}
 	return e6
-}
-
-// eosBan is the bias ignore_eos gives each end-of-generation token: the
-// most a logit bias takes (llama.cpp's −Inf is past what a receipt
-// holds), which leaves one only where nothing else is allowed (a grammar
-// that must end).
-const eosBan = -receipt.MaxLogitBiasE6 / 1e6
-
-// biasesOf is g's logit biases with ignore_eos's bans on the model's
-// end-of-generation tokens (over any bias the request gives them).
-func (s *servedModel) biasesOf(g *api.Generation) (map[uint32]float64, error) {
-	if !g.IgnoreEOS {
-		return g.LogitBias, nil
-	}
-	tok, err := s.tokenizerOf()
-	if err != nil {
-		e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option",
-			"ignore_eos bans the model's end-of-generation tokens, and model %q has no vocabulary to find them in", s.in.m.Name())
-		e.Param = "ignore_eos"
-		return nil, e
-	}
-	bias := maps.Clone(g.LogitBias)
-	if bias == nil {
-		bias = map[uint32]float64{}
-	}
-	for _, id := range tok.EOG() {
-		bias[id] = eosBan
-	}
-	if len(bias) > receipt.MaxLogitBias {
-		e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "invalid_value",
-			"logit_bias and ignore_eos's bans on the model's %d end-of-generation tokens name %d tokens, at most %d", len(tok.EOG()), len(bias), receipt.MaxLogitBias)
-		e.Param = "ignore_eos"
-		return nil, e
-	}
-	return bias, nil
 }
 
 // logitBiasE6 is the request's logit biases as the receipt holds them:

@@ -443,10 +443,10 @@ func TestPostSamplingProbs(t *testing.T) {
 }
 
 // TestIgnoreEOS: ignore_eos bans the model's end tokens, so an answer
-// the built-in model ends early runs to its ceiling; the bans are in the
-// request's identity (its receipt replays with ignore_eos and not
-// without); SillyTavern's ban_eos_token is the same setting; a grant
-// refuses it.
+// the built-in model ends early runs to its ceiling; the ban is in the
+// request's identity (its receipt replays with ignore_eos, and with
+// min_tokens at the ceiling, which is what it seals, and not without);
+// SillyTavern's ban_eos_token is the same setting; a grant refuses it.
 func TestIgnoreEOS(t *testing.T) {
 	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
 	n, _ := startNode(t, Config{})
@@ -481,6 +481,7 @@ func TestIgnoreEOS(t *testing.T) {
 	}
 	for _, tc := range []struct{ name, request, verdict string }{
 		{"with it", request + `,"ignore_eos":true}`, api.VerdictVerified},
+		{"as min_tokens", request + `,"min_tokens":96}`, api.VerdictVerified},
 		{"without it", request + `}`, api.VerdictNotReplayable},
 	} {
 		body, _ := json.Marshal(map[string]any{"request": json.RawMessage(tc.request), "energy": energy})

@@ -68,6 +68,7 @@ func runCommand() *cli.Command {
 			&cli.Float64Flag{Name: "mirostat-lr", Value: 0.1, Usage: "mirostat's learning rate (llama.cpp's eta)"},
 			&cli.Float64Flag{Name: "adaptive-target", Value: -1, Usage: "adaptive-p: draw last toward tokens of this probability, 0 … 1 (negative: off)"},
 			&cli.Float64Flag{Name: "adaptive-decay", Value: 0.9, Usage: "adaptive-p's moving average's decay per token, 0 … 0.99"},
+			&cli.BoolFlag{Name: "ignore-eos", Usage: "hold the model's end-of-generation tokens back: write to --max-tokens (or a --stop)"},
 			&cli.Uint64Flag{Name: "seed", Usage: "sampling seed (default: random)"},
 			&cli.StringSliceFlag{Name: "stop", Usage: "stop at this string (repeatable)"},
 			&cli.StringSliceFlag{Name: "logit-bias", Usage: "add BIAS (-100 … 100) to token ID's logit, as ID+BIAS or ID-BIAS (repeatable; llama.cpp's --logit-bias)"},
@@ -198,6 +199,9 @@ func runCommand() *cli.Command {
 				return err
 			}
 			defer m.Close()
+			if c.Bool("ignore-eos") && r.gen.MaxTokens > 0 {
+				r.gen.Sampling.MinTokens, r.gen.Sampling.EOG = r.gen.MaxTokens, m.Tokenizer().EOG()
+			}
 			if err := m.CheckSampling(r.gen.Sampling); err != nil { // before any output
 				return fmt.Errorf("run: --logit-bias: %w", err)
 			}

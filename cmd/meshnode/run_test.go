@@ -240,6 +240,16 @@ func TestRunAdaptiveP(t *testing.T) {
 	}
 }
 
+// TestRunIgnoreEOS: --ignore-eos writes on where the model would end: a
+// greedy continuation that ended early runs longer, beginning as it did.
+func TestRunIgnoreEOS(t *testing.T) {
+	short := greedyRun(t, "Love is", "96")
+	long := runWith(t, "Love is", "96", "--ignore-eos")
+	if len(long) <= len(short) || !strings.HasPrefix(long, strings.TrimSuffix(short, "\n")) {
+		t.Errorf("--ignore-eos: %q; without it %q", long, short)
+	}
+}
+
 // TestRunLogitBias: --logit-bias forces a token (+100) or bans one
 // (−100) from the greedy continuation.
 func TestRunLogitBias(t *testing.T) {

@@ -197,9 +197,9 @@ type Generation struct {
 	AdaptiveTarget *float64
 	AdaptiveDecay  float64
 	// IgnoreEOS bans the model's end-of-generation tokens (llama.cpp's
-	// ignore_eos): each gets a logit bias of −100, beside LogitBias's, so
-	// the answer runs to its ceiling or a stop (or where a grammar must
-	// end). Part of the request's identity through the biases.
+	// ignore_eos): they are held back the whole answer (MinTokens at its
+	// ceiling), so it runs to its ceiling or a stop (or where a grammar
+	// must end). Part of the request's identity as that min_tokens.
 	IgnoreEOS bool
 	// MinTokens holds the end-of-generation tokens back until the answer
 	// has that many tokens (vLLM's min_tokens; text-generation-webui's
