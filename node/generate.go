@@ -123,7 +123,7 @@ func (s *servedModel) Prepare(ctx context.Context, g *api.Generation) (api.Prepa
 	}
 	p := &preparedGeneration{s: s, stop: g.Stop, req: req, ids: ids, opts: opts, drawn: drawn, noSpec: noSpec, grammar: g.Grammar,
 		received: g.Received, tools: len(g.Tools) > 0, block: prompt.block, opens: prompt.opens, chat: g.Messages != nil,
-		promptLimit: g.PromptTimeLimit, predictLimit: g.PredictTimeLimit, limits: g.SpecLimits, returnTokens: g.ReturnTokens}
+		promptLimit: g.PromptTimeLimit, predictLimit: g.PredictTimeLimit, limits: g.SpecLimits, returnTokens: g.ReturnTokens, noPromptCache: g.NoPromptCache}
 	if s.namesDraft(g, prompt.prediction) && req.Sampling != nil {
 		d := req.Sampling.Draft
 		p.draft = &d
@@ -285,6 +285,8 @@ type preparedGeneration struct {
 	postSampling bool
 	// returnTokens hands the token ids out with the text (api.Delta.Tokens).
 	returnTokens bool
+	// noPromptCache evaluates the whole prompt (engine.WithoutPromptCache).
+	noPromptCache bool
 	// echo, when set, goes before the answer (completions' echo): the
 	// prompt's text, and with pieces its tokens' log-probabilities, the
 	// first unscored, less the BOS the node added (echoFrom 1).
@@ -354,6 +356,9 @@ func (p *preparedGeneration) Generate(ctx context.Context, emit func(api.Delta) 
 	defer leave()
 	if p.noSpec {
 		ctx = engine.WithSpeculation(ctx, false)
+	}
+	if p.noPromptCache {
+		ctx = engine.WithoutPromptCache(ctx)
 	}
 	if !p.limits.IsZero() {
 		ctx = engine.WithSpecLimits(ctx, p.limits)

@@ -2,6 +2,7 @@ package node
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -320,5 +321,51 @@ func TestCompletionsLlamaOptionsServed(t *testing.T) {
 				t.Fatalf("%s: replay %q: %d %s, want %s", request, endpoint, status, raw, want)
 			}
 		}
+	}
+}
+
+// TestLlamaCachePrompt: cache_prompt false evaluates the whole prompt —
+// its progress reports nothing taken from the cache, where the same
+// request after a first reports the cached prefix — and answers the same.
+func TestLlamaCachePrompt(t *testing.T) {
+	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
+	n, _ := startNode(t, Config{})
+	serve := func(cache bool) (string, int) {
+		t.Helper()
+		body := fmt.Sprintf(`{"prompt":"The meaning of life is, as everyone knows,","n_predict":8,"stream":true,"return_progress":true,"cache_prompt":%v}`, cache)
+		resp := post(t, n, "/completion", body)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var text strings.Builder
+		cached := -1
+		for _, line := range strings.Split(string(b), "\n") {
+			data, ok := strings.CutPrefix(line, "data: ")
+			if !ok {
+				continue
+			}
+			var ev struct {
+				Content        string `json:"content"`
+				PromptProgress *struct {
+					Cache int `json:"cache"`
+				} `json:"prompt_progress"`
+			}
+			if err := json.Unmarshal([]byte(data), &ev); err != nil {
+				t.Fatal(err)
+			}
+			text.WriteString(ev.Content)
+			if ev.PromptProgress != nil {
+				cached = ev.PromptProgress.Cache
+			}
+		}
+		if cached < 0 {
+			t.Fatalf("no prompt progress: %s", b)
+		}
+		return text.String(), cached
+	}
+	first, _ := serve(true)
+	again, cached := serve(true)
+	whole, none := serve(false)
+	if cached == 0 || none != 0 || again != first || whole != first {
+		t.Errorf("cached %d tokens (%q), then with cache_prompt false %d (%q); first %q", cached, again, none, whole, first)
 	}
 }

@@ -205,6 +205,10 @@ func (mp *ModelProposer) Prefill(ctx context.Context, prompt []uint32) error {
 	return nil
 }
 
+// Forget drops the draft's cached sequence: its next Prefill evaluates
+// the whole prompt (a serve that asked for no prompt cache).
+func (mp *ModelProposer) Forget() { mp.s.Truncate(0) }
+
 // Propose implements Proposer: drafting stops where the draft's top
 // probability falls below its threshold (DefaultThreshold if none was
 // set).

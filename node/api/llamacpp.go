@@ -54,6 +54,7 @@ type llamaCompletionRequest struct {
 	TMaxPredictMS  *int64          `json:"t_max_predict_ms"`
 	TMaxPromptMS   *int64          `json:"t_max_prompt_ms"`
 	IDSlot         *int            `json:"id_slot"`
+	CachePrompt    *bool           `json:"cache_prompt"`
 	ResponseFields []string        `json:"response_fields"`
 	NCmpl          *int            `json:"n_cmpl"`
 	NProbs         *int            `json:"n_probs"`
@@ -84,7 +85,6 @@ type llamaCompletionRequest struct {
 // implement, with why, and the values that ask for nothing (its
 // defaults, or off), which are accepted.
 var llamaRefusals = withRefusals(tavernRefusals, map[string]refusal{
-	"cache_prompt":     {"cache_prompt false is not supported: a node always reuses the prompt's cached prefix, and the answer does not depend on it (true is accepted)", oneOf("true")},
 	"n_keep":           {"n_keep is not supported: a prompt that does not fit the context is refused, never shifted (0 is accepted)", isZero},
 	"backend_sampling": {"backend_sampling is not supported: a node picks tokens on the host (false is accepted)", isFalse},
 	"image_data":       {"image_data: meshnode's models read text", isEmpty},
@@ -270,6 +270,7 @@ func (req *llamaCompletionRequest) editorOptions(g *Generation) error {
 	}
 	// The node reuses whatever prompt prefix it holds cached, on any
 	// slot: the answer never depends on which.
+	g.NoPromptCache = req.CachePrompt != nil && !*req.CachePrompt
 	if id := req.IDSlot; id != nil && *id < -1 {
 		return badRequest("id_slot", "id_slot must be -1 (any) or a slot's index, got %d", *id)
 	}

@@ -128,7 +128,7 @@ func TestLlamaCompletion(t *testing.T) {
 func TestLlamaCompletionRefusals(t *testing.T) {
 	h := newHarness(t, Config{}, nil)
 	for _, tc := range []struct{ field, value string }{
-		{"cache_prompt", "false"}, {"id_slot", "-2"}, {"ignore_eos", `"yes"`}, {"n_probs", "21"}, {"n_probs", "-1"}, {"return_tokens", "1"},
+		{"cache_prompt", `"no"`}, {"id_slot", "-2"}, {"ignore_eos", `"yes"`}, {"n_probs", "21"}, {"n_probs", "-1"}, {"return_tokens", "1"},
 		{"n_keep", "4"}, {"n_indent", "-1"}, {"n_indent", "5000"}, {"repeat_last_n", "-2"}, {"repeat_last_n", "4294967296"}, {"typical_p", "0.9"}, {"dynatemp_range", "0.5"},
 		{"mirostat", "2"}, {"mirostat", "-1"}, {"adaptive_target", "0.5"}, {"dry_multiplier", "101"}, {"xtc_probability", "0.5"}, {"min_keep", "2"}, {"min_keep", "-1"}, {"n_cmpl", "0"}, {"n_cmpl", "65"},
 		{"top_n_sigma", "1"}, {"top_n_sigma", "1e9"}, {"typ_p", "0.5"}, {"xtc_threshold", "2"}, {"dynatemp_exponent", "-1"},
@@ -373,6 +373,8 @@ func TestChatLlamaOptions(t *testing.T) {
 				return g.Samplers == "mt" && g.MinP == 0.1 && *g.Temperature == 0.1
 			}},
 			{`"n_predict":-1`, func(g *Generation) bool { return g.MaxTokens == math.MaxInt32 && !g.PromptOnly }},
+			{`"cache_prompt":false`, func(g *Generation) bool { return g.NoPromptCache }},
+			{`"cache_prompt":true`, func(g *Generation) bool { return !g.NoPromptCache }},
 			{`"n_predict":7`, func(g *Generation) bool { return g.MaxTokens == 7 }},
 			{`"thinking_budget_tokens":64`, func(g *Generation) bool { return g.ThinkBudget == 64 && g.thinking != nil && g.thinking.on }},
 			{`"thinking_budget_tokens":0`, func(g *Generation) bool { return g.ThinkBudget == 0 && g.thinking != nil && !g.thinking.on }},
@@ -389,7 +391,7 @@ func TestChatLlamaOptions(t *testing.T) {
 		for body, param := range map[string]string{
 			`"n_predict":4,"max_tokens":4`:                         "n_predict",
 			`"n_predict":-2`:                                       "n_predict",
-			`"cache_prompt":false`:                                 "cache_prompt",
+			`"cache_prompt":"no"`:                                  "cache_prompt",
 			`"id_slot":-5`:                                         "id_slot",
 			`"top_k":5,"samplers":["temperature"]`:                 "top_k",
 			`"response_fields":["choices"],"stream":true`:          "response_fields",

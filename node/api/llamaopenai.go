@@ -10,12 +10,12 @@ import (
 // the OpenAI endpoints too (llama.vim's instruction editing on chat
 // completions; llama-server takes every /completion option there), read
 // as /completion reads them: the sampler order, n_predict (0: the prompt
-// alone), id_slot and response_fields. cache_prompt is
-// llamaOpenAIRefusals'.
+// alone), id_slot, cache_prompt and response_fields.
 type llamaOpenAI struct {
 	Samplers       json.RawMessage `json:"samplers"`
 	NPredict       *int            `json:"n_predict"`
 	IDSlot         *int            `json:"id_slot"`
+	CachePrompt    *bool           `json:"cache_prompt"`
 	ResponseFields []string        `json:"response_fields"`
 	// SSEPingInterval is llama-server's: a stream silent this many
 	// seconds gets an SSE comment (0 or -1: none).
@@ -80,6 +80,7 @@ func (o *llamaOpenAI) applyLlama(g *Generation, sp *sampling, maxSet, stream boo
 	if err := ssePing(o.SSEPingInterval, g); err != nil {
 		return err
 	}
+	g.NoPromptCache = o.CachePrompt != nil && !*o.CachePrompt
 	if id := o.IDSlot; id != nil && *id < -1 {
 		return badRequest("id_slot", "id_slot must be -1 (any) or a slot's index, got %d", *id)
 	}

@@ -206,6 +206,9 @@ type Generation struct {
 	// min_length), greedy answers too; stop strings still end it. At
 	// most the answer's ceiling; part of the request's identity.
 	MinTokens int
+	// NoPromptCache evaluates the whole prompt, none of it taken from the
+	// cache (llama-server's cache_prompt false); the answer is the same.
+	NoPromptCache bool
 	// ReturnTokens hands the answer's token ids out with its text
 	// (Delta.Tokens: llama-server's return_tokens).
 	ReturnTokens bool

@@ -164,6 +164,24 @@ func Speculation(ctx context.Context) bool {
 	return !ok || on
 }
 
+// promptCacheKey carries a serve's switch off its prompt cache.
+type promptCacheKey struct{}
+
+// WithoutPromptCache returns ctx asking its serve to evaluate the whole
+// prompt, none of it taken from the cache (llama-server's cache_prompt
+// false: what a benchmark of prompt processing sends). The answer is
+// the same either way, so it is not in the request's identity.
+func WithoutPromptCache(ctx context.Context) context.Context {
+	return context.WithValue(ctx, promptCacheKey{}, true)
+}
+
+// PromptCache reports whether a serve may take its prompt's prefix from
+// the cache: true unless WithoutPromptCache turned it off.
+func PromptCache(ctx context.Context) bool {
+	off, _ := ctx.Value(promptCacheKey{}).(bool)
+	return !off
+}
+
 // specLimitsKey carries a greedy serve's bounds on its rounds.
 type specLimitsKey struct{}
 

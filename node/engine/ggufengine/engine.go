@@ -463,6 +463,9 @@ func (d *decoder) pick(generated []uint32) func(*model.Batch, int) uint32 {
 // the first token.
 func (d *decoder) prefill(ctx context.Context, prompt []uint32) (reused int, next uint32, err error) {
 	reused = min(d.s.CommonPrefix(prompt), len(prompt)-1)
+	if !engine.PromptCache(ctx) {
+		reused = 0
+	}
 	d.s.Truncate(reused)
 	var moved func(fed int) // reports a long prompt's steps
 	if f := engine.PromptProgressFrom(ctx); f != nil {
@@ -480,6 +483,9 @@ func (d *decoder) prefill(ctx context.Context, prompt []uint32) (reused int, nex
 // in the target's time), so that the first round drafts at once.
 func (d *decoder) alongsideDraft(ctx context.Context, prompt []uint32, target func() error) error {
 	drafted := make(chan error, 1)
+	if f, ok := d.prop.(interface{ Forget() }); ok && !engine.PromptCache(ctx) {
+		f.Forget() // the draft evaluates the whole prompt too
+	}
 	go func() { drafted <- spec.Prefill(ctx, d.prop, d.win, prompt) }()
 	err := target()
 	if derr := <-drafted; err == nil {
