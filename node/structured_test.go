@@ -38,6 +38,15 @@ func TestStructuredOutputs(t *testing.T) {
 	if err := grammartest.Validate([]byte(schema), []byte(text)); err != nil {
 		t.Fatalf("sampled chat answer %q: %v", text, err)
 	}
+	// A pattern holds a string: a date, whatever the model would write,
+	// greedy and sampled.
+	const dated = `{"type":"object","properties":{"when":{"type":"string","pattern":"^(19|20)[0-9]{2}-[01][0-9]-[0-3][0-9]$"},"what":{"type":"string","pattern":"^[A-Z][a-z ]{2,12}[.!]$"}},"required":["when","what"],"additionalProperties":false}`
+	for _, extra := range []string{"", `,"temperature":1.3,"seed":9`} {
+		text, _ := generate(t, n, "/v1/chat/completions", chat(`{"type":"json_schema","json_schema":{"name":"event","strict":true,"schema":`+dated+`}}`, extra))
+		if err := grammartest.Validate([]byte(dated), []byte(text)); err != nil {
+			t.Fatalf("patterned answer %q%s: %v", text, extra, err)
+		}
+	}
 	// json_object: an object, or (when max_tokens cut it) the start of
 	// one.
 	text, _ = generate(t, n, "/v1/chat/completions", chat(`{"type":"json_object"}`, ""))

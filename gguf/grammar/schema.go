@@ -15,7 +15,8 @@ import (
 //   - type: "object", "array", "string", "number", "integer",
 //     "boolean", "null", or an array of them; a schema without a type
 //     takes it from its keywords (properties: object, items: array,
-//     minLength: string), and one with none of them is any JSON value;
+//     minLength, pattern: string), and one with none of them is any JSON
+//     value;
 //   - enum and const (the value is written compact, keys in the schema's
 //     order);
 //   - properties (written in the schema's order), required (the others
@@ -24,13 +25,15 @@ import (
 //     properties (with properties, only those are written, which any
 //     additionalProperties accepts);
 //   - items, minItems, maxItems; minLength, maxLength (at most MaxBound);
+//   - pattern, a regular expression (Builder.Regex), not beside minLength
+//     or maxLength;
 //   - anyOf; $defs and definitions, and $ref to a JSON pointer in the
 //     same document ("#", "#/$defs/name"), recursion included;
 //   - the annotations title, description, $schema, $id, $comment,
 //     examples, default, deprecated, readOnly and writeOnly, which change
 //     nothing.
 //
-// Everything else (pattern, format, minimum, maximum, multipleOf, oneOf,
+// Everything else (format, minimum, maximum, multipleOf, oneOf,
 // allOf, not, if/then/else, prefixItems, uniqueItems, patternProperties,
 // minProperties, ...) is refused with an *UnsupportedError naming the
 // keyword and where it is, rather than ignored: a schema the output might
@@ -273,12 +276,11 @@ var annotations = map[string]bool{
 var keywords = map[string]bool{
 	"type": true, "enum": true, "const": true, "properties": true, "required": true,
 	"additionalProperties": true, "items": true, "minItems": true, "maxItems": true,
-	"minLength": true, "maxLength": true, "anyOf": true, "$ref": true, "$defs": true, "definitions": true,
+	"minLength": true, "maxLength": true, "pattern": true, "anyOf": true, "$ref": true, "$defs": true, "definitions": true,
 }
 
 // unsupportedWhy says more about the keywords people send most.
 var unsupportedWhy = map[string]string{
-	"pattern":    "regular expressions are not compiled into the grammar",
 	"format":     "string formats are not enforced",
 	"oneOf":      "exactly-one-of cannot be enforced by generation; use anyOf",
 	"allOf":      "schemas are not merged; write the combined schema",
@@ -373,7 +375,9 @@ func (c *schemaCompiler) compile(n *jnode, ptr string) (Expr, error) {
 			if err2 != nil {
 				return Expr{}, err2
 			}
-			if lo == 0 && hi < 0 {
+			if p, ok := n.get("pattern"); ok {
+				e, err = c.pattern(p, ptrJoin(ptr, "pattern"), lo, hi)
+			} else if lo == 0 && hi < 0 {
 				e = c.b.JSONString()
 			} else {
 				e = c.b.stringOf(lo, hi)
@@ -411,7 +415,7 @@ func (c *schemaCompiler) types(n *jnode, ptr string) ([]string, error) {
 				return []string{"object"}, nil
 			case "items", "minItems", "maxItems":
 				return []string{"array"}, nil
-			case "minLength", "maxLength":
+			case "minLength", "maxLength", "pattern":
 				return []string{"string"}, nil
 			}
 		}
@@ -449,6 +453,27 @@ func (c *schemaCompiler) types(n *jnode, ptr string) ([]string, error) {
 }
 
 // bounds reads a pair of count bounds (hi < 0: none).
+// pattern is a string held to a regular expression (Builder.Regex, its
+// characters as JSON writes them). Beside minLength or maxLength it is
+// refused: the grammar of both at once is not built.
+func (c *schemaCompiler) pattern(p *jnode, ptr string, lo, hi int) (Expr, error) {
+	if p.kind != 's' {
+		return Expr{}, &SchemaError{Pointer: ptr, Msg: "pattern must be a string"}
+	}
+	if lo != 0 || hi >= 0 {
+		return Expr{}, &UnsupportedError{Keyword: "pattern", Pointer: ptr, Reason: "a pattern beside minLength or maxLength is not compiled: write the length into the pattern ({n,m})"}
+	}
+	e, err := c.b.Regex(p.str, true)
+	if err != nil {
+		var re *RegexError
+		if errors.As(err, &re) {
+			return Expr{}, &UnsupportedError{Keyword: "pattern", Pointer: ptr, Reason: "not compiled: " + re.Why}
+		}
+		return Expr{}, &SchemaError{Pointer: ptr, Msg: err.Error()}
+	}
+	return Seq(Lit(`"`), e, Lit(`"`)), nil
+}
+
 func (c *schemaCompiler) bounds(n *jnode, ptr, loKey, hiKey string) (lo, hi int, err error) {
 	read := func(k string) (int, bool, error) {
 		v, ok := n.get(k)

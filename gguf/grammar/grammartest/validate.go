@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"regexp"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -138,6 +139,17 @@ func validateAt(root, s, v any, at string) error {
 			}
 			if m, ok := s["maxLength"].(float64); ok && n > int(m) {
 				return fmt.Errorf("%s: length %d > %v", at, n, m)
+			}
+			// pattern: a match anywhere in the string (RE2's syntax,
+			// which the compiler reads; JSON Schema's is ECMA 262's).
+			if p, ok := s["pattern"].(string); ok {
+				re, err := regexp.Compile(p)
+				if err != nil {
+					return fmt.Errorf("%s: pattern %q: %v", at, p, err)
+				}
+				if !re.MatchString(v) {
+					return fmt.Errorf("%s: %q does not match %q", at, v, p)
+				}
 			}
 		}
 		return nil

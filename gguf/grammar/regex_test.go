@@ -1,0 +1,131 @@
+package grammar
+
+import (
+	"errors"
+	"math/rand/v2"
+	"regexp"
+	"regexp/syntax"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// TestRegexMatchesGo: a raw pattern's grammar accepts exactly the texts
+// Go's regexp matches whole, over every text of up to four characters
+// from a small alphabet (a quote, a newline and a character beyond
+// ASCII among them) and random longer ones.
+func TestRegexMatchesGo(t *testing.T) {
+	patterns := []string{
+		`a`, `ab|b`, `a*b+`, `(ab){2,3}`, `[a-c]?"`, `[^a]*`, `.`, `(?s).`, `(?i)Ab`, `\d\w?`, `\s`,
+		`^a.b$`, `a{0,2}é`, `[^"\n]+`, `(a|)b`, `x?`, `"(\\.|[^"\\])*"`,
+	}
+	alphabet := []string{"a", "b", "A", "1", "\"", "\n", "é", "\\", "x", " "}
+	var texts []string
+	var grow func(s string, n int)
+	grow = func(s string, n int) {
+		texts = append(texts, s)
+		if n == 0 {
+			return
+		}
+		for _, c := range alphabet {
+			grow(s+c, n-1)
+		}
+	}
+	grow("", 4)
+	rng := rand.New(rand.NewPCG(5, 5))
+	for range 300 {
+		var b strings.Builder
+		for range 5 + rng.IntN(10) {
+			b.WriteString(alphabet[rng.IntN(len(alphabet))])
+		}
+		texts = append(texts, b.String())
+	}
+	for _, p := range patterns {
+		b := NewBuilder()
+		e, err := b.Regex(p, false)
+		if err != nil {
+			t.Fatalf("%q: %v", p, err)
+		}
+		b.Define("root", e)
+		g, err := b.Build("root")
+		if err != nil {
+			t.Fatalf("%q: %v", p, err)
+		}
+		re := regexp.MustCompile(`^(?:` + strings.TrimSuffix(strings.TrimPrefix(p, "^"), "$") + `)$`)
+		for _, s := range texts {
+			if got, want := accepts(t, g, s), re.MatchString(s); got != want {
+				t.Fatalf("%q on %q: grammar %v, regexp %v", p, s, got, want)
+			}
+		}
+	}
+}
+
+// TestRegexRefused: what parses but does not compile is a RegexError
+// naming the pattern; what does not parse is ErrInvalid.
+func TestRegexRefused(t *testing.T) {
+	for _, p := range []string{`\bx`, `a^b`, `[à-ÿ]`, `[^à]`, `a$b`} {
+		_, err := NewBuilder().Regex(p, false)
+		var re *RegexError
+		if !errors.As(err, &re) || re.Pattern != p {
+			t.Errorf("%q: %v, want a RegexError naming it", p, err)
+		}
+	}
+	for _, p := range []string{`(a`, `a{2,1}`, `(?<=a)b`} {
+		if _, err := NewBuilder().Regex(p, false); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%q: %v, want ErrInvalid", p, err)
+		}
+	}
+}
+
+// FuzzRegex: over arbitrary patterns and texts, a pattern that compiles
+// accepts a text exactly where Go's regexp matches it whole; one that
+// does not is refused with a RegexError or ErrInvalid.
+func FuzzRegex(f *testing.F) {
+	for _, p := range []string{`a`, `(ab)*c`, `[^a]x?`, `(?i)xY`, `\d{2,3}`, `"(\\.|[^"\\])*"`, `^a|b$`} {
+		f.Add(p, "ab")
+	}
+	f.Fuzz(func(t *testing.T, p, s string) {
+		if len(p) > 64 || len(s) > 64 || !utf8.ValidString(s) {
+			return
+		}
+		b := NewBuilder()
+		e, err := b.Regex(p, false)
+		if err != nil {
+			var re *RegexError
+			if !errors.As(err, &re) && !errors.Is(err, ErrInvalid) {
+				t.Fatalf("%q: untyped error %v", p, err)
+			}
+			return
+		}
+		b.Define("root", e)
+		g, err := b.Build("root")
+		if err != nil {
+			return // a grammar too large to build
+		}
+		m, err := g.NewMatcher()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := true
+		if err := m.Advance([]byte(s)); err != nil {
+			if errors.Is(err, ErrAmbiguous) {
+				return
+			}
+			if !errors.Is(err, ErrRejected) {
+				t.Fatalf("%q on %q: %v", p, s, err)
+			}
+			got = false
+		}
+		got = got && m.Accepting()
+		// Go's own full match: the parsed pattern between the text's ends
+		// (wrapping its source would change one like \Q…).
+		re, err := syntax.Parse(p, syntax.Perl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		full := &syntax.Regexp{Op: syntax.OpConcat, Sub: []*syntax.Regexp{{Op: syntax.OpBeginText}, re, {Op: syntax.OpEndText}}}
+		if want := regexp.MustCompile(full.String()).MatchString(s); got != want {
+			t.Fatalf("%q on %q: grammar %v, regexp %v", p, s, got, want)
+		}
+	})
+}
