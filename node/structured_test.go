@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -226,6 +227,39 @@ func TestGBNFServed(t *testing.T) {
 		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"param":"grammar"`) ||
 			!strings.Contains(string(b), tc.want) || tc.code != "" && !strings.Contains(string(b), `"code":"`+tc.code+`"`) {
 			t.Errorf("%s: %d %s", body, resp.StatusCode, b)
+		}
+	}
+}
+
+// TestGuidedDecoding: vLLM's guided fields hold the built-in model's
+// answer through the whole node, greedy and sampled: a choice answers one
+// of its strings, a regex's answer matches it, a schema's validates, a
+// grammar's matches; and a served guided answer replays.
+func TestGuidedDecoding(t *testing.T) {
+	t.Setenv("MESHNODE_DEFAULT_MODEL", fortunesPath(t))
+	n, _ := startNode(t, Config{})
+	const schema = `{"type":"object","properties":{"mood":{"enum":["glad","sad"]},"why":{"type":"string","pattern":"^[a-z ]{3,20}$"}},"required":["mood","why"],"additionalProperties":false}`
+	for _, extra := range []string{``, `,"temperature":1.2,"seed":4`} {
+		body := func(guide string) string {
+			return `{"model":"` + fortunesModel + `","max_tokens":400,"prompt":"Today I feel"` + extra + `,` + guide + `}`
+		}
+		if text, _ := generate(t, n, "/v1/completions", body(`"guided_choice":["happy","tired","hungry"]`)); text != "happy" && text != "tired" && text != "hungry" {
+			t.Errorf("guided_choice%s: %q", extra, text)
+		}
+		if text, _ := generate(t, n, "/v1/completions", body(`"guided_regex":"[A-Z][a-z]{2,8}( [a-z]{1,8}){0,3}\\."`)); !regexp.MustCompile(`^[A-Z][a-z]{2,8}( [a-z]{1,8}){0,3}\.$`).MatchString(text) {
+			t.Errorf("guided_regex%s: %q", extra, text)
+		}
+		text, energy := generate(t, n, "/v1/completions", body(`"guided_json":`+schema))
+		if err := grammartest.Validate([]byte(schema), []byte(text)); err != nil {
+			t.Errorf("guided_json%s: %q: %v", extra, text, err)
+		}
+		replay, _ := json.Marshal(map[string]any{"request": json.RawMessage(body(`"guided_json":` + schema)), "energy": energy})
+		if status, res, raw := replayRaw(t, n, string(replay)); status != http.StatusOK || res.Verdict != api.VerdictVerified {
+			t.Errorf("replay of guided_json%s: %d %s", extra, status, raw)
+		}
+		if text, _ := generate(t, n, "/v1/chat/completions", `{"model":"`+fortunesModel+`","max_tokens":16,"messages":[{"role":"user","content":"hi"}]`+extra+
+			`,"structured_outputs":{"grammar":"root ::= (\"ha\" | \"ho\")+ \"!\""}}`); !regexp.MustCompile(`^(ha|ho)+!$`).MatchString(text) {
+			t.Errorf("structured_outputs.grammar%s: %q", extra, text)
 		}
 	}
 }

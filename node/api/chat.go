@@ -41,6 +41,7 @@ type chatRequest struct {
 	// llama-server's, which its clients send on chat too (llama.vim's
 	// instruction editing).
 	llamaOpenAI
+	guidedFields // vLLM's
 	// ThinkingBudgetTokens is llama-server's reasoning budget, which
 	// Continue sends: -1 none, 0 no reasoning, N at most N tokens.
 	ThinkingBudgetTokens *int `json:"thinking_budget_tokens"`
@@ -136,6 +137,9 @@ func parseChat(body []byte) (*Generation, *chatRequest, error) {
 		return nil, nil, err
 	}
 	if err := parseGBNF(req.Grammar, g); err != nil {
+		return nil, nil, err
+	}
+	if err := req.guide(g); err != nil {
 		return nil, nil, err
 	}
 	if err := checkChoices(g); err != nil {

@@ -18,6 +18,7 @@ type completionRequest struct {
 	Logprobs  *int            `json:"logprobs"`
 	Grammar   *string         `json:"grammar"` // llama-server's: GBNF
 	llamaOpenAI
+	guidedFields // vLLM's
 	// llama-server's stream extras, as on chat completions.
 	ReturnProgress  bool `json:"return_progress"`
 	TimingsPerToken bool `json:"timings_per_token"`
@@ -65,6 +66,9 @@ func parseCompletion(body []byte) (*Generation, *completionRequest, error) {
 		return nil, nil, err
 	}
 	if err := parseGBNF(req.Grammar, g); err != nil {
+		return nil, nil, err
+	}
+	if err := req.guide(g); err != nil {
 		return nil, nil, err
 	}
 	if err := checkChoices(g); err != nil {

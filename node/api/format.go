@@ -177,16 +177,21 @@ func parseGBNF(src *string, g *Generation) error {
 	if src == nil || *src == "" {
 		return nil // llama-server's default: no grammar
 	}
+	return parseGBNFAs(src, "grammar", g)
+}
+
+// parseGBNFAs is parseGBNF for a grammar sent as param.
+func parseGBNFAs(src *string, param string, g *Generation) error {
 	if g.Grammar != nil {
-		return badRequest("grammar", "grammar and response_format both hold the output to a grammar; send one")
+		return badRequest(param, "%s and response_format both hold the output to a grammar; send one", param)
 	}
 	gr, err := grammar.ParseGBNF(*src)
 	if err != nil {
-		e := badRequest("grammar", "grammar: %v", err)
+		e := badRequest(param, "%s: %v", param, err)
 		e.Code = "invalid_grammar"
 		var ge *grammar.GBNFError
 		if errors.As(err, &ge) {
-			e.Message = fmt.Sprintf("grammar: line %d, column %d: %s", ge.Line, ge.Col, ge.Msg)
+			e.Message = fmt.Sprintf("%s: line %d, column %d: %s", param, ge.Line, ge.Col, ge.Msg)
 			e.Details = map[string]int{"line": ge.Line, "column": ge.Col}
 		}
 		return e

@@ -57,6 +57,7 @@ func FuzzParseRequest(f *testing.F) {
 		`{"model":"tiny","prompt":"x","json_schema":{"type":"integer"},"top_k":0,"n_probs":0}`,
 		`{"model":"tiny","prompt":"x","temperature":0.8,"mirostat":2,"mirostat_tau":4.5,"mirostat_eta":0.2,"mirostat_mode":2}`,
 		`{"model":"tiny","prompt":"x","temperature":0.8,"min_p":0.05,"adaptive_target":0.4,"adaptive_decay":0.8,"samplers":["min_p","temperature","adaptive_p"]}`,
+		`{"model":"tiny","prompt":"x","guided_regex":"[a-z]+(\\d{2})?","structured_outputs":{"choice":["a"]},"guided_json":"{}","guided_decoding_backend":"auto"}`,
 		`{"model":"tiny","prompt":"x","ignore_eos":true,"min_tokens":3,"min_length":3,"ban_eos_token":true,"return_tokens":true,"n_probs":2,"post_sampling_probs":true}`,
 		`{"model":"tiny","input_prefix":"def f():","input_suffix":"\n","prompt":"  ","input_extra":[{"filename":"a.py","text":"x"},{"text":"y"}],"n_predict":8}`,
 		`{"model":"tiny","prompt":"x","grammar":"root ::= \"yes\" | \"no\"","messages":null}`,
