@@ -41,7 +41,7 @@ func TestStructuredOutputs(t *testing.T) {
 	}
 	// A pattern holds a string: a date, whatever the model would write,
 	// greedy and sampled.
-	const dated = `{"type":"object","properties":{"when":{"type":"string","pattern":"^(19|20)[0-9]{2}-[01][0-9]-[0-3][0-9]$"},"what":{"type":"string","pattern":"^[A-Z][a-z ]{2,12}[.!]$"}},"required":["when","what"],"additionalProperties":false}`
+	const dated = `{"type":"object","properties":{"when":{"type":"string","pattern":"^(19|20)[0-9]{2}-[01][0-9]-[0-3][0-9]$"},"what":{"type":"string","pattern":"^[A-Z][a-z ]{2,12}[.!]$"},"at":{"type":"string","format":"date-time"},"id":{"type":"string","format":"uuid"}},"required":["when","what","at","id"],"additionalProperties":false}`
 	for _, extra := range []string{"", `,"temperature":1.3,"seed":9`} {
 		text, _ := generate(t, n, "/v1/chat/completions", chat(`{"type":"json_schema","json_schema":{"name":"event","strict":true,"schema":`+dated+`}}`, extra))
 		if err := grammartest.Validate([]byte(dated), []byte(text)); err != nil {
@@ -119,7 +119,7 @@ func TestStructuredOutputs(t *testing.T) {
 	for _, tc := range []struct {
 		body, code, param, says string
 	}{
-		{chat(`{"type":"json_schema","json_schema":{"name":"v","schema":{"type":"object","properties":{"d":{"type":"string","format":"date"}}}}}`, ""),
+		{chat(`{"type":"json_schema","json_schema":{"name":"v","schema":{"type":"object","properties":{"d":{"type":"string","format":"email"}}}}}`, ""),
 			"unsupported_schema", "response_format.json_schema.schema", `"format" at /properties/d/format`},
 		{chat(`{"type":"json_schema","json_schema":{"name":"v","schema":{"type":"strng"}}}`, ""), "invalid_schema", "response_format.json_schema.schema", "strng"},
 		{chat(`{"type":"json_schema","json_schema":{"schema":{}}}`, ""), "invalid_request", "response_format.json_schema.name", "name"},

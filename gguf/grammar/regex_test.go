@@ -2,11 +2,13 @@ package grammar
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"regexp"
 	"regexp/syntax"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -128,4 +130,27 @@ func FuzzRegex(f *testing.F) {
 			t.Fatalf("%q on %q: grammar %v, regexp %v", p, s, got, want)
 		}
 	})
+}
+
+// TestDateFormatExact: the date format's grammar takes exactly the dates
+// the time package parses, every day of years around the century and
+// leap-year edges.
+func TestDateFormatExact(t *testing.T) {
+	g, err := FromSchema([]byte(`{"type":"string","format":"date"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, years := range [][2]int{{0, 8}, {1896, 1904}, {1996, 2004}, {2096, 2104}, {2396, 2404}, {9996, 9999}} {
+		for y := years[0]; y <= years[1]; y++ {
+			for m := 0; m <= 13; m++ {
+				for d := 0; d <= 32; d++ {
+					s := fmt.Sprintf("%04d-%02d-%02d", y, m, d)
+					_, perr := time.Parse("2006-01-02", s)
+					if got := accepts(t, g, `"`+s+`"`); got != (perr == nil) {
+						t.Fatalf("%s: grammar %v, time.Parse %v", s, got, perr)
+					}
+				}
+			}
+		}
+	}
 }

@@ -276,12 +276,11 @@ var annotations = map[string]bool{
 var keywords = map[string]bool{
 	"type": true, "enum": true, "const": true, "properties": true, "required": true,
 	"additionalProperties": true, "items": true, "minItems": true, "maxItems": true,
-	"minLength": true, "maxLength": true, "pattern": true, "anyOf": true, "$ref": true, "$defs": true, "definitions": true,
+	"minLength": true, "maxLength": true, "pattern": true, "format": true, "anyOf": true, "$ref": true, "$defs": true, "definitions": true,
 }
 
 // unsupportedWhy says more about the keywords people send most.
 var unsupportedWhy = map[string]string{
-	"format":     "string formats are not enforced",
 	"oneOf":      "exactly-one-of cannot be enforced by generation; use anyOf",
 	"allOf":      "schemas are not merged; write the combined schema",
 	"minimum":    "numeric ranges are not enforced",
@@ -375,7 +374,9 @@ func (c *schemaCompiler) compile(n *jnode, ptr string) (Expr, error) {
 			if err2 != nil {
 				return Expr{}, err2
 			}
-			if p, ok := n.get("pattern"); ok {
+			if f, ok := n.get("format"); ok {
+				e, err = c.format(n, f, ptrJoin(ptr, "format"), lo, hi)
+			} else if p, ok := n.get("pattern"); ok {
 				e, err = c.pattern(p, ptrJoin(ptr, "pattern"), lo, hi)
 			} else if lo == 0 && hi < 0 {
 				e = c.b.JSONString()
@@ -415,7 +416,7 @@ func (c *schemaCompiler) types(n *jnode, ptr string) ([]string, error) {
 				return []string{"object"}, nil
 			case "items", "minItems", "maxItems":
 				return []string{"array"}, nil
-			case "minLength", "maxLength", "pattern":
+			case "minLength", "maxLength", "pattern", "format":
 				return []string{"string"}, nil
 			}
 		}
@@ -453,6 +454,46 @@ func (c *schemaCompiler) types(n *jnode, ptr string) ([]string, error) {
 }
 
 // bounds reads a pair of count bounds (hi < 0: none).
+// formats are the string formats compiled, each a regular expression
+// whose every match is valid in the format (RFC 3339's dates and times,
+// the day bounded by its month and February's 29th by the leap years;
+// a leap second and the lower-case T and Z, which RFC 3339 allows, are
+// not written), as Pydantic's date, datetime, time and UUID fields ask.
+var formats = map[string]string{
+	"date":      dateRegex,
+	"time":      timeRegex,
+	"date-time": dateRegex + "T" + timeRegex,
+	"uuid":      `[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}`,
+}
+
+const (
+	dateRegex = `(?:[0-9]{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))` +
+		`|(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)-02-29)`
+	timeRegex = `(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,9})?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])`
+)
+
+// format is a string in one of formats; beside a pattern, minLength or
+// maxLength it is refused (the grammar of both is not built).
+func (c *schemaCompiler) format(n, f *jnode, ptr string, lo, hi int) (Expr, error) {
+	re, ok := formats[f.str]
+	switch {
+	case f.kind != 's':
+		return Expr{}, &SchemaError{Pointer: ptr, Msg: "format must be a string"}
+	case !ok:
+		return Expr{}, &UnsupportedError{Keyword: "format", Pointer: ptr, Reason: fmt.Sprintf("format %q is not enforced (date, time, date-time and uuid are)", f.str)}
+	case lo != 0 || hi >= 0:
+		return Expr{}, &UnsupportedError{Keyword: "format", Pointer: ptr, Reason: "a format beside minLength or maxLength is not compiled"}
+	}
+	if _, ok := n.get("pattern"); ok {
+		return Expr{}, &UnsupportedError{Keyword: "format", Pointer: ptr, Reason: "a format beside a pattern is not compiled"}
+	}
+	e, err := c.b.Regex("^"+re+"$", true)
+	if err != nil {
+		return Expr{}, err // the formats' own expressions compile
+	}
+	return Seq(Lit(`"`), e, Lit(`"`)), nil
+}
+
 // pattern is a string held to a regular expression (Builder.Regex, its
 // characters as JSON writes them). Beside minLength or maxLength it is
 // refused: the grammar of both at once is not built.

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -140,6 +141,11 @@ func validateAt(root, s, v any, at string) error {
 			if m, ok := s["maxLength"].(float64); ok && n > int(m) {
 				return fmt.Errorf("%s: length %d > %v", at, n, m)
 			}
+			if f, ok := s["format"].(string); ok {
+				if err := checkFormat(f, v); err != nil {
+					return fmt.Errorf("%s: %q is not a %s: %v", at, v, f, err)
+				}
+			}
 			// pattern: a match anywhere in the string (RE2's syntax,
 			// which the compiler reads; JSON Schema's is ECMA 262's).
 			if p, ok := s["pattern"].(string); ok {
@@ -210,3 +216,28 @@ func normal(x any) any {
 	}
 	return x
 }
+
+// checkFormat checks a string format the compiler takes, by the time
+// package's RFC 3339 parsing (the calendar's days and leap years its
+// own) and the UUID's text.
+func checkFormat(format, v string) error {
+	switch format {
+	case "date":
+		_, err := time.Parse("2006-01-02", v)
+		return err
+	case "time":
+		_, err := time.Parse("15:04:05.999999999Z07:00", v)
+		return err
+	case "date-time":
+		_, err := time.Parse(time.RFC3339Nano, v)
+		return err
+	case "uuid":
+		if !uuidText.MatchString(v) {
+			return fmt.Errorf("not 8-4-4-4-12 hexadecimal digits")
+		}
+		return nil
+	}
+	return fmt.Errorf("format %q is not known here", format)
+}
+
+var uuidText = regexp.MustCompile(`^[[:xdigit:]]{8}(-[[:xdigit:]]{4}){3}-[[:xdigit:]]{12}$`)
