@@ -39,11 +39,12 @@ func TestStructuredOutputs(t *testing.T) {
 	if err := grammartest.Validate([]byte(schema), []byte(text)); err != nil {
 		t.Fatalf("sampled chat answer %q: %v", text, err)
 	}
-	// A pattern holds a string: a date, whatever the model would write,
-	// greedy and sampled.
-	const dated = `{"type":"object","properties":{"when":{"type":"string","pattern":"^(19|20)[0-9]{2}-[01][0-9]-[0-3][0-9]$"},"what":{"type":"string","pattern":"^[A-Z][a-z ]{2,12}[.!]$"},"at":{"type":"string","format":"date-time"},"id":{"type":"string","format":"uuid"}},"required":["when","what","at","id"],"additionalProperties":false}`
+	// A pattern holds a string, a format a date-time or a UUID, a range
+	// an integer, whatever the model would write, greedy and sampled.
+	const dated = `{"type":"object","properties":{"when":{"type":"string","pattern":"^(19|20)[0-9]{2}-[01][0-9]-[0-3][0-9]$"},"what":{"type":"string","pattern":"^[A-Z][a-z ]{2,12}[.!]$"},"at":{"type":"string","format":"date-time"},"id":{"type":"string","format":"uuid"},"month":{"type":"integer","minimum":1,"maximum":12}},"required":["month"],"additionalProperties":false}`
 	for _, extra := range []string{"", `,"temperature":1.3,"seed":9`} {
-		text, _ := generate(t, n, "/v1/chat/completions", chat(`{"type":"json_schema","json_schema":{"name":"event","strict":true,"schema":`+dated+`}}`, extra))
+		text, _ := generate(t, n, "/v1/chat/completions", `{"model":"`+fortunesModel+`","max_tokens":600`+extra+`,"messages":[{"role":"user","content":"When?"}],`+
+			`"response_format":{"type":"json_schema","json_schema":{"name":"event","strict":true,"schema":`+dated+`}}}`)
 		if err := grammartest.Validate([]byte(dated), []byte(text)); err != nil {
 			t.Fatalf("patterned answer %q%s: %v", text, extra, err)
 		}

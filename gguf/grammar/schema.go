@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -26,14 +27,16 @@ import (
 //     additionalProperties accepts);
 //   - items, minItems, maxItems; minLength, maxLength (at most MaxBound);
 //   - pattern, a regular expression (Builder.Regex), not beside minLength
-//     or maxLength;
+//     or maxLength; format date, time, date-time and uuid (formats);
+//   - an integer's minimum, maximum, exclusiveMinimum, exclusiveMaximum
+//     (intrange.go), not a number's;
 //   - anyOf; $defs and definitions, and $ref to a JSON pointer in the
 //     same document ("#", "#/$defs/name"), recursion included;
 //   - the annotations title, description, $schema, $id, $comment,
 //     examples, default, deprecated, readOnly and writeOnly, which change
 //     nothing.
 //
-// Everything else (format, minimum, maximum, multipleOf, oneOf,
+// Everything else (other formats, a number's range, multipleOf, oneOf,
 // allOf, not, if/then/else, prefixItems, uniqueItems, patternProperties,
 // minProperties, ...) is refused with an *UnsupportedError naming the
 // keyword and where it is, rather than ignored: a schema the output might
@@ -276,15 +279,14 @@ var annotations = map[string]bool{
 var keywords = map[string]bool{
 	"type": true, "enum": true, "const": true, "properties": true, "required": true,
 	"additionalProperties": true, "items": true, "minItems": true, "maxItems": true,
-	"minLength": true, "maxLength": true, "pattern": true, "format": true, "anyOf": true, "$ref": true, "$defs": true, "definitions": true,
+	"minLength": true, "maxLength": true, "pattern": true, "format": true,
+	"minimum": true, "maximum": true, "exclusiveMinimum": true, "exclusiveMaximum": true, "anyOf": true, "$ref": true, "$defs": true, "definitions": true,
 }
 
 // unsupportedWhy says more about the keywords people send most.
 var unsupportedWhy = map[string]string{
 	"oneOf":      "exactly-one-of cannot be enforced by generation; use anyOf",
 	"allOf":      "schemas are not merged; write the combined schema",
-	"minimum":    "numeric ranges are not enforced",
-	"maximum":    "numeric ranges are not enforced",
 	"multipleOf": "numeric constraints are not enforced",
 }
 
@@ -384,9 +386,16 @@ func (c *schemaCompiler) compile(n *jnode, ptr string) (Expr, error) {
 				e = c.b.stringOf(lo, hi)
 			}
 		case "number":
+			if k := rangeKeyword(n); k != "" {
+				return Expr{}, &UnsupportedError{Keyword: k, Pointer: ptrJoin(ptr, k), Reason: "a range on numbers is not enforced (on integers, type integer, it is)"}
+			}
 			e = c.b.jsonNumber()
 		case "integer":
-			e = c.b.jsonInteger()
+			if rangeKeyword(n) != "" {
+				e, err = c.intBounds(n, ptr)
+			} else {
+				e = c.b.jsonInteger()
+			}
 		case "boolean":
 			e = c.b.jsonBool()
 		case "null":
@@ -418,6 +427,8 @@ func (c *schemaCompiler) types(n *jnode, ptr string) ([]string, error) {
 				return []string{"array"}, nil
 			case "minLength", "maxLength", "pattern", "format":
 				return []string{"string"}, nil
+			case "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum":
+				return []string{"number"}, nil
 			}
 		}
 		return nil, nil
@@ -454,6 +465,77 @@ func (c *schemaCompiler) types(n *jnode, ptr string) ([]string, error) {
 }
 
 // bounds reads a pair of count bounds (hi < 0: none).
+// rangeKeyword is the first of a schema's numeric range keywords, "" for
+// none.
+func rangeKeyword(n *jnode) string {
+	for _, k := range []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"} {
+		if _, ok := n.get(k); ok {
+			return k
+		}
+	}
+	return ""
+}
+
+// intBounds is an integer held to the schema's range: minimum and
+// maximum, and exclusiveMinimum and exclusiveMaximum as numbers (JSON
+// Schema's since draft 6) or as booleans beside them (draft 4's), each
+// bound rounded inward to an integer and held within what JSON's
+// integers here are written with (16 digits).
+func (c *schemaCompiler) intBounds(n *jnode, ptr string) (Expr, error) {
+	lo, hi := float64(-maxJSONInteger), float64(maxJSONInteger)
+	bound := func(k string) (float64, bool, error) {
+		v, ok := n.get(k)
+		if !ok {
+			return 0, false, nil
+		}
+		if v.kind == 't' || v.kind == 'f' {
+			return 0, false, nil // draft 4's exclusive flag, read beside its bound
+		}
+		if v.kind != 'n' {
+			return 0, false, &SchemaError{Pointer: ptrJoin(ptr, k), Msg: k + " must be a number"}
+		}
+		f, err := strconv.ParseFloat(v.str, 64)
+		if err != nil || math.IsInf(f, 0) {
+			return 0, false, &SchemaError{Pointer: ptrJoin(ptr, k), Msg: k + " must be a finite number"}
+		}
+		return f, true, nil
+	}
+	flag := func(k string) bool {
+		v, ok := n.get(k)
+		return ok && v.kind == 't'
+	}
+	if f, ok, err := bound("minimum"); err != nil {
+		return Expr{}, err
+	} else if ok {
+		if flag("exclusiveMinimum") && f == math.Floor(f) {
+			f++
+		}
+		lo = max(lo, math.Ceil(f))
+	}
+	if f, ok, err := bound("exclusiveMinimum"); err != nil {
+		return Expr{}, err
+	} else if ok {
+		lo = max(lo, math.Floor(f)+1)
+	}
+	if f, ok, err := bound("maximum"); err != nil {
+		return Expr{}, err
+	} else if ok {
+		if flag("exclusiveMaximum") && f == math.Floor(f) {
+			f--
+		}
+		hi = min(hi, math.Floor(f))
+	}
+	if f, ok, err := bound("exclusiveMaximum"); err != nil {
+		return Expr{}, err
+	} else if ok {
+		hi = min(hi, math.Ceil(f)-1)
+	}
+	if lo > hi {
+		return Expr{}, &SchemaError{Pointer: ptr, Msg: "the integer range holds no integer (that 16 digits write)"}
+	}
+	return intRange(int64(lo), int64(hi)), nil
+}
+
 // formats are the string formats compiled, each a regular expression
 // whose every match is valid in the format (RFC 3339's dates and times,
 // the day bounded by its month and February's 29th by the leap years;

@@ -133,6 +133,29 @@ func validateAt(root, s, v any, at string) error {
 					}
 				}
 			}
+		case json.Number:
+			_, lo := s["minimum"]
+			_, hi := s["maximum"]
+			exMin, exMax := s["exclusiveMinimum"], s["exclusiveMaximum"]
+			if !lo && !hi && exMin == nil && exMax == nil {
+				break
+			}
+			f, err := v.Float64()
+			if err != nil {
+				return fmt.Errorf("%s: %v", at, err)
+			}
+			if m, ok := s["minimum"].(float64); ok && (f < m || exMin == true && f == m) {
+				return fmt.Errorf("%s: %v below the minimum %v", at, f, m)
+			}
+			if m, ok := s["maximum"].(float64); ok && (f > m || exMax == true && f == m) {
+				return fmt.Errorf("%s: %v above the maximum %v", at, f, m)
+			}
+			if m, ok := exMin.(float64); ok && f <= m {
+				return fmt.Errorf("%s: %v not above %v", at, f, m)
+			}
+			if m, ok := exMax.(float64); ok && f >= m {
+				return fmt.Errorf("%s: %v not below %v", at, f, m)
+			}
 		case string:
 			n := utf8.RuneCountInString(v)
 			if m, ok := s["minLength"].(float64); ok && n < int(m) {
