@@ -189,23 +189,12 @@ func TestLlamaNProbs(t *testing.T) {
 	postJSON(t, n, "/completion", body, &whole)
 	check("whole", whole.Content, whole.TokensPredicted, whole.Probs)
 
-	resp := post(t, n, "/completion", strings.Replace(body, `"n_probs":3`, `"n_probs":3,"stream":true`, 1))
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
 	var probs []prob
 	var text strings.Builder
-	for _, line := range strings.Split(string(b), "\n") {
-		data, ok := strings.CutPrefix(line, "data: ")
-		if !ok {
-			continue
-		}
-		var ev struct {
-			Content string `json:"content"`
-			Probs   []prob `json:"completion_probabilities"`
-		}
-		if err := json.Unmarshal([]byte(data), &ev); err != nil {
-			t.Fatal(err)
-		}
+	for _, ev := range streamed[struct {
+		Content string `json:"content"`
+		Probs   []prob `json:"completion_probabilities"`
+	}](t, n, "/completion", strings.Replace(body, `"n_probs":3`, `"n_probs":3,"stream":true`, 1)) {
 		text.WriteString(ev.Content)
 		probs = append(probs, ev.Probs...)
 	}
@@ -247,23 +236,12 @@ func TestLlamaReturnTokens(t *testing.T) {
 		t.Errorf("without return_tokens: tokens %v", plain.Tokens)
 	}
 
-	resp := post(t, n, "/completion", body+`,"stream":true}`)
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
 	var ids []uint32
 	var text strings.Builder
-	for _, line := range strings.Split(string(b), "\n") {
-		data, ok := strings.CutPrefix(line, "data: ")
-		if !ok {
-			continue
-		}
-		var ev struct {
-			Content string   `json:"content"`
-			Tokens  []uint32 `json:"tokens"`
-		}
-		if err := json.Unmarshal([]byte(data), &ev); err != nil {
-			t.Fatal(err)
-		}
+	for _, ev := range streamed[struct {
+		Content string   `json:"content"`
+		Tokens  []uint32 `json:"tokens"`
+	}](t, n, "/completion", body+`,"stream":true}`) {
 		text.WriteString(ev.Content)
 		ids = append(ids, ev.Tokens...)
 	}
@@ -333,32 +311,21 @@ func TestLlamaCachePrompt(t *testing.T) {
 	serve := func(cache bool) (string, int) {
 		t.Helper()
 		body := fmt.Sprintf(`{"prompt":"The meaning of life is, as everyone knows,","n_predict":8,"stream":true,"return_progress":true,"cache_prompt":%v}`, cache)
-		resp := post(t, n, "/completion", body)
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
 		var text strings.Builder
 		cached := -1
-		for _, line := range strings.Split(string(b), "\n") {
-			data, ok := strings.CutPrefix(line, "data: ")
-			if !ok {
-				continue
-			}
-			var ev struct {
-				Content        string `json:"content"`
-				PromptProgress *struct {
-					Cache int `json:"cache"`
-				} `json:"prompt_progress"`
-			}
-			if err := json.Unmarshal([]byte(data), &ev); err != nil {
-				t.Fatal(err)
-			}
+		for _, ev := range streamed[struct {
+			Content        string `json:"content"`
+			PromptProgress *struct {
+				Cache int `json:"cache"`
+			} `json:"prompt_progress"`
+		}](t, n, "/completion", body) {
 			text.WriteString(ev.Content)
 			if ev.PromptProgress != nil {
 				cached = ev.PromptProgress.Cache
 			}
 		}
 		if cached < 0 {
-			t.Fatalf("no prompt progress: %s", b)
+			t.Fatalf("no prompt progress for %s", body)
 		}
 		return text.String(), cached
 	}
@@ -368,4 +335,26 @@ func TestLlamaCachePrompt(t *testing.T) {
 	if cached == 0 || none != 0 || again != first || whole != first {
 		t.Errorf("cached %d tokens (%q), then with cache_prompt false %d (%q); first %q", cached, again, none, whole, first)
 	}
+}
+
+// streamed posts body to path and decodes each of the stream's data:
+// events into an E, in order.
+func streamed[E any](t *testing.T, n *Node, path, body string) []E {
+	t.Helper()
+	resp := post(t, n, path, body)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var evs []E
+	for _, line := range strings.Split(string(b), "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok {
+			continue
+		}
+		var ev E
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			t.Fatalf("event %s: %v", data, err)
+		}
+		evs = append(evs, ev)
+	}
+	return evs
 }

@@ -188,15 +188,10 @@ func TestLlamaFilters(t *testing.T) {
 		if again, _ := complete(sampled + filter); again != got {
 			t.Errorf("%s: a seeded answer is not deterministic: %q, then %q", filter, got, again)
 		}
-		for _, tc := range []struct{ name, request, verdict string }{
+		replays(t, n, filter, energy, []replayCase{
 			{"with it", request + sampled + filter + `}`, api.VerdictVerified},
 			{"without it", request + sampled + `}`, api.VerdictNotReplayable},
-		} {
-			body, _ := json.Marshal(map[string]any{"request": json.RawMessage(tc.request), "energy": energy})
-			if status, res, raw := replayRaw(t, n, string(body)); status != http.StatusOK || res.Verdict != tc.verdict {
-				t.Errorf("%s: replay %s: %d %s, want %s", filter, tc.name, status, raw, tc.verdict)
-			}
-		}
+		})
 	}
 	// DRY changes a greedy answer (the built-in model repeats itself),
 	// and is sealed with it.
@@ -208,16 +203,11 @@ func TestLlamaFilters(t *testing.T) {
 	if again, _ := complete(dry); again != dried {
 		t.Errorf("a greedy answer under DRY is not deterministic: %q, then %q", dried, again)
 	}
-	for _, tc := range []struct{ name, request, verdict string }{
+	replays(t, n, "DRY", energy, []replayCase{
 		{"with it", request + dry + `}`, api.VerdictVerified},
 		{"without it", request + `}`, api.VerdictNotReplayable},
 		{"with other breakers", request + dry + `,"dry_sequence_breakers":["\n"]}`, api.VerdictNotReplayable},
-	} {
-		body, _ := json.Marshal(map[string]any{"request": json.RawMessage(tc.request), "energy": energy})
-		if status, res, raw := replayRaw(t, n, string(body)); status != http.StatusOK || res.Verdict != tc.verdict {
-			t.Errorf("DRY: replay %s: %d %s, want %s", tc.name, status, raw, tc.verdict)
-		}
-	}
+	})
 	resp := post(t, n, "/v1/completions", request+`,"typical_p":0.5}`)
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
@@ -284,27 +274,17 @@ func TestMirostat(t *testing.T) {
 		if filtered, _ := complete(sampled + m + `,"top_k":1,"repeat_penalty":1.5`); filtered != got {
 			t.Errorf("%s: top_k and repeat_penalty beside it changed the answer: %q, without them %q", m, filtered, got)
 		}
-		for _, tc := range []struct{ name, request, verdict string }{
+		replays(t, n, m, energy, []replayCase{
 			{"with it", request + sampled + m + `}`, api.VerdictVerified},
 			{"with the filters it replaces", request + sampled + m + `,"top_k":1,"min_p":0.5}`, api.VerdictVerified},
 			{"without it", request + sampled + `}`, api.VerdictNotReplayable},
 			{"with another target", request + sampled + m + `,"mirostat_tau":4}`, api.VerdictNotReplayable},
-		} {
-			body, _ := json.Marshal(map[string]any{"request": json.RawMessage(tc.request), "energy": energy})
-			if status, res, raw := replayRaw(t, n, string(body)); status != http.StatusOK || res.Verdict != tc.verdict {
-				t.Errorf("%s: replay %s: %d %s, want %s", m, tc.name, status, raw, tc.verdict)
-			}
-		}
+		})
 	}
 	refusedParam(t, n, "/v1/completions", request+`,"mirostat":2}`, "mirostat")
 	refusedParam(t, n, "/v1/chat/completions", `{"model":"`+fortunesModel+`","max_tokens":8,"messages":[{"role":"user","content":"hi"}],"temperature":1,"mirostat":2,`+
 		`"prediction":{"type":"content","content":"hello"}}`, "prediction")
-	caller, chain := issueGrant(t, n)
-	presented, _, err := grant.PresentBody([]byte(request+sampled+`,"mirostat":1,"metadata":{"joule_ceiling_uj":1000000000}}`), chain, caller, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	refusedParam(t, n, "/v1/completions", string(presented), "mirostat")
+	refusedOnGrant(t, n, request+sampled+`,"mirostat":1,"metadata":{"joule_ceiling_uj":1000000000}}`, "mirostat")
 }
 
 // TestAdaptiveP: llama.cpp's adaptive-p, served end to end on the
@@ -331,27 +311,17 @@ func TestAdaptiveP(t *testing.T) {
 	if again, _ := complete(on); again != got {
 		t.Errorf("a seeded answer under adaptive-p is not deterministic: %q, then %q", got, again)
 	}
-	for _, tc := range []struct{ name, request, verdict string }{
+	replays(t, n, "adaptive-p", energy, []replayCase{
 		{"with it", prompt + on + `}`, api.VerdictVerified},
 		{"with its default decay given", prompt + on + `,"adaptive_decay":0.9}`, api.VerdictVerified},
 		{"without it", prompt + order + `}`, api.VerdictNotReplayable},
 		{"with another decay", prompt + on + `,"adaptive_decay":0.5}`, api.VerdictNotReplayable},
-	} {
-		body, _ := json.Marshal(map[string]any{"request": json.RawMessage(tc.request), "energy": energy})
-		if status, res, raw := replayRaw(t, n, string(body)); status != http.StatusOK || res.Verdict != tc.verdict {
-			t.Errorf("replay %s: %d %s, want %s", tc.name, status, raw, tc.verdict)
-		}
-	}
+	})
 	refusedParam(t, n, "/v1/completions", prompt+`,"adaptive_target":0.1}`, "adaptive_target")
 	refusedParam(t, n, "/v1/completions", `{"model":"`+fortunesModel+`","prompt":"x","adaptive_target":0.1`+order+`}`, "adaptive_target")
 	refusedParam(t, n, "/v1/chat/completions", `{"model":"`+fortunesModel+`","max_tokens":8,"messages":[{"role":"user","content":"hi"}],"temperature":1,"adaptive_target":0.5`+order+
 		`,"prediction":{"type":"content","content":"hello"}}`, "prediction")
-	caller, chain := issueGrant(t, n)
-	presented, _, err := grant.PresentBody([]byte(prompt+on+`,"metadata":{"joule_ceiling_uj":1000000000}}`), chain, caller, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	refusedParam(t, n, "/v1/completions", string(presented), "samplers") // the order adaptive-p needs is refused first
+	refusedOnGrant(t, n, prompt+on+`,"metadata":{"joule_ceiling_uj":1000000000}}`, "samplers") // the order adaptive-p needs is refused first
 }
 
 // refusedParam posts body to path and wants a 400 naming param.
@@ -479,16 +449,11 @@ func TestIgnoreEOS(t *testing.T) {
 	if finish != "length" || tokens != 96 || !strings.HasPrefix(long, text) {
 		t.Errorf("with ignore_eos: %q ends %q after %d tokens, want 96 tokens that begin with %q", long, finish, tokens, text)
 	}
-	for _, tc := range []struct{ name, request, verdict string }{
+	replays(t, n, "ignore_eos", energy, []replayCase{
 		{"with it", request + `,"ignore_eos":true}`, api.VerdictVerified},
 		{"as min_tokens", request + `,"min_tokens":96}`, api.VerdictVerified},
 		{"without it", request + `}`, api.VerdictNotReplayable},
-	} {
-		body, _ := json.Marshal(map[string]any{"request": json.RawMessage(tc.request), "energy": energy})
-		if status, res, raw := replayRaw(t, n, string(body)); status != http.StatusOK || res.Verdict != tc.verdict {
-			t.Errorf("replay %s: %d %s, want %s", tc.name, status, raw, tc.verdict)
-		}
-	}
+	})
 	resp := post(t, n, "/completion", `{"prompt":"Love is","n_predict":96,"ban_eos_token":true}`)
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
@@ -499,12 +464,7 @@ func TestIgnoreEOS(t *testing.T) {
 	if err := json.Unmarshal(b, &llama); err != nil || llama.Content != long || llama.TokensPredicted != 96 {
 		t.Errorf("/completion with ban_eos_token: %s, want the ignore_eos answer", b)
 	}
-	caller, chain := issueGrant(t, n)
-	presented, _, err := grant.PresentBody([]byte(request+`,"ignore_eos":true,"metadata":{"joule_ceiling_uj":1000000000}}`), chain, caller, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	refusedParam(t, n, "/v1/completions", string(presented), "ignore_eos")
+	refusedOnGrant(t, n, request+`,"ignore_eos":true,"metadata":{"joule_ceiling_uj":1000000000}}`, "ignore_eos")
 }
 
 // TestMinTokens: min_tokens holds the built-in model's end token back
@@ -542,20 +502,38 @@ func TestMinTokens(t *testing.T) {
 	if tokens < k+5 || !strings.HasPrefix(long, short) {
 		t.Errorf("min_tokens %d: %q, %d tokens; without it %q, %d tokens", k+5, long, tokens, short, k)
 	}
-	for _, tc := range []struct{ name, request, verdict string }{
+	replays(t, n, "min_tokens", energy, []replayCase{
 		{"with it", request + held + `}`, api.VerdictVerified},
 		{"without it", request + `}`, api.VerdictNotReplayable},
-	} {
+	})
+	refusedParam(t, n, "/v1/completions", request+`,"min_tokens":97}`, "min_tokens")
+	refusedOnGrant(t, n, request+held+`,"metadata":{"joule_ceiling_uj":1000000000}}`, "min_tokens")
+}
+
+// replayCase is a request shown with a served answer's energy, and the
+// verdict its replay must give.
+type replayCase struct{ name, request, verdict string }
+
+// replays replays each case against energy (usage.energy), the answer
+// of what's request.
+func replays(t *testing.T, n *Node, what string, energy json.RawMessage, cases []replayCase) {
+	t.Helper()
+	for _, tc := range cases {
 		body, _ := json.Marshal(map[string]any{"request": json.RawMessage(tc.request), "energy": energy})
 		if status, res, raw := replayRaw(t, n, string(body)); status != http.StatusOK || res.Verdict != tc.verdict {
-			t.Errorf("replay %s: %d %s, want %s", tc.name, status, raw, tc.verdict)
+			t.Errorf("%s: replay %s: %d %s, want %s", what, tc.name, status, raw, tc.verdict)
 		}
 	}
-	refusedParam(t, n, "/v1/completions", request+`,"min_tokens":97}`, "min_tokens")
+}
+
+// refusedOnGrant presents body (a completions request) on a grant the
+// node issued, and wants a 400 naming param.
+func refusedOnGrant(t *testing.T, n *Node, body, param string) {
+	t.Helper()
 	caller, chain := issueGrant(t, n)
-	presented, _, err := grant.PresentBody([]byte(request+held+`,"metadata":{"joule_ceiling_uj":1000000000}}`), chain, caller, nil)
+	presented, _, err := grant.PresentBody([]byte(body), chain, caller, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	refusedParam(t, n, "/v1/completions", string(presented), "min_tokens")
+	refusedParam(t, n, "/v1/completions", string(presented), param)
 }
