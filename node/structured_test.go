@@ -120,7 +120,7 @@ func TestStructuredOutputs(t *testing.T) {
 	for _, tc := range []struct {
 		body, code, param, says string
 	}{
-		{chat(`{"type":"json_schema","json_schema":{"name":"v","schema":{"type":"object","properties":{"d":{"type":"string","format":"email"}}}}}`, ""),
+		{chat(`{"type":"json_schema","json_schema":{"name":"v","schema":{"type":"object","properties":{"d":{"type":"string","format":"ipv6"}}}}}`, ""),
 			"unsupported_schema", "response_format.json_schema.schema", `"format" at /properties/d/format`},
 		{chat(`{"type":"json_schema","json_schema":{"name":"v","schema":{"type":"strng"}}}`, ""), "invalid_schema", "response_format.json_schema.schema", "strng"},
 		{chat(`{"type":"json_schema","json_schema":{"schema":{}}}`, ""), "invalid_request", "response_format.json_schema.name", "name"},

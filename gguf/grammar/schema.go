@@ -27,7 +27,8 @@ import (
 //     additionalProperties accepts);
 //   - items, minItems, maxItems; minLength, maxLength (at most MaxBound);
 //   - pattern, a regular expression (Builder.Regex), not beside minLength
-//     or maxLength; format date, time, date-time and uuid (formats);
+//     or maxLength; format date, time, date-time, uuid, hostname,
+//     email, ipv4 and uri (formats);
 //   - an integer's minimum, maximum, exclusiveMinimum, exclusiveMaximum
 //     (intrange.go), not a number's;
 //   - anyOf; $defs and definitions, and $ref to a JSON pointer in the
@@ -540,13 +541,27 @@ func (c *schemaCompiler) intBounds(n *jnode, ptr string) (Expr, error) {
 // whose every match is valid in the format (RFC 3339's dates and times,
 // the day bounded by its month and February's 29th by the leap years;
 // a leap second and the lower-case T and Z, which RFC 3339 allows, are
-// not written), as Pydantic's date, datetime, time and UUID fields ask.
+// not written), as Pydantic's date, datetime, time, UUID, EmailStr and
+// HttpUrl fields ask: a subset where the format is wider.
 var formats = map[string]string{
 	"date":      dateRegex,
 	"time":      timeRegex,
 	"date-time": dateRegex + "T" + timeRegex,
 	"uuid":      `[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}`,
+	// A dot-atom local part (of at most 62 characters) at a host name:
+	// RFC 5321's common form.
+	"email":    "[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]{1,20}(?:\\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]{1,20}){0,2}@" + hostnameRegex,
+	"hostname": hostnameRegex,
+	"ipv4":     `(?:(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])`,
+	// An http or https URL of a host name and a path of unreserved and
+	// sub-delimiter characters (no percent-encoding, query or fragment).
+	"uri": `https?://` + hostnameRegex + `(?:/[A-Za-z0-9._~!$&'()*+,;=:@-]*)*`,
 }
+
+// hostnameRegex is RFC 1123's host name: up to four labels of letters,
+// digits and inner hyphens, of 1 to 62 characters (so at most 251 in
+// all, within its 253).
+const hostnameRegex = `[A-Za-z0-9](?:[A-Za-z0-9-]{0,60}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,60}[A-Za-z0-9])?){0,3}`
 
 const (
 	dateRegex = `(?:[0-9]{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))` +
@@ -562,7 +577,7 @@ func (c *schemaCompiler) format(n, f *jnode, ptr string, lo, hi int) (Expr, erro
 	case f.kind != 's':
 		return Expr{}, &SchemaError{Pointer: ptr, Msg: "format must be a string"}
 	case !ok:
-		return Expr{}, &UnsupportedError{Keyword: "format", Pointer: ptr, Reason: fmt.Sprintf("format %q is not enforced (date, time, date-time and uuid are)", f.str)}
+		return Expr{}, &UnsupportedError{Keyword: "format", Pointer: ptr, Reason: fmt.Sprintf("format %q is not enforced (date, time, date-time, uuid, email, hostname, ipv4 and uri are)", f.str)}
 	case lo != 0 || hi >= 0:
 		return Expr{}, &UnsupportedError{Keyword: "format", Pointer: ptr, Reason: "a format beside minLength or maxLength is not compiled"}
 	}

@@ -77,7 +77,7 @@ func TestRefusedFields(t *testing.T) {
 		{chat, "function_call", `{"name":"f"}`, "deprecated"},
 		{chat, "response_format", `{"type":"json_object"}`, ""},
 		{chat, "response_format", `{"type":"text"}`, ""},
-		{chat, "response_format", `{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"string","format":"email"}}}`, `"format" at /format`},
+		{chat, "response_format", `{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"string","format":"ipv6"}}}`, `"format" at /format`},
 		{completions, "response_format", `{"type":"json_object"}`, "structured outputs"},
 		{chat, "stream_options", `{"include_obfuscation":true}`, "include_obfuscation"},
 		{chat, "user", `"user-1234"`, ""},

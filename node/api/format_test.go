@@ -58,7 +58,7 @@ func TestResponseFormatRefused(t *testing.T) {
 		{`{` + msgs + `,"response_format":{"type":"json_schema","json_schema":{"name":"a b","schema":{}}}}`, "invalid_request", "response_format.json_schema.name", "letters"},
 		{`{` + msgs + `,"response_format":{"type":"json_schema","json_schema":{"name":"x"}}}`, "invalid_request", "response_format.json_schema.schema", "required"},
 		{`{` + msgs + `,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{},"extra":1}}}`, "invalid_request", "response_format", "extra"},
-		{`{` + msgs + `,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"string","format":"email"}}}}`,
+		{`{` + msgs + `,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"string","format":"ipv6"}}}}`,
 			"unsupported_schema", "response_format.json_schema.schema", `"format" at /format`},
 		{`{` + msgs + `,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"text"}}}}`,
 			"invalid_schema", "response_format.json_schema.schema", "text"},

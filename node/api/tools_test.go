@@ -313,7 +313,7 @@ func TestToolChoiceForced(t *testing.T) {
 
 	// What cannot be enforced is refused, naming it.
 	for _, tc := range []struct{ body, param, code string }{
-		{`"tool_choice":"required","tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":{"type":"string","format":"uri"}}}}}]`, "tools[0].function.parameters", "unsupported_schema"},
+		{`"tool_choice":"required","tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":{"type":"string","format":"ipv6"}}}}}]`, "tools[0].function.parameters", "unsupported_schema"},
 	} {
 		resp := h.post(t, "/v1/chat/completions", `{"model":"tiny",`+tc.body+`,"messages":[{"role":"user","content":"hi"}]}`)
 		if e := decodeError(t, resp); resp.StatusCode != 400 || e.Param != tc.param || e.Code != tc.code {
@@ -399,7 +399,7 @@ func TestToolValidation(t *testing.T) {
 		{fn(`{"name":"f","parameters":"object"}`), "tools[0].function.parameters"},
 		{fn(`{"name":"f","description":7}`), "tools[0].function.description"},
 		{fn(`{"name":"f","strict":"yes"}`), "tools[0].function"},
-		{fn(`{"name":"f","strict":true,"parameters":{"type":"string","format":"uri"}}`), "tools[0].function.parameters"},
+		{fn(`{"name":"f","strict":true,"parameters":{"type":"string","format":"ipv6"}}`), "tools[0].function.parameters"},
 		{`"tools":[{"type":"function","function":{"name":"f"}},{"type":"function","function":{"name":"f"}}],` + user, "tools[1].function.name"},
 		{`"tools":[` + strings.Repeat(`{"type":"function","function":{"name":"f"}},`, 128) + `{"type":"function","function":{"name":"g"}}],` + user, "tools"},
 		{`"tool_choice":"sometimes",` + weatherTools + `,` + user, "tool_choice"},
@@ -435,7 +435,7 @@ func TestToolValidation(t *testing.T) {
 	// (g's schema, which the grammar cannot enforce, is not refused);
 	// without a strict tool, or under none, nothing is held.
 	strictTools := `"tools":[{"type":"function","function":{"name":"f","strict":true,"parameters":{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]}}},` +
-		`{"type":"function","function":{"name":"g","parameters":{"type":"string","format":"uri"}}}],`
+		`{"type":"function","function":{"name":"g","parameters":{"type":"string","format":"ipv6"}}}],`
 	for _, tc := range []struct {
 		body string
 		held bool // a grammar, lazy

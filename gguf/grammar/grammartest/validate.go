@@ -9,6 +9,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
+	"net/mail"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -259,8 +262,50 @@ func checkFormat(format, v string) error {
 			return fmt.Errorf("not 8-4-4-4-12 hexadecimal digits")
 		}
 		return nil
+	case "email":
+		a, err := mail.ParseAddress(v)
+		if err != nil {
+			return err
+		}
+		local, host, _ := strings.Cut(a.Address, "@")
+		if a.Address != v || a.Name != "" || len(local) > 64 {
+			return fmt.Errorf("not a bare address of a local part up to 64 characters")
+		}
+		return checkHostname(host)
+	case "hostname":
+		return checkHostname(v)
+	case "ipv4":
+		if ip := net.ParseIP(v); ip == nil || ip.To4() == nil || strings.Contains(v, ":") {
+			return fmt.Errorf("not a dotted IPv4 address")
+		}
+		return nil
+	case "uri":
+		u, err := url.Parse(v)
+		if err != nil {
+			return err
+		}
+		if !u.IsAbs() || u.Host == "" {
+			return fmt.Errorf("not an absolute URI with a host")
+		}
+		return checkHostname(u.Hostname())
 	}
 	return fmt.Errorf("format %q is not known here", format)
 }
 
 var uuidText = regexp.MustCompile(`^[[:xdigit:]]{8}(-[[:xdigit:]]{4}){3}-[[:xdigit:]]{12}$`)
+
+// checkHostname is RFC 1123's rule: at most 253 characters, labels of 1
+// to 63 letters, digits and hyphens, none at a label's ends.
+func checkHostname(h string) error {
+	if len(h) == 0 || len(h) > 253 {
+		return fmt.Errorf("a host name of %d characters", len(h))
+	}
+	for _, l := range strings.Split(h, ".") {
+		if !hostLabel.MatchString(l) {
+			return fmt.Errorf("label %q", l)
+		}
+	}
+	return nil
+}
+
+var hostLabel = regexp.MustCompile(`^[[:alnum:]]([[:alnum:]-]{0,61}[[:alnum:]])?$`)

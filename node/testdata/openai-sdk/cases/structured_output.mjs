@@ -53,6 +53,6 @@ if (obj.choices[0].finish_reason === 'stop') {
 // A schema feature meshnode does not enforce is a 400 the SDK raises.
 await assert.rejects(
   client.chat.completions.create({ model, messages, max_tokens: 8,
-    response_format: { type: 'json_schema', json_schema: { name: 'p', schema: { type: 'string', format: 'email' } } } }),
+    response_format: { type: 'json_schema', json_schema: { name: 'p', schema: { type: 'string', format: 'ipv6' } } } }),
   (err) => err.status === 400 && /format/.test(err.message),
 );
