@@ -63,7 +63,7 @@ func TestGuided(t *testing.T) {
 		`"guided_choice":[]`:                                                  "guided_choice",
 		`"guided_regex":"\\bx"`:                                               "guided_regex",
 		`"guided_regex":"(x"`:                                                 "guided_regex",
-		`"guided_json":{"type":"string","format":"ipv6"}`:                    "guided_json",
+		`"guided_json":{"type":"string","format":"ipv6"}`:                     "guided_json",
 		`"guided_grammar":"root ::= [a"`:                                      "guided_grammar",
 		`"guided_decoding_backend":"outlines","guided_choice":["a"]`:          "guided_decoding_backend",
 		`"guided_whitespace_pattern":" ","guided_json":{}`:                    "guided_whitespace_pattern",
