@@ -46,3 +46,75 @@ func TestIntRange(t *testing.T) {
 		}
 	}
 }
+
+// TestTupleBounds: a tuple's grammar takes exactly the arrays its
+// prefixItems, items and bounds allow, over every array of up to five of
+// the values 0 … 3 and 9, for every prefix length, rest and bounds.
+func TestTupleBounds(t *testing.T) {
+	var arrays [][]int
+	var grow func(a []int)
+	grow = func(a []int) {
+		arrays = append(arrays, a)
+		if len(a) == 5 {
+			return
+		}
+		for _, v := range []int{0, 1, 2, 3, 9} {
+			grow(append(append([]int(nil), a...), v))
+		}
+	}
+	grow(nil)
+	for k := 1; k <= 3; k++ {
+		for _, rest := range []string{"", `,"items":false`, `,"items":{"const":9}`} {
+			for lo := 0; lo <= 4; lo++ {
+				for hi := -1; hi <= 5; hi++ {
+					if hi >= 0 && lo > hi {
+						continue
+					}
+					schema := `{"type":"array","prefixItems":[`
+					for i := range k {
+						if i > 0 {
+							schema += ","
+						}
+						schema += `{"const":` + strconv.Itoa(i) + `}`
+					}
+					schema += `]` + rest + `,"minItems":` + strconv.Itoa(lo)
+					if hi >= 0 {
+						schema += `,"maxItems":` + strconv.Itoa(hi)
+					}
+					schema += `}`
+					g, err := FromSchema([]byte(schema))
+					if err != nil {
+						if rest == `,"items":false` && lo > k {
+							continue // no array: refused
+						}
+						t.Fatalf("%s: %v", schema, err)
+					}
+					for _, a := range arrays {
+						want := len(a) >= lo && (hi < 0 || len(a) <= hi)
+						for i, v := range a {
+							switch {
+							case i < k:
+								want = want && v == i
+							case rest == `,"items":false`:
+								want = false
+							case rest != "":
+								want = want && v == 9
+							}
+						}
+						doc := "["
+						for i, v := range a {
+							if i > 0 {
+								doc += ","
+							}
+							doc += strconv.Itoa(v)
+						}
+						doc += "]"
+						if got := accepts(t, g, doc); got != want {
+							t.Fatalf("%s on %s: grammar %v, want %v", schema, doc, got, want)
+						}
+					}
+				}
+			}
+		}
+	}
+}

@@ -112,6 +112,44 @@ func (b *Builder) arrayOf(item Expr, lo, hi int) Expr {
 	return Seq(Lit("["), ws, items, Lit("]"))
 }
 
+// tupleOf is an array of between lo and hi (hi < 0: any number) items
+// whose first ones match items, one each, and the rest rest: written
+// from the end, each item after the first lo optional, and after the
+// tuple's items the rest repeated within what the bounds leave.
+func (b *Builder) tupleOf(items []Expr, rest Expr, lo, hi int) Expr {
+	ws := b.ws()
+	sep := Seq(ws, Lit(","), ws)
+	k := len(items)
+	tail := Seq()
+	if hi < 0 || hi > k {
+		more := -1
+		if hi >= 0 {
+			more = hi - k
+		}
+		tail = Repeat(Seq(sep, rest), max(lo-k, 0), more)
+	}
+	// tail is what follows item i-1, from the last item back.
+	for i := k - 1; i >= 1; i-- {
+		if hi >= 0 && i >= hi {
+			tail = Seq() // the bounds end the array before item i
+			continue
+		}
+		next := Seq(sep, items[i], tail)
+		if i >= lo {
+			next = Opt(next)
+		}
+		tail = next
+	}
+	if hi == 0 {
+		return Seq(Lit("["), ws, Lit("]"))
+	}
+	body := Seq(items[0], tail, ws)
+	if lo == 0 {
+		return Seq(Lit("["), ws, Opt(body), Lit("]"))
+	}
+	return Seq(Lit("["), ws, body, Lit("]"))
+}
+
 // JSONString is any JSON string: printable ASCII but the quote and
 // backslash, valid UTF-8 beyond ASCII, and the escapes.
 func (b *Builder) JSONString() Expr {

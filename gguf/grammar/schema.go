@@ -25,7 +25,9 @@ import (
 //     true or a schema makes an object of any keys only where there are no
 //     properties (with properties, only those are written, which any
 //     additionalProperties accepts);
-//   - items, minItems, maxItems; minLength, maxLength (at most MaxBound);
+//   - items, minItems, maxItems; tuples: prefixItems (draft 4's items
+//     as an array) with items (additionalItems) for the rest;
+//     minLength, maxLength (at most MaxBound);
 //   - pattern, a regular expression (Builder.Regex), not beside minLength
 //     or maxLength; format date, time, date-time, uuid, hostname,
 //     email, ipv4 and uri (formats);
@@ -38,7 +40,7 @@ import (
 //     nothing.
 //
 // Everything else (other formats, a number's range, multipleOf, oneOf,
-// allOf, not, if/then/else, prefixItems, uniqueItems, patternProperties,
+// allOf, not, if/then/else, uniqueItems, patternProperties,
 // minProperties, ...) is refused with an *UnsupportedError naming the
 // keyword and where it is, rather than ignored: a schema the output might
 // not meet must not be accepted.
@@ -279,7 +281,7 @@ var annotations = map[string]bool{
 // keywords are the ones compiled.
 var keywords = map[string]bool{
 	"type": true, "enum": true, "const": true, "properties": true, "required": true,
-	"additionalProperties": true, "items": true, "minItems": true, "maxItems": true,
+	"additionalProperties": true, "items": true, "minItems": true, "maxItems": true, "prefixItems": true, "additionalItems": true,
 	"minLength": true, "maxLength": true, "pattern": true, "format": true,
 	"minimum": true, "maximum": true, "exclusiveMinimum": true, "exclusiveMaximum": true, "anyOf": true, "$ref": true, "$defs": true, "definitions": true,
 }
@@ -424,7 +426,7 @@ func (c *schemaCompiler) types(n *jnode, ptr string) ([]string, error) {
 			switch k {
 			case "properties", "required", "additionalProperties":
 				return []string{"object"}, nil
-			case "items", "minItems", "maxItems":
+			case "items", "minItems", "maxItems", "prefixItems":
 				return []string{"array"}, nil
 			case "minLength", "maxLength", "pattern", "format":
 				return []string{"string"}, nil
@@ -648,21 +650,59 @@ func (c *schemaCompiler) array(n *jnode, ptr string) (Expr, error) {
 	if err != nil {
 		return Expr{}, err
 	}
-	item := c.b.JSONValue()
-	if it, ok := n.get("items"); ok {
-		if it.kind == 'a' {
-			return Expr{}, &UnsupportedError{Keyword: "items", Pointer: ptrJoin(ptr, "items"), Reason: "an array of item schemas (tuples) is not supported"}
+	// A tuple: prefixItems (or draft 4's items as an array), then the
+	// rest under items (draft 4's additionalItems).
+	prefixKey, restKey := "prefixItems", "items"
+	prefix, tuple := n.get("prefixItems")
+	if it, ok := n.get("items"); ok && it.kind == 'a' {
+		if tuple {
+			return Expr{}, &SchemaError{Pointer: ptrJoin(ptr, "items"), Msg: "items is an array beside prefixItems"}
 		}
-		e, err := c.compile(it, ptrJoin(ptr, "items"))
-		if err != nil {
+		prefix, tuple, prefixKey, restKey = it, true, "items", "additionalItems"
+	} else if _, ok := n.get("additionalItems"); ok {
+		return Expr{}, &UnsupportedError{Keyword: "additionalItems", Pointer: ptrJoin(ptr, "additionalItems"), Reason: "additionalItems goes with items as an array"}
+	}
+	rest, closed := c.b.JSONValue(), false
+	if r, ok := n.get(restKey); ok {
+		switch r.kind {
+		case 'f':
+			closed = true
+		case 't':
+		default:
+			e, err := c.compile(r, ptrJoin(ptr, restKey))
+			if err != nil {
+				return Expr{}, err
+			}
+			// The item is one rule, so that the bounds repeat a reference.
+			name := c.fresh("item")
+			c.b.Define(name, e)
+			rest = Ref(name)
+		}
+	}
+	if !tuple {
+		if closed {
+			hi = 0
+		}
+		return c.b.arrayOf(rest, lo, hi), nil
+	}
+	pp := ptrJoin(ptr, prefixKey)
+	if prefix.kind != 'a' || len(prefix.items) == 0 {
+		return Expr{}, &SchemaError{Pointer: pp, Msg: prefixKey + " must be a non-empty array of schemas"}
+	}
+	items := make([]Expr, len(prefix.items))
+	for i, v := range prefix.items {
+		if items[i], err = c.compile(v, ptrJoin(pp, strconv.Itoa(i))); err != nil {
 			return Expr{}, err
 		}
-		// The item is one rule, so that the bounds repeat a reference.
-		name := c.fresh("item")
-		c.b.Define(name, e)
-		item = Ref(name)
 	}
-	return c.b.arrayOf(item, lo, hi), nil
+	k := len(items)
+	if closed && (hi < 0 || hi > k) {
+		hi = k
+	}
+	if lo > k && closed || hi >= 0 && lo > hi {
+		return Expr{}, &SchemaError{Pointer: ptr, Msg: "the tuple's bounds hold no array"}
+	}
+	return c.b.tupleOf(items, rest, lo, hi), nil
 }
 
 func (c *schemaCompiler) object(n *jnode, ptr string) (Expr, error) {

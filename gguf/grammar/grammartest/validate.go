@@ -129,11 +129,24 @@ func validateAt(root, s, v any, at string) error {
 			if n, ok := s["maxItems"].(float64); ok && len(v) > int(n) {
 				return fmt.Errorf("%s: %d items > %v", at, len(v), n)
 			}
-			if it, ok := s["items"]; ok {
-				for i, x := range v {
-					if err := validateAt(root, it, x, at+"/"+strconv.Itoa(i)); err != nil {
-						return err
-					}
+			// A tuple: prefixItems (or draft 4's items as an array) for
+			// the first items, then items (additionalItems) for the rest.
+			prefix, _ := s["prefixItems"].([]any)
+			rest, hasRest := s["items"]
+			if a, ok := rest.([]any); ok {
+				prefix = a
+				rest, hasRest = s["additionalItems"]
+			}
+			for i, x := range v {
+				sch, ok := rest, hasRest
+				if i < len(prefix) {
+					sch, ok = prefix[i], true
+				}
+				if !ok {
+					continue
+				}
+				if err := validateAt(root, sch, x, at+"/"+strconv.Itoa(i)); err != nil {
+					return err
 				}
 			}
 		case json.Number:
