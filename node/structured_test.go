@@ -126,7 +126,7 @@ func TestStructuredOutputs(t *testing.T) {
 		{chat(`{"type":"json_schema","json_schema":{"schema":{}}}`, ""), "invalid_request", "response_format.json_schema.name", "name"},
 		{chat(`{"type":"xml"}`, ""), "invalid_request", "response_format.type", "xml"},
 		{chat(`{"type":"json_object","schema":{}}`, ""), "invalid_request", "response_format", "schema"},
-		{`{"model":"` + fortunesModel + `","input":"x","text":{"format":{"type":"json_schema","name":"v","schema":{"oneOf":[]}}}}`,
+		{`{"model":"` + fortunesModel + `","input":"x","text":{"format":{"type":"json_schema","name":"v","schema":{"oneOf":[{"type":"string"},{"type":"integer"}]}}}}`,
 			"unsupported_schema", "text.format.schema", "oneOf"},
 	} {
 		path := "/v1/chat/completions"

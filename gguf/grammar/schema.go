@@ -33,13 +33,14 @@ import (
 //     email, ipv4 and uri (formats);
 //   - an integer's minimum, maximum, exclusiveMinimum, exclusiveMaximum
 //     (intrange.go), not a number's;
-//   - anyOf; $defs and definitions, and $ref to a JSON pointer in the
+//   - anyOf, and oneOf where its branches are told apart by a required
+//     property's const (disjoint); $defs and definitions, and $ref to a JSON pointer in the
 //     same document ("#", "#/$defs/name"), recursion included;
 //   - the annotations title, description, $schema, $id, $comment,
 //     examples, default, deprecated, readOnly and writeOnly, which change
 //     nothing.
 //
-// Everything else (other formats, a number's range, multipleOf, oneOf,
+// Everything else (other formats, a number's range, multipleOf, any other oneOf,
 // allOf, not, if/then/else, uniqueItems, patternProperties,
 // minProperties, ...) is refused with an *UnsupportedError naming the
 // keyword and where it is, rather than ignored: a schema the output might
@@ -276,6 +277,7 @@ func (c *schemaCompiler) fresh(what string) string {
 var annotations = map[string]bool{
 	"title": true, "description": true, "$schema": true, "$id": true, "$comment": true,
 	"examples": true, "default": true, "deprecated": true, "readOnly": true, "writeOnly": true,
+	"discriminator": true, // OpenAPI's, beside oneOf: the branches' const tells them apart
 }
 
 // keywords are the ones compiled.
@@ -283,12 +285,12 @@ var keywords = map[string]bool{
 	"type": true, "enum": true, "const": true, "properties": true, "required": true,
 	"additionalProperties": true, "items": true, "minItems": true, "maxItems": true, "prefixItems": true, "additionalItems": true,
 	"minLength": true, "maxLength": true, "pattern": true, "format": true,
-	"minimum": true, "maximum": true, "exclusiveMinimum": true, "exclusiveMaximum": true, "anyOf": true, "$ref": true, "$defs": true, "definitions": true,
+	"minimum": true, "maximum": true, "exclusiveMinimum": true, "exclusiveMaximum": true,
+	"oneOf": true, "anyOf": true, "$ref": true, "$defs": true, "definitions": true,
 }
 
 // unsupportedWhy says more about the keywords people send most.
 var unsupportedWhy = map[string]string{
-	"oneOf":      "exactly-one-of cannot be enforced by generation; use anyOf",
 	"allOf":      "schemas are not merged; write the combined schema",
 	"multipleOf": "numeric constraints are not enforced",
 }
@@ -339,15 +341,22 @@ func (c *schemaCompiler) compile(n *jnode, ptr string) (Expr, error) {
 		}
 		return Alt(alts...), nil
 	}
-	if v, ok := n.get("anyOf"); ok {
-		p := ptrJoin(ptr, "anyOf")
+	for _, of := range []string{"anyOf", "oneOf"} {
+		v, ok := n.get(of)
+		if !ok {
+			continue
+		}
+		p := ptrJoin(ptr, of)
 		if v.kind != 'a' || len(v.items) == 0 {
-			return Expr{}, &SchemaError{Pointer: p, Msg: "anyOf must be a non-empty array"}
+			return Expr{}, &SchemaError{Pointer: p, Msg: of + " must be a non-empty array"}
 		}
 		for _, k := range n.keys {
-			if k != "anyOf" && k != "$defs" && k != "definitions" && !annotations[k] {
-				return Expr{}, &UnsupportedError{Keyword: k, Pointer: ptrJoin(ptr, k), Reason: "keywords beside anyOf are not merged into its branches"}
+			if k != of && k != "$defs" && k != "definitions" && !annotations[k] {
+				return Expr{}, &UnsupportedError{Keyword: k, Pointer: ptrJoin(ptr, k), Reason: "keywords beside " + of + " are not merged into its branches"}
 			}
+		}
+		if of == "oneOf" && !c.disjoint(v.items) {
+			return Expr{}, &UnsupportedError{Keyword: "oneOf", Pointer: p, Reason: "exactly one of its branches is enforced only where they are told apart by a property each requires with a const of its own (a discriminator, as Pydantic writes tagged unions); these are not: use anyOf"}
 		}
 		alts := make([]Expr, len(v.items))
 		for i, it := range v.items {
@@ -858,6 +867,61 @@ func (c *schemaCompiler) ref(v *jnode, ptr string) (Expr, error) {
 	}
 	c.b.Define(name, e)
 	return Ref(name), nil
+}
+
+// disjoint reports whether no value can match two of the branches: each
+// (through its $ref) is an object that requires a property they all
+// name, with a const (or an enum of one value) of its own. Then oneOf
+// is anyOf.
+func (c *schemaCompiler) disjoint(branches []*jnode) bool {
+	consts := make([]map[string]string, len(branches))
+	for i, b := range branches {
+		for b != nil {
+			r, ok := b.get("$ref")
+			if !ok || r.kind != 's' || !strings.HasPrefix(r.str, "#") {
+				break
+			}
+			target, err := c.resolve(r.str[1:])
+			if err != nil {
+				return false
+			}
+			b = target
+		}
+		props, ok := b.get("properties")
+		req, rok := b.get("required")
+		if !ok || !rok || props.kind != 'o' || req.kind != 'a' {
+			return false
+		}
+		consts[i] = map[string]string{}
+		for _, r := range req.items {
+			p, ok := props.get(r.str)
+			if r.kind != 's' || !ok {
+				continue
+			}
+			if v, ok := p.get("const"); ok {
+				consts[i][r.str] = string(v.compact(nil))
+			} else if e, ok := p.get("enum"); ok && e.kind == 'a' && len(e.items) == 1 {
+				consts[i][r.str] = string(e.items[0].compact(nil))
+			}
+		}
+	}
+	// A property every branch pins, to values that all differ.
+	for name := range consts[0] {
+		seen := map[string]bool{}
+		ok := true
+		for _, cs := range consts {
+			v, has := cs[name]
+			if !has || seen[v] {
+				ok = false
+				break
+			}
+			seen[v] = true
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
 }
 
 // resolve walks a JSON pointer from the root.

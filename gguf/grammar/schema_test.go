@@ -77,6 +77,11 @@ var schemaCases = []struct {
 	{"tuple draft 4", `{"type":"array","items":[{"type":"integer"},{"type":"null"}],"additionalItems":{"type":"boolean"},"maxItems":3}`,
 		[]string{`[]`, `[5]`, `[5,null]`, `[5,null,true]`},
 		[]string{`[5,null,true,false]`, `[null]`, `[5,null,1]`}},
+	{"tagged union", `{"oneOf":[{"$ref":"#/$defs/Cat"},{"$ref":"#/$defs/Dog"}],"discriminator":{"propertyName":"pet","mapping":{"cat":"#/$defs/Cat","dog":"#/$defs/Dog"}},` +
+		`"$defs":{"Cat":{"type":"object","properties":{"pet":{"const":"cat"},"meows":{"type":"boolean"}},"required":["pet","meows"],"additionalProperties":false},` +
+		`"Dog":{"type":"object","properties":{"pet":{"enum":["dog"]},"barks":{"type":"integer"}},"required":["pet","barks"],"additionalProperties":false}}}`,
+		[]string{`{"pet":"cat","meows":true}`, `{"pet":"dog","barks":3}`},
+		[]string{`{"pet":"cat","barks":3}`, `{"pet":"cow","meows":true}`, `{"meows":true}`}},
 	{"integer", `{"type":"integer"}`,
 		[]string{`0`, `-1`, `42`, `1234567890123456`},
 		[]string{`01`, `1.5`, `-`, `+1`, `1e3`, `12345678901234567`}},
@@ -204,6 +209,8 @@ func TestSchemaRefused(t *testing.T) {
 		{`{"maximum":3}`, "maximum", "/maximum"},
 		{`{"type":["integer","number"],"exclusiveMaximum":3}`, "exclusiveMaximum", "/exclusiveMaximum"},
 		{`{"oneOf":[{"type":"string"}]}`, "oneOf", "/oneOf"},
+		{`{"oneOf":[{"type":"object","properties":{"k":{"const":"a"}},"required":["k"]},{"type":"object","properties":{"k":{"const":"a"}},"required":["k"]}]}`, "oneOf", "/oneOf"},
+		{`{"oneOf":[{"type":"object","properties":{"k":{"const":"a"}}},{"type":"object","properties":{"k":{"const":"b"}}}]}`, "oneOf", "/oneOf"},
 		{`{"allOf":[{"type":"string"}]}`, "allOf", "/allOf"},
 		{`{"type":"array","uniqueItems":true}`, "uniqueItems", "/uniqueItems"},
 		{`{"type":"array","additionalItems":false}`, "additionalItems", "/additionalItems"},

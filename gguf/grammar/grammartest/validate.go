@@ -83,6 +83,17 @@ func validateAt(root, s, v any, at string) error {
 				return fmt.Errorf("%s: no anyOf branch: %s", at, strings.Join(errs, "; "))
 			}
 		}
+		if one, ok := s["oneOf"].([]any); ok {
+			matched := 0
+			for _, sub := range one {
+				if validateAt(root, sub, v, at) == nil {
+					matched++
+				}
+			}
+			if matched != 1 {
+				return fmt.Errorf("%s: %d oneOf branches match, not one", at, matched)
+			}
+		}
 		if t, ok := s["type"]; ok {
 			var types []string
 			switch t := t.(type) {
