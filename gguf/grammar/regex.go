@@ -12,11 +12,9 @@ import (
 // pattern that holds the whole output (vLLM's guided_regex). The
 // syntax is RE2's, as Go's regexp reads it (Perl's classes, \d \w \s,
 // repetition, alternation, groups, (?i)); lookaround and backreferences
-// are not in it. A character class names ASCII characters one by one,
-// and beyond ASCII either none or all of them (a negated class, .),
-// since a range of multi-byte characters would take a byte-level
-// expansion this compiler does not make; \b and anchors other than at
-// the ends are refused.
+// are not in it. A character class beyond ASCII is compiled to its UTF-8
+// byte sequences (utf8Range); \b and anchors other than at the ends are
+// refused.
 
 // MaxRegexRepeat bounds a counted repetition's bound ({n}, {n,m}): each
 // repetition is a copy of its expression.
@@ -239,10 +237,13 @@ func (rc regexCompiler) class(ranges []rune) (Expr, error) {
 		}
 	}
 	if wide {
-		if !coversNonASCII(covered) {
-			return Expr{}, &RegexError{Why: "a character class of some characters beyond ASCII (none or all of them compile)"}
+		if coversNonASCII(covered) {
+			alts = append(alts, UTF8())
+		} else {
+			for i := 0; i+1 < len(covered); i += 2 {
+				alts = append(alts, utf8Range(covered[i], covered[i+1])...)
+			}
 		}
-		alts = append(alts, UTF8())
 	}
 	if len(bytes) > 0 {
 		alts = append([]Expr{Bytes(bytes...)}, alts...)
@@ -251,6 +252,50 @@ func (rc regexCompiler) class(ranges []rune) (Expr, error) {
 		return alts[0], nil
 	}
 	return Alt(alts...), nil
+}
+
+// utf8Range is the characters lo … hi beyond ASCII as their UTF-8 bytes:
+// split where the encoding's length changes and around the surrogates
+// (which UTF-8 does not encode), then until each piece is a sequence of
+// byte ranges, one a byte (as Go's regexp compiles a class).
+func utf8Range(lo, hi rune) []Expr {
+	if lo < 0xD800 && hi > 0xDFFF {
+		return append(utf8Range(lo, 0xD7FF), utf8Range(0xE000, hi)...)
+	}
+	if lo >= 0xD800 && lo <= 0xDFFF {
+		lo = 0xE000
+	}
+	if hi >= 0xD800 && hi <= 0xDFFF {
+		hi = 0xD7FF
+	}
+	if lo > hi {
+		return nil
+	}
+	for _, edge := range []rune{0x7FF, 0xFFFF} {
+		if lo <= edge && edge < hi {
+			return append(utf8Range(lo, edge), utf8Range(edge+1, hi)...)
+		}
+	}
+	n := utf8.RuneLen(lo)
+	for i := 1; i < n; i++ {
+		m := rune(1)<<(6*i) - 1 // the low bits i continuation bytes hold
+		if lo&^m != hi&^m {
+			if lo&m != 0 {
+				return append(utf8Range(lo, lo|m), utf8Range((lo|m)+1, hi)...)
+			}
+			if hi&m != m {
+				return append(utf8Range(lo, (hi&^m)-1), utf8Range(hi&^m, hi)...)
+			}
+		}
+	}
+	a, b := make([]byte, n), make([]byte, n)
+	utf8.EncodeRune(a, lo)
+	utf8.EncodeRune(b, hi)
+	seq := make([]Expr, n)
+	for i := range seq {
+		seq[i] = Bytes([2]byte{a[i], b[i]})
+	}
+	return []Expr{Seq(seq...)}
 }
 
 // coversNonASCII reports whether sorted ranges cover every character

@@ -20,8 +20,9 @@ func TestRegexMatchesGo(t *testing.T) {
 	patterns := []string{
 		`a`, `ab|b`, `a*b+`, `(ab){2,3}`, `[a-c]?"`, `[^a]*`, `.`, `(?s).`, `(?i)Ab`, `\d\w?`, `\s`,
 		`^a.b$`, `a{0,2}é`, `[^"\n]+`, `(a|)b`, `x?`, `"(\\.|[^"\\])*"`,
+		`[à-ÿ]+`, `[^é]`, `[一-龥]a?`, `[α-ωа-я]*`, `[\x{80}-\x{10FFFF}]`, `[é-\x{1F600}]`, `(?i)É`,
 	}
-	alphabet := []string{"a", "b", "A", "1", "\"", "\n", "é", "\\", "x", " "}
+	alphabet := []string{"a", "b", "A", "1", "\"", "\n", "é", "\\", "x", " ", "日", "ω", "я", "😀", "\u00ff"}
 	var texts []string
 	var grow func(s string, n int)
 	grow = func(s string, n int) {
@@ -65,7 +66,7 @@ func TestRegexMatchesGo(t *testing.T) {
 // TestRegexRefused: what parses but does not compile is a RegexError
 // naming the pattern; what does not parse is ErrInvalid.
 func TestRegexRefused(t *testing.T) {
-	for _, p := range []string{`\bx`, `a^b`, `[à-ÿ]`, `[^à]`, `a$b`} {
+	for _, p := range []string{`\bx`, `a^b`, `a$b`} {
 		_, err := NewBuilder().Regex(p, false)
 		var re *RegexError
 		if !errors.As(err, &re) || re.Pattern != p {
@@ -151,6 +152,39 @@ func TestDateFormatExact(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// TestUTF8Range: a range of characters beyond ASCII compiles to byte
+// sequences that take exactly its characters' UTF-8: every character
+// within 300 of its ends and at the encoding's length changes, and
+// random ones.
+func TestUTF8Range(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	ranges := [][2]rune{{0x80, 0x10FFFF}, {0xE0, 0xFF}, {0x4E00, 0x9FA5}, {0x7F0, 0x810}, {0xFFF0, 0x10010}, {0xD700, 0xE100}, {0x1F600, 0x1F64F}, {0xE9, 0xE9}, {0x3B1, 0x3C9}}
+	for range 30 {
+		a, b := 0x80+rng.Int32N(0x10FF80), 0x80+rng.Int32N(0x10FF80)
+		ranges = append(ranges, [2]rune{min(a, b), max(a, b)})
+	}
+	for _, r := range ranges {
+		alts := utf8Range(r[0], r[1])
+		g := build(t, Alt(alts...))
+		check := func(c rune) {
+			if c < 0x80 || c > utf8.MaxRune || c >= 0xD800 && c <= 0xDFFF {
+				return
+			}
+			if got, want := accepts(t, g, string(c)), c >= r[0] && c <= r[1]; got != want {
+				t.Fatalf("[%#x, %#x]: %#x taken %v", r[0], r[1], c, got)
+			}
+		}
+		for _, edge := range []rune{r[0], r[1], 0x7FF, 0x800, 0xFFFF, 0x10000, 0xD7FF, 0xE000} {
+			for c := edge - 300; c <= edge+300; c++ {
+				check(c)
+			}
+		}
+		for range 2000 {
+			check(0x80 + rng.Int32N(0x10FF80))
 		}
 	}
 }
