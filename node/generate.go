@@ -175,14 +175,26 @@ func (s *servedModel) noSpeculation(g *api.Generation) string {
 	if _, ok := draftOf(s.in.m); !ok {
 		return fmt.Sprintf(`model %q has no draft (draft = "NAME" or "lookup" in its [[model]] section gives it one)`, s.in.m.Name())
 	}
+	if what := pickByPick(g); what != "" {
+		return what + " takes the tokens one pick at a time, which a speculative window's rows would not: the serve does not speculate"
+	}
+	return ""
+}
+
+// pickByPick names what makes a serve of g take its tokens one pick at a
+// time, with no speculative window ("" for nothing): mirostat's μ and
+// adaptive-p's average move with each pick, which a window's rows would
+// move out of turn, and post_sampling_probs reports the sampler's
+// distribution at each pick.
+func pickByPick(g *api.Generation) string {
 	sampled := g.Temperature != nil && *g.Temperature > 0
 	switch {
 	case g.Logprobs && g.PostSampling:
-		return "post_sampling_probs reports the sampler's distribution pick by pick, which a speculative window's rows would not give: the serve does not speculate"
+		return "post_sampling_probs"
 	case sampled && g.Mirostat > 0:
-		return "mirostat's state moves one token at a time, which a speculative window's rows would move out of turn: the serve does not speculate"
+		return "mirostat"
 	case sampled && g.AdaptiveTarget != nil:
-		return "adaptive-p's average moves one token at a time, which a speculative window's rows would move out of turn: the serve does not speculate"
+		return "adaptive-p"
 	}
 	return ""
 }
@@ -999,19 +1011,15 @@ func (s *servedModel) request(g *api.Generation, prompt string, ids []uint32, ct
 		// llama.cpp and Ollama: what is set beside it does not run, and the
 		// request names only what does (receipt.Sampling's rules).
 		*sp = receipt.Sampling{Stop: sp.Stop, LogitBias: sp.LogitBias, MinIndent: sp.MinIndent, MinTokens: sp.MinTokens,
-			Mirostat: uint32(g.Mirostat), MirostatTauE6: max(millionths(g.MirostatTau), 1), MirostatEtaE6: max(millionths(g.MirostatEta), 1)}
+			TemperatureE6: millionths(*g.Temperature),
+			Mirostat:      uint32(g.Mirostat), MirostatTauE6: max(millionths(g.MirostatTau), 1), MirostatEtaE6: max(millionths(g.MirostatEta), 1)}
 	}
-	// Mirostat's and adaptive-p's picks move their state one token at a
-	// time, and the sampler's distributions, where reported, are taken
-	// pick by pick: such a request does not speculate.
-	stateful := mirostat || sampled && g.AdaptiveTarget != nil
-	if stateful && len(prediction) > 0 {
-		what := "adaptive-p"
-		if mirostat {
-			what = "mirostat"
-		}
+	// A request whose tokens are taken one pick at a time does not
+	// speculate: it names no draft, and takes no prediction to draft from.
+	oneByOne := pickByPick(g)
+	if oneByOne != "" && len(prediction) > 0 {
 		e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option",
-			"a request with %s does not draft from a prediction: its state moves one token at a time, which a draft's rows would move out of turn", what)
+			"a request with %s does not draft from a prediction: it takes its tokens one pick at a time, which a draft's rows would not", oneByOne)
 		e.Param = "prediction"
 		return req, nil, e
 	}
@@ -1043,9 +1051,6 @@ func (s *servedModel) request(g *api.Generation, prompt string, ids []uint32, ct
 			seed := *g.Seed
 			sp.Seed = &seed
 		}
-		if mirostat {
-			sp.TemperatureE6 = millionths(*g.Temperature)
-		}
 		// A sampled request that may speculate names the draft: its
 		// tokens depend on it (receipt.Sampling.Draft), so a replay
 		// after the draft changed is another request.
@@ -1054,9 +1059,8 @@ func (s *servedModel) request(g *api.Generation, prompt string, ids []uint32, ct
 		// Its draft name carries its own bounds on the rounds, which
 		// its tokens depend on.
 		switch d, ok := s.decidedDraft(g); {
-		case stateful || g.Logprobs && g.PostSampling:
-			// Its picks move its state token by token, or are reported
-			// under the sampler's distributions one by one: no draft.
+		case oneByOne != "":
+			// No window: no draft.
 		case len(prediction) > 0 && sp.Samplers != "":
 			e := api.Errorf(http.StatusBadRequest, "invalid_request_error", "unsupported_option",
 				"a sampled request drafts from a prediction only under the default sampler order, and this one sets samplers")

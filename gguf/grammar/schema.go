@@ -34,14 +34,15 @@ import (
 //   - an integer's minimum, maximum, exclusiveMinimum, exclusiveMaximum
 //     (intrange.go), not a number's;
 //   - anyOf, and oneOf where its branches are told apart by a required
-//     property's const (disjoint); $defs and definitions, and $ref to a JSON pointer in the
-//     same document ("#", "#/$defs/name"), recursion included;
+//     property's const (disjoint); $defs and definitions, and $ref to a
+//     JSON pointer in the same document ("#", "#/$defs/name"), recursion
+//     included;
 //   - the annotations title, description, $schema, $id, $comment,
 //     examples, default, deprecated, readOnly and writeOnly, which change
 //     nothing.
 //
-// Everything else (other formats, a number's range, multipleOf, any other oneOf,
-// allOf, not, if/then/else, uniqueItems, patternProperties,
+// Everything else (other formats, a number's range, multipleOf, any
+// other oneOf, allOf, not, if/then/else, uniqueItems, patternProperties,
 // minProperties, ...) is refused with an *UnsupportedError naming the
 // keyword and where it is, rather than ignored: a schema the output might
 // not meet must not be accepted.

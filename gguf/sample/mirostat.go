@@ -90,14 +90,7 @@ func (s *Sampler) mirostatKept(logits []float32, allowed []uint64) ([]candidate,
 			}
 		}
 		if len(kept) == 0 {
-			// None is that likely: the likeliest alone.
-			best := c[0]
-			for _, x := range c[1:] {
-				if beforeNumber(x, best) < 0 {
-					best = x
-				}
-			}
-			kept = append(kept, best)
+			kept = coldest(c) // none is that likely: the likeliest alone
 		}
 		c = kept
 		s.sortLikeliest(c)

@@ -12,9 +12,9 @@ import (
 // sort of 25000 candidates took two thirds of a 3 ms pick. sortLikeliest
 // gives the same order (beforeNumber's: the logit descending, −0 and +0
 // alike, ties by id) by a least-significant-digit radix sort on the
-// logit's bits, eleven a pass, skipping the digits every candidate shares
-// (a logit that was a float32 leaves its 29 lowest bits zero), and orders
-// the runs of tied logits by id after.
+// logit's bits, radixBits a pass over only the bits the candidates do not
+// all share (a logit that was a float32 leaves its 29 lowest bits zero),
+// and orders the runs of tied logits by id after.
 
 // radixMin is the length from which sortLikeliest sorts by radix: below
 // it the comparison sort costs less than the passes' counting.

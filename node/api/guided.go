@@ -68,19 +68,7 @@ func (f *guidedFields) guide(g *Generation) error {
 	if f.GuidedWhitespacePattern != nil {
 		return badRequest("guided_whitespace_pattern", "guided_whitespace_pattern is not supported: a node's JSON grammars bound the white space themselves (docs/api.md, Structured outputs)")
 	}
-	var asked []guided
-	if !isAbsent(f.GuidedJSON) {
-		asked = append(asked, guided{param: "guided_json", json: f.GuidedJSON})
-	}
-	if f.GuidedRegex != nil {
-		asked = append(asked, guided{param: "guided_regex", regex: f.GuidedRegex})
-	}
-	if f.GuidedChoice != nil {
-		asked = append(asked, guided{param: "guided_choice", choice: f.GuidedChoice})
-	}
-	if f.GuidedGrammar != nil {
-		asked = append(asked, guided{param: "guided_grammar", gbnf: f.GuidedGrammar})
-	}
+	asked := ways(func(way string) string { return "guided_" + way }, f.GuidedJSON, false, f.GuidedRegex, f.GuidedChoice, f.GuidedGrammar)
 	if !isAbsent(f.StructuredOutputs) {
 		so, err := f.structured()
 		if err != nil {
@@ -118,26 +106,35 @@ func (f *guidedFields) structured() ([]guided, error) {
 			return nil, badRequest("structured_outputs."+o.param, "structured_outputs.%s is not supported: a node compiles the grammar one way (false is accepted)", o.param)
 		}
 	}
-	var asked []guided
-	if !isAbsent(so.JSON) {
-		asked = append(asked, guided{param: "structured_outputs.json", json: so.JSON})
-	}
-	if so.JSONObject != nil && *so.JSONObject {
-		asked = append(asked, guided{param: "structured_outputs.json_object", object: true})
-	}
-	if so.Regex != nil {
-		asked = append(asked, guided{param: "structured_outputs.regex", regex: so.Regex})
-	}
-	if so.Choice != nil {
-		asked = append(asked, guided{param: "structured_outputs.choice", choice: so.Choice})
-	}
-	if so.Grammar != nil {
-		asked = append(asked, guided{param: "structured_outputs.grammar", gbnf: so.Grammar})
-	}
+	asked := ways(func(way string) string { return "structured_outputs." + way },
+		so.JSON, so.JSONObject != nil && *so.JSONObject, so.Regex, so.Choice, so.Grammar)
 	if len(asked) == 0 {
 		return nil, badRequest("structured_outputs", "structured_outputs asks for nothing: give json, regex, choice, grammar or json_object")
 	}
 	return asked, nil
+}
+
+// ways are the ways of holding the output a request sets, in this
+// order, each under the field param names: a schema, any JSON object, a
+// regular expression, a choice of strings, a GBNF grammar.
+func ways(param func(way string) string, schema json.RawMessage, object bool, regex *string, choice []string, gbnf *string) []guided {
+	var asked []guided
+	if !isAbsent(schema) {
+		asked = append(asked, guided{param: param("json"), json: schema})
+	}
+	if object {
+		asked = append(asked, guided{param: param("json_object"), object: true})
+	}
+	if regex != nil {
+		asked = append(asked, guided{param: param("regex"), regex: regex})
+	}
+	if choice != nil {
+		asked = append(asked, guided{param: param("choice"), choice: choice})
+	}
+	if gbnf != nil {
+		asked = append(asked, guided{param: param("grammar"), gbnf: gbnf})
+	}
+	return asked
 }
 
 // compile sets g's grammar to what u asks.

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"math"
 	"strings"
 
@@ -93,12 +94,6 @@ func (f *llamaFilterFields) typical() (*float64, string, error) {
 // apply checks the filters' fields and copies them into g, whose
 // temperature is read.
 func (f *llamaFilterFields) apply(g *Generation) error {
-	inRange := func(name string, v *float64, lo, hi float64, what string) error {
-		if v != nil && (math.IsNaN(*v) || *v < lo || *v > hi) {
-			return badRequest(name, "%s must be %s, got %v", name, what, *v)
-		}
-		return nil
-	}
 	typ, typName, err := f.typical()
 	if err != nil {
 		return err
@@ -168,6 +163,15 @@ func (f *llamaFilterFields) apply(g *Generation) error {
 	return nil
 }
 
+// inRange refuses v, where sent, outside lo … hi (or NaN), naming the
+// field and what it must be.
+func inRange(name string, v *float64, lo, hi float64, what string) error {
+	if v != nil && (math.IsNaN(*v) || *v < lo || *v > hi) {
+		return badRequest(name, "%s must be %s, got %v", name, what, *v)
+	}
+	return nil
+}
+
 // applyMirostat checks mirostat's fields and copies them into g. Its
 // parameters ask nothing where it is off (SillyTavern sends its defaults
 // beside mirostat 0), so they are checked only beside it.
@@ -178,18 +182,18 @@ func (f *llamaFilterFields) applyMirostat(g *Generation) error {
 	if v := *f.Mirostat; v != 1 && v != 2 {
 		return badRequest("mirostat", "mirostat must be 0 (off), 1 or 2, got %d", v)
 	}
-	g.Mirostat, g.MirostatTau, g.MirostatEta = *f.Mirostat, llamaMirostatTau, llamaMirostatEta
-	if v := f.MirostatTau; v != nil {
-		if !(*v > 0 && *v <= maxMirostatTau) {
-			return badRequest("mirostat_tau", "mirostat_tau must be above 0 and at most %v bits, got %v", maxMirostatTau, *v)
-		}
-		g.MirostatTau = *v
+	if err := inRange("mirostat_tau", f.MirostatTau, math.SmallestNonzeroFloat64, maxMirostatTau, fmt.Sprintf("above 0 and at most %v bits", maxMirostatTau)); err != nil {
+		return err
 	}
-	if v := f.MirostatEta; v != nil {
-		if !(*v > 0 && *v <= 1) {
-			return badRequest("mirostat_eta", "mirostat_eta must be above 0 and at most 1, got %v", *v)
-		}
-		g.MirostatEta = *v
+	if err := inRange("mirostat_eta", f.MirostatEta, math.SmallestNonzeroFloat64, 1, "above 0 and at most 1"); err != nil {
+		return err
+	}
+	g.Mirostat, g.MirostatTau, g.MirostatEta = *f.Mirostat, llamaMirostatTau, llamaMirostatEta
+	if f.MirostatTau != nil {
+		g.MirostatTau = *f.MirostatTau
+	}
+	if f.MirostatEta != nil {
+		g.MirostatEta = *f.MirostatEta
 	}
 	return nil
 }
@@ -202,16 +206,16 @@ func (f *llamaFilterFields) applyAdaptive(g *Generation) error {
 	if t == nil || *t < 0 {
 		return nil
 	}
-	if !(*t <= 1) {
-		return badRequest("adaptive_target", "adaptive_target must be from 0 to 1 (negative is off), got %v", *t)
+	if err := inRange("adaptive_target", t, 0, 1, "from 0 to 1 (negative is off)"); err != nil {
+		return err
+	}
+	if err := inRange("adaptive_decay", f.AdaptiveDecay, 0, maxAdaptiveDecay, fmt.Sprintf("from 0 to %v", maxAdaptiveDecay)); err != nil {
+		return err
 	}
 	target := *t
 	g.AdaptiveTarget, g.AdaptiveDecay = &target, llamaAdaptiveDecay
-	if d := f.AdaptiveDecay; d != nil {
-		if !(*d >= 0 && *d <= maxAdaptiveDecay) {
-			return badRequest("adaptive_decay", "adaptive_decay must be from 0 to %v, got %v", maxAdaptiveDecay, *d)
-		}
-		g.AdaptiveDecay = *d
+	if f.AdaptiveDecay != nil {
+		g.AdaptiveDecay = *f.AdaptiveDecay
 	}
 	return nil
 }

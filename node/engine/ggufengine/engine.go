@@ -171,13 +171,13 @@ func (e *Engine) Serve(ctx context.Context, req receipt.ServeRequest, prompt []u
 	// windows priced as the name says: its tokens depend on both, and its
 	// identity must say so.
 	// Filters in another order than the chain's default may pick other
-	// tokens than the drafts are verified against: no speculation; nor
-	// with mirostat or adaptive-p, whose picks move their state one token
-	// at a time, nor where the sampler's distributions are reported.
+	// tokens than the drafts are verified against: no speculation (nor,
+	// as generate decides for every caller, with a stateful sampler or
+	// the sampler's distributions reported).
 	// Its rounds' bounds are its draft name's (a greedy request's, its
 	// context's).
 	var draft string
-	noSpec := !engine.Speculation(ctx) || params.Order != "" || params.Stateful() || engine.PostSampling(ctx)
+	noSpec := !engine.Speculation(ctx) || params.Order != ""
 	limits := engine.SpecLimits(ctx)
 	prediction := engine.Prediction(ctx)
 	if !params.Greedy() && req.Sampling != nil {
