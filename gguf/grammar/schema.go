@@ -378,6 +378,11 @@ func (c *schemaCompiler) compile(n *jnode, ptr string) (Expr, error) {
 	}
 	alts := make([]Expr, 0, len(types))
 	for _, t := range types {
+		if _, ok := n.get("format"); ok && (t == "number" || t == "integer") {
+			// OpenAPI's numeric formats (int32, float …) would go
+			// unenforced: a format is compiled for strings only.
+			return Expr{}, &UnsupportedError{Keyword: "format", Pointer: ptrJoin(ptr, "format"), Reason: "a format on a " + t + " is not enforced (formats are, on strings)"}
+		}
 		var e Expr
 		switch t {
 		case "object":

@@ -205,6 +205,8 @@ func TestSchemaRefused(t *testing.T) {
 		{`{"type":"string","pattern":"a^b"}`, "pattern", "/pattern"},
 		{`{"type":"string","pattern":"^a$","maxLength":3}`, "pattern", "/pattern"},
 		{`{"type":"string","format":"ipv6"}`, "format", "/format"},
+		{`{"type":"integer","format":"int32"}`, "format", "/format"},
+		{`{"type":["number","null"],"format":"float"}`, "format", "/format"},
 		{`{"type":"string","format":"date","maxLength":10}`, "format", "/format"},
 		{`{"type":"string","format":"uuid","pattern":"^a"}`, "format", "/format"},
 		{`{"type":"object","properties":{"n":{"type":"number","minimum":0}}}`, "minimum", "/properties/n/minimum"},
